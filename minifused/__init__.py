@@ -1,0 +1,25 @@
+"""minifused: a small deep-learning framework on fused GPU primitives.
+
+``cpu`` tensors are NumPy arrays, ``cuda`` tensors CuPy arrays; the same code
+runs on both. See README.md.
+"""
+from . import backend
+from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .backend import (Device, bfloat16, bool_, cuda_available, default_device, float16, float32,
+                      float64, get_rng_state, initial_seed, int8, int16, int32, int64, manual_seed,
+                      set_rng_state, uint8)
+from .backend import Device as device  # noqa: N813 - minifused.device('cuda') as in PyTorch
+from .tensor import Tensor
+from . import ops
+from .ops import *  # noqa: F401,F403 - tensor creation and the tensor ops at top level
+from .ops import abs, max, min, pow, sum  # noqa: A004,F401
+from . import functional
+from . import testing
+
+bool = bool_  # noqa: A001 - minifused.bool as in PyTorch
+float = float32  # noqa: A001
+half = float16
+double = float64
+long = int64
+
+__version__ = "0.1.0"

@@ -1,0 +1,308 @@
+"""The tape: Functions, their contexts, grad mode, and the reverse walk.
+
+Every differentiable op is a :class:`Function` whose ``forward(ctx, *arrays)``
+computes raw arrays and keeps on ``ctx`` exactly what ``backward(ctx, *grads)``
+needs: arrays through ``ctx.save_for_backward`` (checked against in-place
+changes by version counters) and anything else (ReLU bit-masks, mean/rstd,
+pooling indices) as plain attributes. ``Function.apply`` records the call on
+the tape when grad mode is on and an input requires grad; the output tensors
+point back at the context, which is the tape's node.
+
+This module sits below ``tensor.py``: it never imports ``Tensor``. The tensor
+module registers its class here with :func:`_register_tensor_type`.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+
+_Tensor = None  # the Tensor class, registered by minifused.tensor
+
+
+def _register_tensor_type(cls) -> None:
+    global _Tensor
+    _Tensor = cls
+
+
+# ---------------------------------------------------------------- grad mode
+class _GradMode(threading.local):
+    enabled = True
+
+
+_mode = _GradMode()
+
+
+def is_grad_enabled() -> bool:
+    return _mode.enabled
+
+
+class set_grad_enabled:
+    """Context manager (and decorator) setting grad mode on or off."""
+
+    def __init__(self, mode: bool = True):
+        self.mode = bool(mode)
+        self.prev = None
+
+    def __enter__(self):
+        self.prev = _mode.enabled
+        _mode.enabled = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        _mode.enabled = self.prev
+        return False
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(set_grad_enabled):
+    """Ops inside record nothing on the tape."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    def __init__(self):
+        super().__init__(True)
+
+
+# ---------------------------------------------------------------- the tape's node
+class Context:
+    """What one recorded op keeps for its backward; also the node of the tape.
+
+    ``needs_input_grad[i]`` says whether input ``i`` wants a gradient;
+    ``sole_consumer[i]`` (set just before ``backward`` runs) says whether this op
+    is the only consumer of input ``i`` in the graph being differentiated, with
+    no hooks on it: an op may then hand its producer a gradient in a form only
+    that producer understands (the cross-layer epilog fusion of ``ops.linear``).
+    """
+
+    __slots__ = ("fn", "inputs", "needs_input_grad", "sole_consumer", "saved", "versions",
+                 "out_meta", "hooks", "retained", "freed", "__dict__")
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self.saved = ()
+        self.versions = ()
+        self.hooks = None
+        self.retained = None
+        self.freed = False
+
+    def save_for_backward(self, *arrays):
+        self.saved = arrays
+
+    @property
+    def saved_tensors(self):
+        if self.freed:
+            raise RuntimeError(_FREED_MESSAGE.format(name=self.fn.__name__))
+        return self.saved
+
+    def _free(self):
+        """Drop saved arrays and aux data; small metadata (shapes, flags) stays."""
+        dropped = bool(self.saved)
+        self.saved = ()
+        for key, value in list(self.__dict__.items()):
+            if not _is_metadata(value):
+                del self.__dict__[key]
+                dropped = True
+        self.freed = self.freed or dropped
+
+
+def _is_metadata(value):
+    if isinstance(value, tuple):
+        return all(_is_metadata(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, type))
+
+
+_FREED_MESSAGE = (
+    "Trying to backward through the graph a second time: the saved arrays of {name} were "
+    "freed after the first backward. Pass retain_graph=True to the first backward() if you "
+    "need to differentiate the same graph again."
+)
+
+
+class Function:
+    """Base class of differentiable ops.
+
+    Subclasses define ``forward(ctx, *arrays, **kwargs)`` returning an array (or a
+    tuple of arrays) and ``backward(ctx, *grads)`` returning one gradient per
+    positional input (``None`` where there is none). Set ``is_view = True`` when
+    the output may share memory with the first input, so both share one version
+    counter and an in-place change through either is detected.
+    """
+
+    is_view = False
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        T = _Tensor
+        needs = tuple(isinstance(a, T) and a.requires_grad for a in args)
+        record = _mode.enabled and any(needs)
+        ctx = Context(needs)
+        arrays = [a.data if isinstance(a, T) else a for a in args]
+        out = cls.forward(ctx, *arrays, **kwargs)
+        multiple = isinstance(out, tuple)
+        outs = tuple(T._from_array(o, record) for o in (out if multiple else (out,)))
+        if cls.is_view and isinstance(args[0], T):
+            outs[0]._vc = args[0]._vc
+        if record:
+            ctx.fn = cls
+            ctx.inputs = tuple(a if n else None for a, n in zip(args, needs))
+            ctx.out_meta = tuple((o.data.shape, o.data.dtype) for o in outs)
+            if ctx.saved:
+                ctx.versions = _saved_versions(ctx.saved, args, outs, T)
+            for i, o in enumerate(outs):
+                o._ctx = ctx
+                o._out_index = i
+        return outs if multiple else outs[0]
+
+
+def _saved_versions(saved, args, outs, T):
+    """(counter, version) of every tensor whose array was saved, for the in-place check."""
+    found = []
+    for s in saved:
+        for t in (*args, *outs):
+            if isinstance(t, T) and t.data is s:
+                found.append((t._vc, t._vc[0]))
+                break
+    return tuple(found)
+
+
+def _check_versions(ctx):
+    for counter, version in ctx.versions:
+        if counter[0] != version:
+            raise RuntimeError(
+                f"one of the arrays needed for gradient computation has been modified by an "
+                f"in-place operation: {ctx.fn.__name__} saved it at version {version} and it is "
+                f"now at version {counter[0]}. Clone it before modifying it in place.")
+
+
+# ---------------------------------------------------------------- the reverse walk
+def _topological_order(root_ctx):
+    """Nodes reachable from ``root_ctx``, producers before consumers, and consumer counts."""
+    order, consumers = [], {}
+    seen = {id(root_ctx)}
+    stack = [(root_ctx, False)]
+    while stack:
+        ctx, expanded = stack.pop()
+        if expanded:
+            order.append(ctx)
+            continue
+        if ctx.freed:
+            raise RuntimeError(_FREED_MESSAGE.format(name=ctx.fn.__name__))
+        stack.append((ctx, True))
+        for t in ctx.inputs:
+            if t is None:
+                continue
+            consumers[id(t)] = consumers.get(id(t), 0) + 1
+            parent = t._ctx
+            if parent is not None and id(parent) not in seen:
+                seen.add(id(parent))
+                stack.append((parent, False))
+    return order, consumers
+
+
+def _run_hooks(hooks, grad):
+    for hook in hooks:
+        result = hook(_Tensor._from_array(grad, False))
+        if result is not None:
+            grad = result.data if isinstance(result, _Tensor) else result
+    return grad
+
+
+def backward(root, gradient=None, retain_graph=False):
+    """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+
+    All gradients are computed before any ``.grad`` is touched, and saved arrays
+    are freed only after the walk succeeded, so an error leaves the tape and every
+    ``.grad`` as they were.
+    """
+    T = _Tensor
+    if not root.requires_grad:
+        raise RuntimeError("backward(): the tensor does not require grad and has no grad_fn")
+    xp = root._xp
+    if gradient is None:
+        if root.data.size != 1:
+            raise RuntimeError(
+                f"backward(): grad can be implicitly created only for scalar outputs, got shape "
+                f"{tuple(root.shape)}; pass gradient= of that shape")
+        grad = xp.ones_like(root.data)
+        user_grad = None
+    else:
+        grad = gradient.data if isinstance(gradient, T) else xp.asarray(gradient, dtype=root.dtype)
+        if grad.shape != root.data.shape:
+            raise RuntimeError(
+                f"backward(): gradient has shape {tuple(grad.shape)} but the tensor has shape "
+                f"{tuple(root.shape)}")
+        user_grad = grad
+
+    leaf_grads = {}  # id(leaf) -> [leaf, grad]
+    if root._ctx is None:
+        leaf_grads[id(root)] = [root, grad]
+        order = []
+    else:
+        order, consumers = _topological_order(root._ctx)
+        pending = {(id(root._ctx), root._out_index): grad}
+        for ctx in reversed(order):
+            key = id(ctx)
+            grads = [pending.pop((key, i), None) for i in range(len(ctx.out_meta))]
+            if all(g is None for g in grads):
+                continue
+            for i, (shape, dtype) in enumerate(ctx.out_meta):
+                if grads[i] is None:
+                    grads[i] = xp.zeros(shape, dtype)
+                elif ctx.hooks and i in ctx.hooks:
+                    grads[i] = _run_hooks(ctx.hooks[i], grads[i])
+                if ctx.retained and i in ctx.retained:
+                    ctx.retained[i]()._accumulate_grad(grads[i], owned=False)
+            _check_versions(ctx)
+            ctx.sole_consumer = tuple(
+                t is not None and consumers[id(t)] == 1 and not t._hooks and t._retain is None
+                for t in ctx.inputs)
+            in_grads = ctx.fn.backward(ctx, *grads)
+            if not isinstance(in_grads, tuple):
+                in_grads = (in_grads,)
+            for t, g in zip(ctx.inputs, in_grads):
+                if t is None or g is None:
+                    continue
+                if t._ctx is None:
+                    entry = leaf_grads.get(id(t))
+                    if entry is None:
+                        leaf_grads[id(t)] = [t, g]
+                    else:
+                        entry[1] = entry[1] + g
+                else:
+                    k = (id(t._ctx), t._out_index)
+                    pending[k] = g if k not in pending else pending[k] + g
+
+    committed = set()
+    updates = []
+    for leaf, g in leaf_grads.values():
+        if leaf._hooks:
+            g = _run_hooks(leaf._hooks, g)
+        # Take the array as the leaf's own only if nothing else can see it.
+        owned = g is not user_grad and getattr(g, "base", None) is None and id(g) not in committed
+        committed.add(id(g))
+        updates.append((leaf, g, owned))
+    for leaf, g, owned in updates:
+        leaf._accumulate_grad(g, owned)
+    if not retain_graph:
+        for ctx in order:
+            ctx._free()

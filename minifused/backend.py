@@ -1,0 +1,223 @@
+"""Devices, array modules and random generators.
+
+A device is ``cpu`` (arrays are NumPy arrays) or ``cuda[:N]`` (CuPy arrays).
+Everything below the ops layer works on raw arrays and picks its array module
+with :func:`xp` / :func:`array_module`, so one code path serves both devices.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import ml_dtypes
+import numpy as np
+
+try:  # CuPy imports without a GPU; whether a device is usable is asked below.
+    import cupy
+except ImportError:  # pragma: no cover - cupy is a dependency, but keep cpu usable
+    cupy = None
+
+# ---------------------------------------------------------------- dtypes
+float16 = np.dtype(np.float16)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int8 = np.dtype(np.int8)
+uint8 = np.dtype(np.uint8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+bool_ = np.dtype(np.bool_)
+FLOAT_DTYPES = (float16, bfloat16, float32, float64)
+_DTYPE_NAMES = {
+    "float16": float16, "half": float16, "fp16": float16,
+    "bfloat16": bfloat16, "bf16": bfloat16,
+    "float32": float32, "float": float32, "fp32": float32,
+    "float64": float64, "double": float64, "fp64": float64,
+    "int8": int8, "uint8": uint8, "int16": int16, "int32": int32, "int": int32,
+    "int64": int64, "long": int64, "bool": bool_,
+}
+
+
+def as_dtype(spec) -> np.dtype:
+    """A NumPy dtype from a dtype, a scalar type or a name ('float32', 'bf16', ...)."""
+    if isinstance(spec, str):
+        try:
+            return _DTYPE_NAMES[spec.lower()]
+        except KeyError:
+            raise TypeError(f"unknown dtype {spec!r}; expected one of {sorted(_DTYPE_NAMES)}") from None
+    return np.dtype(spec)
+
+
+def is_floating(dtype) -> bool:
+    """True for float16, bfloat16, float32 and float64 (NumPy does not count bfloat16)."""
+    return np.dtype(dtype) in FLOAT_DTYPES
+
+
+# ---------------------------------------------------------------- devices
+class Device:
+    """An immutable device: ``Device('cpu')``, ``Device('cuda')``, ``Device('cuda:1')``."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, spec="cpu", index=None):
+        if isinstance(spec, Device):
+            spec, index = spec.type, spec.index
+        kind, _, idx = str(spec).partition(":")
+        if kind not in ("cpu", "cuda"):
+            raise ValueError(f"unknown device {spec!r}; expected 'cpu', 'cuda' or 'cuda:N'")
+        if idx:
+            if not idx.isdigit():
+                raise ValueError(f"bad device index in {spec!r}")
+            index = int(idx)
+        object.__setattr__(self, "type", kind)
+        object.__setattr__(self, "index", (index or 0) if kind == "cuda" else None)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Device is immutable")
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            try:
+                other = Device(other)
+            except ValueError:
+                return False
+        return isinstance(other, Device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self):
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+
+CPU = Device("cpu")
+
+
+@functools.cache
+def cuda_available() -> bool:
+    """True when CuPy can see a CUDA device (the driver answers and there is a GPU)."""
+    if cupy is None:
+        return False
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def device(spec=None) -> Device:
+    """The device for ``spec`` (None means the default device), checked to be usable."""
+    if spec is None:
+        return default_device()
+    dev = spec if isinstance(spec, Device) else Device(spec)
+    if dev.type == "cuda" and not cuda_available():
+        raise RuntimeError(f"device {dev} requested but no usable CUDA device was found")
+    return dev
+
+
+@functools.cache
+def _env_default_device() -> Device:
+    choice = os.environ.get("MINIFUSED_DEVICE", "").strip()
+    if choice:
+        return device(choice)
+    return Device("cuda") if cuda_available() else CPU
+
+
+def default_device() -> Device:
+    """``cuda`` when a CUDA device is usable, else ``cpu``; ``MINIFUSED_DEVICE`` overrides."""
+    return _env_default_device()
+
+
+def xp(dev: Device):
+    """The array module (numpy or cupy) for a device."""
+    return np if dev.type == "cpu" else cupy
+
+
+def is_cuda_array(array) -> bool:
+    return cupy is not None and isinstance(array, cupy.ndarray)
+
+
+def array_module(array):
+    return cupy if is_cuda_array(array) else np
+
+
+def device_of(array) -> Device:
+    if is_cuda_array(array):
+        return Device("cuda", array.device.id)
+    return CPU
+
+
+def to_device(array, dev: Device):
+    """``array`` on ``dev`` (the same object when it is already there)."""
+    if dev.type == "cpu":
+        return cupy.asnumpy(array) if is_cuda_array(array) else np.asarray(array)
+    with cupy.cuda.Device(dev.index):
+        if is_cuda_array(array) and array.device.id == dev.index:
+            return array
+        return cupy.asarray(array)
+
+
+def on_device(dev: Device):
+    """Context manager making ``dev`` current for allocations (a no-op for cpu)."""
+    import contextlib
+
+    if dev.type == "cuda":
+        return cupy.cuda.Device(dev.index)
+    return contextlib.nullcontext()
+
+
+def synchronize():
+    if cuda_available():
+        cupy.cuda.get_current_stream().synchronize()
+
+
+# ---------------------------------------------------------------- random numbers
+class _Generators:
+    """One NumPy Generator for cpu and one CuPy RandomState per CUDA device, seeded together."""
+
+    def __init__(self, seed: int):
+        self.seed = int(seed)
+        self.cpu = np.random.Generator(np.random.PCG64(self.seed))
+        self.cuda = {}
+
+    def get(self, dev: Device):
+        if dev.type == "cpu":
+            return self.cpu
+        if dev.index not in self.cuda:
+            with cupy.cuda.Device(dev.index):
+                self.cuda[dev.index] = cupy.random.RandomState(self.seed + dev.index)
+        return self.cuda[dev.index]
+
+
+_generators = _Generators(int.from_bytes(os.urandom(6), "little"))
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the random numbers of every device (NumPy and CuPy) at once."""
+    global _generators
+    _generators = _Generators(seed)
+
+
+def initial_seed() -> int:
+    return _generators.seed
+
+
+def generator(dev: Device):
+    """The random generator for ``dev``: ``numpy.random.Generator`` or ``cupy.random.RandomState``."""
+    return _generators.get(dev)
+
+
+def get_rng_state() -> dict:
+    """The CPU generator's state (JSON-able) and the seed; CUDA generators restart from the seed."""
+    return {"seed": _generators.seed, "cpu": _generators.cpu.bit_generator.state}
+
+
+def set_rng_state(state: dict) -> None:
+    global _generators
+    _generators = _Generators(state["seed"])
+    _generators.cpu.bit_generator.state = state["cpu"]

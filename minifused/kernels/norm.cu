@@ -1,0 +1,376 @@
+// LayerNorm and RMSNorm over the last dimension, forward and backward.
+//
+// Configuration (compile-time defines, chosen by norm.py per dtype and N):
+//   MF_T    element type: float, __half, __nv_bfloat16
+//   MF_VEC  elements per vector access (16 bytes / sizeof(T), or 1 when N or a
+//        pointer is not aligned)
+//   MF_K    vectors per thread in the register path (a row is kept in registers:
+//        thread t of a row owns columns (t + k*TPR)*VEC .. +VEC-1, k < K)
+//   MF_TPR  threads per row (a multiple of 32); NT threads per block, so a block
+//        works on NT/TPR rows at a time
+//   MF_RMS  1: RMSNorm (no mean, no bias), 0: LayerNorm
+// Statistics and accumulation are fp32. mean/rstd are stored (fp32) for the
+// backward. dw/db: every block accumulates its rows' contributions in
+// registers and writes one fp32 row of partial sums to partial[block, 2, N];
+// norm_bwd_reduce sums those rows in a fixed order (deterministic, no atomics).
+//
+// nvrtc-check: -DMF_T=float -DMF_VEC=4 -DMF_K=2 -DMF_TPR=128 -DMF_NT=256 -DMF_RMS=0
+// nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=4 -DMF_TPR=512 -DMF_NT=512 -DMF_RMS=0
+// nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_VEC=1 -DMF_K=1 -DMF_TPR=32 -DMF_NT=256 -DMF_RMS=1
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef MF_T
+#define MF_T float
+#endif
+#ifndef MF_VEC
+#define MF_VEC 1
+#endif
+#ifndef MF_K
+#define MF_K 1
+#endif
+#ifndef MF_TPR
+#define MF_TPR 32
+#endif
+#ifndef MF_NT
+#define MF_NT 256
+#endif
+#ifndef MF_RMS
+#define MF_RMS 0
+#endif
+typedef MF_T T;
+constexpr int VEC = MF_VEC, K = MF_K, TPR = MF_TPR, NT = MF_NT, RMS = MF_RMS;
+
+constexpr int RPB = NT / TPR;  // rows per block
+constexpr int WPR = TPR / 32;  // warps per row
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename U> __device__ __forceinline__ U from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <typename U, int n> struct alignas(sizeof(U) * n) Vec { U v[n]; };
+typedef Vec<T, VEC> VT;
+
+__device__ __forceinline__ VT load_vec(const T* p) { return *reinterpret_cast<const VT*>(p); }
+__device__ __forceinline__ void store_vec(T* p, const VT& a) { *reinterpret_cast<VT*>(p) = a; }
+
+__device__ __forceinline__ float2 warp_sum2(float2 v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+        v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+    }
+    return v;
+}
+
+// Sum of two values over the TPR threads of this thread's row. Every thread of
+// the block must call it (it may contain barriers).
+__device__ __forceinline__ float2 row_sum2(float2 v, float2* red) {
+    v = warp_sum2(v);
+    if (WPR > 1) {
+        const int warp = threadIdx.x >> 5, first = (warp / WPR) * WPR;
+        if ((threadIdx.x & 31) == 0) red[warp] = v;
+        __syncthreads();
+        float2 s = make_float2(0.f, 0.f);
+#pragma unroll
+        for (int i = 0; i < WPR; ++i) { s.x += red[first + i].x; s.y += red[first + i].y; }
+        __syncthreads();
+        v = s;
+    }
+    return v;
+}
+
+// ---------------------------------------------------------------- forward
+// y = (x - mean) * rstd * w + b  (RMS: y = x * rstd * w). w, b may be null.
+extern "C" __global__ void __launch_bounds__(NT)
+norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+         T* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
+         int M, int N, float eps) {
+    __shared__ float2 red[NT / 32];
+    const int grp = threadIdx.x / TPR, t = threadIdx.x % TPR;
+    const float inv_n = 1.f / (float)N;
+    for (long long r0 = (long long)blockIdx.x * RPB; r0 < M; r0 += (long long)gridDim.x * RPB) {
+        const long long row = r0 + grp;
+        const bool ok = row < M;
+        const T* xr = x + row * N;
+        float v[K][VEC];
+        float s = 0.f;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int c = (t + k * TPR) * VEC;
+            if (ok && c < N) {
+                VT a = load_vec(xr + c);
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) { v[k][e] = to_f(a.v[e]); s += v[k][e]; }
+            } else {
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) v[k][e] = 0.f;
+            }
+        }
+        float mu = 0.f;
+        if (!RMS) mu = row_sum2(make_float2(s, 0.f), red).x * inv_n;
+        float q = 0.f;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int c = (t + k * TPR) * VEC;
+            if (c < N) {
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) { const float d = v[k][e] - mu; q += d * d; }
+            }
+        }
+        const float rs = rsqrtf(row_sum2(make_float2(q, 0.f), red).x * inv_n + eps);
+        if (ok) {
+            T* yr = y + row * N;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int c = (t + k * TPR) * VEC;
+                if (c < N) {
+                    VT o, wv, bv;
+                    if (w) wv = load_vec(w + c);
+                    if (!RMS && b) bv = load_vec(b + c);
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e) {
+                        float r = (v[k][e] - mu) * rs;
+                        if (w) r *= to_f(wv.v[e]);
+                        if (!RMS && b) r += to_f(bv.v[e]);
+                        o.v[e] = from_f<T>(r);
+                    }
+                    store_vec(yr + c, o);
+                }
+            }
+            if (t == 0) {
+                if (!RMS) mean_out[row] = mu;
+                rstd_out[row] = rs;
+            }
+        }
+    }
+}
+
+// Rows too long for registers: one row per block (TPR == NT), three passes
+// over the row (mean, variance, output); the re-reads hit L2.
+extern "C" __global__ void __launch_bounds__(NT)
+norm_fwd_tiled(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+               T* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
+               int M, int N, float eps) {
+    __shared__ float2 red[NT / 32];
+    const int t = threadIdx.x;
+    const float inv_n = 1.f / (float)N;
+    for (long long row = blockIdx.x; row < M; row += gridDim.x) {
+        const T* xr = x + row * N;
+        float mu = 0.f;
+        if (!RMS) {
+            float s = 0.f;
+            for (int c = t * VEC; c < N; c += NT * VEC) {
+                VT a = load_vec(xr + c);
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) s += to_f(a.v[e]);
+            }
+            mu = row_sum2(make_float2(s, 0.f), red).x * inv_n;
+        }
+        float q = 0.f;
+        for (int c = t * VEC; c < N; c += NT * VEC) {
+            VT a = load_vec(xr + c);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) { const float d = to_f(a.v[e]) - mu; q += d * d; }
+        }
+        const float rs = rsqrtf(row_sum2(make_float2(q, 0.f), red).x * inv_n + eps);
+        T* yr = y + row * N;
+        for (int c = t * VEC; c < N; c += NT * VEC) {
+            VT a = load_vec(xr + c), o, wv, bv;
+            if (w) wv = load_vec(w + c);
+            if (!RMS && b) bv = load_vec(b + c);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                float r = (to_f(a.v[e]) - mu) * rs;
+                if (w) r *= to_f(wv.v[e]);
+                if (!RMS && b) r += to_f(bv.v[e]);
+                o.v[e] = from_f<T>(r);
+            }
+            store_vec(yr + c, o);
+        }
+        if (t == 0) {
+            if (!RMS) mean_out[row] = mu;
+            rstd_out[row] = rs;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- backward
+// xhat = (x - mean) * rstd, g = dy * w,
+// dx = rstd * (g - xhat * mean(xhat * g) - mean(g))      (RMS: no mean(g) term)
+// partial[block, 0, :] = sum over the block's rows of dy * xhat   (-> dw)
+// partial[block, 1, :] = sum over the block's rows of dy          (-> db)
+// dx may be null (no input grad wanted); partial may be null (no weight grad).
+// Dynamic shared memory: 2*N floats when RPB > 1 and partial is set.
+extern "C" __global__ void __launch_bounds__(NT)
+norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
+         const float* __restrict__ mean, const float* __restrict__ rstd,
+         T* __restrict__ dx, float* __restrict__ partial, int M, int N) {
+    __shared__ float2 red[NT / 32];
+    extern __shared__ float sacc[];
+    const int grp = threadIdx.x / TPR, t = threadIdx.x % TPR;
+    const float inv_n = 1.f / (float)N;
+    float aw[K][VEC], ab[K][VEC];
+    VT wv[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int c = (t + k * TPR) * VEC;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) { aw[k][e] = 0.f; ab[k][e] = 0.f; }
+        if (w && c < N) wv[k] = load_vec(w + c);
+    }
+    for (long long r0 = (long long)blockIdx.x * RPB; r0 < M; r0 += (long long)gridDim.x * RPB) {
+        const long long row = r0 + grp;
+        const bool ok = row < M;
+        VT xv[K], gv[K];
+        float mu = 0.f, rs = 0.f;
+        if (ok) {
+            if (!RMS) mu = mean[row];
+            rs = rstd[row];
+        }
+        float2 s = make_float2(0.f, 0.f);  // sum(xhat * g), sum(g)
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int c = (t + k * TPR) * VEC;
+            if (ok && c < N) {
+                xv[k] = load_vec(x + row * N + c);
+                gv[k] = load_vec(dy + row * N + c);
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                    const float xh = (to_f(xv[k].v[e]) - mu) * rs;
+                    const float d = to_f(gv[k].v[e]);
+                    const float g = w ? d * to_f(wv[k].v[e]) : d;
+                    s.x += xh * g;
+                    s.y += g;
+                    aw[k][e] += d * xh;
+                    ab[k][e] += d;
+                }
+            }
+        }
+        s = row_sum2(s, red);
+        const float c1 = s.x * inv_n, c2 = RMS ? 0.f : s.y * inv_n;
+        if (ok && dx) {
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int c = (t + k * TPR) * VEC;
+                if (c < N) {
+                    VT o;
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e) {
+                        const float xh = (to_f(xv[k].v[e]) - mu) * rs;
+                        const float d = to_f(gv[k].v[e]);
+                        const float g = w ? d * to_f(wv[k].v[e]) : d;
+                        o.v[e] = from_f<T>(rs * (g - xh * c1 - c2));
+                    }
+                    store_vec(dx + row * N + c, o);
+                }
+            }
+        }
+    }
+    if (!partial) return;
+    float* pw = partial + (long long)blockIdx.x * 2 * N;
+    if (RPB == 1) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int c = (t + k * TPR) * VEC;
+            if (c < N) {
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) { pw[c + e] = aw[k][e]; pw[N + c + e] = ab[k][e]; }
+            }
+        }
+    } else {
+        // Combine the block's row groups in a fixed order through shared memory.
+        for (int g = 0; g < RPB; ++g) {
+            if (grp == g) {
+#pragma unroll
+                for (int k = 0; k < K; ++k) {
+                    const int c = (t + k * TPR) * VEC;
+                    if (c < N) {
+#pragma unroll
+                        for (int e = 0; e < VEC; ++e) {
+                            sacc[c + e] = g ? sacc[c + e] + aw[k][e] : aw[k][e];
+                            sacc[N + c + e] = g ? sacc[N + c + e] + ab[k][e] : ab[k][e];
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        for (int i = threadIdx.x; i < 2 * N; i += NT) pw[i] = sacc[i];
+    }
+}
+
+// Rows too long for registers: one row per block; two passes over the row,
+// the block's dw/db partial row is accumulated in place in global memory
+// (each block owns its row of partial, so there are no races).
+extern "C" __global__ void __launch_bounds__(NT)
+norm_bwd_tiled(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
+               const float* __restrict__ mean, const float* __restrict__ rstd,
+               T* __restrict__ dx, float* __restrict__ partial, int M, int N) {
+    __shared__ float2 red[NT / 32];
+    const int t = threadIdx.x;
+    const float inv_n = 1.f / (float)N;
+    float* pw = partial ? partial + (long long)blockIdx.x * 2 * N : nullptr;
+    for (long long row = blockIdx.x; row < M; row += gridDim.x) {
+        const bool first = row == blockIdx.x;
+        const T* xr = x + row * N;
+        const T* dr = dy + row * N;
+        const float mu = RMS ? 0.f : mean[row], rs = rstd[row];
+        float2 s = make_float2(0.f, 0.f);
+        for (int c = t * VEC; c < N; c += NT * VEC) {
+            VT a = load_vec(xr + c), d = load_vec(dr + c), wv;
+            if (w) wv = load_vec(w + c);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const float xh = (to_f(a.v[e]) - mu) * rs;
+                const float g = w ? to_f(d.v[e]) * to_f(wv.v[e]) : to_f(d.v[e]);
+                s.x += xh * g;
+                s.y += g;
+            }
+        }
+        s = row_sum2(s, red);
+        const float c1 = s.x * inv_n, c2 = RMS ? 0.f : s.y * inv_n;
+        for (int c = t * VEC; c < N; c += NT * VEC) {
+            VT a = load_vec(xr + c), d = load_vec(dr + c), wv, o;
+            if (w) wv = load_vec(w + c);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const float xh = (to_f(a.v[e]) - mu) * rs;
+                const float dd = to_f(d.v[e]);
+                const float g = w ? dd * to_f(wv.v[e]) : dd;
+                o.v[e] = from_f<T>(rs * (g - xh * c1 - c2));
+                if (pw) {
+                    pw[c + e] = first ? dd * xh : pw[c + e] + dd * xh;
+                    pw[N + c + e] = first ? dd : pw[N + c + e] + dd;
+                }
+            }
+            if (dx) store_vec(dx + row * N + c, o);
+        }
+    }
+}
+
+// dw[c] = sum_s partial[s, 0, c], db[c] = sum_s partial[s, 1, c], summed in a
+// fixed order. Block (32, 16): 32 columns, 16 row-strided partial sums each.
+// db may be null.
+extern "C" __global__ void __launch_bounds__(512)
+norm_bwd_reduce(const float* __restrict__ partial, int S, int N, T* __restrict__ dw, T* __restrict__ db) {
+    __shared__ float sm[16][33];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int col = blockIdx.x * 32 + tx;  // over 2N columns: [0, N) -> dw, [N, 2N) -> db
+    float s = 0.f;
+    if (col < 2 * N)
+        for (int r = ty; r < S; r += 16) s += partial[(long long)r * 2 * N + col];
+    sm[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && col < 2 * N) {
+        float tot = 0.f;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) tot += sm[i][tx];
+        if (col < N) dw[col] = from_f<T>(tot);
+        else if (db) db[col - N] = from_f<T>(tot);
+    }
+}

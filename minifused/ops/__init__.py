@@ -1,0 +1,77 @@
+"""The ops: one ``Function`` per op family, and the one place where ``Tensor`` gets
+its operators and methods (the tensor layer sits above the ops and cannot
+import them)."""
+from __future__ import annotations
+
+from .. import backend
+from ..tensor import Tensor
+from . import creation, elementwise, matmul, reduce, shape
+from .creation import *  # noqa: F401,F403
+from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
+                          maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device,
+                          where)
+from .matmul import matmul
+from .reduce import amax, amin, argmax, argmin, max, mean, min, std, sum, var  # noqa: A004
+from .shape import (cat, contiguous, expand, flatten, getitem, permute, reshape, setitem, squeeze, stack,
+                    transpose, unsqueeze, view)
+
+
+def _swapped(fn):
+    return lambda self, other: fn(other, self)
+
+
+def _to(self, *args, **kwargs):
+    """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)``; keywords too."""
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    if kwargs:
+        raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, backend.Device) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
+            device = a
+        else:
+            dtype = a
+    out = self
+    if device is not None:
+        out = to_device(out, device)
+    if dtype is not None:
+        out = cast(out, dtype)
+    return out
+
+
+_METHODS = {
+    # arithmetic and comparison operators
+    "__add__": add, "__radd__": _swapped(add), "__sub__": sub, "__rsub__": _swapped(sub),
+    "__mul__": mul, "__rmul__": _swapped(mul), "__truediv__": div, "__rtruediv__": _swapped(div),
+    "__pow__": pow, "__rpow__": _swapped(pow), "__matmul__": matmul, "__rmatmul__": _swapped(matmul),
+    "__neg__": neg, "__abs__": abs, "__pos__": lambda self: self,
+    "__eq__": eq, "__ne__": ne, "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge,
+    "__getitem__": getitem, "__setitem__": setitem,
+    # methods
+    "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "matmul": matmul, "neg": neg,
+    "exp": exp, "log": log, "sqrt": sqrt, "abs": abs, "tanh": tanh, "sigmoid": sigmoid, "relu": relu,
+    "clamp": clamp, "clip": clamp, "maximum": maximum, "minimum": minimum,
+    "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
+    "sum": sum, "mean": mean, "max": max, "min": min, "amax": amax, "amin": amin, "var": var, "std": std,
+    "argmax": argmax, "argmin": argmin,
+    "reshape": reshape, "view": view, "flatten": flatten, "permute": permute, "transpose": transpose,
+    "unsqueeze": unsqueeze, "squeeze": squeeze, "expand": expand, "contiguous": contiguous, "clone": clone,
+    "to": _to, "cpu": lambda self: to_device(self, "cpu"),
+    "cuda": lambda self, device=None: to_device(self, "cuda" if device is None else device),
+    "float": lambda self: cast(self, backend.float32), "double": lambda self: cast(self, backend.float64),
+    "half": lambda self: cast(self, backend.float16), "bfloat16": lambda self: cast(self, backend.bfloat16),
+    "long": lambda self: cast(self, backend.int64), "int": lambda self: cast(self, backend.int32),
+    "bool": lambda self: cast(self, backend.bool_),
+    "type_as": lambda self, other: cast(self, other.dtype),
+    "T": property(shape.T),
+    "mT": property(lambda self: transpose(self, -2, -1)),
+}
+for _name, _fn in _METHODS.items():
+    setattr(Tensor, _name, _fn)
+
+__all__ = creation.__all__ + ["abs", "add", "cast", "clamp", "clone", "div", "eq", "exp", "ge", "gelu", "gt", "le",
+                     "log", "lt", "maximum", "minimum", "mul", "ne", "neg", "pow", "relu", "sigmoid", "sqrt",
+                     "sub", "tanh", "where", "matmul", "amax", "amin", "argmax", "argmin", "max", "mean",
+                     "min", "std", "sum", "var", "cat", "flatten", "permute", "reshape", "squeeze", "stack",
+                     "transpose", "unsqueeze"]

@@ -1,0 +1,117 @@
+"""What every op family needs: operand preparation (devices, broadcasting, dtype
+promotion, Python scalars) and reducing a broadcast gradient to its input's shape."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..tensor import Tensor
+
+
+def unbroadcast(grad, shape):
+    """Sum ``grad`` over the axes along which an input of ``shape`` was broadcast."""
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
+    out = grad.sum(axis=axes, keepdims=True) if axes else grad
+    return out.reshape(shape)
+
+
+def check_same_device(op, *tensors):
+    devices = {t.device for t in tensors if isinstance(t, Tensor)}
+    if len(devices) > 1:
+        names = " and ".join(sorted(str(d) for d in devices))
+        raise RuntimeError(f"{op}: expected all tensors on the same device, got {names}")
+
+
+def broadcast_shape(op, a_shape, b_shape):
+    try:
+        return np.broadcast_shapes(a_shape, b_shape)
+    except ValueError:
+        raise ValueError(
+            f"{op}: shapes {tuple(a_shape)} and {tuple(b_shape)} cannot be broadcast together") from None
+
+
+def promote(a_dtype, b_dtype):
+    """PyTorch's rule: a float beats an integer; otherwise the wider type."""
+    fa, fb = backend.is_floating(a_dtype), backend.is_floating(b_dtype)
+    if fa and not fb:
+        return a_dtype
+    if fb and not fa:
+        return b_dtype
+    if {a_dtype, b_dtype} == {backend.float16, backend.bfloat16}:
+        return backend.float32
+    return np.result_type(a_dtype, b_dtype)
+
+
+def scalar_result_dtype(dtype, scalar):
+    """dtype of ``tensor <op> python_scalar`` (the tensor's, unless the scalar is a wider kind)."""
+    if isinstance(scalar, bool):
+        return dtype
+    if isinstance(scalar, numbers.Integral):
+        return backend.int64 if dtype == backend.bool_ else dtype
+    if isinstance(scalar, numbers.Real) and not backend.is_floating(dtype):
+        return backend.float32
+    return dtype
+
+
+def as_tensor_like(value, like: Tensor):
+    """Arrays and array-likes become tensors on ``like``'s device; Python scalars stay scalars."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (bool, numbers.Number)):
+        return value
+    arr = backend.to_device(value, like.device) if (
+        isinstance(value, np.ndarray) or backend.is_cuda_array(value)) else like._xp.asarray(value)
+    return Tensor._from_array(arr, False)
+
+
+def binary_operands(op, a, b, broadcast=True):
+    """Check devices and shapes and promote dtypes of a binary op's operands.
+
+    Either side may be a Python scalar (never both). A differentiable cast is
+    applied where a tensor's dtype must change, so gradients flow back in the
+    input's own dtype.
+    """
+    from .elementwise import cast  # same package; avoids an import cycle at load
+
+    like = a if isinstance(a, Tensor) else b
+    a, b = as_tensor_like(a, like), as_tensor_like(b, like)
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        if a.device != b.device:
+            raise RuntimeError(
+                f"{op}: expected all tensors on the same device, got {a.device} and {b.device}")
+        if broadcast:
+            broadcast_shape(op, a.shape, b.shape)
+        if a.dtype != b.dtype:
+            dtype = promote(a.dtype, b.dtype)
+            a, b = cast(a, dtype), cast(b, dtype)
+        return a, b
+    t, s = (a, b) if isinstance(a, Tensor) else (b, a)
+    dtype = scalar_result_dtype(t.dtype, s)
+    if dtype != t.dtype:
+        t = cast(t, dtype)
+    return (t, s) if isinstance(a, Tensor) else (s, t)
+
+
+def normalize_axis(op, axis, ndim):
+    """``axis`` (int, tuple or None) as a tuple of non-negative ints, checked against ``ndim``."""
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    out = []
+    for ax in axes:
+        if not -max(ndim, 1) <= ax < max(ndim, 1):
+            raise IndexError(f"{op}: dimension {ax} out of range for a tensor of {ndim} dimensions")
+        out.append(ax % max(ndim, 1))
+    return tuple(out)
+
+
+def shape_of(x):
+    return x.shape if hasattr(x, "shape") else None

@@ -1,0 +1,203 @@
+"""Creating tensors: from data, filled, random, ranges, and the ``*_like`` forms."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..tensor import Tensor
+
+__all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "rand",
+           "randn", "randint", "arange", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
+           "rand_like", "randn_like", "randint_like"]
+
+
+def _place(array, dtype, device, requires_grad):
+    dev = backend.device(device)
+    if dtype is not None:
+        array = array.astype(backend.as_dtype(dtype), copy=False)
+    t = Tensor._from_array(backend.to_device(array, dev), False)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _infer_host_array(data):
+    """NumPy array for Python data, with PyTorch's defaults (float32 for floats, int64 for ints)."""
+    if isinstance(data, np.ndarray):
+        return data
+    arr = np.asarray(data)
+    if arr.dtype == np.float64 and not isinstance(data, np.generic):
+        arr = arr.astype(np.float32)
+    elif arr.dtype.kind in "iu":
+        arr = arr.astype(np.int64)
+    elif arr.dtype == object:
+        raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data of mixed types")
+    return arr
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, scalars, NumPy/CuPy arrays, Tensors)."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if backend.is_cuda_array(data):
+        arr = data.copy()
+        device = device if device is not None else backend.device_of(data)
+    else:
+        if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):
+            data = [v.tolist() if isinstance(v, Tensor) else v for v in data]
+        arr = np.array(_infer_host_array(data), copy=True)
+    return _place(arr, dtype, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like :func:`tensor` but without a copy when ``data`` already fits."""
+    if isinstance(data, Tensor) and dtype is None and device is None:
+        return data
+    if isinstance(data, Tensor):
+        data = data.data
+    if backend.is_cuda_array(data):
+        return _place(data, dtype, device if device is not None else backend.device_of(data), False)
+    return _place(_infer_host_array(data), dtype, device, False)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A cpu tensor sharing memory with ``array``."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    return Tensor._from_array(array, False)
+
+
+def from_dlpack(obj) -> Tensor:
+    """Zero-copy import of any DLPack producer (CuPy, NumPy, PyTorch, a Tensor)."""
+    kind, _ = obj.__dlpack_device__()
+    if kind == 1:  # kDLCPU
+        return Tensor._from_array(np.from_dlpack(obj), False)
+    import cupy
+
+    return Tensor._from_array(cupy.from_dlpack(obj), False)
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, numbers.Integral) or s < 0:
+            raise ValueError(f"expected a shape of non-negative ints, got {size}")
+    return tuple(int(s) for s in size)
+
+
+def _filled(fill, size, dtype, device, requires_grad):
+    dev = backend.device(device)
+    dtype = backend.as_dtype(dtype if dtype is not None else backend.float32)
+    with backend.on_device(dev):
+        xp = backend.xp(dev)
+        arr = xp.empty(size, dtype) if fill is None else xp.full(size, fill, dtype)
+    return _place(arr, None, dev, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    return _filled(0, _shape(size), dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    return _filled(1, _shape(size), dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    return _filled(None, _shape(size), dtype, device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    if dtype is None:
+        dtype = _infer_host_array(fill_value).dtype
+    return _filled(fill_value, _shape((size,)), dtype, device, requires_grad)
+
+
+def _random(kind, size, dtype, device, requires_grad, low=0, high=None):
+    dev = backend.device(device)
+    gen = backend.generator(dev)
+    with backend.on_device(dev):
+        if kind == "randint":
+            if isinstance(gen, np.random.Generator):
+                arr = gen.integers(low, high, size=size, dtype=np.int64)
+            else:
+                arr = gen.randint(low, high, size=size, dtype=np.int64)
+            dtype = dtype if dtype is not None else backend.int64
+        else:
+            if kind == "randn":
+                arr = gen.standard_normal(size, dtype=np.float32)
+            elif isinstance(gen, np.random.Generator):
+                arr = gen.random(size, dtype=np.float32)
+            else:
+                arr = gen.random_sample(size, dtype=np.float32)
+            dtype = dtype if dtype is not None else backend.float32
+    return _place(arr, dtype, dev, requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False):
+    """Uniform on [0, 1)."""
+    return _random("rand", _shape(size), dtype, device, requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False):
+    """Standard normal."""
+    return _random("randn", _shape(size), dtype, device, requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None, device=None):
+    """Integers in [low, high) (``randint(high, size)`` as in PyTorch when ``size`` is the 2nd arg)."""
+    if high is None:
+        low, high = 0, low
+    elif isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
+    if high <= low:
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    return _random("randint", _shape((size,)), dtype, device, False, low, high)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        floating = any(isinstance(v, float) for v in (start, end, step))
+        dtype = backend.float32 if floating else backend.int64
+    dev = backend.device(device)
+    with backend.on_device(dev):
+        arr = backend.xp(dev).arange(start, end, step, dtype=np.float64 if backend.is_floating(dtype) else np.int64)
+    return _place(arr, dtype, dev, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    dev = backend.device(device)
+    with backend.on_device(dev):
+        arr = backend.xp(dev).eye(n, m, dtype=backend.as_dtype(dtype or backend.float32))
+    return _place(arr, None, dev, requires_grad)
+
+
+def _like(fn):
+    def like(x, *args, dtype=None, device=None, requires_grad=False, **kwargs):
+        return fn(*args, x.shape, dtype=dtype or x.dtype, device=device or x.device,
+                  requires_grad=requires_grad, **kwargs)
+
+    like.__name__ = fn.__name__ + "_like"
+    return like
+
+
+zeros_like = _like(zeros)
+ones_like = _like(ones)
+empty_like = _like(empty)
+rand_like = _like(rand)
+randn_like = _like(randn)
+
+
+def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(x.shape, fill_value, dtype=dtype or x.dtype, device=device or x.device,
+                requires_grad=requires_grad)
+
+
+def randint_like(x, low, high=None, dtype=None, device=None):
+    return randint(low, high, x.shape, dtype=dtype or x.dtype, device=device or x.device)

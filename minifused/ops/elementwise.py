@@ -1,0 +1,448 @@
+"""Elementwise ops: arithmetic with broadcasting, unary math, activations, casts."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..kernels import elementwise as K
+from ..tensor import Tensor
+from ._common import binary_operands, shape_of, unbroadcast
+
+
+def _xp(x):
+    return backend.array_module(x)
+
+
+# ---------------------------------------------------------------- casts and copies
+class Cast(Function):
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.in_dtype = x.dtype
+        return x.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.astype(ctx.in_dtype)
+
+
+def cast(x: Tensor, dtype) -> Tensor:
+    dtype = backend.as_dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if x.requires_grad and not backend.is_floating(dtype):
+        return Tensor._from_array(x.data.astype(dtype), False)
+    return Cast.apply(x, dtype)
+
+
+class ToDevice(Function):
+    @staticmethod
+    def forward(ctx, x, device):
+        ctx.in_device = str(backend.device_of(x))
+        return backend.to_device(x, device)
+
+    @staticmethod
+    def backward(ctx, g):
+        return backend.to_device(g, backend.Device(ctx.in_device))
+
+
+def to_device(x: Tensor, device) -> Tensor:
+    device = backend.device(device)
+    return x if x.device == device else ToDevice.apply(x, device)
+
+
+class Clone(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def clone(x: Tensor) -> Tensor:
+    return Clone.apply(x)
+
+
+# ---------------------------------------------------------------- arithmetic
+class Add(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (shape_of(a), shape_of(b))
+        return a + b
+
+    @staticmethod
+    def backward(ctx, g):
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast(g, ctx.shapes[0]) if na else None,
+                unbroadcast(g, ctx.shapes[1]) if nb else None)
+
+
+class Sub(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (shape_of(a), shape_of(b))
+        return a - b
+
+    @staticmethod
+    def backward(ctx, g):
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast(g, ctx.shapes[0]) if na else None,
+                unbroadcast(-g, ctx.shapes[1]) if nb else None)
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast(g * b, a.shape) if na else None,
+                unbroadcast(g * a, b.shape) if nb else None)
+
+
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a / b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        ga = unbroadcast(g / b, a.shape) if na else None
+        gb = unbroadcast(-g * a / (b * b), b.shape) if nb else None
+        return ga, gb
+
+
+class Pow(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        out = a ** b
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b, out = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        xp = _xp(g)
+        ga = gb = None
+        if na:
+            ga = unbroadcast(g * b * a ** (b - 1), a.shape)
+        if nb:
+            # d(a^b)/db = a^b log a; defined as 0 where a == 0 (PyTorch's convention)
+            log_a = xp.log(xp.where(a > 0, a, 1))
+            gb = unbroadcast(g * out * log_a, b.shape)
+        return ga, gb
+
+
+def _arith(fn, name):
+    def op(a, b):
+        a, b = binary_operands(name, a, b)
+        return fn.apply(a, b)
+
+    op.__name__ = name
+    return op
+
+
+add = _arith(Add, "add")
+sub = _arith(Sub, "sub")
+mul = _arith(Mul, "mul")
+pow = _arith(Pow, "pow")  # noqa: A001 - PyTorch's name
+
+
+def div(a, b):
+    """True division: integer operands give float32, as in PyTorch."""
+    a, b = binary_operands("div", a, b)
+    t = a if isinstance(a, Tensor) else b
+    if not backend.is_floating(t.dtype):
+        a = cast(a, backend.float32) if isinstance(a, Tensor) else a
+        b = cast(b, backend.float32) if isinstance(b, Tensor) else b
+    return Div.apply(a, b)
+
+
+# ---------------------------------------------------------------- unary math
+class Neg(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return -x
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = _xp(x).exp(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * out
+
+
+class Log(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _xp(x).log(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / x
+
+
+class Sqrt(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = _xp(x).sqrt(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g / (2 * out)
+
+
+class Abs(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _xp(x).abs(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * _xp(x).sign(x)
+
+
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = _xp(x).tanh(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * (1 - out * out)
+
+
+class Sigmoid(Function):
+    @staticmethod
+    def forward(ctx, x):
+        xp = _xp(x)
+        # exp of a non-positive number only, so no overflow for large |x|
+        e = xp.exp(-xp.abs(x))
+        out = xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * out * (1 - out)
+
+
+class Relu(Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = _xp(x).maximum(x, 0).astype(x.dtype, copy=False)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * (out > 0)
+
+
+class Gelu(Function):
+    @staticmethod
+    def forward(ctx, x, approximate):
+        ctx.save_for_backward(x)
+        ctx.approximate = approximate
+        return K.gelu(x, approximate)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return K.gelu_backward(g, x, ctx.approximate), None
+
+
+class Clamp(Function):
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        ctx.save_for_backward(x)
+        ctx.bounds = (lo, hi)
+        return _xp(x).clip(x, lo, hi).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        lo, hi = ctx.bounds
+        keep = _xp(x).ones(x.shape, bool)
+        if lo is not None:
+            keep &= x >= lo
+        if hi is not None:
+            keep &= x <= hi
+        return g * keep, None, None
+
+
+def _float_unary(fn, name):
+    def op(x, *args):
+        if not backend.is_floating(x.dtype):
+            x = cast(x, backend.float32)
+        return fn.apply(x, *args)
+
+    op.__name__ = name
+    return op
+
+
+def neg(x):
+    return Neg.apply(x)
+
+
+exp = _float_unary(Exp, "exp")
+log = _float_unary(Log, "log")
+sqrt = _float_unary(Sqrt, "sqrt")
+def abs(x):  # noqa: A001 - PyTorch's name
+    return Abs.apply(x)
+
+
+tanh = _float_unary(Tanh, "tanh")
+sigmoid = _float_unary(Sigmoid, "sigmoid")
+def relu(x):
+    return Relu.apply(x)
+
+
+
+def gelu(x, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _float_unary(Gelu, "gelu")(x, approximate)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    return Clamp.apply(x, min, max)
+
+
+# ---------------------------------------------------------------- binary selections
+class Maximum(Function):
+    @classmethod
+    def forward(cls, ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _xp(a).maximum(a, b) if cls is Maximum else _xp(a).minimum(a, b)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        a, b = ctx.saved_tensors
+        first = (a > b) if cls is Maximum else (a < b)
+        # ties split the gradient evenly, as PyTorch does
+        share = first + 0.5 * (a == b)
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast((g * share).astype(g.dtype), a.shape) if na else None,
+                unbroadcast((g * (1 - share)).astype(g.dtype), b.shape) if nb else None)
+
+
+class Minimum(Maximum):
+    pass
+
+
+def maximum(a, b):
+    a, b = binary_operands("maximum", a, b)
+    return Maximum.apply(a, b)
+
+
+def minimum(a, b):
+    a, b = binary_operands("minimum", a, b)
+    return Minimum.apply(a, b)
+
+
+class Where(Function):
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        ctx.save_for_backward(cond)
+        ctx.shapes = (shape_of(a), shape_of(b))
+        return _xp(cond).where(cond, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        (cond,) = ctx.saved_tensors
+        _, na, nb = ctx.needs_input_grad
+        zero = g.dtype.type(0)
+        return (None,
+                unbroadcast(_xp(g).where(cond, g, zero), ctx.shapes[0]) if na else None,
+                unbroadcast(_xp(g).where(cond, zero, g), ctx.shapes[1]) if nb else None)
+
+
+def where(condition, a, b):
+    if not isinstance(condition, Tensor):
+        raise TypeError(f"where: condition must be a bool Tensor, got {type(condition).__name__}")
+    a, b = binary_operands("where", a, b)
+    for t in (a, b):
+        if isinstance(t, Tensor):
+            if t.device != condition.device:
+                raise RuntimeError(
+                    f"where: expected all tensors on the same device, got {condition.device} and {t.device}")
+            from ._common import broadcast_shape
+
+            broadcast_shape("where", condition.shape, t.shape)
+    cond = condition.data if condition.dtype == backend.bool_ else condition.data.astype(bool)
+    return Where.apply(Tensor._from_array(cond), a, b)
+
+
+# ---------------------------------------------------------------- comparisons (no gradient)
+def _compare(ufunc_name, name):
+    def op(a, b):
+        a, b = binary_operands(name, a, b)
+        xa = a.data if isinstance(a, Tensor) else a
+        xb = b.data if isinstance(b, Tensor) else b
+        like = a if isinstance(a, Tensor) else b
+        return Tensor._from_array(getattr(like._xp, ufunc_name)(xa, xb))
+
+    op.__name__ = name
+    return op
+
+
+eq = _compare("equal", "eq")
+ne = _compare("not_equal", "ne")
+lt = _compare("less", "lt")
+le = _compare("less_equal", "le")
+gt = _compare("greater", "gt")
+ge = _compare("greater_equal", "ge")
+
+
+def logical_not(x):
+    return Tensor._from_array(x._xp.logical_not(x.data))
+
+
+def isnan(x):
+    return Tensor._from_array(x._xp.isnan(x.data))
+
+
+def isfinite(x):
+    return Tensor._from_array(x._xp.isfinite(x.data))
+
+
+def sign(x):
+    return Tensor._from_array(x._xp.sign(x.data))
+
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "annotations")]

@@ -1,0 +1,327 @@
+"""Shape ops (reshape, transpose, squeeze ...), indexing, concatenation."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import autograd, backend
+from ..autograd import Function
+from ..tensor import Tensor
+from ._common import normalize_axis, promote, unbroadcast
+from .elementwise import cast
+
+
+def _xp(x):
+    return backend.array_module(x)
+
+
+class Reshape(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.in_shape = x.shape
+        return x.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.in_shape), None
+
+
+class Permute(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, dims):
+        ctx.dims = dims
+        return x.transpose(dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.transpose(tuple(np.argsort(ctx.dims))), None
+
+
+class Expand(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.in_shape = x.shape
+        return _xp(x).broadcast_to(x, shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return unbroadcast(g, ctx.in_shape), None
+
+
+class Contiguous(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return _xp(x).ascontiguousarray(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def _sizes(args):
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    return tuple(int(a) for a in args)
+
+
+def reshape(x, *shape):
+    shape = _sizes(shape)
+    known = [s for s in shape if s != -1]
+    if shape.count(-1) > 1 or any(s < -1 for s in shape):
+        raise ValueError(f"reshape: invalid shape {shape}")
+    total = int(np.prod(known, dtype=np.int64))
+    if (-1 in shape and (total == 0 or x.numel() % total)) or (-1 not in shape and total != x.numel()):
+        raise ValueError(f"reshape: shape {shape} is invalid for a tensor of shape {tuple(x.shape)} "
+                         f"({x.numel()} elements)")
+    return x if shape == x.shape else Reshape.apply(x, shape)
+
+
+view = reshape
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return reshape(x, 1)
+    (s, e) = normalize_axis("flatten", (start_dim, end_dim), x.ndim)
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    shape = x.shape[:s] + (int(np.prod(x.shape[s:e + 1], dtype=np.int64)),) + x.shape[e + 1:]
+    return reshape(x, shape)
+
+
+def permute(x, *dims):
+    dims = normalize_axis("permute", _sizes(dims), x.ndim)
+    if sorted(dims) != list(range(x.ndim)):
+        raise ValueError(f"permute: dims {dims} are not a permutation of {x.ndim} dimensions")
+    return Permute.apply(x, dims)
+
+
+def transpose(x, dim0, dim1):
+    if x.ndim < 2 and (dim0, dim1) in ((0, 0), (0, -1), (-1, 0), (-1, -1)):
+        return x
+    d0, d1 = normalize_axis("transpose", (dim0, dim1), x.ndim)
+    dims = list(range(x.ndim))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return Permute.apply(x, tuple(dims))
+
+
+def T(x):
+    return x if x.ndim < 2 else Permute.apply(x, tuple(reversed(range(x.ndim))))
+
+
+def unsqueeze(x, dim):
+    (d,) = normalize_axis("unsqueeze", dim, x.ndim + 1)
+    return Reshape.apply(x, x.shape[:d] + (1,) + x.shape[d:])
+
+
+def squeeze(x, dim=None):
+    if dim is None:
+        shape = tuple(s for s in x.shape if s != 1)
+    else:
+        axes = normalize_axis("squeeze", dim, x.ndim)
+        shape = tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1))
+    return x if shape == x.shape else Reshape.apply(x, shape)
+
+
+def expand(x, *shape):
+    shape = _sizes(shape)
+    lead = len(shape) - x.ndim
+    if lead < 0:
+        raise ValueError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
+    full = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
+    from ._common import broadcast_shape
+
+    if broadcast_shape("expand", x.shape, full) != full:
+        raise ValueError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
+    return Expand.apply(x, full)
+
+
+def contiguous(x):
+    if x.data.flags.c_contiguous:
+        return x
+    return Contiguous.apply(x)
+
+
+# ---------------------------------------------------------------- indexing
+def _index_array(value, x):
+    """An index component as a raw array on ``x``'s device (ints and slices pass through)."""
+    if isinstance(value, Tensor):
+        if value.device.type == "cuda" and x.device.type == "cpu":
+            raise RuntimeError(f"indexing: a {x.device} tensor indexed with a {value.device} tensor")
+        value = value.data
+    if isinstance(value, (list, np.ndarray)) or backend.is_cuda_array(value):
+        value = backend.to_device(np.asarray(value) if isinstance(value, list) else value, x.device)
+        if value.dtype != np.bool_ and not np.issubdtype(value.dtype, np.integer):
+            raise IndexError(f"indexing: tensors used as indices must be integer or bool, got {value.dtype}")
+    elif isinstance(value, np.generic):
+        value = value.item()
+    return value
+
+
+def _normalize_index(x, index):
+    """(index as a tuple of raw components, whether it is advanced), with bounds checked."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    index = tuple(_index_array(v, x) for v in index)
+    advanced = False
+    dim = 0  # the input dimension the next component indexes
+    expanded = []
+    consumed = sum(1 if not hasattr(v, "ndim") else max(v.ndim, 1) if v.dtype == np.bool_ else 1
+                   for v in index if v is not None and v is not Ellipsis)
+    for v in index:
+        if v is Ellipsis:
+            dim += x.ndim - consumed
+            expanded.append(v)
+            continue
+        if v is None:
+            expanded.append(v)
+            continue
+        if hasattr(v, "dtype"):
+            advanced = True
+            if v.dtype == np.bool_:
+                want = x.shape[dim:dim + v.ndim]
+                if v.shape != want:
+                    raise IndexError(f"indexing: boolean mask of shape {v.shape} does not match the "
+                                     f"indexed dimensions {want} of a tensor of shape {tuple(x.shape)}")
+                expanded.extend(v.nonzero())
+                dim += v.ndim
+                continue
+            n = x.shape[dim] if dim < x.ndim else 0
+            if v.size and (int(v.min()) < -n or int(v.max()) >= n):
+                raise IndexError(f"indexing: index out of range for dimension {dim} of size {n}")
+        elif isinstance(v, numbers.Integral) and not isinstance(v, bool):
+            n = x.shape[dim] if dim < x.ndim else 0
+            if dim >= x.ndim or not -n <= v < n:
+                raise IndexError(f"indexing: index {v} is out of range for dimension {dim} of "
+                                 f"a tensor of shape {tuple(x.shape)}")
+        elif not isinstance(v, slice):
+            raise IndexError(f"indexing: unsupported index {v!r}")
+        expanded.append(v)
+        dim += 1
+    if dim > x.ndim:
+        raise IndexError(f"indexing: too many indices for a tensor of {x.ndim} dimensions")
+    return tuple(expanded), advanced
+
+
+class GetItem(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.meta = (x.shape, x.dtype)
+        ctx.index = index
+        return x[index]
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, dtype = ctx.meta
+        out = _xp(g).zeros(shape, dtype)
+        out[ctx.index] = g
+        return out, None
+
+
+class GatherItem(GetItem):
+    """Advanced indexing: a copy; repeated indices accumulate their gradients."""
+
+    is_view = False
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, dtype = ctx.meta
+        xp = _xp(g)
+        out = xp.zeros(shape, dtype)
+        if xp is np:
+            np.add.at(out, ctx.index, g)
+        else:
+            import cupyx
+
+            cupyx.scatter_add(out, ctx.index, g)
+        return out, None
+
+
+def getitem(x, index):
+    index, advanced = _normalize_index(x, index)
+    return (GatherItem if advanced else GetItem).apply(x, index)
+
+
+def setitem(x, index, value):
+    """``x[index] = value`` in place; only on tensors that are not recording gradients."""
+    if x.requires_grad and autograd.is_grad_enabled():
+        raise RuntimeError("setitem: in-place assignment to a tensor that requires grad; "
+                           "use minifused.no_grad() or an out-of-place op")
+    index, _ = _normalize_index(x, index)
+    if isinstance(value, Tensor):
+        if value.device != x.device:
+            raise RuntimeError(f"setitem: expected a value on {x.device}, got {value.device}")
+        value = value.data
+    x.data[index] = value
+    x._vc[0] += 1
+
+
+# ---------------------------------------------------------------- joining
+class Cat(Function):
+    @staticmethod
+    def forward(ctx, *arrays, axis):
+        ctx.meta = (axis, tuple(a.shape[axis] for a in arrays))
+        return _xp(arrays[0]).concatenate(arrays, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        axis, sizes = ctx.meta
+        bounds = np.cumsum(sizes)[:-1].tolist()
+        return tuple(_xp(g).split(g, bounds, axis=axis))
+
+
+class Stack(Function):
+    @staticmethod
+    def forward(ctx, *arrays, axis):
+        ctx.axis = axis
+        return _xp(arrays[0]).stack(arrays, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = _xp(g)
+        return tuple(xp.take(g, i, axis=ctx.axis) for i in range(g.shape[ctx.axis]))
+
+
+def _joinable(op, tensors):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{op}: expected a non-empty sequence of tensors")
+    if any(not isinstance(t, Tensor) for t in tensors):
+        raise TypeError(f"{op}: expected a sequence of Tensors")
+    devices = {t.device for t in tensors}
+    if len(devices) > 1:
+        raise RuntimeError(f"{op}: expected all tensors on the same device, got "
+                           + " and ".join(sorted(map(str, devices))))
+    dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        dtype = promote(dtype, t.dtype)
+    return [cast(t, dtype) for t in tensors]
+
+
+def cat(tensors, dim=0):
+    tensors = _joinable("cat", tensors)
+    (axis,) = normalize_axis("cat", dim, tensors[0].ndim)
+    ref = tensors[0].shape
+    for t in tensors:
+        if t.ndim != len(ref) or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref)) if i != axis):
+            raise ValueError(f"cat: shapes {tuple(ref)} and {tuple(t.shape)} differ outside dimension {axis}")
+    return Cat.apply(*tensors, axis=axis)
+
+
+def stack(tensors, dim=0):
+    tensors = _joinable("stack", tensors)
+    ref = tensors[0].shape
+    for t in tensors:
+        if t.shape != ref:
+            raise ValueError(f"stack: all tensors must have the same shape, got {tuple(ref)} and {tuple(t.shape)}")
+    (axis,) = normalize_axis("stack", dim, len(ref) + 1)
+    return Stack.apply(*tensors, axis=axis)

@@ -1,0 +1,309 @@
+"""``Tensor``: an array (NumPy on cpu, CuPy on cuda) plus its autograd fields.
+
+The operators (``+``, ``@``, ``.sum()``, ``.reshape()`` ...) are attached in one
+place, ``minifused/ops/__init__.py``, because they are ops and the ops layer
+sits below this one. What is defined here needs no op: properties, conversion
+to host values, DLPack, the backward entry point, hooks, and the in-place
+methods, which are not differentiable and bump the version counter that
+recorded ops check in backward.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from . import autograd, backend
+
+
+class _HookHandle:
+    def __init__(self, hooks: list, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self):
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+class Tensor:
+    """An n-dimensional array on a device that can record operations for autograd."""
+
+    __slots__ = ("data", "_requires_grad", "grad", "_ctx", "_out_index", "_vc", "_hooks",
+                 "_retain", "__weakref__")
+    __array_ufunc__ = None  # NumPy operators defer to Tensor's reflected methods
+    __hash__ = object.__hash__
+
+    def __init__(self, data, requires_grad=False):
+        if isinstance(data, Tensor):
+            data = data.data
+        elif not (isinstance(data, np.ndarray) or backend.is_cuda_array(data)):
+            data = np.asarray(data)
+        self.data = data
+        self._requires_grad = False
+        self.grad = None
+        self._ctx = None
+        self._out_index = 0
+        self._vc = [0]
+        self._hooks = []
+        self._retain = None
+        if requires_grad:
+            self.requires_grad = True
+
+    @classmethod
+    def _from_array(cls, array, requires_grad=False):
+        """Wrap an array without checks (the ops' fast path)."""
+        t = cls.__new__(cls)
+        t.data = array
+        t._requires_grad = requires_grad
+        t.grad = None
+        t._ctx = None
+        t._out_index = 0
+        t._vc = [0]
+        t._hooks = []
+        t._retain = None
+        return t
+
+    # ------------------------------------------------------------ properties
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        flag = bool(flag)
+        if flag and not backend.is_floating(self.data.dtype):
+            raise TypeError(
+                f"only floating-point tensors can require gradients, got dtype {self.data.dtype}")
+        if not flag and self._ctx is not None:
+            raise RuntimeError("requires_grad can only be turned off on leaf tensors; use detach()")
+        self._requires_grad = flag
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def device(self) -> backend.Device:
+        return backend.device_of(self.data)
+
+    @property
+    def is_cuda(self) -> bool:
+        return backend.is_cuda_array(self.data)
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._ctx is None
+
+    @property
+    def grad_fn(self):
+        return None if self._ctx is None else self._ctx.fn
+
+    @property
+    def _xp(self):
+        return backend.array_module(self.data)
+
+    def dim(self) -> int:
+        return self.data.ndim
+
+    def size(self, dim=None):
+        return self.data.shape if dim is None else self.data.shape[dim]
+
+    def numel(self) -> int:
+        return int(self.data.size)
+
+    def element_size(self) -> int:
+        return self.data.dtype.itemsize
+
+    def __len__(self):
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    # ------------------------------------------------------------ host values
+    def numpy(self) -> np.ndarray:
+        """The array as NumPy; like PyTorch, only for cpu tensors (use ``.cpu()`` first)."""
+        if self.is_cuda:
+            raise TypeError(f"can't convert {self.device} tensor to numpy; use tensor.cpu() first")
+        return self.data
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+        return backend.to_device(self.data, backend.CPU).reshape(()).item()
+
+    def tolist(self):
+        return _host(self.data).tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise RuntimeError(f"the truth value of a tensor of shape {self.shape} is ambiguous")
+        return bool(self.item())
+
+    def __index__(self):
+        if backend.is_floating(self.data.dtype) or self.data.size != 1:
+            raise TypeError("only integer tensors of a single element can be used as an index")
+        return int(self.item())
+
+    def __repr__(self):
+        body = np.array2string(_host(self.data), separator=", ", precision=4,
+                               prefix="tensor(", threshold=200)
+        extras = []
+        if self.is_cuda:
+            extras.append(f"device='{self.device}'")
+        if self.data.dtype not in (backend.float32, backend.int64, backend.bool_):
+            extras.append(f"dtype={self.data.dtype}")
+        if self._ctx is not None:
+            extras.append(f"grad_fn=<{self._ctx.fn.__name__}Backward>")
+        elif self._requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    # ------------------------------------------------------------ DLPack
+    def __dlpack__(self, **kwargs):
+        return self.data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.data.__dlpack_device__()
+
+    # ------------------------------------------------------------ autograd
+    def backward(self, gradient=None, retain_graph=False):
+        autograd.backward(self, gradient, retain_graph)
+
+    def detach(self) -> "Tensor":
+        """The same data, cut from the tape (shares the version counter)."""
+        t = Tensor._from_array(self.data, False)
+        t._vc = self._vc
+        return t
+
+    def register_hook(self, hook):
+        """``hook(grad) -> Tensor | None`` runs when this tensor's gradient is computed."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require grad")
+        if self._ctx is None:
+            hooks = self._hooks
+        else:
+            if self._ctx.hooks is None:
+                self._ctx.hooks = {}
+            hooks = self._ctx.hooks.setdefault(self._out_index, [])
+            self._hooks.append(hook)  # marks the tensor as watched (no epilog fusion past it)
+        hooks.append(hook)
+        return _HookHandle(hooks, hook)
+
+    def retain_grad(self):
+        """Keep ``.grad`` on this non-leaf tensor after backward."""
+        if self._ctx is None:
+            return
+        if self._ctx.retained is None:
+            self._ctx.retained = {}
+        self._ctx.retained[self._out_index] = weakref.ref(self)
+        self._retain = True
+
+    def _accumulate_grad(self, g, owned):
+        if self.grad is None:
+            self.grad = Tensor._from_array(g if owned else g.copy(), False)
+        else:
+            self.grad.data += g
+            self.grad._vc[0] += 1
+
+    # ------------------------------------------------------------ in-place (not differentiable)
+    def _check_inplace(self, op):
+        if self._requires_grad and autograd.is_grad_enabled():
+            kind = "a leaf tensor that requires grad" if self._ctx is None else "a tensor that requires grad"
+            raise RuntimeError(
+                f"{op}: in-place operation on {kind}; wrap it in minifused.no_grad() "
+                f"or use the out-of-place form")
+
+    def _bump(self):
+        self._vc[0] += 1
+        return self
+
+    def _operand(self, other):
+        if isinstance(other, Tensor):
+            if other.device != self.device:
+                raise RuntimeError(
+                    f"expected all tensors on the same device, got {self.device} and {other.device}")
+            return other.data
+        return other
+
+    def zero_(self):
+        self._check_inplace("zero_")
+        self.data.fill(0)
+        return self._bump()
+
+    def fill_(self, value):
+        self._check_inplace("fill_")
+        self.data.fill(value)
+        return self._bump()
+
+    def copy_(self, src):
+        self._check_inplace("copy_")
+        src = src.to(self.device).data if isinstance(src, Tensor) else src
+        self._xp.copyto(self.data, self._xp.asarray(src).astype(self.data.dtype, copy=False))
+        return self._bump()
+
+    def add_(self, other, alpha=1):
+        self._check_inplace("add_")
+        other = self._operand(other)
+        self.data += other if alpha == 1 else alpha * other
+        return self._bump()
+
+    def sub_(self, other, alpha=1):
+        return self.add_(other, alpha=-alpha)
+
+    def mul_(self, other):
+        self._check_inplace("mul_")
+        self.data *= self._operand(other)
+        return self._bump()
+
+    def div_(self, other):
+        self._check_inplace("div_")
+        self.data /= self._operand(other)
+        return self._bump()
+
+    def clamp_(self, min=None, max=None):
+        self._check_inplace("clamp_")
+        self._xp.clip(self.data, min, max, out=self.data)
+        return self._bump()
+
+    def uniform_(self, a=0.0, b=1.0):
+        self._check_inplace("uniform_")
+        gen = backend.generator(self.device)
+        r = gen.random(self.shape) if isinstance(gen, np.random.Generator) else gen.random_sample(self.shape)
+        self.data[...] = (r * (b - a) + a).astype(self.data.dtype)
+        return self._bump()
+
+    def normal_(self, mean=0.0, std=1.0):
+        self._check_inplace("normal_")
+        r = backend.generator(self.device).standard_normal(self.shape)
+        self.data[...] = (r * std + mean).astype(self.data.dtype)
+        return self._bump()
+
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
+
+
+def _host(array):
+    return backend.to_device(array, backend.CPU)
+
+
+autograd._register_tensor_type(Tensor)
