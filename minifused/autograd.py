@@ -195,27 +195,34 @@ def _check_versions(ctx):
 
 
 # ---------------------------------------------------------------- the reverse walk
-def _topological_order(root_ctx):
-    """Nodes reachable from ``root_ctx``, producers before consumers, and consumer counts."""
-    order, consumers = [], {}
-    seen = {id(root_ctx)}
-    stack = [(root_ctx, False)]
+def _backward_order(root_ctx):
+    """Nodes reachable from ``root_ctx``, each after every node that consumes its outputs
+    (Kahn's algorithm on consumer counts), and the number of consumers of each input tensor."""
+    dependents, consumers = {id(root_ctx): 0}, {}
+    stack = [root_ctx]
     while stack:
-        ctx, expanded = stack.pop()
-        if expanded:
-            order.append(ctx)
-            continue
+        ctx = stack.pop()
         if ctx.freed:
             raise RuntimeError(_FREED_MESSAGE.format(name=ctx.fn.__name__))
-        stack.append((ctx, True))
         for t in ctx.inputs:
             if t is None:
                 continue
             consumers[id(t)] = consumers.get(id(t), 0) + 1
             parent = t._ctx
-            if parent is not None and id(parent) not in seen:
-                seen.add(id(parent))
-                stack.append((parent, False))
+            if parent is not None:
+                if id(parent) not in dependents:
+                    dependents[id(parent)] = 0
+                    stack.append(parent)
+                dependents[id(parent)] += 1
+    order, ready = [], [root_ctx]
+    while ready:
+        ctx = ready.pop()
+        order.append(ctx)
+        for t in ctx.inputs:
+            if t is not None and t._ctx is not None:
+                dependents[id(t._ctx)] -= 1
+                if dependents[id(t._ctx)] == 0:
+                    ready.append(t._ctx)
     return order, consumers
 
 
@@ -258,9 +265,9 @@ def backward(root, gradient=None, retain_graph=False):
         leaf_grads[id(root)] = [root, grad]
         order = []
     else:
-        order, consumers = _topological_order(root._ctx)
+        order, consumers = _backward_order(root._ctx)
         pending = {(id(root._ctx), root._out_index): grad}
-        for ctx in reversed(order):
+        for ctx in order:
             key = id(ctx)
             grads = [pending.pop((key, i), None) for i in range(len(ctx.out_meta))]
             if all(g is None for g in grads):

@@ -21,6 +21,8 @@ class MatMul(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
+        if a.ndim == 1 and b.ndim == 1:
+            return (g * b if na else None), (g * a if nb else None)
         # Lift 1-D operands to matrices so one rule covers every case.
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b

@@ -1,6 +1,7 @@
 """Reductions over axes: sum, mean, max/min (and the amax/amin forms), var, std, argmax/argmin."""
 from __future__ import annotations
 
+import builtins
 from collections import namedtuple
 
 import numpy as np
@@ -51,7 +52,7 @@ class Mean(Function):
     def backward(ctx, g):
         shape, axes, keepdim = ctx.meta
         xp = backend.array_module(g)
-        scale = 1.0 / max(_count(shape, axes), 1)
+        scale = 1.0 / builtins.max(_count(shape, axes), 1)
         return xp.ascontiguousarray(xp.broadcast_to(_expand(g, shape, axes, keepdim) * scale, shape))
 
 
@@ -102,7 +103,7 @@ class Var(Function):
         mean = x.mean(axis=axes, keepdims=True)
         centered = x - mean
         n = _count(x.shape, axes)
-        denom = max(n - correction, 0)
+        denom = builtins.max(n - correction, 0)
         ctx.save_for_backward(centered)
         ctx.meta = (axes, keepdim, denom)
         xp = backend.array_module(x)

@@ -175,6 +175,8 @@ def _normalize_index(x, index):
     expanded = []
     consumed = sum(1 if not hasattr(v, "ndim") else max(v.ndim, 1) if v.dtype == np.bool_ else 1
                    for v in index if v is not None and v is not Ellipsis)
+    if consumed > x.ndim:
+        raise IndexError(f"indexing: too many indices ({consumed}) for a tensor of {x.ndim} dimensions")
     for v in index:
         if v is Ellipsis:
             dim += x.ndim - consumed
@@ -205,8 +207,6 @@ def _normalize_index(x, index):
             raise IndexError(f"indexing: unsupported index {v!r}")
         expanded.append(v)
         dim += 1
-    if dim > x.ndim:
-        raise IndexError(f"indexing: too many indices for a tensor of {x.ndim} dimensions")
     return tuple(expanded), advanced
 
 

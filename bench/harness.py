@@ -1,0 +1,122 @@
+"""The one timing helper and results writer shared by every ``bench/*.py``.
+
+Timing: CUDA events around each call, warm-up first, the median of repeats,
+rotating over input sets made beforehand from fresh random data (never zeros,
+never one buffer that the cache keeps hot). Every benchmark measures its
+comparison in the same run: device-to-device copy bandwidth here, a plain
+matmul or PyTorch in the benchmark itself.
+
+Results go to ``bench/results/<family>.json`` in the schema of the design card,
+with a Markdown table beside it.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import statistics
+import subprocess
+from pathlib import Path
+
+import cupy
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def bench_ms(fn, input_sets, warmup=10, repeat=50):
+    """Median milliseconds of ``fn(*inputs)`` over ``repeat`` calls, cycling through ``input_sets``."""
+    input_sets = list(input_sets)
+    for i in range(warmup):
+        fn(*input_sets[i % len(input_sets)])
+    cupy.cuda.get_current_stream().synchronize()
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    times = []
+    for i in range(repeat):
+        args = input_sets[i % len(input_sets)]
+        start.record()
+        fn(*args)
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return statistics.median(times)
+
+
+def random_sets(shape, dtype, count=4, seed=0):
+    """``count`` independent standard-normal arrays of ``shape`` on the GPU."""
+    rs = cupy.random.RandomState(seed)
+    return [(rs.standard_normal(shape, dtype=cupy.float32).astype(dtype),) for _ in range(count)]
+
+
+def copy_bandwidth_gbs(nbytes=1 << 30):
+    """Device-to-device copy bandwidth, GB/s counting bytes read plus bytes written."""
+    src = cupy.random.RandomState(1).random_sample(nbytes // 4, dtype=cupy.float32)
+    dst = cupy.empty_like(src)
+    ms = bench_ms(lambda s, d: d.__setitem__(Ellipsis, s), [(src, dst)], warmup=3, repeat=20)
+    return 2 * src.nbytes / ms / 1e6
+
+
+def gbs(nbytes, ms):
+    return nbytes / ms / 1e6
+
+
+def torch_or_none():
+    try:
+        import torch
+
+        return torch if torch.cuda.is_available() else None
+    except ImportError:
+        return None
+
+
+def gpu_name():
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    return props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+
+
+def _commit():
+    if os.environ.get("MINIFUSED_COMMIT"):
+        return os.environ["MINIFUSED_COMMIT"]
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+class Results:
+    """Rows and ratios of one benchmark family, written as JSON and Markdown."""
+
+    def __init__(self, family: str):
+        self.family = family
+        self.rows = []
+        self.ratios = {}
+
+    def add(self, case, impl, value, unit):
+        self.rows.append({"case": case, "impl": impl, "value": float(value), "unit": unit})
+        print(f"{case:<40} {impl:<22} {value:12.3f} {unit}", flush=True)
+
+    def ratio(self, name, value):
+        self.ratios[name] = float(value)
+        print(f"ratio {name:<45} {value:8.3f}", flush=True)
+
+    def write(self, out_dir=None):
+        doc = {"bench": self.family, "gpu": gpu_name(), "date": datetime.date.today().isoformat(),
+               "commit": _commit(), "rows": self.rows, "ratios": self.ratios}
+        targets = [Path(out_dir)] if out_dir else [RESULTS]
+        if os.environ.get("OUT"):
+            targets.append(Path(os.environ["OUT"]))
+        for folder in targets:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{self.family}.json").write_text(json.dumps(doc, indent=1) + "\n")
+            (folder / f"{self.family}.md").write_text(self.markdown(doc))
+        return doc
+
+    @staticmethod
+    def markdown(doc):
+        lines = [f"# {doc['bench']} — {doc['gpu']}, {doc['date']}, commit {doc['commit']}", "",
+                 "| case | impl | value | unit |", "| --- | --- | ---: | --- |"]
+        lines += [f"| {r['case']} | {r['impl']} | {r['value']:.3f} | {r['unit']} |" for r in doc["rows"]]
+        if doc["ratios"]:
+            lines += ["", "| ratio | value |", "| --- | ---: |"]
+            lines += [f"| {k} | {v:.3f} |" for k, v in doc["ratios"].items()]
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,363 @@
+"""``Module`` and ``Parameter``: attribute registration, traversal, modes, state dicts."""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from .. import backend
+from ..autograd import no_grad
+from ..tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A tensor that a Module registers as a learnable parameter (requires grad by default)."""
+
+    __slots__ = ()
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            data = np.empty(0, backend.float32)
+        super().__init__(data.data if isinstance(data, Tensor) else data, requires_grad=requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class Module:
+    """Base class of layers and models; subclasses set attributes in ``__init__`` and write ``forward``."""
+
+    training: bool
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # ------------------------------------------------------------ registration
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
+        for store in (self._parameters, self._buffers, self._modules):
+            store.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        else:
+            object.__setattr__(self, name, value)
+            return
+        self.__dict__.pop(name, None)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            if store in d and name in d[store]:
+                return d[store][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for store in (self._parameters, self._buffers, self._modules):
+            if name in store:
+                del store[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        if param is None:
+            self._parameters[name] = None
+        else:
+            setattr(self, name, param)
+
+    def register_buffer(self, name, tensor, persistent=True):
+        self._buffers[name] = tensor
+        if not persistent:
+            self.__dict__.setdefault("_non_persistent", set()).add(name)
+
+    def register_module(self, name, module):
+        self._modules[name] = module
+
+    add_module = register_module
+
+    # ------------------------------------------------------------ calling
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ------------------------------------------------------------ traversal
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        yield from ((n, m) for n, m in self._modules.items() if m is not None)
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def named_parameters(self, prefix="", recurse=True):
+        seen = set()
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mod_prefix, module in modules:
+            for name, p in module._parameters.items():
+                if p is None or id(p) in seen:
+                    continue
+                seen.add(id(p))
+                yield (f"{mod_prefix}.{name}" if mod_prefix else name), p
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True):
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mod_prefix, module in modules:
+            for name, b in module._buffers.items():
+                if b is not None:
+                    yield (f"{mod_prefix}.{name}" if mod_prefix else name), b
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    # ------------------------------------------------------------ modes and moves
+    def train(self, mode=True):
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad = requires_grad
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad.data.fill(0)
+
+    def _apply(self, fn):
+        """Replace every parameter's and buffer's array by ``fn(array)`` in place (same objects)."""
+        for m in self.modules():
+            for p in m._parameters.values():
+                if p is not None:
+                    p.data = fn(p.data)
+                    if p.grad is not None:
+                        p.grad.data = fn(p.grad.data)
+            for name, b in m._buffers.items():
+                if b is not None:
+                    b.data = fn(b.data)
+        return self
+
+    def to(self, *args, device=None, dtype=None):
+        for a in args:
+            if isinstance(a, backend.Device) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
+                device = a
+            else:
+                dtype = a
+        if device is not None:
+            dev = backend.device(device)
+            self._apply(lambda a: backend.to_device(a, dev))
+        if dtype is not None:
+            dt = backend.as_dtype(dtype)
+            if not backend.is_floating(dt):
+                raise TypeError(f"Module.to: only floating dtypes are allowed, got {dt}")
+            self._apply(lambda a: a.astype(dt) if backend.is_floating(a.dtype) else a)
+        return self
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else device)
+
+    def float(self):
+        return self.to(dtype=backend.float32)
+
+    def half(self):
+        return self.to(dtype=backend.float16)
+
+    def bfloat16(self):
+        return self.to(dtype=backend.bfloat16)
+
+    def double(self):
+        return self.to(dtype=backend.float64)
+
+    # ------------------------------------------------------------ state
+    def state_dict(self, prefix=""):
+        """Parameters and persistent buffers by dotted name, as detached tensors sharing memory."""
+        out = OrderedDict()
+        for name, p in self.named_parameters(prefix):
+            out[name] = p.detach()
+        for mod_prefix, module in self.named_modules(prefix):
+            skip = module.__dict__.get("_non_persistent", set())
+            for name, b in module._buffers.items():
+                if b is not None and name not in skip:
+                    out[f"{mod_prefix}.{name}" if mod_prefix else name] = b.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy values in place; with ``strict``, missing or unexpected keys are an error.
+
+        Shapes and dtypes must match; everything is checked before anything is copied.
+        """
+        own = self.state_dict()
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        problems = []
+        if strict and (missing or unexpected):
+            if missing:
+                problems.append("missing keys: " + ", ".join(missing))
+            if unexpected:
+                problems.append("unexpected keys: " + ", ".join(unexpected))
+        for k, target in own.items():
+            if k not in state_dict:
+                continue
+            src = state_dict[k]
+            shape = tuple(src.shape)
+            dtype = src.dtype
+            if shape != tuple(target.shape):
+                problems.append(f"{k}: shape {shape} in the state dict, {tuple(target.shape)} in the model")
+            elif dtype != target.dtype:
+                problems.append(f"{k}: dtype {dtype} in the state dict, {target.dtype} in the model")
+        if problems:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n  "
+                               + "\n  ".join(problems))
+        with no_grad():
+            for k, target in own.items():
+                if k in state_dict:
+                    src = state_dict[k]
+                    src = src.data if isinstance(src, Tensor) else src
+                    target.data[...] = backend.to_device(src, target.device)
+                    target._vc[0] += 1
+        return _LoadResult(missing, unexpected)
+
+    # ------------------------------------------------------------ printing
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self):
+        lines = []
+        extra = self.extra_repr()
+        for name, child in self._modules.items():
+            body = repr(child).replace("\n", "\n  ")
+            lines.append(f"({name}): {body}")
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        head = f"{type(self).__name__}(" + (extra + "\n  " if extra else "\n  ")
+        return head + "\n  ".join(lines) + "\n)"
+
+
+class _LoadResult(tuple):
+    def __new__(cls, missing, unexpected):
+        obj = super().__new__(cls, (missing, unexpected))
+        obj.missing_keys, obj.unexpected_keys = missing, unexpected
+        return obj
+
+
+class Sequential(Module):
+    """Modules applied in order."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], (OrderedDict, dict)):
+            for name, m in modules[0].items():
+                self.register_module(name, m)
+        else:
+            for i, m in enumerate(modules):
+                self.register_module(str(i), m)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        items = list(self._modules.values())
+        if isinstance(idx, slice):
+            return Sequential(*items[idx])
+        return items[idx]
+
+    def append(self, module):
+        self.register_module(str(len(self)), module)
+        return self
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+
+class ModuleList(Module):
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        self.register_module(str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        items = list(self._modules.values())
+        return ModuleList(items[idx]) if isinstance(idx, slice) else items[idx]
+
+
+class ModuleDict(Module):
+    def __init__(self, modules=None):
+        super().__init__()
+        for name, m in (modules or {}).items():
+            self.register_module(name, m)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.register_module(key, module)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()

@@ -1,0 +1,246 @@
+"""The tape: accumulation, retain_graph, grad mode, hooks, version counters, errors that
+leave every .grad untouched, and custom Functions."""
+import numpy as np
+import pytest
+
+import minifused as mf
+from minifused.autograd import Function
+
+
+def leaf(values, device="cpu"):
+    return mf.tensor(np.asarray(values, np.float64), device=device, requires_grad=True)
+
+
+def test_shared_subexpression_accumulates(device):
+    x = leaf([1.0, 2.0, 3.0], device)
+    y = x * x          # used twice below
+    z = (y + y * 3).sum()
+    z.backward()
+    np.testing.assert_allclose(x.grad.cpu().numpy(), 8 * np.array([1.0, 2.0, 3.0]))
+
+
+def test_grad_accumulates_across_backward_calls(device):
+    x = leaf([1.0, -2.0], device)
+    (x * 3).sum().backward()
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.cpu().numpy(), [3 + 2, 3 - 4])
+
+
+def test_leaf_grads_do_not_alias():
+    a, b = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    (a + b).sum().backward()  # Add hands the same gradient array to both inputs
+    a.grad.mul_(10)
+    np.testing.assert_allclose(b.grad.numpy(), [1.0, 1.0])
+
+
+def test_backward_with_gradient_argument():
+    x = leaf([[1.0, 2.0], [3.0, 4.0]])
+    y = x * 2
+    g = mf.tensor([[1.0, 0.0], [0.5, 2.0]], dtype=mf.float64)
+    y.backward(g)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * g.numpy())
+
+
+def test_second_backward_raises_unless_retained():
+    x = leaf([1.0, 2.0])
+    y = (x.exp() * x).sum()
+    y.backward(retain_graph=True)
+    first = x.grad.numpy().copy()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first)
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first)
+
+
+def test_saved_arrays_are_freed_after_backward():
+    x = leaf([1.0, 2.0])
+    y = x.exp()
+    ctx = y._ctx
+    assert ctx.saved
+    y.sum().backward()
+    assert ctx.saved == () and ctx.freed
+
+
+def test_no_grad_records_nothing_and_enable_grad_reenables():
+    x = leaf([1.0])
+    with mf.no_grad():
+        y = x * 2
+        with mf.enable_grad():
+            z = x * 3
+    assert not y.requires_grad and y.grad_fn is None
+    assert z.requires_grad and z.grad_fn is not None
+    assert mf.is_grad_enabled()
+
+    @mf.no_grad()
+    def f(t):
+        return t * 2
+
+    assert not f(x).requires_grad
+
+
+def test_detach_and_requires_grad_():
+    x = leaf([1.0, 2.0])
+    d = (x * 2).detach()
+    assert not d.requires_grad and d.is_leaf
+    d.requires_grad_()
+    (d * x).sum().backward()
+    np.testing.assert_allclose(d.grad.numpy(), [1.0, 2.0])
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+
+
+def test_hooks_on_leaf_and_intermediate():
+    x = leaf([1.0, 2.0])
+    seen = []
+    x.register_hook(lambda g: seen.append(g.numpy().copy()))
+    y = x * 3
+    handle = y.register_hook(lambda g: g * 10)  # replaces the gradient flowing into y
+    (y * y).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * 10 * 2 * 3 * np.array([1.0, 2.0]))
+    np.testing.assert_allclose(seen[0], x.grad.numpy())
+    handle.remove()
+    x.grad = None
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
+
+
+def test_retain_grad():
+    x = leaf([1.0, 2.0])
+    y = x * 2
+    y.retain_grad()
+    (y * y).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), 2 * y.detach().numpy())
+
+
+def test_inplace_change_of_saved_tensor_is_detected():
+    w = leaf([1.0, 2.0])
+    x = mf.tensor([3.0, 4.0], dtype=mf.float64)
+    y = (x * w).sum()  # Mul saved x
+    x.add_(1.0)
+    with pytest.raises(RuntimeError, match="Mul.*in-place|in-place.*Mul"):
+        y.backward()
+    assert w.grad is None
+
+
+def test_inplace_through_a_view_is_detected():
+    w = leaf([1.0, 2.0, 3.0, 4.0])
+    x = mf.tensor([1.0, 2.0, 3.0, 4.0], dtype=mf.float64)
+    y = (x.exp() * w).sum()  # Exp saved its output
+    v = x.reshape(2, 2)
+    v[0, 0] = 5.0  # writes to x's memory but not to the saved exp output
+    y.backward()   # exp's output was not modified: fine
+    out = mf.tensor([1.0, 2.0], dtype=mf.float64)
+    z = (out.view(2) * w[:2]).sum()
+    out_view = out.view(1, 2)
+    out_view[0, 1] = 9.0
+    with pytest.raises(RuntimeError, match="in-place"):
+        z.backward()
+
+
+def test_inplace_on_leaf_requiring_grad_is_refused():
+    w = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="in-place"):
+        w.add_(1)
+    with pytest.raises(RuntimeError, match="requires grad"):
+        w[0] = 3.0
+    with mf.no_grad():
+        w.mul_(2)
+        w[0] = 7.0
+    np.testing.assert_allclose(w.detach().numpy(), [7.0, 4.0])
+
+
+def test_nonscalar_backward_needs_gradient():
+    x = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="scalar"):
+        (x * 2).backward()
+    assert x.grad is None
+
+
+def test_backward_on_tensor_without_grad():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        mf.tensor([1.0]).sum().backward()
+
+
+def test_requires_grad_on_integer_tensor_is_type_error():
+    with pytest.raises(TypeError, match="floating"):
+        mf.tensor([1, 2], requires_grad=True)
+    with pytest.raises(TypeError, match="floating"):
+        mf.tensor([1, 2]).requires_grad_()
+
+
+def test_error_in_backward_leaves_grads_untouched():
+    class Broken(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            raise ValueError("boom")
+
+    a, b = leaf([1.0]), leaf([2.0])
+    (a * b).sum().backward()
+    before = (a.grad.numpy().copy(), b.grad.numpy().copy())
+    y = (a * 3 + Broken.apply(b)).sum()
+    with pytest.raises(ValueError, match="boom"):
+        y.backward()
+    np.testing.assert_array_equal(a.grad.numpy(), before[0])
+    np.testing.assert_array_equal(b.grad.numpy(), before[1])
+    assert y._ctx.saved == () or not y._ctx.freed  # the tape was not freed either
+
+
+def test_custom_function_with_aux_and_needs_input_grad():
+    calls = {}
+
+    class ScaledSquare(Function):
+        @staticmethod
+        def forward(ctx, x, s, scale):
+            ctx.save_for_backward(x, s)
+            ctx.scale = scale  # aux data
+            calls["needs"] = ctx.needs_input_grad
+            return scale * x * x * s
+
+        @staticmethod
+        def backward(ctx, g):
+            x, s = ctx.saved_tensors
+            gx = g * 2 * ctx.scale * x * s if ctx.needs_input_grad[0] else None
+            gs = g * ctx.scale * x * x if ctx.needs_input_grad[1] else None
+            return gx, gs, None
+
+    x = leaf([1.0, 2.0])
+    s = mf.tensor([3.0, 4.0], dtype=mf.float64)
+    ScaledSquare.apply(x, s, 0.5).sum().backward()
+    assert calls["needs"] == (True, False, False)
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 8.0])
+    assert mf.testing.gradcheck(lambda a, b: ScaledSquare.apply(a, b, 0.5),
+                                (leaf([1.0, -2.0]), leaf([0.5, 3.0])))
+
+
+def test_sole_consumer_is_reported_to_backward():
+    seen = []
+
+    class Probe(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.copy()
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(ctx.sole_consumer)
+            return g
+
+    x = leaf([1.0])
+    h = x * 2
+    Probe.apply(h).sum().backward()
+    h = x * 2
+    (Probe.apply(h) + h).sum().backward()
+    assert seen == [(True,), (False,)]
+
+
+def test_deep_chain_does_not_recurse():
+    x = leaf([1.0])
+    y = x
+    for _ in range(5000):
+        y = y * 1.0
+    y.sum().backward()
+    assert x.grad.item() == 1.0

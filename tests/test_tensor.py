@@ -1,0 +1,202 @@
+"""Tensor creation, devices, conversions, DLPack, seeding, and bad input."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import minifused as mf
+
+
+def test_tensor_dtype_defaults():
+    assert mf.tensor([1.0, 2.0]).dtype == mf.float32
+    assert mf.tensor([1, 2]).dtype == mf.int64
+    assert mf.tensor([True]).dtype == mf.bool
+    assert mf.tensor(np.zeros(2, np.float64)).dtype == mf.float64
+    assert mf.tensor([1, 2], dtype="bf16").dtype == mf.bfloat16
+    assert mf.tensor(3.5).shape == ()
+
+
+def test_creation_functions(device):
+    assert mf.zeros(2, 3, device=device).tolist() == [[0, 0, 0], [0, 0, 0]]
+    assert mf.ones((2,), dtype=mf.float16, device=device).dtype == mf.float16
+    assert mf.full((2, 2), 7, device=device).tolist() == [[7, 7], [7, 7]]
+    assert mf.full((1,), 1.5, device=device).dtype == mf.float32
+    assert mf.empty(4, device=device).shape == (4,)
+    assert mf.arange(5, device=device).tolist() == [0, 1, 2, 3, 4]
+    assert mf.arange(0, 1, 0.25, device=device).tolist() == [0.0, 0.25, 0.5, 0.75]
+    np.testing.assert_array_equal(mf.eye(3, device=device).cpu().numpy(), np.eye(3))
+    x = mf.randn(1000, device=device)
+    assert x.device == mf.device(device) and x.dtype == mf.float32
+    assert abs(x.mean().item()) < 0.15 and 0.85 < x.std().item() < 1.15
+    u = mf.rand(1000, device=device, dtype=mf.float64)
+    assert 0 <= u.min().item() and u.max().item() < 1 and u.dtype == mf.float64
+    r = mf.randint(0, 10, (1000,), device=device)
+    assert r.dtype == mf.int64 and r.min().item() >= 0 and r.max().item() <= 9
+    assert mf.randint(3, (5,), device=device).max().item() < 3
+    like = mf.zeros_like(x)
+    assert like.shape == x.shape and like.device == x.device and like.sum().item() == 0
+    assert mf.ones_like(x, dtype=mf.float16).dtype == mf.float16
+    assert mf.full_like(x, 2.0).sum().item() == 2000
+    assert mf.randn_like(x).shape == x.shape and mf.rand_like(x).shape == x.shape
+    assert mf.empty_like(x).shape == x.shape
+    assert mf.randint_like(r, 5).max().item() < 5
+
+
+def test_manual_seed_reproduces_both_backends(device):
+    mf.manual_seed(7)
+    a = mf.randn(5, device=device).cpu().numpy()
+    b = mf.rand(3, device=device).cpu().numpy()
+    mf.manual_seed(7)
+    np.testing.assert_array_equal(mf.randn(5, device=device).cpu().numpy(), a)
+    np.testing.assert_array_equal(mf.rand(3, device=device).cpu().numpy(), b)
+    mf.manual_seed(8)
+    assert not np.array_equal(mf.randn(5, device=device).cpu().numpy(), a)
+
+
+def test_host_conversions(device):
+    x = mf.tensor([[1.5, 2.0]], device=device)
+    assert x.item is not None and x[0, 1].item() == 2.0
+    assert x.tolist() == [[1.5, 2.0]]
+    assert float(x[0, 0]) == 1.5
+    assert x.cpu().numpy().dtype == np.float32
+    with pytest.raises(ValueError, match="one-element"):
+        x.item()
+    assert "tensor(" in repr(x)
+
+
+def test_to_dtype_and_device_round_trip(device):
+    x = mf.tensor([1.0, 2.0], requires_grad=True)
+    y = x.to(device).to(mf.float64) * 2
+    assert y.device == mf.device(device) and y.dtype == mf.float64
+    y.sum().backward()
+    assert x.grad.device == mf.device("cpu") and x.grad.dtype == mf.float32
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+    assert x.to(device="cpu", dtype="float16").dtype == mf.float16
+    assert x.half().dtype == mf.float16 and x.double().dtype == mf.float64 and x.long().dtype == mf.int64
+
+
+def test_numpy_on_cpu_shares_memory_and_from_numpy():
+    arr = np.arange(4, dtype=np.float32)
+    t = mf.from_numpy(arr)
+    arr[0] = 9
+    assert t[0].item() == 9
+    assert t.numpy() is arr
+
+
+def test_dlpack_cpu_is_zero_copy():
+    arr = np.arange(6, dtype=np.float32)
+    t = mf.from_dlpack(arr)
+    arr[1] = 42
+    assert t[1].item() == 42
+    back = np.from_dlpack(t)
+    t.data[2] = -1
+    assert back[2] == -1
+
+
+def test_default_device_env_override():
+    code = "import minifused as mf; print(mf.default_device(), mf.zeros(1).device)"
+    env = dict(os.environ, MINIFUSED_DEVICE="cpu")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["cpu", "cpu"]
+
+
+@pytest.mark.skipif(mf.cuda_available(), reason="only meaningful without a GPU")
+def test_cuda_request_without_gpu_is_clear():
+    with pytest.raises(RuntimeError, match="no usable CUDA device"):
+        mf.zeros(1, device="cuda")
+
+
+# ---------------------------------------------------------------- GPU-only conversions
+@pytest.mark.gpu
+def test_dlpack_cupy_zero_copy():
+    import cupy
+
+    c = cupy.arange(6, dtype=cupy.float32)
+    t = mf.from_dlpack(c)
+    assert t.device == mf.device("cuda")
+    c[0] = 5
+    assert t[0].item() == 5
+    back = cupy.from_dlpack(t)
+    back[1] = 7
+    assert t[1].item() == 7
+
+
+@pytest.mark.gpu
+def test_dlpack_torch_zero_copy():
+    torch = pytest.importorskip("torch")
+    tt = torch.arange(4, dtype=torch.float32, device="cuda")
+    t = mf.from_dlpack(tt)
+    tt[0] = 3
+    torch.cuda.synchronize()
+    assert t[0].item() == 3
+    back = torch.from_dlpack(t)
+    back[1] = 11
+    torch.cuda.synchronize()
+    assert t[1].item() == 11
+    assert back.data_ptr() == t.data.data.ptr
+
+
+@pytest.mark.gpu
+def test_cuda_default_device_and_cuda_method():
+    assert mf.default_device() == "cuda" or os.environ.get("MINIFUSED_DEVICE") == "cpu"
+    x = mf.ones(2).cuda()
+    assert x.is_cuda and x.device == mf.device("cuda:0")
+    assert x.cpu().device == "cpu"
+
+
+@pytest.mark.gpu
+def test_mixed_devices_error_names_both():
+    a = mf.ones(2, device="cpu")
+    b = mf.ones(2, device="cuda")
+    with pytest.raises(RuntimeError, match="cpu.*cuda:0|cuda:0.*cpu"):
+        a + b
+    with pytest.raises(RuntimeError, match="cpu.*cuda:0|cuda:0.*cpu"):
+        mf.cat([a, b])
+
+
+# ---------------------------------------------------------------- bad input
+def test_broadcast_mismatch_names_op_and_shapes(device):
+    a = mf.ones(2, 3, device=device, requires_grad=True)
+    b = mf.ones(4, device=device)
+    with pytest.raises(ValueError, match=r"add: shapes \(2, 3\) and \(4,\)"):
+        a + b
+    with pytest.raises(ValueError, match=r"mul: shapes"):
+        a * b
+    with pytest.raises(ValueError, match=r"matmul: shapes \(2, 3\) and \(4,\)"):
+        a @ b
+    assert a.grad is None
+
+
+def test_index_out_of_range(device):
+    x = mf.arange(6, device=device).reshape(2, 3)
+    with pytest.raises(IndexError):
+        x[2]
+    with pytest.raises(IndexError):
+        x[0, -4]
+    with pytest.raises(IndexError, match="out of range"):
+        x[mf.tensor([0, 5], device=device)]
+    with pytest.raises(IndexError):
+        x[:, [3]]
+    with pytest.raises(IndexError, match="mask"):
+        x[mf.tensor([True, False, True], device=device)]
+    with pytest.raises(IndexError, match="too many"):
+        x[0, 0, 0]
+
+
+def test_setitem_and_reshape_errors(device):
+    x = mf.zeros(2, 3, device=device)
+    x[0] = 1.0
+    x[:, 2] = mf.tensor([5.0, 6.0], device=device)
+    x[x > 5] = -1.0
+    assert x.tolist() == [[1, 1, 5], [0, 0, -1]]
+    with pytest.raises(ValueError, match="reshape"):
+        x.reshape(4, 2)
+    with pytest.raises(IndexError, match="dimension"):
+        x.sum(2)
+
+
+def test_bad_dtype_name():
+    with pytest.raises(TypeError, match="unknown dtype"):
+        mf.zeros(2, dtype="float12")
