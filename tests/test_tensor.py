@@ -67,7 +67,7 @@ def test_host_conversions(device):
 
 
 def test_to_dtype_and_device_round_trip(device):
-    x = mf.tensor([1.0, 2.0], requires_grad=True)
+    x = mf.tensor([1.0, 2.0], device="cpu", requires_grad=True)
     y = x.to(device).to(mf.float64) * 2
     assert y.device == mf.device(device) and y.dtype == mf.float64
     y.sum().backward()

@@ -1,6 +1,8 @@
 """Elementwise ops: arithmetic with broadcasting, unary math, activations, casts."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import backend
@@ -138,7 +140,8 @@ class Pow(Function):
             ga = unbroadcast(g * b * a ** (b - 1), a.shape)
         if nb:
             # d(a^b)/db = a^b log a; defined as 0 where a == 0 (PyTorch's convention)
-            log_a = xp.log(xp.where(a > 0, a, 1))
+            log_a = xp.log(xp.where(a > 0, a, 1)) if hasattr(a, "shape") else (
+                math.log(a) if a > 0 else 0.0)
             gb = unbroadcast(g * out * log_a, b.shape)
         return ga, gb
 

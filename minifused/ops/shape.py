@@ -237,12 +237,7 @@ class GatherItem(GetItem):
         shape, dtype = ctx.meta
         xp = _xp(g)
         out = xp.zeros(shape, dtype)
-        if xp is np:
-            np.add.at(out, ctx.index, g)
-        else:
-            import cupyx
-
-            cupyx.scatter_add(out, ctx.index, g)
+        xp.add.at(out, ctx.index, g)
         return out, None
 
 
