@@ -1,5 +1,6 @@
 """What every op family needs: operand preparation (devices, broadcasting, dtype
-promotion, Python scalars) and reducing a broadcast gradient to its input's shape."""
+promotion, Python scalars), the differentiable cast, and reducing a broadcast
+gradient to its input's shape."""
 from __future__ import annotations
 
 import numbers
@@ -7,7 +8,28 @@ import numbers
 import numpy as np
 
 from .. import backend
+from ..autograd import Function
 from ..tensor import Tensor
+
+
+class Cast(Function):
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.in_dtype = x.dtype
+        return x.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.astype(ctx.in_dtype)
+
+
+def cast(x: Tensor, dtype) -> Tensor:
+    dtype = backend.as_dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if x.requires_grad and not backend.is_floating(dtype):
+        return Tensor._from_array(x.data.astype(dtype), False)
+    return Cast.apply(x, dtype)
 
 
 def unbroadcast(grad, shape):
@@ -79,8 +101,6 @@ def binary_operands(op, a, b, broadcast=True):
     applied where a tensor's dtype must change, so gradients flow back in the
     input's own dtype.
     """
-    from .elementwise import cast  # same package; avoids an import cycle at load
-
     like = a if isinstance(a, Tensor) else b
     a, b = as_tensor_like(a, like), as_tensor_like(b, like)
     if isinstance(a, Tensor) and isinstance(b, Tensor):

@@ -9,7 +9,7 @@ from .. import backend
 from ..autograd import Function
 from ..kernels import elementwise as K
 from ..tensor import Tensor
-from ._common import binary_operands, shape_of, unbroadcast
+from ._common import binary_operands, broadcast_shape, cast, shape_of, unbroadcast
 
 
 def _xp(x):
@@ -17,26 +17,6 @@ def _xp(x):
 
 
 # ---------------------------------------------------------------- casts and copies
-class Cast(Function):
-    @staticmethod
-    def forward(ctx, x, dtype):
-        ctx.in_dtype = x.dtype
-        return x.astype(dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g.astype(ctx.in_dtype)
-
-
-def cast(x: Tensor, dtype) -> Tensor:
-    dtype = backend.as_dtype(dtype)
-    if x.dtype == dtype:
-        return x
-    if x.requires_grad and not backend.is_floating(dtype):
-        return Tensor._from_array(x.data.astype(dtype), False)
-    return Cast.apply(x, dtype)
-
-
 class ToDevice(Function):
     @staticmethod
     def forward(ctx, x, device):
@@ -404,8 +384,6 @@ def where(condition, a, b):
             if t.device != condition.device:
                 raise RuntimeError(
                     f"where: expected all tensors on the same device, got {condition.device} and {t.device}")
-            from ._common import broadcast_shape
-
             broadcast_shape("where", condition.shape, t.shape)
     cond = condition.data if condition.dtype == backend.bool_ else condition.data.astype(bool)
     return Where.apply(Tensor._from_array(cond), a, b)

@@ -9,8 +9,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import normalize_axis
-from .elementwise import cast, sqrt
+from ._common import cast, normalize_axis
+from .elementwise import sqrt
 
 
 def _expand(g, in_shape, axes, keepdim):

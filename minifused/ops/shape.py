@@ -8,8 +8,7 @@ import numpy as np
 from .. import autograd, backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import normalize_axis, promote, unbroadcast
-from .elementwise import cast
+from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast
 
 
 def _xp(x):
@@ -136,8 +135,6 @@ def expand(x, *shape):
     if lead < 0:
         raise ValueError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
     full = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
-    from ._common import broadcast_shape
-
     if broadcast_shape("expand", x.shape, full) != full:
         raise ValueError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
     return Expand.apply(x, full)
