@@ -148,8 +148,13 @@ def array_module(array):
 
 def device_of(array) -> Device:
     if is_cuda_array(array):
-        return Device("cuda", array.device.id)
+        return _cuda_device(array.device.id)
     return CPU
+
+
+@functools.cache
+def _cuda_device(index: int) -> Device:
+    return Device("cuda", index)
 
 
 def to_device(array, dev: Device):

@@ -104,10 +104,10 @@ def binary_operands(op, a, b, broadcast=True):
     like = a if isinstance(a, Tensor) else b
     a, b = as_tensor_like(a, like), as_tensor_like(b, like)
     if isinstance(a, Tensor) and isinstance(b, Tensor):
-        if a.device != b.device:
+        if type(a.data) is not type(b.data) or a.device != b.device:
             raise RuntimeError(
                 f"{op}: expected all tensors on the same device, got {a.device} and {b.device}")
-        if broadcast:
+        if broadcast and a.shape != b.shape:
             broadcast_shape(op, a.shape, b.shape)
         if a.dtype != b.dtype:
             dtype = promote(a.dtype, b.dtype)
