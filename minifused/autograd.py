@@ -14,7 +14,10 @@ module registers its class here with :func:`_register_tensor_type`.
 from __future__ import annotations
 
 import functools
+import os
 import threading
+
+from . import backend
 
 _Tensor = None  # the Tensor class, registered by minifused.tensor
 
@@ -75,6 +78,47 @@ class enable_grad(set_grad_enabled):
         super().__init__(True)
 
 
+# ---------------------------------------------------------------- anomaly and debug modes
+class _Checks(threading.local):
+    anomaly = False
+    debug = os.environ.get("MINIFUSED_DEBUG", "") not in ("", "0")
+
+
+_checks = _Checks()
+
+
+class detect_anomaly:
+    """Inside, every op's forward outputs and backward gradients are checked: the first
+    non-finite one raises a RuntimeError naming the op and the shapes (costs a sync per op)."""
+
+    def __enter__(self):
+        self.prev = _checks.anomaly
+        _checks.anomaly = True
+        return self
+
+    def __exit__(self, *exc):
+        _checks.anomaly = self.prev
+        return False
+
+
+def set_debug(flag: bool) -> None:
+    """Debug mode (also ``MINIFUSED_DEBUG=1``): every op waits for its kernels to finish,
+    so a failing launch raises at the op that made it."""
+    _checks.debug = bool(flag)
+
+
+def _check_op(name, stage, arrays, shapes):
+    for i, a in enumerate(arrays):
+        if a is None or not hasattr(a, "dtype"):
+            continue
+        if _checks.debug:
+            backend.synchronize()
+        if _checks.anomaly and backend.is_floating(a.dtype) and not bool(
+                backend.array_module(a).isfinite(a).all()):
+            raise RuntimeError(f"detect_anomaly: {name} {stage} {i} (shape {tuple(a.shape)}) is not "
+                               f"finite; the op's inputs had shapes {shapes}")
+
+
 # ---------------------------------------------------------------- the tape's node
 class Context:
     """What one recorded op keeps for its backward; also the node of the tape.
@@ -87,7 +131,7 @@ class Context:
     """
 
     __slots__ = ("fn", "inputs", "needs_input_grad", "sole_consumer", "saved", "versions",
-                 "out_meta", "hooks", "retained", "freed", "__dict__")
+                 "out_meta", "hooks", "retained", "freed", "__dict__", "__weakref__")
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
@@ -160,6 +204,9 @@ class Function:
         out = cls.forward(ctx, *arrays, **kwargs)
         multiple = isinstance(out, tuple)
         outs = tuple(T._from_array(o, record) for o in (out if multiple else (out,)))
+        if _checks.anomaly or _checks.debug:
+            _check_op(cls.__name__, "forward output", [o.data for o in outs],
+                      [tuple(a.shape) for a in arrays if hasattr(a, "shape")])
         if cls.is_view and isinstance(args[0], T):
             outs[0]._vc = args[0]._vc
         if record:
@@ -286,6 +333,9 @@ def backward(root, gradient=None, retain_graph=False):
             in_grads = ctx.fn.backward(ctx, *grads)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
+            if _checks.anomaly or _checks.debug:
+                _check_op(ctx.fn.__name__, "backward gradient for input", in_grads,
+                          [shape for shape, _ in ctx.out_meta])
             for t, g in zip(ctx.inputs, in_grads):
                 if t is None or g is None:
                     continue

@@ -244,3 +244,39 @@ def test_deep_chain_does_not_recurse():
         y = y * 1.0
     y.sum().backward()
     assert x.grad.item() == 1.0
+
+
+def test_detect_anomaly_names_the_op(device):
+    x = leaf([1.0, 0.0], device)
+    with mf.detect_anomaly(), np.errstate(divide="ignore", invalid="ignore"):
+        with pytest.raises(RuntimeError, match=r"Log forward output 0 \(shape \(2,\)\)"):
+            (x - 1).log()
+        y = x.sqrt()  # finite forward, infinite gradient at 0
+        with pytest.raises(RuntimeError, match="Sqrt backward gradient"):
+            y.sum().backward()
+    assert x.grad is None
+    (x * 2).sum().backward()  # outside the context nothing is checked
+
+
+def test_debug_mode_still_computes(device):
+    mf.set_debug(True)
+    try:
+        x = leaf([1.0, 2.0], device)
+        (x * x).sum().backward()
+        np.testing.assert_allclose(x.grad.cpu().numpy(), [2.0, 4.0])
+    finally:
+        mf.set_debug(False)
+
+
+def test_tape_does_not_outlive_backward():
+    import gc
+    import weakref
+
+    x = leaf([1.0, 2.0])
+    y = (x.exp() * x).sum()
+    node = weakref.ref(y._ctx)
+    inner = weakref.ref(y._ctx.inputs[0]._ctx)
+    y.backward()
+    del y
+    gc.collect()
+    assert node() is None and inner() is None
