@@ -17,6 +17,8 @@ import functools
 import os
 import threading
 
+import numpy as np
+
 from . import backend
 
 _Tensor = None  # the Tensor class, registered by minifused.tensor
@@ -203,7 +205,8 @@ class Function:
         arrays = [a.data if isinstance(a, T) else a for a in args]
         out = cls.forward(ctx, *arrays, **kwargs)
         multiple = isinstance(out, tuple)
-        outs = tuple(T._from_array(o, record) for o in (out if multiple else (out,)))
+        outs = tuple(T._from_array(np.asarray(o) if isinstance(o, np.generic) else o, record)
+                     for o in (out if multiple else (out,)))  # NumPy reductions return scalars
         if _checks.anomaly or _checks.debug:
             _check_op(cls.__name__, "forward output", [o.data for o in outs],
                       [tuple(a.shape) for a in arrays if hasattr(a, "shape")])

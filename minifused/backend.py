@@ -6,8 +6,10 @@ with :func:`xp` / :func:`array_module`, so one code path serves both devices.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -157,10 +159,40 @@ def _cuda_device(index: int) -> Device:
     return Device("cuda", index)
 
 
+class _Capture(threading.local):
+    name = None
+
+
+_capture = _Capture()
+
+
+@contextlib.contextmanager
+def capturing(name: str):
+    """Marks a CUDA-graph capture in progress: host synchronizations raise inside it."""
+    prev, _capture.name = _capture.name, name
+    try:
+        yield
+    finally:
+        _capture.name = prev
+
+
+def refuse_sync(what: str) -> None:
+    """Raise if ``what`` (an op that waits for the device) runs inside a graph capture."""
+    if _capture.name is not None:
+        raise RuntimeError(
+            f"{what} synchronizes the host with the GPU and cannot run inside a captured "
+            f"step ({_capture.name}); return the tensor from the step and read it afterwards")
+
+
 def to_device(array, dev: Device):
     """``array`` on ``dev`` (the same object when it is already there)."""
     if dev.type == "cpu":
-        return cupy.asnumpy(array) if is_cuda_array(array) else np.asarray(array)
+        if is_cuda_array(array):
+            refuse_sync("a device-to-host copy (.item(), .cpu(), .tolist(), printing)")
+            return cupy.asnumpy(array)
+        return np.asarray(array)
+    if not is_cuda_array(array):
+        refuse_sync("a host-to-device copy")
     with cupy.cuda.Device(dev.index):
         if is_cuda_array(array) and array.device.id == dev.index:
             return array
@@ -169,8 +201,6 @@ def to_device(array, dev: Device):
 
 def on_device(dev: Device):
     """Context manager making ``dev`` current for allocations (a no-op for cpu)."""
-    import contextlib
-
     if dev.type == "cuda":
         return cupy.cuda.Device(dev.index)
     return contextlib.nullcontext()

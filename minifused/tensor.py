@@ -141,6 +141,8 @@ class Tensor:
     def item(self):
         if self.data.size != 1:
             raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+        if self.is_cuda:
+            backend.refuse_sync("Tensor.item()")
         return backend.to_device(self.data, backend.CPU).reshape(()).item()
 
     def tolist(self):

@@ -396,7 +396,7 @@ def _compare(ufunc_name, name):
         xa = a.data if isinstance(a, Tensor) else a
         xb = b.data if isinstance(b, Tensor) else b
         like = a if isinstance(a, Tensor) else b
-        return Tensor._from_array(getattr(like._xp, ufunc_name)(xa, xb))
+        return Tensor._from_array(like._xp.asarray(getattr(like._xp, ufunc_name)(xa, xb)))
 
     op.__name__ = name
     return op
@@ -411,19 +411,19 @@ ge = _compare("greater_equal", "ge")
 
 
 def logical_not(x):
-    return Tensor._from_array(x._xp.logical_not(x.data))
+    return Tensor._from_array(x._xp.asarray(x._xp.logical_not(x.data)))
 
 
 def isnan(x):
-    return Tensor._from_array(x._xp.isnan(x.data))
+    return Tensor._from_array(x._xp.asarray(x._xp.isnan(x.data)))
 
 
 def isfinite(x):
-    return Tensor._from_array(x._xp.isfinite(x.data))
+    return Tensor._from_array(x._xp.asarray(x._xp.isfinite(x.data)))
 
 
 def sign(x):
-    return Tensor._from_array(x._xp.sign(x.data))
+    return Tensor._from_array(x._xp.asarray(x._xp.sign(x.data)))
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "annotations")]

@@ -1,0 +1,105 @@
+"""Whole-step CUDA graphs: capture a training step once, replay it per batch.
+
+At MNIST sizes a step is bound by host time (tens of µs per launch); a captured
+graph replays every kernel of forward, backward and the optimizer step for one
+launch's host cost. ``capture_step(step_fn)`` wraps a function of input tensors
+(it zeroes grads, runs forward and backward, steps the optimizer, and returns
+the loss) so that:
+
+* each new input signature (shapes, dtypes) first runs eagerly ``warmup`` times,
+  on the capture stream, so optimizer state, plans and kernels exist;
+* then one call captures the step into a graph whose inputs are static buffers,
+  and launches it; later calls copy the batch into those buffers and replay;
+* a new signature (a last partial batch) gets its own warm-up and graph;
+* allocations made during capture come from a private memory pool that nothing
+  else uses, so replays never write into memory that eager code was handed since;
+* outputs are the static output tensors of the graph, overwritten by each replay:
+  reading one (``loss.item()``) synchronizes only when asked;
+* anything that would synchronize the host inside the capture (``.item()``,
+  ``.cpu()``, a host-to-device copy) raises a RuntimeError naming it.
+
+Random numbers drawn inside a captured step repeat on every replay unless their
+kernel advances a device-side counter; keep host-seeded random ops out of it.
+On ``cpu`` inputs the step simply runs eagerly.
+"""
+from __future__ import annotations
+
+from . import backend
+from .tensor import Tensor
+
+
+class _Captured:
+    __slots__ = ("graph", "inputs", "outputs", "pool")
+
+    def __init__(self, graph, inputs, outputs, pool):
+        self.graph, self.inputs, self.outputs, self.pool = graph, inputs, outputs, pool
+
+
+class CapturedStep:
+    """A step function replayed from CUDA graphs, one per input signature."""
+
+    def __init__(self, step_fn, warmup=2):
+        if warmup < 1:
+            raise ValueError(f"capture_step: warmup must be >= 1, got {warmup}")
+        self.step_fn = step_fn
+        self.warmup = warmup
+        self._seen = {}
+        self._graphs = {}
+        self._stream = None
+        self.captures = 0  # how many graphs were captured (tests and benchmarks read it)
+
+    def __call__(self, *inputs):
+        if not inputs or not all(isinstance(t, Tensor) for t in inputs):
+            raise TypeError("capture_step: the step's arguments must be tensors")
+        if not inputs[0].is_cuda:
+            return self.step_fn(*inputs)
+        import cupy
+
+        if self._stream is None:
+            self._stream = cupy.cuda.Stream(non_blocking=True)
+        key = tuple((t.shape, str(t.dtype), str(t.device)) for t in inputs)
+        captured = self._graphs.get(key)
+        stream = self._stream
+        stream.wait_event(cupy.cuda.get_current_stream().record())
+        with stream:
+            if captured is None and self._seen.get(key, 0) < self.warmup:
+                self._seen[key] = self._seen.get(key, 0) + 1
+                out = self.step_fn(*inputs)
+            else:
+                if captured is None:
+                    captured = self._graphs[key] = self._capture(inputs)
+                else:
+                    for static, t in zip(captured.inputs, inputs):
+                        static.data[...] = t.data
+                captured.graph.launch(stream)
+                out = captured.outputs
+        cupy.cuda.get_current_stream().wait_event(stream.record())
+        return out
+
+    def _capture(self, inputs):
+        import cupy
+
+        static = [Tensor._from_array(t.data.copy(), t.requires_grad) for t in inputs]
+        pool = cupy.cuda.MemoryPool()
+        stream = self._stream
+        stream.synchronize()
+        with cupy.cuda.using_allocator(pool.malloc), backend.capturing("capture_step"):
+            stream.begin_capture()
+            try:
+                outputs = self.step_fn(*static)
+            finally:
+                graph = stream.end_capture()
+        self.captures += 1
+        return _Captured(graph, static, outputs, pool)
+
+    def reset(self):
+        """Drop every captured graph (for example after the model or optimizer changed)."""
+        self._graphs.clear()
+        self._seen.clear()
+
+
+def capture_step(step_fn=None, *, warmup=2):
+    """Wrap a training step so that it runs from CUDA graphs (usable as a decorator)."""
+    if step_fn is None:
+        return lambda fn: CapturedStep(fn, warmup)
+    return CapturedStep(step_fn, warmup)
