@@ -4,11 +4,10 @@
 runs on both. See README.md.
 """
 from . import backend
-from .autograd import (Function, detect_anomaly, enable_grad, is_grad_enabled, no_grad, set_debug,
-                       set_grad_enabled)
+from .autograd import Function, detect_anomaly, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import (Device, bfloat16, bool_, cuda_available, default_device, float16, float32,
                       float64, get_rng_state, initial_seed, int8, int16, int32, int64, manual_seed,
-                      set_rng_state, uint8)
+                      set_debug, set_rng_state, uint8)
 from .backend import Device as device  # noqa: N813 - minifused.device('cuda') as in PyTorch
 from .tensor import Tensor
 from . import ops

@@ -14,7 +14,6 @@ module registers its class here with :func:`_register_tensor_type`.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 
 import numpy as np
@@ -83,7 +82,6 @@ class enable_grad(set_grad_enabled):
 # ---------------------------------------------------------------- anomaly and debug modes
 class _Checks(threading.local):
     anomaly = False
-    debug = os.environ.get("MINIFUSED_DEBUG", "") not in ("", "0")
 
 
 _checks = _Checks()
@@ -103,17 +101,11 @@ class detect_anomaly:
         return False
 
 
-def set_debug(flag: bool) -> None:
-    """Debug mode (also ``MINIFUSED_DEBUG=1``): every op waits for its kernels to finish,
-    so a failing launch raises at the op that made it."""
-    _checks.debug = bool(flag)
-
-
 def _check_op(name, stage, arrays, shapes):
     for i, a in enumerate(arrays):
         if a is None or not hasattr(a, "dtype"):
             continue
-        if _checks.debug:
+        if backend.is_debug():
             backend.synchronize()
         if _checks.anomaly and backend.is_floating(a.dtype) and not bool(
                 backend.array_module(a).isfinite(a).all()):
@@ -207,7 +199,7 @@ class Function:
         multiple = isinstance(out, tuple)
         outs = tuple(T._from_array(np.asarray(o) if isinstance(o, np.generic) else o, record)
                      for o in (out if multiple else (out,)))  # NumPy reductions return scalars
-        if _checks.anomaly or _checks.debug:
+        if _checks.anomaly or backend.is_debug():
             _check_op(cls.__name__, "forward output", [o.data for o in outs],
                       [tuple(a.shape) for a in arrays if hasattr(a, "shape")])
         if cls.is_view and isinstance(args[0], T):
@@ -336,7 +328,7 @@ def backward(root, gradient=None, retain_graph=False):
             in_grads = ctx.fn.backward(ctx, *grads)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
-            if _checks.anomaly or _checks.debug:
+            if _checks.anomaly or backend.is_debug():
                 _check_op(ctx.fn.__name__, "backward gradient for input", in_grads,
                           [shape for shape, _ in ctx.out_meta])
             for t, g in zip(ctx.inputs, in_grads):

@@ -184,6 +184,39 @@ def refuse_sync(what: str) -> None:
             f"step ({_capture.name}); return the tensor from the step and read it afterwards")
 
 
+# ---------------------------------------------------------------- debug mode, deferred checks
+class _Debug(threading.local):
+    on = os.environ.get("MINIFUSED_DEBUG", "") not in ("", "0")
+
+
+_debug = _Debug()
+_deferred = []
+
+
+def set_debug(flag: bool) -> None:
+    """Debug mode (also ``MINIFUSED_DEBUG=1``): every op waits for its kernels and runs its
+    device-side checks at once, so an error is raised by the op that caused it."""
+    _debug.on = bool(flag)
+
+
+def is_debug() -> bool:
+    return _debug.on
+
+
+def defer_check(check) -> None:
+    """Run ``check()`` (which may read a device flag and raise) at the next host sync
+    point (``Tensor.item()``) instead of syncing now; at once in debug mode."""
+    if _debug.on:
+        check()
+    elif check not in _deferred:
+        _deferred.append(check)
+
+
+def run_deferred_checks() -> None:
+    while _deferred:
+        _deferred.pop()()
+
+
 def to_device(array, dev: Device):
     """``array`` on ``dev`` (the same object when it is already there)."""
     if dev.type == "cpu":

@@ -12,11 +12,395 @@ from .ops import (abs, clamp, exp, gelu, log, matmul, maximum, minimum, relu, si
 # ---- elementwise and activations (foundation)
 
 # ---- linear (cuBLASLt epilogs)
+from . import backend as _backend  # noqa: E402
+from .ops.linear import LinearFn as _LinearFn  # noqa: E402
+from .tensor import Tensor as _Tensor  # noqa: E402
+
+_LINEAR_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16})
+_LINEAR_ACTIVATIONS = (None, "relu", "gelu")
+
+
+def _same_device(a, b):
+    """Raw arrays on one device (cheap: no Device objects on the hot path)."""
+    ca, cb = _backend.is_cuda_array(a), _backend.is_cuda_array(b)
+    return ca == cb and (not ca or a.data.device_id == b.data.device_id)
+
+
+def linear(input, weight, bias=None, activation=None):
+    """``activation(input @ weight.T + bias)`` in one cuBLASLt GEMM (epilogs on the GPU).
+
+    ``input`` (..., in_features), ``weight`` (out_features, in_features) as in
+    PyTorch, ``bias`` (out_features,) or None; all of one dtype (float32, float16 or
+    bfloat16; float64 on cpu), on one device. ``activation`` is None, ``'relu'`` or
+    ``'gelu'``, the tanh approximation (PyTorch's ``gelu(approximate='tanh')``), which
+    is what cuBLASLt's GELU epilog computes. float32 is computed in full float32
+    unless ``minifused.kernels.matmul.allow_tf32`` is set.
+    """
+    # The common, valid case in a few comparisons (this runs once per layer per step);
+    # anything unusual goes to the checks that name what was wrong.
+    if isinstance(input, _Tensor) and isinstance(weight, _Tensor) and activation in _LINEAR_ACTIVATIONS:
+        x, w = input.data, weight.data
+        xs, ws, dtype = x.shape, w.shape, x.dtype
+        if (len(ws) == 2 and xs and xs[-1] == ws[1] and w.dtype is dtype and dtype in _LINEAR_DTYPES
+                and type(x) is type(w) and (bias is None or (
+                    isinstance(bias, _Tensor) and bias.data.shape == ws[:1] and bias.data.dtype is dtype
+                    and type(bias.data) is type(x)))
+                and _same_device(x, w) and (bias is None or _same_device(x, bias.data))):
+            return _LinearFn.apply(input, weight, bias, activation=activation)
+    _linear_check(input, weight, bias, activation)
+    return _LinearFn.apply(input, weight, bias, activation=activation)
+
+
+def _linear_check(input, weight, bias, activation):
+    if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
+        raise TypeError(f"linear: expected tensors for input and weight, got {type(input).__name__} "
+                        f"and {type(weight).__name__}")
+    if activation not in _LINEAR_ACTIVATIONS:
+        raise ValueError(f"linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
+    wshape, xshape = weight.shape, input.shape
+    if len(wshape) != 2:
+        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape {tuple(wshape)}")
+    if len(xshape) == 0:
+        raise ValueError("linear: input must have at least one dimension (..., in_features), got a 0-d tensor")
+    if xshape[-1] != wshape[1]:
+        raise ValueError(f"linear: input has {xshape[-1]} features (last dimension of shape {tuple(xshape)}) "
+                         f"but weight expects in_features={wshape[1]} (weight shape {tuple(wshape)})")
+    x, dtype = input.data, input.dtype
+    if dtype not in _LINEAR_DTYPES and not (dtype == _backend.float64 and not _backend.is_cuda_array(x)):
+        raise TypeError(f"linear: unsupported dtype {dtype}; expected float32, float16 or bfloat16 "
+                        f"(float64 on cpu only)")
+    if weight.dtype != dtype:
+        raise TypeError(f"linear: input and weight must have the same dtype, got {dtype} and {weight.dtype} "
+                        f"(no implicit casts; convert one with .to(dtype))")
+    if bias is not None:
+        if not isinstance(bias, _Tensor):
+            raise TypeError(f"linear: bias must be a tensor or None, got {type(bias).__name__}")
+        if len(bias.shape) != 1 or bias.shape[0] != wshape[0]:
+            raise ValueError(f"linear: bias must have shape ({wshape[0]},) to match out_features={wshape[0]}, "
+                             f"got shape {tuple(bias.shape)}")
+        if bias.dtype != dtype:
+            raise TypeError(f"linear: bias dtype {bias.dtype} differs from input dtype {dtype}")
+    if not (_same_device(x, weight.data) and (bias is None or _same_device(x, bias.data))):
+        devs = [str(input.device), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
+        raise RuntimeError(f"linear: expected input, weight and bias on one device, got {', '.join(devs)}")
+
 
 # ---- convolution and pooling
+from .ops import conv as _conv_ops  # noqa: E402
+from .ops import pool as _pool_ops  # noqa: E402
+
+_CONV_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16, _backend.float64})
+
+
+def _pair(op, name, value, minimum):
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+        pair = tuple(value)
+    else:
+        pair = (value, value)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+    if min(pair) < minimum:
+        raise ValueError(f"{op}: {name} must be >= {minimum}, got {value!r}")
+    return pair
+
+
+def _check_image(op, input, what="input"):
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{op}: expected a tensor {what}, got {type(input).__name__}")
+    if input.ndim != 4:
+        raise ValueError(f"{op}: expected a 4-D {what} (N, C, H, W), got shape {tuple(input.shape)}")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, activation=None):
+    """2-D convolution as ``torch.nn.functional.conv2d``, with an optional fused ReLU.
+
+    ``input`` (N, C, H, W), ``weight`` (K, C/groups, R, S), ``bias`` (K,) or None; ``stride``,
+    ``padding`` (or 'valid' / 'same' for stride 1), ``dilation``: int or pair. ``activation`` None
+    or ``'relu'`` (applied in the GEMM's epilogue; its bit-mask is kept for backward). On the GPU:
+    implicit-GEMM kernels (fp16/bf16 tensor cores, fp32 on FFMA or TF32 when
+    ``minifused.kernels.conv.allow_tf32`` is set).
+    """
+    op = "conv2d"
+    _check_image(op, input)
+    if not isinstance(weight, _Tensor):
+        raise TypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
+    if weight.ndim != 4:
+        raise ValueError(f"{op}: weight must be 4-D (out_channels, in_channels/groups, kH, kW), got shape "
+                         f"{tuple(weight.shape)}")
+    if activation not in (None, "relu"):
+        raise ValueError(f"{op}: activation must be None or 'relu', got {activation!r}")
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    n, c, h, w = input.shape
+    k, cg, r, s = weight.shape
+    stride = _pair(op, "stride", stride, 1)
+    dilation = _pair(op, "dilation", dilation, 1)
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0, 0)
+        elif padding == "same":
+            if stride != (1, 1):
+                raise ValueError(f"{op}: padding='same' needs stride 1, got stride={stride}")
+            tot = (dilation[0] * (r - 1), dilation[1] * (s - 1))
+            if tot[0] % 2 or tot[1] % 2:
+                raise NotImplementedError(f"{op}: padding='same' with an even effective kernel "
+                                          f"({tot[0] + 1}x{tot[1] + 1}) needs asymmetric padding")
+            padding = (tot[0] // 2, tot[1] // 2)
+        else:
+            raise ValueError(f"{op}: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+    padding = _pair(op, "padding", padding, 0)
+    if c != cg * groups:
+        raise ValueError(f"{op}: input has {c} channels (shape {tuple(input.shape)}) but weight of shape "
+                         f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
+    if k % groups:
+        raise ValueError(f"{op}: out_channels={k} (weight shape {tuple(weight.shape)}) is not divisible by "
+                         f"groups={groups}")
+    eff = (dilation[0] * (r - 1) + 1, dilation[1] * (s - 1) + 1)
+    if eff[0] > h + 2 * padding[0] or eff[1] > w + 2 * padding[1]:
+        raise ValueError(f"{op}: kernel {r}x{s} (dilation {dilation}, effective {eff[0]}x{eff[1]}) is larger than "
+                         f"the padded input {h + 2 * padding[0]}x{w + 2 * padding[1]} (input shape "
+                         f"{tuple(input.shape)}, padding {padding})")
+    if n == 0 or c == 0 or k == 0:
+        raise ValueError(f"{op}: empty input or weight (input {tuple(input.shape)}, weight {tuple(weight.shape)})")
+    dtype = input.dtype
+    if dtype not in _CONV_DTYPES:
+        raise TypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
+    if weight.dtype != dtype or (bias is not None and isinstance(bias, _Tensor) and bias.dtype != dtype):
+        raise TypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
+                        + (f", {bias.dtype}" if bias is not None else "") + " (no implicit casts)")
+    if bias is not None:
+        if not isinstance(bias, _Tensor):
+            raise TypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
+        if tuple(bias.shape) != (k,):
+            raise ValueError(f"{op}: bias must have shape ({k},) to match out_channels, got {tuple(bias.shape)}")
+    dev = input.device
+    if weight.device != dev or (bias is not None and bias.device != dev):
+        devs = [str(dev), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
+        raise RuntimeError(f"{op}: expected input, weight and bias on one device, got {', '.join(devs)}")
+    return _conv_ops.conv2d(input, weight, bias, stride, padding, dilation, groups, activation)
+
+
+def _pool_args(op, input, kernel_size, stride, padding):
+    _check_image(op, input)
+    if not _backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input, got {input.dtype}")
+    kernel = _pair(op, "kernel_size", kernel_size, 1)
+    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
+        _pair(op, "stride", stride, 1)
+    padding = _pair(op, "padding", padding, 0)
+    if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
+        raise ValueError(f"{op}: padding {padding} must be at most half the kernel size {kernel}")
+    h, w = input.shape[2:]
+    if kernel[0] > h + 2 * padding[0] or kernel[1] > w + 2 * padding[1]:
+        raise ValueError(f"{op}: kernel {kernel} is larger than the padded input "
+                         f"{h + 2 * padding[0]}x{w + 2 * padding[1]} (input shape {tuple(input.shape)})")
+    return kernel, stride, padding
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max pooling as ``torch.nn.functional.max_pool2d`` (dilation 1 only; indices stay internal)."""
+    if _pair("max_pool2d", "dilation", dilation, 1) != (1, 1):
+        raise NotImplementedError("max_pool2d: dilation other than 1 is not supported")
+    if return_indices:
+        raise NotImplementedError("max_pool2d: return_indices is not supported (the indices stay on the tape)")
+    kernel, stride, padding = _pool_args("max_pool2d", input, kernel_size, stride, padding)
+    return _pool_ops.max_pool2d(input, kernel, stride, padding, ceil_mode)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Average pooling as ``torch.nn.functional.avg_pool2d`` (``count_include_pad=True`` by default)."""
+    if divisor_override is not None:
+        raise NotImplementedError("avg_pool2d: divisor_override is not supported")
+    kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding)
+    return _pool_ops.avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad)
+
 
 # ---- normalization
+import numbers as _numbers  # noqa: E402
+
+import numpy as _np  # noqa: E402
+
+from . import backend as _backend  # noqa: E402
+from .ops import norm as _norm_ops  # noqa: E402
+from .tensor import Tensor as _Tensor  # noqa: E402
+
+_NORM_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16, _backend.float64})
+
+
+def _check_norm_args(op, input, normalized_shape, params):
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if isinstance(normalized_shape, _numbers.Integral):
+        normalized_shape = (int(normalized_shape),)
+    normalized_shape = tuple(int(s) for s in normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != normalized_shape:
+        raise ValueError(f"{op}: normalized_shape {list(normalized_shape)} must match the trailing dimensions "
+                         f"of the input, got input of shape {list(input.shape)}")
+    if input.dtype not in _NORM_DTYPES:
+        raise TypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+    for name, p in params.items():
+        if p is None:
+            continue
+        if not isinstance(p, _Tensor):
+            raise TypeError(f"{op}: {name} must be a tensor or None, got {type(p).__name__}")
+        if tuple(p.shape) != normalized_shape:
+            raise ValueError(f"{op}: {name} must have shape {list(normalized_shape)} (normalized_shape), "
+                             f"got {list(p.shape)}")
+        if p.dtype != input.dtype:
+            raise TypeError(f"{op}: {name} dtype {p.dtype} differs from input dtype {input.dtype} "
+                            f"(no implicit casts; convert one with .to(dtype))")
+        if p.device != input.device:
+            raise RuntimeError(f"{op}: {name} is on {p.device} but the input is on {input.device}")
+    return int(_np.prod(normalized_shape))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Layer normalization over the trailing ``normalized_shape`` dimensions, as ``torch.nn.functional.layer_norm``.
+
+    One fused kernel each way on the GPU: fp32 statistics, mean/rstd kept for
+    backward; ``weight``/``bias`` (shape ``normalized_shape``) optional.
+    """
+    n = _check_norm_args("layer_norm", input, normalized_shape, {"weight": weight, "bias": bias})
+    return _norm_ops.norm(input, weight, bias, n, float(eps), rms=False)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """RMS normalization ``x / sqrt(mean(x^2) + eps) * weight`` as ``torch.nn.functional.rms_norm``;
+    ``eps=None`` means the input dtype's machine epsilon, as in PyTorch."""
+    n = _check_norm_args("rms_norm", input, normalized_shape, {"weight": weight})
+    if eps is None:
+        import ml_dtypes as _mld
+        eps = float(_mld.finfo(input.dtype).eps)
+    return _norm_ops.norm(input, weight, None, n, float(eps), rms=True)
+
 
 # ---- softmax and losses
+from .ops import loss as _loss_ops  # noqa: E402
+from .ops import softmax as _softmax_ops  # noqa: E402
+from .ops.elementwise import cast as _cast  # noqa: E402
+from .ops.shape import permute as _permute  # noqa: E402
+from .ops.shape import reshape as _reshape  # noqa: E402
+from .ops.shape import transpose as _transpose  # noqa: E402
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _softmax_dim(op, input, dim, dtype):
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if dtype is not None:
+        input = _cast(input, dtype)
+    if input.dtype not in _NORM_DTYPES:
+        raise TypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+    if dim is None:  # PyTorch's legacy implicit choice
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    nd = max(input.ndim, 1)
+    if not -nd <= dim < nd:
+        raise IndexError(f"{op}: dim {dim} out of range for a tensor of {input.ndim} dimensions")
+    return input, dim % nd
+
+
+def _softmax_any(op, input, dim, dtype, log):
+    input, dim = _softmax_dim(op, input, dim, dtype)
+    if input.ndim == 0:
+        return _reshape(_softmax_ops.softmax_last(_reshape(input, (1,)), log), ())
+    last = input.ndim - 1
+    if dim == last:
+        return _softmax_ops.softmax_last(input, log)
+    return _transpose(_softmax_ops.softmax_last(_transpose(input, dim, last), log), dim, last)
+
+
+def softmax(input, dim=None, dtype=None):
+    """Softmax along ``dim`` (fused row kernel along the last dimension; other dims are
+    transposed there and back). A row of all -inf gives NaN, as in PyTorch."""
+    return _softmax_any("softmax", input, dim, dtype, log=False)
+
+
+def log_softmax(input, dim=None, dtype=None):
+    """Log-softmax along ``dim``; a row of all -inf gives NaN, as in PyTorch."""
+    return _softmax_any("log_softmax", input, dim, dtype, log=True)
+
+
+def _class_rows(op, input, target, weight, ignore_index, reduction, size_average, reduce):
+    """Validate, then (input as (M, C), target as (M,), output shape for 'none')."""
+    if size_average is not None or reduce is not None:
+        raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+    if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
+        raise TypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
+                        f"{type(target).__name__}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    if input.dtype not in _NORM_DTYPES:
+        raise TypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+    if target.dtype.kind not in "iu":
+        if _backend.is_floating(target.dtype) and tuple(target.shape) == tuple(input.shape):
+            raise NotImplementedError(f"{op}: class-probability targets are not supported; pass class "
+                                      f"indices (int64)")
+        raise TypeError(f"{op}: expected integer class indices as target (int64), got dtype {target.dtype}")
+    if target.device != input.device:
+        raise RuntimeError(f"{op}: target is on {target.device} but the input is on {input.device}")
+    if input.ndim == 0:
+        raise ValueError(f"{op}: input must have a class dimension, got a 0-d tensor")
+    if input.ndim == 1:
+        expected = ()
+    else:
+        expected = (input.shape[0],) + tuple(input.shape[2:])
+    if tuple(target.shape) != expected:
+        raise ValueError(f"{op}: target must have shape {list(expected)} for input of shape {list(input.shape)} "
+                         f"(input (N, C, d1, ...) takes target (N, d1, ...)), got {list(target.shape)}")
+    c = input.shape[0] if input.ndim == 1 else input.shape[1]
+    if weight is not None:
+        if not isinstance(weight, _Tensor):
+            raise TypeError(f"{op}: weight must be a tensor or None, got {type(weight).__name__}")
+        if tuple(weight.shape) != (c,):
+            raise ValueError(f"{op}: weight must have shape [{c}] (one per class), got {list(weight.shape)}")
+        if weight.device != input.device:
+            raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
+        if weight.dtype != input.dtype:
+            weight = _cast(weight, input.dtype)
+    if target.device.type == "cpu" and target.numel():
+        from .kernels.softmax import _check_labels_host
+        _check_labels_host(target.data.reshape(-1), c, ignore_index, op)
+    if target.dtype not in (_backend.int32, _backend.int64):
+        target = _cast(target, _backend.int64)
+    if input.ndim == 1:
+        rows, trows = _reshape(input, (1, c)), _reshape(target, (1,))
+    elif input.ndim == 2:
+        rows, trows = input, target
+    else:
+        moved = _permute(input, (0, *range(2, input.ndim), 1))  # (N, d..., C)
+        rows, trows = _reshape(moved, (-1, c)), _reshape(target, (-1,))
+    return rows, trows, weight, expected
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """Cross-entropy from logits and class indices, as ``torch.nn.functional.cross_entropy``.
+
+    Fused: forward reads the logits once (loss and logsumexp per row), backward
+    once more (writes the gradient); the softmax is never stored. 'mean' divides
+    by the summed weights of the non-ignored targets (computed on the device).
+    Labels outside [0, C) raise here for cpu targets; for cuda targets a device
+    flag is set (see ``minifused.kernels.softmax.check_label_errors``).
+    """
+    if not 0.0 <= float(label_smoothing) <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    rows, trows, weight, shape = _class_rows("cross_entropy", input, target, weight, ignore_index, reduction,
+                                             size_average, reduce)
+    out = _loss_ops.cross_entropy_rows(rows, trows, weight, int(ignore_index), float(label_smoothing), reduction)
+    return _reshape(out, shape) if reduction == "none" else out
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """Negative log-likelihood of log-probabilities and class indices, as ``torch.nn.functional.nll_loss``."""
+    rows, trows, weight, shape = _class_rows("nll_loss", input, target, weight, ignore_index, reduction,
+                                             size_average, reduce)
+    out = _loss_ops.nll_rows(rows, trows, weight, int(ignore_index), reduction)
+    return _reshape(out, shape) if reduction == "none" else out
+
 
 # ---- dropout

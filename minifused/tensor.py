@@ -143,6 +143,7 @@ class Tensor:
             raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
         if self.is_cuda:
             backend.refuse_sync("Tensor.item()")
+            backend.run_deferred_checks()
         return backend.to_device(self.data, backend.CPU).reshape(()).item()
 
     def tolist(self):

@@ -9,13 +9,14 @@
 //   MF_TPR  threads per row (a multiple of 32); NT threads per block, so a block
 //        works on NT/TPR rows at a time
 //   MF_RMS  1: RMSNorm (no mean, no bias), 0: LayerNorm
+//   MF_ACC_SMEM  backward keeps its dw/db sums in shared memory (long rows)
 // Statistics and accumulation are fp32. mean/rstd are stored (fp32) for the
 // backward. dw/db: every block accumulates its rows' contributions in
 // registers and writes one fp32 row of partial sums to partial[block, 2, N];
 // norm_bwd_reduce sums those rows in a fixed order (deterministic, no atomics).
 //
 // nvrtc-check: -DMF_T=float -DMF_VEC=4 -DMF_K=2 -DMF_TPR=128 -DMF_NT=256 -DMF_RMS=0
-// nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=4 -DMF_TPR=512 -DMF_NT=512 -DMF_RMS=0
+// nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=4 -DMF_TPR=512 -DMF_NT=512 -DMF_RMS=0 -DMF_ACC_SMEM=1
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_VEC=1 -DMF_K=1 -DMF_TPR=32 -DMF_NT=256 -DMF_RMS=1
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -38,8 +39,14 @@
 #ifndef MF_RMS
 #define MF_RMS 0
 #endif
+#ifndef MF_ACC_SMEM
+#define MF_ACC_SMEM 0
+#endif
 typedef MF_T T;
 constexpr int VEC = MF_VEC, K = MF_K, TPR = MF_TPR, NT = MF_NT, RMS = MF_RMS;
+// Backward: dw/db partial sums live in registers (0) or, for long rows, in
+// shared memory (1: needs NT == TPR and 2*K*VEC*NT floats of dynamic smem).
+constexpr int ACC_SMEM = MF_ACC_SMEM;
 
 constexpr int RPB = NT / TPR;  // rows per block
 constexpr int WPR = TPR / 32;  // warps per row
@@ -97,18 +104,15 @@ norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__
         const long long row = r0 + grp;
         const bool ok = row < M;
         const T* xr = x + row * N;
-        float v[K][VEC];
+        VT xv[K];  // the row stays in registers, in its own type
         float s = 0.f;
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             const int c = (t + k * TPR) * VEC;
             if (ok && c < N) {
-                VT a = load_vec(xr + c);
+                xv[k] = load_vec(xr + c);
 #pragma unroll
-                for (int e = 0; e < VEC; ++e) { v[k][e] = to_f(a.v[e]); s += v[k][e]; }
-            } else {
-#pragma unroll
-                for (int e = 0; e < VEC; ++e) v[k][e] = 0.f;
+                for (int e = 0; e < VEC; ++e) s += to_f(xv[k].v[e]);
             }
         }
         float mu = 0.f;
@@ -117,9 +121,9 @@ norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             const int c = (t + k * TPR) * VEC;
-            if (c < N) {
+            if (ok && c < N) {
 #pragma unroll
-                for (int e = 0; e < VEC; ++e) { const float d = v[k][e] - mu; q += d * d; }
+                for (int e = 0; e < VEC; ++e) { const float d = to_f(xv[k].v[e]) - mu; q += d * d; }
             }
         }
         const float rs = rsqrtf(row_sum2(make_float2(q, 0.f), red).x * inv_n + eps);
@@ -134,7 +138,7 @@ norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__
                     if (!RMS && b) bv = load_vec(b + c);
 #pragma unroll
                     for (int e = 0; e < VEC; ++e) {
-                        float r = (v[k][e] - mu) * rs;
+                        float r = (to_f(xv[k].v[e]) - mu) * rs;
                         if (w) r *= to_f(wv.v[e]);
                         if (!RMS && b) r += to_f(bv.v[e]);
                         o.v[e] = from_f<T>(r);
@@ -205,7 +209,7 @@ norm_fwd_tiled(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
 // partial[block, 0, :] = sum over the block's rows of dy * xhat   (-> dw)
 // partial[block, 1, :] = sum over the block's rows of dy          (-> db)
 // dx may be null (no input grad wanted); partial may be null (no weight grad).
-// Dynamic shared memory: 2*N floats when RPB > 1 and partial is set.
+// Dynamic shared memory: ACC_SMEM ? 2*K*VEC*NT floats : (RPB > 1 ? 2*N floats : 0).
 extern "C" __global__ void __launch_bounds__(NT)
 norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
          const float* __restrict__ mean, const float* __restrict__ rstd,
@@ -214,15 +218,15 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
     extern __shared__ float sacc[];
     const int grp = threadIdx.x / TPR, t = threadIdx.x % TPR;
     const float inv_n = 1.f / (float)N;
-    float aw[K][VEC], ab[K][VEC];
-    VT wv[K];
+    constexpr int RA = ACC_SMEM ? 1 : K;  // register accumulators
+    float aw[RA][VEC], ab[RA][VEC];
+    // smem accumulator j of this thread (j = k*VEC + e) at sacc[j*NT + t]: conflict-free
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-        const int c = (t + k * TPR) * VEC;
+    for (int k = 0; k < RA; ++k)
 #pragma unroll
         for (int e = 0; e < VEC; ++e) { aw[k][e] = 0.f; ab[k][e] = 0.f; }
-        if (w && c < N) wv[k] = load_vec(w + c);
-    }
+    if (ACC_SMEM && partial)
+        for (int j = 0; j < 2 * K * VEC; ++j) sacc[j * NT + t] = 0.f;
     for (long long r0 = (long long)blockIdx.x * RPB; r0 < M; r0 += (long long)gridDim.x * RPB) {
         const long long row = r0 + grp;
         const bool ok = row < M;
@@ -239,15 +243,30 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
             if (ok && c < N) {
                 xv[k] = load_vec(x + row * N + c);
                 gv[k] = load_vec(dy + row * N + c);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int c = (t + k * TPR) * VEC;
+            if (ok && c < N) {
+                VT wv;
+                if (w) wv = load_vec(w + c);
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) {
                     const float xh = (to_f(xv[k].v[e]) - mu) * rs;
                     const float d = to_f(gv[k].v[e]);
-                    const float g = w ? d * to_f(wv[k].v[e]) : d;
+                    const float g = w ? d * to_f(wv.v[e]) : d;
                     s.x += xh * g;
                     s.y += g;
-                    aw[k][e] += d * xh;
-                    ab[k][e] += d;
+                    if (ACC_SMEM) {
+                        if (partial) {
+                            sacc[(k * VEC + e) * NT + t] += d * xh;
+                            if (!RMS) sacc[(K * VEC + k * VEC + e) * NT + t] += d;
+                        }
+                    } else {
+                        aw[ACC_SMEM ? 0 : k][e] += d * xh;
+                        ab[ACC_SMEM ? 0 : k][e] += d;
+                    }
                 }
             }
         }
@@ -258,12 +277,13 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
             for (int k = 0; k < K; ++k) {
                 const int c = (t + k * TPR) * VEC;
                 if (c < N) {
-                    VT o;
+                    VT o, wv;
+                    if (w) wv = load_vec(w + c);
 #pragma unroll
                     for (int e = 0; e < VEC; ++e) {
                         const float xh = (to_f(xv[k].v[e]) - mu) * rs;
                         const float d = to_f(gv[k].v[e]);
-                        const float g = w ? d * to_f(wv[k].v[e]) : d;
+                        const float g = w ? d * to_f(wv.v[e]) : d;
                         o.v[e] = from_f<T>(rs * (g - xh * c1 - c2));
                     }
                     store_vec(dx + row * N + c, o);
@@ -273,9 +293,21 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
     }
     if (!partial) return;
     float* pw = partial + (long long)blockIdx.x * 2 * N;
-    if (RPB == 1) {
+    if (ACC_SMEM) {
 #pragma unroll
         for (int k = 0; k < K; ++k) {
+            const int c = (t + k * TPR) * VEC;
+            if (c < N) {
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                    pw[c + e] = sacc[(k * VEC + e) * NT + t];
+                    pw[N + c + e] = RMS ? 0.f : sacc[(K * VEC + k * VEC + e) * NT + t];
+                }
+            }
+        }
+    } else if (RPB == 1) {
+#pragma unroll
+        for (int k = 0; k < RA; ++k) {
             const int c = (t + k * TPR) * VEC;
             if (c < N) {
 #pragma unroll
@@ -287,7 +319,7 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
         for (int g = 0; g < RPB; ++g) {
             if (grp == g) {
 #pragma unroll
-                for (int k = 0; k < K; ++k) {
+                for (int k = 0; k < RA; ++k) {
                     const int c = (t + k * TPR) * VEC;
                     if (c < N) {
 #pragma unroll

@@ -1,3 +1,9 @@
 """Layers and models: ``Module``, ``Parameter``, containers and layers."""
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential  # noqa: F401
 from .basic import GELU, Flatten, Identity, ReLU, Sigmoid, Tanh  # noqa: F401
+from .linear import Linear  # noqa: F401
+from .norm import LayerNorm, RMSNorm  # noqa: F401
+from .softmax import LogSoftmax, Softmax  # noqa: F401
+from .loss import CrossEntropyLoss, NLLLoss  # noqa: F401
+from .conv import Conv2d  # noqa: F401
+from .pool import AvgPool2d, MaxPool2d  # noqa: F401

@@ -1,0 +1,101 @@
+"""Conv2d on the GPU: TFLOP/s per direction and dtype on the issue's five shapes, beside cuDNN
+through PyTorch measured in the same run. Writes bench/results/conv.json and conv.md.
+
+Our times include everything a call does (NHWC repacks, weight packing, split-K reduction).
+Backward-data and backward-filter are timed separately, and so is cuDNN's
+(``aten.convolution_backward`` with one output mask each). 3x3 convolutions use padding 1.
+fp32: ours runs FFMA by default and TF32 when ``allow_tf32`` is set; PyTorch's cuDNN default
+for fp32 convolutions is TF32 (``torch.backends.cudnn.allow_tf32 = True``), so both are
+reported: ``cudnn`` (its default, TF32) and ``cudnn_strict_fp32``. The named ratios of the issue
+compare our default with cuDNN's default.
+
+    python bench/conv.py [--quick]
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import cupy  # noqa: E402
+import numpy as np  # noqa: E402
+
+from harness import Results, bench_ms, torch_or_none  # noqa: E402
+from minifused import backend  # noqa: E402
+from minifused.kernels import conv as K  # noqa: E402
+
+SHAPES = [  # name, (N, C, H, W), K, stride
+    ("mnist1", (256, 1, 28, 28), 32, 1),
+    ("mnist2", (256, 32, 28, 28), 64, 1),
+    ("c64h56", (128, 64, 56, 56), 64, 1),
+    ("c256h14", (128, 256, 14, 14), 256, 1),
+    ("c128h28s2", (128, 128, 28, 28), 256, 2),
+]
+
+
+def main(quick=False):
+    torch = torch_or_none()
+    res = Results("conv")
+    warm, rep = (3, 10) if quick else (5, 30)
+    rs = cupy.random.RandomState(0)
+    for name, (n, c, h, w), k, st in SHAPES:
+        geo = ((st, st), (1, 1), (1, 1), 1)
+        p = K.out_size(h, 3, st, 1, 1)
+        flops = 2.0 * n * k * p * p * c * 9
+        for dname in ("float16", "float32", "tf32", "bfloat16"):
+            dt = backend.float32 if dname == "tf32" else backend.as_dtype(dname)
+            K.allow_tf32 = dname == "tf32"
+            sets = [(rs.standard_normal((n, c, h, w), dtype=np.float32).astype(dt),
+                     rs.standard_normal((k, c, 3, 3), dtype=np.float32).astype(dt),
+                     rs.standard_normal((n, k, p, p), dtype=np.float32).astype(dt)) for _ in range(2)]
+            ours = {
+                "fwd": lambda x, wt, dy: K.conv2d_forward(x, wt, None, *geo),
+                "bwd_data": lambda x, wt, dy: K.conv2d_backward_data(dy, wt, x.shape, *geo),
+                "bwd_filter": lambda x, wt, dy: K.conv2d_backward_filter(dy, x, wt.shape, *geo),
+            }
+            if dname == "bfloat16":
+                ours = {"fwd": ours["fwd"]}
+            for direction, fn in ours.items():
+                ms = bench_ms(fn, sets, warm, rep)
+                res.add(f"{name} {direction} {dname}", "minifused", flops / ms / 1e9, "TFLOP/s")
+                ours[direction] = ms
+            if torch is None or dname in ("tf32", "bfloat16"):
+                continue
+            tsets = [tuple(torch.as_tensor(a, device="cuda") for a in s) for s in sets]
+            for strict in ((False, True) if dname == "float32" else (False,)):
+                label = "cudnn_strict_fp32" if strict else "cudnn"
+                with torch.backends.cudnn.flags(enabled=True, allow_tf32=not strict):
+                    ops = {
+                        "fwd": lambda x, wt, dy: torch.nn.functional.conv2d(x, wt, None, st, 1),
+                        "bwd_data": lambda x, wt, dy: torch.ops.aten.convolution_backward(
+                            dy, x, wt, None, [st, st], [1, 1], [1, 1], False, [0, 0], 1, [True, False, False]),
+                        "bwd_filter": lambda x, wt, dy: torch.ops.aten.convolution_backward(
+                            dy, x, wt, None, [st, st], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False]),
+                    }
+                    for direction, fn in ops.items():
+                        ms = bench_ms(fn, tsets, warm, rep)
+                        res.add(f"{name} {direction} {dname}", label, flops / ms / 1e9, "TFLOP/s")
+                        if strict:
+                            res.ratio(f"{direction}_fp32_over_cudnn_strict_{name}", ms / ours[direction])
+                        else:
+                            short = "fp16" if dname == "float16" else "fp32"
+                            if direction == "fwd" or dname == "float16":
+                                res.ratio(f"{direction}_{short}_over_cudnn_{name}", ms / ours[direction])
+            del tsets
+            del sets
+            cupy.get_default_memory_pool().free_all_blocks()
+    K.allow_tf32 = False
+    # TF32 forward against cuDNN's (TF32) default
+    rows = {(r["case"], r["impl"]): r["value"] for r in res.rows}
+    for name, *_ in SHAPES:
+        ours_tf32 = rows.get((f"{name} fwd tf32", "minifused"))
+        cud = rows.get((f"{name} fwd float32", "cudnn"))
+        if ours_tf32 and cud:
+            res.ratio(f"fwd_tf32_over_cudnn_{name}", ours_tf32 / cud)
+    res.write()
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)

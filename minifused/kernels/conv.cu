@@ -1,0 +1,479 @@
+// Conv2d as implicit GEMM: one kernel body, three directions (CONV_MODE).
+//
+//   mode 0  forward          Y[m=(n,p,q), k]      = sum_{(r,s,c)}  X_nhwc[n, p*sh-ph+r*dh, q*sw-pw+s*dw, c] * W_krsc[k, r, s, c]
+//   mode 1  backward-data    dX[m=(n,h,w), c]     = sum_{(r,s,k)} dY_nhwk[n, (h+ph-r*dh)/sh, (w+pw-s*dw)/sw, k] * W_crsk[c, r, s, k]
+//                            (a tap contributes only where the division is exact and in range)
+//   mode 2  backward-filter  dW[k, (r,s,c)]       = sum_{(n,p,q)} dY_nhwk[(n,p,q), k] * X_nhwc[n, p*sh-ph+r*dh, q*sw-pw+s*dw, c]
+//                            split-K over blockIdx.z: each split writes its own fp32 partial tile,
+//                            conv_util.cu's wgrad_reduce sums the splits in a fixed order.
+//
+// The gathered operands are NHWC with channels padded to a multiple of 16 bytes, so every
+// 16-byte chunk of a tile row is contiguous and aligned: tiles stream into shared memory with
+// cp.async (zero-fill for padding, out-of-range taps and tails), STAGES deep. Nothing of the
+// lowered matrix ever exists in device memory. Row index math (m -> n, p, q) uses
+// multiply-and-shift by launch-time magic numbers; the reduction index advances incrementally.
+// Compute: CONV_MMA=1 mma.sync m16n8k16 fp16/bf16 -> fp32 (ldmatrix from shared memory);
+// 2 mma.sync m16n8k8 TF32 (float inputs, operands rounded with cvt.rna);
+// 0 FFMA in fp32. Epilogue through shared memory: modes 0/1 write NCHW directly (coalesced along
+// the spatial index) with bias, ReLU and a bit-packed ReLU mask (warp ballot, one word per warp,
+// no atomics); mode 2 writes the fp32 partial.
+//
+// nvrtc-check: -DCONV_T=__half -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1
+// nvrtc-check: -DCONV_IS_BF16=1 -DCONV_T=__nv_bfloat16 -DCONV_MODE=1 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=1
+// nvrtc-check: -DCONV_T=__half -DCONV_MODE=2 -DCONV_BM=64 -DCONV_BN=128 -DCONV_MMA=1
+// nvrtc-check: -DCONV_T=float -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=0
+// nvrtc-check: -DCONV_T=float -DCONV_MODE=2 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=0
+// nvrtc-check: -DCONV_T=float -DCONV_MODE=1 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=2
+// nvrtc-check: -DCONV_T=float -DCONV_MODE=2 -DCONV_BM=64 -DCONV_BN=128 -DCONV_MMA=2
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef CONV_T
+#define CONV_T __half
+#endif
+#ifndef CONV_MODE
+#define CONV_MODE 0
+#endif
+#ifndef CONV_BM
+#define CONV_BM 128
+#endif
+#ifndef CONV_BN
+#define CONV_BN 128
+#endif
+#ifndef CONV_IS_BF16
+#define CONV_IS_BF16 0
+#endif
+#ifndef CONV_MMA
+#define CONV_MMA 1
+#endif
+
+typedef CONV_T T;
+constexpr int MODE = CONV_MODE;
+constexpr int BM = CONV_BM, BN = CONV_BN, NT = 256, STAGES = 3;
+constexpr int VEC = 16 / (int)sizeof(T);  // elements in one 16-byte chunk
+constexpr int BK = 64 / (int)sizeof(T);   // reduction depth of one tile: 64 bytes per row
+// shared-memory layouts (elements); rows padded by one chunk against bank conflicts
+constexpr int LDK = BK + VEC;             // modes 0/1: A[m][k], B[n][k]
+constexpr int LDA2 = BM + VEC, LDB2 = BN + VEC;  // mode 2: A[k][m], B[k][n]
+constexpr int STAGE_ELEMS = MODE < 2 ? (BM + BN) * LDK : BK * (LDA2 + LDB2);
+constexpr int A_ELEMS = MODE < 2 ? BM * LDK : BK * LDA2;
+constexpr int LDC = MODE < 2 ? BM + 4 : BN + 4;  // epilogue tile (fp32): col-major (0/1), row-major (2)
+
+static_assert(NT % BM == 0 || MODE == 2, "epilogue maps one m per thread");
+static_assert(BM % 64 == 0 && BN % 64 == 0, "tiles are multiples of 64");
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename U> __device__ __forceinline__ U from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// n / d for n < 2^31 by multiply-and-shift (mul, shr from the host; d == 1 passes mul = 0).
+__device__ __forceinline__ int fast_div(int n, unsigned mul, unsigned shr) {
+    return mul ? (int)(__umulhi((unsigned)n, mul) >> shr) : n;
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int bytes = pred ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+
+// ---- tensor-core helpers (PTX: ldmatrix + mma.sync, no mma.h needed under NVRTC)
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+#if CONV_IS_BF16
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+__device__ __forceinline__ void mma1688_tf32(float (&c)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ unsigned to_tf32(float v) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+    return r;
+}
+
+// Arguments (all modes; see the header for what each operand is):
+//   A_src: gathered/streamed operand A; B_src: operand B; M, N, Kred: the GEMM.
+//   IH, IW, ICp: the NHWC tensor that is gathered (channels padded to ICp).
+//   OH, OW: output spatial size (modes 0/1), dy's P, Q (mode 2).
+//   ohw_mul/shr: magic for dividing by OH*OW; ow_mul/shr: by OW.
+//   out_C: channel count of the NCHW output (modes 0/1; out already offset to the group);
+//   lda_m: row length of dY_nhwk (mode 2, padded K); tiles_per_split (mode 2);
+//   flags: 1 apply max(., 0), 2 add bias; mask_words: row length of the mask in uint32 words (0: no mask).
+extern "C" __global__ void __launch_bounds__(NT)
+conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __restrict__ bias,
+           void* __restrict__ out_ptr, unsigned* __restrict__ mask,
+           int M, int N, int Kred, int IH, int IW, int ICp, int OH, int OW,
+           int R, int S, int sh, int sw, int ph, int pw, int dh, int dw,
+           unsigned ohw_mul, unsigned ohw_shr, unsigned ow_mul, unsigned ow_shr,
+           int out_C, int lda_m, int tiles_per_split, int flags, int mask_words) {
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    T* smem = reinterpret_cast<T*>(smem_raw);
+    const int tid = threadIdx.x;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    const int OHW = OH * OW;
+
+    const int numK_all = (Kred + BK - 1) / BK;
+    int kt_begin = 0, kt_end = numK_all;
+    if (MODE == 2) {
+        kt_begin = blockIdx.z * tiles_per_split;
+        kt_end = min(numK_all, kt_begin + tiles_per_split);
+    }
+
+    // ------------------------------------------------------------ loader state
+#if CONV_MODE < 2
+    constexpr int CPR = BK / VEC;            // chunks per tile row (4)
+    constexpr int A_IT = BM * CPR / NT, B_IT = BN * CPR / NT;
+    const int jc = tid % CPR;
+    long long a_base[A_IT];
+    int a_y0[A_IT], a_x0[A_IT];
+    bool a_ok[A_IT];
+#pragma unroll
+    for (int i = 0; i < A_IT; ++i) {
+        int m = m0 + tid / CPR + i * (NT / CPR);
+        a_ok[i] = m < M;
+        int mm = a_ok[i] ? m : 0;
+        int nimg = fast_div(mm, ohw_mul, ohw_shr);
+        int pq = mm - nimg * OHW;
+        int oh = fast_div(pq, ow_mul, ow_shr);
+        int ow = pq - oh * OW;
+        a_base[i] = (long long)nimg * IH * IW * ICp;
+        if (MODE == 0) { a_y0[i] = oh * sh - ph; a_x0[i] = ow * sw - pw; }
+        else { a_y0[i] = oh + ph; a_x0[i] = ow + pw; }
+    }
+    // reduction index of this thread's chunk: kk = (r*S + s)*ICp + c, advanced tile by tile
+    int kc, ks_, kr;
+    {
+        int kk = kt_begin * BK + jc * VEC;
+        kc = kk % ICp;
+        int rs = kk / ICp;
+        kr = rs / S;
+        ks_ = rs - kr * S;
+    }
+    int kk_cur = kt_begin * BK + jc * VEC;
+    auto load_tile = [&](int stage) {
+        T* As = smem + stage * STAGE_ELEMS;
+        T* Bs = As + A_ELEMS;
+        const bool k_ok = kr < R;
+#pragma unroll
+        for (int i = 0; i < A_IT; ++i) {
+            int row = tid / CPR + i * (NT / CPR);
+            int iy, ix;
+            bool ok = a_ok[i] && k_ok;
+            if (MODE == 0) {
+                iy = a_y0[i] + kr * dh;
+                ix = a_x0[i] + ks_ * dw;
+            } else {
+                int ty = a_y0[i] - kr * dh, tx = a_x0[i] - ks_ * dw;
+                if (sh == 1 && sw == 1) { iy = ty; ix = tx; }
+                else {
+                    ok = ok && ty >= 0 && tx >= 0 && (ty % sh) == 0 && (tx % sw) == 0;
+                    iy = ty / sh; ix = tx / sw;
+                }
+            }
+            ok = ok && iy >= 0 && iy < IH && ix >= 0 && ix < IW;
+            const T* src = ok ? A_src + a_base[i] + ((long long)iy * IW + ix) * ICp + kc : A_src;
+            cp_async16(As + row * LDK + jc * VEC, src, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < B_IT; ++i) {
+            int row = tid / CPR + i * (NT / CPR);
+            int n = n0 + row;
+            bool ok = n < N && kk_cur < Kred;
+            const T* src = ok ? B_src + (long long)n * Kred + kk_cur : B_src;
+            cp_async16(Bs + row * LDK + jc * VEC, src, ok);
+        }
+        kk_cur += BK;
+        kc += BK;
+        while (kc >= ICp) {
+            kc -= ICp;
+            if (++ks_ == S) { ks_ = 0; ++kr; }
+        }
+    };
+#else
+    constexpr int CPRA = BM / VEC, CPRB = BN / VEC;
+    constexpr int A_IT = BK * CPRA / NT, B_IT = BK * CPRB / NT;
+    static_assert(A_IT >= 1 && B_IT >= 1, "tile too small for the block");
+    const int ca = tid % CPRA, cb = tid % CPRB;
+    const int am = m0 + ca * VEC;
+    const bool am_ok = am < lda_m;
+    // this thread's B column chunk: n = (r*S + s)*ICp + c, fixed for the whole kernel
+    const int bn = n0 + cb * VEC;
+    const bool bn_ok = bn < N;
+    int bc, br, bs;
+    {
+        int nn = bn_ok ? bn : 0;
+        bc = nn % ICp;
+        int rs = nn / ICp;
+        br = rs / S;
+        bs = rs - br * S;
+    }
+    const int b_dy = br * dh - ph, b_dx = bs * dw - pw;
+    int kt_cur = kt_begin;
+    auto load_tile = [&](int stage) {
+        T* As = smem + stage * STAGE_ELEMS;
+        T* Bs = As + A_ELEMS;
+        const int k0 = kt_cur * BK;
+#pragma unroll
+        for (int i = 0; i < A_IT; ++i) {
+            int row = tid / CPRA + i * (NT / CPRA);
+            int npq = k0 + row;
+            bool ok = am_ok && npq < Kred;
+            const T* src = ok ? A_src + (long long)npq * lda_m + am : A_src;
+            cp_async16(As + row * LDA2 + ca * VEC, src, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < B_IT; ++i) {
+            int row = tid / CPRB + i * (NT / CPRB);
+            int npq = k0 + row;
+            bool ok = bn_ok && npq < Kred;
+            int mm = ok ? npq : 0;
+            int nimg = fast_div(mm, ohw_mul, ohw_shr);
+            int pq = mm - nimg * OHW;
+            int p = fast_div(pq, ow_mul, ow_shr);
+            int q = pq - p * OW;
+            int iy = p * sh + b_dy, ix = q * sw + b_dx;
+            ok = ok && iy >= 0 && iy < IH && ix >= 0 && ix < IW;
+            const T* src = ok ? B_src + (((long long)nimg * IH + iy) * IW + ix) * ICp + bc : B_src;
+            cp_async16(Bs + row * LDB2 + cb * VEC, src, ok);
+        }
+        ++kt_cur;
+    };
+#endif
+
+    // ------------------------------------------------------------ compute state
+    const int warp = tid / 32;
+#if CONV_MMA >= 1
+    constexpr int WM = BM / 2, WN = BN / 4, FM = WM / 16, FN = WN / 8;
+    const int wm = warp % 2, wn = warp / 2;
+    const int lane = tid % 32, g = lane >> 2, tig = lane & 3;
+    float acc[FM][FN][4];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int t = 0; t < 4; ++t) acc[i][j][t] = 0.0f;
+#if CONV_MMA == 1
+    static_assert(sizeof(T) == 2, "CONV_MMA=1 takes fp16 or bf16");
+    auto compute = [&](int stage) {
+        const T* As = smem + stage * STAGE_ELEMS;
+        const T* Bs = As + A_ELEMS;
+#pragma unroll
+        for (int kq = 0; kq < BK; kq += 16) {
+            unsigned a[FM][4], b[FN][2];
+#pragma unroll
+            for (int i = 0; i < FM; ++i) {
+                const int mr = wm * WM + i * 16;
+#if CONV_MODE < 2
+                ldmatrix_x4(a[i], As + (mr + (lane & 15)) * LDK + kq + (lane >> 4) * 8);
+#else
+                ldmatrix_x4_trans(a[i], As + (kq + (lane & 7) + ((lane >> 4) << 3)) * LDA2 + mr + ((lane >> 3) & 1) * 8);
+#endif
+            }
+#pragma unroll
+            for (int j = 0; j < FN; j += 2) {
+                const int nc = wn * WN + j * 8;
+                unsigned r[4];
+#if CONV_MODE < 2
+                ldmatrix_x4(r, Bs + (nc + (lane & 7) + ((lane >> 4) << 3)) * LDK + kq + ((lane >> 3) & 1) * 8);
+#else
+                ldmatrix_x4_trans(r, Bs + (kq + (lane & 7) + ((lane >> 3) & 1) * 8) * LDB2 + nc + ((lane >> 4) << 3));
+#endif
+                b[j][0] = r[0]; b[j][1] = r[1]; b[j + 1][0] = r[2]; b[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j) mma16816(acc[i][j], a[i], b[j]);
+        }
+    };
+#else
+    static_assert(sizeof(T) == 4, "CONV_MMA=2 (TF32) takes float");
+    // A(m, k), B(k, n) element reads from shared memory, by layout
+#if CONV_MODE < 2
+#define CONV_A(As, m, k) (As)[(m) * LDK + (k)]
+#define CONV_B(Bs, k, n) (Bs)[(n) * LDK + (k)]
+#else
+#define CONV_A(As, m, k) (As)[(k) * LDA2 + (m)]
+#define CONV_B(Bs, k, n) (Bs)[(k) * LDB2 + (n)]
+#endif
+    auto compute = [&](int stage) {
+        const T* As = smem + stage * STAGE_ELEMS;
+        const T* Bs = As + A_ELEMS;
+#pragma unroll
+        for (int kq = 0; kq < BK; kq += 8) {
+            unsigned a[FM][4], b[FN][2];
+#pragma unroll
+            for (int i = 0; i < FM; ++i) {
+                const int mr = wm * WM + i * 16 + g;
+                a[i][0] = to_tf32(CONV_A(As, mr, kq + tig));
+                a[i][1] = to_tf32(CONV_A(As, mr + 8, kq + tig));
+                a[i][2] = to_tf32(CONV_A(As, mr, kq + tig + 4));
+                a[i][3] = to_tf32(CONV_A(As, mr + 8, kq + tig + 4));
+            }
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                const int nc = wn * WN + j * 8 + g;
+                b[j][0] = to_tf32(CONV_B(Bs, kq + tig, nc));
+                b[j][1] = to_tf32(CONV_B(Bs, kq + tig + 4, nc));
+            }
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j) mma1688_tf32(acc[i][j], a[i], b[j]);
+        }
+    };
+#endif
+#else
+    constexpr int TM = BM / 16, TN = BN / 16;
+    const int tm = tid / 16, tn = tid % 16;
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    auto compute = [&](int stage) {
+        const T* As = smem + stage * STAGE_ELEMS;
+        const T* Bs = As + A_ELEMS;
+#pragma unroll 4
+        for (int kq = 0; kq < BK; ++kq) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int i = 0; i < TM; ++i) {
+#if CONV_MODE < 2
+                a[i] = to_f(As[(i * 16 + tm) * LDK + kq]);
+#else
+                a[i] = to_f(As[kq * LDA2 + i * 16 + tm]);
+#endif
+            }
+#pragma unroll
+            for (int j = 0; j < TN; ++j) {
+#if CONV_MODE < 2
+                b[j] = to_f(Bs[(j * 16 + tn) * LDK + kq]);
+#else
+                b[j] = to_f(Bs[kq * LDB2 + j * 16 + tn]);
+#endif
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+    };
+#endif
+
+    // ------------------------------------------------------------ main loop: STAGES-deep cp.async pipeline
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; ++st) {
+        if (kt_begin + st < kt_end) load_tile(st);
+        cp_async_commit();
+    }
+    for (int kt = kt_begin; kt < kt_end; ++kt) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        const int nk = kt + STAGES - 1;
+        if (nk < kt_end) load_tile((nk - kt_begin) % STAGES);
+        cp_async_commit();
+        compute((kt - kt_begin) % STAGES);
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // ------------------------------------------------------------ epilogue through shared memory
+    float* Cs = reinterpret_cast<float*>(smem_raw);
+#if CONV_MMA >= 1
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+                const int mr = wm * WM + i * 16 + g + (t >> 1) * 8, nc = wn * WN + j * 8 + tig * 2 + (t & 1);
+#if CONV_MODE < 2
+                Cs[nc * LDC + mr] = acc[i][j][t];
+#else
+                Cs[mr * LDC + nc] = acc[i][j][t];
+#endif
+            }
+#else
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            const int mr = i * 16 + tm, nc = j * 16 + tn;
+#if CONV_MODE < 2
+            Cs[nc * LDC + mr] = acc[i][j];
+#else
+            Cs[mr * LDC + nc] = acc[i][j];
+#endif
+        }
+#endif
+    __syncthreads();
+
+#if CONV_MODE < 2
+    {
+        T* out = reinterpret_cast<T*>(out_ptr);
+        const int ml = tid % BM;
+        const int m = m0 + ml;
+        const bool m_ok = m < M;
+        const int mm = m_ok ? m : 0;
+        const int nimg = fast_div(mm, ohw_mul, ohw_shr);
+        const int pq = mm - nimg * OHW;
+        const long long obase = (long long)nimg * out_C * OHW + pq;
+        const int lane = tid % 32;
+        const bool warp_rows = (m - lane) < M;  // this warp's 32 rows start inside M
+        for (int nl = tid / BM; nl < BN; nl += NT / BM) {
+            const int n = n0 + nl;
+            if (n >= N) break;  // uniform across the block's warps for a given nl
+            float v = Cs[nl * LDC + ml];
+            if (flags & 2) v += to_f(bias[n]);
+            if (flags & 1) v = fmaxf(v, 0.0f);
+            if (mask_words) {
+                unsigned bits = __ballot_sync(0xffffffffu, m_ok && v > 0.0f);
+                if (lane == 0 && warp_rows) mask[(long long)n * mask_words + (m >> 5)] = bits;
+            }
+            if (m_ok) out[obase + (long long)n * OHW] = from_f<T>(v);
+        }
+    }
+#else
+    {
+        float* ws = reinterpret_cast<float*>(out_ptr) + (long long)blockIdx.z * M * N;
+        const int nl = tid % BN;
+        const int n = n0 + nl;
+        if (n < N) {
+            for (int ml = tid / BN; ml < BM; ml += NT / BN) {
+                const int m = m0 + ml;
+                if (m < M) ws[(long long)m * N + n] = Cs[ml * LDC + nl];
+            }
+        }
+    }
+#endif
+}

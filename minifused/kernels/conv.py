@@ -1,0 +1,419 @@
+"""Conv2d primitives on raw NCHW arrays: forward (bias, ReLU and its bit-mask fused) and backward.
+
+``conv2d_forward(x, w, bias, stride, padding, dilation, groups, activation, want_mask) -> (y, mask)``
+``conv2d_backward(dy, x, w, stride, padding, dilation, groups, mask, need_dx, need_dw, need_db)
+-> (dx, dw, db)``, and the two halves of the backward on their own for benchmarks:
+``conv2d_backward_data(dy, w, x_shape, ...)``, ``conv2d_backward_filter(dy, x, w_shape, ...)``.
+
+Shapes as PyTorch: x (N, C, H, W), w (K, C/groups, R, S), y (N, K, P, Q). ``stride``,
+``padding``, ``dilation`` are (h, w) pairs. ``mask`` is the ReLU mask, bit-packed: uint32 of shape
+(K, ceil(M/32)), M = N*P*Q, bit ``m % 32`` of word ``[k, m // 32]`` set where y[n, k, p, q] > 0
+(m = n*P*Q + p*Q + q); the backward multiplies ``dy`` by it before anything else.
+
+Dispatch on the array module: NumPy arrays (and float64 CuPy arrays) go to the references
+(``*_ref``, im2col through strided windows + tensordot, written for either module); CuPy
+float16 / bfloat16 / float32 arrays go to the implicit-GEMM kernels of ``conv.cu`` with the layout
+helpers of ``conv_util.cu``: the gathered operand is repacked NHWC with channels padded to 16
+bytes (a transient copy, freed on return), the output is written NCHW by the GEMM's epilogue.
+float32 runs on FFMA unless :data:`allow_tf32` is set (then on TF32 tensor cores, as cuDNN's
+default). groups > 1 runs one GEMM per group. Inputs are assumed valid and C-contiguous.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .. import backend
+from . import get_kernel
+
+#: Run float32 convolutions on TF32 tensor cores (about 1e-3 relative error) instead of FFMA.
+allow_tf32 = False
+
+
+def out_size(size, kernel, stride, padding, dilation):
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _acc(dtype):
+    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
+
+
+def _as_strided(xp, a, shape, strides):
+    if xp is np:
+        return np.lib.stride_tricks.as_strided(a, shape, strides, writeable=False)
+    return xp.lib.stride_tricks.as_strided(a, shape, strides)
+
+
+# ---------------------------------------------------------------- ReLU mask (bit-packed)
+def pack_mask(positive):
+    """(N, K, P, Q) booleans -> (K, ceil(N*P*Q/32)) uint32, bit m%32 of word m//32."""
+    xp = backend.array_module(positive)
+    n, k, p, q = positive.shape
+    m = n * p * q
+    words = (m + 31) // 32
+    bits = xp.zeros((k, words * 32), np.uint32)
+    bits[:, :m] = positive.transpose(1, 0, 2, 3).reshape(k, m)
+    shifts = xp.arange(32, dtype=np.uint32)
+    return (bits.reshape(k, words, 32) << shifts).sum(axis=-1, dtype=np.uint32)
+
+
+def unpack_mask(mask, shape):
+    """The booleans (N, K, P, Q) that :func:`pack_mask` packed."""
+    xp = backend.array_module(mask)
+    n, k, p, q = shape
+    m = n * p * q
+    shifts = xp.arange(32, dtype=np.uint32)
+    bits = ((mask[:, :, None] >> shifts) & np.uint32(1)).reshape(k, -1)[:, :m]
+    return bits.reshape(k, n, p, q).transpose(1, 0, 2, 3).astype(bool)
+
+
+# ---------------------------------------------------------------- references
+def _windows(xpad, r, s, p, q, stride, dilation):
+    """(N, C, P, Q, R, S) strided view of the padded input: the lowered matrix, never copied here."""
+    xp = backend.array_module(xpad)
+    sn, sc, sh, sw = xpad.strides
+    return _as_strided(xp, xpad, xpad.shape[:2] + (p, q, r, s),
+                       (sn, sc, sh * stride[0], sw * stride[1], sh * dilation[0], sw * dilation[1]))
+
+
+def _padded(xf, padding):
+    xp = backend.array_module(xf)
+    ph, pw = padding
+    if ph == 0 and pw == 0:
+        return xp.ascontiguousarray(xf)
+    return xp.pad(xf, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+
+
+def conv2d_forward_ref(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                       activation=None, want_mask=False):
+    xp = backend.array_module(x)
+    acc = _acc(x.dtype)
+    n, c, h, wd = x.shape
+    k, cg, r, s = w.shape
+    p = out_size(h, r, stride[0], padding[0], dilation[0])
+    q = out_size(wd, s, stride[1], padding[1], dilation[1])
+    cols = _windows(_padded(x.astype(acc), padding), r, s, p, q, stride, dilation)
+    wf = w.astype(acc)
+    kg = k // groups
+    parts = [xp.tensordot(cols[:, g * cg:(g + 1) * cg], wf[g * kg:(g + 1) * kg], axes=([1, 4, 5], [1, 2, 3]))
+             for g in range(groups)]  # each (N, P, Q, Kg)
+    y = (parts[0] if groups == 1 else xp.concatenate(parts, axis=3)).transpose(0, 3, 1, 2)
+    if bias is not None:
+        y = y + bias.astype(acc)[None, :, None, None]
+    mask = None
+    if activation == "relu":
+        y = xp.maximum(y, 0)
+        if want_mask:
+            mask = pack_mask(y > 0)
+    return xp.ascontiguousarray(y.astype(x.dtype)), mask
+
+
+def _masked(dy, mask, acc):
+    d = dy.astype(acc)
+    if mask is not None:
+        d = d * unpack_mask(mask, dy.shape)
+    return d
+
+
+def _bwd_data_ref(d, wf, x_shape, stride, padding, dilation, groups):
+    xp = backend.array_module(d)
+    n, c, h, wd = x_shape
+    k, cg, r, s = wf.shape
+    _, _, p, q = d.shape
+    ph, pw = padding
+    dxp = xp.zeros((n, c, h + 2 * ph, wd + 2 * pw), d.dtype)
+    kg = k // groups
+    for g in range(groups):
+        gcols = xp.tensordot(d[:, g * kg:(g + 1) * kg], wf[g * kg:(g + 1) * kg], axes=([1], [0]))  # N,P,Q,Cg,R,S
+        for i in range(r):
+            for j in range(s):
+                y0, x0 = i * dilation[0], j * dilation[1]
+                dxp[:, g * cg:(g + 1) * cg, y0:y0 + stride[0] * (p - 1) + 1:stride[0],
+                    x0:x0 + stride[1] * (q - 1) + 1:stride[1]] += gcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+    return dxp[:, :, ph:ph + h, pw:pw + wd]
+
+
+def _bwd_filter_ref(d, xf, w_shape, stride, padding, dilation, groups):
+    xp = backend.array_module(d)
+    k, cg, r, s = w_shape
+    _, _, p, q = d.shape
+    cols = _windows(_padded(xf, padding), r, s, p, q, stride, dilation)
+    kg = k // groups
+    parts = [xp.tensordot(d[:, g * kg:(g + 1) * kg], cols[:, g * cg:(g + 1) * cg], axes=([0, 2, 3], [0, 2, 3]))
+             for g in range(groups)]  # each (Kg, Cg, R, S)
+    return parts[0] if groups == 1 else xp.concatenate(parts, axis=0)
+
+
+def conv2d_backward_ref(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, mask=None,
+                        need_dx=True, need_dw=True, need_db=False):
+    xp = backend.array_module(dy)
+    acc = _acc(dy.dtype)
+    d = _masked(dy, mask, acc)
+    dx = dw = db = None
+    if need_db:
+        db = d.sum(axis=(0, 2, 3)).astype(dy.dtype)
+    if need_dx:
+        dx = xp.ascontiguousarray(
+            _bwd_data_ref(d, w.astype(acc), x.shape, stride, padding, dilation, groups).astype(x.dtype))
+    if need_dw:
+        dw = xp.ascontiguousarray(
+            _bwd_filter_ref(d, x.astype(acc), w.shape, stride, padding, dilation, groups).astype(w.dtype))
+    return dx, dw, db
+
+
+# ---------------------------------------------------------------- CUDA
+_GPU_DTYPES = (backend.float16, backend.bfloat16, backend.float32)
+_CTYPE = {backend.float16: "__half", backend.bfloat16: "__nv_bfloat16", backend.float32: "float"}
+_THREADS = 256
+_STAGES = 3
+
+
+def _on_gpu(a):
+    return backend.is_cuda_array(a) and a.dtype in _GPU_DTYPES
+
+
+def _magic(d):
+    """(mul, shr) with n // d == (n * mul) >> (32 + shr) for 0 <= n < 2**31 (mul = 0 means d == 1)."""
+    if d == 1:
+        return 0, 0
+    ell = (d - 1).bit_length()  # ceil(log2(d))
+    p = 31 + ell
+    return ((1 << p) + d - 1) // d, p - 32
+
+
+def _padded_channels(c, dtype):
+    vec = 16 // np.dtype(dtype).itemsize
+    return (c + vec - 1) // vec * vec
+
+
+def _smem_bytes(itemsize, mode, bm, bn):
+    vec, bk = 16 // itemsize, 64 // itemsize
+    if mode < 2:
+        stage, cs = (bm + bn) * (bk + vec), bn * (bm + 4) * 4
+    else:
+        stage, cs = bk * (bm + vec + bn + vec), bm * (bn + 4) * 4
+    return max(_STAGES * stage * itemsize, cs)
+
+
+def _mma(dtype):
+    if dtype == backend.float32:
+        return 2 if allow_tf32 else 0
+    return 1
+
+
+@functools.cache
+def _igemm(dtype, mode, bm, bn, mma):
+    opts = (f"-DCONV_T={_CTYPE[dtype]}", f"-DCONV_MODE={mode}", f"-DCONV_BM={bm}", f"-DCONV_BN={bn}",
+            f"-DCONV_MMA={mma}", f"-DCONV_IS_BF16={int(dtype == backend.bfloat16)}")
+    kern = get_kernel("conv.cu", "conv_igemm", opts)
+    smem = _smem_bytes(np.dtype(dtype).itemsize, mode, bm, bn)
+    kern.max_dynamic_shared_size_bytes = smem
+    return kern, smem
+
+
+@functools.cache
+def _util(dtype, name):
+    return get_kernel("conv_util.cu", name, (f"-DCONV_T={_CTYPE[dtype]}",))
+
+
+@functools.cache
+def _sm_count(dev_id):
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(dev_id)["multiProcessorCount"]
+
+
+def _ptr(a, offset_elems=0):
+    return np.uint64(a.data.ptr + offset_elems * a.itemsize)
+
+
+def _i(v):
+    return np.int32(v)
+
+
+def _u(v):
+    return np.uint32(v)
+
+
+def _blocks(total, per=_THREADS):
+    return (max(1, min((total + per - 1) // per, 65535 * 8)),)
+
+
+def _pack_nhwc(a, c_off, c, cp_, mask=None, mask_words=0):
+    """Channels [c_off, c_off+c) of NCHW ``a`` as (N, H, W, cp_), zero-padded (times ``mask``)."""
+    import cupy
+
+    n, ctot, h, w = a.shape
+    hw = h * w
+    out = cupy.empty((n, h, w, cp_), a.dtype)
+    grid = ((hw + 31) // 32, (cp_ + 31) // 32, n)
+    _util(a.dtype, "pack_nhwc")(grid, (32, 8, 1), (
+        _ptr(a, c_off * hw), out, _ptr(mask, c_off * mask_words) if mask is not None else _ptr(a),
+        _i(c), _i(ctot), _i(hw), _i(cp_), _i(mask_words if mask is not None else 0)))
+    return out
+
+
+def _pack_weight(w, rows, inner_real, inner_pad, sa, sb):
+    """(rows, R, S, inner_pad) from KCRS ``w``: out[a, rs, b] = w[a*sa + b*sb + rs]."""
+    import cupy
+
+    rs = w.shape[2] * w.shape[3]
+    out = cupy.empty((rows, w.shape[2], w.shape[3], inner_pad), w.dtype)
+    _util(w.dtype, "pack_weight")(_blocks(out.size), (_THREADS,), (
+        w, out, _i(rows), _i(rs), _i(inner_real), _i(inner_pad), _i(sa), _i(sb)))
+    return out
+
+
+def _geometry(x_shape, w_shape, stride, padding, dilation):
+    n, c, h, wd = x_shape
+    k, cg, r, s = w_shape
+    return (n, c, h, wd, k, cg, r, s, out_size(h, r, stride[0], padding[0], dilation[0]),
+            out_size(wd, s, stride[1], padding[1], dilation[1]))
+
+
+def _conv_args(stride, padding, dilation, r, s):
+    return (_i(r), _i(s), _i(stride[0]), _i(stride[1]), _i(padding[0]), _i(padding[1]),
+            _i(dilation[0]), _i(dilation[1]))
+
+
+def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask):
+    import cupy
+
+    n, c, h, wd, k, cg, r, s, p, q = _geometry(x.shape, w.shape, stride, padding, dilation)
+    kg = k // groups
+    m = n * p * q
+    words = (m + 31) // 32
+    y = cupy.empty((n, k, p, q), x.dtype)
+    mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
+    cpad = _padded_channels(cg, x.dtype)
+    bm, bn = 128, (64 if kg <= 64 else 128)
+    kern, smem = _igemm(x.dtype, 0, bm, bn, _mma(x.dtype))
+    flags = (1 if relu else 0) | (2 if bias is not None else 0)
+    mul_pq, shr_pq = _magic(p * q)
+    mul_q, shr_q = _magic(q)
+    for g in range(groups):
+        xn = _pack_nhwc(x, g * cg, cg, cpad)
+        wk = _pack_weight(w[g * kg:(g + 1) * kg], kg, cg, cpad, cg * r * s, r * s)
+        kern(((m + bm - 1) // bm, (kg + bn - 1) // bn, 1), (_THREADS,), (
+            xn, wk, _ptr(bias, g * kg) if bias is not None else _ptr(y), _ptr(y, g * kg * p * q),
+            _ptr(mask, g * kg * words) if mask is not None else _ptr(y),
+            _i(m), _i(kg), _i(r * s * cpad), _i(h), _i(wd), _i(cpad), _i(p), _i(q),
+            *_conv_args(stride, padding, dilation, r, s),
+            _u(mul_pq), _u(shr_pq), _u(mul_q), _u(shr_q),
+            _i(k), _i(0), _i(0), _i(flags), _i(words if mask is not None else 0)), shared_mem=smem)
+        del xn, wk
+    return y, mask
+
+
+def _bwd_data_gpu(dz, w, x_shape, g, groups, stride, padding, dilation, dx):
+    """One group's dX from the packed (N, P, Q, Kp) dz, written into ``dx``."""
+    n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w.shape, stride, padding, dilation)
+    kg = k // groups
+    kpad = dz.shape[3]
+    wc = _pack_weight(w[g * kg:(g + 1) * kg], cg, kg, kpad, r * s, cg * r * s)  # (Cg, R, S, Kp)
+    m = n * h * wd
+    bm, bn = 128, (64 if cg <= 64 else 128)
+    kern, smem = _igemm(dz.dtype, 1, bm, bn, _mma(dz.dtype))
+    mul_hw, shr_hw = _magic(h * wd)
+    mul_w, shr_w = _magic(wd)
+    kern(((m + bm - 1) // bm, (cg + bn - 1) // bn, 1), (_THREADS,), (
+        dz, wc, _ptr(dz), _ptr(dx, g * cg * h * wd), _ptr(dz),
+        _i(m), _i(cg), _i(r * s * kpad), _i(p), _i(q), _i(kpad), _i(h), _i(wd),
+        *_conv_args(stride, padding, dilation, r, s),
+        _u(mul_hw), _u(shr_hw), _u(mul_w), _u(shr_w),
+        _i(c), _i(0), _i(0), _i(0), _i(0)), shared_mem=smem)
+
+
+def _bwd_filter_gpu(dz, x, w_shape, g, groups, stride, padding, dilation, dw):
+    """One group's dW from the packed dz and the input, written into ``dw`` (deterministic split-K)."""
+    import cupy
+
+    n, c, h, wd, k, cg, r, s, p, q = _geometry(x.shape, w_shape, stride, padding, dilation)
+    kg = k // groups
+    kpad = dz.shape[3]
+    cpad = _padded_channels(cg, x.dtype)
+    xn = _pack_nhwc(x, g * cg, cg, cpad)
+    ncol = r * s * cpad
+    npq = n * p * q
+    bm, bn = (64 if kg <= 64 else 128), 128
+    kern, smem = _igemm(x.dtype, 2, bm, bn, _mma(x.dtype))
+    bk = 64 // x.dtype.itemsize
+    tiles = (npq + bk - 1) // bk
+    base = ((kg + bm - 1) // bm) * ((ncol + bn - 1) // bn)
+    want = 4 * _sm_count(x.device.id)
+    splits = max(1, min(tiles, (want + base - 1) // base, 256))
+    per = (tiles + splits - 1) // splits
+    splits = (tiles + per - 1) // per
+    ws = cupy.empty((splits, kg, ncol), np.float32)
+    mul_pq, shr_pq = _magic(p * q)
+    mul_q, shr_q = _magic(q)
+    kern(((kg + bm - 1) // bm, (ncol + bn - 1) // bn, splits), (_THREADS,), (
+        dz, xn, _ptr(dz), ws, _ptr(dz),
+        _i(kg), _i(ncol), _i(npq), _i(h), _i(wd), _i(cpad), _i(p), _i(q),
+        *_conv_args(stride, padding, dilation, r, s),
+        _u(mul_pq), _u(shr_pq), _u(mul_q), _u(shr_q),
+        _i(0), _i(kpad), _i(per), _i(0), _i(0)), shared_mem=smem)
+    _util(x.dtype, "wgrad_reduce")(_blocks(kg * cg * r * s), (_THREADS,), (
+        ws, _ptr(dw, g * kg * cg * r * s), _i(splits), _i(kg), _i(cg), _i(r * s), _i(cpad)))
+
+
+def _backward_impl(dy, x, x_shape, w, w_shape, stride, padding, dilation, groups, mask, need_dx, need_dw,
+                   need_db):
+    import cupy
+
+    n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
+    kg = k // groups
+    kpad = _padded_channels(kg, dy.dtype)
+    words = (n * p * q + 31) // 32
+    dx = cupy.empty(x_shape, dy.dtype) if need_dx else None
+    dw = cupy.empty(w_shape, dy.dtype) if need_dw else None
+    db = cupy.empty((k,), dy.dtype) if need_db else None
+    for g in range(groups):
+        dz = _pack_nhwc(dy, g * kg, kg, kpad, mask, words)
+        if need_db:
+            db[g * kg:(g + 1) * kg] = dz.reshape(-1, kpad)[:, :kg].astype(np.float32).sum(axis=0).astype(dy.dtype)
+        if need_dx:
+            _bwd_data_gpu(dz, w, x_shape, g, groups, stride, padding, dilation, dx)
+        if need_dw:
+            _bwd_filter_gpu(dz, x, w_shape, g, groups, stride, padding, dilation, dw)
+        del dz
+    return dx, dw, db
+
+
+# ---------------------------------------------------------------- public primitives
+def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, activation=None,
+                   want_mask=False):
+    """``act(conv2d(x, w) + bias)`` and, for activation 'relu' with ``want_mask``, its bit-packed mask."""
+    if _on_gpu(x):
+        return _forward_gpu(x, w, bias, tuple(stride), tuple(padding), tuple(dilation), groups,
+                            activation == "relu", want_mask)
+    return conv2d_forward_ref(x, w, bias, stride, padding, dilation, groups, activation, want_mask)
+
+
+def conv2d_backward(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, mask=None,
+                    need_dx=True, need_dw=True, need_db=False):
+    """(dx, dw, db) of the convolution for output gradient ``dy`` (masked by the ReLU ``mask`` if given)."""
+    if _on_gpu(dy):
+        return _backward_impl(dy, x, x.shape, w, w.shape, tuple(stride), tuple(padding), tuple(dilation), groups,
+                              mask, need_dx, need_dw, need_db)
+    return conv2d_backward_ref(dy, x, w, stride, padding, dilation, groups, mask, need_dx, need_dw, need_db)
+
+
+def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    """dX alone (benchmarks and users of the data gradient only)."""
+    if _on_gpu(dy):
+        return _backward_impl(dy, None, tuple(x_shape), w, w.shape, tuple(stride), tuple(padding), tuple(dilation),
+                              groups, None, True, False, False)[0]
+    d = dy.astype(_acc(dy.dtype))
+    return _bwd_data_ref(d, w.astype(d.dtype), tuple(x_shape), stride, padding, dilation, groups).astype(dy.dtype)
+
+
+def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    """dW alone (benchmarks and users of the filter gradient only)."""
+    if _on_gpu(dy):
+        return _backward_impl(dy, x, x.shape, None, tuple(w_shape), tuple(stride), tuple(padding), tuple(dilation),
+                              groups, None, False, True, False)[1]
+    acc = _acc(dy.dtype)
+    return _bwd_filter_ref(dy.astype(acc), x.astype(acc), tuple(w_shape), stride, padding, dilation,
+                           groups).astype(dy.dtype)

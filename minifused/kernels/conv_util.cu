@@ -1,0 +1,89 @@
+// Layout helpers of the implicit-GEMM convolution (conv.cu):
+//   pack_nhwc     NCHW (one group's channel slice) -> NHWC with channels zero-padded to Cp,
+//                 optionally multiplied by a bit-packed ReLU mask (the backward's dz), 32x32 tiles
+//   pack_weight   KCRS -> (A, R, S, Bp) with the inner dim zero-padded: KRSC (forward) or CRSK
+//                 (backward-data), chosen by the strides passed
+//   wgrad_reduce  sum of the split-K fp32 partials, in a fixed order, written as KCRS
+//
+// nvrtc-check: -DCONV_T=__half
+// nvrtc-check: -DCONV_T=__nv_bfloat16
+// nvrtc-check: -DCONV_T=float
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef CONV_T
+#define CONV_T float
+#endif
+typedef CONV_T T;
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename U> __device__ __forceinline__ U from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// in: (N, Ctot, HW) with this call's C channels starting at `in` (already offset);
+// out: (N, HW, Cp). mask (optional, mask_words > 0): bit m%32 of word [c*mask_words + m/32],
+// m = n*HW + hw, rows already offset to this group's first channel.
+// grid (ceil(HW/32), ceil(Cp/32), N), block (32, 8).
+extern "C" __global__ void __launch_bounds__(256)
+pack_nhwc(const T* __restrict__ in, T* __restrict__ out, const unsigned* __restrict__ mask,
+          int C, int Ctot, int HW, int Cp, int mask_words) {
+    __shared__ T tile[32][33];
+    const int n = blockIdx.z;
+    const int hw0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+#pragma unroll
+    for (int j = 0; j < 32; j += 8) {
+        const int c = c0 + ty + j, hw = hw0 + tx;
+        T v = from_f<T>(0.0f);
+        if (c < C && hw < HW) {
+            v = in[((long long)n * Ctot + c) * HW + hw];
+            if (mask_words) {
+                const long long m = (long long)n * HW + hw;
+                if (!((mask[(long long)c * mask_words + (m >> 5)] >> (m & 31)) & 1u)) v = from_f<T>(0.0f);
+            }
+        }
+        tile[ty + j][tx] = v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 32; j += 8) {
+        const int hw = hw0 + ty + j, c = c0 + tx;
+        if (hw < HW && c < Cp) out[((long long)n * HW + hw) * Cp + c] = tile[tx][ty + j];
+    }
+}
+
+// out (A, RS, Bp): out[a, rs, b] = b < B ? w[a*sa + b*sb + rs] : 0.
+extern "C" __global__ void pack_weight(const T* __restrict__ w, T* __restrict__ out, int A, int RS, int B, int Bp,
+                                       int sa, int sb) {
+    const long long total = (long long)A * RS * Bp;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int b = (int)(i % Bp);
+        const long long t = i / Bp;
+        const int rs = (int)(t % RS);
+        const int a = (int)(t / RS);
+        out[i] = b < B ? w[(long long)a * sa + (long long)b * sb + rs] : from_f<T>(0.0f);
+    }
+}
+
+// ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset).
+extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K, int C,
+                                        int RS, int Cp) {
+    const long long total = (long long)K * C * RS;
+    const long long plane = (long long)K * RS * Cp;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int rs = (int)(i % RS);
+        const long long t = i / RS;
+        const int c = (int)(t % C);
+        const int k = (int)(t / C);
+        const float* p = ws + ((long long)k * RS + rs) * Cp + c;
+        float s = 0.0f;
+        for (int z = 0; z < splits; ++z) s += p[z * plane];
+        dw[i] = from_f<T>(s);
+    }
+}

@@ -1,0 +1,242 @@
+"""LayerNorm and RMSNorm over the last dimension of a 2-D (M, N) array.
+
+``norm_fwd(x, weight, bias, eps, rms) -> (y, mean, rstd)`` and
+``norm_bwd(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db) -> (dx, dw, db)``
+dispatch on the array module: NumPy arrays go to the references
+(``norm_fwd_ref`` / ``norm_bwd_ref``, fp32 arithmetic, fp64 for fp64 input;
+they are written for either array module, so fp64 CuPy arrays use them too),
+CuPy fp32/fp16/bf16 arrays to the kernels in ``norm.cu``. ``mean`` and ``rstd`` are fp32
+(fp64 for fp64 input) arrays of length M; ``mean`` is None for RMSNorm.
+Outputs have the input's dtype; dw/db the weight's. Inputs are assumed valid
+and C-contiguous (the functional layer checks).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .. import backend
+from . import get_kernel
+
+# ---------------------------------------------------------------- references
+
+
+def _acc_dtype(dtype):
+    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
+
+
+def norm_fwd_ref(x, weight=None, bias=None, eps=1e-5, rms=False):
+    xp = backend.array_module(x)
+    acc = _acc_dtype(x.dtype)
+    xf = xp.asarray(x, dtype=acc)
+    n = xf.shape[-1]
+    if rms:
+        mean = None
+        var = xp.einsum("ij,ij->i", xf, xf) / n if xf.size else xp.zeros(xf.shape[0], acc)
+        xc = xf
+    else:
+        mean = xf.mean(axis=-1)
+        xc = xf - mean[:, None]
+        var = (xc * xc).mean(axis=-1)
+    rstd = (1.0 / xp.sqrt(var + acc(eps))).astype(acc)
+    y = xc * rstd[:, None]
+    if weight is not None:
+        y = y * xp.asarray(weight, dtype=acc)
+    if bias is not None and not rms:
+        y = y + xp.asarray(bias, dtype=acc)
+    return y.astype(x.dtype), (None if mean is None else mean.astype(acc)), rstd
+
+
+def norm_bwd_ref(dy, x, weight, mean, rstd, rms=False, need_dx=True, need_dw=True, need_db=True):
+    xp = backend.array_module(x)
+    acc = _acc_dtype(x.dtype)
+    xf = xp.asarray(x, dtype=acc)
+    d = xp.asarray(dy, dtype=acc)
+    n = xf.shape[-1]
+    xh = (xf if rms else xf - mean[:, None]) * rstd[:, None]
+    g = d * xp.asarray(weight, dtype=acc) if weight is not None else d
+    dx = dw = db = None
+    if need_dx:
+        c1 = (xh * g).sum(axis=-1, keepdims=True) / n
+        inner = g - xh * c1
+        if not rms:
+            inner = inner - g.sum(axis=-1, keepdims=True) / n
+        dx = (rstd[:, None] * inner).astype(x.dtype)
+    if weight is not None and need_dw:
+        dw = (d * xh).sum(axis=0).astype(weight.dtype)
+    if weight is not None and need_db and not rms:
+        db = d.sum(axis=0).astype(weight.dtype)
+    return dx, dw, db
+
+
+# ---------------------------------------------------------------- CUDA
+
+CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "__half", backend.bfloat16: "__nv_bfloat16"}
+
+
+def _ceil(a, b):
+    return -(-a // b)
+
+
+def vec_width(dtype, n, *arrays):
+    """Elements per 16-byte access when N and every pointer allow it, else 1."""
+    v = 16 // np.dtype(dtype).itemsize
+    if n % v or any(a is not None and a.data.ptr % 16 for a in arrays):
+        return 1
+    return v
+
+
+def row_plan(n, vec, ept_max, tpr_pref=256, tpr_max=1024, tpr_small=None):
+    """(K, TPR) for the register path -- vectors per thread and threads per row --
+    or None when a row of n elements does not fit (then the tiled kernels run).
+    ``tpr_small``: first try rows of at most that many threads (a warp or two per
+    row: no block barriers in the reductions), with up to ``ept_max`` elements each."""
+    nvec = _ceil(n, vec)
+    for limit in sorted({tpr_pref, 512, tpr_max} | ({tpr_small} if tpr_small else set())):
+        k = 1
+        while k * vec <= ept_max:
+            tpr = _ceil(_ceil(nvec, k), 32) * 32
+            if tpr <= limit:
+                return k, tpr
+            k *= 2
+    return None
+
+
+_SM_COUNT = {}
+
+
+def sm_count():
+    import cupy
+
+    dev = cupy.cuda.runtime.getDevice()
+    if dev not in _SM_COUNT:
+        _SM_COUNT[dev] = cupy.cuda.Device(dev).attributes["MultiProcessorCount"]
+    return _SM_COUNT[dev]
+
+
+def blocks_per_sm(kern, nt, smem=0):
+    regs = max(kern.num_regs, 16)
+    by_regs = 65536 // (_ceil(regs, 8) * 8 * nt)
+    by_smem = (233472 // (smem + 1024 + kern.shared_size_bytes)) if smem else 32
+    return max(1, min(2048 // nt, 32, by_regs, by_smem))
+
+
+@functools.cache
+def kernel_occupancy(filename, name, options, nt, smem=0):
+    """(kernel, resident blocks per SM) for one configuration, looked up once."""
+    kern = get_kernel(filename, name, options)
+    if smem:
+        kern.max_dynamic_shared_size_bytes = smem
+    return kern, blocks_per_sm(kern, nt, smem)
+
+
+_NULL = np.uint64(0)
+
+
+def _p(a):
+    return _NULL if a is None else a
+
+
+def _opts(dtype, vec, k, tpr, nt, rms, acc_smem=0):
+    return (f"-DMF_T={CTYPES[np.dtype(dtype)]}", f"-DMF_VEC={vec}", f"-DMF_K={k}", f"-DMF_TPR={tpr}",
+            f"-DMF_NT={nt}", f"-DMF_RMS={int(rms)}", f"-DMF_ACC_SMEM={acc_smem}")
+
+
+@functools.cache
+def _fwd_plan(dtype, n, vec, rms):
+    """(kernel, threads per block, rows per block, grid cap) for a forward configuration."""
+    plan = row_plan(n, vec, ept_max=32, tpr_small=64)
+    if plan is None:
+        nt = 1024
+        kern, bps = kernel_occupancy("norm.cu", "norm_fwd_tiled", _opts(dtype, vec, 1, nt, nt, rms), nt)
+        return kern, nt, 1, sm_count() * bps
+    k, tpr = plan
+    nt = max(1, 256 // tpr) * tpr  # a whole number of rows per block
+    return get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms)), nt, nt // tpr, 1 << 30
+
+
+def _fwd_cuda(x, weight, bias, eps, rms):
+    import cupy
+
+    m, n = x.shape
+    y = cupy.empty_like(x)
+    mean = None if rms else cupy.empty(m, np.float32)
+    rstd = cupy.empty(m, np.float32)
+    if m == 0:
+        return y, mean, rstd
+    kern, nt, rpb, cap = _fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight, bias, y), rms)
+    kern((min(_ceil(m, rpb), cap),), (nt,), (x, _p(weight), _p(bias), y, _p(mean), rstd, np.int32(m),
+                                             np.int32(n), np.float32(eps)))
+    return y, mean, rstd
+
+
+@functools.cache
+def _bwd_plan(dtype, n, vec, rms, want_w):
+    """(kernel, threads per block, rows per block, blocks per SM, dynamic smem) for a backward configuration."""
+    plan = row_plan(n, vec, ept_max=32 if np.dtype(dtype).itemsize < 4 else 16, tpr_pref=512)
+    smem = 0
+    if plan is not None:
+        k, tpr = plan
+        acc_smem = int(k * vec > 8)
+        # register sums: many rows per block (1024 threads), so that few blocks (few partial rows) fill the GPU
+        nt = tpr if acc_smem else 1024 // tpr * tpr
+        if want_w:
+            smem = 2 * k * vec * nt * 4 if acc_smem else (2 * n * 4 if nt > tpr else 0)
+        if smem > 200 * 1024:
+            plan = None
+    if plan is None:
+        nt = 1024
+        kern, bps = kernel_occupancy("norm.cu", "norm_bwd_tiled", _opts(dtype, vec, 1, nt, nt, rms), nt)
+        return kern, nt, 1, bps, 0
+    kern, bps = kernel_occupancy("norm.cu", "norm_bwd", _opts(dtype, vec, k, tpr, nt, rms, acc_smem), nt, smem)
+    return kern, nt, nt // tpr, bps, smem
+
+
+def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db):
+    import cupy
+
+    m, n = x.shape
+    dx = cupy.empty_like(x) if need_dx else None
+    want_w = weight is not None and (need_dw or (need_db and not rms))
+    if m == 0 or n == 0:
+        z = cupy.zeros(n, weight.dtype) if want_w else None
+        return dx, (z if need_dw else None), (z.copy() if want_w and need_db and not rms else None)
+    vec = vec_width(x.dtype, n, x, dy, weight, dx)
+    kern, nt, rpb, bps, smem = _bwd_plan(x.dtype, n, vec, rms, want_w)
+    grid = min(_ceil(m, rpb), sm_count() * bps)
+    partial = cupy.empty((grid, 2, n), np.float32) if want_w else None
+    kern((grid,), (nt,), (dy, x, _p(weight), _p(mean), rstd, _p(dx), _p(partial), np.int32(m), np.int32(n)),
+         shared_mem=smem)
+    dw = db = None
+    if want_w:
+        dw = cupy.empty(n, weight.dtype)
+        db = cupy.empty(n, weight.dtype) if (need_db and not rms) else None
+        red = _reduce_kernel(weight.dtype, rms)
+        red((_ceil(2 * n, 32),), (32, 16), (partial, np.int32(grid), np.int32(n), dw, _p(db)))
+        if not need_dw:
+            dw = None
+    return dx, dw, db
+
+
+@functools.cache
+def _reduce_kernel(dtype, rms):
+    return get_kernel("norm.cu", "norm_bwd_reduce", _opts(dtype, 1, 1, 32, 256, rms))
+
+
+# ---------------------------------------------------------------- dispatch
+
+
+def norm_fwd(x, weight=None, bias=None, eps=1e-5, rms=False):
+    """(y, mean, rstd) of LayerNorm (or RMSNorm) over the last axis of a 2-D array."""
+    if backend.is_cuda_array(x) and x.dtype != np.float64:
+        return _fwd_cuda(x, weight, bias, eps, rms)
+    return norm_fwd_ref(x, weight, bias, eps, rms)
+
+
+def norm_bwd(dy, x, weight, mean, rstd, rms=False, need_dx=True, need_dw=True, need_db=True):
+    """(dx, dw, db) of LayerNorm (or RMSNorm); entries not asked for are None."""
+    if backend.is_cuda_array(x) and x.dtype != np.float64:
+        return _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db)
+    return norm_bwd_ref(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db)
+

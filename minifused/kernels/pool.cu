@@ -1,0 +1,123 @@
+// 2-D max and average pooling over NCHW planes, forward and backward. One thread per output
+// (forward) or per input element (backward: it gathers from the windows that contain it, so the
+// result is deterministic with no atomics). Max pooling keeps the argmax (flat h*W+w, int32) for
+// its backward. Padded positions never win a max; average pooling divides by the window clipped to
+// the padded input (count_include_pad) or to the input itself.
+//
+// nvrtc-check: -DPOOL_T=float -DPOOL_ACC=float
+// nvrtc-check: -DPOOL_T=__half -DPOOL_ACC=float
+// nvrtc-check: -DPOOL_T=__nv_bfloat16 -DPOOL_ACC=float
+// nvrtc-check: -DPOOL_T=double -DPOOL_ACC=double
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef POOL_T
+#define POOL_T float
+#endif
+#ifndef POOL_ACC
+#define POOL_ACC float
+#endif
+typedef POOL_T T;
+typedef POOL_ACC A;
+
+__device__ __forceinline__ A to_a(float v) { return (A)v; }
+__device__ __forceinline__ A to_a(double v) { return (A)v; }
+__device__ __forceinline__ A to_a(__half v) { return (A)__half2float(v); }
+__device__ __forceinline__ A to_a(__nv_bfloat16 v) { return (A)__bfloat162float(v); }
+template <typename U> __device__ __forceinline__ U from_a(A v);
+template <> __device__ __forceinline__ float from_a<float>(A v) { return (float)v; }
+template <> __device__ __forceinline__ double from_a<double>(A v) { return (double)v; }
+template <> __device__ __forceinline__ __half from_a<__half>(A v) { return __float2half_rn((float)v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_a<__nv_bfloat16>(A v) { return __float2bfloat16_rn((float)v); }
+
+#define GRID_LOOP(i, total) \
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (total); i += (long long)gridDim.x * blockDim.x)
+
+extern "C" __global__ void maxpool_fwd(const T* __restrict__ x, T* __restrict__ y, int* __restrict__ idx,
+                                       long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
+                                       int ph, int pw, int want_idx) {
+    GRID_LOOP(o, NC * P * Q) {
+        const int q = (int)(o % Q);
+        const int p = (int)((o / Q) % P);
+        const long long nc = o / ((long long)P * Q);
+        const T* plane = x + nc * H * W;
+        const int h0 = p * sh - ph, w0 = q * sw - pw;
+        A best = (A)__int_as_float(0xff800000);
+        int bi = -1;
+        for (int i = 0; i < kh; ++i) {
+            const int h = h0 + i;
+            if (h < 0 || h >= H) continue;
+            for (int j = 0; j < kw; ++j) {
+                const int w = w0 + j;
+                if (w < 0 || w >= W) continue;
+                const A v = to_a(plane[h * W + w]);
+                if (v > best || isnan(v) || bi < 0) { best = v; bi = h * W + w; }
+            }
+        }
+        y[o] = from_a<T>(best);
+        if (want_idx) idx[o] = bi;
+    }
+}
+
+extern "C" __global__ void maxpool_bwd(const T* __restrict__ dy, const int* __restrict__ idx, T* __restrict__ dx,
+                                       long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
+                                       int ph, int pw) {
+    GRID_LOOP(e, NC * H * W) {
+        const int w = (int)(e % W);
+        const int h = (int)((e / W) % H);
+        const long long nc = e / ((long long)H * W);
+        const int p0 = (h + ph < kh) ? 0 : (h + ph - kh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
+        const int q0 = (w + pw < kw) ? 0 : (w + pw - kw) / sw + 1, q1 = min((w + pw) / sw + 1, Q);
+        const int me = h * W + w;
+        A s = 0;
+        for (int p = p0; p < p1; ++p)
+            for (int q = q0; q < q1; ++q) {
+                const long long o = (nc * P + p) * Q + q;
+                if (idx[o] == me) s += to_a(dy[o]);
+            }
+        dx[e] = from_a<T>(s);
+    }
+}
+
+__device__ __forceinline__ int pool_count(int p, int q, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
+                                          int include_pad) {
+    int h0 = p * sh - ph, w0 = q * sw - pw;
+    int h1 = min(h0 + kh, H + ph), w1 = min(w0 + kw, W + pw);
+    if (include_pad) return (h1 - h0) * (w1 - w0);
+    h0 = max(h0, 0); w0 = max(w0, 0); h1 = min(h1, H); w1 = min(w1, W);
+    return (h1 - h0) * (w1 - w0);
+}
+
+extern "C" __global__ void avgpool_fwd(const T* __restrict__ x, T* __restrict__ y, long long NC, int H, int W,
+                                       int P, int Q, int kh, int kw, int sh, int sw, int ph, int pw, int include_pad) {
+    GRID_LOOP(o, NC * P * Q) {
+        const int q = (int)(o % Q);
+        const int p = (int)((o / Q) % P);
+        const long long nc = o / ((long long)P * Q);
+        const T* plane = x + nc * H * W;
+        const int h0 = p * sh - ph, w0 = q * sw - pw;
+        A s = 0;
+        for (int h = max(h0, 0); h < min(h0 + kh, H); ++h)
+            for (int w = max(w0, 0); w < min(w0 + kw, W); ++w) s += to_a(plane[h * W + w]);
+        const int cnt = pool_count(p, q, H, W, kh, kw, sh, sw, ph, pw, include_pad);
+        y[o] = from_a<T>(cnt > 0 ? s / (A)cnt : (A)__int_as_float(0x7fc00000));
+    }
+}
+
+extern "C" __global__ void avgpool_bwd(const T* __restrict__ dy, T* __restrict__ dx, long long NC, int H, int W,
+                                       int P, int Q, int kh, int kw, int sh, int sw, int ph, int pw, int include_pad) {
+    GRID_LOOP(e, NC * H * W) {
+        const int w = (int)(e % W);
+        const int h = (int)((e / W) % H);
+        const long long nc = e / ((long long)H * W);
+        const int p0 = (h + ph < kh) ? 0 : (h + ph - kh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
+        const int q0 = (w + pw < kw) ? 0 : (w + pw - kw) / sw + 1, q1 = min((w + pw) / sw + 1, Q);
+        A s = 0;
+        for (int p = p0; p < p1; ++p)
+            for (int q = q0; q < q1; ++q) {
+                const int cnt = pool_count(p, q, H, W, kh, kw, sh, sw, ph, pw, include_pad);
+                s += to_a(dy[(nc * P + p) * Q + q]) / (A)cnt;
+            }
+        dx[e] = from_a<T>(s);
+    }
+}

@@ -1,0 +1,181 @@
+"""2-D max and average pooling on raw NCHW arrays, forward and backward.
+
+``max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices) -> (y, indices)``,
+``max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding) -> dx``,
+``avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad) -> y``,
+``avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad) -> dx``.
+
+``kernel``, ``stride``, ``padding`` are (h, w) pairs. ``indices`` are int32, shape of ``y``: the flat
+position ``h*W + w`` of each window's maximum in its (H, W) plane (PyTorch's convention, int32).
+NumPy arrays go to the references (``*_ref``), CuPy arrays (every float dtype) to ``pool.cu``.
+Inputs are assumed valid and C-contiguous.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .. import backend
+from . import get_kernel
+
+
+def out_size(size, kernel, stride, padding, ceil_mode=False):
+    span = size + 2 * padding - kernel
+    n = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (n - 1) * stride >= size + padding:  # the last window must start inside the input
+        n -= 1
+    return n
+
+
+def _acc(dtype):
+    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
+
+
+def _windows(x, kernel, stride, padding, out_hw, fill):
+    """(N, C, P, Q, kh, kw) view of ``x`` padded with ``fill`` (enough on the far side for ceil_mode)."""
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (ph, pw), (p, q) = kernel, stride, padding, out_hw
+    eh = max(0, (p - 1) * sh + kh - (h + 2 * ph))
+    ew = max(0, (q - 1) * sw + kw - (w + 2 * pw))
+    xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew)), constant_values=fill)
+    s = xp_.strides
+    return np.lib.stride_tricks.as_strided(xp_, (n, c, p, q, kh, kw),
+                                           (s[0], s[1], s[2] * sh, s[3] * sw, s[2], s[3]), writeable=False)
+
+
+def _counts(size, kernel, stride, padding, out, include_pad):
+    start = np.arange(out) * stride - padding
+    end = np.minimum(start + kernel, size + padding)
+    if not include_pad:
+        start, end = np.maximum(start, 0), np.minimum(end, size)
+    return end - start
+
+
+# ---------------------------------------------------------------- references
+def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_indices=True):
+    n, c, h, w = x.shape
+    p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
+    q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
+    win = _windows(x.astype(_acc(x.dtype)), kernel, stride, padding, (p, q), -np.inf)
+    flat = win.reshape(n, c, p, q, -1)
+    arg = flat.argmax(axis=-1)
+    y = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0].astype(x.dtype)
+    idx = None
+    if want_indices:
+        hh = np.arange(p)[:, None] * stride[0] - padding[0] + arg // kernel[1]
+        ww = np.arange(q)[None, :] * stride[1] - padding[1] + arg % kernel[1]
+        idx = (hh * w + ww).astype(np.int32)
+    return y, idx
+
+
+def max_pool2d_backward_ref(dy, indices, x_shape, kernel=None, stride=None, padding=None):
+    n, c, h, w = x_shape
+    nc = n * c
+    dx = np.zeros((nc, h * w), _acc(dy.dtype))
+    rows = np.repeat(np.arange(nc), indices[0, 0].size)
+    np.add.at(dx, (rows, indices.reshape(-1)), dy.astype(dx.dtype).reshape(-1))
+    return dx.reshape(x_shape).astype(dy.dtype)
+
+
+def avg_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
+    n, c, h, w = x.shape
+    p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
+    q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
+    win = _windows(x.astype(_acc(x.dtype)), kernel, stride, padding, (p, q), 0)
+    cnt = (_counts(h, kernel[0], stride[0], padding[0], p, count_include_pad)[:, None]
+           * _counts(w, kernel[1], stride[1], padding[1], q, count_include_pad)[None, :])
+    return (win.sum(axis=(-2, -1)) / cnt).astype(x.dtype)
+
+
+def avg_pool2d_backward_ref(dy, x_shape, kernel, stride, padding, count_include_pad=True):
+    n, c, h, w = x_shape
+    _, _, p, q = dy.shape
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    cnt = (_counts(h, kh, sh, ph, p, count_include_pad)[:, None]
+           * _counts(w, kw, sw, pw, q, count_include_pad)[None, :])
+    g = dy.astype(_acc(dy.dtype)) / cnt
+    eh = max(0, (p - 1) * sh + kh - (h + 2 * ph))
+    ew = max(0, (q - 1) * sw + kw - (w + 2 * pw))
+    dxp = np.zeros((n, c, h + 2 * ph + eh, w + 2 * pw + ew), g.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            dxp[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw] += g
+    return np.ascontiguousarray(dxp[:, :, ph:ph + h, pw:pw + w]).astype(dy.dtype)
+
+
+# ---------------------------------------------------------------- CUDA
+_CTYPE = {backend.float16: ("__half", "float"), backend.bfloat16: ("__nv_bfloat16", "float"),
+          backend.float32: ("float", "float"), backend.float64: ("double", "double")}
+
+
+@functools.cache
+def _kernel(dtype, name):
+    t, a = _CTYPE[np.dtype(dtype)]
+    return get_kernel("pool.cu", name, (f"-DPOOL_T={t}", f"-DPOOL_ACC={a}"))
+
+
+def _launch(dtype, name, total, args):
+    blocks = max(1, min((total + 255) // 256, 65535 * 4))
+    _kernel(dtype, name)((blocks,), (256,), args)
+
+
+def _geo(kernel, stride, padding):
+    return tuple(np.int32(v) for v in (*kernel, *stride, *padding))
+
+
+def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices=True):
+    if not backend.is_cuda_array(x):
+        return max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode, want_indices)
+    import cupy
+
+    n, c, h, w = x.shape
+    p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
+    q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
+    y = cupy.empty((n, c, p, q), x.dtype)
+    idx = cupy.empty((n, c, p, q), np.int32) if want_indices else y
+    _launch(x.dtype, "maxpool_fwd", y.size, (x, y, idx, np.int64(n * c), np.int32(h), np.int32(w), np.int32(p),
+                                             np.int32(q), *_geo(kernel, stride, padding), np.int32(want_indices)))
+    return y, (idx if want_indices else None)
+
+
+def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding):
+    if not backend.is_cuda_array(dy):
+        return max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding)
+    import cupy
+
+    n, c, h, w = x_shape
+    _, _, p, q = dy.shape
+    dx = cupy.empty(x_shape, dy.dtype)
+    _launch(dy.dtype, "maxpool_bwd", dx.size, (dy, indices, dx, np.int64(n * c), np.int32(h), np.int32(w),
+                                               np.int32(p), np.int32(q), *_geo(kernel, stride, padding)))
+    return dx
+
+
+def avg_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
+    if not backend.is_cuda_array(x):
+        return avg_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode, count_include_pad)
+    import cupy
+
+    n, c, h, w = x.shape
+    p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
+    q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
+    y = cupy.empty((n, c, p, q), x.dtype)
+    _launch(x.dtype, "avgpool_fwd", y.size, (x, y, np.int64(n * c), np.int32(h), np.int32(w), np.int32(p),
+                                             np.int32(q), *_geo(kernel, stride, padding),
+                                             np.int32(count_include_pad)))
+    return y
+
+
+def avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad=True):
+    if not backend.is_cuda_array(dy):
+        return avg_pool2d_backward_ref(dy, x_shape, kernel, stride, padding, count_include_pad)
+    import cupy
+
+    n, c, h, w = x_shape
+    _, _, p, q = dy.shape
+    dx = cupy.empty(x_shape, dy.dtype)
+    _launch(dy.dtype, "avgpool_bwd", dx.size, (dy, dx, np.int64(n * c), np.int32(h), np.int32(w), np.int32(p),
+                                               np.int32(q), *_geo(kernel, stride, padding),
+                                               np.int32(count_include_pad)))
+    return dx

@@ -1,0 +1,344 @@
+"""Softmax / log-softmax over the last axis, fused softmax-cross-entropy, NLL.
+
+All functions take 2-D C-contiguous (M, N) arrays (N = classes for the
+losses) and dispatch on the array module: NumPy arrays go to the ``*_ref``
+references (fp32 arithmetic, fp64 for fp64 input; written for either array
+module, so fp64 CuPy arrays use them too), CuPy fp32/fp16/bf16 arrays to the
+kernels in ``softmax.cu``.
+
+Cross-entropy is split so that the (M, N) softmax is never materialised:
+``xent_fwd`` reads the logits once and returns per-row loss, per-row
+logsumexp and per-row weight (the 'mean' denominator's terms);
+``xent_bwd`` reads the logits once more and writes the logits gradient,
+scaled on the device by the upstream gradient (and 1/denominator). That is
+three passes over (M, N) for forward+backward -- the least possible for any
+upstream gradient, since writing the gradient in the forward would need a
+fourth pass to scale it by grad_output.
+
+Class labels outside [0, N) (other than ``ignore_index``) raise ValueError on
+the host for NumPy targets. For CuPy targets the kernels set a device flag
+instead (no sync) and register :func:`check_label_errors` with
+``backend.defer_check``: it reads the flag and raises at the next ``.item()``, or
+right after the launch in debug mode (``MINIFUSED_DEBUG=1``).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .. import backend
+from . import get_kernel
+from .norm import CTYPES, _ceil, _p, kernel_occupancy, row_plan, sm_count, vec_width
+
+
+
+def _acc(dtype):
+    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
+
+
+# ---------------------------------------------------------------- references
+
+
+def softmax_fwd_ref(x, log=False):
+    xp = backend.array_module(x)
+    xf = x.astype(_acc(x.dtype))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        m = xf.max(axis=-1, keepdims=True) if xf.shape[-1] else xf.sum(axis=-1, keepdims=True)
+        z = xf - m
+        e = xp.exp(z)
+        s = e.sum(axis=-1, keepdims=True)
+        y = z - xp.log(s) if log else e / s
+    return y.astype(x.dtype)
+
+
+def softmax_bwd_ref(dy, y, log=False):
+    xp = backend.array_module(y)
+    acc = _acc(y.dtype)
+    yf, g = y.astype(acc), dy.astype(acc)
+    if log:
+        dx = g - xp.exp(yf) * g.sum(axis=-1, keepdims=True)
+    else:
+        dx = yf * (g - (g * yf).sum(axis=-1, keepdims=True))
+    return dx.astype(y.dtype)
+
+
+def _check_labels_host(target, n, ignore_index, op):
+    bad = (target != ignore_index) & ((target < 0) | (target >= n))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{op}: target {int(target[i])} at position {i} is out of bounds: expected "
+                         f"class indices in [0, {n}) or ignore_index={ignore_index}")
+
+
+def _weights_rows(target, weight, ignore_index, n, xp, acc):
+    valid = target != ignore_index
+    t = xp.where(valid, target, 0)
+    wt = weight.astype(acc)[t] if weight is not None else xp.ones(t.shape, acc)
+    return valid, t, xp.where(valid, wt, acc(0))
+
+
+def xent_fwd_ref(x, target, weight=None, ignore_index=-100, label_smoothing=0.0):
+    """(loss_rows, lse, row_weights), fp32 (fp64 for fp64 logits), each of length M."""
+    xp = backend.array_module(x)
+    acc = _acc(x.dtype)
+    m, n = x.shape
+    if xp is np:
+        _check_labels_host(target, n, ignore_index, "cross_entropy")
+    xf = x.astype(acc)
+    valid, t, rw = _weights_rows(target, weight, ignore_index, n, xp, acc)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mx = xf.max(axis=-1, keepdims=True)
+        lse = (mx + xp.log(xp.exp(xf - mx).sum(axis=-1, keepdims=True)))[:, 0]
+        x_t = xp.take_along_axis(xf, t[:, None], axis=1)[:, 0]
+        eps = acc(label_smoothing)
+        loss = (1 - eps) * rw * (lse - x_t)
+        if label_smoothing:
+            w = weight.astype(acc) if weight is not None else xp.ones(n, acc)
+            smooth = (w[None, :] * (lse[:, None] - xf)).sum(axis=-1)
+            loss = loss + eps / n * smooth
+    loss = xp.where(valid, loss, acc(0))
+    return loss.astype(acc), lse.astype(acc), rw.astype(acc)
+
+
+def _row_scale(gout, per_row, denom, m, xp, acc):
+    g = gout.astype(acc)
+    if per_row:
+        return g.reshape(m)
+    s = g.reshape(())
+    if denom is not None:
+        s = s / denom.astype(acc).reshape(())
+    return xp.broadcast_to(s, (m,))
+
+
+def xent_bwd_ref(x, target, weight, lse, gout, per_row, denom, ignore_index=-100, label_smoothing=0.0):
+    """The logits gradient. ``gout``: upstream gradient (shape (M,) when per_row,
+    else one element); ``denom``: one-element array dividing it ('mean'), or None."""
+    xp = backend.array_module(x)
+    acc = _acc(x.dtype)
+    m, n = x.shape
+    xf = x.astype(acc)
+    valid, t, rw = _weights_rows(target, weight, ignore_index, n, xp, acc)
+    sc = _row_scale(gout, per_row, denom, m, xp, acc) * valid
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = xp.exp(xf - lse.astype(acc)[:, None])
+    onehot = xp.zeros((m, n), acc)
+    xp.put_along_axis(onehot, t[:, None], acc(1), axis=1)
+    eps = acc(label_smoothing)
+    g = ((1 - eps) * rw)[:, None] * (p - onehot)
+    if label_smoothing:
+        w = weight.astype(acc) if weight is not None else xp.ones(n, acc)
+        g = g + eps / n * (w.sum() * p - w[None, :])
+    g = xp.where(valid[:, None], g * sc[:, None], acc(0))
+    return g.astype(x.dtype)
+
+
+def nll_fwd_ref(x, target, weight=None, ignore_index=-100):
+    """(loss_rows, row_weights) for log-probabilities ``x``."""
+    xp = backend.array_module(x)
+    acc = _acc(x.dtype)
+    m, n = x.shape
+    if xp is np:
+        _check_labels_host(target, n, ignore_index, "nll_loss")
+    valid, t, rw = _weights_rows(target, weight, ignore_index, n, xp, acc)
+    x_t = xp.take_along_axis(x.astype(acc), t[:, None], axis=1)[:, 0]
+    return xp.where(valid, -rw * x_t, acc(0)).astype(acc), rw.astype(acc)
+
+
+def nll_bwd_ref(target, weight, gout, per_row, denom, shape, dtype, ignore_index=-100):
+    xp = backend.array_module(target)
+    acc = _acc(dtype)
+    m, n = shape
+    valid, t, rw = _weights_rows(target, weight, ignore_index, n, xp, acc)
+    sc = _row_scale(gout, per_row, denom, m, xp, acc) * valid
+    g = xp.zeros((m, n), acc)
+    xp.put_along_axis(g, t[:, None], (-rw * sc)[:, None], axis=1)
+    return g.astype(dtype)
+
+
+# ---------------------------------------------------------------- CUDA
+
+_flags = {}
+
+
+def _flag():
+    """The device's label-error flag (an int32 on the device, set by kernels)."""
+    import cupy
+
+    dev = cupy.cuda.Device().id
+    if dev not in _flags:
+        _flags[dev] = cupy.zeros(1, np.int32)
+    return _flags[dev]
+
+
+def check_label_errors():
+    """Raise ValueError if a kernel saw a class label out of range since the last check (syncs)."""
+    if not _flags:
+        return
+    for dev, f in _flags.items():
+        import cupy
+
+        with cupy.cuda.Device(dev):
+            if int(f.get()[0]):
+                f.fill(0)
+                raise ValueError("cross_entropy/nll_loss: a target class index was out of bounds "
+                                 "(expected indices in [0, C) or ignore_index)")
+
+
+def _opts(dtype, vec=1, k=1, tpr=32, nt=256, log=False, tt=None):
+    o = (f"-DMF_T={CTYPES[np.dtype(dtype)]}", f"-DMF_VEC={vec}", f"-DMF_K={k}", f"-DMF_TPR={tpr}",
+         f"-DMF_NT={nt}", f"-DMF_LOG={int(log)}")
+    if tt is not None:
+        o += ("-DMF_TT=" + ("int" if np.dtype(tt).itemsize == 4 else "long"),)
+    return o
+
+
+@functools.cache
+def _row_plan(name, dtype, n, vec, log):
+    """(kernel, threads per block, rows per block, grid cap) for softmax_fwd / softmax_bwd."""
+    ept_max = 32 if name == "softmax_fwd" or np.dtype(dtype).itemsize < 4 else 16
+    plan = row_plan(n, vec, ept_max=ept_max, tpr_small=64 if name == "softmax_fwd" else None)
+    if plan is None:
+        nt = 1024
+        kern, bps = kernel_occupancy("softmax.cu", name + "_tiled", _opts(dtype, vec, 1, nt, nt, log), nt)
+        return kern, nt, 1, sm_count() * bps
+    k, tpr = plan
+    nt = max(1, 256 // tpr) * tpr  # a whole number of rows per block
+    return get_kernel("softmax.cu", name, _opts(dtype, vec, k, tpr, nt, log)), nt, nt // tpr, 1 << 30
+
+
+def _softmax_fwd_cuda(x, log):
+    import cupy
+
+    m, n = x.shape
+    y = cupy.empty_like(x)
+    if m == 0 or n == 0:
+        return y
+    kern, nt, rpb, cap = _row_plan("softmax_fwd", x.dtype, n, vec_width(x.dtype, n, x, y), log)
+    kern((min(_ceil(m, rpb), cap),), (nt,), (x, y, np.int32(m), np.int32(n)))
+    return y
+
+
+def _softmax_bwd_cuda(dy, y, log):
+    import cupy
+
+    m, n = y.shape
+    dx = cupy.empty_like(y)
+    if m == 0 or n == 0:
+        return dx
+    kern, nt, rpb, cap = _row_plan("softmax_bwd", y.dtype, n, vec_width(y.dtype, n, y, dy, dx), log)
+    kern((min(_ceil(m, rpb), cap),), (nt,), (dy, y, dx, np.int32(m), np.int32(n)))
+    return dx
+
+
+@functools.cache
+def _get(name, options):
+    return get_kernel("softmax.cu", name, options)
+
+
+def _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing):
+    import cupy
+
+    m, n = x.shape
+    loss = cupy.empty(m, np.float32)
+    lse = cupy.empty(m, np.float32)
+    rw = cupy.empty(m, np.float32)
+    if m == 0:
+        return loss, lse, rw
+    vec = vec_width(x.dtype, n, x, weight)
+    nvec = _ceil(n, vec)
+    tpr = 32 if nvec <= 256 else (256 if nvec <= 4096 else 1024)
+    nt = max(1, 256 // tpr) * tpr  # a whole number of rows per block
+    kern = _get("xent_fwd", _opts(x.dtype, vec, 1, tpr, nt, tt=target.dtype))
+    kern((_ceil(m, nt // tpr),), (nt,), (x, target, _p(weight), lse, loss, rw, _flag(), np.int32(m),
+                                         np.int32(n), np.int64(ignore_index), np.float32(label_smoothing)))
+    backend.defer_check(check_label_errors)
+    return loss, lse, rw
+
+
+def _xent_bwd_cuda(x, target, weight, lse, gout, per_row, denom, ignore_index, label_smoothing):
+    import cupy
+
+    m, n = x.shape
+    dx = cupy.empty_like(x)
+    if m == 0 or n == 0:
+        return dx
+    vec = vec_width(x.dtype, n, x, weight, dx)
+    wsum = weight.astype(np.float32).sum() if weight is not None else None
+    gout = gout.astype(x.dtype, copy=False)
+    kern = _get("xent_bwd", _opts(x.dtype, vec, tt=target.dtype))
+    cols = _ceil(_ceil(n, vec), 256)
+    rows = min(m, max(1, (sm_count() * 64) // cols))
+    kern((cols, rows), (256,), (x, target, _p(weight), lse, gout, np.int32(bool(per_row)), _p(denom),
+                                _p(wsum), dx, np.int32(m), np.int32(n), np.int64(ignore_index),
+                                np.float32(label_smoothing)))
+    return dx
+
+
+def _nll_fwd_cuda(x, target, weight, ignore_index):
+    import cupy
+
+    m, n = x.shape
+    loss = cupy.empty(m, np.float32)
+    rw = cupy.empty(m, np.float32)
+    if m == 0:
+        return loss, rw
+    kern = get_kernel("softmax.cu", "nll_fwd", _opts(x.dtype, tt=target.dtype))
+    kern((_ceil(m, 256),), (256,), (x, target, _p(weight), loss, rw, _flag(), np.int32(m), np.int32(n),
+                                    np.int64(ignore_index)))
+    backend.defer_check(check_label_errors)
+    return loss, rw
+
+
+def _nll_bwd_cuda(target, weight, gout, per_row, denom, shape, dtype, ignore_index):
+    import cupy
+
+    m, n = shape
+    dx = cupy.empty(shape, dtype)
+    if m * n == 0:
+        return dx
+    kern = get_kernel("softmax.cu", "nll_bwd", _opts(dtype, tt=target.dtype))
+    grid = min(_ceil(m * n, 256), sm_count() * 16)
+    kern((grid,), (256,), (target, _p(weight), gout.astype(dtype, copy=False), np.int32(bool(per_row)),
+                           _p(denom), dx, np.int32(m), np.int32(n), np.int64(ignore_index)))
+    return dx
+
+
+# ---------------------------------------------------------------- dispatch
+
+
+def _gpu(x):
+    return backend.is_cuda_array(x) and x.dtype != np.float64
+
+
+def softmax_fwd(x, log=False):
+    """softmax (or log_softmax with ``log=True``) over the last axis of a 2-D array."""
+    return _softmax_fwd_cuda(x, log) if _gpu(x) else softmax_fwd_ref(x, log)
+
+
+def softmax_bwd(dy, y, log=False):
+    """Input gradient of softmax / log_softmax from the output ``y``."""
+    return _softmax_bwd_cuda(dy, y, log) if _gpu(y) else softmax_bwd_ref(dy, y, log)
+
+
+def xent_fwd(x, target, weight=None, ignore_index=-100, label_smoothing=0.0):
+    if _gpu(x):
+        return _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing)
+    return xent_fwd_ref(x, target, weight, ignore_index, label_smoothing)
+
+
+def xent_bwd(x, target, weight, lse, gout, per_row, denom, ignore_index=-100, label_smoothing=0.0):
+    if _gpu(x):
+        return _xent_bwd_cuda(x, target, weight, lse, gout, per_row, denom, ignore_index, label_smoothing)
+    return xent_bwd_ref(x, target, weight, lse, gout, per_row, denom, ignore_index, label_smoothing)
+
+
+def nll_fwd(x, target, weight=None, ignore_index=-100):
+    return _nll_fwd_cuda(x, target, weight, ignore_index) if _gpu(x) else nll_fwd_ref(x, target, weight,
+                                                                                      ignore_index)
+
+
+def nll_bwd(target, weight, gout, per_row, denom, shape, dtype, ignore_index=-100):
+    if backend.is_cuda_array(target) and np.dtype(dtype) != np.float64:
+        return _nll_bwd_cuda(target, weight, gout, per_row, denom, shape, dtype, ignore_index)
+    return nll_bwd_ref(target, weight, gout, per_row, denom, shape, dtype, ignore_index)

@@ -1,0 +1,76 @@
+"""``Conv2d``: a 2-D convolution layer, optionally with its ReLU fused into the GEMM's epilogue."""
+from __future__ import annotations
+
+import math
+
+from .. import backend
+from .. import functional as F
+from ..autograd import no_grad
+from .module import Module, Parameter
+
+
+def _pair(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+class Conv2d(Module):
+    """``activation(conv2d(x, weight) + bias)`` with weight (out_channels, in_channels/groups, kH, kW).
+
+    PyTorch's arguments and initialisation: weight kaiming_uniform(a=√5), i.e.
+    U(-1/√fan_in, 1/√fan_in) with fan_in = in_channels/groups·kH·kW, and bias U(-1/√fan_in, 1/√fan_in).
+    ``activation`` None or ``'relu'``.
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 activation=None, device=None, dtype=None):
+        super().__init__()
+        if activation not in (None, "relu"):
+            raise ValueError(f"Conv2d: activation must be None or 'relu', got {activation!r}")
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv2d: in_channels={in_channels} and out_channels={out_channels} must both be "
+                             f"divisible by groups={groups}")
+        if in_channels < 1 or out_channels < 1:
+            raise ValueError(f"Conv2d: channel counts must be >= 1, got in_channels={in_channels}, "
+                             f"out_channels={out_channels}")
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.kernel_size = _pair(kernel_size)
+        self.stride, self.dilation = _pair(stride), _pair(dilation)
+        self.padding = padding if isinstance(padding, str) else _pair(padding)
+        self.groups, self.activation = int(groups), activation
+        if min(self.kernel_size) < 1:
+            raise ValueError(f"Conv2d: kernel_size must be >= 1, got {kernel_size!r}")
+        dev = backend.device(device)
+        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        xp = backend.xp(dev)
+        shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+        with backend.on_device(dev):
+            self.weight = Parameter(xp.empty(shape, dtype=dtype))
+            self.bias = Parameter(xp.empty((self.out_channels,), dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        fan_in = self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1]
+        # kaiming_uniform(a=√5): gain √(2/(1+5)), bound gain·√(3/fan_in) = 1/√fan_in
+        bound = 1.0 / math.sqrt(fan_in)
+        with no_grad():
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.uniform_(-bound, bound)
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
+                        self.activation)
+
+    def extra_repr(self):
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}")
+        if self.padding != (0, 0):
+            s += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if self.activation:
+            s += f", activation='{self.activation}'"
+        return s

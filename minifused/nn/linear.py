@@ -1,0 +1,51 @@
+"""``Linear``: a fully connected layer, optionally with its activation fused into the GEMM."""
+from __future__ import annotations
+
+import math
+
+from .. import backend
+from .. import functional as F
+from ..autograd import no_grad
+from .module import Module, Parameter
+
+
+class Linear(Module):
+    """``y = activation(x @ weight.T + bias)``, weight (out_features, in_features) as in PyTorch.
+
+    ``activation`` None, ``'relu'`` or ``'gelu'`` (tanh form) runs inside the GEMM's
+    epilog; chained ``Linear(..., activation=...)`` layers also fuse the activation's
+    backward into the next layer's input-gradient GEMM (see ``minifused.ops.linear``).
+    Initialised as PyTorch does: weight kaiming_uniform(a=√5), i.e. U(-1/√in, 1/√in),
+    and bias U(-1/√in, 1/√in).
+    """
+
+    def __init__(self, in_features, out_features, bias=True, activation=None, device=None, dtype=None):
+        super().__init__()
+        if activation not in (None, "relu", "gelu"):
+            raise ValueError(f"Linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
+        if in_features < 0 or out_features < 0:
+            raise ValueError(f"Linear: feature counts must be >= 0, got in_features={in_features}, "
+                             f"out_features={out_features}")
+        dev = backend.device(device)
+        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        xp = backend.xp(dev)
+        self.in_features, self.out_features, self.activation = int(in_features), int(out_features), activation
+        with backend.on_device(dev):
+            self.weight = Parameter(xp.empty((self.out_features, self.in_features), dtype=dtype))
+            self.bias = Parameter(xp.empty((self.out_features,), dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        # kaiming_uniform(a=√5): gain √(2/(1+5)), bound gain·√(3/fan_in) = 1/√fan_in
+        bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
+        with no_grad():
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.uniform_(-bound, bound)
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias, self.activation)
+
+    def extra_repr(self):
+        act = f", activation='{self.activation}'" if self.activation else ""
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}{act}"

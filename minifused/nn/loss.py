@@ -1,0 +1,43 @@
+"""Loss layers: ``CrossEntropyLoss`` (fused softmax-cross-entropy), ``NLLLoss``."""
+from __future__ import annotations
+
+from .. import functional as F
+from .module import Module
+
+
+class _WeightedLoss(Module):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            raise ValueError(f"{type(self).__name__}: size_average and reduce are deprecated and not "
+                             f"supported; use reduction=")
+        self.register_buffer("weight", weight)
+        self.reduction = reduction
+
+
+class CrossEntropyLoss(_WeightedLoss):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}, ignore_index={self.ignore_index}, label_smoothing={self.label_smoothing}"
+
+
+class NLLLoss(_WeightedLoss):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}, ignore_index={self.ignore_index}"

@@ -1,0 +1,43 @@
+"""Conv2d: one implicit-GEMM forward with bias and ReLU fused, and its backward.
+
+Forward keeps the input and weight (saved, version-checked) and, with ``activation='relu'`` and a
+gradient to come, the bit-packed ReLU mask the kernel's epilogue wrote: backward multiplies the
+incoming gradient by it inside the same pass that repacks the gradient for its GEMMs, so it
+recomputes nothing. Backward runs only the GEMMs whose inputs need a gradient.
+"""
+from __future__ import annotations
+
+from .. import autograd, backend
+from ..autograd import Function
+from ..kernels import conv as K
+
+
+class Conv2dFn(Function):
+    """``act(conv2d(x, weight) + bias)``; x (N, C, H, W), weight (K, C/groups, R, S), bias (K,) or None."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None, *, stride, padding, dilation, groups, activation):
+        xp = backend.array_module(x)
+        x, weight = xp.ascontiguousarray(x), xp.ascontiguousarray(weight)
+        grad = autograd.is_grad_enabled() and any(ctx.needs_input_grad)
+        y, mask = K.conv2d_forward(x, weight, bias, stride, padding, dilation, groups, activation,
+                                   want_mask=grad and activation == "relu")
+        ctx.geometry = (stride, padding, dilation, groups)
+        ctx.mask = mask
+        ctx.save_for_backward(x, weight)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.geometry
+        needs = ctx.needs_input_grad
+        dy = backend.array_module(dy).ascontiguousarray(dy)
+        dx, dw, db = K.conv2d_backward(dy, x, weight, stride, padding, dilation, groups, ctx.mask,
+                                       need_dx=needs[0], need_dw=needs[1], need_db=len(needs) > 2 and needs[2])
+        return dx, dw, db
+
+
+def conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, activation=None):
+    return Conv2dFn.apply(x, weight, bias, stride=tuple(stride), padding=tuple(padding),
+                          dilation=tuple(dilation), groups=int(groups), activation=activation)

@@ -1,0 +1,90 @@
+"""Cross-entropy from logits (fused) and NLL on log-probabilities.
+
+CrossEntropy's forward reads the logits once (per-row loss and logsumexp);
+the context keeps the logits, targets, logsumexp (fp32, M floats) and the
+'mean' denominator as a device scalar, so nothing syncs with the host.
+Backward reads the logits once more and writes the gradient, scaled on the
+device by the upstream gradient: the softmax matrix is never stored.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..kernels import softmax as K
+
+
+def _reduce(loss_rows, rw, reduction, dtype):
+    """(loss, denominator or None) as arrays on the rows' device, in ``dtype``."""
+    xp = backend.array_module(loss_rows)
+    if reduction == "none":
+        return loss_rows.astype(dtype), None
+    total = xp.asarray(loss_rows.sum())  # NumPy's sum gives a scalar: keep arrays
+    if reduction == "sum":
+        return total.astype(dtype), None
+    denom = xp.asarray(rw.sum())
+    with np.errstate(invalid="ignore", divide="ignore"):  # all targets ignored: NaN, as PyTorch
+        return xp.asarray(total / denom).astype(dtype), denom.reshape(1)
+
+
+class CrossEntropy(Function):
+    """Cross-entropy of logits (M, C) and class indices (M,); ``weight`` (C,) or None."""
+
+    @staticmethod
+    def forward(ctx, x, target, weight, *, ignore_index, label_smoothing, reduction):
+        xp = backend.array_module(x)
+        x, target = xp.ascontiguousarray(x), xp.ascontiguousarray(target)
+        weight = None if weight is None else xp.ascontiguousarray(weight)
+        loss_rows, lse, rw = K.xent_fwd(x, target, weight, ignore_index, label_smoothing)
+        out, denom = _reduce(loss_rows, rw, reduction, x.dtype)
+        ctx.save_for_backward(x, target, weight)
+        ctx.lse, ctx.denom = lse, denom
+        ctx.ignore_index, ctx.eps, ctx.per_row = ignore_index, label_smoothing, reduction == "none"
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, target, weight = ctx.saved_tensors
+        if not ctx.needs_input_grad[0]:
+            return None, None, None
+        xp = backend.array_module(x)
+        dx = K.xent_bwd(x, target, weight, ctx.lse, xp.ascontiguousarray(g).reshape(-1), ctx.per_row,
+                        ctx.denom, ctx.ignore_index, ctx.eps)
+        return dx, None, None
+
+
+class NLLLoss(Function):
+    """Negative log-likelihood of log-probabilities (M, C) and class indices (M,)."""
+
+    @staticmethod
+    def forward(ctx, x, target, weight, *, ignore_index, reduction):
+        xp = backend.array_module(x)
+        x, target = xp.ascontiguousarray(x), xp.ascontiguousarray(target)
+        weight = None if weight is None else xp.ascontiguousarray(weight)
+        loss_rows, rw = K.nll_fwd(x, target, weight, ignore_index)
+        out, denom = _reduce(loss_rows, rw, reduction, x.dtype)
+        ctx.save_for_backward(target, weight)
+        ctx.denom, ctx.shape, ctx.dtype = denom, x.shape, x.dtype
+        ctx.ignore_index, ctx.per_row = ignore_index, reduction == "none"
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        target, weight = ctx.saved_tensors
+        if not ctx.needs_input_grad[0]:
+            return None, None, None
+        xp = backend.array_module(target)
+        dx = K.nll_bwd(target, weight, xp.ascontiguousarray(g).reshape(-1), ctx.per_row, ctx.denom,
+                       ctx.shape, ctx.dtype, ctx.ignore_index)
+        return dx, None, None
+
+
+def cross_entropy_rows(x, target, weight, ignore_index, label_smoothing, reduction):
+    """Fused cross-entropy on tensors (x: (M, C) contiguous logits); arguments unchecked."""
+    return CrossEntropy.apply(x, target, weight, ignore_index=ignore_index,
+                              label_smoothing=label_smoothing, reduction=reduction)
+
+
+def nll_rows(x, target, weight, ignore_index, reduction):
+    return NLLLoss.apply(x, target, weight, ignore_index=ignore_index, reduction=reduction)

@@ -1,0 +1,48 @@
+"""Max and average pooling. Max pooling keeps the argmax indices on the tape for its backward."""
+from __future__ import annotations
+
+from .. import autograd, backend
+from ..autograd import Function
+from ..kernels import pool as K
+
+
+class MaxPool2dFn(Function):
+    @staticmethod
+    def forward(ctx, x, *, kernel, stride, padding, ceil_mode):
+        x = backend.array_module(x).ascontiguousarray(x)
+        grad = autograd.is_grad_enabled() and ctx.needs_input_grad[0]
+        y, idx = K.max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices=grad)
+        ctx.indices = idx
+        ctx.x_shape = tuple(x.shape)
+        ctx.geometry = (kernel, stride, padding)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        dy = backend.array_module(dy).ascontiguousarray(dy)
+        return K.max_pool2d_backward(dy, ctx.indices, ctx.x_shape, *ctx.geometry)
+
+
+class AvgPool2dFn(Function):
+    @staticmethod
+    def forward(ctx, x, *, kernel, stride, padding, ceil_mode, count_include_pad):
+        x = backend.array_module(x).ascontiguousarray(x)
+        ctx.x_shape = tuple(x.shape)
+        ctx.geometry = (kernel, stride, padding)
+        ctx.count_include_pad = count_include_pad
+        return K.avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad)
+
+    @staticmethod
+    def backward(ctx, dy):
+        dy = backend.array_module(dy).ascontiguousarray(dy)
+        return K.avg_pool2d_backward(dy, ctx.x_shape, *ctx.geometry, ctx.count_include_pad)
+
+
+def max_pool2d(x, kernel, stride, padding, ceil_mode=False):
+    return MaxPool2dFn.apply(x, kernel=tuple(kernel), stride=tuple(stride), padding=tuple(padding),
+                             ceil_mode=bool(ceil_mode))
+
+
+def avg_pool2d(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
+    return AvgPool2dFn.apply(x, kernel=tuple(kernel), stride=tuple(stride), padding=tuple(padding),
+                             ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad))

@@ -1,0 +1,366 @@
+"""Conv2d: references vs a direct loop, gradcheck, validation, nn.Conv2d; on the GPU the implicit-GEMM
+kernels vs a float64 reference on many random configurations, poisoned outputs, memory, PyTorch."""
+import math
+
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+import minifused.nn as nn
+from minifused import backend
+from minifused.kernels import conv as K
+from minifused.tensor import Tensor
+from minifused.testing import gradcheck
+
+
+def T(a, requires_grad=False, device="cpu"):
+    if not backend.is_cuda_array(a):
+        a = np.asarray(a)
+    return Tensor._from_array(backend.to_device(a, backend.Device(device)), requires_grad)
+
+
+def direct_conv(x, w, stride, padding, dilation, groups):
+    """The definition, in loops over the output (float64, small sizes only)."""
+    n, c, h, wd = x.shape
+    k, cg, r, s = w.shape
+    p = K.out_size(h, r, stride[0], padding[0], dilation[0])
+    q = K.out_size(wd, s, stride[1], padding[1], dilation[1])
+    y = np.zeros((n, k, p, q))
+    kg = k // groups
+    for ko in range(k):
+        g = ko // kg
+        for i in range(p):
+            for j in range(q):
+                for rr in range(r):
+                    for ss in range(s):
+                        hh = i * stride[0] - padding[0] + rr * dilation[0]
+                        ww = j * stride[1] - padding[1] + ss * dilation[1]
+                        if 0 <= hh < h and 0 <= ww < wd:
+                            y[:, ko, i, j] += x[:, g * cg:(g + 1) * cg, hh, ww] @ w[ko, :, rr, ss]
+    return y
+
+
+CASES = [  # (N, C, H, W, K, R, S, stride, padding, dilation, groups)
+    (1, 1, 5, 5, 2, 3, 3, (1, 1), (0, 0), (1, 1), 1),
+    (2, 3, 7, 6, 4, 3, 3, (1, 1), (1, 1), (1, 1), 1),
+    (2, 3, 9, 8, 2, 3, 2, (2, 1), (1, 0), (1, 1), 1),
+    (1, 2, 9, 9, 3, 3, 3, (1, 1), (2, 2), (2, 2), 1),
+    (1, 4, 6, 7, 4, 1, 1, (1, 1), (0, 0), (1, 1), 2),
+    (1, 5, 8, 8, 3, 5, 5, (2, 2), (2, 2), (1, 1), 1),
+    (1, 2, 9, 9, 2, 7, 7, (1, 1), (3, 3), (1, 1), 1),
+    (2, 4, 5, 5, 4, 3, 3, (1, 2), (1, 1), (1, 1), 4),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_reference_matches_direct_loops(case, rng):
+    n, c, h, w, k, r, s, st, pd, dl, g = case
+    x = rng.standard_normal((n, c, h, w))
+    wt = rng.standard_normal((k, c // g, r, s))
+    y, _ = K.conv2d_forward_ref(x, wt, None, st, pd, dl, g)
+    np.testing.assert_allclose(y, direct_conv(x, wt, st, pd, dl, g), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("activation", [None, "relu"])
+def test_gradcheck(case, activation, rng):
+    n, c, h, w, k, r, s, st, pd, dl, g = case
+    x = T(rng.standard_normal((n, c, h, w)), True)
+    wt = T(rng.standard_normal((k, c // g, r, s)), True)
+    b = T(rng.standard_normal(k), True)
+    assert gradcheck(lambda a, ww, bb: F.conv2d(a, ww, bb, st, pd, dl, g, activation), [x, wt, b])
+
+
+def test_backward_halves_match_full_backward(rng):
+    x = rng.standard_normal((2, 3, 9, 7))
+    w = rng.standard_normal((5, 3, 3, 3))
+    geo = ((2, 1), (1, 1), (1, 2), 1)
+    y, _ = K.conv2d_forward(x, w, None, *geo)
+    dy = rng.standard_normal(y.shape)
+    dx, dw, db = K.conv2d_backward(dy, x, w, *geo, need_db=True)
+    np.testing.assert_allclose(K.conv2d_backward_data(dy, w, x.shape, *geo), dx, rtol=1e-12)
+    np.testing.assert_allclose(K.conv2d_backward_filter(dy, x, w.shape, *geo), dw, rtol=1e-12)
+    np.testing.assert_allclose(db, dy.sum(axis=(0, 2, 3)), rtol=1e-12)
+
+
+def test_relu_mask_roundtrip_and_layout(rng):
+    pos = rng.standard_normal((3, 5, 7, 3)) > 0  # M = 63: not a multiple of 32
+    mask = K.pack_mask(pos)
+    assert mask.shape == (5, 2) and mask.dtype == np.uint32
+    np.testing.assert_array_equal(K.unpack_mask(mask, pos.shape), pos)
+    m = 1 * 21 + 2 * 3 + 1  # n=1, p=2, q=1
+    assert bool((mask[4, m // 32] >> (m % 32)) & 1) == bool(pos[1, 4, 2, 1])
+
+
+def test_relu_fused_forward_and_mask(rng):
+    x, w, b = rng.standard_normal((2, 3, 6, 6)), rng.standard_normal((4, 3, 3, 3)), rng.standard_normal(4)
+    y, mask = K.conv2d_forward(x, w, b, (1, 1), (1, 1), (1, 1), 1, "relu", want_mask=True)
+    ref, _ = K.conv2d_forward(x, w, b, (1, 1), (1, 1), (1, 1), 1)
+    np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-12)
+    np.testing.assert_array_equal(K.unpack_mask(mask, y.shape), ref > 0)
+
+
+def test_low_precision_dtypes_on_cpu(rng):
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    ref, _ = K.conv2d_forward(x.astype(np.float64), w.astype(np.float64))
+    for dt, tol in ((backend.float16, 2e-3), (backend.bfloat16, 2e-2), (backend.float32, 1e-6)):
+        y = F.conv2d(T(x.astype(dt)), T(w.astype(dt)))
+        assert y.dtype == dt
+        yv = y.data.astype(np.float64)
+        assert np.linalg.norm(yv - ref) / np.linalg.norm(ref) < tol
+
+
+def test_magic_division():
+    rng = np.random.default_rng(0)
+    for d in list(range(1, 200)) + [int(v) for v in rng.integers(200, 1 << 24, 200)]:
+        mul, shr = K._magic(d)
+        edges = [j * d + e for j in range(4) for e in (-1, 0, 1) if j * d + e >= 0]
+        n = np.array([*rng.integers(0, 1 << 31, 500), *edges, (1 << 31) - 1], dtype=np.uint64)
+        q = n if mul == 0 else ((n * np.uint64(mul)) >> np.uint64(32)) >> np.uint64(shr)
+        np.testing.assert_array_equal(q, n // np.uint64(d))
+
+
+@pytest.mark.parametrize("kwargs,shape,wshape,match", [
+    ({}, (1, 3, 8, 8), (4, 2, 3, 3), "channels"),
+    ({}, (3, 8, 8), (4, 3, 3, 3), "4-D"),
+    ({}, (1, 3, 2, 2), (4, 3, 3, 3), "larger than the padded input"),
+    ({"padding": 1}, (1, 3, 2, 2), (4, 3, 5, 5), "larger than the padded input"),
+    ({"dilation": 3}, (1, 3, 6, 6), (4, 3, 3, 3), "larger than the padded input"),
+    ({"stride": 0}, (1, 3, 8, 8), (4, 3, 3, 3), "stride"),
+    ({"dilation": 0}, (1, 3, 8, 8), (4, 3, 3, 3), "dilation"),
+    ({"padding": -1}, (1, 3, 8, 8), (4, 3, 3, 3), "padding"),
+    ({"groups": 2}, (1, 4, 8, 8), (3, 2, 3, 3), "divisible"),
+    ({}, (1, 3, 8, 8), (4, 3, 3), "4-D"),
+])
+def test_bad_input(kwargs, shape, wshape, match):
+    with pytest.raises(ValueError, match=match):
+        F.conv2d(T(np.ones(shape, np.float32)), T(np.ones(wshape, np.float32)), **kwargs)
+
+
+def test_bad_bias_and_dtype():
+    x, w = T(np.ones((1, 3, 8, 8), np.float32)), T(np.ones((4, 3, 3, 3), np.float32))
+    with pytest.raises(ValueError, match="bias"):
+        F.conv2d(x, w, T(np.ones(3, np.float32)))
+    with pytest.raises(TypeError, match="dtype"):
+        F.conv2d(x, T(np.ones((4, 3, 3, 3), np.float64)))
+    with pytest.raises(ValueError, match="activation"):
+        F.conv2d(x, w, activation="gelu")
+
+
+def test_padding_strings(rng):
+    x, w = T(rng.standard_normal((1, 2, 6, 6))), T(rng.standard_normal((3, 2, 3, 3)))
+    assert F.conv2d(x, w, padding="same").shape == (1, 3, 6, 6)
+    assert F.conv2d(x, w, padding="valid").shape == (1, 3, 4, 4)
+
+
+def test_nn_conv2d_init_shapes_and_state_dict():
+    mf_seed = getattr(mf, "manual_seed", backend.manual_seed)
+    mf_seed(0)
+    m = nn.Conv2d(6, 8, (3, 5), stride=2, padding=1, groups=2, activation="relu")
+    assert m.weight.shape == (8, 3, 3, 5) and m.bias.shape == (8,)
+    bound = 1 / math.sqrt(3 * 3 * 5)
+    for p in (m.weight, m.bias):
+        v = backend.to_device(p.data, backend.CPU)
+        assert np.abs(v).max() <= bound and np.abs(v).max() > 0.5 * bound
+    assert set(m.state_dict().keys()) == {"weight", "bias"}
+    y = m(T(np.random.default_rng(0).standard_normal((2, 6, 9, 9)).astype(np.float32)))
+    assert y.shape == (2, 8, 5, 4) and float(y.data.min()) >= 0
+    assert nn.Conv2d(3, 4, 3, bias=False).bias is None
+    assert "Conv2d" in repr(nn.Sequential(nn.Conv2d(1, 2, 3))) if hasattr(nn, "Sequential") else True
+
+
+def test_conv_then_backward_through_module(rng):
+    m = nn.Conv2d(3, 4, 3, padding=1, activation="relu", dtype="float64")
+    x = T(rng.standard_normal((2, 3, 5, 5)), True)
+    assert gradcheck(lambda a, w, b: F.conv2d(a, w, b, 1, 1, activation="relu"), [x, m.weight, m.bias])
+
+
+# ---------------------------------------------------------------- GPU
+def _random_config(rng):
+    while True:
+        n = int(rng.choice([1, 1, 2, 3, 4]))
+        c = int(rng.choice([1, 2, 3, 5, 8, 13, 16, 24, 32, 40, 64]))
+        k = int(rng.choice([1, 3, 8, 16, 17, 32, 64, 72, 130]))
+        r = int(rng.choice([1, 3, 3, 5, 7]))
+        s = r if rng.random() < 0.8 else int(rng.choice([1, 3, 5]))
+        st = (int(rng.choice([1, 1, 2, 3])),) * 2 if rng.random() < 0.8 else (1, 2)
+        dl = (1, 1) if rng.random() < 0.75 else (int(rng.choice([2, 3])),) * 2
+        pd = (int(rng.integers(0, r // 2 * dl[0] + 1)), int(rng.integers(0, s // 2 * dl[1] + 1)))
+        h, w = int(rng.integers(1, 24)), int(rng.integers(1, 24))
+        groups = 2 if (rng.random() < 0.1 and c % 2 == 0 and k % 2 == 0) else 1
+        if dl[0] * (r - 1) + 1 <= h + 2 * pd[0] and dl[1] * (s - 1) + 1 <= w + 2 * pd[1]:
+            return (n, c, h, w, k, r, s, st, pd, dl, groups)
+
+
+_GPU_TOL = {"float16": 3e-3, "bfloat16": 2e-2, "float32": 1e-5, "tf32": 4e-3}
+
+
+def _rel(a, ref):
+    import cupy
+
+    a, ref = a.astype(cupy.float64), ref.astype(cupy.float64)
+    den = float(cupy.linalg.norm(ref))
+    assert not bool(cupy.isnan(a).any()), "NaN in result (unwritten or poisoned output)"
+    return float(cupy.linalg.norm(a - ref)) / max(den, 1e-30)
+
+
+@pytest.fixture
+def poisoned_pool():
+    """Every CuPy allocation in the test starts as 0xFF bytes (NaN in every float dtype)."""
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+
+    def alloc(size):
+        mem = pool.malloc(size)
+        if size:
+            cupy.cuda.runtime.memsetAsync(mem.ptr, 0xFF, size, cupy.cuda.get_current_stream().ptr)
+        return mem
+
+    cupy.cuda.set_allocator(alloc)
+    yield
+    cupy.cuda.set_allocator(pool.malloc)
+
+
+def _gpu_cases(seed, count):
+    rng = np.random.default_rng(seed)
+    return [_random_config(rng) for _ in range(count)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
+def test_gpu_random_configs_all_directions(dtype, poisoned_pool, monkeypatch):
+    """>= 50 random configurations per direction (fwd with bias+ReLU+mask, bwd-data, bwd-filter, bias grad)."""
+    import cupy
+
+    monkeypatch.setattr(K, "allow_tf32", dtype == "tf32")
+    dt = backend.float32 if dtype == "tf32" else backend.as_dtype(dtype)
+    tol = _GPU_TOL[dtype]
+    rng = np.random.default_rng(7)
+    failures = []
+    for i, cfg in enumerate(_gpu_cases(11, 56)):
+        n, c, h, w, k, r, s, st, pd, dl, g = cfg
+        x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
+        wt = cupy.asarray(rng.standard_normal((k, c // g, r, s))).astype(dt)
+        b = cupy.asarray(rng.standard_normal(k)).astype(dt)
+        act = "relu" if i % 2 else None
+        x64, w64, b64 = x.astype(cupy.float64), wt.astype(cupy.float64), b.astype(cupy.float64)
+        y, mask = K.conv2d_forward(x, wt, b, st, pd, dl, g, act, want_mask=act == "relu")
+        y_ref, mask_ref = K.conv2d_forward_ref(x64, w64, b64, st, pd, dl, g, act, want_mask=act == "relu")
+        errs = {"fwd": _rel(y, y_ref)}
+        if act:
+            pre, _ = K.conv2d_forward_ref(x64, w64, b64, st, pd, dl, g)
+            diff = K.unpack_mask(mask, y.shape) != (pre > 0)
+            # a pre-activation within rounding of 0 may land either side
+            errs["mask"] = float((diff & (cupy.abs(pre) > 1e-2 * float(cupy.abs(pre).max()))).sum())
+        dy = cupy.asarray(rng.standard_normal(y.shape)).astype(dt)
+        dx, dw, db = K.conv2d_backward(dy, x, wt, st, pd, dl, g, mask_ref if act else None, True, True, True)
+        rx, rw, rb = K.conv2d_backward_ref(dy.astype(cupy.float64), x64, w64, st, pd, dl, g,
+                                           mask_ref if act else None, True, True, True)
+        errs.update(bwd_data=_rel(dx, rx), bwd_filter=_rel(dw, rw), bias=_rel(db, rb))
+        bad = {key: v for key, v in errs.items() if (v > 0 if key == "mask" else v > tol)}
+        if bad:
+            failures.append((cfg, act, bad))
+    assert not failures, f"{len(failures)} configurations failed ({dtype}): {failures[:6]}"
+
+
+@pytest.mark.gpu
+def test_gpu_large_shapes_match(poisoned_pool):
+    """The benchmark shapes' tile paths (BN=128, many K tiles, split-K) on reduced batches."""
+    import cupy
+
+    rng = np.random.default_rng(3)
+    for (n, c, h, w, k, st) in [(4, 64, 56, 56, 64, 1), (4, 256, 14, 14, 256, 1), (4, 128, 28, 28, 256, 2),
+                                (16, 32, 28, 28, 64, 1), (16, 1, 28, 28, 32, 1)]:
+        for dt, tol in ((backend.float16, 3e-3), (backend.float32, 1e-5)):
+            x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
+            wt = cupy.asarray(rng.standard_normal((k, c, 3, 3))).astype(dt)
+            geo = ((st, st), (1, 1), (1, 1), 1)
+            y, _ = K.conv2d_forward(x, wt, None, *geo)
+            ref, _ = K.conv2d_forward_ref(x.astype(cupy.float64), wt.astype(cupy.float64), None, *geo)
+            assert _rel(y, ref) < tol
+            dy = cupy.asarray(rng.standard_normal(y.shape)).astype(dt)
+            dx, dw, _ = K.conv2d_backward(dy, x, wt, *geo)
+            rx, rw, _ = K.conv2d_backward_ref(dy.astype(cupy.float64), x.astype(cupy.float64),
+                                              wt.astype(cupy.float64), *geo)
+            assert _rel(dx, rx) < tol and _rel(dw, rw) < tol, (n, c, h, w, k, st, dt)
+
+
+@pytest.mark.gpu
+def test_gpu_backward_filter_is_deterministic():
+    import cupy
+
+    rng = np.random.default_rng(5)
+    x = cupy.asarray(rng.standard_normal((8, 32, 28, 28))).astype(cupy.float16)
+    dy = cupy.asarray(rng.standard_normal((8, 64, 28, 28))).astype(cupy.float16)
+    a = K.conv2d_backward_filter(dy, x, (64, 32, 3, 3), (1, 1), (1, 1), (1, 1))
+    b = K.conv2d_backward_filter(dy, x, (64, 32, 3, 3), (1, 1), (1, 1), (1, 1))
+    assert bool((a == b).all())
+
+
+@pytest.mark.gpu
+def test_gpu_forward_memory():
+    """Forward keeps only the output (+ mask); its transient workspace is the NHWC repack of the
+    input and weight plus O(tile): nothing like a materialized lowered matrix (R*S times the input)."""
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+    rng = np.random.default_rng(0)
+    x = T(cupy.asarray(rng.standard_normal((8, 64, 28, 28))).astype(cupy.float16), device="cuda")
+    w = T(cupy.asarray(rng.standard_normal((64, 64, 3, 3))).astype(cupy.float16), device="cuda")
+    b = T(cupy.asarray(rng.standard_normal(64)).astype(cupy.float16), device="cuda")
+    F.conv2d(x, w, b, padding=1)  # compile and warm up
+    cupy.cuda.get_current_stream().synchronize()
+    pool.free_all_blocks()
+    used0, total0 = pool.used_bytes(), pool.total_bytes()
+    with mf.no_grad() if hasattr(mf, "no_grad") else backend.contextlib.nullcontext():
+        y = F.conv2d(x, w, b, padding=1, activation="relu")
+    cupy.cuda.get_current_stream().synchronize()
+    grain = 512
+    assert pool.used_bytes() - used0 <= y.data.nbytes + grain
+    workspace = x.data.nbytes + w.data.nbytes + 4 * grain
+    assert pool.total_bytes() - total0 <= y.data.nbytes + workspace
+    del y
+    w.requires_grad = True
+    y = F.conv2d(x, w, b, padding=1, activation="relu")
+    mask_bytes = 64 * ((8 * 28 * 28 + 31) // 32) * 4
+    assert pool.used_bytes() - used0 <= y.data.nbytes + mask_bytes + 2 * grain
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_gpu_autograd_matches_cpu(dtype, rng):
+    dt = backend.as_dtype(dtype)
+    xs = rng.standard_normal((2, 5, 9, 9)).astype(dt)
+    ws = rng.standard_normal((6, 5, 3, 3)).astype(dt)
+    bs = rng.standard_normal(6).astype(dt)
+    outs = {}
+    for dev in ("cpu", "cuda"):
+        x, w, b = T(xs, True, dev), T(ws, True, dev), T(bs, True, dev)
+        y = F.conv2d(x, w, b, stride=2, padding=1, activation="relu")
+        F.avg_pool2d(y, 2).sum().backward()
+        outs[dev] = [backend.to_device(t.data, backend.CPU).astype(np.float64) for t in (y, x.grad, w.grad, b.grad)]
+    tol = {"float64": 1e-10, "float32": 1e-5, "float16": 5e-3, "bfloat16": 3e-2}[dtype]
+    for a, ref in zip(outs["cuda"], outs["cpu"]):
+        assert np.linalg.norm(a - ref) / max(np.linalg.norm(ref), 1e-30) < tol
+
+
+@pytest.mark.gpu
+def test_gpu_matches_torch():
+    torch = pytest.importorskip("torch")
+    import cupy
+
+    rng = np.random.default_rng(2)
+    for (n, c, h, w, k, r, st, pd, dl, g) in [(2, 3, 17, 15, 8, 3, 1, 1, 1, 1), (3, 16, 12, 12, 32, 5, 2, 2, 1, 1),
+                                              (1, 8, 20, 20, 8, 3, 1, 2, 2, 2), (4, 33, 9, 11, 17, 1, 1, 0, 1, 1)]:
+        xs = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        ws = rng.standard_normal((k, c // g, r, r)).astype(np.float32)
+        bs = rng.standard_normal(k).astype(np.float32)
+        y = F.conv2d(T(cupy.asarray(xs), device="cuda"), T(cupy.asarray(ws), device="cuda"),
+                     T(cupy.asarray(bs), device="cuda"), st, pd, dl, g)
+        with torch.backends.cudnn.flags(allow_tf32=False):
+            ref = torch.nn.functional.conv2d(torch.tensor(xs).cuda(), torch.tensor(ws).cuda(),
+                                             torch.tensor(bs).cuda(), st, pd, dl, g).cpu().numpy()
+        np.testing.assert_allclose(cupy.asnumpy(y.data), ref, rtol=1e-4, atol=1e-4)

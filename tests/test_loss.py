@@ -1,0 +1,226 @@
+"""Cross-entropy (fused) and NLL: against float64 formulas with weights, ignore_index,
+label smoothing and every reduction; gradients by finite differences; bad input;
+on a GPU the kernels against the references and PyTorch, and the device-side label flag."""
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+import minifused.nn as nn
+from minifused import backend
+from minifused.kernels import softmax as K
+from minifused.testing import gradcheck
+
+def cpu(data, **kw):
+    """A tensor on the cpu (the NumPy path), whatever the default device."""
+    return mf.tensor(data, device="cpu", **kw)
+
+
+DTYPES = [np.float32, np.float16, backend.bfloat16]
+TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float16): 2e-3, backend.bfloat16: 1.2e-2,
+       np.dtype(np.float64): 1e-12}
+
+
+def rel_err(a, b):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    assert np.array_equal(np.isnan(a), np.isnan(b)), "NaN positions differ"
+    a, b = np.where(np.isnan(a), 0, a), np.where(np.isnan(b), 0, b)
+    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-3 * np.sqrt(max(b.size, 1)), 1e-30)
+
+
+def xent64(x, t, w=None, ignore_index=-100, reduction="mean", eps=0.0):
+    """PyTorch's definition, in float64 (x: (M, C), t: (M,))."""
+    x = x.astype(np.float64)
+    m, c = x.shape
+    w = np.ones(c) if w is None else w.astype(np.float64)
+    lp = x - x.max(1, keepdims=True)
+    lp = lp - np.log(np.exp(lp).sum(1, keepdims=True))
+    valid = t != ignore_index
+    ts = np.where(valid, t, 0)
+    nll = np.where(valid, -w[ts] * lp[np.arange(m), ts], 0)
+    smooth = np.where(valid, -(lp * w).sum(1), 0)
+    rows = (1 - eps) * nll + eps / c * smooth
+    if reduction == "none":
+        return rows
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / np.where(valid, w[ts], 0).sum()
+
+
+# ---------------------------------------------------------------- cpu: values and gradients
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_cross_entropy_values(reduction, weighted, eps, rng):
+    m, c = 13, 9
+    x = (rng.standard_normal((m, c)) * 3).astype(np.float32)
+    t = rng.integers(0, c, m)
+    t[[2, 5]] = -100
+    w = rng.random(c).astype(np.float32) + 0.5 if weighted else None
+    out = F.cross_entropy(cpu(x), cpu(t), None if w is None else cpu(w),
+                          reduction=reduction, label_smoothing=eps)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out.numpy(), xent64(x, t, w, -100, reduction, eps), rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("eps", [0.0, 0.2])
+def test_cross_entropy_gradcheck(reduction, weighted, eps, rng):
+    x = cpu(rng.standard_normal((5, 4)), requires_grad=True)
+    t = cpu(np.array([0, 3, -100, 1, 3]))
+    w = cpu(rng.random(4) + 0.5) if weighted else None
+    assert gradcheck(lambda a: F.cross_entropy(a, t, w, reduction=reduction, label_smoothing=eps), [x])
+
+
+def test_cross_entropy_shapes(rng):
+    x = rng.standard_normal((2, 5, 3, 4))
+    t = rng.integers(0, 5, (2, 3, 4))
+    rows = np.moveaxis(x, 1, -1).reshape(-1, 5)
+    out = F.cross_entropy(cpu(x), cpu(t), reduction="none")
+    assert out.shape == (2, 3, 4)
+    np.testing.assert_allclose(out.numpy(), xent64(rows, t.reshape(-1), reduction="none").reshape(2, 3, 4))
+    xt = cpu(x, requires_grad=True)
+    assert gradcheck(lambda a: F.cross_entropy(a, cpu(t)), [xt])
+    one = F.cross_entropy(cpu(x[0, :, 0, 0]), cpu(np.int64(2)))
+    np.testing.assert_allclose(one.item(), xent64(x[0, :, 0, 0][None], np.array([2])), rtol=1e-12)
+    assert F.cross_entropy(cpu(x[:, :, 0, 0]), cpu(t[:, 0, 0].astype(np.int32))).shape == ()
+
+
+def test_all_ignored_mean_is_nan():
+    out = F.cross_entropy(cpu(np.ones((2, 3), np.float32)), cpu(np.array([-100, -100])))
+    assert np.isnan(out.item())
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss(reduction, rng):
+    x = rng.standard_normal((6, 5))
+    lp = x - np.log(np.exp(x).sum(1, keepdims=True))
+    t = np.array([0, 4, 2, -100, 1, 4])
+    w = rng.random(5) + 0.5
+    out = F.nll_loss(cpu(lp), cpu(t), cpu(w), reduction=reduction)
+    np.testing.assert_allclose(out.numpy(), xent64(x, t, w, reduction=reduction), rtol=1e-12)
+    xt = cpu(lp, requires_grad=True)
+    assert gradcheck(lambda a: F.nll_loss(a, cpu(t), cpu(w), reduction=reduction), [xt])
+    # log_softmax + nll == cross_entropy, and the fused gradient agrees with the composed one
+    a = cpu(x, requires_grad=True)
+    b = cpu(x, requires_grad=True)
+    F.nll_loss(F.log_softmax(a, dim=1), cpu(t)).backward()
+    F.cross_entropy(b, cpu(t)).backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-14)
+
+
+def test_bad_input(rng):
+    x = cpu(rng.standard_normal((4, 3)).astype(np.float32))
+    with pytest.raises(ValueError, match=r"out of bounds.*\[0, 3\)"):
+        F.cross_entropy(x, cpu(np.array([0, 1, 3, 2])))
+    with pytest.raises(ValueError, match="out of bounds"):
+        F.nll_loss(x, cpu(np.array([0, -1, 1, 2])))
+    with pytest.raises(TypeError, match="integer class indices"):
+        F.cross_entropy(x, cpu(np.array([0.0, 1.0, 2.0, 1.0])))
+    with pytest.raises(ValueError, match="target must have shape"):
+        F.cross_entropy(x, cpu(np.array([0, 1, 2])))
+    with pytest.raises(ValueError, match="reduction"):
+        F.cross_entropy(x, cpu(np.array([0, 1, 2, 0])), reduction="avg")
+    with pytest.raises(ValueError, match="weight must have shape"):
+        F.cross_entropy(x, cpu(np.array([0, 1, 2, 0])), weight=mf.ones(4, device="cpu"))
+    # ignore_index is not an error
+    F.cross_entropy(x, cpu(np.array([0, 1, 7, 0])), ignore_index=7)
+
+
+def test_modules(rng):
+    x = cpu(rng.standard_normal((4, 3)).astype(np.float32))
+    t = cpu(np.array([0, 1, 2, 1]))
+    w = cpu(np.array([1.0, 2.0, 0.5], np.float32))
+    crit = nn.CrossEntropyLoss(weight=w, label_smoothing=0.1)
+    assert "weight" in crit.state_dict()
+    np.testing.assert_allclose(crit(x, t).item(), xent64(x.numpy(), t.numpy(), w.numpy(), eps=0.1), rtol=1e-5)
+    lp = F.log_softmax(x, dim=1)
+    np.testing.assert_allclose(nn.NLLLoss(reduction="sum")(lp, t).item(),
+                               xent64(x.numpy(), t.numpy(), reduction="sum"), rtol=1e-5)
+
+
+# ---------------------------------------------------------------- GPU
+GPU_SHAPES = [(1, 1), (3, 7), (4097, 10), (257, 1000), (64, 32768), (5, 65536), (6, 1001), (40, 640)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=[f"{m}x{n}" for m, n in GPU_SHAPES])
+@pytest.mark.parametrize("cfg", ["plain", "weights+smooth", "none+ignore"])
+def test_xent_kernels_match_reference(cfg, shape, dtype):
+    import cupy as cp
+
+    rng = np.random.default_rng(hash((shape, cfg)) % 2**32)
+    m, n = shape
+    x = (rng.standard_normal(shape) * 3).astype(dtype)
+    t = rng.integers(0, n, m)
+    if cfg == "none+ignore":
+        t[::3] = -100
+    w = (rng.random(n) + 0.5).astype(dtype) if cfg == "weights+smooth" else None
+    eps = 0.1 if cfg == "weights+smooth" else 0.0
+    per_row = cfg == "none+ignore"
+    loss, lse, rw = K.xent_fwd_ref(x, t, w, -100, eps)
+    gx, gt = cp.asarray(x), cp.asarray(t)
+    gw = None if w is None else cp.asarray(w)
+    gloss, glse, grw = K.xent_fwd(gx, gt, gw, -100, eps)
+    tol = TOL[np.dtype(dtype)] * 2
+    assert rel_err(gloss.get(), loss) < 3e-5 and rel_err(grw.get(), rw) < 1e-6
+    gout = rng.standard_normal(m if per_row else 1).astype(dtype)
+    denom = None if per_row else rw.sum(keepdims=True).reshape(1)
+    dx = K.xent_bwd_ref(x, t, w, lse, gout, per_row, denom, -100, eps)
+    gdx = K.xent_bwd(gx, gt, gw, glse, cp.asarray(gout), per_row, None if denom is None else cp.asarray(denom),
+                     -100, eps)
+    assert rel_err(gdx.get(), dx) < tol * 2
+    # NLL on log-probabilities
+    lp = K.softmax_fwd_ref(x, True)
+    nl, nrw = K.nll_fwd_ref(lp, t, w, -100)
+    gnl, gnrw = K.nll_fwd(cp.asarray(lp), gt, gw, -100)
+    assert rel_err(gnl.get(), nl) < 1e-5
+    nd = K.nll_bwd_ref(t, w, gout, per_row, denom, shape, x.dtype, -100)
+    gnd = K.nll_bwd(gt, gw, cp.asarray(gout), per_row, None if denom is None else cp.asarray(denom), shape,
+                    x.dtype, -100)
+    assert rel_err(gnd.get(), nd) < tol
+
+
+@pytest.mark.gpu
+def test_device_label_flag():
+    import cupy as cp
+
+    K.check_label_errors()  # clear
+    x = mf.randn(4, 5, device="cuda")
+    out = F.cross_entropy(x, mf.tensor(cp.asarray(np.array([0, 1, 5, 2]))))  # no sync, no raise here
+    with pytest.raises(ValueError, match="out of bounds"):
+        K.check_label_errors()
+    assert np.isnan(out.item())
+    K.check_label_errors()  # the flag was reset
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("cfg", ["plain", "weights+smooth", "none+ignore"])
+def test_cross_entropy_against_torch(cfg, dtype):
+    torch = pytest.importorskip("torch")
+    import cupy as cp
+
+    rng = np.random.default_rng(3)
+    m, c = 512, 3000
+    x = mf.tensor(cp.asarray((rng.standard_normal((m, c)) * 2).astype(np.float32))).to(dtype).requires_grad_()
+    t = rng.integers(0, c, m)
+    if cfg == "none+ignore":
+        t[::4] = -100
+    w = (rng.random(c) + 0.5).astype(np.float32) if cfg == "weights+smooth" else None
+    kw = dict(reduction="none" if cfg == "none+ignore" else "mean",
+              label_smoothing=0.1 if cfg == "weights+smooth" else 0.0)
+    mw = None if w is None else mf.tensor(cp.asarray(w)).to(dtype)
+    out = F.cross_entropy(x, mf.tensor(cp.asarray(t)), mw, **kw)
+    g = mf.tensor(cp.asarray(rng.standard_normal(out.shape).astype(np.float32))).to(dtype)
+    out.backward(g)
+    tx = torch.from_dlpack(x.data.astype(np.float32)).double().requires_grad_()
+    tw = None if w is None else torch.from_dlpack(mw.data.astype(np.float32)).double()
+    tout = torch.nn.functional.cross_entropy(tx, torch.from_dlpack(cp.asarray(t)), tw, **kw)
+    tout.backward(torch.from_dlpack(g.data.astype(np.float32)).double())
+    tol = TOL[backend.as_dtype(dtype)] * 4
+    assert rel_err(np.asarray(out.data.astype(np.float32).get()), tout.detach().cpu().numpy()) < tol
+    assert rel_err(x.grad.data.astype(np.float32).get(), tx.grad.cpu().numpy()) < tol

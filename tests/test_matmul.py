@@ -1,0 +1,227 @@
+"""kernels/matmul.py: every epilog against float64 formulas written out here, on both devices."""
+import math
+
+import numpy as np
+import pytest
+
+from minifused import backend
+from minifused.kernels import matmul as K
+
+DTYPES = [backend.float32, backend.float16, backend.bfloat16]
+TOL = {backend.float32: 1e-5, backend.float16: 3e-3, backend.bfloat16: 2e-2}
+SHAPES = [(1, 7, 5), (3, 13, 17), (37, 130, 257), (64, 784, 1024)]
+C = math.sqrt(2 / math.pi)
+
+
+def gelu64(z):
+    return 0.5 * z * (1 + np.tanh(C * (z + 0.044715 * z ** 3)))
+
+
+def dgelu64(z):
+    t = np.tanh(C * (z + 0.044715 * z ** 3))
+    return 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * C * (1 + 3 * 0.044715 * z * z)
+
+
+def to_dev(a, device):
+    if device == "cpu":
+        return a
+    import cupy
+
+    if a.dtype == backend.bfloat16:
+        return cupy.asarray(a.view(np.uint16)).view(backend.bfloat16)
+    return cupy.asarray(a)
+
+
+def host(a):
+    if isinstance(a, np.ndarray) or a is None:
+        return a
+    import cupy
+
+    if a.dtype == backend.bfloat16:
+        return cupy.asnumpy(a.view(cupy.uint16)).view(backend.bfloat16)
+    return cupy.asnumpy(a)
+
+
+def f64(a):
+    return np.asarray(host(a)).astype(np.float64)
+
+
+def rel(a, b):
+    a, b = f64(a), np.asarray(b, dtype=np.float64)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert np.isfinite(a).all()
+    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30)
+
+
+def rand(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def unpack(mask, m):
+    return np.unpackbits(host(mask), axis=1, count=m, bitorder="little").astype(bool)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_epilogs(device, rng, dtype, activation, with_bias, shape):
+    n, k, m = shape
+    x = rand(rng, (n, k), dtype)
+    w = rand(rng, (m, k), dtype, 1 / math.sqrt(k))
+    b = rand(rng, (m,), dtype) if with_bias else None
+    z = f64(x) @ f64(w).T + (f64(b) if with_bias else 0)
+    y, aux = K.linear_fwd(to_dev(x, device), to_dev(w, device),
+                          None if b is None else to_dev(b, device), activation, aux=True)
+    assert y.dtype == dtype and y.shape == (n, m) and y.flags.c_contiguous
+    expect = {None: z, "relu": np.maximum(z, 0), "gelu": gelu64(z)}[activation]
+    # cuBLASLt's GELU evaluates tanh approximately: ~2e-5 relative in float32
+    tol = 1e-4 if activation == "gelu" and dtype == backend.float32 else TOL[dtype]
+    assert rel(y, expect) < tol
+    if activation is None:
+        assert aux is None
+    elif activation == "relu":
+        assert aux.dtype == np.uint8 and aux.shape == (n, K.relu_aux_cols(m))
+        bits = unpack(aux, m)
+        clear = np.abs(z) > 1e-2 * np.abs(z).max()  # rounding may flip signs near 0
+        assert (bits[clear] == (z[clear] > 0)).all()
+    else:
+        assert aux.dtype == dtype and aux.shape == (n, K.gelu_aux_cols(m))
+        assert rel(f64(host(aux)[:, :m]), z) < TOL[dtype]  # padding columns are unspecified
+
+
+@pytest.mark.gpu
+def test_gelu_is_the_tanh_form(rng):
+    """cuBLASLt's GELU epilog is the tanh approximation, not the erf form."""
+    from math import erf
+
+    x = rand(rng, (64, 256), np.float32)
+    w = rand(rng, (512, 256), np.float32, 0.2)
+    z = f64(x) @ f64(w).T
+    y, _ = K.linear_fwd(to_dev(x, "cuda"), to_dev(w, "cuda"), None, "gelu")
+    erf_form = 0.5 * z * (1 + np.vectorize(erf)(z / math.sqrt(2)))
+    err_tanh = np.abs(f64(y) - gelu64(z)).max()
+    err_erf = np.abs(f64(y) - erf_form).max()
+    assert err_tanh < 1e-5 < err_erf, (err_tanh, err_erf)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("act", [None, "relu", "gelu"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_dgrad_with_fused_activation_backward(device, rng, dtype, act, shape):
+    """dx = dy @ w, and with DRELU_BGRAD / DGELU_BGRAD the producer's mask and bias grad."""
+    n, k, m = shape  # this layer: k inputs (the producer's outputs) -> m outputs
+    dy = rand(rng, (n, m), dtype)
+    w = rand(rng, (m, k), dtype, 1 / math.sqrt(m))
+    aux = None
+    scale = 1.0
+    if act is not None:
+        # a producer's pre-activation and its aux, made by the forward primitive itself
+        xp_ = rand(rng, (n, 11), dtype)
+        wp = rand(rng, (k, 11), dtype, 0.3)
+        _, aux = K.linear_fwd(to_dev(xp_, device), to_dev(wp, device), None, act, aux=True)
+        zp = f64(xp_) @ f64(wp).T
+        if act == "relu":
+            scale = unpack(aux, k)
+        else:
+            scale = dgelu64(f64(host(aux)[:, :k]))
+        del zp
+    dx, db = K.linear_dgrad(to_dev(dy, device), to_dev(w, device), act, aux)
+    expect = (f64(dy) @ f64(w)) * scale
+    assert dx.dtype == dtype and dx.shape == (n, k)
+    assert rel(dx, expect) < TOL[dtype]
+    if act is None:
+        assert db is None
+    else:
+        assert db.shape == (k,) and db.dtype == dtype
+        assert rel(db, expect.sum(0)) < 3 * TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("bias_grad", [True, False])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_wgrad_and_bias_grad(device, rng, dtype, bias_grad, shape):
+    n, k, m = shape
+    dy = rand(rng, (n, m), dtype)
+    x = rand(rng, (n, k), dtype)
+    dw, db = K.linear_wgrad(to_dev(dy, device), to_dev(x, device), bias_grad)
+    assert dw.shape == (m, k) and dw.dtype == dtype and dw.flags.c_contiguous
+    assert rel(dw, f64(dy).T @ f64(x)) < TOL[dtype]
+    if bias_grad:
+        assert rel(db, f64(dy).sum(0)) < 3 * TOL[dtype]
+    else:
+        assert db is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("act", ["relu", "gelu"])
+def test_act_backward(device, rng, dtype, act):
+    n, k, m = 19, 23, 45
+    x = rand(rng, (n, k), dtype)
+    w = rand(rng, (m, k), dtype, 0.3)
+    _, aux = K.linear_fwd(to_dev(x, device), to_dev(w, device), None, act, aux=True)
+    dy = rand(rng, (n, m), dtype)
+    dz = K.act_backward(to_dev(dy, device), aux, act)
+    scale = unpack(aux, m) if act == "relu" else dgelu64(f64(host(aux)[:, :m]))
+    assert dz.dtype == dtype and dz.shape == (n, m)
+    assert rel(dz, f64(dy) * scale) < TOL[dtype]
+
+
+def test_references_agree_with_aux_layout(rng):
+    """The NumPy bit-mask packs bit j%8 of byte j//8, rows padded to 16 bytes."""
+    z = np.array([[1.0, -1.0, 2.0, 0.0, 3.0, -2.0, 1.0, 1.0, 5.0]])
+    mask = K._pack_mask(z)
+    assert mask.shape == (1, 16)
+    assert mask[0, 0] == 0b11010101 and mask[0, 1] == 1 and not mask[0, 2:].any()
+
+
+def test_non_contiguous_leading_dimension(device, rng):
+    """Rows with a stride larger than the row (a column slice) and an unaligned start."""
+    big = rand(rng, (9, 40), np.float32)
+    x = big[1:, 3:30]  # 8 x 27, row stride 40, start offset 43 floats (not 16-byte aligned)
+    w = rand(rng, (12, 27), np.float32, 0.2)
+    xd = to_dev(big, device)[1:, 3:30]
+    y, _ = K.linear_fwd(xd, to_dev(w, device))
+    assert rel(y, f64(x) @ f64(w).T) < 1e-5
+    dw, db = K.linear_wgrad(to_dev(rand(rng, (8, 12), np.float32), device), xd, True)
+    assert dw.shape == (12, 27)
+
+
+@pytest.mark.gpu
+def test_second_call_with_same_shapes_plans_nothing(rng):
+    x = to_dev(rand(rng, (32, 48), np.float32), "cuda")
+    w = to_dev(rand(rng, (24, 48), np.float32), "cuda")
+    b = to_dev(rand(rng, (24,), np.float32), "cuda")
+    K.linear_fwd(x, w, b, "relu", aux=True)
+    before = K.plan_cache_info()
+    x2 = to_dev(rand(rng, (32, 48), np.float32), "cuda")
+    y, _ = K.linear_fwd(x2, w, b, "relu", aux=True)
+    after = K.plan_cache_info()
+    assert after["created"] == before["created"] and after["hits"] == before["hits"] + 1
+    assert rel(y, np.maximum(f64(x2) @ f64(w).T + f64(b), 0)) < 1e-5
+
+
+@pytest.mark.gpu
+def test_autotune_and_tf32_opt_in(rng, monkeypatch):
+    x = rand(rng, (256, 512), np.float32)
+    w = rand(rng, (384, 512), np.float32, 0.05)
+    expect = f64(x) @ f64(w).T
+    monkeypatch.setattr(K, "autotune", True)
+    tuned = K.plan_cache_info()["autotuned"]
+    y, _ = K.linear_fwd(to_dev(x, "cuda"), to_dev(w, "cuda"))
+    assert rel(y, expect) < 1e-5 and K.plan_cache_info()["autotuned"] >= tuned
+    monkeypatch.setattr(K, "allow_tf32", True)
+    y, _ = K.linear_fwd(to_dev(x, "cuda"), to_dev(w, "cuda"))
+    assert rel(y, expect) < 5e-3
+
+
+@pytest.mark.gpu
+def test_clear_plan_cache_releases_and_replans(rng):
+    x = to_dev(rand(rng, (8, 16), np.float16), "cuda")
+    w = to_dev(rand(rng, (8, 16), np.float16), "cuda")
+    K.linear_fwd(x, w)
+    assert K.plan_cache_info()["size"] > 0
+    K.clear_plan_cache()
+    assert K.plan_cache_info()["size"] == 0
+    y, _ = K.linear_fwd(x, w)
+    assert rel(y, f64(x) @ f64(w).T) < 3e-3

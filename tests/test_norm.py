@@ -1,0 +1,262 @@
+"""LayerNorm / RMSNorm: references against float64 formulas, gradients against finite
+differences, API checks; on a GPU the kernels against the references and PyTorch."""
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+import minifused.nn as nn
+from minifused import backend
+from minifused.kernels import norm as K
+from minifused.testing import gradcheck
+
+def cpu(data, **kw):
+    """A tensor on the cpu (the NumPy path), whatever the default device."""
+    return mf.tensor(data, device="cpu", **kw)
+
+
+DTYPES = [np.float32, np.float16, backend.bfloat16]
+TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float16): 2e-3, backend.bfloat16: 1.2e-2,
+       np.dtype(np.float64): 1e-12}
+
+
+def rel_err(a, b):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    assert np.array_equal(np.isnan(a), np.isnan(b)), "NaN positions differ"
+    a, b = np.where(np.isnan(a), 0, a), np.where(np.isnan(b), 0, b)
+    # relative to the reference's norm, with a floor for (near-)zero references such as dx at N = 1
+    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-3 * np.sqrt(b.size), 1e-30)
+
+
+def ln64(x, w, b, eps, rms=False):
+    x = x.astype(np.float64)
+    if rms:
+        y = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+    else:
+        mu = x.mean(-1, keepdims=True)
+        y = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
+    if w is not None:
+        y = y * w.astype(np.float64)
+    if b is not None:
+        y = y + b.astype(np.float64)
+    return y
+
+
+def ln64_grads(x, w, dy, eps, rms=False):
+    """Analytic float64 gradients (dx, dw, db) from the textbook formulas."""
+    x, dy = x.astype(np.float64), dy.astype(np.float64)
+    n = x.shape[-1]
+    mu = 0 if rms else x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    r = 1 / np.sqrt(var + eps)
+    xh = (x - mu) * r
+    g = dy * (w.astype(np.float64) if w is not None else 1)
+    dx = r * (g - xh * (g * xh).mean(-1, keepdims=True) - (0 if rms else g.mean(-1, keepdims=True)))
+    return dx, (dy * xh).sum(0), dy.sum(0)
+    del n
+
+
+# ---------------------------------------------------------------- references (cpu)
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES + [np.float64])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (17, 1000), (2, 4099)])
+def test_reference_matches_float64(shape, dtype, rms, rng):
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    w = rng.standard_normal(shape[1]).astype(dtype)
+    b = rng.standard_normal(shape[1]).astype(dtype)
+    y, mean, rstd = K.norm_fwd_ref(x, w, None if rms else b, 1e-5, rms)
+    assert y.dtype == np.dtype(dtype) and rstd.dtype in (np.float32, np.float64)
+    assert (mean is None) == rms
+    ref = ln64(x, w, None if rms else b, 1e-5, rms)
+    assert rel_err(y, ref) < TOL[np.dtype(dtype)] * 2
+    dy = rng.standard_normal(shape).astype(dtype)
+    dx, dw, db = K.norm_bwd_ref(dy, x, w, mean, rstd, rms)
+    rdx, rdw, rdb = ln64_grads(x, w, dy, 1e-5, rms)
+    tol = TOL[np.dtype(dtype)] * 4
+    assert rel_err(dx, rdx) < tol and rel_err(dw, rdw) < tol
+    assert (db is None) if rms else rel_err(db, rdb) < tol
+
+
+def test_reference_extremes():
+    x = np.array([[1e4, -1e4, 1e4, -1e4], [5.0, 5.0, 5.0, 5.0], [1e-3, 0, 0, 0]], np.float32)
+    y, mean, rstd = K.norm_fwd_ref(x, None, None, 1e-5)
+    assert np.all(np.isfinite(y))
+    np.testing.assert_allclose(y[0], [1, -1, 1, -1], rtol=1e-6)
+    np.testing.assert_array_equal(y[1], 0)  # an all-equal row normalizes to zeros
+
+
+# ---------------------------------------------------------------- autograd (cpu, float64)
+@pytest.mark.parametrize("affine", ["none", "weight", "both"])
+def test_layer_norm_gradcheck(affine, rng):
+    x = cpu(rng.standard_normal((3, 2, 5)), requires_grad=True)
+    w = cpu(rng.standard_normal((2, 5)), requires_grad=True) if affine != "none" else None
+    b = cpu(rng.standard_normal((2, 5)), requires_grad=True) if affine == "both" else None
+    inputs = [t for t in (x, w, b) if t is not None]
+
+    def fn(*ts):
+        ww = ts[1] if w is not None else None
+        bb = ts[2] if b is not None else None
+        return F.layer_norm(ts[0], (2, 5), ww, bb, eps=1e-3)
+
+    assert gradcheck(fn, inputs)
+
+
+def test_rms_norm_gradcheck(rng):
+    x = cpu(rng.standard_normal((4, 6)), requires_grad=True)
+    w = cpu(rng.standard_normal(6), requires_grad=True)
+    assert gradcheck(lambda a, b: F.rms_norm(a, 6, b, eps=1e-3), [x, w])
+    assert gradcheck(lambda a: F.rms_norm(a, [6]), [x])
+
+
+def test_only_some_grads(rng):
+    x = cpu(rng.standard_normal((5, 8)))
+    w = cpu(rng.standard_normal(8), requires_grad=True)
+    b = cpu(rng.standard_normal(8))
+    F.layer_norm(x, 8, w, b).sum().backward()
+    ref = ln64_grads(x.numpy(), w.numpy(), np.ones((5, 8)), 1e-5)[1]
+    np.testing.assert_allclose(w.grad.numpy(), ref, rtol=1e-10, atol=1e-12)
+    assert x.grad is None and b.grad is None
+
+
+def test_layer_norm_forward_values(rng):
+    x = rng.standard_normal((2, 3, 16)).astype(np.float32)
+    w, b = rng.standard_normal(16).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    y = F.layer_norm(cpu(x), [16], cpu(w), cpu(b))
+    assert y.dtype == np.float32 and y.shape == (2, 3, 16)
+    np.testing.assert_allclose(y.numpy(), ln64(x.reshape(-1, 16), w, b, 1e-5).reshape(x.shape), rtol=1e-5,
+                               atol=1e-5)
+
+
+# ---------------------------------------------------------------- API
+def test_bad_arguments(rng):
+    x = cpu(rng.standard_normal((4, 6)).astype(np.float32))
+    with pytest.raises(ValueError, match="layer_norm.*normalized_shape"):
+        F.layer_norm(x, 5)
+    with pytest.raises(ValueError, match="trailing"):
+        F.layer_norm(x, (4, 5))
+    with pytest.raises(ValueError, match="weight must have shape"):
+        F.layer_norm(x, 6, mf.ones(5, device="cpu"))
+    with pytest.raises(TypeError, match="dtype"):
+        F.layer_norm(x, 6, mf.ones(6, dtype="float64", device="cpu"))
+    with pytest.raises(TypeError, match="rms_norm"):
+        F.rms_norm(cpu(np.ones((2, 2), np.int32)), 2)
+
+
+def test_modules():
+    ln = nn.LayerNorm(8, device="cpu")
+    assert set(ln.state_dict()) == {"weight", "bias"}
+    np.testing.assert_array_equal(ln.weight.numpy(), 1)
+    np.testing.assert_array_equal(ln.bias.numpy(), 0)
+    assert ln.weight.requires_grad
+    assert nn.LayerNorm((2, 4), elementwise_affine=False).weight is None
+    no_bias = nn.LayerNorm(4, bias=False, device="cpu")
+    assert no_bias.bias is None and set(no_bias.state_dict()) == {"weight"}
+    rms = nn.RMSNorm([4], device="cpu")
+    assert set(rms.state_dict()) == {"weight"}
+    x = mf.randn(3, 4, device="cpu")
+    y = rms(x)
+    ref = x.numpy() / np.sqrt((x.numpy().astype(np.float64) ** 2).mean(-1, keepdims=True)
+                              + np.finfo(np.float32).eps)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-5)
+    out = ln(mf.randn(2, 8, device="cpu", requires_grad=True))
+    out.sum().backward()
+    assert ln.weight.grad.shape == (8,) and ln.bias.grad.shape == (8,)
+
+
+# ---------------------------------------------------------------- GPU: kernels against references
+GPU_SHAPES = [(1, 1), (3, 7), (4097, 7), (4097, 1000), (64, 1024), (33, 4096), (17, 8192), (8, 16384),
+              (3, 30000), (5, 65536), (6, 1001), (37, 640), (300, 3072), (64, 6144), (9, 12288), (2000, 160)]
+
+
+def poison(cp, *arrays_like):
+    """Hand CuPy's memory pool 0xFF-filled (NaN in fp32/fp16/bf16) blocks of the outputs' sizes,
+    so the kernels' fresh outputs land on them and an unwritten element shows as NaN."""
+    blocks = [cp.full(a.nbytes, 255, cp.uint8) for a in arrays_like]
+    cp.cuda.get_current_stream().synchronize()
+    del blocks
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=[f"{m}x{n}" for m, n in GPU_SHAPES])
+def test_kernels_match_reference(shape, dtype, rms):
+    import cupy as cp
+
+    rng = np.random.default_rng(hash((shape, rms)) % 2**32)
+    m, n = shape
+    x = (rng.standard_normal(shape) * 2 + 0.5).astype(dtype)
+    w = rng.standard_normal(n).astype(dtype)
+    b = None if rms else rng.standard_normal(n).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    tol = TOL[np.dtype(dtype)] * 2
+    y, mean, rstd = K.norm_fwd_ref(x, w, b, 1e-5, rms)
+    dx, dw, db = K.norm_bwd_ref(dy, x, w, mean, rstd, rms)
+    gx, gw, gdy = cp.asarray(x), cp.asarray(w), cp.asarray(dy)
+    gb = None if b is None else cp.asarray(b)
+    poison(cp, gx, gx)
+    gy, gmean, grstd = K.norm_fwd(gx, gw, gb, 1e-5, rms)
+    assert rel_err(gy.get(), y) < tol
+    assert rel_err(grstd.get(), rstd) < 1e-5
+    if not rms:
+        assert rel_err(gmean.get(), mean) < 1e-5
+    poison(cp, gx, gx)
+    gdx, gdw, gdb = K.norm_bwd(gdy, gx, gw, gmean, grstd, rms)
+    assert rel_err(gdx.get(), dx) < tol * 2
+    assert rel_err(gdw.get(), dw) < tol * 2
+    if not rms:
+        assert rel_err(gdb.get(), db) < tol * 2
+    # without weight, and dx only
+    gdx2, gdw2, gdb2 = K.norm_bwd(gdy, gx, None, gmean, grstd, rms, need_dw=False, need_db=False)
+    dx2 = K.norm_bwd_ref(dy, x, None, mean, rstd, rms)[0]
+    assert gdw2 is None and gdb2 is None
+    assert rel_err(gdx2.get(), dx2) < tol * 2
+
+
+@pytest.mark.gpu
+def test_kernels_extreme_inputs():
+    import cupy as cp
+
+    x = np.array([[1e4, -1e4] * 50, [3.0] * 100, [1e-3] + [0.0] * 99], np.float32)
+    y = K.norm_fwd(cp.asarray(x), None, None, 1e-5)[0].get()
+    ref = K.norm_fwd_ref(x, None, None, 1e-5)[0]
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    assert np.all(y[1] == 0)
+
+
+@pytest.mark.gpu
+def test_deterministic_weight_grads():
+    import cupy as cp
+
+    rng = np.random.default_rng(7)
+    x, dy = (cp.asarray(rng.standard_normal((3000, 1536)).astype(np.float16)) for _ in range(2))
+    w = cp.asarray(rng.standard_normal(1536).astype(np.float16))
+    _, mean, rstd = K.norm_fwd(x, w, w, 1e-5)
+    first = K.norm_bwd(dy, x, w, mean, rstd)
+    for _ in range(3):
+        again = K.norm_bwd(dy, x, w, mean, rstd)
+        for a, b in zip(first, again):
+            assert cp.array_equal(a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_layer_norm_against_torch(dtype):
+    torch = pytest.importorskip("torch")
+    shape, n = (37, 3, 640), 640
+    mf.manual_seed(0)
+    x = mf.randn(*shape, device="cuda").to(dtype).requires_grad_()
+    w = (mf.randn(n, device="cuda") * 0.5 + 1).to(dtype).requires_grad_()
+    b = mf.randn(n, device="cuda").to(dtype).requires_grad_()
+    g = mf.randn(*shape, device="cuda").to(dtype)
+    y = F.layer_norm(x, (n,), w, b)
+    y.backward(g)
+    tt = {k: torch.from_dlpack(v.data.astype(np.float32)).double().requires_grad_()
+          for k, v in (("x", x), ("w", w), ("b", b))}
+    ty = torch.nn.functional.layer_norm(tt["x"], (n,), tt["w"], tt["b"])
+    ty.backward(torch.from_dlpack(g.data.astype(np.float32)).double())
+    tol = TOL[backend.as_dtype(dtype)] * 4
+    assert rel_err(y.data.astype(np.float32).get(), ty.detach().cpu().numpy()) < tol
+    for mine, theirs in ((x, tt["x"]), (w, tt["w"]), (b, tt["b"])):
+        assert rel_err(mine.grad.data.astype(np.float32).get(), theirs.grad.cpu().numpy()) < tol * 2

@@ -1,0 +1,171 @@
+"""Max and average pooling: references vs direct loops, gradcheck, validation, modules; GPU kernels vs
+the references on random configurations in every dtype, with poisoned outputs; PyTorch parity."""
+import numpy as np
+import pytest
+
+import minifused.functional as F
+import minifused.nn as nn
+from minifused import backend
+from minifused.kernels import pool as K
+from minifused.tensor import Tensor
+from minifused.testing import gradcheck
+
+
+def T(a, requires_grad=False, device="cpu"):
+    if not backend.is_cuda_array(a):
+        a = np.asarray(a)
+    return Tensor._from_array(backend.to_device(a, backend.Device(device)), requires_grad)
+
+
+def direct_pool(x, k, s, p, ceil_mode, kind, include_pad=True):
+    n, c, h, w = x.shape
+    ph_, pw_ = K.out_size(h, k[0], s[0], p[0], ceil_mode), K.out_size(w, k[1], s[1], p[1], ceil_mode)
+    y = np.zeros((n, c, ph_, pw_))
+    for i in range(ph_):
+        for j in range(pw_):
+            h0, w0 = i * s[0] - p[0], j * s[1] - p[1]
+            h1, w1 = min(h0 + k[0], h + p[0]), min(w0 + k[1], w + p[1])
+            cnt = (h1 - h0) * (w1 - w0)
+            hs, ws, he, we = max(h0, 0), max(w0, 0), min(h1, h), min(w1, w)
+            win = x[:, :, hs:he, ws:we]
+            if kind == "max":
+                y[:, :, i, j] = win.max(axis=(2, 3))
+            else:
+                y[:, :, i, j] = win.sum(axis=(2, 3)) / (cnt if include_pad else (he - hs) * (we - ws))
+    return y
+
+
+CASES = [  # shape, kernel, stride, padding, ceil_mode
+    ((2, 3, 8, 8), (2, 2), (2, 2), (0, 0), False),
+    ((1, 2, 7, 9), (3, 3), (2, 2), (1, 1), False),
+    ((2, 1, 7, 7), (3, 2), (2, 1), (1, 0), True),
+    ((1, 3, 5, 6), (2, 2), (1, 1), (1, 1), False),
+    ((1, 2, 10, 9), (3, 3), (3, 3), (0, 1), True),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("kind", ["max", "avg", "avg_nopad"])
+def test_reference_matches_loops(case, kind, rng):
+    shape, k, s, p, cm = case
+    x = rng.standard_normal(shape)
+    if kind == "max":
+        y, idx = K.max_pool2d_forward_ref(x, k, s, p, cm)
+        flat = x.reshape(shape[0], shape[1], -1)
+        np.testing.assert_array_equal(np.take_along_axis(flat, idx.reshape(shape[0], shape[1], -1), -1).reshape(y.shape), y)
+    else:
+        y = K.avg_pool2d_forward_ref(x, k, s, p, cm, kind == "avg")
+    np.testing.assert_allclose(y, direct_pool(x, k, s, p, cm, kind[:3], kind == "avg"), rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("kind", ["max", "avg", "avg_nopad"])
+def test_gradcheck(case, kind, rng):
+    shape, k, s, p, cm = case
+    x = T(rng.standard_normal(shape), True)
+    if kind == "max":
+        fn = lambda a: F.max_pool2d(a, k, s, p, ceil_mode=cm)  # noqa: E731
+    else:
+        fn = lambda a: F.avg_pool2d(a, k, s, p, ceil_mode=cm, count_include_pad=kind == "avg")  # noqa: E731
+    assert gradcheck(fn, [x])
+
+
+def test_defaults_and_modules(rng):
+    x = T(rng.standard_normal((2, 3, 8, 8)).astype(np.float32))
+    assert F.max_pool2d(x, 2).shape == (2, 3, 4, 4)
+    assert nn.MaxPool2d(3, stride=2, padding=1)(x).shape == (2, 3, 4, 4)
+    assert nn.AvgPool2d(2)(x).shape == (2, 3, 4, 4)
+    y = F.avg_pool2d(x, 3, 1, 1)  # count_include_pad=True: corner divides by 9
+    np.testing.assert_allclose(y.data[0, 0, 0, 0], x.data[0, 0, :2, :2].sum() / 9, rtol=1e-6)
+    for dt in (backend.float16, backend.bfloat16):
+        assert F.max_pool2d(T(x.data.astype(dt)), 2).dtype == dt
+
+
+@pytest.mark.parametrize("fn", [F.max_pool2d, F.avg_pool2d])
+def test_bad_input(fn):
+    x = T(np.ones((1, 2, 6, 6), np.float32))
+    with pytest.raises(ValueError, match="4-D"):
+        fn(T(np.ones((6, 6), np.float32)), 2)
+    with pytest.raises(ValueError, match="half the kernel"):
+        fn(x, 2, padding=2)
+    with pytest.raises(ValueError, match="stride"):
+        fn(x, 2, stride=0)
+    with pytest.raises(ValueError, match="larger than the padded input"):
+        fn(x, 8)
+
+
+# ---------------------------------------------------------------- GPU
+@pytest.fixture
+def poisoned_pool():
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+
+    def alloc(size):
+        mem = pool.malloc(size)
+        if size:
+            cupy.cuda.runtime.memsetAsync(mem.ptr, 0xFF, size, cupy.cuda.get_current_stream().ptr)
+        return mem
+
+    cupy.cuda.set_allocator(alloc)
+    yield
+    cupy.cuda.set_allocator(pool.malloc)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_gpu_matches_reference(dtype, poisoned_pool):
+    import cupy
+
+    dt = backend.as_dtype(dtype)
+    rng = np.random.default_rng(4)
+    for _ in range(30):
+        k = (int(rng.integers(1, 5)), int(rng.integers(1, 5)))
+        s = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        p = (int(rng.integers(0, k[0] // 2 + 1)), int(rng.integers(0, k[1] // 2 + 1)))
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(k[0], 20)),
+                 int(rng.integers(k[1], 20)))
+        cm = bool(rng.random() < 0.3)
+        # distinct values so the argmax is unambiguous in every dtype
+        x = (rng.permutation(int(np.prod(shape))).reshape(shape) % 200 - 100).astype(np.float32) / 8
+        x = x.astype(dt)
+        xg = cupy.asarray(x)
+        y, idx = K.max_pool2d_forward(xg, k, s, p, cm)
+        yr, idxr = K.max_pool2d_forward_ref(x, k, s, p, cm)
+        np.testing.assert_array_equal(cupy.asnumpy(y).astype(np.float64), yr.astype(np.float64))
+        np.testing.assert_array_equal(cupy.asnumpy(idx), idxr)
+        dy = rng.standard_normal(y.shape).astype(dt)
+        dx = K.max_pool2d_backward(cupy.asarray(dy), idx, shape, k, s, p)
+        dxr = K.max_pool2d_backward_ref(dy, idxr, shape, k, s, p)
+        tol = 1e-2 if dtype in ("float16", "bfloat16") else 1e-6
+        np.testing.assert_allclose(cupy.asnumpy(dx).astype(np.float64), dxr.astype(np.float64), rtol=tol, atol=tol)
+        for cip in (True, False):
+            ya = K.avg_pool2d_forward(xg, k, s, p, cm, cip)
+            yar = K.avg_pool2d_forward_ref(x, k, s, p, cm, cip)
+            np.testing.assert_allclose(cupy.asnumpy(ya).astype(np.float64), yar.astype(np.float64), rtol=tol,
+                                       atol=tol)
+            dxa = K.avg_pool2d_backward(cupy.asarray(dy), shape, k, s, p, cip)
+            dxar = K.avg_pool2d_backward_ref(dy, shape, k, s, p, cip)
+            np.testing.assert_allclose(cupy.asnumpy(dxa).astype(np.float64), dxar.astype(np.float64), rtol=tol,
+                                       atol=tol)
+
+
+@pytest.mark.gpu
+def test_gpu_matches_torch():
+    torch = pytest.importorskip("torch")
+    import cupy
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 11, 10)).astype(np.float32)
+    xt = torch.tensor(x, device="cuda", requires_grad=True)
+    for kind in ("max", "avg"):
+        xm = T(cupy.asarray(x), True, "cuda")
+        fn = F.max_pool2d if kind == "max" else F.avg_pool2d
+        tfn = torch.nn.functional.max_pool2d if kind == "max" else torch.nn.functional.avg_pool2d
+        y = fn(xm, 3, 2, 1, ceil_mode=True)
+        yt = tfn(xt, 3, 2, 1, ceil_mode=True)
+        np.testing.assert_allclose(cupy.asnumpy(y.data), yt.detach().cpu().numpy(), rtol=1e-6)
+        y.sum().backward()
+        xt.grad = None
+        yt.sum().backward()
+        np.testing.assert_allclose(cupy.asnumpy(xm.grad.data), xt.grad.cpu().numpy(), rtol=1e-6)
