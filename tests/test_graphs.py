@@ -3,12 +3,13 @@ import numpy as np
 import pytest
 
 import minifused as mf
+import minifused.functional as F
 
 
 def make_problem(device, seed=0):
     rng = np.random.default_rng(seed)
-    w1 = mf.tensor(rng.standard_normal((20, 16)) * 0.3, dtype=mf.float32, device=device, requires_grad=True)
-    w2 = mf.tensor(rng.standard_normal((16, 4)) * 0.3, dtype=mf.float32, device=device, requires_grad=True)
+    w1 = mf.tensor(rng.standard_normal((16, 20)) * 0.3, dtype=mf.float32, device=device, requires_grad=True)
+    w2 = mf.tensor(rng.standard_normal((4, 16)) * 0.3, dtype=mf.float32, device=device, requires_grad=True)
     batches = [(mf.tensor(rng.standard_normal((n, 20)), dtype=mf.float32, device=device),
                 mf.tensor(rng.standard_normal((n, 4)), dtype=mf.float32, device=device))
                for n in [8] * 6 + [3] * 4 + [8] * 2]
@@ -21,7 +22,9 @@ def sgd_step(params):
     def step(x, y):
         for p in params:
             p.grad = None
-        loss = (((x @ w1).relu() @ w2 - y) ** 2).mean()
+        # F.linear runs on cuBLASLt through nvmath, which captures into graphs
+        # (CuPy's own cuBLAS calls refuse stream capture).
+        loss = ((F.linear(F.linear(x, w1).relu(), w2) - y) ** 2).mean()
         loss.backward()
         with mf.no_grad():
             for p in params:

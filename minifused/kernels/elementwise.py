@@ -1,4 +1,4 @@
-"""Fused elementwise primitives: GELU forward and backward, both forms.
+"""Fused elementwise primitives: ReLU and GELU (both forms), forward and backward.
 
 Each takes raw arrays; the CuPy versions are single fused kernels computing in
 float32, the NumPy versions the reference (float64 inside).
@@ -71,3 +71,18 @@ def gelu_backward(grad, x, approximate="none"):
         return _cupy_kernel(_GELU_BWD[approximate], f"minifused_gelu_bwd_{approximate}",
                             ("T g, T x", "T dx"))(grad, x)
     return (grad.astype(np.float64) * _gelu_grad_reference(x, approximate)).astype(x.dtype)
+
+
+def relu(x):
+    """max(x, 0) in one pass."""
+    if backend.is_cuda_array(x):
+        return _cupy_kernel("y = ((float)x > 0.0f) ? x : (T)0.0f;", "minifused_relu", ("T x", "T y"))(x)
+    return np.maximum(x, x.dtype.type(0))
+
+
+def relu_backward(grad, out):
+    """grad where the ReLU's output is positive, else 0, in one pass."""
+    if backend.is_cuda_array(out):
+        return _cupy_kernel("dx = ((float)y > 0.0f) ? g : (T)0.0f;", "minifused_relu_bwd",
+                            ("T g, T y", "T dx"))(grad, out)
+    return np.where(out > 0, grad, grad.dtype.type(0))

@@ -244,14 +244,14 @@ class Sigmoid(Function):
 class Relu(Function):
     @staticmethod
     def forward(ctx, x):
-        out = _xp(x).maximum(x, 0).astype(x.dtype, copy=False)
+        out = K.relu(x)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
-        return g * (out > 0)
+        return K.relu_backward(g, out)
 
 
 class Gelu(Function):
