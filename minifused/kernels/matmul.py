@@ -200,7 +200,7 @@ _lt = None  # nvmath.bindings.cublasLt, imported on first GPU use
 _handles = {}  # device id -> cublasLt handle
 _workspaces = {}  # (device id, stream ptr) -> cupy array
 _plans = {}  # key -> _Plan
-_stats = {"created": 0, "hits": 0, "autotuned": 0}
+_stats = {"created": 0, "hits": 0, "autotuned": 0, "bgradb_fallbacks": 0}
 _unsupported = set()  # plan keys cuBLASLt refused (e.g. BGRADB): callers fall back
 
 _OP_N, _OP_T = 0, 1
@@ -572,9 +572,9 @@ def _gpu_wgrad(dy, x, bias_grad):
     dtype = dy.dtype
     dev = _dev(dy)
     with _on(dev):
-        if n == 0 or m == 0 or k == 0:
+        if n == 0 or m == 0 or k == 0:  # nothing for cuBLASLt; the bias gradient may still be nonzero
             dw = cupy.zeros((m, k), dtype=dtype)
-            return dw, (cupy.zeros((m,), dtype=dtype) if bias_grad else None)
+            return dw, (dy.sum(axis=0, dtype=cupy.float32).astype(dtype) if bias_grad else None)
         dw = cupy.empty((m, k), dtype=dtype)
         # cuBLASLt: D = dwᵀ (k × m) = op(A) (k × n) @ op(B) (n × m); A = x as stored
         # (col-major k × n), B = dy as stored (col-major m × n), transposed. BGRADB sums
@@ -594,8 +594,8 @@ def _gpu_wgrad(dy, x, bias_grad):
                 try:
                     _execute(key, args, xp_, dyp, dw, db.data.ptr, 0)
                     return dw, db
-                except PlanError:
-                    pass  # this configuration has no BGRADB kernel: GEMM + a reduction
+                except PlanError:  # this configuration has no BGRADB kernel: GEMM + a reduction
+                    _stats["bgradb_fallbacks"] += 1
         key = base + ("DEFAULT",) + tail
         args = (dtype, _OP_N, _OP_T, k, m, n, lda, ldb, k, "DEFAULT", 0,
                 (_align(xp_), _align(dyp)), tf)
@@ -628,7 +628,8 @@ def _gpu_act_backward(dy, aux, activation):
 
 # ====================================================================== cache management
 def plan_cache_info() -> dict:
-    """``{'size', 'created', 'hits', 'autotuned'}``: plans held, planned so far, cache hits."""
+    """``{'size', 'created', 'hits', 'autotuned', 'bgradb_fallbacks'}``: plans held, planned so
+    far, cache hits, plans autotuned, wgrad calls that found no BGRADB kernel (GEMM + sum instead)."""
     return {"size": len(_plans), **_stats}
 
 
