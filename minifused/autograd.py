@@ -118,13 +118,13 @@ class Context:
     """What one recorded op keeps for its backward; also the node of the tape.
 
     ``needs_input_grad[i]`` says whether input ``i`` wants a gradient;
-    ``sole_consumer[i]`` (set just before ``backward`` runs) says whether this op
+    ``sole_consumer[i]`` (valid while ``backward`` runs) says whether this op
     is the only consumer of input ``i`` in the graph being differentiated, with
     no hooks on it: an op may then hand its producer a gradient in a form only
     that producer understands (the cross-layer epilog fusion of ``ops.linear``).
     """
 
-    __slots__ = ("fn", "inputs", "needs_input_grad", "sole_consumer", "saved", "versions",
+    __slots__ = ("fn", "inputs", "needs_input_grad", "_consumers", "saved", "versions",
                  "out_meta", "hooks", "retained", "freed", "__dict__", "__weakref__")
 
     def __init__(self, needs_input_grad):
@@ -144,21 +144,18 @@ class Context:
             raise RuntimeError(_FREED_MESSAGE.format(name=self.fn.__name__))
         return self.saved
 
+    @property
+    def sole_consumer(self):
+        consumers = self._consumers
+        return tuple(t is not None and consumers.get(id(t)) == 1 and not t._hooks and t._retain is None
+                     for t in self.inputs)
+
     def _free(self):
-        """Drop saved arrays and aux data; small metadata (shapes, flags) stays."""
-        dropped = bool(self.saved)
-        self.saved = ()
-        for key, value in list(self.__dict__.items()):
-            if not _is_metadata(value):
-                del self.__dict__[key]
-                dropped = True
-        self.freed = self.freed or dropped
-
-
-def _is_metadata(value):
-    if isinstance(value, tuple):
-        return all(_is_metadata(v) for v in value)
-    return value is None or isinstance(value, (bool, int, float, str, type))
+        """Drop saved arrays and aux data; a later backward through this node raises."""
+        if self.saved or self.__dict__:
+            self.freed = True
+            self.saved = ()
+            self.__dict__.clear()
 
 
 _FREED_MESSAGE = (
@@ -191,14 +188,22 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         T = _Tensor
-        needs = tuple(isinstance(a, T) and a.requires_grad for a in args)
-        record = _mode.enabled and any(needs)
-        ctx = Context(needs)
-        arrays = [a.data if isinstance(a, T) else a for a in args]
+        arrays, needs, any_needs = [], [], False
+        for a in args:  # one pass: this is the hot path of every op
+            if isinstance(a, T):
+                arrays.append(a.data)
+                needs.append(a._requires_grad)
+                any_needs = any_needs or a._requires_grad
+            else:
+                arrays.append(a)
+                needs.append(False)
+        record = any_needs and _mode.enabled
+        ctx = Context(tuple(needs))
         out = cls.forward(ctx, *arrays, **kwargs)
-        multiple = isinstance(out, tuple)
-        outs = tuple(T._from_array(np.asarray(o) if isinstance(o, np.generic) else o, record)
-                     for o in (out if multiple else (out,)))  # NumPy reductions return scalars
+        if type(out) is tuple:
+            outs = tuple(T._from_array(_as_array(o), record) for o in out)
+        else:
+            outs = (T._from_array(_as_array(out), record),)
         if _checks.anomaly or backend.is_debug():
             _check_op(cls.__name__, "forward output", [o.data for o in outs],
                       [tuple(a.shape) for a in arrays if hasattr(a, "shape")])
@@ -213,7 +218,12 @@ class Function:
             for i, o in enumerate(outs):
                 o._ctx = ctx
                 o._out_index = i
-        return outs if multiple else outs[0]
+        return outs if type(out) is tuple else outs[0]
+
+
+def _as_array(o):
+    """NumPy reductions return scalars; a tensor always holds an array."""
+    return np.asarray(o) if isinstance(o, np.generic) else o
 
 
 def _saved_versions(saved, args, outs, T):
@@ -276,6 +286,17 @@ def _run_hooks(hooks, grad):
     return grad
 
 
+def _prepare_grads(ctx, grads, xp):
+    """Zeros for outputs that got no gradient; hooks and retained grads of outputs."""
+    for i, (shape, dtype) in enumerate(ctx.out_meta):
+        if grads[i] is None:
+            grads[i] = xp.zeros(shape, dtype)
+        elif ctx.hooks and i in ctx.hooks:
+            grads[i] = _run_hooks(ctx.hooks[i], grads[i])
+        if ctx.retained and i in ctx.retained:
+            ctx.retained[i]()._accumulate_grad(grads[i], owned=False)
+
+
 def backward(root, gradient=None, retain_graph=False):
     """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
 
@@ -311,20 +332,19 @@ def backward(root, gradient=None, retain_graph=False):
         pending = {(id(root._ctx), root._out_index): grad}
         for ctx in order:
             key = id(ctx)
-            grads = [pending.pop((key, i), None) for i in range(len(ctx.out_meta))]
-            if all(g is None for g in grads):
-                continue
-            for i, (shape, dtype) in enumerate(ctx.out_meta):
-                if grads[i] is None:
-                    grads[i] = xp.zeros(shape, dtype)
-                elif ctx.hooks and i in ctx.hooks:
-                    grads[i] = _run_hooks(ctx.hooks[i], grads[i])
-                if ctx.retained and i in ctx.retained:
-                    ctx.retained[i]()._accumulate_grad(grads[i], owned=False)
-            _check_versions(ctx)
-            ctx.sole_consumer = tuple(
-                t is not None and consumers[id(t)] == 1 and not t._hooks and t._retain is None
-                for t in ctx.inputs)
+            if len(ctx.out_meta) == 1:
+                grads = [pending.pop((key, 0), None)]
+                if grads[0] is None:
+                    continue
+            else:
+                grads = [pending.pop((key, i), None) for i in range(len(ctx.out_meta))]
+                if all(g is None for g in grads):
+                    continue
+            if ctx.hooks or ctx.retained or any(g is None for g in grads):
+                _prepare_grads(ctx, grads, xp)
+            if ctx.versions:
+                _check_versions(ctx)
+            ctx._consumers = consumers
             in_grads = ctx.fn.backward(ctx, *grads)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
