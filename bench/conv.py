@@ -35,6 +35,70 @@ SHAPES = [  # name, (N, C, H, W), K, stride
 ]
 
 
+def diagnostics(res, rs, warm, rep):
+    """Where the time goes: 64-byte vs 128-byte tiles (fp16), pure GPU time of a forward through a
+    CUDA-graph replay (no host gaps) and the host's enqueue time per call, for the small shapes."""
+    import time
+
+    for name, (n, c, h, w), k, st in SHAPES:
+        geo = ((st, st), (1, 1), (1, 1), 1)
+        p = K.out_size(h, 3, st, 1, 1)
+        flops = 2.0 * n * k * p * p * c * 9
+        sets = [(rs.standard_normal((n, c, h, w), dtype=np.float32).astype(np.float16),
+                 rs.standard_normal((k, c, 3, 3), dtype=np.float32).astype(np.float16),
+                 rs.standard_normal((n, k, p, p), dtype=np.float32).astype(np.float16)) for _ in range(2)]
+        fns = {
+            "fwd": lambda x, wt, dy: K.conv2d_forward(x, wt, None, *geo),
+            "bwd_data": lambda x, wt, dy: K.conv2d_backward_data(dy, wt, x.shape, *geo),
+            "bwd_filter": lambda x, wt, dy: K.conv2d_backward_filter(dy, x, wt.shape, *geo),
+        }
+        if name not in ("mnist1", "mnist2"):
+            K.tile_row_bytes = 64
+            for direction, fn in fns.items():
+                res.add(f"{name} {direction} float16", "minifused_tile64B", flops / bench_ms(fn, sets, warm, rep) / 1e9,
+                        "TFLOP/s")
+            K.tile_row_bytes = None
+            K.tile_m = 64
+            for direction in ("fwd", "bwd_data"):
+                res.add(f"{name} {direction} float16", "minifused_tileM64",
+                        flops / bench_ms(fns[direction], sets, warm, rep) / 1e9, "TFLOP/s")
+            K.tile_m = None
+            continue
+        fwd = fns["fwd"]
+        x, wt, dy = sets[0]
+        fwd(x, wt, dy)
+        cupy.cuda.get_current_stream().synchronize()
+        t0 = time.perf_counter()
+        for _ in range(50):
+            fwd(x, wt, dy)
+        t1 = time.perf_counter()
+        cupy.cuda.get_current_stream().synchronize()
+        res.add(f"{name} fwd float16", "minifused_host_enqueue", (t1 - t0) / 50 * 1e6, "us/call")
+        try:
+            stream = cupy.cuda.Stream(non_blocking=True)
+            with stream:
+                fwd(x, wt, dy)
+                stream.synchronize()
+                stream.begin_capture()
+                for _ in range(10):
+                    fwd(x, wt, dy)
+                graph = stream.end_capture()
+                graph.launch(stream)
+                stream.synchronize()
+                start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+                times = []
+                for _ in range(20):
+                    start.record(stream)
+                    graph.launch(stream)
+                    stop.record(stream)
+                    stop.synchronize()
+                    times.append(cupy.cuda.get_elapsed_time(start, stop) / 10)
+            ms = sorted(times)[len(times) // 2]
+            res.add(f"{name} fwd float16", "minifused_graph_replay", flops / ms / 1e9, "TFLOP/s")
+        except Exception as exc:  # capture is a diagnostic only
+            print(f"graph capture failed for {name}: {exc!r}")
+
+
 def main(quick=False):
     torch = torch_or_none()
     res = Results("conv")
@@ -87,6 +151,7 @@ def main(quick=False):
             del sets
             cupy.get_default_memory_pool().free_all_blocks()
     K.allow_tf32 = False
+    diagnostics(res, rs, warm, rep)
     # TF32 forward against cuDNN's (TF32) default
     rows = {(r["case"], r["impl"]): r["value"] for r in res.rows}
     for name, *_ in SHAPES:

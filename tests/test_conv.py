@@ -156,8 +156,7 @@ def test_padding_strings(rng):
 
 
 def test_nn_conv2d_init_shapes_and_state_dict():
-    mf_seed = getattr(mf, "manual_seed", backend.manual_seed)
-    mf_seed(0)
+    mf.manual_seed(0)
     m = nn.Conv2d(6, 8, (3, 5), stride=2, padding=1, groups=2, activation="relu")
     assert m.weight.shape == (8, 3, 3, 5) and m.bias.shape == (8,)
     bound = 1 / math.sqrt(3 * 3 * 5)
@@ -168,7 +167,7 @@ def test_nn_conv2d_init_shapes_and_state_dict():
     y = m(T(np.random.default_rng(0).standard_normal((2, 6, 9, 9)).astype(np.float32)))
     assert y.shape == (2, 8, 5, 4) and float(y.data.min()) >= 0
     assert nn.Conv2d(3, 4, 3, bias=False).bias is None
-    assert "Conv2d" in repr(nn.Sequential(nn.Conv2d(1, 2, 3))) if hasattr(nn, "Sequential") else True
+    assert "Conv2d" in repr(nn.Sequential(nn.Conv2d(1, 2, 3)))
 
 
 def test_conv_then_backward_through_module(rng):
@@ -267,17 +266,22 @@ def test_gpu_random_configs_all_directions(dtype, poisoned_pool, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gpu_large_shapes_match(poisoned_pool):
-    """The benchmark shapes' tile paths (BN=128, many K tiles, split-K) on reduced batches."""
+@pytest.mark.parametrize("row_bytes,rows_m", [(None, None), (64, None), (None, 64)])
+def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, row_bytes, rows_m):
+    """The benchmark shapes' tile paths (BN=128, 128-byte tiles, split-K, strided backward-data by residue
+    class incl. classes with no taps) on reduced batches, with both tile depths and both block heights."""
     import cupy
 
+    monkeypatch.setattr(K, "tile_row_bytes", row_bytes)
+    monkeypatch.setattr(K, "tile_m", rows_m)
     rng = np.random.default_rng(3)
-    for (n, c, h, w, k, st) in [(4, 64, 56, 56, 64, 1), (4, 256, 14, 14, 256, 1), (4, 128, 28, 28, 256, 2),
-                                (16, 32, 28, 28, 64, 1), (16, 1, 28, 28, 32, 1)]:
+    for (n, c, h, w, k, st, r) in [(4, 64, 56, 56, 64, 1, 3), (4, 256, 14, 14, 256, 1, 3), (4, 128, 28, 28, 256, 2, 3),
+                                   (16, 32, 28, 28, 64, 1, 3), (16, 1, 28, 28, 32, 1, 3), (2, 16, 9, 9, 8, 2, 1),
+                                   (3, 24, 13, 12, 40, 3, 3), (2, 64, 15, 15, 32, 2, 5)]:
         for dt, tol in ((backend.float16, 3e-3), (backend.float32, 1e-5)):
             x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
-            wt = cupy.asarray(rng.standard_normal((k, c, 3, 3))).astype(dt)
-            geo = ((st, st), (1, 1), (1, 1), 1)
+            wt = cupy.asarray(rng.standard_normal((k, c, r, r))).astype(dt)
+            geo = ((st, st), (r // 2, r // 2), (1, 1), 1)
             y, _ = K.conv2d_forward(x, wt, None, *geo)
             ref, _ = K.conv2d_forward_ref(x.astype(cupy.float64), wt.astype(cupy.float64), None, *geo)
             assert _rel(y, ref) < tol
@@ -285,7 +289,7 @@ def test_gpu_large_shapes_match(poisoned_pool):
             dx, dw, _ = K.conv2d_backward(dy, x, wt, *geo)
             rx, rw, _ = K.conv2d_backward_ref(dy.astype(cupy.float64), x.astype(cupy.float64),
                                               wt.astype(cupy.float64), *geo)
-            assert _rel(dx, rx) < tol and _rel(dw, rw) < tol, (n, c, h, w, k, st, dt)
+            assert _rel(dx, rx) < tol and _rel(dw, rw) < tol, (n, c, h, w, k, st, r, dt)
 
 
 @pytest.mark.gpu
@@ -315,7 +319,7 @@ def test_gpu_forward_memory():
     cupy.cuda.get_current_stream().synchronize()
     pool.free_all_blocks()
     used0, total0 = pool.used_bytes(), pool.total_bytes()
-    with mf.no_grad() if hasattr(mf, "no_grad") else backend.contextlib.nullcontext():
+    with mf.no_grad():
         y = F.conv2d(x, w, b, padding=1, activation="relu")
     cupy.cuda.get_current_stream().synchronize()
     grain = 512

@@ -24,6 +24,9 @@
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=0
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=2 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=0
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=1 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=2
+// nvrtc-check: -DCONV_T=__half -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_BKB=128
+// nvrtc-check: -DCONV_T=float -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=2 -DCONV_BKB=128
+// nvrtc-check: -DCONV_T=__half -DCONV_MODE=2 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_BKB=128
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=2 -DCONV_BM=64 -DCONV_BN=128 -DCONV_MMA=2
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -43,6 +46,12 @@
 #ifndef CONV_IS_BF16
 #define CONV_IS_BF16 0
 #endif
+#ifndef CONV_BKB
+#define CONV_BKB 64
+#endif
+#ifndef CONV_MIN_BLOCKS
+#define CONV_MIN_BLOCKS 2  // two blocks per SM: registers capped at 128
+#endif
 #ifndef CONV_MMA
 #define CONV_MMA 1
 #endif
@@ -51,7 +60,7 @@ typedef CONV_T T;
 constexpr int MODE = CONV_MODE;
 constexpr int BM = CONV_BM, BN = CONV_BN, NT = 256, STAGES = 3;
 constexpr int VEC = 16 / (int)sizeof(T);  // elements in one 16-byte chunk
-constexpr int BK = 64 / (int)sizeof(T);   // reduction depth of one tile: 64 bytes per row
+constexpr int BK = CONV_BKB / (int)sizeof(T);  // reduction depth of one tile: CONV_BKB bytes per row
 // shared-memory layouts (elements); rows padded by one chunk against bank conflicts
 constexpr int LDK = BK + VEC;             // modes 0/1: A[m][k], B[n][k]
 constexpr int LDA2 = BM + VEC, LDB2 = BN + VEC;  // mode 2: A[k][m], B[k][n]
@@ -119,21 +128,38 @@ __device__ __forceinline__ unsigned to_tf32(float v) {
     return r;
 }
 
-// Arguments (all modes; see the header for what each operand is):
-//   A_src: gathered/streamed operand A; B_src: operand B; M, N, Kred: the GEMM.
+// Kernel arguments: A_src (gathered/streamed operand A), B_src (operand B), bias, out, mask, prm, flags,
+// mask_words. prm holds the launch-time constants, in this order: M, N, Kred, IH, IW, ICp, OH, OW, R, S, sh,
+// sw, ph, pw, dh, dw, ohw_mul, ohw_shr, ow_mul, ow_shr, out_C, lda_m, tiles_per_split, OHc, OWc, rh, rw,
+// hstep, wstep, r0, s0, rstep, sstep, Rc, Sc, where
+//   M, N, Kred: the GEMM.
 //   IH, IW, ICp: the NHWC tensor that is gathered (channels padded to ICp).
 //   OH, OW: output spatial size (modes 0/1), dy's P, Q (mode 2).
 //   ohw_mul/shr: magic for dividing by OH*OW; ow_mul/shr: by OW.
 //   out_C: channel count of the NCHW output (modes 0/1; out already offset to the group);
 //   lda_m: row length of dY_nhwk (mode 2, padded K); tiles_per_split (mode 2);
 //   flags: 1 apply max(., 0), 2 add bias; mask_words: row length of the mask in uint32 words (0: no mask).
-extern "C" __global__ void __launch_bounds__(NT)
+//   Modes 0/1 cover one residue class of output pixels: row m -> (n, hh, ww) over (OHc, OWc), output pixel
+//   (hh*hstep + rh, ww*wstep + rw), and the taps r = r0 + jr*rstep (jr < Rc), s = s0 + js*sstep (js < Sc);
+//   Kred = Rc*Sc*ICp. The identity class (OHc = OH, steps 1, r0 = s0 = 0, Rc = R, Sc = S) is the plain
+//   GEMM; backward-data with stride > 1 (dilation 1) launches one class per (h % sh, w % sw), so that only
+//   taps that land on an input pixel are in its reduction. ohw_mul/shr then divide by OHc*OWc, ow_* by OWc.
+//   Element offsets of the NHWC operands fit in 32 bits (the host checks).
+extern "C" __global__ void __launch_bounds__(NT, CONV_MIN_BLOCKS)
 conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __restrict__ bias,
-           void* __restrict__ out_ptr, unsigned* __restrict__ mask,
-           int M, int N, int Kred, int IH, int IW, int ICp, int OH, int OW,
-           int R, int S, int sh, int sw, int ph, int pw, int dh, int dw,
-           unsigned ohw_mul, unsigned ohw_shr, unsigned ow_mul, unsigned ow_shr,
-           int out_C, int lda_m, int tiles_per_split, int flags, int mask_words) {
+           void* __restrict__ out_ptr, unsigned* __restrict__ mask, const int* __restrict__ prm, int flags,
+           int mask_words) {
+    // the launch-time constants, one small device array per configuration (few kernel arguments:
+    // the host's launch cost grows with their count)
+    const int M = prm[0], N = prm[1], Kred = prm[2], IH = prm[3], IW = prm[4], ICp = prm[5], OH = prm[6],
+              OW = prm[7];
+    const int R = prm[8], S = prm[9], sh = prm[10], sw = prm[11], ph = prm[12], pw = prm[13], dh = prm[14],
+              dw = prm[15];
+    const unsigned ohw_mul = (unsigned)prm[16], ohw_shr = (unsigned)prm[17], ow_mul = (unsigned)prm[18],
+                   ow_shr = (unsigned)prm[19];
+    const int out_C = prm[20], lda_m = prm[21], tiles_per_split = prm[22];
+    const int OHc = prm[23], OWc = prm[24], rh = prm[25], rw = prm[26], hstep = prm[27], wstep = prm[28],
+              r0 = prm[29], s0 = prm[30], rstep = prm[31], sstep = prm[32], Rc = prm[33], Sc = prm[34];
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* smem = reinterpret_cast<T*>(smem_raw);
     const int tid = threadIdx.x;
@@ -152,36 +178,36 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     constexpr int CPR = BK / VEC;            // chunks per tile row (4)
     constexpr int A_IT = BM * CPR / NT, B_IT = BN * CPR / NT;
     const int jc = tid % CPR;
-    long long a_base[A_IT];
-    int a_y0[A_IT], a_x0[A_IT];
+    int a_pix[A_IT], a_y0[A_IT], a_x0[A_IT];
     bool a_ok[A_IT];
+    const int OHWc = OHc * OWc;
 #pragma unroll
     for (int i = 0; i < A_IT; ++i) {
         int m = m0 + tid / CPR + i * (NT / CPR);
         a_ok[i] = m < M;
         int mm = a_ok[i] ? m : 0;
         int nimg = fast_div(mm, ohw_mul, ohw_shr);
-        int pq = mm - nimg * OHW;
-        int oh = fast_div(pq, ow_mul, ow_shr);
-        int ow = pq - oh * OW;
-        a_base[i] = (long long)nimg * IH * IW * ICp;
+        int rem = mm - nimg * OHWc;
+        int hh = fast_div(rem, ow_mul, ow_shr);
+        int oh = hh * hstep + rh, ow = (rem - hh * OWc) * wstep + rw;
+        a_pix[i] = nimg * IH * IW;
         if (MODE == 0) { a_y0[i] = oh * sh - ph; a_x0[i] = ow * sw - pw; }
         else { a_y0[i] = oh + ph; a_x0[i] = ow + pw; }
     }
-    // reduction index of this thread's chunk: kk = (r*S + s)*ICp + c, advanced tile by tile
-    int kc, ks_, kr;
+    // reduction index of this thread's chunk: kk = (jr*Sc + js)*ICp + c, advanced tile by tile
+    int kc, kjs, kjr;
     {
         int kk = kt_begin * BK + jc * VEC;
         kc = kk % ICp;
         int rs = kk / ICp;
-        kr = rs / S;
-        ks_ = rs - kr * S;
+        kjr = Sc ? rs / Sc : Rc;  // an empty tap class (Rc or Sc = 0) has no tiles
+        kjs = Sc ? rs - kjr * Sc : 0;
     }
-    int kk_cur = kt_begin * BK + jc * VEC;
     auto load_tile = [&](int stage) {
         T* As = smem + stage * STAGE_ELEMS;
         T* Bs = As + A_ELEMS;
-        const bool k_ok = kr < R;
+        const bool k_ok = kjr < Rc;
+        const int kr = r0 + kjr * rstep, ks_ = s0 + kjs * sstep;
 #pragma unroll
         for (int i = 0; i < A_IT; ++i) {
             int row = tid / CPR + i * (NT / CPR);
@@ -199,22 +225,22 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
                 }
             }
             ok = ok && iy >= 0 && iy < IH && ix >= 0 && ix < IW;
-            const T* src = ok ? A_src + a_base[i] + ((long long)iy * IW + ix) * ICp + kc : A_src;
+            const T* src = ok ? A_src + ((a_pix[i] + iy * IW + ix) * ICp + kc) : A_src;
             cp_async16(As + row * LDK + jc * VEC, src, ok);
         }
+        const int boff = (kr * S + ks_) * ICp + kc;
 #pragma unroll
         for (int i = 0; i < B_IT; ++i) {
             int row = tid / CPR + i * (NT / CPR);
             int n = n0 + row;
-            bool ok = n < N && kk_cur < Kred;
-            const T* src = ok ? B_src + (long long)n * Kred + kk_cur : B_src;
+            bool ok = n < N && k_ok;
+            const T* src = ok ? B_src + (n * R * S * ICp + boff) : B_src;
             cp_async16(Bs + row * LDK + jc * VEC, src, ok);
         }
-        kk_cur += BK;
         kc += BK;
         while (kc >= ICp) {
             kc -= ICp;
-            if (++ks_ == S) { ks_ = 0; ++kr; }
+            if (++kjs == Sc) { kjs = 0; ++kjr; }
         }
     };
 #else
@@ -331,6 +357,24 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
 #pragma unroll
         for (int kq = 0; kq < BK; kq += 8) {
             unsigned a[FM][4], b[FN][2];
+#if CONV_MODE < 2
+            // 32-bit elements through ldmatrix: each 8x8 b16 matrix is 8 rows of 4 floats
+#pragma unroll
+            for (int i = 0; i < FM; ++i) {
+                const int mr = wm * WM + i * 16;
+                ldmatrix_x4(a[i], As + (mr + (lane & 15)) * LDK + kq + (lane >> 4) * 4);
+#pragma unroll
+                for (int t = 0; t < 4; ++t) a[i][t] = to_tf32(__uint_as_float(a[i][t]));
+            }
+#pragma unroll
+            for (int j = 0; j < FN; j += 2) {
+                const int nc = wn * WN + j * 8;
+                unsigned r[4];
+                ldmatrix_x4(r, Bs + (nc + (lane & 7) + ((lane >> 4) << 3)) * LDK + kq + ((lane >> 3) & 1) * 4);
+                b[j][0] = to_tf32(__uint_as_float(r[0])); b[j][1] = to_tf32(__uint_as_float(r[1]));
+                b[j + 1][0] = to_tf32(__uint_as_float(r[2])); b[j + 1][1] = to_tf32(__uint_as_float(r[3]));
+            }
+#else
 #pragma unroll
             for (int i = 0; i < FM; ++i) {
                 const int mr = wm * WM + i * 16 + g;
@@ -345,6 +389,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
                 b[j][0] = to_tf32(CONV_B(Bs, kq + tig, nc));
                 b[j][1] = to_tf32(CONV_B(Bs, kq + tig + 4, nc));
             }
+#endif
 #pragma unroll
             for (int i = 0; i < FM; ++i)
 #pragma unroll
@@ -446,8 +491,10 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
         const bool m_ok = m < M;
         const int mm = m_ok ? m : 0;
         const int nimg = fast_div(mm, ohw_mul, ohw_shr);
-        const int pq = mm - nimg * OHW;
-        const long long obase = (long long)nimg * out_C * OHW + pq;
+        const int rem = mm - nimg * (OHc * OWc);
+        const int hh = fast_div(rem, ow_mul, ow_shr);
+        const int oh = hh * hstep + rh, ow = (rem - hh * OWc) * wstep + rw;
+        const long long obase = (long long)nimg * out_C * OHW + oh * OW + ow;
         const int lane = tid % 32;
         const bool warp_rows = (m - lane) < M;  // this warp's 32 rows start inside M
         for (int nl = tid / BM; nl < BN; nl += NT / BM) {

@@ -167,6 +167,11 @@ _GPU_DTYPES = (backend.float16, backend.bfloat16, backend.float32)
 _CTYPE = {backend.float16: "__half", backend.bfloat16: "__nv_bfloat16", backend.float32: "float"}
 _THREADS = 256
 _STAGES = 3
+_INT32_LIMIT = 1 << 31
+#: Bytes of one tile row along the reduction (64 or 128); None picks 128 for long reductions.
+tile_row_bytes = None
+#: Rows (output pixels) per block for forward / backward-data (64 or 128); None picks 128.
+tile_m = None
 
 
 def _on_gpu(a):
@@ -187,8 +192,8 @@ def _padded_channels(c, dtype):
     return (c + vec - 1) // vec * vec
 
 
-def _smem_bytes(itemsize, mode, bm, bn):
-    vec, bk = 16 // itemsize, 64 // itemsize
+def _smem_bytes(itemsize, mode, bm, bn, bkb):
+    vec, bk = 16 // itemsize, bkb // itemsize
     if mode < 2:
         stage, cs = (bm + bn) * (bk + vec), bn * (bm + 4) * 4
     else:
@@ -202,12 +207,18 @@ def _mma(dtype):
     return 1
 
 
+def _bkb(kred, itemsize, row_bytes=None):
+    if row_bytes:
+        return int(row_bytes)
+    return 128 if kred * itemsize >= 1024 else 64
+
+
 @functools.cache
-def _igemm(dtype, mode, bm, bn, mma):
+def _igemm(dtype, mode, bm, bn, mma, bkb):
     opts = (f"-DCONV_T={_CTYPE[dtype]}", f"-DCONV_MODE={mode}", f"-DCONV_BM={bm}", f"-DCONV_BN={bn}",
-            f"-DCONV_MMA={mma}", f"-DCONV_IS_BF16={int(dtype == backend.bfloat16)}")
+            f"-DCONV_MMA={mma}", f"-DCONV_IS_BF16={int(dtype == backend.bfloat16)}", f"-DCONV_BKB={bkb}")
     kern = get_kernel("conv.cu", "conv_igemm", opts)
-    smem = _smem_bytes(np.dtype(dtype).itemsize, mode, bm, bn)
+    smem = _smem_bytes(np.dtype(dtype).itemsize, mode, bm, bn, bkb)
     kern.max_dynamic_shared_size_bytes = smem
     return kern, smem
 
@@ -228,12 +239,8 @@ def _ptr(a, offset_elems=0):
     return np.uint64(a.data.ptr + offset_elems * a.itemsize)
 
 
-def _i(v):
-    return np.int32(v)
-
-
-def _u(v):
-    return np.uint32(v)
+def _ints(*vals):
+    return tuple(np.int32(v) for v in vals)
 
 
 def _blocks(total, per=_THREADS):
@@ -250,7 +257,7 @@ def _pack_nhwc(a, c_off, c, cp_, mask=None, mask_words=0):
     grid = ((hw + 31) // 32, (cp_ + 31) // 32, n)
     _util(a.dtype, "pack_nhwc")(grid, (32, 8, 1), (
         _ptr(a, c_off * hw), out, _ptr(mask, c_off * mask_words) if mask is not None else _ptr(a),
-        _i(c), _i(ctot), _i(hw), _i(cp_), _i(mask_words if mask is not None else 0)))
+        *_ints(c, ctot, hw, cp_, mask_words if mask is not None else 0)))
     return out
 
 
@@ -261,7 +268,7 @@ def _pack_weight(w, rows, inner_real, inner_pad, sa, sb):
     rs = w.shape[2] * w.shape[3]
     out = cupy.empty((rows, w.shape[2], w.shape[3], inner_pad), w.dtype)
     _util(w.dtype, "pack_weight")(_blocks(out.size), (_THREADS,), (
-        w, out, _i(rows), _i(rs), _i(inner_real), _i(inner_pad), _i(sa), _i(sb)))
+        w, out, *_ints(rows, rs, inner_real, inner_pad, sa, sb)))
     return out
 
 
@@ -272,9 +279,86 @@ def _geometry(x_shape, w_shape, stride, padding, dilation):
             out_size(wd, s, stride[1], padding[1], dilation[1]))
 
 
-def _conv_args(stride, padding, dilation, r, s):
-    return (_i(r), _i(s), _i(stride[0]), _i(stride[1]), _i(padding[0]), _i(padding[1]),
-            _i(dilation[0]), _i(dilation[1]))
+def _fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
+    n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
+    kg = k // groups
+    return (n * h * wd * _padded_channels(cg, dtype) < _INT32_LIMIT
+            and n * p * q * _padded_channels(kg, dtype) < _INT32_LIMIT)
+
+
+def _params(head, mid, tail):
+    """The kernel's launch-time constants as one device array (uploaded once per configuration)."""
+    import cupy
+
+    return cupy.asarray(np.array([int(v) for v in (*head, *mid, *tail)], dtype=np.int64).astype(np.uint32))
+
+
+@functools.cache
+def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, mma, sm_count, row_bytes,
+                    rows_m):
+    """Everything static about one group's GEMM(s) of ``mode``: a tuple of (kernel, grid, smem, params array,
+    extra) per launch. Cached per configuration, so a call only allocates and launches."""
+    n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
+    kg = k // groups
+    conv = _ints(r, s, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
+    itemsize = np.dtype(dtype).itemsize
+    launches = []
+    if mode == 0:
+        cpad = _padded_channels(cg, dtype)
+        m, kred = n * p * q, r * s * cpad
+        bm, bn, bkb = rows_m or 128, (64 if kg <= 64 else 128), _bkb(kred, itemsize, row_bytes)
+        kern, smem = _igemm(dtype, 0, bm, bn, mma, bkb)
+        grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
+        head = (*_ints(m, kg, kred, h, wd, cpad, p, q), *conv, *(np.uint32(v) for v in (*_magic(p * q), *_magic(q))))
+        tail = _ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s)
+        launches.append((kern, grid, smem, _params(head, (k, 0, 0), tail), None))
+    elif mode == 1:
+        kpad = _padded_channels(kg, dtype)
+        if stride != (1, 1) and dilation == (1, 1):  # one GEMM per output residue class: only live taps
+            classes = [(rh, rw) for rh in range(stride[0]) for rw in range(stride[1])]
+            steps = stride
+        else:
+            classes, steps = [(0, 0)], (1, 1)
+        for rh, rw in classes:
+            ohc, owc = (h - rh + steps[0] - 1) // steps[0], (wd - rw + steps[1] - 1) // steps[1]
+            if ohc <= 0 or owc <= 0:
+                continue
+            if steps == (1, 1):
+                r0, s0, rc, sc = 0, 0, r, s
+            else:
+                r0, s0 = (rh + padding[0]) % steps[0], (rw + padding[1]) % steps[1]
+                rc, sc = max(0, (r - r0 + steps[0] - 1) // steps[0]), max(0, (s - s0 + steps[1] - 1) // steps[1])
+            m, kred = n * ohc * owc, rc * sc * kpad
+            bm, bn, bkb = rows_m or 128, (64 if cg <= 64 else 128), _bkb(kred, itemsize, row_bytes)
+            kern, smem = _igemm(dtype, 1, bm, bn, mma, bkb)
+            grid = ((m + bm - 1) // bm, (cg + bn - 1) // bn, 1)
+            head = (*_ints(m, cg, kred, p, q, kpad, h, wd), *conv,
+                    *(np.uint32(v) for v in (*_magic(ohc * owc), *_magic(owc))))
+            tail = _ints(ohc, owc, rh, rw, steps[0], steps[1], r0, s0, steps[0], steps[1], rc, sc)
+            launches.append((kern, grid, smem, _params(head, (c, 0, 0), tail), None))
+    else:
+        kpad = _padded_channels(kg, dtype)
+        cpad = _padded_channels(cg, dtype)
+        ncol, npq = r * s * cpad, n * p * q
+        bm, bn, bkb = (64 if kg <= 64 else 128), 128, _bkb(npq, itemsize, row_bytes)
+        kern, smem = _igemm(dtype, 2, bm, bn, mma, bkb)
+        bk = bkb // itemsize
+        tiles = (npq + bk - 1) // bk
+        base = ((kg + bm - 1) // bm) * ((ncol + bn - 1) // bn)
+        splits = max(1, min(tiles, (4 * sm_count + base - 1) // base, 256))
+        per = (tiles + splits - 1) // splits
+        splits = (tiles + per - 1) // per
+        grid = ((kg + bm - 1) // bm, (ncol + bn - 1) // bn, splits)
+        head = (*_ints(kg, ncol, npq, h, wd, cpad, p, q), *conv,
+                *(np.uint32(v) for v in (*_magic(p * q), *_magic(q))))
+        tail = _ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s)
+        launches.append((kern, grid, smem, _params(head, (0, kpad, per), tail), splits))
+    return tuple(launches)
+
+
+def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id):
+    return _igemm_launches(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), stride, padding, dilation, groups,
+                           _mma(dtype), _sm_count(dev_id), tile_row_bytes, tile_m)
 
 
 def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask):
@@ -287,21 +371,16 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
     y = cupy.empty((n, k, p, q), x.dtype)
     mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
     cpad = _padded_channels(cg, x.dtype)
-    bm, bn = 128, (64 if kg <= 64 else 128)
-    kern, smem = _igemm(x.dtype, 0, bm, bn, _mma(x.dtype))
+    ((kern, grid, smem, prm, _),) = _plan(0, x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
+                                          x.device.id)
     flags = (1 if relu else 0) | (2 if bias is not None else 0)
-    mul_pq, shr_pq = _magic(p * q)
-    mul_q, shr_q = _magic(q)
     for g in range(groups):
         xn = _pack_nhwc(x, g * cg, cg, cpad)
-        wk = _pack_weight(w[g * kg:(g + 1) * kg], kg, cg, cpad, cg * r * s, r * s)
-        kern(((m + bm - 1) // bm, (kg + bn - 1) // bn, 1), (_THREADS,), (
+        wk = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, kg, cg, cpad, cg * r * s, r * s)
+        kern(grid, (_THREADS,), (
             xn, wk, _ptr(bias, g * kg) if bias is not None else _ptr(y), _ptr(y, g * kg * p * q),
-            _ptr(mask, g * kg * words) if mask is not None else _ptr(y),
-            _i(m), _i(kg), _i(r * s * cpad), _i(h), _i(wd), _i(cpad), _i(p), _i(q),
-            *_conv_args(stride, padding, dilation, r, s),
-            _u(mul_pq), _u(shr_pq), _u(mul_q), _u(shr_q),
-            _i(k), _i(0), _i(0), _i(flags), _i(words if mask is not None else 0)), shared_mem=smem)
+            _ptr(mask, g * kg * words) if mask is not None else _ptr(y), prm,
+            *_ints(flags, words if mask is not None else 0)), shared_mem=smem)
         del xn, wk
     return y, mask
 
@@ -311,18 +390,11 @@ def _bwd_data_gpu(dz, w, x_shape, g, groups, stride, padding, dilation, dx):
     n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w.shape, stride, padding, dilation)
     kg = k // groups
     kpad = dz.shape[3]
-    wc = _pack_weight(w[g * kg:(g + 1) * kg], cg, kg, kpad, r * s, cg * r * s)  # (Cg, R, S, Kp)
-    m = n * h * wd
-    bm, bn = 128, (64 if cg <= 64 else 128)
-    kern, smem = _igemm(dz.dtype, 1, bm, bn, _mma(dz.dtype))
-    mul_hw, shr_hw = _magic(h * wd)
-    mul_w, shr_w = _magic(wd)
-    kern(((m + bm - 1) // bm, (cg + bn - 1) // bn, 1), (_THREADS,), (
-        dz, wc, _ptr(dz), _ptr(dx, g * cg * h * wd), _ptr(dz),
-        _i(m), _i(cg), _i(r * s * kpad), _i(p), _i(q), _i(kpad), _i(h), _i(wd),
-        *_conv_args(stride, padding, dilation, r, s),
-        _u(mul_hw), _u(shr_hw), _u(mul_w), _u(shr_w),
-        _i(c), _i(0), _i(0), _i(0), _i(0)), shared_mem=smem)
+    wc = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, cg, kg, kpad, r * s, cg * r * s)  # (Cg,R,S,Kp)
+    out = _ptr(dx, g * cg * h * wd)
+    for kern, grid, smem, prm, _ in _plan(1, dz.dtype, x_shape, w.shape, stride, padding, dilation, groups,
+                                          dz.device.id):
+        kern(grid, (_THREADS,), (dz, wc, _ptr(dz), out, _ptr(dz), prm, *_ints(0, 0)), shared_mem=smem)
 
 
 def _bwd_filter_gpu(dz, x, w_shape, g, groups, stride, padding, dilation, dw):
@@ -331,31 +403,14 @@ def _bwd_filter_gpu(dz, x, w_shape, g, groups, stride, padding, dilation, dw):
 
     n, c, h, wd, k, cg, r, s, p, q = _geometry(x.shape, w_shape, stride, padding, dilation)
     kg = k // groups
-    kpad = dz.shape[3]
     cpad = _padded_channels(cg, x.dtype)
     xn = _pack_nhwc(x, g * cg, cg, cpad)
-    ncol = r * s * cpad
-    npq = n * p * q
-    bm, bn = (64 if kg <= 64 else 128), 128
-    kern, smem = _igemm(x.dtype, 2, bm, bn, _mma(x.dtype))
-    bk = 64 // x.dtype.itemsize
-    tiles = (npq + bk - 1) // bk
-    base = ((kg + bm - 1) // bm) * ((ncol + bn - 1) // bn)
-    want = 4 * _sm_count(x.device.id)
-    splits = max(1, min(tiles, (want + base - 1) // base, 256))
-    per = (tiles + splits - 1) // splits
-    splits = (tiles + per - 1) // per
-    ws = cupy.empty((splits, kg, ncol), np.float32)
-    mul_pq, shr_pq = _magic(p * q)
-    mul_q, shr_q = _magic(q)
-    kern(((kg + bm - 1) // bm, (ncol + bn - 1) // bn, splits), (_THREADS,), (
-        dz, xn, _ptr(dz), ws, _ptr(dz),
-        _i(kg), _i(ncol), _i(npq), _i(h), _i(wd), _i(cpad), _i(p), _i(q),
-        *_conv_args(stride, padding, dilation, r, s),
-        _u(mul_pq), _u(shr_pq), _u(mul_q), _u(shr_q),
-        _i(0), _i(kpad), _i(per), _i(0), _i(0)), shared_mem=smem)
+    ((kern, grid, smem, prm, splits),) = _plan(2, x.dtype, x.shape, w_shape, stride, padding, dilation, groups,
+                                               x.device.id)
+    ws = cupy.empty((splits, kg, r * s * cpad), np.float32)
+    kern(grid, (_THREADS,), (dz, xn, _ptr(dz), ws, _ptr(dz), prm, *_ints(0, 0)), shared_mem=smem)
     _util(x.dtype, "wgrad_reduce")(_blocks(kg * cg * r * s), (_THREADS,), (
-        ws, _ptr(dw, g * kg * cg * r * s), _i(splits), _i(kg), _i(cg), _i(r * s), _i(cpad)))
+        ws, _ptr(dw, g * kg * cg * r * s), *_ints(splits, kg, cg, r * s, cpad)))
 
 
 def _backward_impl(dy, x, x_shape, w, w_shape, stride, padding, dilation, groups, mask, need_dx, need_dw,
@@ -385,35 +440,38 @@ def _backward_impl(dy, x, x_shape, w, w_shape, stride, padding, dilation, groups
 def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, activation=None,
                    want_mask=False):
     """``act(conv2d(x, w) + bias)`` and, for activation 'relu' with ``want_mask``, its bit-packed mask."""
-    if _on_gpu(x):
-        return _forward_gpu(x, w, bias, tuple(stride), tuple(padding), tuple(dilation), groups,
-                            activation == "relu", want_mask)
+    stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
+    if _on_gpu(x) and _fits_int32(x.shape, w.shape, stride, padding, dilation, groups, x.dtype):
+        return _forward_gpu(x, w, bias, stride, padding, dilation, groups, activation == "relu", want_mask)
     return conv2d_forward_ref(x, w, bias, stride, padding, dilation, groups, activation, want_mask)
 
 
 def conv2d_backward(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, mask=None,
                     need_dx=True, need_dw=True, need_db=False):
     """(dx, dw, db) of the convolution for output gradient ``dy`` (masked by the ReLU ``mask`` if given)."""
-    if _on_gpu(dy):
-        return _backward_impl(dy, x, x.shape, w, w.shape, tuple(stride), tuple(padding), tuple(dilation), groups,
-                              mask, need_dx, need_dw, need_db)
+    stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
+    if _on_gpu(dy) and _fits_int32(x.shape, w.shape, stride, padding, dilation, groups, dy.dtype):
+        return _backward_impl(dy, x, x.shape, w, w.shape, stride, padding, dilation, groups, mask, need_dx, need_dw,
+                              need_db)
     return conv2d_backward_ref(dy, x, w, stride, padding, dilation, groups, mask, need_dx, need_dw, need_db)
 
 
 def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     """dX alone (benchmarks and users of the data gradient only)."""
-    if _on_gpu(dy):
-        return _backward_impl(dy, None, tuple(x_shape), w, w.shape, tuple(stride), tuple(padding), tuple(dilation),
-                              groups, None, True, False, False)[0]
+    stride, padding, dilation, x_shape = tuple(stride), tuple(padding), tuple(dilation), tuple(x_shape)
+    if _on_gpu(dy) and _fits_int32(x_shape, w.shape, stride, padding, dilation, groups, dy.dtype):
+        return _backward_impl(dy, None, x_shape, w, w.shape, stride, padding, dilation, groups, None, True, False,
+                              False)[0]
     d = dy.astype(_acc(dy.dtype))
-    return _bwd_data_ref(d, w.astype(d.dtype), tuple(x_shape), stride, padding, dilation, groups).astype(dy.dtype)
+    return _bwd_data_ref(d, w.astype(d.dtype), x_shape, stride, padding, dilation, groups).astype(dy.dtype)
 
 
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     """dW alone (benchmarks and users of the filter gradient only)."""
-    if _on_gpu(dy):
-        return _backward_impl(dy, x, x.shape, None, tuple(w_shape), tuple(stride), tuple(padding), tuple(dilation),
-                              groups, None, False, True, False)[1]
+    stride, padding, dilation, w_shape = tuple(stride), tuple(padding), tuple(dilation), tuple(w_shape)
+    if _on_gpu(dy) and _fits_int32(x.shape, w_shape, stride, padding, dilation, groups, dy.dtype):
+        return _backward_impl(dy, x, x.shape, None, w_shape, stride, padding, dilation, groups, None, False, True,
+                              False)[1]
     acc = _acc(dy.dtype)
-    return _bwd_filter_ref(dy.astype(acc), x.astype(acc), tuple(w_shape), stride, padding, dilation,
+    return _bwd_filter_ref(dy.astype(acc), x.astype(acc), w_shape, stride, padding, dilation,
                            groups).astype(dy.dtype)
