@@ -404,3 +404,36 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 
 
 # ---- dropout
+from .ops.dropout import dropout as _dropout  # noqa: E402
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero elements with probability ``p`` and scale the rest by ``1/(1-p)`` (training only).
+
+    One fused kernel on the GPU draws the mask (a counter-based hash seeded from the
+    CPU generator) and applies it; the mask stays on the tape for the backward.
+    """
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"dropout: expected a tensor, got {type(input).__name__}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
+    if not _backend.is_floating(input.dtype):
+        raise TypeError(f"dropout: expected a floating-point input, got dtype {input.dtype}")
+    return _dropout(input, float(p), bool(training))
+
+
+# ---- regression losses
+def mse_loss(input, target, reduction="mean"):
+    """Mean squared error ``(input - target)**2`` reduced by ``'mean'``, ``'sum'`` or ``'none'``."""
+    if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
+        raise TypeError(f"mse_loss: expected tensors, got {type(input).__name__} and {type(target).__name__}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if tuple(input.shape) != tuple(target.shape):
+        raise ValueError(f"mse_loss: input shape {tuple(input.shape)} and target shape {tuple(target.shape)} "
+                         f"differ (no implicit broadcasting)")
+    if input.device != target.device:
+        raise RuntimeError(f"mse_loss: input on {input.device}, target on {target.device}")
+    d = input - target
+    sq = d * d
+    return sq if reduction == "none" else sq.sum() if reduction == "sum" else sq.mean()

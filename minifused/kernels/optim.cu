@@ -57,9 +57,10 @@ __device__ __forceinline__ acc_t lerp(acc_t a, acc_t b, acc_t w) {
 }
 
 // flags: bit 0 amsgrad, bit 1 decoupled weight decay (AdamW), bit 2 maximize.
-// Per slot: ss = lr / (1 - beta1^step), bc = sqrt(1 - beta2^step), computed on the host in double.
+// Per slot: ss = lr / (1 - beta1^step), bc = sqrt(1 - beta2^step), computed on the host in double
+// (passed in the opmath type).
 #define ADAM_ARGS(i) PT* p##i, const PT* g##i, PT* m##i, PT* v##i, PT* vmax##i, long long n##i, \
-    int b##i, float ss##i, float bc##i,
+    int b##i, acc_t ss##i, acc_t bc##i,
 #define ADAM_CASE(i) case i: p = p##i; g = g##i; m = m##i; v = v##i; vmax = vmax##i; n = n##i; \
     b = b##i; ss = ss##i; bc = bc##i; break;
 extern "C" __global__ void adam_multi(REPEAT(ADAM_ARGS) acc_t decay, acc_t beta1, acc_t beta2,
@@ -67,7 +68,7 @@ extern "C" __global__ void adam_multi(REPEAT(ADAM_ARGS) acc_t decay, acc_t beta1
     int slot = 0;
     REPEAT(FIND)
     PT* p = p0; const PT* g = g0; PT* m = m0; PT* v = v0; PT* vmax = vmax0;
-    long long n = n0; int b = b0; float ss = ss0, bc = bc0;
+    long long n = n0; int b = b0; acc_t ss = ss0, bc = bc0;
     switch (slot) { REPEAT(ADAM_CASE) }
     const bool amsgrad = flags & 1, decoupled = flags & 2, maximize = flags & 4;
     const long long start = ((long long)blockIdx.x - b) * (long long)blockDim.x * ILP;

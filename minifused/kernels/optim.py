@@ -65,7 +65,7 @@ def adam_ref(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, lr
         acc = _acc(p.dtype)
         s = acc
         ss, bc = adam_scalars(lr, beta1, beta2, steps[i])
-        pa, ga = p.astype(acc), g.astype(acc)
+        pa, ga = p.astype(acc, copy=False), g.astype(acc, copy=False)
         if maximize:
             ga = -ga
         if weight_decay != 0:
@@ -73,15 +73,15 @@ def adam_ref(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, lr
                 pa = pa * s(1.0 - lr * weight_decay)
             else:
                 ga = ga + s(weight_decay) * pa
-        ma = _lerp(m.astype(acc), ga, s(1.0 - beta1))
-        va = v.astype(acc) * s(beta2)
+        ma = _lerp(m.astype(acc, copy=False), ga, s(1.0 - beta1))
+        va = v.astype(acc, copy=False) * s(beta2)
         va = va + s(1.0 - beta2) * ga * ga
         m[...] = ma
         v[...] = va
-        ma, va = m.astype(acc), v.astype(acc)
+        ma, va = m.astype(acc, copy=False), v.astype(acc, copy=False)
         if amsgrad:
             vm = max_exp_avg_sqs[i]
-            va = np.maximum(vm.astype(acc), va)
+            va = np.maximum(vm.astype(acc, copy=False), va)
             vm[...] = va
         denom = np.sqrt(va) / s(bc) + s(eps)
         p[...] = pa + s(-ss) * (ma / denom)
@@ -93,15 +93,15 @@ def sgd_ref(params, grads, bufs, init_bufs, *, lr, momentum=0.0, dampening=0.0, 
     for p, g, buf, init in zip(params, grads, bufs, init_bufs):
         acc = _acc(p.dtype)
         s = acc
-        pa, d = p.astype(acc), g.astype(acc)
+        pa, d = p.astype(acc, copy=False), g.astype(acc, copy=False)
         if maximize:
             d = -d
         if weight_decay != 0:
             d = d + s(weight_decay) * pa
         if momentum != 0:
-            b = d if init else buf.astype(acc) * s(momentum) + s(1.0 - dampening) * d
+            b = d if init else buf.astype(acc, copy=False) * s(momentum) + s(1.0 - dampening) * d
             buf[...] = b
-            b = buf.astype(acc)
+            b = buf.astype(acc, copy=False)
             d = d + s(momentum) * b if nesterov else b
         p[...] = pa + s(-lr) * d
 
@@ -180,7 +180,7 @@ def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, *, lr, be
             ss, bc = adam_scalars(lr, beta1, beta2, steps[i])
             vmax = max_exp_avg_sqs[i] if amsgrad else exp_avg_sqs[i]
             per_slot.append(((params[i], _contig(grads[i]), exp_avgs[i], exp_avg_sqs[i], vmax),
-                             (np.float32(ss), np.float32(bc))))
+                             (acc(ss), acc(bc))))
         scalars = (acc(1.0 - lr * weight_decay), acc(beta1), acc(beta2), acc(eps), acc(weight_decay),
                    np.int32(flags))
         _launch("adam_multi", [params[i] for i in idx], per_slot, scalars)

@@ -7,3 +7,6 @@ from .softmax import LogSoftmax, Softmax  # noqa: F401
 from .loss import CrossEntropyLoss, NLLLoss  # noqa: F401
 from .conv import Conv2d  # noqa: F401
 from .pool import AvgPool2d, MaxPool2d  # noqa: F401
+from .dropout import Dropout  # noqa: F401
+from .loss_mse import MSELoss  # noqa: F401
+from . import init, utils  # noqa: F401,E402

@@ -1,0 +1,20 @@
+"""``Dropout``: zeroes elements with probability ``p`` in training mode (fused mask kernel)."""
+from __future__ import annotations
+
+from .. import functional as F
+from .module import Module
+
+
+class Dropout(Module):
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: probability has to be between 0 and 1, but got {p}")
+        self.p = float(p)
+        self.inplace = inplace
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"

@@ -1,0 +1,19 @@
+"""``MSELoss``: mean squared error (``F.mse_loss``)."""
+from __future__ import annotations
+
+from .. import functional as F
+from .module import Module
+
+
+class MSELoss(Module):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"MSELoss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+    def extra_repr(self):
+        return f"reduction='{self.reduction}'" if self.reduction != "mean" else ""

@@ -1,0 +1,35 @@
+"""Dropout as a tape op: the forward keeps its mask on the context for the backward."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..kernels import dropout as K
+from ..tensor import Tensor
+
+
+class DropoutFn(Function):
+    @staticmethod
+    def forward(ctx, x, p, seed):
+        y, mask = K.dropout_fwd(x, seed, p)
+        ctx.mask, ctx.p = mask, p
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        return K.dropout_bwd(g, ctx.mask, ctx.p), None, None
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)`` when training.
+
+    The seed of the mask is drawn from the CPU generator (no device read-back), so
+    ``minifused.manual_seed`` / ``set_rng_state`` make masks reproducible on every device.
+    """
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    seed = int(backend.generator(backend.CPU).integers(0, 2 ** 63, dtype=np.int64))
+    return DropoutFn.apply(x, float(p), seed)

@@ -1,0 +1,193 @@
+"""Learning-rate schedulers with PyTorch's (recursive) formulas and state dicts.
+
+Constructing a scheduler performs its first step, as in PyTorch: the groups' ``lr`` is
+set to the schedule's value at epoch 0. Call ``scheduler.step()`` after
+``optimizer.step()``. ``state_dict()`` holds plain numbers, strings and lists.
+"""
+from __future__ import annotations
+
+import math
+
+from .optimizer import Optimizer
+
+
+class LRScheduler:
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for g in optimizer.param_groups:
+                g.setdefault("initial_lr", g["lr"])
+        else:
+            for i, g in enumerate(optimizer.param_groups):
+                if "initial_lr" not in g:
+                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
+                                   f"when resuming an optimizer")
+        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self._step_count = 0
+        self.step()
+
+    def get_lr(self):
+        raise NotImplementedError
+
+    def get_last_lr(self):
+        return list(self._last_lr)
+
+    def step(self):
+        self._step_count += 1
+        self.last_epoch += 1
+        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            g["lr"] = lr
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict):
+        unknown = set(state_dict) - set(self.__dict__)
+        if unknown:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: unexpected keys {sorted(unknown)} "
+                             f"(a state dict of another scheduler?)")
+        self.__dict__.update(state_dict)
+
+    def _lrs(self):
+        return [g["lr"] for g in self.optimizer.param_groups]
+
+
+class StepLR(LRScheduler):
+    """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
+
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+        self.step_size, self.gamma = int(step_size), float(gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
+
+
+class CosineAnnealingLR(LRScheduler):
+    """``eta_min + (base - eta_min)(1 + cos(pi t / T_max)) / 2``, computed recursively as PyTorch does."""
+
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):  # noqa: N803 - PyTorch's name
+        self.T_max, self.eta_min = T_max, float(eta_min)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        t, T, lo = self.last_epoch, self.T_max, self.eta_min
+        if t == 0:
+            return self._lrs()
+        if self._step_count == 1 and t > 0:
+            return [lo + (base - lo) * (1 + math.cos(t * math.pi / T)) / 2 for base in self.base_lrs]
+        if (t - 1 - T) % (2 * T) == 0:
+            return [lr + (base - lo) * (1 - math.cos(math.pi / T)) / 2
+                    for base, lr in zip(self.base_lrs, self._lrs())]
+        return [(1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T)) * (lr - lo) + lo
+                for lr in self._lrs()]
+
+
+class LinearLR(LRScheduler):
+    """Scale the lr linearly from ``start_factor`` to ``end_factor`` over ``total_iters`` steps (warm-up)."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ValueError("LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1]")
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        t, s, e, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+        if t == 0:
+            return [lr * s for lr in self._lrs()]
+        if t > n:
+            return self._lrs()
+        return [lr * (1.0 + (e - s) / (n * s + (t - 1) * (e - s))) for lr in self._lrs()]
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy (PyTorch's two- or three-phase schedule; momentum cycled inversely).
+
+    Give ``total_steps`` or ``epochs`` and ``steps_per_epoch``; step once per batch.
+    """
+
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
+                 anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
+                 div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
+            total_steps = epochs * steps_per_epoch
+        if total_steps <= 0:
+            raise ValueError(f"OneCycleLR: expected a positive total_steps, got {total_steps}")
+        if not 0 <= pct_start <= 1:
+            raise ValueError(f"OneCycleLR: expected pct_start in [0, 1], got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+        self.total_steps = int(total_steps)
+        self.anneal_strategy = anneal_strategy
+        self.cycle_momentum = cycle_momentum
+        n = len(optimizer.param_groups)
+        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        if three_phase:
+            self._schedule_phases = [
+                {"end_step": float(pct_start * self.total_steps) - 1, "start_lr": "initial_lr",
+                 "end_lr": "max_lr", "start_momentum": "max_momentum", "end_momentum": "base_momentum"},
+                {"end_step": float(2 * pct_start * self.total_steps) - 2, "start_lr": "max_lr",
+                 "end_lr": "initial_lr", "start_momentum": "base_momentum", "end_momentum": "max_momentum"},
+                {"end_step": self.total_steps - 1, "start_lr": "initial_lr", "end_lr": "min_lr",
+                 "start_momentum": "max_momentum", "end_momentum": "max_momentum"}]
+        else:
+            self._schedule_phases = [
+                {"end_step": float(pct_start * self.total_steps) - 1, "start_lr": "initial_lr",
+                 "end_lr": "max_lr", "start_momentum": "max_momentum", "end_momentum": "base_momentum"},
+                {"end_step": self.total_steps - 1, "start_lr": "max_lr", "end_lr": "min_lr",
+                 "start_momentum": "base_momentum", "end_momentum": "max_momentum"}]
+        if last_epoch == -1:
+            for lr, g in zip(max_lrs, optimizer.param_groups):
+                g["initial_lr"] = lr / div_factor
+                g["max_lr"] = lr
+                g["min_lr"] = g["initial_lr"] / final_div_factor
+        self._use_beta1 = "betas" in optimizer.defaults
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("OneCycleLR: optimizer has no momentum or betas to cycle")
+            for g in optimizer.param_groups:
+                if last_epoch == -1:
+                    if self._use_beta1:
+                        g["betas"] = (max_momentum, *g["betas"][1:])
+                    else:
+                        g["momentum"] = max_momentum
+                    g["max_momentum"], g["base_momentum"] = max_momentum, base_momentum
+        super().__init__(optimizer, last_epoch)
+
+    def _anneal(self, start, end, pct):
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self):
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(f"OneCycleLR: tried to step {step} times, more than total_steps={self.total_steps}")
+        lrs = []
+        for g in self.optimizer.param_groups:
+            start_step = 0.0
+            for i, phase in enumerate(self._schedule_phases):
+                end_step = phase["end_step"]
+                if step <= end_step or i == len(self._schedule_phases) - 1:
+                    pct = (step - start_step) / (end_step - start_step)
+                    lr = self._anneal(g[phase["start_lr"]], g[phase["end_lr"]], pct)
+                    if self.cycle_momentum:
+                        mom = self._anneal(g[phase["start_momentum"]], g[phase["end_momentum"]], pct)
+                    break
+                start_step = phase["end_step"]
+            lrs.append(lr)
+            if self.cycle_momentum:
+                if self._use_beta1:
+                    g["betas"] = (mom, *g["betas"][1:])
+                else:
+                    g["momentum"] = mom
+        return lrs

@@ -1,0 +1,309 @@
+"""MNIST files (IDX parsing, every damaged-file case), downloads from a local fake mirror
+(retries, checksums, no network), and the DataLoader."""
+import functools
+import gzip
+import hashlib
+import http.server
+import struct
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minifused as mf
+from minifused.data import MNIST, DataLoader, DatasetError, FashionMNIST, TensorDataset, parse_idx
+from minifused.data import mnist as M
+from minifused import backend
+
+
+@pytest.fixture(autouse=True)
+def _cpu_by_default(monkeypatch):
+    """Tests without an explicit device run the NumPy path, also on a GPU machine."""
+    monkeypatch.setattr(backend, "default_device", lambda: backend.CPU)
+
+NAMES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
+
+
+def idx_images(n, seed=0):
+    imgs = np.random.default_rng(seed).integers(0, 256, (n, 28, 28), dtype=np.uint8)
+    return struct.pack(">IIII", 0x803, n, 28, 28) + imgs.tobytes(), imgs
+
+
+def idx_labels(n, seed=0):
+    labels = np.random.default_rng(seed).integers(0, 10, n, dtype=np.uint8)
+    return struct.pack(">II", 0x801, n) + labels.tobytes(), labels
+
+
+def small_files(n_train=30, n_test=10):
+    ti, _ = idx_images(n_train, 1)
+    tl, _ = idx_labels(n_train, 2)
+    ei, _ = idx_images(n_test, 3)
+    el, _ = idx_labels(n_test, 4)
+    return dict(zip(NAMES, (ti, tl, ei, el)))
+
+
+def write(folder, files, gz=True):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, raw in files.items():
+        if gz:
+            (folder / (name + ".gz")).write_bytes(gzip.compress(raw))
+        else:
+            (folder / name).write_bytes(raw)
+
+
+@pytest.fixture(autouse=True)
+def no_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("MINIFUSED_DATA", str(tmp_path / "env-root"))
+    monkeypatch.setattr(M, "RETRY_DELAYS", (0.0, 0.0))
+    monkeypatch.setattr(M, "TIMEOUT", 5.0)
+
+
+# ---------------------------------------------------------------- IDX parsing
+def test_parse_idx_ok_and_errors():
+    raw, imgs = idx_images(3)
+    np.testing.assert_array_equal(parse_idx(raw, "f", 3, (28, 28)), imgs)
+    with pytest.raises(DatasetError, match=r"f: bad IDX magic number 0x00000801, expected 0x00000803"):
+        parse_idx(idx_labels(3)[0], "f", 3)
+    with pytest.raises(DatasetError, match="truncated IDX data"):
+        parse_idx(raw[:-5], "f", 3)
+    with pytest.raises(DatasetError, match="trailing bytes"):
+        parse_idx(raw + b"xx", "f", 3)
+    with pytest.raises(DatasetError, match="no complete header"):
+        parse_idx(b"\x00\x00", "f", 1)
+    with pytest.raises(DatasetError, match="truncated IDX header"):
+        parse_idx(raw[:8], "f", 3)
+    with pytest.raises(DatasetError, match=r"unexpected dimensions \(1, 28, 27\)"):
+        parse_idx(struct.pack(">IIII", 0x803, 1, 28, 27) + bytes(28 * 27), "f", 3, (28, 28))
+
+
+# ---------------------------------------------------------------- local files
+@pytest.mark.parametrize("gz", [True, False])
+def test_local_files_in_root_mnist(tmp_path, gz):
+    files = small_files()
+    write(tmp_path / "mnist", files, gz)
+    train, test = MNIST(tmp_path, train=True, download=False), MNIST(tmp_path, train=False)
+    assert len(train) == 30 and len(test) == 10
+    np.testing.assert_array_equal(train.data, idx_images(30, 1)[1])
+    assert train.targets.dtype == np.int64
+    x, y = train[0]
+    assert x.shape == (1, 28, 28) and isinstance(y, int)
+    xs, ys = train.as_tensors("cpu")
+    assert xs.shape == (30, 1, 28, 28) and xs.dtype == mf.float32 and ys.dtype == mf.int64
+    expect = (idx_images(30, 1)[1][0].astype(np.float32) / 255 - 0.1307) / 0.3081
+    np.testing.assert_allclose(xs.numpy()[0, 0], expect, rtol=1e-5, atol=1e-6)
+
+
+def test_root_from_env_and_folder_itself(tmp_path, monkeypatch):
+    write(tmp_path / "env-root" / "mnist", small_files())
+    assert len(MNIST(download=False)) == 30  # $MINIFUSED_DATA/mnist
+    write(tmp_path / "flat", small_files())
+    assert len(MNIST(tmp_path / "flat", download=False)) == 30  # the root holds the files itself
+    monkeypatch.delenv("MINIFUSED_DATA")
+    assert M.default_root() == Path("~/.cache/minifused").expanduser()
+
+
+def test_shared_mnist_if_present():
+    shared = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+    if not (shared / "mnist").is_dir():
+        pytest.skip("no ../shared/data/mnist beside this checkout")
+    test = MNIST(shared, train=False, download=False)  # full size: checked against the published SHA-256
+    assert len(test) == 10000 and test.data.shape == (10000, 28, 28)
+    assert np.bincount(test.targets).tolist()[:3] == [980, 1135, 1032]
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda raw: raw[: len(raw) // 2], "corrupt or truncated gzip"),
+    (lambda raw: b"not a gzip file at all", "corrupt or truncated gzip"),
+])
+def test_damaged_gz_names_the_file(tmp_path, damage, match):
+    write(tmp_path / "mnist", small_files())
+    f = tmp_path / "mnist" / "train-images-idx3-ubyte.gz"
+    f.write_bytes(damage(f.read_bytes()))
+    with pytest.raises(DatasetError, match=match) as e:
+        MNIST(tmp_path, download=False)
+    assert str(f) in str(e.value)
+
+
+def test_damaged_idx_contents(tmp_path):
+    files = small_files()
+    files["train-labels-idx1-ubyte"] = files["train-labels-idx1-ubyte"][:-3]
+    write(tmp_path / "a" / "mnist", files)
+    with pytest.raises(DatasetError, match="train-labels-idx1-ubyte.gz: truncated IDX data"):
+        MNIST(tmp_path / "a", download=False)
+    files = small_files()
+    files["train-labels-idx1-ubyte"] = idx_labels(29)[0]
+    write(tmp_path / "b" / "mnist", files)
+    with pytest.raises(DatasetError, match="30 images but train-labels-idx1-ubyte holds 29 labels"):
+        MNIST(tmp_path / "b", download=False)
+    files = small_files()
+    files["train-labels-idx1-ubyte"] = struct.pack(">II", 0x801, 30) + bytes([12] * 30)
+    write(tmp_path / "c" / "mnist", files)
+    with pytest.raises(DatasetError, match="label 12 outside 0-9"):
+        MNIST(tmp_path / "c", download=False)
+
+
+def test_full_size_file_is_checked_against_published_checksum(tmp_path, monkeypatch):
+    files = small_files()
+    size = len(files["t10k-labels-idx1-ubyte"])
+    monkeypatch.setitem(MNIST.files, "t10k-labels-idx1-ubyte", (size, "0" * 64, None))
+    write(tmp_path / "mnist", files)
+    with pytest.raises(DatasetError, match="SHA-256 of the decompressed data does not match"):
+        MNIST(tmp_path, train=False, download=False)
+
+
+def test_missing_files_without_download_say_where(tmp_path):
+    with pytest.raises(DatasetError) as e:
+        MNIST(tmp_path / "empty", download=False)
+    msg = str(e.value)
+    assert "download=False" in msg and str(tmp_path / "empty" / "mnist") in msg
+    assert "train-images-idx3-ubyte[.gz]" in msg and "MINIFUSED_DATA" in msg
+
+
+# ---------------------------------------------------------------- downloads (local fake mirror)
+@pytest.fixture
+def mirror(tmp_path):
+    """A local HTTP server on 127.0.0.1 serving tmp_path/www; stopped after the test."""
+    www = tmp_path / "www"
+    www.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield www, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def _checked(files):
+    """MNIST with the checksums of these small files (as the real class has the published ones)."""
+    return {n: (len(raw), hashlib.sha256(raw).hexdigest(), None) for n, raw in files.items()}
+
+
+def test_download_with_checksum(tmp_path, mirror, monkeypatch):
+    www, url = mirror
+    files = small_files()
+    write(www, files)
+    monkeypatch.setattr(MNIST, "files", _checked(files))
+    monkeypatch.setattr(MNIST, "mirrors", ("http://127.0.0.1:9/dead/", url))  # first mirror refuses
+    ds = MNIST(tmp_path / "cache", train=True, download=True)
+    assert len(ds) == 30
+    got = sorted(p.name for p in (tmp_path / "cache" / "mnist").iterdir())
+    assert got == ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"]  # no temp files left
+    assert len(MNIST(tmp_path / "cache", train=True, download=False)) == 30  # cached, no network
+
+
+def test_download_checksum_mismatch_deletes_file(tmp_path, mirror, monkeypatch):
+    www, url = mirror
+    files = small_files()
+    write(www, files)
+    sums = _checked(files)
+    sums["train-images-idx3-ubyte"] = (sums["train-images-idx3-ubyte"][0], "f" * 64, None)
+    monkeypatch.setattr(MNIST, "files", sums)
+    monkeypatch.setattr(MNIST, "mirrors", (url,))
+    with pytest.raises(DatasetError, match="failed the checksum check; the downloaded file was deleted"):
+        MNIST(tmp_path / "cache", download=True)
+    assert not any((tmp_path / "cache" / "mnist").glob("train-images*"))
+
+
+def test_download_gz_md5_for_fashion(tmp_path, mirror, monkeypatch):
+    www, url = mirror
+    files = small_files()
+    write(www, files)
+    sums = {n: (len(raw), None, hashlib.md5((www / (n + ".gz")).read_bytes()).hexdigest())
+            for n, raw in files.items()}
+    monkeypatch.setattr(FashionMNIST, "files", sums)
+    monkeypatch.setattr(FashionMNIST, "mirrors", (url,))
+    ds = FashionMNIST(tmp_path / "cache", train=False)
+    assert len(ds) == 10 and (tmp_path / "cache" / "fashion-mnist").is_dir()
+    assert ds.classes[9] == "Ankle boot"
+
+
+def test_no_network_and_no_files_says_where_to_put_them(tmp_path, monkeypatch):
+    calls = []
+
+    def refuse(url, timeout):
+        calls.append(url)
+        raise M.urllib.error.URLError("network unreachable")
+
+    monkeypatch.setattr(M, "_urlopen", refuse)
+    with pytest.raises(DatasetError) as e:
+        MNIST(tmp_path / "cache")
+    msg = str(e.value)
+    assert "download failed" in msg and str(tmp_path / "cache" / "mnist") in msg and "network unreachable" in msg
+    assert len(calls) == 3 * len(MNIST.mirrors)  # retries on every mirror
+    assert not list((tmp_path / "cache" / "mnist").iterdir())
+
+
+def test_truncated_download_is_rejected(tmp_path, mirror, monkeypatch):
+    www, url = mirror
+    files = small_files()
+    write(www, files)
+    f = www / "train-images-idx3-ubyte.gz"
+    f.write_bytes(f.read_bytes()[:100])
+    monkeypatch.setattr(MNIST, "files", _checked(files))
+    monkeypatch.setattr(MNIST, "mirrors", (url,))
+    with pytest.raises(DatasetError, match="corrupt or truncated gzip"):
+        MNIST(tmp_path / "cache")
+    assert not any((tmp_path / "cache" / "mnist").glob("train-images*"))
+
+
+# ---------------------------------------------------------------- DataLoader
+def _data(n=103):
+    x = mf.arange(n * 2, dtype=mf.float32).reshape(n, 2)
+    return TensorDataset(x, mf.arange(n))
+
+
+def test_loader_batches_cover_everything():
+    dl = DataLoader(_data(), 10, shuffle=True, seed=3)
+    assert len(dl) == 11
+    seen = np.concatenate([y.numpy() for _, y in dl])
+    assert sorted(seen.tolist()) == list(range(103))
+    x, y = next(iter(DataLoader(_data(), 10)))
+    np.testing.assert_array_equal(y.numpy(), np.arange(10))
+    np.testing.assert_array_equal(x.numpy()[:, 0], 2 * np.arange(10))
+    dl = DataLoader(_data(), 10, drop_last=True)
+    assert len(dl) == 10 and all(len(y) == 10 for _, y in dl)
+
+
+def test_loader_order_depends_on_seed_and_epoch_only():
+    a = [y.numpy() for _, y in DataLoader(_data(), 16, shuffle=True, seed=1)]
+    b = DataLoader(_data(), 16, shuffle=True, seed=1)
+    first = [y.numpy() for _, y in b]
+    second = [y.numpy() for _, y in b]  # the next epoch: another order
+    assert all((p == q).all() for p, q in zip(a, first))
+    assert any((p != q).any() for p, q in zip(first, second))
+    c = DataLoader(_data(), 16, shuffle=True, seed=1)
+    c.set_epoch(1)
+    assert all((p == q).all() for p, q in zip(second, [y.numpy() for _, y in c]))
+
+
+def test_loader_host_collate_path():
+    class Plain:
+        def __len__(self):
+            return 7
+
+        def __getitem__(self, i):
+            return mf.ones(3) * i, i
+
+    xs, ys = zip(*DataLoader(Plain(), 3))
+    assert [len(y) for y in ys] == [3, 3, 1] and ys[0].dtype == mf.int64
+    np.testing.assert_array_equal(xs[2].numpy(), [[6, 6, 6]])
+    with pytest.raises(ValueError, match="batch_size"):
+        DataLoader(Plain(), 0)
+
+
+@pytest.mark.gpu
+def test_loader_on_gpu_keeps_data_there(tmp_path):
+    write(tmp_path / "mnist", small_files())
+    ds = MNIST(tmp_path, download=False)
+    dl = DataLoader(ds, 8, shuffle=True, seed=0, device="cuda")
+    assert dl._tensors[0].is_cuda
+    batches = list(dl)
+    assert all(x.is_cuda and y.is_cuda for x, y in batches)
+    cpu = DataLoader(ds, 8, shuffle=True, seed=0, device="cpu")
+    for (xg, yg), (xc, yc) in zip(batches, cpu):
+        np.testing.assert_array_equal(yg.cpu().numpy(), yc.numpy())
+        np.testing.assert_allclose(xg.cpu().numpy(), xc.numpy(), rtol=1e-6, atol=1e-6)

@@ -1,0 +1,220 @@
+"""nn.init, Dropout (fused mask on the tape), MSELoss, a custom Module that trains, state dicts."""
+import math
+
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+from minifused import nn, optim
+from minifused.kernels import dropout as KD
+from minifused import backend
+
+
+@pytest.fixture(autouse=True)
+def _cpu_by_default(monkeypatch):
+    """Tests without an explicit device run the NumPy path, also on a GPU machine."""
+    monkeypatch.setattr(backend, "default_device", lambda: backend.CPU)
+
+
+# ---------------------------------------------------------------- init
+def test_fans_and_gains():
+    fan = nn.init._calculate_fan_in_and_fan_out
+    assert fan(mf.empty(5, 3)) == (3, 5)
+    assert fan(mf.empty(64, 32, 3, 3)) == (32 * 9, 64 * 9)
+    with pytest.raises(ValueError, match="fewer than 2"):
+        fan(mf.empty(4))
+    assert nn.init.calculate_gain("relu") == pytest.approx(math.sqrt(2))
+    assert nn.init.calculate_gain("tanh") == pytest.approx(5 / 3)
+    assert nn.init.calculate_gain("leaky_relu", math.sqrt(5)) == pytest.approx(math.sqrt(1 / 3))
+    assert nn.init.calculate_gain("conv2d") == 1
+    with pytest.raises(ValueError, match="unsupported"):
+        nn.init.calculate_gain("swish")
+
+
+@pytest.mark.parametrize("fn,kw,bound,std", [
+    (nn.init.kaiming_uniform_, dict(a=math.sqrt(5)), 1 / math.sqrt(400), None),
+    (nn.init.kaiming_uniform_, dict(nonlinearity="relu"), math.sqrt(6 / 400), None),
+    (nn.init.xavier_uniform_, dict(), math.sqrt(6 / 700), None),
+    (nn.init.kaiming_normal_, dict(nonlinearity="relu", mode="fan_out"), None, math.sqrt(2 / 300)),
+    (nn.init.xavier_normal_, dict(gain=2.0), None, 2 * math.sqrt(2 / 700)),
+])
+def test_init_scales(fn, kw, bound, std):
+    mf.manual_seed(0)
+    w = nn.Parameter(mf.empty(300, 400))
+    assert fn(w, **kw) is w
+    x = w.numpy()
+    if bound is not None:
+        assert np.abs(x).max() <= bound
+        assert np.abs(x).max() > 0.99 * bound
+        assert x.std() == pytest.approx(bound / math.sqrt(3), rel=0.02)
+    else:
+        assert x.std() == pytest.approx(std, rel=0.02)
+        assert abs(x.mean()) < 0.02 * std * 10
+
+
+def test_constant_inits_and_default_linear_scale():
+    w = nn.Parameter(mf.empty(3, 4))
+    nn.init.zeros_(w)
+    assert not w.numpy().any()
+    nn.init.ones_(w)
+    assert (w.numpy() == 1).all()
+    nn.init.normal_(w, 3.0, 0.0)
+    assert (w.numpy() == 3).all()
+    nn.init.uniform_(w, -1, 1)
+    assert np.abs(w.numpy()).max() <= 1
+    lin = nn.Linear(256, 64)  # PyTorch's default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias
+    assert np.abs(lin.weight.numpy()).max() <= 1 / 16 and np.abs(lin.bias.numpy()).max() <= 1 / 16
+
+
+# ---------------------------------------------------------------- dropout
+def test_dropout_train_eval_and_scale():
+    mf.manual_seed(0)
+    x = mf.ones(200, 500)
+    d = nn.Dropout(0.3)
+    y = d(x).numpy()
+    kept = y != 0
+    assert kept.mean() == pytest.approx(0.7, abs=0.01)
+    np.testing.assert_allclose(y[kept], 1 / 0.7, rtol=1e-6)
+    d.eval()
+    assert d(x) is x
+    assert F.dropout(x, 0.0) is x
+    assert not F.dropout(x, 1.0).numpy().any()
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        nn.Dropout(1.5)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        F.dropout(x, -0.1)
+    assert repr(nn.Dropout(0.25)) == "Dropout(p=0.25, inplace=False)"
+
+
+def test_dropout_gradient_uses_the_forward_mask():
+    mf.manual_seed(1)
+    x = mf.randn(50, 40, requires_grad=True)
+    y = F.dropout(x, 0.5)
+    (y * 3.0).sum().backward()
+    keep = y.numpy() != 0
+    np.testing.assert_allclose(x.grad.numpy(), np.where(keep, 6.0, 0.0), rtol=1e-6)
+
+
+def test_dropout_reproducible_with_seed():
+    mf.manual_seed(7)
+    a = F.dropout(mf.ones(1000), 0.5).numpy()
+    mf.manual_seed(7)
+    b = F.dropout(mf.ones(1000), 0.5).numpy()
+    c = F.dropout(mf.ones(1000), 0.5).numpy()
+    np.testing.assert_array_equal(a, b)
+    assert (a != c).any()
+
+
+def test_dropout_mask_hash_reference():
+    # the mask is a function of (seed, flat index) only
+    y, mask = KD.dropout_fwd_ref(np.ones((4, 8), np.float32), 12345, 0.5)
+    y2, mask2 = KD.dropout_fwd_ref(np.ones(32, np.float32), 12345, 0.5)
+    np.testing.assert_array_equal(mask.ravel(), mask2)
+    assert mask.dtype == bool and y.dtype == np.float32
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_dropout_gpu_matches_cpu(dtype):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((37, 129)).astype(dtype)
+    import cupy
+
+    for p in (0.1, 0.5, 0.9):
+        yr, mr = KD.dropout_fwd_ref(x, 987654321, p)
+        yg, mg = KD.dropout_fwd(cupy.asarray(x), 987654321, p)
+        np.testing.assert_array_equal(cupy.asnumpy(mg), mr)
+        np.testing.assert_allclose(cupy.asnumpy(yg), yr, rtol=1e-3 if dtype == "float16" else 1e-6)
+        g = rng.standard_normal(x.shape).astype(dtype)
+        np.testing.assert_allclose(cupy.asnumpy(KD.dropout_bwd(cupy.asarray(g), mg, p)),
+                                   KD.dropout_bwd_ref(g, mr, p), rtol=1e-3 if dtype == "float16" else 1e-6)
+    # the same seed state gives the same mask through the public API on both devices
+    mf.manual_seed(3)
+    a = F.dropout(mf.ones(300), 0.5).numpy()
+    mf.manual_seed(3)
+    b = F.dropout(mf.ones(300, device="cuda"), 0.5).cpu().numpy()
+    np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- losses
+def test_mse_loss():
+    a = mf.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    b = mf.tensor([[0.0, 2.0], [5.0, 4.0]])
+    loss = nn.MSELoss()(a, b)
+    assert float(loss) == pytest.approx(5 / 4)
+    loss.backward()
+    np.testing.assert_allclose(a.grad.numpy(), [[0.5, 0], [-1, 0]])
+    assert float(F.mse_loss(a, b, reduction="sum")) == pytest.approx(5)
+    assert F.mse_loss(a, b, reduction="none").shape == (2, 2)
+    with pytest.raises(ValueError, match="shape"):
+        F.mse_loss(a, mf.zeros(2))
+    with pytest.raises(ValueError, match="reduction"):
+        nn.MSELoss(reduction="avg")
+
+
+# ---------------------------------------------------------------- custom modules
+class TwoLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(4, 32)
+        self.out = nn.Linear(32, 3)
+        self.scale = nn.Parameter(mf.ones(1))
+
+    def forward(self, x):
+        h = F.dropout(F.relu(self.hidden(x)), 0.1, self.training)
+        return self.out(h) * self.scale
+
+
+def test_custom_module_trains():
+    mf.manual_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0.5)
+    xt, yt = mf.tensor(x), mf.tensor(y)
+    model = TwoLayer()
+    assert [n for n, _ in model.named_parameters()] == ["scale", "hidden.weight", "hidden.bias", "out.weight",
+                                                        "out.bias"]
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    first = None
+    for _ in range(150):
+        loss = F.cross_entropy(model(xt), yt)
+        first = float(loss) if first is None else first
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert float(loss) < 0.3 * first
+    model.eval()
+    acc = (model(xt).argmax(1) == yt).float().mean()
+    assert float(acc) > 0.9
+
+
+def test_state_dict_round_trip_through_save(tmp_path):
+    mf.manual_seed(0)
+    a = TwoLayer()
+    mf.save(a.state_dict(), tmp_path / "m.ckpt")
+    mf.manual_seed(1)
+    b = TwoLayer()
+    b.load_state_dict(mf.load(tmp_path / "m.ckpt"))
+    for (n1, p1), (n2, p2) in zip(a.named_parameters(), b.named_parameters()):
+        assert n1 == n2
+        np.testing.assert_array_equal(p1.numpy(), p2.numpy())
+
+
+def test_load_state_dict_from_another_model_lists_problems():
+    sd = TwoLayer().state_dict()
+    other = nn.Sequential(nn.Linear(4, 32), nn.Linear(32, 3))
+    with pytest.raises(RuntimeError) as e:
+        other.load_state_dict(sd)
+    msg = str(e.value)
+    assert "missing keys: 0.weight" in msg and "unexpected keys: scale" in msg
+    sd["out.weight"] = mf.zeros(3, 31)
+    with pytest.raises(RuntimeError, match=r"out.weight: shape \(3, 31\)"):
+        TwoLayer().load_state_dict(sd)
+
+
+def test_exports():
+    for name in ("Dropout", "MSELoss", "Linear", "CrossEntropyLoss"):
+        assert hasattr(nn, name)
+    assert callable(nn.utils.clip_grad_norm_) and callable(nn.init.kaiming_uniform_)
+    assert callable(mf.save) and callable(mf.load)
