@@ -6,15 +6,29 @@ below assume valid input.
 """
 from __future__ import annotations
 
+import numbers as _numbers
+
+import numpy as _np
+
+from . import backend as _backend
 from .ops import (abs, clamp, exp, gelu, log, matmul, maximum, minimum, relu, sigmoid, sqrt,  # noqa: F401,A004
                   tanh, where)
+from .ops import cast as _cast
+from .ops import conv as _conv_ops
+from .ops import loss as _loss_ops
+from .ops import norm as _norm_ops
+from .ops import pool as _pool_ops
+from .ops import softmax as _softmax_ops
+from .ops.dropout import dropout as _dropout
+from .ops.linear import LinearFn as _LinearFn
+from .ops.shape import permute as _permute
+from .ops.shape import reshape as _reshape
+from .ops.shape import transpose as _transpose
+from .tensor import Tensor as _Tensor
 
 # ---- elementwise and activations (foundation)
 
 # ---- linear (cuBLASLt epilogs)
-from . import backend as _backend  # noqa: E402
-from .ops.linear import LinearFn as _LinearFn  # noqa: E402
-from .tensor import Tensor as _Tensor  # noqa: E402
 
 _LINEAR_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16})
 _LINEAR_ACTIVATIONS = (None, "relu", "gelu")
@@ -86,8 +100,6 @@ def _linear_check(input, weight, bias, activation):
 
 
 # ---- convolution and pooling
-from .ops import conv as _conv_ops  # noqa: E402
-from .ops import pool as _pool_ops  # noqa: E402
 
 _CONV_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16, _backend.float64})
 
@@ -219,13 +231,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 
 
 # ---- normalization
-import numbers as _numbers  # noqa: E402
 
-import numpy as _np  # noqa: E402
-
-from . import backend as _backend  # noqa: E402
-from .ops import norm as _norm_ops  # noqa: E402
-from .tensor import Tensor as _Tensor  # noqa: E402
 
 _NORM_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16, _backend.float64})
 
@@ -279,12 +285,6 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 
 
 # ---- softmax and losses
-from .ops import loss as _loss_ops  # noqa: E402
-from .ops import softmax as _softmax_ops  # noqa: E402
-from .ops.elementwise import cast as _cast  # noqa: E402
-from .ops.shape import permute as _permute  # noqa: E402
-from .ops.shape import reshape as _reshape  # noqa: E402
-from .ops.shape import transpose as _transpose  # noqa: E402
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -404,7 +404,6 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 
 
 # ---- dropout
-from .ops.dropout import dropout as _dropout  # noqa: E402
 
 
 def dropout(input, p=0.5, training=True, inplace=False):

@@ -218,3 +218,50 @@ def test_exports():
         assert hasattr(nn, name)
     assert callable(nn.utils.clip_grad_norm_) and callable(nn.init.kaiming_uniform_)
     assert callable(mf.save) and callable(mf.load)
+
+
+def _sequential_pair(device, conv):
+    mf.manual_seed(3)
+    if conv:
+        layers = [nn.Conv2d(2, 4, 3, padding=1, device=device), nn.ReLU(), nn.Flatten(),
+                  nn.Linear(4 * 5 * 5, 3, device=device)]
+        x = mf.randn(2, 2, 5, 5, device=device)
+    else:
+        layers = [nn.Linear(6, 8, device=device), nn.ReLU(), nn.Linear(8, 5, device=device), nn.ReLU(),
+                  nn.Linear(5, 3, device=device)]
+        x = mf.randn(4, 6, device=device)
+    return nn.Sequential(*layers), x
+
+
+@pytest.mark.parametrize("conv", [False, True])
+def test_sequential_fuses_relu_into_the_layer_before(device, conv):
+    from minifused.ops import linear as linear_ops
+
+    model, x = _sequential_pair(device, conv)
+    fused = model(x)
+    # the same modules called one by one (no fusion) give the same numbers
+    unfused = x
+    for m in model:
+        unfused = m(unfused)
+    np.testing.assert_allclose(fused.detach().cpu().numpy(), unfused.detach().cpu().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    # the ReLU ran inside the layer: no standalone Relu node in the graph
+    kinds, stack = set(), [fused._ctx]
+    while stack:
+        ctx = stack.pop()
+        kinds.add(ctx.fn.__name__)
+        stack.extend(t._ctx for t in ctx.inputs if t is not None and t._ctx is not None)
+    assert "Relu" not in kinds
+    linear_ops.reset_stats()
+    grads_fused = [g.cpu().numpy() for g in _grads(model, fused)]
+    if not conv:
+        assert linear_ops.stats["dgrad_fused_relu"] == 2
+    grads_plain = [g.cpu().numpy() for g in _grads(model, unfused)]
+    for a, b in zip(grads_fused, grads_plain):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _grads(model, out):
+    model.zero_grad()
+    out.sum().backward()
+    return [p.grad for p in model.parameters()]

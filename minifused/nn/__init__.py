@@ -1,5 +1,6 @@
 """Layers and models: ``Module``, ``Parameter``, containers and layers."""
-from .module import Module, ModuleDict, ModuleList, Parameter, Sequential  # noqa: F401
+from .module import Module, Parameter  # noqa: F401
+from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .basic import GELU, Flatten, Identity, ReLU, Sigmoid, Tanh  # noqa: F401
 from .linear import Linear  # noqa: F401
 from .norm import LayerNorm, RMSNorm  # noqa: F401

@@ -58,8 +58,12 @@ class Conv2d(Module):
                 self.bias.uniform_(-bound, bound)
 
     def forward(self, x):
+        return self.forward_with_activation(x, self.activation)
+
+    def forward_with_activation(self, x, activation):
+        """The layer with ``activation`` in its epilogue (``Sequential`` fuses a following ReLU)."""
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
-                        self.activation)
+                        activation)
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}")

@@ -44,7 +44,11 @@ class Linear(Module):
                 self.bias.uniform_(-bound, bound)
 
     def forward(self, x):
-        return F.linear(x, self.weight, self.bias, self.activation)
+        return self.forward_with_activation(x, self.activation)
+
+    def forward_with_activation(self, x, activation):
+        """The layer with ``activation`` in its epilog (``Sequential`` fuses a following ReLU)."""
+        return F.linear(x, self.weight, self.bias, activation)
 
     def extra_repr(self):
         act = f", activation='{self.activation}'" if self.activation else ""

@@ -1,0 +1,110 @@
+"""Containers: ``Sequential`` (which fuses a ReLU into the layer before it), ``ModuleList``,
+``ModuleDict``."""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from .basic import ReLU
+from .module import Module
+
+
+class Sequential(Module):
+    """Modules applied in order."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], (OrderedDict, dict)):
+            for name, m in modules[0].items():
+                self.register_module(name, m)
+        else:
+            for i, m in enumerate(modules):
+                self.register_module(str(i), m)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        items = list(self._modules.values())
+        if isinstance(idx, slice):
+            return Sequential(*items[idx])
+        return items[idx]
+
+    def append(self, module):
+        self.register_module(str(len(self)), module)
+        return self
+
+    def forward(self, x):
+        """Modules in order; a ReLU right after a layer that can fuse it (Linear, Conv2d with
+        no activation of their own) runs inside that layer's GEMM epilog instead."""
+        mods = list(self._modules.values())
+        i = 0
+        while i < len(mods):
+            m = mods[i]
+            if (i + 1 < len(mods) and type(mods[i + 1]) is ReLU
+                    and getattr(m, "activation", "") is None and hasattr(m, "forward_with_activation")):
+                x = m.forward_with_activation(x, "relu")
+                i += 2
+            else:
+                x = m(x)
+                i += 1
+        return x
+
+
+class ModuleList(Module):
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        self.register_module(str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        items = list(self._modules.values())
+        return ModuleList(items[idx]) if isinstance(idx, slice) else items[idx]
+
+
+class ModuleDict(Module):
+    def __init__(self, modules=None):
+        super().__init__()
+        for name, m in (modules or {}).items():
+            self.register_module(name, m)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.register_module(key, module)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
