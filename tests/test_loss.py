@@ -11,22 +11,8 @@ from minifused import backend
 from minifused.kernels import softmax as K
 from minifused.testing import gradcheck
 
-def cpu(data, **kw):
-    """A tensor on the cpu (the NumPy path), whatever the default device."""
-    return mf.tensor(data, device="cpu", **kw)
+from tolerances import DTYPES, TOL, cpu, rel_err  # noqa: E402
 
-
-DTYPES = [np.float32, np.float16, backend.bfloat16]
-TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float16): 2e-3, backend.bfloat16: 1.2e-2,
-       np.dtype(np.float64): 1e-12}
-
-
-def rel_err(a, b):
-    a = np.asarray(a, np.float64)
-    b = np.asarray(b, np.float64)
-    assert np.array_equal(np.isnan(a), np.isnan(b)), "NaN positions differ"
-    a, b = np.where(np.isnan(a), 0, a), np.where(np.isnan(b), 0, b)
-    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-3 * np.sqrt(max(b.size, 1)), 1e-30)
 
 
 def xent64(x, t, w=None, ignore_index=-100, reduction="mean", eps=0.0):

@@ -6,30 +6,12 @@ import pytest
 import minifused as mf
 import minifused.functional as F
 import minifused.nn as nn
-from minifused import backend
 from minifused.kernels import softmax as K
 from minifused.testing import gradcheck
 
-def cpu(data, **kw):
-    """A tensor on the cpu (the NumPy path), whatever the default device."""
-    return mf.tensor(data, device="cpu", **kw)
+from tolerances import DTYPES, TOL, cpu, rel_err  # noqa: E402
 
-
-DTYPES = [np.float32, np.float16, backend.bfloat16]
-TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float16): 2e-3, backend.bfloat16: 1.2e-2,
-       np.dtype(np.float64): 1e-12}
 NINF = -np.inf
-
-
-def rel_err(a, b):
-    a = np.asarray(a, np.float64)
-    b = np.asarray(b, np.float64)
-    assert np.array_equal(np.isnan(a), np.isnan(b)), "NaN positions differ"
-    inf = np.isinf(b)
-    assert np.array_equal(a[inf], b[inf]), "infinities differ"
-    fin = np.isfinite(b)
-    a, b = np.where(fin, a, 0), np.where(fin, b, 0)
-    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-3 * np.sqrt(b.size), 1e-30)
 
 
 def softmax64(x, log=False):

@@ -71,13 +71,7 @@ constexpr int LDC = MODE < 2 ? BM + 4 : BN + 4;  // epilogue tile (fp32): col-ma
 static_assert(NT % BM == 0 || MODE == 2, "epilogue maps one m per thread");
 static_assert(BM % 64 == 0 && BN % 64 == 0, "tiles are multiples of 64");
 
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename U> __device__ __forceinline__ U from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+#include "dtypes.cuh"  // to_f / from_f
 
 // n / d for n < 2^31 by multiply-and-shift (mul, shr from the host; d == 1 passes mul = 0).
 __device__ __forceinline__ int fast_div(int n, unsigned mul, unsigned shr) {

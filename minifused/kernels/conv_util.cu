@@ -16,13 +16,7 @@
 #endif
 typedef CONV_T T;
 
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename U> __device__ __forceinline__ U from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+#include "dtypes.cuh"  // to_f / from_f
 
 // in: (N, Ctot, HW) with this call's C channels starting at `in` (already offset);
 // out: (N, HW, Cp). mask (optional, mask_words > 0): bit m%32 of word [c*mask_words + m/32],

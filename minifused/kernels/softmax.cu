@@ -48,13 +48,7 @@ constexpr int RPB = NT / TPR;  // rows per block
 constexpr int WPR = TPR / 32;  // warps per row
 #define NEG_INF __int_as_float(0xff800000)
 
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename U> __device__ __forceinline__ U from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+#include "dtypes.cuh"  // to_f / from_f
 
 template <typename U, int n> struct alignas(sizeof(U) * n) Vec { U v[n]; };
 typedef Vec<T, VEC> VT;
