@@ -236,6 +236,15 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 _NORM_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16, _backend.float64})
 
 
+def _empty_norm(input, params):
+    """The (empty) result of a norm of an empty input; weight and bias get zero gradients."""
+    out = input * 0
+    for p in params:
+        if p is not None:
+            out = out + p * 0
+    return out
+
+
 def _check_norm_args(op, input, normalized_shape, params):
     if not isinstance(input, _Tensor):
         raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
@@ -271,6 +280,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     backward; ``weight``/``bias`` (shape ``normalized_shape``) optional.
     """
     n = _check_norm_args("layer_norm", input, normalized_shape, {"weight": weight, "bias": bias})
+    if input.data.size == 0:
+        return _empty_norm(input, (weight, bias))
     return _norm_ops.norm(input, weight, bias, n, float(eps), rms=False)
 
 
@@ -278,6 +289,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     """RMS normalization ``x / sqrt(mean(x^2) + eps) * weight`` as ``torch.nn.functional.rms_norm``;
     ``eps=None`` means the input dtype's machine epsilon, as in PyTorch."""
     n = _check_norm_args("rms_norm", input, normalized_shape, {"weight": weight})
+    if input.data.size == 0:
+        return _empty_norm(input, (weight,))
     if eps is None:
         import ml_dtypes as _mld
         eps = float(_mld.finfo(input.dtype).eps)
@@ -306,6 +319,8 @@ def _softmax_dim(op, input, dim, dtype):
 
 def _softmax_any(op, input, dim, dtype, log):
     input, dim = _softmax_dim(op, input, dim, dtype)
+    if input.data.size == 0:  # nothing to normalize (the row kernels need rows of >= 1 element)
+        return input * 0
     if input.ndim == 0:
         return _reshape(_softmax_ops.softmax_last(_reshape(input, (1,)), log), ())
     last = input.ndim - 1

@@ -155,6 +155,8 @@ def load(path, map_location=None):
         with open(path, "rb") as f:
             raw = f.read()
         archive = np.load(io.BytesIO(raw), allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):  # a bare .npy array
+            raise ValueError(f"a single {type(archive).__name__}, not an archive")
         if "__tree__" not in archive.files:
             raise ValueError("no __tree__ entry")
         tree = json.loads(archive["__tree__"].tobytes().decode())

@@ -28,7 +28,7 @@ class _HookHandle:
 class Tensor:
     """An n-dimensional array on a device that can record operations for autograd."""
 
-    __slots__ = ("data", "_requires_grad", "grad", "_ctx", "_out_index", "_vc", "_hooks",
+    __slots__ = ("data", "_requires_grad", "_grad", "_ctx", "_out_index", "_vc", "_hooks",
                  "_retain", "__weakref__")
     __array_ufunc__ = None  # NumPy operators defer to Tensor's reflected methods
     __hash__ = object.__hash__
@@ -40,7 +40,7 @@ class Tensor:
             data = np.asarray(data)
         self.data = data
         self._requires_grad = False
-        self.grad = None
+        self._grad = None
         self._ctx = None
         self._out_index = 0
         self._vc = [0]
@@ -55,7 +55,7 @@ class Tensor:
         t = cls.__new__(cls)
         t.data = array
         t._requires_grad = requires_grad
-        t.grad = None
+        t._grad = None
         t._ctx = None
         t._out_index = 0
         t._vc = [0]
@@ -81,6 +81,26 @@ class Tensor:
     def requires_grad_(self, requires_grad=True):
         self.requires_grad = requires_grad
         return self
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        # Checked here, as PyTorch does, so that an optimizer step never meets a gradient
+        # that does not fit its parameter (it would update some parameters and then fail).
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None, got {type(value).__name__}")
+            if value.data.shape != self.data.shape:
+                raise RuntimeError(f"assigned grad has shape {tuple(value.data.shape)}, the tensor "
+                                   f"{tuple(self.data.shape)}")
+            if value.data.dtype != self.data.dtype:
+                raise RuntimeError(f"assigned grad has dtype {value.data.dtype}, the tensor {self.data.dtype}")
+            if value.device != self.device:
+                raise RuntimeError(f"assigned grad is on {value.device}, the tensor on {self.device}")
+        self._grad = value
 
     @property
     def shape(self) -> tuple:
@@ -220,8 +240,8 @@ class Tensor:
         self._retain = True
 
     def _accumulate_grad(self, g, owned):
-        if self.grad is None:
-            self.grad = Tensor._from_array(g if owned else g.copy(), False)
+        if self._grad is None:
+            self._grad = Tensor._from_array(g if owned else g.copy(), False)
         else:
             self.grad.data += g
             self.grad._vc[0] += 1
@@ -295,6 +315,8 @@ class Tensor:
 
     def normal_(self, mean=0.0, std=1.0):
         self._check_inplace("normal_")
+        if not std >= 0:
+            raise ValueError(f"normal_: std must be >= 0, got {std}")
         r = backend.generator(self.device).standard_normal(self.shape)
         self.data[...] = (r * std + mean).astype(self.data.dtype)
         return self._bump()

@@ -1,6 +1,10 @@
 """A catalogue of bad input across the API (CPU): each case raises the named exception with
 a message that names the problem, and leaves model weights and optimizer state unchanged."""
 import gzip
+import io
+import json
+import pickle
+import struct
 
 import numpy as np
 import pytest
@@ -106,7 +110,100 @@ CASES = [
      ValueError, "batch_size"),
     ("load_missing", lambda: mf.load("/nonexistent/ckpt.npz"), FileNotFoundError, "no such file"),
     ("save_unsupported", lambda: mf.save({"f": object()}, "/tmp/never.npz"), TypeError, "cannot store"),
+    # tensors: data, devices, gradients
+    ("tensor_strings", lambda: mf.tensor(["a", "b"]), TypeError, "not numeric"),
+    ("tensor_string_array", lambda: mf.tensor(np.array(["a"])), TypeError, "not numeric"),
+    ("unknown_device", lambda: mf.zeros(2, device="tpu"), ValueError, "unknown device 'tpu'"),
+    ("grad_not_tensor", lambda: setattr(nn.Parameter(t(2)), "grad", [1.0, 2.0]), TypeError,
+     "Tensor or None, got list"),
+    ("grad_shape", lambda: setattr(nn.Parameter(t(2)), "grad", t(3)), RuntimeError, r"grad has shape \(3,\)"),
+    ("grad_dtype", lambda: setattr(nn.Parameter(t(2)), "grad", t(2, dtype=mf.float64)), RuntimeError,
+     "grad has dtype float64"),
+    ("requires_grad_int_inplace", lambda: mf.tensor([1, 2]).requires_grad_(), TypeError, "floating-point"),
+    ("requires_grad_off_nonleaf", lambda: setattr(t(2, requires_grad=True) * 2, "requires_grad", False),
+     RuntimeError, "leaf"),
+    ("normal_negative_std", lambda: t(2).normal_(0.0, -1.0), ValueError, "std must be >= 0"),
+    # NaN where an error is expected
+    ("dropout_nan", lambda: F.dropout(t(3), float("nan")), ValueError, "between 0 and 1.*nan"),
+    ("smoothing_nan", lambda: F.cross_entropy(t(2, 3), mf.tensor([0, 1]), label_smoothing=float("nan")), ValueError,
+     "label_smoothing"),
+    ("xent_nan_float_target", lambda: F.cross_entropy(t(2, 3), mf.tensor([float("nan"), 1.0])), TypeError,
+     "integer class indices"),
+    ("sgd_lr_nan", lambda: optim.SGD(nn.Linear(2, 2).parameters(), lr=float("nan")), ValueError,
+     "invalid learning rate nan"),
+    ("adam_eps_nan", lambda: optim.Adam(nn.Linear(2, 2).parameters(), eps=float("nan")), ValueError,
+     "invalid epsilon nan"),
+    ("clip_nonfinite", lambda: _clip_nan(), RuntimeError, "non-finite"),
+    # empty tensors and zero-size batches
+    ("conv_zero_batch", lambda: nn.Conv2d(1, 2, 3)(t(0, 1, 5, 5)), ValueError, r"empty input.*\(0, 1, 5, 5\)"),
+    ("xent_zero_classes", lambda: F.cross_entropy(t(2, 0), mf.tensor([0, 0])), ValueError, r"in \[0, 0\)"),
+    ("min_empty", lambda: mf.zeros(2, 0).min(1), ValueError, "empty dimension"),
+    ("layer_norm_empty_shape", lambda: F.layer_norm(t(2, 3), ()), ValueError, "normalized_shape"),
+    # wrong target labels
+    ("xent_negative_label", lambda: F.cross_entropy(t(2, 3), mf.tensor([0, -1])), ValueError,
+     "target -1 at position 1 is out of bounds"),
+    ("nll_label_range", lambda: F.nll_loss(t(2, 3), mf.tensor([0, 3])), ValueError, "target 3 .* out of bounds"),
+    ("nll_uint8_label_range", lambda: F.nll_loss(t(2, 3), mf.tensor(np.array([0, 9], np.uint8))), ValueError,
+     "target 9"),
+    ("xent_spatial_target", lambda: F.cross_entropy(t(2, 3, 4, 4), mf.zeros(2, 4, 5, dtype=mf.int64)),
+     ValueError, r"target must have shape \[2, 4, 4\]"),
+    ("xent_weight_shape", lambda: F.cross_entropy(t(2, 3), mf.tensor([0, 1]), weight=t(4)), ValueError,
+     r"weight must have shape \[3\]"),
+    ("mse_shapes", lambda: F.mse_loss(t(2, 3), t(3, 2)), ValueError, "no implicit broadcasting"),
+    # unsupported layer arguments
+    ("linear_float_features", lambda: nn.Linear(2.5, 3), TypeError, "must be ints, got 2.5"),
+    ("linear_negative_features", lambda: nn.Linear(-1, 3), ValueError, ">= 0"),
+    ("linear_int_input", lambda: nn.Linear(2, 3)(mf.tensor([[1, 2]])), TypeError, "unsupported dtype int64"),
+    ("linear_bias_shape", lambda: F.linear(t(2, 3), t(4, 3), t(5)), ValueError, r"bias must have shape \(4,\)"),
+    ("conv_kernel_3d", lambda: nn.Conv2d(1, 2, (3, 3, 3)), ValueError, "kernel_size must be an int or a pair"),
+    ("conv_kernel_float", lambda: nn.Conv2d(1, 2, 2.5), TypeError, "kernel_size"),
+    ("conv_module_stride", lambda: nn.Conv2d(1, 2, 3, stride=0), ValueError, "stride must be >= 1"),
+    ("conv_module_padding", lambda: nn.Conv2d(1, 2, 3, padding="full"), ValueError, "padding must be"),
+    ("conv_groups", lambda: nn.Conv2d(3, 2, 3, groups=2), ValueError, "divisible by groups=2"),
+    ("conv_same_stride", lambda: F.conv2d(t(1, 1, 5, 5), t(1, 1, 3, 3), stride=2, padding="same"), ValueError,
+     "'same' needs stride 1"),
+    ("conv_dtype", lambda: F.conv2d(t(1, 1, 5, 5), t(1, 1, 3, 3, dtype=mf.float64)), TypeError, "one dtype"),
+    ("layer_norm_weight_shape", lambda: F.layer_norm(t(2, 3), (3,), weight=t(4)), ValueError,
+     r"weight must have shape \[3\]"),
+    ("layernorm_module_input", lambda: nn.LayerNorm(4)(t(2, 3)), ValueError, r"normalized_shape \[4\]"),
+    ("layernorm_negative", lambda: nn.LayerNorm(-1), ValueError, "non-negative"),
+    ("maxpool_kernel0", lambda: nn.MaxPool2d(0)(t(1, 1, 4, 4)), ValueError, "kernel_size must be >= 1"),
+    ("maxpool_too_big", lambda: nn.MaxPool2d(5)(t(1, 1, 4, 4)), ValueError, "larger than the padded input"),
+    ("maxpool_padding", lambda: nn.MaxPool2d(2, padding=2)(t(1, 1, 4, 4)), ValueError, "at most half"),
+    ("maxpool_3d_input", lambda: nn.MaxPool2d(2)(t(1, 4, 4)), ValueError, "4-D input"),
+    ("maxpool_dilation", lambda: nn.MaxPool2d(2, dilation=2)(t(1, 1, 4, 4)), NotImplementedError, "dilation"),
+    ("avgpool_int", lambda: nn.AvgPool2d(2)(mf.zeros(1, 1, 4, 4, dtype=mf.int64)), TypeError, "floating-point"),
+    ("dropout_negative", lambda: nn.Dropout(-0.1), ValueError, "between 0 and 1"),
+    ("dropout_string", lambda: nn.Dropout("0.5"), ValueError, "between 0 and 1, but got '0.5'"),
+    ("softmax_dim", lambda: F.softmax(t(2, 3), dim=2), IndexError, "dim 2 out of range"),
+    ("softmax_int", lambda: F.softmax(mf.tensor([1, 2]), dim=0), TypeError, "float32"),
+    ("sequential_non_module", lambda: nn.Sequential(nn.Linear(2, 2), 5), TypeError, "'1' is a int, not a Module"),
+    ("module_to_int", lambda: nn.Linear(2, 2).to(mf.int64), TypeError, "only floating dtypes"),
+    # optimizers
+    ("optim_lr_string", lambda: optim.SGD(nn.Linear(2, 2).parameters(), lr="0.1"), ValueError,
+     "invalid learning rate '0.1'"),
+    ("optim_betas_single", lambda: optim.Adam(nn.Linear(2, 2).parameters(), betas=(0.9,)), ValueError,
+     "betas must be a pair"),
+    ("optim_weight_decay", lambda: optim.AdamW(nn.Linear(2, 2).parameters(), weight_decay=-0.1), ValueError,
+     "weight_decay"),
+    ("optim_momentum", lambda: optim.SGD(nn.Linear(2, 2).parameters(), lr=0.1, momentum=-1), ValueError,
+     "momentum"),
+    ("optim_group_no_params", lambda: optim.SGD([{"lr": 0.1}], lr=0.1), TypeError, "'params' entry"),
+    ("optim_duplicate", lambda: optim.SGD([nn.Linear(2, 2).weight] * 2, lr=0.1), ValueError,
+     "more than one parameter group"),
+    ("optim_int_param", lambda: optim.SGD([mf.tensor([1, 2])], lr=0.1), TypeError, "floating-point"),
+    ("optim_tensor_not_list", lambda: optim.SGD(nn.Linear(2, 2).weight, lr=0.1), TypeError, "iterable"),
+    ("optim_no_params_generator", lambda: optim.Adam(iter([])), ValueError, "empty parameter list"),
+    # data
+    ("dataset_lengths", lambda: __import__("minifused.data", fromlist=["TensorDataset"]).TensorDataset(
+        t(4, 2), t(3)), ValueError, "different lengths"),
 ]
+
+
+def _clip_nan():
+    p = nn.Parameter(t(2))
+    p.grad = mf.tensor([float("nan"), 1.0])
+    nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -163,3 +260,259 @@ def test_failed_calls_leave_model_and_optimizer_unchanged():
         other.step()
         opt.load_state_dict(other.state_dict())
     _same(before, _snapshot(model, opt))
+
+
+# ---- damaged data files: each names the file and what is wrong with it
+
+def _idx(n=5, rows=28, labels=None):
+    rng = np.random.default_rng(0)
+    img = struct.pack(">IIII", 0x803, n, rows, rows) + rng.integers(0, 256, n * rows * rows, dtype=np.uint8).tobytes()
+    lbl = struct.pack(">II", 0x801, n) + bytes(labels if labels is not None else [i % 10 for i in range(n)])
+    return img, lbl
+
+
+_IMG, _LBL = _idx()
+DATA_FILES = [  # (id, images .gz bytes, labels .gz bytes, regex)
+    ("gzip_cut", gzip.compress(_IMG)[:-20], gzip.compress(_LBL), r"images-idx3-ubyte\.gz: corrupt or truncated gzip"),
+    ("not_gzip", b"garbage bytes", gzip.compress(_LBL), r"images-idx3-ubyte\.gz: corrupt or truncated gzip"),
+    ("idx_short", gzip.compress(_IMG[:-10]), gzip.compress(_LBL), r"images-idx3-ubyte\.gz: truncated IDX data"),
+    ("idx_header_only", gzip.compress(_IMG[:6]), gzip.compress(_LBL), r"images-idx3-ubyte\.gz: truncated IDX header"),
+    ("trailing_bytes", gzip.compress(_IMG + b"xx"), gzip.compress(_LBL), "2 unexpected trailing bytes"),
+    ("swapped", gzip.compress(_LBL), gzip.compress(_IMG), r"images-idx3-ubyte\.gz: bad IDX magic number 0x00000801"),
+    ("image_size", gzip.compress(_idx(rows=32)[0]), gzip.compress(_LBL), r"unexpected dimensions \(5, 32, 32\)"),
+    ("counts", gzip.compress(_IMG), gzip.compress(_idx(n=4)[1]), "holds 5 images but .* holds 4 labels"),
+    ("label_range", gzip.compress(_IMG), gzip.compress(_idx(labels=[0, 1, 2, 3, 12])[1]),
+     r"labels-idx1-ubyte\.gz: label 12 outside 0-9"),
+]
+
+
+@pytest.mark.parametrize("images,labels,pattern", [c[1:] for c in DATA_FILES], ids=[c[0] for c in DATA_FILES])
+def test_damaged_mnist_files(images, labels, pattern, tmp_path):
+    from minifused.data import MNIST
+    from minifused.data.mnist import DatasetError
+
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    (folder / "train-images-idx3-ubyte.gz").write_bytes(images)
+    (folder / "train-labels-idx1-ubyte.gz").write_bytes(labels)
+    with pytest.raises(DatasetError, match=pattern):
+        MNIST(root=tmp_path, train=True, download=False)
+
+
+def test_missing_mnist_files_without_download(tmp_path):
+    from minifused.data import MNIST
+    from minifused.data.mnist import DatasetError
+
+    with pytest.raises(DatasetError, match=r"files not found \(download=False\).*train-images-idx3-ubyte"):
+        MNIST(root=tmp_path, train=True, download=False)
+
+
+# ---- damaged or foreign checkpoints
+
+def _rewrite(path, out, change):
+    with np.load(path) as archive:
+        arrays = {k: archive[k] for k in archive.files}
+    change(arrays)
+    with open(out, "wb") as f:  # a file object: np.savez would add ".npz" to the name
+        np.savez(f, **arrays)
+
+
+def _retree(arrays, **fields):
+    tree = json.loads(arrays["__tree__"].tobytes())
+    tree.update(fields)
+    arrays["__tree__"] = np.frombuffer(json.dumps(tree).encode(), np.uint8)
+
+
+CHECKPOINTS = [  # (id, writer(good_path, bad_path), regex)
+    ("truncated", lambda g, b: b.write_bytes(g.read_bytes()[: g.stat().st_size // 2]), "truncated or corrupt"),
+    ("empty", lambda g, b: b.write_bytes(b""), "truncated or corrupt"),
+    ("foreign_npz", lambda g, b: _rewrite(g, b, lambda a: (a.clear(), a.update(x=np.zeros(3)))),
+     "no __tree__ entry"),
+    ("bare_npy", lambda g, b: b.write_bytes(_npy_bytes(np.zeros(3))), "not an archive"),
+    ("pickle", lambda g, b: b.write_bytes(pickle.dumps({"weight": [1.0]})), "truncated or corrupt"),
+    ("missing_array", lambda g, b: _rewrite(g, b, lambda a: a.pop("a1")), "damaged: array 'a1' is missing"),
+    ("dtype_changed", lambda g, b: _rewrite(g, b, lambda a: a.update(a0=a["a0"].astype(np.float64))),
+     "damaged: array 'a0' has dtype float64"),
+    ("other_format", lambda g, b: _rewrite(g, b, lambda a: _retree(a, format="other-9")), "format 'other-9'"),
+    ("bad_tree_json", lambda g, b: _rewrite(g, b, lambda a: a.update(__tree__=np.frombuffer(b"{nope", np.uint8))),
+     "truncated or corrupt"),
+]
+
+
+def _npy_bytes(array):
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("writer,pattern", [c[1:] for c in CHECKPOINTS], ids=[c[0] for c in CHECKPOINTS])
+def test_damaged_checkpoints(writer, pattern, tmp_path):
+    model = nn.Linear(3, 2)
+    good, bad = tmp_path / "good.ckpt", tmp_path / "bad.ckpt"
+    mf.save(model.state_dict(), good)
+    writer(good, bad)
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=pattern) as info:
+        model.load_state_dict(mf.load(bad))
+    assert "bad.ckpt" in str(info.value)  # the message names the file
+    assert all(np.array_equal(before[k], v.numpy()) for k, v in model.state_dict().items())
+
+
+def test_failed_save_keeps_the_previous_checkpoint(tmp_path):
+    path = tmp_path / "run.ckpt"
+    model = nn.Linear(3, 2)
+    mf.save({"model": model.state_dict(), "epoch": 1}, path)
+    with pytest.raises(TypeError, match="cannot store an object of type object"):
+        mf.save({"model": model.state_dict(), "epoch": 2, "oops": object()}, path)
+    assert mf.load(path)["epoch"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["run.ckpt"]  # no temporary file left behind
+
+
+# ---- model and optimizer state unchanged after failed calls
+
+def _trained():
+    mf.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    opt = optim.Adam(model.parameters(), lr=0.1)
+    F.cross_entropy(model(t(5, 4)), mf.tensor([0, 1, 0, 1, 1])).backward()
+    opt.step()
+    F.cross_entropy(model(t(5, 4)), mf.tensor([0, 1, 0, 1, 1])).backward()  # fresh grads for the next step
+    return model, opt
+
+
+def _groups(opt):
+    return [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
+
+
+def test_wrong_gradient_cannot_half_update_a_step():
+    """A gradient that does not fit its parameter is refused when assigned, so a later step
+    cannot update some parameters and then fail on the misfit (it used to: three of four
+    parameters and their Adam state moved, then NumPy raised a broadcasting error)."""
+    model, opt = _trained()
+    before = _snapshot(model, opt)
+    last = list(model.parameters())[-1]
+    for bad, exc, pattern in [(t(5), RuntimeError, r"shape \(5,\), the tensor \(2,\)"),
+                              (t(2, dtype=mf.float64), RuntimeError, "dtype float64, the tensor float32"),
+                              (np.zeros(2, np.float32), TypeError, "Tensor or None")]:
+        with pytest.raises(exc, match=pattern):
+            last.grad = bad
+    assert last.grad is not None and last.grad.shape == (2,)
+    _same(before, _snapshot(model, opt))
+    opt.step()  # the valid gradients still step normally
+
+
+@pytest.mark.parametrize("other", ["sgd", "adam_other_model", "adam_two_groups"])
+def test_optimizer_rejects_a_foreign_state_dict(other):
+    model, opt = _trained()
+    before, groups = _snapshot(model, opt), _groups(opt)
+    if other == "sgd":  # an SGD state dict given to Adam used to load, then the next step raised KeyError 'step'
+        foreign = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        pattern = r"hyper-parameters \['dampening', 'momentum', 'nesterov'\] that Adam does not use"
+    elif other == "adam_other_model":
+        foreign = optim.Adam(nn.Linear(4, 3).parameters())
+        pattern = "group 0 has 2 parameters in the state dict, 4 in the optimizer"
+    else:
+        m = nn.Linear(4, 3)
+        foreign = optim.Adam([{"params": [m.weight]}, {"params": [m.bias]}])
+        pattern = "2 parameter groups, the optimizer 1"
+    with pytest.raises(ValueError, match=pattern):
+        opt.load_state_dict(foreign.state_dict())
+    _same(before, _snapshot(model, opt))
+    assert _groups(opt) == groups
+    opt.step()
+
+
+def test_optimizer_state_with_wrong_shapes_is_refused_before_anything_changes():
+    model, opt = _trained()
+    before, groups = _snapshot(model, opt), _groups(opt)
+    sd = opt.state_dict()
+    bad = {"state": {i: dict(s) for i, s in sd["state"].items()},
+           "param_groups": [dict(g, lr=123.0) for g in sd["param_groups"]]}
+    bad["state"][3]["exp_avg"] = mf.zeros(7)  # the last parameter's: earlier ones would load first
+    with pytest.raises(ValueError, match=r"state 'exp_avg' of parameter 3 has shape \(7,\)"):
+        opt.load_state_dict(bad)
+    _same(before, _snapshot(model, opt))
+    assert _groups(opt) == groups  # lr not half-applied
+
+
+@pytest.mark.parametrize("case", ["foreign_model", "last_key_shape", "dtype", "list_values", "not_a_mapping"])
+def test_model_rejects_a_bad_state_dict_before_copying(case):
+    model, opt = _trained()
+    before = _snapshot(model, opt)
+    sd = model.state_dict()
+    if case == "foreign_model":
+        sd, pattern = nn.Sequential(nn.Linear(4, 5), nn.Linear(5, 2)).state_dict(), r"0\.weight: shape \(5, 4\)"
+    elif case == "last_key_shape":
+        sd = dict(sd, **{"2.bias": mf.zeros(3)})
+        pattern = r"2\.bias: shape \(3,\) in the state dict, \(2,\) in the model"
+    elif case == "dtype":
+        sd, pattern = {k: v.double() for k, v in sd.items()}, "dtype float64 in the state dict, float32"
+    elif case == "list_values":
+        sd, pattern = {k: v.tolist() for k, v in sd.items()}, "0.weight: a list in the state dict"
+    else:
+        sd, pattern = list(sd.items()), "expected a mapping of names to tensors, got list"
+    with pytest.raises((RuntimeError, TypeError), match=pattern):
+        model.load_state_dict(sd)
+    _same(before, _snapshot(model, opt))
+
+
+# ---- empty inputs that are valid: an empty result, and gradients of the right shapes
+
+@pytest.mark.parametrize("shape,fn", [
+    ((2, 0), lambda x: F.softmax(x, dim=1)),  # used to raise NumPy's "cannot reshape array of size 0"
+    ((0, 3), lambda x: F.log_softmax(x, dim=1)),
+    ((2, 0), lambda x: nn.LayerNorm(0)(x)),  # ditto
+    ((0, 3), lambda x: nn.LayerNorm(3)(x)),
+    ((0, 3), lambda x: nn.RMSNorm(3)(x)),
+    ((0, 3), lambda x: nn.Linear(3, 2)(x)),
+    ((0, 1, 4, 4), lambda x: nn.AvgPool2d(2)(x)),
+], ids=["softmax_empty_rows", "log_softmax_zero_batch", "layer_norm_empty_rows", "layer_norm_zero_batch",
+        "rms_norm_zero_batch", "linear_zero_batch", "avg_pool_zero_batch"])
+def test_empty_inputs_give_empty_outputs(shape, fn):
+    x = t(*shape, requires_grad=True)
+    y = fn(x)
+    assert y.numel() == 0
+    y.sum().backward()
+    assert x.grad.shape == x.shape
+
+
+def test_zero_batch_layer_norm_gives_zero_parameter_gradients():
+    ln = nn.LayerNorm(3)
+    ln(t(0, 3)).sum().backward()
+    assert np.array_equal(ln.weight.grad.numpy(), np.zeros(3)) and np.array_equal(ln.bias.grad.numpy(), np.zeros(3))
+
+
+@pytest.mark.skipif(mf.backend.cuda_available(), reason="checks the message where CUDA is missing")
+def test_cuda_requested_without_cuda():
+    with pytest.raises(RuntimeError, match="no usable CUDA device"):
+        mf.zeros(2, device="cuda")
+
+
+@pytest.mark.gpu
+def test_mixed_devices_named():
+    with pytest.raises(RuntimeError, match="on one device"):
+        F.linear(t(2, 3), mf.randn(4, 3, device="cuda"))
+    with pytest.raises(RuntimeError, match="target is on cpu but the input is on cuda"):
+        F.cross_entropy(mf.randn(2, 3, device="cuda"), mf.tensor([0, 1], device="cpu"))
+    with pytest.raises(RuntimeError, match="assigned grad is on"):
+        nn.Parameter(t(2)).grad = mf.randn(2, device="cuda")
+
+
+def test_save_interrupted_mid_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    """A save killed while writing (here: KeyboardInterrupt after half the bytes) leaves the old
+    file whole and no temporary file behind."""
+    from minifused import serialization
+
+    path = tmp_path / "run.ckpt"
+    mf.save({"epoch": 1, "w": t(3)}, path)
+
+    def half_then_interrupt(f, **arrays):
+        f.write(b"PK\x03\x04 half a zip")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(serialization.np, "savez", half_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        mf.save({"epoch": 2, "w": t(3)}, path)
+    monkeypatch.undo()
+    assert mf.load(path)["epoch"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["run.ckpt"]

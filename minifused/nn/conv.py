@@ -2,15 +2,12 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 from .. import backend
 from .. import functional as F
 from ..autograd import no_grad
 from .module import Module, Parameter
-
-
-def _pair(v):
-    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
 
 
 class Conv2d(Module):
@@ -26,6 +23,10 @@ class Conv2d(Module):
         super().__init__()
         if activation not in (None, "relu"):
             raise ValueError(f"Conv2d: activation must be None or 'relu', got {activation!r}")
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                   for v in (in_channels, out_channels, groups)):
+            raise TypeError(f"Conv2d: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
+                            f"{out_channels!r} and {groups!r}")
         if groups < 1 or in_channels % groups or out_channels % groups:
             raise ValueError(f"Conv2d: in_channels={in_channels} and out_channels={out_channels} must both be "
                              f"divisible by groups={groups}")
@@ -33,12 +34,13 @@ class Conv2d(Module):
             raise ValueError(f"Conv2d: channel counts must be >= 1, got in_channels={in_channels}, "
                              f"out_channels={out_channels}")
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size = _pair(kernel_size)
-        self.stride, self.dilation = _pair(stride), _pair(dilation)
-        self.padding = padding if isinstance(padding, str) else _pair(padding)
+        self.kernel_size = F._pair("Conv2d", "kernel_size", kernel_size, 1)
+        self.stride = F._pair("Conv2d", "stride", stride, 1)
+        self.dilation = F._pair("Conv2d", "dilation", dilation, 1)
+        if isinstance(padding, str) and padding not in ("valid", "same"):
+            raise ValueError(f"Conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+        self.padding = padding if isinstance(padding, str) else F._pair("Conv2d", "padding", padding, 0)
         self.groups, self.activation = int(groups), activation
-        if min(self.kernel_size) < 1:
-            raise ValueError(f"Conv2d: kernel_size must be >= 1, got {kernel_size!r}")
         dev = backend.device(device)
         dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)

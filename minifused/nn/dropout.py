@@ -1,6 +1,8 @@
 """``Dropout``: zeroes elements with probability ``p`` in training mode (fused mask kernel)."""
 from __future__ import annotations
 
+import numbers
+
 from .. import functional as F
 from .module import Module
 
@@ -8,8 +10,8 @@ from .module import Module
 class Dropout(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: probability has to be between 0 and 1, but got {p}")
+        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: probability has to be between 0 and 1, but got {p!r}")
         self.p = float(p)
         self.inplace = inplace
 

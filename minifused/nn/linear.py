@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 from .. import backend
 from .. import functional as F
@@ -23,6 +24,9 @@ class Linear(Module):
         super().__init__()
         if activation not in (None, "relu", "gelu"):
             raise ValueError(f"Linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (in_features, out_features)):
+            raise TypeError(f"Linear: in_features and out_features must be ints, got {in_features!r} and "
+                            f"{out_features!r}")
         if in_features < 0 or out_features < 0:
             raise ValueError(f"Linear: feature counts must be >= 0, got in_features={in_features}, "
                              f"out_features={out_features}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -76,6 +77,8 @@ class Module:
             self.__dict__.setdefault("_non_persistent", set()).add(name)
 
     def register_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(self).__name__}: {name!r} is a {type(module).__name__}, not a Module")
         self._modules[name] = module
 
     add_module = register_module
@@ -218,6 +221,9 @@ class Module:
 
         Shapes and dtypes must match; everything is checked before anything is copied.
         """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict: expected a mapping of names to tensors, got "
+                            f"{type(state_dict).__name__}")
         own = self.state_dict()
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -231,6 +237,9 @@ class Module:
             if k not in state_dict:
                 continue
             src = state_dict[k]
+            if not (isinstance(src, Tensor) or isinstance(src, np.ndarray) or backend.is_cuda_array(src)):
+                problems.append(f"{k}: a {type(src).__name__} in the state dict, expected a tensor or an array")
+                continue
             shape = tuple(src.shape)
             dtype = src.dtype
             if shape != tuple(target.shape):

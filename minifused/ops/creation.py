@@ -26,14 +26,17 @@ def _place(array, dtype, device, requires_grad):
 def _infer_host_array(data):
     """NumPy array for Python data, with PyTorch's defaults (float32 for floats, int64 for ints)."""
     if isinstance(data, np.ndarray):
-        return data
-    arr = np.asarray(data)
-    if arr.dtype == np.float64 and not isinstance(data, np.generic):
-        arr = arr.astype(np.float32)
-    elif arr.dtype.kind in "iu":
-        arr = arr.astype(np.int64)
-    elif arr.dtype == object:
-        raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data of mixed types")
+        arr = data
+    else:
+        arr = np.asarray(data)
+        if arr.dtype == np.float64 and not isinstance(data, np.generic):
+            arr = arr.astype(np.float32)
+        elif arr.dtype.kind in "iu":
+            arr = arr.astype(np.int64)
+        elif arr.dtype == object:
+            raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data of mixed types")
+    if arr.dtype.kind in "USOMm":  # strings, bytes, objects, dates: not numbers
+        raise TypeError(f"tensor: cannot make a tensor from data of dtype {arr.dtype} (not numeric)")
     return arr
 
 

@@ -5,7 +5,7 @@ from .. import backend
 from ..autograd import no_grad
 from ..kernels import optim as K
 from ..tensor import Tensor
-from .optimizer import Optimizer, _params_with_grad
+from .optimizer import Optimizer, _check_hyper, _params_with_grad
 
 
 class Adam(Optimizer):
@@ -21,15 +21,13 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
                  maximize=False):
         name = type(self).__name__
-        if lr < 0:
-            raise ValueError(f"{name}: invalid learning rate {lr}")
-        if eps < 0:
-            raise ValueError(f"{name}: invalid epsilon {eps}")
+        _check_hyper(name, "learning rate", lr)
+        _check_hyper(name, "epsilon", eps)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
         for i, b in enumerate(betas):
-            if not 0.0 <= b < 1.0:
-                raise ValueError(f"{name}: invalid beta parameter at index {i}: {b}")
-        if weight_decay < 0:
-            raise ValueError(f"{name}: invalid weight_decay {weight_decay}")
+            _check_hyper(name, f"beta parameter at index {i}", b, upper=1.0)
+        _check_hyper(name, "weight_decay", weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize))
 

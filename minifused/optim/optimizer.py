@@ -8,6 +8,7 @@ the live state; ``minifused.save`` writes it as is.
 from __future__ import annotations
 
 import copy
+import numbers
 
 from .. import backend
 from ..tensor import Tensor
@@ -46,6 +47,14 @@ class _ParamState(dict):
         return list(self._params.values())
 
 
+def _check_hyper(opt, what, value, upper=None):
+    """``value`` a real number in [0, upper) (any upper bound when None); NaN is rejected."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0.0 <= value
+    if not ok or (upper is not None and not value < upper):
+        bound = f"in [0, {upper})" if upper is not None else ">= 0"
+        raise ValueError(f"{opt}: invalid {what} {value!r} (expected a number {bound})")
+
+
 class Optimizer:
     """Base class: subclasses define ``defaults`` through ``__init__`` and implement ``step``."""
 
@@ -65,6 +74,9 @@ class Optimizer:
             self.add_param_group(g)
 
     def add_param_group(self, group: dict):
+        if not isinstance(group, dict) or "params" not in group:
+            raise TypeError(f"{type(self).__name__}: a parameter group must be a dict with a 'params' entry, "
+                            f"got {sorted(group) if isinstance(group, dict) else type(group).__name__}")
         group = dict(group)
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
@@ -129,6 +141,11 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}.load_state_dict: the state dict has {len(saved)} parameter "
                              f"groups, the optimizer {len(self.param_groups)}")
         for i, (sg, g) in enumerate(zip(saved, self.param_groups)):
+            foreign = sorted(set(sg) - set(g))
+            if foreign:  # e.g. an SGD state dict given to Adam: its step would fail on missing state
+                raise ValueError(f"{type(self).__name__}.load_state_dict: group {i} of the state dict has "
+                                 f"hyper-parameters {foreign} that {type(self).__name__} does not use (a state "
+                                 f"dict of another optimizer?)")
             if len(sg["params"]) != len(g["params"]):
                 raise ValueError(f"{type(self).__name__}.load_state_dict: group {i} has {len(sg['params'])} "
                                  f"parameters in the state dict, {len(g['params'])} in the optimizer")

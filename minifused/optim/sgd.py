@@ -5,7 +5,7 @@ from .. import backend
 from ..autograd import no_grad
 from ..kernels import optim as K
 from ..tensor import Tensor
-from .optimizer import Optimizer, _params_with_grad
+from .optimizer import Optimizer, _check_hyper, _params_with_grad
 
 
 class SGD(Optimizer):
@@ -16,12 +16,9 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
                  maximize=False):
-        if lr < 0:
-            raise ValueError(f"SGD: invalid learning rate {lr}")
-        if momentum < 0:
-            raise ValueError(f"SGD: invalid momentum {momentum}")
-        if weight_decay < 0:
-            raise ValueError(f"SGD: invalid weight_decay {weight_decay}")
+        _check_hyper("SGD", "learning rate", lr)
+        _check_hyper("SGD", "momentum", momentum)
+        _check_hyper("SGD", "weight_decay", weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
