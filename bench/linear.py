@@ -17,19 +17,17 @@
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
-import time
 from pathlib import Path
 
 import cupy
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Results, bench_ms, torch_or_none  # noqa: E402
+from harness import Results, bench_ms, host_us, torch_or_none  # noqa: E402
 
-import minifused.functional as F  # noqa: E402
 from minifused import nn  # noqa: E402
 from minifused.kernels import matmul as K  # noqa: E402
 from minifused.ops import linear as L  # noqa: E402
@@ -167,21 +165,6 @@ def torch_layer(res, n, k, m, torch, sets=2, tag=""):
     return t["torch"] / t["ours"]
 
 
-def host_us(fn, calls=1000, rounds=5):
-    """Host µs per call: median over rounds of ``calls`` calls, no synchronization inside a round."""
-    for _ in range(50):
-        fn()
-    cupy.cuda.get_current_stream().synchronize()
-    per_round = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per_round.append((time.perf_counter() - t0) / calls * 1e6)
-        cupy.cuda.get_current_stream().synchronize()
-    return sorted(per_round)[len(per_round) // 2]
-
-
 def host_times(res, batches=(64, 256, 1024), k=784, m=1024):
     """Host µs per call. Phase 1 runs before PyTorch is imported (a minifused program does not
     import it); phase 2 imports it, times PyTorch, and times nn.Linear again beside it."""
@@ -234,20 +217,34 @@ def host_times(res, batches=(64, 256, 1024), k=784, m=1024):
             tx = torch.randn(n, k, device="cuda")
             txg = torch.randn(n, k, device="cuda", requires_grad=True)
             tg = torch.randn(n, m, device="cuda")
-            r["pytorch linear+relu fwd"] = host_us(lambda: torch.relu(torch.nn.functional.linear(tx, tw, tb)))
 
             def t_fwd_bwd():
                 tw.grad = tb.grad = txg.grad = None
                 torch.relu(torch.nn.functional.linear(txg, tw, tb)).backward(tg)
 
-            r["pytorch linear+relu fwd+bwd"] = host_us(t_fwd_bwd)
-            r["nn.Linear fwd (training), torch imported"] = host_us(lambda: lin(x))
-            r["nn.Linear fwd+bwd, torch imported"] = host_us(lambda: fwd_bwd(xg, g))
+            # interleaved rounds, the median of each: the host's speed drifts over seconds
+            # (its other tenants), and a drift must not favour whichever ran first
+            pairs = {"pytorch linear+relu fwd": lambda: torch.relu(torch.nn.functional.linear(tx, tw, tb)),
+                     "nn.Linear fwd (training), torch imported": lambda: lin(x),
+                     "pytorch linear+relu fwd+bwd": t_fwd_bwd,
+                     "nn.Linear fwd+bwd, torch imported": lambda: fwd_bwd(xg, g)}
+            seen = {name: [] for name in pairs}
+            for _ in range(5):
+                for name, fn in pairs.items():
+                    seen[name].append(host_us(fn, bursts=60, warmup=50))
+            for name, v in seen.items():
+                r[name] = statistics.median(v)
     for n in batches:
         for impl, v in rows[n].items():
             res.add(f"host {n}x{k}->{m} fp32", impl, v, "us")
         res.ratio(f"host_us_fwd_b{n}", rows[n]["nn.Linear fwd (training)"])
         res.ratio(f"host_us_fwd_bwd_b{n}", rows[n]["nn.Linear fwd+bwd"])
+        if torch is not None:  # minifused over PyTorch host time, from the interleaved rounds
+            r = rows[n]
+            res.ratio(f"host_fwd_b{n}_over_torch (info)",
+                      r["nn.Linear fwd (training), torch imported"] / r["pytorch linear+relu fwd"])
+            res.ratio(f"host_fwd_bwd_b{n}_over_torch (info)",
+                      r["nn.Linear fwd+bwd, torch imported"] / r["pytorch linear+relu fwd+bwd"])
     return torch
 
 
@@ -300,7 +297,9 @@ Notes
   unfused baseline, for information. fused = DRELU_BGRAD on the producer's bit-mask.
 - "autotuned" rows: `minifused.kernels.matmul.autotune = True` (opt-in): each plan times the
   heuristic's candidates once when it is made. The target ratios use the default (heuristic) plans.
-- host µs: median of 5 rounds of 1000 calls, no synchronization inside a round; fp32,
+- host µs: the host's own time per call: bursts of 20 calls timed on the host clock with an
+  untimed synchronize between bursts (so the GPU queue never fills and no call waits for the
+  GPU), median over 200 bursts after 200 warm-up calls (`harness.host_us`); fp32,
   784 -> 1024, relu. `host_us_fwd_b*` is nn.Linear's training forward (parameters require
   grad, so the RELU_AUX_BIAS aux is kept), measured before PyTorch is imported; the rows
   marked "torch imported" repeat it in the same process after PyTorch is imported.

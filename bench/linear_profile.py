@@ -1,14 +1,14 @@
 """Where the host time of one Linear forward goes (784 -> 1024, fp32, batch 64).
 
-Prints host µs per call for each piece of the hot path (median of rounds, no
-synchronization inside a round) and a cProfile of ``nn.Linear.__call__``; also
+Prints host µs per call for each piece of the hot path (``harness.host_us``: bursts
+with an untimed sync between them) beside the µs per call back to back, which waits
+for the GPU where the GPU is the slower side; then a cProfile of ``nn.Linear.__call__``; also
 the autotuner's view of the seed-size fused forward. A diagnostic, not a result.
 """
 from __future__ import annotations
 
 import cProfile
 import pstats
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -16,6 +16,9 @@ from pathlib import Path
 import cupy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import host_us  # noqa: E402
 
 import minifused.functional as F  # noqa: E402
 from minifused import nn  # noqa: E402
@@ -24,21 +27,22 @@ from minifused.ops import linear as L  # noqa: E402
 from minifused.tensor import Tensor  # noqa: E402
 
 
-def us(fn, calls=2000, rounds=5):
-    for _ in range(100):
+def us(fn):
+    """(host µs per call in bursts, µs per call back to back): the second waits for the GPU
+    whenever the GPU is the slower side."""
+    burst = host_us(fn)
+    for _ in range(50):
         fn()
     cupy.cuda.get_current_stream().synchronize()
-    meds = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        meds.append((time.perf_counter() - t0) / calls * 1e6)
-        cupy.cuda.get_current_stream().synchronize()
-    return min(meds), statistics.median(meds)
+    t0 = time.perf_counter()
+    for _ in range(2000):
+        fn()
+    b2b = (time.perf_counter() - t0) / 2000 * 1e6
+    cupy.cuda.get_current_stream().synchronize()
+    return burst, b2b
 
 
-def main():
+def main(skip_autotune="--skip-autotune" in sys.argv):
     n, k, m = 64, 784, 1024
     rs = cupy.random.RandomState(0)
     x = Tensor(rs.standard_normal((n, k), dtype=cupy.float32))
@@ -53,6 +57,8 @@ def main():
     rows = {
         "cupy.empty (64,1024) f32": lambda: cupy.empty((n, m), cupy.float32),
         "cupy.empty mask": lambda: cupy.empty((n, K.relu_aux_cols(m)), cupy.uint8),
+        "cupy.cuda.alloc (y+mask bytes)": lambda: cupy.cuda.alloc(n * m * 4 + n * K.relu_aux_cols(m)),
+        "ndarray(memptr=) view": lambda: cupy.ndarray((n, m), cupy.float32, memptr=y.data),
         "get_current_stream().ptr": lambda: cupy.cuda.get_current_stream().ptr,
         "runtime.getDevice": lambda: cupy.cuda.runtime.getDevice(),
         "desc_set_attribute": lambda: K._lt.matmul_desc_set_attribute(plan.desc, K._ATTR["BIAS_POINTER"],
@@ -74,8 +80,8 @@ def main():
         "cupy x @ w.T": lambda: x.data @ w.T,
     }
     for name, fn in rows.items():
-        lo, med = us(fn)
-        print(f"{name:<32} min {lo:8.2f} us   median {med:8.2f} us", flush=True)
+        burst, b2b = us(fn)
+        print(f"{name:<32} host {burst:8.2f} us   back-to-back {b2b:8.2f} us", flush=True)
     pr = cProfile.Profile()
     pr.enable()
     for _ in range(3000):
@@ -83,6 +89,8 @@ def main():
     pr.disable()
     pstats.Stats(pr).sort_stats("tottime").print_stats(25)
 
+    if skip_autotune:
+        return
     # The autotuner's candidates for the seed-size fused forward.
     n, k, m = 65536, 16384, 8192
     xs = rs.standard_normal((n, k), dtype=cupy.float32).astype(cupy.float16)

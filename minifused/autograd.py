@@ -211,13 +211,18 @@ class Function:
             outs[0]._vc = args[0]._vc
         if record:
             ctx.fn = cls
-            ctx.inputs = tuple(a if n else None for a, n in zip(args, needs))
-            ctx.out_meta = tuple((o.data.shape, o.data.dtype) for o in outs)
+            ctx.inputs = tuple([a if n else None for a, n in zip(args, needs)])
             if ctx.saved:
                 ctx.versions = _saved_versions(ctx.saved, args, outs, T)
-            for i, o in enumerate(outs):
+            if len(outs) == 1:  # the common case, without the loops
+                o = outs[0]
+                ctx.out_meta = ((o.data.shape, o.data.dtype),)
                 o._ctx = ctx
-                o._out_index = i
+            else:
+                ctx.out_meta = tuple([(o.data.shape, o.data.dtype) for o in outs])
+                for i, o in enumerate(outs):
+                    o._ctx = ctx
+                    o._out_index = i
         return outs if type(out) is tuple else outs[0]
 
 

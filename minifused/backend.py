@@ -176,6 +176,10 @@ def capturing(name: str):
         _capture.name = prev
 
 
+def is_capturing() -> bool:
+    return _capture.name is not None
+
+
 def refuse_sync(what: str) -> None:
     """Raise if ``what`` (an op that waits for the device) runs inside a graph capture."""
     if _capture.name is not None:

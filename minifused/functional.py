@@ -36,6 +36,8 @@ _LINEAR_ACTIVATIONS = (None, "relu", "gelu")
 
 def _same_device(a, b):
     """Raw arrays on one device (cheap: no Device objects on the hot path)."""
+    if type(a) is _np.ndarray:
+        return type(b) is _np.ndarray
     ca, cb = _backend.is_cuda_array(a), _backend.is_cuda_array(b)
     return ca == cb and (not ca or a.data.device_id == b.data.device_id)
 
@@ -55,11 +57,13 @@ def linear(input, weight, bias=None, activation=None):
     if isinstance(input, _Tensor) and isinstance(weight, _Tensor) and activation in _LINEAR_ACTIVATIONS:
         x, w = input.data, weight.data
         xs, ws, dtype = x.shape, w.shape, x.dtype
+        kind = type(x)
         if (len(ws) == 2 and xs and xs[-1] == ws[1] and w.dtype is dtype and dtype in _LINEAR_DTYPES
-                and type(x) is type(w) and (bias is None or (
+                and type(w) is kind and (bias is None or (
                     isinstance(bias, _Tensor) and bias.data.shape == ws[:1] and bias.data.dtype is dtype
-                    and type(bias.data) is type(x)))
-                and _same_device(x, w) and (bias is None or _same_device(x, bias.data))):
+                    and type(bias.data) is kind))
+                and (kind is _np.ndarray or (x.data.device_id == w.data.device_id and (
+                    bias is None or x.data.device_id == bias.data.data.device_id)))):
             return _LinearFn.apply(input, weight, bias, activation=activation)
     _linear_check(input, weight, bias, activation)
     return _LinearFn.apply(input, weight, bias, activation=activation)

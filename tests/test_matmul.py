@@ -216,6 +216,28 @@ def test_autotune_and_tf32_opt_in(rng, monkeypatch):
 
 
 @pytest.mark.gpu
+def test_small_gemms_are_timed_once_large_ones_only_on_request(rng, monkeypatch):
+    """A small GEMM's new plan times its candidates (the heuristic's first choice can cost more
+    host time per call than another); the timed choice still computes the right result, the
+    next call reuses it, and a GEMM above SMALL_GEMM_FLOP is not timed unless autotune is on."""
+    x = to_dev(rand(rng, (64, 784), np.float32), "cuda")
+    w = to_dev(rand(rng, (1024, 784), np.float32, 0.05), "cuda")
+    b = to_dev(rand(rng, (1024,), np.float32), "cuda")
+    K.clear_plan_cache()
+    before = K.plan_cache_info()["autotuned"]
+    y, mask = K.linear_fwd(x, w, b, "relu", aux=True)
+    info = K.plan_cache_info()
+    assert info["autotuned"] == before + 1
+    expect, expect_mask = K.linear_fwd_ref(x.get(), w.get(), b.get(), "relu", aux=True)
+    assert rel(y, expect) < 1e-5 and np.array_equal(mask.get()[:, :128], expect_mask[:, :128])
+    K.linear_fwd(x, w, b, "relu", aux=True)
+    assert K.plan_cache_info()["autotuned"] == info["autotuned"]
+    monkeypatch.setattr(K, "SMALL_GEMM_FLOP", 0)  # now every GEMM counts as large
+    K.linear_fwd(x[:32], w, b, "relu", aux=True)
+    assert K.plan_cache_info()["autotuned"] == info["autotuned"]
+
+
+@pytest.mark.gpu
 def test_clear_plan_cache_releases_and_replans(rng):
     x = to_dev(rand(rng, (8, 16), np.float16), "cuda")
     w = to_dev(rand(rng, (8, 16), np.float16), "cuda")
