@@ -413,6 +413,22 @@ def _bwd_filter_gpu(dz, x, w_shape, g, groups, stride, padding, dilation, dw):
         ws, _ptr(dw, g * kg * cg * r * s), *_ints(splits, kg, cg, r * s, cpad)))
 
 
+def _column_sums(dz, kg, kpad, out, offset):
+    """``out[offset:offset+kg]`` = column sums of the packed (rows, kpad) ``dz``: the bias gradient,
+    in two deterministic passes. (A CuPy ``sum(axis=0)`` over the strided slice ran one thread per
+    column: 15 ms for the MNIST conv1 at batch 1024.)"""
+    import cupy
+
+    rows = dz.size // kpad
+    per_block = 512
+    blocks = max(1, -(-rows // per_block))
+    part = cupy.empty((blocks, kg), np.float32)
+    _util(dz.dtype, "colsum_partial")((blocks,), (_THREADS,), (
+        dz, part, np.int64(rows), *_ints(kg, kpad, per_block)))
+    _util(dz.dtype, "colsum_reduce")(((kg + 127) // 128,), (128,), (
+        part, _ptr(out, offset), *_ints(blocks, kg)))
+
+
 def _backward_impl(dy, x, x_shape, w, w_shape, stride, padding, dilation, groups, mask, need_dx, need_dw,
                    need_db):
     import cupy
@@ -427,7 +443,7 @@ def _backward_impl(dy, x, x_shape, w, w_shape, stride, padding, dilation, groups
     for g in range(groups):
         dz = _pack_nhwc(dy, g * kg, kg, kpad, mask, words)
         if need_db:
-            db[g * kg:(g + 1) * kg] = dz.reshape(-1, kpad)[:, :kg].astype(np.float32).sum(axis=0).astype(dy.dtype)
+            _column_sums(dz, kg, kpad, db, g * kg)
         if need_dx:
             _bwd_data_gpu(dz, w, x_shape, g, groups, stride, padding, dilation, dx)
         if need_dw:
