@@ -178,7 +178,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         raise ValueError(f"{op}: kernel {r}x{s} (dilation {dilation}, effective {eff[0]}x{eff[1]}) is larger than "
                          f"the padded input {h + 2 * padding[0]}x{w + 2 * padding[1]} (input shape "
                          f"{tuple(input.shape)}, padding {padding})")
-    if n == 0 or c == 0 or k == 0:
+    if c == 0 or k == 0:  # (an empty batch, n == 0, is fine: an empty output)
         raise ValueError(f"{op}: empty input or weight (input {tuple(input.shape)}, weight {tuple(weight.shape)})")
     dtype = input.dtype
     if dtype not in _CONV_DTYPES:

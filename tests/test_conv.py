@@ -368,3 +368,15 @@ def test_gpu_matches_torch():
             ref = torch.nn.functional.conv2d(torch.tensor(xs).cuda(), torch.tensor(ws).cuda(),
                                              torch.tensor(bs).cuda(), st, pd, dl, g).cpu().numpy()
         np.testing.assert_allclose(cupy.asnumpy(y.data), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_empty_batch_gives_empty_output_and_zero_gradients(device):
+    """Batch 0 (e.g. an empty last batch) is not an error, as in PyTorch: the output is (0, K, P, Q)
+    and the weight and bias gradients are zeros."""
+    m = nn.Conv2d(3, 4, 3, padding=1, activation="relu").to(device)
+    x = mf.zeros(0, 3, 7, 5, device=device, requires_grad=True)
+    y = m(x)
+    assert y.shape == (0, 4, 7, 5)
+    y.sum().backward()
+    assert x.grad.shape == (0, 3, 7, 5)
+    assert float(abs(m.weight.grad).sum().item()) == 0.0 and float(abs(m.bias.grad).sum().item()) == 0.0

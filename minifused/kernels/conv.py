@@ -457,6 +457,11 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
                    want_mask=False):
     """``act(conv2d(x, w) + bias)`` and, for activation 'relu' with ``want_mask``, its bit-packed mask."""
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
+    if x.shape[0] == 0:  # an empty batch: an empty output (and mask), as PyTorch gives
+        xp = backend.array_module(x)
+        p, q = (out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in (0, 1))
+        mask = xp.empty((w.shape[0], 0), np.uint32) if activation == "relu" and want_mask else None
+        return xp.empty((0, w.shape[0], p, q), x.dtype), mask
     if _on_gpu(x) and _fits_int32(x.shape, w.shape, stride, padding, dilation, groups, x.dtype):
         return _forward_gpu(x, w, bias, stride, padding, dilation, groups, activation == "relu", want_mask)
     return conv2d_forward_ref(x, w, bias, stride, padding, dilation, groups, activation, want_mask)
@@ -466,6 +471,10 @@ def conv2d_backward(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), gr
                     need_dx=True, need_dw=True, need_db=False):
     """(dx, dw, db) of the convolution for output gradient ``dy`` (masked by the ReLU ``mask`` if given)."""
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
+    if dy.shape[0] == 0:  # an empty batch contributes nothing: zero weight and bias gradients
+        xp = backend.array_module(dy)
+        return (xp.empty(x.shape, dy.dtype) if need_dx else None, xp.zeros(w.shape, dy.dtype) if need_dw else None,
+                xp.zeros((w.shape[0],), dy.dtype) if need_db else None)
     if _on_gpu(dy) and _fits_int32(x.shape, w.shape, stride, padding, dilation, groups, dy.dtype):
         return _backward_impl(dy, x, x.shape, w, w.shape, stride, padding, dilation, groups, mask, need_dx, need_dw,
                               need_db)
