@@ -380,3 +380,39 @@ def test_empty_batch_gives_empty_output_and_zero_gradients(device):
     y.sum().backward()
     assert x.grad.shape == (0, 3, 7, 5)
     assert float(abs(m.weight.grad).sum().item()) == 0.0 and float(abs(m.bias.grad).sum().item()) == 0.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_direct_kernels_short_reduction(dtype, poisoned_pool):
+    """C*R*S <= 32 runs on conv_direct.cu: forward (bias, ReLU, mask), filter and bias gradients
+    against the float64 reference, over odd sizes: pixel counts not a multiple of 32, K above one
+    weight stage (70 > 64: the filter gradient then takes the GEMM path), stride, padding, dilation."""
+    import cupy
+
+    assert K._direct((32, 1, 3, 3), 1) and K._direct((8, 2, 4, 4), 1) and not K._direct((8, 4, 3, 3), 1)
+    dt = backend.as_dtype(dtype)
+    tol = _GPU_TOL[dtype]
+    rng = np.random.default_rng(21)
+    configs = [(5, 1, 28, 28, 32, 3, 3, 1, 0, 1), (1, 1, 7, 5, 1, 3, 3, 1, 1, 1), (3, 3, 11, 9, 70, 3, 3, 2, 1, 1),
+               (2, 2, 9, 13, 16, 4, 4, 1, 2, 1), (4, 1, 12, 12, 8, 5, 5, 2, 2, 2), (2, 3, 10, 10, 64, 1, 1, 1, 0, 1),
+               (7, 1, 6, 6, 33, 3, 2, 3, 1, 1)]
+    for n, c, h, w, k, r, s, st, pd, dl in configs:
+        geo = ((st, st), (pd, pd), (dl, dl), 1)
+        x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
+        wt = cupy.asarray(rng.standard_normal((k, c, r, s))).astype(dt)
+        b = cupy.asarray(rng.standard_normal(k)).astype(dt)
+        x64, w64, b64 = x.astype(cupy.float64), wt.astype(cupy.float64), b.astype(cupy.float64)
+        y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu", want_mask=True)
+        ref, _ = K.conv2d_forward_ref(x64, w64, b64, *geo, activation="relu")
+        pre, _ = K.conv2d_forward_ref(x64, w64, b64, *geo)
+        assert _rel(y, ref) < tol, (n, c, h, w, k, r, s, dtype)
+        wrong = (K.unpack_mask(mask, y.shape) != (pre > 0)) & (cupy.abs(pre) > 1e-2 * float(cupy.abs(pre).max()))
+        assert int(wrong.sum()) == 0
+        dy = cupy.asarray(rng.standard_normal(y.shape)).astype(dt)
+        _, dw, db = K.conv2d_backward(dy, x, wt, *geo, mask=mask, need_dx=False, need_db=True)
+        _, rw, rb = K.conv2d_backward_ref(dy.astype(cupy.float64), x64, w64, *geo, mask=mask, need_dx=False,
+                                          need_db=True)
+        assert _rel(dw, rw) < tol and _rel(db, rb) < tol, (n, c, h, w, k, r, s, dtype)
+        _, dw2, db2 = K.conv2d_backward(dy, x, wt, *geo, mask=mask, need_dx=False, need_db=True)
+        assert bool((dw2 == dw).all()) and bool((db2 == db).all())  # fixed-order sums: bitwise repeatable

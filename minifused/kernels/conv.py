@@ -16,7 +16,10 @@ float16 / bfloat16 / float32 arrays go to the implicit-GEMM kernels of ``conv.cu
 helpers of ``conv_util.cu``: the gathered operand is repacked NHWC with channels padded to 16
 bytes (a transient copy, freed on return), the output is written NCHW by the GEMM's epilogue.
 float32 runs on FFMA unless :data:`allow_tf32` is set (then on TF32 tensor cores, as cuDNN's
-default). groups > 1 runs one GEMM per group. Inputs are assumed valid and C-contiguous.
+default). groups > 1 runs one GEMM per group. A short reduction (C*R*S <= 32, groups = 1: a first
+layer on 1-3 channel images) runs on the direct kernels of ``conv_direct.cu`` instead: forward, and
+the filter and bias gradients, in one launch each, from NCHW as it is. Inputs are assumed valid
+and C-contiguous.
 """
 from __future__ import annotations
 
@@ -361,9 +364,65 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_
                            _mma(dtype), _sm_count(dev_id), tile_row_bytes, tile_m)
 
 
+# ---- direct convolution for a short reduction (conv_direct.cu): one launch, no repacking
+DIRECT_CRS_MAX = 32  # conv_direct.cu's CRS_MAX: C*R*S at most this runs direct
+_DIRECT_K_MAX = 64  # conv_direct.cu's K_MAX: the filter gradient's limit on K
+
+
+def _direct(w_shape, groups):
+    """Whether a convolution runs on the direct kernels (e.g. a first layer on 1-3 channel images)."""
+    return groups == 1 and w_shape[1] * w_shape[2] * w_shape[3] <= DIRECT_CRS_MAX
+
+
+@functools.cache
+def _direct_kernel(dtype, name):
+    return get_kernel("conv_direct.cu", name, (f"-DCONV_T={_CTYPE[dtype]}",))
+
+
+def _direct_geometry(x_shape, w_shape, stride, padding, dilation):
+    n, c, h, wd, k, _, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
+    return _ints(n, c, h, wd, k, r, s, p, q, *stride, *padding, *dilation)
+
+
+def _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask):
+    import cupy
+
+    n, k = x.shape[0], w.shape[0]
+    geo = _direct_geometry(x.shape, w.shape, stride, padding, dilation)
+    p, q = int(geo[7]), int(geo[8])
+    m = n * p * q
+    words = (m + 31) // 32
+    y = cupy.empty((n, k, p, q), x.dtype)
+    mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
+    flags = (1 if relu else 0) | (2 if bias is not None else 0)
+    _direct_kernel(x.dtype, "conv_direct_fwd")(((m + _THREADS - 1) // _THREADS,), (_THREADS,), (
+        x, w, bias if bias is not None else y, y, mask if mask is not None else np.uint64(0),
+        *_ints(flags, words), *geo))
+    return y, mask
+
+
+def _direct_filter_grad(dy, x, w_shape, stride, padding, dilation, mask, dw, db):
+    """dW into ``dw`` and, if given, db into ``db``: per-block partials, then a fixed-order sum."""
+    import cupy
+
+    k, crs = w_shape[0], w_shape[1] * w_shape[2] * w_shape[3]
+    geo = _direct_geometry(x.shape, w_shape, stride, padding, dilation)
+    m = x.shape[0] * int(geo[7]) * int(geo[8])
+    chunks = (m + 63) // 64  # conv_direct.cu's CHUNK
+    blocks = max(1, min(chunks, 4 * _sm_count(dy.device.id)))
+    pairs = k * (crs + 1)
+    part = cupy.empty((blocks, pairs), np.float32)
+    _direct_kernel(dy.dtype, "conv_direct_wgrad")((blocks,), (_THREADS,), (
+        x, dy, mask if mask is not None else np.uint64(0), part, np.int32((m + 31) // 32), *geo))
+    _direct_kernel(dy.dtype, "conv_direct_reduce")(((pairs + 127) // 128,), (128,), (
+        part, dw, db if db is not None else np.uint64(0), *_ints(blocks, k, crs)))
+
+
 def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask):
     import cupy
 
+    if _direct(w.shape, groups):
+        return _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask)
     n, c, h, wd, k, cg, r, s, p, q = _geometry(x.shape, w.shape, stride, padding, dilation)
     kg = k // groups
     m = n * p * q
@@ -440,6 +499,11 @@ def _backward_impl(dy, x, x_shape, w, w_shape, stride, padding, dilation, groups
     dx = cupy.empty(x_shape, dy.dtype) if need_dx else None
     dw = cupy.empty(w_shape, dy.dtype) if need_dw else None
     db = cupy.empty((k,), dy.dtype) if need_db else None
+    if need_dw and _direct(w_shape, groups) and k <= _DIRECT_K_MAX:  # dW and db in one pass over dy
+        _direct_filter_grad(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
+        need_dw = need_db = False
+        if not need_dx:
+            return dx, dw, db
     for g in range(groups):
         dz = _pack_nhwc(dy, g * kg, kg, kpad, mask, words)
         if need_db:

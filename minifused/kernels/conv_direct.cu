@@ -1,0 +1,181 @@
+// Direct convolution for layers with a short reduction (C*R*S <= CRS_MAX, groups = 1), such
+// as a network's first layer on 1- or 3-channel images. The implicit GEMM pads C to 16 bytes
+// (C = 1 becomes 8: 8x the work) and needs two repack launches per call; here one thread
+// gathers its output pixel's C*R*S inputs into registers straight from NCHW and one launch
+// does the whole forward (or the whole filter gradient).
+//
+//   conv_direct_fwd    y = act(conv(x, w) + bias) in NCHW, and the bit-packed ReLU mask
+//   conv_direct_wgrad  per-block partial sums of dW (K, C*R*S) and db (K) from dy (NCHW),
+//                      masked by the ReLU mask; conv_direct_reduce adds the partials in
+//                      block order (deterministic, no atomics)
+//
+// Layouts as conv.py: x (N, C, H, W), w (K, C, R, S), y / dy (N, K, P, Q); the mask is uint32
+// (K, words), bit m % 32 of word [k, m / 32] for m = n*P*Q + p*Q + q. Index math is 32-bit
+// (conv.py routes here only what fits).
+//
+// nvrtc-check: -DCONV_T=__half
+// nvrtc-check: -DCONV_T=__nv_bfloat16
+// nvrtc-check: -DCONV_T=float
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef CONV_T
+#define CONV_T float
+#endif
+typedef CONV_T T;
+
+#include "dtypes.cuh"  // to_f / from_f
+
+#define CRS_MAX 32  // longest reduction handled here (conv.py's DIRECT_CRS_MAX)
+#define K_MAX 64    // most output channels of the filter gradient kernel
+#define CHUNK 64    // output pixels staged per step of the filter gradient
+
+struct Geometry {
+    int N, C, H, W, K, R, S, P, Q, sh, sw, ph, pw, dh, dw;
+};
+// The geometry travels as 15 int arguments (CuPy passes scalars, not structs).
+#define GEOMETRY_ARGS int N, int C, int H, int W, int K, int R, int S, int P, int Q, int sh, int sw, int ph, int pw, \
+                      int dh, int dw
+#define GEOMETRY {N, C, H, W, K, R, S, P, Q, sh, sw, ph, pw, dh, dw}
+
+// The C*R*S inputs under output pixel m (zero outside the image), as floats.
+__device__ __forceinline__ void gather(const T* __restrict__ x, const Geometry& g, int m, float* v) {
+    const int pq = g.P * g.Q;
+    const int n = m / pq, rem = m - n * pq;
+    const int p = rem / g.Q, q = rem - p * g.Q;
+    const int h0 = p * g.sh - g.ph, w0 = q * g.sw - g.pw;
+    const int crs = g.C * g.R * g.S;
+#pragma unroll
+    for (int i = 0; i < CRS_MAX; ++i) {
+        float val = 0.0f;
+        if (i < crs) {
+            const int c = i / (g.R * g.S), rs = i - c * g.R * g.S;
+            const int r = rs / g.S, s = rs - r * g.S;
+            const int h = h0 + r * g.dh, w = w0 + s * g.dw;
+            if (h >= 0 && h < g.H && w >= 0 && w < g.W) val = to_f(x[((n * g.C + c) * g.H + h) * g.W + w]);
+        }
+        v[i] = val;
+    }
+}
+
+// One thread per output pixel, all K channels. A warp covers 32 consecutive pixels starting at
+// a multiple of 32, so each ReLU mask word is one ballot. flags: 1 = ReLU, 2 = bias.
+extern "C" __global__ void __launch_bounds__(256) conv_direct_fwd(const T* __restrict__ x, const T* __restrict__ w,
+                                                                  const T* __restrict__ bias, T* __restrict__ y,
+                                                                  unsigned* __restrict__ mask, int flags, int words,
+                                                                  GEOMETRY_ARGS) {
+    const Geometry g = GEOMETRY;
+    __shared__ float ws[K_MAX * CRS_MAX];
+    __shared__ float bs[K_MAX];
+    const int crs = g.C * g.R * g.S;
+    const int M = g.N * g.P * g.Q, pq = g.P * g.Q;
+    const int m = blockIdx.x * blockDim.x + threadIdx.x;
+    const bool live = m < M;
+    float v[CRS_MAX];
+    if (live) gather(x, g, m, v);
+    const int n = live ? m / pq : 0, rem = live ? m - n * pq : 0;
+    for (int k0 = 0; k0 < g.K; k0 += K_MAX) {  // weights staged K_MAX channels at a time
+        const int kn = min(K_MAX, g.K - k0);
+        __syncthreads();
+        for (int i = threadIdx.x; i < kn * crs; i += blockDim.x) ws[i] = to_f(w[k0 * crs + i]);
+        for (int i = threadIdx.x; i < kn; i += blockDim.x) bs[i] = (flags & 2) ? to_f(bias[k0 + i]) : 0.0f;
+        __syncthreads();
+        for (int kk = 0; kk < kn; ++kk) {
+            float acc = bs[kk];
+            const float* wk = ws + kk * crs;
+#pragma unroll
+            for (int i = 0; i < CRS_MAX; ++i)
+                if (i < crs) acc = fmaf(v[i], wk[i], acc);
+            const bool pos = acc > 0.0f;
+            if (flags & 1) acc = pos ? acc : 0.0f;
+            const int k = k0 + kk;
+            if (live) y[(n * g.K + k) * pq + rem] = from_f<T>(acc);
+            if (mask != nullptr) {
+                const unsigned bits = __ballot_sync(0xffffffffu, live && pos);
+                if ((threadIdx.x & 31) == 0 && m < M) mask[(long long)k * words + (m >> 5)] = bits;
+            }
+        }
+    }
+}
+
+// Partial filter and bias gradients: block b handles pixel chunks b, b + gridDim.x, ... and
+// writes part[b, k, i] for i < C*R*S (dW) and i = C*R*S (db). dz = dy * mask is formed on load.
+extern "C" __global__ void __launch_bounds__(256) conv_direct_wgrad(const T* __restrict__ x, const T* __restrict__ dy,
+                                                                    const unsigned* __restrict__ mask,
+                                                                    float* __restrict__ part, int words,
+                                                                    GEOMETRY_ARGS) {
+    const Geometry g = GEOMETRY;
+    __shared__ float dz[K_MAX][CHUNK + 1];
+    __shared__ float patch[CHUNK][CRS_MAX + 1];
+    const int crs = g.C * g.R * g.S, cols = crs + 1;
+    const int M = g.N * g.P * g.Q, pq = g.P * g.Q;
+    const int pairs = g.K * cols;
+    constexpr int PER = (K_MAX * (CRS_MAX + 1) + 255) / 256;  // (k, i) pairs per thread, at most
+    float acc[PER];
+#pragma unroll
+    for (int j = 0; j < PER; ++j) acc[j] = 0.0f;
+    const int chunks = (M + CHUNK - 1) / CHUNK;
+    for (int chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+        const int m0 = chunk * CHUNK;
+        __syncthreads();
+        for (int t = threadIdx.x; t < g.K * CHUNK; t += blockDim.x) {  // consecutive threads: consecutive pixels
+            const int k = t / CHUNK, j = t - k * CHUNK, m = m0 + j;
+            float val = 0.0f;
+            if (m < M) {
+                const int n = m / pq;
+                val = to_f(dy[(n * g.K + k) * pq + (m - n * pq)]);
+                if (mask != nullptr && !((mask[(long long)k * words + (m >> 5)] >> (m & 31)) & 1u)) val = 0.0f;
+            }
+            dz[k][j] = val;
+        }
+        if (threadIdx.x < CHUNK) {
+            const int m = m0 + threadIdx.x;
+            float v[CRS_MAX];
+            if (m < M) {
+                gather(x, g, m, v);
+            } else {
+#pragma unroll
+                for (int i = 0; i < CRS_MAX; ++i) v[i] = 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < CRS_MAX; ++i) patch[threadIdx.x][i] = v[i];
+            patch[threadIdx.x][CRS_MAX] = 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < PER; ++j) {
+            const int pair = threadIdx.x + j * blockDim.x;
+            if (pair < pairs) {
+                const int k = pair / cols, i = pair - k * cols;
+                float s = 0.0f;
+                if (i < crs) {
+                    for (int t = 0; t < CHUNK; ++t) s = fmaf(dz[k][t], patch[t][i], s);
+                } else {
+                    for (int t = 0; t < CHUNK; ++t) s += dz[k][t];
+                }
+                acc[j] += s;
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+        const int pair = threadIdx.x + j * blockDim.x;
+        if (pair < pairs) part[(long long)blockIdx.x * pairs + pair] = acc[j];
+    }
+}
+
+// dw (K, C*R*S) and db (K) from the partials of `blocks` blocks, summed in block order.
+extern "C" __global__ void conv_direct_reduce(const float* __restrict__ part, T* __restrict__ dw, T* __restrict__ db,
+                                              int blocks, int K, int crs) {
+    const int cols = crs + 1, pairs = K * cols;
+    const int pair = blockIdx.x * blockDim.x + threadIdx.x;
+    if (pair >= pairs) return;
+    float s = 0.0f;
+    for (int b = 0; b < blocks; ++b) s += part[(long long)b * pairs + pair];
+    const int k = pair / cols, i = pair - k * cols;
+    if (i < crs) {
+        dw[k * crs + i] = from_f<T>(s);
+    } else if (db != nullptr) {
+        db[k] = from_f<T>(s);
+    }
+}
