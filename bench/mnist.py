@@ -1,23 +1,28 @@
-"""MNIST end to end on the GPU: parity with PyTorch, the example's default recipe, and throughput.
+"""MNIST end to end on the GPU: throughput against PyTorch, parity, the example's recipe, bf16.
 
 In one run, with the same data (whole dataset on the GPU, the same per-epoch batch
-order for both frameworks), models, optimizer and PyTorch's default initialization:
+order for both frameworks), models, optimizer (Adam lr 1e-3) and PyTorch's default
+initialization:
 
-* parity: Adam lr 1e-3, batch 64, MLP 5 epochs and CNN 3 epochs, seeds 0 and 1, both
-  frameworks; ratios ``mlp_acc_minus_torch`` / ``cnn_acc_minus_torch`` (mean test
-  accuracy of minifused minus PyTorch's, in points);
-* the example's default recipe (``examples/mnist/train.py`` defaults, 10 epochs):
-  ``mlp_test_acc`` / ``cnn_test_acc`` (percent);
-* throughput: seconds per 60,000-sample training epoch with Adam at batch 64, 256 and
-  1024 for both models and both frameworks (after a warm-up pass, synchronized only
-  at the epoch's ends); ratios ``<model>_eager_over_torch_eager_b<B>`` = PyTorch's
-  seconds / ours (> 1: minifused is faster).
+* ``throughput``: training samples/s of minifused eager, minifused graphed
+  (``capture_step``), PyTorch eager, at batch 64, 256 and 1024, MLP and CNN. Each is
+  measured over a fixed number of steps, ``min(200, 60000 // batch)`` (whole batches of
+  one epoch's order), after a 20-step warm-up (plans, kernels, graph capture), synchronized
+  at the ends only; the rows say how many steps. Ratios ``<model>_eager_over_torch_eager_b<B>``
+  and ``<model>_graph_over_torch_eager_b<B>`` (> 1: minifused is faster);
+* ``compile``: the same for ``torch.compile(model, mode="reduce-overhead")`` (PyTorch's
+  CUDA-graph mode; its optimizer step stays eager, as is usual), compile time excluded;
+  ratios ``<model>_graph_over_torch_compile_b<B>``; a failed compile is recorded as a row;
+* ``<model>_parity``: Adam lr 1e-3, batch 64, MLP 5 epochs and CNN 3 epochs, seeds 0 and 1,
+  both frameworks: ``mlp_acc_minus_torch`` / ``cnn_acc_minus_torch`` (points);
+* ``<model>_recipe``: ``examples/mnist/train.py``'s defaults (10 epochs, graphed) in fp32
+  and in bf16: ``mlp_test_acc`` / ``cnn_test_acc`` (percent, fp32) and
+  ``bf16_acc_drop_mlp`` / ``bf16_acc_drop_cnn`` (fp32 accuracy minus bf16's, points).
 
-Sections run in that order of cost-effectiveness (throughput, MLP parity, MLP recipe,
-CNN parity, CNN recipe); one that would not fit in ``--budget`` seconds is skipped
+Sections run in that order; one that would not fit in ``--budget`` seconds is skipped
 and results are written after every section.
 
-    python bench/mnist.py [--budget 420] [--quick]
+    python bench/mnist.py [--budget 530] [--quick] [--only throughput,compile]
 """
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ from minifused.data import MNIST, DataLoader, epoch_order  # noqa: E402
 import train as example  # noqa: E402
 
 T0 = time.perf_counter()
-MEASURED = {}  # (model, impl, batch) -> s per epoch, from the throughput section
+MEASURED = {}  # (model, impl, batch) -> training samples/s, from the throughput sections
 DEVICE = "cuda"
 LIMIT = None  # smoke runs on the CPU: --device cpu --limit N
 
@@ -53,24 +58,27 @@ def elapsed():
 
 # ---------------------------------------------------------------- minifused side
 class Ours:
-    name = "minifused"
-
-    def __init__(self, train_set, test_set):
+    def __init__(self, train_set, test_set, graphed=True):
         self.train_set, self.test_set = train_set, test_set
         self.test_loader = DataLoader(test_set, 1000, device=DEVICE)
+        self.graphed = graphed
+        self.name = "minifused graph" if graphed else "minifused eager"
 
     def setup(self, model, seed, batch):
         mf.manual_seed(seed)
         self.model = example.build_model(model, 0.0).to(DEVICE)
         self.opt = optim.Adam(self.model.parameters(), lr=1e-3)
         self.loader = DataLoader(self.train_set, batch, shuffle=True, seed=seed, device=DEVICE)
+        self.step = example.make_step(self.model, self.opt)
+        if self.graphed:
+            self.step = mf.capture_step(self.step)
 
     def epoch(self, e, max_steps=None):
         self.loader.set_epoch(e)
         loader = self.loader
         if max_steps is not None:
             loader = _take(self.loader, max_steps)
-        return example.train_epoch(self.model, self.opt, None, loader)
+        return example.train_epoch(self.model, self.opt, None, loader, step=self.step)
 
     def accuracy(self):
         return example.evaluate(self.model, self.test_loader)
@@ -89,7 +97,7 @@ def _take(it, n):
 
 # ---------------------------------------------------------------- PyTorch side
 class Torch:
-    name = "pytorch"
+    name = "pytorch eager"
 
     def __init__(self, torch, train_set, test_set, order):
         self.torch = torch
@@ -133,6 +141,9 @@ class Torch:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
         self.seed, self.batch = seed, batch
 
+    def _step_begin(self):
+        pass
+
     def epoch(self, e, max_steps=None):
         torch = self.torch
         F = torch.nn.functional
@@ -143,6 +154,7 @@ class Torch:
         total = None
         for b in range(steps):
             idx = perm[b * bs:(b + 1) * bs]
+            self._step_begin()
             loss = F.cross_entropy(self.model(self.x[idx]), self.y[idx])
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -166,30 +178,72 @@ class Torch:
         self.torch.cuda.synchronize()
 
 
+class TorchCompiled(Torch):
+    """``torch.compile(model, mode="reduce-overhead")``: forward and backward from CUDA graphs."""
+
+    name = "pytorch compile"
+
+    def setup(self, model, seed, batch):
+        super().setup(model, seed, batch)
+        self.model = self.torch.compile(self.model, mode="reduce-overhead", dynamic=False)
+
+    def _step_begin(self):
+        # a new iteration: the previous step's graph outputs may be overwritten
+        self.torch.compiler.cudagraph_mark_step_begin()
+
+
 # ---------------------------------------------------------------- sections
+def _steps(bs, quick):
+    return min(60 if quick else 200, LIMIT_N() // bs)
+
+
+def LIMIT_N():  # noqa: N802 - the training-set size of this run
+    return LIMIT or 60000
+
+
+def measure(res, impl, model, bs, quick):
+    """Samples/s of ``impl`` over a fixed number of steps after a 20-step warm-up."""
+    steps = _steps(bs, quick)
+    impl.setup(model, 0, bs)
+    t = time.perf_counter()
+    impl.epoch(0, max_steps=min(20, steps))  # warm-up: plans, kernels, allocator, graph capture / compile
+    impl.sync()
+    warm = time.perf_counter() - t
+    t = time.perf_counter()
+    impl.epoch(1, max_steps=steps)
+    impl.sync()
+    rate = steps * bs / (time.perf_counter() - t)
+    res.add(f"{model} adam b{bs} train ({steps} steps)", impl.name, rate, "samples/s")
+    MEASURED[(model, impl.name, bs)] = rate
+    return rate, warm
+
+
 def throughput(res, impls, models, batches, quick):
     for model in models:
         for bs in batches:
-            secs = {}
             for impl in impls:
-                impl.setup(model, 0, bs)
-                impl.epoch(0, max_steps=20)  # warm-up: plans, kernels, allocator
-                impl.sync()
-                if quick:
-                    steps = min(200, -(-60000 // bs))
-                    t = time.perf_counter()
-                    impl.epoch(1, max_steps=steps)
-                    impl.sync()
-                    secs[impl.name] = (time.perf_counter() - t) * (60000 / (steps * bs))
-                else:
-                    t = time.perf_counter()
-                    impl.epoch(1)
-                    impl.sync()
-                    secs[impl.name] = time.perf_counter() - t
-                res.add(f"{model} adam b{bs} epoch", impl.name, secs[impl.name], "s")
-                MEASURED[(model, impl.name, bs)] = secs[impl.name]
-            if "pytorch" in secs and "minifused" in secs:
-                res.ratio(f"{model}_eager_over_torch_eager_b{bs}", secs["pytorch"] / secs["minifused"])
+                measure(res, impl, model, bs, quick)
+            rate = {impl.name: MEASURED[(model, impl.name, bs)] for impl in impls}
+            if "pytorch eager" in rate:
+                res.ratio(f"{model}_eager_over_torch_eager_b{bs}", rate["minifused eager"] / rate["pytorch eager"])
+                res.ratio(f"{model}_graph_over_torch_eager_b{bs}", rate["minifused graph"] / rate["pytorch eager"])
+
+
+def compiled(res, impl, models, batches, quick, deadline):
+    for model in models:
+        for bs in batches:
+            if elapsed() > deadline:
+                res.add(f"skipped {model} b{bs} compile (time)", impl.name, 0, "error")
+                continue
+            try:
+                _, warm = measure(res, impl, model, bs, quick)
+                res.add(f"{model} b{bs} compile + 20 warm-up steps", impl.name, warm, "s")
+            except Exception as e:  # record that it is missing, keep going
+                res.add(f"failed {model} b{bs} compile: {type(e).__name__}: {str(e)[:100]}", impl.name, 0, "error")
+                continue
+            ours = MEASURED.get((model, "minifused graph", bs))
+            if ours is not None:
+                res.ratio(f"{model}_graph_over_torch_compile_b{bs}", ours / MEASURED[(model, impl.name, bs)])
 
 
 def parity(res, impls, model, epochs, seeds):
@@ -207,27 +261,38 @@ def parity(res, impls, model, epochs, seeds):
             print(f"  ({time.perf_counter() - t:.1f} s)", flush=True)
     for name, v in accs.items():
         res.add(f"{model} parity mean test_acc", name, statistics.mean(v), "%")
-    if "pytorch" in accs:
-        res.ratio(f"{model}_acc_minus_torch", statistics.mean(accs["minifused"]) - statistics.mean(accs["pytorch"]))
+    if "pytorch eager" in accs:
+        res.ratio(f"{model}_acc_minus_torch",
+                  statistics.mean(accs["minifused graph"]) - statistics.mean(accs["pytorch eager"]))
 
 
 def recipe(res, model, epochs):
-    argv = ["--model", model, "--epochs", str(epochs), "--device", DEVICE, "--no-progress"]
-    if LIMIT:
-        argv += ["--limit", str(LIMIT)]
-    summary = example.main(argv)
-    for e, (acc, s) in enumerate(zip(summary["history"]["test_acc"], summary["history"]["epoch_s"])):
-        res.add(f"{model} default recipe epoch {e + 1} test_acc", "minifused", acc, "%")
-    res.add(f"{model} default recipe s/epoch (batch 128)", "minifused", summary["s_per_epoch"], "s")
-    res.ratio(f"{model}_test_acc", summary["test_acc"])
+    """The example's default recipe in fp32 and in bf16 (same epochs, same seed)."""
+    acc = {}
+    for dtype in ("float32", "bf16"):
+        argv = ["--model", model, "--epochs", str(epochs), "--device", DEVICE, "--no-progress", "--dtype", dtype]
+        if LIMIT:
+            argv += ["--limit", str(LIMIT)]
+        summary = example.main(argv)
+        tag = "" if dtype == "float32" else " bf16"
+        for e, a in enumerate(summary["history"]["test_acc"]):
+            res.add(f"{model} default recipe{tag} epoch {e + 1} test_acc", "minifused graph", a, "%")
+        res.add(f"{model} default recipe{tag} s/epoch (batch 128)", "minifused graph", summary["s_per_epoch"], "s")
+        acc[dtype] = summary["test_acc"]
+    res.ratio(f"{model}_test_acc", acc["float32"])
+    res.ratio(f"bf16_acc_drop_{model}", acc["float32"] - acc["bf16"])
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--budget", type=float, default=420.0, help="seconds for the whole run")
+    ap.add_argument("--budget", type=float, default=530.0, help="seconds for the whole run")
     ap.add_argument("--quick", action="store_true", help="short throughput runs, 1 seed, fewer epochs")
-    ap.add_argument("--sections", default="throughput,mlp_parity,mlp_recipe,cnn_parity,cnn_recipe")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated section names or parts of them: throughput, compile, parity, recipe, "
+                         "mlp_parity, cnn_recipe, ...")
+    ap.add_argument("--sections", default="throughput,compile,mlp_parity,mlp_recipe,cnn_parity,cnn_recipe")
     ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--batches", default="64,256,1024")
     ap.add_argument("--device", default="cuda", help="cpu only for a smoke run (no results written)")
     ap.add_argument("--limit", type=int, default=None, help="training images (smoke runs)")
     args = ap.parse_args()
@@ -237,39 +302,51 @@ def main():
     if LIMIT:
         train_set.data, train_set.targets = train_set.data[:LIMIT], train_set.targets[:LIMIT]
         test_set.data, test_set.targets = test_set.data[:LIMIT // 2], test_set.targets[:LIMIT // 2]
-    ours = Ours(train_set, test_set)
-    impls = [ours]
-    torch = torch_or_none()
+    graph = Ours(train_set, test_set, graphed=True)
+    impls = [Ours(train_set, test_set, graphed=False), graph]
+    torch = torch_or_none() if DEVICE != "cpu" else None
+    order = lambda seed, e: epoch_order(len(train_set), seed, e)  # noqa: E731
     if torch is not None:
-        impls.append(Torch(torch, train_set, test_set, lambda seed, e: epoch_order(len(train_set), seed, e)))
+        impls.append(Torch(torch, train_set, test_set, order))
     else:
         print("PyTorch not importable: minifused only, no ratios against it", flush=True)
     res = Results("mnist")
     seeds = (0,) if args.quick else (0, 1)
     models = args.models.split(",")
+    batches = tuple(int(b) for b in args.batches.split(","))
+    parity_impls = [graph] + impls[2:]
+    budget = args.budget
     # (section, estimated seconds on an H100, function)
     plan = {
-        "throughput": (60, lambda: throughput(res, impls, models, (64, 256, 1024), args.quick)),
-        "mlp_parity": (45, lambda: parity(res, impls, "mlp", 2 if args.quick else 5, seeds)),
+        "throughput": (45, lambda: throughput(res, impls, models, batches, args.quick)),
+        "compile": (150, lambda: compiled(res, TorchCompiled(torch, train_set, test_set, order), models, batches,
+                                          args.quick, deadline=budget - 200)),
+        "mlp_parity": (45, lambda: parity(res, parity_impls, "mlp", 2 if args.quick else 5, seeds)),
         "mlp_recipe": (25, lambda: recipe(res, "mlp", 3 if args.quick else 10)),
-        "cnn_parity": (60, lambda: parity(res, impls, "cnn", 1 if args.quick else 3, seeds)),
+        "cnn_parity": (60, lambda: parity(res, parity_impls, "cnn", 1 if args.quick else 3, seeds)),
         "cnn_recipe": (60, lambda: recipe(res, "cnn", 3 if args.quick else 10)),
     }
-    for name in args.sections.split(","):
-        if any(name.startswith(m) for m in ("mlp", "cnn")) and name.split("_")[0] not in models:
+    names = args.sections.split(",")
+    if args.only:
+        wanted = args.only.split(",")
+        names = [n for n in names if any(w in n for w in wanted)]
+    for name in names:
+        model = name.split("_")[0]
+        if model in ("mlp", "cnn") and model not in models:
+            continue
+        if name == "compile" and torch is None:
             continue
         estimate, fn = plan[name]
-        model = name.split("_")[0]
-        ours64 = MEASURED.get((model, "minifused", 64))
+        ours64 = MEASURED.get((model, "minifused graph", 64))  # samples/s
         if ours64 is not None and name.endswith("parity"):  # measured: epochs x seeds x both + evals
-            per = ours64 + MEASURED.get((model, "pytorch", 64), 0.0)
+            per = LIMIT_N() / ours64 + LIMIT_N() / MEASURED.get((model, "pytorch eager", 64), ours64)
             estimate = (2 if args.quick else 5 if model == "mlp" else 3) * len(seeds) * per * 1.1 + 5
-        elif ours64 is not None and name.endswith("recipe"):
-            estimate = (3 if args.quick else 10) * ours64 * 0.8 + 5
-        left = args.budget - elapsed()
+        elif ours64 is not None and name.endswith("recipe"):  # fp32 and bf16, batch 128
+            estimate = 2 * (3 if args.quick else 10) * LIMIT_N() / ours64 * 0.8 + 10
+        left = budget - elapsed()
         if left < estimate:
-            print(f"skipping {name}: {left:.0f} s left, needs about {estimate} s", flush=True)
-            res.add(f"skipped {name}", "minifused", left, "s left")
+            print(f"skipping {name}: {left:.0f} s left, needs about {estimate:.0f} s", flush=True)
+            res.add(f"skipped {name}", "bench", left, "s left")
             continue
         print(f"== {name} (t = {elapsed():.0f} s)", flush=True)
         t = time.perf_counter()
@@ -279,10 +356,11 @@ def main():
             import traceback
 
             traceback.print_exc()
-            res.add(f"failed {name}: {type(e).__name__}: {str(e)[:120]}", "minifused", 0, "error")
+            res.add(f"failed {name}: {type(e).__name__}: {str(e)[:120]}", "bench", 0, "error")
         res.add(f"section {name} wall time", "bench", time.perf_counter() - t, "s")
         if DEVICE != "cpu":
             res.write()
+    res.add("total wall time", "bench", elapsed(), "s")
     if DEVICE != "cpu":
         res.write()
 

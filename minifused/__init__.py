@@ -16,6 +16,7 @@ from .ops import abs, max, min, pow, sum  # noqa: A004,F401
 from . import functional
 from . import testing
 from .graphs import CapturedStep, capture_step
+from . import amp  # noqa: E402 - mixed precision: GradScaler, the master-weights recipe
 from .serialization import load, save  # noqa: E402
 
 bool = bool_  # noqa: A001 - minifused.bool as in PyTorch

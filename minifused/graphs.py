@@ -18,8 +18,11 @@ the loss) so that:
 * anything that would synchronize the host inside the capture (``.item()``,
   ``.cpu()``, a host-to-device copy) raises a RuntimeError naming it.
 
-Random numbers drawn inside a captured step repeat on every replay unless their
-kernel advances a device-side counter; keep host-seeded random ops out of it.
+Whatever a step reads that changes between replays must live in device memory:
+the optimizers keep their step counts and hyper-parameters there (an lr set by a
+scheduler between replays is used by the next one), ``amp.GradScaler`` its scale,
+and dropout advances a device counter inside the graph so each replay draws new
+masks. Other host-seeded random ops would repeat their numbers on every replay.
 On ``cpu`` inputs the step simply runs eagerly.
 """
 from __future__ import annotations

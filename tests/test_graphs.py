@@ -79,3 +79,77 @@ def test_host_sync_inside_capture_is_named():
         step(x)
     y = (x * 3).sum()  # the stream is usable again after the failed capture
     assert abs(y.item() - 3 * x.sum().item()) < 1e-5
+
+
+def _adam_run(device, graphed, steps=10):
+    """A small MLP trained with Adam and a per-step cosine lr: a graph that baked the step count or
+    the lr into its kernels would drift from the eager run after the warm-up."""
+    from minifused import nn, optim
+
+    mf.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
+    rng = np.random.default_rng(1)
+    x = mf.tensor(rng.standard_normal((8, 20)), dtype=mf.float32, device=device)
+    y = mf.tensor(rng.integers(0, 4, 8), device=device)
+
+    def step(xb, yb):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    if graphed:
+        step = mf.capture_step(step, warmup=2)
+    losses = []
+    for _ in range(steps):
+        losses.append(float(step(x, y).item()))
+        sched.step()
+    return losses, [p.cpu().numpy() for p in model.parameters()], opt
+
+
+@pytest.mark.gpu
+def test_captured_adam_follows_step_count_and_scheduler():
+    eager, w_eager, _ = _adam_run("cuda", graphed=False)
+    graphed, w_graph, opt = _adam_run("cuda", graphed=True)
+    cpu, w_cpu, _ = _adam_run("cpu", graphed=False)
+    print("eager", eager, "\ngraphed", graphed, "\ncpu", cpu)
+    np.testing.assert_allclose(graphed, eager, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(eager, cpu, rtol=1e-3, atol=1e-5)
+    for a, b in zip(w_graph, w_eager):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert opt.state_dict()["state"][0]["step"] == 10
+
+
+@pytest.mark.gpu
+def test_setting_lr_inside_a_capture_is_refused():
+    from minifused import optim
+
+    w = mf.randn(4, device="cuda", requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        (w * x).sum().backward()
+        opt.param_groups[0]["lr"] *= 0.5
+        opt.step()
+        return w.detach()
+
+    g = mf.capture_step(step, warmup=1)
+    g(mf.ones(4, device="cuda"))
+    with pytest.raises(RuntimeError, match="hyper-parameters changed .* inside a captured step"):
+        g(mf.ones(4, device="cuda"))
+
+
+@pytest.mark.gpu
+def test_dropout_draws_new_masks_on_every_replay():
+    x = mf.ones(64, 256, device="cuda")
+    step = mf.capture_step(lambda t: F.dropout(t, 0.5, True) * 1.0, warmup=1)
+    masks = [(step(x).cpu().numpy() != 0) for _ in range(5)]  # eager, capture, 3 replays
+    assert step.captures == 1
+    for m in masks:
+        assert 0.45 < m.mean() < 0.55
+    for a, b in zip(masks[1:], masks[2:]):
+        assert (a != b).mean() > 0.3, "a replay repeated the previous dropout mask"

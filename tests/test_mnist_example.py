@@ -70,3 +70,34 @@ def test_resume_and_wrong_model(data_dir, tmp_path, capsys):
     assert resumed["history"]["test_acc"] == full["history"]["test_acc"]
     with pytest.raises(SystemExit, match="checkpoint of model 'mlp', but --model cnn"):
         train.main(args + ["--epochs", "3", "--resume", "--model", "cnn"])
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_mixed_precision_trains_with_fp32_master_weights(data_dir, tmp_path, dtype):
+    ckpt = tmp_path / "mp.ckpt"
+    summary = train.main(QUICK + ["--data-dir", str(data_dir), "--limit", "1024", "--test-limit", "500",
+                                  "--epochs", "1", "--batch-size", "32", "--dtype", dtype, "--checkpoint", str(ckpt)])
+    assert summary["dtype"] == str(mf.backend.as_dtype(dtype)) and not summary["graphed"]  # cpu: eager
+    assert summary["test_acc"] > 70.0
+    ck = mf.load(ckpt)
+    assert str(ck["model"]["fc1.weight"].dtype) == str(mf.backend.as_dtype(dtype))
+    st = ck["optimizer"]["state"][0]
+    assert st["master"].dtype == mf.float32 and st["exp_avg"].dtype == mf.float32 and st["step"] == 32
+    assert (ck["scaler"]["scale"] > 0) if dtype == "fp16" else ck["scaler"] == {}
+
+
+def test_bad_dtype_is_refused(data_dir):
+    with pytest.raises(SystemExit, match="--dtype int32: expected float32, bf16 or fp16"):
+        train.main(QUICK + ["--data-dir", str(data_dir), "--dtype", "int32", "--limit", "64"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("extra", [[], ["--dtype", "bf16"], ["--dtype", "fp16"], ["--no-graph"]])
+def test_gpu_mlp_with_dropout_and_cosine_schedule(data_dir, extra):
+    """The default recipe's pieces on the GPU (graphed unless --no-graph): dropout masks change per
+    replay, the cosine lr reaches the replayed update, low precision keeps up with fp32."""
+    summary = train.main(["--device", "cuda", "--no-progress", "--data-dir", str(data_dir), "--limit", "2000",
+                          "--test-limit", "1000", "--epochs", "3", "--batch-size", "32", *extra])
+    print(extra, summary["test_acc"], summary["s_per_epoch"])  # 2000 / 32: a partial last batch each epoch
+    assert summary["graphed"] == ("--no-graph" not in extra)
+    assert summary["test_acc"] > 75.0

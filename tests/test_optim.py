@@ -234,6 +234,10 @@ def _arrays(rng, sizes, dtype):
 SIZES = [1, 5, 1023, 1024, 1025, 4096 + 3, 300000] + [7] * 12  # 19 tensors: two launches of <= 16
 
 
+def _steps(values, xp=np):
+    return [xp.full((), v, np.int64) for v in values]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float64, 1e-12), (np.float16, 2e-3)])
 @pytest.mark.parametrize("flags", [dict(), dict(amsgrad=True), dict(decoupled=True, weight_decay=0.1),
@@ -245,15 +249,47 @@ def test_adam_kernel_matches_reference(dtype, tol, flags):
     p, g, m, v = (_arrays(rng, SIZES, dtype) for _ in range(4))
     v = [np.abs(a) for a in v]
     vmax = [a * 1.5 for a in v]
-    steps = [3 + i % 4 for i in range(len(SIZES))]
+    start = [2 + i % 4 for i in range(len(SIZES))]
+    steps, steps_d = _steps(start), _steps(start, cupy)
     cp = [[cupy.asarray(a) for a in lst] for lst in (p, g, m, v, vmax)]
-    kw = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, **flags)
+    wd = flags.pop("weight_decay", 0.0)
+    hyper = np.array([1e-2, 0.9, 0.999, 1e-8, wd])
     for _ in range(2):
-        K.adam_ref(p, g, m, v, vmax, steps, **kw)
-        K.adam(cp[0], cp[1], cp[2], cp[3], cp[4], steps, **kw)
+        K.adam_ref(p, g, m, v, vmax, steps, hyper, **flags)
+        K.adam(cp[0], cp[1], cp[2], cp[3], cp[4], steps_d, cupy.asarray(hyper), **flags)
     for ref, got in zip((p, m, v, vmax), (cp[0], cp[2], cp[3], cp[4])):
         for r, o in zip(ref, got):
             np.testing.assert_allclose(cupy.asnumpy(o).astype(np.float64), r.astype(np.float64), rtol=tol, atol=tol)
+    assert [int(t) for t in steps_d] == [int(t) for t in steps] == [s + 2 for s in start]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float16, backend.bfloat16])
+def test_adam_kernel_master_weights_and_scaler_match_reference(dtype):
+    """fp32 masters and state, gradients unscaled by the scaler's inv_scale; a found inf skips it all."""
+    import cupy
+
+    rng = np.random.default_rng(3)
+    w = _arrays(rng, SIZES, np.float32)
+    p = [a.astype(dtype) for a in w]
+    g = [a.astype(dtype) for a in _arrays(rng, SIZES, np.float32)]
+    m, v = [np.zeros_like(a) for a in w], [np.zeros_like(a) for a in w]
+    amp = np.array([1024.0, 1 / 1024.0, 0.0, 0.0], np.float32)
+    steps, steps_d = _steps([0] * len(SIZES)), _steps([0] * len(SIZES), cupy)
+    cp = [[cupy.asarray(a) for a in lst] for lst in (p, g, m, v, w)]
+    hyper = np.array([1e-2, 0.9, 0.999, 1e-8, 0.01])
+    for found in (0.0, 1.0, 0.0):
+        amp[2] = found
+        K.adam_ref(p, g, m, v, None, steps, hyper, decoupled=True, masters=w, amp=amp)
+        K.adam(cp[0], cp[1], cp[2], cp[3], None, steps_d, cupy.asarray(hyper), decoupled=True, masters=cp[4],
+               amp=cupy.asarray(amp))
+    for ref, got in zip((w, m, v), (cp[4], cp[2], cp[3])):
+        for r, o in zip(ref, got):
+            np.testing.assert_allclose(cupy.asnumpy(o), r, rtol=1e-5, atol=1e-6)
+    for r, o in zip(p, cp[0]):  # the rounded masters (one ulp apart at most, where a master differs)
+        assert o.dtype == dtype
+        np.testing.assert_allclose(cupy.asnumpy(o).astype(np.float32), r.astype(np.float32), rtol=1e-2, atol=1e-6)
+    assert [int(t) for t in steps_d] == [2] * len(SIZES)  # the skipped step did not count
 
 
 @pytest.mark.gpu
@@ -266,12 +302,35 @@ def test_sgd_kernel_matches_reference(dtype, tol, kw):
     rng = np.random.default_rng(1)
     p, g, buf = (_arrays(rng, SIZES, dtype) for _ in range(3))
     cp = [[cupy.asarray(a) for a in lst] for lst in (p, g, buf)]
+    kw = dict(kw)
+    hyper = np.array([0.1, kw.pop("momentum", 0.0), kw.pop("dampening", 0.0), kw.pop("weight_decay", 0.0)])
     for init in ([True] * len(SIZES), [False] * len(SIZES)):
-        K.sgd_ref(p, g, buf, init, lr=0.1, **kw)
-        K.sgd(cp[0], cp[1], cp[2], init, lr=0.1, **kw)
+        K.sgd_ref(p, g, buf, init, hyper, **kw)
+        K.sgd(cp[0], cp[1], cp[2], init, cupy.asarray(hyper), **kw)
     for ref, got in zip((p, buf), (cp[0], cp[2])):
         for r, o in zip(ref, got):
             np.testing.assert_allclose(cupy.asnumpy(o).astype(np.float64), r.astype(np.float64), rtol=tol, atol=tol)
+
+
+@pytest.mark.gpu
+def test_adam_on_gpu_keeps_step_on_device_and_follows_lr_changes():
+    """The step count lives on the device (no host sync per step), state_dict() gives ints, and a
+    new lr written into the group reaches the kernel through the device hyper-parameter array."""
+    rng = np.random.default_rng(0)
+    grads = [rng.standard_normal(3) for _ in range(4)]
+    lrs = [0.01, 0.02, 0.005, 0.005]
+    got = []
+    for device in ("cpu", "cuda"):
+        p = nn.Parameter(mf.tensor(P0.astype(np.float32), device=device))
+        opt = optim.Adam([p], lr=0.01)
+        for lr, gr in zip(lrs, grads):
+            opt.param_groups[0]["lr"] = lr
+            p.grad = mf.tensor(gr.astype(np.float32), device=device)
+            opt.step()
+        assert opt.state_dict()["state"][0]["step"] == 4
+        assert opt.state[p]["step"].device == mf.device(device)
+        got.append(p.cpu().numpy())
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.gpu

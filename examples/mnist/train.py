@@ -3,12 +3,20 @@
     python examples/mnist/train.py                       # MLP, the default recipe, 10 epochs
     python examples/mnist/train.py --model cnn --plot curves.png
     python examples/mnist/train.py --device cpu --limit 2000 --epochs 1   # quick, no GPU
+    python examples/mnist/train.py --dtype bf16          # mixed precision (fp16: with loss scaling)
 
 The data are read from ``--data-dir`` (else ``$MINIFUSED_DATA``, else ``~/.cache/minifused``),
 downloaded there when missing. The whole dataset lives on the device; batches are
 gathered there. A checkpoint (model, optimizer, scheduler, epoch, RNG state,
 history) is written atomically after every epoch when ``--checkpoint`` is given;
 ``--resume`` continues from it.
+
+On the GPU each training step (forward, backward, optimizer update) is captured once
+into a CUDA graph and replayed per batch (``minifused.capture_step``; ``--no-graph``
+runs it eagerly); the loss is read back every ``--log-every`` steps only.
+``--dtype bf16|fp16`` trains a bfloat16 / float16 model with fp32 master weights in
+the optimizer and fp32 loss statistics, and dynamic loss scaling for fp16
+(``minifused.amp``).
 
 Default recipe (the issue's "example recipe"): AdamW (lr 1e-3, weight decay 0.01),
 batch 128, cosine decay of the lr per step to 0, dropout 0.2 in the MLP (the CNN
@@ -26,7 +34,7 @@ from pathlib import Path
 import minifused as mf
 import minifused.functional as F
 import minifused.nn as nn
-from minifused import optim
+from minifused import amp, optim
 from minifused.data import MNIST, DataLoader
 
 CHECKPOINT_FORMAT = "minifused-mnist-checkpoint-1"
@@ -78,13 +86,15 @@ def build_model(name, dropout=0.0):
     raise ValueError(f"unknown model {name!r}; expected 'mlp' or 'cnn'")
 
 
-def build_optimizer(name, params, lr, weight_decay):
+def build_optimizer(name, params, lr, weight_decay, master_weights=False):
+    """``master_weights``: fp32 master copies of float16/bfloat16 parameters (mixed precision)."""
+    kw = dict(lr=lr, weight_decay=weight_decay, master_weights=master_weights)
     if name == "sgd":
-        return optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
+        return optim.SGD(params, momentum=0.9, **kw)
     if name == "adam":
-        return optim.Adam(params, lr=lr, weight_decay=weight_decay)
+        return optim.Adam(params, **kw)
     if name == "adamw":
-        return optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+        return optim.AdamW(params, **kw)
     raise ValueError(f"unknown optimizer {name!r}")
 
 
@@ -111,24 +121,39 @@ def evaluate(model, loader):
     return 100.0 * int(correct.item()) / loader.n
 
 
-def train_epoch(model, optimizer, scheduler, loader, bar=None, log_every=50):
+def make_step(model, optimizer, scaler=None):
+    """One training step as a function of the batch: what ``capture_step`` records. The loss
+    is computed in fp32 whatever the model's dtype; ``scaler`` (fp16) scales it, and its
+    step unscales the gradients and skips the update on inf/NaN, all on the device."""
+    scaler = scaler or amp.GradScaler(enabled=False)
+
+    def step(x, y):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x).float(), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.detach()
+
+    return step
+
+
+def train_epoch(model, optimizer, scheduler, loader, bar=None, log_every=50, step=None):
     """One pass; returns the mean training loss. The loss is read from the device every
-    ``log_every`` steps only (for the progress bar), never per step."""
+    ``log_every`` steps only (for the progress bar), never per step. ``step`` is the
+    training step (``make_step``'s, possibly wrapped by ``capture_step``)."""
     model.train()
+    step = step or make_step(model, optimizer)
     total, window, steps, seen = None, None, 0, 0
     for x, y in loader:
-        loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        d = step(x, y)  # a graph's output buffer is rewritten by the next replay: sum copies
         if scheduler is not None:
             scheduler.step()
-        d = loss.detach()
-        total = d if total is None else total + d
-        window = d if window is None else window + d
+        total = d.clone() if total is None else total + d
         steps += 1
         seen += len(y)
         if bar is not None:
+            window = d.clone() if window is None else window + d
             bar.update(len(y))
             if steps % log_every == 0:
                 bar.set_postfix(loss=f"{window.item() / log_every:.4f}")
@@ -137,9 +162,10 @@ def train_epoch(model, optimizer, scheduler, loader, bar=None, log_every=50):
 
 
 # ---------------------------------------------------------------- checkpoints
-def save_checkpoint(path, args, model, optimizer, scheduler, epoch, history):
+def save_checkpoint(path, args, model, optimizer, scheduler, epoch, history, scaler=None):
     mf.save({"format": CHECKPOINT_FORMAT, "arch": args.model, "epoch": epoch,
              "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+             "scaler": scaler.state_dict() if scaler is not None else {},
              "scheduler": scheduler.state_dict() if scheduler is not None else None,
              "rng": mf.get_rng_state(), "history": history,
              "recipe": {k: getattr(args, k) for k in ("optimizer", "lr", "weight_decay", "batch_size",
@@ -147,7 +173,7 @@ def save_checkpoint(path, args, model, optimizer, scheduler, epoch, history):
             path)
 
 
-def load_checkpoint(path, args, model, optimizer, scheduler, device):
+def load_checkpoint(path, args, model, optimizer, scheduler, device, scaler=None):
     ckpt = mf.load(path, map_location=str(device))
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         raise SystemExit(f"{path}: not a checkpoint of this example (format {ckpt.get('format') if isinstance(ckpt, dict) else None!r})")
@@ -157,6 +183,8 @@ def load_checkpoint(path, args, model, optimizer, scheduler, device):
     optimizer.load_state_dict(ckpt["optimizer"])
     if scheduler is not None and ckpt["scheduler"] is not None:
         scheduler.load_state_dict(ckpt["scheduler"])
+    if scaler is not None and ckpt.get("scaler"):
+        scaler.load_state_dict(ckpt["scaler"])
     mf.set_rng_state(ckpt["rng"])
     return ckpt["epoch"] + 1, ckpt["history"]
 
@@ -194,7 +222,10 @@ def parse_args(argv=None):
     p.add_argument("--schedule", choices=("none", "cosine", "onecycle"), default="cosine",
                    help="lr schedule, stepped every batch")
     p.add_argument("--dropout", type=float, default=0.2, help="MLP dropout after each hidden layer")
-    p.add_argument("--dtype", default="float32", help="float32, float16 or bfloat16")
+    p.add_argument("--dtype", default="float32", help="float32, bf16 (bfloat16) or fp16 (float16): low "
+                                                      "precision trains with fp32 master weights")
+    p.add_argument("--no-graph", action="store_true", help="run the training step eagerly, not from a CUDA graph")
+    p.add_argument("--log-every", type=int, default=50, help="read the loss for the progress bar every K steps")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when usable)")
     p.add_argument("--data-dir", default=None, help="root holding mnist/ (default $MINIFUSED_DATA, "
                                                     "else ~/.cache/minifused)")
@@ -217,6 +248,9 @@ def main(argv=None):
     args = parse_args(argv)
     device = mf.backend.device(args.device)
     dtype = mf.backend.as_dtype(args.dtype)
+    if dtype not in (mf.float32, mf.bfloat16, mf.float16):
+        raise SystemExit(f"--dtype {args.dtype}: expected float32, bf16 or fp16")
+    low_precision = dtype != mf.float32
     mf.manual_seed(args.seed)
 
     train_set = MNIST(args.data_dir, train=True)
@@ -229,12 +263,18 @@ def main(argv=None):
     test_loader = DataLoader(test_set, 1000, device=device, dtype=dtype)
 
     model = build_model(args.model, args.dropout).to(device, dtype)
-    optimizer = build_optimizer(args.optimizer, model.parameters(), args.lr, args.weight_decay)
+    optimizer = build_optimizer(args.optimizer, model.parameters(), args.lr, args.weight_decay,
+                                master_weights=low_precision)
     scheduler = build_scheduler(args.schedule, optimizer, args.epochs * len(train_loader), args.lr)
+    scaler = amp.GradScaler(enabled=dtype == mf.float16)
+    step = make_step(model, optimizer, scaler)
+    graphed = device.type == "cuda" and not args.no_graph
+    if graphed:
+        step = mf.capture_step(step)
 
     start, history = 0, {"train_loss": [], "test_acc": [], "epoch_s": []}
     if args.resume and Path(args.checkpoint).exists():
-        start, history = load_checkpoint(args.checkpoint, args, model, optimizer, scheduler, device)
+        start, history = load_checkpoint(args.checkpoint, args, model, optimizer, scheduler, device, scaler)
         print(f"resumed from {args.checkpoint} after epoch {start}", flush=True)
 
     tqdm = None
@@ -243,7 +283,7 @@ def main(argv=None):
             from tqdm import tqdm
         except ImportError:
             pass
-    print(f"{args.model} on {device} ({args.dtype}), {train_loader.n} training / {test_loader.n} test images, "
+    print(f"{args.model} on {device} ({args.dtype}{', CUDA graphs' if graphed else ''}), {train_loader.n} training / {test_loader.n} test images, "
           f"{sum(p.numel() for p in model.parameters()):,} parameters", flush=True)
     for epoch in range(start, args.epochs):
         train_loader.set_epoch(epoch)
@@ -251,7 +291,7 @@ def main(argv=None):
                    leave=False, file=sys.stdout) if tqdm else None
         mf.backend.synchronize()
         t0 = time.perf_counter()
-        loss = train_epoch(model, optimizer, scheduler, train_loader, bar)  # ends with a read: synced
+        loss = train_epoch(model, optimizer, scheduler, train_loader, bar, args.log_every, step)  # ends synced
         seconds = time.perf_counter() - t0
         if bar is not None:
             bar.close()
@@ -262,11 +302,11 @@ def main(argv=None):
         print(f"epoch {epoch + 1}: loss {loss:.4f}, test accuracy {acc:.2f} %, {seconds:.2f} s, "
               f"{train_loader.n / seconds:,.0f} samples/s", flush=True)
         if args.checkpoint:
-            save_checkpoint(args.checkpoint, args, model, optimizer, scheduler, epoch, history)
+            save_checkpoint(args.checkpoint, args, model, optimizer, scheduler, epoch, history, scaler)
         if args.plot:
             plot(args.plot, history)
     times = history["epoch_s"]
-    summary = {"model": args.model, "test_acc": history["test_acc"][-1] if history["test_acc"] else math.nan,
+    summary = {"model": args.model, "dtype": str(dtype), "graphed": graphed, "test_acc": history["test_acc"][-1] if history["test_acc"] else math.nan,
                "s_per_epoch": sum(times) / len(times) if times else math.nan,
                "samples_per_s": train_loader.n * len(times) / sum(times) if times else math.nan,
                "history": history}

@@ -6,6 +6,11 @@ Element ``i`` (C order) of a call with seed ``s`` is kept when the top 24 bits o
 CuPy kernel and the NumPy reference compute the same hash, so for one seed both
 devices drop the same elements. The seed comes from the host (the caller draws it
 from the CPU generator), so no device value is ever read back.
+
+Inside a CUDA-graph capture the host seed would be baked into the graph and every
+replay would drop the same elements; there the kernel adds ``counter * 0xD1B54A32D192ED03``
+to the seed, where ``counter`` is a per-device uint64 that the captured step advances
+before each mask, so each replay draws new masks.
 """
 from __future__ import annotations
 
@@ -54,6 +59,8 @@ mask = keep;
 y = keep ? (T)((S)x * scale) : (T)(S)0;
 """
 _BWD = "dx = m ? (T)((S)g * scale) : (T)(S)0;"
+_REPLAY_SEED = "unsigned long long seed = seed0 + ctr[0] * 0xD1B54A32D192ED03ULL;\n"
+_counters = {}  # CUDA device index -> uint64[1], advanced by captured dropout calls
 
 
 @functools.cache
@@ -67,7 +74,10 @@ def _kernels(scalar):
                                  f"minifused_dropout_fwd_{name}", preamble=pre)
     bwd = cupy.ElementwiseKernel(f"T g, bool m, {name} scale", "T dx", _BWD, f"minifused_dropout_bwd_{name}",
                                  preamble=pre)
-    return fwd, bwd
+    fwd_replay = cupy.ElementwiseKernel(f"T x, uint64 seed0, raw uint64 ctr, uint64 thresh, {name} scale",
+                                        "T y, bool mask", _REPLAY_SEED + _FWD,
+                                        f"minifused_dropout_fwd_replay_{name}", preamble=pre)
+    return fwd, bwd, fwd_replay
 
 
 def _scale(dtype, p):
@@ -80,9 +90,19 @@ def dropout_fwd(x, seed: int, p: float):
         return dropout_fwd_ref(x, seed, p)
     import cupy
 
-    fwd, _ = _kernels("double" if x.dtype == np.float64 else "float")
+    fwd, _, fwd_replay = _kernels("double" if x.dtype == np.float64 else "float")
     y = cupy.empty(x.shape, x.dtype)
     mask = cupy.empty(x.shape, cupy.bool_)
+    ctr = _counters.get(x.device.id)
+    if backend.is_capturing():
+        if ctr is None:
+            raise RuntimeError("dropout: its replay counter is created by an eager call; run the step "
+                               "eagerly before capturing it (capture_step's warm-up does)")
+        cupy.add(ctr, np.uint64(1), out=ctr)  # captured too: every replay advances it before this mask
+        fwd_replay(x, np.uint64(seed), ctr, np.uint64(threshold(p)), _scale(x.dtype, p), y, mask)
+        return y, mask
+    if ctr is None:
+        _counters[x.device.id] = cupy.zeros(1, cupy.uint64)
     fwd(x, np.uint64(seed), np.uint64(threshold(p)), _scale(x.dtype, p), y, mask)
     return y, mask
 
@@ -91,5 +111,5 @@ def dropout_bwd(grad, mask, p: float):
     """``grad * mask / (1 - p)``."""
     if not backend.is_cuda_array(grad):
         return dropout_bwd_ref(grad, mask, p)
-    _, bwd = _kernels("double" if grad.dtype == np.float64 else "float")
+    _, bwd, _ = _kernels("double" if grad.dtype == np.float64 else "float")
     return bwd(grad, mask, _scale(grad.dtype, p))

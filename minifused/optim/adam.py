@@ -1,25 +1,26 @@
 """Adam and AdamW (bias correction, amsgrad, maximize), PyTorch's formulas, fused updates."""
 from __future__ import annotations
 
-from .. import backend
 from ..autograd import no_grad
 from ..kernels import optim as K
-from ..tensor import Tensor
-from .optimizer import Optimizer, _check_hyper, _params_with_grad
+from .optimizer import Optimizer, _by_device, _check_hyper, _params_with_grad
 
 
 class Adam(Optimizer):
     """``torch.optim.Adam``: L2 weight decay added to the gradient.
 
-    State per parameter, PyTorch's names: ``step`` (int), ``exp_avg``, ``exp_avg_sq`` and, with
-    ``amsgrad``, ``max_exp_avg_sq``. On the GPU one multi-tensor launch updates up to 16
-    parameters of a group (one dtype) at once.
+    State per parameter, PyTorch's names: ``step`` (a 0-d int64 tensor on the parameter's
+    device, advanced by the update itself; an int in ``state_dict()``), ``exp_avg``,
+    ``exp_avg_sq``, with ``amsgrad`` ``max_exp_avg_sq``, and with ``master_weights`` (for
+    float16/bfloat16 parameters) ``master``, the fp32 weights the update runs on. On the GPU
+    one multi-tensor launch updates up to 16 parameters of a group (one dtype) at once.
     """
 
+    _supports_amp = True  # step() honours self._amp (GradScaler: unscale, skip on inf/NaN)
     _decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
-                 maximize=False):
+                 maximize=False, master_weights=False):
         name = type(self).__name__
         _check_hyper(name, "learning rate", lr)
         _check_hyper(name, "epsilon", eps)
@@ -29,21 +30,19 @@ class Adam(Optimizer):
             _check_hyper(name, f"beta parameter at index {i}", b, upper=1.0)
         _check_hyper(name, "weight_decay", weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+                                      amsgrad=amsgrad, maximize=maximize), master_weights)
+
+    @staticmethod
+    def _hyper_values(g):
+        return (g["lr"], g["betas"][0], g["betas"][1], g["eps"], g["weight_decay"])
 
     def _state(self, p, amsgrad):
         st = self.state.get(p)
         if st is None or not st:
-            xp = p._xp
-            with backend.on_device(p.device):
-                st = {"step": 0, "exp_avg": Tensor._from_array(xp.zeros_like(p.data)),
-                      "exp_avg_sq": Tensor._from_array(xp.zeros_like(p.data))}
-                if amsgrad:
-                    st["max_exp_avg_sq"] = Tensor._from_array(xp.zeros_like(p.data))
+            st = {"exp_avg": self._new_state(p), "exp_avg_sq": self._new_state(p)}
             self.state[p] = st
-        elif amsgrad and "max_exp_avg_sq" not in st:
-            with backend.on_device(p.device):
-                st["max_exp_avg_sq"] = Tensor._from_array(p._xp.zeros_like(p.data))
+        if amsgrad and "max_exp_avg_sq" not in st:
+            st["max_exp_avg_sq"] = self._new_state(p)
         return st
 
     def step(self, closure=None):
@@ -54,16 +53,15 @@ class Adam(Optimizer):
                 if not params:
                     continue
                 amsgrad = g["amsgrad"]
-                states = [self._state(p, amsgrad) for p in params]
-                for st in states:
-                    st["step"] = int(st["step"]) + 1
-                beta1, beta2 = g["betas"]
-                K.adam([p.data for p in params], [p.grad.data for p in params],
-                       [s["exp_avg"].data for s in states], [s["exp_avg_sq"].data for s in states],
-                       [s["max_exp_avg_sq"].data for s in states] if amsgrad else None,
-                       [s["step"] for s in states], lr=g["lr"], beta1=beta1, beta2=beta2, eps=g["eps"],
-                       weight_decay=g["weight_decay"], amsgrad=amsgrad, decoupled=self._decoupled,
-                       maximize=g["maximize"])
+                for device, idx in _by_device(params):
+                    ps = [params[i] for i in idx]
+                    states = [self._state(p, amsgrad) for p in ps]
+                    K.adam([p.data for p in ps], [p.grad.data for p in ps],
+                           [s["exp_avg"].data for s in states], [s["exp_avg_sq"].data for s in states],
+                           [s["max_exp_avg_sq"].data for s in states] if amsgrad else None,
+                           [self._step_count(p, s) for p, s in zip(ps, states)], g.hyper(device),
+                           amsgrad=amsgrad, decoupled=self._decoupled, maximize=g["maximize"],
+                           masters=[self._master(p, s) for p, s in zip(ps, states)], amp=self._amp)
                 for p in params:
                     p._vc[0] += 1
         return loss
@@ -75,5 +73,6 @@ class AdamW(Adam):
     _decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+                 maximize=False, master_weights=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         master_weights=master_weights)

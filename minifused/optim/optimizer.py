@@ -3,15 +3,92 @@
 ``state_dict()`` returns ``{"state": {index: {name: value}}, "param_groups": [{hyper..., "params":
 [index, ...]}]}`` where parameters are numbered in group order, as in PyTorch, so a
 checkpoint does not depend on object identities. Tensors in it share memory with
-the live state; ``minifused.save`` writes it as is.
+the live state; ``minifused.save`` writes it as is. Step counts are saved as ints.
+
+CUDA graphs: everything a fused update reads that changes between steps lives in
+device memory (the step counts, a per-group array of the float hyper-parameters
+that setting ``group["lr"]`` etc. rewrites), so a step captured by
+``minifused.capture_step`` replays with the current lr (schedulers work) and the
+right bias corrections. State is created on the first, eager step.
+
+``master_weights=True`` (SGD, Adam, AdamW): float16 / bfloat16 parameters are
+updated through fp32 master copies kept in the state (``"master"``, with fp32
+momentum / moment state); the parameter receives the rounded result. This is the
+mixed-precision recipe of ``minifused.amp``.
 """
 from __future__ import annotations
 
 import copy
 import numbers
 
+import numpy as np
+
 from .. import backend
+from ..kernels import optim as K
 from ..tensor import Tensor
+
+_LOW_PRECISION = (backend.float16, backend.bfloat16)
+
+
+class _Group(dict):
+    """A parameter group: a dict, as in PyTorch. On CUDA its float hyper-parameters are mirrored,
+    in the fused kernel's order, in a small float64 array per device that the kernel reads; setting
+    one of them (a scheduler, the user) rewrites that array on the stream, so a step replayed from a
+    CUDA graph uses the value of the moment it runs."""
+
+    def __init__(self, group=(), pack=None):
+        super().__init__(group)
+        self._pack = pack  # group -> tuple of floats in the kernel's order (None: nothing mirrored)
+        self._dev = {}  # CUDA device index -> float64 array
+        self._mirrored = None
+
+    def __reduce__(self):  # copies and pickles leave the device mirror behind (made again on use)
+        return _Group, (dict(self), self._pack)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        if self._dev:
+            self._write()
+
+    def _write(self):
+        values = self._pack(self)
+        if values == self._mirrored:
+            return
+        if backend.is_capturing():
+            raise RuntimeError(f"optimizer hyper-parameters changed to {values} inside a captured step: a CUDA "
+                               f"graph would replay that write every step; change them between steps")
+        for buf in self._dev.values():
+            K.set_scalars(buf, values)
+        self._mirrored = values
+
+    def hyper(self, device):
+        """The hyper-parameter array the kernels read on ``device`` (NumPy on the CPU)."""
+        if device.type == "cpu":
+            return np.array(self._pack(self), np.float64)
+        buf = self._dev.get(device.index)
+        if buf is None:
+            _refuse_in_capture("creating an optimizer's device hyper-parameters")
+            import cupy
+
+            with backend.on_device(device):
+                buf = self._dev[device.index] = cupy.zeros(8, cupy.float64)
+            self._mirrored = None
+            self._write()
+        return buf
+
+
+def _refuse_in_capture(what):
+    if backend.is_capturing():
+        raise RuntimeError(f"{what} inside a captured step: optimizer state must exist before capture "
+                           f"(run the step eagerly once first; capture_step's warm-up does)")
+
+
+def _by_device(params):
+    """[(device, indices)] of ``params``, in first-seen order (a group may span GPUs)."""
+    out = {}
+    for i, p in enumerate(params):
+        out.setdefault(p.device, []).append(i)
+    return list(out.items())
 
 
 class _ParamState(dict):
@@ -58,8 +135,10 @@ def _check_hyper(opt, what, value, upper=None):
 class Optimizer:
     """Base class: subclasses define ``defaults`` through ``__init__`` and implement ``step``."""
 
-    def __init__(self, params, defaults: dict):
+    def __init__(self, params, defaults: dict, master_weights: bool = False):
         self.defaults = dict(defaults)
+        self.master_weights = bool(master_weights)
+        self._amp = None  # a GradScaler's state array while GradScaler.step runs this optimizer
         self.state = _ParamState()
         self.param_groups = []
         if isinstance(params, Tensor):
@@ -77,7 +156,7 @@ class Optimizer:
         if not isinstance(group, dict) or "params" not in group:
             raise TypeError(f"{type(self).__name__}: a parameter group must be a dict with a 'params' entry, "
                             f"got {sorted(group) if isinstance(group, dict) else type(group).__name__}")
-        group = dict(group)
+        group = _Group(group, type(self)._hyper_values)
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
         for p in params:
@@ -108,6 +187,43 @@ class Optimizer:
     def step(self, closure=None):
         raise NotImplementedError
 
+    @staticmethod
+    def _hyper_values(group):
+        """The group's float hyper-parameters in the fused kernel's order (subclasses)."""
+        return ()
+
+    # ------------------------------------------------------------ per-parameter state helpers
+    def _state_dtype(self, p):
+        """dtype of p's floating state: fp32 for a low-precision parameter with master weights."""
+        return backend.float32 if self.master_weights and p.dtype in _LOW_PRECISION else p.dtype
+
+    def _new_state(self, p, like=None):
+        """A zeroed state tensor of p's shape and state dtype (a copy of ``like`` when given)."""
+        _refuse_in_capture(f"{type(self).__name__}: creating parameter state")
+        with backend.on_device(p.device):
+            if like is not None:
+                return Tensor._from_array(like.astype(self._state_dtype(p)))
+            return Tensor._from_array(p._xp.zeros(p.shape, self._state_dtype(p)))
+
+    def _master(self, p, st):
+        """p's fp32 master weights (created from p on first use), or None without master weights."""
+        if self._state_dtype(p) == p.dtype:
+            return None
+        if "master" not in st:
+            st["master"] = self._new_state(p, like=p.data)
+        return st["master"].data
+
+    @staticmethod
+    def _step_count(p, st):
+        """``st["step"]`` as a 0-d int64 array on p's device (ints from a state dict are converted)."""
+        t = st.get("step", 0)
+        if not (isinstance(t, Tensor) and t.device == p.device and t.dtype == backend.int64):
+            _refuse_in_capture("converting an optimizer step count to a device counter")
+            value = int(t.item()) if isinstance(t, Tensor) else int(t)
+            with backend.on_device(p.device):
+                t = st["step"] = Tensor._from_array(p._xp.full((), value, np.int64))
+        return t.data
+
     def _closure(self, closure):
         if closure is None:
             return None
@@ -126,7 +242,9 @@ class Optimizer:
                 index[id(p)] = n
                 n += 1
             groups.append(packed)
-        state = {index[pid]: dict(s) for pid, s in dict.items(self.state) if pid in index}
+        state = {index[pid]: {k: int(v.item()) if k == "step" and isinstance(v, Tensor) else v
+                              for k, v in s.items()}
+                 for pid, s in dict.items(self.state) if pid in index}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict):
@@ -168,7 +286,7 @@ class Optimizer:
                                          f"{idx} has shape {tuple(v.shape)}, the parameter {tuple(p.shape)}")
                     arr = backend.to_device(v.data, p.device)
                     if backend.is_floating(arr.dtype) and arr.ndim != 0:
-                        arr = arr.astype(p.dtype, copy=False)
+                        arr = arr.astype(self._state_dtype(p), copy=False)
                     v = Tensor._from_array(arr.copy() if arr is v.data else arr)
                 entry[k] = v
             new_state[idx] = entry

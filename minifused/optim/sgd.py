@@ -1,28 +1,34 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (PyTorch's formulas)."""
 from __future__ import annotations
 
-from .. import backend
 from ..autograd import no_grad
 from ..kernels import optim as K
-from ..tensor import Tensor
-from .optimizer import Optimizer, _check_hyper, _params_with_grad
+from .optimizer import Optimizer, _by_device, _check_hyper, _params_with_grad
 
 
 class SGD(Optimizer):
     """``torch.optim.SGD``: one fused multi-tensor launch per group (and dtype) on the GPU.
 
-    State per parameter: ``momentum_buffer`` (when ``momentum != 0``).
+    State per parameter: ``momentum_buffer`` (when ``momentum != 0``) and, with
+    ``master_weights`` (float16/bfloat16 parameters), ``master``: the fp32 weights the update runs on.
     """
 
+    _supports_amp = True  # step() honours self._amp (GradScaler: unscale, skip on inf/NaN)
+
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
-                 maximize=False):
+                 maximize=False, master_weights=False):
         _check_hyper("SGD", "learning rate", lr)
         _check_hyper("SGD", "momentum", momentum)
         _check_hyper("SGD", "weight_decay", weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
+                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize),
+                         master_weights)
+
+    @staticmethod
+    def _hyper_values(g):
+        return (g["lr"], g["momentum"], g["dampening"], g["weight_decay"])
 
     def step(self, closure=None):
         loss = self._closure(closure)
@@ -31,28 +37,26 @@ class SGD(Optimizer):
                 params = _params_with_grad(g)
                 if not params:
                     continue
-                bufs, init = [], []
-                for p in params:
-                    st = self.state.get(p)
-                    if st is None:
-                        st = self.state[p] = {}
-                    if g["momentum"] != 0:
-                        buf = st.get("momentum_buffer")
-                        if buf is None:
-                            with backend.on_device(p.device):
-                                buf = Tensor._from_array(p._xp.empty_like(p.data))
-                            st["momentum_buffer"] = buf
-                            init.append(True)
+                for device, idx in _by_device(params):
+                    ps = [params[i] for i in idx]
+                    bufs, init, masters = [], [], []
+                    for p in ps:
+                        st = self.state.get(p)
+                        if st is None:
+                            st = self.state[p] = {}
+                        masters.append(self._master(p, st))
+                        if g["momentum"] != 0:
+                            buf = st.get("momentum_buffer")
+                            init.append(buf is None)
+                            if buf is None:  # set from the first step's update
+                                buf = st["momentum_buffer"] = self._new_state(p)
+                            bufs.append(buf.data)
                         else:
+                            st.setdefault("momentum_buffer", None)
+                            bufs.append(p.data if masters[-1] is None else masters[-1])
                             init.append(False)
-                        bufs.append(buf.data)
-                    else:
-                        st.setdefault("momentum_buffer", None)
-                        bufs.append(p.data)
-                        init.append(False)
-                K.sgd([p.data for p in params], [p.grad.data for p in params], bufs, init, lr=g["lr"],
-                      momentum=g["momentum"], dampening=g["dampening"], weight_decay=g["weight_decay"],
-                      nesterov=g["nesterov"], maximize=g["maximize"])
+                    K.sgd([p.data for p in ps], [p.grad.data for p in ps], bufs, init, g.hyper(device),
+                          nesterov=g["nesterov"], maximize=g["maximize"], masters=masters, amp=self._amp)
                 for p in params:
                     p._vc[0] += 1
         return loss

@@ -1,0 +1,164 @@
+"""Mixed precision: low-precision parameters, fp32 master weights, dynamic loss scaling.
+
+The recipe (``examples/mnist/train.py --dtype bf16|fp16`` follows it)::
+
+    dtype = mf.bfloat16                                   # or mf.float16
+    model = Net().to("cuda", dtype)                       # Linear / Conv2d on tensor cores
+    opt = optim.AdamW(model.parameters(), lr=1e-3, master_weights=True)  # fp32 masters and state
+    scaler = amp.GradScaler(enabled=dtype == mf.float16)  # bf16 has fp32's range: no scaling
+    for x, y in loader:
+        logits = model(x.to(dtype))                       # inputs in the model's dtype
+        loss = F.cross_entropy(logits.float(), y)         # loss statistics in fp32
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)                                  # unscale, inf/NaN check, skip: on the device
+        scaler.update()                                   # back off / grow the scale: on the device
+
+What stays in fp32: the optimizer's master weights and moments (``master_weights=True``
+on SGD / Adam / AdamW), the statistics of LayerNorm, softmax and cross-entropy (their
+kernels accumulate in fp32 whatever the input dtype), and the loss when the logits are
+cast with ``.float()`` as above. :func:`cast_model` converts the floating parameters and
+buffers of a model.
+
+``GradScaler`` keeps ``[scale, inv_scale, found_inf, growth_tracker]`` in one float32
+array on the device: ``scale(loss)`` multiplies by it, ``step(opt)`` marks ``found_inf``
+with one multi-tensor check of the gradients and runs the optimizer's fused update,
+which multiplies the gradients by ``inv_scale`` and skips the whole step (weights,
+moments, step counts) when ``found_inf`` is set; ``update()`` halves the scale after an
+overflow and doubles it after ``growth_interval`` clean steps. Nothing reads the device
+back, so all of it runs inside a captured step (``minifused.capture_step``); a skipped
+step never writes NaN into the weights. ``get_scale()`` reads the scale (it synchronizes).
+Gradients stay scaled until the optimizer's update: clip them by ``max_norm * get_scale()``
+if you must clip.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import backend
+from .kernels import optim as K
+from .tensor import Tensor
+
+__all__ = ["GradScaler", "cast_model"]
+
+
+def cast_model(model, dtype):
+    """``model.to(dtype)`` for a floating ``dtype`` (float16 / bfloat16 / float32); returns the model."""
+    dtype = backend.as_dtype(dtype)
+    if not backend.is_floating(dtype):
+        raise TypeError(f"amp.cast_model: expected a floating dtype, got {dtype}")
+    return model.to(dtype=dtype)
+
+
+class GradScaler:
+    """Dynamic loss scaling for float16 training, PyTorch's ``torch.amp.GradScaler`` rules.
+
+    ``enabled=False`` makes every method a pass-through (bf16 and fp32 training).
+    """
+
+    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                 enabled=True):
+        def real(v):
+            return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+        if not real(init_scale) or init_scale <= 0:
+            raise ValueError(f"GradScaler: init_scale must be a finite number > 0, got {init_scale!r}")
+        if not real(growth_factor) or growth_factor <= 1:
+            raise ValueError(f"GradScaler: growth_factor must be > 1, got {growth_factor!r}")
+        if not real(backoff_factor) or not 0 < backoff_factor < 1:
+            raise ValueError(f"GradScaler: backoff_factor must be in (0, 1), got {backoff_factor!r}")
+        if not isinstance(growth_interval, numbers.Integral) or isinstance(growth_interval, bool) \
+                or growth_interval < 1:
+            raise ValueError(f"GradScaler: growth_interval must be an int >= 1, got {growth_interval!r}")
+        self.enabled = bool(enabled)
+        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
+        self.growth_interval = int(growth_interval)
+        self._init = (float(init_scale), 0)  # (scale, growth tracker) until the state exists
+        self._state = None  # float32 [scale, inv_scale, found_inf, growth_tracker] on the loss's device
+
+    # ------------------------------------------------------------ state
+    def _state_on(self, device):
+        if self._state is None:
+            if backend.is_capturing():
+                raise RuntimeError("GradScaler: its state is created by the first scale() call, which must run "
+                                   "before capture (capture_step's eager warm-up does)")
+            scale, tracker = self._init
+            host = np.array([scale, 1.0 / scale, 0.0, tracker], np.float32)
+            self._state = backend.to_device(host, device) if device.type == "cuda" else host
+        elif backend.device_of(self._state) != device:
+            raise RuntimeError(f"GradScaler: its state is on {backend.device_of(self._state)}, the loss on {device}")
+        return self._state
+
+    def get_scale(self) -> float:
+        """The current scale (reads the device: a host synchronization)."""
+        if not self.enabled:
+            return 1.0
+        if self._state is None:
+            return self._init[0]
+        return float(backend.to_device(self._state[0:1], backend.CPU)[0])
+
+    # ------------------------------------------------------------ the three calls of a step
+    def scale(self, loss: Tensor) -> Tensor:
+        """``loss * scale`` (the scale is a device value: no host sync)."""
+        if not isinstance(loss, Tensor):
+            raise TypeError(f"GradScaler.scale: expected the loss tensor, got {type(loss).__name__}")
+        if not self.enabled:
+            return loss
+        if not backend.is_floating(loss.dtype):
+            raise TypeError(f"GradScaler.scale: expected a floating-point loss, got dtype {loss.dtype}")
+        state = self._state_on(loss.device)
+        return loss * Tensor._from_array(state[0:1].reshape(()))
+
+    def step(self, optimizer, closure=None):
+        """Check the gradients for inf/NaN and run ``optimizer``'s update with them unscaled; the
+        update changes nothing when one was found. Returns what ``optimizer.step`` returns."""
+        if not self.enabled:
+            return optimizer.step(closure)
+        if self._state is None:
+            raise RuntimeError("GradScaler.step: call scale(loss) and backward() before step()")
+        if not getattr(type(optimizer), "_supports_amp", False):
+            raise TypeError(f"GradScaler.step: {type(optimizer).__name__} has no fused unscale-and-skip "
+                            f"update (SGD, Adam and AdamW have)")
+        grads = [p.grad.data for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        K.nonfinite(grads, self._state)
+        optimizer._amp = self._state
+        try:
+            return optimizer.step(closure)
+        finally:
+            optimizer._amp = None
+
+    def update(self):
+        """Back off the scale after a found inf/NaN, grow it after ``growth_interval`` clean steps;
+        clears the found flag for the next step. Call once per iteration, after ``step``."""
+        if self.enabled and self._state is not None:
+            K.scaler_update(self._state, self.growth_factor, self.backoff_factor, self.growth_interval)
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        if not self.enabled:
+            return {}
+        if self._state is None:
+            scale, tracker = self._init
+        else:
+            host = backend.to_device(self._state, backend.CPU)
+            scale, tracker = float(host[0]), int(host[3])
+        return {"scale": scale, "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
+                "growth_interval": self.growth_interval, "_growth_tracker": tracker}
+
+    def load_state_dict(self, state: dict):
+        if not isinstance(state, dict) or (state and "scale" not in state):
+            raise ValueError(f"GradScaler.load_state_dict: expected a dict from GradScaler.state_dict(), got "
+                             f"{sorted(state) if isinstance(state, dict) else type(state).__name__}")
+        if not state:
+            return
+        self.growth_factor = float(state["growth_factor"])
+        self.backoff_factor = float(state["backoff_factor"])
+        self.growth_interval = int(state["growth_interval"])
+        self._init = (float(state["scale"]), int(state.get("_growth_tracker", 0)))
+        if self._state is not None:
+            device = backend.device_of(self._state)
+            self._state = None
+            self._state_on(device)

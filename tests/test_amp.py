@@ -1,0 +1,257 @@
+"""Mixed precision: GradScaler (skip on inf/NaN, back off, grow), fp32 master weights, and (GPU)
+bf16 / fp16 training, also inside a captured step."""
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+from minifused import amp, backend, nn, optim
+from minifused.kernels import optim as K
+
+
+def _param(values, dtype=mf.float32, device="cpu"):
+    return nn.Parameter(mf.tensor(np.asarray(values, np.float32), dtype=dtype, device=device))
+
+
+def _state(opt, p):
+    return {k: (v.cpu().numpy() if hasattr(v, "cpu") else v) for k, v in opt.state[p].items()}
+
+
+# ---------------------------------------------------------------- GradScaler logic (CPU)
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_scaler_skips_step_on_nonfinite_grad_and_backs_off(bad):
+    p = _param([1.0, -2.0, 0.5])
+    opt = optim.Adam([p], lr=0.1)
+    scaler = amp.GradScaler(init_scale=1024.0, growth_interval=3)
+    scaler.scale((p * 1.0).sum()).backward()  # creates the scaler state on p's device
+    scaler.step(opt)
+    scaler.update()
+    before, state = p.numpy().copy(), _state(opt, p)
+    assert state["step"] == 1 and scaler.get_scale() == 1024.0
+
+    p.grad = mf.tensor(np.array([1.0, bad, 2.0], np.float32))
+    scaler.step(opt)
+    scaler.update()
+    np.testing.assert_array_equal(p.numpy(), before)  # nothing moved, nothing NaN
+    after = _state(opt, p)
+    assert after["step"] == 1
+    for k in ("exp_avg", "exp_avg_sq"):
+        np.testing.assert_array_equal(after[k], state[k])
+    assert scaler.get_scale() == 512.0
+
+    for i in range(3):  # growth_interval clean steps double the scale, once
+        p.grad = mf.tensor(np.array([0.1, 0.2, 0.3], np.float32))
+        scaler.step(opt)
+        scaler.update()
+        assert scaler.get_scale() == (1024.0 if i == 2 else 512.0)
+    assert np.isfinite(p.numpy()).all() and _state(opt, p)["step"] == 4
+
+
+def test_scaled_training_equals_unscaled_when_nothing_overflows():
+    """A power-of-two scale multiplies and divides exactly: the weights come out bitwise equal."""
+    rng = np.random.default_rng(0)
+    x = mf.tensor(rng.standard_normal((16, 5)), dtype=mf.float32)
+    y = mf.tensor(rng.integers(0, 3, 16))
+    w0 = rng.standard_normal((3, 5)).astype(np.float32)
+    runs = []
+    for scaler in (amp.GradScaler(enabled=False), amp.GradScaler(init_scale=2.0 ** 12)):
+        w = _param(w0)
+        opt = optim.AdamW([w], lr=0.05)
+        for _ in range(4):
+            opt.zero_grad()
+            scaler.scale(F.cross_entropy(F.linear(x, w), y)).backward()
+            scaler.step(opt)
+            scaler.update()
+        runs.append(w.numpy())
+    np.testing.assert_array_equal(runs[1], runs[0])
+
+
+def test_scaler_update_reference_never_grows_to_inf():
+    s = np.array([np.finfo(np.float32).max / 1.5, 0, 0, 0], np.float32)
+    K.scaler_update_ref(s, 2.0, 0.5, 1)
+    assert np.isfinite(s[0]) and s[0] == np.float32(np.finfo(np.float32).max / 1.5) and s[3] == 0
+    assert s[1] == np.float32(1) / s[0]
+
+
+def test_scaler_state_dict_round_trip_and_disabled_passthrough():
+    p = _param([1.0])
+    opt = optim.SGD([p], lr=0.1)
+    scaler = amp.GradScaler(init_scale=256.0, growth_interval=5)
+    scaler.scale(p.sum()).backward()
+    p.grad = mf.tensor(np.array([np.inf], np.float32))
+    scaler.step(opt)
+    scaler.update()
+    sd = scaler.state_dict()
+    assert sd["scale"] == 128.0 and sd["_growth_tracker"] == 0 and sd["growth_interval"] == 5
+    other = amp.GradScaler()
+    other.load_state_dict(sd)
+    assert other.get_scale() == 128.0 and other.growth_interval == 5
+    off = amp.GradScaler(enabled=False)
+    loss = p.sum()
+    assert off.scale(loss) is loss and off.get_scale() == 1.0 and off.state_dict() == {}
+
+
+def test_scaler_bad_input():
+    with pytest.raises(ValueError, match="GradScaler: init_scale"):
+        amp.GradScaler(init_scale=0)
+    with pytest.raises(ValueError, match="GradScaler: growth_factor"):
+        amp.GradScaler(growth_factor=1.0)
+    with pytest.raises(ValueError, match="GradScaler: backoff_factor"):
+        amp.GradScaler(backoff_factor=1.5)
+    with pytest.raises(ValueError, match="GradScaler: growth_interval"):
+        amp.GradScaler(growth_interval=0)
+    scaler = amp.GradScaler()
+    with pytest.raises(TypeError, match="GradScaler.scale: expected the loss tensor, got float"):
+        scaler.scale(1.0)
+    p = _param([1.0])
+    with pytest.raises(RuntimeError, match="GradScaler.step: call scale"):
+        scaler.step(optim.SGD([p], lr=0.1))
+
+    class Plain(optim.Optimizer):
+        def __init__(self, params):
+            super().__init__(params, {"lr": 0.1})
+
+        def step(self, closure=None):
+            pass
+
+    scaler.scale(p.sum()).backward()
+    with pytest.raises(TypeError, match="Plain has no fused unscale-and-skip"):
+        scaler.step(Plain([p]))
+    with pytest.raises(TypeError, match="amp.cast_model: expected a floating dtype"):
+        amp.cast_model(nn.Linear(2, 2), "int32")
+
+
+# ---------------------------------------------------------------- master weights (CPU)
+@pytest.mark.parametrize("dtype", [mf.bfloat16, mf.float16])
+@pytest.mark.parametrize("make", [lambda ps, mw: optim.AdamW(ps, lr=1e-2, master_weights=mw),
+                                  lambda ps, mw: optim.SGD(ps, lr=0.1, momentum=0.9, master_weights=mw)])
+def test_master_weights_follow_fp32_math(dtype, make):
+    """The fp32 masters of a low-precision parameter move exactly as an fp32 parameter would under
+    the same (low-precision) gradients; the parameter holds the rounded master; state is fp32."""
+    rng = np.random.default_rng(1)
+    w0 = rng.standard_normal(50).astype(np.float32)
+    low = nn.Parameter(mf.tensor(w0, dtype=dtype))
+    ref = _param(low.numpy().astype(np.float32))  # the master starts from the rounded weights
+    o_low, o_ref = make([low], True), make([ref], False)
+    for _ in range(5):
+        g = rng.standard_normal(50).astype(np.float32) * 1e-2
+        low.grad = mf.tensor(g, dtype=dtype)
+        ref.grad = mf.tensor(low.grad.numpy().astype(np.float32))  # the same (rounded) gradient
+        o_low.step()
+        o_ref.step()
+    master = o_low.state[low]["master"]
+    assert master.dtype == mf.float32 and low.dtype == dtype
+    np.testing.assert_array_equal(master.numpy(), ref.numpy())
+    np.testing.assert_array_equal(low.numpy(), ref.numpy().astype(dtype))
+    # the updates (~1e-3 per step) are below a bf16 ulp of w: without masters most would be lost
+    assert all(v.dtype == mf.float32 for k, v in o_low.state[low].items() if k not in ("step",))
+
+
+def test_master_weights_state_dict_round_trip_keeps_fp32_state(tmp_path):
+    p = nn.Parameter(mf.tensor(np.linspace(-1, 1, 7), dtype=mf.bfloat16))
+    opt = optim.Adam([p], lr=1e-2, master_weights=True)
+    p.grad = mf.ones(7, dtype=mf.bfloat16)
+    opt.step()
+    mf.save(opt.state_dict(), tmp_path / "o.ckpt")
+    q = nn.Parameter(p.detach().clone())
+    opt2 = optim.Adam([q], lr=1e-2, master_weights=True)
+    opt2.load_state_dict(mf.load(tmp_path / "o.ckpt"))
+    assert opt2.state[q]["master"].dtype == mf.float32 and opt2.state[q]["exp_avg"].dtype == mf.float32
+    for o, t in ((opt, p), (opt2, q)):
+        t.grad = mf.ones(7, dtype=mf.bfloat16)
+        o.step()
+    np.testing.assert_array_equal(q.numpy().astype(np.float32), p.numpy().astype(np.float32))
+    assert opt2.state_dict()["state"][0]["step"] == 2
+
+
+def test_fp32_params_with_master_weights_need_no_master():
+    p = _param([1.0, 2.0])
+    opt = optim.Adam([p], master_weights=True)
+    p.grad = mf.ones(2)
+    opt.step()
+    assert "master" not in opt.state[p]
+
+
+# ---------------------------------------------------------------- GPU
+def _mlp_problem(dtype, n=512, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((4, 32)) * 2
+    labels = rng.integers(0, 4, n)
+    x = centers[labels] + rng.standard_normal((n, 32))
+    mf.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)).to("cuda", dtype)
+    return model, mf.tensor(x, dtype=dtype, device="cuda"), mf.tensor(labels, device="cuda")
+
+
+def _train(dtype, steps=60, graphed=False, scaler=None):
+    model, x, y = _mlp_problem(dtype)
+    opt = optim.AdamW(model.parameters(), lr=1e-2, master_weights=dtype != mf.float32)
+    scaler = scaler or amp.GradScaler(enabled=dtype == mf.float16)
+
+    def step(xb, yb):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb).float(), yb)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss.detach()
+
+    if graphed:
+        step = mf.capture_step(step)
+    losses = [float(step(x[i % 4 * 128:(i % 4 + 1) * 128], y[i % 4 * 128:(i % 4 + 1) * 128]).item())
+              for i in range(steps)]
+    with mf.no_grad():
+        acc = float((model(x).argmax(1) == y).float().mean().item())
+    return losses, acc, model, opt, scaler
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [mf.bfloat16, mf.float16])
+@pytest.mark.parametrize("graphed", [False, True])
+def test_low_precision_mlp_trains_like_fp32(dtype, graphed):
+    losses32, acc32, *_ = _train(mf.float32)
+    losses, acc, model, opt, _ = _train(dtype, graphed=graphed)
+    print(f"{dtype} graphed={graphed}: loss {losses[0]:.3f} -> {losses[-1]:.4f} (fp32 {losses32[-1]:.4f}), "
+          f"acc {acc:.3f} (fp32 {acc32:.3f})")
+    assert losses[-1] < 0.3 * losses[0] and acc > 0.95 and acc > acc32 - 0.02
+    assert all(p.dtype == dtype for p in model.parameters())
+    assert all(opt.state[p]["master"].dtype == mf.float32 for p in model.parameters())
+    steps = opt.state_dict()["state"][0]["step"]  # fp16: the scaler may skip an early overflowing step
+    assert steps == 60 if dtype == mf.bfloat16 else steps >= 50
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("graphed", [False, True])
+def test_fp16_overflow_skips_step_and_lowers_scale_on_gpu(graphed):
+    """A scale so large that fp16 gradients overflow: every step is skipped and the scale halves
+    until the gradients fit, then training proceeds; the weights never see a NaN."""
+    scaler = amp.GradScaler(init_scale=2.0 ** 40, growth_interval=1000)
+    losses, acc, model, opt, scaler = _train(mf.float16, steps=60, graphed=graphed, scaler=scaler)
+    scale = scaler.get_scale()
+    print(f"graphed={graphed}: scale {scale}, losses {losses[0]:.3f} -> {losses[-1]:.4f}, acc {acc:.3f}")
+    assert scale < 2.0 ** 40 and scale >= 1.0
+    assert all(np.isfinite(p.cpu().numpy().astype(np.float32)).all() for p in model.parameters())
+    steps = opt.state_dict()["state"][0]["step"]
+    assert 0 < steps < 60  # some steps were skipped, the rest counted
+    assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.gpu
+def test_nonfinite_and_scaler_update_kernels_match_reference():
+    import cupy
+
+    for dtype in (np.float32, np.float16, backend.bfloat16):
+        grads = [np.ones(n, np.float32).astype(dtype) for n in (1, 3000, 7)] * 7  # 21: two launches
+        for poison in (None, (20, 3), (1, 2999)):
+            gs = [g.copy() for g in grads]
+            if poison:
+                gs[poison[0]][poison[1]] = np.float32(np.inf)
+            s = np.array([8.0, 0.125, 0.0, 3.0], np.float32)
+            sd = cupy.asarray(s)
+            K.nonfinite_ref(gs, s)
+            K.nonfinite([cupy.asarray(g) for g in gs], sd)
+            np.testing.assert_array_equal(cupy.asnumpy(sd), s)
+            for _ in range(3):
+                K.scaler_update_ref(s, 2.0, 0.5, 4)
+                K.scaler_update(sd, 2.0, 0.5, 4)
+                np.testing.assert_array_equal(cupy.asnumpy(sd), s, err_msg=f"{dtype} {poison}")
