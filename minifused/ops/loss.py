@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
+from ..kernels import loss_reduce as R
 from ..kernels import softmax as K
 
 
@@ -20,6 +21,8 @@ def _reduce(loss_rows, rw, reduction, dtype):
     xp = backend.array_module(loss_rows)
     if reduction == "none":
         return loss_rows.astype(dtype), None
+    if xp is not np and dtype != np.float64:  # one launch on the GPU
+        return R.loss_reduce(loss_rows, rw, reduction == "mean", dtype)
     total = xp.asarray(loss_rows.sum())  # NumPy's sum gives a scalar: keep arrays
     if reduction == "sum":
         return total.astype(dtype), None
