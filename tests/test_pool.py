@@ -169,3 +169,25 @@ def test_gpu_matches_torch():
         xt.grad = None
         yt.sum().backward()
         np.testing.assert_allclose(cupy.asnumpy(xm.grad.data), xt.grad.cpu().numpy(), rtol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_gpu_max_pool_backward_tiled_windows(dtype, poisoned_pool):
+    """Windows that tile the input exactly (kernel == stride, no padding, H = P*kh, W = Q*kw) take
+    the one-thread-per-window backward; every input is written (poisoned pool); the shapes that
+    leave a remainder take the general kernel."""
+    import cupy
+
+    dt = backend.as_dtype(dtype)
+    rng = np.random.default_rng(8)
+    for shape, k in (((3, 5, 24, 24), (2, 2)), ((2, 3, 12, 9), (3, 3)), ((1, 2, 8, 6), (4, 2)),
+                     ((2, 2, 7, 9), (2, 2)), ((1, 1, 1, 1), (1, 1))):
+        x = (rng.permutation(int(np.prod(shape))).reshape(shape) % 200 - 100).astype(np.float32) / 8
+        x = x.astype(dt)
+        y, idx = K.max_pool2d_forward(cupy.asarray(x), k, k, (0, 0))
+        _, idxr = K.max_pool2d_forward_ref(x, k, k, (0, 0))
+        dy = rng.standard_normal(y.shape).astype(dt)
+        dx = K.max_pool2d_backward(cupy.asarray(dy), idx, shape, k, k, (0, 0))
+        dxr = K.max_pool2d_backward_ref(dy, idxr, shape, k, k, (0, 0))
+        np.testing.assert_array_equal(cupy.asnumpy(dx).astype(np.float64), dxr.astype(np.float64))

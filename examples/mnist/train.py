@@ -35,6 +35,8 @@ import minifused as mf
 import minifused.functional as F
 import minifused.nn as nn
 from minifused import amp, optim
+from minifused.kernels import conv as conv_kernels
+from minifused.kernels import matmul as matmul_kernels
 from minifused.data import MNIST, DataLoader
 
 CHECKPOINT_FORMAT = "minifused-mnist-checkpoint-1"
@@ -224,6 +226,9 @@ def parse_args(argv=None):
     p.add_argument("--dropout", type=float, default=0.2, help="MLP dropout after each hidden layer")
     p.add_argument("--dtype", default="float32", help="float32, bf16 (bfloat16) or fp16 (float16): low "
                                                       "precision trains with fp32 master weights")
+    p.add_argument("--tf32", choices=("conv", "all", "off"), default="conv",
+                   help="float32 on TF32 tensor cores: 'conv' (PyTorch's defaults: convolutions in TF32, "
+                        "matmuls in full float32), 'all', or 'off'")
     p.add_argument("--no-graph", action="store_true", help="run the training step eagerly, not from a CUDA graph")
     p.add_argument("--log-every", type=int, default=50, help="read the loss for the progress bar every K steps")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when usable)")
@@ -251,6 +256,8 @@ def main(argv=None):
     if dtype not in (mf.float32, mf.bfloat16, mf.float16):
         raise SystemExit(f"--dtype {args.dtype}: expected float32, bf16 or fp16")
     low_precision = dtype != mf.float32
+    conv_kernels.allow_tf32 = args.tf32 in ("conv", "all")
+    matmul_kernels.allow_tf32 = args.tf32 == "all"
     mf.manual_seed(args.seed)
 
     train_set = MNIST(args.data_dir, train=True)

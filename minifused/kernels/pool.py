@@ -147,6 +147,11 @@ def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding):
     n, c, h, w = x_shape
     _, _, p, q = dy.shape
     dx = cupy.empty(x_shape, dy.dtype)
+    if tuple(kernel) == tuple(stride) and tuple(padding) == (0, 0) and p * kernel[0] == h and q * kernel[1] == w:
+        # the windows tile the input: one thread per window writes it whole (pool.cu)
+        _launch(dy.dtype, "maxpool_bwd_tiled", dy.size, (dy, indices, dx, np.int64(n * c), np.int32(h), np.int32(w),
+                                                         np.int32(p), np.int32(q), *_geo(kernel, (), ())))
+        return dx
     _launch(dy.dtype, "maxpool_bwd", dx.size, (dy, indices, dx, np.int64(n * c), np.int32(h), np.int32(w),
                                                np.int32(p), np.int32(q), *_geo(kernel, stride, padding)))
     return dx
