@@ -1,8 +1,21 @@
-"""Shared test setup: the ``gpu`` marker skips where CUDA is unusable; ``device`` runs a test per device."""
+"""Shared test setup: the ``gpu`` marker skips where CUDA is unusable; ``device`` runs a test per device;
+hypothesis profiles: 'ci' (100 examples per fuzzed primitive, the default) and 'gpu' (300, for the CUDA
+kernels: ``MINIFUSED_HYPOTHESIS=gpu``)."""
+import os
+
 import numpy as np
 import pytest
 
 from minifused import backend
+
+try:
+    from hypothesis import settings
+
+    settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True)
+    settings.register_profile("gpu", max_examples=300, deadline=None, derandomize=True)
+    settings.load_profile(os.environ.get("MINIFUSED_HYPOTHESIS", "ci"))
+except ImportError:  # hypothesis is a test extra; the fuzz modules skip without it
+    pass
 
 
 def pytest_collection_modifyitems(config, items):
