@@ -126,7 +126,11 @@ def blocks_per_sm(kern, nt, smem=0):
 def kernel_occupancy(filename, name, options, nt, smem=0):
     """(kernel, resident blocks per SM) for one configuration, looked up once."""
     kern = get_kernel(filename, name, options)
-    if smem:
+    # One compiled kernel serves every configuration with the same options but different dynamic
+    # shared memory: only ever raise its limit. (Setting it to each configuration's own size lowered
+    # it below an earlier configuration's, whose next launch then failed with CUDA_ERROR_INVALID_VALUE;
+    # found by the GPU fuzz of LayerNorm backward over random row lengths.)
+    if smem > kern.max_dynamic_shared_size_bytes:
         kern.max_dynamic_shared_size_bytes = smem
     return kern, blocks_per_sm(kern, nt, smem)
 
