@@ -55,16 +55,17 @@ def test_same_seed_gives_bitwise_identical_losses(name, opt):
 def test_cnn_memory_pool_flat_over_1000_steps():
     """1,000 CNN training steps: after warm-up the pool's used bytes are the same after every step
     (nothing accumulates: no tape outlives its backward, no cache grows)."""
+    import gc
+
     import cupy
 
+    gc.collect()  # what earlier tests left for the collector must not be freed during the count
     pool = cupy.get_default_memory_pool()
     used = []
     _run("cnn", 1000, hook=lambda step: used.append(pool.used_bytes()))
-    after_warmup = used[10:]
-    print(f"CNN pool used bytes: step 10 {used[10]}, step 999 {used[-1]}, min {min(after_warmup)}, "
-          f"max {max(after_warmup)}, total held {pool.total_bytes()}")
-    # the losses list holds one 4-byte loss per step (a 512-byte pool block each): allow exactly that
-    growth = max(after_warmup) - min(after_warmup)
-    assert growth <= 512 * len(after_warmup), (min(after_warmup), max(after_warmup))
-    per_step = np.diff(np.array(after_warmup, dtype=np.int64))
-    assert set(np.unique(per_step)) <= {0, 512}, np.unique(per_step)
+    after_warmup = np.array(used[10:], dtype=np.int64)
+    print(f"CNN pool used bytes: step 10 {used[10]}, step 999 {used[-1]}, min {after_warmup.min()}, "
+          f"max {after_warmup.max()}, total held {pool.total_bytes()}")
+    # the test keeps one 0-d loss per step (a 512-byte pool block each): exactly that growth is allowed
+    per_step = np.diff(after_warmup)
+    assert set(np.unique(per_step).tolist()) <= {0, 512}, np.unique(per_step)

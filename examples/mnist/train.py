@@ -251,6 +251,15 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    # the math-mode flags are process-wide: restore them when done (tests call main in-process)
+    saved = conv_kernels.allow_tf32, matmul_kernels.allow_tf32
+    try:
+        return _main(args)
+    finally:
+        conv_kernels.allow_tf32, matmul_kernels.allow_tf32 = saved
+
+
+def _main(args):
     device = mf.backend.device(args.device)
     dtype = mf.backend.as_dtype(args.dtype)
     if dtype not in (mf.float32, mf.bfloat16, mf.float16):
