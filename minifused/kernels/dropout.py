@@ -3,7 +3,7 @@
 Element ``i`` (C order) of a call with seed ``s`` is kept when the top 24 bits of
 ``splitmix64(s + (i + 1) * 0x9E3779B97F4A7C15)`` are ``>= threshold`` with
 ``threshold = round(p * 2**24)``; kept values are scaled by ``1 / (1 - p)``. The
-CuPy kernel and the NumPy reference compute the same hash, so for one seed both
+CUDA kernel (dropout.cu) and the NumPy reference compute the same hash, so for one seed both
 devices drop the same elements. The seed comes from the host (the caller draws it
 from the CPU generator), so no device value is ever read back.
 
@@ -49,35 +49,21 @@ def dropout_bwd_ref(grad, mask, p):
     return np.where(mask, grad * _scale(grad.dtype, p), 0).astype(grad.dtype)
 
 
-_FWD = """
-unsigned long long z = seed + (unsigned long long)(i + 1) * 0x9E3779B97F4A7C15ULL;
-z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-z = z ^ (z >> 31);
-bool keep = (z >> 40) >= thresh;
-mask = keep;
-y = keep ? (T)((S)x * scale) : (T)(S)0;
-"""
-_BWD = "dx = m ? (T)((S)g * scale) : (T)(S)0;"
-_REPLAY_SEED = "unsigned long long seed = seed0 + ctr[0] * 0xD1B54A32D192ED03ULL;\n"
 _counters = {}  # CUDA device index -> uint64[1], advanced by captured dropout calls
+_CTYPE = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float16): ("__half", "float"),
+          backend.bfloat16: ("__nv_bfloat16", "float"), np.dtype(np.float64): ("double", "double")}
 
 
 @functools.cache
-def _kernels(scalar):
-    """Forward and backward kernels computing in ``scalar`` ('float' or 'double')."""
-    import cupy
+def _kernel(dtype, name):
+    from . import get_kernel
 
-    name = {"float": "float32", "double": "float64"}[scalar]
-    pre = f"typedef {scalar} S;\n"
-    fwd = cupy.ElementwiseKernel(f"T x, uint64 seed, uint64 thresh, {name} scale", "T y, bool mask", _FWD,
-                                 f"minifused_dropout_fwd_{name}", preamble=pre)
-    bwd = cupy.ElementwiseKernel(f"T g, bool m, {name} scale", "T dx", _BWD, f"minifused_dropout_bwd_{name}",
-                                 preamble=pre)
-    fwd_replay = cupy.ElementwiseKernel(f"T x, uint64 seed0, raw uint64 ctr, uint64 thresh, {name} scale",
-                                        "T y, bool mask", _REPLAY_SEED + _FWD,
-                                        f"minifused_dropout_fwd_replay_{name}", preamble=pre)
-    return fwd, bwd, fwd_replay
+    t, s = _CTYPE[np.dtype(dtype)]
+    return get_kernel("dropout.cu", name, (f"-DDROP_T={t}", f"-DDROP_S={s}"))
+
+
+def _grid(n):
+    return (max(1, min(-(-n // 256), 65535 * 8)),)
 
 
 def _scale(dtype, p):
@@ -90,20 +76,26 @@ def dropout_fwd(x, seed: int, p: float):
         return dropout_fwd_ref(x, seed, p)
     import cupy
 
-    fwd, _, fwd_replay = _kernels("double" if x.dtype == np.float64 else "float")
-    y = cupy.empty(x.shape, x.dtype)
-    mask = cupy.empty(x.shape, cupy.bool_)
+
+    x = cupy.ascontiguousarray(x)
+    n = x.size
+    mem = cupy.cuda.alloc(-(-n * x.itemsize // 256) * 256 + n)  # y and the mask in one allocation
+    y = cupy.ndarray(x.shape, x.dtype, memptr=mem)
+    mask = cupy.ndarray(x.shape, cupy.bool_, memptr=mem + -(-n * x.itemsize // 256) * 256)
     ctr = _counters.get(x.device.id)
     if backend.is_capturing():
         if ctr is None:
             raise RuntimeError("dropout: its replay counter is created by an eager call; run the step "
                                "eagerly before capturing it (capture_step's warm-up does)")
         cupy.add(ctr, np.uint64(1), out=ctr)  # captured too: every replay advances it before this mask
-        fwd_replay(x, np.uint64(seed), ctr, np.uint64(threshold(p)), _scale(x.dtype, p), y, mask)
-        return y, mask
-    if ctr is None:
-        _counters[x.device.id] = cupy.zeros(1, cupy.uint64)
-    fwd(x, np.uint64(seed), np.uint64(threshold(p)), _scale(x.dtype, p), y, mask)
+    else:
+        if ctr is None:
+            _counters[x.device.id] = cupy.zeros(1, cupy.uint64)
+        ctr = None
+    if n:
+        _kernel(x.dtype, "dropout_fwd")(_grid(n), (256,), (x, y, mask, np.int64(n), np.uint64(seed),
+                                                            ctr if ctr is not None else np.uint64(0),
+                                                            np.uint64(threshold(p)), _scale(x.dtype, p)))
     return y, mask
 
 
@@ -111,5 +103,11 @@ def dropout_bwd(grad, mask, p: float):
     """``grad * mask / (1 - p)``."""
     if not backend.is_cuda_array(grad):
         return dropout_bwd_ref(grad, mask, p)
-    _, bwd, _ = _kernels("double" if grad.dtype == np.float64 else "float")
-    return bwd(grad, mask, _scale(grad.dtype, p))
+    import cupy
+
+    grad, mask = cupy.ascontiguousarray(grad), cupy.ascontiguousarray(mask)
+    dx = cupy.empty(grad.shape, grad.dtype)
+    if grad.size:
+        _kernel(grad.dtype, "dropout_bwd")(_grid(grad.size), (256,), (grad, mask, dx, np.int64(grad.size),
+                                                                       _scale(grad.dtype, p)))
+    return dx

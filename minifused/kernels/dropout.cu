@@ -1,0 +1,52 @@
+// Dropout forward and backward (see dropout.py for the hash that draws the mask). Plain launches
+// rather than CuPy ElementwiseKernels: those cost several times the host time per call, which is
+// what a small-batch training step is made of.
+//
+// nvrtc-check: -DDROP_T=float -DDROP_S=float
+// nvrtc-check: -DDROP_T=__half -DDROP_S=float
+// nvrtc-check: -DDROP_T=__nv_bfloat16 -DDROP_S=float
+// nvrtc-check: -DDROP_T=double -DDROP_S=double
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef DROP_T
+#define DROP_T float
+#endif
+#ifndef DROP_S
+#define DROP_S float
+#endif
+typedef DROP_T T;
+typedef DROP_S S;
+
+__device__ __forceinline__ S to_s(float v) { return (S)v; }
+__device__ __forceinline__ S to_s(double v) { return (S)v; }
+__device__ __forceinline__ S to_s(__half v) { return (S)__half2float(v); }
+__device__ __forceinline__ S to_s(__nv_bfloat16 v) { return (S)__bfloat162float(v); }
+template <typename U> __device__ __forceinline__ U from_s(S v) { return (U)v; }
+template <> __device__ __forceinline__ __half from_s<__half>(S v) { return __float2half_rn((float)v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_s<__nv_bfloat16>(S v) { return __float2bfloat16_rn((float)v); }
+
+#define GRID_LOOP(i, n) \
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+
+// ctr: null in eager calls; inside a captured step, the device counter that each replay advances,
+// mixed into the seed so every replay draws a new mask.
+extern "C" __global__ void dropout_fwd(const T* __restrict__ x, T* __restrict__ y, bool* __restrict__ mask,
+                                       long long n, unsigned long long seed0, const unsigned long long* ctr,
+                                       unsigned long long thresh, S scale) {
+    const unsigned long long seed = ctr ? seed0 + ctr[0] * 0xD1B54A32D192ED03ULL : seed0;
+    GRID_LOOP(i, n) {
+        unsigned long long z = seed + (unsigned long long)(i + 1) * 0x9E3779B97F4A7C15ULL;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z = z ^ (z >> 31);
+        const bool keep = (z >> 40) >= thresh;
+        mask[i] = keep;
+        y[i] = keep ? from_s<T>(to_s(x[i]) * scale) : from_s<T>((S)0);
+    }
+}
+
+extern "C" __global__ void dropout_bwd(const T* __restrict__ g, const bool* __restrict__ mask, T* __restrict__ dx,
+                                       long long n, S scale) {
+    GRID_LOOP(i, n) dx[i] = mask[i] ? from_s<T>(to_s(g[i]) * scale) : from_s<T>((S)0);
+}
