@@ -3,6 +3,7 @@ the references on random configurations in every dtype, with poisoned outputs; P
 import numpy as np
 import pytest
 
+import minifused as mf
 import minifused.functional as F
 import minifused.nn as nn
 from minifused import backend
@@ -191,3 +192,14 @@ def test_gpu_max_pool_backward_tiled_windows(dtype, poisoned_pool):
         dx = K.max_pool2d_backward(cupy.asarray(dy), idx, shape, k, k, (0, 0))
         dxr = K.max_pool2d_backward_ref(dy, idxr, shape, k, k, (0, 0))
         np.testing.assert_array_equal(cupy.asnumpy(dx).astype(np.float64), dxr.astype(np.float64))
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_empty_batch(kind, device):
+    """Batch 0 gives an empty output and an empty input gradient, as in PyTorch (the max-pool
+    reference crashed on it)."""
+    x = mf.zeros(0, 3, 8, 8, device=device, requires_grad=True)
+    y = (F.max_pool2d if kind == "max" else F.avg_pool2d)(x, 2)
+    assert y.shape == (0, 3, 4, 4)
+    y.sum().backward()
+    assert x.grad.shape == (0, 3, 8, 8)

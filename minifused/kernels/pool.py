@@ -58,7 +58,7 @@ def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_ind
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
     win = _windows(x.astype(_acc(x.dtype)), kernel, stride, padding, (p, q), -np.inf)
-    flat = win.reshape(n, c, p, q, -1)
+    flat = win.reshape(n, c, p, q, kernel[0] * kernel[1])  # (not -1: n may be 0)
     arg = flat.argmax(axis=-1)
     y = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0].astype(x.dtype)
     idx = None
@@ -73,7 +73,7 @@ def max_pool2d_backward_ref(dy, indices, x_shape, kernel=None, stride=None, padd
     n, c, h, w = x_shape
     nc = n * c
     dx = np.zeros((nc, h * w), _acc(dy.dtype))
-    rows = np.repeat(np.arange(nc), indices[0, 0].size)
+    rows = np.repeat(np.arange(nc), indices.shape[2] * indices.shape[3])
     np.add.at(dx, (rows, indices.reshape(-1)), dy.astype(dx.dtype).reshape(-1))
     return dx.reshape(x_shape).astype(dy.dtype)
 
