@@ -302,13 +302,75 @@ def _prepare_grads(ctx, grads, xp):
             ctx.retained[i]()._accumulate_grad(grads[i], owned=False)
 
 
+# ---------------------------------------------------------------- hooks for data parallelism
+_post_hooks_used = [False]  # set once any leaf registers a post-accumulate-grad hook
+
+
+class _Callbacks(threading.local):
+    queue = None  # a list while a backward runs
+
+
+_callbacks = _Callbacks()
+
+
+def queue_callback(fn) -> None:
+    """Run ``fn()`` once the backward now running has written every ``.grad`` (called from a
+    hook: ``DistributedDataParallel`` waits there for its gradient reductions). Callbacks are
+    dropped if the backward fails."""
+    if _callbacks.queue is None:
+        raise RuntimeError("queue_callback: no backward is running (call it from a hook)")
+    _callbacks.queue.append(fn)
+
+
+def _early_commits(order):
+    """{node index: leaves}: for each leaf with post-accumulate-grad hooks, the last node in
+    ``order`` that feeds it a gradient; after that node the leaf's gradient is complete."""
+    last = {}
+    for i, ctx in enumerate(order):
+        for t in ctx.inputs:
+            if t is not None and t._ctx is None and t._post_hooks:
+                last[id(t)] = (i, t)
+    out = {}
+    for i, t in last.values():
+        out.setdefault(i, []).append(t)
+    return out
+
+
+def _commit_early(leaf, g, user_grad, committed, pending, leaf_grads):
+    """Write one leaf's complete gradient during the walk and run its post-accumulate hooks. The
+    array becomes the leaf's own only if nothing still in the walk holds it (a hook may write the
+    ``.grad`` in place, asynchronously)."""
+    if leaf._hooks:
+        g = _run_hooks(leaf._hooks, g)
+    owned = (g is not user_grad and getattr(g, "base", None) is None and id(g) not in committed
+             and not any(v is g for v in pending.values())
+             and not any(e[1] is g for e in leaf_grads.values()))
+    committed.add(id(g))
+    leaf._accumulate_grad(g, owned)
+    for hook in tuple(leaf._post_hooks):
+        hook(leaf)
+
+
 def backward(root, gradient=None, retain_graph=False):
     """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
 
     All gradients are computed before any ``.grad`` is touched, and saved arrays
     are freed only after the walk succeeded, so an error leaves the tape and every
-    ``.grad`` as they were.
+    ``.grad`` as they were: except for leaves with post-accumulate-grad hooks, whose
+    ``.grad`` is written as soon as it is complete. Callbacks queued by hooks
+    (:func:`queue_callback`) run at the end.
     """
+    outer, _callbacks.queue = _callbacks.queue, []
+    try:
+        _backward(root, gradient, retain_graph)
+        queue = _callbacks.queue
+        while queue:
+            queue.pop(0)()
+    finally:
+        _callbacks.queue = outer
+
+
+def _backward(root, gradient, retain_graph):
     T = _Tensor
     if not root.requires_grad:
         raise RuntimeError("backward(): the tensor does not require grad and has no grad_fn")
@@ -329,13 +391,15 @@ def backward(root, gradient=None, retain_graph=False):
         user_grad = grad
 
     leaf_grads = {}  # id(leaf) -> [leaf, grad]
+    committed = set()
     if root._ctx is None:
         leaf_grads[id(root)] = [root, grad]
         order = []
     else:
         order, consumers = _backward_order(root._ctx)
         pending = {(id(root._ctx), root._out_index): grad}
-        for ctx in order:
+        early = _early_commits(order) if _post_hooks_used[0] else None
+        for i, ctx in enumerate(order):
             key = id(ctx)
             if len(ctx.out_meta) == 1:
                 grads = [pending.pop((key, 0), None)]
@@ -368,8 +432,12 @@ def backward(root, gradient=None, retain_graph=False):
                 else:
                     k = (id(t._ctx), t._out_index)
                     pending[k] = g if k not in pending else pending[k] + g
+            if early and i in early:
+                for leaf in early.pop(i):
+                    entry = leaf_grads.pop(id(leaf), None)
+                    if entry is not None:
+                        _commit_early(leaf, entry[1], user_grad, committed, pending, leaf_grads)
 
-    committed = set()
     updates = []
     for leaf, g in leaf_grads.values():
         if leaf._hooks:
@@ -380,6 +448,10 @@ def backward(root, gradient=None, retain_graph=False):
         updates.append((leaf, g, owned))
     for leaf, g, owned in updates:
         leaf._accumulate_grad(g, owned)
+    for leaf, _, _ in updates:
+        if leaf._post_hooks:
+            for hook in tuple(leaf._post_hooks):
+                hook(leaf)
     if not retain_graph:
         for ctx in order:
             ctx._free()

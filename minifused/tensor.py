@@ -29,7 +29,7 @@ class Tensor:
     """An n-dimensional array on a device that can record operations for autograd."""
 
     __slots__ = ("data", "_requires_grad", "_grad", "_ctx", "_out_index", "_vc", "_hooks",
-                 "_retain", "__weakref__")
+                 "_retain", "_post_hooks", "__weakref__")
     __array_ufunc__ = None  # NumPy operators defer to Tensor's reflected methods
     __hash__ = object.__hash__
 
@@ -46,6 +46,7 @@ class Tensor:
         self._vc = [0]
         self._hooks = []
         self._retain = None
+        self._post_hooks = None
         if requires_grad:
             self.requires_grad = True
 
@@ -61,6 +62,7 @@ class Tensor:
         t._vc = [0]
         t._hooks = []
         t._retain = None
+        t._post_hooks = None
         return t
 
     # ------------------------------------------------------------ properties
@@ -229,6 +231,22 @@ class Tensor:
             self._hooks.append(hook)  # marks the tensor as watched (no epilog fusion past it)
         hooks.append(hook)
         return _HookHandle(hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """``hook(tensor)`` runs right after this leaf's ``.grad`` got its gradient in a backward.
+
+        The backward writes such a leaf's ``.grad`` as soon as its gradient is complete, while
+        the rest of the graph is still being differentiated (what ``DistributedDataParallel``
+        needs to start reducing gradients early); other leaves are written at the end.
+        """
+        if self._ctx is not None or not self._requires_grad:
+            raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors that require grad "
+                               "accumulate a .grad")
+        if self._post_hooks is None:
+            self._post_hooks = []
+        self._post_hooks.append(hook)
+        autograd._post_hooks_used[0] = True
+        return _HookHandle(self._post_hooks, hook)
 
     def retain_grad(self):
         """Keep ``.grad`` on this non-leaf tensor after backward."""

@@ -4,6 +4,7 @@
     python examples/mnist/train.py --model cnn --plot curves.png
     python examples/mnist/train.py --device cpu --limit 2000 --epochs 1   # quick, no GPU
     python examples/mnist/train.py --dtype bf16          # mixed precision (fp16: with loss scaling)
+    python -m minifused.distributed.run --nproc-per-node 2 examples/mnist/train.py --ddp   # 2 GPUs
 
 The data are read from ``--data-dir`` (else ``$MINIFUSED_DATA``, else ``~/.cache/minifused``),
 downloaded there when missing. The whole dataset lives on the device; batches are
@@ -38,6 +39,7 @@ from minifused import amp, optim
 from minifused.kernels import conv as conv_kernels
 from minifused.kernels import matmul as matmul_kernels
 from minifused.data import MNIST, DataLoader
+from minifused.distributed import DistributedSampler
 
 CHECKPOINT_FORMAT = "minifused-mnist-checkpoint-1"
 
@@ -241,6 +243,8 @@ def parse_args(argv=None):
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     p.add_argument("--plot", default=None, help="write loss and accuracy curves to this PNG")
     p.add_argument("--no-progress", action="store_true", help="no tqdm bar")
+    p.add_argument("--ddp", action="store_true", help="data parallel, one process per GPU: start with python -m "
+                   "minifused.distributed.run --nproc-per-node N train.py --ddp (--batch-size is per process)")
     args = p.parse_args(argv)
     if args.weight_decay is None:
         args.weight_decay = 0.01 if args.optimizer == "adamw" else 0.0
@@ -260,6 +264,16 @@ def main(argv=None):
 
 
 def _main(args):
+    rank = 0
+    if args.ddp:  # under minifused.distributed.run; only rank 0 prints, plots and saves checkpoints
+        import minifused.distributed as dist
+
+        dist.init_process_group("cpu" if args.device == "cpu" or not mf.cuda_available() else "nccl")
+        rank = dist.get_rank()
+        if args.device in (None, "cuda"):
+            args.device = str(mf.default_device())  # cuda:LOCAL_RANK
+        if rank != 0:
+            sys.stdout = open(os.devnull, "w")
     device = mf.backend.device(args.device)
     dtype = mf.backend.as_dtype(args.dtype)
     if dtype not in (mf.float32, mf.bfloat16, mf.float16):
@@ -274,11 +288,14 @@ def _main(args):
     for ds, n in ((train_set, args.limit), (test_set, args.test_limit)):
         if n is not None:
             ds.data, ds.targets = ds.data[:n], ds.targets[:n]
-    train_loader = DataLoader(train_set, args.batch_size, shuffle=True, drop_last=False, seed=args.seed,
-                              device=device, dtype=dtype)
+    train_loader = DataLoader(train_set, args.batch_size, shuffle=not args.ddp, drop_last=False, seed=args.seed,
+                              device=device, dtype=dtype,
+                              sampler=DistributedSampler(train_set, seed=args.seed) if args.ddp else None)
     test_loader = DataLoader(test_set, 1000, device=device, dtype=dtype)
 
     model = build_model(args.model, args.dropout).to(device, dtype)
+    if args.ddp:  # state_dict keys stay the plain model's: checkpoints load either way
+        model = dist.DistributedDataParallel(model)
     optimizer = build_optimizer(args.optimizer, model.parameters(), args.lr, args.weight_decay,
                                 master_weights=low_precision)
     scheduler = build_scheduler(args.schedule, optimizer, args.epochs * len(train_loader), args.lr)
@@ -294,7 +311,7 @@ def _main(args):
         print(f"resumed from {args.checkpoint} after epoch {start}", flush=True)
 
     tqdm = None
-    if not args.no_progress:
+    if not args.no_progress and rank == 0:
         try:
             from tqdm import tqdm
         except ImportError:
@@ -309,6 +326,8 @@ def _main(args):
         t0 = time.perf_counter()
         loss = train_epoch(model, optimizer, scheduler, train_loader, bar, args.log_every, step)  # ends synced
         seconds = time.perf_counter() - t0
+        if args.ddp:  # the mean over ranks (each saw its own shard)
+            loss = dist.all_reduce(mf.tensor([loss], device="cpu"), "avg").item()
         if bar is not None:
             bar.close()
         acc = evaluate(model, test_loader)
@@ -317,9 +336,9 @@ def _main(args):
         history["epoch_s"].append(seconds)
         print(f"epoch {epoch + 1}: loss {loss:.4f}, test accuracy {acc:.2f} %, {seconds:.2f} s, "
               f"{train_loader.n / seconds:,.0f} samples/s", flush=True)
-        if args.checkpoint:
+        if args.checkpoint and rank == 0:
             save_checkpoint(args.checkpoint, args, model, optimizer, scheduler, epoch, history, scaler)
-        if args.plot:
+        if args.plot and rank == 0:
             plot(args.plot, history)
     times = history["epoch_s"]
     summary = {"model": args.model, "dtype": str(dtype), "graphed": graphed, "test_acc": history["test_acc"][-1] if history["test_acc"] else math.nan,

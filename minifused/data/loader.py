@@ -50,6 +50,51 @@ class TensorDataset:
         return tuple(out)
 
 
+class DistributedSampler:
+    """This rank's share of a dataset's indices, for data-parallel training (PyTorch's semantics).
+
+    Every rank draws the same order for an epoch (``seed`` must agree across ranks; the
+    default 0 does) and takes every ``num_replicas``-th index from position ``rank``, so the
+    shards are disjoint and every rank gets the same count, ``len(self)``. When the dataset
+    does not split evenly, ``drop_last=False`` pads the order with its own first indices
+    (a few samples are seen twice per epoch) and ``drop_last=True`` drops its tail.
+    ``set_epoch(e)`` reshuffles; a ``DataLoader(sampler=...)`` calls it for you.
+    ``num_replicas`` / ``rank`` are given here; ``minifused.distributed.DistributedSampler``
+    defaults them to the process group's (the data layer does not import the distributed one).
+    """
+
+    def __init__(self, dataset, num_replicas, rank, shuffle=True, seed=0, drop_last=False):
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(f"DistributedSampler: expected 0 <= rank < num_replicas, got rank {rank}, "
+                             f"num_replicas {num_replicas}")
+        self.n = len(dataset)
+        self.num_replicas, self.rank = int(num_replicas), int(rank)
+        self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
+        self.epoch = 0
+        if self.drop_last:
+            self.num_samples = self.n // self.num_replicas
+        else:
+            self.num_samples = -(-self.n // self.num_replicas)
+        self.total_size = self.num_samples * self.num_replicas
+
+    def __len__(self):
+        return self.num_samples
+
+    def set_epoch(self, epoch: int):
+        self.epoch = int(epoch)
+
+    def indices(self, epoch=None):
+        """This rank's indices for ``epoch`` (default: the current one), a host int64 array."""
+        epoch = self.epoch if epoch is None else epoch
+        order = epoch_order(self.n, self.seed, epoch) if self.shuffle else np.arange(self.n)
+        if self.total_size > self.n:  # pad by repeating the order from its start
+            order = np.resize(order, self.total_size)
+        return order[:self.total_size][self.rank::self.num_replicas]
+
+    def __iter__(self):
+        return iter(self.indices().tolist())
+
+
 class DataLoader:
     """Iterate over ``dataset`` in batches of ``batch_size``.
 
@@ -57,12 +102,17 @@ class DataLoader:
     generator); ``drop_last`` drops a final short batch; ``device`` / ``dtype`` say where the
     batches live and the floating dtype of the inputs. ``set_epoch(e)`` picks the epoch
     whose order the next iteration uses (it advances by one after each full iteration).
+    ``sampler`` (a :class:`DistributedSampler`, instead of ``shuffle``) gives the indices to
+    load, per epoch: the loader's epoch drives it, so ``loader.set_epoch(e)`` reshuffles.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None, device=None,
-                 dtype=None):
+                 dtype=None, sampler=None):
         if not isinstance(batch_size, numbers.Integral) or batch_size <= 0:
             raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler and shuffle=True are exclusive (the sampler shuffles)")
+        self.sampler = sampler
         self.dataset = dataset
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
@@ -75,7 +125,7 @@ class DataLoader:
         self._tensors = None
         if hasattr(dataset, "as_tensors"):
             self._tensors = tuple(dataset.as_tensors(self.device, dtype))
-        self.n = len(dataset)
+        self.n = len(dataset) if sampler is None else len(sampler)
 
     def __len__(self):
         if self.drop_last:
@@ -84,10 +134,15 @@ class DataLoader:
 
     def set_epoch(self, epoch: int):
         self.epoch = int(epoch)
+        if self.sampler is not None:
+            self.sampler.set_epoch(epoch)
 
     def order(self, epoch=None):
-        """The host permutation used for ``epoch`` (identity without shuffle)."""
+        """The host permutation used for ``epoch`` (identity without shuffle; the sampler's
+        indices with one)."""
         epoch = self.epoch if epoch is None else epoch
+        if self.sampler is not None:
+            return np.asarray(self.sampler.indices(epoch))
         if not self.shuffle:
             return np.arange(self.n)
         return epoch_order(self.n, self.seed, epoch)
@@ -99,7 +154,7 @@ class DataLoader:
 
     def _device_batches(self, epoch):
         bs, count = self.batch_size, len(self)
-        if self.shuffle:
+        if self.shuffle or self.sampler is not None:
             with backend.on_device(self.device):
                 perm = backend.to_device(self.order(epoch), self.device)  # one copy per epoch
             for b in range(count):
