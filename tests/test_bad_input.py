@@ -238,12 +238,18 @@ def _same(a, b):
             assert np.array_equal(np.asarray(sa[k][name]), np.asarray(sb[k][name]))
 
 
-def test_failed_calls_leave_model_and_optimizer_unchanged():
+def _trained():
     mf.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
     opt = optim.Adam(model.parameters(), lr=0.1)
     F.cross_entropy(model(t(5, 4)), mf.tensor([0, 1, 0, 1, 1])).backward()
     opt.step()
+    F.cross_entropy(model(t(5, 4)), mf.tensor([0, 1, 0, 1, 1])).backward()  # fresh grads for the next step
+    return model, opt
+
+
+def test_failed_calls_leave_model_and_optimizer_unchanged():
+    model, opt = _trained()
     before = _snapshot(model, opt)
     with pytest.raises(ValueError):
         model(t(5, 7))  # wrong in_features
@@ -369,16 +375,6 @@ def test_failed_save_keeps_the_previous_checkpoint(tmp_path):
 
 
 # ---- model and optimizer state unchanged after failed calls
-
-def _trained():
-    mf.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
-    opt = optim.Adam(model.parameters(), lr=0.1)
-    F.cross_entropy(model(t(5, 4)), mf.tensor([0, 1, 0, 1, 1])).backward()
-    opt.step()
-    F.cross_entropy(model(t(5, 4)), mf.tensor([0, 1, 0, 1, 1])).backward()  # fresh grads for the next step
-    return model, opt
-
 
 def _groups(opt):
     return [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]

@@ -18,13 +18,7 @@
 typedef DROP_T T;
 typedef DROP_S S;
 
-__device__ __forceinline__ S to_s(float v) { return (S)v; }
-__device__ __forceinline__ S to_s(double v) { return (S)v; }
-__device__ __forceinline__ S to_s(__half v) { return (S)__half2float(v); }
-__device__ __forceinline__ S to_s(__nv_bfloat16 v) { return (S)__bfloat162float(v); }
-template <typename U> __device__ __forceinline__ U from_s(S v) { return (U)v; }
-template <> __device__ __forceinline__ __half from_s<__half>(S v) { return __float2half_rn((float)v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_s<__nv_bfloat16>(S v) { return __float2bfloat16_rn((float)v); }
+#include "dtypes.cuh"  // to_acc / from_acc
 
 #define GRID_LOOP(i, n) \
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
@@ -42,11 +36,11 @@ extern "C" __global__ void dropout_fwd(const T* __restrict__ x, T* __restrict__ 
         z = z ^ (z >> 31);
         const bool keep = (z >> 40) >= thresh;
         mask[i] = keep;
-        y[i] = keep ? from_s<T>(to_s(x[i]) * scale) : from_s<T>((S)0);
+        y[i] = keep ? from_acc<T>(to_acc<S>(x[i]) * scale) : from_acc<T>((S)0);
     }
 }
 
 extern "C" __global__ void dropout_bwd(const T* __restrict__ g, const bool* __restrict__ mask, T* __restrict__ dx,
                                        long long n, S scale) {
-    GRID_LOOP(i, n) dx[i] = mask[i] ? from_s<T>(to_s(g[i]) * scale) : from_s<T>((S)0);
+    GRID_LOOP(i, n) dx[i] = mask[i] ? from_acc<T>(to_acc<S>(g[i]) * scale) : from_acc<T>((S)0);
 }

@@ -20,15 +20,7 @@
 typedef POOL_T T;
 typedef POOL_ACC A;
 
-__device__ __forceinline__ A to_a(float v) { return (A)v; }
-__device__ __forceinline__ A to_a(double v) { return (A)v; }
-__device__ __forceinline__ A to_a(__half v) { return (A)__half2float(v); }
-__device__ __forceinline__ A to_a(__nv_bfloat16 v) { return (A)__bfloat162float(v); }
-template <typename U> __device__ __forceinline__ U from_a(A v);
-template <> __device__ __forceinline__ float from_a<float>(A v) { return (float)v; }
-template <> __device__ __forceinline__ double from_a<double>(A v) { return (double)v; }
-template <> __device__ __forceinline__ __half from_a<__half>(A v) { return __float2half_rn((float)v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_a<__nv_bfloat16>(A v) { return __float2bfloat16_rn((float)v); }
+#include "dtypes.cuh"  // to_acc / from_acc
 
 // The index math (a division and a remainder per coordinate) runs in I: 32-bit whenever the
 // element counts of input and output fit, since 64-bit division costs several times more instructions and made the
@@ -57,11 +49,11 @@ __device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __r
             for (int j = 0; j < kw; ++j) {
                 const int w = w0 + j;
                 if (w < 0 || w >= W) continue;
-                const A v = to_a(plane[h * W + w]);
+                const A v = to_acc<A>(plane[h * W + w]);
                 if (v > best || isnan(v) || bi < 0) { best = v; bi = h * W + w; }
             }
         }
-        y[o] = from_a<T>(best);
+        y[o] = from_acc<T>(best);
         if (want_idx) idx[o] = bi;
     }
 }
@@ -87,9 +79,9 @@ __device__ __forceinline__ void maxpool_bwd_body(const T* __restrict__ dy, const
         for (int p = p0; p < p1; ++p)
             for (int q = q0; q < q1; ++q) {
                 const I o = (nc * P + p) * Q + q;
-                if (idx[o] == me) s += to_a(dy[o]);
+                if (idx[o] == me) s += to_acc<A>(dy[o]);
             }
-        dx[e] = from_a<T>(s);
+        dx[e] = from_acc<T>(s);
     }
 }
 
@@ -127,7 +119,7 @@ __device__ __forceinline__ void maxpool_bwd_tiled_body(const T* __restrict__ dy,
         for (int i = 0; i < kh; ++i)
             for (int j = 0; j < kw; ++j) {
                 const int me = (p * kh + i) * W + q * kw + j;
-                plane[me] = me == arg ? g : from_a<T>((A)0);
+                plane[me] = me == arg ? g : from_acc<T>((A)0);
             }
     }
 }
@@ -150,9 +142,9 @@ __device__ __forceinline__ void avgpool_fwd_body(const T* __restrict__ x, T* __r
         const int h0 = p * sh - ph, w0 = q * sw - pw;
         A s = 0;
         for (int h = max(h0, 0); h < min(h0 + kh, H); ++h)
-            for (int w = max(w0, 0); w < min(w0 + kw, W); ++w) s += to_a(plane[h * W + w]);
+            for (int w = max(w0, 0); w < min(w0 + kw, W); ++w) s += to_acc<A>(plane[h * W + w]);
         const int cnt = pool_count(p, q, H, W, kh, kw, sh, sw, ph, pw, include_pad);
-        y[o] = from_a<T>(cnt > 0 ? s / (A)cnt : (A)__int_as_float(0x7fc00000));
+        y[o] = from_acc<T>(cnt > 0 ? s / (A)cnt : (A)__int_as_float(0x7fc00000));
     }
 }
 
@@ -174,9 +166,9 @@ __device__ __forceinline__ void avgpool_bwd_body(const T* __restrict__ dy, T* __
         for (int p = p0; p < p1; ++p)
             for (int q = q0; q < q1; ++q) {
                 const int cnt = pool_count(p, q, H, W, kh, kw, sh, sw, ph, pw, include_pad);
-                s += to_a(dy[(nc * P + p) * Q + q]) / (A)cnt;
+                s += to_acc<A>(dy[(nc * P + p) * Q + q]) / (A)cnt;
             }
-        dx[e] = from_a<T>(s);
+        dx[e] = from_acc<T>(s);
     }
 }
 
