@@ -139,6 +139,12 @@ class Context:
         self.saved = arrays
 
     @property
+    def recording(self) -> bool:
+        """Whether this call goes on the tape (valid in ``forward``): forwards skip aux data (a
+        mask, a copy of an input about to be overwritten) that only a backward would use."""
+        return _mode.enabled and any(self.needs_input_grad)
+
+    @property
     def saved_tensors(self):
         if self.freed:
             raise RuntimeError(_FREED_MESSAGE.format(name=self.fn.__name__))
@@ -156,6 +162,24 @@ class Context:
             self.freed = True
             self.saved = ()
             self.__dict__.clear()
+
+    def _release(self):
+        """After this node's backward (without retain_graph): ``_free``, and hold each non-leaf input
+        by an :class:`_Edge` instead of the tensor, so that intermediate arrays nobody else holds go
+        now, not when the whole walk ends (a training step's peak is otherwise every activation of
+        the model plus the gradients of the first layers)."""
+        self._free()
+        self.inputs = tuple(_Edge(t) if t is not None and t._ctx is not None else t for t in self.inputs)
+
+
+class _Edge:
+    """What the tape still needs of a non-leaf input after its consumer ran: the producer and the
+    output index (a second backward through nodes that saved nothing still routes), not the array."""
+
+    __slots__ = ("_ctx", "_out_index", "_hooks", "_retain")
+
+    def __init__(self, t):
+        self._ctx, self._out_index, self._hooks, self._retain = t._ctx, t._out_index, t._hooks, t._retain
 
 
 _FREED_MESSAGE = (
@@ -225,6 +249,54 @@ class Function:
                     o._out_index = i
         return outs if type(out) is tuple else outs[0]
 
+    @classmethod
+    def apply_(cls, op, x, *args, **kwargs):
+        """In-place ``apply``: ``forward(ctx, x.data, *args, out=x.data, **kwargs)`` writes its one
+        result into ``x``'s own array (returning it; any other array is copied there), ``x``'s
+        version counter is bumped, and ``x`` itself is returned, as PyTorch's ``relu_`` does.
+
+        When recorded, ``x`` becomes the op's output, and a stand-in for its previous value (its
+        old node, same counter) is the op's input; an earlier op that saved ``x``'s array sees
+        the bump and its backward raises. ``op`` (e.g. ``"relu_"``) names the op in errors. On a
+        leaf that requires grad it raises, as PyTorch does: its value is what ``.grad`` is about.
+        """
+        T = _Tensor
+        if x._requires_grad and x._ctx is None and _mode.enabled:
+            raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place "
+                               f"operation. Use the out-of-place form, or modify it under no_grad()")
+        arrays, needs = [x.data], [x._requires_grad]
+        for a in args:
+            is_t = isinstance(a, T)
+            arrays.append(a.data if is_t else a)
+            needs.append(is_t and a._requires_grad)
+        record = any(needs) and _mode.enabled
+        ctx = Context(tuple(needs))
+        out = cls.forward(ctx, *arrays, out=x.data, **kwargs)
+        if out is not x.data:
+            x.data[...] = out
+        _mark_modified(x._vc, op)
+        if _checks.anomaly or backend.is_debug():
+            _check_op(op, "forward output", [x.data], [tuple(a.shape) for a in arrays if hasattr(a, "shape")])
+        if record:
+            prev = None
+            if x._requires_grad:  # the value before the op: x's old node, as an input of this one
+                prev = T._from_array(x.data, True)
+                prev._ctx, prev._out_index, prev._vc = x._ctx, x._out_index, x._vc
+                prev._hooks, prev._retain, x._hooks, x._retain = x._hooks, x._retain, [], None
+            ctx.fn = cls
+            ctx.inputs = (prev, *[a if n else None for a, n in zip(args, needs[1:])])
+            if ctx.saved:  # after the bump: what forward saved is the array as it is now
+                ctx.versions = _saved_versions(ctx.saved, (x, *args), (), T)
+            ctx.out_meta = ((x.data.shape, x.data.dtype),)
+            x._ctx, x._out_index, x._requires_grad = ctx, 0, True
+        return x
+
+
+def _mark_modified(counter, op):
+    """Bump a version counter after an in-place change by ``op``, remembered for the error."""
+    counter[0] += 1
+    counter[1:] = [op]
+
 
 def _as_array(o):
     """NumPy reductions return scalars; a tensor always holds an array."""
@@ -245,9 +317,10 @@ def _saved_versions(saved, args, outs, T):
 def _check_versions(ctx):
     for counter, version in ctx.versions:
         if counter[0] != version:
+            by = f" (last by {counter[1]})" if len(counter) > 1 else ""
             raise RuntimeError(
                 f"one of the arrays needed for gradient computation has been modified by an "
-                f"in-place operation: {ctx.fn.__name__} saved it at version {version} and it is "
+                f"in-place operation{by}: {ctx.fn.__name__} saved it at version {version} and it is "
                 f"now at version {counter[0]}. Clone it before modifying it in place.")
 
 
@@ -354,11 +427,12 @@ def _commit_early(leaf, g, user_grad, committed, pending, leaf_grads):
 def backward(root, gradient=None, retain_graph=False):
     """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
 
-    All gradients are computed before any ``.grad`` is touched, and saved arrays
-    are freed only after the walk succeeded, so an error leaves the tape and every
-    ``.grad`` as they were: except for leaves with post-accumulate-grad hooks, whose
-    ``.grad`` is written as soon as it is complete. Callbacks queued by hooks
-    (:func:`queue_callback`) run at the end.
+    All gradients are computed before any ``.grad`` is touched, so an error leaves
+    every ``.grad`` as it was: except for leaves with post-accumulate-grad hooks, whose
+    ``.grad`` is written as soon as it is complete. Without ``retain_graph``, each node's
+    saved arrays and inputs are let go as soon as its backward has run (as PyTorch does:
+    after an error the nodes already walked cannot be walked again). Callbacks queued by
+    hooks (:func:`queue_callback`) run at the end.
     """
     outer, _callbacks.queue = _callbacks.queue, []
     try:
@@ -437,6 +511,10 @@ def _backward(root, gradient, retain_graph):
                     entry = leaf_grads.pop(id(leaf), None)
                     if entry is not None:
                         _commit_early(leaf, entry[1], user_grad, committed, pending, leaf_grads)
+            if not retain_graph:
+                ctx._release()
+            # the loop names would keep the last input's array alive through the next node's backward
+            in_grads = grads = t = g = None
 
     updates = []
     for leaf, g in leaf_grads.values():

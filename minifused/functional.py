@@ -11,8 +11,10 @@ import numbers as _numbers
 import numpy as _np
 
 from . import backend as _backend
-from .ops import (abs, clamp, exp, gelu, log, matmul, maximum, minimum, relu, sigmoid, sqrt,  # noqa: F401,A004
+from .ops import (abs, clamp, exp, gelu, log, matmul, maximum, minimum, sigmoid, sqrt,  # noqa: F401,A004
                   tanh, where)
+from .autograd import is_grad_enabled as _grad_on
+from .ops import elementwise as _ew_ops
 from .ops import cast as _cast
 from .ops import conv as _conv_ops
 from .ops import loss as _loss_ops
@@ -27,6 +29,38 @@ from .ops.shape import transpose as _transpose
 from .tensor import Tensor as _Tensor
 
 # ---- elementwise and activations (foundation)
+# The in-place forms (``relu_``, ``gelu_``, ``softmax_``, ``layer_norm_``, ``dropout(inplace=True)``)
+# write into the input's own array, bump its version counter and return the input itself, as in
+# PyTorch (``Function.apply_``). On a leaf that requires grad they raise; recorded on the tape they
+# give the gradients of the out-of-place forms, and an earlier op that saved the input's array
+# raises in backward, naming the in-place op.
+
+
+def _check_tensor(op, input, floating=False):
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if floating and not _backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input (the result is written into it), "
+                        f"got dtype {input.dtype}")
+
+
+def relu(input, inplace=False):
+    """max(input, 0); ``inplace=True`` is :func:`relu_`."""
+    return relu_(input) if inplace else _ew_ops.relu(input)
+
+
+def relu_(input):
+    """ReLU written into ``input`` (returned). Recorded, it keeps a 1-bit-per-element mask for the
+    backward, as the out-of-place form does."""
+    _check_tensor("relu_", input)
+    return _ew_ops.relu_(input)
+
+
+def gelu_(input, approximate="none"):
+    """GELU written into ``input`` (floating dtypes; returned). Recorded, it keeps a copy of the
+    input for the backward (the in-place form saves memory only where nothing is recorded)."""
+    _check_tensor("gelu_", input, floating=True)
+    return _ew_ops.gelu_(input, approximate)
 
 # ---- linear (cuBLASLt epilogs)
 
@@ -101,6 +135,73 @@ def _linear_check(input, weight, bias, activation):
     if not (_same_device(x, weight.data) and (bias is None or _same_device(x, bias.data))):
         devs = [str(input.device), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
         raise RuntimeError(f"linear: expected input, weight and bias on one device, got {', '.join(devs)}")
+
+
+def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
+    """Overwrite ``x`` (rows, n) with ``x @ weight`` (``x @ weight.T`` if ``transpose``); returns ``x``.
+
+    ``weight`` is square (n, n). The product is computed in row blocks, each into a block-sized
+    scratch buffer copied back over its rows, so the extra device memory stays within
+    ``x.nbytes / 8`` (``minifused.kernels.square_matmul``) instead of a second ``x``. With
+    ``transpose=True`` (a Linear layer: ``weight`` is (out, in)) ``bias`` and ``activation``
+    (None, 'relu', 'gelu' tanh form) are applied in the GEMM's epilog. In place and not
+    differentiable: refused while grad mode is on for tensors that require grad. Bumps ``x``'s
+    version counter, so a backward that saved ``x`` before detects the change.
+    """
+    from . import autograd as _autograd
+    from .kernels import square_matmul as _sq
+
+    op = "square_matmul_"
+    if not isinstance(x, _Tensor) or not isinstance(weight, _Tensor):
+        raise TypeError(f"{op}: expected tensors for x and weight, got {type(x).__name__} and "
+                        f"{type(weight).__name__}")
+    if len(weight.shape) != 2 or weight.shape[0] != weight.shape[1]:
+        raise ValueError(f"{op}: weight must be square (n, n), got shape {tuple(weight.shape)}")
+    n = weight.shape[0]
+    if len(x.shape) != 2:
+        raise ValueError(f"{op}: x must be 2-D (rows, {n}), got shape {tuple(x.shape)}")
+    if x.shape[1] != n:
+        raise ValueError(f"{op}: x has {x.shape[1]} columns (shape {tuple(x.shape)}) but weight is "
+                         f"({n}, {n}); expected x of shape (rows, {n})")
+    dtype, xa = x.dtype, x.data
+    if dtype not in _LINEAR_DTYPES and not (dtype == _backend.float64 and not _backend.is_cuda_array(xa)):
+        raise TypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16 or bfloat16 "
+                        f"(float64 on cpu only)")
+    if weight.dtype != dtype:
+        raise TypeError(f"{op}: x and weight must have the same dtype, got {dtype} and {weight.dtype}")
+    if activation not in _LINEAR_ACTIVATIONS:
+        raise ValueError(f"{op}: activation must be None, 'relu' or 'gelu', got {activation!r}")
+    if (bias is not None or activation is not None) and not transpose:
+        raise ValueError(f"{op}: bias and activation need transpose=True (they ride in the epilog of "
+                         f"the x @ weight.T GEMM), got transpose=False")
+    if bias is not None:
+        if not isinstance(bias, _Tensor) or tuple(bias.shape) != (n,) or bias.dtype != dtype:
+            got = (f"shape {tuple(bias.shape)}, dtype {bias.dtype}" if isinstance(bias, _Tensor)
+                   else type(bias).__name__)
+            raise ValueError(f"{op}: bias must be a ({n},) tensor of dtype {dtype}, got {got}")
+    if not (_same_device(xa, weight.data) and (bias is None or _same_device(xa, bias.data))):
+        raise RuntimeError(f"{op}: expected x, weight and bias on one device, got {x.device} and "
+                           f"{weight.device}" + (f" and {bias.device}" if bias is not None else ""))
+    if n and xa.strides[1] != xa.itemsize:
+        raise ValueError(f"{op}: x must have unit stride along its columns (it is overwritten, so "
+                         f"no contiguous copy is made), got strides {xa.strides}")
+    if _autograd.is_grad_enabled():
+        if x.requires_grad:
+            kind = "a leaf tensor" if x.is_leaf else "the output of a recorded op"
+            raise RuntimeError(f"{op}: square_matmul_ is in-place and not differentiable; x requires "
+                               f"grad ({kind}). Wrap the call in minifused.no_grad() or use "
+                               f"matmul / F.linear")
+        for name, t in (("weight", weight), ("bias", bias)):
+            if t is not None and t.requires_grad:
+                raise RuntimeError(f"{op}: square_matmul_ is not differentiable; {name} requires grad "
+                                   f"and would get no gradient. Wrap the call in minifused.no_grad()")
+    w = weight.data
+    xm = _backend.array_module(w)
+    if not w.flags.c_contiguous:  # the weight only (n x n): the GEMMs want unit inner strides
+        w = xm.ascontiguousarray(w)
+    _sq.square_matmul_(xa, w, bool(transpose), None if bias is None else bias.data, activation)
+    x._vc[0] += 1
+    return x
 
 
 # ---- convolution and pooling
@@ -289,6 +390,22 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _norm_ops.norm(input, weight, bias, n, float(eps), rms=False)
 
 
+def layer_norm_(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """:func:`layer_norm` written into ``input`` (returned), for inference: its backward would need
+    the input it overwrites (or x-hat recovered from the output, impossible where a weight is 0),
+    so it raises while grad mode is on and the input, weight or bias requires grad."""
+    n = _check_norm_args("layer_norm_", input, normalized_shape, {"weight": weight, "bias": bias})
+    if _grad_on():
+        for name, t in (("input", input), ("weight", weight), ("bias", bias)):
+            if t is not None and t.requires_grad:
+                raise RuntimeError(f"layer_norm_: the in-place form is not differentiable (its backward "
+                                   f"needs the input it overwrites), but {name} requires grad; use "
+                                   f"layer_norm, or call layer_norm_ under minifused.no_grad()")
+    if input.data.size == 0:
+        return input
+    return _norm_ops.norm_(input, weight, bias, n, float(eps), rms=False)
+
+
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """RMS normalization ``x / sqrt(mean(x^2) + eps) * weight`` as ``torch.nn.functional.rms_norm``;
     ``eps=None`` means the input dtype's machine epsilon, as in PyTorch."""
@@ -337,6 +454,16 @@ def softmax(input, dim=None, dtype=None):
     """Softmax along ``dim`` (fused row kernel along the last dimension; other dims are
     transposed there and back). A row of all -inf gives NaN, as in PyTorch."""
     return _softmax_any("softmax", input, dim, dtype, log=False)
+
+
+def softmax_(input, dim=None):
+    """Softmax along ``dim`` written into ``input`` (floating dtypes; returned). Recorded, its
+    backward uses the output, which is the input's array now (no copy is kept)."""
+    _check_tensor("softmax_", input)
+    input, dim = _softmax_dim("softmax_", input, dim, None)
+    if input.data.size == 0:
+        return input
+    return _softmax_ops.softmax_(input, dim)
 
 
 def log_softmax(input, dim=None, dtype=None):
@@ -429,7 +556,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
     """Zero elements with probability ``p`` and scale the rest by ``1/(1-p)`` (training only).
 
     One fused kernel on the GPU draws the mask (a counter-based hash seeded from the
-    CPU generator) and applies it; the mask stays on the tape for the backward.
+    CPU generator) and applies it; the mask (1 bit per element) stays on the tape for the
+    backward. ``inplace=True`` writes the result into ``input`` and returns it (training only;
+    otherwise ``input`` itself is returned untouched, as out of place).
     """
     if not isinstance(input, _Tensor):
         raise TypeError(f"dropout: expected a tensor, got {type(input).__name__}")
@@ -437,7 +566,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
     if not _backend.is_floating(input.dtype):
         raise TypeError(f"dropout: expected a floating-point input, got dtype {input.dtype}")
-    return _dropout(input, float(p), bool(training))
+    return _dropout(input, float(p), bool(training), bool(inplace))
 
 
 # ---- regression losses

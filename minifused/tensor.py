@@ -272,8 +272,8 @@ class Tensor:
                 f"{op}: in-place operation on {kind}; wrap it in minifused.no_grad() "
                 f"or use the out-of-place form")
 
-    def _bump(self):
-        self._vc[0] += 1
+    def _bump(self, op):
+        autograd._mark_modified(self._vc, op)  # the name shows in the error of a backward it breaks
         return self
 
     def _operand(self, other):
@@ -287,24 +287,24 @@ class Tensor:
     def zero_(self):
         self._check_inplace("zero_")
         self.data.fill(0)
-        return self._bump()
+        return self._bump("zero_")
 
     def fill_(self, value):
         self._check_inplace("fill_")
         self.data.fill(value)
-        return self._bump()
+        return self._bump("fill_")
 
     def copy_(self, src):
         self._check_inplace("copy_")
         src = src.to(self.device).data if isinstance(src, Tensor) else src
         self._xp.copyto(self.data, self._xp.asarray(src).astype(self.data.dtype, copy=False))
-        return self._bump()
+        return self._bump("copy_")
 
     def add_(self, other, alpha=1):
         self._check_inplace("add_")
         other = self._operand(other)
         self.data += other if alpha == 1 else alpha * other
-        return self._bump()
+        return self._bump("add_")
 
     def sub_(self, other, alpha=1):
         return self.add_(other, alpha=-alpha)
@@ -312,24 +312,24 @@ class Tensor:
     def mul_(self, other):
         self._check_inplace("mul_")
         self.data *= self._operand(other)
-        return self._bump()
+        return self._bump("mul_")
 
     def div_(self, other):
         self._check_inplace("div_")
         self.data /= self._operand(other)
-        return self._bump()
+        return self._bump("div_")
 
     def clamp_(self, min=None, max=None):
         self._check_inplace("clamp_")
         self._xp.clip(self.data, min, max, out=self.data)
-        return self._bump()
+        return self._bump("clamp_")
 
     def uniform_(self, a=0.0, b=1.0):
         self._check_inplace("uniform_")
         gen = backend.generator(self.device)
         r = gen.random(self.shape) if isinstance(gen, np.random.Generator) else gen.random_sample(self.shape)
         self.data[...] = (r * (b - a) + a).astype(self.data.dtype)
-        return self._bump()
+        return self._bump("uniform_")
 
     def normal_(self, mean=0.0, std=1.0):
         self._check_inplace("normal_")
@@ -337,7 +337,7 @@ class Tensor:
             raise ValueError(f"normal_: std must be >= 0, got {std}")
         r = backend.generator(self.device).standard_normal(self.shape)
         self.data[...] = (r * std + mean).astype(self.data.dtype)
-        return self._bump()
+        return self._bump("normal_")
 
     __iadd__ = add_
     __isub__ = sub_

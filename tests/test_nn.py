@@ -111,7 +111,7 @@ def test_dropout_mask_hash_reference():
     y, mask = KD.dropout_fwd_ref(np.ones((4, 8), np.float32), 12345, 0.5)
     y2, mask2 = KD.dropout_fwd_ref(np.ones(32, np.float32), 12345, 0.5)
     np.testing.assert_array_equal(mask.ravel(), mask2)
-    assert mask.dtype == bool and y.dtype == np.float32
+    assert mask.dtype == np.uint32 and mask.shape == (1,) and y.dtype == np.float32  # bit-packed
 
 
 @pytest.mark.gpu
@@ -265,3 +265,50 @@ def _grads(model, out):
     model.zero_grad()
     out.sum().backward()
     return [p.grad for p in model.parameters()]
+
+
+# ---------------------------------------------------------------- Linear(inplace=True)
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_inplace_overwrites_input_in_no_grad(activation, bias):
+    mf.manual_seed(0)
+    lin = nn.Linear(16, 16, bias=bias, activation=activation, inplace=True)
+    ref = nn.Linear(16, 16, bias=bias, activation=activation)
+    ref.load_state_dict(lin.state_dict())
+    x = mf.randn(3, 5, 16)
+    want = ref(x).detach().numpy()
+    with mf.no_grad():
+        arr, v0 = x.data, x._vc[0]
+        y = lin(x)
+    assert y is x and y.data is arr and x._vc[0] > v0
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_linear_inplace_falls_back_and_validates():
+    mf.manual_seed(0)
+    lin = nn.Linear(8, 8, inplace=True)
+    x = mf.randn(4, 8)
+    before = x.numpy().copy()
+    y = lin(x)  # grad mode on: the ordinary forward, x untouched, differentiable
+    assert y is not x and y.requires_grad
+    np.testing.assert_array_equal(x.numpy(), before)
+    with mf.no_grad():
+        xt = mf.randn(8, 4).transpose(0, 1)  # not contiguous: ordinary forward
+        assert lin(xt) is not xt
+    assert "inplace=True" in repr(lin)
+    with pytest.raises(ValueError, match="in_features == out_features.*in_features=8, out_features=4"):
+        nn.Linear(8, 4, inplace=True)
+
+
+def test_sequential_inplace_mlp_matches_out_of_place():
+    mf.manual_seed(0)
+    layers = [m for _ in range(3) for m in (nn.Linear(32, 32, inplace=True), nn.ReLU())]
+    model = nn.Sequential(*layers)
+    plain = nn.Sequential(*[m for _ in range(3) for m in (nn.Linear(32, 32), nn.ReLU())])
+    plain.load_state_dict(model.state_dict())
+    x = mf.randn(64, 32)
+    want = plain(x).detach().numpy()
+    with mf.no_grad():
+        y = model(x)
+    assert y is x
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)

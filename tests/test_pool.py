@@ -52,8 +52,11 @@ def test_reference_matches_loops(case, kind, rng):
     x = rng.standard_normal(shape)
     if kind == "max":
         y, idx = K.max_pool2d_forward_ref(x, k, s, p, cm)
-        flat = x.reshape(shape[0], shape[1], -1)
-        np.testing.assert_array_equal(np.take_along_axis(flat, idx.reshape(shape[0], shape[1], -1), -1).reshape(y.shape), y)
+        assert idx.dtype == np.uint8 and idx.shape == y.shape
+        flat = K.indices_to_flat(idx, shape, k, s, p)
+        assert flat.dtype == np.int64
+        x_flat = x.reshape(shape[0], shape[1], -1)
+        np.testing.assert_array_equal(np.take_along_axis(x_flat, flat.reshape(shape[0], shape[1], -1), -1).reshape(y.shape), y)
     else:
         y = K.avg_pool2d_forward_ref(x, k, s, p, cm, kind == "avg")
     np.testing.assert_allclose(y, direct_pool(x, k, s, p, cm, kind[:3], kind == "avg"), rtol=1e-12)
@@ -69,6 +72,44 @@ def test_gradcheck(case, kind, rng):
     else:
         fn = lambda a: F.avg_pool2d(a, k, s, p, ceil_mode=cm, count_include_pad=kind == "avg")  # noqa: E731
     assert gradcheck(fn, [x])
+
+
+def direct_argmax(x, k, s, p, ceil_mode):
+    """PyTorch's flat indices h*W + w of each window's maximum (first one on ties), by loops."""
+    n, c, h, w = x.shape
+    P, Q = K.out_size(h, k[0], s[0], p[0], ceil_mode), K.out_size(w, k[1], s[1], p[1], ceil_mode)
+    out = np.zeros((n, c, P, Q), np.int64)
+    for a in range(n):
+        for b in range(c):
+            for i in range(P):
+                for j in range(Q):
+                    best = None
+                    for hh in range(i * s[0] - p[0], i * s[0] - p[0] + k[0]):
+                        for ww in range(j * s[1] - p[1], j * s[1] - p[1] + k[1]):
+                            if 0 <= hh < h and 0 <= ww < w and (best is None or x[a, b, hh, ww] > x[a, b].flat[best]):
+                                best = hh * w + ww
+                    out[a, b, i, j] = best
+    return out
+
+
+@pytest.mark.parametrize("case", CASES + [((1, 2, 20, 19), (17, 16), (3, 2), (8, 8), True)])
+def test_window_indices_smallest_type_and_flat(case, rng):
+    """Indices are window positions in the smallest type (uint8 up to 256 positions, int16 above);
+    indices_to_flat gives PyTorch's flat int64 indices; the backward puts dy at that position."""
+    shape, k, s, p, cm = case
+    x = rng.standard_normal(shape)
+    y, idx = K.max_pool2d_forward_ref(x, k, s, p, cm)
+    assert idx.dtype == (np.uint8 if k[0] * k[1] <= 256 else np.int16)
+    assert int(idx.max()) < k[0] * k[1]
+    flat = K.indices_to_flat(idx, shape, k, s, p)
+    np.testing.assert_array_equal(flat, direct_argmax(x, k, s, p, cm))
+    dy = rng.standard_normal(y.shape)
+    dx = K.max_pool2d_backward_ref(dy, idx, shape, k, s, p)
+    want = np.zeros((shape[0] * shape[1], shape[2] * shape[3]))
+    for r, (f, g) in enumerate(zip(flat.reshape(want.shape[0], -1), dy.reshape(want.shape[0], -1))):
+        np.add.at(want[r], f, g)
+    np.testing.assert_allclose(dx, want.reshape(shape), rtol=1e-12)
+    assert K.index_dtype((200, 200)) == np.int32
 
 
 def test_defaults_and_modules(rng):
@@ -134,7 +175,10 @@ def test_gpu_matches_reference(dtype, poisoned_pool):
         y, idx = K.max_pool2d_forward(xg, k, s, p, cm)
         yr, idxr = K.max_pool2d_forward_ref(x, k, s, p, cm)
         np.testing.assert_array_equal(cupy.asnumpy(y).astype(np.float64), yr.astype(np.float64))
+        assert idx.dtype == idxr.dtype == np.uint8
         np.testing.assert_array_equal(cupy.asnumpy(idx), idxr)
+        np.testing.assert_array_equal(cupy.asnumpy(K.indices_to_flat(idx, shape, k, s, p)),
+                                      K.indices_to_flat(idxr, shape, k, s, p))
         dy = rng.standard_normal(y.shape).astype(dt)
         dx = K.max_pool2d_backward(cupy.asarray(dy), idx, shape, k, s, p)
         dxr = K.max_pool2d_backward_ref(dy, idxr, shape, k, s, p)
@@ -192,6 +236,27 @@ def test_gpu_max_pool_backward_tiled_windows(dtype, poisoned_pool):
         dx = K.max_pool2d_backward(cupy.asarray(dy), idx, shape, k, k, (0, 0))
         dxr = K.max_pool2d_backward_ref(dy, idxr, shape, k, k, (0, 0))
         np.testing.assert_array_equal(cupy.asnumpy(dx).astype(np.float64), dxr.astype(np.float64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k,s,p,cm", [((17, 16), (3, 2), (8, 8), True), ((16, 16), (16, 16), (0, 0), False),
+                                      ((1, 1), (1, 1), (0, 0), False)])
+def test_gpu_wide_windows_int16_indices(k, s, p, cm, poisoned_pool):
+    """Windows of more than 256 positions store int16 positions (and the 1x1 window uint8), through
+    the general and the tiled backward alike."""
+    import cupy
+
+    rng = np.random.default_rng(5)
+    shape = (2, 3, 32, 32)
+    x = (rng.permutation(int(np.prod(shape))).reshape(shape) / 7.0).astype(np.float32)
+    y, idx = K.max_pool2d_forward(cupy.asarray(x), k, s, p, cm)
+    yr, idxr = K.max_pool2d_forward_ref(x, k, s, p, cm)
+    assert idx.dtype == idxr.dtype == K.index_dtype(k)
+    np.testing.assert_array_equal(cupy.asnumpy(y), yr)
+    np.testing.assert_array_equal(cupy.asnumpy(idx), idxr)
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    dx = K.max_pool2d_backward(cupy.asarray(dy), idx, shape, k, s, p)
+    np.testing.assert_allclose(cupy.asnumpy(dx), K.max_pool2d_backward_ref(dy, idxr, shape, k, s, p), rtol=1e-6)
 
 
 @pytest.mark.parametrize("kind", ["max", "avg"])

@@ -4,7 +4,9 @@ Element ``i`` (C order) of a call with seed ``s`` is kept when the top 24 bits o
 ``splitmix64(s + (i + 1) * 0x9E3779B97F4A7C15)`` are ``>= threshold`` with
 ``threshold = round(p * 2**24)``; kept values are scaled by ``1 / (1 - p)``. The
 CUDA kernel (dropout.cu) and the NumPy reference compute the same hash, so for one seed both
-devices drop the same elements. The seed comes from the host (the caller draws it
+devices drop the same elements. The mask kept for the backward is bit-packed (uint32 words,
+the layout of ``kernels.elementwise``: 1 bit per element); the backward is
+``elementwise.mask_apply``. The seed comes from the host (the caller draws it
 from the CPU generator), so no device value is ever read back.
 
 Inside a CUDA-graph capture the host seed would be baked into the graph and every
@@ -19,6 +21,7 @@ import functools
 import numpy as np
 
 from .. import backend
+from . import elementwise as EW
 
 _GOLDEN = 0x9E3779B97F4A7C15
 _M1 = 0xBF58476D1CE4E5B9
@@ -38,15 +41,18 @@ def _keep_ref(n, seed, thresh):
     return (z >> np.uint64(40)) >= np.uint64(thresh)
 
 
-def dropout_fwd_ref(x, seed, p):
-    """NumPy reference of :func:`dropout_fwd`: ``(y, mask)``, mask a bool array of x's shape."""
-    mask = _keep_ref(x.size, seed, threshold(p)).reshape(x.shape)
-    y = np.where(mask, x * _scale(x.dtype, p), 0).astype(x.dtype)
-    return y, mask
+def dropout_fwd_ref(x, seed, p, out=None):
+    """NumPy reference of :func:`dropout_fwd`: ``(y, mask)``, mask the packed uint32 words."""
+    keep = _keep_ref(x.size, seed, threshold(p)).reshape(x.shape)
+    y = np.where(keep, x * _scale(x.dtype, p), 0).astype(x.dtype)
+    if out is not None:
+        out[...] = y
+        y = out
+    return y, EW.pack_mask_ref(keep)
 
 
 def dropout_bwd_ref(grad, mask, p):
-    return np.where(mask, grad * _scale(grad.dtype, p), 0).astype(grad.dtype)
+    return EW.mask_apply(grad, mask, _scale(grad.dtype, p))
 
 
 _counters = {}  # CUDA device index -> uint64[1], advanced by captured dropout calls
@@ -67,21 +73,26 @@ def _grid(n):
 
 
 def _scale(dtype, p):
-    return np.float64(1.0 / (1.0 - p)) if dtype == np.float64 else np.float32(1.0 / (1.0 - p))
+    s = 1.0 / (1.0 - p) if p < 1.0 else 0.0  # p == 1 keeps nothing: every output and gradient is 0
+    return np.float64(s) if dtype == np.float64 else np.float32(s)
 
 
-def dropout_fwd(x, seed: int, p: float):
-    """``(x * mask / (1 - p), mask)`` with ``0 <= p < 1``; one fused kernel on the GPU."""
+def dropout_fwd(x, seed: int, p: float, out=None):
+    """``(x * mask / (1 - p), mask)`` with ``0 <= p <= 1``, the mask bit-packed; one fused kernel
+    on the GPU. ``out`` (x's shape and dtype) receives the result; it may be ``x`` (in place)."""
     if not backend.is_cuda_array(x):
-        return dropout_fwd_ref(x, seed, p)
+        return dropout_fwd_ref(x, seed, p, out)
     import cupy
 
-
-    x = cupy.ascontiguousarray(x)
+    xc = cupy.ascontiguousarray(x)
     n = x.size
-    mem = cupy.cuda.alloc(-(-n * x.itemsize // 256) * 256 + n)  # y and the mask in one allocation
-    y = cupy.ndarray(x.shape, x.dtype, memptr=mem)
-    mask = cupy.ndarray(x.shape, cupy.bool_, memptr=mem + -(-n * x.itemsize // 256) * 256)
+    words = EW.mask_words(n)
+    if out is not None and out.flags.c_contiguous and x.flags.c_contiguous:
+        y, mask = out, cupy.empty(words, cupy.uint32)
+    else:  # y and the mask in one allocation
+        mem = cupy.cuda.alloc(-(-n * x.itemsize // 256) * 256 + 4 * words)
+        y = cupy.ndarray(x.shape, x.dtype, memptr=mem)
+        mask = cupy.ndarray((words,), cupy.uint32, memptr=mem + -(-n * x.itemsize // 256) * 256)
     ctr = _counters.get(x.device.id)
     if backend.is_capturing():
         if ctr is None:
@@ -93,21 +104,15 @@ def dropout_fwd(x, seed: int, p: float):
             _counters[x.device.id] = cupy.zeros(1, cupy.uint64)
         ctr = None
     if n:
-        _kernel(x.dtype, "dropout_fwd")(_grid(n), (256,), (x, y, mask, np.int64(n), np.uint64(seed),
-                                                            ctr if ctr is not None else np.uint64(0),
-                                                            np.uint64(threshold(p)), _scale(x.dtype, p)))
+        _kernel(x.dtype, "dropout_fwd")(_grid(n + 31), (256,), (xc, y, mask, np.int64(n), np.uint64(seed),
+                                                                 ctr if ctr is not None else np.uint64(0),
+                                                                 np.uint64(threshold(p)), _scale(x.dtype, p)))
+    if out is not None and y is not out:  # a non-contiguous out gets it through the temporary
+        out[...] = y
+        y = out
     return y, mask
 
 
 def dropout_bwd(grad, mask, p: float):
-    """``grad * mask / (1 - p)``."""
-    if not backend.is_cuda_array(grad):
-        return dropout_bwd_ref(grad, mask, p)
-    import cupy
-
-    grad, mask = cupy.ascontiguousarray(grad), cupy.ascontiguousarray(mask)
-    dx = cupy.empty(grad.shape, grad.dtype)
-    if grad.size:
-        _kernel(grad.dtype, "dropout_bwd")(_grid(grad.size), (256,), (grad, mask, dx, np.int64(grad.size),
-                                                                       _scale(grad.dtype, p)))
-    return dx
+    """``grad * mask / (1 - p)`` (the packed mask of :func:`dropout_fwd`)."""
+    return EW.mask_apply(grad, mask, _scale(grad.dtype, p))

@@ -1,13 +1,17 @@
 // 2-D max and average pooling over NCHW planes, forward and backward. One thread per output
 // (forward) or per input element (backward: it gathers from the windows that contain it, so the
-// result is deterministic with no atomics). Max pooling keeps the argmax (flat h*W+w, int32) for
-// its backward. Padded positions never win a max; average pooling divides by the window clipped to
-// the padded input (count_include_pad) or to the input itself.
+// result is deterministic with no atomics). Max pooling keeps, for its backward, the argmax's
+// position inside its window (i*kw + j, padding included) in IDX, the smallest integer type that
+// holds kh*kw positions (unsigned char up to 256: 1 byte per output, not 4); the backward decodes
+// it with the window's origin. Padded positions never win a max; average pooling divides by the
+// window clipped to the padded input (count_include_pad) or to the input itself.
 //
-// nvrtc-check: -DPOOL_T=float -DPOOL_ACC=float
-// nvrtc-check: -DPOOL_T=__half -DPOOL_ACC=float
-// nvrtc-check: -DPOOL_T=__nv_bfloat16 -DPOOL_ACC=float
-// nvrtc-check: -DPOOL_T=double -DPOOL_ACC=double
+// nvrtc-check: -DPOOL_T=float -DPOOL_ACC=float -DPOOL_IDX_BYTES=1
+// nvrtc-check: -DPOOL_T=__half -DPOOL_ACC=float -DPOOL_IDX_BYTES=1
+// nvrtc-check: -DPOOL_T=__nv_bfloat16 -DPOOL_ACC=float -DPOOL_IDX_BYTES=1
+// nvrtc-check: -DPOOL_T=double -DPOOL_ACC=double -DPOOL_IDX_BYTES=1
+// nvrtc-check: -DPOOL_T=float -DPOOL_ACC=float -DPOOL_IDX_BYTES=2
+// nvrtc-check: -DPOOL_T=__half -DPOOL_ACC=float -DPOOL_IDX_BYTES=4
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -17,8 +21,18 @@
 #ifndef POOL_ACC
 #define POOL_ACC float
 #endif
+#ifndef POOL_IDX_BYTES
+#define POOL_IDX_BYTES 1
+#endif
 typedef POOL_T T;
 typedef POOL_ACC A;
+#if POOL_IDX_BYTES == 1
+typedef unsigned char IDX;  // windows of up to 256 positions
+#elif POOL_IDX_BYTES == 2
+typedef short IDX;
+#else
+typedef int IDX;
+#endif
 
 #include "dtypes.cuh"  // to_acc / from_acc
 
@@ -32,7 +46,7 @@ typedef POOL_ACC A;
     else body<long long>(__VA_ARGS__)
 
 template <typename I>
-__device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __restrict__ y, int* __restrict__ idx,
+__device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __restrict__ y, IDX* __restrict__ idx,
                                        long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
                                        int ph, int pw, int want_idx) {
     GRID_LOOP(o, NC * P * Q) {
@@ -50,22 +64,22 @@ __device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __r
                 const int w = w0 + j;
                 if (w < 0 || w >= W) continue;
                 const A v = to_acc<A>(plane[h * W + w]);
-                if (v > best || isnan(v) || bi < 0) { best = v; bi = h * W + w; }
+                if (v > best || isnan(v) || bi < 0) { best = v; bi = i * kw + j; }
             }
         }
         y[o] = from_acc<T>(best);
-        if (want_idx) idx[o] = bi;
+        if (want_idx) idx[o] = (IDX)bi;
     }
 }
 
-extern "C" __global__ void maxpool_fwd(const T* __restrict__ x, T* __restrict__ y, int* __restrict__ idx,
+extern "C" __global__ void maxpool_fwd(const T* __restrict__ x, T* __restrict__ y, IDX* __restrict__ idx,
                                        long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
                                        int ph, int pw, int want_idx) {
     DISPATCH(maxpool_fwd_body, NC * max((long long)H * W, (long long)P * Q), x, y, idx, NC, H, W, P, Q, kh, kw, sh, sw, ph, pw, want_idx);
 }
 
 template <typename I>
-__device__ __forceinline__ void maxpool_bwd_body(const T* __restrict__ dy, const int* __restrict__ idx, T* __restrict__ dx,
+__device__ __forceinline__ void maxpool_bwd_body(const T* __restrict__ dy, const IDX* __restrict__ idx, T* __restrict__ dx,
                                        long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
                                        int ph, int pw) {
     GRID_LOOP(e, NC * H * W) {
@@ -74,18 +88,19 @@ __device__ __forceinline__ void maxpool_bwd_body(const T* __restrict__ dy, const
         const I nc = e / ((I)H * W);
         const int p0 = (h + ph < kh) ? 0 : (h + ph - kh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
         const int q0 = (w + pw < kw) ? 0 : (w + pw - kw) / sw + 1, q1 = min((w + pw) / sw + 1, Q);
-        const int me = h * W + w;
         A s = 0;
         for (int p = p0; p < p1; ++p)
             for (int q = q0; q < q1; ++q) {
                 const I o = (nc * P + p) * Q + q;
-                if (idx[o] == me) s += to_acc<A>(dy[o]);
+                // this input's position in window (p, q), whose origin is (p*sh - ph, q*sw - pw)
+                const int me = (h - (p * sh - ph)) * kw + (w - (q * sw - pw));
+                if ((int)idx[o] == me) s += to_acc<A>(dy[o]);
             }
         dx[e] = from_acc<T>(s);
     }
 }
 
-extern "C" __global__ void maxpool_bwd(const T* __restrict__ dy, const int* __restrict__ idx, T* __restrict__ dx,
+extern "C" __global__ void maxpool_bwd(const T* __restrict__ dy, const IDX* __restrict__ idx, T* __restrict__ dx,
                                        long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
                                        int ph, int pw) {
     DISPATCH(maxpool_bwd_body, NC * max((long long)H * W, (long long)P * Q), dy, idx, dx, NC, H, W, P, Q, kh, kw, sh, sw, ph, pw);
@@ -105,7 +120,7 @@ __device__ __forceinline__ int pool_count(int p, int q, int H, int W, int kh, in
 // thread per window writes its whole window (the gradient at the argmax, zeros elsewhere), so
 // no thread searches for the windows that contain it.
 template <typename I>
-__device__ __forceinline__ void maxpool_bwd_tiled_body(const T* __restrict__ dy, const int* __restrict__ idx,
+__device__ __forceinline__ void maxpool_bwd_tiled_body(const T* __restrict__ dy, const IDX* __restrict__ idx,
                                                        T* __restrict__ dx, long long NC, int H, int W, int P, int Q,
                                                        int kh, int kw) {
     GRID_LOOP(o, NC * P * Q) {
@@ -113,18 +128,16 @@ __device__ __forceinline__ void maxpool_bwd_tiled_body(const T* __restrict__ dy,
         const I t = o / Q;
         const int p = (int)(t % P);
         const I nc = t / P;
-        const int arg = idx[o];
+        const int arg = (int)idx[o];  // position in the window, i*kw + j
         const T g = dy[o];
         T* plane = dx + nc * H * W;
         for (int i = 0; i < kh; ++i)
-            for (int j = 0; j < kw; ++j) {
-                const int me = (p * kh + i) * W + q * kw + j;
-                plane[me] = me == arg ? g : from_acc<T>((A)0);
-            }
+            for (int j = 0; j < kw; ++j)
+                plane[(p * kh + i) * W + q * kw + j] = i * kw + j == arg ? g : from_acc<T>((A)0);
     }
 }
 
-extern "C" __global__ void maxpool_bwd_tiled(const T* __restrict__ dy, const int* __restrict__ idx,
+extern "C" __global__ void maxpool_bwd_tiled(const T* __restrict__ dy, const IDX* __restrict__ idx,
                                              T* __restrict__ dx, long long NC, int H, int W, int P, int Q, int kh,
                                              int kw) {
     DISPATCH(maxpool_bwd_tiled_body, NC * max((long long)H * W, (long long)P * Q), dy, idx, dx, NC, H, W, P, Q, kh,

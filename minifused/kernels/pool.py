@@ -5,8 +5,12 @@
 ``avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad) -> y``,
 ``avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad) -> dx``.
 
-``kernel``, ``stride``, ``padding`` are (h, w) pairs. ``indices`` are int32, shape of ``y``: the flat
-position ``h*W + w`` of each window's maximum in its (H, W) plane (PyTorch's convention, int32).
+``kernel``, ``stride``, ``padding`` are (h, w) pairs. ``indices`` have the shape of ``y`` and hold
+the position of each window's maximum *inside its window*, ``i*kw + j`` (row ``i``, column ``j`` of
+the window, padding included), in the smallest integer type that holds every position
+(:func:`index_dtype`: uint8 up to 256 positions, so a 2x2 or 3x3 pool keeps 1 byte per output
+instead of 4). The backward decodes it with the window's origin ``(p*sh - ph, q*sw - pw)``.
+:func:`indices_to_flat` converts them to PyTorch's flat int64 ``h*W + w`` on demand.
 NumPy arrays go to the references (``*_ref``), CuPy arrays (every float dtype) to ``pool.cu``.
 Inputs are assumed valid and C-contiguous.
 """
@@ -61,21 +65,36 @@ def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_ind
     flat = win.reshape(n, c, p, q, kernel[0] * kernel[1])  # (not -1: n may be 0)
     arg = flat.argmax(axis=-1)
     y = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0].astype(x.dtype)
-    idx = None
-    if want_indices:
-        hh = np.arange(p)[:, None] * stride[0] - padding[0] + arg // kernel[1]
-        ww = np.arange(q)[None, :] * stride[1] - padding[1] + arg % kernel[1]
-        idx = (hh * w + ww).astype(np.int32)
+    idx = arg.astype(index_dtype(kernel)) if want_indices else None
     return y, idx
 
 
-def max_pool2d_backward_ref(dy, indices, x_shape, kernel=None, stride=None, padding=None):
+def max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding):
     n, c, h, w = x_shape
     nc = n * c
     dx = np.zeros((nc, h * w), _acc(dy.dtype))
+    flat = indices_to_flat(indices, x_shape, kernel, stride, padding)
     rows = np.repeat(np.arange(nc), indices.shape[2] * indices.shape[3])
-    np.add.at(dx, (rows, indices.reshape(-1)), dy.astype(dx.dtype).reshape(-1))
+    np.add.at(dx, (rows, flat.reshape(-1)), dy.astype(dx.dtype).reshape(-1))
     return dx.reshape(x_shape).astype(dy.dtype)
+
+
+def index_dtype(kernel):
+    """The smallest integer type that holds every position ``0 .. kh*kw - 1`` of a window."""
+    size = kernel[0] * kernel[1]
+    return np.dtype(np.uint8 if size <= 256 else np.int16 if size <= 32768 else np.int32)
+
+
+def indices_to_flat(indices, x_shape, kernel, stride, padding):
+    """Window positions (``i*kw + j``, as stored for the backward) to PyTorch's flat int64 indices
+    ``h*W + w`` in each (H, W) plane. NumPy or CuPy, as ``indices``; a new array of their shape."""
+    xp = backend.array_module(indices)
+    w_in = x_shape[3]
+    p, q = indices.shape[2], indices.shape[3]
+    pos = indices.astype(xp.int64)
+    hh = xp.arange(p, dtype=xp.int64)[:, None] * stride[0] - padding[0] + pos // kernel[1]
+    ww = xp.arange(q, dtype=xp.int64)[None, :] * stride[1] - padding[1] + pos % kernel[1]
+    return hh * w_in + ww
 
 
 def avg_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
@@ -110,14 +129,16 @@ _CTYPE = {backend.float16: ("__half", "float"), backend.bfloat16: ("__nv_bfloat1
 
 
 @functools.cache
-def _kernel(dtype, name):
+def _kernel(dtype, name, idx_dtype):
     t, a = _CTYPE[np.dtype(dtype)]
-    return get_kernel("pool.cu", name, (f"-DPOOL_T={t}", f"-DPOOL_ACC={a}"))
+    # pool.cu picks unsigned char / short / int for the window positions from their size
+    return get_kernel("pool.cu", name, (f"-DPOOL_T={t}", f"-DPOOL_ACC={a}",
+                                        f"-DPOOL_IDX_BYTES={np.dtype(idx_dtype).itemsize}"))
 
 
-def _launch(dtype, name, total, args):
+def _launch(dtype, name, total, args, idx_dtype=np.dtype(np.uint8)):
     blocks = max(1, min((total + 255) // 256, 65535 * 4))
-    _kernel(dtype, name)((blocks,), (256,), args)
+    _kernel(dtype, name, idx_dtype)((blocks,), (256,), args)
 
 
 def _geo(kernel, stride, padding):
@@ -133,10 +154,13 @@ def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
     y = cupy.empty((n, c, p, q), x.dtype)
-    idx = cupy.empty((n, c, p, q), np.int32) if want_indices else y
-    _launch(x.dtype, "maxpool_fwd", y.size, (x, y, idx, np.int64(n * c), np.int32(h), np.int32(w), np.int32(p),
-                                             np.int32(q), *_geo(kernel, stride, padding), np.int32(want_indices)))
-    return y, (idx if want_indices else None)
+    it = index_dtype(kernel)
+    idx = cupy.empty((n, c, p, q), it) if want_indices else None
+    # without indices the kernel writes none: any device pointer fills the slot
+    _launch(x.dtype, "maxpool_fwd", y.size, (x, y, y if idx is None else idx, np.int64(n * c), np.int32(h),
+                                             np.int32(w), np.int32(p), np.int32(q), *_geo(kernel, stride, padding),
+                                             np.int32(want_indices)), it)
+    return y, idx
 
 
 def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding):
@@ -150,10 +174,12 @@ def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding):
     if tuple(kernel) == tuple(stride) and tuple(padding) == (0, 0) and p * kernel[0] == h and q * kernel[1] == w:
         # the windows tile the input: one thread per window writes it whole (pool.cu)
         _launch(dy.dtype, "maxpool_bwd_tiled", dy.size, (dy, indices, dx, np.int64(n * c), np.int32(h), np.int32(w),
-                                                         np.int32(p), np.int32(q), *_geo(kernel, (), ())))
+                                                         np.int32(p), np.int32(q), *_geo(kernel, (), ())),
+                indices.dtype)
         return dx
     _launch(dy.dtype, "maxpool_bwd", dx.size, (dy, indices, dx, np.int64(n * c), np.int32(h), np.int32(w),
-                                               np.int32(p), np.int32(q), *_geo(kernel, stride, padding)))
+                                               np.int32(p), np.int32(q), *_geo(kernel, stride, padding)),
+            indices.dtype)
     return dx
 
 

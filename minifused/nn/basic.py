@@ -1,6 +1,11 @@
-"""Parameter-free layers: activations, Flatten, Identity."""
+"""Parameter-free layers: activations, Flatten, Identity.
+
+``forward_inplace(x)`` (ReLU, GELU; also Dropout, Softmax, LayerNorm) is the module's in-place
+form: ``Sequential`` calls it under ``no_grad`` on results that only it holds.
+"""
 from __future__ import annotations
 
+from .. import backend
 from .. import functional as F
 from .module import Module
 
@@ -11,11 +16,20 @@ class Identity(Module):
 
 
 class ReLU(Module):
+    """``inplace=True`` overwrites the input (``F.relu_``), as PyTorch's ``ReLU(inplace=True)``."""
+
     def __init__(self, inplace=False):
         super().__init__()
+        self.inplace = bool(inplace)
 
     def forward(self, x):
-        return F.relu(x)
+        return F.relu(x, inplace=self.inplace)
+
+    def forward_inplace(self, x):
+        return F.relu_(x)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -25,6 +39,11 @@ class GELU(Module):
 
     def forward(self, x):
         return F.gelu(x, approximate=self.approximate)
+
+    def forward_inplace(self, x):
+        if not backend.is_floating(x.dtype):  # gelu casts it to float32: no in-place form
+            return self.forward(x)
+        return F.gelu_(x, approximate=self.approximate)
 
     def extra_repr(self):
         return f"approximate='{self.approximate}'"

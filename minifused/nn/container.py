@@ -4,8 +4,27 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from .. import backend
+from ..autograd import is_grad_enabled
+from ..tensor import Tensor
 from .basic import ReLU
 from .module import Module
+
+
+def _builtin(m):
+    """A layer of this package (not a container: it may hold user modules)."""
+    return type(m).__module__.startswith("minifused.nn.") and not isinstance(m, (Sequential, ModuleList,
+                                                                                   ModuleDict))
+
+
+def _owned(y, x):
+    """Whether ``y``, a built-in module's output, is a fresh result that only the running
+    ``Sequential`` holds: a tensor sharing no memory with the caller's input ``x``. Built-in modules
+    (this package's) keep no reference to their outputs; user modules might, so theirs never count."""
+    if not isinstance(y, Tensor):
+        return False
+    xa = getattr(x, "data", None)
+    return not (type(xa) is type(y.data) and backend.array_module(y.data).may_share_memory(y.data, xa))
 
 
 class Sequential(Module):
@@ -38,8 +57,14 @@ class Sequential(Module):
 
     def forward(self, x):
         """Modules in order; a ReLU right after a layer that can fuse it (Linear, Conv2d with
-        no activation of their own) runs inside that layer's GEMM epilog instead."""
+        no activation of their own) runs inside that layer's GEMM epilog instead.
+
+        Under ``no_grad`` a module with an in-place form (``forward_inplace``: ReLU, GELU, Dropout,
+        Softmax, LayerNorm) runs it on an intermediate result that only this container holds
+        (see ``_owned``), saving one activation-sized allocation; never on the caller's input.
+        """
         mods = list(self._modules.values())
+        lean, first, owned = not is_grad_enabled(), x, False
         i = 0
         while i < len(mods):
             m = mods[i]
@@ -47,9 +72,14 @@ class Sequential(Module):
                     and getattr(m, "activation", "") is None and hasattr(m, "forward_with_activation")):
                 x = m.forward_with_activation(x, "relu")
                 i += 2
+            elif owned and hasattr(m, "forward_inplace"):
+                x = m.forward_inplace(x)  # x stays owned: the same tensor, overwritten
+                i += 1
+                continue
             else:
                 x = m(x)
                 i += 1
+            owned = lean and _builtin(m) and _owned(x, first)
         return x
 
 

@@ -16,7 +16,10 @@ class Dropout(Module):
         self.inplace = inplace
 
     def forward(self, x):
-        return F.dropout(x, self.p, self.training)
+        return F.dropout(x, self.p, self.training, inplace=self.inplace)
+
+    def forward_inplace(self, x):
+        return F.dropout(x, self.p, self.training, inplace=True)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"

@@ -6,7 +6,7 @@ import numbers
 
 from .. import backend
 from .. import functional as F
-from ..autograd import no_grad
+from ..autograd import is_grad_enabled, no_grad
 from .module import Module, Parameter
 
 
@@ -18,12 +18,22 @@ class Linear(Module):
     backward into the next layer's input-gradient GEMM (see ``minifused.ops.linear``).
     Initialised as PyTorch does: weight kaiming_uniform(a=√5), i.e. U(-1/√in, 1/√in),
     and bias U(-1/√in, 1/√in).
+
+    ``inplace=True`` (square layers only, in_features == out_features) is an opt-in for
+    memory-lean inference: with grad mode off and a contiguous input, the forward **overwrites
+    its input** with the output (``F.square_matmul_``: row blocks, bias and activation in the
+    GEMM's epilog, extra memory within 1/8 of the input) and returns that same tensor. With grad
+    mode on, or a non-contiguous input or one of another dtype, it is the ordinary forward.
     """
 
-    def __init__(self, in_features, out_features, bias=True, activation=None, device=None, dtype=None):
+    def __init__(self, in_features, out_features, bias=True, activation=None, device=None, dtype=None,
+                 inplace=False):
         super().__init__()
         if activation not in (None, "relu", "gelu"):
             raise ValueError(f"Linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
+        if inplace and in_features != out_features:
+            raise ValueError(f"Linear: inplace=True needs a square layer (in_features == out_features), got "
+                             f"in_features={in_features}, out_features={out_features}")
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (in_features, out_features)):
             raise TypeError(f"Linear: in_features and out_features must be ints, got {in_features!r} and "
                             f"{out_features!r}")
@@ -34,6 +44,7 @@ class Linear(Module):
         dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
         self.in_features, self.out_features, self.activation = int(in_features), int(out_features), activation
+        self.inplace = bool(inplace)
         with backend.on_device(dev):
             self.weight = Parameter(xp.empty((self.out_features, self.in_features), dtype=dtype))
             self.bias = Parameter(xp.empty((self.out_features,), dtype=dtype)) if bias else None
@@ -52,8 +63,20 @@ class Linear(Module):
 
     def forward_with_activation(self, x, activation):
         """The layer with ``activation`` in its epilog (``Sequential`` fuses a following ReLU)."""
+        if self.inplace and not is_grad_enabled() and self._can_overwrite(x):
+            rows = x if x.ndim == 2 else x.reshape(-1, self.in_features)  # a view: x's own memory
+            F.square_matmul_(rows, self.weight, True, bias=self.bias, activation=activation)
+            return x
         return F.linear(x, self.weight, self.bias, activation)
+
+    def _can_overwrite(self, x):
+        w = self.weight.data
+        a = getattr(x, "data", None)
+        return (a is not None and a.ndim >= 2 and a.shape[-1] == self.in_features and a.dtype == w.dtype
+                and a.flags.c_contiguous and type(a) is type(w)
+                and (not backend.is_cuda_array(a) or a.data.device_id == w.data.device_id))
 
     def extra_repr(self):
         act = f", activation='{self.activation}'" if self.activation else ""
+        act += ", inplace=True" if self.inplace else ""
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}{act}"

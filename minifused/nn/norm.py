@@ -39,6 +39,10 @@ class LayerNorm(Module):
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
+    def forward_inplace(self, input):
+        """``F.layer_norm_`` (inference only: it raises where anything requires grad)."""
+        return F.layer_norm_(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 

@@ -1,6 +1,7 @@
 """Softmax layers: ``Softmax``, ``LogSoftmax``."""
 from __future__ import annotations
 
+from .. import backend
 from .. import functional as F
 from .module import Module
 
@@ -12,6 +13,11 @@ class Softmax(Module):
 
     def forward(self, input):
         return F.softmax(input, self.dim)
+
+    def forward_inplace(self, input):
+        if not backend.is_floating(input.dtype):  # out of place it raises the same TypeError
+            return self.forward(input)
+        return F.softmax_(input, self.dim)
 
     def extra_repr(self):
         return f"dim={self.dim}"

@@ -1,4 +1,5 @@
-"""Dropout as a tape op: the forward keeps its mask on the context for the backward."""
+"""Dropout as a tape op: the forward keeps its mask (bit-packed, 1 bit per element) on the
+context for the backward."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,8 @@ from ..tensor import Tensor
 
 class DropoutFn(Function):
     @staticmethod
-    def forward(ctx, x, p, seed):
-        y, mask = K.dropout_fwd(x, seed, p)
+    def forward(ctx, x, p, seed, out=None):
+        y, mask = K.dropout_fwd(x, seed, p, out=out)
         ctx.mask, ctx.p = mask, p
         return y
 
@@ -21,15 +22,18 @@ class DropoutFn(Function):
         return K.dropout_bwd(g, ctx.mask, ctx.p), None, None
 
 
-def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)`` when training.
 
     The seed of the mask is drawn from the CPU generator (no device read-back), so
     ``minifused.manual_seed`` / ``set_rng_state`` make masks reproducible on every device.
+    ``inplace``: the result is written into ``x``, which is returned (``Function.apply_``).
     """
     if not training or p == 0.0:
         return x
-    if p == 1.0:
+    if p == 1.0 and not inplace:
         return x * 0.0
     seed = int(backend.generator(backend.CPU).integers(0, 2 ** 63, dtype=np.int64))
+    if inplace:  # p == 1 too: the kernel keeps nothing and scales by 0
+        return DropoutFn.apply_("dropout_", x, float(p), seed)
     return DropoutFn.apply(x, float(p), seed)

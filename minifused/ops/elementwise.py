@@ -242,24 +242,30 @@ class Sigmoid(Function):
 
 
 class Relu(Function):
+    """Keeps a bit-packed mask of ``x > 0`` (1 bit per element, not the output), taken before the
+    result is written, so the in-place form (``out`` is ``x``) has the same backward."""
+
     @staticmethod
-    def forward(ctx, x):
-        out = K.relu(x)
-        ctx.save_for_backward(out)
-        return out
+    def forward(ctx, x, out=None):
+        if not ctx.recording:
+            return K.relu(x, out=out)
+        y, ctx.mask = K.relu_mask(x, out=out)
+        return y
 
     @staticmethod
     def backward(ctx, g):
-        (out,) = ctx.saved_tensors
-        return K.relu_backward(g, out)
+        return K.mask_apply(g, ctx.mask)
 
 
 class Gelu(Function):
+    """Saves ``x``; the in-place form (``out`` is ``x``), when recorded, saves a copy of ``x``
+    made before it is overwritten (so it saves memory only where nothing is recorded)."""
+
     @staticmethod
-    def forward(ctx, x, approximate):
-        ctx.save_for_backward(x)
+    def forward(ctx, x, approximate, out=None):
+        ctx.save_for_backward(x.copy() if out is x and ctx.recording else x)
         ctx.approximate = approximate
-        return K.gelu(x, approximate)
+        return K.gelu(x, approximate, out=out)
 
     @staticmethod
     def backward(ctx, g):
@@ -312,6 +318,17 @@ sigmoid = _float_unary(Sigmoid, "sigmoid")
 def relu(x):
     return Relu.apply(x)
 
+
+def relu_(x):
+    """ReLU written into ``x`` (returned; see ``Function.apply_``)."""
+    return Relu.apply_("relu_", x)
+
+
+def gelu_(x, approximate="none"):
+    """GELU written into ``x`` (floating ``x`` only; returned, see ``Function.apply_``)."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu_: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return Gelu.apply_("gelu_", x, approximate)
 
 
 def gelu(x, approximate="none"):

@@ -2,7 +2,9 @@
 
 Forward keeps mean and rstd (fp32) on the context, so backward never
 recomputes the statistics; backward asks the kernel only for the gradients
-``needs_input_grad`` wants.
+``needs_input_grad`` wants. The in-place form (``Function.apply_``, ``out`` is
+``x``) is for inference: its backward would need the x it overwrites, so it
+refuses to be recorded (see ``functional.layer_norm_``).
 """
 from __future__ import annotations
 
@@ -20,15 +22,20 @@ class Norm(Function):
     """y = (x - mean) * rstd * weight + bias over the last ``n`` elements (``rms``: x * rstd * weight)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, *, n, eps, rms):
+    def forward(ctx, x, weight, bias, *, n, eps, rms, out=None):
         xp = backend.array_module(x)
+        if out is not None and ctx.recording:
+            raise RuntimeError("norm: the in-place form cannot be recorded (backward needs the input it "
+                               "overwrites)")
         x_c = xp.ascontiguousarray(x)
         w = None if weight is None else xp.ascontiguousarray(weight).reshape(n)
         b = None if bias is None else xp.ascontiguousarray(bias).reshape(n)
-        y, mean, rstd = K.norm_fwd(x_c.reshape(-1, n), w, b, eps, rms)
+        direct = out is not None and x.flags.c_contiguous and out.flags.c_contiguous  # else via a temporary
+        y, mean, rstd = K.norm_fwd(x_c.reshape(-1, n), w, b, eps, rms,
+                                   out=out.reshape(-1, n) if direct else None)
         ctx.save_for_backward(x_c, weight)
         ctx.mean, ctx.rstd, ctx.n, ctx.rms = mean, rstd, n, rms
-        return y.reshape(x.shape)
+        return out if direct else y.reshape(x.shape)
 
     @staticmethod
     def backward(ctx, gy):
@@ -45,3 +52,8 @@ class Norm(Function):
 def norm(x, weight, bias, n, eps, rms=False):
     """LayerNorm (or RMSNorm) of tensor ``x`` over its last ``n`` elements; arguments unchecked."""
     return Norm.apply(x, weight, bias, n=n, eps=eps, rms=rms)
+
+
+def norm_(x, weight, bias, n, eps, rms=False):
+    """``norm`` written into ``x`` (returned); not recordable, arguments unchecked."""
+    return Norm.apply_("rms_norm_" if rms else "layer_norm_", x, weight, bias, n=n, eps=eps, rms=rms)

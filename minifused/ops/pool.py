@@ -1,4 +1,5 @@
-"""Max and average pooling. Max pooling keeps the argmax indices on the tape for its backward."""
+"""Max and average pooling. Max pooling keeps, on the tape, each maximum's position inside its window
+(uint8 for windows of up to 256 positions; see ``kernels.pool``) for its backward."""
 from __future__ import annotations
 
 from .. import autograd, backend

@@ -1,7 +1,9 @@
 """Softmax and log-softmax over the last dimension: one Function, the fused kernels.
 
 Forward saves its output (the backward of both needs only y), so backward is
-one read of y and dy and one write of dx.
+one read of y and dy and one write of dx. The in-place form (``Function.apply_``,
+``out`` is ``x``) writes y over x and saves it: x's array is y then, so an
+in-place change of the result after the op is still detected.
 """
 from __future__ import annotations
 
@@ -11,23 +13,42 @@ from ..kernels import softmax as K
 
 
 class Softmax(Function):
+    """Over the last axis; the in-place form takes ``dim`` (any axis: it is moved last in views)."""
+
     @staticmethod
-    def forward(ctx, x, *, log):
+    def forward(ctx, x, *, log, out=None, dim=-1):
         xp = backend.array_module(x)
-        n = x.shape[-1] if x.ndim else 1
-        y = K.softmax_fwd(xp.ascontiguousarray(x).reshape(-1, n), log).reshape(x.shape)
+        xv = x if x.ndim == 0 or dim in (-1, x.ndim - 1) else xp.moveaxis(x, dim, -1)
+        n = xv.shape[-1] if x.ndim else 1
+        x2 = xp.ascontiguousarray(xv).reshape(-1, n)
+        ov = None if out is None else (out if xv is x else xp.moveaxis(out, dim, -1))
+        if ov is not None and xv.flags.c_contiguous and ov.flags.c_contiguous:  # x2 is a view of x
+            y = K.softmax_fwd(x2, log, out=ov.reshape(-1, n)).reshape(ov.shape)
+        else:  # out of place (or x not contiguous: through a temporary)
+            y = K.softmax_fwd(x2, log).reshape(xv.shape)
+            if ov is not None:
+                ov[...] = y
+        y = y if out is None else out  # saved whole, so the version check can see x's array
         ctx.save_for_backward(y)
-        ctx.log, ctx.n = log, n
+        ctx.log, ctx.n, ctx.dim = log, n, (None if xv is x else dim)
         return y
 
     @staticmethod
     def backward(ctx, gy):
         (y,) = ctx.saved_tensors
         xp = backend.array_module(y)
-        dx = K.softmax_bwd(xp.ascontiguousarray(gy).reshape(-1, ctx.n), y.reshape(-1, ctx.n), ctx.log)
-        return dx.reshape(y.shape)
+        if ctx.dim is not None:
+            y, gy = xp.moveaxis(y, ctx.dim, -1), xp.moveaxis(gy, ctx.dim, -1)
+        dx = K.softmax_bwd(xp.ascontiguousarray(gy).reshape(-1, ctx.n),
+                           xp.ascontiguousarray(y).reshape(-1, ctx.n), ctx.log).reshape(y.shape)
+        return dx if ctx.dim is None else xp.moveaxis(dx, -1, ctx.dim)
 
 
 def softmax_last(x, log=False):
     """softmax (``log``: log_softmax) of tensor ``x`` over its last dimension; arguments unchecked."""
     return Softmax.apply(x, log=log)
+
+
+def softmax_(x, dim, log=False):
+    """softmax of tensor ``x`` along ``dim`` written into ``x`` (returned); arguments unchecked."""
+    return Softmax.apply_("log_softmax_" if log else "softmax_", x, log=log, dim=dim)

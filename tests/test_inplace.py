@@ -1,0 +1,432 @@
+"""In-place ops (relu_, gelu_, softmax_, layer_norm_, dropout(inplace=True), ReLU(inplace=True)),
+their autograd rules (version counters, leaves, recorded gradients), Sequential running its
+modules in place under no_grad, and the bit-packed masks of ReLU and dropout. The GPU tests
+compare the CUDA path with the NumPy reference."""
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+import minifused.nn as nn
+from minifused.kernels import dropout as KD
+from minifused.kernels import elementwise as KE
+
+from tolerances import DTYPES, TOL, cpu, rel_err  # noqa: E402
+
+SIZES = [1, 31, 33, 1000, 4097]
+
+
+def randn(*shape, seed=0, dtype=np.float32):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def nonleaf(a):
+    """A leaf that requires grad and a non-leaf copy of it (what an in-place op may overwrite)."""
+    leaf = cpu(a, requires_grad=True)
+    return leaf, leaf * 1.0
+
+
+# ---------------------------------------------------------------- values, identity, version counter
+INPLACE = {
+    "relu_": (lambda t: F.relu_(t), lambda t: F.relu(t)),
+    "relu(inplace=True)": (lambda t: F.relu(t, inplace=True), lambda t: F.relu(t)),
+    "gelu_": (lambda t: F.gelu_(t), lambda t: F.gelu(t)),
+    "gelu_ tanh": (lambda t: F.gelu_(t, approximate="tanh"), lambda t: F.gelu(t, approximate="tanh")),
+    "softmax_ -1": (lambda t: F.softmax_(t, -1), lambda t: F.softmax(t, -1)),
+    "softmax_ 0": (lambda t: F.softmax_(t, 0), lambda t: F.softmax(t, 0)),
+    "layer_norm_": (lambda t: F.layer_norm_(t, t.shape[-1:]), lambda t: F.layer_norm(t, t.shape[-1:])),
+}
+
+
+@pytest.mark.parametrize("name", list(INPLACE))
+@pytest.mark.parametrize("shape", [(7,), (3, 33), (2, 3, 5)])
+def test_inplace_values_identity_and_version(name, shape):
+    inplace, plain = INPLACE[name]
+    a = randn(*shape, seed=1)
+    want = plain(cpu(a)).numpy()
+    x = cpu(a.copy())
+    arr, v = x.data, x._vc[0]
+    y = inplace(x)
+    assert y is x and x.data is arr  # the same tensor and array, as PyTorch's relu_
+    assert x._vc[0] == v + 1
+    np.testing.assert_allclose(x.numpy(), want, rtol=1e-6, atol=1e-7)
+
+
+def test_softmax_inplace_middle_dim_and_non_contiguous():
+    a = randn(3, 4, 5, seed=2)
+    x = cpu(a.copy())
+    F.softmax_(x, 1)
+    np.testing.assert_allclose(x.numpy(), F.softmax(cpu(a), 1).numpy(), rtol=1e-6)
+    base = cpu(a.copy())
+    view = base.transpose(0, 2)  # not contiguous: through a temporary, into the view's memory
+    F.softmax_(view, -1)
+    np.testing.assert_allclose(base.numpy(), F.softmax(cpu(a), 0).numpy(), rtol=1e-6)
+    s = cpu(np.float32(2.0))  # 0-d
+    assert F.softmax_(s, 0) is s and s.item() == 1.0
+
+
+def test_layer_norm_inplace_affine_and_non_contiguous():
+    a = randn(6, 8, seed=3)
+    w, b = cpu(randn(8, seed=4)), cpu(randn(8, seed=5))
+    x = cpu(a.copy())
+    assert F.layer_norm_(x, (8,), w, b, eps=1e-3) is x
+    np.testing.assert_allclose(x.numpy(), F.layer_norm(cpu(a), (8,), w, b, eps=1e-3).numpy(), rtol=1e-5,
+                               atol=1e-6)
+    base = cpu(a.copy().T.copy())
+    view = base.transpose(0, 1)  # (6, 8), not contiguous
+    F.layer_norm_(view, (8,))
+    np.testing.assert_allclose(view.numpy(), F.layer_norm(cpu(a), (8,)).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_inplace_validation_names_the_op():
+    with pytest.raises(TypeError, match="gelu_.*floating"):
+        F.gelu_(mf.tensor([1, 2]))
+    with pytest.raises(TypeError, match="relu_"):
+        F.relu_(np.ones(3))
+    with pytest.raises(ValueError, match="layer_norm_.*normalized_shape"):
+        F.layer_norm_(cpu(randn(2, 3)), (4,))
+    with pytest.raises(IndexError, match="softmax_"):
+        F.softmax_(cpu(randn(2, 3)), 2)
+
+
+def test_dropout_inplace_matches_out_of_place():
+    a = randn(37, 29, seed=6)
+    mf.manual_seed(11)
+    want = F.dropout(cpu(a), 0.4).numpy()
+    mf.manual_seed(11)
+    x = cpu(a.copy())
+    v = x._vc[0]
+    assert F.dropout(x, 0.4, inplace=True) is x and x._vc[0] == v + 1
+    np.testing.assert_array_equal(x.numpy(), want)
+    # eval mode and p=0: the input itself, untouched
+    x = cpu(a.copy())
+    assert F.dropout(x, 0.4, training=False, inplace=True) is x and x._vc[0] == 0
+    np.testing.assert_array_equal(x.numpy(), a)
+    # p=1: zeros, in place, with a zero gradient
+    leaf, x = nonleaf(a)
+    assert F.dropout(x, 1.0, inplace=True) is x
+    assert not x.numpy().any()
+    x.sum().backward()
+    assert not leaf.grad.numpy().any()
+
+
+def test_modules_honor_inplace():
+    a = randn(4, 6, seed=7)
+    x = cpu(a.copy())
+    assert nn.ReLU(inplace=True)(x) is x
+    np.testing.assert_array_equal(x.numpy(), np.maximum(a, 0))
+    x = cpu(a.copy())
+    assert nn.ReLU()(x) is not x and np.array_equal(x.numpy(), a)
+    assert repr(nn.ReLU(inplace=True)) == "ReLU(inplace=True)" and repr(nn.ReLU()) == "ReLU()"
+    mf.manual_seed(3)
+    want = nn.Dropout(0.5)(cpu(a)).numpy()
+    mf.manual_seed(3)
+    x = cpu(a.copy())
+    assert nn.Dropout(0.5, inplace=True)(x) is x
+    np.testing.assert_array_equal(x.numpy(), want)
+
+
+# ---------------------------------------------------------------- autograd
+GRAD_CASES = {
+    "relu_": (F.relu_, F.relu),
+    "gelu_": (F.gelu_, F.gelu),
+    "gelu_ tanh": (lambda t: F.gelu_(t, "tanh"), lambda t: F.gelu(t, "tanh")),
+    "softmax_": (lambda t: F.softmax_(t, -1), lambda t: F.softmax(t, -1)),
+    "softmax_ dim0": (lambda t: F.softmax_(t, 0), lambda t: F.softmax(t, 0)),
+}
+
+
+@pytest.mark.parametrize("name", list(GRAD_CASES))
+@pytest.mark.parametrize("shape", [(33,), (5, 7)])
+def test_recorded_inplace_gradients_match_out_of_place(name, shape):
+    inplace, plain = GRAD_CASES[name]
+    a = randn(*shape, seed=8, dtype=np.float64)
+    w = cpu(randn(*shape, seed=9, dtype=np.float64))
+    ref_leaf, ref_x = nonleaf(a)
+    (plain(ref_x) * w).sum().backward()
+    leaf, x = nonleaf(a)
+    y = inplace(x)
+    assert y is x and x.requires_grad and not x.is_leaf and x.grad_fn is not None
+    (y * w).sum().backward()
+    np.testing.assert_allclose(leaf.grad.numpy(), ref_leaf.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_dropout_inplace_gradient_matches_out_of_place():
+    a = randn(9, 11, seed=10, dtype=np.float64)
+    ref_leaf, ref_x = nonleaf(a)
+    mf.manual_seed(5)
+    F.dropout(ref_x, 0.3).sum().backward()
+    leaf, x = nonleaf(a)
+    mf.manual_seed(5)
+    F.dropout(x, 0.3, inplace=True).sum().backward()
+    np.testing.assert_array_equal(leaf.grad.numpy(), ref_leaf.grad.numpy())
+
+
+def test_inplace_chain_and_input_requiring_no_grad():
+    leaf, x = nonleaf(randn(4, 5, seed=11, dtype=np.float64))
+    y = F.softmax_(F.relu_(x * 2.0), -1)  # two in-place ops on one intermediate
+    (y * y).sum().backward()
+    ref_leaf, ref_x = nonleaf(leaf.detach().numpy())
+    s = F.softmax(F.relu(ref_x * 2.0), -1)
+    (s * s).sum().backward()
+    np.testing.assert_allclose(leaf.grad.numpy(), ref_leaf.grad.numpy(), rtol=1e-10)
+    z = cpu(randn(3))  # requires no grad: nothing recorded
+    assert F.relu_(z) is z and z.grad_fn is None and not z.requires_grad
+
+
+def test_inplace_after_save_raises_naming_both_ops():
+    leaf, x = nonleaf(randn(6, seed=12, dtype=np.float64))
+    w = cpu(randn(6, seed=13, dtype=np.float64), requires_grad=True)
+    out = (x * w).sum()  # Mul saved x's array
+    F.relu_(x)
+    with pytest.raises(RuntimeError, match=r"in-place operation \(last by relu_\): Mul saved"):
+        out.backward()
+    # softmax_ saves its output (x's array): a later in-place op on it is caught too
+    leaf, x = nonleaf(randn(6, seed=14, dtype=np.float64))
+    y = F.softmax_(x, -1)
+    F.gelu_(y)
+    with pytest.raises(RuntimeError, match=r"last by gelu_\): Softmax saved"):
+        y.sum().backward()
+    # and the op's own save is not mistaken for a change (the bump comes before the save)
+    leaf, x = nonleaf(randn(6, seed=15, dtype=np.float64))
+    F.softmax_(x, -1).sum().backward()
+    assert leaf.grad is not None
+
+
+def test_inplace_on_leaf_requiring_grad_raises_like_pytorch():
+    msg = "a leaf Variable that requires grad is being used in an in-place operation"
+    for fn in (F.relu_, F.gelu_, lambda t: F.softmax_(t, -1), lambda t: F.dropout(t, 0.5, inplace=True),
+               lambda t: F.relu(t, inplace=True)):
+        leaf = cpu(randn(5, seed=16), requires_grad=True)
+        with pytest.raises(RuntimeError, match=msg):
+            fn(leaf)
+        with mf.no_grad():  # allowed there, as in PyTorch
+            assert fn(leaf) is leaf
+
+
+def test_layer_norm_inplace_refuses_autograd():
+    w = cpu(np.ones(4, np.float32), requires_grad=True)
+    x = cpu(randn(3, 4))
+    with pytest.raises(RuntimeError, match="layer_norm_.*weight requires grad.*use layer_norm"):
+        F.layer_norm_(x, (4,), w)
+    leaf, x = nonleaf(randn(3, 4))
+    with pytest.raises(RuntimeError, match="layer_norm_.*input requires grad"):
+        F.layer_norm_(x, (4,))
+    with mf.no_grad():
+        y = F.layer_norm_(x, (4,), w)
+    assert y is x and x.grad_fn.__name__ == "Mul"  # not recorded: x keeps its node, as in PyTorch
+
+
+# ---------------------------------------------------------------- bit-packed masks
+@pytest.mark.parametrize("n", [0, *SIZES, 32, 64])
+def test_mask_pack_layout_and_tail_bits(n):
+    keep = np.random.default_rng(n).random(n) < 0.5
+    m = KE.pack_mask_ref(keep)
+    assert m.dtype == np.uint32 and m.shape == (KE.mask_words(n),)
+    bits = [(int(m[i // 32]) >> (i % 32)) & 1 for i in range(n)]  # word w holds 32w..32w+31, LSB first
+    np.testing.assert_array_equal(np.array(bits, bool), keep)
+    if n % 32:
+        assert int(m[-1]) >> (n % 32) == 0  # tail bits are 0
+    np.testing.assert_array_equal(KE.unpack_mask_ref(m, (n,)), keep)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_relu_saves_only_a_packed_mask(n):
+    a = randn(n, seed=n, dtype=np.float64)
+    leaf, x = nonleaf(a)
+    y = F.relu(x)
+    ctx = y._ctx
+    assert ctx.saved == () and ctx.mask.dtype == np.uint32 and ctx.mask.size == -(-n // 32)
+    g = randn(n, seed=n + 1, dtype=np.float64)
+    y.backward(cpu(g))
+    np.testing.assert_array_equal(leaf.grad.numpy(), np.where(a > 0, g, 0))
+    with mf.no_grad():
+        assert not hasattr(F.relu(cpu(a))._ctx, "mask")  # nothing recorded, no mask made
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_dropout_mask_is_packed_hash(n):
+    x = randn(n, seed=n)
+    y, m = KD.dropout_fwd_ref(x, 4242, 0.3)
+    keep = KD._keep_ref(n, 4242, KD.threshold(0.3))
+    assert m.dtype == np.uint32 and m.size == KE.mask_words(n)
+    np.testing.assert_array_equal(KE.unpack_mask_ref(m, (n,)), keep)
+    np.testing.assert_array_equal(y, np.where(keep, x * np.float32(1 / 0.7), 0).astype(np.float32))
+    g = randn(n, seed=n + 1)
+    np.testing.assert_array_equal(KD.dropout_bwd_ref(g, m, 0.3),
+                                  np.where(keep, g * np.float32(1 / 0.7), 0).astype(np.float32))
+
+
+# ---------------------------------------------------------------- Sequential in place under no_grad
+class _Keeps(nn.Module):
+    """A user module that keeps a reference to its output: Sequential must not overwrite it."""
+
+    def forward(self, x):
+        self.out = x * 1.0
+        return self.out
+
+
+def _count_inplace(monkeypatch):
+    calls = []
+    for cls in (nn.ReLU, nn.GELU, nn.Dropout, nn.Softmax, nn.LayerNorm):
+        orig = cls.forward_inplace
+
+        def spy(self, x, orig=orig):
+            calls.append(type(self).__name__)
+            return orig(self, x)
+
+        monkeypatch.setattr(cls, "forward_inplace", spy)
+    return calls
+
+
+def test_sequential_runs_in_place_under_no_grad(monkeypatch):
+    mf.manual_seed(0)
+    model = nn.Sequential(nn.ReLU(), nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Dropout(0.3),
+                          nn.ReLU(), nn.Flatten(), nn.Linear(16, 5), nn.Softmax(-1))
+    model.eval()
+    a = randn(4, 8, seed=17)
+    x = cpu(a.copy())
+    want = model(x).detach().numpy()
+    calls = _count_inplace(monkeypatch)
+    with mf.no_grad():
+        y = model(x)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(x.numpy(), a)  # the caller's input is never overwritten
+    assert x._vc[0] == 0
+    # the first ReLU meets the caller's input: out of place; the others run in place
+    assert calls == ["GELU", "LayerNorm", "Dropout", "ReLU", "Softmax"]
+    calls.clear()
+    model(x)  # grad mode on: nothing in place
+    assert calls == []
+
+
+def test_sequential_in_place_training_dropout_and_user_modules(monkeypatch):
+    mf.manual_seed(1)
+    model = nn.Sequential(nn.Linear(6, 6), _Keeps(), nn.ReLU(), nn.Linear(6, 6), nn.Dropout(0.5), nn.GELU())
+    x = cpu(randn(5, 6, seed=18))
+    mf.manual_seed(2)
+    want = model(x).detach().numpy()
+    calls = _count_inplace(monkeypatch)
+    mf.manual_seed(2)
+    with mf.no_grad():
+        y = model(x)
+    np.testing.assert_array_equal(y.numpy(), want)  # dropout draws the same mask in place
+    keeps = model[1]
+    assert (keeps.out.numpy() < 0).any()  # the user module's output was not overwritten by the ReLU
+    assert calls == ["Dropout", "GELU"]
+
+
+# ---------------------------------------------------------------- GPU: CUDA path against the reference
+def _cuda(a):
+    import cupy
+
+    return cupy.asarray(a)
+
+
+def _host(a):
+    import cupy
+
+    return cupy.asnumpy(a)
+
+
+def _gpu_case(fn, a, dtype, tol_scale=1.0):
+    """``fn`` in place on a cuda tensor against the same on a cpu tensor (the NumPy reference)."""
+    want = fn(cpu(a.copy())).numpy()
+    x = mf.tensor(a.copy(), device="cuda")
+    arr = x.data
+    assert fn(x) is x and x.data is arr and x._vc[0] == 1
+    got = x.cpu().numpy()
+    assert rel_err(got, want) <= TOL[np.dtype(dtype)] * 10 * tol_scale
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+def test_gpu_relu_mask_and_mask_apply(dtype, n):
+    a = randn(n, seed=n).astype(dtype)
+    poison = _cuda(np.full(n, np.nan, dtype))
+    y, m = KE.relu_mask(_cuda(a), out=poison)
+    yr, mr = KE.relu_mask(a)
+    assert y is poison
+    np.testing.assert_array_equal(_host(y).astype(np.float32), yr.astype(np.float32))
+    np.testing.assert_array_equal(_host(m), mr)  # same words, tail bits 0
+    xi = _cuda(a)  # in place
+    y, m = KE.relu_mask(xi, out=xi)
+    assert y is xi
+    np.testing.assert_array_equal(_host(xi).astype(np.float32), yr.astype(np.float32))
+    np.testing.assert_array_equal(_host(m), mr)
+    g = randn(n, seed=n + 1).astype(dtype)
+    for scale in (1.0, 2.5):
+        np.testing.assert_array_equal(_host(KE.mask_apply(_cuda(g), _cuda(mr), scale)).astype(np.float32),
+                                      KE.mask_apply(g, mr, scale).astype(np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+def test_gpu_dropout_packed_mask_and_inplace(dtype, n):
+    x = randn(3, n, seed=n).astype(dtype)
+    for p in (0.1, 0.5, 0.9, 1.0):
+        yr, mr = KD.dropout_fwd_ref(x, 987654321, p)
+        poison = _cuda(np.full(x.shape, np.nan, dtype))
+        yg, mg = KD.dropout_fwd(_cuda(x), 987654321, p, out=poison)
+        assert yg is poison
+        np.testing.assert_array_equal(_host(mg), mr)
+        assert rel_err(_host(yg), yr) <= TOL[np.dtype(dtype)]
+        xi = _cuda(x)
+        yi, mi = KD.dropout_fwd(xi, 987654321, p, out=xi)
+        assert yi is xi
+        np.testing.assert_array_equal(_host(mi), mr)
+        assert rel_err(_host(xi), yr) <= TOL[np.dtype(dtype)]
+        g = randn(3, n, seed=n + 1).astype(dtype)
+        assert rel_err(_host(KD.dropout_bwd(_cuda(g), mg, p)), KD.dropout_bwd_ref(g, mr, p)) <= TOL[np.dtype(dtype)]
+    mf.manual_seed(4)
+    want = F.dropout(cpu(x), 0.5, inplace=True).numpy()
+    mf.manual_seed(4)
+    xt = mf.tensor(x.copy(), device="cuda")
+    assert F.dropout(xt, 0.5, inplace=True) is xt
+    assert rel_err(xt.cpu().numpy(), want) <= TOL[np.dtype(dtype)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("op", ["relu_", "gelu_", "gelu_tanh", "softmax_", "layer_norm_"])
+def test_gpu_inplace_ops_match_reference(op, dtype, n):
+    fn = {"relu_": F.relu_, "gelu_": F.gelu_, "gelu_tanh": lambda t: F.gelu_(t, "tanh"),
+          "softmax_": lambda t: F.softmax_(t, -1), "layer_norm_": lambda t: F.layer_norm_(t, (n,))}[op]
+    _gpu_case(fn, randn(3, n, seed=n).astype(dtype), dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(2, 40000), (1, 70000)])
+def test_gpu_inplace_long_rows(dtype, shape):
+    # long rows take the tiled / online kernels, which re-read the row: still alias-safe
+    a = randn(*shape, seed=19).astype(dtype)
+    _gpu_case(lambda t: F.softmax_(t, -1), a, dtype)
+    w = randn(shape[-1], seed=20).astype(dtype)
+    _gpu_case(lambda t: F.layer_norm_(t, shape[-1:], mf.tensor(w, device=t.device)), a, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gpu_inplace_gradients_and_sequential(dtype):
+    a = randn(5, 33, seed=21).astype(dtype)
+    for inplace, plain in ((F.relu_, F.relu), (lambda t: F.softmax_(t, -1), lambda t: F.softmax(t, -1)),
+                           (F.gelu_, F.gelu)):
+        leaf = mf.tensor(a, device="cuda", requires_grad=True)
+        (inplace(leaf * 1.0) * 2.0).sum().backward()
+        ref = mf.tensor(a, device="cuda", requires_grad=True)
+        (plain(ref * 1.0) * 2.0).sum().backward()
+        np.testing.assert_array_equal(leaf.grad.cpu().numpy().astype(np.float32),
+                                      ref.grad.cpu().numpy().astype(np.float32))
+    model = nn.Sequential(nn.Linear(33, 40), nn.GELU(), nn.LayerNorm(40), nn.ReLU(), nn.Softmax(-1))
+    model.to("cuda")
+    x = mf.tensor(np.random.default_rng(0).standard_normal((6, 33)).astype(np.float32), device="cuda")
+    before = x.cpu().numpy()
+    want = model(x).detach().cpu().numpy()
+    with mf.no_grad():
+        y = model(x)
+    np.testing.assert_allclose(y.cpu().numpy(), want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(x.cpu().numpy(), before)
