@@ -4,16 +4,16 @@ The seed's benchmark: M = 4096 rows, fp16, N = 1024 ... 16384 in steps of 1024;
 GB/s counted as 2*M*N*2 bytes forward (read x, write y) and 3*M*N*2 backward
 (read x and dy, write dx; dw/db and mean/rstd not counted), as the seed did.
 minifused is timed at the kernel layer (``minifused.kernels``: the launcher with
-its allocations, on raw CuPy arrays), PyTorch at ``torch.nn.functional`` (its
-equivalent layer); backward of both includes dw/db. Each is timed two ways:
-"eager" (one Python call per timed launch: host overhead included, since the
-harness synchronizes between repeats) and "graph" (the same calls captured in a
-CUDA graph and replayed: kernel time plus one graph launch, which is what the
-seed's do_bench figures measure). The ratios use the graph figures of both
-sides. PyTorch's backward cannot be captured without its forward, so its graph
-figure is (forward+backward graph) minus (forward graph). The API layer
-(``F.layer_norm`` on Tensors, eager) is listed for reference. Cross-entropy: forward + backward through each library's public API
-on (4096 x 32768) fp16 logits. Usage (GPU machine): python3 bench/norms.py
+its allocations, on raw CuPy arrays), PyTorch at ``torch.nn.functional`` /
+``torch.autograd.grad`` (its equivalent layer); backward of both includes dw/db.
+Each is timed two ways: "kernel", as the seed's ``do_bench`` times (``harness.kernel_ms``:
+a 256 MiB buffer is zeroed before each call, which evicts the L2 and keeps the GPU busy
+while the call is issued, so the events enclose the device work and not the launch
+latency), which the ratios use; and "eager" (``harness.bench_ms``: the GPU idle when
+the call is issued, so launch latency and host overhead are included), for reference.
+The API layer (``F.layer_norm`` on Tensors, eager) is listed for reference too.
+Cross-entropy: forward + backward through each library's public API on (4096 x 32768)
+fp16 logits, eager. Usage (GPU machine): python3 bench/norms.py [--quick]
 """
 import sys
 
@@ -21,7 +21,7 @@ import cupy
 
 import minifused as mf
 import minifused.functional as F
-from harness import Results, bench_ms, copy_bandwidth_gbs, gbs, torch_or_none
+from harness import Results, bench_ms, copy_bandwidth_gbs, gbs, kernel_ms, torch_or_none
 from minifused.kernels import norm as KN
 from minifused.kernels import softmax as KS
 
@@ -36,67 +36,12 @@ def rand(shape, dtype, seed):
     return rs.standard_normal(shape, dtype=cupy.float32).astype(dtype)
 
 
-def cupy_graphs(fn, arg_sets):
-    """One captured CUDA graph per input set (outputs kept alive), or None if capture fails."""
-    stream = cupy.cuda.Stream(non_blocking=True)
-    graphs = []
-    try:
-        with stream:
-            # warm-up on this stream, outputs of every set alive at once: compiles, and leaves this
-            # stream's memory-pool arena holding blocks for all the outputs the captures will keep
-            warm = [fn(*args) for args in arg_sets]
-            stream.synchronize()
-            del warm
-            for args in arg_sets:
-                stream.begin_capture()
-                try:
-                    out = fn(*args)
-                finally:
-                    graph = stream.end_capture()
-                graphs.append((graph, out))
-    except Exception as e:  # noqa: BLE001 - report and fall back to eager timing
-        print("cupy graph capture failed:", repr(e)[:200])
-        return None
-    return graphs
-
-
-def torch_graphs(torch, fn, arg_sets):
-    graphs = []
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for args in arg_sets:
-                fn(*args)
-        torch.cuda.current_stream().wait_stream(side)
-        for args in arg_sets:
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                out = fn(*args)
-            graphs.append((g, out))
-    except Exception as e:  # noqa: BLE001
-        print("torch graph capture failed:", repr(e)[:200])
-        return None
-    return graphs
-
-
-def timed(res, case, impl, nbytes, fn, arg_sets, torch=None):
-    """GB/s of fn eagerly (one Python call per launch) and replayed from CUDA graphs (kernel time plus
-    one graph launch). Returns the graph figure when capture worked, else the eager one."""
-    eager = gbs(nbytes, bench_ms(fn, arg_sets))
-    res.add(case, impl + " eager", eager, "GB/s")
-    if torch is None:
-        graphs = cupy_graphs(fn, arg_sets)
-        replay = (lambda g, out: g.launch(cupy.cuda.get_current_stream()))
-    else:
-        graphs = torch_graphs(torch, fn, arg_sets)
-        replay = (lambda g, out: g.replay())
-    if graphs is None:
-        return eager
-    graph = gbs(nbytes, bench_ms(replay, graphs))
-    res.add(case, impl + " graph", graph, "GB/s")
-    del graphs
-    return graph
+def timed(res, case, impl, nbytes, fn, arg_sets):
+    """GB/s of fn by kernel_ms (returned: the ratios use it) and by bench_ms (listed)."""
+    res.add(case, impl + " eager", gbs(nbytes, bench_ms(fn, arg_sets)), "GB/s")
+    kernel = gbs(nbytes, kernel_ms(fn, arg_sets))
+    res.add(case, impl + " kernel", kernel, "GB/s")
+    return kernel
 
 
 def main():
@@ -139,34 +84,18 @@ def main():
             ttb = torch.from_dlpack(b).requires_grad_()
             with torch.no_grad():
                 t_f = timed(res, f"layer_norm fwd {case}", "torch", fwd_bytes,
-                            lambda x: torch.nn.functional.layer_norm(x, (n,), ttw, ttb), [(x,) for x in txs], torch)
+                            lambda x: torch.nn.functional.layer_norm(x, (n,), ttw, ttb), [(x,) for x in txs])
             ratios["ln_fwd_over_torch"].append(ln_f / t_f)
             xg = [x.clone().requires_grad_() for x in txs]
-
-            def torch_bwd(x, d):
-                y = torch.nn.functional.layer_norm(x, (n,), ttw, ttb)
-                return torch.autograd.grad(y, (x, ttw, ttb), d)
-
             ys = [torch.nn.functional.layer_norm(x, (n,), ttw, ttb) for x in xg]
-            t_b_eager = gbs(bwd_bytes, bench_ms(lambda y, x, d: torch.autograd.grad(y, (x, ttw, ttb), d,
-                                                                                    retain_graph=True),
-                                                list(zip(ys, xg, tdys))))
-            res.add(f"layer_norm bwd {case}", "torch eager", t_b_eager, "GB/s")
+            t_b = timed(res, f"layer_norm bwd {case}", "torch", bwd_bytes,
+                        lambda y, x, d: torch.autograd.grad(y, (x, ttw, ttb), d, retain_graph=True),
+                        list(zip(ys, xg, tdys)))
             del ys
-            g_fb = torch_graphs(torch, torch_bwd, list(zip(xg, tdys)))
-            g_f = torch_graphs(torch, lambda x: torch.nn.functional.layer_norm(x, (n,), ttw, ttb),
-                               [(x,) for x in xg])
-            t_b = t_b_eager
-            if g_fb is not None and g_f is not None:
-                ms_fb = bench_ms(lambda g, out: g.replay(), g_fb)
-                ms_f = bench_ms(lambda g, out: g.replay(), g_f)
-                t_b = gbs(bwd_bytes, max(ms_fb - ms_f, 1e-6))
-                res.add(f"layer_norm bwd {case}", "torch graph (fwd+bwd minus fwd)", t_b, "GB/s")
-            del g_fb, g_f
             ratios["ln_bwd_over_torch"].append(ln_b / t_b)
             with torch.no_grad():
                 t_s = timed(res, f"softmax fwd {case}", "torch", fwd_bytes, lambda x: torch.softmax(x, -1),
-                            [(x,) for x in txs], torch)
+                            [(x,) for x in txs])
             ratios["softmax_fwd_over_torch"].append(sm_f / t_s)
         del xs, dys, stats, tx
         cupy.get_default_memory_pool().free_all_blocks()

@@ -380,22 +380,33 @@ norm_bwd_tiled(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
 }
 
 // dw[c] = sum_s partial[s, 0, c], db[c] = sum_s partial[s, 1, c], summed in a
-// fixed order. Block (32, 16): 32 columns, 16 row-strided partial sums each.
-// db may be null.
-extern "C" __global__ void __launch_bounds__(512)
+// fixed order. Block (32, 32): 32 columns; thread row ty sums partial rows
+// ty, ty+32, ... in four independent accumulators (four loads in flight: the
+// partial rows are few and short, so this pass is latency-bound), then the 32
+// thread rows are added in order. db may be null.
+extern "C" __global__ void __launch_bounds__(1024)
 norm_bwd_reduce(const float* __restrict__ partial, int S, int N, T* __restrict__ dw, T* __restrict__ db) {
-    __shared__ float sm[16][33];
+    __shared__ float sm[32][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int col = blockIdx.x * 32 + tx;  // over 2N columns: [0, N) -> dw, [N, 2N) -> db
-    float s = 0.f;
-    if (col < 2 * N)
-        for (int r = ty; r < S; r += 16) s += partial[(long long)r * 2 * N + col];
-    sm[ty][tx] = s;
+    const long long stride = 2LL * N;
+    float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+    if (col < 2 * N) {
+        int r = ty;
+        for (; r + 96 < S; r += 128) {
+            a0 += partial[r * stride + col];
+            a1 += partial[(r + 32) * stride + col];
+            a2 += partial[(r + 64) * stride + col];
+            a3 += partial[(r + 96) * stride + col];
+        }
+        for (; r < S; r += 32) a0 += partial[r * stride + col];
+    }
+    sm[ty][tx] = (a0 + a1) + (a2 + a3);
     __syncthreads();
     if (ty == 0 && col < 2 * N) {
         float tot = 0.f;
 #pragma unroll
-        for (int i = 0; i < 16; ++i) tot += sm[i][tx];
+        for (int i = 0; i < 32; ++i) tot += sm[i][tx];
         if (col < N) dw[col] = from_f<T>(tot);
         else if (db) db[col - N] = from_f<T>(tot);
     }

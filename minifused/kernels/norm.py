@@ -103,6 +103,17 @@ def row_plan(n, vec, ept_max, tpr_pref=256, tpr_max=1024, tpr_small=None):
     return None
 
 
+def narrow_plan(n, vec, ept_max):
+    """(K, TPR) with the most elements per thread (up to ``ept_max``), so the fewest threads per row,
+    or None when a row does not fit in 1024 threads. The forward's choice: measured on an H100 at
+    M = 4096, fp16 (bench/norms_sweep.py), fewer, busier threads per row beat wider rows at every N
+    (N = 1024: one warp per row with four 16-byte loads each, 1586 GB/s against 1427 for two warps)."""
+    nvec = _ceil(n, vec)
+    k = max(1, min(ept_max // vec, _ceil(nvec, 32)))
+    tpr = _ceil(_ceil(nvec, k), 32) * 32
+    return (k, tpr) if tpr <= 1024 else None
+
+
 _SM_COUNT = {}
 
 
@@ -148,43 +159,54 @@ def _opts(dtype, vec, k, tpr, nt, rms, acc_smem=0):
 
 
 @functools.cache
-def _fwd_plan(dtype, n, vec, rms):
-    """(kernel, threads per block, rows per block, grid cap) for a forward configuration."""
-    plan = row_plan(n, vec, ept_max=32, tpr_small=64)
+def _fwd_plan(dtype, n, vec, rms, config=None):
+    """(kernel, threads per block, rows per block, grid cap) for a forward configuration.
+    ``config`` = (K, TPR, NT) forces a register-path configuration (benchmark sweeps, tests)."""
+    if config is not None:
+        k, tpr, nt = config
+        return get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms)), nt, nt // tpr, 1 << 30
+    plan = narrow_plan(n, vec, ept_max=32)
     if plan is None:
         nt = 1024
         kern, bps = kernel_occupancy("norm.cu", "norm_fwd_tiled", _opts(dtype, vec, 1, nt, nt, rms), nt)
         return kern, nt, 1, sm_count() * bps
     k, tpr = plan
-    nt = max(1, 256 // tpr) * tpr  # a whole number of rows per block
+    nt = max(1, 128 // tpr) * tpr  # a whole number of rows per block; small blocks measured best
     return get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms)), nt, nt // tpr, 1 << 30
 
 
-def _fwd_cuda(x, weight, bias, eps, rms):
+def _fwd_cuda(x, weight, bias, eps, rms, config=None, out=None):
     import cupy
 
     m, n = x.shape
-    y = cupy.empty_like(x)
+    y = cupy.empty_like(x) if out is None else out  # out may be x: each row is read before it is written
     mean = None if rms else cupy.empty(m, np.float32)
     rstd = cupy.empty(m, np.float32)
     if m == 0:
         return y, mean, rstd
-    kern, nt, rpb, cap = _fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight, bias, y), rms)
+    kern, nt, rpb, cap = _fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight, bias, y), rms, config)
     kern((min(_ceil(m, rpb), cap),), (nt,), (x, _p(weight), _p(bias), y, _p(mean), rstd, np.int32(m),
                                              np.int32(n), np.float32(eps)))
     return y, mean, rstd
 
 
 @functools.cache
-def _bwd_plan(dtype, n, vec, rms, want_w):
-    """(kernel, threads per block, rows per block, blocks per SM, dynamic smem) for a backward configuration."""
-    plan = row_plan(n, vec, ept_max=32 if np.dtype(dtype).itemsize < 4 else 16, tpr_pref=512)
+def _bwd_plan(dtype, n, vec, rms, want_w, config=None):
+    """(kernel, threads per block, rows per block, blocks per SM, dynamic smem) for a backward configuration.
+    ``config`` = (K, TPR, NT, ACC_SMEM) forces a register-path configuration (benchmark sweeps, tests)."""
+    plan = row_plan(n, vec, ept_max=32 if np.dtype(dtype).itemsize < 4 else 16, tpr_pref=256)
     smem = 0
-    if plan is not None:
+    if config is not None:
+        k, tpr, nt, acc_smem = config
+        plan = k, tpr
+    elif plan is not None:
+        # Measured on an H100 at M = 4096, fp16 (bench/norms_sweep.py): dw/db sums in registers at every
+        # N (shared-memory sums cost up to 1/3 of the bandwidth at N = 6144-8192), rows of at most 256
+        # threads where K allows, and blocks of about 512 threads.
         k, tpr = plan
-        acc_smem = int(k * vec > 8)
-        # register sums: many rows per block (1024 threads), so that few blocks (few partial rows) fill the GPU
-        nt = tpr if acc_smem else 1024 // tpr * tpr
+        acc_smem = 0
+        nt = max(1, 512 // tpr) * tpr
+    if plan is not None:
         if want_w:
             smem = 2 * k * vec * nt * 4 if acc_smem else (2 * n * 4 if nt > tpr else 0)
         if smem > 200 * 1024:
@@ -197,7 +219,7 @@ def _bwd_plan(dtype, n, vec, rms, want_w):
     return kern, nt, nt // tpr, bps, smem
 
 
-def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db):
+def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config=None):
     import cupy
 
     m, n = x.shape
@@ -207,7 +229,7 @@ def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db):
         z = cupy.zeros(n, weight.dtype) if want_w else None
         return dx, (z if need_dw else None), (z.copy() if want_w and need_db and not rms else None)
     vec = vec_width(x.dtype, n, x, dy, weight, dx)
-    kern, nt, rpb, bps, smem = _bwd_plan(x.dtype, n, vec, rms, want_w)
+    kern, nt, rpb, bps, smem = _bwd_plan(x.dtype, n, vec, rms, want_w, config)
     grid = min(_ceil(m, rpb), sm_count() * bps)
     partial = cupy.empty((grid, 2, n), np.float32) if want_w else None
     kern((grid,), (nt,), (dy, x, _p(weight), _p(mean), rstd, _p(dx), _p(partial), np.int32(m), np.int32(n)),
@@ -217,7 +239,7 @@ def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db):
         dw = cupy.empty(n, weight.dtype)
         db = cupy.empty(n, weight.dtype) if (need_db and not rms) else None
         red = _reduce_kernel(weight.dtype, rms)
-        red((_ceil(2 * n, 32),), (32, 16), (partial, np.int32(grid), np.int32(n), dw, _p(db)))
+        red((_ceil(2 * n, 32),), (32, 32), (partial, np.int32(grid), np.int32(n), dw, _p(db)))
         if not need_dw:
             dw = None
     return dx, dw, db
@@ -231,16 +253,23 @@ def _reduce_kernel(dtype, rms):
 # ---------------------------------------------------------------- dispatch
 
 
-def norm_fwd(x, weight=None, bias=None, eps=1e-5, rms=False):
-    """(y, mean, rstd) of LayerNorm (or RMSNorm) over the last axis of a 2-D array."""
+def norm_fwd(x, weight=None, bias=None, eps=1e-5, rms=False, config=None, out=None):
+    """(y, mean, rstd) of LayerNorm (or RMSNorm) over the last axis of a 2-D array.
+    ``config``: see ``_fwd_plan`` (CUDA only; None picks the tuned plan). ``out`` (C-contiguous,
+    x's shape and dtype) receives y and may be ``x`` itself (in place)."""
     if backend.is_cuda_array(x) and x.dtype != np.float64:
-        return _fwd_cuda(x, weight, bias, eps, rms)
-    return norm_fwd_ref(x, weight, bias, eps, rms)
+        return _fwd_cuda(x, weight, bias, eps, rms, config, out)
+    y, mean, rstd = norm_fwd_ref(x, weight, bias, eps, rms)
+    if out is not None:
+        out[...] = y
+        y = out
+    return y, mean, rstd
 
 
-def norm_bwd(dy, x, weight, mean, rstd, rms=False, need_dx=True, need_dw=True, need_db=True):
-    """(dx, dw, db) of LayerNorm (or RMSNorm); entries not asked for are None."""
+def norm_bwd(dy, x, weight, mean, rstd, rms=False, need_dx=True, need_dw=True, need_db=True, config=None):
+    """(dx, dw, db) of LayerNorm (or RMSNorm); entries not asked for are None.
+    ``config``: see ``_bwd_plan`` (CUDA only; None picks the tuned plan)."""
     if backend.is_cuda_array(x) and x.dtype != np.float64:
-        return _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db)
+        return _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config)
     return norm_bwd_ref(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db)
 

@@ -194,8 +194,12 @@ def _opts(dtype, vec=1, k=1, tpr=32, nt=256, log=False, tt=None):
 
 
 @functools.cache
-def _row_plan(name, dtype, n, vec, log):
-    """(kernel, threads per block, rows per block, grid cap) for softmax_fwd / softmax_bwd."""
+def _row_plan(name, dtype, n, vec, log, config=None):
+    """(kernel, threads per block, rows per block, grid cap) for softmax_fwd / softmax_bwd.
+    ``config`` = (K, TPR, NT) forces a register-path configuration (benchmark sweeps, tests)."""
+    if config is not None:
+        k, tpr, nt = config
+        return get_kernel("softmax.cu", name, _opts(dtype, vec, k, tpr, nt, log)), nt, nt // tpr, 1 << 30
     ept_max = 32 if name == "softmax_fwd" or np.dtype(dtype).itemsize < 4 else 16
     plan = row_plan(n, vec, ept_max=ept_max, tpr_small=64 if name == "softmax_fwd" else None)
     if plan is None:
@@ -207,14 +211,14 @@ def _row_plan(name, dtype, n, vec, log):
     return get_kernel("softmax.cu", name, _opts(dtype, vec, k, tpr, nt, log)), nt, nt // tpr, 1 << 30
 
 
-def _softmax_fwd_cuda(x, log):
+def _softmax_fwd_cuda(x, log, config=None, out=None):
     import cupy
 
     m, n = x.shape
-    y = cupy.empty_like(x)
+    y = cupy.empty_like(x) if out is None else out  # out may be x: each row is read before it is written
     if m == 0 or n == 0:
         return y
-    kern, nt, rpb, cap = _row_plan("softmax_fwd", x.dtype, n, vec_width(x.dtype, n, x, y), log)
+    kern, nt, rpb, cap = _row_plan("softmax_fwd", x.dtype, n, vec_width(x.dtype, n, x, y), log, config)
     kern((min(_ceil(m, rpb), cap),), (nt,), (x, y, np.int32(m), np.int32(n)))
     return y
 
@@ -311,9 +315,17 @@ def _gpu(x):
     return backend.is_cuda_array(x) and x.dtype != np.float64
 
 
-def softmax_fwd(x, log=False):
-    """softmax (or log_softmax with ``log=True``) over the last axis of a 2-D array."""
-    return _softmax_fwd_cuda(x, log) if _gpu(x) else softmax_fwd_ref(x, log)
+def softmax_fwd(x, log=False, config=None, out=None):
+    """softmax (or log_softmax with ``log=True``) over the last axis of a 2-D array.
+    ``config``: see ``_row_plan`` (CUDA only; None picks the tuned plan). ``out`` (C-contiguous,
+    x's shape and dtype) receives the result and may be ``x`` itself (in place)."""
+    if _gpu(x):
+        return _softmax_fwd_cuda(x, log, config, out)
+    y = softmax_fwd_ref(x, log)
+    if out is not None:
+        out[...] = y
+        y = out
+    return y
 
 
 def softmax_bwd(dy, y, log=False):
