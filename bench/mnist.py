@@ -8,7 +8,9 @@ initialization:
   (``capture_step``), PyTorch eager, at batch 64, 256 and 1024, MLP and CNN. Each is
   measured over a fixed number of steps, ``min(200, 60000 // batch)`` (whole batches of
   one epoch's order), after a 20-step warm-up (plans, kernels, graph capture), synchronized
-  at the ends only; the rows say how many steps. Ratios ``<model>_eager_over_torch_eager_b<B>``
+  at the ends only; the rows say how many steps. The three take turns over ``ROUNDS`` timed
+  epochs and each reports its median (one window of 0.1-0.3 s moved a ratio by 0.3 between
+  two runs of the same tree: the turns cancel drift, the median an outlier). Ratios ``<model>_eager_over_torch_eager_b<B>``
   and ``<model>_graph_over_torch_eager_b<B>`` (> 1: minifused is faster);
 * ``compile``: the same for ``torch.compile(model, mode="reduce-overhead")`` (PyTorch's
   CUDA-graph mode; its optimizer step stays eager, as is usual), compile time excluded;
@@ -220,11 +222,33 @@ def measure(res, impl, model, bs, quick):
     return rate, warm
 
 
+ROUNDS = 3
+
+
+def measure_in_turns(res, impls, model, bs, quick):
+    """``measure`` for several impls set up side by side, timed in turns; median samples/s each."""
+    steps = _steps(bs, quick)
+    for impl in impls:
+        impl.setup(model, 0, bs)
+        impl.epoch(0, max_steps=min(20, steps))
+        impl.sync()
+    rates = {impl.name: [] for impl in impls}
+    for r in range(ROUNDS):
+        for impl in impls:
+            t = time.perf_counter()
+            impl.epoch(1 + r, max_steps=steps)
+            impl.sync()
+            rates[impl.name].append(steps * bs / (time.perf_counter() - t))
+    for impl in impls:
+        rate = statistics.median(rates[impl.name])
+        res.add(f"{model} adam b{bs} train ({steps} steps, median of {ROUNDS})", impl.name, rate, "samples/s")
+        MEASURED[(model, impl.name, bs)] = rate
+
+
 def throughput(res, impls, models, batches, quick):
     for model in models:
         for bs in batches:
-            for impl in impls:
-                measure(res, impl, model, bs, quick)
+            measure_in_turns(res, impls, model, bs, quick)
             rate = {impl.name: MEASURED[(model, impl.name, bs)] for impl in impls}
             if "pytorch eager" in rate:
                 res.ratio(f"{model}_eager_over_torch_eager_b{bs}", rate["minifused eager"] / rate["pytorch eager"])
@@ -323,7 +347,7 @@ def main():
     budget = args.budget
     # (section, estimated seconds on an H100, function)
     plan = {
-        "throughput": (45, lambda: throughput(res, impls, models, batches, args.quick)),
+        "throughput": (80, lambda: throughput(res, impls, models, batches, args.quick)),
         "compile": (150, lambda: compiled(res, TorchCompiled(torch, train_set, test_set, order), models, batches,
                                           args.quick, deadline=budget - 200)),
         "mlp_parity": (45, lambda: parity(res, parity_impls, "mlp", 2 if args.quick else 5, seeds)),
