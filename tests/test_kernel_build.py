@@ -1,8 +1,9 @@
 """Every CUDA source under minifused/kernels compiles with NVRTC for sm_80 and sm_90.
 
 No GPU is needed. A source may list option sets to compile in lines of the form
-``// nvrtc-check: -DBLOCK=256 -DT=float``; without such lines it is compiled once
-with no extra options. New ``.cu`` files are found by the glob below.
+``// nvrtc-check: -DBLOCK=256 -DT=float`` (``// nvrtc-check[sm_90]: ...`` for one architecture
+only); without such lines it is compiled once with no extra options. New ``.cu`` files are
+found by the glob below.
 """
 import re
 from pathlib import Path
@@ -23,9 +24,14 @@ def _include_dir():
     return found
 
 
-def option_sets(path):
-    sets = [line.split("nvrtc-check:", 1)[1].split()
-            for line in path.read_text().splitlines() if "nvrtc-check:" in line]
+def option_sets(path, arch):
+    """Option sets of ``// nvrtc-check: ...`` lines, and of ``// nvrtc-check[sm_90]: ...`` lines
+    when ``arch`` is that one (code that needs a newer GPU, e.g. thread-block clusters)."""
+    sets = []
+    for line in path.read_text().splitlines():
+        m = re.search(r"nvrtc-check(?:\[(\w+)\])?:(.*)", line)
+        if m and m.group(1) in (None, arch):
+            sets.append(m.group(2).split())
     return sets or [[]]
 
 
@@ -52,7 +58,7 @@ def test_kernel_sources_exist():
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("path", SOURCES, ids=[p.name for p in SOURCES])
 def test_nvrtc_compiles(path, arch):
-    for options in option_sets(path):
+    for options in option_sets(path, arch):
         err, log = compile_source(path, arch, options)
         assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, f"{path.name} {arch} {options}:\n{log}"
         assert not re.search(r"\berror\b", log), log

@@ -10,14 +10,21 @@
 //        works on NT/TPR rows at a time
 //   MF_RMS  1: RMSNorm (no mean, no bias), 0: LayerNorm
 //   MF_ACC_SMEM  backward keeps its dw/db sums in shared memory (long rows)
+//   MF_CLUSTER  backward: blocks per thread-block cluster (sm_90+) that add their
+//        dw/db partial rows over distributed shared memory before writing one
+//        row per cluster; 1 (no clusters) elsewhere
 // Statistics and accumulation are fp32. mean/rstd are stored (fp32) for the
 // backward. dw/db: every block accumulates its rows' contributions in
-// registers and writes one fp32 row of partial sums to partial[block, 2, N];
+// registers and writes one fp32 row of partial sums to partial[block, 2, N]
+// (with clusters: the cluster's blocks add theirs in rank order and write
+// partial[cluster, 2, N], CLUSTER times fewer bytes to write and re-read);
 // norm_bwd_reduce sums those rows in a fixed order (deterministic, no atomics).
 //
 // nvrtc-check: -DMF_T=float -DMF_VEC=4 -DMF_K=2 -DMF_TPR=128 -DMF_NT=256 -DMF_RMS=0
 // nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=4 -DMF_TPR=512 -DMF_NT=512 -DMF_RMS=0 -DMF_ACC_SMEM=1
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_VEC=1 -DMF_K=1 -DMF_TPR=32 -DMF_NT=256 -DMF_RMS=1
+// nvrtc-check[sm_90]: -DMF_T=__half -DMF_VEC=8 -DMF_K=1 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_CLUSTER=8
+// nvrtc-check[sm_90]: -DMF_T=float -DMF_VEC=4 -DMF_K=2 -DMF_TPR=256 -DMF_NT=256 -DMF_RMS=1 -DMF_CLUSTER=8
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -42,11 +49,24 @@
 #ifndef MF_ACC_SMEM
 #define MF_ACC_SMEM 0
 #endif
+#ifndef MF_CLUSTER
+#define MF_CLUSTER 1
+#endif
 typedef MF_T T;
 constexpr int VEC = MF_VEC, K = MF_K, TPR = MF_TPR, NT = MF_NT, RMS = MF_RMS;
 // Backward: dw/db partial sums live in registers (0) or, for long rows, in
 // shared memory (1: needs NT == TPR and 2*K*VEC*NT floats of dynamic smem).
 constexpr int ACC_SMEM = MF_ACC_SMEM;
+constexpr int CLUSTER = MF_CLUSTER;
+static_assert(CLUSTER == 1 || !ACC_SMEM, "cluster partial sums start from registers");
+#if MF_CLUSTER > 1
+#if __CUDA_ARCH__ < 900
+#error "MF_CLUSTER > 1 needs thread-block clusters (sm_90 or newer)"
+#endif
+#define CLUSTER_DIMS __cluster_dims__(MF_CLUSTER, 1, 1)
+#else
+#define CLUSTER_DIMS
+#endif
 
 constexpr int RPB = NT / TPR;  // rows per block
 constexpr int WPR = TPR / 32;  // warps per row
@@ -198,13 +218,40 @@ norm_fwd_tiled(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
 }
 
 // ---------------------------------------------------------------- backward
+// Thread-block cluster primitives (PTX, sm_90): a barrier across the cluster's
+// blocks (release/acquire: shared-memory writes before it are visible to the
+// other blocks after it) and a load from another block's shared memory.
+__device__ __forceinline__ void cluster_sync() {
+#if MF_CLUSTER > 1
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r = 0;
+#if MF_CLUSTER > 1
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#endif
+    return r;
+}
+// ``addr``: a shared-memory address of this block; the same offset in block ``rank``'s.
+__device__ __forceinline__ float load_cluster(unsigned addr, unsigned rank) {
+    float v = 0.f;
+#if MF_CLUSTER > 1
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+#endif
+    return v;
+}
+
 // xhat = (x - mean) * rstd, g = dy * w,
 // dx = rstd * (g - xhat * mean(xhat * g) - mean(g))      (RMS: no mean(g) term)
 // partial[block, 0, :] = sum over the block's rows of dy * xhat   (-> dw)
 // partial[block, 1, :] = sum over the block's rows of dy          (-> db)
 // dx may be null (no input grad wanted); partial may be null (no weight grad).
-// Dynamic shared memory: ACC_SMEM ? 2*K*VEC*NT floats : (RPB > 1 ? 2*N floats : 0).
-extern "C" __global__ void __launch_bounds__(NT)
+// Dynamic shared memory: ACC_SMEM ? 2*K*VEC*NT floats : (RPB > 1 || CLUSTER > 1 ? 2*N floats : 0).
+// With CLUSTER > 1 the grid is a multiple of CLUSTER and partial has gridDim.x / CLUSTER rows.
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(NT)
 norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
          const float* __restrict__ mean, const float* __restrict__ rstd,
          T* __restrict__ dx, float* __restrict__ partial, int M, int N) {
@@ -284,6 +331,44 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
                 }
             }
         }
+    }
+    if (CLUSTER > 1) {
+        // partial is null for every block or for none, so all blocks reach the cluster barriers
+        if (!partial) return;
+        for (int g = 0; g < RPB; ++g) {  // this block's row groups, in a fixed order, into sacc
+            if (grp == g) {
+#pragma unroll
+                for (int k = 0; k < K; ++k) {
+                    const int c = (t + k * TPR) * VEC;
+                    if (c < N) {
+#pragma unroll
+                        for (int e = 0; e < VEC; ++e) {
+                            const float a = aw[ACC_SMEM ? 0 : k][e], b = ab[ACC_SMEM ? 0 : k][e];
+                            sacc[c + e] = g ? sacc[c + e] + a : a;
+                            sacc[N + c + e] = g ? sacc[N + c + e] + b : b;
+                        }
+                    }
+                }
+            }
+            if (RPB > 1) __syncthreads();
+        }
+        cluster_sync();  // every block's sacc is complete
+        // Block `rank` adds columns [lo, hi) of the cluster's blocks in rank order.
+        const int chunk = (2 * N + CLUSTER - 1) / CLUSTER;
+        const int lo = (int)cluster_rank() * chunk, hi = min(2 * N, lo + chunk);
+        const unsigned base = (unsigned)__cvta_generic_to_shared(sacc);
+        float* pc = partial + (long long)(blockIdx.x / CLUSTER) * 2 * N;
+        for (int i = lo + threadIdx.x; i < hi; i += NT) {
+            float v[CLUSTER];
+#pragma unroll
+            for (int q = 0; q < CLUSTER; ++q) v[q] = load_cluster(base + 4u * i, q);
+            float s = 0.f;
+#pragma unroll
+            for (int q = 0; q < CLUSTER; ++q) s += v[q];
+            pc[i] = s;
+        }
+        cluster_sync();  // no block exits while another still reads its shared memory
+        return;
     }
     if (!partial) return;
     float* pw = partial + (long long)blockIdx.x * 2 * N;

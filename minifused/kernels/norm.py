@@ -103,12 +103,16 @@ def row_plan(n, vec, ept_max, tpr_pref=256, tpr_max=1024, tpr_small=None):
     return None
 
 
-def narrow_plan(n, vec, ept_max):
+def narrow_plan(n, vec, ept_max, ept_warp=None):
     """(K, TPR) with the most elements per thread (up to ``ept_max``), so the fewest threads per row,
     or None when a row does not fit in 1024 threads. The forward's choice: measured on an H100 at
     M = 4096, fp16 (bench/norms_sweep.py), fewer, busier threads per row beat wider rows at every N
-    (N = 1024: one warp per row with four 16-byte loads each, 1586 GB/s against 1427 for two warps)."""
+    (N = 1024: one warp per row with four 16-byte loads each, 1586 GB/s against 1427 for two warps).
+    ``ept_warp``: up to that many elements per thread when it makes the row one warp (no block
+    barriers in the reductions; fp16 N = 2048, eight loads each: 1999 GB/s against 1946 for two warps)."""
     nvec = _ceil(n, vec)
+    if ept_warp and nvec <= 32 * (ept_warp // vec):
+        return _ceil(nvec, 32), 32
     k = max(1, min(ept_max // vec, _ceil(nvec, 32)))
     tpr = _ceil(_ceil(nvec, k), 32) * 32
     return (k, tpr) if tpr <= 1024 else None
@@ -146,6 +150,39 @@ def kernel_occupancy(filename, name, options, nt, smem=0):
     return kern, blocks_per_sm(kern, nt, smem)
 
 
+@functools.cache
+def _has_clusters(dev):
+    """Thread-block clusters (compute capability 9.0 and newer)."""
+    import cupy
+
+    return cupy.cuda.Device(dev).compute_capability >= "90"
+
+
+# Blocks per cluster in the backward on sm_90+ when a block holds one row (long rows): the pair adds
+# its dw/db partial rows in distributed shared memory, so half as many partial rows (each as long as
+# a data row) are written and re-read by norm_bwd_reduce. Measured on an H100 at M = 4096, fp16
+# (one run, GB/s without / with pairs): N = 9216 1695 / 1901, 12288 1894 / 2188, 16384 2026 / 2397.
+# Not for shorter rows, several per block: clusters lower the resident blocks (a cluster must fit in
+# one GPC: 30 clusters of 8, 240 blocks, where 264 single blocks fit) and lost there at every N
+# (N = 1024-8192: 2-6 % slower with pairs, 3-6 % with clusters of 4 or 8).
+BWD_CLUSTER = 2
+
+@functools.cache
+def resident_clusters(kern, nt, smem, cluster):
+    """How many clusters of ``cluster`` blocks of ``kern`` fit on the device at once (the driver's
+    occupancy query: clusters live within one GPC, so this can be fewer than SMs x blocks per SM / cluster)."""
+    from cuda.bindings import driver
+
+    cfg = driver.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = cluster, 1, 1
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = nt, 1, 1
+    cfg.sharedMemBytes = smem
+    err, count = driver.cuOccupancyMaxActiveClusters(driver.CUfunction(kern.kernel.ptr), cfg)
+    if err != driver.CUresult.CUDA_SUCCESS or count < 1:
+        raise RuntimeError(f"layer_norm backward: cluster occupancy query failed ({err}, {count})")
+    return count
+
+
 _NULL = np.uint64(0)
 
 
@@ -153,9 +190,9 @@ def _p(a):
     return _NULL if a is None else a
 
 
-def _opts(dtype, vec, k, tpr, nt, rms, acc_smem=0):
+def _opts(dtype, vec, k, tpr, nt, rms, acc_smem=0, cluster=1):
     return (f"-DMF_T={CTYPES[np.dtype(dtype)]}", f"-DMF_VEC={vec}", f"-DMF_K={k}", f"-DMF_TPR={tpr}",
-            f"-DMF_NT={nt}", f"-DMF_RMS={int(rms)}", f"-DMF_ACC_SMEM={acc_smem}")
+            f"-DMF_NT={nt}", f"-DMF_RMS={int(rms)}", f"-DMF_ACC_SMEM={acc_smem}", f"-DMF_CLUSTER={cluster}")
 
 
 @functools.cache
@@ -165,7 +202,7 @@ def _fwd_plan(dtype, n, vec, rms, config=None):
     if config is not None:
         k, tpr, nt = config
         return get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms)), nt, nt // tpr, 1 << 30
-    plan = narrow_plan(n, vec, ept_max=32)
+    plan = narrow_plan(n, vec, ept_max=32, ept_warp=64 if np.dtype(dtype).itemsize == 2 and vec > 1 else None)
     if plan is None:
         nt = 1024
         kern, bps = kernel_occupancy("norm.cu", "norm_fwd_tiled", _opts(dtype, vec, 1, nt, nt, rms), nt)
@@ -191,11 +228,12 @@ def _fwd_cuda(x, weight, bias, eps, rms, config=None, out=None):
 
 
 @functools.cache
-def _bwd_plan(dtype, n, vec, rms, want_w, config=None):
-    """(kernel, threads per block, rows per block, blocks per SM, dynamic smem) for a backward configuration.
+def _bwd_plan(dtype, n, vec, rms, want_w, clusters, config=None):
+    """(kernel, threads per block, rows per block, blocks per SM, dynamic smem, blocks per cluster)
+    for a backward configuration; ``clusters``: the device has thread-block clusters.
     ``config`` = (K, TPR, NT, ACC_SMEM) forces a register-path configuration (benchmark sweeps, tests)."""
     plan = row_plan(n, vec, ept_max=32 if np.dtype(dtype).itemsize < 4 else 16, tpr_pref=256)
-    smem = 0
+    smem, cluster = 0, 1
     if config is not None:
         k, tpr, nt, acc_smem = config
         plan = k, tpr
@@ -206,17 +244,22 @@ def _bwd_plan(dtype, n, vec, rms, want_w, config=None):
         k, tpr = plan
         acc_smem = 0
         nt = max(1, 512 // tpr) * tpr
-    if plan is not None:
-        if want_w:
-            smem = 2 * k * vec * nt * 4 if acc_smem else (2 * n * 4 if nt > tpr else 0)
+    if plan is not None and want_w:
+        if clusters and nt == tpr and not acc_smem and 2 * n * 4 <= 200 * 1024:
+            cluster = BWD_CLUSTER  # the block's partial row goes through 2N floats of shared memory
+        if acc_smem:
+            smem = 2 * k * vec * nt * 4
+        elif nt > tpr or cluster > 1:
+            smem = 2 * n * 4
         if smem > 200 * 1024:
             plan = None
     if plan is None:
         nt = 1024
         kern, bps = kernel_occupancy("norm.cu", "norm_bwd_tiled", _opts(dtype, vec, 1, nt, nt, rms), nt)
-        return kern, nt, 1, bps, 0
-    kern, bps = kernel_occupancy("norm.cu", "norm_bwd", _opts(dtype, vec, k, tpr, nt, rms, acc_smem), nt, smem)
-    return kern, nt, nt // tpr, bps, smem
+        return kern, nt, 1, bps, 0, 1
+    kern, bps = kernel_occupancy("norm.cu", "norm_bwd", _opts(dtype, vec, k, tpr, nt, rms, acc_smem, cluster),
+                                 nt, smem)
+    return kern, nt, nt // tpr, bps, smem, cluster
 
 
 def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config=None):
@@ -229,9 +272,14 @@ def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config=
         z = cupy.zeros(n, weight.dtype) if want_w else None
         return dx, (z if need_dw else None), (z.copy() if want_w and need_db and not rms else None)
     vec = vec_width(x.dtype, n, x, dy, weight, dx)
-    kern, nt, rpb, bps, smem = _bwd_plan(x.dtype, n, vec, rms, want_w, config)
-    grid = min(_ceil(m, rpb), sm_count() * bps)
-    partial = cupy.empty((grid, 2, n), np.float32) if want_w else None
+    kern, nt, rpb, bps, smem, cluster = _bwd_plan(x.dtype, n, vec, rms, want_w,
+                                                  _has_clusters(x.device.id), config)
+    if cluster > 1:  # whole clusters, no more than fit at once (a second wave would double the time)
+        grid = min(_ceil(_ceil(m, rpb), cluster), resident_clusters(kern, nt, smem, cluster)) * cluster
+    else:
+        grid = min(_ceil(m, rpb), sm_count() * bps)
+    rows = grid // cluster  # of partial sums
+    partial = cupy.empty((rows, 2, n), np.float32) if want_w else None
     kern((grid,), (nt,), (dy, x, _p(weight), _p(mean), rstd, _p(dx), _p(partial), np.int32(m), np.int32(n)),
          shared_mem=smem)
     dw = db = None
@@ -239,7 +287,7 @@ def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config=
         dw = cupy.empty(n, weight.dtype)
         db = cupy.empty(n, weight.dtype) if (need_db and not rms) else None
         red = _reduce_kernel(weight.dtype, rms)
-        red((_ceil(2 * n, 32),), (32, 32), (partial, np.int32(grid), np.int32(n), dw, _p(db)))
+        red((_ceil(2 * n, 32),), (32, 32), (partial, np.int32(rows), np.int32(n), dw, _p(db)))
         if not need_dw:
             dw = None
     return dx, dw, db
