@@ -396,7 +396,7 @@ def test_gpu_direct_kernels_short_reduction(dtype, poisoned_pool):
     rng = np.random.default_rng(21)
     configs = [(5, 1, 28, 28, 32, 3, 3, 1, 0, 1), (1, 1, 7, 5, 1, 3, 3, 1, 1, 1), (3, 3, 11, 9, 70, 3, 3, 2, 1, 1),
                (2, 2, 9, 13, 16, 4, 4, 1, 2, 1), (4, 1, 12, 12, 8, 5, 5, 2, 2, 2), (2, 3, 10, 10, 64, 1, 1, 1, 0, 1),
-               (7, 1, 6, 6, 33, 3, 2, 3, 1, 1)]
+               (7, 1, 6, 6, 33, 3, 2, 3, 1, 1), (3, 1, 28, 28, 32, 3, 3, 1, 0, 1)]  # last: the first's layer, N=3
     for n, c, h, w, k, r, s, st, pd, dl in configs:
         geo = ((st, st), (pd, pd), (dl, dl), 1)
         x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)

@@ -374,30 +374,38 @@ def _direct(w_shape, groups):
     return groups == 1 and w_shape[1] * w_shape[2] * w_shape[3] <= DIRECT_CRS_MAX
 
 
+_GEOMETRY_DEFINES = ("C", "H", "W", "K", "R", "S", "P", "Q", "SH", "SW", "PH", "PW", "DH", "DW")
+
+
 @functools.cache
-def _direct_kernel(dtype, name):
-    return get_kernel("conv_direct.cu", name, (f"-DCONV_T={_CTYPE[dtype]}",))
+def _direct_kernel(dtype, name, geo):
+    """A direct kernel compiled for one layer: ``geo`` is the geometry but N (constant index math)."""
+    defines = tuple(f"-DG_{d}={int(v)}" for d, v in zip(_GEOMETRY_DEFINES, geo))
+    return get_kernel("conv_direct.cu", name, (f"-DCONV_T={_CTYPE[dtype]}", *defines))
 
 
-def _direct_geometry(x_shape, w_shape, stride, padding, dilation):
+@functools.cache
+def _direct_plan(dtype, x_shape, w_shape, stride, padding, dilation):
+    """(forward kernel, filter-gradient kernel, reduce kernel, P, Q, N as int32) for one layer and batch."""
     n, c, h, wd, k, _, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
-    return _ints(n, c, h, wd, k, r, s, p, q, *stride, *padding, *dilation)
+    geo = (c, h, wd, k, r, s, p, q, *stride, *padding, *dilation)
+    names = ("conv_direct_fwd", "conv_direct_wgrad", "conv_direct_reduce")
+    return (*(_direct_kernel(dtype, name, geo) for name in names), p, q, np.int32(n))
 
 
 def _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask):
     import cupy
 
-    n, k = x.shape[0], w.shape[0]
-    geo = _direct_geometry(x.shape, w.shape, stride, padding, dilation)
-    p, q = int(geo[7]), int(geo[8])
-    m = n * p * q
+    fwd, _, _, p, q, n = _direct_plan(x.dtype, x.shape, w.shape, stride, padding, dilation)
+    k = w.shape[0]
+    m = x.shape[0] * p * q
     words = (m + 31) // 32
-    y = cupy.empty((n, k, p, q), x.dtype)
+    y = cupy.empty((x.shape[0], k, p, q), x.dtype)
     mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
     flags = (1 if relu else 0) | (2 if bias is not None else 0)
-    _direct_kernel(x.dtype, "conv_direct_fwd")(((m + _THREADS - 1) // _THREADS,), (_THREADS,), (
+    fwd(((m + _THREADS - 1) // _THREADS,), (_THREADS,), (
         x, w, bias if bias is not None else y, y, mask if mask is not None else np.uint64(0),
-        *_ints(flags, words), *geo))
+        *_ints(flags, words), n))
     return y, mask
 
 
@@ -405,17 +413,17 @@ def _direct_filter_grad(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
     """dW into ``dw`` and, if given, db into ``db``: per-block partials, then a fixed-order sum."""
     import cupy
 
+    _, wgrad, reduce, p, q, n = _direct_plan(dy.dtype, x.shape, w_shape, stride, padding, dilation)
     k, crs = w_shape[0], w_shape[1] * w_shape[2] * w_shape[3]
-    geo = _direct_geometry(x.shape, w_shape, stride, padding, dilation)
-    m = x.shape[0] * int(geo[7]) * int(geo[8])
+    m = x.shape[0] * p * q
     chunks = (m + 63) // 64  # conv_direct.cu's CHUNK
     blocks = max(1, min(chunks, 4 * _sm_count(dy.device.id)))
     pairs = k * (crs + 1)
     part = cupy.empty((blocks, pairs), np.float32)
-    _direct_kernel(dy.dtype, "conv_direct_wgrad")((blocks,), (_THREADS,), (
-        x, dy, mask if mask is not None else np.uint64(0), part, np.int32((m + 31) // 32), *geo))
-    _direct_kernel(dy.dtype, "conv_direct_reduce")(((pairs + 127) // 128,), (128,), (
-        part, dw, db if db is not None else np.uint64(0), *_ints(blocks, k, crs)))
+    wgrad((blocks,), (_THREADS,), (x, dy, mask if mask is not None else np.uint64(0), part,
+                                   np.int32((m + 31) // 32), n))
+    reduce(((pairs + 127) // 128,), (128,), (part, dw, db if db is not None else np.uint64(0),
+                                             *_ints(blocks, k, crs)))
 
 
 def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask):
