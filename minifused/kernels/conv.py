@@ -374,29 +374,26 @@ def _direct(w_shape, groups):
     return groups == 1 and w_shape[1] * w_shape[2] * w_shape[3] <= DIRECT_CRS_MAX
 
 
-_GEOMETRY_DEFINES = ("C", "H", "W", "K", "R", "S", "P", "Q", "SH", "SW", "PH", "PW", "DH", "DW")
-
-
 @functools.cache
-def _direct_kernel(dtype, name, geo):
-    """A direct kernel compiled for one layer: ``geo`` is the geometry but N (constant index math)."""
-    defines = tuple(f"-DG_{d}={int(v)}" for d, v in zip(_GEOMETRY_DEFINES, geo))
-    return get_kernel("conv_direct.cu", name, (f"-DCONV_T={_CTYPE[dtype]}", *defines))
+def _direct_kernel(dtype, name, crs):
+    """A direct kernel compiled for one filter shape ``crs`` = (C, R, S) (constant reduction loops)."""
+    c, r, s = crs
+    return get_kernel("conv_direct.cu", name, (f"-DCONV_T={_CTYPE[dtype]}", f"-DG_C={c}", f"-DG_R={r}", f"-DG_S={s}"))
 
 
 @functools.cache
 def _direct_plan(dtype, x_shape, w_shape, stride, padding, dilation):
-    """(forward kernel, filter-gradient kernel, reduce kernel, P, Q, N as int32) for one layer and batch."""
+    """(forward kernel, filter-gradient kernel, reduce kernel, P, Q, geometry as int32 arguments)."""
     n, c, h, wd, k, _, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
-    geo = (c, h, wd, k, r, s, p, q, *stride, *padding, *dilation)
     names = ("conv_direct_fwd", "conv_direct_wgrad", "conv_direct_reduce")
-    return (*(_direct_kernel(dtype, name, geo) for name in names), p, q, np.int32(n))
+    geo = _ints(n, c, h, wd, k, r, s, p, q, *stride, *padding, *dilation)
+    return (*(_direct_kernel(dtype, name, (c, r, s)) for name in names), p, q, geo)
 
 
 def _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask):
     import cupy
 
-    fwd, _, _, p, q, n = _direct_plan(x.dtype, x.shape, w.shape, stride, padding, dilation)
+    fwd, _, _, p, q, geo = _direct_plan(x.dtype, x.shape, w.shape, stride, padding, dilation)
     k = w.shape[0]
     m = x.shape[0] * p * q
     words = (m + 31) // 32
@@ -405,7 +402,7 @@ def _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask):
     flags = (1 if relu else 0) | (2 if bias is not None else 0)
     fwd(((m + _THREADS - 1) // _THREADS,), (_THREADS,), (
         x, w, bias if bias is not None else y, y, mask if mask is not None else np.uint64(0),
-        *_ints(flags, words), n))
+        *_ints(flags, words), *geo))
     return y, mask
 
 
@@ -413,7 +410,7 @@ def _direct_filter_grad(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
     """dW into ``dw`` and, if given, db into ``db``: per-block partials, then a fixed-order sum."""
     import cupy
 
-    _, wgrad, reduce, p, q, n = _direct_plan(dy.dtype, x.shape, w_shape, stride, padding, dilation)
+    _, wgrad, reduce, p, q, geo = _direct_plan(dy.dtype, x.shape, w_shape, stride, padding, dilation)
     k, crs = w_shape[0], w_shape[1] * w_shape[2] * w_shape[3]
     m = x.shape[0] * p * q
     chunks = (m + 63) // 64  # conv_direct.cu's CHUNK
@@ -421,7 +418,7 @@ def _direct_filter_grad(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
     pairs = k * (crs + 1)
     part = cupy.empty((blocks, pairs), np.float32)
     wgrad((blocks,), (_THREADS,), (x, dy, mask if mask is not None else np.uint64(0), part,
-                                   np.int32((m + 31) // 32), n))
+                                   np.int32((m + 31) // 32), *geo))
     reduce(((pairs + 127) // 128,), (128,), (part, dw, db if db is not None else np.uint64(0),
                                              *_ints(blocks, k, crs)))
 
