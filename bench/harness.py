@@ -24,8 +24,9 @@ import cupy
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def bench_ms(fn, input_sets, warmup=10, repeat=50):
-    """Median milliseconds of ``fn(*inputs)`` over ``repeat`` calls, cycling through ``input_sets``."""
+def bench_ms(fn, input_sets, warmup=10, repeat=50, before=None):
+    """Median milliseconds of ``fn(*inputs)`` over ``repeat`` calls, cycling through ``input_sets``.
+    ``before()``, if given, is issued ahead of each timed call, outside the events."""
     input_sets = list(input_sets)
     for i in range(warmup):
         fn(*input_sets[i % len(input_sets)])
@@ -34,6 +35,8 @@ def bench_ms(fn, input_sets, warmup=10, repeat=50):
     times = []
     for i in range(repeat):
         args = input_sets[i % len(input_sets)]
+        if before is not None:
+            before()
         start.record()
         fn(*args)
         stop.record()
@@ -50,25 +53,11 @@ def kernel_ms(fn, input_sets, warmup=10, repeat=50):
     before each call a 256 MiB buffer is zeroed, which evicts the L2 (so inputs come from device
     memory) and keeps the GPU busy while the host issues the call (so launch latency and host
     overhead stay out of the events as long as issuing takes less than the ~100 µs memset)."""
-    input_sets = list(input_sets)
     dev = cupy.cuda.Device().id
     if dev not in _FLUSH:
         _FLUSH[dev] = cupy.empty(256 << 20, cupy.uint8)
     flush = _FLUSH[dev]
-    for i in range(warmup):
-        fn(*input_sets[i % len(input_sets)])
-    cupy.cuda.get_current_stream().synchronize()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    times = []
-    for i in range(repeat):
-        args = input_sets[i % len(input_sets)]
-        flush.fill(0)
-        start.record()
-        fn(*args)
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return statistics.median(times)
+    return bench_ms(fn, input_sets, warmup, repeat, before=lambda: flush.fill(0))
 
 
 def host_us(fn, burst=20, bursts=200, warmup=200):

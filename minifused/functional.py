@@ -76,6 +76,13 @@ def _same_device(a, b):
     return ca == cb and (not ca or a.data.device_id == b.data.device_id)
 
 
+def _check_gemm_dtype(op, dtype, array):
+    """The GEMM's dtypes: float32, float16, bfloat16, and float64 on the CPU only."""
+    if dtype not in _LINEAR_DTYPES and not (dtype == _backend.float64 and not _backend.is_cuda_array(array)):
+        raise TypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16 or bfloat16 "
+                        f"(float64 on cpu only)")
+
+
 def linear(input, weight, bias=None, activation=None):
     """``activation(input @ weight.T + bias)`` in one cuBLASLt GEMM (epilogs on the GPU).
 
@@ -118,9 +125,7 @@ def _linear_check(input, weight, bias, activation):
         raise ValueError(f"linear: input has {xshape[-1]} features (last dimension of shape {tuple(xshape)}) "
                          f"but weight expects in_features={wshape[1]} (weight shape {tuple(wshape)})")
     x, dtype = input.data, input.dtype
-    if dtype not in _LINEAR_DTYPES and not (dtype == _backend.float64 and not _backend.is_cuda_array(x)):
-        raise TypeError(f"linear: unsupported dtype {dtype}; expected float32, float16 or bfloat16 "
-                        f"(float64 on cpu only)")
+    _check_gemm_dtype("linear", dtype, x)
     if weight.dtype != dtype:
         raise TypeError(f"linear: input and weight must have the same dtype, got {dtype} and {weight.dtype} "
                         f"(no implicit casts; convert one with .to(dtype))")
@@ -164,9 +169,7 @@ def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
         raise ValueError(f"{op}: x has {x.shape[1]} columns (shape {tuple(x.shape)}) but weight is "
                          f"({n}, {n}); expected x of shape (rows, {n})")
     dtype, xa = x.dtype, x.data
-    if dtype not in _LINEAR_DTYPES and not (dtype == _backend.float64 and not _backend.is_cuda_array(xa)):
-        raise TypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16 or bfloat16 "
-                        f"(float64 on cpu only)")
+    _check_gemm_dtype(op, dtype, xa)
     if weight.dtype != dtype:
         raise TypeError(f"{op}: x and weight must have the same dtype, got {dtype} and {weight.dtype}")
     if activation not in _LINEAR_ACTIVATIONS:

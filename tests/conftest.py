@@ -36,3 +36,22 @@ def device(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def poisoned_pool():
+    """Every CuPy allocation in the test starts as 0xFF bytes (NaN in every float dtype), so an
+    output element a kernel never writes shows as NaN."""
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+
+    def alloc(size):
+        mem = pool.malloc(size)
+        if size:
+            cupy.cuda.runtime.memsetAsync(mem.ptr, 0xFF, size, cupy.cuda.get_current_stream().ptr)
+        return mem
+
+    cupy.cuda.set_allocator(alloc)
+    yield
+    cupy.cuda.set_allocator(pool.malloc)

@@ -205,24 +205,6 @@ def _rel(a, ref):
     return float(cupy.linalg.norm(a - ref)) / max(den, 1e-30)
 
 
-@pytest.fixture
-def poisoned_pool():
-    """Every CuPy allocation in the test starts as 0xFF bytes (NaN in every float dtype)."""
-    import cupy
-
-    pool = cupy.get_default_memory_pool()
-
-    def alloc(size):
-        mem = pool.malloc(size)
-        if size:
-            cupy.cuda.runtime.memsetAsync(mem.ptr, 0xFF, size, cupy.cuda.get_current_stream().ptr)
-        return mem
-
-    cupy.cuda.set_allocator(alloc)
-    yield
-    cupy.cuda.set_allocator(pool.malloc)
-
-
 def _gpu_cases(seed, count):
     rng = np.random.default_rng(seed)
     return [_random_config(rng) for _ in range(count)]

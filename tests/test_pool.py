@@ -137,23 +137,6 @@ def test_bad_input(fn):
 
 
 # ---------------------------------------------------------------- GPU
-@pytest.fixture
-def poisoned_pool():
-    import cupy
-
-    pool = cupy.get_default_memory_pool()
-
-    def alloc(size):
-        mem = pool.malloc(size)
-        if size:
-            cupy.cuda.runtime.memsetAsync(mem.ptr, 0xFF, size, cupy.cuda.get_current_stream().ptr)
-        return mem
-
-    cupy.cuda.set_allocator(alloc)
-    yield
-    cupy.cuda.set_allocator(pool.malloc)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_gpu_matches_reference(dtype, poisoned_pool):

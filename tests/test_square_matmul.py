@@ -111,23 +111,6 @@ def test_block_rows_budget():
 
 
 # ---------------------------------------------------------------- GPU
-@pytest.fixture
-def poisoned_pool():
-    import cupy
-
-    pool = cupy.get_default_memory_pool()
-
-    def alloc(size):
-        mem = pool.malloc(size)
-        if size:
-            cupy.cuda.runtime.memsetAsync(mem.ptr, 0xFF, size, cupy.cuda.get_current_stream().ptr)
-        return mem
-
-    cupy.cuda.set_allocator(alloc)
-    yield
-    cupy.cuda.set_allocator(pool.malloc)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("overlap", [True, False])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

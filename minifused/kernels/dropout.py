@@ -56,20 +56,14 @@ def dropout_bwd_ref(grad, mask, p):
 
 
 _counters = {}  # CUDA device index -> uint64[1], advanced by captured dropout calls
-_CTYPE = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float16): ("__half", "float"),
-          backend.bfloat16: ("__nv_bfloat16", "float"), np.dtype(np.float64): ("double", "double")}
 
 
 @functools.cache
 def _kernel(dtype, name):
     from . import get_kernel
 
-    t, s = _CTYPE[np.dtype(dtype)]
+    t, s = EW.CTYPES[np.dtype(dtype)]
     return get_kernel("dropout.cu", name, (f"-DDROP_T={t}", f"-DDROP_S={s}"))
-
-
-def _grid(n):
-    return (max(1, min(-(-n // 256), 65535 * 8)),)
 
 
 def _scale(dtype, p):
@@ -104,7 +98,7 @@ def dropout_fwd(x, seed: int, p: float, out=None):
             _counters[x.device.id] = cupy.zeros(1, cupy.uint64)
         ctr = None
     if n:
-        _kernel(x.dtype, "dropout_fwd")(_grid(n + 31), (256,), (xc, y, mask, np.int64(n), np.uint64(seed),
+        _kernel(x.dtype, "dropout_fwd")(EW.grid(n + 31), (256,), (xc, y, mask, np.int64(n), np.uint64(seed),
                                                                  ctr if ctr is not None else np.uint64(0),
                                                                  np.uint64(threshold(p)), _scale(x.dtype, p)))
     if out is not None and y is not out:  # a non-contiguous out gets it through the temporary

@@ -123,7 +123,8 @@ def unpack_mask_ref(mask, shape):
                          bitorder="little").astype(bool).reshape(shape)
 
 
-_CTYPE = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float16): ("__half", "float"),
+# element type and accumulator type per dtype, for elementwise.cu and dropout.cu
+CTYPES = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float16): ("__half", "float"),
           backend.bfloat16: ("__nv_bfloat16", "float"), np.dtype(np.float64): ("double", "double")}
 
 
@@ -131,11 +132,12 @@ _CTYPE = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float16): ("__ha
 def _raw_kernel(dtype, name):
     from . import get_kernel
 
-    t, s = _CTYPE[np.dtype(dtype)]
+    t, s = CTYPES[np.dtype(dtype)]
     return get_kernel("elementwise.cu", name, (f"-DEW_T={t}", f"-DEW_S={s}"))
 
 
-def _grid(n):
+def grid(n):
+    """Blocks of 256 threads for n elements (grid-stride loops past 65535 * 8)."""
     return (max(1, min(-(-n // 256), 65535 * 8)),)
 
 
@@ -154,7 +156,7 @@ def relu_mask(x, out=None):
     y = out if direct else cupy.empty(x.shape, x.dtype)
     mask = cupy.empty(mask_words(x.size), cupy.uint32)
     if x.size:
-        _raw_kernel(x.dtype, "relu_fwd_mask")(_grid(x.size + 31), (256,), (xc, y, mask, np.int64(x.size)))
+        _raw_kernel(x.dtype, "relu_fwd_mask")(grid(x.size + 31), (256,), (xc, y, mask, np.int64(x.size)))
     if out is not None and y is not out:
         out[...] = y
         y = out
@@ -177,6 +179,6 @@ def mask_apply(grad, mask, scale=1.0):
     dx = cupy.empty(grad.shape, grad.dtype)
     grad = cupy.ascontiguousarray(grad)
     if grad.size:
-        _raw_kernel(grad.dtype, "mask_apply")(_grid(grad.size), (256,), (grad, mask, dx, np.int64(grad.size),
+        _raw_kernel(grad.dtype, "mask_apply")(grid(grad.size), (256,), (grad, mask, dx, np.int64(grad.size),
                                                                          _scale(grad.dtype, scale)))
     return dx
