@@ -36,8 +36,9 @@ SHAPES = [  # name, (N, C, H, W), K, stride
 
 
 def diagnostics(res, rs, warm, rep):
-    """Where the time goes: 64-byte vs 128-byte tiles (fp16), pure GPU time of a forward through a
-    CUDA-graph replay (no host gaps) and the host's enqueue time per call, for the small shapes."""
+    """Where the time goes: the forward from NCHW vs the repacking one, 64-byte vs 128-byte tiles (fp16),
+    pure GPU time of a forward through a CUDA-graph replay (no host gaps) and the host's enqueue time per
+    call, for the small shapes."""
     import time
 
     for name, (n, c, h, w), k, st in SHAPES:
@@ -52,6 +53,11 @@ def diagnostics(res, rs, warm, rep):
             "bwd_data": lambda x, wt, dy: K.conv2d_backward_data(dy, wt, x.shape, *geo),
             "bwd_filter": lambda x, wt, dy: K.conv2d_backward_filter(dy, x, wt.shape, *geo),
         }
+        if name != "mnist1":  # the forward from NCHW (conv.cu's mode 3) forced on and off
+            for label, forced in (("minifused_nchw", True), ("minifused_repack", False)):
+                K.nchw_forward = forced
+                res.add(f"{name} fwd float16", label, flops / bench_ms(fns["fwd"], sets, warm, rep) / 1e9, "TFLOP/s")
+            K.nchw_forward = None
         if name not in ("mnist1", "mnist2"):
             K.tile_row_bytes = 64
             for direction, fn in fns.items():

@@ -248,14 +248,57 @@ def test_gpu_random_configs_all_directions(dtype, poisoned_pool, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("row_bytes,rows_m", [(None, None), (64, None), (None, 64)])
-def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, row_bytes, rows_m):
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("rows_m", [None, 64])
+def test_gpu_nchw_forward_random_configs(dtype, rows_m, poisoned_pool, monkeypatch):
+    """The forward straight from NCHW (conv.cu's mode 3, forced) on 50 random configurations it applies to
+    (one group, C*R*S a multiple of 8), with bias, ReLU and mask, against float64; the same configurations
+    through the repacking path agree with it."""
+    import cupy
+
+    monkeypatch.setattr(K, "tile_m", rows_m)
+    dt, tol = backend.as_dtype(dtype), _GPU_TOL[dtype]
+    rng, data = np.random.default_rng(19), np.random.default_rng(23)
+    cases = []
+    while len(cases) < 50:
+        cfg = _random_config(rng)
+        n, c, h, w, k, r, s, st, pd, dl, g = cfg
+        if g == 1 and (c * r * s) % 8 == 0 and c * r * s > K.DIRECT_CRS_MAX:
+            cases.append(cfg)
+    failures = []
+    for i, (n, c, h, w, k, r, s, st, pd, dl, g) in enumerate(cases):
+        x = cupy.asarray(data.standard_normal((n, c, h, w))).astype(dt)
+        wt = cupy.asarray(data.standard_normal((k, c, r, s))).astype(dt)
+        b = cupy.asarray(data.standard_normal(k)).astype(dt)
+        act = "relu" if i % 2 else None
+        monkeypatch.setattr(K, "nchw_forward", True)
+        assert K._nchw_forward(x.shape, wt.shape, st, pd, dl, 1, dt)
+        y, mask = K.conv2d_forward(x, wt, b, st, pd, dl, 1, act, want_mask=act == "relu")
+        monkeypatch.setattr(K, "nchw_forward", False)
+        y2, mask2 = K.conv2d_forward(x, wt, b, st, pd, dl, 1, act, want_mask=act == "relu")
+        ref, _ = K.conv2d_forward_ref(x.astype(cupy.float64), wt.astype(cupy.float64), b.astype(cupy.float64),
+                                      st, pd, dl, 1, act)
+        errs = {"fwd": _rel(y, ref), "vs_repacked": _rel(y, y2.astype(cupy.float64))}
+        if act:
+            errs["mask_words_differ"] = float((mask != mask2).sum()) / mask.size
+        bad = {key: v for key, v in errs.items() if v > (0.01 if key == "mask_words_differ" else tol)}
+        if bad:
+            failures.append(((n, c, h, w, k, r, s, st, pd, dl), act, bad))
+    assert not failures, f"{len(failures)} configurations failed: {failures[:6]}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("row_bytes,rows_m,nchw", [(None, None, None), (64, None, False), (None, 64, False),
+                                                   (None, None, True), (None, 64, True)])
+def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, row_bytes, rows_m, nchw):
     """The benchmark shapes' tile paths (BN=128, 128-byte tiles, split-K, strided backward-data by residue
-    class incl. classes with no taps) on reduced batches, with both tile depths and both block heights."""
+    class incl. classes with no taps) on reduced batches, with both tile depths, both block heights, and the
+    forward from NCHW forced on and off."""
     import cupy
 
     monkeypatch.setattr(K, "tile_row_bytes", row_bytes)
     monkeypatch.setattr(K, "tile_m", rows_m)
+    monkeypatch.setattr(K, "nchw_forward", nchw)
     rng = np.random.default_rng(3)
     for (n, c, h, w, k, st, r) in [(4, 64, 56, 56, 64, 1, 3), (4, 256, 14, 14, 256, 1, 3), (4, 128, 28, 28, 256, 2, 3),
                                    (16, 32, 28, 28, 64, 1, 3), (16, 1, 28, 28, 32, 1, 3), (2, 16, 9, 9, 8, 2, 1),

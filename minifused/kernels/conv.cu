@@ -6,6 +6,14 @@
 //   mode 2  backward-filter  dW[k, (r,s,c)]       = sum_{(n,p,q)} dY_nhwk[(n,p,q), k] * X_nhwc[n, p*sh-ph+r*dh, q*sw-pw+s*dw, c]
 //                            split-K over blockIdx.z: each split writes its own fp32 partial tile,
 //                            conv_util.cu's wgrad_reduce sums the splits in a fixed order.
+//   mode 3  forward, straight from NCHW x and KCRS w (no repacking, one launch):
+//                            Y[m=(n,p,q), k]      = sum_{(c,r,s)} X[n, c, p*sh-ph+r*dh, q*sw-pw+s*dw] * W[k, (c,r,s)]
+//                            the reduction runs in KCRS order, so W's rows are B's rows as they are (cp.async;
+//                            the host picks this mode only when C*R*S is a multiple of 16 bytes). A is gathered
+//                            element by element (one output pixel per thread, consecutive threads on consecutive
+//                            pixels: coalesced) through registers into a k-major tile, one tile ahead of the
+//                            MMAs, with the per-k offsets and taps from a table the host builds once per
+//                            configuration, and each pixel's in-image taps as a bit mask (R*S <= 63).
 //
 // The gathered operands are NHWC with channels padded to a multiple of 16 bytes, so every
 // 16-byte chunk of a tile row is contiguous and aligned: tiles stream into shared memory with
@@ -28,6 +36,8 @@
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=2 -DCONV_BKB=128
 // nvrtc-check: -DCONV_T=__half -DCONV_MODE=2 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_BKB=128
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=2 -DCONV_BM=64 -DCONV_BN=128 -DCONV_MMA=2
+// nvrtc-check: -DCONV_T=__half -DCONV_MODE=3 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=1
+// nvrtc-check: -DCONV_IS_BF16=1 -DCONV_T=__nv_bfloat16 -DCONV_MODE=3 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -58,15 +68,18 @@
 
 typedef CONV_T T;
 constexpr int MODE = CONV_MODE;
-constexpr int BM = CONV_BM, BN = CONV_BN, NT = 256, STAGES = 3;
+// tile layouts in shared memory: A k-major (A[k][m]) in modes 2 and 3, B k-major (B[k][n]) in mode 2
+#define CONV_A_KMAJOR (CONV_MODE >= 2)
+#define CONV_B_KMAJOR (CONV_MODE == 2)
+constexpr int BM = CONV_BM, BN = CONV_BN, NT = 256, STAGES = MODE == 3 ? 2 : 3;
 constexpr int VEC = 16 / (int)sizeof(T);  // elements in one 16-byte chunk
 constexpr int BK = CONV_BKB / (int)sizeof(T);  // reduction depth of one tile: CONV_BKB bytes per row
 // shared-memory layouts (elements); rows padded by one chunk against bank conflicts
-constexpr int LDK = BK + VEC;             // modes 0/1: A[m][k], B[n][k]
-constexpr int LDA2 = BM + VEC, LDB2 = BN + VEC;  // mode 2: A[k][m], B[k][n]
-constexpr int STAGE_ELEMS = MODE < 2 ? (BM + BN) * LDK : BK * (LDA2 + LDB2);
-constexpr int A_ELEMS = MODE < 2 ? BM * LDK : BK * LDA2;
-constexpr int LDC = MODE < 2 ? BM + 4 : BN + 4;  // epilogue tile (fp32): col-major (0/1), row-major (2)
+constexpr int LDK = BK + VEC;             // m-major A[m][k], n-major B[n][k]
+constexpr int LDA2 = BM + VEC, LDB2 = BN + VEC;  // k-major A[k][m], B[k][n]
+constexpr int A_ELEMS = CONV_A_KMAJOR ? BK * LDA2 : BM * LDK;
+constexpr int STAGE_ELEMS = A_ELEMS + (CONV_B_KMAJOR ? BK * LDB2 : BN * LDK);
+constexpr int LDC = MODE != 2 ? BM + 4 : BN + 4;  // epilogue tile (fp32): col-major (0/1/3), row-major (2)
 
 static_assert(NT % BM == 0 || MODE == 2, "epilogue maps one m per thread");
 static_assert(BM % 64 == 0 && BN % 64 == 0, "tiles are multiples of 64");
@@ -237,7 +250,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
             if (++kjs == Sc) { kjs = 0; ++kjr; }
         }
     };
-#else
+#elif CONV_MODE == 2
     constexpr int CPRA = BM / VEC, CPRB = BN / VEC;
     constexpr int A_IT = BK * CPRA / NT, B_IT = BK * CPRB / NT;
     static_assert(A_IT >= 1 && B_IT >= 1, "tile too small for the block");
@@ -286,6 +299,67 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
         }
         ++kt_cur;
     };
+#else
+    static_assert(sizeof(T) == 2 && CONV_MMA == 1, "mode 3 takes fp16 or bf16 on the tensor cores");
+    typedef unsigned short U;  // the raw 16 bits: zero is +0 in both fp16 and bf16
+    constexpr int PIX = 2;              // output pixels per thread, BM / PIX apart (lanes stay consecutive)
+    constexpr int MW = BM / PIX;        // threads along m
+    constexpr int AK = NT / MW;         // threads along k
+    constexpr int A_IT = BK / AK;       // reduction rows per thread per tile
+    constexpr int CPR = BK / VEC;       // 16-byte chunks per B row
+    constexpr int B_IT = BN * CPR / NT;
+    static_assert(A_IT >= 1 && B_IT >= 1, "tile too small for the block");
+    const U* __restrict__ Araw = reinterpret_cast<const U*>(A_src);
+    // per reduction index k = (c, r, s): x offset c*IH*IW + r*dh*IW + s*dw, and the tap r*S + s
+    // (63, a tap no pixel has, past C*R*S: the host allows R*S <= 63)
+    const int2* __restrict__ ktab = reinterpret_cast<const int2*>(prm + 36);
+    const int ml = tid % MW, kl0 = tid / MW, jc = tid % CPR;
+    int a_base[PIX];
+    unsigned long long a_taps[PIX];  // bit r*S + s: tap (r, s) of this pixel is inside the image
+#pragma unroll
+    for (int u = 0; u < PIX; ++u) {
+        const int m = m0 + ml + u * MW;
+        const int mm = m < M ? m : 0;
+        const int nimg = fast_div(mm, ohw_mul, ohw_shr);
+        const int rem = mm - nimg * OHW;
+        const int oh = fast_div(rem, ow_mul, ow_shr);
+        const int y0 = oh * sh - ph, x0 = (rem - oh * OW) * sw - pw;
+        a_base[u] = nimg * ICp * IH * IW + y0 * IW + x0;  // ICp: x's channel count here
+        unsigned long long taps = 0;
+        for (int r = 0; r < R && m < M; ++r) {
+            if ((unsigned)(y0 + r * dh) >= (unsigned)IH) continue;
+            for (int s = 0; s < S; ++s)
+                if ((unsigned)(x0 + s * dw) < (unsigned)IW) taps |= 1ull << (r * S + s);
+        }
+        a_taps[u] = taps;
+    }
+    U a_reg[A_IT][PIX];
+    auto load_a = [&](int kt) {  // global -> registers, a tile ahead of its MMAs
+#pragma unroll
+        for (int j = 0; j < A_IT; ++j) {
+            const int2 e = ktab[kt * BK + kl0 + j * AK];  // the table is padded to whole tiles
+#pragma unroll
+            for (int u = 0; u < PIX; ++u)
+                a_reg[j][u] = (a_taps[u] >> e.y) & 1 ? Araw[a_base[u] + e.x] : (U)0;
+        }
+    };
+    auto store_a = [&](int stage) {  // registers -> the k-major tile: consecutive threads, consecutive m
+        U* As = reinterpret_cast<U*>(smem + stage * STAGE_ELEMS);
+#pragma unroll
+        for (int j = 0; j < A_IT; ++j)
+#pragma unroll
+            for (int u = 0; u < PIX; ++u) As[(kl0 + j * AK) * LDA2 + ml + u * MW] = a_reg[j][u];
+    };
+    auto load_b = [&](int stage, int kt) {  // W's rows as they are: cp.async, whole chunks in or out
+        T* Bs = smem + stage * STAGE_ELEMS + A_ELEMS;
+        const int k = kt * BK + jc * VEC;
+#pragma unroll
+        for (int i = 0; i < B_IT; ++i) {
+            const int row = tid / CPR + i * (NT / CPR), n = n0 + row;
+            const bool ok = n < N && k < Kred;
+            cp_async16(Bs + row * LDK + jc * VEC, ok ? B_src + ((long long)n * Kred + k) : B_src, ok);
+        }
+    };
 #endif
 
     // ------------------------------------------------------------ compute state
@@ -312,7 +386,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
 #pragma unroll
             for (int i = 0; i < FM; ++i) {
                 const int mr = wm * WM + i * 16;
-#if CONV_MODE < 2
+#if !CONV_A_KMAJOR
                 ldmatrix_x4(a[i], As + (mr + (lane & 15)) * LDK + kq + (lane >> 4) * 8);
 #else
                 ldmatrix_x4_trans(a[i], As + (kq + (lane & 7) + ((lane >> 4) << 3)) * LDA2 + mr + ((lane >> 3) & 1) * 8);
@@ -322,7 +396,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
             for (int j = 0; j < FN; j += 2) {
                 const int nc = wn * WN + j * 8;
                 unsigned r[4];
-#if CONV_MODE < 2
+#if !CONV_B_KMAJOR
                 ldmatrix_x4(r, Bs + (nc + (lane & 7) + ((lane >> 4) << 3)) * LDK + kq + ((lane >> 3) & 1) * 8);
 #else
                 ldmatrix_x4_trans(r, Bs + (kq + (lane & 7) + ((lane >> 3) & 1) * 8) * LDB2 + nc + ((lane >> 4) << 3));
@@ -429,7 +503,26 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     };
 #endif
 
-    // ------------------------------------------------------------ main loop: STAGES-deep cp.async pipeline
+    // ------------------------------------------------------------ main loop
+#if CONV_MODE == 3
+    // two stages: B by cp.async, A through registers; a stage is refilled only after the barrier
+    // that follows its last reader
+    if (kt_begin < kt_end) { load_a(kt_begin); load_b(0, kt_begin); }
+    cp_async_commit();
+    store_a(0);
+    for (int kt = kt_begin; kt < kt_end; ++kt) {
+        cp_async_wait<0>();
+        __syncthreads();
+        const int cur = (kt - kt_begin) & 1;
+        const bool more = kt + 1 < kt_end;
+        if (more) { load_a(kt + 1); load_b(cur ^ 1, kt + 1); }
+        cp_async_commit();
+        compute(cur);
+        if (more) store_a(cur ^ 1);
+    }
+    __syncthreads();
+#else
+    // STAGES-deep cp.async pipeline
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
         if (kt_begin + st < kt_end) load_tile(st);
@@ -445,6 +538,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     }
     cp_async_wait<0>();
     __syncthreads();
+#endif
 
     // ------------------------------------------------------------ epilogue through shared memory
     float* Cs = reinterpret_cast<float*>(smem_raw);
@@ -456,7 +550,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
 #pragma unroll
             for (int t = 0; t < 4; ++t) {
                 const int mr = wm * WM + i * 16 + g + (t >> 1) * 8, nc = wn * WN + j * 8 + tig * 2 + (t & 1);
-#if CONV_MODE < 2
+#if CONV_MODE != 2
                 Cs[nc * LDC + mr] = acc[i][j][t];
 #else
                 Cs[mr * LDC + nc] = acc[i][j][t];
@@ -468,7 +562,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
             const int mr = i * 16 + tm, nc = j * 16 + tn;
-#if CONV_MODE < 2
+#if CONV_MODE != 2
             Cs[nc * LDC + mr] = acc[i][j];
 #else
             Cs[mr * LDC + nc] = acc[i][j];
@@ -477,7 +571,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
 #endif
     __syncthreads();
 
-#if CONV_MODE < 2
+#if CONV_MODE != 2
     {
         T* out = reinterpret_cast<T*>(out_ptr);
         const int ml = tid % BM;

@@ -16,7 +16,8 @@ float16 / bfloat16 / float32 arrays go to the implicit-GEMM kernels of ``conv.cu
 helpers of ``conv_util.cu``: the gathered operand is repacked NHWC with channels padded to 16
 bytes (a transient copy, freed on return), the output is written NCHW by the GEMM's epilogue.
 float32 runs on FFMA unless :data:`allow_tf32` is set (then on TF32 tensor cores, as cuDNN's
-default). groups > 1 runs one GEMM per group. A short reduction (C*R*S <= 32, groups = 1: a first
+default). groups > 1 runs one GEMM per group. A small fp16/bf16 forward (:data:`NCHW_GATHER_MAX`)
+skips the repack: conv.cu's mode 3 gathers from NCHW x and reads KCRS w as they are, in one launch. A short reduction (C*R*S <= 32, groups = 1: a first
 layer on 1-3 channel images) runs on the direct kernels of ``conv_direct.cu`` instead: forward, and
 the filter and bias gradients, in one launch each, from NCHW as it is. Inputs are assumed valid
 and C-contiguous.
@@ -199,8 +200,10 @@ def _smem_bytes(itemsize, mode, bm, bn, bkb):
     vec, bk = 16 // itemsize, bkb // itemsize
     if mode < 2:
         stage, cs = (bm + bn) * (bk + vec), bn * (bm + 4) * 4
-    else:
+    elif mode == 2:
         stage, cs = bk * (bm + vec + bn + vec), bm * (bn + 4) * 4
+    else:  # conv.cu's mode 3: k-major A, n-major B, two stages
+        return max(2 * (bk * (bm + vec) + bn * (bk + vec)) * itemsize, bn * (bm + 4) * 4)
     return max(_STAGES * stage * itemsize, cs)
 
 
@@ -239,10 +242,13 @@ def _sm_count(dev_id):
 
 
 def _ptr(a, offset_elems=0):
-    return np.uint64(a.data.ptr + offset_elems * a.itemsize)
+    """``a`` itself at offset 0 (CuPy passes an array's pointer fastest), else the offset address."""
+    return a if offset_elems == 0 else np.uint64(a.data.ptr + offset_elems * a.itemsize)
 
 
+@functools.cache
 def _ints(*vals):
+    """The values as int32 kernel arguments, made once per distinct tuple (a NumPy scalar costs ~1 us)."""
     return tuple(np.int32(v) for v in vals)
 
 
@@ -259,7 +265,7 @@ def _pack_nhwc(a, c_off, c, cp_, mask=None, mask_words=0):
     out = cupy.empty((n, h, w, cp_), a.dtype)
     grid = ((hw + 31) // 32, (cp_ + 31) // 32, n)
     _util(a.dtype, "pack_nhwc")(grid, (32, 8, 1), (
-        _ptr(a, c_off * hw), out, _ptr(mask, c_off * mask_words) if mask is not None else _ptr(a),
+        _ptr(a, c_off * hw), out, _ptr(mask, c_off * mask_words) if mask is not None else a,
         *_ints(c, ctot, hw, cp_, mask_words if mask is not None else 0)))
     return out
 
@@ -282,6 +288,7 @@ def _geometry(x_shape, w_shape, stride, padding, dilation):
             out_size(wd, s, stride[1], padding[1], dilation[1]))
 
 
+@functools.cache
 def _fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
     n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
     kg = k // groups
@@ -364,6 +371,62 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_
                            _mma(dtype), _sm_count(dev_id), tile_row_bytes, tile_m)
 
 
+# ---- forward straight from NCHW (conv.cu's mode 3): one launch, no repacking
+#: Forward from NCHW without repacking: None lets :func:`_nchw_forward` decide, True / False force it
+#: where it applies (benchmarks and tests).
+nchw_forward = None
+#: Mode 3 gathers A element by element (once per 128-wide tile of output channels): its kernel ran
+#: 10-25% longer than the repacked GEMM on MNIST conv2-like shapes (H100), but it saves two launches,
+#: two allocations and the repack's pass over x. Up to this many gathered elements the saving won on
+#: both a fast and a slow host (MNIST conv2 at batch 64: eager 0.54 -> 0.85 of cuDNN); at batch 256
+#: (58M) the two tied on a fast host, and from 115M the repacked GEMM won.
+NCHW_GATHER_MAX = 1 << 25
+
+
+def _nchw_forward(x_shape, w_shape, stride, padding, dilation, groups, dtype):
+    """Whether this forward runs on mode 3: where it applies (:func:`_nchw_gather`), if forced or if the
+    gather is small enough to pay."""
+    if nchw_forward is False:
+        return False
+    elems = _nchw_gather(x_shape, w_shape, stride, padding, dilation, groups, dtype)
+    return elems is not None and (bool(nchw_forward) or elems <= NCHW_GATHER_MAX)
+
+
+@functools.cache
+def _nchw_gather(x_shape, w_shape, stride, padding, dilation, groups, dtype):
+    """Elements mode 3 would gather, or None where it does not apply: fp16/bf16, one group, whole
+    16-byte weight rows, at most 63 taps (the kernel's per-pixel tap mask)."""
+    n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
+    kred = cg * r * s
+    if groups != 1 or np.dtype(dtype).itemsize != 2 or kred % 8 or r * s > 63:
+        return None
+    return n * p * q * kred * -(-k // 128)
+
+
+@functools.cache
+def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m):
+    """(kernel, grid, shared bytes, params with the k-table, output shape, mask words) of a mode-3
+    forward."""
+    import cupy
+
+    n, c, h, wd, k, _, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
+    m, kred = n * p * q, c * r * s
+    bm, bn, bkb = rows_m or 128, (64 if k <= 64 else 128), 64
+    kern, smem = _igemm(dtype, 3, bm, bn, 1, bkb)
+    head = (*_ints(m, k, kred, h, wd, c, p, q), *_ints(r, s, *stride, *padding, *dilation),
+            *(np.uint32(v) for v in (*_magic(p * q), *_magic(q))))
+    tail = _ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s)
+    bk = bkb // np.dtype(dtype).itemsize
+    kk = np.arange(-(-kred // bk) * bk)
+    cc, rr, ss = kk // (r * s), kk % (r * s) // s, kk % s
+    dy, dx = rr * dilation[0], ss * dilation[1]
+    table = np.stack([cc * h * wd + dy * wd + dx, rr * s + ss], axis=1)
+    table[kred:] = (0, 63)  # a tap no pixel has
+    prm = np.concatenate([np.array([int(v) for v in (*head, k, 0, 0, *tail, 0)], np.int64), table.ravel()])
+    grid = ((m + bm - 1) // bm, (k + bn - 1) // bn, 1)
+    return kern, grid, smem, cupy.asarray(prm.astype(np.uint32)), (n, k, p, q), (m + 31) // 32
+
+
 # ---- direct convolution for a short reduction (conv_direct.cu): one launch, no repacking
 DIRECT_CRS_MAX = 32  # conv_direct.cu's CRS_MAX: C*R*S at most this runs direct
 _DIRECT_K_MAX = 64  # conv_direct.cu's K_MAX: the filter gradient's limit on K
@@ -418,7 +481,7 @@ def _direct_filter_grad(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
     pairs = k * (crs + 1)
     part = cupy.empty((blocks, pairs), np.float32)
     wgrad((blocks,), (_THREADS,), (x, dy, mask if mask is not None else np.uint64(0), part,
-                                   np.int32((m + 31) // 32), *geo))
+                                   *_ints((m + 31) // 32), *geo))
     reduce(((pairs + 127) // 128,), (128,), (part, dw, db if db is not None else np.uint64(0),
                                              *_ints(blocks, k, crs)))
 
@@ -428,6 +491,15 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
 
     if _direct(w.shape, groups):
         return _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask)
+    if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype):
+        kern, grid, smem, prm, y_shape, words = _nchw_launch(x.dtype, x.shape, w.shape, stride, padding, dilation,
+                                                             tile_m)
+        y = cupy.empty(y_shape, x.dtype)
+        mask = cupy.empty((y_shape[1], words), np.uint32) if (relu and want_mask) else None
+        kern(grid, (_THREADS,), (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
+                                 *_ints(relu + 2 * (bias is not None), 0 if mask is None else words)),
+             shared_mem=smem)
+        return y, mask
     n, c, h, wd, k, cg, r, s, p, q = _geometry(x.shape, w.shape, stride, padding, dilation)
     kg = k // groups
     m = n * p * q
