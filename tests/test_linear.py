@@ -104,7 +104,9 @@ def test_forward_and_gradients(device, rng, dtype, activation, with_bias, xshape
     y.backward(tensor(g, device))
     ry, rdx, rdw, rdb = reference(x, w, b, g, activation)
     tol = TOL[dtype]
-    assert rel(y, ry) < tol
+    # cuBLASLt's GELU epilog approximates tanh: up to 2.04e-5 relative in fp32 with some of its
+    # algorithms (a (1, 7) x 5 GEMM, H100), which autotuning may pick
+    assert rel(y, ry) < (2 * tol if activation == "gelu" and dtype == backend.float32 else tol)
     assert xt.grad.dtype == dtype and rel(xt.grad, rdx) < 2 * tol
     assert wt.grad.dtype == dtype and rel(wt.grad, rdw) < 2 * tol
     if with_bias:

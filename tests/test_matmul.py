@@ -247,3 +247,31 @@ def test_clear_plan_cache_releases_and_replans(rng):
     assert K.plan_cache_info()["size"] == 0
     y, _ = K.linear_fwd(x, w)
     assert rel(y, f64(x) @ f64(w).T) < 3e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("rows,k,m", [(2, 1, 16), (2, 1, 9), (1, 1, 16), (5, 1, 24), (2, 3, 5), (64, 1, 16)])
+def test_gpu_wgrad_bias_grad_every_kept_candidate(dtype, rows, k, m):
+    """Every cuBLASLt candidate a BGRADB plan keeps gives the right bias gradient (cuBLASLt offered
+    candidates that wrote zeros on tiny GEMMs, and autotuning could pick one): each is run in turn."""
+    import cupy
+
+    rng = np.random.default_rng(rows * 100 + k * 10 + m)
+    dt = backend.as_dtype(dtype)
+    x = cupy.asarray(rng.standard_normal((rows, k))).astype(dt)
+    dy = cupy.asarray(rng.standard_normal((rows, m))).astype(dt)
+    ref_db = dy.astype(cupy.float64).sum(0)
+    ref_dw = dy.astype(cupy.float64).T @ x.astype(cupy.float64)
+    K.linear_wgrad(dy, x, bias_grad=True)
+    plans = [p for key, p in K._plans.items() if "wgrad" in key and "BGRADB" in key and key[-9:-5] == (dt, k, m, rows)]
+    for plan in plans or [None]:
+        for i in range(len(plan.algos) if plan else 1):
+            if plan:
+                plan.choose(i)
+            dw, db = K.linear_wgrad(dy, x, bias_grad=True)
+            scale = float(cupy.abs(dy.astype(cupy.float64)).sum(0).max())
+            assert float(cupy.abs(db.astype(cupy.float64) - ref_db).max()) <= 1e-2 * scale, (i, db, ref_db)
+            assert float(cupy.abs(dw.astype(cupy.float64) - ref_dw).max()) <= 1e-2 * scale, i
+        if plan:
+            plan.choose(0)
