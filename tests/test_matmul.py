@@ -252,9 +252,10 @@ def test_clear_plan_cache_releases_and_replans(rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("rows,k,m", [(2, 1, 16), (2, 1, 9), (1, 1, 16), (5, 1, 24), (2, 3, 5), (64, 1, 16)])
-def test_gpu_wgrad_bias_grad_every_kept_candidate(dtype, rows, k, m):
-    """Every cuBLASLt candidate a BGRADB plan keeps gives the right bias gradient (cuBLASLt offered
-    candidates that wrote zeros on tiny GEMMs, and autotuning could pick one): each is run in turn."""
+def test_gpu_wgrad_bias_grad_every_kept_candidate(dtype, rows, k, m, poisoned_pool):
+    """Every cuBLASLt candidate a BGRADB plan keeps writes the right bias gradient (cuBLASLt offered
+    candidates that left it unwritten on tiny GEMMs, and autotuning could pick one): each is run in
+    turn on poisoned memory."""
     import cupy
 
     rng = np.random.default_rng(rows * 100 + k * 10 + m)

@@ -450,14 +450,18 @@ def _autotune(plan, launch, rounds=2, runs=3):
 
 
 def _keep_correct(key, plan, launch, check):
-    """Drop the candidates whose output fails ``check()``; raise :class:`PlanError` (and mark the
-    configuration unsupported) if none passes. cuBLASLt offered BGRADB candidates whose bias gradient
-    came out zero for tiny GEMMs (fp16, 2 x 1 inputs); which one autotuning picked varied by run."""
+    """Drop the candidates whose output fails the check; raise :class:`PlanError` (and mark the
+    configuration unsupported) if none passes. ``check`` is ``(poison, verify)``: each candidate runs
+    on poisoned outputs, then ``verify()`` judges them. cuBLASLt offered BGRADB candidates that left
+    the bias gradient (partly) unwritten on tiny GEMMs (fp16, 2 x 1 inputs); which one autotuning
+    picked varied by run."""
+    poison, verify = check
     good = []
     for i in range(len(plan.algos)):
         plan.choose(i)
+        poison()
         launch()
-        if check():
+        if verify():
             good.append(i)
     if not good:
         del _plans[key]
@@ -470,8 +474,8 @@ def _keep_correct(key, plan, launch, check):
 
 
 def _execute(key, plan_args, a, b, d, bias_ptr=0, aux_ptr=0, check=None):
-    """Run the GEMM of ``key`` (planned on first use). ``check()``, if given, tells whether the
-    outputs just written are right: a new plan keeps only candidates that pass it."""
+    """Run the GEMM of ``key`` (planned on first use). ``check``, if given, is ``(poison, verify)``
+    (see :func:`_keep_correct`): a new plan keeps only the candidates that pass it."""
     dev_id, sptr = key[0], key[1]
     plan, new = _get_plan(key, dev_id, sptr, *plan_args)
     ws = _workspace(dev_id, sptr, plan.ws_size)
@@ -660,10 +664,10 @@ def _gpu_wgrad(dy, x, bias_grad):
                 def db_right():  # against a plain column sum, to fp32 rounding of the magnitudes summed
                     ref = dy.sum(axis=0, dtype=cupy.float32)
                     scale = float(cupy.abs(dy).sum(axis=0, dtype=cupy.float32).max()) + 1e-30
-                    return float(cupy.abs(db.astype(cupy.float32) - ref).max()) <= 1e-2 * scale
+                    return float(cupy.abs(db.astype(cupy.float32) - ref).max()) <= 1e-2 * scale  # NaN: False
 
                 try:
-                    _execute(key, args, xp_, dyp, dw, db.data.ptr, 0, check=db_right)
+                    _execute(key, args, xp_, dyp, dw, db.data.ptr, 0, check=(lambda: db.fill(np.nan), db_right))
                     return dw, db
                 except PlanError:  # this configuration has no BGRADB kernel: GEMM + a reduction
                     _stats["bgradb_fallbacks"] += 1
