@@ -17,8 +17,8 @@ helpers of ``conv_util.cu``: the gathered operand is repacked NHWC with channels
 bytes (a transient copy, freed on return), the output is written NCHW by the GEMM's epilogue.
 float32 runs on FFMA unless :data:`allow_tf32` is set (then on TF32 tensor cores, as cuDNN's
 default). groups > 1 runs one GEMM per group. A small fp16/bf16 forward (:data:`NCHW_GATHER_MAX`)
-skips the repack: conv.cu's mode 3 gathers from NCHW x and reads KCRS w as they are, in one launch. A short reduction (C*R*S <= 32, groups = 1: a first
-layer on 1-3 channel images) runs on the direct kernels of ``conv_direct.cu`` instead: forward, and
+skips the repack: conv.cu's mode 3 gathers from NCHW x and reads KCRS w as they are, in one launch.
+A short reduction (C*R*S <= 32, groups = 1: a first layer on 1-3 channel images) runs on the direct kernels of ``conv_direct.cu`` instead: forward, and
 the filter and bias gradients, in one launch each, from NCHW as it is. Inputs are assumed valid
 and C-contiguous.
 """
