@@ -38,6 +38,11 @@
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=2 -DCONV_BM=64 -DCONV_BN=128 -DCONV_MMA=2
 // nvrtc-check: -DCONV_T=__half -DCONV_MODE=3 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=1
 // nvrtc-check: -DCONV_IS_BF16=1 -DCONV_T=__nv_bfloat16 -DCONV_MODE=3 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1
+// nvrtc-check: -DCONV_T=__half -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_BKB=128 -DCONV_WARPS_N=2
+// nvrtc-check: -DCONV_T=__half -DCONV_MODE=1 -DCONV_BM=64 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_WARPS_N=2
+// nvrtc-check: -DCONV_T=__half -DCONV_MODE=2 -DCONV_BM=64 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_WARPS_N=2
+// nvrtc-check: -DCONV_T=float -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=2 -DCONV_WARPS_N=2
+// nvrtc-check: -DCONV_T=__half -DCONV_MODE=3 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_WARPS_N=2
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -59,11 +64,19 @@
 #ifndef CONV_BKB
 #define CONV_BKB 64
 #endif
-#ifndef CONV_MIN_BLOCKS
-#define CONV_MIN_BLOCKS 2  // two blocks per SM: registers capped at 128
-#endif
 #ifndef CONV_MMA
 #define CONV_MMA 1
+#endif
+#ifndef CONV_WARPS_M  // warps along m and n: 2 x 4 (64 x 32 warp tiles at 128 x 128), or 2 x 2 (64 x 64)
+#define CONV_WARPS_M 2
+#endif
+#ifndef CONV_WARPS_N
+#define CONV_WARPS_N 4
+#endif
+#ifndef CONV_MIN_BLOCKS
+// blocks per SM the registers must allow: two (<= 128 registers at 8 warps, <= 255 at 4); three for a
+// 4-warp block of at most 128 x 64 (<= 168 registers: 32 x 64 or 64 x 32 warp tiles fit without spills)
+#define CONV_MIN_BLOCKS (CONV_WARPS_M * CONV_WARPS_N == 4 && CONV_BM * CONV_BN <= 8192 ? 3 : 2)
 #endif
 
 typedef CONV_T T;
@@ -71,7 +84,8 @@ constexpr int MODE = CONV_MODE;
 // tile layouts in shared memory: A k-major (A[k][m]) in modes 2 and 3, B k-major (B[k][n]) in mode 2
 #define CONV_A_KMAJOR (CONV_MODE >= 2)
 #define CONV_B_KMAJOR (CONV_MODE == 2)
-constexpr int BM = CONV_BM, BN = CONV_BN, NT = 256, STAGES = MODE == 3 ? 2 : 3;
+constexpr int WARPS_M = CONV_WARPS_M, WARPS_N = CONV_WARPS_N;
+constexpr int BM = CONV_BM, BN = CONV_BN, NT = 32 * WARPS_M * WARPS_N, STAGES = MODE == 3 ? 2 : 3;
 constexpr int VEC = 16 / (int)sizeof(T);  // elements in one 16-byte chunk
 constexpr int BK = CONV_BKB / (int)sizeof(T);  // reduction depth of one tile: CONV_BKB bytes per row
 // shared-memory layouts (elements); rows padded by one chunk against bank conflicts
@@ -365,8 +379,9 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     // ------------------------------------------------------------ compute state
     const int warp = tid / 32;
 #if CONV_MMA >= 1
-    constexpr int WM = BM / 2, WN = BN / 4, FM = WM / 16, FN = WN / 8;
-    const int wm = warp % 2, wn = warp / 2;
+    constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, FM = WM / 16, FN = WN / 8;
+    static_assert(FN % 2 == 0, "B fragments load in pairs (ldmatrix x4)");
+    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
     const int lane = tid % 32, g = lane >> 2, tig = lane & 3;
     float acc[FM][FN][4];
 #pragma unroll
@@ -466,6 +481,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     };
 #endif
 #else
+    static_assert(NT == 256, "the FFMA path maps a 16 x 16 thread grid");
     constexpr int TM = BM / 16, TN = BN / 16;
     const int tm = tid / 16, tn = tid % 16;
     float acc[TM][TN];

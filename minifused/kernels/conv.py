@@ -176,6 +176,9 @@ _INT32_LIMIT = 1 << 31
 tile_row_bytes = None
 #: Rows (output pixels) per block for forward / backward-data (64 or 128); None picks 128.
 tile_m = None
+#: Warps of a tensor-core block along (m, n): (2, 4) gives each warp a 64 x 32 share of a 128 x 128 tile,
+#: (2, 2) a 64 x 64 share (fewer shared-memory reads per MMA, half the warps); None picks.
+tile_warps = None
 
 
 def _on_gpu(a):
@@ -220,13 +223,15 @@ def _bkb(kred, itemsize, row_bytes=None):
 
 
 @functools.cache
-def _igemm(dtype, mode, bm, bn, mma, bkb):
+def _igemm(dtype, mode, bm, bn, mma, bkb, warps=(2, 4)):
+    """(kernel, block, shared bytes) of one conv.cu configuration."""
     opts = (f"-DCONV_T={_CTYPE[dtype]}", f"-DCONV_MODE={mode}", f"-DCONV_BM={bm}", f"-DCONV_BN={bn}",
-            f"-DCONV_MMA={mma}", f"-DCONV_IS_BF16={int(dtype == backend.bfloat16)}", f"-DCONV_BKB={bkb}")
+            f"-DCONV_MMA={mma}", f"-DCONV_IS_BF16={int(dtype == backend.bfloat16)}", f"-DCONV_BKB={bkb}",
+            f"-DCONV_WARPS_M={warps[0]}", f"-DCONV_WARPS_N={warps[1]}")
     kern = get_kernel("conv.cu", "conv_igemm", opts)
     smem = _smem_bytes(np.dtype(dtype).itemsize, mode, bm, bn, bkb)
     kern.max_dynamic_shared_size_bytes = smem
-    return kern, smem
+    return kern, (32 * warps[0] * warps[1],), smem
 
 
 @functools.cache
@@ -303,11 +308,16 @@ def _params(head, mid, tail):
     return cupy.asarray(np.array([int(v) for v in (*head, *mid, *tail)], dtype=np.int64).astype(np.uint32))
 
 
+def _warps(mma, warps):
+    """The warp grid of a block: :data:`tile_warps` if set (tensor cores only), else 2 x 4."""
+    return tuple(warps) if warps and mma else (2, 4)
+
+
 @functools.cache
 def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, mma, sm_count, row_bytes,
-                    rows_m):
-    """Everything static about one group's GEMM(s) of ``mode``: a tuple of (kernel, grid, smem, params array,
-    extra) per launch. Cached per configuration, so a call only allocates and launches."""
+                    rows_m, warps):
+    """Everything static about one group's GEMM(s) of ``mode``: a tuple of (kernel, grid, block, smem, params
+    array, extra) per launch. Cached per configuration, so a call only allocates and launches."""
     n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
     kg = k // groups
     conv = _ints(r, s, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
@@ -317,11 +327,11 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         cpad = _padded_channels(cg, dtype)
         m, kred = n * p * q, r * s * cpad
         bm, bn, bkb = rows_m or 128, (64 if kg <= 64 else 128), _bkb(kred, itemsize, row_bytes)
-        kern, smem = _igemm(dtype, 0, bm, bn, mma, bkb)
+        kern, block, smem = _igemm(dtype, 0, bm, bn, mma, bkb, _warps(mma, warps))
         grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
         head = (*_ints(m, kg, kred, h, wd, cpad, p, q), *conv, *(np.uint32(v) for v in (*_magic(p * q), *_magic(q))))
         tail = _ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s)
-        launches.append((kern, grid, smem, _params(head, (k, 0, 0), tail), None))
+        launches.append((kern, grid, block, smem, _params(head, (k, 0, 0), tail), None))
     elif mode == 1:
         kpad = _padded_channels(kg, dtype)
         if stride != (1, 1) and dilation == (1, 1):  # one GEMM per output residue class: only live taps
@@ -340,18 +350,18 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
                 rc, sc = max(0, (r - r0 + steps[0] - 1) // steps[0]), max(0, (s - s0 + steps[1] - 1) // steps[1])
             m, kred = n * ohc * owc, rc * sc * kpad
             bm, bn, bkb = rows_m or 128, (64 if cg <= 64 else 128), _bkb(kred, itemsize, row_bytes)
-            kern, smem = _igemm(dtype, 1, bm, bn, mma, bkb)
+            kern, block, smem = _igemm(dtype, 1, bm, bn, mma, bkb, _warps(mma, warps))
             grid = ((m + bm - 1) // bm, (cg + bn - 1) // bn, 1)
             head = (*_ints(m, cg, kred, p, q, kpad, h, wd), *conv,
                     *(np.uint32(v) for v in (*_magic(ohc * owc), *_magic(owc))))
             tail = _ints(ohc, owc, rh, rw, steps[0], steps[1], r0, s0, steps[0], steps[1], rc, sc)
-            launches.append((kern, grid, smem, _params(head, (c, 0, 0), tail), None))
+            launches.append((kern, grid, block, smem, _params(head, (c, 0, 0), tail), None))
     else:
         kpad = _padded_channels(kg, dtype)
         cpad = _padded_channels(cg, dtype)
         ncol, npq = r * s * cpad, n * p * q
         bm, bn, bkb = (64 if kg <= 64 else 128), 128, _bkb(npq, itemsize, row_bytes)
-        kern, smem = _igemm(dtype, 2, bm, bn, mma, bkb)
+        kern, block, smem = _igemm(dtype, 2, bm, bn, mma, bkb, _warps(mma, warps))
         bk = bkb // itemsize
         tiles = (npq + bk - 1) // bk
         base = ((kg + bm - 1) // bm) * ((ncol + bn - 1) // bn)
@@ -362,13 +372,13 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         head = (*_ints(kg, ncol, npq, h, wd, cpad, p, q), *conv,
                 *(np.uint32(v) for v in (*_magic(p * q), *_magic(q))))
         tail = _ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s)
-        launches.append((kern, grid, smem, _params(head, (0, kpad, per), tail), splits))
+        launches.append((kern, grid, block, smem, _params(head, (0, kpad, per), tail), splits))
     return tuple(launches)
 
 
 def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id):
     return _igemm_launches(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), stride, padding, dilation, groups,
-                           _mma(dtype), _sm_count(dev_id), tile_row_bytes, tile_m)
+                           _mma(dtype), _sm_count(dev_id), tile_row_bytes, tile_m, tile_warps)
 
 
 # ---- forward straight from NCHW (conv.cu's mode 3): one launch, no repacking
@@ -404,15 +414,15 @@ def _nchw_gather(x_shape, w_shape, stride, padding, dilation, groups, dtype):
 
 
 @functools.cache
-def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m):
-    """(kernel, grid, shared bytes, params with the k-table, output shape, mask words) of a mode-3
+def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, warps):
+    """(kernel, grid, block, shared bytes, params with the k-table, output shape, mask words) of a mode-3
     forward."""
     import cupy
 
     n, c, h, wd, k, _, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
     m, kred = n * p * q, c * r * s
     bm, bn, bkb = rows_m or 128, (64 if k <= 64 else 128), 64
-    kern, smem = _igemm(dtype, 3, bm, bn, 1, bkb)
+    kern, block, smem = _igemm(dtype, 3, bm, bn, 1, bkb, _warps(1, warps))
     head = (*_ints(m, k, kred, h, wd, c, p, q), *_ints(r, s, *stride, *padding, *dilation),
             *(np.uint32(v) for v in (*_magic(p * q), *_magic(q))))
     tail = _ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s)
@@ -424,7 +434,7 @@ def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m):
     table[kred:] = (0, 63)  # a tap no pixel has
     prm = np.concatenate([np.array([int(v) for v in (*head, k, 0, 0, *tail, 0)], np.int64), table.ravel()])
     grid = ((m + bm - 1) // bm, (k + bn - 1) // bn, 1)
-    return kern, grid, smem, cupy.asarray(prm.astype(np.uint32)), (n, k, p, q), (m + 31) // 32
+    return kern, grid, block, smem, cupy.asarray(prm.astype(np.uint32)), (n, k, p, q), (m + 31) // 32
 
 
 # ---- direct convolution for a short reduction (conv_direct.cu): one launch, no repacking
@@ -492,11 +502,11 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
     if _direct(w.shape, groups):
         return _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask)
     if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype):
-        kern, grid, smem, prm, y_shape, words = _nchw_launch(x.dtype, x.shape, w.shape, stride, padding, dilation,
-                                                             tile_m)
+        kern, grid, block, smem, prm, y_shape, words = _nchw_launch(x.dtype, x.shape, w.shape, stride, padding,
+                                                                    dilation, tile_m, tile_warps)
         y = cupy.empty(y_shape, x.dtype)
         mask = cupy.empty((y_shape[1], words), np.uint32) if (relu and want_mask) else None
-        kern(grid, (_THREADS,), (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
+        kern(grid, block, (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
                                  *_ints(relu + 2 * (bias is not None), 0 if mask is None else words)),
              shared_mem=smem)
         return y, mask
@@ -507,13 +517,13 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
     y = cupy.empty((n, k, p, q), x.dtype)
     mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
     cpad = _padded_channels(cg, x.dtype)
-    ((kern, grid, smem, prm, _),) = _plan(0, x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
-                                          x.device.id)
+    ((kern, grid, block, smem, prm, _),) = _plan(0, x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
+                                                 x.device.id)
     flags = (1 if relu else 0) | (2 if bias is not None else 0)
     for g in range(groups):
         xn = _pack_nhwc(x, g * cg, cg, cpad)
         wk = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, kg, cg, cpad, cg * r * s, r * s)
-        kern(grid, (_THREADS,), (
+        kern(grid, block, (
             xn, wk, _ptr(bias, g * kg) if bias is not None else _ptr(y), _ptr(y, g * kg * p * q),
             _ptr(mask, g * kg * words) if mask is not None else _ptr(y), prm,
             *_ints(flags, words if mask is not None else 0)), shared_mem=smem)
@@ -528,9 +538,9 @@ def _bwd_data_gpu(dz, w, x_shape, g, groups, stride, padding, dilation, dx):
     kpad = dz.shape[3]
     wc = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, cg, kg, kpad, r * s, cg * r * s)  # (Cg,R,S,Kp)
     out = _ptr(dx, g * cg * h * wd)
-    for kern, grid, smem, prm, _ in _plan(1, dz.dtype, x_shape, w.shape, stride, padding, dilation, groups,
+    for kern, grid, block, smem, prm, _ in _plan(1, dz.dtype, x_shape, w.shape, stride, padding, dilation, groups,
                                           dz.device.id):
-        kern(grid, (_THREADS,), (dz, wc, _ptr(dz), out, _ptr(dz), prm, *_ints(0, 0)), shared_mem=smem)
+        kern(grid, block, (dz, wc, _ptr(dz), out, _ptr(dz), prm, *_ints(0, 0)), shared_mem=smem)
 
 
 def _bwd_filter_gpu(dz, x, w_shape, g, groups, stride, padding, dilation, dw):
@@ -541,10 +551,10 @@ def _bwd_filter_gpu(dz, x, w_shape, g, groups, stride, padding, dilation, dw):
     kg = k // groups
     cpad = _padded_channels(cg, x.dtype)
     xn = _pack_nhwc(x, g * cg, cg, cpad)
-    ((kern, grid, smem, prm, splits),) = _plan(2, x.dtype, x.shape, w_shape, stride, padding, dilation, groups,
+    ((kern, grid, block, smem, prm, splits),) = _plan(2, x.dtype, x.shape, w_shape, stride, padding, dilation, groups,
                                                x.device.id)
     ws = cupy.empty((splits, kg, r * s * cpad), np.float32)
-    kern(grid, (_THREADS,), (dz, xn, _ptr(dz), ws, _ptr(dz), prm, *_ints(0, 0)), shared_mem=smem)
+    kern(grid, block, (dz, xn, _ptr(dz), ws, _ptr(dz), prm, *_ints(0, 0)), shared_mem=smem)
     _util(x.dtype, "wgrad_reduce")(_blocks(kg * cg * r * s), (_THREADS,), (
         ws, _ptr(dw, g * kg * cg * r * s), *_ints(splits, kg, cg, r * s, cpad)))
 
