@@ -320,13 +320,12 @@ def _pool_args(op, input, kernel_size, stride, padding):
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """Max pooling as ``torch.nn.functional.max_pool2d`` (dilation 1 only; indices stay internal)."""
+    """Max pooling as ``torch.nn.functional.max_pool2d`` (dilation 1 only). With ``return_indices``,
+    ``(output, indices)``: each maximum's flat index ``h*W + w`` in its (H, W) plane, int64, as PyTorch's."""
     if _pair("max_pool2d", "dilation", dilation, 1) != (1, 1):
         raise NotImplementedError("max_pool2d: dilation other than 1 is not supported")
-    if return_indices:
-        raise NotImplementedError("max_pool2d: return_indices is not supported (the indices stay on the tape)")
     kernel, stride, padding = _pool_args("max_pool2d", input, kernel_size, stride, padding)
-    return _pool_ops.max_pool2d(input, kernel, stride, padding, ceil_mode)
+    return _pool_ops.max_pool2d(input, kernel, stride, padding, ceil_mode, bool(return_indices))
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,

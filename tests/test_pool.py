@@ -178,6 +178,49 @@ def test_gpu_matches_reference(dtype, poisoned_pool):
                                        atol=tol)
 
 
+def direct_argmax(x, k, s, p, ceil_mode):
+    """Flat index ``h*W + w`` of each window's first maximum (row-major scan), by loops."""
+    n, c, h, w = x.shape
+    ph_, pw_ = K.out_size(h, k[0], s[0], p[0], ceil_mode), K.out_size(w, k[1], s[1], p[1], ceil_mode)
+    out = np.zeros((n, c, ph_, pw_), np.int64)
+    for b in range(n):
+        for ch in range(c):
+            for i in range(ph_):
+                for j in range(pw_):
+                    best, arg = -np.inf, -1
+                    for hh in range(max(i * s[0] - p[0], 0), min(i * s[0] - p[0] + k[0], h)):
+                        for ww in range(max(j * s[1] - p[1], 0), min(j * s[1] - p[1] + k[1], w)):
+                            if x[b, ch, hh, ww] > best:
+                                best, arg = x[b, ch, hh, ww], hh * w + ww
+                    out[b, ch, i, j] = arg
+    return out
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_return_indices(case, rng):
+    """``return_indices=True`` gives PyTorch's int64 flat indices (each window's first maximum), without a
+    gradient, whether or not the output needs one; the output and its gradient are unchanged."""
+    shape, k, s, p, cm = case
+    x = rng.standard_normal(shape)
+    expected = direct_argmax(x, k, s, p, cm)
+    for requires_grad in (True, False):
+        xt = T(x, requires_grad)
+        y, idx = F.max_pool2d(xt, k, s, p, ceil_mode=cm, return_indices=True)
+        assert idx.dtype == np.int64 and idx.shape == y.shape and not idx.requires_grad
+        np.testing.assert_array_equal(idx.data, expected)
+        np.testing.assert_array_equal(y.data, direct_pool(x, k, s, p, cm, "max"))
+        if requires_grad:
+            dy = rng.standard_normal(y.shape)
+            (y * T(dy)).sum().backward()
+            dx = np.zeros((shape[0] * shape[1], shape[2] * shape[3]))
+            np.add.at(dx, (np.repeat(np.arange(shape[0] * shape[1]), y.shape[2] * y.shape[3]), expected.ravel()),
+                      dy.ravel())
+            np.testing.assert_allclose(xt.grad.data, dx.reshape(shape))
+    with mf.no_grad():
+        _, idx = nn.MaxPool2d(k, s, p, return_indices=True, ceil_mode=cm)(T(x, True))
+    np.testing.assert_array_equal(idx.data, expected)
+
+
 @pytest.mark.gpu
 def test_gpu_matches_torch():
     torch = pytest.importorskip("torch")
@@ -190,8 +233,14 @@ def test_gpu_matches_torch():
         xm = T(cupy.asarray(x), True, "cuda")
         fn = F.max_pool2d if kind == "max" else F.avg_pool2d
         tfn = torch.nn.functional.max_pool2d if kind == "max" else torch.nn.functional.avg_pool2d
-        y = fn(xm, 3, 2, 1, ceil_mode=True)
-        yt = tfn(xt, 3, 2, 1, ceil_mode=True)
+        if kind == "max":  # with PyTorch's indices
+            y, idx = fn(xm, 3, 2, 1, ceil_mode=True, return_indices=True)
+            yt, idxt = tfn(xt, 3, 2, 1, ceil_mode=True, return_indices=True)
+            assert idx.dtype == np.int64
+            np.testing.assert_array_equal(cupy.asnumpy(idx.data), idxt.cpu().numpy())
+        else:
+            y = fn(xm, 3, 2, 1, ceil_mode=True)
+            yt = tfn(xt, 3, 2, 1, ceil_mode=True)
         np.testing.assert_allclose(cupy.asnumpy(y.data), yt.detach().cpu().numpy(), rtol=1e-6)
         y.sum().backward()
         xt.grad = None

@@ -6,13 +6,14 @@ from .module import Module
 
 
 class MaxPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.dilation, self.ceil_mode = dilation, ceil_mode
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, x):
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride if self.stride is not None else self.kernel_size}"

@@ -1,18 +1,23 @@
 """Max and average pooling. Max pooling keeps, on the tape, each maximum's position inside its window
-(uint8 for windows of up to 256 positions; see ``kernels.pool``) for its backward."""
+(uint8 for windows of up to 256 positions; see ``kernels.pool``) for its backward; asked for them, it
+also returns them as PyTorch does (flat int64 ``h*W + w``, no gradient)."""
 from __future__ import annotations
 
 from .. import autograd, backend
 from ..autograd import Function
 from ..kernels import pool as K
+from ..tensor import Tensor
 
 
 class MaxPool2dFn(Function):
     @staticmethod
-    def forward(ctx, x, *, kernel, stride, padding, ceil_mode):
+    def forward(ctx, x, *, kernel, stride, padding, ceil_mode, found=None):
+        """``found``, a dict if given, receives the window positions as ``found["indices"]``."""
         x = backend.array_module(x).ascontiguousarray(x)
         grad = autograd.is_grad_enabled() and ctx.needs_input_grad[0]
-        y, idx = K.max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices=grad)
+        y, idx = K.max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices=grad or found is not None)
+        if found is not None:
+            found["indices"] = idx
         ctx.indices = idx
         ctx.x_shape = tuple(x.shape)
         ctx.geometry = (kernel, stride, padding)
@@ -39,9 +44,14 @@ class AvgPool2dFn(Function):
         return K.avg_pool2d_backward(dy, ctx.x_shape, *ctx.geometry, ctx.count_include_pad)
 
 
-def max_pool2d(x, kernel, stride, padding, ceil_mode=False):
-    return MaxPool2dFn.apply(x, kernel=tuple(kernel), stride=tuple(stride), padding=tuple(padding),
-                             ceil_mode=bool(ceil_mode))
+def max_pool2d(x, kernel, stride, padding, ceil_mode=False, return_indices=False):
+    """The pooled tensor, and with ``return_indices`` also each maximum's flat index in its input plane."""
+    kernel, stride, padding = tuple(kernel), tuple(stride), tuple(padding)
+    found = {} if return_indices else None
+    y = MaxPool2dFn.apply(x, kernel=kernel, stride=stride, padding=padding, ceil_mode=bool(ceil_mode), found=found)
+    if not return_indices:
+        return y
+    return y, Tensor._from_array(K.indices_to_flat(found["indices"], x.shape, kernel, stride, padding))
 
 
 def avg_pool2d(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
