@@ -212,14 +212,16 @@ def _gpu_cases(seed, count):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
-@pytest.mark.parametrize("warps", [None, (2, 2)])
-def test_gpu_random_configs_all_directions(dtype, warps, poisoned_pool, monkeypatch):
+@pytest.mark.parametrize("warps,fused_pack", [(None, False), ((2, 2), True)])
+def test_gpu_random_configs_all_directions(dtype, warps, fused_pack, poisoned_pool, monkeypatch):
     """>= 50 random configurations per direction (fwd with bias+ReLU+mask, bwd-data, bwd-filter, bias grad),
-    with the default warp grid and with 4-warp blocks (64 x 64 warp tiles; FFMA keeps its 8 warps)."""
+    with the default warp grid and separate packs, and with 4-warp blocks (64 x 64 warp tiles; FFMA keeps its
+    8 warps) and the forward's packs in one launch."""
     import cupy
 
     monkeypatch.setattr(K, "allow_tf32", dtype == "tf32")
     monkeypatch.setattr(K, "tile_warps", warps)
+    monkeypatch.setattr(K, "fused_pack", fused_pack)
     dt = backend.float32 if dtype == "tf32" else backend.as_dtype(dtype)
     tol = _GPU_TOL[dtype]
     rng = np.random.default_rng(7)
@@ -294,13 +296,15 @@ def test_gpu_nchw_forward_random_configs(dtype, rows_m, poisoned_pool, monkeypat
 @pytest.mark.parametrize("row_bytes,rows_m,nchw,warps", [
     (None, None, None, None), (64, None, False, None), (None, 64, False, None), (None, None, True, None),
     (None, 64, True, None), (None, None, False, (2, 2)), (64, 64, False, (2, 2)), (None, None, True, (2, 2))])
-def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, row_bytes, rows_m, nchw, warps):
+@pytest.mark.parametrize("fused_pack", [False, True])
+def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, row_bytes, rows_m, nchw, warps, fused_pack):
     """The benchmark shapes' tile paths (BN=128, 128-byte tiles, split-K, strided backward-data by residue
     class incl. classes with no taps) on reduced batches, with both tile depths, both block heights, both
-    warp grids, and the forward from NCHW forced on and off."""
+    warp grids, the forward's packs in one launch or two, and the forward from NCHW forced on and off."""
     import cupy
 
     monkeypatch.setattr(K, "tile_warps", warps)
+    monkeypatch.setattr(K, "fused_pack", fused_pack)
     monkeypatch.setattr(K, "tile_row_bytes", row_bytes)
     monkeypatch.setattr(K, "tile_m", rows_m)
     monkeypatch.setattr(K, "nchw_forward", nchw)

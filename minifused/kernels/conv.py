@@ -176,6 +176,9 @@ _INT32_LIMIT = 1 << 31
 tile_row_bytes = None
 #: Rows (output pixels) per block for forward / backward-data (64 or 128); None picks 128.
 tile_m = None
+#: Pack x and w for the forward in one launch and one allocation (conv_util.cu's pack_forward) instead of
+#: two of each.
+fused_pack = False
 #: Warps of a tensor-core block along (m, n): (2, 4) gives each warp a 64 x 32 share of a 128 x 128 tile,
 #: (2, 2) a 64 x 64 share (fewer shared-memory reads per MMA, half the warps); None picks.
 tile_warps = None
@@ -331,7 +334,14 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
         head = (*_ints(m, kg, kred, h, wd, cpad, p, q), *conv, *(np.uint32(v) for v in (*_magic(p * q), *_magic(q))))
         tail = _ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s)
-        launches.append((kern, grid, block, smem, _params(head, (k, 0, 0), tail), None))
+        # conv_util.cu's pack_forward: x's tiles in z < N, the weight's grid-stride blocks above them
+        xn_elems, w_elems = n * h * wd * cpad, kg * r * s * cpad
+        gx, gy = (h * wd + 31) // 32, (cpad + 31) // 32
+        w_blocks = min((w_elems + 255) // 256, 1024)
+        pack_grid = (gx, gy, n + (w_blocks + gx * gy - 1) // (gx * gy))
+        pack = (pack_grid, _ints(n, cg, c, h * wd, cpad, kg, r * s), xn_elems, xn_elems + w_elems) \
+            if pack_grid[2] <= 65535 else None
+        launches.append((kern, grid, block, smem, _params(head, (k, 0, 0), tail), pack))
     elif mode == 1:
         kpad = _padded_channels(kg, dtype)
         if stride != (1, 1) and dilation == (1, 1):  # one GEMM per output residue class: only live taps
@@ -517,12 +527,19 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
     y = cupy.empty((n, k, p, q), x.dtype)
     mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
     cpad = _padded_channels(cg, x.dtype)
-    ((kern, grid, block, smem, prm, _),) = _plan(0, x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
-                                                 x.device.id)
+    ((kern, grid, block, smem, prm, pack),) = _plan(0, x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
+                                                    x.device.id)
     flags = (1 if relu else 0) | (2 if bias is not None else 0)
     for g in range(groups):
-        xn = _pack_nhwc(x, g * cg, cg, cpad)
-        wk = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, kg, cg, cpad, cg * r * s, r * s)
+        if fused_pack and pack:  # one allocation and one launch for both packed operands
+            pack_grid, pack_ints, xn_elems, total = pack
+            xn = cupy.empty(total, x.dtype)
+            wk = _ptr(xn, xn_elems)
+            _util(x.dtype, "pack_forward")(pack_grid, (32, 8, 1), (
+                _ptr(x, g * cg * h * wd), xn, _ptr(w, g * kg * cg * r * s), wk, *pack_ints))
+        else:
+            xn = _pack_nhwc(x, g * cg, cg, cpad)
+            wk = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, kg, cg, cpad, cg * r * s, r * s)
         kern(grid, block, (
             xn, wk, _ptr(bias, g * kg) if bias is not None else _ptr(y), _ptr(y, g * kg * p * q),
             _ptr(mask, g * kg * words) if mask is not None else _ptr(y), prm,

@@ -3,6 +3,7 @@
 //                 optionally multiplied by a bit-packed ReLU mask (the backward's dz), 32x32 tiles
 //   pack_weight   KCRS -> (A, R, S, Bp) with the inner dim zero-padded: KRSC (forward) or CRSK
 //                 (backward-data), chosen by the strides passed
+//   pack_forward  the forward's pack_nhwc of x and KRSC pack_weight of w in one launch
 //   wgrad_reduce  sum of the split-K fp32 partials, in a fixed order, written as KCRS
 //   colsum_partial, colsum_reduce
 //                 the bias gradient: column sums of the packed dz (rows x Cp), in two
@@ -24,13 +25,11 @@ typedef CONV_T T;
 // in: (N, Ctot, HW) with this call's C channels starting at `in` (already offset);
 // out: (N, HW, Cp). mask (optional, mask_words > 0): bit m%32 of word [c*mask_words + m/32],
 // m = n*HW + hw, rows already offset to this group's first channel.
-// grid (ceil(HW/32), ceil(Cp/32), N), block (32, 8).
-extern "C" __global__ void __launch_bounds__(256)
-pack_nhwc(const T* __restrict__ in, T* __restrict__ out, const unsigned* __restrict__ mask,
-          int C, int Ctot, int HW, int Cp, int mask_words) {
+// One 32 x 32 tile (hw0.., c0..) of image n, by a block of (32, 8) threads.
+__device__ __forceinline__ void pack_nhwc_tile(const T* __restrict__ in, T* __restrict__ out,
+                                               const unsigned* __restrict__ mask, int C, int Ctot, int HW, int Cp,
+                                               int mask_words, int n, int hw0, int c0) {
     __shared__ T tile[32][33];
-    const int n = blockIdx.z;
-    const int hw0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
     const int tx = threadIdx.x, ty = threadIdx.y;
 #pragma unroll
     for (int j = 0; j < 32; j += 8) {
@@ -53,18 +52,45 @@ pack_nhwc(const T* __restrict__ in, T* __restrict__ out, const unsigned* __restr
     }
 }
 
-// out (A, RS, Bp): out[a, rs, b] = b < B ? w[a*sa + b*sb + rs] : 0.
-extern "C" __global__ void pack_weight(const T* __restrict__ w, T* __restrict__ out, int A, int RS, int B, int Bp,
-                                       int sa, int sb) {
+// grid (ceil(HW/32), ceil(Cp/32), N), block (32, 8).
+extern "C" __global__ void __launch_bounds__(256)
+pack_nhwc(const T* __restrict__ in, T* __restrict__ out, const unsigned* __restrict__ mask,
+          int C, int Ctot, int HW, int Cp, int mask_words) {
+    pack_nhwc_tile(in, out, mask, C, Ctot, HW, Cp, mask_words, blockIdx.z, blockIdx.x * 32, blockIdx.y * 32);
+}
+
+// out (A, RS, Bp): out[a, rs, b] = b < B ? w[a*sa + b*sb + rs] : 0, elements first, first + step, ...
+__device__ __forceinline__ void pack_weight_range(const T* __restrict__ w, T* __restrict__ out, int A, int RS, int B,
+                                                  int Bp, int sa, int sb, long long first, long long step) {
     const long long total = (long long)A * RS * Bp;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
+    for (long long i = first; i < total; i += step) {
         const int b = (int)(i % Bp);
         const long long t = i / Bp;
         const int rs = (int)(t % RS);
         const int a = (int)(t / RS);
         out[i] = b < B ? w[(long long)a * sa + (long long)b * sb + rs] : from_f<T>(0.0f);
     }
+}
+
+extern "C" __global__ void pack_weight(const T* __restrict__ w, T* __restrict__ out, int A, int RS, int B, int Bp,
+                                       int sa, int sb) {
+    pack_weight_range(w, out, A, RS, B, Bp, sa, sb, blockIdx.x * (long long)blockDim.x + threadIdx.x,
+                      (long long)gridDim.x * blockDim.x);
+}
+
+// The forward's two packs in one launch: x (NCHW, one group's C channels) -> (N, HW, Cp) as pack_nhwc,
+// and w (K, C, RS) -> (K, RS, Cp) as pack_weight with sa = C*RS, sb = RS.
+// grid (ceil(HW/32), ceil(Cp/32), N + Z), block (32, 8): the blocks of z >= N pack the weight.
+extern "C" __global__ void __launch_bounds__(256)
+pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict__ w, T* __restrict__ wout,
+             int N, int C, int Ctot, int HW, int Cp, int K, int RS) {
+    if ((int)blockIdx.z < N) {
+        pack_nhwc_tile(x, xout, nullptr, C, Ctot, HW, Cp, 0, blockIdx.z, blockIdx.x * 32, blockIdx.y * 32);
+        return;
+    }
+    const long long block = ((long long)(blockIdx.z - N) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    const long long blocks = (long long)(gridDim.z - N) * gridDim.y * gridDim.x;
+    pack_weight_range(w, wout, K, RS, C, Cp, C * RS, RS, block * 256 + threadIdx.y * 32 + threadIdx.x, blocks * 256);
 }
 
 // ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset).
