@@ -56,7 +56,8 @@ def test_reference_matches_loops(case, kind, rng):
         flat = K.indices_to_flat(idx, shape, k, s, p)
         assert flat.dtype == np.int64
         x_flat = x.reshape(shape[0], shape[1], -1)
-        np.testing.assert_array_equal(np.take_along_axis(x_flat, flat.reshape(shape[0], shape[1], -1), -1).reshape(y.shape), y)
+        picked = np.take_along_axis(x_flat, flat.reshape(shape[0], shape[1], -1), -1)
+        np.testing.assert_array_equal(picked.reshape(y.shape), y)
     else:
         y = K.avg_pool2d_forward_ref(x, k, s, p, cm, kind == "avg")
     np.testing.assert_allclose(y, direct_pool(x, k, s, p, cm, kind[:3], kind == "avg"), rtol=1e-12)

@@ -18,9 +18,9 @@ bytes (a transient copy, freed on return), the output is written NCHW by the GEM
 float32 runs on FFMA unless :data:`allow_tf32` is set (then on TF32 tensor cores, as cuDNN's
 default). groups > 1 runs one GEMM per group. A small fp16/bf16 forward (:data:`NCHW_GATHER_MAX`)
 skips the repack: conv.cu's mode 3 gathers from NCHW x and reads KCRS w as they are, in one launch.
-A short reduction (C*R*S <= 32, groups = 1: a first layer on 1-3 channel images) runs on the direct kernels of ``conv_direct.cu`` instead: forward, and
-the filter and bias gradients, in one launch each, from NCHW as it is. Inputs are assumed valid
-and C-contiguous.
+A short reduction (C*R*S <= 32, groups = 1: a first layer on 1-3 channel images) runs on the direct
+kernels of ``conv_direct.cu`` instead: forward, and the filter and bias gradients, in one launch each,
+from NCHW as it is. Inputs are assumed valid and C-contiguous.
 """
 from __future__ import annotations
 
@@ -304,11 +304,19 @@ def _fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
             and n * p * q * _padded_channels(kg, dtype) < _INT32_LIMIT)
 
 
-def _params(head, mid, tail):
+def _params(values):
     """The kernel's launch-time constants as one device array (uploaded once per configuration)."""
     import cupy
 
-    return cupy.asarray(np.array([int(v) for v in (*head, *mid, *tail)], dtype=np.int64).astype(np.uint32))
+    return cupy.asarray(np.array([int(v) for v in values], dtype=np.int64).astype(np.uint32))
+
+
+def _whole_grid(m, cols, kred, h, wd, ch, p, q, conv, mid):
+    """conv.cu's launch-time constants (in its order) for a GEMM over every output pixel, the identity
+    residue class: ``conv`` is (R, S, stride, padding, dilation), ``mid`` (out_C, lda_m, tiles_per_split)."""
+    r, s = conv[0], conv[1]
+    return (*_ints(m, cols, kred, h, wd, ch, p, q), *conv, *(np.uint32(v) for v in (*_magic(p * q), *_magic(q))),
+            *mid, *_ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s))
 
 
 def _warps(mma, warps):
@@ -332,8 +340,6 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         bm, bn, bkb = rows_m or 128, (64 if kg <= 64 else 128), _bkb(kred, itemsize, row_bytes)
         kern, block, smem = _igemm(dtype, 0, bm, bn, mma, bkb, _warps(mma, warps))
         grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
-        head = (*_ints(m, kg, kred, h, wd, cpad, p, q), *conv, *(np.uint32(v) for v in (*_magic(p * q), *_magic(q))))
-        tail = _ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s)
         # conv_util.cu's pack_forward: x's tiles in z < N, the weight's grid-stride blocks above them
         xn_elems, w_elems = n * h * wd * cpad, kg * r * s * cpad
         gx, gy = (h * wd + 31) // 32, (cpad + 31) // 32
@@ -341,7 +347,8 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         pack_grid = (gx, gy, n + (w_blocks + gx * gy - 1) // (gx * gy))
         pack = (pack_grid, _ints(n, cg, c, h * wd, cpad, kg, r * s), xn_elems, xn_elems + w_elems) \
             if pack_grid[2] <= 65535 else None
-        launches.append((kern, grid, block, smem, _params(head, (k, 0, 0), tail), pack))
+        launches.append((kern, grid, block, smem, _params(_whole_grid(m, kg, kred, h, wd, cpad, p, q, conv, (k, 0, 0))),
+                         pack))
     elif mode == 1:
         kpad = _padded_channels(kg, dtype)
         if stride != (1, 1) and dilation == (1, 1):  # one GEMM per output residue class: only live taps
@@ -365,7 +372,7 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
             head = (*_ints(m, cg, kred, p, q, kpad, h, wd), *conv,
                     *(np.uint32(v) for v in (*_magic(ohc * owc), *_magic(owc))))
             tail = _ints(ohc, owc, rh, rw, steps[0], steps[1], r0, s0, steps[0], steps[1], rc, sc)
-            launches.append((kern, grid, block, smem, _params(head, (c, 0, 0), tail), None))
+            launches.append((kern, grid, block, smem, _params((*head, c, 0, 0, *tail)), None))
     else:
         kpad = _padded_channels(kg, dtype)
         cpad = _padded_channels(cg, dtype)
@@ -379,10 +386,8 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         per = (tiles + splits - 1) // splits
         splits = (tiles + per - 1) // per
         grid = ((kg + bm - 1) // bm, (ncol + bn - 1) // bn, splits)
-        head = (*_ints(kg, ncol, npq, h, wd, cpad, p, q), *conv,
-                *(np.uint32(v) for v in (*_magic(p * q), *_magic(q))))
-        tail = _ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s)
-        launches.append((kern, grid, block, smem, _params(head, (0, kpad, per), tail), splits))
+        prm = _params(_whole_grid(kg, ncol, npq, h, wd, cpad, p, q, conv, (0, kpad, per)))
+        launches.append((kern, grid, block, smem, prm, splits))
     return tuple(launches)
 
 
@@ -433,16 +438,14 @@ def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, war
     m, kred = n * p * q, c * r * s
     bm, bn, bkb = rows_m or 128, (64 if k <= 64 else 128), 64
     kern, block, smem = _igemm(dtype, 3, bm, bn, 1, bkb, _warps(1, warps))
-    head = (*_ints(m, k, kred, h, wd, c, p, q), *_ints(r, s, *stride, *padding, *dilation),
-            *(np.uint32(v) for v in (*_magic(p * q), *_magic(q))))
-    tail = _ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s)
     bk = bkb // np.dtype(dtype).itemsize
     kk = np.arange(-(-kred // bk) * bk)
     cc, rr, ss = kk // (r * s), kk % (r * s) // s, kk % s
     dy, dx = rr * dilation[0], ss * dilation[1]
     table = np.stack([cc * h * wd + dy * wd + dx, rr * s + ss], axis=1)
     table[kred:] = (0, 63)  # a tap no pixel has
-    prm = np.concatenate([np.array([int(v) for v in (*head, k, 0, 0, *tail, 0)], np.int64), table.ravel()])
+    consts = _whole_grid(m, k, kred, h, wd, c, p, q, _ints(r, s, *stride, *padding, *dilation), (k, 0, 0))
+    prm = np.concatenate([np.array([int(v) for v in (*consts, 0)], np.int64), table.ravel()])
     grid = ((m + bm - 1) // bm, (k + bn - 1) // bn, 1)
     return kern, grid, block, smem, cupy.asarray(prm.astype(np.uint32)), (n, k, p, q), (m + 31) // 32
 
