@@ -254,14 +254,15 @@ def test_gpu_random_configs_all_directions(dtype, warps, fused_pack, poisoned_po
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("rows_m", [None, 64])
-def test_gpu_nchw_forward_random_configs(dtype, rows_m, poisoned_pool, monkeypatch):
+@pytest.mark.parametrize("rows_m,row_bytes", [(None, None), (64, None), (None, 128)])
+def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool, monkeypatch):
     """The forward straight from NCHW (conv.cu's mode 3, forced) on 50 random configurations it applies to
     (one group, C*R*S a multiple of 8), with bias, ReLU and mask, against float64; the same configurations
     through the repacking path agree with it."""
     import cupy
 
     monkeypatch.setattr(K, "tile_m", rows_m)
+    monkeypatch.setattr(K, "tile_row_bytes", row_bytes)
     dt, tol = backend.as_dtype(dtype), _GPU_TOL[dtype]
     rng, data = np.random.default_rng(19), np.random.default_rng(23)
     cases = []

@@ -172,7 +172,7 @@ _CTYPE = {backend.float16: "__half", backend.bfloat16: "__nv_bfloat16", backend.
 _THREADS = 256
 _STAGES = 3
 _INT32_LIMIT = 1 << 31
-#: Bytes of one tile row along the reduction (64 or 128); None picks 128 for long reductions.
+#: Bytes of one tile row along the reduction (64 or 128); None picks 128 for long reductions (64 from NCHW).
 tile_row_bytes = None
 #: Rows (output pixels) per block for forward / backward-data (64 or 128); None picks 128.
 tile_m = None
@@ -429,14 +429,14 @@ def _nchw_gather(x_shape, w_shape, stride, padding, dilation, groups, dtype):
 
 
 @functools.cache
-def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, warps):
+def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, warps, row_bytes):
     """(kernel, grid, block, shared bytes, params with the k-table, output shape, mask words) of a mode-3
     forward."""
     import cupy
 
     n, c, h, wd, k, _, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
     m, kred = n * p * q, c * r * s
-    bm, bn, bkb = rows_m or 128, (64 if k <= 64 else 128), 64
+    bm, bn, bkb = rows_m or 128, (64 if k <= 64 else 128), row_bytes or 64
     kern, block, smem = _igemm(dtype, 3, bm, bn, 1, bkb, _warps(1, warps))
     bk = bkb // np.dtype(dtype).itemsize
     kk = np.arange(-(-kred // bk) * bk)
@@ -516,7 +516,7 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
         return _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask)
     if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype):
         kern, grid, block, smem, prm, y_shape, words = _nchw_launch(x.dtype, x.shape, w.shape, stride, padding,
-                                                                    dilation, tile_m, tile_warps)
+                                                                    dilation, tile_m, tile_warps, tile_row_bytes)
         y = cupy.empty(y_shape, x.dtype)
         mask = cupy.empty((y_shape[1], words), np.uint32) if (relu and want_mask) else None
         kern(grid, block, (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
