@@ -520,8 +520,7 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
         y = cupy.empty(y_shape, x.dtype)
         mask = cupy.empty((y_shape[1], words), np.uint32) if (relu and want_mask) else None
         kern(grid, block, (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
-                                 *_ints(relu + 2 * (bias is not None), 0 if mask is None else words)),
-             shared_mem=smem)
+                           *_ints(relu + 2 * (bias is not None), 0 if mask is None else words)), shared_mem=smem)
         return y, mask
     n, c, h, wd, k, cg, r, s, p, q = _geometry(x.shape, w.shape, stride, padding, dilation)
     kg = k // groups
@@ -559,7 +558,7 @@ def _bwd_data_gpu(dz, w, x_shape, g, groups, stride, padding, dilation, dx):
     wc = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, cg, kg, kpad, r * s, cg * r * s)  # (Cg,R,S,Kp)
     out = _ptr(dx, g * cg * h * wd)
     for kern, grid, block, smem, prm, _ in _plan(1, dz.dtype, x_shape, w.shape, stride, padding, dilation, groups,
-                                          dz.device.id):
+                                                 dz.device.id):
         kern(grid, block, (dz, wc, _ptr(dz), out, _ptr(dz), prm, *_ints(0, 0)), shared_mem=smem)
 
 
@@ -571,8 +570,8 @@ def _bwd_filter_gpu(dz, x, w_shape, g, groups, stride, padding, dilation, dw):
     kg = k // groups
     cpad = _padded_channels(cg, x.dtype)
     xn = _pack_nhwc(x, g * cg, cg, cpad)
-    ((kern, grid, block, smem, prm, splits),) = _plan(2, x.dtype, x.shape, w_shape, stride, padding, dilation, groups,
-                                               x.device.id)
+    ((kern, grid, block, smem, prm, splits),) = _plan(2, x.dtype, x.shape, w_shape, stride, padding, dilation,
+                                                      groups, x.device.id)
     ws = cupy.empty((splits, kg, r * s * cpad), np.float32)
     kern(grid, block, (dz, xn, _ptr(dz), ws, _ptr(dz), prm, *_ints(0, 0)), shared_mem=smem)
     _util(x.dtype, "wgrad_reduce")(_blocks(kg * cg * r * s), (_THREADS,), (
