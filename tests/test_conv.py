@@ -212,16 +212,17 @@ def _gpu_cases(seed, count):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
-@pytest.mark.parametrize("warps,fused_pack", [(None, False), ((2, 2), True)])
-def test_gpu_random_configs_all_directions(dtype, warps, fused_pack, poisoned_pool, monkeypatch):
+@pytest.mark.parametrize("knobs", [{}, {"tile_warps": (2, 2), "fused_pack": True},
+                                   {"tile_min_blocks": 4, "tile_row_bytes": 64}])
+def test_gpu_random_configs_all_directions(dtype, knobs, poisoned_pool, monkeypatch):
     """>= 50 random configurations per direction (fwd with bias+ReLU+mask, bwd-data, bwd-filter, bias grad),
-    with the default warp grid and separate packs, and with 4-warp blocks (64 x 64 warp tiles; FFMA keeps its
-    8 warps) and the forward's packs in one launch."""
+    with the default tiles, with 4-warp blocks (64 x 64 warp tiles; FFMA keeps its 8 warps) and the forward's
+    packs in one launch, and with registers capped for 4 blocks per SM."""
     import cupy
 
     monkeypatch.setattr(K, "allow_tf32", dtype == "tf32")
-    monkeypatch.setattr(K, "tile_warps", warps)
-    monkeypatch.setattr(K, "fused_pack", fused_pack)
+    for name, value in knobs.items():
+        monkeypatch.setattr(K, name, value)
     dt = backend.float32 if dtype == "tf32" else backend.as_dtype(dtype)
     tol = _GPU_TOL[dtype]
     rng = np.random.default_rng(7)
@@ -294,21 +295,22 @@ def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("row_bytes,rows_m,nchw,warps", [
-    (None, None, None, None), (64, None, False, None), (None, 64, False, None), (None, None, True, None),
-    (None, 64, True, None), (None, None, False, (2, 2)), (64, 64, False, (2, 2)), (None, None, True, (2, 2))])
-@pytest.mark.parametrize("fused_pack", [False, True])
-def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, row_bytes, rows_m, nchw, warps, fused_pack):
+@pytest.mark.parametrize("knobs", [
+    {}, {"tile_row_bytes": 64, "nchw_forward": False}, {"tile_m": 64, "nchw_forward": False}, {"nchw_forward": True},
+    {"tile_m": 64, "nchw_forward": True}, {"tile_warps": (2, 2), "nchw_forward": False, "fused_pack": True},
+    {"tile_warps": (2, 2), "tile_m": 64, "tile_row_bytes": 64, "nchw_forward": False},
+    {"tile_warps": (2, 2), "nchw_forward": True, "tile_row_bytes": 128},
+    {"tile_min_blocks": 4, "tile_row_bytes": 64, "nchw_forward": False, "fused_pack": True},
+    {"tile_min_blocks": 4, "nchw_forward": True}])
+def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, knobs):
     """The benchmark shapes' tile paths (BN=128, 128-byte tiles, split-K, strided backward-data by residue
     class incl. classes with no taps) on reduced batches, with both tile depths, both block heights, both
-    warp grids, the forward's packs in one launch or two, and the forward from NCHW forced on and off."""
+    warp grids, register caps, the forward's packs in one launch or two, and the forward from NCHW forced on
+    and off."""
     import cupy
 
-    monkeypatch.setattr(K, "tile_warps", warps)
-    monkeypatch.setattr(K, "fused_pack", fused_pack)
-    monkeypatch.setattr(K, "tile_row_bytes", row_bytes)
-    monkeypatch.setattr(K, "tile_m", rows_m)
-    monkeypatch.setattr(K, "nchw_forward", nchw)
+    for name, value in knobs.items():
+        monkeypatch.setattr(K, name, value)
     rng = np.random.default_rng(3)
     for (n, c, h, w, k, st, r) in [(4, 64, 56, 56, 64, 1, 3), (4, 256, 14, 14, 256, 1, 3), (4, 128, 28, 28, 256, 2, 3),
                                    (16, 32, 28, 28, 64, 1, 3), (16, 1, 28, 28, 32, 1, 3), (2, 16, 9, 9, 8, 2, 1),

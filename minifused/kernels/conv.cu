@@ -43,6 +43,7 @@
 // nvrtc-check: -DCONV_T=__half -DCONV_MODE=2 -DCONV_BM=64 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_WARPS_N=2
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=2 -DCONV_WARPS_N=2
 // nvrtc-check: -DCONV_T=__half -DCONV_MODE=3 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_WARPS_N=2
+// nvrtc-check: -DCONV_T=__half -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=1 -DCONV_MIN_BLOCKS=4
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 

@@ -182,6 +182,9 @@ fused_pack = False
 #: Warps of a tensor-core block along (m, n): (2, 4) gives each warp a 64 x 32 share of a 128 x 128 tile,
 #: (2, 2) a 64 x 64 share (fewer shared-memory reads per MMA, half the warps); None picks.
 tile_warps = None
+#: Blocks per SM that a tensor-core block's registers must allow (conv.cu's CONV_MIN_BLOCKS: the register
+#: cap); None keeps conv.cu's rule (2, or 3 for 4-warp blocks of <= 128 x 64).
+tile_min_blocks = None
 
 
 def _on_gpu(a):
@@ -226,11 +229,15 @@ def _bkb(kred, itemsize, row_bytes=None):
 
 
 @functools.cache
-def _igemm(dtype, mode, bm, bn, mma, bkb, warps=(2, 4)):
-    """(kernel, block, shared bytes) of one conv.cu configuration."""
+def _igemm(dtype, mode, bm, bn, mma, bkb, threads=((2, 4), None)):
+    """(kernel, block, shared bytes) of one conv.cu configuration; ``threads`` is (warp grid, blocks per SM
+    for the register cap or None), as :func:`_threads` gives."""
+    warps, min_blocks = threads
     opts = (f"-DCONV_T={_CTYPE[dtype]}", f"-DCONV_MODE={mode}", f"-DCONV_BM={bm}", f"-DCONV_BN={bn}",
             f"-DCONV_MMA={mma}", f"-DCONV_IS_BF16={int(dtype == backend.bfloat16)}", f"-DCONV_BKB={bkb}",
             f"-DCONV_WARPS_M={warps[0]}", f"-DCONV_WARPS_N={warps[1]}")
+    if min_blocks:
+        opts += (f"-DCONV_MIN_BLOCKS={min_blocks}",)
     kern = get_kernel("conv.cu", "conv_igemm", opts)
     smem = _smem_bytes(np.dtype(dtype).itemsize, mode, bm, bn, bkb)
     kern.max_dynamic_shared_size_bytes = smem
@@ -319,14 +326,15 @@ def _whole_grid(m, cols, kred, h, wd, ch, p, q, conv, mid):
             *mid, *_ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s))
 
 
-def _warps(mma, warps):
-    """The warp grid of a block: :data:`tile_warps` if set (tensor cores only), else 2 x 4."""
-    return tuple(warps) if warps and mma else (2, 4)
+def _threads(mma, warps, min_blocks):
+    """(warp grid, blocks per SM or None) of a block: :data:`tile_warps` and :data:`tile_min_blocks` if set
+    (tensor cores only), else 2 x 4 and conv.cu's rule."""
+    return (tuple(warps) if warps and mma else (2, 4)), (min_blocks if mma else None)
 
 
 @functools.cache
 def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, mma, sm_count, row_bytes,
-                    rows_m, warps):
+                    rows_m, warps, min_blocks):
     """Everything static about one group's GEMM(s) of ``mode``: a tuple of (kernel, grid, block, smem, params
     array, extra) per launch. Cached per configuration, so a call only allocates and launches."""
     n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
@@ -338,7 +346,7 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         cpad = _padded_channels(cg, dtype)
         m, kred = n * p * q, r * s * cpad
         bm, bn, bkb = rows_m or 128, (64 if kg <= 64 else 128), _bkb(kred, itemsize, row_bytes)
-        kern, block, smem = _igemm(dtype, 0, bm, bn, mma, bkb, _warps(mma, warps))
+        kern, block, smem = _igemm(dtype, 0, bm, bn, mma, bkb, _threads(mma, warps, min_blocks))
         grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
         # conv_util.cu's pack_forward: x's tiles in z < N, the weight's grid-stride blocks above them
         xn_elems, w_elems = n * h * wd * cpad, kg * r * s * cpad
@@ -367,7 +375,7 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
                 rc, sc = max(0, (r - r0 + steps[0] - 1) // steps[0]), max(0, (s - s0 + steps[1] - 1) // steps[1])
             m, kred = n * ohc * owc, rc * sc * kpad
             bm, bn, bkb = rows_m or 128, (64 if cg <= 64 else 128), _bkb(kred, itemsize, row_bytes)
-            kern, block, smem = _igemm(dtype, 1, bm, bn, mma, bkb, _warps(mma, warps))
+            kern, block, smem = _igemm(dtype, 1, bm, bn, mma, bkb, _threads(mma, warps, min_blocks))
             grid = ((m + bm - 1) // bm, (cg + bn - 1) // bn, 1)
             head = (*_ints(m, cg, kred, p, q, kpad, h, wd), *conv,
                     *(np.uint32(v) for v in (*_magic(ohc * owc), *_magic(owc))))
@@ -378,7 +386,7 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         cpad = _padded_channels(cg, dtype)
         ncol, npq = r * s * cpad, n * p * q
         bm, bn, bkb = (64 if kg <= 64 else 128), 128, _bkb(npq, itemsize, row_bytes)
-        kern, block, smem = _igemm(dtype, 2, bm, bn, mma, bkb, _warps(mma, warps))
+        kern, block, smem = _igemm(dtype, 2, bm, bn, mma, bkb, _threads(mma, warps, min_blocks))
         bk = bkb // itemsize
         tiles = (npq + bk - 1) // bk
         base = ((kg + bm - 1) // bm) * ((ncol + bn - 1) // bn)
@@ -393,7 +401,7 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
 
 def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id):
     return _igemm_launches(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), stride, padding, dilation, groups,
-                           _mma(dtype), _sm_count(dev_id), tile_row_bytes, tile_m, tile_warps)
+                           _mma(dtype), _sm_count(dev_id), tile_row_bytes, tile_m, tile_warps, tile_min_blocks)
 
 
 # ---- forward straight from NCHW (conv.cu's mode 3): one launch, no repacking
@@ -429,7 +437,7 @@ def _nchw_gather(x_shape, w_shape, stride, padding, dilation, groups, dtype):
 
 
 @functools.cache
-def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, warps, row_bytes):
+def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, warps, row_bytes, min_blocks):
     """(kernel, grid, block, shared bytes, params with the k-table, output shape, mask words) of a mode-3
     forward."""
     import cupy
@@ -437,7 +445,7 @@ def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, war
     n, c, h, wd, k, _, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
     m, kred = n * p * q, c * r * s
     bm, bn, bkb = rows_m or 128, (64 if k <= 64 else 128), row_bytes or 64
-    kern, block, smem = _igemm(dtype, 3, bm, bn, 1, bkb, _warps(1, warps))
+    kern, block, smem = _igemm(dtype, 3, bm, bn, 1, bkb, _threads(1, warps, min_blocks))
     bk = bkb // np.dtype(dtype).itemsize
     kk = np.arange(-(-kred // bk) * bk)
     cc, rr, ss = kk // (r * s), kk % (r * s) // s, kk % s
@@ -516,7 +524,8 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
         return _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask)
     if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype):
         kern, grid, block, smem, prm, y_shape, words = _nchw_launch(x.dtype, x.shape, w.shape, stride, padding,
-                                                                    dilation, tile_m, tile_warps, tile_row_bytes)
+                                                                    dilation, tile_m, tile_warps, tile_row_bytes,
+                                                                    tile_min_blocks)
         y = cupy.empty(y_shape, x.dtype)
         mask = cupy.empty((y_shape[1], words), np.uint32) if (relu and want_mask) else None
         kern(grid, block, (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
