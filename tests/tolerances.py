@@ -15,9 +15,11 @@ def cpu(data, **kw):
     return mf.tensor(data, device="cpu", **kw)
 
 
-def rel_err(a, b):
+def rel_err(a, b, scale=0.0):
     """‖a − b‖ / ‖b‖ over the finite entries of the reference ``b``, after checking that NaNs
-    and infinities sit in the same places; the floor keeps (near-)zero references meaningful."""
+    and infinities sit in the same places; the floor keeps (near-)zero references meaningful.
+    ``scale``, if larger than ‖b‖, is the magnitude to measure against: that of the terms whose
+    difference ``b`` is (cancellation leaves any rounding of theirs in the result)."""
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
     assert np.array_equal(np.isnan(a), np.isnan(b)), "NaN positions differ"
@@ -25,4 +27,4 @@ def rel_err(a, b):
     assert np.array_equal(a[inf], b[inf]), "infinities differ"
     fin = np.isfinite(b)
     a, b = np.where(fin, a, 0), np.where(fin, b, 0)
-    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-3 * np.sqrt(max(b.size, 1)), 1e-30)
+    return np.linalg.norm(a - b) / max(np.linalg.norm(b), scale, 1e-3 * np.sqrt(max(b.size, 1)), 1e-30)
