@@ -74,6 +74,30 @@ def test_cross_entropy_shapes(rng):
     assert F.cross_entropy(cpu(x[:, :, 0, 0]), cpu(t[:, 0, 0].astype(np.int32))).shape == ()
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_confident_rows_keep_their_precision(device, eps):
+    """float32 logits near 50, one far above the rest: the target's gradient p_t - 1 (-1e-5 .. -1e-3)
+    within 8 float32 roundings of 1 (its size before the cancellation), as PyTorch's log_softmax keeps
+    it: x - max and log(sum) are never added into one float rounded at the max's magnitude (its half-ulp
+    there, 1.9e-6, is 32 of those). The loss (near 0) to 1e-3 of itself."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((64, 9)) * 3 + 40).astype(np.float32)
+    t = rng.integers(0, 9, 64)
+    x[np.arange(64), t] = 52.9478  # each target logit 9 or more above the rest: p_t - 1 of -1e-4 at most
+    xt = mf.tensor(x, device=device, requires_grad=True)
+    loss = F.cross_entropy(xt, mf.tensor(t, device=device), reduction="sum", label_smoothing=eps)
+    loss.backward()
+    x64 = x.astype(np.float64)
+    p = np.exp(x64 - x64.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    onehot = np.eye(9)[t]
+    grad = (1 - eps) * (p - onehot) + eps / 9 * (9 * p - 1)
+    got = backend.to_device(xt.grad.data, backend.CPU).astype(np.float64)
+    rows = np.arange(64)
+    assert np.abs(got[rows, t] - grad[rows, t]).max() < 8 * 2.0 ** -24
+    assert abs(float(loss.item()) / xent64(x, t, reduction="sum", eps=eps) - 1) < 1e-3
+
+
 def test_all_ignored_mean_is_nan():
     out = F.cross_entropy(cpu(np.ones((2, 3), np.float32)), cpu(np.array([-100, -100])))
     assert np.isnan(out.item())

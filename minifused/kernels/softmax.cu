@@ -128,7 +128,7 @@ softmax_fwd(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
             if (ok && c < N) ms = ms_fold(ms, xv[k]);
         }
         ms = row_reduce(ms, red, MaxSum());
-        const float inv_s = 1.f / ms.y, log_s = __logf(ms.y);
+        const float inv_s = 1.f / ms.y, log_s = logf(ms.y);  // once a row: the accurate log
         if (ok) {
 #pragma unroll
             for (int k = 0; k < K; ++k) {
@@ -154,7 +154,7 @@ softmax_fwd_tiled(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
         float2 ms = make_float2(NEG_INF, 0.f);
         for (int c = t * VEC; c < N; c += NT * VEC) ms = ms_fold(ms, load_vec(xr + c));
         ms = row_reduce(ms, red, MaxSum());
-        const float inv_s = 1.f / ms.y, log_s = __logf(ms.y);
+        const float inv_s = 1.f / ms.y, log_s = logf(ms.y);  // once a row: the accurate log
         for (int c = t * VEC; c < N; c += NT * VEC) {
             VT a = load_vec(xr + c), o;
 #pragma unroll
@@ -236,12 +236,13 @@ softmax_bwd_tiled(const T* __restrict__ dy, const T* __restrict__ y, T* __restri
 // ---------------------------------------------------------------- cross-entropy
 // Per row i with target t = target[i] (C = N classes, eps = label smoothing,
 // w = class weights or all ones, W = sum(w)):
-//   lse  = log sum_j exp(x_j)
-//   loss = (1 - eps) * w_t * (lse - x_t) + eps / C * sum_j w_j * (lse - x_j)
+//   lse  = log sum_j exp(x_j) = mx + ls, mx = max_j x_j, ls = log sum_j exp(x_j - mx)
+//   loss = (1 - eps) * w_t * ((mx - x_t) + ls) + eps / C * sum_j w_j * (lse - x_j)
 //   rw   = w_t  (the row's share of the 'mean' denominator)
 // Ignored rows (t == ignore_index): loss = 0, rw = 0. A label outside [0, C)
 // sets *bad = 1 (checked later on the host, no sync here) and gives loss NaN.
-// The softmax itself is never written: backward recomputes it from x and lse.
+// The softmax itself is never written: backward recomputes it from x and (mx, ls), stored apart in
+// lse_out[2 * row ..] (mx + ls rounds at mx's magnitude: p_t - 1 of a confident row would carry it).
 extern "C" __global__ void __launch_bounds__(NT)
 xent_fwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __restrict__ w,
          float* __restrict__ lse_out, float* __restrict__ loss, float* __restrict__ rw,
@@ -283,7 +284,7 @@ xent_fwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __rest
         ms = row_reduce(ms, red, MaxSum());
         if (eps != 0.f) sw = row_reduce(sw, red, Sum2());
         if (ok && t == 0) {
-            const float lse = ms.x + __logf(ms.y);
+            const float ls = logf(ms.y), lse = ms.x + ls;  // (not __logf: 2^-21 absolute error near 1)
             const TT tg = target[row];
             float l, r;
             if ((long long)tg == ignore_index) {
@@ -294,11 +295,12 @@ xent_fwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __rest
             } else {
                 const float wt = w ? to_f(w[tg]) : 1.f;
                 const float W = w ? sw.y : (float)N;
-                l = (1.f - eps) * wt * (lse - to_f(xr[tg]));
+                l = (1.f - eps) * wt * ((ms.x - to_f(xr[tg])) + ls);
                 if (eps != 0.f) l += eps / (float)N * (W * lse - sw.x);
                 r = wt;
             }
-            lse_out[row] = lse;
+            lse_out[2 * row] = ms.x;
+            lse_out[2 * row + 1] = ls;
             loss[row] = l;
             rw[row] = r;
         }
@@ -306,7 +308,7 @@ xent_fwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __rest
 }
 
 // dx[i, j] = s_i * ((1 - eps) * w_t * (p_j - [j == t]) + eps / C * (W * p_j - w_j)),
-// p_j = exp(x_j - lse_i); s_i = gout[i] (per_row) or gout[0] / (denom ? *denom : 1);
+// p_j = exp((x_j - mx_i) - ls_i); s_i = gout[i] (per_row) or gout[0] / (denom ? *denom : 1);
 // W = *wsum (sum of the class weights) or N.
 // One pass: reads x, writes dx. Rows with an ignored target get zeros.
 // Grid: (column blocks, row blocks); each thread writes VEC elements.
@@ -338,12 +340,12 @@ xent_bwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __rest
             const bool ign = (long long)tg == ignore_index || tg < 0 || tg >= (TT)N;
             const float sc = ign ? 0.f : (per_row ? to_f(gout[row]) : gscale);
             const float wt = (w && !ign) ? to_f(w[tg]) : 1.f;
-            const float l = lse[row];
+            const float mx = lse[2 * row], ls = lse[2 * row + 1];
             const float a1 = sc * (1.f - eps) * wt, a2 = sc * eps / (float)N;
             VT o;
 #pragma unroll
             for (int e = 0; e < VEC; ++e) {
-                const float p = __expf(to_f(av[u].v[e]) - l);
+                const float p = __expf((to_f(av[u].v[e]) - mx) - ls);
                 float g = a1 * (p - ((long long)(c + e) == (long long)tg ? 1.f : 0.f));
                 if (eps != 0.f) g += a2 * (W * p - (w ? to_f(wv.v[e]) : 1.f));
                 o.v[e] = from_f<T>(ign ? 0.f : g);

@@ -79,7 +79,10 @@ def _weights_rows(target, weight, ignore_index, n, xp, acc):
 
 
 def xent_fwd_ref(x, target, weight=None, ignore_index=-100, label_smoothing=0.0):
-    """(loss_rows, lse, row_weights), fp32 (fp64 for fp64 logits), each of length M."""
+    """(loss_rows, lse, row_weights), fp32 (fp64 for fp64 logits): loss_rows and row_weights of length
+    M, lse (M, 2), each row's log-sum-exp as its max and the log of the sum of exp(x - max). Kept apart,
+    so that x - lse loses nothing to the rounding of max + log(sum) at the max's magnitude (a confident
+    row's target gradient p - 1 is small: with logits near 50 in float32 that rounding moved it by 2%)."""
     xp = backend.array_module(x)
     acc = _acc(x.dtype)
     m, n = x.shape
@@ -89,16 +92,16 @@ def xent_fwd_ref(x, target, weight=None, ignore_index=-100, label_smoothing=0.0)
     valid, t, rw = _weights_rows(target, weight, ignore_index, n, xp, acc)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         mx = xf.max(axis=-1, keepdims=True)
-        lse = (mx + xp.log(xp.exp(xf - mx).sum(axis=-1, keepdims=True)))[:, 0]
-        x_t = xp.take_along_axis(xf, t[:, None], axis=1)[:, 0]
+        ls = xp.log(xp.exp(xf - mx).sum(axis=-1, keepdims=True))
+        x_t = xp.take_along_axis(xf, t[:, None], axis=1)
         eps = acc(label_smoothing)
-        loss = (1 - eps) * rw * (lse - x_t)
+        loss = (1 - eps) * rw * ((mx - x_t) + ls)[:, 0]
         if label_smoothing:
             w = weight.astype(acc) if weight is not None else xp.ones(n, acc)
-            smooth = (w[None, :] * (lse[:, None] - xf)).sum(axis=-1)
+            smooth = (w[None, :] * ((mx - xf) + ls)).sum(axis=-1)
             loss = loss + eps / n * smooth
     loss = xp.where(valid, loss, acc(0))
-    return loss.astype(acc), lse.astype(acc), rw.astype(acc)
+    return loss.astype(acc), xp.concatenate([mx, ls], axis=1).astype(acc), rw.astype(acc)
 
 
 def _row_scale(gout, per_row, denom, m, xp, acc):
@@ -121,7 +124,8 @@ def xent_bwd_ref(x, target, weight, lse, gout, per_row, denom, ignore_index=-100
     valid, t, rw = _weights_rows(target, weight, ignore_index, n, xp, acc)
     sc = _row_scale(gout, per_row, denom, m, xp, acc) * valid
     with np.errstate(invalid="ignore", over="ignore"):
-        p = xp.exp(xf - lse.astype(acc)[:, None])
+        lse = lse.astype(acc)
+        p = xp.exp((xf - lse[:, :1]) - lse[:, 1:])
     onehot = xp.zeros((m, n), acc)
     xp.put_along_axis(onehot, t[:, None], acc(1), axis=1)
     eps = acc(label_smoothing)
@@ -245,7 +249,7 @@ def _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing):
 
     m, n = x.shape
     loss = cupy.empty(m, np.float32)
-    lse = cupy.empty(m, np.float32)
+    lse = cupy.empty((m, 2), np.float32)
     rw = cupy.empty(m, np.float32)
     if m == 0:
         return loss, lse, rw
