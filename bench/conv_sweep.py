@@ -1,0 +1,111 @@
+"""Tuning sweep for the implicit-GEMM convolution's tile knobs (GPU only).
+
+    python3 bench/conv_sweep.py [--shapes mnist2,c256h14] [--dtypes float16,tf32]
+
+For each shape of bench/conv.py (the direct-kernel mnist1 aside) and dtype, it runs every knob set
+below through forward, backward-data and backward-filter (forward only for the knobs that touch the
+forward alone), checks each result against the default knobs' (float32 relative error), and prints
+TFLOP/s twice: eager (``bench_ms``: host time included, as bench/conv.py's ratios) and on the device
+alone (``kernel_ms``: L2 flushed, launch hidden). cuDNN's forward through PyTorch is printed beside,
+when importable. The auto rules of ``kernels.conv`` come from these tables; the sweep is kept to
+re-derive them. Full results: ``$OUT/conv_sweep.json``.
+"""
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cupy  # noqa: E402
+import numpy as np  # noqa: E402
+
+from conv import SHAPES  # noqa: E402
+from harness import bench_ms, kernel_ms, torch_or_none  # noqa: E402
+from minifused import backend  # noqa: E402
+from minifused.kernels import conv as K  # noqa: E402
+
+KNOBS = ("tile_warps", "tile_m", "tile_row_bytes", "tile_min_blocks", "nchw_forward", "fused_pack")
+W22 = {"tile_warps": (2, 2)}
+MB4 = {"tile_min_blocks": 4, "tile_row_bytes": 64}
+REPACK = {"nchw_forward": False}
+VARIANTS = [
+    {}, W22, {**W22, "tile_row_bytes": 64}, {**W22, "tile_m": 64}, {**W22, "tile_m": 64, "tile_row_bytes": 64},
+    MB4, {"tile_min_blocks": 3}, {**MB4, "tile_m": 64},
+    {**REPACK, "fused_pack": True}, {**REPACK, **W22, "fused_pack": True}, {**REPACK, **MB4, "fused_pack": True},
+    {"nchw_forward": True}, {**W22, "nchw_forward": True}, {"nchw_forward": True, "tile_row_bytes": 128},
+    {**W22, "nchw_forward": True, "tile_row_bytes": 128}, {**MB4, "nchw_forward": True},
+]
+FORWARD_ONLY = ("nchw_forward", "fused_pack")
+
+
+def arg(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+def rel(a, b):
+    a, b = a.astype(cupy.float32), b.astype(cupy.float32)
+    return float(cupy.linalg.norm(a - b) / max(float(cupy.linalg.norm(b)), 1e-30))
+
+
+def main():
+    torch = torch_or_none()
+    names = arg("--shapes", ",".join(s[0] for s in SHAPES[1:])).split(",")
+    dtypes = arg("--dtypes", "float16,tf32").split(",")
+    defaults = {name: getattr(K, name) for name in KNOBS}
+    rs = cupy.random.RandomState(0)
+    results = {}
+    for name, (n, c, h, w), k, st in [s for s in SHAPES if s[0] in names]:
+        geo = ((st, st), (1, 1), (1, 1), 1)
+        p = K.out_size(h, 3, st, 1, 1)
+        flops = 2.0 * n * k * p * p * c * 9
+        for dname in dtypes:
+            dt = backend.float32 if dname == "tf32" else backend.as_dtype(dname)
+            K.allow_tf32 = dname == "tf32"
+            sets = [(rs.standard_normal((n, c, h, w), dtype=np.float32).astype(dt),
+                     rs.standard_normal((k, c, 3, 3), dtype=np.float32).astype(dt),
+                     rs.standard_normal((n, k, p, p), dtype=np.float32).astype(dt)) for _ in range(2)]
+            fns = {"fwd": lambda x, wt, dy: K.conv2d_forward(x, wt, None, *geo)[0],
+                   "bwd_data": lambda x, wt, dy: K.conv2d_backward_data(dy, wt, x.shape, *geo),
+                   "bwd_filter": lambda x, wt, dy: K.conv2d_backward_filter(dy, x, wt.shape, *geo)}
+            refs = {d: fn(*sets[0]) for d, fn in fns.items()}
+            if torch is not None and dname != "bfloat16":
+                ts = [tuple(torch.as_tensor(a, device="cuda") for a in s) for s in sets]
+                with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
+                    f = lambda x, wt, dy: torch.nn.functional.conv2d(x, wt, None, st, 1)  # noqa: E731
+                    e, kk = flops / bench_ms(f, ts) / 1e9, flops / kernel_ms(f, ts) / 1e9
+                print(f"{name:10} {dname:8} {'cudnn':58} fwd {e:6.1f}/{kk:6.1f}", flush=True)
+                results[f"{name} {dname} cudnn"] = {"fwd": [e, kk]}
+                del ts
+            for variant in VARIANTS:
+                for knob, value in variant.items():
+                    setattr(K, knob, value)
+                row = {}
+                try:
+                    for d, fn in fns.items():
+                        if d != "fwd" and any(knob in variant for knob in FORWARD_ONLY):
+                            continue
+                        err = rel(fn(*sets[0]), refs[d])
+                        if err > 1e-2:
+                            row[d] = f"WRONG ({err:.2e})"
+                            continue
+                        row[d] = [flops / bench_ms(fn, sets) / 1e9, flops / kernel_ms(fn, sets) / 1e9]
+                except Exception as e:  # noqa: BLE001 - a variant that cannot launch is reported, not fatal
+                    row["error"] = f"{type(e).__name__}: {str(e)[:100]}"
+                finally:
+                    for knob, value in defaults.items():
+                        setattr(K, knob, value)
+                cells = "  ".join(f"{d} {v[0]:6.1f}/{v[1]:6.1f}" if isinstance(v, list) else f"{d} {v}"
+                                  for d, v in row.items())
+                print(f"{name:10} {dname:8} {json.dumps(variant):58} {cells}", flush=True)
+                results[f"{name} {dname} {json.dumps(variant)}"] = row
+            del sets, refs
+            cupy.get_default_memory_pool().free_all_blocks()
+    K.allow_tf32 = False
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "conv_sweep.json"), "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
