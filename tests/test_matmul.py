@@ -276,3 +276,37 @@ def test_gpu_wgrad_bias_grad_every_kept_candidate(dtype, rows, k, m, poisoned_po
             assert float(cupy.abs(dw.astype(cupy.float64) - ref_dw).max()) <= 1e-2 * scale, i
         if plan:
             plan.choose(0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("act", ["relu", "gelu"])
+@pytest.mark.parametrize("n,k,m", [(2, 1, 16), (1, 1, 16), (5, 1, 24), (2, 3, 5), (64, 1, 16), (2, 16, 1)])
+def test_gpu_dgrad_bias_grad_every_kept_candidate(dtype, act, n, k, m, poisoned_pool):
+    """Every cuBLASLt candidate a DRELU_BGRAD / DGELU_BGRAD plan keeps writes the right pre-activation
+    gradient and its column sum (the BGRADB plans were offered candidates that left the sum unwritten on
+    tiny GEMMs): each is run in turn on poisoned memory."""
+    import cupy
+
+    rng = np.random.default_rng(n * 100 + k * 10 + m)
+    dt = backend.as_dtype(dtype)
+    dy = cupy.asarray(rng.standard_normal((n, m))).astype(dt)
+    w = cupy.asarray(rng.standard_normal((m, k))).astype(dt)
+    xp_ = cupy.asarray(rng.standard_normal((n, 7))).astype(dt)
+    wp = cupy.asarray(rng.standard_normal((k, 7)) * 0.4).astype(dt)
+    _, aux = K.linear_fwd(xp_, wp, None, act, aux=True)
+    scale = unpack(aux, k) if act == "relu" else dgelu64(f64(host(aux)[:, :k]))
+    ref = (f64(dy) @ f64(w)) * scale
+    size = float((np.abs(f64(dy)) @ np.abs(f64(w))).sum(0).max()) + 1e-30
+    K.linear_dgrad(dy, w, act, aux)
+    epi = "DRELU_BGRAD" if act == "relu" else "DGELU_BGRAD"
+    plans = [p for key, p in K._plans.items() if key[2:8] == ("dgrad", epi, dt, k, n, m)]
+    for plan in plans or [None]:
+        for i in range(len(plan.algos) if plan else 1):
+            if plan:
+                plan.choose(i)
+            dz, db = K.linear_dgrad(dy, w, act, aux)
+            assert np.abs(f64(dz) - ref).max() <= 1e-2 * size, i
+            assert np.abs(f64(db) - ref.sum(0)).max() <= 1e-2 * size, (i, db, ref.sum(0))
+        if plan:
+            plan.choose(0)
