@@ -50,8 +50,10 @@ or faster on the GPU, and timing the candidates of a small GEMM costs well under
 millisecond, once per plan. The choice is made once per plan and process: within a process
 results are bitwise repeatable, but two processes may time their way to different candidates
 for one GEMM, whose results can differ in the last bits. ``SMALL_GEMM_FLOP = 0`` keeps the
-heuristic's first choice everywhere (the same in every process) at that host-time cost. ``WORKSPACE_LIMIT`` caps the workspace an algorithm may use: one buffer per
-(device, stream), grown to the largest need of the plans run on it. All GEMMs accumulate in float32 (float64 on the NumPy path).
+heuristic's first choice everywhere (the same in every process) at that host-time cost.
+``WORKSPACE_LIMIT`` caps the workspace an algorithm may use: one buffer per (device, stream), grown
+to the largest need of the plans run on it. All GEMMs accumulate in float32 (float64 on the NumPy
+path).
 """
 from __future__ import annotations
 
