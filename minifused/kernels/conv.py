@@ -477,10 +477,13 @@ def _direct_kernel(dtype, name, crs):
 
 @functools.cache
 def _direct_plan(dtype, x_shape, w_shape, stride, padding, dilation):
-    """(forward kernel, filter-gradient kernel, reduce kernel, P, Q, geometry as int32 arguments)."""
+    """(forward kernel, filter-gradient kernel, reduce kernel, P, Q, the geometry as a device int32
+    array in conv_direct.cu's order, made once per configuration)."""
+    import cupy
+
     n, c, h, wd, k, _, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
     names = ("conv_direct_fwd", "conv_direct_wgrad", "conv_direct_reduce")
-    geo = _ints(n, c, h, wd, k, r, s, p, q, *stride, *padding, *dilation)
+    geo = cupy.asarray(np.array([n, c, h, wd, k, r, s, p, q, *stride, *padding, *dilation], np.int32))
     return (*(_direct_kernel(dtype, name, (c, r, s)) for name in names), p, q, geo)
 
 
@@ -496,7 +499,7 @@ def _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask):
     flags = (1 if relu else 0) | (2 if bias is not None else 0)
     fwd(((m + _THREADS - 1) // _THREADS,), (_THREADS,), (
         x, w, bias if bias is not None else y, y, mask if mask is not None else np.uint64(0),
-        *_ints(flags, words), *geo))
+        *_ints(flags, words), geo))
     return y, mask
 
 
@@ -512,7 +515,7 @@ def _direct_filter_grad(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
     pairs = k * (crs + 1)
     part = cupy.empty((blocks, pairs), np.float32)
     wgrad((blocks,), (_THREADS,), (x, dy, mask if mask is not None else np.uint64(0), part,
-                                   *_ints((m + 31) // 32), *geo))
+                                   *_ints((m + 31) // 32), geo))
     reduce(((pairs + 127) // 128,), (128,), (part, dw, db if db is not None else np.uint64(0),
                                              *_ints(blocks, k, crs)))
 
