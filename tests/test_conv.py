@@ -330,6 +330,32 @@ def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, knobs):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fused_pack", [False, True])
+def test_gpu_batch_beyond_the_grid_z_limit(fused_pack, poisoned_pool, monkeypatch):
+    """70000 images (more than a grid's 65535 blocks along z, one per image in the packs): forward with
+    bias, ReLU and mask, and the backward through that mask, against float64."""
+    import cupy
+
+    monkeypatch.setattr(K, "fused_pack", fused_pack)
+    monkeypatch.setattr(K, "nchw_forward", False)
+    rng = np.random.default_rng(9)
+    n, c, h, w, k = 70000, 8, 3, 3, 8
+    x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(backend.float16)
+    wt = cupy.asarray(rng.standard_normal((k, c, 3, 3))).astype(backend.float16)
+    b = cupy.asarray(rng.standard_normal(k)).astype(backend.float16)
+    geo = ((1, 1), (1, 1), (1, 1), 1)
+    y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu", want_mask=True)
+    x64, w64 = x.astype(cupy.float64), wt.astype(cupy.float64)
+    ref, mask_ref = K.conv2d_forward_ref(x64, w64, b.astype(cupy.float64), *geo, activation="relu", want_mask=True)
+    assert _rel(y, ref) < _GPU_TOL["float16"]
+    dy = cupy.asarray(rng.standard_normal(y.shape)).astype(backend.float16)
+    dx, dw, db = K.conv2d_backward(dy, x, wt, *geo, mask=mask_ref, need_db=True)
+    rx, rw, rb = K.conv2d_backward_ref(dy.astype(cupy.float64), x64, w64, *geo, mask=mask_ref, need_db=True)
+    assert _rel(dx, rx) < _GPU_TOL["float16"] and _rel(dw, rw) < _GPU_TOL["float16"]
+    assert _rel(db, rb) < _GPU_TOL["float16"]
+
+
+@pytest.mark.gpu
 def test_gpu_backward_filter_is_deterministic():
     import cupy
 

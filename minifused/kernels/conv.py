@@ -172,6 +172,7 @@ _CTYPE = {backend.float16: "__half", backend.bfloat16: "__nv_bfloat16", backend.
 _THREADS = 256
 _STAGES = 3
 _INT32_LIMIT = 1 << 31
+_GRID_Z = 65535  # the most blocks along a grid's z (the packs loop over the images beyond)
 #: Bytes of one tile row along the reduction (64 or 128); None picks 128 for long reductions (64 from NCHW).
 tile_row_bytes = None
 #: Rows (output pixels) per block for forward / backward-data (64 or 128); None picks 128.
@@ -278,10 +279,10 @@ def _pack_nhwc(a, c_off, c, cp_, mask=None, mask_words=0):
     n, ctot, h, w = a.shape
     hw = h * w
     out = cupy.empty((n, h, w, cp_), a.dtype)
-    grid = ((hw + 31) // 32, (cp_ + 31) // 32, n)
+    grid = ((hw + 31) // 32, (cp_ + 31) // 32, min(n, _GRID_Z))
     _util(a.dtype, "pack_nhwc")(grid, (32, 8, 1), (
         _ptr(a, c_off * hw), out, _ptr(mask, c_off * mask_words) if mask is not None else a,
-        *_ints(c, ctot, hw, cp_, mask_words if mask is not None else 0)))
+        *_ints(c, ctot, hw, cp_, mask_words if mask is not None else 0, n)))
     return out
 
 
@@ -351,10 +352,9 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         # conv_util.cu's pack_forward: x's tiles in z < N, the weight's grid-stride blocks above them
         xn_elems, w_elems = n * h * wd * cpad, kg * r * s * cpad
         gx, gy = (h * wd + 31) // 32, (cpad + 31) // 32
-        w_blocks = min((w_elems + 255) // 256, 1024)
-        pack_grid = (gx, gy, n + (w_blocks + gx * gy - 1) // (gx * gy))
-        pack = (pack_grid, _ints(n, cg, c, h * wd, cpad, kg, r * s), xn_elems, xn_elems + w_elems) \
-            if pack_grid[2] <= 65535 else None
+        zw = (min((w_elems + 255) // 256, 1024) + gx * gy - 1) // (gx * gy)
+        zx = min(n, _GRID_Z - zw)
+        pack = ((gx, gy, zx + zw), _ints(n, cg, c, h * wd, cpad, kg, r * s, zx), xn_elems, xn_elems + w_elems)
         launches.append((kern, grid, block, smem, _params(_whole_grid(m, kg, kred, h, wd, cpad, p, q, conv, (k, 0, 0))),
                          pack))
     elif mode == 1:
@@ -545,7 +545,7 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
                                                     x.device.id)
     flags = (1 if relu else 0) | (2 if bias is not None else 0)
     for g in range(groups):
-        if fused_pack and pack:  # one allocation and one launch for both packed operands
+        if fused_pack:  # one allocation and one launch for both packed operands
             pack_grid, pack_ints, xn_elems, total = pack
             xn = cupy.empty(total, x.dtype)
             wk = _ptr(xn, xn_elems)

@@ -50,13 +50,15 @@ __device__ __forceinline__ void pack_nhwc_tile(const T* __restrict__ in, T* __re
         const int hw = hw0 + ty + j, c = c0 + tx;
         if (hw < HW && c < Cp) out[((long long)n * HW + hw) * Cp + c] = tile[tx][ty + j];
     }
+    __syncthreads();  // the tile is free for the block's next image
 }
 
-// grid (ceil(HW/32), ceil(Cp/32), N), block (32, 8).
+// grid (ceil(HW/32), ceil(Cp/32), min(N, 65535)), block (32, 8): block z packs images z, z + gridDim.z, ...
 extern "C" __global__ void __launch_bounds__(256)
 pack_nhwc(const T* __restrict__ in, T* __restrict__ out, const unsigned* __restrict__ mask,
-          int C, int Ctot, int HW, int Cp, int mask_words) {
-    pack_nhwc_tile(in, out, mask, C, Ctot, HW, Cp, mask_words, blockIdx.z, blockIdx.x * 32, blockIdx.y * 32);
+          int C, int Ctot, int HW, int Cp, int mask_words, int N) {
+    for (int n = blockIdx.z; n < N; n += gridDim.z)
+        pack_nhwc_tile(in, out, mask, C, Ctot, HW, Cp, mask_words, n, blockIdx.x * 32, blockIdx.y * 32);
 }
 
 // out (A, RS, Bp): out[a, rs, b] = b < B ? w[a*sa + b*sb + rs] : 0, elements first, first + step, ...
@@ -80,16 +82,18 @@ extern "C" __global__ void pack_weight(const T* __restrict__ w, T* __restrict__ 
 
 // The forward's two packs in one launch: x (NCHW, one group's C channels) -> (N, HW, Cp) as pack_nhwc,
 // and w (K, C, RS) -> (K, RS, Cp) as pack_weight with sa = C*RS, sb = RS.
-// grid (ceil(HW/32), ceil(Cp/32), N + Z), block (32, 8): the blocks of z >= N pack the weight.
+// grid (ceil(HW/32), ceil(Cp/32), ZX + ZW), block (32, 8): block z < ZX packs images z, z + ZX, ...;
+// the blocks of z >= ZX pack the weight.
 extern "C" __global__ void __launch_bounds__(256)
 pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict__ w, T* __restrict__ wout,
-             int N, int C, int Ctot, int HW, int Cp, int K, int RS) {
-    if ((int)blockIdx.z < N) {
-        pack_nhwc_tile(x, xout, nullptr, C, Ctot, HW, Cp, 0, blockIdx.z, blockIdx.x * 32, blockIdx.y * 32);
+             int N, int C, int Ctot, int HW, int Cp, int K, int RS, int ZX) {
+    if ((int)blockIdx.z < ZX) {
+        for (int n = blockIdx.z; n < N; n += ZX)
+            pack_nhwc_tile(x, xout, nullptr, C, Ctot, HW, Cp, 0, n, blockIdx.x * 32, blockIdx.y * 32);
         return;
     }
-    const long long block = ((long long)(blockIdx.z - N) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    const long long blocks = (long long)(gridDim.z - N) * gridDim.y * gridDim.x;
+    const long long block = ((long long)(blockIdx.z - ZX) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    const long long blocks = (long long)(gridDim.z - ZX) * gridDim.y * gridDim.x;
     pack_weight_range(w, wout, K, RS, C, Cp, C * RS, RS, block * 256 + threadIdx.y * 32 + threadIdx.x, blocks * 256);
 }
 
