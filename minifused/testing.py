@@ -68,7 +68,8 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
                 nflat[i] = (plus - minus) / (2 * eps)
         finally:
             t.data = original
-        bad = np.abs(analytic - numeric) > atol + rtol * np.abs(numeric)
+        # isclose, not a '>' test: a NaN or infinite analytic gradient is a mismatch, not a pass
+        bad = ~np.isclose(analytic, numeric, rtol=rtol, atol=atol, equal_nan=True)
         if bad.any():
             worst = np.unravel_index(np.argmax(np.abs(analytic - numeric)), numeric.shape)
             raise AssertionError(

@@ -216,6 +216,22 @@ def test_custom_function_with_aux_and_needs_input_grad():
                                 (leaf([1.0, -2.0]), leaf([0.5, 3.0])))
 
 
+def test_gradcheck_fails_a_nan_gradient():
+    """A backward giving NaN (or inf) is a mismatch: NaN compares false, so a '>' test let it pass."""
+
+    class NanGrad(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * np.nan
+
+    with pytest.raises(AssertionError, match="gradcheck"):
+        mf.testing.gradcheck(lambda a: NanGrad.apply(a), (leaf([1.0, 2.0]),))
+
+
 def test_sole_consumer_is_reported_to_backward():
     seen = []
 

@@ -152,6 +152,18 @@ def test_ties_share_gradient_evenly():
     np.testing.assert_allclose(c.grad.numpy(), [0.5, 0.0])
 
 
+def test_std_of_equal_values_has_zero_gradient():
+    """std is 0 over equal values (or one value, correction 0); its gradient there is 0, as PyTorch's
+    std backward masks it, not the NaN that sqrt's and var's chain rule gives (0 * inf)."""
+    a = mf.tensor([[3.0, 3.0, 3.0], [1.0, 2.0, 4.0]], dtype=mf.float64, requires_grad=True)
+    a.std(dim=1).sum().backward()
+    centered = np.array([1.0, 2.0, 4.0]) - 7 / 3
+    np.testing.assert_allclose(a.grad.numpy(), [[0, 0, 0], centered / (2 * np.std([1.0, 2.0, 4.0], ddof=1))])
+    b = mf.tensor([[5.0], [6.0]], requires_grad=True)
+    b.std(dim=1, correction=0).sum().backward()
+    np.testing.assert_array_equal(b.grad.numpy(), [[0.0], [0.0]])
+
+
 def test_no_grad_ops():
     a = mf.tensor([[1.0, 5.0], [7.0, 2.0]])
     assert a.argmax().item() == 2

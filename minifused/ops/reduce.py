@@ -10,7 +10,6 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import cast, normalize_axis
-from .elementwise import sqrt
 
 
 def _expand(g, in_shape, axes, keepdim):
@@ -120,6 +119,25 @@ class Var(Function):
         return grad.astype(g.dtype, copy=False)
 
 
+class Std(Var):
+    """The square root of :class:`Var`, with PyTorch's gradient where it is 0: zero (the chain rule
+    would give 0 * inf = NaN there, e.g. for a row of equal values)."""
+
+    @staticmethod
+    def forward(ctx, x, axes, correction, keepdim):
+        xp = backend.array_module(x)
+        out = xp.sqrt(Var.forward(ctx, x, axes, correction, keepdim))
+        ctx.std = out
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        std = ctx.std
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g_var = backend.array_module(g).where(std == 0, g.dtype.type(0), g / (2 * std))
+        return Var.backward(ctx, g_var.astype(g.dtype, copy=False))
+
+
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 
 
@@ -195,7 +213,12 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
-    return sqrt(var(x, dim, unbiased, keepdim, correction))
+    if unbiased is not None and correction is not None:
+        raise ValueError("std: give unbiased or correction, not both")
+    if correction is None:
+        correction = 1 if unbiased in (None, True) else 0
+    x = _float_input(x)
+    return Std.apply(x, normalize_axis("std", dim, x.ndim), correction, keepdim)
 
 
 def _arg(op, x, dim, keepdim, largest):
