@@ -164,6 +164,18 @@ def test_std_of_equal_values_has_zero_gradient():
     np.testing.assert_array_equal(b.grad.numpy(), [[0.0], [0.0]])
 
 
+def test_pow_gradients_at_zero_follow_pytorch():
+    """Where the chain rule meets 0 * inf, PyTorch's conventions: d(a^b)/da = 0 where b == 0 (0^0 too),
+    d(a^b)/db = 0 where a == 0 and b >= 0, NaN for a negative base (log a)."""
+    a = mf.tensor([0.0, 2.0, 0.0, -2.0], dtype=mf.float64, requires_grad=True)
+    b = mf.tensor([0.0, 2.0, 2.0, 3.0], dtype=mf.float64, requires_grad=True)
+    (a ** b).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [0.0, 4.0, 0.0, 12.0])
+    np.testing.assert_array_equal(b.grad.numpy()[[0, 2]], [0.0, 0.0])
+    np.testing.assert_allclose(b.grad.numpy()[1], 4 * np.log(2))
+    assert np.isnan(b.grad.numpy()[3])
+
+
 def test_no_grad_ops():
     a = mf.tensor([[1.0, 5.0], [7.0, 2.0]])
     assert a.argmax().item() == 2

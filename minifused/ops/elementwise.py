@@ -1,8 +1,6 @@
 """Elementwise ops: arithmetic with broadcasting, unary math, activations, casts."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .. import backend
@@ -116,13 +114,14 @@ class Pow(Function):
         na, nb = ctx.needs_input_grad
         xp = _xp(g)
         ga = gb = None
-        if na:
-            ga = unbroadcast(g * b * a ** (b - 1), a.shape)
-        if nb:
-            # d(a^b)/db = a^b log a; defined as 0 where a == 0 (PyTorch's convention)
-            log_a = xp.log(xp.where(a > 0, a, 1)) if hasattr(a, "shape") else (
-                math.log(a) if a > 0 else 0.0)
-            gb = unbroadcast(g * out * log_a, b.shape)
+        # PyTorch's conventions where the chain rule meets 0 * inf: d/da is 0 where b == 0 (also at
+        # a == 0), d/db is 0 where a == 0 and b >= 0; a negative base gives NaN for d/db (log a)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if na:
+                ga = unbroadcast(g * xp.where(xp.asarray(b) == 0, 0, b * a ** (b - 1)), a.shape)
+            if nb:
+                a_ = xp.asarray(a)
+                gb = unbroadcast(g * xp.where((a_ == 0) & (xp.asarray(b) >= 0), 0, out * xp.log(a_)), b.shape)
         return ga, gb
 
 
