@@ -212,12 +212,12 @@ def _gpu_cases(seed, count):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
-@pytest.mark.parametrize("knobs", [{}, {"tile_warps": (2, 2), "fused_pack": True},
-                                   {"tile_min_blocks": 4, "tile_row_bytes": 64}])
+@pytest.mark.parametrize("knobs", [{}, {"tile_warps": (2, 2), "nchw_forward": False},
+                                   {"tile_row_bytes": 64, "tile_m": 64}])
 def test_gpu_random_configs_all_directions(dtype, knobs, poisoned_pool, monkeypatch):
     """>= 50 random configurations per direction (fwd with bias+ReLU+mask, bwd-data, bwd-filter, bias grad),
-    with the default tiles, with 4-warp blocks (64 x 64 warp tiles; FFMA keeps its 8 warps) and the forward's
-    packs in one launch, and with registers capped for 4 blocks per SM."""
+    with the default tiles, with 4-warp blocks everywhere (64 x 64 warp tiles; FFMA keeps its 8 warps) and the
+    repacking forward, and with 64-byte tiles of 64 rows."""
     import cupy
 
     monkeypatch.setattr(K, "allow_tf32", dtype == "tf32")
@@ -297,16 +297,13 @@ def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool
 @pytest.mark.gpu
 @pytest.mark.parametrize("knobs", [
     {}, {"tile_row_bytes": 64, "nchw_forward": False}, {"tile_m": 64, "nchw_forward": False}, {"nchw_forward": True},
-    {"tile_m": 64, "nchw_forward": True}, {"tile_warps": (2, 2), "nchw_forward": False, "fused_pack": True},
+    {"tile_m": 64, "nchw_forward": True}, {"tile_warps": (2, 2), "nchw_forward": False},
     {"tile_warps": (2, 2), "tile_m": 64, "tile_row_bytes": 64, "nchw_forward": False},
-    {"tile_warps": (2, 2), "nchw_forward": True, "tile_row_bytes": 128},
-    {"tile_min_blocks": 4, "tile_row_bytes": 64, "nchw_forward": False, "fused_pack": True},
-    {"tile_min_blocks": 4, "nchw_forward": True}])
+    {"tile_warps": (2, 4), "nchw_forward": True, "tile_row_bytes": 128}])
 def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, knobs):
     """The benchmark shapes' tile paths (BN=128, 128-byte tiles, split-K, strided backward-data by residue
     class incl. classes with no taps) on reduced batches, with both tile depths, both block heights, both
-    warp grids, register caps, the forward's packs in one launch or two, and the forward from NCHW forced on
-    and off."""
+    warp grids, and the forward from NCHW forced on and off."""
     import cupy
 
     for name, value in knobs.items():
@@ -330,13 +327,11 @@ def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, knobs):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused_pack", [False, True])
-def test_gpu_batch_beyond_the_grid_z_limit(fused_pack, poisoned_pool, monkeypatch):
+def test_gpu_batch_beyond_the_grid_z_limit(poisoned_pool, monkeypatch):
     """70000 images (more than a grid's 65535 blocks along z, one per image in the packs): forward with
     bias, ReLU and mask, and the backward through that mask, against float64."""
     import cupy
 
-    monkeypatch.setattr(K, "fused_pack", fused_pack)
     monkeypatch.setattr(K, "nchw_forward", False)
     rng = np.random.default_rng(9)
     n, c, h, w, k = 70000, 8, 3, 3, 8

@@ -16,8 +16,9 @@ float16 / bfloat16 / float32 arrays go to the implicit-GEMM kernels of ``conv.cu
 helpers of ``conv_util.cu``: the gathered operand is repacked NHWC with channels padded to 16
 bytes (a transient copy, freed on return), the output is written NCHW by the GEMM's epilogue.
 float32 runs on FFMA unless :data:`allow_tf32` is set (then on TF32 tensor cores, as cuDNN's
-default). groups > 1 runs one GEMM per group. A small fp16/bf16 forward (:data:`NCHW_GATHER_MAX`)
-skips the repack: conv.cu's mode 3 gathers from NCHW x and reads KCRS w as they are, in one launch.
+default). groups > 1 runs one GEMM per group. An fp16/bf16 forward onto at most 64 channels, or a small
+one (:data:`NCHW_GATHER_MAX`), skips the repack: conv.cu's mode 3 gathers from NCHW x and reads KCRS w as
+they are, in one launch.
 A short reduction (C*R*S <= 32, groups = 1: a first layer on 1-3 channel images) runs on the direct
 kernels of ``conv_direct.cu`` instead: forward, and the filter and bias gradients, in one launch each,
 from NCHW as it is. Inputs are assumed valid and C-contiguous.
@@ -177,15 +178,11 @@ _GRID_Z = 65535  # the most blocks along a grid's z (the packs loop over the ima
 tile_row_bytes = None
 #: Rows (output pixels) per block for forward / backward-data (64 or 128); None picks 128.
 tile_m = None
-#: Pack x and w for the forward in one launch and one allocation (conv_util.cu's pack_forward) instead of
-#: two of each.
-fused_pack = False
 #: Warps of a tensor-core block along (m, n): (2, 4) gives each warp a 64 x 32 share of a 128 x 128 tile,
-#: (2, 2) a 64 x 64 share (fewer shared-memory reads per MMA, half the warps); None picks.
+#: (2, 2) a 64 x 64 share; None picks: (2, 2) for the forward from NCHW onto 64 output channels or fewer
+#: (mode 3, H100: MNIST conv2 at batch 256 from 75 to 92 TFLOP/s on the device, at batch 64 from 52 to 78),
+#: else (2, 4) (for the repacked GEMMs 4-warp blocks measured the same or slower, backward-data up to 30%).
 tile_warps = None
-#: Blocks per SM that a tensor-core block's registers must allow (conv.cu's CONV_MIN_BLOCKS: the register
-#: cap); None keeps conv.cu's rule (2, or 3 for 4-warp blocks of <= 128 x 64).
-tile_min_blocks = None
 
 
 def _on_gpu(a):
@@ -230,15 +227,11 @@ def _bkb(kred, itemsize, row_bytes=None):
 
 
 @functools.cache
-def _igemm(dtype, mode, bm, bn, mma, bkb, threads=((2, 4), None)):
-    """(kernel, block, shared bytes) of one conv.cu configuration; ``threads`` is (warp grid, blocks per SM
-    for the register cap or None), as :func:`_threads` gives."""
-    warps, min_blocks = threads
+def _igemm(dtype, mode, bm, bn, mma, bkb, warps=(2, 4)):
+    """(kernel, block, shared bytes) of one conv.cu configuration."""
     opts = (f"-DCONV_T={_CTYPE[dtype]}", f"-DCONV_MODE={mode}", f"-DCONV_BM={bm}", f"-DCONV_BN={bn}",
             f"-DCONV_MMA={mma}", f"-DCONV_IS_BF16={int(dtype == backend.bfloat16)}", f"-DCONV_BKB={bkb}",
             f"-DCONV_WARPS_M={warps[0]}", f"-DCONV_WARPS_N={warps[1]}")
-    if min_blocks:
-        opts += (f"-DCONV_MIN_BLOCKS={min_blocks}",)
     kern = get_kernel("conv.cu", "conv_igemm", opts)
     smem = _smem_bytes(np.dtype(dtype).itemsize, mode, bm, bn, bkb)
     kern.max_dynamic_shared_size_bytes = smem
@@ -327,15 +320,14 @@ def _whole_grid(m, cols, kred, h, wd, ch, p, q, conv, mid):
             *mid, *_ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s))
 
 
-def _threads(mma, warps, min_blocks):
-    """(warp grid, blocks per SM or None) of a block: :data:`tile_warps` and :data:`tile_min_blocks` if set
-    (tensor cores only), else 2 x 4 and conv.cu's rule."""
-    return (tuple(warps) if warps and mma else (2, 4)), (min_blocks if mma else None)
+def _warps(mma, warps, default=(2, 4)):
+    """The warp grid of a block: :data:`tile_warps` if set (tensor cores only), else ``default``."""
+    return tuple(warps) if warps and mma else default
 
 
 @functools.cache
 def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, mma, sm_count, row_bytes,
-                    rows_m, warps, min_blocks):
+                    rows_m, warps):
     """Everything static about one group's GEMM(s) of ``mode``: a tuple of (kernel, grid, block, smem, params
     array, extra) per launch. Cached per configuration, so a call only allocates and launches."""
     n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
@@ -347,7 +339,7 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         cpad = _padded_channels(cg, dtype)
         m, kred = n * p * q, r * s * cpad
         bm, bn, bkb = rows_m or 128, (64 if kg <= 64 else 128), _bkb(kred, itemsize, row_bytes)
-        kern, block, smem = _igemm(dtype, 0, bm, bn, mma, bkb, _threads(mma, warps, min_blocks))
+        kern, block, smem = _igemm(dtype, 0, bm, bn, mma, bkb, _warps(mma, warps))
         grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
         # conv_util.cu's pack_forward: x's tiles in z < N, the weight's grid-stride blocks above them
         xn_elems, w_elems = n * h * wd * cpad, kg * r * s * cpad
@@ -375,7 +367,7 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
                 rc, sc = max(0, (r - r0 + steps[0] - 1) // steps[0]), max(0, (s - s0 + steps[1] - 1) // steps[1])
             m, kred = n * ohc * owc, rc * sc * kpad
             bm, bn, bkb = rows_m or 128, (64 if cg <= 64 else 128), _bkb(kred, itemsize, row_bytes)
-            kern, block, smem = _igemm(dtype, 1, bm, bn, mma, bkb, _threads(mma, warps, min_blocks))
+            kern, block, smem = _igemm(dtype, 1, bm, bn, mma, bkb, _warps(mma, warps))
             grid = ((m + bm - 1) // bm, (cg + bn - 1) // bn, 1)
             head = (*_ints(m, cg, kred, p, q, kpad, h, wd), *conv,
                     *(np.uint32(v) for v in (*_magic(ohc * owc), *_magic(owc))))
@@ -386,7 +378,7 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         cpad = _padded_channels(cg, dtype)
         ncol, npq = r * s * cpad, n * p * q
         bm, bn, bkb = (64 if kg <= 64 else 128), 128, _bkb(npq, itemsize, row_bytes)
-        kern, block, smem = _igemm(dtype, 2, bm, bn, mma, bkb, _threads(mma, warps, min_blocks))
+        kern, block, smem = _igemm(dtype, 2, bm, bn, mma, bkb, _warps(mma, warps))
         bk = bkb // itemsize
         tiles = (npq + bk - 1) // bk
         base = ((kg + bm - 1) // bm) * ((ncol + bn - 1) // bn)
@@ -401,28 +393,28 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
 
 def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id):
     return _igemm_launches(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), stride, padding, dilation, groups,
-                           _mma(dtype), _sm_count(dev_id), tile_row_bytes, tile_m, tile_warps, tile_min_blocks)
+                           _mma(dtype), _sm_count(dev_id), tile_row_bytes, tile_m, tile_warps)
 
 
 # ---- forward straight from NCHW (conv.cu's mode 3): one launch, no repacking
 #: Forward from NCHW without repacking: None lets :func:`_nchw_forward` decide, True / False force it
 #: where it applies (benchmarks and tests).
 nchw_forward = None
-#: Mode 3 gathers A element by element (once per 128-wide tile of output channels): its kernel ran
-#: 10-25% longer than the repacked GEMM on MNIST conv2-like shapes (H100), but it saves two launches,
-#: two allocations and the repack's pass over x. Up to this many gathered elements the saving won on
-#: both a fast and a slow host (MNIST conv2 at batch 64: eager 0.54 -> 0.85 of cuDNN); at batch 256
-#: (58M) the two tied on a fast host, and from 115M the repacked GEMM won.
+#: Over 64 output channels mode 3 gathers A element by element once per 128-wide tile of them, with
+#: 8-warp blocks: its kernel ran 10-25% longer than the repacked GEMM (H100), but it saves the packs'
+#: launch, allocation and pass over x. Up to this many gathered elements that saving won.
 NCHW_GATHER_MAX = 1 << 25
 
 
 def _nchw_forward(x_shape, w_shape, stride, padding, dilation, groups, dtype):
-    """Whether this forward runs on mode 3: where it applies (:func:`_nchw_gather`), if forced or if the
-    gather is small enough to pay."""
+    """Whether this forward runs on mode 3: where it applies (:func:`_nchw_gather`), if forced, onto 64
+    output channels or fewer (one column of tiles, each element gathered once: with 4-warp blocks it measured
+    as fast as the repack or faster at every size, H100: MNIST conv2 at batch 256 92 against 82 TFLOP/s on the
+    device, 128 x 64 x 56 x 56 117 against 118), or if the gather is small enough to pay."""
     if nchw_forward is False:
         return False
     elems = _nchw_gather(x_shape, w_shape, stride, padding, dilation, groups, dtype)
-    return elems is not None and (bool(nchw_forward) or elems <= NCHW_GATHER_MAX)
+    return elems is not None and (bool(nchw_forward) or w_shape[0] <= 64 or elems <= NCHW_GATHER_MAX)
 
 
 @functools.cache
@@ -437,16 +429,17 @@ def _nchw_gather(x_shape, w_shape, stride, padding, dilation, groups, dtype):
 
 
 @functools.cache
-def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, warps, row_bytes, min_blocks):
+def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, warps, row_bytes):
     """(kernel, grid, block, shared bytes, params with the k-table, output shape, mask words) of a mode-3
     forward."""
     import cupy
 
     n, c, h, wd, k, _, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
     m, kred = n * p * q, c * r * s
-    bm, bn, bkb = rows_m or 128, (64 if k <= 64 else 128), row_bytes or 64
-    kern, block, smem = _igemm(dtype, 3, bm, bn, 1, bkb, _threads(1, warps, min_blocks))
-    bk = bkb // np.dtype(dtype).itemsize
+    itemsize = np.dtype(dtype).itemsize
+    bm, bn, bkb = rows_m or 128, (64 if k <= 64 else 128), _bkb(kred, itemsize, row_bytes)
+    kern, block, smem = _igemm(dtype, 3, bm, bn, 1, bkb, _warps(1, warps, (2, 2) if bn == 64 else (2, 4)))
+    bk = bkb // itemsize
     kk = np.arange(-(-kred // bk) * bk)
     cc, rr, ss = kk // (r * s), kk % (r * s) // s, kk % s
     dy, dx = rr * dilation[0], ss * dilation[1]
@@ -527,8 +520,7 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
         return _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask)
     if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype):
         kern, grid, block, smem, prm, y_shape, words = _nchw_launch(x.dtype, x.shape, w.shape, stride, padding,
-                                                                    dilation, tile_m, tile_warps, tile_row_bytes,
-                                                                    tile_min_blocks)
+                                                                    dilation, tile_m, tile_warps, tile_row_bytes)
         y = cupy.empty(y_shape, x.dtype)
         mask = cupy.empty((y_shape[1], words), np.uint32) if (relu and want_mask) else None
         kern(grid, block, (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
@@ -543,17 +535,15 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
     cpad = _padded_channels(cg, x.dtype)
     ((kern, grid, block, smem, prm, pack),) = _plan(0, x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
                                                     x.device.id)
+    pack_grid, pack_ints, xn_elems, total = pack
     flags = (1 if relu else 0) | (2 if bias is not None else 0)
     for g in range(groups):
-        if fused_pack:  # one allocation and one launch for both packed operands
-            pack_grid, pack_ints, xn_elems, total = pack
-            xn = cupy.empty(total, x.dtype)
-            wk = _ptr(xn, xn_elems)
-            _util(x.dtype, "pack_forward")(pack_grid, (32, 8, 1), (
-                _ptr(x, g * cg * h * wd), xn, _ptr(w, g * kg * cg * r * s), wk, *pack_ints))
-        else:
-            xn = _pack_nhwc(x, g * cg, cg, cpad)
-            wk = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, kg, cg, cpad, cg * r * s, r * s)
+        # both packed operands in one allocation and one launch (H100: the device time the same or up to 6%
+        # shorter than two of each, and one launch less of host time before the GEMM's)
+        xn = cupy.empty(total, x.dtype)
+        wk = _ptr(xn, xn_elems)
+        _util(x.dtype, "pack_forward")(pack_grid, (32, 8, 1), (
+            _ptr(x, g * cg * h * wd), xn, _ptr(w, g * kg * cg * r * s), wk, *pack_ints))
         kern(grid, block, (
             xn, wk, _ptr(bias, g * kg) if bias is not None else _ptr(y), _ptr(y, g * kg * p * q),
             _ptr(mask, g * kg * words) if mask is not None else _ptr(y), prm,
