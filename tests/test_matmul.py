@@ -310,3 +310,25 @@ def test_gpu_dgrad_bias_grad_every_kept_candidate(dtype, act, n, k, m, poisoned_
             assert np.abs(f64(db) - ref.sum(0)).max() <= 1e-2 * size, (i, db, ref.sum(0))
         if plan:
             plan.choose(0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("n,k,m", [(3, 26, 24), (128, 256, 10), (2, 1, 16), (64, 784, 256)])
+def test_gpu_relu_mask_matches_the_output(dtype, n, k, m):
+    """The ReLU bit-mask of a forward with aux is the pre-activation's sign wherever that is clear. Every
+    cuBLASLt RELU_AUX_BIAS candidate wrote masks that disagreed with their output for (128, 256) -> 10
+    (fp16, bf16) and (3, 26) -> 24 (bf16) on an H100: a new plan keeps only the candidates whose mask is
+    y > 0 under two opposite poisons, and with none left the forward runs the GEMM and the ReLU apart."""
+    import cupy
+
+    rng = np.random.default_rng(0)
+    dt = backend.as_dtype(dtype)
+    x = cupy.asarray(rng.standard_normal((n, k))).astype(dt)
+    w = cupy.asarray(rng.standard_normal((m, k)) / np.sqrt(k)).astype(dt)
+    b = cupy.asarray(rng.standard_normal(m)).astype(dt)
+    y, aux = K.linear_fwd(x, w, b, "relu", aux=True)
+    z = f64(x) @ f64(w).T + f64(b)
+    clear = np.abs(z) > 1e-2 * np.abs(z).max()
+    assert not ((unpack(aux, m) != (z > 0)) & clear).any()
+    assert rel(y, np.maximum(z, 0)) < 1e-2

@@ -210,7 +210,8 @@ _lt = None  # nvmath.bindings.cublasLt, imported on first GPU use
 _handles = {}  # device id -> cublasLt handle
 _workspaces = {}  # (device id, stream ptr) -> cupy array
 _plans = {}  # key -> _Plan
-_stats = {"created": 0, "hits": 0, "autotuned": 0, "bgradb_fallbacks": 0, "dgrad_bgrad_fallbacks": 0}
+_stats = {"created": 0, "hits": 0, "autotuned": 0, "bgradb_fallbacks": 0, "dgrad_bgrad_fallbacks": 0,
+          "aux_fallbacks": 0}
 _unsupported = set()  # plan keys cuBLASLt refused (e.g. BGRADB): callers fall back
 
 _OP_N, _OP_T = 0, 1
@@ -457,13 +458,17 @@ def _keep_correct(key, plan, launch, check):
     on poisoned outputs, then ``verify()`` judges them. cuBLASLt offered BGRADB candidates that left
     the bias gradient (partly) unwritten on tiny GEMMs (fp16, 2 x 1 inputs); which one autotuning
     picked varied by run."""
-    poison, verify = check
+    poisons, verify = check
+    poisons = (poisons,) if callable(poisons) else poisons
     good = []
     for i in range(len(plan.algos)):
         plan.choose(i)
-        poison()
-        launch()
-        if verify():
+        passed = True
+        for poison in poisons:  # two opposite poisons: an unwritten output cannot match both
+            poison()
+            launch()
+            passed = passed and verify()
+        if passed:
             good.append(i)
     if not good:
         del _plans[key]
@@ -581,7 +586,32 @@ def _gpu_fwd(x, w, bias, activation, aux):
         if bias.data.ptr % 16:  # an unaligned view: give cuBLASLt an aligned copy
             bias = bias.copy()
         bias_ptr = bias.data.ptr
-    _execute(key, args, wp, xp_, y, bias_ptr, 0 if a is None else a.data.ptr)
+    check = None
+    if a is not None:  # a new plan keeps the candidates whose aux matches their output (see _keep_correct)
+        if activation == "relu":
+            def aux_right():  # the mask's first m bits are y > 0 (poisoned to ones, then zeros: unwritten bits show)
+                bits = (a[:, :, None] >> cupy.arange(8, dtype=cupy.uint8)) & 1
+                yf = y.astype(cupy.float32)
+                return bool(cupy.isfinite(yf).all()) and bool((bits.reshape(n, -1)[:, :m] == (yf > 0)).all())
+
+            check = ((lambda: (y.fill(np.nan), a.fill(255)), lambda: (y.fill(np.nan), a.fill(0))), aux_right)
+        else:
+            def aux_right():  # gelu of the saved pre-activation is the output
+                z, yf = a[:, :m].astype(cupy.float32), y.astype(cupy.float32)
+                ref = 0.5 * z * (1 + cupy.tanh(_GELU_C * (z + 0.044715 * z ** 3)))
+                scale = float(cupy.abs(yf).max()) + 1e-3  # NaN (unwritten): the comparison is False
+                return bool(cupy.isfinite(z).all()) and float(cupy.abs(ref - yf).max()) <= 1e-2 * scale
+
+            check = (lambda: (y.fill(np.nan), a.fill(np.nan)), aux_right)
+    try:
+        _execute(key, args, wp, xp_, y, bias_ptr, 0 if a is None else a.data.ptr, check=check)
+    except PlanError:
+        if a is None:
+            raise
+        # no candidate of this epilogue passed: the plain GEMM (+ bias), the activation and its aux apart
+        _stats["aux_fallbacks"] += 1
+        z, _ = _gpu_fwd(x, w, bias, None, False)
+        return _host_act(z, activation, a)
     return y, a
 
 
@@ -723,10 +753,11 @@ def _gpu_act_backward(dy, aux, activation):
 
 # ====================================================================== cache management
 def plan_cache_info() -> dict:
-    """``{'size', 'created', 'hits', 'autotuned', 'bgradb_fallbacks', 'dgrad_bgrad_fallbacks'}``: plans
-    held, planned so far, cache hits, plans autotuned, wgrad calls that found no BGRADB kernel (GEMM + sum
-    instead), fused-activation dgrad calls that found no DRELU_BGRAD / DGELU_BGRAD kernel (GEMM, the
-    activation's backward and a sum instead)."""
+    """``{'size', 'created', 'hits', 'autotuned', 'bgradb_fallbacks', 'dgrad_bgrad_fallbacks',
+    'aux_fallbacks'}``: plans held, planned so far, cache hits, plans autotuned, wgrad calls that found no
+    BGRADB kernel (GEMM + sum instead), fused-activation dgrad calls that found no DRELU_BGRAD / DGELU_BGRAD
+    kernel (GEMM, the activation's backward and a sum instead), forwards that found no RELU_AUX / GELU_AUX
+    kernel writing a right aux (GEMM, then the activation and its aux apart)."""
     return {"size": len(_plans), **_stats}
 
 
