@@ -203,22 +203,22 @@ def min(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
     return amin(x) if dim is None else _extreme_along("min", x, dim, keepdim, False)
 
 
-def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
+def _spread(fn, op, x, dim, unbiased, keepdim, correction):
+    """var / std: PyTorch's ``unbiased`` or ``correction`` (default 1) resolved, then ``fn`` applied."""
     if unbiased is not None and correction is not None:
-        raise ValueError("var: give unbiased or correction, not both")
+        raise ValueError(f"{op}: give unbiased or correction, not both")
     if correction is None:
         correction = 1 if unbiased in (None, True) else 0
     x = _float_input(x)
-    return Var.apply(x, normalize_axis("var", dim, x.ndim), correction, keepdim)
+    return fn.apply(x, normalize_axis(op, dim, x.ndim), correction, keepdim)
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    return _spread(Var, "var", x, dim, unbiased, keepdim, correction)
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
-    if unbiased is not None and correction is not None:
-        raise ValueError("std: give unbiased or correction, not both")
-    if correction is None:
-        correction = 1 if unbiased in (None, True) else 0
-    x = _float_input(x)
-    return Std.apply(x, normalize_axis("std", dim, x.ndim), correction, keepdim)
+    return _spread(Std, "std", x, dim, unbiased, keepdim, correction)
 
 
 def _arg(op, x, dim, keepdim, largest):
