@@ -1,6 +1,6 @@
 """Tuning sweep for the implicit-GEMM convolution's tile knobs (GPU only).
 
-    python3 bench/conv_sweep.py [--shapes mnist2,c256h14] [--dtypes float16,tf32]
+    python3 bench/conv_sweep.py [--shapes mnist2,c256h14] [--dtypes float16,tf32] [--match wgmma]
 
 For each shape of bench/conv.py (the direct-kernel mnist1 aside) and dtype, it runs every knob set
 below through forward, backward-data and backward-filter (forward only for the forward-from-NCHW
@@ -8,7 +8,8 @@ knob), checks each result against the default knobs' (float32 relative error), a
 TFLOP/s twice: eager (``bench_ms``: host time included, as bench/conv.py's ratios) and on the device
 alone (``kernel_ms``: L2 flushed, launch hidden). cuDNN's forward through PyTorch is printed beside,
 when importable. The auto rules of ``kernels.conv`` come from these tables; the sweep is kept to
-re-derive them. Full results: ``$OUT/conv_sweep.json``.
+re-derive them. ``--match S`` runs only the knob sets whose JSON contains S (and the defaults).
+Full results: ``$OUT/conv_sweep.json``.
 """
 import json
 import os
@@ -25,13 +26,16 @@ from harness import bench_ms, kernel_ms, torch_or_none  # noqa: E402
 from minifused import backend  # noqa: E402
 from minifused.kernels import conv as K  # noqa: E402
 
-KNOBS = ("tile_warps", "tile_m", "tile_row_bytes", "nchw_forward")
+KNOBS = ("tile_warps", "tile_m", "tile_row_bytes", "nchw_forward", "wgmma", "wgmma_stages")
 W22, W24 = {"tile_warps": (2, 2)}, {"tile_warps": (2, 4)}
 VARIANTS = [
     {}, W22, {**W22, "tile_row_bytes": 64}, {**W22, "tile_m": 64}, {**W22, "tile_m": 64, "tile_row_bytes": 64},
     {"tile_row_bytes": 64}, {"tile_m": 64}, {"nchw_forward": False}, {**W22, "nchw_forward": False},
     {"nchw_forward": True}, {**W22, "nchw_forward": True}, {**W24, "nchw_forward": True},
     {**W22, "nchw_forward": True, "tile_row_bytes": 64}, {**W22, "nchw_forward": True, "tile_row_bytes": 128},
+    {"wgmma": False}, {"wgmma_stages": 3}, {"wgmma": False, "nchw_forward": False},
+    {"wgmma_stages": 3, "nchw_forward": False}, {"wgmma_stages": 4, "nchw_forward": False}, {"wgmma_stages": 4, "tile_row_bytes": 128},
+    {"wgmma_stages": 3, "tile_row_bytes": 128}, {"wgmma": False, "tile_row_bytes": 128},
 ]
 FORWARD_ONLY = ("nchw_forward",)
 
@@ -74,7 +78,7 @@ def main():
                 print(f"{name:10} {dname:8} {'cudnn':58} fwd {e:6.1f}/{kk:6.1f}", flush=True)
                 results[f"{name} {dname} cudnn"] = {"fwd": [e, kk]}
                 del ts
-            for variant in VARIANTS:
+            for variant in [v for v in VARIANTS if not v or arg("--match", "") in json.dumps(v)]:
                 for knob, value in variant.items():
                     setattr(K, knob, value)
                 row = {}

@@ -213,11 +213,14 @@ def _gpu_cases(seed, count):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
 @pytest.mark.parametrize("knobs", [{}, {"tile_warps": (2, 2), "nchw_forward": False},
-                                   {"tile_row_bytes": 64, "tile_m": 64}])
+                                   {"tile_row_bytes": 64, "tile_m": 64},
+                                   {"tile_row_bytes": 128, "nchw_forward": False},
+                                   {"tile_row_bytes": 128, "nchw_forward": False, "wgmma_stages": 4}])
 def test_gpu_random_configs_all_directions(dtype, knobs, poisoned_pool, monkeypatch):
     """>= 50 random configurations per direction (fwd with bias+ReLU+mask, bwd-data, bwd-filter, bias grad),
     with the default tiles, with 4-warp blocks everywhere (64 x 64 warp tiles; FFMA keeps its 8 warps) and the
-    repacking forward, and with 64-byte tiles of 64 rows."""
+    repacking forward, with 64-byte tiles of 64 rows, and with 128-byte tiles everywhere (on an H100: the wgmma
+    path for every tensor-core forward and fp16/bf16 backward-data, 3 stages on these small grids, and 4)."""
     import cupy
 
     monkeypatch.setattr(K, "allow_tf32", dtype == "tf32")
@@ -299,11 +302,12 @@ def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool
     {}, {"tile_row_bytes": 64, "nchw_forward": False}, {"tile_m": 64, "nchw_forward": False}, {"nchw_forward": True},
     {"tile_m": 64, "nchw_forward": True}, {"tile_warps": (2, 2), "nchw_forward": False},
     {"tile_warps": (2, 2), "tile_m": 64, "tile_row_bytes": 64, "nchw_forward": False},
-    {"tile_warps": (2, 4), "nchw_forward": True, "tile_row_bytes": 128}])
+    {"tile_warps": (2, 4), "nchw_forward": True, "tile_row_bytes": 128}, {"wgmma": False, "nchw_forward": False},
+    {"wgmma_stages": 3, "nchw_forward": False}, {"wgmma_stages": 4, "nchw_forward": False}])
 def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, knobs):
     """The benchmark shapes' tile paths (BN=128, 128-byte tiles, split-K, strided backward-data by residue
     class incl. classes with no taps) on reduced batches, with both tile depths, both block heights, both
-    warp grids, and the forward from NCHW forced on and off."""
+    warp grids, the forward from NCHW forced on and off, and (H100) wgmma off and at both depths."""
     import cupy
 
     for name, value in knobs.items():
@@ -324,6 +328,53 @@ def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, knobs):
             rx, rw, _ = K.conv2d_backward_ref(dy.astype(cupy.float64), x.astype(cupy.float64),
                                               wt.astype(cupy.float64), *geo)
             assert _rel(dx, rx) < tol and _rel(dw, rw) < tol, (n, c, h, w, k, st, r, dt)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wgmma", [None, False])
+def test_gpu_tf32_operands_round_to_nearest(wgmma, monkeypatch):
+    """TF32 convolutions round both operands to nearest (ties away), as cvt.rna does, whichever path runs:
+    against float64 on the rounded operands the error is float32 accumulation's (far under the 3e-4 that
+    truncated or unrounded operands give)."""
+    import cupy
+
+    monkeypatch.setattr(K, "allow_tf32", True)
+    monkeypatch.setattr(K, "wgmma", wgmma)
+    monkeypatch.setattr(K, "nchw_forward", False)
+    rng = np.random.default_rng(5)
+
+    def rna(a):  # float32 -> TF32 (10 mantissa bits), round half away from zero
+        bits = a.astype(np.float32).view(np.uint32)
+        return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+    for n, c, h, k in [(2, 128, 10, 96), (3, 72, 9, 200)]:
+        x = rng.standard_normal((n, c, h, h)).astype(np.float32)
+        wt = rng.standard_normal((k, c, 3, 3)).astype(np.float32)
+        geo = ((1, 1), (1, 1), (1, 1), 1)
+        y, _ = K.conv2d_forward(cupy.asarray(x), cupy.asarray(wt), None, *geo)
+        ref, _ = K.conv2d_forward_ref(rna(x).astype(np.float64), rna(wt).astype(np.float64), None, *geo)
+        assert _rel(y, cupy.asarray(ref)) < 3e-5, (n, c, h, k)
+
+
+@pytest.mark.gpu
+def test_gpu_wgmma_runs_on_hopper(monkeypatch):
+    """On an sm_90 GPU the repacked forward (fp16, bf16, TF32) and the fp16/bf16 backward-data with 128-byte
+    tile rows take the wgmma kernel (compiled for sm_90a), and `wgmma = False` takes mma.sync."""
+    import cupy
+
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("wgmma needs an sm_90 GPU")
+    monkeypatch.setattr(K, "allow_tf32", True)
+    dev = cupy.cuda.Device().id
+    shape = ((8, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1), (1, 1), 1)
+    for mode, dtype in [(0, backend.float16), (0, backend.bfloat16), (0, backend.float32), (1, backend.float16)]:
+        kern = K._plan(mode, dtype, *shape, dev)[0][0]
+        smem = K._plan(mode, dtype, *shape, dev)[0][3]
+        assert smem == K._smem_bytes(np.dtype(dtype).itemsize, mode, 128, 128, 128, 3, True), (mode, dtype)
+        monkeypatch.setattr(K, "wgmma", False)
+        assert K._plan(mode, dtype, *shape, dev)[0][0] is not kern
+        monkeypatch.setattr(K, "wgmma", None)
+    assert K._plan(1, backend.float32, *shape, dev)[0][3] != K._smem_bytes(4, 1, 128, 128, 128, 3, True)
 
 
 @pytest.mark.gpu

@@ -22,7 +22,11 @@
 // multiply-and-shift by launch-time magic numbers; the reduction index advances incrementally.
 // Compute: CONV_MMA=1 mma.sync m16n8k16 fp16/bf16 -> fp32 (ldmatrix from shared memory);
 // 2 mma.sync m16n8k8 TF32 (float inputs, operands rounded with cvt.rna);
-// 0 FFMA in fp32. Epilogue through shared memory: modes 0/1 write NCHW directly (coalesced along
+// 0 FFMA in fp32; 3 (sm_90a, modes 0/1, 128-byte tile rows) Hopper's wgmma: each of the block's two
+// warpgroups multiplies its 64 rows of A by all of B straight from shared memory (both K-major, in the
+// 128-byte-swizzled layout the matrix descriptors name), asynchronously, one k-tile's group still in
+// flight while the next is issued; fp16/bf16, or TF32 from float (operands rounded by the host's packs,
+// since wgmma reads shared memory as it is). Epilogue through shared memory: modes 0/1 write NCHW directly (coalesced along
 // the spatial index) with bias, ReLU and a bit-packed ReLU mask (warp ballot, one word per warp,
 // no atomics); mode 2 writes the fp32 partial.
 //
@@ -44,6 +48,10 @@
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=2 -DCONV_WARPS_N=2
 // nvrtc-check: -DCONV_T=__half -DCONV_MODE=3 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_WARPS_N=2
 // nvrtc-check: -DCONV_T=__half -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=1 -DCONV_MIN_BLOCKS=4
+// nvrtc-check[sm_90a]: -DCONV_T=__half -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=3 -DCONV_BKB=128
+// nvrtc-check[sm_90a]: -DCONV_IS_BF16=1 -DCONV_T=__nv_bfloat16 -DCONV_MODE=1 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=3 -DCONV_BKB=128
+// nvrtc-check[sm_90a]: -DCONV_T=float -DCONV_FLOAT=1 -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=3 -DCONV_BKB=128 -DCONV_STAGES=3
+// nvrtc-check[sm_90a]: -DCONV_T=float -DCONV_FLOAT=1 -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=3 -DCONV_BKB=128
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -61,6 +69,9 @@
 #endif
 #ifndef CONV_IS_BF16
 #define CONV_IS_BF16 0
+#endif
+#ifndef CONV_FLOAT  // CONV_T is float (the wgmma path's TF32 instruction)
+#define CONV_FLOAT 0
 #endif
 #ifndef CONV_BKB
 #define CONV_BKB 64
@@ -86,11 +97,16 @@ constexpr int MODE = CONV_MODE;
 #define CONV_A_KMAJOR (CONV_MODE >= 2)
 #define CONV_B_KMAJOR (CONV_MODE == 2)
 constexpr int WARPS_M = CONV_WARPS_M, WARPS_N = CONV_WARPS_N;
-constexpr int BM = CONV_BM, BN = CONV_BN, NT = 32 * WARPS_M * WARPS_N, STAGES = MODE == 3 ? 2 : 3;
+#ifndef CONV_STAGES  // shared-memory stages of the cp.async pipeline (modes 0-2)
+#define CONV_STAGES (CONV_MMA == 3 ? 4 : 3)
+#endif
+constexpr int BM = CONV_BM, BN = CONV_BN, NT = 32 * WARPS_M * WARPS_N, STAGES = MODE == 3 ? 2 : CONV_STAGES;
+constexpr bool WGMMA = CONV_MMA == 3;
 constexpr int VEC = 16 / (int)sizeof(T);  // elements in one 16-byte chunk
 constexpr int BK = CONV_BKB / (int)sizeof(T);  // reduction depth of one tile: CONV_BKB bytes per row
-// shared-memory layouts (elements); rows padded by one chunk against bank conflicts
-constexpr int LDK = BK + VEC;             // m-major A[m][k], n-major B[n][k]
+// shared-memory layouts (elements); rows padded by one chunk against bank conflicts, or (wgmma) not
+// padded but swizzled: chunk j of row r at chunk position j ^ (r % 8), 1024-byte aligned tiles
+constexpr int LDK = WGMMA ? BK : BK + VEC;  // m-major A[m][k], n-major B[n][k]
 constexpr int LDA2 = BM + VEC, LDB2 = BN + VEC;  // k-major A[k][m], B[k][n]
 constexpr int A_ELEMS = CONV_A_KMAJOR ? BK * LDA2 : BM * LDK;
 constexpr int STAGE_ELEMS = A_ELEMS + (CONV_B_KMAJOR ? BK * LDB2 : BN * LDK);
@@ -98,6 +114,12 @@ constexpr int LDC = MODE != 2 ? BM + 4 : BN + 4;  // epilogue tile (fp32): col-m
 
 static_assert(NT % BM == 0 || MODE == 2, "epilogue maps one m per thread");
 static_assert(BM % 64 == 0 && BN % 64 == 0, "tiles are multiples of 64");
+static_assert(!WGMMA || (sizeof(T) == 4) == (bool)CONV_FLOAT, "CONV_FLOAT=1 names a float CONV_T");
+static_assert(!WGMMA || (CONV_BKB == 128 && MODE < 2 && NT == 256 && BM == 128 && (BN == 64 || BN == 128) &&
+                         STAGES >= 3), "wgmma: two warpgroups on 128 x 64|128 tiles of 128-byte rows, 3+ stages");
+
+// where chunk j (16 bytes) of row r of an m- or n-major tile lives, in elements from the tile's start
+__device__ __forceinline__ int chunk_at(int r, int j) { return r * LDK + (WGMMA ? j ^ (r & 7) : j) * VEC; }
 
 #include "dtypes.cuh"  // to_f / from_f
 
@@ -149,6 +171,61 @@ __device__ __forceinline__ unsigned to_tf32(float v) {
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
     return r;
 }
+
+#if CONV_MMA == 3
+// ---- Hopper wgmma (sm_90a). A shared-memory matrix descriptor: start address, leading-dimension byte
+// offset (unused by swizzled K-major tiles; 1 by convention), stride byte offset 1024 (8 rows of 128
+// bytes to the next 8), 128-byte swizzle (mode 1 in bits 62-63); addresses in 16-byte units.
+__device__ __forceinline__ unsigned long long wg_desc(const void* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    return (unsigned long long)((a & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// cp.async writes shared memory through the generic proxy; wgmma reads it through the async proxy
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// keeps the compiler from moving accumulator accesses across the asynchronous MMAs
+template <int N> __device__ __forceinline__ void wg_fence_acc(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+#define WG_STR2(x) #x
+#define WG_STR(x) WG_STR2(x)
+#if CONV_IS_BF16
+#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_BN) "k16.f32.bf16.bf16 "
+#define WG_TAIL ", p, 1, 1, 0, 0;\n}\n"
+#elif CONV_FLOAT
+#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_BN) "k8.f32.tf32.tf32 "
+#define WG_TAIL ", p, 1, 1;\n}\n"
+#else
+#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_BN) "k16.f32.f16.f16 "
+#define WG_TAIL ", p, 1, 1, 0, 0;\n}\n"
+#endif
+#define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
+                 "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+// d (64 x BN, fp32, in the mma.sync C layout per warp's 16 rows) += A (64 rows) * B (BN rows)^T over the
+// 32 bytes of reduction at descriptors a, b (k16 of fp16/bf16, k8 of TF32)
+__device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long long a, unsigned long long b) {
+#if CONV_BN == 128
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 WG_OP "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65" WG_TAIL
+                 : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
+                 : "l"(a), "l"(b), "r"(1));
+#else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 WG_OP "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33" WG_TAIL
+                 : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
+                 : "l"(a), "l"(b), "r"(1));
+#endif
+}
+#endif
 
 // Kernel arguments: A_src (gathered/streamed operand A), B_src (operand B), bias, out, mask, prm, flags,
 // mask_words. prm holds the launch-time constants, in this order: M, N, Kred, IH, IW, ICp, OH, OW, R, S, sh,
@@ -248,7 +325,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
             }
             ok = ok && iy >= 0 && iy < IH && ix >= 0 && ix < IW;
             const T* src = ok ? A_src + ((a_pix[i] + iy * IW + ix) * ICp + kc) : A_src;
-            cp_async16(As + row * LDK + jc * VEC, src, ok);
+            cp_async16(As + chunk_at(row, jc), src, ok);
         }
         const int boff = (kr * S + ks_) * ICp + kc;
 #pragma unroll
@@ -257,7 +334,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
             int n = n0 + row;
             bool ok = n < N && k_ok;
             const T* src = ok ? B_src + (n * R * S * ICp + boff) : B_src;
-            cp_async16(Bs + row * LDK + jc * VEC, src, ok);
+            cp_async16(Bs + chunk_at(row, jc), src, ok);
         }
         kc += BK;
         while (kc >= ICp) {
@@ -379,7 +456,21 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
 
     // ------------------------------------------------------------ compute state
     const int warp = tid / 32;
-#if CONV_MMA >= 1
+#if CONV_MMA == 3
+    // warpgroup wg multiplies rows [64 wg, 64 wg + 64) of A by all of B; warp w of it holds 16 of those rows
+    const int wg = warp / 4, lane = tid % 32, g = lane >> 2, tig = lane & 3;
+    float acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    auto compute = [&](int stage) {  // issues the tile's MMAs as one group; does not wait for them
+        const T* As = smem + stage * STAGE_ELEMS + wg * 64 * LDK;
+        const unsigned long long da = wg_desc(As), db = wg_desc(As - wg * 64 * LDK + A_ELEMS);
+        wg_fence();
+#pragma unroll
+        for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + 2 * kq, db + 2 * kq);  // 32 bytes = 2 units apart
+        wg_commit();
+    };
+#elif CONV_MMA >= 1
     constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, FM = WM / 16, FN = WN / 8;
     static_assert(FN % 2 == 0, "B fragments load in pairs (ldmatrix x4)");
     const int wm = warp % WARPS_M, wn = warp / WARPS_M;
@@ -538,6 +629,28 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
         if (more) store_a(cur ^ 1);
     }
     __syncthreads();
+#elif CONV_MMA == 3
+    // tiles load STAGES - 2 ahead; a tile's MMAs run while the next tile's are issued, so a stage is
+    // refilled only once every warpgroup has waited for the MMAs two tiles back (before the barrier)
+#pragma unroll
+    for (int st = 0; st < STAGES - 2; ++st) {
+        if (kt_begin + st < kt_end) load_tile(st);
+        cp_async_commit();
+    }
+    for (int kt = kt_begin; kt < kt_end; ++kt) {
+        cp_async_wait<STAGES - 3>();
+        fence_proxy_async();
+        wg_wait<1>();
+        __syncthreads();
+        compute((kt - kt_begin) % STAGES);
+        const int nk = kt + STAGES - 2;
+        if (nk < kt_end) load_tile((nk - kt_begin) % STAGES);
+        cp_async_commit();
+    }
+    wg_wait<0>();
+    wg_fence_acc(acc);
+    cp_async_wait<0>();
+    __syncthreads();
 #else
     // STAGES-deep cp.async pipeline
 #pragma unroll
@@ -559,7 +672,13 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
 
     // ------------------------------------------------------------ epilogue through shared memory
     float* Cs = reinterpret_cast<float*>(smem_raw);
-#if CONV_MMA >= 1
+#if CONV_MMA == 3
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+            Cs[(j * 8 + tig * 2 + (t & 1)) * LDC + wg * 64 + (warp % 4) * 16 + g + (t >> 1) * 8] = acc[j * 4 + t];
+#elif CONV_MMA >= 1
 #pragma unroll
     for (int i = 0; i < FM; ++i)
 #pragma unroll

@@ -16,9 +16,10 @@ float16 / bfloat16 / float32 arrays go to the implicit-GEMM kernels of ``conv.cu
 helpers of ``conv_util.cu``: the gathered operand is repacked NHWC with channels padded to 16
 bytes (a transient copy, freed on return), the output is written NCHW by the GEMM's epilogue.
 float32 runs on FFMA unless :data:`allow_tf32` is set (then on TF32 tensor cores, as cuDNN's
-default). groups > 1 runs one GEMM per group. An fp16/bf16 forward onto at most 64 channels, or a small
-one (:data:`NCHW_GATHER_MAX`), skips the repack: conv.cu's mode 3 gathers from NCHW x and reads KCRS w as
-they are, in one launch.
+default). On an sm_90 GPU (H100) the forward and the fp16/bf16 backward-data GEMMs with 128-byte tile
+rows run on Hopper's wgmma (:data:`wgmma`), the rest on mma.sync. groups > 1 runs one GEMM per group.
+A small fp16/bf16 forward (:data:`NCHW_GATHER_MAX`), or one onto at most 64 channels that would not run on
+wgmma, skips the repack: conv.cu's mode 3 gathers from NCHW x and reads KCRS w as they are, in one launch.
 A short reduction (C*R*S <= 32, groups = 1: a first layer on 1-3 channel images) runs on the direct
 kernels of ``conv_direct.cu`` instead: forward, and the filter and bias gradients, in one launch each,
 from NCHW as it is. Inputs are assumed valid and C-contiguous.
@@ -183,6 +184,13 @@ tile_m = None
 #: (mode 3, H100: MNIST conv2 at batch 256 from 75 to 92 TFLOP/s on the device, at batch 64 from 52 to 78),
 #: else (2, 4) (for the repacked GEMMs 4-warp blocks measured the same or slower, backward-data up to 30%).
 tile_warps = None
+#: Hopper's wgmma (conv.cu's CONV_MMA=3) for the repacked forward and backward-data GEMMs with 128-byte tile
+#: rows: None uses it on sm_90 GPUs (fp16/bf16, and float32 when :data:`allow_tf32`), False never.
+wgmma = None
+#: Shared-memory stages of the wgmma pipeline (3: two blocks fit on an SM; 4: one, loads a tile further ahead);
+#: None picks by the grid's size.
+wgmma_stages = None
+_WGMMA = 3  # conv.cu's CONV_MMA value of the wgmma path
 
 
 def _on_gpu(a):
@@ -203,15 +211,17 @@ def _padded_channels(c, dtype):
     return (c + vec - 1) // vec * vec
 
 
-def _smem_bytes(itemsize, mode, bm, bn, bkb):
+def _smem_bytes(itemsize, mode, bm, bn, bkb, stages=_STAGES, wgmma=False):
     vec, bk = 16 // itemsize, bkb // itemsize
+    if wgmma:  # unpadded swizzled rows, and 1024 bytes to align the tiles to the swizzle
+        return max(stages * (bm + bn) * bkb + 1024, bn * (bm + 4) * 4)
     if mode < 2:
         stage, cs = (bm + bn) * (bk + vec), bn * (bm + 4) * 4
     elif mode == 2:
         stage, cs = bk * (bm + vec + bn + vec), bm * (bn + 4) * 4
     else:  # conv.cu's mode 3: k-major A, n-major B, two stages
         return max(2 * (bk * (bm + vec) + bn * (bk + vec)) * itemsize, bn * (bm + 4) * 4)
-    return max(_STAGES * stage * itemsize, cs)
+    return max(stages * stage * itemsize, cs)
 
 
 def _mma(dtype):
@@ -227,13 +237,18 @@ def _bkb(kred, itemsize, row_bytes=None):
 
 
 @functools.cache
-def _igemm(dtype, mode, bm, bn, mma, bkb, warps=(2, 4)):
-    """(kernel, block, shared bytes) of one conv.cu configuration."""
-    opts = (f"-DCONV_T={_CTYPE[dtype]}", f"-DCONV_MODE={mode}", f"-DCONV_BM={bm}", f"-DCONV_BN={bn}",
-            f"-DCONV_MMA={mma}", f"-DCONV_IS_BF16={int(dtype == backend.bfloat16)}", f"-DCONV_BKB={bkb}",
-            f"-DCONV_WARPS_M={warps[0]}", f"-DCONV_WARPS_N={warps[1]}")
+def _igemm(dtype, mode, bm, bn, mma, bkb, warps=(2, 4), stages=None):
+    """(kernel, block, shared bytes) of one conv.cu configuration (``stages``: the wgmma pipeline's depth)."""
+    wg = mma == _WGMMA
+    stages = stages or _STAGES
+    # sm_90a first: NVRTC takes the first architecture named, and CuPy appends the device's plain one
+    opts = (("-arch=sm_90a",) if wg else ()) + (
+        f"-DCONV_T={_CTYPE[dtype]}", f"-DCONV_MODE={mode}", f"-DCONV_BM={bm}", f"-DCONV_BN={bn}",
+        f"-DCONV_MMA={mma}", f"-DCONV_IS_BF16={int(dtype == backend.bfloat16)}", f"-DCONV_BKB={bkb}",
+        f"-DCONV_WARPS_M={warps[0]}", f"-DCONV_WARPS_N={warps[1]}", f"-DCONV_STAGES={stages}",
+        f"-DCONV_FLOAT={int(dtype == backend.float32)}")
     kern = get_kernel("conv.cu", "conv_igemm", opts)
-    smem = _smem_bytes(np.dtype(dtype).itemsize, mode, bm, bn, bkb)
+    smem = _smem_bytes(np.dtype(dtype).itemsize, mode, bm, bn, bkb, stages, wg)
     kern.max_dynamic_shared_size_bytes = smem
     return kern, (32 * warps[0] * warps[1],), smem
 
@@ -327,9 +342,21 @@ def _warps(mma, warps, default=(2, 4)):
 
 @functools.cache
 def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, mma, sm_count, row_bytes,
-                    rows_m, warps):
+                    rows_m, warps, wg_stages):
     """Everything static about one group's GEMM(s) of ``mode``: a tuple of (kernel, grid, block, smem, params
-    array, extra) per launch. Cached per configuration, so a call only allocates and launches."""
+    array, extra) per launch. Cached per configuration, so a call only allocates and launches. ``wg_stages``
+    allows the wgmma path where :func:`_wgmma_applies`: 0 never, -1 with the depth by grid size, else that depth."""
+
+    def kernel(mode_, bm, bn, bkb, m_, n_):
+        if wg_stages and _wgmma_applies(mode_, mma, itemsize, bkb):
+            # a grid under two blocks per SM runs 3 stages, two blocks to an SM; a larger one 4, a tile further
+            # ahead (H100: strided backward-data's 196-block residue classes 60 -> 77 TFLOP/s with 3; TF32 and
+            # the larger grids as fast or faster with 4, c256h14's TF32 forward 147 -> 168)
+            blocks = -(-m_ // 128) * -(-n_ // bn)
+            stages = wg_stages if wg_stages > 0 else (3 if blocks < 2 * sm_count else 4)
+            return _igemm(dtype, mode_, 128, bn, _WGMMA, bkb, (2, 4), stages)
+        return _igemm(dtype, mode_, bm, bn, mma, bkb, _warps(mma, warps))
+
     n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
     kg = k // groups
     conv = _ints(r, s, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
@@ -339,14 +366,15 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
         cpad = _padded_channels(cg, dtype)
         m, kred = n * p * q, r * s * cpad
         bm, bn, bkb = rows_m or 128, (64 if kg <= 64 else 128), _bkb(kred, itemsize, row_bytes)
-        kern, block, smem = _igemm(dtype, 0, bm, bn, mma, bkb, _warps(mma, warps))
+        kern, block, smem = kernel(0, bm, bn, bkb, m, kg)
         grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
         # conv_util.cu's pack_forward: x's tiles in z < N, the weight's grid-stride blocks above them
         xn_elems, w_elems = n * h * wd * cpad, kg * r * s * cpad
         gx, gy = (h * wd + 31) // 32, (cpad + 31) // 32
         zw = (min((w_elems + 255) // 256, 1024) + gx * gy - 1) // (gx * gy)
         zx = min(n, _GRID_Z - zw)
-        pack = ((gx, gy, zx + zw), _ints(n, cg, c, h * wd, cpad, kg, r * s, zx), xn_elems, xn_elems + w_elems)
+        tf32 = dtype == backend.float32 and mma != 0  # TF32 operands rounded once, in the pack
+        pack = ((gx, gy, zx + zw), _ints(n, cg, c, h * wd, cpad, kg, r * s, zx, tf32), xn_elems, xn_elems + w_elems)
         launches.append((kern, grid, block, smem, _params(_whole_grid(m, kg, kred, h, wd, cpad, p, q, conv, (k, 0, 0))),
                          pack))
     elif mode == 1:
@@ -367,7 +395,7 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
                 rc, sc = max(0, (r - r0 + steps[0] - 1) // steps[0]), max(0, (s - s0 + steps[1] - 1) // steps[1])
             m, kred = n * ohc * owc, rc * sc * kpad
             bm, bn, bkb = rows_m or 128, (64 if cg <= 64 else 128), _bkb(kred, itemsize, row_bytes)
-            kern, block, smem = _igemm(dtype, 1, bm, bn, mma, bkb, _warps(mma, warps))
+            kern, block, smem = kernel(1, bm, bn, bkb, m, cg)
             grid = ((m + bm - 1) // bm, (cg + bn - 1) // bn, 1)
             head = (*_ints(m, cg, kred, p, q, kpad, h, wd), *conv,
                     *(np.uint32(v) for v in (*_magic(ohc * owc), *_magic(owc))))
@@ -391,9 +419,28 @@ def _igemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gr
     return tuple(launches)
 
 
+@functools.cache
+def _is_sm90(dev_id):
+    import cupy
+
+    return cupy.cuda.Device(dev_id).compute_capability == "90"
+
+
+def _wgmma_on(dev_id):
+    """Whether the knobs and the GPU allow the wgmma path (a set warp grid or 64-row tiles ask for mma.sync)."""
+    return wgmma is not False and tile_m in (None, 128) and tile_warps is None and _is_sm90(dev_id)
+
+
+def _wgmma_applies(mode, mma, itemsize, bkb):
+    """Where conv.cu's wgmma path runs: tensor cores, 128-byte tile rows, the forward or (fp16/bf16: its
+    packs do not round to TF32) backward-data."""
+    return mma != 0 and bkb == 128 and (mode == 0 or (mode == 1 and itemsize == 2))
+
+
 def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id):
     return _igemm_launches(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), stride, padding, dilation, groups,
-                           _mma(dtype), _sm_count(dev_id), tile_row_bytes, tile_m, tile_warps)
+                           _mma(dtype), _sm_count(dev_id), tile_row_bytes, tile_m, tile_warps,
+                           (wgmma_stages or -1) if _wgmma_on(dev_id) else 0)
 
 
 # ---- forward straight from NCHW (conv.cu's mode 3): one launch, no repacking
@@ -406,15 +453,22 @@ nchw_forward = None
 NCHW_GATHER_MAX = 1 << 25
 
 
-def _nchw_forward(x_shape, w_shape, stride, padding, dilation, groups, dtype):
-    """Whether this forward runs on mode 3: where it applies (:func:`_nchw_gather`), if forced, onto 64
-    output channels or fewer (one column of tiles, each element gathered once: with 4-warp blocks it measured
-    as fast as the repack or faster at every size, H100: MNIST conv2 at batch 256 92 against 82 TFLOP/s on the
-    device, 128 x 64 x 56 x 56 117 against 118), or if the gather is small enough to pay."""
+def _nchw_forward(x_shape, w_shape, stride, padding, dilation, groups, dtype, dev_id=None):
+    """Whether this forward runs on mode 3: where it applies (:func:`_nchw_gather`), if forced, if the gather is
+    small enough to pay, or onto 64 output channels or fewer (one column of tiles, each element gathered once:
+    with 4-warp blocks it measured as fast as the mma.sync repack or faster at every size, H100: MNIST conv2 at
+    batch 256 92 against 82 TFLOP/s on the device, 128 x 64 x 56 x 56 117 against 118) unless the repacked
+    GEMM runs on wgmma on GPU ``dev_id`` (128 x 64 x 56 x 56: 155 against mode 3's 117)."""
     if nchw_forward is False:
         return False
     elems = _nchw_gather(x_shape, w_shape, stride, padding, dilation, groups, dtype)
-    return elems is not None and (bool(nchw_forward) or w_shape[0] <= 64 or elems <= NCHW_GATHER_MAX)
+    if elems is None:
+        return False
+    if nchw_forward or elems <= NCHW_GATHER_MAX:
+        return True
+    repack_bkb = _bkb(w_shape[2] * w_shape[3] * _padded_channels(w_shape[1], dtype), 2, tile_row_bytes)
+    wg = dev_id is not None and _wgmma_on(dev_id) and _wgmma_applies(0, 1, 2, repack_bkb)
+    return w_shape[0] <= 64 and not wg
 
 
 @functools.cache
@@ -518,7 +572,7 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
 
     if _direct(w.shape, groups):
         return _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask)
-    if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype):
+    if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype, x.device.id):
         kern, grid, block, smem, prm, y_shape, words = _nchw_launch(x.dtype, x.shape, w.shape, stride, padding,
                                                                     dilation, tile_m, tile_warps, tile_row_bytes)
         y = cupy.empty(y_shape, x.dtype)

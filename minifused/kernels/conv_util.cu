@@ -3,7 +3,8 @@
 //                 optionally multiplied by a bit-packed ReLU mask (the backward's dz), 32x32 tiles
 //   pack_weight   KCRS -> (A, R, S, Bp) with the inner dim zero-padded: KRSC (forward) or CRSK
 //                 (backward-data), chosen by the strides passed
-//   pack_forward  the forward's pack_nhwc of x and KRSC pack_weight of w in one launch
+//   pack_forward  the forward's pack_nhwc of x and KRSC pack_weight of w in one launch (optionally
+//                 rounding float to TF32)
 //   wgrad_reduce  sum of the split-K fp32 partials, in a fixed order, written as KCRS
 //   colsum_partial, colsum_reduce
 //                 the bias gradient: column sums of the packed dz (rows x Cp), in two
@@ -22,13 +23,23 @@ typedef CONV_T T;
 
 #include "dtypes.cuh"  // to_f / from_f
 
+// v as TF32 (round to nearest, ties away: cvt.rna) where tf32 is set and v is a float, else v: conv.cu's
+// wgmma reads its float operands from shared memory as they are, so the forward's pack rounds them
+template <typename U> __device__ __forceinline__ U tf32_if(U v, bool) { return v; }
+template <> __device__ __forceinline__ float tf32_if<float>(float v, bool tf32) {
+    if (!tf32) return v;
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+    return __uint_as_float(r);
+}
+
 // in: (N, Ctot, HW) with this call's C channels starting at `in` (already offset);
 // out: (N, HW, Cp). mask (optional, mask_words > 0): bit m%32 of word [c*mask_words + m/32],
 // m = n*HW + hw, rows already offset to this group's first channel.
 // One 32 x 32 tile (hw0.., c0..) of image n, by a block of (32, 8) threads.
 __device__ __forceinline__ void pack_nhwc_tile(const T* __restrict__ in, T* __restrict__ out,
                                                const unsigned* __restrict__ mask, int C, int Ctot, int HW, int Cp,
-                                               int mask_words, int n, int hw0, int c0) {
+                                               int mask_words, int n, int hw0, int c0, bool tf32 = false) {
     __shared__ T tile[32][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
 #pragma unroll
@@ -48,7 +59,7 @@ __device__ __forceinline__ void pack_nhwc_tile(const T* __restrict__ in, T* __re
 #pragma unroll
     for (int j = 0; j < 32; j += 8) {
         const int hw = hw0 + ty + j, c = c0 + tx;
-        if (hw < HW && c < Cp) out[((long long)n * HW + hw) * Cp + c] = tile[tx][ty + j];
+        if (hw < HW && c < Cp) out[((long long)n * HW + hw) * Cp + c] = tf32_if(tile[tx][ty + j], tf32);
     }
     __syncthreads();  // the tile is free for the block's next image
 }
@@ -63,14 +74,15 @@ pack_nhwc(const T* __restrict__ in, T* __restrict__ out, const unsigned* __restr
 
 // out (A, RS, Bp): out[a, rs, b] = b < B ? w[a*sa + b*sb + rs] : 0, elements first, first + step, ...
 __device__ __forceinline__ void pack_weight_range(const T* __restrict__ w, T* __restrict__ out, int A, int RS, int B,
-                                                  int Bp, int sa, int sb, long long first, long long step) {
+                                                  int Bp, int sa, int sb, long long first, long long step,
+                                                  bool tf32 = false) {
     const long long total = (long long)A * RS * Bp;
     for (long long i = first; i < total; i += step) {
         const int b = (int)(i % Bp);
         const long long t = i / Bp;
         const int rs = (int)(t % RS);
         const int a = (int)(t / RS);
-        out[i] = b < B ? w[(long long)a * sa + (long long)b * sb + rs] : from_f<T>(0.0f);
+        out[i] = b < B ? tf32_if(w[(long long)a * sa + (long long)b * sb + rs], tf32) : from_f<T>(0.0f);
     }
 }
 
@@ -86,15 +98,16 @@ extern "C" __global__ void pack_weight(const T* __restrict__ w, T* __restrict__ 
 // the blocks of z >= ZX pack the weight.
 extern "C" __global__ void __launch_bounds__(256)
 pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict__ w, T* __restrict__ wout,
-             int N, int C, int Ctot, int HW, int Cp, int K, int RS, int ZX) {
+             int N, int C, int Ctot, int HW, int Cp, int K, int RS, int ZX, int tf32) {
     if ((int)blockIdx.z < ZX) {
         for (int n = blockIdx.z; n < N; n += ZX)
-            pack_nhwc_tile(x, xout, nullptr, C, Ctot, HW, Cp, 0, n, blockIdx.x * 32, blockIdx.y * 32);
+            pack_nhwc_tile(x, xout, nullptr, C, Ctot, HW, Cp, 0, n, blockIdx.x * 32, blockIdx.y * 32, tf32);
         return;
     }
     const long long block = ((long long)(blockIdx.z - ZX) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     const long long blocks = (long long)(gridDim.z - ZX) * gridDim.y * gridDim.x;
-    pack_weight_range(w, wout, K, RS, C, Cp, C * RS, RS, block * 256 + threadIdx.y * 32 + threadIdx.x, blocks * 256);
+    pack_weight_range(w, wout, K, RS, C, Cp, C * RS, RS, block * 256 + threadIdx.y * 32 + threadIdx.x, blocks * 256,
+                      tf32);
 }
 
 // ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset).
