@@ -483,16 +483,21 @@ def _nchw_gather(x_shape, w_shape, stride, padding, dilation, groups, dtype):
 
 
 @functools.cache
-def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, warps, row_bytes):
+def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, warps, row_bytes, wg):
     """(kernel, grid, block, shared bytes, params with the k-table, output shape, mask words) of a mode-3
-    forward."""
+    forward; ``wg``: on wgmma (128-byte tile rows, whatever the reduction's length)."""
     import cupy
 
     n, c, h, wd, k, _, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
     m, kred = n * p * q, c * r * s
     itemsize = np.dtype(dtype).itemsize
-    bm, bn, bkb = rows_m or 128, (64 if k <= 64 else 128), _bkb(kred, itemsize, row_bytes)
-    kern, block, smem = _igemm(dtype, 3, bm, bn, 1, bkb, _warps(1, warps, (2, 2) if bn == 64 else (2, 4)))
+    bn = 64 if k <= 64 else 128
+    if wg:
+        bm, bkb = 128, 128
+        kern, block, smem = _igemm(dtype, 3, bm, bn, _WGMMA, bkb, (2, 4), 2)
+    else:
+        bm, bkb = rows_m or 128, _bkb(kred, itemsize, row_bytes)
+        kern, block, smem = _igemm(dtype, 3, bm, bn, 1, bkb, _warps(1, warps, (2, 2) if bn == 64 else (2, 4)))
     bk = bkb // itemsize
     kk = np.arange(-(-kred // bk) * bk)
     cc, rr, ss = kk // (r * s), kk % (r * s) // s, kk % s
@@ -572,9 +577,11 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
 
     if _direct(w.shape, groups):
         return _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask)
-    if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype, x.device.id):
+    dev = x.device.id
+    if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype, dev):
         kern, grid, block, smem, prm, y_shape, words = _nchw_launch(x.dtype, x.shape, w.shape, stride, padding,
-                                                                    dilation, tile_m, tile_warps, tile_row_bytes)
+                                                                    dilation, tile_m, tile_warps, tile_row_bytes,
+                                                                    _wgmma_on(dev))
         y = cupy.empty(y_shape, x.dtype)
         mask = cupy.empty((y_shape[1], words), np.uint32) if (relu and want_mask) else None
         kern(grid, block, (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
@@ -588,7 +595,7 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
     mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
     cpad = _padded_channels(cg, x.dtype)
     ((kern, grid, block, smem, prm, pack),) = _plan(0, x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
-                                                    x.device.id)
+                                                    dev)
     pack_grid, pack_ints, xn_elems, total = pack
     flags = (1 if relu else 0) | (2 if bias is not None else 0)
     for g in range(groups):
