@@ -52,8 +52,6 @@
 // nvrtc-check[sm_90a]: -DCONV_IS_BF16=1 -DCONV_T=__nv_bfloat16 -DCONV_MODE=1 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=3 -DCONV_BKB=128
 // nvrtc-check[sm_90a]: -DCONV_T=float -DCONV_FLOAT=1 -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=3 -DCONV_BKB=128 -DCONV_STAGES=3
 // nvrtc-check[sm_90a]: -DCONV_T=float -DCONV_FLOAT=1 -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=3 -DCONV_BKB=128
-// nvrtc-check[sm_90a]: -DCONV_T=__half -DCONV_MODE=3 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=3 -DCONV_BKB=128
-// nvrtc-check[sm_90a]: -DCONV_IS_BF16=1 -DCONV_T=__nv_bfloat16 -DCONV_MODE=3 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=3 -DCONV_BKB=128
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -90,9 +88,7 @@
 #ifndef CONV_MIN_BLOCKS
 // blocks per SM the registers must allow: two (<= 128 registers at 8 warps, <= 255 at 4); three for a
 // 4-warp block of at most 128 x 64 (<= 168 registers: 32 x 64 or 64 x 32 warp tiles fit without spills)
-// (one for mode 3 on wgmma onto 128 columns: its 64 accumulators and the gathered A spill under 128)
-#define CONV_MIN_BLOCKS (CONV_MODE == 3 && CONV_MMA == 3 && CONV_BN == 128 ? 1 \
-                         : CONV_WARPS_M * CONV_WARPS_N == 4 && CONV_BM * CONV_BN <= 8192 ? 3 : 2)
+#define CONV_MIN_BLOCKS (CONV_WARPS_M * CONV_WARPS_N == 4 && CONV_BM * CONV_BN <= 8192 ? 3 : 2)
 #endif
 
 typedef CONV_T T;
@@ -112,15 +108,15 @@ constexpr int BK = CONV_BKB / (int)sizeof(T);  // reduction depth of one tile: C
 // padded but swizzled: chunk j of row r at chunk position j ^ (r % 8), 1024-byte aligned tiles
 constexpr int LDK = WGMMA ? BK : BK + VEC;  // m-major A[m][k], n-major B[n][k]
 constexpr int LDA2 = BM + VEC, LDB2 = BN + VEC;  // k-major A[k][m], B[k][n]
-constexpr int A_ELEMS = CONV_A_KMAJOR && !WGMMA ? BK * LDA2 : BM * LDK;
+constexpr int A_ELEMS = CONV_A_KMAJOR ? BK * LDA2 : BM * LDK;
 constexpr int STAGE_ELEMS = A_ELEMS + (CONV_B_KMAJOR ? BK * LDB2 : BN * LDK);
 constexpr int LDC = MODE != 2 ? BM + 4 : BN + 4;  // epilogue tile (fp32): col-major (0/1/3), row-major (2)
 
 static_assert(NT % BM == 0 || MODE == 2, "epilogue maps one m per thread");
 static_assert(BM % 64 == 0 && BN % 64 == 0, "tiles are multiples of 64");
 static_assert(!WGMMA || (sizeof(T) == 4) == (bool)CONV_FLOAT, "CONV_FLOAT=1 names a float CONV_T");
-static_assert(!WGMMA || (CONV_BKB == 128 && MODE != 2 && NT == 256 && BM == 128 && (BN == 64 || BN == 128) &&
-                         (MODE == 3 || STAGES >= 3)), "wgmma: two warpgroups on 128 x 64|128 tiles of 128-byte rows");
+static_assert(!WGMMA || (CONV_BKB == 128 && MODE < 2 && NT == 256 && BM == 128 && (BN == 64 || BN == 128) &&
+                         STAGES >= 3), "wgmma: two warpgroups on 128 x 64|128 tiles of 128-byte rows, 3+ stages");
 
 // where chunk j (16 bytes) of row r of an m- or n-major tile lives, in elements from the tile's start
 __device__ __forceinline__ int chunk_at(int r, int j) { return r * LDK + (WGMMA ? j ^ (r & 7) : j) * VEC; }
@@ -198,16 +194,14 @@ template <int N> __device__ __forceinline__ void wg_fence_acc(float (&d)[N]) {
 }
 #define WG_STR2(x) #x
 #define WG_STR(x) WG_STR2(x)
-// the immediates: scale A, scale B, and (16-bit types) transpose A, transpose B (0: both K-major)
-#if CONV_FLOAT
+#if CONV_IS_BF16
+#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_BN) "k16.f32.bf16.bf16 "
+#define WG_TAIL ", p, 1, 1, 0, 0;\n}\n"
+#elif CONV_FLOAT
 #define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_BN) "k8.f32.tf32.tf32 "
 #define WG_TAIL ", p, 1, 1;\n}\n"
 #else
-#if CONV_IS_BF16
-#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_BN) "k16.f32.bf16.bf16 "
-#else
 #define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_BN) "k16.f32.f16.f16 "
-#endif
 #define WG_TAIL ", p, 1, 1, 0, 0;\n}\n"
 #endif
 #define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
@@ -398,7 +392,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
         ++kt_cur;
     };
 #else
-    static_assert(sizeof(T) == 2 && (CONV_MMA == 1 || CONV_MMA == 3), "mode 3 takes fp16 or bf16 on the tensor cores");
+    static_assert(sizeof(T) == 2 && CONV_MMA == 1, "mode 3 takes fp16 or bf16 on the tensor cores");
     typedef unsigned short U;  // the raw 16 bits: zero is +0 in both fp16 and bf16
     constexpr int PIX = 2;              // output pixels per thread, BM / PIX apart (lanes stay consecutive)
     constexpr int MW = BM / PIX;        // threads along m
@@ -432,14 +426,10 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
         a_taps[u] = taps;
     }
     U a_reg[A_IT][PIX];
-    // the reduction index of a_reg[j]: rows kl0, kl0 + AK, ... of a k-major tile, or (wgmma, whose A tile is
-    // m-major) runs of 8 consecutive k, chunks kl0, kl0 + AK, ..., so that one 16-byte store writes a run
-    static_assert(!WGMMA || A_IT % 8 == 0, "wgmma: whole 16-byte runs of k per thread");
-    auto k_of = [&](int j) { return WGMMA ? (kl0 + (j >> 3) * AK) * 8 + (j & 7) : kl0 + j * AK; };
     auto load_a = [&](int kt) {  // global -> registers, a tile ahead of its MMAs
 #pragma unroll
         for (int j = 0; j < A_IT; ++j) {
-            const int2 e = ktab[kt * BK + k_of(j)];  // the table is padded to whole tiles
+            const int2 e = ktab[kt * BK + kl0 + j * AK];  // the table is padded to whole tiles
 #pragma unroll
             for (int u = 0; u < PIX; ++u)
                 a_reg[j][u] = (a_taps[u] >> e.y) & 1 ? Araw[a_base[u] + e.x] : (U)0;
@@ -447,26 +437,10 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     };
     auto store_a = [&](int stage) {  // registers -> the k-major tile: consecutive threads, consecutive m
         U* As = reinterpret_cast<U*>(smem + stage * STAGE_ELEMS);
-#if CONV_MMA == 3
-        // m-major, swizzled (chunk_at): eight consecutive rows' stores of a quarter warp hit eight
-        // different chunk positions, so no bank conflicts
-#pragma unroll
-        for (int g8 = 0; g8 < A_IT / 8; ++g8)
-#pragma unroll
-            for (int u = 0; u < PIX; ++u) {
-                uint4 v;
-                unsigned* w = reinterpret_cast<unsigned*>(&v);
-#pragma unroll
-                for (int t = 0; t < 4; ++t)
-                    w[t] = a_reg[g8 * 8 + 2 * t][u] | ((unsigned)a_reg[g8 * 8 + 2 * t + 1][u] << 16);
-                *reinterpret_cast<uint4*>(As + chunk_at(ml + u * MW, kl0 + g8 * AK)) = v;
-            }
-#else
 #pragma unroll
         for (int j = 0; j < A_IT; ++j)
 #pragma unroll
             for (int u = 0; u < PIX; ++u) As[(kl0 + j * AK) * LDA2 + ml + u * MW] = a_reg[j][u];
-#endif
     };
     auto load_b = [&](int stage, int kt) {  // W's rows as they are: cp.async, whole chunks in or out
         T* Bs = smem + stage * STAGE_ELEMS + A_ELEMS;
@@ -489,13 +463,11 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
     auto compute = [&](int stage) {  // issues the tile's MMAs as one group; does not wait for them
-        const T* As = smem + stage * STAGE_ELEMS;
-        const unsigned long long db = wg_desc(As + A_ELEMS);
-        // this warpgroup's 64 rows of A; a step of the reduction (32 bytes) moves the descriptors by 2 units
-        const unsigned long long da = wg_desc(As + wg * 64 * LDK);
+        const T* As = smem + stage * STAGE_ELEMS + wg * 64 * LDK;
+        const unsigned long long da = wg_desc(As), db = wg_desc(As - wg * 64 * LDK + A_ELEMS);
         wg_fence();
 #pragma unroll
-        for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + 2 * kq, db + 2 * kq);
+        for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + 2 * kq, db + 2 * kq);  // 32 bytes = 2 units apart
         wg_commit();
     };
 #elif CONV_MMA >= 1
@@ -640,28 +612,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
 #endif
 
     // ------------------------------------------------------------ main loop
-#if CONV_MODE == 3 && CONV_MMA == 3
-    // two stages, as below; the MMAs of a tile run while the next tile's A is gathered, and a stage is
-    // refilled once every warpgroup has waited for the MMAs that read it (before the barrier)
-    if (kt_begin < kt_end) { load_a(kt_begin); load_b(0, kt_begin); }
-    cp_async_commit();
-    store_a(0);
-    for (int kt = kt_begin; kt < kt_end; ++kt) {
-        cp_async_wait<0>();
-        fence_proxy_async();  // this thread's stores of A (and its cp.async of B) to the tensor cores
-        wg_wait<0>();
-        __syncthreads();
-        const int cur = (kt - kt_begin) & 1;
-        const bool more = kt + 1 < kt_end;
-        compute(cur);
-        if (more) { load_a(kt + 1); load_b(cur ^ 1, kt + 1); }
-        cp_async_commit();
-        if (more) store_a(cur ^ 1);
-    }
-    wg_wait<0>();
-    wg_fence_acc(acc);
-    __syncthreads();
-#elif CONV_MODE == 3
+#if CONV_MODE == 3
     // two stages: B by cp.async, A through registers; a stage is refilled only after the barrier
     // that follows its last reader
     if (kt_begin < kt_end) { load_a(kt_begin); load_b(0, kt_begin); }

@@ -483,21 +483,16 @@ def _nchw_gather(x_shape, w_shape, stride, padding, dilation, groups, dtype):
 
 
 @functools.cache
-def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, warps, row_bytes, wg):
+def _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, rows_m, warps, row_bytes):
     """(kernel, grid, block, shared bytes, params with the k-table, output shape, mask words) of a mode-3
-    forward; ``wg``: on wgmma (128-byte tile rows, whatever the reduction's length)."""
+    forward."""
     import cupy
 
     n, c, h, wd, k, _, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
     m, kred = n * p * q, c * r * s
     itemsize = np.dtype(dtype).itemsize
-    bn = 64 if k <= 64 else 128
-    if wg:
-        bm, bkb = 128, 128
-        kern, block, smem = _igemm(dtype, 3, bm, bn, _WGMMA, bkb, (2, 4), 2)
-    else:
-        bm, bkb = rows_m or 128, _bkb(kred, itemsize, row_bytes)
-        kern, block, smem = _igemm(dtype, 3, bm, bn, 1, bkb, _warps(1, warps, (2, 2) if bn == 64 else (2, 4)))
+    bm, bn, bkb = rows_m or 128, (64 if k <= 64 else 128), _bkb(kred, itemsize, row_bytes)
+    kern, block, smem = _igemm(dtype, 3, bm, bn, 1, bkb, _warps(1, warps, (2, 2) if bn == 64 else (2, 4)))
     bk = bkb // itemsize
     kk = np.arange(-(-kred // bk) * bk)
     cc, rr, ss = kk // (r * s), kk % (r * s) // s, kk % s
@@ -577,11 +572,9 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
 
     if _direct(w.shape, groups):
         return _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask)
-    dev = x.device.id
-    if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype, dev):
+    if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype, x.device.id):
         kern, grid, block, smem, prm, y_shape, words = _nchw_launch(x.dtype, x.shape, w.shape, stride, padding,
-                                                                    dilation, tile_m, tile_warps, tile_row_bytes,
-                                                                    _wgmma_on(dev))
+                                                                    dilation, tile_m, tile_warps, tile_row_bytes)
         y = cupy.empty(y_shape, x.dtype)
         mask = cupy.empty((y_shape[1], words), np.uint32) if (relu and want_mask) else None
         kern(grid, block, (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
@@ -595,7 +588,7 @@ def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask)
     mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
     cpad = _padded_channels(cg, x.dtype)
     ((kern, grid, block, smem, prm, pack),) = _plan(0, x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
-                                                    dev)
+                                                    x.device.id)
     pack_grid, pack_ints, xn_elems, total = pack
     flags = (1 if relu else 0) | (2 if bias is not None else 0)
     for g in range(groups):
