@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from harness import Results, bench_ms, torch_or_none  # noqa: E402
+from harness import Results, bench_ms, torch_or_none, warm_gpu  # noqa: E402
 from minifused import backend  # noqa: E402
 from minifused.kernels import conv as K  # noqa: E402
 
@@ -110,6 +110,7 @@ def main(quick=False):
     res = Results("conv")
     warm, rep = (3, 10) if quick else (5, 30)
     rs = cupy.random.RandomState(0)
+    warm_gpu()
     for name, (n, c, h, w), k, st in SHAPES:
         geo = ((st, st), (1, 1), (1, 1), 1)
         p = K.out_size(h, 3, st, 1, 1)
