@@ -357,6 +357,31 @@ def test_gpu_tf32_operands_round_to_nearest(wgmma, monkeypatch):
 
 
 @pytest.mark.gpu
+def test_gpu_forward_launcher_follows_the_knobs(poisoned_pool, monkeypatch):
+    """The forward's launch plan is cached per call signature and knob setting: flipping a knob between two
+    calls of one shape switches the path (mode 3 from NCHW <-> the repacking GEMM), and both agree with
+    float64 with bias, ReLU and the mask (flags 1 | 2 | 4 in one launch)."""
+    import cupy
+
+    rng = np.random.default_rng(5)
+    x = cupy.asarray(rng.standard_normal((3, 16, 9, 11))).astype(backend.float16)
+    w = cupy.asarray(rng.standard_normal((24, 16, 3, 3))).astype(backend.float16)
+    b = cupy.asarray(rng.standard_normal(24)).astype(backend.float16)
+    geo = ((1, 1), (1, 1), (1, 1), 1)
+    ref, ref_mask = K.conv2d_forward_ref(x.astype(cupy.float64), w.astype(cupy.float64), b.astype(cupy.float64),
+                                         *geo, "relu", want_mask=True)
+    paths = []
+    for forced in (True, False, True):
+        monkeypatch.setattr(K, "nchw_forward", forced)
+        y, mask = K.conv2d_forward(x, w, b, *geo, "relu", want_mask=True)
+        run = K._forward_launcher(x.dtype, x.shape, w.shape, *geo, x.device.id, K._knobs())
+        paths.append("pack_fn" in run.__code__.co_freevars)  # the repacking path's closure holds its pack kernel
+        assert _rel(y, ref) < _GPU_TOL["float16"]
+        assert float((mask != ref_mask).mean()) < 0.01  # near-zero outputs may round across 0
+    assert paths == [False, True, False]
+
+
+@pytest.mark.gpu
 def test_gpu_wgmma_runs_on_hopper(monkeypatch):
     """On an sm_90 GPU the repacked forward (fp16, bf16, TF32) and the fp16/bf16 backward-data with 128-byte
     tile rows take the wgmma kernel (compiled for sm_90a), and `wgmma = False` takes mma.sync."""

@@ -227,17 +227,17 @@ __device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long lon
 }
 #endif
 
-// Kernel arguments: A_src (gathered/streamed operand A), B_src (operand B), bias, out, mask, prm, flags,
-// mask_words. prm holds the launch-time constants, in this order: M, N, Kred, IH, IW, ICp, OH, OW, R, S, sh,
-// sw, ph, pw, dh, dw, ohw_mul, ohw_shr, ow_mul, ow_shr, out_C, lda_m, tiles_per_split, OHc, OWc, rh, rw,
-// hstep, wstep, r0, s0, rstep, sstep, Rc, Sc, where
+// Kernel arguments: A_src (gathered/streamed operand A), B_src (operand B), bias, out, mask, prm, flags.
+// prm holds the launch-time constants, in this order: M, N, Kred, IH, IW, ICp, OH, OW, R, S, sh, sw, ph, pw,
+// dh, dw, ohw_mul, ohw_shr, ow_mul, ow_shr, out_C, lda_m, tiles_per_split, OHc, OWc, rh, rw, hstep, wstep, r0,
+// s0, rstep, sstep, Rc, Sc, where
 //   M, N, Kred: the GEMM.
 //   IH, IW, ICp: the NHWC tensor that is gathered (channels padded to ICp).
 //   OH, OW: output spatial size (modes 0/1), dy's P, Q (mode 2).
 //   ohw_mul/shr: magic for dividing by OH*OW; ow_mul/shr: by OW.
 //   out_C: channel count of the NCHW output (modes 0/1; out already offset to the group);
 //   lda_m: row length of dY_nhwk (mode 2, padded K); tiles_per_split (mode 2);
-//   flags: 1 apply max(., 0), 2 add bias; mask_words: row length of the mask in uint32 words (0: no mask).
+//   flags: 1 apply max(., 0), 2 add bias, 4 write the ReLU mask (rows of ceil(M / 32) uint32 words).
 //   Modes 0/1 cover one residue class of output pixels: row m -> (n, hh, ww) over (OHc, OWc), output pixel
 //   (hh*hstep + rh, ww*wstep + rw), and the taps r = r0 + jr*rstep (jr < Rc), s = s0 + js*sstep (js < Sc);
 //   Kred = Rc*Sc*ICp. The identity class (OHc = OH, steps 1, r0 = s0 = 0, Rc = R, Sc = S) is the plain
@@ -246,8 +246,7 @@ __device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long lon
 //   Element offsets of the NHWC operands fit in 32 bits (the host checks).
 extern "C" __global__ void __launch_bounds__(NT, CONV_MIN_BLOCKS)
 conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __restrict__ bias,
-           void* __restrict__ out_ptr, unsigned* __restrict__ mask, const int* __restrict__ prm, int flags,
-           int mask_words) {
+           void* __restrict__ out_ptr, unsigned* __restrict__ mask, const int* __restrict__ prm, int flags) {
     // the launch-time constants, one small device array per configuration (few kernel arguments:
     // the host's launch cost grows with their count)
     const int M = prm[0], N = prm[1], Kred = prm[2], IH = prm[3], IW = prm[4], ICp = prm[5], OH = prm[6],
@@ -260,7 +259,10 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     const int OHc = prm[23], OWc = prm[24], rh = prm[25], rw = prm[26], hstep = prm[27], wstep = prm[28],
               r0 = prm[29], s0 = prm[30], rstep = prm[31], sstep = prm[32], Rc = prm[33], Sc = prm[34];
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    T* smem = reinterpret_cast<T*>(smem_raw);
+    // wgmma's 128-byte swizzle is a function of the address bits: its tiles start on 1024 bytes (the host
+    // allows 1024 bytes for this)
+    T* smem = reinterpret_cast<T*>(
+        smem_raw + (WGMMA ? (1024u - ((unsigned)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u : 0u));
     const int tid = threadIdx.x;
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
     const int OHW = OH * OW;
@@ -727,7 +729,8 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
             float v = Cs[nl * LDC + ml];
             if (flags & 2) v += to_f(bias[n]);
             if (flags & 1) v = fmaxf(v, 0.0f);
-            if (mask_words) {
+            if (flags & 4) {
+                const int mask_words = (M + 31) >> 5;
                 unsigned bits = __ballot_sync(0xffffffffu, m_ok && v > 0.0f);
                 if (lane == 0 && warp_rows) mask[(long long)n * mask_words + (m >> 5)] = bits;
             }

@@ -567,43 +567,67 @@ def _direct_filter_grad(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
                                              *_ints(blocks, k, crs)))
 
 
-def _forward_gpu(x, w, bias, stride, padding, dilation, groups, relu, want_mask):
+def _knobs():
+    """The module's tuning knobs, part of every launch plan's cache key (a test or benchmark may change them)."""
+    return (allow_tf32, tile_row_bytes, tile_m, tile_warps, wgmma, wgmma_stages, nchw_forward, NCHW_GATHER_MAX)
+
+
+@functools.cache
+def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, knobs):
+    """The GPU forward of one call signature as ``run(x, w, bias, relu, want_mask) -> (y, mask)``, which only
+    allocates and launches (None where the kernels' int32 indexing does not reach): the path and every launch's constants are settled here, once (``knobs``, the
+    :func:`_knobs` they were settled under, is only part of the key). One call of the MNIST conv2 forward
+    spent about 4-6 us of host time in Python choosing its path before this (H100 host; the whole eager
+    call is ~90 us)."""
     import cupy
 
-    if _direct(w.shape, groups):
-        return _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask)
-    if _nchw_forward(x.shape, w.shape, stride, padding, dilation, groups, x.dtype, x.device.id):
-        kern, grid, block, smem, prm, y_shape, words = _nchw_launch(x.dtype, x.shape, w.shape, stride, padding,
-                                                                    dilation, tile_m, tile_warps, tile_row_bytes)
-        y = cupy.empty(y_shape, x.dtype)
-        mask = cupy.empty((y_shape[1], words), np.uint32) if (relu and want_mask) else None
-        kern(grid, block, (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
-                           *_ints(relu + 2 * (bias is not None), 0 if mask is None else words)), shared_mem=smem)
-        return y, mask
-    n, c, h, wd, k, cg, r, s, p, q = _geometry(x.shape, w.shape, stride, padding, dilation)
+    if not _fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
+        return None  # the reference runs it
+    if _direct(w_shape, groups):
+        def run(x, w, bias, relu, want_mask):
+            return _direct_forward(x, w, bias, stride, padding, dilation, relu, want_mask)
+        return run
+    # Launches go to the kernels' CuPy Function objects (cupy.cuda.function.Function), and outputs are made by
+    # cupy.ndarray: on an H100 host the RawKernel wrapper cost ~1 us per launch more, cupy.empty ~0.8 us more,
+    # and each kernel argument ~0.6 us (so conv.cu takes few).
+    n, c, h, wd, k, cg, r, s, p, q = _geometry(x_shape, w_shape, stride, padding, dilation)
+    words = (n * p * q + 31) // 32
+    flags = [[[_ints(relu + 2 * has_bias + 4 * mask)[0] for mask in (0, 1)] for has_bias in (0, 1)]
+             for relu in (0, 1)]  # conv.cu's flags argument: [relu][has_bias][mask]
+    y_shape = (n, k, p, q)
+    if _nchw_forward(x_shape, w_shape, stride, padding, dilation, groups, dtype, dev_id):
+        kern, grid, block, smem, prm, _, _ = _nchw_launch(dtype, x_shape, w_shape, stride, padding, dilation, tile_m,
+                                                          tile_warps, tile_row_bytes)
+        fn = kern.kernel
+
+        def run(x, w, bias, relu, want_mask):
+            y = cupy.ndarray(y_shape, dtype)
+            mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
+            fn(grid, block, (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
+                             flags[relu][bias is not None][mask is not None]), smem)
+            return y, mask
+        return run
     kg = k // groups
-    m = n * p * q
-    words = (m + 31) // 32
-    y = cupy.empty((n, k, p, q), x.dtype)
-    mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
-    cpad = _padded_channels(cg, x.dtype)
-    ((kern, grid, block, smem, prm, pack),) = _plan(0, x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
-                                                    x.device.id)
+    ((kern, grid, block, smem, prm, pack),) = _plan(0, dtype, x_shape, w_shape, stride, padding, dilation, groups,
+                                                    dev_id)
     pack_grid, pack_ints, xn_elems, total = pack
-    flags = (1 if relu else 0) | (2 if bias is not None else 0)
-    for g in range(groups):
-        # both packed operands in one allocation and one launch (H100: the device time the same or up to 6%
-        # shorter than two of each, and one launch less of host time before the GEMM's)
-        xn = cupy.empty(total, x.dtype)
-        wk = _ptr(xn, xn_elems)
-        _util(x.dtype, "pack_forward")(pack_grid, (32, 8, 1), (
-            _ptr(x, g * cg * h * wd), xn, _ptr(w, g * kg * cg * r * s), wk, *pack_ints))
-        kern(grid, block, (
-            xn, wk, _ptr(bias, g * kg) if bias is not None else _ptr(y), _ptr(y, g * kg * p * q),
-            _ptr(mask, g * kg * words) if mask is not None else _ptr(y), prm,
-            *_ints(flags, words if mask is not None else 0)), shared_mem=smem)
-        del xn, wk
-    return y, mask
+    pack_fn, fn = _util(dtype, "pack_forward").kernel, kern.kernel
+
+    def run(x, w, bias, relu, want_mask):
+        y = cupy.ndarray(y_shape, dtype)
+        mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
+        flag = flags[relu][bias is not None][mask is not None]
+        for g in range(groups):
+            # both packed operands in one allocation and one launch (H100: the device time the same or up to 6%
+            # shorter than two of each, and one launch less of host time before the GEMM's)
+            xn = cupy.ndarray(total, dtype)
+            wk = _ptr(xn, xn_elems)
+            pack_fn(pack_grid, (32, 8, 1), (_ptr(x, g * cg * h * wd), xn, _ptr(w, g * kg * cg * r * s), wk, *pack_ints))
+            fn(grid, block, (xn, wk, _ptr(bias, g * kg) if bias is not None else y, _ptr(y, g * kg * p * q),
+                             _ptr(mask, g * kg * words) if mask is not None else y, prm, flag), smem)
+            del xn, wk
+        return y, mask
+    return run
 
 
 def _bwd_data_gpu(dz, w, x_shape, g, groups, stride, padding, dilation, dx):
@@ -615,7 +639,7 @@ def _bwd_data_gpu(dz, w, x_shape, g, groups, stride, padding, dilation, dx):
     out = _ptr(dx, g * cg * h * wd)
     for kern, grid, block, smem, prm, _ in _plan(1, dz.dtype, x_shape, w.shape, stride, padding, dilation, groups,
                                                  dz.device.id):
-        kern(grid, block, (dz, wc, _ptr(dz), out, _ptr(dz), prm, *_ints(0, 0)), shared_mem=smem)
+        kern(grid, block, (dz, wc, _ptr(dz), out, _ptr(dz), prm, *_ints(0)), shared_mem=smem)
 
 
 def _bwd_filter_gpu(dz, x, w_shape, g, groups, stride, padding, dilation, dw):
@@ -629,7 +653,7 @@ def _bwd_filter_gpu(dz, x, w_shape, g, groups, stride, padding, dilation, dw):
     ((kern, grid, block, smem, prm, splits),) = _plan(2, x.dtype, x.shape, w_shape, stride, padding, dilation,
                                                       groups, x.device.id)
     ws = cupy.empty((splits, kg, r * s * cpad), np.float32)
-    kern(grid, block, (dz, xn, _ptr(dz), ws, _ptr(dz), prm, *_ints(0, 0)), shared_mem=smem)
+    kern(grid, block, (dz, xn, _ptr(dz), ws, _ptr(dz), prm, *_ints(0)), shared_mem=smem)
     _util(x.dtype, "wgrad_reduce")(_blocks(kg * cg * r * s), (_THREADS,), (
         ws, _ptr(dw, g * kg * cg * r * s), *_ints(splits, kg, cg, r * s, cpad)))
 
@@ -691,8 +715,10 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
         p, q = (out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in (0, 1))
         mask = xp.empty((w.shape[0], 0), np.uint32) if activation == "relu" and want_mask else None
         return xp.empty((0, w.shape[0], p, q), x.dtype), mask
-    if _on_gpu(x) and _fits_int32(x.shape, w.shape, stride, padding, dilation, groups, x.dtype):
-        return _forward_gpu(x, w, bias, stride, padding, dilation, groups, activation == "relu", want_mask)
+    if _on_gpu(x):
+        run = _forward_launcher(x.dtype, x.shape, w.shape, stride, padding, dilation, groups, x.device.id, _knobs())
+        if run is not None:
+            return run(x, w, bias, activation == "relu", want_mask)
     return conv2d_forward_ref(x, w, bias, stride, padding, dilation, groups, activation, want_mask)
 
 
