@@ -22,7 +22,9 @@ A small fp16/bf16 forward (:data:`NCHW_GATHER_MAX`), or one onto at most 64 chan
 wgmma, skips the repack: conv.cu's mode 3 gathers from NCHW x and reads KCRS w as they are, in one launch.
 A short reduction (C*R*S <= 32, groups = 1: a first layer on 1-3 channel images) runs on the direct
 kernels of ``conv_direct.cu`` instead: forward, and the filter and bias gradients, in one launch each,
-from NCHW as it is. Inputs are assumed valid and C-contiguous.
+from NCHW as it is. The forward settles its path and launch constants once per call signature and knob
+setting (:func:`_forward_launcher`); a call then only allocates and launches. Inputs are assumed valid and
+C-contiguous.
 """
 from __future__ import annotations
 
