@@ -577,8 +577,9 @@ def _knobs():
 @functools.cache
 def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, knobs):
     """The GPU forward of one call signature as ``run(x, w, bias, relu, want_mask) -> (y, mask)``, which only
-    allocates and launches (None where the kernels' int32 indexing does not reach): the path and every launch's constants are settled here, once (``knobs``, the
-    :func:`_knobs` they were settled under, is only part of the key). One call of the MNIST conv2 forward
+    allocates and launches (None where the kernels' int32 indexing does not reach): the path and every
+    launch's constants are settled here, once (``knobs``, the :func:`_knobs` they were settled under, is only
+    part of the key). One call of the MNIST conv2 forward
     spent about 4-6 us of host time in Python choosing its path before this (H100 host; the whole eager
     call is ~90 us)."""
     import cupy
