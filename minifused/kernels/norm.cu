@@ -17,10 +17,8 @@
 // backward. dw/db: every block accumulates its rows' contributions in
 // registers and writes one fp32 row of partial sums to partial[block, 2, N]
 // (with clusters: the cluster's blocks add theirs in rank order and write
-// partial[cluster, 2, N], CLUSTER times fewer bytes to write and re-read).
-// The same launch then sums those rows into dw/db (reduce_partials: the last
-// blocks to finish do it, each over fixed columns in a fixed order, so the
-// result is deterministic; the only atomics hand out arrival tickets).
+// partial[cluster, 2, N], CLUSTER times fewer bytes to write and re-read);
+// norm_bwd_reduce sums those rows in a fixed order (deterministic, no atomics).
 //
 // nvrtc-check: -DMF_T=float -DMF_VEC=4 -DMF_K=2 -DMF_TPR=128 -DMF_NT=256 -DMF_RMS=0
 // nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=4 -DMF_TPR=512 -DMF_NT=512 -DMF_RMS=0 -DMF_ACC_SMEM=1
@@ -246,79 +244,17 @@ __device__ __forceinline__ float load_cluster(unsigned addr, unsigned rank) {
     return v;
 }
 
-// ---------------------------------------------------------------- dw/db: the sum of the partial rows
-// partial holds S rows of 2N floats (dw's N, then db's N). Each block calls this
-// once its partial row is written. A block's arrival ticket (atomicAdd on
-// sync[0]) says whether it is one of the last ``reducers`` to arrive; those wait
-// until every block has arrived and then sum column slices of RW columns,
-// slice s in block (ticket - (grid - reducers)) + k * reducers, each column over
-// the S rows in a fixed order, so the result does not depend on arrival order.
-// Deadlock-free while ``reducers`` blocks can be resident beside the others
-// (the host keeps it at most one per SM): a waiting block only waits for blocks
-// that already hold a ticket or can still be scheduled. The last reducer to
-// leave resets sync[0..1] to zero for the next launch (sync is per stream, so
-// launches that share it run one after another). db may be null.
-constexpr int RW = 16;           // columns per slice: 64-byte segments of a partial row
-constexpr int LANES = NT / RW;   // partial rows summed side by side within a slice
-__device__ __forceinline__ void reduce_partials(const float* partial, int S, int N, T* dw, T* db,
-                                                unsigned* sync, int reducers) {
-    __shared__ int ticket;
-    __shared__ float lane_sum[NT];
-    __syncthreads();  // every thread of the block has stored its part of the partial row
-    if (threadIdx.x == 0) {
-        __threadfence();  // release: the block's partial row before its ticket
-        ticket = (int)atomicAdd(sync, 1u) - ((int)gridDim.x - reducers);
-    }
-    __syncthreads();
-    const int r = ticket;
-    if (r < 0) return;
-    if (threadIdx.x == 0) {
-        while (*(volatile unsigned*)sync < gridDim.x) __nanosleep(64);
-        __threadfence();  // acquire: every partial row after every ticket
-    }
-    __syncthreads();
-    const int tx = threadIdx.x % RW, ty = threadIdx.x / RW;
-    const long long stride = 2LL * N;
-    for (int slice = r; slice * RW < 2 * N; slice += reducers) {
-        const int col = slice * RW + tx;
-        float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // eight loads in flight
-        if (col < 2 * N) {
-            int i = ty;
-            for (; i + 7 * LANES < S; i += 8 * LANES) {
-#pragma unroll
-                for (int u = 0; u < 8; ++u) a[u] += __ldcg(partial + (i + u * LANES) * stride + col);
-            }
-            for (; i < S; i += LANES) a[0] += __ldcg(partial + i * stride + col);
-        }
-        lane_sum[threadIdx.x] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-        __syncthreads();
-        if (ty == 0 && col < 2 * N) {
-            float tot = 0.f;
-            for (int l = 0; l < LANES; ++l) tot += lane_sum[l * RW + tx];
-            if (col < N) dw[col] = from_f<T>(tot);
-            else if (db) db[col - N] = from_f<T>(tot);
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0 && atomicAdd(sync + 1, 1u) == (unsigned)reducers - 1) {
-        sync[0] = 0;  // every reducer has passed its wait: the counters can start over
-        sync[1] = 0;
-    }
-}
-
 // xhat = (x - mean) * rstd, g = dy * w,
 // dx = rstd * (g - xhat * mean(xhat * g) - mean(g))      (RMS: no mean(g) term)
 // partial[block, 0, :] = sum over the block's rows of dy * xhat   (-> dw)
 // partial[block, 1, :] = sum over the block's rows of dy          (-> db)
-// dx may be null (no input grad wanted); partial may be null (no weight grad:
-// then dw, db and sync are unused). dw/db: see reduce_partials.
+// dx may be null (no input grad wanted); partial may be null (no weight grad).
 // Dynamic shared memory: ACC_SMEM ? 2*K*VEC*NT floats : (RPB > 1 || CLUSTER > 1 ? 2*N floats : 0).
 // With CLUSTER > 1 the grid is a multiple of CLUSTER and partial has gridDim.x / CLUSTER rows.
 extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(NT)
 norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
          const float* __restrict__ mean, const float* __restrict__ rstd,
-         T* __restrict__ dx, float* __restrict__ partial, int M, int N,
-         T* __restrict__ dw, T* __restrict__ db, unsigned* __restrict__ sync, int reducers) {
+         T* __restrict__ dx, float* __restrict__ partial, int M, int N) {
     __shared__ float2 red[NT / 32];
     extern __shared__ float sacc[];
     const int grp = threadIdx.x / TPR, t = threadIdx.x % TPR;
@@ -432,7 +368,6 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
             pc[i] = s;
         }
         cluster_sync();  // no block exits while another still reads its shared memory
-        reduce_partials(partial, gridDim.x / CLUSTER, N, dw, db, sync, reducers);
         return;
     }
     if (!partial) return;
@@ -478,18 +413,15 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
         }
         for (int i = threadIdx.x; i < 2 * N; i += NT) pw[i] = sacc[i];
     }
-    reduce_partials(partial, gridDim.x, N, dw, db, sync, reducers);
 }
 
 // Rows too long for registers: one row per block; two passes over the row,
 // the block's dw/db partial row is accumulated in place in global memory
-// (each block owns its row of partial, so there are no races), then summed
-// as in norm_bwd.
+// (each block owns its row of partial, so there are no races).
 extern "C" __global__ void __launch_bounds__(NT)
 norm_bwd_tiled(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
                const float* __restrict__ mean, const float* __restrict__ rstd,
-               T* __restrict__ dx, float* __restrict__ partial, int M, int N,
-               T* __restrict__ dw, T* __restrict__ db, unsigned* __restrict__ sync, int reducers) {
+               T* __restrict__ dx, float* __restrict__ partial, int M, int N) {
     __shared__ float2 red[NT / 32];
     const int t = threadIdx.x;
     const float inv_n = 1.f / (float)N;
@@ -530,5 +462,37 @@ norm_bwd_tiled(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
             if (dx) store_vec(dx + row * N + c, o);
         }
     }
-    if (pw) reduce_partials(partial, gridDim.x, N, dw, db, sync, reducers);
+}
+
+// dw[c] = sum_s partial[s, 0, c], db[c] = sum_s partial[s, 1, c], summed in a
+// fixed order. Block (32, 32): 32 columns; thread row ty sums partial rows
+// ty, ty+32, ... in four independent accumulators (four loads in flight: the
+// partial rows are few and short, so this pass is latency-bound), then the 32
+// thread rows are added in order. db may be null.
+extern "C" __global__ void __launch_bounds__(1024)
+norm_bwd_reduce(const float* __restrict__ partial, int S, int N, T* __restrict__ dw, T* __restrict__ db) {
+    __shared__ float sm[32][33];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int col = blockIdx.x * 32 + tx;  // over 2N columns: [0, N) -> dw, [N, 2N) -> db
+    const long long stride = 2LL * N;
+    float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+    if (col < 2 * N) {
+        int r = ty;
+        for (; r + 96 < S; r += 128) {
+            a0 += partial[r * stride + col];
+            a1 += partial[(r + 32) * stride + col];
+            a2 += partial[(r + 64) * stride + col];
+            a3 += partial[(r + 96) * stride + col];
+        }
+        for (; r < S; r += 32) a0 += partial[r * stride + col];
+    }
+    sm[ty][tx] = (a0 + a1) + (a2 + a3);
+    __syncthreads();
+    if (ty == 0 && col < 2 * N) {
+        float tot = 0.f;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) tot += sm[i][tx];
+        if (col < N) dw[col] = from_f<T>(tot);
+        else if (db) db[col - N] = from_f<T>(tot);
+    }
 }

@@ -160,7 +160,7 @@ def _has_clusters(dev):
 
 # Blocks per cluster in the backward on sm_90+ when a block holds one row (long rows): the pair adds
 # its dw/db partial rows in distributed shared memory, so half as many partial rows (each as long as
-# a data row) are written and re-read by the reduce. Measured on an H100 at M = 4096, fp16
+# a data row) are written and re-read by norm_bwd_reduce. Measured on an H100 at M = 4096, fp16
 # (one run, GB/s without / with pairs): N = 9216 1695 / 1901, 12288 1894 / 2188, 16384 2026 / 2397.
 # Not for shorter rows, several per block: clusters lower the resident blocks (a cluster must fit in
 # one GPC: 30 clusters of 8, 240 blocks, where 264 single blocks fit) and lost there at every N
@@ -278,32 +278,24 @@ def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config=
         grid = min(_ceil(_ceil(m, rpb), cluster), resident_clusters(kern, nt, smem, cluster)) * cluster
     else:
         grid = min(_ceil(m, rpb), sm_count() * bps)
-    partial = dw = db = sync = None
-    reducers = 0
+    rows = grid // cluster  # of partial sums
+    partial = cupy.empty((rows, 2, n), np.float32) if want_w else None
+    kern((grid,), (nt,), (dy, x, _p(weight), _p(mean), rstd, _p(dx), _p(partial), np.int32(m), np.int32(n)),
+         shared_mem=smem)
+    dw = db = None
     if want_w:
-        partial = cupy.empty((grid // cluster, 2, n), np.float32)
         dw = cupy.empty(n, weight.dtype)
         db = cupy.empty(n, weight.dtype) if (need_db and not rms) else None
-        sync = _arrival_counters(x.device.id, cupy.cuda.get_current_stream().ptr)
-        # at most one waiting block per SM (see reduce_partials), none idle: 2N / 16 column slices
-        reducers = min(grid, sm_count(), _ceil(2 * n, 16))
-    kern((grid,), (nt,), (dy, x, _p(weight), _p(mean), rstd, _p(dx), _p(partial), np.int32(m), np.int32(n),
-                          _p(dw), _p(db), _p(sync), np.int32(reducers)), shared_mem=smem)
-    return dx, (dw if need_dw else None), db
+        red = _reduce_kernel(weight.dtype, rms)
+        red((_ceil(2 * n, 32),), (32, 32), (partial, np.int32(rows), np.int32(n), dw, _p(db)))
+        if not need_dw:
+            dw = None
+    return dx, dw, db
 
 
-_ARRIVALS = {}
-
-
-def _arrival_counters(dev, stream):
-    """The backward's two arrival counters (uint32, zero between launches: the kernel resets them) for one
-    device and stream. Per stream, so that two backward launches never share them at the same time."""
-    key = dev, stream
-    if key not in _ARRIVALS:
-        import cupy
-
-        _ARRIVALS[key] = cupy.zeros(2, np.uint32)
-    return _ARRIVALS[key]
+@functools.cache
+def _reduce_kernel(dtype, rms):
+    return get_kernel("norm.cu", "norm_bwd_reduce", _opts(dtype, 1, 1, 32, 256, rms))
 
 
 # ---------------------------------------------------------------- dispatch
