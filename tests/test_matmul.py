@@ -332,3 +332,28 @@ def test_gpu_relu_mask_matches_the_output(dtype, n, k, m):
     clear = np.abs(z) > 1e-2 * np.abs(z).max()
     assert not ((unpack(aux, m) != (z > 0)) & clear).any()
     assert rel(y, np.maximum(z, 0)) < 1e-2
+
+
+@pytest.mark.gpu
+def test_gpu_relu_mask_keeps_a_positive_pre_activation_that_rounds_to_zero():
+    """fp16: z = 2^-13 * 2^-13 = 2^-26 > 0 rounds to y = 0 but its mask bit is set (the mask is taken
+    before rounding). The candidate check must accept that (a large GEMM has a few such outputs: the seed's
+    65536 x 16384 x 8192 fell back to an unfused forward before), yet still reject a set bit where the
+    pre-activation is negative: the same element with z = -2^-26 leaves the bit clear."""
+    import cupy
+
+    n, k, m = 96, 40, 56  # a shape no other test plans, so this call makes (and checks) a new plan
+    rng = np.random.default_rng(3)
+    for sign in (1, -1):
+        x = rng.standard_normal((n, k)).astype(np.float16)
+        w = (rng.standard_normal((m, k)) / np.sqrt(k)).astype(np.float16)
+        x[5], w[7] = 0, 0
+        x[5, 3], w[7, 3] = 2.0 ** -13, sign * 2.0 ** -13
+        before = K.plan_cache_info()["aux_fallbacks"]
+        y, aux = K.linear_fwd(cupy.asarray(x), cupy.asarray(w), None, "relu", aux=True)
+        assert K.plan_cache_info()["aux_fallbacks"] == before
+        z = f64(x) @ f64(w).T
+        assert float(host(y)[5, 7]) == 0.0 and z[5, 7] == sign * 2.0 ** -26
+        np.testing.assert_array_equal(unpack(aux, m), z > 0)
+        assert rel(y, np.maximum(z, 0)) < 1e-3
+        K.clear_plan_cache()

@@ -99,11 +99,13 @@ def _dgelu(z):
 
 
 def _pack_mask(z):
-    """(n, m) boolean ``z > 0`` as the bit-mask layout described in the module docstring."""
+    """(n, m) boolean ``z > 0`` as the bit-mask layout described in the module docstring
+    (NumPy or CuPy, as ``z``)."""
+    xp = backend.array_module(z)
     n, m = z.shape
-    bits = np.zeros((n, relu_aux_cols(m) * 8), dtype=bool)
+    bits = xp.zeros((n, relu_aux_cols(m) * 8), dtype=bool)
     bits[:, :m] = z > 0
-    return np.packbits(bits, axis=1, bitorder="little")
+    return xp.packbits(bits, axis=1, bitorder="little")
 
 
 def _unpack_mask(mask, m):
@@ -589,10 +591,8 @@ def _gpu_fwd(x, w, bias, activation, aux):
     check = None
     if a is not None:  # a new plan keeps the candidates whose aux matches their output (see _keep_correct)
         if activation == "relu":
-            def aux_right():  # the mask's first m bits are y > 0 (poisoned to ones, then zeros: unwritten bits show)
-                bits = (a[:, :, None] >> cupy.arange(8, dtype=cupy.uint8)) & 1
-                yf = y.astype(cupy.float32)
-                return bool(cupy.isfinite(yf).all()) and bool((bits.reshape(n, -1)[:, :m] == (yf > 0)).all())
+            def aux_right():  # run after each poison (ones, then zeros: an unwritten bit fails one of them)
+                return _relu_mask_right(x, w, bias, y, a)
 
             check = ((lambda: (y.fill(np.nan), a.fill(255)), lambda: (y.fill(np.nan), a.fill(0))), aux_right)
         else:
@@ -615,6 +615,31 @@ def _gpu_fwd(x, w, bias, activation, aux):
     return y, a
 
 
+def _relu_mask_right(x, w, bias, y, a, recheck=256):
+    """Whether the ReLU bit-mask ``a`` is the sign of the pre-activation of ``y = relu(x @ w.T + bias)``.
+    A set bit must have y > 0 and a clear bit y == 0, except where a positive pre-activation rounds to
+    y == 0 (under fp16's smallest subnormal: a few per 10^8 outputs of unit scale, so a large GEMM has
+    some): up to ``recheck`` such elements are recomputed in float64 and pass unless negative beyond the
+    fp32 accumulation's error bound; more than that many fail the check."""
+    cupy = _cp
+    n, m = y.shape
+    bits = ((a[:, :, None] >> cupy.arange(8, dtype=cupy.uint8)) & 1).reshape(n, -1)[:, :m].astype(bool)
+    yf = y.astype(cupy.float32)
+    if not bool(cupy.isfinite(yf).all()) or bool(((yf > 0) & ~bits).any()):
+        return False
+    rows, cols = cupy.nonzero(bits & (yf == 0))
+    if rows.size > recheck:
+        return False
+    if rows.size == 0:
+        return True
+    terms = x[rows].astype(cupy.float64) * w[cols].astype(cupy.float64)
+    z, scale = terms.sum(axis=1), cupy.abs(terms).sum(axis=1)
+    if bias is not None:
+        b = bias[cols].astype(cupy.float64)
+        z, scale = z + b, scale + cupy.abs(b)
+    return bool((z >= -x.shape[1] * 2.0 ** -23 * scale).all())
+
+
 def _host_act(z, activation, a):
     """Degenerate k == 0 forward, done with array ops."""
     import cupy
@@ -623,7 +648,7 @@ def _host_act(z, activation, a):
     if activation == "relu":
         y = cupy.maximum(zf, 0)
         if a is not None:
-            a[...] = cupy.asarray(_pack_mask(cupy.asnumpy(zf)))
+            a[...] = _pack_mask(zf)
     elif activation == "gelu":
         y = 0.5 * zf * (1 + cupy.tanh(_GELU_C * (zf + 0.044715 * zf ** 3)))
         if a is not None:
