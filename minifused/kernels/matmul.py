@@ -103,9 +103,10 @@ def _pack_mask(z):
     (NumPy or CuPy, as ``z``)."""
     xp = backend.array_module(z)
     n, m = z.shape
-    bits = xp.zeros((n, relu_aux_cols(m) * 8), dtype=bool)
+    bits = xp.zeros((n, relu_aux_cols(m) * 8), dtype=np.uint8)
     bits[:, :m] = z > 0
-    return xp.packbits(bits, axis=1, bitorder="little")
+    # little-endian bit order within each byte (CuPy's packbits has no axis option)
+    return (bits.reshape(n, -1, 8) << xp.arange(8, dtype=np.uint8)).sum(axis=2, dtype=np.uint8)
 
 
 def _unpack_mask(mask, m):
