@@ -106,7 +106,7 @@ def _pack_mask(z):
     bits = xp.zeros((n, relu_aux_cols(m) * 8), dtype=np.uint8)
     bits[:, :m] = z > 0
     # little-endian bit order within each byte (CuPy's packbits has no axis option)
-    return (bits.reshape(n, -1, 8) << xp.arange(8, dtype=np.uint8)).sum(axis=2, dtype=np.uint8)
+    return (bits.reshape(n, relu_aux_cols(m), 8) << xp.arange(8, dtype=np.uint8)).sum(axis=2, dtype=np.uint8)
 
 
 def _unpack_mask(mask, m):
