@@ -175,6 +175,36 @@ def test_references_agree_with_aux_layout(rng):
     assert mask[0, 0] == 0b11010101 and mask[0, 1] == 1 and not mask[0, 2:].any()
 
 
+def test_relu_mask_check(rng):
+    """The check that a new RELU_AUX_BIAS plan's candidates pass (array logic, run here on NumPy): the
+    true mask passes; a set bit on a positive pre-activation that rounds to y == 0 passes; a set bit on a
+    negative pre-activation, a clear bit under y > 0, an unwritten (NaN) output, or more such zeros than
+    it rechecks each fail."""
+    n, k, m = 6, 5, 20
+    x = rand(rng, (n, k), np.float16)
+    w = rand(rng, (m, k), np.float16)
+    b = rand(rng, (m,), np.float16)
+    x[2], w[3] = 0, 0
+    x[2, 1], w[3, 1], b[3] = 2.0 ** -13, 2.0 ** -13, 0  # z[2, 3] = 2^-26: y rounds to 0, the bit is set
+    z = f64(x) @ f64(w).T + f64(b)
+    y = np.maximum(z, 0).astype(np.float16)
+    assert y[2, 3] == 0 and z[2, 3] > 0
+    good = K._pack_mask(z)
+
+    def right(y_, mask, recheck=256):
+        return K._relu_mask_right(x, w, b, y_, mask, recheck)
+
+    assert right(y, good)
+    assert not right(y, good, recheck=0)  # the one ambiguous zero is over the limit
+    for where, value in ((z < 0, 1.0), (y > 0, -1.0)):  # a bit set on a negative z; a bit clear under y > 0
+        wrong = z.copy()
+        wrong[tuple(np.argwhere(where)[0])] = value
+        assert not right(y, K._pack_mask(wrong))
+    y_nan = y.copy()
+    y_nan[0, 0] = np.nan
+    assert not right(y_nan, good)
+
+
 def test_non_contiguous_leading_dimension(device, rng):
     """Rows with a stride larger than the row (a column slice) and an unaligned start."""
     big = rand(rng, (9, 40), np.float32)

@@ -622,22 +622,22 @@ def _relu_mask_right(x, w, bias, y, a, recheck=256):
     y == 0 (under fp16's smallest subnormal: a few per 10^8 outputs of unit scale, so a large GEMM has
     some): up to ``recheck`` such elements are recomputed in float64 and pass unless negative beyond the
     fp32 accumulation's error bound; more than that many fail the check."""
-    cupy = _cp
+    xp = backend.array_module(y)
     n, m = y.shape
-    bits = ((a[:, :, None] >> cupy.arange(8, dtype=cupy.uint8)) & 1).reshape(n, -1)[:, :m].astype(bool)
-    yf = y.astype(cupy.float32)
-    if not bool(cupy.isfinite(yf).all()) or bool(((yf > 0) & ~bits).any()):
+    bits = ((a[:, :, None] >> xp.arange(8, dtype=np.uint8)) & 1).reshape(n, -1)[:, :m].astype(bool)
+    yf = y.astype(np.float32)
+    if not bool(xp.isfinite(yf).all()) or bool(((yf > 0) & ~bits).any()):
         return False
-    rows, cols = cupy.nonzero(bits & (yf == 0))
+    rows, cols = xp.nonzero(bits & (yf == 0))
     if rows.size > recheck:
         return False
     if rows.size == 0:
         return True
-    terms = x[rows].astype(cupy.float64) * w[cols].astype(cupy.float64)
-    z, scale = terms.sum(axis=1), cupy.abs(terms).sum(axis=1)
+    terms = x[rows].astype(np.float64) * w[cols].astype(np.float64)
+    z, scale = terms.sum(axis=1), xp.abs(terms).sum(axis=1)
     if bias is not None:
-        b = bias[cols].astype(cupy.float64)
-        z, scale = z + b, scale + cupy.abs(b)
+        b = bias[cols].astype(np.float64)
+        z, scale = z + b, scale + xp.abs(b)
     return bool((z >= -x.shape[1] * 2.0 ** -23 * scale).all())
 
 
