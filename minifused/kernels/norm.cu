@@ -23,8 +23,6 @@
 // nvrtc-check: -DMF_T=float -DMF_VEC=4 -DMF_K=2 -DMF_TPR=128 -DMF_NT=256 -DMF_RMS=0
 // nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=4 -DMF_TPR=512 -DMF_NT=512 -DMF_RMS=0 -DMF_ACC_SMEM=1
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_VEC=1 -DMF_K=1 -DMF_TPR=32 -DMF_NT=256 -DMF_RMS=1
-// nvrtc-check: -DMF_T=__half -DMF_VEC=4 -DMF_K=2 -DMF_TPR=64 -DMF_NT=128 -DMF_RMS=0 -DMF_STREAM=2
-// nvrtc-check: -DMF_T=float -DMF_VEC=2 -DMF_K=2 -DMF_TPR=64 -DMF_NT=128 -DMF_RMS=0 -DMF_STREAM=0
 // nvrtc-check[sm_90]: -DMF_T=__half -DMF_VEC=8 -DMF_K=1 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_CLUSTER=8
 // nvrtc-check[sm_90]: -DMF_T=float -DMF_VEC=4 -DMF_K=2 -DMF_TPR=256 -DMF_NT=256 -DMF_RMS=1 -DMF_CLUSTER=8
 #include <cuda_fp16.h>
@@ -75,13 +73,11 @@ constexpr int WPR = TPR / 32;  // warps per row
 
 #include "dtypes.cuh"  // to_f / from_f
 
-#include "vec.cuh"    // Vec, load_plain / load_once / store_out
+#include "vec.cuh"  // Vec
 typedef Vec<T, VEC> VT;
 
-__device__ __forceinline__ VT load_vec(const T* p) { return load_plain<VT>(p); }
-// The register paths read each input element once: streaming loads (vec.cuh says why).
-__device__ __forceinline__ VT load_row(const T* p) { return load_once<VT>(p); }
-__device__ __forceinline__ void store_vec(T* p, const VT& a) { store_out<VT>(p, a); }
+__device__ __forceinline__ VT load_vec(const T* p) { return load_as<VT>(p); }
+__device__ __forceinline__ void store_vec(T* p, const VT& a) { store_as(p, a); }
 
 __device__ __forceinline__ float2 warp_sum2(float2 v) {
 #pragma unroll
@@ -128,7 +124,7 @@ norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__
         for (int k = 0; k < K; ++k) {
             const int c = (t + k * TPR) * VEC;
             if (ok && c < N) {
-                xv[k] = load_row(xr + c);
+                xv[k] = load_vec(xr + c);
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) s += to_f(xv[k].v[e]);
             }
@@ -286,8 +282,8 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
         for (int k = 0; k < K; ++k) {
             const int c = (t + k * TPR) * VEC;
             if (ok && c < N) {
-                xv[k] = load_row(x + row * N + c);
-                gv[k] = load_row(dy + row * N + c);
+                xv[k] = load_vec(x + row * N + c);
+                gv[k] = load_vec(dy + row * N + c);
             }
         }
 #pragma unroll

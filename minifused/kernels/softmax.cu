@@ -50,13 +50,11 @@ constexpr int WPR = TPR / 32;  // warps per row
 
 #include "dtypes.cuh"  // to_f / from_f
 
-#include "vec.cuh"    // Vec, load_plain / load_once / store_out
+#include "vec.cuh"  // Vec
 typedef Vec<T, VEC> VT;
 
-__device__ __forceinline__ VT load_vec(const T* p) { return load_plain<VT>(p); }
-// The register paths read each input element once: streaming loads (vec.cuh says why).
-__device__ __forceinline__ VT load_row(const T* p) { return load_once<VT>(p); }
-__device__ __forceinline__ void store_vec(T* p, const VT& a) { store_out<VT>(p, a); }
+__device__ __forceinline__ VT load_vec(const T* p) { return load_as<VT>(p); }
+__device__ __forceinline__ void store_vec(T* p, const VT& a) { store_as(p, a); }
 
 // (max, sum exp(x - max)) pairs: combine without ever computing -inf - -inf.
 __device__ __forceinline__ float2 ms_combine(float2 a, float2 b) {
@@ -122,7 +120,7 @@ softmax_fwd(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             const int c = (t + k * TPR) * VEC;
-            if (ok && c < N) xv[k] = load_row(x + row * N + c);
+            if (ok && c < N) xv[k] = load_vec(x + row * N + c);
         }
 #pragma unroll
         for (int k = 0; k < K; ++k) {
@@ -186,7 +184,7 @@ softmax_bwd(const T* __restrict__ dy, const T* __restrict__ y, T* __restrict__ d
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             const int c = (t + k * TPR) * VEC;
-            if (ok && c < N) { yv[k] = load_row(y + row * N + c); gv[k] = load_row(dy + row * N + c); }
+            if (ok && c < N) { yv[k] = load_vec(y + row * N + c); gv[k] = load_vec(dy + row * N + c); }
         }
 #pragma unroll
         for (int k = 0; k < K; ++k) {
