@@ -13,6 +13,8 @@
 //   MF_CLUSTER  backward: blocks per thread-block cluster (sm_90+) that add their
 //        dw/db partial rows over distributed shared memory before writing one
 //        row per cluster; 1 (no clusters) elsewhere
+//   MF_PIPE, MF_WB_PREFETCH  latency hiding in the register paths (1, the default;
+//        0 for comparison: see their constants below)
 // Statistics and accumulation are fp32. mean/rstd are stored (fp32) for the
 // backward. dw/db: every block accumulates its rows' contributions in
 // registers and writes one fp32 row of partial sums to partial[block, 2, N]
@@ -24,6 +26,7 @@
 // nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=4 -DMF_TPR=512 -DMF_NT=512 -DMF_RMS=0 -DMF_ACC_SMEM=1
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_VEC=1 -DMF_K=1 -DMF_TPR=32 -DMF_NT=256 -DMF_RMS=1
 // nvrtc-check[sm_90]: -DMF_T=__half -DMF_VEC=8 -DMF_K=1 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_CLUSTER=8
+// nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=2 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_PIPE=0 -DMF_WB_PREFETCH=0
 // nvrtc-check[sm_90]: -DMF_T=float -DMF_VEC=4 -DMF_K=2 -DMF_TPR=256 -DMF_NT=256 -DMF_RMS=1 -DMF_CLUSTER=8
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -52,12 +55,24 @@
 #ifndef MF_CLUSTER
 #define MF_CLUSTER 1
 #endif
+#ifndef MF_PIPE
+#define MF_PIPE 1
+#endif
+#ifndef MF_WB_PREFETCH
+#define MF_WB_PREFETCH 1
+#endif
 typedef MF_T T;
 constexpr int VEC = MF_VEC, K = MF_K, TPR = MF_TPR, NT = MF_NT, RMS = MF_RMS;
 // Backward: dw/db partial sums live in registers (0) or, for long rows, in
 // shared memory (1: needs NT == TPR and 2*K*VEC*NT floats of dynamic smem).
 constexpr int ACC_SMEM = MF_ACC_SMEM;
 constexpr int CLUSTER = MF_CLUSTER;
+// Backward register path: 1 loads the block's next row (x, dy, mean, rstd) before working on this
+// one, so its memory latency overlaps the reductions and stores; 0 loads each row when it starts.
+constexpr int PIPE = MF_PIPE;
+// Forward register path: 1 prefetches the thread's w/b lines into L1 while its row loads, so the
+// output loop does not wait on them after the reductions.
+constexpr int WB_PREFETCH = MF_WB_PREFETCH;
 static_assert(CLUSTER == 1 || !ACC_SMEM, "cluster partial sums start from registers");
 #if MF_CLUSTER > 1
 #if __CUDA_ARCH__ < 900
@@ -78,6 +93,8 @@ typedef Vec<T, VEC> VT;
 
 __device__ __forceinline__ VT load_vec(const T* p) { return load_as<VT>(p); }
 __device__ __forceinline__ void store_vec(T* p, const VT& a) { store_as(p, a); }
+
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" :: "l"(p)); }
 
 __device__ __forceinline__ float2 warp_sum2(float2 v) {
 #pragma unroll
@@ -125,6 +142,10 @@ norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__
             const int c = (t + k * TPR) * VEC;
             if (ok && c < N) {
                 xv[k] = load_vec(xr + c);
+                if (WB_PREFETCH) {
+                    if (w) prefetch_l1(w + c);
+                    if (!RMS && b) prefetch_l1(b + c);
+                }
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) s += to_f(xv[k].v[e]);
             }
@@ -268,30 +289,44 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
         for (int e = 0; e < VEC; ++e) { aw[k][e] = 0.f; ab[k][e] = 0.f; }
     if (ACC_SMEM && partial)
         for (int j = 0; j < 2 * K * VEC; ++j) sacc[j * NT + t] = 0.f;
-    for (long long r0 = (long long)blockIdx.x * RPB; r0 < M; r0 += (long long)gridDim.x * RPB) {
+    // This thread's columns, hence its w vectors, are the same in every row it visits.
+    VT wk[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int c = (t + k * TPR) * VEC;
+        if (w && c < N) wk[k] = load_vec(w + c);
+    }
+    // Row `row`'s x, dy, mean and rstd (nothing for rows past the end).
+    auto fetch = [&](long long row, VT* xa, VT* ga, float& mu, float& rs) {
+        if (row >= M) return;
+        if (!RMS) mu = mean[row];
+        rs = rstd[row];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int c = (t + k * TPR) * VEC;
+            if (c < N) {
+                xa[k] = load_vec(x + row * N + c);
+                ga[k] = load_vec(dy + row * N + c);
+            }
+        }
+    };
+    const long long step = (long long)gridDim.x * RPB;
+    VT xv[K], gv[K];
+    float mu = 0.f, rs = 0.f;
+    if (PIPE) fetch((long long)blockIdx.x * RPB + grp, xv, gv, mu, rs);
+    for (long long r0 = (long long)blockIdx.x * RPB; r0 < M; r0 += step) {
         const long long row = r0 + grp;
         const bool ok = row < M;
-        VT xv[K], gv[K];
-        float mu = 0.f, rs = 0.f;
-        if (ok) {
-            if (!RMS) mu = mean[row];
-            rs = rstd[row];
-        }
+        VT xn[K], gn[K];  // the next row (PIPE)
+        float mun = 0.f, rsn = 0.f;
+        if (PIPE) fetch(row + step, xn, gn, mun, rsn);
+        else fetch(row, xv, gv, mu, rs);
         float2 s = make_float2(0.f, 0.f);  // sum(xhat * g), sum(g)
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             const int c = (t + k * TPR) * VEC;
             if (ok && c < N) {
-                xv[k] = load_vec(x + row * N + c);
-                gv[k] = load_vec(dy + row * N + c);
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            const int c = (t + k * TPR) * VEC;
-            if (ok && c < N) {
-                VT wv;
-                if (w) wv = load_vec(w + c);
+                const VT& wv = wk[k];
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) {
                     const float xh = (to_f(xv[k].v[e]) - mu) * rs;
@@ -318,8 +353,8 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
             for (int k = 0; k < K; ++k) {
                 const int c = (t + k * TPR) * VEC;
                 if (c < N) {
-                    VT o, wv;
-                    if (w) wv = load_vec(w + c);
+                    VT o;
+                    const VT& wv = wk[k];
 #pragma unroll
                     for (int e = 0; e < VEC; ++e) {
                         const float xh = (to_f(xv[k].v[e]) - mu) * rs;
@@ -330,6 +365,12 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
                     store_vec(dx + row * N + c, o);
                 }
             }
+        }
+        if (PIPE) {
+#pragma unroll
+            for (int k = 0; k < K; ++k) { xv[k] = xn[k]; gv[k] = gn[k]; }
+            mu = mun;
+            rs = rsn;
         }
     }
     if (CLUSTER > 1) {
