@@ -13,8 +13,7 @@
 //   MF_CLUSTER  backward: blocks per thread-block cluster (sm_90+) that add their
 //        dw/db partial rows over distributed shared memory before writing one
 //        row per cluster; 1 (no clusters) elsewhere
-//   MF_PIPE, MF_WB_PREFETCH  latency hiding in the register paths (1, the default;
-//        0 for comparison: see their constants below)
+//   MF_PIPE  backward: prefetch the next row (see PIPE below)
 // Statistics and accumulation are fp32. mean/rstd are stored (fp32) for the
 // backward. dw/db: every block accumulates its rows' contributions in
 // registers and writes one fp32 row of partial sums to partial[block, 2, N]
@@ -26,7 +25,7 @@
 // nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=4 -DMF_TPR=512 -DMF_NT=512 -DMF_RMS=0 -DMF_ACC_SMEM=1
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_VEC=1 -DMF_K=1 -DMF_TPR=32 -DMF_NT=256 -DMF_RMS=1
 // nvrtc-check[sm_90]: -DMF_T=__half -DMF_VEC=8 -DMF_K=1 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_CLUSTER=8
-// nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=2 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_PIPE=0 -DMF_WB_PREFETCH=0
+// nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=2 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_PIPE=1
 // nvrtc-check[sm_90]: -DMF_T=float -DMF_VEC=4 -DMF_K=2 -DMF_TPR=256 -DMF_NT=256 -DMF_RMS=1 -DMF_CLUSTER=8
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -56,10 +55,7 @@
 #define MF_CLUSTER 1
 #endif
 #ifndef MF_PIPE
-#define MF_PIPE 1
-#endif
-#ifndef MF_WB_PREFETCH
-#define MF_WB_PREFETCH 1
+#define MF_PIPE 0
 #endif
 typedef MF_T T;
 constexpr int VEC = MF_VEC, K = MF_K, TPR = MF_TPR, NT = MF_NT, RMS = MF_RMS;
@@ -68,11 +64,9 @@ constexpr int VEC = MF_VEC, K = MF_K, TPR = MF_TPR, NT = MF_NT, RMS = MF_RMS;
 constexpr int ACC_SMEM = MF_ACC_SMEM;
 constexpr int CLUSTER = MF_CLUSTER;
 // Backward register path: 1 loads the block's next row (x, dy, mean, rstd) before working on this
-// one, so its memory latency overlaps the reductions and stores; 0 loads each row when it starts.
+// one, so its memory latency overlaps the reductions and stores, and keeps the thread's w vectors in
+// registers; 0 loads each row, and w, where it is used (norm.py says when each is chosen).
 constexpr int PIPE = MF_PIPE;
-// Forward register path: 1 prefetches the thread's w/b lines into L1 while its row loads, so the
-// output loop does not wait on them after the reductions.
-constexpr int WB_PREFETCH = MF_WB_PREFETCH;
 static_assert(CLUSTER == 1 || !ACC_SMEM, "cluster partial sums start from registers");
 #if MF_CLUSTER > 1
 #if __CUDA_ARCH__ < 900
@@ -93,8 +87,6 @@ typedef Vec<T, VEC> VT;
 
 __device__ __forceinline__ VT load_vec(const T* p) { return load_as<VT>(p); }
 __device__ __forceinline__ void store_vec(T* p, const VT& a) { store_as(p, a); }
-
-__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" :: "l"(p)); }
 
 __device__ __forceinline__ float2 warp_sum2(float2 v) {
 #pragma unroll
@@ -142,10 +134,6 @@ norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__
             const int c = (t + k * TPR) * VEC;
             if (ok && c < N) {
                 xv[k] = load_vec(xr + c);
-                if (WB_PREFETCH) {
-                    if (w) prefetch_l1(w + c);
-                    if (!RMS && b) prefetch_l1(b + c);
-                }
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) s += to_f(xv[k].v[e]);
             }
@@ -289,13 +277,14 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
         for (int e = 0; e < VEC; ++e) { aw[k][e] = 0.f; ab[k][e] = 0.f; }
     if (ACC_SMEM && partial)
         for (int j = 0; j < 2 * K * VEC; ++j) sacc[j * NT + t] = 0.f;
-    // This thread's columns, hence its w vectors, are the same in every row it visits.
-    VT wk[K];
+    // This thread's columns, hence its w vectors, are the same in every row it visits (PIPE: kept).
+    VT wk[PIPE ? K : 1];
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
+    for (int k = 0; k < (PIPE ? K : 0); ++k) {
         const int c = (t + k * TPR) * VEC;
         if (w && c < N) wk[k] = load_vec(w + c);
     }
+    auto w_vec = [&](int k, int c) { VT v; if (w) v = PIPE ? wk[PIPE ? k : 0] : load_vec(w + c); return v; };
     // Row `row`'s x, dy, mean and rstd (nothing for rows past the end).
     auto fetch = [&](long long row, VT* xa, VT* ga, float& mu, float& rs) {
         if (row >= M) return;
@@ -326,7 +315,7 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
         for (int k = 0; k < K; ++k) {
             const int c = (t + k * TPR) * VEC;
             if (ok && c < N) {
-                const VT& wv = wk[k];
+                const VT wv = w_vec(k, c);
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) {
                     const float xh = (to_f(xv[k].v[e]) - mu) * rs;
@@ -354,7 +343,7 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
                 const int c = (t + k * TPR) * VEC;
                 if (c < N) {
                     VT o;
-                    const VT& wv = wk[k];
+                    const VT wv = w_vec(k, c);
 #pragma unroll
                     for (int e = 0; e < VEC; ++e) {
                         const float xh = (to_f(xv[k].v[e]) - mu) * rs;
