@@ -14,6 +14,7 @@
 //        dw/db partial rows over distributed shared memory before writing one
 //        row per cluster; 1 (no clusters) elsewhere
 //   MF_PIPE  backward: prefetch the next row (see PIPE below)
+//   MF_WB_SMEM  forward: w and b through shared memory (see WB_SMEM below)
 // Statistics and accumulation are fp32. mean/rstd are stored (fp32) for the
 // backward. dw/db: every block accumulates its rows' contributions in
 // registers and writes one fp32 row of partial sums to partial[block, 2, N]
@@ -25,7 +26,8 @@
 // nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=4 -DMF_TPR=512 -DMF_NT=512 -DMF_RMS=0 -DMF_ACC_SMEM=1
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_VEC=1 -DMF_K=1 -DMF_TPR=32 -DMF_NT=256 -DMF_RMS=1
 // nvrtc-check[sm_90]: -DMF_T=__half -DMF_VEC=8 -DMF_K=1 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_CLUSTER=8
-// nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=2 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_PIPE=1
+// nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=2 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_PIPE=1 -DMF_WB_SMEM=1
+// nvrtc-check: -DMF_T=float -DMF_VEC=4 -DMF_K=8 -DMF_TPR=32 -DMF_NT=128 -DMF_RMS=1 -DMF_WB_SMEM=1
 // nvrtc-check[sm_90]: -DMF_T=float -DMF_VEC=4 -DMF_K=2 -DMF_TPR=256 -DMF_NT=256 -DMF_RMS=1 -DMF_CLUSTER=8
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -57,6 +59,9 @@
 #ifndef MF_PIPE
 #define MF_PIPE 0
 #endif
+#ifndef MF_WB_SMEM
+#define MF_WB_SMEM 0
+#endif
 typedef MF_T T;
 constexpr int VEC = MF_VEC, K = MF_K, TPR = MF_TPR, NT = MF_NT, RMS = MF_RMS;
 // Backward: dw/db partial sums live in registers (0) or, for long rows, in
@@ -67,6 +72,11 @@ constexpr int CLUSTER = MF_CLUSTER;
 // one, so its memory latency overlaps the reductions and stores, and keeps the thread's w vectors in
 // registers; 0 loads each row, and w, where it is used (norm.py says when each is chosen).
 constexpr int PIPE = MF_PIPE;
+// Forward register path: 1 copies w and b into shared memory (cp.async, issued with the row loads) so
+// the output loop does not wait on their loads after the reductions. Needs VEC * sizeof(T) == 16 and
+// dynamic shared memory for them (N elements each).
+constexpr int WB_SMEM = MF_WB_SMEM;
+static_assert(!WB_SMEM || VEC * sizeof(T) == 16, "w/b staging copies 16-byte chunks");
 static_assert(CLUSTER == 1 || !ACC_SMEM, "cluster partial sums start from registers");
 #if MF_CLUSTER > 1
 #if __CUDA_ARCH__ < 900
@@ -87,6 +97,20 @@ typedef Vec<T, VEC> VT;
 
 __device__ __forceinline__ VT load_vec(const T* p) { return load_as<VT>(p); }
 __device__ __forceinline__ void store_vec(T* p, const VT& a) { store_as(p, a); }
+
+// A 16-byte global -> shared copy that needs no registers (cp.async, sm_80+), and its wait.
+__device__ __forceinline__ void copy16_async(void* smem, const void* gmem) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"((unsigned)__cvta_generic_to_shared(smem)), "l"(gmem));
+#else
+    *reinterpret_cast<int4*>(smem) = *reinterpret_cast<const int4*>(gmem);
+#endif
+}
+__device__ __forceinline__ void copy_async_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
 
 __device__ __forceinline__ float2 warp_sum2(float2 v) {
 #pragma unroll
@@ -121,8 +145,22 @@ norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__
          T* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
          int M, int N, float eps) {
     __shared__ float2 red[NT / 32];
+    extern __shared__ __align__(16) unsigned char wb_smem[];  // WB_SMEM: w then b (those given)
     const int grp = threadIdx.x / TPR, t = threadIdx.x % TPR;
     const float inv_n = 1.f / (float)N;
+    const T* ws = w;
+    const T* bs = RMS ? nullptr : b;
+    if (WB_SMEM) {
+        T* sw = reinterpret_cast<T*>(wb_smem);
+        T* sb = sw + (w ? N : 0);
+        for (int c = threadIdx.x * VEC; c < N; c += NT * VEC) {
+            if (w) copy16_async(sw + c, w + c);
+            if (bs) copy16_async(sb + c, b + c);
+        }
+        if (w) ws = sw;
+        if (bs) bs = sb;
+    }
+    bool staged = !WB_SMEM;
     for (long long r0 = (long long)blockIdx.x * RPB; r0 < M; r0 += (long long)gridDim.x * RPB) {
         const long long row = r0 + grp;
         const bool ok = row < M;
@@ -150,6 +188,11 @@ norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__
             }
         }
         const float rs = rsqrtf(row_sum2(make_float2(q, 0.f), red).x * inv_n + eps);
+        if (!staged) {  // the same for every thread of the block
+            copy_async_wait();
+            __syncthreads();
+            staged = true;
+        }
         if (ok) {
             T* yr = y + row * N;
 #pragma unroll
@@ -157,8 +200,8 @@ norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__
                 const int c = (t + k * TPR) * VEC;
                 if (c < N) {
                     VT o, wv, bv;
-                    if (w) wv = load_vec(w + c);
-                    if (!RMS && b) bv = load_vec(b + c);
+                    if (w) wv = load_vec(ws + c);
+                    if (!RMS && b) bv = load_vec(bs + c);
 #pragma unroll
                     for (int e = 0; e < VEC; ++e) {
                         float r = (to_f(xv[k].v[e]) - mu) * rs;
