@@ -196,16 +196,19 @@ def _opts(dtype, vec, k, tpr, nt, rms, acc_smem=0, cluster=1, pipe=0, wb_smem=0)
             f"-DMF_PIPE={pipe}", f"-DMF_WB_SMEM={wb_smem}")
 
 
-# The forward's register path stages w and b in shared memory (MF_WB_SMEM) up to this many bytes of the
-# two together, so their loads overlap the row's instead of following the reductions. Measured on an
-# H100 at M = 4096, fp16, the loads after the reductions cost N = 2048 16.9 us against 15.0 without w/b,
-# N = 3072 22.6 against 21.7, N = 1024 10.3 against 10.2; longer rows run fewer, larger blocks per SM,
-# where more shared memory would cost resident blocks.
-WB_SMEM_MAX = 16 * 1024
+# The forward's register path stages w and b in shared memory (MF_WB_SMEM) where a thread of a one-warp
+# row holds 8 vectors of it and a block has 4 rows: there the loads of w/b after the reductions were the
+# cost (H100, M = 4096, fp16 N = 2048: 16.9 us with w/b, 15.0 without) and staging, shared by the block's
+# rows, measured faster (share of the copy bandwidth, without / with: fp16 N = 2048 0.667 / 0.700,
+# bf16 0.556 / 0.636). Elsewhere it lost: fp16 N = 1024 (4 vectors) 0.556 / 0.538; one row per block,
+# whose copy of w/b is as large as its row, N = 3072 0.750 / 0.534, 4096 0.804 / 0.667; fp32 N = 2048
+# (2 rows per block) 0.792 / 0.777.
+WB_SMEM_MAX = 16 * 1024  # bytes of w and b together
 
 
-def _wb_smem(dtype, n, vec):
-    return int(vec * np.dtype(dtype).itemsize == 16 and 2 * n * np.dtype(dtype).itemsize <= WB_SMEM_MAX)
+def _wb_smem(dtype, n, vec, k, rows_per_block):
+    itemsize = np.dtype(dtype).itemsize
+    return int(vec * itemsize == 16 and k >= 8 and rows_per_block >= 4 and 2 * n * itemsize <= WB_SMEM_MAX)
 
 
 @functools.cache
@@ -222,7 +225,7 @@ def _fwd_plan(dtype, n, vec, rms, config=None):
             return kern, nt, 1, sm_count() * bps, 0
         k, tpr = plan
         nt = max(1, 128 // tpr) * tpr  # a whole number of rows per block; small blocks measured best
-    wb = _wb_smem(dtype, n, vec)
+    wb = _wb_smem(dtype, n, vec, k, nt // tpr)
     return get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms, wb_smem=wb)), nt, nt // tpr, 1 << 30, wb
 
 
