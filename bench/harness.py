@@ -63,13 +63,35 @@ _FLUSH = {}
 def kernel_ms(fn, input_sets, warmup=10, repeat=50):
     """Median device milliseconds of ``fn(*inputs)`` measured the way the seed's ``do_bench`` does:
     before each call a 256 MiB buffer is zeroed, which evicts the L2 (so inputs come from device
-    memory) and keeps the GPU busy while the host issues the call (so launch latency and host
-    overhead stay out of the events as long as issuing takes less than the ~100 µs memset)."""
+    memory) and keeps the GPU busy while the host issues the call, so that launch latency and host
+    overhead stay out of the events. The memset alone (~100 µs) was not always enough: two of four
+    runs of bench/norms.py on one H100 timed LayerNorm forward at one N at a fifth (N = 15360) and a
+    twelfth (N = 3072) of its speed, below its own eager figure, as a host slowed for some
+    milliseconds would. So a one-thread kernel then waits ``HOST_MARGIN_NS`` on the device clock
+    too; it touches no memory, so the L2 is as the memset left it."""
     dev = cupy.cuda.Device().id
     if dev not in _FLUSH:
-        _FLUSH[dev] = cupy.empty(256 << 20, cupy.uint8)
-    flush = _FLUSH[dev]
-    return bench_ms(fn, input_sets, warmup, repeat, before=lambda: flush.fill(0))
+        _FLUSH[dev] = cupy.empty(256 << 20, cupy.uint8), cupy.RawKernel(_WAIT_SRC, "wait_ns")
+    flush, wait = _FLUSH[dev]
+
+    def before():
+        flush.fill(0)
+        wait((1,), (1,), (cupy.int64(HOST_MARGIN_NS),))
+
+    return bench_ms(fn, input_sets, warmup, repeat, before=before)
+
+
+HOST_MARGIN_NS = 1_000_000
+_WAIT_SRC = r"""
+extern "C" __global__ void wait_ns(long long ns) {
+    long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(10000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+"""
 
 
 def host_us(fn, burst=20, bursts=200, warmup=200):
