@@ -7,9 +7,9 @@ minifused is timed at the kernel layer (``minifused.kernels``: the launcher with
 its allocations, on raw CuPy arrays), PyTorch at ``torch.nn.functional`` /
 ``torch.autograd.grad`` (its equivalent layer); backward of both includes dw/db.
 Each is timed two ways: "kernel", as the seed's ``do_bench`` times (``harness.kernel_ms``:
-a 256 MiB buffer is zeroed before each call, which evicts the L2 and keeps the GPU busy
-while the call is issued, so the events enclose the device work and not the launch
-latency), which the ratios use; and "eager" (``harness.bench_ms``: the GPU idle when
+a 256 MiB buffer is zeroed before each call, which evicts the L2, and the GPU then waits
+1 ms, so that it is busy while the call is issued and the events enclose the device work
+and not the launch latency), which the ratios use; and "eager" (``harness.bench_ms``: the GPU idle when
 the call is issued, so launch latency and host overhead are included), for reference.
 The API layer (``F.layer_norm`` on Tensors, eager) is listed for reference too.
 The copy targets divide by a 1 GiB device-to-device copy. Beside it, each N lists copies of
@@ -55,7 +55,7 @@ def timed(res, case, impl, nbytes, fn, arg_sets):
 def main():
     torch = torch_or_none()
     res = Results("norms")
-    warm_gpu()  # the copy below is the denominator: a GPU still at idle clocks measured 2717 GB/s against 2963
+    warm_gpu()  # the copy below is the denominator: one run started right after another measured 2717 GB/s, not 2963
     copy = copy_bandwidth_gbs()
     res.add("d2d copy", "cupy", copy, "GB/s")
     empty = cupy.RawKernel('extern "C" __global__ void empty() {}', "empty")
@@ -66,8 +66,7 @@ def main():
     ns = NS[::5] if QUICK else NS
     for n in ns:
         # Each N starts with both libraries' caches given back, so that no allocation inside a timed call
-        # has to go to the driver. (One run timed LayerNorm forward at N = 15360 at a fifth of its speed,
-        # below its own eager figure, as such an allocation would; the free memory is printed per N.)
+        # has to go to the driver; the free memory is printed per N.
         cupy.get_default_memory_pool().free_all_blocks()
         if torch is not None:
             torch.cuda.empty_cache()
