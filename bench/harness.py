@@ -66,9 +66,10 @@ def kernel_ms(fn, input_sets, warmup=10, repeat=50):
     memory) and keeps the GPU busy while the host issues the call, so that launch latency and host
     overhead stay out of the events. The memset alone (~100 µs) was not always enough: two of four
     runs of bench/norms.py on one H100 timed LayerNorm forward at one N at a fifth (N = 15360) and a
-    twelfth (N = 3072) of its speed, below its own eager figure, as a host slowed for some
-    milliseconds would. So a one-thread kernel then waits ``HOST_MARGIN_NS`` on the device clock
-    too; it touches no memory, so the L2 is as the memset left it."""
+    tenth (N = 3072) of its speed, below its own eager figure: what a host slowed for some
+    milliseconds would leave. So a one-thread kernel then waits ``HOST_MARGIN_NS`` on the device
+    clock too; it touches no memory, so the L2 is as the memset left it. (The three runs since
+    showed no such N: suggestive, not proof of the cause.)"""
     dev = cupy.cuda.Device().id
     if dev not in _FLUSH:
         _FLUSH[dev] = cupy.empty(256 << 20, cupy.uint8), cupy.RawKernel(_WAIT_SRC, "wait_ns")
