@@ -253,8 +253,8 @@ def _bwd_plan(dtype, n, vec, rms, want_w, clusters, config=None):
     plan = row_plan(n, vec, ept_max=32 if np.dtype(dtype).itemsize < 4 else 16, tpr_pref=256)
     if np.dtype(dtype).itemsize == 2 and vec > 1 and _ceil(n, vec) <= 512:
         # Up to N = 4096 (16-byte vectors of a 2-byte type) a thread holds one vector of the row, in rows
-        # of up to 512 threads, and prefetches the next row (PIPE below) at 64 registers: two blocks per
-        # SM, one row each, in cluster pairs. Measured on an H100 at M = 4096, fp16, as a fraction of the
+        # of up to 512 threads, and prefetches the next row (PIPE below): 64 registers at N = 4096, 80 at
+        # 3072, two blocks per SM either way, one row each, in cluster pairs. Measured on an H100 at M = 4096, fp16, as a fraction of the
         # copy bandwidth, against two vectors on 192/256 threads at 78-80 registers (one or two blocks
         # per SM): N = 3072 0.627 / 0.589, N = 4096 0.684 / 0.583. (Capping those at 64 registers with
         # __launch_bounds__ for 2-4 blocks per SM reached 0.610-0.616 at N = 4096.)
