@@ -4,24 +4,27 @@ The seed's benchmark: M = 4096 rows, fp16, N = 1024 ... 16384 in steps of 1024;
 GB/s counted as 2*M*N*2 bytes forward (read x, write y) and 3*M*N*2 backward
 (read x and dy, write dx; dw/db and mean/rstd not counted), as the seed did.
 minifused is timed at the kernel layer (``minifused.kernels``: the launcher with
-its allocations, on raw CuPy arrays), PyTorch at ``torch.nn.functional`` /
-``torch.autograd.grad`` (its equivalent layer); backward of both includes dw/db.
-Each is timed two ways: "kernel", as the seed's ``do_bench`` times (``harness.kernel_ms``:
-a 256 MiB buffer is zeroed before each call, which evicts the L2, and the GPU then waits
-1 ms, so that it is busy while the call is issued and the events enclose the device work
-and not the launch latency), which the ratios use; and "eager" (``harness.bench_ms``: the GPU idle when
-the call is issued, so launch latency and host overhead are included), for reference.
-The API layer (``F.layer_norm`` on Tensors, eager) is listed for reference too.
-The copy targets divide by a 1 GiB device-to-device copy. Beside it, each N lists copies of
-the forward's own bytes (an (M, N) fp16 array into another: CuPy's element copy, the same
-through 16-byte elements, and cudaMemcpyAsync) timed the same "kernel" way, and the run lists
-an empty kernel timed that way: the fastest of those copies is the most a kernel moving those
-bytes was seen to reach under this method (a one-wave problem of 16 MB pays the time of an
-empty kernel between the events, the ramp, and the write-back of the L2 lines the flush left
-dirty). ``same_size_copy_over_copy_min`` and the ``*_over_same_size_copy_min`` ratios (minimum
-over N, the fastest copy) are recorded for reference, not targets.
-Cross-entropy: forward + backward through each library's public API on (4096 x 32768)
-fp16 logits, eager. Usage (GPU machine): python3 bench/norms.py [--quick]
+its allocations, on raw CuPy arrays), PyTorch at its equivalent layer
+(``torch.nn.functional``; backward ``aten.native_layer_norm_backward``, the op its
+autograd calls); backward of both includes dw/db. Each is timed three ways:
+
+* "graph" (``harness.graph_ms``), which the target ratios use: one call per input set captured in
+  a CUDA graph and replayed back to back, as METHOD.md asks for small launches; the sets (at least
+  256 MiB of inputs) make every call read device memory. This is the steady state of a training
+  step: no per-call event floor, and each call writes back the L2 lines its predecessors left dirty.
+* "isolated" (``harness.kernel_ms``), the seed's ``do_bench`` way: 256 MiB zeroed before each call,
+  a 1 ms device wait, events around one call. An empty kernel measures ~3 us this way, which is a
+  third of a copy of the N = 1024 forward's bytes: the ``*_isolated_min`` ratios are recorded beside
+  the targets' for comparison with earlier runs.
+* "eager" (``harness.bench_ms``: the GPU idle when the call is issued, so launch latency and host
+  overhead count), for reference; the API layer (``F.layer_norm`` on Tensors) too.
+
+The copy targets divide by a 1 GiB device-to-device copy. Beside it, each N lists copies of the
+forward's own bytes (an (M, N) fp16 array into another: CuPy's element copy and cudaMemcpyAsync)
+timed the same two ways: ``same_size_copy_over_copy`` and ``*_over_same_size_copy_min`` (the fastest
+of them) say how close a kernel moving those bytes can come, for reference, not as targets.
+Cross-entropy: forward + backward through each library's public API on (4096 x 32768) fp16 logits,
+eager. Usage (GPU machine): python3 bench/norms.py [--quick]
 """
 import sys
 
@@ -29,13 +32,14 @@ import cupy
 
 import minifused as mf
 import minifused.functional as F
-from harness import Results, bench_ms, copy_bandwidth_gbs, gbs, kernel_ms, torch_or_none, warm_gpu
+from harness import Results, bench_ms, copy_bandwidth_gbs, gbs, graph_ms, kernel_ms, torch_or_none, warm_gpu
 from minifused.kernels import norm as KN
 from minifused.kernels import softmax as KS
 
 M = 4096
 NS = list(range(1024, 16384 + 1, 1024))
-SETS = 3
+SETS = 3  # input sets for the eager and isolated timings (the L2 is flushed before each of those calls)
+GRAPH_BYTES = 256 << 20  # at least this many bytes of x over the graph's sets
 QUICK = "--quick" in sys.argv
 
 
@@ -44,12 +48,21 @@ def rand(shape, dtype, seed):
     return rs.standard_normal(shape, dtype=cupy.float32).astype(dtype)
 
 
-def timed(res, case, impl, nbytes, fn, arg_sets):
-    """GB/s of fn by kernel_ms (returned: the ratios use it) and by bench_ms (listed)."""
-    res.add(case, impl + " eager", gbs(nbytes, bench_ms(fn, arg_sets)), "GB/s")
-    kernel = gbs(nbytes, kernel_ms(fn, arg_sets))
-    res.add(case, impl + " kernel", kernel, "GB/s")
-    return kernel
+def timed(res, case, impl, nbytes, fn, arg_sets, torch=None):
+    """GB/s of fn (graph, isolated), each added as a row; eager is added too."""
+    res.add(case, impl + " eager", gbs(nbytes, bench_ms(fn, arg_sets[:SETS])), "GB/s")
+    isolated = gbs(nbytes, kernel_ms(fn, arg_sets[:SETS]))
+    res.add(case, impl + " isolated", isolated, "GB/s")
+    graph = gbs(nbytes, graph_ms(fn, arg_sets, torch=torch))
+    res.add(case, impl + " graph", graph, "GB/s")
+    return graph, isolated
+
+
+def note(ratios, name, pair, denominator):
+    """Appends the pair's graph and isolated ratios to ``name`` and ``name_isolated``."""
+    den = denominator if isinstance(denominator, tuple) else (denominator, denominator)
+    ratios.setdefault(name, []).append(pair[0] / den[0])
+    ratios.setdefault(name + "_isolated", []).append(pair[1] / den[1])
 
 
 def main():
@@ -59,10 +72,8 @@ def main():
     copy = copy_bandwidth_gbs()
     res.add("d2d copy", "cupy", copy, "GB/s")
     empty = cupy.RawKernel('extern "C" __global__ void empty() {}', "empty")
-    res.add("empty kernel", "kernel", kernel_ms(lambda: empty((1,), (32,), ()), [()]) * 1e3, "us")
-    ratios = {k: [] for k in ("ln_fwd_over_copy", "ln_fwd_over_torch", "ln_bwd_over_copy", "ln_bwd_over_torch",
-                              "softmax_fwd_over_copy", "softmax_fwd_over_torch", "same_size_copy_over_copy",
-                              "ln_fwd_over_same_size_copy", "softmax_fwd_over_same_size_copy")}
+    res.add("empty kernel", "isolated", kernel_ms(lambda: empty((1,), (32,), ()), [()]) * 1e3, "us")
+    ratios = {}
     ns = NS[::5] if QUICK else NS
     for n in ns:
         # Each N starts with both libraries' caches given back, so that no allocation inside a timed call
@@ -71,66 +82,68 @@ def main():
         if torch is not None:
             torch.cuda.empty_cache()
         print(f"N={n}: {cupy.cuda.runtime.memGetInfo()[0] / 2**30:.1f} GiB free", flush=True)
-        xs = [rand((M, n), cupy.float16, 10 * n + i) for i in range(SETS)]
-        dys = [rand((M, n), cupy.float16, 10 * n + 5 + i) for i in range(SETS)]
+        sets = max(SETS, -(-GRAPH_BYTES // (M * n * 2)))
+        xs = [rand((M, n), cupy.float16, 10 * n + i) for i in range(sets)]
+        dys = [rand((M, n), cupy.float16, 10 * n + 5000 + i) for i in range(sets)]
         w = (rand((n,), cupy.float16, 1) * 0.1 + 1).astype(cupy.float16)
         b = rand((n,), cupy.float16, 2)
         fwd_bytes, bwd_bytes = 2 * M * n * 2, 3 * M * n * 2
         case = f"M={M} N={n} fp16"
-        outs = [cupy.empty_like(x) for x in xs]
-        stream = cupy.cuda.get_current_stream()
-        copies = {
-            "cupy": lambda x, y: y.__setitem__(Ellipsis, x),
-            "cupy 16-byte elements": lambda x, y: y.view(cupy.complex128).__setitem__(Ellipsis, x.view(cupy.complex128)),
-            "memcpyAsync": lambda x, y: cupy.cuda.runtime.memcpyAsync(y.data.ptr, x.data.ptr, x.nbytes, 3, stream.ptr),
-        }
-        same = 0.0
+        stream = cupy.cuda.get_current_stream
+
+        def element_copy(x):
+            y = cupy.empty_like(x)
+            y[...] = x
+            return y
+
+        def memcpy(x):
+            y = cupy.empty_like(x)
+            cupy.cuda.runtime.memcpyAsync(y.data.ptr, x.data.ptr, x.nbytes, 3, stream().ptr)
+            return y
+
+        copies = {"cupy": element_copy, "memcpyAsync": memcpy}
+        same = (0.0, 0.0)
         for name, fn in copies.items():
-            bw = gbs(fwd_bytes, kernel_ms(fn, list(zip(xs, outs))))
-            res.add(f"d2d copy {case}", name + " kernel", bw, "GB/s")
-            same = max(same, bw)
-        ratios["same_size_copy_over_copy"].append(same / copy)
-        del outs
+            pair = timed(res, f"d2d copy {case}", name, fwd_bytes, fn, [(x,) for x in xs])[:2]
+            same = (max(same[0], pair[0]), max(same[1], pair[1]))
+        note(ratios, "same_size_copy_over_copy", same, copy)
 
         ln_f = timed(res, f"layer_norm fwd {case}", "minifused", fwd_bytes,
                      lambda x: KN.norm_fwd(x, w, b, 1e-5), [(x,) for x in xs])
-        tx = [mf.Tensor(x) for x in xs]
+        tx = [mf.Tensor(x) for x in xs[:SETS]]
         tw, tb = mf.Tensor(w), mf.Tensor(b)
         ms = bench_ms(lambda x: F.layer_norm(x, (n,), tw, tb), [(x,) for x in tx])
         res.add(f"layer_norm fwd {case}", "minifused F.layer_norm eager", gbs(fwd_bytes, ms), "GB/s")
-        ratios["ln_fwd_over_copy"].append(ln_f / copy)
-        ratios["ln_fwd_over_same_size_copy"].append(ln_f / same)
+        note(ratios, "ln_fwd_over_copy", ln_f, copy)
+        note(ratios, "ln_fwd_over_same_size_copy", ln_f, same)
 
         stats = [KN.norm_fwd(x, w, b, 1e-5)[1:] for x in xs]
         ln_b = timed(res, f"layer_norm bwd {case}", "minifused", bwd_bytes,
                      lambda dy, x, st: KN.norm_bwd(dy, x, w, st[0], st[1]), list(zip(dys, xs, stats)))
-        ratios["ln_bwd_over_copy"].append(ln_b / copy)
+        note(ratios, "ln_bwd_over_copy", ln_b, copy)
 
         sm_f = timed(res, f"softmax fwd {case}", "minifused", fwd_bytes, lambda x: KS.softmax_fwd(x),
                      [(x,) for x in xs])
-        ratios["softmax_fwd_over_copy"].append(sm_f / copy)
-        ratios["softmax_fwd_over_same_size_copy"].append(sm_f / same)
+        note(ratios, "softmax_fwd_over_copy", sm_f, copy)
+        note(ratios, "softmax_fwd_over_same_size_copy", sm_f, same)
 
         if torch is not None:
             txs = [torch.from_dlpack(x) for x in xs]
             tdys = [torch.from_dlpack(d) for d in dys]
-            ttw = torch.from_dlpack(w).requires_grad_()
-            ttb = torch.from_dlpack(b).requires_grad_()
-            with torch.no_grad():
-                t_f = timed(res, f"layer_norm fwd {case}", "torch", fwd_bytes,
-                            lambda x: torch.nn.functional.layer_norm(x, (n,), ttw, ttb), [(x,) for x in txs])
-            ratios["ln_fwd_over_torch"].append(ln_f / t_f)
-            xg = [x.clone().requires_grad_() for x in txs]
-            ys = [torch.nn.functional.layer_norm(x, (n,), ttw, ttb) for x in xg]
+            ttw, ttb = torch.from_dlpack(w), torch.from_dlpack(b)
+            t_f = timed(res, f"layer_norm fwd {case}", "torch", fwd_bytes,
+                        lambda x: torch.nn.functional.layer_norm(x, (n,), ttw, ttb), [(x,) for x in txs], torch)
+            note(ratios, "ln_fwd_over_torch", ln_f, t_f)
+            tstats = [torch.ops.aten.native_layer_norm(x, [n], ttw, ttb, 1e-5)[1:] for x in txs]
             t_b = timed(res, f"layer_norm bwd {case}", "torch", bwd_bytes,
-                        lambda y, x, d: torch.autograd.grad(y, (x, ttw, ttb), d, retain_graph=True),
-                        list(zip(ys, xg, tdys)))
-            del ys
-            ratios["ln_bwd_over_torch"].append(ln_b / t_b)
-            with torch.no_grad():
-                t_s = timed(res, f"softmax fwd {case}", "torch", fwd_bytes, lambda x: torch.softmax(x, -1),
-                            [(x,) for x in txs])
-            ratios["softmax_fwd_over_torch"].append(sm_f / t_s)
+                        lambda dy, x, st: torch.ops.aten.native_layer_norm_backward(
+                            dy, x, [n], st[0], st[1], ttw, ttb, [True, True, True]),
+                        list(zip(tdys, txs, tstats)), torch)
+            note(ratios, "ln_bwd_over_torch", ln_b, t_b)
+            t_s = timed(res, f"softmax fwd {case}", "torch", fwd_bytes, lambda x: torch.softmax(x, -1),
+                        [(x,) for x in txs], torch)
+            note(ratios, "softmax_fwd_over_torch", sm_f, t_s)
+            del txs, tdys, tstats
         del xs, dys, stats, tx
         cupy.get_default_memory_pool().free_all_blocks()
 
