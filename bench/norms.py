@@ -24,7 +24,7 @@ forward's own bytes (an (M, N) fp16 array into another: CuPy's element copy and 
 timed the same two ways: ``same_size_copy_over_copy`` and ``*_over_same_size_copy_min`` (the fastest
 of them) say how close a kernel moving those bytes can come, for reference, not as targets.
 Cross-entropy: forward + backward through each library's public API on (4096 x 32768) fp16 logits,
-eager. Usage (GPU machine): python3 bench/norms.py [--quick]
+eager (the target's ratio) and replayed from graphs (``xent_fwd_bwd_over_torch_graph``). Usage (GPU machine): python3 bench/norms.py [--quick]
 """
 import sys
 
@@ -173,6 +173,16 @@ def main():
         ms_t = bench_ms(theirs, list(zip(tl, tt)))
         res.add(f"cross_entropy fwd+bwd {rows}x{classes} fp16", "torch", ms_t, "ms")
         res.ratio("xent_fwd_bwd_over_torch", ms_t / ms_ours)
+        # The same calls replayed from CUDA graphs: device time without the host's issue time, which the
+        # eager figure above includes for minifused (PyTorch's device time hides its own).
+        try:
+            g_ours = graph_ms(ours, list(zip(mx, mt)))
+            g_t = graph_ms(theirs, list(zip(tl, tt)), torch=torch)
+            res.add(f"cross_entropy fwd+bwd {rows}x{classes} fp16", "minifused F (api) graph", g_ours, "ms")
+            res.add(f"cross_entropy fwd+bwd {rows}x{classes} fp16", "torch graph", g_t, "ms")
+            res.ratio("xent_fwd_bwd_over_torch_graph", g_t / g_ours)
+        except Exception as e:  # a capture failure should not lose the figures above
+            print(f"cross_entropy graph timing failed: {type(e).__name__}: {e}", flush=True)
         # the timed results agree
         F.cross_entropy(mx[0], mt[0]).backward()
         torch.nn.functional.cross_entropy(tl[0], tt[0]).backward()

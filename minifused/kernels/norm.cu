@@ -122,18 +122,20 @@ __device__ __forceinline__ float2 warp_sum2(float2 v) {
     return v;
 }
 
-// Sum of two values over the TPR threads of this thread's row. Every thread of
-// the block must call it (it may contain barriers).
-__device__ __forceinline__ float2 row_sum2(float2 v, float2* red) {
+// Sum of two values over the TPR threads of this thread's row. Every thread of the block must call it.
+// One barrier: the warps' sums go to red[turn] and ``turn`` flips, so a buffer is written again only two
+// calls later, after the barrier of the call in between (one buffer needs a second barrier per call).
+__device__ __forceinline__ float2 row_sum2(float2 v, float2 (*red)[NT / 32], int& turn) {
     v = warp_sum2(v);
     if (WPR > 1) {
+        float2* r = red[turn];
+        turn ^= 1;
         const int warp = threadIdx.x >> 5, first = (warp / WPR) * WPR;
-        if ((threadIdx.x & 31) == 0) red[warp] = v;
+        if ((threadIdx.x & 31) == 0) r[warp] = v;
         __syncthreads();
         float2 s = make_float2(0.f, 0.f);
 #pragma unroll
-        for (int i = 0; i < WPR; ++i) { s.x += red[first + i].x; s.y += red[first + i].y; }
-        __syncthreads();
+        for (int i = 0; i < WPR; ++i) { s.x += r[first + i].x; s.y += r[first + i].y; }
         v = s;
     }
     return v;
@@ -145,7 +147,8 @@ extern "C" __global__ void __launch_bounds__(NT)
 norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
          T* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
          int M, int N, float eps) {
-    __shared__ float2 red[NT / 32];
+    __shared__ float2 red[2][NT / 32];
+    int turn = 0;
     extern __shared__ __align__(16) unsigned char wb_smem[];  // WB_SMEM: w then b (those given)
     const int grp = threadIdx.x / TPR, t = threadIdx.x % TPR;
     const float inv_n = 1.f / (float)N;
@@ -178,7 +181,7 @@ norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__
             }
         }
         float mu = 0.f;
-        if (!RMS) mu = row_sum2(make_float2(s, 0.f), red).x * inv_n;
+        if (!RMS) mu = row_sum2(make_float2(s, 0.f), red, turn).x * inv_n;
         float q = 0.f;
 #pragma unroll
         for (int k = 0; k < K; ++k) {
@@ -188,7 +191,7 @@ norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__
                 for (int e = 0; e < VEC; ++e) { const float d = to_f(xv[k].v[e]) - mu; q += d * d; }
             }
         }
-        const float rs = rsqrtf(row_sum2(make_float2(q, 0.f), red).x * inv_n + eps);
+        const float rs = rsqrtf(row_sum2(make_float2(q, 0.f), red, turn).x * inv_n + eps);
         if (!staged) {  // the same for every thread of the block
             copy_async_wait();
             __syncthreads();
@@ -227,7 +230,8 @@ extern "C" __global__ void __launch_bounds__(NT)
 norm_fwd_tiled(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                T* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
                int M, int N, float eps) {
-    __shared__ float2 red[NT / 32];
+    __shared__ float2 red[2][NT / 32];
+    int turn = 0;
     const int t = threadIdx.x;
     const float inv_n = 1.f / (float)N;
     for (long long row = blockIdx.x; row < M; row += gridDim.x) {
@@ -240,7 +244,7 @@ norm_fwd_tiled(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) s += to_f(a.v[e]);
             }
-            mu = row_sum2(make_float2(s, 0.f), red).x * inv_n;
+            mu = row_sum2(make_float2(s, 0.f), red, turn).x * inv_n;
         }
         float q = 0.f;
         for (int c = t * VEC; c < N; c += NT * VEC) {
@@ -248,7 +252,7 @@ norm_fwd_tiled(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
 #pragma unroll
             for (int e = 0; e < VEC; ++e) { const float d = to_f(a.v[e]) - mu; q += d * d; }
         }
-        const float rs = rsqrtf(row_sum2(make_float2(q, 0.f), red).x * inv_n + eps);
+        const float rs = rsqrtf(row_sum2(make_float2(q, 0.f), red, turn).x * inv_n + eps);
         T* yr = y + row * N;
         for (int c = t * VEC; c < N; c += NT * VEC) {
             VT a = load_vec(xr + c), o, wv, bv;
@@ -325,7 +329,8 @@ extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(NT)
 norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
          const float* __restrict__ mean, const float* __restrict__ rstd,
          T* __restrict__ dx, float* __restrict__ partial, int M, int N) {
-    __shared__ float2 red[NT / 32];
+    __shared__ float2 red[2][NT / 32];
+    int turn = 0;
     extern __shared__ __align__(16) float sacc[];
     const int grp = threadIdx.x / TPR, t = threadIdx.x % TPR;
     const float inv_n = 1.f / (float)N;
@@ -396,7 +401,7 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
                 }
             }
         }
-        s = row_sum2(s, red);
+        s = row_sum2(s, red, turn);
         const float c1 = s.x * inv_n, c2 = RMS ? 0.f : s.y * inv_n;
         if (ok && dx) {
 #pragma unroll
@@ -501,7 +506,8 @@ extern "C" __global__ void __launch_bounds__(NT)
 norm_bwd_tiled(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
                const float* __restrict__ mean, const float* __restrict__ rstd,
                T* __restrict__ dx, float* __restrict__ partial, int M, int N) {
-    __shared__ float2 red[NT / 32];
+    __shared__ float2 red[2][NT / 32];
+    int turn = 0;
     const int t = threadIdx.x;
     const float inv_n = 1.f / (float)N;
     float* pw = partial ? partial + (long long)blockIdx.x * 2 * N : nullptr;
@@ -522,7 +528,7 @@ norm_bwd_tiled(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
                 s.y += g;
             }
         }
-        s = row_sum2(s, red);
+        s = row_sum2(s, red, turn);
         const float c1 = s.x * inv_n, c2 = RMS ? 0.f : s.y * inv_n;
         for (int c = t * VEC; c < N; c += NT * VEC) {
             VT a = load_vec(xr + c), d = load_vec(dr + c), wv, o;
