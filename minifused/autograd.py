@@ -454,7 +454,7 @@ def _backward(root, gradient, retain_graph):
             raise RuntimeError(
                 f"backward(): grad can be implicitly created only for scalar outputs, got shape "
                 f"{tuple(root.shape)}; pass gradient= of that shape")
-        grad = xp.ones_like(root.data)
+        grad = backend.ones_like(root.data)
         user_grad = None
     else:
         grad = gradient.data if isinstance(gradient, T) else xp.asarray(gradient, dtype=root.dtype)

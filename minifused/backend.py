@@ -148,6 +148,42 @@ def array_module(array):
     return cupy if is_cuda_array(array) else np
 
 
+_ONE = {}  # (device, dtype) -> a device array holding 1, the source of ones_like's copies
+
+
+def ones_like(array):
+    """``xp.ones_like(array)``. On the GPU, for a one-element array (backward()'s seed gradient) outside
+    a graph capture, a copy of a cached device one: CuPy's ``ones_like`` launches a fill kernel through
+    its generic elementwise path, 20-40 us of host time on the GPU machine, in every training step
+    between the forward's last kernel and the backward's first (H100 host, cross-entropy step)."""
+    if not is_cuda_array(array) or array.size != 1:
+        return array_module(array).ones_like(array)
+    stream = cupy.cuda.get_current_stream()
+    if stream.is_capturing():  # a first one made here would exist only in the graph
+        return cupy.ones_like(array)
+    key = (cupy.cuda.runtime.getDevice(), array.dtype)
+    one = _ONE.get(key)
+    if one is None:
+        one = _ONE[key] = cupy.ones((), array.dtype)
+        stream.synchronize()  # so any stream may copy it from now on
+    out = cupy.empty(array.shape, array.dtype)
+    cupy.cuda.runtime.memcpyAsync(out.data.ptr, one.data.ptr, array.itemsize,
+                                  cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
+    return out
+
+
+def copy(array):
+    """A C-contiguous copy of ``array`` on its device. On the GPU an assignment into a new array:
+    CuPy's ``ndarray.copy()`` measured 790-843 GB/s on (4096, N) fp16 arrays on an H100, at every N
+    from 1024 to 16384, the assignment 2215-2940 GB/s (the device's copy bandwidth)."""
+    if not is_cuda_array(array):
+        return array.copy()
+    with array.device:
+        out = cupy.empty(array.shape, array.dtype)
+    out[...] = array
+    return out
+
+
 def device_of(array) -> Device:
     if is_cuda_array(array):
         return _cuda_device(array.device.id)

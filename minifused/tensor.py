@@ -259,7 +259,7 @@ class Tensor:
 
     def _accumulate_grad(self, g, owned):
         if self._grad is None:
-            self._grad = Tensor._from_array(g if owned else g.copy(), False)
+            self._grad = Tensor._from_array(g if owned else backend.copy(g), False)
         else:
             self.grad.data += g
             self.grad._vc[0] += 1

@@ -296,3 +296,17 @@ def test_tape_does_not_outlive_backward():
     del y
     gc.collect()
     assert node() is None and inner() is None
+
+
+def test_seed_gradient_is_a_new_array_each_time(device):
+    """backward()'s implicit gradient of one (on the GPU a copy of a cached device one): a leaf's
+    .grad changed in place must not change the seed of a later backward."""
+    a = mf.tensor(3.0, dtype=mf.float16, device=device, requires_grad=True)
+    a.backward()
+    a.grad.data += 5
+    b = mf.tensor([[2.0]], dtype=mf.float16, device=device, requires_grad=True)
+    b.backward()
+    (b * 3).sum().backward()
+    assert float(a.grad.item()) == 6.0
+    assert float(b.grad.item()) == 4.0
+    assert b.grad.shape == (1, 1)

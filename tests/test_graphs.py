@@ -153,3 +153,47 @@ def test_dropout_draws_new_masks_on_every_replay():
         assert 0.45 < m.mean() < 0.55
     for a, b in zip(masks[1:], masks[2:]):
         assert (a != b).mean() > 0.3, "a replay repeated the previous dropout mask"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1024, 3000, 4096, 70000], ids=lambda n: f"N{n}")  # one-warp rows, odd, block rows, tiled
+def test_pdl_kernels_in_graph_match_eager(n, monkeypatch):
+    """Inside a capture, the LayerNorm and softmax forwards launch with programmatic dependent launch
+    (sm_90+): a chain where each kernel reads what the one before wrote (a CuPy kernel launched without
+    PDL, then PDL after PDL) replays to the eager results, bit for bit, on new inputs."""
+    import cupy as cp
+    from cuda.bindings import driver
+
+    from minifused import kernels
+    from minifused.kernels import norm as KN
+    from minifused.kernels import softmax as KS
+
+    rs = cp.random.RandomState(n)
+    m = 257
+    a, b = (rs.standard_normal((m, n), dtype=cp.float32).astype(cp.float16) for _ in range(2))
+    w1, b1, w2 = (rs.standard_normal(n, dtype=cp.float32).astype(cp.float16) for _ in range(3))
+
+    def chain():
+        x = a + b
+        y1 = KN.norm_fwd(x, w1, b1, 1e-5)[0]
+        y2, _, rstd = KN.norm_fwd(y1, w2, None, 1e-5, rms=True)
+        return KS.softmax_fwd(y2, log=True), y2, rstd
+
+    launches, real = [], driver.cuLaunchKernelEx
+    monkeypatch.setattr(driver, "cuLaunchKernelEx", lambda *args: launches.append(1) or real(*args))
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        chain()  # compiles and plans outside the capture
+        stream.synchronize()
+        stream.begin_capture()
+        got = chain()
+        graph = stream.end_capture()
+        assert len(launches) == (3 if kernels.is_sm90(cp.cuda.runtime.getDevice()) else 0)
+        for t in (a, b):  # new inputs, then replay
+            t[...] = rs.standard_normal((m, n), dtype=cp.float32).astype(cp.float16)
+        graph.launch(stream)
+        stream.synchronize()
+    want = chain()
+    for g, e in zip(got, want):
+        assert bool(cp.isfinite(e).all())
+        cp.testing.assert_array_equal(g, e)

@@ -94,6 +94,7 @@ constexpr int WPR = TPR / 32;  // warps per row
 #include "dtypes.cuh"  // to_f / from_f
 
 #include "vec.cuh"  // Vec
+#include "launch.cuh"  // pdl_entry
 typedef Vec<T, VEC> VT;
 
 __device__ __forceinline__ VT load_vec(const T* p) { return load_as<VT>(p); }
@@ -147,6 +148,7 @@ extern "C" __global__ void __launch_bounds__(NT)
 norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
          T* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
          int M, int N, float eps) {
+    pdl_entry();
     __shared__ float2 red[2][NT / 32];
     int turn = 0;
     extern __shared__ __align__(16) unsigned char wb_smem[];  // WB_SMEM: w then b (those given)
@@ -230,6 +232,7 @@ extern "C" __global__ void __launch_bounds__(NT)
 norm_fwd_tiled(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                T* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
                int M, int N, float eps) {
+    pdl_entry();
     __shared__ float2 red[2][NT / 32];
     int turn = 0;
     const int t = threadIdx.x;

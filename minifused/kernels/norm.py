@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import get_kernel
+from . import get_kernel, is_sm90, launch, pdl_active
 
 # ---------------------------------------------------------------- references
 
@@ -150,14 +150,6 @@ def kernel_occupancy(filename, name, options, nt, smem=0):
     return kern, blocks_per_sm(kern, nt, smem)
 
 
-@functools.cache
-def _has_clusters(dev):
-    """Thread-block clusters (compute capability 9.0 and newer)."""
-    import cupy
-
-    return cupy.cuda.Device(dev).compute_capability >= "90"
-
-
 # Blocks per cluster in the backward on sm_90+ when a block holds one row (long rows): the pair adds
 # its dw/db partial rows in distributed shared memory, so half as many partial rows (each as long as
 # a data row) are written and re-read by norm_bwd_reduce. Measured on an H100 at M = 4096, fp16
@@ -212,9 +204,10 @@ def _wb_smem(dtype, n, vec, k, rows_per_block):
 
 
 @functools.cache
-def _fwd_plan(dtype, n, vec, rms, config=None):
+def _fwd_plan(dtype, n, vec, rms, config=None, pdl=False):
     """(kernel, threads per block, rows per block, grid cap, w/b staged in shared memory) for a forward
-    configuration. ``config`` = (K, TPR, NT) forces a register-path configuration (benchmark sweeps, tests)."""
+    configuration. ``config`` = (K, TPR, NT) forces a register-path configuration (benchmark sweeps, tests);
+    ``pdl``: launched with programmatic dependent launch (kernels.launch)."""
     if config is not None:
         k, tpr, nt = config
     else:
@@ -226,8 +219,10 @@ def _fwd_plan(dtype, n, vec, rms, config=None):
         k, tpr = plan
         # A whole number of rows per block; small blocks measured best. One-warp rows of at most 4 vectors
         # (fp16 N = 1024) go two to a block: H100, M = 4096, harness.graph_ms, share of the copy bandwidth,
-        # four rows / two: 0.727 / 0.736 and 0.720 / 0.729 in two runs.
-        nt = 64 if tpr == 32 and k <= 4 else max(1, 128 // tpr) * tpr
+        # four rows / two: 0.727 / 0.736 and 0.720 / 0.729 in two runs. With PDL, one to a block: two rows
+        # to a block were slower with PDL than without (0.705 / 0.754, 0.676 / 0.725, 0.693 / 0.741 in three
+        # runs), one row with PDL faster (0.772, 0.739, 0.759).
+        nt = (32 if pdl else 64) if tpr == 32 and k <= 4 else max(1, 128 // tpr) * tpr
     wb = _wb_smem(dtype, n, vec, k, nt // tpr)
     return get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms, wb_smem=wb)), nt, nt // tpr, 1 << 30, wb
 
@@ -241,10 +236,12 @@ def _fwd_cuda(x, weight, bias, eps, rms, config=None, out=None):
     rstd = cupy.empty(m, np.float32)
     if m == 0:
         return y, mean, rstd
-    kern, nt, rpb, cap, wb = _fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight, bias, y), rms, config)
+    pdl = pdl_active()
+    kern, nt, rpb, cap, wb = _fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight, bias, y), rms, config, pdl)
     staged = (weight is not None) + (bias is not None and not rms) if wb else 0
-    kern((min(_ceil(m, rpb), cap),), (nt,), (x, _p(weight), _p(bias), y, _p(mean), rstd, np.int32(m),
-                                             np.int32(n), np.float32(eps)), shared_mem=staged * n * x.itemsize)
+    launch(kern, (min(_ceil(m, rpb), cap),), (nt,), (x, _p(weight), _p(bias), y, _p(mean), rstd, np.int32(m),
+                                                     np.int32(n), np.float32(eps)),
+           shared_mem=staged * n * x.itemsize, pdl=pdl)
     return y, mean, rstd
 
 
@@ -306,7 +303,7 @@ def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config=
         return dx, (z if need_dw else None), (z.copy() if want_w and need_db and not rms else None)
     vec = vec_width(x.dtype, n, x, dy, weight, dx)
     kern, nt, rpb, bps, smem, cluster = _bwd_plan(x.dtype, n, vec, rms, want_w,
-                                                  _has_clusters(x.device.id), config)
+                                                  is_sm90(x.device.id), config)
     if cluster > 1:  # whole clusters, no more than fit at once (a second wave would double the time)
         grid = min(_ceil(_ceil(m, rpb), cluster), resident_clusters(kern, nt, smem, cluster)) * cluster
     else:

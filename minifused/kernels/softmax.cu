@@ -51,6 +51,7 @@ constexpr int WPR = TPR / 32;  // warps per row
 #include "dtypes.cuh"  // to_f / from_f
 
 #include "vec.cuh"  // Vec
+#include "launch.cuh"  // pdl_entry
 typedef Vec<T, VEC> VT;
 
 __device__ __forceinline__ VT load_vec(const T* p) { return load_as<VT>(p); }
@@ -110,6 +111,7 @@ __device__ __forceinline__ float softmax_out(float x, float m, float s, float in
 // ---------------------------------------------------------------- softmax forward
 extern "C" __global__ void __launch_bounds__(NT)
 softmax_fwd(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
+    pdl_entry();
     __shared__ float2 red[NT / 32];
     const int grp = threadIdx.x / TPR, t = threadIdx.x % TPR;
     for (long long r0 = (long long)blockIdx.x * RPB; r0 < M; r0 += (long long)gridDim.x * RPB) {
@@ -147,6 +149,7 @@ softmax_fwd(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
 // Long rows (online softmax): one pass for (max, sum), one pass to write.
 extern "C" __global__ void __launch_bounds__(NT)
 softmax_fwd_tiled(const T* __restrict__ x, T* __restrict__ y, int M, int N) {
+    pdl_entry();
     __shared__ float2 red[NT / 32];
     const int t = threadIdx.x;
     for (long long row = blockIdx.x; row < M; row += gridDim.x) {

@@ -28,7 +28,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import get_kernel
+from . import get_kernel, launch
 from .norm import CTYPES, _ceil, _p, kernel_occupancy, row_plan, sm_count, vec_width
 
 
@@ -225,7 +225,7 @@ def _softmax_fwd_cuda(x, log, config=None, out=None):
     if m == 0 or n == 0:
         return y
     kern, nt, rpb, cap = _row_plan("softmax_fwd", x.dtype, n, vec_width(x.dtype, n, x, y), log, config)
-    kern((min(_ceil(m, rpb), cap),), (nt,), (x, y, np.int32(m), np.int32(n)))
+    launch(kern, (min(_ceil(m, rpb), cap),), (nt,), (x, y, np.int32(m), np.int32(n)))
     return y
 
 
@@ -246,6 +246,16 @@ def _get(name, options):
     return get_kernel("softmax.cu", name, options)
 
 
+@functools.cache
+def _xent_fwd_plan(dtype, n, vec, tt):
+    """(kernel, rows per block, threads per block) of xent_fwd: looked up once per configuration, as
+    the forward's host time is in every training step's critical path."""
+    nvec = _ceil(n, vec)
+    tpr = 32 if nvec <= 256 else (256 if nvec <= 4096 else 1024)
+    nt = max(1, 256 // tpr) * tpr  # a whole number of rows per block
+    return _get("xent_fwd", _opts(dtype, vec, 1, tpr, nt, tt=tt)), nt // tpr, nt
+
+
 def _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing):
     import cupy
 
@@ -255,15 +265,16 @@ def _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing):
     rw = cupy.empty(m, np.float32)
     if m == 0:
         return loss, lse, rw
-    vec = vec_width(x.dtype, n, x, weight)
-    nvec = _ceil(n, vec)
-    tpr = 32 if nvec <= 256 else (256 if nvec <= 4096 else 1024)
-    nt = max(1, 256 // tpr) * tpr  # a whole number of rows per block
-    kern = _get("xent_fwd", _opts(x.dtype, vec, 1, tpr, nt, tt=target.dtype))
-    kern((_ceil(m, nt // tpr),), (nt,), (x, target, _p(weight), lse, loss, rw, _flag(), np.int32(m),
-                                         np.int32(n), np.int64(ignore_index), np.float32(label_smoothing)))
+    kern, rpb, nt = _xent_fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight), target.dtype)
+    kern((_ceil(m, rpb),), (nt,), (x, target, _p(weight), lse, loss, rw, _flag(), np.int32(m),
+                                   np.int32(n), np.int64(ignore_index), np.float32(label_smoothing)))
     backend.defer_check(check_label_errors)
     return loss, lse, rw
+
+
+@functools.cache
+def _xent_bwd_opts(dtype, vec, tt):
+    return _opts(dtype, vec, tt=tt)
 
 
 def _xent_bwd_cuda(x, target, weight, lse, gout, per_row, denom, ignore_index, label_smoothing):
@@ -276,7 +287,7 @@ def _xent_bwd_cuda(x, target, weight, lse, gout, per_row, denom, ignore_index, l
     vec = vec_width(x.dtype, n, x, weight, dx)
     wsum = weight.astype(np.float32).sum() if weight is not None else None
     gout = gout.astype(x.dtype, copy=False)
-    kern = _get("xent_bwd", _opts(x.dtype, vec, tt=target.dtype))
+    kern = _get("xent_bwd", _xent_bwd_opts(x.dtype, vec, target.dtype))
     cols = _ceil(_ceil(n, vec), 256)
     rows = min(m, max(1, (sm_count() * 64) // cols))
     kern((cols, rows), (256,), (x, target, _p(weight), lse, gout, np.int32(bool(per_row)), _p(denom),

@@ -45,7 +45,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     if isinstance(data, Tensor):
         data = data.data
     if backend.is_cuda_array(data):
-        arr = data.copy()
+        arr = backend.copy(data)
         device = device if device is not None else backend.device_of(data)
     else:
         if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):

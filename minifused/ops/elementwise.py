@@ -34,7 +34,7 @@ def to_device(x: Tensor, device) -> Tensor:
 class Clone(Function):
     @staticmethod
     def forward(ctx, x):
-        return x.copy()
+        return backend.copy(x)
 
     @staticmethod
     def backward(ctx, g):
@@ -262,7 +262,7 @@ class Gelu(Function):
 
     @staticmethod
     def forward(ctx, x, approximate, out=None):
-        ctx.save_for_backward(x.copy() if out is x and ctx.recording else x)
+        ctx.save_for_backward(backend.copy(x) if out is x and ctx.recording else x)
         ctx.approximate = approximate
         return K.gelu(x, approximate, out=out)
 

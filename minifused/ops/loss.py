@@ -52,8 +52,8 @@ class CrossEntropy(Function):
         if not ctx.needs_input_grad[0]:
             return None, None, None
         xp = backend.array_module(x)
-        dx = K.xent_bwd(x, target, weight, ctx.lse, xp.ascontiguousarray(g).reshape(-1), ctx.per_row,
-                        ctx.denom, ctx.ignore_index, ctx.eps)
+        gout = xp.ascontiguousarray(g).reshape(-1) if ctx.per_row else g  # the kernel reads g[0] otherwise
+        dx = K.xent_bwd(x, target, weight, ctx.lse, gout, ctx.per_row, ctx.denom, ctx.ignore_index, ctx.eps)
         return dx, None, None
 
 
