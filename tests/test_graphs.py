@@ -158,9 +158,10 @@ def test_dropout_draws_new_masks_on_every_replay():
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [1024, 3000, 4096, 70000], ids=lambda n: f"N{n}")  # one-warp rows, odd, block rows, tiled
 def test_pdl_kernels_in_graph_match_eager(n, monkeypatch):
-    """Inside a capture, the LayerNorm and softmax forwards launch with programmatic dependent launch
-    (sm_90+): a chain where each kernel reads what the one before wrote (a CuPy kernel launched without
-    PDL, then PDL after PDL) replays to the eager results, bit for bit, on new inputs."""
+    """Inside a capture, the LayerNorm forward and backward and the softmax forward launch with
+    programmatic dependent launch (sm_90+): a chain where each kernel reads what the ones before wrote
+    (a CuPy kernel launched without PDL, then PDL after PDL) replays to the eager results, bit for bit,
+    on new inputs."""
     import cupy as cp
     from cuda.bindings import driver
 
@@ -175,9 +176,10 @@ def test_pdl_kernels_in_graph_match_eager(n, monkeypatch):
 
     def chain():
         x = a + b
-        y1 = KN.norm_fwd(x, w1, b1, 1e-5)[0]
+        y1, mean, rstd1 = KN.norm_fwd(x, w1, b1, 1e-5)
         y2, _, rstd = KN.norm_fwd(y1, w2, None, 1e-5, rms=True)
-        return KS.softmax_fwd(y2, log=True), y2, rstd
+        dx, dw, db = KN.norm_bwd(y2, x, w1, mean, rstd1)  # its two kernels: rows, then dw/db
+        return KS.softmax_fwd(y2, log=True), y2, rstd, dx, dw, db
 
     launches, real = [], driver.cuLaunchKernelEx
     monkeypatch.setattr(driver, "cuLaunchKernelEx", lambda *args: launches.append(1) or real(*args))
@@ -188,7 +190,7 @@ def test_pdl_kernels_in_graph_match_eager(n, monkeypatch):
         stream.begin_capture()
         got = chain()
         graph = stream.end_capture()
-        assert len(launches) == (3 if kernels.is_sm90(cp.cuda.runtime.getDevice()) else 0)
+        assert len(launches) == (5 if kernels.is_sm90(cp.cuda.runtime.getDevice()) else 0)
         for t in (a, b):  # new inputs, then replay
             t[...] = rs.standard_normal((m, n), dtype=cp.float32).astype(cp.float16)
         graph.launch(stream)

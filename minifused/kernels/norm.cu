@@ -332,6 +332,7 @@ extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(NT)
 norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
          const float* __restrict__ mean, const float* __restrict__ rstd,
          T* __restrict__ dx, float* __restrict__ partial, int M, int N) {
+    pdl_entry();
     __shared__ float2 red[2][NT / 32];
     int turn = 0;
     extern __shared__ __align__(16) float sacc[];
@@ -509,6 +510,7 @@ extern "C" __global__ void __launch_bounds__(NT)
 norm_bwd_tiled(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
                const float* __restrict__ mean, const float* __restrict__ rstd,
                T* __restrict__ dx, float* __restrict__ partial, int M, int N) {
+    pdl_entry();
     __shared__ float2 red[2][NT / 32];
     int turn = 0;
     const int t = threadIdx.x;
@@ -559,6 +561,7 @@ norm_bwd_tiled(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
 // thread rows are added in order. db may be null.
 extern "C" __global__ void __launch_bounds__(1024)
 norm_bwd_reduce(const float* __restrict__ partial, int S, int N, T* __restrict__ dw, T* __restrict__ db) {
+    pdl_entry();
     __shared__ float sm[32][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int col = blockIdx.x * 32 + tx;  // over 2N columns: [0, N) -> dw, [N, 2N) -> db

@@ -302,6 +302,7 @@ def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config=
         z = cupy.zeros(n, weight.dtype) if want_w else None
         return dx, (z if need_dw else None), (z.copy() if want_w and need_db and not rms else None)
     vec = vec_width(x.dtype, n, x, dy, weight, dx)
+    pdl = pdl_active()
     kern, nt, rpb, bps, smem, cluster = _bwd_plan(x.dtype, n, vec, rms, want_w,
                                                   is_sm90(x.device.id), config)
     if cluster > 1:  # whole clusters, no more than fit at once (a second wave would double the time)
@@ -310,8 +311,8 @@ def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config=
         grid = min(_ceil(m, rpb), sm_count() * bps)
     rows = grid // cluster  # of partial sums
     partial = cupy.empty((rows, 2, n), np.float32) if want_w else None
-    kern((grid,), (nt,), (dy, x, _p(weight), _p(mean), rstd, _p(dx), _p(partial), np.int32(m), np.int32(n)),
-         shared_mem=smem)
+    launch(kern, (grid,), (nt,), (dy, x, _p(weight), _p(mean), rstd, _p(dx), _p(partial), np.int32(m),
+                                  np.int32(n)), shared_mem=smem, pdl=pdl)
     dw = db = None
     if want_w:
         dw = cupy.empty(n, weight.dtype)
@@ -320,7 +321,7 @@ def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config=
         # at most one reducing block per SM) measured 0.8 us faster at N = 1024 but 1-7 us slower from
         # N = 3072 up (H100, fp16, M = 4096), its reducers being narrower than this full-width pass.
         red = _reduce_kernel(weight.dtype, rms)
-        red((_ceil(2 * n, 32),), (32, 32), (partial, np.int32(rows), np.int32(n), dw, _p(db)))
+        launch(red, (_ceil(2 * n, 32),), (32, 32), (partial, np.int32(rows), np.int32(n), dw, _p(db)), pdl=pdl)
         if not need_dw:
             dw = None
     return dx, dw, db
