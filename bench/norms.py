@@ -12,8 +12,9 @@ autograd calls); backward of both includes dw/db. Each is timed three ways:
   a CUDA graph and replayed back to back, as METHOD.md asks for small launches; the sets (at least
   256 MiB of inputs) make every call read device memory. This is the steady state of a training
   step: no per-call event floor, and each call writes back the L2 lines its predecessors left dirty.
-  Inside a capture the forwards launch with programmatic dependent launch (``minifused.kernels.launch``),
-  as they do in a step captured by ``minifused.graphs``; eager calls do not.
+  Inside a capture, LayerNorm (forward and backward) and the softmax forward launch with programmatic
+  dependent launch (``minifused.kernels.launch``), as in a step captured by ``minifused.graphs``;
+  eager calls do not.
 * "isolated" (``harness.kernel_ms``), the seed's ``do_bench`` way: 256 MiB zeroed before each call,
   a 1 ms device wait, events around one call. An empty kernel measures ~3 us this way, which is a
   third of a copy of the N = 1024 forward's bytes: the ``*_isolated_min`` ratios are recorded beside

@@ -4,12 +4,16 @@ CUDA sources are ``.cu`` files in this folder, compiled once per configuration
 by :func:`load_module` and cached. ``tests/test_kernel_build.py`` compiles every
 ``.cu`` file here with NVRTC for sm_80 and sm_90, without a GPU; a file may
 list the option sets to check in comment lines of the form
-``// nvrtc-check: -DBLOCK=256 -DT=float``.
+``// nvrtc-check: -DBLOCK=256 -DT=float``. Kernels that begin with ``pdl_entry()``
+(launch.cuh) launch through :func:`launch`, with programmatic dependent launch in graph captures.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 from pathlib import Path
+
+import numpy as np
 
 KERNEL_DIR = Path(__file__).resolve().parent
 
@@ -45,10 +49,7 @@ def is_sm90(dev: int) -> bool:
 
 def _param(a):
     """(value, ctypes type) of one kernel argument, as ``cuLaunchKernelEx`` takes it."""
-    import ctypes
-
     import cupy
-    import numpy as np
 
     if isinstance(a, cupy.ndarray):
         return a.data.ptr, ctypes.c_void_p
@@ -88,7 +89,6 @@ def launch(kern, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0, pd
     from cuda.bindings import driver
 
     stream = cupy.cuda.get_current_stream()
-
     cfg = driver.CUlaunchConfig()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = (tuple(grid) + (1, 1))[:3]
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = (tuple(block) + (1, 1))[:3]

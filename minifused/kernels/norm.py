@@ -221,7 +221,9 @@ def _fwd_plan(dtype, n, vec, rms, config=None, pdl=False):
         # (fp16 N = 1024) go two to a block: H100, M = 4096, harness.graph_ms, share of the copy bandwidth,
         # four rows / two: 0.727 / 0.736 and 0.720 / 0.729 in two runs. With PDL, one to a block: two rows
         # to a block were slower with PDL than without (0.705 / 0.754, 0.676 / 0.725, 0.693 / 0.741 in three
-        # runs), one row with PDL faster (0.772, 0.739, 0.759).
+        # probe runs), one row with PDL faster there (0.772, 0.739, 0.759). But bench/norms.py has since
+        # measured one row with PDL at 0.958-0.962 of the same-size copy in three runs, two rows without
+        # PDL at 0.980 before PDL: not settled.
         nt = (32 if pdl else 64) if tpr == 32 and k <= 4 else max(1, 128 // tpr) * tpr
     wb = _wb_smem(dtype, n, vec, k, nt // tpr)
     return get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms, wb_smem=wb)), nt, nt // tpr, 1 << 30, wb
