@@ -156,7 +156,7 @@ def test_dropout_draws_new_masks_on_every_replay():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n", [1024, 3000, 4096, 70000], ids=lambda n: f"N{n}")  # one-warp rows, odd, block rows, tiled
+@pytest.mark.parametrize("n", [1024, 3000, 4096, 70000], ids=lambda n: f"N{n}")  # two-warp rows, odd, block rows, tiled
 def test_pdl_kernels_in_graph_match_eager(n, monkeypatch):
     """Inside a capture, the LayerNorm forward and backward and the softmax forward launch with
     programmatic dependent launch (sm_90+): a chain where each kernel reads what the ones before wrote

@@ -201,6 +201,32 @@ def test_kernels_match_reference(shape, dtype, rms):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("affine", ["none", "weight", "both"])
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("shape,config", [((4097, 1024), (4, 32, 64)), ((3, 1000), (2, 64, 128)),
+                                          ((5, 7), (1, 32, 64)), ((65, 2048), (4, 64, 128)),
+                                          ((1, 1024), (4, 32, 32))])
+def test_forward_register_configs(shape, config, rms, affine):
+    """Forced register-path forward configurations (K, TPR, NT), rows past the end of the last block
+    among them, against the float64 reference on poisoned outputs."""
+    import cupy as cp
+
+    rng = np.random.default_rng(hash((shape, config, rms, affine)) % 2**32)
+    x = (rng.standard_normal(shape) * 2 + 0.5).astype(np.float16)
+    w = None if affine == "none" else rng.standard_normal(shape[1]).astype(np.float16)
+    b = rng.standard_normal(shape[1]).astype(np.float16) if affine == "both" and not rms else None
+    y, mean, rstd = K.norm_fwd_ref(x.astype(np.float64), w, b, 1e-5, rms)
+    gx = cp.asarray(x)
+    poison(cp, gx, gx)
+    gy, gmean, grstd = K.norm_fwd(gx, None if w is None else cp.asarray(w), None if b is None else cp.asarray(b),
+                                  1e-5, rms, config=config)
+    assert rel_err(gy.get(), y) < TOL[np.dtype(np.float16)] * 2
+    assert rel_err(grstd.get(), rstd) < 1e-5
+    if not rms:
+        assert rel_err(gmean.get(), mean) < 1e-5
+
+
+@pytest.mark.gpu
 def test_kernels_extreme_inputs():
     import cupy as cp
 

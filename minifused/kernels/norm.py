@@ -107,7 +107,8 @@ def narrow_plan(n, vec, ept_max, ept_warp=None):
     """(K, TPR) with the most elements per thread (up to ``ept_max``), so the fewest threads per row,
     or None when a row does not fit in 1024 threads. The forward's choice: measured on an H100 at
     M = 4096, fp16 (bench/norms_sweep.py), fewer, busier threads per row beat wider rows at every N
-    (N = 1024: one warp per row with four 16-byte loads each, 1586 GB/s against 1427 for two warps).
+    (N = 1024: one warp per row with four 16-byte loads each, 1586 GB/s against 1427 for two warps,
+    timed before graphs and PDL; _fwd_plan now splits those rows in two, see there).
     ``ept_warp``: up to that many elements per thread when it makes the row one warp (no block
     barriers in the reductions; fp16 N = 2048, eight loads each: 1999 GB/s against 1946 for two warps)."""
     nvec = _ceil(n, vec)
@@ -217,14 +218,16 @@ def _fwd_plan(dtype, n, vec, rms, config=None, pdl=False):
             kern, bps = kernel_occupancy("norm.cu", "norm_fwd_tiled", _opts(dtype, vec, 1, nt, nt, rms), nt)
             return kern, nt, 1, sm_count() * bps, 0
         k, tpr = plan
-        # A whole number of rows per block; small blocks measured best. One-warp rows of at most 4 vectors
-        # (fp16 N = 1024) go two to a block: H100, M = 4096, harness.graph_ms, share of the copy bandwidth,
-        # four rows / two: 0.727 / 0.736 and 0.720 / 0.729 in two runs. With PDL, one to a block: two rows
-        # to a block were slower with PDL than without (0.705 / 0.754, 0.676 / 0.725, 0.693 / 0.741 in three
-        # probe runs), one row with PDL faster there (0.772, 0.739, 0.759). But bench/norms.py has since
-        # measured one row with PDL at 0.958-0.962 of the same-size copy in three runs, two rows without
-        # PDL at 0.980 before PDL: not settled.
-        nt = (32 if pdl else 64) if tpr == 32 and k <= 4 else max(1, 128 // tpr) * tpr
+        # A whole number of rows per block; small blocks measured best. One-warp rows of three or four
+        # vectors a thread (fp16 N = 1024) go as two-warp rows of two, two rows to a block, as the softmax
+        # forward's: H100, M = 4096, fp16 N = 1024, harness.graph_ms, share of the copy bandwidth, in two
+        # runs: with PDL 0.763 / 0.762 against 0.743 / 0.722 for one-warp rows one to a block (the plan
+        # before) and 0.627 / 0.626 two to a block; without PDL 0.734 / 0.744 against 0.730 / 0.740 for
+        # one-warp rows two to a block. (Two rows per row group sharing w/b loaded into registers before
+        # the reductions, 70-107 registers: 0.65-0.72 in every arrangement tried.)
+        if tpr == 32 and 3 <= k <= 4:
+            k, tpr = 2, 64
+        nt = (32 if pdl else 64) if tpr == 32 and k <= 2 else max(1, 128 // tpr) * tpr
     wb = _wb_smem(dtype, n, vec, k, nt // tpr)
     return get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms, wb_smem=wb)), nt, nt // tpr, 1 << 30, wb
 
