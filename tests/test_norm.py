@@ -203,12 +203,12 @@ def test_kernels_match_reference(shape, dtype, rms):
 @pytest.mark.gpu
 @pytest.mark.parametrize("affine", ["none", "weight", "both"])
 @pytest.mark.parametrize("rms", [False, True])
-@pytest.mark.parametrize("shape,config", [((4097, 1024), (4, 32, 64)), ((3, 1000), (2, 64, 128)),
+@pytest.mark.parametrize("shape,config", [((4097, 1024), (4, 32, 64)), ((3, 1000), (2, 64, 128, 16)),
                                           ((5, 7), (1, 32, 64)), ((65, 2048), (4, 64, 128)),
                                           ((1, 1024), (4, 32, 32))])
 def test_forward_register_configs(shape, config, rms, affine):
-    """Forced register-path forward configurations (K, TPR, NT), rows past the end of the last block
-    among them, against the float64 reference on poisoned outputs."""
+    """Forced register-path forward configurations (K, TPR, NT[, MINB]), rows past the end of the last
+    block among them, against the float64 reference on poisoned outputs."""
     import cupy as cp
 
     rng = np.random.default_rng(hash((shape, config, rms, affine)) % 2**32)
@@ -224,6 +224,17 @@ def test_forward_register_configs(shape, config, rms, affine):
     assert rel_err(grstd.get(), rstd) < 1e-5
     if not rms:
         assert rel_err(gmean.get(), mean) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("dtype,n,vec", [(np.float16, 1024, 8), (backend.bfloat16, 1024, 8), (np.float32, 512, 4),
+                                         (np.float16, 100, 1)])
+def test_short_row_forward_fits_one_wave_without_spills(dtype, n, vec, rms):
+    """The forward plan of rows of three or four vectors a warp thread is bounded to 2048 threads per SM
+    (fp16 N = 1024, M = 4096: one wave on an H100); the bound must not push it into local memory."""
+    kern, nt, *_ = K._fwd_plan(np.dtype(dtype), n, vec, rms)
+    assert nt == 128 and kern.num_regs <= 32 and kern.local_size_bytes == 0
 
 
 @pytest.mark.gpu

@@ -15,6 +15,8 @@
 //        row per cluster; 1 (no clusters) elsewhere
 //   MF_PIPE  backward: prefetch the next row (see PIPE below)
 //   MF_WB_SMEM  forward: w and b through shared memory (see WB_SMEM below)
+//   MF_MINB  forward register path: blocks per SM it must fit (__launch_bounds__), so registers
+//        do not cut the resident blocks below what a single wave needs (norm.py says where)
 // Statistics and accumulation are fp32. mean/rstd are stored (fp32) for the
 // backward. dw/db: every block accumulates its rows' contributions in
 // registers and writes one fp32 row of partial sums to partial[block, 2, N]
@@ -28,6 +30,7 @@
 // nvrtc-check[sm_90]: -DMF_T=__half -DMF_VEC=8 -DMF_K=1 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_CLUSTER=8
 // nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=2 -DMF_TPR=128 -DMF_NT=512 -DMF_RMS=0 -DMF_PIPE=1 -DMF_WB_SMEM=1
 // nvrtc-check: -DMF_T=float -DMF_VEC=4 -DMF_K=8 -DMF_TPR=32 -DMF_NT=128 -DMF_RMS=1 -DMF_WB_SMEM=1
+// nvrtc-check: -DMF_T=__half -DMF_VEC=8 -DMF_K=2 -DMF_TPR=64 -DMF_NT=128 -DMF_RMS=0 -DMF_MINB=16
 // nvrtc-check[sm_90]: -DMF_T=float -DMF_VEC=4 -DMF_K=2 -DMF_TPR=256 -DMF_NT=256 -DMF_RMS=1 -DMF_CLUSTER=8
 // nvrtc-check[sm_90]: -DMF_T=__half -DMF_VEC=1 -DMF_K=2 -DMF_TPR=64 -DMF_NT=256 -DMF_RMS=0 -DMF_CLUSTER=2
 #include <cuda_fp16.h>
@@ -62,6 +65,9 @@
 #endif
 #ifndef MF_WB_SMEM
 #define MF_WB_SMEM 0
+#endif
+#ifndef MF_MINB
+#define MF_MINB 1
 #endif
 typedef MF_T T;
 constexpr int VEC = MF_VEC, K = MF_K, TPR = MF_TPR, NT = MF_NT, RMS = MF_RMS;
@@ -144,7 +150,7 @@ __device__ __forceinline__ float2 row_sum2(float2 v, float2 (*red)[NT / 32], int
 
 // ---------------------------------------------------------------- forward
 // y = (x - mean) * rstd * w + b  (RMS: y = x * rstd * w). w, b may be null.
-extern "C" __global__ void __launch_bounds__(NT)
+extern "C" __global__ void __launch_bounds__(NT, MF_MINB)
 norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
          T* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
          int M, int N, float eps) {

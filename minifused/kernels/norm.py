@@ -183,10 +183,10 @@ def _p(a):
     return _NULL if a is None else a
 
 
-def _opts(dtype, vec, k, tpr, nt, rms, acc_smem=0, cluster=1, pipe=0, wb_smem=0):
+def _opts(dtype, vec, k, tpr, nt, rms, acc_smem=0, cluster=1, pipe=0, wb_smem=0, minb=1):
     return (f"-DMF_T={CTYPES[np.dtype(dtype)]}", f"-DMF_VEC={vec}", f"-DMF_K={k}", f"-DMF_TPR={tpr}",
             f"-DMF_NT={nt}", f"-DMF_RMS={int(rms)}", f"-DMF_ACC_SMEM={acc_smem}", f"-DMF_CLUSTER={cluster}",
-            f"-DMF_PIPE={pipe}", f"-DMF_WB_SMEM={wb_smem}")
+            f"-DMF_PIPE={pipe}", f"-DMF_WB_SMEM={wb_smem}", f"-DMF_MINB={minb}")
 
 
 # The forward's register path stages w and b in shared memory (MF_WB_SMEM) where a thread of a one-warp
@@ -208,9 +208,10 @@ def _wb_smem(dtype, n, vec, k, rows_per_block):
 def _fwd_plan(dtype, n, vec, rms, config=None, pdl=False):
     """(kernel, threads per block, rows per block, grid cap, w/b staged in shared memory) for a forward
     configuration. ``config`` = (K, TPR, NT) forces a register-path configuration (benchmark sweeps, tests);
-    ``pdl``: launched with programmatic dependent launch (kernels.launch)."""
+    ``pdl``: launched with programmatic dependent launch (kernels.launch). A forced ``config`` may add
+    MINB, the blocks per SM the kernel must fit (MF_MINB)."""
     if config is not None:
-        k, tpr, nt = config
+        k, tpr, nt, minb = (tuple(config) + (1,))[:4]
     else:
         plan = narrow_plan(n, vec, ept_max=32, ept_warp=64 if np.dtype(dtype).itemsize == 2 and vec > 1 else None)
         if plan is None:
@@ -220,16 +221,20 @@ def _fwd_plan(dtype, n, vec, rms, config=None, pdl=False):
         k, tpr = plan
         # A whole number of rows per block; small blocks measured best. One-warp rows of three or four
         # vectors a thread (fp16 N = 1024) go as two-warp rows of two, two rows to a block, as the softmax
-        # forward's: H100, M = 4096, fp16 N = 1024, harness.graph_ms, share of the copy bandwidth, in two
-        # runs: with PDL 0.763 / 0.762 against 0.743 / 0.722 for one-warp rows one to a block (the plan
-        # before) and 0.627 / 0.626 two to a block; without PDL 0.734 / 0.744 against 0.730 / 0.740 for
-        # one-warp rows two to a block. (Two rows per row group sharing w/b loaded into registers before
-        # the reductions, 70-107 registers: 0.65-0.72 in every arrangement tried.)
+        # forward's, held to 32 registers so that 2048 threads fit on an SM (M = 4096 rows then run in
+        # one wave; 47 registers without the bound). H100, M = 4096, fp16 N = 1024, harness.graph_ms,
+        # with PDL, share of the copy bandwidth, two repeats in one run: 0.786 / 0.787 bound, 0.740 /
+        # 0.741 unbound, 0.753 / 0.754 for the plan before (one-warp rows one to a block, 55 registers).
+        # Also tried, all slower: two rows per row group sharing w/b loaded into registers before the
+        # reductions (70-107 registers, 0.65-0.72); w/b lines prefetched to L1 or L2 after the row loads
+        # (0.41-0.53); w/b staged in shared memory (0.54-0.70).
+        minb = 1
         if tpr == 32 and 3 <= k <= 4:
-            k, tpr = 2, 64
-        nt = (32 if pdl else 64) if tpr == 32 and k <= 2 else max(1, 128 // tpr) * tpr
+            k, tpr, nt, minb = 2, 64, 128, 2048 // 128
+        else:
+            nt = (32 if pdl else 64) if tpr == 32 and k <= 2 else max(1, 128 // tpr) * tpr
     wb = _wb_smem(dtype, n, vec, k, nt // tpr)
-    return get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms, wb_smem=wb)), nt, nt // tpr, 1 << 30, wb
+    return get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms, wb_smem=wb, minb=minb)), nt, nt // tpr, 1 << 30, wb
 
 
 def _fwd_cuda(x, weight, bias, eps, rms, config=None, out=None):
