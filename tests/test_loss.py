@@ -174,9 +174,21 @@ def test_xent_kernels_match_reference(cfg, shape, dtype):
     loss, lse, rw = K.xent_fwd_ref(x, t, w, -100, eps)
     gx, gt = cp.asarray(x), cp.asarray(t)
     gw = None if w is None else cp.asarray(w)
-    gloss, glse, grw = K.xent_fwd(gx, gt, gw, -100, eps)
+    reduction = "none" if per_row else ("sum" if cfg == "plain" else "mean")
+    gloss, glse, grw, reduced = K.xent_fwd(gx, gt, gw, -100, eps, reduction)
     tol = TOL[np.dtype(dtype)] * 2
     assert rel_err(gloss.get(), loss) < 3e-5 and rel_err(grw.get(), rw) < 1e-6
+    if per_row:
+        assert reduced is None
+    else:  # the kernel's own reduction, in x's dtype (the 'mean' denominator in fp32)
+        total = loss.astype(np.float64).sum()
+        want = total / rw.astype(np.float64).sum() if reduction == "mean" else total
+        assert reduced[0].dtype == dtype and reduced[0].shape == ()
+        assert abs(float(reduced[0].get()) - want) <= TOL[np.dtype(dtype)] * abs(want) + 1e-30
+        if reduction == "mean":
+            assert abs(float(reduced[1].get()[0]) - rw.astype(np.float64).sum()) <= 1e-5 * rw.sum()
+        else:
+            assert reduced[1] is None
     gout = rng.standard_normal(m if per_row else 1).astype(dtype)
     denom = None if per_row else rw.sum(keepdims=True).reshape(1)
     dx = K.xent_bwd_ref(x, t, w, lse, gout, per_row, denom, -100, eps)
@@ -192,6 +204,42 @@ def test_xent_kernels_match_reference(cfg, shape, dtype):
     gnd = K.nll_bwd(gt, gw, cp.asarray(gout), per_row, None if denom is None else cp.asarray(denom), shape,
                     x.dtype, -100)
     assert rel_err(gnd.get(), nd) < tol
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 3, 300, 4097])
+def test_xent_reduction_in_kernel(m):
+    """The forward kernel's own 'mean' (its last block adds the rows): right on every call, so each
+    call's ticket starts from zero, with ignored rows, and NaN when every row is ignored, as PyTorch;
+    and inside a captured graph, replayed on new inputs, equal to eager bit for bit."""
+    import cupy as cp
+
+    rng = np.random.default_rng(m)
+    x = cp.asarray(rng.standard_normal((m, 300)).astype(np.float32))
+    t = cp.asarray(rng.integers(0, 300, m))
+    t[::5] = -100
+
+    def want(x, t):
+        loss, _, rw = K.xent_fwd_ref(x.get(), t.get(), None, -100, 0.0)
+        return loss.astype(np.float64).sum() / rw.astype(np.float64).sum()
+
+    for _ in range(3):
+        out, denom = K.xent_fwd(x, t, None, -100, 0.0, "mean")[3]
+        assert abs(float(out.get()) / want(x, t) - 1) < 1e-5
+        assert float(denom.get()[0]) == float((t.get() != -100).sum())
+    out, denom = K.xent_fwd(x, cp.full(m, -100), None, -100, 0.0, "mean")[3]
+    assert np.isnan(float(out.get())) and float(denom.get()[0]) == 0.0
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        got = K.xent_fwd(x, t, None, -100, 0.0, "mean")[3]
+        graph = stream.end_capture()
+        x[...] = cp.asarray(rng.standard_normal((m, 300)).astype(np.float32))
+        for _ in range(2):
+            graph.launch(stream)
+        stream.synchronize()
+    again = K.xent_fwd(x, t, None, -100, 0.0, "mean")[3]
+    assert float(got[0].get()) == float(again[0].get()) and float(got[1].get()[0]) == float(again[1].get()[0])
 
 
 @pytest.mark.gpu

@@ -8,7 +8,8 @@ kernels in ``softmax.cu``.
 
 Cross-entropy is split so that the (M, N) softmax is never materialised:
 ``xent_fwd`` reads the logits once and returns per-row loss, per-row
-logsumexp and per-row weight (the 'mean' denominator's terms);
+logsumexp and per-row weight (the 'mean' denominator's terms), and on the GPU
+the 'sum' / 'mean' loss too, added by the kernel's last block;
 ``xent_bwd`` reads the logits once more and writes the logits gradient,
 scaled on the device by the upstream gradient (and 1/denominator). That is
 three passes over (M, N) for forward+backward -- the least possible for any
@@ -256,20 +257,33 @@ def _xent_fwd_plan(dtype, n, vec, tt):
     return _get("xent_fwd", _opts(dtype, vec, 1, tpr, nt, tt=tt)), nt // tpr, nt
 
 
-def _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing):
+_REDUCE = {"none": 0, "sum": 1, "mean": 2}
+
+
+def _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing, reduction):
     import cupy
 
     m, n = x.shape
     loss = cupy.empty(m, np.float32)
-    lse = cupy.empty((m, 2), np.float32)
+    # (M + 1, 2): the rows' (mx, ls), then the ticket of the kernel's own 'sum' / 'mean' (add_rows_last
+    # in softmax.cu), a word of its own per call, zeroed on the stream: no two launches share one.
+    lse = cupy.empty((m + 1, 2), np.float32)
     rw = cupy.empty(m, np.float32)
     if m == 0:
-        return loss, lse, rw
+        return loss, lse, rw, None
+    reduce = _REDUCE[reduction]
+    out = denom = None
+    ticket = lse.data.ptr + 8 * m
+    if reduce:
+        out = cupy.empty((), x.dtype)
+        denom = cupy.empty(1, np.float32) if reduce == 2 else None
+        cupy.cuda.runtime.memsetAsync(ticket, 0, 4, cupy.cuda.get_current_stream().ptr)
     kern, rpb, nt = _xent_fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight), target.dtype)
     kern((_ceil(m, rpb),), (nt,), (x, target, _p(weight), lse, loss, rw, _flag(), np.int32(m),
-                                   np.int32(n), np.int64(ignore_index), np.float32(label_smoothing)))
+                                   np.int32(n), np.int64(ignore_index), np.float32(label_smoothing),
+                                   np.int32(reduce), _p(out), _p(denom), np.uint64(ticket)))
     backend.defer_check(check_label_errors)
-    return loss, lse, rw
+    return loss, lse, rw, (out, denom) if reduce else None
 
 
 @functools.cache
@@ -350,10 +364,13 @@ def softmax_bwd(dy, y, log=False):
     return _softmax_bwd_cuda(dy, y, log) if _gpu(y) else softmax_bwd_ref(dy, y, log)
 
 
-def xent_fwd(x, target, weight=None, ignore_index=-100, label_smoothing=0.0):
+def xent_fwd(x, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="none"):
+    """(per-row loss, lse, per-row weight, reduced): ``reduced`` is (loss, 'mean' denominator or None)
+    when the kernel has also made the 'sum' / 'mean' reduction (CUDA, M > 0), else None. ``lse`` is
+    for xent_bwd, which reads its first M rows (the kernel's has one more)."""
     if _gpu(x):
-        return _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing)
-    return xent_fwd_ref(x, target, weight, ignore_index, label_smoothing)
+        return _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing, reduction)
+    return xent_fwd_ref(x, target, weight, ignore_index, label_smoothing) + (None,)
 
 
 def xent_bwd(x, target, weight, lse, gout, per_row, denom, ignore_index=-100, label_smoothing=0.0):

@@ -39,8 +39,8 @@ class CrossEntropy(Function):
         xp = backend.array_module(x)
         x, target = xp.ascontiguousarray(x), xp.ascontiguousarray(target)
         weight = None if weight is None else xp.ascontiguousarray(weight)
-        loss_rows, lse, rw = K.xent_fwd(x, target, weight, ignore_index, label_smoothing)
-        out, denom = _reduce(loss_rows, rw, reduction, x.dtype)
+        loss_rows, lse, rw, reduced = K.xent_fwd(x, target, weight, ignore_index, label_smoothing, reduction)
+        out, denom = reduced or _reduce(loss_rows, rw, reduction, x.dtype)
         ctx.save_for_backward(x, target, weight)
         ctx.lse, ctx.denom = lse, denom
         ctx.ignore_index, ctx.eps, ctx.per_row = ignore_index, label_smoothing, reduction == "none"
