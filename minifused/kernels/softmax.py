@@ -264,26 +264,28 @@ def _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing, reduction):
     import cupy
 
     m, n = x.shape
-    loss = cupy.empty(m, np.float32)
-    # (M + 1, 2): the rows' (mx, ls), then the ticket of the kernel's own 'sum' / 'mean' (add_rows_last
-    # in softmax.cu), a word of its own per call, zeroed on the stream: no two launches share one.
-    lse = cupy.empty((m + 1, 2), np.float32)
-    rw = cupy.empty(m, np.float32)
-    if m == 0:
-        return loss, lse, rw, None
-    reduce = _REDUCE[reduction]
-    out = denom = None
-    ticket = lse.data.ptr + 8 * m
+    reduce = _REDUCE[reduction] if m else 0
+    # One float32 buffer, as each allocation costs host time before the launch: (mx, ls) per row
+    # (2M, for xent_bwd) | per-row loss (M) | per-row weight (M) | 'mean' denominator | the ticket
+    # of the kernel's own 'sum' / 'mean' (add_rows_last in softmax.cu), zeroed on the stream for
+    # each call, so that no two launches (streams, graph replays) share one.
+    buf = cupy.empty(4 * m + 2, np.float32)
+    ptr = buf.data.ptr
+    loss, rw, denom, ticket = ptr + 8 * m, ptr + 12 * m, ptr + 16 * m, ptr + 16 * m + 4
+    out = None
     if reduce:
         out = cupy.empty((), x.dtype)
-        denom = cupy.empty(1, np.float32) if reduce == 2 else None
         cupy.cuda.runtime.memsetAsync(ticket, 0, 4, cupy.cuda.get_current_stream().ptr)
-    kern, rpb, nt = _xent_fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight), target.dtype)
-    kern((_ceil(m, rpb),), (nt,), (x, target, _p(weight), lse, loss, rw, _flag(), np.int32(m),
-                                   np.int32(n), np.int64(ignore_index), np.float32(label_smoothing),
-                                   np.int32(reduce), _p(out), _p(denom), np.uint64(ticket)))
-    backend.defer_check(check_label_errors)
-    return loss, lse, rw, (out, denom) if reduce else None
+    if m:
+        kern, rpb, nt = _xent_fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight), target.dtype)
+        kern((_ceil(m, rpb),), (nt,), (x, target, _p(weight), buf, np.uint64(loss), np.uint64(rw), _flag(),
+                                       np.int32(m), np.int32(n), np.int64(ignore_index),
+                                       np.float32(label_smoothing), np.int32(reduce), _p(out), np.uint64(denom),
+                                       np.uint64(ticket)))
+        backend.defer_check(check_label_errors)
+    if reduce:
+        return None, buf, None, (out, buf[4 * m:4 * m + 1] if reduce == 2 else None)
+    return buf[2 * m:3 * m], buf, buf[3 * m:4 * m], None
 
 
 @functools.cache
@@ -295,12 +297,13 @@ def _xent_bwd_cuda(x, target, weight, lse, gout, per_row, denom, ignore_index, l
     import cupy
 
     m, n = x.shape
-    dx = cupy.empty_like(x)
+    dx = cupy.empty(x.shape, x.dtype)  # (x is C-contiguous; CuPy's empty_like costs more host time)
     if m == 0 or n == 0:
         return dx
     vec = vec_width(x.dtype, n, x, weight, dx)
     wsum = weight.astype(np.float32).sum() if weight is not None else None
-    gout = gout.astype(x.dtype, copy=False)
+    if gout.dtype != x.dtype:
+        gout = gout.astype(x.dtype)
     kern = _get("xent_bwd", _xent_bwd_opts(x.dtype, vec, target.dtype))
     cols = _ceil(_ceil(n, vec), 256)
     rows = min(m, max(1, (sm_count() * 64) // cols))
@@ -366,8 +369,8 @@ def softmax_bwd(dy, y, log=False):
 
 def xent_fwd(x, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="none"):
     """(per-row loss, lse, per-row weight, reduced): ``reduced`` is (loss, 'mean' denominator or None)
-    when the kernel has also made the 'sum' / 'mean' reduction (CUDA, M > 0), else None. ``lse`` is
-    for xent_bwd, which reads its first M rows (the kernel's has one more)."""
+    when the kernel has also made the 'sum' / 'mean' reduction (CUDA, M > 0); then the per-row arrays
+    are None, else ``reduced`` is. ``lse`` is for xent_bwd, which reads (mx, ls) of each row from it."""
     if _gpu(x):
         return _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing, reduction)
     return xent_fwd_ref(x, target, weight, ignore_index, label_smoothing) + (None,)
