@@ -206,11 +206,11 @@ def test_xent_kernels_match_reference(cfg, shape, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [1, 3, 300, 4097])
+@pytest.mark.parametrize("m", [1, 3, 300, 4097, 70001])  # 70001: more rows than the bounded grid's
 def test_xent_reduction_in_kernel(m):
-    """The forward kernel's own 'mean' (its last block adds the rows): right on every call, so each
-    call's ticket starts from zero, with ignored rows, and NaN when every row is ignored, as PyTorch;
-    and inside a captured graph, replayed on new inputs, equal to eager bit for bit."""
+    """The forward kernel's own 'mean' (its last block adds the blocks' sums): right on every call, so
+    each call's ticket starts from zero, with ignored rows, and NaN when every row is ignored, as
+    PyTorch; and inside a captured graph, replayed on new inputs, equal to eager bit for bit."""
     import cupy as cp
 
     rng = np.random.default_rng(m)

@@ -237,37 +237,49 @@ softmax_bwd_tiled(const T* __restrict__ dy, const T* __restrict__ y, T* __restri
 }
 
 // ---------------------------------------------------------------- cross-entropy
-// The 'sum' / 'mean' of a loss's M per-row values inside the kernel that writes them (no second
-// launch, whose host time would sit between a training step's forward and backward): each block
-// counts itself in *ticket after its rows are written and fenced; the block that counts last adds
-// all M rows in a fixed order (strided per thread, the warps' sums in order), so the result does not
-// depend on which block that is. atomicInc wraps *ticket back to 0 for the next launch; a ticket must
-// not be shared by kernels that may run at the same time (softmax.py keeps one per stream).
+// Sum of a float2 over the block; every thread calls it, thread 0 gets the result (warps' sums added in
+// order: deterministic). ``part``: NT / 32 shared float2, not read again before a barrier.
+__device__ __forceinline__ float2 block_sum2(float2 v, float2* part) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+        v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+    }
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int i = 1; i < NT / 32; ++i) { v.x += part[i].x; v.y += part[i].y; }
+    return v;
+}
+
+// The 'sum' / 'mean' of a loss inside the kernel that computes its rows (no second launch, whose host
+// time would sit between a training step's forward and backward). ``mine``: this thread's share of
+// (sum of losses, sum of row weights). Each block writes its sums to partial[block] and counts itself
+// in *ticket; the block that counts last adds the gridDim.x partials in a fixed order, so the result
+// does not depend on which block that is (softmax.py bounds the grid, so this is short). atomicInc
+// wraps *ticket back to 0; a ticket must not be shared by launches that may run at the same time.
 // mean: *out = sum(loss) / sum(rw), *denom = sum(rw) (0/0 = NaN when every row is ignored, as PyTorch).
-__device__ void add_rows_last(const float* loss, const float* rw, int M, bool mean, T* out, float* denom,
-                              unsigned* ticket) {
+__device__ void add_blocks_last(float2 mine, float2* partial, bool mean, T* out, float* denom,
+                                unsigned* ticket) {
     __shared__ bool last;
     __shared__ float2 part[NT / 32];
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicInc(ticket, gridDim.x - 1) == gridDim.x - 1;
+    mine = block_sum2(mine, part);
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = mine;
+        __threadfence();  // the partial is visible before the count that may make another block last
+        last = atomicInc(ticket, gridDim.x - 1) == gridDim.x - 1;
+    }
     __syncthreads();
     if (!last) return;
     __threadfence();
     float2 s = make_float2(0.f, 0.f);
-    for (int i = threadIdx.x; i < M; i += NT) {  // __ldcg: the other blocks' rows, past this SM's L1
-        s.x += __ldcg(loss + i);
-        if (mean) s.y += __ldcg(rw + i);
+    for (int i = threadIdx.x; i < (int)gridDim.x; i += NT) {  // __ldcg: other blocks' partials, past L1
+        const float2 p = __ldcg(partial + i);
+        s.x += p.x;
+        s.y += p.y;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        s.x += __shfl_xor_sync(0xffffffffu, s.x, o);
-        s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
-    }
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
-    __syncthreads();
+    s = block_sum2(s, part);
     if (threadIdx.x == 0) {
-        for (int i = 1; i < NT / 32; ++i) { s.x += part[i].x; s.y += part[i].y; }
         if (mean) *denom = s.y;
         *out = from_f<T>(mean ? s.x / s.y : s.x);
     }
@@ -283,14 +295,16 @@ __device__ void add_rows_last(const float* loss, const float* rw, int M, bool me
 // The softmax itself is never written: backward recomputes it from x and (mx, ls), stored apart in
 // lse_out[2 * row ..] (mx + ls rounds at mx's magnitude: p_t - 1 of a confident row would carry it).
 // reduce 1 ('sum') / 2 ('mean'): the last block also writes *out = sum(loss) (/ sum(rw)), and for
-// 'mean' *denom = sum(rw) (see add_rows_last).
+// 'mean' *denom = sum(rw) (see add_blocks_last; partial: gridDim.x float2).
 extern "C" __global__ void __launch_bounds__(NT)
 xent_fwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __restrict__ w,
          float* __restrict__ lse_out, float* __restrict__ loss, float* __restrict__ rw,
          int* __restrict__ bad, int M, int N, long long ignore_index, float eps,
-         int reduce, T* __restrict__ out, float* __restrict__ denom, unsigned* __restrict__ ticket) {
+         int reduce, T* __restrict__ out, float* __restrict__ denom, float2* __restrict__ partial,
+         unsigned* __restrict__ ticket) {
     __shared__ float2 red[NT / 32];
     const int grp = threadIdx.x / TPR, t = threadIdx.x % TPR;
+    float2 mine = make_float2(0.f, 0.f);  // this thread's rows: sum of losses, of row weights
     for (long long r0 = (long long)blockIdx.x * RPB; r0 < M; r0 += (long long)gridDim.x * RPB) {
         const long long row = r0 + grp;
         const bool ok = row < M;
@@ -345,9 +359,11 @@ xent_fwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __rest
             lse_out[2 * row + 1] = ls;
             loss[row] = l;
             rw[row] = r;
+            mine.x += l;
+            mine.y += r;
         }
     }
-    if (reduce) add_rows_last(loss, rw, M, reduce == 2, out, denom, ticket);
+    if (reduce) add_blocks_last(mine, partial, reduce == 2, out, denom, ticket);
 }
 
 // dx[i, j] = s_i * ((1 - eps) * w_t * (p_j - [j == t]) + eps / C * (W * p_j - w_j)),

@@ -258,6 +258,7 @@ def _xent_fwd_plan(dtype, n, vec, tt):
 
 
 _REDUCE = {"none": 0, "sum": 1, "mean": 2}
+XENT_GRID_MAX = 8192  # blocks of the cross-entropy forward when it also reduces (see _xent_fwd_cuda)
 
 
 def _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing, reduction):
@@ -265,23 +266,29 @@ def _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing, reduction):
 
     m, n = x.shape
     reduce = _REDUCE[reduction] if m else 0
+    grid = 0
+    if m:
+        kern, rpb, nt = _xent_fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight), target.dtype)
+        # With a reduction the grid is bounded (its blocks loop over the rows), so the last block adds
+        # at most XENT_GRID_MAX partial sums however many rows there are.
+        grid = min(_ceil(m, rpb), XENT_GRID_MAX) if reduce else _ceil(m, rpb)
     # One float32 buffer, as each allocation costs host time before the launch: (mx, ls) per row
     # (2M, for xent_bwd) | per-row loss (M) | per-row weight (M) | 'mean' denominator | the ticket
-    # of the kernel's own 'sum' / 'mean' (add_rows_last in softmax.cu), zeroed on the stream for
-    # each call, so that no two launches (streams, graph replays) share one.
-    buf = cupy.empty(4 * m + 2, np.float32)
+    # of the kernel's own 'sum' / 'mean' (add_blocks_last in softmax.cu), zeroed on the stream for
+    # each call, so that no two launches (streams, graph replays) share one | the blocks' partial
+    # sums (2 * grid, 8-byte aligned).
+    buf = cupy.empty(4 * m + 2 + (2 * grid if reduce else 0), np.float32)
     ptr = buf.data.ptr
-    loss, rw, denom, ticket = ptr + 8 * m, ptr + 12 * m, ptr + 16 * m, ptr + 16 * m + 4
+    loss, rw, denom, ticket, partial = (ptr + 8 * m, ptr + 12 * m, ptr + 16 * m, ptr + 16 * m + 4,
+                                        ptr + 16 * m + 8)
     out = None
     if reduce:
         out = cupy.empty((), x.dtype)
         cupy.cuda.runtime.memsetAsync(ticket, 0, 4, cupy.cuda.get_current_stream().ptr)
     if m:
-        kern, rpb, nt = _xent_fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight), target.dtype)
-        kern((_ceil(m, rpb),), (nt,), (x, target, _p(weight), buf, np.uint64(loss), np.uint64(rw), _flag(),
-                                       np.int32(m), np.int32(n), np.int64(ignore_index),
-                                       np.float32(label_smoothing), np.int32(reduce), _p(out), np.uint64(denom),
-                                       np.uint64(ticket)))
+        kern((grid,), (nt,), (x, target, _p(weight), buf, np.uint64(loss), np.uint64(rw), _flag(), np.int32(m),
+                              np.int32(n), np.int64(ignore_index), np.float32(label_smoothing), np.int32(reduce),
+                              _p(out), np.uint64(denom), np.uint64(partial), np.uint64(ticket)))
         backend.defer_check(check_label_errors)
     if reduce:
         return None, buf, None, (out, buf[4 * m:4 * m + 1] if reduce == 2 else None)
