@@ -4,6 +4,7 @@
 runs on both. See README.md.
 """
 from . import backend
+from . import backends  # the TF32 switches, spelled as torch.backends
 from .autograd import Function, detect_anomaly, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import (Device, bfloat16, bool_, cuda_available, default_device, float16, float32,
                       float64, get_rng_state, initial_seed, int8, int16, int32, int64, manual_seed,

@@ -56,6 +56,27 @@ def is_floating(dtype) -> bool:
     return np.dtype(dtype) in FLOAT_DTYPES
 
 
+# ---------------------------------------------------------------- TF32 switches
+class TF32Switch:
+    """Whether float32 math of one family may run on TF32 tensor cores (10-bit mantissa inputs,
+    float32 accumulation). Read at each call, so flipping it takes effect on the next op."""
+
+    __slots__ = ("allow_tf32",)
+
+    def __init__(self, allow_tf32: bool = False):
+        self.allow_tf32 = allow_tf32
+
+    def __repr__(self):
+        return f"TF32Switch(allow_tf32={self.allow_tf32})"
+
+
+#: The one place the TF32 switches live (``minifused.backends`` spells them as PyTorch does:
+#: ``backends.cuda.matmul.allow_tf32`` for Linear / matmul GEMMs, ``backends.cudnn.allow_tf32`` for
+#: convolutions). Both default to full float32.
+tf32_matmul = TF32Switch(False)
+tf32_conv = TF32Switch(False)
+
+
 # ---------------------------------------------------------------- devices
 class Device:
     """An immutable device: ``Device('cpu')``, ``Device('cuda')``, ``Device('cuda:1')``."""

@@ -11,11 +11,93 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 from pathlib import Path
 
 import numpy as np
 
+from .. import backend
+
 KERNEL_DIR = Path(__file__).resolve().parent
+
+# ---------------------------------------------------------------- the toolbox every kernel module shares
+#: The C++ element type of each dtype the CUDA kernels take (dtypes.cuh converts them).
+CTYPE = {backend.float16: "__half", backend.bfloat16: "__nv_bfloat16", backend.float32: "float",
+         backend.float64: "double"}
+
+#: The null pointer kernel argument of an optional array.
+NULL = np.uint64(0)
+
+#: The activations a GEMM or convolution epilog can apply (``None``: none).
+ACTIVATIONS = (None, "relu", "gelu")
+
+
+def acc_dtype(dtype) -> np.dtype:
+    """The accumulation dtype of ``dtype``: float64 for float64, float32 for everything else."""
+    return backend.float64 if np.dtype(dtype) == backend.float64 else backend.float32
+
+
+def ctype(dtype) -> str:
+    """The C++ element type of ``dtype``, for a ``-DT=...`` compile option."""
+    return CTYPE[np.dtype(dtype)]
+
+
+def grid_1d(total: int, threads: int) -> int:
+    """Blocks of ``threads`` that cover ``total`` elements (at least one)."""
+    return max(1, -(-int(total) // threads))
+
+
+@functools.cache
+def compute_capability(dev: int) -> int:
+    """The device's compute capability as an int (90 for an H100)."""
+    import cupy
+
+    return int(cupy.cuda.Device(dev).compute_capability)
+
+
+@functools.cache
+def sm_count(dev: int) -> int:
+    """Streaming multiprocessors of the device."""
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(dev)["multiProcessorCount"]
+
+
+def has_pdl(dev: int) -> bool:
+    """sm_90 or newer: thread-block clusters, programmatic dependent launch."""
+    return compute_capability(dev) >= 90
+
+
+def has_wgmma(dev: int) -> bool:
+    """Exactly sm_90 (Hopper): ``wgmma`` instructions (sm_100 does not have them)."""
+    return compute_capability(dev) == 90
+
+
+# GELU, PyTorch's definitions; activation.cuh has the same constants for the kernels.
+GELU_C = math.sqrt(2.0 / math.pi)
+GELU_CUBIC = 0.044715
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def gelu_ref(z, approximate="tanh"):
+    """GELU of ``z`` in float64 (NumPy): the tanh approximation or, ``approximate="none"``, exact."""
+    z = np.asarray(z, dtype=np.float64)
+    if approximate == "tanh":
+        return 0.5 * z * (1.0 + np.tanh(GELU_C * (z + GELU_CUBIC * z ** 3)))
+    return 0.5 * z * (1.0 + _erf(z / math.sqrt(2.0)))
+
+
+def gelu_grad_ref(z, approximate="tanh"):
+    """d GELU(z) / dz in float64 (NumPy)."""
+    z = np.asarray(z, dtype=np.float64)
+    if approximate == "tanh":
+        t = np.tanh(GELU_C * (z + GELU_CUBIC * z ** 3))
+        return 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * GELU_C * (1.0 + 3 * GELU_CUBIC * z * z)
+    cdf = 0.5 * (1.0 + _erf(z / math.sqrt(2.0)))
+    return cdf + z * np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+
+
+# ---------------------------------------------------------------- compiling and launching
 
 
 def source(filename: str) -> str:
@@ -39,14 +121,6 @@ def get_kernel(filename: str, name: str, options: tuple = (), name_expressions: 
     return load_module(filename, options, name_expressions).get_function(name)
 
 
-@functools.cache
-def is_sm90(dev: int) -> bool:
-    """Compute capability 9.0 or newer: thread-block clusters, programmatic dependent launch."""
-    import cupy
-
-    return int(cupy.cuda.Device(dev).compute_capability) >= 90
-
-
 def _param(a):
     """(value, ctypes type) of one kernel argument, as ``cuLaunchKernelEx`` takes it."""
     import cupy
@@ -68,7 +142,7 @@ def pdl_active() -> bool:
     """Whether :func:`launch` uses programmatic dependent launch now (plans may differ with it)."""
     import cupy
 
-    return cupy.cuda.get_current_stream().is_capturing() and is_sm90(cupy.cuda.runtime.getDevice())
+    return cupy.cuda.get_current_stream().is_capturing() and has_pdl(cupy.cuda.runtime.getDevice())
 
 
 def launch(kern, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0, pdl: bool | None = None) -> None:
@@ -76,11 +150,8 @@ def launch(kern, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0, pd
     CUDA graph on an sm_90+ device, launched with programmatic dependent launch (PDL): the graph then lets
     the kernel's blocks start while the kernel before it drains, instead of after it has finished. The
     kernel must begin with ``pdl_entry()`` (launch.cuh), which waits for its predecessors before touching
-    memory. Measured on an H100 (M = 4096, fp16, replayed graphs, share of the copy bandwidth, without /
-    with): softmax forward N = 1024 0.751 / 0.807, 4096 0.915 / 0.938; LayerNorm forward N = 4096
-    0.872 / 0.925; LayerNorm backward (GB/s, two bench runs) N = 1024 1792 / 1934, 4096 2387 / 2439.
-    Eager launches stay CuPy's: this launch costs ~5 us more host time per call (21.6
-    against 16.9 us for a LayerNorm forward), which small eager steps, bound by host time, would pay.
+    memory. It pays in graphs (bench/norms.py measures it). Eager launches stay CuPy's: this launch costs
+    more host time per call, which small eager steps, bound by host time, would pay.
     ``pdl``: :func:`pdl_active` when the caller has asked already."""
     if not (pdl_active() if pdl is None else pdl):
         kern(grid, block, args, shared_mem=shared_mem)

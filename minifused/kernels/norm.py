@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import get_kernel, is_sm90, launch, pdl_active
+from . import get_kernel, has_pdl, launch, pdl_active
 
 # ---------------------------------------------------------------- references
 
@@ -318,7 +318,7 @@ def _bwd_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config=
     vec = vec_width(x.dtype, n, x, dy, weight, dx)
     pdl = pdl_active()
     kern, nt, rpb, bps, smem, cluster = _bwd_plan(x.dtype, n, vec, rms, want_w,
-                                                  is_sm90(x.device.id), config)
+                                                  has_pdl(x.device.id), config)
     if cluster > 1:  # whole clusters, no more than fit at once (a second wave would double the time)
         grid = min(_ceil(_ceil(m, rpb), cluster), resident_clusters(kern, nt, smem, cluster)) * cluster
     else:
