@@ -8,6 +8,21 @@ pooling indices) as plain attributes. ``Function.apply`` records the call on
 the tape when grad mode is on and an input requires grad; the output tensors
 point back at the context, which is the tape's node.
 
+:func:`backward` walks the tape in reverse: build the order (every node after
+its consumers), call each node's backward, add up the gradients. Hooks,
+retained grads, early gradient commits (for data parallelism) and memory
+release are small helpers around that core.
+
+Fusion across ops has one protocol: a backward may ask ``ctx.sole_producer(i)``
+for the context of the op that produced input ``i``, which the engine returns
+only when this op is that output's sole consumer in the graph being
+differentiated (no hook, no retained grad, aux data not freed). It may then
+return, as input ``i``'s gradient, a :class:`Handoff`: a payload only that
+producer's backward understands, which the engine delivers to it untouched.
+
+Every in-place write goes through one mutator, :meth:`VersionCounter.bump`,
+which records the op's name for the error a broken backward raises.
+
 This module sits below ``tensor.py``: it never imports ``Tensor``. The tensor
 module registers its class here with :func:`_register_tensor_type`.
 """
@@ -101,7 +116,9 @@ class detect_anomaly:
         return False
 
 
-def _check_op(name, stage, arrays, shapes):
+def _check_op(name, stage, arrays, inputs):
+    """Under ``detect_anomaly``, raise on the first non-finite array of ``arrays``, naming the op and the
+    shapes of its ``inputs``; in debug mode, synchronize after each op so errors surface where they happen."""
     for i, a in enumerate(arrays):
         if a is None or not hasattr(a, "dtype"):
             continue
@@ -110,18 +127,61 @@ def _check_op(name, stage, arrays, shapes):
         if _checks.anomaly and backend.is_floating(a.dtype) and not bool(
                 backend.array_module(a).isfinite(a).all()):
             raise RuntimeError(f"detect_anomaly: {name} {stage} {i} (shape {tuple(a.shape)}) is not "
-                               f"finite; the op's inputs had shapes {shapes}")
+                               f"finite; the op's inputs had shapes {[tuple(x.shape) for x in inputs if hasattr(x, 'shape')]}")
+
+
+# ---------------------------------------------------------------- version counters
+class VersionCounter:
+    """How often a tensor's array was changed in place, and by which op last; views share one.
+    :meth:`bump` is the one mutator: every in-place writer (ops, optimizers, ``copy_``, setitem,
+    ``load_state_dict``, collectives) calls it with its name."""
+
+    __slots__ = ("version", "last_op")
+
+    def __init__(self):
+        self.version = 0
+        self.last_op = None
+
+    def bump(self, op: str) -> None:
+        self.version += 1
+        self.last_op = op
+
+
+def _saved_versions(saved, tensors):
+    """(counter, version) of every tensor among ``tensors`` whose array was saved, for the in-place check."""
+    found = []
+    for s in saved:
+        for t in tensors:
+            if isinstance(t, _Tensor) and t.data is s:
+                found.append((t._vc, t._vc.version))
+                break
+    return tuple(found)
+
+
+def _check_versions(ctx):
+    for counter, version in ctx.versions:
+        if counter.version != version:
+            by = f" (last by {counter.last_op})" if counter.last_op else ""
+            raise RuntimeError(
+                f"one of the arrays needed for gradient computation has been modified by an "
+                f"in-place operation{by}: {ctx.fn.__name__} saved it at version {version} and it is "
+                f"now at version {counter.version}. Clone it before modifying it in place.")
 
 
 # ---------------------------------------------------------------- the tape's node
+class Handoff:
+    """Base of payloads a backward hands its sole producer (see :meth:`Context.sole_producer`) in place
+    of a gradient array. The engine delivers one untouched: it is never added, hooked or zero-filled."""
+
+    __slots__ = ()
+
+
 class Context:
     """What one recorded op keeps for its backward; also the node of the tape.
 
-    ``needs_input_grad[i]`` says whether input ``i`` wants a gradient;
-    ``sole_consumer[i]`` (valid while ``backward`` runs) says whether this op
-    is the only consumer of input ``i`` in the graph being differentiated, with
-    no hooks on it: an op may then hand its producer a gradient in a form only
-    that producer understands (the cross-layer epilog fusion of ``ops.linear``).
+    ``needs_input_grad[i]`` says whether input ``i`` wants a gradient; ``recording`` whether the
+    call goes on the tape; ``save_for_backward`` / ``saved_tensors`` keep arrays checked against
+    in-place changes; anything else (masks, mean/rstd) is a plain attribute.
     """
 
     __slots__ = ("fn", "inputs", "needs_input_grad", "_consumers", "saved", "versions",
@@ -134,6 +194,7 @@ class Context:
         self.hooks = None
         self.retained = None
         self.freed = False
+        self._consumers = None
 
     def save_for_backward(self, *arrays):
         self.saved = arrays
@@ -150,11 +211,17 @@ class Context:
             raise RuntimeError(_FREED_MESSAGE.format(name=self.fn.__name__))
         return self.saved
 
-    @property
-    def sole_consumer(self):
-        consumers = self._consumers
-        return tuple(t is not None and consumers.get(id(t)) == 1 and not t._hooks and t._retain is None
-                     for t in self.inputs)
+    def sole_producer(self, i: int = 0):
+        """The context of the op that produced input ``i``, valid while this node's backward runs,
+        when the engine guarantees that this op is the sole consumer of that (single) output in the
+        graph being differentiated, with no hook or retained grad on it and the producer's aux data
+        not freed; else None. Only then may this backward return a :class:`Handoff` for input ``i``."""
+        t = self.inputs[i] if self._consumers is not None else None
+        p = None if t is None else t._ctx
+        if (p is None or p.freed or len(p.out_meta) != 1 or t._hooks or t._retain is not None
+                or self._consumers.get((id(p), t._out_index)) != 1):
+            return None
+        return p
 
     def _free(self):
         """Drop saved arrays and aux data; a later backward through this node raises."""
@@ -169,6 +236,7 @@ class Context:
         now, not when the whole walk ends (a training step's peak is otherwise every activation of
         the model plus the gradients of the first layers)."""
         self._free()
+        self._consumers = None
         self.inputs = tuple(_Edge(t) if t is not None and t._ctx is not None else t for t in self.inputs)
 
 
@@ -189,6 +257,7 @@ _FREED_MESSAGE = (
 )
 
 
+# ---------------------------------------------------------------- recording
 class Function:
     """Base class of differentiable ops.
 
@@ -212,41 +281,20 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         T = _Tensor
-        arrays, needs, any_needs = [], [], False
-        for a in args:  # one pass: this is the hot path of every op
-            if isinstance(a, T):
-                arrays.append(a.data)
-                needs.append(a._requires_grad)
-                any_needs = any_needs or a._requires_grad
-            else:
-                arrays.append(a)
-                needs.append(False)
-        record = any_needs and _mode.enabled
-        ctx = Context(tuple(needs))
+        arrays, needs, any_needs = _unwrap(args)
+        ctx = Context(needs)
         out = cls.forward(ctx, *arrays, **kwargs)
+        record = any_needs and _mode.enabled
         if type(out) is tuple:
             outs = tuple(T._from_array(_as_array(o), record) for o in out)
         else:
             outs = (T._from_array(_as_array(out), record),)
         if _checks.anomaly or backend.is_debug():
-            _check_op(cls.__name__, "forward output", [o.data for o in outs],
-                      [tuple(a.shape) for a in arrays if hasattr(a, "shape")])
+            _check_op(cls.__name__, "forward output", [o.data for o in outs], arrays)
         if cls.is_view and isinstance(args[0], T):
             outs[0]._vc = args[0]._vc
         if record:
-            ctx.fn = cls
-            ctx.inputs = tuple([a if n else None for a, n in zip(args, needs)])
-            if ctx.saved:
-                ctx.versions = _saved_versions(ctx.saved, args, outs, T)
-            if len(outs) == 1:  # the common case, without the loops
-                o = outs[0]
-                ctx.out_meta = ((o.data.shape, o.data.dtype),)
-                o._ctx = ctx
-            else:
-                ctx.out_meta = tuple([(o.data.shape, o.data.dtype) for o in outs])
-                for i, o in enumerate(outs):
-                    o._ctx = ctx
-                    o._out_index = i
+            _record(ctx, cls, tuple([a if n else None for a, n in zip(args, needs)]), outs, args)
         return outs if type(out) is tuple else outs[0]
 
     @classmethod
@@ -260,42 +308,65 @@ class Function:
         the bump and its backward raises. ``op`` (e.g. ``"relu_"``) names the op in errors. On a
         leaf that requires grad it raises, as PyTorch does: its value is what ``.grad`` is about.
         """
-        T = _Tensor
         if x._requires_grad and x._ctx is None and _mode.enabled:
             raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place "
                                f"operation. Use the out-of-place form, or modify it under no_grad()")
-        arrays, needs = [x.data], [x._requires_grad]
-        for a in args:
-            is_t = isinstance(a, T)
-            arrays.append(a.data if is_t else a)
-            needs.append(is_t and a._requires_grad)
-        record = any(needs) and _mode.enabled
-        ctx = Context(tuple(needs))
+        arrays, needs, any_needs = _unwrap((x, *args))
+        ctx = Context(needs)
         out = cls.forward(ctx, *arrays, out=x.data, **kwargs)
         if out is not x.data:
             x.data[...] = out
-        _mark_modified(x._vc, op)
+        x._vc.bump(op)
         if _checks.anomaly or backend.is_debug():
-            _check_op(op, "forward output", [x.data], [tuple(a.shape) for a in arrays if hasattr(a, "shape")])
-        if record:
-            prev = None
-            if x._requires_grad:  # the value before the op: x's old node, as an input of this one
-                prev = T._from_array(x.data, True)
-                prev._ctx, prev._out_index, prev._vc = x._ctx, x._out_index, x._vc
-                prev._hooks, prev._retain, x._hooks, x._retain = x._hooks, x._retain, [], None
-            ctx.fn = cls
-            ctx.inputs = (prev, *[a if n else None for a, n in zip(args, needs[1:])])
-            if ctx.saved:  # after the bump: what forward saved is the array as it is now
-                ctx.versions = _saved_versions(ctx.saved, (x, *args), (), T)
-            ctx.out_meta = ((x.data.shape, x.data.dtype),)
-            x._ctx, x._out_index, x._requires_grad = ctx, 0, True
+            _check_op(op, "forward output", [x.data], arrays)
+        if any_needs and _mode.enabled:
+            prev = _stand_in(x) if x._requires_grad else None
+            inputs = (prev, *[a if n else None for a, n in zip(args, needs[1:])])
+            x._requires_grad = True
+            _record(ctx, cls, inputs, (x,), (x, *args))  # after the bump: saved arrays are x as it is now
         return x
 
 
-def _mark_modified(counter, op):
-    """Bump a version counter after an in-place change by ``op``, remembered for the error."""
-    counter[0] += 1
-    counter[1:] = [op]
+def _unwrap(args):
+    """The arrays of ``args`` (tensors unwrapped), which of them require grad, and whether any does
+    (one pass: this is the hot path of every op)."""
+    T = _Tensor
+    arrays, needs, any_needs = [], [], False
+    for a in args:
+        if isinstance(a, T):
+            arrays.append(a.data)
+            needs.append(a._requires_grad)
+            any_needs = any_needs or a._requires_grad
+        else:
+            arrays.append(a)
+            needs.append(False)
+    return arrays, tuple(needs), any_needs
+
+
+def _record(ctx, cls, inputs, outs, args):
+    """Put one call on the tape: the node keeps its inputs and what to check its saved arrays against,
+    and each output points back at it."""
+    ctx.fn = cls
+    ctx.inputs = inputs
+    if ctx.saved:
+        ctx.versions = _saved_versions(ctx.saved, (*args, *outs))
+    if len(outs) == 1:  # the common case, without the loops
+        o = outs[0]
+        ctx.out_meta = ((o.data.shape, o.data.dtype),)
+        o._ctx, o._out_index = ctx, 0
+        return
+    ctx.out_meta = tuple([(o.data.shape, o.data.dtype) for o in outs])
+    for i, o in enumerate(outs):
+        o._ctx, o._out_index = ctx, i
+
+
+def _stand_in(x):
+    """A tensor for ``x``'s value before an in-place op: x's old node, counter, hooks and retained grad
+    move to it, so the op's backward routes the gradient there."""
+    prev = _Tensor._from_array(x.data, True)
+    prev._ctx, prev._out_index, prev._vc = x._ctx, x._out_index, x._vc
+    prev._hooks, prev._retain, x._hooks, x._retain = x._hooks, x._retain, [], None
+    return prev
 
 
 def _as_array(o):
@@ -303,31 +374,133 @@ def _as_array(o):
     return np.asarray(o) if isinstance(o, np.generic) else o
 
 
-def _saved_versions(saved, args, outs, T):
-    """(counter, version) of every tensor whose array was saved, for the in-place check."""
-    found = []
-    for s in saved:
-        for t in (*args, *outs):
-            if isinstance(t, T) and t.data is s:
-                found.append((t._vc, t._vc[0]))
-                break
-    return tuple(found)
-
-
-def _check_versions(ctx):
-    for counter, version in ctx.versions:
-        if counter[0] != version:
-            by = f" (last by {counter[1]})" if len(counter) > 1 else ""
-            raise RuntimeError(
-                f"one of the arrays needed for gradient computation has been modified by an "
-                f"in-place operation{by}: {ctx.fn.__name__} saved it at version {version} and it is "
-                f"now at version {counter[0]}. Clone it before modifying it in place.")
-
-
 # ---------------------------------------------------------------- the reverse walk
+def backward(root, gradient=None, retain_graph=False):
+    """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+
+    All gradients are computed before any ``.grad`` is touched, so an error leaves
+    every ``.grad`` as it was: except for leaves with post-accumulate-grad hooks, whose
+    ``.grad`` is written as soon as it is complete. Without ``retain_graph``, each node's
+    saved arrays and inputs are let go as soon as its backward has run (as PyTorch does:
+    after an error the nodes already walked cannot be walked again). Callbacks queued by
+    hooks (:func:`queue_callback`) run at the end.
+    """
+    outer, _callbacks.queue = _callbacks.queue, []
+    try:
+        grad, user_grad = _seed(root, gradient)
+        _backward(root, grad, _LeafGrads(user_grad), retain_graph)
+        queue = _callbacks.queue
+        while queue:
+            queue.pop(0)()
+    finally:
+        _callbacks.queue = outer
+
+
+def _backward(root, grad, leaves, retain_graph):
+    """The core: every node after its consumers turns its outputs' gradients into its inputs'."""
+    if root._ctx is None:
+        leaves.add(root, grad)
+        order = []
+    else:
+        order, consumers = _backward_order(root._ctx)
+        pending = {(id(root._ctx), root._out_index): grad}
+        early = _early_commits(order) if _post_hooks_used[0] else {}
+        for i, ctx in enumerate(order):
+            _run_node(ctx, pending, leaves, consumers)
+            if i in early:
+                leaves.commit_early(early.pop(i), pending)
+            if not retain_graph:
+                ctx._release()
+    leaves.commit_all()
+    if not retain_graph:
+        for ctx in order:
+            ctx._free()
+
+
+def _run_node(ctx, pending, leaves, consumers):
+    """One node's backward: its outputs' gradients from ``pending``, its inputs' added to ``pending``
+    (non-leaves) or ``leaves``. (A function of its own, so that no array outlives it in a local.)"""
+    grads = _output_grads(ctx, pending)
+    if grads is None:
+        return
+    if ctx.versions:
+        _check_versions(ctx)
+    ctx._consumers = consumers
+    in_grads = ctx.fn.backward(ctx, *grads)
+    ctx._consumers = None
+    if not isinstance(in_grads, tuple):
+        in_grads = (in_grads,)
+    if _checks.anomaly or backend.is_debug():
+        _check_op(ctx.fn.__name__, "backward gradient for input", in_grads, grads)
+    for t, g in zip(ctx.inputs, in_grads):
+        if t is None or g is None:
+            continue
+        if t._ctx is None:
+            leaves.add(t, g)
+        else:
+            key = (id(t._ctx), t._out_index)
+            pending[key] = g if key not in pending else _sum(pending[key], g)
+
+
+def _sum(a, b):
+    """Two gradients of one output, added (never a :class:`Handoff`: the engine delivers those untouched)."""
+    if isinstance(a, Handoff) or isinstance(b, Handoff):
+        raise RuntimeError("autograd: a Handoff met another gradient for the same output; a backward may "
+                           "return one only for an input whose ctx.sole_producer(i) it got")
+    return a + b
+
+
+def _output_grads(ctx, pending):
+    """The gradients of ``ctx``'s outputs (None when none reached it): zeros for outputs that got none,
+    then the outputs' hooks and retained grads."""
+    if len(ctx.out_meta) == 1:
+        grads = [pending.pop((id(ctx), 0), None)]
+        if grads[0] is None:
+            return None
+    else:
+        grads = [pending.pop((id(ctx), i), None) for i in range(len(ctx.out_meta))]
+        if all(g is None for g in grads):
+            return None
+    if ctx.hooks or ctx.retained or any(g is None for g in grads):
+        _prepare_grads(ctx, grads)
+    return grads
+
+
+def _prepare_grads(ctx, grads):
+    for i, (shape, dtype) in enumerate(ctx.out_meta):
+        if grads[i] is None:
+            grads[i] = backend.array_module(_any_array(grads)).zeros(shape, dtype)
+        elif ctx.hooks and i in ctx.hooks:
+            grads[i] = _run_hooks(ctx.hooks[i], grads[i])
+        if ctx.retained and i in ctx.retained:
+            ctx.retained[i]()._accumulate_grad(grads[i], owned=False)
+
+
+def _any_array(grads):
+    return next(g for g in grads if g is not None and not isinstance(g, Handoff))
+
+
+def _seed(root, gradient):
+    """The gradient of ``root`` the walk starts from, and the caller's array (None for the implicit one)."""
+    if not root.requires_grad:
+        raise RuntimeError("backward(): the tensor does not require grad and has no grad_fn")
+    if gradient is None:
+        if root.data.size != 1:
+            raise RuntimeError(
+                f"backward(): grad can be implicitly created only for scalar outputs, got shape "
+                f"{tuple(root.shape)}; pass gradient= of that shape")
+        return backend.ones_like(root.data), None
+    grad = gradient.data if isinstance(gradient, _Tensor) else root._xp.asarray(gradient, dtype=root.dtype)
+    if grad.shape != root.data.shape:
+        raise RuntimeError(
+            f"backward(): gradient has shape {tuple(grad.shape)} but the tensor has shape {tuple(root.shape)}")
+    return grad, grad
+
+
 def _backward_order(root_ctx):
     """Nodes reachable from ``root_ctx``, each after every node that consumes its outputs
-    (Kahn's algorithm on consumer counts), and the number of consumers of each input tensor."""
+    (Kahn's algorithm on consumer counts), and the number of consumers of each node output,
+    keyed ``(id(producer), output index)``."""
     dependents, consumers = {id(root_ctx): 0}, {}
     stack = [root_ctx]
     while stack:
@@ -335,15 +508,15 @@ def _backward_order(root_ctx):
         if ctx.freed:
             raise RuntimeError(_FREED_MESSAGE.format(name=ctx.fn.__name__))
         for t in ctx.inputs:
-            if t is None:
+            parent = None if t is None else t._ctx
+            if parent is None:
                 continue
-            consumers[id(t)] = consumers.get(id(t), 0) + 1
-            parent = t._ctx
-            if parent is not None:
-                if id(parent) not in dependents:
-                    dependents[id(parent)] = 0
-                    stack.append(parent)
-                dependents[id(parent)] += 1
+            key = (id(parent), t._out_index)
+            consumers[key] = consumers.get(key, 0) + 1
+            if id(parent) not in dependents:
+                dependents[id(parent)] = 0
+                stack.append(parent)
+            dependents[id(parent)] += 1
     order, ready = [], [root_ctx]
     while ready:
         ctx = ready.pop()
@@ -364,15 +537,56 @@ def _run_hooks(hooks, grad):
     return grad
 
 
-def _prepare_grads(ctx, grads, xp):
-    """Zeros for outputs that got no gradient; hooks and retained grads of outputs."""
-    for i, (shape, dtype) in enumerate(ctx.out_meta):
-        if grads[i] is None:
-            grads[i] = xp.zeros(shape, dtype)
-        elif ctx.hooks and i in ctx.hooks:
-            grads[i] = _run_hooks(ctx.hooks[i], grads[i])
-        if ctx.retained and i in ctx.retained:
-            ctx.retained[i]()._accumulate_grad(grads[i], owned=False)
+# ---------------------------------------------------------------- leaf gradients
+class _LeafGrads:
+    """The leaves' gradients gathered by a walk, written into ``.grad`` once complete: at the end, or,
+    for leaves with post-accumulate-grad hooks, as soon as the last node feeding them has run."""
+
+    def __init__(self, user_grad):
+        self.grads = {}  # id(leaf) -> [leaf, grad]
+        self.given = set()  # ids of arrays that became a leaf's own .grad
+        self.user_grad = user_grad
+
+    def add(self, leaf, g):
+        entry = self.grads.get(id(leaf))
+        if entry is None:
+            self.grads[id(leaf)] = [leaf, g]
+        else:
+            entry[1] = entry[1] + g
+
+    def owns(self, g, still_held=()):
+        """The one leaf-ownership rule: ``g`` may become a leaf's ``.grad`` as it is (no copy) only if
+        nothing else can see it: not the caller's gradient, not a view, not another leaf's ``.grad``,
+        and not held by anything still in the walk (``still_held``)."""
+        owned = (g is not self.user_grad and getattr(g, "base", None) is None and id(g) not in self.given
+                 and not any(h is g for h in still_held))
+        if owned:
+            self.given.add(id(g))
+        return owned
+
+    def commit_early(self, leaves, pending):
+        """Write these leaves' complete gradients during the walk and run their post-accumulate hooks
+        (a hook may start an asynchronous reduction of the ``.grad`` in place)."""
+        for leaf in leaves:
+            entry = self.grads.pop(id(leaf), None)
+            if entry is None:
+                continue
+            g = _run_hooks(leaf._hooks, entry[1]) if leaf._hooks else entry[1]
+            leaf._accumulate_grad(g, self.owns(g, (*pending.values(), *(e[1] for e in self.grads.values()))))
+            for hook in tuple(leaf._post_hooks):
+                hook(leaf)
+
+    def commit_all(self):
+        """Every remaining leaf's hooks, then every ``.grad`` written, then the post-accumulate hooks."""
+        updates = []
+        for leaf, g in self.grads.values():
+            updates.append((leaf, _run_hooks(leaf._hooks, g) if leaf._hooks else g))
+        self.grads.clear()
+        for leaf, g in updates:
+            leaf._accumulate_grad(g, self.owns(g))
+        for leaf, _ in updates:
+            for hook in tuple(leaf._post_hooks or ()):
+                hook(leaf)
 
 
 # ---------------------------------------------------------------- hooks for data parallelism
@@ -407,129 +621,3 @@ def _early_commits(order):
     for i, t in last.values():
         out.setdefault(i, []).append(t)
     return out
-
-
-def _commit_early(leaf, g, user_grad, committed, pending, leaf_grads):
-    """Write one leaf's complete gradient during the walk and run its post-accumulate hooks. The
-    array becomes the leaf's own only if nothing still in the walk holds it (a hook may write the
-    ``.grad`` in place, asynchronously)."""
-    if leaf._hooks:
-        g = _run_hooks(leaf._hooks, g)
-    owned = (g is not user_grad and getattr(g, "base", None) is None and id(g) not in committed
-             and not any(v is g for v in pending.values())
-             and not any(e[1] is g for e in leaf_grads.values()))
-    committed.add(id(g))
-    leaf._accumulate_grad(g, owned)
-    for hook in tuple(leaf._post_hooks):
-        hook(leaf)
-
-
-def backward(root, gradient=None, retain_graph=False):
-    """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
-
-    All gradients are computed before any ``.grad`` is touched, so an error leaves
-    every ``.grad`` as it was: except for leaves with post-accumulate-grad hooks, whose
-    ``.grad`` is written as soon as it is complete. Without ``retain_graph``, each node's
-    saved arrays and inputs are let go as soon as its backward has run (as PyTorch does:
-    after an error the nodes already walked cannot be walked again). Callbacks queued by
-    hooks (:func:`queue_callback`) run at the end.
-    """
-    outer, _callbacks.queue = _callbacks.queue, []
-    try:
-        _backward(root, gradient, retain_graph)
-        queue = _callbacks.queue
-        while queue:
-            queue.pop(0)()
-    finally:
-        _callbacks.queue = outer
-
-
-def _backward(root, gradient, retain_graph):
-    T = _Tensor
-    if not root.requires_grad:
-        raise RuntimeError("backward(): the tensor does not require grad and has no grad_fn")
-    xp = root._xp
-    if gradient is None:
-        if root.data.size != 1:
-            raise RuntimeError(
-                f"backward(): grad can be implicitly created only for scalar outputs, got shape "
-                f"{tuple(root.shape)}; pass gradient= of that shape")
-        grad = backend.ones_like(root.data)
-        user_grad = None
-    else:
-        grad = gradient.data if isinstance(gradient, T) else xp.asarray(gradient, dtype=root.dtype)
-        if grad.shape != root.data.shape:
-            raise RuntimeError(
-                f"backward(): gradient has shape {tuple(grad.shape)} but the tensor has shape "
-                f"{tuple(root.shape)}")
-        user_grad = grad
-
-    leaf_grads = {}  # id(leaf) -> [leaf, grad]
-    committed = set()
-    if root._ctx is None:
-        leaf_grads[id(root)] = [root, grad]
-        order = []
-    else:
-        order, consumers = _backward_order(root._ctx)
-        pending = {(id(root._ctx), root._out_index): grad}
-        early = _early_commits(order) if _post_hooks_used[0] else None
-        for i, ctx in enumerate(order):
-            key = id(ctx)
-            if len(ctx.out_meta) == 1:
-                grads = [pending.pop((key, 0), None)]
-                if grads[0] is None:
-                    continue
-            else:
-                grads = [pending.pop((key, i), None) for i in range(len(ctx.out_meta))]
-                if all(g is None for g in grads):
-                    continue
-            if ctx.hooks or ctx.retained or any(g is None for g in grads):
-                _prepare_grads(ctx, grads, xp)
-            if ctx.versions:
-                _check_versions(ctx)
-            ctx._consumers = consumers
-            in_grads = ctx.fn.backward(ctx, *grads)
-            if not isinstance(in_grads, tuple):
-                in_grads = (in_grads,)
-            if _checks.anomaly or backend.is_debug():
-                _check_op(ctx.fn.__name__, "backward gradient for input", in_grads,
-                          [shape for shape, _ in ctx.out_meta])
-            for t, g in zip(ctx.inputs, in_grads):
-                if t is None or g is None:
-                    continue
-                if t._ctx is None:
-                    entry = leaf_grads.get(id(t))
-                    if entry is None:
-                        leaf_grads[id(t)] = [t, g]
-                    else:
-                        entry[1] = entry[1] + g
-                else:
-                    k = (id(t._ctx), t._out_index)
-                    pending[k] = g if k not in pending else pending[k] + g
-            if early and i in early:
-                for leaf in early.pop(i):
-                    entry = leaf_grads.pop(id(leaf), None)
-                    if entry is not None:
-                        _commit_early(leaf, entry[1], user_grad, committed, pending, leaf_grads)
-            if not retain_graph:
-                ctx._release()
-            # the loop names would keep the last input's array alive through the next node's backward
-            in_grads = grads = t = g = None
-
-    updates = []
-    for leaf, g in leaf_grads.values():
-        if leaf._hooks:
-            g = _run_hooks(leaf._hooks, g)
-        # Take the array as the leaf's own only if nothing else can see it.
-        owned = g is not user_grad and getattr(g, "base", None) is None and id(g) not in committed
-        committed.add(id(g))
-        updates.append((leaf, g, owned))
-    for leaf, g, owned in updates:
-        leaf._accumulate_grad(g, owned)
-    for leaf, _, _ in updates:
-        if leaf._post_hooks:
-            for hook in tuple(leaf._post_hooks):
-                hook(leaf)
-    if not retain_graph:
-        for ctx in order:
-            ctx._free()

@@ -11,6 +11,7 @@ import numbers as _numbers
 import numpy as _np
 
 from . import backend as _backend
+from . import kernels as _kernels
 from .ops import (abs, clamp, exp, gelu, log, matmul, maximum, minimum, sigmoid, sqrt,  # noqa: F401,A004
                   tanh, where)
 from .autograd import is_grad_enabled as _grad_on
@@ -65,7 +66,7 @@ def gelu_(input, approximate="none"):
 # ---- linear (cuBLASLt epilogs)
 
 _LINEAR_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16})
-_LINEAR_ACTIVATIONS = (None, "relu", "gelu")
+LINEAR_ACTIVATIONS = _kernels.ACTIVATIONS  # what F.linear / nn.Linear accept (the GEMM epilogs)
 
 
 def _same_device(a, b):
@@ -95,7 +96,7 @@ def linear(input, weight, bias=None, activation=None):
     """
     # The common, valid case in a few comparisons (this runs once per layer per step);
     # anything unusual goes to the checks that name what was wrong.
-    if isinstance(input, _Tensor) and isinstance(weight, _Tensor) and activation in _LINEAR_ACTIVATIONS:
+    if isinstance(input, _Tensor) and isinstance(weight, _Tensor) and activation in LINEAR_ACTIVATIONS:
         x, w = input.data, weight.data
         xs, ws, dtype = x.shape, w.shape, x.dtype
         kind = type(x)
@@ -114,7 +115,7 @@ def _linear_check(input, weight, bias, activation):
     if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
         raise TypeError(f"linear: expected tensors for input and weight, got {type(input).__name__} "
                         f"and {type(weight).__name__}")
-    if activation not in _LINEAR_ACTIVATIONS:
+    if activation not in LINEAR_ACTIVATIONS:
         raise ValueError(f"linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
     wshape, xshape = weight.shape, input.shape
     if len(wshape) != 2:
@@ -172,7 +173,7 @@ def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
     _check_gemm_dtype(op, dtype, xa)
     if weight.dtype != dtype:
         raise TypeError(f"{op}: x and weight must have the same dtype, got {dtype} and {weight.dtype}")
-    if activation not in _LINEAR_ACTIVATIONS:
+    if activation not in LINEAR_ACTIVATIONS:
         raise ValueError(f"{op}: activation must be None, 'relu' or 'gelu', got {activation!r}")
     if (bias is not None or activation is not None) and not transpose:
         raise ValueError(f"{op}: bias and activation need transpose=True (they ride in the epilog of "
@@ -203,7 +204,7 @@ def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
     if not w.flags.c_contiguous:  # the weight only (n x n): the GEMMs want unit inner strides
         w = xm.ascontiguousarray(w)
     _sq.square_matmul_(xa, w, bool(transpose), None if bias is None else bias.data, activation)
-    x._vc[0] += 1
+    x._bump("square_matmul_")
     return x
 
 

@@ -1,6 +1,6 @@
 """Whole-step CUDA graphs: capture a training step once, replay it per batch.
 
-At MNIST sizes a step is bound by host time (tens of µs per launch); a captured
+At MNIST sizes a step is bound by the host time of its launches; a captured
 graph replays every kernel of forward, backward and the optimizer step for one
 launch's host cost. ``capture_step(step_fn)`` wraps a function of input tensors
 (it zeroes grads, runs forward and backward, steps the optimizer, and returns

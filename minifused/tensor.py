@@ -43,7 +43,7 @@ class Tensor:
         self._grad = None
         self._ctx = None
         self._out_index = 0
-        self._vc = [0]
+        self._vc = autograd.VersionCounter()
         self._hooks = []
         self._retain = None
         self._post_hooks = None
@@ -59,7 +59,7 @@ class Tensor:
         t._grad = None
         t._ctx = None
         t._out_index = 0
-        t._vc = [0]
+        t._vc = autograd.VersionCounter()
         t._hooks = []
         t._retain = None
         t._post_hooks = None
@@ -261,8 +261,8 @@ class Tensor:
         if self._grad is None:
             self._grad = Tensor._from_array(g if owned else backend.copy(g), False)
         else:
-            self.grad.data += g
-            self.grad._vc[0] += 1
+            self._grad.data += g
+            self._grad._bump("backward (gradient accumulation)")
 
     # ------------------------------------------------------------ in-place (not differentiable)
     def _check_inplace(self, op):
@@ -273,8 +273,15 @@ class Tensor:
                 f"or use the out-of-place form")
 
     def _bump(self, op):
-        autograd._mark_modified(self._vc, op)  # the name shows in the error of a backward it breaks
+        """Record an in-place change of this tensor's array by ``op`` (every in-place writer calls this:
+        the name shows in the error of a backward it breaks)."""
+        self._vc.bump(op)
         return self
+
+    @property
+    def _version(self) -> int:
+        """How many in-place changes this tensor's array has seen (PyTorch's ``_version``)."""
+        return self._vc.version
 
     def _operand(self, other):
         if isinstance(other, Tensor):

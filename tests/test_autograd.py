@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import minifused as mf
-from minifused.autograd import Function
+from minifused import optim
+from minifused.autograd import Function, Handoff
 
 
 def leaf(values, device="cpu"):
@@ -232,25 +233,121 @@ def test_gradcheck_fails_a_nan_gradient():
         mf.testing.gradcheck(lambda a: NanGrad.apply(a), (leaf([1.0, 2.0]),))
 
 
-def test_sole_consumer_is_reported_to_backward():
-    seen = []
+class _Payload(Handoff):
+    __slots__ = ("value",)
 
-    class Probe(Function):
+    def __init__(self, value):
+        self.value = value
+
+
+class _Producer(Function):
+    """Doubles; its backward takes either a gradient array or a consumer's _Payload."""
+    received = []
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.aux = "producer's aux"
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        _Producer.received.append(type(g).__name__)
+        return (g.value if isinstance(g, _Payload) else g) * 2
+
+
+class _Consumer(Function):
+    """Identity; hands its producer a _Payload (the gradient times 10) when the engine allows it."""
+    producers = []
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        p = ctx.sole_producer(0)
+        _Consumer.producers.append(None if p is None else p.aux)
+        return g if p is None or p.fn is not _Producer else _Payload(g * 10)
+
+
+def _handoff_case(kind):
+    x = leaf([1.0, 2.0])
+    h = _Producer.apply(x)
+    if kind == "hooked":
+        h.register_hook(lambda g: None)
+    if kind == "retained":
+        h.retain_grad()
+    y = _Consumer.apply(h)
+    loss = (y + h).sum() if kind == "second_consumer" else y.sum()
+    _Producer.received.clear()
+    _Consumer.producers.clear()
+    loss.backward(retain_graph=kind == "retained")
+    return x.grad.numpy(), _Producer.received, _Consumer.producers
+
+
+def test_sole_producer_hands_a_payload_to_the_producer_untouched():
+    grad, received, producers = _handoff_case("sole")
+    assert producers == ["producer's aux"] and received == ["_Payload"]
+    np.testing.assert_array_equal(grad, [20.0, 20.0])  # (1 * 10) * 2: the payload reached it as it was
+
+
+@pytest.mark.parametrize("kind", ["second_consumer", "hooked", "retained"])
+def test_no_sole_producer_when_the_output_is_shared_or_watched(kind):
+    grad, received, producers = _handoff_case(kind)
+    assert producers == [None] and received == ["ndarray"]
+    np.testing.assert_array_equal(grad, [4.0, 4.0] if kind == "second_consumer" else [2.0, 2.0])
+
+
+def test_no_sole_producer_for_a_leaf_or_a_multi_use_in_one_op():
+    x = leaf([1.0])
+    _Consumer.producers.clear()
+    _Consumer.apply(x).sum().backward()
+    h = _Producer.apply(leaf([1.0]))
+    (_Consumer.apply(h) * _Consumer.apply(h)).sum().backward()
+    assert _Consumer.producers == [None, None, None]
+
+
+def test_a_handoff_never_meets_another_gradient():
+    class Rogue(Function):  # hands a payload without asking the engine
         @staticmethod
         def forward(ctx, x):
             return x.copy()
 
         @staticmethod
         def backward(ctx, g):
-            seen.append(ctx.sole_consumer)
-            return g
+            return _Payload(g)
 
-    x = leaf([1.0])
-    h = x * 2
-    Probe.apply(h).sum().backward()
-    h = x * 2
-    (Probe.apply(h) + h).sum().backward()
-    assert seen == [(True,), (False,)]
+    h = _Producer.apply(leaf([1.0]))
+    with pytest.raises(RuntimeError, match="Handoff met another gradient"):
+        (Rogue.apply(h) + h).sum().backward()
+
+
+@pytest.mark.parametrize("writer,name", [
+    (lambda p: optim.SGD([p], lr=0.1).step(), "SGD.step"),
+    (lambda p: optim.Adam([p]).step(), "Adam.step"),
+    (lambda p: optim.AdamW([p]).step(), "AdamW.step"),
+    (lambda p: p.__setitem__(0, 5.0), "setitem"),
+    (lambda p: p.copy_(mf.ones(2, device="cpu")), "copy_"),
+    (lambda p: p.mul_(2.0), "mul_"),
+])
+def test_in_place_error_names_the_writer(writer, name):
+    p = mf.nn.Parameter(mf.tensor([1.0, 2.0], device="cpu"))
+    loss = (p * p).sum()
+    p.grad = mf.zeros(2, device="cpu")
+    v = p._version
+    with mf.no_grad():
+        writer(p)
+    assert p._version == v + 1
+    with pytest.raises(RuntimeError, match=rf"last by {name}\)"):
+        loss.backward()
+
+
+def test_load_state_dict_bumps_the_version():
+    lin = mf.nn.Linear(2, 2, device="cpu")
+    loss = lin(mf.ones(1, 2, device="cpu")).sum()
+    lin.load_state_dict({k: v.detach() * 2 for k, v in lin.state_dict().items()})
+    with pytest.raises(RuntimeError, match=r"last by load_state_dict\)"):
+        loss.backward()
 
 
 def test_deep_chain_does_not_recurse():

@@ -45,10 +45,10 @@ def test_inplace_values_identity_and_version(name, shape):
     a = randn(*shape, seed=1)
     want = plain(cpu(a)).numpy()
     x = cpu(a.copy())
-    arr, v = x.data, x._vc[0]
+    arr, v = x.data, x._version
     y = inplace(x)
     assert y is x and x.data is arr  # the same tensor and array, as PyTorch's relu_
-    assert x._vc[0] == v + 1
+    assert x._version == v + 1
     np.testing.assert_allclose(x.numpy(), want, rtol=1e-6, atol=1e-7)
 
 
@@ -95,12 +95,12 @@ def test_dropout_inplace_matches_out_of_place():
     want = F.dropout(cpu(a), 0.4).numpy()
     mf.manual_seed(11)
     x = cpu(a.copy())
-    v = x._vc[0]
-    assert F.dropout(x, 0.4, inplace=True) is x and x._vc[0] == v + 1
+    v = x._version
+    assert F.dropout(x, 0.4, inplace=True) is x and x._version == v + 1
     np.testing.assert_array_equal(x.numpy(), want)
     # eval mode and p=0: the input itself, untouched
     x = cpu(a.copy())
-    assert F.dropout(x, 0.4, training=False, inplace=True) is x and x._vc[0] == 0
+    assert F.dropout(x, 0.4, training=False, inplace=True) is x and x._version == 0
     np.testing.assert_array_equal(x.numpy(), a)
     # p=1: zeros, in place, with a zero gradient
     leaf, x = nonleaf(a)
@@ -292,7 +292,7 @@ def test_sequential_runs_in_place_under_no_grad(monkeypatch):
         y = model(x)
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-6, atol=1e-7)
     np.testing.assert_array_equal(x.numpy(), a)  # the caller's input is never overwritten
-    assert x._vc[0] == 0
+    assert x._version == 0
     # the first ReLU meets the caller's input: out of place; the others run in place
     assert calls == ["GELU", "LayerNorm", "Dropout", "ReLU", "Softmax"]
     calls.clear()
@@ -334,7 +334,7 @@ def _gpu_case(fn, a, dtype, tol_scale=1.0):
     want = fn(cpu(a.copy())).numpy()
     x = mf.tensor(a.copy(), device="cuda")
     arr = x.data
-    assert fn(x) is x and x.data is arr and x._vc[0] == 1
+    assert fn(x) is x and x.data is arr and x._version == 1
     got = x.cpu().numpy()
     assert rel_err(got, want) <= TOL[np.dtype(dtype)] * 10 * tol_scale
 

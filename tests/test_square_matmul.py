@@ -44,10 +44,10 @@ def test_functional_in_place_version_and_epilog(rng):
     w = rng.standard_normal((8, 8)).astype(np.float32)
     b = rng.standard_normal(8).astype(np.float32)
     xt = T(x.copy())
-    v0 = xt._vc[0]
+    v0 = xt._version
     arr = xt.data
     assert F.square_matmul_(xt, T(w), transpose=True, bias=T(b), activation="relu") is xt
-    assert xt.data is arr and xt._vc[0] == v0 + 1
+    assert xt.data is arr and xt._version == v0 + 1
     np.testing.assert_allclose(xt.data, expected(x, w, True, b, "relu"), rtol=1e-5, atol=1e-5)
     xt = T(x.copy())
     F.square_matmul_(xt, T(w))

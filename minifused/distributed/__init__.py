@@ -259,7 +259,7 @@ def all_reduce(tensor, op=ReduceOp.SUM):
         raise ValueError(f"all_reduce: unknown op {op!r}; expected one of {_OPS}")
     if g.world > 1:
         _all_reduce_array(tensor.data, op)
-        tensor._vc[0] += 1
+        tensor._bump("all_reduce")
     return tensor
 
 
@@ -277,7 +277,7 @@ def broadcast(tensor, src=0):
         g.comm.broadcast(a.data.ptr, a.data.ptr, a.size, dtype, src, _stream_ptr(None))
     else:
         _host_roundtrip(a, lambda h: g.hub.broadcast(h, src))
-    tensor._vc[0] += 1
+    tensor._bump("broadcast")
     return tensor
 
 
@@ -302,7 +302,7 @@ def all_gather(tensor_list, tensor):
         parts = g.hub.all_gather(backend.to_device(a, backend.CPU), "all_gather")
     for t, part in zip(tensor_list, parts):
         t.data[...] = backend.to_device(part, t.device)
-        t._vc[0] += 1
+        t._bump("all_gather")
     return tensor_list
 
 

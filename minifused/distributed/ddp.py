@@ -176,7 +176,7 @@ class DistributedDataParallel(Module):
         _all_reduce_array(flat, "avg", self._stream)
         for p, off in zip(bucket.params, bucket.offsets):
             p.grad.data[...] = flat[off:off + p.numel()].reshape(p.shape)
-            p.grad._vc[0] += 1
+            p.grad._bump("DistributedDataParallel gradient all_reduce")
 
     def _finish(self):
         """End of backward: launch what is left, and make the compute stream wait for it all."""

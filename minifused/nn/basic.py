@@ -18,6 +18,8 @@ class Identity(Module):
 class ReLU(Module):
     """``inplace=True`` overwrites the input (``F.relu_``), as PyTorch's ``ReLU(inplace=True)``."""
 
+    fusable_activation = "relu"
+
     def __init__(self, inplace=False):
         super().__init__()
         self.inplace = bool(inplace)
@@ -33,6 +35,9 @@ class ReLU(Module):
 
 
 class GELU(Module):
+    # Not fusable: the GEMM epilog computes the tanh form, and a Sequential gives the same numbers as
+    # the modules it holds run one by one.
+
     def __init__(self, approximate="none"):
         super().__init__()
         self.approximate = approximate

@@ -7,7 +7,6 @@ from collections import OrderedDict
 from .. import backend
 from ..autograd import is_grad_enabled
 from ..tensor import Tensor
-from .basic import ReLU
 from .module import Module
 
 
@@ -56,8 +55,9 @@ class Sequential(Module):
         return self
 
     def forward(self, x):
-        """Modules in order; a ReLU right after a layer that can fuse it (Linear, Conv2d with
-        no activation of their own) runs inside that layer's GEMM epilog instead.
+        """Modules in order; an activation module right after a layer that declares it can fuse it
+        (``fused_activations``: Linear, Conv2d with no activation of their own) runs inside that layer's
+        GEMM epilog instead.
 
         Under ``no_grad`` a module with an in-place form (``forward_inplace``: ReLU, GELU, Dropout,
         Softmax, LayerNorm) runs it on an intermediate result that only this container holds
@@ -68,11 +68,11 @@ class Sequential(Module):
         i = 0
         while i < len(mods):
             m = mods[i]
-            if (i + 1 < len(mods) and type(mods[i + 1]) is ReLU
-                    and getattr(m, "activation", "") is None and hasattr(m, "forward_with_activation")):
-                x = m.forward_with_activation(x, "relu")
+            act = mods[i + 1].fusable_activation if i + 1 < len(mods) else None
+            if act is not None and act in m.fused_activations and m.activation is None:
+                x = m.forward_with_activation(x, act)
                 i += 2
-            elif owned and hasattr(m, "forward_inplace"):
+            elif owned and m.forward_inplace is not None:
                 x = m.forward_inplace(x)  # x stays owned: the same tensor, overwritten
                 i += 1
                 continue

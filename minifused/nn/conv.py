@@ -18,6 +18,8 @@ class Conv2d(Module):
     ``activation`` None or ``'relu'``.
     """
 
+    fused_activations = ("relu",)
+
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  activation=None, device=None, dtype=None):
         super().__init__()

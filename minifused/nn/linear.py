@@ -7,6 +7,7 @@ import numbers
 from .. import backend
 from .. import functional as F
 from ..autograd import is_grad_enabled, no_grad
+from ..functional import LINEAR_ACTIVATIONS as ACTIVATIONS
 from .module import Module, Parameter
 
 
@@ -26,10 +27,12 @@ class Linear(Module):
     mode on, or a non-contiguous input or one of another dtype, it is the ordinary forward.
     """
 
+    fused_activations = ACTIVATIONS[1:]
+
     def __init__(self, in_features, out_features, bias=True, activation=None, device=None, dtype=None,
                  inplace=False):
         super().__init__()
-        if activation not in (None, "relu", "gelu"):
+        if activation not in ACTIVATIONS:
             raise ValueError(f"Linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
         if inplace and in_features != out_features:
             raise ValueError(f"Linear: inplace=True needs a square layer (in_features == out_features), got "

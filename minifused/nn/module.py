@@ -29,6 +29,15 @@ class Module:
     """Base class of layers and models; subclasses set attributes in ``__init__`` and write ``forward``."""
 
     training: bool
+    #: The activations this layer can run inside its own kernel (its ``forward_with_activation(x, name)``):
+    #: ``Sequential`` runs a following activation module there when the layer has no activation of its own.
+    fused_activations: tuple = ()
+    #: The name, among ``fused_activations``' names, of what this activation module computes (None: nothing
+    #: a layer can fuse).
+    fusable_activation: str | None = None
+    #: ``forward_inplace(x)``: the module's in-place form, which ``Sequential`` calls under ``no_grad`` on
+    #: results only it holds (None: the module has none).
+    forward_inplace = None
 
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -255,7 +264,7 @@ class Module:
                     src = state_dict[k]
                     src = src.data if isinstance(src, Tensor) else src
                     target.data[...] = backend.to_device(src, target.device)
-                    target._vc[0] += 1
+                    target._bump("load_state_dict")
         return _LoadResult(missing, unexpected)
 
     # ------------------------------------------------------------ printing

@@ -37,7 +37,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         coef = xp.minimum(acc(max_norm) / (total + acc(1e-6)), acc(1.0))
         for g in grads:
             g.data *= coef.astype(g.data.dtype)
-            g._vc[0] += 1
+            g._bump("clip_grad_norm_")
     return Tensor._from_array(total)
 
 
@@ -49,4 +49,4 @@ def clip_grad_value_(parameters, clip_value):
         if p.grad is not None:
             g = p.grad
             g._xp.clip(g.data, -clip_value, clip_value, out=g.data)
-            g._vc[0] += 1
+            g._bump("clip_grad_value_")

@@ -9,15 +9,14 @@ the context, so backward recomputes nothing. Backward:
 * ``dW = dzᵀ·X`` and the bias gradient in the same GEMM (BGRADB);
   ``dX = dz·W`` only when the input requires grad.
 
-**Cross-layer fusion.** When this Linear's input was produced by a Linear with an
-activation (its output tensor's ``_ctx`` is a ``LinearFn`` context holding an
-aux) and this Linear is the sole consumer of that tensor (``ctx.sole_consumer[0]``,
-which the engine sets: no other consumer, no hook, no retained grad), this
-Linear's dX GEMM runs with DRELU_BGRAD / DGELU_BGRAD on the producer's aux and
-returns, for its input, a :class:`PreActivationGrad` (the producer's ``dz`` and
-bias gradient). The engine hands that object to the producer untouched, whose
-backward then does no elementwise pass and no reduction. The decision is made in
-backward, where all of it is known; :data:`stats` records which path ran.
+**Cross-layer fusion**, through the engine's handoff protocol (``autograd``): when this
+Linear's input came from a Linear with an activation and the engine names that op as
+this Linear's sole producer (``ctx.sole_producer(0)``: no other consumer, no hook, aux
+still held), this Linear's dX GEMM runs with DRELU_BGRAD / DGELU_BGRAD on the producer's
+aux and returns, for its input, a :class:`PreActivationGrad` (the producer's ``dz`` and
+bias gradient), which the engine delivers to the producer untouched; the producer's
+backward then does no elementwise pass and no reduction. :data:`stats` records which
+path ran.
 """
 from __future__ import annotations
 
@@ -40,24 +39,15 @@ def reset_stats() -> None:
     stats.clear()
 
 
-class PreActivationGrad:
-    """The gradient a consumer Linear hands a producing Linear+activation: ``dz``,
-    the gradient at the producer's pre-activation (already through the activation's
-    backward), and ``db``, its sum over the batch (the producer's bias gradient).
-
-    Only :class:`LinearFn`'s backward understands it. It is returned only to a sole
-    consumer's producer, so the engine never adds it to anything.
-    """
+class PreActivationGrad(autograd.Handoff):
+    """The handoff a consumer Linear gives its producing Linear+activation: ``dz``, the
+    gradient at the producer's pre-activation (already through the activation's backward),
+    and ``db``, its sum over the batch (the producer's bias gradient)."""
 
     __slots__ = ("dz", "db")
 
     def __init__(self, dz, db):
         self.dz, self.db = dz, db
-
-    def __add__(self, other):  # pragma: no cover - the engine never does this
-        raise TypeError("PreActivationGrad cannot be accumulated: it is handed only to a sole consumer")
-
-    __radd__ = __add__
 
 
 def _rows(a, k):
@@ -81,7 +71,7 @@ class LinearFn(Function):
         w = _rows(weight, k)
         if bias is not None and bias.strides[0] != bias.itemsize and bias.shape[0] > 1:
             bias = backend.array_module(bias).ascontiguousarray(bias)
-        need = autograd.is_grad_enabled() and any(ctx.needs_input_grad)
+        need = ctx.recording
         y2, aux = K.linear_fwd(x2, w, bias, activation, aux=need)
         if need:
             ctx.save_for_backward(x, weight)
@@ -135,19 +125,10 @@ class LinearFn(Function):
 
 
 def _fusable_producer(ctx):
-    """The context of the Linear+activation that produced this Linear's input, when
-    this Linear is its output's sole consumer and its aux is still held; else None."""
-    sole = getattr(ctx, "sole_consumer", None)
-    if not sole or not sole[0]:
-        return None
-    t = ctx.inputs[0]
-    p = t._ctx
-    if p is None or p.fn is not LinearFn or p.freed or t._out_index != 0:
-        return None
-    pd = p.__dict__
-    if pd.get("activation") is None or pd.get("aux") is None:
-        return None
-    if pd["aux"].shape[0] != ctx.x2.shape[0]:  # pragma: no cover - same rows by construction
+    """The context of the Linear+activation whose output is this Linear's input, when the engine
+    names it this Linear's sole producer (see ``autograd.Context.sole_producer``); else None."""
+    p = ctx.sole_producer(0)
+    if p is None or p.fn is not LinearFn or p.activation is None:
         return None
     return p
 

@@ -254,7 +254,7 @@ def setitem(x, index, value):
             raise RuntimeError(f"setitem: expected a value on {x.device}, got {value.device}")
         value = value.data
     x.data[index] = value
-    x._vc[0] += 1
+    x._bump("setitem")
 
 
 # ---------------------------------------------------------------- joining

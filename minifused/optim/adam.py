@@ -18,6 +18,7 @@ class Adam(Optimizer):
 
     _supports_amp = True  # step() honours self._amp (GradScaler: unscale, skip on inf/NaN)
     _decoupled = False
+    _step_name = "Adam.step"  # names the step in the in-place error of a backward it breaks
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
                  maximize=False, master_weights=False):
@@ -63,7 +64,7 @@ class Adam(Optimizer):
                            amsgrad=amsgrad, decoupled=self._decoupled, maximize=g["maximize"],
                            masters=[self._master(p, s) for p, s in zip(ps, states)], amp=self._amp)
                 for p in params:
-                    p._vc[0] += 1
+                    p._bump(self._step_name)
         return loss
 
 
@@ -71,6 +72,7 @@ class AdamW(Adam):
     """``torch.optim.AdamW``: decoupled weight decay ``p *= 1 - lr * weight_decay`` (default 0.01)."""
 
     _decoupled = True
+    _step_name = "AdamW.step"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
                  maximize=False, master_weights=False):

@@ -58,7 +58,7 @@ class SGD(Optimizer):
                     K.sgd([p.data for p in ps], [p.grad.data for p in ps], bufs, init, g.hyper(device),
                           nesterov=g["nesterov"], maximize=g["maximize"], masters=masters, amp=self._amp)
                 for p in params:
-                    p._vc[0] += 1
+                    p._bump("SGD.step")
         return loss
 
     def state_dict(self):
