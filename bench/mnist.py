@@ -44,8 +44,6 @@ import numpy as np  # noqa: E402
 import minifused as mf  # noqa: E402
 from harness import Results, torch_or_none  # noqa: E402
 from minifused import backend, optim  # noqa: E402
-from minifused.kernels import conv as conv_kernels  # noqa: E402
-from minifused.kernels import matmul as matmul_kernels  # noqa: E402
 from minifused.data import MNIST, DataLoader, epoch_order  # noqa: E402
 
 import train as example  # noqa: E402
@@ -326,7 +324,7 @@ def main():
     DEVICE, LIMIT = args.device, args.limit
     # PyTorch's defaults, which its side of every comparison runs with: cuDNN convolutions on TF32
     # tensor cores (torch.backends.cudnn.allow_tf32), matmuls in full float32. Ours the same.
-    conv_kernels.allow_tf32, matmul_kernels.allow_tf32 = True, False
+    mf.backends.cudnn.allow_tf32, mf.backends.cuda.matmul.allow_tf32 = True, False
     train_set, test_set = MNIST(train=True), MNIST(train=False)
     if LIMIT:
         train_set.data, train_set.targets = train_set.data[:LIMIT], train_set.targets[:LIMIT]

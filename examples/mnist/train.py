@@ -36,8 +36,6 @@ import minifused as mf
 import minifused.functional as F
 import minifused.nn as nn
 from minifused import amp, optim
-from minifused.kernels import conv as conv_kernels
-from minifused.kernels import matmul as matmul_kernels
 from minifused.data import MNIST, DataLoader
 from minifused.distributed import DistributedSampler
 
@@ -256,11 +254,11 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     # the math-mode flags are process-wide: restore them when done (tests call main in-process)
-    saved = conv_kernels.allow_tf32, matmul_kernels.allow_tf32
+    saved = mf.backends.cudnn.allow_tf32, mf.backends.cuda.matmul.allow_tf32
     try:
         return _main(args)
     finally:
-        conv_kernels.allow_tf32, matmul_kernels.allow_tf32 = saved
+        mf.backends.cudnn.allow_tf32, mf.backends.cuda.matmul.allow_tf32 = saved
 
 
 def _main(args):
@@ -279,8 +277,8 @@ def _main(args):
     if dtype not in (mf.float32, mf.bfloat16, mf.float16):
         raise SystemExit(f"--dtype {args.dtype}: expected float32, bf16 or fp16")
     low_precision = dtype != mf.float32
-    conv_kernels.allow_tf32 = args.tf32 in ("conv", "all")
-    matmul_kernels.allow_tf32 = args.tf32 == "all"
+    mf.backends.cudnn.allow_tf32 = args.tf32 in ("conv", "all")
+    mf.backends.cuda.matmul.allow_tf32 = args.tf32 == "all"
     mf.manual_seed(args.seed)
 
     train_set = MNIST(args.data_dir, train=True)
