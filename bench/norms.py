@@ -116,7 +116,7 @@ def main():
         note(ratios, "same_size_copy_over_copy", same, copy)
 
         ln_f = timed(res, f"layer_norm fwd {case}", "minifused", fwd_bytes,
-                     lambda x: KN.norm_fwd(x, w, b, 1e-5), [(x,) for x in xs])
+                     lambda x: KN.norm_forward(x, w, b, 1e-5), [(x,) for x in xs])
         tx = [mf.Tensor(x) for x in xs[:SETS]]
         tw, tb = mf.Tensor(w), mf.Tensor(b)
         ms = bench_ms(lambda x: F.layer_norm(x, (n,), tw, tb), [(x,) for x in tx])
@@ -124,12 +124,12 @@ def main():
         note(ratios, "ln_fwd_over_copy", ln_f, copy)
         note(ratios, "ln_fwd_over_same_size_copy", ln_f, same)
 
-        stats = [KN.norm_fwd(x, w, b, 1e-5)[1:] for x in xs]
+        stats = [KN.norm_forward(x, w, b, 1e-5)[1:] for x in xs]
         ln_b = timed(res, f"layer_norm bwd {case}", "minifused", bwd_bytes,
-                     lambda dy, x, st: KN.norm_bwd(dy, x, w, st[0], st[1]), list(zip(dys, xs, stats)))
+                     lambda dy, x, st: KN.norm_backward(dy, x, w, st[0], st[1]), list(zip(dys, xs, stats)))
         note(ratios, "ln_bwd_over_copy", ln_b, copy)
 
-        sm_f = timed(res, f"softmax fwd {case}", "minifused", fwd_bytes, lambda x: KS.softmax_fwd(x),
+        sm_f = timed(res, f"softmax fwd {case}", "minifused", fwd_bytes, lambda x: KS.softmax_forward(x),
                      [(x,) for x in xs])
         note(ratios, "softmax_fwd_over_copy", sm_f, copy)
         note(ratios, "softmax_fwd_over_same_size_copy", sm_f, same)
