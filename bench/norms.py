@@ -16,8 +16,8 @@ autograd calls); backward of both includes dw/db. Each is timed three ways:
   dependent launch (``minifused.kernels.launch``), as in a step captured by ``minifused.graphs``;
   eager calls do not.
 * "isolated" (``harness.kernel_ms``), the seed's ``do_bench`` way: 256 MiB zeroed before each call,
-  a 1 ms device wait, events around one call. An empty kernel measures ~3 us this way, which is a
-  third of a copy of the N = 1024 forward's bytes: the ``*_isolated_min`` ratios are recorded beside
+  a 1 ms device wait, events around one call. An empty kernel's time this way (its row) is a large
+  share of a copy of the N = 1024 forward's bytes: the ``*_isolated_min`` ratios are recorded beside
   the targets' for comparison with earlier runs.
 * "eager" (``harness.bench_ms``: the GPU idle when the call is issued, so launch latency and host
   overhead count), for reference; the API layer (``F.layer_norm`` on Tensors) too.
@@ -36,6 +36,7 @@ import cupy
 import minifused as mf
 import minifused.functional as F
 from harness import Results, bench_ms, copy_bandwidth_gbs, gbs, graph_ms, kernel_ms, torch_or_none, warm_gpu
+from minifused.kernels import get_kernel
 from minifused.kernels import norm as KN
 from minifused.kernels import softmax as KS
 
@@ -83,15 +84,13 @@ def note(ratios, name, pair, denominator):
 def main():
     torch = torch_or_none()
     res = Results("norms")
-    warm_gpu()  # the copy below is the denominator: one run started right after another measured 2717 GB/s, not 2963
-    # The copy denominator of every ratio: the 1 GiB copy, timed eagerly (the issue's device-to-device copy).
-    # Not a graph-timed 1 GiB copy: one run of two 1 GiB copies per replay measured 2433 GB/s against 2946
-    # eager, while the graph-timed same-size copies of that run reached 2944 at N = 16384; the eager 1 GiB
-    # copy is within 0.1 % of that best graph-timed copy, so it is not a generous denominator either.
+    warm_gpu()  # the copy below is the denominator: a cold GPU measures it low
+    # The copy denominator of every ratio: the 1 GiB copy, timed eagerly (the issue's device-to-device copy);
+    # a graph-timed 1 GiB copy measured lower, and the eager one matches the best graph-timed same-size copy.
     copy_eager = copy_bandwidth_gbs()
     res.add("d2d copy", "cupy", copy_eager, "GB/s")
     copy = (copy_eager, copy_eager)
-    empty = cupy.RawKernel('extern "C" __global__ void empty() {}', "empty")
+    empty = get_kernel("elementwise.cu", "noop")
     res.add("empty kernel", "isolated", kernel_ms(lambda: empty((1,), (32,), ()), [()]) * 1e3, "us")
     ratios = {}
     ns = NS[::5] if QUICK else NS
@@ -116,7 +115,7 @@ def main():
         note(ratios, "same_size_copy_over_copy", same, copy)
 
         ln_f = timed(res, f"layer_norm fwd {case}", "minifused", fwd_bytes,
-                     lambda x: KN.norm_fwd(x, w, b, 1e-5), [(x,) for x in xs])
+                     lambda x: KN.norm_forward(x, w, b, 1e-5), [(x,) for x in xs])
         tx = [mf.Tensor(x) for x in xs[:SETS]]
         tw, tb = mf.Tensor(w), mf.Tensor(b)
         ms = bench_ms(lambda x: F.layer_norm(x, (n,), tw, tb), [(x,) for x in tx])
@@ -124,12 +123,12 @@ def main():
         note(ratios, "ln_fwd_over_copy", ln_f, copy)
         note(ratios, "ln_fwd_over_same_size_copy", ln_f, same)
 
-        stats = [KN.norm_fwd(x, w, b, 1e-5)[1:] for x in xs]
+        stats = [KN.norm_forward(x, w, b, 1e-5)[1:] for x in xs]
         ln_b = timed(res, f"layer_norm bwd {case}", "minifused", bwd_bytes,
-                     lambda dy, x, st: KN.norm_bwd(dy, x, w, st[0], st[1]), list(zip(dys, xs, stats)))
+                     lambda dy, x, st: KN.norm_backward(dy, x, w, st[0], st[1]), list(zip(dys, xs, stats)))
         note(ratios, "ln_bwd_over_copy", ln_b, copy)
 
-        sm_f = timed(res, f"softmax fwd {case}", "minifused", fwd_bytes, lambda x: KS.softmax_fwd(x),
+        sm_f = timed(res, f"softmax fwd {case}", "minifused", fwd_bytes, lambda x: KS.softmax_forward(x),
                      [(x,) for x in xs])
         note(ratios, "softmax_fwd_over_copy", sm_f, copy)
         note(ratios, "softmax_fwd_over_same_size_copy", sm_f, same)

@@ -17,6 +17,7 @@ import cupy
 from harness import copy_bandwidth_gbs, gbs, kernel_ms
 from minifused.kernels import norm as KN
 from minifused.kernels import softmax as KS
+from minifused.kernels.rows import RowConfig
 
 M = 4096
 VEC = 8  # fp16, 16-byte accesses
@@ -75,15 +76,15 @@ def main():
         x, dy = rand((M, n), 10 * n), rand((M, n), 10 * n + 1)
         w = (rand((n,), 1) * 0.1 + 1).astype(cupy.float16)
         b = rand((n,), 2)
-        _, mean, rstd = KN.norm_fwd(x, w, b)
-        fwd_cfgs = [(k, tpr, nt) for k, tpr in shapes(n, 32) for nt in block_sizes(tpr)]
-        bwd_cfgs = [(k, tpr, nt, acc) for k, tpr in shapes(n, 32) for acc in (0, 1)
+        _, mean, rstd = KN.norm_forward(x, w, b)
+        fwd_cfgs = [RowConfig(k, tpr, nt) for k, tpr in shapes(n, 32) for nt in block_sizes(tpr)]
+        bwd_cfgs = [RowConfig(k, tpr, nt, acc_smem=acc) for k, tpr in shapes(n, 32) for acc in (0, 1)
                     for nt in ([tpr] if acc else block_sizes(tpr))]
         runs = {
-            "fwd": (lambda c: KN.norm_fwd(x, w, b, 1e-5, config=c)[0], fwd_cfgs, 2 * M * n * 2, close),
-            "bwd": (lambda c: KN.norm_bwd(dy, x, w, mean, rstd, config=c), bwd_cfgs, 3 * M * n * 2,
+            "fwd": (lambda c: KN.norm_forward(x, w, b, 1e-5, config=c)[0], fwd_cfgs, 2 * M * n * 2, close),
+            "bwd": (lambda c: KN.norm_backward(dy, x, w, mean, rstd, config=c), bwd_cfgs, 3 * M * n * 2,
                     lambda r, g: all(close(p, q) for p, q in zip(r, g))),
-            "softmax": (lambda c: KS.softmax_fwd(x, config=c), fwd_cfgs, 2 * M * n * 2, close),
+            "softmax": (lambda c: KS.softmax_forward(x, config=c), fwd_cfgs, 2 * M * n * 2, close),
         }
         for name in what:
             fn, cfgs, nbytes, check = runs[name]

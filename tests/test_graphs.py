@@ -176,10 +176,10 @@ def test_pdl_kernels_in_graph_match_eager(n, monkeypatch):
 
     def chain():
         x = a + b
-        y1, mean, rstd1 = KN.norm_fwd(x, w1, b1, 1e-5)
-        y2, _, rstd = KN.norm_fwd(y1, w2, None, 1e-5, rms=True)
-        dx, dw, db = KN.norm_bwd(y2, x, w1, mean, rstd1)  # its two kernels: rows, then dw/db
-        return KS.softmax_fwd(y2, log=True), y2, rstd, dx, dw, db
+        y1, mean, rstd1 = KN.norm_forward(x, w1, b1, 1e-5)
+        y2, _, rstd = KN.norm_forward(y1, w2, None, 1e-5, rms=True)
+        dx, dw, db = KN.norm_backward(y2, x, w1, mean, rstd1)  # its two kernels: rows, then dw/db
+        return KS.softmax_forward(y2, log=True), y2, rstd, dx, dw, db
 
     launches, real = [], driver.cuLaunchKernelEx
     monkeypatch.setattr(driver, "cuLaunchKernelEx", lambda *args: launches.append(1) or real(*args))

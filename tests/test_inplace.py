@@ -247,13 +247,13 @@ def test_relu_saves_only_a_packed_mask(n):
 @pytest.mark.parametrize("n", SIZES)
 def test_dropout_mask_is_packed_hash(n):
     x = randn(n, seed=n)
-    y, m = KD.dropout_fwd_ref(x, 4242, 0.3)
+    y, m = KD.dropout_forward_ref(x, 4242, 0.3)
     keep = KD._keep_ref(n, 4242, KD.threshold(0.3))
     assert m.dtype == np.uint32 and m.size == KE.mask_words(n)
     np.testing.assert_array_equal(KE.unpack_mask_ref(m, (n,)), keep)
     np.testing.assert_array_equal(y, np.where(keep, x * np.float32(1 / 0.7), 0).astype(np.float32))
     g = randn(n, seed=n + 1)
-    np.testing.assert_array_equal(KD.dropout_bwd_ref(g, m, 0.3),
+    np.testing.assert_array_equal(KD.dropout_backward_ref(g, m, 0.3),
                                   np.where(keep, g * np.float32(1 / 0.7), 0).astype(np.float32))
 
 
@@ -367,19 +367,19 @@ def test_gpu_relu_mask_and_mask_apply(dtype, n):
 def test_gpu_dropout_packed_mask_and_inplace(dtype, n):
     x = randn(3, n, seed=n).astype(dtype)
     for p in (0.1, 0.5, 0.9, 1.0):
-        yr, mr = KD.dropout_fwd_ref(x, 987654321, p)
+        yr, mr = KD.dropout_forward_ref(x, 987654321, p)
         poison = _cuda(np.full(x.shape, np.nan, dtype))
-        yg, mg = KD.dropout_fwd(_cuda(x), 987654321, p, out=poison)
+        yg, mg = KD.dropout_forward(_cuda(x), 987654321, p, out=poison)
         assert yg is poison
         np.testing.assert_array_equal(_host(mg), mr)
         assert rel_err(_host(yg), yr) <= TOL[np.dtype(dtype)]
         xi = _cuda(x)
-        yi, mi = KD.dropout_fwd(xi, 987654321, p, out=xi)
+        yi, mi = KD.dropout_forward(xi, 987654321, p, out=xi)
         assert yi is xi
         np.testing.assert_array_equal(_host(mi), mr)
         assert rel_err(_host(xi), yr) <= TOL[np.dtype(dtype)]
         g = randn(3, n, seed=n + 1).astype(dtype)
-        assert rel_err(_host(KD.dropout_bwd(_cuda(g), mg, p)), KD.dropout_bwd_ref(g, mr, p)) <= TOL[np.dtype(dtype)]
+        assert rel_err(_host(KD.dropout_backward(_cuda(g), mg, p)), KD.dropout_backward_ref(g, mr, p)) <= TOL[np.dtype(dtype)]
     mf.manual_seed(4)
     want = F.dropout(cpu(x), 0.5, inplace=True).numpy()
     mf.manual_seed(4)

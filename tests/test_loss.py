@@ -15,7 +15,7 @@ from tolerances import DTYPES, TOL, cpu, rel_err  # noqa: E402
 
 
 
-def xent64(x, t, w=None, ignore_index=-100, reduction="mean", eps=0.0):
+def cross_entropy64(x, t, w=None, ignore_index=-100, reduction="mean", eps=0.0):
     """PyTorch's definition, in float64 (x: (M, C), t: (M,))."""
     x = x.astype(np.float64)
     m, c = x.shape
@@ -47,7 +47,7 @@ def test_cross_entropy_values(reduction, weighted, eps, rng):
     out = F.cross_entropy(cpu(x), cpu(t), None if w is None else cpu(w),
                           reduction=reduction, label_smoothing=eps)
     assert out.dtype == np.float32
-    np.testing.assert_allclose(out.numpy(), xent64(x, t, w, -100, reduction, eps), rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(out.numpy(), cross_entropy64(x, t, w, -100, reduction, eps), rtol=2e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -66,11 +66,11 @@ def test_cross_entropy_shapes(rng):
     rows = np.moveaxis(x, 1, -1).reshape(-1, 5)
     out = F.cross_entropy(cpu(x), cpu(t), reduction="none")
     assert out.shape == (2, 3, 4)
-    np.testing.assert_allclose(out.numpy(), xent64(rows, t.reshape(-1), reduction="none").reshape(2, 3, 4))
+    np.testing.assert_allclose(out.numpy(), cross_entropy64(rows, t.reshape(-1), reduction="none").reshape(2, 3, 4))
     xt = cpu(x, requires_grad=True)
     assert gradcheck(lambda a: F.cross_entropy(a, cpu(t)), [xt])
     one = F.cross_entropy(cpu(x[0, :, 0, 0]), cpu(np.int64(2)))
-    np.testing.assert_allclose(one.item(), xent64(x[0, :, 0, 0][None], np.array([2])), rtol=1e-12)
+    np.testing.assert_allclose(one.item(), cross_entropy64(x[0, :, 0, 0][None], np.array([2])), rtol=1e-12)
     assert F.cross_entropy(cpu(x[:, :, 0, 0]), cpu(t[:, 0, 0].astype(np.int32))).shape == ()
 
 
@@ -95,7 +95,7 @@ def test_confident_rows_keep_their_precision(device, eps):
     got = backend.to_device(xt.grad.data, backend.CPU).astype(np.float64)
     rows = np.arange(64)
     assert np.abs(got[rows, t] - grad[rows, t]).max() < 8 * 2.0 ** -24
-    assert abs(float(loss.item()) / xent64(x, t, reduction="sum", eps=eps) - 1) < 1e-3
+    assert abs(float(loss.item()) / cross_entropy64(x, t, reduction="sum", eps=eps) - 1) < 1e-3
 
 
 def test_all_ignored_mean_is_nan():
@@ -110,7 +110,7 @@ def test_nll_loss(reduction, rng):
     t = np.array([0, 4, 2, -100, 1, 4])
     w = rng.random(5) + 0.5
     out = F.nll_loss(cpu(lp), cpu(t), cpu(w), reduction=reduction)
-    np.testing.assert_allclose(out.numpy(), xent64(x, t, w, reduction=reduction), rtol=1e-12)
+    np.testing.assert_allclose(out.numpy(), cross_entropy64(x, t, w, reduction=reduction), rtol=1e-12)
     xt = cpu(lp, requires_grad=True)
     assert gradcheck(lambda a: F.nll_loss(a, cpu(t), cpu(w), reduction=reduction), [xt])
     # log_softmax + nll == cross_entropy, and the fused gradient agrees with the composed one
@@ -145,10 +145,10 @@ def test_modules(rng):
     w = cpu(np.array([1.0, 2.0, 0.5], np.float32))
     crit = nn.CrossEntropyLoss(weight=w, label_smoothing=0.1)
     assert "weight" in crit.state_dict()
-    np.testing.assert_allclose(crit(x, t).item(), xent64(x.numpy(), t.numpy(), w.numpy(), eps=0.1), rtol=1e-5)
+    np.testing.assert_allclose(crit(x, t).item(), cross_entropy64(x.numpy(), t.numpy(), w.numpy(), eps=0.1), rtol=1e-5)
     lp = F.log_softmax(x, dim=1)
     np.testing.assert_allclose(nn.NLLLoss(reduction="sum")(lp, t).item(),
-                               xent64(x.numpy(), t.numpy(), reduction="sum"), rtol=1e-5)
+                               cross_entropy64(x.numpy(), t.numpy(), reduction="sum"), rtol=1e-5)
 
 
 # ---------------------------------------------------------------- GPU
@@ -159,7 +159,7 @@ GPU_SHAPES = [(1, 1), (3, 7), (4097, 10), (257, 1000), (64, 32768), (5, 65536), 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=[f"{m}x{n}" for m, n in GPU_SHAPES])
 @pytest.mark.parametrize("cfg", ["plain", "weights+smooth", "none+ignore"])
-def test_xent_kernels_match_reference(cfg, shape, dtype):
+def test_cross_entropy_kernels_match_reference(cfg, shape, dtype):
     import cupy as cp
 
     rng = np.random.default_rng(hash((shape, cfg)) % 2**32)
@@ -171,15 +171,15 @@ def test_xent_kernels_match_reference(cfg, shape, dtype):
     w = (rng.random(n) + 0.5).astype(dtype) if cfg == "weights+smooth" else None
     eps = 0.1 if cfg == "weights+smooth" else 0.0
     per_row = cfg == "none+ignore"
-    loss, lse, rw = K.xent_fwd_ref(x, t, w, -100, eps)
+    loss, lse, rw = K.cross_entropy_forward_ref(x, t, w, -100, eps)
     gx, gt = cp.asarray(x), cp.asarray(t)
     gw = None if w is None else cp.asarray(w)
-    gloss, glse, grw, reduced = K.xent_fwd(gx, gt, gw, -100, eps)
+    gloss, glse, grw, reduced = K.cross_entropy_forward(gx, gt, gw, -100, eps)
     tol = TOL[np.dtype(dtype)] * 2
     assert rel_err(gloss.get(), loss) < 3e-5 and rel_err(grw.get(), rw) < 1e-6 and reduced is None
     if not per_row:  # the kernel's own reduction, in x's dtype (the 'mean' denominator in fp32)
         reduction = "sum" if cfg == "plain" else "mean"
-        reduced = K.xent_fwd(gx, gt, gw, -100, eps, reduction)[3]
+        reduced = K.cross_entropy_forward(gx, gt, gw, -100, eps, reduction)[3]
         total = loss.astype(np.float64).sum()
         want = total / rw.astype(np.float64).sum() if reduction == "mean" else total
         assert reduced[0].dtype == dtype and reduced[0].shape == ()
@@ -190,24 +190,24 @@ def test_xent_kernels_match_reference(cfg, shape, dtype):
             assert reduced[1] is None
     gout = rng.standard_normal(m if per_row else 1).astype(dtype)
     denom = None if per_row else rw.sum(keepdims=True).reshape(1)
-    dx = K.xent_bwd_ref(x, t, w, lse, gout, per_row, denom, -100, eps)
-    gdx = K.xent_bwd(gx, gt, gw, glse, cp.asarray(gout), per_row, None if denom is None else cp.asarray(denom),
+    dx = K.cross_entropy_backward_ref(x, t, w, lse, gout, per_row, denom, -100, eps)
+    gdx = K.cross_entropy_backward(gx, gt, gw, glse, cp.asarray(gout), per_row, None if denom is None else cp.asarray(denom),
                      -100, eps)
     assert rel_err(gdx.get(), dx) < tol * 2
     # NLL on log-probabilities
-    lp = K.softmax_fwd_ref(x, True)
-    nl, nrw = K.nll_fwd_ref(lp, t, w, -100)
-    gnl, gnrw = K.nll_fwd(cp.asarray(lp), gt, gw, -100)
+    lp = K.softmax_forward_ref(x, True)
+    nl, nrw = K.nll_forward_ref(lp, t, w, -100)
+    gnl, gnrw = K.nll_forward(cp.asarray(lp), gt, gw, -100)
     assert rel_err(gnl.get(), nl) < 1e-5
-    nd = K.nll_bwd_ref(t, w, gout, per_row, denom, shape, x.dtype, -100)
-    gnd = K.nll_bwd(gt, gw, cp.asarray(gout), per_row, None if denom is None else cp.asarray(denom), shape,
+    nd = K.nll_backward_ref(t, w, gout, per_row, denom, shape, x.dtype, -100)
+    gnd = K.nll_backward(gt, gw, cp.asarray(gout), per_row, None if denom is None else cp.asarray(denom), shape,
                     x.dtype, -100)
     assert rel_err(gnd.get(), nd) < tol
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m", [1, 3, 300, 4097, 70001])  # 70001: more rows than the bounded grid's
-def test_xent_reduction_in_kernel(m):
+def test_cross_entropy_reduction_in_kernel(m):
     """The forward kernel's own 'mean' (its last block adds the blocks' sums): right on every call, so
     each call's ticket starts from zero, with ignored rows, and NaN when every row is ignored, as
     PyTorch; and inside a captured graph, replayed on new inputs, equal to eager bit for bit."""
@@ -219,25 +219,25 @@ def test_xent_reduction_in_kernel(m):
     t[1::5] = -100
 
     def want(x, t):
-        loss, _, rw = K.xent_fwd_ref(x.get(), t.get(), None, -100, 0.0)
+        loss, _, rw = K.cross_entropy_forward_ref(x.get(), t.get(), None, -100, 0.0)
         return loss.astype(np.float64).sum() / rw.astype(np.float64).sum()
 
     for _ in range(3):
-        out, denom = K.xent_fwd(x, t, None, -100, 0.0, "mean")[3]
+        out, denom = K.cross_entropy_forward(x, t, None, -100, 0.0, "mean")[3]
         assert abs(float(out.get()) / want(x, t) - 1) < 1e-5
         assert float(denom.get()[0]) == float((t.get() != -100).sum())
-    out, denom = K.xent_fwd(x, cp.full(m, -100), None, -100, 0.0, "mean")[3]
+    out, denom = K.cross_entropy_forward(x, cp.full(m, -100), None, -100, 0.0, "mean")[3]
     assert np.isnan(float(out.get())) and float(denom.get()[0]) == 0.0
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         stream.begin_capture()
-        got = K.xent_fwd(x, t, None, -100, 0.0, "mean")[3]
+        got = K.cross_entropy_forward(x, t, None, -100, 0.0, "mean")[3]
         graph = stream.end_capture()
         x[...] = cp.asarray(rng.standard_normal((m, 300)).astype(np.float32))
         for _ in range(2):
             graph.launch(stream)
         stream.synchronize()
-    again = K.xent_fwd(x, t, None, -100, 0.0, "mean")[3]
+    again = K.cross_entropy_forward(x, t, None, -100, 0.0, "mean")[3]
     assert float(got[0].get()) == float(again[0].get()) and float(got[1].get()[0]) == float(again[1].get()[0])
 
 

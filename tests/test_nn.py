@@ -108,8 +108,8 @@ def test_dropout_reproducible_with_seed():
 
 def test_dropout_mask_hash_reference():
     # the mask is a function of (seed, flat index) only
-    y, mask = KD.dropout_fwd_ref(np.ones((4, 8), np.float32), 12345, 0.5)
-    y2, mask2 = KD.dropout_fwd_ref(np.ones(32, np.float32), 12345, 0.5)
+    y, mask = KD.dropout_forward_ref(np.ones((4, 8), np.float32), 12345, 0.5)
+    y2, mask2 = KD.dropout_forward_ref(np.ones(32, np.float32), 12345, 0.5)
     np.testing.assert_array_equal(mask.ravel(), mask2)
     assert mask.dtype == np.uint32 and mask.shape == (1,) and y.dtype == np.float32  # bit-packed
 
@@ -122,13 +122,13 @@ def test_dropout_gpu_matches_cpu(dtype):
     import cupy
 
     for p in (0.1, 0.5, 0.9):
-        yr, mr = KD.dropout_fwd_ref(x, 987654321, p)
-        yg, mg = KD.dropout_fwd(cupy.asarray(x), 987654321, p)
+        yr, mr = KD.dropout_forward_ref(x, 987654321, p)
+        yg, mg = KD.dropout_forward(cupy.asarray(x), 987654321, p)
         np.testing.assert_array_equal(cupy.asnumpy(mg), mr)
         np.testing.assert_allclose(cupy.asnumpy(yg), yr, rtol=1e-3 if dtype == "float16" else 1e-6)
         g = rng.standard_normal(x.shape).astype(dtype)
-        np.testing.assert_allclose(cupy.asnumpy(KD.dropout_bwd(cupy.asarray(g), mg, p)),
-                                   KD.dropout_bwd_ref(g, mr, p), rtol=1e-3 if dtype == "float16" else 1e-6)
+        np.testing.assert_allclose(cupy.asnumpy(KD.dropout_backward(cupy.asarray(g), mg, p)),
+                                   KD.dropout_backward_ref(g, mr, p), rtol=1e-3 if dtype == "float16" else 1e-6)
     # the same seed state gives the same mask through the public API on both devices
     mf.manual_seed(3)
     a = F.dropout(mf.ones(300), 0.5).numpy()

@@ -8,6 +8,7 @@ import minifused.functional as F
 import minifused.nn as nn
 from minifused import backend
 from minifused.kernels import norm as K
+from minifused.kernels.rows import RowConfig
 from minifused.testing import gradcheck
 
 from tolerances import DTYPES, TOL, cpu, rel_err  # noqa: E402
@@ -50,13 +51,13 @@ def test_reference_matches_float64(shape, dtype, rms, rng):
     x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
     w = rng.standard_normal(shape[1]).astype(dtype)
     b = rng.standard_normal(shape[1]).astype(dtype)
-    y, mean, rstd = K.norm_fwd_ref(x, w, None if rms else b, 1e-5, rms)
+    y, mean, rstd = K.norm_forward_ref(x, w, None if rms else b, 1e-5, rms)
     assert y.dtype == np.dtype(dtype) and rstd.dtype in (np.float32, np.float64)
     assert (mean is None) == rms
     ref = ln64(x, w, None if rms else b, 1e-5, rms)
     assert rel_err(y, ref) < TOL[np.dtype(dtype)] * 2
     dy = rng.standard_normal(shape).astype(dtype)
-    dx, dw, db = K.norm_bwd_ref(dy, x, w, mean, rstd, rms)
+    dx, dw, db = K.norm_backward_ref(dy, x, w, mean, rstd, rms)
     rdx, rdw, rdb = ln64_grads(x, w, dy, 1e-5, rms)
     tol = TOL[np.dtype(dtype)] * 4
     assert rel_err(dx, rdx) < tol and rel_err(dw, rdw) < tol
@@ -65,7 +66,7 @@ def test_reference_matches_float64(shape, dtype, rms, rng):
 
 def test_reference_extremes():
     x = np.array([[1e4, -1e4, 1e4, -1e4], [5.0, 5.0, 5.0, 5.0], [1e-3, 0, 0, 0]], np.float32)
-    y, mean, rstd = K.norm_fwd_ref(x, None, None, 1e-5)
+    y, mean, rstd = K.norm_forward_ref(x, None, None, 1e-5)
     assert np.all(np.isfinite(y))
     np.testing.assert_allclose(y[0], [1, -1, 1, -1], rtol=1e-6)
     np.testing.assert_array_equal(y[1], 0)  # an all-equal row normalizes to zeros
@@ -177,25 +178,25 @@ def test_kernels_match_reference(shape, dtype, rms):
     b = None if rms else rng.standard_normal(n).astype(dtype)
     dy = rng.standard_normal(shape).astype(dtype)
     tol = TOL[np.dtype(dtype)] * 2
-    y, mean, rstd = K.norm_fwd_ref(x, w, b, 1e-5, rms)
-    dx, dw, db = K.norm_bwd_ref(dy, x, w, mean, rstd, rms)
+    y, mean, rstd = K.norm_forward_ref(x, w, b, 1e-5, rms)
+    dx, dw, db = K.norm_backward_ref(dy, x, w, mean, rstd, rms)
     gx, gw, gdy = cp.asarray(x), cp.asarray(w), cp.asarray(dy)
     gb = None if b is None else cp.asarray(b)
     poison(cp, gx, gx)
-    gy, gmean, grstd = K.norm_fwd(gx, gw, gb, 1e-5, rms)
+    gy, gmean, grstd = K.norm_forward(gx, gw, gb, 1e-5, rms)
     assert rel_err(gy.get(), y) < tol
     assert rel_err(grstd.get(), rstd) < 1e-5
     if not rms:
         assert rel_err(gmean.get(), mean) < 1e-5
     poison(cp, gx, gx)
-    gdx, gdw, gdb = K.norm_bwd(gdy, gx, gw, gmean, grstd, rms)
+    gdx, gdw, gdb = K.norm_backward(gdy, gx, gw, gmean, grstd, rms)
     assert rel_err(gdx.get(), dx) < tol * 2
     assert rel_err(gdw.get(), dw) < tol * 2
     if not rms:
         assert rel_err(gdb.get(), db) < tol * 2
     # without weight, and dx only
-    gdx2, gdw2, gdb2 = K.norm_bwd(gdy, gx, None, gmean, grstd, rms, need_dw=False, need_db=False)
-    dx2 = K.norm_bwd_ref(dy, x, None, mean, rstd, rms)[0]
+    gdx2, gdw2, gdb2 = K.norm_backward(gdy, gx, None, gmean, grstd, rms, need_dw=False, need_db=False)
+    dx2 = K.norm_backward_ref(dy, x, None, mean, rstd, rms)[0]
     assert gdw2 is None and gdb2 is None
     assert rel_err(gdx2.get(), dx2) < tol * 2
 
@@ -203,11 +204,11 @@ def test_kernels_match_reference(shape, dtype, rms):
 @pytest.mark.gpu
 @pytest.mark.parametrize("affine", ["none", "weight", "both"])
 @pytest.mark.parametrize("rms", [False, True])
-@pytest.mark.parametrize("shape,config", [((4097, 1024), (4, 32, 64)), ((3, 1000), (2, 64, 128, 16)),
-                                          ((5, 7), (1, 32, 64)), ((65, 2048), (4, 64, 128)),
-                                          ((1, 1024), (4, 32, 32))])
+@pytest.mark.parametrize("shape,config", [((4097, 1024), RowConfig(4, 32, 64)), ((3, 1000), RowConfig(2, 64, 128, 16)),
+                                          ((5, 7), RowConfig(1, 32, 64)), ((65, 2048), RowConfig(4, 64, 128)),
+                                          ((1, 1024), RowConfig(4, 32, 32))])
 def test_forward_register_configs(shape, config, rms, affine):
-    """Forced register-path forward configurations (K, TPR, NT[, MINB]), rows past the end of the last
+    """Forced register-path forward configurations (RowConfig: K, TPR, NT, MINB), rows past the end of the last
     block among them, against the float64 reference on poisoned outputs."""
     import cupy as cp
 
@@ -215,11 +216,11 @@ def test_forward_register_configs(shape, config, rms, affine):
     x = (rng.standard_normal(shape) * 2 + 0.5).astype(np.float16)
     w = None if affine == "none" else rng.standard_normal(shape[1]).astype(np.float16)
     b = rng.standard_normal(shape[1]).astype(np.float16) if affine == "both" and not rms else None
-    y, mean, rstd = K.norm_fwd_ref(x.astype(np.float64), w, b, 1e-5, rms)
+    y, mean, rstd = K.norm_forward_ref(x.astype(np.float64), w, b, 1e-5, rms)
     gx = cp.asarray(x)
     poison(cp, gx, gx)
-    gy, gmean, grstd = K.norm_fwd(gx, None if w is None else cp.asarray(w), None if b is None else cp.asarray(b),
-                                  1e-5, rms, config=config)
+    gy, gmean, grstd = K.norm_forward(gx, None if w is None else cp.asarray(w),
+                                      None if b is None else cp.asarray(b), 1e-5, rms, config=config)
     assert rel_err(gy.get(), y) < TOL[np.dtype(np.float16)] * 2
     assert rel_err(grstd.get(), rstd) < 1e-5
     if not rms:
@@ -233,7 +234,7 @@ def test_forward_register_configs(shape, config, rms, affine):
 def test_short_row_forward_fits_one_wave_without_spills(dtype, n, vec, rms):
     """The forward plan of rows of three or four vectors a warp thread is bounded to 2048 threads per SM
     (fp16 N = 1024, M = 4096: one wave on an H100), but never into local memory (bf16 would spill)."""
-    kern, nt, *_ = K._fwd_plan(np.dtype(dtype), n, vec, rms)
+    kern, nt, *_ = K._forward_launch(np.dtype(dtype), n, vec, rms)
     assert nt == 128 and kern.local_size_bytes == 0
     if np.dtype(dtype) != backend.bfloat16:
         assert kern.num_regs <= 32
@@ -244,8 +245,8 @@ def test_kernels_extreme_inputs():
     import cupy as cp
 
     x = np.array([[1e4, -1e4] * 50, [3.0] * 100, [1e-3] + [0.0] * 99], np.float32)
-    y = K.norm_fwd(cp.asarray(x), None, None, 1e-5)[0].get()
-    ref = K.norm_fwd_ref(x, None, None, 1e-5)[0]
+    y = K.norm_forward(cp.asarray(x), None, None, 1e-5)[0].get()
+    ref = K.norm_forward_ref(x, None, None, 1e-5)[0]
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
     assert np.all(y[1] == 0)
 
@@ -257,10 +258,10 @@ def test_deterministic_weight_grads():
     rng = np.random.default_rng(7)
     x, dy = (cp.asarray(rng.standard_normal((3000, 1536)).astype(np.float16)) for _ in range(2))
     w = cp.asarray(rng.standard_normal(1536).astype(np.float16))
-    _, mean, rstd = K.norm_fwd(x, w, w, 1e-5)
-    first = K.norm_bwd(dy, x, w, mean, rstd)
+    _, mean, rstd = K.norm_forward(x, w, w, 1e-5)
+    first = K.norm_backward(dy, x, w, mean, rstd)
     for _ in range(3):
-        again = K.norm_bwd(dy, x, w, mean, rstd)
+        again = K.norm_backward(dy, x, w, mean, rstd)
         for a, b in zip(first, again):
             assert cp.array_equal(a, b)
 

@@ -42,20 +42,20 @@ def extreme_rows(n, dtype):
 @pytest.mark.parametrize("shape", [(1, 1), (5, 7), (9, 1000)])
 def test_reference_matches_float64(shape, dtype, log, rng):
     x = (rng.standard_normal(shape) * 4).astype(dtype)
-    y = K.softmax_fwd_ref(x, log)
+    y = K.softmax_forward_ref(x, log)
     assert y.dtype == np.dtype(dtype)
     assert rel_err(y, softmax64(x, log)) < TOL[np.dtype(dtype)] * 2
     dy = rng.standard_normal(shape).astype(dtype)
     p = softmax64(x)
     dy64 = dy.astype(np.float64)
     ref = dy64 - p * dy64.sum(-1, keepdims=True) if log else p * (dy64 - (dy64 * p).sum(-1, keepdims=True))
-    assert rel_err(K.softmax_bwd_ref(dy, y, log), ref) < TOL[np.dtype(dtype)] * 8
+    assert rel_err(K.softmax_backward_ref(dy, y, log), ref) < TOL[np.dtype(dtype)] * 8
 
 
 @pytest.mark.parametrize("log", [False, True])
 def test_reference_extremes(log):
     x = extreme_rows(16, np.float32)
-    y = K.softmax_fwd_ref(x, log)
+    y = K.softmax_forward_ref(x, log)
     ref = softmax64(x, log)
     assert np.isnan(y[3]).all()  # a row of all -inf is NaN, as in PyTorch
     assert rel_err(y[:3], ref[:3]) < 1e-6
@@ -111,14 +111,14 @@ def test_kernels_match_reference(shape, dtype, log):
     x = (rng.standard_normal(shape) * 3).astype(dtype)
     dy = rng.standard_normal(shape).astype(dtype)
     tol = TOL[np.dtype(dtype)] * 2
-    y = K.softmax_fwd_ref(x, log)
+    y = K.softmax_forward_ref(x, log)
     gx = cp.asarray(x)
     poison(cp, gx)
-    gy = K.softmax_fwd(gx, log)
+    gy = K.softmax_forward(gx, log)
     assert rel_err(gy.get(), y) < tol
     poison(cp, gx)
-    gdx = K.softmax_bwd(cp.asarray(dy), gy, log)
-    assert rel_err(gdx.get(), K.softmax_bwd_ref(dy, gy.get(), log)) < tol * 4
+    gdx = K.softmax_backward(cp.asarray(dy), gy, log)
+    assert rel_err(gdx.get(), K.softmax_backward_ref(dy, gy.get(), log)) < tol * 4
 
 
 @pytest.mark.gpu
@@ -129,7 +129,7 @@ def test_kernels_extreme_rows(n, dtype, log):
     import cupy as cp
 
     x = extreme_rows(n, dtype)
-    y = K.softmax_fwd(cp.asarray(x), log).get()
+    y = K.softmax_forward(cp.asarray(x), log).get()
     ref = softmax64(x, log)
     assert np.isnan(np.asarray(y[3], np.float32)).all()
     assert rel_err(y[:3], ref[:3]) < TOL[np.dtype(dtype)] * 2

@@ -21,6 +21,7 @@ import functools
 import numpy as np
 
 from .. import backend
+from . import NULL, acc_dtype, ctype, get_kernel
 from . import elementwise as EW
 
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -41,8 +42,8 @@ def _keep_ref(n, seed, thresh):
     return (z >> np.uint64(40)) >= np.uint64(thresh)
 
 
-def dropout_fwd_ref(x, seed, p, out=None):
-    """NumPy reference of :func:`dropout_fwd`: ``(y, mask)``, mask the packed uint32 words."""
+def dropout_forward_ref(x, seed, p, out=None):
+    """NumPy reference of :func:`dropout_forward`: ``(y, mask)``, mask the packed uint32 words."""
     keep = _keep_ref(x.size, seed, threshold(p)).reshape(x.shape)
     y = np.where(keep, x * _scale(x.dtype, p), 0).astype(x.dtype)
     if out is not None:
@@ -51,7 +52,7 @@ def dropout_fwd_ref(x, seed, p, out=None):
     return y, EW.pack_mask_ref(keep)
 
 
-def dropout_bwd_ref(grad, mask, p):
+def dropout_backward_ref(grad, mask, p):
     return EW.mask_apply(grad, mask, _scale(grad.dtype, p))
 
 
@@ -60,10 +61,7 @@ _counters = {}  # CUDA device index -> uint64[1], advanced by captured dropout c
 
 @functools.cache
 def _kernel(dtype, name):
-    from . import get_kernel
-
-    t, s = EW.CTYPES[np.dtype(dtype)]
-    return get_kernel("dropout.cu", name, (f"-DDROP_T={t}", f"-DDROP_S={s}"))
+    return get_kernel("dropout.cu", name, (f"-DDROP_T={ctype(dtype)}", f"-DDROP_S={ctype(acc_dtype(dtype))}"))
 
 
 def _scale(dtype, p):
@@ -71,11 +69,11 @@ def _scale(dtype, p):
     return np.float64(s) if dtype == np.float64 else np.float32(s)
 
 
-def dropout_fwd(x, seed: int, p: float, out=None):
+def dropout_forward(x, seed: int, p: float, out=None):
     """``(x * mask / (1 - p), mask)`` with ``0 <= p <= 1``, the mask bit-packed; one fused kernel
     on the GPU. ``out`` (x's shape and dtype) receives the result; it may be ``x`` (in place)."""
     if not backend.is_cuda_array(x):
-        return dropout_fwd_ref(x, seed, p, out)
+        return dropout_forward_ref(x, seed, p, out)
     import cupy
 
     xc = cupy.ascontiguousarray(x)
@@ -99,7 +97,7 @@ def dropout_fwd(x, seed: int, p: float, out=None):
         ctr = None
     if n:
         _kernel(x.dtype, "dropout_fwd")(EW.grid(n + 31), (256,), (xc, y, mask, np.int64(n), np.uint64(seed),
-                                                                 ctr if ctr is not None else np.uint64(0),
+                                                                 ctr if ctr is not None else NULL,
                                                                  np.uint64(threshold(p)), _scale(x.dtype, p)))
     if out is not None and y is not out:  # a non-contiguous out gets it through the temporary
         out[...] = y
@@ -107,6 +105,6 @@ def dropout_fwd(x, seed: int, p: float, out=None):
     return y, mask
 
 
-def dropout_bwd(grad, mask, p: float):
-    """``grad * mask / (1 - p)`` (the packed mask of :func:`dropout_fwd`)."""
+def dropout_backward(grad, mask, p: float):
+    """``grad * mask / (1 - p)`` (the packed mask of :func:`dropout_forward`)."""
     return EW.mask_apply(grad, mask, _scale(grad.dtype, p))

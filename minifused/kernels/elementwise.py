@@ -13,56 +13,11 @@ words; word ``w`` holds elements ``32w .. 32w+31`` of the C-order flat array, el
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
 from .. import backend
-
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_erf64 = np.vectorize(math.erf, otypes=[np.float64])
-
-
-def _gelu_reference(x, approximate):
-    x = x.astype(np.float64)
-    if approximate == "tanh":
-        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)
-        return 0.5 * x * (1.0 + np.tanh(inner))
-    return 0.5 * x * (1.0 + _erf64(x / math.sqrt(2.0)))
-
-
-def _gelu_grad_reference(x, approximate):
-    x = x.astype(np.float64)
-    if approximate == "tanh":
-        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)
-        t = np.tanh(inner)
-        dinner = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x ** 2)
-        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dinner
-    cdf = 0.5 * (1.0 + _erf64(x / math.sqrt(2.0)))
-    pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-    return cdf + x * pdf
-
-
-_GELU_FWD = {
-    "none": "float v = (float)x; y = (T)(0.5f * v * (1.0f + erff(v * 0.70710678118654752f)));",
-    "tanh": ("float v = (float)x; float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);"
-             "y = (T)(0.5f * v * (1.0f + tanhf(u)));"),
-}
-_GELU_BWD = {
-    "none": ("float v = (float)x; float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));"
-             "float pdf = 0.3989422804014327f * expf(-0.5f * v * v);"
-             "dx = (T)((float)g * (cdf + v * pdf));"),
-    "tanh": ("float v = (float)x; float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);"
-             "float t = tanhf(u); float du = 0.7978845608028654f * (1.0f + 0.134145f * v * v);"
-             "dx = (T)((float)g * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));"),
-}
-
-
-@functools.cache
-def _cupy_kernel(body, name, params):
-    import cupy
-
-    return cupy.ElementwiseKernel(params[0], params[1], body, name)
+from . import CTYPE, acc_dtype, ctype, gelu_grad_ref, gelu_ref, get_kernel
 
 
 def _into(out, y):
@@ -73,33 +28,51 @@ def _into(out, y):
     return out
 
 
-def gelu(x, approximate="none", out=None):
+def _unary_cuda(name, x, out):
+    """``name``(x) of elementwise.cu into ``out`` or a new array; a non-contiguous ``x`` or ``out`` goes
+    through a contiguous copy / temporary (``out`` may be ``x``: in place)."""
+    import cupy
+
+    xc = x if x.flags.c_contiguous else cupy.ascontiguousarray(x)
+    direct = out is not None and out.flags.c_contiguous and x.flags.c_contiguous
+    y = out if direct else cupy.empty(x.shape, x.dtype)
+    if x.size:
+        _kernel(x.dtype, name)(grid(x.size), (256,), (xc, y, np.int64(x.size)))
+    if out is not None and y is not out:
+        out[...] = y
+        y = out
+    return y
+
+
+def gelu_forward(x, approximate="none", out=None):
     """GELU(x): ``approximate`` is 'none' (erf form) or 'tanh'; ``out`` may be ``x`` (in place)."""
     if backend.is_cuda_array(x):
-        kern = _cupy_kernel(_GELU_FWD[approximate], f"minifused_gelu_{approximate}", ("T x", "T y"))
-        if out is None:
-            return kern(x)
-        kern(x, out)  # in place is safe: each element is read, then written, by one thread
-        return out
-    return _into(out, _gelu_reference(x, approximate).astype(x.dtype))
+        return _unary_cuda("gelu_fwd_erf" if approximate == "none" else "gelu_fwd_tanh", x, out)
+    return _into(out, gelu_ref(x, approximate).astype(x.dtype))
 
 
 def gelu_backward(grad, x, approximate="none"):
     """d GELU(x)/dx · grad."""
     if backend.is_cuda_array(x):
-        return _cupy_kernel(_GELU_BWD[approximate], f"minifused_gelu_bwd_{approximate}",
-                            ("T g, T x", "T dx"))(grad, x)
-    return (grad.astype(np.float64) * _gelu_grad_reference(x, approximate)).astype(x.dtype)
+        import cupy
+
+        dx = cupy.empty(x.shape, x.dtype)
+        if x.size:
+            _kernel(x.dtype, "gelu_bwd_erf" if approximate == "none" else "gelu_bwd_tanh")(
+                grid(x.size), (256,), (cupy.ascontiguousarray(grad, x.dtype), cupy.ascontiguousarray(x), dx,
+                                       np.int64(x.size)))
+        return dx
+    return (grad.astype(np.float64) * gelu_grad_ref(x, approximate)).astype(x.dtype)
 
 
-def relu(x, out=None):
+def relu_forward(x, out=None):
     """max(x, 0) in one pass; ``out`` may be ``x`` (in place)."""
     if backend.is_cuda_array(x):
-        kern = _cupy_kernel("y = ((float)x > 0.0f) ? x : (T)0.0f;", "minifused_relu", ("T x", "T y"))
-        if out is None:
-            return kern(x)
-        kern(x, out)
-        return out
+        if x.dtype not in CTYPE:  # integers, bool: CuPy's own ops
+            import cupy
+
+            return _into(out, cupy.where(x > 0, x, x.dtype.type(0)))
+        return _unary_cuda("relu_fwd", x, out)
     return np.maximum(x, x.dtype.type(0), out=out)
 
 
@@ -123,17 +96,10 @@ def unpack_mask_ref(mask, shape):
                          bitorder="little").astype(bool).reshape(shape)
 
 
-# element type and accumulator type per dtype, for elementwise.cu and dropout.cu
-CTYPES = {np.dtype(np.float32): ("float", "float"), np.dtype(np.float16): ("__half", "float"),
-          backend.bfloat16: ("__nv_bfloat16", "float"), np.dtype(np.float64): ("double", "double")}
-
-
 @functools.cache
-def _raw_kernel(dtype, name):
-    from . import get_kernel
-
-    t, s = CTYPES[np.dtype(dtype)]
-    return get_kernel("elementwise.cu", name, (f"-DEW_T={t}", f"-DEW_S={s}"))
+def _kernel(dtype, name):
+    """A kernel of elementwise.cu for ``dtype`` (S, the mask kernels' arithmetic: ``acc_dtype``)."""
+    return get_kernel("elementwise.cu", name, (f"-DEW_T={ctype(dtype)}", f"-DEW_S={ctype(acc_dtype(dtype))}"))
 
 
 def grid(n):
@@ -147,7 +113,7 @@ def relu_mask(x, out=None):
     Floating dtypes only."""
     if not backend.is_cuda_array(x):
         mask = pack_mask_ref(x > 0)
-        return relu(x, out=out), mask
+        return relu_forward(x, out=out), mask
     import cupy
 
     xc = cupy.ascontiguousarray(x)
@@ -156,7 +122,7 @@ def relu_mask(x, out=None):
     y = out if direct else cupy.empty(x.shape, x.dtype)
     mask = cupy.empty(mask_words(x.size), cupy.uint32)
     if x.size:
-        _raw_kernel(x.dtype, "relu_fwd_mask")(grid(x.size + 31), (256,), (xc, y, mask, np.int64(x.size)))
+        _kernel(x.dtype, "relu_fwd_mask")(grid(x.size + 31), (256,), (xc, y, mask, np.int64(x.size)))
     if out is not None and y is not out:
         out[...] = y
         y = out
@@ -179,6 +145,6 @@ def mask_apply(grad, mask, scale=1.0):
     dx = cupy.empty(grad.shape, grad.dtype)
     grad = cupy.ascontiguousarray(grad)
     if grad.size:
-        _raw_kernel(grad.dtype, "mask_apply")(grid(grad.size), (256,), (grad, mask, dx, np.int64(grad.size),
+        _kernel(grad.dtype, "mask_apply")(grid(grad.size), (256,), (grad, mask, dx, np.int64(grad.size),
                                                                          _scale(grad.dtype, scale)))
     return dx

@@ -2,7 +2,7 @@
 // rows (and, for 'mean', the rows' weights) in a fixed order (strided per thread, then a
 // shared-memory tree), and writes the loss in the output dtype and the 'mean' denominator
 // (float32) that backward divides by. One launch instead of the five or so array operations
-// (two sums, a division, casts) that each cost tens of µs of host time.
+// (two sums, a division, casts), each with its own host time.
 //
 // nvrtc-check: -DOUT_T=float
 // nvrtc-check: -DOUT_T=__half

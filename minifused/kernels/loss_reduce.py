@@ -10,10 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend
-from . import get_kernel
-
-_CTYPE = {backend.float32: "float", backend.float16: "__half", backend.bfloat16: "__nv_bfloat16"}
-
+from . import NULL, ctype, get_kernel
 
 def loss_reduce_ref(loss_rows, row_weights, mean, dtype):
     total = np.asarray(loss_rows, dtype=np.float64).sum()
@@ -32,7 +29,7 @@ def loss_reduce(loss_rows, row_weights, mean, dtype):
     dtype = np.dtype(dtype)
     out = cupy.empty((), dtype)
     denom = cupy.empty((1,), np.float32) if mean else None
-    kern = get_kernel("loss_reduce.cu", "loss_reduce", (f"-DOUT_T={_CTYPE[dtype]}",))
+    kern = get_kernel("loss_reduce.cu", "loss_reduce", (f"-DOUT_T={ctype(dtype)}",))
     kern((1,), (1024,), (loss_rows, row_weights if mean else loss_rows, out,
-                         denom if mean else np.uint64(0), np.int64(loss_rows.size), np.int32(bool(mean))))
+                         denom if mean else NULL, np.int64(loss_rows.size), np.int32(bool(mean))))
     return out, denom

@@ -471,11 +471,7 @@ norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict_
     // Several row groups, or a cluster: every group stages its sums in shared memory (group g's at su[g * UPG]),
     // then unit j is summed over the cluster's blocks in rank order and, within each, over the row groups
     // in order (deterministic), and stored: consecutive threads on consecutive units, whole 32-byte sectors.
-    // Measured on an H100 (M = 4096, fp16, harness.graph_ms, share of the copy bandwidth for the whole
-    // backward): the combine this replaced added the groups one after another into one row, each step behind
-    // a barrier with 8-way bank conflicts: N = 1024 0.499 -> 0.607 here, 2048 0.674 -> 0.735, 4096 (cluster
-    // pairs) 0.775 -> 0.807, 8192 0.769 -> 0.815, 16384 0.837 -> 0.859. Summing the units in an order whose
-    // stores left each 32-byte sector half written until a later pass was 2-9 % slower than that old combine.
+    // Measured faster than adding the groups one after another into one row (bench/norms.py times it).
     UT* su = reinterpret_cast<UT*>(sacc);
 #pragma unroll
     for (int k = 0; k < K; ++k)

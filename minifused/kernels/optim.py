@@ -47,6 +47,7 @@ import math
 import numpy as np
 
 from .. import backend
+from . import NULL, acc_dtype, ctype, get_kernel
 
 BLOCK = 256
 ILP = 4
@@ -55,10 +56,6 @@ MAX_SLOTS = 16
 _INT_MAX = 2 ** 31 - 1
 ADAM_HYPER = ("lr", "beta1", "beta2", "eps", "weight_decay")
 SGD_HYPER = ("lr", "momentum", "dampening", "weight_decay")
-
-
-def _acc(dtype):
-    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
 
 
 def adam_scalars(lr, beta1, beta2, step):
@@ -103,7 +100,7 @@ def adam_ref(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper
         return
     lr, beta1, beta2, eps, weight_decay = (float(h) for h in hyper)
     for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
-        acc = s = _acc(p.dtype)
+        acc = s = acc_dtype(p.dtype).type
         steps[i][...] += 1
         ss, bc = adam_scalars(lr, beta1, beta2, int(steps[i]))
         pa, ga = _load(p, masters, i, acc), _grad(g, acc, amp, maximize)
@@ -132,7 +129,7 @@ def sgd_ref(params, grads, bufs, init_bufs, hyper, *, nesterov=False, maximize=F
         return
     lr, momentum, dampening, weight_decay = (float(h) for h in hyper)
     for i, (p, g, buf, init) in enumerate(zip(params, grads, bufs, init_bufs)):
-        acc = s = _acc(p.dtype)
+        acc = s = acc_dtype(p.dtype).type
         pa, d = _load(p, masters, i, acc), _grad(g, acc, amp, maximize)
         if weight_decay != 0:
             d = d + s(weight_decay) * pa
@@ -146,7 +143,7 @@ def sgd_ref(params, grads, bufs, init_bufs, hyper, *, nesterov=False, maximize=F
 
 def nonfinite_ref(grads, amp):
     """Set ``amp[2]`` (found_inf) to 1 when any gradient holds an inf or NaN; never clear it."""
-    if any(not np.isfinite(g.astype(_acc(g.dtype), copy=False)).all() for g in grads):
+    if any(not np.isfinite(g.astype(acc_dtype(g.dtype), copy=False)).all() for g in grads):
         amp[2] = 1.0
 
 
@@ -168,16 +165,9 @@ def scaler_update_ref(amp, growth, backoff, interval):
 
 
 # ====================================================================== CUDA
-def _options(dtype, nslot, master=False):
-    name = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
-            np.dtype(np.float16): "__half", backend.bfloat16: "__nv_bfloat16"}[np.dtype(dtype)]
-    return (f"-DNSLOT={nslot}", f"-DPT={name}") + (("-DMASTER=1",) if master else ())
-
-
 def _kernel(name, dtype, nslot, master=False):
-    from . import get_kernel
-
-    return get_kernel("optim.cu", name, _options(dtype, nslot, master))
+    master_opt = ("-DMASTER=1",) if master else ()
+    return get_kernel("optim.cu", name, (f"-DNSLOT={nslot}", f"-DPT={ctype(dtype)}") + master_opt)
 
 
 def _groups(arrays, masters=None):
@@ -197,7 +187,6 @@ def _contig(a):
     return a if a.flags.c_contiguous else cupy.ascontiguousarray(a)
 
 
-_NULL = np.uint64(0)  # a null pointer kernel argument
 _done_counters = {}
 
 
@@ -250,7 +239,7 @@ def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *,
         return adam_ref(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, amsgrad=amsgrad,
                         decoupled=decoupled, maximize=maximize, masters=masters, amp=amp)
     flags = int(amsgrad) | int(decoupled) << 1 | int(maximize) << 2
-    tail = (hyper, _NULL if amp is None else amp, _done(params[0].device.id), np.int32(flags))
+    tail = (hyper, NULL if amp is None else amp, _done(params[0].device.id), np.int32(flags))
     for idx, master in _groups(params, masters):
         per_slot = []
         for i in idx:
@@ -270,7 +259,7 @@ def sgd(params, grads, bufs, init_bufs, hyper, *, nesterov=False, maximize=False
         return sgd_ref(params, grads, bufs, init_bufs, hyper, nesterov=nesterov, maximize=maximize,
                        masters=masters, amp=amp)
     flags = int(nesterov) | int(maximize) << 1
-    tail = (hyper, _NULL if amp is None else amp, np.int32(flags))
+    tail = (hyper, NULL if amp is None else amp, np.int32(flags))
     for idx, master in _groups(params, masters):
         per_slot = [((params[i], _contig(grads[i]), bufs[i], masters[i] if master else params[i]),
                      (np.int32(bool(init_bufs[i])),)) for i in idx]

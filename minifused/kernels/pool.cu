@@ -37,8 +37,8 @@ typedef int IDX;
 #include "dtypes.cuh"  // to_acc / from_acc
 
 // The index math (a division and a remainder per coordinate) runs in I: 32-bit whenever the
-// element counts of input and output fit, since 64-bit division costs several times more instructions and made the
-// max-pool backward of the MNIST CNN compute-bound (448 us at batch 1024 for 226 MB of traffic).
+// element counts of input and output fit, since 64-bit division costs several times more instructions (it made
+// the MNIST CNN's max-pool backward compute-bound; bench/mnist.py runs it).
 #define GRID_LOOP(i, total) \
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < (I)(total); i += (I)gridDim.x * blockDim.x)
 #define DISPATCH(body, total, ...) \

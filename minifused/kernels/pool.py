@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import get_kernel
+from . import acc_dtype, ctype, get_kernel
 
 
 def out_size(size, kernel, stride, padding, ceil_mode=False):
@@ -30,10 +30,6 @@ def out_size(size, kernel, stride, padding, ceil_mode=False):
     if ceil_mode and (n - 1) * stride >= size + padding:  # the last window must start inside the input
         n -= 1
     return n
-
-
-def _acc(dtype):
-    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
 
 
 def _windows(x, kernel, stride, padding, out_hw, fill):
@@ -61,7 +57,7 @@ def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_ind
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
-    win = _windows(x.astype(_acc(x.dtype)), kernel, stride, padding, (p, q), -np.inf)
+    win = _windows(x.astype(acc_dtype(x.dtype)), kernel, stride, padding, (p, q), -np.inf)
     flat = win.reshape(n, c, p, q, kernel[0] * kernel[1])  # (not -1: n may be 0)
     arg = flat.argmax(axis=-1)
     y = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0].astype(x.dtype)
@@ -72,7 +68,7 @@ def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_ind
 def max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding):
     n, c, h, w = x_shape
     nc = n * c
-    dx = np.zeros((nc, h * w), _acc(dy.dtype))
+    dx = np.zeros((nc, h * w), acc_dtype(dy.dtype))
     flat = indices_to_flat(indices, x_shape, kernel, stride, padding)
     rows = np.repeat(np.arange(nc), indices.shape[2] * indices.shape[3])
     np.add.at(dx, (rows, flat.reshape(-1)), dy.astype(dx.dtype).reshape(-1))
@@ -101,7 +97,7 @@ def avg_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, count_in
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
-    win = _windows(x.astype(_acc(x.dtype)), kernel, stride, padding, (p, q), 0)
+    win = _windows(x.astype(acc_dtype(x.dtype)), kernel, stride, padding, (p, q), 0)
     cnt = (_counts(h, kernel[0], stride[0], padding[0], p, count_include_pad)[:, None]
            * _counts(w, kernel[1], stride[1], padding[1], q, count_include_pad)[None, :])
     return (win.sum(axis=(-2, -1)) / cnt).astype(x.dtype)
@@ -113,7 +109,7 @@ def avg_pool2d_backward_ref(dy, x_shape, kernel, stride, padding, count_include_
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
     cnt = (_counts(h, kh, sh, ph, p, count_include_pad)[:, None]
            * _counts(w, kw, sw, pw, q, count_include_pad)[None, :])
-    g = dy.astype(_acc(dy.dtype)) / cnt
+    g = dy.astype(acc_dtype(dy.dtype)) / cnt
     eh = max(0, (p - 1) * sh + kh - (h + 2 * ph))
     ew = max(0, (q - 1) * sw + kw - (w + 2 * pw))
     dxp = np.zeros((n, c, h + 2 * ph + eh, w + 2 * pw + ew), g.dtype)
@@ -124,15 +120,10 @@ def avg_pool2d_backward_ref(dy, x_shape, kernel, stride, padding, count_include_
 
 
 # ---------------------------------------------------------------- CUDA
-_CTYPE = {backend.float16: ("__half", "float"), backend.bfloat16: ("__nv_bfloat16", "float"),
-          backend.float32: ("float", "float"), backend.float64: ("double", "double")}
-
-
 @functools.cache
 def _kernel(dtype, name, idx_dtype):
-    t, a = _CTYPE[np.dtype(dtype)]
     # pool.cu picks unsigned char / short / int for the window positions from their size
-    return get_kernel("pool.cu", name, (f"-DPOOL_T={t}", f"-DPOOL_ACC={a}",
+    return get_kernel("pool.cu", name, (f"-DPOOL_T={ctype(dtype)}", f"-DPOOL_ACC={ctype(acc_dtype(dtype))}",
                                         f"-DPOOL_IDX_BYTES={np.dtype(idx_dtype).itemsize}"))
 
 

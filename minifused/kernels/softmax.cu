@@ -297,7 +297,7 @@ __device__ void add_blocks_last(float2 mine, float2* partial, bool mean, T* out,
 // reduce 1 ('sum') / 2 ('mean'): the last block also writes *out = sum(loss) (/ sum(rw)), and for
 // 'mean' *denom = sum(rw) (see add_blocks_last; partial: gridDim.x float2).
 extern "C" __global__ void __launch_bounds__(NT)
-xent_fwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __restrict__ w,
+cross_entropy_fwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __restrict__ w,
          float* __restrict__ lse_out, float* __restrict__ loss, float* __restrict__ rw,
          int* __restrict__ bad, int M, int N, long long ignore_index, float eps,
          int reduce, T* __restrict__ out, float* __restrict__ denom, float2* __restrict__ partial,
@@ -372,7 +372,7 @@ xent_fwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __rest
 // One pass: reads x, writes dx. Rows with an ignored target get zeros.
 // Grid: (column blocks, row blocks); each thread writes VEC elements.
 extern "C" __global__ void __launch_bounds__(256)
-xent_bwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __restrict__ w,
+cross_entropy_bwd(const T* __restrict__ x, const TT* __restrict__ target, const T* __restrict__ w,
          const float* __restrict__ lse, const T* __restrict__ gout, int per_row,
          const float* __restrict__ denom, const float* __restrict__ wsum, T* __restrict__ dx, int M, int N,
          long long ignore_index, float eps) {
@@ -430,7 +430,7 @@ extern "C" __global__ void nll_fwd(const T* __restrict__ x, const TT* __restrict
     rw[i] = wt;
 }
 
-// dx[i, j] = [j == t] * -w_t * s_i (s_i as in xent_bwd); every element written.
+// dx[i, j] = [j == t] * -w_t * s_i (s_i as in cross_entropy_bwd); every element written.
 extern "C" __global__ void nll_bwd(const TT* __restrict__ target, const T* __restrict__ w,
                                    const T* __restrict__ gout, int per_row,
                                    const float* __restrict__ denom, T* __restrict__ dx,

@@ -4,13 +4,13 @@ All functions take 2-D C-contiguous (M, N) arrays (N = classes for the
 losses) and dispatch on the array module: NumPy arrays go to the ``*_ref``
 references (fp32 arithmetic, fp64 for fp64 input; written for either array
 module, so fp64 CuPy arrays use them too), CuPy fp32/fp16/bf16 arrays to the
-kernels in ``softmax.cu``.
+kernels in ``softmax.cu``, planned by ``kernels.rows``.
 
 Cross-entropy is split so that the (M, N) softmax is never materialised:
-``xent_fwd`` reads the logits once and returns per-row loss, per-row
+``cross_entropy_forward`` reads the logits once and returns per-row loss, per-row
 logsumexp and per-row weight (the 'mean' denominator's terms), and on the GPU
 the 'sum' / 'mean' loss too, added by the kernel's last block;
-``xent_bwd`` reads the logits once more and writes the logits gradient,
+``cross_entropy_backward`` reads the logits once more and writes the logits gradient,
 scaled on the device by the upstream gradient (and 1/denominator). That is
 three passes over (M, N) for forward+backward -- the least possible for any
 upstream gradient, since writing the gradient in the forward would need a
@@ -29,21 +29,16 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import get_kernel, launch
-from .norm import CTYPES, _ceil, _p, kernel_occupancy, row_plan, sm_count, vec_width
-
-
-
-def _acc(dtype):
-    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
+from . import NULL, acc_dtype, get_kernel, launch, rows
+from .rows import ceil_div, row_blocks, vec_width
 
 
 # ---------------------------------------------------------------- references
 
 
-def softmax_fwd_ref(x, log=False):
+def softmax_forward_ref(x, log=False):
     xp = backend.array_module(x)
-    xf = x.astype(_acc(x.dtype))
+    xf = x.astype(acc_dtype(x.dtype).type)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         m = xf.max(axis=-1, keepdims=True) if xf.shape[-1] else xf.sum(axis=-1, keepdims=True)
         z = xf - m
@@ -53,9 +48,9 @@ def softmax_fwd_ref(x, log=False):
     return y.astype(x.dtype)
 
 
-def softmax_bwd_ref(dy, y, log=False):
+def softmax_backward_ref(dy, y, log=False):
     xp = backend.array_module(y)
-    acc = _acc(y.dtype)
+    acc = acc_dtype(y.dtype).type
     yf, g = y.astype(acc), dy.astype(acc)
     if log:
         dx = g - xp.exp(yf) * g.sum(axis=-1, keepdims=True)
@@ -79,13 +74,13 @@ def _weights_rows(target, weight, ignore_index, n, xp, acc):
     return valid, t, xp.where(valid, wt, acc(0))
 
 
-def xent_fwd_ref(x, target, weight=None, ignore_index=-100, label_smoothing=0.0):
+def cross_entropy_forward_ref(x, target, weight=None, ignore_index=-100, label_smoothing=0.0):
     """(loss_rows, lse, row_weights), fp32 (fp64 for fp64 logits): loss_rows and row_weights of length
     M, lse (M, 2), each row's log-sum-exp as its max and the log of the sum of exp(x - max). Kept apart,
     so that x - lse loses nothing to the rounding of max + log(sum) at the max's magnitude (a confident
     row's target gradient p - 1 is small: with logits near 50 in float32 that rounding moved it by 2%)."""
     xp = backend.array_module(x)
-    acc = _acc(x.dtype)
+    acc = acc_dtype(x.dtype).type
     m, n = x.shape
     if xp is np:
         _check_labels_host(target, n, ignore_index, "cross_entropy")
@@ -115,11 +110,11 @@ def _row_scale(gout, per_row, denom, m, xp, acc):
     return xp.broadcast_to(s, (m,))
 
 
-def xent_bwd_ref(x, target, weight, lse, gout, per_row, denom, ignore_index=-100, label_smoothing=0.0):
+def cross_entropy_backward_ref(x, target, weight, lse, gout, per_row, denom, ignore_index=-100, label_smoothing=0.0):
     """The logits gradient. ``gout``: upstream gradient (shape (M,) when per_row,
     else one element); ``denom``: one-element array dividing it ('mean'), or None."""
     xp = backend.array_module(x)
-    acc = _acc(x.dtype)
+    acc = acc_dtype(x.dtype).type
     m, n = x.shape
     xf = x.astype(acc)
     valid, t, rw = _weights_rows(target, weight, ignore_index, n, xp, acc)
@@ -138,10 +133,10 @@ def xent_bwd_ref(x, target, weight, lse, gout, per_row, denom, ignore_index=-100
     return g.astype(x.dtype)
 
 
-def nll_fwd_ref(x, target, weight=None, ignore_index=-100):
+def nll_forward_ref(x, target, weight=None, ignore_index=-100):
     """(loss_rows, row_weights) for log-probabilities ``x``."""
     xp = backend.array_module(x)
-    acc = _acc(x.dtype)
+    acc = acc_dtype(x.dtype).type
     m, n = x.shape
     if xp is np:
         _check_labels_host(target, n, ignore_index, "nll_loss")
@@ -150,9 +145,9 @@ def nll_fwd_ref(x, target, weight=None, ignore_index=-100):
     return xp.where(valid, -rw * x_t, acc(0)).astype(acc), rw.astype(acc)
 
 
-def nll_bwd_ref(target, weight, gout, per_row, denom, shape, dtype, ignore_index=-100):
+def nll_backward_ref(target, weight, gout, per_row, denom, shape, dtype, ignore_index=-100):
     xp = backend.array_module(target)
-    acc = _acc(dtype)
+    acc = acc_dtype(dtype).type
     m, n = shape
     valid, t, rw = _weights_rows(target, weight, ignore_index, n, xp, acc)
     sc = _row_scale(gout, per_row, denom, m, xp, acc) * valid
@@ -191,89 +186,95 @@ def check_label_errors():
 
 
 def _opts(dtype, vec=1, k=1, tpr=32, nt=256, log=False, tt=None):
-    o = (f"-DMF_T={CTYPES[np.dtype(dtype)]}", f"-DMF_VEC={vec}", f"-DMF_K={k}", f"-DMF_TPR={tpr}",
-         f"-DMF_NT={nt}", f"-DMF_LOG={int(log)}")
+    o = rows.options(dtype, vec, k, tpr, nt) + (f"-DMF_LOG={int(log)}",)
     if tt is not None:
         o += ("-DMF_TT=" + ("int" if np.dtype(tt).itemsize == 4 else "long"),)
     return o
 
 
-@functools.cache
-def _row_plan(name, dtype, n, vec, log, config=None):
-    """(kernel, threads per block, rows per block, grid cap) for softmax_fwd / softmax_bwd.
-    ``config`` = (K, TPR, NT) forces a register-path configuration (benchmark sweeps, tests)."""
+def _softmax_plan(name, dtype, n, vec, log, config=None) -> rows.RowPlan:
+    """The plan of softmax_fwd / softmax_bwd: the fewest vectors per thread whose row fits (wide_fit;
+    the forward tries rows of up to two warps first), blocks of about 256 threads. ``config``: a
+    RowConfig."""
     if config is not None:
-        k, tpr, nt = config
-        return get_kernel("softmax.cu", name, _opts(dtype, vec, k, tpr, nt, log)), nt, nt // tpr, 1 << 30
-    ept_max = 32 if name == "softmax_fwd" or np.dtype(dtype).itemsize < 4 else 16
-    plan = row_plan(n, vec, ept_max=ept_max, tpr_small=64 if name == "softmax_fwd" else None)
-    if plan is None:
-        nt = 1024
-        kern, bps = kernel_occupancy("softmax.cu", name + "_tiled", _opts(dtype, vec, 1, nt, nt, log), nt)
-        return kern, nt, 1, sm_count() * bps
-    k, tpr = plan
-    # A whole number of rows per block; two-warp forward rows go two to a block: H100, M = 4096, fp16,
-    # harness.graph_ms, share of the copy bandwidth, four rows / two: N = 1024 0.740 / 0.751, 2048 0.851 / 0.856.
-    nt = 128 if name == "softmax_fwd" and tpr == 64 else max(1, 256 // tpr) * tpr
-    return get_kernel("softmax.cu", name, _opts(dtype, vec, k, tpr, nt, log)), nt, nt // tpr, 1 << 30
+        k, tpr, nt = config.k, config.tpr, config.nt
+        return rows.RowPlan(name, _opts(dtype, vec, k, tpr, nt, log), k, tpr, nt)
+    forward = name == "softmax_fwd"
+    fit = rows.wide_fit(n, vec, ept_max=32 if forward or np.dtype(dtype).itemsize < 4 else 16,
+                        tpr_small=64 if forward else None)
+    if fit is None:
+        return rows.tiled(name, lambda k, tpr, nt: _opts(dtype, vec, k, tpr, nt, log))
+    k, tpr = fit
+    # Two-warp forward rows go two to a block (measured faster than four; bench/norms.py).
+    nt = 128 if forward and tpr == 64 else rows.block_threads(tpr, 256)
+    return rows.RowPlan(name, _opts(dtype, vec, k, tpr, nt, log), k, tpr, nt)
 
 
-def _softmax_fwd_cuda(x, log, config=None, out=None):
+@functools.cache
+def _softmax_launch(name, dtype, n, vec, log, config=None):
+    """(kernel, threads per block, rows per block, block cap), looked up once per configuration."""
+    plan = _softmax_plan(name, dtype, n, vec, log, config)
+    return (*rows.resolve("softmax.cu", plan), plan.nt, plan.rows)
+
+
+def _softmax_forward_cuda(x, log, config=None, out=None):
     import cupy
 
     m, n = x.shape
     y = cupy.empty_like(x) if out is None else out  # out may be x: each row is read before it is written
     if m == 0 or n == 0:
         return y
-    kern, nt, rpb, cap = _row_plan("softmax_fwd", x.dtype, n, vec_width(x.dtype, n, x, y), log, config)
-    launch(kern, (min(_ceil(m, rpb), cap),), (nt,), (x, y, np.int32(m), np.int32(n)))
+    kern, cap, nt, rpb = _softmax_launch("softmax_fwd", x.dtype, n, vec_width(x.dtype, n, x, y), log, config)
+    launch(kern, (row_blocks(m, rpb, cap),), (nt,), (x, y, np.int32(m), np.int32(n)))
     return y
 
 
-def _softmax_bwd_cuda(dy, y, log):
+def _softmax_backward_cuda(dy, y, log):
     import cupy
 
     m, n = y.shape
     dx = cupy.empty_like(y)
     if m == 0 or n == 0:
         return dx
-    kern, nt, rpb, cap = _row_plan("softmax_bwd", y.dtype, n, vec_width(y.dtype, n, y, dy, dx), log)
-    kern((min(_ceil(m, rpb), cap),), (nt,), (dy, y, dx, np.int32(m), np.int32(n)))
+    kern, cap, nt, rpb = _softmax_launch("softmax_bwd", y.dtype, n, vec_width(y.dtype, n, y, dy, dx), log)
+    kern((row_blocks(m, rpb, cap),), (nt,), (dy, y, dx, np.int32(m), np.int32(n)))
     return dx
 
 
-@functools.cache
-def _get(name, options):
-    return get_kernel("softmax.cu", name, options)
-
-
-@functools.cache
-def _xent_fwd_plan(dtype, n, vec, tt):
-    """(kernel, rows per block, threads per block) of xent_fwd: looked up once per configuration, as
-    the forward's host time is in every training step's critical path."""
-    nvec = _ceil(n, vec)
+def _cross_entropy_forward_plan(dtype, n, vec, tt) -> rows.RowPlan:
+    """One vector a thread, rows of one warp, 256 or 1024 threads; blocks of about 256 threads."""
+    nvec = ceil_div(n, vec)
     tpr = 32 if nvec <= 256 else (256 if nvec <= 4096 else 1024)
-    nt = max(1, 256 // tpr) * tpr  # a whole number of rows per block
-    return _get("xent_fwd", _opts(dtype, vec, 1, tpr, nt, tt=tt)), nt // tpr, nt
+    nt = rows.block_threads(tpr, 256)
+    return rows.RowPlan("cross_entropy_fwd", _opts(dtype, vec, 1, tpr, nt, tt=tt), 1, tpr, nt)
+
+
+@functools.cache
+def _cross_entropy_forward_launch(dtype, n, vec, tt):
+    """(kernel, rows per block, threads per block): looked up once per configuration, as the
+    forward's host time is in every training step's critical path."""
+    plan = _cross_entropy_forward_plan(dtype, n, vec, tt)
+    return get_kernel("softmax.cu", plan.name, plan.options), plan.rows, plan.nt
 
 
 _REDUCE = {"none": 0, "sum": 1, "mean": 2}
-XENT_GRID_MAX = 8192  # blocks of the cross-entropy forward when it also reduces (see _xent_fwd_cuda)
+CROSS_ENTROPY_GRID_MAX = 8192  # blocks of the cross-entropy forward when it also reduces
 
 
-def _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing, reduction):
+def _cross_entropy_forward_cuda(x, target, weight, ignore_index, label_smoothing, reduction):
     import cupy
 
     m, n = x.shape
     reduce = _REDUCE[reduction] if m else 0
     grid = 0
     if m:
-        kern, rpb, nt = _xent_fwd_plan(x.dtype, n, vec_width(x.dtype, n, x, weight), target.dtype)
+        kern, rpb, nt = _cross_entropy_forward_launch(x.dtype, n, vec_width(x.dtype, n, x, weight),
+                                                      target.dtype)
         # With a reduction the grid is bounded (its blocks loop over the rows), so the last block adds
-        # at most XENT_GRID_MAX partial sums however many rows there are.
-        grid = min(_ceil(m, rpb), XENT_GRID_MAX) if reduce else _ceil(m, rpb)
+        # at most CROSS_ENTROPY_GRID_MAX partial sums however many rows there are.
+        grid = row_blocks(m, rpb, CROSS_ENTROPY_GRID_MAX if reduce else rows.UNBOUNDED)
     # One float32 buffer, as each allocation costs host time before the launch: (mx, ls) per row
-    # (2M, for xent_bwd) | per-row loss (M) | per-row weight (M) | 'mean' denominator | the ticket
+    # (2M, for the backward) | per-row loss (M) | per-row weight (M) | 'mean' denominator | the ticket
     # of the kernel's own 'sum' / 'mean' (add_blocks_last in softmax.cu), zeroed on the stream for
     # each call, so that no two launches (streams, graph replays) share one | the blocks' partial
     # sums (2 * grid, 8-byte aligned).
@@ -296,11 +297,11 @@ def _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing, reduction):
 
 
 @functools.cache
-def _xent_bwd_opts(dtype, vec, tt):
-    return _opts(dtype, vec, tt=tt)
+def _cross_entropy_backward_kernel(dtype, vec, tt):
+    return get_kernel("softmax.cu", "cross_entropy_bwd", _opts(dtype, vec, tt=tt))
 
 
-def _xent_bwd_cuda(x, target, weight, lse, gout, per_row, denom, ignore_index, label_smoothing):
+def _cross_entropy_backward_cuda(x, target, weight, lse, gout, per_row, denom, ignore_index, label_smoothing):
     import cupy
 
     m, n = x.shape
@@ -311,16 +312,16 @@ def _xent_bwd_cuda(x, target, weight, lse, gout, per_row, denom, ignore_index, l
     wsum = weight.astype(np.float32).sum() if weight is not None else None
     if gout.dtype != x.dtype:
         gout = gout.astype(x.dtype)
-    kern = _get("xent_bwd", _xent_bwd_opts(x.dtype, vec, target.dtype))
-    cols = _ceil(_ceil(n, vec), 256)
-    rows = min(m, max(1, (sm_count() * 64) // cols))
-    kern((cols, rows), (256,), (x, target, _p(weight), lse, gout, np.int32(bool(per_row)), _p(denom),
-                                _p(wsum), dx, np.int32(m), np.int32(n), np.int64(ignore_index),
-                                np.float32(label_smoothing)))
+    kern = _cross_entropy_backward_kernel(x.dtype, vec, target.dtype)
+    cols = ceil_div(ceil_div(n, vec), 256)
+    n_rows = min(m, max(1, (rows.current_sm_count() * 64) // cols))
+    kern((cols, n_rows), (256,), (x, target, _p(weight), lse, gout, np.int32(bool(per_row)), _p(denom),
+                                  _p(wsum), dx, np.int32(m), np.int32(n), np.int64(ignore_index),
+                                  np.float32(label_smoothing)))
     return dx
 
 
-def _nll_fwd_cuda(x, target, weight, ignore_index):
+def _nll_forward_cuda(x, target, weight, ignore_index):
     import cupy
 
     m, n = x.shape
@@ -329,13 +330,13 @@ def _nll_fwd_cuda(x, target, weight, ignore_index):
     if m == 0:
         return loss, rw
     kern = get_kernel("softmax.cu", "nll_fwd", _opts(x.dtype, tt=target.dtype))
-    kern((_ceil(m, 256),), (256,), (x, target, _p(weight), loss, rw, _flag(), np.int32(m), np.int32(n),
-                                    np.int64(ignore_index)))
+    kern((ceil_div(m, 256),), (256,), (x, target, _p(weight), loss, rw, _flag(), np.int32(m), np.int32(n),
+                                            np.int64(ignore_index)))
     backend.defer_check(check_label_errors)
     return loss, rw
 
 
-def _nll_bwd_cuda(target, weight, gout, per_row, denom, shape, dtype, ignore_index):
+def _nll_backward_cuda(target, weight, gout, per_row, denom, shape, dtype, ignore_index):
     import cupy
 
     m, n = shape
@@ -343,10 +344,14 @@ def _nll_bwd_cuda(target, weight, gout, per_row, denom, shape, dtype, ignore_ind
     if m * n == 0:
         return dx
     kern = get_kernel("softmax.cu", "nll_bwd", _opts(dtype, tt=target.dtype))
-    grid = min(_ceil(m * n, 256), sm_count() * 16)
+    grid = min(ceil_div(m * n, 256), rows.current_sm_count() * 16)
     kern((grid,), (256,), (target, _p(weight), gout.astype(dtype, copy=False), np.int32(bool(per_row)),
                            _p(denom), dx, np.int32(m), np.int32(n), np.int64(ignore_index)))
     return dx
+
+
+def _p(a):
+    return NULL if a is None else a
 
 
 # ---------------------------------------------------------------- dispatch
@@ -356,45 +361,47 @@ def _gpu(x):
     return backend.is_cuda_array(x) and x.dtype != np.float64
 
 
-def softmax_fwd(x, log=False, config=None, out=None):
+def softmax_forward(x, log=False, config=None, out=None):
     """softmax (or log_softmax with ``log=True``) over the last axis of a 2-D array.
-    ``config``: see ``_row_plan`` (CUDA only; None picks the tuned plan). ``out`` (C-contiguous,
+    ``config``: a ``rows.RowConfig`` (CUDA only; None picks the tuned plan). ``out`` (C-contiguous,
     x's shape and dtype) receives the result and may be ``x`` itself (in place)."""
     if _gpu(x):
-        return _softmax_fwd_cuda(x, log, config, out)
-    y = softmax_fwd_ref(x, log)
+        return _softmax_forward_cuda(x, log, config, out)
+    y = softmax_forward_ref(x, log)
     if out is not None:
         out[...] = y
         y = out
     return y
 
 
-def softmax_bwd(dy, y, log=False):
+def softmax_backward(dy, y, log=False):
     """Input gradient of softmax / log_softmax from the output ``y``."""
-    return _softmax_bwd_cuda(dy, y, log) if _gpu(y) else softmax_bwd_ref(dy, y, log)
+    return _softmax_backward_cuda(dy, y, log) if _gpu(y) else softmax_backward_ref(dy, y, log)
 
 
-def xent_fwd(x, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="none"):
+def cross_entropy_forward(x, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="none"):
     """(per-row loss, lse, per-row weight, reduced): ``reduced`` is (loss, 'mean' denominator or None)
     when the kernel has also made the 'sum' / 'mean' reduction (CUDA, M > 0); then the per-row arrays
-    are None, else ``reduced`` is. ``lse`` is for xent_bwd, which reads (mx, ls) of each row from it."""
+    are None, else ``reduced`` is. ``lse`` is for cross_entropy_backward, which reads (mx, ls) of each
+    row from it."""
     if _gpu(x):
-        return _xent_fwd_cuda(x, target, weight, ignore_index, label_smoothing, reduction)
-    return xent_fwd_ref(x, target, weight, ignore_index, label_smoothing) + (None,)
+        return _cross_entropy_forward_cuda(x, target, weight, ignore_index, label_smoothing, reduction)
+    return cross_entropy_forward_ref(x, target, weight, ignore_index, label_smoothing) + (None,)
 
 
-def xent_bwd(x, target, weight, lse, gout, per_row, denom, ignore_index=-100, label_smoothing=0.0):
+def cross_entropy_backward(x, target, weight, lse, gout, per_row, denom, ignore_index=-100, label_smoothing=0.0):
     if _gpu(x):
-        return _xent_bwd_cuda(x, target, weight, lse, gout, per_row, denom, ignore_index, label_smoothing)
-    return xent_bwd_ref(x, target, weight, lse, gout, per_row, denom, ignore_index, label_smoothing)
+        return _cross_entropy_backward_cuda(x, target, weight, lse, gout, per_row, denom, ignore_index,
+                                            label_smoothing)
+    return cross_entropy_backward_ref(x, target, weight, lse, gout, per_row, denom, ignore_index, label_smoothing)
 
 
-def nll_fwd(x, target, weight=None, ignore_index=-100):
-    return _nll_fwd_cuda(x, target, weight, ignore_index) if _gpu(x) else nll_fwd_ref(x, target, weight,
-                                                                                      ignore_index)
+def nll_forward(x, target, weight=None, ignore_index=-100):
+    return _nll_forward_cuda(x, target, weight, ignore_index) if _gpu(x) else nll_forward_ref(x, target, weight,
+                                                                                              ignore_index)
 
 
-def nll_bwd(target, weight, gout, per_row, denom, shape, dtype, ignore_index=-100):
+def nll_backward(target, weight, gout, per_row, denom, shape, dtype, ignore_index=-100):
     if backend.is_cuda_array(target) and np.dtype(dtype) != np.float64:
-        return _nll_bwd_cuda(target, weight, gout, per_row, denom, shape, dtype, ignore_index)
-    return nll_bwd_ref(target, weight, gout, per_row, denom, shape, dtype, ignore_index)
+        return _nll_backward_cuda(target, weight, gout, per_row, denom, shape, dtype, ignore_index)
+    return nll_backward_ref(target, weight, gout, per_row, denom, shape, dtype, ignore_index)

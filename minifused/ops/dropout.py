@@ -13,13 +13,13 @@ from ..tensor import Tensor
 class DropoutFn(Function):
     @staticmethod
     def forward(ctx, x, p, seed, out=None):
-        y, mask = K.dropout_fwd(x, seed, p, out=out)
+        y, mask = K.dropout_forward(x, seed, p, out=out)
         ctx.mask, ctx.p = mask, p
         return y
 
     @staticmethod
     def backward(ctx, g):
-        return K.dropout_bwd(g, ctx.mask, ctx.p), None, None
+        return K.dropout_backward(g, ctx.mask, ctx.p), None, None
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:

@@ -247,7 +247,7 @@ class Relu(Function):
     @staticmethod
     def forward(ctx, x, out=None):
         if not ctx.recording:
-            return K.relu(x, out=out)
+            return K.relu_forward(x, out=out)
         y, ctx.mask = K.relu_mask(x, out=out)
         return y
 
@@ -264,7 +264,7 @@ class Gelu(Function):
     def forward(ctx, x, approximate, out=None):
         ctx.save_for_backward(backend.copy(x) if out is x and ctx.recording else x)
         ctx.approximate = approximate
-        return K.gelu(x, approximate, out=out)
+        return K.gelu_forward(x, approximate, out=out)
 
     @staticmethod
     def backward(ctx, g):

@@ -39,7 +39,7 @@ class CrossEntropy(Function):
         xp = backend.array_module(x)
         x, target = xp.ascontiguousarray(x), xp.ascontiguousarray(target)
         weight = None if weight is None else xp.ascontiguousarray(weight)
-        loss_rows, lse, rw, reduced = K.xent_fwd(x, target, weight, ignore_index, label_smoothing, reduction)
+        loss_rows, lse, rw, reduced = K.cross_entropy_forward(x, target, weight, ignore_index, label_smoothing, reduction)
         out, denom = reduced or _reduce(loss_rows, rw, reduction, x.dtype)
         ctx.save_for_backward(x, target, weight)
         ctx.lse, ctx.denom = lse, denom
@@ -53,7 +53,7 @@ class CrossEntropy(Function):
             return None, None, None
         xp = backend.array_module(x)
         gout = xp.ascontiguousarray(g).reshape(-1) if ctx.per_row else g  # the kernel reads g[0] otherwise
-        dx = K.xent_bwd(x, target, weight, ctx.lse, gout, ctx.per_row, ctx.denom, ctx.ignore_index, ctx.eps)
+        dx = K.cross_entropy_backward(x, target, weight, ctx.lse, gout, ctx.per_row, ctx.denom, ctx.ignore_index, ctx.eps)
         return dx, None, None
 
 
@@ -65,7 +65,7 @@ class NLLLoss(Function):
         xp = backend.array_module(x)
         x, target = xp.ascontiguousarray(x), xp.ascontiguousarray(target)
         weight = None if weight is None else xp.ascontiguousarray(weight)
-        loss_rows, rw = K.nll_fwd(x, target, weight, ignore_index)
+        loss_rows, rw = K.nll_forward(x, target, weight, ignore_index)
         out, denom = _reduce(loss_rows, rw, reduction, x.dtype)
         ctx.save_for_backward(target, weight)
         ctx.denom, ctx.shape, ctx.dtype = denom, x.shape, x.dtype
@@ -78,7 +78,7 @@ class NLLLoss(Function):
         if not ctx.needs_input_grad[0]:
             return None, None, None
         xp = backend.array_module(target)
-        dx = K.nll_bwd(target, weight, xp.ascontiguousarray(g).reshape(-1), ctx.per_row, ctx.denom,
+        dx = K.nll_backward(target, weight, xp.ascontiguousarray(g).reshape(-1), ctx.per_row, ctx.denom,
                        ctx.shape, ctx.dtype, ctx.ignore_index)
         return dx, None, None
 

@@ -31,7 +31,7 @@ class Norm(Function):
         w = None if weight is None else xp.ascontiguousarray(weight).reshape(n)
         b = None if bias is None else xp.ascontiguousarray(bias).reshape(n)
         direct = out is not None and x.flags.c_contiguous and out.flags.c_contiguous  # else via a temporary
-        y, mean, rstd = K.norm_fwd(x_c.reshape(-1, n), w, b, eps, rms,
+        y, mean, rstd = K.norm_forward(x_c.reshape(-1, n), w, b, eps, rms,
                                    out=out.reshape(-1, n) if direct else None)
         ctx.save_for_backward(x_c, weight)
         ctx.mean, ctx.rstd, ctx.n, ctx.rms = mean, rstd, n, rms
@@ -42,7 +42,7 @@ class Norm(Function):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
         w = None if weight is None else weight.reshape(ctx.n)
-        dx, dw, db = K.norm_bwd(_flat(gy, ctx.n), x.reshape(-1, ctx.n), w, ctx.mean, ctx.rstd, ctx.rms,
+        dx, dw, db = K.norm_backward(_flat(gy, ctx.n), x.reshape(-1, ctx.n), w, ctx.mean, ctx.rstd, ctx.rms,
                                 need_dx=need_x, need_dw=need_w, need_db=need_b)
         return (None if dx is None else dx.reshape(x.shape),
                 None if dw is None else dw.reshape(weight.shape),

@@ -23,9 +23,9 @@ class Softmax(Function):
         x2 = xp.ascontiguousarray(xv).reshape(-1, n)
         ov = None if out is None else (out if xv is x else xp.moveaxis(out, dim, -1))
         if ov is not None and xv.flags.c_contiguous and ov.flags.c_contiguous:  # x2 is a view of x
-            y = K.softmax_fwd(x2, log, out=ov.reshape(-1, n)).reshape(ov.shape)
+            y = K.softmax_forward(x2, log, out=ov.reshape(-1, n)).reshape(ov.shape)
         else:  # out of place (or x not contiguous: through a temporary)
-            y = K.softmax_fwd(x2, log).reshape(xv.shape)
+            y = K.softmax_forward(x2, log).reshape(xv.shape)
             if ov is not None:
                 ov[...] = y
         y = y if out is None else out  # saved whole, so the version check can see x's array
@@ -39,7 +39,7 @@ class Softmax(Function):
         xp = backend.array_module(y)
         if ctx.dim is not None:
             y, gy = xp.moveaxis(y, ctx.dim, -1), xp.moveaxis(gy, ctx.dim, -1)
-        dx = K.softmax_bwd(xp.ascontiguousarray(gy).reshape(-1, ctx.n),
+        dx = K.softmax_backward(xp.ascontiguousarray(gy).reshape(-1, ctx.n),
                            xp.ascontiguousarray(y).reshape(-1, ctx.n), ctx.log).reshape(y.shape)
         return dx if ctx.dim is None else xp.moveaxis(dx, -1, ctx.dim)
 
