@@ -1,6 +1,7 @@
 """Shared test setup: the ``gpu`` marker skips where CUDA is unusable; ``device`` runs a test per device;
-``rng`` a seeded generator; ``torch`` PyTorch on CUDA with TF32 off (skips without it); hypothesis profiles: 'ci' (100 examples per fuzzed primitive, the default) and 'gpu' (300, for the CUDA
-kernels: ``MINIFUSED_HYPOTHESIS=gpu``)."""
+``rng`` a seeded generator; ``torch`` PyTorch on CUDA with TF32 off (skips without it); hypothesis
+profiles: 'ci' (100 examples per fuzzed primitive, the default) and 'gpu' (300, for the CUDA kernels:
+``MINIFUSED_HYPOTHESIS=gpu``). The op registry and the array makers: tests/opinfo.py."""
 import os
 
 import numpy as np
