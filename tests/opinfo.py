@@ -287,7 +287,7 @@ def _moments(np_fn):
 
 def _as_index(a, idx):
     """An index with NumPy arrays in it, the arrays as tensors on ``a``'s device (ours or torch's)."""
-    if hasattr(a, "_vc"):
+    if isinstance(a, mf.Tensor):
         return tuple(mf.tensor(i, device=a.device) if isinstance(i, np.ndarray) else i for i in idx)
     return tuple(_torch().tensor(i, device=a.device) if isinstance(i, np.ndarray) else i for i in idx)
 
