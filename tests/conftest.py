@@ -1,6 +1,7 @@
 """Shared test setup: the ``gpu`` marker skips where CUDA is unusable; ``device`` runs a test per device;
-hypothesis profiles: 'ci' (100 examples per fuzzed primitive, the default) and 'gpu' (300, for the CUDA
-kernels: ``MINIFUSED_HYPOTHESIS=gpu``)."""
+``rng`` a seeded generator; ``torch`` PyTorch on CUDA with TF32 off (skips without it); hypothesis
+profiles: 'ci' (100 examples per fuzzed primitive, the default) and 'gpu' (300, for the CUDA kernels:
+``MINIFUSED_HYPOTHESIS=gpu``). The op registry and the array makers: tests/opinfo.py."""
 import os
 
 import numpy as np
@@ -36,6 +37,17 @@ def device(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(scope="session")
+def torch():
+    """PyTorch with CUDA, TF32 off (an optional test dependency: the test skips without it)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return torch
 
 
 @pytest.fixture

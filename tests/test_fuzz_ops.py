@@ -1,6 +1,7 @@
 """Fuzzed tensor ops on the CPU: random shapes, broadcasts, dims and indices (hypothesis), values
-against NumPy in float64 and gradients against central differences (``gradcheck``). The example-based
-table of every op is tests/test_ops.py; this covers the argument space around it."""
+against NumPy in float64 and gradients against central differences (``gradcheck``). The unary, binary
+and reduction tables are the registry's entries marked ``fuzz=`` (tests/opinfo.py, which also holds the
+example-based samples of every op); this covers the argument space around them."""
 import numpy as np
 import pytest
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import minifused as mf  # noqa: E402
 from minifused.testing import gradcheck  # noqa: E402
+from opinfo import OPS, REGISTRY  # noqa: E402
 
 FUZZ = settings(deadline=None, derandomize=True)  # example counts from the profile (tests/conftest.py)
 seeds = st.integers(0, 2**32 - 1)
@@ -34,20 +36,29 @@ def broadcastable(draw):
     return tuple(a), tuple(b)
 
 
-BINARY = {"add": (np.add, lambda x, y: x + y), "sub": (np.subtract, lambda x, y: x - y),
-          "mul": (np.multiply, lambda x, y: x * y), "div": (np.divide, lambda x, y: x / y),
-          "pow": (np.power, lambda x, y: x ** y), "maximum": (np.maximum, mf.maximum),
-          "minimum": (np.minimum, mf.minimum)}
+def table(kind):
+    """The registry's entries fuzzed by one of the tables below (tests/opinfo.py, ``fuzz=``)."""
+    return sorted(e.name for e in OPS if e.fuzz == kind)
+
+
+def draw(rng, domain, shape):
+    """Values of an input's domain: "pos" away from 0 and positive (log, sqrt, pow's base), "nonzero"
+    away from 0 either side (divisors: central differences of 1/b need it), else standard normal."""
+    if domain == "pos":
+        return rng.uniform(0.5, 2, shape)
+    if domain == "nonzero":
+        return rng.choice([-1, 1], shape) * rng.uniform(0.5, 2, shape)
+    return rng.standard_normal(shape)
 
 
 @FUZZ
-@given(pair=broadcastable(), op=st.sampled_from(sorted(BINARY)), seed=seeds)
+@given(pair=broadcastable(), op=st.sampled_from(table("binary")), seed=seeds)
 def test_binary_ops_broadcast(pair, op, seed):
     rng = np.random.default_rng(seed)
-    a = rng.uniform(0.5, 2, pair[0]) if op == "pow" else rng.standard_normal(pair[0])
-    # divisors away from 0 (central differences of 1/b need it); maxima without ties
-    b = rng.choice([-1, 1], pair[1]) * rng.uniform(0.5, 2, pair[1]) if op == "div" else rng.standard_normal(pair[1])
-    ref, fn = BINARY[op]
+    entry = REGISTRY[op]
+    a = draw(rng, entry.domain[0], pair[0])
+    b = draw(rng, entry.domain[1], pair[1])  # maxima without ties: continuous values
+    ref, fn = entry.ref, entry.op
     ta, tb = t(a), t(b)
     same(fn(ta, tb), ref(a, b))
     same(fn(ta, 1.5), ref(a, 1.5))
@@ -64,7 +75,7 @@ def reduction(draw):
 
 
 @FUZZ
-@given(case=reduction(), op=st.sampled_from(["sum", "mean", "amax", "amin", "var", "std"]), keepdim=st.booleans(),
+@given(case=reduction(), op=st.sampled_from(table("reduction")), keepdim=st.booleans(),
        as_int=st.booleans(), correction=st.sampled_from([0, 1, 2]), seed=seeds)
 def test_reductions_over_dims(case, op, keepdim, as_int, correction, seed):
     shape, dims = case
@@ -197,15 +208,13 @@ def test_matmul_batches_and_vectors(m, k, n, batch_a, batch_b, vec_a, vec_b, see
     gradcheck(lambda x, y: x @ y, (ta, tb))
 
 
-UNARY = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs, "neg": np.negative,
-         "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "relu": lambda x: np.maximum(x, 0)}
-
-
 @FUZZ
-@given(shape=shapes, op=st.sampled_from(sorted(UNARY)), seed=seeds)
+@given(shape=shapes, op=st.sampled_from(table("unary")), seed=seeds)
 def test_unary_ops(shape, op, seed):
     rng = np.random.default_rng(seed)
-    a = rng.uniform(0.1, 3, shape) if op in ("log", "sqrt") else rng.standard_normal(shape)
+    entry = REGISTRY[op]
+    a = rng.uniform(0.1, 3, shape) if entry.domain == ("pos",) else rng.standard_normal(shape)
     ta = t(a)
-    same(getattr(ta, op)(), UNARY[op](a))
+    same(getattr(ta, op)(), entry.ref(a))  # the method form; the registry's other spellings agree (test_ops.py)
+    same(entry.op(ta), entry.ref(a))
     gradcheck(lambda x: getattr(x, op)(), (ta,))

@@ -1,7 +1,8 @@
 """In-place ops (relu_, gelu_, softmax_, layer_norm_, dropout(inplace=True), ReLU(inplace=True)),
 their autograd rules (version counters, leaves, recorded gradients), Sequential running its
 modules in place under no_grad, and the bit-packed masks of ReLU and dropout. The GPU tests
-compare the CUDA path with the NumPy reference."""
+compare the CUDA path with the NumPy reference. The in-place forms and their out-of-place
+counterparts are the registry's (tests/opinfo.py, ``inplace=``); their bad inputs are there too."""
 import numpy as np
 import pytest
 
@@ -11,13 +12,12 @@ import minifused.nn as nn
 from minifused.kernels import dropout as KD
 from minifused.kernels import elementwise as KE
 
+from opinfo import inplace_forms, randn  # noqa: E402
 from tolerances import DTYPES, TOL, cpu, rel_err  # noqa: E402
 
 SIZES = [1, 31, 33, 1000, 4097]
-
-
-def randn(*shape, seed=0, dtype=np.float32):
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+FORMS = {form.name: form for _, form in inplace_forms()}
+RECORDED = [name for name, form in FORMS.items() if form.grad]
 
 
 def nonleaf(a):
@@ -27,21 +27,10 @@ def nonleaf(a):
 
 
 # ---------------------------------------------------------------- values, identity, version counter
-INPLACE = {
-    "relu_": (lambda t: F.relu_(t), lambda t: F.relu(t)),
-    "relu(inplace=True)": (lambda t: F.relu(t, inplace=True), lambda t: F.relu(t)),
-    "gelu_": (lambda t: F.gelu_(t), lambda t: F.gelu(t)),
-    "gelu_ tanh": (lambda t: F.gelu_(t, approximate="tanh"), lambda t: F.gelu(t, approximate="tanh")),
-    "softmax_ -1": (lambda t: F.softmax_(t, -1), lambda t: F.softmax(t, -1)),
-    "softmax_ 0": (lambda t: F.softmax_(t, 0), lambda t: F.softmax(t, 0)),
-    "layer_norm_": (lambda t: F.layer_norm_(t, t.shape[-1:]), lambda t: F.layer_norm(t, t.shape[-1:])),
-}
-
-
-@pytest.mark.parametrize("name", list(INPLACE))
+@pytest.mark.parametrize("name", list(FORMS))
 @pytest.mark.parametrize("shape", [(7,), (3, 33), (2, 3, 5)])
 def test_inplace_values_identity_and_version(name, shape):
-    inplace, plain = INPLACE[name]
+    inplace, plain = FORMS[name].fn, FORMS[name].plain
     a = randn(*shape, seed=1)
     want = plain(cpu(a)).numpy()
     x = cpu(a.copy())
@@ -76,17 +65,6 @@ def test_layer_norm_inplace_affine_and_non_contiguous():
     view = base.transpose(0, 1)  # (6, 8), not contiguous
     F.layer_norm_(view, (8,))
     np.testing.assert_allclose(view.numpy(), F.layer_norm(cpu(a), (8,)).numpy(), rtol=1e-5, atol=1e-6)
-
-
-def test_inplace_validation_names_the_op():
-    with pytest.raises(TypeError, match="gelu_.*floating"):
-        F.gelu_(mf.tensor([1, 2]))
-    with pytest.raises(TypeError, match="relu_"):
-        F.relu_(np.ones(3))
-    with pytest.raises(ValueError, match="layer_norm_.*normalized_shape"):
-        F.layer_norm_(cpu(randn(2, 3)), (4,))
-    with pytest.raises(IndexError, match="softmax_"):
-        F.softmax_(cpu(randn(2, 3)), 2)
 
 
 def test_dropout_inplace_matches_out_of_place():
@@ -127,19 +105,10 @@ def test_modules_honor_inplace():
 
 
 # ---------------------------------------------------------------- autograd
-GRAD_CASES = {
-    "relu_": (F.relu_, F.relu),
-    "gelu_": (F.gelu_, F.gelu),
-    "gelu_ tanh": (lambda t: F.gelu_(t, "tanh"), lambda t: F.gelu(t, "tanh")),
-    "softmax_": (lambda t: F.softmax_(t, -1), lambda t: F.softmax(t, -1)),
-    "softmax_ dim0": (lambda t: F.softmax_(t, 0), lambda t: F.softmax(t, 0)),
-}
-
-
-@pytest.mark.parametrize("name", list(GRAD_CASES))
+@pytest.mark.parametrize("name", RECORDED)
 @pytest.mark.parametrize("shape", [(33,), (5, 7)])
 def test_recorded_inplace_gradients_match_out_of_place(name, shape):
-    inplace, plain = GRAD_CASES[name]
+    inplace, plain = FORMS[name].fn, FORMS[name].plain
     a = randn(*shape, seed=8, dtype=np.float64)
     w = cpu(randn(*shape, seed=9, dtype=np.float64))
     ref_leaf, ref_x = nonleaf(a)
@@ -172,6 +141,18 @@ def test_inplace_chain_and_input_requiring_no_grad():
     np.testing.assert_allclose(leaf.grad.numpy(), ref_leaf.grad.numpy(), rtol=1e-10)
     z = cpu(randn(3))  # requires no grad: nothing recorded
     assert F.relu_(z) is z and z.grad_fn is None and not z.requires_grad
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_inplace_after_save_names_the_op(name):
+    """An array saved for backward (here Mul's) that an in-place form overwrote raises in backward,
+    naming the in-place op and the one that saved it."""
+    leaf, x = nonleaf(randn(3, 6, seed=12, dtype=np.float64))
+    w = cpu(randn(3, 6, seed=13, dtype=np.float64), requires_grad=True)
+    out = (x * w).sum()
+    FORMS[name].fn(x)
+    with pytest.raises(RuntimeError, match=rf"in-place operation \(last by {FORMS[name].op}\): Mul saved"):
+        out.backward()
 
 
 def test_inplace_after_save_raises_naming_both_ops():
@@ -391,11 +372,9 @@ def test_gpu_dropout_packed_mask_and_inplace(dtype, n):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("op", ["relu_", "gelu_", "gelu_tanh", "softmax_", "layer_norm_"])
+@pytest.mark.parametrize("op", list(FORMS))
 def test_gpu_inplace_ops_match_reference(op, dtype, n):
-    fn = {"relu_": F.relu_, "gelu_": F.gelu_, "gelu_tanh": lambda t: F.gelu_(t, "tanh"),
-          "softmax_": lambda t: F.softmax_(t, -1), "layer_norm_": lambda t: F.layer_norm_(t, (n,))}[op]
-    _gpu_case(fn, randn(3, n, seed=n).astype(dtype), dtype)
+    _gpu_case(FORMS[op].fn, randn(3, n, seed=n).astype(dtype), dtype)
 
 
 @pytest.mark.gpu

@@ -1,132 +1,109 @@
-"""Every differentiable op: gradients against float64 central differences (CPU), and the
-same op suite on CuPy against the NumPy results (GPU)."""
+"""Every op of the registry (tests/opinfo.py): gradients against float64 central differences, values
+against the float64 NumPy reference, every public spelling and every dtype (CPU), and CuPy against the
+NumPy results (GPU). Below, the ops' hand-written edge cases."""
+import inspect
+
 import numpy as np
 import pytest
 
 import minifused as mf
+import minifused.functional as F
 from minifused.testing import gradcheck
+from opinfo import OPS, call, grad_params, inplace_forms, make_arrays, make_inputs, params, reference, samples
+from tolerances import TOL, rel_err
 
 
-def positive(shape):
-    """Inputs kept away from 0 for log/sqrt/div/pow."""
-    return ("pos", shape)
+@pytest.mark.parametrize("entry,sample", grad_params(p for p in samples() if p[0].grad))
+def test_gradcheck_cpu(entry, sample):
+    assert gradcheck(lambda *x: call(entry, sample, x), make_inputs(sample.specs), **sample.check)
 
 
-def distinct(shape):
-    """Inputs whose elements are well separated (max/min/abs/relu/clamp are not smooth at ties or 0)."""
-    return ("distinct", shape)
+@pytest.mark.parametrize("entry,sample", params(samples()))
+def test_values_against_float64_reference(entry, sample):
+    out = call(entry, sample, make_inputs(sample.specs))
+    want = reference(entry, sample, make_arrays(sample.specs))
+    assert out.shape == np.shape(want)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-10, atol=1e-12)
 
 
-# name -> (function of tensors, input specs). A spec is a shape (standard normal),
-# positive(shape) or distinct(shape).
-CASES = {
-    "add": (lambda a, b: a + b, [(3, 4), (3, 4)]),
-    "add_broadcast": (lambda a, b: a + b, [(2, 3, 4), (3, 1)]),
-    "add_scalar": (lambda a: 2.5 + a + 1, [(3, 4)]),
-    "sub_broadcast": (lambda a, b: a - b, [(4, 1), (1, 5)]),
-    "rsub_scalar": (lambda a: 1.0 - a, [(3,)]),
-    "mul_broadcast": (lambda a, b: a * b, [(2, 3, 4), (4,)]),
-    "rmul_scalar": (lambda a: 3 * a, [(2, 2)]),
-    "div_broadcast": (lambda a, b: a / b, [(3, 4), positive((1, 4))]),
-    "rdiv_scalar": (lambda a: 2.0 / a, [positive((5,))]),
-    "pow_scalar": (lambda a: a ** 3, [(3, 4)]),
-    "pow_tensor": (lambda a, b: a ** b, [positive((3, 4)), (3, 4)]),
-    "rpow_scalar": (lambda a: 2.0 ** a, [(3,)]),
-    "neg": (lambda a: -a, [(3, 4)]),
-    "matmul_2d": (lambda a, b: a @ b, [(3, 4), (4, 5)]),
-    "matmul_batched_broadcast": (lambda a, b: a @ b, [(2, 3, 4), (4, 5)]),
-    "matmul_batched_both": (lambda a, b: mf.matmul(a, b), [(2, 1, 3, 4), (3, 4, 2)]),
-    "matmul_vec_mat": (lambda a, b: a @ b, [(4,), (4, 5)]),
-    "matmul_mat_vec": (lambda a, b: a @ b, [(3, 4), (4,)]),
-    "matmul_vec_vec": (lambda a, b: a @ b, [(4,), (4,)]),
-    "exp": (lambda a: a.exp(), [(3, 4)]),
-    "log": (lambda a: a.log(), [positive((3, 4))]),
-    "sqrt": (lambda a: a.sqrt(), [positive((3, 4))]),
-    "abs": (lambda a: abs(a), [distinct((3, 4))]),
-    "tanh": (lambda a: a.tanh(), [(3, 4)]),
-    "sigmoid": (lambda a: mf.sigmoid(a * 4), [(3, 4)]),
-    "relu": (lambda a: a.relu(), [distinct((3, 4))]),
-    "gelu_erf": (lambda a: mf.gelu(a), [(3, 4)]),
-    "gelu_tanh": (lambda a: mf.gelu(a, approximate="tanh"), [(3, 4)]),
-    "clamp": (lambda a: a.clamp(-0.5, 0.5), [distinct((4, 5))]),
-    "clamp_min": (lambda a: mf.clamp(a, min=0.1), [distinct((4, 5))]),
-    "maximum": (lambda a, b: mf.maximum(a, b), [distinct((3, 4)), distinct((4,))]),
-    "minimum": (lambda a, b: mf.minimum(a, b), [distinct((3, 4)), distinct((3, 1))]),
-    "where": (lambda a, b: mf.where(a > 0, a, b), [distinct((3, 4)), (4,)]),
-    "sum_all": (lambda a: a.sum(), [(3, 4)]),
-    "sum_axis": (lambda a: a.sum(1), [(3, 4, 2)]),
-    "sum_axes_keepdim": (lambda a: a.sum((0, 2), keepdim=True), [(3, 4, 2)]),
-    "mean_all": (lambda a: a.mean(), [(3, 4)]),
-    "mean_axis_keepdim": (lambda a: a.mean(-1, keepdim=True), [(3, 4)]),
-    "max_all": (lambda a: a.max(), [distinct((3, 4))]),
-    "max_dim": (lambda a: a.max(1).values, [distinct((3, 4))]),
-    "max_dim_keepdim": (lambda a: a.max(0, keepdim=True)[0], [distinct((3, 4))]),
-    "min_dim": (lambda a: a.min(dim=-1).values, [distinct((3, 4))]),
-    "amax_axes": (lambda a: mf.amax(a, (0, 2)), [distinct((3, 4, 2))]),
-    "min_all": (lambda a: a.min(), [distinct((3, 4))]),
-    "var_all": (lambda a: a.var(), [(3, 4)]),
-    "var_axis": (lambda a: a.var(1, keepdim=True), [(3, 4)]),
-    "var_biased": (lambda a: a.var(0, unbiased=False), [(3, 4)]),
-    "std_axis": (lambda a: a.std(1), [(3, 4)]),
-    "reshape": (lambda a: a.reshape(4, 3) * mf.arange(3, dtype=mf.float64, device=a.device), [(3, 4)]),
-    "view_infer": (lambda a: a.view(-1, 2).exp(), [(3, 4)]),
-    "flatten": (lambda a: a.flatten(1).exp(), [(2, 3, 4)]),
-    "transpose": (lambda a: a.transpose(0, 2).exp(), [(2, 3, 4)]),
-    "permute": (lambda a: a.permute(2, 0, 1).exp(), [(2, 3, 4)]),
-    "T": (lambda a: a.T @ a, [(3, 4)]),
-    "unsqueeze": (lambda a: a.unsqueeze(1) * a.unsqueeze(0), [(3,)]),
-    "squeeze": (lambda a: a.squeeze(1).exp(), [(3, 1, 2)]),
-    "expand": (lambda a: a.expand(2, 3, 4).exp(), [(3, 1)]),
-    "index_int": (lambda a: a[1], [(3, 4)]),
-    "index_slices": (lambda a: a[1:, ::2], [(3, 4)]),
-    "index_negative_none_ellipsis": (lambda a: a[..., -1, None], [(2, 3, 4)]),
-    "index_int_array": (lambda a: a[mf.tensor([0, 2, 0], device=a.device)], [(3, 4)]),
-    "index_list_repeated": (lambda a: a[:, [1, 1, 3]], [(3, 4)]),
-    "index_bool_mask": (lambda a: a[a > 0], [distinct((3, 4))]),
-    "cat": (lambda a, b: mf.cat([a, b, a], dim=1), [(2, 3), (2, 1)]),
-    "stack": (lambda a, b: mf.stack([a, b], dim=1), [(2, 3), (2, 3)]),
-    "cast_roundtrip": (lambda a: a.float().double() * 2, [(3,)], {"eps": 1e-3, "atol": 1e-3}),
-    "clone": (lambda a: a.clone() * a, [(3,)]),
-}
+@pytest.mark.parametrize("entry", [e for e in OPS if e.aliases], ids=lambda e: e.name)
+def test_public_spellings_agree(entry):
+    """Every other public spelling of the op gives the same values on every sample."""
+    for sample in entry.samples:
+        if sample.fn:
+            continue
+        inputs = make_inputs(sample.specs)
+        want = entry.op(*inputs, **sample.kwargs).detach().numpy()
+        for name, alias in entry.aliases.items():
+            np.testing.assert_array_equal(alias(*inputs, **sample.kwargs).detach().numpy(), want, err_msg=name)
 
 
-def make_inputs(specs, device="cpu", dtype=np.float64, seed=0):
-    rng = np.random.default_rng(seed)
-    out = []
-    for spec in specs:
-        kind, shape = spec if isinstance(spec[0], str) else ("normal", spec)
-        n = int(np.prod(shape))
-        if kind == "pos":
-            arr = rng.uniform(0.5, 2.0, shape)
-        elif kind == "distinct":
-            arr = (rng.permutation(n) - n / 2 + 0.5) / n * 2 + rng.uniform(-0.1, 0.1, n) / n
-            arr = arr.reshape(shape)
-        else:
-            arr = rng.standard_normal(shape)
-        out.append(mf.tensor(arr.astype(dtype), device=device, requires_grad=True))
-    return out
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_gradcheck_cpu(name):
-    fn, specs, *options = CASES[name]
-    assert gradcheck(fn, make_inputs(specs), **(options[0] if options else {}))
+@pytest.mark.parametrize("entry", OPS, ids=lambda e: e.name)
+def test_dtypes_cpu(entry):
+    """Each dtype the op takes: the result keeps it, and its values match the float64 reference of the
+    same (rounded) inputs within the dtype's tolerance."""
+    for sample in entry.samples:
+        if sample.fn:  # compositions may promote (a float64 factor, a cast): float64 above checks them
+            continue
+        arrays = make_arrays(sample.specs)
+        for dtype in entry.dtypes:
+            if dtype == np.float64:
+                continue
+            rounded = [a if a.dtype.kind == "i" else a.astype(dtype).astype(np.float64) for a in arrays]
+            out = call(entry, sample, make_inputs(sample.specs, dtype=dtype))
+            assert out.dtype == dtype, (sample.name, dtype)
+            want = reference(entry, sample, rounded)
+            assert rel_err(out.detach().numpy().astype(np.float64), want) <= 10 * TOL[dtype], (sample.name, dtype)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_cuda_matches_numpy(name):
-    fn, specs = CASES[name][:2]
+@pytest.mark.parametrize("entry,sample", params(samples()))
+def test_cuda_matches_numpy(entry, sample):
     results = {}
     for device in ("cpu", "cuda"):
-        inputs = make_inputs(specs, device, np.float32)
-        out = fn(*inputs)
+        inputs = make_inputs(sample.specs, device, np.float32)
+        out = call(entry, sample, inputs)
         assert out.device == mf.device(device)
-        weight = mf.tensor(np.random.default_rng(1).standard_normal(out.shape).astype(np.float32), device=device)
-        (out * weight).sum().backward()
-        results[device] = [out.cpu().numpy()] + [t.grad.cpu().numpy() for t in inputs]
-    for cpu_value, cuda_value in zip(results["cpu"], results["cuda"]):
-        np.testing.assert_allclose(cuda_value, cpu_value, rtol=2e-5, atol=2e-5)
+        if entry.grad:
+            weight = mf.tensor(np.random.default_rng(1).standard_normal(out.shape).astype(np.float32), device=device)
+            (out * weight).sum().backward()
+        results[device] = [out.detach().cpu().numpy()] + [None if t.grad is None else t.grad.cpu().numpy()
+                                                           for t in inputs if t.requires_grad]
+    for cpu_value, cuda_value in zip(results["cpu"], results["cuda"], strict=True):
+        assert (cpu_value is None) == (cuda_value is None)  # e.g. where's condition: no gradient on either
+        if cpu_value is not None:
+            np.testing.assert_allclose(cuda_value, cpu_value, rtol=entry.gpu_tol, atol=entry.gpu_tol)
+
+
+# Public ops that have no entry, and where they are tested instead.
+NO_ENTRY = {"F.square_matmul_": "in-place x @ W for a square W (cuBLASLt only); tests/test_square_matmul.py"}
+NOT_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin"}  # test_no_grad_ops below
+
+
+def test_registry_covers_the_public_ops():
+    """Every differentiable op that minifused and minifused.functional export has an entry (or one of its
+    spellings or in-place forms does), every case of the table the registry replaced is still a sample,
+    and sample names (the test ids) are unique."""
+    from minifused.ops import creation
+
+    public = {f"mf.{n}" for n in set(mf.ops.__all__) - set(creation.__all__) - NOT_DIFFERENTIABLE}
+    public |= {f"F.{n}" for n, v in vars(F).items() if not n.startswith("_") and inspect.isfunction(v)}
+    covered = {e.spelled for e in OPS} | {a for e in OPS for a in e.aliases} | {f"F.{f.op}" for _, f in inplace_forms()}
+    assert not public - covered - set(NO_ENTRY), sorted(public - covered - set(NO_ENTRY))
+    names = [s.name for _, s in samples()]
+    assert len(names) == len(set(names))
+    assert not OLD_CASES - set(names), sorted(OLD_CASES - set(names))
+    assert all(e.grad for e in OPS)  # every entry is differentiable today: gradcheck covers each
+
+
+# The cases of test_ops.py's table before the registry (each is a sample of the same name now).
+OLD_CASES = set("""add add_broadcast add_scalar sub_broadcast rsub_scalar mul_broadcast rmul_scalar div_broadcast
+rdiv_scalar pow_scalar pow_tensor rpow_scalar neg matmul_2d matmul_batched_broadcast matmul_batched_both
+matmul_vec_mat matmul_mat_vec matmul_vec_vec exp log sqrt abs tanh sigmoid relu gelu_erf gelu_tanh clamp clamp_min
+maximum minimum where sum_all sum_axis sum_axes_keepdim mean_all mean_axis_keepdim max_all max_dim max_dim_keepdim
+min_dim amax_axes min_all var_all var_axis var_biased std_axis reshape view_infer flatten transpose permute T
+unsqueeze squeeze expand index_int index_slices index_negative_none_ellipsis index_int_array index_list_repeated
+index_bool_mask cat stack cast_roundtrip clone""".split())
 
 
 def test_forward_values_against_numpy():

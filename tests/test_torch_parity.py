@@ -1,4 +1,5 @@
-"""PyTorch parity on the GPU: for identical weights (PyTorch's state_dict loaded by key), every
+"""PyTorch parity on the GPU: every op of the registry (tests/opinfo.py) that has a PyTorch
+equivalent, on each of its samples; for identical weights (PyTorch's state_dict loaded by key), every
 module's forward and gradients equal PyTorch's, and the MNIST MLP and CNN follow PyTorch's loss
 and parameters over training steps with SGD (momentum) and Adam.
 
@@ -13,21 +14,12 @@ import minifused as mf
 import minifused.functional as F
 import minifused.nn as nn
 from minifused import optim
+from opinfo import call, make_arrays, make_inputs, params, randn, samples, torch_fn
 
 pytestmark = pytest.mark.gpu
 
 RTOL = 2e-4  # relative (norm) error of a single layer's outputs and gradients, float32
 STEP_RTOL = 2e-3  # after several optimizer steps (Adam divides by small second moments)
-
-
-@pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch without CUDA")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    return torch
 
 
 def _np(t):
@@ -67,8 +59,22 @@ def _check_module(torch, ours, theirs, x_np, loss_weights=None, target=None):
         assert _rel(ours_p[name].grad.data.get(), p.grad) < RTOL, name
 
 
-def _x(*shape, seed=1):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+@pytest.mark.parametrize("entry,sample", params(p for p in samples(plain=True) if p[0].torch))
+def test_op_matches_pytorch(torch, entry, sample):
+    """The op's value and the gradient of every differentiable input, ours against PyTorch's, in float32."""
+    ours = make_inputs(sample.specs, "cuda", np.float32)
+    theirs = [torch.tensor(a if a.dtype.kind == "i" else a.astype(np.float32), device="cuda",
+                           requires_grad=o.requires_grad) for a, o in zip(make_arrays(sample.specs), ours)]
+    y = call(entry, sample, ours)
+    ty = torch_fn(entry)(*theirs, **sample.kwargs)
+    assert _rel(y, ty) < RTOL
+    g = np.random.default_rng(0).standard_normal(tuple(y.shape)).astype(np.float32)
+    (y * mf.tensor(g, device="cuda")).sum().backward()
+    (ty * torch.tensor(g, device="cuda")).sum().backward()
+    for i, (o, t) in enumerate(zip(ours, theirs)):
+        if o.requires_grad:
+            assert (o.grad is None) == (t.grad is None), i
+            assert o.grad is None or _rel(o.grad, t.grad) < RTOL, i
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -83,7 +89,7 @@ def test_linear(torch, bias, act):
     wrapped.forward = lambda t: tact(theirs(t))
     wrapped.state_dict = theirs.state_dict
     wrapped.named_parameters = theirs.named_parameters
-    _check_module(torch, ours, wrapped, _x(5, 3, 37))
+    _check_module(torch, ours, wrapped, randn(5, 3, 37, seed=1))
 
 
 @pytest.mark.parametrize("cfg", [dict(stride=1, padding=0, dilation=1), dict(stride=2, padding=1, dilation=1),
@@ -92,13 +98,13 @@ def test_linear(torch, bias, act):
 def test_conv2d(torch, cfg, c):
     theirs = torch.nn.Conv2d(c, 8, 3, **cfg).cuda()
     ours = nn.Conv2d(c, 8, 3, **cfg).to("cuda")
-    _check_module(torch, ours, theirs, _x(3, c, 11, 9))
+    _check_module(torch, ours, theirs, randn(3, c, 11, 9, seed=1))
 
 
 def test_conv2d_relu_fused(torch):
     theirs = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.ReLU()).cuda()
     ours = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1), nn.ReLU()).to("cuda")
-    _check_module(torch, ours, theirs, _x(2, 4, 9, 9))
+    _check_module(torch, ours, theirs, randn(2, 4, 9, 9, seed=1))
 
 
 @pytest.mark.parametrize("make", [
@@ -111,20 +117,21 @@ def test_conv2d_relu_fused(torch):
 def test_modules(torch, make):
     theirs, ours = make(torch.nn).cuda(), make(nn).to("cuda")
     shape = (3, 2, 4, 33) if "Pool" not in type(ours).__name__ else (3, 2, 12, 10)
-    _check_module(torch, ours, theirs, _x(*shape))
+    _check_module(torch, ours, theirs, randn(*shape, seed=1))
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(ignore_index=2), dict(label_smoothing=0.1), dict(reduction="sum")])
 def test_cross_entropy(torch, kw):
     target = np.random.default_rng(3).integers(0, 7, 16)
-    _check_module(torch, nn.CrossEntropyLoss(**kw), torch.nn.CrossEntropyLoss(**kw), _x(16, 7), target=target)
+    _check_module(torch, nn.CrossEntropyLoss(**kw), torch.nn.CrossEntropyLoss(**kw), randn(16, 7, seed=1),
+                  target=target)
 
 
 def test_mse(torch):
-    target = _x(6, 5, seed=9)
+    target = randn(6, 5, seed=9)
     ours, theirs = nn.MSELoss(), torch.nn.MSELoss()
-    x = mf.tensor(_x(6, 5), device="cuda", requires_grad=True)
-    tx = torch.tensor(_x(6, 5), device="cuda", requires_grad=True)
+    x = mf.tensor(randn(6, 5, seed=1), device="cuda", requires_grad=True)
+    tx = torch.tensor(randn(6, 5, seed=1), device="cuda", requires_grad=True)
     loss, tloss = ours(x, mf.tensor(target, device="cuda")), theirs(tx, torch.tensor(target, device="cuda"))
     loss.backward()
     tloss.backward()
