@@ -32,6 +32,13 @@ def cast(x: Tensor, dtype) -> Tensor:
     return Cast.apply(x, dtype)
 
 
+def dense(a):
+    """``a`` C-contiguous (a copy only where it is not), keeping its shape: NumPy's and CuPy's
+    ``ascontiguousarray`` turn a 0-d array into a 1-d one."""
+    out = backend.array_module(a).ascontiguousarray(a)
+    return out if out.ndim == a.ndim else out.reshape(a.shape)
+
+
 def unbroadcast(grad, shape):
     """Sum ``grad`` over the axes along which an input of ``shape`` was broadcast."""
     if grad.shape == shape:

@@ -11,11 +11,17 @@ def _swap(a):
     return a.swapaxes(-1, -2)
 
 
+def _mm(a, b):
+    """``a @ b`` in the operands' dtype (NumPy multiplies bfloat16 into float32)."""
+    out = backend.array_module(a).matmul(a, b)
+    return out if out.dtype == a.dtype else out.astype(a.dtype)
+
+
 class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return backend.array_module(a).matmul(a, b)
+        return _mm(a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -31,12 +37,11 @@ class MatMul(Function):
             g2 = g2[..., None, :]
         if b.ndim == 1:
             g2 = g2[..., None]
-        xp = backend.array_module(g)
         ga = gb = None
         if na:
-            ga = unbroadcast(xp.matmul(g2, _swap(b2)), a2.shape).reshape(a.shape)
+            ga = unbroadcast(_mm(g2, _swap(b2)), a2.shape).reshape(a.shape)
         if nb:
-            gb = unbroadcast(xp.matmul(_swap(a2), g2), b2.shape).reshape(b.shape)
+            gb = unbroadcast(_mm(_swap(a2), g2), b2.shape).reshape(b.shape)
         return ga, gb
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import cast, normalize_axis
+from ._common import cast, dense, normalize_axis
 
 
 def _expand(g, in_shape, axes, keepdim):
@@ -38,7 +38,7 @@ class Sum(Function):
     def backward(ctx, g):
         shape, axes, keepdim = ctx.meta
         xp = backend.array_module(g)
-        return xp.ascontiguousarray(xp.broadcast_to(_expand(g, shape, axes, keepdim), shape))
+        return dense(xp.broadcast_to(_expand(g, shape, axes, keepdim), shape))
 
 
 class Mean(Function):
@@ -52,7 +52,7 @@ class Mean(Function):
         shape, axes, keepdim = ctx.meta
         xp = backend.array_module(g)
         scale = 1.0 / builtins.max(_count(shape, axes), 1)
-        return xp.ascontiguousarray(xp.broadcast_to(_expand(g, shape, axes, keepdim) * scale, shape))
+        return dense(xp.broadcast_to(_expand(g, shape, axes, keepdim) * scale, shape))
 
 
 class Extreme(Function):
