@@ -268,6 +268,7 @@ def _get_plan(key, dev_id, config, *args):
     if key in unsupported:
         raise PlanError(f"unsupported: {key}")
     init()
+    config = config or DEFAULT_CONFIG
     m, n, k = args[3:6]
     tune = config.autotune or 2 * m * n * k <= config.small_gemm_flop
     try:
@@ -345,7 +346,6 @@ def execute(key, plan_args, a, b, d, bias_ptr=0, aux_ptr=0, check=None, config=N
     ``(poison, verify)`` (see :func:`_keep_correct`), called for a new plan only, which keeps only the
     candidates that pass it."""
     dev_id, sptr = key[0], key[1]
-    config = config or DEFAULT_CONFIG
     plan, new = _get_plan(key, dev_id, config, *plan_args)
     ws = _workspace(dev_id, sptr, plan.ws_size)
     wsp, wsn = ws.data.ptr, ws.nbytes
@@ -360,7 +360,7 @@ def execute(key, plan_args, a, b, d, bias_ptr=0, aux_ptr=0, check=None, config=N
         if check is not None:
             _keep_correct(key, plan, launch, check())
         if len(plan.algos) > 1:
-            small = (3, 10) if not config.autotune else (2, 3)  # small GEMMs: more, cheap samples
+            small = (2, 3) if config and config.autotune else (3, 10)  # small GEMMs: more, cheap samples
             _autotune(plan, launch, *small)
 
 

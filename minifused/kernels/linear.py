@@ -40,6 +40,8 @@ NumPy path).
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .. import backend
@@ -195,15 +197,7 @@ def _cupy():
     return cupy
 
 
-class _NoSwitch:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NO_SWITCH = _NoSwitch()
+_NO_SWITCH = contextlib.nullcontext()
 
 
 def _on(dev_id):
@@ -252,7 +246,10 @@ def _linear_forward_cuda(x, w, bias, activation, aux, config):
     if cupy.cuda.runtime.getDevice() != dev:
         with cupy.cuda.Device(dev):
             return _linear_forward_cuda(x, w, bias, activation, aux, config)
-    y, a, aux_ld = _forward_outputs(cupy, n, m, dtype, activation if want_aux else None)
+    if want_aux:
+        y, a, aux_ld = _forward_outputs(cupy, n, m, dtype, activation)
+    else:
+        y, a, aux_ld = cupy.ndarray((n, m), dtype), None, 0
     if n == 0 or m == 0:
         return y, a
     if k == 0:  # an empty sum: act(bias) (cuBLASLt needs k >= 1)
@@ -283,12 +280,10 @@ def _linear_forward_cuda(x, w, bias, activation, aux, config):
     return y, a
 
 
-def _forward_outputs(cupy, n, m, dtype, aux_activation):
-    """``(y, aux, aux_ld)``: the forward's output and, for ``aux_activation``, its aux in one
-    allocation (an allocation costs host time); aux None and aux_ld 0 without one."""
-    if aux_activation is None:
-        return cupy.ndarray((n, m), dtype), None, 0
-    if aux_activation == "relu":
+def _forward_outputs(cupy, n, m, dtype, activation):
+    """``(y, aux, aux_ld)``: the forward's output and the aux of ``activation``, in one allocation
+    (an allocation costs host time)."""
+    if activation == "relu":
         cols = relu_aux_cols(m)
         aux_dtype, aux_ld = _UINT8, cols * 8
     else:
@@ -317,6 +312,8 @@ def _aux_check(x, w, bias, y, a, activation):
         return bool(cupy.isfinite(z).all()) and float(cupy.abs(ref - yf).max()) <= 1e-2 * scale
 
     return lambda: (y.fill(np.nan), a.fill(np.nan)), gelu_right
+
+
 def _relu_mask_right(x, w, bias, y, a, recheck=256):
     """Whether the ReLU bit-mask ``a`` is the sign of the pre-activation of ``y = relu(x @ w.T + bias)``.
     A set bit must have y > 0 and a clear bit y == 0, except where a positive pre-activation rounds to
