@@ -460,7 +460,7 @@ def _linear_backward_weight_cuda(dy, x, bias_grad, config):
 
 
 def _activation_backward_cuda(dy, aux, activation):
-    import cupy
+    cupy = _cp or _cupy()
 
     dy = cupy.ascontiguousarray(dy)
     n, m = dy.shape
