@@ -5,11 +5,12 @@
 
 1. Seed size, fp16, (65536×16384)·(16384×8192):
    forward  — plain GEMM (DEFAULT), the seed's naive (``y = x @ w.T; y += b; y[y < 0] = 0``),
-              fused RELU_AUX_BIAS (``linear_fwd``), all in TFLOP/s;
+              fused RELU_AUX_BIAS (``linear_forward``), all in TFLOP/s;
    backward — the next layer's dX GEMM: plain, naive (GEMM, ``dx *= h > 0``, ``dx.sum(0)``)
               and fused DRELU_BGRAD on the producer's bit-mask.
 2. ``nn.Linear(activation="relu")`` forward + backward (dX, dW, db) against PyTorch
-   (``F.linear`` + ``relu``, autograd) at the seed size and at 8192³, fp16.
+   (``F.linear`` + ``relu``, autograd) at the seed size and at 8192³, fp16; autotuned, the same
+   kernels nn.Linear runs, called with ``GemmConfig(autotune=True)``.
 3. Host µs per call (784 → 1024, fp32) at batch 64, 256, 1024: Linear forward (training:
    params require grad, aux kept), forward + backward, the raw primitive, nvmath's
    stateful ``Matmul.execute`` and ``reset_operands`` + ``execute``, CuPy ``@``, PyTorch.
@@ -29,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import Results, bench_ms, host_us, torch_or_none  # noqa: E402
 
 from minifused import nn  # noqa: E402
-from minifused.kernels import matmul as K  # noqa: E402
+from minifused.kernels import cublaslt as LT  # noqa: E402
+from minifused.kernels import linear as K  # noqa: E402
 from minifused.ops import linear as L  # noqa: E402
 from minifused.tensor import Tensor  # noqa: E402
 
@@ -68,10 +70,10 @@ def seed_figures(res, n, k, m, sets=2):
         return y
 
     for tuned in (False, True):
-        K.autotune = tuned
-        K.clear_plan_cache()
-        t = bench_group({"plain": lambda x: K.linear_fwd(x, w),
-                         "fused": lambda x: K.linear_fwd(x, w, b, "relu", aux=True),
+        cfg = LT.GemmConfig(autotune=tuned)
+        LT.clear_plan_cache()
+        t = bench_group({"plain": lambda x: K.linear_forward(x, w, config=cfg),
+                         "fused": lambda x: K.linear_forward(x, w, b, "relu", aux=True, config=cfg),
                          "naive": naive_fwd, "cupy": lambda x: x @ w.T}, xs)
         sfx = " autotuned" if tuned else ""
         for impl, key in (("plain (cuBLASLt DEFAULT)", "plain"), ("cupy matmul", "cupy"),
@@ -82,14 +84,13 @@ def seed_figures(res, n, k, m, sets=2):
         sfx = "_autotuned" if tuned else ""
         res.ratio("fwd_fused_over_plain" + sfx, t["plain"] / t["fused"])
         res.ratio("fwd_fused_over_naive" + sfx, t["naive"] / t["fused"])
-    K.autotune = False
     del xs
 
     # Backward of the next layer: dy (n×k) @ w2 (k×m) -> the producer's (n×m) output gradient,
     # masked by the producer's ReLU and summed for its bias gradient.
     w2 = rand(rs, (k, m), dt, k ** -0.5)  # next layer's weight (out=k, in=m)
     hx = rand(rs, (n, k), dt)
-    h, mask = K.linear_fwd(hx, w, b, "relu", aux=True)  # the producer's output and bit-mask
+    h, mask = K.linear_forward(hx, w, b, "relu", aux=True)  # the producer's output and bit-mask
     del hx
     dys = [(rand(rs, (n, k), dt),) for _ in range(sets)]
 
@@ -104,10 +105,10 @@ def seed_figures(res, n, k, m, sets=2):
         return dx, dx.sum(axis=0)
 
     for tuned in (False, True):
-        K.autotune = tuned
-        K.clear_plan_cache()
-        fns = {"plain": lambda dy: K.linear_dgrad(dy, w2),
-               "fused": lambda dy: K.linear_dgrad(dy, w2, "relu", mask)}
+        cfg = LT.GemmConfig(autotune=tuned)
+        LT.clear_plan_cache()
+        fns = {"plain": lambda dy: K.linear_backward_data(dy, w2, config=cfg),
+               "fused": lambda dy: K.linear_backward_data(dy, w2, "relu", mask, config=cfg)}
         if not tuned:
             fns.update(naive=naive_bwd, naive_mul=naive_mul_bwd)
         t = bench_group(fns, dys)
@@ -122,17 +123,17 @@ def seed_figures(res, n, k, m, sets=2):
             res.ratio("bwd_fused_over_naive_mul (info)", t["naive_mul"] / t["fused"])
         else:
             res.ratio("bwd_fused_over_plain_autotuned", t["plain"] / t["fused"])
-    K.autotune = False
     # correctness spot check of the fused backward against the naive one
-    dx_f, db_f = K.linear_dgrad(dys[0][0], w2, "relu", mask)
+    dx_f, db_f = K.linear_backward_data(dys[0][0], w2, "relu", mask)
     dx_n, db_n = naive_bwd(dys[0][0])
     err = float(cupy.linalg.norm((dx_f - dx_n).astype(cupy.float32)) / cupy.linalg.norm(dx_n.astype(cupy.float32)))
     print(f"  fused vs naive backward rel. error {err:.2e}", flush=True)
     del dys, h, mask, w2
 
 
-def torch_layer(res, n, k, m, torch, sets=2, tag=""):
-    """nn.Linear(activation='relu') forward + backward vs PyTorch, fp16."""
+def torch_layer(res, n, k, m, torch, sets=2, tag="", config=None):
+    """nn.Linear(activation='relu') forward + backward vs PyTorch, fp16. With a ``config``
+    (:class:`~minifused.kernels.cublaslt.GemmConfig`), the kernels nn.Linear runs, called with it."""
     case = f"Linear+relu fwd+bwd {n}x{k}->{m} fp16{tag}"
     flop = 3 * 2.0 * n * k * m
     lin = nn.Linear(k, m, activation="relu", device="cuda", dtype="float16")
@@ -140,9 +141,18 @@ def torch_layer(res, n, k, m, torch, sets=2, tag=""):
     sets_ = [(Tensor(rand(rs, (n, k), cupy.float16), requires_grad=True), Tensor(rand(rs, (n, m), cupy.float16)))
              for _ in range(sets)]
 
+    w, b = lin.weight.data, lin.bias.data
+
     def ours(x, g):
-        lin.weight.grad = lin.bias.grad = x.grad = None
-        lin(x).backward(g)
+        if config is None:
+            lin.weight.grad = lin.bias.grad = x.grad = None
+            lin(x).backward(g)
+            return
+        # nn.Linear's kernels: forward with the ReLU mask, the mask's backward, dW with db, dX
+        _, aux = K.linear_forward(x.data, w, b, "relu", aux=True, config=config)
+        dz = K.activation_backward(g.data, aux, "relu")
+        K.linear_backward_weight(dz, x.data, True, config=config)
+        K.linear_backward_data(dz, w, config=config)
 
     if torch is not None:  # the same weights and random inputs, seen by PyTorch through DLPack
         tw = torch.nn.Parameter(torch.from_dlpack(lin.weight.data))
@@ -158,7 +168,8 @@ def torch_layer(res, n, k, m, torch, sets=2, tag=""):
         t["ours"] = min(t.get("ours", float("inf")), bench_ms(ours, sets_, warmup=3, repeat=10))
         if torch is not None:
             t["torch"] = min(t.get("torch", float("inf")), bench_ms(theirs, tsets, warmup=3, repeat=10))
-    res.add(case, "minifused nn.Linear", flop / t["ours"] / 1e9, "TFLOP/s")
+    ours_name = "minifused nn.Linear" + ("" if config is None else " kernels")
+    res.add(case, ours_name, flop / t["ours"] / 1e9, "TFLOP/s")
     if torch is None:
         return None
     res.add(case, "pytorch linear+relu", flop / t["torch"] / 1e9, "TFLOP/s")
@@ -188,7 +199,8 @@ def host_times(res, batches=(64, 256, 1024), k=784, m=1024):
         r = rows[n]
         r["nn.Linear fwd (training)"] = host_us(lambda: lin(x))
         r["nn.Linear fwd+bwd"] = host_us(lambda: fwd_bwd(xg, g))
-        r["kernel linear_fwd (aux)"] = host_us(lambda: K.linear_fwd(x.data, w, b, "relu", aux=True))
+        # (the row keeps the name of earlier results)
+        r["kernel linear_fwd (aux)"] = host_us(lambda: K.linear_forward(x.data, w, b, "relu", aux=True))
         r["cupy x @ w.T"] = host_us(lambda: x.data @ w.T)
         try:
             from nvmath.linalg.advanced import Matmul, MatmulEpilog
@@ -267,17 +279,16 @@ def main():
         cupy.get_default_memory_pool().free_all_blocks()
     names = ["seed", "8192"]
     for autotuned in (False, True):
-        K.autotune = autotuned
-        K.clear_plan_cache()  # autotuning happens when a plan is made
+        LT.clear_plan_cache()  # autotuning happens when a plan is made
         for (n, k, m), name in zip(sizes, names):
-            r = torch_layer(res, n, k, m, torch, tag=" autotuned" if autotuned else "")
+            r = torch_layer(res, n, k, m, torch, tag=" autotuned" if autotuned else "",
+                            config=LT.GemmConfig(autotune=True) if autotuned else None)
             cupy.get_default_memory_pool().free_all_blocks()
             if torch is not None:
                 torch.cuda.empty_cache()
             if r is not None:
                 res.ratio(f"linear_relu_fwd_bwd_over_torch_{name}" + ("_autotuned" if autotuned else ""), r)
-    K.autotune = False
-    print("plan cache:", K.plan_cache_info(), "paths:", dict(L.stats), flush=True)
+    print("plan cache:", LT.plan_cache_info(), "paths:", dict(L.stats), flush=True)
     res.write()
     import os
 
@@ -295,8 +306,9 @@ Notes
 - bwd: the next layer's dX GEMM with the producer's ReLU backward and bias gradient.
   naive (seed) = GEMM, `dx[h <= 0] = 0`, `dx.sum(0)`; the `dx *= h > 0` row is a stronger
   unfused baseline, for information. fused = DRELU_BGRAD on the producer's bit-mask.
-- "autotuned" rows: `minifused.kernels.matmul.autotune = True` (opt-in): each plan times the
-  heuristic's candidates once when it is made. The target ratios use the default (heuristic) plans.
+- "autotuned" rows: `GemmConfig(autotune=True)` (minifused.kernels.cublaslt, opt-in): each plan times
+  the heuristic's candidates once when it is made; nn.Linear takes no config, so those Linear rows
+  call the kernels nn.Linear runs. The target ratios use the default (heuristic) plans.
 - host µs: the host's own time per call: bursts of 20 calls timed on the host clock with an
   untimed synchronize between bursts (so the GPU queue never fills and no call waits for the
   GPU), median over 200 bursts after 200 warm-up calls (`harness.host_us`); fp32,

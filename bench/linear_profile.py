@@ -22,7 +22,8 @@ from harness import host_us  # noqa: E402
 
 import minifused.functional as F  # noqa: E402
 from minifused import nn  # noqa: E402
-from minifused.kernels import matmul as K  # noqa: E402
+from minifused.kernels import cublaslt as LT  # noqa: E402
+from minifused.kernels import linear as K  # noqa: E402
 from minifused.ops import linear as L  # noqa: E402
 from minifused.tensor import Tensor  # noqa: E402
 
@@ -48,10 +49,10 @@ def main(skip_autotune="--skip-autotune" in sys.argv):
     x = Tensor(rs.standard_normal((n, k), dtype=cupy.float32))
     lin = nn.Linear(k, m, activation="relu", device="cuda")
     w, b = lin.weight.data, lin.bias.data
-    y, aux = K.linear_fwd(x.data, w, b, "relu", aux=True)
-    key = next(kk for kk in K._plans if kk[2] == "fwd" and kk[3] == "RELU_AUX_BIAS" and kk[6] == n)
-    plan = K._plans[key]
-    ws = K._workspace(key[0], key[1], plan.ws_size)
+    y, aux = K.linear_forward(x.data, w, b, "relu", aux=True)
+    key = next(kk for kk in LT._plans if kk[2] == "fwd" and kk[3] == "RELU_AUX_BIAS" and kk[6] == n)
+    plan = LT._plans[key]
+    ws = LT._workspace(key[0], key[1], plan.ws_size)
     sptr = key[1]
     noop = cupy.RawKernel(r'extern "C" __global__ void noop(float* p) {}', "noop")
     rows = {
@@ -61,17 +62,17 @@ def main(skip_autotune="--skip-autotune" in sys.argv):
         "ndarray(memptr=) view": lambda: cupy.ndarray((n, m), cupy.float32, memptr=y.data),
         "get_current_stream().ptr": lambda: cupy.cuda.get_current_stream().ptr,
         "runtime.getDevice": lambda: cupy.cuda.runtime.getDevice(),
-        "desc_set_attribute": lambda: K._lt.matmul_desc_set_attribute(plan.desc, K._ATTR["BIAS_POINTER"],
+        "desc_set_attribute": lambda: LT._lt.matmul_desc_set_attribute(plan.desc, LT._ATTR["BIAS_POINTER"],
                                                                      plan.ptrbuf_addr, 8),
         "plan.run (launch only)": lambda: plan.run(w.data.ptr, x.data.data.ptr, y.data.ptr, b.data.ptr,
                                                    aux.data.ptr, ws.data.ptr, ws.nbytes, sptr),
-        "raw lt.matmul": lambda: K._lt.matmul(plan.handle, plan.desc, plan.alpha_ptr, w.data.ptr, plan.a_layout,
+        "raw lt.matmul": lambda: LT._lt.matmul(plan.handle, plan.desc, plan.alpha_ptr, w.data.ptr, plan.a_layout,
                                               x.data.data.ptr, plan.b_layout, plan.beta_ptr, y.data.ptr,
                                               plan.d_layout, y.data.ptr, plan.d_layout, plan.algo_ptr,
                                               ws.data.ptr, ws.nbytes, sptr),
         "RawKernel noop launch": lambda: noop((1,), (32,), (y,)),
-        "K.linear_fwd (aux)": lambda: K.linear_fwd(x.data, w, b, "relu", aux=True),
-        "K.linear_fwd (no aux)": lambda: K.linear_fwd(x.data, w, b, "relu"),
+        "K.linear_forward (aux)": lambda: K.linear_forward(x.data, w, b, "relu", aux=True),
+        "K.linear_forward (no aux)": lambda: K.linear_forward(x.data, w, b, "relu"),
         "LinearFn.apply": lambda: L.LinearFn.apply(x, lin.weight, lin.bias, activation="relu"),
         "F.linear": lambda: F.linear(x, lin.weight, lin.bias, "relu"),
         "nn.Linear.__call__": lambda: lin(x),
@@ -96,20 +97,20 @@ def main(skip_autotune="--skip-autotune" in sys.argv):
     xs = rs.standard_normal((n, k), dtype=cupy.float32).astype(cupy.float16)
     ws_ = (rs.standard_normal((m, k), dtype=cupy.float32) * k ** -0.5).astype(cupy.float16)
     bs = rs.standard_normal((m,), dtype=cupy.float32).astype(cupy.float16)
-    K.autotune, K.autotune_candidates = True, 16
-    for epi_args in (dict(), dict(bias=bs, activation="relu", aux=True)):
-        K.clear_plan_cache()
-        K.linear_fwd(xs, ws_, **epi_args)
-        plan = next(iter(K._plans.values()))
+    tune = LT.GemmConfig(autotune=True, candidates=16)
+    for epi_args in (dict(config=tune), dict(bias=bs, activation="relu", aux=True, config=tune)):
+        LT.clear_plan_cache()
+        K.linear_forward(xs, ws_, **epi_args)
+        plan = next(iter(LT._plans.values()))
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
         times = []
         for i in range(len(plan.algos)):
             plan.choose(i)
             try:
-                K.linear_fwd(xs, ws_, **epi_args)
+                K.linear_forward(xs, ws_, **epi_args)
                 start.record()
                 for _ in range(5):
-                    K.linear_fwd(xs, ws_, **epi_args)
+                    K.linear_forward(xs, ws_, **epi_args)
                 stop.record()
                 stop.synchronize()
                 times.append(round(cupy.cuda.get_elapsed_time(start, stop) / 5, 3))
@@ -117,7 +118,6 @@ def main(skip_autotune="--skip-autotune" in sys.argv):
                 times.append(repr(e)[:40])
         tf = [round(2 * n * k * m / t / 1e9, 1) if isinstance(t, float) else t for t in times]
         print(f"autotune candidates {epi_args.get('activation')}: {len(plan.algos)} -> TFLOP/s {tf}", flush=True)
-    K.autotune = False
 
 
 if __name__ == "__main__":

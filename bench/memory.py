@@ -23,7 +23,7 @@
    before the measured window and the peak counts it and the parameters on both sides. Ratio
    ``inference_peak_over_torch`` (target <= 0.6).
 4. **square_matmul_** at (65536 x 4096) . (4096 x 4096) fp16: TFLOP/s of the in-place product vs an
-   out-of-place GEMM of the same size through the same minifused GEMM (``linear_fwd``), CUDA events,
+   out-of-place GEMM of the same size through the same minifused GEMM (``linear_forward``), CUDA events,
    median (``harness.bench_ms``). Ratios ``square_inplace_over_outofplace`` (target >= 0.85) and
    ``square_inplace_extra_over_x``: the pool's peak growth during one call (after warm-up, so plans
    and the GEMM workspace exist) over ``x.nbytes`` (target <= 0.125).
@@ -50,7 +50,7 @@ import minifused as mf  # noqa: E402
 import minifused.functional as F  # noqa: E402
 import minifused.nn as nn  # noqa: E402
 from minifused import optim  # noqa: E402
-from minifused.kernels import matmul as KM  # noqa: E402
+from minifused.kernels import linear as KL  # noqa: E402
 from minifused.kernels import square_matmul as KS  # noqa: E402
 import train as T  # noqa: E402
 
@@ -345,7 +345,7 @@ def main(quick=False):
     # interleaved rounds, the median of each side: clock drift between two long loops once moved the ratio by 0.1
     outs, ins = [], []
     for _ in range(3):
-        outs.append(bench_ms(lambda a: KM.linear_fwd(a, w), xs, *reps))
+        outs.append(bench_ms(lambda a: KL.linear_forward(a, w), xs, *reps))
         ins.append(bench_ms(lambda a: KS.square_matmul_(a, w, True), xs, *reps))
     out_ms, in_ms = sorted(outs)[1], sorted(ins)[1]
     case = f"square ({rows}x{n})·({n}x{n}) fp16"

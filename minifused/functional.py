@@ -92,7 +92,7 @@ def linear(input, weight, bias=None, activation=None):
     bfloat16; float64 on cpu), on one device. ``activation`` is None, ``'relu'`` or
     ``'gelu'``, the tanh approximation (PyTorch's ``gelu(approximate='tanh')``), which
     is what cuBLASLt's GELU epilog computes. float32 is computed in full float32
-    unless ``minifused.kernels.matmul.allow_tf32`` is set.
+    unless ``minifused.backends.cuda.matmul.allow_tf32`` is set.
     """
     # The common, valid case in a few comparisons (this runs once per layer per step);
     # anything unusual goes to the checks that name what was wrong.

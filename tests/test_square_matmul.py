@@ -34,7 +34,7 @@ def test_cpu_matches_product(dtype, tol, transpose, rows, block, rng):
     w = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(dt)
     want = expected(x, w, transpose)
     buf = x.copy()
-    out = SQ.square_matmul_(buf, w, transpose, block_rows=block)
+    out = SQ.square_matmul_(buf, w, transpose, config=SQ.SquareMatmulConfig(block_rows=block))
     assert out is buf
     np.testing.assert_allclose(buf.astype(np.float64), want, rtol=tol, atol=tol)
 
@@ -115,10 +115,9 @@ def test_block_rows_budget():
 @pytest.mark.parametrize("overlap", [True, False])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("transpose", [False, True])
-def test_gpu_matches_reference(overlap, dtype, transpose, poisoned_pool, monkeypatch):
+def test_gpu_matches_reference(overlap, dtype, transpose, poisoned_pool):
     import cupy
 
-    monkeypatch.setattr(SQ, "overlap_copies", overlap)
     dt = backend.as_dtype(dtype)
     rng = np.random.default_rng(3)
     tol = 1e-4 if dtype == "float32" else 3e-2
@@ -129,7 +128,7 @@ def test_gpu_matches_reference(overlap, dtype, transpose, poisoned_pool, monkeyp
         act = "relu" if transpose else None
         xg = cupy.asarray(x)
         SQ.square_matmul_(xg, cupy.asarray(w), transpose, None if b is None else cupy.asarray(b), act,
-                          block_rows=block)
+                          config=SQ.SquareMatmulConfig(block_rows=block, overlap_copies=overlap))
         want = SQ.square_matmul_ref(x.copy(), w, transpose, b, act)
         np.testing.assert_allclose(cupy.asnumpy(xg).astype(np.float64), want.astype(np.float64), rtol=tol,
                                    atol=tol)

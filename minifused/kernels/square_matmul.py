@@ -1,31 +1,44 @@
 """In-place product with a square matrix: ``x[:] = x @ w`` (or ``x @ w.T``), in row blocks.
 
-``square_matmul_(x, w, transpose=False, bias=None, activation=None, block_rows=None) -> x``
+``square_matmul_(x, w, transpose=False, bias=None, activation=None, *, config=None) -> x``
 
 ``x`` (rows, n), ``w`` (n, n), one dtype. Rows of the product depend only on the same rows of
 ``x``, so ``x`` can be consumed a block of rows at a time: each block is multiplied into a
-block-sized scratch array by the plan-cached GEMMs of :mod:`.matmul` and copied back over the
+block-sized scratch array by the plan-cached GEMMs of :mod:`.linear` and copied back over the
 rows it came from. The extra memory is the scratch, never a second ``x``:
 
-* ``transpose=True``: ``x @ w.T`` is a Linear forward (``linear_fwd``), so ``bias`` and
+* ``transpose=True``: ``x @ w.T`` is a Linear forward (``linear_forward``), so ``bias`` and
   ``activation`` ('relu' / 'gelu') ride in its epilog for free;
-* ``transpose=False``: ``x @ w`` is a Linear input-gradient GEMM (``linear_dgrad``), so no
+* ``transpose=False``: ``x @ w`` is a Linear input-gradient GEMM (``linear_backward_data``), so no
   transposed copy of ``w`` is needed (no epilog there: ``bias``/``activation`` are refused).
 
 Every full block has one shape, so one cached plan serves them all; the last partial block gets
 its own. On the GPU the copy of block ``i`` back into ``x`` runs on a side stream while block
 ``i+1`` multiplies (the GEMM is compute-bound, the copy memory-bound), with at most two scratch
 blocks alive; the blocks are sized so that both together stay within ``x.nbytes / 8``
-(``SCRATCH_FRACTION``). ``overlap_copies = False`` copies on the caller's stream instead, one
-block alive at a time. Inputs are assumed valid (the checks live in ``functional``).
+(``SCRATCH_FRACTION``); a :class:`SquareMatmulConfig` changes that (tests, benchmarks). Inputs are
+assumed valid (the checks live in ``functional``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import backend
-from . import matmul as M
+from .linear import linear_backward_data, linear_forward
 
 SCRATCH_FRACTION = 8  # scratch blocks alive at once take at most x.nbytes / SCRATCH_FRACTION
-overlap_copies = True
+
+
+@dataclass(frozen=True)
+class SquareMatmulConfig:
+    """``block_rows``: rows per block (None: :func:`block_rows_for` the scratch budget);
+    ``overlap_copies=False``: copy each block back on the caller's stream, one block alive at a time."""
+
+    block_rows: int | None = None
+    overlap_copies: bool = True
+
+
+_DEFAULT = SquareMatmulConfig()
 
 
 def block_rows_for(rows: int, buffers: int) -> int:
@@ -41,34 +54,36 @@ def block_rows_for(rows: int, buffers: int) -> int:
 def _block_product(xb, w, transpose, bias, activation):
     """``act(xb @ w.T + bias)`` or ``xb @ w`` into a new block-sized array (the scratch)."""
     if transpose:
-        return M.linear_fwd(xb, w, bias, activation)[0]
-    return M.linear_dgrad(xb, w)[0]
+        return linear_forward(xb, w, bias, activation)[0]
+    return linear_backward_data(xb, w)[0]
 
 
-def square_matmul_ref(x, w, transpose=False, bias=None, activation=None, block_rows=None):
-    """NumPy reference of :func:`square_matmul_`: the same blocks, through the matmul references."""
+def square_matmul_ref(x, w, transpose=False, bias=None, activation=None, *, config=None):
+    """NumPy reference of :func:`square_matmul_`: the same blocks, through the Linear GEMMs' references
+    (``config.overlap_copies`` has no meaning here)."""
     rows = x.shape[0]
-    step = block_rows or block_rows_for(rows, 1)
+    step = (config or _DEFAULT).block_rows or block_rows_for(rows, 1)
     for r0 in range(0, rows, step):
         xb = x[r0:r0 + step]
         xb[...] = _block_product(xb, w, transpose, bias, activation)
     return x
 
 
-def square_matmul_(x, w, transpose=False, bias=None, activation=None, block_rows=None):
+def square_matmul_(x, w, transpose=False, bias=None, activation=None, *, config=None):
     """Overwrite ``x`` with ``x @ w`` (``x @ w.T`` if ``transpose``, plus ``bias`` and ``activation``
-    then); returns ``x``. ``block_rows`` overrides the block size (tests; the default keeps the
-    scratch within ``x.nbytes / 8``)."""
+    then); returns ``x``. ``config``: a :class:`SquareMatmulConfig` (None: the default, which keeps
+    the scratch within ``x.nbytes / 8``)."""
     if not backend.is_cuda_array(x):
-        return square_matmul_ref(x, w, transpose, bias, activation, block_rows)
+        return square_matmul_ref(x, w, transpose, bias, activation, config=config)
     import cupy
 
     rows = x.shape[0]
     if rows == 0 or x.shape[1] == 0:
         return x
-    step = block_rows or block_rows_for(rows, 2 if overlap_copies else 1)
+    config = config or _DEFAULT
+    step = config.block_rows or block_rows_for(rows, 2 if config.overlap_copies else 1)
     with cupy.cuda.Device(x.data.device_id):
-        if not overlap_copies or step >= rows:
+        if not config.overlap_copies or step >= rows:
             for r0 in range(0, rows, step):
                 xb = x[r0:r0 + step]
                 xb[...] = _block_product(xb, w, transpose, bias, activation)

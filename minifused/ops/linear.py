@@ -5,7 +5,7 @@ gradient will be needed; the aux (ReLU bit-mask or GELU pre-activation) stays on
 the context, so backward recomputes nothing. Backward:
 
 * ``dz``: the gradient at the pre-activation. Normally one elementwise pass over
-  the incoming gradient and the aux (``kernels.matmul.act_backward``).
+  the incoming gradient and the aux (``kernels.linear.activation_backward``).
 * ``dW = dzᵀ·X`` and the bias gradient in the same GEMM (BGRADB);
   ``dX = dz·W`` only when the input requires grad.
 
@@ -25,7 +25,7 @@ from collections import Counter
 
 from .. import autograd, backend
 from ..autograd import Function
-from ..kernels import matmul as K
+from ..kernels import linear as K
 
 #: Which paths ran, for tests and debugging (never read on the hot path):
 #: ``forward``; ``dgrad_plain``; ``dgrad_fused_relu`` / ``dgrad_fused_gelu`` (this
@@ -72,7 +72,7 @@ class LinearFn(Function):
         if bias is not None and bias.strides[0] != bias.itemsize and bias.shape[0] > 1:
             bias = backend.array_module(bias).ascontiguousarray(bias)
         need = ctx.recording
-        y2, aux = K.linear_fwd(x2, w, bias, activation, aux=need)
+        y2, aux = K.linear_forward(x2, w, bias, activation, aux=need)
         if need:
             ctx.save_for_backward(x, weight)
             ctx.x2, ctx.w = x2, w
@@ -93,7 +93,7 @@ class LinearFn(Function):
             dz, db = g.dz, g.db
             stats["act_bwd_from_consumer"] += 1
         elif act is not None:
-            dz = K.act_backward(_rows(g, m), ctx.aux, act)
+            dz = K.activation_backward(_rows(g, m), ctx.aux, act)
             stats["act_bwd_elementwise"] += 1
         else:
             dz = _rows(g, m)
@@ -102,7 +102,7 @@ class LinearFn(Function):
 
         gw = gb = gx = None
         if need_w:
-            gw, db_w = K.linear_wgrad(dz, x2, bias_grad=need_b and db is None)
+            gw, db_w = K.linear_backward_weight(dz, x2, bias_grad=need_b and db is None)
             if db is None:
                 db = db_w
         if need_b:
@@ -113,11 +113,11 @@ class LinearFn(Function):
         if need_x:
             producer = _fusable_producer(ctx)
             if producer is not None:
-                dzp, dbp = K.linear_dgrad(dz, w, producer.activation, producer.aux)
+                dzp, dbp = K.linear_backward_data(dz, w, producer.activation, producer.aux)
                 stats["dgrad_fused_" + producer.activation] += 1
                 gx = PreActivationGrad(dzp, dbp)  # rows as the producer's (n, k) output
             else:
-                dx, _ = K.linear_dgrad(dz, w)
+                dx, _ = K.linear_backward_data(dz, w)
                 stats["dgrad_plain"] += 1
                 shape = ctx.inputs[0].shape
                 gx = dx if len(shape) == 2 else dx.reshape(shape)

@@ -2,9 +2,9 @@
 // (the producer's own backward when no consumer GEMM took the mask over).
 // ELEM_T is the element type: float, __half or __nv_bfloat16 (set with -DELEM_T=...).
 //
-// relu_mask_bwd: dz[i, j] = bit j of row i of the uint8 mask ? dy[i, j] : 0
+// relu_mask_backward: dz[i, j] = bit j of row i of the uint8 mask ? dy[i, j] : 0
 //   (bit j % 8, least significant first, of byte j / 8; aux_ld bytes per row).
-// gelu_bwd:      dz[i, j] = dy[i, j] * gelu'(pre[i, j]) (tanh form; aux_ld elements per row).
+// gelu_tanh_backward: dz[i, j] = dy[i, j] * gelu'(pre[i, j]) (tanh form; aux_ld elements per row).
 //
 // nvrtc-check: -DELEM_T=float
 // nvrtc-check: -DELEM_T=__half
@@ -12,12 +12,14 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
+#include "activation.cuh"
+
 #ifndef ELEM_T
 #define ELEM_T float
 #endif
 
-extern "C" __global__ void relu_mask_bwd(const ELEM_T* __restrict__ dy, const unsigned char* __restrict__ mask,
-                                         ELEM_T* __restrict__ dz, long long n, long long m, long long aux_ld) {
+extern "C" __global__ void relu_mask_backward(const ELEM_T* __restrict__ dy, const unsigned char* __restrict__ mask,
+                                              ELEM_T* __restrict__ dz, long long n, long long m, long long aux_ld) {
     const long long total = n * m;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
@@ -27,16 +29,12 @@ extern "C" __global__ void relu_mask_bwd(const ELEM_T* __restrict__ dy, const un
     }
 }
 
-extern "C" __global__ void gelu_bwd(const ELEM_T* __restrict__ dy, const ELEM_T* __restrict__ pre,
-                                    ELEM_T* __restrict__ dz, long long n, long long m, long long aux_ld) {
-    const float k0 = 0.7978845608028654f, k1 = 0.044715f;
+extern "C" __global__ void gelu_tanh_backward(const ELEM_T* __restrict__ dy, const ELEM_T* __restrict__ pre,
+                                              ELEM_T* __restrict__ dz, long long n, long long m, long long aux_ld) {
     const long long total = n * m;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
         const long long r = i / m, c = i - r * m;
-        const float z = (float)pre[r * aux_ld + c];
-        const float t = tanhf(k0 * (z + k1 * z * z * z));
-        const float d = 0.5f * (1.0f + t) + 0.5f * z * (1.0f - t * t) * k0 * (1.0f + 3.0f * k1 * z * z);
-        dz[i] = ELEM_T((float)dy[i] * d);
+        dz[i] = ELEM_T((float)dy[i] * gelu_tanh_grad((float)pre[r * aux_ld + c]));
     }
 }
