@@ -34,7 +34,8 @@ VARIANTS = [
     {"nchw_forward": True}, {**W22, "nchw_forward": True}, {**W24, "nchw_forward": True},
     {**W22, "nchw_forward": True, "tile_row_bytes": 64}, {**W22, "nchw_forward": True, "tile_row_bytes": 128},
     {"wgmma": False}, {"wgmma_stages": 3}, {"wgmma": False, "nchw_forward": False},
-    {"wgmma_stages": 3, "nchw_forward": False}, {"wgmma_stages": 4, "nchw_forward": False}, {"wgmma_stages": 4, "tile_row_bytes": 128},
+    {"wgmma_stages": 3, "nchw_forward": False}, {"wgmma_stages": 4, "nchw_forward": False},
+    {"wgmma_stages": 4, "tile_row_bytes": 128},
     {"wgmma_stages": 3, "tile_row_bytes": 128}, {"wgmma": False, "tile_row_bytes": 128},
 ]
 FORWARD_ONLY = ("nchw_forward",)
