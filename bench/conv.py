@@ -4,12 +4,12 @@ through PyTorch measured in the same run. Writes bench/results/conv.json and con
 Our times include everything a call does (NHWC repacks, weight packing, split-K reduction).
 Backward-data and backward-filter are timed separately, and so is cuDNN's
 (``aten.convolution_backward`` with one output mask each). 3x3 convolutions use padding 1.
-fp32: ours runs FFMA by default and TF32 when ``allow_tf32`` is set; PyTorch's cuDNN default
+fp32: ours runs FFMA by default and TF32 when ``backend.tf32_conv.allow_tf32`` is set; PyTorch's cuDNN default
 for fp32 convolutions is TF32 (``torch.backends.cudnn.allow_tf32 = True``), so both are
 reported: ``cudnn`` (its default, TF32) and ``cudnn_strict_fp32``. Ratios compare like with like:
 ``fwd_fp32_over_cudnn_<shape>`` (the issue's fp32 target) is our fp32 forward with TF32 enabled over
-cuDNN's fp32 forward with its default, TF32 (the issue's cuDNN fp32 figures are TF32 figures: 227 TFLOP/s
-on c256h14 is over three times the H100's FFMA peak); ``*_fp32_over_cudnn_strict_<shape>`` is our
+cuDNN's fp32 forward with its default, TF32 (the issue's cuDNN fp32 figures are TF32 figures: they exceed
+the GPU's FFMA peak); ``*_fp32_over_cudnn_strict_<shape>`` is our
 default (FFMA) over cuDNN without TF32. ``fwd_fp32_ffma_over_cudnn_tf32_<shape>``, our FFMA default
 over cuDNN's TF32 default, is listed too.
 
@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 from harness import Results, bench_ms, torch_or_none, warm_gpu  # noqa: E402
 from minifused import backend  # noqa: E402
 from minifused.kernels import conv as K  # noqa: E402
+from minifused.kernels.conv import DEFAULT_CONFIG, ConvConfig  # noqa: E402
 
 SHAPES = [  # name, (N, C, H, W), K, stride
     ("mnist1", (256, 1, 28, 28), 32, 1),
@@ -37,6 +38,16 @@ SHAPES = [  # name, (N, C, H, W), K, stride
     ("c256h14", (128, 256, 14, 14), 256, 1),
     ("c128h28s2", (128, 128, 28, 28), 256, 2),
 ]
+
+
+def primitives(geo, config=DEFAULT_CONFIG):
+    """Our three directions at ``geo`` (stride, padding, dilation, groups) under ``config``, as functions of
+    (x, w, dy) that return the result."""
+    return {
+        "fwd": lambda x, wt, dy: K.conv2d_forward(x, wt, None, *geo, config=config)[0],
+        "bwd_data": lambda x, wt, dy: K.conv2d_backward_data(dy, wt, x.shape, *geo, config=config),
+        "bwd_filter": lambda x, wt, dy: K.conv2d_backward_filter(dy, x, wt.shape, *geo, config=config),
+    }
 
 
 def diagnostics(res, rs, warm, rep):
@@ -52,29 +63,20 @@ def diagnostics(res, rs, warm, rep):
         sets = [(rs.standard_normal((n, c, h, w), dtype=np.float32).astype(np.float16),
                  rs.standard_normal((k, c, 3, 3), dtype=np.float32).astype(np.float16),
                  rs.standard_normal((n, k, p, p), dtype=np.float32).astype(np.float16)) for _ in range(2)]
-        fns = {
-            "fwd": lambda x, wt, dy: K.conv2d_forward(x, wt, None, *geo),
-            "bwd_data": lambda x, wt, dy: K.conv2d_backward_data(dy, wt, x.shape, *geo),
-            "bwd_filter": lambda x, wt, dy: K.conv2d_backward_filter(dy, x, wt.shape, *geo),
-        }
-        if name != "mnist1":  # the forward from NCHW (conv.cu's mode 3) forced on and off
+        if name != "mnist1":  # the forward from NCHW (conv.cu's FORWARD_NCHW) forced on and off
             for label, forced in (("minifused_nchw", True), ("minifused_repack", False)):
-                K.nchw_forward = forced
-                res.add(f"{name} fwd float16", label, flops / bench_ms(fns["fwd"], sets, warm, rep) / 1e9, "TFLOP/s")
-            K.nchw_forward = None
+                fwd = primitives(geo, ConvConfig(nchw_forward=forced))["fwd"]
+                res.add(f"{name} fwd float16", label, flops / bench_ms(fwd, sets, warm, rep) / 1e9, "TFLOP/s")
         if name not in ("mnist1", "mnist2"):
-            K.tile_row_bytes = 64
-            for direction, fn in fns.items():
+            for direction, fn in primitives(geo, ConvConfig(tile_row_bytes=64)).items():
                 res.add(f"{name} {direction} float16", "minifused_tile64B", flops / bench_ms(fn, sets, warm, rep) / 1e9,
                         "TFLOP/s")
-            K.tile_row_bytes = None
-            K.tile_m = 64
+            rows64 = primitives(geo, ConvConfig(tile_m=64))
             for direction in ("fwd", "bwd_data"):
                 res.add(f"{name} {direction} float16", "minifused_tileM64",
-                        flops / bench_ms(fns[direction], sets, warm, rep) / 1e9, "TFLOP/s")
-            K.tile_m = None
+                        flops / bench_ms(rows64[direction], sets, warm, rep) / 1e9, "TFLOP/s")
             continue
-        fwd = fns["fwd"]
+        fwd = primitives(geo)["fwd"]
         x, wt, dy = sets[0]
         fwd(x, wt, dy)
         cupy.cuda.get_current_stream().synchronize()
@@ -121,15 +123,11 @@ def main(quick=False):
         flops = 2.0 * n * k * p * p * c * 9
         for dname in ("float16", "float32", "tf32", "bfloat16"):
             dt = backend.float32 if dname == "tf32" else backend.as_dtype(dname)
-            K.allow_tf32 = dname == "tf32"
+            backend.tf32_conv.allow_tf32 = dname == "tf32"
             sets = [(rs.standard_normal((n, c, h, w), dtype=np.float32).astype(dt),
                      rs.standard_normal((k, c, 3, 3), dtype=np.float32).astype(dt),
                      rs.standard_normal((n, k, p, p), dtype=np.float32).astype(dt)) for _ in range(2)]
-            ours = {
-                "fwd": lambda x, wt, dy: K.conv2d_forward(x, wt, None, *geo),
-                "bwd_data": lambda x, wt, dy: K.conv2d_backward_data(dy, wt, x.shape, *geo),
-                "bwd_filter": lambda x, wt, dy: K.conv2d_backward_filter(dy, x, wt.shape, *geo),
-            }
+            ours = primitives(geo)
             if dname == "bfloat16":
                 ours = {"fwd": ours["fwd"]}
             for direction, fn in ours.items():
@@ -162,7 +160,7 @@ def main(quick=False):
             del tsets
             del sets
             cupy.get_default_memory_pool().free_all_blocks()
-    K.allow_tf32 = False
+    backend.tf32_conv.allow_tf32 = False
     diagnostics(res, rs, warm, rep)
     # fp32 forward at matched precision: ours with TF32 against cuDNN's default (TF32)
     rows = {(r["case"], r["impl"]): r["value"] for r in res.rows}

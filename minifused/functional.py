@@ -241,7 +241,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     ``padding`` (or 'valid' / 'same' for stride 1), ``dilation``: int or pair. ``activation`` None
     or ``'relu'`` (applied in the GEMM's epilogue; its bit-mask is kept for backward). On the GPU:
     implicit-GEMM kernels (fp16/bf16 tensor cores, fp32 on FFMA or TF32 when
-    ``minifused.kernels.conv.allow_tf32`` is set).
+    ``minifused.backend.tf32_conv.allow_tf32``, alias ``minifused.backends.cudnn.allow_tf32``, is set).
     """
     op = "conv2d"
     _check_image(op, input)

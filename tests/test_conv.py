@@ -10,6 +10,8 @@ import minifused.functional as F
 import minifused.nn as nn
 from minifused import backend
 from minifused.kernels import conv as K
+from minifused.kernels import conv_plan as P
+from minifused.kernels.conv import ConvConfig
 from minifused.tensor import Tensor
 from minifused.testing import gradcheck
 
@@ -115,12 +117,35 @@ def test_low_precision_dtypes_on_cpu(rng):
 def test_magic_division():
     rng = np.random.default_rng(0)
     for d in list(range(1, 200)) + [int(v) for v in rng.integers(200, 1 << 24, 200)]:
-        mul, shr = K._magic(d)
+        mul, shr = P.magic(d)
         edges = [j * d + e for j in range(4) for e in (-1, 0, 1) if j * d + e >= 0]
         n = np.array([*rng.integers(0, 1 << 31, 500), *edges, (1 << 31) - 1], dtype=np.uint64)
         q = n if mul == 0 else ((n * np.uint64(mul)) >> np.uint64(32)) >> np.uint64(shr)
         np.testing.assert_array_equal(q, n // np.uint64(d))
 
+
+
+def test_conv_config_is_a_hashable_value_and_cpu_ignores_it(rng):
+    """A ConvConfig is frozen and compares and hashes by value (launch plans are cached on it); the
+    NumPy path takes one and gives the reference's result."""
+    import dataclasses
+
+    a, b = ConvConfig(tile_warps=[2, 2], nchw_forward=False), ConvConfig(tile_warps=(2, 2), nchw_forward=False)
+    assert a == b and hash(a) == hash(b) and a != P.DEFAULT_CONFIG
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.tile_m = 64
+    assert P.ConvMode.FORWARD_NCHW == 3 and P.Mma.WGMMA == 3 and P.Epilogue.MASK == 4  # conv.cu's values
+    x, w = rng.standard_normal((2, 3, 7, 6)), rng.standard_normal((4, 3, 3, 3))
+    geo = ((1, 2), (1, 0), (1, 1), 1)
+    y, _ = K.conv2d_forward(x, w, None, *geo, config=a)
+    np.testing.assert_array_equal(y, K.conv2d_forward_ref(x, w, None, *geo)[0])
+    dy = rng.standard_normal(y.shape)
+    for got, ref in zip(K.conv2d_backward(dy, x, w, *geo, config=a), K.conv2d_backward_ref(dy, x, w, *geo)):
+        np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(K.conv2d_backward_data(dy, w, x.shape, *geo, config=a),
+                                  K.conv2d_backward_data_ref(dy, w, x.shape, *geo))
+    np.testing.assert_array_equal(K.conv2d_backward_filter(dy, x, w.shape, *geo, config=a),
+                                  K.conv2d_backward_filter_ref(dy, x, w.shape, *geo))
 
 @pytest.mark.parametrize("kwargs,shape,wshape,match", [
     ({}, (1, 3, 8, 8), (4, 2, 3, 3), "channels"),
@@ -212,20 +237,19 @@ def _gpu_cases(seed, count):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
-@pytest.mark.parametrize("knobs", [{}, {"tile_warps": (2, 2), "nchw_forward": False},
+@pytest.mark.parametrize("tuning", [{}, {"tile_warps": (2, 2), "nchw_forward": False},
                                    {"tile_row_bytes": 64, "tile_m": 64},
                                    {"tile_row_bytes": 128, "nchw_forward": False},
                                    {"tile_row_bytes": 128, "nchw_forward": False, "wgmma_stages": 4}])
-def test_gpu_random_configs_all_directions(dtype, knobs, poisoned_pool, monkeypatch):
+def test_gpu_random_configs_all_directions(dtype, tuning, poisoned_pool, monkeypatch):
     """>= 50 random configurations per direction (fwd with bias+ReLU+mask, bwd-data, bwd-filter, bias grad),
     with the default tiles, with 4-warp blocks everywhere (64 x 64 warp tiles; FFMA keeps its 8 warps) and the
     repacking forward, with 64-byte tiles of 64 rows, and with 128-byte tiles everywhere (on an H100: the wgmma
     path for every tensor-core forward and fp16/bf16 backward-data, 3 stages on these small grids, and 4)."""
     import cupy
 
-    monkeypatch.setattr(K, "allow_tf32", dtype == "tf32")
-    for name, value in knobs.items():
-        monkeypatch.setattr(K, name, value)
+    monkeypatch.setattr(backend.tf32_conv, "allow_tf32", dtype == "tf32")
+    config = ConvConfig(**tuning)
     dt = backend.float32 if dtype == "tf32" else backend.as_dtype(dtype)
     tol = _GPU_TOL[dtype]
     rng = np.random.default_rng(7)
@@ -237,7 +261,7 @@ def test_gpu_random_configs_all_directions(dtype, knobs, poisoned_pool, monkeypa
         b = cupy.asarray(rng.standard_normal(k)).astype(dt)
         act = "relu" if i % 2 else None
         x64, w64, b64 = x.astype(cupy.float64), wt.astype(cupy.float64), b.astype(cupy.float64)
-        y, mask = K.conv2d_forward(x, wt, b, st, pd, dl, g, act, want_mask=act == "relu")
+        y, mask = K.conv2d_forward(x, wt, b, st, pd, dl, g, act, want_mask=act == "relu", config=config)
         y_ref, mask_ref = K.conv2d_forward_ref(x64, w64, b64, st, pd, dl, g, act, want_mask=act == "relu")
         errs = {"fwd": _rel(y, y_ref)}
         if act:
@@ -246,7 +270,8 @@ def test_gpu_random_configs_all_directions(dtype, knobs, poisoned_pool, monkeypa
             # a pre-activation within rounding of 0 may land either side
             errs["mask"] = float((diff & (cupy.abs(pre) > 1e-2 * float(cupy.abs(pre).max()))).sum())
         dy = cupy.asarray(rng.standard_normal(y.shape)).astype(dt)
-        dx, dw, db = K.conv2d_backward(dy, x, wt, st, pd, dl, g, mask_ref if act else None, True, True, True)
+        dx, dw, db = K.conv2d_backward(dy, x, wt, st, pd, dl, g, mask_ref if act else None, True, True, True,
+                                       config=config)
         rx, rw, rb = K.conv2d_backward_ref(dy.astype(cupy.float64), x64, w64, st, pd, dl, g,
                                            mask_ref if act else None, True, True, True)
         errs.update(bwd_data=_rel(dx, rx), bwd_filter=_rel(dw, rw), bias=_rel(db, rb))
@@ -259,21 +284,21 @@ def test_gpu_random_configs_all_directions(dtype, knobs, poisoned_pool, monkeypa
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("rows_m,row_bytes", [(None, None), (64, None), (None, 128)])
-def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool, monkeypatch):
+def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool):
     """The forward straight from NCHW (conv.cu's mode 3, forced) on 50 random configurations it applies to
     (one group, C*R*S a multiple of 8), with bias, ReLU and mask, against float64; the same configurations
     through the repacking path agree with it."""
     import cupy
 
-    monkeypatch.setattr(K, "tile_m", rows_m)
-    monkeypatch.setattr(K, "tile_row_bytes", row_bytes)
+    forced = ConvConfig(tile_m=rows_m, tile_row_bytes=row_bytes, nchw_forward=True)
+    repacked = ConvConfig(tile_m=rows_m, tile_row_bytes=row_bytes, nchw_forward=False)
     dt, tol = backend.as_dtype(dtype), _GPU_TOL[dtype]
     rng, data = np.random.default_rng(19), np.random.default_rng(23)
     cases = []
     while len(cases) < 50:
         cfg = _random_config(rng)
         n, c, h, w, k, r, s, st, pd, dl, g = cfg
-        if g == 1 and (c * r * s) % 8 == 0 and c * r * s > K.DIRECT_CRS_MAX:
+        if g == 1 and (c * r * s) % 8 == 0 and c * r * s > P.DIRECT_CRS_MAX:
             cases.append(cfg)
     failures = []
     for i, (n, c, h, w, k, r, s, st, pd, dl, g) in enumerate(cases):
@@ -281,11 +306,9 @@ def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool
         wt = cupy.asarray(data.standard_normal((k, c, r, s))).astype(dt)
         b = cupy.asarray(data.standard_normal(k)).astype(dt)
         act = "relu" if i % 2 else None
-        monkeypatch.setattr(K, "nchw_forward", True)
-        assert K._nchw_forward(x.shape, wt.shape, st, pd, dl, 1, dt)
-        y, mask = K.conv2d_forward(x, wt, b, st, pd, dl, 1, act, want_mask=act == "relu")
-        monkeypatch.setattr(K, "nchw_forward", False)
-        y2, mask2 = K.conv2d_forward(x, wt, b, st, pd, dl, 1, act, want_mask=act == "relu")
+        assert P.uses_nchw_forward(x.shape, wt.shape, st, pd, dl, 1, dt, forced)
+        y, mask = K.conv2d_forward(x, wt, b, st, pd, dl, 1, act, want_mask=act == "relu", config=forced)
+        y2, mask2 = K.conv2d_forward(x, wt, b, st, pd, dl, 1, act, want_mask=act == "relu", config=repacked)
         ref, _ = K.conv2d_forward_ref(x.astype(cupy.float64), wt.astype(cupy.float64), b.astype(cupy.float64),
                                       st, pd, dl, 1, act)
         errs = {"fwd": _rel(y, ref), "vs_repacked": _rel(y, y2.astype(cupy.float64))}
@@ -298,20 +321,19 @@ def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("knobs", [
+@pytest.mark.parametrize("tuning", [
     {}, {"tile_row_bytes": 64, "nchw_forward": False}, {"tile_m": 64, "nchw_forward": False}, {"nchw_forward": True},
     {"tile_m": 64, "nchw_forward": True}, {"tile_warps": (2, 2), "nchw_forward": False},
     {"tile_warps": (2, 2), "tile_m": 64, "tile_row_bytes": 64, "nchw_forward": False},
     {"tile_warps": (2, 4), "nchw_forward": True, "tile_row_bytes": 128}, {"wgmma": False, "nchw_forward": False},
     {"wgmma_stages": 3, "nchw_forward": False}, {"wgmma_stages": 4, "nchw_forward": False}])
-def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, knobs):
+def test_gpu_large_shapes_match(poisoned_pool, tuning):
     """The benchmark shapes' tile paths (BN=128, 128-byte tiles, split-K, strided backward-data by residue
     class incl. classes with no taps) on reduced batches, with both tile depths, both block heights, both
     warp grids, the forward from NCHW forced on and off, and (H100) wgmma off and at both depths."""
     import cupy
 
-    for name, value in knobs.items():
-        monkeypatch.setattr(K, name, value)
+    config = ConvConfig(**tuning)
     rng = np.random.default_rng(3)
     for (n, c, h, w, k, st, r) in [(4, 64, 56, 56, 64, 1, 3), (4, 256, 14, 14, 256, 1, 3), (4, 128, 28, 28, 256, 2, 3),
                                    (16, 32, 28, 28, 64, 1, 3), (16, 1, 28, 28, 32, 1, 3), (2, 16, 9, 9, 8, 2, 1),
@@ -320,11 +342,11 @@ def test_gpu_large_shapes_match(poisoned_pool, monkeypatch, knobs):
             x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
             wt = cupy.asarray(rng.standard_normal((k, c, r, r))).astype(dt)
             geo = ((st, st), (r // 2, r // 2), (1, 1), 1)
-            y, _ = K.conv2d_forward(x, wt, None, *geo)
+            y, _ = K.conv2d_forward(x, wt, None, *geo, config=config)
             ref, _ = K.conv2d_forward_ref(x.astype(cupy.float64), wt.astype(cupy.float64), None, *geo)
             assert _rel(y, ref) < tol
             dy = cupy.asarray(rng.standard_normal(y.shape)).astype(dt)
-            dx, dw, _ = K.conv2d_backward(dy, x, wt, *geo)
+            dx, dw, _ = K.conv2d_backward(dy, x, wt, *geo, config=config)
             rx, rw, _ = K.conv2d_backward_ref(dy.astype(cupy.float64), x.astype(cupy.float64),
                                               wt.astype(cupy.float64), *geo)
             assert _rel(dx, rx) < tol and _rel(dw, rw) < tol, (n, c, h, w, k, st, r, dt)
@@ -338,9 +360,8 @@ def test_gpu_tf32_operands_round_to_nearest(wgmma, monkeypatch):
     truncated or unrounded operands give)."""
     import cupy
 
-    monkeypatch.setattr(K, "allow_tf32", True)
-    monkeypatch.setattr(K, "wgmma", wgmma)
-    monkeypatch.setattr(K, "nchw_forward", False)
+    monkeypatch.setattr(backend.tf32_conv, "allow_tf32", True)
+    config = ConvConfig(wgmma=wgmma, nchw_forward=False)
     rng = np.random.default_rng(5)
 
     def rna(a):  # float32 -> TF32 (10 mantissa bits), round half away from zero
@@ -351,14 +372,14 @@ def test_gpu_tf32_operands_round_to_nearest(wgmma, monkeypatch):
         x = rng.standard_normal((n, c, h, h)).astype(np.float32)
         wt = rng.standard_normal((k, c, 3, 3)).astype(np.float32)
         geo = ((1, 1), (1, 1), (1, 1), 1)
-        y, _ = K.conv2d_forward(cupy.asarray(x), cupy.asarray(wt), None, *geo)
+        y, _ = K.conv2d_forward(cupy.asarray(x), cupy.asarray(wt), None, *geo, config=config)
         ref, _ = K.conv2d_forward_ref(rna(x).astype(np.float64), rna(wt).astype(np.float64), None, *geo)
         assert _rel(y, cupy.asarray(ref)) < 3e-5, (n, c, h, k)
 
 
 @pytest.mark.gpu
-def test_gpu_forward_launcher_follows_the_knobs(poisoned_pool, monkeypatch):
-    """The forward's launch plan is cached per call signature and knob setting: flipping a knob between two
+def test_gpu_forward_launcher_follows_the_config(poisoned_pool):
+    """The forward's launch plan is cached per call signature and config: another config between two
     calls of one shape switches the path (mode 3 from NCHW <-> the repacking GEMM), and both agree with
     float64 with bias, ReLU and the mask (flags 1 | 2 | 4 in one launch)."""
     import cupy
@@ -372,9 +393,9 @@ def test_gpu_forward_launcher_follows_the_knobs(poisoned_pool, monkeypatch):
                                          *geo, "relu", want_mask=True)
     paths = []
     for forced in (True, False, True):
-        monkeypatch.setattr(K, "nchw_forward", forced)
-        y, mask = K.conv2d_forward(x, w, b, *geo, "relu", want_mask=True)
-        run = K._forward_launcher(x.dtype, x.shape, w.shape, *geo, x.device.id, K._knobs())
+        config = ConvConfig(nchw_forward=forced)
+        y, mask = K.conv2d_forward(x, w, b, *geo, "relu", want_mask=True, config=config)
+        run = K._forward_launcher(x.dtype, x.shape, w.shape, *geo, x.device.id, config, False)
         paths.append("pack_fn" in run.__code__.co_freevars)  # the repacking path's closure holds its pack kernel
         assert _rel(y, ref) < _GPU_TOL["float16"]
         assert float((mask != ref_mask).mean()) < 0.01  # near-zero outputs may round across 0
@@ -382,40 +403,40 @@ def test_gpu_forward_launcher_follows_the_knobs(poisoned_pool, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gpu_wgmma_runs_on_hopper(monkeypatch):
+def test_gpu_wgmma_runs_on_hopper():
     """On an sm_90 GPU the repacked forward (fp16, bf16, TF32) and the fp16/bf16 backward-data with 128-byte
-    tile rows take the wgmma kernel (compiled for sm_90a), and `wgmma = False` takes mma.sync."""
+    tile rows take the wgmma kernel (compiled for sm_90a), and `ConvConfig(wgmma=False)` takes mma.sync."""
     import cupy
 
     if cupy.cuda.Device().compute_capability != "90":
         pytest.skip("wgmma needs an sm_90 GPU")
-    monkeypatch.setattr(K, "allow_tf32", True)
     dev = cupy.cuda.Device().id
     shape = ((8, 256, 14, 14), (256, 256, 3, 3), (1, 1), (1, 1), (1, 1), 1)
-    for mode, dtype in [(0, backend.float16), (0, backend.bfloat16), (0, backend.float32), (1, backend.float16)]:
-        kern = K._plan(mode, dtype, *shape, dev)[0][0]
-        smem = K._plan(mode, dtype, *shape, dev)[0][3]
-        assert smem == K._smem_bytes(np.dtype(dtype).itemsize, mode, 128, 128, 128, 3, True), (mode, dtype)
-        monkeypatch.setattr(K, "wgmma", False)
-        assert K._plan(mode, dtype, *shape, dev)[0][0] is not kern
-        monkeypatch.setattr(K, "wgmma", None)
-    assert K._plan(1, backend.float32, *shape, dev)[0][3] != K._smem_bytes(4, 1, 128, 128, 128, 3, True)
+    default, off = P.DEFAULT_CONFIG, ConvConfig(wgmma=False)
+    fwd, bwd_data = P.ConvMode.FORWARD, P.ConvMode.BACKWARD_DATA
+    for mode, dtype in [(fwd, backend.float16), (fwd, backend.bfloat16), (fwd, backend.float32),
+                        (bwd_data, backend.float16)]:
+        kern, _, _, smem = P.gemm_plan(mode, dtype, *shape, dev, default, True)[0][:4]
+        assert smem == P.smem_bytes(np.dtype(dtype).itemsize, mode, 128, 128, 128, 3, True), (mode, dtype)
+        assert P.gemm_plan(mode, dtype, *shape, dev, off, True)[0][0] is not kern
+    assert P.gemm_plan(bwd_data, backend.float32, *shape, dev, default, True)[0][3] != P.smem_bytes(
+        4, bwd_data, 128, 128, 128, 3, True)
 
 
 @pytest.mark.gpu
-def test_gpu_batch_beyond_the_grid_z_limit(poisoned_pool, monkeypatch):
+def test_gpu_batch_beyond_the_grid_z_limit(poisoned_pool):
     """70000 images (more than a grid's 65535 blocks along z, one per image in the packs): forward with
     bias, ReLU and mask, and the backward through that mask, against float64."""
     import cupy
 
-    monkeypatch.setattr(K, "nchw_forward", False)
     rng = np.random.default_rng(9)
     n, c, h, w, k = 70000, 8, 3, 3, 8
     x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(backend.float16)
     wt = cupy.asarray(rng.standard_normal((k, c, 3, 3))).astype(backend.float16)
     b = cupy.asarray(rng.standard_normal(k)).astype(backend.float16)
     geo = ((1, 1), (1, 1), (1, 1), 1)
-    y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu", want_mask=True)
+    y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu", want_mask=True,
+                               config=ConvConfig(nchw_forward=False))
     x64, w64 = x.astype(cupy.float64), wt.astype(cupy.float64)
     ref, mask_ref = K.conv2d_forward_ref(x64, w64, b.astype(cupy.float64), *geo, activation="relu", want_mask=True)
     assert _rel(y, ref) < _GPU_TOL["float16"]
@@ -524,7 +545,7 @@ def test_gpu_direct_kernels_short_reduction(dtype, poisoned_pool):
     weight stage (70 > 64: the filter gradient then takes the GEMM path), stride, padding, dilation."""
     import cupy
 
-    assert K._direct((32, 1, 3, 3), 1) and K._direct((8, 2, 4, 4), 1) and not K._direct((8, 4, 3, 3), 1)
+    assert P.is_direct((32, 1, 3, 3), 1) and P.is_direct((8, 2, 4, 4), 1) and not P.is_direct((8, 4, 3, 3), 1)
     dt = backend.as_dtype(dtype)
     tol = _GPU_TOL[dtype]
     rng = np.random.default_rng(21)

@@ -1,4 +1,6 @@
 // Conv2d as implicit GEMM: one kernel body, three directions (CONV_MODE).
+// The host's names for the mode numbers are conv_plan.py's IntEnums: ConvMode (CONV_MODE), Mma (CONV_MMA)
+// and Epilogue (the flags argument); keep the values of both in step.
 //
 //   mode 0  forward          Y[m=(n,p,q), k]      = sum_{(r,s,c)}  X_nhwc[n, p*sh-ph+r*dh, q*sw-pw+s*dw, c] * W_krsc[k, r, s, c]
 //   mode 1  backward-data    dX[m=(n,h,w), c]     = sum_{(r,s,k)} dY_nhwk[n, (h+ph-r*dh)/sh, (w+pw-s*dw)/sw, k] * W_crsk[c, r, s, k]
@@ -89,7 +91,7 @@
 // blocks per SM the registers must allow: two (<= 128 registers at 8 warps, <= 255 at 4); three for a
 // 4-warp block of at most 128 x 64 (<= 168 registers: 32 x 64 or 64 x 32 warp tiles fit without spills)
 // (four for the forward from NCHW on 128 x 64 tiles of 64-byte rows: 128 registers without spills, and
-// 16 warps per SM to hide its gather; H100, MNIST conv2: 92.8 -> 96.0 TFLOP/s)
+// 16 warps per SM to hide its gather: measured faster; bench/conv.py times it)
 #define CONV_MIN_BLOCKS (CONV_MODE == 3 && CONV_WARPS_M * CONV_WARPS_N == 4 && CONV_BN == 64 && CONV_BKB == 64 ? 4 \
                          : CONV_WARPS_M * CONV_WARPS_N == 4 && CONV_BM * CONV_BN <= 8192 ? 3 : 2)
 #endif
@@ -400,7 +402,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     static_assert(sizeof(T) == 2 && CONV_MMA == 1, "mode 3 takes fp16 or bf16 on the tensor cores");
     typedef unsigned short U;  // the raw 16 bits: zero is +0 in both fp16 and bf16
     // two adjacent output pixels per thread: their values of one k are stored to the k-major tile as one
-    // 32-bit word (H100, MNIST conv2: 91.6 -> 92.8 TFLOP/s against two 16-bit stores)
+    // 32-bit word (measured faster than two 16-bit stores)
     constexpr int PIX = 2;
     constexpr int MW = BM / PIX;        // threads along m
     constexpr int AK = NT / MW;         // threads along k

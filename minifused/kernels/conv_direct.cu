@@ -11,12 +11,12 @@
 //
 // Layouts as conv.py: x (N, C, H, W), w (K, C, R, S), y / dy (N, K, P, Q); the mask is uint32
 // (K, words), bit m % 32 of word [k, m / 32] for m = n*P*Q + p*Q + q. Index math is 32-bit
-// (conv.py routes here only what fits).
+// (conv_plan.py routes here only what fits).
 //
-// conv.py compiles one module per filter shape: C, R and S arrive as defines (G_C, G_R, G_S),
+// conv_plan.py compiles one module per filter shape: C, R and S arrive as defines (G_C, G_R, G_S),
 // so the reduction loops run exactly C*R*S steps instead of CRS_MAX predicated ones and the
 // divisions by R*S and S are by constants (multiply and shift). The rest of the geometry is read
-// from a small device array (one per configuration, made once by conv.py): one module serves
+// from a small device array (one per configuration, made once by conv_plan.py): one module serves
 // every image size, batch, stride, padding and dilation, and a launch passes one pointer for it
 // instead of 15 scalars (the host's launch cost grows with the argument count).
 //
@@ -33,7 +33,7 @@ typedef CONV_T T;
 
 #include "dtypes.cuh"  // to_f / from_f
 
-#define CRS_MAX 32  // longest reduction handled here (conv.py's DIRECT_CRS_MAX)
+#define CRS_MAX 32  // longest reduction handled here (conv_plan.py's DIRECT_CRS_MAX)
 #define K_MAX 64    // most output channels of the filter gradient kernel
 #define CHUNK 64    // output pixels staged per step of the filter gradient
 
@@ -66,7 +66,7 @@ __device__ __forceinline__ void gather(const T* __restrict__ x, const Geometry& 
 }
 
 // One thread per output pixel, all K channels. A warp covers 32 consecutive pixels starting at
-// a multiple of 32, so each ReLU mask word is one ballot. flags: 1 = ReLU, 2 = bias.
+// a multiple of 32, so each ReLU mask word is one ballot. flags: 1 = ReLU, 2 = bias (conv_plan.py's Epilogue).
 extern "C" __global__ void __launch_bounds__(256) conv_direct_fwd(const T* __restrict__ x, const T* __restrict__ w,
                                                                   const T* __restrict__ bias, T* __restrict__ y,
                                                                   unsigned* __restrict__ mask, int flags, int words,

@@ -1,0 +1,145 @@
+"""NumPy references of the conv2d primitives (written for either array module), and the ReLU mask's packing.
+
+Each ``*_ref`` has the signature and results of its primitive in :mod:`.conv`: im2col through strided
+windows (never copied) and tensordot, accumulating in :func:`acc_dtype`. The ReLU mask is bit-packed: uint32
+of shape (K, ceil(M/32)), M = N*P*Q, bit ``m % 32`` of word ``[k, m // 32]`` set where y[n, k, p, q] > 0
+(m = n*P*Q + p*Q + q).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backend
+from . import acc_dtype
+from .conv_plan import out_size
+
+
+# ---------------------------------------------------------------- ReLU mask (bit-packed)
+def pack_mask(positive):
+    """(N, K, P, Q) booleans -> (K, ceil(N*P*Q/32)) uint32, bit m%32 of word m//32."""
+    xp = backend.array_module(positive)
+    n, k, p, q = positive.shape
+    m = n * p * q
+    words = (m + 31) // 32
+    bits = xp.zeros((k, words * 32), np.uint32)
+    bits[:, :m] = positive.transpose(1, 0, 2, 3).reshape(k, m)
+    shifts = xp.arange(32, dtype=np.uint32)
+    return (bits.reshape(k, words, 32) << shifts).sum(axis=-1, dtype=np.uint32)
+
+
+def unpack_mask(mask, shape):
+    """The booleans (N, K, P, Q) that :func:`pack_mask` packed."""
+    xp = backend.array_module(mask)
+    n, k, p, q = shape
+    m = n * p * q
+    shifts = xp.arange(32, dtype=np.uint32)
+    bits = ((mask[:, :, None] >> shifts) & np.uint32(1)).reshape(k, -1)[:, :m]
+    return bits.reshape(k, n, p, q).transpose(1, 0, 2, 3).astype(bool)
+
+
+# ---------------------------------------------------------------- im2col views
+def _as_strided(xp, a, shape, strides):
+    if xp is np:
+        return np.lib.stride_tricks.as_strided(a, shape, strides, writeable=False)
+    return xp.lib.stride_tricks.as_strided(a, shape, strides)
+
+
+def _windows(xpad, r, s, p, q, stride, dilation):
+    """(N, C, P, Q, R, S) strided view of the padded input: the lowered matrix, never copied here."""
+    xp = backend.array_module(xpad)
+    sn, sc, sh, sw = xpad.strides
+    return _as_strided(xp, xpad, xpad.shape[:2] + (p, q, r, s),
+                       (sn, sc, sh * stride[0], sw * stride[1], sh * dilation[0], sw * dilation[1]))
+
+
+def _padded(xf, padding):
+    xp = backend.array_module(xf)
+    ph, pw = padding
+    if ph == 0 and pw == 0:
+        return xp.ascontiguousarray(xf)
+    return xp.pad(xf, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+
+
+# ---------------------------------------------------------------- references
+def conv2d_forward_ref(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                       activation=None, want_mask=False):
+    xp = backend.array_module(x)
+    acc = acc_dtype(x.dtype)
+    n, c, h, wd = x.shape
+    k, cg, r, s = w.shape
+    p = out_size(h, r, stride[0], padding[0], dilation[0])
+    q = out_size(wd, s, stride[1], padding[1], dilation[1])
+    cols = _windows(_padded(x.astype(acc), padding), r, s, p, q, stride, dilation)
+    wf = w.astype(acc)
+    kg = k // groups
+    parts = [xp.tensordot(cols[:, g * cg:(g + 1) * cg], wf[g * kg:(g + 1) * kg], axes=([1, 4, 5], [1, 2, 3]))
+             for g in range(groups)]  # each (N, P, Q, Kg)
+    y = (parts[0] if groups == 1 else xp.concatenate(parts, axis=3)).transpose(0, 3, 1, 2)
+    if bias is not None:
+        y = y + bias.astype(acc)[None, :, None, None]
+    mask = None
+    if activation == "relu":
+        y = xp.maximum(y, 0)
+        if want_mask:
+            mask = pack_mask(y > 0)
+    return xp.ascontiguousarray(y.astype(x.dtype)), mask
+
+
+def _data_grad(d, wf, x_shape, stride, padding, dilation, groups):
+    """dX in ``d``'s dtype from the (masked) output gradient ``d`` and the weight ``wf``."""
+    xp = backend.array_module(d)
+    n, c, h, wd = x_shape
+    k, cg, r, s = wf.shape
+    _, _, p, q = d.shape
+    ph, pw = padding
+    dxp = xp.zeros((n, c, h + 2 * ph, wd + 2 * pw), d.dtype)
+    kg = k // groups
+    for g in range(groups):
+        gcols = xp.tensordot(d[:, g * kg:(g + 1) * kg], wf[g * kg:(g + 1) * kg], axes=([1], [0]))  # N,P,Q,Cg,R,S
+        for i in range(r):
+            for j in range(s):
+                y0, x0 = i * dilation[0], j * dilation[1]
+                dxp[:, g * cg:(g + 1) * cg, y0:y0 + stride[0] * (p - 1) + 1:stride[0],
+                    x0:x0 + stride[1] * (q - 1) + 1:stride[1]] += gcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+    return dxp[:, :, ph:ph + h, pw:pw + wd]
+
+
+def _filter_grad(d, xf, w_shape, stride, padding, dilation, groups):
+    """dW in ``d``'s dtype from the (masked) output gradient ``d`` and the input ``xf``."""
+    xp = backend.array_module(d)
+    k, cg, r, s = w_shape
+    _, _, p, q = d.shape
+    cols = _windows(_padded(xf, padding), r, s, p, q, stride, dilation)
+    kg = k // groups
+    parts = [xp.tensordot(d[:, g * kg:(g + 1) * kg], cols[:, g * cg:(g + 1) * cg], axes=([0, 2, 3], [0, 2, 3]))
+             for g in range(groups)]  # each (Kg, Cg, R, S)
+    return parts[0] if groups == 1 else xp.concatenate(parts, axis=0)
+
+
+def conv2d_backward_ref(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, mask=None,
+                        need_dx=True, need_dw=True, need_db=False):
+    xp = backend.array_module(dy)
+    acc = acc_dtype(dy.dtype)
+    d = dy.astype(acc)
+    if mask is not None:
+        d = d * unpack_mask(mask, dy.shape)
+    dx = dw = db = None
+    if need_db:
+        db = d.sum(axis=(0, 2, 3)).astype(dy.dtype)
+    if need_dx:
+        dx = xp.ascontiguousarray(
+            _data_grad(d, w.astype(acc), x.shape, stride, padding, dilation, groups).astype(x.dtype))
+    if need_dw:
+        dw = xp.ascontiguousarray(
+            _filter_grad(d, x.astype(acc), w.shape, stride, padding, dilation, groups).astype(w.dtype))
+    return dx, dw, db
+
+
+def conv2d_backward_data_ref(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    d = dy.astype(acc_dtype(dy.dtype))
+    return _data_grad(d, w.astype(d.dtype), x_shape, stride, padding, dilation, groups).astype(dy.dtype)
+
+
+def conv2d_backward_filter_ref(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    acc = acc_dtype(dy.dtype)
+    return _filter_grad(dy.astype(acc), x.astype(acc), w_shape, stride, padding, dilation, groups).astype(dy.dtype)
