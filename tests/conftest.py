@@ -28,6 +28,33 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def dev_array(a, device):
+    """A NumPy array on ``device`` ("cpu": itself; bfloat16 goes over as its bits)."""
+    if device == "cpu":
+        return a
+    import cupy
+
+    if a.dtype == backend.bfloat16:
+        return cupy.asarray(a.view(np.uint16)).view(backend.bfloat16)
+    return cupy.asarray(a)
+
+
+def host(a):
+    """A tensor's or array's values as a NumPy array (None stays None)."""
+    a = getattr(a, "data", a) if not isinstance(a, np.ndarray) else a
+    if a is None or isinstance(a, np.ndarray):
+        return a
+    import cupy
+
+    if a.dtype == backend.bfloat16:
+        return cupy.asnumpy(a.view(cupy.uint16)).view(backend.bfloat16)
+    return cupy.asnumpy(a)
+
+
+def f64(a):
+    return np.asarray(host(a)).astype(np.float64)
+
+
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def device(request):
     """Each test taking ``device`` runs on the NumPy path and, on a GPU machine, on CuPy."""

@@ -5,6 +5,8 @@ import math
 import numpy as np
 import pytest
 
+from conftest import dev_array, f64, host
+
 import minifused.functional as F
 from minifused import backend, nn
 from minifused.autograd import no_grad
@@ -18,30 +20,10 @@ C = math.sqrt(2 / math.pi)
 
 
 # ---------------------------------------------------------------- helpers
-def dev_array(a, device):
-    if device == "cpu":
-        return a
-    import cupy
-
-    if a.dtype == backend.bfloat16:
-        return cupy.asarray(a.view(np.uint16)).view(backend.bfloat16)
-    return cupy.asarray(a)
 
 
-def host(a):
-    if isinstance(a, Tensor):
-        a = a.data
-    if isinstance(a, np.ndarray):
-        return a
-    import cupy
-
-    if a.dtype == backend.bfloat16:
-        return cupy.asnumpy(a.view(cupy.uint16)).view(backend.bfloat16)
-    return cupy.asnumpy(a)
 
 
-def f64(a):
-    return np.asarray(host(a)).astype(np.float64)
 
 
 def tensor(a, device, requires_grad=False):

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import dev_array, f64, host
 from minifused import backend
 from minifused.kernels import cublaslt as LT
 from minifused.kernels import linear as K
@@ -24,28 +25,10 @@ def dgelu64(z):
     return 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * C * (1 + 3 * 0.044715 * z * z)
 
 
-def to_dev(a, device):
-    if device == "cpu":
-        return a
-    import cupy
-
-    if a.dtype == backend.bfloat16:
-        return cupy.asarray(a.view(np.uint16)).view(backend.bfloat16)
-    return cupy.asarray(a)
 
 
-def host(a):
-    if isinstance(a, np.ndarray) or a is None:
-        return a
-    import cupy
-
-    if a.dtype == backend.bfloat16:
-        return cupy.asnumpy(a.view(cupy.uint16)).view(backend.bfloat16)
-    return cupy.asnumpy(a)
 
 
-def f64(a):
-    return np.asarray(host(a)).astype(np.float64)
 
 
 def rel(a, b):
@@ -73,8 +56,8 @@ def test_forward_epilogs(device, rng, dtype, activation, with_bias, shape):
     w = rand(rng, (m, k), dtype, 1 / math.sqrt(k))
     b = rand(rng, (m,), dtype) if with_bias else None
     z = f64(x) @ f64(w).T + (f64(b) if with_bias else 0)
-    y, aux = K.linear_forward(to_dev(x, device), to_dev(w, device),
-                          None if b is None else to_dev(b, device), activation, aux=True)
+    y, aux = K.linear_forward(dev_array(x, device), dev_array(w, device),
+                          None if b is None else dev_array(b, device), activation, aux=True)
     assert y.dtype == dtype and y.shape == (n, m) and y.flags.c_contiguous
     expect = {None: z, "relu": np.maximum(z, 0), "gelu": gelu64(z)}[activation]
     # cuBLASLt's GELU evaluates tanh approximately: ~2e-5 relative in float32
@@ -100,7 +83,7 @@ def test_gelu_is_the_tanh_form(rng):
     x = rand(rng, (64, 256), np.float32)
     w = rand(rng, (512, 256), np.float32, 0.2)
     z = f64(x) @ f64(w).T
-    y, _ = K.linear_forward(to_dev(x, "cuda"), to_dev(w, "cuda"), None, "gelu")
+    y, _ = K.linear_forward(dev_array(x, "cuda"), dev_array(w, "cuda"), None, "gelu")
     erf_form = 0.5 * z * (1 + np.vectorize(erf)(z / math.sqrt(2)))
     err_tanh = np.abs(f64(y) - gelu64(z)).max()
     err_erf = np.abs(f64(y) - erf_form).max()
@@ -121,14 +104,14 @@ def test_backward_data_with_fused_activation_backward(device, rng, dtype, act, s
         # a producer's pre-activation and its aux, made by the forward primitive itself
         xp_ = rand(rng, (n, 11), dtype)
         wp = rand(rng, (k, 11), dtype, 0.3)
-        _, aux = K.linear_forward(to_dev(xp_, device), to_dev(wp, device), None, act, aux=True)
+        _, aux = K.linear_forward(dev_array(xp_, device), dev_array(wp, device), None, act, aux=True)
         zp = f64(xp_) @ f64(wp).T
         if act == "relu":
             scale = unpack(aux, k)
         else:
             scale = dgelu64(f64(host(aux)[:, :k]))
         del zp
-    dx, db = K.linear_backward_data(to_dev(dy, device), to_dev(w, device), act, aux)
+    dx, db = K.linear_backward_data(dev_array(dy, device), dev_array(w, device), act, aux)
     expect = (f64(dy) @ f64(w)) * scale
     assert dx.dtype == dtype and dx.shape == (n, k)
     assert rel(dx, expect) < TOL[dtype]
@@ -146,7 +129,7 @@ def test_backward_weight_and_bias_grad(device, rng, dtype, bias_grad, shape):
     n, k, m = shape
     dy = rand(rng, (n, m), dtype)
     x = rand(rng, (n, k), dtype)
-    dw, db = K.linear_backward_weight(to_dev(dy, device), to_dev(x, device), bias_grad)
+    dw, db = K.linear_backward_weight(dev_array(dy, device), dev_array(x, device), bias_grad)
     assert dw.shape == (m, k) and dw.dtype == dtype and dw.flags.c_contiguous
     assert rel(dw, f64(dy).T @ f64(x)) < TOL[dtype]
     if bias_grad:
@@ -161,9 +144,9 @@ def test_activation_backward(device, rng, dtype, act):
     n, k, m = 19, 23, 45
     x = rand(rng, (n, k), dtype)
     w = rand(rng, (m, k), dtype, 0.3)
-    _, aux = K.linear_forward(to_dev(x, device), to_dev(w, device), None, act, aux=True)
+    _, aux = K.linear_forward(dev_array(x, device), dev_array(w, device), None, act, aux=True)
     dy = rand(rng, (n, m), dtype)
-    dz = K.activation_backward(to_dev(dy, device), aux, act)
+    dz = K.activation_backward(dev_array(dy, device), aux, act)
     scale = unpack(aux, m) if act == "relu" else dgelu64(f64(host(aux)[:, :m]))
     assert dz.dtype == dtype and dz.shape == (n, m)
     assert rel(dz, f64(dy) * scale) < TOL[dtype]
@@ -212,21 +195,21 @@ def test_non_contiguous_leading_dimension(device, rng):
     big = rand(rng, (9, 40), np.float32)
     x = big[1:, 3:30]  # 8 x 27, row stride 40, start offset 43 floats (not 16-byte aligned)
     w = rand(rng, (12, 27), np.float32, 0.2)
-    xd = to_dev(big, device)[1:, 3:30]
-    y, _ = K.linear_forward(xd, to_dev(w, device))
+    xd = dev_array(big, device)[1:, 3:30]
+    y, _ = K.linear_forward(xd, dev_array(w, device))
     assert rel(y, f64(x) @ f64(w).T) < 1e-5
-    dw, db = K.linear_backward_weight(to_dev(rand(rng, (8, 12), np.float32), device), xd, True)
+    dw, db = K.linear_backward_weight(dev_array(rand(rng, (8, 12), np.float32), device), xd, True)
     assert dw.shape == (12, 27)
 
 
 @pytest.mark.gpu
 def test_second_call_with_same_shapes_plans_nothing(rng):
-    x = to_dev(rand(rng, (32, 48), np.float32), "cuda")
-    w = to_dev(rand(rng, (24, 48), np.float32), "cuda")
-    b = to_dev(rand(rng, (24,), np.float32), "cuda")
+    x = dev_array(rand(rng, (32, 48), np.float32), "cuda")
+    w = dev_array(rand(rng, (24, 48), np.float32), "cuda")
+    b = dev_array(rand(rng, (24,), np.float32), "cuda")
     K.linear_forward(x, w, b, "relu", aux=True)
     before = LT.plan_cache_info()
-    x2 = to_dev(rand(rng, (32, 48), np.float32), "cuda")
+    x2 = dev_array(rand(rng, (32, 48), np.float32), "cuda")
     y, _ = K.linear_forward(x2, w, b, "relu", aux=True)
     after = LT.plan_cache_info()
     assert after["created"] == before["created"] and after["hits"] == before["hits"] + 1
@@ -240,10 +223,10 @@ def test_autotune_and_tf32_opt_in(rng, monkeypatch):
     expect = f64(x) @ f64(w).T
     tune = LT.GemmConfig(autotune=True)
     tuned = LT.plan_cache_info()["autotuned"]
-    y, _ = K.linear_forward(to_dev(x, "cuda"), to_dev(w, "cuda"), config=tune)
+    y, _ = K.linear_forward(dev_array(x, "cuda"), dev_array(w, "cuda"), config=tune)
     assert rel(y, expect) < 1e-5 and LT.plan_cache_info()["autotuned"] >= tuned
     monkeypatch.setattr(backend.tf32_matmul, "allow_tf32", True)
-    y, _ = K.linear_forward(to_dev(x, "cuda"), to_dev(w, "cuda"), config=tune)
+    y, _ = K.linear_forward(dev_array(x, "cuda"), dev_array(w, "cuda"), config=tune)
     assert rel(y, expect) < 5e-3
 
 
@@ -252,9 +235,9 @@ def test_small_gemms_are_timed_once_large_ones_only_on_request(rng):
     """A small GEMM's new plan times its candidates (the heuristic's first choice can cost more
     host time per call than another); the timed choice still computes the right result, the
     next call reuses it, and a GEMM above GemmConfig.small_gemm_flop is not timed unless autotune is on."""
-    x = to_dev(rand(rng, (64, 784), np.float32), "cuda")
-    w = to_dev(rand(rng, (1024, 784), np.float32, 0.05), "cuda")
-    b = to_dev(rand(rng, (1024,), np.float32), "cuda")
+    x = dev_array(rand(rng, (64, 784), np.float32), "cuda")
+    w = dev_array(rand(rng, (1024, 784), np.float32, 0.05), "cuda")
+    b = dev_array(rand(rng, (1024,), np.float32), "cuda")
     LT.clear_plan_cache()
     before = LT.plan_cache_info()["autotuned"]
     y, mask = K.linear_forward(x, w, b, "relu", aux=True)
@@ -271,8 +254,8 @@ def test_small_gemms_are_timed_once_large_ones_only_on_request(rng):
 
 @pytest.mark.gpu
 def test_clear_plan_cache_releases_and_replans(rng):
-    x = to_dev(rand(rng, (8, 16), np.float16), "cuda")
-    w = to_dev(rand(rng, (8, 16), np.float16), "cuda")
+    x = dev_array(rand(rng, (8, 16), np.float16), "cuda")
+    w = dev_array(rand(rng, (8, 16), np.float16), "cuda")
     K.linear_forward(x, w)
     assert LT.plan_cache_info()["size"] > 0
     LT.clear_plan_cache()

@@ -8,7 +8,7 @@ kernel arguments, so there is no pointer table to upload and no host
 synchronization. Whatever changes from step to step is read from device memory,
 so a launch captured into a CUDA graph stays right on every replay:
 
-* ``hyper``: the group's hyper-parameters (``ADAM_HYPER`` / ``SGD_HYPER`` order), an
+* ``hyper``: the group's hyper-parameters (Adam: lr, beta1, beta2, eps, weight_decay; SGD: lr, momentum, dampening, weight_decay), an
   array on the parameters' device (float64), rewritten by the optimizer when they change;
 * ``steps``: each parameter's step count, a 0-d int64 array that the update advances;
 * ``amp`` (optional): a GradScaler's float32 state ``[scale, inv_scale, found_inf,
@@ -54,8 +54,6 @@ ILP = 4
 CHUNK = BLOCK * ILP
 MAX_SLOTS = 16
 _INT_MAX = 2 ** 31 - 1
-ADAM_HYPER = ("lr", "beta1", "beta2", "eps", "weight_decay")
-SGD_HYPER = ("lr", "momentum", "dampening", "weight_decay")
 
 
 def adam_scalars(lr, beta1, beta2, step):

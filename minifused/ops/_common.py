@@ -50,13 +50,6 @@ def unbroadcast(grad, shape):
     return out.reshape(shape)
 
 
-def check_same_device(op, *tensors):
-    devices = {t.device for t in tensors if isinstance(t, Tensor)}
-    if len(devices) > 1:
-        names = " and ".join(sorted(str(d) for d in devices))
-        raise RuntimeError(f"{op}: expected all tensors on the same device, got {names}")
-
-
 def broadcast_shape(op, a_shape, b_shape):
     try:
         return np.broadcast_shapes(a_shape, b_shape)
