@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from minifused import backend
+from minifused.tensor import Tensor
 
 try:
     from hypothesis import settings
@@ -41,7 +42,8 @@ def dev_array(a, device):
 
 def host(a):
     """A tensor's or array's values as a NumPy array (None stays None)."""
-    a = getattr(a, "data", a) if not isinstance(a, np.ndarray) else a
+    if isinstance(a, Tensor):
+        a = a.data
     if a is None or isinstance(a, np.ndarray):
         return a
     import cupy

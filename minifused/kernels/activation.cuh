@@ -20,6 +20,8 @@ __device__ __forceinline__ float gelu_tanh_grad(float z) {
 __device__ __forceinline__ float gelu_erf(float z) { return 0.5f * z * (1.0f + erff(z * MF_SQRT1_2)); }
 
 __device__ __forceinline__ float gelu_erf_grad(float z) {
-    const float pdf = MF_INV_SQRT_2PI * expf(-0.5f * z * z);  // (grouped so: the results of the kernels before)
-    return 0.5f * (1.0f + erff(z * MF_SQRT1_2)) + z * pdf;
+    // (written as the elementwise kernel wrote it, so the compiler contracts it to the same bits)
+    const float cdf = 0.5f * (1.0f + erff(z * MF_SQRT1_2));
+    const float pdf = MF_INV_SQRT_2PI * expf(-0.5f * z * z);
+    return cdf + z * pdf;
 }
