@@ -67,6 +67,7 @@ def gelu_(input, approximate="none"):
 
 _LINEAR_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16})
 LINEAR_ACTIVATIONS = _kernels.ACTIVATIONS  # what F.linear / nn.Linear accept (the GEMM epilogs)
+CONV_ACTIVATIONS = (None, "relu")  # what F.conv2d / nn.Conv2d accept (the convolution epilogues)
 
 
 def _same_device(a, b):
@@ -250,7 +251,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     if weight.ndim != 4:
         raise ValueError(f"{op}: weight must be 4-D (out_channels, in_channels/groups, kH, kW), got shape "
                          f"{tuple(weight.shape)}")
-    if activation not in (None, "relu"):
+    if activation not in CONV_ACTIVATIONS:
         raise ValueError(f"{op}: activation must be None or 'relu', got {activation!r}")
     if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
         raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")

@@ -7,6 +7,7 @@ import numbers
 from .. import backend
 from .. import functional as F
 from ..autograd import no_grad
+from ..functional import CONV_ACTIVATIONS
 from .module import Module, Parameter
 
 
@@ -18,12 +19,12 @@ class Conv2d(Module):
     ``activation`` None or ``'relu'``.
     """
 
-    fused_activations = ("relu",)
+    fused_activations = CONV_ACTIVATIONS[1:]
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  activation=None, device=None, dtype=None):
         super().__init__()
-        if activation not in (None, "relu"):
+        if activation not in CONV_ACTIVATIONS:
             raise ValueError(f"Conv2d: activation must be None or 'relu', got {activation!r}")
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
                    for v in (in_channels, out_channels, groups)):
