@@ -420,14 +420,17 @@ def _backward(root, grad, leaves, retain_graph):
 def _run_node(ctx, pending, leaves, consumers):
     """One node's backward: its outputs' gradients from ``pending``, its inputs' added to ``pending``
     (non-leaves) or ``leaves``. (A function of its own, so that no array outlives it in a local.)"""
-    grads = _output_grads(ctx, pending)
+    if len(ctx.out_meta) == 1 and not ctx.hooks and not ctx.retained:  # the common case, inline
+        g = pending.pop((id(ctx), 0), None)
+        grads = None if g is None else (g,)
+    else:
+        grads = _output_grads(ctx, pending)
     if grads is None:
         return
     if ctx.versions:
         _check_versions(ctx)
-    ctx._consumers = consumers
+    ctx._consumers = consumers  # for sole_producer; _release drops it
     in_grads = ctx.fn.backward(ctx, *grads)
-    ctx._consumers = None
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     if _checks.anomaly or backend.is_debug():
