@@ -493,11 +493,18 @@ def _seed(root, gradient):
                 f"backward(): grad can be implicitly created only for scalar outputs, got shape "
                 f"{tuple(root.shape)}; pass gradient= of that shape")
         return backend.ones_like(root.data), None
-    grad = gradient.data if isinstance(gradient, _Tensor) else root._xp.asarray(gradient, dtype=root.dtype)
-    if grad.shape != root.data.shape:
-        raise RuntimeError(
-            f"backward(): gradient has shape {tuple(grad.shape)} but the tensor has shape {tuple(root.shape)}")
-    return grad, grad
+    if isinstance(gradient, _Tensor) and gradient.device != root.device:
+        raise RuntimeError(f"backward(): gradient is on {gradient.device} but the tensor is on {root.device}")
+    given = gradient.data if isinstance(gradient, _Tensor) else root._xp.asarray(gradient)
+    return _fit(given, root.data, "backward(): gradient"), given
+
+
+def _fit(g, like, what):
+    """``g`` as a gradient of ``like``: the same shape (else a RuntimeError naming ``what``), cast to its dtype as
+    PyTorch casts (a float64 or integer gradient never reaches a float32 tensor)."""
+    if g.shape != like.shape:
+        raise RuntimeError(f"{what} has shape {tuple(g.shape)} but the tensor has shape {tuple(like.shape)}")
+    return g if g.dtype == like.dtype else g.astype(like.dtype)
 
 
 def _backward_order(root_ctx):
@@ -533,10 +540,16 @@ def _backward_order(root_ctx):
 
 
 def _run_hooks(hooks, grad):
+    """Each hook sees the gradient and may return a replacement: checked for shape, device and cast to its dtype."""
     for hook in hooks:
         result = hook(_Tensor._from_array(grad, False))
-        if result is not None:
-            grad = result.data if isinstance(result, _Tensor) else result
+        if result is None:
+            continue
+        new = result.data if isinstance(result, _Tensor) else backend.array_module(grad).asarray(result)
+        if type(new) is not type(grad):
+            raise RuntimeError(f"hook {getattr(hook, '__name__', hook)!r} returned a gradient on another device "
+                               f"than the tensor's")
+        grad = _fit(new, grad, f"hook {getattr(hook, '__name__', hook)!r} returned a gradient that")
     return grad
 
 
@@ -551,6 +564,8 @@ class _LeafGrads:
         self.user_grad = user_grad
 
     def add(self, leaf, g):
+        if g.shape != leaf.data.shape or g.dtype != leaf.data.dtype:  # a custom Function's backward may err
+            g = _fit(g, leaf.data, "a backward's gradient for a leaf")
         entry = self.grads.get(id(leaf))
         if entry is None:
             self.grads[id(leaf)] = [leaf, g]

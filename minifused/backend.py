@@ -31,7 +31,7 @@ int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 bool_ = np.dtype(np.bool_)
 FLOAT_DTYPES = (float16, bfloat16, float32, float64)
-_DTYPE_NAMES = {
+DTYPE_NAMES = {
     "float16": float16, "half": float16, "fp16": float16,
     "bfloat16": bfloat16, "bf16": bfloat16,
     "float32": float32, "float": float32, "fp32": float32,
@@ -45,9 +45,9 @@ def as_dtype(spec) -> np.dtype:
     """A NumPy dtype from a dtype, a scalar type or a name ('float32', 'bf16', ...)."""
     if isinstance(spec, str):
         try:
-            return _DTYPE_NAMES[spec.lower()]
+            return DTYPE_NAMES[spec.lower()]
         except KeyError:
-            raise TypeError(f"unknown dtype {spec!r}; expected one of {sorted(_DTYPE_NAMES)}") from None
+            raise TypeError(f"unknown dtype {spec!r}; expected one of {sorted(DTYPE_NAMES)}") from None
     return np.dtype(spec)
 
 

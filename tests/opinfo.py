@@ -359,7 +359,9 @@ OPS = [
                S("where", distinct((3, 4)), (4,), fn=lambda a, b: mf.where(a > 0, a, b),
                  ref=lambda a, b: np.where(a > 0, a, b)),
                S("where_broadcast", distinct((5, 1)), (1, 33), ())),
-           errors=(E("where_broadcast", lambda: mf.where(t(2, 3) > 0, t(2, 3), t(5)), ValueError, r"where: shapes"),)),
+           errors=(E("where_broadcast", lambda: mf.where(t(2, 3) > 0, t(2, 3), t(5)), ValueError, r"where: shapes"),
+                   E("where_float_condition", lambda: mf.where(t(2, 3), t(2, 3), t(2, 3)), TypeError,
+                     r"where: expected condition to be a bool tensor, got dtype float32"))),
     OpInfo("matmul", lambda a, b: a @ b, np.matmul, spelled="Tensor.__matmul__", dtypes=FLOATING, torch=SAME,
            aliases={"mf.matmul": mf.matmul, "F.matmul": F.matmul, "Tensor.matmul": lambda a, b: a.matmul(b)},
            samples=(
@@ -459,7 +461,8 @@ OPS = [
                  ref=lambda a: a.reshape(4, 3) * np.arange(3)),
                S("reshape_to_0d", (1, 1), shape=()), S("reshape_odd", (3, 11), shape=(33, 1))),
            errors=(E("reshape_size", lambda: t(2, 3).reshape(4, 2), ValueError, r"reshape: shape \(4, 2\) is invalid"),
-                   E("reshape_two_infer", lambda: t(4).reshape(-1, -1), ValueError, "invalid shape"))),
+                   E("reshape_two_infer", lambda: t(4).reshape(-1, -1), ValueError, "invalid shape"),
+                   E("reshape_float_size", lambda: t(6).reshape(2.0, 3), TypeError, r"reshape: sizes must be ints, got \(2.0, 3\)"))),
     OpInfo("view", lambda a, shape: a.view(*shape), lambda a, shape: a.reshape(shape), spelled="Tensor.view",
            torch=SAME, samples=(
                S("view_infer", (3, 4), fn=lambda a: a.view(-1, 2).exp(), ref=lambda a: np.exp(a.reshape(-1, 2))),
@@ -480,7 +483,8 @@ OPS = [
                S("permute", (2, 3, 4), fn=lambda a: a.permute(2, 0, 1).exp(),
                  ref=lambda a: np.exp(a.transpose(2, 0, 1))),
                S("permute_odd", (1, 33, 2), dims=(1, 2, 0))),
-           errors=(E("permute_not_perm", lambda: t(2, 3).permute(0, 0), ValueError, "not a permutation"),)),
+           errors=(E("permute_not_perm", lambda: t(2, 3).permute(0, 0), ValueError, "not a permutation"),
+                   E("permute_float_dim", lambda: t(2, 3).permute(1.0, 0), TypeError, "permute: sizes must be ints"))),
     OpInfo("T", lambda a: a.T, lambda a: a.T, spelled="Tensor.T", aliases={"Tensor.mT": lambda a: a.mT}, torch=SAME,
            samples=(S("T", (3, 4), fn=lambda a: a.T @ a, ref=lambda a: a.T @ a), S("T_odd", (33, 2)))),
     OpInfo("unsqueeze", lambda a, d: a.unsqueeze(d), lambda a, d: np.expand_dims(a, d), spelled="Tensor.unsqueeze",
@@ -496,7 +500,8 @@ OPS = [
            spelled="Tensor.expand", torch=SAME, samples=(
                S("expand", (3, 1), fn=lambda a: a.expand(2, 3, 4).exp(),
                  ref=lambda a: np.exp(np.broadcast_to(a, (2, 3, 4)))),
-               S("expand_0d", (), shape=(33,)))),
+               S("expand_0d", (), shape=(33,))),
+           errors=(E("expand_float_size", lambda: t(3, 1).expand(3, 2.5), TypeError, "expand: sizes must be ints"),)),
     OpInfo("getitem", lambda a, idx: a[_as_index(a, idx)], lambda a, idx: a[idx], spelled="Tensor.__getitem__",
            torch=SAME, samples=(
                S("index_int", (3, 4), idx=(1,)), S("index_slices", (3, 4), idx=(slice(1, None), slice(None, None, 2))),

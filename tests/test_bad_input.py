@@ -49,6 +49,9 @@ CASES = [
     ("dtype_name", lambda: mf.zeros(2, dtype="float12"), TypeError, "unknown dtype"),
     ("randint_range", lambda: mf.randint(5, 5, (2,)), ValueError, "low < high"),
     ("arange_step", lambda: mf.arange(0, 3, 0), ValueError, "step must be nonzero"),
+    ("arange_step_sign", lambda: mf.arange(0, 5, -1), ValueError, r"arange: the bounds and the step's sign disagree"),
+    ("arange_step_sign_float", lambda: mf.arange(5.0, 0.0, 0.5), ValueError, "a negative step needs end < start"),
+    ("to_unknown_device", lambda: t(2).to("tpu"), ValueError, r"to\(\): unknown device 'tpu'"),
     ("negative_shape", lambda: mf.zeros(-1), ValueError, "non-negative"),
     # autograd
     ("int_requires_grad", lambda: mf.tensor([1, 2], requires_grad=True), TypeError, "floating-point"),
@@ -454,3 +457,72 @@ def test_save_interrupted_mid_write_keeps_the_previous_checkpoint(tmp_path, monk
     monkeypatch.undo()
     assert mf.load(path)["epoch"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["run.ckpt"]
+
+
+# ---------------------------------------------------------------- gradients handed to autograd (PyTorch's rules)
+@pytest.mark.parametrize("given", [np.float64, np.int64, "list"])
+def test_backward_gradient_is_cast_to_the_tensor_dtype(device, given):
+    x = mf.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
+    g = [1, 2, 3] if given == "list" else mf.tensor(np.array([1, 2, 3], dtype=given), device=device)
+    (x * 2).backward(g)
+    assert x.grad.dtype == mf.float32
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), [2.0, 4.0, 6.0])
+
+
+def test_backward_gradient_of_the_wrong_shape_or_device_changes_nothing():
+    x = mf.tensor([1.0, 2.0, 3.0], device="cpu", requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"backward\(\): gradient has shape \(2,\) but the tensor has shape \(3,\)"):
+        (x * 2).backward(mf.ones(2, device="cpu"))
+    assert x.grad is None
+    if mf.cuda_available():
+        with pytest.raises(RuntimeError, match="gradient is on cuda"):
+            (x * 2).backward(mf.ones(3, device="cuda"))
+        assert x.grad is None
+
+
+def test_hook_result_is_cast_and_checked(device):
+    x = mf.tensor([1.0, 2.0], device=device, requires_grad=True)
+    y = x * 3
+    y.register_hook(lambda g: (g * 2).to(mf.float64))
+    y.sum().backward()
+    assert x.grad.dtype == mf.float32
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), [6.0, 6.0])
+    leaf = mf.tensor([1.0, 2.0], device=device, requires_grad=True)
+
+    def wrong_shape(g):
+        return mf.ones(3, device=device)
+
+    leaf.register_hook(wrong_shape)
+    with pytest.raises(RuntimeError, match=r"hook 'wrong_shape' returned a gradient that has shape \(3,\)"):
+        (leaf * 2).sum().backward()
+    assert leaf.grad is None
+
+
+def test_a_custom_backward_never_puts_another_dtype_on_a_leaf(device):
+    class Float64Grad(mf.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return (g * 2).astype(np.float64)
+
+    class WrongShape(mf.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g[:1]
+
+    x = mf.tensor([1.0, 2.0], device=device, requires_grad=True)
+    Float64Grad.apply(x).sum().backward()
+    assert x.grad.dtype == mf.float32
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), [2.0, 2.0])
+    w = mf.tensor([1.0, 2.0], device=device, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"a backward's gradient for a leaf has shape \(1,\) but the tensor has "
+                                           r"shape \(2,\)"):
+        (WrongShape.apply(w) + w).sum().backward()
+    assert w.grad is None

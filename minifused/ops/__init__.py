@@ -30,6 +30,9 @@ def _to(self, *args, **kwargs):
             device, dtype = a.device, a.dtype
         elif isinstance(a, backend.Device) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
             device = a
+        elif isinstance(a, str) and a.lower() not in backend.DTYPE_NAMES:
+            raise ValueError(f"to(): unknown device {a!r}; expected 'cpu', 'cuda' or 'cuda:N' (or a dtype name: "
+                             f"{', '.join(sorted(backend.DTYPE_NAMES))})")
         else:
             dtype = a
     out = self

@@ -165,6 +165,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         start, end = 0, start
     if step == 0:
         raise ValueError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise ValueError(f"arange: the bounds and the step's sign disagree (start={start}, end={end}, step={step}): "
+                         f"a negative step needs end < start")
     if dtype is None:
         floating = any(isinstance(v, float) for v in (start, end, step))
         dtype = backend.float32 if floating else backend.int64

@@ -394,6 +394,9 @@ class Where(Function):
 def where(condition, a, b):
     if not isinstance(condition, Tensor):
         raise TypeError(f"where: condition must be a bool Tensor, got {type(condition).__name__}")
+    if condition.dtype != backend.bool_:
+        raise TypeError(f"where: expected condition to be a bool tensor, got dtype {condition.dtype} (compare it, e.g. "
+                        f"x > 0, or cast it with .bool())")
     a, b = binary_operands("where", a, b)
     for t in (a, b):
         if isinstance(t, Tensor):
@@ -401,8 +404,7 @@ def where(condition, a, b):
                 raise RuntimeError(
                     f"where: expected all tensors on the same device, got {condition.device} and {t.device}")
             broadcast_shape("where", condition.shape, t.shape)
-    cond = condition.data if condition.dtype == backend.bool_ else condition.data.astype(bool)
-    return Where.apply(Tensor._from_array(cond), a, b)
+    return Where.apply(condition, a, b)
 
 
 # ---------------------------------------------------------------- comparisons (no gradient)

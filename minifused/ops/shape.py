@@ -64,14 +64,16 @@ class Contiguous(Function):
         return g
 
 
-def _sizes(args):
+def _sizes(args, op):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
+    if not all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
+        raise TypeError(f"{op}: sizes must be ints, got {args}")
     return tuple(int(a) for a in args)
 
 
 def reshape(x, *shape):
-    shape = _sizes(shape)
+    shape = _sizes(shape, "reshape")
     known = [s for s in shape if s != -1]
     if shape.count(-1) > 1 or any(s < -1 for s in shape):
         raise ValueError(f"reshape: invalid shape {shape}")
@@ -96,7 +98,7 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 
 def permute(x, *dims):
-    dims = normalize_axis("permute", _sizes(dims), x.ndim)
+    dims = normalize_axis("permute", _sizes(dims, "permute"), x.ndim)
     if sorted(dims) != list(range(x.ndim)):
         raise ValueError(f"permute: dims {dims} are not a permutation of {x.ndim} dimensions")
     return Permute.apply(x, dims)
@@ -130,7 +132,7 @@ def squeeze(x, dim=None):
 
 
 def expand(x, *shape):
-    shape = _sizes(shape)
+    shape = _sizes(shape, "expand")
     lead = len(shape) - x.ndim
     if lead < 0:
         raise ValueError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
