@@ -76,6 +76,12 @@ CASES = [
     ("loader_batch", lambda: __import__("minifused.data", fromlist=["DataLoader"]).DataLoader(
         __import__("minifused.data", fromlist=["TensorDataset"]).TensorDataset(t(4, 2)), batch_size=0),
      ValueError, "batch_size"),
+    ("loader_batch_bool", lambda: __import__("minifused.data", fromlist=["DataLoader"]).DataLoader(
+        __import__("minifused.data", fromlist=["TensorDataset"]).TensorDataset(t(4, 2)), batch_size=True),
+     ValueError, "batch_size must be a positive integer, got True"),
+    ("loader_seed_negative", lambda: __import__("minifused.data", fromlist=["DataLoader"]).DataLoader(
+        __import__("minifused.data", fromlist=["TensorDataset"]).TensorDataset(t(4, 2)), 2, seed=-1),
+     ValueError, "seed must be a non-negative integer or None, got -1"),
     ("load_missing", lambda: mf.load("/nonexistent/ckpt.npz"), FileNotFoundError, "no such file"),
     ("save_unsupported", lambda: mf.save({"f": object()}, "/tmp/never.npz"), TypeError, "cannot store"),
     # tensors: data, devices, gradients

@@ -295,6 +295,20 @@ def test_loader_host_collate_path():
         DataLoader(Plain(), 0)
 
 
+def test_loader_collates_python_numbers_as_pytorch():
+    """PyTorch's default_collate: Python floats become float64, ints int64."""
+    class Numbers:
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            return i / 4, i
+
+    fl, ints = next(iter(DataLoader(Numbers(), 3)))
+    assert fl.dtype == mf.float64 and ints.dtype == mf.int64
+    np.testing.assert_array_equal(fl.numpy(), [0.0, 0.25, 0.5])
+
+
 @pytest.mark.gpu
 def test_loader_on_gpu_keeps_data_there(tmp_path):
     write(tmp_path / "mnist", small_files())

@@ -86,11 +86,6 @@ def test_mixed_precision_trains_with_fp32_master_weights(data_dir, tmp_path, dty
     assert (ck["scaler"]["scale"] > 0) if dtype == "fp16" else ck["scaler"] == {}
 
 
-def test_bad_dtype_is_refused(data_dir):
-    with pytest.raises(SystemExit, match="--dtype int32: expected float32, bf16 or fp16"):
-        train.main(QUICK + ["--data-dir", str(data_dir), "--dtype", "int32", "--limit", "64"])
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("extra", [[], ["--dtype", "bf16"], ["--dtype", "fp16"], ["--no-graph"]])
 def test_gpu_mlp_with_dropout_and_cosine_schedule(data_dir, extra):
@@ -101,3 +96,34 @@ def test_gpu_mlp_with_dropout_and_cosine_schedule(data_dir, extra):
     print(extra, summary["test_acc"], summary["s_per_epoch"])  # 2000 / 32: a partial last batch each epoch
     assert summary["graphed"] == ("--no-graph" not in extra)
     assert summary["test_acc"] > 75.0
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--epochs", "0"], "argument --epochs: expected a positive integer, got '0'"),
+    (["--limit", "-3"], "argument --limit: expected a positive integer, got '-3'"),
+    (["--test-limit", "0"], "argument --test-limit: expected a positive integer"),
+    (["--log-every", "0"], "argument --log-every: expected a positive integer"),
+    (["--dtype", "fp8"], "--dtype fp8: expected float32, bf16 or fp16"),
+    (["--dtype", "int32"], "--dtype int32: expected float32, bf16 or fp16"),
+    (["--device", "tpu"], "--device tpu: unknown device 'tpu'"),
+    (["--resume", "--checkpoint", "/nonexistent/run.ckpt"], "--resume: /nonexistent/run.ckpt does not exist"),
+])
+def test_bad_arguments_get_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        train.parse_args(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1] and "Traceback" not in "\n".join(err)
+
+
+def test_resume_may_start_fresh_when_asked(tmp_path):
+    args = train.parse_args(["--resume", "--allow-fresh", "--checkpoint", str(tmp_path / "new.ckpt")])
+    assert args.resume and args.allow_fresh
+
+
+def test_help_shows_every_default(capsys):
+    with pytest.raises(SystemExit):
+        train.parse_args(["--help"])
+    options = capsys.readouterr().out.split("options:")[1].split("\n  -")[1:]
+    assert len(options) > 20
+    assert [o.split()[0] for o in options if "default" not in o] == ["h,"]

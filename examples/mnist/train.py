@@ -10,7 +10,8 @@ The data are read from ``--data-dir`` (else ``$MINIFUSED_DATA``, else ``~/.cache
 downloaded there when missing. The whole dataset lives on the device; batches are
 gathered there. A checkpoint (model, optimizer, scheduler, epoch, RNG state,
 history) is written atomically after every epoch when ``--checkpoint`` is given;
-``--resume`` continues from it.
+``--resume`` continues from it (an error when it does not exist, unless ``--allow-fresh``: then a new
+run starts there, for a job that is restarted with the same command).
 
 On the GPU each training step (forward, backward, optimizer update) is captured once
 into a CUDA graph and replayed per batch (``minifused.capture_step``; ``--no-graph``
@@ -211,14 +212,25 @@ def plot(path, history):
 
 
 # ---------------------------------------------------------------- main
+def _positive(text):
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adamw")
+    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="the network")
+    p.add_argument("--epochs", type=_positive, default=10, help="passes over the training set")
+    p.add_argument("--batch-size", type=_positive, default=128, help="training batch size")
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    p.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adamw", help="the optimizer")
     p.add_argument("--weight-decay", type=float, default=None,
                    help="default: 0.01 for adamw, 0 otherwise")
     p.add_argument("--schedule", choices=("none", "cosine", "onecycle"), default="cosine",
@@ -230,15 +242,17 @@ def parse_args(argv=None):
                    help="float32 on TF32 tensor cores: 'conv' (PyTorch's defaults: convolutions in TF32, "
                         "matmuls in full float32), 'all', or 'off'")
     p.add_argument("--no-graph", action="store_true", help="run the training step eagerly, not from a CUDA graph")
-    p.add_argument("--log-every", type=int, default=50, help="read the loss for the progress bar every K steps")
+    p.add_argument("--log-every", type=_positive, default=50, help="read the loss for the progress bar every K steps")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when usable)")
     p.add_argument("--data-dir", default=None, help="root holding mnist/ (default $MINIFUSED_DATA, "
                                                     "else ~/.cache/minifused)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--limit", type=int, default=None, help="use the first N training images")
-    p.add_argument("--test-limit", type=int, default=None, help="use the first N test images")
+    p.add_argument("--seed", type=int, default=0, help="seeds initialization, shuffling and dropout")
+    p.add_argument("--limit", type=_positive, default=None, help="use the first N training images")
+    p.add_argument("--test-limit", type=_positive, default=None, help="use the first N test images")
     p.add_argument("--checkpoint", default=None, help="write a checkpoint here after every epoch")
-    p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    p.add_argument("--resume", action="store_true", help="continue from --checkpoint (which must exist)")
+    p.add_argument("--allow-fresh", action="store_true",
+                   help="with --resume: start a new run when the checkpoint does not exist yet")
     p.add_argument("--plot", default=None, help="write loss and accuracy curves to this PNG")
     p.add_argument("--no-progress", action="store_true", help="no tqdm bar")
     p.add_argument("--ddp", action="store_true", help="data parallel, one process per GPU: start with python -m "
@@ -248,6 +262,19 @@ def parse_args(argv=None):
         args.weight_decay = 0.01 if args.optimizer == "adamw" else 0.0
     if args.resume and not args.checkpoint:
         p.error("--resume needs --checkpoint PATH")
+    if args.resume and not args.allow_fresh and not Path(args.checkpoint).exists():
+        p.error(f"--resume: {args.checkpoint} does not exist (add --allow-fresh to start a new run there)")
+    try:
+        dtype = mf.backend.as_dtype(args.dtype)
+    except TypeError:
+        dtype = None
+    if dtype not in (mf.float32, mf.bfloat16, mf.float16):
+        p.error(f"--dtype {args.dtype}: expected float32, bf16 or fp16")
+    if args.device is not None and not args.ddp:
+        try:
+            mf.backend.device(args.device)
+        except (ValueError, RuntimeError, TypeError) as e:
+            p.error(f"--device {args.device}: {e}")
     return args
 
 
@@ -273,9 +300,7 @@ def _main(args):
         if rank != 0:
             sys.stdout = open(os.devnull, "w")
     device = mf.backend.device(args.device)
-    dtype = mf.backend.as_dtype(args.dtype)
-    if dtype not in (mf.float32, mf.bfloat16, mf.float16):
-        raise SystemExit(f"--dtype {args.dtype}: expected float32, bf16 or fp16")
+    dtype = mf.backend.as_dtype(args.dtype)  # checked by parse_args
     low_precision = dtype != mf.float32
     mf.backends.cudnn.allow_tf32 = args.tf32 in ("conv", "all")
     mf.backends.cuda.matmul.allow_tf32 = args.tf32 == "all"

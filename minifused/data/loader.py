@@ -108,7 +108,7 @@ class DataLoader:
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None, device=None,
                  dtype=None, sampler=None):
-        if not isinstance(batch_size, numbers.Integral) or batch_size <= 0:
+        if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size <= 0:
             raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
         if sampler is not None and shuffle:
             raise ValueError("DataLoader: sampler and shuffle=True are exclusive (the sampler shuffles)")
@@ -117,6 +117,8 @@ class DataLoader:
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
+        if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
+            raise ValueError(f"DataLoader: seed must be a non-negative integer or None, got {seed!r}")
         if seed is None:
             seed = int(backend.generator(backend.CPU).integers(0, 2 ** 62))
         self.seed = int(seed)
@@ -175,6 +177,8 @@ def _collate(values, device):
     first = values[0]
     if isinstance(first, Tensor):
         arr = np.stack([backend.to_device(v.data, backend.CPU) for v in values])
+    elif all(isinstance(v, float) for v in values):  # plain Python floats: float64, as PyTorch collates them
+        arr = np.asarray(values, dtype=np.float64)
     else:
         arr = np.asarray(values)
         if arr.dtype.kind in "iu":
