@@ -504,31 +504,19 @@ def test_hook_result_is_cast_and_checked(device):
     assert leaf.grad is None
 
 
+def _doubling(backward):
+    """A Function computing 2a whose backward is ``backward(g)`` (a deliberately wrong one)."""
+    return type("Doubling", (mf.Function,), {"forward": staticmethod(lambda ctx, a: a * 2),
+                                             "backward": staticmethod(lambda ctx, g: backward(g))})
+
+
 def test_a_custom_backward_never_puts_another_dtype_on_a_leaf(device):
-    class Float64Grad(mf.Function):
-        @staticmethod
-        def forward(ctx, a):
-            return a * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return (g * 2).astype(np.float64)
-
-    class WrongShape(mf.Function):
-        @staticmethod
-        def forward(ctx, a):
-            return a * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g[:1]
-
     x = mf.tensor([1.0, 2.0], device=device, requires_grad=True)
-    Float64Grad.apply(x).sum().backward()
+    _doubling(lambda g: (g * 2).astype(np.float64)).apply(x).sum().backward()
     assert x.grad.dtype == mf.float32
     np.testing.assert_array_equal(x.grad.cpu().numpy(), [2.0, 2.0])
     w = mf.tensor([1.0, 2.0], device=device, requires_grad=True)
     with pytest.raises(RuntimeError, match=r"a backward's gradient for a leaf has shape \(1,\) but the tensor has "
                                            r"shape \(2,\)"):
-        (WrongShape.apply(w) + w).sum().backward()
+        (_doubling(lambda g: g[:1]).apply(w) + w).sum().backward()
     assert w.grad is None
