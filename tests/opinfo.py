@@ -634,6 +634,32 @@ OPS = [
            errors=(E("dropout_nan", lambda: F.dropout(t(3), float("nan")), ValueError, "between 0 and 1.*nan"),)),
 ]
 
+
+# ---------------------------------------------------------------- pointwise math, logic, rounding and comparison (minifused/ops/pointwise.py)
+
+MATH_OPS = [
+]
+
+
+# ---------------------------------------------------------------- indexing, gathering, sorting, scans and the reductions beyond sum/mean (minifused/ops/index.py)
+
+INDEX_OPS = [
+]
+
+
+# ---------------------------------------------------------------- activations, normalize, one_hot and the losses (minifused/functional/activation.py)
+
+ACTIVATION_OPS = [
+]
+
+
+# ---------------------------------------------------------------- pad, interpolate, adaptive pooling, embedding, dropout2d (minifused/functional/layers.py)
+
+LAYER_OPS = [
+]
+
+OPS += MATH_OPS + INDEX_OPS + ACTIVATION_OPS + LAYER_OPS
+
 REGISTRY = {entry.name: entry for entry in OPS}
 
 

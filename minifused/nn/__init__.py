@@ -11,3 +11,5 @@ from .pool import AvgPool2d, MaxPool2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .loss_mse import MSELoss  # noqa: F401
 from . import init, utils  # noqa: F401,E402
+from .activation import *  # noqa: F401,F403,E402 - LeakyReLU, SiLU, ELU, Softplus, Hardtanh and the losses beyond these
+from .layers import *  # noqa: F401,F403,E402 - Upsample, adaptive pooling, Embedding, Dropout2d, Unflatten

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from .. import backend
 from ..tensor import Tensor
-from . import creation, elementwise, matmul, reduce, shape
+from . import activation, creation, elementwise, index, matmul, pointwise, reduce, resample, shape
+from .activation import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
+from .index import *  # noqa: F401,F403
+from .pointwise import *  # noqa: F401,F403
+from .resample import *  # noqa: F401,F403
 from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
                           maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device,
                           where)
@@ -70,10 +74,14 @@ _METHODS = {
     "T": property(shape.T),
     "mT": property(lambda self: transpose(self, -2, -1)),
 }
+# the families in their own modules declare theirs
+_FAMILIES = (pointwise, index, activation, resample)
+for _family in _FAMILIES:
+    _METHODS.update(_family.METHODS)
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 
-__all__ = creation.__all__ + ["abs", "add", "cast", "clamp", "clone", "div", "eq", "exp", "ge", "gelu", "gt", "le",
+__all__ = creation.__all__ + [n for _family in _FAMILIES for n in _family.__all__] + ["abs", "add", "cast", "clamp", "clone", "div", "eq", "exp", "ge", "gelu", "gt", "le",
                      "log", "lt", "maximum", "minimum", "mul", "ne", "neg", "pow", "relu", "sigmoid", "sqrt",
                      "sub", "tanh", "where", "matmul", "amax", "amin", "argmax", "argmin", "max", "mean",
                      "min", "std", "sum", "var", "cat", "flatten", "permute", "reshape", "squeeze", "stack",

@@ -10,24 +10,25 @@ import numbers as _numbers
 
 import numpy as _np
 
-from . import backend as _backend
-from . import kernels as _kernels
-from .ops import (abs, clamp, exp, gelu, log, matmul, maximum, minimum, sigmoid, sqrt,  # noqa: F401,A004
+from .. import backend as _backend
+from .. import kernels as _kernels
+from ..ops import (abs, clamp, exp, gelu, log, matmul, maximum, minimum, sigmoid, sqrt,  # noqa: F401,A004
                   tanh, where)
-from .autograd import is_grad_enabled as _grad_on
-from .ops import elementwise as _ew_ops
-from .ops import cast as _cast
-from .ops import conv as _conv_ops
-from .ops import loss as _loss_ops
-from .ops import norm as _norm_ops
-from .ops import pool as _pool_ops
-from .ops import softmax as _softmax_ops
-from .ops.dropout import dropout as _dropout
-from .ops.linear import LinearFn as _LinearFn
-from .ops.shape import permute as _permute
-from .ops.shape import reshape as _reshape
-from .ops.shape import transpose as _transpose
-from .tensor import Tensor as _Tensor
+from ..autograd import is_grad_enabled as _grad_on
+from ..ops import elementwise as _ew_ops
+from ..ops import cast as _cast
+from ..ops import conv as _conv_ops
+from ..ops import loss as _loss_ops
+from ..ops import norm as _norm_ops
+from ..ops import pool as _pool_ops
+from ..ops import softmax as _softmax_ops
+from ..ops.dropout import dropout as _dropout
+from ..ops.linear import LinearFn as _LinearFn
+from ..ops.shape import permute as _permute
+from ..ops.shape import reshape as _reshape
+from ..ops.shape import transpose as _transpose
+from ..tensor import Tensor as _Tensor
+from ._checks import _check_image, _check_tensor, _pair, _same_device
 
 # ---- elementwise and activations (foundation)
 # The in-place forms (``relu_``, ``gelu_``, ``softmax_``, ``layer_norm_``, ``dropout(inplace=True)``)
@@ -37,12 +38,6 @@ from .tensor import Tensor as _Tensor
 # raises in backward, naming the in-place op.
 
 
-def _check_tensor(op, input, floating=False):
-    if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
-    if floating and not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input (the result is written into it), "
-                        f"got dtype {input.dtype}")
 
 
 def relu(input, inplace=False):
@@ -70,12 +65,6 @@ LINEAR_ACTIVATIONS = _kernels.ACTIVATIONS  # what F.linear / nn.Linear accept (t
 CONV_ACTIVATIONS = (None, "relu")  # what F.conv2d / nn.Conv2d accept (the convolution epilogues)
 
 
-def _same_device(a, b):
-    """Raw arrays on one device (cheap: no Device objects on the hot path)."""
-    if type(a) is _np.ndarray:
-        return type(b) is _np.ndarray
-    ca, cb = _backend.is_cuda_array(a), _backend.is_cuda_array(b)
-    return ca == cb and (not ca or a.data.device_id == b.data.device_id)
 
 
 def _check_gemm_dtype(op, dtype, array):
@@ -155,8 +144,8 @@ def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
     differentiable: refused while grad mode is on for tensors that require grad. Bumps ``x``'s
     version counter, so a backward that saved ``x`` before detects the change.
     """
-    from . import autograd as _autograd
-    from .kernels import square_matmul as _sq
+    from .. import autograd as _autograd
+    from ..kernels import square_matmul as _sq
 
     op = "square_matmul_"
     if not isinstance(x, _Tensor) or not isinstance(weight, _Tensor):
@@ -214,25 +203,8 @@ def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
 _CONV_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16, _backend.float64})
 
 
-def _pair(op, name, value, minimum):
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
-        pair = tuple(value)
-    else:
-        pair = (value, value)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
-        raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
-    if min(pair) < minimum:
-        raise ValueError(f"{op}: {name} must be >= {minimum}, got {value!r}")
-    return pair
 
 
-def _check_image(op, input, what="input"):
-    if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor {what}, got {type(input).__name__}")
-    if input.ndim != 4:
-        raise ValueError(f"{op}: expected a 4-D {what} (N, C, H, W), got shape {tuple(input.shape)}")
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, activation=None):
@@ -513,7 +485,7 @@ def _class_rows(op, input, target, weight, ignore_index, reduction, size_average
         if weight.dtype != input.dtype:
             weight = _cast(weight, input.dtype)
     if target.device.type == "cpu" and target.numel():
-        from .kernels.softmax import _check_labels_host
+        from ..kernels.softmax import _check_labels_host
         _check_labels_host(target.data.reshape(-1), c, ignore_index, op)
     if target.dtype not in (_backend.int32, _backend.int64):
         target = _cast(target, _backend.int64)
@@ -588,3 +560,8 @@ def mse_loss(input, target, reduction="mean"):
     d = input - target
     sq = d * d
     return sq if reduction == "none" else sq.sum() if reduction == "sum" else sq.mean()
+
+
+# ---- families in their own modules
+from .activation import *  # noqa: E402,F401,F403 - activations, normalize, one_hot, the losses beyond these
+from .layers import *  # noqa: E402,F401,F403 - pad, interpolate, adaptive pooling, embedding, dropout2d

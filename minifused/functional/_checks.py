@@ -1,0 +1,45 @@
+"""Argument checks shared by the functional modules: each error names the op, what was expected and
+what came."""
+from __future__ import annotations
+
+import numpy as _np
+
+from .. import backend as _backend
+from ..tensor import Tensor as _Tensor
+
+
+def _check_tensor(op, input, floating=False):
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if floating and not _backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input (the result is written into it), "
+                        f"got dtype {input.dtype}")
+
+
+def _same_device(a, b):
+    """Raw arrays on one device (cheap: no Device objects on the hot path)."""
+    if type(a) is _np.ndarray:
+        return type(b) is _np.ndarray
+    ca, cb = _backend.is_cuda_array(a), _backend.is_cuda_array(b)
+    return ca == cb and (not ca or a.data.device_id == b.data.device_id)
+
+
+def _pair(op, name, value, minimum):
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+        pair = tuple(value)
+    else:
+        pair = (value, value)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+    if min(pair) < minimum:
+        raise ValueError(f"{op}: {name} must be >= {minimum}, got {value!r}")
+    return pair
+
+
+def _check_image(op, input, what="input"):
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{op}: expected a tensor {what}, got {type(input).__name__}")
+    if input.ndim != 4:
+        raise ValueError(f"{op}: expected a 4-D {what} (N, C, H, W), got shape {tuple(input.shape)}")

@@ -1,0 +1,3 @@
+"""(being written)"""
+__all__ = []
+METHODS = {}  # Tensor methods and operators this module adds (ops/__init__ attaches them)
