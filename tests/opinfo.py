@@ -658,7 +658,13 @@ ACTIVATION_OPS = [
 LAYER_OPS = [
 ]
 
-OPS += MATH_OPS + INDEX_OPS + ACTIVATION_OPS + LAYER_OPS
+
+# ---------------------------------------------------------------- reductions, scans, matmul forms and shape helpers (ops/reduce.py, ops/matmul.py, ops/shape.py)
+
+REDUCE_OPS = [
+]
+
+OPS += MATH_OPS + INDEX_OPS + ACTIVATION_OPS + LAYER_OPS + REDUCE_OPS
 
 REGISTRY = {entry.name: entry for entry in OPS}
 
