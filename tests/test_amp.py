@@ -263,7 +263,7 @@ def test_nonfinite_and_scaler_update_kernels_match_reference():
     ({"growth_factor": 0.5}, "growth_factor must be > 1"),
     ({"backoff_factor": 2.0}, r"backoff_factor must be in \(0, 1\)"),
     ({"growth_interval": 2.5}, "growth_interval must be an int >= 1"),
-    ({"_growth_tracker": 7}, r"_growth_tracker must be an int in \[0, growth_interval\), got 7"),
+    ({"_growth_tracker": 2000}, r"_growth_tracker must be an int in \[0, growth_interval\), got 2000"),
     ({"scale": None}, "scale must be a finite number")])
 def test_scaler_load_state_dict_checks_everything_before_applying(change, words):
     scaler = amp.GradScaler(init_scale=64.0, growth_factor=3.0, backoff_factor=0.25, growth_interval=5)
