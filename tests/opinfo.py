@@ -865,15 +865,15 @@ ACTIVATION_OPS = [
            samples=(S("smooth_l1_loss", (4, 5), (4, 5)),
                     S("smooth_l1_loss_beta_sum", (3, 33), (3, 33), beta=0.5, reduction="sum"),
                     S("smooth_l1_loss_beta0_none", (2, 3), (2, 3), beta=0.0, reduction="none")),
-           errors=(E("smooth_l1_beta", lambda: F.smooth_l1_loss(t(2), t(2), beta=-1.0), ValueError,
+           errors=(E("smooth_l1_beta", lambda: F.smooth_l1_loss(t(2), t(2), beta=-1.0), RuntimeError,
                      "smooth_l1_loss: beta must be >= 0"),
                    E("smooth_l1_shapes", lambda: F.smooth_l1_loss(t(2, 3), t(4)), ValueError, "smooth_l1_loss: shapes"))),
     OpInfo("huber_loss", F.huber_loss, huber_ref, spelled="F.huber_loss", torch=_tf("huber_loss"), samples=(
         S("huber_loss", (4, 5), (4, 5)), S("huber_loss_delta_sum", (3, 33), (3, 33), delta=0.7, reduction="sum"),
         S("huber_loss_none_0d", (), (), reduction="none", delta=2.0)),
-           errors=(E("huber_delta_zero", lambda: F.huber_loss(t(2), t(2), delta=0.0), ValueError,
+           errors=(E("huber_delta_zero", lambda: F.huber_loss(t(2), t(2), delta=0.0), RuntimeError,
                      "huber_loss: delta must be > 0"),
-                   E("huber_delta_negative", lambda: F.huber_loss(t(2), t(2), delta=-1), ValueError, "delta must be > 0"),
+                   E("huber_delta_negative", lambda: F.huber_loss(t(2), t(2), delta=-1), RuntimeError, "delta must be > 0"),
                    E("huber_reduction", lambda: F.huber_loss(t(2), t(2), reduction="mean "), ValueError, "reduction"))),
     OpInfo("kl_div", F.kl_div, kl_div_ref, spelled="F.kl_div", torch=_tf("kl_div"), samples=(
         S("kl_div_batchmean", (4, 5), pos((4, 5)), reduction="batchmean"),

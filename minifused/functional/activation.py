@@ -281,10 +281,14 @@ def _loss_weight(op, name, weight, input):
     return _cast(weight, input.dtype)
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """Mean absolute error ``|input - target|``, reduced by ``'mean'``, ``'sum'`` or ``'none'``."""
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean absolute error ``|input - target|``, reduced by ``'mean'``, ``'sum'`` or ``'none'``; ``weight``
+    (optional) multiplies the pointwise loss."""
     input, target = _loss_operands("l1_loss", input, target, reduction, size_average, reduce)
-    return _reduce((input - target).abs(), reduction)
+    loss = (input - target).abs()
+    if weight is not None:
+        loss = loss * _loss_weight("l1_loss", "weight", weight, loss)
+    return _reduce(loss, reduction)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
@@ -293,7 +297,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     op = "smooth_l1_loss"
     beta = _number(op, "beta", beta)
     if beta < 0:
-        raise ValueError(f"{op}: beta must be >= 0 (smooth_l1_loss does not support negative values for beta), "
+        raise RuntimeError(f"{op}: beta must be >= 0 (smooth_l1_loss does not support negative values for beta), "
                          f"got {beta}")
     input, target = _loss_operands(op, input, target, reduction, size_average, reduce)
     return _reduce(_A.SmoothL1.apply(input, target, beta, False), reduction)
@@ -305,7 +309,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     op = "huber_loss"
     delta = _number(op, "delta", delta)
     if not delta > 0:
-        raise ValueError(f"{op}: delta must be > 0 (huber_loss does not support non-positive values for delta), "
+        raise RuntimeError(f"{op}: delta must be > 0 (huber_loss does not support non-positive values for delta), "
                          f"got {delta}")
     input, target = _loss_operands(op, input, target, reduction)
     loss = _A.SmoothL1.apply(input, target, delta, True)
@@ -323,7 +327,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
                                    float_target=True, reductions=("none", "batchmean", "sum", "mean"))
     loss = _A.KLDiv.apply(input, target, bool(log_target))
     if reduction == "batchmean":
-        total = loss.sum()
+        total = _reduce(loss, "sum")
         return total / input.shape[0] if input.ndim else total
     return _reduce(loss, reduction)
 
