@@ -301,3 +301,30 @@ def test_pointwise_weights_of_regression_losses():
         assert gradcheck(lambda a, b: fn(a, b, weight=w), (x, y))
     with pytest.raises(ValueError, match=r"l1_loss: weight of shape \[3\]"):
         F.l1_loss(x, y, weight=cpu(np.ones(3)))
+
+
+# ---------------------------------------------------------------- fuzzed shapes (the registry's fuzz tables need a Tensor
+# method of the op's name, which PyTorch does not give these activations: fuzzed here instead)
+FUZZED = ["leaky_relu", "silu", "elu", "selu", "celu", "softplus", "hardtanh", "relu6", "hardsigmoid", "hardswish",
+          "mish", "softsign", "logsigmoid", "tanhshrink"]
+
+
+def test_fuzzed_activations_against_reference():
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import strategies as st
+
+    from opinfo import REGISTRY
+
+    @hypothesis.settings(deadline=None, derandomize=True)
+    @hypothesis.given(shape=st.lists(st.integers(1, 4), min_size=0, max_size=4), op=st.sampled_from(FUZZED),
+                      seed=st.integers(0, 2**32 - 1))
+    def check(shape, op, seed):
+        entry = REGISTRY[op]
+        a = np.random.default_rng(seed).standard_normal(shape) * 4  # past every kink (±1, ±3, 6)
+        x = cpu(a, requires_grad=True)
+        y = entry.op(x)
+        assert y.shape == np.shape(a)
+        np.testing.assert_allclose(y.detach().numpy(), entry.ref(a), rtol=1e-12, atol=1e-12)
+        assert gradcheck(entry.op, (x,))
+
+    check()
