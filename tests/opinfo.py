@@ -628,7 +628,8 @@ OPS = [
     OpInfo("mse_loss", F.mse_loss, mse_loss_ref, spelled="F.mse_loss", torch=_tf("mse_loss"), samples=(
         S("mse_loss", (6, 5), (6, 5)), S("mse_loss_sum_odd", (33,), (33,), reduction="sum"),
         S("mse_loss_none_0d", (), (), reduction="none")),
-           errors=(E("mse_shapes", lambda: F.mse_loss(t(2, 3), t(3, 2)), ValueError, "no implicit broadcasting"),)),
+           errors=(E("mse_shapes", lambda: F.mse_loss(t(2, 3), t(3, 2)), ValueError,
+                     r"mse_loss: shapes \(2, 3\) and \(3, 2\) cannot be broadcast"),)),
     OpInfo("dropout", F.dropout, lambda x, p=0.5, training=True: x, spelled="F.dropout", torch=_tf("dropout"), samples=(
         S("dropout_p0", (4, 33), p=0.0), S("dropout_eval", (3, 5), p=0.5, training=False)),
            errors=(E("dropout_nan", lambda: F.dropout(t(3), float("nan")), ValueError, "between 0 and 1.*nan"),)),
@@ -649,7 +650,239 @@ INDEX_OPS = [
 
 # ---------------------------------------------------------------- activations, normalize, one_hot and the losses (minifused/functional/activation.py)
 
+def _red(loss, reduction):
+    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
+
+
+def _sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _elu_ref(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    return np.where(x > 0, scale * x, alpha * scale * np.expm1(np.minimum(x, 0) * input_scale))
+
+
+_SELU = (1.6732632423543772848170429916717, 1.0507009873554804934193349852946)
+
+
+def softplus_ref(x, beta=1.0, threshold=20.0):
+    return np.where(beta * x > threshold, x, np.logaddexp(0, beta * x) / beta)
+
+
+def normalize_ref(x, p=2.0, dim=1, eps=1e-12):
+    a = np.abs(x)
+    n = a.max(dim, keepdims=True) if p == np.inf else (a ** p).sum(dim, keepdims=True) ** (1 / p)
+    return x / np.maximum(n, eps)
+
+
+def cosine_similarity_ref(a, b, dim=1, eps=1e-8):
+    a, b = np.broadcast_arrays(a, b)
+    return (normalize_ref(a, 2, dim, eps) * normalize_ref(b, 2, dim, eps)).sum(dim)
+
+
+def bce_ref(x, t, w=None, reduction="mean"):
+    """On probabilities ``sigmoid(x)``, ``sigmoid(t)`` (the entry's op maps the samples' normal values there)."""
+    x, t = _sig(x), _sig(t)
+    loss = -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log1p(-x), -100))
+    return _red(loss if w is None else loss * w, reduction)
+
+
+def bce_with_logits_ref(x, t, w=None, pos_weight=None, reduction="mean"):
+    lw = 1 if pos_weight is None else 1 + (pos_weight - 1) * t
+    loss = (1 - t) * x + lw * np.logaddexp(0, -x)
+    return _red(loss if w is None else loss * w, reduction)
+
+
+def smooth_l1_ref(x, t, reduction="mean", beta=1.0):
+    d = np.abs(x - t)
+    return _red(d if beta == 0 else np.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
+
+
+def huber_ref(x, t, reduction="mean", delta=1.0):
+    d = np.abs(x - t)
+    return _red(np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+
+
+def kl_div_ref(x, t, reduction="mean", log_target=False):
+    loss = np.exp(t) * (t - x) if log_target else t * (np.log(t) - x)
+    return loss.sum() / x.shape[0] if reduction == "batchmean" else _red(loss, reduction)
+
+
+def _bce(x, t, *w, **kw):
+    """F.binary_cross_entropy on probabilities: the samples' normal values through sigmoid."""
+    return F.binary_cross_entropy(mf.sigmoid(x), mf.sigmoid(t), *w, **kw)
+
+
+def _bce_with_logits(x, t, w=None, pos_weight=None, **kw):
+    return F.binary_cross_entropy_with_logits(x, t, w, pos_weight=pos_weight, **kw)
+
+
+def _act_entry(name, ref, samples, inplace=(), errors=(), **kw):
+    """An activation ``F.<name>``: its PyTorch spelling is torch.nn.functional's."""
+    return OpInfo(name, getattr(F, name), ref, spelled=f"F.{name}", torch=_tf(name), samples=samples,
+                  inplace=inplace, errors=errors, **kw)
+
+
+def _inplace(name, fn, plain):
+    return InPlace(name, fn, plain, op=name if name.endswith("_") else name.split("(")[0] + "_")
+
+
+
 ACTIVATION_OPS = [
+    _act_entry("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, negative_slope * x), samples=(
+        S("leaky_relu", distinct((3, 4))), S("leaky_relu_slope_odd", distinct((5, 33)), negative_slope=0.2),
+        S("leaky_relu_0d", distinct(()), negative_slope=-0.5)),
+        inplace=(_inplace("leaky_relu_", F.leaky_relu_, F.leaky_relu),
+                 _inplace("leaky_relu(inplace=True)", lambda x: F.leaky_relu(x, 0.1, inplace=True),
+                          lambda x: F.leaky_relu(x, 0.1))),
+        errors=(E("leaky_relu_int", lambda: F.leaky_relu(mf.tensor([1, 2])), TypeError,
+                  "leaky_relu: expected a floating-point input.*int64"),
+                E("leaky_relu_not_tensor", lambda: F.leaky_relu(np.ones(3)), TypeError, "leaky_relu: expected a tensor"),
+                E("leaky_relu_slope_type", lambda: F.leaky_relu(t(3), "0.1"), TypeError, "negative_slope must be a number"),
+                E("leaky_relu_inplace_int", lambda: F.leaky_relu_(mf.tensor([1, 2])), TypeError, "leaky_relu"))),
+    _act_entry("silu", lambda x: x * _sig(x), samples=(S("silu", (3, 4)), S("silu_odd", (7, 33)), S("silu_0d", ())),
+               inplace=(_inplace("silu(inplace=True)", lambda x: F.silu(x, inplace=True), F.silu),),
+               errors=(E("silu_int", lambda: F.silu(mf.tensor([1])), TypeError, "silu: expected a floating-point"),)),
+    _act_entry("elu", _elu_ref, samples=(S("elu", (3, 4)), S("elu_alpha_odd", (33,), alpha=0.5), S("elu_0d", ())),
+               inplace=(_inplace("elu_", F.elu_, F.elu),),
+               errors=(E("elu_inplace_int", lambda: F.elu_(mf.tensor([1, 2])), TypeError, "elu: expected a floating"),)),
+    _act_entry("selu", lambda x: _elu_ref(x, *_SELU), samples=(S("selu", distinct((4, 5))), S("selu_odd", distinct((33,)))),
+               inplace=(_inplace("selu_", F.selu_, F.selu),)),
+    _act_entry("celu", lambda x, alpha=1.0: _elu_ref(x, alpha, 1.0, 1 / alpha), samples=(
+        S("celu", (3, 4)), S("celu_alpha", (2, 33), alpha=2.5)),
+        inplace=(_inplace("celu_", F.celu_, F.celu),),
+        errors=(E("celu_alpha_zero", lambda: F.celu(t(3), alpha=0.0), RuntimeError, "celu: alpha must be nonzero"),)),
+    _act_entry("softplus", softplus_ref, samples=(
+        S("softplus", (3, 4)), S("softplus_beta_threshold", (5, 33), beta=2.0, threshold=1.5),
+        S("softplus_large", (4,), fn=lambda a: F.softplus(a * 40), ref=lambda a: softplus_ref(a * 40)),
+        S("softplus_0d", (), beta=0.5)),
+        errors=(E("softplus_int", lambda: F.softplus(mf.tensor([1])), TypeError, "softplus: expected a floating"),
+                E("softplus_beta_type", lambda: F.softplus(t(3), beta="2"), TypeError, "softplus: beta must be a number"))),
+    _act_entry("hardtanh", lambda x, min_val=-1.0, max_val=1.0: np.clip(x, min_val, max_val), samples=(
+        S("hardtanh", (4, 5)), S("hardtanh_bounds_odd", distinct((3, 33)), min_val=-0.5, max_val=0.3)),
+        inplace=(_inplace("hardtanh_", F.hardtanh_, F.hardtanh),),
+        errors=(E("hardtanh_bounds", lambda: F.hardtanh(t(3), 1.0, -1.0), ValueError,
+                  "hardtanh: min_val cannot be greater than max_val"),)),
+    _act_entry("relu6", lambda x: np.clip(x, 0, 6), samples=(
+        S("relu6", distinct((3, 4))), S("relu6_top", (5, 7), fn=lambda a: F.relu6(a * 5), ref=lambda a: np.clip(a * 5, 0, 6))),
+        inplace=(_inplace("relu6(inplace=True)", lambda x: F.relu6(x, inplace=True), F.relu6),)),
+    _act_entry("hardsigmoid", lambda x: np.clip(x / 6 + 0.5, 0, 1), samples=(
+        S("hardsigmoid", (3, 4)), S("hardsigmoid_wide", (5, 7), fn=lambda a: F.hardsigmoid(a * 4),
+                                    ref=lambda a: np.clip(a * 4 / 6 + 0.5, 0, 1))),
+        inplace=(_inplace("hardsigmoid(inplace=True)", lambda x: F.hardsigmoid(x, inplace=True), F.hardsigmoid),)),
+    _act_entry("hardswish", lambda x: x * np.clip(x + 3, 0, 6) / 6, samples=(
+        S("hardswish", (3, 4)), S("hardswish_wide", (5, 7), fn=lambda a: F.hardswish(a * 4),
+                                  ref=lambda a: a * 4 * np.clip(a * 4 + 3, 0, 6) / 6)),
+        inplace=(_inplace("hardswish(inplace=True)", lambda x: F.hardswish(x, inplace=True), F.hardswish),)),
+    _act_entry("mish", lambda x: x * np.tanh(np.logaddexp(0, x)), samples=(S("mish", (3, 4)), S("mish_odd", (33,))),
+               inplace=(_inplace("mish(inplace=True)", lambda x: F.mish(x, inplace=True), F.mish),)),
+    _act_entry("softsign", lambda x: x / (1 + np.abs(x)), samples=(S("softsign", (3, 4)), S("softsign_0d", ()))),
+    _act_entry("logsigmoid", lambda x: -np.logaddexp(0, -x), samples=(
+        S("logsigmoid", (3, 4)), S("logsigmoid_large", (5,), fn=lambda a: F.logsigmoid(a * 50),
+                                   ref=lambda a: -np.logaddexp(0, -a * 50)))),
+    _act_entry("tanhshrink", lambda x: x - np.tanh(x), samples=(S("tanhshrink", (3, 4)), S("tanhshrink_odd", (33,)))),
+    # ---- normalize, cosine_similarity, one_hot
+    OpInfo("normalize", F.normalize, normalize_ref, spelled="F.normalize", torch=_tf("normalize"), samples=(
+        S("normalize", (4, 5)), S("normalize_p1_dim0", (3, 33), p=1.0, dim=0),
+        S("normalize_inf", distinct((3, 4)), p=float("inf"), dim=-1), S("normalize_p3_3d", (2, 3, 4), p=3.0, dim=1),
+        S("normalize_eps", (2, 3), fn=lambda a: F.normalize(a * 1e-3, eps=0.1),
+          ref=lambda a: normalize_ref(a * 1e-3, eps=0.1)),
+        S("normalize_0d", (), dim=0)),
+        errors=(E("normalize_dim", lambda: F.normalize(t(3)), IndexError, "normalize: dim 1 out of range"),
+                E("normalize_p", lambda: F.normalize(t(2, 3), p=-1), ValueError, "normalize: p must be >= 0"),
+                E("normalize_int", lambda: F.normalize(mf.tensor([[1, 2]])), TypeError, "normalize: expected a floating"))),
+    OpInfo("cosine_similarity", F.cosine_similarity, cosine_similarity_ref, spelled="F.cosine_similarity",
+           torch=_tf("cosine_similarity"), samples=(
+               S("cosine_similarity", (4, 5), (4, 5)), S("cosine_similarity_broadcast_dim0", (3, 33), (3, 1), dim=0),
+               S("cosine_similarity_3d", (2, 3, 4), (3, 4), dim=-1)),
+           errors=(E("cosine_similarity_shapes", lambda: F.cosine_similarity(t(2, 3), t(4, 3)), ValueError,
+                     r"cosine_similarity: shapes \(2, 3\) and \(4, 3\)"),
+                   E("cosine_similarity_dim", lambda: F.cosine_similarity(t(2, 3), t(2, 3), dim=2), IndexError,
+                     "cosine_similarity: dim 2 out of range"))),
+    OpInfo("one_hot", F.one_hot, lambda i, num_classes=-1: np.eye(num_classes, dtype=np.int64)[i], spelled="F.one_hot",
+           samples=(  # not differentiable: each sample masks a differentiable tensor with it
+               S("one_hot_mask", (6, 4), index((6,), 4), fn=lambda x, i: x * F.one_hot(i, 4),
+                 ref=lambda x, i: x * np.eye(4)[i]),
+               S("one_hot_pick_2d", (2, 3, 5), index((2, 3), 5), fn=lambda x, i: (x * F.one_hot(i, 5)).sum(-1),
+                 ref=lambda x, i: (x * np.eye(5)[i]).sum(-1))),
+           errors=(E("one_hot_negative", lambda: F.one_hot(mf.tensor([0, -1]), 3), ValueError,
+                     "one_hot: class values must be non-negative"),
+                   E("one_hot_range", lambda: F.one_hot(mf.tensor([0, 3]), 3), ValueError,
+                     "one_hot: class values must be smaller than num_classes=3, got 3"),
+                   E("one_hot_float", lambda: F.one_hot(mf.tensor([0.0, 1.0])), TypeError, "one_hot: .*int64.*float32"),
+                   E("one_hot_int32", lambda: F.one_hot(mf.tensor([0, 1], dtype=mf.int32)), TypeError, "int64"),
+                   E("one_hot_empty_infer", lambda: F.one_hot(mf.zeros(0, dtype=mf.int64)), ValueError,
+                     "one_hot: can not infer"),
+                   E("one_hot_num_classes", lambda: F.one_hot(mf.tensor([0]), -2), ValueError, "num_classes must be"))),
+    # ---- losses
+    OpInfo("binary_cross_entropy", _bce, bce_ref, spelled="F.binary_cross_entropy",
+           torch=lambda T, x, y, *w, **kw: T.nn.functional.binary_cross_entropy(T.sigmoid(x), T.sigmoid(y), *w, **kw),
+           samples=(S("binary_cross_entropy", (4, 5), const((4, 5))),
+                    S("binary_cross_entropy_weight_sum", (3, 33), const((3, 33)), const(pos((33,))), reduction="sum"),
+                    S("binary_cross_entropy_none_0d", (), const(()), reduction="none"),
+                    S("binary_cross_entropy_target_grad", (2, 3), (2, 3), reduction="sum")),
+           errors=(E("bce_range", lambda: F.binary_cross_entropy(mf.tensor([0.5, 1.5]), mf.tensor([0.0, 1.0])),
+                     RuntimeError, "binary_cross_entropy: all elements of input should be between 0 and 1"),
+                   E("bce_nan", lambda: F.binary_cross_entropy(mf.tensor([float("nan")]), mf.tensor([0.0])),
+                     RuntimeError, "between 0 and 1"),
+                   E("bce_shapes", lambda: F.binary_cross_entropy(t(2, 3).sigmoid(), t(3).sigmoid()), ValueError,
+                     r"binary_cross_entropy: using a target size \(\[3\]\) that is different to the input size"),
+                   E("bce_reduction", lambda: F.binary_cross_entropy(t(2).sigmoid(), t(2).sigmoid(), reduction="avg"),
+                     ValueError, "binary_cross_entropy: reduction must be one of"),
+                   E("bce_int_target", lambda: F.binary_cross_entropy(t(2).sigmoid(), mf.tensor([0, 1])), TypeError,
+                     "binary_cross_entropy: expected a floating-point target"),
+                   E("bce_weight_shape", lambda: F.binary_cross_entropy(t(2, 3).sigmoid(), t(2, 3).sigmoid(), t(2)),
+                     ValueError, r"weight of shape \[2\] does not broadcast to the input's shape \[2, 3\]"),
+                   E("bce_size_average", lambda: F.binary_cross_entropy(t(2).sigmoid(), t(2).sigmoid(), None, True),
+                     ValueError, "size_average and reduce are deprecated"))),
+    OpInfo("binary_cross_entropy_with_logits", _bce_with_logits, bce_with_logits_ref,
+           spelled="F.binary_cross_entropy_with_logits",
+           torch=lambda T, x, y, w=None, pw=None, **kw: T.nn.functional.binary_cross_entropy_with_logits(
+               x, y, w, pos_weight=pw, **kw), samples=(
+               S("bce_with_logits", (4, 5), const((4, 5))),
+               S("bce_with_logits_weights_odd", (3, 33), const((3, 33)), const(pos((3, 1))), const(pos((33,))),
+                 reduction="sum"),
+               S("bce_with_logits_large", (6,), const((6,)), fn=lambda x, y: _bce_with_logits(x * 60, y, reduction="none"),
+                 ref=lambda x, y: bce_with_logits_ref(x * 60, y, reduction="none")),
+               S("bce_with_logits_target_grad", (2, 3), (2, 3), const(pos((3,))), const(pos((3,))), reduction="none")),
+           errors=(E("bce_logits_shapes", lambda: F.binary_cross_entropy_with_logits(t(2, 3), t(2, 1)), ValueError,
+                     "binary_cross_entropy_with_logits: using a target size"),
+                   E("bce_logits_pos_weight", lambda: F.binary_cross_entropy_with_logits(t(2, 3), t(2, 3), pos_weight=t(2)),
+                     ValueError, "pos_weight of shape"),
+                   E("bce_logits_int_input", lambda: F.binary_cross_entropy_with_logits(mf.tensor([1]), t(1)), TypeError,
+                     "binary_cross_entropy_with_logits: expected a floating-point input"))),
+    OpInfo("l1_loss", F.l1_loss, lambda x, y, reduction="mean": _red(np.abs(x - y), reduction), spelled="F.l1_loss",
+           torch=_tf("l1_loss"), samples=(
+               S("l1_loss", (4, 5), (4, 5)), S("l1_loss_sum_odd", (33,), (33,), reduction="sum"),
+               S("l1_loss_none_0d", (), (), reduction="none")),
+           errors=(E("l1_shapes", lambda: F.l1_loss(t(2, 3), t(3, 2)), ValueError,
+                     r"l1_loss: shapes \(2, 3\) and \(3, 2\) cannot be broadcast"),
+                   E("l1_reduction", lambda: F.l1_loss(t(2), t(2), reduction="batchmean"), ValueError,
+                     "l1_loss: reduction must be one of"),
+                   E("l1_int_input", lambda: F.l1_loss(mf.tensor([1]), t(1)), TypeError, "l1_loss: expected a floating"),
+                   E("l1_device_type", lambda: F.l1_loss(t(2), np.ones(2)), TypeError, "l1_loss: expected tensors"))),
+    OpInfo("smooth_l1_loss", F.smooth_l1_loss, smooth_l1_ref, spelled="F.smooth_l1_loss", torch=_tf("smooth_l1_loss"),
+           samples=(S("smooth_l1_loss", (4, 5), (4, 5)),
+                    S("smooth_l1_loss_beta_sum", (3, 33), (3, 33), beta=0.5, reduction="sum"),
+                    S("smooth_l1_loss_beta0_none", (2, 3), (2, 3), beta=0.0, reduction="none")),
+           errors=(E("smooth_l1_beta", lambda: F.smooth_l1_loss(t(2), t(2), beta=-1.0), RuntimeError,
+                     "smooth_l1_loss: beta must be >= 0"),
+                   E("smooth_l1_shapes", lambda: F.smooth_l1_loss(t(2, 3), t(4)), ValueError, "smooth_l1_loss: shapes"))),
+    OpInfo("huber_loss", F.huber_loss, huber_ref, spelled="F.huber_loss", torch=_tf("huber_loss"), samples=(
+        S("huber_loss", (4, 5), (4, 5)), S("huber_loss_delta_sum", (3, 33), (3, 33), delta=0.7, reduction="sum"),
+        S("huber_loss_none_0d", (), (), reduction="none", delta=2.0)),
+           errors=(E("huber_delta_zero", lambda: F.huber_loss(t(2), t(2), delta=0.0), RuntimeError,
+                     "huber_loss: delta must be > 0"),
+                   E("huber_delta_negative", lambda: F.huber_loss(t(2), t(2), delta=-1), RuntimeError, "delta must be > 0"),
+                   E("huber_reduction", lambda: F.huber_loss(t(2), t(2), reduction="mean "), ValueError, "reduction"))),
+    OpInfo("kl_div", F.kl_div, kl_div_ref, spelled="F.kl_div", torch=_tf("kl_div"), samples=(
+        S("kl_div_batchmean", (4, 5), pos((4, 5)), reduction="batchmean"),
+        S("kl_div_mean", (3, 33), pos((3, 33))), S("kl_div_sum_log_target", (3, 4), (3, 4), reduction="sum", log_target=True),
+        S("kl_div_none_broadcast", (2, 3), pos((3,)), reduction="none")),
+           errors=(E("kl_div_reduction", lambda: F.kl_div(t(2), t(2), reduction="avg"), ValueError,
+                     "kl_div: reduction must be one of 'none', 'batchmean', 'sum', 'mean'"),
+                   E("kl_div_int", lambda: F.kl_div(mf.tensor([1]), t(1)), TypeError, "kl_div: expected a floating"),
+                   E("kl_div_shapes", lambda: F.kl_div(t(2, 3), t(2)), ValueError, "kl_div: shapes"))),
 ]
 
 

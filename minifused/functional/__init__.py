@@ -546,20 +546,17 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 
 # ---- regression losses
-def mse_loss(input, target, reduction="mean"):
-    """Mean squared error ``(input - target)**2`` reduced by ``'mean'``, ``'sum'`` or ``'none'``."""
-    if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
-        raise TypeError(f"mse_loss: expected tensors, got {type(input).__name__} and {type(target).__name__}")
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    if tuple(input.shape) != tuple(target.shape):
-        raise ValueError(f"mse_loss: input shape {tuple(input.shape)} and target shape {tuple(target.shape)} "
-                         f"differ (no implicit broadcasting)")
-    if input.device != target.device:
-        raise RuntimeError(f"mse_loss: input on {input.device}, target on {target.device}")
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean squared error ``(input - target)**2`` reduced by ``'mean'``, ``'sum'`` or ``'none'``. A target
+    of another shape broadcasts with PyTorch's warning; shapes that cannot broadcast raise."""
+    from .activation import _loss_operands, _loss_weight, _reduce
+
+    input, target = _loss_operands("mse_loss", input, target, reduction, size_average, reduce)
     d = input - target
     sq = d * d
-    return sq if reduction == "none" else sq.sum() if reduction == "sum" else sq.mean()
+    if weight is not None:
+        sq = sq * _loss_weight("mse_loss", "weight", weight, sq)
+    return _reduce(sq, reduction)
 
 
 # ---- families in their own modules

@@ -1,2 +1,359 @@
-"""(being written)"""
-__all__ = []
+"""Activations, ``normalize``, ``one_hot``, ``cosine_similarity`` and the losses beyond cross-entropy
+and MSE, as ``torch.nn.functional`` spells them. Arguments are validated here; the Functions are in
+``minifused/ops/activation.py``."""
+from __future__ import annotations
+
+import numbers as _numbers
+import warnings as _warnings
+
+import numpy as _np
+
+from .. import backend as _backend
+from ..ops import activation as _A
+from ..ops._common import binary_operands as _binary_operands
+from ..ops._common import broadcast_shape as _broadcast_shape
+from ..ops._common import cast as _cast
+from ..ops._common import promote as _promote
+from ..tensor import Tensor as _Tensor
+
+__all__ = ["leaky_relu", "leaky_relu_", "silu", "elu", "elu_", "selu", "selu_", "celu", "celu_", "softplus",
+           "hardtanh", "hardtanh_", "relu6", "hardsigmoid", "hardswish", "mish", "softsign", "logsigmoid",
+           "tanhshrink", "normalize", "one_hot", "cosine_similarity", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div"]
+
+
+# ---------------------------------------------------------------- activations
+def _act(op, input):
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if not _backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or float64), "
+                        f"got dtype {input.dtype}")
+    return input
+
+
+def _number(op, name, value):
+    if isinstance(value, bool) or not isinstance(value, _numbers.Real):
+        raise TypeError(f"{op}: {name} must be a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _run(op, fn, input, inplace, **p):
+    """Out of place, or written into ``input`` (returned) with the in-place op named ``op + '_'``."""
+    _act(op, input)
+    if inplace:
+        return _A.unary_(fn, op + "_", input, **p)
+    return _A.unary(fn, input, **p)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``x`` where ``x > 0``, else ``negative_slope * x``; keeps a bool mask for the backward."""
+    return _run("leaky_relu", _A.LeakyRelu, input, inplace, slope=_number("leaky_relu", "negative_slope",
+                                                                            negative_slope))
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def silu(input, inplace=False):
+    """``x * sigmoid(x)`` (swish); keeps only the input."""
+    return _run("silu", _A.Silu, input, inplace)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    return _run("elu", _A.Elu, input, inplace, alpha=_number("elu", "alpha", alpha), scale=1.0, input_scale=1.0)
+
+
+def elu_(input, alpha=1.0):
+    return elu(input, alpha, inplace=True)
+
+
+def selu(input, inplace=False):
+    """``scale * elu(x, alpha)`` with the self-normalizing constants."""
+    return _run("selu", _A.Elu, input, inplace, alpha=_A.SELU_ALPHA, scale=_A.SELU_SCALE, input_scale=1.0)
+
+
+def selu_(input):
+    return selu(input, inplace=True)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``; ``alpha`` must be nonzero."""
+    alpha = _number("celu", "alpha", alpha)
+    if alpha == 0:
+        raise RuntimeError("celu: alpha must be nonzero (the input is divided by it), got 0.0")
+    return _run("celu", _A.Elu, input, inplace, alpha=alpha, scale=1.0, input_scale=1.0 / alpha)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, inplace=True)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta x)) / beta``, and ``x`` itself where ``beta x > threshold``."""
+    beta, threshold = _number("softplus", "beta", beta), _number("softplus", "threshold", threshold)
+    return _run("softplus", _A.Softplus, input, False, beta=beta, threshold=threshold)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """``input`` clamped to ``[min_val, max_val]``; the gradient passes strictly inside."""
+    lo, hi = _number("hardtanh", "min_val", min_val), _number("hardtanh", "max_val", max_val)
+    if lo > hi:
+        raise ValueError(f"hardtanh: min_val cannot be greater than max_val, got min_val={lo}, max_val={hi}")
+    return _run("hardtanh", _A.Hardtanh, input, inplace, lo=lo, hi=hi)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def relu6(input, inplace=False):
+    """``min(max(x, 0), 6)``."""
+    return _run("relu6", _A.Hardtanh, input, inplace, lo=0.0, hi=6.0)
+
+
+def hardsigmoid(input, inplace=False):
+    """``relu6(x + 3) / 6``."""
+    return _run("hardsigmoid", _A.Hardsigmoid, input, inplace)
+
+
+def hardswish(input, inplace=False):
+    """``x * relu6(x + 3) / 6``."""
+    return _run("hardswish", _A.Hardswish, input, inplace)
+
+
+def mish(input, inplace=False):
+    """``x * tanh(softplus(x))``."""
+    return _run("mish", _A.Mish, input, inplace)
+
+
+def softsign(input):
+    """``x / (1 + |x|)``."""
+    return _run("softsign", _A.Softsign, input, False)
+
+
+def logsigmoid(input):
+    """``log(sigmoid(x))``, stable for large ``|x|``."""
+    return _run("logsigmoid", _A.LogSigmoid, input, False)
+
+
+def tanhshrink(input):
+    """``x - tanh(x)``."""
+    return _run("tanhshrink", _A.Tanhshrink, input, False)
+
+
+# ---------------------------------------------------------------- normalize, cosine_similarity, one_hot
+def _dim(op, input, dim):
+    if isinstance(dim, bool) or not isinstance(dim, _numbers.Integral):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    nd = max(input.ndim, 1)
+    if not -nd <= dim < nd:
+        raise IndexError(f"{op}: dim {dim} out of range for a tensor of {input.ndim} dimensions "
+                         f"(expected in [{-nd}, {nd - 1}])")
+    return int(dim) % nd
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``input / max(||input||_p, eps)`` along ``dim``. ``p`` is >= 0 or ``inf``."""
+    op = "normalize"
+    _act(op, input)
+    if out is not None:
+        raise NotImplementedError(f"{op}: out= is not supported; use the returned tensor")
+    p = _number(op, "p", p)
+    if not p >= 0:
+        raise ValueError(f"{op}: p must be >= 0 (or inf), got {p}")
+    dim = _dim(op, input, dim)
+    eps = _number(op, "eps", eps)
+    if input.ndim == 0:
+        from ..ops.shape import reshape
+        return reshape(_A.Normalize.apply(reshape(input, (1,)), p, 0, eps), ())
+    return _A.Normalize.apply(input, p, dim, eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """The cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcast together); each norm is
+    clamped to at least ``eps``."""
+    op = "cosine_similarity"
+    for name, x in (("x1", x1), ("x2", x2)):
+        if not isinstance(x, _Tensor):
+            raise TypeError(f"{op}: expected tensors for x1 and x2, got {type(x).__name__} for {name}")
+        _act(op, x)
+    x1, x2 = _binary_operands(op, x1, x2)
+    shape = _broadcast_shape(op, x1.shape, x2.shape)
+    x1, x2 = (x if tuple(x.shape) == tuple(shape) else x.expand(*shape) for x in (x1, x2))
+    d = _dim(op, x1, dim)
+    if x1.ndim == 0:
+        return normalize(x1, 2.0, 0, eps) * normalize(x2, 2.0, 0, eps)
+    return (_A.Normalize.apply(x1, 2.0, d, float(eps)) * _A.Normalize.apply(x2, 2.0, d, float(eps))).sum(d)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 ``(*tensor.shape, num_classes)``: 1 at each class index, 0 elsewhere. ``num_classes=-1``
+    takes the largest index + 1. Not differentiable."""
+    op = "one_hot"
+    if not isinstance(tensor, _Tensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(tensor).__name__}")
+    if tensor.dtype != _backend.int64:
+        raise TypeError(f"{op}: one_hot is only applicable to index tensors of type int64, got dtype {tensor.dtype}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, _numbers.Integral) or num_classes < -1:
+        raise ValueError(f"{op}: num_classes must be an int >= -1 (-1: inferred), got {num_classes!r}")
+    a = tensor.data
+    xp = _backend.array_module(a)
+    if a.size == 0:
+        if num_classes == -1:
+            raise ValueError(f"{op}: can not infer the number of classes from an empty tensor; pass num_classes")
+    else:
+        lo, hi = int(a.min()), int(a.max())  # one host sync: the checks PyTorch makes on the CPU
+        if lo < 0:
+            raise ValueError(f"{op}: class values must be non-negative, got {lo}")
+        if num_classes == -1:
+            num_classes = hi + 1
+        elif hi >= num_classes:
+            raise ValueError(f"{op}: class values must be smaller than num_classes={num_classes}, got {hi}")
+    out = (a[..., None] == xp.arange(int(num_classes), dtype=a.dtype)).astype(_np.int64)
+    return _Tensor._from_array(out, False)
+
+
+# ---------------------------------------------------------------- losses
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _reduce(loss, reduction):
+    """The reduced loss; float16/bfloat16 losses are summed in float32 (as PyTorch accumulates them)."""
+    if reduction == "none":
+        return loss
+    acc = _cast(loss, _backend.float32) if loss.dtype in (_backend.float16, _backend.bfloat16) else loss
+    return _cast(acc.sum() if reduction == "sum" else acc.mean(), loss.dtype)
+
+
+def _size(shape):
+    return f"[{', '.join(map(str, shape))}]"
+
+
+def _loss_operands(op, input, target, reduction, size_average=None, reduce=None, *, broadcast=True,
+                   float_target=False, reductions=_REDUCTIONS):
+    """Check a loss's input and target and give them one floating dtype. ``broadcast``: a target of another
+    shape broadcasts with PyTorch's warning (``'silent'``: without it; False: it raises)."""
+    if size_average is not None or reduce is not None:
+        raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+    if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
+        raise TypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
+                        f"{type(target).__name__}")
+    if reduction not in reductions:
+        raise ValueError(f"{op}: reduction must be one of {', '.join(map(repr, reductions))}, got {reduction!r}")
+    if not _backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or float64), "
+                        f"got dtype {input.dtype}")
+    if float_target and not _backend.is_floating(target.dtype):
+        raise TypeError(f"{op}: expected a floating-point target, got dtype {target.dtype}")
+    if target.device != input.device:
+        raise RuntimeError(f"{op}: input is on {input.device} but the target is on {target.device}")
+    if tuple(target.shape) != tuple(input.shape):
+        if not broadcast:
+            raise ValueError(f"{op}: using a target size ({_size(target.shape)}) that is different to the input "
+                             f"size ({_size(input.shape)}) is not supported; please ensure they have the same size")
+        _broadcast_shape(op, input.shape, target.shape)  # shapes that cannot broadcast raise (no warning first)
+        if broadcast != "silent":
+            _warnings.warn(f"Using a target size ({_size(target.shape)}) that is different to the input size "
+                           f"({_size(input.shape)}). This will likely lead to incorrect results due to "
+                           f"broadcasting. Please ensure they have the same size.", UserWarning, stacklevel=3)
+    dtype = _promote(input.dtype, target.dtype)
+    return _cast(input, dtype), _cast(target, dtype)
+
+
+def _loss_weight(op, name, weight, input):
+    """An optional weight that broadcasts to the input's shape, in the input's dtype."""
+    if weight is None:
+        return None
+    if not isinstance(weight, _Tensor):
+        raise TypeError(f"{op}: {name} must be a tensor or None, got {type(weight).__name__}")
+    if weight.device != input.device:
+        raise RuntimeError(f"{op}: {name} is on {weight.device} but the input is on {input.device}")
+    try:
+        ok = _np.broadcast_shapes(weight.shape, input.shape) == tuple(input.shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{op}: {name} of shape {_size(weight.shape)} does not broadcast to the input's shape "
+                         f"{_size(input.shape)}")
+    return _cast(weight, input.dtype)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean absolute error ``|input - target|``, reduced by ``'mean'``, ``'sum'`` or ``'none'``; ``weight``
+    (optional) multiplies the pointwise loss."""
+    input, target = _loss_operands("l1_loss", input, target, reduction, size_average, reduce)
+    loss = (input - target).abs()
+    if weight is not None:
+        loss = loss * _loss_weight("l1_loss", "weight", weight, loss)
+    return _reduce(loss, reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input - target``);
+    ``beta = 0`` is the L1 loss."""
+    op = "smooth_l1_loss"
+    beta = _number(op, "beta", beta)
+    if beta < 0:
+        raise RuntimeError(f"{op}: beta must be >= 0 (smooth_l1_loss does not support negative values for beta), "
+                         f"got {beta}")
+    input, target = _loss_operands(op, input, target, reduction, size_average, reduce)
+    return _reduce(_A.SmoothL1.apply(input, target, beta, False), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)`` (``d = input - target``);
+    ``delta > 0``."""
+    op = "huber_loss"
+    delta = _number(op, "delta", delta)
+    if not delta > 0:
+        raise RuntimeError(f"{op}: delta must be > 0 (huber_loss does not support non-positive values for delta), "
+                         f"got {delta}")
+    input, target = _loss_operands(op, input, target, reduction)
+    loss = _A.SmoothL1.apply(input, target, delta, True)
+    if weight is not None:
+        loss = loss * _loss_weight(op, "weight", weight, loss)
+    return _reduce(loss, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """Pointwise KL divergence ``target * (log target - input)`` of log-probabilities ``input`` (``target``
+    as probabilities, or log-probabilities with ``log_target=True``). ``'batchmean'`` divides the sum by the
+    batch size (the KL divergence proper); ``'mean'`` averages over all elements, as PyTorch does."""
+    op = "kl_div"
+    input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast="silent",
+                                   float_target=True, reductions=("none", "batchmean", "sum", "mean"))
+    loss = _A.KLDiv.apply(input, target, bool(log_target))
+    if reduction == "batchmean":
+        total = _reduce(loss, "sum")
+        return total / input.shape[0] if input.ndim else total
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """``-weight * (target log(input) + (1 - target) log(1 - input))``, each log clamped to >= -100.
+    ``input`` holds probabilities: values outside [0, 1] raise (checked on the cpu; on cuda they give NaN,
+    without a host sync)."""
+    op = "binary_cross_entropy"
+    input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast=False,
+                                   float_target=True)
+    weight = _loss_weight(op, "weight", weight, input)
+    x = input.data
+    if not _backend.is_cuda_array(x) and x.size and not ((x >= 0) & (x <= 1)).all():
+        raise RuntimeError(f"{op}: all elements of input should be between 0 and 1 (probabilities; use "
+                           f"binary_cross_entropy_with_logits for logits)")
+    return _reduce(_A.BinaryCrossEntropy.apply(input, target, weight), reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    """Binary cross-entropy of ``sigmoid(input)``, computed from the logits without overflow.
+    ``pos_weight`` weighs the positive term (broadcast along the last dimension, one per class)."""
+    op = "binary_cross_entropy_with_logits"
+    input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast=False,
+                                   float_target=True)
+    weight = _loss_weight(op, "weight", weight, input)
+    pos_weight = _loss_weight(op, "pos_weight", pos_weight, input)
+    return _reduce(_A.BinaryCrossEntropyWithLogits.apply(input, target, weight, pos_weight), reduction)

@@ -1,2 +1,250 @@
-"""(being written)"""
-__all__ = []
+"""Activation layers beyond ReLU/GELU and the losses beyond cross-entropy/MSE, one-liners over ``F``
+with PyTorch's arguments, attributes and ``repr``.
+
+The layers with an in-place form (``inplace=True``) also give it to ``Sequential`` as
+``forward_inplace`` (see ``nn/basic.py``)."""
+from __future__ import annotations
+
+from .. import backend
+from .. import functional as F
+from .loss import _WeightedLoss
+from .module import Module
+
+__all__ = ["LeakyReLU", "SiLU", "ELU", "SELU", "CELU", "Softplus", "Hardtanh", "ReLU6", "Hardsigmoid",
+           "Hardswish", "Mish", "Softsign", "LogSigmoid", "Tanhshrink",
+           "BCELoss", "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
+
+
+def _inplace_suffix(inplace):
+    return ", inplace=True" if inplace else ""
+
+
+class _Activation(Module):
+    """``forward`` is ``_fn(x, *args, inplace=self.inplace)``; ``args()`` gives the layer's parameters."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = bool(inplace)
+
+    def args(self):
+        return ()
+
+    def forward(self, input):
+        return type(self)._fn(input, *self.args(), inplace=self.inplace)
+
+    def forward_inplace(self, input):
+        if not backend.is_floating(input.dtype):  # out of place it raises the same TypeError
+            return self.forward(input)
+        return type(self)._fn(input, *self.args(), inplace=True)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class LeakyReLU(_Activation):
+    _fn = staticmethod(F.leaky_relu)
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__(inplace)
+        self.negative_slope = negative_slope
+
+    def args(self):
+        return (self.negative_slope,)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}{_inplace_suffix(self.inplace)}"
+
+
+class SiLU(_Activation):
+    _fn = staticmethod(F.silu)
+
+
+class ELU(_Activation):
+    _fn = staticmethod(F.elu)
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__(inplace)
+        self.alpha = alpha
+
+    def args(self):
+        return (self.alpha,)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}{_inplace_suffix(self.inplace)}"
+
+
+class CELU(ELU):
+    _fn = staticmethod(F.celu)
+
+
+class SELU(_Activation):
+    _fn = staticmethod(F.selu)
+
+
+class Hardtanh(_Activation):
+    _fn = staticmethod(F.hardtanh)
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__(inplace)
+        if min_val > max_val:
+            raise ValueError(f"Hardtanh: min_val cannot be greater than max_val, got min_val={min_val}, "
+                             f"max_val={max_val}")
+        self.min_val, self.max_val = min_val, max_val
+
+    def args(self):
+        return (self.min_val, self.max_val)
+
+    def extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}{_inplace_suffix(self.inplace)}"
+
+
+class ReLU6(Hardtanh):
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Hardsigmoid(_Activation):
+    _fn = staticmethod(F.hardsigmoid)
+
+    def extra_repr(self):  # PyTorch shows nothing for these three
+        return ""
+
+
+class Hardswish(Hardsigmoid):
+    _fn = staticmethod(F.hardswish)
+
+
+class Mish(Hardsigmoid):
+    _fn = staticmethod(F.mish)
+
+
+class Softplus(Module):
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Softsign(Module):
+    def forward(self, input):
+        return F.softsign(input)
+
+
+class LogSigmoid(Module):
+    def forward(self, input):
+        return F.logsigmoid(input)
+
+
+class Tanhshrink(Module):
+    def forward(self, input):
+        return F.tanhshrink(input)
+
+
+# ---------------------------------------------------------------- losses
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _check_reduction(name, reduction, allowed=_REDUCTIONS):
+    if reduction not in allowed:
+        raise ValueError(f"{name}: reduction must be one of {', '.join(map(repr, allowed))}, got {reduction!r}")
+    return reduction
+
+
+class _Loss(Module):
+    """The reduction (checked here, at construction) and PyTorch's deprecated arguments (refused)."""
+
+    _reductions = _REDUCTIONS
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            raise ValueError(f"{type(self).__name__}: size_average and reduce are deprecated and not "
+                             f"supported; use reduction=")
+        self.reduction = _check_reduction(type(self).__name__, reduction, self._reductions)
+
+    def extra_repr(self):  # PyTorch shows nothing; the non-default settings are shown here
+        return f"reduction='{self.reduction}'" if self.reduction != "mean" else ""
+
+
+class L1Loss(_Loss):
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(size_average, reduce, reduction)
+        if beta < 0:
+            raise ValueError(f"SmoothL1Loss: beta must be >= 0, got {beta}")
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+    def extra_repr(self):
+        return ", ".join(s for s in (super().extra_repr(), f"beta={self.beta}" if self.beta != 1.0 else "") if s)
+
+
+class HuberLoss(_Loss):
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        if not delta > 0:
+            raise ValueError(f"HuberLoss: delta must be > 0, got {delta}")
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+    def extra_repr(self):
+        return ", ".join(s for s in (super().extra_repr(), f"delta={self.delta}" if self.delta != 1.0 else "") if s)
+
+
+class KLDivLoss(_Loss):
+    _reductions = ("none", "batchmean", "sum", "mean")
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+        super().__init__(size_average, reduce, reduction)
+        self.log_target = bool(log_target)
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+    def extra_repr(self):
+        return ", ".join(s for s in (super().extra_repr(), "log_target=True" if self.log_target else "") if s)
+
+
+class BCELoss(_WeightedLoss):
+    """``weight`` (a buffer: it moves with ``.to()`` and is saved) broadcasts to the input's shape."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, _check_reduction("BCELoss", reduction))
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+
+    def extra_repr(self):
+        return f"reduction='{self.reduction}'" if self.reduction != "mean" else ""
+
+
+class BCEWithLogitsLoss(_WeightedLoss):
+    """``weight`` and ``pos_weight`` are buffers; ``pos_weight`` (one per class) broadcasts along the last
+    dimension."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+        super().__init__(weight, size_average, reduce, _check_reduction("BCEWithLogitsLoss", reduction))
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, weight=self.weight, reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)
+
+    def extra_repr(self):
+        return f"reduction='{self.reduction}'" if self.reduction != "mean" else ""

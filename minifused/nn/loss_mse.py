@@ -6,8 +6,10 @@ from .module import Module
 
 
 class MSELoss(Module):
-    def __init__(self, reduction="mean"):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
+        if size_average is not None or reduce is not None:
+            raise ValueError("MSELoss: size_average and reduce are deprecated and not supported; use reduction=")
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"MSELoss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
         self.reduction = reduction

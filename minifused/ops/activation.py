@@ -1,3 +1,355 @@
-"""(being written)"""
-__all__ = []
-METHODS = {}  # Tensor methods and operators this module adds (ops/__init__ attaches them)
+"""Activations beyond ReLU/GELU, ``normalize`` and the elementwise losses, one ``Function`` each.
+
+Every forward saves only what its backward needs: the input (or, for the piecewise-linear
+activations, a bool mask of where the gradient passes, taken before an in-place form overwrites
+the input); the losses keep their inputs, never intermediates. float16 and bfloat16 are computed
+in float32 and rounded once, as PyTorch's kernels do. Arguments are checked by the functional
+layer (``minifused/functional/activation.py``); these assume valid input.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ._common import unbroadcast
+
+__all__ = []  # PyTorch has none of these at top level beyond mf.sigmoid / mf.tanh (elementwise.py)
+METHODS = {}  # nor as Tensor methods
+
+_HALF = (backend.float16, backend.bfloat16)
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _xp(a):
+    return backend.array_module(a)
+
+
+def _up(a):
+    """``a`` in its compute dtype: the 16-bit floats in float32, others as they are."""
+    return a.astype(np.float32) if a is not None and a.dtype in _HALF else a
+
+
+def _emit(y, dtype, out=None):
+    """``y`` rounded to ``dtype``, written into ``out`` when given (in place)."""
+    y = y.astype(dtype, copy=False)
+    if out is None:
+        return y
+    out[...] = y
+    return out
+
+
+def _sigmoid(xp, x):
+    e = xp.exp(-xp.abs(x))  # exp of a non-positive number: no overflow
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _softplus(xp, x):
+    """log(1 + exp(x)) without overflow."""
+    return xp.logaddexp(x.dtype.type(0), x)
+
+
+# ---------------------------------------------------------------- activations
+class _Unary(Function):
+    """``y = f(x)``; ``out`` may be ``x`` (the in-place forms, through ``Function.apply_``).
+
+    ``keep`` is what the backward needs (the input by default: a copy when it is about to be
+    overwritten), ``grad`` the input gradient from it and the upstream gradient.
+    """
+
+    @classmethod
+    def forward(cls, ctx, x, out=None, **p):
+        xu = _up(x)
+        if ctx.recording:
+            ctx.save_for_backward(cls.keep(x, xu, out is x, **p))
+            ctx.p = p
+        return _emit(cls.f(_xp(x), xu, **p), x.dtype, out)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        (kept,) = ctx.saved_tensors
+        return _emit(cls.grad(_xp(g), _up(g), _up(kept), **ctx.p), g.dtype)
+
+    @staticmethod
+    def keep(x, xu, inplace, **p):
+        return backend.copy(x) if inplace else x
+
+
+class LeakyRelu(_Unary):
+    f = staticmethod(lambda xp, x, slope: xp.where(x > 0, x, x * slope))
+    keep = staticmethod(lambda x, xu, inplace, slope: x > 0)  # a bool mask, 1 byte per element
+    grad = staticmethod(lambda xp, g, keep, slope: xp.where(keep, g, g * slope))
+
+
+class Hardtanh(_Unary):
+    """Also ReLU6 (0, 6). The gradient passes strictly inside (lo, hi), as in PyTorch."""
+
+    f = staticmethod(lambda xp, x, lo, hi: xp.clip(x, lo, hi))
+    keep = staticmethod(lambda x, xu, inplace, lo, hi: (x > lo) & (x < hi))
+    grad = staticmethod(lambda xp, g, keep, lo, hi: g * keep)
+
+
+class Hardsigmoid(_Unary):
+    f = staticmethod(lambda xp, x: xp.clip(x + 3, 0, 6) / 6)
+    keep = staticmethod(lambda x, xu, inplace: (x > -3) & (x < 3))
+    grad = staticmethod(lambda xp, g, keep: g * keep / 6)
+
+
+class Elu(_Unary):
+    """ELU, SELU and CELU: ``scale * x`` for x > 0, else ``scale * alpha * (exp(x * input_scale) - 1)``."""
+
+    @staticmethod
+    def f(xp, x, alpha, scale, input_scale):
+        return xp.where(x > 0, x * scale, xp.expm1(xp.minimum(x, 0) * input_scale) * (alpha * scale))
+
+    @staticmethod
+    def grad(xp, g, x, alpha, scale, input_scale):
+        return g * xp.where(x > 0, scale, xp.exp(xp.minimum(x, 0) * input_scale) * (alpha * scale * input_scale))
+
+
+class Silu(_Unary):
+    f = staticmethod(lambda xp, x: x * _sigmoid(xp, x))
+
+    @staticmethod
+    def grad(xp, g, x):
+        s = _sigmoid(xp, x)
+        return g * s * (1 + x * (1 - s))
+
+
+class Mish(_Unary):
+    f = staticmethod(lambda xp, x: x * xp.tanh(_softplus(xp, x)))
+
+    @staticmethod
+    def grad(xp, g, x):
+        t = xp.tanh(_softplus(xp, x))
+        return g * (t + x * _sigmoid(xp, x) * (1 - t * t))
+
+
+class Hardswish(_Unary):
+    f = staticmethod(lambda xp, x: x * xp.clip(x + 3, 0, 6) / 6)
+
+    @staticmethod
+    def grad(xp, g, x):
+        return g * xp.where(x < -3, 0, xp.where(x <= 3, x / 3 + 0.5, 1)).astype(g.dtype, copy=False)
+
+
+class Softplus(_Unary):
+    """``log(1 + exp(beta x)) / beta``, linear where ``beta x > threshold``."""
+
+    @staticmethod
+    def f(xp, x, beta, threshold):
+        bx = x * beta
+        return xp.where(bx > threshold, x, _softplus(xp, bx) / beta)
+
+    @staticmethod
+    def grad(xp, g, x, beta, threshold):
+        bx = x * beta
+        return xp.where(bx > threshold, g, g * _sigmoid(xp, bx))
+
+
+class Softsign(_Unary):
+    f = staticmethod(lambda xp, x: x / (1 + xp.abs(x)))
+
+    @staticmethod
+    def grad(xp, g, x):
+        d = 1 + xp.abs(x)
+        return g / (d * d)
+
+
+class LogSigmoid(_Unary):
+    f = staticmethod(lambda xp, x: -_softplus(xp, -x))
+    grad = staticmethod(lambda xp, g, x: g * _sigmoid(xp, -x))
+
+
+class Tanhshrink(_Unary):
+    f = staticmethod(lambda xp, x: x - xp.tanh(x))
+
+    @staticmethod
+    def grad(xp, g, x):
+        t = xp.tanh(x)
+        return g * t * t
+
+
+def unary(fn, x, **p):
+    return fn.apply(x, **p)
+
+
+def unary_(fn, op, x, **p):
+    """The in-place form: written into ``x`` (returned), see ``Function.apply_``."""
+    return fn.apply_(op, x, **p)
+
+
+# ---------------------------------------------------------------- normalize
+def _norm(xp, x, p, dim):
+    a = xp.abs(x)
+    if p == 2:
+        return xp.sqrt((x * x).sum(dim, keepdims=True))
+    if p == 1:
+        return a.sum(dim, keepdims=True)
+    if p == np.inf:
+        return a.max(dim, keepdims=True)
+    if p == 0:
+        return (x != 0).sum(dim, keepdims=True).astype(x.dtype)
+    return (a ** p).sum(dim, keepdims=True) ** (1 / p)
+
+
+class Normalize(Function):
+    """``x / max(||x||_p, eps)`` along ``dim``; keeps the input and the (reduced) norms."""
+
+    @staticmethod
+    def forward(ctx, x, p, dim, eps):
+        xp, xu = _xp(x), _up(x)
+        if x.shape[dim] or p != np.inf:
+            n = _norm(xp, xu, p, dim)
+        else:  # the max of nothing: an empty dim has norm 0
+            n = xp.zeros(xu.shape[:dim] + (1,) + xu.shape[dim + 1:], xu.dtype)
+        ctx.save_for_backward(x, n)
+        ctx.args = (p, dim, eps)
+        return _emit(xu / xp.maximum(n, eps), x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, n = ctx.saved_tensors
+        p, dim, eps = ctx.args
+        xp, xu, gu = _xp(g), _up(x), _up(g)
+        d = xp.maximum(n, eps)
+        # the norm's own gradient reaches x only where it is not clamped to eps (there n >= eps > 0)
+        s = xp.where(n >= eps, (gu * xu).sum(dim, keepdims=True) / (d * d), 0)
+        safe = xp.where(n > 0, n, 1)
+        if p == 2:
+            dn = xu / safe
+        elif p == 1:
+            dn = xp.sign(xu)
+        elif p == np.inf:  # ties share the gradient evenly, as PyTorch's max-norm backward
+            hit = xp.abs(xu) == n
+            dn = xp.sign(xu) * hit / xp.maximum(hit.sum(dim, keepdims=True), 1)
+        elif p == 0:
+            dn = xp.zeros_like(xu)
+        else:
+            dn = xp.sign(xu) * (xp.abs(xu) / safe) ** (p - 1)
+        return _emit(gu / d - s * dn, g.dtype)
+
+
+# ---------------------------------------------------------------- losses (elementwise; reduced by the caller)
+class BinaryCrossEntropy(Function):
+    """``-w (t log x + (1 - t) log(1 - x))``, each log clamped to >= -100 as in PyTorch."""
+
+    @staticmethod
+    def _logs(xp, x):
+        with np.errstate(divide="ignore"):
+            return xp.maximum(xp.log(x), -100), xp.maximum(xp.log1p(-x), -100)
+
+    @staticmethod
+    def forward(ctx, x, t, w):
+        xp, xu, tu, wu = _xp(x), _up(x), _up(t), _up(w)
+        lx, l1x = BinaryCrossEntropy._logs(xp, xu)
+        loss = (tu - 1) * l1x - tu * lx
+        ctx.save_for_backward(x, t, w)
+        return _emit(loss if w is None else loss * wu, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, t, w = ctx.saved_tensors
+        xp, xu, tu, gu = _xp(g), _up(x), _up(t), _up(g)
+        if w is not None:
+            gu = gu * _up(w)
+        gx = gt = None
+        if ctx.needs_input_grad[0]:
+            gx = _emit(gu * (xu - tu) / xp.maximum((1 - xu) * xu, 1e-12), x.dtype)
+        if ctx.needs_input_grad[1]:
+            lx, l1x = BinaryCrossEntropy._logs(xp, xu)
+            gt = _emit(gu * (l1x - lx), t.dtype)
+        return gx, gt, None
+
+
+class BinaryCrossEntropyWithLogits(Function):
+    """``w ((1 - t) x + (1 + (pos_weight - 1) t) softplus(-x))``, stable for any ``x``; keeps the inputs only."""
+
+    @staticmethod
+    def forward(ctx, x, t, w, pw):
+        xp, xu, tu = _xp(x), _up(x), _up(t)
+        lw = 1 if pw is None else 1 + (_up(pw) - 1) * tu
+        loss = (1 - tu) * xu + lw * _softplus(xp, -xu)
+        ctx.save_for_backward(x, t, w, pw)
+        return _emit(loss if w is None else loss * _up(w), x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, t, w, pw = ctx.saved_tensors
+        xp, xu, tu, gu = _xp(g), _up(x), _up(t), _up(g)
+        if w is not None:
+            gu = gu * _up(w)
+        gx = gt = None
+        if ctx.needs_input_grad[0]:
+            s = _sigmoid(xp, xu)
+            d = s - tu if pw is None else (1 + (_up(pw) - 1) * tu) * s - _up(pw) * tu
+            gx = _emit(unbroadcast(gu * d, x.shape), x.dtype)
+        if ctx.needs_input_grad[1]:
+            d = -xu if pw is None else (_up(pw) - 1) * _softplus(xp, -xu) - xu
+            gt = _emit(unbroadcast(gu * d, t.shape), t.dtype)
+        return gx, gt, None, None
+
+
+class SmoothL1(Function):
+    """Smooth L1 (``huber=False``: ``0.5 d^2 / beta`` inside ``|d| < beta``, ``|d| - beta/2`` outside) and
+    Huber (``0.5 d^2`` inside ``|d| < beta``, ``beta (|d| - beta/2)`` outside), ``d = x - t`` broadcast."""
+
+    @staticmethod
+    def forward(ctx, x, t, beta, huber):
+        xp = _xp(x)
+        d = _up(x) - _up(t)
+        ad = xp.abs(d)
+        if huber:
+            loss = xp.where(ad < beta, 0.5 * d * d, beta * (ad - 0.5 * beta))
+        elif beta == 0:
+            loss = ad
+        else:
+            loss = xp.where(ad < beta, 0.5 * d * d / beta, ad - 0.5 * beta)
+        ctx.save_for_backward(x, t)
+        ctx.args = (beta, huber)
+        return _emit(loss, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, t = ctx.saved_tensors
+        beta, huber = ctx.args
+        xp, gu = _xp(g), _up(g)
+        d = _up(x) - _up(t)
+        inside = xp.abs(d) < beta
+        if huber:
+            gd = gu * xp.where(inside, d, beta * xp.sign(d))
+        else:
+            gd = gu * xp.where(inside, d / (beta or 1), xp.sign(d))
+        na, nb = ctx.needs_input_grad[:2]
+        return (_emit(unbroadcast(gd, x.shape), x.dtype) if na else None,
+                _emit(unbroadcast(-gd, t.shape), t.dtype) if nb else None, None, None)
+
+
+class KLDiv(Function):
+    """Pointwise KL divergence: ``t (log t - x)`` (0 where t == 0), or ``exp(t) (t - x)`` for log targets."""
+
+    @staticmethod
+    def forward(ctx, x, t, log_target):
+        xp, xu, tu = _xp(x), _up(x), _up(t)
+        if log_target:
+            loss = xp.exp(tu) * (tu - xu)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                loss = xp.where(tu == 0, 0, tu * xp.log(tu)) - tu * xu  # xlogy(t, t): NaN for t < 0
+        ctx.save_for_backward(x, t)
+        ctx.log_target = log_target
+        return _emit(loss, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, t = ctx.saved_tensors
+        xp, xu, tu, gu = _xp(g), _up(x), _up(t), _up(g)
+        gx = gt = None
+        if ctx.needs_input_grad[0]:
+            gx = _emit(unbroadcast(-gu * (xp.exp(tu) if ctx.log_target else tu), x.shape), x.dtype)
+        if ctx.needs_input_grad[1]:
+            with np.errstate(divide="ignore"):
+                d = xp.exp(tu) * (tu - xu + 1) if ctx.log_target else xp.log(tu) + 1 - xu
+            gt = _emit(unbroadcast(gu * d, t.shape), t.dtype)
+        return gx, gt, None
