@@ -77,15 +77,19 @@ def _finfo(dtype):
 
 class NanToNum(Function):
     @staticmethod
-    def forward(ctx, x, nan, posinf, neginf):
+    def forward(ctx, x, nan, posinf, neginf, out=None):
         xp = _xp(x)
         if ctx.recording:
             ctx.save_for_backward(xp.isfinite(x))
         info = _finfo(x.dtype)
-        t = x.dtype.type
-        out = xp.where(xp.isnan(x), t(nan), x)
-        out = xp.where(xp.isposinf(x), t(info.max if posinf is None else posinf), out)
-        return xp.where(xp.isneginf(x), t(info.min if neginf is None else neginf), out)
+        posinf = info.max if posinf is None else posinf
+        neginf = info.min if neginf is None else neginf
+        # bfloat16 through float32 (exact both ways): CuPy implements few functions for bfloat16
+        wide = x.astype(np.float32) if x.dtype == backend.bfloat16 else x
+        t = wide.dtype.type
+        y = xp.where(xp.isnan(wide), t(nan), wide)
+        y = xp.where(xp.isposinf(wide), t(posinf), y)
+        return xp.where(xp.isneginf(wide), t(neginf), y).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
@@ -122,13 +126,13 @@ def _tolerances(name, rtol, atol):
             raise RuntimeError(f"{name}: {arg} must be greater than or equal to zero, got {v}")
 
 
-def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002 - PyTorch's names
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False, *, _name="isclose"):  # noqa: A002
     """|input - other| <= atol + rtol * |other| elementwise (equal infinities are close; NaNs only
     with ``equal_nan``). Both tensors must have one dtype, as in PyTorch."""
-    _both_tensors("isclose", input, other)
+    _both_tensors(_name, input, other)
     if input.dtype != other.dtype:
-        raise RuntimeError(f"isclose: input and other must have the same dtype, got {input.dtype} and {other.dtype}")
-    _tolerances("isclose", rtol, atol)
+        raise RuntimeError(f"{_name}: input and other must have the same dtype, got {input.dtype} and {other.dtype}")
+    _tolerances(_name, rtol, atol)
     equal_nan = bool(equal_nan)
 
     def close(xp, a, b):
@@ -141,7 +145,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A00
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:  # noqa: A002 - PyTorch's names
     """Whether every element of ``input`` is close to ``other``'s (:func:`isclose`): a Python bool."""
-    close = isclose(input, other, rtol, atol, equal_nan)
+    close = isclose(input, other, rtol, atol, equal_nan, _name="allclose")
     return bool(_values(lambda xp, c: xp.asarray(c.all()), close).item())
 
 

@@ -19,7 +19,7 @@ from ..autograd import Function
 from ..tensor import Tensor
 from ._common import binary_operands, cast, unbroadcast
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
-from .elementwise import clone, mul
+from .elementwise import clone, mul, where
 
 
 def _xp(x):
@@ -52,7 +52,7 @@ class _Unary(Function):
 
     @classmethod
     def forward(cls, ctx, x, *params, out=None):
-        y = cls.f(_xp(x), x, *params)
+        y = _wide(cls.f, x.dtype, x, *params)
         if ctx.recording:
             # the in-place form overwrites x with y: keep a copy of x where the backward reads it
             x_kept = backend.copy(x) if out is x and "x" in cls.saves else x
@@ -65,8 +65,18 @@ class _Unary(Function):
         if cls.flat:
             gx = _xp(g).zeros_like(g)
         else:
-            gx = cls.grad(_xp(g), g, *ctx.saved_tensors).astype(g.dtype, copy=False)
+            gx = _wide(cls.grad, g.dtype, g, *ctx.saved_tensors)
         return (gx,) + (None,) * ctx.n_params
+
+
+def _wide(fn, dtype, *arrays):
+    """``fn(xp, *arrays)`` in ``dtype``; bfloat16 math runs in float32 (CuPy implements few functions
+    for bfloat16), rounded back once."""
+    xp = _xp(arrays[0])
+    if dtype != backend.bfloat16:
+        return fn(xp, *arrays).astype(dtype, copy=False)
+    wide = [a.astype(np.float32) if hasattr(a, "dtype") else a for a in arrays]
+    return fn(xp, *wide).astype(dtype)
 
 
 def _unary(name, f, grad=None, saves=()):
@@ -322,6 +332,7 @@ METHODS.update({
     "round_": _round_, "sgn_": _inplace(Sign, "sgn_", exact=True), "arctan2": atan2,
     "__floordiv__": floor_divide, "__rfloordiv__": _swapped(floor_divide),
     "__mod__": remainder, "__rmod__": _swapped(remainder),
+    "where": lambda self, condition, other: where(condition, self, other),
     "new_zeros": new_zeros, "new_ones": new_ones, "new_full": new_full, "new_empty": new_empty,
     "new_tensor": new_tensor, "is_floating_point": is_floating_point,
 })
