@@ -20,6 +20,7 @@ from ..tensor import Tensor
 from ._common import binary_operands, cast, unbroadcast
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
 from .elementwise import clone, mul, where
+from .logic import DtypeError
 
 
 def _xp(x):
@@ -161,16 +162,19 @@ ceil = _exact_op(Ceil, "ceil")
 trunc = _exact_op(Trunc, "trunc")
 
 
+def _round_args(name, x, decimals):
+    _check(name, x)
+    if not isinstance(decimals, numbers.Integral) or isinstance(decimals, bool):
+        raise TypeError(f"{name}(): decimals must be an int, got {type(decimals).__name__}")
+    if decimals and not backend.is_floating(x.dtype):
+        raise RuntimeError(f"{name}: decimals is only supported for floating-point tensors, got {x.dtype}")
+    return int(decimals)
+
+
 def round(x, decimals=0):  # noqa: A001 - PyTorch's name
     """Half to even; ``decimals`` digits after the point (negative: before it)."""
-    _check("round", x)
-    if not isinstance(decimals, numbers.Integral) or isinstance(decimals, bool):
-        raise TypeError(f"round(): decimals must be an int, got {type(decimals).__name__}")
-    if not backend.is_floating(x.dtype):
-        if decimals:
-            raise RuntimeError(f"round: decimals is only supported for floating-point tensors, got {x.dtype}")
-        return clone(x)
-    return Round.apply(x, int(decimals))
+    decimals = _round_args("round", x, decimals)
+    return Round.apply(x, decimals) if backend.is_floating(x.dtype) else clone(x)
 
 
 def sign(x):
@@ -203,15 +207,17 @@ def square(x):
 
 
 def _inplace(fn, name, exact=False):
-    """``x.<name>()``: the op written into ``x`` (returned), recorded like the out-of-place form."""
+    """``x.<name>()``: the op written into ``x`` (returned), recorded like the out-of-place form.
+    ``exact``: integer tensors are allowed (rounding leaves them as they are; sign is computed)."""
     def op(x, *params):
         _check(name, x)
         if not backend.is_floating(x.dtype):
             if not exact:
                 raise RuntimeError(f"{name}: result type float32 can't be cast to the desired output type "
                                    f"{x.dtype} (the in-place form keeps the tensor's dtype)")
-            x._check_inplace(name)
-            return x._bump(name)  # rounding an integer leaves it as it is
+            if fn is not Sign or x.dtype == backend.bool_:
+                x._check_inplace(name)
+                return x._bump(name)
         return fn.apply_(name, x, *params)
 
     op.__name__ = name
@@ -223,12 +229,11 @@ _INPLACE = {name: _inplace(fn, name + "_") for name, fn in (
     ("cosh", Cosh), ("log2", Log2), ("log10", Log10), ("log1p", Log1p), ("expm1", Expm1), ("rsqrt", Rsqrt),
     ("reciprocal", Reciprocal), ("erf", Erf), ("frac", Frac), ("square", Square))}
 _INPLACE.update({name: _inplace(fn, name + "_", exact=True) for name, fn in (
-    ("floor", Floor), ("ceil", Ceil), ("trunc", Trunc), ("sign", Sign))})
+    ("floor", Floor), ("ceil", Ceil), ("trunc", Trunc), ("round", Round), ("sign", Sign), ("sgn", Sign))})
 
 
 def _round_(x, decimals=0):
-    round(x, decimals)  # the checks of the out-of-place form
-    return _inplace(Round, "round_", exact=True)(x, int(decimals))
+    return _INPLACE["round"](x, _round_args("round_", x, decimals))
 
 
 # ---------------------------------------------------------------- binary ops
@@ -304,10 +309,8 @@ class Fmod(_Division):
 def _division(fn, name):
     def op(input, other):  # noqa: A002 - PyTorch's names
         a, b = binary_operands(name, input, other)
-        t = a if isinstance(a, Tensor) else b
-        if t.dtype == backend.bool_:  # bool // bool is an int64 op in PyTorch
-            a = cast(a, backend.int64) if isinstance(a, Tensor) else a
-            b = cast(b, backend.int64) if isinstance(b, Tensor) else b
+        if (a if isinstance(a, Tensor) else b).dtype == backend.bool_:
+            raise DtypeError(f"{name}: not implemented for bool tensors (cast them with .long() or .float())")
         return fn.apply(a, b)
 
     op.__name__ = name
@@ -329,7 +332,7 @@ __all__ = ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2",
 METHODS = {name: globals()[name] for name in __all__}
 METHODS.update({name + "_": fn for name, fn in _INPLACE.items()})
 METHODS.update({
-    "round_": _round_, "sgn_": _inplace(Sign, "sgn_", exact=True), "arctan2": atan2,
+    "round_": _round_, "arctan2": atan2,
     "__floordiv__": floor_divide, "__rfloordiv__": _swapped(floor_divide),
     "__mod__": remainder, "__rmod__": _swapped(remainder),
     "where": lambda self, condition, other: where(condition, self, other),
