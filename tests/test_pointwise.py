@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import minifused as mf
-from minifused import backend
 
 I64, I32, F32, F64, F16, BF16, BOOL = mf.int64, mf.int32, mf.float32, mf.float64, mf.float16, mf.bfloat16, mf.bool
 
@@ -72,8 +71,8 @@ def test_bitwise_inplace_keeps_identity_and_dtype():
 
 
 def test_bitwise_on_floats_raises_naming_the_op():
-    for op, name in ((lambda x: x & 1, "bitwise_and"), (lambda x: 1 | x, "bitwise_or"), (lambda x: x ^ x, "bitwise_xor"),
-                     (lambda x: ~x, "bitwise_not")):
+    for op, name in ((lambda x: x & 1, "bitwise_and"), (lambda x: 1 | x, "bitwise_or"),
+                     (lambda x: x ^ x, "bitwise_xor"), (lambda x: ~x, "bitwise_not")):
         with pytest.raises(TypeError, match=f"{name}: only integer and bool"):
             op(mf.ones(2))
         with pytest.raises(RuntimeError, match=name):  # PyTorch raises RuntimeError ("not implemented for 'Float'")
