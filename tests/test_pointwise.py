@@ -70,6 +70,23 @@ def test_bitwise_inplace_keeps_identity_and_dtype():
         b |= mf.tensor([1, 2, 3])
 
 
+def test_division_inplace_forms():
+    a = mf.tensor([7, -7, 9])
+    arr_before = a.numpy()
+    a //= 2
+    assert a.tolist() == [3, -4, 4] and a.numpy() is arr_before
+    a %= 3
+    assert a.tolist() == [0, 2, 1]
+    x = mf.tensor([5.5, -5.5])
+    assert x.fmod_(2) is x and x.tolist() == [1.5, -1.5]
+    assert x.remainder_(1.0).tolist() == [0.5, 0.5] and x.floor_divide_(0.25).tolist() == [2.0, 2.0]
+    with pytest.raises(RuntimeError, match="__ifloordiv__: result type float32 can't be cast"):
+        a //= 0.5
+    leaf = mf.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="fmod_: in-place operation"):
+        leaf.fmod_(2)
+
+
 def test_bitwise_on_floats_raises_naming_the_op():
     for op, name in ((lambda x: x & 1, "bitwise_and"), (lambda x: 1 | x, "bitwise_or"),
                      (lambda x: x ^ x, "bitwise_xor"), (lambda x: ~x, "bitwise_not")):

@@ -217,8 +217,9 @@ def bitwise_not(input):  # noqa: A002 - PyTorch's name
     return _values(lambda xp, x: xp.asarray(xp.invert(x)), input)
 
 
-def _bitwise_(name, fn):
-    """``a &= b``: written into ``a`` (its dtype kept, as PyTorch's in-place ops do)."""
+def written_into(name, fn):
+    """``a &= b`` and the like: ``fn(a, b)`` written into ``a`` (its dtype and shape kept, as PyTorch's
+    in-place ops do). Not recorded for autograd: a tensor that requires grad is refused."""
     def op(self, other):
         out = fn(self, other)
         if out.dtype != self.dtype:
@@ -276,8 +277,8 @@ METHODS.update({
     "allclose": allclose, "equal": equal, "nan_to_num_": nan_to_num_,
     "__and__": bitwise_and, "__rand__": _swapped(bitwise_and), "__or__": bitwise_or, "__ror__": _swapped(bitwise_or),
     "__xor__": bitwise_xor, "__rxor__": _swapped(bitwise_xor), "__invert__": bitwise_not,
-    "__iand__": _bitwise_("__iand__", bitwise_and), "__ior__": _bitwise_("__ior__", bitwise_or),
-    "__ixor__": _bitwise_("__ixor__", bitwise_xor),
-    "bitwise_and_": _bitwise_("bitwise_and_", bitwise_and), "bitwise_or_": _bitwise_("bitwise_or_", bitwise_or),
-    "bitwise_xor_": _bitwise_("bitwise_xor_", bitwise_xor),
+    "__iand__": written_into("__iand__", bitwise_and), "__ior__": written_into("__ior__", bitwise_or),
+    "__ixor__": written_into("__ixor__", bitwise_xor),
+    "bitwise_and_": written_into("bitwise_and_", bitwise_and), "bitwise_or_": written_into("bitwise_or_", bitwise_or),
+    "bitwise_xor_": written_into("bitwise_xor_", bitwise_xor),
 })

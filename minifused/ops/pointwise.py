@@ -20,7 +20,7 @@ from ..tensor import Tensor
 from ._common import binary_operands, cast, unbroadcast
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
 from .elementwise import clone, mul, where
-from .logic import DtypeError
+from .logic import DtypeError, written_into
 
 
 def _xp(x):
@@ -186,7 +186,6 @@ def sign(x):
 
 
 sgn = sign  # the same for real tensors (PyTorch's sgn differs for complex ones only)
-sgn.__doc__ = sign.__doc__
 
 
 def frac(x):
@@ -335,6 +334,9 @@ METHODS.update({
     "round_": _round_, "arctan2": atan2,
     "__floordiv__": floor_divide, "__rfloordiv__": _swapped(floor_divide),
     "__mod__": remainder, "__rmod__": _swapped(remainder),
+    "__ifloordiv__": written_into("__ifloordiv__", floor_divide), "__imod__": written_into("__imod__", remainder),
+    "floor_divide_": written_into("floor_divide_", floor_divide), "remainder_": written_into("remainder_", remainder),
+    "fmod_": written_into("fmod_", fmod),
     "where": lambda self, condition, other: where(condition, self, other),
     "new_zeros": new_zeros, "new_ones": new_ones, "new_full": new_full, "new_empty": new_empty,
     "new_tensor": new_tensor, "is_floating_point": is_floating_point,
