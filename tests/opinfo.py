@@ -638,7 +638,244 @@ OPS = [
 
 # ---------------------------------------------------------------- pointwise math, logic, rounding and comparison (minifused/ops/pointwise.py)
 
+# (minifused/ops/logic.py holds the tests of values, logic and bitwise ops; minifused/ops/creation.py the ranges)
+NO_GRAD_RESULT = (np.dtype(np.float64),)  # bool / integer results: the float dtypes sweep does not apply
+
+
+def _method(name):
+    return lambda a, *args, **kw: getattr(a, name)(*args, **kw)
+
+
+def _unary_entry(name, ref, spec=(3, 4), fuzz=True, domain="real", inplace=False, extra=()):
+    """A unary op spelled as a Tensor method (the same on torch tensors), with ``mf.<name>`` and the
+    in-place method as other spellings."""
+    make = pos if domain == "pos" else distinct if domain == "unit" else (lambda s: s)
+    return OpInfo(name, _method(name), ref, spelled=f"Tensor.{name}", aliases={f"mf.{name}": getattr(mf, name)},
+                  torch=SAME, fuzz="unary" if fuzz else "", domain=(domain,) if fuzz else (), samples=(
+                      S(name, make(spec)), S(f"{name}_0d", make(())), S(f"{name}_odd", make((7, 33))), *extra),
+                  inplace=(InPlace(f"{name}_", _method(f"{name}_"), _method(name), op=f"{name}_"),) if inplace else ())
+
+
+def _np_round(a, decimals=0):
+    return np.round(a, decimals)
+
+
+def _with_nonfinite(a):
+    """``a`` with +inf above 0.5, -inf below -0.5 and NaN in [0.3, 0.5] (the same on NumPy arrays)."""
+    if isinstance(a, np.ndarray):
+        return np.where(a > 0.5, np.inf, np.where(a < -0.5, -np.inf, np.where(a > 0.3, np.nan, a)))
+    return mf.where(a > 0.5, math.inf, mf.where(a < -0.5, -math.inf, mf.where(a > 0.3, math.nan, a)))
+
+
+def _test_entry(name):
+    ref = getattr(np, name)
+    return OpInfo(name, _method(name), ref, spelled=f"Tensor.{name}", aliases={f"mf.{name}": getattr(mf, name)},
+                  grad=False, dtypes=NO_GRAD_RESULT, torch=SAME, samples=(
+                      S(name, (3, 5)), S(f"{name}_0d", ()),
+                      S(f"{name}_nonfinite", (4, 9), fn=lambda a: getattr(mf, name)(_with_nonfinite(a)),
+                        ref=lambda a: ref(_with_nonfinite(a)))))
+
+
+def _logical_entry(name):
+    ref = getattr(np, name)
+    return OpInfo(name, _method(name), ref, spelled=f"Tensor.{name}", aliases={f"mf.{name}": getattr(mf, name)},
+                  grad=False, dtypes=NO_GRAD_RESULT, torch=SAME, samples=(
+                      S(name, index((3, 4), 2), index((4,), 2)), S(f"{name}_float_0d", (3, 1), ()),
+                      S(f"{name}_odd", index((7, 33), 3), index((7, 1), 2))),
+                  errors=(E(f"{name}_scalar", lambda: getattr(mf, name)(t(2), True), TypeError,
+                            f"{name}.*'other' must be Tensor"),))
+
+
+def _bitwise_entry(name, operator, ref):
+    return OpInfo(name, operator, ref, spelled=f"Tensor.__{name.split('_')[1]}__", grad=False,
+                  dtypes=NO_GRAD_RESULT, torch=SAME,
+                  aliases={f"mf.{name}": getattr(mf, name), f"Tensor.{name}": _method(name)}, samples=(
+                      S(name, index((3, 4), 16), index((4,), 16)), S(f"{name}_0d", index((), 7), index((5,), 16)),
+                      S(f"{name}_bool", index((7, 33), 2), fn=lambda a: operator(a > 0, a.bool()),
+                        ref=lambda a: ref(a > 0, a.astype(bool))),
+                      S(f"{name}_scalars", index((9,), 16), fn=lambda a: operator(operator(a, 6), 3) + operator(5, a),
+                        ref=lambda a: ref(ref(a, 6), 3) + ref(5, a))),
+                  errors=(E(f"{name}_float", lambda: operator(t(2), t(2)), TypeError,
+                            f"{name}: only integer and bool tensors are supported, got float32"),
+                          E(f"{name}_float_scalar", lambda: operator(mf.tensor([1, 2]), 1.5), TypeError,
+                            f"{name}: only integer and bool operands are supported, got float 1.5")))
+
+
+def _division_ref(np_fn):
+    def ref(a, b):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np_fn(a, b)
+    return ref
+
+
 MATH_OPS = [
+    # ---- trigonometric, hyperbolic, exponential and logarithmic forms (integer input gives float32)
+    _unary_entry("sin", np.sin, inplace=True),
+    _unary_entry("cos", np.cos, inplace=True),
+    _unary_entry("tan", np.tan, fuzz=False, domain="unit", inplace=True),
+    _unary_entry("asin", np.arcsin, fuzz=False, domain="unit"),
+    _unary_entry("acos", np.arccos, fuzz=False, domain="unit"),
+    _unary_entry("atan", np.arctan),
+    _unary_entry("sinh", np.sinh),
+    _unary_entry("cosh", np.cosh),
+    _unary_entry("log2", np.log2, domain="pos"),
+    _unary_entry("log10", np.log10, domain="pos"),
+    _unary_entry("log1p", np.log1p, domain="pos"),
+    _unary_entry("expm1", np.expm1, inplace=True),
+    _unary_entry("rsqrt", lambda a: 1 / np.sqrt(a), domain="pos"),
+    _unary_entry("reciprocal", lambda a: 1 / a, domain="pos"),
+    _unary_entry("square", np.square, inplace=True),
+    _unary_entry("erf", _erf, inplace=True),
+    # ---- rounding and sign: zero gradient (frac: 1), integers kept as they are
+    _unary_entry("floor", np.floor, inplace=True),
+    _unary_entry("ceil", np.ceil, inplace=True),
+    _unary_entry("trunc", np.trunc, inplace=True),
+    _unary_entry("frac", lambda a: a - np.trunc(a), inplace=True),
+    _unary_entry("sign", np.sign, inplace=True),
+    _unary_entry("sgn", np.sign),
+    OpInfo("round", _method("round"), _np_round, spelled="Tensor.round", torch=SAME, fuzz="unary", domain=("real",),
+           aliases={"mf.round": mf.round}, samples=(
+               S("round", (3, 4)), S("round_0d", ()), S("round_decimals", (5, 7), decimals=2),
+               S("round_negative_decimals", (9,), fn=lambda a: mf.round(a * 100, decimals=-1),
+                 ref=lambda a: np.round(a * 100, -1)),
+               S("round_half_even", (4,), fn=lambda a: (a * 0 + mf.tensor([0.5, 1.5, 2.5, -0.5], dtype=a.dtype)).round(),
+                 ref=lambda a: np.array([0.0, 2.0, 2.0, -0.0]))),
+           inplace=(InPlace("round_", _method("round_"), _method("round"), op="round_"),
+                    InPlace("round_ decimals", lambda x: x.round_(decimals=1), lambda x: x.round(decimals=1),
+                            op="round_")),
+           errors=(E("round_float_decimals", lambda: t(3).round(decimals=1.5), TypeError, "decimals must be an int"),
+                   E("round_int_decimals", lambda: mf.tensor([15]).round(decimals=1), RuntimeError,
+                     "round: decimals is only supported for floating-point"))),
+    # ---- binary: atan2, //, %, fmod
+    OpInfo("atan2", mf.atan2, np.arctan2, spelled="mf.atan2", torch=lambda T, a, b: T.atan2(a, b),
+           aliases={"Tensor.atan2": _method("atan2"), "Tensor.arctan2": _method("arctan2")}, samples=(
+               S("atan2", (3, 4), (3, 4)), S("atan2_broadcast", (5, 1), (1, 33)), S("atan2_0d", (), (4,))),
+           errors=(E("atan2_scalar", lambda: mf.atan2(t(2), 1.0), TypeError, "atan2.*'other' must be Tensor"),
+                   E("atan2_shapes", lambda: mf.atan2(t(2), t(3)), ValueError, r"atan2: shapes \(2,\) and \(3,\)"))),
+    OpInfo("floor_divide", lambda a, b: a // b, _division_ref(np.floor_divide), spelled="Tensor.__floordiv__",
+           fuzz="binary", domain=("real", "nonzero"),
+           aliases={"mf.floor_divide": mf.floor_divide, "Tensor.floor_divide": _method("floor_divide")}, samples=(
+               S("floor_divide", (3, 4), pos((3, 4))), S("floor_divide_broadcast", (5, 1), pos((33,))),
+               S("floor_divide_scalars", (7,), fn=lambda a: a // 0.3 + 2.5 // (a.abs() + 0.5),
+                 ref=lambda a: a // 0.3 + 2.5 // (np.abs(a) + 0.5)))),
+    OpInfo("remainder", lambda a, b: a % b, _division_ref(np.remainder), spelled="Tensor.__mod__", torch=SAME,
+           fuzz="binary", domain=("real", "nonzero"),
+           aliases={"mf.remainder": mf.remainder, "Tensor.remainder": _method("remainder")}, samples=(
+               S("remainder", (3, 4), pos((3, 4))),
+               S("remainder_negative_divisor", (6,), pos((6,)), fn=lambda a, b: a % -b,
+                 ref=lambda a, b: np.remainder(a, -b)),
+               S("remainder_broadcast_0d", (5, 1), pos(())),
+               S("remainder_scalars", pos((7,)), fn=lambda a: a % 0.3 + 2.5 % a, ref=lambda a: a % 0.3 + 2.5 % a))),
+    OpInfo("fmod", mf.fmod, _division_ref(np.fmod), spelled="mf.fmod", torch=lambda T, a, b: T.fmod(a, b),
+           fuzz="binary", domain=("real", "nonzero"), aliases={"Tensor.fmod": _method("fmod")}, samples=(
+               S("fmod", (3, 4), pos((3, 4))), S("fmod_negative_divisor", (6,), pos((6,)),
+                                                 fn=lambda a, b: mf.fmod(a, -b), ref=lambda a, b: np.fmod(a, -b)),
+               S("fmod_broadcast", (1, 33), pos((5, 1))),
+               S("fmod_scalar", (7,), fn=lambda a: mf.fmod(a, 0.3), ref=lambda a: np.fmod(a, 0.3)))),
+    # ---- tests of values
+    _test_entry("isnan"), _test_entry("isinf"), _test_entry("isfinite"), _test_entry("isposinf"),
+    _test_entry("isneginf"),
+    OpInfo("nan_to_num", mf.nan_to_num, np.nan_to_num, spelled="mf.nan_to_num",
+           aliases={"Tensor.nan_to_num": _method("nan_to_num")}, torch=lambda T, a, **kw: T.nan_to_num(a, **kw),
+           samples=(
+               S("nan_to_num", (3, 4)), S("nan_to_num_0d", (), nan=1.0),
+               S("nan_to_num_nonfinite", (5, 9), fn=lambda a: mf.nan_to_num(_with_nonfinite(a), 0.25, 2.0, -3.0),
+                 ref=lambda a: np.nan_to_num(_with_nonfinite(a), nan=0.25, posinf=2.0, neginf=-3.0)),
+               S("nan_to_num_default_infs", (5, 9), fn=lambda a: mf.nan_to_num(_with_nonfinite(a)) * 1e-300,
+                 ref=lambda a: np.nan_to_num(_with_nonfinite(a)) * 1e-300)),  # finite sums in gradcheck
+           inplace=(InPlace("nan_to_num_", _method("nan_to_num_"), mf.nan_to_num, op="nan_to_num_"),),
+           errors=(E("nan_to_num_string", lambda: mf.nan_to_num(t(2), nan="0"), TypeError,
+                     "nan_to_num.*'nan' must be a float, not str"),)),
+    OpInfo("isclose", mf.isclose, np.isclose, spelled="mf.isclose", aliases={"Tensor.isclose": _method("isclose")},
+           grad=False, dtypes=NO_GRAD_RESULT, torch=lambda T, a, b, **kw: T.isclose(a, b, **kw), samples=(
+               S("isclose", (3, 4), (3, 4)), S("isclose_broadcast_tol", (5, 1), (33,), rtol=0.5, atol=0.1),
+               S("isclose_near", (6,), fn=lambda a: mf.isclose(a, a * (1 + 1e-6)), ref=lambda a: np.ones(6, bool)),
+               S("isclose_equal_nan", (4, 9), fn=lambda a: mf.isclose(_with_nonfinite(a), _with_nonfinite(a),
+                                                                       equal_nan=True),
+                 ref=lambda a: np.isclose(_with_nonfinite(a), _with_nonfinite(a), equal_nan=True))),
+           errors=(E("isclose_negative_rtol", lambda: mf.isclose(t(2), t(2), rtol=-1e-3), RuntimeError,
+                     "isclose: rtol must be greater than or equal to zero, got -0.001"),
+                   E("isclose_negative_atol", lambda: mf.isclose(t(2), t(2), atol=-1), RuntimeError, "atol must be"),
+                   E("isclose_dtypes", lambda: mf.isclose(t(2), t(2, dtype=mf.float64)), RuntimeError,
+                     "isclose: input and other must have the same dtype, got float32 and float64"),
+                   E("isclose_scalar", lambda: mf.isclose(t(2), 1.0), TypeError, "isclose.*'other' must be Tensor"))),
+    OpInfo("allclose", lambda a, b, **kw: mf.tensor(mf.allclose(a, b, **kw), device=a.device),
+           lambda a, b, **kw: np.array(np.allclose(a, b, **kw)), spelled="mf.allclose",
+           aliases={"Tensor.allclose": lambda a, b, **kw: mf.tensor(a.allclose(b, **kw), device=a.device)},
+           grad=False, dtypes=NO_GRAD_RESULT, torch=lambda T, a, b, **kw: T.tensor(T.allclose(a, b, **kw)),
+           samples=(S("allclose_far", (3, 4), (4,)), S("allclose_tol", (3, 4), (3, 4), atol=10.0),
+                    S("allclose_near", (6,), fn=lambda a: mf.tensor(mf.allclose(a, a + 1e-9)),
+                      ref=lambda a: np.array(True))),
+           errors=(E("allclose_negative_atol", lambda: mf.allclose(t(2), t(2), atol=-1.0), RuntimeError,
+                     "allclose: atol must be greater than or equal to zero"),)),
+    OpInfo("equal", lambda a, b: mf.tensor(mf.equal(a, b), device=a.device),
+           lambda a, b: np.array(np.shape(a) == np.shape(b) and bool(np.all(a == b))), spelled="mf.equal",
+           aliases={"Tensor.equal": lambda a, b: mf.tensor(a.equal(b), device=a.device)}, grad=False,
+           dtypes=NO_GRAD_RESULT, torch=lambda T, a, b: T.tensor(T.equal(a, b)), samples=(
+               S("equal_differ", (3, 4), (3, 4)), S("equal_shapes", (3, 1), (3,)),
+               S("equal_same", (3, 5), fn=lambda a: mf.tensor(mf.equal(a, a * 1)), ref=lambda a: np.array(True)),
+               S("equal_nan", (4, 9), fn=lambda a: mf.tensor(mf.equal(_with_nonfinite(a), _with_nonfinite(a))),
+                 ref=lambda a: np.array(False))),
+           errors=(E("equal_not_tensor", lambda: mf.equal(t(2), [1.0, 2.0]), TypeError, "equal.*must be Tensor"),)),
+    # ---- logic and bits
+    _logical_entry("logical_and"), _logical_entry("logical_or"), _logical_entry("logical_xor"),
+    OpInfo("logical_not", _method("logical_not"), np.logical_not, spelled="Tensor.logical_not",
+           aliases={"mf.logical_not": mf.logical_not}, grad=False, dtypes=NO_GRAD_RESULT, torch=SAME, samples=(
+               S("logical_not", index((3, 4), 2)), S("logical_not_float_0d", ()))),
+    _bitwise_entry("bitwise_and", lambda a, b: a & b, np.bitwise_and),
+    _bitwise_entry("bitwise_or", lambda a, b: a | b, np.bitwise_or),
+    _bitwise_entry("bitwise_xor", lambda a, b: a ^ b, np.bitwise_xor),
+    OpInfo("bitwise_not", lambda a: ~a, np.invert, spelled="Tensor.__invert__", grad=False, dtypes=NO_GRAD_RESULT,
+           torch=SAME, aliases={"mf.bitwise_not": mf.bitwise_not, "Tensor.bitwise_not": _method("bitwise_not")},
+           samples=(S("bitwise_not", index((3, 4), 16)), S("bitwise_not_bool", index((33,), 2),
+                                                          fn=lambda a: ~(a > 0), ref=lambda a: ~(a > 0))),
+           errors=(E("bitwise_not_float", lambda: ~t(2), TypeError,
+                     "bitwise_not: only integer and bool tensors are supported, got float32"),)),
+    # ---- where the nonzero values are
+    OpInfo("nonzero", _method("nonzero"), lambda a: np.argwhere(a), spelled="Tensor.nonzero",
+           aliases={"mf.nonzero": mf.nonzero}, grad=False, dtypes=NO_GRAD_RESULT, torch=SAME, samples=(
+               S("nonzero", index((3, 4), 3)), S("nonzero_odd", index((2, 5, 7), 2)),
+               S("nonzero_float", (4,)), S("nonzero_none", index((3, 2), 1)))),
+    OpInfo("count_nonzero", mf.count_nonzero, lambda a, dim=None: np.count_nonzero(a, axis=dim),
+           spelled="mf.count_nonzero", aliases={"Tensor.count_nonzero": _method("count_nonzero")}, grad=False,
+           dtypes=NO_GRAD_RESULT, torch=lambda T, a, **kw: T.count_nonzero(a, **kw), samples=(
+               S("count_nonzero", index((3, 4), 3)), S("count_nonzero_dim", index((3, 4), 2), dim=1),
+               S("count_nonzero_dims", index((3, 5, 2), 2), dim=(0, -1)), S("count_nonzero_0d", index((), 2))),
+           errors=(E("count_nonzero_dim", lambda: mf.count_nonzero(t(2, 3), dim=2), IndexError,
+                     "count_nonzero: dimension 2 out of range"),
+                   E("count_nonzero_repeated", lambda: mf.count_nonzero(t(2, 3), dim=(1, -1)), RuntimeError,
+                     "repeated"))),
+    # ---- where with Python scalars on either side (the two-tensor form is the "where" entry above)
+    OpInfo("where_scalar", lambda c, a, scalar=0.0: mf.where(c > 0, a, scalar),
+           lambda c, a, scalar=0.0: np.where(c > 0, a, scalar), spelled="mf.where",
+           torch=lambda T, c, a, scalar=0.0: T.where(c > 0, a, scalar),
+           aliases={"Tensor.where": lambda c, a, scalar=0.0: a.where(c > 0, scalar)}, samples=(
+               S("where_scalar_other", distinct((3, 4)), (3, 4)), S("where_scalar_broadcast", distinct((5, 1)), (33,),
+                                                                  scalar=-2.5),
+               S("where_scalar_input", distinct((3, 4)), (4,), fn=lambda c, a: mf.where(c > 0, 1.5, a),
+                 ref=lambda c, a: np.where(c > 0, 1.5, a)),
+               S("where_scalars_both", distinct((3, 4)), fn=lambda c: mf.where(c > 0, 1.0, -1.0) * c,
+                 ref=lambda c: np.where(c > 0, 1.0, -1.0) * c)),
+           errors=(E("where_one_branch", lambda: mf.where(t(2) > 0, t(2)), TypeError, "where: expected both"),
+                   E("where_string", lambda: mf.where(t(2) > 0, t(2), "0"), TypeError,
+                     "where: input and other must be Tensors or real Python scalars, got str"))),
+    # ---- ranges and random permutations: their bad inputs (values are tested in tests/test_pointwise.py)
+    OpInfo("linspace", mf.linspace, None, samples=(), grad=False, spelled="mf.linspace", errors=(
+        E("linspace_negative_steps", lambda: mf.linspace(0, 1, -1), RuntimeError,
+          "linspace: number of steps must be non-negative, got -1"),
+        E("linspace_float_steps", lambda: mf.linspace(0, 1, 2.5), TypeError, "linspace: steps must be an int"),
+        E("logspace_negative_steps", lambda: mf.logspace(0, 1, -3), RuntimeError, "logspace: number of steps"))),
+    OpInfo("randperm", mf.randperm, None, samples=(), grad=False, spelled="mf.randperm", errors=(
+        E("randperm_negative", lambda: mf.randperm(-1), RuntimeError, "randperm: n must be non-negative, got -1"),
+        E("randperm_float", lambda: mf.randperm(3.0), TypeError, "randperm: n must be an int"))),
+    # ---- the in-place forms' dtype rule
+    OpInfo("inplace_dtypes", _method("sin_"), None, samples=(), grad=False, spelled="Tensor.sin_", errors=(
+        E("sin_int", lambda: mf.tensor([1, 2]).sin_(), RuntimeError, "sin_: result type float32 can't be cast"),
+        E("frac_int", lambda: mf.tensor([1, 2]).frac(), RuntimeError, "frac: only floating-point tensors"),
+        E("sin_leaf", lambda: t(2, requires_grad=True).sin_(), RuntimeError, "sin_: a leaf Variable that requires grad"),
+        E("ior_float", lambda: mf.tensor([1, 2]).__ior__(mf.tensor([0.5, 1.0])), TypeError, "bitwise_or: only integer"),
+        E("iand_broadcast", lambda: mf.tensor([1, 2]).__iand__(mf.tensor([[1, 2], [3, 4]])), RuntimeError,
+          r"__iand__: output with shape \(2,\) doesn't match the broadcast shape \(2, 2\)"))),
 ]
 
 

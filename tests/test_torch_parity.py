@@ -68,6 +68,8 @@ def test_op_matches_pytorch(torch, entry, sample):
     y = call(entry, sample, ours)
     ty = torch_fn(entry)(*theirs, **sample.kwargs)
     assert _rel(y, ty) < RTOL
+    if not entry.grad:  # bool or integer results: nothing to differentiate
+        return
     # (seed 1: the inputs come from seed 0, and a gradient equal to the input cancels in layer_norm's backward)
     g = np.random.default_rng(1).standard_normal(tuple(y.shape)).astype(np.float32)
     (y * mf.tensor(g, device="cuda")).sum().backward()

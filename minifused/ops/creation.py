@@ -10,7 +10,8 @@ from ..tensor import Tensor
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "rand",
            "randn", "randint", "arange", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
-           "rand_like", "randn_like", "randint_like"]
+           "rand_like", "randn_like", "randint_like", "linspace", "logspace", "randperm", "numel", "is_tensor",
+           "is_floating_point"]
 
 
 def _place(array, dtype, device, requires_grad):
@@ -186,6 +187,9 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 
 def _like(fn):
     def like(x, *args, dtype=None, device=None, requires_grad=False, **kwargs):
+        if fn in (rand, randn) and not backend.is_floating(dtype or x.dtype):
+            raise RuntimeError(f"{fn.__name__}_like: random floats need a floating-point dtype, got "
+                               f"{dtype or x.dtype}")
         return fn(*args, x.shape, dtype=dtype or x.dtype, device=device or x.device,
                   requires_grad=requires_grad, **kwargs)
 
@@ -207,3 +211,92 @@ def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
 
 def randint_like(x, low, high=None, dtype=None, device=None):
     return randint(low, high, x.shape, dtype=dtype or x.dtype, device=device or x.device)
+
+
+def _steps(name, steps):
+    if not isinstance(steps, numbers.Integral) or isinstance(steps, bool):
+        raise TypeError(f"{name}: steps must be an int, got {type(steps).__name__}")
+    if steps < 0:
+        raise RuntimeError(f"{name}: number of steps must be non-negative, got {steps}")
+    return int(steps)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    """``steps`` values from ``start`` to ``end`` (both included), evenly spaced; float32 by default."""
+    steps = _steps("linspace", steps)
+    dtype = backend.as_dtype(dtype if dtype is not None else backend.float32)
+    dev = backend.device(device)
+    with backend.on_device(dev):
+        arr = backend.xp(dev).linspace(float(start), float(end), steps, dtype=np.float64)
+    if not backend.is_floating(dtype):
+        arr = backend.xp(dev).trunc(arr)  # integer dtypes round toward zero, as PyTorch's
+    return _place(arr, dtype, dev, requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
+    """``base ** linspace(start, end, steps)``; float32 by default."""
+    steps = _steps("logspace", steps)
+    dtype = backend.as_dtype(dtype if dtype is not None else backend.float32)
+    dev = backend.device(device)
+    with backend.on_device(dev):
+        xp = backend.xp(dev)
+        arr = float(base) ** xp.linspace(float(start), float(end), steps, dtype=np.float64)
+    if not backend.is_floating(dtype):
+        arr = backend.xp(dev).trunc(arr)
+    return _place(arr, dtype, dev, requires_grad)
+
+
+def randperm(n, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0 .. n-1 (int64 by default), from minifused's generator (``manual_seed``)."""
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+        raise TypeError(f"randperm: n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError(f"randperm: n must be non-negative, got {n}")
+    dev = backend.device(device)
+    with backend.on_device(dev):
+        arr = backend.generator(dev).permutation(int(n))
+    return _place(arr, dtype if dtype is not None else backend.int64, dev, requires_grad)
+
+
+def numel(input) -> int:  # noqa: A002 - PyTorch's name
+    """The number of elements of ``input``."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"numel(): argument 'input' must be Tensor, not {type(input).__name__}")
+    return input.numel()
+
+
+def is_tensor(obj) -> bool:
+    """Whether ``obj`` is a minifused Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input) -> bool:  # noqa: A002 - PyTorch's name
+    """Whether ``input``'s dtype is a floating-point one (float16, bfloat16, float32, float64)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_floating_point(): argument 'input' must be Tensor, not {type(input).__name__}")
+    return backend.is_floating(input.dtype)
+
+
+# ---- Tensor.new_*: a new tensor with this tensor's dtype and device unless given
+def _new(fn):
+    def new(self, *size, dtype=None, device=None, requires_grad=False):
+        return fn(*size, dtype=self.dtype if dtype is None else dtype,
+                  device=self.device if device is None else device, requires_grad=requires_grad)
+
+    new.__name__ = "new_" + fn.__name__
+    return new
+
+
+new_zeros = _new(zeros)
+new_ones = _new(ones)
+new_empty = _new(empty)
+
+
+def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
+                device=self.device if device is None else device, requires_grad=requires_grad)
+
+
+def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    return tensor(data, dtype=self.dtype if dtype is None else dtype,
+                  device=self.device if device is None else device, requires_grad=requires_grad)

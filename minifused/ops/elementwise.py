@@ -1,6 +1,8 @@
 """Elementwise ops: arithmetic with broadcasting, unary math, activations, casts."""
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from .. import backend
@@ -8,6 +10,7 @@ from ..autograd import Function
 from ..kernels import elementwise as K
 from ..tensor import Tensor
 from ._common import binary_operands, broadcast_shape, cast, shape_of, unbroadcast
+from .logic import nonzero
 
 
 def _xp(x):
@@ -391,19 +394,45 @@ class Where(Function):
                 unbroadcast(_xp(g).where(cond, zero, g), ctx.shapes[1]) if nb else None)
 
 
-def where(condition, a, b):
+def _scalar_where_dtype(a, b):
+    """The dtype of ``where(c, a, b)`` with two Python scalars: bool, int64 or float32, as in PyTorch."""
+    if isinstance(a, bool) and isinstance(b, bool):
+        return backend.bool_
+    if all(isinstance(v, numbers.Integral) for v in (a, b)):
+        return backend.int64
+    return backend.float32
+
+
+def where(condition, input=None, other=None):  # noqa: A002 - PyTorch's names
+    """``input`` where ``condition`` holds, else ``other`` (broadcast together; either may be a Python
+    scalar, which takes the tensor's dtype as in PyTorch's promotion). ``where(condition)`` alone is
+    ``nonzero(condition, as_tuple=True)``."""
     if not isinstance(condition, Tensor):
         raise TypeError(f"where: condition must be a bool Tensor, got {type(condition).__name__}")
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where: expected both input and other, or neither (where(condition) lists the indices)")
     if condition.dtype != backend.bool_:
         raise TypeError(f"where: expected condition to be a bool tensor, got dtype {condition.dtype} (compare it, e.g. "
                         f"x > 0, or cast it with .bool())")
-    a, b = binary_operands("where", a, b)
+    for v in (input, other):
+        if not isinstance(v, (Tensor, numbers.Number)) or isinstance(v, complex):
+            raise TypeError(f"where: input and other must be Tensors or real Python scalars, got {type(v).__name__}")
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        dtype = _scalar_where_dtype(input, other)
+        return Where.apply(condition, dtype.type(input), dtype.type(other))
+    a, b = binary_operands("where", input, other)
     for t in (a, b):
         if isinstance(t, Tensor):
             if t.device != condition.device:
                 raise RuntimeError(
                     f"where: expected all tensors on the same device, got {condition.device} and {t.device}")
             broadcast_shape("where", condition.shape, t.shape)
+    # a scalar branch in the tensor's dtype, so the result keeps it on NumPy and CuPy alike
+    dtype = (a if isinstance(a, Tensor) else b).dtype
+    a = a if isinstance(a, Tensor) else dtype.type(a)
+    b = b if isinstance(b, Tensor) else dtype.type(b)
     return Where.apply(condition, a, b)
 
 
@@ -426,22 +455,6 @@ lt = _compare("less", "lt")
 le = _compare("less_equal", "le")
 gt = _compare("greater", "gt")
 ge = _compare("greater_equal", "ge")
-
-
-def logical_not(x):
-    return Tensor._from_array(x._xp.asarray(x._xp.logical_not(x.data)))
-
-
-def isnan(x):
-    return Tensor._from_array(x._xp.asarray(x._xp.isnan(x.data)))
-
-
-def isfinite(x):
-    return Tensor._from_array(x._xp.asarray(x._xp.isfinite(x.data)))
-
-
-def sign(x):
-    return Tensor._from_array(x._xp.asarray(x._xp.sign(x.data)))
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "annotations")]

@@ -1,3 +1,343 @@
-"""(being written)"""
-__all__ = []
-METHODS = {}  # Tensor methods and operators this module adds (ops/__init__ attaches them)
+"""Pointwise math: trigonometric, exponential and logarithmic forms, rounding, and the binary
+``atan2``, ``floor_divide`` (``//``), ``remainder`` (``%``) and ``fmod``.
+
+One ``Function`` per op; each unary one is a small subclass of :class:`_Unary` that names what its
+derivative reads (the input ``x``, the result ``y``, or nothing), so forward saves exactly that. Dtypes
+follow PyTorch: transcendental ops turn integer input into float32; rounding, ``sign`` and ``square``
+keep integers as they are; in-place forms (``sin_``, ``floor_`` ...) refuse a float result in an
+integer tensor.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..tensor import Tensor
+from ._common import binary_operands, cast, unbroadcast
+from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
+from .elementwise import clone, mul, where
+from .logic import DtypeError, written_into
+
+
+def _xp(x):
+    return backend.array_module(x)
+
+
+def _erf(xp, x):
+    if xp is np:  # NumPy has no erf: math.erf per element, in float64
+        return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+    import cupyx.scipy.special
+
+    return cupyx.scipy.special.erf(x)
+
+
+# ---------------------------------------------------------------- unary Functions
+class _Unary(Function):
+    """y = f(x) elementwise. ``saves`` names what ``grad`` reads ("x" and/or "y"); ``flat``: a zero
+    gradient (rounding and sign are flat almost everywhere; PyTorch defines their gradient as 0)."""
+
+    saves = ()
+    flat = False
+
+    @staticmethod
+    def f(xp, x, *params):
+        raise NotImplementedError
+
+    @staticmethod
+    def grad(xp, g, *saved):
+        raise NotImplementedError
+
+    @classmethod
+    def forward(cls, ctx, x, *params, out=None):
+        y = _wide(cls.f, x.dtype, x, *params)
+        if ctx.recording:
+            # the in-place form overwrites x with y: keep a copy of x where the backward reads it
+            x_kept = backend.copy(x) if out is x and "x" in cls.saves else x
+            ctx.save_for_backward(*[x_kept if s == "x" else y for s in cls.saves])
+            ctx.n_params = len(params)
+        return y
+
+    @classmethod
+    def backward(cls, ctx, g):
+        if cls.flat:
+            gx = _xp(g).zeros_like(g)
+        else:
+            gx = _wide(cls.grad, g.dtype, g, *ctx.saved_tensors)
+        return (gx,) + (None,) * ctx.n_params
+
+
+def _wide(fn, dtype, *arrays):
+    """``fn(xp, *arrays)`` in ``dtype``; bfloat16 math runs in float32 (CuPy implements few functions
+    for bfloat16), rounded back once."""
+    xp = _xp(arrays[0])
+    if dtype != backend.bfloat16:
+        return fn(xp, *arrays).astype(dtype, copy=False)
+    wide = [a.astype(np.float32) if hasattr(a, "dtype") else a for a in arrays]
+    return fn(xp, *wide).astype(dtype)
+
+
+def _unary(name, f, grad=None, saves=()):
+    """A :class:`_Unary` subclass; without ``grad``, a flat one."""
+    return type(name, (_Unary,), {"f": staticmethod(f), "grad": staticmethod(grad or _Unary.grad),
+                                  "saves": saves, "flat": grad is None})
+
+
+_SQRT_PI = math.sqrt(math.pi)
+Sin = _unary("Sin", lambda xp, x: xp.sin(x), lambda xp, g, x: g * xp.cos(x), "x")
+Cos = _unary("Cos", lambda xp, x: xp.cos(x), lambda xp, g, x: -g * xp.sin(x), "x")
+Tan = _unary("Tan", lambda xp, x: xp.tan(x), lambda xp, g, y: g * (1 + y * y), "y")
+Asin = _unary("Asin", lambda xp, x: xp.arcsin(x), lambda xp, g, x: g / xp.sqrt(1 - x * x), "x")
+Acos = _unary("Acos", lambda xp, x: xp.arccos(x), lambda xp, g, x: -g / xp.sqrt(1 - x * x), "x")
+Atan = _unary("Atan", lambda xp, x: xp.arctan(x), lambda xp, g, x: g / (1 + x * x), "x")
+Sinh = _unary("Sinh", lambda xp, x: xp.sinh(x), lambda xp, g, x: g * xp.cosh(x), "x")
+Cosh = _unary("Cosh", lambda xp, x: xp.cosh(x), lambda xp, g, x: g * xp.sinh(x), "x")
+Log2 = _unary("Log2", lambda xp, x: xp.log2(x), lambda xp, g, x: g / (x * math.log(2)), "x")
+Log10 = _unary("Log10", lambda xp, x: xp.log10(x), lambda xp, g, x: g / (x * math.log(10)), "x")
+Log1p = _unary("Log1p", lambda xp, x: xp.log1p(x), lambda xp, g, x: g / (1 + x), "x")
+Expm1 = _unary("Expm1", lambda xp, x: xp.expm1(x), lambda xp, g, y: g * (y + 1), "y")
+Rsqrt = _unary("Rsqrt", lambda xp, x: 1 / xp.sqrt(x), lambda xp, g, y: -0.5 * g * y * y * y, "y")
+Reciprocal = _unary("Reciprocal", lambda xp, x: 1 / x, lambda xp, g, y: -g * y * y, "y")
+Square = _unary("Square", lambda xp, x: x * x, lambda xp, g, x: 2 * g * x, "x")
+Erf = _unary("Erf", _erf, lambda xp, g, x: g * (2 / _SQRT_PI) * xp.exp(-x * x), "x")
+Frac = _unary("Frac", lambda xp, x: x - xp.trunc(x), lambda xp, g: g, ())
+Floor = _unary("Floor", lambda xp, x: xp.floor(x))
+Ceil = _unary("Ceil", lambda xp, x: xp.ceil(x))
+Trunc = _unary("Trunc", lambda xp, x: xp.trunc(x))
+Sign = _unary("Sign", lambda xp, x: xp.sign(x))
+# NumPy's and CuPy's round: half to even, scaled by 10**decimals, as PyTorch's
+Round = _unary("Round", lambda xp, x, decimals=0: xp.round(x, decimals))
+
+
+# ---------------------------------------------------------------- public unary ops
+def _check(name, x):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+
+
+def _float_op(fn, name):
+    """Integer and bool input becomes float32 (PyTorch's default dtype), as in ``torch.sin``."""
+    def op(x):
+        _check(name, x)
+        if not backend.is_floating(x.dtype):
+            x = cast(x, backend.float32)
+        return fn.apply(x)
+
+    op.__name__ = name
+    return op
+
+
+def _exact_op(fn, name):
+    """Integers stay integers (nothing to round); bool too, except where PyTorch says otherwise."""
+    def op(x, *params):
+        _check(name, x)
+        if not backend.is_floating(x.dtype):
+            return clone(x)
+        return fn.apply(x, *params)
+
+    op.__name__ = name
+    return op
+
+
+sin = _float_op(Sin, "sin")
+cos = _float_op(Cos, "cos")
+tan = _float_op(Tan, "tan")
+asin = _float_op(Asin, "asin")
+acos = _float_op(Acos, "acos")
+atan = _float_op(Atan, "atan")
+sinh = _float_op(Sinh, "sinh")
+cosh = _float_op(Cosh, "cosh")
+log2 = _float_op(Log2, "log2")
+log10 = _float_op(Log10, "log10")
+log1p = _float_op(Log1p, "log1p")
+expm1 = _float_op(Expm1, "expm1")
+rsqrt = _float_op(Rsqrt, "rsqrt")
+reciprocal = _float_op(Reciprocal, "reciprocal")
+erf = _float_op(Erf, "erf")
+floor = _exact_op(Floor, "floor")
+ceil = _exact_op(Ceil, "ceil")
+trunc = _exact_op(Trunc, "trunc")
+
+
+def _round_args(name, x, decimals):
+    _check(name, x)
+    if not isinstance(decimals, numbers.Integral) or isinstance(decimals, bool):
+        raise TypeError(f"{name}(): decimals must be an int, got {type(decimals).__name__}")
+    if decimals and not backend.is_floating(x.dtype):
+        raise RuntimeError(f"{name}: decimals is only supported for floating-point tensors, got {x.dtype}")
+    return int(decimals)
+
+
+def round(x, decimals=0):  # noqa: A001 - PyTorch's name
+    """Half to even; ``decimals`` digits after the point (negative: before it)."""
+    decimals = _round_args("round", x, decimals)
+    return Round.apply(x, decimals) if backend.is_floating(x.dtype) else clone(x)
+
+
+def sign(x):
+    """-1, 0 or 1 in ``x``'s dtype (bool stays bool); zero gradient."""
+    _check("sign", x)
+    if x.dtype == backend.bool_:
+        return clone(x)
+    return Sign.apply(x)
+
+
+sgn = sign  # the same for real tensors (PyTorch's sgn differs for complex ones only)
+
+
+def frac(x):
+    _check("frac", x)
+    if not backend.is_floating(x.dtype):
+        raise RuntimeError(f"frac: only floating-point tensors are supported, got {x.dtype}")
+    return Frac.apply(x)
+
+
+def square(x):
+    """x * x; integers stay integers and bool becomes int64, as in PyTorch."""
+    _check("square", x)
+    if x.dtype == backend.bool_:
+        x = cast(x, backend.int64)
+    if not backend.is_floating(x.dtype):
+        return mul(x, x)
+    return Square.apply(x)
+
+
+def _inplace(fn, name, exact=False):
+    """``x.<name>()``: the op written into ``x`` (returned), recorded like the out-of-place form.
+    ``exact``: integer tensors are allowed (rounding leaves them as they are; sign is computed)."""
+    def op(x, *params):
+        _check(name, x)
+        if not backend.is_floating(x.dtype):
+            if not exact:
+                raise RuntimeError(f"{name}: result type float32 can't be cast to the desired output type "
+                                   f"{x.dtype} (the in-place form keeps the tensor's dtype)")
+            if fn is not Sign or x.dtype == backend.bool_:
+                x._check_inplace(name)
+                return x._bump(name)
+        return fn.apply_(name, x, *params)
+
+    op.__name__ = name
+    return op
+
+
+_INPLACE = {name: _inplace(fn, name + "_") for name, fn in (
+    ("sin", Sin), ("cos", Cos), ("tan", Tan), ("asin", Asin), ("acos", Acos), ("atan", Atan), ("sinh", Sinh),
+    ("cosh", Cosh), ("log2", Log2), ("log10", Log10), ("log1p", Log1p), ("expm1", Expm1), ("rsqrt", Rsqrt),
+    ("reciprocal", Reciprocal), ("erf", Erf), ("frac", Frac), ("square", Square))}
+_INPLACE.update({name: _inplace(fn, name + "_", exact=True) for name, fn in (
+    ("floor", Floor), ("ceil", Ceil), ("trunc", Trunc), ("round", Round), ("sign", Sign), ("sgn", Sign))})
+
+
+def _round_(x, decimals=0):
+    return _INPLACE["round"](x, _round_args("round_", x, decimals))
+
+
+# ---------------------------------------------------------------- binary ops
+class Atan2(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _xp(a).arctan2(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        r2 = a * a + b * b
+        return (unbroadcast((g * b / r2).astype(g.dtype, copy=False), a.shape) if na else None,
+                unbroadcast((-g * a / r2).astype(g.dtype, copy=False), b.shape) if nb else None)
+
+
+def atan2(input, other):  # noqa: A002 - PyTorch's names
+    """The angle of (other, input) in (-pi, pi]; integer tensors give float32."""
+    for arg, t in (("input", input), ("other", other)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"atan2(): argument '{arg}' must be Tensor, not {type(t).__name__}")
+    a, b = binary_operands("atan2", input, other)
+    if not backend.is_floating(a.dtype):
+        a, b = cast(a, backend.float32), cast(b, backend.float32)
+    return Atan2.apply(a, b)
+
+
+class _Division(Function):
+    """a // b (``floor``), a % b (Python's sign: the divisor's) and fmod (C's sign: the dividend's).
+
+    Gradients as PyTorch defines them: 1 for ``a``; ``-quotient`` (rounded the op's way) for ``b``;
+    none for ``floor_divide`` (zero: it is flat almost everywhere)."""
+
+    @classmethod
+    def forward(cls, ctx, a, b):
+        xp = _xp(a if hasattr(a, "shape") else b)
+        ctx.shapes = (getattr(a, "shape", None), getattr(b, "shape", None))
+        if ctx.needs_input_grad[1]:
+            ctx.save_for_backward(a, b)
+        with np.errstate(divide="ignore", invalid="ignore"):  # x // 0 and x % 0 give inf / nan as in PyTorch
+            return getattr(xp, cls.ufunc)(a, b)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        xp = _xp(g)
+        na, nb = ctx.needs_input_grad
+        zero = cls is FloorDivide
+        ga = gb = None
+        if na:
+            ga = unbroadcast(xp.zeros_like(g) if zero else g, ctx.shapes[0])
+        if nb:
+            a, b = ctx.saved_tensors
+            with np.errstate(divide="ignore", invalid="ignore"):
+                q = xp.floor(a / b) if cls is Remainder else xp.trunc(a / b)
+            gb = unbroadcast(xp.zeros_like(g) if zero else (-g * q).astype(g.dtype, copy=False), ctx.shapes[1])
+        return ga, gb
+
+
+class FloorDivide(_Division):
+    ufunc = "floor_divide"
+
+
+class Remainder(_Division):
+    ufunc = "remainder"
+
+
+class Fmod(_Division):
+    ufunc = "fmod"
+
+
+def _division(fn, name):
+    def op(input, other):  # noqa: A002 - PyTorch's names
+        a, b = binary_operands(name, input, other)
+        if (a if isinstance(a, Tensor) else b).dtype == backend.bool_:
+            raise DtypeError(f"{name}: not implemented for bool tensors (cast them with .long() or .float())")
+        return fn.apply(a, b)
+
+    op.__name__ = name
+    return op
+
+
+floor_divide = _division(FloorDivide, "floor_divide")
+remainder = _division(Remainder, "remainder")
+fmod = _division(Fmod, "fmod")
+
+
+def _swapped(fn):
+    return lambda self, other: fn(other, self)
+
+
+__all__ = ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "floor", "ceil", "round", "trunc",
+           "frac", "sign", "sgn", "log2", "log10", "log1p", "expm1", "rsqrt", "reciprocal", "square", "erf",
+           "floor_divide", "remainder", "fmod"]
+METHODS = {name: globals()[name] for name in __all__}
+METHODS.update({name + "_": fn for name, fn in _INPLACE.items()})
+METHODS.update({
+    "round_": _round_, "arctan2": atan2,
+    "__floordiv__": floor_divide, "__rfloordiv__": _swapped(floor_divide),
+    "__mod__": remainder, "__rmod__": _swapped(remainder),
+    "__ifloordiv__": written_into("__ifloordiv__", floor_divide), "__imod__": written_into("__imod__", remainder),
+    "floor_divide_": written_into("floor_divide_", floor_divide), "remainder_": written_into("remainder_", remainder),
+    "fmod_": written_into("fmod_", fmod),
+    "where": lambda self, condition, other: where(condition, self, other),
+    "new_zeros": new_zeros, "new_ones": new_ones, "new_full": new_full, "new_empty": new_empty,
+    "new_tensor": new_tensor, "is_floating_point": is_floating_point,
+})

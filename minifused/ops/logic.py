@@ -1,0 +1,284 @@
+"""Tests of values and logic: ``isnan``/``isinf``/``isfinite`` and kin, ``nan_to_num``, ``isclose``,
+``allclose``, ``equal``, ``logical_*``, ``bitwise_*`` with the operators ``& | ^ ~``, ``nonzero`` and
+``count_nonzero``.
+
+Their results are bool or integer tensors (or Python values), which carry no gradient: they are
+computed under ``no_grad`` through one ``Function`` that applies an array function, so ops read
+arrays only inside a ``forward``. ``nan_to_num`` is the one differentiable op here.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function, no_grad
+from ..tensor import Tensor
+from ._common import binary_operands, broadcast_shape, normalize_axis
+
+
+def _xp(x):
+    return backend.array_module(x)
+
+
+class _Apply(Function):
+    """``fn(xp, *arrays)``: a result that has no gradient (bool or integer values)."""
+
+    @staticmethod
+    def forward(ctx, fn, *arrays):
+        xp = _xp(next(a for a in arrays if hasattr(a, "shape")))
+        return fn(xp, *arrays)
+
+
+def _values(fn, *args):
+    with no_grad():
+        return _Apply.apply(fn, *args)
+
+
+def _tensor_arg(name, x, arg="input"):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(x).__name__}")
+
+
+def _both_tensors(name, a, b):
+    _tensor_arg(name, a)
+    _tensor_arg(name, b, "other")
+    if a.device != b.device:
+        raise RuntimeError(f"{name}: expected all tensors on the same device, got {a.device} and {b.device}")
+    if a.shape != b.shape:
+        broadcast_shape(name, a.shape, b.shape)
+
+
+# ---------------------------------------------------------------- tests of values
+def _test(name, ufunc):
+    def op(input):  # noqa: A002 - PyTorch's name
+        _tensor_arg(name, input)
+        return _values(lambda xp, x: xp.asarray(getattr(xp, ufunc)(x)), input)
+
+    op.__name__ = name
+    return op
+
+
+isnan = _test("isnan", "isnan")
+isinf = _test("isinf", "isinf")
+isfinite = _test("isfinite", "isfinite")
+isposinf = _test("isposinf", "isposinf")
+isneginf = _test("isneginf", "isneginf")
+
+
+def _finfo(dtype):
+    if dtype == backend.bfloat16:
+        import ml_dtypes
+
+        return ml_dtypes.finfo(dtype)
+    return np.finfo(dtype)
+
+
+class NanToNum(Function):
+    @staticmethod
+    def forward(ctx, x, nan, posinf, neginf, out=None):
+        xp = _xp(x)
+        if ctx.recording:
+            ctx.save_for_backward(xp.isfinite(x))
+        info = _finfo(x.dtype)
+        posinf = info.max if posinf is None else posinf
+        neginf = info.min if neginf is None else neginf
+        # bfloat16 through float32 (exact both ways): CuPy implements few functions for bfloat16
+        wide = x.astype(np.float32) if x.dtype == backend.bfloat16 else x
+        t = wide.dtype.type
+        y = xp.where(xp.isnan(wide), t(nan), wide)
+        y = xp.where(xp.isposinf(wide), t(posinf), y)
+        return xp.where(xp.isneginf(wide), t(neginf), y).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (finite,) = ctx.saved_tensors
+        return g * finite, None, None, None
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002 - PyTorch's names
+    """NaN -> ``nan``, +inf -> ``posinf`` (default: the dtype's largest), -inf -> ``neginf`` (its
+    lowest). Integer tensors come back as a copy, as in PyTorch. Gradient: 1 where ``input`` is finite."""
+    _tensor_arg("nan_to_num", input)
+    for arg, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf)):
+        if v is not None and (not isinstance(v, numbers.Real) or isinstance(v, bool)):
+            raise TypeError(f"nan_to_num(): argument '{arg}' must be a float, not {type(v).__name__}")
+    if not backend.is_floating(input.dtype):
+        return _values(lambda xp, x: x.copy(), input)
+    return NanToNum.apply(input, float(nan), posinf, neginf)
+
+
+def nan_to_num_(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002 - PyTorch's names
+    _tensor_arg("nan_to_num_", input)
+    if not backend.is_floating(input.dtype):
+        input._check_inplace("nan_to_num_")
+        return input._bump("nan_to_num_")
+    nan_to_num(input, nan, posinf, neginf)  # the argument checks
+    return NanToNum.apply_("nan_to_num_", input, float(nan), posinf, neginf)
+
+
+def _tolerances(name, rtol, atol):
+    for arg, v in (("rtol", rtol), ("atol", atol)):
+        if not isinstance(v, numbers.Real) or isinstance(v, bool):
+            raise TypeError(f"{name}(): argument '{arg}' must be a float, not {type(v).__name__}")
+        if not v >= 0:
+            raise RuntimeError(f"{name}: {arg} must be greater than or equal to zero, got {v}")
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False, *, _name="isclose"):  # noqa: A002
+    """|input - other| <= atol + rtol * |other| elementwise (equal infinities are close; NaNs only
+    with ``equal_nan``). Both tensors must have one dtype, as in PyTorch."""
+    _both_tensors(_name, input, other)
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"{_name}: input and other must have the same dtype, got {input.dtype} and {other.dtype}")
+    _tolerances(_name, rtol, atol)
+    equal_nan = bool(equal_nan)
+
+    def close(xp, a, b):
+        if a.dtype == np.bool_:
+            return xp.asarray(a == b)
+        return xp.asarray(xp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+    return _values(close, input, other)
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:  # noqa: A002 - PyTorch's names
+    """Whether every element of ``input`` is close to ``other``'s (:func:`isclose`): a Python bool."""
+    close = isclose(input, other, rtol, atol, equal_nan, _name="allclose")
+    return bool(_values(lambda xp, c: xp.asarray(c.all()), close).item())
+
+
+def equal(input, other) -> bool:  # noqa: A002 - PyTorch's names
+    """Whether both tensors have the same shape and the same values (NaN is never equal): a Python bool."""
+    _tensor_arg("equal", input)
+    _tensor_arg("equal", other, "other")
+    if input.device != other.device:
+        raise RuntimeError(f"equal: expected all tensors on the same device, got {input.device} and {other.device}")
+    if input.shape != other.shape:
+        return False
+    return bool(_values(lambda xp, a, b: xp.asarray(xp.array_equal(a, b)), input, other).item())
+
+
+# ---------------------------------------------------------------- logic
+def _logical(name, ufunc):
+    def op(input, other):  # noqa: A002 - PyTorch's names
+        _both_tensors(name, input, other)
+        return _values(lambda xp, a, b: xp.asarray(getattr(xp, ufunc)(a, b)), input, other)
+
+    op.__name__ = name
+    return op
+
+
+logical_and = _logical("logical_and", "logical_and")
+logical_or = _logical("logical_or", "logical_or")
+logical_xor = _logical("logical_xor", "logical_xor")
+
+
+def logical_not(input):  # noqa: A002 - PyTorch's name
+    _tensor_arg("logical_not", input)
+    return _values(lambda xp, x: xp.asarray(xp.logical_not(x)), input)
+
+
+class DtypeError(TypeError, RuntimeError):
+    """An op that is not defined for a dtype (PyTorch raises RuntimeError "... not implemented for
+    'Float'"): catchable as either."""
+
+
+def _integral(name, t):
+    if isinstance(t, Tensor) and backend.is_floating(t.dtype):
+        raise DtypeError(f"{name}: only integer and bool tensors are supported, got {t.dtype}")
+    if not isinstance(t, (Tensor, numbers.Integral)):
+        raise DtypeError(f"{name}: only integer and bool operands are supported, got {type(t).__name__} {t!r}")
+
+
+def _bitwise(name, ufunc):
+    def op(input, other):  # noqa: A002 - PyTorch's names
+        if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+            raise TypeError(f"{name}(): expected a Tensor operand, got {type(input).__name__} and "
+                            f"{type(other).__name__}")
+        for t in (input, other):
+            _integral(name, t)
+        a, b = binary_operands(name, input, other)
+        return _values(lambda xp, x, y: xp.asarray(getattr(xp, ufunc)(x, y)), a, b)
+
+    op.__name__ = name
+    return op
+
+
+bitwise_and = _bitwise("bitwise_and", "bitwise_and")
+bitwise_or = _bitwise("bitwise_or", "bitwise_or")
+bitwise_xor = _bitwise("bitwise_xor", "bitwise_xor")
+
+
+def bitwise_not(input):  # noqa: A002 - PyTorch's name
+    _tensor_arg("bitwise_not", input)
+    _integral("bitwise_not", input)
+    return _values(lambda xp, x: xp.asarray(xp.invert(x)), input)
+
+
+def written_into(name, fn):
+    """``a &= b`` and the like: ``fn(a, b)`` written into ``a`` (its dtype and shape kept, as PyTorch's
+    in-place ops do). Not recorded for autograd: a tensor that requires grad is refused."""
+    def op(self, other):
+        out = fn(self, other)
+        if out.dtype != self.dtype:
+            raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired output type "
+                               f"{self.dtype}")
+        if out.shape != self.shape:
+            raise RuntimeError(f"{name}: output with shape {self.shape} doesn't match the broadcast shape "
+                               f"{out.shape}")
+        self._check_inplace(name)
+        self.copy_(out)
+        return self
+
+    op.__name__ = name
+    return op
+
+
+# ---------------------------------------------------------------- where the nonzero values are
+def nonzero(input, *, as_tuple=False):  # noqa: A002 - PyTorch's name
+    """The indices of the nonzero elements: an (n, ndim) int64 tensor, or (``as_tuple``) one 1-D int64
+    tensor per dimension (a 0-d input counts as 1-D there, as in PyTorch)."""
+    _tensor_arg("nonzero", input)
+    if as_tuple:
+        def per_dim(xp, x):
+            return tuple(i.astype(np.int64) for i in xp.nonzero(x.reshape(-1) if x.ndim == 0 else x))
+        return _values(per_dim, input)
+
+    def rows(xp, x):
+        if x.ndim == 0:
+            return xp.zeros((int(bool(x)), 0), np.int64)
+        return xp.stack(xp.nonzero(x), axis=1).astype(np.int64) if x.size else xp.zeros((0, x.ndim), np.int64)
+    return _values(rows, input)
+
+
+def count_nonzero(input, dim=None):  # noqa: A002 - PyTorch's name
+    """How many elements are nonzero, over ``dim`` (an int or a tuple; all by default): int64."""
+    _tensor_arg("count_nonzero", input)
+    axes = normalize_axis("count_nonzero", dim, input.ndim)
+    if axes is not None and len(set(axes)) != len(axes):
+        raise RuntimeError(f"count_nonzero: dim {dim} has a repeated dimension")
+    axes = None if axes is None or input.ndim == 0 else axes
+    return _values(lambda xp, x: xp.asarray((x != 0).sum(axis=axes), dtype=np.int64), input)
+
+
+__all__ = ["isnan", "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num", "isclose", "allclose", "equal",
+           "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
+           "bitwise_not", "nonzero", "count_nonzero"]
+
+
+def _swapped(fn):
+    return lambda self, other: fn(other, self)
+
+
+METHODS = {name: globals()[name] for name in __all__ if name not in ("allclose", "equal")}
+METHODS.update({
+    "allclose": allclose, "equal": equal, "nan_to_num_": nan_to_num_,
+    "__and__": bitwise_and, "__rand__": _swapped(bitwise_and), "__or__": bitwise_or, "__ror__": _swapped(bitwise_or),
+    "__xor__": bitwise_xor, "__rxor__": _swapped(bitwise_xor), "__invert__": bitwise_not,
+    "__iand__": written_into("__iand__", bitwise_and), "__ior__": written_into("__ior__", bitwise_or),
+    "__ixor__": written_into("__ixor__", bitwise_xor),
+    "bitwise_and_": written_into("bitwise_and_", bitwise_and), "bitwise_or_": written_into("bitwise_or_", bitwise_or),
+    "bitwise_xor_": written_into("bitwise_xor_", bitwise_xor),
+})
