@@ -41,7 +41,7 @@ def _encode(obj, arrays):
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, Tensor):
-        data = backend.to_device(obj.data, backend.CPU)
+        data = backend.to_device(obj._data, backend.CPU)
         node = {"tensor": _put(data, arrays), "device": str(obj.device), "dtype": str(obj.dtype)}
         if obj.requires_grad:
             node["requires_grad"] = True

@@ -161,10 +161,10 @@ class DataLoader:
                 perm = backend.to_device(self.order(epoch), self.device)  # one copy per epoch
             for b in range(count):
                 idx = perm[b * bs:(b + 1) * bs]
-                yield tuple(Tensor._from_array(t.data.take(idx, axis=0)) for t in self._tensors)
+                yield tuple(Tensor._from_array(t._data.take(idx, axis=0)) for t in self._tensors)
         else:
             for b in range(count):
-                yield tuple(Tensor._from_array(t.data[b * bs:(b + 1) * bs]) for t in self._tensors)
+                yield tuple(Tensor._from_array(t._data[b * bs:(b + 1) * bs]) for t in self._tensors)
 
     def _host_batches(self, epoch):
         order, bs = self.order(epoch), self.batch_size
@@ -176,7 +176,7 @@ class DataLoader:
 def _collate(values, device):
     first = values[0]
     if isinstance(first, Tensor):
-        arr = np.stack([backend.to_device(v.data, backend.CPU) for v in values])
+        arr = np.stack([backend.to_device(v._data, backend.CPU) for v in values])
     elif all(isinstance(v, float) for v in values):  # plain Python floats: float64, as PyTorch collates them
         arr = np.asarray(values, dtype=np.float64)
     else:

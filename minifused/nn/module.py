@@ -19,7 +19,7 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad=True):
         if data is None:
             data = np.empty(0, backend.float32)
-        super().__init__(data.data if isinstance(data, Tensor) else data, requires_grad=requires_grad)
+        super().__init__(data._data if isinstance(data, Tensor) else data, requires_grad=requires_grad)
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
@@ -163,19 +163,19 @@ class Module:
             if set_to_none:
                 p.grad = None
             else:
-                p.grad.data.fill(0)
+                p.grad._data.fill(0)
 
     def _apply(self, fn):
         """Replace every parameter's and buffer's array by ``fn(array)`` in place (same objects)."""
         for m in self.modules():
             for p in m._parameters.values():
                 if p is not None:
-                    p.data = fn(p.data)
+                    p._data = fn(p._data)
                     if p.grad is not None:
-                        p.grad.data = fn(p.grad.data)
+                        p.grad._data = fn(p.grad._data)
             for name, b in m._buffers.items():
                 if b is not None:
-                    b.data = fn(b.data)
+                    b._data = fn(b._data)
         return self
 
     def to(self, *args, device=None, dtype=None):
@@ -262,8 +262,8 @@ class Module:
             for k, target in own.items():
                 if k in state_dict:
                     src = state_dict[k]
-                    src = src.data if isinstance(src, Tensor) else src
-                    target.data[...] = backend.to_device(src, target.device)
+                    src = src._data if isinstance(src, Tensor) else src
+                    target._data[...] = backend.to_device(src, target.device)
                     target._bump("load_state_dict")
         return _LoadResult(missing, unexpected)
 

@@ -43,7 +43,7 @@ def _infer_host_array(data):
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, scalars, NumPy/CuPy arrays, Tensors)."""
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._data
     if backend.is_cuda_array(data):
         arr = backend.copy(data)
         device = device if device is not None else backend.device_of(data)
@@ -59,7 +59,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if isinstance(data, Tensor) and dtype is None and device is None:
         return data
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._data
     if backend.is_cuda_array(data):
         return _place(data, dtype, device if device is not None else backend.device_of(data), False)
     return _place(_infer_host_array(data), dtype, device, False)

@@ -411,8 +411,8 @@ def where(condition, a, b):
 def _compare(ufunc_name, name):
     def op(a, b):
         a, b = binary_operands(name, a, b)
-        xa = a.data if isinstance(a, Tensor) else a
-        xb = b.data if isinstance(b, Tensor) else b
+        xa = a._data if isinstance(a, Tensor) else a
+        xb = b._data if isinstance(b, Tensor) else b
         like = a if isinstance(a, Tensor) else b
         return Tensor._from_array(like._xp.asarray(getattr(like._xp, ufunc_name)(xa, xb)))
 
@@ -429,19 +429,19 @@ ge = _compare("greater_equal", "ge")
 
 
 def logical_not(x):
-    return Tensor._from_array(x._xp.asarray(x._xp.logical_not(x.data)))
+    return Tensor._from_array(x._xp.asarray(x._xp.logical_not(x._data)))
 
 
 def isnan(x):
-    return Tensor._from_array(x._xp.asarray(x._xp.isnan(x.data)))
+    return Tensor._from_array(x._xp.asarray(x._xp.isnan(x._data)))
 
 
 def isfinite(x):
-    return Tensor._from_array(x._xp.asarray(x._xp.isfinite(x.data)))
+    return Tensor._from_array(x._xp.asarray(x._xp.isfinite(x._data)))
 
 
 def sign(x):
-    return Tensor._from_array(x._xp.asarray(x._xp.sign(x.data)))
+    return Tensor._from_array(x._xp.asarray(x._xp.sign(x._data)))
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "annotations")]

@@ -143,7 +143,7 @@ def expand(x, *shape):
 
 
 def contiguous(x):
-    if x.data.flags.c_contiguous:
+    if x._data.flags.c_contiguous:
         return x
     return Contiguous.apply(x)
 
@@ -154,7 +154,7 @@ def _index_array(value, x):
     if isinstance(value, Tensor):
         if value.device.type == "cuda" and x.device.type == "cpu":
             raise RuntimeError(f"indexing: a {x.device} tensor indexed with a {value.device} tensor")
-        value = value.data
+        value = value._data
     if isinstance(value, (list, np.ndarray)) or backend.is_cuda_array(value):
         value = backend.to_device(np.asarray(value) if isinstance(value, list) else value, x.device)
         if value.dtype != np.bool_ and not np.issubdtype(value.dtype, np.integer):
@@ -254,8 +254,8 @@ def setitem(x, index, value):
     if isinstance(value, Tensor):
         if value.device != x.device:
             raise RuntimeError(f"setitem: expected a value on {x.device}, got {value.device}")
-        value = value.data
-    x.data[index] = value
+        value = value._data
+    x._data[index] = value
     x._bump("setitem")
 
 
