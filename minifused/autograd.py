@@ -55,8 +55,8 @@ def is_grad_enabled() -> bool:
     return _mode.enabled
 
 
-class set_grad_enabled:
-    """Context manager (and decorator) setting grad mode on or off."""
+class _GradModeGuard:
+    """Sets grad mode on entry and restores it on exit; also a decorator."""
 
     def __init__(self, mode: bool = True):
         self.mode = bool(mode)
@@ -72,26 +72,72 @@ class set_grad_enabled:
         return False
 
     def __call__(self, fn):
-        mode = self.mode
+        cls, mode = type(self), self.mode
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
+            with _GradModeGuard(mode) if cls is set_grad_enabled else cls():  # a fresh guard per call
                 return fn(*args, **kwargs)
 
         return wrapper
 
 
-class no_grad(set_grad_enabled):
+class set_grad_enabled(_GradModeGuard):
+    """Turn grad mode on or off. As in PyTorch it takes effect at once, so ``set_grad_enabled(False)``
+    works as a plain call; as a context manager (or decorator) it restores the previous mode on exit."""
+
+    def __init__(self, mode: bool = True):
+        super().__init__(mode)
+        self.prev = _mode.enabled
+        _mode.enabled = self.mode
+
+    def __enter__(self):
+        return self  # the mode was set by the constructor; the mode before it is in self.prev
+
+    def __call__(self, fn):
+        _mode.enabled = self.prev  # as a decorator it changes the mode only while fn runs
+        return super().__call__(fn)
+
+
+class _BareDecorator(_GradModeGuard):
+    """A guard that also decorates without being called: ``@no_grad`` as well as ``@no_grad()``, as in PyTorch."""
+
+    def __new__(cls, *args):
+        if len(args) == 1 and callable(args[0]):
+            return cls()(args[0])
+        return super().__new__(cls)
+
+
+class no_grad(_BareDecorator):
     """Ops inside record nothing on the tape."""
 
     def __init__(self):
         super().__init__(False)
 
 
-class enable_grad(set_grad_enabled):
+class enable_grad(_BareDecorator):
     def __init__(self):
         super().__init__(True)
+
+
+class inference_mode(_BareDecorator):
+    """PyTorch's ``inference_mode``: here the same as :class:`no_grad` (minifused has no separate
+    inference tensors), a context manager and a decorator; ``inference_mode(False)`` leaves grad
+    mode as it is."""
+
+    def __init__(self, mode: bool = True):
+        super().__init__(False if mode else _mode.enabled)
+        self._flag = bool(mode)
+
+    def __call__(self, fn):
+        flag = self._flag
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(flag):
+                return fn(*args, **kwargs)
+
+        return wrapper
 
 
 # ---------------------------------------------------------------- anomaly and debug modes

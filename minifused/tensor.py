@@ -217,6 +217,15 @@ class Tensor:
             extras.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
 
+    def __format__(self, spec):
+        # PyTorch formats a 0-d tensor as its value; a format spec also works on any one-element tensor.
+        if self._data.ndim == 0 or (spec and self._data.size == 1):
+            return format(self.item(), spec)
+        if not spec:
+            return str(self)
+        raise TypeError(f"unsupported format string passed to Tensor.__format__ (format spec {spec!r} needs a "
+                        f"one-element tensor, got shape {tuple(self.shape)})")
+
     # ------------------------------------------------------------ DLPack
     def __dlpack__(self, **kwargs):
         return self._data.__dlpack__(**kwargs)
