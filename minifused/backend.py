@@ -312,6 +312,14 @@ def to_device(array, dev: Device):
         return cupy.asarray(array)
 
 
+def to_device_bits(array, dev: Device):
+    """:func:`to_device` that carries bfloat16 over as its uint16 bits, so the copy never depends on
+    the array libraries' bfloat16 support (the bytes moved are the same)."""
+    if array.dtype == bfloat16:
+        return to_device(array.view(np.uint16), dev).view(bfloat16)
+    return to_device(array, dev)
+
+
 def on_device(dev: Device):
     """Context manager making ``dev`` current for allocations (a no-op for cpu)."""
     if dev.type == "cuda":

@@ -97,26 +97,29 @@ def memory_reserved(device=None) -> int:
 
 
 _peaks = {}  # device index -> highest used bytes seen since tracking began or the last reset
-_tracking = [False]
+_tracker = [None]
 
 
 def _track():
-    """Route allocations through a wrapper of the default pool that records the peak."""
-    if _tracking[0] or not is_available():
+    """Route allocations through a wrapper of the default pool that records the peak, unless some
+    other allocator than the default pool's is installed (then that one is left alone)."""
+    if not is_available():
         return
     cupy = backend.cupy
     pool = cupy.get_default_memory_pool()
+    current = cupy.cuda.get_allocator()
+    if current is _tracker[0] or current != pool.malloc:
+        return
 
     def malloc(size):
         mem = pool.malloc(size)
-        dev = mem.device_id
         used = pool.used_bytes()
-        if used > _peaks.get(dev, 0):
-            _peaks[dev] = used
+        if used > _peaks.get(mem.device_id, 0):
+            _peaks[mem.device_id] = used
         return mem
 
+    _tracker[0] = malloc
     cupy.cuda.set_allocator(malloc)
-    _tracking[0] = True
 
 
 def max_memory_allocated(device=None) -> int:

@@ -165,7 +165,8 @@ def _safetensors_bytes(obj, metadata):
             v = v._data
         if not (isinstance(v, np.ndarray) or backend.is_cuda_array(v)):
             raise TypeError(f"save: the safetensors format stores tensors only, got {type(v).__name__} for {k!r}")
-        arr = np.ascontiguousarray(backend.to_device(v, backend.CPU))
+        arr = backend.to_device_bits(v, backend.CPU)
+        arr = np.ascontiguousarray(arr).reshape(arr.shape)  # (ascontiguousarray makes a 0-d array 1-d)
         if arr.dtype not in _ST_DTYPES.values():
             raise TypeError(f"save: safetensors cannot store dtype {arr.dtype} ({k!r})")
         arrays[k] = arr
@@ -188,7 +189,7 @@ def _load_safetensors(raw, map_location, name):
         if v["dtype"] not in _ST_DTYPES:
             raise ValueError(f"load: {name}: tensor {k!r} has dtype {v['dtype']}, which minifused has no dtype for")
         arr = np.frombuffer(v["data"], dtype=_ST_DTYPES[v["dtype"]]).reshape(v["shape"]).copy()
-        out[k] = Tensor._from_array(backend.to_device(arr, dev))
+        out[k] = Tensor._from_array(backend.to_device_bits(arr, dev))
     return out
 
 

@@ -267,8 +267,8 @@ class Module:
             for k, src in sources.items():
                 target = own[k]
                 if src.dtype != target.dtype:  # cast on the host: NumPy (with ml_dtypes) casts every pair
-                    src = backend.to_device(src, backend.CPU).astype(target.dtype)
-                target._data[...] = backend.to_device(src, target.device)
+                    src = backend.to_device_bits(src, backend.CPU).astype(target.dtype)
+                target._data[...] = backend.to_device_bits(src, target.device)
                 target._bump("load_state_dict")
         return _LoadResult(missing, unexpected)
 
@@ -295,6 +295,8 @@ def _foreign_array(value):
         return value._data
     if isinstance(value, np.ndarray) or backend.is_cuda_array(value):
         return value
+    if getattr(value, "requires_grad", False) and hasattr(value, "detach"):
+        value = value.detach()  # PyTorch refuses to export a tensor that requires grad
     if str(getattr(value, "dtype", "")) == "torch.bfloat16" and hasattr(value, "view"):
         # DLPack consumers know no bfloat16: move its bits as int16 and view them back
         import torch
