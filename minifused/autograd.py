@@ -102,8 +102,8 @@ class set_grad_enabled(_GradModeGuard):
 class _BareDecorator(_GradModeGuard):
     """A guard that also decorates without being called: ``@no_grad`` as well as ``@no_grad()``, as in PyTorch."""
 
-    def __new__(cls, *args):
-        if len(args) == 1 and callable(args[0]):
+    def __new__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]):
             return cls()(args[0])
         return super().__new__(cls)
 

@@ -262,6 +262,10 @@ def load(f, map_location=None, weights_only=None, format=None, mmap=None):
         if not isinstance(archive, np.lib.npyio.NpzFile):  # a bare .npy array
             raise ValueError(f"a single {type(archive).__name__}, not an archive")
         if "__tree__" not in archive.files:
+            if any(n.endswith("data.pkl") for n in archive.files):
+                raise ValueError("it is a PyTorch pickle checkpoint (torch.save), which minifused does not "
+                                 "unpickle; save the weights with safetensors.torch.save_file(model.state_dict(), "
+                                 "'model.safetensors') and load that file")
             raise ValueError("no __tree__ entry")
         tree = json.loads(archive["__tree__"].tobytes().decode())
     except (ValueError, OSError, zipfile.BadZipFile, EOFError, UnicodeDecodeError) as e:

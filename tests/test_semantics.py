@@ -7,6 +7,12 @@ import minifused as mf
 from minifused import backend, nn
 
 
+@pytest.fixture(autouse=True)
+def _cpu_by_default(monkeypatch):
+    """Tests without an explicit device run the NumPy path, also on a GPU machine."""
+    monkeypatch.setattr(backend, "default_device", lambda: backend.CPU)
+
+
 # ---------------------------------------------------------------- Tensor.data
 def test_data_is_a_tensor_sharing_memory_off_the_tape():
     p = nn.Parameter(mf.tensor([1.0, 2.0, 3.0]))

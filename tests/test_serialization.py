@@ -278,3 +278,12 @@ def test_safetensors_from_pytorch_into_the_same_models(torch, tmp_path):
     m_mlp.to("cuda").load_state_dict(got)  # cast into the float32 model
     np.testing.assert_array_equal(m_mlp[0].weight.cpu().numpy(),
                                   t_mlp[0].weight.to(torch.bfloat16).float().cpu().numpy())
+
+
+def test_a_pytorch_pickle_checkpoint_is_refused_with_the_way_out(tmp_path):
+    path = tmp_path / "model.pt"
+    with zipfile.ZipFile(path, "w") as z:  # the layout torch.save writes: a zip holding a pickle
+        z.writestr("model/data.pkl", b"\x80\x02}q\x00.")
+        z.writestr("model/version", b"3\n")
+    with pytest.raises(ValueError, match=r"PyTorch pickle checkpoint .*safetensors\.torch\.save_file"):
+        mf.load(path, weights_only=True)
