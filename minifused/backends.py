@@ -36,12 +36,19 @@ class _Cudnn:
 
     @contextlib.contextmanager
     def flags(self, enabled=True, benchmark=False, deterministic=False, allow_tf32=True):
-        saved = (self.enabled, self.benchmark, self.deterministic, self.allow_tf32)
-        self.enabled, self.benchmark, self.deterministic, self.allow_tf32 = enabled, benchmark, deterministic, allow_tf32
+        saved = self._get()
+        self._set(enabled, benchmark, deterministic, allow_tf32)
         try:
             yield
         finally:
-            self.enabled, self.benchmark, self.deterministic, self.allow_tf32 = saved
+            self._set(*saved)
+
+    def _get(self):
+        return self.enabled, self.benchmark, self.deterministic, self.allow_tf32
+
+    def _set(self, enabled, benchmark, deterministic, allow_tf32):
+        self.enabled, self.benchmark, self.deterministic = enabled, benchmark, deterministic
+        self.allow_tf32 = allow_tf32
 
     def __repr__(self):
         return (f"backends.cudnn(allow_tf32={self.allow_tf32}, benchmark={self.benchmark}, "

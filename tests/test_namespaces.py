@@ -63,6 +63,14 @@ def test_cuda_memory_counters():
     import cupy
 
     c = mf.cuda
+    pool = cupy.get_default_memory_pool()
+    try:
+        _check_memory_counters(c, cupy)
+    finally:  # peak tracking stays on once asked for; give later tests the plain pool back
+        cupy.cuda.set_allocator(pool.malloc)
+
+
+def _check_memory_counters(c, cupy):
     assert c.device_count() >= 1 and c.current_device() == cupy.cuda.runtime.getDevice()
     assert isinstance(c.get_device_name(), str) and c.get_device_name()
     c.synchronize()

@@ -142,6 +142,8 @@ def test_resume_gives_bitwise_equal_losses(tmp_path):
 # ---------------------------------------------------------------- file objects and safetensors
 import io  # noqa: E402
 
+from conftest import host  # noqa: E402
+
 from safetensors.numpy import load_file as st_load_file, save as st_save, save_file as st_save_file  # noqa: E402
 
 
@@ -273,8 +275,7 @@ def test_safetensors_from_pytorch_into_the_same_models(torch, tmp_path):
     got = mf.load(path, map_location="cuda")
     for k, v in t_mlp.state_dict().items():
         assert got[k].dtype == mf.bfloat16 and got[k].is_cuda
-        np.testing.assert_array_equal(got[k].cpu().numpy().astype(np.float32),
-                                      v.to(torch.bfloat16).float().cpu().numpy())
+        np.testing.assert_array_equal(host(got[k]).astype(np.float32), v.to(torch.bfloat16).float().cpu().numpy())
     m_mlp.to("cuda").load_state_dict(got)  # cast into the float32 model
     np.testing.assert_array_equal(m_mlp[0].weight.cpu().numpy(),
                                   t_mlp[0].weight.to(torch.bfloat16).float().cpu().numpy())
