@@ -469,3 +469,15 @@ def test_subset_concat_and_random_split():
 def test_bad_data_arguments(call, exc, match):
     with pytest.raises(exc, match=match):
         call(_data(10))
+
+
+def test_unbatched_loading():
+    dl = DataLoader(Squares(3), batch_size=None)
+    items = list(dl)
+    assert len(dl) == 3 and len(items) == 3
+    x, y = items[2]
+    assert isinstance(x, mf.Tensor) and x.shape == (2,) and y == 2  # arrays become tensors, numbers stay
+    rows = list(DataLoader(_data(3), batch_size=None))
+    assert rows[1][0].shape == (2,) and int(rows[1][1]) == 1
+    with pytest.raises(ValueError, match="batch_size=None option disables auto-batching"):
+        DataLoader(Squares(3), batch_size=None, drop_last=True)

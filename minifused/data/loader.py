@@ -107,6 +107,8 @@ class DataLoader:
     is driven by the loader's epoch (``loader.set_epoch(e)`` reshuffles), any other iterable of
     indices is iterated afresh each epoch. ``batch_sampler`` gives whole batches of indices
     instead (then leave ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last`` alone).
+    ``batch_size=None`` turns batching off: each item comes alone, its NumPy arrays made tensors
+    (or passed through ``collate_fn``).
     ``collate_fn(list_of_items)`` builds each batch on the host; the default stacks tensors,
     arrays and numbers position by position (tuples, lists and dicts of them too).
 
@@ -126,6 +128,10 @@ class DataLoader:
                 raise ValueError("DataLoader: batch_sampler option is mutually exclusive with batch_size, "
                                  "shuffle, sampler, and drop_last")
             batch_size = None
+        elif batch_size is None:
+            if drop_last:
+                raise ValueError("DataLoader: batch_size=None option disables auto-batching and is mutually "
+                                 "exclusive with drop_last")
         elif not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size <= 0:
             raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
         if sampler is not None and shuffle:
@@ -137,6 +143,7 @@ class DataLoader:
         self.sampler, self.batch_sampler, self.collate_fn = sampler, batch_sampler, collate_fn
         self.dataset = dataset
         self.batch_size = None if batch_size is None else int(batch_size)
+        self._unbatched = batch_size is None and batch_sampler is None
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.num_workers = int(num_workers)
@@ -151,13 +158,15 @@ class DataLoader:
         self.device = backend.device(device)
         self.epoch = 0
         self._tensors = None
-        if hasattr(dataset, "as_tensors") and collate_fn is None:
+        if hasattr(dataset, "as_tensors") and collate_fn is None and not self._unbatched:
             self._tensors = tuple(dataset.as_tensors(self.device, dtype))
         self.n = len(dataset) if sampler is None else len(sampler)
 
     def __len__(self):
         if self.batch_sampler is not None:
             return len(self.batch_sampler)
+        if self._unbatched:
+            return self.n
         if self.drop_last:
             return self.n // self.batch_size
         return -(-self.n // self.batch_size)
@@ -212,6 +221,11 @@ class DataLoader:
                 yield tuple(Tensor._from_array(t._data[b * bs:(b + 1) * bs]) for t in self._tensors)
 
     def _host_batches(self, epoch):
+        if self._unbatched:
+            for i in self.order(epoch):
+                item = self.dataset[int(i)]
+                yield self.collate_fn(item) if self.collate_fn is not None else _convert(item, self.device)
+            return
         for idx in self._index_batches(epoch):
             items = [self.dataset[int(i)] for i in idx]
             if self.collate_fn is not None:
@@ -224,6 +238,19 @@ def default_collate(batch, device=None):
     """PyTorch's ``default_collate``: a list of samples to one batch, stacking tensors, arrays and
     numbers position by position through tuples, lists and dicts."""
     return _collate_items(list(batch), backend.device(device))
+
+
+def _convert(item, device):
+    """PyTorch's ``default_convert``: NumPy arrays in ``item`` become tensors, nothing is stacked."""
+    if isinstance(item, np.ndarray) and item.dtype.kind in "biuf":
+        return Tensor._from_array(backend.to_device(item, device))
+    if isinstance(item, dict):
+        return {k: _convert(v, device) for k, v in item.items()}
+    if isinstance(item, tuple):
+        return tuple(_convert(v, device) for v in item)
+    if isinstance(item, list):
+        return [_convert(v, device) for v in item]
+    return item
 
 
 def _collate_items(items, device):
