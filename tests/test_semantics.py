@@ -211,3 +211,14 @@ def test_load_state_dict_from_cupy_and_torch_onto_either_device(torch):
                 for k, v in model.state_dict().items():
                     want = sd[k].float().cpu().numpy()
                     np.testing.assert_array_equal(v.cpu().numpy(), want)
+
+
+def test_state_dict_keep_vars_and_destination():
+    model = _model()
+    kept = model.state_dict(keep_vars=True)
+    assert kept["0.weight"] is model[0].weight and kept["0.weight"].requires_grad
+    plain = model.state_dict()
+    assert not plain["0.weight"].requires_grad and not isinstance(plain["0.weight"], nn.Parameter)
+    dest = {"extra": 1}
+    assert model.state_dict(destination=dest, prefix="m.") is dest
+    assert sorted(dest) == ["extra", "m.0.bias", "m.0.weight", "m.2.bias", "m.2.weight"]

@@ -213,16 +213,18 @@ class Module:
         return self.to(dtype=backend.float64)
 
     # ------------------------------------------------------------ state
-    def state_dict(self, prefix=""):
-        """Parameters and persistent buffers by dotted name, as detached tensors sharing memory."""
-        out = OrderedDict()
-        for name, p in self.named_parameters(prefix):
-            out[name] = p.detach()
-        for mod_prefix, module in self.named_modules(prefix):
+    def state_dict(self, prefix="", *, destination=None, keep_vars=False):
+        """Parameters and persistent buffers by dotted name, as detached tensors sharing memory
+        (the Parameters themselves with ``keep_vars``), put into ``destination`` when given.
+        ``prefix`` is prepended as given, as in PyTorch (``prefix="model."``)."""
+        out = OrderedDict() if destination is None else destination
+        for name, p in self.named_parameters():
+            out[prefix + name] = p if keep_vars else p.detach()
+        for mod_prefix, module in self.named_modules():
             skip = module.__dict__.get("_non_persistent", set())
             for name, b in module._buffers.items():
                 if b is not None and name not in skip:
-                    out[f"{mod_prefix}.{name}" if mod_prefix else name] = b.detach()
+                    out[prefix + (f"{mod_prefix}.{name}" if mod_prefix else name)] = b if keep_vars else b.detach()
         return out
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
