@@ -100,7 +100,7 @@ class set_grad_enabled(_GradModeGuard):
 
 
 class _BareDecorator(_GradModeGuard):
-    """A guard that also decorates without being called: ``@no_grad`` as well as ``@no_grad()``, as in PyTorch."""
+    """A guard that also decorates uncalled: ``@no_grad`` as well as ``@no_grad()``, as in PyTorch."""
 
     def __new__(cls, *args, **kwargs):
         if len(args) == 1 and not kwargs and callable(args[0]):
