@@ -141,7 +141,7 @@ def torch_layer(res, n, k, m, torch, sets=2, tag="", config=None):
     sets_ = [(Tensor(rand(rs, (n, k), cupy.float16), requires_grad=True), Tensor(rand(rs, (n, m), cupy.float16)))
              for _ in range(sets)]
 
-    w, b = lin.weight.data, lin.bias.data
+    w, b = lin.weight._data, lin.bias._data
 
     def ours(x, g):
         if config is None:
@@ -149,15 +149,15 @@ def torch_layer(res, n, k, m, torch, sets=2, tag="", config=None):
             lin(x).backward(g)
             return
         # nn.Linear's kernels: forward with the ReLU mask, the mask's backward, dW with db, dX
-        _, aux = K.linear_forward(x.data, w, b, "relu", aux=True, config=config)
-        dz = K.activation_backward(g.data, aux, "relu")
-        K.linear_backward_weight(dz, x.data, True, config=config)
+        _, aux = K.linear_forward(x._data, w, b, "relu", aux=True, config=config)
+        dz = K.activation_backward(g._data, aux, "relu")
+        K.linear_backward_weight(dz, x._data, True, config=config)
         K.linear_backward_data(dz, w, config=config)
 
     if torch is not None:  # the same weights and random inputs, seen by PyTorch through DLPack
-        tw = torch.nn.Parameter(torch.from_dlpack(lin.weight.data))
-        tb = torch.nn.Parameter(torch.from_dlpack(lin.bias.data))
-        tsets = [(torch.from_dlpack(x.data).requires_grad_(True), torch.from_dlpack(g.data)) for x, g in sets_]
+        tw = torch.nn.Parameter(torch.from_dlpack(lin.weight._data))
+        tb = torch.nn.Parameter(torch.from_dlpack(lin.bias._data))
+        tsets = [(torch.from_dlpack(x._data).requires_grad_(True), torch.from_dlpack(g._data)) for x, g in sets_]
 
         def theirs(x, g):
             tw.grad = tb.grad = x.grad = None
@@ -192,7 +192,7 @@ def host_times(res, batches=(64, 256, 1024), k=784, m=1024):
         lin.weight.grad = lin.bias.grad = xg.grad = None
         lin(xg).backward(g)
 
-    w, b = lin.weight.data, lin.bias.data
+    w, b = lin.weight._data, lin.bias._data
     rows = {n: {} for n in batches}
     for n in batches:
         x, xg, g = data[n]
@@ -200,15 +200,15 @@ def host_times(res, batches=(64, 256, 1024), k=784, m=1024):
         r["nn.Linear fwd (training)"] = host_us(lambda: lin(x))
         r["nn.Linear fwd+bwd"] = host_us(lambda: fwd_bwd(xg, g))
         # (the row keeps the name of earlier results)
-        r["kernel linear_fwd (aux)"] = host_us(lambda: K.linear_forward(x.data, w, b, "relu", aux=True))
-        r["cupy x @ w.T"] = host_us(lambda: x.data @ w.T)
+        r["kernel linear_fwd (aux)"] = host_us(lambda: K.linear_forward(x._data, w, b, "relu", aux=True))
+        r["cupy x @ w.T"] = host_us(lambda: x._data @ w.T)
         try:
             from nvmath.linalg.advanced import Matmul, MatmulEpilog
 
-            mm = Matmul(w, x.data.T)
+            mm = Matmul(w, x._data.T)
             mm.plan(epilog=MatmulEpilog.RELU_AUX_BIAS, epilog_inputs={"bias": b})
             r["nvmath Matmul.execute"] = host_us(mm.execute)
-            xs = [x.data, rand(rs, (n, k), cupy.float32)]
+            xs = [x._data, rand(rs, (n, k), cupy.float32)]
 
             def reset_exec(i=[0]):
                 i[0] ^= 1

@@ -48,8 +48,8 @@ def main(skip_autotune="--skip-autotune" in sys.argv):
     rs = cupy.random.RandomState(0)
     x = Tensor(rs.standard_normal((n, k), dtype=cupy.float32))
     lin = nn.Linear(k, m, activation="relu", device="cuda")
-    w, b = lin.weight.data, lin.bias.data
-    y, aux = K.linear_forward(x.data, w, b, "relu", aux=True)
+    w, b = lin.weight._data, lin.bias._data
+    y, aux = K.linear_forward(x._data, w, b, "relu", aux=True)
     key = next(kk for kk in LT._plans if kk[2] == "fwd" and kk[3] == "RELU_AUX_BIAS" and kk[6] == n)
     plan = LT._plans[key]
     ws = LT._workspace(key[0], key[1], plan.ws_size)
@@ -64,21 +64,21 @@ def main(skip_autotune="--skip-autotune" in sys.argv):
         "runtime.getDevice": lambda: cupy.cuda.runtime.getDevice(),
         "desc_set_attribute": lambda: LT._lt.matmul_desc_set_attribute(plan.desc, LT._ATTR["BIAS_POINTER"],
                                                                      plan.ptrbuf_addr, 8),
-        "plan.run (launch only)": lambda: plan.run(w.data.ptr, x.data.data.ptr, y.data.ptr, b.data.ptr,
+        "plan.run (launch only)": lambda: plan.run(w.data.ptr, x._data.data.ptr, y.data.ptr, b.data.ptr,
                                                    aux.data.ptr, ws.data.ptr, ws.nbytes, sptr),
         "raw lt.matmul": lambda: LT._lt.matmul(plan.handle, plan.desc, plan.alpha_ptr, w.data.ptr, plan.a_layout,
-                                              x.data.data.ptr, plan.b_layout, plan.beta_ptr, y.data.ptr,
+                                              x._data.data.ptr, plan.b_layout, plan.beta_ptr, y.data.ptr,
                                               plan.d_layout, y.data.ptr, plan.d_layout, plan.algo_ptr,
                                               ws.data.ptr, ws.nbytes, sptr),
         "RawKernel noop launch": lambda: noop((1,), (32,), (y,)),
-        "K.linear_forward (aux)": lambda: K.linear_forward(x.data, w, b, "relu", aux=True),
-        "K.linear_forward (no aux)": lambda: K.linear_forward(x.data, w, b, "relu"),
+        "K.linear_forward (aux)": lambda: K.linear_forward(x._data, w, b, "relu", aux=True),
+        "K.linear_forward (no aux)": lambda: K.linear_forward(x._data, w, b, "relu"),
         "LinearFn.apply": lambda: L.LinearFn.apply(x, lin.weight, lin.bias, activation="relu"),
         "F.linear": lambda: F.linear(x, lin.weight, lin.bias, "relu"),
         "nn.Linear.__call__": lambda: lin(x),
         "Tensor.device (cuda)": lambda: x.device,
         "Tensor._from_array": lambda: Tensor._from_array(y, True),
-        "cupy x @ w.T": lambda: x.data @ w.T,
+        "cupy x @ w.T": lambda: x._data @ w.T,
     }
     for name, fn in rows.items():
         burst, b2b = us(fn)

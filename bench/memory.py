@@ -150,7 +150,7 @@ def ours_saved_by_layer(model, x, y):
     finally:
         for _, m in leaves:
             del m.__dict__["forward"]
-    return saved_bytes(loss, owner, exclude=[p.data for p in model.parameters()])
+    return saved_bytes(loss, owner, exclude=[p._data for p in model.parameters()])
 
 
 def torch_saved_by_layer(torch, model, x, y):

@@ -107,8 +107,8 @@ class Torch:
 
         def tensors(ds):
             x, y = ds.as_tensors("cpu")
-            return (torch.from_numpy(np.ascontiguousarray(x.data)).cuda(),
-                    torch.from_numpy(np.ascontiguousarray(y.data)).cuda())
+            return (torch.from_numpy(np.ascontiguousarray(x._data)).cuda(),
+                    torch.from_numpy(np.ascontiguousarray(y._data)).cuda())
 
         self.x, self.y = tensors(train_set)
         self.xt, self.yt = tensors(test_set)

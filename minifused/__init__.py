@@ -5,10 +5,11 @@ runs on both. See README.md.
 """
 from . import backend
 from . import backends  # the TF32 switches, spelled as torch.backends
-from .autograd import Function, detect_anomaly, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import (Function, detect_anomaly, enable_grad, inference_mode, is_grad_enabled, no_grad,
+                       set_grad_enabled)
 from .backend import (Device, bfloat16, bool_, cuda_available, default_device, float16, float32,
-                      float64, get_rng_state, initial_seed, int8, int16, int32, int64, manual_seed,
-                      set_debug, set_rng_state, uint8)
+                      float64, get_default_dtype, get_rng_state, initial_seed, int8, int16, int32, int64,
+                      manual_seed, set_debug, set_default_dtype, set_rng_state, uint8)
 from .backend import Device as device  # noqa: N813 - minifused.device('cuda') as in PyTorch
 from .tensor import Tensor
 from . import ops
@@ -19,6 +20,19 @@ from . import testing
 from .graphs import CapturedStep, capture_step
 from . import amp  # noqa: E402 - mixed precision: GradScaler, the master-weights recipe
 from .serialization import load, save  # noqa: E402
+from . import serialization  # noqa: E402
+
+# PyTorch's namespaces, reachable after `import minifused` alone, as after `import torch`.
+import sys as _sys  # noqa: E402
+
+from . import cuda, data, nn, optim, utils  # noqa: E402
+from .nn import init as _init, utils as _nn_utils  # noqa: E402,F401 - minifused.nn.init / .utils
+from .optim import lr_scheduler as _lr_scheduler  # noqa: E402,F401
+
+# minifused.nn.functional is minifused.functional (one module object), also for
+# `import minifused.nn.functional as F`.
+nn.functional = functional
+_sys.modules.setdefault(__name__ + ".nn.functional", functional)
 
 bool = bool_  # noqa: A001 - minifused.bool as in PyTorch
 float = float32  # noqa: A001

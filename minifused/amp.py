@@ -130,7 +130,7 @@ class GradScaler:
         if not getattr(type(optimizer), "_supports_amp", False):
             raise TypeError(f"GradScaler.step: {type(optimizer).__name__} has no fused unscale-and-skip "
                             f"update (SGD, Adam and AdamW have)")
-        grads = [p.grad.data for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        grads = [p.grad._data for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         K.nonfinite(grads, self._state)
         optimizer._amp = self._state
         try:

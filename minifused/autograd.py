@@ -55,8 +55,8 @@ def is_grad_enabled() -> bool:
     return _mode.enabled
 
 
-class set_grad_enabled:
-    """Context manager (and decorator) setting grad mode on or off."""
+class _GradModeGuard:
+    """Sets grad mode on entry and restores it on exit; also a decorator."""
 
     def __init__(self, mode: bool = True):
         self.mode = bool(mode)
@@ -72,26 +72,72 @@ class set_grad_enabled:
         return False
 
     def __call__(self, fn):
-        mode = self.mode
+        cls, mode = type(self), self.mode
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
+            with _GradModeGuard(mode) if cls is set_grad_enabled else cls():  # a fresh guard per call
                 return fn(*args, **kwargs)
 
         return wrapper
 
 
-class no_grad(set_grad_enabled):
+class set_grad_enabled(_GradModeGuard):
+    """Turn grad mode on or off. As in PyTorch it takes effect at once, so ``set_grad_enabled(False)``
+    works as a plain call; as a context manager (or decorator) it restores the previous mode on exit."""
+
+    def __init__(self, mode: bool = True):
+        super().__init__(mode)
+        self.prev = _mode.enabled
+        _mode.enabled = self.mode
+
+    def __enter__(self):
+        return self  # the mode was set by the constructor; the mode before it is in self.prev
+
+    def __call__(self, fn):
+        _mode.enabled = self.prev  # as a decorator it changes the mode only while fn runs
+        return super().__call__(fn)
+
+
+class _BareDecorator(_GradModeGuard):
+    """A guard that also decorates uncalled: ``@no_grad`` as well as ``@no_grad()``, as in PyTorch."""
+
+    def __new__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]):
+            return cls()(args[0])
+        return super().__new__(cls)
+
+
+class no_grad(_BareDecorator):
     """Ops inside record nothing on the tape."""
 
     def __init__(self):
         super().__init__(False)
 
 
-class enable_grad(set_grad_enabled):
+class enable_grad(_BareDecorator):
     def __init__(self):
         super().__init__(True)
+
+
+class inference_mode(_BareDecorator):
+    """PyTorch's ``inference_mode``: here the same as :class:`no_grad` (minifused has no separate
+    inference tensors), a context manager and a decorator; ``inference_mode(False)`` leaves grad
+    mode as it is."""
+
+    def __init__(self, mode: bool = True):
+        super().__init__(False if mode else _mode.enabled)
+        self._flag = bool(mode)
+
+    def __call__(self, fn):
+        flag = self._flag
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(flag):
+                return fn(*args, **kwargs)
+
+        return wrapper
 
 
 # ---------------------------------------------------------------- anomaly and debug modes
@@ -152,7 +198,7 @@ def _saved_versions(saved, tensors):
     found = []
     for s in saved:
         for t in tensors:
-            if isinstance(t, _Tensor) and t.data is s:
+            if isinstance(t, _Tensor) and t._data is s:
                 found.append((t._vc, t._vc.version))
                 break
     return tuple(found)
@@ -290,7 +336,7 @@ class Function:
         else:
             outs = (T._from_array(_as_array(out), record),)
         if _checks.anomaly or backend.is_debug():
-            _check_op(cls.__name__, "forward output", [o.data for o in outs], arrays)
+            _check_op(cls.__name__, "forward output", [o._data for o in outs], arrays)
         if cls.is_view and isinstance(args[0], T):
             outs[0]._vc = args[0]._vc
         if record:
@@ -299,7 +345,7 @@ class Function:
 
     @classmethod
     def apply_(cls, op, x, *args, **kwargs):
-        """In-place ``apply``: ``forward(ctx, x.data, *args, out=x.data, **kwargs)`` writes its one
+        """In-place ``apply``: ``forward(ctx, x._data, *args, out=x._data, **kwargs)`` writes its one
         result into ``x``'s own array (returning it; any other array is copied there), ``x``'s
         version counter is bumped, and ``x`` itself is returned, as PyTorch's ``relu_`` does.
 
@@ -313,12 +359,12 @@ class Function:
                                f"operation. Use the out-of-place form, or modify it under no_grad()")
         arrays, needs, any_needs = _unwrap((x, *args))
         ctx = Context(needs)
-        out = cls.forward(ctx, *arrays, out=x.data, **kwargs)
-        if out is not x.data:
-            x.data[...] = out
+        out = cls.forward(ctx, *arrays, out=x._data, **kwargs)
+        if out is not x._data:
+            x._data[...] = out
         x._vc.bump(op)
         if _checks.anomaly or backend.is_debug():
-            _check_op(op, "forward output", [x.data], arrays)
+            _check_op(op, "forward output", [x._data], arrays)
         if any_needs and _mode.enabled:
             prev = _stand_in(x) if x._requires_grad else None
             inputs = (prev, *[a if n else None for a, n in zip(args, needs[1:])])
@@ -334,7 +380,7 @@ def _unwrap(args):
     arrays, needs, any_needs = [], [], False
     for a in args:
         if isinstance(a, T):
-            arrays.append(a.data)
+            arrays.append(a._data)
             needs.append(a._requires_grad)
             any_needs = any_needs or a._requires_grad
         else:
@@ -352,10 +398,10 @@ def _record(ctx, cls, inputs, outs, args):
         ctx.versions = _saved_versions(ctx.saved, (*args, *outs))
     if len(outs) == 1:  # the common case, without the loops
         o = outs[0]
-        ctx.out_meta = ((o.data.shape, o.data.dtype),)
+        ctx.out_meta = ((o._data.shape, o._data.dtype),)
         o._ctx, o._out_index = ctx, 0
         return
-    ctx.out_meta = tuple([(o.data.shape, o.data.dtype) for o in outs])
+    ctx.out_meta = tuple([(o._data.shape, o._data.dtype) for o in outs])
     for i, o in enumerate(outs):
         o._ctx, o._out_index = ctx, i
 
@@ -363,7 +409,7 @@ def _record(ctx, cls, inputs, outs, args):
 def _stand_in(x):
     """A tensor for ``x``'s value before an in-place op: x's old node, counter, hooks and retained grad
     move to it, so the op's backward routes the gradient there."""
-    prev = _Tensor._from_array(x.data, True)
+    prev = _Tensor._from_array(x._data, True)
     prev._ctx, prev._out_index, prev._vc = x._ctx, x._out_index, x._vc
     prev._hooks, prev._retain, x._hooks, x._retain = x._hooks, x._retain, [], None
     return prev
@@ -488,15 +534,15 @@ def _seed(root, gradient):
     if not root.requires_grad:
         raise RuntimeError("backward(): the tensor does not require grad and has no grad_fn")
     if gradient is None:
-        if root.data.size != 1:
+        if root._data.size != 1:
             raise RuntimeError(
                 f"backward(): grad can be implicitly created only for scalar outputs, got shape "
                 f"{tuple(root.shape)}; pass gradient= of that shape")
-        return backend.ones_like(root.data), None
+        return backend.ones_like(root._data), None
     if isinstance(gradient, _Tensor) and gradient.device != root.device:
         raise RuntimeError(f"backward(): gradient is on {gradient.device} but the tensor is on {root.device}")
-    given = gradient.data if isinstance(gradient, _Tensor) else root._xp.asarray(gradient)
-    return _fit(given, root.data, "backward(): gradient"), given
+    given = gradient._data if isinstance(gradient, _Tensor) else root._xp.asarray(gradient)
+    return _fit(given, root._data, "backward(): gradient"), given
 
 
 def _fit(g, like, what):
@@ -545,7 +591,7 @@ def _run_hooks(hooks, grad):
         result = hook(_Tensor._from_array(grad, False))
         if result is None:
             continue
-        new = result.data if isinstance(result, _Tensor) else backend.array_module(grad).asarray(result)
+        new = result._data if isinstance(result, _Tensor) else backend.array_module(grad).asarray(result)
         if type(new) is not type(grad):
             raise RuntimeError(f"hook {getattr(hook, '__name__', hook)!r} returned a gradient on another device "
                                f"than the tensor's")
@@ -564,8 +610,8 @@ class _LeafGrads:
         self.user_grad = user_grad
 
     def add(self, leaf, g):
-        if g.shape != leaf.data.shape or g.dtype != leaf.data.dtype:  # a custom Function's backward may err
-            g = _fit(g, leaf.data, "a backward's gradient for a leaf")
+        if g.shape != leaf._data.shape or g.dtype != leaf._data.dtype:  # a custom Function's backward may err
+            g = _fit(g, leaf._data, "a backward's gradient for a leaf")
         entry = self.grads.get(id(leaf))
         if entry is None:
             self.grads[id(leaf)] = [leaf, g]

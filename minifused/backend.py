@@ -56,6 +56,26 @@ def is_floating(dtype) -> bool:
     return np.dtype(dtype) in FLOAT_DTYPES
 
 
+_default_dtype = [float32]
+
+
+def set_default_dtype(dtype) -> None:
+    """The dtype of floating results of creation ops given no dtype (``tensor([1.0])``, ``zeros``,
+    ``randn`` ...), as PyTorch's: float32 unless set; only floating dtypes."""
+    try:
+        d = as_dtype(dtype)
+    except TypeError:
+        raise TypeError(f"set_default_dtype: expected a floating dtype, got {dtype!r}") from None
+    if d not in (float16, bfloat16, float32, float64):
+        raise TypeError(f"set_default_dtype: only floating-point types are supported as the default type, "
+                        f"got {d}")
+    _default_dtype[0] = d
+
+
+def get_default_dtype() -> np.dtype:
+    return _default_dtype[0]
+
+
 # ---------------------------------------------------------------- TF32 switches
 class TF32Switch:
     """Whether float32 math of one family may run on TF32 tensor cores (10-bit mantissa inputs,
@@ -290,6 +310,14 @@ def to_device(array, dev: Device):
         if is_cuda_array(array) and array.device.id == dev.index:
             return array
         return cupy.asarray(array)
+
+
+def to_device_bits(array, dev: Device):
+    """:func:`to_device` that carries bfloat16 over as its uint16 bits, so the copy never depends on
+    the array libraries' bfloat16 support (the bytes moved are the same)."""
+    if array.dtype == bfloat16:
+        return to_device(array.view(np.uint16), dev).view(bfloat16)
+    return to_device(array, dev)
 
 
 def on_device(dev: Device):

@@ -73,7 +73,7 @@ class CapturedStep:
                     captured = self._graphs[key] = self._capture(inputs)
                 else:
                     for static, t in zip(captured.inputs, inputs):
-                        static.data[...] = t.data
+                        static._data[...] = t._data
                 captured.graph.launch(stream)
                 out = captured.outputs
         cupy.cuda.get_current_stream().wait_event(stream.record())
@@ -82,7 +82,7 @@ class CapturedStep:
     def _capture(self, inputs):
         import cupy
 
-        static = [Tensor._from_array(t.data.copy(), t.requires_grad) for t in inputs]
+        static = [Tensor._from_array(t._data.copy(), t.requires_grad) for t in inputs]
         pool = cupy.cuda.MemoryPool()
         stream = self._stream
         stream.synchronize()

@@ -1,6 +1,15 @@
-"""``save(obj, path)`` / ``load(path)``: state dicts and whole checkpoints, without pickle.
+"""``save(obj, f)`` / ``load(f)``: state dicts and whole checkpoints, without pickle. ``f`` is a path
+or a binary file object.
 
-Format: a NumPy ``.npz`` archive (a zip of ``.npy`` files) holding
+Two formats. **safetensors** (the ``safetensors`` package's format, what PyTorch users share
+weights in) for a flat ``{name: tensor}`` dict such as a ``state_dict``: chosen by a path ending in
+``.safetensors`` or ``format="safetensors"``. It keeps names, shapes and dtypes (bfloat16 too), not
+devices: its tensors load on ``map_location``, default cpu (``load_state_dict`` copies them onto the
+model's device). A file PyTorch wrote with ``safetensors.torch.save_file(model.state_dict(), path)``
+loads into the same model built with minifused: ``model.load_state_dict(minifused.load(path))``.
+
+**minifused-npz** for anything else (nested checkpoints with optimizer state, numbers, strings):
+a NumPy ``.npz`` archive (a zip of ``.npy`` files) holding
 
 * ``__tree__``: a uint8 array of UTF-8 JSON describing ``obj``'s structure, and
 * ``a0``, ``a1``, ...: one array per tensor / ndarray in ``obj``.
@@ -41,7 +50,7 @@ def _encode(obj, arrays):
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, Tensor):
-        data = backend.to_device(obj.data, backend.CPU)
+        data = backend.to_device(obj._data, backend.CPU)
         node = {"tensor": _put(data, arrays), "device": str(obj.device), "dtype": str(obj.dtype)}
         if obj.requires_grad:
             node["requires_grad"] = True
@@ -82,27 +91,106 @@ def _put(data, arrays):
     return name
 
 
-def save(obj, path):
-    """Write ``obj`` (nested dicts/lists/tuples of tensors, arrays, numbers, strings) to ``path``
-    atomically. Returns the path."""
-    arrays = {}
-    tree = {"format": FORMAT, "obj": _encode(obj, arrays)}
-    arrays["__tree__"] = np.frombuffer(json.dumps(tree).encode(), dtype=np.uint8)
-    path = os.fspath(path)
+def _format_for(op, f, format):
+    if format is not None:
+        if format not in ("safetensors", "npz"):
+            raise ValueError(f"{op}: format must be 'safetensors', 'npz' or None, got {format!r}")
+        return format
+    if _is_file(f):
+        return None
+    return "safetensors" if os.fspath(f).endswith(".safetensors") else None
+
+
+def _is_file(f):
+    return hasattr(f, "write") or hasattr(f, "read")
+
+
+def save(obj, f, format=None, metadata=None):
+    """Write ``obj`` to ``f`` (a path, written atomically, or a binary file object); returns ``f``.
+
+    ``format`` is ``'safetensors'`` (a flat ``{name: tensor}`` dict; ``metadata`` a ``{str: str}``
+    dict stored in its header), ``'npz'`` (nested dicts/lists/tuples of tensors, arrays, numbers,
+    strings), or None: safetensors for a path ending in ``.safetensors``, npz otherwise.
+    """
+    if not (_is_file(f) or isinstance(f, (str, os.PathLike))):
+        raise TypeError(f"save: f must be a path or a binary file object, got {type(f).__name__}")
+    if _format_for("save", f, format) == "safetensors":
+        raw = _safetensors_bytes(obj, metadata)
+        write = lambda out: out.write(raw)  # noqa: E731
+    else:
+        if metadata is not None:
+            raise ValueError("save: metadata is stored by the safetensors format only")
+        arrays = {}
+        tree = {"format": FORMAT, "obj": _encode(obj, arrays)}
+        arrays["__tree__"] = np.frombuffer(json.dumps(tree).encode(), dtype=np.uint8)
+        write = lambda out: np.savez(out, **arrays)  # noqa: E731
+    if _is_file(f):
+        write(f)
+        return f
+    path = os.fspath(f)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
+        with os.fdopen(fd, "wb") as out:
+            write(out)
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+# ---------------------------------------------------------------- safetensors
+# safetensors' dtype names; the package's numpy loader lacks BF16, so the arrays are made here.
+_ST_DTYPES = {"F64": backend.float64, "F32": backend.float32, "F16": backend.float16, "BF16": backend.bfloat16,
+              "I64": backend.int64, "I32": backend.int32, "I16": backend.int16, "I8": backend.int8,
+              "U8": backend.uint8, "BOOL": backend.bool_}
+
+
+def _safetensors_bytes(obj, metadata):
+    from safetensors.numpy import save as st_save
+
+    if not isinstance(obj, dict):
+        raise TypeError(f"save: the safetensors format stores a flat dict of name -> tensor (a state_dict), "
+                        f"got {type(obj).__name__}")
+    arrays = {}
+    for k, v in obj.items():
+        if not isinstance(k, str):
+            raise TypeError(f"save: safetensors keys must be strings, got {type(k).__name__} ({k!r})")
+        if isinstance(v, Tensor):
+            v = v._data
+        if not (isinstance(v, np.ndarray) or backend.is_cuda_array(v)):
+            raise TypeError(f"save: the safetensors format stores tensors only, got {type(v).__name__} for {k!r}")
+        arr = backend.to_device_bits(v, backend.CPU)
+        arr = np.ascontiguousarray(arr).reshape(arr.shape)  # (ascontiguousarray makes a 0-d array 1-d)
+        if arr.dtype not in _ST_DTYPES.values():
+            raise TypeError(f"save: safetensors cannot store dtype {arr.dtype} ({k!r})")
+        arrays[k] = arr
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(a, str) and isinstance(b, str) for a, b in metadata.items())):
+        raise TypeError("save: metadata must be a dict of str -> str")
+    return st_save(arrays, metadata=metadata)
+
+
+def _load_safetensors(raw, map_location, name):
+    from safetensors import deserialize
+
+    try:
+        entries = deserialize(raw)
+    except Exception as e:  # the package raises its own SafetensorError
+        raise ValueError(f"load: {name} is not a readable safetensors file (truncated or corrupt?): {e}") from e
+    dev = backend.device(map_location if map_location is not None else "cpu")
+    out = {}
+    for k, v in entries:
+        if v["dtype"] not in _ST_DTYPES:
+            raise ValueError(f"load: {name}: tensor {k!r} has dtype {v['dtype']}, which minifused has no dtype for")
+        arr = np.frombuffer(v["data"], dtype=_ST_DTYPES[v["dtype"]]).reshape(v["shape"]).copy()
+        out[k] = Tensor._from_array(backend.to_device_bits(arr, dev))
+    return out
 
 
 def _decode(node, archive, map_location, path):
@@ -145,24 +233,44 @@ def _get(archive, name, dtype, path):
     return data
 
 
-def load(path, map_location=None):
-    """Read an object written by :func:`save`. Tensors go back to the device they were saved
-    from, or to ``map_location`` ('cpu', 'cuda', ...) when given."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"load: no such file: {path}")
+def load(f, map_location=None, weights_only=None, format=None, mmap=None):
+    """Read what :func:`save` wrote (either format, told apart by content) from ``f``, a path or a
+    binary file object. npz tensors go back to the device they were saved from, safetensors ones
+    to cpu; ``map_location`` ('cpu', 'cuda', ...) overrides both. ``weights_only`` and ``mmap`` are
+    accepted for PyTorch code: nothing is ever unpickled, so every load is weights-only."""
+    if _is_file(f):
+        name = getattr(f, "name", "the file object")
+        raw = f.read()
+        if not isinstance(raw, bytes):
+            raise TypeError(f"load: the file object must be opened in binary mode, read() gave {type(raw).__name__}")
+    elif isinstance(f, (str, os.PathLike)):
+        name = path = os.fspath(f)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"load: no such file: {path}")
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    else:
+        raise TypeError(f"load: f must be a path or a binary file object, got {type(f).__name__}")
+    if format is not None and format not in ("safetensors", "npz"):
+        raise ValueError(f"load: format must be 'safetensors', 'npz' or None, got {format!r}")
+    if format is None:  # a zip archive starts "PK"; safetensors with an 8-byte header length, then JSON
+        format = "safetensors" if raw[:2] != b"PK" and raw[8:9] == b"{" else "npz"
+    if format == "safetensors":
+        return _load_safetensors(raw, map_location, name)
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
         archive = np.load(io.BytesIO(raw), allow_pickle=False)
         if not isinstance(archive, np.lib.npyio.NpzFile):  # a bare .npy array
             raise ValueError(f"a single {type(archive).__name__}, not an archive")
         if "__tree__" not in archive.files:
+            if any(n.endswith("data.pkl") for n in archive.files):
+                raise ValueError("it is a PyTorch pickle checkpoint (torch.save), which minifused does not "
+                                 "unpickle; save the weights with safetensors.torch.save_file(model.state_dict(), "
+                                 "'model.safetensors') and load that file")
             raise ValueError("no __tree__ entry")
         tree = json.loads(archive["__tree__"].tobytes().decode())
     except (ValueError, OSError, zipfile.BadZipFile, EOFError, UnicodeDecodeError) as e:
-        raise ValueError(f"load: {path} is not a readable minifused checkpoint (truncated or corrupt?): {e}") from e
+        raise ValueError(f"load: {name} is not a readable minifused checkpoint (truncated or corrupt?): {e}") from e
     if not isinstance(tree, dict) or tree.get("format") != FORMAT:
-        raise ValueError(f"load: {path} has format {tree.get('format') if isinstance(tree, dict) else None!r}, "
+        raise ValueError(f"load: {name} has format {tree.get('format') if isinstance(tree, dict) else None!r}, "
                          f"expected {FORMAT!r}")
-    return _decode(tree["obj"], archive, map_location, path)
+    return _decode(tree["obj"], archive, map_location, name)

@@ -28,17 +28,17 @@ class _HookHandle:
 class Tensor:
     """An n-dimensional array on a device that can record operations for autograd."""
 
-    __slots__ = ("data", "_requires_grad", "_grad", "_ctx", "_out_index", "_vc", "_hooks",
+    __slots__ = ("_data", "_requires_grad", "_grad", "_ctx", "_out_index", "_vc", "_hooks",
                  "_retain", "_post_hooks", "__weakref__")
     __array_ufunc__ = None  # NumPy operators defer to Tensor's reflected methods
     __hash__ = object.__hash__
 
     def __init__(self, data, requires_grad=False):
         if isinstance(data, Tensor):
-            data = data.data
+            data = data._data
         elif not (isinstance(data, np.ndarray) or backend.is_cuda_array(data)):
             data = np.asarray(data)
-        self.data = data
+        self._data = data
         self._requires_grad = False
         self._grad = None
         self._ctx = None
@@ -54,7 +54,7 @@ class Tensor:
     def _from_array(cls, array, requires_grad=False):
         """Wrap an array without checks (the ops' fast path)."""
         t = cls.__new__(cls)
-        t.data = array
+        t._data = array
         t._requires_grad = requires_grad
         t._grad = None
         t._ctx = None
@@ -67,15 +67,31 @@ class Tensor:
 
     # ------------------------------------------------------------ properties
     @property
+    def data(self) -> "Tensor":
+        """This tensor's values as a tensor cut from the tape, sharing its memory (PyTorch's ``.data``).
+
+        Unlike :meth:`detach` it has its own version counter, so in-place changes through it are
+        not seen by the autograd checks (as in PyTorch: that is what ``.data`` is for). Code inside
+        minifused reads the raw array as ``_data``."""
+        return Tensor._from_array(self._data, False)
+
+    @data.setter
+    def data(self, value):
+        # PyTorch swaps the storage: shape and dtype may change with it.
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Tensor.data: expected a Tensor, got {type(value).__name__}")
+        self._data = value._data
+
+    @property
     def requires_grad(self) -> bool:
         return self._requires_grad
 
     @requires_grad.setter
     def requires_grad(self, flag):
         flag = bool(flag)
-        if flag and not backend.is_floating(self.data.dtype):
+        if flag and not backend.is_floating(self._data.dtype):
             raise TypeError(
-                f"only floating-point tensors can require gradients, got dtype {self.data.dtype}")
+                f"only floating-point tensors can require gradients, got dtype {self._data.dtype}")
         if not flag and self._ctx is not None:
             raise RuntimeError("requires_grad can only be turned off on leaf tensors; use detach()")
         self._requires_grad = flag
@@ -95,34 +111,34 @@ class Tensor:
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None, got {type(value).__name__}")
-            if value.data.shape != self.data.shape:
-                raise RuntimeError(f"assigned grad has shape {tuple(value.data.shape)}, the tensor "
-                                   f"{tuple(self.data.shape)}")
-            if value.data.dtype != self.data.dtype:
-                raise RuntimeError(f"assigned grad has dtype {value.data.dtype}, the tensor {self.data.dtype}")
+            if value._data.shape != self._data.shape:
+                raise RuntimeError(f"assigned grad has shape {tuple(value._data.shape)}, the tensor "
+                                   f"{tuple(self._data.shape)}")
+            if value._data.dtype != self._data.dtype:
+                raise RuntimeError(f"assigned grad has dtype {value._data.dtype}, the tensor {self._data.dtype}")
             if value.device != self.device:
                 raise RuntimeError(f"assigned grad is on {value.device}, the tensor on {self.device}")
         self._grad = value
 
     @property
     def shape(self) -> tuple:
-        return self.data.shape
+        return self._data.shape
 
     @property
     def dtype(self):
-        return self.data.dtype
+        return self._data.dtype
 
     @property
     def device(self) -> backend.Device:
-        return backend.device_of(self.data)
+        return backend.device_of(self._data)
 
     @property
     def is_cuda(self) -> bool:
-        return backend.is_cuda_array(self.data)
+        return backend.is_cuda_array(self._data)
 
     @property
     def ndim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     @property
     def is_leaf(self) -> bool:
@@ -134,42 +150,42 @@ class Tensor:
 
     @property
     def _xp(self):
-        return backend.array_module(self.data)
+        return backend.array_module(self._data)
 
     def dim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     def size(self, dim=None):
-        return self.data.shape if dim is None else self.data.shape[dim]
+        return self._data.shape if dim is None else self._data.shape[dim]
 
     def numel(self) -> int:
-        return int(self.data.size)
+        return int(self._data.size)
 
     def element_size(self) -> int:
-        return self.data.dtype.itemsize
+        return self._data.dtype.itemsize
 
     def __len__(self):
-        if self.data.ndim == 0:
+        if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self.data.shape[0]
+        return self._data.shape[0]
 
     # ------------------------------------------------------------ host values
     def numpy(self) -> np.ndarray:
         """The array as NumPy; like PyTorch, only for cpu tensors (use ``.cpu()`` first)."""
         if self.is_cuda:
             raise TypeError(f"can't convert {self.device} tensor to numpy; use tensor.cpu() first")
-        return self.data
+        return self._data
 
     def item(self):
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
         if self.is_cuda:
             backend.refuse_sync("Tensor.item()")
             backend.run_deferred_checks()
-        return backend.to_device(self.data, backend.CPU).reshape(()).item()
+        return backend.to_device(self._data, backend.CPU).reshape(()).item()
 
     def tolist(self):
-        return _host(self.data).tolist()
+        return _host(self._data).tolist()
 
     def __float__(self):
         return float(self.item())
@@ -178,35 +194,44 @@ class Tensor:
         return int(self.item())
 
     def __bool__(self):
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise RuntimeError(f"the truth value of a tensor of shape {self.shape} is ambiguous")
         return bool(self.item())
 
     def __index__(self):
-        if backend.is_floating(self.data.dtype) or self.data.size != 1:
+        if backend.is_floating(self._data.dtype) or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be used as an index")
         return int(self.item())
 
     def __repr__(self):
-        body = np.array2string(_host(self.data), separator=", ", precision=4,
+        body = np.array2string(_host(self._data), separator=", ", precision=4,
                                prefix="tensor(", threshold=200)
         extras = []
         if self.is_cuda:
             extras.append(f"device='{self.device}'")
-        if self.data.dtype not in (backend.float32, backend.int64, backend.bool_):
-            extras.append(f"dtype={self.data.dtype}")
+        if self._data.dtype not in (backend.float32, backend.int64, backend.bool_):
+            extras.append(f"dtype={self._data.dtype}")
         if self._ctx is not None:
             extras.append(f"grad_fn=<{self._ctx.fn.__name__}Backward>")
         elif self._requires_grad:
             extras.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
 
+    def __format__(self, spec):
+        # PyTorch formats a 0-d tensor as its value; a format spec also works on any one-element tensor.
+        if self._data.ndim == 0 or (spec and self._data.size == 1):
+            return format(self.item(), spec)
+        if not spec:
+            return str(self)
+        raise TypeError(f"unsupported format string passed to Tensor.__format__ (format spec {spec!r} needs a "
+                        f"one-element tensor, got shape {tuple(self.shape)})")
+
     # ------------------------------------------------------------ DLPack
     def __dlpack__(self, **kwargs):
-        return self.data.__dlpack__(**kwargs)
+        return self._data.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
-        return self.data.__dlpack_device__()
+        return self._data.__dlpack_device__()
 
     # ------------------------------------------------------------ autograd
     def backward(self, gradient=None, retain_graph=False):
@@ -214,7 +239,7 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """The same data, cut from the tape (shares the version counter)."""
-        t = Tensor._from_array(self.data, False)
+        t = Tensor._from_array(self._data, False)
         t._vc = self._vc
         return t
 
@@ -261,7 +286,7 @@ class Tensor:
         if self._grad is None:
             self._grad = Tensor._from_array(g if owned else backend.copy(g), False)
         else:
-            self._grad.data += g
+            self._grad._data += g
             self._grad._bump("backward (gradient accumulation)")
 
     # ------------------------------------------------------------ in-place (not differentiable)
@@ -288,29 +313,29 @@ class Tensor:
             if other.device != self.device:
                 raise RuntimeError(
                     f"expected all tensors on the same device, got {self.device} and {other.device}")
-            return other.data
+            return other._data
         return other
 
     def zero_(self):
         self._check_inplace("zero_")
-        self.data.fill(0)
+        self._data.fill(0)
         return self._bump("zero_")
 
     def fill_(self, value):
         self._check_inplace("fill_")
-        self.data.fill(value)
+        self._data.fill(value)
         return self._bump("fill_")
 
     def copy_(self, src):
         self._check_inplace("copy_")
-        src = src.to(self.device).data if isinstance(src, Tensor) else src
-        self._xp.copyto(self.data, self._xp.asarray(src).astype(self.data.dtype, copy=False))
+        src = src.to(self.device)._data if isinstance(src, Tensor) else src
+        self._xp.copyto(self._data, self._xp.asarray(src).astype(self._data.dtype, copy=False))
         return self._bump("copy_")
 
     def add_(self, other, alpha=1):
         self._check_inplace("add_")
         other = self._operand(other)
-        self.data += other if alpha == 1 else alpha * other
+        self._data += other if alpha == 1 else alpha * other
         return self._bump("add_")
 
     def sub_(self, other, alpha=1):
@@ -318,24 +343,24 @@ class Tensor:
 
     def mul_(self, other):
         self._check_inplace("mul_")
-        self.data *= self._operand(other)
+        self._data *= self._operand(other)
         return self._bump("mul_")
 
     def div_(self, other):
         self._check_inplace("div_")
-        self.data /= self._operand(other)
+        self._data /= self._operand(other)
         return self._bump("div_")
 
     def clamp_(self, min=None, max=None):
         self._check_inplace("clamp_")
-        self._xp.clip(self.data, min, max, out=self.data)
+        self._xp.clip(self._data, min, max, out=self._data)
         return self._bump("clamp_")
 
     def uniform_(self, a=0.0, b=1.0):
         self._check_inplace("uniform_")
         gen = backend.generator(self.device)
         r = gen.random(self.shape) if isinstance(gen, np.random.Generator) else gen.random_sample(self.shape)
-        self.data[...] = (r * (b - a) + a).astype(self.data.dtype)
+        self._data[...] = (r * (b - a) + a).astype(self._data.dtype)
         return self._bump("uniform_")
 
     def normal_(self, mean=0.0, std=1.0):
@@ -343,7 +368,7 @@ class Tensor:
         if not std >= 0:
             raise ValueError(f"normal_: std must be >= 0, got {std}")
         r = backend.generator(self.device).standard_normal(self.shape)
-        self.data[...] = (r * std + mean).astype(self.data.dtype)
+        self._data[...] = (r * std + mean).astype(self._data.dtype)
         return self._bump("normal_")
 
     __iadd__ = add_

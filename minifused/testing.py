@@ -16,7 +16,7 @@ def _projected(fn, inputs, weights):
     """sum_k <out_k, w_k> as a float64 number, with grad mode off."""
     with no_grad():
         outs = _outputs(fn(*inputs))
-    return sum(float(np.sum(backend.to_device(o.data, backend.CPU).astype(np.float64) * w))
+    return sum(float(np.sum(backend.to_device(o._data, backend.CPU).astype(np.float64) * w))
                for o, w in zip(outs, weights) if w is not None)
 
 
@@ -47,27 +47,27 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0):
         if not (isinstance(t, Tensor) and t.requires_grad):
             continue
         analytic = (np.zeros(t.shape) if t.grad is None
-                    else backend.to_device(t.grad.data, backend.CPU).astype(np.float64))
+                    else backend.to_device(t.grad._data, backend.CPU).astype(np.float64))
         if analytic.shape != t.shape:
             raise AssertionError(f"gradcheck: input {index} has shape {t.shape} but its gradient has "
                                  f"shape {analytic.shape}")
-        host = backend.to_device(t.data, backend.CPU).copy()
+        host = backend.to_device(t._data, backend.CPU).copy()
         numeric = np.zeros(host.shape, np.float64)
         flat, nflat = host.reshape(-1), numeric.reshape(-1)
-        original = t.data
+        original = t._data
         try:
             for i in range(flat.size):
                 value = flat[i]
                 flat[i] = value + eps
-                t.data = backend.to_device(host, t.device)
+                t._data = backend.to_device(host, t.device)
                 plus = _projected(fn, inputs, weights)
                 flat[i] = value - eps
-                t.data = backend.to_device(host, t.device)
+                t._data = backend.to_device(host, t.device)
                 minus = _projected(fn, inputs, weights)
                 flat[i] = value
                 nflat[i] = (plus - minus) / (2 * eps)
         finally:
-            t.data = original
+            t._data = original
         # isclose, not a '>' test: a NaN or infinite analytic gradient is a mismatch, not a pass
         bad = ~np.isclose(analytic, numeric, rtol=rtol, atol=atol, equal_nan=True)
         if bad.any():

@@ -43,7 +43,7 @@ def dev_array(a, device):
 def host(a):
     """A tensor's or array's values as a NumPy array (None stays None)."""
     if isinstance(a, Tensor):
-        a = a.data
+        a = a._data
     if a is None or isinstance(a, np.ndarray):
         return a
     import cupy

@@ -110,7 +110,7 @@ def test_low_precision_dtypes_on_cpu(rng):
     for dt, tol in ((backend.float16, 2e-3), (backend.bfloat16, 2e-2), (backend.float32, 1e-6)):
         y = F.conv2d(T(x.astype(dt)), T(w.astype(dt)))
         assert y.dtype == dt
-        yv = y.data.astype(np.float64)
+        yv = y._data.astype(np.float64)
         assert np.linalg.norm(yv - ref) / np.linalg.norm(ref) < tol
 
 
@@ -186,11 +186,11 @@ def test_nn_conv2d_init_shapes_and_state_dict():
     assert m.weight.shape == (8, 3, 3, 5) and m.bias.shape == (8,)
     bound = 1 / math.sqrt(3 * 3 * 5)
     for p in (m.weight, m.bias):
-        v = backend.to_device(p.data, backend.CPU)
+        v = backend.to_device(p._data, backend.CPU)
         assert np.abs(v).max() <= bound and np.abs(v).max() > 0.5 * bound
     assert set(m.state_dict().keys()) == {"weight", "bias"}
     y = m(T(np.random.default_rng(0).standard_normal((2, 6, 9, 9)).astype(np.float32)))
-    assert y.shape == (2, 8, 5, 4) and float(y.data.min()) >= 0
+    assert y.shape == (2, 8, 5, 4) and float(y._data.min()) >= 0
     assert nn.Conv2d(3, 4, 3, bias=False).bias is None
     assert "Conv2d" in repr(nn.Sequential(nn.Conv2d(1, 2, 3)))
 
@@ -478,14 +478,14 @@ def test_gpu_forward_memory():
         y = F.conv2d(x, w, b, padding=1, activation="relu")
     cupy.cuda.get_current_stream().synchronize()
     grain = 512
-    assert pool.used_bytes() - used0 <= y.data.nbytes + grain
-    workspace = x.data.nbytes + w.data.nbytes + 4 * grain
-    assert pool.total_bytes() - total0 <= y.data.nbytes + workspace
+    assert pool.used_bytes() - used0 <= y._data.nbytes + grain
+    workspace = x._data.nbytes + w._data.nbytes + 4 * grain
+    assert pool.total_bytes() - total0 <= y._data.nbytes + workspace
     del y
     w.requires_grad = True
     y = F.conv2d(x, w, b, padding=1, activation="relu")
     mask_bytes = 64 * ((8 * 28 * 28 + 31) // 32) * 4
-    assert pool.used_bytes() - used0 <= y.data.nbytes + mask_bytes + 2 * grain
+    assert pool.used_bytes() - used0 <= y._data.nbytes + mask_bytes + 2 * grain
 
 
 @pytest.mark.gpu
@@ -500,7 +500,7 @@ def test_gpu_autograd_matches_cpu(dtype, rng):
         x, w, b = T(xs, True, dev), T(ws, True, dev), T(bs, True, dev)
         y = F.conv2d(x, w, b, stride=2, padding=1, activation="relu")
         F.avg_pool2d(y, 2).sum().backward()
-        outs[dev] = [backend.to_device(t.data, backend.CPU).astype(np.float64) for t in (y, x.grad, w.grad, b.grad)]
+        outs[dev] = [backend.to_device(t._data, backend.CPU).astype(np.float64) for t in (y, x.grad, w.grad, b.grad)]
     tol = {"float64": 1e-10, "float32": 1e-5, "float16": 5e-3, "bfloat16": 3e-2}[dtype]
     for a, ref in zip(outs["cuda"], outs["cpu"]):
         assert np.linalg.norm(a - ref) / max(np.linalg.norm(ref), 1e-30) < tol
@@ -522,7 +522,7 @@ def test_gpu_matches_torch():
         with torch.backends.cudnn.flags(allow_tf32=False):
             ref = torch.nn.functional.conv2d(torch.tensor(xs).cuda(), torch.tensor(ws).cuda(),
                                              torch.tensor(bs).cuda(), st, pd, dl, g).cpu().numpy()
-        np.testing.assert_allclose(cupy.asnumpy(y.data), ref, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(cupy.asnumpy(y._data), ref, rtol=1e-4, atol=1e-4)
 
 
 def test_empty_batch_gives_empty_output_and_zero_gradients(device):

@@ -321,3 +321,163 @@ def test_loader_on_gpu_keeps_data_there(tmp_path):
     for (xg, yg), (xc, yc) in zip(batches, cpu):
         np.testing.assert_array_equal(yg.cpu().numpy(), yc.numpy())
         np.testing.assert_allclose(xg.cpu().numpy(), xc.numpy(), rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------- torch.utils.data spellings
+from minifused.utils.data import (BatchSampler, ConcatDataset, Dataset, RandomSampler, Sampler,  # noqa: E402
+                                  SequentialSampler, Subset, SubsetRandomSampler, default_collate, random_split)
+
+
+class Squares(Dataset):
+    """A user dataset as PyTorch code writes one."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return np.array([i, i * i], np.float32), i
+
+
+def test_dataset_subclass_through_the_loader():
+    assert isinstance(TensorDataset(mf.zeros(2)), Dataset)
+    batches = list(DataLoader(Squares(5), batch_size=2, shuffle=False, num_workers=0, pin_memory=True))
+    assert len(batches) == 3
+    x, y = batches[1]
+    assert x.dtype == mf.float32 and y.dtype == mf.int64  # NumPy arrays keep their dtype
+    np.testing.assert_array_equal(x.numpy(), [[2, 4], [3, 9]])
+    np.testing.assert_array_equal(y.numpy(), [2, 3])
+    with pytest.raises(NotImplementedError, match="Dataset must define __getitem__"):
+        Dataset()[0]
+
+
+def test_default_collate_nested_structures():
+    items = [{"x": mf.ones(2) * i, "pair": (i, float(i)), "name": f"s{i}"} for i in range(3)]
+    out = default_collate(items)
+    np.testing.assert_array_equal(out["x"].numpy(), [[0, 0], [1, 1], [2, 2]])
+    assert out["pair"][0].dtype == mf.int64 and out["pair"][1].dtype == mf.float64
+    assert out["name"] == ["s0", "s1", "s2"]
+    single = default_collate([mf.tensor([1.0, 2.0]), mf.tensor([3.0, 4.0])])
+    np.testing.assert_array_equal(single.numpy(), [[1, 2], [3, 4]])
+
+
+def test_collate_fn_and_unused_worker_arguments():
+    seen = []
+
+    def collate(items):
+        seen.append(len(items))
+        return [it[1] for it in items]
+
+    dl = DataLoader(Squares(5), 2, collate_fn=collate, num_workers=2, persistent_workers=False, timeout=0,
+                    worker_init_fn=None, prefetch_factor=None)
+    assert list(dl) == [[0, 1], [2, 3], [4]] and seen == [2, 2, 1]
+    # a TensorDataset with a collate_fn goes item by item too
+    out = list(DataLoader(_data(4), 4, collate_fn=lambda items: len(items)))
+    assert out == [4]
+
+
+def test_samplers():
+    ds = Squares(6)
+    assert list(SequentialSampler(ds)) == list(range(6)) and len(SequentialSampler(ds)) == 6
+    mf.manual_seed(0)
+    a = list(RandomSampler(ds))
+    mf.manual_seed(0)
+    assert list(RandomSampler(ds)) == a and sorted(a) == list(range(6))
+    draws = list(RandomSampler(ds, replacement=True, num_samples=20))
+    assert len(draws) == 20 and all(0 <= d < 6 for d in draws)
+    more = list(RandomSampler(ds, num_samples=9))
+    assert len(more) == 9 and sorted(more[:6]) == list(range(6))
+    sub = SubsetRandomSampler([1, 3, 5])
+    assert sorted(sub) == [1, 3, 5] and len(sub) == 3
+    gen = np.random.default_rng(4)
+    assert sorted(RandomSampler(ds, generator=gen)) == list(range(6))
+    assert list(BatchSampler(SequentialSampler(range(7)), 3, False)) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert list(BatchSampler(SequentialSampler(range(7)), 3, True)) == [[0, 1, 2], [3, 4, 5]]
+    assert len(BatchSampler(range(7), 3, False)) == 3 and len(BatchSampler(range(7), 3, True)) == 2
+
+    class Evens(Sampler):
+        def __iter__(self):
+            return iter([0, 2, 4])
+
+        def __len__(self):
+            return 3
+
+    ys = [y.numpy().tolist() for _, y in DataLoader(ds, 2, sampler=Evens())]
+    assert ys == [[0, 2], [4]]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_loader_sampler_and_batch_sampler(fast):
+    ds = _data(10) if fast else Squares(10)
+    idx = [7, 1, 4]
+    ys = np.concatenate([b[1].numpy() for b in DataLoader(ds, 2, sampler=SubsetRandomSampler(idx))])
+    assert sorted(ys.tolist()) == sorted(idx)
+    batches = [[3, 0], [9], [5, 6, 2]]
+    dl = DataLoader(ds, batch_sampler=batches)
+    assert len(dl) == 3
+    assert [b[1].numpy().tolist() for b in dl] == batches
+    dl = DataLoader(ds, batch_sampler=BatchSampler(SequentialSampler(ds), 4, drop_last=True))
+    assert [b[1].numpy().tolist() for b in dl] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_subset_concat_and_random_split():
+    ds = _data(10)
+    sub = Subset(ds, [2, 5])
+    assert len(sub) == 2 and int(sub[1][1]) == 5
+    dl = DataLoader(sub, 2)
+    assert dl._tensors is not None  # a Subset of a TensorDataset still batches whole tensors
+    np.testing.assert_array_equal(next(iter(dl))[1].numpy(), [2, 5])
+    assert not hasattr(Subset(Squares(3), [0]), "as_tensors")
+    both = ConcatDataset([Squares(2), Squares(3)])
+    assert len(both) == 5 and both[3][1] == 1 and both[-1][1] == 2
+    assert len(Squares(2) + Squares(1)) == 3
+    with pytest.raises(IndexError, match="ConcatDataset: index 5 out of range"):
+        both[5]
+    mf.manual_seed(1)
+    parts = random_split(ds, [7, 3])
+    assert [len(p) for p in parts] == [7, 3]
+    assert sorted(parts[0].indices + parts[1].indices) == list(range(10))
+    mf.manual_seed(1)
+    assert random_split(ds, [7, 3])[1].indices == parts[1].indices  # seeded by manual_seed
+    frac = random_split(Squares(11), [0.5, 0.3, 0.2])
+    assert [len(p) for p in frac] == [6, 3, 2]  # floors 5, 3, 2; the remainder goes to the first
+    gen = random_split(ds, [5, 5], generator=np.random.default_rng(0))
+    assert sorted(gen[0].indices + gen[1].indices) == list(range(10))
+
+
+@pytest.mark.parametrize("call,exc,match", [
+    (lambda ds: random_split(ds, [3, 3]), ValueError, "random_split: the lengths sum to 6, the dataset has 10"),
+    (lambda ds: random_split(ds, 5), TypeError, "random_split: lengths must be a non-empty list"),
+    (lambda ds: random_split(ds, [2.5, 7.5]), ValueError, "random_split: fractions must lie in"),
+    (lambda ds: random_split(ds, [-1, 11]), ValueError, "random_split: lengths must be non-negative ints"),
+    (lambda ds: random_split(ds, [5, 5], generator=3), TypeError, "random_split: generator must be"),
+    (lambda ds: Subset(ds, [1.5]), TypeError, "Subset: indices must be ints"),
+    (lambda ds: Subset(ds, 3), TypeError, "Subset: indices must be a sequence of ints"),
+    (lambda ds: ConcatDataset([]), ValueError, "ConcatDataset: datasets should not be an empty"),
+    (lambda ds: RandomSampler(ds, num_samples=0), ValueError, "RandomSampler: num_samples should be a positive"),
+    (lambda ds: RandomSampler(ds, replacement=1), TypeError, "RandomSampler: replacement should be a bool"),
+    (lambda ds: BatchSampler(range(3), 0, False), ValueError, "BatchSampler: batch_size should be a positive"),
+    (lambda ds: BatchSampler(range(3), 2, None), ValueError, "BatchSampler: drop_last should be a bool"),
+    (lambda ds: DataLoader(ds, 4, batch_sampler=[[0]]), ValueError, "batch_sampler option is mutually exclusive"),
+    (lambda ds: DataLoader(ds, shuffle=True, batch_sampler=[[0]]), ValueError, "mutually exclusive"),
+    (lambda ds: DataLoader(ds, 2, num_workers=-1), ValueError, "DataLoader: num_workers must be a non-negative"),
+    (lambda ds: DataLoader(ds, 2, collate_fn=3), TypeError, "DataLoader: collate_fn must be callable"),
+    (lambda ds: DataLoader(ds, 2, generator=5), TypeError, "DataLoader: generator must be"),
+])
+def test_bad_data_arguments(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call(_data(10))
+
+
+def test_unbatched_loading():
+    dl = DataLoader(Squares(3), batch_size=None)
+    items = list(dl)
+    assert len(dl) == 3 and len(items) == 3
+    x, y = items[2]
+    assert isinstance(x, mf.Tensor) and x.shape == (2,) and y == 2  # arrays become tensors, numbers stay
+    rows = list(DataLoader(_data(3), batch_size=None))
+    assert rows[1][0].shape == (2,) and int(rows[1][1]) == 1
+    with pytest.raises(ValueError, match="batch_size=None option disables auto-batching"):
+        DataLoader(Squares(3), batch_size=None, drop_last=True)

@@ -34,9 +34,9 @@ def test_inplace_values_identity_and_version(name, shape):
     a = randn(*shape, seed=1)
     want = plain(cpu(a)).numpy()
     x = cpu(a.copy())
-    arr, v = x.data, x._version
+    arr, v = x._data, x._version
     y = inplace(x)
-    assert y is x and x.data is arr  # the same tensor and array, as PyTorch's relu_
+    assert y is x and x._data is arr  # the same tensor and array, as PyTorch's relu_
     assert x._version == v + 1
     np.testing.assert_allclose(x.numpy(), want, rtol=1e-6, atol=1e-7)
 
@@ -314,8 +314,8 @@ def _gpu_case(fn, a, dtype, tol_scale=1.0):
     """``fn`` in place on a cuda tensor against the same on a cpu tensor (the NumPy reference)."""
     want = fn(cpu(a.copy())).numpy()
     x = mf.tensor(a.copy(), device="cuda")
-    arr = x.data
-    assert fn(x) is x and x.data is arr and x._version == 1
+    arr = x._data
+    assert fn(x) is x and x._data is arr and x._version == 1
     got = x.cpu().numpy()
     assert rel_err(got, want) <= TOL[np.dtype(dtype)] * 10 * tol_scale
 

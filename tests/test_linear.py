@@ -364,7 +364,7 @@ def test_bad_input(device, rng):
     with pytest.raises(ValueError, match="2-D"):
         F.linear(x, tensor(np.ones(5, np.float32), device))
     with pytest.raises(TypeError):
-        F.linear(x.data, w)
+        F.linear(x._data, w)
     with pytest.raises(ValueError, match="activation"):
         nn.Linear(3, 4, activation="swish")
 

@@ -92,7 +92,7 @@ def test_confident_rows_keep_their_precision(device, eps):
     p /= p.sum(1, keepdims=True)
     onehot = np.eye(9)[t]
     grad = (1 - eps) * (p - onehot) + eps / 9 * (9 * p - 1)
-    got = backend.to_device(xt.grad.data, backend.CPU).astype(np.float64)
+    got = backend.to_device(xt.grad._data, backend.CPU).astype(np.float64)
     rows = np.arange(64)
     assert np.abs(got[rows, t] - grad[rows, t]).max() < 8 * 2.0 ** -24
     assert abs(float(loss.item()) / cross_entropy64(x, t, reduction="sum", eps=eps) - 1) < 1e-3
@@ -274,10 +274,10 @@ def test_cross_entropy_against_torch(cfg, dtype):
     out = F.cross_entropy(x, mf.tensor(cp.asarray(t)), mw, **kw)
     g = mf.tensor(cp.asarray(rng.standard_normal(out.shape).astype(np.float32))).to(dtype)
     out.backward(g)
-    tx = torch.from_dlpack(x.data.astype(np.float32)).double().requires_grad_()
-    tw = None if w is None else torch.from_dlpack(mw.data.astype(np.float32)).double()
+    tx = torch.from_dlpack(x._data.astype(np.float32)).double().requires_grad_()
+    tw = None if w is None else torch.from_dlpack(mw._data.astype(np.float32)).double()
     tout = torch.nn.functional.cross_entropy(tx, torch.from_dlpack(cp.asarray(t)), tw, **kw)
-    tout.backward(torch.from_dlpack(g.data.astype(np.float32)).double())
+    tout.backward(torch.from_dlpack(g._data.astype(np.float32)).double())
     tol = TOL[backend.as_dtype(dtype)] * 4
-    assert rel_err(np.asarray(out.data.astype(np.float32).get()), tout.detach().cpu().numpy()) < tol
-    assert rel_err(x.grad.data.astype(np.float32).get(), tx.grad.cpu().numpy()) < tol
+    assert rel_err(np.asarray(out._data.astype(np.float32).get()), tout.detach().cpu().numpy()) < tol
+    assert rel_err(x.grad._data.astype(np.float32).get(), tx.grad.cpu().numpy()) < tol

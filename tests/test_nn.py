@@ -280,9 +280,9 @@ def test_linear_inplace_overwrites_input_in_no_grad(activation, bias):
     x = mf.randn(3, 5, 16)
     want = ref(x).detach().numpy()
     with mf.no_grad():
-        arr, v0 = x.data, x._version
+        arr, v0 = x._data, x._version
         y = lin(x)
-    assert y is x and y.data is arr and x._version > v0
+    assert y is x and y._data is arr and x._version > v0
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
 
 

@@ -278,11 +278,11 @@ def test_layer_norm_against_torch(dtype):
     g = mf.randn(*shape, device="cuda").to(dtype)
     y = F.layer_norm(x, (n,), w, b)
     y.backward(g)
-    tt = {k: torch.from_dlpack(v.data.astype(np.float32)).double().requires_grad_()
+    tt = {k: torch.from_dlpack(v._data.astype(np.float32)).double().requires_grad_()
           for k, v in (("x", x), ("w", w), ("b", b))}
     ty = torch.nn.functional.layer_norm(tt["x"], (n,), tt["w"], tt["b"])
-    ty.backward(torch.from_dlpack(g.data.astype(np.float32)).double())
+    ty.backward(torch.from_dlpack(g._data.astype(np.float32)).double())
     tol = TOL[backend.as_dtype(dtype)] * 4
-    assert rel_err(y.data.astype(np.float32).get(), ty.detach().cpu().numpy()) < tol
+    assert rel_err(y._data.astype(np.float32).get(), ty.detach().cpu().numpy()) < tol
     for mine, theirs in ((x, tt["x"]), (w, tt["w"]), (b, tt["b"])):
-        assert rel_err(mine.grad.data.astype(np.float32).get(), theirs.grad.cpu().numpy()) < tol * 2
+        assert rel_err(mine.grad._data.astype(np.float32).get(), theirs.grad.cpu().numpy()) < tol * 2

@@ -28,7 +28,7 @@ def _run(make_opt, dtype=np.float64, grads=GRADS):
     for g in grads:
         p.grad = mf.tensor(g.astype(dtype))
         opt.step()
-        out.append(p.data.copy())
+        out.append(p._data.copy())
     return out, opt
 
 
@@ -115,8 +115,8 @@ def test_params_without_grad_are_skipped_and_groups_have_own_lr():
     opt = optim.SGD([{"params": [a]}, {"params": [b], "lr": 1.0}], lr=0.1)
     b.grad = mf.ones(2)
     opt.step()
-    np.testing.assert_array_equal(a.data, [1, 1])
-    np.testing.assert_array_equal(b.data, [0, 0])
+    np.testing.assert_array_equal(a._data, [1, 1])
+    np.testing.assert_array_equal(b._data, [0, 0])
     opt.zero_grad()
     assert b.grad is None
 
@@ -134,7 +134,7 @@ def test_optimizer_state_dict_round_trip(make, tmp_path):
     p2.grad = mf.tensor(GRADS[2])
     opt2.step()
     full, _ = _run(make)
-    np.testing.assert_array_equal(p2.data, full[-1])
+    np.testing.assert_array_equal(p2._data, full[-1])
 
 
 def test_optimizer_load_state_dict_errors():
@@ -219,10 +219,10 @@ def test_clip_grad_norm():
     a.grad, b.grad = mf.tensor([3.0, 0.0]), mf.tensor([4.0])
     total = nn.utils.clip_grad_norm_([a, b], max_norm=1.0)
     assert float(total) == pytest.approx(5.0)
-    np.testing.assert_allclose(a.grad.data, [0.6, 0.0], rtol=1e-5)
-    np.testing.assert_allclose(b.grad.data, [0.8], rtol=1e-5)
+    np.testing.assert_allclose(a.grad._data, [0.6, 0.0], rtol=1e-5)
+    np.testing.assert_allclose(b.grad._data, [0.8], rtol=1e-5)
     total = nn.utils.clip_grad_norm_([a, b], max_norm=10.0)  # no change below the threshold
-    np.testing.assert_allclose(b.grad.data, [0.8], rtol=1e-5)
+    np.testing.assert_allclose(b.grad._data, [0.8], rtol=1e-5)
     assert float(nn.utils.clip_grad_norm_([a, b], 1.0, norm_type=math.inf)) == pytest.approx(0.8, rel=1e-5)
 
 

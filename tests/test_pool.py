@@ -119,9 +119,9 @@ def test_defaults_and_modules(rng):
     assert nn.MaxPool2d(3, stride=2, padding=1)(x).shape == (2, 3, 4, 4)
     assert nn.AvgPool2d(2)(x).shape == (2, 3, 4, 4)
     y = F.avg_pool2d(x, 3, 1, 1)  # count_include_pad=True: corner divides by 9
-    np.testing.assert_allclose(y.data[0, 0, 0, 0], x.data[0, 0, :2, :2].sum() / 9, rtol=1e-6)
+    np.testing.assert_allclose(y._data[0, 0, 0, 0], x._data[0, 0, :2, :2].sum() / 9, rtol=1e-6)
     for dt in (backend.float16, backend.bfloat16):
-        assert F.max_pool2d(T(x.data.astype(dt)), 2).dtype == dt
+        assert F.max_pool2d(T(x._data.astype(dt)), 2).dtype == dt
 
 
 @pytest.mark.parametrize("fn", [F.max_pool2d, F.avg_pool2d])
@@ -208,18 +208,18 @@ def test_return_indices(case, rng):
         xt = T(x, requires_grad)
         y, idx = F.max_pool2d(xt, k, s, p, ceil_mode=cm, return_indices=True)
         assert idx.dtype == np.int64 and idx.shape == y.shape and not idx.requires_grad
-        np.testing.assert_array_equal(idx.data, expected)
-        np.testing.assert_array_equal(y.data, direct_pool(x, k, s, p, cm, "max"))
+        np.testing.assert_array_equal(idx._data, expected)
+        np.testing.assert_array_equal(y._data, direct_pool(x, k, s, p, cm, "max"))
         if requires_grad:
             dy = rng.standard_normal(y.shape)
             (y * T(dy)).sum().backward()
             dx = np.zeros((shape[0] * shape[1], shape[2] * shape[3]))
             np.add.at(dx, (np.repeat(np.arange(shape[0] * shape[1]), y.shape[2] * y.shape[3]), expected.ravel()),
                       dy.ravel())
-            np.testing.assert_allclose(xt.grad.data, dx.reshape(shape))
+            np.testing.assert_allclose(xt.grad._data, dx.reshape(shape))
     with mf.no_grad():
         _, idx = nn.MaxPool2d(k, s, p, return_indices=True, ceil_mode=cm)(T(x, True))
-    np.testing.assert_array_equal(idx.data, expected)
+    np.testing.assert_array_equal(idx._data, expected)
 
 
 @pytest.mark.gpu
@@ -238,15 +238,15 @@ def test_gpu_matches_torch():
             y, idx = fn(xm, 3, 2, 1, ceil_mode=True, return_indices=True)
             yt, idxt = tfn(xt, 3, 2, 1, ceil_mode=True, return_indices=True)
             assert idx.dtype == np.int64
-            np.testing.assert_array_equal(cupy.asnumpy(idx.data), idxt.cpu().numpy())
+            np.testing.assert_array_equal(cupy.asnumpy(idx._data), idxt.cpu().numpy())
         else:
             y = fn(xm, 3, 2, 1, ceil_mode=True)
             yt = tfn(xt, 3, 2, 1, ceil_mode=True)
-        np.testing.assert_allclose(cupy.asnumpy(y.data), yt.detach().cpu().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(cupy.asnumpy(y._data), yt.detach().cpu().numpy(), rtol=1e-6)
         y.sum().backward()
         xt.grad = None
         yt.sum().backward()
-        np.testing.assert_allclose(cupy.asnumpy(xm.grad.data), xt.grad.cpu().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(cupy.asnumpy(xm.grad._data), xt.grad.cpu().numpy(), rtol=1e-6)
 
 
 @pytest.mark.gpu

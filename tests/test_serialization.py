@@ -137,3 +137,154 @@ def test_resume_gives_bitwise_equal_losses(tmp_path):
     resumed = _steps(model2, opt2, sched2, loader2, 3)
     for a, b in zip(after, resumed):
         assert a.tobytes() == b.tobytes(), (a, b)
+
+
+# ---------------------------------------------------------------- file objects and safetensors
+import io  # noqa: E402
+
+from conftest import host  # noqa: E402
+
+from safetensors.numpy import load_file as st_load_file, save as st_save, save_file as st_save_file  # noqa: E402
+
+
+def _mlp():
+    mf.manual_seed(0)
+    return nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+def test_npz_through_file_objects_and_weights_only():
+    obj = {"w": mf.randn(2, 3), "step": 4}
+    buf = io.BytesIO()
+    assert mf.save(obj, buf) is buf
+    buf.seek(0)
+    got = mf.load(buf, weights_only=True)
+    np.testing.assert_array_equal(got["w"].numpy(), obj["w"].numpy())
+    assert got["step"] == 4
+
+
+def test_safetensors_round_trip_by_suffix(tmp_path):
+    sd = {"w": mf.randn(3, 4), "b16": mf.randn(5).to("bfloat16"), "h": mf.ones(2, dtype=mf.float16),
+          "d": mf.randn(2, dtype=mf.float64), "i": mf.arange(4), "u": mf.tensor([1, 2], dtype=mf.uint8),
+          "flag": mf.tensor([True, False]), "scalar": mf.tensor(2.5)}
+    path = tmp_path / "m.safetensors"
+    mf.save(sd, path)
+    with open(path, "rb") as f:
+        assert f.read(16)[8:9] == b"{"  # a safetensors header, not a zip
+    got = mf.load(path)
+    assert set(got) == set(sd)
+    for k, v in sd.items():
+        assert got[k].dtype == v.dtype and got[k].shape == v.shape and got[k].device == mf.device("cpu"), k
+        np.testing.assert_array_equal(got[k].numpy().astype(np.float64), v.numpy().astype(np.float64))
+
+
+def test_safetensors_by_argument_and_file_object():
+    sd = _mlp().state_dict()
+    buf = io.BytesIO()
+    mf.save(sd, buf, format="safetensors", metadata={"format": "pt"})
+    buf.seek(0)
+    got = mf.load(buf)  # told apart by content
+    for k, v in sd.items():
+        np.testing.assert_array_equal(got[k].numpy(), v.numpy())
+    buf.seek(0)
+    assert set(mf.load(buf, format="safetensors")) == set(sd)
+
+
+def test_safetensors_written_by_the_numpy_api_loads_into_a_model(tmp_path):
+    model = _mlp()
+    rng = np.random.default_rng(3)
+    arrays = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in model.state_dict().items()}
+    path = tmp_path / "w.safetensors"
+    st_save_file(arrays, str(path))
+    result = model.load_state_dict(mf.load(path))
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    h = np.maximum(x @ arrays["0.weight"].T + arrays["0.bias"], 0)
+    np.testing.assert_allclose(model(mf.tensor(x)).numpy(), h @ arrays["2.weight"].T + arrays["2.bias"],
+                               rtol=1e-5, atol=1e-5)
+    # float64 weights are cast into the float32 model, as PyTorch's load_state_dict does
+    st_save_file({k: v.astype(np.float64) for k, v in arrays.items()}, str(path))
+    model.load_state_dict(mf.load(path))
+    assert model.state_dict()["0.weight"].dtype == mf.float32
+    # and what minifused writes, the package reads
+    mf.save(model.state_dict(), path)
+    back = st_load_file(str(path))
+    np.testing.assert_array_equal(back["2.bias"], arrays["2.bias"])
+
+
+def test_safetensors_missing_key_and_bad_input(tmp_path):
+    model = _mlp()
+    arrays = {k: v.numpy() for k, v in model.state_dict().items() if k != "2.bias"}
+    path = tmp_path / "partial.safetensors"
+    st_save_file(arrays, str(path))
+    with pytest.raises(RuntimeError, match="missing keys: 2.bias"):
+        model.load_state_dict(mf.load(path))
+    assert model.load_state_dict(mf.load(path), strict=False).missing_keys == ["2.bias"]
+    with pytest.raises(TypeError, match="save: the safetensors format stores a flat dict"):
+        mf.save([mf.ones(2)], tmp_path / "x.safetensors")
+    with pytest.raises(TypeError, match="save: the safetensors format stores tensors only, got int for 'step'"):
+        mf.save({"w": mf.ones(2), "step": 3}, tmp_path / "x.safetensors")
+    with pytest.raises(TypeError, match="save: safetensors keys must be strings"):
+        mf.save({0: mf.ones(2)}, tmp_path / "x.safetensors")
+    with pytest.raises(ValueError, match="save: metadata is stored by the safetensors format only"):
+        mf.save({"w": mf.ones(2)}, tmp_path / "x.ckpt", metadata={"a": "b"})
+    with pytest.raises(ValueError, match="save: format must be 'safetensors', 'npz' or None"):
+        mf.save({"w": mf.ones(2)}, tmp_path / "x.ckpt", format="pickle")
+    with pytest.raises(TypeError, match="save: f must be a path or a binary file object"):
+        mf.save({"w": mf.ones(2)}, 3)
+    with pytest.raises(TypeError, match="load: f must be a path or a binary file object"):
+        mf.load(3.5)
+    with pytest.raises(TypeError, match="load: the file object must be opened in binary mode"):
+        mf.load(io.StringIO("x"))
+    good = st_save({"w": np.ones(4, np.float32)})
+    with pytest.raises(ValueError, match="load: .* is not a readable safetensors file"):
+        mf.load(io.BytesIO(good[:-3]))
+    assert not list(tmp_path.glob("x.*"))  # nothing half-written
+
+
+@pytest.mark.gpu
+def test_safetensors_from_pytorch_into_the_same_models(torch, tmp_path):
+    """A PyTorch user's MLP and small CNN weights, saved with safetensors.torch, give the same outputs here."""
+    from safetensors.torch import save_file as torch_save_file
+
+    tnn = torch.nn
+    torch.manual_seed(0)
+    t_mlp = tnn.Sequential(tnn.Linear(20, 32), tnn.ReLU(), tnn.Linear(32, 10)).cuda()
+    t_cnn = tnn.Sequential(tnn.Conv2d(3, 8, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
+                           tnn.Conv2d(8, 16, 3, stride=2, padding=1), tnn.ReLU(), tnn.Flatten(),
+                           tnn.Linear(16 * 2 * 2, 5)).cuda()
+    m_mlp = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 10))
+    m_cnn = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(16 * 2 * 2, 5))
+    rng = np.random.default_rng(0)
+    cases = [(t_mlp, m_mlp, rng.standard_normal((6, 20))), (t_cnn, m_cnn, rng.standard_normal((2, 3, 8, 8)))]
+    for i, (tm, mm, x) in enumerate(cases):
+        path = tmp_path / f"model{i}.safetensors"
+        torch_save_file(tm.state_dict(), str(path))
+        for device in ("cpu", "cuda"):
+            mm.to(device)
+            result = mm.load_state_dict(mf.load(path, map_location=device))
+            assert result.missing_keys == [] and result.unexpected_keys == []
+            with torch.no_grad():
+                want = tm(torch.tensor(x, dtype=torch.float32, device="cuda")).cpu().numpy()
+            got = mm(mf.tensor(x, dtype=mf.float32, device=device)).cpu().numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # bfloat16 weights, as PyTorch writes them (safetensors' BF16), load as bfloat16 tensors
+    path = tmp_path / "bf16.safetensors"
+    torch_save_file({k: v.to(torch.bfloat16) for k, v in t_mlp.state_dict().items()}, str(path))
+    got = mf.load(path, map_location="cuda")
+    for k, v in t_mlp.state_dict().items():
+        assert got[k].dtype == mf.bfloat16 and got[k].is_cuda
+        np.testing.assert_array_equal(host(got[k]).astype(np.float32), v.to(torch.bfloat16).float().cpu().numpy())
+    m_mlp.to("cuda").load_state_dict(got)  # cast into the float32 model
+    np.testing.assert_array_equal(m_mlp[0].weight.cpu().numpy(),
+                                  t_mlp[0].weight.to(torch.bfloat16).float().cpu().numpy())
+
+
+def test_a_pytorch_pickle_checkpoint_is_refused_with_the_way_out(tmp_path):
+    path = tmp_path / "model.pt"
+    with zipfile.ZipFile(path, "w") as z:  # the layout torch.save writes: a zip holding a pickle
+        z.writestr("model/data.pkl", b"\x80\x02}q\x00.")
+        z.writestr("model/version", b"3\n")
+    with pytest.raises(ValueError, match=r"PyTorch pickle checkpoint .*safetensors\.torch\.save_file"):
+        mf.load(path, weights_only=True)

@@ -144,10 +144,10 @@ def test_against_torch(log):
     g = mf.randn(300, 2000, device="cuda")
     y = (F.log_softmax if log else F.softmax)(x, dim=-1)
     y.backward(g)
-    tx = torch.from_dlpack(x.data).double().requires_grad_()
+    tx = torch.from_dlpack(x._data).double().requires_grad_()
     ty = (torch.log_softmax if log else torch.softmax)(tx, -1)
-    ty.backward(torch.from_dlpack(g.data).double())
-    assert rel_err(y.data.get(), ty.detach().cpu().numpy()) < 2e-6
-    assert rel_err(x.grad.data.get(), tx.grad.cpu().numpy()) < 1e-5
+    ty.backward(torch.from_dlpack(g._data).double())
+    assert rel_err(y._data.get(), ty.detach().cpu().numpy()) < 2e-6
+    assert rel_err(x.grad._data.get(), tx.grad.cpu().numpy()) < 1e-5
     ninf = torch.full((1, 5), float("-inf"), device="cuda")
     assert torch.isnan((torch.log_softmax if log else torch.softmax)(ninf, -1)).all()  # what we match

@@ -45,13 +45,13 @@ def test_functional_in_place_version_and_epilog(rng):
     b = rng.standard_normal(8).astype(np.float32)
     xt = T(x.copy())
     v0 = xt._version
-    arr = xt.data
+    arr = xt._data
     assert F.square_matmul_(xt, T(w), transpose=True, bias=T(b), activation="relu") is xt
-    assert xt.data is arr and xt._version == v0 + 1
-    np.testing.assert_allclose(xt.data, expected(x, w, True, b, "relu"), rtol=1e-5, atol=1e-5)
+    assert xt._data is arr and xt._version == v0 + 1
+    np.testing.assert_allclose(xt._data, expected(x, w, True, b, "relu"), rtol=1e-5, atol=1e-5)
     xt = T(x.copy())
     F.square_matmul_(xt, T(w))
-    np.testing.assert_allclose(xt.data, expected(x, w, False), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(xt._data, expected(x, w, False), rtol=1e-5, atol=1e-5)
 
 
 def test_version_bump_is_seen_by_backward(rng):
@@ -75,7 +75,7 @@ def test_bad_input(rng):
         ((T(np.ones((2, 4, 3), np.float32)), w), ValueError, "2-D"),
         ((x, T(np.ones((3, 3), np.float64))), TypeError, "same dtype"),
         ((T(np.ones((4, 3), np.int32)), T(np.ones((3, 3), np.int32))), TypeError, "dtype"),
-        ((x.data, w), TypeError, "expected tensors"),
+        ((x._data, w), TypeError, "expected tensors"),
     ]
     for args, exc, msg in cases:
         with pytest.raises(exc, match=msg) as e:

@@ -91,7 +91,7 @@ def test_dlpack_cpu_is_zero_copy():
     arr[1] = 42
     assert t[1].item() == 42
     back = np.from_dlpack(t)
-    t.data[2] = -1
+    t._data[2] = -1
     assert back[2] == -1
 
 
@@ -135,7 +135,7 @@ def test_dlpack_torch_zero_copy():
     back[1] = 11
     torch.cuda.synchronize()
     assert t[1].item() == 11
-    assert back.data_ptr() == t.data.data.ptr
+    assert back.data_ptr() == t._data.data.ptr
 
 
 @pytest.mark.gpu

@@ -45,7 +45,7 @@ def _check_module(torch, ours, theirs, x_np, loss_weights=None, target=None):
     tx = torch.tensor(x_np, device="cuda", requires_grad=True)
     y = ours(x) if target is None else ours(x, mf.tensor(target, device="cuda"))
     ty = theirs(tx) if target is None else theirs(tx, torch.tensor(target, device="cuda"))
-    assert _rel(y.data.get(), ty) < RTOL
+    assert _rel(y._data.get(), ty) < RTOL
     if y.shape == ():
         y.backward()
         ty.backward()
@@ -53,10 +53,10 @@ def _check_module(torch, ours, theirs, x_np, loss_weights=None, target=None):
         g = np.random.default_rng(0).standard_normal(tuple(y.shape)).astype(np.float32)
         y.backward(mf.tensor(g, device="cuda"))
         ty.backward(torch.tensor(g, device="cuda"))
-    assert _rel(x.grad.data.get(), tx.grad) < RTOL
+    assert _rel(x.grad._data.get(), tx.grad) < RTOL
     ours_p = dict(ours.named_parameters())
     for name, p in theirs.named_parameters():
-        assert _rel(ours_p[name].grad.data.get(), p.grad) < RTOL, name
+        assert _rel(ours_p[name].grad._data.get(), p.grad) < RTOL, name
 
 
 @pytest.mark.parametrize("entry,sample", params(p for p in samples(plain=True) if p[0].torch))
@@ -138,7 +138,7 @@ def test_mse(torch):
     loss, tloss = ours(x, mf.tensor(target, device="cuda")), theirs(tx, torch.tensor(target, device="cuda"))
     loss.backward()
     tloss.backward()
-    assert _rel(loss.data.get(), tloss) < RTOL and _rel(x.grad.data.get(), tx.grad) < RTOL
+    assert _rel(loss._data.get(), tloss) < RTOL and _rel(x.grad._data.get(), tx.grad) < RTOL
 
 
 # ---------------------------------------------------------------- the MNIST models over steps
@@ -217,5 +217,5 @@ def test_mnist_models_follow_pytorch_over_steps(torch, name, opt):
         assert abs(losses[-1][0] - losses[-1][1]) <= STEP_RTOL * abs(losses[-1][1]), losses
     ours_p = dict(ours.named_parameters())
     for k, p in theirs.named_parameters():
-        assert _rel(ours_p[k].data.get(), p) < STEP_RTOL, (k, losses)
+        assert _rel(ours_p[k]._data.get(), p) < STEP_RTOL, (k, losses)
     print(name, opt, "losses (ours, pytorch):", losses)

@@ -36,7 +36,7 @@ def _run(name, steps, seed=0, opt="adam", hook=None):
         loss = F.cross_entropy(model(mf.Tensor(x[step % 8])), mf.Tensor(y[step % 8]))
         loss.backward()
         o.step()
-        losses.append(loss.data)
+        losses.append(loss._data)
         if hook:
             hook(step)
     return np.array([float(v) for v in cupy.stack(losses).get()], dtype=np.float32).view(np.uint32)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import backend
 from ..tensor import Tensor
+from .dataset import Dataset
 
 
 def epoch_order(n: int, seed: int, epoch: int):
@@ -23,7 +24,7 @@ def epoch_order(n: int, seed: int, epoch: int):
     return np.random.Generator(np.random.PCG64([int(seed), int(epoch)])).permutation(n)
 
 
-class TensorDataset:
+class TensorDataset(Dataset):
     """Tensors of equal first dimension, indexed together."""
 
     def __init__(self, *tensors):
@@ -96,47 +97,83 @@ class DistributedSampler:
 
 
 class DataLoader:
-    """Iterate over ``dataset`` in batches of ``batch_size``.
+    """Iterate over ``dataset`` in batches of ``batch_size`` (PyTorch's arguments, in its order).
 
     ``shuffle`` draws a new order every epoch from ``seed`` (None: a seed from the global
     generator); ``drop_last`` drops a final short batch; ``device`` / ``dtype`` say where the
     batches live and the floating dtype of the inputs. ``set_epoch(e)`` picks the epoch
     whose order the next iteration uses (it advances by one after each full iteration).
-    ``sampler`` (a :class:`DistributedSampler`, instead of ``shuffle``) gives the indices to
-    load, per epoch: the loader's epoch drives it, so ``loader.set_epoch(e)`` reshuffles.
+    ``sampler`` (instead of ``shuffle``) gives the indices to load: a :class:`DistributedSampler`
+    is driven by the loader's epoch (``loader.set_epoch(e)`` reshuffles), any other iterable of
+    indices is iterated afresh each epoch. ``batch_sampler`` gives whole batches of indices
+    instead (then leave ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last`` alone).
+    ``batch_size=None`` turns batching off: each item comes alone, its NumPy arrays made tensors
+    (or passed through ``collate_fn``).
+    ``collate_fn(list_of_items)`` builds each batch on the host; the default stacks tensors,
+    arrays and numbers position by position (tuples, lists and dicts of them too).
+
+    A dataset with ``as_tensors`` and no ``collate_fn`` is moved to the device once and
+    batched there. ``num_workers``, ``pin_memory``, ``timeout``, ``worker_init_fn``,
+    ``prefetch_factor`` and ``persistent_workers`` are accepted for PyTorch code and do
+    nothing: loading runs in the calling thread. ``generator`` (a ``numpy.random.Generator``)
+    seeds the shuffled order when ``seed`` is not given.
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None, device=None,
-                 dtype=None, sampler=None):
-        if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size <= 0:
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
+                 collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
+                 generator=None, prefetch_factor=None, persistent_workers=False, pin_memory_device="", *,
+                 seed=None, device=None, dtype=None):
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("DataLoader: batch_sampler option is mutually exclusive with batch_size, "
+                                 "shuffle, sampler, and drop_last")
+            batch_size = None
+        elif batch_size is None:
+            if drop_last:
+                raise ValueError("DataLoader: batch_size=None option disables auto-batching and is mutually "
+                                 "exclusive with drop_last")
+        elif not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size <= 0:
             raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
         if sampler is not None and shuffle:
             raise ValueError("DataLoader: sampler and shuffle=True are exclusive (the sampler shuffles)")
-        self.sampler = sampler
+        if not isinstance(num_workers, numbers.Integral) or isinstance(num_workers, bool) or num_workers < 0:
+            raise ValueError(f"DataLoader: num_workers must be a non-negative integer, got {num_workers!r}")
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError(f"DataLoader: collate_fn must be callable, got {type(collate_fn).__name__}")
+        self.sampler, self.batch_sampler, self.collate_fn = sampler, batch_sampler, collate_fn
         self.dataset = dataset
-        self.batch_size = int(batch_size)
+        self.batch_size = None if batch_size is None else int(batch_size)
+        self._unbatched = batch_size is None and batch_sampler is None
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
+        self.num_workers = int(num_workers)
         if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
             raise ValueError(f"DataLoader: seed must be a non-negative integer or None, got {seed!r}")
         if seed is None:
-            seed = int(backend.generator(backend.CPU).integers(0, 2 ** 62))
+            if generator is not None and not isinstance(generator, np.random.Generator):
+                raise TypeError(f"DataLoader: generator must be a numpy.random.Generator or None, "
+                                f"got {type(generator).__name__}")
+            seed = int((generator or backend.generator(backend.CPU)).integers(0, 2 ** 62))
         self.seed = int(seed)
         self.device = backend.device(device)
         self.epoch = 0
         self._tensors = None
-        if hasattr(dataset, "as_tensors"):
+        if hasattr(dataset, "as_tensors") and collate_fn is None and not self._unbatched:
             self._tensors = tuple(dataset.as_tensors(self.device, dtype))
         self.n = len(dataset) if sampler is None else len(sampler)
 
     def __len__(self):
+        if self.batch_sampler is not None:
+            return len(self.batch_sampler)
+        if self._unbatched:
+            return self.n
         if self.drop_last:
             return self.n // self.batch_size
         return -(-self.n // self.batch_size)
 
     def set_epoch(self, epoch: int):
         self.epoch = int(epoch)
-        if self.sampler is not None:
+        if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
 
     def order(self, epoch=None):
@@ -144,10 +181,22 @@ class DataLoader:
         indices with one)."""
         epoch = self.epoch if epoch is None else epoch
         if self.sampler is not None:
-            return np.asarray(self.sampler.indices(epoch))
+            if hasattr(self.sampler, "indices") and callable(self.sampler.indices):
+                return np.asarray(self.sampler.indices(epoch))
+            return np.fromiter((int(i) for i in self.sampler), dtype=np.int64)
         if not self.shuffle:
             return np.arange(self.n)
         return epoch_order(self.n, self.seed, epoch)
+
+    def _index_batches(self, epoch):
+        """Host index arrays, one per batch."""
+        if self.batch_sampler is not None:
+            for batch in self.batch_sampler:
+                yield np.asarray(batch, dtype=np.int64).reshape(-1)
+            return
+        order, bs = self.order(epoch), self.batch_size
+        for b in range(len(self)):
+            yield order[b * bs:(b + 1) * bs]
 
     def __iter__(self):
         epoch = self.epoch
@@ -155,28 +204,75 @@ class DataLoader:
         return self._device_batches(epoch) if self._tensors is not None else self._host_batches(epoch)
 
     def _device_batches(self, epoch):
-        bs, count = self.batch_size, len(self)
-        if self.shuffle or self.sampler is not None:
+        bs, count = self.batch_size, len(self) if self.batch_sampler is None else 0
+        if self.batch_sampler is not None:
+            for idx in self._index_batches(epoch):
+                with backend.on_device(self.device):
+                    idx = backend.to_device(idx, self.device)
+                yield tuple(Tensor._from_array(t._data.take(idx, axis=0)) for t in self._tensors)
+        elif self.shuffle or self.sampler is not None:
             with backend.on_device(self.device):
                 perm = backend.to_device(self.order(epoch), self.device)  # one copy per epoch
             for b in range(count):
                 idx = perm[b * bs:(b + 1) * bs]
-                yield tuple(Tensor._from_array(t.data.take(idx, axis=0)) for t in self._tensors)
+                yield tuple(Tensor._from_array(t._data.take(idx, axis=0)) for t in self._tensors)
         else:
             for b in range(count):
-                yield tuple(Tensor._from_array(t.data[b * bs:(b + 1) * bs]) for t in self._tensors)
+                yield tuple(Tensor._from_array(t._data[b * bs:(b + 1) * bs]) for t in self._tensors)
 
     def _host_batches(self, epoch):
-        order, bs = self.order(epoch), self.batch_size
-        for b in range(len(self)):
-            items = [self.dataset[int(i)] for i in order[b * bs:(b + 1) * bs]]
-            yield tuple(_collate([it[k] for it in items], self.device) for k in range(len(items[0])))
+        if self._unbatched:
+            for i in self.order(epoch):
+                item = self.dataset[int(i)]
+                yield self.collate_fn(item) if self.collate_fn is not None else _convert(item, self.device)
+            return
+        for idx in self._index_batches(epoch):
+            items = [self.dataset[int(i)] for i in idx]
+            if self.collate_fn is not None:
+                yield self.collate_fn(items)
+            else:
+                yield _collate_items(items, self.device)
+
+
+def default_collate(batch, device=None):
+    """PyTorch's ``default_collate``: a list of samples to one batch, stacking tensors, arrays and
+    numbers position by position through tuples, lists and dicts."""
+    return _collate_items(list(batch), backend.device(device))
+
+
+def _convert(item, device):
+    """PyTorch's ``default_convert``: NumPy arrays in ``item`` become tensors, nothing is stacked."""
+    if isinstance(item, np.ndarray) and item.dtype.kind in "biuf":
+        return Tensor._from_array(backend.to_device(item, device))
+    if isinstance(item, dict):
+        return {k: _convert(v, device) for k, v in item.items()}
+    if isinstance(item, tuple):
+        return tuple(_convert(v, device) for v in item)
+    if isinstance(item, list):
+        return [_convert(v, device) for v in item]
+    return item
+
+
+def _collate_items(items, device):
+    first = items[0]
+    if isinstance(first, dict):
+        return {k: _collate_items([it[k] for it in items], device) for k in first}
+    if isinstance(first, (tuple, list)):
+        if any(len(it) != len(first) for it in items):
+            raise RuntimeError("DataLoader: each element in list of batch should be of equal size")
+        cols = [_collate_items([it[k] for it in items], device) for k in range(len(first))]
+        return tuple(cols) if isinstance(first, tuple) else cols
+    if isinstance(first, (str, bytes)):
+        return list(items)
+    return _collate(items, device)
 
 
 def _collate(values, device):
     first = values[0]
     if isinstance(first, Tensor):
-        arr = np.stack([backend.to_device(v.data, backend.CPU) for v in values])
+        arr = np.stack([backend.to_device(v._data, backend.CPU) for v in values])
+    elif isinstance(first, np.ndarray):  # NumPy arrays keep their dtype, as PyTorch collates them
+        return Tensor._from_array(backend.to_device(np.stack(values), device))
     elif all(isinstance(v, float) for v in values):  # plain Python floats: float64, as PyTorch collates them
         arr = np.asarray(values, dtype=np.float64)
     else:

@@ -260,7 +260,7 @@ def all_reduce(tensor, op=ReduceOp.SUM):
     if op not in _OPS:
         raise ValueError(f"all_reduce: unknown op {op!r}; expected one of {_OPS}")
     if g.world > 1:
-        _all_reduce_array(tensor.data, op)
+        _all_reduce_array(tensor._data, op)
         tensor._bump("all_reduce")
     return tensor
 
@@ -273,7 +273,7 @@ def broadcast(tensor, src=0):
         raise ValueError(f"broadcast: src must be a rank in [0, {g.world}), got {src}")
     if g.world == 1:
         return tensor
-    a = tensor.data
+    a = tensor._data
     if _uses_nccl(g, a, "broadcast"):
         nccl, dtype = _nccl_args(a, "broadcast")
         g.comm.broadcast(a.data.ptr, a.data.ptr, a.size, dtype, src, _stream_ptr(None))
@@ -294,7 +294,7 @@ def all_gather(tensor_list, tensor):
         if t.shape != tensor.shape or t.dtype != tensor.dtype:
             raise ValueError(f"all_gather: every output must be {tuple(tensor.shape)} {tensor.dtype}, got "
                              f"{tuple(t.shape)} {t.dtype}")
-    a = tensor.data
+    a = tensor._data
     if _uses_nccl(g, a, "all_gather"):
         nccl, dtype = _nccl_args(a, "all_gather")
         out = tensor._xp.empty((g.world,) + a.shape, a.dtype)
@@ -303,7 +303,7 @@ def all_gather(tensor_list, tensor):
     else:
         parts = g.hub.all_gather(backend.to_device(a, backend.CPU), "all_gather")
     for t, part in zip(tensor_list, parts):
-        t.data[...] = backend.to_device(part, t.device)
+        t._data[...] = backend.to_device(part, t.device)
         t._bump("all_gather")
     return tensor_list
 

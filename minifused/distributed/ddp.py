@@ -190,10 +190,10 @@ class DistributedDataParallel(Module):
     def _reduce(self, bucket):
         flat = bucket.flat
         for p, off in zip(bucket.params, bucket.offsets):
-            flat[off:off + p.numel()] = p.grad.data.reshape(-1)
+            flat[off:off + p.numel()] = p.grad._data.reshape(-1)
         _all_reduce_array(flat, "avg", self._stream)
         for p, off in zip(bucket.params, bucket.offsets):
-            p.grad.data[...] = flat[off:off + p.numel()].reshape(p.shape)
+            p.grad._data[...] = flat[off:off + p.numel()].reshape(p.shape)
             p.grad._bump("DistributedDataParallel gradient all_reduce")
 
     def _finish(self):

@@ -87,15 +87,15 @@ def linear(input, weight, bias=None, activation=None):
     # The common, valid case in a few comparisons (this runs once per layer per step);
     # anything unusual goes to the checks that name what was wrong.
     if isinstance(input, _Tensor) and isinstance(weight, _Tensor) and activation in LINEAR_ACTIVATIONS:
-        x, w = input.data, weight.data
+        x, w = input._data, weight._data
         xs, ws, dtype = x.shape, w.shape, x.dtype
         kind = type(x)
         if (len(ws) == 2 and xs and xs[-1] == ws[1] and w.dtype is dtype and dtype in _LINEAR_DTYPES
                 and type(w) is kind and (bias is None or (
-                    isinstance(bias, _Tensor) and bias.data.shape == ws[:1] and bias.data.dtype is dtype
-                    and type(bias.data) is kind))
+                    isinstance(bias, _Tensor) and bias._data.shape == ws[:1] and bias._data.dtype is dtype
+                    and type(bias._data) is kind))
                 and (kind is _np.ndarray or (x.data.device_id == w.data.device_id and (
-                    bias is None or x.data.device_id == bias.data.data.device_id)))):
+                    bias is None or x.data.device_id == bias._data.data.device_id)))):
             return _LinearFn.apply(input, weight, bias, activation=activation)
     _linear_check(input, weight, bias, activation)
     return _LinearFn.apply(input, weight, bias, activation=activation)
@@ -115,7 +115,7 @@ def _linear_check(input, weight, bias, activation):
     if xshape[-1] != wshape[1]:
         raise ValueError(f"linear: input has {xshape[-1]} features (last dimension of shape {tuple(xshape)}) "
                          f"but weight expects in_features={wshape[1]} (weight shape {tuple(wshape)})")
-    x, dtype = input.data, input.dtype
+    x, dtype = input._data, input.dtype
     _check_gemm_dtype("linear", dtype, x)
     if weight.dtype != dtype:
         raise TypeError(f"linear: input and weight must have the same dtype, got {dtype} and {weight.dtype} "
@@ -128,7 +128,7 @@ def _linear_check(input, weight, bias, activation):
                              f"got shape {tuple(bias.shape)}")
         if bias.dtype != dtype:
             raise TypeError(f"linear: bias dtype {bias.dtype} differs from input dtype {dtype}")
-    if not (_same_device(x, weight.data) and (bias is None or _same_device(x, bias.data))):
+    if not (_same_device(x, weight._data) and (bias is None or _same_device(x, bias._data))):
         devs = [str(input.device), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
         raise RuntimeError(f"linear: expected input, weight and bias on one device, got {', '.join(devs)}")
 
@@ -159,7 +159,7 @@ def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
     if x.shape[1] != n:
         raise ValueError(f"{op}: x has {x.shape[1]} columns (shape {tuple(x.shape)}) but weight is "
                          f"({n}, {n}); expected x of shape (rows, {n})")
-    dtype, xa = x.dtype, x.data
+    dtype, xa = x.dtype, x._data
     _check_gemm_dtype(op, dtype, xa)
     if weight.dtype != dtype:
         raise TypeError(f"{op}: x and weight must have the same dtype, got {dtype} and {weight.dtype}")
@@ -173,7 +173,7 @@ def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
             got = (f"shape {tuple(bias.shape)}, dtype {bias.dtype}" if isinstance(bias, _Tensor)
                    else type(bias).__name__)
             raise ValueError(f"{op}: bias must be a ({n},) tensor of dtype {dtype}, got {got}")
-    if not (_same_device(xa, weight.data) and (bias is None or _same_device(xa, bias.data))):
+    if not (_same_device(xa, weight._data) and (bias is None or _same_device(xa, bias._data))):
         raise RuntimeError(f"{op}: expected x, weight and bias on one device, got {x.device} and "
                            f"{weight.device}" + (f" and {bias.device}" if bias is not None else ""))
     if n and xa.strides[1] != xa.itemsize:
@@ -189,11 +189,11 @@ def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
             if t is not None and t.requires_grad:
                 raise RuntimeError(f"{op}: square_matmul_ is not differentiable; {name} requires grad "
                                    f"and would get no gradient. Wrap the call in minifused.no_grad()")
-    w = weight.data
+    w = weight._data
     xm = _backend.array_module(w)
     if not w.flags.c_contiguous:  # the weight only (n x n): the GEMMs want unit inner strides
         w = xm.ascontiguousarray(w)
-    _sq.square_matmul_(xa, w, bool(transpose), None if bias is None else bias.data, activation)
+    _sq.square_matmul_(xa, w, bool(transpose), None if bias is None else bias._data, activation)
     x._bump("square_matmul_")
     return x
 
@@ -361,7 +361,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     backward; ``weight``/``bias`` (shape ``normalized_shape``) optional.
     """
     n = _check_norm_args("layer_norm", input, normalized_shape, {"weight": weight, "bias": bias})
-    if input.data.size == 0:
+    if input._data.size == 0:
         return _empty_norm(input, (weight, bias))
     return _norm_ops.norm(input, weight, bias, n, float(eps), rms=False)
 
@@ -377,7 +377,7 @@ def layer_norm_(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                 raise RuntimeError(f"layer_norm_: the in-place form is not differentiable (its backward "
                                    f"needs the input it overwrites), but {name} requires grad; use "
                                    f"layer_norm, or call layer_norm_ under minifused.no_grad()")
-    if input.data.size == 0:
+    if input._data.size == 0:
         return input
     return _norm_ops.norm_(input, weight, bias, n, float(eps), rms=False)
 
@@ -386,7 +386,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     """RMS normalization ``x / sqrt(mean(x^2) + eps) * weight`` as ``torch.nn.functional.rms_norm``;
     ``eps=None`` means the input dtype's machine epsilon, as in PyTorch."""
     n = _check_norm_args("rms_norm", input, normalized_shape, {"weight": weight})
-    if input.data.size == 0:
+    if input._data.size == 0:
         return _empty_norm(input, (weight,))
     if eps is None:
         import ml_dtypes as _mld
@@ -416,7 +416,7 @@ def _softmax_dim(op, input, dim, dtype):
 
 def _softmax_any(op, input, dim, dtype, log):
     input, dim = _softmax_dim(op, input, dim, dtype)
-    if input.data.size == 0:  # nothing to normalize (the row kernels need rows of >= 1 element)
+    if input._data.size == 0:  # nothing to normalize (the row kernels need rows of >= 1 element)
         return input * 0
     if input.ndim == 0:
         return _reshape(_softmax_ops.softmax_last(_reshape(input, (1,)), log), ())
@@ -437,7 +437,7 @@ def softmax_(input, dim=None):
     backward uses the output, which is the input's array now (no copy is kept)."""
     _check_tensor("softmax_", input)
     input, dim = _softmax_dim("softmax_", input, dim, None)
-    if input.data.size == 0:
+    if input._data.size == 0:
         return input
     return _softmax_ops.softmax_(input, dim)
 
@@ -486,7 +486,7 @@ def _class_rows(op, input, target, weight, ignore_index, reduction, size_average
             weight = _cast(weight, input.dtype)
     if target.device.type == "cpu" and target.numel():
         from ..kernels.softmax import _check_labels_host
-        _check_labels_host(target.data.reshape(-1), c, ignore_index, op)
+        _check_labels_host(target._data.reshape(-1), c, ignore_index, op)
     if target.dtype not in (_backend.int32, _backend.int64):
         target = _cast(target, _backend.int64)
     if input.ndim == 1:

@@ -22,8 +22,8 @@ def _owned(y, x):
     (this package's) keep no reference to their outputs; user modules might, so theirs never count."""
     if not isinstance(y, Tensor):
         return False
-    xa = getattr(x, "data", None)
-    return not (type(xa) is type(y.data) and backend.array_module(y.data).may_share_memory(y.data, xa))
+    xa = getattr(x, "_data", None)
+    return not (type(xa) is type(y._data) and backend.array_module(y._data).may_share_memory(y._data, xa))
 
 
 class Sequential(Module):

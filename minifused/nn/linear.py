@@ -73,8 +73,8 @@ class Linear(Module):
         return F.linear(x, self.weight, self.bias, activation)
 
     def _can_overwrite(self, x):
-        w = self.weight.data
-        a = getattr(x, "data", None)
+        w = self.weight._data
+        a = getattr(x, "_data", None)
         return (a is not None and a.ndim >= 2 and a.shape[-1] == self.in_features and a.dtype == w.dtype
                 and a.flags.c_contiguous and type(a) is type(w)
                 and (not backend.is_cuda_array(a) or a.data.device_id == w.data.device_id))

@@ -19,7 +19,7 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad=True):
         if data is None:
             data = np.empty(0, backend.float32)
-        super().__init__(data.data if isinstance(data, Tensor) else data, requires_grad=requires_grad)
+        super().__init__(data._data if isinstance(data, Tensor) else data, requires_grad=requires_grad)
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
@@ -163,19 +163,19 @@ class Module:
             if set_to_none:
                 p.grad = None
             else:
-                p.grad.data.fill(0)
+                p.grad._data.fill(0)
 
     def _apply(self, fn):
         """Replace every parameter's and buffer's array by ``fn(array)`` in place (same objects)."""
         for m in self.modules():
             for p in m._parameters.values():
                 if p is not None:
-                    p.data = fn(p.data)
+                    p._data = fn(p._data)
                     if p.grad is not None:
-                        p.grad.data = fn(p.grad.data)
+                        p.grad._data = fn(p.grad._data)
             for name, b in m._buffers.items():
                 if b is not None:
-                    b.data = fn(b.data)
+                    b._data = fn(b._data)
         return self
 
     def to(self, *args, device=None, dtype=None):
@@ -213,22 +213,28 @@ class Module:
         return self.to(dtype=backend.float64)
 
     # ------------------------------------------------------------ state
-    def state_dict(self, prefix=""):
-        """Parameters and persistent buffers by dotted name, as detached tensors sharing memory."""
-        out = OrderedDict()
-        for name, p in self.named_parameters(prefix):
-            out[name] = p.detach()
-        for mod_prefix, module in self.named_modules(prefix):
+    def state_dict(self, prefix="", *, destination=None, keep_vars=False):
+        """Parameters and persistent buffers by dotted name, as detached tensors sharing memory
+        (the Parameters themselves with ``keep_vars``), put into ``destination`` when given.
+        ``prefix`` is prepended as given, as in PyTorch (``prefix="model."``)."""
+        out = OrderedDict() if destination is None else destination
+        for name, p in self.named_parameters():
+            out[prefix + name] = p if keep_vars else p.detach()
+        for mod_prefix, module in self.named_modules():
             skip = module.__dict__.get("_non_persistent", set())
             for name, b in module._buffers.items():
                 if b is not None and name not in skip:
-                    out[f"{mod_prefix}.{name}" if mod_prefix else name] = b.detach()
+                    out[prefix + (f"{mod_prefix}.{name}" if mod_prefix else name)] = b if keep_vars else b.detach()
         return out
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copy values in place; with ``strict``, missing or unexpected keys are an error.
 
-        Shapes and dtypes must match; everything is checked before anything is copied.
+        Values may be minifused tensors or any array another library hands over (a PyTorch tensor,
+        NumPy, CuPy: DLPack, ``__cuda_array_interface__`` or ``__array_interface__``). As in PyTorch
+        each is copied into the existing tensor, cast to its dtype and moved to its device; shapes
+        must match. Everything is checked before anything is copied. ``assign`` is accepted for
+        PyTorch code; values are always copied.
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"load_state_dict: expected a mapping of names to tensors, got "
@@ -236,7 +242,7 @@ class Module:
         own = self.state_dict()
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
-        problems = []
+        problems, sources = [], {}
         if strict and (missing or unexpected):
             if missing:
                 problems.append("missing keys: " + ", ".join(missing))
@@ -245,26 +251,27 @@ class Module:
         for k, target in own.items():
             if k not in state_dict:
                 continue
-            src = state_dict[k]
-            if not (isinstance(src, Tensor) or isinstance(src, np.ndarray) or backend.is_cuda_array(src)):
-                problems.append(f"{k}: a {type(src).__name__} in the state dict, expected a tensor or an array")
-                continue
-            shape = tuple(src.shape)
-            dtype = src.dtype
-            if shape != tuple(target.shape):
-                problems.append(f"{k}: shape {shape} in the state dict, {tuple(target.shape)} in the model")
-            elif dtype != target.dtype:
-                problems.append(f"{k}: dtype {dtype} in the state dict, {target.dtype} in the model")
+            src = _foreign_array(state_dict[k])
+            if src is None:
+                problems.append(f"{k}: a {type(state_dict[k]).__name__} in the state dict, expected a tensor "
+                                f"or an array")
+            elif tuple(src.shape) != tuple(target.shape):
+                problems.append(f"{k}: shape {tuple(src.shape)} in the state dict, "
+                                f"{tuple(target.shape)} in the model (size mismatch)")
+            elif not _castable(src.dtype):
+                problems.append(f"{k}: dtype {src.dtype} in the state dict cannot be copied into {target.dtype}")
+            else:
+                sources[k] = src
         if problems:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n  "
                                + "\n  ".join(problems))
         with no_grad():
-            for k, target in own.items():
-                if k in state_dict:
-                    src = state_dict[k]
-                    src = src.data if isinstance(src, Tensor) else src
-                    target.data[...] = backend.to_device(src, target.device)
-                    target._bump("load_state_dict")
+            for k, src in sources.items():
+                target = own[k]
+                if src.dtype != target.dtype:  # cast on the host: NumPy (with ml_dtypes) casts every pair
+                    src = backend.to_device_bits(src, backend.CPU).astype(target.dtype)
+                target._data[...] = backend.to_device_bits(src, target.device)
+                target._bump("load_state_dict")
         return _LoadResult(missing, unexpected)
 
     # ------------------------------------------------------------ printing
@@ -281,6 +288,38 @@ class Module:
             return f"{type(self).__name__}({extra})"
         head = f"{type(self).__name__}(" + (extra + "\n  " if extra else "\n  ")
         return head + "\n  ".join(lines) + "\n)"
+
+
+def _foreign_array(value):
+    """A NumPy or CuPy array viewing ``value`` (a Tensor, an array, or another library's tensor),
+    or None when it is none of these."""
+    if isinstance(value, Tensor):
+        return value._data
+    if isinstance(value, np.ndarray) or backend.is_cuda_array(value):
+        return value
+    if getattr(value, "requires_grad", False) and hasattr(value, "detach"):
+        value = value.detach()  # PyTorch refuses to export a tensor that requires grad
+    if str(getattr(value, "dtype", "")) == "torch.bfloat16" and hasattr(value, "view"):
+        # DLPack consumers know no bfloat16: move its bits as int16 and view them back
+        import torch
+
+        bits = _foreign_array(value.view(torch.int16))
+        return None if bits is None else bits.view(backend.bfloat16)
+    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+        kind = value.__dlpack_device__()[0]
+        if kind == 1:  # kDLCPU
+            return np.from_dlpack(value)
+        if kind == 2 and backend.cuda_available():  # kDLCUDA
+            return backend.cupy.from_dlpack(value)
+    if hasattr(value, "__cuda_array_interface__") and backend.cuda_available():
+        return backend.cupy.asarray(value)
+    if hasattr(value, "__array_interface__"):
+        return np.asarray(value)
+    return None
+
+
+def _castable(dtype):
+    return backend.is_floating(dtype) or np.dtype(dtype).kind in "biu"
 
 
 class _LoadResult(tuple):

@@ -26,17 +26,17 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     acc = xp.float64 if all(g.dtype == xp.float64 for g in grads) else xp.float32
     with no_grad():
         if math.isinf(norm_type):
-            norms = [xp.abs(g.data).max().astype(acc) for g in grads]
+            norms = [xp.abs(g._data).max().astype(acc) for g in grads]
             total = xp.stack(norms).max()
         else:
-            norms = [xp.linalg.norm(g.data.ravel().astype(acc), ord=norm_type) for g in grads]
+            norms = [xp.linalg.norm(g._data.ravel().astype(acc), ord=norm_type) for g in grads]
             total = xp.linalg.norm(xp.stack(norms), ord=norm_type)
         if error_if_nonfinite and not bool(xp.isfinite(total)):
             raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
                                f"non-finite ({float(total)}), so it cannot be clipped")
         coef = xp.minimum(acc(max_norm) / (total + acc(1e-6)), acc(1.0))
         for g in grads:
-            g.data *= coef.astype(g.data.dtype)
+            g._data *= coef.astype(g._data.dtype)
             g._bump("clip_grad_norm_")
     return Tensor._from_array(total)
 
@@ -48,5 +48,5 @@ def clip_grad_value_(parameters, clip_value):
     for p in parameters:
         if p.grad is not None:
             g = p.grad
-            g._xp.clip(g.data, -clip_value, clip_value, out=g.data)
+            g._xp.clip(g._data, -clip_value, clip_value, out=g._data)
             g._bump("clip_grad_value_")

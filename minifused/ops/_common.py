@@ -28,7 +28,7 @@ def cast(x: Tensor, dtype) -> Tensor:
     if x.dtype == dtype:
         return x
     if x.requires_grad and not backend.is_floating(dtype):
-        return Tensor._from_array(x.data.astype(dtype), False)
+        return Tensor._from_array(x._data.astype(dtype), False)
     return Cast.apply(x, dtype)
 
 
@@ -104,7 +104,7 @@ def binary_operands(op, a, b, broadcast=True):
     like = a if isinstance(a, Tensor) else b
     a, b = as_tensor_like(a, like), as_tensor_like(b, like)
     if isinstance(a, Tensor) and isinstance(b, Tensor):
-        if type(a.data) is not type(b.data) or a.device != b.device:
+        if type(a._data) is not type(b._data) or a.device != b.device:
             raise RuntimeError(
                 f"{op}: expected all tensors on the same device, got {a.device} and {b.device}")
         if broadcast and a.shape != b.shape:

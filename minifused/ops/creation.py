@@ -31,7 +31,7 @@ def _infer_host_array(data):
     else:
         arr = np.asarray(data)
         if arr.dtype == np.float64 and not isinstance(data, np.generic):
-            arr = arr.astype(np.float32)
+            arr = arr.astype(backend.get_default_dtype())
         elif arr.dtype.kind in "iu":
             arr = arr.astype(np.int64)
         elif arr.dtype == object:
@@ -44,7 +44,7 @@ def _infer_host_array(data):
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, scalars, NumPy/CuPy arrays, Tensors)."""
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._data
     if backend.is_cuda_array(data):
         arr = backend.copy(data)
         device = device if device is not None else backend.device_of(data)
@@ -60,7 +60,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if isinstance(data, Tensor) and dtype is None and device is None:
         return data
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._data
     if backend.is_cuda_array(data):
         return _place(data, dtype, device if device is not None else backend.device_of(data), False)
     return _place(_infer_host_array(data), dtype, device, False)
@@ -94,7 +94,7 @@ def _shape(size):
 
 def _filled(fill, size, dtype, device, requires_grad):
     dev = backend.device(device)
-    dtype = backend.as_dtype(dtype if dtype is not None else backend.float32)
+    dtype = backend.as_dtype(dtype if dtype is not None else backend.get_default_dtype())
     with backend.on_device(dev):
         xp = backend.xp(dev)
         arr = xp.empty(size, dtype) if fill is None else xp.full(size, fill, dtype)
@@ -136,7 +136,7 @@ def _random(kind, size, dtype, device, requires_grad, low=0, high=None):
                 arr = gen.random(size, dtype=np.float32)
             else:
                 arr = gen.random_sample(size, dtype=np.float32)
-            dtype = dtype if dtype is not None else backend.float32
+            dtype = dtype if dtype is not None else backend.get_default_dtype()
     return _place(arr, dtype, dev, requires_grad)
 
 
@@ -171,7 +171,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
                          f"a negative step needs end < start")
     if dtype is None:
         floating = any(isinstance(v, float) for v in (start, end, step))
-        dtype = backend.float32 if floating else backend.int64
+        dtype = backend.get_default_dtype() if floating else backend.int64
     dev = backend.device(device)
     with backend.on_device(dev):
         arr = backend.xp(dev).arange(start, end, step, dtype=np.float64 if backend.is_floating(dtype) else np.int64)
@@ -181,7 +181,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     dev = backend.device(device)
     with backend.on_device(dev):
-        arr = backend.xp(dev).eye(n, m, dtype=backend.as_dtype(dtype or backend.float32))
+        arr = backend.xp(dev).eye(n, m, dtype=backend.as_dtype(dtype or backend.get_default_dtype()))
     return _place(arr, None, dev, requires_grad)
 
 

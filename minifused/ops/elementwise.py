@@ -440,8 +440,8 @@ def where(condition, input=None, other=None):  # noqa: A002 - PyTorch's names
 def _compare(ufunc_name, name):
     def op(a, b):
         a, b = binary_operands(name, a, b)
-        xa = a.data if isinstance(a, Tensor) else a
-        xb = b.data if isinstance(b, Tensor) else b
+        xa = a._data if isinstance(a, Tensor) else a
+        xb = b._data if isinstance(b, Tensor) else b
         like = a if isinstance(a, Tensor) else b
         return Tensor._from_array(like._xp.asarray(getattr(like._xp, ufunc_name)(xa, xb)))
 

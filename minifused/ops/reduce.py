@@ -160,7 +160,7 @@ def mean(x: Tensor, dim=None, keepdim=False):
 
 
 def _check_nonempty(op, x, axes):
-    if x.data.size == 0 or (axes is not None and any(x.shape[a] == 0 for a in axes)):
+    if x._data.size == 0 or (axes is not None and any(x.shape[a] == 0 for a in axes)):
         raise ValueError(f"{op}: cannot reduce over an empty dimension of a tensor of shape {tuple(x.shape)}")
 
 
@@ -180,7 +180,7 @@ def _extreme_along(op, x, dim, keepdim, largest):
     (axis,) = normalize_axis(op, dim, x.ndim)
     _check_nonempty(op, x, (axis,))
     xp = x._xp
-    indices = (xp.argmax if largest else xp.argmin)(x.data, axis=axis)
+    indices = (xp.argmax if largest else xp.argmin)(x._data, axis=axis)
     values = ExtremeAlong.apply(x, axis, keepdim, indices)
     idx = xp.expand_dims(indices, axis) if keepdim else indices
     return MaxMin(values, Tensor._from_array(idx.astype(np.int64, copy=False)))
@@ -225,12 +225,12 @@ def _arg(op, x, dim, keepdim, largest):
     xp = x._xp
     fn = xp.argmax if largest else xp.argmin
     if dim is None:
-        out = fn(x.data.reshape(-1))
+        out = fn(x._data.reshape(-1))
         if keepdim:
             out = out.reshape((1,) * x.ndim)
     else:
         (axis,) = normalize_axis(op, dim, x.ndim)
-        out = fn(x.data, axis=axis)
+        out = fn(x._data, axis=axis)
         if keepdim:
             out = xp.expand_dims(out, axis)
     return Tensor._from_array(xp.asarray(out).astype(np.int64, copy=False))

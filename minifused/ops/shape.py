@@ -84,7 +84,21 @@ def reshape(x, *shape):
     return x if shape == x.shape else Reshape.apply(x, shape)
 
 
-view = reshape
+def view(x, *shape):
+    """``reshape`` that never copies: as in PyTorch, a shape the strides cannot express raises."""
+    shape = _sizes(shape, "view")
+    known = [s for s in shape if s != -1]
+    total = int(np.prod(known, dtype=np.int64))
+    if (shape.count(-1) > 1 or any(s < -1 for s in shape) or (-1 in shape and (total == 0 or x.numel() % total))
+            or (-1 not in shape and total != x.numel())):
+        raise RuntimeError(f"view: shape {list(shape)} is invalid for input of size {x.numel()}")
+    a = x._data
+    if a.size > 1 and not a.flags.c_contiguous:
+        r = a.reshape(shape)  # a view when the strides allow one, else a copy
+        if not _xp(a).may_share_memory(r, a):
+            raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                               "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
+    return x if shape == x.shape else Reshape.apply(x, shape)
 
 
 def flatten(x, start_dim=0, end_dim=-1):
@@ -143,7 +157,7 @@ def expand(x, *shape):
 
 
 def contiguous(x):
-    if x.data.flags.c_contiguous:
+    if x._data.flags.c_contiguous:
         return x
     return Contiguous.apply(x)
 
@@ -154,7 +168,7 @@ def _index_array(value, x):
     if isinstance(value, Tensor):
         if value.device.type == "cuda" and x.device.type == "cpu":
             raise RuntimeError(f"indexing: a {x.device} tensor indexed with a {value.device} tensor")
-        value = value.data
+        value = value._data
     if isinstance(value, (list, np.ndarray)) or backend.is_cuda_array(value):
         value = backend.to_device(np.asarray(value) if isinstance(value, list) else value, x.device)
         if value.dtype != np.bool_ and not np.issubdtype(value.dtype, np.integer):
@@ -254,8 +268,8 @@ def setitem(x, index, value):
     if isinstance(value, Tensor):
         if value.device != x.device:
             raise RuntimeError(f"setitem: expected a value on {x.device}, got {value.device}")
-        value = value.data
-    x.data[index] = value
+        value = value._data
+    x._data[index] = value
     x._bump("setitem")
 
 

@@ -57,9 +57,9 @@ class Adam(Optimizer):
                 for device, idx in _by_device(params):
                     ps = [params[i] for i in idx]
                     states = [self._state(p, amsgrad) for p in ps]
-                    K.adam([p.data for p in ps], [p.grad.data for p in ps],
-                           [s["exp_avg"].data for s in states], [s["exp_avg_sq"].data for s in states],
-                           [s["max_exp_avg_sq"].data for s in states] if amsgrad else None,
+                    K.adam([p._data for p in ps], [p.grad._data for p in ps],
+                           [s["exp_avg"]._data for s in states], [s["exp_avg_sq"]._data for s in states],
+                           [s["max_exp_avg_sq"]._data for s in states] if amsgrad else None,
                            [self._step_count(p, s) for p, s in zip(ps, states)], g.hyper(device),
                            amsgrad=amsgrad, decoupled=self._decoupled, maximize=g["maximize"],
                            masters=[self._master(p, s) for p, s in zip(ps, states)], amp=self._amp)

@@ -182,7 +182,7 @@ class Optimizer:
                 if set_to_none:
                     p.grad = None
                 else:
-                    p.grad.data.fill(0)
+                    p.grad._data.fill(0)
 
     def step(self, closure=None):
         raise NotImplementedError
@@ -210,8 +210,8 @@ class Optimizer:
         if self._state_dtype(p) == p.dtype:
             return None
         if "master" not in st:
-            st["master"] = self._new_state(p, like=p.data)
-        return st["master"].data
+            st["master"] = self._new_state(p, like=p._data)
+        return st["master"]._data
 
     @staticmethod
     def _step_count(p, st):
@@ -222,7 +222,7 @@ class Optimizer:
             value = int(t.item()) if isinstance(t, Tensor) else int(t)
             with backend.on_device(p.device):
                 t = st["step"] = Tensor._from_array(p._xp.full((), value, np.int64))
-        return t.data
+        return t._data
 
     def _closure(self, closure):
         if closure is None:
@@ -281,13 +281,13 @@ class Optimizer:
             entry = {}
             for k, v in s.items():
                 if isinstance(v, Tensor):
-                    if k != "step" and v.shape != p.shape and v.data.ndim != 0:
+                    if k != "step" and v.shape != p.shape and v._data.ndim != 0:
                         raise ValueError(f"{type(self).__name__}.load_state_dict: state '{k}' of parameter "
                                          f"{idx} has shape {tuple(v.shape)}, the parameter {tuple(p.shape)}")
-                    arr = backend.to_device(v.data, p.device)
+                    arr = backend.to_device(v._data, p.device)
                     if backend.is_floating(arr.dtype) and arr.ndim != 0:
                         arr = arr.astype(self._state_dtype(p), copy=False)
-                    v = Tensor._from_array(arr.copy() if arr is v.data else arr)
+                    v = Tensor._from_array(arr.copy() if arr is v._data else arr)
                 entry[k] = v
             new_state[idx] = entry
         self.state.clear()

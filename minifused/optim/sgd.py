@@ -50,12 +50,12 @@ class SGD(Optimizer):
                             init.append(buf is None)
                             if buf is None:  # set from the first step's update
                                 buf = st["momentum_buffer"] = self._new_state(p)
-                            bufs.append(buf.data)
+                            bufs.append(buf._data)
                         else:
                             st.setdefault("momentum_buffer", None)
-                            bufs.append(p.data if masters[-1] is None else masters[-1])
+                            bufs.append(p._data if masters[-1] is None else masters[-1])
                             init.append(False)
-                    K.sgd([p.data for p in ps], [p.grad.data for p in ps], bufs, init, g.hyper(device),
+                    K.sgd([p._data for p in ps], [p.grad._data for p in ps], bufs, init, g.hyper(device),
                           nesterov=g["nesterov"], maximize=g["maximize"], masters=masters, amp=self._amp)
                 for p in params:
                     p._bump("SGD.step")

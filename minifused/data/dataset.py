@@ -1,0 +1,138 @@
+"""Map-style datasets as in ``torch.utils.data``: the ``Dataset`` base, ``Subset``, ``ConcatDataset``
+and ``random_split``.
+
+A dataset is anything with ``__getitem__(i)`` and ``__len__()``. A :class:`Subset` of a dataset
+that can hand over whole device tensors (``as_tensors``, as MNIST and ``TensorDataset`` do) hands
+over its rows of them, so a ``DataLoader`` over a split still batches on the device.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..tensor import Tensor
+
+
+class Dataset:
+    """The base class of map-style datasets: subclasses define ``__getitem__`` and ``__len__``."""
+
+    def __getitem__(self, index):
+        raise NotImplementedError(f"{type(self).__name__}: subclasses of Dataset must define __getitem__")
+
+    def __add__(self, other):
+        return ConcatDataset([self, other])
+
+
+class Subset(Dataset):
+    """The items of ``dataset`` at ``indices``, in that order."""
+
+    def __init__(self, dataset, indices):
+        self.dataset = dataset
+        self.indices = [int(i) for i in _as_index_list("Subset", indices)]
+
+    def __getitem__(self, idx):
+        if isinstance(idx, list):
+            return [self.dataset[self.indices[i]] for i in idx]
+        return self.dataset[self.indices[idx]]
+
+    def __len__(self):
+        return len(self.indices)
+
+    @property
+    def as_tensors(self):
+        """The base dataset's whole tensors, cut to these rows (absent when the base has none)."""
+        whole = self.dataset.as_tensors  # AttributeError: hasattr(subset, "as_tensors") is False
+
+        def as_tensors(device=None, dtype=None):
+            out = []
+            for t in whole(device, dtype):
+                with backend.on_device(t.device):
+                    idx = backend.to_device(np.asarray(self.indices, dtype=np.int64), t.device)
+                    out.append(Tensor._from_array(t._data.take(idx, axis=0)))
+            return tuple(out)
+
+        return as_tensors
+
+
+class ConcatDataset(Dataset):
+    """Several datasets, one after the other."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+        self.cumulative_sizes = []
+        total = 0
+        for d in self.datasets:
+            total += len(d)
+            self.cumulative_sizes.append(total)
+
+    def __len__(self):
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, idx):
+        n = len(self)
+        if idx < 0:
+            if -idx > n:
+                raise IndexError(f"ConcatDataset: index {idx} out of range for length {n}")
+            idx += n
+        if idx >= n:
+            raise IndexError(f"ConcatDataset: index {idx} out of range for length {n}")
+        which = bisect.bisect_right(self.cumulative_sizes, idx)
+        start = self.cumulative_sizes[which - 1] if which else 0
+        return self.datasets[which][idx - start]
+
+
+def random_split(dataset, lengths, generator=None):
+    """Split ``dataset`` into non-overlapping random :class:`Subset` s of the given ``lengths``.
+
+    ``lengths`` are counts summing to ``len(dataset)``, or fractions summing to 1 (PyTorch's
+    rule: floor each share, then hand the remainder out one by one from the first). The order
+    comes from minifused's global generator (``minifused.manual_seed``); ``generator`` may be a
+    ``numpy.random.Generator`` instead.
+    """
+    if not isinstance(lengths, (list, tuple)) or not lengths:
+        raise TypeError(f"random_split: lengths must be a non-empty list of ints or fractions, "
+                        f"got {type(lengths).__name__}")
+    n = len(dataset)
+    if all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in lengths) \
+            and not all(isinstance(x, numbers.Integral) for x in lengths):
+        if any(x < 0 or x > 1 for x in lengths) or not math.isclose(sum(lengths), 1.0, abs_tol=1e-6):
+            raise ValueError(f"random_split: fractions must lie in [0, 1] and sum to 1, got {list(lengths)}")
+        counts = [int(math.floor(n * f)) for f in lengths]
+        for i in range(n - sum(counts)):
+            counts[i % len(counts)] += 1
+        lengths = counts
+    for x in lengths:
+        if not isinstance(x, numbers.Integral) or isinstance(x, bool) or x < 0:
+            raise ValueError(f"random_split: lengths must be non-negative ints, got {list(lengths)}")
+    if sum(lengths) != n:
+        raise ValueError(f"random_split: the lengths sum to {sum(lengths)}, the dataset has {n} items")
+    if generator is not None and not isinstance(generator, np.random.Generator):
+        raise TypeError(f"random_split: generator must be a numpy.random.Generator or None, "
+                        f"got {type(generator).__name__}")
+    perm = (generator or backend.generator(backend.CPU)).permutation(n).tolist()
+    out, start = [], 0
+    for length in lengths:
+        out.append(Subset(dataset, perm[start:start + length]))
+        start += length
+    return out
+
+
+def _as_index_list(op, indices):
+    if isinstance(indices, Tensor):
+        indices = indices.tolist()
+    elif isinstance(indices, np.ndarray) or backend.is_cuda_array(indices):
+        indices = backend.to_device(indices, backend.CPU).tolist()
+    try:
+        indices = list(indices)
+    except TypeError:
+        raise TypeError(f"{op}: indices must be a sequence of ints, got {type(indices).__name__}") from None
+    for i in indices:
+        if not isinstance(i, numbers.Integral) or isinstance(i, bool):
+            raise TypeError(f"{op}: indices must be ints, got {type(i).__name__}")
+    return indices

@@ -1,0 +1,114 @@
+"""Samplers as in ``torch.utils.data``: iterables of dataset indices (or of index batches) that a
+``DataLoader`` draws from. Random ones draw from minifused's global cpu generator, so
+``minifused.manual_seed`` fixes them; each iteration draws afresh."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import backend
+
+
+class Sampler:
+    """The base class: subclasses define ``__iter__`` (the indices) and usually ``__len__``."""
+
+    def __init__(self, data_source=None):
+        pass
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__}: subclasses of Sampler must define __iter__")
+
+
+def _generator(op, generator):
+    if generator is None:
+        return backend.generator(backend.CPU)
+    if not isinstance(generator, np.random.Generator):
+        raise TypeError(f"{op}: generator must be a numpy.random.Generator or None, got {type(generator).__name__}")
+    return generator
+
+
+def _count(op, name, value):
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{op}: {name} should be a positive integer, got {value!r}")
+    return int(value)
+
+
+class SequentialSampler(Sampler):
+    """``0, 1, ..., len(data_source) - 1``."""
+
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self):
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A random permutation, or ``num_samples`` draws with ``replacement=True``."""
+
+    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        if not isinstance(replacement, bool):
+            raise TypeError(f"RandomSampler: replacement should be a bool, got {replacement!r}")
+        self.data_source, self.replacement = data_source, replacement
+        self._num_samples = None if num_samples is None else _count("RandomSampler", "num_samples", num_samples)
+        self.generator = _generator("RandomSampler", generator) if generator is not None else None
+
+    @property
+    def num_samples(self):
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self):
+        n, gen = len(self.data_source), self.generator or backend.generator(backend.CPU)
+        if self.replacement:
+            return iter(gen.integers(0, n, self.num_samples).tolist())
+        # without replacement, num_samples > n walks several permutations, as PyTorch does
+        parts = [gen.permutation(n) for _ in range(-(-self.num_samples // n))] if n else [np.arange(0)]
+        return iter(np.concatenate(parts)[:self.num_samples].tolist())
+
+    def __len__(self):
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given ``indices`` in a random order."""
+
+    def __init__(self, indices, generator=None):
+        from .dataset import _as_index_list
+
+        self.indices = _as_index_list("SubsetRandomSampler", indices)
+        self.generator = _generator("SubsetRandomSampler", generator) if generator is not None else None
+
+    def __iter__(self):
+        gen = self.generator or backend.generator(backend.CPU)
+        return iter([self.indices[i] for i in gen.permutation(len(self.indices)).tolist()])
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class BatchSampler(Sampler):
+    """Lists of ``batch_size`` indices from ``sampler`` (the last one shorter unless ``drop_last``)."""
+
+    def __init__(self, sampler, batch_size, drop_last):
+        self.batch_size = _count("BatchSampler", "batch_size", batch_size)
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"BatchSampler: drop_last should be a bool, got {drop_last!r}")
+        self.sampler, self.drop_last = sampler, drop_last
+
+    def __iter__(self):
+        batch = []
+        for i in self.sampler:
+            batch.append(int(i))
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self):
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)

@@ -1,0 +1,160 @@
+"""PyTorch's namespaces after `import minifused` alone: nn.functional, nn.init, nn.utils, optim.lr_scheduler,
+utils.data, cuda, backends; grad-mode helpers and the default dtype."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import minifused as mf
+from minifused import backend
+
+
+def test_namespaces_reachable_from_a_bare_import():
+    # a fresh interpreter: nothing but `import minifused` has run
+    code = ("import minifused as torch\n"
+            "names = ['nn.functional', 'nn.init', 'nn.utils', 'optim.lr_scheduler', 'utils.data', 'cuda',\n"
+            "         'backends.cudnn', 'backends.cuda.matmul']\n"
+            "for n in names:\n"
+            "    obj = torch\n"
+            "    for part in n.split('.'):\n"
+            "        obj = getattr(obj, part)\n"
+            "assert torch.nn.functional is torch.functional\n"
+            "import minifused.nn.functional as F\n"
+            "from minifused.nn import functional as F2\n"
+            "from minifused.utils.data import DataLoader, Dataset, random_split\n"
+            "assert F is F2 is torch.functional\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_utils_data_names():
+    from minifused.utils import data as ud
+
+    for name in ["Dataset", "TensorDataset", "DataLoader", "random_split", "Subset", "ConcatDataset", "Sampler",
+                 "SequentialSampler", "RandomSampler", "BatchSampler", "SubsetRandomSampler", "DistributedSampler",
+                 "default_collate"]:
+        assert getattr(ud, name) is getattr(mf.data, name), name
+
+
+def test_cuda_functions_on_this_machine():
+    c = mf.cuda
+    assert c.is_available() == backend.cuda_available()
+    if not c.is_available():
+        assert c.device_count() == 0
+        assert c.memory_allocated() == 0 and c.max_memory_allocated() == 0 and c.memory_reserved() == 0
+        assert c.reset_peak_memory_stats() is None and c.empty_cache() is None and c.synchronize() is None
+        with pytest.raises(RuntimeError, match="current_device: no usable CUDA device"):
+            c.current_device()
+    state = mf.get_rng_state()
+    try:
+        c.manual_seed(5)
+        a = mf.randn(3, device="cpu").numpy()
+        c.manual_seed_all(5)
+        np.testing.assert_array_equal(a, mf.randn(3, device="cpu").numpy())
+    finally:
+        mf.set_rng_state(state)
+
+
+@pytest.mark.gpu
+def test_cuda_memory_counters():
+    import cupy
+
+    c = mf.cuda
+    pool = cupy.get_default_memory_pool()
+    try:
+        _check_memory_counters(c, cupy)
+    finally:  # peak tracking stays on once asked for; give later tests the plain pool back
+        cupy.cuda.set_allocator(pool.malloc)
+
+
+def _check_memory_counters(c, cupy):
+    assert c.device_count() >= 1 and c.current_device() == cupy.cuda.runtime.getDevice()
+    assert isinstance(c.get_device_name(), str) and c.get_device_name()
+    c.synchronize()
+    c.reset_peak_memory_stats()
+    base = c.memory_allocated()
+    x = mf.zeros(1 << 20, device="cuda")  # 4 MiB
+    assert c.memory_allocated() >= base + (4 << 20)
+    peak = c.max_memory_allocated()
+    assert peak >= base + (4 << 20)
+    del x
+    assert c.memory_allocated() < peak  # freed, the peak stays
+    assert c.max_memory_allocated() == peak
+    y = mf.zeros(1 << 18, device="cuda")  # 1 MiB: below the earlier peak
+    c.reset_peak_memory_stats()
+    assert c.max_memory_allocated() == c.memory_allocated()
+    del y
+    c.empty_cache()
+    assert c.memory_reserved() >= c.memory_allocated()
+
+
+def test_backends_cudnn_flags():
+    cudnn = mf.backends.cudnn
+    saved = cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32
+    try:
+        cudnn.benchmark, cudnn.deterministic = True, True
+        assert cudnn.benchmark and cudnn.deterministic
+        cudnn.allow_tf32 = True
+        assert backend.tf32_conv.allow_tf32 is True  # the one switch the conv kernels read
+        with cudnn.flags(allow_tf32=False):
+            assert backend.tf32_conv.allow_tf32 is False
+        assert backend.tf32_conv.allow_tf32 is True
+        with pytest.raises(AttributeError):
+            cudnn.no_such_flag = 1
+    finally:
+        cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = saved
+    assert mf.backends.cuda.matmul is backend.tf32_matmul
+
+
+def test_grad_mode_helpers():
+    x = mf.ones(2, requires_grad=True)
+    assert mf.is_grad_enabled()
+    with mf.inference_mode():
+        assert not mf.is_grad_enabled() and (x * 2).grad_fn is None
+    with mf.inference_mode(False):
+        assert mf.is_grad_enabled()
+
+    @mf.inference_mode()
+    def f():
+        return mf.is_grad_enabled()
+
+    @mf.inference_mode
+    def g():
+        return mf.is_grad_enabled()
+
+    @mf.no_grad
+    def h():
+        return mf.is_grad_enabled()
+
+    assert f() is False and g() is False and h() is False and mf.is_grad_enabled()
+
+
+@pytest.fixture
+def restore_default_dtype():
+    yield
+    mf.set_default_dtype(mf.float32)
+
+
+def test_default_dtype(restore_default_dtype):
+    assert mf.get_default_dtype() == mf.float32
+    assert mf.tensor([1.0]).dtype == mf.float32 and mf.zeros(2).dtype == mf.float32
+    mf.set_default_dtype(mf.float64)
+    assert mf.get_default_dtype() == mf.float64
+    for t in (mf.tensor([1.0]), mf.tensor(2.5), mf.zeros(3), mf.ones(2), mf.empty(1), mf.randn(2), mf.rand(2),
+              mf.arange(0.0, 2.0), mf.eye(2), mf.full((2,), 1.5)):
+        assert t.dtype == mf.float64
+    # integers, explicit dtypes and NumPy arrays keep theirs
+    assert mf.tensor([1]).dtype == mf.int64 and mf.zeros(2, dtype=mf.float16).dtype == mf.float16
+    assert mf.tensor(np.ones(2, np.float32)).dtype == mf.float32
+    mf.set_default_dtype("bfloat16")
+    assert mf.zeros(2).dtype == mf.bfloat16
+
+
+@pytest.mark.parametrize("bad", [mf.int64, "int32", mf.bool_, "nope"])
+def test_default_dtype_must_be_floating(bad, restore_default_dtype):
+    with pytest.raises(TypeError, match="set_default_dtype"):
+        mf.set_default_dtype(bad)
+    assert mf.get_default_dtype() == mf.float32
