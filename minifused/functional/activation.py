@@ -199,7 +199,7 @@ def one_hot(tensor, num_classes=-1):
         raise TypeError(f"{op}: one_hot is only applicable to index tensors of type int64, got dtype {tensor.dtype}")
     if isinstance(num_classes, bool) or not isinstance(num_classes, _numbers.Integral) or num_classes < -1:
         raise ValueError(f"{op}: num_classes must be an int >= -1 (-1: inferred), got {num_classes!r}")
-    a = tensor.data
+    a = tensor._data
     xp = _backend.array_module(a)
     if a.size == 0:
         if num_classes == -1:
@@ -340,7 +340,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast=False,
                                    float_target=True)
     weight = _loss_weight(op, "weight", weight, input)
-    x = input.data
+    x = input._data
     if not _backend.is_cuda_array(x) and x.size and not ((x >= 0) & (x <= 1)).all():
         raise RuntimeError(f"{op}: all elements of input should be between 0 and 1 (probabilities; use "
                            f"binary_cross_entropy_with_logits for logits)")
