@@ -1,7 +1,13 @@
-"""Reductions over axes: sum, mean, max/min (and the amax/amin forms), var, std, argmax/argmin."""
+"""Reductions over axes: sum, mean, prod, max/min (and the amax/amin forms), var, std, argmax/argmin,
+logsumexp, any/all, count_nonzero, the vector norms (the scans: ops/scan.py).
+
+PyTorch's conventions throughout: ``dim`` an int, a tuple or None (every dim); a 0-d tensor takes dim 0
+and -1 (reducing nothing); integer and bool inputs sum and multiply in int64."""
 from __future__ import annotations
 
 import builtins
+import math
+import numbers
 from collections import namedtuple
 
 import numpy as np
@@ -22,6 +28,36 @@ def _expand(g, in_shape, axes, keepdim):
     elif axes is None and not keepdim:
         g = g.reshape((1,) * len(in_shape))
     return g
+
+
+def _axes(op, dim, ndim):
+    """``dim`` as a tuple of axes (None: every axis). A 0-d tensor's dim 0 / -1 reduces nothing, and an
+    empty tuple means every dim, as in PyTorch's sum and mean."""
+    axes = normalize_axis(op, dim, ndim)
+    if axes is None:
+        return None
+    if len(set(axes)) != len(axes):
+        raise RuntimeError(f"{op}: dim {dim} names a dimension more than once")
+    if ndim == 0:
+        return ()
+    return axes or None
+
+
+def dim_index(op, dim, ndim):
+    """One ``dim`` as a non-negative int, in PyTorch's range [-ndim, ndim - 1] (0 and -1 for a 0-d tensor)."""
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    n = builtins.max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{op}: dim {dim} is out of range for a {ndim}-d tensor")
+    return int(dim) % n
+
+
+def _int64_if_integral(x, dtype):
+    """``x`` cast to ``dtype`` if given, else integer and bool inputs to int64 (PyTorch's sum, prod, cumsum)."""
+    if dtype is not None:
+        return cast(x, dtype)
+    return x if backend.is_floating(x.dtype) else cast(x, backend.int64)
 
 
 def _count(shape, axes):
@@ -146,40 +182,42 @@ def _float_input(x):
 
 
 def sum(x: Tensor, dim=None, keepdim=False, dtype=None):  # noqa: A001 - PyTorch's name
+    x = _int64_if_integral(x, dtype)
+    return Sum.apply(x, _axes("sum", dim, x.ndim), keepdim)
+
+
+def mean(x: Tensor, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = cast(x, dtype)
-    elif x.dtype == backend.bool_:
-        x = cast(x, backend.int64)
-    return Sum.apply(x, normalize_axis("sum", dim, x.ndim), keepdim)
-
-
-def mean(x: Tensor, dim=None, keepdim=False):
     if not backend.is_floating(x.dtype):
-        raise TypeError(f"mean: input dtype must be floating point, got {x.dtype}")
-    return Mean.apply(x, normalize_axis("mean", dim, x.ndim), keepdim)
+        raise TypeError(f"mean: could not infer output dtype; input dtype must be floating point, got {x.dtype} "
+                        f"(pass dtype= or cast the input)")
+    return Mean.apply(x, _axes("mean", dim, x.ndim), keepdim)
 
 
 def _check_nonempty(op, x, axes):
-    if x.data.size == 0 or (axes is not None and any(x.shape[a] == 0 for a in axes)):
+    if x.data.size == 0 or (axes is not None and builtins.any(x.shape[a] == 0 for a in axes)):
         raise ValueError(f"{op}: cannot reduce over an empty dimension of a tensor of shape {tuple(x.shape)}")
 
 
 def amax(x, dim=None, keepdim=False):
-    axes = normalize_axis("amax", dim, x.ndim)
+    axes = _axes("amax", dim, x.ndim)
     _check_nonempty("amax", x, axes)
     return Extreme.apply(x, axes, keepdim, True)
 
 
 def amin(x, dim=None, keepdim=False):
-    axes = normalize_axis("amin", dim, x.ndim)
+    axes = _axes("amin", dim, x.ndim)
     _check_nonempty("amin", x, axes)
     return Extreme.apply(x, axes, keepdim, False)
 
 
 def _extreme_along(op, x, dim, keepdim, largest):
-    (axis,) = normalize_axis(op, dim, x.ndim)
-    _check_nonempty(op, x, (axis,))
+    axis = dim_index(op, dim, x.ndim)
     xp = x._xp
+    if x.ndim == 0:  # the element itself, at index 0
+        return MaxMin(Sum.apply(x, (), False), Tensor._from_array(xp.zeros((), np.int64)))
+    _check_nonempty(op, x, (axis,))
     indices = (xp.argmax if largest else xp.argmin)(x.data, axis=axis)
     values = ExtremeAlong.apply(x, axis, keepdim, indices)
     idx = xp.expand_dims(indices, axis) if keepdim else indices
@@ -210,7 +248,7 @@ def _spread(fn, op, x, dim, unbiased, keepdim, correction):
     if correction is None:
         correction = 1 if unbiased in (None, True) else 0
     x = _float_input(x)
-    return fn.apply(x, normalize_axis(op, dim, x.ndim), correction, keepdim)
+    return fn.apply(x, _axes(op, dim, x.ndim), correction, keepdim)
 
 
 def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
@@ -228,8 +266,12 @@ def _arg(op, x, dim, keepdim, largest):
         out = fn(x.data.reshape(-1))
         if keepdim:
             out = out.reshape((1,) * x.ndim)
+    elif x.ndim == 0:
+        dim_index(op, dim, 0)
+        out = xp.zeros((), np.int64)
     else:
-        (axis,) = normalize_axis(op, dim, x.ndim)
+        axis = dim_index(op, dim, x.ndim)
+        _check_nonempty(op, x, (axis,))
         out = fn(x.data, axis=axis)
         if keepdim:
             out = xp.expand_dims(out, axis)
@@ -242,3 +284,175 @@ def argmax(x, dim=None, keepdim=False):
 
 def argmin(x, dim=None, keepdim=False):
     return _arg("argmin", x, dim, keepdim, False)
+
+
+# ---------------------------------------------------------------- prod, logsumexp, the vector norms
+def _prod_of_others(x, axes):
+    """For each element, the product of the others over ``axes``: exclusive products from both sides,
+    so zeros in the input need no division (the gradient of prod)."""
+    xp = backend.array_module(x)
+    axes = tuple(range(x.ndim)) if axes is None else axes
+    if not axes:
+        return xp.ones_like(x)
+    dest = tuple(range(x.ndim - len(axes), x.ndim))
+    moved = xp.moveaxis(x, axes, dest)
+    flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+    ones = xp.ones_like(flat[..., :1])
+    left = xp.cumprod(xp.concatenate([ones, flat[..., :-1]], -1), -1)
+    right = xp.flip(xp.cumprod(xp.flip(xp.concatenate([flat[..., 1:], ones], -1), -1), -1), -1)
+    return xp.moveaxis((left * right).reshape(moved.shape), dest, axes)
+
+
+class Prod(Function):
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        ctx.save_for_backward(x)
+        ctx.meta = (axes, keepdim)
+        return x.prod(axis=axes, keepdims=keepdim, dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        axes, keepdim = ctx.meta
+        return (_expand(g, x.shape, axes, keepdim) * _prod_of_others(x, axes)).astype(g.dtype, copy=False)
+
+
+class LogSumExp(Function):
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        xp = backend.array_module(x)
+        if x.size:
+            # shift by the finite maximum: no overflow, and rows of -inf stay -inf instead of NaN
+            m = x.max(axis=axes, keepdims=True)
+            m = xp.where(xp.isfinite(m), m, x.dtype.type(0))
+        else:
+            m = xp.zeros(x.sum(axis=axes, keepdims=True).shape, x.dtype)
+        with np.errstate(divide="ignore"):
+            out = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
+        ctx.save_for_backward(x, out)
+        ctx.meta = (axes, keepdim)
+        return out if keepdim else (out.reshape(()) if axes is None else out.squeeze(axes))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        axes, keepdim = ctx.meta
+        xp = backend.array_module(g)
+        return (_expand(g, x.shape, axes, keepdim) * xp.exp(x - out)).astype(g.dtype, copy=False)
+
+
+class VectorNorm(Function):
+    """``sum(|x|^ord) ^ (1/ord)`` over axes, with max/min |x| for ord = +-inf and the count of nonzeros for
+    ord = 0. Where the norm is 0 the gradient is 0 (PyTorch's subgradient), and ties of the inf norms
+    share it evenly, as amax does."""
+
+    @staticmethod
+    def forward(ctx, x, order, axes, keepdim):
+        xp = backend.array_module(x)
+        wide = x.astype(np.float32) if x.dtype.itemsize < 4 else x  # half precision sums in float32
+        a = xp.abs(wide)
+        if order == math.inf:
+            out = a.max(axis=axes, keepdims=keepdim)
+        elif order == -math.inf:
+            out = a.min(axis=axes, keepdims=keepdim)
+        elif order == 0:
+            out = (a != 0).sum(axis=axes, keepdims=keepdim)
+        elif order == 1:
+            out = a.sum(axis=axes, keepdims=keepdim)
+        elif order == 2:
+            out = xp.sqrt((wide * wide).sum(axis=axes, keepdims=keepdim))
+        else:
+            out = (a ** order).sum(axis=axes, keepdims=keepdim) ** (1.0 / order)
+        out = xp.asarray(out).astype(x.dtype, copy=False)
+        ctx.save_for_backward(x, out)
+        ctx.meta = (order, axes, keepdim)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        order, axes, keepdim = ctx.meta
+        xp = backend.array_module(g)
+        ge, norm = _expand(g, x.shape, axes, keepdim), _expand(out, x.shape, axes, keepdim)
+        zero = x.dtype.type(0)
+        if order == 0:
+            return xp.zeros_like(x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if order in (math.inf, -math.inf):
+                hit = xp.abs(x) == norm
+                grad = xp.sign(x) * hit * (ge / hit.sum(axis=axes, keepdims=True))
+            elif order == 1:
+                grad = xp.sign(x) * ge
+            elif order == 2:
+                grad = xp.where(norm == 0, zero, x / norm) * ge
+            else:
+                scaled = xp.sign(x) * (xp.abs(x) / norm) ** (order - 1)
+                grad = xp.where((norm == 0) | (x == 0), zero, scaled) * ge
+        return grad.astype(g.dtype, copy=False)
+
+
+def prod(x: Tensor, dim=None, keepdim=False, dtype=None):
+    """The product over ``dim`` (one dim as in PyTorch; a tuple is accepted too) or every element."""
+    x = _int64_if_integral(x, dtype)
+    return Prod.apply(x, _axes("prod", dim, x.ndim), keepdim)
+
+
+def logsumexp(x: Tensor, dim=None, keepdim=False):
+    """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so it neither overflows nor underflows;
+    integer inputs give float32."""
+    x = _float_input(x)
+    return LogSumExp.apply(x, _axes("logsumexp", dim, x.ndim), keepdim)
+
+
+def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002 - PyTorch's name
+    """``torch.linalg.vector_norm``: ord any number, inf or -inf, over ``dim`` (int, tuple or None)."""
+    if dtype is not None:
+        x = cast(x, dtype)
+    if not backend.is_floating(x.dtype):
+        raise TypeError(f"vector_norm: expected a floating point input, got {x.dtype}")
+    if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
+        raise TypeError(f"vector_norm: ord must be a number, got {ord!r}")
+    axes = _axes("vector_norm", dim, x.ndim)
+    if math.isinf(ord):
+        _check_nonempty("vector_norm", x, axes)
+    return VectorNorm.apply(x, float(ord), axes, keepdim)
+
+
+def norm(x: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
+    """``torch.norm``: 'fro' (the 2-norm of the elements over ``dim``), or any number, inf or -inf."""
+    if isinstance(p, str):
+        if p == "nuc":
+            raise NotImplementedError("norm: the nuclear norm (p='nuc') is not supported")
+        if p != "fro":
+            raise RuntimeError(f"norm: p must be 'fro', 'nuc' or a number, got {p!r}")
+        p = 2
+    elif p is None:
+        p = 2
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+        raise TypeError(f"norm: p must be 'fro' or a number, got {p!r}")
+    return vector_norm(x, p, dim, keepdim, dtype)
+
+
+# ---------------------------------------------------------------- any, all, count_nonzero (not differentiable)
+def _truth(op, x, dim, keepdim):
+    xp = x._xp
+    fn = xp.any if op == "any" else xp.all
+    out = fn(x.data.astype(bool), axis=_axes(op, dim, x.ndim), keepdims=keepdim)
+    return Tensor._from_array(xp.asarray(out))
+
+
+def any(x: Tensor, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    """Whether any element (over ``dim``) is nonzero: a bool tensor."""
+    return _truth("any", x, dim, keepdim)
+
+
+def all(x: Tensor, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    """Whether every element (over ``dim``) is nonzero: a bool tensor."""
+    return _truth("all", x, dim, keepdim)
+
+
+def count_nonzero(x: Tensor, dim=None):
+    """The number of nonzero elements over ``dim``, as int64."""
+    out = (x.data != 0).sum(axis=_axes("count_nonzero", dim, x.ndim))
+    return Tensor._from_array(x._xp.asarray(out).astype(np.int64, copy=False))
+
