@@ -123,9 +123,11 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tens
     if tuple(broadcast_shape("addmm", input.shape, out.shape)) != tuple(out.shape):
         raise RuntimeError(f"addmm: input of shape {tuple(input.shape)} does not broadcast to the product's "
                            f"shape {tuple(out.shape)}")
-    if alpha != 1:
-        out = mul(out, alpha)
-    return out if beta == 0 else add(input if beta == 1 else mul(input, beta), out)
+    def scaled(x, factor):  # by a 0-d tensor of x's dtype: a Python float would widen bfloat16 to float32
+        return x if factor == 1 else mul(x, Tensor._from_array(x._xp.asarray(factor, x.dtype)))
+
+    out = scaled(out, alpha)
+    return out if beta == 0 else add(scaled(input, beta), out)
 
 
 def t(x: Tensor) -> Tensor:
@@ -137,7 +139,10 @@ def t(x: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------- einsum
 def _contract(xp, terms, arrays, target):
-    """``einsum`` of ``terms -> target``, 0-d operands (empty subscripts) multiplied in afterwards."""
+    """``einsum`` of ``terms -> target``, 0-d operands (empty subscripts) multiplied in afterwards
+    (bfloat16 in float32: NumPy's einsum loops do not take it)."""
+    if arrays[0].dtype == backend.bfloat16:
+        arrays = [a.astype(np.float32) for a in arrays]
     scale, keep = None, []
     for term, a in zip(terms, arrays):
         if term:
