@@ -16,6 +16,7 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import cast, dense, normalize_axis
+from .shape import Reshape
 
 
 def _expand(g, in_shape, axes, keepdim):
@@ -30,17 +31,18 @@ def _expand(g, in_shape, axes, keepdim):
     return g
 
 
-def _axes(op, dim, ndim):
-    """``dim`` as a tuple of axes (None: every axis). A 0-d tensor's dim 0 / -1 reduces nothing, and an
-    empty tuple means every dim, as in PyTorch's sum and mean."""
-    axes = normalize_axis(op, dim, ndim)
+def _axes(op, dim, x, keepdim):
+    """(x, axes, keepdim) with ``dim`` as a tuple of axes (None: every axis); an empty tuple means every
+    dim, as in PyTorch's sum and mean. A 0-d tensor with a dim (0 or -1) becomes one element of 1-d reduced
+    over axis 0: the array modules need no empty axis tuple."""
+    axes = normalize_axis(op, dim, x.ndim)
     if axes is None:
-        return None
+        return x, None, keepdim
     if len(set(axes)) != len(axes):
         raise RuntimeError(f"{op}: dim {dim} names a dimension more than once")
-    if ndim == 0:
-        return ()
-    return axes or None
+    if x.ndim == 0:
+        return Reshape.apply(x, (1,)), (0,), False
+    return x, axes or None, keepdim
 
 
 def dim_index(op, dim, ndim):
@@ -183,7 +185,7 @@ def _float_input(x):
 
 def sum(x: Tensor, dim=None, keepdim=False, dtype=None):  # noqa: A001 - PyTorch's name
     x = _int64_if_integral(x, dtype)
-    return Sum.apply(x, _axes("sum", dim, x.ndim), keepdim)
+    return Sum.apply(*_axes("sum", dim, x, keepdim))
 
 
 def mean(x: Tensor, dim=None, keepdim=False, dtype=None):
@@ -192,7 +194,7 @@ def mean(x: Tensor, dim=None, keepdim=False, dtype=None):
     if not backend.is_floating(x.dtype):
         raise TypeError(f"mean: could not infer output dtype; input dtype must be floating point, got {x.dtype} "
                         f"(pass dtype= or cast the input)")
-    return Mean.apply(x, _axes("mean", dim, x.ndim), keepdim)
+    return Mean.apply(*_axes("mean", dim, x, keepdim))
 
 
 def _check_nonempty(op, x, axes):
@@ -201,13 +203,13 @@ def _check_nonempty(op, x, axes):
 
 
 def amax(x, dim=None, keepdim=False):
-    axes = _axes("amax", dim, x.ndim)
+    x, axes, keepdim = _axes("amax", dim, x, keepdim)
     _check_nonempty("amax", x, axes)
     return Extreme.apply(x, axes, keepdim, True)
 
 
 def amin(x, dim=None, keepdim=False):
-    axes = _axes("amin", dim, x.ndim)
+    x, axes, keepdim = _axes("amin", dim, x, keepdim)
     _check_nonempty("amin", x, axes)
     return Extreme.apply(x, axes, keepdim, False)
 
@@ -216,7 +218,7 @@ def _extreme_along(op, x, dim, keepdim, largest):
     axis = dim_index(op, dim, x.ndim)
     xp = x._xp
     if x.ndim == 0:  # the element itself, at index 0
-        return MaxMin(Sum.apply(x, (), False), Tensor._from_array(xp.zeros((), np.int64)))
+        return MaxMin(Reshape.apply(x, ()), Tensor._from_array(xp.zeros((), np.int64)))
     _check_nonempty(op, x, (axis,))
     indices = (xp.argmax if largest else xp.argmin)(x.data, axis=axis)
     values = ExtremeAlong.apply(x, axis, keepdim, indices)
@@ -248,7 +250,8 @@ def _spread(fn, op, x, dim, unbiased, keepdim, correction):
     if correction is None:
         correction = 1 if unbiased in (None, True) else 0
     x = _float_input(x)
-    return fn.apply(x, _axes(op, dim, x.ndim), correction, keepdim)
+    x, axes, keepdim = _axes(op, dim, x, keepdim)
+    return fn.apply(x, axes, correction, keepdim)
 
 
 def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
@@ -394,14 +397,14 @@ class VectorNorm(Function):
 def prod(x: Tensor, dim=None, keepdim=False, dtype=None):
     """The product over ``dim`` (one dim as in PyTorch; a tuple is accepted too) or every element."""
     x = _int64_if_integral(x, dtype)
-    return Prod.apply(x, _axes("prod", dim, x.ndim), keepdim)
+    return Prod.apply(*_axes("prod", dim, x, keepdim))
 
 
 def logsumexp(x: Tensor, dim=None, keepdim=False):
     """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so it neither overflows nor underflows;
     integer inputs give float32."""
     x = _float_input(x)
-    return LogSumExp.apply(x, _axes("logsumexp", dim, x.ndim), keepdim)
+    return LogSumExp.apply(*_axes("logsumexp", dim, x, keepdim))
 
 
 def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002 - PyTorch's name
@@ -412,7 +415,7 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # noqa:
         raise TypeError(f"vector_norm: expected a floating point input, got {x.dtype}")
     if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
         raise TypeError(f"vector_norm: ord must be a number, got {ord!r}")
-    axes = _axes("vector_norm", dim, x.ndim)
+    x, axes, keepdim = _axes("vector_norm", dim, x, keepdim)
     if math.isinf(ord):
         _check_nonempty("vector_norm", x, axes)
     return VectorNorm.apply(x, float(ord), axes, keepdim)
@@ -437,7 +440,8 @@ def norm(x: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
 def _truth(op, x, dim, keepdim):
     xp = x._xp
     fn = xp.any if op == "any" else xp.all
-    out = fn(x.data.astype(bool), axis=_axes(op, dim, x.ndim), keepdims=keepdim)
+    x, axes, keepdim = _axes(op, dim, x, keepdim)
+    out = fn(x.data.astype(bool), axis=axes, keepdims=keepdim)
     return Tensor._from_array(xp.asarray(out))
 
 
@@ -453,6 +457,7 @@ def all(x: Tensor, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
 
 def count_nonzero(x: Tensor, dim=None):
     """The number of nonzero elements over ``dim``, as int64."""
-    out = (x.data != 0).sum(axis=_axes("count_nonzero", dim, x.ndim))
+    x, axes, _ = _axes("count_nonzero", dim, x, False)
+    out = (x.data != 0).sum(axis=axes)
     return Tensor._from_array(x._xp.asarray(out).astype(np.int64, copy=False))
 
