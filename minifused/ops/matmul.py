@@ -9,7 +9,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import binary_operands, broadcast_shape, unbroadcast
+from ._common import binary_operands, broadcast_shape, dense, unbroadcast
 from .elementwise import add, mul
 from .shape import reshape, transpose
 
@@ -190,7 +190,7 @@ class Einsum(Function):
                 grid = {c: xp.arange(sizes[c]).reshape([-1 if d == c else 1 for d in letters]) for c in letters}
                 full[tuple(grid[c] for c in term)] = gi
                 gi = full
-            grads.append(xp.ascontiguousarray(gi).astype(a.dtype, copy=False))
+            grads.append(dense(gi).astype(a.dtype, copy=False))
         return tuple(grads)
 
 
@@ -233,7 +233,11 @@ def _einsum_terms(equation, shapes):
         if not any(c in term for term in terms):
             raise ValueError(f"einsum: output subscript {c!r} does not appear in any operand")
     sizes = {}
-    for term, shape in zip(terms, shapes):
+    for i, (term, shape) in enumerate(zip(terms, shapes)):
+        for c in set(term):
+            dims = [n for d, n in zip(term, shape) if d == c]
+            if len(set(dims)) > 1:
+                raise ValueError(f"einsum: subscript {c!r} repeats in operand {i} over dims of sizes {dims}")
         for c, n in zip(term, shape):
             if sizes.get(c, 1) not in (1, n) and n != 1:
                 raise ValueError(f"einsum: subscript {c!r} has size {sizes[c]} in one operand and {n} in "
@@ -261,11 +265,6 @@ def einsum(equation: str, *operands) -> Tensor:
         if o.dtype != first.dtype:
             raise RuntimeError(f"einsum: expected all operands to have one dtype, got {first.dtype} and {o.dtype}")
     terms, output, sizes = _einsum_terms(equation, [o.shape for o in operands])
-    for i, term in enumerate(terms):
-        for c in set(term):
-            dims = [n for d, n in zip(term, operands[i].shape) if d == c]
-            if len(set(dims)) > 1:
-                raise ValueError(f"einsum: subscript {c!r} repeats in operand {i} over dims of sizes {dims}")
     # a size-1 dim against a larger size broadcasts: squeeze it out of that operand
     squeezed = []
     for term, o in zip(terms, operands):

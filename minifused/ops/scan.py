@@ -1,6 +1,8 @@
 """Scans along one dim: cumsum and cumprod (integer and bool inputs accumulate in int64, as in PyTorch)."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
@@ -41,7 +43,7 @@ class CumProd(Function):
         x, out = ctx.saved_tensors
         axis = ctx.axis
         xp = backend.array_module(g)
-        zeros_seen = xp.cumsum(x == 0, axis=axis)
+        zeros_seen = xp.cumsum(x == 0, axis=axis, dtype=np.int64)
         before = zeros_seen == 0
         first = (x == 0) & (zeros_seen == 1)
         one, zero = x.dtype.type(1), x.dtype.type(0)
