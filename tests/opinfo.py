@@ -728,6 +728,20 @@ def _moved_ref(a, source, destination):
     return np.moveaxis(a, source, destination)
 
 
+def _MEDIAN(a, dim=None, keepdim=False):  # noqa: N802
+    return a.median() if dim is None else a.median(dim, keepdim=keepdim).values
+
+
+def _median_ref(a, dim=None, keepdim=False):
+    """The lower median (PyTorch's): the ((n - 1) // 2)-th smallest."""
+    if dim is None:
+        return np.sort(a, axis=None)[(a.size - 1) // 2]
+    if a.ndim == 0:
+        return a
+    out = np.take(np.sort(a, axis=dim), (a.shape[dim] - 1) // 2, axis=dim)
+    return np.expand_dims(out, dim) if keepdim else out
+
+
 _ANY, _ANY_REF = _truth_weighted("any")
 _ALL, _ALL_REF = _truth_weighted("all")
 
@@ -768,6 +782,15 @@ REDUCE_OPS = [
                S("vector_norm_ord4", (7,), ord=4)),
            errors=(E("vector_norm_ord_string", lambda: mf.linalg.vector_norm(t(3), ord="fro"), TypeError,
                      "vector_norm: ord must be a number"),)),
+    OpInfo("median", _MEDIAN, _median_ref, spelled="Tensor.median", aliases={"mf.median": _by_function(mf.median)},
+           torch=SAME, samples=(
+               S("median_all", distinct((3, 4))), S("median_all_odd", distinct((33,))),
+               S("median_dim", distinct((3, 4)), dim=1), S("median_dim_keepdim_odd", distinct((5, 3)), dim=0, keepdim=True),
+               S("median_0d", distinct(()), dim=0),
+               S("median_indices", distinct((4, 5)), fn=lambda a: a * a.median(-1).indices.unsqueeze(-1),
+                 ref=lambda a: a * np.argsort(a, -1)[:, 2:3])),
+           errors=(E("median_empty", lambda: mf.zeros(0).median(), ValueError, "median: cannot reduce over an empty"),
+                   E("median_dim_tuple", lambda: t(2, 3).median((0, 1)), TypeError, "median: dim must be an int"))),
     OpInfo("any", _ANY, _ANY_REF, spelled="Tensor.any", aliases={"mf.any": lambda a, **kw: _ANY(a, **kw)}, samples=(
         S("any_all", (3, 4)), S("any_dim", (3, 4), dim=1), S("any_dims_keepdim", (2, 3, 4), dim=(0, 2), keepdim=True),
         S("any_0d", (), dim=0)),

@@ -176,7 +176,7 @@ class Std(Var):
         return Var.backward(ctx, g_var.astype(g.dtype, copy=False))
 
 
-MaxMin = namedtuple("MaxMin", ["values", "indices"])
+MaxMin = namedtuple("MaxMin", ["values", "indices"])  # what max, min and median along a dim return
 
 
 def _float_input(x):
@@ -220,10 +220,7 @@ def _extreme_along(op, x, dim, keepdim, largest):
     if x.ndim == 0:  # the element itself, at index 0
         return MaxMin(Reshape.apply(x, ()), Tensor._from_array(xp.zeros((), np.int64)))
     _check_nonempty(op, x, (axis,))
-    indices = (xp.argmax if largest else xp.argmin)(x.data, axis=axis)
-    values = ExtremeAlong.apply(x, axis, keepdim, indices)
-    idx = xp.expand_dims(indices, axis) if keepdim else indices
-    return MaxMin(values, Tensor._from_array(idx.astype(np.int64, copy=False)))
+    return _pick_along(x, axis, keepdim, (xp.argmax if largest else xp.argmin)(x.data, axis=axis))
 
 
 def max(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
@@ -241,6 +238,27 @@ def min(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
 
         return minimum(x, dim)
     return amin(x) if dim is None else _extreme_along("min", x, dim, keepdim, False)
+
+
+def median(x, dim=None, keepdim=False):
+    """``median(x)`` is the lower median of every element; ``median(x, dim)`` is ``(values, indices)``
+    along ``dim``. The gradient goes to the element picked, as in PyTorch."""
+    if dim is None:
+        _check_nonempty("median", x, None)
+        flat = Reshape.apply(x, (x.numel(),))
+        return _pick_along(flat, 0, False, x._xp.argsort(flat.data, kind="stable")[(x.numel() - 1) // 2]).values
+    axis = dim_index("median", dim, x.ndim)
+    if x.ndim == 0:
+        return MaxMin(Reshape.apply(x, ()), Tensor._from_array(x._xp.zeros((), np.int64)))
+    _check_nonempty("median", x, (axis,))
+    order = x._xp.argsort(x.data, axis=axis, kind="stable")
+    return _pick_along(x, axis, keepdim, x._xp.take(order, (x.shape[axis] - 1) // 2, axis=axis))
+
+
+def _pick_along(x, axis, keepdim, indices):
+    values = ExtremeAlong.apply(x, axis, keepdim, indices)
+    idx = x._xp.expand_dims(indices, axis) if keepdim else indices
+    return MaxMin(values, Tensor._from_array(idx.astype(np.int64, copy=False)))
 
 
 def _spread(fn, op, x, dim, unbiased, keepdim, correction):
