@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from .. import backend
 from ..tensor import Tensor
-from . import activation, creation, elementwise, index, linalg, matmul, movement, pointwise, reduce, resample, scan, shape
+from . import (activation, creation, elementwise, index, linalg, matmul, movement, pointwise, reduce, resample, scan,
+               shape)
 from .activation import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
@@ -17,8 +18,8 @@ from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, 
 from .matmul import addmm, bmm, dot, einsum, matmul, mm, outer, t
 from .movement import (chunk, diag, expand_as, flip, movedim, narrow, repeat, reshape_as, roll, split, swapaxes,
                        tile, tril, triu, unbind, view_as)
-from .reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, logsumexp, max, mean, median, min,  # noqa: A004
-                     norm, prod, std, sum, var)
+from .reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, logsumexp, max, mean,  # noqa: A004
+                     median, min, norm, prod, std, sum, var)
 from .scan import cumprod, cumsum
 from .shape import (cat, contiguous, expand, flatten, getitem, permute, reshape, setitem, squeeze, stack,
                     transpose, unsqueeze, view)
@@ -96,7 +97,8 @@ __all__ = creation.__all__ + [n for _family in _FAMILIES for n in _family.__all_
                      "sub", "tanh", "where", "matmul", "amax", "amin", "argmax", "argmin", "max", "mean",
                      "min", "std", "sum", "var", "cat", "flatten", "permute", "reshape", "squeeze", "stack",
                      "transpose", "unsqueeze",
-                     "all", "any", "count_nonzero", "cumprod", "cumsum", "logsumexp", "median", "norm", "prod", "linalg",
+                     "all", "any", "count_nonzero", "cumprod", "cumsum", "logsumexp", "median", "norm", "prod",
+                     "linalg",
                      "addmm", "bmm", "dot", "einsum", "mm", "outer", "t",
                      "chunk", "diag", "flip", "movedim", "narrow", "roll",
                      "split", "swapaxes", "tile", "tril", "triu", "unbind"]

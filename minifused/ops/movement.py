@@ -3,7 +3,6 @@ piece), repeat / tile, tril / triu, flip, roll, diag, movedim, and the ``*_as`` 
 take PyTorch's range [-ndim, ndim - 1], a 0-d tensor taking 0 and -1."""
 from __future__ import annotations
 
-import builtins
 import numbers
 
 import numpy as np
@@ -16,6 +15,7 @@ from .shape import expand, getitem, permute, reshape, transpose, view
 
 def _xp(x):
     return backend.array_module(x)
+
 
 def _ints(op, what, values):
     """``values`` (an int or a sequence of ints) as a tuple of ints."""
@@ -113,7 +113,7 @@ def narrow(x, dim, start, length):
     n = x.shape[axis]
     if not -n <= start <= n:
         raise IndexError(f"narrow: start {start} is out of range for dim {dim} of size {n}")
-    start %= builtins.max(n, 1)
+    start = start + n if start < 0 else start
     if length < 0 or start + length > n:
         raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds the size {n} of dim {dim}")
     return getitem(x, (slice(None),) * axis + (slice(start, start + length),))
@@ -259,7 +259,7 @@ class Diag(Function):
             return xp.diagonal(g, k).copy(), None
         out = xp.zeros(shape, g.dtype)
         i = xp.arange(g.shape[0])
-        out[i + builtins.max(-k, 0), i + builtins.max(k, 0)] = g
+        out[i + max(-k, 0), i + max(k, 0)] = g
         return out, None
 
 

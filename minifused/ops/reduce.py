@@ -246,13 +246,18 @@ def median(x, dim=None, keepdim=False):
     if dim is None:
         _check_nonempty("median", x, None)
         flat = Reshape.apply(x, (x.numel(),))
-        return _pick_along(flat, 0, False, x._xp.argsort(flat.data, kind="stable")[(x.numel() - 1) // 2]).values
+        return _pick_along(flat, 0, False, _stable_argsort(flat.data, 0)[(x.numel() - 1) // 2]).values
     axis = dim_index("median", dim, x.ndim)
     if x.ndim == 0:
         return MaxMin(Reshape.apply(x, ()), Tensor._from_array(x._xp.zeros((), np.int64)))
     _check_nonempty("median", x, (axis,))
-    order = x._xp.argsort(x.data, axis=axis, kind="stable")
+    order = _stable_argsort(x.data, axis)
     return _pick_along(x, axis, keepdim, x._xp.take(order, (x.shape[axis] - 1) // 2, axis=axis))
+
+
+def _stable_argsort(a, axis):
+    """Ties in their order (CuPy's sort is always stable and takes no other ``kind``)."""
+    return np.argsort(a, axis=axis, kind="stable") if isinstance(a, np.ndarray) else a.argsort(axis=axis)
 
 
 def _pick_along(x, axis, keepdim, indices):
