@@ -166,6 +166,8 @@ class Einsum(Function):
         ctx.save_for_backward(*arrays)
         ctx.meta = (terms, output, sizes)
         out = _contract(backend.array_module(arrays[0]), terms, arrays, output)
+        if len(arrays) == 1:  # a transpose or a diagonal comes back as a view of the input: own the result
+            out = out.copy()
         return out.astype(arrays[0].dtype, copy=False)
 
     @staticmethod
