@@ -742,6 +742,17 @@ def _median_ref(a, dim=None, keepdim=False):
     return np.expand_dims(out, dim) if keepdim else out
 
 
+def _later_running_argmax(a):
+    """Along the last axis, where the running maximum was reached, the later index on ties."""
+    out = np.zeros(a.shape, np.int64)
+    for row in np.ndindex(a.shape[:-1]):
+        best = 0
+        for j in range(a.shape[-1]):
+            best = j if a[row][j] >= a[row][best] else best
+            out[row][j] = best
+    return out
+
+
 _ANY, _ANY_REF = _truth_weighted("any")
 _ALL, _ALL_REF = _truth_weighted("all")
 
@@ -815,6 +826,18 @@ REDUCE_OPS = [
                  ref=lambda a: np.cumprod(_zeroed(a, [(0, 2), (1, 0), (1, 4), (2, 5)]), 1))),
            errors=(E("cumprod_dim_range", lambda: t(4).cumprod(-2), IndexError,
                      "cumprod: dim -2 is out of range for a 1-d tensor"),)),
+    OpInfo("cummax", lambda a, dim: a.cummax(dim).values, lambda a, dim: np.maximum.accumulate(a, dim) if a.ndim else a,
+           spelled="Tensor.cummax", aliases={"mf.cummax": lambda a, dim: mf.cummax(a, dim).values},
+           torch=lambda T, a, dim: a.cummax(dim).values, samples=(
+               S("cummax", distinct((3, 33)), dim=1), S("cummax_dim0", distinct((5, 2, 3)), dim=0),
+               S("cummax_0d", distinct(()), dim=0),
+               S("cummax_ties_later_index", (2, 6), fn=lambda a: a * (a.detach() > 0).cummax(1).indices,
+                 ref=lambda a: a * _later_running_argmax(a > 0))),
+           errors=(E("cummax_dim_range", lambda: t(3).cummax(1), IndexError, "cummax: dim 1 is out of range"),)),
+    OpInfo("cummin", lambda a, dim: a.cummin(dim).values, lambda a, dim: np.minimum.accumulate(a, dim),
+           spelled="Tensor.cummin", aliases={"mf.cummin": lambda a, dim: mf.cummin(a, dim).values},
+           torch=lambda T, a, dim: a.cummin(dim).values, samples=(
+               S("cummin", distinct((4, 7)), dim=-1), S("cummin_odd", distinct((33,)), dim=0))),
     # ---- matrix products
     OpInfo("mm", lambda a, b: a.mm(b), np.matmul, spelled="Tensor.mm", aliases={"mf.mm": mf.mm}, torch=SAME,
            gpu_tol=1e-4, samples=(S("mm", (3, 4), (4, 5)), S("mm_odd", (1, 33), (33, 7)), S("mm_size1", (1, 1), (1, 3))),

@@ -404,3 +404,14 @@ def test_einsum_matches_pytorch_on_cuda(torch, eq, shapes):
     (ty * torch.tensor(g, device="cuda")).sum().backward()
     for o, p in pairs:
         _close(o.grad, p.grad, 1e-4)
+
+
+def test_cummax_cummin_ties_ints_and_gradients():
+    x = mf.tensor([[1, 3, 2, 3, 0, 5]])
+    values, indices = x.cummax(1)
+    assert values.tolist() == [[1, 3, 3, 3, 3, 5]] and indices.tolist() == [[0, 1, 1, 3, 3, 5]]  # ties: later index
+    assert values.dtype == mf.int64 and indices.dtype == mf.int64
+    assert mf.cummin(x, -1).indices.tolist() == [[0, 0, 0, 0, 4, 4]]
+    y = t64([2.0, 1.0, 2.0, 3.0])
+    y.cummax(0).values.backward(mf.tensor([1.0, 10.0, 100.0, 1000.0], dtype=mf.float64))
+    np.testing.assert_array_equal(y.grad.numpy(), [11, 0, 100, 1000])

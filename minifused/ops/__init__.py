@@ -20,7 +20,7 @@ from .movement import (chunk, diag, expand_as, flip, movedim, narrow, repeat, re
                        tile, tril, triu, unbind, view_as)
 from .reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, logsumexp, max, mean,  # noqa: A004
                      median, min, norm, prod, std, sum, var)
-from .scan import cumprod, cumsum
+from .scan import cummax, cummin, cumprod, cumsum
 from .shape import (cat, contiguous, expand, flatten, getitem, permute, reshape, setitem, squeeze, stack,
                     transpose, unsqueeze, view)
 
@@ -67,7 +67,8 @@ _METHODS = {
     "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
     "sum": sum, "mean": mean, "max": max, "min": min, "amax": amax, "amin": amin, "var": var, "std": std,
     "argmax": argmax, "argmin": argmin, "prod": prod, "logsumexp": logsumexp, "any": any, "all": all,
-    "norm": norm, "count_nonzero": count_nonzero, "median": median, "cumsum": cumsum, "cumprod": cumprod,
+    "norm": norm, "count_nonzero": count_nonzero, "median": median, "cumsum": cumsum, "cumprod": cumprod, "cummax": cummax,
+    "cummin": cummin,
     "mm": mm, "bmm": bmm, "dot": dot, "outer": outer, "addmm": addmm, "t": t,
     "split": split, "chunk": chunk, "unbind": unbind, "narrow": narrow, "repeat": repeat, "tile": tile,
     "expand_as": expand_as, "view_as": view_as, "reshape_as": reshape_as, "tril": tril, "triu": triu,
@@ -97,7 +98,7 @@ __all__ = creation.__all__ + [n for _family in _FAMILIES for n in _family.__all_
                      "sub", "tanh", "where", "matmul", "amax", "amin", "argmax", "argmin", "max", "mean",
                      "min", "std", "sum", "var", "cat", "flatten", "permute", "reshape", "squeeze", "stack",
                      "transpose", "unsqueeze",
-                     "all", "any", "count_nonzero", "cumprod", "cumsum", "logsumexp", "median", "norm", "prod",
+                     "all", "any", "count_nonzero", "cummax", "cummin", "cumprod", "cumsum", "logsumexp", "median", "norm", "prod",
                      "linalg",
                      "addmm", "bmm", "dot", "einsum", "mm", "outer", "t",
                      "chunk", "diag", "flip", "movedim", "narrow", "roll",

@@ -1,5 +1,8 @@
-"""Scans along one dim: cumsum and cumprod (integer and bool inputs accumulate in int64, as in PyTorch)."""
+"""Scans along one dim: cumsum and cumprod (integer and bool inputs accumulate in int64, as in PyTorch),
+cummax and cummin."""
 from __future__ import annotations
+
+from collections import namedtuple
 
 import numpy as np
 
@@ -69,3 +72,71 @@ def cumsum(x: Tensor, dim, dtype=None):
 def cumprod(x: Tensor, dim, dtype=None):
     """Running products along ``dim``; integer and bool inputs give int64. Zeros in the input are fine."""
     return _scan(CumProd, "cumprod", x, dim, dtype)
+
+
+
+def _running_extreme(x, axis, largest):
+    """(running max or min along ``axis``, the index where each was reached): a doubling scan of shifted
+    comparisons (log2(n) whole-array steps, on NumPy and CuPy alike). On ties the later index wins, as in
+    PyTorch."""
+    xp = backend.array_module(x)
+    n = x.shape[axis]
+    shape = [1] * x.ndim
+    shape[axis] = n
+    values = x.copy()
+    indices = xp.broadcast_to(xp.arange(n).reshape(shape), x.shape).copy()
+    step = 1
+    while step < n:
+        later = tuple(slice(step, None) if d == axis else slice(None) for d in range(x.ndim))
+        earlier = tuple(slice(None, n - step) if d == axis else slice(None) for d in range(x.ndim))
+        prev_v, prev_i = values[earlier].copy(), indices[earlier].copy()  # the slices overlap the writes
+        better = prev_v > values[later] if largest else prev_v < values[later]
+        values[later] = xp.where(better, prev_v, values[later])
+        indices[later] = xp.where(better, prev_i, indices[later])
+        step *= 2
+    return values, indices
+
+
+class CumExtreme(Function):
+    """cummax / cummin values; each output's gradient goes to the element it came from."""
+
+    @staticmethod
+    def forward(ctx, x, axis, indices):
+        ctx.meta = (x.shape, axis)
+        ctx.save_for_backward(indices)
+        return backend.array_module(x).take_along_axis(x, indices, axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        (indices,) = ctx.saved_tensors
+        shape, axis = ctx.meta
+        xp = backend.array_module(g)
+        n = shape[axis]
+        rows_index = xp.moveaxis(indices, axis, -1).reshape(-1, n)
+        grad = xp.zeros(rows_index.shape, g.dtype)
+        rows = xp.arange(rows_index.shape[0]).reshape(-1, 1)
+        xp.add.at(grad, (rows, rows_index), xp.moveaxis(g, axis, -1).reshape(-1, n))
+        moved_shape = tuple(s for d, s in enumerate(shape) if d != axis) + (n,)
+        return xp.moveaxis(grad.reshape(moved_shape), -1, axis), None, None
+
+
+CumMax = namedtuple("CumMax", ["values", "indices"])
+
+
+def _cum_extreme(op, x, dim, largest):
+    axis = dim_index(op, dim, x.ndim)
+    if x.ndim == 0:
+        out = _cum_extreme(op, x.reshape(1), 0, largest)
+        return CumMax(out.values.reshape(()), out.indices.reshape(()))
+    _, indices = _running_extreme(x.data, axis, largest)
+    return CumMax(CumExtreme.apply(x, axis, indices), Tensor._from_array(indices.astype(np.int64, copy=False)))
+
+
+def cummax(x: Tensor, dim):
+    """``(values, indices)``: the running maximum along ``dim`` and where each was reached."""
+    return _cum_extreme("cummax", x, dim, True)
+
+
+def cummin(x: Tensor, dim):
+    """``(values, indices)``: the running minimum along ``dim`` and where each was reached."""
+    return _cum_extreme("cummin", x, dim, False)
