@@ -1131,7 +1131,312 @@ LAYER_OPS = [
 
 # ---------------------------------------------------------------- reductions, scans, matmul forms and shape helpers (ops/reduce.py, ops/matmul.py, ops/shape.py)
 
+def _vector_norm_ref(a, ord=2, dim=None, keepdim=False):
+    axis = dim if a.ndim else None
+    m = np.abs(a)
+    if ord == math.inf:
+        out = m.max(axis=axis, keepdims=keepdim)
+    elif ord == -math.inf:
+        out = m.min(axis=axis, keepdims=keepdim)
+    elif ord == 0:
+        out = (m != 0).sum(axis=axis, keepdims=keepdim).astype(a.dtype)
+    else:
+        out = (m ** ord).sum(axis=axis, keepdims=keepdim) ** (1 / ord)
+    return np.asarray(out)
+
+
+def _norm_ref(a, p="fro", dim=None, keepdim=False):
+    return _vector_norm_ref(a, 2 if p == "fro" else p, dim, keepdim)
+
+
+def _logsumexp_ref(a, dim=None, keepdim=False):
+    m = np.max(a, axis=dim, keepdims=True)
+    out = np.log(np.sum(np.exp(a - m), axis=dim, keepdims=True)) + m
+    return out if keepdim else (out.reshape(()) if dim is None else np.squeeze(out, dim))
+
+
+def _scan_ref(np_fn):
+    return lambda a, dim: a.copy() if a.ndim == 0 else np_fn(a, axis=dim)
+
+
+def _zeroed(a, rows):
+    """``a`` with zeros at ``rows`` (pairs of indices): gradients of products where the input is 0."""
+    mask = np.ones(a.shape)
+    for i in rows:
+        mask[i] = 0
+    return a * (mf.tensor(mask, dtype=a.dtype, device=a.device) if isinstance(a, mf.Tensor) else mask)
+
+
+def _joined(pieces, dim, join):
+    """Pieces joined back, the i-th scaled by i + 1: each piece's gradient is its own."""
+    return join([p * (i + 1) for i, p in enumerate(pieces)], dim)
+
+
+def _np_split(a, size, dim):
+    n = a.shape[dim]
+    bounds = np.cumsum(size)[:-1] if isinstance(size, (tuple, list)) else range(size, n, size)
+    return np.split(a, list(bounds), axis=dim)
+
+
+def _truth_weighted(name):
+    """any / all / count_nonzero give no gradient: the entry weighs a differentiable sum by their result, so the
+    suites can run them (tests/test_reduce_shape.py checks the raw results and dtypes)."""
+    def op(a, dim=None, keepdim=False):
+        truth = getattr(a > 0.3, name)(dim=dim, keepdim=keepdim)
+        return a.sum(dim=dim, keepdim=keepdim) * truth
+
+    def ref(a, dim=None, keepdim=False):
+        return np.sum(a, axis=dim, keepdims=keepdim) * getattr(np, name)(a > 0.3, axis=dim, keepdims=keepdim)
+    return op, ref
+
+
+def _count_nonzero_weighted(a, dim=None):
+    return a.sum(dim=dim) * mf.count_nonzero(a > 0.3, dim=dim)
+
+
+def _moved_ref(a, source, destination):
+    return np.moveaxis(a, source, destination)
+
+
+def _MEDIAN(a, dim=None, keepdim=False):  # noqa: N802
+    return a.median() if dim is None else a.median(dim, keepdim=keepdim).values
+
+
+def _median_ref(a, dim=None, keepdim=False):
+    """The lower median (PyTorch's): the ((n - 1) // 2)-th smallest."""
+    if dim is None:
+        return np.sort(a, axis=None)[(a.size - 1) // 2]
+    if a.ndim == 0:
+        return a
+    out = np.take(np.sort(a, axis=dim), (a.shape[dim] - 1) // 2, axis=dim)
+    return np.expand_dims(out, dim) if keepdim else out
+
+
+def _later_running_argmax(a):
+    """Along the last axis, where the running maximum was reached, the later index on ties."""
+    out = np.zeros(a.shape, np.int64)
+    for row in np.ndindex(a.shape[:-1]):
+        best = 0
+        for j in range(a.shape[-1]):
+            best = j if a[row][j] >= a[row][best] else best
+            out[row][j] = best
+    return out
+
+
+_ANY, _ANY_REF = _truth_weighted("any")
+_ALL, _ALL_REF = _truth_weighted("all")
+
 REDUCE_OPS = [
+    # ---- reductions
+    OpInfo("prod", lambda a, **kw: a.prod(**kw), _reduce(np.prod), spelled="Tensor.prod", fuzz="reduction",
+           aliases={"mf.prod": mf.prod}, torch=SAME, samples=(
+               S("prod_all", (3, 4)), S("prod_dim", (3, 4, 2), dim=1), S("prod_dim_keepdim_odd", (5, 33), dim=0,
+                                                                         keepdim=True),
+               S("prod_0d", ()), S("prod_0d_dim", (), dim=-1), S("prod_size1", (1, 7), dim=-1),
+               S("prod_with_zeros", (3, 5), fn=lambda a: _zeroed(a, [(0, 1), (2, 0), (2, 3)]).prod(1),
+                 ref=lambda a: _zeroed(a, [(0, 1), (2, 0), (2, 3)]).prod(1)),
+               S("prod_all_one_zero", (2, 3), fn=lambda a: _zeroed(a, [(1, 1)]).prod(),
+                 ref=lambda a: _zeroed(a, [(1, 1)]).prod())),
+           errors=(E("prod_dim_range", lambda: t(2, 3).prod(2), IndexError, "prod: dimension 2 out of range"),)),
+    OpInfo("logsumexp", lambda a, **kw: a.logsumexp(**kw), _logsumexp_ref, spelled="Tensor.logsumexp",
+           aliases={"mf.logsumexp": mf.logsumexp}, torch=SAME, samples=(
+               S("logsumexp", (3, 33), dim=1), S("logsumexp_keepdim", (4, 5), dim=0, keepdim=True),
+               S("logsumexp_dims", (2, 3, 4), dim=(0, 2)), S("logsumexp_0d", (), dim=0),
+               S("logsumexp_large", (3, 4), fn=lambda a: (a * 1000).logsumexp(1),
+                 ref=lambda a: _logsumexp_ref(a * 1000, 1), check={"eps": 1e-9})),
+           errors=(E("logsumexp_dim_range", lambda: t(2, 3).logsumexp(-3), IndexError, "logsumexp: dimension -3"),)),
+    OpInfo("norm", lambda a, **kw: a.norm(**kw), _norm_ref, spelled="Tensor.norm", aliases={"mf.norm": mf.norm},
+           torch=SAME, samples=(
+               S("norm_fro", (3, 4)), S("norm_fro_dims", (2, 3, 4), dim=(0, 2)),
+               S("norm_p1_dim", distinct((3, 5)), p=1, dim=1), S("norm_p3_keepdim", (4, 33), p=3, dim=0, keepdim=True),
+               S("norm_inf", distinct((3, 5)), p=math.inf, dim=1), S("norm_neg_inf", distinct((3, 5)), p=-math.inf),
+               S("norm_p0", (3, 4), p=0, dim=1), S("norm_p_half", pos((2, 5)), p=0.5, dim=-1),
+               S("norm_0d", distinct(())), S("norm_size1", (1, 1), p=2, dim=0)),
+           errors=(E("norm_p_string", lambda: t(2, 3).norm(p="fr"), RuntimeError, "norm: p must be 'fro', 'nuc'"),
+                   E("norm_int", lambda: mf.tensor([1, 2]).norm(), TypeError, "vector_norm: expected a floating"),
+                   E("norm_inf_empty", lambda: mf.zeros(0).norm(math.inf), ValueError, "empty"))),
+    OpInfo("vector_norm", lambda a, **kw: mf.linalg.vector_norm(a, **kw), _vector_norm_ref,
+           spelled="mf.linalg.vector_norm", aliases={"mf.linalg": lambda a, **kw: mf.linalg.vector_norm(a, **kw)},
+           torch=lambda T, a, **kw: T.linalg.vector_norm(a, **kw), samples=(
+               S("vector_norm", (3, 4)), S("vector_norm_ord1", distinct((5, 3)), ord=1, dim=0, keepdim=True),
+               S("vector_norm_ord_inf_dims", distinct((2, 3, 4)), ord=math.inf, dim=(1, 2)),
+               S("vector_norm_ord4", (7,), ord=4)),
+           errors=(E("vector_norm_ord_string", lambda: mf.linalg.vector_norm(t(3), ord="fro"), TypeError,
+                     "vector_norm: ord must be a number"),)),
+    OpInfo("median", _MEDIAN, _median_ref, spelled="Tensor.median", aliases={"mf.median": _by_function(mf.median)},
+           torch=SAME, samples=(
+               S("median_all", distinct((3, 4))), S("median_all_odd", distinct((33,))),
+               S("median_dim", distinct((3, 4)), dim=1), S("median_dim_keepdim_odd", distinct((5, 3)), dim=0, keepdim=True),
+               S("median_0d", distinct(()), dim=0),
+               S("median_indices", distinct((4, 5)), fn=lambda a: a * a.median(-1).indices.unsqueeze(-1),
+                 ref=lambda a: a * np.argsort(a, -1)[:, 2:3])),
+           errors=(E("median_empty", lambda: mf.zeros(0).median(), ValueError, "median: cannot reduce over an empty"),
+                   E("median_dim_tuple", lambda: t(2, 3).median((0, 1)), TypeError, "median: dim must be an int"))),
+    OpInfo("any", _ANY, _ANY_REF, spelled="Tensor.any", aliases={"mf.any": lambda a, **kw: _ANY(a, **kw)}, samples=(
+        S("any_all", (3, 4)), S("any_dim", (3, 4), dim=1), S("any_dims_keepdim", (2, 3, 4), dim=(0, 2), keepdim=True),
+        S("any_0d", (), dim=0)),
+           errors=(E("any_dim_range", lambda: t(2, 3).any(5), IndexError, "any: dimension 5"),)),
+    OpInfo("all", _ALL, _ALL_REF, spelled="Tensor.all", aliases={"mf.all": lambda a, **kw: _ALL(a, **kw)}, samples=(
+        S("all_all", (3, 4)), S("all_dim", (3, 4), dim=0), S("all_keepdim", (5, 2), dim=-1, keepdim=True))),
+    OpInfo("count_nonzero", _count_nonzero_weighted,
+           lambda a, dim=None: np.sum(a, axis=dim) * np.count_nonzero(a > 0.3, axis=dim), spelled="mf.count_nonzero",
+           samples=(S("count_nonzero_all", (3, 4)), S("count_nonzero_dims", (2, 3, 4), dim=(0, 2)))),
+    # ---- scans
+    OpInfo("cumsum", lambda a, **kw: a.cumsum(**kw), _scan_ref(np.cumsum), spelled="Tensor.cumsum",
+           aliases={"mf.cumsum": lambda a, **kw: mf.cumsum(a, **kw)}, torch=SAME, samples=(
+               S("cumsum", (3, 4), dim=1), S("cumsum_dim0_odd", (33, 2), dim=0), S("cumsum_neg", (2, 3, 4), dim=-2),
+               S("cumsum_0d", (), dim=0), S("cumsum_size1", (1,), dim=-1)),
+           errors=(E("cumsum_dim_range", lambda: t(2, 3).cumsum(3), IndexError,
+                     "cumsum: dim 3 is out of range for a 2-d tensor"),
+                   E("cumsum_dim_float", lambda: t(2, 3).cumsum(1.0), TypeError, "cumsum: dim must be an int"))),
+    OpInfo("cumprod", lambda a, **kw: a.cumprod(**kw), _scan_ref(np.cumprod), spelled="Tensor.cumprod",
+           aliases={"mf.cumprod": lambda a, **kw: mf.cumprod(a, **kw)}, torch=SAME, samples=(
+               S("cumprod", (3, 4), dim=1), S("cumprod_dim0", (5, 3), dim=0), S("cumprod_0d", (), dim=-1),
+               S("cumprod_zeros", (3, 6), fn=lambda a: _zeroed(a, [(0, 2), (1, 0), (1, 4), (2, 5)]).cumprod(1),
+                 ref=lambda a: np.cumprod(_zeroed(a, [(0, 2), (1, 0), (1, 4), (2, 5)]), 1))),
+           errors=(E("cumprod_dim_range", lambda: t(4).cumprod(-2), IndexError,
+                     "cumprod: dim -2 is out of range for a 1-d tensor"),)),
+    OpInfo("cummax", lambda a, dim: a.cummax(dim).values, lambda a, dim: np.maximum.accumulate(a, dim) if a.ndim else a,
+           spelled="Tensor.cummax", aliases={"mf.cummax": lambda a, dim: mf.cummax(a, dim).values},
+           torch=lambda T, a, dim: a.cummax(dim).values, samples=(
+               S("cummax", distinct((3, 33)), dim=1), S("cummax_dim0", distinct((5, 2, 3)), dim=0),
+               S("cummax_0d", distinct(()), dim=0),
+               S("cummax_ties_later_index", (2, 6), fn=lambda a: a * (a.detach() > 0).cummax(1).indices,
+                 ref=lambda a: a * _later_running_argmax(a > 0))),
+           errors=(E("cummax_dim_range", lambda: t(3).cummax(1), IndexError, "cummax: dim 1 is out of range"),)),
+    OpInfo("cummin", lambda a, dim: a.cummin(dim).values, lambda a, dim: np.minimum.accumulate(a, dim),
+           spelled="Tensor.cummin", aliases={"mf.cummin": lambda a, dim: mf.cummin(a, dim).values},
+           torch=lambda T, a, dim: a.cummin(dim).values, samples=(
+               S("cummin", distinct((4, 7)), dim=-1), S("cummin_odd", distinct((33,)), dim=0))),
+    # ---- matrix products
+    OpInfo("mm", lambda a, b: a.mm(b), np.matmul, spelled="Tensor.mm", aliases={"mf.mm": mf.mm}, torch=SAME,
+           gpu_tol=1e-4, samples=(S("mm", (3, 4), (4, 5)), S("mm_odd", (1, 33), (33, 7)), S("mm_size1", (1, 1), (1, 3))),
+           errors=(E("mm_3d", lambda: mf.mm(t(2, 3, 4), t(4, 5)), RuntimeError, "mm: expected 2-D tensors, got 3-D"),
+                   E("mm_inner", lambda: mf.mm(t(2, 3), t(4, 5)), RuntimeError, r"mm: shapes \(2x3\) and \(4x5\)"),
+                   E("mm_dtype", lambda: mf.mm(t(2, 3), t(3, 2, dtype=mf.float64)), RuntimeError, "mm: .*same dtype"))),
+    OpInfo("bmm", lambda a, b: a.bmm(b), np.matmul, spelled="Tensor.bmm", aliases={"mf.bmm": mf.bmm}, torch=SAME,
+           gpu_tol=1e-4, samples=(S("bmm", (2, 3, 4), (2, 4, 5)), S("bmm_odd", (3, 1, 33), (3, 33, 2))),
+           errors=(E("bmm_batch", lambda: mf.bmm(t(2, 3, 4), t(3, 4, 5)), RuntimeError, "bmm: batch sizes differ: 2 and 3"),
+                   E("bmm_2d", lambda: mf.bmm(t(3, 4), t(4, 5)), RuntimeError, "bmm: expected 3-D tensors"),
+                   E("bmm_inner", lambda: mf.bmm(t(2, 3, 4), t(2, 3, 4)), RuntimeError, "bmm: shapes"))),
+    OpInfo("dot", lambda a, b: a.dot(b), np.dot, spelled="Tensor.dot", aliases={"mf.dot": mf.dot}, torch=SAME,
+           samples=(S("dot", (5,), (5,)), S("dot_odd", (33,), (33,))),
+           errors=(E("dot_sizes", lambda: mf.dot(t(3), t(4)), RuntimeError, "dot: expected vectors of one size"),)),
+    OpInfo("outer", lambda a, b: a.outer(b), np.outer, spelled="Tensor.outer", aliases={"mf.outer": mf.outer},
+           torch=SAME, samples=(S("outer", (3,), (4,)), S("outer_size1", (1,), (33,))),
+           errors=(E("outer_2d", lambda: mf.outer(t(2, 2), t(3)), RuntimeError, "outer: expected 1-D tensors"),)),
+    OpInfo("addmm", lambda c, a, b, **kw: mf.addmm(c, a, b, **kw),
+           lambda c, a, b, beta=1, alpha=1: beta * c + alpha * (a @ b), spelled="mf.addmm",
+           aliases={"Tensor.addmm": lambda c, a, b, **kw: c.addmm(a, b, **kw)},
+           torch=lambda T, c, a, b, **kw: T.addmm(c, a, b, **kw), gpu_tol=1e-4, samples=(
+               S("addmm", (3, 5), (3, 4), (4, 5)), S("addmm_broadcast_scaled", (5,), (3, 4), (4, 5), beta=0.5, alpha=-2.0),
+               S("addmm_beta0", (1, 5), (2, 4), (4, 5), beta=0)),
+           errors=(E("addmm_input_shape", lambda: mf.addmm(t(4, 5), t(3, 4), t(4, 5)), (ValueError, RuntimeError),
+                     "addmm"),)),
+    OpInfo("t", lambda a: a.t(), lambda a: a.T, spelled="Tensor.t", aliases={"mf.t": mf.t}, torch=SAME, samples=(
+        S("t", (3, 4), fn=lambda a: a.t() @ a, ref=lambda a: a.T @ a), S("t_1d", (5,)), S("t_0d", ())),
+           errors=(E("t_3d", lambda: t(2, 3, 4).t(), RuntimeError, "t: expects a tensor with at most 2 dimensions"),)),
+    OpInfo("einsum", lambda *ops, eq: mf.einsum(eq, *ops), lambda *ops, eq: np.einsum(eq, *ops), spelled="mf.einsum",
+           aliases={"mf.einsum(list)": lambda *ops, eq: mf.einsum(eq, list(ops))},
+           torch=lambda T, *ops, eq: T.einsum(eq, *ops), gpu_tol=1e-4, samples=(
+               S("einsum_mm", (3, 4), (4, 5), eq="ij,jk->ik"), S("einsum_bmm", (2, 3, 4), (2, 4, 5), eq="bij,bjk->bik"),
+               S("einsum_inner", (5,), (5,), eq="i,i->"), S("einsum_transpose", (3, 4), eq="ij->ji"),
+               S("einsum_attention", (2, 3, 4, 5), (2, 3, 6, 5), eq="bhqd,bhkd->bhqk"),
+               S("einsum_ellipsis_broadcast", (2, 1, 3, 4), (3, 4, 5), eq="...ij,...jk->...ik"),
+               S("einsum_implicit", (3, 4), (4, 5), eq="ij,jk"), S("einsum_trace", (4, 4), eq="ii->"),
+               S("einsum_diagonal", (4, 4), eq="ii->i"), S("einsum_sum_one_operand", (3, 4), (4,), eq="ij,j->j"),
+               S("einsum_three", (2, 3), (3, 4), (4, 1), eq="ij, jk, kl -> il"),
+               S("einsum_outer_spaces", (3,), (2,), eq="i,j->ij"), S("einsum_batch_diag", (2, 3, 3), eq="bii->bi"),
+               S("einsum_reduce_all", (2, 3, 4), fn=lambda a: mf.einsum("...->", a), ref=np.sum)),
+           errors=(E("einsum_operand_count", lambda: mf.einsum("ij,jk->ik", t(2, 3)), ValueError,
+                     "einsum: the equation 'ij,jk->ik' names 2 operands, got 1"),
+                   E("einsum_subscript_count", lambda: mf.einsum("ijk->i", t(2, 3)), ValueError,
+                     "einsum: operand 0 has 2 dimensions but its subscripts 'ijk' name 3"),
+                   E("einsum_size", lambda: mf.einsum("ij,jk->ik", t(2, 3), t(4, 5)), ValueError,
+                     "einsum: subscript 'j' has size 3 in one operand and 4"),
+                   E("einsum_output", lambda: mf.einsum("ij->k", t(2, 3)), ValueError, "output subscript 'k'"),
+                   E("einsum_char", lambda: mf.einsum("i1->i", t(2, 3)), ValueError, "invalid equation"),
+                   E("einsum_dtype", lambda: mf.einsum("i,i->", t(3), t(3, dtype=mf.float64)), RuntimeError,
+                     "einsum: .*one dtype"))),
+    # ---- splitting and joining back
+    OpInfo("split", lambda a, size, dim=0: _joined(a.split(size, dim), dim, mf.cat),
+           lambda a, size, dim=0: _joined(_np_split(a, size, dim), dim, np.concatenate), spelled="Tensor.split",
+           aliases={"mf.split": lambda a, size, dim=0: _joined(mf.split(a, size, dim), dim, mf.cat)},
+           torch=lambda T, a, size, dim=0: _joined(a.split(size, dim), dim, T.cat), samples=(
+               S("split", (7, 3), size=2), S("split_sections", (3, 6), size=[1, 0, 5], dim=1),
+               S("split_neg_dim_odd", (2, 33), size=8, dim=-1), S("split_bigger", (3,), size=5),
+               S("split_one_piece_used", (6, 2), fn=lambda a: a.split(4)[1].exp(), ref=lambda a: np.exp(a[4:]))),
+           errors=(E("split_zero", lambda: t(5).split(0), RuntimeError, "split: split_size must be positive, got 0"),
+                   E("split_sum", lambda: t(5).split([2, 2]), RuntimeError, "split: split sizes must .* sum to the size 5"),
+                   E("split_0d", lambda: t().split(1), RuntimeError, "split: expected a tensor of at least 1 dimension"),
+                   E("split_dim", lambda: t(2, 3).split(1, 2), IndexError, "split: dim 2 is out of range for a 2-d"))),
+    OpInfo("chunk", lambda a, chunks, dim=0: _joined(a.chunk(chunks, dim), dim, mf.cat),
+           lambda a, chunks, dim=0: _joined(_np_split(a, -(-a.shape[dim] // chunks), dim), dim, np.concatenate),
+           spelled="Tensor.chunk", aliases={"mf.chunk": lambda a, chunks, dim=0: _joined(mf.chunk(a, chunks, dim), dim,
+                                                                                          mf.cat)},
+           torch=lambda T, a, chunks, dim=0: _joined(a.chunk(chunks, dim), dim, T.cat), samples=(
+               S("chunk", (7, 3), chunks=3), S("chunk_fewer_pieces", (2, 6), chunks=4, dim=1),
+               S("chunk_odd", (33,), chunks=33)),
+           errors=(E("chunk_zero", lambda: t(4).chunk(0), RuntimeError, "chunk: chunks must be greater than 0, got 0"),)),
+    OpInfo("unbind", lambda a, dim=0: _joined(a.unbind(dim), dim, mf.stack),
+           lambda a, dim=0: _joined([np.take(a, i, dim) for i in range(a.shape[dim])], dim, np.stack),
+           spelled="Tensor.unbind", aliases={"mf.unbind": lambda a, dim=0: _joined(mf.unbind(a, dim), dim, mf.stack)},
+           torch=lambda T, a, dim=0: _joined(a.unbind(dim), dim, T.stack), samples=(
+               S("unbind", (3, 4)), S("unbind_dim", (2, 3, 4), dim=-1), S("unbind_size1", (1, 5), dim=0),
+               S("unbind_one_used", (3, 4), fn=lambda a: a.unbind(1)[2] * 3, ref=lambda a: a[:, 2] * 3)),
+           errors=(E("unbind_0d", lambda: t().unbind(), IndexError, "unbind: a 0-d tensor"),)),
+    OpInfo("narrow", lambda a, **kw: a.narrow(**kw), lambda a, dim, start, length: np.take(
+        a, range(start % a.shape[dim], start % a.shape[dim] + length), dim), spelled="Tensor.narrow",
+           aliases={"mf.narrow": lambda a, **kw: mf.narrow(a, **kw)}, torch=SAME, samples=(
+               S("narrow", (4, 5), dim=1, start=1, length=3), S("narrow_negative_start", (6, 2), dim=0, start=-2, length=2)),
+           errors=(E("narrow_length", lambda: t(5).narrow(0, 3, 4), RuntimeError, r"narrow: start \(3\) \+ length \(4\)"),)),
+    # ---- repeating, masking, moving
+    OpInfo("repeat", lambda a, sizes: a.repeat(*sizes), lambda a, sizes: np.tile(a, sizes), spelled="Tensor.repeat",
+           torch=SAME, samples=(
+               S("repeat", (2, 3), sizes=(2, 3)), S("repeat_new_dims", (3,), sizes=(2, 1, 2)),
+               S("repeat_0d", (), sizes=(4,)), S("repeat_zero", (2, 3), sizes=(0, 1)), S("repeat_odd", (1, 33), sizes=(3, 1))),
+           errors=(E("repeat_too_few", lambda: t(2, 3).repeat(2), RuntimeError, "repeat: 1 repeats for a 2-d tensor"),
+                   E("repeat_negative", lambda: t(2).repeat(-1), RuntimeError, "repeat: repeats must be non-negative"))),
+    OpInfo("tile", lambda a, dims: a.tile(dims), lambda a, dims: np.tile(a, dims), spelled="Tensor.tile",
+           aliases={"mf.tile": lambda a, dims: mf.tile(a, dims)}, torch=SAME, samples=(
+               S("tile_short_dims", (2, 3), dims=(2,)), S("tile", (3,), dims=(2, 2)))),
+    OpInfo("expand_as", lambda a, b: a.expand_as(b), lambda a, b: np.broadcast_to(a, b.shape),
+           spelled="Tensor.expand_as", torch=SAME, samples=(S("expand_as", (3, 1), const((2, 3, 4))),)),
+    OpInfo("view_as", lambda a, b: a.view_as(b), lambda a, b: a.reshape(b.shape), spelled="Tensor.view_as",
+           aliases={"Tensor.reshape_as": lambda a, b: a.reshape_as(b)}, torch=SAME,
+           samples=(S("view_as", (3, 4), const((2, 6))), S("view_as_0d", (1, 1), const(())))),
+    OpInfo("tril", lambda a, **kw: a.tril(**kw), lambda a, diagonal=0: np.tril(a, diagonal), spelled="Tensor.tril",
+           aliases={"mf.tril": mf.tril}, torch=SAME, samples=(
+               S("tril", (4, 4)), S("tril_wide_batched", (2, 3, 5), diagonal=1), S("tril_tall", (5, 2), diagonal=-2)),
+           errors=(E("tril_1d", lambda: t(3).tril(), RuntimeError, "tril: expected a tensor of at least 2 dimensions"),)),
+    OpInfo("triu", lambda a, **kw: a.triu(**kw), lambda a, diagonal=0: np.triu(a, diagonal), spelled="Tensor.triu",
+           aliases={"mf.triu": mf.triu}, torch=SAME, samples=(
+               S("triu", (4, 4)), S("triu_batched", (2, 5, 3), diagonal=-1), S("triu_above", (3, 4), diagonal=2))),
+    OpInfo("flip", lambda a, dims: a.flip(dims), lambda a, dims: np.flip(a, dims), spelled="Tensor.flip",
+           aliases={"mf.flip": lambda a, dims: mf.flip(a, dims), "Tensor.flip(*dims)": lambda a, dims: a.flip(*dims)},
+           torch=SAME, samples=(S("flip", (3, 4), dims=(0,)), S("flip_two", (2, 3, 4), dims=(-1, 0)),
+                                S("flip_odd", (33,), dims=(0,))),
+           errors=(E("flip_repeated", lambda: t(2, 3).flip((0, -2)), RuntimeError, "flip: dims"),)),
+    OpInfo("roll", lambda a, **kw: a.roll(**kw), lambda a, shifts, dims=None: np.roll(a, shifts, dims),
+           spelled="Tensor.roll", aliases={"mf.roll": lambda a, **kw: mf.roll(a, **kw)}, torch=SAME, samples=(
+               S("roll", (3, 4), shifts=1, dims=1), S("roll_two", (3, 4), shifts=(-1, 5), dims=(0, 1)),
+               S("roll_flat", (3, 4), shifts=5), S("roll_odd", (33,), shifts=-7, dims=0)),
+           errors=(E("roll_lengths", lambda: t(3, 4).roll((1, 2), 0), RuntimeError, "roll: shifts and dims"),)),
+    OpInfo("diag", lambda a, **kw: a.diag(**kw), lambda a, diagonal=0: np.diag(a, diagonal), spelled="Tensor.diag",
+           aliases={"mf.diag": mf.diag}, torch=SAME, samples=(
+               S("diag_vector", (4,)), S("diag_vector_offset", (3,), diagonal=-2), S("diag_matrix", (4, 4)),
+               S("diag_matrix_wide_offset", (3, 5), diagonal=1), S("diag_matrix_tall_below", (5, 3), diagonal=-3)),
+           errors=(E("diag_3d", lambda: t(2, 2, 2).diag(), RuntimeError, "diag: expected a 1-D or 2-D tensor"),)),
+    OpInfo("movedim", lambda a, **kw: a.movedim(**kw), _moved_ref, spelled="Tensor.movedim",
+           aliases={"mf.movedim": lambda a, **kw: mf.movedim(a, **kw),
+                    "Tensor.moveaxis": lambda a, **kw: a.moveaxis(**kw)}, torch=SAME, samples=(
+               S("movedim", (2, 3, 4), source=0, destination=-1),
+               S("movedim_two", (2, 3, 4, 5), source=(0, 3), destination=(2, 0))),
+           errors=(E("movedim_lengths", lambda: t(2, 3).movedim((0, 1), 0), RuntimeError, "movedim: source and"),)),
+    OpInfo("swapaxes", lambda a, d0, d1: a.swapaxes(d0, d1), lambda a, d0, d1: np.swapaxes(a, d0, d1),
+           spelled="Tensor.swapaxes", aliases={"mf.swapaxes": lambda a, d0, d1: mf.swapaxes(a, d0, d1),
+                                                "Tensor.swapdims": lambda a, d0, d1: a.swapdims(d0, d1)},
+           torch=SAME, samples=(S("swapaxes", (2, 3, 4), d0=0, d1=2),)),
 ]
 
 OPS += MATH_OPS + INDEX_OPS + ACTIVATION_OPS + LAYER_OPS + REDUCE_OPS

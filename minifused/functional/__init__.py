@@ -19,11 +19,11 @@ from ..ops import elementwise as _ew_ops
 from ..ops import cast as _cast
 from ..ops import conv as _conv_ops
 from ..ops import loss as _loss_ops
-from ..ops import norm as _norm_ops
 from ..ops import pool as _pool_ops
 from ..ops import softmax as _softmax_ops
 from ..ops.dropout import dropout as _dropout
 from ..ops.linear import LinearFn as _LinearFn
+from ..ops.norm import norm as _layer_norm, norm_ as _layer_norm_  # (minifused.norm is torch.norm)
 from ..ops.shape import permute as _permute
 from ..ops.shape import reshape as _reshape
 from ..ops.shape import transpose as _transpose
@@ -363,7 +363,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     n = _check_norm_args("layer_norm", input, normalized_shape, {"weight": weight, "bias": bias})
     if input._data.size == 0:
         return _empty_norm(input, (weight, bias))
-    return _norm_ops.norm(input, weight, bias, n, float(eps), rms=False)
+    return _layer_norm(input, weight, bias, n, float(eps), rms=False)
 
 
 def layer_norm_(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -379,7 +379,7 @@ def layer_norm_(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                                    f"layer_norm, or call layer_norm_ under minifused.no_grad()")
     if input._data.size == 0:
         return input
-    return _norm_ops.norm_(input, weight, bias, n, float(eps), rms=False)
+    return _layer_norm_(input, weight, bias, n, float(eps), rms=False)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
@@ -391,7 +391,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     if eps is None:
         import ml_dtypes as _mld
         eps = float(_mld.finfo(input.dtype).eps)
-    return _norm_ops.norm(input, weight, None, n, float(eps), rms=True)
+    return _layer_norm(input, weight, None, n, float(eps), rms=True)
 
 
 # ---- softmax and losses

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from .. import backend
 from ..tensor import Tensor
-from . import activation, creation, elementwise, index, logic, matmul, pointwise, reduce, resample, shape
+from . import (activation, creation, elementwise, index, linalg, logic, matmul, movement, pointwise, reduce, resample, scan,
+               shape)
 from .activation import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
@@ -15,8 +16,12 @@ from .resample import *  # noqa: F401,F403
 from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
                           maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device,
                           where)
-from .matmul import matmul
-from .reduce import amax, amin, argmax, argmin, max, mean, min, std, sum, var  # noqa: A004
+from .matmul import addmm, bmm, dot, einsum, matmul, mm, outer, t
+from .movement import (chunk, diag, expand_as, flip, movedim, narrow, repeat, reshape_as, roll, split, swapaxes,
+                       tile, tril, triu, unbind, view_as)
+from .reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, logsumexp, max, mean,  # noqa: A004
+                     median, min, norm, prod, std, sum, var)
+from .scan import cummax, cummin, cumprod, cumsum
 from .shape import (cat, contiguous, expand, flatten, getitem, permute, reshape, setitem, squeeze, stack,
                     transpose, unsqueeze, view)
 
@@ -62,7 +67,14 @@ _METHODS = {
     "clamp": clamp, "clip": clamp, "maximum": maximum, "minimum": minimum,
     "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
     "sum": sum, "mean": mean, "max": max, "min": min, "amax": amax, "amin": amin, "var": var, "std": std,
-    "argmax": argmax, "argmin": argmin,
+    "argmax": argmax, "argmin": argmin, "prod": prod, "logsumexp": logsumexp, "any": any, "all": all,
+    "norm": norm, "count_nonzero": count_nonzero, "median": median, "cumsum": cumsum, "cumprod": cumprod, "cummax": cummax,
+    "cummin": cummin,
+    "mm": mm, "bmm": bmm, "dot": dot, "outer": outer, "addmm": addmm, "t": t,
+    "split": split, "chunk": chunk, "unbind": unbind, "narrow": narrow, "repeat": repeat, "tile": tile,
+    "expand_as": expand_as, "view_as": view_as, "reshape_as": reshape_as, "tril": tril, "triu": triu,
+    "flip": flip, "roll": roll, "diag": diag, "movedim": movedim, "moveaxis": movedim,
+    "swapaxes": swapaxes, "swapdims": swapaxes,
     "reshape": reshape, "view": view, "flatten": flatten, "permute": permute, "transpose": transpose,
     "unsqueeze": unsqueeze, "squeeze": squeeze, "expand": expand, "contiguous": contiguous, "clone": clone,
     "to": _to, "cpu": lambda self: to_device(self, "cpu"),
@@ -86,4 +98,9 @@ __all__ = creation.__all__ + [n for _family in _FAMILIES for n in _family.__all_
                      "log", "lt", "maximum", "minimum", "mul", "ne", "neg", "pow", "relu", "sigmoid", "sqrt",
                      "sub", "tanh", "where", "matmul", "amax", "amin", "argmax", "argmin", "max", "mean",
                      "min", "std", "sum", "var", "cat", "flatten", "permute", "reshape", "squeeze", "stack",
-                     "transpose", "unsqueeze"]
+                     "transpose", "unsqueeze",
+                     "all", "any", "count_nonzero", "cummax", "cummin", "cumprod", "cumsum", "logsumexp", "median", "norm", "prod",
+                     "linalg",
+                     "addmm", "bmm", "dot", "einsum", "mm", "outer", "t",
+                     "chunk", "diag", "flip", "movedim", "narrow", "roll",
+                     "split", "swapaxes", "tile", "tril", "triu", "unbind"]

@@ -1,10 +1,17 @@
-"""``matmul`` / ``@`` with NumPy's rules: 1-D operands, batched and broadcast leading dims."""
+"""``matmul`` / ``@`` with NumPy's rules (1-D operands, batched and broadcast leading dims); the
+fixed-rank forms mm, bmm, dot, outer, addmm and t; einsum."""
 from __future__ import annotations
+
+import string
+
+import numpy as np
 
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import binary_operands, broadcast_shape, unbroadcast
+from ._common import binary_operands, broadcast_shape, dense, unbroadcast
+from .elementwise import add, mul
+from .shape import reshape, transpose
 
 
 def _swap(a):
@@ -58,3 +65,214 @@ def matmul(a, b):
                          f"({k_a} != {k_b})")
     broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
     return MatMul.apply(a, b)
+
+
+# ---------------------------------------------------------------- the fixed-rank forms (PyTorch's checks)
+def _matrices(op, a, b, ndim):
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        raise TypeError(f"{op}: both operands must be tensors")
+    if a.ndim != ndim or b.ndim != ndim:
+        raise RuntimeError(f"{op}: expected {ndim}-D tensors, got {a.ndim}-D and {b.ndim}-D")
+    if a.device != b.device:
+        raise RuntimeError(f"{op}: expected both tensors on the same device, got {a.device} and {b.device}")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"{op}: expected both tensors to have the same dtype, got {a.dtype} and {b.dtype}")
+
+
+def mm(a: Tensor, b: Tensor) -> Tensor:
+    """The matrix product of two 2-D tensors (no broadcasting, one dtype)."""
+    _matrices("mm", a, b, 2)
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mm: shapes ({a.shape[0]}x{a.shape[1]}) and ({b.shape[0]}x{b.shape[1]}) cannot be "
+                           f"multiplied ({a.shape[1]} != {b.shape[0]})")
+    return MatMul.apply(a, b)
+
+
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """Batched matrix products of two 3-D tensors with equal batch sizes (no broadcasting, one dtype)."""
+    _matrices("bmm", a, b, 3)
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"bmm: batch sizes differ: {a.shape[0]} and {b.shape[0]}")
+    if a.shape[2] != b.shape[1]:
+        raise RuntimeError(f"bmm: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
+                           f"({a.shape[2]} != {b.shape[1]})")
+    return MatMul.apply(a, b)
+
+
+def dot(a: Tensor, b: Tensor) -> Tensor:
+    """The inner product of two 1-D tensors of one size and dtype."""
+    _matrices("dot", a, b, 1)
+    if a.shape != b.shape:
+        raise RuntimeError(f"dot: expected vectors of one size, got {a.shape[0]} and {b.shape[0]}")
+    return MatMul.apply(a, b)
+
+
+def outer(a: Tensor, b: Tensor) -> Tensor:
+    """``a[i] * b[j]`` for two 1-D tensors (dtypes promoted as ``*`` does)."""
+    for name, v in (("first", a), ("second", b)):
+        if not isinstance(v, Tensor) or v.ndim != 1:
+            raise RuntimeError(f"outer: expected 1-D tensors, the {name} operand is "
+                               f"{f'{v.ndim}-D' if isinstance(v, Tensor) else type(v).__name__}")
+    return mul(reshape(a, -1, 1), reshape(b, 1, -1))
+
+
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:  # noqa: A002
+    """``beta * input + alpha * (mat1 @ mat2)``, ``input`` broadcast to the product's shape; with beta = 0
+    ``input`` is ignored (NaN in it does not propagate), as in PyTorch."""
+    out = mm(mat1, mat2)
+    if tuple(broadcast_shape("addmm", input.shape, out.shape)) != tuple(out.shape):
+        raise RuntimeError(f"addmm: input of shape {tuple(input.shape)} does not broadcast to the product's "
+                           f"shape {tuple(out.shape)}")
+    def scaled(x, factor):  # by a 0-d tensor of x's dtype: a Python float would widen bfloat16 to float32
+        return x if factor == 1 else mul(x, Tensor._from_array(x._xp.asarray(factor, x.dtype)))
+
+    out = scaled(out, alpha)
+    return out if beta == 0 else add(scaled(input, beta), out)
+
+
+def t(x: Tensor) -> Tensor:
+    """The transpose of a tensor of at most 2 dims (0-d and 1-d ones are returned as they are)."""
+    if x.ndim > 2:
+        raise RuntimeError(f"t: expects a tensor with at most 2 dimensions, got a {x.ndim}-D tensor")
+    return transpose(x, 0, -1) if x.ndim == 2 else x
+
+
+# ---------------------------------------------------------------- einsum
+def _contract(xp, terms, arrays, target):
+    """``einsum`` of ``terms -> target``, 0-d operands (empty subscripts) multiplied in afterwards
+    (bfloat16 in float32: NumPy's einsum loops do not take it)."""
+    if arrays[0].dtype == backend.bfloat16:
+        arrays = [a.astype(np.float32) for a in arrays]
+    scale, keep = None, []
+    for term, a in zip(terms, arrays):
+        if term:
+            keep.append((term, a))
+        else:
+            scale = a if scale is None else scale * a
+    if keep:
+        eq = ",".join(term for term, _ in keep) + "->" + target
+        out = xp.einsum(eq, *[a for _, a in keep], **({"optimize": len(keep) > 1} if xp is np else {}))
+        return out if scale is None else out * scale
+    return scale
+
+
+class Einsum(Function):
+    """The forward contraction; each operand's gradient is the contraction of the output's gradient with
+    the other operands, broadcast along the subscripts only that operand has, and put on the diagonal
+    where it repeats a subscript (a trace, a diagonal)."""
+
+    @staticmethod
+    def forward(ctx, *arrays, terms, output, sizes):
+        ctx.save_for_backward(*arrays)
+        ctx.meta = (terms, output, sizes)
+        out = _contract(backend.array_module(arrays[0]), terms, arrays, output)
+        if len(arrays) == 1:  # a transpose or a diagonal comes back as a view of the input: own the result
+            out = out.copy()
+        return out.astype(arrays[0].dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        arrays = ctx.saved_tensors
+        terms, output, sizes = ctx.meta
+        xp = backend.array_module(g)
+        grads = []
+        for i, (term, a) in enumerate(zip(terms, arrays)):
+            if not ctx.needs_input_grad[i]:
+                grads.append(None)
+                continue
+            others = [(u, b) for j, (u, b) in enumerate(zip(terms, arrays)) if j != i]
+            known = set(output).union(*[u for u, _ in others])
+            letters = "".join(dict.fromkeys(term))  # each subscript once, in order
+            target = "".join(c for c in letters if c in known)
+            gi = _contract(xp, [output] + [u for u, _ in others], [g] + [b for _, b in others], target)
+            gi = xp.broadcast_to(xp.asarray(gi).reshape([sizes[c] if c in known else 1 for c in letters]),
+                                 [sizes[c] for c in letters])
+            if len(letters) != len(term):
+                full = xp.zeros(a.shape, g.dtype)
+                grid = {c: xp.arange(sizes[c]).reshape([-1 if d == c else 1 for d in letters]) for c in letters}
+                full[tuple(grid[c] for c in term)] = gi
+                gi = full
+            grads.append(dense(gi).astype(a.dtype, copy=False))
+        return tuple(grads)
+
+
+def _einsum_terms(equation, shapes):
+    """(the operands' subscripts with '...' spelled out as spare letters, the output's, each letter's size)."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    bad = sorted(set(eq) - set(string.ascii_letters) - set(",.->"))
+    if bad or "->" in rhs:
+        raise ValueError(f"einsum: invalid equation {equation!r}: subscripts must be letters, "
+                         f"',' '->' and '...'")
+    parts = lhs.split(",")
+    if len(parts) != len(shapes):
+        raise ValueError(f"einsum: the equation {equation!r} names {len(parts)} operands, got {len(shapes)}")
+    spare = [c for c in string.ascii_letters if c not in eq]
+    split = []
+    for i, (part, shape) in enumerate(zip(parts, shapes)):
+        head, dots, tail = part.partition("...")
+        if "." in head or "." in tail:
+            raise ValueError(f"einsum: invalid subscripts {part!r} (a '.' outside one '...')")
+        extra = len(shape) - len(head) - len(tail)
+        if extra < 0 or (extra and not dots):
+            raise ValueError(f"einsum: operand {i} has {len(shape)} dimensions but its subscripts {part!r} "
+                             f"name {len(head) + len(tail)}")
+        split.append((head, extra, tail))
+    n_ell = max([extra for _, extra, _ in split], default=0)
+    ell = "".join(spare[:n_ell])
+    terms = [head + ell[n_ell - extra:] + tail for head, extra, tail in split]
+    if arrow:
+        head, dots, tail = rhs.partition("...")
+        if "." in head or "." in tail:
+            raise ValueError(f"einsum: invalid output subscripts {rhs!r}")
+        output = head + (ell if dots else "") + tail
+    else:
+        counts = "".join(terms)
+        output = ell + "".join(sorted(c for c in set(counts) if c not in ell and counts.count(c) == 1))
+    for c in output:
+        if output.count(c) > 1:
+            raise ValueError(f"einsum: output subscript {c!r} appears more than once")
+        if not any(c in term for term in terms):
+            raise ValueError(f"einsum: output subscript {c!r} does not appear in any operand")
+    sizes = {}
+    for i, (term, shape) in enumerate(zip(terms, shapes)):
+        for c in set(term):
+            dims = [n for d, n in zip(term, shape) if d == c]
+            if len(set(dims)) > 1:
+                raise ValueError(f"einsum: subscript {c!r} repeats in operand {i} over dims of sizes {dims}")
+        for c, n in zip(term, shape):
+            if sizes.get(c, 1) not in (1, n) and n != 1:
+                raise ValueError(f"einsum: subscript {c!r} has size {sizes[c]} in one operand and {n} in "
+                                 f"another")
+            sizes[c] = n if sizes.get(c, 1) == 1 else sizes[c]
+    return terms, output, sizes
+
+
+def einsum(equation: str, *operands) -> Tensor:
+    """Einstein summation as ``torch.einsum``: ``einsum('bij,bjk->bik', a, b)`` or with the operands in
+    one list; '...' for leading (broadcast) dims, implicit output (the letters named once, sorted),
+    repeated subscripts for traces and diagonals. Size-1 dims broadcast against their subscript's size."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum: the equation must be a str, got {type(equation).__name__}")
+    if not operands:
+        raise ValueError("einsum: expected at least one operand")
+    if not all(isinstance(o, Tensor) for o in operands):
+        raise TypeError("einsum: the operands must be tensors")
+    first = operands[0]
+    for o in operands[1:]:
+        if o.device != first.device:
+            raise RuntimeError(f"einsum: expected all operands on one device, got {first.device} and {o.device}")
+        if o.dtype != first.dtype:
+            raise RuntimeError(f"einsum: expected all operands to have one dtype, got {first.dtype} and {o.dtype}")
+    terms, output, sizes = _einsum_terms(equation, [o.shape for o in operands])
+    # a size-1 dim against a larger size broadcasts: squeeze it out of that operand
+    squeezed = []
+    for term, o in zip(terms, operands):
+        keep = [(c, n) for c, n in zip(term, o.shape) if not (n == 1 and sizes[c] != 1)]
+        if len(keep) != len(term):
+            o = reshape(o, *[n for _, n in keep])
+            term = "".join(c for c, _ in keep)
+        squeezed.append((term, o))
+    return Einsum.apply(*[o for _, o in squeezed], terms=[u for u, _ in squeezed], output=output, sizes=sizes)

@@ -1,7 +1,13 @@
-"""Reductions over axes: sum, mean, max/min (and the amax/amin forms), var, std, argmax/argmin."""
+"""Reductions over axes: sum, mean, prod, max/min (and the amax/amin forms), var, std, argmax/argmin,
+logsumexp, any/all, count_nonzero, the vector norms (the scans: ops/scan.py).
+
+PyTorch's conventions throughout: ``dim`` an int, a tuple or None (every dim); a 0-d tensor takes dim 0
+and -1 (reducing nothing); integer and bool inputs sum and multiply in int64."""
 from __future__ import annotations
 
 import builtins
+import math
+import numbers
 from collections import namedtuple
 
 import numpy as np
@@ -10,6 +16,7 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import cast, dense, normalize_axis
+from .shape import Reshape
 
 
 def _expand(g, in_shape, axes, keepdim):
@@ -22,6 +29,37 @@ def _expand(g, in_shape, axes, keepdim):
     elif axes is None and not keepdim:
         g = g.reshape((1,) * len(in_shape))
     return g
+
+
+def _axes(op, dim, x, keepdim):
+    """(x, axes, keepdim) with ``dim`` as a tuple of axes (None: every axis); an empty tuple means every
+    dim, as in PyTorch's sum and mean. A 0-d tensor with a dim (0 or -1) becomes one element of 1-d reduced
+    over axis 0: the array modules need no empty axis tuple."""
+    axes = normalize_axis(op, dim, x.ndim)
+    if axes is None:
+        return x, None, keepdim
+    if len(set(axes)) != len(axes):
+        raise RuntimeError(f"{op}: dim {dim} names a dimension more than once")
+    if x.ndim == 0:
+        return Reshape.apply(x, (1,)), (0,), False
+    return x, axes or None, keepdim
+
+
+def dim_index(op, dim, ndim):
+    """One ``dim`` as a non-negative int, in PyTorch's range [-ndim, ndim - 1] (0 and -1 for a 0-d tensor)."""
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    n = builtins.max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{op}: dim {dim} is out of range for a {ndim}-d tensor")
+    return int(dim) % n
+
+
+def _int64_if_integral(x, dtype):
+    """``x`` cast to ``dtype`` if given, else integer and bool inputs to int64 (PyTorch's sum, prod, cumsum)."""
+    if dtype is not None:
+        return cast(x, dtype)
+    return x if backend.is_floating(x.dtype) else cast(x, backend.int64)
 
 
 def _count(shape, axes):
@@ -138,7 +176,7 @@ class Std(Var):
         return Var.backward(ctx, g_var.astype(g.dtype, copy=False))
 
 
-MaxMin = namedtuple("MaxMin", ["values", "indices"])
+MaxMin = namedtuple("MaxMin", ["values", "indices"])  # what max, min and median along a dim return
 
 
 def _float_input(x):
@@ -146,44 +184,43 @@ def _float_input(x):
 
 
 def sum(x: Tensor, dim=None, keepdim=False, dtype=None):  # noqa: A001 - PyTorch's name
+    x = _int64_if_integral(x, dtype)
+    return Sum.apply(*_axes("sum", dim, x, keepdim))
+
+
+def mean(x: Tensor, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = cast(x, dtype)
-    elif x.dtype == backend.bool_:
-        x = cast(x, backend.int64)
-    return Sum.apply(x, normalize_axis("sum", dim, x.ndim), keepdim)
-
-
-def mean(x: Tensor, dim=None, keepdim=False):
     if not backend.is_floating(x.dtype):
-        raise TypeError(f"mean: input dtype must be floating point, got {x.dtype}")
-    return Mean.apply(x, normalize_axis("mean", dim, x.ndim), keepdim)
+        raise TypeError(f"mean: could not infer output dtype; input dtype must be floating point, got {x.dtype} "
+                        f"(pass dtype= or cast the input)")
+    return Mean.apply(*_axes("mean", dim, x, keepdim))
 
 
 def _check_nonempty(op, x, axes):
-    if x._data.size == 0 or (axes is not None and any(x.shape[a] == 0 for a in axes)):
+    if x._data.size == 0 or (axes is not None and builtins.any(x.shape[a] == 0 for a in axes)):
         raise ValueError(f"{op}: cannot reduce over an empty dimension of a tensor of shape {tuple(x.shape)}")
 
 
 def amax(x, dim=None, keepdim=False):
-    axes = normalize_axis("amax", dim, x.ndim)
+    x, axes, keepdim = _axes("amax", dim, x, keepdim)
     _check_nonempty("amax", x, axes)
     return Extreme.apply(x, axes, keepdim, True)
 
 
 def amin(x, dim=None, keepdim=False):
-    axes = normalize_axis("amin", dim, x.ndim)
+    x, axes, keepdim = _axes("amin", dim, x, keepdim)
     _check_nonempty("amin", x, axes)
     return Extreme.apply(x, axes, keepdim, False)
 
 
 def _extreme_along(op, x, dim, keepdim, largest):
-    (axis,) = normalize_axis(op, dim, x.ndim)
-    _check_nonempty(op, x, (axis,))
+    axis = dim_index(op, dim, x.ndim)
     xp = x._xp
-    indices = (xp.argmax if largest else xp.argmin)(x._data, axis=axis)
-    values = ExtremeAlong.apply(x, axis, keepdim, indices)
-    idx = xp.expand_dims(indices, axis) if keepdim else indices
-    return MaxMin(values, Tensor._from_array(idx.astype(np.int64, copy=False)))
+    if x.ndim == 0:  # the element itself, at index 0
+        return MaxMin(Reshape.apply(x, ()), Tensor._from_array(xp.zeros((), np.int64)))
+    _check_nonempty(op, x, (axis,))
+    return _pick_along(x, axis, keepdim, (xp.argmax if largest else xp.argmin)(x._data, axis=axis))
 
 
 def max(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
@@ -203,6 +240,32 @@ def min(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
     return amin(x) if dim is None else _extreme_along("min", x, dim, keepdim, False)
 
 
+def median(x, dim=None, keepdim=False):
+    """``median(x)`` is the lower median of every element; ``median(x, dim)`` is ``(values, indices)``
+    along ``dim``. The gradient goes to the element picked, as in PyTorch."""
+    if dim is None:
+        _check_nonempty("median", x, None)
+        flat = Reshape.apply(x, (x.numel(),))
+        return _pick_along(flat, 0, False, _stable_argsort(flat._data, 0)[(x.numel() - 1) // 2]).values
+    axis = dim_index("median", dim, x.ndim)
+    if x.ndim == 0:
+        return MaxMin(Reshape.apply(x, ()), Tensor._from_array(x._xp.zeros((), np.int64)))
+    _check_nonempty("median", x, (axis,))
+    order = _stable_argsort(x._data, axis)
+    return _pick_along(x, axis, keepdim, x._xp.take(order, (x.shape[axis] - 1) // 2, axis=axis))
+
+
+def _stable_argsort(a, axis):
+    """Ties in their order (CuPy's sort is always stable and takes no other ``kind``)."""
+    return np.argsort(a, axis=axis, kind="stable") if isinstance(a, np.ndarray) else a.argsort(axis=axis)
+
+
+def _pick_along(x, axis, keepdim, indices):
+    values = ExtremeAlong.apply(x, axis, keepdim, indices)
+    idx = x._xp.expand_dims(indices, axis) if keepdim else indices
+    return MaxMin(values, Tensor._from_array(idx.astype(np.int64, copy=False)))
+
+
 def _spread(fn, op, x, dim, unbiased, keepdim, correction):
     """var / std: PyTorch's ``unbiased`` or ``correction`` (default 1) resolved, then ``fn`` applied."""
     if unbiased is not None and correction is not None:
@@ -210,7 +273,8 @@ def _spread(fn, op, x, dim, unbiased, keepdim, correction):
     if correction is None:
         correction = 1 if unbiased in (None, True) else 0
     x = _float_input(x)
-    return fn.apply(x, normalize_axis(op, dim, x.ndim), correction, keepdim)
+    x, axes, keepdim = _axes(op, dim, x, keepdim)
+    return fn.apply(x, axes, correction, keepdim)
 
 
 def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
@@ -228,8 +292,12 @@ def _arg(op, x, dim, keepdim, largest):
         out = fn(x._data.reshape(-1))
         if keepdim:
             out = out.reshape((1,) * x.ndim)
+    elif x.ndim == 0:
+        dim_index(op, dim, 0)
+        out = xp.zeros((), np.int64)
     else:
-        (axis,) = normalize_axis(op, dim, x.ndim)
+        axis = dim_index(op, dim, x.ndim)
+        _check_nonempty(op, x, (axis,))
         out = fn(x._data, axis=axis)
         if keepdim:
             out = xp.expand_dims(out, axis)
@@ -242,3 +310,177 @@ def argmax(x, dim=None, keepdim=False):
 
 def argmin(x, dim=None, keepdim=False):
     return _arg("argmin", x, dim, keepdim, False)
+
+
+# ---------------------------------------------------------------- prod, logsumexp, the vector norms
+def _prod_of_others(x, axes):
+    """For each element, the product of the others over ``axes``: exclusive products from both sides,
+    so zeros in the input need no division (the gradient of prod)."""
+    xp = backend.array_module(x)
+    axes = tuple(range(x.ndim)) if axes is None else axes
+    if not axes:
+        return xp.ones_like(x)
+    dest = tuple(range(x.ndim - len(axes), x.ndim))
+    moved = xp.moveaxis(x, axes, dest)
+    flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+    ones = xp.ones_like(flat[..., :1])
+    left = xp.cumprod(xp.concatenate([ones, flat[..., :-1]], -1), -1)
+    right = xp.flip(xp.cumprod(xp.flip(xp.concatenate([flat[..., 1:], ones], -1), -1), -1), -1)
+    return xp.moveaxis((left * right).reshape(moved.shape), dest, axes)
+
+
+class Prod(Function):
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        ctx.save_for_backward(x)
+        ctx.meta = (axes, keepdim)
+        return x.prod(axis=axes, keepdims=keepdim, dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        axes, keepdim = ctx.meta
+        return (_expand(g, x.shape, axes, keepdim) * _prod_of_others(x, axes)).astype(g.dtype, copy=False)
+
+
+class LogSumExp(Function):
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        xp = backend.array_module(x)
+        if x.size:
+            # shift by the finite maximum: no overflow, and rows of -inf stay -inf instead of NaN
+            m = x.max(axis=axes, keepdims=True)
+            m = xp.where(xp.isfinite(m), m, x.dtype.type(0))
+        else:
+            m = xp.zeros(x.sum(axis=axes, keepdims=True).shape, x.dtype)
+        with np.errstate(divide="ignore"):
+            out = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
+        ctx.save_for_backward(x, out)
+        ctx.meta = (axes, keepdim)
+        return out if keepdim else (out.reshape(()) if axes is None else out.squeeze(axes))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        axes, keepdim = ctx.meta
+        xp = backend.array_module(g)
+        return (_expand(g, x.shape, axes, keepdim) * xp.exp(x - out)).astype(g.dtype, copy=False)
+
+
+class VectorNorm(Function):
+    """``sum(|x|^ord) ^ (1/ord)`` over axes, with max/min |x| for ord = +-inf and the count of nonzeros for
+    ord = 0. Where the norm is 0 the gradient is 0 (PyTorch's subgradient), and ties of the inf norms
+    share it evenly, as amax does."""
+
+    @staticmethod
+    def forward(ctx, x, order, axes, keepdim):
+        xp = backend.array_module(x)
+        wide = x.astype(np.float32) if x.dtype.itemsize < 4 else x  # half precision sums in float32
+        a = xp.abs(wide)
+        if order == math.inf:
+            out = a.max(axis=axes, keepdims=keepdim)
+        elif order == -math.inf:
+            out = a.min(axis=axes, keepdims=keepdim)
+        elif order == 0:
+            out = (a != 0).sum(axis=axes, keepdims=keepdim)
+        elif order == 1:
+            out = a.sum(axis=axes, keepdims=keepdim)
+        elif order == 2:
+            out = xp.sqrt((wide * wide).sum(axis=axes, keepdims=keepdim))
+        else:
+            out = (a ** order).sum(axis=axes, keepdims=keepdim) ** (1.0 / order)
+        out = xp.asarray(out).astype(x.dtype, copy=False)
+        ctx.save_for_backward(x, out)
+        ctx.meta = (order, axes, keepdim)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        order, axes, keepdim = ctx.meta
+        xp = backend.array_module(g)
+        ge, norm = _expand(g, x.shape, axes, keepdim), _expand(out, x.shape, axes, keepdim)
+        zero = x.dtype.type(0)
+        if order == 0:
+            return xp.zeros_like(x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if order in (math.inf, -math.inf):
+                hit = xp.abs(x) == norm
+                grad = xp.sign(x) * hit * (ge / hit.sum(axis=axes, keepdims=True))
+            elif order == 1:
+                grad = xp.sign(x) * ge
+            elif order == 2:
+                grad = xp.where(norm == 0, zero, x / norm) * ge
+            else:
+                scaled = xp.sign(x) * (xp.abs(x) / norm) ** (order - 1)
+                grad = xp.where((norm == 0) | (x == 0), zero, scaled) * ge
+        return grad.astype(g.dtype, copy=False)
+
+
+def prod(x: Tensor, dim=None, keepdim=False, dtype=None):
+    """The product over ``dim`` (one dim as in PyTorch; a tuple is accepted too) or every element."""
+    x = _int64_if_integral(x, dtype)
+    return Prod.apply(*_axes("prod", dim, x, keepdim))
+
+
+def logsumexp(x: Tensor, dim=None, keepdim=False):
+    """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so it neither overflows nor underflows;
+    integer inputs give float32."""
+    x = _float_input(x)
+    return LogSumExp.apply(*_axes("logsumexp", dim, x, keepdim))
+
+
+def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002 - PyTorch's name
+    """``torch.linalg.vector_norm``: ord any number, inf or -inf, over ``dim`` (int, tuple or None)."""
+    if dtype is not None:
+        x = cast(x, dtype)
+    if not backend.is_floating(x.dtype):
+        raise TypeError(f"vector_norm: expected a floating point input, got {x.dtype}")
+    if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
+        raise TypeError(f"vector_norm: ord must be a number, got {ord!r}")
+    x, axes, keepdim = _axes("vector_norm", dim, x, keepdim)
+    if math.isinf(ord):
+        _check_nonempty("vector_norm", x, axes)
+    return VectorNorm.apply(x, float(ord), axes, keepdim)
+
+
+def norm(x: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
+    """``torch.norm``: 'fro' (the 2-norm of the elements over ``dim``), or any number, inf or -inf."""
+    if isinstance(p, str):
+        if p == "nuc":
+            raise NotImplementedError("norm: the nuclear norm (p='nuc') is not supported")
+        if p != "fro":
+            raise RuntimeError(f"norm: p must be 'fro', 'nuc' or a number, got {p!r}")
+        p = 2
+    elif p is None:
+        p = 2
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+        raise TypeError(f"norm: p must be 'fro' or a number, got {p!r}")
+    return vector_norm(x, p, dim, keepdim, dtype)
+
+
+# ---------------------------------------------------------------- any, all, count_nonzero (not differentiable)
+def _truth(op, x, dim, keepdim):
+    xp = x._xp
+    fn = xp.any if op == "any" else xp.all
+    x, axes, keepdim = _axes(op, dim, x, keepdim)
+    out = fn(x._data.astype(bool), axis=axes, keepdims=keepdim)
+    return Tensor._from_array(xp.asarray(out))
+
+
+def any(x: Tensor, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    """Whether any element (over ``dim``) is nonzero: a bool tensor."""
+    return _truth("any", x, dim, keepdim)
+
+
+def all(x: Tensor, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    """Whether every element (over ``dim``) is nonzero: a bool tensor."""
+    return _truth("all", x, dim, keepdim)
+
+
+def count_nonzero(x: Tensor, dim=None):
+    """The number of nonzero elements over ``dim``, as int64."""
+    x, axes, _ = _axes("count_nonzero", dim, x, False)
+    out = (x._data != 0).sum(axis=axes)
+    return Tensor._from_array(x._xp.asarray(out).astype(np.int64, copy=False))
+

@@ -1,0 +1,289 @@
+"""Movement ops beyond the basic views: split / chunk / unbind / narrow (views, gradients into every
+piece), repeat / tile, tril / triu, flip, roll, diag, movedim, and the ``*_as`` forms. One-dim arguments
+take PyTorch's range [-ndim, ndim - 1], a 0-d tensor taking 0 and -1."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from .reduce import dim_index as _dim
+from .shape import expand, getitem, permute, reshape, transpose, view
+
+
+def _xp(x):
+    return backend.array_module(x)
+
+
+def _ints(op, what, values):
+    """``values`` (an int or a sequence of ints) as a tuple of ints."""
+    values = tuple(values) if isinstance(values, (tuple, list)) else (values,)
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
+        raise TypeError(f"{op}: {what} must be ints, got {values}")
+    return tuple(int(v) for v in values)
+
+
+def _dims(op, dims, ndim):
+    axes = tuple(_dim(op, d, ndim) for d in _ints(op, "dims", dims))
+    if len(set(axes)) != len(axes):
+        raise RuntimeError(f"{op}: dims {dims} name a dimension more than once")
+    return axes if ndim else ()
+
+
+class Split(Function):
+    """Consecutive pieces of ``x`` along an axis (views; for unbind each of size 1 and squeezed). The
+    gradient lays the pieces' gradients back side by side (zeros for pieces that got none)."""
+
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, axis, sizes, squeeze):
+        ctx.meta = (axis, squeeze)
+        pieces = _xp(x).split(x, np.cumsum(sizes)[:-1].tolist(), axis=axis)
+        return tuple(p.squeeze(axis) if squeeze else p for p in pieces)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        axis, squeeze = ctx.meta
+        xp = _xp(grads[0])
+        return (xp.stack(grads, axis) if squeeze else xp.concatenate(grads, axis)), None, None, None
+
+
+def _pieces(x, axis, sizes, squeeze=False):
+    if not sizes:
+        return ()
+    pieces = Split.apply(x, axis, tuple(sizes), squeeze)
+    for p in pieces:  # views of x: an in-place change through any of them is seen by x's consumers
+        p._vc = x._vc
+    return pieces
+
+
+def _at_least_1d(op, x):
+    if x.ndim == 0:
+        raise RuntimeError(f"{op}: expected a tensor of at least 1 dimension, got a 0-d tensor")
+
+
+def split(x, split_size_or_sections, dim=0):
+    """Pieces of ``split_size`` along ``dim`` (the last one smaller), or of the sizes in a list."""
+    _at_least_1d("split", x)
+    axis = _dim("split", dim, x.ndim)
+    n = x.shape[axis]
+    if isinstance(split_size_or_sections, (tuple, list)):
+        sizes = _ints("split", "split sizes", split_size_or_sections)
+        if any(s < 0 for s in sizes) or sum(sizes) != n:
+            raise RuntimeError(f"split: split sizes must be non-negative and sum to the size {n} of dim {dim}, "
+                               f"got {list(sizes)}")
+        return _pieces(x, axis, sizes)
+    (size,) = _ints("split", "split_size", split_size_or_sections)
+    if size < 0 or (size == 0 and n):
+        raise RuntimeError(f"split: split_size must be positive, got {size}")
+    if n == 0:
+        return _pieces(x, axis, [0])
+    return _pieces(x, axis, [size] * (n // size) + ([n % size] if n % size else []))
+
+
+def chunk(x, chunks, dim=0):
+    """At most ``chunks`` pieces of ``ceil(size / chunks)`` along ``dim``, as ``torch.chunk``."""
+    _at_least_1d("chunk", x)
+    (chunks,) = _ints("chunk", "chunks", chunks)
+    if chunks <= 0:
+        raise RuntimeError(f"chunk: chunks must be greater than 0, got {chunks}")
+    axis = _dim("chunk", dim, x.ndim)
+    n = x.shape[axis]
+    if n == 0:
+        return _pieces(x, axis, [0] * chunks)
+    return split(x, -(-n // chunks), axis)
+
+
+def unbind(x, dim=0):
+    """The slices of ``x`` along ``dim``, that dim removed."""
+    if x.ndim == 0:
+        raise IndexError("unbind: a 0-d tensor has no dimension to unbind")
+    axis = _dim("unbind", dim, x.ndim)
+    return _pieces(x, axis, [1] * x.shape[axis], squeeze=True)
+
+
+def narrow(x, dim, start, length):
+    """``length`` elements of ``dim`` from ``start`` (negative: from the end), a view."""
+    _at_least_1d("narrow", x)
+    axis = _dim("narrow", dim, x.ndim)
+    start, length = _ints("narrow", "start and length", (start, length))
+    n = x.shape[axis]
+    if not -n <= start <= n:
+        raise IndexError(f"narrow: start {start} is out of range for dim {dim} of size {n}")
+    start = start + n if start < 0 else start
+    if length < 0 or start + length > n:
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds the size {n} of dim {dim}")
+    return getitem(x, (slice(None),) * axis + (slice(start, start + length),))
+
+
+class Repeat(Function):
+    @staticmethod
+    def forward(ctx, x, repeats):
+        shape = (1,) * (len(repeats) - x.ndim) + x.shape
+        ctx.meta = (x.shape, shape, repeats)
+        return _xp(x).tile(x.reshape(shape), repeats)
+
+    @staticmethod
+    def backward(ctx, g):
+        in_shape, shape, repeats = ctx.meta
+        interleaved = [n for pair in zip(repeats, shape) for n in pair]  # (r0, s0, r1, s1, ...)
+        return g.reshape(interleaved).sum(axis=tuple(range(0, 2 * len(shape), 2))).reshape(in_shape), None
+
+
+def repeat(x, *sizes):
+    """``x`` repeated ``sizes[i]`` times along each dim (new leading dims where there are more sizes)."""
+    sizes = _ints("repeat", "repeats", sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list))
+                  else sizes)
+    if len(sizes) < x.ndim:
+        raise RuntimeError(f"repeat: {len(sizes)} repeats for a {x.ndim}-d tensor; give at least one per dim")
+    if any(s < 0 for s in sizes):
+        raise RuntimeError(f"repeat: repeats must be non-negative, got {sizes}")
+    return Repeat.apply(x, sizes)
+
+
+def tile(x, dims):
+    """As ``repeat``, ``dims`` padded with leading 1s when it is shorter than ``x``'s dims."""
+    dims = _ints("tile", "dims", dims)
+    return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
+
+
+def expand_as(x, other):
+    return expand(x, *other.shape)
+
+
+def view_as(x, other):
+    return view(x, other.shape)
+
+
+def reshape_as(x, other):
+    return reshape(x, other.shape)
+
+
+class Masked(Function):
+    """``x`` where a fixed boolean mask holds, else 0 (tril, triu); the gradient passes the same mask."""
+
+    @staticmethod
+    def forward(ctx, x, mask):
+        ctx.mask = mask
+        return _xp(x).where(mask, x, x.dtype.type(0))
+
+    @staticmethod
+    def backward(ctx, g):
+        return _xp(g).where(ctx.mask, g, g.dtype.type(0)), None
+
+
+def _triangle(op, x, diagonal):
+    if x.ndim < 2:
+        raise RuntimeError(f"{op}: expected a tensor of at least 2 dimensions, got a {x.ndim}-d tensor")
+    (k,) = _ints(op, "diagonal", diagonal)
+    rows, cols = x.shape[-2:]
+    lower = x._xp.tri(rows, cols, k if op == "tril" else k - 1, dtype=bool)
+    return Masked.apply(x, lower if op == "tril" else ~lower)
+
+
+def tril(x, diagonal=0):
+    """The lower triangle of the last two dims (on and below ``diagonal``), the rest 0."""
+    return _triangle("tril", x, diagonal)
+
+
+def triu(x, diagonal=0):
+    """The upper triangle of the last two dims (on and above ``diagonal``), the rest 0."""
+    return _triangle("triu", x, diagonal)
+
+
+class Flip(Function):
+    @staticmethod
+    def forward(ctx, x, axes):
+        ctx.axes = axes
+        return _xp(x).flip(x, axes).copy() if axes else x.copy()  # a copy, as torch.flip
+
+    @staticmethod
+    def backward(ctx, g):
+        return (_xp(g).flip(g, ctx.axes) if ctx.axes else g), None
+
+
+def flip(x, *dims):
+    """``x`` reversed along ``dims`` (a tuple, or ints: ``x.flip(0, 1)``)."""
+    dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+    return Flip.apply(x, _dims("flip", dims, x.ndim))
+
+
+class Roll(Function):
+    @staticmethod
+    def forward(ctx, x, shifts, axes):
+        ctx.meta = (shifts, axes)
+        return _xp(x).roll(x, shifts, axes)
+
+    @staticmethod
+    def backward(ctx, g):
+        shifts, axes = ctx.meta
+        back = -shifts if axes is None else tuple(-s for s in shifts)
+        return _xp(g).roll(g, back, axes), None, None
+
+
+def roll(x, shifts, dims=None):
+    """Elements shifted along ``dims`` (wrapping around); without ``dims`` over the flattened tensor."""
+    shifts = _ints("roll", "shifts", shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"roll: without dims, shifts must be one int, got {shifts}")
+        if x.ndim == 0:
+            return Flip.apply(x, ())
+        return Roll.apply(x, shifts[0], None)
+    dims = _ints("roll", "dims", dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"roll: shifts and dims must have the same length, got {len(shifts)} and {len(dims)}")
+    axes = tuple(_dim("roll", d, x.ndim) for d in dims)
+    if x.ndim == 0:
+        return Flip.apply(x, ())
+    return Roll.apply(x, shifts, axes)
+
+
+class Diag(Function):
+    """A 1-D tensor onto the ``k``-th diagonal of a square matrix, or a matrix's ``k``-th diagonal out."""
+
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.meta = (x.shape, k)
+        xp = _xp(x)
+        return xp.diag(x, k) if x.ndim == 1 else xp.diagonal(x, k).copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, k = ctx.meta
+        xp = _xp(g)
+        if len(shape) == 1:
+            return xp.diagonal(g, k).copy(), None
+        out = xp.zeros(shape, g.dtype)
+        i = xp.arange(g.shape[0])
+        out[i + max(-k, 0), i + max(k, 0)] = g
+        return out, None
+
+
+def diag(x, diagonal=0):
+    """1-D input: the square matrix with it on the ``diagonal``-th diagonal; 2-D: that diagonal."""
+    if x.ndim not in (1, 2):
+        raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got a {x.ndim}-d tensor")
+    (k,) = _ints("diag", "diagonal", diagonal)
+    return Diag.apply(x, k)
+
+
+def movedim(x, source, destination):
+    """Dims ``source`` moved to positions ``destination``; the others keep their order."""
+    src, dst = _dims("movedim", source, x.ndim), _dims("movedim", destination, x.ndim)
+    if len(_ints("movedim", "source", source)) != len(_ints("movedim", "destination", destination)):
+        raise RuntimeError(f"movedim: source and destination must name as many dims, got {source} and "
+                           f"{destination}")
+    if x.ndim == 0:
+        return x
+    rest = iter(d for d in range(x.ndim) if d not in src)
+    placed = dict(zip(dst, src))
+    return permute(x, *[placed[i] if i in placed else next(rest) for i in range(x.ndim)])
+
+
+def swapaxes(x, axis0, axis1):
+    return transpose(x, axis0, axis1)
+

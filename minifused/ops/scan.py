@@ -1,0 +1,142 @@
+"""Scans along one dim: cumsum and cumprod (integer and bool inputs accumulate in int64, as in PyTorch),
+cummax and cummin."""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..tensor import Tensor
+from .reduce import _int64_if_integral, dim_index
+
+
+def _flip_cumsum(a, axis):
+    """Sums from the end of ``axis`` back (the gradient of cumsum)."""
+    xp = backend.array_module(a)
+    return xp.flip(xp.cumsum(xp.flip(a, axis), axis=axis, dtype=a.dtype), axis)
+
+
+class CumSum(Function):
+    @staticmethod
+    def forward(ctx, x, axis):
+        ctx.axis = axis
+        return backend.array_module(x).cumsum(x, axis=axis, dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _flip_cumsum(g, ctx.axis), None
+
+
+class CumProd(Function):
+    """Where the input has no zero before position i, d out_k / d x_i = out_k / x_i; at the first zero of a
+    row the products run over the other elements (the cumulative product with that zero taken as 1);
+    after it every gradient is 0."""
+
+    @staticmethod
+    def forward(ctx, x, axis):
+        out = backend.array_module(x).cumprod(x, axis=axis, dtype=x.dtype)
+        ctx.save_for_backward(x, out)
+        ctx.axis = axis
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        axis = ctx.axis
+        xp = backend.array_module(g)
+        zeros_seen = xp.cumsum(x == 0, axis=axis, dtype=np.int64)
+        before = zeros_seen == 0
+        first = (x == 0) & (zeros_seen == 1)
+        one, zero = x.dtype.type(1), x.dtype.type(0)
+        grad = xp.where(before, _flip_cumsum(g * out, axis) / xp.where(before, x, one), zero)
+        at_zero = _flip_cumsum(g * xp.cumprod(xp.where(first, one, x), axis=axis, dtype=x.dtype), axis)
+        grad = xp.where(first, at_zero, grad)
+        return grad.astype(g.dtype, copy=False), None
+
+
+def _scan(fn, op, x, dim, dtype):
+    x = _int64_if_integral(x, dtype)
+    axis = dim_index(op, dim, x.ndim)
+    if x.ndim == 0:
+        return fn.apply(x.reshape(1), 0).reshape(())
+    return fn.apply(x, axis)
+
+
+def cumsum(x: Tensor, dim, dtype=None):
+    """Running sums along ``dim``; integer and bool inputs give int64."""
+    return _scan(CumSum, "cumsum", x, dim, dtype)
+
+
+def cumprod(x: Tensor, dim, dtype=None):
+    """Running products along ``dim``; integer and bool inputs give int64. Zeros in the input are fine."""
+    return _scan(CumProd, "cumprod", x, dim, dtype)
+
+
+
+def _running_extreme(x, axis, largest):
+    """(running max or min along ``axis``, the index where each was reached): a doubling scan of shifted
+    comparisons (log2(n) whole-array steps, on NumPy and CuPy alike). On ties the later index wins, as in
+    PyTorch."""
+    xp = backend.array_module(x)
+    n = x.shape[axis]
+    shape = [1] * x.ndim
+    shape[axis] = n
+    values = x.copy()
+    indices = xp.broadcast_to(xp.arange(n).reshape(shape), x.shape).copy()
+    step = 1
+    while step < n:
+        later = tuple(slice(step, None) if d == axis else slice(None) for d in range(x.ndim))
+        earlier = tuple(slice(None, n - step) if d == axis else slice(None) for d in range(x.ndim))
+        prev_v, prev_i = values[earlier].copy(), indices[earlier].copy()  # the slices overlap the writes
+        better = prev_v > values[later] if largest else prev_v < values[later]
+        values[later] = xp.where(better, prev_v, values[later])
+        indices[later] = xp.where(better, prev_i, indices[later])
+        step *= 2
+    return values, indices
+
+
+class CumExtreme(Function):
+    """cummax / cummin values; each output's gradient goes to the element it came from."""
+
+    @staticmethod
+    def forward(ctx, x, axis, indices):
+        ctx.meta = (x.shape, axis)
+        ctx.save_for_backward(indices)
+        return backend.array_module(x).take_along_axis(x, indices, axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        (indices,) = ctx.saved_tensors
+        shape, axis = ctx.meta
+        xp = backend.array_module(g)
+        n = shape[axis]
+        rows_index = xp.moveaxis(indices, axis, -1).reshape(-1, n)
+        grad = xp.zeros(rows_index.shape, g.dtype)
+        rows = xp.arange(rows_index.shape[0]).reshape(-1, 1)
+        xp.add.at(grad, (rows, rows_index), xp.moveaxis(g, axis, -1).reshape(-1, n))
+        moved_shape = tuple(s for d, s in enumerate(shape) if d != axis) + (n,)
+        return xp.moveaxis(grad.reshape(moved_shape), -1, axis), None, None
+
+
+CumMax = namedtuple("CumMax", ["values", "indices"])
+
+
+def _cum_extreme(op, x, dim, largest):
+    axis = dim_index(op, dim, x.ndim)
+    if x.ndim == 0:
+        out = _cum_extreme(op, x.reshape(1), 0, largest)
+        return CumMax(out.values.reshape(()), out.indices.reshape(()))
+    _, indices = _running_extreme(x._data, axis, largest)
+    return CumMax(CumExtreme.apply(x, axis, indices), Tensor._from_array(indices.astype(np.int64, copy=False)))
+
+
+def cummax(x: Tensor, dim):
+    """``(values, indices)``: the running maximum along ``dim`` and where each was reached."""
+    return _cum_extreme("cummax", x, dim, True)
+
+
+def cummin(x: Tensor, dim):
+    """``(values, indices)``: the running minimum along ``dim`` and where each was reached."""
+    return _cum_extreme("cummin", x, dim, False)
