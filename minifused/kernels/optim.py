@@ -26,7 +26,7 @@ Adam/AdamW, per parameter at step ``t`` (after incrementing)::
     g = grad * inv_scale (with amp);  g = -g if maximize
     AdamW: p = p * (1 - lr * wd)          Adam: g = g + wd * p
     m = lerp(m, g, 1 - beta1)             (torch.lerp's two-branch formula)
-    v = v * beta2 + (1 - beta2) * g * g
+    v = v * beta2 + (1 - beta2) * (g * g)   (the product v * beta2 rounded on its own)
     amsgrad: vmax = max(vmax, v); v_used = vmax
     p = p + (-lr / (1 - beta1^t)) * m / (sqrt(v_used) / sqrt(1 - beta2^t) + eps)
 
@@ -37,8 +37,11 @@ SGD::
               d = d + momentum * buf if nesterov else buf
     p = p + (-lr) * d
 
-Bias corrections and step sizes are computed in double precision (on the host for
-the reference, in the kernel on the GPU), as PyTorch does for CPU ``step`` counters.
+The scalars PyTorch computes in Python -- ``1 - beta1``, ``1 - beta2``, the bias corrections
+``1 - beta^t`` and ``sqrt(1 - beta2^t)``, the step size, ``1 - dampening``, ``1 - lr * wd`` --
+are computed in double precision (on the host for the reference, in the kernel on the GPU, where
+the step count lives) and rounded to the opmath dtype once, as PyTorch does for CPU ``step``
+counters. RMSprop, Adagrad and Adadelta: ``optim_adaptive.py``.
 """
 from __future__ import annotations
 
@@ -109,7 +112,7 @@ def adam_ref(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper
                 ga = ga + s(weight_decay) * pa
         ma = _lerp(m.astype(acc, copy=False), ga, s(1.0 - beta1))
         va = v.astype(acc, copy=False) * s(beta2)
-        va = va + s(1.0 - beta2) * ga * ga
+        va = va + s(1.0 - beta2) * (ga * ga)
         m[...] = ma
         v[...] = va
         ma, va = m.astype(acc, copy=False), v.astype(acc, copy=False)
@@ -163,9 +166,9 @@ def scaler_update_ref(amp, growth, backoff, interval):
 
 
 # ====================================================================== CUDA
-def _kernel(name, dtype, nslot, master=False):
+def _kernel(name, dtype, nslot, master=False, source="optim.cu"):
     master_opt = ("-DMASTER=1",) if master else ()
-    return get_kernel("optim.cu", name, (f"-DNSLOT={nslot}", f"-DPT={ctype(dtype)}") + master_opt)
+    return get_kernel(source, name, (f"-DNSLOT={nslot}", f"-DPT={ctype(dtype)}") + master_opt)
 
 
 def _groups(arrays, masters=None):
@@ -199,9 +202,10 @@ def _done(device_id):
     return _done_counters[device_id]
 
 
-def _launch(name, per_slot, scalars, master=False):
-    """One multi-tensor launch. ``per_slot[i]`` = (arrays, extra): slot i's arrays (the first one
-    sets the element count) and its scalars after the element count and first block."""
+def _launch(name, per_slot, scalars, master=False, source="optim.cu"):
+    """One multi-tensor launch of kernel ``name`` of ``source``. ``per_slot[i]`` = (arrays, extra):
+    slot i's arrays (the first one sets the element count) and its scalars after the element count
+    and first block."""
     import cupy
 
     n = len(per_slot)
@@ -218,7 +222,7 @@ def _launch(name, per_slot, scalars, master=False):
             args += [*arrays, np.int64(0), np.int32(_INT_MAX), *extra]
     first = per_slot[0][0][0]
     with cupy.cuda.Device(first.device.id):
-        _kernel(name, first.dtype, nslot, master)((block0,), (BLOCK,), tuple(args) + tuple(scalars))
+        _kernel(name, first.dtype, nslot, master, source)((block0,), (BLOCK,), tuple(args) + tuple(scalars))
 
 
 def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *, amsgrad=False,
