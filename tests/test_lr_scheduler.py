@@ -229,6 +229,24 @@ def test_lambda_lr_saves_callable_objects_state_not_functions():
     assert sched2.lr_lambdas[0].n == 4
 
 
+def test_one_cycle_cycles_momentum_inversely_and_stops_at_total_steps():
+    p = nn.Parameter(mf.ones(1))
+    opt = optim.Adam([p], lr=0.01)
+    sched = S.OneCycleLR(opt, max_lr=0.01, total_steps=10)
+    assert opt.param_groups[0]["betas"][0] == pytest.approx(0.95)  # momentum starts at its maximum
+    for _ in range(3):
+        opt.step()
+        sched.step()
+    assert opt.param_groups[0]["betas"][0] < 0.9  # near the lr's peak, momentum near its base
+    for _ in range(6):
+        sched.step()
+    assert opt.param_groups[0]["betas"][0] == pytest.approx(0.95)
+    assert sched.get_last_lr()[0] == pytest.approx(0.01 / 25 / 1e4)
+    with pytest.raises(ValueError, match="total_steps"):
+        sched.step()
+        sched.step()
+
+
 def test_plateau_accepts_tensor_metrics_and_leaves_lr_at_construction():
     opt = _opt()
     sched = S.ReduceLROnPlateau(opt, patience=0)
