@@ -790,3 +790,32 @@ def test_captured_step_follows_step_count_and_scheduler(name):
     for a, b in zip(w_graph, w_eager):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert opt.state_dict()["state"][0]["step"] == 8
+
+
+@pytest.mark.parametrize("name", list(NEW))
+def test_grad_scaler_unscales_and_skips_for_new_optimizers(name):
+    """GradScaler.step: gradients of a scaled loss are unscaled inside the update; a step with an inf
+    gradient changes nothing (weights, state, step count)."""
+    from minifused import amp
+
+    def setup():
+        p = nn.Parameter(mf.tensor(np.array([1.0, -2.0, 0.5], np.float32)))
+        return p, getattr(optim, name)([p], **NEW[name])
+
+    p_ref, o_ref = setup()
+    p, opt = setup()
+    scaler = amp.GradScaler(init_scale=1024.0)
+    x = mf.tensor(np.array([0.3, -0.1, 0.2], np.float32))
+    for bad in (False, True, False):
+        (p_ref * x).sum().backward()
+        if not bad:
+            o_ref.step()
+        o_ref.zero_grad()
+        scaler.scale((p * x).sum()).backward()
+        if bad:
+            p.grad = mf.tensor(np.array([np.inf, 0.0, 0.0], np.float32))
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+    np.testing.assert_allclose(p.numpy(), p_ref.numpy(), rtol=1e-6, atol=1e-7)
+    assert opt.state_dict()["state"][0]["step"] == 2
