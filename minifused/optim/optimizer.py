@@ -4,14 +4,19 @@
 [index, ...]}]}`` where parameters are numbered in group order, as in PyTorch, so a
 checkpoint does not depend on object identities. Tensors in it share memory with
 the live state; ``minifused.save`` writes it as is. Step counts are saved as ints.
+``load_state_dict`` checks every entry against its parameter (shape, a floating dtype, a step
+count) before it changes anything, and copies floating state to the parameter's device and state
+dtype, as PyTorch casts it. ``step`` checks every gradient before its first launch, so a step
+that fails leaves weights and state as they were.
 
 CUDA graphs: everything a fused update reads that changes between steps lives in
 device memory (the step counts, a per-group array of the float hyper-parameters
 that setting ``group["lr"]`` etc. rewrites), so a step captured by
 ``minifused.capture_step`` replays with the current lr (schedulers work) and the
-right bias corrections. State is created on the first, eager step.
+right bias corrections. State is created on the first, eager step (Adagrad's, as PyTorch's, by
+its constructor).
 
-``master_weights=True`` (SGD, Adam, AdamW): float16 / bfloat16 parameters are
+``master_weights=True`` (every optimizer here): float16 / bfloat16 parameters are
 updated through fp32 master copies kept in the state (``"master"``, with fp32
 momentum / moment state); the parameter receives the rounded result. This is the
 mixed-precision recipe of ``minifused.amp``.
@@ -326,8 +331,7 @@ class Optimizer:
             v = Tensor._from_array(v)
         if key == "step":
             if isinstance(v, Tensor) and v.numel() == 1 and not v.dtype == np.bool_:
-                arr = backend.to_device(v.data, p.device)
-                return Tensor._from_array(arr.copy() if arr is v.data else arr)
+                return Tensor._from_array(backend.to_device(v.data, p.device).reshape(()).copy())
             if isinstance(v, numbers.Real) and not isinstance(v, bool):
                 return v
             raise ValueError(f"{where} is {v!r}; expected a step count (a number or a one-element tensor)")
