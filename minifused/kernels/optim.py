@@ -3,13 +3,14 @@ plus the GradScaler's device-side pieces (inf/NaN check, scale update).
 
 Each function updates lists of arrays in place (parameters and their state). On
 the GPU, parameters of one dtype are updated by one launch of a multi-tensor
-kernel (``optim.cu``) per 16 parameters: every parameter's pointers travel as
-kernel arguments, so there is no pointer table to upload and no host
-synchronization. Whatever changes from step to step is read from device memory,
+kernel (``optim.cu``, its slot machinery in ``optim_common.cuh``) per 16 parameters:
+every parameter's pointers travel as kernel arguments, so there is no pointer table
+to upload and no host synchronization. Whatever changes from step to step is read from device memory,
 so a launch captured into a CUDA graph stays right on every replay:
 
-* ``hyper``: the group's hyper-parameters (Adam: lr, beta1, beta2, eps, weight_decay; SGD: lr, momentum, dampening, weight_decay), an
-  array on the parameters' device (float64), rewritten by the optimizer when they change;
+* ``hyper``: the group's hyper-parameters (Adam: lr, beta1, beta2, eps, weight_decay; SGD:
+  lr, momentum, dampening, weight_decay), an array on the parameters' device (float64),
+  rewritten by the optimizer when they change;
 * ``steps``: each parameter's step count, a 0-d int64 array that the update advances;
 * ``amp`` (optional): a GradScaler's float32 state ``[scale, inv_scale, found_inf,
   growth_tracker]``: gradients are multiplied by ``inv_scale``, and when ``found_inf`` is
