@@ -1,5 +1,6 @@
-"""Optimizers against PyTorch's formulas computed by hand, state dicts, schedulers, grad clipping,
-and (GPU) the fused multi-tensor kernels against the NumPy reference."""
+"""Optimizers against PyTorch's formulas computed by hand (float64 and fp32), state dicts and their
+checks, failed steps, grad clipping, and (GPU) the fused multi-tensor kernels against the NumPy
+references, every optimizer against torch.optim, captured steps. LR schedulers: test_lr_scheduler.py."""
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ from minifused import nn, optim
 from minifused.kernels import optim as K
 from minifused.optim import lr_scheduler as S
 from minifused import backend
+from conftest import dev_array, host
 
 
 @pytest.fixture(autouse=True)
@@ -149,71 +151,6 @@ def test_optimizer_load_state_dict_errors():
         opt.load_state_dict({"weights": 1})
 
 
-def _lrs(sched, n):
-    out = [sched.get_last_lr()[0]]
-    for _ in range(n):
-        sched.optimizer.step()
-        sched.step()
-        out.append(sched.get_last_lr()[0])
-    return out
-
-
-def _opt(lr=0.1, cls=optim.SGD, **kw):
-    p = nn.Parameter(mf.ones(1))
-    return cls([p], lr=lr, **kw)
-
-
-def test_step_lr():
-    np.testing.assert_allclose(_lrs(S.StepLR(_opt(), step_size=2, gamma=0.5), 6),
-                               [0.1, 0.1, 0.05, 0.05, 0.025, 0.025, 0.0125])
-
-
-def test_cosine_annealing_matches_closed_form():
-    T, lo = 10, 0.001
-    got = _lrs(S.CosineAnnealingLR(_opt(), T_max=T, eta_min=lo), T)
-    want = [lo + (0.1 - lo) * (1 + math.cos(math.pi * t / T)) / 2 for t in range(T + 1)]
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
-
-
-def test_linear_lr_warmup():
-    got = _lrs(S.LinearLR(_opt(), start_factor=0.25, total_iters=3), 5)
-    np.testing.assert_allclose(got, [0.025, 0.05, 0.075, 0.1, 0.1, 0.1], rtol=1e-12)
-
-
-def test_one_cycle_lr_and_momentum():
-    opt = _opt(cls=optim.Adam, lr=0.01)
-    total, max_lr = 10, 0.01
-    sched = S.OneCycleLR(opt, max_lr=max_lr, total_steps=total)
-    got = _lrs(sched, total - 1)
-    initial, low = max_lr / 25, max_lr / 25 / 1e4
-    up_end = 0.3 * total - 1
-
-    def cos(a, b, pct):
-        return b + (a - b) / 2 * (math.cos(math.pi * pct) + 1)
-
-    want = [cos(initial, max_lr, t / up_end) if t <= up_end else cos(max_lr, low, (t - up_end) / (total - 1 - up_end))
-            for t in range(total)]
-    np.testing.assert_allclose(got, want, rtol=1e-12)
-    assert got[-1] == pytest.approx(low)
-    assert opt.param_groups[0]["betas"][0] == pytest.approx(0.95)  # momentum back at its maximum
-    with pytest.raises(ValueError, match="total_steps"):
-        sched.step()
-        sched.step()
-
-
-def test_scheduler_state_dict_round_trip(tmp_path):
-    opt = _opt()
-    sched = S.CosineAnnealingLR(opt, T_max=8)
-    _lrs(sched, 3)
-    mf.save(sched.state_dict(), tmp_path / "s.ckpt")
-    rest = _lrs(sched, 3)[1:]
-    opt2 = _opt()
-    sched2 = S.CosineAnnealingLR(opt2, T_max=8)
-    sched2.load_state_dict(mf.load(tmp_path / "s.ckpt"))
-    opt2.param_groups[0]["lr"] = sched2.get_last_lr()[0]
-    assert _lrs(sched2, 3)[1:] == rest
-
-
 def test_clip_grad_norm():
     a, b = nn.Parameter(mf.zeros(2)), nn.Parameter(mf.zeros(1))
     a.grad, b.grad = mf.tensor([3.0, 0.0]), mf.tensor([4.0])
@@ -351,3 +288,534 @@ def test_optimizer_same_on_cpu_and_gpu(make):
         og.step()
     for p, q in zip(cpu.parameters(), gpu.parameters()):
         np.testing.assert_allclose(q.cpu().numpy(), p.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ================================================================ PyTorch's formulas in float64, 20 steps
+# Independent of minifused.kernels: each follows torch.optim's single-tensor code, written out.
+SHAPES = [(7, 5), (33,), (1,), (2, 1, 3)]
+STEPS = 20
+
+
+def _problem(seed=0, shapes=SHAPES, steps=STEPS):
+    """Initial weights and a fresh random gradient per step and parameter (float64)."""
+    rng = np.random.default_rng(seed)
+    w0 = [rng.standard_normal(s) for s in shapes]
+    grads = [[rng.standard_normal(s) * rng.uniform(0.1, 2.0) for s in shapes] for _ in range(steps)]
+    return w0, grads
+
+
+def _f64_sgd(p, gs, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False):
+    buf = None
+    for g in gs:
+        d = -g if maximize else g
+        d = d + weight_decay * p
+        if momentum:
+            buf = d.copy() if buf is None else momentum * buf + (1 - dampening) * d
+            d = d + momentum * buf if nesterov else buf
+        p = p - lr * d
+        yield p
+
+
+def _f64_adam(p, gs, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, maximize=False,
+              decoupled=False):
+    b1, b2 = betas
+    m, v, vmax = np.zeros_like(p), np.zeros_like(p), np.zeros_like(p)
+    for t, g in enumerate(gs, 1):
+        g = -g if maximize else g
+        if decoupled:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * p
+        m = m + (1 - b1) * (g - m)
+        v = b2 * v + (1 - b2) * g * g
+        vmax = np.maximum(vmax, v)
+        denom = np.sqrt(vmax if amsgrad else v) / math.sqrt(1 - b2 ** t) + eps
+        p = p - lr / (1 - b1 ** t) * m / denom
+        yield p
+
+
+def _f64_rmsprop(p, gs, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False,
+                 maximize=False):
+    sq, ga, buf = np.zeros_like(p), np.zeros_like(p), np.zeros_like(p)
+    for g in gs:
+        g = -g if maximize else g
+        g = g + weight_decay * p
+        sq = alpha * sq + (1 - alpha) * g * g
+        if centered:
+            ga = alpha * ga + (1 - alpha) * g
+            avg = np.sqrt(sq - ga * ga) + eps
+        else:
+            avg = np.sqrt(sq) + eps
+        if momentum > 0:
+            buf = momentum * buf + g / avg
+            p = p - lr * buf
+        else:
+            p = p - lr * g / avg
+        yield p
+
+
+def _f64_adagrad(p, gs, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
+                 maximize=False):
+    s = np.full_like(p, initial_accumulator_value)
+    for t, g in enumerate(gs, 1):
+        g = -g if maximize else g
+        g = g + weight_decay * p
+        s = s + g * g
+        p = p - lr / (1 + (t - 1) * lr_decay) * g / (np.sqrt(s) + eps)
+        yield p
+
+
+def _f64_adadelta(p, gs, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, maximize=False):
+    sq, acc = np.zeros_like(p), np.zeros_like(p)
+    for g in gs:
+        g = -g if maximize else g
+        g = g + weight_decay * p
+        sq = rho * sq + (1 - rho) * g * g
+        delta = np.sqrt(acc + eps) / np.sqrt(sq + eps) * g
+        acc = rho * acc + (1 - rho) * delta * delta
+        p = p - lr * delta
+        yield p
+
+
+REFERENCES = {"SGD": _f64_sgd, "Adam": _f64_adam, "AdamW": lambda p, gs, **kw: _f64_adam(p, gs, decoupled=True, **kw),
+              "RMSprop": _f64_rmsprop, "Adagrad": _f64_adagrad, "Adadelta": _f64_adadelta}
+
+# (optimizer, hyper-parameters): the configurations checked against float64 and, on GPUs, PyTorch
+CONFIGS = [
+    ("Adam", dict(lr=1e-2)),
+    ("Adam", dict(lr=1e-2, weight_decay=0.1, amsgrad=True)),
+    ("Adam", dict(lr=1e-2, betas=(0.8, 0.99), maximize=True)),
+    ("AdamW", dict(lr=1e-2, weight_decay=0.05)),
+    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3)),
+    ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.1)),
+    ("RMSprop", dict(lr=1e-2)),
+    ("RMSprop", dict(lr=1e-2, centered=True, momentum=0.9, weight_decay=0.01)),
+    ("RMSprop", dict(lr=1e-3, alpha=0.9, momentum=0.5, maximize=True)),
+    ("Adagrad", dict(lr=0.05)),
+    ("Adagrad", dict(lr=0.05, lr_decay=0.01, weight_decay=0.01, initial_accumulator_value=0.1)),
+    ("Adadelta", dict(weight_decay=0.01)),
+    ("Adadelta", dict(lr=0.5, rho=0.95, maximize=True)),
+]
+CONFIG_IDS = [f"{n}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for n, kw in CONFIGS]
+
+
+def _reference_run(name, kw, w0, grads):
+    """[step][param] float64 weights after each step."""
+    per_param = [list(REFERENCES[name](w, [g[i] for g in grads], **kw)) for i, w in enumerate(w0)]
+    return [[per_param[i][t] for i in range(len(w0))] for t in range(len(grads))]
+
+
+def _minifused_run(name, kw, w0, grads, dtype, device="cpu", groups=False):
+    params = [nn.Parameter(mf.tensor(w.astype(dtype), device=device)) for w in w0]
+    spec = [{"params": params[:2]}, {"params": params[2:]}] if groups else params
+    opt = getattr(optim, name)(spec, **kw)
+    out = []
+    for g in grads:
+        for p, gi in zip(params, g):
+            p.grad = mf.tensor(gi.astype(dtype), device=device)
+        opt.step()
+        out.append([p.detach().cpu().numpy().astype(np.float64) for p in params])
+    return out, opt, params
+
+
+@pytest.mark.parametrize("name,kw", CONFIGS, ids=CONFIG_IDS)
+def test_float64_steps_follow_pytorch_formulas(name, kw):
+    w0, grads = _problem()
+    got, _, _ = _minifused_run(name, kw, w0, grads, np.float64, groups=True)
+    for g_step, w_step in zip(got, _reference_run(name, kw, w0, grads)):
+        for g, w in zip(g_step, w_step):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name,kw", CONFIGS, ids=CONFIG_IDS)
+def test_float32_steps_within_1e6_of_float64(name, kw):
+    """The fp32 NumPy path (PyTorch's CPU arithmetic) against the float64 formulas after each of 20
+    steps: within 1e-6 relative, or 1e-6 absolute where fp32 rounding of the weights (of size ~1) over
+    20 momentum steps dominates an element that passed near zero (observed up to 2.5e-7). The exact
+    check of the formulas is the float64 test above; the fp32 one against PyTorch is the GPU test."""
+    w0, grads = _problem(1)
+    w0 = [w.astype(np.float32).astype(np.float64) for w in w0]  # the same start for both
+    grads = [[g.astype(np.float32).astype(np.float64) for g in step] for step in grads]
+    got, _, _ = _minifused_run(name, kw, w0, grads, np.float32)
+    for g_step, w_step in zip(got, _reference_run(name, kw, w0, grads)):
+        for g, w in zip(g_step, w_step):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+# ================================================================ the new optimizers: state, errors, state dicts
+NEW = {"RMSprop": dict(lr=1e-2, centered=True, momentum=0.9), "Adagrad": dict(lr=0.05, lr_decay=0.01),
+       "Adadelta": dict(weight_decay=0.01)}
+
+
+@pytest.mark.parametrize("name,kw,keys", [
+    ("RMSprop", dict(), {"step", "square_avg"}),
+    ("RMSprop", dict(momentum=0.9), {"step", "square_avg", "momentum_buffer"}),
+    ("RMSprop", dict(centered=True), {"step", "square_avg", "grad_avg"}),
+    ("Adagrad", dict(), {"step", "sum"}),
+    ("Adadelta", dict(), {"step", "square_avg", "acc_delta"}),
+])
+def test_state_names_are_pytorchs(name, kw, keys):
+    p = nn.Parameter(mf.ones(3))
+    opt = getattr(optim, name)([p], **kw)
+    p.grad = mf.ones(3)
+    opt.step()
+    st = opt.state_dict()["state"][0]
+    assert set(st) == keys and st["step"] == 1
+
+
+def test_adagrad_creates_its_state_in_the_constructor():
+    p = nn.Parameter(mf.ones(2))
+    st = optim.Adagrad([p], initial_accumulator_value=0.25).state_dict()["state"][0]
+    assert st["step"] == 0
+    np.testing.assert_array_equal(st["sum"].numpy(), [0.25, 0.25])
+
+
+@pytest.mark.parametrize("make,pattern", [
+    (lambda p: optim.RMSprop(p, alpha=-0.5), r"RMSprop: invalid alpha -0\.5; expected >= 0"),
+    (lambda p: optim.RMSprop(p, lr=-1), "RMSprop: invalid learning rate -1"),
+    (lambda p: optim.RMSprop(p, eps=-1e-8), "RMSprop: invalid epsilon"),
+    (lambda p: optim.RMSprop(p, momentum=-0.1), "RMSprop: invalid momentum"),
+    (lambda p: optim.RMSprop(p, weight_decay=float("nan")), "RMSprop: invalid weight_decay nan"),
+    (lambda p: optim.Adagrad(p, lr_decay=-1), "Adagrad: invalid lr_decay -1"),
+    (lambda p: optim.Adagrad(p, initial_accumulator_value=-1), "Adagrad: invalid initial_accumulator_value"),
+    (lambda p: optim.Adagrad(p, eps=-1), "Adagrad: invalid epsilon"),
+    (lambda p: optim.Adagrad(p, weight_decay=-1), "Adagrad: invalid weight_decay"),
+    (lambda p: optim.Adadelta(p, rho=1.5), r"Adadelta: invalid rho 1\.5; expected in \[0, 1\.0\]"),
+    (lambda p: optim.Adadelta(p, lr="1"), "Adadelta: invalid learning rate '1'; expected a number >= 0"),
+    (lambda p: optim.Adadelta(p, eps=-1), "Adadelta: invalid epsilon"),
+])
+def test_bad_hyper_parameters_name_optimizer_and_argument(make, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        make([nn.Parameter(mf.ones(2))])
+
+
+def test_adadelta_accepts_rho_one_and_zero():
+    for rho in (0.0, 1.0):
+        optim.Adadelta([nn.Parameter(mf.ones(2))], rho=rho)
+
+
+@pytest.mark.parametrize("name", list(NEW))
+def test_new_optimizer_state_dict_round_trip(name, tmp_path):
+    w0, grads = _problem(2, steps=6)
+    full, _, _ = _minifused_run(name, NEW[name], w0, grads, np.float32, groups=True)
+    first, opt, _ = _minifused_run(name, NEW[name], w0, grads[:3], np.float32, groups=True)
+    mf.save(opt.state_dict(), tmp_path / "o")
+    params = [nn.Parameter(mf.tensor(w.astype(np.float32))) for w in first[-1]]
+    opt2 = getattr(optim, name)([{"params": params[:2]}, {"params": params[2:]}], **NEW[name])
+    opt2.load_state_dict(mf.load(tmp_path / "o"))
+    for g in grads[3:]:
+        for p, gi in zip(params, g):
+            p.grad = mf.tensor(gi.astype(np.float32))
+        opt2.step()
+    for p, want in zip(params, full[-1]):
+        np.testing.assert_array_equal(p.numpy(), want.astype(np.float32))
+
+
+def _snapshot(opt, params):
+    st = {i: {k: (v.numpy().copy() if hasattr(v, "numpy") else v) for k, v in s.items()}
+          for i, s in opt.state_dict()["state"].items()}
+    return [p.numpy().copy() for p in params], st, [{k: v for k, v in g.items() if k != "params"}
+                                                    for g in opt.param_groups]
+
+
+def _assert_same(a, b):
+    (wa, sa, ga), (wb, sb, gb) = a, b
+    for x, y in zip(wa, wb):
+        np.testing.assert_array_equal(x, y)
+    assert sa.keys() == sb.keys() and ga == gb
+    for i in sa:
+        assert sa[i].keys() == sb[i].keys()
+        for k in sa[i]:
+            np.testing.assert_array_equal(np.asarray(sa[i][k]), np.asarray(sb[i][k]))
+
+
+def _trained(name="Adam", kw=None, dtype=np.float32):
+    w0, grads = _problem(3, steps=2)
+    _, opt, params = _minifused_run(name, kw if kw is not None else {}, w0, grads, dtype, groups=True)
+    return opt, params
+
+
+@pytest.mark.parametrize("case,pattern", [
+    ("shape", r"Adam\.load_state_dict: state 'exp_avg_sq' of parameter 3 has shape \(2,\), the parameter \(2, 1, 3\)"),
+    ("int_dtype", r"state 'exp_avg' of parameter 1 has dtype int64; expected a floating dtype"),
+    ("bad_step", r"state 'step' of parameter 0 is 'three'; expected a step count"),
+    ("step_shape", r"state 'step' of parameter 2 is .*expected a step count"),
+    ("not_a_dict", r"the state of parameter 0 is a list"),
+])
+def test_load_state_dict_checks_every_entry_before_changing_anything(case, pattern):
+    opt, params = _trained()
+    before = _snapshot(opt, params)
+    sd = opt.state_dict()
+    bad = {"state": {i: dict(s) for i, s in sd["state"].items()},
+           "param_groups": [dict(g, lr=123.0) for g in sd["param_groups"]]}
+    if case == "shape":
+        bad["state"][3]["exp_avg_sq"] = mf.zeros(2)
+    elif case == "int_dtype":
+        bad["state"][1]["exp_avg"] = mf.zeros(33, dtype=mf.int64)
+    elif case == "bad_step":
+        bad["state"][0]["step"] = "three"
+    elif case == "step_shape":
+        bad["state"][2]["step"] = mf.zeros(2)
+    else:
+        bad["state"][0] = [1, 2]
+    with pytest.raises(ValueError, match=pattern):
+        opt.load_state_dict(bad)
+    _assert_same(before, _snapshot(opt, params))
+
+
+def test_load_state_dict_casts_float_state_to_the_parameter_dtype_and_keeps_step():
+    opt, params = _trained()
+    sd = opt.state_dict()
+    sd["state"] = {i: {k: (v.double() if k != "step" else v) for k, v in s.items()} for i, s in sd["state"].items()}
+    sd["state"][0]["step"] = mf.tensor(2.0)  # PyTorch keeps its step as a float tensor
+    opt2, params2 = _trained()
+    opt2.load_state_dict(sd)
+    st = opt2.state[params2[0]]
+    assert st["exp_avg"].dtype == mf.float32 and st["exp_avg_sq"].dtype == mf.float32
+    assert st["step"].dtype == mf.float32  # as it came
+    np.testing.assert_array_equal(st["exp_avg"].numpy(), opt.state[params[0]]["exp_avg"].numpy())
+    for p in params2:
+        p.grad = mf.ones(*p.shape)
+    opt2.step()  # the float step becomes a device counter and counts on
+    assert opt2.state_dict()["state"][0]["step"] == 3
+
+
+def test_load_state_dict_copies_state():
+    """Loaded state does not share memory with the state dict (the next step would change both)."""
+    opt, params = _trained("RMSprop", dict(momentum=0.9))
+    sd = opt.state_dict()
+    saved = sd["state"][0]["square_avg"].numpy().copy()
+    opt.load_state_dict(sd)
+    for p in params:
+        p.grad = mf.ones(*p.shape)
+    opt.step()
+    np.testing.assert_array_equal(sd["state"][0]["square_avg"].numpy(), saved)
+
+
+@pytest.mark.parametrize("name", ["Adam", "SGD", "RMSprop", "Adagrad", "Adadelta"])
+def test_step_with_a_bad_gradient_changes_nothing(name):
+    """A gradient whose data no longer fits (set behind the grad setter's check) is found before the
+    first launch: no group's weights or state move, in the first group either."""
+    opt, params = _trained(name, dict(lr=0.1, momentum=0.9) if name == "SGD" else {})
+    for p in params:
+        p.grad = mf.ones(*p.shape)
+    before = _snapshot(opt, params)
+    params[-1]._grad = mf.ones(5)
+    with pytest.raises(RuntimeError, match=rf"{name}\.step: the gradient of parameter 3 has shape \(5,\)"):
+        opt.step()
+    _assert_same(before, _snapshot(opt, params))
+
+
+@pytest.mark.parametrize("name", list(NEW))
+def test_master_weights_on_the_cpu_follow_float32(name):
+    """float16 parameters with master_weights: the update runs on fp32 masters and fp32 state."""
+    w0, grads = _problem(4, steps=5)
+    w0 = [w.astype(np.float16).astype(np.float64) for w in w0]
+    grads = [[g.astype(np.float16).astype(np.float64) for g in s] for s in grads]
+    want, _, _ = _minifused_run(name, NEW[name], w0, grads, np.float32)
+    params = [nn.Parameter(mf.tensor(w.astype(np.float16))) for w in w0]
+    opt = getattr(optim, name)(params, master_weights=True, **NEW[name])
+    for g in grads:
+        for p, gi in zip(params, g):
+            p.grad = mf.tensor(gi.astype(np.float16))
+        opt.step()
+    for p, w in zip(params, want[-1]):
+        assert p.dtype == mf.float16 and opt.state[p]["master"].dtype == mf.float32
+        np.testing.assert_array_equal(opt.state[p]["master"].numpy(), w.astype(np.float32))
+        np.testing.assert_array_equal(p.numpy(), w.astype(np.float32).astype(np.float16))
+
+
+# ================================================================ GPU: new kernels vs reference, PyTorch, graphs
+def _adaptive_call(name, fn_kind, arrays, steps, hyper, **flags):
+    """One RMSprop / Adagrad / Adadelta update through ``kernels.optim_adaptive``: the kernel
+    (``fn_kind="kernel"``, CuPy arrays) or the NumPy reference (``"ref"``). ``arrays``: params, grads
+    and three state lists (RMSprop square_avg, grad_avg, momentum_buffer; Adagrad uses the first,
+    Adadelta the first two)."""
+    from minifused.kernels import optim_adaptive as KA
+
+    p, g, s1, s2, s3 = arrays
+    fn = getattr(KA, name + ("_ref" if fn_kind == "ref" else ""))
+    if name == "rmsprop":
+        fn(p, g, s1, s2, s3, steps, hyper, **flags)
+    elif name == "adagrad":
+        fn(p, g, s1, steps, hyper, **flags)
+    else:
+        fn(p, g, s1, s2, steps, hyper, **flags)
+
+
+ADAPTIVE = [
+    ("rmsprop", [1e-2, 0.99, 1e-8, 0.0, 0.0], dict()),
+    ("rmsprop", [1e-2, 0.9, 1e-8, 0.01, 0.9], dict(centered=True, use_momentum=True)),
+    ("rmsprop", [1e-3, 0.95, 1e-6, 0.0, 0.5], dict(use_momentum=True, maximize=True)),
+    ("adagrad", [5e-2, 0.01, 0.0, 1e-10], dict()),
+    ("adagrad", [5e-2, 0.0, 0.01, 1e-10], dict(maximize=True)),
+    ("adadelta", [1.0, 0.9, 1e-6, 0.01], dict()),
+    ("adadelta", [0.5, 0.95, 1e-6, 0.0], dict(maximize=True)),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float64, 1e-12), (np.float16, 4e-3)])
+@pytest.mark.parametrize("name,hyper,flags", ADAPTIVE, ids=[f"{n}{i}" for i, (n, _, _) in enumerate(ADAPTIVE)])
+def test_adaptive_kernels_match_reference(name, hyper, flags, dtype, tol):
+    import cupy
+
+    rng = np.random.default_rng(0)
+    p, g = (_arrays(rng, SIZES, dtype) for _ in range(2))
+    s1, s2, s3 = ([np.abs(a) * 0.1 for a in _arrays(rng, SIZES, dtype)] for _ in range(3))
+    if name == "rmsprop" and flags.get("centered"):
+        s1 = [a + b * b for a, b in zip(s1, s2)]  # square_avg >= grad_avg**2, as it stays in a run
+    start = [2 + i % 4 for i in range(len(SIZES))]
+    steps, steps_d = _steps(start), _steps(start, cupy)
+    ref = (p, g, s1, s2, s3)
+    dev = [[cupy.asarray(a) for a in lst] for lst in ref]
+    for _ in range(3):
+        _adaptive_call(name, "ref", ref, steps, np.array(hyper), **flags)
+        _adaptive_call(name, "kernel", dev, steps_d, cupy.asarray(np.array(hyper)), **flags)
+    for r_list, d_list in zip(ref, dev):
+        for r, d in zip(r_list, d_list):
+            np.testing.assert_allclose(cupy.asnumpy(d).astype(np.float64), r.astype(np.float64), rtol=tol, atol=tol)
+    assert [int(t) for t in steps_d] == [int(t) for t in steps] == [s + 3 for s in start]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float16, backend.bfloat16])
+@pytest.mark.parametrize("name,hyper,flags", ADAPTIVE[1:2] + ADAPTIVE[3:4] + ADAPTIVE[5:6],
+                         ids=["rmsprop", "adagrad", "adadelta"])
+def test_adaptive_kernels_master_weights_and_scaler(name, hyper, flags, dtype):
+    """fp32 masters and state, gradients unscaled by the scaler's inv_scale; a found inf skips it all."""
+    import cupy
+
+    rng = np.random.default_rng(3)
+    w = _arrays(rng, SIZES, np.float32)
+    p = [a.astype(dtype) for a in w]
+    g = [(a * 1024).astype(dtype) for a in _arrays(rng, SIZES, np.float32)]
+    s1, s2, s3 = ([np.zeros_like(a) for a in w] for _ in range(3))
+    amp = np.array([1024.0, 1 / 1024.0, 0.0, 0.0], np.float32)
+    steps, steps_d = _steps([0] * len(SIZES)), _steps([0] * len(SIZES), cupy)
+    dev = [[dev_array(a, "cuda") for a in lst] for lst in (p, g, s1, s2, s3, w)]
+    for found in (0.0, 1.0, 0.0):
+        amp[2] = found
+        _adaptive_call(name, "ref", (p, g, s1, s2, s3), steps, np.array(hyper), masters=w, amp=amp, **flags)
+        _adaptive_call(name, "kernel", dev[:5], steps_d, cupy.asarray(np.array(hyper)), masters=dev[5],
+                       amp=cupy.asarray(amp), **flags)
+    for r_list, d_list in zip((w, s1, s2, s3), (dev[5], dev[2], dev[3], dev[4])):
+        for r, d in zip(r_list, d_list):
+            np.testing.assert_allclose(host(d), r, rtol=1e-5, atol=1e-6)
+    for r, d in zip(p, dev[0]):
+        assert d.dtype == dtype
+        np.testing.assert_allclose(host(d).astype(np.float32), r.astype(np.float32), rtol=1e-2, atol=1e-6)
+    assert [int(t) for t in steps_d] == [2] * len(SIZES)  # the skipped step did not count
+
+
+def _torch_variants(name):
+    """PyTorch constructor options to compare with: its single-tensor path and, where it has one on
+    CUDA, its fused one."""
+    return [dict(foreach=False)] + ([dict(fused=True)] if name in ("Adam", "AdamW", "SGD") else [])
+
+
+TORCH_CASES = [(n, kw, v) for n, kw in CONFIGS for v in _torch_variants(n)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,kw,variant", TORCH_CASES,
+                         ids=[f"{i}-{n}-{'fused' if 'fused' in v else 'single'}" for i, (n, _, v)
+                              in enumerate(TORCH_CASES)])
+def test_fp32_steps_match_pytorch(name, kw, variant, torch):
+    """Same weights, same fresh random gradients, 20 steps: every element of every parameter (and
+    every state tensor) within 1e-6 relative of PyTorch's fp32 update on the GPU."""
+    w0, grads = _problem(7)
+    w0 = [w.astype(np.float32) for w in w0]
+    grads = [[g.astype(np.float32) for g in s] for s in grads]
+    ours, opt, params = _minifused_run(name, kw, w0, grads, np.float32, device="cuda", groups=True)
+    tp = [torch.tensor(w, device="cuda", requires_grad=True) for w in w0]
+    try:
+        topt = getattr(torch.optim, name)([{"params": tp[:2]}, {"params": tp[2:]}], **kw, **variant)
+    except (TypeError, RuntimeError, ValueError) as e:  # an older PyTorch without this fused optimizer
+        pytest.skip(f"torch.optim.{name}({variant}): {e}")
+    for t, step in enumerate(grads):
+        for p, gi in zip(tp, step):
+            p.grad = torch.tensor(gi, device="cuda")
+        topt.step()
+        for o, p in zip(ours[t], tp):
+            torch.testing.assert_close(torch.tensor(o, dtype=torch.float32, device="cuda"), p.detach(),
+                                       rtol=1e-6, atol=1e-7)
+    for i, p in enumerate(params):
+        st, tst = opt.state[p], topt.state[tp[i]]
+        assert set(st) == set(tst), (set(st), set(tst))
+        for k in st:
+            if k != "step":
+                torch.testing.assert_close(torch.as_tensor(st[k].cpu().numpy(), device="cuda"), tst[k],
+                                           rtol=1e-5, atol=1e-7)
+            else:
+                assert int(st[k].item()) == int(tst[k].item()) == STEPS
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta"])
+def test_captured_step_follows_step_count_and_scheduler(name):
+    """A step of the new optimizers captured into a CUDA graph replays like eager steps while a
+    scheduler changes the lr every step (and Adagrad's decayed lr follows the device step count)."""
+    import minifused.functional as F
+
+    def run(graphed, steps=8):
+        mf.manual_seed(0)
+        model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 4)).to("cuda")
+        kw = dict(NEW[name], lr_decay=0.1) if name == "Adagrad" else NEW[name]
+        opt = getattr(optim, name)(model.parameters(), **kw)
+        sched = S.ExponentialLR(opt, gamma=0.8)
+        rng = np.random.default_rng(1)
+        x = mf.tensor(rng.standard_normal((8, 20)), dtype=mf.float32, device="cuda")
+        y = mf.tensor(rng.integers(0, 4, 8), device="cuda")
+
+        def step(xb, yb):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        if graphed:
+            step = mf.capture_step(step, warmup=2)
+        losses = []
+        for _ in range(steps):
+            losses.append(float(step(x, y).item()))
+            sched.step()
+        return losses, [p.cpu().numpy() for p in model.parameters()], opt, step
+
+    eager, w_eager, _, _ = run(False)
+    graphed, w_graph, opt, step = run(True)
+    assert step.captures == 1
+    np.testing.assert_allclose(graphed, eager, rtol=1e-5, atol=1e-6)
+    for a, b in zip(w_graph, w_eager):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert opt.state_dict()["state"][0]["step"] == 8
+
+
+@pytest.mark.parametrize("name", list(NEW))
+def test_grad_scaler_unscales_and_skips_for_new_optimizers(name):
+    """GradScaler.step: gradients of a scaled loss are unscaled inside the update; a step with an inf
+    gradient changes nothing (weights, state, step count)."""
+    from minifused import amp
+
+    def setup():
+        p = nn.Parameter(mf.tensor(np.array([1.0, -2.0, 0.5], np.float32)))
+        return p, getattr(optim, name)([p], **NEW[name])
+
+    p_ref, o_ref = setup()
+    p, opt = setup()
+    scaler = amp.GradScaler(init_scale=1024.0)
+    x = mf.tensor(np.array([0.3, -0.1, 0.2], np.float32))
+    for bad in (False, True, False):
+        (p_ref * x).sum().backward()
+        if not bad:
+            o_ref.step()
+        o_ref.zero_grad()
+        scaler.scale((p * x).sum()).backward()
+        if bad:
+            p.grad = mf.tensor(np.array([np.inf, 0.0, 0.0], np.float32))
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+    np.testing.assert_allclose(p.numpy(), p_ref.numpy(), rtol=1e-6, atol=1e-7)
+    assert opt.state_dict()["state"][0]["step"] == 2

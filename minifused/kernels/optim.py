@@ -3,13 +3,14 @@ plus the GradScaler's device-side pieces (inf/NaN check, scale update).
 
 Each function updates lists of arrays in place (parameters and their state). On
 the GPU, parameters of one dtype are updated by one launch of a multi-tensor
-kernel (``optim.cu``) per 16 parameters: every parameter's pointers travel as
-kernel arguments, so there is no pointer table to upload and no host
-synchronization. Whatever changes from step to step is read from device memory,
+kernel (``optim.cu``, its slot machinery in ``optim_common.cuh``) per 16 parameters:
+every parameter's pointers travel as kernel arguments, so there is no pointer table
+to upload and no host synchronization. Whatever changes from step to step is read from device memory,
 so a launch captured into a CUDA graph stays right on every replay:
 
-* ``hyper``: the group's hyper-parameters (Adam: lr, beta1, beta2, eps, weight_decay; SGD: lr, momentum, dampening, weight_decay), an
-  array on the parameters' device (float64), rewritten by the optimizer when they change;
+* ``hyper``: the group's hyper-parameters (Adam: lr, beta1, beta2, eps, weight_decay; SGD:
+  lr, momentum, dampening, weight_decay), an array on the parameters' device (float64),
+  rewritten by the optimizer when they change;
 * ``steps``: each parameter's step count, a 0-d int64 array that the update advances;
 * ``amp`` (optional): a GradScaler's float32 state ``[scale, inv_scale, found_inf,
   growth_tracker]``: gradients are multiplied by ``inv_scale``, and when ``found_inf`` is
@@ -26,7 +27,7 @@ Adam/AdamW, per parameter at step ``t`` (after incrementing)::
     g = grad * inv_scale (with amp);  g = -g if maximize
     AdamW: p = p * (1 - lr * wd)          Adam: g = g + wd * p
     m = lerp(m, g, 1 - beta1)             (torch.lerp's two-branch formula)
-    v = v * beta2 + (1 - beta2) * g * g
+    v = v * beta2 + (1 - beta2) * (g * g)   (the product v * beta2 rounded on its own)
     amsgrad: vmax = max(vmax, v); v_used = vmax
     p = p + (-lr / (1 - beta1^t)) * m / (sqrt(v_used) / sqrt(1 - beta2^t) + eps)
 
@@ -37,8 +38,11 @@ SGD::
               d = d + momentum * buf if nesterov else buf
     p = p + (-lr) * d
 
-Bias corrections and step sizes are computed in double precision (on the host for
-the reference, in the kernel on the GPU), as PyTorch does for CPU ``step`` counters.
+The scalars PyTorch computes in Python -- ``1 - beta1``, ``1 - beta2``, the bias corrections
+``1 - beta^t`` and ``sqrt(1 - beta2^t)``, the step size, ``1 - dampening``, ``1 - lr * wd`` --
+are computed in double precision (on the host for the reference, in the kernel on the GPU, where
+the step count lives) and rounded to the opmath dtype once, as PyTorch does for CPU ``step``
+counters. RMSprop, Adagrad and Adadelta: ``optim_adaptive.py``.
 """
 from __future__ import annotations
 
@@ -109,7 +113,7 @@ def adam_ref(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper
                 ga = ga + s(weight_decay) * pa
         ma = _lerp(m.astype(acc, copy=False), ga, s(1.0 - beta1))
         va = v.astype(acc, copy=False) * s(beta2)
-        va = va + s(1.0 - beta2) * ga * ga
+        va = va + s(1.0 - beta2) * (ga * ga)
         m[...] = ma
         v[...] = va
         ma, va = m.astype(acc, copy=False), v.astype(acc, copy=False)
@@ -163,9 +167,9 @@ def scaler_update_ref(amp, growth, backoff, interval):
 
 
 # ====================================================================== CUDA
-def _kernel(name, dtype, nslot, master=False):
+def _kernel(name, dtype, nslot, master=False, source="optim.cu"):
     master_opt = ("-DMASTER=1",) if master else ()
-    return get_kernel("optim.cu", name, (f"-DNSLOT={nslot}", f"-DPT={ctype(dtype)}") + master_opt)
+    return get_kernel(source, name, (f"-DNSLOT={nslot}", f"-DPT={ctype(dtype)}") + master_opt)
 
 
 def _groups(arrays, masters=None):
@@ -199,9 +203,10 @@ def _done(device_id):
     return _done_counters[device_id]
 
 
-def _launch(name, per_slot, scalars, master=False):
-    """One multi-tensor launch. ``per_slot[i]`` = (arrays, extra): slot i's arrays (the first one
-    sets the element count) and its scalars after the element count and first block."""
+def _launch(name, per_slot, scalars, master=False, source="optim.cu"):
+    """One multi-tensor launch of kernel ``name`` of ``source``. ``per_slot[i]`` = (arrays, extra):
+    slot i's arrays (the first one sets the element count) and its scalars after the element count
+    and first block."""
     import cupy
 
     n = len(per_slot)
@@ -218,7 +223,7 @@ def _launch(name, per_slot, scalars, master=False):
             args += [*arrays, np.int64(0), np.int32(_INT_MAX), *extra]
     first = per_slot[0][0][0]
     with cupy.cuda.Device(first.device.id):
-        _kernel(name, first.dtype, nslot, master)((block0,), (BLOCK,), tuple(args) + tuple(scalars))
+        _kernel(name, first.dtype, nslot, master, source)((block0,), (BLOCK,), tuple(args) + tuple(scalars))
 
 
 def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *, amsgrad=False,

@@ -1,5 +1,8 @@
-"""Optimizers on fused update kernels (``minifused.kernels.optim``) and LR schedulers."""
+"""Optimizers on fused update kernels (``minifused.kernels.optim``, ``optim_adaptive``) and LR schedulers."""
 from . import lr_scheduler  # noqa: F401
+from .adadelta import Adadelta  # noqa: F401
+from .adagrad import Adagrad  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
+from .rmsprop import RMSprop  # noqa: F401
 from .sgd import SGD  # noqa: F401

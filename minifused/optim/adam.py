@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim as K
-from .optimizer import Optimizer, _by_device, _check_hyper, _params_with_grad
+from .optimizer import Optimizer, _check_hyper
 
 
 class Adam(Optimizer):
@@ -49,21 +49,16 @@ class Adam(Optimizer):
     def step(self, closure=None):
         loss = self._closure(closure)
         with no_grad():
-            for g in self.param_groups:
-                params = _params_with_grad(g)
-                if not params:
-                    continue
+            for g, device, ps in self._launches():
                 amsgrad = g["amsgrad"]
-                for device, idx in _by_device(params):
-                    ps = [params[i] for i in idx]
-                    states = [self._state(p, amsgrad) for p in ps]
-                    K.adam([p._data for p in ps], [p.grad._data for p in ps],
-                           [s["exp_avg"]._data for s in states], [s["exp_avg_sq"]._data for s in states],
-                           [s["max_exp_avg_sq"]._data for s in states] if amsgrad else None,
-                           [self._step_count(p, s) for p, s in zip(ps, states)], g.hyper(device),
-                           amsgrad=amsgrad, decoupled=self._decoupled, maximize=g["maximize"],
-                           masters=[self._master(p, s) for p, s in zip(ps, states)], amp=self._amp)
-                for p in params:
+                states = [self._state(p, amsgrad) for p in ps]
+                K.adam([p._data for p in ps], [p.grad._data for p in ps],
+                       [s["exp_avg"]._data for s in states], [s["exp_avg_sq"]._data for s in states],
+                       [s["max_exp_avg_sq"]._data for s in states] if amsgrad else None,
+                       [self._step_count(p, s) for p, s in zip(ps, states)], g.hyper(device),
+                       amsgrad=amsgrad, decoupled=self._decoupled, maximize=g["maximize"],
+                       masters=[self._master(p, s) for p, s in zip(ps, states)], amp=self._amp)
+                for p in ps:
                     p._bump(self._step_name)
         return loss
 

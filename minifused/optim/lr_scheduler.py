@@ -1,20 +1,33 @@
-"""Learning-rate schedulers with PyTorch's (recursive) formulas and state dicts.
+"""Learning-rate schedulers with PyTorch's (chainable, recursive) formulas and state dicts.
 
 Constructing a scheduler performs its first step, as in PyTorch: the groups' ``lr`` is
 set to the schedule's value at epoch 0. Call ``scheduler.step()`` after
-``optimizer.step()``. ``state_dict()`` holds plain numbers, strings and lists.
+``optimizer.step()``; ``step(epoch)`` jumps to an epoch through the schedule's closed form
+where it has one (as PyTorch does). ``get_last_lr()`` gives the lrs the last step set.
+``state_dict()`` holds plain numbers, strings and lists (``LambdaLR``: not its functions).
+``SequentialLR``, ``CosineAnnealingWarmRestarts`` and ``ReduceLROnPlateau`` live in
+``lr_scheduler_more.py`` and are re-exported here.
 """
 from __future__ import annotations
 
 import math
+import types
+from bisect import bisect_right
+from collections import Counter
 
 from .optimizer import Optimizer
 
 
+def _check_optimizer(optimizer):
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+
+
 class LRScheduler:
+    _is_initial = False  # True during the step a constructor takes (not a step of the schedule)
+
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         if last_epoch == -1:
             for g in optimizer.param_groups:
@@ -26,8 +39,15 @@ class LRScheduler:
                                    f"when resuming an optimizer")
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self._initial_step()
+
+    def _initial_step(self):
         self._step_count = 0
-        self.step()
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def get_lr(self):
         raise NotImplementedError
@@ -35,10 +55,19 @@ class LRScheduler:
     def get_last_lr(self):
         return list(self._last_lr)
 
-    def step(self):
+    def step(self, epoch=None):
         self._step_count += 1
-        self.last_epoch += 1
-        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None):
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:  # PyTorch's deprecated form: the closed form at ``epoch`` where there is one
+            self.last_epoch = epoch
+            closed = getattr(self, "_get_closed_form_lr", None)
+            values = closed() if closed is not None else self.get_lr()
+        for g, lr in zip(self.optimizer.param_groups, values):
             g["lr"] = lr
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
@@ -68,6 +97,107 @@ class StepLR(LRScheduler):
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
 
+    def _get_closed_form_lr(self):
+        return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """Multiply the lr by ``gamma`` at each milestone epoch (by ``gamma**k`` at one listed k times)."""
+
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        self.milestones = Counter(int(m) for m in milestones)
+        self.gamma = float(gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch not in self.milestones:
+            return self._lrs()
+        return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        milestones = sorted(self.milestones.elements())
+        return [base * self.gamma ** bisect_right(milestones, self.last_epoch) for base in self.base_lrs]
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        self.milestones = Counter({int(k): int(v) for k, v in dict(self.milestones).items()})
+
+
+class ExponentialLR(LRScheduler):
+    """Multiply the lr by ``gamma`` every epoch."""
+
+    def __init__(self, optimizer, gamma, last_epoch=-1):
+        self.gamma = float(gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self._is_initial:
+            return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
+
+
+def _lambdas(name, fn, optimizer):
+    """One function per group: ``fn`` itself for every group, or a list of one per group."""
+    n = len(optimizer.param_groups)
+    if not isinstance(fn, (list, tuple)):
+        fns = [fn] * n
+    elif len(fn) != n:
+        raise ValueError(f"{name}: expected {n} lr_lambdas (one per parameter group), got {len(fn)}")
+    else:
+        fns = list(fn)
+    for f in fns:
+        if not callable(f):
+            raise TypeError(f"{name}: lr_lambda must be callable, got {type(f).__name__}")
+    return fns
+
+
+class _LambdaState:
+    """State dicts without the lr functions (PyTorch's rule): a plain function is saved as None, a
+    callable object as its ``__dict__``, which loading copies back into the object."""
+
+    def state_dict(self):
+        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        sd["lr_lambdas"] = [None if isinstance(f, types.FunctionType) else dict(f.__dict__)
+                            for f in self.lr_lambdas]
+        return sd
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        saved = state_dict.pop("lr_lambdas", [None] * len(self.lr_lambdas))
+        LRScheduler.load_state_dict(self, state_dict)
+        for f, attrs in zip(self.lr_lambdas, saved):
+            if attrs is not None:
+                f.__dict__.update(attrs)
+
+
+class LambdaLR(_LambdaState, LRScheduler):
+    """``lr = initial_lr * lr_lambda(epoch)``, one function for every group or a list of one per group."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        _check_optimizer(optimizer)
+        self.lr_lambdas = _lambdas("LambdaLR", lr_lambda, optimizer)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class MultiplicativeLR(_LambdaState, LRScheduler):
+    """``lr = lr * lr_lambda(epoch)`` at every epoch after the first."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        _check_optimizer(optimizer)
+        self.lr_lambdas = _lambdas("MultiplicativeLR", lr_lambda, optimizer)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self._is_initial:
+            return self._lrs()
+        return [lr * f(self.last_epoch) for f, lr in zip(self.lr_lambdas, self._lrs())]
+
 
 class CosineAnnealingLR(LRScheduler):
     """``eta_min + (base - eta_min)(1 + cos(pi t / T_max)) / 2``, computed recursively as PyTorch does."""
@@ -78,7 +208,7 @@ class CosineAnnealingLR(LRScheduler):
 
     def get_lr(self):
         t, T, lo = self.last_epoch, self.T_max, self.eta_min
-        if t == 0:
+        if self._is_initial:
             return self._lrs()
         if self._step_count == 1 and t > 0:
             return [lo + (base - lo) * (1 + math.cos(t * math.pi / T)) / 2 for base in self.base_lrs]
@@ -87,6 +217,10 @@ class CosineAnnealingLR(LRScheduler):
                     for base, lr in zip(self.base_lrs, self._lrs())]
         return [(1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T)) * (lr - lo) + lo
                 for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        t, T, lo = self.last_epoch, self.T_max, self.eta_min
+        return [lo + (base - lo) * (1 + math.cos(math.pi * t / T)) / 2 for base in self.base_lrs]
 
 
 class LinearLR(LRScheduler):
@@ -102,9 +236,13 @@ class LinearLR(LRScheduler):
         t, s, e, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
         if t == 0:
             return [lr * s for lr in self._lrs()]
-        if t > n:
+        if self._is_initial or t > n:
             return self._lrs()
         return [lr * (1.0 + (e - s) / (n * s + (t - 1) * (e - s))) for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        t, s, e, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+        return [base * (s + (e - s) * min(n, t) / n) for base in self.base_lrs]
 
 
 class OneCycleLR(LRScheduler):
@@ -191,3 +329,6 @@ class OneCycleLR(LRScheduler):
                 else:
                     g["momentum"] = mom
         return lrs
+
+
+from .lr_scheduler_more import CosineAnnealingWarmRestarts, ReduceLROnPlateau, SequentialLR  # noqa: E402,F401

@@ -4,14 +4,19 @@
 [index, ...]}]}`` where parameters are numbered in group order, as in PyTorch, so a
 checkpoint does not depend on object identities. Tensors in it share memory with
 the live state; ``minifused.save`` writes it as is. Step counts are saved as ints.
+``load_state_dict`` checks every entry against its parameter (shape, a floating dtype, a step
+count) before it changes anything, and copies floating state to the parameter's device and state
+dtype, as PyTorch casts it. ``step`` checks every gradient before its first launch, so a step
+that fails leaves weights and state as they were.
 
 CUDA graphs: everything a fused update reads that changes between steps lives in
 device memory (the step counts, a per-group array of the float hyper-parameters
 that setting ``group["lr"]`` etc. rewrites), so a step captured by
 ``minifused.capture_step`` replays with the current lr (schedulers work) and the
-right bias corrections. State is created on the first, eager step.
+right bias corrections. State is created on the first, eager step (Adagrad's, as PyTorch's, by
+its constructor).
 
-``master_weights=True`` (SGD, Adam, AdamW): float16 / bfloat16 parameters are
+``master_weights=True`` (every optimizer here): float16 / bfloat16 parameters are
 updated through fp32 master copies kept in the state (``"master"``, with fp32
 momentum / moment state); the parameter receives the rounded result. This is the
 mixed-precision recipe of ``minifused.amp``.
@@ -124,12 +129,16 @@ class _ParamState(dict):
         return list(self._params.values())
 
 
-def _check_hyper(opt, what, value, upper=None):
-    """``value`` a real number in [0, upper) (any upper bound when None); NaN is rejected."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and 0.0 <= value
-    if not ok or (upper is not None and not value < upper):
-        bound = f"in [0, {upper})" if upper is not None else ">= 0"
-        raise ValueError(f"{opt}: invalid {what} {value!r} (expected a number {bound})")
+def _check_hyper(opt, what, value, upper=None, closed=False):
+    """``value`` a real number in [0, upper) ([0, upper] when ``closed``; any upper bound when None),
+    as PyTorch's optimizers check them; NaN is rejected."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ok = number and 0.0 <= value
+    if ok and upper is not None:
+        ok = value <= upper if closed else value < upper
+    if not ok:
+        bound = ">= 0" if upper is None else f"in [0, {upper}]" if closed else f"in [0, {upper})"
+        raise ValueError(f"{opt}: invalid {what} {value!r}; expected {'' if number else 'a number '}{bound}")
 
 
 class Optimizer:
@@ -197,13 +206,36 @@ class Optimizer:
         """dtype of p's floating state: fp32 for a low-precision parameter with master weights."""
         return backend.float32 if self.master_weights and p.dtype in _LOW_PRECISION else p.dtype
 
-    def _new_state(self, p, like=None):
-        """A zeroed state tensor of p's shape and state dtype (a copy of ``like`` when given)."""
+    def _new_state(self, p, like=None, fill=0.0):
+        """A state tensor of p's shape and state dtype filled with ``fill`` (a copy of ``like`` when
+        given)."""
         _refuse_in_capture(f"{type(self).__name__}: creating parameter state")
         with backend.on_device(p.device):
             if like is not None:
                 return Tensor._from_array(like.astype(self._state_dtype(p)))
-            return Tensor._from_array(p._xp.zeros(p.shape, self._state_dtype(p)))
+            return Tensor._from_array(p._xp.full(p.shape, fill, self._state_dtype(p)))
+
+    def _launches(self):
+        """(group, device, params) for each group and device of the parameters that have gradients,
+        once every gradient has been checked: a step that fails changes nothing."""
+        self._check_grads()
+        for g in self.param_groups:
+            params = _params_with_grad(g)
+            for device, idx in _by_device(params):
+                yield g, device, [params[i] for i in idx]
+
+    def _check_grads(self):
+        """Every gradient fits its parameter (shape, dtype, device), checked before any launch. The
+        ``grad`` setter checks this too; this catches gradients whose data was replaced since."""
+        n = 0
+        for g in self.param_groups:
+            for p in g["params"]:
+                gr = p.grad
+                if gr is not None and (gr.shape != p.shape or gr.dtype != p.dtype or gr.device != p.device):
+                    raise RuntimeError(f"{type(self).__name__}.step: the gradient of parameter {n} has shape "
+                                       f"{tuple(gr.shape)}, dtype {gr.dtype} on {gr.device}; the parameter "
+                                       f"{tuple(p.shape)}, {p.dtype} on {p.device}")
+                n += 1
 
     def _master(self, p, st):
         """p's fp32 master weights (created from p on first use), or None without master weights."""
@@ -277,19 +309,11 @@ class Optimizer:
             if idx not in by_index:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: state for parameter {idx}, "
                                  f"which no group lists")
+            if not isinstance(s, dict):
+                raise ValueError(f"{type(self).__name__}.load_state_dict: the state of parameter {idx} is a "
+                                 f"{type(s).__name__}, expected a dict of names to values")
             p = by_index[idx]
-            entry = {}
-            for k, v in s.items():
-                if isinstance(v, Tensor):
-                    if k != "step" and v.shape != p.shape and v._data.ndim != 0:
-                        raise ValueError(f"{type(self).__name__}.load_state_dict: state '{k}' of parameter "
-                                         f"{idx} has shape {tuple(v.shape)}, the parameter {tuple(p.shape)}")
-                    arr = backend.to_device(v._data, p.device)
-                    if backend.is_floating(arr.dtype) and arr.ndim != 0:
-                        arr = arr.astype(self._state_dtype(p), copy=False)
-                    v = Tensor._from_array(arr.copy() if arr is v._data else arr)
-                entry[k] = v
-            new_state[idx] = entry
+            new_state[idx] = {k: self._loaded_value(idx, p, k, v) for k, v in s.items()}
         self.state.clear()
         for idx, entry in new_state.items():
             self.state[by_index[idx]] = entry
@@ -297,6 +321,29 @@ class Optimizer:
             for k, v in sg.items():
                 if k != "params":
                     g[k] = tuple(v) if isinstance(v, list) and k == "betas" else copy.deepcopy(v)
+
+    def _loaded_value(self, idx, p, key, v):
+        """One state entry of parameter ``idx`` as it will be kept, checked against the parameter:
+        tensors (arrays) of floating state are copied to p's device and cast to its state dtype, as
+        PyTorch casts them; ``step`` (a number or one-element tensor) keeps its type."""
+        where = f"{type(self).__name__}.load_state_dict: state '{key}' of parameter {idx}"
+        if isinstance(v, np.ndarray) or backend.is_cuda_array(v):
+            v = Tensor._from_array(v)
+        if key == "step":
+            if isinstance(v, Tensor) and v.numel() == 1 and not v.dtype == np.bool_:
+                return Tensor._from_array(backend.to_device(v._data, p.device).reshape(()).copy())
+            if isinstance(v, numbers.Real) and not isinstance(v, bool):
+                return v
+            raise ValueError(f"{where} is {v!r}; expected a step count (a number or a one-element tensor)")
+        if not isinstance(v, Tensor):
+            return copy.deepcopy(v)
+        if tuple(v.shape) != tuple(p.shape):
+            raise ValueError(f"{where} has shape {tuple(v.shape)}, the parameter {tuple(p.shape)}")
+        if not backend.is_floating(v.dtype):
+            raise ValueError(f"{where} has dtype {v.dtype}; expected a floating dtype (the parameter is "
+                             f"{p.dtype})")
+        arr = backend.to_device(v._data, p.device).astype(self._state_dtype(p), copy=False)
+        return Tensor._from_array(arr.copy() if arr is v._data else arr)
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim as K
-from .optimizer import Optimizer, _by_device, _check_hyper, _params_with_grad
+from .optimizer import Optimizer, _check_hyper
 
 
 class SGD(Optimizer):
@@ -33,31 +33,26 @@ class SGD(Optimizer):
     def step(self, closure=None):
         loss = self._closure(closure)
         with no_grad():
-            for g in self.param_groups:
-                params = _params_with_grad(g)
-                if not params:
-                    continue
-                for device, idx in _by_device(params):
-                    ps = [params[i] for i in idx]
-                    bufs, init, masters = [], [], []
-                    for p in ps:
-                        st = self.state.get(p)
-                        if st is None:
-                            st = self.state[p] = {}
-                        masters.append(self._master(p, st))
-                        if g["momentum"] != 0:
-                            buf = st.get("momentum_buffer")
-                            init.append(buf is None)
-                            if buf is None:  # set from the first step's update
-                                buf = st["momentum_buffer"] = self._new_state(p)
-                            bufs.append(buf._data)
-                        else:
-                            st.setdefault("momentum_buffer", None)
-                            bufs.append(p._data if masters[-1] is None else masters[-1])
-                            init.append(False)
-                    K.sgd([p._data for p in ps], [p.grad._data for p in ps], bufs, init, g.hyper(device),
-                          nesterov=g["nesterov"], maximize=g["maximize"], masters=masters, amp=self._amp)
-                for p in params:
+            for g, device, ps in self._launches():
+                bufs, init, masters = [], [], []
+                for p in ps:
+                    st = self.state.get(p)
+                    if st is None:
+                        st = self.state[p] = {}
+                    masters.append(self._master(p, st))
+                    if g["momentum"] != 0:
+                        buf = st.get("momentum_buffer")
+                        init.append(buf is None)
+                        if buf is None:  # set from the first step's update
+                            buf = st["momentum_buffer"] = self._new_state(p)
+                        bufs.append(buf._data)
+                    else:
+                        st.setdefault("momentum_buffer", None)
+                        bufs.append(p._data if masters[-1] is None else masters[-1])
+                        init.append(False)
+                K.sgd([p._data for p in ps], [p.grad._data for p in ps], bufs, init, g.hyper(device),
+                      nesterov=g["nesterov"], maximize=g["maximize"], masters=masters, amp=self._amp)
+                for p in ps:
                     p._bump("SGD.step")
         return loss
 

@@ -1,0 +1,199 @@
+"""Schedulers that drive others or follow a metric: ``SequentialLR``, ``CosineAnnealingWarmRestarts``
+(SGDR) and ``ReduceLROnPlateau``, with PyTorch's formulas, stepping rules and state dicts. Import
+them from ``minifused.optim.lr_scheduler``."""
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+
+from .lr_scheduler import LRScheduler, _check_optimizer
+
+
+class SequentialLR(LRScheduler):
+    """Run ``schedulers[0]`` until ``milestones[0]``, then ``schedulers[1]`` (restarted with
+    ``step(0)``), and so on. The schedulers must drive ``optimizer``; their construction steps are
+    undone and the lr reset to ``initial_lr`` first, as PyTorch does."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        _check_optimizer(optimizer)
+        schedulers, milestones = list(schedulers), list(milestones)
+        if not schedulers:
+            raise ValueError("SequentialLR: expected at least one scheduler, got none")
+        for i, s in enumerate(schedulers):
+            if not isinstance(s, LRScheduler):
+                raise TypeError(f"SequentialLR: schedulers[{i}] is a {type(s).__name__}, not a scheduler")
+            if isinstance(s, (ReduceLROnPlateau, SequentialLR)):
+                raise ValueError(f"SequentialLR: schedulers[{i}] is a {type(s).__name__}, which cannot be "
+                                 f"sequenced")
+            if s.optimizer is not optimizer:
+                raise ValueError(f"SequentialLR: schedulers[{i}] drives another optimizer than the one given")
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"SequentialLR: expected {len(schedulers) - 1} milestones (one fewer than the "
+                             f"{len(schedulers)} schedulers), got {len(milestones)}")
+        self.optimizer = optimizer
+        self._schedulers = schedulers
+        self._milestones = milestones
+        self.last_epoch = last_epoch + 1
+        for g in optimizer.param_groups:
+            g["lr"] = g["initial_lr"]
+        for s in schedulers:  # undo the step each one took when it was constructed
+            s.last_epoch -= 1
+        schedulers[0]._initial_step()
+        self._last_lr = schedulers[0].get_last_lr()
+
+    def step(self):
+        self.last_epoch += 1
+        idx = bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            scheduler._update_lr(0)  # restart it at epoch 0 (its closed form where it has one)
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+    def state_dict(self):
+        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return sd
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        subs = state_dict.pop("_schedulers", None)
+        if subs is None or len(subs) != len(self._schedulers):
+            raise ValueError(f"SequentialLR.load_state_dict: expected the states of {len(self._schedulers)} "
+                             f"schedulers, got {None if subs is None else len(subs)}")
+        super().load_state_dict(state_dict)
+        for s, sd in zip(self._schedulers, subs):
+            s.load_state_dict(sd)
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR: cosine annealing from the base lr to ``eta_min`` over ``T_i`` epochs, restarting at the
+    base lr; the first period is ``T_0`` and each next one ``T_mult`` times longer. ``step(epoch)``
+    takes a fractional epoch (e.g. ``epoch + i / iters``) as PyTorch's does."""
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):  # noqa: N803 - PyTorch's names
+        if isinstance(T_0, bool) or not isinstance(T_0, int) or T_0 <= 0:
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected a positive integer T_0, got {T_0!r}")
+        if isinstance(T_mult, bool) or not isinstance(T_mult, int) or T_mult < 1:
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected an integer T_mult >= 1, got {T_mult!r}")
+        if isinstance(eta_min, bool) or not isinstance(eta_min, (int, float)):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected a number eta_min, got {eta_min!r}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base in self.base_lrs]
+
+    def step(self, epoch=None):
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"CosineAnnealingWarmRestarts: expected a non-negative epoch, got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:  # which period epoch falls in: T_0 (T_mult^n - 1) / (T_mult - 1) <= epoch
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult ** n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            g["lr"] = lr
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiply the lr by ``factor`` once the metric given to ``step(metric)`` has not improved for
+    more than ``patience`` epochs (then wait ``cooldown`` epochs); never below ``min_lr`` (a number or
+    one per group), and only by more than ``eps``. Improvement: ``mode`` 'min'/'max' with a relative
+    or absolute ``threshold``. Unlike the others, constructing it leaves the lr as it is."""
+
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
+                 cooldown=0, min_lr=0, eps=1e-8):
+        _check_optimizer(optimizer)
+        if not factor < 1.0:
+            raise ValueError(f"ReduceLROnPlateau: factor should be < 1.0, got {factor}")
+        self.factor = factor
+        self.optimizer = optimizer
+        n = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != n:
+                raise ValueError(f"ReduceLROnPlateau: expected {n} min_lrs (one per parameter group), "
+                                 f"got {len(min_lr)}")
+            self.default_min_lr, self.min_lrs = None, list(min_lr)
+        else:
+            self.default_min_lr, self.min_lrs = min_lr, [min_lr] * n
+        self.patience, self.cooldown, self.cooldown_counter = patience, cooldown, 0
+        self.eps = eps
+        self.last_epoch = 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+        self._init_is_better(mode, threshold, threshold_mode)
+        self._reset()
+
+    def _init_is_better(self, mode, threshold, threshold_mode):
+        if mode not in ("min", "max"):
+            raise ValueError(f"ReduceLROnPlateau: mode must be 'min' or 'max', got {mode!r}")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs', got {threshold_mode!r}")
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+
+    def _reset(self):
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    @property
+    def in_cooldown(self):
+        return self.cooldown_counter > 0
+
+    def _is_better(self, a, best):
+        if self.mode == "min":
+            return a < best * (1.0 - self.threshold) if self.threshold_mode == "rel" else a < best - self.threshold
+        return a > best * (self.threshold + 1.0) if self.threshold_mode == "rel" else a > best + self.threshold
+
+    def step(self, metrics, epoch=None):
+        current = float(metrics)  # a 0-d tensor too
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self._is_better(current, self.best):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0  # bad epochs in cooldown do not count
+        if self.num_bad_epochs > self.patience:
+            self._reduce_lr()
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def _reduce_lr(self):
+        groups = self.optimizer.param_groups
+        if len(groups) != len(self.min_lrs):
+            if self.default_min_lr is None:
+                raise RuntimeError(f"ReduceLROnPlateau: the optimizer has {len(groups)} parameter groups, "
+                                   f"min_lr lists {len(self.min_lrs)}")
+            self.min_lrs = [self.default_min_lr] * len(groups)
+        for g, floor in zip(groups, self.min_lrs):
+            old = float(g["lr"])
+            new = max(old * self.factor, floor)
+            if old - new > self.eps:
+                g["lr"] = new
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        self._init_is_better(self.mode, self.threshold, self.threshold_mode)

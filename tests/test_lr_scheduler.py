@@ -1,0 +1,318 @@
+"""LR schedulers: lr sequences against PyTorch's documented closed forms (CPU), against
+torch.optim.lr_scheduler itself (GPU machines, the ``torch`` fixture), state dicts that resume a
+schedule exactly, and bad arguments."""
+import math
+
+import numpy as np
+import pytest
+
+import minifused as mf
+from minifused import backend, nn, optim
+from minifused.optim import lr_scheduler as S
+
+BASES = (0.1, 0.05)  # two parameter groups
+N = 50
+
+
+@pytest.fixture(autouse=True)
+def _cpu_by_default(monkeypatch):
+    monkeypatch.setattr(backend, "default_device", lambda: backend.CPU)
+
+
+def _metrics(n=N):
+    """A noisy, mostly falling loss with plateaus (deterministic)."""
+    rng = np.random.default_rng(5)
+    out, v = [], 1.0
+    for i in range(n):
+        v = v * (0.97 if i % 9 < 3 else 1.0) + (0.002 * rng.standard_normal() if i % 4 else 0.0)
+        out.append(float(v))
+    return out
+
+
+# name -> (build(lr_scheduler module, optimizer), step arguments: None (plain step), ("epoch", e), ("metric", m))
+def _sequential(M, o):
+    return M.SequentialLR(o, [M.LinearLR(o, start_factor=0.1, total_iters=5), M.CosineAnnealingLR(o, T_max=20)],
+                          milestones=[5])
+
+
+def _sequential3(M, o):
+    return M.SequentialLR(o, [M.ExponentialLR(o, gamma=0.9), M.MultiStepLR(o, [4, 9], 0.5),
+                              M.CosineAnnealingWarmRestarts(o, T_0=4, T_mult=2)], milestones=[6, 20])
+
+
+CASES = {
+    "StepLR": (lambda M, o: M.StepLR(o, step_size=7, gamma=0.5), None),
+    "MultiStepLR": (lambda M, o: M.MultiStepLR(o, milestones=[3, 10, 10, 25], gamma=0.3), None),
+    "ExponentialLR": (lambda M, o: M.ExponentialLR(o, gamma=0.93), None),
+    "LambdaLR": (lambda M, o: M.LambdaLR(o, lambda e: 0.95 ** e), None),
+    "LambdaLR_per_group": (lambda M, o: M.LambdaLR(o, [lambda e: 0.95 ** e, lambda e: 1.0 / (1 + e)]), None),
+    "MultiplicativeLR": (lambda M, o: M.MultiplicativeLR(o, lambda e: 0.97), None),
+    "CosineAnnealingLR": (lambda M, o: M.CosineAnnealingLR(o, T_max=20, eta_min=0.001), None),
+    "LinearLR": (lambda M, o: M.LinearLR(o, start_factor=0.2, total_iters=10), None),
+    "OneCycleLR": (lambda M, o: M.OneCycleLR(o, max_lr=[0.3, 0.2], total_steps=N + 1), None),
+    "SequentialLR": (_sequential, None),
+    "SequentialLR_three": (_sequential3, None),
+    "CosineAnnealingWarmRestarts": (lambda M, o: M.CosineAnnealingWarmRestarts(o, T_0=5, T_mult=2, eta_min=0.002),
+                                    None),
+    "CosineAnnealingWarmRestarts_T_mult1": (lambda M, o: M.CosineAnnealingWarmRestarts(o, T_0=7), None),
+    "CosineAnnealingWarmRestarts_float_epoch": (
+        lambda M, o: M.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.001),
+        [("epoch", 0.37 * k) for k in range(1, N + 1)]),
+    "StepLR_epoch_jumps": (lambda M, o: M.StepLR(o, step_size=4, gamma=0.5),
+                           [("epoch", e) for e in [1, 5, 2, 9, 9, 13, 0, 21] * 7][:N]),
+    "ReduceLROnPlateau": (lambda M, o: M.ReduceLROnPlateau(o, patience=2, factor=0.5, cooldown=1),
+                          [("metric", m) for m in _metrics()]),
+    "ReduceLROnPlateau_max_abs": (
+        lambda M, o: M.ReduceLROnPlateau(o, mode="max", threshold=0.01, threshold_mode="abs", patience=1,
+                                         min_lr=[0.02, 0.001], factor=0.3),
+        [("metric", -m) for m in _metrics()]),
+}
+
+
+def _opt(params=None):
+    a, b = params or (nn.Parameter(mf.ones(3)), nn.Parameter(mf.ones(2)))
+    return optim.SGD([{"params": [a]}, {"params": [b], "lr": BASES[1]}], lr=BASES[0], momentum=0.9)
+
+
+def _drive(sched, opt, args, n=N):
+    """The lrs of every group after construction and after each of n steps."""
+    seq = [sched.get_last_lr()]
+    for i in range(n):
+        opt.step()
+        arg = args[i] if args else None
+        sched.step() if arg is None else sched.step(arg[1])  # an epoch or a metric
+        seq.append(sched.get_last_lr())
+        assert [g["lr"] for g in opt.param_groups] == seq[-1]
+    return np.array(seq, dtype=np.float64)
+
+
+def _ours(name, n=N):
+    build, args = CASES[name]
+    opt = _opt()
+    return _drive(build(S, opt), opt, args, n)
+
+
+# ---------------------------------------------------------------- closed-form references
+def _sgdr(t, T0, mult):
+    """(T_cur, T_i) of SGDR at (fractional) epoch t."""
+    Ti, start = T0, 0
+    while t >= start + Ti:
+        start, Ti = start + Ti, Ti * mult
+    return t - start, Ti
+
+
+def _cos(base, lo, cur, T):
+    return lo + (base - lo) * (1 + math.cos(math.pi * cur / T)) / 2
+
+
+def _plateau(metrics, mode, factor, patience, threshold, threshold_mode, cooldown, min_lrs):
+    lrs, best, bad, cool, out = list(BASES), math.inf if mode == "min" else -math.inf, 0, 0, [list(BASES)]
+    for m in metrics:
+        if mode == "min":
+            better = m < (best * (1 - threshold) if threshold_mode == "rel" else best - threshold)
+        else:
+            better = m > (best * (1 + threshold) if threshold_mode == "rel" else best + threshold)
+        best, bad = (m, 0) if better else (best, bad + 1)
+        if cool > 0:
+            cool, bad = cool - 1, 0
+        if bad > patience:
+            new = [max(lr * factor, lo) for lr, lo in zip(lrs, min_lrs)]
+            lrs = [n if lr - n > 1e-8 else lr for lr, n in zip(lrs, new)]
+            cool, bad = cooldown, 0
+        out.append(list(lrs))
+    return out
+
+
+def _reference(name):
+    ts = range(N + 1)
+    if name == "StepLR":
+        return [[b * 0.5 ** (t // 7) for b in BASES] for t in ts]
+    if name == "MultiStepLR":
+        return [[b * 0.3 ** sum(t >= m for m in (3, 10, 10, 25)) for b in BASES] for t in ts]
+    if name == "ExponentialLR":
+        return [[b * 0.93 ** t for b in BASES] for t in ts]
+    if name == "LambdaLR":
+        return [[b * 0.95 ** t for b in BASES] for t in ts]
+    if name == "LambdaLR_per_group":
+        return [[BASES[0] * 0.95 ** t, BASES[1] / (1 + t)] for t in ts]
+    if name == "MultiplicativeLR":
+        return [[b * 0.97 ** t for b in BASES] for t in ts]
+    if name == "LinearLR":
+        return [[b * (0.2 + 0.8 * min(t, 10) / 10) for b in BASES] for t in ts]
+    if name == "SequentialLR":
+        return [[b * (0.1 + 0.9 * t / 5) if t < 5 else _cos(b, 0.0, t - 5, 20) for b in BASES] for t in ts]
+    if name == "SequentialLR_three":
+        def lr(b, t):
+            if t < 6:
+                return b * 0.9 ** t
+            if t < 20:
+                return b * 0.5 ** sum(t - 6 >= m for m in (4, 9))
+            return _cos(b, 0.0, *_sgdr(t - 20, 4, 2))
+        return [[lr(b, t) for b in BASES] for t in ts]
+    if name == "CosineAnnealingWarmRestarts":
+        return [[_cos(b, 0.002, *_sgdr(t, 5, 2)) for b in BASES] for t in ts]
+    if name == "CosineAnnealingWarmRestarts_T_mult1":
+        return [[_cos(b, 0.0, t % 7, 7) for b in BASES] for t in ts]
+    if name == "CosineAnnealingWarmRestarts_float_epoch":
+        return [[_cos(b, 0.001, *_sgdr(e, 3, 2)) for b in BASES] for e in [0] + [0.37 * k for k in range(1, N + 1)]]
+    if name == "StepLR_epoch_jumps":
+        epochs = [0] + [e for e in [1, 5, 2, 9, 9, 13, 0, 21] * 7][:N]
+        return [[b * 0.5 ** (e // 4) for b in BASES] for e in epochs]
+    if name == "ReduceLROnPlateau":
+        return _plateau(_metrics(), "min", 0.5, 2, 1e-4, "rel", 1, [0, 0])
+    if name == "ReduceLROnPlateau_max_abs":
+        return _plateau([-m for m in _metrics()], "max", 0.3, 1, 0.01, "abs", 0, [0.02, 0.001])
+    if name == "OneCycleLR":
+        total, up = N + 1, 0.3 * (N + 1) - 1
+
+        def lr(mx, t):
+            lo, hi, end = mx / 25, mx, mx / 25 / 1e4
+            if t <= up:
+                return _cos_anneal(lo, hi, t / up)
+            return _cos_anneal(hi, end, (t - up) / (total - 1 - up))
+        return [[lr(mx, t) for mx in (0.3, 0.2)] for t in ts]
+    return [[_cos(b, 0.001, t, 20) for b in BASES] for t in ts]  # CosineAnnealingLR
+
+
+def _cos_anneal(start, end, pct):
+    return end + (start - end) / 2 * (math.cos(math.pi * pct) + 1)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_lr_sequence_matches_closed_form(name):
+    np.testing.assert_allclose(_ours(name), np.array(_reference(name)), rtol=1e-12, atol=1e-15)
+
+
+def test_plateau_reference_is_not_trivial():
+    """The metric sequence does trigger reductions (otherwise the plateau tests prove little)."""
+    lrs = np.array(_reference("ReduceLROnPlateau"))
+    assert len(set(lrs[:, 0])) >= 4
+    assert len(set(np.array(_reference("ReduceLROnPlateau_max_abs"))[:, 1])) >= 3
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_state_dict_resumes_the_schedule(name, tmp_path):
+    """Save optimizer and scheduler after 20 steps, rebuild both, load, and continue: the same lrs."""
+    build, args = CASES[name]
+    full = _ours(name)
+    opt = _opt()
+    sched = build(S, opt)
+    _drive(sched, opt, args, 20)
+    mf.save({"opt": opt.state_dict(), "sched": sched.state_dict()}, tmp_path / "ck")
+    ck = mf.load(tmp_path / "ck")
+    opt2 = _opt()
+    sched2 = build(S, opt2)
+    opt2.load_state_dict(ck["opt"])
+    sched2.load_state_dict(ck["sched"])
+    assert sched2.get_last_lr() == pytest.approx(full[20].tolist(), rel=0, abs=0)
+    rest = _drive(sched2, opt2, args[20:] if args else None, N - 20)
+    np.testing.assert_allclose(rest, full[20:], rtol=1e-15, atol=0)
+
+
+class _Warmup:
+    """A callable object: LambdaLR saves its attributes (not the function) in the state dict."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __call__(self, epoch):
+        return min(1.0, (epoch + 1) / self.n)
+
+
+def test_lambda_lr_saves_callable_objects_state_not_functions():
+    opt = _opt()
+    sched = S.LambdaLR(opt, [_Warmup(4), lambda e: 1.0])
+    sd = sched.state_dict()
+    assert sd["lr_lambdas"] == [{"n": 4}, None]
+    sched2 = S.LambdaLR(_opt(), [_Warmup(10), lambda e: 1.0])
+    sched2.load_state_dict(sd)
+    assert sched2.lr_lambdas[0].n == 4
+
+
+def test_one_cycle_cycles_momentum_inversely_and_stops_at_total_steps():
+    p = nn.Parameter(mf.ones(1))
+    opt = optim.Adam([p], lr=0.01)
+    sched = S.OneCycleLR(opt, max_lr=0.01, total_steps=10)
+    assert opt.param_groups[0]["betas"][0] == pytest.approx(0.95)  # momentum starts at its maximum
+    for _ in range(3):
+        opt.step()
+        sched.step()
+    assert opt.param_groups[0]["betas"][0] < 0.9  # near the lr's peak, momentum near its base
+    for _ in range(6):
+        sched.step()
+    assert opt.param_groups[0]["betas"][0] == pytest.approx(0.95)
+    assert sched.get_last_lr()[0] == pytest.approx(0.01 / 25 / 1e4)
+    with pytest.raises(ValueError, match="total_steps"):
+        sched.step()
+        sched.step()
+
+
+def test_plateau_accepts_tensor_metrics_and_leaves_lr_at_construction():
+    opt = _opt()
+    sched = S.ReduceLROnPlateau(opt, patience=0)
+    assert sched.get_last_lr() == list(BASES)
+    sched.step(mf.tensor(1.0))
+    sched.step(mf.tensor(2.0))
+    assert sched.get_last_lr() == pytest.approx([b * 0.1 for b in BASES])
+
+
+@pytest.mark.parametrize("make,exc,pattern", [
+    (lambda o: S.LambdaLR(o, [lambda e: 1.0]), ValueError, "expected 2 lr_lambdas"),
+    (lambda o: S.MultiplicativeLR(o, 0.9), TypeError, "must be callable"),
+    (lambda o: S.CosineAnnealingWarmRestarts(o, T_0=0), ValueError, "positive integer T_0"),
+    (lambda o: S.CosineAnnealingWarmRestarts(o, T_0=2.5), ValueError, "positive integer T_0"),
+    (lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=0), ValueError, "T_mult >= 1"),
+    (lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3, eta_min="0"), ValueError, "eta_min"),
+    (lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3).step(-1), ValueError, "non-negative epoch"),
+    (lambda o: S.ReduceLROnPlateau(o, factor=1.0), ValueError, "factor should be < 1.0"),
+    (lambda o: S.ReduceLROnPlateau(o, mode="up"), ValueError, "mode must be 'min' or 'max'"),
+    (lambda o: S.ReduceLROnPlateau(o, threshold_mode="pct"), ValueError, "threshold_mode"),
+    (lambda o: S.ReduceLROnPlateau(o, min_lr=[0.1]), ValueError, "expected 2 min_lrs"),
+    (lambda o: S.ReduceLROnPlateau([1], 0.1), TypeError, "not an Optimizer"),
+    (lambda o: S.SequentialLR(o, [], []), ValueError, "at least one scheduler"),
+    (lambda o: S.SequentialLR(o, [S.ExponentialLR(o, 0.9)] * 2, []), ValueError, "expected 1 milestones"),
+    (lambda o: S.SequentialLR(o, [S.ReduceLROnPlateau(o)], []), ValueError, "cannot be sequenced"),
+    (lambda o: S.SequentialLR(o, [S.ExponentialLR(_opt(), 0.9)], []), ValueError, "another optimizer"),
+    (lambda o: S.SequentialLR(o, [object()], []), TypeError, "not a scheduler"),
+])
+def test_bad_scheduler_arguments(make, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        make(_opt())
+
+
+def test_scheduled_lr_reaches_a_new_optimizer_kernel():
+    """A scheduler's lr is what the next fused update uses (RMSprop: p moves by lr * g / sqrt(...))."""
+    p = nn.Parameter(mf.zeros(1, dtype=mf.float64))
+    opt = optim.RMSprop([p], lr=1.0, alpha=0.0, eps=0.0)  # sq = g^2, update = lr * sign(g)
+    sched = S.ExponentialLR(opt, gamma=0.5)
+    moves = []
+    for _ in range(4):
+        before = float(p.data[0])
+        p.grad = mf.tensor([2.0], dtype=mf.float64)
+        opt.step()
+        sched.step()
+        moves.append(before - float(p.data[0]))
+    assert moves == [1.0, 0.5, 0.25, 0.125]
+
+
+# ---------------------------------------------------------------- GPU machines: PyTorch itself
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(CASES))
+def test_lr_sequence_matches_pytorch(name, torch):
+    import warnings
+
+    build, args = CASES[name]
+    ours = _ours(name)
+    a = torch.zeros(3, device="cuda", requires_grad=True)
+    b = torch.zeros(2, device="cuda", requires_grad=True)
+    opt = torch.optim.SGD([{"params": [a]}, {"params": [b], "lr": BASES[1]}], lr=BASES[0], momentum=0.9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # step(epoch) is deprecated in PyTorch; the schedule is what counts
+        sched = build(torch.optim.lr_scheduler, opt)
+        seq = [[float(g["lr"]) for g in opt.param_groups]]
+        for i in range(N):
+            opt.step()
+            arg = args[i] if args else None
+            sched.step() if arg is None else sched.step(arg[1])
+            seq.append([float(g["lr"]) for g in opt.param_groups])
+    np.testing.assert_allclose(ours, np.array(seq, dtype=np.float64), rtol=1e-12, atol=1e-15)
