@@ -217,8 +217,9 @@ def _commit():
 class Results:
     """Rows and ratios of one benchmark family, written as JSON and Markdown."""
 
-    def __init__(self, family: str):
+    def __init__(self, family: str, machine: str | None = None):
         self.family = family
+        self.machine = machine  # what ran it, where that is not the GPU (a CPU benchmark)
         self.rows = []
         self.ratios = {}
 
@@ -231,7 +232,7 @@ class Results:
         print(f"ratio {name:<45} {value:8.3f}", flush=True)
 
     def write(self, out_dir=None):
-        doc = {"bench": self.family, "gpu": gpu_name(), "date": datetime.date.today().isoformat(),
+        doc = {"bench": self.family, "gpu": self.machine or gpu_name(), "date": datetime.date.today().isoformat(),
                "commit": _commit(), "rows": self.rows, "ratios": self.ratios}
         targets = [Path(out_dir)] if out_dir else [RESULTS]
         if os.environ.get("OUT"):

@@ -53,6 +53,25 @@ def cast_model(model, dtype):
     return model.to(dtype=dtype)
 
 
+def _check_scaler_args(what, scale, growth_factor, backoff_factor, growth_interval, tracker, scale_name="init_scale"):
+    def real(v):
+        return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+    def count(v):
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+    if not real(scale) or scale <= 0:
+        raise ValueError(f"{what}: {scale_name} must be a finite number > 0, got {scale!r}")
+    if not real(growth_factor) or growth_factor <= 1:
+        raise ValueError(f"{what}: growth_factor must be > 1, got {growth_factor!r}")
+    if not real(backoff_factor) or not 0 < backoff_factor < 1:
+        raise ValueError(f"{what}: backoff_factor must be in (0, 1), got {backoff_factor!r}")
+    if not count(growth_interval) or growth_interval < 1:
+        raise ValueError(f"{what}: growth_interval must be an int >= 1, got {growth_interval!r}")
+    if not count(tracker) or not 0 <= tracker < growth_interval:
+        raise ValueError(f"{what}: _growth_tracker must be an int in [0, growth_interval), got {tracker!r}")
+
+
 class GradScaler:
     """Dynamic loss scaling for float16 training, PyTorch's ``torch.amp.GradScaler`` rules.
 
@@ -61,18 +80,7 @@ class GradScaler:
 
     def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                  enabled=True):
-        def real(v):
-            return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-
-        if not real(init_scale) or init_scale <= 0:
-            raise ValueError(f"GradScaler: init_scale must be a finite number > 0, got {init_scale!r}")
-        if not real(growth_factor) or growth_factor <= 1:
-            raise ValueError(f"GradScaler: growth_factor must be > 1, got {growth_factor!r}")
-        if not real(backoff_factor) or not 0 < backoff_factor < 1:
-            raise ValueError(f"GradScaler: backoff_factor must be in (0, 1), got {backoff_factor!r}")
-        if not isinstance(growth_interval, numbers.Integral) or isinstance(growth_interval, bool) \
-                or growth_interval < 1:
-            raise ValueError(f"GradScaler: growth_interval must be an int >= 1, got {growth_interval!r}")
+        _check_scaler_args("GradScaler", init_scale, growth_factor, backoff_factor, growth_interval, 0)
         self.enabled = bool(enabled)
         self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
         self.growth_interval = int(growth_interval)
@@ -149,15 +157,21 @@ class GradScaler:
                 "growth_interval": self.growth_interval, "_growth_tracker": tracker}
 
     def load_state_dict(self, state: dict):
-        if not isinstance(state, dict) or (state and "scale" not in state):
-            raise ValueError(f"GradScaler.load_state_dict: expected a dict from GradScaler.state_dict(), got "
+        """Every value is checked (the rules of ``__init__``) before any is applied."""
+        what = "GradScaler.load_state_dict"
+        keys = {"scale", "growth_factor", "backoff_factor", "growth_interval"}
+        if not isinstance(state, dict) or (state and not keys <= set(state)):
+            raise ValueError(f"{what}: expected a dict from GradScaler.state_dict() with keys {sorted(keys)}, got "
                              f"{sorted(state) if isinstance(state, dict) else type(state).__name__}")
         if not state:
             return
+        tracker = state.get("_growth_tracker", 0)
+        _check_scaler_args(what, state["scale"], state["growth_factor"], state["backoff_factor"],
+                           state["growth_interval"], tracker, scale_name="scale")
         self.growth_factor = float(state["growth_factor"])
         self.backoff_factor = float(state["backoff_factor"])
         self.growth_interval = int(state["growth_interval"])
-        self._init = (float(state["scale"]), int(state.get("_growth_tracker", 0)))
+        self._init = (float(state["scale"]), int(tracker))
         if self._state is not None:
             device = backend.device_of(self._state)
             self._state = None

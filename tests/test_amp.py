@@ -255,3 +255,28 @@ def test_nonfinite_and_scaler_update_kernels_match_reference():
                 K.scaler_update_ref(s, 2.0, 0.5, 4)
                 K.scaler_update(sd, 2.0, 0.5, 4)
                 np.testing.assert_array_equal(cupy.asnumpy(sd), s, err_msg=f"{dtype} {poison}")
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"scale": float("nan")}, "scale must be a finite number > 0, got nan"),
+    ({"scale": -1.0}, "scale must be a finite number > 0"),
+    ({"growth_factor": 0.5}, "growth_factor must be > 1"),
+    ({"backoff_factor": 2.0}, r"backoff_factor must be in \(0, 1\)"),
+    ({"growth_interval": 2.5}, "growth_interval must be an int >= 1"),
+    ({"_growth_tracker": 2000}, r"_growth_tracker must be an int in \[0, growth_interval\), got 2000"),
+    ({"scale": None}, "scale must be a finite number")])
+def test_scaler_load_state_dict_checks_everything_before_applying(change, words):
+    scaler = amp.GradScaler(init_scale=64.0, growth_factor=3.0, backoff_factor=0.25, growth_interval=5)
+    before = scaler.state_dict()
+    bad = {**amp.GradScaler(init_scale=8.0).state_dict(), **change}
+    with pytest.raises(ValueError, match=f"GradScaler.load_state_dict: {words}"):
+        scaler.load_state_dict(bad)
+    assert scaler.state_dict() == before and scaler.get_scale() == 64.0
+
+
+def test_scaler_load_state_dict_needs_its_keys():
+    scaler = amp.GradScaler()
+    with pytest.raises(ValueError, match=r"keys \['backoff_factor', 'growth_factor', 'growth_interval', 'scale'\]"):
+        scaler.load_state_dict({"scale": 2.0})
+    with pytest.raises(ValueError, match="got list"):
+        scaler.load_state_dict([1.0])

@@ -12,6 +12,7 @@ import json
 import multiprocessing as mp
 import os
 import queue as queue_module
+import re
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ import minifused.nn as nn
 from minifused import autograd, optim
 from minifused.data import DataLoader, TensorDataset
 from minifused.distributed import DistributedSampler
+from minifused.distributed import run
 from minifused.distributed.run import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -617,3 +619,54 @@ def _worker_graph(out_path):
 
 if __name__ == "__main__":  # a rank of a GPU test, started by the launcher
     {"trajectory": _worker_trajectory, "graph": _worker_graph}[sys.argv[1]](sys.argv[2])
+
+
+# ---------------------------------------------------------------- mismatched calls are errors on every rank
+def _mismatch(rank, world, how):
+    try:
+        if how == "collective":
+            if rank == 0:
+                dist.all_reduce(mf.tensor([1.0, 2.0], device="cpu"))
+            else:
+                dist.broadcast(mf.tensor([1.0, 2.0], device="cpu"), 0)
+        elif how == "op":
+            dist.all_reduce(mf.tensor([1.0], device="cpu"), op="sum" if rank == 0 else "max")
+        elif how == "shape":
+            t = mf.tensor(np.ones(3 if rank == 1 else 2, np.float32), device="cpu")
+            dist.all_reduce(t)
+            return t.numpy().tolist()
+        elif how == "ddp":
+            mf.manual_seed(0)
+            model = nn.Sequential(nn.Linear(3, 4 + (rank == 2)), nn.ReLU(), nn.Linear(4 + (rank == 2), 2))
+            dist.DistributedDataParallel(model)
+    except dist.DistributedError as e:
+        return "DistributedError", str(e)
+    except RuntimeError as e:
+        return "RuntimeError", str(e)
+    return "no error", None
+
+
+@pytest.mark.parametrize("how,words", [
+    ("collective", r"rank 1 called broadcast \(src 0\) while rank 0 called all_reduce \(op sum\)"),
+    ("op", r"rank [12] called all_reduce \(op max\) while rank 0 called all_reduce \(op sum\)"),
+    ("shape", r"all_reduce: rank 1 sent shape \(3,\) float32, rank 0 has \(2,\) float32"),
+    ("ddp", r"DistributedDataParallel: parameter '0.weight' has shape \(4, 3\) float32 on rank 0 but \(5, 3\) "
+            r"float32 on rank 2")])
+def test_mismatched_calls_raise_on_every_rank(how, words):
+    results = ok(run_ranks(_mismatch, 3, how, timeout=5.0))
+    for rank, (kind, message) in enumerate(results):
+        assert kind != "no error", f"rank {rank} saw no error"
+        assert re.search(words, message), (rank, message)
+
+
+def test_master_port_range(monkeypatch):
+    for port in (0, 70000, -1):
+        with pytest.raises(ValueError, match=f"MASTER_PORT must be a TCP port in 1..65535, got {port}"):
+            dist.init_process_group("cpu", rank=0, world_size=2, master_port=port)
+        monkeypatch.setenv("MASTER_PORT", str(port))
+        with pytest.raises(ValueError, match="MASTER_PORT must be a TCP port in 1..65535"):
+            dist.init_process_group("cpu", rank=0, world_size=2)
+        monkeypatch.delenv("MASTER_PORT")
+    assert not dist.is_initialized()
+    with pytest.raises(SystemExit):
+        run.parse_args(["--master-port", "65536", "x.py"])

@@ -100,6 +100,8 @@ def init_process_group(backend=None, timeout=300.0, *, rank=None, world_size=Non
         raise ValueError(f"init_process_group: expected 0 <= RANK < WORLD_SIZE, got RANK={rank}, WORLD_SIZE={world}")
     addr = master_addr or os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = _env_int("MASTER_PORT", master_port, None)
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"init_process_group: MASTER_PORT must be a TCP port in 1..65535, got {port}")
     if world > 1 and port is None:
         raise ValueError("init_process_group: MASTER_PORT is not set (a world of several processes meets at "
                          "MASTER_ADDR:MASTER_PORT); start the script with python -m minifused.distributed.run")

@@ -135,57 +135,63 @@ class Hub:
         return buf
 
     # ------------------------------------------------------------ collectives on host objects
+    def _collective(self, kind, what, obj, combine):
+        """Every rank's ``obj`` meets at rank 0, which checks that every rank called the same collective
+        (``kind``), computes ``combine(values in rank order)`` and sends the result back. A mismatch or a
+        failure of ``combine`` is raised on every rank, with rank 0's message."""
+        if self.world == 1:
+            return combine([obj])
+        if self.rank != 0:
+            self._send_to(0, (kind, obj), what)
+            status, value = self._recv(0, what)
+            if status == "error":
+                raise DistributedError(value)
+            return value
+        values, error = [obj], None
+        for r in range(1, self.world):
+            other_kind, other = self._recv(r, what)
+            if other_kind != kind and error is None:
+                error = (f"{what}: rank {r} called {other_kind} while rank 0 called {kind}; "
+                         f"every rank must call the same collectives in the same order")
+            values.append(other)
+        if error is None:
+            try:
+                result = combine(values)
+            except DistributedError as e:
+                error = str(e)
+        reply = ("error", error) if error else ("ok", result)
+        for r in range(1, self.world):
+            self._send_to(r, reply, what)
+        if error:
+            raise DistributedError(error)
+        return result
+
     def all_gather(self, obj, what="all_gather"):
         """Every rank's ``obj``, in rank order, on every rank."""
-        if self.world == 1:
-            return [obj]
-        if self.rank != 0:
-            self._send_to(0, obj, what)
-            return self._recv(0, what)
-        values = [obj] + [self._recv(r, what) for r in range(1, self.world)]
-        for r in range(1, self.world):
-            self._send_to(r, values, what)
-        return values
+        return self._collective(what, what, obj, list)
 
     def all_reduce(self, array: np.ndarray, op: str, what="all_reduce") -> np.ndarray:
-        """The reduction of every rank's array, summed in rank order on rank 0 so every rank
-        gets the same bits."""
+        """The reduction of every rank's array, in rank order on rank 0 so every rank gets the same bits."""
+        def reduce(arrays):
+            out = np.array(arrays[0], copy=True)
+            for r, other in enumerate(arrays[1:], 1):
+                if other.shape != out.shape or other.dtype != out.dtype:
+                    raise DistributedError(f"{what}: rank {r} sent shape {other.shape} {other.dtype}, rank 0 has "
+                                           f"{out.shape} {out.dtype}; every rank must reduce the same shape")
+                _COMBINE[op](out, other, out=out)
+            return (out / self.world).astype(out.dtype, copy=False) if op == "avg" else out
         if self.world == 1:
             return array
-        if self.rank != 0:
-            self._send_to(0, array, what)
-            return self._recv(0, what)
-        out = np.array(array, copy=True)
-        for r in range(1, self.world):
-            other = self._recv(r, what)
-            if other.shape != out.shape or other.dtype != out.dtype:
-                raise DistributedError(f"{what}: rank {r} sent shape {other.shape} {other.dtype}, rank 0 has "
-                                       f"{out.shape} {out.dtype}")
-            _COMBINE[op](out, other, out=out)
-        if op == "avg":
-            out = (out / self.world).astype(out.dtype, copy=False)
-        for r in range(1, self.world):
-            self._send_to(r, out, what)
-        return out
+        return self._collective(f"{what} (op {op})", what, array, reduce)
 
     def broadcast(self, obj, src: int, what="broadcast"):
-        """``src``'s ``obj`` on every rank (relayed through rank 0)."""
+        """``src``'s ``obj`` on every rank (relayed through rank 0; the others send only their call)."""
         if self.world == 1:
             return obj
-        if self.rank == 0:
-            if src != 0:
-                obj = self._recv(src, what)
-            for r in range(1, self.world):
-                if r != src:
-                    self._send_to(r, obj, what)
-            return obj
-        if self.rank == src:
-            self._send_to(0, obj, what)
-            return obj
-        return self._recv(0, what)
+        return self._collective(f"{what} (src {src})", what, obj if self.rank == src else None, lambda values: values[src])
 
     def barrier(self, what="barrier"):
-        self.all_gather(None, what)
+        self._collective(what, what, None, lambda values: None)
 
     def close(self):
         for conn in self.peers.values():
@@ -197,3 +203,4 @@ class Hub:
 
 
 _COMBINE = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
+

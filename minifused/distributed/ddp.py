@@ -67,6 +67,23 @@ class _Bucket:
         self.ready = 0
 
 
+def _check_same_model(g, module):
+    """Every rank holds the same parameters (names, shapes, dtypes), checked over the host before any
+    collective on them, as PyTorch does: a mismatch raises on every rank."""
+    mine = [(name, tuple(p.shape), str(p.dtype)) for name, p in module.named_parameters()]
+    everyone = g.hub.all_gather(mine, "DistributedDataParallel (parameter shapes)")
+    for rank, theirs in enumerate(everyone):
+        if theirs == everyone[0]:
+            continue
+        for (n0, s0, d0), (n, s, d) in zip(everyone[0], theirs):
+            if (n0, s0, d0) != (n, s, d):
+                theirs = f"{s} {d}" if n == n0 else f"parameter {n!r} {s} {d}"
+                raise RuntimeError(f"DistributedDataParallel: parameter {n0!r} has shape {s0} {d0} on rank 0 but "
+                                   f"{theirs} on rank {rank}; every rank must build the same model")
+        raise RuntimeError(f"DistributedDataParallel: rank 0 has {len(everyone[0])} parameters but rank {rank} has "
+                           f"{len(theirs)}; every rank must build the same model")
+
+
 class DistributedDataParallel(Module):
     """Wrap ``module`` (already on this rank's device) for data-parallel training."""
 
@@ -87,6 +104,7 @@ class DistributedDataParallel(Module):
             raise ValueError(f"DistributedDataParallel: the module spans devices {sorted(devices)}; one "
                              f"process drives one device")
         self.device = backend.device(devices.pop()) if devices else backend.CPU
+        _check_same_model(g, module)
         with no_grad():  # every rank starts from rank 0's weights
             for t in (*module.parameters(), *module.buffers()):
                 broadcast(t, 0)

@@ -47,6 +47,8 @@ def parse_args(argv=None):
     if a.nproc_per_node < 1 or a.nnodes < 1 or not 0 <= a.node_rank < a.nnodes:
         p.error(f"expected --nproc-per-node >= 1 and 0 <= --node-rank < --nnodes, got {a.nproc_per_node}, "
                 f"{a.node_rank}, {a.nnodes}")
+    if a.master_port is not None and not 1 <= a.master_port <= 65535:
+        p.error(f"--master-port must be a TCP port in 1..65535, got {a.master_port}")
     if a.master_port is None:
         a.master_port = free_port() if a.nnodes == 1 else 29500
     return a

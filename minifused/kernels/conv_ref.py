@@ -1,7 +1,7 @@
 """NumPy references of the conv2d primitives (written for either array module), and the ReLU mask's packing.
 
-Each ``*_ref`` has the signature and results of its primitive in :mod:`.conv`: im2col through strided
-windows (never copied) and tensordot, accumulating in :func:`acc_dtype`. The ReLU mask is bit-packed: uint32
+Each ``*_ref`` has the signature and results of its primitive in :mod:`.conv`: im2col (one copy of the
+strided windows) and batched GEMMs, accumulating in :func:`acc_dtype`; they are also the cpu path. The ReLU mask is bit-packed: uint32
 of shape (K, ceil(M/32)), M = N*P*Q, bit ``m % 32`` of word ``[k, m // 32]`` set where y[n, k, p, q] > 0
 (m = n*P*Q + p*Q + q).
 """
@@ -21,8 +21,10 @@ def pack_mask(positive):
     n, k, p, q = positive.shape
     m = n * p * q
     words = (m + 31) // 32
-    bits = xp.zeros((k, words * 32), np.uint32)
+    bits = xp.zeros((k, words * 32), bool if xp is np else np.uint32)
     bits[:, :m] = positive.transpose(1, 0, 2, 3).reshape(k, m)
+    if xp is np:  # the little-endian bytes of little-endian bit order are the words
+        return np.packbits(bits, axis=1, bitorder="little").view("<u4").astype(np.uint32, copy=False)
     shifts = xp.arange(32, dtype=np.uint32)
     return (bits.reshape(k, words, 32) << shifts).sum(axis=-1, dtype=np.uint32)
 
@@ -32,32 +34,40 @@ def unpack_mask(mask, shape):
     xp = backend.array_module(mask)
     n, k, p, q = shape
     m = n * p * q
+    if xp is np:
+        bits = np.unpackbits(np.ascontiguousarray(mask).astype("<u4", copy=False).view(np.uint8), axis=1,
+                             count=m, bitorder="little")
+        return bits.reshape(k, n, p, q).transpose(1, 0, 2, 3).astype(bool)
     shifts = xp.arange(32, dtype=np.uint32)
     bits = ((mask[:, :, None] >> shifts) & np.uint32(1)).reshape(k, -1)[:, :m]
     return bits.reshape(k, n, p, q).transpose(1, 0, 2, 3).astype(bool)
 
 
-# ---------------------------------------------------------------- im2col views
+# ---------------------------------------------------------------- im2col
 def _as_strided(xp, a, shape, strides):
     if xp is np:
         return np.lib.stride_tricks.as_strided(a, shape, strides, writeable=False)
     return xp.lib.stride_tricks.as_strided(a, shape, strides)
 
 
-def _windows(xpad, r, s, p, q, stride, dilation):
-    """(N, C, P, Q, R, S) strided view of the padded input: the lowered matrix, never copied here."""
-    xp = backend.array_module(xpad)
-    sn, sc, sh, sw = xpad.strides
-    return _as_strided(xp, xpad, xpad.shape[:2] + (p, q, r, s),
-                       (sn, sc, sh * stride[0], sw * stride[1], sh * dilation[0], sw * dilation[1]))
-
-
 def _padded(xf, padding):
     xp = backend.array_module(xf)
     ph, pw = padding
     if ph == 0 and pw == 0:
-        return xp.ascontiguousarray(xf)
+        return xf
     return xp.pad(xf, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+
+
+def _columns(x, r, s, p, q, stride, padding, dilation):
+    """The lowered input (N, C*R*S, P*Q): row (c, i, j) holds the padded input under filter tap (i, j) of
+    channel c at every output position, so one batched GEMM with the (K, C*R*S) weight gives NCHW."""
+    xp = backend.array_module(x)
+    xpad = _padded(x, padding)
+    sn, sc, sh, sw = xpad.strides
+    n, c = xpad.shape[:2]
+    view = _as_strided(xp, xpad, (n, c, r, s, p, q),
+                       (sn, sc, sh * dilation[0], sw * dilation[1], sh * stride[0], sw * stride[1]))
+    return xp.ascontiguousarray(view).reshape(n, c * r * s, p * q)
 
 
 # ---------------------------------------------------------------- references
@@ -69,51 +79,55 @@ def conv2d_forward_ref(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=
     k, cg, r, s = w.shape
     p = out_size(h, r, stride[0], padding[0], dilation[0])
     q = out_size(wd, s, stride[1], padding[1], dilation[1])
-    cols = _windows(_padded(x.astype(acc), padding), r, s, p, q, stride, dilation)
-    wf = w.astype(acc)
-    kg = k // groups
-    parts = [xp.tensordot(cols[:, g * cg:(g + 1) * cg], wf[g * kg:(g + 1) * kg], axes=([1, 4, 5], [1, 2, 3]))
-             for g in range(groups)]  # each (N, P, Q, Kg)
-    y = (parts[0] if groups == 1 else xp.concatenate(parts, axis=3)).transpose(0, 3, 1, 2)
+    cols = _columns(x.astype(acc, copy=False), r, s, p, q, stride, padding, dilation)
+    w2 = w.astype(acc, copy=False).reshape(k, cg * r * s)
+    kg, rows = k // groups, cg * r * s
+    parts = [xp.matmul(w2[g * kg:(g + 1) * kg], cols[:, g * rows:(g + 1) * rows]) for g in range(groups)]
+    y = (parts[0] if groups == 1 else xp.concatenate(parts, axis=1)).reshape(n, k, p, q)
     if bias is not None:
-        y = y + bias.astype(acc)[None, :, None, None]
+        y += bias.astype(acc)[None, :, None, None]
     mask = None
     if activation == "relu":
-        y = xp.maximum(y, 0)
+        xp.maximum(y, 0, out=y)
         if want_mask:
             mask = pack_mask(y > 0)
-    return xp.ascontiguousarray(y.astype(x.dtype)), mask
+    return y.astype(x.dtype, copy=False), mask
 
 
 def _data_grad(d, wf, x_shape, stride, padding, dilation, groups):
-    """dX in ``d``'s dtype from the (masked) output gradient ``d`` and the weight ``wf``."""
+    """dX in ``d``'s dtype from the (masked) output gradient ``d`` and the weight ``wf``: the columns
+    ``W^T dY`` (one batched GEMM), added back onto the padded input tap by tap (col2im)."""
     xp = backend.array_module(d)
     n, c, h, wd = x_shape
     k, cg, r, s = wf.shape
     _, _, p, q = d.shape
     ph, pw = padding
+    kg, rows = k // groups, cg * r * s
+    w2 = wf.reshape(k, rows)
+    d2 = d.reshape(n, k, p * q)
+    parts = [xp.matmul(w2[g * kg:(g + 1) * kg].T, d2[:, g * kg:(g + 1) * kg]) for g in range(groups)]
+    cols = (parts[0] if groups == 1 else xp.concatenate(parts, axis=1)).reshape(n, c, r, s, p, q)
     dxp = xp.zeros((n, c, h + 2 * ph, wd + 2 * pw), d.dtype)
-    kg = k // groups
-    for g in range(groups):
-        gcols = xp.tensordot(d[:, g * kg:(g + 1) * kg], wf[g * kg:(g + 1) * kg], axes=([1], [0]))  # N,P,Q,Cg,R,S
-        for i in range(r):
-            for j in range(s):
-                y0, x0 = i * dilation[0], j * dilation[1]
-                dxp[:, g * cg:(g + 1) * cg, y0:y0 + stride[0] * (p - 1) + 1:stride[0],
-                    x0:x0 + stride[1] * (q - 1) + 1:stride[1]] += gcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+    for i in range(r):
+        for j in range(s):
+            y0, x0 = i * dilation[0], j * dilation[1]
+            dxp[:, :, y0:y0 + stride[0] * (p - 1) + 1:stride[0],
+                x0:x0 + stride[1] * (q - 1) + 1:stride[1]] += cols[:, :, i, j]
     return dxp[:, :, ph:ph + h, pw:pw + wd]
 
 
 def _filter_grad(d, xf, w_shape, stride, padding, dilation, groups):
-    """dW in ``d``'s dtype from the (masked) output gradient ``d`` and the input ``xf``."""
+    """dW in ``d``'s dtype from the (masked) output gradient ``d`` and the input ``xf``: per image
+    ``dY_n cols_n^T`` (one batched GEMM), summed over the batch."""
     xp = backend.array_module(d)
     k, cg, r, s = w_shape
-    _, _, p, q = d.shape
-    cols = _windows(_padded(xf, padding), r, s, p, q, stride, dilation)
-    kg = k // groups
-    parts = [xp.tensordot(d[:, g * kg:(g + 1) * kg], cols[:, g * cg:(g + 1) * cg], axes=([0, 2, 3], [0, 2, 3]))
-             for g in range(groups)]  # each (Kg, Cg, R, S)
-    return parts[0] if groups == 1 else xp.concatenate(parts, axis=0)
+    n, _, p, q = d.shape
+    cols = _columns(xf, r, s, p, q, stride, padding, dilation)
+    d2 = d.reshape(n, k, p * q)
+    kg, rows = k // groups, cg * r * s
+    parts = [xp.matmul(d2[:, g * kg:(g + 1) * kg], cols[:, g * rows:(g + 1) * rows].transpose(0, 2, 1)).sum(axis=0)
+             for g in range(groups)]
+    return (parts[0] if groups == 1 else xp.concatenate(parts, axis=0)).reshape(w_shape)
 
 
 def conv2d_backward_ref(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, mask=None,

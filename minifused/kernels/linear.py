@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import backend
 from ..backend import tf32_matmul
-from . import GELU_C, GELU_CUBIC, ctype, gelu_grad_ref, gelu_ref, get_kernel, grid_1d
+from . import GELU_C, GELU_CUBIC, acc_dtype, ctype, gelu_grad_ref, gelu_ref, get_kernel, grid_1d
 from .cublaslt import OP_N, OP_T, PlanError, count, execute, init, unsupported
 
 
@@ -67,8 +67,11 @@ def _gelu_tanh(z):
 
 
 # ====================================================================== NumPy references
-def _f64(a):
-    return np.asarray(a).astype(np.float64)
+def _acc(a):
+    """``a`` in its accumulation dtype (float32, or float64 for float64): the CPU path runs one BLAS
+    GEMM in the precision the GPU accumulates in, as PyTorch's CPU float32 does."""
+    a = np.asarray(a)
+    return a.astype(acc_dtype(a.dtype), copy=False)
 
 
 def _pack_mask(z):
@@ -93,15 +96,15 @@ def _pad_cols(a, cols):
 
 
 def linear_forward_ref(x, w, bias=None, activation=None, aux=False, *, config=None):
-    """NumPy reference of :func:`linear_forward` (float64 inside, the input dtype out; no plans, so
-    ``config`` is ignored)."""
+    """NumPy reference of :func:`linear_forward` (accumulating in :func:`acc_dtype`, the input dtype out;
+    no plans, so ``config`` is ignored). It is also the cpu path."""
     dtype = x.dtype
-    z = _f64(x) @ _f64(w).T
+    z = _acc(x) @ _acc(w).T
     if bias is not None:
-        z = z + _f64(bias)
+        z = z + _acc(bias)
     a = None
     if activation == "relu":
-        y = np.maximum(z, 0.0)
+        y = np.maximum(z, 0)
         if aux:
             a = _pack_mask(z)
     elif activation == "gelu":
@@ -110,7 +113,7 @@ def linear_forward_ref(x, w, bias=None, activation=None, aux=False, *, config=No
             a = _pad_cols(z.astype(dtype), gelu_aux_cols(z.shape[1]))
     else:
         y = z
-    return y.astype(dtype), a
+    return y.astype(dtype, copy=False), a
 
 
 def activation_backward_ref(dy, aux, activation):
@@ -118,26 +121,26 @@ def activation_backward_ref(dy, aux, activation):
     m = dy.shape[1]
     if activation == "relu":
         return np.where(_unpack_mask(aux, m), dy, np.zeros((), dy.dtype)).astype(dy.dtype)
-    return (_f64(dy) * gelu_grad_ref(_f64(np.asarray(aux)[:, :m]))).astype(dy.dtype)
+    return (_acc(dy) * gelu_grad_ref(_acc(np.asarray(aux)[:, :m]))).astype(dy.dtype)
 
 
 def linear_backward_data_ref(dy, w, act=None, aux=None, *, config=None):
     """NumPy reference of :func:`linear_backward_data`."""
-    dx = _f64(dy) @ _f64(w)
+    dx = _acc(dy) @ _acc(w)
     if act is None:
-        return dx.astype(dy.dtype), None
+        return dx.astype(dy.dtype, copy=False), None
     k = dx.shape[1]
     if act == "relu":
-        dx = np.where(_unpack_mask(aux, k), dx, 0.0)
+        dx = np.where(_unpack_mask(aux, k), dx, 0)
     else:
-        dx = dx * gelu_grad_ref(_f64(np.asarray(aux)[:, :k]))
+        dx = dx * gelu_grad_ref(_acc(np.asarray(aux)[:, :k]))
     return dx.astype(dy.dtype), dx.sum(axis=0).astype(dy.dtype)
 
 
 def linear_backward_weight_ref(dy, x, bias_grad=False, *, config=None):
     """NumPy reference of :func:`linear_backward_weight`."""
-    dw = (_f64(dy).T @ _f64(x)).astype(dy.dtype)
-    db = _f64(dy).sum(axis=0).astype(dy.dtype) if bias_grad else None
+    dw = (_acc(dy).T @ _acc(x)).astype(dy.dtype)
+    db = _acc(dy).sum(axis=0).astype(dy.dtype) if bias_grad else None
     return dw, db
 
 

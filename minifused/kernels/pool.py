@@ -38,7 +38,8 @@ def _windows(x, kernel, stride, padding, out_hw, fill):
     (kh, kw), (sh, sw), (ph, pw), (p, q) = kernel, stride, padding, out_hw
     eh = max(0, (p - 1) * sh + kh - (h + 2 * ph))
     ew = max(0, (q - 1) * sw + kw - (w + 2 * pw))
-    xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew)), constant_values=fill)
+    xp_ = x if ph == pw == eh == ew == 0 else np.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew)),
+                                                    constant_values=fill)
     s = xp_.strides
     return np.lib.stride_tricks.as_strided(xp_, (n, c, p, q, kh, kw),
                                            (s[0], s[1], s[2] * sh, s[3] * sw, s[2], s[3]), writeable=False)
@@ -54,25 +55,37 @@ def _counts(size, kernel, stride, padding, out, include_pad):
 
 # ---------------------------------------------------------------- references
 def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_indices=True):
+    """A running maximum over the window positions (one strided pass each, no copy of the windows); a
+    position replaces the best when strictly greater or NaN, as the CUDA kernel and PyTorch do (the first
+    maximum in row-major window order, the last NaN)."""
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
-    win = _windows(x.astype(acc_dtype(x.dtype)), kernel, stride, padding, (p, q), -np.inf)
-    flat = win.reshape(n, c, p, q, kernel[0] * kernel[1])  # (not -1: n may be 0)
-    arg = flat.argmax(axis=-1)
-    y = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0].astype(x.dtype)
-    idx = arg.astype(index_dtype(kernel)) if want_indices else None
-    return y, idx
+    win = _windows(x.astype(acc_dtype(x.dtype), copy=False), kernel, stride, padding, (p, q), -np.inf)
+    best = win[..., 0, 0].copy()
+    arg = np.zeros(best.shape, index_dtype(kernel))
+    for pos in range(1, kernel[0] * kernel[1]):
+        v = win[..., pos // kernel[1], pos % kernel[1]]
+        better = (v > best) | np.isnan(v)
+        np.copyto(best, v, where=better)
+        arg[better] = pos
+    return best.astype(x.dtype, copy=False), (arg if want_indices else None)
 
 
 def max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding):
+    """Each window's gradient goes to the position its index names: one strided add per window
+    position (i, j), so overlapping windows accumulate without a scatter."""
     n, c, h, w = x_shape
-    nc = n * c
-    dx = np.zeros((nc, h * w), acc_dtype(dy.dtype))
-    flat = indices_to_flat(indices, x_shape, kernel, stride, padding)
-    rows = np.repeat(np.arange(nc), indices.shape[2] * indices.shape[3])
-    np.add.at(dx, (rows, flat.reshape(-1)), dy.astype(dx.dtype).reshape(-1))
-    return dx.reshape(x_shape).astype(dy.dtype)
+    _, _, p, q = dy.shape
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    g = dy.astype(acc_dtype(dy.dtype))
+    eh = max(0, (p - 1) * sh + kh - (h + 2 * ph))
+    ew = max(0, (q - 1) * sw + kw - (w + 2 * pw))
+    dxp = np.zeros((n, c, h + 2 * ph + eh, w + 2 * pw + ew), g.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            dxp[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw] += np.where(indices == i * kw + j, g, 0)
+    return np.ascontiguousarray(dxp[:, :, ph:ph + h, pw:pw + w]).astype(dy.dtype)
 
 
 def index_dtype(kernel):

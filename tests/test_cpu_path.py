@@ -1,0 +1,117 @@
+"""The cpu device computes as the GPU does: float32 (and float16 / bfloat16) math accumulates in float32 through
+BLAS, float64 in float64; convolution is im2col plus batched GEMMs; max pooling picks the GPU kernel's index."""
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+import minifused.nn as nn
+from minifused.kernels import conv_ref, linear, pool
+from opinfo import conv2d_ref, linear_ref
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def test_float32_linear_is_one_float32_gemm(rng):
+    """Bit for bit the float32 BLAS product: no float64 detour (a float64 product rounded to float32
+    differs in some elements at k = 784)."""
+    x, w = rng.standard_normal((64, 784), np.float32), rng.standard_normal((100, 784), np.float32)
+    y, _ = linear.linear_forward(x, w)
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y, x @ w.T)
+    assert not np.array_equal(y, (x.astype(np.float64) @ w.T.astype(np.float64)).astype(np.float32))
+
+
+def test_float64_linear_stays_float64(rng):
+    x, w = rng.standard_normal((5, 7)), rng.standard_normal((3, 7))
+    y, _ = linear.linear_forward(x, w, None, "relu", aux=True)
+    np.testing.assert_array_equal(y, np.maximum(x @ w.T, 0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, mf.bfloat16, np.float16])
+def test_low_precision_linear_accumulates_in_float32(rng, dtype):
+    x, w = rng.standard_normal((8, 33)).astype(dtype), rng.standard_normal((5, 33)).astype(dtype)
+    y, _ = linear.linear_forward(x, w)
+    want = (x.astype(np.float32) @ w.astype(np.float32).T).astype(dtype)
+    assert y.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(y.astype(np.float32), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("stride,padding,dilation,groups", [
+    ((1, 1), (0, 0), (1, 1), 1), ((2, 1), (1, 2), (1, 1), 1), ((1, 1), (2, 2), (2, 1), 1), ((2, 2), (1, 1), (1, 1), 2),
+    ((1, 3), (0, 1), (2, 2), 3)])
+def test_conv_forward_and_backward_against_float64(rng, stride, padding, dilation, groups):
+    """The BLAS path (float64 here, so exact up to rounding) against the registry's direct float64 reference;
+    the gradients against the adjoint identities <dy, conv(x, w)> = <dx, x> = <dw, w>."""
+    x = rng.standard_normal((3, 6, 11, 9))
+    w = rng.standard_normal((6, 6 // groups, 3, 2))
+    b = rng.standard_normal(6)
+    y, _ = conv_ref.conv2d_forward_ref(x, w, b, stride, padding, dilation, groups)
+    np.testing.assert_allclose(y, conv2d_ref(x, w, b, stride, padding, dilation, groups), rtol=1e-12, atol=1e-12)
+    dy = rng.standard_normal(y.shape)
+    dx, dw, db = conv_ref.conv2d_backward_ref(dy, x, w, stride, padding, dilation, groups, need_db=True)
+    y0 = y - b[None, :, None, None]
+    np.testing.assert_allclose(np.sum(dx * x), np.sum(dy * y0), rtol=1e-10)
+    np.testing.assert_allclose(np.sum(dw * w), np.sum(dy * y0), rtol=1e-10)
+    np.testing.assert_allclose(db, dy.sum(axis=(0, 2, 3)), rtol=1e-12)
+    # each gradient element, against central differences of the bilinear form
+    eps = 1e-6
+    for arr, grad in ((x, dx), (w, dw)):
+        for idx in [tuple(rng.integers(0, s) for s in arr.shape) for _ in range(4)]:
+            old = arr[idx]
+            arr[idx] = old + eps
+            up = np.sum(dy * conv2d_ref(x, w, None, stride, padding, dilation, groups))
+            arr[idx] = old - eps
+            down = np.sum(dy * conv2d_ref(x, w, None, stride, padding, dilation, groups))
+            arr[idx] = old
+            np.testing.assert_allclose(grad[idx], (up - down) / (2 * eps), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 5), (1, 70, 3, 3), (4, 1, 1, 1)])
+def test_conv_relu_mask_round_trips(rng, shape):
+    positive = rng.standard_normal(shape) > 0
+    mask = conv_ref.pack_mask(positive)
+    assert mask.dtype == np.uint32 and mask.shape == (shape[1], -(-shape[0] * shape[2] * shape[3] // 32))
+    np.testing.assert_array_equal(conv_ref.unpack_mask(mask, shape), positive)
+    # bit m % 32 of word m // 32, m = n*P*Q + p*Q + q
+    n, k, p, q = shape
+    i = (n - 1) * p * q + (p - 1) * q + (q - 1)
+    assert bool((mask[k - 1, i // 32] >> np.uint32(i % 32)) & np.uint32(1)) == bool(positive[n - 1, k - 1, p - 1, q - 1])
+
+
+def test_max_pool_index_is_the_first_maximum_or_the_last_nan():
+    """As the CUDA kernel (``v > best || isnan(v)``) and PyTorch: ties go to the first position, NaNs to the last."""
+    x = np.array([[[[1.0, 3.0], [3.0, 0.0]], [[np.nan, 1.0], [np.nan, 2.0]]]], np.float32)
+    x = x.reshape(1, 2, 2, 2)
+    y, idx = pool.max_pool2d_forward_ref(x, (2, 2), (2, 2), (0, 0))
+    assert y[0, 0, 0, 0] == 3.0 and idx[0, 0, 0, 0] == 1
+    assert np.isnan(y[0, 1, 0, 0]) and idx[0, 1, 0, 0] == 2
+
+
+def test_max_pool_backward_accumulates_overlapping_windows(rng):
+    x = rng.standard_normal((2, 3, 7, 6))
+    y, idx = pool.max_pool2d_forward_ref(x, (3, 3), (1, 2), (1, 1))
+    dy = rng.standard_normal(y.shape)
+    dx = pool.max_pool2d_backward_ref(dy, idx, x.shape, (3, 3), (1, 2), (1, 1))
+    flat = pool.indices_to_flat(idx, x.shape, (3, 3), (1, 2), (1, 1))
+    want = np.zeros((6, 42))
+    np.add.at(want, (np.repeat(np.arange(6), flat.shape[2] * flat.shape[3]), flat.reshape(-1)), dy.reshape(-1))
+    np.testing.assert_allclose(dx, want.reshape(x.shape), rtol=1e-14)
+
+
+def test_cnn_step_on_cpu_matches_float64(rng):
+    """One Conv2d-ReLU-MaxPool-Linear step in float32 on the cpu against the same step in float64."""
+    def run(dtype):
+        mf.manual_seed(0)
+        conv, fc = nn.Conv2d(2, 4, 3, activation="relu"), nn.Linear(4 * 3 * 3, 5)
+        conv.to(dtype=dtype), fc.to(dtype=dtype)
+        x = mf.tensor(np.random.default_rng(1).standard_normal((3, 2, 8, 8)), dtype=dtype)
+        loss = F.cross_entropy(fc(F.max_pool2d(conv(x), 2).flatten(1)), mf.tensor([0, 4, 2]))
+        loss.backward()
+        return loss.item(), conv.weight.grad.numpy().astype(np.float64)
+    (l32, g32), (l64, g64) = run(mf.float32), run(mf.float64)
+    assert abs(l32 - l64) < 1e-5
+    np.testing.assert_allclose(g32, g64, rtol=1e-4, atol=1e-5)
