@@ -565,3 +565,4 @@ def mse_loss(input, target, reduction="mean"):
 # ---- families in their own modules
 from .activation import *  # noqa: E402,F401,F403 - activations, normalize, one_hot, the losses beyond these
 from .layers import *  # noqa: E402,F401,F403 - pad, interpolate, adaptive pooling, embedding, dropout2d
+from .batchnorm import *  # noqa: E402,F401,F403 - batch_norm, group_norm

@@ -3,7 +3,7 @@ from .module import Module, Parameter  # noqa: F401
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .basic import GELU, Flatten, Identity, ReLU, Sigmoid, Tanh  # noqa: F401
 from .linear import Linear  # noqa: F401
-from .norm import LayerNorm, RMSNorm  # noqa: F401
+from .norm import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, LayerNorm, RMSNorm  # noqa: F401
 from .softmax import LogSoftmax, Softmax  # noqa: F401
 from .loss import CrossEntropyLoss, NLLLoss  # noqa: F401
 from .conv import Conv2d  # noqa: F401
