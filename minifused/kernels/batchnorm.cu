@@ -1,13 +1,15 @@
 // BatchNorm over x (N, C, S) contiguous: per-channel statistics over N and S (see batchnorm.py).
 //
 // Configuration: MF_T the element type (float, __half, __nv_bfloat16), MF_W the type of weight, bias and
-// running statistics. Arithmetic is fp32; the per-channel combination of the partial sums is fp64, in a
+// running statistics, MF_VEC elements per vector access (16 bytes / sizeof(T) when S is a multiple of it
+// and the arrays are 16-byte aligned, else 1), MF_WIDE 1: 64-bit indices in the elementwise passes (0:
+// unsigned, for arrays of fewer than 2^32 elements, where the channel of an element costs a 32-bit division). Arithmetic is fp32; the per-channel combination of the partial sums is fp64, in a
 // fixed order (deterministic, no atomics). Flat element i is at channel (i / S) % C; the ReLU mask holds
 // bit i % 32 of word i / 32.
 //
-// nvrtc-check: -DMF_T=float -DMF_W=float
-// nvrtc-check: -DMF_T=__half -DMF_W=float
-// nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_W=__nv_bfloat16
+// nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0
+// nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0
+// nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_W=__nv_bfloat16 -DMF_VEC=1 -DMF_WIDE=1
 #include "dtypes.cuh"
 #include "launch.cuh"
 
@@ -17,8 +19,24 @@
 #ifndef MF_W
 #define MF_W float
 #endif
+#ifndef MF_VEC
+#define MF_VEC 1
+#endif
+#ifndef MF_WIDE
+#define MF_WIDE 1
+#endif
 typedef MF_T T;
 typedef MF_W W;
+#if MF_WIDE
+typedef long long I;
+#else
+typedef unsigned I;
+#endif
+constexpr int VEC = MF_VEC;
+
+struct alignas(sizeof(T) * VEC) Vec {
+    T v[VEC];
+};
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -37,27 +55,35 @@ extern "C" __global__ void bn_partial(const T* __restrict__ x, const T* __restri
                                       const unsigned* __restrict__ mask, const float* __restrict__ mean,
                                       float* __restrict__ part, long long N, long long C, long long S, int P) {
     pdl_entry();
-    const long long c = blockIdx.y, p = blockIdx.x, M = N * S;
+    const long long c = blockIdx.y, p = blockIdx.x, SV = S / VEC, M = N * SV;  // M vectors per channel
     const long long j0 = M * p / P, j1 = M * (p + 1) / P;
     const float shift = dy ? mean[c] : to_f(x[c * S]);
     float a = 0.f, b = 0.f;
-    // (n, s) of this thread's first element, then advanced without a division per element
-    long long j = j0 + threadIdx.x, n = j / S, s = j - n * S;
-    const long long step_n = blockDim.x / S, step_s = blockDim.x - step_n * S;
+    // (n, vector s) of this thread's first vector, then advanced without a division per vector
+    long long j = j0 + threadIdx.x, n = j / SV, s = j - n * SV;
+    const long long step_n = blockDim.x / SV, step_s = blockDim.x - step_n * SV;
     for (; j < j1; j += blockDim.x) {
-        const long long i = (n * C + c) * S + s;
-        const float v = to_f(x[i]) - shift;
+        const long long i = (n * C + c) * S + s * VEC;
+        const Vec xv = *reinterpret_cast<const Vec*>(x + i);
         if (dy) {
-            const float g = kept(mask, i) ? to_f(dy[i]) : 0.f;
-            a += g;
-            b += g * v;
+            const Vec gv = *reinterpret_cast<const Vec*>(dy + i);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const float g = kept(mask, i + k) ? to_f(gv.v[k]) : 0.f;
+                a += g;
+                b += g * (to_f(xv.v[k]) - shift);
+            }
         } else {
-            a += v;
-            b += v * v;
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const float v = to_f(xv.v[k]) - shift;
+                a += v;
+                b += v * v;
+            }
         }
         n += step_n;
         s += step_s;
-        if (s >= S) { s -= S; ++n; }
+        if (s >= SV) { s -= SV; ++n; }
     }
     __shared__ float sa[32], sb[32];
     a = warp_sum(a);
@@ -111,28 +137,42 @@ extern "C" __global__ void bn_finalize_forward(const float* __restrict__ part, c
 }
 
 // y = (x - mean) * rstd * w + b, then the ReLU (NaN kept, as max(y, 0) in PyTorch) and its mask: a
-// grid-stride loop whose trips are warp-uniform, so every warp's ballot makes one whole word.
+// grid-stride loop over vectors whose trips are warp-uniform; each thread's VEC bits are gathered from
+// 32 / VEC neighbouring lanes into one word.
 extern "C" __global__ void bn_apply(const T* __restrict__ x, const float* __restrict__ mean,
                                     const float* __restrict__ rstd, const W* __restrict__ w,
                                     const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask,
-                                    long long total, long long C, long long S) {
+                                    long long total_, long long C_, long long S_) {
     pdl_entry();
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long base = (long long)blockIdx.x * blockDim.x; base < total; base += stride) {
-        const long long i = base + threadIdx.x;
-        const bool live = i < total;
-        float v = 0.f;
+    const I vectors = (I)(total_ / VEC), C = (I)C_, SV = (I)(S_ / VEC);
+    const I stride = (I)gridDim.x * blockDim.x;
+    const int lane = threadIdx.x & 31;
+    for (I base = (I)blockIdx.x * blockDim.x; base < vectors; base += stride) {
+        const I v = base + threadIdx.x;
+        const bool live = v < vectors;
+        unsigned bits = 0u;
         if (live) {
-            const long long c = (i / S) % C;
-            v = (to_f(x[i]) - mean[c]) * rstd[c];
-            if (w) v *= to_acc<float>(w[c]);
-            if (b) v += to_acc<float>(b[c]);
-            if (mask && !(v > 0.f) && v == v) v = 0.f;
-            y[i] = from_f<T>(v);
+            const I c = (v / SV) % C;
+            const float m = mean[c], r = rstd[c];
+            const float wc = w ? to_acc<float>(w[c]) : 1.f, bc = b ? to_acc<float>(b[c]) : 0.f;
+            const Vec xv = reinterpret_cast<const Vec*>(x)[v];
+            Vec yv;
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                float o = (to_f(xv.v[k]) - m) * r * wc + bc;
+                if (mask) {
+                    if (o > 0.f) bits |= 1u << k;
+                    else if (o == o) o = 0.f;
+                }
+                yv.v[k] = from_f<T>(o);
+            }
+            reinterpret_cast<Vec*>(y)[v] = yv;
         }
-        if (mask) {
-            const unsigned word = __ballot_sync(0xffffffffu, live && v > 0.f);
-            if ((threadIdx.x & 31) == 0 && live) mask[i >> 5] = word;
+        if (mask) {  // lanes 32/VEC apart hold the words' first bits
+            unsigned word = bits;
+#pragma unroll
+            for (int k = 1; k < 32 / VEC; ++k) word |= __shfl_down_sync(0xffffffffu, bits, k) << (k * VEC);
+            if (lane % (32 / VEC) == 0 && live) mask[((long long)v * VEC) >> 5] = word;
         }
     }
 }
@@ -163,13 +203,21 @@ extern "C" __global__ void bn_finalize_backward(const float* __restrict__ part, 
 
 extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __restrict__ x,
                                           const unsigned* __restrict__ mask, const float* __restrict__ mean,
-                                          const float* __restrict__ coef, T* __restrict__ dx, long long total,
-                                          long long C, long long S) {
+                                          const float* __restrict__ coef, T* __restrict__ dx, long long total_,
+                                          long long C_, long long S_) {
     pdl_entry();
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        const long long c = (i / S) % C;
-        const float g = kept(mask, i) ? to_f(dy[i]) : 0.f;
-        dx[i] = from_f<T>(coef[c * 3] * g - coef[c * 3 + 1] - (to_f(x[i]) - mean[c]) * coef[c * 3 + 2]);
+    const I vectors = (I)(total_ / VEC), C = (I)C_, SV = (I)(S_ / VEC);
+    const I stride = (I)gridDim.x * blockDim.x;
+    for (I v = (I)blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += stride) {
+        const I c = (v / SV) % C;
+        const float k0 = coef[c * 3], k1 = coef[c * 3 + 1], k2 = coef[c * 3 + 2], m = mean[c];
+        const Vec gv = reinterpret_cast<const Vec*>(dy)[v], xv = reinterpret_cast<const Vec*>(x)[v];
+        Vec out;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const float g = kept(mask, (long long)v * VEC + k) ? to_f(gv.v[k]) : 0.f;
+            out.v[k] = from_f<T>(k0 * g - k1 - (to_f(xv.v[k]) - m) * k2);
+        }
+        reinterpret_cast<Vec*>(dx)[v] = out;
     }
 }

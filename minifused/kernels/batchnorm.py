@@ -106,9 +106,17 @@ def batch_norm_backward_ref(dy, x, weight, mean, rstd, mask, batch_stats, need_d
 _THREADS = 256
 
 
+def _vec(s, *arrays):
+    """Elements per 16-byte access when every row of S elements starts 16-byte aligned, else 1."""
+    vec = 16 // arrays[0].itemsize
+    ok = s % vec == 0 and all(a is None or a.data.ptr % 16 == 0 for a in arrays)
+    return vec if ok else 1
+
+
 @functools.cache
-def _kernels(dtype, wdtype):
-    opts = (f"-DMF_T={ctype(dtype)}", f"-DMF_W={ctype(wdtype)}")
+def _kernels(dtype, wdtype, vec, wide):
+    opts = (f"-DMF_T={ctype(dtype)}", f"-DMF_W={ctype(wdtype)}", f"-DMF_VEC={vec}",
+            f"-DMF_WIDE={int(wide)}")
     return {name: get_kernel("batchnorm.cu", name, opts)
             for name in ("bn_partial", "bn_finalize_forward", "bn_apply", "bn_finalize_backward", "bn_backward_dx")}
 
@@ -122,7 +130,7 @@ def _split(n, c, s, sms):
 
 
 def _grid(total, sms):
-    """Blocks of the elementwise passes: one element per thread up to 32 blocks per SM (then grid-stride)."""
+    """Blocks of the elementwise passes: one vector per thread up to 32 blocks per SM (then grid-stride)."""
     return int(max(1, min(-(-total // _THREADS), 32 * sms)))
 
 
@@ -136,8 +144,9 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     n, c, s = x.shape
     sms = sm_count(x.device.id)
     wdtype = (weight if weight is not None else running_mean if running_mean is not None else x).dtype
-    k = _kernels(x.dtype, wdtype)
     y = cupy.empty_like(x)
+    vec = _vec(s, x, y)
+    k = _kernels(x.dtype, wdtype, vec, x.size >= 2 ** 32)
     mean = cupy.empty(c, np.float32)
     rstd = cupy.empty(c, np.float32)
     mask = cupy.empty(_words(x.size), np.uint32) if relu else None
@@ -154,7 +163,7 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
                (NULL, x, running_mean, running_var, mean, rstd, _i(n), _i(c), _i(s), np.int32(0), np.float32(eps),
                 np.float32(0), np.int32(0), np.int32(0)))
     total = x.size
-    blocks = _grid(total, sms)
+    blocks = _grid(total // vec, sms)
     launch(k["bn_apply"], (blocks,), (_THREADS,),
            (x, mean, rstd, weight if weight is not None else NULL, bias if bias is not None else NULL, y,
             mask if relu else NULL, _i(total), _i(c), _i(s)))
@@ -167,7 +176,9 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
     n, c, s = x.shape
     sms = sm_count(x.device.id)
     wdtype = weight.dtype if weight is not None else x.dtype
-    k = _kernels(x.dtype, wdtype)
+    dx = cupy.empty_like(x) if need_dx else None
+    vec = _vec(s, x, dy, dx)
+    k = _kernels(x.dtype, wdtype, vec, x.size >= 2 ** 32)
     p = _split(n, c, s, sms)
     part = cupy.empty((c, p, 2), np.float32)
     launch(k["bn_partial"], (p, c), (_THREADS,),
@@ -178,11 +189,9 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
     launch(k["bn_finalize_backward"], (_words(c),), (32,),
            (part, weight if weight is not None else NULL, rstd, dw if dw is not None else NULL,
             db if db is not None else NULL, coef, _i(n), _i(c), _i(s), np.int32(p), np.int32(batch_stats)))
-    dx = None
     if need_dx:
-        dx = cupy.empty_like(x)
         total = x.size
-        blocks = _grid(total, sms)
+        blocks = _grid(total // vec, sms)
         launch(k["bn_backward_dx"], (blocks,), (_THREADS,),
                (dy, x, mask if mask is not None else NULL, mean, coef, dx, _i(total), _i(c), _i(s)))
     return dx, dw, db
