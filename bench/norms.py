@@ -26,8 +26,14 @@ The copy targets divide by a 1 GiB device-to-device copy, timed eagerly (see mai
 N lists copies of the forward's own bytes (an (M, N) fp16 array into another: CuPy's element copy and cudaMemcpyAsync)
 timed the same two ways: ``same_size_copy_over_copy`` and ``*_over_same_size_copy_min`` (the fastest
 of them) say how close a kernel moving those bytes can come, for reference, not as targets.
+BatchNorm (``bn``): training forward (statistics, running-statistics update, normalize) and backward (dx, dw,
+db) on (256, C, H, W) inputs, C = 64 ... 512, 32x32 and 8x8, fp16 and bf16 with fp32 weights, minifused's
+kernel layer against PyTorch's native and cuDNN kernels (the faster of the two counts: PyTorch at its
+strongest), GB/s as for LayerNorm (forward 2, backward 3 tensors of the input's size); ratios
+``bn_fwd_over_copy_min``, ``bn_bwd_over_copy_min``, ``bn_fwd_over_torch_min``, ``bn_bwd_over_torch_min``.
 Cross-entropy: forward + backward through each library's public API on (4096 x 32768) fp16 logits,
-eager (the target's ratio) and replayed from graphs (``xent_fwd_bwd_over_torch_graph``). Usage (GPU machine): python3 bench/norms.py [--quick]
+eager (the target's ratio) and replayed from graphs (``xent_fwd_bwd_over_torch_graph``). Usage (GPU machine):
+python3 bench/norms.py [--quick] [--only ln,bn,xent]
 """
 import sys
 
@@ -37,6 +43,7 @@ import minifused as mf
 import minifused.functional as F
 from harness import Results, bench_ms, copy_bandwidth_gbs, gbs, graph_ms, kernel_ms, torch_or_none, warm_gpu
 from minifused.kernels import get_kernel
+from minifused.kernels import batchnorm as KB
 from minifused.kernels import norm as KN
 from minifused.kernels import softmax as KS
 
@@ -45,6 +52,8 @@ NS = list(range(1024, 16384 + 1, 1024))
 SETS = 3  # input sets for the eager and isolated timings (the L2 is flushed before each of those calls)
 GRAPH_BYTES = 256 << 20  # at least this many bytes of x over the graph's sets
 QUICK = "--quick" in sys.argv
+ONLY = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else ["ln", "bn", "xent"]
+BN_SHAPES = [(256, c, hw) for hw in (32, 8) for c in (64, 128, 256, 512)]
 
 
 def rand(shape, dtype, seed):
@@ -93,6 +102,20 @@ def main():
     empty = get_kernel("elementwise.cu", "noop")
     res.add("empty kernel", "isolated", kernel_ms(lambda: empty((1,), (32,), ()), [()]) * 1e3, "us")
     ratios = {}
+    if "ln" in ONLY:
+        layer_norm_section(res, torch, copy, ratios)
+    if "bn" in ONLY:
+        batch_norm_section(res, torch, copy, ratios)
+    if "xent" in ONLY:
+        cross_entropy_section(res, torch)
+    for name, vals in ratios.items():
+        if vals:
+            res.ratio(name + "_min", min(vals))
+    res.write()
+    print("done")
+
+
+def layer_norm_section(res, torch, copy, ratios):
     ns = NS[::5] if QUICK else NS
     for n in ns:
         # Each N starts with both libraries' caches given back, so that no allocation inside a timed call
@@ -153,6 +176,78 @@ def main():
         del xs, dys, stats, tx
         cupy.get_default_memory_pool().free_all_blocks()
 
+
+def batch_norm_section(res, torch, copy, ratios):
+    for n, c, hw in BN_SHAPES[::4] if QUICK else BN_SHAPES:
+        for dtype in (cupy.float16, "bfloat16"):
+            dt = mf.bfloat16 if dtype == "bfloat16" else cupy.float16
+            cupy.get_default_memory_pool().free_all_blocks()
+            if torch is not None:
+                torch.cuda.empty_cache()
+            size = n * c * hw * hw
+            sets = max(SETS, -(-GRAPH_BYTES // (size * 2)))
+            xs = [_cast(rand((n, c, hw * hw), cupy.float32, 7 * c + hw + i), dt) for i in range(sets)]
+            dys = [_cast(rand((n, c, hw * hw), cupy.float32, 9 * c + hw + i), dt) for i in range(sets)]
+            w = rand((c,), cupy.float32, 3) * 0.1 + 1
+            b = rand((c,), cupy.float32, 4)
+            rm, rv = cupy.zeros(c, cupy.float32), cupy.ones(c, cupy.float32)
+            case = f"batch_norm N={n} C={c} {hw}x{hw} {'bf16' if dtype == 'bfloat16' else 'fp16'}"
+            fwd = timed(res, case + " fwd", "minifused", 2 * size * 2,
+                        lambda x: KB.batch_norm_forward(x, w, b, rm, rv, True, 0.1, 1e-5), [(x,) for x in xs])
+            saved = [KB.batch_norm_forward(x, w, b, rm, rv, True, 0.1, 1e-5)[1:3] for x in xs]
+            bwd = timed(res, case + " bwd", "minifused", 3 * size * 2,
+                        lambda dy, x, st: KB.batch_norm_backward(dy, x, w, st[0], st[1], None, True),
+                        list(zip(dys, xs, saved)))
+            note(ratios, "bn_fwd_over_copy", fwd, copy)
+            note(ratios, "bn_bwd_over_copy", bwd, copy)
+            if torch is not None:
+                shape = (n, c, hw, hw)
+                tdt = torch.bfloat16 if dtype == "bfloat16" else torch.float16
+                txs = [torch.randn(shape, device="cuda", dtype=tdt) for _ in xs]
+                tdys = [torch.randn(shape, device="cuda", dtype=tdt) for _ in dys]
+                tw, tb, trm, trv = (torch.from_dlpack(a) for a in (w, b, rm, rv))
+                best_f = best_b = (0.0, 0.0)
+                for impl in ("native", "cudnn"):
+                    f, bk = _torch_bn(torch, impl, tw, tb, trm, trv)
+                    t_f = timed(res, case + " fwd", f"torch {impl}", 2 * size * 2, f, [(x,) for x in txs], torch)
+                    tsaved = [f(x)[1:4] for x in txs]
+                    t_b = timed(res, case + " bwd", f"torch {impl}", 3 * size * 2, bk,
+                                list(zip(tdys, txs, tsaved)), torch)
+                    best_f = (max(best_f[0], t_f[0]), max(best_f[1], t_f[1]))
+                    best_b = (max(best_b[0], t_b[0]), max(best_b[1], t_b[1]))
+                note(ratios, "bn_fwd_over_torch", fwd, best_f)
+                note(ratios, "bn_bwd_over_torch", bwd, best_b)
+                del txs, tdys
+            del xs, dys, saved
+
+
+def _cast(x, dtype):
+    """A CuPy float32 array in ``dtype`` (bfloat16 through minifused's cast)."""
+    return mf.Tensor(x).to(dtype)._data if dtype == mf.bfloat16 else x.astype(dtype)
+
+
+def _torch_bn(torch, impl, w, b, rm, rv):
+    """PyTorch's training forward and backward kernels, called below autograd (as ours are)."""
+    if impl == "cudnn":
+        def fwd(x):
+            return torch.ops.aten.cudnn_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5)
+
+        def bwd(dy, x, st):
+            mean, invstd, reserve = st
+            return torch.ops.aten.cudnn_batch_norm_backward(x, dy, w, rm, rv, mean, invstd, 1e-5, reserve)
+        return fwd, bwd
+
+    def fwd(x):
+        y, mean, invstd = torch.ops.aten.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5)
+        return y, mean, invstd, None
+
+    def bwd(dy, x, st):
+        return torch.ops.aten.native_batch_norm_backward(dy, x, w, rm, rv, st[0], st[1], True, 1e-5,
+                                                         [True, True, True])
+    return fwd, bwd
+
+
+def cross_entropy_section(res, torch):
     # fused cross-entropy forward + backward, (4096 x 32768) fp16 logits, public API of each
     rows, classes = 4096, 32768
     logits = [rand((rows, classes), cupy.float16, 900 + i) for i in range(SETS)]
@@ -195,12 +290,6 @@ def main():
         err = float((torch.from_dlpack(mx[0].grad._data).float() - tl[0].grad.float()).norm()
                     / tl[0].grad.float().norm())
         res.add("cross_entropy grad rel. error vs torch", "minifused", err, "")
-
-    for name, vals in ratios.items():
-        if vals:
-            res.ratio(name + "_min", min(vals))
-    res.write()
-    print("done")
 
 
 if __name__ == "__main__":

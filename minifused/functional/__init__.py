@@ -276,6 +276,57 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     return _conv_ops.conv2d(input, weight, bias, stride, padding, dilation, groups, activation)
 
 
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """2-D transposed convolution as ``torch.nn.functional.conv_transpose2d``: ``input`` (N, C_in, H, W),
+    ``weight`` (C_in, C_out/groups, kH, kW); the output is (N, C_out, (H-1)*stride - 2*padding +
+    dilation*(kH-1) + output_padding + 1, ...). It runs the convolution's data-gradient kernels forward."""
+    op = "conv_transpose2d"
+    _check_image(op, input)
+    if not isinstance(weight, _Tensor):
+        raise TypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
+    if weight.ndim != 4:
+        raise ValueError(f"{op}: weight must be 4-D (in_channels, out_channels/groups, kH, kW), got shape "
+                         f"{tuple(weight.shape)}")
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    stride = _pair(op, "stride", stride, 1)
+    padding = _pair(op, "padding", padding, 0)
+    dilation = _pair(op, "dilation", dilation, 1)
+    output_padding = _pair(op, "output_padding", output_padding, 0)
+    n, k, h, w = input.shape
+    kin, cg, r, s = weight.shape
+    if k != kin:
+        raise ValueError(f"{op}: input has {k} channels (shape {tuple(input.shape)}) but weight of shape "
+                         f"{tuple(weight.shape)} expects {kin}")
+    if k % groups:
+        raise ValueError(f"{op}: in_channels={k} is not divisible by groups={groups}")
+    for i in (0, 1):
+        if output_padding[i] >= max(stride[i], dilation[i]):
+            raise ValueError(f"{op}: output_padding {output_padding} must be smaller than stride {stride} or "
+                             f"dilation {dilation} in each dimension")
+    out = tuple((size - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kk - 1) + output_padding[i] + 1
+                for i, (size, kk) in enumerate(((h, r), (w, s))))
+    if min(out) < 1 or k == 0 or cg == 0:
+        raise ValueError(f"{op}: the output would be empty (input {tuple(input.shape)}, weight {tuple(weight.shape)}, "
+                         f"stride {stride}, padding {padding}: output size {out})")
+    dtype = input.dtype
+    if dtype not in _CONV_DTYPES:
+        raise TypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
+    if weight.dtype != dtype or (isinstance(bias, _Tensor) and bias.dtype != dtype):
+        raise TypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
+                        + (f", {bias.dtype}" if isinstance(bias, _Tensor) else "") + " (no implicit casts)")
+    if bias is not None:
+        if not isinstance(bias, _Tensor):
+            raise TypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
+        if tuple(bias.shape) != (cg * groups,):
+            raise ValueError(f"{op}: bias must have shape ({cg * groups},) to match out_channels, got "
+                             f"{tuple(bias.shape)}")
+    if weight.device != input.device or (bias is not None and bias.device != input.device):
+        raise RuntimeError(f"{op}: expected input, weight and bias on one device")
+    y = _conv_ops.conv_transpose2d(input, weight, (n, cg * groups) + out, stride, padding, dilation, groups)
+    return y if bias is None else y + _reshape(bias, 1, -1, 1, 1)
+
+
 def _pool_args(op, input, kernel_size, stride, padding):
     _check_image(op, input)
     if not _backend.is_floating(input.dtype):
@@ -562,3 +613,4 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 # ---- families in their own modules
 from .activation import *  # noqa: E402,F401,F403 - activations, normalize, one_hot, the losses beyond these
 from .layers import *  # noqa: E402,F401,F403 - pad, interpolate, adaptive pooling, embedding, dropout2d
+from .batchnorm import *  # noqa: E402,F401,F403 - batch_norm, group_norm

@@ -3,13 +3,13 @@ from .module import Module, Parameter  # noqa: F401
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .basic import GELU, Flatten, Identity, ReLU, Sigmoid, Tanh  # noqa: F401
 from .linear import Linear  # noqa: F401
-from .norm import LayerNorm, RMSNorm  # noqa: F401
+from .norm import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, LayerNorm, RMSNorm  # noqa: F401
 from .softmax import LogSoftmax, Softmax  # noqa: F401
 from .loss import CrossEntropyLoss, NLLLoss  # noqa: F401
-from .conv import Conv2d  # noqa: F401
+from .conv import Conv2d, ConvTranspose2d  # noqa: F401
 from .pool import AvgPool2d, MaxPool2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .loss_mse import MSELoss  # noqa: F401
-from . import init, utils  # noqa: F401,E402
+from . import fusion, init, utils  # noqa: F401,E402
 from .activation import *  # noqa: F401,F403,E402 - LeakyReLU, SiLU, ELU, Softplus, Hardtanh and the losses beyond these
 from .layers import *  # noqa: F401,F403,E402 - Upsample, adaptive pooling, Embedding, Dropout2d, Unflatten

@@ -83,3 +83,55 @@ class Conv2d(Module):
         if self.activation:
             s += f", activation='{self.activation}'"
         return s
+
+
+class ConvTranspose2d(Module):
+    """``conv_transpose2d(x, weight) + bias`` with weight (in_channels, out_channels/groups, kH, kW), PyTorch's
+    arguments and initialisation (U(-1/√fan_in, 1/√fan_in), fan_in = out_channels/groups·kH·kW)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise ValueError(f"ConvTranspose2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                   for v in (in_channels, out_channels, groups)) or min(in_channels, out_channels, groups) < 1:
+            raise ValueError(f"ConvTranspose2d: in_channels, out_channels and groups must be positive ints, got "
+                             f"{in_channels!r}, {out_channels!r} and {groups!r}")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"ConvTranspose2d: in_channels={in_channels} and out_channels={out_channels} must "
+                             f"both be divisible by groups={groups}")
+        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
+        self.kernel_size = F._pair("ConvTranspose2d", "kernel_size", kernel_size, 1)
+        self.stride = F._pair("ConvTranspose2d", "stride", stride, 1)
+        self.padding = F._pair("ConvTranspose2d", "padding", padding, 0)
+        self.output_padding = F._pair("ConvTranspose2d", "output_padding", output_padding, 0)
+        self.dilation = F._pair("ConvTranspose2d", "dilation", dilation, 1)
+        dev = backend.device(device)
+        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        xp = backend.xp(dev)
+        shape = (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
+        with backend.on_device(dev):
+            self.weight = Parameter(xp.empty(shape, dtype=dtype))
+            self.bias = Parameter(xp.empty((self.out_channels,), dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.out_channels // self.groups * self.kernel_size[0] * self.kernel_size[1])
+        with no_grad():
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.uniform_(-bound, bound)
+
+    def forward(self, x):
+        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                  self.groups, self.dilation)
+
+    def extra_repr(self):
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        for name, default in (("padding", (0, 0)), ("output_padding", (0, 0)), ("dilation", (1, 1))):
+            if getattr(self, name) != default:
+                s += f", {name}={getattr(self, name)}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        return s + (", bias=False" if self.bias is None else "")

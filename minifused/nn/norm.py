@@ -1,10 +1,11 @@
-"""Normalization layers: ``LayerNorm``, ``RMSNorm`` (PyTorch's names, shapes and init)."""
+"""Normalization layers: ``LayerNorm``, ``RMSNorm``, ``BatchNorm1d/2d/3d``, ``GroupNorm`` (PyTorch's names,
+shapes, buffers and init)."""
 from __future__ import annotations
 
 import numbers
 
+from .. import autograd, backend, ops
 from .. import functional as F
-from .. import ops
 from .module import Module, Parameter
 
 
@@ -65,3 +66,132 @@ class RMSNorm(Module):
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class _BatchNorm(Module):
+    """BatchNorm over channel dimension 1, PyTorch's semantics: ``weight`` (ones) and ``bias`` (zeros) when
+    ``affine``; ``running_mean`` (zeros), ``running_var`` (ones) and ``num_batches_tracked`` buffers when
+    ``track_running_stats``. Training normalizes with the batch's statistics and moves the running ones by
+    ``momentum`` (``None``: the cumulative average); evaluation normalizes with the running statistics
+    (with the batch's when there are none). A following ReLU in a ``Sequential`` (or ``activation='relu'``)
+    runs in the same kernel."""
+
+    _ndims: tuple = ()
+    fused_activations = ("relu",)
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, activation=None):
+        super().__init__()
+        name = type(self).__name__
+        if not isinstance(num_features, numbers.Integral) or isinstance(num_features, bool) or num_features < 1:
+            raise ValueError(f"{name}: num_features must be a positive int, got {num_features!r}")
+        if momentum is not None and (not isinstance(momentum, numbers.Real) or isinstance(momentum, bool)
+                                     or not 0.0 <= momentum <= 1.0):
+            raise ValueError(f"{name}: momentum must be a number in [0, 1] or None, got {momentum!r}")
+        if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not eps >= 0:
+            raise ValueError(f"{name}: eps must be a number >= 0, got {eps!r}")
+        if activation not in (None, "relu"):
+            raise ValueError(f"{name}: activation must be None or 'relu', got {activation!r}")
+        self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
+        self.affine, self.track_running_stats, self.activation = affine, track_running_stats, activation
+        c = self.num_features
+        if affine:
+            self.weight = Parameter(ops.ones(c, dtype=dtype, device=device))
+            self.bias = Parameter(ops.zeros(c, dtype=dtype, device=device))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", ops.zeros(c, dtype=dtype, device=device))
+            self.register_buffer("running_var", ops.ones(c, dtype=dtype, device=device))
+            self.register_buffer("num_batches_tracked", ops.zeros((), dtype=backend.int64, device=device))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            self.running_mean.zero_()
+            self.running_var.fill_(1.0)
+            self.num_batches_tracked.zero_()
+
+    def _check_input(self, input):
+        name = type(self).__name__
+        if not isinstance(input, ops.Tensor):
+            raise TypeError(f"{name}: expected a tensor input, got {type(input).__name__}")
+        if input.ndim not in self._ndims:
+            want = " or ".join(f"{d}-D" for d in self._ndims)
+            raise ValueError(f"{name}: expected {want} input, got {input.ndim}-D input of shape {list(input.shape)}")
+        if input.shape[1] != self.num_features:
+            raise ValueError(f"{name}: expected {self.num_features} channels (num_features) in dimension 1, got "
+                             f"input of shape {list(input.shape)}")
+
+    def forward(self, input):
+        return self.forward_with_activation(input, self.activation)
+
+    def forward_with_activation(self, input, activation):
+        self._check_input(input)
+        tracking = self.training and self.track_running_stats
+        factor = 0.0 if self.momentum is None else self.momentum
+        if tracking and self.momentum is None:  # the cumulative average over the batches seen, this one too
+            factor = 1.0 / (int(self.num_batches_tracked.item()) + 1)
+        use_batch = self.training or self.running_mean is None
+        keep = not self.training or self.track_running_stats
+        out = F.batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
+                           self.weight, self.bias, use_batch, factor, self.eps, activation=activation)
+        if tracking:  # after the call, which checks everything first: a refused input changes nothing
+            with autograd.no_grad():
+                self.num_batches_tracked.add_(1)
+        return out
+
+    def extra_repr(self):
+        act = f", activation={self.activation!r}" if self.activation else ""
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}{act}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """BatchNorm over (N, C) or (N, C, L) inputs."""
+
+    _ndims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """BatchNorm over (N, C, H, W) inputs."""
+
+    _ndims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """BatchNorm over (N, C, D, H, W) inputs."""
+
+    _ndims = (5,)
+
+
+class GroupNorm(Module):
+    """``F.group_norm`` with per-channel ``weight`` (ones) and ``bias`` (zeros) when ``affine``."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+        super().__init__()
+        for what, v in (("num_groups", num_groups), ("num_channels", num_channels)):
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"GroupNorm: {what} must be a positive int, got {v!r}")
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_groups ({num_groups}) must divide num_channels ({num_channels})")
+        self.num_groups, self.num_channels, self.eps, self.affine = int(num_groups), int(num_channels), eps, affine
+        if affine:
+            self.weight = Parameter(ops.ones(self.num_channels, dtype=dtype, device=device))
+            self.bias = Parameter(ops.zeros(self.num_channels, dtype=dtype, device=device))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        if isinstance(input, ops.Tensor) and input.ndim >= 2 and input.shape[1] != self.num_channels:
+            raise ValueError(f"GroupNorm: expected {self.num_channels} channels in dimension 1, got input of "
+                             f"shape {list(input.shape)}")
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"

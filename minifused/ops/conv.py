@@ -41,3 +41,33 @@ class Conv2dFn(Function):
 def conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, activation=None):
     return Conv2dFn.apply(x, weight, bias, stride=tuple(stride), padding=tuple(padding),
                           dilation=tuple(dilation), groups=int(groups), activation=activation)
+
+
+class ConvTranspose2dFn(Function):
+    """The adjoint of conv2d (its data gradient run forward): x (N, K, H, W), weight (K, C/groups, R, S) ->
+    (N, C, H', W'); backward is the convolution of the gradient (dx) and the filter gradient with x in the
+    role of the output gradient (dw)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, *, out_shape, stride, padding, dilation, groups):
+        xp = backend.array_module(x)
+        x, weight = xp.ascontiguousarray(x), xp.ascontiguousarray(weight)
+        y = K.conv2d_backward_data(x, weight, out_shape, stride, padding, dilation, groups)
+        ctx.geometry = (stride, padding, dilation, groups)
+        ctx.save_for_backward(x, weight)
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, weight = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.geometry
+        gy = backend.array_module(gy).ascontiguousarray(gy)
+        need_x, need_w = ctx.needs_input_grad
+        dx = K.conv2d_forward(gy, weight, None, stride, padding, dilation, groups)[0] if need_x else None
+        dw = K.conv2d_backward_filter(x, gy, weight.shape, stride, padding, dilation, groups) if need_w else None
+        return dx, dw
+
+
+def conv_transpose2d(x, weight, out_shape, stride, padding, dilation, groups):
+    return ConvTranspose2dFn.apply(x, weight, out_shape=tuple(out_shape), stride=tuple(stride),
+                                   padding=tuple(padding), dilation=tuple(dilation), groups=int(groups))

@@ -1,0 +1,112 @@
+"""``batch_norm`` (fused kernels, optionally with its ReLU) and ``group_norm`` (the fused LayerNorm rows
+kernel over each group, then the per-channel affine)."""
+from __future__ import annotations
+
+import math as _math
+import numbers as _numbers
+
+from .. import backend as _backend
+from ..ops import batchnorm as _bn_ops
+from ..ops.shape import reshape as _reshape
+from ..tensor import Tensor as _Tensor
+
+__all__ = ["batch_norm", "group_norm"]
+
+
+def _check_input(op, input):
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if not _backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    if input.ndim < 2:
+        raise ValueError(f"{op}: expected an input of at least 2 dimensions (N, C, ...), got shape "
+                         f"{list(input.shape)}")
+
+
+def _check_channel_vectors(op, input, vectors):
+    """Each given vector is a tensor of shape (C,) on the input's device; all of one dtype."""
+    c, dtypes = input.shape[1], set()
+    for name, t in vectors.items():
+        if t is None:
+            continue
+        if not isinstance(t, _Tensor):
+            raise TypeError(f"{op}: {name} must be a tensor or None, got {type(t).__name__}")
+        if tuple(t.shape) != (c,):
+            raise ValueError(f"{op}: {name} must have shape [{c}] (one per channel of the input "
+                             f"{list(input.shape)}), got {list(t.shape)}")
+        if t.device != input.device:
+            raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {input.device}")
+        if not _backend.is_floating(t.dtype):
+            raise TypeError(f"{op}: {name} must be floating-point, got dtype {t.dtype}")
+        dtypes.add(t.dtype)
+    if len(dtypes) > 1:
+        raise TypeError(f"{op}: weight, bias and the running statistics must share one dtype, got "
+                        f"{sorted(str(d) for d in dtypes)}")
+
+
+def _real(v):
+    return isinstance(v, _numbers.Real) and not isinstance(v, bool) and _math.isfinite(v)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
+               activation=None):
+    """Batch normalization over the channel dimension 1 of ``input`` (N, C, ...), as
+    ``torch.nn.functional.batch_norm``: in training the batch's statistics normalize (biased variance) and
+    the running statistics, when given, move by ``momentum`` towards the mean and the unbiased variance, in
+    place; otherwise the running statistics normalize. ``activation='relu'`` runs the ReLU in the same
+    kernel (its mask kept as bits for the backward)."""
+    op = "batch_norm"
+    _check_input(op, input)
+    _check_channel_vectors(op, input, {"running_mean": running_mean, "running_var": running_var,
+                                       "weight": weight, "bias": bias})
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{op}: running_mean and running_var must both be tensors or both None")
+    if not training and running_mean is None:
+        raise ValueError(f"{op}: running_mean and running_var must be given when training=False (they "
+                         f"normalize in evaluation)")
+    if not _real(momentum) or not 0.0 <= momentum <= 1.0:
+        raise ValueError(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
+    if not _real(eps) or eps < 0:
+        raise ValueError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
+    if activation not in (None, "relu"):
+        raise ValueError(f"{op}: activation must be None or 'relu', got {activation!r}")
+    per_channel = input.numel() // max(input.shape[1], 1)
+    if training and per_channel <= 1:
+        raise ValueError(f"{op}: expected more than 1 value per channel when training, got input size "
+                         f"{list(input.shape)}")
+    running = (running_mean, running_var) if running_mean is not None else (None, None)
+    out = _bn_ops.batch_norm(input, weight, bias, *(None if t is None else t._data for t in running),
+                             bool(training), float(momentum), float(eps), relu=activation == "relu")
+    if training and running_mean is not None:
+        running_mean._bump(op)
+        running_var._bump(op)
+    return out
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Group normalization as ``torch.nn.functional.group_norm``: the C channels of ``input`` (N, C, ...)
+    in ``num_groups`` groups, each (sample, group) normalized over its channels and positions (biased
+    variance), then the per-channel ``weight`` and ``bias``."""
+    op = "group_norm"
+    _check_input(op, input)
+    if not isinstance(num_groups, _numbers.Integral) or isinstance(num_groups, bool) or num_groups < 1:
+        raise ValueError(f"{op}: num_groups must be a positive int, got {num_groups!r}")
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise ValueError(f"{op}: num_groups ({num_groups}) must divide the number of channels ({c})")
+    _check_channel_vectors(op, input, {"weight": weight, "bias": bias})
+    if not _real(eps) or eps < 0:
+        raise ValueError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
+    from . import layer_norm
+
+    if input.numel() == 0:
+        y = input * 1.0
+    else:
+        grouped = _reshape(input, n, num_groups, -1)
+        y = _reshape(layer_norm(grouped, (grouped.shape[-1],), eps=eps), *input.shape)
+    shape = (1, c) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        y = y * _reshape(weight, *shape)
+    if bias is not None:
+        y = y + _reshape(bias, *shape)
+    return y

@@ -1,0 +1,223 @@
+// BatchNorm over x (N, C, S) contiguous: per-channel statistics over N and S (see batchnorm.py).
+//
+// Configuration: MF_T the element type (float, __half, __nv_bfloat16), MF_W the type of weight, bias and
+// running statistics, MF_VEC elements per vector access (16 bytes / sizeof(T) when S is a multiple of it
+// and the arrays are 16-byte aligned, else 1), MF_WIDE 1: 64-bit indices in the elementwise passes (0:
+// unsigned, for arrays of fewer than 2^32 elements, where the channel of an element costs a 32-bit division). Arithmetic is fp32; the per-channel combination of the partial sums is fp64, in a
+// fixed order (deterministic, no atomics). Flat element i is at channel (i / S) % C; the ReLU mask holds
+// bit i % 32 of word i / 32.
+//
+// nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0
+// nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0
+// nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_W=__nv_bfloat16 -DMF_VEC=1 -DMF_WIDE=1
+#include "dtypes.cuh"
+#include "launch.cuh"
+
+#ifndef MF_T
+#define MF_T float
+#endif
+#ifndef MF_W
+#define MF_W float
+#endif
+#ifndef MF_VEC
+#define MF_VEC 1
+#endif
+#ifndef MF_WIDE
+#define MF_WIDE 1
+#endif
+typedef MF_T T;
+typedef MF_W W;
+#if MF_WIDE
+typedef long long I;
+#else
+typedef unsigned I;
+#endif
+constexpr int VEC = MF_VEC;
+
+struct alignas(sizeof(T) * VEC) Vec {
+    T v[VEC];
+};
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ bool kept(const unsigned* mask, long long i) {
+    return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u);
+}
+
+// Block (p, c) sums the p-th of P equal slices of channel c's N*S elements (j = n*S + s).
+// Forward (dy null): sums of v and v*v, v = x - x[n=0, c, s=0] (the shift keeps the squares from
+// cancelling). Backward: sums of g and g*(x - mean[c]), g = dy where the ReLU kept it, else 0.
+// Writes part[c, p, 0..1].
+extern "C" __global__ void bn_partial(const T* __restrict__ x, const T* __restrict__ dy,
+                                      const unsigned* __restrict__ mask, const float* __restrict__ mean,
+                                      float* __restrict__ part, long long N, long long C, long long S, int P) {
+    pdl_entry();
+    const long long c = blockIdx.y, p = blockIdx.x, SV = S / VEC, M = N * SV;  // M vectors per channel
+    const long long j0 = M * p / P, j1 = M * (p + 1) / P;
+    const float shift = dy ? mean[c] : to_f(x[c * S]);
+    float a = 0.f, b = 0.f;
+    // (n, vector s) of this thread's first vector, then advanced without a division per vector
+    long long j = j0 + threadIdx.x, n = j / SV, s = j - n * SV;
+    const long long step_n = blockDim.x / SV, step_s = blockDim.x - step_n * SV;
+    for (; j < j1; j += blockDim.x) {
+        const long long i = (n * C + c) * S + s * VEC;
+        const Vec xv = *reinterpret_cast<const Vec*>(x + i);
+        if (dy) {
+            const Vec gv = *reinterpret_cast<const Vec*>(dy + i);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const float g = kept(mask, i + k) ? to_f(gv.v[k]) : 0.f;
+                a += g;
+                b += g * (to_f(xv.v[k]) - shift);
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const float v = to_f(xv.v[k]) - shift;
+                a += v;
+                b += v * v;
+            }
+        }
+        n += step_n;
+        s += step_s;
+        if (s >= SV) { s -= SV; ++n; }
+    }
+    __shared__ float sa[32], sb[32];
+    a = warp_sum(a);
+    b = warp_sum(b);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) { sa[warp] = a; sb[warp] = b; }
+    __syncthreads();
+    if (warp == 0) {
+        const int warps = blockDim.x >> 5;
+        a = warp_sum(lane < warps ? sa[lane] : 0.f);
+        b = warp_sum(lane < warps ? sb[lane] : 0.f);
+        if (lane == 0) {
+            part[(c * P + p) * 2] = a;
+            part[(c * P + p) * 2 + 1] = b;
+        }
+    }
+}
+
+// One thread per channel. batch: mean and biased variance from the partials (and the running statistics
+// moved by `factor` towards the mean and the unbiased variance when `update`); otherwise from the running
+// statistics. Writes mean[c] and rstd[c] (fp32).
+extern "C" __global__ void bn_finalize_forward(const float* __restrict__ part, const T* __restrict__ x,
+                                               W* running_mean, W* running_var, float* __restrict__ mean,
+                                               float* __restrict__ rstd, long long N, long long C, long long S,
+                                               int P, float eps, float factor, int update, int batch) {
+    pdl_entry();
+    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    if (!batch) {
+        mean[c] = to_acc<float>(running_mean[c]);
+        rstd[c] = 1.0f / sqrtf(to_acc<float>(running_var[c]) + eps);
+        return;
+    }
+    double a = 0.0, b = 0.0;
+    for (int p = 0; p < P; ++p) {
+        a += part[(c * P + p) * 2];
+        b += part[(c * P + p) * 2 + 1];
+    }
+    const double M = (double)N * (double)S;
+    const double mu = a / M;
+    const double var = fmax(b / M - mu * mu, 0.0);
+    const double m = (double)to_f(x[c * S]) + mu;
+    mean[c] = (float)m;
+    rstd[c] = 1.0f / sqrtf((float)var + eps);
+    if (update) {
+        const double unbiased = M > 1.0 ? var * M / (M - 1.0) : var;
+        const double f = factor;
+        running_mean[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_mean[c]) + f * m);
+        running_var[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_var[c]) + f * unbiased);
+    }
+}
+
+// y = (x - mean) * rstd * w + b, then the ReLU (NaN kept, as max(y, 0) in PyTorch) and its mask: a
+// grid-stride loop over vectors whose trips are warp-uniform; each thread's VEC bits are gathered from
+// 32 / VEC neighbouring lanes into one word.
+extern "C" __global__ void bn_apply(const T* __restrict__ x, const float* __restrict__ mean,
+                                    const float* __restrict__ rstd, const W* __restrict__ w,
+                                    const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask,
+                                    long long total_, long long C_, long long S_) {
+    pdl_entry();
+    const I vectors = (I)(total_ / VEC), C = (I)C_, SV = (I)(S_ / VEC);
+    const I stride = (I)gridDim.x * blockDim.x;
+    const int lane = threadIdx.x & 31;
+    for (I base = (I)blockIdx.x * blockDim.x; base < vectors; base += stride) {
+        const I v = base + threadIdx.x;
+        const bool live = v < vectors;
+        unsigned bits = 0u;
+        if (live) {
+            const I c = (v / SV) % C;
+            const float m = mean[c], r = rstd[c];
+            const float wc = w ? to_acc<float>(w[c]) : 1.f, bc = b ? to_acc<float>(b[c]) : 0.f;
+            const Vec xv = reinterpret_cast<const Vec*>(x)[v];
+            Vec yv;
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                float o = (to_f(xv.v[k]) - m) * r * wc + bc;
+                if (mask) {
+                    if (o > 0.f) bits |= 1u << k;
+                    else if (o == o) o = 0.f;
+                }
+                yv.v[k] = from_f<T>(o);
+            }
+            reinterpret_cast<Vec*>(y)[v] = yv;
+        }
+        if (mask) {  // lanes 32/VEC apart hold the words' first bits
+            unsigned word = bits;
+#pragma unroll
+            for (int k = 1; k < 32 / VEC; ++k) word |= __shfl_down_sync(0xffffffffu, bits, k) << (k * VEC);
+            if (lane % (32 / VEC) == 0 && live) mask[((long long)v * VEC) >> 5] = word;
+        }
+    }
+}
+
+// One thread per channel: from the partials (sum g, sum g*(x - mean)) the weight and bias gradients and the
+// coefficients of dx = k0*g - k1 - (x - mean)*k2 (k1 = k2 = 0 when the statistics were constants).
+extern "C" __global__ void bn_finalize_backward(const float* __restrict__ part, const W* __restrict__ w,
+                                                const float* __restrict__ rstd, W* __restrict__ dw,
+                                                W* __restrict__ db, float* __restrict__ coef, long long N,
+                                                long long C, long long S, int P, int batch) {
+    pdl_entry();
+    const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double a = 0.0, b = 0.0;
+    for (int p = 0; p < P; ++p) {
+        a += part[(c * P + p) * 2];
+        b += part[(c * P + p) * 2 + 1];
+    }
+    const double r = rstd[c];
+    if (dw) dw[c] = from_acc<W>(b * r);
+    if (db) db[c] = from_acc<W>(a);
+    const double M = (double)N * (double)S;
+    const double k0 = r * (w ? to_acc<double>(w[c]) : 1.0);
+    coef[c * 3] = (float)k0;
+    coef[c * 3 + 1] = batch ? (float)(k0 * a / M) : 0.f;
+    coef[c * 3 + 2] = batch ? (float)(k0 * r * r * b / M) : 0.f;
+}
+
+extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __restrict__ x,
+                                          const unsigned* __restrict__ mask, const float* __restrict__ mean,
+                                          const float* __restrict__ coef, T* __restrict__ dx, long long total_,
+                                          long long C_, long long S_) {
+    pdl_entry();
+    const I vectors = (I)(total_ / VEC), C = (I)C_, SV = (I)(S_ / VEC);
+    const I stride = (I)gridDim.x * blockDim.x;
+    for (I v = (I)blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += stride) {
+        const I c = (v / SV) % C;
+        const float k0 = coef[c * 3], k1 = coef[c * 3 + 1], k2 = coef[c * 3 + 2], m = mean[c];
+        const Vec gv = reinterpret_cast<const Vec*>(dy)[v], xv = reinterpret_cast<const Vec*>(x)[v];
+        Vec out;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const float g = kept(mask, (long long)v * VEC + k) ? to_f(gv.v[k]) : 0.f;
+            out.v[k] = from_f<T>(k0 * g - k1 - (to_f(xv.v[k]) - m) * k2);
+        }
+        reinterpret_cast<Vec*>(dx)[v] = out;
+    }
+}

@@ -1,0 +1,213 @@
+"""BatchNorm over a (N, C, S) array: per-channel statistics over N and S, fused with the affine and ReLU.
+
+``batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu)
+-> (y, mean, rstd, mask)``: in training the batch's mean and biased variance normalize, and the running
+statistics (when given) move by ``factor`` towards the mean and the *unbiased* variance, in place (PyTorch's
+rule); otherwise the running statistics normalize. ``mean``/``rstd`` (fp32, fp64 for fp64 input, one per
+channel) are what the backward needs; ``mask`` is the ReLU's bit-mask (bit ``i % 32`` of word ``i // 32`` for
+flat element ``i``) when ``relu``.
+
+``batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw) -> (dx, dw, db)``:
+with ``batch_stats`` (training) dx carries the terms of the mean and variance; otherwise they were constants.
+
+The CUDA path: a partial-sums pass (a grid of (blocks per channel, channel); every block sums a fixed
+slice of its channel, shifted by the channel's first element so the squares do not cancel) writes one row
+of partials per block; a per-channel pass combines the rows in a fixed order in float64 (deterministic, no
+atomics) into mean/rstd and the running statistics, or into dw/db and the dx coefficients; an elementwise
+pass writes y (and the mask) or dx. NumPy arrays and float64 CuPy arrays take the reference (written for
+either array module). Inputs are assumed valid and C-contiguous (the functional layer checks).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .. import backend
+from . import NULL, acc_dtype, ctype, get_kernel, launch, sm_count
+
+# ---------------------------------------------------------------- references
+
+
+def _words(n):
+    return -(-n // 32)
+
+
+def pack_bits(positive):
+    """Flat booleans -> uint32 words, bit i % 32 of word i // 32 (either array module)."""
+    xp = backend.array_module(positive)
+    flat = positive.reshape(-1)
+    bits = xp.zeros(_words(flat.size) * 32, np.uint32)
+    bits[:flat.size] = flat
+    return (bits.reshape(-1, 32) << xp.arange(32, dtype=np.uint32)).sum(axis=1, dtype=np.uint32)
+
+
+def unpack_bits(mask, shape):
+    xp = backend.array_module(mask)
+    n = int(np.prod(shape))
+    bits = (mask[:, None] >> xp.arange(32, dtype=np.uint32)) & np.uint32(1)
+    return bits.reshape(-1)[:n].reshape(shape).astype(bool)
+
+
+def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False):
+    xp = backend.array_module(x)
+    acc = acc_dtype(x.dtype).type
+    xf = x.astype(acc)
+    m = x.shape[0] * x.shape[2]
+    if training:
+        mean = xf.mean(axis=(0, 2))
+        var = ((xf - mean[None, :, None]) ** 2).mean(axis=(0, 2))
+        if running_mean is not None:
+            unbiased = var * (m / (m - 1)) if m > 1 else var
+            running_mean[...] = ((1 - factor) * running_mean.astype(np.float64)
+                                 + factor * mean.astype(np.float64)).astype(running_mean.dtype)
+            running_var[...] = ((1 - factor) * running_var.astype(np.float64)
+                                + factor * unbiased.astype(np.float64)).astype(running_var.dtype)
+    else:
+        mean, var = running_mean.astype(acc), running_var.astype(acc)
+    rstd = (1 / xp.sqrt(var + acc(eps))).astype(acc)
+    y = (xf - mean[None, :, None]) * rstd[None, :, None]
+    if weight is not None:
+        y = y * weight.astype(acc)[None, :, None]
+    if bias is not None:
+        y = y + bias.astype(acc)[None, :, None]
+    mask = None
+    if relu:
+        y = xp.maximum(y, 0)
+        mask = pack_bits(y > 0)
+    return y.astype(x.dtype), mean.astype(acc), rstd, mask
+
+
+def batch_norm_backward_ref(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True):
+    xp = backend.array_module(x)
+    acc = acc_dtype(x.dtype).type
+    g = dy.astype(acc)
+    if mask is not None:
+        g = g * unpack_bits(mask, dy.shape)
+    xhat = (x.astype(acc) - mean[None, :, None]) * rstd[None, :, None]
+    sum_g = g.sum(axis=(0, 2))
+    sum_gx = (g * xhat).sum(axis=(0, 2))
+    dx = dw = db = None
+    if need_dx:
+        scale = rstd if weight is None else rstd * weight.astype(acc)
+        d = g
+        if batch_stats:
+            m = x.shape[0] * x.shape[2]
+            d = g - (sum_g / m)[None, :, None] - xhat * (sum_gx / m)[None, :, None]
+        dx = (d * scale[None, :, None]).astype(x.dtype)
+    if need_dw and weight is not None:
+        dw, db = sum_gx.astype(weight.dtype), sum_g.astype(weight.dtype)
+    elif need_dw:
+        db = sum_g.astype(x.dtype)
+    return dx, dw, db
+
+
+# ---------------------------------------------------------------- CUDA
+_THREADS = 256
+
+
+def _vec(s, *arrays):
+    """Elements per 16-byte access when every row of S elements starts 16-byte aligned, else 1."""
+    vec = 16 // arrays[0].itemsize
+    ok = s % vec == 0 and all(a is None or a.data.ptr % 16 == 0 for a in arrays)
+    return vec if ok else 1
+
+
+@functools.cache
+def _kernels(dtype, wdtype, vec, wide):
+    opts = (f"-DMF_T={ctype(dtype)}", f"-DMF_W={ctype(wdtype)}", f"-DMF_VEC={vec}",
+            f"-DMF_WIDE={int(wide)}")
+    return {name: get_kernel("batchnorm.cu", name, opts)
+            for name in ("bn_partial", "bn_finalize_forward", "bn_apply", "bn_finalize_backward", "bn_backward_dx")}
+
+
+def _split(n, c, s, sms):
+    """Blocks per channel: enough blocks for about four waves over the SMs, each with at least a few
+    thousand elements (fewer for small inputs), a fixed function of the shape (so sums are reproducible)."""
+    per_channel = n * s
+    want = max(1, 4 * sms // max(c, 1))
+    return int(max(1, min(want, per_channel // 4096, 1024)))
+
+
+def _grid(total, sms):
+    """Blocks of the elementwise passes: one vector per thread up to 32 blocks per SM (then grid-stride)."""
+    return int(max(1, min(-(-total // _THREADS), 32 * sms)))
+
+
+def _i(v):
+    return np.int64(v)
+
+
+def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu):
+    import cupy
+
+    n, c, s = x.shape
+    sms = sm_count(x.device.id)
+    wdtype = (weight if weight is not None else running_mean if running_mean is not None else x).dtype
+    y = cupy.empty_like(x)
+    vec = _vec(s, x, y)
+    k = _kernels(x.dtype, wdtype, vec, x.size >= 2 ** 32)
+    mean = cupy.empty(c, np.float32)
+    rstd = cupy.empty(c, np.float32)
+    mask = cupy.empty(_words(x.size), np.uint32) if relu else None
+    if training:
+        p = _split(n, c, s, sms)
+        part = cupy.empty((c, p, 2), np.float32)
+        launch(k["bn_partial"], (p, c), (_THREADS,), (x, NULL, NULL, NULL, part, _i(n), _i(c), _i(s), np.int32(p)))
+        update = running_mean is not None
+        launch(k["bn_finalize_forward"], (_words(c),), (32,),
+               (part, x, running_mean if update else NULL, running_var if update else NULL, mean, rstd,
+                _i(n), _i(c), _i(s), np.int32(p), np.float32(eps), np.float32(factor), np.int32(update), np.int32(1)))
+    else:
+        launch(k["bn_finalize_forward"], (_words(c),), (32,),
+               (NULL, x, running_mean, running_var, mean, rstd, _i(n), _i(c), _i(s), np.int32(0), np.float32(eps),
+                np.float32(0), np.int32(0), np.int32(0)))
+    total = x.size
+    blocks = _grid(total // vec, sms)
+    launch(k["bn_apply"], (blocks,), (_THREADS,),
+           (x, mean, rstd, weight if weight is not None else NULL, bias if bias is not None else NULL, y,
+            mask if relu else NULL, _i(total), _i(c), _i(s)))
+    return y, mean, rstd, mask
+
+
+def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw):
+    import cupy
+
+    n, c, s = x.shape
+    sms = sm_count(x.device.id)
+    wdtype = weight.dtype if weight is not None else x.dtype
+    dx = cupy.empty_like(x) if need_dx else None
+    vec = _vec(s, x, dy, dx)
+    k = _kernels(x.dtype, wdtype, vec, x.size >= 2 ** 32)
+    p = _split(n, c, s, sms)
+    part = cupy.empty((c, p, 2), np.float32)
+    launch(k["bn_partial"], (p, c), (_THREADS,),
+           (x, dy, mask if mask is not None else NULL, mean, part, _i(n), _i(c), _i(s), np.int32(p)))
+    coef = cupy.empty((c, 3), np.float32)
+    dw = cupy.empty(c, wdtype) if need_dw and weight is not None else None
+    db = cupy.empty(c, wdtype) if need_dw else None
+    launch(k["bn_finalize_backward"], (_words(c),), (32,),
+           (part, weight if weight is not None else NULL, rstd, dw if dw is not None else NULL,
+            db if db is not None else NULL, coef, _i(n), _i(c), _i(s), np.int32(p), np.int32(batch_stats)))
+    if need_dx:
+        total = x.size
+        blocks = _grid(total // vec, sms)
+        launch(k["bn_backward_dx"], (blocks,), (_THREADS,),
+               (dy, x, mask if mask is not None else NULL, mean, coef, dx, _i(total), _i(c), _i(s)))
+    return dx, dw, db
+
+
+def _on_kernels(x):
+    return backend.is_cuda_array(x) and x.dtype != np.float64
+
+
+def batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False):
+    if not _on_kernels(x) or x.size == 0:
+        return batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training, factor, eps, relu)
+    return _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu)
+
+
+def batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True):
+    if not _on_kernels(x) or x.size == 0:
+        return batch_norm_backward_ref(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw)
+    return _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw)

@@ -1,0 +1,255 @@
+"""BatchNorm1d/2d/3d, F.batch_norm (fused kernels, with the ReLU), GroupNorm: PyTorch's semantics against
+float64 NumPy, gradients against finite differences, the CUDA kernels against the reference (odd shapes,
+poisoned outputs) and against PyTorch on the GPU; bad input leaves every state unchanged."""
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+import minifused.nn as nn
+from conftest import dev_array, f64, host
+from minifused.kernels import batchnorm as K
+from minifused.testing import gradcheck
+
+
+def bn_ref(x, mean, var, w, b, eps):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
+    return y * w.reshape(shape) + b.reshape(shape)
+
+
+def batch_stats(x):
+    axes = (0,) + tuple(range(2, x.ndim))
+    return x.mean(axis=axes), x.var(axis=axes), x.var(axis=axes, ddof=1)
+
+
+# ---------------------------------------------------------------- semantics (cpu, float64 against NumPy)
+@pytest.mark.parametrize("shape", [(5, 3), (4, 3, 7), (3, 2, 5, 4), (2, 3, 1, 1)])
+def test_training_normalizes_with_batch_stats_and_moves_running_stats(rng, shape):
+    x = rng.standard_normal(shape) * 3 + 1
+    mod = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d}[len(shape)](shape[1], momentum=0.3,
+                                                                                 dtype=mf.float64)
+    w, b = rng.standard_normal(shape[1]), rng.standard_normal(shape[1])
+    mod.weight._data[...] = w
+    mod.bias._data[...] = b
+    y = mod(mf.tensor(x))
+    mean, var, unbiased = batch_stats(x)
+    np.testing.assert_allclose(y.numpy(), bn_ref(x, mean, var, w, b, 1e-5), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(mod.running_mean.numpy(), 0.3 * mean, rtol=1e-12)
+    np.testing.assert_allclose(mod.running_var.numpy(), 0.7 + 0.3 * unbiased, rtol=1e-12)
+    assert int(mod.num_batches_tracked.item()) == 1
+    mod.eval()
+    x2 = rng.standard_normal(shape)
+    want = bn_ref(x2, 0.3 * mean, 0.7 + 0.3 * unbiased, w, b, 1e-5)
+    np.testing.assert_allclose(mod(mf.tensor(x2)).numpy(), want, rtol=1e-10, atol=1e-12)
+    assert int(mod.num_batches_tracked.item()) == 1
+
+
+def test_momentum_none_is_the_cumulative_average(rng):
+    mod = nn.BatchNorm1d(4, momentum=None, dtype=mf.float64)
+    xs = [rng.standard_normal((6, 4)) + i for i in range(3)]
+    for x in xs:
+        mod(mf.tensor(x))
+    np.testing.assert_allclose(mod.running_mean.numpy(), np.mean([x.mean(0) for x in xs], axis=0), rtol=1e-12)
+    np.testing.assert_allclose(mod.running_var.numpy(), np.mean([x.var(0, ddof=1) for x in xs], axis=0),
+                               rtol=1e-12)
+    assert int(mod.num_batches_tracked.item()) == 3
+
+
+def test_without_running_stats_eval_uses_the_batch(rng):
+    mod = nn.BatchNorm2d(3, affine=False, track_running_stats=False, dtype=mf.float64).eval()
+    assert mod.running_mean is None and mod.weight is None
+    x = rng.standard_normal((2, 3, 4, 4))
+    mean, var, _ = batch_stats(x)
+    np.testing.assert_allclose(mod(mf.tensor(x)).numpy(), bn_ref(x, mean, var, np.ones(3), np.zeros(3), 1e-5),
+                               rtol=1e-10)
+
+
+def test_state_dict_keys_are_pytorchs():
+    sd = nn.BatchNorm2d(8).state_dict()
+    assert list(sd) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
+    assert sd["num_batches_tracked"].dtype == mf.int64 and sd["num_batches_tracked"].shape == ()
+    assert repr(nn.BatchNorm2d(8)) == "BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("relu", [False, True])
+def test_gradients_against_finite_differences(rng, training, relu):
+    x = mf.tensor(rng.standard_normal((4, 3, 3, 2)), requires_grad=True)
+    w = mf.tensor(rng.uniform(0.5, 2, 3), requires_grad=True)
+    b = mf.tensor(rng.standard_normal(3) * 0.1 + 0.3, requires_grad=True)
+    rm, rv = mf.tensor(rng.standard_normal(3) * 0.1), mf.tensor(rng.uniform(0.5, 2, 3))
+
+    def fn(x, w, b):  # running stats: copies, so every evaluation starts from the same
+        return F.batch_norm(x, rm.clone(), rv.clone(), w, b, training=training, activation="relu" if relu else None)
+    assert gradcheck(fn, (x, w, b))
+
+
+def test_relu_fused_equals_relu_after(rng):
+    x = rng.standard_normal((3, 4, 5, 5))
+    fused = nn.Sequential(nn.BatchNorm2d(4, dtype=mf.float64), nn.ReLU())
+    plain = nn.BatchNorm2d(4, dtype=mf.float64)
+    xa, xb = mf.tensor(x, requires_grad=True), mf.tensor(x, requires_grad=True)
+    ya, yb = fused(xa), F.relu(plain(xb))
+    np.testing.assert_array_equal(ya.numpy(), yb.numpy())
+    gy = mf.tensor(rng.standard_normal(x.shape))
+    (ya * gy).sum().backward()
+    (yb * gy).sum().backward()
+    np.testing.assert_allclose(xa.grad.numpy(), xb.grad.numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(fused[0].weight.grad.numpy(), plain.weight.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("groups,shape", [(1, (2, 4, 3, 3)), (2, (3, 4, 5)), (4, (2, 4)), (3, (2, 6, 2, 3))])
+def test_group_norm_against_float64(rng, groups, shape):
+    x = rng.standard_normal(shape) * 2 + 0.5
+    w, b = rng.standard_normal(shape[1]), rng.standard_normal(shape[1])
+    g = x.reshape(shape[0], groups, -1)
+    want = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)).reshape(shape)
+    cshape = (1, -1) + (1,) * (len(shape) - 2)
+    want = want * w.reshape(cshape) + b.reshape(cshape)
+    mod = nn.GroupNorm(groups, shape[1], dtype=mf.float64)
+    mod.weight._data[...] = w
+    mod.bias._data[...] = b
+    np.testing.assert_allclose(mod(mf.tensor(x)).numpy(), want, rtol=1e-10, atol=1e-12)
+    xt = mf.tensor(x, requires_grad=True)
+    assert gradcheck(lambda x, w, b: F.group_norm(x, groups, w, b),
+                     (xt, mf.tensor(w, requires_grad=True), mf.tensor(b, requires_grad=True)))
+
+
+# ---------------------------------------------------------------- bad input: clear errors, nothing changed
+def _bn_state(mod):
+    return {k: v.numpy().copy() for k, v in mod.state_dict().items()}
+
+
+@pytest.mark.parametrize("make,x,exc,words", [
+    (lambda: nn.BatchNorm2d(3), lambda: mf.randn(2, 4, 3, 3), ValueError,
+     r"BatchNorm2d: expected 3 channels \(num_features\) in dimension 1, got input of shape \[2, 4, 3, 3\]"),
+    (lambda: nn.BatchNorm2d(3), lambda: mf.randn(2, 3, 3), ValueError, "BatchNorm2d: expected 4-D input, got 3-D"),
+    (lambda: nn.BatchNorm1d(4), lambda: mf.randn(1, 4), ValueError,
+     r"expected more than 1 value per channel when training, got input size \[1, 4\]"),
+    (lambda: nn.BatchNorm2d(2), lambda: mf.randn(1, 2, 1, 1), ValueError, "more than 1 value per channel"),
+    (lambda: nn.BatchNorm1d(2), lambda: mf.tensor([[1, 2], [3, 4]]), TypeError,
+     "batch_norm: expected a floating-point input, got dtype int64"),
+    (lambda: nn.BatchNorm1d(2), lambda: [[1.0, 2.0]], TypeError, "BatchNorm1d: expected a tensor input, got list")])
+def test_bad_input_changes_nothing(make, x, exc, words):
+    mod = make()
+    before = _bn_state(mod)
+    with pytest.raises(exc, match=words):
+        mod(x())
+    after = _bn_state(mod)
+    assert before.keys() == after.keys() and all(np.array_equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize("fn,exc,words", [
+    (lambda: nn.BatchNorm2d(3, momentum=1.5), ValueError, r"BatchNorm2d: momentum must be a number in \[0, 1\] or None, got 1.5"),
+    (lambda: nn.BatchNorm2d(3, momentum=-0.1), ValueError, "momentum must be a number in"),
+    (lambda: nn.BatchNorm2d(0), ValueError, "BatchNorm2d: num_features must be a positive int, got 0"),
+    (lambda: nn.GroupNorm(3, 4), ValueError, r"GroupNorm: num_groups \(3\) must divide num_channels \(4\)"),
+    (lambda: F.group_norm(mf.randn(2, 6, 3), 4), ValueError, r"group_norm: num_groups \(4\) must divide the number of channels \(6\)"),
+    (lambda: nn.GroupNorm(2, 4)(mf.randn(2, 6, 3)), ValueError, "GroupNorm: expected 4 channels"),
+    (lambda: F.batch_norm(mf.randn(2, 3), None, None, training=False), ValueError, "must be given when training=False"),
+    (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), mf.ones(3), training=True, momentum=2.0), ValueError,
+     r"batch_norm: momentum must be a number in \[0, 1\], got 2.0"),
+    (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(4), mf.ones(4)), ValueError,
+     r"batch_norm: running_mean must have shape \[3\]"),
+    (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), None), ValueError, "both be tensors or both None"),
+    (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), mf.ones(3), activation="gelu"), ValueError,
+     "activation must be None or 'relu'"),
+    (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), mf.ones(3, dtype=mf.float64)), TypeError, "share one dtype")])
+def test_bad_arguments(fn, exc, words):
+    with pytest.raises(exc, match=words):
+        fn()
+
+
+def test_refused_functional_call_keeps_running_stats():
+    rm, rv = mf.zeros(3), mf.ones(3)
+    with pytest.raises(ValueError):
+        F.batch_norm(mf.randn(1, 3), rm, rv, training=True)
+    assert rm.numpy().tolist() == [0, 0, 0] and rv.numpy().tolist() == [1, 1, 1] and rm._version == 0
+
+
+# ---------------------------------------------------------------- CUDA kernels against the reference
+SHAPES = [(4, 3, 5), (2, 64, 1024), (256, 7, 1), (3, 1, 777), (1, 2, 40000), (33, 130, 9)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, mf.bfloat16])
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("relu", [False, True])
+def test_cuda_kernels_match_reference(rng, poisoned_pool, dtype, shape, relu):
+    import cupy
+
+    x = (rng.standard_normal(shape) * 2 + 3).astype(dtype)
+    c = shape[1]
+    w, b = rng.uniform(0.5, 2, c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    rm, rv = rng.standard_normal(c).astype(np.float32), rng.uniform(0.5, 2, c).astype(np.float32)
+    for training in (True, False):
+        rm_d, rv_d = cupy.asarray(rm), cupy.asarray(rv)
+        rm_h, rv_h = rm.copy(), rv.copy()
+        y, mean, rstd, mask = K.batch_norm_forward(dev_array(x, "cuda"), cupy.asarray(w), cupy.asarray(b), rm_d, rv_d,
+                                                   training, 0.1, 1e-5, relu)
+        y_r, mean_r, rstd_r, mask_r = K.batch_norm_forward_ref(x, w, b, rm_h, rv_h, training, 0.1, 1e-5, relu)
+        tol = 1e-5 if dtype == np.float32 else 1e-2
+        np.testing.assert_allclose(f64(y), f64(y_r), rtol=tol, atol=tol)
+        np.testing.assert_allclose(host(mean), mean_r, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(host(rstd), rstd_r, rtol=1e-5)
+        np.testing.assert_allclose(host(rm_d), rm_h, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(host(rv_d), rv_h, rtol=1e-5)
+        if relu:  # the mask is the output's sign, every word written
+            np.testing.assert_array_equal(K.unpack_bits(host(mask), shape), f64(y) > 0)
+        dy = rng.standard_normal(shape).astype(dtype)
+        dx, dw, db = K.batch_norm_backward(dev_array(dy, "cuda"), dev_array(x, "cuda"), cupy.asarray(w), mean, rstd,
+                                           mask, training)
+        dx_r, dw_r, db_r = K.batch_norm_backward_ref(dy, x, w, host(mean), host(rstd),
+                                                     None if mask is None else host(mask), training)
+        scale = np.abs(f64(dx_r)).max() + 1
+        np.testing.assert_allclose(f64(dx), f64(dx_r), rtol=tol, atol=tol * scale)
+        np.testing.assert_allclose(host(dw), dw_r, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(host(db), db_r, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_cuda_statistics_are_deterministic(rng):
+    import cupy
+
+    x = cupy.asarray(rng.standard_normal((64, 32, 33, 33)).astype(np.float32))
+    runs = [K.batch_norm_forward(x, None, None, None, None, True, 0.1, 1e-5)[1:3] for _ in range(3)]
+    for mean, rstd in runs[1:]:
+        assert cupy.array_equal(mean, runs[0][0]) and cupy.array_equal(rstd, runs[0][1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("shape", [(16, 8, 6, 6), (32, 5), (8, 3, 11)])
+def test_against_pytorch(torch, rng, dtype, shape):
+    """A module in the input's dtype (PyTorch's layout for half models), three training steps then eval:
+    outputs, input/weight/bias gradients and running statistics."""
+    cls = nn.BatchNorm2d if len(shape) == 4 else nn.BatchNorm1d
+    tcls = getattr(torch.nn, cls.__name__)
+    ours = cls(shape[1], momentum=0.2, dtype=getattr(mf, dtype), device="cuda")
+    theirs = tcls(shape[1], momentum=0.2).to(device="cuda", dtype=getattr(torch, dtype))
+    w = rng.uniform(0.5, 2, shape[1]).astype(np.float32)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(w))
+    ours.weight._data[...] = mf.tensor(w, dtype=getattr(mf, dtype), device="cuda")._data
+    tol = 1e-4 if dtype == "float32" else 3e-2
+    for step in range(4):
+        if step == 3:
+            ours.eval(), theirs.eval()
+        x = (rng.standard_normal(shape) * 2 + 1).astype(np.float32)
+        gy = rng.standard_normal(shape).astype(np.float32)
+        xo = mf.tensor(x, device="cuda", dtype=getattr(mf, dtype), requires_grad=True)
+        xt = torch.tensor(x, device="cuda", dtype=getattr(torch, dtype), requires_grad=True)
+        yo, yt = ours(xo), theirs(xt)
+        (yo * mf.tensor(gy, device="cuda", dtype=getattr(mf, dtype))).sum().backward()
+        (yt * torch.tensor(gy, device="cuda", dtype=getattr(torch, dtype))).sum().backward()
+        np.testing.assert_allclose(f64(yo), yt.float().detach().cpu().numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(f64(xo.grad), xt.grad.float().cpu().numpy(), rtol=tol, atol=tol * 4)
+        for name in ("running_mean", "running_var"):
+            np.testing.assert_allclose(f64(getattr(ours, name)), getattr(theirs, name).float().cpu().numpy(),
+                                       rtol=tol, atol=tol)
+    np.testing.assert_allclose(f64(ours.weight.grad), theirs.weight.grad.float().cpu().numpy(), rtol=tol * 10,
+                               atol=tol * 10)
+    np.testing.assert_allclose(f64(ours.bias.grad), theirs.bias.grad.float().cpu().numpy(), rtol=tol * 10,
+                               atol=tol * 10)
+    assert int(ours.num_batches_tracked.item()) == int(theirs.num_batches_tracked.item()) == 3

@@ -1,0 +1,127 @@
+"""ConvTranspose2d / F.conv_transpose2d against a direct float64 scatter, gradients against finite differences,
+PyTorch on the GPU; and folding an evaluation BatchNorm into the convolution before it."""
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+import minifused.nn as nn
+from conftest import f64
+from minifused.nn.fusion import fuse_conv_bn_eval
+from minifused.testing import gradcheck
+
+GEOMETRIES = [  # (N, Cin, H, W), (Cout/groups, kH, kW), stride, padding, output_padding, dilation, groups
+    ((2, 3, 4, 5), (2, 3, 3), (1, 1), (0, 0), (0, 0), (1, 1), 1),
+    ((1, 4, 3, 3), (3, 2, 2), (2, 2), (0, 0), (1, 0), (1, 1), 1),
+    ((2, 4, 5, 4), (1, 3, 2), (2, 1), (1, 0), (1, 0), (1, 2), 2),
+    ((3, 6, 4, 4), (2, 3, 3), (3, 2), (1, 1), (2, 1), (1, 1), 3),
+]
+
+
+def conv_transpose_ref(x, w, b, stride, padding, output_padding, dilation, groups):
+    n, cin, h, wd = x.shape
+    _, cg, kh, kw = w.shape
+    ho = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1
+    wo = (wd - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1
+    full = np.zeros((n, cg * groups, ho + 2 * padding[0] + stride[0], wo + 2 * padding[1] + stride[1]))
+    per = cin // groups
+    for ci in range(cin):
+        g = ci // per
+        for i in range(h):
+            for j in range(wd):
+                for a in range(kh):
+                    for c in range(kw):
+                        full[:, g * cg:(g + 1) * cg, i * stride[0] + a * dilation[0], j * stride[1] + c * dilation[1]] \
+                            += x[:, ci, i, j][:, None] * w[ci, :, a, c][None, :]
+    y = full[:, :, padding[0]:padding[0] + ho, padding[1]:padding[1] + wo]
+    return y + (0 if b is None else b[None, :, None, None])
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+def test_values_and_gradients_float64(rng, geometry):
+    xs, (cg, kh, kw), stride, padding, output_padding, dilation, groups = geometry
+    x = rng.standard_normal(xs)
+    w = rng.standard_normal((xs[1], cg, kh, kw))
+    b = rng.standard_normal(cg * groups)
+    y = F.conv_transpose2d(mf.tensor(x), mf.tensor(w), mf.tensor(b), stride, padding, output_padding, groups, dilation)
+    np.testing.assert_allclose(y.numpy(), conv_transpose_ref(x, w, b, stride, padding, output_padding, dilation, groups),
+                               rtol=1e-10, atol=1e-12)
+    args = [mf.tensor(a, requires_grad=True) for a in (x, w, b)]
+    assert gradcheck(lambda x, w, b: F.conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation),
+                     args)
+
+
+def test_module_shapes_and_repr():
+    m = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)
+    assert m.weight.shape == (8, 4, 3, 3) and m.bias.shape == (4,)
+    assert m(mf.randn(2, 8, 5, 5)).shape == (2, 4, 10, 10)
+    assert repr(m) == "ConvTranspose2d(8, 4, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), output_padding=(1, 1))"
+    bound = 1 / np.sqrt(4 * 9)
+    assert np.abs(m.weight.numpy()).max() <= bound
+
+
+@pytest.mark.parametrize("fn,exc,words", [
+    (lambda: F.conv_transpose2d(mf.randn(1, 3, 4, 4), mf.randn(4, 2, 3, 3)), ValueError,
+     r"conv_transpose2d: input has 3 channels .* expects 4"),
+    (lambda: F.conv_transpose2d(mf.randn(1, 4, 4, 4), mf.randn(4, 2, 3, 3), stride=2, output_padding=2), ValueError,
+     "output_padding .* must be smaller than stride"),
+    (lambda: F.conv_transpose2d(mf.randn(4, 4, 4), mf.randn(4, 2, 3, 3)), ValueError, "4-D input"),
+    (lambda: F.conv_transpose2d(mf.randn(1, 4, 4, 4), mf.randn(4, 2, 3, 3), bias=mf.randn(3)), ValueError,
+     r"bias must have shape \(2,\)"),
+    (lambda: nn.ConvTranspose2d(4, 3, 3, groups=2), ValueError, "divisible by groups=2"),
+    (lambda: F.conv_transpose2d(mf.randn(1, 4, 4, 4), mf.randn(4, 2, 3, 3, dtype=mf.float64)), TypeError,
+     "one dtype")])
+def test_bad_input(fn, exc, words):
+    with pytest.raises(exc, match=words):
+        fn()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("geometry", GEOMETRIES + [((8, 64, 16, 16), (32, 4, 4), (2, 2), (1, 1), (0, 0), (1, 1), 1)])
+def test_against_pytorch(torch, rng, dtype, geometry):
+    xs, (cg, kh, kw), stride, padding, output_padding, dilation, groups = geometry
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = (rng.standard_normal((xs[1], cg, kh, kw)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(cg * groups).astype(np.float32)
+    gy_shape = None
+    ours = [mf.tensor(a, device="cuda", dtype=getattr(mf, dtype), requires_grad=True) for a in (x, w, b)]
+    theirs = [torch.tensor(a, device="cuda", dtype=getattr(torch, dtype), requires_grad=True) for a in (x, w, b)]
+    yo = F.conv_transpose2d(*ours, stride, padding, output_padding, groups, dilation)
+    yt = torch.nn.functional.conv_transpose2d(*theirs, stride, padding, output_padding, groups, dilation)
+    gy_shape = tuple(yt.shape)
+    assert yo.shape == gy_shape
+    gy = rng.standard_normal(gy_shape).astype(np.float32)
+    (yo * mf.tensor(gy, device="cuda", dtype=getattr(mf, dtype))).sum().backward()
+    (yt * torch.tensor(gy, device="cuda", dtype=getattr(torch, dtype))).sum().backward()
+    tol = 2e-4 if dtype == "float32" else 3e-2
+    for a, t in [(yo, yt)] + [(o.grad, th.grad) for o, th in zip(ours, theirs)]:
+        ref = t.detach().float().cpu().numpy()
+        np.testing.assert_allclose(f64(a), ref, rtol=tol, atol=tol * (np.abs(ref).max() + 1))
+
+
+# ---------------------------------------------------------------- conv + BatchNorm folding
+@pytest.mark.parametrize("relu", [False, True])
+def test_fuse_conv_bn_eval_equals_the_pair(rng, relu):
+    conv = nn.Conv2d(3, 5, 3, padding=1, dtype=mf.float64)
+    bn = nn.BatchNorm2d(5, dtype=mf.float64, activation="relu" if relu else None)
+    for _ in range(3):
+        bn(conv(mf.tensor(rng.standard_normal((4, 3, 6, 6)) * 2 + 1)))
+    bn.weight._data[...] = rng.uniform(0.5, 2, 5)
+    bn.bias._data[...] = rng.standard_normal(5)
+    conv.eval(), bn.eval()
+    fused = fuse_conv_bn_eval(conv, bn)
+    x = mf.tensor(rng.standard_normal((2, 3, 6, 6)))
+    np.testing.assert_allclose(fused(x).numpy(), bn(conv(x)).numpy(), rtol=1e-10, atol=1e-12)
+    assert fused.activation == ("relu" if relu else None) and conv.activation is None
+
+
+def test_fuse_conv_bn_eval_refuses_what_cannot_fold():
+    conv, bn = nn.Conv2d(3, 5, 3), nn.BatchNorm2d(5)
+    with pytest.raises(ValueError, match="evaluation mode"):
+        fuse_conv_bn_eval(conv, bn)
+    conv.eval(), bn.eval()
+    with pytest.raises(ValueError, match="applies 'relu' before the BatchNorm"):
+        fuse_conv_bn_eval(nn.Conv2d(3, 5, 3, activation="relu").eval(), bn)
+    with pytest.raises(ValueError, match="BatchNorm has 4 features"):
+        fuse_conv_bn_eval(conv, nn.BatchNorm2d(4).eval())
