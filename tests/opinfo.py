@@ -330,6 +330,9 @@ def pad_ref(x, pad, mode="constant", value=None):
     out = x
     for k in range(len(pad) // 2):
         d, lo, hi = x.ndim - 1 - k, pad[2 * k], pad[2 * k + 1]
+        if mode == "circular":  # PyTorch crops first and wraps what is left
+            out = np.take(out, range(max(-lo, 0), out.shape[d] - max(-hi, 0)), axis=d)
+            lo, hi = max(lo, 0), max(hi, 0)
         n = out.shape[d]
         src = [_pad_source(j, n, lo, mode) for j in range(n + lo + hi)]
         taken = np.take(out, [0 if s is None else s for s in src], axis=d)

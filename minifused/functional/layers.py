@@ -64,9 +64,10 @@ def pad(input, pad, mode="constant", value=None):
             if mode == "reflect" and max(lo, hi) >= n:
                 raise ValueError(f"{op}: reflect padding {(lo, hi)} of dimension {d} must be less than "
                                  f"its size {n} (input shape {shape})")
-            if mode == "circular" and max(lo, hi) > n:
+            if mode == "circular" and max(lo, hi) > n + min(lo, 0) + min(hi, 0):
                 raise ValueError(f"{op}: circular padding {(lo, hi)} of dimension {d} must be at most its "
-                                 f"size {n}: it would wrap around more than once (input shape {shape})")
+                                 f"size {n} (after cropping): it would wrap around more than once (input "
+                                 f"shape {shape})")
             if mode == "replicate" and n == 0 and max(lo, hi) > 0:
                 raise ValueError(f"{op}: replicate padding of an empty dimension {d} (input shape {shape})")
             if n + min(lo, 0) + min(hi, 0) < 0:
@@ -153,9 +154,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     for axis in range(input.ndim - 1, 1, -1):
         n, m, s = spatial[axis - 2], out[axis - 2], scales[axis - 2]
         if linear:
-            steps.append(("linear", axis) + R.linear_weights(n, m, s, bool(align_corners), wdtype))
+            steps.append(("linear", axis, n, m, s, bool(align_corners), wdtype))
         else:
-            steps.append(("nearest", axis, R.nearest_index(n, m, s, mode == "nearest-exact")))
+            steps.append(("nearest", axis, n, m, s, mode == "nearest-exact"))
     return R.ResampleFn.apply(input, tuple(steps))
 
 

@@ -43,53 +43,94 @@ def _scatter_axis(g, index, axis, size):
     return xp.moveaxis(out, 0, axis)
 
 
+_tables = {}
+
+
+def device_table(like, fn, *args):
+    """``fn(*args)`` (host index or weight arrays: one, or a tuple) on ``like``'s device, as a tuple.
+    On CUDA it is copied once per device and arguments and kept, so a training step repeats no
+    host-to-device copy (and a captured step contains none)."""
+    if type(like) is np.ndarray:
+        out = fn(*args)
+        return out if isinstance(out, tuple) else (out,)
+    key = (like.device.id, fn, args)
+    hit = _tables.get(key)
+    if hit is None:
+        import cupy
+
+        out = fn(*args)
+
+        if len(_tables) > 512:  # geometries seldom vary; bound the cache all the same
+            _tables.clear()
+        with like.device:
+            hit = tuple(cupy.asarray(a) for a in (out if isinstance(out, tuple) else (out,)))
+        _tables[key] = hit
+    return hit
+
+
 # ---------------------------------------------------------------- padding
 _NP_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
 class PadFn(Function):
-    """``pads``: one (before, after) pair per dimension of the input. The positive parts are padded
-    from the whole input, then the negative parts cropped, which is PyTorch's index rule for every mode."""
+    """``pads``: one (before, after) pair per dimension of the input; negative parts crop. PyTorch's
+    index rules: reflect and replicate pad from the whole input, then crop; circular crops first and
+    wraps the cropped input (its kernel copies from the already cropped output); constant either way."""
 
     @staticmethod
     def forward(ctx, x, pads, mode, value):
         xp = _xp(x)
         grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+        crop_first = mode == "circular"
+        if crop_first:
+            x = x[_crop(pads, x.shape)]
         y = x
         if any(lo or hi for lo, hi in grow):
             kw = {"constant_values": value} if mode == "constant" else {}
             y = xp.pad(x, grow, mode=_NP_MODES[mode], **kw)
-        crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(pads, y.shape))
-        ctx.meta = (x.shape, pads, mode)
-        return xp.ascontiguousarray(y[crop])
+        if not crop_first:
+            y = y[_crop(pads, y.shape)]
+        ctx.meta = (x.shape, pads, mode)  # x.shape: the shape the pads were folded onto
+        return xp.ascontiguousarray(y)
 
     @staticmethod
     def backward(ctx, g):
-        shape, pads, mode = ctx.meta
+        inner, pads, mode = ctx.meta
         xp = _xp(g)
         dtype = g.dtype
         uncrop = [(max(-lo, 0), max(-hi, 0)) for lo, hi in pads]
-        if any(lo or hi for lo, hi in uncrop):
+        cropped = any(lo or hi for lo, hi in uncrop)
+        if cropped and mode != "circular":
             g = xp.pad(g, uncrop)
         if mode != "constant":
             g = g.astype(acc_dtype(dtype))
-        for d, ((lo, hi), n) in enumerate(zip(pads, shape)):
+        for d, ((lo, hi), n) in enumerate(zip(pads, inner)):
             lo, hi = max(lo, 0), max(hi, 0)
-            if not (lo or hi):
-                continue
-            c = g[_at(g.ndim, d, slice(lo, lo + n))].copy()
-            left, right = g[_at(g.ndim, d, slice(0, lo))], g[_at(g.ndim, d, slice(lo + n, lo + n + hi))]
-            if mode == "reflect":  # left position i came from input lo - i, right k from n - 2 - k
-                c[_at(c.ndim, d, slice(1, lo + 1))] += xp.flip(left, d)
-                c[_at(c.ndim, d, slice(n - 1 - hi, n - 1))] += xp.flip(right, d)
-            elif mode == "replicate":
-                c[_at(c.ndim, d, slice(0, 1))] += left.sum(axis=d, keepdims=True)
-                c[_at(c.ndim, d, slice(n - 1, n))] += right.sum(axis=d, keepdims=True)
-            elif mode == "circular":
-                c[_at(c.ndim, d, slice(n - lo, n))] += left
-                c[_at(c.ndim, d, slice(0, hi))] += right
-            g = c
+            if lo or hi:
+                g = _fold(xp, g, d, lo, hi, n, mode)
+        if cropped and mode == "circular":
+            g = xp.pad(g, uncrop)
         return xp.ascontiguousarray(g.astype(dtype, copy=False)), None, None, None
+
+
+def _crop(pads, shape):
+    return tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(pads, shape))
+
+
+def _fold(xp, g, d, lo, hi, n, mode):
+    """The adjoint of padding dimension ``d`` (size ``n``) by ``(lo, hi)`` in ``mode``."""
+    c = g[_at(g.ndim, d, slice(lo, lo + n))].copy()
+    left, right = g[_at(g.ndim, d, slice(0, lo))], g[_at(g.ndim, d, slice(lo + n, lo + n + hi))]
+    if mode == "reflect":  # left position i came from input lo - i, right k from n - 2 - k
+        c[_at(c.ndim, d, slice(1, lo + 1))] += xp.flip(left, d)
+        c[_at(c.ndim, d, slice(n - 1 - hi, n - 1))] += xp.flip(right, d)
+    elif mode == "replicate":
+        c[_at(c.ndim, d, slice(0, 1))] += left.sum(axis=d, keepdims=True)
+        c[_at(c.ndim, d, slice(n - 1, n))] += right.sum(axis=d, keepdims=True)
+    elif mode == "circular":
+        c[_at(c.ndim, d, slice(n - lo, n))] += left
+        c[_at(c.ndim, d, slice(0, hi))] += right
+    return c
 
 
 # ---------------------------------------------------------------- interpolation
@@ -122,14 +163,15 @@ def linear_weights(in_size, out_size, scale, align_corners, dtype):
 
 class ResampleFn(Function):
     """Interpolation as a sequence of per-axis steps, last axis first (PyTorch's bilinear sums the
-    two width neighbours of each row first): ``("nearest", axis, index)`` or
-    ``("linear", axis, index0, index1, lambda1)``, host arrays moved to the input's device here."""
+    two width neighbours of each row first): ``("nearest", axis, in, out, scale, exact)`` or
+    ``("linear", axis, in, out, scale, align_corners, weight_dtype)``; a forward gathers, a backward
+    scatter-adds, along each axis."""
 
     @staticmethod
     def forward(ctx, x, steps):
         xp = _xp(x)
         dtype, acc = x.dtype, acc_dtype(x.dtype)
-        on = [tuple(xp.asarray(a) for a in s[2:]) for s in steps]
+        on = [device_table(x, nearest_index if s[0] == "nearest" else linear_weights, *s[2:]) for s in steps]
         y = x if all(s[0] == "nearest" for s in steps) else x.astype(acc)
         shape = [x.shape]
         for (kind, axis, *_), arrays in zip(steps, on):
@@ -137,7 +179,7 @@ class ResampleFn(Function):
                 y = xp.take(y, arrays[0], axis=axis)
             else:
                 i0, i1, lam = arrays
-                lam = lam.astype(acc).reshape((-1,) + (1,) * (y.ndim - axis - 1))
+                lam = lam.astype(acc, copy=False).reshape((-1,) + (1,) * (y.ndim - axis - 1))
                 y = xp.take(y, i0, axis=axis) * (1 - lam) + xp.take(y, i1, axis=axis) * lam
             shape.append(y.shape)
         ctx.plan = (steps, on, shape, dtype)
@@ -153,7 +195,7 @@ class ResampleFn(Function):
                 g = _scatter_axis(g, arrays[0], axis, n)
             else:
                 i0, i1, lam = arrays
-                lam = lam.astype(g.dtype).reshape((-1,) + (1,) * (g.ndim - axis - 1))
+                lam = lam.astype(g.dtype, copy=False).reshape((-1,) + (1,) * (g.ndim - axis - 1))
                 g = _scatter_axis(g * (1 - lam), i0, axis, n) + _scatter_axis(g * lam, i1, axis, n)
         return _xp(g).ascontiguousarray(g.astype(dtype, copy=False)), None
 
@@ -190,7 +232,7 @@ class AdaptiveAvgPool2dFn(Function):
             y = x.reshape(n, c, oh, h // oh, ow, w // ow).mean(axis=(3, 5), dtype=acc)
             path = "tiles"
         else:
-            mh, mw = (xp.asarray(_bin_matrix(h, oh, acc)), xp.asarray(_bin_matrix(w, ow, acc)))
+            (mh,), (mw,) = device_table(x, _bin_matrix, h, oh, acc), device_table(x, _bin_matrix, w, ow, acc)
             y = xp.matmul(xp.matmul(mh, x.astype(acc)), mw.T)
             path = (mh, mw)
         ctx.meta = (x.shape, x.dtype, out_hw, path)
@@ -211,25 +253,29 @@ class AdaptiveAvgPool2dFn(Function):
         return xp.ascontiguousarray(gx.astype(dtype)), None
 
 
+def _bin_windows(in_size, out_size):
+    """(out, k) positions of each bin, padded to the largest bin ``k`` by repeating its last position
+    (the max is unchanged, and the repeat comes after the original, so argmax names the first maximum)."""
+    start, end = adaptive_bins(in_size, out_size)
+    k = int((end - start).max())
+    return np.minimum(start[:, None] + np.arange(k), end[:, None] - 1)
+
+
 def adaptive_max_pool2d_forward(x, out_hw):
     """(y, flat int64 index ``h*W + w`` of each maximum in its plane); the first maximum of a bin
     in row-major order wins, as PyTorch's."""
     xp = _xp(x)
     n, c, h, w = x.shape
     oh, ow = out_hw
-    (hs, he), (ws, we) = adaptive_bins(h, oh), adaptive_bins(w, ow)
-    kh, kw = int((he - hs).max()), int((we - ws).max())
-    # every bin padded to the largest by repeating its last row / column (the max is unchanged and
-    # the repeat comes after the original, so argmax still names the first maximum)
-    rows = np.minimum(hs[:, None] + np.arange(kh), he[:, None] - 1)  # (oh, kh)
-    cols = np.minimum(ws[:, None] + np.arange(kw), we[:, None] - 1)  # (ow, kw)
-    win = xp.take(x, xp.asarray(rows.reshape(-1)), axis=2).reshape(n, c, oh, kh, w)
-    win = xp.take(win, xp.asarray(cols.reshape(-1)), axis=4).reshape(n, c, oh, kh, ow, kw)
+    (rows,), (cols,) = device_table(x, _bin_windows, h, oh), device_table(x, _bin_windows, w, ow)
+    kh, kw = rows.shape[1], cols.shape[1]
+    win = xp.take(x, rows.reshape(-1), axis=2).reshape(n, c, oh, kh, w)
+    win = xp.take(win, cols.reshape(-1), axis=4).reshape(n, c, oh, kh, ow, kw)
     win = win.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, oh, ow, kh * kw)
     arg = win.argmax(axis=-1)
     y = xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
-    r = xp.asarray(rows)[xp.arange(oh)[:, None], arg // kw]
-    q = xp.asarray(cols)[xp.arange(ow)[None, :], arg % kw]
+    r = rows[xp.arange(oh)[:, None], arg // kw]
+    q = cols[xp.arange(ow)[None, :], arg % kw]
     return xp.ascontiguousarray(y), (r * w + q).astype(np.int64)
 
 
