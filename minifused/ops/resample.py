@@ -243,14 +243,18 @@ class AdaptiveAvgPool2dFn(Function):
         (n, c, h, w), dtype, (oh, ow), path = ctx.meta
         xp = _xp(g)
         acc = acc_dtype(dtype)
-        if isinstance(path, str):
-            ga = g.astype(acc) / acc.type((h // oh) * (w // ow))
-            gx = xp.broadcast_to(ga.reshape(n, c, oh, 1, ow, 1), (n, c, oh, h // oh, ow, w // ow))
-            gx = gx.reshape(n, c, h, w)
-        else:
-            mh, mw = path
-            gx = xp.matmul(xp.matmul(mh.T, g.astype(acc)), mw)
-        return xp.ascontiguousarray(gx.astype(dtype)), None
+        if path == "global":  # one pass: every input position gets its plane's g / (H*W)
+            gx = xp.empty((n, c, h, w), dtype)
+            gx[...] = (g.astype(acc, copy=False) / acc.type(h * w)).astype(dtype, copy=False)
+            return gx, None
+        if path == "tiles":
+            ga = (g.astype(acc, copy=False) / acc.type((h // oh) * (w // ow))).astype(dtype, copy=False)
+            gx = xp.empty((n, c, oh, h // oh, ow, w // ow), dtype)
+            gx[...] = ga.reshape(n, c, oh, 1, ow, 1)
+            return gx.reshape(n, c, h, w), None
+        mh, mw = path
+        gx = xp.matmul(xp.matmul(mh.T, g.astype(acc, copy=False)), mw)
+        return xp.ascontiguousarray(gx.astype(dtype, copy=False)), None
 
 
 def _bin_windows(in_size, out_size):
