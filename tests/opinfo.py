@@ -894,6 +894,19 @@ LAYER_OPS = [
         S("dropout1d_p0", (2, 3, 7), p=0.0), S("dropout1d_eval_unbatched", (3, 7), training=False)),
            errors=(E("dropout1d_4d", lambda: F.dropout1d(t(1, 2, 3, 3)), ValueError, "dropout1d: expected a 2-D"),
                    E("dropout1d_p", lambda: F.dropout1d(t(2, 3), float("nan")), ValueError, "between 0 and 1"))),
+    OpInfo("alpha_dropout", F.alpha_dropout, _channel_dropout_ref, spelled="F.alpha_dropout",
+           torch=_tf("alpha_dropout"), samples=(
+               S("alpha_dropout_eval", (2, 3, 7)), S("alpha_dropout_p0", (4, 33), p=0.0, training=True)),
+           errors=(E("alpha_dropout_p", lambda: F.alpha_dropout(t(3), -0.5, True), ValueError,
+                     "alpha_dropout: dropout probability has to be between 0 and 1"),
+                   E("alpha_dropout_inplace", lambda: F.alpha_dropout(t(3), 0.5, True, True), NotImplementedError,
+                     "inplace"))),
+    OpInfo("feature_alpha_dropout", F.feature_alpha_dropout, _channel_dropout_ref, spelled="F.feature_alpha_dropout",
+           torch=_tf("feature_alpha_dropout"), samples=(
+               S("feature_alpha_dropout_eval", (2, 3, 5, 4), p=0.3),
+               S("feature_alpha_dropout_p0", (2, 5, 3), p=0.0, training=True)),
+           errors=(E("feature_alpha_dropout_1d", lambda: F.feature_alpha_dropout(t(3), 0.5, True), ValueError,
+                     "channel dimension"),)),
 ]
 
 

@@ -236,6 +236,31 @@ def test_dropout1d_batched_and_unbatched():
         nn.Dropout2d(1.5)
 
 
+def test_alpha_dropout_keeps_mean_and_variance():
+    mf.manual_seed(0)
+    x_np = rnd(400, 500)
+    x = cpu(x_np, requires_grad=True)
+    y = nn.AlphaDropout(0.2)(x)
+    v = y.detach().numpy()
+    assert abs(v.mean()) < 0.01 and abs(v.std() - 1) < 0.01
+    alpha = 1.7580993408473766
+    a = 1 / math.sqrt((alpha ** 2 * 0.2 + 1) * 0.8)
+    y.sum().backward()
+    g = x.grad.numpy()
+    assert set(np.unique(g)) == {0.0, a}
+    dropped = g == 0
+    assert 0.18 < dropped.mean() < 0.22
+    np.testing.assert_allclose(v[dropped], -alpha * a + alpha * a * 0.2, rtol=1e-12)
+    np.testing.assert_allclose(v[~dropped], a * x_np[~dropped] + alpha * a * 0.2, rtol=1e-12)
+    assert nn.AlphaDropout(0.2).eval()(x) is x and F.alpha_dropout(x, 0.5) is x  # training=False by default
+
+
+def test_feature_alpha_dropout_drops_channels():
+    mf.manual_seed(0)
+    y = F.feature_alpha_dropout(cpu(np.zeros((6, 10, 4, 4))), 0.5, training=True).numpy()
+    assert np.all(y == y[..., :1, :1]) and len(np.unique(y)) == 2
+
+
 # ---------------------------------------------------------------- Identity, Unflatten
 def test_identity_takes_any_arguments():
     x = cpu(rnd(3))

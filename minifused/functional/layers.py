@@ -16,7 +16,7 @@ from ..tensor import Tensor
 from ._checks import _check_tensor, _same_device
 
 __all__ = ["pad", "interpolate", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
-           "adaptive_max_pool2d", "embedding", "dropout1d", "dropout2d"]
+           "adaptive_max_pool2d", "embedding", "dropout1d", "dropout2d", "alpha_dropout", "feature_alpha_dropout"]
 
 
 def _is_int(v):
@@ -347,3 +347,33 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     if input.ndim not in (2, 3):
         raise ValueError(f"{op}: expected a 2-D (C, L) or 3-D (N, C, L) input, got shape {tuple(input.shape)}")
     return _channel_dropout(op, input, p, training, inplace, lead=input.ndim - 1)
+
+
+def _alpha(op, input, p, training, inplace, lead):
+    _check_tensor(op, input)
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
+    if not backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    if inplace:
+        raise NotImplementedError(f"{op}: inplace=True is not supported; use the out-of-place form")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    if lead is not None and input.ndim < 2:
+        raise ValueError(f"{op}: expected an input with a channel dimension (N, C, ...), got shape "
+                         f"{tuple(input.shape)}")
+    return R.alpha_dropout(input, float(p), lead)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Alpha dropout for SELU networks, as ``torch.nn.functional.alpha_dropout`` (``training=False``
+    by default, as there): dropped elements take SELU's negative saturation value and an affine map
+    keeps the input's mean and variance."""
+    return _alpha("alpha_dropout", input, p, training, inplace, None)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """:func:`alpha_dropout` of whole channels (dimension 1), as ``torch.nn.functional.feature_alpha_dropout``."""
+    return _alpha("feature_alpha_dropout", input, p, training, inplace, 2)

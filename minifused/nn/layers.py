@@ -14,7 +14,7 @@ from .module import Module, Parameter
 __all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
            "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d",
-           "CircularPad2d", "Embedding", "Dropout1d", "Dropout2d", "Unflatten"]
+           "CircularPad2d", "Embedding", "Dropout1d", "Dropout2d", "AlphaDropout", "FeatureAlphaDropout", "Unflatten"]
 
 
 # ---------------------------------------------------------------- resampling
@@ -240,6 +240,20 @@ class Dropout1d(_ChannelDropout):
 
     def forward(self, x):
         return F.dropout1d(x, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_ChannelDropout):
+    """Alpha dropout (for SELU networks) in training mode."""
+
+    def forward(self, x):
+        return F.alpha_dropout(x, self.p, self.training, self.inplace)
+
+
+class FeatureAlphaDropout(_ChannelDropout):
+    """Alpha dropout of whole channels in training mode."""
+
+    def forward(self, x):
+        return F.feature_alpha_dropout(x, self.p, self.training, self.inplace)
 
 
 # ---------------------------------------------------------------- shapes

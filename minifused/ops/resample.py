@@ -4,6 +4,8 @@ channel dropout. Forwards gather; backwards scatter-add (``np.add.at`` / ``cupyx
 accumulating half-precision gradients in float32. Arguments arrive validated (functional/layers.py)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import backend
@@ -389,3 +391,33 @@ def feature_dropout(x, p, inplace, lead=2):
     if inplace:
         return FeatureDropoutFn.apply_("feature_dropout_", x, float(p), seed, lead)
     return FeatureDropoutFn.apply(x, float(p), seed, lead)
+
+
+_SELU_NEG = 1.7580993408473766  # -(SELU's value at -inf): alpha * scale
+
+
+class AlphaDropoutFn(Function):
+    """Alpha dropout (PyTorch's formula): dropped positions take SELU's negative saturation value and
+    the result is ``a * (x * keep + alpha' * (1 - keep)) + b``, which keeps zero mean and unit variance.
+    One draw per element (``lead`` None) or per channel of the ``lead`` leading dimensions."""
+
+    @staticmethod
+    def forward(ctx, x, p, seed, lead):
+        xp = _xp(x)
+        shape = x.shape if lead is None else x.shape[:lead] + (1,) * (x.ndim - lead)
+        kept, _ = KD.dropout_forward(xp.ones(shape, x.dtype), seed, p)
+        keep = (kept != 0).astype(acc_dtype(x.dtype))
+        a = 1.0 / math.sqrt((_SELU_NEG ** 2 * p + 1) * (1 - p))
+        noise = keep * a
+        shift = (keep - 1) * (_SELU_NEG * a) + _SELU_NEG * a * p
+        ctx.noise = noise.astype(x.dtype)
+        return (x.astype(noise.dtype, copy=False) * noise + shift).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.noise, None, None, None
+
+
+def alpha_dropout(x, p, lead=None):
+    seed = int(backend.generator(backend.CPU).integers(0, 2 ** 63, dtype=np.int64))
+    return AlphaDropoutFn.apply(x, float(p), seed, lead)
