@@ -382,7 +382,8 @@ def interpolate_ref(x, size=None, scale_factor=None, mode="nearest", align_corne
             src = _linear_src(n, m, s, bool(align_corners))
             shape = [-1 if a == axis else 1 for a in range(x.ndim)]
             lam = np.array([t[2] for t in src]).reshape(shape)
-            y = np.take(y, [t[0] for t in src], axis=axis) * (1 - lam) + np.take(y, [t[1] for t in src], axis=axis) * lam
+            lo, hi = np.take(y, [t[0] for t in src], axis=axis), np.take(y, [t[1] for t in src], axis=axis)
+            y = lo * (1 - lam) + hi * lam
     return y
 
 
@@ -777,19 +778,23 @@ LAYER_OPS = [
         S("pad_circular_2d", (1, 2, 4, 5), pad=(5, 2, 1, 4), mode="circular"),
         S("pad_circular_crop", (2, 2, 6), pad=(-2, 3), mode="circular"),
         S("pad_reflect_crop", (1, 2, 7), pad=(3, -2), mode="reflect")),
-           errors=(E("pad_odd_length", lambda: F.pad(t(2, 3), (1, 2, 3)), ValueError, "pad: padding length must be divisible by 2"),
-                   E("pad_too_long", lambda: F.pad(t(3), (1, 1, 1, 1)), ValueError, r"pad: padding length should be at most two times.*1-D"),
+           errors=(E("pad_odd_length", lambda: F.pad(t(2, 3), (1, 2, 3)), ValueError,
+                     "pad: padding length must be divisible by 2"),
+                   E("pad_too_long", lambda: F.pad(t(3), (1, 1, 1, 1)), ValueError,
+                     r"pad: padding length should be at most two times.*1-D"),
                    E("pad_reflect_too_big", lambda: F.pad(t(1, 2, 3), (3, 0), mode="reflect"), ValueError,
                      r"pad: reflect padding \(3, 0\) of dimension 2 must be less than its size 3"),
                    E("pad_circular_wraps_twice", lambda: F.pad(t(1, 2, 3), (0, 4), mode="circular"), ValueError,
                      "wrap around more than once"),
-                   E("pad_mode", lambda: F.pad(t(1, 2, 3), (1, 1), mode="mirror"), ValueError, "pad: mode must be one of"),
+                   E("pad_mode", lambda: F.pad(t(1, 2, 3), (1, 1), mode="mirror"), ValueError,
+                     "pad: mode must be one of"),
                    E("pad_reflect_dims", lambda: F.pad(t(1, 2, 3, 4, 5), (1, 1), mode="reflect"), ValueError,
                      "pads the last 1, 2 or 3 dimensions of a 2-D or 3-D input"),
                    E("pad_reflect_value", lambda: F.pad(t(1, 2, 3), (1, 1), mode="reflect", value=1.0), ValueError,
                      "takes no value"),
                    E("pad_negative_size", lambda: F.pad(t(2, 3), (-2, -2)), ValueError, "negative output size"),
-                   E("pad_float_entries", lambda: F.pad(t(2, 3), (1.0, 1)), TypeError, "pad: pad must be a tuple of ints"))),
+                   E("pad_float_entries", lambda: F.pad(t(2, 3), (1.0, 1)), TypeError,
+                     "pad: pad must be a tuple of ints"))),
     OpInfo("interpolate", F.interpolate, interpolate_ref, spelled="F.interpolate", torch=_tf("interpolate"), samples=(
         S("interpolate_nearest_size", (2, 3, 5, 7), size=(3, 11)),
         S("interpolate_nearest_scale_odd", (1, 2, 5, 4), scale_factor=1.7),
@@ -877,7 +882,8 @@ LAYER_OPS = [
                      "out of range"),
                    E("embedding_float_indices", lambda: F.embedding(mf.tensor([0.0, 1.0]), t(5, 3)), TypeError,
                      "embedding: expected integer indices"),
-                   E("embedding_weight_1d", lambda: F.embedding(mf.tensor([0]), t(5)), ValueError, "weight must be 2-D"),
+                   E("embedding_weight_1d", lambda: F.embedding(mf.tensor([0]), t(5)), ValueError,
+                     "weight must be 2-D"),
                    E("embedding_padding_idx", lambda: F.embedding(mf.tensor([0]), t(5, 3), padding_idx=5), ValueError,
                      "padding_idx must be within num_embeddings"),
                    E("embedding_sparse", lambda: F.embedding(mf.tensor([0]), t(5, 3), sparse=True), NotImplementedError,

@@ -338,7 +338,8 @@ class _Hooks:
     __slots__ = ("pre", "post", "backward", "backward_pre")
 
     def __init__(self):
-        self.pre, self.post, self.backward, self.backward_pre = OrderedDict(), OrderedDict(), OrderedDict(), OrderedDict()
+        self.pre, self.post = OrderedDict(), OrderedDict()
+        self.backward, self.backward_pre = OrderedDict(), OrderedDict()
 
     def empty(self):
         return not (self.pre or self.post or self.backward or self.backward_pre)
