@@ -11,6 +11,7 @@ import numpy as np
 from .. import backend
 from ..autograd import no_grad
 from ..ops import resample as R
+from ..ops import clone
 from ..ops.shape import reshape, squeeze, unsqueeze
 from ..tensor import Tensor
 from ._checks import _check_tensor, _same_device
@@ -74,7 +75,7 @@ def pad(input, pad, mode="constant", value=None):
                 raise ValueError(f"{op}: input size {n} of dimension {d} plus padding {(lo, hi)} gives a "
                                  f"negative output size")
     if all(p == (0, 0) for p in pairs):
-        return input
+        return clone(input)  # a new tensor, as PyTorch's
     return R.PadFn.apply(input, tuple(pairs), mode, value)
 
 
