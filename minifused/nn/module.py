@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -11,6 +12,7 @@ import numpy as np
 from .. import backend
 from ..autograd import is_grad_enabled, no_grad
 from ..tensor import Tensor
+from ._backward_hooks import wrap_inputs, wrap_outputs
 
 
 class Parameter(Tensor):
@@ -390,8 +392,6 @@ def _call_with_hooks(module, args, kwargs):
                 args = result if isinstance(result, tuple) else (result,)
     state = None
     if (hooks.backward or hooks.backward_pre) and is_grad_enabled():
-        from ._backward_hooks import wrap_inputs
-
         args, state = wrap_inputs(module, args)
     try:
         output = module.forward(*args, **kwargs)
@@ -400,16 +400,15 @@ def _call_with_hooks(module, args, kwargs):
             if always:
                 try:
                     hook(module, args, kwargs, None) if with_kwargs else hook(module, args, None)
-                except Exception:
-                    pass
+                except Exception as e:  # the forward's error is the one to raise
+                    warnings.warn(f"a forward hook with always_call=True raised an exception that was silenced "
+                                  f"as another error was raised in forward: {e}", stacklevel=2)
         raise
     for hook, with_kwargs, _ in list(hooks.post.values()):
         result = hook(module, args, kwargs, output) if with_kwargs else hook(module, args, output)
         if result is not None:
             output = result
     if state is not None:
-        from ._backward_hooks import wrap_outputs
-
         output = wrap_outputs(output, state)
     return output
 
