@@ -313,6 +313,115 @@ def _torch_norm(name):
     return lambda T, x, *p, normalized_shape, **kw: getattr(T.nn.functional, name)(x, normalized_shape, *p, **kw)
 
 
+# ---- references of the spatial layers (index rules written out from PyTorch's kernels)
+def _pad_source(j, n, lo, mode):
+    """Source position of padded position ``j`` (None: the constant fill)."""
+    i = j - lo
+    if mode == "constant":
+        return i if 0 <= i < n else None
+    if mode == "reflect":
+        return -i if i < 0 else 2 * (n - 1) - i if i >= n else i
+    if mode == "replicate":
+        return min(max(i, 0), n - 1)
+    return i % n  # circular
+
+
+def pad_ref(x, pad, mode="constant", value=None):
+    out = x
+    for k in range(len(pad) // 2):
+        d, lo, hi = x.ndim - 1 - k, pad[2 * k], pad[2 * k + 1]
+        if mode == "circular":  # PyTorch crops first and wraps what is left
+            out = np.take(out, range(max(-lo, 0), out.shape[d] - max(-hi, 0)), axis=d)
+            lo, hi = max(lo, 0), max(hi, 0)
+        n = out.shape[d]
+        src = [_pad_source(j, n, lo, mode) for j in range(n + lo + hi)]
+        taken = np.take(out, [0 if s is None else s for s in src], axis=d)
+        fill = np.array([s is None for s in src]).reshape([-1 if a == d else 1 for a in range(x.ndim)])
+        out = np.where(fill, 0.0 if value is None else value, taken)
+    return out
+
+
+def _linear_src(n, m, scale, align_corners):
+    """PyTorch's (i0, i1, lambda1) of one axis of linear interpolation, float64."""
+    out = []
+    for j in range(m):
+        if align_corners:
+            src = (n - 1) / (m - 1) * j if m > 1 else 0.0
+        else:
+            s = 1.0 / scale if scale else n / m
+            src = max(s * (j + 0.5) - 0.5, 0.0)
+        i0 = min(int(math.floor(src)), n - 1)
+        out.append((i0, i0 + (i0 < n - 1), min(max(src - i0, 0.0), 1.0)))
+    return out
+
+
+def _nearest_src(n, m, scale, exact):
+    s = np.float32(1.0 / scale) if scale else np.float32(n) / np.float32(m)
+    return [min(int(np.floor((np.float32(j) + np.float32(0.5 if exact else 0)) * s)), n - 1) for j in range(m)]
+
+
+def interpolate_ref(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                    recompute_scale_factor=None):
+    dims = x.ndim - 2
+    spatial = x.shape[2:]
+    if size is not None:
+        out = (size,) * dims if isinstance(size, int) else tuple(size)
+        scales = (None,) * dims
+    else:
+        sf = (scale_factor,) * dims if not isinstance(scale_factor, tuple) else scale_factor
+        out = tuple(int(math.floor(n * s)) for n, s in zip(spatial, sf))
+        scales = (None,) * dims if recompute_scale_factor else sf
+    if mode == "area":
+        return adaptive_avg_pool_ref(x, out)
+    y = x
+    for d in range(dims):  # separable: one axis at a time
+        axis, n, m, s = 2 + d, spatial[d], out[d], scales[d]
+        if mode in ("nearest", "nearest-exact"):
+            y = np.take(y, _nearest_src(n, m, s, mode == "nearest-exact"), axis=axis)
+        else:
+            src = _linear_src(n, m, s, bool(align_corners))
+            shape = [-1 if a == axis else 1 for a in range(x.ndim)]
+            lam = np.array([t[2] for t in src]).reshape(shape)
+            lo, hi = np.take(y, [t[0] for t in src], axis=axis), np.take(y, [t[1] for t in src], axis=axis)
+            y = lo * (1 - lam) + hi * lam
+    return y
+
+
+def _bins(n, m):
+    return [((i * n) // m, -(-(i + 1) * n // m)) for i in range(m)]
+
+
+def adaptive_avg_pool_ref(x, output_size, reducer=np.mean):
+    """Adaptive pooling (``reducer`` over each bin) of the last ``len(output_size)`` dimensions; None
+    entries keep a dimension."""
+    sizes = output_size if isinstance(output_size, tuple) else (output_size,)
+    k = len(sizes)
+    sizes = [x.shape[x.ndim - k + i] if s is None else s for i, s in enumerate(sizes)]
+    lead = x.shape[:x.ndim - k]
+    out = np.zeros(lead + tuple(sizes))
+    grids = [_bins(x.shape[x.ndim - k + i], sizes[i]) for i in range(k)]
+    for pos in np.ndindex(*sizes):
+        sl = tuple(slice(*grids[i][p]) for i, p in enumerate(pos))
+        win = x[(Ellipsis,) + sl].reshape(lead + (-1,))
+        out[(Ellipsis,) + pos] = reducer(win, axis=-1)
+    return out
+
+
+def _adaptive(reducer, dims):
+    def ref(x, output_size):
+        size = output_size if isinstance(output_size, tuple) else (output_size,) * dims
+        return adaptive_avg_pool_ref(x, size, reducer)
+    return ref
+
+
+def embedding_ref(idx, w, padding_idx=None, **kw):
+    return w[idx]
+
+
+def _channel_dropout_ref(x, p=0.5, training=True, inplace=False):
+    return x
+
+
 # ---------------------------------------------------------------- the registry
 _MAX, _MAX_REF = _max_min("max")
 _MIN, _MIN_REF = _max_min("min")
@@ -1126,6 +1235,154 @@ ACTIVATION_OPS = [
 # ---------------------------------------------------------------- pad, interpolate, adaptive pooling, embedding, dropout2d (minifused/functional/layers.py)
 
 LAYER_OPS = [
+    OpInfo("pad", F.pad, pad_ref, spelled="F.pad", torch=_tf("pad"), samples=(
+        S("pad_constant_1d", (2, 3, 5), pad=(1, 2)),
+        S("pad_constant_value_2d", (2, 3, 4, 5), pad=(1, 0, 2, 1), value=1.5),
+        S("pad_constant_crop", (2, 3, 5, 7), pad=(-1, 2, 0, -2)),
+        S("pad_constant_three_dims", (3, 2, 4), pad=(0, 1, 2, 0, 1, 1)),
+        S("pad_reflect_1d", (2, 3, 7), pad=(3, 2), mode="reflect"),
+        S("pad_reflect_2d_odd", (1, 2, 5, 6), pad=(2, 5, 4, 3), mode="reflect"),
+        S("pad_reflect_3d", (1, 1, 3, 4, 5), pad=(1, 2, 2, 1, 1, 2), mode="reflect"),
+        S("pad_replicate_2d", (2, 1, 3, 4), pad=(3, 2, 1, 5), mode="replicate"),
+        S("pad_replicate_unbatched", (3, 5), pad=(2, 4), mode="replicate"),
+        S("pad_circular_2d", (1, 2, 4, 5), pad=(5, 2, 1, 4), mode="circular"),
+        S("pad_circular_crop", (2, 2, 6), pad=(-2, 3), mode="circular"),
+        S("pad_reflect_crop", (1, 2, 7), pad=(3, -2), mode="reflect")),
+           errors=(E("pad_odd_length", lambda: F.pad(t(2, 3), (1, 2, 3)), ValueError,
+                     "pad: padding length must be divisible by 2"),
+                   E("pad_too_long", lambda: F.pad(t(3), (1, 1, 1, 1)), ValueError,
+                     r"pad: padding length should be at most two times.*1-D"),
+                   E("pad_reflect_too_big", lambda: F.pad(t(1, 2, 3), (3, 0), mode="reflect"), ValueError,
+                     r"pad: reflect padding \(3, 0\) of dimension 2 must be less than its size 3"),
+                   E("pad_circular_wraps_twice", lambda: F.pad(t(1, 2, 3), (0, 4), mode="circular"), ValueError,
+                     "wrap around more than once"),
+                   E("pad_mode", lambda: F.pad(t(1, 2, 3), (1, 1), mode="mirror"), ValueError,
+                     "pad: mode must be one of"),
+                   E("pad_reflect_dims", lambda: F.pad(t(1, 2, 3, 4, 5), (1, 1), mode="reflect"), ValueError,
+                     "pads the last 1, 2 or 3 dimensions of a 2-D or 3-D input"),
+                   E("pad_reflect_value", lambda: F.pad(t(1, 2, 3), (1, 1), mode="reflect", value=1.0), ValueError,
+                     "takes no value"),
+                   E("pad_negative_size", lambda: F.pad(t(2, 3), (-2, -2)), ValueError, "negative output size"),
+                   E("pad_float_entries", lambda: F.pad(t(2, 3), (1.0, 1)), TypeError,
+                     "pad: pad must be a tuple of ints"))),
+    OpInfo("interpolate", F.interpolate, interpolate_ref, spelled="F.interpolate", torch=_tf("interpolate"), samples=(
+        S("interpolate_nearest_size", (2, 3, 5, 7), size=(3, 11)),
+        S("interpolate_nearest_scale_odd", (1, 2, 5, 4), scale_factor=1.7),
+        S("interpolate_nearest_1d", (2, 3, 7), scale_factor=2),
+        S("interpolate_nearest_down_1d", (2, 1, 11), size=4),
+        S("interpolate_nearest_exact", (1, 2, 5, 7), size=(8, 3), mode="nearest-exact"),
+        S("interpolate_bilinear_scale", (2, 3, 5, 7), scale_factor=1.5, mode="bilinear"),
+        S("interpolate_bilinear_scale_odd", (1, 2, 3, 5), scale_factor=(2.3, 0.7), mode="bilinear"),
+        S("interpolate_bilinear_align", (1, 2, 5, 4), size=(9, 7), mode="bilinear", align_corners=True),
+        S("interpolate_bilinear_down", (1, 1, 7, 9), size=(3, 4), mode="bilinear", align_corners=False),
+        S("interpolate_bilinear_recompute", (1, 2, 4, 5), scale_factor=(2.3, 0.6), mode="bilinear",
+          recompute_scale_factor=True),
+        S("interpolate_bilinear_align_size1", (1, 1, 1, 3), size=(4, 1), mode="bilinear", align_corners=True),
+        S("interpolate_linear_1d", (2, 3, 7), size=12, mode="linear"),
+        S("interpolate_linear_align_1d", (2, 3, 7), scale_factor=1.3, mode="linear", align_corners=True),
+        S("interpolate_area", (1, 2, 7, 10), size=(3, 4), mode="area")),
+           errors=(E("interpolate_both", lambda: F.interpolate(t(1, 1, 4, 4), size=2, scale_factor=2.0), ValueError,
+                     "interpolate: exactly one of size and scale_factor must be given, got both"),
+                   E("interpolate_neither", lambda: F.interpolate(t(1, 1, 4, 4)), ValueError, "got neither"),
+                   E("interpolate_bilinear_3d", lambda: F.interpolate(t(1, 1, 4), size=2, mode="bilinear"),
+                     NotImplementedError, "got 3D input, but bilinear mode needs 4D input"),
+                   E("interpolate_linear_4d", lambda: F.interpolate(t(1, 1, 4, 4), size=2, mode="linear"),
+                     NotImplementedError, "linear mode needs 3D input"),
+                   E("interpolate_align_nearest", lambda: F.interpolate(t(1, 1, 4, 4), size=2, align_corners=True),
+                     ValueError, "align_corners can only be set"),
+                   E("interpolate_size_len", lambda: F.interpolate(t(1, 1, 4, 4), size=(2, 2, 2)), ValueError,
+                     "size must have 2 entries"),
+                   E("interpolate_zero_size", lambda: F.interpolate(t(1, 1, 4, 4), scale_factor=0.1), ValueError,
+                     "sizes must be greater than 0"),
+                   E("interpolate_negative_scale", lambda: F.interpolate(t(1, 1, 4, 4), scale_factor=-2.0),
+                     ValueError, "scale_factor must be positive"),
+                   E("interpolate_mode", lambda: F.interpolate(t(1, 1, 4, 4), size=2, mode="cubic"), ValueError,
+                     "interpolate: mode must be one of"),
+                   E("interpolate_2d_input", lambda: F.interpolate(t(4, 4), size=2), NotImplementedError,
+                     r"3-D \(N, C, L\) or 4-D"),
+                   E("interpolate_bilinear_int", lambda: F.interpolate(mf.ones(1, 1, 2, 2, dtype=mf.int64), size=3,
+                                                                       mode="bilinear"), TypeError, "floating-point"))),
+    OpInfo("adaptive_avg_pool2d", F.adaptive_avg_pool2d, _adaptive(np.mean, 2), spelled="F.adaptive_avg_pool2d",
+           torch=_tf("adaptive_avg_pool2d"), samples=(
+               S("adaptive_avg_pool2d_7to3", (2, 3, 7, 10), output_size=(3, 4)),
+               S("adaptive_avg_pool2d_global", (2, 3, 5, 7), output_size=1),
+               S("adaptive_avg_pool2d_tiles", (1, 2, 6, 8), output_size=(3, 2)),
+               S("adaptive_avg_pool2d_none", (1, 2, 5, 7), output_size=(None, 3)),
+               S("adaptive_avg_pool2d_unbatched", (3, 7, 5), output_size=2),
+               S("adaptive_avg_pool2d_up", (1, 1, 3, 4), output_size=(5, 7))),
+           errors=(E("adaptive_avg_negative", lambda: F.adaptive_avg_pool2d(t(1, 1, 4, 4), -1), ValueError,
+                     "adaptive_avg_pool2d: output_size must be >= 0"),
+                   E("adaptive_avg_dims", lambda: F.adaptive_avg_pool2d(t(4, 4), 2), ValueError,
+                     r"adaptive_avg_pool2d: expected a 3-D or 4-D input"),
+                   E("adaptive_avg_empty_plane", lambda: F.adaptive_avg_pool2d(t(1, 1, 0, 4), 2), ValueError,
+                     "non-zero size for non-batch dimensions"),
+                   E("adaptive_avg_size_len", lambda: F.adaptive_avg_pool2d(t(1, 1, 4, 4), (1, 2, 3)), ValueError,
+                     "output_size must be an int or a pair"),
+                   E("adaptive_avg_float_size", lambda: F.adaptive_avg_pool2d(t(1, 1, 4, 4), 2.5), TypeError,
+                     "output_size must be ints"))),
+    OpInfo("adaptive_max_pool2d", F.adaptive_max_pool2d, _adaptive(np.max, 2), spelled="F.adaptive_max_pool2d",
+           torch=_tf("adaptive_max_pool2d"), samples=(
+               S("adaptive_max_pool2d_7to3", distinct((2, 3, 7, 10)), output_size=(3, 4)),
+               S("adaptive_max_pool2d_10to4", distinct((1, 2, 10, 9)), output_size=(4, 5)),
+               S("adaptive_max_pool2d_unbatched", distinct((2, 7, 5)), output_size=3),
+               S("adaptive_max_pool2d_up", distinct((1, 1, 3, 4)), output_size=(5, 7)),
+               S("adaptive_max_pool2d_global", distinct((2, 3, 5, 5)), output_size=(1, 1))),
+           errors=(E("adaptive_max_negative", lambda: F.adaptive_max_pool2d(t(1, 1, 4, 4), (2, -3)), ValueError,
+                     "adaptive_max_pool2d: output_size must be >= 0"),
+                   E("adaptive_max_int", lambda: F.adaptive_max_pool2d(mf.ones(1, 1, 2, 2, dtype=mf.int64), 1),
+                     TypeError, "floating-point"))),
+    OpInfo("adaptive_avg_pool1d", F.adaptive_avg_pool1d, _adaptive(np.mean, 1), spelled="F.adaptive_avg_pool1d",
+           torch=_tf("adaptive_avg_pool1d"), samples=(
+               S("adaptive_avg_pool1d_10to4", (2, 3, 10), output_size=4),
+               S("adaptive_avg_pool1d_unbatched", (3, 7), output_size=(3,))),
+           errors=(E("adaptive_avg1d_dims", lambda: F.adaptive_avg_pool1d(t(1, 2, 3, 4), 2), ValueError,
+                     "expected a 2-D or 3-D input"),)),
+    OpInfo("adaptive_max_pool1d", F.adaptive_max_pool1d, _adaptive(np.max, 1), spelled="F.adaptive_max_pool1d",
+           torch=_tf("adaptive_max_pool1d"), samples=(
+               S("adaptive_max_pool1d_10to4", distinct((2, 3, 10)), output_size=4),
+               S("adaptive_max_pool1d_up", distinct((1, 2, 3)), output_size=5))),
+    OpInfo("embedding", F.embedding, embedding_ref, spelled="F.embedding", torch=_tf("embedding"), samples=(
+        S("embedding", index((3, 4), 7), (7, 5)),
+        S("embedding_repeated_odd", index((33,), 3), (3, 9)),
+        S("embedding_0d_index", index((), 5), (5, 3)),
+        S("embedding_size1", index((1,), 1), (1, 1))),
+           errors=(E("embedding_out_of_range", lambda: F.embedding(mf.tensor([0, 7]), t(5, 3)), IndexError,
+                     r"embedding: index 7 at position 1 is out of range \[0, 5\)"),
+                   E("embedding_negative_index", lambda: F.embedding(mf.tensor([-1]), t(5, 3)), IndexError,
+                     "out of range"),
+                   E("embedding_float_indices", lambda: F.embedding(mf.tensor([0.0, 1.0]), t(5, 3)), TypeError,
+                     "embedding: expected integer indices"),
+                   E("embedding_weight_1d", lambda: F.embedding(mf.tensor([0]), t(5)), ValueError,
+                     "weight must be 2-D"),
+                   E("embedding_padding_idx", lambda: F.embedding(mf.tensor([0]), t(5, 3), padding_idx=5), ValueError,
+                     "padding_idx must be within num_embeddings"),
+                   E("embedding_sparse", lambda: F.embedding(mf.tensor([0]), t(5, 3), sparse=True), NotImplementedError,
+                     "sparse"))),
+    OpInfo("dropout2d", F.dropout2d, _channel_dropout_ref, spelled="F.dropout2d", torch=_tf("dropout2d"), samples=(
+        S("dropout2d_p0", (2, 3, 4, 5), p=0.0), S("dropout2d_eval", (2, 3, 5, 3), p=0.5, training=False)),
+           errors=(E("dropout2d_p", lambda: F.dropout2d(t(1, 2, 3, 3), 1.5), ValueError,
+                     "dropout2d: dropout probability has to be between 0 and 1, but got 1.5"),
+                   E("dropout2d_negative_p", lambda: F.dropout2d(t(1, 2, 3, 3), -0.1), ValueError, "between 0 and 1"),
+                   E("dropout2d_1d", lambda: F.dropout2d(t(3), 0.5), ValueError, "dropout2d: expected a 3-D or 4-D"),
+                   E("dropout2d_int", lambda: F.dropout2d(mf.ones(1, 2, 2, 2, dtype=mf.int64)), TypeError,
+                     "floating-point"))),
+    OpInfo("dropout1d", F.dropout1d, _channel_dropout_ref, spelled="F.dropout1d", torch=_tf("dropout1d"), samples=(
+        S("dropout1d_p0", (2, 3, 7), p=0.0), S("dropout1d_eval_unbatched", (3, 7), training=False)),
+           errors=(E("dropout1d_4d", lambda: F.dropout1d(t(1, 2, 3, 3)), ValueError, "dropout1d: expected a 2-D"),
+                   E("dropout1d_p", lambda: F.dropout1d(t(2, 3), float("nan")), ValueError, "between 0 and 1"))),
+    OpInfo("alpha_dropout", F.alpha_dropout, _channel_dropout_ref, spelled="F.alpha_dropout",
+           torch=_tf("alpha_dropout"), samples=(
+               S("alpha_dropout_eval", (2, 3, 7)), S("alpha_dropout_p0", (4, 33), p=0.0, training=True)),
+           errors=(E("alpha_dropout_p", lambda: F.alpha_dropout(t(3), -0.5, True), ValueError,
+                     "alpha_dropout: dropout probability has to be between 0 and 1"),
+                   E("alpha_dropout_inplace", lambda: F.alpha_dropout(t(3), 0.5, True, True), NotImplementedError,
+                     "inplace"))),
+    OpInfo("feature_alpha_dropout", F.feature_alpha_dropout, _channel_dropout_ref, spelled="F.feature_alpha_dropout",
+           torch=_tf("feature_alpha_dropout"), samples=(
+               S("feature_alpha_dropout_eval", (2, 3, 5, 4), p=0.3),
+               S("feature_alpha_dropout_p0", (2, 5, 3), p=0.0, training=True)),
+           errors=(E("feature_alpha_dropout_1d", lambda: F.feature_alpha_dropout(t(3), 0.5, True), ValueError,
+                     "channel dimension"),)),
 ]
 
 

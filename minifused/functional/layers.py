@@ -1,2 +1,380 @@
-"""(being written)"""
-__all__ = []
+"""Spatial layers as functions: ``pad``, ``interpolate``, adaptive pooling, ``embedding`` and channel
+dropout (``dropout1d``, ``dropout2d``), with PyTorch's arguments, defaults and index rules."""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from .. import backend
+from ..autograd import no_grad
+from ..ops import resample as R
+from ..ops import clone
+from ..ops.shape import reshape, squeeze, unsqueeze
+from ..tensor import Tensor
+from ._checks import _check_tensor, _same_device
+
+__all__ = ["pad", "interpolate", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
+           "adaptive_max_pool2d", "embedding", "dropout1d", "dropout2d", "alpha_dropout", "feature_alpha_dropout"]
+
+
+def _is_int(v):
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+# ---------------------------------------------------------------- pad
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pad the trailing dimensions as ``torch.nn.functional.pad``: ``pad`` lists (before, after) pairs
+    from the last dimension backwards, ``(left, right, top, bottom, ...)``. ``'constant'`` (fill
+    ``value``, default 0) pads any number of dimensions; ``'reflect'``, ``'replicate'`` and
+    ``'circular'`` pad the last 1, 2 or 3 of a (batched or unbatched) input. Negative pads crop."""
+    op = "pad"
+    _check_tensor(op, input)
+    if not isinstance(pad, (tuple, list)) or not all(_is_int(p) for p in pad):
+        raise TypeError(f"{op}: pad must be a tuple of ints, got {pad!r}")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"{op}: mode must be one of {', '.join(map(repr, _PAD_MODES))}, got {mode!r}")
+    if len(pad) % 2:
+        raise ValueError(f"{op}: padding length must be divisible by 2, got {len(pad)} values {tuple(pad)}")
+    k, nd = len(pad) // 2, input.ndim
+    if k > nd:
+        raise ValueError(f"{op}: padding length should be at most two times the input dimension, got "
+                         f"padding length {len(pad)} for a {nd}-D input")
+    shape = tuple(input.shape)
+    pairs = [(0, 0)] * (nd - k) + [(int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(k)][::-1]
+    if mode == "constant":
+        value = 0 if value is None else value
+        for d in range(nd - k, nd):
+            if shape[d] + pairs[d][0] + pairs[d][1] < 0:
+                raise ValueError(f"{op}: input size {shape[d]} of dimension {d} plus padding {pairs[d]} "
+                                 f"gives a negative output size")
+    else:
+        if value is not None:
+            raise ValueError(f"{op}: mode {mode!r} takes no value argument, got value={value!r}")
+        if not 1 <= k <= 3 or nd not in (k + 1, k + 2):
+            raise ValueError(f"{op}: mode {mode!r} pads the last 1, 2 or 3 dimensions of a {k + 1}-D or "
+                             f"{k + 2}-D input (len(pad) = 2, 4, 6), got padding length {len(pad)} for a "
+                             f"{nd}-D input of shape {shape}")
+        for d in range(nd - k, nd):
+            n, (lo, hi) = shape[d], pairs[d]
+            if mode == "reflect" and max(lo, hi) >= n:
+                raise ValueError(f"{op}: reflect padding {(lo, hi)} of dimension {d} must be less than "
+                                 f"its size {n} (input shape {shape})")
+            if mode == "circular" and max(lo, hi) > n + min(lo, 0) + min(hi, 0):
+                raise ValueError(f"{op}: circular padding {(lo, hi)} of dimension {d} must be at most its "
+                                 f"size {n} (after cropping): it would wrap around more than once (input "
+                                 f"shape {shape})")
+            if mode == "replicate" and n == 0 and max(lo, hi) > 0:
+                raise ValueError(f"{op}: replicate padding of an empty dimension {d} (input shape {shape})")
+            if n + min(lo, 0) + min(hi, 0) < 0:
+                raise ValueError(f"{op}: input size {n} of dimension {d} plus padding {(lo, hi)} gives a "
+                                 f"negative output size")
+    if all(p == (0, 0) for p in pairs):
+        return clone(input)  # a new tensor, as PyTorch's
+    return R.PadFn.apply(input, tuple(pairs), mode, value)
+
+
+# ---------------------------------------------------------------- interpolate
+_INTERP_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "area", "bicubic", "trilinear")
+
+
+def _per_dim(op, name, value, dim, kind):
+    if isinstance(value, (tuple, list)):
+        if len(value) != dim:
+            raise ValueError(f"{op}: {name} must have {dim} entries (one per spatial dimension of the input), "
+                             f"got {tuple(value)}")
+        return tuple(value)
+    return (value,) * dim
+
+
+def _interp_sizes(op, input, size, scale_factor, recompute_scale_factor):
+    dim = input.ndim - 2
+    spatial = tuple(input.shape[2:])
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{op}: exactly one of size and scale_factor must be given, got "
+                         f"{'both' if size is not None else 'neither'}")
+    if size is not None:
+        if recompute_scale_factor:
+            raise ValueError(f"{op}: recompute_scale_factor is not meaningful with an explicit size")
+        out = _per_dim(op, "size", size, dim, "int")
+        if not all(_is_int(s) for s in out):
+            raise TypeError(f"{op}: size must be an int or a tuple of ints, got {size!r}")
+        scales = (None,) * dim
+    else:
+        scales = _per_dim(op, "scale_factor", scale_factor, dim, "float")
+        if not all(isinstance(s, numbers.Real) and not isinstance(s, bool) for s in scales):
+            raise TypeError(f"{op}: scale_factor must be a number or a tuple of numbers, got {scale_factor!r}")
+        if not all(math.isfinite(s) and s > 0 for s in scales):
+            raise ValueError(f"{op}: scale_factor must be positive and finite, got {scale_factor!r}")
+        out = tuple(int(math.floor(float(n) * float(s))) for n, s in zip(spatial, scales))
+        scales = (None,) * dim if recompute_scale_factor else tuple(float(s) for s in scales)
+    if min(out) <= 0 or min(spatial) <= 0:
+        raise ValueError(f"{op}: input and output sizes must be greater than 0, got input {spatial} and "
+                         f"output {tuple(out)}")
+    return tuple(int(s) for s in out), scales
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize a (N, C, L) or (N, C, H, W) input as ``torch.nn.functional.interpolate``: ``'nearest'``,
+    ``'nearest-exact'`` and ``'area'`` (3-D or 4-D), ``'linear'`` (3-D), ``'bilinear'`` (4-D), with
+    PyTorch's source-index arithmetic (``align_corners`` and a given ``scale_factor`` as its kernels
+    use them, unless ``recompute_scale_factor``)."""
+    op = "interpolate"
+    _check_tensor(op, input)
+    if mode not in _INTERP_MODES:
+        raise ValueError(f"{op}: mode must be one of {', '.join(map(repr, _INTERP_MODES))}, got {mode!r}")
+    if mode in ("bicubic", "trilinear"):
+        raise NotImplementedError(f"{op}: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
+                                  f"bilinear and area are)")
+    if input.ndim not in (3, 4):
+        raise NotImplementedError(f"{op}: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape "
+                                  f"{tuple(input.shape)}")
+    need = {"linear": 3, "bilinear": 4}.get(mode)
+    if need is not None and input.ndim != need:
+        raise NotImplementedError(f"{op}: got {input.ndim}D input, but {mode} mode needs {need}D input")
+    linear = mode in ("linear", "bilinear")
+    if align_corners is not None and not linear:
+        raise ValueError(f"{op}: align_corners can only be set with the interpolating modes linear | bilinear, "
+                         f"got mode {mode!r}")
+    if antialias:
+        raise NotImplementedError(f"{op}: antialias=True is not supported")
+    out, scales = _interp_sizes(op, input, size, scale_factor, recompute_scale_factor)
+    if mode == "area":
+        return (adaptive_avg_pool1d if input.ndim == 3 else adaptive_avg_pool2d)(input, out)
+    if linear and not backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: mode {mode!r} needs a floating-point input, got dtype {input.dtype}")
+    spatial = tuple(input.shape[2:])
+    steps = []
+    wdtype = np.float64 if input.dtype == backend.float64 else np.float32
+    for axis in range(input.ndim - 1, 1, -1):
+        n, m, s = spatial[axis - 2], out[axis - 2], scales[axis - 2]
+        if linear:
+            steps.append(("linear", axis, n, m, s, bool(align_corners), wdtype))
+        else:
+            steps.append(("nearest", axis, n, m, s, mode == "nearest-exact"))
+    return R.ResampleFn.apply(input, tuple(steps))
+
+
+# ---------------------------------------------------------------- adaptive pooling
+def _adaptive_args(op, input, output_size, dims):
+    """(input as 4-D, output (oh, ow), how to restore the result's dimensions)."""
+    _check_tensor(op, input)
+    nd = input.ndim
+    if nd not in (dims + 1, dims + 2):
+        what = "(C, L) or (N, C, L)" if dims == 1 else "(C, H, W) or (N, C, H, W)"
+        raise ValueError(f"{op}: expected a {dims + 1}-D or {dims + 2}-D input {what}, got shape "
+                         f"{tuple(input.shape)}")
+    shape = tuple(input.shape)
+    if any(n == 0 for n in shape[nd - dims - 1:]):
+        raise ValueError(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape {shape}")
+    if not backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    if dims == 1:
+        if isinstance(output_size, (tuple, list)):
+            if len(output_size) != 1:
+                raise ValueError(f"{op}: output_size must be an int or a 1-tuple, got {output_size!r}")
+            output_size = output_size[0]
+        sizes = (output_size,)
+    elif isinstance(output_size, (tuple, list)):
+        if len(output_size) != 2:
+            raise ValueError(f"{op}: output_size must be an int or a pair, got {output_size!r}")
+        sizes = tuple(output_size)
+    else:
+        sizes = (output_size, output_size)
+    sizes = tuple(shape[nd - dims + i] if s is None else s for i, s in enumerate(sizes))
+    if not all(_is_int(s) for s in sizes):
+        raise TypeError(f"{op}: output_size must be ints (or None to keep a dimension), got {output_size!r}")
+    if min(sizes) < 0:
+        raise ValueError(f"{op}: output_size must be >= 0, got {output_size!r}")
+    x = input
+    if nd == dims + 1:
+        x = unsqueeze(x, 0)
+    if dims == 1:
+        x = unsqueeze(x, 2)
+        sizes = (1,) + sizes
+
+    def restore(y):
+        if dims == 1:
+            y = squeeze(y, 2)
+        return squeeze(y, 0) if nd == dims + 1 else y
+
+    return x, tuple(int(s) for s in sizes), restore
+
+
+def _empty_pool(x, out_hw):
+    """The (empty) result of pooling to a zero size, still on the tape (its gradient is zero)."""
+    n, c = x.shape[:2]
+    return reshape(reshape(x, (-1,))[:0], (n, c) + out_hw)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average over PyTorch's adaptive bins ``[floor(i*H/out), ceil((i+1)*H/out))``; ``output_size`` an
+    int, a pair, with None keeping that dimension. ``(1, 1)`` is a plain mean over H and W."""
+    x, out, restore = _adaptive_args("adaptive_avg_pool2d", input, output_size, 2)
+    if 0 in out:
+        return restore(_empty_pool(x, out))
+    return restore(R.AdaptiveAvgPool2dFn.apply(x, out))
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """:func:`adaptive_avg_pool2d` along the last dimension of a (N, C, L) or (C, L) input."""
+    x, out, restore = _adaptive_args("adaptive_avg_pool1d", input, output_size, 1)
+    if 0 in out:
+        return restore(_empty_pool(x, out))
+    return restore(R.AdaptiveAvgPool2dFn.apply(x, out))
+
+
+def _adaptive_max(op, input, output_size, return_indices, dims):
+    x, out, restore = _adaptive_args(op, input, output_size, dims)
+    if 0 in out:
+        y = _empty_pool(x, out)
+        idx = Tensor._from_array(x._xp.zeros(y.shape, np.int64))
+    else:
+        found = {}
+        y = R.AdaptiveMaxPool2dFn.apply(x, out, found=found)
+        idx = Tensor._from_array(found["indices"])
+    return (restore(y), restore(idx)) if return_indices else restore(y)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """Maximum over PyTorch's adaptive bins; with ``return_indices``, ``(output, indices)``: each
+    maximum's flat index ``h*W + w`` in its plane (int64), as PyTorch's."""
+    return _adaptive_max("adaptive_max_pool2d", input, output_size, return_indices, 2)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """:func:`adaptive_max_pool2d` along the last dimension (indices are positions along it)."""
+    return _adaptive_max("adaptive_max_pool1d", input, output_size, return_indices, 1)
+
+
+# ---------------------------------------------------------------- embedding
+def _renorm_rows(weight, flat, max_norm, norm_type):
+    """PyTorch's ``embedding_renorm_``: the rows looked up whose ``norm_type`` norm exceeds ``max_norm``
+    are scaled in place to ``max_norm / (norm + 1e-7)`` of themselves."""
+    xp = weight._xp
+    with no_grad():
+        rows = xp.unique(flat)
+        w = weight._data[rows].astype(np.float64 if weight.dtype == backend.float64 else np.float32)
+        norms = xp.linalg.norm(w, ord=norm_type, axis=1) if norm_type != 2 else xp.sqrt((w * w).sum(axis=1))
+        scale = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(w.dtype)
+        weight._data[rows] = (w * scale[:, None]).astype(weight.dtype)
+        weight._bump("embedding_renorm_")
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of ``weight`` (num_embeddings, embedding_dim) looked up by the int64/int32 ``input``, as
+    ``torch.nn.functional.embedding``: the result has shape ``input.shape + (embedding_dim,)``. The
+    ``padding_idx`` row gets no gradient; ``scale_grad_by_freq`` divides each row's gradient by its
+    index's count in the batch; ``max_norm`` renormalizes the looked-up rows of ``weight`` in place.
+    Indices out of range raise IndexError (on cuda at the next sync, as deferred checks do)."""
+    op = "embedding"
+    if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
+        raise TypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
+                        f"{type(weight).__name__}")
+    if input.dtype not in (backend.int64, backend.int32):
+        raise TypeError(f"{op}: expected integer indices (int64 or int32) as input, got dtype {input.dtype}")
+    if weight.ndim != 2:
+        raise ValueError(f"{op}: weight must be 2-D (num_embeddings, embedding_dim), got shape "
+                         f"{tuple(weight.shape)}")
+    if not backend.is_floating(weight.dtype):
+        raise TypeError(f"{op}: expected a floating-point weight, got dtype {weight.dtype}")
+    if not _same_device(input._data, weight._data):
+        raise RuntimeError(f"{op}: input is on {input.device} but weight is on {weight.device}")
+    if sparse:
+        raise NotImplementedError(f"{op}: sparse=True (sparse gradients) is not supported")
+    num = weight.shape[0]
+    if padding_idx is not None:
+        if not _is_int(padding_idx) or not -num <= padding_idx < num:
+            raise ValueError(f"{op}: padding_idx must be within num_embeddings ([{-num}, {num})), got "
+                             f"{padding_idx!r}")
+        padding_idx = int(padding_idx) % num
+    idx = input._data
+    if input.device.type == "cpu":
+        bad = (idx < 0) | (idx >= num)
+        if bad.any():
+            i = int(np.flatnonzero(bad.reshape(-1))[0])
+            raise IndexError(f"{op}: index {int(idx.reshape(-1)[i])} at position {i} is out of range "
+                             f"[0, {num}) (num_embeddings={num})")
+    elif idx.size:
+        R.flag_bad_indices(idx, num)
+    if idx.dtype != backend.int64:
+        idx = idx.astype(np.int64)
+    if max_norm is not None:
+        _renorm_rows(weight, idx.reshape(-1), float(max_norm), float(norm_type))
+    return R.EmbeddingFn.apply(Tensor._from_array(idx), weight, padding_idx, bool(scale_grad_by_freq))
+
+
+# ---------------------------------------------------------------- channel dropout
+def _channel_dropout(op, input, p, training, inplace, lead=2):
+    _check_tensor(op, input)
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
+    if not backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    if not training or p == 0.0:
+        return input
+    return R.feature_dropout(input, float(p), bool(inplace), lead)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of a (N, C, H, W) input with probability ``p`` and scale the rest by
+    ``1/(1-p)``, as ``torch.nn.functional.dropout2d``. A 3-D input is taken as (N, C, L) (PyTorch's
+    historical behaviour, with its warning)."""
+    op = "dropout2d"
+    _check_tensor(op, input)
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                      "behavior is desired - input is interpreted as shape (N, C, L); use dropout1d for that",
+                      stacklevel=2)
+    elif input.ndim != 4:
+        if input.ndim < 2:
+            raise ValueError(f"{op}: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
+        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d; it exists for 3-D or 4-D inputs "
+                      f"(channels are dimension 1)", stacklevel=2)
+    return _channel_dropout(op, input, p, training, inplace)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of a (N, C, L) or unbatched (C, L) input, as ``torch.nn.functional.dropout1d``."""
+    op = "dropout1d"
+    _check_tensor(op, input)
+    if input.ndim not in (2, 3):
+        raise ValueError(f"{op}: expected a 2-D (C, L) or 3-D (N, C, L) input, got shape {tuple(input.shape)}")
+    return _channel_dropout(op, input, p, training, inplace, lead=input.ndim - 1)
+
+
+def _alpha(op, input, p, training, inplace, lead):
+    _check_tensor(op, input)
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
+    if not backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    if inplace:
+        raise NotImplementedError(f"{op}: inplace=True is not supported; use the out-of-place form")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    if lead is not None and input.ndim < 2:
+        raise ValueError(f"{op}: expected an input with a channel dimension (N, C, ...), got shape "
+                         f"{tuple(input.shape)}")
+    return R.alpha_dropout(input, float(p), lead)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Alpha dropout for SELU networks, as ``torch.nn.functional.alpha_dropout`` (``training=False``
+    by default, as there): dropped elements take SELU's negative saturation value and an affine map
+    keeps the input's mean and variance."""
+    return _alpha("alpha_dropout", input, p, training, inplace, None)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """:func:`alpha_dropout` of whole channels (dimension 1), as ``torch.nn.functional.feature_alpha_dropout``."""
+    return _alpha("feature_alpha_dropout", input, p, training, inplace, 2)

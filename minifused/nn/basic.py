@@ -11,6 +11,11 @@ from .module import Module
 
 
 class Identity(Module):
+    """Returns its input; takes and ignores any constructor arguments, as PyTorch's."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
     def forward(self, x):
         return x
 

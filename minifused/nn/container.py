@@ -62,6 +62,7 @@ class Sequential(Module):
         Under ``no_grad`` a module with an in-place form (``forward_inplace``: ReLU, GELU, Dropout,
         Softmax, LayerNorm) runs it on an intermediate result that only this container holds
         (see ``_owned``), saving one activation-sized allocation; never on the caller's input.
+        Modules with hooks (``register_forward_hook`` ...) are always called, never fused or run in place.
         """
         mods = list(self._modules.values())
         lean, first, owned = not is_grad_enabled(), x, False
@@ -69,17 +70,18 @@ class Sequential(Module):
         while i < len(mods):
             m = mods[i]
             act = mods[i + 1].fusable_activation if i + 1 < len(mods) else None
-            if act is not None and act in m.fused_activations and m.activation is None:
+            if (act is not None and act in m.fused_activations and m.activation is None
+                    and m._call_hooks is None and mods[i + 1]._call_hooks is None):
                 x = m.forward_with_activation(x, act)
                 i += 2
-            elif owned and m.forward_inplace is not None:
+            elif owned and m.forward_inplace is not None and m._call_hooks is None:
                 x = m.forward_inplace(x)  # x stays owned: the same tensor, overwritten
                 i += 1
                 continue
             else:
                 x = m(x)
                 i += 1
-            owned = lean and _builtin(m) and _owned(x, first)
+            owned = lean and _builtin(m) and m._call_hooks is None and _owned(x, first)  # (a hook may keep x)
         return x
 
 

@@ -1,2 +1,286 @@
-"""(being written)"""
-__all__ = []
+"""Spatial layers as Modules: ``Upsample``, adaptive pooling, the padding layers, ``Embedding``,
+channel dropout (``Dropout1d``, ``Dropout2d``) and ``Unflatten``; each a one-liner over ``F``."""
+from __future__ import annotations
+
+import math
+import numbers
+
+from .. import backend
+from .. import functional as F
+from ..autograd import no_grad
+from ..tensor import Tensor
+from .module import Module, Parameter
+
+__all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
+           "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d",
+           "CircularPad2d", "Embedding", "Dropout1d", "Dropout2d", "AlphaDropout", "FeatureAlphaDropout", "Unflatten"]
+
+
+# ---------------------------------------------------------------- resampling
+class Upsample(Module):
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.mode, self.align_corners = size, mode, align_corners
+        self.scale_factor = (tuple(float(s) for s in scale_factor) if isinstance(scale_factor, (tuple, list))
+                             else float(scale_factor) if scale_factor is not None else None)
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, x):
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self):
+        what = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
+        return f"{what}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# ---------------------------------------------------------------- adaptive pooling
+class _AdaptivePool(Module):
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def extra_repr(self):
+        return f"output_size={self.output_size!r}"
+
+
+class AdaptiveAvgPool2d(_AdaptivePool):
+    """Average over PyTorch's adaptive bins; ``AdaptiveAvgPool2d(1)`` (global pooling) is a mean over H, W."""
+
+    def __init__(self, output_size):
+        super().__init__(output_size)
+
+    def forward(self, x):
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+
+class AdaptiveAvgPool1d(_AdaptivePool):
+    def __init__(self, output_size):
+        super().__init__(output_size)
+
+    def forward(self, x):
+        return F.adaptive_avg_pool1d(x, self.output_size)
+
+
+class AdaptiveMaxPool2d(_AdaptivePool):
+    def forward(self, x):
+        return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool1d(_AdaptivePool):
+    def forward(self, x):
+        return F.adaptive_max_pool1d(x, self.output_size, self.return_indices)
+
+
+# ---------------------------------------------------------------- padding
+class _PadNd(Module):
+    mode, dims = "constant", 1
+
+    def __init__(self, padding, value=None):
+        super().__init__()
+        if isinstance(padding, numbers.Integral) and not isinstance(padding, bool):
+            padding = (int(padding),) * (2 * self.dims)
+        padding = tuple(padding)
+        if len(padding) != 2 * self.dims:
+            raise ValueError(f"{type(self).__name__}: padding must be an int or a {2 * self.dims}-tuple, "
+                             f"got {padding!r}")
+        self.padding, self.value = padding, value
+
+    def forward(self, x):
+        return F.pad(x, self.padding, self.mode, self.value)
+
+    def extra_repr(self):
+        return f"{self.padding}" + (f", value={self.value}" if self.mode == "constant" else "")
+
+
+class ConstantPad1d(_PadNd):
+    def __init__(self, padding, value):
+        super().__init__(padding, float(value))
+
+
+class ConstantPad2d(ConstantPad1d):
+    dims = 2
+
+
+class ZeroPad1d(ConstantPad1d):
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+
+class ZeroPad2d(ZeroPad1d):
+    dims = 2
+
+
+class ReflectionPad1d(_PadNd):
+    mode = "reflect"
+
+
+class ReflectionPad2d(ReflectionPad1d):
+    dims = 2
+
+
+class ReplicationPad1d(_PadNd):
+    mode = "replicate"
+
+
+class ReplicationPad2d(ReplicationPad1d):
+    dims = 2
+
+
+class CircularPad1d(_PadNd):
+    mode = "circular"
+
+
+class CircularPad2d(CircularPad1d):
+    dims = 2
+
+
+# ---------------------------------------------------------------- embedding
+class Embedding(Module):
+    """A lookup table of ``num_embeddings`` rows of size ``embedding_dim``, initialised N(0, 1) as in
+    PyTorch, the ``padding_idx`` row zeroed (and given no gradient)."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
+        super().__init__()
+        name = type(self).__name__
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0
+                   for v in (num_embeddings, embedding_dim)):
+            raise ValueError(f"{name}: num_embeddings and embedding_dim must be non-negative ints, got "
+                             f"{num_embeddings!r} and {embedding_dim!r}")
+        if padding_idx is not None:
+            if not isinstance(padding_idx, numbers.Integral) or not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"{name}: padding_idx must be within num_embeddings ([{-num_embeddings}, "
+                                 f"{num_embeddings})), got {padding_idx!r}")
+            padding_idx = int(padding_idx) % num_embeddings
+        if sparse:
+            raise NotImplementedError(f"{name}: sparse=True (sparse gradients) is not supported")
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if _weight is None:
+            dev = backend.device(device)
+            dt = backend.float32 if dtype is None else backend.as_dtype(dtype)
+            with backend.on_device(dev):
+                self.weight = Parameter(backend.xp(dev).empty((self.num_embeddings, self.embedding_dim), dt),
+                                        requires_grad=not _freeze)
+            self.reset_parameters()
+        else:
+            w = _weight._data if isinstance(_weight, Tensor) else _weight
+            if tuple(w.shape) != (self.num_embeddings, self.embedding_dim):
+                raise ValueError(f"{name}: _weight must have shape ({self.num_embeddings}, {self.embedding_dim}), "
+                                 f"got {tuple(w.shape)}")
+            self.weight = Parameter(w, requires_grad=not _freeze)
+
+    def reset_parameters(self):
+        with no_grad():
+            self.weight.normal_(0.0, 1.0)
+            if self.padding_idx is not None:
+                self.weight._data[self.padding_idx] = 0
+                self.weight._bump("Embedding.reset_parameters")
+
+    def forward(self, input):
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, sparse=False):
+        """An Embedding holding ``embeddings`` (2-D; its array, not a copy), frozen unless ``freeze=False``.
+        The padding row keeps its given values (only its gradient is withheld), as in PyTorch."""
+        if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
+            got = f"shape {tuple(embeddings.shape)}" if isinstance(embeddings, Tensor) else type(embeddings).__name__
+            raise ValueError(f"Embedding.from_pretrained: embeddings must be a 2-D tensor, got {got}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                   _weight=embeddings, _freeze=freeze)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        return s
+
+
+# ---------------------------------------------------------------- channel dropout
+class _ChannelDropout(Module):
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
+            raise ValueError(f"{type(self).__name__}: dropout probability has to be between 0 and 1, but got {p!r}")
+        self.p, self.inplace = float(p), bool(inplace)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout2d(_ChannelDropout):
+    """Zero whole channels of (N, C, H, W) inputs in training mode (3-D inputs: see ``F.dropout2d``)."""
+
+    def forward(self, x):
+        return F.dropout2d(x, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_ChannelDropout):
+    """Zero whole channels of (N, C, L) or (C, L) inputs in training mode."""
+
+    def forward(self, x):
+        return F.dropout1d(x, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_ChannelDropout):
+    """Alpha dropout (for SELU networks) in training mode."""
+
+    def forward(self, x):
+        return F.alpha_dropout(x, self.p, self.training, self.inplace)
+
+
+class FeatureAlphaDropout(_ChannelDropout):
+    """Alpha dropout of whole channels in training mode."""
+
+    def forward(self, x):
+        return F.feature_alpha_dropout(x, self.p, self.training, self.inplace)
+
+
+# ---------------------------------------------------------------- shapes
+class Unflatten(Module):
+    """Expand dimension ``dim`` into ``unflattened_size`` (one entry may be -1)."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+            raise TypeError(f"Unflatten: dim must be an int, got {dim!r}")
+        if not isinstance(unflattened_size, (tuple, list)) or not all(
+                isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in unflattened_size):
+            raise TypeError(f"Unflatten: unflattened_size must be a tuple of ints, got {unflattened_size!r}")
+        self.dim, self.unflattened_size = int(dim), tuple(int(s) for s in unflattened_size)
+
+    def forward(self, x):
+        nd = x.ndim
+        if not -nd <= self.dim < nd:
+            raise IndexError(f"Unflatten: dim {self.dim} out of range for a {nd}-D input of shape {tuple(x.shape)}")
+        d = self.dim % nd
+        sizes, n = self.unflattened_size, x.shape[d]
+        known = math.prod(s for s in sizes if s != -1)
+        if sizes.count(-1) > 1 or (-1 not in sizes and known != n) or (-1 in sizes and (known == 0 or n % known)):
+            raise ValueError(f"Unflatten: sizes {sizes} don't multiply up to the size of dimension {d} ({n}) of "
+                             f"the input of shape {tuple(x.shape)}")
+        return x.reshape(tuple(x.shape[:d]) + sizes + tuple(x.shape[d + 1:]))
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+

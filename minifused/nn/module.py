@@ -1,14 +1,18 @@
 """``Module`` and ``Parameter``: attribute registration, traversal, modes, state dicts."""
 from __future__ import annotations
 
+import itertools
+import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 
 import numpy as np
 
 from .. import backend
-from ..autograd import no_grad
+from ..autograd import is_grad_enabled, no_grad
 from ..tensor import Tensor
+from ._backward_hooks import wrap_inputs, wrap_outputs
 
 
 class Parameter(Tensor):
@@ -96,8 +100,55 @@ class Module:
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
+    #: The hooks of :meth:`__call__` (a ``_Hooks``), None while there are none: the fast path's one check.
+    _call_hooks = None
+
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        if self._call_hooks is None:
+            return self.forward(*args, **kwargs)
+        return _call_with_hooks(self, args, kwargs)
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args)`` runs before ``forward`` and may return new args (a tuple, or one value);
+        with ``with_kwargs``, ``hook(module, args, kwargs)`` may return ``(args, kwargs)``. Hooks run in
+        registration order (``prepend`` puts this one first). Returns a handle whose ``remove()`` unregisters it."""
+        return self._add_hook("pre", (hook, bool(with_kwargs), False), prepend)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """``hook(module, args, output)`` (``hook(module, args, kwargs, output)`` with ``with_kwargs``) runs
+        after ``forward`` and may return a replacement output; ``always_call`` runs it even when
+        ``forward`` raised (with output None). Returns a handle whose ``remove()`` unregisters it."""
+        return self._add_hook("post", (hook, bool(with_kwargs), bool(always_call)), prepend)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """``hook(module, grad_input, grad_output)`` runs when the gradients with respect to the module's
+        positional inputs are computed (``grad_input`` has one entry per positional argument, None where
+        it is not a tensor requiring grad) and may return a replacement ``grad_input`` tuple."""
+        return self._add_hook("backward", hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output)`` runs when the gradients of the module's outputs are known and may
+        return a replacement ``grad_output`` tuple."""
+        return self._add_hook("backward_pre", hook, prepend)
+
+    def _add_hook(self, kind, entry, prepend):
+        hooks = self.__dict__.get("_call_hooks")
+        if hooks is None:
+            hooks = _Hooks()
+            object.__setattr__(self, "_call_hooks", hooks)
+        table = getattr(hooks, kind)
+        handle = RemovableHandle(self, kind)
+        table[handle.id] = entry
+        if prepend:
+            table.move_to_end(handle.id, last=False)
+        return handle
+
+    def apply(self, fn):
+        """``fn(module)`` on every submodule (children first, recursively), then on this module; returns self."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
 
     # ------------------------------------------------------------ traversal
     def named_modules(self, prefix=""):
@@ -320,6 +371,85 @@ def _foreign_array(value):
 
 def _castable(dtype):
     return backend.is_floating(dtype) or np.dtype(dtype).kind in "biu"
+
+
+class _Hooks:
+    """One module's hooks by kind, each an ordered dict from handle id to the hook (and its options)."""
+
+    __slots__ = ("pre", "post", "backward", "backward_pre")
+
+    def __init__(self):
+        self.pre, self.post = OrderedDict(), OrderedDict()
+        self.backward, self.backward_pre = OrderedDict(), OrderedDict()
+
+    def empty(self):
+        return not (self.pre or self.post or self.backward or self.backward_pre)
+
+
+class RemovableHandle:
+    """What a hook registration returns: ``remove()`` unregisters the hook (twice is harmless); as a
+    context manager it removes the hook on leaving the block."""
+
+    _ids = itertools.count()
+
+    def __init__(self, module, kind):
+        self.id = next(RemovableHandle._ids)
+        self._module, self._kind = weakref.ref(module), kind
+
+    def remove(self):
+        module = self._module()
+        hooks = None if module is None else module.__dict__.get("_call_hooks")
+        if hooks is None:
+            return
+        getattr(hooks, self._kind).pop(self.id, None)
+        if hooks.empty():  # back to the fast path
+            del module.__dict__["_call_hooks"]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+
+def _call_with_hooks(module, args, kwargs):
+    """``module.forward`` between its pre-hooks and forward hooks, its inputs and outputs routed
+    through the backward-hook nodes when it has backward hooks."""
+    hooks = module._call_hooks
+    for hook, with_kwargs, _ in list(hooks.pre.values()):
+        if with_kwargs:
+            result = hook(module, args, kwargs)
+            if result is not None:
+                if not (isinstance(result, tuple) and len(result) == 2):
+                    raise RuntimeError(f"forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
+                                       f"got {type(result).__name__}")
+                args, kwargs = result
+        else:
+            result = hook(module, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+    state = None
+    if (hooks.backward or hooks.backward_pre) and is_grad_enabled():
+        args, state = wrap_inputs(module, args)
+    try:
+        output = module.forward(*args, **kwargs)
+    except Exception:
+        for hook, with_kwargs, always in list(hooks.post.values()):
+            if always:
+                try:
+                    hook(module, args, kwargs, None) if with_kwargs else hook(module, args, None)
+                except Exception as e:  # the forward's error is the one to raise
+                    warnings.warn(f"a forward hook with always_call=True raised an exception that was silenced "
+                                  f"as another error was raised in forward: {e}", stacklevel=2)
+        raise
+    for hook, with_kwargs, _ in list(hooks.post.values()):
+        result = hook(module, args, kwargs, output) if with_kwargs else hook(module, args, output)
+        if result is not None:
+            output = result
+    if state is not None:
+        output = wrap_outputs(output, state)
+    return output
 
 
 class _LoadResult(tuple):

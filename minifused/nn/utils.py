@@ -1,52 +1,146 @@
-"""``clip_grad_norm_`` (and ``clip_grad_value_``), computed on the device with no host sync."""
+"""Gradient clipping (``clip_grad_norm_``, ``clip_grad_value_``, ``get_total_norm``,
+``clip_grads_with_norm_``), computed on the device with no host sync, and the flat parameter
+vector (``parameters_to_vector``, ``vector_to_parameters``), as ``torch.nn.utils``."""
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+def _tensors(tensors):
+    """A tensor, or any iterable of them (a generator too), as a list."""
+    return [tensors] if isinstance(tensors, Tensor) else list(tensors)
+
+
+def _vector_norm(xp, a, ord, acc):
+    """``torch.linalg.vector_norm(a, ord)`` of a flat array, accumulated in ``acc``."""
+    a = xp.abs(a.ravel().astype(acc))
+    if ord == math.inf:
+        return a.max() if a.size else xp.zeros((), acc)
+    if ord == -math.inf:
+        return a.min() if a.size else xp.asarray(math.inf, acc)
+    if ord == 0:
+        return (a != 0).sum().astype(acc)
+    if ord == 1:
+        return a.sum()
+    if ord == 2:
+        return xp.sqrt((a * a).sum())
+    return (a ** acc.type(ord)).sum() ** acc.type(1.0 / ord)
+
+
+def _result_dtype(dtypes):
+    """The dtype ``torch.stack`` gives norms of these dtypes (float16 with bfloat16: float32)."""
+    out = dtypes[0]
+    for d in dtypes[1:]:
+        if d != out:
+            out = backend.float32 if {d, out} <= {backend.float16, backend.bfloat16} else np.promote_types(d, out)
+    return np.dtype(out)
+
+
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """The ``norm_type`` norm of the norms of ``tensors`` (a 0-d tensor in their common dtype, on their
+    device; 0.0 for none). ``error_if_nonfinite`` reads it, so it syncs."""
+    tensors = _tensors(tensors)
+    norm_type = float(norm_type)
+    if not tensors:
+        return Tensor._from_array(np.zeros((), np.float32))
+    xp = tensors[0]._xp
+    dtypes = [t.dtype for t in tensors]
+    rdtype = _result_dtype(dtypes)
+    acc = np.dtype(np.float64) if rdtype == np.float64 else np.dtype(np.float32)
+    with no_grad():
+        dev = backend.device_of(tensors[0]._data)
+        norms = [_vector_norm(xp, backend.to_device(t._data, dev), norm_type, acc) for t in tensors]
+        total = _vector_norm(xp, xp.stack(norms), norm_type, acc).astype(rdtype)
+    if error_if_nonfinite and not bool(xp.isfinite(total.astype(acc))):
+        raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite "
+                           f"({float(total)}), so it cannot be clipped. To disable this error and scale the "
+                           f"gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
+    return Tensor._from_array(total)
+
+
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """Scale the gradients of ``parameters`` in place by ``min(max_norm / (total_norm + 1e-6), 1)``."""
+    grads = [p.grad for p in _tensors(parameters) if p.grad is not None]
+    if not grads:
+        return
+    total = total_norm._data if isinstance(total_norm, Tensor) else total_norm
+    xp = grads[0]._xp
+    with no_grad():
+        t = xp.asarray(total)
+        dt = t.dtype.type if backend.is_floating(t.dtype) else np.float32
+        coef = xp.minimum(dt(float(max_norm)) / (t.astype(dt) + dt(1e-6)), dt(1.0))
+        for g in grads:
+            c = backend.to_device(coef, backend.device_of(g._data))
+            g._data *= c.astype(g._data.dtype)
+            g._bump("clip_grad_norm_")
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scale gradients in place so that their joint ``norm_type`` norm is at most ``max_norm``.
 
     As PyTorch: ``total = norm(stack(norm(g) for g in grads))``, ``coef = min(max_norm / (total + 1e-6), 1)``,
     every gradient multiplied by ``coef``. Returns ``total`` as a 0-d tensor on the gradients'
-    device (reading it syncs; clipping itself does not). ``error_if_nonfinite`` reads it, so syncs.
+    device, in their dtype (reading it syncs; clipping itself does not). ``error_if_nonfinite``
+    reads it, so syncs. ``foreach`` is accepted for PyTorch's signature (the work is per device anyway).
     """
-    if isinstance(parameters, Tensor):
-        parameters = [parameters]
+    parameters = _tensors(parameters)
     grads = [p.grad for p in parameters if p.grad is not None]
-    norm_type = float(norm_type)
-    if not grads:
-        from ..ops import zeros
-
-        return zeros(())
-    xp = grads[0]._xp
-    acc = xp.float64 if all(g.dtype == xp.float64 for g in grads) else xp.float32
-    with no_grad():
-        if math.isinf(norm_type):
-            norms = [xp.abs(g._data).max().astype(acc) for g in grads]
-            total = xp.stack(norms).max()
-        else:
-            norms = [xp.linalg.norm(g._data.ravel().astype(acc), ord=norm_type) for g in grads]
-            total = xp.linalg.norm(xp.stack(norms), ord=norm_type)
-        if error_if_nonfinite and not bool(xp.isfinite(total)):
-            raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
-                               f"non-finite ({float(total)}), so it cannot be clipped")
-        coef = xp.minimum(acc(max_norm) / (total + acc(1e-6)), acc(1.0))
-        for g in grads:
-            g._data *= coef.astype(g._data.dtype)
-            g._bump("clip_grad_norm_")
-    return Tensor._from_array(total)
+    total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    clip_grads_with_norm_(parameters, max_norm, total, foreach)
+    return total
 
 
-def clip_grad_value_(parameters, clip_value):
+def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every gradient element to ``[-clip_value, clip_value]`` in place."""
-    if isinstance(parameters, Tensor):
-        parameters = [parameters]
-    for p in parameters:
+    clip_value = float(clip_value)
+    for p in _tensors(parameters):
         if p.grad is not None:
             g = p.grad
             g._xp.clip(g._data, -clip_value, clip_value, out=g._data)
             g._bump("clip_grad_value_")
+
+
+def parameters_to_vector(parameters):
+    """The parameters flattened and concatenated into one 1-D tensor (differentiable, as PyTorch's)."""
+    from ..ops import cat
+
+    params = _tensors(parameters)
+    for p in params:
+        if not isinstance(p, Tensor):
+            raise TypeError(f"parameters_to_vector: expected tensors, got {type(p).__name__}")
+    if not params:
+        raise ValueError("parameters_to_vector: expected at least one parameter, got none")
+    dev = params[0].device
+    for p in params[1:]:
+        if p.device != dev:
+            raise TypeError(f"parameters_to_vector: found two parameters on different devices, {dev} and "
+                            f"{p.device}; this is currently not supported")
+    return cat([p.reshape(-1) for p in params])
+
+
+def vector_to_parameters(vec, parameters):
+    """Copy consecutive slices of the 1-D ``vec`` into ``parameters`` in place (each slice cast to its
+    parameter's dtype and device; version counters bumped). ``vec`` must hold exactly their elements."""
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"vector_to_parameters: expected a tensor vec, but got: {type(vec).__name__}")
+    if vec.ndim != 1:
+        raise ValueError(f"vector_to_parameters: vec must be 1-D, got shape {tuple(vec.shape)}")
+    params = _tensors(parameters)
+    total = sum(int(p.numel()) for p in params)
+    if total != vec.shape[0]:
+        raise ValueError(f"vector_to_parameters: vec has {vec.shape[0]} elements but the parameters hold {total}")
+    with no_grad():
+        start = 0
+        for p in params:
+            n = int(p.numel())
+            piece = backend.to_device(vec._data[start:start + n], p.device).reshape(p.shape)
+            p._data[...] = piece.astype(p.dtype, copy=False)
+            p._bump("vector_to_parameters")
+            start += n
+

@@ -1,3 +1,423 @@
-"""(being written)"""
+"""Spatial resampling and lookup ops on raw arrays, generic over NumPy and CuPy: padding,
+interpolation (nearest, nearest-exact, linear per axis), adaptive pooling, embedding lookup and
+channel dropout. Forwards gather; backwards scatter-add (``np.add.at`` / ``cupyx.scatter_add``),
+accumulating half-precision gradients in float32. Arguments arrive validated (functional/layers.py)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..kernels import acc_dtype
+from ..kernels import dropout as KD
+
 __all__ = []
 METHODS = {}  # Tensor methods and operators this module adds (ops/__init__ attaches them)
+
+
+def _xp(a):
+    return backend.array_module(a)
+
+
+def _at(ndim, axis, index):
+    """An index tuple selecting ``index`` along ``axis`` of an ``ndim``-D array."""
+    return (slice(None),) * axis + (index,)
+
+
+def _add_at(target, index, values):
+    """``target[index] += values`` along the first axis, repeated indices adding up."""
+    if type(target) is np.ndarray:
+        np.add.at(target, index, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(target, index, values)
+
+
+def _scatter_axis(g, index, axis, size):
+    """The adjoint of ``take(x, index, axis)`` for an ``x`` of ``size`` along ``axis``."""
+    xp = _xp(g)
+    moved = xp.moveaxis(g, axis, 0)
+    out = xp.zeros((size,) + moved.shape[1:], g.dtype)
+    _add_at(out, index, moved)
+    return xp.moveaxis(out, 0, axis)
+
+
+_tables = {}
+
+
+def device_table(like, fn, *args):
+    """``fn(*args)`` (host index or weight arrays: one, or a tuple) on ``like``'s device, as a tuple.
+    On CUDA it is copied once per device and arguments and kept, so a training step repeats no
+    host-to-device copy (and a captured step contains none)."""
+    if type(like) is np.ndarray:
+        out = fn(*args)
+        return out if isinstance(out, tuple) else (out,)
+    key = (like.device.id, fn, args)
+    hit = _tables.get(key)
+    if hit is None:
+        import cupy
+
+        out = fn(*args)
+
+        if len(_tables) > 512:  # geometries seldom vary; bound the cache all the same
+            _tables.clear()
+        with like.device:
+            hit = tuple(cupy.asarray(a) for a in (out if isinstance(out, tuple) else (out,)))
+        _tables[key] = hit
+    return hit
+
+
+# ---------------------------------------------------------------- padding
+_NP_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+class PadFn(Function):
+    """``pads``: one (before, after) pair per dimension of the input; negative parts crop. PyTorch's
+    index rules: reflect and replicate pad from the whole input, then crop; circular crops first and
+    wraps the cropped input (its kernel copies from the already cropped output); constant either way."""
+
+    @staticmethod
+    def forward(ctx, x, pads, mode, value):
+        xp = _xp(x)
+        grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+        crop_first = mode == "circular"
+        if crop_first:
+            x = x[_crop(pads, x.shape)]
+        y = x
+        if any(lo or hi for lo, hi in grow):
+            kw = {"constant_values": value} if mode == "constant" else {}
+            y = xp.pad(x, grow, mode=_NP_MODES[mode], **kw)
+        if not crop_first:
+            y = y[_crop(pads, y.shape)]
+        ctx.meta = (x.shape, pads, mode)  # x.shape: the shape the pads were folded onto
+        return xp.ascontiguousarray(y)
+
+    @staticmethod
+    def backward(ctx, g):
+        inner, pads, mode = ctx.meta
+        xp = _xp(g)
+        dtype = g.dtype
+        uncrop = [(max(-lo, 0), max(-hi, 0)) for lo, hi in pads]
+        cropped = any(lo or hi for lo, hi in uncrop)
+        if cropped and mode != "circular":
+            g = xp.pad(g, uncrop)
+        if mode != "constant":
+            g = g.astype(acc_dtype(dtype))
+        for d, ((lo, hi), n) in enumerate(zip(pads, inner)):
+            lo, hi = max(lo, 0), max(hi, 0)
+            if lo or hi:
+                g = _fold(xp, g, d, lo, hi, n, mode)
+        if cropped and mode == "circular":
+            g = xp.pad(g, uncrop)
+        return xp.ascontiguousarray(g.astype(dtype, copy=False)), None, None, None
+
+
+def _crop(pads, shape):
+    return tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(pads, shape))
+
+
+def _fold(xp, g, d, lo, hi, n, mode):
+    """The adjoint of padding dimension ``d`` (size ``n``) by ``(lo, hi)`` in ``mode``."""
+    c = g[_at(g.ndim, d, slice(lo, lo + n))].copy()
+    left, right = g[_at(g.ndim, d, slice(0, lo))], g[_at(g.ndim, d, slice(lo + n, lo + n + hi))]
+    if mode == "reflect":  # left position i came from input lo - i, right k from n - 2 - k
+        c[_at(c.ndim, d, slice(1, lo + 1))] += xp.flip(left, d)
+        c[_at(c.ndim, d, slice(n - 1 - hi, n - 1))] += xp.flip(right, d)
+    elif mode == "replicate":
+        c[_at(c.ndim, d, slice(0, 1))] += left.sum(axis=d, keepdims=True)
+        c[_at(c.ndim, d, slice(n - 1, n))] += right.sum(axis=d, keepdims=True)
+    elif mode == "circular":
+        c[_at(c.ndim, d, slice(n - lo, n))] += left
+        c[_at(c.ndim, d, slice(0, hi))] += right
+    return c
+
+
+# ---------------------------------------------------------------- interpolation
+def nearest_index(in_size, out_size, scale, exact):
+    """PyTorch's source index of each output position (float32 arithmetic, as its kernels):
+    ``floor(dst * s)`` (nearest) or ``floor((dst + 0.5) * s)`` (nearest-exact), ``s = 1/scale_factor``
+    when a scale factor is used, else ``in/out``; clamped to ``in - 1``."""
+    s = np.float32(1.0 / scale) if scale else np.float32(in_size) / np.float32(out_size)
+    dst = np.arange(out_size, dtype=np.float32)
+    if exact:
+        dst = dst + np.float32(0.5)
+    return np.minimum(np.floor(dst * s).astype(np.int64), in_size - 1)
+
+
+def linear_weights(in_size, out_size, scale, align_corners, dtype):
+    """PyTorch's (index0, index1, lambda1) of linear interpolation along one axis, computed in
+    ``dtype`` (float32, or float64 for float64 inputs, as its kernels' accumulation type)."""
+    t = np.dtype(dtype).type
+    if align_corners:
+        s = t(in_size - 1) / t(out_size - 1) if out_size > 1 else t(0)
+        src = s * np.arange(out_size, dtype=dtype)
+    else:
+        s = t(1.0 / scale) if scale else t(in_size) / t(out_size)
+        src = np.maximum(s * (np.arange(out_size, dtype=dtype) + t(0.5)) - t(0.5), t(0))
+    i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
+    lam = np.clip(src - i0.astype(dtype), t(0), t(1))
+    i1 = i0 + (i0 < in_size - 1)
+    return i0, i1, lam
+
+
+class ResampleFn(Function):
+    """Interpolation as a sequence of per-axis steps, last axis first (PyTorch's bilinear sums the
+    two width neighbours of each row first): ``("nearest", axis, in, out, scale, exact)`` or
+    ``("linear", axis, in, out, scale, align_corners, weight_dtype)``; a forward gathers, a backward
+    scatter-adds, along each axis."""
+
+    @staticmethod
+    def forward(ctx, x, steps):
+        xp = _xp(x)
+        dtype, acc = x.dtype, acc_dtype(x.dtype)
+        on = [device_table(x, nearest_index if s[0] == "nearest" else linear_weights, *s[2:]) for s in steps]
+        y = x if all(s[0] == "nearest" for s in steps) else x.astype(acc)
+        shape = [x.shape]
+        for (kind, axis, *_), arrays in zip(steps, on):
+            if kind == "nearest":
+                y = xp.take(y, arrays[0], axis=axis)
+            else:
+                i0, i1, lam = arrays
+                lam = lam.astype(acc, copy=False).reshape((-1,) + (1,) * (y.ndim - axis - 1))
+                y = xp.take(y, i0, axis=axis) * (1 - lam) + xp.take(y, i1, axis=axis) * lam
+            shape.append(y.shape)
+        ctx.plan = (steps, on, shape, dtype)
+        return xp.ascontiguousarray(y.astype(dtype, copy=False))
+
+    @staticmethod
+    def backward(ctx, g):
+        steps, on, shapes, dtype = ctx.plan
+        g = g.astype(acc_dtype(dtype))
+        for (kind, axis, *_), arrays, shape in zip(steps[::-1], on[::-1], shapes[-2::-1]):
+            n = shape[axis]
+            if kind == "nearest":
+                g = _scatter_axis(g, arrays[0], axis, n)
+            else:
+                i0, i1, lam = arrays
+                lam = lam.astype(g.dtype, copy=False).reshape((-1,) + (1,) * (g.ndim - axis - 1))
+                g = _scatter_axis(g * (1 - lam), i0, axis, n) + _scatter_axis(g * lam, i1, axis, n)
+        return _xp(g).ascontiguousarray(g.astype(dtype, copy=False)), None
+
+
+# ---------------------------------------------------------------- adaptive pooling
+def adaptive_bins(in_size, out_size):
+    """PyTorch's bins: output ``i`` covers ``[floor(i*in/out), ceil((i+1)*in/out))``."""
+    i = np.arange(out_size)
+    return (i * in_size) // out_size, -((-(i + 1) * in_size) // out_size)
+
+
+def _bin_matrix(in_size, out_size, dtype):
+    """(out, in) averaging matrix of the bins."""
+    start, end = adaptive_bins(in_size, out_size)
+    pos = np.arange(in_size)
+    hit = (pos[None, :] >= start[:, None]) & (pos[None, :] < end[:, None])
+    return (hit / (end - start)[:, None]).astype(dtype)
+
+
+class AdaptiveAvgPool2dFn(Function):
+    """Three paths: one bin (a mean over H, W: global pooling), bins that tile the input exactly
+    (a reshape and a mean), and overlapping or uneven bins (two small averaging GEMMs)."""
+
+    @staticmethod
+    def forward(ctx, x, out_hw):
+        xp = _xp(x)
+        n, c, h, w = x.shape
+        oh, ow = out_hw
+        acc = acc_dtype(x.dtype)
+        if (oh, ow) == (1, 1):
+            y = x.mean(axis=(2, 3), keepdims=True, dtype=acc)
+            path = "global"
+        elif h % oh == 0 and w % ow == 0:
+            y = x.reshape(n, c, oh, h // oh, ow, w // ow).mean(axis=(3, 5), dtype=acc)
+            path = "tiles"
+        else:
+            (mh,), (mw,) = device_table(x, _bin_matrix, h, oh, acc), device_table(x, _bin_matrix, w, ow, acc)
+            y = xp.matmul(xp.matmul(mh, x.astype(acc)), mw.T)
+            path = (mh, mw)
+        ctx.meta = (x.shape, x.dtype, out_hw, path)
+        return xp.ascontiguousarray(y.astype(x.dtype, copy=False))
+
+    @staticmethod
+    def backward(ctx, g):
+        (n, c, h, w), dtype, (oh, ow), path = ctx.meta
+        xp = _xp(g)
+        acc = acc_dtype(dtype)
+        if path == "global":  # one pass: every input position gets its plane's g / (H*W)
+            gx = xp.empty((n, c, h, w), dtype)
+            gx[...] = (g.astype(acc, copy=False) / acc.type(h * w)).astype(dtype, copy=False)
+            return gx, None
+        if path == "tiles":
+            ga = (g.astype(acc, copy=False) / acc.type((h // oh) * (w // ow))).astype(dtype, copy=False)
+            gx = xp.empty((n, c, oh, h // oh, ow, w // ow), dtype)
+            gx[...] = ga.reshape(n, c, oh, 1, ow, 1)
+            return gx.reshape(n, c, h, w), None
+        mh, mw = path
+        gx = xp.matmul(xp.matmul(mh.T, g.astype(acc, copy=False)), mw)
+        return xp.ascontiguousarray(gx.astype(dtype, copy=False)), None
+
+
+def _bin_windows(in_size, out_size):
+    """(out, k) positions of each bin, padded to the largest bin ``k`` by repeating its last position
+    (the max is unchanged, and the repeat comes after the original, so argmax names the first maximum)."""
+    start, end = adaptive_bins(in_size, out_size)
+    k = int((end - start).max())
+    return np.minimum(start[:, None] + np.arange(k), end[:, None] - 1)
+
+
+def adaptive_max_pool2d_forward(x, out_hw):
+    """(y, flat int64 index ``h*W + w`` of each maximum in its plane); the first maximum of a bin
+    in row-major order wins, as PyTorch's."""
+    xp = _xp(x)
+    n, c, h, w = x.shape
+    oh, ow = out_hw
+    (rows,), (cols,) = device_table(x, _bin_windows, h, oh), device_table(x, _bin_windows, w, ow)
+    kh, kw = rows.shape[1], cols.shape[1]
+    win = xp.take(x, rows.reshape(-1), axis=2).reshape(n, c, oh, kh, w)
+    win = xp.take(win, cols.reshape(-1), axis=4).reshape(n, c, oh, kh, ow, kw)
+    win = win.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, oh, ow, kh * kw)
+    arg = win.argmax(axis=-1)
+    y = xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+    r = rows[xp.arange(oh)[:, None], arg // kw]
+    q = cols[xp.arange(ow)[None, :], arg % kw]
+    return xp.ascontiguousarray(y), (r * w + q).astype(np.int64)
+
+
+class AdaptiveMaxPool2dFn(Function):
+    @staticmethod
+    def forward(ctx, x, out_hw, found=None):
+        y, idx = adaptive_max_pool2d_forward(x, out_hw)
+        if found is not None:
+            found["indices"] = idx
+        ctx.indices, ctx.x_shape = idx, x.shape
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        n, c, h, w = ctx.x_shape
+        xp = _xp(g)
+        idx = ctx.indices
+        acc = acc_dtype(g.dtype)
+        planes = xp.arange(n * c, dtype=np.int64).reshape(n, c, 1, 1) * (h * w)
+        gx = xp.zeros(n * c * h * w, acc)
+        _add_at(gx, (idx + planes).reshape(-1), g.astype(acc).reshape(-1))
+        return gx.reshape(n, c, h, w).astype(g.dtype), None
+
+
+# ---------------------------------------------------------------- embedding
+class EmbeddingFn(Function):
+    """``weight[indices]``; the backward adds each row of the gradient into its index's row (repeats
+    add up), leaves the padding row at zero and, with ``scale_grad_by_freq``, divides by each
+    index's count in the batch. The indices arrive as the first (non-differentiable) input."""
+
+    @staticmethod
+    def forward(ctx, indices, weight, padding_idx, scale_grad_by_freq):
+        xp = _xp(weight)
+        flat = indices.reshape(-1)
+        ctx.meta = (flat, weight.shape, padding_idx, scale_grad_by_freq)
+        return xp.take(weight, flat, axis=0).reshape(indices.shape + weight.shape[1:])
+
+    @staticmethod
+    def backward(ctx, g):
+        flat, (v, d), padding_idx, by_freq = ctx.meta
+        xp = _xp(g)
+        acc = acc_dtype(g.dtype)
+        rows = g.reshape(-1, d).astype(acc)
+        if by_freq:
+            counts = xp.bincount(flat, minlength=v).astype(acc)
+            rows = rows / counts[flat][:, None]
+        gw = xp.zeros((v, d), acc)
+        _add_at(gw, flat, rows)
+        if padding_idx is not None:
+            gw[padding_idx] = 0
+        return None, gw.astype(g.dtype), None, None
+
+
+_index_flags = {}
+
+
+def check_embedding_indices():
+    """Raise IndexError if an embedding lookup on a CUDA device saw an index out of range since the
+    last check (reads the device flag: a sync; run at the next ``.item()``, as deferred checks are)."""
+    for dev, flag in list(_index_flags.items()):
+        bad = int(flag.get()[0])
+        if bad:
+            flag.fill(0)
+            raise IndexError("embedding: an index was out of range [0, num_embeddings) on "
+                             f"cuda:{dev} (index out of range in self)")
+
+
+def flag_bad_indices(indices, num):
+    """Device-side range check of CUDA indices: sets a flag read later by :func:`check_embedding_indices`."""
+    import cupy
+
+    dev = indices.device.id
+    if dev not in _index_flags:
+        _index_flags[dev] = cupy.zeros(1, np.int32)
+    flag = _index_flags[dev]
+    cupy.maximum(flag, ((indices < 0) | (indices >= num)).any().astype(np.int32), out=flag)
+    backend.defer_check(check_embedding_indices)
+
+
+# ---------------------------------------------------------------- channel (feature) dropout
+class FeatureDropoutFn(Function):
+    """Whole channels zeroed: one keep/scale factor per channel of the ``lead`` leading dimensions
+    ((N, C) batched, (C,) unbatched), drawn by the dropout kernel (so the same seed drops the same
+    channels on every device) and broadcast over the rest."""
+
+    @staticmethod
+    def forward(ctx, x, p, seed, lead, out=None):
+        xp = _xp(x)
+        scale, _ = KD.dropout_forward(xp.ones(x.shape[:lead], x.dtype), seed, p)
+        scale = scale.reshape(x.shape[:lead] + (1,) * (x.ndim - lead))
+        ctx.scale = scale
+        if out is not None:
+            xp.multiply(x, scale, out=out)
+            return out
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.scale, None, None, None
+
+
+def feature_dropout(x, p, inplace, lead=2):
+    """``x`` with each channel (an index into its ``lead`` leading dimensions) zeroed with probability
+    ``p``, the rest scaled by ``1/(1-p)``; the seed comes from the CPU generator, as
+    :func:`ops.dropout.dropout`'s."""
+    seed = int(backend.generator(backend.CPU).integers(0, 2 ** 63, dtype=np.int64))
+    if inplace:
+        return FeatureDropoutFn.apply_("feature_dropout_", x, float(p), seed, lead)
+    return FeatureDropoutFn.apply(x, float(p), seed, lead)
+
+
+_SELU_NEG = 1.7580993408473766  # -(SELU's value at -inf): alpha * scale
+
+
+class AlphaDropoutFn(Function):
+    """Alpha dropout (PyTorch's formula): dropped positions take SELU's negative saturation value and
+    the result is ``a * (x * keep + alpha' * (1 - keep)) + b``, which keeps zero mean and unit variance.
+    One draw per element (``lead`` None) or per channel of the ``lead`` leading dimensions."""
+
+    @staticmethod
+    def forward(ctx, x, p, seed, lead):
+        xp = _xp(x)
+        shape = x.shape if lead is None else x.shape[:lead] + (1,) * (x.ndim - lead)
+        kept, _ = KD.dropout_forward(xp.ones(shape, x.dtype), seed, p)
+        keep = (kept != 0).astype(acc_dtype(x.dtype))
+        a = 1.0 / math.sqrt((_SELU_NEG ** 2 * p + 1) * (1 - p))
+        noise = keep * a
+        shift = (keep - 1) * (_SELU_NEG * a) + _SELU_NEG * a * p
+        ctx.noise = noise.astype(x.dtype)
+        return (x.astype(noise.dtype, copy=False) * noise + shift).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.noise, None, None, None
+
+
+def alpha_dropout(x, p, lead=None):
+    seed = int(backend.generator(backend.CPU).integers(0, 2 ** 63, dtype=np.int64))
+    return AlphaDropoutFn.apply(x, float(p), seed, lead)

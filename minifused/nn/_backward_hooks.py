@@ -1,0 +1,99 @@
+"""Module backward hooks: the module's tensor inputs and outputs pass through two identity nodes on
+the tape. The output node's backward sees ``grad_output`` (and runs the backward pre-hooks); the
+input node's backward sees ``grad_input`` and runs the full backward hooks, which may replace it."""
+from __future__ import annotations
+
+from ..autograd import Function
+from ..tensor import Tensor
+
+
+class _CallState:
+    """What one call's two nodes share."""
+
+    __slots__ = ("module", "n_args", "tensor_positions", "grad_output", "input_node")
+
+    def __init__(self, module, n_args, tensor_positions):
+        self.module, self.n_args, self.tensor_positions = module, n_args, tensor_positions
+        self.grad_output, self.input_node = None, False
+
+
+def _as_arrays(grads, like, what):
+    if not isinstance(grads, tuple) or len(grads) != len(like):
+        raise RuntimeError(f"backward hook returned {type(grads).__name__} of length "
+                           f"{len(grads) if isinstance(grads, tuple) else '-'}, expected a tuple of "
+                           f"{len(like)} {what}")
+    return tuple(g._data if isinstance(g, Tensor) else g for g in grads)
+
+
+def _wrap(arrays):
+    return tuple(None if a is None else Tensor._from_array(a) for a in arrays)
+
+
+class _InputNode(Function):
+    @staticmethod
+    def forward(ctx, *arrays, state):
+        ctx.state = state
+        return tuple(arrays)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        state = ctx.state
+        grad_input = [None] * state.n_args
+        for pos, g in zip(state.tensor_positions, grads):
+            grad_input[pos] = g
+        grad_input = _wrap(grad_input)
+        for hook in list(state.module._call_hooks.backward.values()) if state.module._call_hooks else ():
+            result = hook(state.module, grad_input, state.grad_output)
+            if result is not None:
+                grad_input = _wrap(_as_arrays(tuple(result), grad_input, "gradients (one per positional input)"))
+        return tuple(None if grad_input[pos] is None else grad_input[pos]._data for pos in state.tensor_positions)
+
+
+class _OutputNode(Function):
+    @staticmethod
+    def forward(ctx, *arrays, state):
+        ctx.state = state
+        return tuple(arrays)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        state = ctx.state
+        hooks = state.module._call_hooks
+        grad_output = _wrap(grads)
+        for hook in list(hooks.backward_pre.values()) if hooks else ():
+            result = hook(state.module, grad_output)
+            if result is not None:
+                grad_output = _wrap(_as_arrays(tuple(result), grad_output, "gradients (one per output)"))
+        state.grad_output = grad_output
+        if not state.input_node and hooks:  # no input requires grad: the hooks see grad_input of Nones
+            for hook in list(hooks.backward.values()):
+                hook(state.module, (None,) * state.n_args, grad_output)
+        return tuple(g._data for g in grad_output)
+
+
+def wrap_inputs(module, args):
+    """``args`` with the tensors that require grad passed through the input node."""
+    positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad)
+    state = _CallState(module, len(args), positions)
+    if positions:
+        passed = _InputNode.apply(*[args[i] for i in positions], state=state)
+        args = list(args)
+        for i, t in zip(positions, passed):
+            args[i] = t
+        args = tuple(args)
+        state.input_node = True
+    return args, state
+
+
+def wrap_outputs(output, state):
+    """``output`` (a tensor or a tuple of them) passed through the output node; other outputs as they are."""
+    single = isinstance(output, Tensor)
+    outs = (output,) if single else output
+    if not isinstance(outs, tuple) or not any(isinstance(o, Tensor) and o.requires_grad for o in outs):
+        return output
+    positions = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+    passed = _OutputNode.apply(*[outs[i] for i in positions], state=state)
+    outs = list(outs)
+    for i, t in zip(positions, passed):
+        outs[i] = t
+    return outs[0] if single else tuple(outs)

@@ -1,0 +1,610 @@
+"""Spatial layers as Modules (Upsample, adaptive pooling, padding, Embedding, Dropout1d/2d, Unflatten,
+Identity), Module hooks and ``apply``, and ``nn.utils``; on the GPU, interpolate, adaptive pooling,
+padding and embedding gradients against PyTorch. The functional ops' values, gradients and bad inputs
+are in the registry (tests/opinfo.py, ``LAYER_OPS``)."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+from minifused import nn
+from opinfo import adaptive_avg_pool_ref, interpolate_ref, pad_ref
+
+
+def cpu(a, **kw):
+    return mf.tensor(np.asarray(a), device="cpu", **kw)
+
+
+def rnd(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+# ---------------------------------------------------------------- interpolate and adaptive pooling by hand
+def test_interpolate_known_values():
+    x = cpu([[[0.0, 1.0, 2.0]]])
+    assert F.interpolate(x, scale_factor=2).tolist() == [[[0.0, 0.0, 1.0, 1.0, 2.0, 2.0]]]
+    np.testing.assert_allclose(F.interpolate(x, size=5, mode="linear", align_corners=True).numpy(),
+                               [[[0.0, 0.5, 1.0, 1.5, 2.0]]])
+    # align_corners=False, x2: source (j + 0.5) / 2 - 0.5, clamped at 0
+    np.testing.assert_allclose(F.interpolate(x, scale_factor=2, mode="linear").numpy(),
+                               [[[0.0, 0.25, 0.75, 1.25, 1.75, 2.0]]])
+    # nearest, 3 -> 2: floor(j * 1.5) = 0, 1; nearest-exact: floor((j + 0.5) * 1.5) = 0, 2
+    assert F.interpolate(x, size=2).tolist() == [[[0.0, 1.0]]]
+    assert F.interpolate(x, size=2, mode="nearest-exact").tolist() == [[[0.0, 2.0]]]
+
+
+def test_interpolate_scale_factor_is_used_unless_recomputed():
+    """With scale_factor=1.7 PyTorch's kernels use 1/1.7 as the source step, not in/out (5/8)."""
+    x = cpu(np.arange(5.0).reshape(1, 1, 5))
+    given = F.interpolate(x, scale_factor=1.7, mode="linear").numpy()
+    recomputed = F.interpolate(x, scale_factor=1.7, mode="linear", recompute_scale_factor=True).numpy()
+    sized = F.interpolate(x, size=8, mode="linear").numpy()
+    np.testing.assert_array_equal(recomputed, sized)
+    assert not np.allclose(given, sized)
+    np.testing.assert_allclose(given, interpolate_ref(x.numpy(), scale_factor=1.7, mode="linear"), rtol=1e-6)
+
+
+def test_adaptive_bins_7_to_3():
+    x = cpu(np.arange(7.0).reshape(1, 1, 7))
+    # bins [0, 3), [2, 5), [4, 7)
+    np.testing.assert_allclose(F.adaptive_avg_pool1d(x, 3).numpy(), [[[1.0, 3.0, 5.0]]])
+    y, idx = F.adaptive_max_pool1d(x, 3, return_indices=True)
+    assert y.tolist() == [[[2.0, 4.0, 6.0]]] and idx.tolist() == [[[2, 4, 6]]]
+
+
+def test_adaptive_max_indices_and_gradient():
+    x_np = np.random.default_rng(0).permutation(70).reshape(1, 1, 7, 10).astype(np.float64)
+    x = cpu(x_np, requires_grad=True)
+    y, idx = F.adaptive_max_pool2d(x, (3, 4), return_indices=True)
+    assert idx.dtype == mf.int64 and idx.shape == (1, 1, 3, 4)
+    np.testing.assert_array_equal(x_np.reshape(-1)[idx.numpy().reshape(-1)], y.detach().numpy().reshape(-1))
+    np.testing.assert_array_equal(y.detach().numpy(), adaptive_avg_pool_ref(x_np, (3, 4), np.max))
+    y.sum().backward()
+    want = np.zeros(70)
+    np.add.at(want, idx.numpy().reshape(-1), 1.0)  # overlapping bins may pick one element twice
+    np.testing.assert_array_equal(x.grad.numpy().reshape(-1), want)
+
+
+def test_global_average_pool_is_a_mean():
+    x = cpu(rnd(2, 3, 5, 7), requires_grad=True)
+    y = nn.AdaptiveAvgPool2d((1, 1))(x)
+    np.testing.assert_allclose(y.detach().numpy(), x.detach().numpy().mean(axis=(2, 3), keepdims=True))
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3, 5, 7), 1 / 35))
+    assert nn.AdaptiveAvgPool2d(1)(cpu(rnd(3, 4, 4))).shape == (3, 1, 1)  # unbatched
+
+
+def test_adaptive_pool_to_zero_size_is_empty():
+    x = cpu(rnd(2, 3, 4, 4), requires_grad=True)
+    y = F.adaptive_avg_pool2d(x, (0, 2))
+    assert y.shape == (2, 3, 0, 2)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), 0)
+
+
+def test_adaptive_pool_half_precision():
+    x = rnd(2, 3, 7, 10)
+    for dtype in (mf.float16, mf.bfloat16):
+        y = F.adaptive_avg_pool2d(cpu(x).to(dtype), (3, 4))
+        assert y.dtype == dtype
+        np.testing.assert_allclose(y.float().numpy(), adaptive_avg_pool_ref(x, (3, 4)), atol=3e-2)
+
+
+# ---------------------------------------------------------------- resampling and padding modules
+def test_upsample_modules():
+    x = cpu(rnd(1, 2, 3, 4))
+    np.testing.assert_array_equal(nn.Upsample(scale_factor=2)(x).numpy(), F.interpolate(x, scale_factor=2.0).numpy())
+    np.testing.assert_array_equal(nn.UpsamplingNearest2d(size=(5, 7))(x).numpy(), F.interpolate(x, size=(5, 7)).numpy())
+    np.testing.assert_array_equal(nn.UpsamplingBilinear2d(scale_factor=2)(x).numpy(),
+                                  F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True).numpy())
+    up = nn.Upsample(size=(6, 5), mode="bilinear", align_corners=False)
+    np.testing.assert_allclose(up(x).numpy(), interpolate_ref(x.numpy(), size=(6, 5), mode="bilinear"), rtol=1e-6)
+    assert "mode='bilinear'" in repr(up)
+
+
+@pytest.mark.parametrize("module,mode,pad", [
+    (lambda: nn.ZeroPad2d((1, 2, 0, 3)), "constant", (1, 2, 0, 3)),
+    (lambda: nn.ConstantPad1d(2, 0.5), "constant", (2, 2)),
+    (lambda: nn.ReflectionPad2d(2), "reflect", (2, 2, 2, 2)),
+    (lambda: nn.ReflectionPad1d((3, 1)), "reflect", (3, 1)),
+    (lambda: nn.ReplicationPad2d((0, 4, 1, 1)), "replicate", (0, 4, 1, 1)),
+    (lambda: nn.CircularPad2d(1), "circular", (1, 1, 1, 1)),
+    (lambda: nn.CircularPad1d((2, 0)), "circular", (2, 0))])
+def test_padding_modules(module, mode, pad):
+    x = rnd(2, 3, 4, 5) if len(pad) == 4 else rnd(2, 3, 5)
+    m = module()
+    value = getattr(m, "value", None) if mode == "constant" else None
+    np.testing.assert_allclose(m(cpu(x)).numpy(), pad_ref(x, pad, mode, value))
+
+
+def test_pad_gradient_folds_back():
+    """Each input element's gradient counts how often the padded output used it."""
+    x = cpu(np.zeros((1, 1, 4)), requires_grad=True)
+    F.pad(x, (2, 3), mode="reflect").sum().backward()
+    assert x.grad.tolist() == [[[2.0, 3.0, 3.0, 1.0]]]  # reflect of 0 1 2 3: 2 1 | 0 1 2 3 | 2 1 0
+    x.grad = None
+    F.pad(x, (2, 3), mode="replicate").sum().backward()
+    assert x.grad.tolist() == [[[3.0, 1.0, 1.0, 4.0]]]
+    x.grad = None
+    F.pad(x, (2, 3), mode="circular").sum().backward()
+    assert x.grad.tolist() == [[[2.0, 2.0, 3.0, 2.0]]]  # 2 3 | 0 1 2 3 | 0 1 2
+    x.grad = None
+    F.pad(x, (-1, 2)).sum().backward()
+    assert x.grad.tolist() == [[[0.0, 1.0, 1.0, 1.0]]]
+
+
+# ---------------------------------------------------------------- embedding
+def test_embedding_init_padding_and_repr():
+    mf.manual_seed(0)
+    emb = nn.Embedding(2000, 50, padding_idx=-1)
+    w = emb.weight.detach().numpy()
+    assert emb.padding_idx == 1999 and np.all(w[1999] == 0)
+    assert abs(w[:1999].mean()) < 0.01 and abs(w[:1999].std() - 1) < 0.01  # N(0, 1), as PyTorch
+    assert repr(emb) == "Embedding(2000, 50, padding_idx=1999)"
+
+
+def test_embedding_gradient_with_repeated_indices_and_padding():
+    w_np = rnd(6, 3)
+    idx = np.array([[1, 4, 1], [2, 1, 0]])
+    emb = nn.Embedding.from_pretrained(cpu(w_np), freeze=False, padding_idx=2)
+    out = emb(cpu(idx))
+    np.testing.assert_array_equal(out.detach().numpy(), w_np[idx])
+    g = rnd(2, 3, 3, seed=1)
+    out.backward(cpu(g))
+    want = np.zeros((6, 3))
+    np.add.at(want, idx.reshape(-1), g.reshape(-1, 3))
+    want[2] = 0  # the padding row gets no gradient
+    np.testing.assert_allclose(emb.weight.grad.numpy(), want)
+
+
+def test_embedding_scale_grad_by_freq():
+    w = cpu(rnd(5, 2), requires_grad=True)
+    idx = np.array([3, 3, 3, 0, 1, 1])
+    F.embedding(cpu(idx), w, scale_grad_by_freq=True).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [[1, 1], [1, 1], [0, 0], [1, 1], [0, 0]])
+
+
+def test_embedding_from_pretrained_freezes_and_shares():
+    w = cpu(rnd(4, 3))
+    emb = nn.Embedding.from_pretrained(w)
+    assert not emb.weight.requires_grad and emb.weight.data is w.data
+    assert nn.Embedding.from_pretrained(w, freeze=False).weight.requires_grad
+    with pytest.raises(ValueError, match="2-D"):
+        nn.Embedding.from_pretrained(cpu(rnd(4)))
+
+
+def test_embedding_max_norm_renormalizes_looked_up_rows():
+    w_np = np.array([[3.0, 4.0], [0.3, 0.4], [6.0, 8.0]])
+    w = cpu(w_np.copy())
+    out = F.embedding(cpu([0, 1]), w, max_norm=1.0)
+    np.testing.assert_allclose(w.numpy()[0], [0.6, 0.8], rtol=1e-6)  # norm 5 -> 1
+    np.testing.assert_array_equal(w.numpy()[1:], w_np[1:])  # small or not looked up: unchanged
+    np.testing.assert_allclose(out.numpy(), w.numpy()[[0, 1]])
+
+
+def test_embedding_int32_indices_and_dtypes():
+    for dtype in (mf.float16, mf.bfloat16, mf.float64):
+        w = cpu(rnd(5, 4)).to(dtype)
+        out = F.embedding(cpu(np.array([[4, 0]], np.int32)), w)
+        assert out.dtype == dtype and out.shape == (1, 2, 4)
+
+
+# ---------------------------------------------------------------- channel dropout
+def test_dropout2d_zeroes_whole_channels_and_scales():
+    mf.manual_seed(3)
+    x = cpu(np.ones((8, 16, 3, 5)), requires_grad=True)
+    y = nn.Dropout2d(0.25)(x)
+    v = y.detach().numpy()
+    per_channel = v.reshape(8, 16, -1)
+    assert np.all(per_channel == per_channel[..., :1])  # constant over each channel
+    assert set(np.unique(v)) <= {0.0, 1 / 0.75}
+    assert 0.1 < (v[:, :, 0, 0] == 0).mean() < 0.4
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), v)  # the gradient uses the forward's mask
+
+
+def test_dropout2d_eval_p1_inplace_and_seed():
+    x = cpu(rnd(2, 3, 4, 4))
+    m = nn.Dropout2d(0.5).eval()
+    assert m(x) is x
+    assert np.all(F.dropout2d(x, 1.0).numpy() == 0)
+    mf.manual_seed(7)
+    a = F.dropout2d(x, 0.5).numpy()
+    mf.manual_seed(7)
+    b = x.clone()
+    assert F.dropout2d(b, 0.5, inplace=True) is b
+    np.testing.assert_array_equal(b.numpy(), a)
+
+
+def test_dropout2d_3d_input_is_channelwise_1d_with_a_warning():
+    x = cpu(np.ones((4, 6, 9)))
+    with pytest.warns(UserWarning, match="3D input"):
+        y = F.dropout2d(x, 0.5).numpy()
+    assert np.all(y == y[..., :1])
+
+
+def test_dropout1d_batched_and_unbatched():
+    mf.manual_seed(1)
+    y = nn.Dropout1d(0.5)(cpu(np.ones((10, 7)))).numpy()  # unbatched (C, L): one factor per channel
+    assert np.all(y == y[:, :1]) and 0 < (y[:, 0] == 0).sum() < 10
+    y = F.dropout1d(cpu(np.ones((3, 10, 7))), 0.5).numpy()
+    assert np.all(y == y[..., :1])
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        nn.Dropout2d(1.5)
+
+
+def test_alpha_dropout_keeps_mean_and_variance():
+    mf.manual_seed(0)
+    x_np = rnd(400, 500)
+    x = cpu(x_np, requires_grad=True)
+    y = nn.AlphaDropout(0.2)(x)
+    v = y.detach().numpy()
+    assert abs(v.mean()) < 0.01 and abs(v.std() - 1) < 0.01
+    alpha = 1.7580993408473766
+    a = 1 / math.sqrt((alpha ** 2 * 0.2 + 1) * 0.8)
+    y.sum().backward()
+    g = x.grad.numpy()
+    assert set(np.unique(g)) == {0.0, a}
+    dropped = g == 0
+    assert 0.18 < dropped.mean() < 0.22
+    np.testing.assert_allclose(v[dropped], -alpha * a + alpha * a * 0.2, rtol=1e-12)
+    np.testing.assert_allclose(v[~dropped], a * x_np[~dropped] + alpha * a * 0.2, rtol=1e-12)
+    assert nn.AlphaDropout(0.2).eval()(x) is x and F.alpha_dropout(x, 0.5) is x  # training=False by default
+
+
+def test_feature_alpha_dropout_drops_channels():
+    mf.manual_seed(0)
+    y = F.feature_alpha_dropout(cpu(np.zeros((6, 10, 4, 4))), 0.5, training=True).numpy()
+    assert np.all(y == y[..., :1, :1]) and len(np.unique(y)) == 2
+
+
+# ---------------------------------------------------------------- Identity, Unflatten
+def test_identity_takes_any_arguments():
+    x = cpu(rnd(3))
+    assert nn.Identity(54, unused_argument1=0.1, unused_argument2=False)(x) is x
+
+
+def test_unflatten():
+    x = cpu(rnd(2, 12, 3))
+    assert nn.Unflatten(1, (3, 4))(x).shape == (2, 3, 4, 3)
+    assert nn.Unflatten(-2, (2, -1, 3))(x).shape == (2, 2, 2, 3, 3)
+    np.testing.assert_array_equal(nn.Unflatten(1, (3, 4))(x).numpy(), x.numpy().reshape(2, 3, 4, 3))
+    with pytest.raises(ValueError, match="multiply up"):
+        nn.Unflatten(1, (5, 2))(x)
+    with pytest.raises(TypeError, match="tuple of ints"):
+        nn.Unflatten(1, 12)
+    assert nn.Flatten()(x).shape == (2, 36)
+
+
+# ---------------------------------------------------------------- hooks
+class Affine(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(cpu(np.array(2.0)))
+
+    def forward(self, x, shift=0.0):
+        return x * self.scale + shift
+
+
+def test_forward_hook_sees_args_and_output_and_can_replace_it():
+    m, seen = Affine(), []
+    h = m.register_forward_hook(lambda mod, args, out: seen.append((mod, args, out)))
+    x = cpu([1.0, 2.0])
+    y = m(x)
+    assert seen[0][0] is m and seen[0][1][0] is x and seen[0][2] is y
+    h.remove()
+    h2 = m.register_forward_hook(lambda mod, args, out: out + 100)
+    assert m(x).tolist() == [102.0, 104.0]
+    h2.remove()
+    h2.remove()  # twice is harmless
+    assert m(x).tolist() == [2.0, 4.0] and len(seen) == 1
+    assert m.__dict__.get("_call_hooks") is None  # back on the fast path
+
+
+def test_forward_pre_hook_replaces_args():
+    m = Affine()
+    x = cpu([1.0])
+    with m.register_forward_pre_hook(lambda mod, args: args[0] * 10):  # one value: wrapped in a tuple
+        assert m(x).tolist() == [20.0]
+    assert m(x).tolist() == [2.0]
+    h = m.register_forward_pre_hook(lambda mod, args, kwargs: ((args[0] + 1,), {"shift": 5.0}), with_kwargs=True)
+    assert m(x).tolist() == [9.0]
+    h.remove()
+    h = m.register_forward_pre_hook(lambda mod, args, kwargs: 3, with_kwargs=True)
+    with pytest.raises(RuntimeError, match=r"\(new_args, new_kwargs\)"):
+        m(x)
+
+
+def test_hooks_run_in_order_with_prepend_and_kwargs():
+    m, order = Affine(), []
+    m.register_forward_hook(lambda *a: order.append("a"))
+    m.register_forward_hook(lambda *a: order.append("b"))
+    m.register_forward_hook(lambda *a: order.append("first"), prepend=True)
+    m.register_forward_pre_hook(lambda *a: order.append("pre"))
+    m.register_forward_hook(lambda mod, args, kwargs, out: order.append(("kw", kwargs)), with_kwargs=True)
+    m(cpu([1.0]), shift=1.0)
+    assert order == ["pre", "first", "a", "b", ("kw", {"shift": 1.0})]
+
+
+def test_always_call_forward_hook_runs_when_forward_raises():
+    m, seen = Affine(), []
+    m.register_forward_hook(lambda mod, args, out: seen.append(out), always_call=True)
+    with pytest.raises(TypeError):
+        m(cpu([1.0]), bad_keyword=1)
+    assert seen == [None]
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_hooks_inside_sequential_fire_despite_fusion(grad):
+    """Linear + ReLU fuse in a Sequential (and ReLU runs in place under no_grad): a hook on either
+    module makes the container call both as they are, so every hook fires and sees the real values."""
+    mf.manual_seed(0)
+    seq = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2), nn.ReLU())
+    x = cpu(rnd(5, 4)).float()
+    want = seq(x).detach().numpy()
+    kept = {}
+
+    def keep(name, value):
+        kept.setdefault(name, value)  # (returns None: the output stays)
+
+    seq[0].register_forward_hook(lambda m, a, out: keep("linear", out.detach().numpy().copy()))
+    seq[0].register_forward_hook(lambda m, a, out: keep("linear_tensor", out))
+    seq[3].register_forward_hook(lambda m, a, out: keep("relu", True))
+    with mf.set_grad_enabled(grad):
+        y = seq(x)
+    np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-6)
+    assert kept["relu"]
+    # the following ReLU did not overwrite the Linear output the hook kept
+    np.testing.assert_array_equal(kept["linear_tensor"].detach().numpy(), kept["linear"])
+    assert (kept["linear"] < 0).any()
+    seq[2].register_forward_hook(lambda m, a, out: out * 0)  # replacement inside a fused pair
+    assert np.all(seq(x).detach().numpy() == 0)
+
+
+def test_full_backward_hook_sees_and_replaces_gradients():
+    m = Affine()
+    x = cpu([1.0, 3.0], requires_grad=True)
+    seen = []
+
+    def hook(mod, grad_input, grad_output):
+        seen.append((grad_input[0].numpy().copy(), grad_output[0].numpy().copy()))
+        return (grad_input[0] * 10,)
+
+    h = m.register_full_backward_hook(hook)
+    (m(x) * cpu([1.0, 2.0])).sum().backward()
+    np.testing.assert_allclose(seen[0][1], [1.0, 2.0])  # d loss / d output
+    np.testing.assert_allclose(seen[0][0], [2.0, 4.0])  # d loss / d x before the hook
+    np.testing.assert_allclose(x.grad.numpy(), [20.0, 40.0])
+    assert m.scale.grad.item() == pytest.approx(7.0)  # the parameter's gradient is not the hook's
+    h.remove()
+    x.grad = None
+    m(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_full_backward_hook_with_inputs_that_need_no_grad():
+    m, seen = Affine(), []
+    m.register_full_backward_hook(lambda mod, gi, go: seen.append((gi, go[0].numpy().copy())))
+    m(cpu([1.0, 2.0])).sum().backward()
+    assert seen[0][0] == (None,) and seen[0][1].tolist() == [1.0, 1.0]
+
+
+def test_apply_visits_children_first_and_returns_self():
+    seq = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU(), nn.Linear(2, 1)))
+    order = []
+    assert seq.apply(lambda m: order.append(type(m).__name__)) is seq
+    assert order == ["Linear", "ReLU", "Linear", "Sequential", "Sequential"]
+
+    def zero(m):
+        if isinstance(m, nn.Linear):
+            nn.init.zeros_(m.weight)
+
+    seq.apply(zero)
+    assert all(np.all(p.detach().numpy() == 0) for n, p in seq.named_parameters() if n.endswith("weight"))
+
+
+# ---------------------------------------------------------------- nn.utils
+def test_parameters_to_vector_and_back():
+    model = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))
+    vec = nn.utils.parameters_to_vector(model.parameters())
+    assert vec.shape == (11,)
+    np.testing.assert_array_equal(vec.detach().numpy(),
+                                  np.concatenate([p.detach().numpy().ravel() for p in model.parameters()]))
+    (vec * cpu(np.arange(11.0)).float()).sum().backward()  # differentiable, as PyTorch's
+    np.testing.assert_array_equal(model[0].weight.grad.numpy().ravel(), np.arange(6.0))
+    new = cpu(np.arange(11.0)).float()
+    nn.utils.vector_to_parameters(new, model.parameters())
+    np.testing.assert_array_equal(model[1].bias.detach().numpy(), [10.0])
+    np.testing.assert_array_equal(model[0].weight.detach().numpy(), np.arange(6.0).reshape(2, 3))
+    with pytest.raises(TypeError, match="expected a tensor vec"):
+        nn.utils.vector_to_parameters(np.zeros(11), model.parameters())
+    with pytest.raises(ValueError, match="vec has 10 elements but the parameters hold 11"):
+        nn.utils.vector_to_parameters(mf.zeros(10), model.parameters())
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1, 3.5, math.inf, -math.inf, 0])
+def test_clip_grad_norm_matches_torch_formula(norm_type):
+    grads = [rnd(3, 4, seed=1), rnd(5, seed=2)]
+    params = []
+    for g in grads:
+        p = nn.Parameter(mf.zeros(*g.shape, dtype=mf.float64, device="cpu"))
+        p.grad = cpu(g.copy())
+        params.append(p)
+    norms = [np.linalg.norm(g.ravel(), ord=norm_type) for g in grads]
+    total = np.linalg.norm(np.array(norms), ord=norm_type)
+    got = nn.utils.clip_grad_norm_(iter(params), 0.5, norm_type=norm_type, foreach=True)
+    assert isinstance(got, mf.Tensor) and got.shape == () and got.dtype == mf.float64
+    assert float(got) == pytest.approx(total, rel=1e-12)
+    coef = min(0.5 / (total + 1e-6), 1.0)
+    for p, g in zip(params, grads):
+        np.testing.assert_allclose(p.grad.numpy(), g * coef, rtol=1e-12)
+
+
+def test_clip_grad_norm_edge_cases():
+    assert float(nn.utils.clip_grad_norm_([], 1.0)) == 0.0
+    p = nn.Parameter(mf.zeros(3, dtype=mf.float16, device="cpu"))
+    p.grad = cpu(np.array([3.0, 4.0, 0.0])).half()
+    total = nn.utils.clip_grad_norm_(p, 1.0)
+    assert total.dtype == mf.float16 and float(total) == pytest.approx(5.0)
+    np.testing.assert_allclose(p.grad.float().numpy(), [0.6, 0.8, 0.0], rtol=2e-3)
+    q = nn.Parameter(mf.zeros(1, device="cpu"))
+    q.grad = cpu(np.array([np.inf], np.float32))
+    with pytest.raises(RuntimeError, match="non-finite"):
+        nn.utils.clip_grad_norm_([q], 1.0, error_if_nonfinite=True)
+    nn.utils.clip_grad_value_([q], 2.0, foreach=False)
+    assert q.grad.tolist() == [2.0]
+
+
+# ---------------------------------------------------------------- GPU: against PyTorch
+def _rel(a, b):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def _both(torch, fn, tfn, x_np, dtype=np.float32, tol=2e-5):
+    """Forward and input gradient of ``fn`` (ours, cuda) and ``tfn`` (PyTorch, cuda) on ``x_np``."""
+    x = mf.tensor(x_np.astype(dtype), device="cuda", requires_grad=True)
+    tx = torch.tensor(x_np.astype(dtype), device="cuda", requires_grad=True)
+    y, ty = fn(x), tfn(tx)
+    assert tuple(y.shape) == tuple(ty.shape)
+    assert _rel(y.float().cpu().numpy(), ty.float().cpu().numpy()) < tol
+    g = np.random.default_rng(1).standard_normal(tuple(y.shape)).astype(dtype)
+    y.backward(mf.tensor(g, device="cuda"))
+    ty.backward(torch.tensor(g, device="cuda"))
+    assert _rel(x.grad.float().cpu().numpy(), tx.grad.float().cpu().numpy()) < tol
+
+
+INTERP_CASES = [
+    ("nearest", dict(scale_factor=2)), ("nearest", dict(size=(7, 5))), ("nearest", dict(scale_factor=1.7)),
+    ("nearest", dict(scale_factor=(0.6, 2.3))), ("nearest-exact", dict(size=(9, 4))),
+    ("nearest-exact", dict(scale_factor=1.3)),
+    ("bilinear", dict(size=(9, 13))), ("bilinear", dict(scale_factor=1.5)), ("bilinear", dict(scale_factor=(0.7, 2.2))),
+    ("bilinear", dict(size=(3, 4))), ("bilinear", dict(scale_factor=(2.3, 0.6), recompute_scale_factor=True)),
+    ("bilinear", dict(size=(1, 5))), ("area", dict(size=(3, 4))),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("align", [None, True, False])
+@pytest.mark.parametrize("mode,kw", INTERP_CASES, ids=[f"{m}-{i}" for i, (m, _) in enumerate(INTERP_CASES)])
+def test_interpolate_2d_matches_pytorch(torch, mode, kw, align):
+    if align is not None and mode != "bilinear":
+        pytest.skip("align_corners applies to the linear modes only")
+    x = np.random.default_rng(0).standard_normal((2, 3, 7, 6))
+    _both(torch, lambda t: F.interpolate(t, mode=mode, align_corners=align, **kw),
+          lambda t: torch.nn.functional.interpolate(t, mode=mode, align_corners=align, **kw), x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode,kw", [("nearest", dict(scale_factor=2.5)), ("nearest", dict(size=4)),
+                                     ("nearest-exact", dict(size=11)), ("linear", dict(size=13)),
+                                     ("linear", dict(scale_factor=0.6)), ("area", dict(size=3))])
+@pytest.mark.parametrize("align", [None, True])
+def test_interpolate_1d_matches_pytorch(torch, mode, kw, align):
+    if align and mode != "linear":
+        pytest.skip("align_corners applies to the linear modes only")
+    x = np.random.default_rng(0).standard_normal((2, 3, 7))
+    _both(torch, lambda t: F.interpolate(t, mode=mode, align_corners=align, **kw),
+          lambda t: torch.nn.functional.interpolate(t, mode=mode, align_corners=align, **kw), x)
+
+
+@pytest.mark.gpu
+def test_interpolate_half_matches_pytorch(torch):
+    x = np.random.default_rng(0).standard_normal((2, 3, 9, 7))
+    _both(torch, lambda t: F.interpolate(t, scale_factor=1.5, mode="bilinear"),
+          lambda t: torch.nn.functional.interpolate(t, scale_factor=1.5, mode="bilinear"), x, np.float16, 2e-3)
+
+
+ADAPTIVE_CASES = [((7, 10), (3, 4)), ((10, 9), (4, 5)), ((7, 7), (3, 3)), ((5, 6), (1, 1)), ((8, 12), (4, 3)),
+                  ((3, 4), (5, 7)), ((9, 11), (None, 4))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hw,out", ADAPTIVE_CASES)
+def test_adaptive_pools_match_pytorch(torch, hw, out):
+    rng = np.random.default_rng(0)
+    x = (rng.permutation(2 * 3 * hw[0] * hw[1]).reshape((2, 3) + hw) / 7.0).astype(np.float32)  # no ties
+    _both(torch, lambda t: F.adaptive_avg_pool2d(t, out),
+          lambda t: torch.nn.functional.adaptive_avg_pool2d(t, out), x)
+    _both(torch, lambda t: F.adaptive_max_pool2d(t, out),
+          lambda t: torch.nn.functional.adaptive_max_pool2d(t, out), x)
+    _, idx = F.adaptive_max_pool2d(mf.tensor(x, device="cuda"), out, return_indices=True)
+    _, tidx = torch.nn.functional.adaptive_max_pool2d(torch.tensor(x, device="cuda"), out, return_indices=True)
+    np.testing.assert_array_equal(idx.cpu().numpy(), tidx.cpu().numpy())
+
+
+@pytest.mark.gpu
+def test_adaptive_pool_modules_unbatched_and_1d_match_pytorch(torch):
+    x = np.random.default_rng(0).standard_normal((3, 10, 7))
+    _both(torch, nn.AdaptiveAvgPool2d((4, 3)), torch.nn.AdaptiveAvgPool2d((4, 3)), x)
+    _both(torch, nn.AdaptiveMaxPool2d(3), torch.nn.AdaptiveMaxPool2d(3), x)
+    _both(torch, nn.AdaptiveAvgPool1d(4), torch.nn.AdaptiveAvgPool1d(4), x)
+    _both(torch, nn.AdaptiveMaxPool1d(3), torch.nn.AdaptiveMaxPool1d(3), x)
+    _both(torch, nn.AdaptiveAvgPool2d(1), torch.nn.AdaptiveAvgPool2d(1), x, np.float16, 2e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode,pad", [("constant", (1, 2, -1, 3)), ("reflect", (3, 1, 2, 4)),
+                                      ("replicate", (0, 5, 2, 1)), ("circular", (2, 3, 1, 5)),
+                                      ("reflect", (2, 1)), ("circular", (-1, 2))])
+def test_pad_matches_pytorch(torch, mode, pad):
+    x = np.random.default_rng(0).standard_normal((2, 3, 5, 6) if len(pad) == 4 else (2, 3, 6))
+    _both(torch, lambda t: F.pad(t, pad, mode), lambda t: torch.nn.functional.pad(t, pad, mode), x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kw", [dict(), dict(padding_idx=3), dict(scale_grad_by_freq=True),
+                                dict(padding_idx=0, scale_grad_by_freq=True)])
+def test_embedding_gradients_with_repeated_indices_match_pytorch(torch, kw):
+    rng = np.random.default_rng(0)
+    w_np = rng.standard_normal((11, 6)).astype(np.float32)
+    idx = rng.integers(0, 11, (5, 9))
+    idx[0, :4] = 3  # many repeats
+    w = mf.tensor(w_np, device="cuda", requires_grad=True)
+    tw = torch.tensor(w_np, device="cuda", requires_grad=True)
+    y = F.embedding(mf.tensor(idx, device="cuda"), w, **kw)
+    ty = torch.nn.functional.embedding(torch.tensor(idx, device="cuda"), tw, **kw)
+    np.testing.assert_array_equal(y.detach().cpu().numpy(), ty.detach().cpu().numpy())
+    g = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+    y.backward(mf.tensor(g, device="cuda"))
+    ty.backward(torch.tensor(g, device="cuda"))
+    assert _rel(w.grad.cpu().numpy(), tw.grad.cpu().numpy()) < 1e-6
+
+
+@pytest.mark.gpu
+def test_embedding_module_matches_pytorch(torch):
+    theirs = torch.nn.Embedding(20, 7, padding_idx=5).cuda()
+    ours = nn.Embedding(20, 7, padding_idx=5, device="cuda")
+    ours.load_state_dict({k: v.detach().cpu().numpy() for k, v in theirs.state_dict().items()})
+    idx = np.random.default_rng(0).integers(0, 20, (4, 13))
+    y, ty = ours(mf.tensor(idx, device="cuda")), theirs(torch.tensor(idx, device="cuda"))
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    assert _rel(ours.weight.grad.cpu().numpy(), theirs.weight.grad.cpu().numpy()) < 1e-6
+
+
+@pytest.mark.gpu
+def test_embedding_index_out_of_range_on_cuda_raises_at_sync():
+    w = mf.randn(5, 3, device="cuda")
+    y = F.embedding(mf.tensor([0, 9], device="cuda"), w)
+    with pytest.raises(IndexError, match="out of range"):
+        y.sum().item()
+    assert F.embedding(mf.tensor([4], device="cuda"), w).sum().item() == pytest.approx(float(w[4].sum().item()))
+
+
+@pytest.mark.gpu
+def test_dropout2d_cuda_drops_the_channels_cpu_drops():
+    x = np.ones((6, 16, 3, 3), np.float32)
+    mf.manual_seed(11)
+    on_cpu = F.dropout2d(mf.tensor(x, device="cpu"), 0.4).numpy()
+    mf.manual_seed(11)
+    xc = mf.tensor(x, device="cuda", requires_grad=True)
+    y = F.dropout2d(xc, 0.4)
+    np.testing.assert_array_equal(y.detach().cpu().numpy(), on_cpu)
+    y.sum().backward()
+    np.testing.assert_array_equal(xc.grad.cpu().numpy(), on_cpu)
