@@ -170,7 +170,7 @@ def test_embedding_scale_grad_by_freq():
 def test_embedding_from_pretrained_freezes_and_shares():
     w = cpu(rnd(4, 3))
     emb = nn.Embedding.from_pretrained(w)
-    assert not emb.weight.requires_grad and emb.weight.data is w.data
+    assert not emb.weight.requires_grad and emb.weight._data is w._data
     assert nn.Embedding.from_pretrained(w, freeze=False).weight.requires_grad
     with pytest.raises(ValueError, match="2-D"):
         nn.Embedding.from_pretrained(cpu(rnd(4)))
