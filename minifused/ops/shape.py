@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import numbers
+import operator
 
 import numpy as np
 
-from .. import autograd, backend
+from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast
@@ -149,64 +150,137 @@ def contiguous(x):
 
 
 # ---------------------------------------------------------------- indexing
-def _index_array(value, x):
-    """An index component as a raw array on ``x``'s device (ints and slices pass through)."""
-    if isinstance(value, Tensor):
-        if value.device.type == "cuda" and x.device.type == "cpu":
-            raise RuntimeError(f"indexing: a {x.device} tensor indexed with a {value.device} tensor")
-        value = value.data
-    if isinstance(value, (list, np.ndarray)) or backend.is_cuda_array(value):
-        value = backend.to_device(np.asarray(value) if isinstance(value, list) else value, x.device)
-        if value.dtype != np.bool_ and not np.issubdtype(value.dtype, np.integer):
-            raise IndexError(f"indexing: tensors used as indices must be integer or bool, got {value.dtype}")
-    elif isinstance(value, np.generic):
-        value = value.item()
-    return value
+def accumulate(shape, dtype, index, values):
+    """A zero array of ``shape`` with ``values`` added at ``index`` (repeated positions add up): NumPy's
+    ``add.at``, CuPy's ``scatter_add``. Half-precision sums run in float32 (CuPy has no half atomics
+    for every architecture, and rounding each partial sum would lose the small terms)."""
+    xp = np if not backend.is_cuda_array(values) else backend.array_module(values)
+    acc = np.float32 if dtype.itemsize < 4 and backend.is_floating(dtype) else dtype
+    out = xp.zeros(shape, acc)
+    values = values.astype(acc, copy=False)
+    if xp is np:
+        np.add.at(out, index, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(out, index, values)
+    return out.astype(dtype, copy=False)
 
 
-def _normalize_index(x, index):
-    """(index as a tuple of raw components, whether it is advanced), with bounds checked."""
+def _is_int(v):
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
+def _component(v, x, op):
+    """One index component as ints, slices, None, Ellipsis, True, or an integer / bool array on ``x``'s
+    device. 0-d index tensors act as the Python scalars they hold, as in PyTorch."""
+    if isinstance(v, Tensor):
+        if v.device.type == "cuda" and x.device.type == "cpu":
+            raise RuntimeError(f"{op}: a {x.device} tensor indexed with a {v.device} tensor")
+        v = v.data
+    if v is None or v is Ellipsis or isinstance(v, slice):
+        if isinstance(v, slice) and v.step is not None and operator.index(v.step) <= 0:
+            raise ValueError(f"{op}: slice step must be greater than zero, got {v.step}")
+        return v
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if _is_int(v):
+        return int(v)
+    if isinstance(v, (list, tuple, range)):
+        arr = np.asarray(v)
+        v = arr.astype(np.int64) if arr.size == 0 else arr
+    if not (isinstance(v, np.ndarray) or backend.is_cuda_array(v)):
+        raise IndexError(f"{op}: only integers, slices (`:`), ellipsis (`...`), None and integer or bool "
+                         f"tensors are valid indices (got {type(v).__name__})")
+    if v.dtype != np.bool_ and not np.issubdtype(v.dtype, np.integer):
+        raise IndexError(f"{op}: tensors used as indices must be integer or bool, got {v.dtype}")
+    if v.ndim == 0:
+        return bool(v) if v.dtype == np.bool_ else int(v)
+    return backend.to_device(v, x.device)
+
+
+def _check_array(v, dim, n, op):
+    """``v`` bounds-checked against a dimension of size ``n``, negative entries made positive."""
+    if v.size == 0:
+        return v.astype(np.int64, copy=False)
+    if backend.is_cuda_array(v):
+        backend.refuse_sync(f"{op} with an index tensor (its bounds check)")
+    xp = backend.array_module(v)
+    bad = (v < -n) | (v >= n)
+    if bool(bad.any()):
+        raise IndexError(f"{op}: index {int(v[bad].ravel()[0])} is out of bounds for dimension {dim} with size "
+                         f"{n} (out of range [{-n}, {n}))")
+    return xp.where(v < 0, v + n, v).astype(np.int64, copy=False)
+
+
+def _normalize_index(x, index, op="getitem"):
+    """``index`` as a list of stages, each ``(tuple of raw components, advanced)``, applied one after the
+    other; bounds checked and bool masks turned into integer arrays. PyTorch applies integers before
+    index arrays (``x[0, :, [0, 1]]`` has shape (n, 2), NumPy's (2, n)): such an index takes two stages."""
     if not isinstance(index, tuple):
         index = (index,)
-    index = tuple(_index_array(v, x) for v in index)
-    advanced = False
-    dim = 0  # the input dimension the next component indexes
-    expanded = []
-    consumed = sum(1 if not hasattr(v, "ndim") else max(v.ndim, 1) if v.dtype == np.bool_ else 1
-                   for v in index if v is not None and v is not Ellipsis)
+    parts = [_component(v, x, op) for v in index]
+    if sum(p is Ellipsis for p in parts) > 1:
+        raise IndexError(f"{op}: an index can only have a single ellipsis ('...')")
+    consumed = sum(p.ndim if hasattr(p, "ndim") and p.dtype == np.bool_ else 1 for p in parts
+                   if p is not None and p is not Ellipsis and not isinstance(p, bool))
     if consumed > x.ndim:
-        raise IndexError(f"indexing: too many indices ({consumed}) for a tensor of {x.ndim} dimensions")
-    for v in index:
-        if v is Ellipsis:
+        if x.ndim == 0:
+            raise IndexError(f"{op}: invalid index of a 0-dim tensor; use tensor.item() to read its value")
+        raise IndexError(f"{op}: too many indices for a tensor of dimension {x.ndim} ({consumed} given)")
+    dim, out, arrays, ints = 0, [], [], False  # dim: the input dimension the next component indexes
+    for p in parts:
+        if p is Ellipsis:
             dim += x.ndim - consumed
-            expanded.append(v)
+        elif p is True:
+            p = None  # x[True] is x[None], as in PyTorch and NumPy
+        elif p is False:
+            p = backend.to_device(np.zeros(0, np.int64), x.device)
+            out.extend((None, p))  # a new axis of size 0, indexed like an empty index array
+            arrays.append(p)
             continue
-        if v is None:
-            expanded.append(v)
+        elif hasattr(p, "dtype") and p.dtype == np.bool_:
+            want = x.shape[dim:dim + p.ndim]
+            if p.shape != want:
+                raise IndexError(f"{op}: the shape of the mask {tuple(p.shape)} does not match the shape "
+                                 f"{tuple(want)} of the indexed tensor at dimension {dim}")
+            found = p.nonzero()
+            out.extend(found)
+            arrays.extend(found)
+            dim += p.ndim
             continue
-        if hasattr(v, "dtype"):
-            advanced = True
-            if v.dtype == np.bool_:
-                want = x.shape[dim:dim + v.ndim]
-                if v.shape != want:
-                    raise IndexError(f"indexing: boolean mask of shape {v.shape} does not match the "
-                                     f"indexed dimensions {want} of a tensor of shape {tuple(x.shape)}")
-                expanded.extend(v.nonzero())
-                dim += v.ndim
-                continue
-            n = x.shape[dim] if dim < x.ndim else 0
-            if v.size and (int(v.min()) < -n or int(v.max()) >= n):
-                raise IndexError(f"indexing: index out of range for dimension {dim} of size {n}")
-        elif isinstance(v, numbers.Integral) and not isinstance(v, bool):
-            n = x.shape[dim] if dim < x.ndim else 0
-            if dim >= x.ndim or not -n <= v < n:
-                raise IndexError(f"indexing: index {v} is out of range for dimension {dim} of "
-                                 f"a tensor of shape {tuple(x.shape)}")
-        elif not isinstance(v, slice):
-            raise IndexError(f"indexing: unsupported index {v!r}")
-        expanded.append(v)
-        dim += 1
-    return tuple(expanded), advanced
+        elif hasattr(p, "dtype"):
+            p = _check_array(p, dim, x.shape[dim], op)
+            arrays.append(p)
+            dim += 1
+        elif _is_int(p):
+            n = x.shape[dim]
+            if not -n <= p < n:
+                raise IndexError(f"{op}: index {p} is out of bounds for dimension {dim} with size {n} "
+                                 f"(out of range [{-n}, {n}))")
+            ints = True
+            dim += 1
+        elif isinstance(p, slice):
+            dim += 1
+        out.append(p)
+    if arrays:
+        try:
+            np.broadcast_shapes(*(a.shape for a in arrays))
+        except ValueError:
+            raise IndexError(f"{op}: shape mismatch: indexing tensors could not be broadcast together with "
+                             f"shapes {', '.join(str(tuple(a.shape)) for a in arrays)}") from None
+    if not arrays:
+        return [(tuple(out) if Ellipsis in out else (*out, Ellipsis), False)]  # '...': numpy gives a 0-d view
+    if not ints:
+        return [(tuple(out), True)]
+    first = tuple(p if _is_int(p) or p is Ellipsis else slice(None) for p in out if p is not None)
+    return [(first, False), (tuple(p for p in out if not _is_int(p)), True)]
+
+
+def _select(a, stages):
+    for stage, _ in stages:
+        a = a[stage]
+    return a
 
 
 class GetItem(Function):
@@ -234,29 +308,68 @@ class GatherItem(GetItem):
     @staticmethod
     def backward(ctx, g):
         shape, dtype = ctx.meta
-        xp = _xp(g)
-        out = xp.zeros(shape, dtype)
-        xp.add.at(out, ctx.index, g)
-        return out, None
+        return accumulate(shape, dtype, ctx.index, g), None
 
 
 def getitem(x, index):
-    index, advanced = _normalize_index(x, index)
-    return (GatherItem if advanced else GetItem).apply(x, index)
+    for stage, advanced in _normalize_index(x, index, "getitem"):
+        x = (GatherItem if advanced else GetItem).apply(x, stage)
+    return x
+
+
+class SetItem(Function):
+    """``x[index] = value``: the gradient reaches ``x``'s earlier value where it was not overwritten and
+    ``value`` from the written positions (summed where it was broadcast or written twice)."""
+
+    @staticmethod
+    def forward(ctx, x, value, stages, out):
+        target = _select(out, stages[:-1])
+        last = stages[-1][0]
+        try:
+            target[last] = value
+        except ValueError:
+            raise RuntimeError(f"setitem: shape mismatch: value of shape {tuple(np.shape(value))} cannot be "
+                               f"broadcast to the indexed shape {tuple(target[last].shape)}") from None
+        ctx.meta = (stages, np.shape(value))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        stages, value_shape = ctx.meta
+        gx = gv = None
+        if ctx.needs_input_grad[0]:
+            gx = backend.copy(g)
+            _select(gx, stages[:-1])[stages[-1][0]] = 0
+        if ctx.needs_input_grad[1]:
+            picked = _select(g, stages)
+            # NumPy lets a value carry extra leading 1s beyond the indexed shape's dimensions
+            lead = max(len(value_shape) - picked.ndim, 0)
+            gv = unbroadcast(picked, tuple(value_shape[lead:])).reshape(value_shape)
+        return gx, gv, None
 
 
 def setitem(x, index, value):
-    """``x[index] = value`` in place; only on tensors that are not recording gradients."""
-    if x.requires_grad and autograd.is_grad_enabled():
-        raise RuntimeError("setitem: in-place assignment to a tensor that requires grad; "
-                           "use minifused.no_grad() or an out-of-place op")
-    index, _ = _normalize_index(x, index)
+    """``x[index] = value`` in place (bumping ``x``'s version), recorded on the tape when ``x`` or
+    ``value`` requires grad; refused on a leaf that requires grad, as in PyTorch."""
+    stages = _normalize_index(x, index, "setitem")
     if isinstance(value, Tensor):
         if value.device != x.device:
-            raise RuntimeError(f"setitem: expected a value on {x.device}, got {value.device}")
-        value = value.data
-    x.data[index] = value
-    x._bump("setitem")
+            if value.ndim or value.device.type != "cpu":  # PyTorch takes a cpu 0-d value anywhere
+                raise RuntimeError(f"setitem: expected a value on {x.device}, got {value.device}")
+            value = Tensor._from_array(backend.to_device(value.data, x.device))
+        if not (value.requires_grad and backend.is_floating(x.dtype)):
+            value = value.data.astype(x.dtype, copy=False)
+        elif value.dtype != x.dtype:
+            value = cast(value, x.dtype)
+    elif isinstance(value, np.generic):
+        value = value.item()
+    elif not isinstance(value, numbers.Number):
+        value = backend.to_device(np.asarray(value), x.device).astype(x.dtype, copy=False)
+    raw = value.data if isinstance(value, Tensor) else value
+    if hasattr(raw, "shape") and _xp(x.data).may_share_memory(x.data, raw):
+        raw = backend.copy(raw)  # x[1:] = x[:-1]: read everything before writing
+        value = raw if not isinstance(value, Tensor) else value.clone()
+    return SetItem.apply_("setitem", x, value, stages)
 
 
 # ---------------------------------------------------------------- joining
