@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from .. import backend
 from ..tensor import Tensor
-from . import activation, creation, elementwise, index, matmul, pointwise, reduce, resample, shape
+from . import activation, creation, elementwise, index, matmul, pointwise, reduce, resample, shape, sorting
 from .activation import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
 from .resample import *  # noqa: F401,F403
+from .sorting import *  # noqa: F401,F403
 from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
                           maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device,
                           where)
@@ -75,7 +76,7 @@ _METHODS = {
     "mT": property(lambda self: transpose(self, -2, -1)),
 }
 # the families in their own modules declare theirs
-_FAMILIES = (pointwise, index, activation, resample)
+_FAMILIES = (pointwise, index, sorting, activation, resample)
 for _family in _FAMILIES:
     _METHODS.update(_family.METHODS)
 for _name, _fn in _METHODS.items():
