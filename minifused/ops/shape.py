@@ -213,12 +213,20 @@ def _check_array(v, dim, n, op):
     return xp.where(v < 0, v + n, v).astype(np.int64, copy=False)
 
 
+def _list_as_tuple(index):
+    """PyTorch's (and old NumPy's) rule: a short list holding a sequence, slice, None, Ellipsis or tensor
+    is a tuple of indices (``x[[[0, 1], [2, 3]]]`` is ``x[[0, 1], [2, 3]]``)."""
+    return isinstance(index, list) and len(index) < 32 and any(
+        v is None or v is Ellipsis or isinstance(v, (slice, list, tuple, range, Tensor, np.ndarray))
+        or backend.is_cuda_array(v) for v in index)
+
+
 def _normalize_index(x, index, op="getitem"):
     """``index`` as a list of stages, each ``(tuple of raw components, advanced)``, applied one after the
     other; bounds checked and bool masks turned into integer arrays. PyTorch applies integers before
     index arrays (``x[0, :, [0, 1]]`` has shape (n, 2), NumPy's (2, n)): such an index takes two stages."""
     if not isinstance(index, tuple):
-        index = (index,)
+        index = tuple(index) if _list_as_tuple(index) else (index,)
     parts = [_component(v, x, op) for v in index]
     if sum(p is Ellipsis for p in parts) > 1:
         raise IndexError(f"{op}: an index can only have a single ellipsis ('...')")
@@ -228,17 +236,14 @@ def _normalize_index(x, index, op="getitem"):
         if x.ndim == 0:
             raise IndexError(f"{op}: invalid index of a 0-dim tensor; use tensor.item() to read its value")
         raise IndexError(f"{op}: too many indices for a tensor of dimension {x.ndim} ({consumed} given)")
-    dim, out, arrays, ints = 0, [], [], False  # dim: the input dimension the next component indexes
+    dim, out, arrays, ints, empty = 0, [], [], False, []  # dim: the input dimension the next component indexes
     for p in parts:
         if p is Ellipsis:
             dim += x.ndim - consumed
-        elif p is True:
-            p = None  # x[True] is x[None], as in PyTorch and NumPy
-        elif p is False:
-            p = backend.to_device(np.zeros(0, np.int64), x.device)
-            out.extend((None, p))  # a new axis of size 0, indexed like an empty index array
-            arrays.append(p)
-            continue
+        elif isinstance(p, bool):  # x[True] is x[None]; x[False] also has that new axis, of size 0
+            if not p:
+                empty.append(len(out))
+            p = None
         elif hasattr(p, "dtype") and p.dtype == np.bool_:
             want = x.shape[dim:dim + p.ndim]
             if p.shape != want:
@@ -269,6 +274,12 @@ def _normalize_index(x, index, op="getitem"):
         except ValueError:
             raise IndexError(f"{op}: shape mismatch: indexing tensors could not be broadcast together with "
                              f"shapes {', '.join(str(tuple(a.shape)) for a in arrays)}") from None
+    if empty:
+        if arrays:
+            raise IndexError(f"{op}: a False index together with index tensors is not supported")
+        # the new axis's place in the result: one per slice or None before it, '...' its dimensions
+        at = sum(x.ndim - consumed if p is Ellipsis else 0 if _is_int(p) else 1 for p in out[:empty[0]])
+        return [(tuple(out) if Ellipsis in out else (*out, Ellipsis), False), ((slice(None),) * at + (slice(0, 0),), False)]
     if not arrays:
         return [(tuple(out) if Ellipsis in out else (*out, Ellipsis), False)]  # '...': numpy gives a 0-d view
     if not ints:
