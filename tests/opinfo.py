@@ -771,8 +771,8 @@ INDEX_OPS = [
            scatter_ref, spelled="mf.scatter",
            aliases={"Tensor.scatter": lambda a, s, dim, index, reduce=None: a.scatter(dim, _ix(a, index), s,
                                                                                      reduce=reduce)},
-           torch=lambda T, a, s, dim, index, reduce=None: T.scatter(a, dim, _ix(a, index), s,
-                                                                   **({"reduce": reduce} if reduce else {})),
+           torch=lambda T, a, s, dim, index, reduce=None: (T.scatter_add if reduce == "add" else T.scatter)(
+               a, dim, _ix(a, index), s),
            samples=(
                S("scatter", (3, 5), (3, 4), dim=1, index=_I35),
                S("scatter_dim0_src_larger", (4, 3), (3, 3), dim=0, index=[[0, 1, 2], [3, 0, 1]]),

@@ -197,6 +197,20 @@ def test_setitem_on_a_leaf_that_requires_grad():
     assert x._version == 1 and x.tolist() == [2.0, 0.0, 2.0] and x.is_leaf
 
 
+def test_setitem_through_a_view_of_a_leaf_is_refused():
+    w = cpu(np.zeros((2, 3)), requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        w[0][1] = 1.0
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        w.reshape(6)[1:3][0] = 1.0
+    with mf.no_grad():
+        w[0][1] = 1.0
+    assert w.tolist() == [[0, 1, 0], [0, 0, 0]]
+    h = w * 1.0
+    h[1][2] = 4.0  # a view of a non-leaf: allowed
+    assert h.tolist() == [[0, 1, 0], [0, 0, 4]]
+
+
 def test_setitem_after_a_save_raises_in_backward():
     leaf = cpu(_data(), requires_grad=True)
     h = leaf * 1.0

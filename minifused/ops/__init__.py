@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from .. import backend
 from ..tensor import Tensor
-from . import activation, creation, elementwise, index, matmul, pointwise, reduce, resample, shape, sorting
+from . import activation, creation, elementwise, index, masking, matmul, pointwise, reduce, resample, shape, sorting
 from .activation import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
+from .masking import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
 from .resample import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
@@ -76,7 +77,7 @@ _METHODS = {
     "mT": property(lambda self: transpose(self, -2, -1)),
 }
 # the families in their own modules declare theirs
-_FAMILIES = (pointwise, index, sorting, activation, resample)
+_FAMILIES = (pointwise, index, masking, sorting, activation, resample)
 for _family in _FAMILIES:
     _METHODS.update(_family.METHODS)
 for _name, _fn in _METHODS.items():

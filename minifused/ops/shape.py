@@ -6,7 +6,7 @@ import operator
 
 import numpy as np
 
-from .. import backend
+from .. import autograd, backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast
@@ -178,9 +178,15 @@ def _component(v, x, op):
         if v.device.type == "cuda" and x.device.type == "cpu":
             raise RuntimeError(f"{op}: a {x.device} tensor indexed with a {v.device} tensor")
         v = v.data
-    if v is None or v is Ellipsis or isinstance(v, slice):
-        if isinstance(v, slice) and v.step is not None and operator.index(v.step) <= 0:
+    if isinstance(v, slice):  # bounds may be 0-d tensors: plain ints from here on
+        try:
+            v = slice(*(None if b is None else operator.index(b) for b in (v.start, v.stop, v.step)))
+        except TypeError:
+            raise IndexError(f"{op}: slice bounds must be integers or None, got {v}") from None
+        if v.step is not None and v.step <= 0:
             raise ValueError(f"{op}: slice step must be greater than zero, got {v.step}")
+        return v
+    if v is None or v is Ellipsis:
         return v
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
@@ -359,10 +365,25 @@ class SetItem(Function):
         return gx, gv, None
 
 
+def _refuse_view_of_leaf(x):
+    """PyTorch refuses in-place writes through a view of a leaf that requires grad (they would change
+    the leaf behind the tape's back)."""
+    ctx = x._ctx
+    while ctx is not None and ctx.fn.is_view and autograd.is_grad_enabled() and ctx.inputs:
+        base = ctx.inputs[0]
+        if base is not None and base._ctx is None:
+            if base.requires_grad:
+                raise RuntimeError("setitem: a view of a leaf Variable that requires grad is being used in an "
+                                   "in-place operation; modify it under no_grad() or clone it first")
+            return
+        ctx = None if base is None else base._ctx
+
+
 def setitem(x, index, value):
     """``x[index] = value`` in place (bumping ``x``'s version), recorded on the tape when ``x`` or
     ``value`` requires grad; refused on a leaf that requires grad, as in PyTorch."""
     stages = _normalize_index(x, index, "setitem")
+    _refuse_view_of_leaf(x)
     if isinstance(value, Tensor):
         if value.device != x.device:
             if value.ndim or value.device.type != "cpu":  # PyTorch takes a cpu 0-d value anywhere
