@@ -334,3 +334,29 @@ def test_gpu_gather_range_error_is_deferred():
     with pytest.raises(RuntimeError, match="gather: index 7 is out of bounds for dimension 1 with size 3"):
         y.sum().item()
     assert not backend._deferred
+
+
+# ---------------------------------------------------------------- gather / scatter / fill odds and ends
+def test_scatter_reduce_multiply_and_fill_value_gradient():
+    x = cpu(np.ones((2, 3)))
+    out = x.scatter(1, mf.tensor([[0, 0], [2, 1]]), 3.0, reduce="multiply")
+    np.testing.assert_array_equal(out.numpy(), [[9, 1, 1], [1, 3, 3]])  # repeated targets multiply twice
+    with pytest.raises(RuntimeError, match="scatter: the gradient of reduce='multiply' is not implemented"):
+        cpu(np.ones(3), requires_grad=True).scatter(0, mf.tensor([0]), 2.0, reduce="multiply")
+    v = mf.tensor(2.0, dtype=mf.float32, requires_grad=True)  # a float32 value into a float64 tensor
+    a = cpu(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    y = a.masked_fill(a > 2.5, v)
+    assert y.dtype == mf.float64
+    (y * cpu(np.arange(1.0, 7.0).reshape(2, 3))).sum().backward()
+    assert v.grad.dtype == mf.float32 and v.grad.item() == 4 + 5 + 6
+    np.testing.assert_array_equal(a.grad.numpy(), [[1, 2, 3], [0, 0, 0]])
+
+
+def test_in_place_forms_refuse_a_0d_input_and_name_themselves():
+    with pytest.raises(RuntimeError, match="scatter_: in place on a 0-d tensor is not supported"):
+        mf.tensor(1.0).scatter_(0, mf.tensor(0), 2.0)
+    x = cpu(np.zeros(4))
+    v = x._version
+    x.index_fill_(0, mf.tensor([1, 3]), 5.0).masked_fill_(x > 4, 2.0).index_add_(0, mf.tensor([0]), mf.ones(1,
+                                                                                                       dtype=mf.float64))
+    assert x.tolist() == [1, 2, 0, 2] and x._version == v + 3 and x._vc.last_op == "index_add_"

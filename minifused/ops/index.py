@@ -158,10 +158,11 @@ class Scatter(Function):
             out[grid] = part
         elif reduce == "add":
             out += accumulate(out.shape, out.dtype, grid, part)
-        elif xp is np:
-            np.multiply.at(out, grid, part)
         else:
-            xp.multiply.at(out, grid, part)
+            at = getattr(xp.multiply, "at", None)
+            if at is None:
+                raise NotImplementedError("scatter: reduce='multiply' is not available on this device")
+            at(out, grid, part)
         ctx.meta = (index, axis, reduce, np.shape(src))
         return out
 
