@@ -152,19 +152,29 @@ def contiguous(x):
 # ---------------------------------------------------------------- indexing
 def accumulate(shape, dtype, index, values):
     """A zero array of ``shape`` with ``values`` added at ``index`` (repeated positions add up): NumPy's
-    ``add.at``, CuPy's ``scatter_add``. Half-precision sums run in float32 (CuPy has no half atomics
-    for every architecture, and rounding each partial sum would lose the small terms)."""
-    xp = np if not backend.is_cuda_array(values) else backend.array_module(values)
-    acc = np.float32 if dtype.itemsize < 4 and backend.is_floating(dtype) else dtype
+    ``add.at``, CuPy's ``scatter_add``. Half-precision sums run in float32 (rounding each partial sum
+    would lose the small terms). CuPy's atomics take 4- and 8-byte types: narrower integers add in
+    int32, and int64 as uint64 (two's complement: the same bits)."""
+    dtype = np.dtype(dtype)
+    if backend.is_floating(dtype):
+        acc = np.dtype(np.float32) if dtype.itemsize < 4 else dtype
+    elif not backend.is_cuda_array(values) or dtype.itemsize == 4:
+        acc = dtype
+    else:
+        acc = np.dtype(np.uint64) if dtype.itemsize == 8 else np.dtype(np.int32)
+    xp = backend.array_module(values)
     out = xp.zeros(shape, acc)
-    values = values.astype(acc, copy=False)
+    if acc == np.uint64:
+        values = values.astype(dtype, copy=False).view(np.uint64)
+    else:
+        values = values.astype(acc, copy=False)
     if xp is np:
         np.add.at(out, index, values)
     else:
         import cupyx
 
         cupyx.scatter_add(out, index, values)
-    return out.astype(dtype, copy=False)
+    return out.view(dtype) if acc == np.uint64 else out.astype(dtype, copy=False)
 
 
 def _is_int(v):
