@@ -14,7 +14,8 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, normalize_axis
-from .shape import accumulate, expand, flatten, reshape
+from .indexing import accumulate
+from .shape import expand, flatten, reshape
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "take_along_dim"]
 
