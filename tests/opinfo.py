@@ -775,7 +775,10 @@ INDEX_OPS = [
                a, dim, _ix(a, index), s),
            samples=(
                S("scatter", (3, 5), (3, 4), dim=1, index=_I35),
-               S("scatter_dim0_src_larger", (4, 3), (3, 3), dim=0, index=[[0, 1, 2], [3, 0, 1]]),
+               S("scatter_dim0", (4, 3), (2, 3), dim=0, index=[[0, 1, 2], [3, 0, 1]]),
+               # a src larger than index (PyTorch's backward takes only src.shape == index.shape: a fn sample)
+               S("scatter_src_larger", (4, 3), (3, 3), fn=lambda a, s: a.scatter(0, _ix(a, [[0, 1, 2], [3, 0, 1]]), s),
+                 ref=lambda a, s: scatter_ref(a, s, 0, [[0, 1, 2], [3, 0, 1]])),
                S("scatter_reduce_add", (3, 5), (3, 4), dim=1, index=[[0, 0, 4, 4], [1, 1, 1, 1], [2, 3, 2, 3]],
                  reduce="add"),
                S("scatter_size1", (1, 1), (1, 1), dim=0, index=[[0]]),
@@ -800,7 +803,9 @@ INDEX_OPS = [
            aliases={"Tensor.scatter_add": lambda a, i, s, dim: a.scatter_add(dim, i, s)},
            torch=lambda T, a, i, s, dim: T.scatter_add(a, dim, i, s), samples=(
                S("scatter_add", (3, 5), index((3, 4), 5), (3, 4), dim=1),
-               S("scatter_add_src_larger_dim0", (4, 3), index((5, 2), 4), (6, 3), dim=0),
+               S("scatter_add_dim0", (4, 3), index((5, 2), 4), (5, 2), dim=0),
+               S("scatter_add_src_larger", (4, 3), index((5, 2), 4), (6, 3),
+                 fn=lambda a, i, s: mf.scatter_add(a, 0, i, s), ref=lambda a, i, s: scatter_ref(a, s, 0, i, "add")),
                S("scatter_add_3d", (2, 3, 4), index((2, 3, 4), 3), (2, 3, 4), dim=1)),
            inplace=(InPlace("scatter_add_", lambda x: x.scatter_add_(-1, _last_index(x),
                                                                     _full_like(x, _last_index(x).shape, 0.5)),

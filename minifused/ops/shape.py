@@ -1,4 +1,4 @@
-"""Shape ops (reshape, transpose, squeeze ...), indexing, concatenation."""
+"""Shape ops (reshape, transpose, squeeze ...) and concatenation; indexing is ops/indexing.py (re-exported here)."""
 from __future__ import annotations
 
 import numbers
