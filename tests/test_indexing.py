@@ -371,3 +371,14 @@ def test_setitem_leaves_earlier_consumers_alone():
     h[0] = 5.0
     (before + h.sum()).backward()
     np.testing.assert_array_equal(leaf.grad.numpy(), [1.0, 2.0, 2.0])  # PyTorch's
+
+
+def test_deferred_bound_check_reads_the_first_failure():
+    """What the GPU path leaves for the next sync point (two device scalars per call), read on the host."""
+    from minifused.ops import index as ops_index
+
+    ops_index._pending.extend([("index_select", 0, 4, IndexError, np.array(False), np.array(0)),
+                               ("gather", 1, 3, RuntimeError, np.array(True), np.array(7))])
+    with pytest.raises(RuntimeError, match="gather: index 7 is out of bounds for dimension 1 with size 3"):
+        ops_index._check_pending()
+    assert not ops_index._pending

@@ -36,28 +36,35 @@ def _same_device(op, x, other, name):
         raise RuntimeError(f"{op}: expected {name} on {x.device} like the input, got {other.device}")
 
 
+_pending = []  # GPU bound checks not read yet: (op, dim, n, exception type, any-bad flag, first bad entry)
+
+
+def _check_pending():
+    """Read the GPU bound checks (at the next sync point, see ``backend.defer_check``); raise on the first
+    that failed."""
+    checks = _pending[:]
+    _pending.clear()
+    for op, dim, n, exc, flag, first in checks:
+        if bool(flag):
+            raise exc(f"{op}: index {int(first)} is out of bounds for dimension {dim} with size {n}")
+
+
 def _in_bounds(op, index, n, dim, exc):
     """``index`` (raw, integer) with negative entries made positive, checked to lie in [-n, n): on the
-    cpu an ``exc`` at once; on the GPU the entries are clipped and the error deferred (no sync)."""
+    cpu an ``exc`` at once; on the GPU the entries are clipped and the error deferred (no sync; only
+    two device scalars wait for the check)."""
     xp = _xp(index)
     if index.size == 0:
         return index.astype(np.int64, copy=False)
     bad = (index < -n) | (index >= n)
-
-    def message():
-        return f"{op}: index {int(index[bad].ravel()[0])} is out of bounds for dimension {dim} with size {n}"
-
     fixed = xp.where(index < 0, index + n, index)
     if xp is np:
         if bad.any():
-            raise exc(message())
+            raise exc(f"{op}: index {int(index[bad].ravel()[0])} is out of bounds for dimension {dim} with size {n}")
         return fixed.astype(np.int64, copy=False)
-    flag = bad.any()
-
-    def check():
-        if bool(flag):
-            raise exc(message())
-    backend.defer_check(check)
+    flat = bad.ravel()
+    _pending.append((op, dim, n, exc, flat.any(), index.ravel()[flat.argmax()]))
+    backend.defer_check(_check_pending)
     return xp.clip(fixed, 0, max(n - 1, 0)).astype(np.int64, copy=False)
 
 
