@@ -990,7 +990,290 @@ MATH_OPS = [
 
 # ---------------------------------------------------------------- indexing, gathering, sorting, scans and the reductions beyond sum/mean (minifused/ops/index.py)
 
+def _const(a, data, dtype):
+    """``data`` as a tensor of ``a``'s kind (ours or torch's) on its device: the fixed index / mask of a sample."""
+    if isinstance(a, mf.Tensor):
+        return mf.tensor(np.asarray(data, dtype), device=a.device)
+    return _torch().tensor(np.asarray(data, dtype), device=a.device)
+
+
+def _ix(a, data):
+    return _const(a, data, np.int64)
+
+
+def _mask(a, data):
+    return _const(a, data, np.bool_)
+
+
+def _grid_np(index, dim):
+    return tuple(index if d == dim else np.arange(n).reshape([-1 if i == d else 1 for i in range(index.ndim)])
+                 for d, n in enumerate(index.shape))
+
+
+def gather_ref(a, index, dim):
+    if a.ndim == 0:
+        return a.reshape(1)[index.reshape(-1)].reshape(index.shape)
+    return a[_grid_np(index, dim % a.ndim)]
+
+
+def scatter_ref(a, src, dim, index, reduce=None):
+    index, out = np.asarray(index), a.copy()
+    grid = _grid_np(index, dim % a.ndim)
+    part = src[tuple(slice(0, n) for n in index.shape)] if np.ndim(src) else np.broadcast_to(src, index.shape)
+    if reduce == "add":
+        np.add.at(out, grid, part)
+    else:
+        out[grid] = part
+    return out
+
+
+def index_add_ref(a, index, src, dim, alpha=1):
+    out = a.copy()
+    np.add.at(out, (slice(None),) * (dim % a.ndim) + (index,), alpha * src)
+    return out
+
+
+def index_fill_ref(a, index, dim, value):
+    out = a.copy()
+    out[(slice(None),) * (dim % a.ndim) + (index,)] = value
+    return out
+
+
+def take_along_dim_ref(a, index, dim=None):
+    if dim is None:
+        return a.reshape(-1)[index.reshape(-1)]
+    shape = np.broadcast_shapes(*[tuple(1 if i == dim % a.ndim else n for i, n in enumerate(s))
+                                  for s in (a.shape, index.shape)])
+    a = np.broadcast_to(a, tuple(a.shape[i] if i == dim % a.ndim else n for i, n in enumerate(shape)))
+    index = np.broadcast_to(index, tuple(index.shape[i] if i == dim % a.ndim else n for i, n in enumerate(shape)))
+    return np.take_along_axis(a, index, dim)
+
+
+def masked_scatter_ref(a, src, mask):
+    shape = np.broadcast_shapes(a.shape, np.shape(mask))
+    out, m = np.broadcast_to(a, shape).copy(), np.broadcast_to(mask, shape)
+    out[m] = src.reshape(-1)[:m.sum()]
+    return out
+
+
+def sort_ref(a, dim=-1, descending=False):
+    if a.ndim == 0:
+        return a
+    return -np.sort(-a, axis=dim) if descending else np.sort(a, axis=dim)
+
+
+def topk_ref(a, k, dim=-1, largest=True):
+    s = sort_ref(a, dim, largest)
+    return s if a.ndim == 0 else np.take(s, np.arange(k), axis=dim)
+
+
+def kthvalue_ref(a, k, dim=-1, keepdim=False):
+    if a.ndim == 0:
+        return a
+    return np.take(np.sort(a, axis=dim), [k - 1] if keepdim else k - 1, axis=dim)
+
+
+def _last_index(t, k=3):
+    """An index along t's last dimension, k distinct positions per row (in-place forms take any shape)."""
+    n = t.shape[-1]
+    rows = np.broadcast_to(np.arange(n - 1, n - 1 - min(k, n), -1), (*t.shape[:-1], min(k, n)))
+    return mf.tensor(np.ascontiguousarray(rows), device=t.device)
+
+
+def _last_vector(t):
+    n = t.shape[-1]
+    return mf.tensor(np.array([n - 1, 0, n // 2, 0][:max(1, min(4, n))]), device=t.device)
+
+
+def _full_like(t, shape, value):
+    return mf.full(shape, value, dtype=t.dtype, device=t.device)
+
+
+_M34 = np.array([[True, False, False, True], [False, False, False, False], [True, True, False, True]])
+_I35 = [[0, 2, 4, 1], [3, 1, 0, 2], [4, 3, 2, 1]]
+
 INDEX_OPS = [
+    OpInfo("gather", lambda a, i, dim: mf.gather(a, dim, i), lambda a, i, dim: gather_ref(a, i, dim),
+           spelled="mf.gather", aliases={"Tensor.gather": lambda a, i, dim: a.gather(dim, i)},
+           torch=lambda T, a, i, dim: T.gather(a, dim, i), samples=(
+               S("gather", (3, 5), index((3, 4), 5), dim=1),
+               S("gather_dim0_smaller_index", (4, 3), index((6, 2), 4), dim=0),
+               S("gather_3d_negative_dim", (2, 3, 4), index((2, 3, 7), 4), dim=-1),
+               S("gather_size1", (1, 1), index((1, 3), 1), dim=1), S("gather_0d", (), index((), 1), dim=0),
+               S("gather_negative_index", (2, 4), fn=lambda a: a.gather(1, _ix(a, [[-1, 0], [-4, -2]])),
+                 ref=lambda a: a[[[0], [1]], [[3, 0], [0, 2]]])),
+           errors=(E("gather_index_dtype", lambda: mf.gather(t(2, 3), 1, mf.tensor([[0]], dtype=mf.int32)),
+                     RuntimeError, "gather: expected dtype int64 for index, got int32"),
+                   E("gather_index_range", lambda: mf.gather(t(2, 3), 1, mf.tensor([[0, 5]])), RuntimeError,
+                     "gather: index 5 is out of bounds for dimension 1 with size 3"),
+                   E("gather_index_dims", lambda: mf.gather(t(2, 3), 1, mf.tensor([0, 1])), RuntimeError,
+                     "gather: index must have the same number of dimensions as the input"),
+                   E("gather_index_larger", lambda: mf.gather(t(2, 3), 1, mf.tensor([[0], [1], [0]])),
+                     RuntimeError, r"gather: index of shape \(3, 1\) must be no larger than the input"),
+                   E("gather_dim_range", lambda: mf.gather(t(2, 3), 2, mf.tensor([[0]])), IndexError,
+                     "gather: dimension 2 out of range"),
+                   E("gather_index_not_tensor", lambda: mf.gather(t(2, 3), 1, [[0]]), TypeError,
+                     "gather: expected index to be a Tensor"))),
+    OpInfo("scatter", lambda a, s, dim, index, reduce=None: mf.scatter(a, dim, _ix(a, index), s, reduce=reduce),
+           scatter_ref, spelled="mf.scatter",
+           aliases={"Tensor.scatter": lambda a, s, dim, index, reduce=None: a.scatter(dim, _ix(a, index), s,
+                                                                                     reduce=reduce)},
+           torch=lambda T, a, s, dim, index, reduce=None: (T.scatter_add if reduce == "add" else T.scatter)(
+               a, dim, _ix(a, index), s),
+           samples=(
+               S("scatter", (3, 5), (3, 4), dim=1, index=_I35),
+               S("scatter_dim0", (4, 3), (2, 3), dim=0, index=[[0, 1, 2], [3, 0, 1]]),
+               # a src larger than index (PyTorch's backward takes only src.shape == index.shape: a fn sample)
+               S("scatter_src_larger", (4, 3), (3, 3), fn=lambda a, s: a.scatter(0, _ix(a, [[0, 1, 2], [3, 0, 1]]), s),
+                 ref=lambda a, s: scatter_ref(a, s, 0, [[0, 1, 2], [3, 0, 1]])),
+               S("scatter_reduce_add", (3, 5), (3, 4), dim=1, index=[[0, 0, 4, 4], [1, 1, 1, 1], [2, 3, 2, 3]],
+                 reduce="add"),
+               S("scatter_size1", (1, 1), (1, 1), dim=0, index=[[0]]),
+               S("scatter_value", (3, 5), fn=lambda a: a.scatter(1, _ix(a, _I35), value=2.5),
+                 ref=lambda a: scatter_ref(a, 2.5, 1, _I35)),
+               S("scatter_0d", (), (), fn=lambda a, s: mf.scatter(a, 0, _ix(a, 0), s),
+                 ref=lambda a, s: s.copy())),
+           inplace=(InPlace("scatter_", lambda x: x.scatter_(-1, _last_index(x), 0.5),
+                            lambda x: x.scatter(-1, _last_index(x), 0.5), op="scatter_"),),
+           errors=(E("scatter_src_small", lambda: mf.scatter(t(3, 5), 1, mf.tensor([[0, 1, 2]]), t(1, 2)),
+                     RuntimeError, r"scatter: index of shape \(1, 3\) must be no larger than src of shape \(1, 2\)"),
+                   E("scatter_src_dtype", lambda: mf.scatter(t(2, 3), 1, mf.tensor([[0]]), t(1, 1, dtype=mf.float64)),
+                     RuntimeError, "scatter: expected src of the input's dtype float32, got float64"),
+                   E("scatter_reduce_name", lambda: mf.scatter(t(2, 3), 1, mf.tensor([[0]]), 1.0, reduce="max"),
+                     RuntimeError, "scatter: reduce must be None, 'add' or 'multiply'"),
+                   E("scatter_index_range", lambda: mf.scatter(t(2, 3), 0, mf.tensor([[2]]), 1.0), RuntimeError,
+                     "scatter: index 2 is out of bounds for dimension 0 with size 2"),
+                   E("scatter_inplace_leaf", lambda: t(2, 3, requires_grad=True).scatter_(1, mf.tensor([[0]]), 1.0),
+                     RuntimeError, "scatter_: a leaf Variable that requires grad"))),
+    OpInfo("scatter_add", lambda a, i, s, dim: mf.scatter_add(a, dim, i, s),
+           lambda a, i, s, dim: scatter_ref(a, s, dim, i, "add"), spelled="mf.scatter_add",
+           aliases={"Tensor.scatter_add": lambda a, i, s, dim: a.scatter_add(dim, i, s)},
+           torch=lambda T, a, i, s, dim: T.scatter_add(a, dim, i, s), samples=(
+               S("scatter_add", (3, 5), index((3, 4), 5), (3, 4), dim=1),
+               S("scatter_add_dim0", (4, 3), index((5, 2), 4), (5, 2), dim=0),
+               S("scatter_add_src_larger", (4, 3), index((5, 2), 4), (6, 3),
+                 fn=lambda a, i, s: mf.scatter_add(a, 0, i, s), ref=lambda a, i, s: scatter_ref(a, s, 0, i, "add")),
+               S("scatter_add_3d", (2, 3, 4), index((2, 3, 4), 3), (2, 3, 4), dim=1)),
+           inplace=(InPlace("scatter_add_", lambda x: x.scatter_add_(-1, _last_index(x),
+                                                                    _full_like(x, _last_index(x).shape, 0.5)),
+                            lambda x: x.scatter_add(-1, _last_index(x), _full_like(x, _last_index(x).shape, 0.5)),
+                            op="scatter_add_"),),
+           errors=(E("scatter_add_src", lambda: mf.scatter_add(t(2, 3), 1, mf.tensor([[0]]), 1.0), TypeError,
+                     "scatter_add: expected src to be a Tensor"),)),
+    OpInfo("index_select", lambda a, i, dim: mf.index_select(a, dim, i), lambda a, i, dim: np.take(a, i, axis=dim),
+           spelled="mf.index_select", aliases={"Tensor.index_select": lambda a, i, dim: a.index_select(dim, i)},
+           torch=lambda T, a, i, dim: T.index_select(a, dim, i), samples=(
+               S("index_select", (5, 3), index((7,), 5), dim=0), S("index_select_last", (2, 3, 4), index((2,), 4), dim=-1),
+               S("index_select_size1", (1,), index((3,), 1), dim=0)),
+           errors=(E("index_select_matrix", lambda: mf.index_select(t(3), 0, mf.tensor([[0]])), IndexError,
+                     "index_select: index must be a vector"),
+                   E("index_select_float", lambda: mf.index_select(t(3), 0, mf.tensor([0.0])), RuntimeError,
+                     "index_select: expected dtype int32 or int64 for index, got float32"),
+                   E("index_select_range", lambda: mf.index_select(t(3, 2), 0, mf.tensor([1, -4])), IndexError,
+                     "index_select: index -4 is out of bounds for dimension 0 with size 3"))),
+    OpInfo("index_add", lambda a, i, s, dim, alpha=1: mf.index_add(a, dim, i, s, alpha=alpha), index_add_ref,
+           spelled="mf.index_add", aliases={"Tensor.index_add": lambda a, i, s, dim, alpha=1: a.index_add(dim, i, s, alpha=alpha)},
+           torch=lambda T, a, i, s, dim, alpha=1: T.index_add(a, dim, i, s, alpha=alpha), samples=(
+               S("index_add", (5, 3), index((4,), 5), (4, 3), dim=0),
+               S("index_add_alpha_last", (2, 3, 4), index((6,), 4), (2, 3, 6), dim=2, alpha=-0.5)),
+           inplace=(InPlace("index_add_", lambda x: x.index_add_(-1, _last_vector(x),
+                                                                _full_like(x, (*x.shape[:-1], len(_last_vector(x))), 0.5)),
+                            lambda x: x.index_add(-1, _last_vector(x),
+                                                  _full_like(x, (*x.shape[:-1], len(_last_vector(x))), 0.5)),
+                            op="index_add_"),),
+           errors=(E("index_add_source_shape", lambda: mf.index_add(t(3, 2), 0, mf.tensor([0, 1]), t(3, 2)),
+                     RuntimeError, r"index_add: source must have shape \(2, 2\)"),)),
+    OpInfo("index_fill", lambda a, i, dim, value: mf.index_fill(a, dim, i, value), index_fill_ref,
+           spelled="mf.index_fill", aliases={"Tensor.index_fill": lambda a, i, dim, value: a.index_fill(dim, i, value)},
+           torch=lambda T, a, i, dim, value: T.index_fill(a, dim, i, value), samples=(
+               S("index_fill", (4, 5), index((3,), 5), dim=1, value=-2.0),
+               S("index_fill_tensor_value", (4, 3), (), fn=lambda a, v: a.index_fill(0, _ix(a, [3, 0, 3]), v),
+                 ref=lambda a, v: index_fill_ref(a, np.array([3, 0, 3]), 0, v))),
+           inplace=(InPlace("index_fill_", lambda x: x.index_fill_(-1, _last_vector(x), 0.5),
+                            lambda x: x.index_fill(-1, _last_vector(x), 0.5), op="index_fill_"),),
+           errors=(E("index_fill_value_1d", lambda: mf.index_fill(t(3), 0, mf.tensor([0]), t(2)), RuntimeError,
+                     "index_fill: only supports a 0-dimensional value tensor"),)),
+    OpInfo("take_along_dim", lambda a, i, dim=None: mf.take_along_dim(a, i, dim), take_along_dim_ref,
+           spelled="mf.take_along_dim", aliases={"Tensor.take_along_dim": lambda a, i, dim=None: a.take_along_dim(i, dim)},
+           torch=lambda T, a, i, dim=None: T.take_along_dim(a, i, dim=dim), samples=(
+               S("take_along_dim", (3, 5), index((3, 2), 5), dim=1),
+               S("take_along_dim_broadcast", (3, 1, 5), index((1, 4, 2), 5), dim=-1),
+               S("take_along_dim_flat", (3, 4), index((5,), 12))),
+           errors=(E("take_along_dim_ndim", lambda: mf.take_along_dim(t(3, 4), mf.tensor([0]), 1), RuntimeError,
+                     "take_along_dim: input and indices must have the same number of dimensions"),)),
+    OpInfo("masked_fill", lambda a, mask, value: mf.masked_fill(a, _mask(a, mask), value),
+           lambda a, mask, value: np.where(mask, value, a), spelled="mf.masked_fill",
+           aliases={"Tensor.masked_fill": lambda a, mask, value: a.masked_fill(_mask(a, mask), value)},
+           torch=lambda T, a, mask, value: T.masked_fill(a, _mask(a, mask), value), samples=(
+               S("masked_fill", (3, 4), mask=_M34, value=-1.5),
+               S("masked_fill_row_mask", (3, 4), mask=_M34[0], value=0.0),
+               S("masked_fill_mask_broadcasts_up", (3, 1), mask=_M34[None], value=7.0),
+               S("masked_fill_0d", (), mask=np.array(True), value=2.0),
+               S("masked_fill_tensor_value", (3, 4), (), fn=lambda a, v: a.masked_fill(_mask(a, _M34), v),
+                 ref=lambda a, v: np.where(_M34, v, a))),
+           inplace=(InPlace("masked_fill_", lambda x: x.masked_fill_(x > 0, 0.25),
+                            lambda x: x.masked_fill(x > 0, 0.25), op="masked_fill_"),),
+           errors=(E("masked_fill_float_mask", lambda: t(2, 3).masked_fill(t(2, 3), 0.0), RuntimeError,
+                     "masked_fill: expected a boolean mask, got dtype float32"),
+                   E("masked_fill_value_1d", lambda: t(2, 3).masked_fill(mf.tensor([True, False, True]), t(3)),
+                     RuntimeError, "masked_fill: only supports a 0-dimensional value tensor"),
+                   E("masked_fill_shapes", lambda: t(2, 3).masked_fill(mf.tensor([True, False]), 1.0), ValueError,
+                     r"masked_fill: shapes \(2, 3\) and \(2,\) cannot be broadcast"),
+                   E("masked_fill_inplace_grows", lambda: t(3).masked_fill_(mf.ones(2, 3, dtype=mf.bool), 1.0),
+                     RuntimeError, r"masked_fill_: mask of shape \(2, 3\) does not broadcast to the input's shape"))),
+    OpInfo("masked_select", lambda a, mask: mf.masked_select(a, _mask(a, mask)), lambda a, mask: np.broadcast_to(
+        a, np.broadcast_shapes(a.shape, np.shape(mask)))[np.broadcast_to(mask, np.broadcast_shapes(a.shape, np.shape(mask)))],
+           spelled="mf.masked_select", aliases={"Tensor.masked_select": lambda a, mask: a.masked_select(_mask(a, mask))},
+           torch=lambda T, a, mask: T.masked_select(a, _mask(a, mask)), samples=(
+               S("masked_select", (3, 4), mask=_M34), S("masked_select_broadcast", (3, 1), mask=_M34),
+               S("masked_select_none", (2, 4), mask=_M34[1]), S("masked_select_0d", (), mask=np.array(True))),
+           errors=(E("masked_select_int_mask", lambda: mf.masked_select(t(3), mf.tensor([1, 0, 1])), RuntimeError,
+                     "masked_select: expected a boolean mask, got dtype int64"),)),
+    OpInfo("masked_scatter", lambda a, s, mask: mf.masked_scatter(a, _mask(a, mask), s), masked_scatter_ref,
+           spelled="mf.masked_scatter", aliases={"Tensor.masked_scatter": lambda a, s, mask: a.masked_scatter(_mask(a, mask), s)},
+           torch=lambda T, a, s, mask: T.masked_scatter(a, _mask(a, mask), s), samples=(
+               S("masked_scatter", (3, 4), (2, 5), mask=_M34), S("masked_scatter_broadcast", (3, 1), (13,), mask=_M34)),
+           inplace=(InPlace("masked_scatter_", lambda x: x.masked_scatter_(x > 0, _full_like(x, x.shape, 0.5)),
+                            lambda x: x.masked_scatter(x > 0, _full_like(x, x.shape, 0.5)), op="masked_scatter_"),),
+           errors=(E("masked_scatter_source_small", lambda: mf.masked_scatter(t(3), mf.ones(3, dtype=mf.bool), t(2)),
+                     RuntimeError, "masked_scatter: source has 2 elements, the mask selects 3"),)),
+    OpInfo("sort", lambda a, dim=-1, descending=False: mf.sort(a, dim, descending).values, sort_ref, spelled="mf.sort",
+           aliases={"Tensor.sort": lambda a, dim=-1, descending=False: a.sort(dim=dim, descending=descending)[0]},
+           torch=lambda T, a, dim=-1, descending=False: T.sort(a, dim=dim, descending=descending).values, samples=(
+               S("sort", distinct((3, 7))), S("sort_dim0_descending", distinct((5, 2)), dim=0, descending=True),
+               S("sort_3d_middle", distinct((2, 5, 3)), dim=1), S("sort_size1", distinct((4, 1))),
+               S("sort_0d", distinct(())),
+               S("sort_indices_gather", distinct((3, 6)), fn=lambda a: a.gather(1, a.sort(1, True).indices) * 2,
+                 ref=lambda a: sort_ref(a, 1, True) * 2)),
+           errors=(E("sort_dim_range", lambda: mf.sort(t(2, 3), 2), IndexError, "sort: dimension 2 out of range"),
+                   E("sort_not_tensor", lambda: mf.sort([3, 1]), TypeError, "sort: expected a Tensor input"))),
+    OpInfo("argsort", lambda a, dim=-1, descending=False: mf.take_along_dim(a, mf.argsort(a, dim, descending), dim),
+           sort_ref, spelled="mf.argsort",
+           aliases={"Tensor.argsort": lambda a, dim=-1, descending=False: a.take_along_dim(a.argsort(dim, descending), dim)},
+           torch=lambda T, a, dim=-1, descending=False: T.take_along_dim(a, T.argsort(a, dim=dim, descending=descending),
+                                                                         dim), samples=(
+               S("argsort", distinct((4, 6))), S("argsort_dim0_descending", distinct((7, 3)), dim=0, descending=True)),
+           errors=(E("argsort_dim_range", lambda: mf.argsort(t(3), -2), IndexError, "argsort: dimension -2 out of range"),)),
+    OpInfo("msort", mf.msort, lambda a: np.sort(a, axis=0), spelled="mf.msort",
+           aliases={"Tensor.msort": lambda a: a.msort()}, torch=lambda T, a: T.sort(a, dim=0).values,
+           samples=(S("msort", distinct((5, 3))), S("msort_1d", distinct((9,))))),
+    OpInfo("topk", lambda a, k, dim=-1, largest=True: mf.topk(a, k, dim, largest).values, topk_ref, spelled="mf.topk",
+           aliases={"Tensor.topk": lambda a, k, dim=-1, largest=True: a.topk(k, dim=dim, largest=largest).values},
+           torch=lambda T, a, k, dim=-1, largest=True: T.topk(a, k, dim=dim, largest=largest).values, samples=(
+               S("topk", distinct((3, 9)), k=4), S("topk_smallest_dim0", distinct((6, 2)), k=2, dim=0, largest=False),
+               S("topk_all", distinct((5,)), k=5), S("topk_none", distinct((2, 5)), k=0), S("topk_0d", distinct(()), k=1),
+               S("topk_indices", distinct((4, 5)), fn=lambda a: a.gather(1, a.topk(2).indices),
+                 ref=lambda a: topk_ref(a, 2))),
+           errors=(E("topk_k_range", lambda: mf.topk(t(5), 7), RuntimeError, r"topk: k must be in \[0, 5\], got 7"),
+                   E("topk_k_negative", lambda: t(2, 5).topk(-1), RuntimeError, r"topk: k must be in \[0, 5\], got -1"),
+                   E("topk_dim_range", lambda: t(2, 5).topk(1, dim=2), IndexError, "topk: dimension 2 out of range"))),
+    OpInfo("kthvalue", lambda a, k, dim=-1, keepdim=False: mf.kthvalue(a, k, dim, keepdim).values, kthvalue_ref,
+           spelled="mf.kthvalue",
+           aliases={"Tensor.kthvalue": lambda a, k, dim=-1, keepdim=False: a.kthvalue(k, dim, keepdim).values},
+           torch=lambda T, a, k, dim=-1, keepdim=False: T.kthvalue(a, k, dim=dim, keepdim=keepdim).values, samples=(
+               S("kthvalue", distinct((3, 7)), k=3), S("kthvalue_dim0_keepdim", distinct((5, 2)), k=5, dim=0, keepdim=True),
+               S("kthvalue_0d", distinct(()), k=1)),
+           errors=(E("kthvalue_k_range", lambda: mf.kthvalue(t(4), 0), RuntimeError, r"kthvalue: k must be in \[1, 4\], got 0"),)),
 ]
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from .. import backend
 from ..tensor import Tensor
-from . import (activation, creation, elementwise, index, linalg, logic, matmul, movement, pointwise, reduce, resample, scan,
-               shape)
+from . import (activation, creation, elementwise, index, linalg, logic, masking, matmul, movement, pointwise, reduce,
+               resample, scan, shape, sorting)
 from .activation import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
 from .logic import *  # noqa: F401,F403
+from .masking import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
 from .resample import *  # noqa: F401,F403
+from .sorting import *  # noqa: F401,F403
 from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
                           maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device,
                           where)
@@ -88,7 +90,7 @@ _METHODS = {
     "mT": property(lambda self: transpose(self, -2, -1)),
 }
 # the families in their own modules declare theirs
-_FAMILIES = (pointwise, logic, index, activation, resample)
+_FAMILIES = (pointwise, logic, index, masking, sorting, activation, resample)
 for _family in _FAMILIES:
     _METHODS.update(_family.METHODS)
 for _name, _fn in _METHODS.items():

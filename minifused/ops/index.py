@@ -1,3 +1,364 @@
-"""(being written)"""
-__all__ = []
-METHODS = {}  # Tensor methods and operators this module adds (ops/__init__ attaches them)
+"""Gathering and scattering along dimensions: gather, scatter(_add), index_select, index_add and
+take_along_dim (PyTorch's signatures and errors; ops/masking.py has the masked and fill forms).
+
+Index tensors are checked against the sizes they index: on the cpu at once, on the GPU without a
+host sync (out-of-range entries are clipped and the error raised at the next sync point, as
+``backend.defer_check`` describes)."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..tensor import Tensor
+from ._common import broadcast_shape, cast, normalize_axis
+from .indexing import accumulate
+from .shape import expand, flatten, reshape
+
+__all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "take_along_dim"]
+
+
+def _xp(a):
+    return backend.array_module(a)
+
+
+# ---------------------------------------------------------------- checks
+def _tensor(op, name, t):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(t).__name__}")
+    return t
+
+
+def _same_device(op, x, other, name):
+    if other.device != x.device:
+        raise RuntimeError(f"{op}: expected {name} on {x.device} like the input, got {other.device}")
+
+
+_pending = []  # GPU bound checks not read yet: (op, dim, n, exception type, any-bad flag, first bad entry)
+
+
+def _check_pending():
+    """Read the GPU bound checks (at the next sync point, see ``backend.defer_check``); raise on the first
+    that failed."""
+    checks = _pending[:]
+    _pending.clear()
+    for op, dim, n, exc, flag, first in checks:
+        if bool(flag):
+            raise exc(f"{op}: index {int(first)} is out of bounds for dimension {dim} with size {n}")
+
+
+def _in_bounds(op, index, n, dim, exc):
+    """``index`` (raw, integer) with negative entries made positive, checked to lie in [-n, n): on the
+    cpu an ``exc`` at once; on the GPU the entries are clipped and the error deferred (no sync; only
+    two device scalars wait for the check)."""
+    xp = _xp(index)
+    if index.size == 0:
+        return index.astype(np.int64, copy=False)
+    bad = (index < -n) | (index >= n)
+    fixed = xp.where(index < 0, index + n, index)
+    if xp is np:
+        if bad.any():
+            raise exc(f"{op}: index {int(index[bad].ravel()[0])} is out of bounds for dimension {dim} with size {n}")
+        return fixed.astype(np.int64, copy=False)
+    flat = bad.ravel()
+    _pending.append((op, dim, n, exc, flat.any(), index.ravel()[flat.argmax()]))
+    backend.defer_check(_check_pending)
+    return xp.clip(fixed, 0, max(n - 1, 0)).astype(np.int64, copy=False)
+
+
+def _dim_index(op, x, dim, index, name="index"):
+    """(axis, int64 index array) of gather / scatter: index has input's number of dimensions."""
+    _tensor(op, name, index)
+    _same_device(op, x, index, name)
+    if index.dtype != np.int64:
+        raise RuntimeError(f"{op}: expected dtype int64 for {name}, got {index.dtype}")
+    (axis,) = normalize_axis(op, dim, x.ndim)
+    if max(index.ndim, 1) != max(x.ndim, 1):  # a 0-d tensor counts as 1-d, as in PyTorch
+        raise RuntimeError(f"{op}: {name} must have the same number of dimensions as the input "
+                           f"({x.ndim}), got {index.ndim}")
+    return axis
+
+
+def _fits(op, index, axis, shapes):
+    """PyTorch's rule: the index is no larger than each of ``shapes`` ((what, shape) pairs) in every
+    dimension, except the input along ``axis``."""
+    for what, shape, skip in shapes:
+        if any(i != skip and n > m for i, (n, m) in enumerate(zip(index.shape, shape))):
+            raise RuntimeError(f"{op}: index of shape {tuple(index.shape)} must be no larger than {what} of shape "
+                               f"{tuple(shape)} in every dimension" + (f" but {skip}" if skip is not None else ""))
+
+
+def _vector_index(op, x, dim, index):
+    """(axis, int64 1-d index array) of index_select / index_add / index_fill."""
+    _tensor(op, "index", index)
+    _same_device(op, x, index, "index")
+    if index.dtype not in (np.int64, np.int32):
+        raise RuntimeError(f"{op}: expected dtype int32 or int64 for index, got {index.dtype}")
+    if index.ndim > 1:
+        raise IndexError(f"{op}: index must be a vector (0-d or 1-d), got shape {tuple(index.shape)}")
+    (axis,) = normalize_axis(op, dim, x.ndim)
+    n = x.shape[axis] if x.ndim else 1
+    return axis, _in_bounds(op, index._data.reshape(-1), n, axis, IndexError)
+
+
+def _grid(index, axis):
+    """The full advanced index that picks ``index``'s entries along ``axis`` at every other position."""
+    xp = _xp(index)
+    return tuple(index if d == axis else xp.arange(n).reshape([-1 if i == d else 1 for i in range(index.ndim)])
+                 for d, n in enumerate(index.shape))
+
+
+def _along(axis, index, ndim):
+    return (slice(None),) * axis + (index,) + (slice(None),) * (ndim - axis - 1)
+
+
+def _value(op, x, value):
+    """A fill value as a Python scalar or a 0-d tensor on ``x``'s device."""
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"{op}: only supports a 0-dimensional value tensor, got one of shape "
+                               f"{tuple(value.shape)}")
+        if value.device != x.device:
+            value = Tensor._from_array(backend.to_device(value._data, x.device))
+        # the gradient comes back in the value's own dtype
+        return cast(value, x.dtype) if backend.is_floating(x.dtype) else value.detach()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not isinstance(value, numbers.Number):
+        raise TypeError(f"{op}: value must be a number or a 0-d tensor, got {type(value).__name__}")
+    return value
+
+
+def _as_dtype(value, dtype, xp):
+    return value.astype(dtype, copy=False) if hasattr(value, "dtype") else xp.asarray(value, dtype)
+
+
+# ---------------------------------------------------------------- gather, scatter
+class Gather(Function):
+    """``out[i][j] = x[i][index[i][j]]`` (along axis 1); the gradient adds back where it was read."""
+
+    @staticmethod
+    def forward(ctx, x, index, axis):
+        ctx.meta = (x.shape, x.dtype, index, axis)
+        return x[_grid(index, axis)]
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, dtype, index, axis = ctx.meta
+        return accumulate(shape, dtype, _grid(index, axis), g), None, None
+
+
+class Scatter(Function):
+    """``out[i][index[i][j]] = src[i][j]`` (or ``+=`` with reduce='add', ``*=`` with 'multiply'); ``src``
+    may be a Python scalar. The gradient of ``src`` reads the written positions; the input's is zero
+    there without a reduction."""
+
+    @staticmethod
+    def forward(ctx, x, src, index, axis, reduce, out=None):
+        xp = _xp(x)
+        out = x.copy() if out is None else out
+        grid = _grid(index, axis)
+        part = src[tuple(slice(0, n) for n in index.shape)] if hasattr(src, "shape") else src
+        part = xp.broadcast_to(_as_dtype(part, x.dtype, xp), index.shape)
+        if reduce is None:
+            out[grid] = part
+        elif reduce == "add":
+            out += accumulate(out.shape, out.dtype, grid, part)
+        else:
+            at = getattr(xp.multiply, "at", None)
+            if at is None:
+                raise NotImplementedError("scatter: reduce='multiply' is not available on this device")
+            at(out, grid, part)
+        ctx.meta = (index, axis, reduce, np.shape(src))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        index, axis, reduce, src_shape = ctx.meta
+        grid = _grid(index, axis)
+        gx = gsrc = None
+        if ctx.needs_input_grad[0]:
+            gx = g
+            if reduce is None:
+                gx = backend.copy(g)
+                gx[grid] = 0
+        if ctx.needs_input_grad[1]:
+            gsrc = _xp(g).zeros(src_shape, g.dtype)
+            gsrc[tuple(slice(0, n) for n in index.shape)] = g[grid]
+        return gx, gsrc, None, None, None
+
+
+def gather(input, dim, index, *, sparse_grad=False):  # noqa: A002 - PyTorch's names
+    _tensor("gather", "input", input)
+    axis = _dim_index("gather", input, dim, index)
+    if input.ndim == 0 or index.ndim == 0:
+        return reshape(gather(reshape(input, -1), 0, reshape(index, -1)), index.shape)
+    _fits("gather", index, axis, [("the input", input.shape, axis)])
+    idx = _in_bounds("gather", index._data, input.shape[axis], axis, RuntimeError)
+    return Gather.apply(input, idx, axis)
+
+
+def _scatter_args(op, input, dim, index, src, value, reduce):
+    _tensor(op, "input", input)
+    if src is None and value is None:
+        raise TypeError(f"{op}: expected src (a tensor) or value (a number)")
+    src = value if src is None else src
+    axis = _dim_index(op, input, dim, index)
+    if reduce not in (None, "add", "multiply"):
+        raise RuntimeError(f"{op}: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+    if isinstance(src, Tensor):
+        _same_device(op, input, src, "src")
+        if src.dtype != input.dtype:
+            raise RuntimeError(f"{op}: expected src of the input's dtype {input.dtype}, got {src.dtype}")
+        if src.ndim != index.ndim:
+            raise RuntimeError(f"{op}: src must have the same number of dimensions as index ({index.ndim}), "
+                               f"got {src.ndim}")
+    else:
+        src = _value(op, input, src)
+    shapes = [("the input", input.shape, axis)]
+    if isinstance(src, Tensor) and src.ndim:
+        shapes.append(("src", src.shape, None))
+    if input.ndim:
+        _fits(op, index, axis, shapes)
+    n = input.shape[axis] if input.ndim else 1
+    idx = _in_bounds(op, index._data.reshape(-1) if index.ndim == 0 else index._data, n, axis, RuntimeError)
+    if isinstance(src, Tensor) and src.ndim < idx.ndim:
+        src = reshape(src, -1)
+    if reduce == "multiply" and (input.requires_grad or getattr(src, "requires_grad", False)):
+        raise RuntimeError(f"{op}: the gradient of reduce='multiply' is not implemented")
+    return axis, idx, src
+
+
+def _no_0d(op, input):
+    if input.ndim == 0:
+        raise RuntimeError(f"{op}: in place on a 0-d tensor is not supported; use the out-of-place form")
+
+
+def scatter(input, dim, index, src=None, value=None, reduce=None):  # noqa: A002
+    """``scatter(input, dim, index, src)`` or ``(..., value)``: a copy of input with src's entries written
+    at ``index`` along ``dim`` (duplicate targets keep one of their values, as in PyTorch)."""
+    return _scatter("scatter", input, dim, index, src, value, reduce)
+
+
+def _scatter(op, input, dim, index, src, value, reduce):  # noqa: A002
+    axis, idx, src = _scatter_args(op, input, dim, index, src, value, reduce)
+    if input.ndim == 0:
+        src = reshape(src, 1) if isinstance(src, Tensor) else src
+        return reshape(Scatter.apply(reshape(input, 1), src, idx.reshape(1), 0, reduce), ())
+    return Scatter.apply(input, src, idx, axis, reduce)
+
+
+def scatter_(input, dim, index, src=None, value=None, reduce=None):  # noqa: A002
+    axis, idx, src = _scatter_args("scatter_", input, dim, index, src, value, reduce)
+    _no_0d("scatter_", input)
+    return Scatter.apply_("scatter_", input, src, idx, axis, reduce)
+
+
+def scatter_add(input, dim, index, src):  # noqa: A002
+    _tensor("scatter_add", "src", src)
+    return _scatter("scatter_add", input, dim, index, src, None, "add")
+
+
+def scatter_add_(input, dim, index, src):  # noqa: A002
+    _tensor("scatter_add_", "src", src)
+    axis, idx, src = _scatter_args("scatter_add_", input, dim, index, src, None, "add")
+    _no_0d("scatter_add_", input)
+    return Scatter.apply_("scatter_add_", input, src, idx, axis, "add")
+
+
+def take_along_dim(input, indices, dim=None):  # noqa: A002
+    """Gather after broadcasting input and indices in every dimension but ``dim`` (flattened: None)."""
+    _tensor("take_along_dim", "input", input)
+    _tensor("take_along_dim", "indices", indices)
+    if dim is None:
+        return gather(flatten(input), 0, flatten(indices))
+    if indices.ndim != input.ndim:
+        raise RuntimeError(f"take_along_dim: input and indices must have the same number of dimensions, got "
+                           f"{input.ndim} and {indices.ndim}")
+    (axis,) = normalize_axis("take_along_dim", dim, input.ndim)
+    shape = list(broadcast_shape("take_along_dim", [1 if i == axis else n for i, n in enumerate(input.shape)],
+                                 [1 if i == axis else n for i, n in enumerate(indices.shape)]))
+    if input.ndim == 0:
+        return gather(input, 0, indices)
+    x = expand(input, *[input.shape[axis] if i == axis else n for i, n in enumerate(shape)])
+    idx = expand(indices, *[indices.shape[axis] if i == axis else n for i, n in enumerate(shape)])
+    return gather(x, axis, idx)
+
+
+# ---------------------------------------------------------------- index_select, index_add
+class IndexSelect(Function):
+    @staticmethod
+    def forward(ctx, x, index, axis):
+        ctx.meta = (x.shape, x.dtype, index, axis)
+        return _xp(x).take(x, index, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, dtype, index, axis = ctx.meta
+        return accumulate(shape, dtype, _along(axis, index, len(shape)), g), None, None
+
+
+class IndexAdd(Function):
+    """``out[..., index[i], ...] += alpha * source[..., i, ...]`` along ``axis``."""
+
+    @staticmethod
+    def forward(ctx, x, source, index, axis, alpha, out=None):
+        out = x.copy() if out is None else out
+        src = source if alpha == 1 else source * alpha
+        out += accumulate(out.shape, out.dtype, _along(axis, index, out.ndim), src.astype(out.dtype, copy=False))
+        ctx.meta = (index, axis, alpha)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        index, axis, alpha = ctx.meta
+        gsrc = None
+        if ctx.needs_input_grad[1]:
+            gsrc = _xp(g).take(g, index, axis=axis)
+            gsrc = gsrc if alpha == 1 else gsrc * g.dtype.type(alpha)
+        return g, gsrc, None, None, None
+
+
+def index_select(input, dim, index):  # noqa: A002
+    _tensor("index_select", "input", input)
+    axis, idx = _vector_index("index_select", input, dim, index)
+    if input.ndim == 0:
+        return reshape(IndexSelect.apply(reshape(input, 1), idx, 0), idx.shape if index.ndim else ())
+    return IndexSelect.apply(input, idx, axis)
+
+
+def _index_add_args(op, input, dim, index, source):
+    _tensor(op, "input", input)
+    _tensor(op, "source", source)
+    axis, idx = _vector_index(op, input, dim, index)
+    _same_device(op, input, source, "source")
+    want = tuple(input.shape[:axis]) + (idx.shape[0],) + tuple(input.shape[axis + 1:]) if input.ndim else idx.shape
+    if tuple(source.shape) != want and not (source.ndim == 0 and want == (1,)):
+        raise RuntimeError(f"{op}: source must have shape {want} (the input's with index's length along dim "
+                           f"{axis}), got {tuple(source.shape)}")
+    return axis, idx, reshape(source, want) if source.ndim == 0 else source
+
+
+def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
+    axis, idx, source = _index_add_args("index_add", input, dim, index, source)
+    if input.ndim == 0:
+        return reshape(IndexAdd.apply(reshape(input, 1), source, idx, 0, alpha), ())
+    return IndexAdd.apply(input, source, idx, axis, alpha)
+
+
+def index_add_(input, dim, index, source, *, alpha=1):  # noqa: A002
+    axis, idx, source = _index_add_args("index_add_", input, dim, index, source)
+    _no_0d("index_add_", input)
+    return IndexAdd.apply_("index_add_", input, source, idx, axis, alpha)
+
+
+def _method(fn):
+    return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
+
+
+METHODS = {name: _method(fn) for name, fn in {
+    "gather": gather, "scatter": scatter, "scatter_": scatter_, "scatter_add": scatter_add,
+    "scatter_add_": scatter_add_, "take_along_dim": take_along_dim, "index_select": index_select,
+    "index_add": index_add, "index_add_": index_add_}.items()}

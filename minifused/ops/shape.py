@@ -1,14 +1,15 @@
-"""Shape ops (reshape, transpose, squeeze ...), indexing, concatenation."""
+"""Shape ops (reshape, transpose, squeeze ...) and concatenation; indexing is ops/indexing.py (re-exported here)."""
 from __future__ import annotations
 
 import numbers
 
 import numpy as np
 
-from .. import autograd, backend
+from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast
+from .indexing import GatherItem, GetItem, SetItem, accumulate, getitem, setitem  # noqa: F401 - shape's API
 
 
 def _xp(x):
@@ -160,117 +161,6 @@ def contiguous(x):
     if x._data.flags.c_contiguous:
         return x
     return Contiguous.apply(x)
-
-
-# ---------------------------------------------------------------- indexing
-def _index_array(value, x):
-    """An index component as a raw array on ``x``'s device (ints and slices pass through)."""
-    if isinstance(value, Tensor):
-        if value.device.type == "cuda" and x.device.type == "cpu":
-            raise RuntimeError(f"indexing: a {x.device} tensor indexed with a {value.device} tensor")
-        value = value._data
-    if isinstance(value, (list, np.ndarray)) or backend.is_cuda_array(value):
-        value = backend.to_device(np.asarray(value) if isinstance(value, list) else value, x.device)
-        if value.dtype != np.bool_ and not np.issubdtype(value.dtype, np.integer):
-            raise IndexError(f"indexing: tensors used as indices must be integer or bool, got {value.dtype}")
-    elif isinstance(value, np.generic):
-        value = value.item()
-    return value
-
-
-def _normalize_index(x, index):
-    """(index as a tuple of raw components, whether it is advanced), with bounds checked."""
-    if not isinstance(index, tuple):
-        index = (index,)
-    index = tuple(_index_array(v, x) for v in index)
-    advanced = False
-    dim = 0  # the input dimension the next component indexes
-    expanded = []
-    consumed = sum(1 if not hasattr(v, "ndim") else max(v.ndim, 1) if v.dtype == np.bool_ else 1
-                   for v in index if v is not None and v is not Ellipsis)
-    if consumed > x.ndim:
-        raise IndexError(f"indexing: too many indices ({consumed}) for a tensor of {x.ndim} dimensions")
-    for v in index:
-        if v is Ellipsis:
-            dim += x.ndim - consumed
-            expanded.append(v)
-            continue
-        if v is None:
-            expanded.append(v)
-            continue
-        if hasattr(v, "dtype"):
-            advanced = True
-            if v.dtype == np.bool_:
-                want = x.shape[dim:dim + v.ndim]
-                if v.shape != want:
-                    raise IndexError(f"indexing: boolean mask of shape {v.shape} does not match the "
-                                     f"indexed dimensions {want} of a tensor of shape {tuple(x.shape)}")
-                expanded.extend(v.nonzero())
-                dim += v.ndim
-                continue
-            n = x.shape[dim] if dim < x.ndim else 0
-            if v.size and (int(v.min()) < -n or int(v.max()) >= n):
-                raise IndexError(f"indexing: index out of range for dimension {dim} of size {n}")
-        elif isinstance(v, numbers.Integral) and not isinstance(v, bool):
-            n = x.shape[dim] if dim < x.ndim else 0
-            if dim >= x.ndim or not -n <= v < n:
-                raise IndexError(f"indexing: index {v} is out of range for dimension {dim} of "
-                                 f"a tensor of shape {tuple(x.shape)}")
-        elif not isinstance(v, slice):
-            raise IndexError(f"indexing: unsupported index {v!r}")
-        expanded.append(v)
-        dim += 1
-    return tuple(expanded), advanced
-
-
-class GetItem(Function):
-    is_view = True
-
-    @staticmethod
-    def forward(ctx, x, index):
-        ctx.meta = (x.shape, x.dtype)
-        ctx.index = index
-        return x[index]
-
-    @staticmethod
-    def backward(ctx, g):
-        shape, dtype = ctx.meta
-        out = _xp(g).zeros(shape, dtype)
-        out[ctx.index] = g
-        return out, None
-
-
-class GatherItem(GetItem):
-    """Advanced indexing: a copy; repeated indices accumulate their gradients."""
-
-    is_view = False
-
-    @staticmethod
-    def backward(ctx, g):
-        shape, dtype = ctx.meta
-        xp = _xp(g)
-        out = xp.zeros(shape, dtype)
-        xp.add.at(out, ctx.index, g)
-        return out, None
-
-
-def getitem(x, index):
-    index, advanced = _normalize_index(x, index)
-    return (GatherItem if advanced else GetItem).apply(x, index)
-
-
-def setitem(x, index, value):
-    """``x[index] = value`` in place; only on tensors that are not recording gradients."""
-    if x.requires_grad and autograd.is_grad_enabled():
-        raise RuntimeError("setitem: in-place assignment to a tensor that requires grad; "
-                           "use minifused.no_grad() or an out-of-place op")
-    index, _ = _normalize_index(x, index)
-    if isinstance(value, Tensor):
-        if value.device != x.device:
-            raise RuntimeError(f"setitem: expected a value on {x.device}, got {value.device}")
-        value = value._data
-    x._data[index] = value
-    x._bump("setitem")
 
 
 # ---------------------------------------------------------------- joining

@@ -1,0 +1,286 @@
+"""Tensor indexing on both sides of ``=``, as PyTorch reads an index: integers, slices, None, Ellipsis,
+bools, ranges, lists, integer and bool tensors or arrays (bool masks over leading dimensions, index
+tensors broadcast together and mixed with slices). Reads are views where the index is basic and copies
+where it is advanced; ``x[index] = value`` is an in-place op on the tape (see :class:`SetItem`).
+Out-of-range indices raise IndexError naming the dimension, the index and the size."""
+from __future__ import annotations
+
+import numbers
+import operator
+
+import numpy as np
+
+from .. import autograd, backend
+from ..autograd import Function
+from ..tensor import Tensor
+from ._common import cast, unbroadcast
+
+
+def _xp(x):
+    return backend.array_module(x)
+
+
+def accumulate(shape, dtype, index, values):
+    """A zero array of ``shape`` with ``values`` added at ``index`` (repeated positions add up): NumPy's
+    ``add.at``, CuPy's ``scatter_add``. Half-precision sums run in float32 (rounding each partial sum
+    would lose the small terms). CuPy's atomics take 4- and 8-byte types: narrower integers add in
+    int32, and int64 as uint64 (two's complement: the same bits)."""
+    dtype = np.dtype(dtype)
+    if backend.is_floating(dtype):
+        acc = np.dtype(np.float32) if dtype.itemsize < 4 else dtype
+    elif not backend.is_cuda_array(values) or dtype.itemsize == 4:
+        acc = dtype
+    else:
+        acc = np.dtype(np.uint64) if dtype.itemsize == 8 else np.dtype(np.int32)
+    xp = backend.array_module(values)
+    out = xp.zeros(shape, acc)
+    if acc == np.uint64:
+        values = values.astype(dtype, copy=False).view(np.uint64)
+    else:
+        values = values.astype(acc, copy=False)
+    if xp is np:
+        np.add.at(out, index, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(out, index, values)
+    return out.view(dtype) if acc == np.uint64 else out.astype(dtype, copy=False)
+
+
+def _is_int(v):
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
+def _component(v, x, op):
+    """One index component as ints, slices, None, Ellipsis, True, or an integer / bool array on ``x``'s
+    device. 0-d index tensors act as the Python scalars they hold, as in PyTorch."""
+    if isinstance(v, Tensor):
+        if v.device.type == "cuda" and x.device.type == "cpu":
+            raise RuntimeError(f"{op}: a {x.device} tensor indexed with a {v.device} tensor")
+        v = v._data
+    if isinstance(v, slice):  # bounds may be 0-d tensors: plain ints from here on
+        try:
+            v = slice(*(None if b is None else operator.index(b) for b in (v.start, v.stop, v.step)))
+        except TypeError:
+            raise IndexError(f"{op}: slice bounds must be integers or None, got {v}") from None
+        if v.step is not None and v.step <= 0:
+            raise ValueError(f"{op}: slice step must be greater than zero, got {v.step}")
+        return v
+    if v is None or v is Ellipsis:
+        return v
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if _is_int(v):
+        return int(v)
+    if isinstance(v, (list, tuple, range)):
+        arr = np.asarray(v)
+        v = arr.astype(np.int64) if arr.size == 0 else arr
+    if not (isinstance(v, np.ndarray) or backend.is_cuda_array(v)):
+        raise IndexError(f"{op}: only integers, slices (`:`), ellipsis (`...`), None and integer or bool "
+                         f"tensors are valid indices (got {type(v).__name__})")
+    if v.dtype != np.bool_ and not np.issubdtype(v.dtype, np.integer):
+        raise IndexError(f"{op}: tensors used as indices must be integer or bool, got {v.dtype}")
+    if v.ndim == 0:
+        return bool(v) if v.dtype == np.bool_ else int(v)
+    return backend.to_device(v, x.device)
+
+
+def _check_array(v, dim, n, op):
+    """``v`` bounds-checked against a dimension of size ``n``, negative entries made positive."""
+    if v.size == 0:
+        return v.astype(np.int64, copy=False)
+    if backend.is_cuda_array(v):
+        backend.refuse_sync(f"{op} with an index tensor (its bounds check)")
+    xp = backend.array_module(v)
+    bad = (v < -n) | (v >= n)
+    if bool(bad.any()):
+        raise IndexError(f"{op}: index {int(v[bad].ravel()[0])} is out of bounds for dimension {dim} with size "
+                         f"{n} (out of range [{-n}, {n}))")
+    return xp.where(v < 0, v + n, v).astype(np.int64, copy=False)
+
+
+def _list_as_tuple(index):
+    """PyTorch's (and old NumPy's) rule: a short list holding a sequence, slice, None, Ellipsis or tensor
+    is a tuple of indices (``x[[[0, 1], [2, 3]]]`` is ``x[[0, 1], [2, 3]]``)."""
+    return isinstance(index, list) and len(index) < 32 and any(
+        v is None or v is Ellipsis or isinstance(v, (slice, list, tuple, range, Tensor, np.ndarray))
+        or backend.is_cuda_array(v) for v in index)
+
+
+def _normalize_index(x, index, op="getitem"):
+    """``index`` as a list of stages, each ``(tuple of raw components, advanced)``, applied one after the
+    other; bounds checked and bool masks turned into integer arrays. PyTorch applies integers before
+    index arrays (``x[0, :, [0, 1]]`` has shape (n, 2), NumPy's (2, n)): such an index takes two stages."""
+    if not isinstance(index, tuple):
+        index = tuple(index) if _list_as_tuple(index) else (index,)
+    parts = [_component(v, x, op) for v in index]
+    if sum(p is Ellipsis for p in parts) > 1:
+        raise IndexError(f"{op}: an index can only have a single ellipsis ('...')")
+    consumed = sum(p.ndim if hasattr(p, "ndim") and p.dtype == np.bool_ else 1 for p in parts
+                   if p is not None and p is not Ellipsis and not isinstance(p, bool))
+    if consumed > x.ndim:
+        if x.ndim == 0:
+            raise IndexError(f"{op}: invalid index of a 0-dim tensor; use tensor.item() to read its value")
+        raise IndexError(f"{op}: too many indices for a tensor of dimension {x.ndim} ({consumed} given)")
+    dim, out, arrays, ints, empty = 0, [], [], False, []  # dim: the input dimension the next component indexes
+    for p in parts:
+        if p is Ellipsis:
+            dim += x.ndim - consumed
+        elif isinstance(p, bool):  # x[True] is x[None]; x[False] also has that new axis, of size 0
+            if not p:
+                empty.append(len(out))
+            p = None
+        elif hasattr(p, "dtype") and p.dtype == np.bool_:
+            want = x.shape[dim:dim + p.ndim]
+            if p.shape != want:
+                raise IndexError(f"{op}: the shape of the mask {tuple(p.shape)} does not match the shape "
+                                 f"{tuple(want)} of the indexed tensor at dimension {dim}")
+            found = p.nonzero()
+            out.extend(found)
+            arrays.extend(found)
+            dim += p.ndim
+            continue
+        elif hasattr(p, "dtype"):
+            p = _check_array(p, dim, x.shape[dim], op)
+            arrays.append(p)
+            dim += 1
+        elif _is_int(p):
+            n = x.shape[dim]
+            if not -n <= p < n:
+                raise IndexError(f"{op}: index {p} is out of bounds for dimension {dim} with size {n} "
+                                 f"(out of range [{-n}, {n}))")
+            ints = True
+            dim += 1
+        elif isinstance(p, slice):
+            dim += 1
+        out.append(p)
+    if arrays:
+        try:
+            np.broadcast_shapes(*(a.shape for a in arrays))
+        except ValueError:
+            raise IndexError(f"{op}: shape mismatch: indexing tensors could not be broadcast together with "
+                             f"shapes {', '.join(str(tuple(a.shape)) for a in arrays)}") from None
+    # ending in '...', a full integer index gives a 0-d view in NumPy, not a copy
+    basic = tuple(out) if any(p is Ellipsis for p in out) else (*out, Ellipsis)
+    if empty:
+        if arrays:
+            raise IndexError(f"{op}: a False index together with index tensors is not supported")
+        # the new axis's place in the result: one per slice or None before it, '...' its dimensions
+        at = sum(x.ndim - consumed if p is Ellipsis else 0 if _is_int(p) else 1 for p in out[:empty[0]])
+        return [(basic, False), ((slice(None),) * at + (slice(0, 0),), False)]
+    if not arrays:
+        return [(basic, False)]
+    if not ints:
+        return [(tuple(out), True)]
+    first = tuple(p if _is_int(p) or p is Ellipsis else slice(None) for p in out if p is not None)
+    return [(first, False), (tuple(p for p in out if not _is_int(p)), True)]
+
+
+def _select(a, stages):
+    for stage, _ in stages:
+        a = a[stage]
+    return a
+
+
+class GetItem(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.meta = (x.shape, x.dtype)
+        ctx.index = index
+        return x[index]
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, dtype = ctx.meta
+        out = _xp(g).zeros(shape, dtype)
+        out[ctx.index] = g
+        return out, None
+
+
+class GatherItem(GetItem):
+    """Advanced indexing: a copy; repeated indices accumulate their gradients."""
+
+    is_view = False
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, dtype = ctx.meta
+        return accumulate(shape, dtype, ctx.index, g), None
+
+
+def getitem(x, index):
+    for stage, advanced in _normalize_index(x, index, "getitem"):
+        x = (GatherItem if advanced else GetItem).apply(x, stage)
+    return x
+
+
+class SetItem(Function):
+    """``x[index] = value``: the gradient reaches ``x``'s earlier value where it was not overwritten and
+    ``value`` from the written positions (summed where it was broadcast or written twice)."""
+
+    @staticmethod
+    def forward(ctx, x, value, stages, out):
+        target = _select(out, stages[:-1])
+        last = stages[-1][0]
+        try:
+            target[last] = value
+        except ValueError:
+            raise RuntimeError(f"setitem: shape mismatch: value of shape {tuple(np.shape(value))} cannot be "
+                               f"broadcast to the indexed shape {tuple(target[last].shape)}") from None
+        ctx.meta = (stages, np.shape(value))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        stages, value_shape = ctx.meta
+        gx = gv = None
+        if ctx.needs_input_grad[0]:
+            gx = backend.copy(g)
+            _select(gx, stages[:-1])[stages[-1][0]] = 0
+        if ctx.needs_input_grad[1]:
+            picked = _select(g, stages)
+            # NumPy lets a value carry extra leading 1s beyond the indexed shape's dimensions
+            lead = max(len(value_shape) - picked.ndim, 0)
+            gv = unbroadcast(picked, tuple(value_shape[lead:])).reshape(value_shape)
+        return gx, gv, None
+
+
+def _refuse_view_of_leaf(x):
+    """PyTorch refuses in-place writes through a view of a leaf that requires grad (they would change
+    the leaf behind the tape's back)."""
+    ctx = x._ctx
+    while ctx is not None and ctx.fn.is_view and autograd.is_grad_enabled() and ctx.inputs:
+        base = ctx.inputs[0]
+        if base is not None and base._ctx is None:
+            if base.requires_grad:
+                raise RuntimeError("setitem: a view of a leaf Variable that requires grad is being used in an "
+                                   "in-place operation; modify it under no_grad() or clone it first")
+            return
+        ctx = None if base is None else base._ctx
+
+
+def setitem(x, index, value):
+    """``x[index] = value`` in place (bumping ``x``'s version), recorded on the tape when ``x`` or
+    ``value`` requires grad; refused on a leaf that requires grad, as in PyTorch."""
+    stages = _normalize_index(x, index, "setitem")
+    _refuse_view_of_leaf(x)
+    if isinstance(value, Tensor):
+        if value.device != x.device:
+            if value.ndim or value.device.type != "cpu":  # PyTorch takes a cpu 0-d value anywhere
+                raise RuntimeError(f"setitem: expected a value on {x.device}, got {value.device}")
+            value = Tensor._from_array(backend.to_device(value._data, x.device))
+        if not (value.requires_grad and backend.is_floating(x.dtype)):
+            value = value._data.astype(x.dtype, copy=False)
+        elif value.dtype != x.dtype:
+            value = cast(value, x.dtype)
+    elif isinstance(value, np.generic):
+        value = value.item()
+    elif not isinstance(value, numbers.Number):
+        value = backend.to_device(np.asarray(value), x.device).astype(x.dtype, copy=False)
+    raw = value._data if isinstance(value, Tensor) else value
+    if hasattr(raw, "shape") and _xp(x._data).may_share_memory(x._data, raw):
+        raw = backend.copy(raw)  # x[1:] = x[:-1]: read everything before writing
+        value = raw if not isinstance(value, Tensor) else value.clone()
+    return SetItem.apply_("setitem", x, value, stages)
