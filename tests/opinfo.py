@@ -313,6 +313,47 @@ def _torch_norm(name):
     return lambda T, x, *p, normalized_shape, **kw: getattr(T.nn.functional, name)(x, normalized_shape, *p, **kw)
 
 
+# ---- references of BatchNorm, GroupNorm and the transposed convolution
+def batch_norm_ref(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
+                   activation=None):
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    mean, var = (x.mean(axis=axes), x.var(axis=axes)) if training else (running_mean, running_var)
+    y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return np.maximum(y, 0) if activation == "relu" else y
+
+
+def group_norm_ref(x, weight=None, bias=None, num_groups=1, eps=1e-5):
+    g = x.reshape(x.shape[0], num_groups, -1)
+    y = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + eps)).reshape(x.shape)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def conv_transpose2d_ref(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """Each input pixel scatters ``x * w`` onto the output, tap by tap."""
+    (sh, sw), (ph, pw), (oh, ow), (dh, dw) = map(_pair, (stride, padding, output_padding, dilation))
+    n, cin, h, wd = x.shape
+    _, cg, kh, kw = w.shape
+    ho, wo = (h - 1) * sh - 2 * ph + dh * (kh - 1) + oh + 1, (wd - 1) * sw - 2 * pw + dw * (kw - 1) + ow + 1
+    full = np.zeros((n, cg * groups, ho + 2 * ph + sh, wo + 2 * pw + sw))
+    per = cin // groups
+    for g in range(groups):
+        xs, ws = x[:, g * per:(g + 1) * per], w[g * per:(g + 1) * per]
+        for a in range(kh):
+            for c in range(kw):
+                full[:, g * cg:(g + 1) * cg, a * dh:a * dh + sh * (h - 1) + 1:sh, c * dw:c * dw + sw * (wd - 1) + 1:sw] \
+                    += np.einsum("nihw,io->nohw", xs, ws[:, :, a, c])
+    y = full[:, :, ph:ph + ho, pw:pw + wo]
+    return y if b is None else y + b[None, :, None, None]
+
+
 # ---- references of the spatial layers (index rules written out from PyTorch's kernels)
 def _pad_source(j, n, lo, mode):
     """Source position of padded position ``j`` (None: the constant fill)."""
@@ -953,7 +994,7 @@ MATH_OPS = [
            errors=(E("count_nonzero_dim", lambda: mf.count_nonzero(t(2, 3), dim=2), IndexError,
                      "count_nonzero: dimension 2 out of range"),
                    E("count_nonzero_repeated", lambda: mf.count_nonzero(t(2, 3), dim=(1, -1)), RuntimeError,
-                     "repeated"))),
+                     "names a dimension more than once"))),
     # ---- where with Python scalars on either side (the two-tensor form is the "where" entry above)
     OpInfo("where_scalar", lambda c, a, scalar=0.0: mf.where(c > 0, a, scalar),
            lambda c, a, scalar=0.0: np.where(c > 0, a, scalar), spelled="mf.where",
@@ -1666,6 +1707,35 @@ LAYER_OPS = [
                S("feature_alpha_dropout_p0", (2, 5, 3), p=0.0, training=True)),
            errors=(E("feature_alpha_dropout_1d", lambda: F.feature_alpha_dropout(t(3), 0.5, True), ValueError,
                      "channel dimension"),)),
+    OpInfo("batch_norm", F.batch_norm, batch_norm_ref, spelled="F.batch_norm", torch=_tf("batch_norm"), gpu_tol=1e-4,
+           samples=(S("batch_norm_train", (4, 3, 2, 5), const((3,)), const(pos((3,))), pos((3,)), (3,), training=True),
+                    S("batch_norm_eval", (5, 3), const((3,)), const(pos((3,))), pos((3,)), (3,)),
+                    S("batch_norm_train_1d_plain", (6, 2, 3), const((2,)), const(pos((2,))), training=True,
+                      momentum=0.5, eps=1e-3)),
+           errors=(E("batch_norm_one_value", lambda: F.batch_norm(t(1, 3), mf.zeros(3), mf.ones(3), training=True),
+                     ValueError, "expected more than 1 value per channel when training"),
+                   E("batch_norm_channels", lambda: F.batch_norm(t(2, 3), mf.zeros(4), mf.ones(4)), ValueError,
+                     r"running_mean must have shape \[3\]"),
+                   E("batch_norm_int", lambda: F.batch_norm(mf.tensor([[1, 2], [3, 4]]), mf.zeros(2), mf.ones(2)),
+                     TypeError, "floating-point input"),
+                   E("batch_norm_momentum", lambda: F.batch_norm(t(2, 3), mf.zeros(3), mf.ones(3), momentum=-1.0),
+                     ValueError, r"momentum must be a number in \[0, 1\]"))),
+    OpInfo("group_norm", lambda x, *p, num_groups, **kw: F.group_norm(x, num_groups, *p, **kw), group_norm_ref,
+           spelled="F.group_norm", gpu_tol=1e-4,
+           torch=lambda T, x, *p, num_groups, **kw: T.nn.functional.group_norm(x, num_groups, *p, **kw),
+           samples=(S("group_norm", (2, 4, 3, 3), pos((4,)), (4,), num_groups=2),
+                    S("group_norm_one_group", (3, 6, 5), num_groups=1), S("group_norm_2d", (2, 6), num_groups=3)),
+           errors=(E("group_norm_divide", lambda: F.group_norm(t(2, 6, 3), 4), ValueError,
+                     r"num_groups \(4\) must divide the number of channels \(6\)"),)),
+    OpInfo("conv_transpose2d", F.conv_transpose2d, conv_transpose2d_ref, spelled="F.conv_transpose2d",
+           torch=_tf("conv_transpose2d"), gpu_tol=1e-4, dtypes=(np.dtype(np.float32), np.dtype(np.float64)),
+           samples=(S("conv_transpose2d", (2, 4, 3, 3), (4, 2, 3, 3), (2,), stride=2, padding=1, output_padding=1),
+                    S("conv_transpose2d_groups_dilation", (1, 4, 4, 3), (4, 1, 2, 2), groups=2, dilation=(2, 1))),
+           errors=(E("conv_transpose2d_channels", lambda: F.conv_transpose2d(t(1, 3, 4, 4), t(4, 2, 3, 3)), ValueError,
+                     "input has 3 channels"),
+                   E("conv_transpose2d_output_padding",
+                     lambda: F.conv_transpose2d(t(1, 4, 4, 4), t(4, 2, 3, 3), stride=2, output_padding=2), ValueError,
+                     "output_padding"))),
 ]
 
 
@@ -1719,7 +1789,7 @@ def _np_split(a, size, dim):
 
 
 def _truth_weighted(name):
-    """any / all / count_nonzero give no gradient: the entry weighs a differentiable sum by their result, so the
+    """any / all give no gradient: the entry weighs a differentiable sum by their result, so the
     suites can run them (tests/test_reduce_shape.py checks the raw results and dtypes)."""
     def op(a, dim=None, keepdim=False):
         truth = getattr(a > 0.3, name)(dim=dim, keepdim=keepdim)
@@ -1728,10 +1798,6 @@ def _truth_weighted(name):
     def ref(a, dim=None, keepdim=False):
         return np.sum(a, axis=dim, keepdims=keepdim) * getattr(np, name)(a > 0.3, axis=dim, keepdims=keepdim)
     return op, ref
-
-
-def _count_nonzero_weighted(a, dim=None):
-    return a.sum(dim=dim) * mf.count_nonzero(a > 0.3, dim=dim)
 
 
 def _moved_ref(a, source, destination):
@@ -1818,9 +1884,6 @@ REDUCE_OPS = [
            errors=(E("any_dim_range", lambda: t(2, 3).any(5), IndexError, "any: dimension 5"),)),
     OpInfo("all", _ALL, _ALL_REF, spelled="Tensor.all", aliases={"mf.all": lambda a, **kw: _ALL(a, **kw)}, samples=(
         S("all_all", (3, 4)), S("all_dim", (3, 4), dim=0), S("all_keepdim", (5, 2), dim=-1, keepdim=True))),
-    OpInfo("count_nonzero", _count_nonzero_weighted,
-           lambda a, dim=None: np.sum(a, axis=dim) * np.count_nonzero(a > 0.3, axis=dim), spelled="mf.count_nonzero",
-           samples=(S("count_nonzero_all", (3, 4)), S("count_nonzero_dims", (2, 3, 4), dim=(0, 2)))),
     # ---- scans
     OpInfo("cumsum", lambda a, **kw: a.cumsum(**kw), _scan_ref(np.cumsum), spelled="Tensor.cumsum",
            aliases={"mf.cumsum": lambda a, **kw: mf.cumsum(a, **kw)}, torch=SAME, samples=(

@@ -9,6 +9,7 @@ import minifused.nn as nn
 from conftest import f64
 from minifused.nn.fusion import fuse_conv_bn_eval
 from minifused.testing import gradcheck
+from opinfo import conv_transpose2d_ref
 
 GEOMETRIES = [  # (N, Cin, H, W), (Cout/groups, kH, kW), stride, padding, output_padding, dilation, groups
     ((2, 3, 4, 5), (2, 3, 3), (1, 1), (0, 0), (0, 0), (1, 1), 1),
@@ -18,25 +19,6 @@ GEOMETRIES = [  # (N, Cin, H, W), (Cout/groups, kH, kW), stride, padding, output
 ]
 
 
-def conv_transpose_ref(x, w, b, stride, padding, output_padding, dilation, groups):
-    n, cin, h, wd = x.shape
-    _, cg, kh, kw = w.shape
-    ho = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1
-    wo = (wd - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1
-    full = np.zeros((n, cg * groups, ho + 2 * padding[0] + stride[0], wo + 2 * padding[1] + stride[1]))
-    per = cin // groups
-    for ci in range(cin):
-        g = ci // per
-        for i in range(h):
-            for j in range(wd):
-                for a in range(kh):
-                    for c in range(kw):
-                        full[:, g * cg:(g + 1) * cg, i * stride[0] + a * dilation[0], j * stride[1] + c * dilation[1]] \
-                            += x[:, ci, i, j][:, None] * w[ci, :, a, c][None, :]
-    y = full[:, :, padding[0]:padding[0] + ho, padding[1]:padding[1] + wo]
-    return y + (0 if b is None else b[None, :, None, None])
-
-
 @pytest.mark.parametrize("geometry", GEOMETRIES)
 def test_values_and_gradients_float64(rng, geometry):
     xs, (cg, kh, kw), stride, padding, output_padding, dilation, groups = geometry
@@ -44,7 +26,7 @@ def test_values_and_gradients_float64(rng, geometry):
     w = rng.standard_normal((xs[1], cg, kh, kw))
     b = rng.standard_normal(cg * groups)
     y = F.conv_transpose2d(mf.tensor(x), mf.tensor(w), mf.tensor(b), stride, padding, output_padding, groups, dilation)
-    np.testing.assert_allclose(y.numpy(), conv_transpose_ref(x, w, b, stride, padding, output_padding, dilation, groups),
+    np.testing.assert_allclose(y.numpy(), conv_transpose2d_ref(x, w, b, stride, padding, output_padding, groups, dilation),
                                rtol=1e-10, atol=1e-12)
     args = [mf.tensor(a, requires_grad=True) for a in (x, w, b)]
     assert gradcheck(lambda x, w, b: F.conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation),

@@ -1,6 +1,6 @@
 """Tests of values and logic: ``isnan``/``isinf``/``isfinite`` and kin, ``nan_to_num``, ``isclose``,
-``allclose``, ``equal``, ``logical_*``, ``bitwise_*`` with the operators ``& | ^ ~``, ``nonzero`` and
-``count_nonzero``.
+``allclose``, ``equal``, ``logical_*``, ``bitwise_*`` with the operators ``& | ^ ~`` and ``nonzero``
+(``count_nonzero`` is a reduction: ``reduce.py``).
 
 Their results are bool or integer tensors (or Python values), which carry no gradient: they are
 computed under ``no_grad`` through one ``Function`` that applies an array function, so ops read
@@ -253,19 +253,9 @@ def nonzero(input, *, as_tuple=False):  # noqa: A002 - PyTorch's name
     return _values(rows, input)
 
 
-def count_nonzero(input, dim=None):  # noqa: A002 - PyTorch's name
-    """How many elements are nonzero, over ``dim`` (an int or a tuple; all by default): int64."""
-    _tensor_arg("count_nonzero", input)
-    axes = normalize_axis("count_nonzero", dim, input.ndim)
-    if axes is not None and len(set(axes)) != len(axes):
-        raise RuntimeError(f"count_nonzero: dim {dim} has a repeated dimension")
-    axes = None if axes is None or input.ndim == 0 else axes
-    return _values(lambda xp, x: xp.asarray((x != 0).sum(axis=axes), dtype=np.int64), input)
-
-
 __all__ = ["isnan", "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num", "isclose", "allclose", "equal",
            "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
-           "bitwise_not", "nonzero", "count_nonzero"]
+           "bitwise_not", "nonzero"]
 
 
 def _swapped(fn):
