@@ -34,10 +34,34 @@ from .optim import lr_scheduler as _lr_scheduler  # noqa: E402,F401
 nn.functional = functional
 _sys.modules.setdefault(__name__ + ".nn.functional", functional)
 
+# softmax at the top level and as a Tensor method, through the functional form (where its arguments are
+# checked): the one place above the functional layer that gives Tensor a method.
+softmax, log_softmax = functional.softmax, functional.log_softmax
+Tensor.softmax = lambda self, dim=None, dtype=None: functional.softmax(self, dim, dtype)
+Tensor.log_softmax = lambda self, dim=None, dtype=None: functional.log_softmax(self, dim, dtype)
+clip = ops.clamp
+Size = tuple  # shapes are tuples: minifused.Size([2, 3]) == t.shape as torch.Size compares
+
+
+def finfo(dtype=None):
+    """Machine limits of a floating dtype (eps, max, min, tiny, bits), as ``torch.finfo``; bfloat16 too."""
+    import ml_dtypes
+
+    return ml_dtypes.finfo(get_default_dtype() if dtype is None else backend.as_dtype(dtype))
+
+
+def iinfo(dtype):
+    """Limits of an integer dtype, as ``torch.iinfo``."""
+    import numpy
+
+    return numpy.iinfo(backend.as_dtype(dtype))
+
+
 bool = bool_  # noqa: A001 - minifused.bool as in PyTorch
 float = float32  # noqa: A001
 half = float16
 double = float64
 long = int64
+int = int32  # noqa: A001 - torch.int is int32
 
 __version__ = "0.1.0"

@@ -599,6 +599,65 @@ def _run_hooks(hooks, grad):
     return grad
 
 
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         materialize_grads=False):
+    """The gradients of ``outputs`` (weighted by ``grad_outputs``) with respect to ``inputs``, returned as a
+    tuple, PyTorch's ``torch.autograd.grad``: no ``.grad`` anywhere is changed. ``retain_graph`` defaults to
+    False (as ``create_graph``, which minifused does not support: no higher-order gradients)."""
+    if create_graph:
+        raise NotImplementedError("autograd.grad: create_graph=True (higher-order gradients) is not supported")
+    single = isinstance(outputs, _Tensor)
+    outputs = [outputs] if single else list(outputs)
+    inputs = [inputs] if isinstance(inputs, _Tensor) else list(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, _Tensor):
+        grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    grad_outputs = list(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(f"autograd.grad: got {len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
+    for what, ts in (("outputs", outputs), ("inputs", inputs)):
+        for t in ts:
+            if not isinstance(t, _Tensor):
+                raise TypeError(f"autograd.grad: {what} must be tensors, got {type(t).__name__}")
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("autograd.grad: one of the inputs does not require grad")
+    saved = [(t, t._grad, getattr(t, "_retain", False)) for t in inputs]
+    found = {}
+    try:
+        for t in inputs:
+            t._grad = None
+            if t._ctx is not None:
+                t.retain_grad()
+        for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+            keep = retain_graph or i + 1 < len(outputs)
+            outer, _callbacks.queue = _callbacks.queue, []
+            try:
+                seed, user_grad = _seed(out, g)
+                _backward(out, seed, _Collected(user_grad, inputs), keep)
+            finally:
+                _callbacks.queue = outer
+        for t in inputs:
+            if t._grad is not None:
+                found[id(t)] = t._grad
+    finally:
+        for t, g, retained in saved:
+            t._grad = g
+            if t._ctx is not None and not retained:
+                t._retain = False
+                if t._ctx.retained is not None:
+                    t._ctx.retained.pop(t._out_index, None)
+    result = []
+    for t in inputs:
+        g = found.get(id(t))
+        if g is None and not (allow_unused or materialize_grads):
+            raise RuntimeError("autograd.grad: one of the inputs was not used to compute the outputs; pass "
+                               "allow_unused=True to get None for it")
+        if g is None and materialize_grads:
+            g = _Tensor._from_array(t._xp.zeros_like(t._data))
+        result.append(g)
+    return tuple(result)
+
+
 # ---------------------------------------------------------------- leaf gradients
 class _LeafGrads:
     """The leaves' gradients gathered by a walk, written into ``.grad`` once complete: at the end, or,
@@ -685,3 +744,21 @@ def _early_commits(order):
     for i, t in last.values():
         out.setdefault(i, []).append(t)
     return out
+
+
+class _Collected(_LeafGrads):
+    """The leaf gradients of a walk for :func:`grad`: only the asked-for leaves get theirs (into ``.grad``,
+    which :func:`grad` restores afterwards); no other leaf is touched and no post-accumulate hook runs."""
+
+    def __init__(self, user_grad, wanted):
+        super().__init__(user_grad)
+        self.wanted = {id(t) for t in wanted}
+
+    def commit_early(self, leaves, pending):
+        pass  # everything waits for commit_all
+
+    def commit_all(self):
+        for leaf, g in self.grads.values():
+            if id(leaf) in self.wanted:
+                leaf._accumulate_grad(_run_hooks(leaf._hooks, g) if leaf._hooks else g, self.owns(g))
+        self.grads.clear()

@@ -11,7 +11,7 @@ from ..tensor import Tensor
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "rand",
            "randn", "randint", "arange", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
            "rand_like", "randn_like", "randint_like", "linspace", "logspace", "randperm", "numel", "is_tensor",
-           "is_floating_point"]
+           "is_floating_point", "normal", "multinomial"]
 
 
 def _place(array, dtype, device, requires_grad):
@@ -300,3 +300,52 @@ def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=Fals
 def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
     return tensor(data, dtype=self.dtype if dtype is None else dtype,
                   device=self.device if device is None else device, requires_grad=requires_grad)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, requires_grad=False):
+    """Normal samples: ``mean`` and ``std`` numbers (with ``size``) or tensors (broadcast together), as
+    ``torch.normal``."""
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        like = mean if isinstance(mean, Tensor) else std
+        shape = np.broadcast_shapes(tuple(getattr(mean, "shape", ())), tuple(getattr(std, "shape", ())))
+        if isinstance(std, Tensor) and bool((std < 0).any()) or not isinstance(std, Tensor) and not std >= 0:
+            raise ValueError("normal: std must be >= 0")
+        z = randn(*shape, dtype=like.dtype, device=like.device)
+        return (z * std + mean).detach().requires_grad_(requires_grad)
+    if size is None:
+        raise TypeError("normal: with number mean and std, pass size (e.g. normal(0.0, 1.0, size=(2, 3)))")
+    if not std >= 0:
+        raise ValueError(f"normal: std must be >= 0, got {std}")
+    z = randn(*_shape((size,)), dtype=dtype, device=device)
+    return (z * float(std) + float(mean)).detach().requires_grad_(requires_grad)
+
+
+def multinomial(input, num_samples, replacement=False):  # noqa: A002 - PyTorch's name
+    """``num_samples`` category indices per row of the weights ``input`` (1-D or 2-D), as
+    ``torch.multinomial``: with replacement by the inverse of the cumulative weights, without by the
+    Gumbel top-k of the log weights."""
+    op = "multinomial"
+    if not isinstance(input, Tensor) or input.ndim not in (1, 2) or not backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a 1-D or 2-D floating-point tensor of weights, got "
+                        f"{type(input).__name__ if not isinstance(input, Tensor) else (input.ndim, input.dtype)}")
+    if not isinstance(num_samples, numbers.Integral) or isinstance(num_samples, bool) or num_samples < 1:
+        raise ValueError(f"{op}: num_samples must be a positive int, got {num_samples!r}")
+    xp = input._xp
+    w = input._data.astype(np.float64).reshape(-1, input.shape[-1])
+    if bool((w < 0).any()) or not bool(xp.isfinite(w).all()) or bool((w.sum(axis=1) <= 0).any()):
+        raise ValueError(f"{op}: weights must be finite, non-negative and have a positive sum in every row")
+    k = w.shape[1]
+    if not replacement and num_samples > k:
+        raise ValueError(f"{op}: cannot draw {num_samples} samples without replacement from {k} categories")
+    u = rand(w.shape[0], num_samples if replacement else k, dtype=backend.float64, device=input.device)._data
+    if replacement:
+        cdf = xp.cumsum(w, axis=1)
+        cdf /= cdf[:, -1:]
+        out = xp.stack([xp.searchsorted(cdf[i], u[i], side="right") for i in range(w.shape[0])])
+        out = xp.minimum(out, k - 1)
+    else:
+        with np.errstate(divide="ignore"):
+            keys = xp.log(w) - xp.log(-xp.log(xp.maximum(u, 1e-300)))
+        out = xp.argsort(-keys, axis=1)[:, :num_samples]
+    out = out.astype(np.int64)
+    return Tensor._from_array(out.reshape(num_samples) if input.ndim == 1 else out)

@@ -205,8 +205,12 @@ class Flip(Function):
         return (_xp(g).flip(g, ctx.axes) if ctx.axes else g), None
 
 
-def flip(x, *dims):
-    """``x`` reversed along ``dims`` (a tuple, or ints: ``x.flip(0, 1)``)."""
+def flip(x, *dims, **kw):
+    """``x`` reversed along ``dims`` (a tuple, ints: ``x.flip(0, 1)``, or the keyword ``dims=``)."""
+    if kw:
+        if set(kw) != {"dims"} or dims:
+            raise TypeError(f"flip: expected dims as positional ints, a tuple, or dims=, got {sorted(kw)}")
+        dims = (kw["dims"],)
     dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
     return Flip.apply(x, _dims("flip", dims, x.ndim))
 

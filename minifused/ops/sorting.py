@@ -13,7 +13,7 @@ from ._common import normalize_axis
 from .index import Gather
 from .shape import reshape
 
-__all__ = ["sort", "argsort", "msort", "topk", "kthvalue"]
+__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "unique"]
 
 # PyTorch's torch.return_types: tuples with .values and .indices
 SortResult = namedtuple("sort", ["values", "indices"])
@@ -114,9 +114,26 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     return KthvalueResult(values, Tensor._from_array(idx))
 
 
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    """The distinct values of ``input`` (flattened), ascending, as ``torch.unique``; with ``return_inverse``
+    each element's index among them (``input``'s shape), with ``return_counts`` how often each occurs. Not
+    differentiable, as in PyTorch."""
+    _check("unique", input)
+    if dim is not None:
+        raise NotImplementedError("unique: dim= (unique slices) is not supported; unique over all elements only")
+    xp = input._xp
+    values, inverse, counts = xp.unique(input._data.reshape(-1), return_inverse=True, return_counts=True)
+    out = [Tensor._from_array(values)]
+    if return_inverse:
+        out.append(Tensor._from_array(inverse.reshape(input.shape).astype(np.int64)))
+    if return_counts:
+        out.append(Tensor._from_array(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 def _method(fn):
     return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
 
 
 METHODS = {name: _method(fn) for name, fn in {
-    "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue}.items()}
+    "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue, "unique": unique}.items()}

@@ -1,0 +1,78 @@
+"""torch names added at the top level: autograd.grad, unique, multinomial, normal, finfo/iinfo, softmax as a
+function and a method, flip(dims=), clip, Size, int."""
+import numpy as np
+import pytest
+
+import minifused as mf
+from minifused import autograd
+
+
+def test_autograd_grad_changes_no_grad_attribute(rng):
+    x = mf.tensor(rng.standard_normal(4), requires_grad=True)
+    w = mf.tensor(rng.standard_normal(4), requires_grad=True)
+    x.grad = mf.ones(4, dtype=mf.float64)
+    h = x * w
+    y = (h * h).sum()
+    gx, gh = autograd.grad(y, [x, h], retain_graph=True)
+    np.testing.assert_allclose(gx.numpy(), 2 * x.numpy() * w.numpy() ** 2, rtol=1e-12)
+    np.testing.assert_allclose(gh.numpy(), 2 * h.numpy(), rtol=1e-12)
+    assert x.grad.numpy().tolist() == [1, 1, 1, 1] and w.grad is None and h.grad is None
+    (gw,) = autograd.grad(y, w, grad_outputs=mf.tensor(3.0, dtype=mf.float64))
+    np.testing.assert_allclose(gw.numpy(), 6 * x.numpy() ** 2 * w.numpy(), rtol=1e-12)
+
+
+def test_autograd_grad_unused_and_bad_input():
+    x, z = mf.randn(3, requires_grad=True), mf.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="not used to compute the outputs; pass allow_unused=True"):
+        autograd.grad((x * 2).sum(), [x, z], retain_graph=True)
+    gx, gz = autograd.grad((x * 2).sum(), [x, z], allow_unused=True)
+    assert gz is None and gx.numpy().tolist() == [2, 2, 2]
+    with pytest.raises(NotImplementedError, match="create_graph"):
+        autograd.grad((x * 2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        autograd.grad((x * 2).sum(), mf.randn(3))
+
+
+def test_unique():
+    t = mf.tensor([[3, 1], [3, 2]])
+    assert mf.unique(t).tolist() == [1, 2, 3]
+    values, inverse, counts = t.unique(return_inverse=True, return_counts=True)
+    assert values.tolist() == [1, 2, 3] and inverse.tolist() == [[2, 0], [2, 1]] and counts.tolist() == [1, 1, 2]
+    with pytest.raises(NotImplementedError, match="dim="):
+        mf.unique(t, dim=0)
+
+
+def test_multinomial_frequencies_and_errors():
+    mf.manual_seed(0)
+    p = mf.tensor([0.1, 0.0, 0.9], dtype=mf.float64)
+    draws = mf.multinomial(p, 4000, replacement=True).numpy()
+    counts = np.bincount(draws, minlength=3) / 4000
+    assert counts[1] == 0 and abs(counts[2] - 0.9) < 0.03
+    rows = mf.multinomial(mf.tensor([[1.0, 1.0, 0.0], [0.0, 2.0, 5.0]]), 2)
+    assert rows.shape == (2, 2) and sorted(rows.numpy()[0].tolist()) == [0, 1] and sorted(rows.numpy()[1].tolist()) == [1, 2]
+    with pytest.raises(ValueError, match="without replacement from 3 categories"):
+        mf.multinomial(p, 4)
+    with pytest.raises(ValueError, match="non-negative"):
+        mf.multinomial(mf.tensor([0.5, -0.1]), 1)
+
+
+def test_normal_and_limits():
+    mf.manual_seed(1)
+    z = mf.normal(2.0, 3.0, size=(20000,))
+    assert abs(float(z.mean()) - 2) < 0.1 and abs(float(z.std()) - 3) < 0.1
+    m = mf.normal(mf.tensor([0.0, 100.0]), 0.0)
+    assert m.tolist() == [0.0, 100.0]
+    with pytest.raises(ValueError, match="std must be >= 0"):
+        mf.normal(0.0, -1.0, size=(2,))
+    assert mf.finfo(mf.float32).eps == 2.0 ** -23 and mf.finfo(mf.bfloat16).eps == 2.0 ** -7
+    assert mf.iinfo(mf.int32).max == 2 ** 31 - 1 and mf.int == mf.int32
+
+
+def test_softmax_spellings_flip_clip_size(rng):
+    x = mf.tensor(rng.standard_normal((2, 3)))
+    e = np.exp(x.numpy())
+    np.testing.assert_allclose(mf.softmax(x, dim=1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(x.log_softmax(-1).numpy(), np.log(e / e.sum(1, keepdims=True)), rtol=1e-12)
+    assert mf.flip(mf.arange(3), dims=(0,)).tolist() == [2, 1, 0] and mf.arange(3).flip(0).tolist() == [2, 1, 0]
+    assert mf.clip(mf.tensor([-2.0, 0.5, 2.0]), -1.0, 1.0).tolist() == [-1.0, 0.5, 1.0]
+    assert mf.zeros(2, 3).shape == mf.Size([2, 3])
