@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from minifused import backend
+
 PORTED = Path(__file__).parent / "ported"
 SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression")
 
@@ -52,6 +54,17 @@ def load_script(name, framework, monkeypatch):
     return module
 
 
+@pytest.fixture
+def default_cpu(monkeypatch):
+    """minifused's default device is the CPU, as PyTorch's is: what a script creates without naming a device
+    (a layer's weights, a DataLoader's batches) starts there."""
+    monkeypatch.setenv("MINIFUSED_DEVICE", "cpu")
+    backend._env_default_device.cache_clear()
+    yield
+    monkeypatch.undo()
+    backend._env_default_device.cache_clear()
+
+
 # a few steps each, on the CPU; nn_tutorial takes STEPS steps in every one of its stages
 STEPS = 8
 CPU_ARGS = {
@@ -88,7 +101,7 @@ def _falls(losses, fraction=0.9):
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_script_trains_on_minifused_cpu(name, monkeypatch):
+def test_script_trains_on_minifused_cpu(name, monkeypatch, default_cpu):
     script = load_script(name, "minifused", monkeypatch)
     assert script.torch.__name__ == "minifused"
     losses = script.main(CPU_ARGS[name] + ["--device", "cpu"])
@@ -136,8 +149,11 @@ def _injector(mf, store):
 @pytest.mark.gpu
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_losses_match_pytorch(name, device, torch, monkeypatch):
+def test_losses_match_pytorch(name, device, torch, monkeypatch, request):
     import minifused as mf
+
+    if device == "cpu":
+        request.getfixturevalue("default_cpu")
 
     initial = {}
     expected = load_script(name, "torch", monkeypatch).main(PARITY_ARGS[name] + ["--device", device],

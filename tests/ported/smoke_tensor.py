@@ -48,7 +48,6 @@ def tensor_table(m):
     """{torch name: a call of it through ``m``} for the top-level functions and the Tensor methods."""
     cuda = Lazy(m, "cuda")
 
-
     def r(*shape):
         return m.randn(*shape)
 
