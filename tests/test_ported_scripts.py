@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import minifused as mf
 from minifused import backend
 
 PORTED = Path(__file__).parent / "ported"
 SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression")
 
 _IMPORT_LINE = re.compile(r"\s*(import|from)\s")
-_BARE = re.compile(r"(\s*)import torch\s*")  # import torch
+_BARE = re.compile(r"\s*import torch\s*")  # import torch
 _ALIASED = re.compile(r"\s*import torch(\.\w+)+ as \w+\s*")  # import torch.nn.functional as F
 _FROM = re.compile(r"\s*from torch(\.\w+)* import .*")  # from torch.utils.data import DataLoader
 
@@ -137,7 +138,7 @@ def _recorder(store):
     return init
 
 
-def _injector(mf, store):
+def _injector(store):
     """An ``init`` hook that gives the minifused run the PyTorch run's initial parameters, in place."""
     def init(stage, params):
         with mf.no_grad():
@@ -150,8 +151,6 @@ def _injector(mf, store):
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_losses_match_pytorch(name, device, torch, monkeypatch, request):
-    import minifused as mf
-
     if device == "cpu":
         request.getfixturevalue("default_cpu")
 
@@ -159,7 +158,7 @@ def test_losses_match_pytorch(name, device, torch, monkeypatch, request):
     expected = load_script(name, "torch", monkeypatch).main(PARITY_ARGS[name] + ["--device", device],
                                                              init=_recorder(initial))
     got = load_script(name, "minifused", monkeypatch).main(PARITY_ARGS[name] + ["--device", device],
-                                                          init=_injector(mf, initial))
+                                                          init=_injector(initial))
     per_stage = len(initial)  # nn_tutorial: 8 stages of PARITY_STEPS steps
     assert len(expected) == PARITY_STEPS * per_stage == len(got)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
