@@ -481,3 +481,13 @@ def test_unbatched_loading():
     assert rows[1][0].shape == (2,) and int(rows[1][1]) == 1
     with pytest.raises(ValueError, match="batch_size=None option disables auto-batching"):
         DataLoader(Squares(3), batch_size=None, drop_last=True)
+
+
+def test_tensor_dataset_batches_stay_on_its_device_unless_asked():
+    """As PyTorch's DataLoader: a TensorDataset's batches stay where its tensors are (not on the default
+    device, which is cuda on a GPU machine)."""
+    x, y = mf.randn(6, 2, device="cpu"), mf.arange(6, device="cpu")
+    loader = DataLoader(TensorDataset(x, y), batch_size=4)
+    assert loader.device == backend.CPU
+    assert all(b.device == backend.CPU for batch in loader for b in batch)
+    assert DataLoader(Subset(TensorDataset(x, y), [0, 2]), batch_size=2).device == backend.CPU

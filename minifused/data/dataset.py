@@ -43,6 +43,10 @@ class Subset(Dataset):
         return len(self.indices)
 
     @property
+    def device(self):
+        return getattr(self.dataset, "device", None)
+
+    @property
     def as_tensors(self):
         """The base dataset's whole tensors, cut to these rows (absent when the base has none)."""
         whole = self.dataset.as_tensors  # AttributeError: hasattr(subset, "as_tensors") is False

@@ -41,6 +41,11 @@ class TensorDataset(Dataset):
     def __getitem__(self, i):
         return tuple(t[i] for t in self.tensors)
 
+    @property
+    def device(self):
+        """Where the tensors are: a DataLoader's batches stay there unless it is given a device."""
+        return self.tensors[0].device if isinstance(self.tensors[0], Tensor) else None
+
     def as_tensors(self, device=None, dtype=None):
         out = []
         for t in self.tensors:
@@ -101,7 +106,8 @@ class DataLoader:
 
     ``shuffle`` draws a new order every epoch from ``seed`` (None: a seed from the global
     generator); ``drop_last`` drops a final short batch; ``device`` / ``dtype`` say where the
-    batches live and the floating dtype of the inputs. ``set_epoch(e)`` picks the epoch
+    batches live (by default: a TensorDataset's device, else the default device) and the floating dtype
+    of the inputs. ``set_epoch(e)`` picks the epoch
     whose order the next iteration uses (it advances by one after each full iteration).
     ``sampler`` (instead of ``shuffle``) gives the indices to load: a :class:`DistributedSampler`
     is driven by the loader's epoch (``loader.set_epoch(e)`` reshuffles), any other iterable of
@@ -155,7 +161,9 @@ class DataLoader:
                                 f"got {type(generator).__name__}")
             seed = int((generator or backend.generator(backend.CPU)).integers(0, 2 ** 62))
         self.seed = int(seed)
-        self.device = backend.device(device)
+        # As PyTorch's, batches of a TensorDataset stay on its tensors' device unless ``device`` says
+        # otherwise; datasets without a device (MNIST) go to the default device.
+        self.device = backend.device(device if device is not None else getattr(dataset, "device", None))
         self.epoch = 0
         self._tensors = None
         if hasattr(dataset, "as_tensors") and collate_fn is None and not self._unbatched:
