@@ -1315,6 +1315,10 @@ INDEX_OPS = [
                S("kthvalue", distinct((3, 7)), k=3), S("kthvalue_dim0_keepdim", distinct((5, 2)), k=5, dim=0, keepdim=True),
                S("kthvalue_0d", distinct(()), k=1)),
            errors=(E("kthvalue_k_range", lambda: mf.kthvalue(t(4), 0), RuntimeError, r"kthvalue: k must be in \[1, 4\], got 0"),)),
+    OpInfo("unique", mf.unique, lambda a: np.unique(a), spelled="mf.unique", aliases={"Tensor.unique": _method("unique")},
+           grad=False, dtypes=NO_GRAD_RESULT, torch=lambda T, a: T.unique(a), samples=(
+               S("unique_ints", index((4, 5), 3)), S("unique_floats", (7,)), S("unique_0d", index((), 2))),
+           errors=(E("unique_dim", lambda: mf.unique(t(2, 3), dim=0), NotImplementedError, "dim="),)),
 ]
 
 
