@@ -320,7 +320,7 @@ def test_gpu_setitem_matches_pytorch(torch, name, build, ref):
 def test_gpu_index_ops_match_pytorch(torch):
     a = np.random.default_rng(3).permutation(60).reshape(4, 15).astype(np.float32)
     x, tx = mf.tensor(a, device="cuda"), torch.tensor(a, device="cuda")
-    for ours, theirs in ((x.sort(1, descending=True), tx.sort(1, descending=True)), (x.topk(5, 0), tx.topk(5, 0)),
+    for ours, theirs in ((x.sort(1, descending=True), tx.sort(1, descending=True)), (x.topk(3, 0), tx.topk(3, 0)),
                          (x.kthvalue(3, 1), tx.kthvalue(3, 1))):
         np.testing.assert_array_equal(ours.values.cpu().numpy(), theirs.values.cpu().numpy())
         np.testing.assert_array_equal(ours.indices.cpu().numpy(), theirs.indices.cpu().numpy())

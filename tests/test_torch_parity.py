@@ -77,7 +77,8 @@ def test_op_matches_pytorch(torch, entry, sample):
     for i, (o, t) in enumerate(zip(ours, theirs)):
         if o.requires_grad:
             assert (o.grad is None) == (t.grad is None), i
-            assert o.grad is None or _rel(o.grad, t.grad) < RTOL, i
+            # (relative, or within 1e-6 where PyTorch's gradient is exactly 0 and ours is its rounding)
+            assert o.grad is None or _rel(o.grad, t.grad) < RTOL or np.abs(_np(o.grad) - _np(t.grad)).max() < 1e-6, i
 
 
 @pytest.mark.parametrize("bias", [True, False])

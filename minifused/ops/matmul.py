@@ -127,7 +127,11 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tens
         return x if factor == 1 else mul(x, Tensor._from_array(x._xp.asarray(factor, x.dtype)))
 
     out = scaled(out, alpha)
-    return out if beta == 0 else add(scaled(input, beta), out)
+    if beta == 0:  # input's values are ignored, but it still gets its (zero) gradient, as in PyTorch
+        from .elementwise import where  # noqa: PLC0415 - one op of the family below, only here
+
+        return add(out, where(Tensor._from_array(input._xp.zeros((), bool)), input, 0))
+    return add(scaled(input, beta), out)
 
 
 def t(x: Tensor) -> Tensor:

@@ -369,7 +369,7 @@ class LogSumExp(Function):
 
 class VectorNorm(Function):
     """``sum(|x|^ord) ^ (1/ord)`` over axes, with max/min |x| for ord = +-inf and the count of nonzeros for
-    ord = 0. Where the norm is 0 the gradient is 0 (PyTorch's subgradient), and ties of the inf norms
+    ord = 0 (which has no gradient). Where the norm is 0 the gradient is 0 (PyTorch's subgradient), and ties of the inf norms
     share it evenly, as amax does."""
 
     @staticmethod
@@ -401,8 +401,8 @@ class VectorNorm(Function):
         xp = backend.array_module(g)
         ge, norm = _expand(g, x.shape, axes, keepdim), _expand(out, x.shape, axes, keepdim)
         zero = x.dtype.type(0)
-        if order == 0:
-            return xp.zeros_like(x)
+        if order == 0:  # a count: no gradient at all, as in PyTorch (its input's .grad stays None)
+            return None
         with np.errstate(divide="ignore", invalid="ignore"):
             if order in (math.inf, -math.inf):
                 hit = xp.abs(x) == norm
