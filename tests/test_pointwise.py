@@ -449,6 +449,6 @@ def test_gpu_devices_must_agree():
         with pytest.raises(RuntimeError, match="expected all tensors on the same device"):
             fn(a, b)
     with pytest.raises(RuntimeError, match="same device"):
-        mf.tensor([1]) & mf.tensor([1], device="cuda")
+        mf.tensor([1], device="cpu") & mf.tensor([1], device="cuda")
     with pytest.raises(RuntimeError, match="where: expected all tensors on the same device"):
         mf.where(b > 0, a, 0.0)
