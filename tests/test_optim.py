@@ -821,3 +821,25 @@ def test_grad_scaler_unscales_and_skips_for_new_optimizers(name):
         opt.zero_grad()
     np.testing.assert_allclose(p.numpy(), p_ref.numpy(), rtol=1e-6, atol=1e-7)
     assert opt.state_dict()["state"][0]["step"] == 2
+
+
+@pytest.mark.parametrize("decoupled,weight_decay,maximize,beta1", [(False, 0.0, False, 0.9), (True, 0.01, False, 0.9),
+                                                                   (False, 0.1, True, 0.3)])
+def test_adam_cpu_fast_path_is_the_reference_bit_for_bit(decoupled, weight_decay, maximize, beta1):
+    """The in-place cpu path of a plain float32 parameter takes the reference's operations in its order: the
+    same bits as the general path (forced here by an identity gradient scale)."""
+    from minifused.kernels import optim as KO
+
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(1000).astype(np.float32) for _ in range(2)]
+    runs = []
+    for amp in (None, np.array([1.0, 1.0, 0.0, 0.0], np.float32)):
+        p, m, v = arrays[0].copy(), np.zeros(1000, np.float32), np.zeros(1000, np.float32)
+        steps = [np.zeros((), np.int64)]
+        for k in range(3):
+            g = (arrays[1] * (k + 1)).astype(np.float32)
+            KO.adam_ref([p], [g], [m], [v], None, steps, np.array([1e-2, beta1, 0.999, 1e-8, weight_decay]),
+                        decoupled=decoupled, maximize=maximize, amp=amp)
+        runs.append((p, m, v))
+    for fast, general in zip(*runs):
+        np.testing.assert_array_equal(fast, general)

@@ -105,6 +105,10 @@ def adam_ref(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper
         acc = s = acc_dtype(p.dtype).type
         steps[i][...] += 1
         ss, bc = adam_scalars(lr, beta1, beta2, int(steps[i]))
+        if (amp is None and not amsgrad and (masters is None or masters[i] is None)
+                and p.dtype == g.dtype == m.dtype == v.dtype == acc):
+            _adam_in_place(p, g, m, v, s, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, ss, bc)
+            continue
         pa, ga = _load(p, masters, i, acc), _grad(g, acc, amp, maximize)
         if weight_decay != 0:
             if decoupled:
@@ -123,6 +127,34 @@ def adam_ref(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper
             vm[...] = va
         denom = np.sqrt(va) / s(bc) + s(eps)
         _store(p, masters, i, pa + s(-ss) * (ma / denom))
+
+
+def _adam_in_place(p, g, m, v, s, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, ss, bc):
+    """:func:`adam_ref`'s arithmetic, operation for operation (so the same roundings), written into the arrays
+    with two scratch arrays instead of a temporary per operation: the cpu path of a plain float32/float64
+    parameter."""
+    ga = -g if maximize else g
+    if weight_decay != 0:
+        if decoupled:
+            p *= s(1.0 - lr * weight_decay)
+        else:
+            ga = ga + s(weight_decay) * p
+    t = np.subtract(ga, m)  # m + (1 - beta1) (g - m), as _lerp for a weight below 0.5
+    if 1.0 - beta1 < 0.5:
+        t *= s(1.0 - beta1)
+        m += t
+    else:
+        m[...] = ga - t * (1 - s(1.0 - beta1))
+    v *= s(beta2)
+    np.multiply(ga, ga, out=t)
+    t *= s(1.0 - beta2)
+    v += t
+    np.sqrt(v, out=t)
+    t /= s(bc)
+    t += s(eps)
+    np.divide(m, t, out=t)
+    t *= s(-ss)
+    p += t
 
 
 def sgd_ref(params, grads, bufs, init_bufs, hyper, *, nesterov=False, maximize=False, masters=None, amp=None):
