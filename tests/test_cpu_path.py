@@ -115,3 +115,11 @@ def test_cnn_step_on_cpu_matches_float64(rng):
     (l32, g32), (l64, g64) = run(mf.float32), run(mf.float64)
     assert abs(l32 - l64) < 1e-5
     np.testing.assert_allclose(g32, g64, rtol=1e-4, atol=1e-5)
+
+
+def test_max_pool_backward_keeps_a_nan_gradient_at_its_position():
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    _, idx = pool.max_pool2d_forward_ref(x, (2, 2), (2, 2), (0, 0))
+    dy = np.array([[[[np.nan, 1.0], [2.0, 3.0]]]], np.float32)
+    dx = pool.max_pool2d_backward_ref(dy, idx, x.shape, (2, 2), (2, 2), (0, 0))
+    assert np.isnan(dx[0, 0, 1, 1]) and np.isnan(dx).sum() == 1 and dx[0, 0, 3, 3] == 3.0

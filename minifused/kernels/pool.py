@@ -64,11 +64,13 @@ def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_ind
     win = _windows(x.astype(acc_dtype(x.dtype), copy=False), kernel, stride, padding, (p, q), -np.inf)
     best = win[..., 0, 0].copy()
     arg = np.zeros(best.shape, index_dtype(kernel))
+    better, nan = np.empty(best.shape, bool), np.empty(best.shape, bool)
     for pos in range(1, kernel[0] * kernel[1]):
         v = win[..., pos // kernel[1], pos % kernel[1]]
-        better = (v > best) | np.isnan(v)
+        np.greater(v, best, out=better)
+        better |= np.isnan(v, out=nan)
         np.copyto(best, v, where=better)
-        arg[better] = pos
+        np.copyto(arg, pos, where=better, casting="unsafe")
     return best.astype(x.dtype, copy=False), (arg if want_indices else None)
 
 
@@ -82,10 +84,13 @@ def max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding):
     eh = max(0, (p - 1) * sh + kh - (h + 2 * ph))
     ew = max(0, (q - 1) * sw + kw - (w + 2 * pw))
     dxp = np.zeros((n, c, h + 2 * ph + eh, w + 2 * pw + ew), g.dtype)
+    hit, part = np.empty(g.shape, bool), np.empty(g.shape, g.dtype)
     for i in range(kh):
         for j in range(kw):
-            dxp[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw] += np.where(indices == i * kw + j, g, 0)
-    return np.ascontiguousarray(dxp[:, :, ph:ph + h, pw:pw + w]).astype(dy.dtype)
+            part.fill(0)  # (not g * hit: a NaN gradient must not reach the positions not picked)
+            np.copyto(part, g, where=np.equal(indices, i * kw + j, out=hit))
+            dxp[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw] += part
+    return np.ascontiguousarray(dxp[:, :, ph:ph + h, pw:pw + w]).astype(dy.dtype, copy=False)
 
 
 def index_dtype(kernel):
