@@ -23,9 +23,11 @@ Dtypes NumPy cannot store in ``.npy`` (bfloat16) are stored as their bit pattern
 (uint16) and viewed back. ``load`` reads with ``np.load(allow_pickle=False)`` and
 runs no code from the file.
 
-``save`` writes to a temporary file in the target's directory, flushes it to disk
-and renames it over the target (``os.replace``): an interrupted save leaves the
-previous file intact.
+``save`` writes to a temporary file in the target's directory (``.<name>.tmp``, reused by the
+next save if a killed one left it), flushes it to disk and renames it over the target
+(``os.replace``): an interrupted save leaves the previous file intact. ``load`` raises
+:class:`CheckpointError` (a ``ValueError``) for any malformed file, naming it, and checks each
+array's header against the bytes the file holds before allocating the array.
 """
 from __future__ import annotations
 
@@ -34,7 +36,6 @@ import json
 import math
 import numbers
 import os
-import tempfile
 import zipfile
 
 import numpy as np
@@ -43,6 +44,12 @@ from . import backend
 from .tensor import Tensor
 
 FORMAT = "minifused-npz-1"
+MAX_DEPTH = 64  # nesting of a checkpoint's tree (a crafted one could nest until the interpreter's stack ends)
+
+
+class CheckpointError(ValueError):
+    """A file that is not a readable checkpoint (truncated, corrupt, crafted): the one error ``load``
+    raises for a malformed file, naming the file and what is wrong with it."""
 _SPECIAL_DTYPES = {"bfloat16": (backend.bfloat16, np.uint16)}
 
 
@@ -130,9 +137,11 @@ def save(obj, f, format=None, metadata=None):
     path = os.fspath(f)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    # One temporary name per target: a save killed before its rename leaves it behind, and the next save
+    # truncates and reuses it. Created by open(), it gets the mode the umask gives, as torch.save's files.
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp")
     try:
-        with os.fdopen(fd, "wb") as out:
+        with open(tmp, "wb") as out:
             write(out)
             out.flush()
             os.fsync(out.fileno())
@@ -182,24 +191,26 @@ def _load_safetensors(raw, map_location, name):
     try:
         entries = deserialize(raw)
     except Exception as e:  # the package raises its own SafetensorError
-        raise ValueError(f"load: {name} is not a readable safetensors file (truncated or corrupt?): {e}") from e
+        raise CheckpointError(f"load: {name} is not a readable safetensors file (truncated or corrupt?): {e}") from e
     dev = backend.device(map_location if map_location is not None else "cpu")
     out = {}
     for k, v in entries:
         if v["dtype"] not in _ST_DTYPES:
-            raise ValueError(f"load: {name}: tensor {k!r} has dtype {v['dtype']}, which minifused has no dtype for")
+            raise CheckpointError(f"load: {name}: tensor {k!r} has dtype {v['dtype']}, which minifused has no dtype for")
         arr = np.frombuffer(v["data"], dtype=_ST_DTYPES[v["dtype"]]).reshape(v["shape"]).copy()
         out[k] = Tensor._from_array(backend.to_device_bits(arr, dev))
     return out
 
 
-def _decode(node, archive, map_location, path):
+def _decode(node, archive, map_location, path, depth=0):
+    if depth > MAX_DEPTH:
+        raise CheckpointError(f"load: {path} is damaged: its tree nests deeper than {MAX_DEPTH} levels")
     if node is None or isinstance(node, (bool, int, float, str)):
         return node
     if isinstance(node, list):
-        return [_decode(v, archive, map_location, path) for v in node]
+        return [_decode(v, archive, map_location, path, depth + 1) for v in node]
     if not isinstance(node, dict) or len(node) == 0:
-        raise ValueError(f"load: {path} is not a minifused checkpoint (unexpected node {node!r})")
+        raise CheckpointError(f"load: {path} is not a minifused checkpoint (unexpected node {str(node)[:80]})")
     if "tensor" in node:
         data = _get(archive, node["tensor"], node["dtype"], path)
         dev = backend.Device(map_location if map_location is not None else node["device"])
@@ -213,23 +224,48 @@ def _decode(node, archive, map_location, path):
     if "ndarray" in node:
         return _get(archive, node["ndarray"], node["dtype"], path)
     if "dict" in node:
-        return {k: _decode(v, archive, map_location, path) for k, v in node["dict"]}
+        return {k: _decode(v, archive, map_location, path, depth + 1) for k, v in node["dict"]}
     if "tuple" in node:
-        return tuple(_decode(v, archive, map_location, path) for v in node["tuple"])
+        return tuple(_decode(v, archive, map_location, path, depth + 1) for v in node["tuple"])
     if "float" in node:
         return float(node["float"])
-    raise ValueError(f"load: {path} is not a minifused checkpoint (unknown node {sorted(node)})")
+    raise CheckpointError(f"load: {path} is not a minifused checkpoint (unknown node {sorted(node)[:5]})")
+
+
+def _member_header(archive, name, path):
+    """The (shape, dtype) an array's ``.npy`` header declares, checked against the bytes its archive member
+    holds, before anything of that size is allocated."""
+    try:
+        info = archive.zip.getinfo(name + ".npy")
+    except KeyError:
+        raise CheckpointError(f"load: {path} is damaged: array {name!r} is missing") from None
+    with archive.zip.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version not in ((1, 0), (2, 0)):
+            raise CheckpointError(f"load: {path}: array {name!r} has .npy format version {version}, expected 1.0 "
+                                  f"or 2.0")
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(member)
+        header = member.tell()
+    if dtype.hasobject:
+        raise CheckpointError(f"load: {path}: array {name!r} holds Python objects (dtype {dtype}), which minifused "
+                              f"never unpickles")
+    need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if need > info.file_size - header:
+        raise CheckpointError(f"load: {path} is damaged: array {name!r} declares shape {shape} ({need} bytes) but "
+                              f"its entry holds {info.file_size - header} bytes")
+    return shape, dtype
 
 
 def _get(archive, name, dtype, path):
-    try:
-        data = archive[name]
-    except KeyError:
-        raise ValueError(f"load: {path} is damaged: array {name!r} is missing") from None
+    if not isinstance(name, str) or not isinstance(dtype, str):
+        raise CheckpointError(f"load: {path} is damaged: an array reference {name!r} / {dtype!r} is not a name")
+    _member_header(archive, name, path)
+    data = archive[name]
     if dtype in _SPECIAL_DTYPES:
         data = data.view(_SPECIAL_DTYPES[dtype][0])
     elif str(data.dtype) != dtype:
-        raise ValueError(f"load: {path} is damaged: array {name!r} has dtype {data.dtype}, the tree says {dtype}")
+        raise CheckpointError(f"load: {path} is damaged: array {name!r} has dtype {data.dtype}, the tree says {dtype}")
     return data
 
 
@@ -267,10 +303,20 @@ def load(f, map_location=None, weights_only=None, format=None, mmap=None):
                                  "unpickle; save the weights with safetensors.torch.save_file(model.state_dict(), "
                                  "'model.safetensors') and load that file")
             raise ValueError("no __tree__ entry")
+        _member_header(archive, "__tree__", name)
         tree = json.loads(archive["__tree__"].tobytes().decode())
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError, UnicodeDecodeError) as e:
-        raise ValueError(f"load: {name} is not a readable minifused checkpoint (truncated or corrupt?): {e}") from e
+    except CheckpointError:
+        raise
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError, UnicodeDecodeError, RecursionError) as e:
+        raise CheckpointError(f"load: {name} is not a readable minifused checkpoint (truncated or corrupt?): "
+                              f"{type(e).__name__ if isinstance(e, RecursionError) else ''}{e}") from e
     if not isinstance(tree, dict) or tree.get("format") != FORMAT:
-        raise ValueError(f"load: {name} has format {tree.get('format') if isinstance(tree, dict) else None!r}, "
-                         f"expected {FORMAT!r}")
-    return _decode(tree["obj"], archive, map_location, name)
+        raise CheckpointError(f"load: {name} has format {tree.get('format') if isinstance(tree, dict) else None!r}, "
+                              f"expected {FORMAT!r}")
+    try:
+        return _decode(tree.get("obj"), archive, map_location, name)
+    except (CheckpointError, RuntimeError):
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OSError, zipfile.BadZipFile, EOFError,
+            RecursionError) as e:  # a tree or an array entry that does not hold what it claims (e.g. a CRC error)
+        raise CheckpointError(f"load: {name} is damaged: {type(e).__name__}: {e}") from e

@@ -1,4 +1,6 @@
 """minifused.save / load: round trips, no pickle, atomic writes, damaged files, and a bitwise resume."""
+import io
+import json
 import os
 import zipfile
 
@@ -140,7 +142,6 @@ def test_resume_gives_bitwise_equal_losses(tmp_path):
 
 
 # ---------------------------------------------------------------- file objects and safetensors
-import io  # noqa: E402
 
 from conftest import host  # noqa: E402
 
@@ -288,3 +289,85 @@ def test_a_pytorch_pickle_checkpoint_is_refused_with_the_way_out(tmp_path):
         z.writestr("model/version", b"3\n")
     with pytest.raises(ValueError, match=r"PyTorch pickle checkpoint .*safetensors\.torch\.save_file"):
         mf.load(path, weights_only=True)
+
+
+# ---------------------------------------------------------------- malformed files: one error class, nothing allocated
+def _npz_with(path, members):
+    """A zip of raw ``.npy`` members (name -> bytes), as np.savez writes them (stored, not compressed)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name, raw in members.items():
+            z.writestr(name + ".npy", raw)
+
+
+def _npy_bytes(array):
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=True)
+    return buf.getvalue()
+
+
+def _tree_bytes(tree):
+    return _npy_bytes(np.frombuffer(json.dumps(tree).encode(), np.uint8))
+
+
+def _malformed(tmp_path, kind):
+    path = tmp_path / f"{kind}.ckpt"
+    if kind in ("truncated", "crc"):
+        mf.save({"w": mf.ones(1000)}, path)
+        raw = bytearray(path.read_bytes())
+        if kind == "truncated":
+            raw = raw[: len(raw) // 2]
+        else:  # one byte of the array's data flipped: the zip's CRC-32 no longer matches
+            at = raw.index(np.ones(4, np.float32).tobytes())
+            raw[at + 1] ^= 0xFF
+        path.write_bytes(bytes(raw))
+    elif kind == "magic":
+        path.write_bytes(b"NOTAZIP" + bytes(100))
+    elif kind == "huge_header":  # claims 10^12 float32 elements in a 16-byte entry
+        header = _npy_bytes(np.zeros(4, np.float32)).replace(b"(4,)", b"(1000000000000,)")
+        _npz_with(path, {"__tree__": _tree_bytes({"format": serialization.FORMAT, "obj": {"tensor": "a0",
+                  "dtype": "float32", "device": "cpu"}}), "a0": header})
+    elif kind == "bad_tree":
+        _npz_with(path, {"__tree__": _tree_bytes({"format": serialization.FORMAT, "obj": {"dict": [[1]]}})})
+    elif kind == "deep":  # (json.dumps itself cannot write this deep)
+        text = '{"format": "%s", "obj": %s0%s}' % (serialization.FORMAT, "[" * 5000, "]" * 5000)
+        _npz_with(path, {"__tree__": _npy_bytes(np.frombuffer(text.encode(), np.uint8))})
+    elif kind == "object_array":
+        _npz_with(path, {"__tree__": _tree_bytes({"format": serialization.FORMAT, "obj": {"ndarray": "a0",
+                  "dtype": "object"}}), "a0": _npy_bytes(np.array([{"a": 1}], dtype=object))})
+    elif kind == "missing_array":
+        _npz_with(path, {"__tree__": _tree_bytes({"format": serialization.FORMAT, "obj": {"tensor": "a7",
+                  "dtype": "float32", "device": "cpu"}})})
+    return path
+
+
+@pytest.mark.parametrize("kind,words", [
+    ("truncated", "truncated or corrupt"), ("crc", "CRC"), ("magic", "not a readable minifused checkpoint"),
+    ("huge_header", r"declares shape \(1000000000000,\) \(4000000000000 bytes\) but its entry holds \d+ bytes"),
+    ("bad_tree", "is damaged"), ("deep", "nests deeper than 64 levels|RecursionError"),
+    ("object_array", "holds Python objects"), ("missing_array", "array 'a7' is missing")])
+def test_malformed_checkpoints_raise_one_error_naming_the_file(tmp_path, kind, words):
+    path = _malformed(tmp_path, kind)
+    with pytest.raises(serialization.CheckpointError, match=words) as info:
+        mf.load(path)
+    assert str(path) in str(info.value) and isinstance(info.value, ValueError)
+
+
+def test_a_killed_save_leaves_a_temporary_file_that_the_next_save_reuses(tmp_path):
+    path = tmp_path / "c.ckpt"
+    leftover = tmp_path / ".c.ckpt.tmp"
+    leftover.write_bytes(b"half a checkpoint from a save that was killed")
+    mf.save({"epoch": 3}, path)
+    assert sorted(os.listdir(tmp_path)) == ["c.ckpt"] and mf.load(path) == {"epoch": 3}
+
+
+def test_new_checkpoints_get_the_umask_mode(tmp_path):
+    old = os.umask(0o022)
+    try:
+        mf.save({"epoch": 1}, tmp_path / "a.ckpt")
+        mf.save({"w": mf.ones(2)}, tmp_path / "b.safetensors")
+    finally:
+        os.umask(old)
+    for name in ("a.ckpt", "b.safetensors"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o644, name
