@@ -1290,7 +1290,7 @@ INDEX_OPS = [
                S("sort_indices_gather", distinct((3, 6)), fn=lambda a: a.gather(1, a.sort(1, True).indices) * 2,
                  ref=lambda a: sort_ref(a, 1, True) * 2)),
            errors=(E("sort_dim_range", lambda: mf.sort(t(2, 3), 2), IndexError, "sort: dimension 2 out of range"),
-                   E("sort_not_tensor", lambda: mf.sort([3, 1]), TypeError, "sort: expected a Tensor input"))),
+                   E("sort_not_tensor", lambda: mf.sort([3, 1]), TypeError, "sort.*must be a Tensor|sort: expected a Tensor input"))),
     OpInfo("argsort", lambda a, dim=-1, descending=False: mf.take_along_dim(a, mf.argsort(a, dim, descending), dim),
            sort_ref, spelled="mf.argsort",
            aliases={"Tensor.argsort": lambda a, dim=-1, descending=False: a.take_along_dim(a.argsort(dim, descending), dim)},

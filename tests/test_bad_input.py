@@ -518,3 +518,25 @@ def test_a_custom_backward_never_puts_another_dtype_on_a_leaf(device):
                                            r"shape \(2,\)"):
         (_doubling(lambda g: g[:1]).apply(w) + w).sum().backward()
     assert w.grad is None
+
+
+# ---------------------------------------------------------------- a non-tensor or a mismatched argument to a public op:
+# PyTorch's exception type and a message naming the op, never an AttributeError or NumPy's words
+@pytest.mark.parametrize("fn,exc,words", [
+    (lambda: mf.sum([1.0, 2.0]), TypeError, r"sum\(\): argument 'x' must be a Tensor, not list"),
+    (lambda: mf.exp(None), TypeError, r"exp\(\): argument '\w+' must be a Tensor, not NoneType"),
+    (lambda: mf.zeros_like([1, 2]), TypeError, r"zeros_like\(\): argument '\w+' must be a Tensor, not list"),
+    (lambda: mf.tril("x"), TypeError, r"tril\(\): argument '\w+' must be a Tensor, not str"),
+    (lambda: F.relu([1.0]), TypeError, "relu: expected a tensor input, got list"),
+    (lambda: mf.cat(mf.randn(2, device="cpu")), TypeError, "cat: expected a sequence .* of Tensors, got Tensor"),
+    (lambda: mf.clamp(mf.randn(3, device="cpu"), mf.randn(4, device="cpu")), ValueError,
+     r"clamp: min of shape \(4,\) does not broadcast to the input's shape \(3,\)"),
+    (lambda: mf.clamp(mf.randn(3, device="cpu"), "0"), TypeError, "clamp: min must be a number, a tensor or None"),
+    (lambda: mf.full_like(mf.randn(3, device="cpu"), mf.randn(4, device="cpu")), TypeError,
+     r"full_like: fill_value must be a number .* got Tensor\(4,\)"),
+    (lambda: mf.randint(1.5, 4, (2,)), TypeError, "randint: low must be an int, got float"),
+    (lambda: mf.from_dlpack([1, 2]), TypeError, "from_dlpack: expected an object with __dlpack__"),
+    (lambda: mf.arange([1, 2]), TypeError, "arange: end must be a number, got list")])
+def test_public_ops_name_themselves_for_wrong_arguments(fn, exc, words):
+    with pytest.raises(exc, match=words):
+        fn()

@@ -42,6 +42,7 @@ from ._checks import _check_image, _check_tensor, _pair, _same_device
 
 def relu(input, inplace=False):
     """max(input, 0); ``inplace=True`` is :func:`relu_`."""
+    _check_tensor("relu", input)
     return relu_(input) if inplace else _ew_ops.relu(input)
 
 

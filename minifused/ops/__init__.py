@@ -3,6 +3,9 @@ its operators and methods (the tensor layer sits above the ops and cannot
 import them)."""
 from __future__ import annotations
 
+import functools
+import inspect
+
 from .. import backend
 from ..tensor import Tensor
 from . import (activation, creation, elementwise, index, linalg, logic, masking, matmul, movement, pointwise, reduce,
@@ -106,3 +109,29 @@ __all__ = creation.__all__ + [n for _family in _FAMILIES for n in _family.__all_
                      "addmm", "bmm", "dot", "einsum", "mm", "outer", "t",
                      "chunk", "diag", "flip", "movedim", "narrow", "roll",
                      "split", "swapaxes", "tile", "tril", "triu", "unbind"]
+
+
+# ---- the public functions check their tensor argument first, so a list or None gets PyTorch's TypeError
+# naming the function, not an AttributeError from inside (Tensor methods and operators skip the check:
+# their self is a tensor)
+_SCALAR_FIRST_OK = {"add", "sub", "mul", "div", "pow", "remainder", "floor_divide", "fmod", "atan2", "is_tensor",
+                    "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor"}
+
+
+def _tensor_checked(name, fn):
+    param = next(iter(inspect.signature(fn).parameters))
+
+    @functools.wraps(fn)
+    def public(*args, **kwargs):
+        given = args[0] if args else kwargs.get(param, Tensor)
+        if not isinstance(given, Tensor) and given is not Tensor:
+            raise TypeError(f"{name}(): argument '{param}' must be a Tensor, not {type(given).__name__}")
+        return fn(*args, **kwargs)
+    return public
+
+
+for _name in __all__:
+    _fn = globals().get(_name)
+    if (inspect.isfunction(_fn) and _name not in _SCALAR_FIRST_OK
+            and next(iter(inspect.signature(_fn).parameters), None) in ("x", "input", "a", "tensor", "self")):
+        globals()[_name] = _tensor_checked(_name, _fn)

@@ -75,6 +75,8 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 def from_dlpack(obj) -> Tensor:
     """Zero-copy import of any DLPack producer (CuPy, NumPy, PyTorch, a Tensor)."""
+    if not hasattr(obj, "__dlpack_device__"):
+        raise TypeError(f"from_dlpack: expected an object with __dlpack__ (a tensor or array), got {type(obj).__name__}")
     kind, _ = obj.__dlpack_device__()
     if kind == 1:  # kDLCPU
         return Tensor._from_array(np.from_dlpack(obj), False)
@@ -156,6 +158,9 @@ def randint(low, high=None, size=(), dtype=None, device=None):
         low, high = 0, low
     elif isinstance(high, (tuple, list)):
         low, high, size = 0, low, high
+    for name, v in (("low", low), ("high", high)):
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+            raise TypeError(f"randint: {name} must be an int, got {type(v).__name__} ({v!r})")
     if high <= low:
         raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
     return _random("randint", _shape((size,)), dtype, device, False, low, high)
@@ -164,6 +169,9 @@ def randint(low, high=None, size=(), dtype=None, device=None):
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     if end is None:
         start, end = 0, start
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if not isinstance(v, numbers.Real) or isinstance(v, bool):
+            raise TypeError(f"arange: {name} must be a number, got {type(v).__name__}")
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if (end - start) * step < 0:
@@ -205,6 +213,9 @@ randn_like = _like(randn)
 
 
 def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
+    if isinstance(fill_value, Tensor) and fill_value.ndim != 0 or not isinstance(fill_value, (numbers.Number, Tensor)):
+        raise TypeError(f"full_like: fill_value must be a number (or a 0-d tensor), got "
+                        f"{type(fill_value).__name__}{tuple(fill_value.shape) if isinstance(fill_value, Tensor) else ''}")
     return full(x.shape, fill_value, dtype=dtype or x.dtype, device=device or x.device,
                 requires_grad=requires_grad)
 

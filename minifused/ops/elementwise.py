@@ -342,6 +342,16 @@ def gelu(x, approximate="none"):
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
+    for name, bound in (("min", min), ("max", max)):
+        if isinstance(bound, Tensor):
+            if bound.device != x.device:
+                raise RuntimeError(f"clamp: {name} is on {bound.device} but the input is on {x.device}")
+            fits = len(bound.shape) <= x.ndim and all(b in (1, s) for b, s in zip(bound.shape[::-1], x.shape[::-1]))
+            if not fits:
+                raise ValueError(f"clamp: {name} of shape {tuple(bound.shape)} does not broadcast to the input's "
+                                 f"shape {tuple(x.shape)}")
+        elif bound is not None and not isinstance(bound, numbers.Real):
+            raise TypeError(f"clamp: {name} must be a number, a tensor or None, got {type(bound).__name__}")
     return Clamp.apply(x, min, max)
 
 

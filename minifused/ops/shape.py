@@ -190,6 +190,8 @@ class Stack(Function):
 
 
 def _joinable(op, tensors):
+    if isinstance(tensors, Tensor) or not hasattr(tensors, "__iter__"):
+        raise TypeError(f"{op}: expected a sequence (list or tuple) of Tensors, got {type(tensors).__name__}")
     tensors = list(tensors)
     if not tensors:
         raise ValueError(f"{op}: expected a non-empty sequence of tensors")
