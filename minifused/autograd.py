@@ -283,17 +283,39 @@ class Context:
         the model plus the gradients of the first layers)."""
         self._free()
         self._consumers = None
-        self.inputs = tuple(_Edge(t) if t is not None and t._ctx is not None else t for t in self.inputs)
+        self.inputs = tuple(t.released() if type(t) is _Edge else t for t in self.inputs)
 
 
 class _Edge:
-    """What the tape still needs of a non-leaf input after its consumer ran: the producer and the
-    output index (a second backward through nodes that saved nothing still routes), not the array."""
+    """A non-leaf input as its consumer recorded it: the producer and the output index *at record time*
+    (an in-place op later moves the tensor to a new node; this consumer's gradient still belongs to the
+    old one), and the tensor itself for everything else (its shape, its flags), until the consumer's
+    backward has run (:meth:`released`: then the tensor, and the array nobody else holds, can go)."""
 
-    __slots__ = ("_ctx", "_out_index", "_hooks", "_retain")
+    __slots__ = ("_ctx", "_out_index", "tensor", "_flags")
 
     def __init__(self, t):
-        self._ctx, self._out_index, self._hooks, self._retain = t._ctx, t._out_index, t._hooks, t._retain
+        self._ctx, self._out_index, self.tensor, self._flags = t._ctx, t._out_index, t, None
+
+    def released(self):
+        edge = _Edge.__new__(_Edge)
+        t = self.tensor
+        edge._ctx, edge._out_index, edge.tensor, edge._flags = self._ctx, self._out_index, None, (t._hooks, t._retain)
+        return edge
+
+    @property
+    def _hooks(self):
+        return self._flags[0] if self.tensor is None else self.tensor._hooks
+
+    @property
+    def _retain(self):
+        return self._flags[1] if self.tensor is None else self.tensor._retain
+
+    def __getattr__(self, name):  # the tensor's other attributes (shape, requires_grad ...) while it is held
+        tensor = object.__getattribute__(self, "tensor")
+        if tensor is None:
+            raise AttributeError(f"a released input has no {name!r}")
+        return getattr(tensor, name)
 
 
 _FREED_MESSAGE = (
@@ -393,7 +415,14 @@ def _record(ctx, cls, inputs, outs, args):
     """Put one call on the tape: the node keeps its inputs and what to check its saved arrays against,
     and each output points back at it."""
     ctx.fn = cls
-    ctx.inputs = inputs
+    if len(inputs) == 1:  # the common cases, without a generator
+        t = inputs[0]
+        ctx.inputs = inputs if t is None or t._ctx is None else (_Edge(t),)
+    elif len(inputs) == 2:
+        a, b = inputs
+        ctx.inputs = (a if a is None or a._ctx is None else _Edge(a), b if b is None or b._ctx is None else _Edge(b))
+    else:
+        ctx.inputs = tuple(t if t is None or t._ctx is None else _Edge(t) for t in inputs)
     if ctx.saved:
         ctx.versions = _saved_versions(ctx.saved, (*args, *outs))
     if len(outs) == 1:  # the common case, without the loops

@@ -407,3 +407,16 @@ def test_seed_gradient_is_a_new_array_each_time(device):
     assert float(a.grad.item()) == 6.0
     assert float(b.grad.item()) == 4.0
     assert b.grad.shape == (1, 1)
+
+
+def test_consumers_recorded_before_an_in_place_op_keep_the_old_node():
+    """As PyTorch: an op that read a tensor before an in-place op on it gets its gradient routed to the
+    node the tensor had then (here a sum before relu_: its gradient is all ones, not masked by the ReLU)."""
+    import minifused.functional as F
+
+    leaf = mf.tensor(np.array([-1.0, 2.0, -3.0]), requires_grad=True)
+    h = leaf * 1.0
+    before = h.sum()
+    F.relu_(h)
+    (before + h.sum()).backward()
+    np.testing.assert_array_equal(leaf.grad.numpy(), [1.0, 2.0, 1.0])
