@@ -81,12 +81,56 @@ class CNN(nn.Module):
         return self.fc2(x)
 
 
+def conv_bn(cin, cout, stride=1, relu=True):
+    """3x3 convolution (no bias: the BatchNorm's shift is one), BatchNorm and, optionally, its ReLU, which
+    ``Sequential`` runs inside the BatchNorm's kernel."""
+    layers = [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)]
+    return nn.Sequential(*layers, nn.ReLU()) if relu else nn.Sequential(*layers)
+
+
+class BasicBlock(nn.Module):
+    """ResNet's basic block: two 3x3 conv-BN layers and the shortcut (a strided 1x1 conv-BN where the shape
+    changes), added before the last ReLU."""
+
+    def __init__(self, cin, cout, stride=1):
+        super().__init__()
+        self.body = nn.Sequential(conv_bn(cin, cout, stride), conv_bn(cout, cout, relu=False))
+        self.shortcut = nn.Identity()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        return F.relu(self.body(x) + self.shortcut(x))
+
+
+class ResNet(nn.Module):
+    """A small ResNet for 28x28 digits: a 3x3 stem, three stages of two basic blocks (32, 64 and 128
+    channels, the last two starting with stride 2), global average pooling and one Linear."""
+
+    def __init__(self, widths=(32, 64, 128)):
+        super().__init__()
+        blocks, cin = [], widths[0]
+        for i, w in enumerate(widths):
+            blocks += [BasicBlock(cin, w, 1 if i == 0 else 2), BasicBlock(w, w)]
+            cin = w
+        self.stem = conv_bn(1, widths[0])
+        self.blocks = nn.Sequential(*blocks)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(widths[-1], 10)
+
+    def forward(self, x):
+        return self.fc(self.pool(self.blocks(self.stem(x))).flatten(1))
+
+
+MODELS = {"mlp": MLP, "cnn": CNN, "resnet": ResNet}
+
+
 def build_model(name, dropout=0.0):
     if name == "mlp":
         return MLP(dropout)
-    if name == "cnn":
-        return CNN()
-    raise ValueError(f"unknown model {name!r}; expected 'mlp' or 'cnn'")
+    if name in MODELS:
+        return MODELS[name]()
+    raise ValueError(f"unknown model {name!r}; expected one of {sorted(MODELS)}")
 
 
 def build_optimizer(name, params, lr, weight_decay, master_weights=False):
@@ -226,7 +270,7 @@ def _positive(text):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="the network")
+    p.add_argument("--model", choices=tuple(MODELS), default="mlp", help="the network")
     p.add_argument("--epochs", type=_positive, default=10, help="passes over the training set")
     p.add_argument("--batch-size", type=_positive, default=128, help="training batch size")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")

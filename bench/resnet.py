@@ -1,0 +1,210 @@
+"""ResNet-18 (CIFAR variant) training steps on the GPU: minifused against PyTorch at its strongest.
+
+The model: a 3x3 stem (64 channels), four stages of two basic blocks (64, 128, 256, 512 channels; the
+last three start with stride 2), global average pooling, a Linear to 10 classes; 3x32x32 inputs,
+synthetic and resident on the GPU (eight batches in turn: the time does not depend on the values).
+One step = forward, cross-entropy, backward, SGD with momentum 0.9 and weight decay 5e-4.
+
+* minifused: eager and captured (``capture_step``), fp32 and bf16 (the model in bf16 with fp32 master
+  weights in the optimizer, the example's recipe);
+* PyTorch: eager with channels_last, ``cudnn.benchmark`` and fused SGD, in fp32 and with bf16 autocast;
+  its whole-step CUDA graph (captured by hand as its documentation shows); ``torch.compile`` of the
+  whole step (``--compile``: max-autotune compiles for minutes, so it is opt-in).
+
+Steps/s are timed with CUDA events around ``--steps`` steps after a warm-up (and a capture), median of
+``--repeats``; peak memory is each framework's allocator peak over its run. Ratios:
+``resnet_graph_over_torch_best_b<B>`` (minifused captured bf16 over the best PyTorch bf16 step) and
+``resnet_eager_over_torch_eager_b<B>`` (eager bf16 over eager bf16 autocast), > 1: minifused is faster.
+
+    python bench/resnet.py [--batches 128,256,512] [--steps 20] [--compile]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import cupy  # noqa: E402
+
+import minifused as mf  # noqa: E402
+import minifused.functional as F  # noqa: E402
+import minifused.nn as nn  # noqa: E402
+from harness import Results, torch_or_none  # noqa: E402
+from minifused import amp, optim  # noqa: E402
+
+WIDTHS = (64, 128, 256, 512)
+
+
+# ---------------------------------------------------------------- the model, in both frameworks
+def conv_bn(nn_, cin, cout, stride, relu, k=3):
+    layers = [nn_.Conv2d(cin, cout, k, stride, k // 2, bias=False), nn_.BatchNorm2d(cout)]
+    return nn_.Sequential(*layers, nn_.ReLU()) if relu else nn_.Sequential(*layers)
+
+
+def resnet18(nn_, relu):
+    """ResNet-18 for 32x32 inputs, built from ``nn_`` (minifused.nn or torch.nn); ``relu(x)`` the functional
+    ReLU after each residual add."""
+    class Block(nn_.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.body = nn_.Sequential(conv_bn(nn_, cin, cout, stride, True), conv_bn(nn_, cout, cout, 1, False))
+            self.shortcut = (nn_.Identity() if stride == 1 and cin == cout
+                             else conv_bn(nn_, cin, cout, stride, False, k=1))
+
+        def forward(self, x):
+            return relu(self.body(x) + self.shortcut(x))
+
+    blocks, cin = [], WIDTHS[0]
+    for i, w in enumerate(WIDTHS):
+        blocks += [Block(cin, w, 1 if i == 0 else 2), Block(w, w, 1)]
+        cin = w
+    return nn_.Sequential(conv_bn(nn_, 3, WIDTHS[0], 1, True), *blocks, nn_.AdaptiveAvgPool2d(1), nn_.Flatten(),
+                          nn_.Linear(WIDTHS[-1], 10))
+
+
+# ---------------------------------------------------------------- timing
+def steps_per_s(step, batches, steps, repeats, sync, events):
+    """Median steps/s of ``steps`` calls of ``step(x, y)`` (timed with the framework's CUDA events)."""
+    for i in range(3):
+        step(*batches[i % len(batches)])
+    sync()
+    rates = []
+    for _ in range(repeats):
+        start, stop = events()
+        start.record()
+        for i in range(steps):
+            step(*batches[i % len(batches)])
+        stop.record()
+        stop.synchronize()
+        rates.append(steps / (elapsed(start, stop) / 1e3))
+    return statistics.median(rates)
+
+
+def elapsed(start, stop):
+    return cupy.cuda.get_elapsed_time(start, stop) if isinstance(start, cupy.cuda.Event) else start.elapsed_time(stop)
+
+
+def ours(batch, dtype, captured, steps, repeats):
+    mf.manual_seed(0)
+    model = resnet18(nn, F.relu).to("cuda")
+    low = dtype == "bf16"
+    if low:
+        amp.cast_model(model, mf.bfloat16)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4, master_weights=low)
+    xdt = mf.bfloat16 if low else mf.float32
+    batches = [(mf.randn(batch, 3, 32, 32, device="cuda", dtype=xdt), mf.randint(0, 10, (batch,), device="cuda"))
+               for _ in range(8)]
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x).float(), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    if captured:
+        step = mf.capture_step(step)
+    mf.cuda.reset_peak_memory_stats()
+    rate = steps_per_s(step, batches, steps, repeats, mf.cuda.synchronize,
+                       lambda: (cupy.cuda.Event(), cupy.cuda.Event()))
+    return rate, mf.cuda.max_memory_allocated()
+
+
+def theirs(torch, batch, dtype, how, steps, repeats):
+    torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = True
+    model = resnet18(torch.nn, torch.relu).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4,
+                          fused=how != "graph", foreach=None if how != "graph" else True)
+    batches = [(torch.randn(batch, 3, 32, 32, device="cuda").to(memory_format=torch.channels_last),
+                torch.randint(0, 10, (batch,), device="cuda")) for _ in range(8)]
+    autocast = dtype == "bf16"
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=how != "graph")
+        with torch.autocast("cuda", torch.bfloat16, enabled=autocast):
+            loss = torch.nn.functional.cross_entropy(model(x).float(), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    if how == "compile":
+        step = torch.compile(step, mode="max-autotune")
+    if how == "graph":  # PyTorch's documented whole-network capture: warm up on a side stream, then capture
+        sx, sy = (t.clone() for t in batches[0])
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                step(sx, sy)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step(sx, sy)
+
+        def replay(x, y):
+            sx.copy_(x)
+            sy.copy_(y)
+            graph.replay()
+        run = replay
+    else:
+        run = step
+    torch.cuda.reset_peak_memory_stats()
+    rate = steps_per_s(run, batches, steps, repeats, torch.cuda.synchronize,
+                       lambda: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
+    return rate, torch.cuda.max_memory_allocated()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--batches", default="128,256,512")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--compile", action="store_true", help="also time torch.compile(mode='max-autotune')")
+    args = p.parse_args(argv)
+    torch = torch_or_none()
+    res = Results("resnet")
+    for batch in (int(b) for b in args.batches.split(",")):
+        rates = {}
+        for dtype in ("fp32", "bf16"):
+            for captured in (False, True):
+                name = f"minifused {'graph' if captured else 'eager'} {dtype}"
+                try:
+                    rates[name], peak = ours(batch, dtype, captured, args.steps, args.repeats)
+                except Exception as e:  # noqa: BLE001 - one failed configuration must not lose the others
+                    print(f"b{batch} {name} failed: {type(e).__name__}: {e}", flush=True)
+                    continue
+                res.add(f"resnet18 b{batch}", name, rates[name], "steps/s")
+                res.add(f"resnet18 b{batch} peak memory", name, peak / 2 ** 20, "MiB")
+                mf.cuda.empty_cache()
+            if torch is None:
+                continue
+            for how in ("eager", "graph") + (("compile",) if args.compile else ()):
+                name = f"torch {how} {dtype}"
+                try:
+                    rates[name], peak = theirs(torch, batch, dtype, how, args.steps, args.repeats)
+                except Exception as e:  # noqa: BLE001
+                    print(f"b{batch} {name} failed: {type(e).__name__}: {e}", flush=True)
+                    continue
+                res.add(f"resnet18 b{batch}", name, rates[name], "steps/s")
+                res.add(f"resnet18 b{batch} peak memory", name, peak / 2 ** 20, "MiB")
+                torch.cuda.empty_cache()
+        best = max((v for k, v in rates.items() if k.startswith("torch") and k.endswith("bf16")), default=None)
+        if best and "minifused graph bf16" in rates:
+            res.ratio(f"resnet_graph_over_torch_best_b{batch}", rates["minifused graph bf16"] / best)
+        if "torch eager bf16" in rates and "minifused eager bf16" in rates:
+            res.ratio(f"resnet_eager_over_torch_eager_b{batch}", rates["minifused eager bf16"] / rates["torch eager bf16"])
+        if "torch eager fp32" in rates and "minifused eager fp32" in rates:
+            res.ratio(f"resnet_eager_fp32_over_torch_eager_fp32_b{batch}",
+                      rates["minifused eager fp32"] / rates["torch eager fp32"])
+        res.write()
+    print("done")
+
+
+if __name__ == "__main__":
+    main()
