@@ -7,7 +7,8 @@ One step = forward, cross-entropy, backward, SGD with momentum 0.9 and weight de
 
 * minifused: eager and captured (``capture_step``), fp32 and bf16 (the model in bf16 with fp32 master
   weights in the optimizer, the example's recipe);
-* PyTorch: eager with channels_last, ``cudnn.benchmark`` and fused SGD, in fp32 and with bf16 autocast;
+* PyTorch: eager with channels_last, ``cudnn.benchmark`` and fused SGD, in fp32 (TF32 off, as ours) and
+  with bf16 autocast;
   its whole-step CUDA graph (captured by hand as its documentation shows); ``torch.compile`` of the
   whole step (``--compile``: max-autotune compiles for minutes, so it is opt-in).
 
@@ -118,6 +119,8 @@ def ours(batch, dtype, captured, steps, repeats):
 def theirs(torch, batch, dtype, how, steps, repeats):
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = True
+    # the same math as ours: fp32 is strict fp32 (PyTorch's convolutions default to TF32), bf16 is autocast
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     model = resnet18(torch.nn, torch.relu).cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4,
                           fused=how != "graph", foreach=None if how != "graph" else True)
