@@ -540,3 +540,9 @@ def test_a_custom_backward_never_puts_another_dtype_on_a_leaf(device):
 def test_public_ops_name_themselves_for_wrong_arguments(fn, exc, words):
     with pytest.raises(exc, match=words):
         fn()
+
+
+def test_cat_of_zero_dimensional_tensors_says_so():
+    with pytest.raises(RuntimeError, match=r"cat: zero-dimensional tensor \(at position 0\) cannot be concatenated"):
+        mf.cat([mf.tensor(1.0), mf.tensor(2.0)])
+    assert mf.stack([mf.tensor(1.0), mf.tensor(2.0)]).tolist() == [1.0, 2.0]

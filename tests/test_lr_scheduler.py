@@ -316,3 +316,16 @@ def test_lr_sequence_matches_pytorch(name, torch):
             sched.step() if arg is None else sched.step(arg[1])
             seq.append([float(g["lr"]) for g in opt.param_groups])
     np.testing.assert_allclose(ours, np.array(seq, dtype=np.float64), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("bad,words", [({"step_size": "x"}, "'step_size' must be like 2, got 'x'"),
+                                       ({"last_epoch": None}, "'last_epoch' must be like"),
+                                       ({"base_lrs": [0.1, 0.2]}, "'base_lrs' must be like"),
+                                       ({"_is_initial": 1}, "'_is_initial' must be like")])
+def test_load_state_dict_checks_every_value_before_applying(bad, words):
+    p = mf.zeros(2, requires_grad=True)
+    sched = mf.optim.lr_scheduler.StepLR(mf.optim.SGD([p], lr=0.1), 2)
+    before = sched.state_dict()
+    with pytest.raises(ValueError, match=words):
+        sched.load_state_dict({**before, **bad})
+    assert sched.state_dict() == before

@@ -209,6 +209,10 @@ def _joinable(op, tensors):
 
 def cat(tensors, dim=0):
     tensors = _joinable("cat", tensors)
+    for i, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise RuntimeError(f"cat: zero-dimensional tensor (at position {i}) cannot be concatenated; use stack, "
+                               f"or reshape it to (1,)")
     (axis,) = normalize_axis("cat", dim, tensors[0].ndim)
     ref = tensors[0].shape
     for t in tensors:

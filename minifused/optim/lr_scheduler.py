@@ -10,6 +10,8 @@ where it has one (as PyTorch does). ``get_last_lr()`` gives the lrs the last ste
 """
 from __future__ import annotations
 
+import numbers
+
 import math
 import types
 from bisect import bisect_right
@@ -75,14 +77,40 @@ class LRScheduler:
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict: dict):
+        """Every entry is checked against the scheduler's own (known key, a value of the same kind: a number
+        for a number, a list of as many numbers for a list) before any is applied."""
+        what = f"{type(self).__name__}.load_state_dict"
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"{what}: expected a dict from state_dict(), got {type(state_dict).__name__}")
         unknown = set(state_dict) - set(self.__dict__)
         if unknown:
-            raise ValueError(f"{type(self).__name__}.load_state_dict: unexpected keys {sorted(unknown)} "
-                             f"(a state dict of another scheduler?)")
+            raise ValueError(f"{what}: unexpected keys {sorted(unknown, key=str)} (a state dict of another scheduler?)")
+        for key, value in state_dict.items():
+            _check_like(what, key, value, self.__dict__[key])
         self.__dict__.update(state_dict)
 
     def _lrs(self):
         return [g["lr"] for g in self.optimizer.param_groups]
+
+
+def _is_number(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _check_like(what, key, value, current):
+    """``value`` can stand where ``current`` is: a number for a number (epochs may be fractional), a bool
+    for a bool, a list of as many numbers for a list of numbers; other kinds (callables' state, counters)
+    pass."""
+    if isinstance(current, bool):
+        ok = isinstance(value, bool)
+    elif _is_number(current):
+        ok = _is_number(value)
+    elif isinstance(current, list) and all(_is_number(v) for v in current):
+        ok = isinstance(value, list) and len(value) == len(current) and all(_is_number(v) for v in value)
+    else:
+        return
+    if not ok:
+        raise ValueError(f"{what}: {key!r} must be like {current!r}, got {value!r}; nothing was loaded")
 
 
 class StepLR(LRScheduler):
