@@ -127,3 +127,22 @@ def test_help_shows_every_default(capsys):
     options = capsys.readouterr().out.split("options:")[1].split("\n  -")[1:]
     assert len(options) > 20
     assert [o.split()[0] for o in options if "default" not in o] == ["h,"]
+
+
+def test_resnet_model_trains_a_step_and_has_pytorch_buffers():
+    """The example's ResNet: BatchNorm buffers in its state dict, a training step on the cpu that moves the
+    loss and the running statistics, and evaluation with the running statistics."""
+    mf.manual_seed(0)
+    model = train.build_model("resnet").to("cpu")
+    sd = model.state_dict()
+    assert "stem.1.running_mean" in sd and "stem.1.num_batches_tracked" in sd and "fc.weight" in sd
+    opt = mf.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = mf.randn(8, 1, 28, 28, device="cpu"), mf.randint(0, 10, (8,), device="cpu")
+    step = train.make_step(model, opt)
+    first = float(step(x, y))
+    for _ in range(5):
+        last = float(step(x, y))
+    assert last < first and float(model.stem[1].running_mean.abs().sum()) > 0
+    model.eval()
+    with mf.no_grad():
+        assert model(x).shape == (8, 10)
