@@ -208,6 +208,16 @@ _CONV_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16,
 
 
 
+def _check_conv_args(op, input, weight, groups, layout):
+    _check_image(op, input)
+    if not isinstance(weight, _Tensor):
+        raise TypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
+    if weight.ndim != 4:
+        raise ValueError(f"{op}: weight must be 4-D {layout}, got shape {tuple(weight.shape)}")
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, activation=None):
     """2-D convolution as ``torch.nn.functional.conv2d``, with an optional fused ReLU.
 
@@ -218,16 +228,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     ``minifused.backend.tf32_conv.allow_tf32``, alias ``minifused.backends.cudnn.allow_tf32``, is set).
     """
     op = "conv2d"
-    _check_image(op, input)
-    if not isinstance(weight, _Tensor):
-        raise TypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
-    if weight.ndim != 4:
-        raise ValueError(f"{op}: weight must be 4-D (out_channels, in_channels/groups, kH, kW), got shape "
-                         f"{tuple(weight.shape)}")
+    _check_conv_args(op, input, weight, groups, "(out_channels, in_channels/groups, kH, kW)")
     if activation not in CONV_ACTIVATIONS:
         raise ValueError(f"{op}: activation must be None or 'relu', got {activation!r}")
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
     n, c, h, w = input.shape
     k, cg, r, s = weight.shape
     stride = _pair(op, "stride", stride, 1)
@@ -282,14 +285,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     ``weight`` (C_in, C_out/groups, kH, kW); the output is (N, C_out, (H-1)*stride - 2*padding +
     dilation*(kH-1) + output_padding + 1, ...). It runs the convolution's data-gradient kernels forward."""
     op = "conv_transpose2d"
-    _check_image(op, input)
-    if not isinstance(weight, _Tensor):
-        raise TypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
-    if weight.ndim != 4:
-        raise ValueError(f"{op}: weight must be 4-D (in_channels, out_channels/groups, kH, kW), got shape "
-                         f"{tuple(weight.shape)}")
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    _check_conv_args(op, input, weight, groups, "(in_channels, out_channels/groups, kH, kW)")
     stride = _pair(op, "stride", stride, 1)
     padding = _pair(op, "padding", padding, 0)
     dilation = _pair(op, "dilation", dilation, 1)
