@@ -379,6 +379,7 @@ class Function:
         if x._requires_grad and x._ctx is None and _mode.enabled:
             raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place "
                                f"operation. Use the out-of-place form, or modify it under no_grad()")
+        refuse_view_of_grad_leaf(op, x)
         arrays, needs, any_needs = _unwrap((x, *args))
         ctx = Context(needs)
         out = cls.forward(ctx, *arrays, out=x._data, **kwargs)
@@ -393,6 +394,22 @@ class Function:
             x._requires_grad = True
             _record(ctx, cls, inputs, (x,), (x, *args))  # after the bump: saved arrays are x as it is now
         return x
+
+
+def refuse_view_of_grad_leaf(op, x):
+    """PyTorch refuses in-place writes through a view of a leaf that requires grad (they would change the
+    leaf behind the tape's back): raise, naming ``op``, when ``x`` is such a view and grad mode is on."""
+    ctx = x._ctx
+    while ctx is not None and ctx.fn.is_view and _mode.enabled and ctx.inputs:
+        base = ctx.inputs[0]
+        if base is None:
+            return
+        if base._ctx is None:
+            if base.requires_grad:
+                raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an "
+                                   f"in-place operation; modify it under no_grad() or clone it first")
+            return
+        ctx = base._ctx
 
 
 def _unwrap(args):

@@ -546,3 +546,15 @@ def test_cat_of_zero_dimensional_tensors_says_so():
     with pytest.raises(RuntimeError, match=r"cat: zero-dimensional tensor \(at position 0\) cannot be concatenated"):
         mf.cat([mf.tensor(1.0), mf.tensor(2.0)])
     assert mf.stack([mf.tensor(1.0), mf.tensor(2.0)]).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("name,write", [("relu_", lambda v: F.relu_(v)), ("gelu_", lambda v: F.gelu_(v)),
+                                        ("setitem", lambda v: v.__setitem__(0, 5.0))])
+def test_in_place_through_a_view_of_a_grad_leaf_raises_and_leaves_it(name, write):
+    leaf = mf.tensor(np.array([-1.0, 2.0, -3.0, 4.0]), requires_grad=True)
+    with pytest.raises(RuntimeError, match=f"{name}: a view of a leaf Variable that requires grad is being used in "
+                                           f"an in-place operation"):
+        write(leaf[1:3])
+    assert leaf.numpy().tolist() == [-1.0, 2.0, -3.0, 4.0] and leaf._version == 0
+    with mf.no_grad():  # allowed there, as in PyTorch
+        write(leaf.view(2, 2)[1])

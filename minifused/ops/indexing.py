@@ -247,25 +247,11 @@ class SetItem(Function):
         return gx, gv, None
 
 
-def _refuse_view_of_leaf(x):
-    """PyTorch refuses in-place writes through a view of a leaf that requires grad (they would change
-    the leaf behind the tape's back)."""
-    ctx = x._ctx
-    while ctx is not None and ctx.fn.is_view and autograd.is_grad_enabled() and ctx.inputs:
-        base = ctx.inputs[0]
-        if base is not None and base._ctx is None:
-            if base.requires_grad:
-                raise RuntimeError("setitem: a view of a leaf Variable that requires grad is being used in an "
-                                   "in-place operation; modify it under no_grad() or clone it first")
-            return
-        ctx = None if base is None else base._ctx
-
-
 def setitem(x, index, value):
     """``x[index] = value`` in place (bumping ``x``'s version), recorded on the tape when ``x`` or
     ``value`` requires grad; refused on a leaf that requires grad, as in PyTorch."""
     stages = _normalize_index(x, index, "setitem")
-    _refuse_view_of_leaf(x)
+    autograd.refuse_view_of_grad_leaf("setitem", x)
     if isinstance(value, Tensor):
         if value.device != x.device:
             if value.ndim or value.device.type != "cpu":  # PyTorch takes a cpu 0-d value anywhere
