@@ -134,18 +134,20 @@ def conv2d_backward_ref(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1)
                         need_dx=True, need_dw=True, need_db=False):
     xp = backend.array_module(dy)
     acc = acc_dtype(dy.dtype)
-    d = dy.astype(acc)
-    if mask is not None:
-        d = d * unpack_mask(mask, dy.shape)
+    d = dy.astype(acc, copy=False)
+    if mask is not None:  # (where, not a product: a NaN gradient must not pass where the ReLU cut)
+        d = xp.where(unpack_mask(mask, dy.shape), d, acc.type(0))
     dx = dw = db = None
     if need_db:
         db = d.sum(axis=(0, 2, 3)).astype(dy.dtype)
     if need_dx:
         dx = xp.ascontiguousarray(
-            _data_grad(d, w.astype(acc), x.shape, stride, padding, dilation, groups).astype(x.dtype))
+            _data_grad(d, w.astype(acc, copy=False), x.shape, stride, padding, dilation, groups).astype(
+                x.dtype, copy=False))
     if need_dw:
         dw = xp.ascontiguousarray(
-            _filter_grad(d, x.astype(acc), w.shape, stride, padding, dilation, groups).astype(w.dtype))
+            _filter_grad(d, x.astype(acc, copy=False), w.shape, stride, padding, dilation, groups).astype(
+                w.dtype, copy=False))
     return dx, dw, db
 
 

@@ -75,16 +75,24 @@ def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_ind
 
 
 def max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding):
-    """Each window's gradient goes to the position its index names: one strided add per window
-    position (i, j), so overlapping windows accumulate without a scatter."""
+    """Each window's gradient goes to the position its index names: one strided pass per window
+    position (i, j), so overlapping windows accumulate without a scatter; windows that tile the input
+    exactly write their picks straight into it."""
     n, c, h, w = x_shape
     _, _, p, q = dy.shape
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
-    g = dy.astype(acc_dtype(dy.dtype))
+    g = dy.astype(acc_dtype(dy.dtype), copy=False)
+    hit = np.empty(g.shape, bool)
+    if (kh, kw) == (sh, sw) and (ph, pw) == (0, 0) and (h, w) == (p * kh, q * kw):
+        dx = np.zeros((n, c, p, kh, q, kw), g.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                np.copyto(dx[:, :, :, i, :, j], g, where=np.equal(indices, i * kw + j, out=hit))
+        return dx.reshape(x_shape).astype(dy.dtype, copy=False)
     eh = max(0, (p - 1) * sh + kh - (h + 2 * ph))
     ew = max(0, (q - 1) * sw + kw - (w + 2 * pw))
     dxp = np.zeros((n, c, h + 2 * ph + eh, w + 2 * pw + ew), g.dtype)
-    hit, part = np.empty(g.shape, bool), np.empty(g.shape, g.dtype)
+    part = np.empty(g.shape, g.dtype)
     for i in range(kh):
         for j in range(kw):
             part.fill(0)  # (not g * hit: a NaN gradient must not reach the positions not picked)
