@@ -37,7 +37,7 @@ from ._hub import DistributedError, Hub
 
 __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "get_rank", "get_world_size",
            "get_local_rank", "all_reduce", "broadcast", "all_gather", "all_gather_object", "barrier",
-           "ReduceOp", "DistributedError", "DistributedDataParallel", "DistributedSampler", "is_available"]
+           "ReduceOp", "DistributedError", "DistributedDataParallel", "DistributedSampler", "is_available", "ZeroRedundancyOptimizer"]
 
 
 class ReduceOp:
@@ -337,3 +337,4 @@ class DistributedSampler(_loader.DistributedSampler):
         super().__init__(dataset, get_world_size() if num_replicas is None else num_replicas,
                          get_rank() if rank is None else rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
 from .ddp import DistributedDataParallel  # noqa: E402
+from .zero import ZeroRedundancyOptimizer  # noqa: E402
