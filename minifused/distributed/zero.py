@@ -83,7 +83,7 @@ class ZeroRedundancyOptimizer:
             return {}, []
         sd = self.optim.state_dict()
         local = [self._index[id(p)] for p in self.local_params]
-        state = {local[i]: {k: (v.numpy() if isinstance(v, Tensor) else v) for k, v in s.items()}
+        state = {local[i]: {k: (v.cpu().numpy() if isinstance(v, Tensor) else v) for k, v in s.items()}
                  for i, s in sd["state"].items()}
         groups = [{k: v for k, v in g.items() if k != "params"} for g in sd["param_groups"]]
         return state, groups
