@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 
-from .lr_scheduler import LRScheduler, _check_optimizer
+from ._scheduler_base import LRScheduler, _check_optimizer
 
 
 class SequentialLR(LRScheduler):

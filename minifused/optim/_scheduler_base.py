@@ -1,0 +1,100 @@
+"""The base of every LR scheduler (``LRScheduler``: stepping, ``get_last_lr``, checked state dicts), shared by
+``lr_scheduler.py`` and ``lr_scheduler_more.py``."""
+from __future__ import annotations
+
+import numbers
+
+from .optimizer import Optimizer
+
+
+def _check_optimizer(optimizer):
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+
+
+class LRScheduler:
+    _is_initial = False  # True during the step a constructor takes (not a step of the schedule)
+
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for g in optimizer.param_groups:
+                g.setdefault("initial_lr", g["lr"])
+        else:
+            for i, g in enumerate(optimizer.param_groups):
+                if "initial_lr" not in g:
+                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
+                                   f"when resuming an optimizer")
+        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self._initial_step()
+
+    def _initial_step(self):
+        self._step_count = 0
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
+
+    def get_lr(self):
+        raise NotImplementedError
+
+    def get_last_lr(self):
+        return list(self._last_lr)
+
+    def step(self, epoch=None):
+        self._step_count += 1
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None):
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:  # PyTorch's deprecated form: the closed form at ``epoch`` where there is one
+            self.last_epoch = epoch
+            closed = getattr(self, "_get_closed_form_lr", None)
+            values = closed() if closed is not None else self.get_lr()
+        for g, lr in zip(self.optimizer.param_groups, values):
+            g["lr"] = lr
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict):
+        """Every entry is checked against the scheduler's own (known key, a value of the same kind: a number
+        for a number, a list of as many numbers for a list) before any is applied."""
+        what = f"{type(self).__name__}.load_state_dict"
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"{what}: expected a dict from state_dict(), got {type(state_dict).__name__}")
+        unknown = set(state_dict) - set(self.__dict__)
+        if unknown:
+            raise ValueError(f"{what}: unexpected keys {sorted(unknown, key=str)} (a state dict of another scheduler?)")
+        for key, value in state_dict.items():
+            _check_like(what, key, value, self.__dict__[key])
+        self.__dict__.update(state_dict)
+
+    def _lrs(self):
+        return [g["lr"] for g in self.optimizer.param_groups]
+
+
+def _is_number(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _check_like(what, key, value, current):
+    """``value`` can stand where ``current`` is: a number for a number (epochs may be fractional), a bool
+    for a bool, a list of as many numbers for a list of numbers; other kinds (callables' state, counters)
+    pass."""
+    if isinstance(current, bool):
+        ok = isinstance(value, bool)
+    elif _is_number(current):
+        ok = _is_number(value)
+    elif isinstance(current, list) and all(_is_number(v) for v in current):
+        ok = isinstance(value, list) and len(value) == len(current) and all(_is_number(v) for v in value)
+    else:
+        return
+    if not ok:
+        raise ValueError(f"{what}: {key!r} must be like {current!r}, got {value!r}; nothing was loaded")
