@@ -5,13 +5,16 @@ order for both frameworks), models, optimizer (Adam lr 1e-3) and PyTorch's defau
 initialization:
 
 * ``throughput``: training samples/s of minifused eager, minifused graphed
-  (``capture_step``), PyTorch eager, at batch 64, 256 and 1024, MLP and CNN. Each is
+  (``capture_step``), PyTorch eager (plain Adam), PyTorch eager with fused Adam, and PyTorch's whole
+  step captured in one CUDA graph (capturable fused Adam), at batch 64, 256 and 1024, MLP and CNN. Each is
   measured over a fixed number of steps, ``min(200, 60000 // batch)`` (whole batches of
   one epoch's order), after a 20-step warm-up (plans, kernels, graph capture), synchronized
-  at the ends only; the rows say how many steps. The three take turns over ``ROUNDS`` timed
+  at the ends only; the rows say how many steps. They take turns over ``ROUNDS`` timed
   epochs and each reports its median (one window of 0.1-0.3 s moved a ratio by 0.3 between
   two runs of the same tree: the turns cancel drift, the median an outlier). Ratios ``<model>_eager_over_torch_eager_b<B>``
-  and ``<model>_graph_over_torch_eager_b<B>`` (> 1: minifused is faster);
+  and ``<model>_graph_over_torch_eager_b<B>`` (> 1: minifused is faster); against PyTorch at its
+  strongest, like with like: ``<model>_graph_over_torch_graph_b<B>`` and
+  ``<model>_eager_over_torch_eager_fused_b<B>``;
 * ``compile``: the same for ``torch.compile(model, mode="reduce-overhead")`` (PyTorch's
   CUDA-graph mode; its optimizer step stays eager, as is usual), compile time excluded;
   ratios ``<model>_graph_over_torch_compile_b<B>``; a failed compile is recorded as a row;
@@ -180,6 +183,69 @@ class Torch:
         self.torch.cuda.synchronize()
 
 
+class TorchFused(Torch):
+    """PyTorch eager with its fused Adam (one kernel for all parameters): its strongest eager step."""
+
+    name = "pytorch eager fused"
+
+    def setup(self, model, seed, batch):
+        super().setup(model, seed, batch)
+        self.opt = self.torch.optim.Adam(self.model.parameters(), lr=1e-3, fused=True)
+
+
+class TorchGraph(Torch):
+    """PyTorch's whole training step (forward, backward, capturable fused Adam) captured in one CUDA graph,
+    as its documentation shows, and replayed on static input buffers; a batch of another size runs eagerly."""
+
+    name = "pytorch graph"
+
+    def setup(self, model, seed, batch):
+        super().setup(model, seed, batch)
+        torch = self.torch
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3, fused=True, capturable=True)
+        self.sx = self.x[:batch].clone()
+        self.sy = self.y[:batch].clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                self._eager(self.sx, self.sy)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        self.opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(self.graph):
+            self.static_loss = self._forward_backward_step(self.sx, self.sy)
+
+    def _forward_backward_step(self, x, y):
+        loss = self.torch.nn.functional.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
+
+    def _eager(self, x, y):
+        self.opt.zero_grad(set_to_none=True)
+        return self._forward_backward_step(x, y)
+
+    def epoch(self, e, max_steps=None):
+        torch = self.torch
+        perm = torch.from_numpy(self.order(self.seed, e)).cuda()
+        n, bs = len(perm), self.batch
+        steps = -(-n // bs) if max_steps is None else max_steps
+        self.model.train()
+        total = None
+        for b in range(steps):
+            idx = perm[b * bs:(b + 1) * bs]
+            if len(idx) == bs:
+                self.sx.copy_(self.x[idx])
+                self.sy.copy_(self.y[idx])
+                self.graph.replay()
+                d = self.static_loss.clone()
+            else:
+                d = self._eager(self.x[idx], self.y[idx])
+            total = d if total is None else total + d
+        return total.item() / steps
+
+
 class TorchCompiled(Torch):
     """``torch.compile(model, mode="reduce-overhead")``: forward and backward from CUDA graphs."""
 
@@ -251,6 +317,11 @@ def throughput(res, impls, models, batches, quick):
             if "pytorch eager" in rate:
                 res.ratio(f"{model}_eager_over_torch_eager_b{bs}", rate["minifused eager"] / rate["pytorch eager"])
                 res.ratio(f"{model}_graph_over_torch_eager_b{bs}", rate["minifused graph"] / rate["pytorch eager"])
+            if "pytorch eager fused" in rate:  # like with like: PyTorch at its strongest
+                res.ratio(f"{model}_eager_over_torch_eager_fused_b{bs}",
+                          rate["minifused eager"] / rate["pytorch eager fused"])
+            if "pytorch graph" in rate:
+                res.ratio(f"{model}_graph_over_torch_graph_b{bs}", rate["minifused graph"] / rate["pytorch graph"])
 
 
 def compiled(res, impl, models, batches, quick, deadline):
@@ -334,14 +405,14 @@ def main():
     torch = torch_or_none() if DEVICE != "cpu" else None
     order = lambda seed, e: epoch_order(len(train_set), seed, e)  # noqa: E731
     if torch is not None:
-        impls.append(Torch(torch, train_set, test_set, order))
+        impls += [cls(torch, train_set, test_set, order) for cls in (Torch, TorchFused, TorchGraph)]
     else:
         print("PyTorch not importable: minifused only, no ratios against it", flush=True)
     res = Results("mnist")
     seeds = (0,) if args.quick else (0, 1)
     models = args.models.split(",")
     batches = tuple(int(b) for b in args.batches.split(","))
-    parity_impls = [graph] + impls[2:]
+    parity_impls = [graph] + impls[2:3]  # (the parity runs: PyTorch eager with plain Adam)
     budget = args.budget
     # (section, estimated seconds on an H100, function)
     plan = {
