@@ -150,23 +150,24 @@ class Torch:
         pass
 
     def epoch(self, e, max_steps=None):
-        torch = self.torch
-        F = torch.nn.functional
-        perm = torch.from_numpy(self.order(self.seed, e)).cuda()
+        perm = self.torch.from_numpy(self.order(self.seed, e)).cuda()
         n, bs = len(perm), self.batch
         steps = -(-n // bs) if max_steps is None else max_steps
         self.model.train()
         total = None
         for b in range(steps):
-            idx = perm[b * bs:(b + 1) * bs]
-            self._step_begin()
-            loss = F.cross_entropy(self.model(self.x[idx]), self.y[idx])
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.opt.step()
-            d = loss.detach()
+            d = self._train_step(perm[b * bs:(b + 1) * bs])
             total = d if total is None else total + d
         return total.item() / steps
+
+    def _train_step(self, idx):
+        """One step on the batch of training rows ``idx``; its loss, detached."""
+        self._step_begin()
+        loss = self.torch.nn.functional.cross_entropy(self.model(self.x[idx]), self.y[idx])
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
 
     def accuracy(self):
         torch = self.torch
@@ -226,24 +227,13 @@ class TorchGraph(Torch):
         self.opt.zero_grad(set_to_none=True)
         return self._forward_backward_step(x, y)
 
-    def epoch(self, e, max_steps=None):
-        torch = self.torch
-        perm = torch.from_numpy(self.order(self.seed, e)).cuda()
-        n, bs = len(perm), self.batch
-        steps = -(-n // bs) if max_steps is None else max_steps
-        self.model.train()
-        total = None
-        for b in range(steps):
-            idx = perm[b * bs:(b + 1) * bs]
-            if len(idx) == bs:
-                self.sx.copy_(self.x[idx])
-                self.sy.copy_(self.y[idx])
-                self.graph.replay()
-                d = self.static_loss.clone()
-            else:
-                d = self._eager(self.x[idx], self.y[idx])
-            total = d if total is None else total + d
-        return total.item() / steps
+    def _train_step(self, idx):
+        if len(idx) != self.batch:  # a last short batch: not the captured shape
+            return self._eager(self.x[idx], self.y[idx])
+        self.sx.copy_(self.x[idx])
+        self.sy.copy_(self.y[idx])
+        self.graph.replay()
+        return self.static_loss.clone()
 
 
 class TorchCompiled(Torch):

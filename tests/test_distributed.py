@@ -467,18 +467,26 @@ def _gpu_count():
 two_gpus = pytest.mark.skipif(_gpu_count() < 2, reason="needs 2 CUDA devices")
 
 
-@pytest.mark.gpu
-def test_ddp_world_one_nccl_matches_plain_training_on_gpu(monkeypatch):
-    """World size 1 on the GPU: DDP's bucket copies on its own stream change nothing."""
+def _one_rank_gpu_setup(monkeypatch, steps):
+    """A world of one (no launcher variables) and ``steps`` batches for a small GPU model."""
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
         monkeypatch.delenv(k, raising=False)
     rng = np.random.default_rng(0)
-    xs = rng.standard_normal((5, 64, 32)).astype(np.float32)
-    ys = rng.integers(0, 10, (5, 64))
+    return rng.standard_normal((steps, 64, 32)).astype(np.float32), rng.integers(0, 10, (steps, 64))
+
+
+def _small_gpu_model():
+    mf.manual_seed(0)
+    return nn.Sequential(nn.Linear(32, 64, activation="relu"), nn.Linear(64, 10)).to("cuda:0")
+
+
+@pytest.mark.gpu
+def test_ddp_world_one_nccl_matches_plain_training_on_gpu(monkeypatch):
+    """World size 1 on the GPU: DDP's bucket copies on its own stream change nothing."""
+    xs, ys = _one_rank_gpu_setup(monkeypatch, 5)
 
     def train(wrap):
-        mf.manual_seed(0)
-        model = nn.Sequential(nn.Linear(32, 64, activation="relu"), nn.Linear(64, 10)).to("cuda:0")
+        model = _small_gpu_model()
         net = dist.DistributedDataParallel(model, bucket_cap_mb=0.004) if wrap else model
         opt = optim.Adam(net.parameters(), lr=1e-2)
         for x, y in zip(xs, ys):
@@ -757,15 +765,10 @@ def test_zero_needs_consolidation_and_tensors():
 def test_zero_world_one_nccl_matches_plain_adam_on_gpu(monkeypatch):
     """ZeroRedundancyOptimizer over NCCL with one rank (this machine's GPUs allow no more): the one shard is
     everything, and training is bit-identical to plain Adam; the state consolidates and loads back."""
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
-        monkeypatch.delenv(k, raising=False)
-    rng = np.random.default_rng(0)
-    xs = rng.standard_normal((4, 64, 32)).astype(np.float32)
-    ys = rng.integers(0, 10, (4, 64))
+    xs, ys = _one_rank_gpu_setup(monkeypatch, 4)
 
     def train(sharded):
-        mf.manual_seed(0)
-        model = nn.Sequential(nn.Linear(32, 64, activation="relu"), nn.Linear(64, 10)).to("cuda:0")
+        model = _small_gpu_model()
         opt = (dist.ZeroRedundancyOptimizer(model.parameters(), optim.Adam, lr=1e-2) if sharded
                else optim.Adam(model.parameters(), lr=1e-2))
         for x, y in zip(xs, ys):
