@@ -1,5 +1,9 @@
-"""Conv2d on the GPU: TFLOP/s per direction and dtype on the issue's five shapes, beside cuDNN
+"""Conv2d on the GPU: TFLOP/s per direction and dtype on MNIST's and ResNet-18's shapes, beside cuDNN
 through PyTorch measured in the same run. Writes bench/results/conv.json and conv.md.
+
+ResNet-18's shapes at batch 128: its 3x3 stride-1 and stride-2 convolutions and its 1x1 stride-2
+shortcuts, at CIFAR's 32x32 inputs (``r18*``) and at ImageNet's 56x56 stage inputs (the ``c*h56`` ...
+``c512h7`` rows). ``conv_<direction>_<dtype>_over_cudnn_min`` is the worst ratio over them.
 
 Our times include everything a call does (NHWC repacks, weight packing, split-K reduction).
 Backward-data and backward-filter are timed separately, and so is cuDNN's
@@ -31,13 +35,36 @@ from minifused import backend  # noqa: E402
 from minifused.kernels import conv as K  # noqa: E402
 from minifused.kernels.conv import DEFAULT_CONFIG, ConvConfig  # noqa: E402
 
-SHAPES = [  # name, (N, C, H, W), K, stride
+SHAPES = [  # name, (N, C, H, W), K, stride[, kernel size (3); padding is half of it]
     ("mnist1", (256, 1, 28, 28), 32, 1),
     ("mnist2", (256, 32, 28, 28), 64, 1),
     ("c64h56", (128, 64, 56, 56), 64, 1),
     ("c256h14", (128, 256, 14, 14), 256, 1),
     ("c128h28s2", (128, 128, 28, 28), 256, 2),
+    ("c128h28", (128, 128, 28, 28), 128, 1),
+    ("c512h7", (128, 512, 7, 7), 512, 1),
+    ("c64h56s2", (128, 64, 56, 56), 128, 2),
+    ("c256h14s2", (128, 256, 14, 14), 512, 2),
+    ("c64h56s2k1", (128, 64, 56, 56), 128, 2, 1),
+    ("r18c64h32", (128, 64, 32, 32), 64, 1),
+    ("r18c128h16", (128, 128, 16, 16), 128, 1),
+    ("r18c256h8", (128, 256, 8, 8), 256, 1),
+    ("r18c512h4", (128, 512, 4, 4), 512, 1),
+    ("r18c64h32s2", (128, 64, 32, 32), 128, 2),
+    ("r18c128h16s2", (128, 128, 16, 16), 256, 2),
+    ("r18c256h8s2", (128, 256, 8, 8), 512, 2),
+    ("r18c64h32s2k1", (128, 64, 32, 32), 128, 2, 1),
+    ("r18c256h8s2k1", (128, 256, 8, 8), 512, 2, 1),
 ]
+#: the five shapes the diagnostics look into (the forward's variants, host time, graph replay)
+DIAGNOSED = ("mnist1", "mnist2", "c64h56", "c256h14", "c128h28s2")
+
+
+def shape(entry):
+    """(name, (N, C, H, W), K, stride, kernel size, padding, output size P)."""
+    name, (n, c, h, w), k, st, *ks = entry
+    ks = ks[0] if ks else 3
+    return name, (n, c, h, w), k, st, ks, ks // 2, K.out_size(h, ks, st, ks // 2, 1)
 
 
 def primitives(geo, config=DEFAULT_CONFIG):
@@ -56,7 +83,7 @@ def diagnostics(res, rs, warm, rep):
     call, for the small shapes."""
     import time
 
-    for name, (n, c, h, w), k, st in SHAPES:
+    for name, (n, c, h, w), k, st in (e for e in SHAPES if e[0] in DIAGNOSED):
         geo = ((st, st), (1, 1), (1, 1), 1)
         p = K.out_size(h, 3, st, 1, 1)
         flops = 2.0 * n * k * p * p * c * 9
@@ -111,41 +138,49 @@ def diagnostics(res, rs, warm, rep):
             print(f"graph capture failed for {name}: {exc!r}")
 
 
-def main(quick=False):
+def torch_tensor(torch, a):
+    """A CuPy array as a PyTorch tensor on the GPU (bfloat16 through its bits: DLPack carries no
+    ml_dtypes)."""
+    if a.dtype == backend.bfloat16:
+        return torch.as_tensor(a.view(np.uint16), device="cuda").view(torch.bfloat16)
+    return torch.as_tensor(a, device="cuda")
+
+
+def main(quick=False, only=None):
     torch = torch_or_none()
     res = Results("conv")
     warm, rep = (3, 10) if quick else (5, 30)
     rs = cupy.random.RandomState(0)
     warm_gpu()
-    for name, (n, c, h, w), k, st in SHAPES:
-        geo = ((st, st), (1, 1), (1, 1), 1)
-        p = K.out_size(h, 3, st, 1, 1)
-        flops = 2.0 * n * k * p * p * c * 9
+    for entry in SHAPES:
+        name, (n, c, h, w), k, st, ks, pad, p = shape(entry)
+        if only and name not in only:
+            continue
+        geo = ((st, st), (pad, pad), (1, 1), 1)
+        flops = 2.0 * n * k * p * p * c * ks * ks
         for dname in ("float16", "float32", "tf32", "bfloat16"):
             dt = backend.float32 if dname == "tf32" else backend.as_dtype(dname)
             backend.tf32_conv.allow_tf32 = dname == "tf32"
             sets = [(rs.standard_normal((n, c, h, w), dtype=np.float32).astype(dt),
-                     rs.standard_normal((k, c, 3, 3), dtype=np.float32).astype(dt),
+                     rs.standard_normal((k, c, ks, ks), dtype=np.float32).astype(dt),
                      rs.standard_normal((n, k, p, p), dtype=np.float32).astype(dt)) for _ in range(2)]
             ours = primitives(geo)
-            if dname == "bfloat16":
-                ours = {"fwd": ours["fwd"]}
             for direction, fn in ours.items():
                 ms = bench_ms(fn, sets, warm, rep)
                 res.add(f"{name} {direction} {dname}", "minifused", flops / ms / 1e9, "TFLOP/s")
                 ours[direction] = ms
-            if torch is None or dname in ("tf32", "bfloat16"):
+            if torch is None or dname == "tf32":
                 continue
-            tsets = [tuple(torch.as_tensor(a, device="cuda") for a in s) for s in sets]
+            tsets = [tuple(torch_tensor(torch, a) for a in s) for s in sets]
             for strict in ((False, True) if dname == "float32" else (False,)):
                 label = "cudnn_strict_fp32" if strict else "cudnn"
                 with torch.backends.cudnn.flags(enabled=True, allow_tf32=not strict):
                     ops = {
-                        "fwd": lambda x, wt, dy: torch.nn.functional.conv2d(x, wt, None, st, 1),
+                        "fwd": lambda x, wt, dy: torch.nn.functional.conv2d(x, wt, None, st, pad),
                         "bwd_data": lambda x, wt, dy: torch.ops.aten.convolution_backward(
-                            dy, x, wt, None, [st, st], [1, 1], [1, 1], False, [0, 0], 1, [True, False, False]),
+                            dy, x, wt, None, [st, st], [pad, pad], [1, 1], False, [0, 0], 1, [True, False, False]),
                         "bwd_filter": lambda x, wt, dy: torch.ops.aten.convolution_backward(
-                            dy, x, wt, None, [st, st], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False]),
+                            dy, x, wt, None, [st, st], [pad, pad], [1, 1], False, [0, 0], 1, [False, True, False]),
                     }
                     for direction, fn in ops.items():
                         ms = bench_ms(fn, tsets, warm, rep)
@@ -153,15 +188,17 @@ def main(quick=False):
                         if strict:
                             res.ratio(f"{direction}_fp32_over_cudnn_strict_{name}", ms / ours[direction])
                         else:
-                            if dname == "float16":
-                                res.ratio(f"{direction}_fp16_over_cudnn_{name}", ms / ours[direction])
+                            if dname in ("float16", "bfloat16"):
+                                tag = "fp16" if dname == "float16" else "bf16"
+                                res.ratio(f"{direction}_{tag}_over_cudnn_{name}", ms / ours[direction])
                             elif direction == "fwd":
                                 res.ratio(f"fwd_fp32_ffma_over_cudnn_tf32_{name}", ms / ours[direction])
             del tsets
             del sets
             cupy.get_default_memory_pool().free_all_blocks()
     backend.tf32_conv.allow_tf32 = False
-    diagnostics(res, rs, warm, rep)
+    if not only:
+        diagnostics(res, rs, warm, rep)
     # fp32 forward at matched precision: ours with TF32 against cuDNN's default (TF32)
     rows = {(r["case"], r["impl"]): r["value"] for r in res.rows}
     for name, *_ in SHAPES:
@@ -169,8 +206,18 @@ def main(quick=False):
         cud = rows.get((f"{name} fwd float32", "cudnn"))
         if ours_tf32 and cud:
             res.ratio(f"fwd_fp32_over_cudnn_{name}", ours_tf32 / cud)
+    resnet = [e[0] for e in SHAPES if e[0] not in ("mnist1", "mnist2")]
+    for direction in ("fwd", "bwd_data", "bwd_filter"):
+        for tag in ("fp16", "bf16", "fp32"):
+            pick = "{d}_{t}_over_cudnn_{n}" if tag != "fp32" else "{d}_{t}_over_cudnn_strict_{n}"
+            got = [res.ratios[key] for key in (pick.format(d=direction, t=tag, n=n) for n in resnet)
+                   if key in res.ratios]
+            if got:
+                res.ratio(f"conv_{direction}_{tag}_over_cudnn_min", min(got))
     res.write()
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    args = sys.argv[1:]
+    main(quick="--quick" in args,
+         only=set(args[args.index("--only") + 1].split(",")) if "--only" in args else None)
