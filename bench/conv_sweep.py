@@ -21,10 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from conv import SHAPES, primitives  # noqa: E402
+from conv import SHAPES, primitives, shape  # noqa: E402
 from harness import bench_ms, kernel_ms, torch_or_none  # noqa: E402
 from minifused import backend  # noqa: E402
-from minifused.kernels import conv as K  # noqa: E402
 from minifused.kernels.conv import ConvConfig  # noqa: E402
 
 W22, W24 = {"tile_warps": (2, 2)}, {"tile_warps": (2, 4)}
@@ -37,6 +36,7 @@ VARIANTS = [
     {"wgmma_stages": 3, "nchw_forward": False}, {"wgmma_stages": 4, "nchw_forward": False},
     {"wgmma_stages": 4, "tile_row_bytes": 128},
     {"wgmma_stages": 3, "tile_row_bytes": 128}, {"wgmma": False, "tile_row_bytes": 128},
+    {"tile_n": 64}, {"tile_n": 128}, {"tile_n": 64, "wgmma_stages": 4}, {"tile_n": 64, "wgmma_stages": 3},
 ]
 FORWARD_ONLY = ("nchw_forward",)
 
@@ -56,21 +56,20 @@ def main():
     dtypes = arg("--dtypes", "float16,tf32").split(",")
     rs = cupy.random.RandomState(0)
     results = {}
-    for name, (n, c, h, w), k, st in [s for s in SHAPES if s[0] in names]:
-        geo = ((st, st), (1, 1), (1, 1), 1)
-        p = K.out_size(h, 3, st, 1, 1)
-        flops = 2.0 * n * k * p * p * c * 9
+    for name, (n, c, h, w), k, st, ks, pad, p in [shape(s) for s in SHAPES if s[0] in names]:
+        geo = ((st, st), (pad, pad), (1, 1), 1)
+        flops = 2.0 * n * k * p * p * c * ks * ks
         for dname in dtypes:
             dt = backend.float32 if dname == "tf32" else backend.as_dtype(dname)
             backend.tf32_conv.allow_tf32 = dname == "tf32"
             sets = [(rs.standard_normal((n, c, h, w), dtype=np.float32).astype(dt),
-                     rs.standard_normal((k, c, 3, 3), dtype=np.float32).astype(dt),
+                     rs.standard_normal((k, c, ks, ks), dtype=np.float32).astype(dt),
                      rs.standard_normal((n, k, p, p), dtype=np.float32).astype(dt)) for _ in range(2)]
             refs = {d: fn(*sets[0]) for d, fn in primitives(geo).items()}
             if torch is not None and dname != "bfloat16":
                 ts = [tuple(torch.as_tensor(a, device="cuda") for a in s) for s in sets]
                 with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
-                    f = lambda x, wt, dy: torch.nn.functional.conv2d(x, wt, None, st, 1)  # noqa: E731
+                    f = lambda x, wt, dy: torch.nn.functional.conv2d(x, wt, None, st, pad)  # noqa: E731
                     e, kk = flops / bench_ms(f, ts) / 1e9, flops / kernel_ms(f, ts) / 1e9
                 print(f"{name:10} {dname:8} {'cudnn':58} fwd {e:6.1f}/{kk:6.1f}", flush=True)
                 results[f"{name} {dname} cudnn"] = {"fwd": [e, kk]}

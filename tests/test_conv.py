@@ -240,7 +240,8 @@ def _gpu_cases(seed, count):
 @pytest.mark.parametrize("tuning", [{}, {"tile_warps": (2, 2), "nchw_forward": False},
                                    {"tile_row_bytes": 64, "tile_m": 64},
                                    {"tile_row_bytes": 128, "nchw_forward": False},
-                                   {"tile_row_bytes": 128, "nchw_forward": False, "wgmma_stages": 4}])
+                                   {"tile_row_bytes": 128, "nchw_forward": False, "wgmma_stages": 4},
+                                   {"tile_n": 64, "nchw_forward": False}])
 def test_gpu_random_configs_all_directions(dtype, tuning, poisoned_pool, monkeypatch):
     """>= 50 random configurations per direction (fwd with bias+ReLU+mask, bwd-data, bwd-filter, bias grad),
     with the default tiles, with 4-warp blocks everywhere (64 x 64 warp tiles; FFMA keeps its 8 warps) and the
@@ -326,18 +327,21 @@ def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool
     {"tile_m": 64, "nchw_forward": True}, {"tile_warps": (2, 2), "nchw_forward": False},
     {"tile_warps": (2, 2), "tile_m": 64, "tile_row_bytes": 64, "nchw_forward": False},
     {"tile_warps": (2, 4), "nchw_forward": True, "tile_row_bytes": 128}, {"wgmma": False, "nchw_forward": False},
-    {"wgmma_stages": 3, "nchw_forward": False}, {"wgmma_stages": 4, "nchw_forward": False}])
+    {"wgmma_stages": 3, "nchw_forward": False}, {"wgmma_stages": 4, "nchw_forward": False},
+    {"tile_n": 64, "nchw_forward": False}, {"tile_n": 128, "nchw_forward": False}])
 def test_gpu_large_shapes_match(poisoned_pool, tuning):
     """The benchmark shapes' tile paths (BN=128, 128-byte tiles, split-K, strided backward-data by residue
-    class incl. classes with no taps) on reduced batches, with both tile depths, both block heights, both
-    warp grids, the forward from NCHW forced on and off, and (H100) wgmma off and at both depths."""
+    class incl. classes with no taps, all classes in one launch) on reduced batches, with both tile depths,
+    both block heights and widths, both warp grids, the forward from NCHW forced on and off, and (H100) wgmma
+    off and at both depths."""
     import cupy
 
     config = ConvConfig(**tuning)
     rng = np.random.default_rng(3)
     for (n, c, h, w, k, st, r) in [(4, 64, 56, 56, 64, 1, 3), (4, 256, 14, 14, 256, 1, 3), (4, 128, 28, 28, 256, 2, 3),
                                    (16, 32, 28, 28, 64, 1, 3), (16, 1, 28, 28, 32, 1, 3), (2, 16, 9, 9, 8, 2, 1),
-                                   (3, 24, 13, 12, 40, 3, 3), (2, 64, 15, 15, 32, 2, 5)]:
+                                   (3, 24, 13, 12, 40, 3, 3), (2, 64, 15, 15, 32, 2, 5), (8, 256, 8, 8, 512, 2, 3),
+                                   (8, 64, 32, 32, 128, 2, 1), (5, 512, 4, 4, 512, 1, 3)]:
         for dt, tol in ((backend.float16, 3e-3), (backend.float32, 1e-5)):
             x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
             wt = cupy.asarray(rng.standard_normal((k, c, r, r))).astype(dt)

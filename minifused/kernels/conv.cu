@@ -115,6 +115,7 @@ constexpr int LDK = WGMMA ? BK : BK + VEC;  // m-major A[m][k], n-major B[n][k]
 constexpr int LDA2 = BM + VEC, LDB2 = BN + VEC;  // k-major A[k][m], B[k][n]
 constexpr int A_ELEMS = CONV_A_KMAJOR ? BK * LDA2 : BM * LDK;
 constexpr int STAGE_ELEMS = A_ELEMS + (CONV_B_KMAJOR ? BK * LDB2 : BN * LDK);
+constexpr int PRM_PER_CLASS = 35;  // launch-time constants per residue class (conv_plan.PARAMS_PER_CLASS)
 constexpr int LDC = MODE != 2 ? BM + 4 : BN + 4;  // epilogue tile (fp32): col-major (0/1/3), row-major (2)
 
 static_assert(NT % BM == 0 || MODE == 2, "epilogue maps one m per thread");
@@ -248,12 +249,15 @@ __device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long lon
 //   Kred = Rc*Sc*ICp. The identity class (OHc = OH, steps 1, r0 = s0 = 0, Rc = R, Sc = S) is the plain
 //   GEMM; backward-data with stride > 1 (dilation 1) launches one class per (h % sh, w % sw), so that only
 //   taps that land on an input pixel are in its reduction. ohw_mul/shr then divide by OHc*OWc, ow_* by OWc.
+//   Those classes run in one launch: grid z picks the class, whose constants follow the previous class's in
+//   prm; a class's M may fall short of the grid's rows, and its blocks past M leave at once.
 //   Element offsets of the NHWC operands fit in 32 bits (the host checks).
 extern "C" __global__ void __launch_bounds__(NT, CONV_MIN_BLOCKS)
 conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __restrict__ bias,
            void* __restrict__ out_ptr, unsigned* __restrict__ mask, const int* __restrict__ prm, int flags) {
     // the launch-time constants, one small device array per configuration (few kernel arguments:
     // the host's launch cost grows with their count)
+    if (MODE == 1) prm += blockIdx.z * PRM_PER_CLASS;
     const int M = prm[0], N = prm[1], Kred = prm[2], IH = prm[3], IW = prm[4], ICp = prm[5], OH = prm[6],
               OW = prm[7];
     const int R = prm[8], S = prm[9], sh = prm[10], sw = prm[11], ph = prm[12], pw = prm[13], dh = prm[14],
@@ -271,6 +275,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     const int tid = threadIdx.x;
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
     const int OHW = OH * OW;
+    if (MODE == 1 && m0 >= M) return;  // past this residue class's rows (uniform in the block)
 
     const int numK_all = (Kred + BK - 1) / BK;
     int kt_begin = 0, kt_end = numK_all;

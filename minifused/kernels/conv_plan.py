@@ -62,6 +62,8 @@ class ConvConfig:
     tile_row_bytes: int | None = None
     #: Rows (output pixels) per block for forward / backward-data (64 or 128); None: 128.
     tile_m: int | None = None
+    #: Output channels per block for forward / backward-data (64 or 128); None: :func:`_tile_n` decides.
+    tile_n: int | None = None
     #: Warps of a tensor-core block along (m, n): (2, 4) gives each warp a 64 x 32 share of a 128 x 128 tile,
     #: (2, 2) a 64 x 64 share. None: (2, 2) for the forward from NCHW onto 64 output channels or fewer, else
     #: (2, 4) (measured fastest; bench/conv_sweep.py times the alternatives).
@@ -99,6 +101,7 @@ GRID_Z = 65535  # the most blocks along a grid's z (the packs loop over the imag
 DIRECT_CRS_MAX = 32  # conv_direct.cu's CRS_MAX: C*R*S at most this runs direct
 DIRECT_K_MAX = 64  # conv_direct.cu's K_MAX: the filter gradient's limit on K
 _STAGES = 3
+PARAMS_PER_CLASS = 35  # conv.cu's launch-time constants of one residue class (its prm)
 _INT32_LIMIT = 1 << 31
 
 
@@ -209,6 +212,14 @@ def _whole_grid(m, cols, kred, h, wd, ch, p, q, conv, mid):
             *mid, *ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s))
 
 
+def _tile_n(config, m, n):
+    """Columns per block of an ``m`` x ``n`` forward or backward-data GEMM: the config's, else 64 onto at most
+    64 channels, else 128."""
+    if config.tile_n:
+        return config.tile_n
+    return 64 if n <= 64 else 128
+
+
 def _warps(mma, warps, default=(2, 4)):
     """The warp grid of a block: ``warps`` (the config's) if set (tensor cores only), else ``default``."""
     return tuple(warps) if warps and mma else default
@@ -268,8 +279,8 @@ def _forward_launch(dtype, geo, groups, conv, mma, config, kernel):
     kg = k // groups
     cpad = padded_channels(cg, dtype)
     m, kred = n * p * q, r * s * cpad
-    bm, bn, bkb = config.tile_m or 128, (64 if kg <= 64 else 128), _bkb(kred, np.dtype(dtype).itemsize,
-                                                                        config.tile_row_bytes)
+    bm, bn, bkb = config.tile_m or 128, _tile_n(config, m, kg), _bkb(kred, np.dtype(dtype).itemsize,
+                                                                      config.tile_row_bytes)
     kern, block, smem = kernel(ConvMode.FORWARD, bm, bn, bkb, m, kg)
     grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
     # pack_forward: x's tiles in z < N, the weight's grid-stride blocks above them
@@ -283,8 +294,9 @@ def _forward_launch(dtype, geo, groups, conv, mma, config, kernel):
 
 
 def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv, config, kernel):
-    """BACKWARD_DATA's launches: one per output residue class with stride > 1 (dilation 1), so that only live
-    taps are in a GEMM's reduction; else one. No extra."""
+    """BACKWARD_DATA's launch: with stride > 1 (dilation 1) one residue class of output pixels per grid z, so
+    that only live taps are in a class's reduction (one launch for all of them: each class alone fills a
+    fraction of the GPU); else the identity class. No extra."""
     n, c, h, wd, k, cg, r, s, p, q = geo
     kpad = padded_channels(k // groups, dtype)
     if stride != (1, 1) and dilation == (1, 1):
@@ -292,7 +304,7 @@ def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv,
         steps = stride
     else:
         classes, steps = [(0, 0)], (1, 1)
-    launches = []
+    params, rows, depth = [], 0, 0
     for rh, rw in classes:
         ohc, owc = (h - rh + steps[0] - 1) // steps[0], (wd - rw + steps[1] - 1) // steps[1]
         if ohc <= 0 or owc <= 0:
@@ -303,15 +315,15 @@ def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv,
             r0, s0 = (rh + padding[0]) % steps[0], (rw + padding[1]) % steps[1]
             rc, sc = max(0, (r - r0 + steps[0] - 1) // steps[0]), max(0, (s - s0 + steps[1] - 1) // steps[1])
         m, kred = n * ohc * owc, rc * sc * kpad
-        bm, bn, bkb = config.tile_m or 128, (64 if cg <= 64 else 128), _bkb(kred, np.dtype(dtype).itemsize,
-                                                                            config.tile_row_bytes)
-        kern, block, smem = kernel(ConvMode.BACKWARD_DATA, bm, bn, bkb, m, cg)
-        grid = ((m + bm - 1) // bm, (cg + bn - 1) // bn, 1)
+        rows, depth = max(rows, m), max(depth, kred)
         head = (*ints(m, cg, kred, p, q, kpad, h, wd), *conv,
                 *(np.uint32(v) for v in (*magic(ohc * owc), *magic(owc))))
-        tail = ints(ohc, owc, rh, rw, steps[0], steps[1], r0, s0, steps[0], steps[1], rc, sc)
-        launches.append((kern, grid, block, smem, _params((*head, c, 0, 0, *tail)), None))
-    return tuple(launches)
+        params += [*head, c, 0, 0, *ints(ohc, owc, rh, rw, steps[0], steps[1], r0, s0, steps[0], steps[1], rc, sc)]
+    bm, bn, bkb = config.tile_m or 128, _tile_n(config, n * h * wd, cg), _bkb(depth, np.dtype(dtype).itemsize,
+                                                                               config.tile_row_bytes)
+    kern, block, smem = kernel(ConvMode.BACKWARD_DATA, bm, bn, bkb, n * h * wd, cg)
+    grid = ((rows + bm - 1) // bm, (cg + bn - 1) // bn, len(params) // PARAMS_PER_CLASS)
+    return ((kern, grid, block, smem, _params(params), None),)
 
 
 def _backward_filter_launch(dtype, geo, groups, conv, mma, sms, config):
