@@ -8,18 +8,29 @@ Per dtype (fp32 in full fp32, no TF32, by default; bf16 with fp32 master weights
 * ``N GPU ddp``: every rank trains ``DistributedDataParallel(model)`` (25 MB buckets, NCCL
   all-reduce overlapped with backward on a second stream); the step time is the slowest
   rank's median; samples/s counts all ranks' samples;
-* ``N GPU ddp no_sync``: the same without communication, the ceiling DDP can reach.
+* ``N GPU ddp no_sync``: the same without communication, the ceiling DDP can reach;
+* ``N GPU ddp bucket_view`` (with ``--bucket-view``): DDP with ``gradient_as_bucket_view=True``.
 
 A step is zero_grad + forward + backward + (DDP wait) + optimizer step, timed with CUDA events
 (median of 20 after 5 warm-up steps). Ratios: ``ddp_scaling_2gpu`` (fp32; target >= 1.8),
-``ddp_scaling_2gpu_bf16``, and ``ddp_comm_efficiency[_bf16]`` (no_sync step time / DDP's).
+``ddp_scaling_2gpu_bf16``, ``ddp_comm_efficiency[_bf16]`` (no_sync step time / DDP's) and, with
+``--bucket-view``, ``ddp_bucket_view_step_over_ddp[_bf16]`` (its step time / the default's).
+
+ZeRO (case ``... adam``, after the rows above): the same DDP model trained with Adam, plain
+(``N GPU ddp``) and with ``ZeroRedundancyOptimizer`` (``N GPU ddp zero``): the step time (the
+slowest rank's median), the peak of live device memory per rank over those steps (the largest
+rank's; ``minifused.cuda.max_memory_allocated``, measured after every SGD row so that its
+allocation hook times none of them) and the optimizer state per rank (its tensors' bytes, master
+weights included). Ratios ``zero_state_memory_over_unsharded[_bf16]`` (the largest shard's state
+over the whole state) and ``zero_step_over_ddp[_bf16]`` (step times).
 
     bash .gpu/run.sh python3 -m minifused.distributed.run --nproc-per-node 2 bench/ddp.py
-    (options after the script: --dtypes fp32,bf16 --width 4096 --layers 4 --batch 4096)
+    (options after the script: --dtypes fp32,bf16 --width 4096 --layers 4 --batch 4096 --bucket-view)
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 
@@ -44,9 +55,24 @@ def build(width, layers, dtype, dev):
     return nn.Sequential(*mods).to(dev, dtype)
 
 
-def make_step(net, dtype):
-    opt = optim.SGD(net.parameters(), lr=1e-3, momentum=0.9, master_weights=dtype != mf.float32)
+def sgd(params, dtype):
+    return optim.SGD(params, lr=1e-3, momentum=0.9, master_weights=dtype != mf.float32)
 
+
+def adam(params, dtype, zero=False):
+    kw = dict(lr=1e-4, master_weights=dtype != mf.float32)
+    return dist.ZeroRedundancyOptimizer(params, optim.Adam, **kw) if zero else optim.Adam(params, **kw)
+
+
+def state_bytes(opt):
+    """Bytes of the optimizer's state tensors on this rank (a ZeRO optimizer: its shard's)."""
+    inner = opt.optim if isinstance(opt, dist.ZeroRedundancyOptimizer) else opt
+    if inner is None:  # a ZeRO rank that owns no parameter
+        return 0
+    return sum(v._data.nbytes for st in inner.state.values() for v in st.values() if isinstance(v, mf.Tensor))
+
+
+def make_step(net, opt):
     def step(x, y):
         opt.zero_grad()
         F.cross_entropy(net(x).float(), y).backward()
@@ -69,25 +95,43 @@ def main():
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--batch", type=int, default=4096, help="per GPU")
     p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--bucket-view", action="store_true", help="also DDP with gradient_as_bucket_view=True")
     a = p.parse_args()
     dist.init_process_group("nccl", timeout=600)
     rank, world, dev = dist.get_rank(), dist.get_world_size(), mf.default_device()
     res = Results("ddp")
     case = f"mlp {a.layers}x{a.width} b{a.batch}/gpu"
 
-    def timed(step, data):
-        ms = bench_ms(step, data, warmup=5, repeat=a.repeat)
-        slowest = [None] * world
-        dist.all_gather_object(slowest, ms)
-        return max(slowest)
+    def largest(value):  # over the ranks
+        every = [None] * world
+        dist.all_gather_object(every, value)
+        return max(every)
 
-    for name in a.dtypes.split(","):
-        dtype = mf.backend.as_dtype(name)
+    def timed(step, data):
+        return largest(bench_ms(step, data, warmup=5, repeat=a.repeat))
+
+    def samples_per_s(ms):
+        return world * a.batch / (ms / 1e3)
+
+    def adam_case(dtype, data, zero):
+        """(step ms, peak bytes per rank, optimizer-state bytes per rank), each the largest rank's."""
+        gc.collect()  # the models of the cases before (DDP's hooks make cycles) are gone from the peak
+        model = build(a.width, a.layers, dtype, dev)
+        ddp = dist.DistributedDataParallel(model)
+        opt = adam(ddp.parameters(), dtype, zero)
+        mf.cuda.reset_peak_memory_stats()
+        ms = timed(make_step(ddp, opt), data)
+        return ms, largest(mf.cuda.max_memory_allocated()), largest(state_bytes(opt))
+
+    dtypes = [(name, mf.backend.as_dtype(name)) for name in a.dtypes.split(",")]
+    for name, dtype in dtypes:
         data = inputs(a.batch, a.width, dtype, dev, seed=rank)
+        suffix = "" if dtype == mf.float32 else f"_{name}"
         single = None
         if rank == 0:
             model = build(a.width, a.layers, dtype, dev)
-            single = a.batch / (bench_ms(make_step(model, dtype), data, warmup=5, repeat=a.repeat) / 1e3)
+            single = a.batch / (bench_ms(make_step(model, sgd(model.parameters(), dtype)), data, warmup=5,
+                                         repeat=a.repeat) / 1e3)
             res.add(f"{case} {name}", "1 GPU", single, "samples/s")
             del model
         dist.barrier()
@@ -95,17 +139,39 @@ def main():
             continue
         model = build(a.width, a.layers, dtype, dev)
         ddp = dist.DistributedDataParallel(model)
-        step = make_step(ddp, dtype)
+        step = make_step(ddp, sgd(ddp.parameters(), dtype))
         ddp_ms = timed(step, data)
         with ddp.no_sync():
             free_ms = timed(step, data)
         if rank == 0:
-            suffix = "" if dtype == mf.float32 else f"_{name}"
-            res.add(f"{case} {name}", f"{world} GPU ddp", world * a.batch / (ddp_ms / 1e3), "samples/s")
-            res.add(f"{case} {name}", f"{world} GPU ddp no_sync", world * a.batch / (free_ms / 1e3), "samples/s")
-            res.ratio(f"ddp_scaling_{world}gpu{suffix}", world * a.batch / (ddp_ms / 1e3) / single)
+            res.add(f"{case} {name}", f"{world} GPU ddp", samples_per_s(ddp_ms), "samples/s")
+            res.add(f"{case} {name}", f"{world} GPU ddp no_sync", samples_per_s(free_ms), "samples/s")
+            res.ratio(f"ddp_scaling_{world}gpu{suffix}", samples_per_s(ddp_ms) / single)
             res.ratio(f"ddp_comm_efficiency{suffix}", free_ms / ddp_ms)
         del ddp, model, step
+        if a.bucket_view:
+            model = build(a.width, a.layers, dtype, dev)
+            ddp = dist.DistributedDataParallel(model, gradient_as_bucket_view=True)
+            view_ms = timed(make_step(ddp, sgd(ddp.parameters(), dtype)), data)
+            if rank == 0:
+                res.add(f"{case} {name}", f"{world} GPU ddp bucket_view", samples_per_s(view_ms), "samples/s")
+                res.ratio(f"ddp_bucket_view_step_over_ddp{suffix}", view_ms / ddp_ms)
+            del ddp, model
+        dist.barrier()
+    # Adam and ZeRO after every SGD row: the allocation hook behind max_memory_allocated times none of them
+    for name, dtype in dtypes if world > 1 else ():  # ZeRO shards over several ranks
+        data = inputs(a.batch, a.width, dtype, dev, seed=rank)
+        suffix = "" if dtype == mf.float32 else f"_{name}"
+        plain_ms, plain_peak, plain_state = adam_case(dtype, data, zero=False)
+        zero_ms, zero_peak, zero_state = adam_case(dtype, data, zero=True)
+        if rank == 0:
+            for impl, ms, peak, state in ((f"{world} GPU ddp", plain_ms, plain_peak, plain_state),
+                                          (f"{world} GPU ddp zero", zero_ms, zero_peak, zero_state)):
+                res.add(f"{case} {name} adam", impl, ms, "ms/step")
+                res.add(f"{case} {name} adam", f"{impl} peak/rank", peak / 2 ** 20, "MiB")
+                res.add(f"{case} {name} adam", f"{impl} optimizer state/rank", state / 2 ** 20, "MiB")
+            res.ratio(f"zero_state_memory_over_unsharded{suffix}", zero_state / plain_state)
+            res.ratio(f"zero_step_over_ddp{suffix}", zero_ms / plain_ms)
         dist.barrier()
     if rank == 0:
         res.write()

@@ -303,14 +303,17 @@ def _params(model):
     return [p.numpy().copy() for p in model.parameters()]
 
 
-def _train_ddp(rank, world, steps, micro=1, bucket_cap_mb=1e-4):
+def _train_ddp(rank, world, steps, micro=1, bucket_cap_mb=1e-4, view=False, set_to_none=True):
+    """(weights, bucket count, rank 0's first-layer grads inside no_sync, whether the grads end as bucket views)."""
     model = _mlp(seed=100 + rank)  # different on every rank: the construction broadcasts rank 0's
-    ddp = dist.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+    ddp = dist.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb, gradient_as_bucket_view=view)
     opt = optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     xs, ys = _data(steps)
     unsynced = []
     for s in range(steps):
-        opt.zero_grad()
+        opt.zero_grad(set_to_none)
+        if set_to_none:
+            assert all(p.grad is None for p in model.parameters())
         x, y = xs[s][rank::world], ys[s][rank::world]  # this rank's share of the global batch
         chunks = np.array_split(np.arange(len(x)), micro)
         for i, idx in enumerate(chunks):
@@ -321,7 +324,20 @@ def _train_ddp(rank, world, steps, micro=1, bucket_cap_mb=1e-4):
             if not last:
                 unsynced.append(model[0].weight.grad.numpy().copy())
         opt.step()
-    return _params(model), len(ddp._buckets), unsynced
+    return _params(model), len(ddp._buckets), unsynced, _grads_are_bucket_views(ddp)
+
+
+def _grads_are_bucket_views(ddp):
+    """Every ``.grad`` lies in its bucket's memory, keeps its parameter's shape and dtype, and changes when the
+    bucket is written (which overwrites the gradients: call it last)."""
+    for k, b in enumerate(ddp._buckets):
+        b.flat[...] = k + 1
+        for p in b.params:
+            g = p.grad
+            if not (np.shares_memory(g._data, b.flat) and g.shape == p.shape and g.dtype == p.dtype
+                    and (g.numpy() == k + 1).all()):
+                return False
+    return True
 
 
 class _nothing:
@@ -348,7 +364,8 @@ def test_ddp_matches_single_process_on_the_global_batch(world):
     ref = _train_single(steps=4)
     outs = ok(run_ranks(_train_ddp, world, 4))
     assert outs[0][1] > 1  # several buckets: reduced one by one during backward
-    for rank, (params, _, _) in enumerate(outs):
+    for rank, (params, _, _, views) in enumerate(outs):
+        assert not views  # the default copies the averages back into gradients of their own
         for p, r in zip(params, ref):
             np.testing.assert_allclose(p, r, rtol=1e-12, atol=1e-13, err_msg=f"rank {rank} of {world}")
 
@@ -357,11 +374,119 @@ def test_ddp_one_bucket_and_no_sync_accumulation():
     ref = _train_single(steps=3)
     outs = ok(run_ranks(_train_ddp, 2, 3, 3, 25))  # 3 micro-batches per step, all in one bucket
     assert outs[0][1] == 1
-    for params, _, _ in outs:
+    for params, _, _, _ in outs:
         for p, r in zip(params, ref):
             np.testing.assert_allclose(p, r, rtol=1e-12, atol=1e-13)
     # inside no_sync the ranks' gradients are their own (different data), not averaged
     assert not np.allclose(outs[0][2][0], outs[1][2][0])
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+@pytest.mark.parametrize("world", [2, 3])
+def test_ddp_gradient_as_bucket_view_matches_single_process(world, set_to_none):
+    """Grads as views of the buckets: the same trajectory, whether zero_grad sets them to None (each backward
+    makes them views again) or zeroes the views in place; after the optimizer's step they are still views."""
+    ref = _train_single(steps=4)
+    outs = ok(run_ranks(_train_ddp, world, 4, 1, 1e-4, True, set_to_none))
+    for rank, (params, n_buckets, _, views) in enumerate(outs):
+        assert n_buckets > 1 and views, (rank, n_buckets, views)
+        for p, r in zip(params, ref):
+            np.testing.assert_allclose(p, r, rtol=1e-12, atol=1e-13, err_msg=f"rank {rank} of {world}")
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_ddp_gradient_as_bucket_view_no_sync_accumulation(set_to_none):
+    ref = _train_single(steps=3)
+    outs = ok(run_ranks(_train_ddp, 2, 3, 3, 1e-4, True, set_to_none))  # 3 micro-batches per step
+    for params, _, _, views in outs:
+        assert views
+        for p, r in zip(params, ref):
+            np.testing.assert_allclose(p, r, rtol=1e-12, atol=1e-13)
+    assert not np.allclose(outs[0][2][0], outs[1][2][0])
+
+
+class _TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 2)
+        self.b = nn.Linear(3, 2)
+
+    def forward(self, x, use_b):
+        out = self.a(x).sum()
+        return out + self.b(x).sum() if use_b else out
+
+
+def _head_b_unused_on_rank_one(rank, world, view):
+    ddp = dist.DistributedDataParallel(_TwoHeads().to("cpu", mf.float64), bucket_cap_mb=1e-4,
+                                       gradient_as_bucket_view=view)
+    x = mf.tensor(np.full((4, 3), rank + 1.0), device="cpu")
+    ddp(x, True).backward()  # b's gradient on rank r: 4 (r + 1) per weight; averaged: 6
+    ddp.zero_grad()
+    ddp(x, rank == 0).backward()  # rank 1 leaves b out: its share counts as zeros, not as the 6 of before
+    b = ddp.module.b
+    return b.weight.grad.numpy().copy(), b.bias.grad.numpy().copy(), _grads_are_bucket_views(ddp)
+
+
+@pytest.mark.parametrize("view", [False, True])
+def test_ddp_gradient_that_never_came_counts_as_zeros(view):
+    for weight, bias, views in ok(run_ranks(_head_b_unused_on_rank_one, 2, view)):
+        np.testing.assert_array_equal(weight, np.full((2, 3), 2.0))  # (4 + 0) / 2
+        np.testing.assert_array_equal(bias, np.full(2, 2.0))
+        assert views == view
+
+
+class _Mixed(nn.Module):
+    """An fp32 layer, then a bf16 one."""
+
+    def __init__(self):
+        super().__init__()
+        mf.manual_seed(0)
+        self.a = nn.Linear(6, 16).to("cpu", mf.float32)
+        self.b = nn.Linear(16, 4).to("cpu", mf.bfloat16)
+
+    def forward(self, x):
+        return self.b(self.a(x).bfloat16()).float()
+
+
+def test_ddp_first_bucket_is_small_and_buckets_keep_the_gradients_dtype():
+    """As PyTorch: the first bucket (the last layers, whose gradients come first) closes at 1 MiB, the others at
+    bucket_cap_mb; bf16 parameters get bf16 buckets, and with bucket views bf16 grads of their own shape."""
+    dist.init_process_group("cpu", rank=0, world_size=1)
+    try:
+        mf.manual_seed(0)
+        model = nn.Sequential(*[nn.Linear(256, 256) for _ in range(6)]).to("cpu", mf.float64)  # 512 KiB weights
+        sizes = lambda ddp: [len(b.params) for b in ddp._buckets]  # noqa: E731
+        assert sizes(dist.DistributedDataParallel(model)) == [4, 8]  # 2 layers (1 MiB), then the rest
+        assert sizes(dist.DistributedDataParallel(model, bucket_cap_mb=0.5)) == [2] * 6
+        mixed = _Mixed()
+        ddp = dist.DistributedDataParallel(mixed, gradient_as_bucket_view=True)
+        assert [str(b.flat.dtype) for b in ddp._buckets] == ["bfloat16", "float32"]
+        for b in ddp._buckets:
+            assert all(p.dtype == b.flat.dtype for p in b.params)
+        x = mf.tensor(np.ones((2, 6)), device="cpu", dtype=mf.float32)
+        w = mixed.b.weight
+        local = autograd.grad(mixed(x).sum(), [w])[0].numpy()  # no hook runs
+        w.grad = mf.ones(w.shape, device="cpu", dtype=mf.bfloat16)  # a grad of its own: the backward adds to it
+        ddp(x).sum().backward()
+        assert w.grad.dtype == mf.bfloat16 and w.grad.shape == w.shape
+        np.testing.assert_array_equal(w.grad.numpy(), np.ones(w.shape, local.dtype) + local)
+        assert _grads_are_bucket_views(ddp)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ddp_bad_arguments():
+    dist.init_process_group("cpu", rank=0, world_size=1)
+    try:
+        with pytest.raises(TypeError, match="DistributedDataParallel: gradient_as_bucket_view must be True or False, "
+                                            "got 'yes'"):
+            dist.DistributedDataParallel(_mlp(0), gradient_as_bucket_view="yes")
+        for cap in (0, -1, "25", None, True):
+            with pytest.raises(ValueError, match=f"DistributedDataParallel: bucket_cap_mb must be a number > 0, "
+                                                 f"got {re.escape(repr(cap))}"):
+                dist.DistributedDataParallel(_mlp(0), bucket_cap_mb=cap)
+    finally:
+        dist.destroy_process_group()
 
 
 def test_ddp_state_dict_keys_are_the_modules():
@@ -505,6 +630,45 @@ def test_ddp_world_one_nccl_matches_plain_training_on_gpu(monkeypatch):
         np.testing.assert_array_equal(g, r)
 
 
+@pytest.mark.gpu
+def test_ddp_world_one_nccl_bucket_view_bf16_matches_plain_training_on_gpu(monkeypatch):
+    """bf16 with fp32 master weights (Adam), grads as bucket views, eager and under capture_step: the same
+    weights as plain training bit for bit, and every grad points into its bucket."""
+    xs, ys = _one_rank_gpu_setup(monkeypatch, 5)
+
+    def train(wrap, graphed):
+        model = _small_gpu_model().to(mf.bfloat16)
+        net = dist.DistributedDataParallel(model, bucket_cap_mb=0.001, gradient_as_bucket_view=True) if wrap else model
+        opt = optim.Adam(net.parameters(), lr=1e-2, master_weights=True)
+
+        def step(x, y):
+            opt.zero_grad()
+            F.cross_entropy(net(x.bfloat16()).float(), y).backward()
+            opt.step()
+
+        fn = mf.capture_step(step) if graphed else step
+        for x, y in zip(xs, ys):
+            fn(mf.tensor(x, device="cuda:0"), mf.tensor(y, device="cuda:0"))
+        assert getattr(fn, "captures", 1) == 1  # 2 eager warm-up steps, the capture, 2 replays
+        if wrap:
+            assert len(net._buckets) > 1
+            for b in net._buckets:
+                start = b.flat.data.ptr
+                for p in b.params:
+                    assert p.grad.dtype == mf.bfloat16 and p.grad.shape == p.shape
+                    assert start <= p.grad._data.data.ptr < start + b.flat.nbytes
+        return [p.cpu().numpy().astype(np.float32) for p in model.parameters()]
+
+    dist.init_process_group("nccl")
+    try:
+        for graphed in (False, True):
+            ref, got = train(False, graphed), train(True, graphed)
+            for g, r in zip(got, ref):
+                np.testing.assert_array_equal(g, r, err_msg=f"graphed={graphed}")
+    finally:
+        dist.destroy_process_group()
+
+
 def _run_gpu_worker(mode, tmp_path, timeout=300):
     out = tmp_path / f"{mode}.json"
     code, log = _launch(["--nproc-per-node", "2", str(Path(__file__)), mode, str(out)], timeout=timeout)
@@ -533,9 +697,11 @@ def test_ddp_two_gpus_same_trajectory_as_one_gpu(tmp_path):
 
 @pytest.mark.gpu
 @two_gpus
-def test_ddp_two_gpus_captured_step_matches_eager(tmp_path):
-    """The DDP step captured in a CUDA graph (NCCL inside) gives the eager step's weights."""
-    r = _run_gpu_worker("graph", tmp_path)
+@pytest.mark.parametrize("mode", ["graph", "graph_view"])
+def test_ddp_two_gpus_captured_step_matches_eager(tmp_path, mode):
+    """The DDP step captured in a CUDA graph (NCCL inside) gives the eager step's weights; also with the
+    grads as bucket views (``graph_view``)."""
+    r = _run_gpu_worker(mode, tmp_path)
     print(r)
     assert r["captures"] == 1
     assert r["max_rel_diff"] <= 1e-6
@@ -592,7 +758,7 @@ def _worker_trajectory(out_path):
     dist.destroy_process_group()
 
 
-def _worker_graph(out_path):
+def _worker_graph(out_path, view=False):
     dist.init_process_group(os.environ.get("DDP_TEST_BACKEND", "nccl"), timeout=120)  # cpu: a smoke run
     rank, dev = dist.get_rank(), mf.default_device()
     rng = np.random.default_rng(10 + rank)
@@ -602,7 +768,7 @@ def _worker_graph(out_path):
     def train(graphed):
         mf.manual_seed(0)
         model = nn.Sequential(nn.Linear(64, 256, activation="relu"), nn.Linear(256, 10)).to(dev)
-        ddp = dist.DistributedDataParallel(model, bucket_cap_mb=0.01)
+        ddp = dist.DistributedDataParallel(model, bucket_cap_mb=0.01, gradient_as_bucket_view=view)
         opt = optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
 
         def step(x, y):
@@ -626,7 +792,8 @@ def _worker_graph(out_path):
 
 
 if __name__ == "__main__":  # a rank of a GPU test, started by the launcher
-    {"trajectory": _worker_trajectory, "graph": _worker_graph}[sys.argv[1]](sys.argv[2])
+    {"trajectory": _worker_trajectory, "graph": _worker_graph,
+     "graph_view": lambda out: _worker_graph(out, view=True)}[sys.argv[1]](sys.argv[2])
 
 
 # ---------------------------------------------------------------- mismatched calls are errors on every rank

@@ -2,30 +2,43 @@
 batch, and averages gradients with the others during backward.
 
 How the gradients travel: the parameters are grouped, in reverse registration order (roughly
-the order backward produces their gradients), into buckets of about ``bucket_cap_mb`` MB of
-one dtype. Each parameter carries a post-accumulate-grad hook; the backward writes a
-parameter's ``.grad`` as soon as it is complete and the hook counts it in. When a bucket is
-full it is launched on a separate CUDA stream, which first waits for the gradients, copies
-them into the bucket's flat buffer, all-reduces it (NCCL average) and copies the averages
-back into the ``.grad`` tensors; meanwhile the backward of the earlier layers keeps running
-on the compute stream. Buckets are launched strictly in order, so every rank issues the same
+the order backward produces their gradients), into buckets of consecutive parameters of one
+dtype, the gradients' own (bf16 parameters get bf16 buckets). The first bucket holds at most
+1 MiB, as PyTorch's does: its gradients (the last layers') come first, so the first all-reduce
+starts early in backward instead of waiting for a full bucket; the others hold about
+``bucket_cap_mb`` MB. Each parameter's slice of its bucket's flat buffer starts 256-byte aligned,
+as a fresh allocation does. Each parameter carries a post-accumulate-grad hook; the backward
+writes a parameter's ``.grad`` as soon as it is complete and the hook counts it in. When a
+bucket is full it is launched on a separate CUDA stream, which first waits for the gradients,
+copies them into the bucket's flat buffer, all-reduces it (NCCL average) and copies the averages
+back into the ``.grad`` tensors; meanwhile the backward of the earlier layers keeps running on
+the compute stream. Buckets are launched strictly in order, so every rank issues the same
 collectives in the same order. When the backward ends (an autograd callback) any bucket not
 launched yet is launched (gradients that never came count as zeros), and the compute stream
 waits for the communication stream: the optimizer step that follows sees averaged gradients.
 On the CPU backend each bucket is reduced over the sockets at once, in the hook.
 
+``gradient_as_bucket_view=True`` (PyTorch's option): each ``.grad`` is a view of its slice of
+the bucket (a tensor of the parameter's shape and dtype), so nothing is copied in or out: the
+backward accumulates into the view, the all-reduce runs in place, and the gradients take no
+memory beside the buckets. A ``.grad`` that is not the view when its bucket is launched (None
+after ``zero_grad(set_to_none=True)``, so the backward made a new array; or one the user
+assigned) is copied into the slice, on the compute stream, and replaced by the view; one that
+never came becomes zeros.
+
 ``no_sync()``: forward and backward inside it only accumulate local gradients; the first
 backward outside it then averages the accumulated sums (gradient accumulation).
 
 CUDA graphs (``minifused.capture_step``): NCCL collectives can be captured (NCCL >= 2.9) and
-everything this class issues on the device is capturable: the buckets' flat buffers are
-allocated here, before any capture, at fixed addresses; the communication stream joins and
-leaves the capture through events; nothing synchronizes the host. What it needs: the
-communicator exists before the capture (``init_process_group`` first), and every rank captures
-and replays the same steps in the same order (the same data-loader length per rank: a
-``DistributedSampler``). The Python-side bookkeeping (which bucket is ready) runs once, at
-capture; each replay launches the recorded copies and all-reduces. ``tests/test_distributed.py``
-checks the captured step against the eager one on two GPUs.
+everything this class issues on the device is capturable: the buckets' flat buffers (and the
+gradient views into them) are allocated here, before any capture, at fixed addresses; the
+communication stream joins and leaves the capture through events; nothing synchronizes the host.
+What it needs: the communicator exists before the capture (``init_process_group`` first), and
+every rank captures and replays the same steps in the same order (the same data-loader length
+per rank: a ``DistributedSampler``). The Python-side bookkeeping (which bucket is ready, which
+``.grad`` is not its view yet) runs once, at capture; each replay launches the recorded copies
+and all-reduces. ``tests/test_distributed.py`` checks the captured step against the eager one
+on two GPUs.
 
 State dicts: unlike PyTorch, whose DDP prefixes every key with ``module.``, ``state_dict()``
 returns the wrapped module's own keys, so a checkpoint saved from a DDP model loads into a
@@ -34,12 +47,16 @@ plain one and back; ``load_state_dict`` also accepts PyTorch's ``module.``-prefi
 from __future__ import annotations
 
 import contextlib
+import numbers
 
 from .. import autograd, backend
 from ..autograd import no_grad
 from ..nn.module import Module
 from ..tensor import Tensor
 from . import _all_reduce_array, _require, broadcast
+
+_FIRST_BUCKET_BYTES = 2 ** 20  # PyTorch's cap on the first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES)
+_ALIGN_BYTES = 256  # each slice aligned as a fresh allocation is: a kernel that vectorizes treats a view alike
 
 
 def _event(stream):
@@ -53,17 +70,23 @@ def _event(stream):
 
 
 class _Bucket:
-    __slots__ = ("params", "offsets", "flat", "ready")
+    """Parameters of one dtype and a flat buffer of that dtype; ``views[i]``: parameter i's slice of it,
+    a tensor of the parameter's shape (the padding between slices stays zero)."""
+
+    __slots__ = ("params", "flat", "views", "ready")
 
     def __init__(self, params):
         self.params = params
-        self.offsets, n = [], 0
-        for p in params:
-            self.offsets.append(n)
-            n += p.numel()
         p = params[0]
+        align = max(1, _ALIGN_BYTES // p.element_size())
+        offsets, n = [], 0
+        for q in params:
+            offsets.append(n)
+            n += -(-q.numel() // align) * align
         with backend.on_device(p.device):
             self.flat = p._xp.zeros(n, p.dtype)
+        self.views = [Tensor._from_array(self.flat[o:o + q.numel()].reshape(q.shape))
+                      for q, o in zip(params, offsets)]
         self.ready = 0
 
 
@@ -87,14 +110,18 @@ def _check_same_model(g, module):
 class DistributedDataParallel(Module):
     """Wrap ``module`` (already on this rank's device) for data-parallel training."""
 
-    def __init__(self, module, bucket_cap_mb=25, broadcast_buffers=True):
+    def __init__(self, module, bucket_cap_mb=25, broadcast_buffers=True, gradient_as_bucket_view=False):
         super().__init__()
         g = _require("DistributedDataParallel")
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected a Module, got {type(module).__name__}")
-        if not bucket_cap_mb > 0:
-            raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be > 0, got {bucket_cap_mb}")
+        if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, numbers.Real) or not bucket_cap_mb > 0:
+            raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be a number > 0, got {bucket_cap_mb!r}")
+        if not isinstance(gradient_as_bucket_view, bool):
+            raise TypeError(f"DistributedDataParallel: gradient_as_bucket_view must be True or False, got "
+                            f"{gradient_as_bucket_view!r}")
         self.module = module
+        self.gradient_as_bucket_view = gradient_as_bucket_view
         self.world_size = g.world
         self.broadcast_buffers = bool(broadcast_buffers)
         self.require_backward_grad_sync = True
@@ -123,8 +150,8 @@ class DistributedDataParallel(Module):
 
     @staticmethod
     def _make_buckets(params, cap_bytes):
-        """Consecutive parameters of one dtype, closed once a bucket holds ``cap_bytes`` (a larger
-        parameter gets a bucket of its own)."""
+        """Consecutive parameters of one dtype, closed once a bucket holds ``cap_bytes`` (the first:
+        ``_FIRST_BUCKET_BYTES``, if less; a larger parameter gets a bucket of its own)."""
         buckets, current, size = [], [], 0
         for p in params:
             if current and p.dtype != current[0].dtype:
@@ -132,7 +159,7 @@ class DistributedDataParallel(Module):
                 current, size = [], 0
             current.append(p)
             size += p.numel() * p.element_size()
-            if size >= cap_bytes:
+            if size >= (cap_bytes if buckets else min(cap_bytes, _FIRST_BUCKET_BYTES)):
                 buckets.append(_Bucket(current))
                 current, size = [], 0
         if current:
@@ -177,9 +204,13 @@ class DistributedDataParallel(Module):
             self._next += 1
 
     def _launch(self, bucket):
-        for p in bucket.params:
-            if p.grad is None:  # not used in this forward (on this rank, at least): counts as zero
-                p.grad = Tensor._from_array(p._xp.zeros(p.shape, p.dtype))
+        if self.gradient_as_bucket_view:
+            for p, view in zip(bucket.params, bucket.views):
+                self._into_view(p, view)
+        else:
+            for p in bucket.params:
+                if p.grad is None:  # not used in this forward (on this rank, at least): counts as zero
+                    p.grad = Tensor._from_array(p._xp.zeros(p.shape, p.dtype))
         if self._stream is None:
             self._reduce(bucket)
             return
@@ -187,13 +218,28 @@ class DistributedDataParallel(Module):
         with self._stream:
             self._reduce(bucket)
 
+    @staticmethod
+    def _into_view(p, view):
+        """Make ``p.grad`` its bucket view, keeping its value (zeros if it has none). On the compute
+        stream: a new gradient array is freed right after, where it was made."""
+        if p.grad is view:
+            return
+        if p.grad is None:
+            view._data.fill(0)
+        else:
+            view._data[...] = p.grad._data
+        view._bump("DistributedDataParallel (gradient into its bucket view)")
+        p.grad = view
+
     def _reduce(self, bucket):
-        flat = bucket.flat
-        for p, off in zip(bucket.params, bucket.offsets):
-            flat[off:off + p.numel()] = p.grad._data.reshape(-1)
-        _all_reduce_array(flat, "avg", self._stream)
-        for p, off in zip(bucket.params, bucket.offsets):
-            p.grad._data[...] = flat[off:off + p.numel()].reshape(p.shape)
+        copies = not self.gradient_as_bucket_view
+        if copies:
+            for p, view in zip(bucket.params, bucket.views):
+                view._data[...] = p.grad._data
+        _all_reduce_array(bucket.flat, "avg", self._stream)
+        for p, view in zip(bucket.params, bucket.views):
+            if copies:
+                p.grad._data[...] = view._data
             p.grad._bump("DistributedDataParallel gradient all_reduce")
 
     def _finish(self):
@@ -219,4 +265,5 @@ class DistributedDataParallel(Module):
         return self.module.load_state_dict(state_dict, strict)
 
     def extra_repr(self):
-        return f"world_size={self.world_size}, buckets={len(self._buckets)}"
+        view = ", gradient_as_bucket_view=True" if self.gradient_as_bucket_view else ""
+        return f"world_size={self.world_size}, buckets={len(self._buckets)}{view}"
