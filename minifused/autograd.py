@@ -34,6 +34,7 @@ import threading
 import numpy as np
 
 from . import backend
+from .kernels.elementwise import add as _add  # the sum of two 16-bit gradients in one vectorized kernel
 
 _Tensor = None  # the Tensor class, registered by minifused.tensor
 
@@ -542,7 +543,7 @@ def _sum(a, b):
     if isinstance(a, Handoff) or isinstance(b, Handoff):
         raise RuntimeError("autograd: a Handoff met another gradient for the same output; a backward may "
                            "return one only for an input whose ctx.sole_producer(i) it got")
-    return a + b
+    return _add(a, b)
 
 
 def _output_grads(ctx, pending):
@@ -721,7 +722,7 @@ class _LeafGrads:
         if entry is None:
             self.grads[id(leaf)] = [leaf, g]
         else:
-            entry[1] = entry[1] + g
+            entry[1] = _add(entry[1], g)
 
     def owns(self, g, still_held=()):
         """The one leaf-ownership rule: ``g`` may become a leaf's ``.grad`` as it is (no copy) only if

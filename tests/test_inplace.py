@@ -12,6 +12,7 @@ import minifused.nn as nn
 from minifused.kernels import dropout as KD
 from minifused.kernels import elementwise as KE
 
+from conftest import dev_array, f64, host  # noqa: E402
 from opinfo import inplace_forms, randn  # noqa: E402
 from tolerances import DTYPES, TOL, cpu, rel_err  # noqa: E402
 
@@ -340,6 +341,77 @@ def test_gpu_relu_mask_and_mask_apply(dtype, n):
     for scale in (1.0, 2.5):
         np.testing.assert_array_equal(_host(KE.mask_apply(_cuda(g), _cuda(mr), scale)).astype(np.float32),
                                       KE.mask_apply(g, mr, scale).astype(np.float32))
+
+
+# Sizes around the 16-byte chunks (8 halves, 4 floats, 2 doubles), the mask words (32 elements)
+# and the warps (32 chunks), and one of a few million.
+VEC_SIZES = [1, 7, 31, 32, 33, 255, 257, 4097, 3_000_003]
+
+
+def _guarded(a, offset, fill):
+    """A CUDA copy of ``a`` at element ``offset`` of a fresh allocation, one ``fill`` element on each
+    side: (the view, the whole allocation). offset 1 starts mid-vector: the element-by-element path."""
+    base = np.concatenate([np.full(offset, fill, a.dtype), a, np.full(1, fill, a.dtype)])
+    whole = dev_array(base, "cuda")
+    return whole[offset:offset + a.size], whole
+
+
+def _guards_kept(whole, offset, n, fill):
+    g = f64(whole)
+    return np.array_equal(np.concatenate([g[:offset], g[offset + n:]]), np.full(offset + 1, fill), equal_nan=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [*DTYPES, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("n", VEC_SIZES)
+@pytest.mark.parametrize("offset", [0, 1])
+def test_gpu_relu_mask_vectors_tails_views_and_inplace(dtype, n, offset, poisoned_pool):
+    a = randn(n, seed=n).astype(dtype)
+    a[::5], a[1::7] = 0, -0.0  # zeros of either sign are not kept
+    want_y, want_m = f64(np.where(a > 0, a, 0).astype(dtype)), KE.pack_mask_ref(a > 0)
+    x, xwhole = _guarded(a, offset, 0.0)
+    out, owhole = _guarded(np.full(n, np.nan, dtype), offset, np.nan)  # poisoned: unwritten elements show
+    for y, m in (KE.relu_mask(x, out=out), KE.relu_mask(x)):  # into a view; into a new (aligned) array
+        np.testing.assert_array_equal(f64(y), want_y)
+        np.testing.assert_array_equal(host(m), want_m)  # exact words, bits past n 0 (the pool is 0xFF)
+    assert _guards_kept(owhole, offset, n, np.nan)
+    np.testing.assert_array_equal(f64(x), f64(a))
+    y, m = KE.relu_mask(x, out=x)  # in place
+    assert y is x
+    np.testing.assert_array_equal(f64(x), want_y)
+    np.testing.assert_array_equal(host(m), want_m)
+    assert _guards_kept(xwhole, offset, n, 0.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [*DTYPES, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("n", VEC_SIZES)
+@pytest.mark.parametrize("offset", [0, 1])
+def test_gpu_mask_apply_vectors_tails_and_views(dtype, n, offset, poisoned_pool):
+    keep = np.random.default_rng(n).random(n) < 0.5
+    mask = KE.pack_mask_ref(keep)
+    g = randn(n, seed=n + 1).astype(dtype)
+    gv, _ = _guarded(g, offset, np.nan)
+    for scale in (1.0, 2.5):  # the reference rounds grad * scale once, as the kernel does
+        np.testing.assert_array_equal(f64(KE.mask_apply(gv, dev_array(mask, "cuda"), scale)),
+                                      f64(KE.mask_apply(g, mask, scale)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_gpu_mask_kernels_stride_over_the_grid(dtype, poisoned_pool):
+    """Two blocks for 100003 elements: each thread takes many chunks, its warp a mask word at each."""
+    import cupy
+
+    n = 100_003
+    a = randn(n, seed=5).astype(dtype)
+    x, y, m = dev_array(a, "cuda"), cupy.empty(n, dtype), cupy.empty(KE.mask_words(n), cupy.uint32)
+    KE._kernel(np.dtype(dtype), "relu_fwd_mask")((2,), (256,), (x, y, m, np.int64(n)))
+    np.testing.assert_array_equal(host(y), np.where(a > 0, a, 0).astype(dtype))
+    np.testing.assert_array_equal(host(m), KE.pack_mask_ref(a > 0))
+    dx = cupy.empty(n, dtype)
+    KE._kernel(np.dtype(dtype), "mask_apply")((2,), (256,), (x, m, dx, np.int64(n), np.float32(2.0)))
+    np.testing.assert_array_equal(host(dx), np.where(a > 0, a * np.float32(2.0), 0).astype(dtype))
 
 
 @pytest.mark.gpu

@@ -3,6 +3,7 @@ against the float64 NumPy reference, every public spelling and every dtype (CPU)
 NumPy results (GPU). Below, the ops' hand-written edge cases."""
 import inspect
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -186,3 +187,85 @@ def test_gradient_flows_through_cast_in_own_dtype():
     b = mf.ones(3, dtype=mf.float32, requires_grad=True)
     (a * b).sum().backward()
     assert a.grad.dtype == mf.float16 and b.grad.dtype == mf.float32
+
+
+# ---------------------------------------------------------------- GPU: the same-shape add of 16-bit arrays
+def _add_operands(n, dtype, seed):
+    """Two operands: half random bit patterns (subnormals, infinities, NaNs, huge values), half normal
+    values (sums that round), and first, where n allows, the pairs at the edges: overflow, inf - inf,
+    signed zeros, subnormals, ties to even."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((2, n)).astype(dtype)
+    for x in (a, b):
+        bits = rng.random(n) < 0.5
+        x[bits] = rng.integers(0, 1 << 16, n, dtype=np.uint16).view(dtype)[bits]
+    big, tiny, eps = float(ml_dtypes.finfo(dtype).max), float(ml_dtypes.finfo(dtype).smallest_subnormal), \
+        float(ml_dtypes.finfo(dtype).eps)
+    pairs = [(big, big), (big, -big), (np.inf, -np.inf), (np.inf, 1.0), (-0.0, -0.0), (-0.0, 0.0), (1.5, -1.5),
+             (tiny, tiny), (tiny, -2 * tiny), (1.0, eps / 2), (1.0 + eps, eps / 2), (-1.0, -eps / 2)]
+    k = min(n, len(pairs))
+    a[:k], b[:k] = np.array(pairs[:k]).T.astype(dtype)
+    return a, b
+
+
+def _same_bits(got, want):
+    """Equal bit for bit, any NaN matching any NaN."""
+    nan = np.isnan(want.astype(np.float32))
+    np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
+    np.testing.assert_array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+
+
+def _add_ref(a, b):
+    """The sum in float64, rounded once (float32 arithmetic rounds to the same 16-bit value)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (a.astype(np.float64) + b.astype(np.float64)).astype(a.dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [mf.float16, mf.bfloat16], ids=str)
+@pytest.mark.parametrize("n", [1, 7, 31, 32, 33, 255, 257, 4097, 3_000_003])
+@pytest.mark.parametrize("offset", [0, 1])  # 1: a view that starts mid-vector
+def test_gpu_add_of_16_bit_arrays_against_float64(dtype, n, offset, poisoned_pool):
+    from conftest import dev_array, host
+    from minifused.kernels import elementwise as KE
+
+    a, b = _add_operands(n, dtype, n)
+    da = dev_array(np.concatenate([a[:offset], a]), "cuda")[offset:]
+    db = dev_array(b, "cuda")
+    _same_bits(host(KE.add(da, db)), _add_ref(a, b))
+    _same_bits(host(KE.add(db, da)), _add_ref(a, b))
+    _same_bits(host(KE.add(da, da)), _add_ref(a, a))
+    m = n // 7 * 7
+    if m:  # two dimensions
+        _same_bits(host(KE.add(da[:m].reshape(7, -1), db[:m].reshape(7, -1))), _add_ref(a[:m], b[:m]).reshape(7, -1))
+
+
+@pytest.mark.gpu
+def test_gpu_add_routes_and_fallbacks(monkeypatch):
+    """Tensor ``+`` and the sums of gradients take the kernel for same-shape 16-bit operands and give
+    the float64 reference rounded once; other operands keep CuPy's ``a + b``."""
+    from conftest import dev_array, f64, host
+    from minifused import autograd
+    from minifused.kernels import elementwise as KE
+
+    rng = np.random.default_rng(0)
+    x, w1, w2, g = (rng.standard_normal((33, 65)).astype(mf.bfloat16) for _ in range(4))
+    calls = []
+    monkeypatch.setattr(autograd, "_add", lambda a, b: calls.append(a.dtype) or KE.add(a, b))
+    t = mf.tensor(x, device="cuda", requires_grad=True)
+    _same_bits(host((t + t * 1.0).detach()), _add_ref(x, x))
+    h = t * 1.0
+    (h * mf.tensor(w1, device="cuda") + h * mf.tensor(w2, device="cuda")).backward(mf.tensor(g, device="cuda"))
+    # d/dh = g * w1 + g * w2, each product rounded once (exactly representable in float64), then summed
+    g1, g2 = ((g.astype(np.float64) * w.astype(np.float64)).astype(mf.bfloat16) for w in (w1, w2))
+    want = _add_ref(g1, g2)
+    _same_bits(host(t.grad), want)
+    t.grad = None
+    (t + t).backward(mf.tensor(g, device="cuda"))  # one leaf's two gradients
+    _same_bits(host(t.grad), _add_ref(g, g))
+    assert calls == [mf.bfloat16, mf.bfloat16]
+    da, db = dev_array(x, "cuda"), dev_array(w1, "cuda")
+    for p, q in ((da, db[:1]), (da, 2.0), (da.T, db.T), (da.astype(np.float32), db.astype(np.float32))):
+        want, got = p + q, KE.add(p, q)  # broadcast, scalar, not C-contiguous, not 16-bit
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(f64(got), f64(want))

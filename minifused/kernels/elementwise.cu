@@ -1,16 +1,20 @@
 // ReLU and GELU (both forms), forward and backward; ReLU that keeps a bit-packed mask for its
 // backward, and the backward of any op whose gradient is "grad * scale where a mask bit is set,
-// else 0" (ReLU: scale 1; dropout: scale 1 / (1 - p)). Every kernel loops over the C-order flat
-// array (grid-stride). The activations compute in float for every T (float64 included, as they
-// always have); the mask kernels in S.
+// else 0" (ReLU: scale 1; dropout: scale 1 / (1 - p)); the same-shape add of two arrays. Every
+// kernel loops over the C-order flat array (grid-stride). The activations compute in float for
+// every T (float64 included, as they always have); the mask kernels and the add in S.
 //
 // Mask layout (shared with the NumPy reference in elementwise.py and with dropout.cu): uint32 word
 // w holds elements 32w .. 32w+31 of the C-order flat array, element 32w+j in bit j; the bits past
-// the last element of the last word are 0. Each warp covers 32 consecutive elements, so one
-// __ballot_sync makes a word and lane 0 stores it.
+// the last element of the last word are 0.
 //
-// relu_fwd_mask may run in place (y == x): every element is read and then written by one thread,
-// so x and y carry no __restrict__.
+// The mask kernels and the add are memory-bound on 16-bit tensors, where one element per thread
+// leaves most of the bandwidth unused: each thread moves a chunk of 16 bytes (V elements) in one
+// vector access when every pointer is 16-byte aligned, and element by element otherwise (the
+// last, partial chunk; a view that starts mid-vector).
+//
+// relu_fwd_mask may run in place (y == x): every chunk is read whole and then written by one
+// thread, so x and y carry no __restrict__.
 //
 // nvrtc-check: -DEW_T=float -DEW_S=float
 // nvrtc-check: -DEW_T=__half -DEW_S=float
@@ -30,6 +34,7 @@ typedef EW_S S;
 
 #include "dtypes.cuh"  // to_acc / from_acc
 #include "activation.cuh"  // gelu_erf, gelu_tanh and their gradients
+#include "vec.cuh"  // Vec, load_as, store_as
 
 #define GRID_LOOP(i, n) \
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
@@ -63,28 +68,86 @@ extern "C" __global__ void gelu_bwd_tanh(const T* __restrict__ g, const T* __res
 // Does nothing: the launch-overhead floor that bench/norms.py times.
 extern "C" __global__ void noop() {}
 
-// n32: n rounded up to a multiple of 32. blockDim.x is a multiple of 32, so every warp sees 32
-// consecutive indices starting at a multiple of 32 and the loop condition is uniform in a warp.
+// ---------------------------------------------------------------- 16-byte chunks
+constexpr int V = 16 / sizeof(T);  // elements per chunk: 8 halves, 4 floats, 2 doubles
+typedef Vec<T, V> VT;
+
+__device__ __forceinline__ bool aligned16(const void* p) { return ((unsigned long long)p & 15) == 0; }
+
+// Chunk i0 .. i0+V-1: one vector load when whole and vec (its pointers aligned), else element by
+// element, the elements past n read as 0.
+__device__ __forceinline__ VT load_chunk(const T* p, long long i0, long long n, bool vec) {
+    if (vec && i0 + V <= n) return load_as<VT>(p + i0);
+    VT a;
+#pragma unroll
+    for (int k = 0; k < V; ++k) a.v[k] = i0 + k < n ? p[i0 + k] : from_acc<T>((S)0);
+    return a;
+}
+
+__device__ __forceinline__ void store_chunk(T* p, long long i0, long long n, bool vec, const VT& a) {
+    if (vec && i0 + V <= n) {
+        store_as(p + i0, a);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+        if (i0 + k < n) p[i0 + k] = a.v[k];
+}
+
+// A mask word covers L = 32 / V chunks, those of L consecutive lanes: each lane builds its V bits
+// in place in the word, an OR across the L lanes (xor shuffles) assembles it, the first lane stores
+// it. The loop runs over the chunks rounded up to 32 and blockDim.x is a multiple of 32, so every
+// warp covers 32 consecutive chunks from a multiple of 32: the loop condition is uniform in a warp
+// (all its lanes take part in each shuffle) and each group of L lanes starts a word.
 extern "C" __global__ void relu_fwd_mask(const T* x, T* y, unsigned* __restrict__ mask, long long n) {
-    const long long n32 = (n + 31) & ~31LL;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n32;
-         i += (long long)gridDim.x * blockDim.x) {
-        bool keep = false;
-        if (i < n) {
-            const T v = x[i];
-            keep = to_acc<S>(v) > (S)0;
-            y[i] = keep ? v : from_acc<T>((S)0);
+    constexpr int L = 32 / V;
+    const bool vec = aligned16(x) && aligned16(y);
+    const long long c32 = ((n + V - 1) / V + 31) & ~31LL;
+    for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < c32;
+         c += (long long)gridDim.x * blockDim.x) {
+        const long long i0 = c * V;
+        VT a = load_chunk(x, i0, n, vec);
+        unsigned bits = 0;
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            const bool keep = to_acc<S>(a.v[k]) > (S)0;  // false for the zeros past n: tail bits 0
+            bits |= (unsigned)keep << k;
+            if (!keep) a.v[k] = from_acc<T>((S)0);
         }
-        const unsigned word = __ballot_sync(0xffffffffu, keep);
-        if ((threadIdx.x & 31) == 0) mask[i >> 5] = word;
+        store_chunk(y, i0, n, vec, a);
+        bits <<= (int)(c % L) * V;
+#pragma unroll
+        for (int o = 1; o < L; o <<= 1) bits |= __shfl_xor_sync(0xffffffffu, bits, o);
+        if (c % L == 0 && i0 < n) mask[c / L] = bits;
     }
 }
 
 extern "C" __global__ void mask_apply(const T* __restrict__ g, const unsigned* __restrict__ mask,
                                       T* __restrict__ dx, long long n, S scale) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        const bool keep = (mask[i >> 5] >> (i & 31)) & 1u;
-        dx[i] = keep ? from_acc<T>(to_acc<S>(g[i]) * scale) : from_acc<T>((S)0);
+    constexpr int L = 32 / V;
+    const bool vec = aligned16(g) && aligned16(dx);
+    GRID_LOOP(c, (n + V - 1) / V) {
+        const long long i0 = c * V;
+        const unsigned bits = mask[c / L] >> ((int)(c % L) * V);
+        VT a = load_chunk(g, i0, n, vec);
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+            a.v[k] = (bits >> k) & 1u ? from_acc<T>(to_acc<S>(a.v[k]) * scale) : from_acc<T>((S)0);
+        store_chunk(dx, i0, n, vec, a);
+    }
+}
+
+// out = a + b, two arrays of n elements (the residual add and the gradient sums of 16-bit tensors):
+// the sum in S, rounded once to T, as CuPy's add of two bfloat16 or float16 arrays. a may be b.
+extern "C" __global__ void add_same(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
+                                    long long n) {
+    const bool vec = aligned16(a) && aligned16(b) && aligned16(out);
+    GRID_LOOP(c, (n + V - 1) / V) {
+        const long long i0 = c * V;
+        const VT u = load_chunk(a, i0, n, vec), w = load_chunk(b, i0, n, vec);
+        VT r;
+#pragma unroll
+        for (int k = 0; k < V; ++k) r.v[k] = from_acc<T>(to_acc<S>(u.v[k]) + to_acc<S>(w.v[k]));
+        store_chunk(out, i0, n, vec, r);
     }
 }

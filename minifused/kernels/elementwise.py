@@ -1,5 +1,6 @@
-"""Fused elementwise primitives: ReLU and GELU (both forms), forward and backward, and the
-bit-packed masks that ReLU and dropout keep for their backward.
+"""Fused elementwise primitives: ReLU and GELU (both forms), forward and backward, the
+bit-packed masks that ReLU and dropout keep for their backward, and the same-shape add of
+16-bit arrays.
 
 Each takes raw arrays; the CuPy versions are single fused kernels computing in
 float32, the NumPy versions the reference (float64 inside). The forwards take
@@ -107,6 +108,12 @@ def grid(n):
     return (max(1, min(-(-n // 256), 65535 * 8)),)
 
 
+def _chunk_grid(a):
+    """The grid of the kernels that move a 16-byte chunk per thread (relu_fwd_mask, mask_apply,
+    add_same): blocks of 256 threads for the chunks of array ``a``."""
+    return grid(-(-a.nbytes // 16))
+
+
 def relu_mask(x, out=None):
     """``(relu(x), mask)``: the mask has a bit set where ``x > 0`` (the elements whose gradient
     passes). ``out`` may be ``x`` (in place): the mask is taken before ``x`` is overwritten.
@@ -122,7 +129,7 @@ def relu_mask(x, out=None):
     y = out if direct else cupy.empty(x.shape, x.dtype)
     mask = cupy.empty(mask_words(x.size), cupy.uint32)
     if x.size:
-        _kernel(x.dtype, "relu_fwd_mask")(grid(x.size + 31), (256,), (xc, y, mask, np.int64(x.size)))
+        _kernel(x.dtype, "relu_fwd_mask")(_chunk_grid(x), (256,), (xc, y, mask, np.int64(x.size)))
     if out is not None and y is not out:
         out[...] = y
         y = out
@@ -145,6 +152,26 @@ def mask_apply(grad, mask, scale=1.0):
     dx = cupy.empty(grad.shape, grad.dtype)
     grad = cupy.ascontiguousarray(grad)
     if grad.size:
-        _kernel(grad.dtype, "mask_apply")(grid(grad.size), (256,), (grad, mask, dx, np.int64(grad.size),
-                                                                         _scale(grad.dtype, scale)))
+        _kernel(grad.dtype, "mask_apply")(_chunk_grid(grad), (256,),
+                                          (grad, mask, dx, np.int64(grad.size), _scale(grad.dtype, scale)))
     return dx
+
+
+# ---------------------------------------------------------------- same-shape add
+_ADD_DTYPES = (backend.float16, backend.bfloat16)
+
+
+def add(a, b):
+    """``a + b``. Two C-contiguous CUDA arrays of one shape and one 16-bit dtype take add_same,
+    which computes in float32 and rounds once, as CuPy's add does, but moves 16 bytes per thread
+    (the residual adds and gradient sums of a 16-bit model); anything else (scalars, broadcasting,
+    other dtypes or layouts, NumPy arrays) is ``a + b``."""
+    if not (backend.is_cuda_array(a) and backend.is_cuda_array(b) and a.dtype == b.dtype
+            and a.dtype in _ADD_DTYPES and a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous):
+        return a + b
+    import cupy
+
+    out = cupy.empty(a.shape, a.dtype)
+    if a.size:
+        _kernel(a.dtype, "add_same")(_chunk_grid(a), (256,), (a, b, out, np.int64(a.size)))
+    return out

@@ -53,7 +53,7 @@ class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = (shape_of(a), shape_of(b))
-        return a + b
+        return K.add(a, b)  # a + b; a residual add of two 16-bit arrays in one vectorized kernel
 
     @staticmethod
     def backward(ctx, g):
