@@ -212,12 +212,13 @@ def _whole_grid(m, cols, kred, h, wd, ch, p, q, conv, mid):
             *mid, *ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s))
 
 
-def _tile_n(config, m, n):
+def _tile_n(config, m, n, sms):
     """Columns per block of an ``m`` x ``n`` forward or backward-data GEMM: the config's, else 64 onto at most
-    64 channels, else 128."""
+    64 channels or where 128-wide tiles would leave SMs without a block (the late layers of a ResNet: few
+    output pixels, many channels; measured faster, bench/conv_sweep.py times both), else 128."""
     if config.tile_n:
         return config.tile_n
-    return 64 if n <= 64 else 128
+    return 64 if n <= 64 or -(-m // 128) * -(-n // 128) < sms else 128
 
 
 def _warps(mma, warps, default=(2, 4)):
@@ -254,9 +255,9 @@ def _gemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gro
     conv = ints(*geo[6:8], *stride, *padding, *dilation)
     kernel = functools.partial(_gemm_kernel, dtype, mma, sms, config, wg_stages)
     if mode == ConvMode.FORWARD:
-        return (_forward_launch(dtype, geo, groups, conv, mma, config, kernel),)
+        return (_forward_launch(dtype, geo, groups, conv, mma, sms, config, kernel),)
     if mode == ConvMode.BACKWARD_DATA:
-        return _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv, config, kernel)
+        return _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv, sms, config, kernel)
     return (_backward_filter_launch(dtype, geo, groups, conv, mma, sms, config),)
 
 
@@ -264,22 +265,23 @@ def _gemm_kernel(dtype, mma, sms, config, wg_stages, mode, bm, bn, bkb, m, n):
     """(kernel, block, smem) of an ``m`` x ``n`` GEMM of the forward or backward-data: on wgmma where allowed
     and it applies, else on ``mma`` with ``bm`` x ``bn`` tiles."""
     if wg_stages and _wgmma_applies(mode, mma, np.dtype(dtype).itemsize, bkb):
-        # a grid under two blocks per SM runs 3 stages, two blocks to an SM; a larger one 4, a tile further
-        # ahead (measured faster; bench/conv_sweep.py times both depths)
+        # 128-wide tiles: a grid under two blocks per SM runs 3 stages, two blocks to an SM; a larger one 4,
+        # a tile further ahead. 64-wide tiles fit two blocks of 4 stages (measured faster; bench/conv_sweep.py
+        # times both depths)
         blocks = -(-m // 128) * -(-n // bn)
-        stages = wg_stages if wg_stages > 0 else (3 if blocks < 2 * sms else 4)
+        stages = wg_stages if wg_stages > 0 else (3 if blocks < 2 * sms and bn == 128 else 4)
         return _igemm(dtype, mode, 128, bn, Mma.WGMMA, bkb, (2, 4), stages)
     return _igemm(dtype, mode, bm, bn, mma, bkb, _warps(mma, config.tile_warps))
 
 
-def _forward_launch(dtype, geo, groups, conv, mma, config, kernel):
+def _forward_launch(dtype, geo, groups, conv, mma, sms, config, kernel):
     """FORWARD's launch; its extra: conv_util.cu's pack_forward (grid, int arguments, x's packed elements,
     both operands' packed elements)."""
     n, c, h, wd, k, cg, r, s, p, q = geo
     kg = k // groups
     cpad = padded_channels(cg, dtype)
     m, kred = n * p * q, r * s * cpad
-    bm, bn, bkb = config.tile_m or 128, _tile_n(config, m, kg), _bkb(kred, np.dtype(dtype).itemsize,
+    bm, bn, bkb = config.tile_m or 128, _tile_n(config, m, kg, sms), _bkb(kred, np.dtype(dtype).itemsize,
                                                                       config.tile_row_bytes)
     kern, block, smem = kernel(ConvMode.FORWARD, bm, bn, bkb, m, kg)
     grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
@@ -293,7 +295,7 @@ def _forward_launch(dtype, geo, groups, conv, mma, config, kernel):
     return kern, grid, block, smem, _params(_whole_grid(m, kg, kred, h, wd, cpad, p, q, conv, (k, 0, 0))), pack
 
 
-def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv, config, kernel):
+def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv, sms, config, kernel):
     """BACKWARD_DATA's launch: with stride > 1 (dilation 1) one residue class of output pixels per grid z, so
     that only live taps are in a class's reduction (one launch for all of them: each class alone fills a
     fraction of the GPU); else the identity class. No extra."""
@@ -319,7 +321,7 @@ def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv,
         head = (*ints(m, cg, kred, p, q, kpad, h, wd), *conv,
                 *(np.uint32(v) for v in (*magic(ohc * owc), *magic(owc))))
         params += [*head, c, 0, 0, *ints(ohc, owc, rh, rw, steps[0], steps[1], r0, s0, steps[0], steps[1], rc, sc)]
-    bm, bn, bkb = config.tile_m or 128, _tile_n(config, n * h * wd, cg), _bkb(depth, np.dtype(dtype).itemsize,
+    bm, bn, bkb = config.tile_m or 128, _tile_n(config, n * h * wd, cg, sms), _bkb(depth, np.dtype(dtype).itemsize,
                                                                                config.tile_row_bytes)
     kern, block, smem = kernel(ConvMode.BACKWARD_DATA, bm, bn, bkb, n * h * wd, cg)
     grid = ((rows + bm - 1) // bm, (cg + bn - 1) // bn, len(params) // PARAMS_PER_CLASS)
