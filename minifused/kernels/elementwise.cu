@@ -137,8 +137,27 @@ extern "C" __global__ void mask_apply(const T* __restrict__ g, const unsigned* _
     }
 }
 
+// bfloat16 <-> float by their bits: the hardware conversions flush bfloat16's subnormals to zero, which
+// PyTorch's software conversions (and the float64 reference) keep.
+template <typename A, typename B> struct same_type { static constexpr bool value = false; };
+template <typename A> struct same_type<A, A> { static constexpr bool value = true; };
+template <typename U> __device__ __forceinline__ S widen_exact(U v) {
+    if constexpr (same_type<U, __nv_bfloat16>::value) return __uint_as_float((unsigned)__bfloat16_as_ushort(v) << 16);
+    else return to_acc<S>(v);
+}
+template <typename U> __device__ __forceinline__ U round_exact(S f) {
+    if constexpr (same_type<U, __nv_bfloat16>::value) {
+        unsigned u = __float_as_uint(f);
+        if ((u & 0x7fffffffu) > 0x7f800000u) return __ushort_as_bfloat16((unsigned short)((u >> 16) | 0x40u));  // NaN
+        u += 0x7fffu + ((u >> 16) & 1u);  // to nearest, ties to even
+        return __ushort_as_bfloat16((unsigned short)(u >> 16));
+    } else {
+        return from_acc<U>(f);
+    }
+}
+
 // out = a + b, two arrays of n elements (the residual add and the gradient sums of 16-bit tensors):
-// the sum in S, rounded once to T, as CuPy's add of two bfloat16 or float16 arrays. a may be b.
+// the sum in S, rounded once to T (to nearest, ties to even), as PyTorch's add. a may be b.
 extern "C" __global__ void add_same(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
                                     long long n) {
     const bool vec = aligned16(a) && aligned16(b) && aligned16(out);
@@ -147,7 +166,7 @@ extern "C" __global__ void add_same(const T* __restrict__ a, const T* __restrict
         const VT u = load_chunk(a, i0, n, vec), w = load_chunk(b, i0, n, vec);
         VT r;
 #pragma unroll
-        for (int k = 0; k < V; ++k) r.v[k] = from_acc<T>(to_acc<S>(u.v[k]) + to_acc<S>(w.v[k]));
+        for (int k = 0; k < V; ++k) r.v[k] = round_exact<T>(widen_exact(u.v[k]) + widen_exact(w.v[k]));
         store_chunk(out, i0, n, vec, r);
     }
 }

@@ -128,10 +128,19 @@ class Pow(Function):
         return ga, gb
 
 
+def _in_tensor_dtype(out, a, b):
+    """``out`` of a float tensor and a Python scalar in the tensor's dtype, as PyTorch gives: NumPy's rules
+    compute bfloat16 (an ml_dtypes type) with a Python float in float32; cast back, rounding once."""
+    t = a if isinstance(a, Tensor) else b
+    if isinstance(a, Tensor) and isinstance(b, Tensor) or out.dtype == t.dtype or not backend.is_floating(t.dtype):
+        return out
+    return cast(out, t.dtype)
+
+
 def _arith(fn, name):
     def op(a, b):
         a, b = binary_operands(name, a, b)
-        return fn.apply(a, b)
+        return _in_tensor_dtype(fn.apply(a, b), a, b)
 
     op.__name__ = name
     return op
@@ -150,7 +159,7 @@ def div(a, b):
     if not backend.is_floating(t.dtype):
         a = cast(a, backend.float32) if isinstance(a, Tensor) else a
         b = cast(b, backend.float32) if isinstance(b, Tensor) else b
-    return Div.apply(a, b)
+    return _in_tensor_dtype(Div.apply(a, b), a, b)
 
 
 # ---------------------------------------------------------------- unary math
