@@ -137,14 +137,21 @@ extern "C" __global__ void mask_apply(const T* __restrict__ g, const unsigned* _
     }
 }
 
-// bfloat16 <-> float by their bits: the hardware conversions flush bfloat16's subnormals to zero, which
-// PyTorch's software conversions (and the float64 reference) keep.
+// bfloat16 <-> float by their bits, and a float add written as PTX: CuPy compiles every kernel with
+// -ftz=true, which flushes bfloat16's subnormals (float's own range) to zero in conversions and float
+// arithmetic, where PyTorch's add and the float64 reference keep them.
 template <typename A, typename B> struct same_type { static constexpr bool value = false; };
 template <typename A> struct same_type<A, A> { static constexpr bool value = true; };
 template <typename U> __device__ __forceinline__ S widen_exact(U v) {
     if constexpr (same_type<U, __nv_bfloat16>::value) return __uint_as_float((unsigned)__bfloat16_as_ushort(v) << 16);
     else return to_acc<S>(v);
 }
+__device__ __forceinline__ float add_exact(float a, float b) {
+    float r;
+    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+__device__ __forceinline__ double add_exact(double a, double b) { return a + b; }
 template <typename U> __device__ __forceinline__ U round_exact(S f) {
     if constexpr (same_type<U, __nv_bfloat16>::value) {
         unsigned u = __float_as_uint(f);
@@ -166,7 +173,7 @@ extern "C" __global__ void add_same(const T* __restrict__ a, const T* __restrict
         const VT u = load_chunk(a, i0, n, vec), w = load_chunk(b, i0, n, vec);
         VT r;
 #pragma unroll
-        for (int k = 0; k < V; ++k) r.v[k] = round_exact<T>(widen_exact(u.v[k]) + widen_exact(w.v[k]));
+        for (int k = 0; k < V; ++k) r.v[k] = round_exact<T>(add_exact(widen_exact(u.v[k]), widen_exact(w.v[k])));
         store_chunk(out, i0, n, vec, r);
     }
 }
