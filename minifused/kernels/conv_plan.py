@@ -62,6 +62,9 @@ class ConvConfig:
     tile_row_bytes: int | None = None
     #: Rows (output pixels) per block for forward / backward-data (64 or 128); None: 128.
     tile_m: int | None = None
+    #: Blocks per SM the backward-filter's split-K aims at (more splits: more parallel work, more fp32
+    #: partials to write and sum); None: 4.
+    split_k_blocks_per_sm: int | None = None
     #: Output channels per block for forward / backward-data (64 or 128); None: :func:`_tile_n` decides.
     tile_n: int | None = None
     #: Warps of a tensor-core block along (m, n): (2, 4) gives each warp a 64 x 32 share of a 128 x 128 tile,
@@ -341,7 +344,8 @@ def _backward_filter_launch(dtype, geo, groups, conv, mma, sms, config):
     bk = bkb // itemsize
     tiles = (npq + bk - 1) // bk
     base = ((kg + bm - 1) // bm) * ((ncol + bn - 1) // bn)
-    splits = max(1, min(tiles, (4 * sms + base - 1) // base, 256))
+    per_sm = config.split_k_blocks_per_sm or 4
+    splits = max(1, min(tiles, (per_sm * sms + base - 1) // base, 256))
     per = (tiles + splits - 1) // splits
     splits = (tiles + per - 1) // per
     grid = ((kg + bm - 1) // bm, (ncol + bn - 1) // bn, splits)
