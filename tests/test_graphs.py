@@ -4,6 +4,7 @@ import pytest
 
 import minifused as mf
 import minifused.functional as F
+from minifused import backend
 
 
 def make_problem(device, seed=0):
@@ -158,7 +159,7 @@ def test_dropout_draws_new_masks_on_every_replay():
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [1024, 3000, 4096, 70000], ids=lambda n: f"N{n}")  # two-warp rows, odd, block rows, tiled
 def test_pdl_kernels_in_graph_match_eager(n, monkeypatch):
-    """Inside a capture, the LayerNorm forward and backward and the softmax forward launch with
+    """Inside a capture marked as capture_step marks it, the LayerNorm forward and backward and the softmax forward launch with
     programmatic dependent launch (sm_90+): a chain where each kernel reads what the ones before wrote
     (a CuPy kernel launched without PDL, then PDL after PDL) replays to the eager results, bit for bit,
     on new inputs."""
@@ -187,9 +188,10 @@ def test_pdl_kernels_in_graph_match_eager(n, monkeypatch):
     with stream:
         chain()  # compiles and plans outside the capture
         stream.synchronize()
-        stream.begin_capture()
-        got = chain()
-        graph = stream.end_capture()
+        with backend.capturing("test"):  # as capture_step marks its captures
+            stream.begin_capture()
+            got = chain()
+            graph = stream.end_capture()
         assert len(launches) == (5 if kernels.has_pdl(cp.cuda.runtime.getDevice()) else 0)
         for t in (a, b):  # new inputs, then replay
             t[...] = rs.standard_normal((m, n), dtype=cp.float32).astype(cp.float16)

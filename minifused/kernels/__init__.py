@@ -139,10 +139,14 @@ def _param(a):
 
 
 def pdl_active() -> bool:
-    """Whether :func:`launch` uses programmatic dependent launch now (plans may differ with it)."""
+    """Whether :func:`launch` uses programmatic dependent launch now (plans may differ with it): inside
+    minifused's own captures (``capture_step``; the flag costs no driver query, which every eager launch
+    would pay) on a GPU that has it."""
+    if not backend.is_capturing():
+        return False
     import cupy
 
-    return cupy.cuda.get_current_stream().is_capturing() and has_pdl(cupy.cuda.runtime.getDevice())
+    return has_pdl(cupy.cuda.runtime.getDevice())
 
 
 def launch(kern, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0, pdl: bool | None = None) -> None:
@@ -154,7 +158,7 @@ def launch(kern, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0, pd
     more host time per call, which small eager steps, bound by host time, would pay.
     ``pdl``: :func:`pdl_active` when the caller has asked already."""
     if not (pdl_active() if pdl is None else pdl):
-        kern(grid, block, args, shared_mem=shared_mem)
+        kern.kernel(grid, block, args, shared_mem)  # the Function itself: less host time than RawKernel's call
         return
     import cupy
     from cuda.bindings import driver
