@@ -169,7 +169,10 @@ def test_refused_functional_call_keeps_running_stats():
 
 
 # ---------------------------------------------------------------- CUDA kernels against the reference
-SHAPES = [(4, 3, 5), (2, 64, 1024), (256, 7, 1), (3, 1, 777), (1, 2, 40000), (33, 130, 9)]
+SHAPES = [(4, 3, 5), (2, 64, 1024), (256, 7, 1), (3, 1, 777), (1, 2, 40000), (33, 130, 9),
+          # one block per channel (kernels.batchnorm.SMALL_BYTES): 8x8 maps, runs of 32, a ReLU on a run the
+          # mask words cannot follow (its forward takes the three passes), the largest channel that fits
+          (256, 16, 64), (5, 3, 32), (9, 4, 48), (3, 5, 100), (4, 2, 8192)]
 
 
 @pytest.mark.gpu
@@ -253,3 +256,14 @@ def test_against_pytorch(torch, rng, dtype, shape):
     np.testing.assert_allclose(f64(ours.bias.grad), theirs.bias.grad.float().cpu().numpy(), rtol=tol * 10,
                                atol=tol * 10)
     assert int(ours.num_batches_tracked.item()) == int(theirs.num_batches_tracked.item()) == 3
+
+
+def test_small_channels_take_one_block_each():
+    """Which inputs the one-block-per-channel kernels take: a channel that fits SMALL_BYTES (8x8 maps of a
+    batch of 256, in 16 bits and in float32), not one past it nor a 32x32 map."""
+    small = K._per_channel(np.empty((256, 64, 64), np.float16), 8)
+    assert small == (512, 256 * 64 * 2)
+    assert K._per_channel(np.empty((256, 64, 64), np.float32), 4) == (512, K.SMALL_BYTES)
+    assert K._per_channel(np.empty((256, 64, 65), np.float32), 1) is None
+    assert K._per_channel(np.empty((256, 64, 1024), np.float16), 8) is None
+    assert K._per_channel(np.empty((4, 3, 5), np.float32), 1) == (32, 4 * 5 * 4)

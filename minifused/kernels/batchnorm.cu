@@ -221,3 +221,144 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
         reinterpret_cast<Vec*>(dx)[v] = out;
     }
 }
+
+// ---------------------------------------------------------------- one block per channel
+// Where a channel's N*S elements fit in shared memory (batchnorm.py's SMALL_BYTES), one launch does what
+// the three passes above do: block c loads channel c once, reduces it there and writes it once (a small
+// input otherwise pays three launches' latency for little data). The statistics are two-pass over the
+// cached copy (the mean, then the squared deviations from it), each a fixed-order block sum
+// (deterministic). With a ReLU mask, S is a multiple of 32 (the host checks): a mask word then holds 32
+// elements of one channel's run, assembled from 32 / VEC neighbouring lanes as in bn_apply.
+
+// The sum of v over the block (blockDim.x a multiple of 32, at most 1024), returned to every thread.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();  // scratch may still be read by the previous call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < warps ? scratch[lane] : 0.f);
+}
+
+// The flat index of vector j (of N*S/VEC) of channel c.
+__device__ __forceinline__ long long channel_vector(long long j, long long SV, long long C, long long c) {
+    const long long n = j / SV;
+    return ((n * C + c) * SV + (j - n * SV)) * VEC;
+}
+
+extern "C" __global__ void bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var,
+                                              const W* __restrict__ w, const W* __restrict__ b, T* __restrict__ y,
+                                              unsigned* __restrict__ mask, float* __restrict__ mean,
+                                              float* __restrict__ rstd, long long N, long long C, long long S,
+                                              float eps, float factor, int update) {
+    pdl_entry();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    Vec* cache = reinterpret_cast<Vec*>(smem_raw);
+    __shared__ float scratch[32];
+    const long long c = blockIdx.x, SV = S / VEC, MV = N * SV;
+    const float M = (float)(N * S);
+    float a = 0.f;
+    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
+        const Vec v = *reinterpret_cast<const Vec*>(x + channel_vector(j, SV, C, c));
+        cache[j] = v;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) a += to_f(v.v[k]);
+    }
+    const float mu = block_sum(a, scratch) / M;
+    float q = 0.f;
+    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const float d = to_f(cache[j].v[k]) - mu;
+            q += d * d;
+        }
+    }
+    const float var = block_sum(q, scratch) / M;
+    const float r = 1.0f / sqrtf(var + eps);
+    if (threadIdx.x == 0) {
+        mean[c] = mu;
+        rstd[c] = r;
+        if (update) {
+            const double Md = (double)M, unbiased = Md > 1.0 ? (double)var * Md / (Md - 1.0) : (double)var;
+            const double f = factor;
+            running_mean[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_mean[c]) + f * (double)mu);
+            running_var[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_var[c]) + f * unbiased);
+        }
+    }
+    const float wc = w ? to_acc<float>(w[c]) : 1.f, bc = b ? to_acc<float>(b[c]) : 0.f;
+    const int lane = threadIdx.x & 31;
+    for (long long base = 0; base < MV; base += blockDim.x) {  // warp-uniform trips (the mask's shuffles)
+        const long long j = base + threadIdx.x;
+        const bool live = j < MV;
+        unsigned bits = 0u;
+        long long i = 0;
+        if (live) {
+            i = channel_vector(j, SV, C, c);
+            Vec out;
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                float o = (to_f(cache[j].v[k]) - mu) * r * wc + bc;
+                if (mask) {
+                    if (o > 0.f) bits |= 1u << k;
+                    else if (o == o) o = 0.f;
+                }
+                out.v[k] = from_f<T>(o);
+            }
+            *reinterpret_cast<Vec*>(y + i) = out;
+        }
+        if (mask) {
+            unsigned word = bits;
+#pragma unroll
+            for (int k = 1; k < 32 / VEC; ++k) word |= __shfl_down_sync(0xffffffffu, bits, k) << (k * VEC);
+            if (lane % (32 / VEC) == 0 && live) mask[i >> 5] = word;
+        }
+    }
+}
+
+// dx, dw, db of channel c from its dy (masked) and x, cached: the sums of g and g*(x - mean), then dx =
+// k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them.
+extern "C" __global__ void bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x,
+                                               const unsigned* __restrict__ mask, const float* __restrict__ mean,
+                                               const float* __restrict__ rstd, const W* __restrict__ w,
+                                               T* __restrict__ dx, W* __restrict__ dw, W* __restrict__ db,
+                                               long long N, long long C, long long S, int batch) {
+    pdl_entry();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const long long c = blockIdx.x, SV = S / VEC, MV = N * SV;
+    Vec* gc = reinterpret_cast<Vec*>(smem_raw);
+    Vec* xc = gc + MV;
+    __shared__ float scratch[32];
+    const float m = mean[c];
+    float a = 0.f, p = 0.f;
+    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
+        const long long i = channel_vector(j, SV, C, c);
+        Vec gv = *reinterpret_cast<const Vec*>(dy + i);
+        const Vec xv = *reinterpret_cast<const Vec*>(x + i);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            if (!kept(mask, i + k)) gv.v[k] = from_f<T>(0.f);
+            const float g = to_f(gv.v[k]);
+            a += g;
+            p += g * (to_f(xv.v[k]) - m);
+        }
+        gc[j] = gv;
+        xc[j] = xv;
+    }
+    a = block_sum(a, scratch);
+    p = block_sum(p, scratch);
+    const double r = rstd[c], M = (double)N * (double)S;
+    if (threadIdx.x == 0) {
+        if (dw) dw[c] = from_acc<W>((double)p * r);
+        if (db) db[c] = from_acc<W>((double)a);
+    }
+    if (!dx) return;
+    const double k0d = r * (w ? to_acc<double>(w[c]) : 1.0);
+    const float k0 = (float)k0d, k1 = batch ? (float)(k0d * a / M) : 0.f, k2 = batch ? (float)(k0d * r * r * p / M) : 0.f;
+    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
+        Vec out;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k)
+            out.v[k] = from_f<T>(k0 * to_f(gc[j].v[k]) - k1 - (to_f(xc[j].v[k]) - m) * k2);
+        *reinterpret_cast<Vec*>(dx + channel_vector(j, SV, C, c)) = out;
+    }
+}

@@ -14,7 +14,8 @@ The CUDA path: a partial-sums pass (a grid of (blocks per channel, channel); eve
 slice of its channel, shifted by the channel's first element so the squares do not cancel) writes one row
 of partials per block; a per-channel pass combines the rows in a fixed order in float64 (deterministic, no
 atomics) into mean/rstd and the running statistics, or into dw/db and the dx coefficients; an elementwise
-pass writes y (and the mask) or dx. NumPy arrays and float64 CuPy arrays take the reference (written for
+pass writes y (and the mask) or dx. A channel small enough for one block's shared memory (:data:`SMALL_BYTES`)
+takes one launch instead: each block caches its channel, reduces it and writes it. NumPy arrays and float64 CuPy arrays take the reference (written for
 either array module). Inputs are assumed valid and C-contiguous (the functional layer checks).
 """
 from __future__ import annotations
@@ -113,12 +114,32 @@ def _vec(s, *arrays):
     return vec if ok else 1
 
 
+#: The largest channel (N*S elements, in bytes) that one block caches in shared memory: BatchNorm then runs
+#: as one launch per direction (bn_channel_forward / bn_channel_backward, which caches dy too).
+SMALL_BYTES = 64 * 1024
+
+
 @functools.cache
 def _kernels(dtype, wdtype, vec, wide):
     opts = (f"-DMF_T={ctype(dtype)}", f"-DMF_W={ctype(wdtype)}", f"-DMF_VEC={vec}",
             f"-DMF_WIDE={int(wide)}")
-    return {name: get_kernel("batchnorm.cu", name, opts)
-            for name in ("bn_partial", "bn_finalize_forward", "bn_apply", "bn_finalize_backward", "bn_backward_dx")}
+    kernels = {name: get_kernel("batchnorm.cu", name, opts)
+               for name in ("bn_partial", "bn_finalize_forward", "bn_apply", "bn_finalize_backward", "bn_backward_dx",
+                            "bn_channel_forward", "bn_channel_backward")}
+    kernels["bn_channel_forward"].max_dynamic_shared_size_bytes = SMALL_BYTES
+    kernels["bn_channel_backward"].max_dynamic_shared_size_bytes = 2 * SMALL_BYTES
+    return kernels
+
+
+def _per_channel(x, vec):
+    """(threads, shared bytes) of the one-block-per-channel kernels when channel slices of ``x`` fit, else
+    None. Training only (evaluation has no statistics to gather)."""
+    n, _, s = x.shape
+    nbytes = n * s * x.itemsize
+    if nbytes > SMALL_BYTES:
+        return None
+    vectors = n * s // vec
+    return int(min(512, max(32, -(-vectors // 32) * 32))), nbytes
 
 
 def _split(n, c, s, sms):
@@ -150,6 +171,16 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     mean = cupy.empty(c, np.float32)
     rstd = cupy.empty(c, np.float32)
     mask = cupy.empty(_words(x.size), np.uint32) if relu else None
+    small = _per_channel(x, vec) if training and (not relu or s % 32 == 0) else None
+    if small:  # one launch: statistics, running statistics, y and the mask
+        threads, nbytes = small
+        update = running_mean is not None
+        launch(k["bn_channel_forward"], (c,), (threads,),
+               (x, running_mean if update else NULL, running_var if update else NULL,
+                weight if weight is not None else NULL, bias if bias is not None else NULL, y,
+                mask if relu else NULL, mean, rstd, _i(n), _i(c), _i(s), np.float32(eps), np.float32(factor),
+                np.int32(update)), nbytes)
+        return y, mean, rstd, mask
     if training:
         p = _split(n, c, s, sms)
         part = cupy.empty((c, p, 2), np.float32)
@@ -179,13 +210,21 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
     dx = cupy.empty_like(x) if need_dx else None
     vec = _vec(s, x, dy, dx)
     k = _kernels(x.dtype, wdtype, vec, x.size >= 2 ** 32)
+    dw = cupy.empty(c, wdtype) if need_dw and weight is not None else None
+    db = cupy.empty(c, wdtype) if need_dw else None
+    small = _per_channel(x, vec)
+    if small:  # one launch: the sums, dw, db and dx
+        threads, nbytes = small
+        launch(k["bn_channel_backward"], (c,), (threads,),
+               (dy, x, mask if mask is not None else NULL, mean, rstd, weight if weight is not None else NULL,
+                dx if need_dx else NULL, dw if dw is not None else NULL, db if db is not None else NULL,
+                _i(n), _i(c), _i(s), np.int32(batch_stats)), 2 * nbytes)
+        return dx, dw, db
     p = _split(n, c, s, sms)
     part = cupy.empty((c, p, 2), np.float32)
     launch(k["bn_partial"], (p, c), (_THREADS,),
            (x, dy, mask if mask is not None else NULL, mean, part, _i(n), _i(c), _i(s), np.int32(p)))
     coef = cupy.empty((c, 3), np.float32)
-    dw = cupy.empty(c, wdtype) if need_dw and weight is not None else None
-    db = cupy.empty(c, wdtype) if need_dw else None
     launch(k["bn_finalize_backward"], (_words(c),), (32,),
            (part, weight if weight is not None else NULL, rstd, dw if dw is not None else NULL,
             db if db is not None else NULL, coef, _i(n), _i(c), _i(s), np.int32(p), np.int32(batch_stats)))
