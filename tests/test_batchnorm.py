@@ -262,8 +262,8 @@ def test_small_channels_take_one_block_each():
     """Which inputs the one-block-per-channel kernels take: a channel that fits SMALL_BYTES (8x8 maps of a
     batch of 256, in 16 bits and in float32), not one past it nor a 32x32 map."""
     small = K._per_channel(np.empty((256, 64, 64), np.float16), 8)
-    assert small == (512, 256 * 64 * 2)
-    assert K._per_channel(np.empty((256, 64, 64), np.float32), 4) == (512, K.SMALL_BYTES)
+    assert small == (1024, 256 * 64 * 2)
+    assert K._per_channel(np.empty((256, 64, 64), np.float32), 4) == (1024, K.SMALL_BYTES)
     assert K._per_channel(np.empty((256, 64, 65), np.float32), 1) is None
     assert K._per_channel(np.empty((256, 64, 1024), np.float16), 8) is None
     assert K._per_channel(np.empty((4, 3, 5), np.float32), 1) == (32, 4 * 5 * 4)

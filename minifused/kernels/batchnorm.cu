@@ -246,7 +246,7 @@ __device__ __forceinline__ long long channel_vector(long long j, long long SV, l
     return ((n * C + c) * SV + (j - n * SV)) * VEC;
 }
 
-extern "C" __global__ void bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var,
+extern "C" __global__ void __launch_bounds__(1024) bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var,
                                               const W* __restrict__ w, const W* __restrict__ b, T* __restrict__ y,
                                               unsigned* __restrict__ mask, float* __restrict__ mean,
                                               float* __restrict__ rstd, long long N, long long C, long long S,
@@ -258,6 +258,7 @@ extern "C" __global__ void bn_channel_forward(const T* __restrict__ x, W* runnin
     const long long c = blockIdx.x, SV = S / VEC, MV = N * SV;
     const float M = (float)(N * S);
     float a = 0.f;
+#pragma unroll 4  // several loads in flight per thread: a block alone on its SM is bound by their latency
     for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
         const Vec v = *reinterpret_cast<const Vec*>(x + channel_vector(j, SV, C, c));
         cache[j] = v;
@@ -317,7 +318,7 @@ extern "C" __global__ void bn_channel_forward(const T* __restrict__ x, W* runnin
 
 // dx, dw, db of channel c from its dy (masked) and x, cached: the sums of g and g*(x - mean), then dx =
 // k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them.
-extern "C" __global__ void bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x,
+extern "C" __global__ void __launch_bounds__(1024) bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x,
                                                const unsigned* __restrict__ mask, const float* __restrict__ mean,
                                                const float* __restrict__ rstd, const W* __restrict__ w,
                                                T* __restrict__ dx, W* __restrict__ dw, W* __restrict__ db,
@@ -330,6 +331,7 @@ extern "C" __global__ void bn_channel_backward(const T* __restrict__ dy, const T
     __shared__ float scratch[32];
     const float m = mean[c];
     float a = 0.f, p = 0.f;
+#pragma unroll 4
     for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
         const long long i = channel_vector(j, SV, C, c);
         Vec gv = *reinterpret_cast<const Vec*>(dy + i);

@@ -139,7 +139,7 @@ def _per_channel(x, vec):
     if nbytes > SMALL_BYTES:
         return None
     vectors = n * s // vec
-    return int(min(512, max(32, -(-vectors // 32) * 32))), nbytes
+    return int(min(1024, max(32, -(-vectors // 32) * 32))), nbytes
 
 
 def _split(n, c, s, sms):
