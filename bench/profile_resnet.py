@@ -30,71 +30,12 @@ from harness import torch_or_none  # noqa: E402
 import minifused as mf  # noqa: E402
 
 
-def our_step(batch, captured):
-    """(step, batches) of our bf16 ResNet-18, warmed up."""
-    import minifused.functional as F
-    import minifused.nn as nn
-    from minifused import amp, optim
-
-    mf.manual_seed(0)
-    model = rn.resnet18(nn, F.relu).to("cuda")
-    amp.cast_model(model, mf.bfloat16)
-    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4, master_weights=True)
-    batches = [(mf.randn(batch, 3, 32, 32, device="cuda", dtype=mf.bfloat16),
-                mf.randint(0, 10, (batch,), device="cuda")) for _ in range(2)]
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x).float(), y)
-        loss.backward()
-        opt.step()
-
-    if captured:
-        step = mf.capture_step(step)
+def warm(torch, step, batches):
+    """Three steps (a captured step captures on its third), then both frameworks' queues drained."""
     for i in range(3):
-        step(*batches[i % 2])
+        step(*batches[i % len(batches)])
     mf.cuda.synchronize()
-    return step, batches
-
-
-def their_step(torch, batch, captured):
-    model = rn.resnet18(torch.nn, torch.relu).cuda().to(memory_format=torch.channels_last)
-    torch.backends.cudnn.benchmark = True
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4,
-                          fused=not captured, foreach=True if captured else None)
-    batches = [(torch.randn(batch, 3, 32, 32, device="cuda").to(memory_format=torch.channels_last),
-                torch.randint(0, 10, (batch,), device="cuda")) for _ in range(2)]
-
-    def step(x, y):
-        opt.zero_grad(set_to_none=not captured)
-        with torch.autocast("cuda", torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(model(x).float(), y)
-        loss.backward()
-        opt.step()
-
-    if not captured:
-        for i in range(3):
-            step(*batches[i % 2])
-        torch.cuda.synchronize()
-        return step, batches
-    sx, sy = (t.clone() for t in batches[0])
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step(sx, sy)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step(sx, sy)
-
-    def replay(x, y):
-        sx.copy_(x)
-        sy.copy_(y)
-        graph.replay()
-    replay(*batches[0])
     torch.cuda.synchronize()
-    return replay, batches
 
 
 def kernels_of(torch, step, batches, steps, trace):
@@ -105,7 +46,7 @@ def kernels_of(torch, step, batches, steps, trace):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for i in range(steps):
-            step(*batches[i % 2])
+            step(*batches[i % len(batches)])
         torch.cuda.synchronize()
         wall = (time.perf_counter() - t0) / steps * 1e6
     path = Path(trace or "/tmp") / "profile_resnet_trace.json"
@@ -142,7 +83,7 @@ def host_profile(step, batches, steps, top):
     prof = cProfile.Profile()
     prof.enable()
     for i in range(steps):
-        step(*batches[i % 2])
+        step(*batches[i % len(batches)])
     prof.disable()
     mf.cuda.synchronize()
     out = io.StringIO()
@@ -168,8 +109,9 @@ def main(argv=None):
         if name not in only:
             continue
         captured = name.endswith("graph")
-        step, batches = (our_step(args.batch, captured) if name.startswith("ours")
-                         else their_step(torch, args.batch, captured))
+        step, batches = (rn.our_step(args.batch, "bf16", captured) if name.startswith("ours")
+                         else rn.their_step(torch, args.batch, "bf16", "graph" if captured else "eager"))
+        warm(torch, step, batches)
         table, wall, path = kernels_of(torch, step, batches, args.steps, args.trace)
         if args.trace:
             path.rename(Path(args.trace) / f"{name}_b{args.batch}.json")
@@ -178,7 +120,8 @@ def main(argv=None):
         mf.cuda.empty_cache()
         torch.cuda.empty_cache()
     if "host" in only:
-        step, batches = our_step(args.batch, False)
+        step, batches = rn.our_step(args.batch, "bf16", False)
+        warm(torch, step, batches)
         host_profile(step, batches, 10, args.top)
 
 

@@ -90,9 +90,10 @@ def elapsed(start, stop):
     return cupy.cuda.get_elapsed_time(start, stop) if isinstance(start, cupy.cuda.Event) else start.elapsed_time(stop)
 
 
-def ours(batch, dtype, captured, steps, repeats):
+def our_step(batch, dtype, captured):
+    """(step, batches) of our ResNet-18 training step (``step(x, y)``; under ``capture_step`` if
+    ``captured``) on 8 resident batches."""
     mf.manual_seed(0)
-    mf.cuda.reset_peak_memory_stats()  # (the peak counts weights, optimizer state, batches, any graph's pool)
     model = resnet18(nn, F.relu).to("cuda")
     low = dtype == "bf16"
     if low:
@@ -109,16 +110,22 @@ def ours(batch, dtype, captured, steps, repeats):
         opt.step()
         return loss.detach()
 
-    if captured:
-        step = mf.capture_step(step)
+    return (mf.capture_step(step) if captured else step), batches
+
+
+def ours(batch, dtype, captured, steps, repeats):
+    mf.cuda.reset_peak_memory_stats()  # (the peak counts weights, optimizer state, batches, any graph's pool)
+    step, batches = our_step(batch, dtype, captured)
     rate = steps_per_s(step, batches, steps, repeats, mf.cuda.synchronize,
                        lambda: (cupy.cuda.Event(), cupy.cuda.Event()))
     return rate, mf.cuda.max_memory_allocated()
 
 
-def theirs(torch, batch, dtype, how, steps, repeats):
+def their_step(torch, batch, dtype, how):
+    """(step, batches) of PyTorch's ResNet-18 training step at its strongest for ``how``: eager (channels_last,
+    cudnn.benchmark, fused SGD), ``graph`` (its documented whole-step capture, capturable foreach SGD) or
+    ``compile`` (``torch.compile(mode='max-autotune')``)."""
     torch.manual_seed(0)
-    torch.cuda.reset_peak_memory_stats()
     torch.backends.cudnn.benchmark = True
     # the same math as ours: fp32 is strict fp32 (PyTorch's convolutions default to TF32), bf16 is autocast
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
@@ -138,26 +145,31 @@ def theirs(torch, batch, dtype, how, steps, repeats):
         return loss.detach()
 
     if how == "compile":
-        step = torch.compile(step, mode="max-autotune")
-    if how == "graph":  # PyTorch's documented whole-network capture: warm up on a side stream, then capture
-        sx, sy = (t.clone() for t in batches[0])
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step(sx, sy)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        return torch.compile(step, mode="max-autotune"), batches
+    if how != "graph":
+        return step, batches
+    # PyTorch's documented whole-network capture: warm up on a side stream, then capture
+    sx, sy = (t.clone() for t in batches[0])
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
             step(sx, sy)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step(sx, sy)
 
-        def replay(x, y):
-            sx.copy_(x)
-            sy.copy_(y)
-            graph.replay()
-        run = replay
-    else:
-        run = step
+    def replay(x, y):
+        sx.copy_(x)
+        sy.copy_(y)
+        graph.replay()
+    return replay, batches
+
+
+def theirs(torch, batch, dtype, how, steps, repeats):
+    torch.cuda.reset_peak_memory_stats()
+    run, batches = their_step(torch, batch, dtype, how)
     rate = steps_per_s(run, batches, steps, repeats, torch.cuda.synchronize,
                        lambda: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
     return rate, torch.cuda.max_memory_allocated()
