@@ -38,8 +38,7 @@ every rank captures and replays the same steps in the same order (the same data-
 per rank: a ``DistributedSampler``). The Python-side bookkeeping (which bucket is ready, which
 ``.grad`` is not its view yet) runs once, at capture; each replay launches the recorded copies
 and all-reduces. ``tests/test_distributed.py`` checks the captured step against the eager one
-on two GPUs. ``gradient_as_bucket_view=True`` raises inside a capture: its captured step was
-measured to drift from the eager one, and the cause is not found yet.
+on two GPUs.
 
 State dicts: unlike PyTorch, whose DDP prefixes every key with ``module.``, ``state_dict()``
 returns the wrapped module's own keys, so a checkpoint saved from a DDP model loads into a
@@ -58,12 +57,6 @@ from . import _all_reduce_array, _require, broadcast
 
 _FIRST_BUCKET_BYTES = 2 ** 20  # PyTorch's cap on the first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES)
 _ALIGN_BYTES = 256  # each slice aligned as a fresh allocation is: a kernel that vectorizes treats a view alike
-
-
-def _capturing():
-    import cupy
-
-    return cupy.cuda.get_current_stream().is_capturing()
 
 
 def _event(stream):
@@ -211,10 +204,6 @@ class DistributedDataParallel(Module):
             self._next += 1
 
     def _launch(self, bucket):
-        if self.gradient_as_bucket_view and self._stream is not None and _capturing():
-            raise NotImplementedError(
-                "DistributedDataParallel: gradient_as_bucket_view=True inside capture_step is not supported yet "
-                "(its captured step does not reproduce the eager one); capture with gradient_as_bucket_view=False")
         if self.gradient_as_bucket_view:
             for p, view in zip(bucket.params, bucket.views):
                 self._into_view(p, view)

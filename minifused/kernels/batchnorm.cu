@@ -246,11 +246,11 @@ __device__ __forceinline__ long long channel_vector(long long j, long long SV, l
     return ((n * C + c) * SV + (j - n * SV)) * VEC;
 }
 
-extern "C" __global__ void __launch_bounds__(1024) bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var,
-                                              const W* __restrict__ w, const W* __restrict__ b, T* __restrict__ y,
-                                              unsigned* __restrict__ mask, float* __restrict__ mean,
-                                              float* __restrict__ rstd, long long N, long long C, long long S,
-                                              float eps, float factor, int update) {
+extern "C" __global__ void __launch_bounds__(1024)
+bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, const W* __restrict__ w,
+                   const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask, float* __restrict__ mean,
+                   float* __restrict__ rstd, long long N, long long C, long long S, float eps, float factor,
+                   int update) {
     pdl_entry();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Vec* cache = reinterpret_cast<Vec*>(smem_raw);
@@ -318,11 +318,11 @@ extern "C" __global__ void __launch_bounds__(1024) bn_channel_forward(const T* _
 
 // dx, dw, db of channel c from its dy (masked) and x, cached: the sums of g and g*(x - mean), then dx =
 // k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them.
-extern "C" __global__ void __launch_bounds__(1024) bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x,
-                                               const unsigned* __restrict__ mask, const float* __restrict__ mean,
-                                               const float* __restrict__ rstd, const W* __restrict__ w,
-                                               T* __restrict__ dx, W* __restrict__ dw, W* __restrict__ db,
-                                               long long N, long long C, long long S, int batch) {
+extern "C" __global__ void __launch_bounds__(1024)
+bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const unsigned* __restrict__ mask,
+                    const float* __restrict__ mean, const float* __restrict__ rstd, const W* __restrict__ w,
+                    T* __restrict__ dx, W* __restrict__ dw, W* __restrict__ db, long long N, long long C, long long S,
+                    int batch) {
     pdl_entry();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const long long c = blockIdx.x, SV = S / VEC, MV = N * SV;
@@ -355,7 +355,8 @@ extern "C" __global__ void __launch_bounds__(1024) bn_channel_backward(const T* 
     }
     if (!dx) return;
     const double k0d = r * (w ? to_acc<double>(w[c]) : 1.0);
-    const float k0 = (float)k0d, k1 = batch ? (float)(k0d * a / M) : 0.f, k2 = batch ? (float)(k0d * r * r * p / M) : 0.f;
+    const float k0 = (float)k0d, k1 = batch ? (float)(k0d * a / M) : 0.f;
+    const float k2 = batch ? (float)(k0d * r * r * p / M) : 0.f;
     for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
         Vec out;
 #pragma unroll
