@@ -15,6 +15,9 @@ A step is zero_grad + forward + backward + (DDP wait) + optimizer step, timed wi
 (median of 20 after 5 warm-up steps). Ratios: ``ddp_scaling_2gpu`` (fp32; target >= 1.8),
 ``ddp_scaling_2gpu_bf16``, ``ddp_comm_efficiency[_bf16]`` (no_sync step time / DDP's) and, with
 ``--bucket-view``, ``ddp_bucket_view_step_over_ddp[_bf16]`` (its step time / the default's).
+The same rows for bench/resnet.py's ResNet-18 (bf16 with fp32 master weights, ``--resnet-batch``
+images per GPU, 128 by default): ratios ``ddp_scaling_Ngpu_resnet_bf16`` and
+``ddp_comm_efficiency_resnet_bf16``.
 
 ZeRO (case ``... adam``, after the rows above): the same DDP model trained with Adam, plain
 (``N GPU ddp``) and with ``ZeroRedundancyOptimizer`` (``N GPU ddp zero``): the step time (the
@@ -39,14 +42,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import cupy  # noqa: E402
-import numpy as np  # noqa: E402
 
 import minifused as mf  # noqa: E402
 import minifused.distributed as dist  # noqa: E402
 import minifused.functional as F  # noqa: E402
 import minifused.nn as nn  # noqa: E402
+import resnet  # noqa: E402
 from harness import Results, bench_ms  # noqa: E402
-from minifused import optim  # noqa: E402
+from minifused import amp, optim  # noqa: E402
 
 
 def build(width, layers, dtype, dev):
@@ -81,6 +84,20 @@ def make_step(net, opt):
     return step
 
 
+def resnet_bf16(dev):
+    mf.manual_seed(0)
+    model = resnet.resnet18(nn, F.relu).to(dev)
+    amp.cast_model(model, mf.bfloat16)
+    return model
+
+
+def resnet_inputs(batch, dev, seed):
+    rs = cupy.random.RandomState(seed)
+    with cupy.cuda.Device(dev.index):
+        return [(mf.Tensor(rs.standard_normal((batch, 3, 32, 32), dtype=cupy.float32).astype(mf.bfloat16)),
+                 mf.Tensor(rs.randint(0, 10, batch).astype(cupy.int64))) for _ in range(4)]
+
+
 def inputs(batch, width, dtype, dev, seed):
     rs = cupy.random.RandomState(seed)
     with cupy.cuda.Device(dev.index):
@@ -96,6 +113,7 @@ def main():
     p.add_argument("--batch", type=int, default=4096, help="per GPU")
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--bucket-view", action="store_true", help="also DDP with gradient_as_bucket_view=True")
+    p.add_argument("--resnet-batch", type=int, default=128, help="per GPU; 0 leaves ResNet-18 out")
     a = p.parse_args()
     dist.init_process_group("nccl", timeout=600)
     rank, world, dev = dist.get_rank(), dist.get_world_size(), mf.default_device()
@@ -110,9 +128,6 @@ def main():
     def timed(step, data):
         return largest(bench_ms(step, data, warmup=5, repeat=a.repeat))
 
-    def samples_per_s(ms):
-        return world * a.batch / (ms / 1e3)
-
     def adam_case(dtype, data, zero):
         """(step ms, peak bytes per rank, optimizer-state bytes per rank), each the largest rank's."""
         gc.collect()  # the models of the cases before (DDP's hooks make cycles) are gone from the peak
@@ -123,41 +138,52 @@ def main():
         ms = timed(make_step(ddp, opt), data)
         return ms, largest(mf.cuda.max_memory_allocated()), largest(state_bytes(opt))
 
-    dtypes = [(name, mf.backend.as_dtype(name)) for name in a.dtypes.split(",")]
-    for name, dtype in dtypes:
-        data = inputs(a.batch, a.width, dtype, dev, seed=rank)
-        suffix = "" if dtype == mf.float32 else f"_{name}"
+    def scaling(case, name, make_model, dtype, data, batch, suffix):
+        """The rows and ratios of one model: 1 GPU (rank 0 alone), N GPUs under DDP, without its
+        communication (no_sync), and with the grads as bucket views (``--bucket-view``)."""
+        def rate(ms):
+            return world * batch / (ms / 1e3)
+
         single = None
         if rank == 0:
-            model = build(a.width, a.layers, dtype, dev)
-            single = a.batch / (bench_ms(make_step(model, sgd(model.parameters(), dtype)), data, warmup=5,
-                                         repeat=a.repeat) / 1e3)
+            model = make_model()
+            single = batch / (bench_ms(make_step(model, sgd(model.parameters(), dtype)), data, warmup=5,
+                                       repeat=a.repeat) / 1e3)
             res.add(f"{case} {name}", "1 GPU", single, "samples/s")
             del model
         dist.barrier()
         if world == 1:
-            continue
-        model = build(a.width, a.layers, dtype, dev)
+            return
+        model = make_model()
         ddp = dist.DistributedDataParallel(model)
         step = make_step(ddp, sgd(ddp.parameters(), dtype))
         ddp_ms = timed(step, data)
         with ddp.no_sync():
             free_ms = timed(step, data)
         if rank == 0:
-            res.add(f"{case} {name}", f"{world} GPU ddp", samples_per_s(ddp_ms), "samples/s")
-            res.add(f"{case} {name}", f"{world} GPU ddp no_sync", samples_per_s(free_ms), "samples/s")
-            res.ratio(f"ddp_scaling_{world}gpu{suffix}", samples_per_s(ddp_ms) / single)
+            res.add(f"{case} {name}", f"{world} GPU ddp", rate(ddp_ms), "samples/s")
+            res.add(f"{case} {name}", f"{world} GPU ddp no_sync", rate(free_ms), "samples/s")
+            res.ratio(f"ddp_scaling_{world}gpu{suffix}", rate(ddp_ms) / single)
             res.ratio(f"ddp_comm_efficiency{suffix}", free_ms / ddp_ms)
         del ddp, model, step
         if a.bucket_view:
-            model = build(a.width, a.layers, dtype, dev)
+            model = make_model()
             ddp = dist.DistributedDataParallel(model, gradient_as_bucket_view=True)
             view_ms = timed(make_step(ddp, sgd(ddp.parameters(), dtype)), data)
             if rank == 0:
-                res.add(f"{case} {name}", f"{world} GPU ddp bucket_view", samples_per_s(view_ms), "samples/s")
+                res.add(f"{case} {name}", f"{world} GPU ddp bucket_view", rate(view_ms), "samples/s")
                 res.ratio(f"ddp_bucket_view_step_over_ddp{suffix}", view_ms / ddp_ms)
             del ddp, model
         dist.barrier()
+
+    dtypes = [(name, mf.backend.as_dtype(name)) for name in a.dtypes.split(",")]
+    for name, dtype in dtypes:
+        suffix = "" if dtype == mf.float32 else f"_{name}"
+        scaling(case, name, lambda: build(a.width, a.layers, dtype, dev), dtype,
+                inputs(a.batch, a.width, dtype, dev, seed=rank), a.batch, suffix)
+    if a.resnet_batch:  # bench/resnet.py's ResNet-18 (CIFAR), bf16 with fp32 master weights
+        scaling(f"resnet18 b{a.resnet_batch}/gpu", "bf16", lambda: resnet_bf16(dev), mf.bfloat16,
+                resnet_inputs(a.resnet_batch, dev, seed=rank), a.resnet_batch, "_resnet_bf16")
     # Adam and ZeRO after every SGD row: the allocation hook behind max_memory_allocated times none of them
     for name, dtype in dtypes if world > 1 else ():  # ZeRO shards over several ranks
         data = inputs(a.batch, a.width, dtype, dev, seed=rank)
