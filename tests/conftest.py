@@ -96,3 +96,35 @@ def poisoned_pool():
     cupy.cuda.set_allocator(alloc)
     yield
     cupy.cuda.set_allocator(pool.malloc)
+
+
+def scheduled_training(device, graphed, make_opt, make_sched, steps):
+    """A small MLP trained ``steps`` steps on one batch, the lr changed by a scheduler after each step, the
+    step run eagerly or under ``capture_step``: a graph that baked the step count or the lr into its kernels
+    would drift from the eager run after the warm-up. Returns (losses, weights, optimizer, step)."""
+    import minifused as mf
+    import minifused.functional as F
+    from minifused import nn
+
+    mf.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
+    opt = make_opt(model.parameters())
+    sched = make_sched(opt)
+    rng = np.random.default_rng(1)
+    x = mf.tensor(rng.standard_normal((8, 20)), dtype=mf.float32, device=device)
+    y = mf.tensor(rng.integers(0, 4, 8), device=device)
+
+    def step(xb, yb):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    if graphed:
+        step = mf.capture_step(step, warmup=2)
+    losses = []
+    for _ in range(steps):
+        losses.append(float(step(x, y).item()))
+        sched.step()
+    return losses, [p.cpu().numpy() for p in model.parameters()], opt, step

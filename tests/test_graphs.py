@@ -83,32 +83,13 @@ def test_host_sync_inside_capture_is_named():
 
 
 def _adam_run(device, graphed, steps=10):
-    """A small MLP trained with Adam and a per-step cosine lr: a graph that baked the step count or
-    the lr into its kernels would drift from the eager run after the warm-up."""
-    from minifused import nn, optim
+    """Adam with a per-step cosine lr (conftest.scheduled_training)."""
+    from conftest import scheduled_training
 
-    mf.manual_seed(0)
-    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 4)).to(device)
-    opt = optim.Adam(model.parameters(), lr=1e-2)
-    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
-    rng = np.random.default_rng(1)
-    x = mf.tensor(rng.standard_normal((8, 20)), dtype=mf.float32, device=device)
-    y = mf.tensor(rng.integers(0, 4, 8), device=device)
+    from minifused import optim
 
-    def step(xb, yb):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(xb), yb)
-        loss.backward()
-        opt.step()
-        return loss.detach()
-
-    if graphed:
-        step = mf.capture_step(step, warmup=2)
-    losses = []
-    for _ in range(steps):
-        losses.append(float(step(x, y).item()))
-        sched.step()
-    return losses, [p.cpu().numpy() for p in model.parameters()], opt
+    return scheduled_training(device, graphed, lambda ps: optim.Adam(ps, lr=1e-2),
+                              lambda opt: optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps), steps)[:3]
 
 
 @pytest.mark.gpu

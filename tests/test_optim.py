@@ -758,32 +758,12 @@ def test_fp32_steps_match_pytorch(name, kw, variant, torch):
 def test_captured_step_follows_step_count_and_scheduler(name):
     """A step of the new optimizers captured into a CUDA graph replays like eager steps while a
     scheduler changes the lr every step (and Adagrad's decayed lr follows the device step count)."""
-    import minifused.functional as F
+    from conftest import scheduled_training
 
-    def run(graphed, steps=8):
-        mf.manual_seed(0)
-        model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 4)).to("cuda")
+    def run(graphed):
         kw = dict(NEW[name], lr_decay=0.1) if name == "Adagrad" else NEW[name]
-        opt = getattr(optim, name)(model.parameters(), **kw)
-        sched = S.ExponentialLR(opt, gamma=0.8)
-        rng = np.random.default_rng(1)
-        x = mf.tensor(rng.standard_normal((8, 20)), dtype=mf.float32, device="cuda")
-        y = mf.tensor(rng.integers(0, 4, 8), device="cuda")
-
-        def step(xb, yb):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(xb), yb)
-            loss.backward()
-            opt.step()
-            return loss.detach()
-
-        if graphed:
-            step = mf.capture_step(step, warmup=2)
-        losses = []
-        for _ in range(steps):
-            losses.append(float(step(x, y).item()))
-            sched.step()
-        return losses, [p.cpu().numpy() for p in model.parameters()], opt, step
+        return scheduled_training("cuda", graphed, lambda ps: getattr(optim, name)(ps, **kw),
+                                  lambda opt: S.ExponentialLR(opt, gamma=0.8), 8)
 
     eager, w_eager, _, _ = run(False)
     graphed, w_graph, opt, step = run(True)

@@ -29,12 +29,16 @@ def _wrap(arrays):
     return tuple(None if a is None else Tensor._from_array(a) for a in arrays)
 
 
-class _InputNode(Function):
+class _HookNode(Function):
+    """Passes its arrays through; its backward runs the module's hooks (``state``: the call's)."""
+
     @staticmethod
     def forward(ctx, *arrays, state):
         ctx.state = state
         return tuple(arrays)
 
+
+class _InputNode(_HookNode):
     @staticmethod
     def backward(ctx, *grads):
         state = ctx.state
@@ -49,12 +53,7 @@ class _InputNode(Function):
         return tuple(None if grad_input[pos] is None else grad_input[pos]._data for pos in state.tensor_positions)
 
 
-class _OutputNode(Function):
-    @staticmethod
-    def forward(ctx, *arrays, state):
-        ctx.state = state
-        return tuple(arrays)
-
+class _OutputNode(_HookNode):
     @staticmethod
     def backward(ctx, *grads):
         state = ctx.state
