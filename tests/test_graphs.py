@@ -58,6 +58,36 @@ def test_warmup_must_be_positive():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["transposed", "side_stream"])
+def test_replays_take_strided_inputs_and_follow_the_callers_stream(layout):
+    """A replay copies a non-contiguous batch into its static buffer (elementwise, not memcpy), and runs
+    on whatever stream the caller is on, after the work already queued there."""
+    import cupy
+
+    eager, weights, _ = run("cuda", graphed=False)
+    params, batches = make_problem("cuda")
+    step = mf.capture_step(sgd_step(params), warmup=2)
+    losses = []
+    side = cupy.cuda.Stream(non_blocking=True)
+    for i, (x, y) in enumerate(batches):
+        if layout == "transposed":  # the same values, from a transposed array
+            x = x.t().contiguous().t()
+            assert not x._data.flags.c_contiguous
+            losses.append(step(x, y).item())
+        else:
+            with side:
+                # queued on the side stream just before the replay: the replay must see it
+                xs = mf.zeros(x.shape, device="cuda")
+                cupy.cuda.runtime.memcpyAsync(xs._data.data.ptr, x._data.data.ptr, x._data.nbytes,
+                                              cupy.cuda.runtime.memcpyDeviceToDevice, side.ptr)
+                losses.append(step(xs, y).item())
+    assert step.captures == 2
+    np.testing.assert_allclose(losses, eager, rtol=1e-5, atol=1e-6)
+    for a, p in zip(weights, params):
+        np.testing.assert_allclose(a, p.detach().cpu().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
 def test_graph_replay_matches_eager_and_recaptures_per_shape():
     eager, weights, _ = run("cuda", graphed=False)
     graphed, weights_g, step = run("cuda", graphed=True)

@@ -189,18 +189,19 @@ def test_gradient_flows_through_cast_in_own_dtype():
     assert a.grad.dtype == mf.float16 and b.grad.dtype == mf.float32
 
 
-# ---------------------------------------------------------------- GPU: the same-shape add of 16-bit arrays
+# ---------------------------------------------------------------- GPU: the same-shape add (float32, 16-bit)
 def _add_operands(n, dtype, seed):
     """Two operands: half random bit patterns (subnormals, infinities, NaNs, huge values), half normal
     values (sums that round), and first, where n allows, the pairs at the edges: overflow, inf - inf,
     signed zeros, subnormals, ties to even."""
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((2, n)).astype(dtype)
+    uint = _uint(dtype)
     for x in (a, b):
         bits = rng.random(n) < 0.5
-        x[bits] = rng.integers(0, 1 << 16, n, dtype=np.uint16).view(dtype)[bits]
-    big, tiny, eps = float(ml_dtypes.finfo(dtype).max), float(ml_dtypes.finfo(dtype).smallest_subnormal), \
-        float(ml_dtypes.finfo(dtype).eps)
+        x[bits] = rng.integers(0, np.iinfo(uint).max, n, dtype=uint, endpoint=True).view(dtype)[bits]
+    info = ml_dtypes.finfo(dtype) if dtype == mf.bfloat16 else np.finfo(dtype)
+    big, tiny, eps = float(info.max), float(info.smallest_subnormal), float(info.eps)
     pairs = [(big, big), (big, -big), (np.inf, -np.inf), (np.inf, 1.0), (-0.0, -0.0), (-0.0, 0.0), (1.5, -1.5),
              (tiny, tiny), (tiny, -2 * tiny), (1.0, eps / 2), (1.0 + eps, eps / 2), (-1.0, -eps / 2)]
     k = min(n, len(pairs))
@@ -208,30 +209,38 @@ def _add_operands(n, dtype, seed):
     return a, b
 
 
+def _uint(dtype):
+    return np.uint32 if np.dtype(dtype).itemsize == 4 else np.uint16
+
+
 def _same_bits(got, want):
     """Equal bit for bit, any NaN matching any NaN."""
     nan = np.isnan(want.astype(np.float32))
     np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
-    np.testing.assert_array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    uint = _uint(want.dtype)
+    np.testing.assert_array_equal(got.view(uint)[~nan], want.view(uint)[~nan])
 
 
 def _add_ref(a, b):
-    """The sum in float64, rounded once (float32 arithmetic rounds to the same 16-bit value)."""
+    """The sum in float64, rounded once (float64 holds the sum of two float32 values closely enough that
+    rounding it gives the correctly rounded float32 or 16-bit sum)."""
     with np.errstate(over="ignore", invalid="ignore"):
         return (a.astype(np.float64) + b.astype(np.float64)).astype(a.dtype)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [mf.float16, mf.bfloat16], ids=str)
+@pytest.mark.parametrize("dtype", [mf.float16, mf.bfloat16, mf.float32], ids=str)
 @pytest.mark.parametrize("n", [1, 7, 31, 32, 33, 255, 257, 4097, 3_000_003])
 @pytest.mark.parametrize("offset", [0, 1])  # 1: a view that starts mid-vector
-def test_gpu_add_of_16_bit_arrays_against_float64(dtype, n, offset, poisoned_pool):
+def test_gpu_same_shape_add_against_float64(dtype, n, offset, poisoned_pool):
     from conftest import dev_array, host
     from minifused.kernels import elementwise as KE
 
     a, b = _add_operands(n, dtype, n)
     da = dev_array(np.concatenate([a[:offset], a]), "cuda")[offset:]
     db = dev_array(b, "cuda")
+    if n == 1:  # a 0-d pair (the running loss sum of a training loop)
+        _same_bits(host(KE.add(da.reshape(()), db.reshape(()))), _add_ref(a, b).reshape(()))
     _same_bits(host(KE.add(da, db)), _add_ref(a, b))
     _same_bits(host(KE.add(db, da)), _add_ref(a, b))
     _same_bits(host(KE.add(da, da)), _add_ref(a, a))
@@ -242,8 +251,8 @@ def test_gpu_add_of_16_bit_arrays_against_float64(dtype, n, offset, poisoned_poo
 
 @pytest.mark.gpu
 def test_gpu_add_routes_and_fallbacks(monkeypatch):
-    """Tensor ``+`` and the sums of gradients take the kernel for same-shape 16-bit operands and give
-    the float64 reference rounded once; other operands keep CuPy's ``a + b``."""
+    """Tensor ``+`` and the sums of gradients take the kernel for same-shape float32 and 16-bit operands and
+    give the float64 reference rounded once; other operands keep CuPy's ``a + b``."""
     from conftest import dev_array, f64, host
     from minifused import autograd
     from minifused.kernels import elementwise as KE
@@ -265,7 +274,8 @@ def test_gpu_add_routes_and_fallbacks(monkeypatch):
     _same_bits(host(t.grad), _add_ref(g, g))
     assert calls == [mf.bfloat16, mf.bfloat16]
     da, db = dev_array(x, "cuda"), dev_array(w1, "cuda")
-    for p, q in ((da, db[:1]), (da, 2.0), (da.T, db.T), (da.astype(np.float32), db.astype(np.float32))):
-        want, got = p + q, KE.add(p, q)  # broadcast, scalar, not C-contiguous, not 16-bit
+    for p, q in ((da, db[:1]), (da, 2.0), (da.T, db.T), (da.astype(np.float64), db.astype(np.float64)),
+                 (da, db.astype(np.float32))):
+        want, got = p + q, KE.add(p, q)  # broadcast, scalar, not C-contiguous, float64, mixed dtypes
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(f64(got), f64(want))

@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 
 from .. import backend
+from ..kernels.gather import gather_rows
 from ..tensor import Tensor
 from .dataset import Dataset
 
@@ -217,13 +218,13 @@ class DataLoader:
             for idx in self._index_batches(epoch):
                 with backend.on_device(self.device):
                     idx = backend.to_device(idx, self.device)
-                yield tuple(Tensor._from_array(t._data.take(idx, axis=0)) for t in self._tensors)
+                yield tuple(Tensor._from_array(gather_rows(t._data, idx)) for t in self._tensors)
         elif self.shuffle or self.sampler is not None:
             with backend.on_device(self.device):
                 perm = backend.to_device(self.order(epoch), self.device)  # one copy per epoch
             for b in range(count):
                 idx = perm[b * bs:(b + 1) * bs]
-                yield tuple(Tensor._from_array(t._data.take(idx, axis=0)) for t in self._tensors)
+                yield tuple(Tensor._from_array(gather_rows(t._data, idx)) for t in self._tensors)
         else:
             for b in range(count):
                 yield tuple(Tensor._from_array(t._data[b * bs:(b + 1) * bs]) for t in self._tensors)

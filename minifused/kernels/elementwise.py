@@ -158,14 +158,15 @@ def mask_apply(grad, mask, scale=1.0):
 
 
 # ---------------------------------------------------------------- same-shape add
-_ADD_DTYPES = (backend.float16, backend.bfloat16)
+_ADD_DTYPES = (backend.float16, backend.bfloat16, backend.float32)
 
 
 def add(a, b):
-    """``a + b``. Two C-contiguous CUDA arrays of one shape and one 16-bit dtype take add_same,
-    which computes in float32 and rounds once, as CuPy's add does, but moves 16 bytes per thread
-    (the residual adds and gradient sums of a 16-bit model); anything else (scalars, broadcasting,
-    other dtypes or layouts, NumPy arrays) is ``a + b``."""
+    """``a + b``. Two C-contiguous CUDA arrays of one shape and one dtype (float32, float16 or bfloat16)
+    take add_same, which computes in float32 and rounds once, as CuPy's add does, but moves 16 bytes per
+    thread (the residual adds and gradient sums of a 16-bit model) and costs less host time than CuPy's
+    ufunc (the sums of small steps); anything else (scalars, broadcasting, other dtypes or layouts, NumPy
+    arrays) is ``a + b``."""
     if not (backend.is_cuda_array(a) and backend.is_cuda_array(b) and a.dtype == b.dtype
             and a.dtype in _ADD_DTYPES and a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous):
         return a + b
@@ -173,5 +174,5 @@ def add(a, b):
 
     out = cupy.empty(a.shape, a.dtype)
     if a.size:
-        _kernel(a.dtype, "add_same")(_chunk_grid(a), (256,), (a, b, out, np.int64(a.size)))
+        _kernel(a.dtype, "add_same").kernel(_chunk_grid(a), (256,), (a, b, out, np.int64(a.size)))
     return out
