@@ -241,12 +241,14 @@ def _gpu_cases(seed, count):
                                    {"tile_row_bytes": 64, "tile_m": 64},
                                    {"tile_row_bytes": 128, "nchw_forward": False},
                                    {"tile_row_bytes": 128, "nchw_forward": False, "wgmma_stages": 4},
-                                   {"tile_n": 64, "nchw_forward": False}])
+                                   {"tile_n": 64, "nchw_forward": False}, {"tile_n": 32, "tile_row_bytes": 128, "nchw_forward": False},
+                                   {"tile_n": 32, "tile_m": 64, "tile_row_bytes": 128, "nchw_forward": False}])
 def test_gpu_random_configs_all_directions(dtype, tuning, poisoned_pool, monkeypatch):
     """>= 50 random configurations per direction (fwd with bias+ReLU+mask, bwd-data, bwd-filter, bias grad),
     with the default tiles, with 4-warp blocks everywhere (64 x 64 warp tiles; FFMA keeps its 8 warps) and the
     repacking forward, with 64-byte tiles of 64 rows, and with 128-byte tiles everywhere (on an H100: the wgmma
-    path for every tensor-core forward and fp16/bf16 backward-data, 3 stages on these small grids, and 4)."""
+    path for every tensor-core forward and fp16/bf16 backward-data, 3 stages on these small grids, and 4), and
+    32-wide tiles (mma.sync) of 128 and 64 rows everywhere."""
     import cupy
 
     monkeypatch.setattr(backend.tf32_conv, "allow_tf32", dtype == "tf32")
@@ -328,7 +330,8 @@ def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool
     {"tile_warps": (2, 2), "tile_m": 64, "tile_row_bytes": 64, "nchw_forward": False},
     {"tile_warps": (2, 4), "nchw_forward": True, "tile_row_bytes": 128}, {"wgmma": False, "nchw_forward": False},
     {"wgmma_stages": 3, "nchw_forward": False}, {"wgmma_stages": 4, "nchw_forward": False},
-    {"tile_n": 64, "nchw_forward": False}, {"tile_n": 128, "nchw_forward": False}])
+    {"tile_n": 64, "nchw_forward": False}, {"tile_n": 128, "nchw_forward": False},
+    {"tile_n": 32, "tile_row_bytes": 128, "nchw_forward": False}])
 def test_gpu_large_shapes_match(poisoned_pool, tuning):
     """The benchmark shapes' tile paths (BN=128, 128-byte tiles, split-K, strided backward-data by residue
     class incl. classes with no taps, all classes in one launch) on reduced batches, with both tile depths,
@@ -425,6 +428,31 @@ def test_gpu_wgmma_runs_on_hopper():
         assert P.gemm_plan(mode, dtype, *shape, dev, off, True)[0][0] is not kern
     assert P.gemm_plan(bwd_data, backend.float32, *shape, dev, default, True)[0][3] != P.smem_bytes(
         4, bwd_data, 128, 128, 128, 3, True)
+
+
+@pytest.mark.gpu
+def test_gpu_narrow_tiles_onto_few_channels(poisoned_pool, monkeypatch):
+    """A TF32 backward-data onto 32 channels (the MNIST CNN's second layer) runs 32-wide tiles on mma.sync, one
+    column of blocks, and matches float64; with 64-byte tile rows, or where wgmma runs, the tiles stay 64 wide."""
+    import cupy
+
+    dev = cupy.cuda.Device().id
+    shape = ((8, 32, 26, 26), (64, 32, 3, 3), (1, 1), (1, 1), (1, 1), 1)
+    bwd_data = P.ConvMode.BACKWARD_DATA
+    kern, grid = P.gemm_plan(bwd_data, backend.float32, *shape, dev, P.DEFAULT_CONFIG, True)[0][:2]
+    assert "-DCONV_BN=32" in kern.options and "-DCONV_MMA=2" in kern.options and grid[1] == 1
+    kern = P.gemm_plan(bwd_data, backend.float32, *shape, dev, ConvConfig(tile_row_bytes=64), True)[0][0]
+    assert "-DCONV_BN=64" in kern.options
+    if cupy.cuda.Device().compute_capability == "90":
+        kern = P.gemm_plan(bwd_data, backend.float16, *shape, dev, P.DEFAULT_CONFIG, True)[0][0]
+        assert "-DCONV_BN=64" in kern.options and "-DCONV_MMA=3" in kern.options
+    rng = np.random.default_rng(4)
+    wt = cupy.asarray(rng.standard_normal(shape[1])).astype(cupy.float32)
+    dy = cupy.asarray(rng.standard_normal((8, 64, 26, 26))).astype(cupy.float32)
+    monkeypatch.setattr(backend.tf32_conv, "allow_tf32", True)
+    dx = K.conv2d_backward_data(dy, wt, shape[0], *shape[2:])
+    ref = K.conv2d_backward_data_ref(dy.astype(cupy.float64), wt.astype(cupy.float64), shape[0], *shape[2:])
+    assert _rel(dx, ref) < _GPU_TOL["tf32"]
 
 
 @pytest.mark.gpu

@@ -50,6 +50,9 @@
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=2 -DCONV_WARPS_N=2
 // nvrtc-check: -DCONV_T=__half -DCONV_MODE=3 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_WARPS_N=2
 // nvrtc-check: -DCONV_T=__half -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=1 -DCONV_MIN_BLOCKS=4
+// nvrtc-check: -DCONV_T=float -DCONV_MODE=1 -DCONV_BM=128 -DCONV_BN=32 -DCONV_MMA=2 -DCONV_BKB=128 -DCONV_WARPS_M=4 -DCONV_WARPS_N=2
+// nvrtc-check: -DCONV_T=__half -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=32 -DCONV_MMA=1 -DCONV_BKB=128 -DCONV_WARPS_M=4 -DCONV_WARPS_N=2
+// nvrtc-check: -DCONV_T=float -DCONV_MODE=1 -DCONV_BM=128 -DCONV_BN=32 -DCONV_MMA=0 -DCONV_BKB=128
 // nvrtc-check[sm_90a]: -DCONV_T=__half -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=3 -DCONV_BKB=128
 // nvrtc-check[sm_90a]: -DCONV_IS_BF16=1 -DCONV_T=__nv_bfloat16 -DCONV_MODE=1 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=3 -DCONV_BKB=128
 // nvrtc-check[sm_90a]: -DCONV_T=float -DCONV_FLOAT=1 -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=3 -DCONV_BKB=128 -DCONV_STAGES=3
@@ -119,7 +122,8 @@ constexpr int PRM_PER_CLASS = 35;  // launch-time constants per residue class (c
 constexpr int LDC = MODE != 2 ? BM + 4 : BN + 4;  // epilogue tile (fp32): col-major (0/1/3), row-major (2)
 
 static_assert(NT % BM == 0 || MODE == 2, "epilogue maps one m per thread");
-static_assert(BM % 64 == 0 && BN % 64 == 0, "tiles are multiples of 64");
+static_assert(BM % 64 == 0 && (BN % 64 == 0 || (BN == 32 && MODE < 2)),
+              "tiles are multiples of 64 (32 columns: the forward and backward-data onto few channels)");
 static_assert(!WGMMA || (sizeof(T) == 4) == (bool)CONV_FLOAT, "CONV_FLOAT=1 names a float CONV_T");
 static_assert(!WGMMA || (CONV_BKB == 128 && MODE < 2 && NT == 256 && BM == 128 && (BN == 64 || BN == 128) &&
                          STAGES >= 3), "wgmma: two warpgroups on 128 x 64|128 tiles of 128-byte rows, 3+ stages");
@@ -288,6 +292,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
 #if CONV_MODE < 2
     constexpr int CPR = BK / VEC;            // chunks per tile row (4)
     constexpr int A_IT = BM * CPR / NT, B_IT = BN * CPR / NT;
+    static_assert(A_IT * NT == BM * CPR && B_IT * NT == BN * CPR, "every thread loads whole chunks of both tiles");
     const int jc = tid % CPR;
     int a_pix[A_IT], a_y0[A_IT], a_x0[A_IT];
     bool a_ok[A_IT];

@@ -65,7 +65,7 @@ class ConvConfig:
     #: Blocks per SM the backward-filter's split-K aims at (more splits: more parallel work, more fp32
     #: partials to write and sum); None: 4.
     split_k_blocks_per_sm: int | None = None
-    #: Output channels per block for forward / backward-data (64 or 128); None: :func:`_tile_n` decides.
+    #: Output channels per block for forward / backward-data (32, 64 or 128); None: :func:`_tile_n` decides.
     tile_n: int | None = None
     #: Warps of a tensor-core block along (m, n): (2, 4) gives each warp a 64 x 32 share of a 128 x 128 tile,
     #: (2, 2) a 64 x 64 share. None: (2, 2) for the forward from NCHW onto 64 output channels or fewer, else
@@ -218,7 +218,8 @@ def _whole_grid(m, cols, kred, h, wd, ch, p, q, conv, mid):
 def _tile_n(config, m, n, sms):
     """Columns per block of an ``m`` x ``n`` forward or backward-data GEMM: the config's, else 64 onto at most
     64 channels or where 128-wide tiles would leave SMs without a block (the late layers of a ResNet: few
-    output pixels, many channels; measured faster, bench/conv_sweep.py times both), else 128."""
+    output pixels, many channels; measured faster, bench/conv_sweep.py times both), else 128 (and
+    :func:`_gemm_kernel` may narrow 64 to 32)."""
     if config.tile_n:
         return config.tile_n
     return 64 if n <= 64 or -(-m // 128) * -(-n // 128) < sms else 128
@@ -265,16 +266,26 @@ def _gemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gro
 
 
 def _gemm_kernel(dtype, mma, sms, config, wg_stages, mode, bm, bn, bkb, m, n):
-    """(kernel, block, smem) of an ``m`` x ``n`` GEMM of the forward or backward-data: on wgmma where allowed
-    and it applies, else on ``mma`` with ``bm`` x ``bn`` tiles."""
-    if wg_stages and _wgmma_applies(mode, mma, np.dtype(dtype).itemsize, bkb):
+    """(kernel, block, smem, tile columns) of an ``m`` x ``n`` GEMM of the forward or backward-data: on wgmma
+    where allowed and it applies, else on ``mma`` with ``bm`` x ``bn`` tiles, narrowed to 32 columns onto at
+    most 32 channels (a 64-wide tile would multiply zeros half the time: the TF32 backward-data of a small
+    CNN's second layer). 32-wide tiles need 128-byte rows (each thread loads whole 16-byte chunks of them)
+    and run on mma.sync; elsewhere a config's 32 runs 64."""
+    wg = bool(wg_stages) and _wgmma_applies(mode, mma, np.dtype(dtype).itemsize, bkb)
+    if config.tile_n is None and n <= 32 and not wg:
+        bn = 32
+    if bn == 32 and bkb != 128:
+        bn = 64
+    if wg and bn > 32:
         # 128-wide tiles: a grid under two blocks per SM runs 3 stages, two blocks to an SM; a larger one 4,
         # a tile further ahead. 64-wide tiles fit two blocks of 4 stages (measured faster; bench/conv_sweep.py
         # times both depths)
         blocks = -(-m // 128) * -(-n // bn)
         stages = wg_stages if wg_stages > 0 else (3 if blocks < 2 * sms and bn == 128 else 4)
-        return _igemm(dtype, mode, 128, bn, Mma.WGMMA, bkb, (2, 4), stages)
-    return _igemm(dtype, mode, bm, bn, mma, bkb, _warps(mma, config.tile_warps))
+        return (*_igemm(dtype, mode, 128, bn, Mma.WGMMA, bkb, (2, 4), stages), bn)
+    if bn == 32:  # 32-row warp tiles down, two 16-column ones across (B fragments load in pairs)
+        return (*_igemm(dtype, mode, bm, bn, mma, bkb, (bm // 32, 2) if mma else (2, 4)), bn)
+    return (*_igemm(dtype, mode, bm, bn, mma, bkb, _warps(mma, config.tile_warps)), bn)
 
 
 def _forward_launch(dtype, geo, groups, conv, mma, sms, config, kernel):
@@ -286,7 +297,7 @@ def _forward_launch(dtype, geo, groups, conv, mma, sms, config, kernel):
     m, kred = n * p * q, r * s * cpad
     bm, bn, bkb = config.tile_m or 128, _tile_n(config, m, kg, sms), _bkb(kred, np.dtype(dtype).itemsize,
                                                                       config.tile_row_bytes)
-    kern, block, smem = kernel(ConvMode.FORWARD, bm, bn, bkb, m, kg)
+    kern, block, smem, bn = kernel(ConvMode.FORWARD, bm, bn, bkb, m, kg)
     grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
     # pack_forward: x's tiles in z < N, the weight's grid-stride blocks above them
     xn_elems, w_elems = n * h * wd * cpad, kg * r * s * cpad
@@ -326,7 +337,7 @@ def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv,
         params += [*head, c, 0, 0, *ints(ohc, owc, rh, rw, steps[0], steps[1], r0, s0, steps[0], steps[1], rc, sc)]
     bm, bn, bkb = config.tile_m or 128, _tile_n(config, n * h * wd, cg, sms), _bkb(depth, np.dtype(dtype).itemsize,
                                                                                config.tile_row_bytes)
-    kern, block, smem = kernel(ConvMode.BACKWARD_DATA, bm, bn, bkb, n * h * wd, cg)
+    kern, block, smem, bn = kernel(ConvMode.BACKWARD_DATA, bm, bn, bkb, n * h * wd, cg)
     grid = ((rows + bm - 1) // bm, (cg + bn - 1) // bn, len(params) // PARAMS_PER_CLASS)
     return ((kern, grid, block, smem, _params(params), None),)
 
