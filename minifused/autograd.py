@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 
 import numpy as np
 
@@ -265,7 +266,8 @@ class Context:
         not freed; else None. Only then may this backward return a :class:`Handoff` for input ``i``."""
         t = self.inputs[i] if self._consumers is not None else None
         p = None if t is None else t._ctx
-        if (p is None or p.freed or len(p.out_meta) != 1 or t._hooks or t._retain is not None
+        if (p is None or p.freed or len(p.out_meta) != 1 or (p.hooks and p.hooks.get(t._out_index))
+                or (p.retained and t._out_index in p.retained)
                 or self._consumers.get((id(p), t._out_index)) != 1):
             return None
         return p
@@ -278,44 +280,29 @@ class Context:
             self.__dict__.clear()
 
     def _release(self):
-        """After this node's backward (without retain_graph): ``_free``, and hold each non-leaf input
-        by an :class:`_Edge` instead of the tensor, so that intermediate arrays nobody else holds go
-        now, not when the whole walk ends (a training step's peak is otherwise every activation of
+        """After this node's backward (without retain_graph): ``_free``, so that the arrays only it kept
+        go now, not when the whole walk ends (a training step's peak is otherwise every activation of
         the model plus the gradients of the first layers)."""
         self._free()
         self._consumers = None
-        self.inputs = tuple(t.released() if type(t) is _Edge else t for t in self.inputs)
 
 
 class _Edge:
     """A non-leaf input as its consumer recorded it: the producer and the output index *at record time*
     (an in-place op later moves the tensor to a new node; this consumer's gradient still belongs to the
-    old one), and the tensor itself for everything else (its shape, its flags), until the consumer's
-    backward has run (:meth:`released`: then the tensor, and the array nobody else holds, can go)."""
+    old one), and a weak reference to the tensor for its other attributes. The tape never keeps an
+    intermediate tensor alive: what a backward needs, its op saved, so an activation that no backward
+    reads (the inputs of an add, say) goes as soon as the user's code lets it go, as in PyTorch."""
 
-    __slots__ = ("_ctx", "_out_index", "tensor", "_flags")
+    __slots__ = ("_ctx", "_out_index", "_ref")
 
     def __init__(self, t):
-        self._ctx, self._out_index, self.tensor, self._flags = t._ctx, t._out_index, t, None
+        self._ctx, self._out_index, self._ref = t._ctx, t._out_index, weakref.ref(t)
 
-    def released(self):
-        edge = _Edge.__new__(_Edge)
-        t = self.tensor
-        edge._ctx, edge._out_index, edge.tensor, edge._flags = self._ctx, self._out_index, None, (t._hooks, t._retain)
-        return edge
-
-    @property
-    def _hooks(self):
-        return self._flags[0] if self.tensor is None else self.tensor._hooks
-
-    @property
-    def _retain(self):
-        return self._flags[1] if self.tensor is None else self.tensor._retain
-
-    def __getattr__(self, name):  # the tensor's other attributes (shape, requires_grad ...) while it is held
-        tensor = object.__getattribute__(self, "tensor")
+    def __getattr__(self, name):  # the tensor's other attributes (shape, requires_grad ...) while it lives
+        tensor = object.__getattribute__(self, "_ref")()
         if tensor is None:
-            raise AttributeError(f"a released input has no {name!r}")
+            raise AttributeError(f"a tensor no longer alive has no {name!r}")
         return getattr(tensor, name)
 
 
@@ -569,7 +556,9 @@ def _prepare_grads(ctx, grads):
         elif ctx.hooks and i in ctx.hooks:
             grads[i] = _run_hooks(ctx.hooks[i], grads[i])
         if ctx.retained and i in ctx.retained:
-            ctx.retained[i]()._accumulate_grad(grads[i], owned=False)
+            kept = ctx.retained[i]()  # None once the tensor is gone: no .grad left to keep
+            if kept is not None:
+                kept._accumulate_grad(grads[i], owned=False)
 
 
 def _any_array(grads):

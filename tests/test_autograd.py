@@ -395,6 +395,30 @@ def test_tape_does_not_outlive_backward():
     assert node() is None and inner() is None
 
 
+def test_the_tape_keeps_no_intermediate_alive(device):
+    """An activation that no backward reads (the inputs of an add) goes when the user's code drops it, as in
+    PyTorch; its hooks still run and the gradients are unchanged; a retained grad on a tensor that is gone is
+    simply not kept."""
+    import gc
+    import weakref
+
+    x = leaf([1.0, -2.0, 3.0], device)
+    seen = []
+    b = x * 3.0  # Mul by a scalar saves nothing of b's
+    c = x * 2.0
+    c.retain_grad()
+    b.register_hook(lambda g: seen.append(g.cpu().numpy()))
+    d = b + c  # Add saves neither input
+    refs = weakref.ref(b), weakref.ref(c)
+    del b, c
+    gc.collect()
+    assert refs[0]() is None and refs[1]() is None
+    (d * d).sum().backward()
+    want = 2 * 5 * np.array([1.0, -2.0, 3.0])  # d = 5x, so d(d^2)/dd = 10x
+    np.testing.assert_allclose(seen[0], want)
+    np.testing.assert_allclose(x.grad.cpu().numpy(), 5 * want)
+
+
 def test_seed_gradient_is_a_new_array_each_time(device):
     """backward()'s implicit gradient of one (on the GPU a copy of a cached device one): a leaf's
     .grad changed in place must not change the seed of a later backward."""

@@ -456,6 +456,42 @@ def test_gpu_narrow_tiles_onto_few_channels(poisoned_pool, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
+def test_gpu_filter_gradient_from_the_forwards_packed_input(dtype, poisoned_pool, monkeypatch):
+    """Where the GEMM forward packed x, Conv2d keeps that packed copy instead of x (the filter gradient skips
+    packing x again): the gradients are those computed from x itself, bit for bit, and match float64."""
+    import cupy
+
+    monkeypatch.setattr(backend.tf32_conv, "allow_tf32", dtype == "tf32")
+    dt = backend.float32 if dtype == "tf32" else backend.as_dtype(dtype)
+    rng = np.random.default_rng(6)
+    geo = ((1, 1), (1, 1), (1, 1), 1)
+    x = cupy.asarray(rng.standard_normal((4, 64, 12, 12))).astype(dt)
+    wt = cupy.asarray(rng.standard_normal((96, 64, 3, 3))).astype(dt)
+    y, _, packed = K.conv2d_forward(x, wt, None, *geo, keep_packed_x=True, config=ConvConfig(nchw_forward=False))
+    assert isinstance(packed, K.PackedInput) and packed.shape == x.shape
+    dy = cupy.asarray(rng.standard_normal(y.shape)).astype(dt)
+    from_x = K.conv2d_backward(dy, x, wt, *geo, need_db=True)
+    from_packed = K.conv2d_backward(dy, packed, wt, *geo, need_db=True)
+    for a, b in zip(from_x, from_packed):
+        assert bool((a == b).all())
+    ref = K.conv2d_backward_ref(dy.astype(cupy.float64), x.astype(cupy.float64), wt.astype(cupy.float64), *geo)
+    assert _rel(from_packed[1], ref[1]) < _GPU_TOL[dtype]
+    # the op keeps the packed copy, not x, when its forward packs (the default config: fp16/bf16 at this
+    # size run the forward from NCHW, which packs nothing) and the weight wants a gradient
+    packs = K.conv2d_forward(x, wt, None, *geo, keep_packed_x=True)[2] is not None
+    assert packs == (dt == backend.float32)
+    xt = mf.tensor(x, requires_grad=True)
+    w_t = mf.tensor(wt, requires_grad=True)
+    out = F.conv2d(xt, w_t, padding=1)
+    assert len(out._ctx.saved) == (1 if packs else 2) and isinstance(getattr(out._ctx, "x", None), K.PackedInput) == packs
+    out.backward(mf.tensor(dy))
+    assert bool((w_t.grad._data == from_x[1]).all()) and bool((xt.grad._data == from_x[0]).all())
+    frozen = F.conv2d(xt, mf.tensor(wt), padding=1)
+    assert len(frozen._ctx.saved) == 2
+
+
+@pytest.mark.gpu
 def test_gpu_batch_beyond_the_grid_z_limit(poisoned_pool):
     """70000 images (more than a grid's 65535 blocks along z, one per image in the packs): forward with
     bias, ReLU and mask, and the backward through that mask, against float64."""

@@ -56,6 +56,16 @@ def _flags(relu, bias, mask=False):
                     | (Epilogue.MASK if mask else 0)))[0]
 
 
+class PackedInput:
+    """x as the GEMM forward packed it, (N, H, W, C padded) (channels rounded to TF32 where ``tf32``), kept in
+    place of x for the filter gradient, which then skips packing x again."""
+
+    __slots__ = ("array", "shape", "tf32")
+
+    def __init__(self, array, shape, tf32):
+        self.array, self.shape, self.tf32 = array, tuple(shape), bool(tf32)
+
+
 # ---------------------------------------------------------------- repacks (conv_util.cu)
 def _pack_nhwc(a, c_off, c, cp_, mask=None, mask_words=0):
     """Channels [c_off, c_off+c) of NCHW ``a`` as (N, H, W, cp_), zero-padded (times ``mask``)."""
@@ -107,33 +117,40 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
         kern, grid, block, smem, prm = nchw_plan(dtype, x_shape, w_shape, stride, padding, dilation, config)
         fn = kern.kernel
 
-        def run(x, w, bias, relu, want_mask):
+        def run(x, w, bias, relu, want_mask, keep_x=False):
             y = cupy.ndarray(y_shape, dtype)
             mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
             fn(grid, block, (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
                              flags[relu][bias is not None][mask is not None]), smem)
-            return y, mask
+            return (y, mask, None) if keep_x else (y, mask)
         return run
     kg = k // groups
     ((kern, grid, block, smem, prm, pack),) = gemm_plan(ConvMode.FORWARD, dtype, x_shape, w_shape, stride, padding,
                                                         dilation, groups, dev_id, config, tf32)
     pack_grid, pack_ints, xn_elems, total = pack
     pack_fn, fn = util_kernel(dtype, "pack_forward").kernel, kern.kernel
+    tf32 = bool(pack_ints[-1])  # whether the pack rounds x to TF32 (a kept x is only reused likewise)
 
-    def run(x, w, bias, relu, want_mask):
+    def run(x, w, bias, relu, want_mask, keep_x=False):
         y = cupy.ndarray(y_shape, dtype)
         mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
         flag = flags[relu][bias is not None][mask is not None]
+        kept = None
         for g in range(groups):
             # both packed operands in one allocation and one launch (measured no slower on the device than two
-            # of each, and one launch less of host time before the GEMM's)
-            xn = cupy.ndarray(total, dtype)
-            wk = _ptr(xn, xn_elems)
+            # of each, and one launch less of host time before the GEMM's); a packed x kept for the filter
+            # gradient has an allocation of its own, so that the weights' pack does not outlive the call
+            if keep_x and groups == 1:
+                xn, wk = cupy.ndarray(xn_elems, dtype), cupy.ndarray(total - xn_elems, dtype)
+                kept = PackedInput(xn, x_shape, tf32)
+            else:
+                xn = cupy.ndarray(total, dtype)
+                wk = _ptr(xn, xn_elems)
             pack_fn(pack_grid, (32, 8, 1), (_ptr(x, g * cg * h * wd), xn, _ptr(w, g * kg * cg * r * s), wk, *pack_ints))
             fn(grid, block, (xn, wk, _ptr(bias, g * kg) if bias is not None else y, _ptr(y, g * kg * p * q),
                              _ptr(mask, g * kg * words) if mask is not None else y, prm, flag), smem)
             del xn, wk
-        return y, mask
+        return (y, mask, kept) if keep_x else (y, mask)
     return run
 
 
@@ -148,12 +165,12 @@ def _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation)
     grid, (words32,) = (grid_1d(m, THREADS),), ints(words)
     flags = [[_flags(relu, has_bias) for has_bias in (0, 1)] for relu in (0, 1)]  # [relu][has_bias]
 
-    def run(x, w, bias, relu, want_mask):
+    def run(x, w, bias, relu, want_mask, keep_x=False):
         y = cupy.empty((n, k, p, q), dtype)
         mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
         fwd(grid, (THREADS,), (x, w, bias if bias is not None else y, y, mask if mask is not None else NULL,
                                flags[relu][bias is not None], words32, geo))
-        return y, mask
+        return (y, mask, None) if keep_x else (y, mask)
     return run
 
 
@@ -187,18 +204,20 @@ def _backward_data_group_cuda(dz, w, x_shape, g, groups, stride, padding, dilati
 
 
 def _backward_filter_group_cuda(dz, x, w_shape, g, groups, stride, padding, dilation, dw, config, tf32):
-    """One group's dW from the packed dz and the input, written into ``dw`` (deterministic split-K)."""
+    """One group's dW from the packed dz and the input (an array, or the forward's :class:`PackedInput`),
+    written into ``dw`` (deterministic split-K)."""
     import cupy
 
-    n, c, h, wd, k, cg, r, s, p, q = geometry(x.shape, w_shape, stride, padding, dilation)
+    x_shape = x.shape
+    n, c, h, wd, k, cg, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
     kg = k // groups
-    cpad = padded_channels(cg, x.dtype)
-    xn = _pack_nhwc(x, g * cg, cg, cpad)
-    ((kern, grid, block, smem, prm, splits),) = gemm_plan(ConvMode.BACKWARD_FILTER, x.dtype, x.shape, w_shape, stride,
-                                                          padding, dilation, groups, x.device.id, config, tf32)
+    cpad = padded_channels(cg, dz.dtype)
+    xn = x.array if isinstance(x, PackedInput) else _pack_nhwc(x, g * cg, cg, cpad)
+    ((kern, grid, block, smem, prm, splits),) = gemm_plan(ConvMode.BACKWARD_FILTER, dz.dtype, x_shape, w_shape, stride,
+                                                          padding, dilation, groups, dz.device.id, config, tf32)
     ws = cupy.empty((splits, kg, r * s * cpad), np.float32)
     kern(grid, block, (dz, xn, _ptr(dz), ws, _ptr(dz), prm, *ints(0)), shared_mem=smem)
-    util_kernel(x.dtype, "wgrad_reduce")(_blocks(kg * cg * r * s), (THREADS,), (
+    util_kernel(dz.dtype, "wgrad_reduce")(_blocks(kg * cg * r * s), (THREADS,), (
         ws, _ptr(dw, g * kg * cg * r * s), *ints(splits, kg, cg, r * s, cpad)))
 
 
@@ -250,25 +269,32 @@ def _conv2d_backward_cuda(dy, x, x_shape, w, w_shape, stride, padding, dilation,
 
 # ---------------------------------------------------------------- public primitives
 def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, activation=None,
-                   want_mask=False, *, config=DEFAULT_CONFIG):
-    """``act(conv2d(x, w) + bias)`` and, for activation 'relu' with ``want_mask``, its bit-packed mask."""
+                   want_mask=False, keep_packed_x=False, *, config=DEFAULT_CONFIG):
+    """``act(conv2d(x, w) + bias)`` and, for activation 'relu' with ``want_mask``, its bit-packed mask; with
+    ``keep_packed_x`` also x as the forward packed it (a :class:`PackedInput`, for :func:`conv2d_backward` in
+    place of x), or None where this path packs nothing (NumPy, the direct and NCHW forwards, groups > 1)."""
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
+    out = None
     if x.shape[0] == 0:  # an empty batch: an empty output (and mask), as PyTorch gives
         xp = backend.array_module(x)
         p, q = (out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in (0, 1))
         mask = xp.empty((w.shape[0], 0), np.uint32) if activation == "relu" and want_mask else None
-        return xp.empty((0, w.shape[0], p, q), x.dtype), mask
-    if _on_gpu(x):
+        out = xp.empty((0, w.shape[0], p, q), x.dtype), mask
+    elif _on_gpu(x):
         run = _forward_launcher(x.dtype, x.shape, w.shape, stride, padding, dilation, groups, x.device.id, config,
                                 backend.tf32_conv.allow_tf32)
         if run is not None:
-            return run(x, w, bias, activation == "relu", want_mask)
-    return conv2d_forward_ref(x, w, bias, stride, padding, dilation, groups, activation, want_mask)
+            return run(x, w, bias, activation == "relu", want_mask, keep_packed_x)
+    if out is None:
+        out = conv2d_forward_ref(x, w, bias, stride, padding, dilation, groups, activation, want_mask)
+    return (*out, None) if keep_packed_x else out
 
 
 def conv2d_backward(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, mask=None,
                     need_dx=True, need_dw=True, need_db=False, *, config=DEFAULT_CONFIG):
-    """(dx, dw, db) of the convolution for output gradient ``dy`` (masked by the ReLU ``mask`` if given)."""
+    """(dx, dw, db) of the convolution for output gradient ``dy`` (masked by the ReLU ``mask`` if given). ``x``
+    is the input, or the :class:`PackedInput` its forward kept (whose values the filter gradient takes as
+    they are: TF32-rounded where the forward ran TF32)."""
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
     if dy.shape[0] == 0:  # an empty batch contributes nothing: zero weight and bias gradients
         xp = backend.array_module(dy)

@@ -1,13 +1,15 @@
 """Conv2d: one implicit-GEMM forward with bias and ReLU fused, and its backward.
 
-Forward keeps the input and weight (saved, version-checked) and, with ``activation='relu'`` and a
-gradient to come, the bit-packed ReLU mask the kernel's epilogue wrote: backward multiplies the
+Forward keeps the weight (saved, version-checked), the input (saved, or, where its GEMM packed it to
+channels-last and the weight wants a gradient, that packed copy instead: the filter gradient then skips
+packing it again, and the input's own array may go) and, with ``activation='relu'`` and a gradient to
+come, the bit-packed ReLU mask the kernel's epilogue wrote: backward multiplies the
 incoming gradient by it inside the same pass that repacks the gradient for its GEMMs, so it
 recomputes nothing. Backward runs only the GEMMs whose inputs need a gradient.
 """
 from __future__ import annotations
 
-from .. import autograd, backend
+from .. import backend
 from ..autograd import Function
 from ..kernels import conv as K
 
@@ -19,17 +21,24 @@ class Conv2dFn(Function):
     def forward(ctx, x, weight, bias=None, *, stride, padding, dilation, groups, activation):
         xp = backend.array_module(x)
         x, weight = xp.ascontiguousarray(x), xp.ascontiguousarray(weight)
-        grad = autograd.is_grad_enabled() and any(ctx.needs_input_grad)
-        y, mask = K.conv2d_forward(x, weight, bias, stride, padding, dilation, groups, activation,
-                                   want_mask=grad and activation == "relu")
+        grad = ctx.recording
+        keep = grad and ctx.needs_input_grad[1]
+        y, mask, *packed = K.conv2d_forward(x, weight, bias, stride, padding, dilation, groups, activation,
+                                            want_mask=grad and activation == "relu", keep_packed_x=keep)
+        packed = packed[0] if packed else None
         ctx.geometry = (stride, padding, dilation, groups)
         ctx.mask = mask
-        ctx.save_for_backward(x, weight)
+        if packed is not None:  # the filter gradient reads x as the forward packed it: x itself may go
+            ctx.x = packed
+            ctx.save_for_backward(weight)
+        else:
+            ctx.save_for_backward(x, weight)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, weight = ctx.saved_tensors
+        saved = ctx.saved_tensors
+        x, weight = (ctx.x, saved[0]) if len(saved) == 1 else saved
         stride, padding, dilation, groups = ctx.geometry
         needs = ctx.needs_input_grad
         dy = backend.array_module(dy).ascontiguousarray(dy)

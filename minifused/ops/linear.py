@@ -119,7 +119,7 @@ class LinearFn(Function):
             else:
                 dx, _ = K.linear_backward_data(dz, w)
                 stats["dgrad_plain"] += 1
-                shape = ctx.inputs[0].shape
+                shape = ctx.saved[0].shape  # x's
                 gx = dx if len(shape) == 2 else dx.reshape(shape)
         return gx, gw, gb
 
