@@ -81,14 +81,15 @@ def _pack_nhwc(a, c_off, c, cp_, mask=None, mask_words=0):
     return out
 
 
-def _pack_weight(w, rows, inner_real, inner_pad, sa, sb):
-    """(rows, R, S, inner_pad) from KCRS ``w``: out[a, rs, b] = w[a*sa + b*sb + rs]."""
+def _pack_weight(w, kpad):
+    """(C/groups, R, S, kpad) from one group's KCRS ``w``: out[c, r, s, k] = w[k, c, r, s], zeros past K."""
     import cupy
 
-    rs = w.shape[2] * w.shape[3]
-    out = cupy.empty((rows, w.shape[2], w.shape[3], inner_pad), w.dtype)
-    util_kernel(w.dtype, "pack_weight")(_blocks(out.size), (THREADS,), (
-        w, out, *ints(rows, rs, inner_real, inner_pad, sa, sb)))
+    kg, cg, r, s = w.shape
+    j = cg * r * s
+    out = cupy.empty((cg, r, s, kpad), w.dtype)
+    util_kernel(w.dtype, "transpose_pad").kernel(((j + 31) // 32, (kpad + 31) // 32), (32, 8, 1), (
+        w, out, *ints(kg, j, kpad)))
     return out
 
 
@@ -196,7 +197,7 @@ def _backward_data_group_cuda(dz, w, x_shape, g, groups, stride, padding, dilati
     n, c, h, wd, k, cg, r, s, p, q = geometry(x_shape, w.shape, stride, padding, dilation)
     kg = k // groups
     kpad = dz.shape[3]
-    wc = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, cg, kg, kpad, r * s, cg * r * s)  # (Cg,R,S,Kp)
+    wc = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, kpad)  # (Cg, R, S, Kp)
     out = _ptr(dx, g * cg * h * wd)
     for kern, grid, block, smem, prm, _ in gemm_plan(ConvMode.BACKWARD_DATA, dz.dtype, x_shape, w.shape, stride,
                                                      padding, dilation, groups, dz.device.id, config, tf32):

@@ -1,10 +1,9 @@
 // Layout helpers of the implicit-GEMM convolution (conv.cu):
 //   pack_nhwc     NCHW (one group's channel slice) -> NHWC with channels zero-padded to Cp,
 //                 optionally multiplied by a bit-packed ReLU mask (the backward's dz), 32x32 tiles
-//   pack_weight   KCRS -> (A, R, S, Bp) with the inner dim zero-padded: KRSC (forward) or CRSK
-//                 (backward-data), chosen by the strides passed
-//   pack_forward  the forward's pack_nhwc of x and KRSC pack_weight of w in one launch (optionally
-//                 rounding float to TF32)
+//   transpose_pad the backward-data's weight: KCRS as (K, C*R*S) -> CRSK (C*R*S, Kp), 32x32 tiles
+//   pack_forward  the forward's pack_nhwc of x and its KRSC pack of w (channels zero-padded to Cp) in
+//                 one launch (optionally rounding float to TF32)
 //   wgrad_reduce  sum of the split-K fp32 partials, in a fixed order, written as KCRS
 //   colsum_partial, colsum_reduce
 //                 the bias gradient: column sums of the packed dz (rows x Cp), in two
@@ -86,14 +85,28 @@ __device__ __forceinline__ void pack_weight_range(const T* __restrict__ w, T* __
     }
 }
 
-extern "C" __global__ void pack_weight(const T* __restrict__ w, T* __restrict__ out, int A, int RS, int B, int Bp,
-                                       int sa, int sb) {
-    pack_weight_range(w, out, A, RS, B, Bp, sa, sb, blockIdx.x * (long long)blockDim.x + threadIdx.x,
-                      (long long)gridDim.x * blockDim.x);
+// The backward-data's weight: in (B, J) row-major (one group's KCRS weight as (K, C*R*S)) -> out (J, Bp),
+// out[j][b] = b < B ? in[b][j] : 0. 32 x 32 tiles through shared memory, so that both the reads and the
+// writes are coalesced. grid (ceil(J / 32), ceil(Bp / 32)), block (32, 8).
+extern "C" __global__ void __launch_bounds__(256) transpose_pad(const T* __restrict__ in, T* __restrict__ out, int B,
+                                                                int J, int Bp) {
+    __shared__ T tile[32][33];
+    const int j0 = blockIdx.x * 32, b0 = blockIdx.y * 32, tx = threadIdx.x, ty = threadIdx.y;
+#pragma unroll
+    for (int i = 0; i < 32; i += 8) {
+        const int b = b0 + ty + i, j = j0 + tx;
+        tile[ty + i][tx] = b < B && j < J ? in[(long long)b * J + j] : from_f<T>(0.0f);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 32; i += 8) {
+        const int j = j0 + ty + i, b = b0 + tx;
+        if (j < J && b < Bp) out[(long long)j * Bp + b] = tile[tx][ty + i];
+    }
 }
 
 // The forward's two packs in one launch: x (NCHW, one group's C channels) -> (N, HW, Cp) as pack_nhwc,
-// and w (K, C, RS) -> (K, RS, Cp) as pack_weight with sa = C*RS, sb = RS.
+// and w (K, C, RS) -> (K, RS, Cp) by pack_weight_range with sa = C*RS, sb = RS.
 // grid (ceil(HW/32), ceil(Cp/32), ZX + ZW), block (32, 8): block z < ZX packs images z, z + ZX, ...;
 // the blocks of z >= ZX pack the weight.
 extern "C" __global__ void __launch_bounds__(256)
@@ -110,21 +123,24 @@ pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict_
                       tf32);
 }
 
-// ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset).
+// ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset), each element the sum
+// of its splits in split order. Threads walk ws's order (c fastest), so that the reads of the fp32 partials,
+// splits times the output's size, are coalesced; the writes, strided by RS, merge in the L2.
 extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K, int C,
                                         int RS, int Cp) {
     const long long total = (long long)K * C * RS;
     const long long plane = (long long)K * RS * Cp;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
-        const int rs = (int)(i % RS);
-        const long long t = i / RS;
-        const int c = (int)(t % C);
-        const int k = (int)(t / C);
-        const float* p = ws + ((long long)k * RS + rs) * Cp + c;
+        const int c = (int)(i % C);
+        const long long t = i / C;  // k * RS + rs
+        const int rs = (int)(t % RS);
+        const int k = (int)(t / RS);
+        const float* p = ws + t * Cp + c;
         float s = 0.0f;
+#pragma unroll 8
         for (int z = 0; z < splits; ++z) s += p[z * plane];
-        dw[i] = from_f<T>(s);
+        dw[((long long)k * C + c) * RS + rs] = from_f<T>(s);
     }
 }
 
