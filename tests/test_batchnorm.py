@@ -172,9 +172,7 @@ def test_refused_functional_call_keeps_running_stats():
 SHAPES = [(4, 3, 5), (2, 64, 1024), (256, 7, 1), (3, 1, 777), (1, 2, 40000), (33, 130, 9),
           # one block per channel (kernels.batchnorm.SMALL_BYTES): 8x8 maps, runs of 32, a ReLU on a run the
           # mask words cannot follow (its forward takes the three passes), the largest channel that fits
-          (256, 16, 64), (5, 3, 32), (9, 4, 48), (3, 5, 100), (4, 2, 8192),
-          # a cluster per channel (sm_90): 32x32 maps of a batch of 128, slices of unequal length
-          (128, 3, 1024), (37, 3, 640)]
+          (256, 16, 64), (5, 3, 32), (9, 4, 48), (3, 5, 100), (4, 2, 8192)]
 
 
 @pytest.mark.gpu
@@ -261,20 +259,11 @@ def test_against_pytorch(torch, rng, dtype, shape):
 
 
 def test_small_channels_take_one_block_each():
-    """Which inputs the one-launch kernels take: a channel that fits SMALL_BYTES (8x8 maps of a batch of 256, in
-    16 bits and in float32), not one past it nor a 32x32 map, unless clusters may share it (sm_90): then up to
-    eight blocks of whole mask words, more of them for few channels."""
+    """Which inputs the one-block-per-channel kernels take: a channel that fits SMALL_BYTES (8x8 maps of a
+    batch of 256, in 16 bits and in float32), not one past it nor a 32x32 map."""
     small = K._per_channel(np.empty((256, 64, 64), np.float16), 8)
-    assert small == (1024, 256 * 64 * 2, 1)
-    assert K._per_channel(np.empty((256, 64, 64), np.float32), 4) == (1024, K.SMALL_BYTES, 1)
+    assert small == (1024, 256 * 64 * 2)
+    assert K._per_channel(np.empty((256, 64, 64), np.float32), 4) == (1024, K.SMALL_BYTES)
     assert K._per_channel(np.empty((256, 64, 65), np.float32), 1) is None
     assert K._per_channel(np.empty((256, 64, 1024), np.float16), 8) is None
-    assert K._per_channel(np.empty((4, 3, 5), np.float32), 1) == (32, 4 * 5 * 4, 1)
-    # clusters: a 32x32 map of a batch of 256 in eight slices; twice its float32 size does not fit
-    assert K._per_channel(np.empty((256, 512, 1024), np.float16), 8, 8, 132) == (1024, K.SMALL_BYTES, 8)
-    assert K._per_channel(np.empty((256, 512, 1024), np.float32), 4, 8, 132) is None
-    # 512 channels fill 132 SMs alone; 64 channels of 8x8 maps take four blocks each (8 KB slices)
-    assert K._per_channel(np.empty((256, 512, 64), np.float16), 8, 8, 132)[2] == 1
-    assert K._per_channel(np.empty((256, 64, 64), np.float16), 8, 8, 132) == (512, 8 * 1024, 4)
-    # unequal slices: 5920 vectors in slices of 768 (whole words of 32 vectors)
-    assert K._per_channel(np.empty((37, 3, 640), np.float32), 4, 8, 132) == (768, 768 * 16, 8)
+    assert K._per_channel(np.empty((4, 3, 5), np.float32), 1) == (32, 4 * 5 * 4)

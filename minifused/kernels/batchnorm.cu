@@ -10,8 +10,6 @@
 // nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0
 // nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_W=__nv_bfloat16 -DMF_VEC=1 -DMF_WIDE=1
-// nvrtc-check[sm_90a]: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0 -DMF_CLUSTER=4
-// nvrtc-check[sm_90a]: -DMF_T=float -DMF_W=float -DMF_VEC=1 -DMF_WIDE=0 -DMF_CLUSTER=8
 #include "dtypes.cuh"
 #include "launch.cuh"
 
@@ -26,9 +24,6 @@
 #endif
 #ifndef MF_WIDE
 #define MF_WIDE 1
-#endif
-#ifndef MF_CLUSTER  // blocks per channel of the one-launch kernels: a thread-block cluster (sm_90) when > 1
-#define MF_CLUSTER 1
 #endif
 typedef MF_T T;
 typedef MF_W W;
@@ -227,62 +222,13 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
     }
 }
 
-// ---------------------------------------------------------------- one block (or cluster) per channel
+// ---------------------------------------------------------------- one block per channel
 // Where a channel's N*S elements fit in shared memory (batchnorm.py's SMALL_BYTES), one launch does what
 // the three passes above do: block c loads channel c once, reduces it there and writes it once (a small
 // input otherwise pays three launches' latency for little data). The statistics are two-pass over the
 // cached copy (the mean, then the squared deviations from it), each a fixed-order block sum
 // (deterministic). With a ReLU mask, S is a multiple of 32 (the host checks): a mask word then holds 32
 // elements of one channel's run, assembled from 32 / VEC neighbouring lanes as in bn_apply.
-// With MF_CLUSTER > 1 a channel is shared by the MF_CLUSTER blocks of one thread-block cluster, each caching
-// a slice of whole mask words (a larger channel fits, and a few channels still fill the GPU); a block sum
-// is then combined over the cluster through distributed shared memory, in rank order (every block gets the
-// same, deterministic total).
-#if MF_CLUSTER > 1
-#define MF_CLUSTER_DIMS __cluster_dims__(MF_CLUSTER, 1, 1)
-#else
-#define MF_CLUSTER_DIMS
-#endif
-
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-
-// (a, b) summed over the cluster's blocks in rank order; (a, b) is this block's, the same in all its threads,
-// and every thread of every block of the cluster calls it. part: a float2 of this block's shared memory.
-__device__ __forceinline__ float2 cluster_sum(float2 v, float2* part) {
-#if MF_CLUSTER > 1
-    if (threadIdx.x == 0) *part = v;
-    cluster_sync();
-    const unsigned local = (unsigned)__cvta_generic_to_shared(part);
-    float2 t = make_float2(0.f, 0.f);
-#pragma unroll
-    for (unsigned r = 0; r < MF_CLUSTER; ++r) {
-        unsigned remote;
-        float2 o;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(r));
-        asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(o.x), "=f"(o.y) : "r"(remote) : "memory");
-        t.x += o.x;
-        t.y += o.y;
-    }
-    cluster_sync();  // every block has read every partial before one is rewritten or its block exits
-    return t;
-#else
-    return v;
-#endif
-}
-
-// This block's slice [j0, j1) of its channel's MV vectors: whole mask words (32 vectors) per block.
-__device__ __forceinline__ void channel_slice(long long MV, long long& j0, long long& j1) {
-#if MF_CLUSTER > 1
-    const long long per = (MV + 32 * MF_CLUSTER - 1) / (32 * MF_CLUSTER) * 32;
-    j0 = min(MV, (long long)(blockIdx.x % MF_CLUSTER) * per);
-    j1 = min(MV, j0 + per);
-#else
-    j0 = 0;
-    j1 = MV;
-#endif
-}
 
 // The sum of v over the block (blockDim.x a multiple of 32, at most 1024), returned to every thread.
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
@@ -300,7 +246,7 @@ __device__ __forceinline__ long long channel_vector(long long j, long long SV, l
     return ((n * C + c) * SV + (j - n * SV)) * VEC;
 }
 
-extern "C" __global__ void __launch_bounds__(1024) MF_CLUSTER_DIMS
+extern "C" __global__ void __launch_bounds__(1024)
 bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, const W* __restrict__ w,
                    const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask, float* __restrict__ mean,
                    float* __restrict__ rstd, long long N, long long C, long long S, float eps, float factor,
@@ -309,31 +255,28 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, con
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Vec* cache = reinterpret_cast<Vec*>(smem_raw);
     __shared__ float scratch[32];
-    __shared__ float2 part;
-    const long long c = blockIdx.x / MF_CLUSTER, SV = S / VEC, MV = N * SV;
-    long long j0, j1;
-    channel_slice(MV, j0, j1);
+    const long long c = blockIdx.x, SV = S / VEC, MV = N * SV;
     const float M = (float)(N * S);
     float a = 0.f;
 #pragma unroll 4  // several loads in flight per thread: a block alone on its SM is bound by their latency
-    for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
         const Vec v = *reinterpret_cast<const Vec*>(x + channel_vector(j, SV, C, c));
-        cache[j - j0] = v;
+        cache[j] = v;
 #pragma unroll
         for (int k = 0; k < VEC; ++k) a += to_f(v.v[k]);
     }
-    const float mu = cluster_sum(make_float2(block_sum(a, scratch), 0.f), &part).x / M;
+    const float mu = block_sum(a, scratch) / M;
     float q = 0.f;
-    for (long long j = threadIdx.x; j < j1 - j0; j += blockDim.x) {
+    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
             const float d = to_f(cache[j].v[k]) - mu;
             q += d * d;
         }
     }
-    const float var = cluster_sum(make_float2(block_sum(q, scratch), 0.f), &part).x / M;
+    const float var = block_sum(q, scratch) / M;
     const float r = 1.0f / sqrtf(var + eps);
-    if (threadIdx.x == 0 && blockIdx.x % MF_CLUSTER == 0) {
+    if (threadIdx.x == 0) {
         mean[c] = mu;
         rstd[c] = r;
         if (update) {
@@ -345,9 +288,9 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, con
     }
     const float wc = w ? to_acc<float>(w[c]) : 1.f, bc = b ? to_acc<float>(b[c]) : 0.f;
     const int lane = threadIdx.x & 31;
-    for (long long base = j0; base < j1; base += blockDim.x) {  // warp-uniform trips (the mask's shuffles)
+    for (long long base = 0; base < MV; base += blockDim.x) {  // warp-uniform trips (the mask's shuffles)
         const long long j = base + threadIdx.x;
-        const bool live = j < j1;
+        const bool live = j < MV;
         unsigned bits = 0u;
         long long i = 0;
         if (live) {
@@ -355,7 +298,7 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, con
             Vec out;
 #pragma unroll
             for (int k = 0; k < VEC; ++k) {
-                float o = (to_f(cache[j - j0].v[k]) - mu) * r * wc + bc;
+                float o = (to_f(cache[j].v[k]) - mu) * r * wc + bc;
                 if (mask) {
                     if (o > 0.f) bits |= 1u << k;
                     else if (o == o) o = 0.f;
@@ -375,24 +318,21 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, con
 
 // dx, dw, db of channel c from its dy (masked) and x, cached: the sums of g and g*(x - mean), then dx =
 // k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them.
-extern "C" __global__ void __launch_bounds__(1024) MF_CLUSTER_DIMS
+extern "C" __global__ void __launch_bounds__(1024)
 bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const unsigned* __restrict__ mask,
                     const float* __restrict__ mean, const float* __restrict__ rstd, const W* __restrict__ w,
                     T* __restrict__ dx, W* __restrict__ dw, W* __restrict__ db, long long N, long long C, long long S,
                     int batch) {
     pdl_entry();
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const long long c = blockIdx.x / MF_CLUSTER, SV = S / VEC, MV = N * SV;
-    long long j0, j1;
-    channel_slice(MV, j0, j1);
+    const long long c = blockIdx.x, SV = S / VEC, MV = N * SV;
     Vec* gc = reinterpret_cast<Vec*>(smem_raw);
-    Vec* xc = gc + (j1 - j0);
+    Vec* xc = gc + MV;
     __shared__ float scratch[32];
-    __shared__ float2 part;
     const float m = mean[c];
     float a = 0.f, p = 0.f;
 #pragma unroll 4
-    for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
         const long long i = channel_vector(j, SV, C, c);
         Vec gv = *reinterpret_cast<const Vec*>(dy + i);
         const Vec xv = *reinterpret_cast<const Vec*>(x + i);
@@ -403,16 +343,13 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
             a += g;
             p += g * (to_f(xv.v[k]) - m);
         }
-        gc[j - j0] = gv;
-        xc[j - j0] = xv;
+        gc[j] = gv;
+        xc[j] = xv;
     }
     a = block_sum(a, scratch);
     p = block_sum(p, scratch);
-    const float2 t = cluster_sum(make_float2(a, p), &part);
-    a = t.x;
-    p = t.y;
     const double r = rstd[c], M = (double)N * (double)S;
-    if (threadIdx.x == 0 && blockIdx.x % MF_CLUSTER == 0) {
+    if (threadIdx.x == 0) {
         if (dw) dw[c] = from_acc<W>((double)p * r);
         if (db) db[c] = from_acc<W>((double)a);
     }
@@ -420,11 +357,11 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
     const double k0d = r * (w ? to_acc<double>(w[c]) : 1.0);
     const float k0 = (float)k0d, k1 = batch ? (float)(k0d * a / M) : 0.f;
     const float k2 = batch ? (float)(k0d * r * r * p / M) : 0.f;
-    for (long long j = threadIdx.x; j < j1 - j0; j += blockDim.x) {
+    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
         Vec out;
 #pragma unroll
         for (int k = 0; k < VEC; ++k)
             out.v[k] = from_f<T>(k0 * to_f(gc[j].v[k]) - k1 - (to_f(xc[j].v[k]) - m) * k2);
-        *reinterpret_cast<Vec*>(dx + channel_vector(j + j0, SV, C, c)) = out;
+        *reinterpret_cast<Vec*>(dx + channel_vector(j, SV, C, c)) = out;
     }
 }

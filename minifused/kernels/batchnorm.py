@@ -14,9 +14,8 @@ The CUDA path: a partial-sums pass (a grid of (blocks per channel, channel); eve
 slice of its channel, shifted by the channel's first element so the squares do not cancel) writes one row
 of partials per block; a per-channel pass combines the rows in a fixed order in float64 (deterministic, no
 atomics) into mean/rstd and the running statistics, or into dw/db and the dx coefficients; an elementwise
-pass writes y (and the mask) or dx. A channel small enough for one block's shared memory (:data:`SMALL_BYTES`),
-or on sm_90 for a thread-block cluster's, takes one launch instead: each block (or cluster) caches its
-channel, reduces it and writes it. NumPy arrays and float64 CuPy arrays take the reference (written for
+pass writes y (and the mask) or dx. A channel small enough for one block's shared memory (:data:`SMALL_BYTES`)
+takes one launch instead: each block caches its channel, reduces it and writes it. NumPy arrays and float64 CuPy arrays take the reference (written for
 either array module). Inputs are assumed valid and C-contiguous (the functional layer checks).
 """
 from __future__ import annotations
@@ -26,7 +25,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import NULL, acc_dtype, ctype, get_kernel, has_pdl, launch, sm_count
+from . import NULL, acc_dtype, ctype, get_kernel, launch, sm_count
 
 # ---------------------------------------------------------------- references
 
@@ -115,20 +114,15 @@ def _vec(s, *arrays):
     return vec if ok else 1
 
 
-#: The most of a channel (in bytes) that one block caches in shared memory: a channel that fits one block,
-#: or (sm_90) a cluster of up to :data:`MAX_CLUSTER` blocks, runs as one launch per direction
-#: (bn_channel_forward / bn_channel_backward, which caches dy too).
+#: The largest channel (N*S elements, in bytes) that one block caches in shared memory: BatchNorm then runs
+#: as one launch per direction (bn_channel_forward / bn_channel_backward, which caches dy too).
 SMALL_BYTES = 64 * 1024
-#: The most blocks of one cluster that share a channel (the portable cluster size).
-MAX_CLUSTER = 8
-#: Below two blocks per SM, a channel is split over more blocks while each keeps this much of it.
-MIN_SLICE_BYTES = 8 * 1024
 
 
 @functools.cache
-def _kernels(dtype, wdtype, vec, wide, cluster=1):
+def _kernels(dtype, wdtype, vec, wide):
     opts = (f"-DMF_T={ctype(dtype)}", f"-DMF_W={ctype(wdtype)}", f"-DMF_VEC={vec}",
-            f"-DMF_WIDE={int(wide)}", f"-DMF_CLUSTER={cluster}")
+            f"-DMF_WIDE={int(wide)}")
     kernels = {name: get_kernel("batchnorm.cu", name, opts)
                for name in ("bn_partial", "bn_finalize_forward", "bn_apply", "bn_finalize_backward", "bn_backward_dx",
                             "bn_channel_forward", "bn_channel_backward")}
@@ -137,29 +131,15 @@ def _kernels(dtype, wdtype, vec, wide, cluster=1):
     return kernels
 
 
-def _per_channel(x, vec, max_cluster=1, sms=1):
-    """(threads, shared bytes per cached array, blocks per channel) of the one-launch kernels when a channel of
-    ``x`` fits one block's shared memory or, split in slices of whole mask words, a cluster of at most
-    ``max_cluster`` blocks; else None. Few channels take more blocks each (while the grid is under two blocks
-    per SM and a slice keeps :data:`MIN_SLICE_BYTES`). Training only (evaluation has no statistics to
-    gather)."""
-    n, c, s = x.shape
+def _per_channel(x, vec):
+    """(threads, shared bytes) of the one-block-per-channel kernels when channel slices of ``x`` fit, else
+    None. Training only (evaluation has no statistics to gather)."""
+    n, _, s = x.shape
+    nbytes = n * s * x.itemsize
+    if nbytes > SMALL_BYTES:
+        return None
     vectors = n * s // vec
-
-    def slice_vectors(cluster):
-        return vectors if cluster == 1 else -(-vectors // (32 * cluster)) * 32
-
-    def slice_bytes(cluster):
-        return slice_vectors(cluster) * vec * x.itemsize
-
-    cluster = 1
-    while slice_bytes(cluster) > SMALL_BYTES:
-        cluster *= 2
-        if cluster > max_cluster:
-            return None
-    while cluster < max_cluster and c * cluster < 2 * sms and slice_bytes(2 * cluster) >= MIN_SLICE_BYTES:
-        cluster *= 2
-    return int(min(1024, max(32, -(-slice_vectors(cluster) // 32) * 32))), slice_bytes(cluster), cluster
+    return int(min(1024, max(32, -(-vectors // 32) * 32))), nbytes
 
 
 def _split(n, c, s, sms):
@@ -191,12 +171,11 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     mean = cupy.empty(c, np.float32)
     rstd = cupy.empty(c, np.float32)
     mask = cupy.empty(_words(x.size), np.uint32) if relu else None
-    small = _per_channel(x, vec, _max_cluster(x), sms) if training and (not relu or s % 32 == 0) else None
+    small = _per_channel(x, vec) if training and (not relu or s % 32 == 0) else None
     if small:  # one launch: statistics, running statistics, y and the mask
-        threads, nbytes, cluster = small
+        threads, nbytes = small
         update = running_mean is not None
-        launch(_kernels(x.dtype, wdtype, vec, x.size >= 2 ** 32, cluster)["bn_channel_forward"], (c * cluster,),
-               (threads,),
+        launch(k["bn_channel_forward"], (c,), (threads,),
                (x, running_mean if update else NULL, running_var if update else NULL,
                 weight if weight is not None else NULL, bias if bias is not None else NULL, y,
                 mask if relu else NULL, mean, rstd, _i(n), _i(c), _i(s), np.float32(eps), np.float32(factor),
@@ -233,11 +212,10 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
     k = _kernels(x.dtype, wdtype, vec, x.size >= 2 ** 32)
     dw = cupy.empty(c, wdtype) if need_dw and weight is not None else None
     db = cupy.empty(c, wdtype) if need_dw else None
-    small = _per_channel(x, vec, _max_cluster(x), sms)
+    small = _per_channel(x, vec)
     if small:  # one launch: the sums, dw, db and dx
-        threads, nbytes, cluster = small
-        launch(_kernels(x.dtype, wdtype, vec, x.size >= 2 ** 32, cluster)["bn_channel_backward"], (c * cluster,),
-               (threads,),
+        threads, nbytes = small
+        launch(k["bn_channel_backward"], (c,), (threads,),
                (dy, x, mask if mask is not None else NULL, mean, rstd, weight if weight is not None else NULL,
                 dx if need_dx else NULL, dw if dw is not None else NULL, db if db is not None else NULL,
                 _i(n), _i(c), _i(s), np.int32(batch_stats)), 2 * nbytes)
@@ -256,11 +234,6 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
         launch(k["bn_backward_dx"], (blocks,), (_THREADS,),
                (dy, x, mask if mask is not None else NULL, mean, coef, dx, _i(total), _i(c), _i(s)))
     return dx, dw, db
-
-
-def _max_cluster(x):
-    """Blocks of one cluster that may share a channel on ``x``'s GPU: thread-block clusters need sm_90."""
-    return MAX_CLUSTER if has_pdl(x.device.id) else 1
 
 
 def _on_kernels(x):
