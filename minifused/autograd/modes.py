@@ -1,0 +1,141 @@
+"""Grad mode (``no_grad``, ``enable_grad``, ``inference_mode``, ``set_grad_enabled``) and the anomaly and
+debug checks that ``Function.apply`` and the walk run on every op."""
+from __future__ import annotations
+
+import functools
+import threading
+
+from .. import backend
+
+
+# ---------------------------------------------------------------- grad mode
+class _GradMode(threading.local):
+    enabled = True
+
+
+_mode = _GradMode()
+
+
+def is_grad_enabled() -> bool:
+    return _mode.enabled
+
+
+class _GradModeGuard:
+    """Sets grad mode on entry and restores it on exit; also a decorator."""
+
+    def __init__(self, mode: bool = True):
+        self.mode = bool(mode)
+        self.prev = None
+
+    def __enter__(self):
+        self.prev = _mode.enabled
+        _mode.enabled = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        _mode.enabled = self.prev
+        return False
+
+    def __call__(self, fn):
+        cls, mode = type(self), self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with _GradModeGuard(mode) if cls is set_grad_enabled else cls():  # a fresh guard per call
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class set_grad_enabled(_GradModeGuard):
+    """Turn grad mode on or off. As in PyTorch it takes effect at once, so ``set_grad_enabled(False)``
+    works as a plain call; as a context manager (or decorator) it restores the previous mode on exit."""
+
+    def __init__(self, mode: bool = True):
+        super().__init__(mode)
+        self.prev = _mode.enabled
+        _mode.enabled = self.mode
+
+    def __enter__(self):
+        return self  # the mode was set by the constructor; the mode before it is in self.prev
+
+    def __call__(self, fn):
+        _mode.enabled = self.prev  # as a decorator it changes the mode only while fn runs
+        return super().__call__(fn)
+
+
+class _BareDecorator(_GradModeGuard):
+    """A guard that also decorates uncalled: ``@no_grad`` as well as ``@no_grad()``, as in PyTorch."""
+
+    def __new__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]):
+            return cls()(args[0])
+        return super().__new__(cls)
+
+
+class no_grad(_BareDecorator):
+    """Ops inside record nothing on the tape."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(_BareDecorator):
+    def __init__(self):
+        super().__init__(True)
+
+
+class inference_mode(_BareDecorator):
+    """PyTorch's ``inference_mode``: here the same as :class:`no_grad` (minifused has no separate
+    inference tensors), a context manager and a decorator; ``inference_mode(False)`` leaves grad
+    mode as it is."""
+
+    def __init__(self, mode: bool = True):
+        super().__init__(False if mode else _mode.enabled)
+        self._flag = bool(mode)
+
+    def __call__(self, fn):
+        flag = self._flag
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(flag):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+# ---------------------------------------------------------------- anomaly and debug modes
+class _Checks(threading.local):
+    anomaly = False
+
+
+_checks = _Checks()
+
+
+class detect_anomaly:
+    """Inside, every op's forward outputs and backward gradients are checked: the first
+    non-finite one raises a RuntimeError naming the op and the shapes (costs a sync per op)."""
+
+    def __enter__(self):
+        self.prev = _checks.anomaly
+        _checks.anomaly = True
+        return self
+
+    def __exit__(self, *exc):
+        _checks.anomaly = self.prev
+        return False
+
+
+def _check_op(name, stage, arrays, inputs):
+    """Under ``detect_anomaly``, raise on the first non-finite array of ``arrays``, naming the op and the
+    shapes of its ``inputs``; in debug mode, synchronize after each op so errors surface where they happen."""
+    for i, a in enumerate(arrays):
+        if a is None or not hasattr(a, "dtype"):
+            continue
+        if backend.is_debug():
+            backend.synchronize()
+        if _checks.anomaly and backend.is_floating(a.dtype) and not bool(
+                backend.array_module(a).isfinite(a).all()):
+            raise RuntimeError(f"detect_anomaly: {name} {stage} {i} (shape {tuple(a.shape)}) is not "
+                               f"finite; the op's inputs had shapes {[tuple(x.shape) for x in inputs if hasattr(x, 'shape')]}")

@@ -1,0 +1,288 @@
+"""The tape's nodes and their recording: version counters, :class:`Context` (the node), :class:`Handoff`,
+the edges to non-leaf inputs, and :class:`Function`, whose ``apply`` runs a forward and records it."""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from .. import backend
+from .modes import _check_op, _checks, _mode
+
+_Tensor = None  # the Tensor class, registered by minifused.tensor (see the package's _register_tensor_type)
+
+
+# ---------------------------------------------------------------- version counters
+class VersionCounter:
+    """How often a tensor's array was changed in place, and by which op last; views share one.
+    :meth:`bump` is the one mutator: every in-place writer (ops, optimizers, ``copy_``, setitem,
+    ``load_state_dict``, collectives) calls it with its name."""
+
+    __slots__ = ("version", "last_op")
+
+    def __init__(self):
+        self.version = 0
+        self.last_op = None
+
+    def bump(self, op: str) -> None:
+        self.version += 1
+        self.last_op = op
+
+
+def _saved_versions(saved, tensors):
+    """(counter, version) of every tensor among ``tensors`` whose array was saved, for the in-place check."""
+    found = []
+    for s in saved:
+        for t in tensors:
+            if isinstance(t, _Tensor) and t._data is s:
+                found.append((t._vc, t._vc.version))
+                break
+    return tuple(found)
+
+
+def _check_versions(ctx):
+    for counter, version in ctx.versions:
+        if counter.version != version:
+            by = f" (last by {counter.last_op})" if counter.last_op else ""
+            raise RuntimeError(
+                f"one of the arrays needed for gradient computation has been modified by an "
+                f"in-place operation{by}: {ctx.fn.__name__} saved it at version {version} and it is "
+                f"now at version {counter.version}. Clone it before modifying it in place.")
+
+
+# ---------------------------------------------------------------- the tape's node
+class Handoff:
+    """Base of payloads a backward hands its sole producer (see :meth:`Context.sole_producer`) in place
+    of a gradient array. The engine delivers one untouched: it is never added, hooked or zero-filled."""
+
+    __slots__ = ()
+
+
+class Context:
+    """What one recorded op keeps for its backward; also the node of the tape.
+
+    ``needs_input_grad[i]`` says whether input ``i`` wants a gradient; ``recording`` whether the
+    call goes on the tape; ``save_for_backward`` / ``saved_tensors`` keep arrays checked against
+    in-place changes; anything else (masks, mean/rstd) is a plain attribute.
+    """
+
+    __slots__ = ("fn", "inputs", "needs_input_grad", "_consumers", "saved", "versions",
+                 "out_meta", "hooks", "retained", "freed", "__dict__", "__weakref__")
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self.saved = ()
+        self.versions = ()
+        self.hooks = None
+        self.retained = None
+        self.freed = False
+        self._consumers = None
+
+    def save_for_backward(self, *arrays):
+        self.saved = arrays
+
+    @property
+    def recording(self) -> bool:
+        """Whether this call goes on the tape (valid in ``forward``): forwards skip aux data (a
+        mask, a copy of an input about to be overwritten) that only a backward would use."""
+        return _mode.enabled and any(self.needs_input_grad)
+
+    @property
+    def saved_tensors(self):
+        if self.freed:
+            raise RuntimeError(_FREED_MESSAGE.format(name=self.fn.__name__))
+        return self.saved
+
+    def sole_producer(self, i: int = 0):
+        """The context of the op that produced input ``i``, valid while this node's backward runs,
+        when the engine guarantees that this op is the sole consumer of that (single) output in the
+        graph being differentiated, with no hook or retained grad on it and the producer's aux data
+        not freed; else None. Only then may this backward return a :class:`Handoff` for input ``i``."""
+        t = self.inputs[i] if self._consumers is not None else None
+        p = None if t is None else t._ctx
+        if (p is None or p.freed or len(p.out_meta) != 1 or (p.hooks and p.hooks.get(t._out_index))
+                or (p.retained and t._out_index in p.retained)
+                or self._consumers.get((id(p), t._out_index)) != 1):
+            return None
+        return p
+
+    def _free(self):
+        """Drop saved arrays and aux data; a later backward through this node raises."""
+        if self.saved or self.__dict__:
+            self.freed = True
+            self.saved = ()
+            self.__dict__.clear()
+
+    def _release(self):
+        """After this node's backward (without retain_graph): ``_free``, so that the arrays only it kept
+        go now, not when the whole walk ends (a training step's peak is otherwise every activation of
+        the model plus the gradients of the first layers)."""
+        self._free()
+        self._consumers = None
+
+
+class _Edge:
+    """A non-leaf input as its consumer recorded it: the producer and the output index *at record time*
+    (an in-place op later moves the tensor to a new node; this consumer's gradient still belongs to the
+    old one), and a weak reference to the tensor for its other attributes. The tape never keeps an
+    intermediate tensor alive: what a backward needs, its op saved, so an activation that no backward
+    reads (the inputs of an add, say) goes as soon as the user's code lets it go, as in PyTorch."""
+
+    __slots__ = ("_ctx", "_out_index", "_ref")
+
+    def __init__(self, t):
+        self._ctx, self._out_index, self._ref = t._ctx, t._out_index, weakref.ref(t)
+
+    def __getattr__(self, name):  # the tensor's other attributes (shape, requires_grad ...) while it lives
+        tensor = object.__getattribute__(self, "_ref")()
+        if tensor is None:
+            raise AttributeError(f"a tensor no longer alive has no {name!r}")
+        return getattr(tensor, name)
+
+
+_FREED_MESSAGE = (
+    "Trying to backward through the graph a second time: the saved arrays of {name} were "
+    "freed after the first backward. Pass retain_graph=True to the first backward() if you "
+    "need to differentiate the same graph again."
+)
+
+
+# ---------------------------------------------------------------- recording
+class Function:
+    """Base class of differentiable ops.
+
+    Subclasses define ``forward(ctx, *arrays, **kwargs)`` returning an array (or a
+    tuple of arrays) and ``backward(ctx, *grads)`` returning one gradient per
+    positional input (``None`` where there is none). Set ``is_view = True`` when
+    the output may share memory with the first input, so both share one version
+    counter and an in-place change through either is detected.
+    """
+
+    is_view = False
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        T = _Tensor
+        arrays, needs, any_needs = _unwrap(args)
+        ctx = Context(needs)
+        out = cls.forward(ctx, *arrays, **kwargs)
+        record = any_needs and _mode.enabled
+        if type(out) is tuple:
+            outs = tuple(T._from_array(_as_array(o), record) for o in out)
+        else:
+            outs = (T._from_array(_as_array(out), record),)
+        if _checks.anomaly or backend.is_debug():
+            _check_op(cls.__name__, "forward output", [o._data for o in outs], arrays)
+        if cls.is_view and isinstance(args[0], T):
+            outs[0]._vc = args[0]._vc
+        if record:
+            _record(ctx, cls, tuple([a if n else None for a, n in zip(args, needs)]), outs, args)
+        return outs if type(out) is tuple else outs[0]
+
+    @classmethod
+    def apply_(cls, op, x, *args, **kwargs):
+        """In-place ``apply``: ``forward(ctx, x._data, *args, out=x._data, **kwargs)`` writes its one
+        result into ``x``'s own array (returning it; any other array is copied there), ``x``'s
+        version counter is bumped, and ``x`` itself is returned, as PyTorch's ``relu_`` does.
+
+        When recorded, ``x`` becomes the op's output, and a stand-in for its previous value (its
+        old node, same counter) is the op's input; an earlier op that saved ``x``'s array sees
+        the bump and its backward raises. ``op`` (e.g. ``"relu_"``) names the op in errors. On a
+        leaf that requires grad it raises, as PyTorch does: its value is what ``.grad`` is about.
+        """
+        if x._requires_grad and x._ctx is None and _mode.enabled:
+            raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place "
+                               f"operation. Use the out-of-place form, or modify it under no_grad()")
+        refuse_view_of_grad_leaf(op, x)
+        arrays, needs, any_needs = _unwrap((x, *args))
+        ctx = Context(needs)
+        out = cls.forward(ctx, *arrays, out=x._data, **kwargs)
+        if out is not x._data:
+            x._data[...] = out
+        x._vc.bump(op)
+        if _checks.anomaly or backend.is_debug():
+            _check_op(op, "forward output", [x._data], arrays)
+        if any_needs and _mode.enabled:
+            prev = _stand_in(x) if x._requires_grad else None
+            inputs = (prev, *[a if n else None for a, n in zip(args, needs[1:])])
+            x._requires_grad = True
+            _record(ctx, cls, inputs, (x,), (x, *args))  # after the bump: saved arrays are x as it is now
+        return x
+
+
+def refuse_view_of_grad_leaf(op, x):
+    """PyTorch refuses in-place writes through a view of a leaf that requires grad (they would change the
+    leaf behind the tape's back): raise, naming ``op``, when ``x`` is such a view and grad mode is on."""
+    ctx = x._ctx
+    while ctx is not None and ctx.fn.is_view and _mode.enabled and ctx.inputs:
+        base = ctx.inputs[0]
+        if base is None:
+            return
+        if base._ctx is None:
+            if base.requires_grad:
+                raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an "
+                                   f"in-place operation; modify it under no_grad() or clone it first")
+            return
+        ctx = base._ctx
+
+
+def _unwrap(args):
+    """The arrays of ``args`` (tensors unwrapped), which of them require grad, and whether any does
+    (one pass: this is the hot path of every op)."""
+    T = _Tensor
+    arrays, needs, any_needs = [], [], False
+    for a in args:
+        if isinstance(a, T):
+            arrays.append(a._data)
+            needs.append(a._requires_grad)
+            any_needs = any_needs or a._requires_grad
+        else:
+            arrays.append(a)
+            needs.append(False)
+    return arrays, tuple(needs), any_needs
+
+
+def _record(ctx, cls, inputs, outs, args):
+    """Put one call on the tape: the node keeps its inputs and what to check its saved arrays against,
+    and each output points back at it."""
+    ctx.fn = cls
+    if len(inputs) == 1:  # the common cases, without a generator
+        t = inputs[0]
+        ctx.inputs = inputs if t is None or t._ctx is None else (_Edge(t),)
+    elif len(inputs) == 2:
+        a, b = inputs
+        ctx.inputs = (a if a is None or a._ctx is None else _Edge(a), b if b is None or b._ctx is None else _Edge(b))
+    else:
+        ctx.inputs = tuple(t if t is None or t._ctx is None else _Edge(t) for t in inputs)
+    if ctx.saved:
+        ctx.versions = _saved_versions(ctx.saved, (*args, *outs))
+    if len(outs) == 1:  # the common case, without the loops
+        o = outs[0]
+        ctx.out_meta = ((o._data.shape, o._data.dtype),)
+        o._ctx, o._out_index = ctx, 0
+        return
+    ctx.out_meta = tuple([(o._data.shape, o._data.dtype) for o in outs])
+    for i, o in enumerate(outs):
+        o._ctx, o._out_index = ctx, i
+
+
+def _stand_in(x):
+    """A tensor for ``x``'s value before an in-place op: x's old node, counter, hooks and retained grad
+    move to it, so the op's backward routes the gradient there."""
+    prev = _Tensor._from_array(x._data, True)
+    prev._ctx, prev._out_index, prev._vc = x._ctx, x._out_index, x._vc
+    prev._hooks, prev._retain, x._hooks, x._retain = x._hooks, x._retain, [], None
+    return prev
+
+
+def _as_array(o):
+    """NumPy reductions return scalars; a tensor always holds an array."""
+    return np.asarray(o) if isinstance(o, np.generic) else o

@@ -1,0 +1,358 @@
+"""The reverse walk: :func:`backward` and :func:`grad`, the leaves' gradients, hooks, and the callbacks and
+early commits that data parallelism uses."""
+from __future__ import annotations
+
+import threading
+
+from .. import backend
+from ..kernels.elementwise import add as _add  # the sum of two 16-bit gradients in one vectorized kernel
+from .tape import _FREED_MESSAGE, Handoff, _check_versions
+from .modes import _check_op, _checks
+
+_Tensor = None  # the Tensor class, registered by minifused.tensor (see the package's _register_tensor_type)
+
+
+# ---------------------------------------------------------------- the reverse walk
+def backward(root, gradient=None, retain_graph=False):
+    """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+
+    All gradients are computed before any ``.grad`` is touched, so an error leaves
+    every ``.grad`` as it was: except for leaves with post-accumulate-grad hooks, whose
+    ``.grad`` is written as soon as it is complete. Without ``retain_graph``, each node's
+    saved arrays and inputs are let go as soon as its backward has run (as PyTorch does:
+    after an error the nodes already walked cannot be walked again). Callbacks queued by
+    hooks (:func:`queue_callback`) run at the end.
+    """
+    outer, _callbacks.queue = _callbacks.queue, []
+    try:
+        grad, user_grad = _seed(root, gradient)
+        _backward(root, grad, _LeafGrads(user_grad), retain_graph)
+        queue = _callbacks.queue
+        while queue:
+            queue.pop(0)()
+    finally:
+        _callbacks.queue = outer
+
+
+def _backward(root, grad, leaves, retain_graph):
+    """The core: every node after its consumers turns its outputs' gradients into its inputs'."""
+    if root._ctx is None:
+        leaves.add(root, grad)
+        order = []
+    else:
+        order, consumers = _backward_order(root._ctx)
+        pending = {(id(root._ctx), root._out_index): grad}
+        early = _early_commits(order) if _post_hooks_used[0] else {}
+        for i, ctx in enumerate(order):
+            _run_node(ctx, pending, leaves, consumers)
+            if i in early:
+                leaves.commit_early(early.pop(i), pending)
+            if not retain_graph:
+                ctx._release()
+    leaves.commit_all()
+    if not retain_graph:
+        for ctx in order:
+            ctx._free()
+
+
+def _run_node(ctx, pending, leaves, consumers):
+    """One node's backward: its outputs' gradients from ``pending``, its inputs' added to ``pending``
+    (non-leaves) or ``leaves``. (A function of its own, so that no array outlives it in a local.)"""
+    if len(ctx.out_meta) == 1 and not ctx.hooks and not ctx.retained:  # the common case, inline
+        g = pending.pop((id(ctx), 0), None)
+        grads = None if g is None else (g,)
+    else:
+        grads = _output_grads(ctx, pending)
+    if grads is None:
+        return
+    if ctx.versions:
+        _check_versions(ctx)
+    ctx._consumers = consumers  # for sole_producer; _release drops it
+    in_grads = ctx.fn.backward(ctx, *grads)
+    if not isinstance(in_grads, tuple):
+        in_grads = (in_grads,)
+    if _checks.anomaly or backend.is_debug():
+        _check_op(ctx.fn.__name__, "backward gradient for input", in_grads, grads)
+    for t, g in zip(ctx.inputs, in_grads):
+        if t is None or g is None:
+            continue
+        if t._ctx is None:
+            leaves.add(t, g)
+        else:
+            key = (id(t._ctx), t._out_index)
+            pending[key] = g if key not in pending else _sum(pending[key], g)
+
+
+def _sum(a, b):
+    """Two gradients of one output, added (never a :class:`Handoff`: the engine delivers those untouched)."""
+    if isinstance(a, Handoff) or isinstance(b, Handoff):
+        raise RuntimeError("autograd: a Handoff met another gradient for the same output; a backward may "
+                           "return one only for an input whose ctx.sole_producer(i) it got")
+    return _add(a, b)
+
+
+def _output_grads(ctx, pending):
+    """The gradients of ``ctx``'s outputs (None when none reached it): zeros for outputs that got none,
+    then the outputs' hooks and retained grads."""
+    if len(ctx.out_meta) == 1:
+        grads = [pending.pop((id(ctx), 0), None)]
+        if grads[0] is None:
+            return None
+    else:
+        grads = [pending.pop((id(ctx), i), None) for i in range(len(ctx.out_meta))]
+        if all(g is None for g in grads):
+            return None
+    if ctx.hooks or ctx.retained or any(g is None for g in grads):
+        _prepare_grads(ctx, grads)
+    return grads
+
+
+def _prepare_grads(ctx, grads):
+    for i, (shape, dtype) in enumerate(ctx.out_meta):
+        if grads[i] is None:
+            grads[i] = backend.array_module(_any_array(grads)).zeros(shape, dtype)
+        elif ctx.hooks and i in ctx.hooks:
+            grads[i] = _run_hooks(ctx.hooks[i], grads[i])
+        if ctx.retained and i in ctx.retained:
+            kept = ctx.retained[i]()  # None once the tensor is gone: no .grad left to keep
+            if kept is not None:
+                kept._accumulate_grad(grads[i], owned=False)
+
+
+def _any_array(grads):
+    return next(g for g in grads if g is not None and not isinstance(g, Handoff))
+
+
+def _seed(root, gradient):
+    """The gradient of ``root`` the walk starts from, and the caller's array (None for the implicit one)."""
+    if not root.requires_grad:
+        raise RuntimeError("backward(): the tensor does not require grad and has no grad_fn")
+    if gradient is None:
+        if root._data.size != 1:
+            raise RuntimeError(
+                f"backward(): grad can be implicitly created only for scalar outputs, got shape "
+                f"{tuple(root.shape)}; pass gradient= of that shape")
+        return backend.ones_like(root._data), None
+    if isinstance(gradient, _Tensor) and gradient.device != root.device:
+        raise RuntimeError(f"backward(): gradient is on {gradient.device} but the tensor is on {root.device}")
+    given = gradient._data if isinstance(gradient, _Tensor) else root._xp.asarray(gradient)
+    return _fit(given, root._data, "backward(): gradient"), given
+
+
+def _fit(g, like, what):
+    """``g`` as a gradient of ``like``: the same shape (else a RuntimeError naming ``what``), cast to its dtype as
+    PyTorch casts (a float64 or integer gradient never reaches a float32 tensor)."""
+    if g.shape != like.shape:
+        raise RuntimeError(f"{what} has shape {tuple(g.shape)} but the tensor has shape {tuple(like.shape)}")
+    return g if g.dtype == like.dtype else g.astype(like.dtype)
+
+
+def _backward_order(root_ctx):
+    """Nodes reachable from ``root_ctx``, each after every node that consumes its outputs
+    (Kahn's algorithm on consumer counts), and the number of consumers of each node output,
+    keyed ``(id(producer), output index)``."""
+    dependents, consumers = {id(root_ctx): 0}, {}
+    stack = [root_ctx]
+    while stack:
+        ctx = stack.pop()
+        if ctx.freed:
+            raise RuntimeError(_FREED_MESSAGE.format(name=ctx.fn.__name__))
+        for t in ctx.inputs:
+            parent = None if t is None else t._ctx
+            if parent is None:
+                continue
+            key = (id(parent), t._out_index)
+            consumers[key] = consumers.get(key, 0) + 1
+            if id(parent) not in dependents:
+                dependents[id(parent)] = 0
+                stack.append(parent)
+            dependents[id(parent)] += 1
+    order, ready = [], [root_ctx]
+    while ready:
+        ctx = ready.pop()
+        order.append(ctx)
+        for t in ctx.inputs:
+            if t is not None and t._ctx is not None:
+                dependents[id(t._ctx)] -= 1
+                if dependents[id(t._ctx)] == 0:
+                    ready.append(t._ctx)
+    return order, consumers
+
+
+def _run_hooks(hooks, grad):
+    """Each hook sees the gradient and may return a replacement: checked for shape, device and cast to its dtype."""
+    for hook in hooks:
+        result = hook(_Tensor._from_array(grad, False))
+        if result is None:
+            continue
+        new = result._data if isinstance(result, _Tensor) else backend.array_module(grad).asarray(result)
+        if type(new) is not type(grad):
+            raise RuntimeError(f"hook {getattr(hook, '__name__', hook)!r} returned a gradient on another device "
+                               f"than the tensor's")
+        grad = _fit(new, grad, f"hook {getattr(hook, '__name__', hook)!r} returned a gradient that")
+    return grad
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         materialize_grads=False):
+    """The gradients of ``outputs`` (weighted by ``grad_outputs``) with respect to ``inputs``, returned as a
+    tuple, PyTorch's ``torch.autograd.grad``: no ``.grad`` anywhere is changed. ``retain_graph`` defaults to
+    False (as ``create_graph``, which minifused does not support: no higher-order gradients)."""
+    if create_graph:
+        raise NotImplementedError("autograd.grad: create_graph=True (higher-order gradients) is not supported")
+    single = isinstance(outputs, _Tensor)
+    outputs = [outputs] if single else list(outputs)
+    inputs = [inputs] if isinstance(inputs, _Tensor) else list(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, _Tensor):
+        grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    grad_outputs = list(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(f"autograd.grad: got {len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
+    for what, ts in (("outputs", outputs), ("inputs", inputs)):
+        for t in ts:
+            if not isinstance(t, _Tensor):
+                raise TypeError(f"autograd.grad: {what} must be tensors, got {type(t).__name__}")
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("autograd.grad: one of the inputs does not require grad")
+    saved = [(t, t._grad, getattr(t, "_retain", False)) for t in inputs]
+    found = {}
+    try:
+        for t in inputs:
+            t._grad = None
+            if t._ctx is not None:
+                t.retain_grad()
+        for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+            keep = retain_graph or i + 1 < len(outputs)
+            outer, _callbacks.queue = _callbacks.queue, []
+            try:
+                seed, user_grad = _seed(out, g)
+                _backward(out, seed, _Collected(user_grad, inputs), keep)
+            finally:
+                _callbacks.queue = outer
+        for t in inputs:
+            if t._grad is not None:
+                found[id(t)] = t._grad
+    finally:
+        for t, g, retained in saved:
+            t._grad = g
+            if t._ctx is not None and not retained:
+                t._retain = False
+                if t._ctx.retained is not None:
+                    t._ctx.retained.pop(t._out_index, None)
+    result = []
+    for t in inputs:
+        g = found.get(id(t))
+        if g is None and not (allow_unused or materialize_grads):
+            raise RuntimeError("autograd.grad: one of the inputs was not used to compute the outputs; pass "
+                               "allow_unused=True to get None for it")
+        if g is None and materialize_grads:
+            g = _Tensor._from_array(t._xp.zeros_like(t._data))
+        result.append(g)
+    return tuple(result)
+
+
+# ---------------------------------------------------------------- leaf gradients
+class _LeafGrads:
+    """The leaves' gradients gathered by a walk, written into ``.grad`` once complete: at the end, or,
+    for leaves with post-accumulate-grad hooks, as soon as the last node feeding them has run."""
+
+    def __init__(self, user_grad):
+        self.grads = {}  # id(leaf) -> [leaf, grad]
+        self.given = set()  # ids of arrays that became a leaf's own .grad
+        self.user_grad = user_grad
+
+    def add(self, leaf, g):
+        if g.shape != leaf._data.shape or g.dtype != leaf._data.dtype:  # a custom Function's backward may err
+            g = _fit(g, leaf._data, "a backward's gradient for a leaf")
+        entry = self.grads.get(id(leaf))
+        if entry is None:
+            self.grads[id(leaf)] = [leaf, g]
+        else:
+            entry[1] = _add(entry[1], g)
+
+    def owns(self, g, still_held=()):
+        """The one leaf-ownership rule: ``g`` may become a leaf's ``.grad`` as it is (no copy) only if
+        nothing else can see it: not the caller's gradient, not a view, not another leaf's ``.grad``,
+        and not held by anything still in the walk (``still_held``)."""
+        owned = (g is not self.user_grad and getattr(g, "base", None) is None and id(g) not in self.given
+                 and not any(h is g for h in still_held))
+        if owned:
+            self.given.add(id(g))
+        return owned
+
+    def commit_early(self, leaves, pending):
+        """Write these leaves' complete gradients during the walk and run their post-accumulate hooks
+        (a hook may start an asynchronous reduction of the ``.grad`` in place)."""
+        for leaf in leaves:
+            entry = self.grads.pop(id(leaf), None)
+            if entry is None:
+                continue
+            g = _run_hooks(leaf._hooks, entry[1]) if leaf._hooks else entry[1]
+            leaf._accumulate_grad(g, self.owns(g, (*pending.values(), *(e[1] for e in self.grads.values()))))
+            for hook in tuple(leaf._post_hooks):
+                hook(leaf)
+
+    def commit_all(self):
+        """Every remaining leaf's hooks, then every ``.grad`` written, then the post-accumulate hooks."""
+        updates = []
+        for leaf, g in self.grads.values():
+            updates.append((leaf, _run_hooks(leaf._hooks, g) if leaf._hooks else g))
+        self.grads.clear()
+        for leaf, g in updates:
+            leaf._accumulate_grad(g, self.owns(g))
+        for leaf, _ in updates:
+            for hook in tuple(leaf._post_hooks or ()):
+                hook(leaf)
+
+
+# ---------------------------------------------------------------- hooks for data parallelism
+_post_hooks_used = [False]  # set once any leaf registers a post-accumulate-grad hook
+
+
+class _Callbacks(threading.local):
+    queue = None  # a list while a backward runs
+
+
+_callbacks = _Callbacks()
+
+
+def queue_callback(fn) -> None:
+    """Run ``fn()`` once the backward now running has written every ``.grad`` (called from a
+    hook: ``DistributedDataParallel`` waits there for its gradient reductions). Callbacks are
+    dropped if the backward fails."""
+    if _callbacks.queue is None:
+        raise RuntimeError("queue_callback: no backward is running (call it from a hook)")
+    _callbacks.queue.append(fn)
+
+
+def _early_commits(order):
+    """{node index: leaves}: for each leaf with post-accumulate-grad hooks, the last node in
+    ``order`` that feeds it a gradient; after that node the leaf's gradient is complete."""
+    last = {}
+    for i, ctx in enumerate(order):
+        for t in ctx.inputs:
+            if t is not None and t._ctx is None and t._post_hooks:
+                last[id(t)] = (i, t)
+    out = {}
+    for i, t in last.values():
+        out.setdefault(i, []).append(t)
+    return out
+
+
+class _Collected(_LeafGrads):
+    """The leaf gradients of a walk for :func:`grad`: only the asked-for leaves get theirs (into ``.grad``,
+    which :func:`grad` restores afterwards); no other leaf is touched and no post-accumulate hook runs."""
+
+    def __init__(self, user_grad, wanted):
+        super().__init__(user_grad)
+        self.wanted = {id(t) for t in wanted}
+
+    def commit_early(self, leaves, pending):
+        pass  # everything waits for commit_all
+
+    def commit_all(self):
+        for leaf, g in self.grads.values():
+            if id(leaf) in self.wanted:
+                leaf._accumulate_grad(_run_hooks(leaf._hooks, g) if leaf._hooks else g, self.owns(g))
+        self.grads.clear()
