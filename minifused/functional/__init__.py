@@ -17,9 +17,7 @@ from ..ops import (abs, clamp, exp, gelu, log, matmul, maximum, minimum, sigmoid
 from ..autograd import is_grad_enabled as _grad_on
 from ..ops import elementwise as _ew_ops
 from ..ops import cast as _cast
-from ..ops import conv as _conv_ops
 from ..ops import loss as _loss_ops
-from ..ops import pool as _pool_ops
 from ..ops import softmax as _softmax_ops
 from ..ops.dropout import dropout as _dropout
 from ..ops.linear import LinearFn as _LinearFn
@@ -28,7 +26,7 @@ from ..ops.shape import permute as _permute
 from ..ops.shape import reshape as _reshape
 from ..ops.shape import transpose as _transpose
 from ..tensor import Tensor as _Tensor
-from ._checks import _check_image, _check_tensor, _pair, _same_device
+from ._checks import _check_tensor, _same_device
 
 # ---- elementwise and activations (foundation)
 # The in-place forms (``relu_``, ``gelu_``, ``softmax_``, ``layer_norm_``, ``dropout(inplace=True)``)
@@ -36,8 +34,6 @@ from ._checks import _check_image, _check_tensor, _pair, _same_device
 # PyTorch (``Function.apply_``). On a leaf that requires grad they raise; recorded on the tape they
 # give the gradients of the out-of-place forms, and an earlier op that saved the input's array
 # raises in backward, naming the in-place op.
-
-
 
 
 def relu(input, inplace=False):
@@ -63,9 +59,6 @@ def gelu_(input, approximate="none"):
 
 _LINEAR_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16})
 LINEAR_ACTIVATIONS = _kernels.ACTIVATIONS  # what F.linear / nn.Linear accept (the GEMM epilogs)
-CONV_ACTIVATIONS = (None, "relu")  # what F.conv2d / nn.Conv2d accept (the convolution epilogues)
-
-
 
 
 def _check_gemm_dtype(op, dtype, array):
@@ -197,166 +190,6 @@ def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
     _sq.square_matmul_(xa, w, bool(transpose), None if bias is None else bias._data, activation)
     x._bump("square_matmul_")
     return x
-
-
-# ---- convolution and pooling
-
-_CONV_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16, _backend.float64})
-
-
-
-
-
-
-def _check_conv_args(op, input, weight, groups, layout):
-    _check_image(op, input)
-    if not isinstance(weight, _Tensor):
-        raise TypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
-    if weight.ndim != 4:
-        raise ValueError(f"{op}: weight must be 4-D {layout}, got shape {tuple(weight.shape)}")
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
-
-
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, activation=None):
-    """2-D convolution as ``torch.nn.functional.conv2d``, with an optional fused ReLU.
-
-    ``input`` (N, C, H, W), ``weight`` (K, C/groups, R, S), ``bias`` (K,) or None; ``stride``,
-    ``padding`` (or 'valid' / 'same' for stride 1), ``dilation``: int or pair. ``activation`` None
-    or ``'relu'`` (applied in the GEMM's epilogue; its bit-mask is kept for backward). On the GPU:
-    implicit-GEMM kernels (fp16/bf16 tensor cores, fp32 on FFMA or TF32 when
-    ``minifused.backend.tf32_conv.allow_tf32``, alias ``minifused.backends.cudnn.allow_tf32``, is set).
-    """
-    op = "conv2d"
-    _check_conv_args(op, input, weight, groups, "(out_channels, in_channels/groups, kH, kW)")
-    if activation not in CONV_ACTIVATIONS:
-        raise ValueError(f"{op}: activation must be None or 'relu', got {activation!r}")
-    n, c, h, w = input.shape
-    k, cg, r, s = weight.shape
-    stride = _pair(op, "stride", stride, 1)
-    dilation = _pair(op, "dilation", dilation, 1)
-    if isinstance(padding, str):
-        if padding == "valid":
-            padding = (0, 0)
-        elif padding == "same":
-            if stride != (1, 1):
-                raise ValueError(f"{op}: padding='same' needs stride 1, got stride={stride}")
-            tot = (dilation[0] * (r - 1), dilation[1] * (s - 1))
-            if tot[0] % 2 or tot[1] % 2:
-                raise NotImplementedError(f"{op}: padding='same' with an even effective kernel "
-                                          f"({tot[0] + 1}x{tot[1] + 1}) needs asymmetric padding")
-            padding = (tot[0] // 2, tot[1] // 2)
-        else:
-            raise ValueError(f"{op}: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
-    padding = _pair(op, "padding", padding, 0)
-    if c != cg * groups:
-        raise ValueError(f"{op}: input has {c} channels (shape {tuple(input.shape)}) but weight of shape "
-                         f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
-    if k % groups:
-        raise ValueError(f"{op}: out_channels={k} (weight shape {tuple(weight.shape)}) is not divisible by "
-                         f"groups={groups}")
-    eff = (dilation[0] * (r - 1) + 1, dilation[1] * (s - 1) + 1)
-    if eff[0] > h + 2 * padding[0] or eff[1] > w + 2 * padding[1]:
-        raise ValueError(f"{op}: kernel {r}x{s} (dilation {dilation}, effective {eff[0]}x{eff[1]}) is larger than "
-                         f"the padded input {h + 2 * padding[0]}x{w + 2 * padding[1]} (input shape "
-                         f"{tuple(input.shape)}, padding {padding})")
-    if c == 0 or k == 0:  # (an empty batch, n == 0, is fine: an empty output)
-        raise ValueError(f"{op}: empty input or weight (input {tuple(input.shape)}, weight {tuple(weight.shape)})")
-    dtype = input.dtype
-    if dtype not in _CONV_DTYPES:
-        raise TypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
-    if weight.dtype != dtype or (bias is not None and isinstance(bias, _Tensor) and bias.dtype != dtype):
-        raise TypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
-                        + (f", {bias.dtype}" if bias is not None else "") + " (no implicit casts)")
-    if bias is not None:
-        if not isinstance(bias, _Tensor):
-            raise TypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
-        if tuple(bias.shape) != (k,):
-            raise ValueError(f"{op}: bias must have shape ({k},) to match out_channels, got {tuple(bias.shape)}")
-    dev = input.device
-    if weight.device != dev or (bias is not None and bias.device != dev):
-        devs = [str(dev), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
-        raise RuntimeError(f"{op}: expected input, weight and bias on one device, got {', '.join(devs)}")
-    return _conv_ops.conv2d(input, weight, bias, stride, padding, dilation, groups, activation)
-
-
-def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-    """2-D transposed convolution as ``torch.nn.functional.conv_transpose2d``: ``input`` (N, C_in, H, W),
-    ``weight`` (C_in, C_out/groups, kH, kW); the output is (N, C_out, (H-1)*stride - 2*padding +
-    dilation*(kH-1) + output_padding + 1, ...). It runs the convolution's data-gradient kernels forward."""
-    op = "conv_transpose2d"
-    _check_conv_args(op, input, weight, groups, "(in_channels, out_channels/groups, kH, kW)")
-    stride = _pair(op, "stride", stride, 1)
-    padding = _pair(op, "padding", padding, 0)
-    dilation = _pair(op, "dilation", dilation, 1)
-    output_padding = _pair(op, "output_padding", output_padding, 0)
-    n, k, h, w = input.shape
-    kin, cg, r, s = weight.shape
-    if k != kin:
-        raise ValueError(f"{op}: input has {k} channels (shape {tuple(input.shape)}) but weight of shape "
-                         f"{tuple(weight.shape)} expects {kin}")
-    if k % groups:
-        raise ValueError(f"{op}: in_channels={k} is not divisible by groups={groups}")
-    for i in (0, 1):
-        if output_padding[i] >= max(stride[i], dilation[i]):
-            raise ValueError(f"{op}: output_padding {output_padding} must be smaller than stride {stride} or "
-                             f"dilation {dilation} in each dimension")
-    out = tuple((size - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kk - 1) + output_padding[i] + 1
-                for i, (size, kk) in enumerate(((h, r), (w, s))))
-    if min(out) < 1 or k == 0 or cg == 0:
-        raise ValueError(f"{op}: the output would be empty (input {tuple(input.shape)}, weight {tuple(weight.shape)}, "
-                         f"stride {stride}, padding {padding}: output size {out})")
-    dtype = input.dtype
-    if dtype not in _CONV_DTYPES:
-        raise TypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
-    if weight.dtype != dtype or (isinstance(bias, _Tensor) and bias.dtype != dtype):
-        raise TypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
-                        + (f", {bias.dtype}" if isinstance(bias, _Tensor) else "") + " (no implicit casts)")
-    if bias is not None:
-        if not isinstance(bias, _Tensor):
-            raise TypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
-        if tuple(bias.shape) != (cg * groups,):
-            raise ValueError(f"{op}: bias must have shape ({cg * groups},) to match out_channels, got "
-                             f"{tuple(bias.shape)}")
-    if weight.device != input.device or (bias is not None and bias.device != input.device):
-        raise RuntimeError(f"{op}: expected input, weight and bias on one device")
-    y = _conv_ops.conv_transpose2d(input, weight, (n, cg * groups) + out, stride, padding, dilation, groups)
-    return y if bias is None else y + _reshape(bias, 1, -1, 1, 1)
-
-
-def _pool_args(op, input, kernel_size, stride, padding):
-    _check_image(op, input)
-    if not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got {input.dtype}")
-    kernel = _pair(op, "kernel_size", kernel_size, 1)
-    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
-        _pair(op, "stride", stride, 1)
-    padding = _pair(op, "padding", padding, 0)
-    if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
-        raise ValueError(f"{op}: padding {padding} must be at most half the kernel size {kernel}")
-    h, w = input.shape[2:]
-    if kernel[0] > h + 2 * padding[0] or kernel[1] > w + 2 * padding[1]:
-        raise ValueError(f"{op}: kernel {kernel} is larger than the padded input "
-                         f"{h + 2 * padding[0]}x{w + 2 * padding[1]} (input shape {tuple(input.shape)})")
-    return kernel, stride, padding
-
-
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """Max pooling as ``torch.nn.functional.max_pool2d`` (dilation 1 only). With ``return_indices``,
-    ``(output, indices)``: each maximum's flat index ``h*W + w`` in its (H, W) plane, int64, as PyTorch's."""
-    if _pair("max_pool2d", "dilation", dilation, 1) != (1, 1):
-        raise NotImplementedError("max_pool2d: dilation other than 1 is not supported")
-    kernel, stride, padding = _pool_args("max_pool2d", input, kernel_size, stride, padding)
-    return _pool_ops.max_pool2d(input, kernel, stride, padding, ceil_mode, bool(return_indices))
-
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
-    """Average pooling as ``torch.nn.functional.avg_pool2d`` (``count_include_pad=True`` by default)."""
-    if divisor_override is not None:
-        raise NotImplementedError("avg_pool2d: divisor_override is not supported")
-    kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding)
-    return _pool_ops.avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad)
 
 
 # ---- normalization
@@ -611,3 +444,5 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 from .activation import *  # noqa: E402,F401,F403 - activations, normalize, one_hot, the losses beyond these
 from .layers import *  # noqa: E402,F401,F403 - pad, interpolate, adaptive pooling, embedding, dropout2d
 from .batchnorm import *  # noqa: E402,F401,F403 - batch_norm, group_norm
+from .conv import *  # noqa: E402,F401,F403 - conv2d, conv_transpose2d, max_pool2d, avg_pool2d
+from .conv import CONV_ACTIVATIONS  # noqa: E402,F401 - what nn.Conv2d may fuse

@@ -8,6 +8,7 @@ from .. import backend
 from .. import functional as F
 from ..autograd import no_grad
 from ..functional import CONV_ACTIVATIONS
+from ..functional._checks import _pair
 from .module import Module, Parameter
 
 
@@ -37,12 +38,12 @@ class Conv2d(Module):
             raise ValueError(f"Conv2d: channel counts must be >= 1, got in_channels={in_channels}, "
                              f"out_channels={out_channels}")
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size = F._pair("Conv2d", "kernel_size", kernel_size, 1)
-        self.stride = F._pair("Conv2d", "stride", stride, 1)
-        self.dilation = F._pair("Conv2d", "dilation", dilation, 1)
+        self.kernel_size = _pair("Conv2d", "kernel_size", kernel_size, 1)
+        self.stride = _pair("Conv2d", "stride", stride, 1)
+        self.dilation = _pair("Conv2d", "dilation", dilation, 1)
         if isinstance(padding, str) and padding not in ("valid", "same"):
             raise ValueError(f"Conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
-        self.padding = padding if isinstance(padding, str) else F._pair("Conv2d", "padding", padding, 0)
+        self.padding = padding if isinstance(padding, str) else _pair("Conv2d", "padding", padding, 0)
         self.groups, self.activation = int(groups), activation
         dev = backend.device(device)
         dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
@@ -102,11 +103,11 @@ class ConvTranspose2d(Module):
             raise ValueError(f"ConvTranspose2d: in_channels={in_channels} and out_channels={out_channels} must "
                              f"both be divisible by groups={groups}")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
-        self.kernel_size = F._pair("ConvTranspose2d", "kernel_size", kernel_size, 1)
-        self.stride = F._pair("ConvTranspose2d", "stride", stride, 1)
-        self.padding = F._pair("ConvTranspose2d", "padding", padding, 0)
-        self.output_padding = F._pair("ConvTranspose2d", "output_padding", output_padding, 0)
-        self.dilation = F._pair("ConvTranspose2d", "dilation", dilation, 1)
+        self.kernel_size = _pair("ConvTranspose2d", "kernel_size", kernel_size, 1)
+        self.stride = _pair("ConvTranspose2d", "stride", stride, 1)
+        self.padding = _pair("ConvTranspose2d", "padding", padding, 0)
+        self.output_padding = _pair("ConvTranspose2d", "output_padding", output_padding, 0)
+        self.dilation = _pair("ConvTranspose2d", "dilation", dilation, 1)
         dev = backend.device(device)
         dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
