@@ -189,8 +189,10 @@ def test_cuda_kernels_match_reference(rng, poisoned_pool, dtype, shape, relu):
     for training in (True, False):
         rm_d, rv_d = cupy.asarray(rm), cupy.asarray(rv)
         rm_h, rv_h = rm.copy(), rv.copy()
+        count = cupy.full((), 41, np.int64)  # a module's num_batches_tracked: one more in training
         y, mean, rstd, mask = K.batch_norm_forward(dev_array(x, "cuda"), cupy.asarray(w), cupy.asarray(b), rm_d, rv_d,
-                                                   training, 0.1, 1e-5, relu)
+                                                   training, 0.1, 1e-5, relu, count)
+        assert int(count) == (42 if training else 41)
         y_r, mean_r, rstd_r, mask_r = K.batch_norm_forward_ref(x, w, b, rm_h, rv_h, training, 0.1, 1e-5, relu)
         tol = 1e-5 if dtype == np.float32 else 1e-2
         np.testing.assert_allclose(f64(y), f64(y_r), rtol=tol, atol=tol)

@@ -55,6 +55,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     the running statistics, when given, move by ``momentum`` towards the mean and the unbiased variance, in
     place; otherwise the running statistics normalize. ``activation='relu'`` runs the ReLU in the same
     kernel (its mask kept as bits for the backward)."""
+    return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps, activation)
+
+
+def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps, activation,
+                num_batches_tracked=None):
+    """:func:`batch_norm`; a module's ``num_batches_tracked`` (int64 scalar tensor), when given, goes up by one
+    with the running statistics, in their kernel (one launch less per BatchNorm layer and step)."""
     op = "batch_norm"
     _check_input(op, input)
     _check_channel_vectors(op, input, {"running_mean": running_mean, "running_var": running_var,
@@ -75,11 +82,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         raise ValueError(f"{op}: expected more than 1 value per channel when training, got input size "
                          f"{list(input.shape)}")
     running = (running_mean, running_var) if running_mean is not None else (None, None)
+    count = num_batches_tracked if training and running_mean is not None else None
     out = _bn_ops.batch_norm(input, weight, bias, *(None if t is None else t._data for t in running),
-                             bool(training), float(momentum), float(eps), relu=activation == "relu")
+                             bool(training), float(momentum), float(eps), relu=activation == "relu",
+                             count=None if count is None else count._data)
     if training and running_mean is not None:
         running_mean._bump(op)
         running_var._bump(op)
+        if count is not None:
+            count._bump(op)
     return out
 
 

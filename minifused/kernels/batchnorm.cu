@@ -106,7 +106,7 @@ extern "C" __global__ void bn_partial(const T* __restrict__ x, const T* __restri
 // moved by `factor` towards the mean and the unbiased variance when `update`); otherwise from the running
 // statistics. Writes mean[c] and rstd[c] (fp32).
 extern "C" __global__ void bn_finalize_forward(const float* __restrict__ part, const T* __restrict__ x,
-                                               W* running_mean, W* running_var, float* __restrict__ mean,
+                                               W* running_mean, W* running_var, long long* count, float* __restrict__ mean,
                                                float* __restrict__ rstd, long long N, long long C, long long S,
                                                int P, float eps, float factor, int update, int batch) {
     pdl_entry();
@@ -133,6 +133,7 @@ extern "C" __global__ void bn_finalize_forward(const float* __restrict__ part, c
         const double f = factor;
         running_mean[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_mean[c]) + f * m);
         running_var[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_var[c]) + f * unbiased);
+        if (count && c == 0) *count += 1;
     }
 }
 
@@ -247,7 +248,7 @@ __device__ __forceinline__ long long channel_vector(long long j, long long SV, l
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
-bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, const W* __restrict__ w,
+bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, long long* count, const W* __restrict__ w,
                    const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask, float* __restrict__ mean,
                    float* __restrict__ rstd, long long N, long long C, long long S, float eps, float factor,
                    int update) {
@@ -284,6 +285,7 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, con
             const double f = factor;
             running_mean[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_mean[c]) + f * (double)mu);
             running_var[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_var[c]) + f * unbiased);
+            if (count && c == 0) *count += 1;
         }
     }
     const float wc = w ? to_acc<float>(w[c]) : 1.f, bc = b ? to_acc<float>(b[c]) : 0.f;

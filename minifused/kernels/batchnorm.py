@@ -1,10 +1,11 @@
 """BatchNorm over a (N, C, S) array: per-channel statistics over N and S, fused with the affine and ReLU.
 
-``batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu)
+``batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
 -> (y, mean, rstd, mask)``: in training the batch's mean and biased variance normalize, and the running
 statistics (when given) move by ``factor`` towards the mean and the *unbiased* variance, in place (PyTorch's
-rule); otherwise the running statistics normalize. ``mean``/``rstd`` (fp32, fp64 for fp64 input, one per
-channel) are what the backward needs; ``mask`` is the ReLU's bit-mask (bit ``i % 32`` of word ``i // 32`` for
+rule), and ``count`` (an int64 scalar array, the module's ``num_batches_tracked``), when given, goes up by
+one in the same kernel; otherwise the running statistics normalize. ``mean``/``rstd`` (fp32, fp64 for fp64
+input, one per channel) are what the backward needs; ``mask`` is the ReLU's bit-mask (bit ``i % 32`` of word ``i // 32`` for
 flat element ``i``) when ``relu``.
 
 ``batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw) -> (dx, dw, db)``:
@@ -50,7 +51,8 @@ def unpack_bits(mask, shape):
     return bits.reshape(-1)[:n].reshape(shape).astype(bool)
 
 
-def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False):
+def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False,
+                           count=None):
     xp = backend.array_module(x)
     acc = acc_dtype(x.dtype).type
     xf = x.astype(acc)
@@ -64,6 +66,8 @@ def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training,
                                  + factor * mean.astype(np.float64)).astype(running_mean.dtype)
             running_var[...] = ((1 - factor) * running_var.astype(np.float64)
                                 + factor * unbiased.astype(np.float64)).astype(running_var.dtype)
+            if count is not None:
+                count += 1
     else:
         mean, var = running_mean.astype(acc), running_var.astype(acc)
     rstd = (1 / xp.sqrt(var + acc(eps))).astype(acc)
@@ -159,7 +163,7 @@ def _i(v):
     return np.int64(v)
 
 
-def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu):
+def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count):
     import cupy
 
     n, c, s = x.shape
@@ -177,7 +181,8 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
         update = running_mean is not None
         launch(k["bn_channel_forward"], (c,), (threads,),
                (x, running_mean if update else NULL, running_var if update else NULL,
-                weight if weight is not None else NULL, bias if bias is not None else NULL, y,
+                count if update and count is not None else NULL, weight if weight is not None else NULL,
+                bias if bias is not None else NULL, y,
                 mask if relu else NULL, mean, rstd, _i(n), _i(c), _i(s), np.float32(eps), np.float32(factor),
                 np.int32(update)), nbytes)
         return y, mean, rstd, mask
@@ -187,11 +192,12 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
         launch(k["bn_partial"], (p, c), (_THREADS,), (x, NULL, NULL, NULL, part, _i(n), _i(c), _i(s), np.int32(p)))
         update = running_mean is not None
         launch(k["bn_finalize_forward"], (_words(c),), (32,),
-               (part, x, running_mean if update else NULL, running_var if update else NULL, mean, rstd,
+               (part, x, running_mean if update else NULL, running_var if update else NULL,
+                count if update and count is not None else NULL, mean, rstd,
                 _i(n), _i(c), _i(s), np.int32(p), np.float32(eps), np.float32(factor), np.int32(update), np.int32(1)))
     else:
         launch(k["bn_finalize_forward"], (_words(c),), (32,),
-               (NULL, x, running_mean, running_var, mean, rstd, _i(n), _i(c), _i(s), np.int32(0), np.float32(eps),
+               (NULL, x, running_mean, running_var, NULL, mean, rstd, _i(n), _i(c), _i(s), np.int32(0), np.float32(eps),
                 np.float32(0), np.int32(0), np.int32(0)))
     total = x.size
     blocks = _grid(total // vec, sms)
@@ -240,10 +246,10 @@ def _on_kernels(x):
     return backend.is_cuda_array(x) and x.dtype != np.float64
 
 
-def batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False):
+def batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False, count=None):
     if not _on_kernels(x) or x.size == 0:
-        return batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training, factor, eps, relu)
-    return _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu)
+        return batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
+    return _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
 
 
 def batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True):

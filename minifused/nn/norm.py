@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numbers
 
-from .. import autograd, backend, ops
+from .. import backend, ops
 from .. import functional as F
+from ..functional.batchnorm import _batch_norm
 from .module import Module, Parameter
 
 
@@ -138,12 +139,11 @@ class _BatchNorm(Module):
             factor = 1.0 / (int(self.num_batches_tracked.item()) + 1)
         use_batch = self.training or self.running_mean is None
         keep = not self.training or self.track_running_stats
-        out = F.batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
-                           self.weight, self.bias, use_batch, factor, self.eps, activation=activation)
-        if tracking:  # after the call, which checks everything first: a refused input changes nothing
-            with autograd.no_grad():
-                self.num_batches_tracked.add_(1)
-        return out
+        # num_batches_tracked goes up in the running statistics' kernel (after the call's checks: a refused
+        # input changes nothing)
+        return _batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
+                           self.weight, self.bias, use_batch, factor, self.eps, activation,
+                           self.num_batches_tracked if tracking else None)
 
     def extra_repr(self):
         act = f", activation={self.activation!r}" if self.activation else ""
