@@ -72,7 +72,7 @@ class CapturedStep:
             return self.step_fn(*inputs)
         import cupy
 
-        key = tuple([(t._data.shape, t._data.dtype, t._data.device.id) for t in inputs])
+        key = tuple([(t._data.shape, t._data.dtype, t._data.data.device_id) for t in inputs])
         captured = self._graphs.get(key)
         if captured is not None:  # the hot path: two copies and a launch, on the caller's stream
             stream = cupy.cuda.get_current_stream()
