@@ -101,6 +101,11 @@ def binary_operands(op, a, b, broadcast=True):
     applied where a tensor's dtype must change, so gradients flow back in the
     input's own dtype.
     """
+    if isinstance(a, Tensor) and isinstance(b, Tensor):  # the common case first: nothing to check further
+        da, db = a._data, b._data
+        if (type(da) is type(db) and da.dtype == db.dtype and da.shape == db.shape
+                and (type(da) is np.ndarray or da.data.device_id == db.data.device_id)):
+            return a, b
     like = a if isinstance(a, Tensor) else b
     a, b = as_tensor_like(a, like), as_tensor_like(b, like)
     if isinstance(a, Tensor) and isinstance(b, Tensor):
