@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import minifused as mf
-from minifused.kernels.gather import gather_rows
+from minifused.kernels.gather import gather_rows, rows_gatherer
 
 
 def test_cpu_is_take():
@@ -28,3 +28,36 @@ def test_gpu_gather_rows_matches_take(dtype, row, offset, poisoned_pool):
             got = gather_rows(src, dev_idx)
             assert got.dtype == src.dtype and got.shape == (len(idx), *row)
             np.testing.assert_array_equal(cupy.asnumpy(got).view(np.uint8), host[offset:][idx].view(np.uint8))
+
+
+def test_cpu_rows_gatherer_is_take():
+    a, b = np.arange(30, dtype=np.uint8).reshape(10, 3), np.arange(10, dtype=np.int64)
+    idx = np.array([9, 2, 2])
+    got = rows_gatherer([a, b])(idx)
+    np.testing.assert_array_equal(got[0], a[idx])
+    np.testing.assert_array_equal(got[1], b[idx])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_gpu_rows_gatherer_pairs_sources_per_launch(count, poisoned_pool):
+    """Sources of different row sizes, dtypes and alignments gathered by one index, two per launch (the last
+    alone when odd), a non-contiguous one by the reference, each equal to take."""
+    import cupy
+
+    rng = np.random.default_rng(count)
+    hosts = [rng.integers(0, 255, (57, 28, 28)).astype(np.float32), rng.integers(0, 10, 57).astype(np.int64),
+             rng.integers(0, 255, (58, 5)).astype(np.uint8)][:count]
+    srcs = [cupy.asarray(h) for h in hosts]
+    if count == 3:  # one row in: a source that starts off 16 bytes, and a transposed (non-contiguous) one
+        srcs[2], hosts[2] = srcs[2][1:], hosts[2][1:]
+        srcs.append(cupy.asarray(hosts[0][:, :, 0]).T.T)
+        srcs[3] = cupy.asfortranarray(srcs[3])
+        hosts.append(hosts[0][:, :, 0])
+    gather = rows_gatherer(srcs)
+    for idx in (rng.permutation(57)[:40], np.array([56, 0, 0]), np.zeros(0, np.int64)):
+        got = gather(cupy.asarray(idx))
+        assert len(got) == len(srcs)
+        for g, h in zip(got, hosts):
+            assert g.dtype == h.dtype and g.shape == (len(idx), *h.shape[1:])
+            np.testing.assert_array_equal(cupy.asnumpy(g), h[idx])

@@ -15,7 +15,7 @@ import numbers
 import numpy as np
 
 from .. import backend
-from ..kernels.gather import row_gatherer
+from ..kernels.gather import rows_gatherer
 from ..tensor import Tensor
 from .dataset import Dataset
 
@@ -214,18 +214,18 @@ class DataLoader:
 
     def _device_batches(self, epoch):
         bs, count = self.batch_size, len(self) if self.batch_sampler is None else 0
-        gathers = [row_gatherer(t._data) for t in self._tensors]
+        gather = rows_gatherer([t._data for t in self._tensors])  # every tensor's rows, two per launch
         if self.batch_sampler is not None:
             for idx in self._index_batches(epoch):
                 with backend.on_device(self.device):
                     idx = backend.to_device(idx, self.device)
-                yield tuple([Tensor._from_array(gather(idx)) for gather in gathers])
+                yield tuple([Tensor._from_array(a) for a in gather(idx)])
         elif self.shuffle or self.sampler is not None:
             with backend.on_device(self.device):
                 perm = backend.to_device(self.order(epoch), self.device)  # one copy per epoch
             for b in range(count):
                 idx = perm[b * bs:(b + 1) * bs]
-                yield tuple([Tensor._from_array(gather(idx)) for gather in gathers])
+                yield tuple([Tensor._from_array(a) for a in gather(idx)])
         else:
             for b in range(count):
                 yield tuple(Tensor._from_array(t._data[b * bs:(b + 1) * bs]) for t in self._tensors)

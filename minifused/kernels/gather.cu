@@ -1,28 +1,40 @@
-// Rows of a C-contiguous array gathered by index: out[i, :] = src[idx[i], :], moved in pieces of UNIT_BYTES
-// (the widest that the row's bytes and both base addresses allow). Indices are assumed valid.
-// nvrtc-check: -DUNIT_BYTES=16
-// nvrtc-check: -DUNIT_BYTES=8
-// nvrtc-check: -DUNIT_BYTES=1
-#ifndef UNIT_BYTES
-#define UNIT_BYTES 16
+// Rows of C-contiguous arrays gathered by one index, out[i, :] = src[idx[i], :], for up to two arrays per
+// launch (a dataset's inputs and targets): array a in pieces of UNIT_A bytes, array b in pieces of UNIT_B
+// bytes (the widest that each row's bytes and base addresses allow). Indices are assumed valid; an absent
+// second array has total_b = 0.
+// nvrtc-check: -DUNIT_A=16 -DUNIT_B=8
+// nvrtc-check: -DUNIT_A=1 -DUNIT_B=2
+// nvrtc-check: -DUNIT_A=4 -DUNIT_B=4
+#ifndef UNIT_A
+#define UNIT_A 16
 #endif
-#if UNIT_BYTES == 16
-typedef uint4 UNIT;
-#elif UNIT_BYTES == 8
-typedef unsigned long long UNIT;
-#elif UNIT_BYTES == 4
-typedef unsigned int UNIT;
-#elif UNIT_BYTES == 2
-typedef unsigned short UNIT;
-#else
-typedef unsigned char UNIT;
+#ifndef UNIT_B
+#define UNIT_B 8
 #endif
 
-extern "C" __global__ void gather_rows(const UNIT* __restrict__ src, const long long* __restrict__ idx,
-                                       UNIT* __restrict__ out, long long units_per_row, long long total) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+template <int B> struct Piece;
+template <> struct Piece<16> { typedef uint4 T; };
+template <> struct Piece<8> { typedef unsigned long long T; };
+template <> struct Piece<4> { typedef unsigned int T; };
+template <> struct Piece<2> { typedef unsigned short T; };
+template <> struct Piece<1> { typedef unsigned char T; };
+
+// piece i of the gathered rows (units pieces per row)
+template <int B>
+__device__ __forceinline__ void gather_piece(const void* src, void* out, const long long* idx, long long units,
+                                             long long i) {
+    typedef typename Piece<B>::T U;
+    const long long row = i / units;
+    static_cast<U*>(out)[i] = static_cast<const U*>(src)[idx[row] * units + (i - row * units)];
+}
+
+extern "C" __global__ void gather_rows(const long long* __restrict__ idx, const void* __restrict__ src_a,
+                                       void* __restrict__ out_a, long long units_a, long long total_a,
+                                       const void* __restrict__ src_b, void* __restrict__ out_b, long long units_b,
+                                       long long total_b) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total_a + total_b;
          i += (long long)gridDim.x * blockDim.x) {
-        const long long row = i / units_per_row;
-        out[i] = src[idx[row] * units_per_row + (i - row * units_per_row)];
+        if (i < total_a) gather_piece<UNIT_A>(src_a, out_a, idx, units_a, i);
+        else gather_piece<UNIT_B>(src_b, out_b, idx, units_b, i - total_a);
     }
 }

@@ -1,9 +1,9 @@
-"""Row gather: ``gather_rows(src, idx) -> src[idx]`` along the first axis, and ``row_gatherer(src)``, the same
-with ``src`` planned once (a DataLoader's batches).
+"""Row gather along the first axis: ``gather_rows(src, idx) -> src[idx]``, and ``rows_gatherer(srcs)``, which
+gathers several arrays by one index with each source planned once (a DataLoader's batches).
 
-CuPy arrays go to gather.cu, one launch that moves each row in the widest pieces (16, 8, 4, 2 or 1 bytes)
-its size and the two base addresses allow, which costs the host less than ``cupy.take``; NumPy arrays and
-non-contiguous sources to ``take`` (the reference). ``idx`` is assumed in range.
+CuPy arrays go to gather.cu, two arrays per launch, each row moved in the widest pieces (16, 8, 4, 2 or 1
+bytes) that its size and the base addresses allow: less host time than a ``cupy.take`` per array. NumPy
+arrays and non-contiguous sources take ``take`` (the reference). ``idx`` is assumed in range.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .. import backend
-from . import get_kernel, grid_1d
+from . import NULL, get_kernel, grid_1d
 
 _THREADS = 256
 
@@ -23,32 +23,52 @@ def gather_rows_ref(src, idx):
 
 
 @functools.cache
-def _kernel(unit_bytes):
-    return get_kernel("gather.cu", "gather_rows", (f"-DUNIT_BYTES={unit_bytes}",))
+def _kernel(unit_a, unit_b):
+    return get_kernel("gather.cu", "gather_rows", (f"-DUNIT_A={unit_a}", f"-DUNIT_B={unit_b}"))
 
 
-def row_gatherer(src):
-    """``gather(idx) -> src[idx]`` with everything about ``src`` settled once (its kernel, its row's pieces),
-    so that each call only allocates and launches: a DataLoader's batches of one epoch."""
+def _plan(src):
+    """(piece bytes, pieces per row) of a source the kernel gathers, or None for the reference."""
     if not backend.is_cuda_array(src) or not src.flags.c_contiguous or src.ndim == 0 or src.shape[0] == 0:
-        return lambda idx: gather_rows_ref(src, idx)
-    import cupy
-
+        return None
     row_bytes = src.nbytes // src.shape[0]
     unit = math.gcd(16, row_bytes, src.data.ptr % 16 or 16)
-    units, fn, tail, dtype = np.int64(row_bytes // unit), _kernel(unit).kernel, src.shape[1:], src.dtype
+    return unit, row_bytes // unit
+
+
+def rows_gatherer(srcs):
+    """``gather(idx) -> tuple(src[idx] for src in srcs)`` with every source settled once (its kernel, its
+    row's pieces), so that each call only allocates and launches, two sources per launch."""
+    import cupy
+
+    plans = [_plan(s) for s in srcs]
+    kernel_rows = [i for i, p in enumerate(plans) if p is not None]
+    launches = []  # (kernel, [(source index, pieces per row), ...]) for pairs of kernel-gathered sources
+    for j in range(0, len(kernel_rows), 2):
+        pair = kernel_rows[j:j + 2]
+        units = [plans[i][0] for i in pair] + [1]
+        launches.append((_kernel(units[0], units[1]).kernel, [(i, np.int64(plans[i][1])) for i in pair]))
 
     def gather(idx):
-        if idx.dtype != np.int64 or not idx.flags.c_contiguous:
+        if kernel_rows and (idx.dtype != np.int64 or not idx.flags.c_contiguous):
             idx = cupy.ascontiguousarray(idx, dtype=np.int64)
-        out = cupy.ndarray((idx.shape[0], *tail), dtype)
-        total = idx.shape[0] * int(units)
-        if total:
-            fn((min(grid_1d(total, _THREADS), 65535),), (_THREADS,), (src, idx, out, units, np.int64(total)))
-        return out
+        n = idx.shape[0]
+        outs = [gather_rows_ref(s, idx) if p is None else cupy.ndarray((n, *s.shape[1:]), s.dtype)
+                for s, p in zip(srcs, plans)]
+        for fn, pair in launches:
+            args = [idx]
+            total = 0
+            for i, units in pair:
+                args += [srcs[i], outs[i], units, np.int64(n * int(units))]
+                total += n * int(units)
+            if len(pair) == 1:
+                args += [NULL, NULL, np.int64(1), np.int64(0)]
+            if total:
+                fn((min(grid_1d(total, _THREADS), 65535),), (_THREADS,), tuple(args))
+        return tuple(outs)
     return gather
 
 
 def gather_rows(src, idx):
     """``src[idx]`` for a 1-D integer ``idx``: rows of ``src`` along its first axis."""
-    return row_gatherer(src)(idx)
+    return rows_gatherer([src])(idx)[0]
