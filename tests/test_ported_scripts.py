@@ -153,6 +153,11 @@ def _injector(store):
 def test_losses_match_pytorch(name, device, torch, monkeypatch, request):
     if device == "cpu":
         request.getfixturevalue("default_cpu")
+    # the heuristic's GEMM algorithms, not the fastest by timing: on a GPU loaded by other tests, timing may pick
+    # another algorithm run to run, whose last bits, amplified over the steps, left the band below
+    from minifused.kernels import cublaslt
+
+    monkeypatch.setattr(cublaslt, "DEFAULT_CONFIG", cublaslt.GemmConfig(small_gemm_flop=0))
 
     initial = {}
     expected = load_script(name, "torch", monkeypatch).main(PARITY_ARGS[name] + ["--device", device],
