@@ -135,6 +135,9 @@ def test_conv_config_is_a_hashable_value_and_cpu_ignores_it(rng):
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.tile_m = 64
     assert P.ConvMode.FORWARD_NCHW == 3 and P.Mma.WGMMA == 3 and P.Epilogue.MASK == 4  # conv.cu's values
+    assert ConvConfig(wgrad_tile=[64, 256]) == ConvConfig(wgrad_tile=(64, 256))
+    with pytest.raises(ValueError, match=r"wgrad_tile must be one of .* got \(64, 64\)"):
+        ConvConfig(wgrad_tile=(64, 64))  # conv.cu has no such wgmma tile: refused before any compile
     x, w = rng.standard_normal((2, 3, 7, 6)), rng.standard_normal((4, 3, 3, 3))
     geo = ((1, 2), (1, 0), (1, 1), 1)
     y, _ = K.conv2d_forward(x, w, None, *geo, config=a)
@@ -331,12 +334,14 @@ def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool
     {"tile_warps": (2, 4), "nchw_forward": True, "tile_row_bytes": 128}, {"wgmma": False, "nchw_forward": False},
     {"wgmma_stages": 3, "nchw_forward": False}, {"wgmma_stages": 4, "nchw_forward": False},
     {"tile_n": 64, "nchw_forward": False}, {"tile_n": 128, "nchw_forward": False},
-    {"tile_n": 32, "tile_row_bytes": 128, "nchw_forward": False}])
+    {"tile_n": 32, "tile_row_bytes": 128, "nchw_forward": False},
+    {"wgrad_tile": (64, 256), "wgmma_stages": 3}, {"wgrad_tile": (128, 64), "split_k_blocks_per_sm": 1},
+    {"wgrad_tile": (64, 128), "split_k_blocks_per_sm": 8}])
 def test_gpu_large_shapes_match(poisoned_pool, tuning):
     """The benchmark shapes' tile paths (BN=128, 128-byte tiles, split-K, strided backward-data by residue
     class incl. classes with no taps, all classes in one launch) on reduced batches, with both tile depths,
     both block heights and widths, both warp grids, the forward from NCHW forced on and off, and (H100) wgmma
-    off and at both depths."""
+    off and at both depths, and the backward-filter's other wgmma tiles."""
     import cupy
 
     config = ConvConfig(**tuning)
@@ -411,8 +416,9 @@ def test_gpu_forward_launcher_follows_the_config(poisoned_pool):
 
 @pytest.mark.gpu
 def test_gpu_wgmma_runs_on_hopper():
-    """On an sm_90 GPU the repacked forward (fp16, bf16, TF32) and the fp16/bf16 backward-data with 128-byte
-    tile rows take the wgmma kernel (compiled for sm_90a), and `ConvConfig(wgmma=False)` takes mma.sync."""
+    """On an sm_90 GPU the repacked forward (fp16, bf16, TF32) and the fp16/bf16 backward-data and
+    backward-filter with 128-byte tile rows take the wgmma kernel (compiled for sm_90a), and
+    `ConvConfig(wgmma=False)` takes mma.sync."""
     import cupy
 
     if cupy.cuda.Device().compute_capability != "90":
@@ -428,6 +434,13 @@ def test_gpu_wgmma_runs_on_hopper():
         assert P.gemm_plan(mode, dtype, *shape, dev, off, True)[0][0] is not kern
     assert P.gemm_plan(bwd_data, backend.float32, *shape, dev, default, True)[0][3] != P.smem_bytes(
         4, bwd_data, 128, 128, 128, 3, True)
+    bwd_filter = P.ConvMode.BACKWARD_FILTER
+    for dtype in (backend.float16, backend.bfloat16):
+        kern, _, _, smem = P.gemm_plan(bwd_filter, dtype, *shape, dev, default, True)[0][:4]
+        assert smem == P.smem_bytes(2, bwd_filter, 128, 128, 128, 4, True), dtype
+        assert P.gemm_plan(bwd_filter, dtype, *shape, dev, off, True)[0][0] is not kern
+    assert P.gemm_plan(bwd_filter, backend.float32, *shape, dev, default, True)[0][3] != P.smem_bytes(
+        4, bwd_filter, 128, 128, 128, 4, True)
 
 
 @pytest.mark.gpu

@@ -24,11 +24,13 @@
 // multiply-and-shift by launch-time magic numbers; the reduction index advances incrementally.
 // Compute: CONV_MMA=1 mma.sync m16n8k16 fp16/bf16 -> fp32 (ldmatrix from shared memory);
 // 2 mma.sync m16n8k8 TF32 (float inputs, operands rounded with cvt.rna);
-// 0 FFMA in fp32; 3 (sm_90a, modes 0/1, 128-byte tile rows) Hopper's wgmma: each of the block's two
-// warpgroups multiplies its 64 rows of A by all of B straight from shared memory (both K-major, in the
-// 128-byte-swizzled layout the matrix descriptors name), asynchronously, one k-tile's group still in
-// flight while the next is issued; fp16/bf16, or TF32 from float (operands rounded by the host's packs,
-// since wgmma reads shared memory as it is). Epilogue through shared memory: modes 0/1 write NCHW directly (coalesced along
+// 0 FFMA in fp32; 3 (sm_90a, 128-byte tile rows) Hopper's wgmma: each of the block's two warpgroups
+// multiplies its 64 rows of A by B (all of it, or with 64-row tiles its half of B's columns) straight from
+// shared memory in the 128-byte-swizzled layouts the matrix descriptors name, asynchronously, one k-tile's
+// group still in flight while the next is issued. Modes 0/1: both operands K-major; fp16/bf16, or TF32
+// from float (operands rounded by the host's packs, since wgmma reads shared memory as it is). Mode 2:
+// both MN-major (dY's channels and x's channels are the contiguous dimension; fp16/bf16 only, TF32 has
+// no transposed form). Epilogue through shared memory: modes 0/1 write NCHW directly (coalesced along
 // the spatial index) with bias, ReLU and a bit-packed ReLU mask (warp ballot, one word per warp,
 // no atomics); mode 2 writes the fp32 partial.
 //
@@ -57,6 +59,9 @@
 // nvrtc-check[sm_90a]: -DCONV_IS_BF16=1 -DCONV_T=__nv_bfloat16 -DCONV_MODE=1 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=3 -DCONV_BKB=128
 // nvrtc-check[sm_90a]: -DCONV_T=float -DCONV_FLOAT=1 -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=3 -DCONV_BKB=128 -DCONV_STAGES=3
 // nvrtc-check[sm_90a]: -DCONV_T=float -DCONV_FLOAT=1 -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=3 -DCONV_BKB=128
+// nvrtc-check[sm_90a]: -DCONV_T=__half -DCONV_MODE=2 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=3 -DCONV_BKB=128
+// nvrtc-check[sm_90a]: -DCONV_IS_BF16=1 -DCONV_T=__nv_bfloat16 -DCONV_MODE=2 -DCONV_BM=64 -DCONV_BN=128 -DCONV_MMA=3 -DCONV_BKB=128 -DCONV_STAGES=3
+// nvrtc-check[sm_90a]: -DCONV_T=__half -DCONV_MODE=2 -DCONV_BM=64 -DCONV_BN=256 -DCONV_MMA=3 -DCONV_BKB=128
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -114,8 +119,9 @@ constexpr int VEC = 16 / (int)sizeof(T);  // elements in one 16-byte chunk
 constexpr int BK = CONV_BKB / (int)sizeof(T);  // reduction depth of one tile: CONV_BKB bytes per row
 // shared-memory layouts (elements); rows padded by one chunk against bank conflicts, or (wgmma) not
 // padded but swizzled: chunk j of row r at chunk position j ^ (r % 8), 1024-byte aligned tiles
+// (mode 2 on wgmma: MN-major swizzle atoms, see mn_chunk_at)
 constexpr int LDK = WGMMA ? BK : BK + VEC;  // m-major A[m][k], n-major B[n][k]
-constexpr int LDA2 = BM + VEC, LDB2 = BN + VEC;  // k-major A[k][m], B[k][n]
+constexpr int LDA2 = WGMMA ? BM : BM + VEC, LDB2 = WGMMA ? BN : BN + VEC;  // k-major A[k][m], B[k][n]
 constexpr int A_ELEMS = CONV_A_KMAJOR ? BK * LDA2 : BM * LDK;
 constexpr int STAGE_ELEMS = A_ELEMS + (CONV_B_KMAJOR ? BK * LDB2 : BN * LDK);
 constexpr int PRM_PER_CLASS = 35;  // launch-time constants per residue class (conv_plan.PARAMS_PER_CLASS)
@@ -126,10 +132,22 @@ static_assert(BM % 64 == 0 && (BN % 64 == 0 || (BN == 32 && MODE < 2)),
               "tiles are multiples of 64 (32 columns: the forward and backward-data onto few channels)");
 static_assert(!WGMMA || (sizeof(T) == 4) == (bool)CONV_FLOAT, "CONV_FLOAT=1 names a float CONV_T");
 static_assert(!WGMMA || (CONV_BKB == 128 && MODE < 2 && NT == 256 && BM == 128 && (BN == 64 || BN == 128) &&
-                         STAGES >= 3), "wgmma: two warpgroups on 128 x 64|128 tiles of 128-byte rows, 3+ stages");
+                         STAGES >= 3) ||
+              (CONV_BKB == 128 && MODE == 2 && sizeof(T) == 2 && NT == 256 && STAGES >= 3 &&
+               ((BM == 128 && (BN == 64 || BN == 128)) || (BM == 64 && (BN == 128 || BN == 256)))),
+              "wgmma: two warpgroups on 128 x 64|128 tiles of 128-byte rows (mode 2, fp16/bf16: also 64 x 128|256 "
+              "tiles, the warpgroups side by side), 3+ stages");
 
 // where chunk j (16 bytes) of row r of an m- or n-major tile lives, in elements from the tile's start
 __device__ __forceinline__ int chunk_at(int r, int j) { return r * LDK + (WGMMA ? j ^ (r & 7) : j) * VEC; }
+// mode 2 on wgmma: where chunk j (along m or n) of reduction row r of a k-major tile lives. The tile is
+// MN-major swizzle atoms of 8 rows x 128 bytes (64 elements along m or n), 1024 bytes each: the atoms of one
+// 64-wide column block follow each other down the reduction (SBO = 1024 bytes apart), the column blocks
+// are BK / 8 atoms apart (LBO); chunk j of row r sits at chunk position (j % 8) ^ (r % 8) of its atom's row
+constexpr int MN_ATOM = 64 * VEC, MN_LBO = BK / 8 * MN_ATOM;  // elements
+__device__ __forceinline__ int mn_chunk_at(int r, int j) {
+    return (j >> 3) * MN_LBO + (r >> 3) * MN_ATOM + (r & 7) * 8 * VEC + ((j & 7) ^ (r & 7)) * VEC;
+}
 
 #include "dtypes.cuh"  // to_f / from_f
 
@@ -190,6 +208,13 @@ __device__ __forceinline__ unsigned long long wg_desc(const void* p) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
     return (unsigned long long)((a & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
+// the same for an MN-major tile (mode 2): the leading-dimension byte offset is the step between 64-wide
+// column blocks (MN_LBO), the stride byte offset the step between 8-row groups down the reduction (1024)
+__device__ __forceinline__ unsigned long long wg_desc_mn(const void* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)(MN_LBO * sizeof(T) >> 4) << 16) |
+           (64ull << 32) | (1ull << 62);
+}
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wg_wait() {
@@ -202,24 +227,38 @@ template <int N> __device__ __forceinline__ void wg_fence_acc(float (&d)[N]) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// the columns of one warpgroup's MMA: all of the tile's, or half of them on a mode-2 tile of 64 rows
+#if CONV_BM == 128
+#define CONV_WG_N CONV_BN
+#elif CONV_BN == 256
+#define CONV_WG_N 128
+#else
+#define CONV_WG_N 64
+#endif
+constexpr int WG_N = CONV_WG_N;
 #define WG_STR2(x) #x
 #define WG_STR(x) WG_STR2(x)
+#if CONV_MODE == 2  // both operands MN-major (imm-trans-a, imm-trans-b)
+#define WG_TRANS "1, 1"
+#else
+#define WG_TRANS "0, 0"
+#endif
 #if CONV_IS_BF16
-#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_BN) "k16.f32.bf16.bf16 "
-#define WG_TAIL ", p, 1, 1, 0, 0;\n}\n"
+#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_WG_N) "k16.f32.bf16.bf16 "
+#define WG_TAIL ", p, 1, 1, " WG_TRANS ";\n}\n"
 #elif CONV_FLOAT
-#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_BN) "k8.f32.tf32.tf32 "
+#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_WG_N) "k8.f32.tf32.tf32 "
 #define WG_TAIL ", p, 1, 1;\n}\n"
 #else
-#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_BN) "k16.f32.f16.f16 "
-#define WG_TAIL ", p, 1, 1, 0, 0;\n}\n"
+#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_WG_N) "k16.f32.f16.f16 "
+#define WG_TAIL ", p, 1, 1, " WG_TRANS ";\n}\n"
 #endif
 #define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
                  "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-// d (64 x BN, fp32, in the mma.sync C layout per warp's 16 rows) += A (64 rows) * B (BN rows)^T over the
+// d (64 x WG_N, fp32, in the mma.sync C layout per warp's 16 rows) += A (64 rows) * B (WG_N rows)^T over the
 // 32 bytes of reduction at descriptors a, b (k16 of fp16/bf16, k8 of TF32)
-__device__ __forceinline__ void wgmma_step(float (&d)[BN / 2], unsigned long long a, unsigned long long b) {
-#if CONV_BN == 128
+__device__ __forceinline__ void wgmma_step(float (&d)[WG_N / 2], unsigned long long a, unsigned long long b) {
+#if CONV_WG_N == 128
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  WG_OP "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
                  "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
@@ -361,23 +400,28 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     };
 #elif CONV_MODE == 2
     constexpr int CPRA = BM / VEC, CPRB = BN / VEC;
-    constexpr int A_IT = BK * CPRA / NT, B_IT = BK * CPRB / NT;
-    static_assert(A_IT >= 1 && B_IT >= 1, "tile too small for the block");
-    const int ca = tid % CPRA, cb = tid % CPRB;
+    constexpr int A_IT = BK * CPRA / NT;
+    // B: B_TPR threads share a reduction row (an output pixel: one decode per tile), each loading chunks
+    // t, t + B_TPR, ... of it, so that a warp's cp.async covers B_TPR adjacent chunks of 32 / B_TPR rows
+    constexpr int B_TPR = NT / BK, B_IT = CPRB / B_TPR;
+    static_assert(A_IT >= 1 && B_IT >= 1 && B_TPR * BK == NT && B_IT * B_TPR == CPRB, "tile too small for the block");
+    const int ca = tid % CPRA;
     const int am = m0 + ca * VEC;
     const bool am_ok = am < lda_m;
-    // this thread's B column chunk: n = (r*S + s)*ICp + c, fixed for the whole kernel
-    const int bn = n0 + cb * VEC;
-    const bool bn_ok = bn < N;
-    int bc, br, bs;
-    {
-        int nn = bn_ok ? bn : 0;
-        bc = nn % ICp;
-        int rs = nn / ICp;
-        br = rs / S;
-        bs = rs - br * S;
+    const int brow = tid / B_TPR, bt = tid % B_TPR;
+    // this thread's B column chunks: n = (r*S + s)*ICp + c, fixed for the whole kernel, as the tap's
+    // offsets from the pixel (dy, dx) and its element offset from the pixel's (dy, dx, c)
+    int b_dy[B_IT], b_dx[B_IT], b_off[B_IT];
+    bool b_ok[B_IT];
+#pragma unroll
+    for (int j = 0; j < B_IT; ++j) {
+        const int bn = n0 + (bt + j * B_TPR) * VEC;
+        b_ok[j] = bn < N;
+        const int nn = b_ok[j] ? bn : 0, rs = nn / ICp, r = rs / S;
+        b_dy[j] = r * dh - ph;
+        b_dx[j] = (rs - r * S) * dw - pw;
+        b_off[j] = (b_dy[j] * IW + b_dx[j]) * ICp + nn % ICp;
     }
-    const int b_dy = br * dh - ph, b_dx = bs * dw - pw;
     int kt_cur = kt_begin;
     auto load_tile = [&](int stage) {
         T* As = smem + stage * STAGE_ELEMS;
@@ -389,22 +433,22 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
             int npq = k0 + row;
             bool ok = am_ok && npq < Kred;
             const T* src = ok ? A_src + (long long)npq * lda_m + am : A_src;
-            cp_async16(As + row * LDA2 + ca * VEC, src, ok);
+            cp_async16(As + (WGMMA ? mn_chunk_at(row, ca) : row * LDA2 + ca * VEC), src, ok);
         }
+        const int npq = k0 + brow;
+        const bool row_ok = npq < Kred;
+        const int mm = row_ok ? npq : 0;
+        const int nimg = fast_div(mm, ohw_mul, ohw_shr);
+        const int pq = mm - nimg * OHW;
+        const int p = fast_div(pq, ow_mul, ow_shr);
+        const int y0 = p * sh, x0 = (pq - p * OW) * sw;
+        const int base = ((nimg * IH + y0) * IW + x0) * ICp;
 #pragma unroll
-        for (int i = 0; i < B_IT; ++i) {
-            int row = tid / CPRB + i * (NT / CPRB);
-            int npq = k0 + row;
-            bool ok = bn_ok && npq < Kred;
-            int mm = ok ? npq : 0;
-            int nimg = fast_div(mm, ohw_mul, ohw_shr);
-            int pq = mm - nimg * OHW;
-            int p = fast_div(pq, ow_mul, ow_shr);
-            int q = pq - p * OW;
-            int iy = p * sh + b_dy, ix = q * sw + b_dx;
-            ok = ok && iy >= 0 && iy < IH && ix >= 0 && ix < IW;
-            const T* src = ok ? B_src + (((long long)nimg * IH + iy) * IW + ix) * ICp + bc : B_src;
-            cp_async16(Bs + row * LDB2 + cb * VEC, src, ok);
+        for (int j = 0; j < B_IT; ++j) {
+            const int iy = y0 + b_dy[j], ix = x0 + b_dx[j], cb = bt + j * B_TPR;
+            const bool ok = row_ok && b_ok[j] && (unsigned)iy < (unsigned)IH && (unsigned)ix < (unsigned)IW;
+            const T* src = ok ? B_src + (base + b_off[j]) : B_src;
+            cp_async16(Bs + (WGMMA ? mn_chunk_at(brow, cb) : brow * LDB2 + cb * VEC), src, ok);
         }
         ++kt_cur;
     };
@@ -477,16 +521,27 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     const int warp = tid / 32;
 #if CONV_MMA == 3
     // warpgroup wg multiplies rows [64 wg, 64 wg + 64) of A by all of B; warp w of it holds 16 of those rows
+    // (mode 2 with 64-row tiles: both warpgroups take all 64 rows, warpgroup wg columns [WG_N wg, WG_N wg + WG_N))
     const int wg = warp / 4, lane = tid % 32, g = lane >> 2, tig = lane & 3;
-    float acc[BN / 2];
+    const int wg_m = BM == 128 ? wg : 0, wg_n = BM == 128 ? 0 : wg;
+    float acc[WG_N / 2];
 #pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < WG_N / 2; ++i) acc[i] = 0.0f;
     auto compute = [&](int stage) {  // issues the tile's MMAs as one group; does not wait for them
-        const T* As = smem + stage * STAGE_ELEMS + wg * 64 * LDK;
-        const unsigned long long da = wg_desc(As), db = wg_desc(As - wg * 64 * LDK + A_ELEMS);
+        const T* As = smem + stage * STAGE_ELEMS;
+#if CONV_MODE == 2
+        // a 64-wide column block is one LBO; 16 reduction rows (one MMA) are two 1024-byte atoms = 128 units
+        const unsigned long long da = wg_desc_mn(As + wg_m * MN_LBO),
+                                 db = wg_desc_mn(As + A_ELEMS + wg_n * (WG_N / 64) * MN_LBO);
+        wg_fence();
+#pragma unroll
+        for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + 128 * kq, db + 128 * kq);
+#else
+        const unsigned long long da = wg_desc(As + wg_m * 64 * LDK), db = wg_desc(As + A_ELEMS);
         wg_fence();
 #pragma unroll
         for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + 2 * kq, db + 2 * kq);  // 32 bytes = 2 units apart
+#endif
         wg_commit();
     };
 #elif CONV_MMA >= 1
@@ -693,10 +748,16 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     float* Cs = reinterpret_cast<float*>(smem_raw);
 #if CONV_MMA == 3
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
+    for (int j = 0; j < WG_N / 8; ++j)
 #pragma unroll
-        for (int t = 0; t < 4; ++t)
-            Cs[(j * 8 + tig * 2 + (t & 1)) * LDC + wg * 64 + (warp % 4) * 16 + g + (t >> 1) * 8] = acc[j * 4 + t];
+        for (int t = 0; t < 4; ++t) {
+            const int mr = wg_m * 64 + (warp % 4) * 16 + g + (t >> 1) * 8, nc = wg_n * WG_N + j * 8 + tig * 2 + (t & 1);
+#if CONV_MODE != 2
+            Cs[nc * LDC + mr] = acc[j * 4 + t];
+#else
+            Cs[mr * LDC + nc] = acc[j * 4 + t];
+#endif
+        }
 #elif CONV_MMA >= 1
 #pragma unroll
     for (int i = 0; i < FM; ++i)

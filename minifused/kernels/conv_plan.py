@@ -52,6 +52,9 @@ class Epilogue(IntFlag):
     MASK = 4
 
 
+_WGRAD_TILES = ((128, 128), (128, 64), (64, 128), (64, 256))  # conv.cu's mode-2 wgmma tiles
+
+
 @dataclasses.dataclass(frozen=True)
 class ConvConfig:
     """Tuning of the GPU convolution; None picks automatically. Production runs :data:`DEFAULT_CONFIG`;
@@ -63,16 +66,19 @@ class ConvConfig:
     #: Rows (output pixels) per block for forward / backward-data (64 or 128); None: 128.
     tile_m: int | None = None
     #: Blocks per SM the backward-filter's split-K aims at (more splits: more parallel work, more fp32
-    #: partials to write and sum); None: 4.
+    #: partials to write and sum); None: 4 on mma.sync, 2 on wgmma.
     split_k_blocks_per_sm: int | None = None
+    #: The backward-filter's block tile on wgmma, (output channels, filter columns): (128, 128), (128, 64),
+    #: (64, 128) or (64, 256); None: 64 rows onto at most 64 output channels, else 128, by 128 columns.
+    wgrad_tile: tuple | None = None
     #: Output channels per block for forward / backward-data (32, 64 or 128); None: :func:`_tile_n` decides.
     tile_n: int | None = None
     #: Warps of a tensor-core block along (m, n): (2, 4) gives each warp a 64 x 32 share of a 128 x 128 tile,
     #: (2, 2) a 64 x 64 share. None: (2, 2) for the forward from NCHW onto 64 output channels or fewer, else
     #: (2, 4) (measured fastest; bench/conv_sweep.py times the alternatives).
     tile_warps: tuple | None = None
-    #: Hopper's wgmma for the repacked forward and backward-data GEMMs with 128-byte tile rows: None uses it
-    #: on sm_90 GPUs (fp16/bf16, and float32 with TF32), False never.
+    #: Hopper's wgmma for the repacked forward and backward-data GEMMs with 128-byte tile rows (fp16/bf16, and
+    #: float32 with TF32) and for the backward-filter's (fp16/bf16): None uses it on sm_90 GPUs, False never.
     wgmma: bool | None = None
     #: Shared-memory stages of the wgmma pipeline (3: two blocks fit on an SM; 4: one, loads a tile further
     #: ahead); None picks by the grid's size.
@@ -86,8 +92,11 @@ class ConvConfig:
     nchw_gather_max: int = 1 << 25
 
     def __post_init__(self):
-        if self.tile_warps is not None:
-            object.__setattr__(self, "tile_warps", tuple(self.tile_warps))
+        for name in ("tile_warps", "wgrad_tile"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.wgrad_tile is not None and self.wgrad_tile not in _WGRAD_TILES:
+            raise ValueError(f"ConvConfig: wgrad_tile must be one of {_WGRAD_TILES}, got {self.wgrad_tile}")
         # cached: the forward hashes its config on every call (a launch plan cache key)
         object.__setattr__(self, "_hash", hash(dataclasses.astuple(self)))
 
@@ -154,7 +163,7 @@ def smem_bytes(itemsize, mode, bm, bn, bkb, stages=_STAGES, wgmma=False):
     """Dynamic shared memory of one conv.cu configuration (the larger of its pipeline and its epilogue)."""
     vec, bk = 16 // itemsize, bkb // itemsize
     if wgmma:  # unpadded swizzled rows, and 1024 bytes to align the tiles to the swizzle
-        return max(stages * (bm + bn) * bkb + 1024, bn * (bm + 4) * 4)
+        return max(stages * (bm + bn) * bkb + 1024, bn * (bm + 4) * 4, bm * (bn + 4) * 4)
     if mode in (ConvMode.FORWARD, ConvMode.BACKWARD_DATA):
         stage, cs = (bm + bn) * (bk + vec), bn * (bm + 4) * 4
     elif mode == ConvMode.BACKWARD_FILTER:
@@ -237,10 +246,10 @@ def _wgmma_on(config, dev_id):
 
 
 def _wgmma_applies(mode, mma, itemsize, bkb):
-    """Where conv.cu's wgmma path runs: tensor cores, 128-byte tile rows, the forward or (fp16/bf16: its
-    packs do not round to TF32) backward-data."""
+    """Where conv.cu's wgmma path runs: tensor cores, 128-byte tile rows, the forward, or in fp16/bf16 the
+    backward-data (its packs do not round to TF32) and backward-filter (TF32 has no MN-major operands)."""
     return mma != Mma.FFMA and bkb == 128 and (
-        mode == ConvMode.FORWARD or (mode == ConvMode.BACKWARD_DATA and itemsize == 2))
+        mode == ConvMode.FORWARD or (mode in (ConvMode.BACKWARD_DATA, ConvMode.BACKWARD_FILTER) and itemsize == 2))
 
 
 def gemm_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, tf32):
@@ -262,7 +271,7 @@ def _gemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gro
         return (_forward_launch(dtype, geo, groups, conv, mma, sms, config, kernel),)
     if mode == ConvMode.BACKWARD_DATA:
         return _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv, sms, config, kernel)
-    return (_backward_filter_launch(dtype, geo, groups, conv, mma, sms, config),)
+    return (_backward_filter_launch(dtype, geo, groups, conv, mma, sms, config, wg_stages),)
 
 
 def _gemm_kernel(dtype, mma, sms, config, wg_stages, mode, bm, bn, bkb, m, n):
@@ -342,8 +351,9 @@ def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv,
     return ((kern, grid, block, smem, _params(params), None),)
 
 
-def _backward_filter_launch(dtype, geo, groups, conv, mma, sms, config):
-    """BACKWARD_FILTER's launch, split-K over about four blocks per SM; its extra: the number of splits."""
+def _backward_filter_launch(dtype, geo, groups, conv, mma, sms, config, wg_stages):
+    """BACKWARD_FILTER's launch, split-K over a few blocks per SM; its extra: the number of splits.
+    ``wg_stages`` as for :func:`_gemm_launches`."""
     n, c, h, wd, k, cg, r, s, p, q = geo
     kg = k // groups
     kpad = padded_channels(kg, dtype)
@@ -351,12 +361,20 @@ def _backward_filter_launch(dtype, geo, groups, conv, mma, sms, config):
     ncol, npq = r * s * cpad, n * p * q
     itemsize = np.dtype(dtype).itemsize
     bm, bn, bkb = (64 if kg <= 64 else 128), 128, _bkb(npq, itemsize, config.tile_row_bytes)
-    kern, block, smem = _igemm(dtype, ConvMode.BACKWARD_FILTER, bm, bn, mma, bkb, _warps(mma, config.tile_warps))
+    if wg_stages and _wgmma_applies(ConvMode.BACKWARD_FILTER, mma, itemsize, bkb):
+        bm, bn = config.wgrad_tile or (bm, bn)
+        kern, block, smem = _igemm(dtype, ConvMode.BACKWARD_FILTER, bm, bn, Mma.WGMMA, bkb, (2, 4),
+                                   wg_stages if wg_stages > 0 else 4)
+        # a split of at least 4 k-tiles: onto few columns (a 1x1 filter over 64 channels) the split-K would
+        # otherwise run blocks of 2 tiles each, whose fp32 partials cost more than they save
+        per_sm, min_tiles = config.split_k_blocks_per_sm or 2, 4
+    else:
+        kern, block, smem = _igemm(dtype, ConvMode.BACKWARD_FILTER, bm, bn, mma, bkb, _warps(mma, config.tile_warps))
+        per_sm, min_tiles = config.split_k_blocks_per_sm or 4, 1
     bk = bkb // itemsize
     tiles = (npq + bk - 1) // bk
     base = ((kg + bm - 1) // bm) * ((ncol + bn - 1) // bn)
-    per_sm = config.split_k_blocks_per_sm or 4
-    splits = max(1, min(tiles, (per_sm * sms + base - 1) // base, 256))
+    splits = max(1, min(-(-tiles // min_tiles), (per_sm * sms + base - 1) // base, 256))
     per = (tiles + splits - 1) // splits
     splits = (tiles + per - 1) // per
     grid = ((kg + bm - 1) // bm, (ncol + bn - 1) // bn, splits)
