@@ -1,5 +1,6 @@
 """Conv2d: references vs a direct loop, gradcheck, validation, nn.Conv2d; on the GPU the implicit-GEMM
 kernels vs a float64 reference on many random configurations, poisoned outputs, memory, PyTorch."""
+import itertools
 import math
 
 import numpy as np
@@ -618,12 +619,30 @@ def test_empty_batch_gives_empty_output_and_zero_gradients(device):
     assert float(abs(m.weight.grad).sum().item()) == 0.0 and float(abs(m.bias.grad).sum().item()) == 0.0
 
 
+def test_filter_gradient_leaves_the_direct_kernel_where_tensor_cores_win():
+    """The rule of :func:`conv_plan.direct_filter_gradient`: a ResNet stem's 3 -> 64 channel filter gradient
+    runs on the tensor-core GEMM (fp16, bf16, TF32), MNIST's 1 -> 32 direct; strict fp32 stays direct; the
+    config forces either way; past the direct kernel's reach (K > 64, C*R*S > 32) never direct."""
+    rule = P.direct_filter_gradient
+    stem, mnist = (64, 3, 3, 3), (32, 1, 3, 3)
+    for dtype in (backend.float16, backend.bfloat16):
+        assert not rule(stem, 1, dtype, False, P.DEFAULT_CONFIG) and rule(mnist, 1, dtype, False, P.DEFAULT_CONFIG)
+        assert rule(stem, 1, dtype, False, ConvConfig(direct=True))
+        assert not rule(mnist, 1, dtype, False, ConvConfig(direct=False))
+    assert not rule(stem, 1, backend.float32, True, P.DEFAULT_CONFIG)
+    assert rule(stem, 1, backend.float32, False, P.DEFAULT_CONFIG)
+    assert not rule((65, 3, 3, 3), 1, backend.float32, False, ConvConfig(direct=True))
+    assert not rule((8, 4, 3, 3), 1, backend.float32, False, ConvConfig(direct=True))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_gpu_direct_kernels_short_reduction(dtype, poisoned_pool):
     """C*R*S <= 32 runs on conv_direct.cu: forward (bias, ReLU, mask), filter and bias gradients
     against the float64 reference, over odd sizes: pixel counts not a multiple of 32, K above one
-    weight stage (70 > 64: the filter gradient then takes the GEMM path), stride, padding, dilation."""
+    weight stage (70 > 64: the filter gradient then takes the GEMM path), stride, padding, dilation; by
+    default (a ResNet stem's 3 -> 64 channel filter gradient: the GEMM in fp16/bf16), and with the direct
+    kernels forced on and off."""
     import cupy
 
     assert P.is_direct((32, 1, 3, 3), 1) and P.is_direct((8, 2, 4, 4), 1) and not P.is_direct((8, 4, 3, 3), 1)
@@ -632,23 +651,25 @@ def test_gpu_direct_kernels_short_reduction(dtype, poisoned_pool):
     rng = np.random.default_rng(21)
     configs = [(5, 1, 28, 28, 32, 3, 3, 1, 0, 1), (1, 1, 7, 5, 1, 3, 3, 1, 1, 1), (3, 3, 11, 9, 70, 3, 3, 2, 1, 1),
                (2, 2, 9, 13, 16, 4, 4, 1, 2, 1), (4, 1, 12, 12, 8, 5, 5, 2, 2, 2), (2, 3, 10, 10, 64, 1, 1, 1, 0, 1),
-               (7, 1, 6, 6, 33, 3, 2, 3, 1, 1), (3, 1, 28, 28, 32, 3, 3, 1, 0, 1)]  # last: the first's layer, N=3
-    for n, c, h, w, k, r, s, st, pd, dl in configs:
+               (7, 1, 6, 6, 33, 3, 2, 3, 1, 1), (3, 1, 28, 28, 32, 3, 3, 1, 0, 1),  # the first's layer, N=3
+               (3, 3, 17, 15, 64, 3, 3, 1, 1, 1)]  # a CIFAR ResNet's stem
+    for (n, c, h, w, k, r, s, st, pd, dl), config in itertools.product(
+            configs, (P.DEFAULT_CONFIG, ConvConfig(direct=True), ConvConfig(direct=False))):
         geo = ((st, st), (pd, pd), (dl, dl), 1)
         x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
         wt = cupy.asarray(rng.standard_normal((k, c, r, s))).astype(dt)
         b = cupy.asarray(rng.standard_normal(k)).astype(dt)
         x64, w64, b64 = x.astype(cupy.float64), wt.astype(cupy.float64), b.astype(cupy.float64)
-        y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu", want_mask=True)
+        y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu", want_mask=True, config=config)
         ref, _ = K.conv2d_forward_ref(x64, w64, b64, *geo, activation="relu")
         pre, _ = K.conv2d_forward_ref(x64, w64, b64, *geo)
         assert _rel(y, ref) < tol, (n, c, h, w, k, r, s, dtype)
         wrong = (K.unpack_mask(mask, y.shape) != (pre > 0)) & (cupy.abs(pre) > 1e-2 * float(cupy.abs(pre).max()))
         assert int(wrong.sum()) == 0
         dy = cupy.asarray(rng.standard_normal(y.shape)).astype(dt)
-        _, dw, db = K.conv2d_backward(dy, x, wt, *geo, mask=mask, need_dx=False, need_db=True)
+        _, dw, db = K.conv2d_backward(dy, x, wt, *geo, mask=mask, need_dx=False, need_db=True, config=config)
         _, rw, rb = K.conv2d_backward_ref(dy.astype(cupy.float64), x64, w64, *geo, mask=mask, need_dx=False,
                                           need_db=True)
         assert _rel(dw, rw) < tol and _rel(db, rb) < tol, (n, c, h, w, k, r, s, dtype)
-        _, dw2, db2 = K.conv2d_backward(dy, x, wt, *geo, mask=mask, need_dx=False, need_db=True)
+        _, dw2, db2 = K.conv2d_backward(dy, x, wt, *geo, mask=mask, need_dx=False, need_db=True, config=config)
         assert bool((dw2 == dw).all()) and bool((db2 == db).all())  # fixed-order sums: bitwise repeatable

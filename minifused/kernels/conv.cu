@@ -535,7 +535,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
                                  db = wg_desc_mn(As + A_ELEMS + wg_n * (WG_N / 64) * MN_LBO);
         wg_fence();
 #pragma unroll
-        for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + 128 * kq, db + 128 * kq);
+        for (int kq = 0; kq < BK / 16; ++kq) wgmma_step(acc, da + 128 * kq, db + 128 * kq);
 #else
         const unsigned long long da = wg_desc(As + wg_m * 64 * LDK), db = wg_desc(As + A_ELEMS);
         wg_fence();

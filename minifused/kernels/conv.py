@@ -25,9 +25,9 @@ import numpy as np
 
 from .. import backend
 from . import NULL, grid_1d, sm_count
-from .conv_plan import (DEFAULT_CONFIG, DIRECT_K_MAX, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
-                        direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct, nchw_plan, out_size,
-                        padded_channels, uses_nchw_forward, util_kernel)
+from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
+                        direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
+                        nchw_plan, out_size, padded_channels, uses_nchw_forward, util_kernel)
 from .conv_ref import (conv2d_backward_data_ref, conv2d_backward_filter_ref, conv2d_backward_ref, conv2d_forward_ref,
                        pack_mask, unpack_mask)
 
@@ -104,7 +104,7 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
 
     if not fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
         return None  # the reference runs it
-    if is_direct(w_shape, groups):
+    if is_direct(w_shape, groups, config):
         return _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation)
     # Launches go to the kernels' CuPy Function objects (cupy.cuda.function.Function), and outputs are made by
     # cupy.ndarray: both cost less host time than the RawKernel wrapper and cupy.empty, and every kernel
@@ -248,7 +248,7 @@ def _conv2d_backward_cuda(dy, x, x_shape, w, w_shape, stride, padding, dilation,
     dx = None
     dw = cupy.empty(w_shape, dy.dtype) if need_dw else None
     db = cupy.empty((k,), dy.dtype) if need_db else None
-    if need_dw and is_direct(w_shape, groups) and k <= DIRECT_K_MAX:  # dW and db in one pass over dy
+    if need_dw and direct_filter_gradient(w_shape, groups, dy.dtype, tf32, config):  # dW and db in one pass over dy
         _direct_backward_filter_cuda(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
         need_dw = need_db = False
         if not need_dx:

@@ -83,6 +83,9 @@ class ConvConfig:
     #: Shared-memory stages of the wgmma pipeline (3: two blocks fit on an SM; 4: one, loads a tile further
     #: ahead); None picks by the grid's size.
     wgmma_stages: int | None = None
+    #: The direct kernels (conv_direct.cu) where they apply (:func:`is_direct`): True uses them, False takes the
+    #: implicit GEMM, None the direct forward and the filter gradient by :func:`direct_filter_gradient`'s rule.
+    direct: bool | None = None
     #: The forward from NCHW (FORWARD_NCHW) where it applies: None lets :func:`uses_nchw_forward` decide,
     #: True / False force it.
     nchw_forward: bool | None = None
@@ -436,9 +439,27 @@ def nchw_plan(dtype, x_shape, w_shape, stride, padding, dilation, config):
 
 
 # ---------------------------------------------------------------- direct convolution (conv_direct.cu)
-def is_direct(w_shape, groups):
-    """Whether a convolution runs on the direct kernels (e.g. a first layer on 1-3 channel images)."""
-    return groups == 1 and w_shape[1] * w_shape[2] * w_shape[3] <= DIRECT_CRS_MAX
+def is_direct(w_shape, groups, config=None):
+    """Whether a convolution runs on the direct kernels (e.g. a first layer on 1-3 channel images): where
+    they apply (C*R*S <= DIRECT_CRS_MAX, groups = 1) unless ``config.direct`` is False."""
+    return groups == 1 and w_shape[1] * w_shape[2] * w_shape[3] <= DIRECT_CRS_MAX and (
+        config is None or config.direct is not False)
+
+
+#: K*C*R*S from which the filter gradient leaves the direct kernel (FFMA, K*C*R*S per pixel) for the implicit
+#: GEMM where that runs on tensor cores (measured: a CIFAR ResNet's 3 -> 64 channel 3x3 stem, 1728, is over
+#: twice as fast on the GEMM in fp16, bf16 and TF32; MNIST's 1 -> 32 channel first layer, 288, is faster direct)
+DIRECT_WGRAD_MAX_WORK = 1024
+
+
+def direct_filter_gradient(w_shape, groups, dtype, tf32, config):
+    """Whether the filter gradient runs on conv_direct.cu (dW and db in one pass over dy): where
+    :func:`is_direct` and K <= DIRECT_K_MAX, unless ``config.direct`` is None and the implicit GEMM runs on
+    tensor cores (fp16/bf16, or float32 with ``tf32``) with K*C*R*S >= DIRECT_WGRAD_MAX_WORK."""
+    if not is_direct(w_shape, groups, config) or w_shape[0] > DIRECT_K_MAX:
+        return False
+    tensor_cores = dtype != backend.float32 or tf32
+    return config.direct is True or not tensor_cores or int(np.prod(w_shape)) < DIRECT_WGRAD_MAX_WORK
 
 
 @functools.cache
