@@ -125,29 +125,23 @@ pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict_
 
 // ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset), each element the sum
 // of its splits in split order. Threads walk ws's order (c fastest), so that the reads of the fp32 partials,
-// splits times the output's size, are coalesced; the writes, strided by RS, merge in the L2. Index math in
-// I: 32-bit (unsigned: no overflow past the end) where one plane of ws has fewer than 2^31 elements (64-bit
-// divisions cost many instructions).
-template <typename I>
-__device__ __forceinline__ void wgrad_reduce_as(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K,
-                                                int C, int RS, int Cp) {
-    const I total = (I)K * C * RS, plane = (I)K * RS * Cp;
-    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
-        const I t = i / C;  // k * RS + rs
-        const int c = (int)(i - t * C);
-        const I k = t / RS;
-        const int rs = (int)(t - k * RS);
-        const float* p = ws + (long long)t * Cp + c;
-        float s = 0.0f;
-#pragma unroll 8
-        for (int z = 0; z < splits; ++z) s += p[(long long)z * plane];
-        dw[((long long)k * C + c) * RS + rs] = from_f<T>(s);
-    }
-}
+// splits times the output's size, are coalesced; the writes, strided by RS, merge in the L2.
 extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K, int C,
                                         int RS, int Cp) {
-    if ((long long)K * RS * Cp < (1ll << 31)) wgrad_reduce_as<unsigned>(ws, dw, splits, K, C, RS, Cp);
-    else wgrad_reduce_as<long long>(ws, dw, splits, K, C, RS, Cp);
+    const long long total = (long long)K * C * RS;
+    const long long plane = (long long)K * RS * Cp;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int c = (int)(i % C);
+        const long long t = i / C;  // k * RS + rs
+        const int rs = (int)(t % RS);
+        const int k = (int)(t / RS);
+        const float* p = ws + t * Cp + c;
+        float s = 0.0f;
+#pragma unroll 8
+        for (int z = 0; z < splits; ++z) s += p[z * plane];
+        dw[((long long)k * C + c) * RS + rs] = from_f<T>(s);
+    }
 }
 
 // Pass 1 of a column sum over a (rows, Cp) matrix, for its first C columns: block b sums rows
