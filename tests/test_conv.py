@@ -350,7 +350,8 @@ def test_gpu_large_shapes_match(poisoned_pool, tuning):
     for (n, c, h, w, k, st, r) in [(4, 64, 56, 56, 64, 1, 3), (4, 256, 14, 14, 256, 1, 3), (4, 128, 28, 28, 256, 2, 3),
                                    (16, 32, 28, 28, 64, 1, 3), (16, 1, 28, 28, 32, 1, 3), (2, 16, 9, 9, 8, 2, 1),
                                    (3, 24, 13, 12, 40, 3, 3), (2, 64, 15, 15, 32, 2, 5), (8, 256, 8, 8, 512, 2, 3),
-                                   (8, 64, 32, 32, 128, 2, 1), (5, 512, 4, 4, 512, 1, 3)]:
+                                   (8, 64, 32, 32, 128, 2, 1), (5, 512, 4, 4, 512, 1, 3),
+                                   (2, 40, 20, 20, 24, 1, 9)]:  # 81 taps
         for dt, tol in ((backend.float16, 3e-3), (backend.float32, 1e-5)):
             x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
             wt = cupy.asarray(rng.standard_normal((k, c, r, r))).astype(dt)
