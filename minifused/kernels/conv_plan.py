@@ -5,14 +5,16 @@ Paths (float16 / bfloat16 / float32 CuPy arrays):
 - the implicit-GEMM kernels of ``conv.cu`` (:class:`ConvMode` FORWARD, BACKWARD_DATA, BACKWARD_FILTER) on
   operands repacked NHWC with channels padded to 16 bytes by ``conv_util.cu``; the output is written NCHW by
   the GEMM's epilogue. float32 runs on FFMA unless ``backend.tf32_conv.allow_tf32`` is set (then on TF32
-  tensor cores, as cuDNN's default). On an sm_90 GPU the forward and the fp16/bf16 backward-data GEMMs with
-  128-byte tile rows run on Hopper's wgmma, the rest on mma.sync (:class:`Mma`). groups > 1 runs one GEMM
-  per group.
+  tensor cores, as cuDNN's default). On an sm_90 GPU the forward and the fp16/bf16 backward-data and
+  backward-filter GEMMs with 128-byte tile rows run on Hopper's wgmma, the rest on mma.sync (:class:`Mma`).
+  groups > 1 runs one GEMM per group.
 - FORWARD_NCHW: a small fp16/bf16 forward (:attr:`ConvConfig.nchw_gather_max`), or one onto at most 64
   channels that would not run on wgmma, skips the repack: it gathers from NCHW x and reads KCRS w as they
   are, in one launch.
 - a short reduction (C*R*S <= :data:`DIRECT_CRS_MAX`, groups = 1: a first layer on 1-3 channel images) runs
-  on the direct kernels of ``conv_direct.cu``: forward, and the filter and bias gradients, one launch each.
+  on the direct kernels of ``conv_direct.cu``: forward, and the filter and bias gradients, one launch each
+  (the filter gradient where :func:`direct_filter_gradient` says so: a larger one runs faster on the tensor
+  cores).
 
 Everything here is cached per configuration (the :class:`ConvConfig` and the TF32 switch included), so a
 call only allocates and launches.
