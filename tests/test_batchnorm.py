@@ -170,9 +170,14 @@ def test_refused_functional_call_keeps_running_stats():
 
 # ---------------------------------------------------------------- CUDA kernels against the reference
 SHAPES = [(4, 3, 5), (2, 64, 1024), (256, 7, 1), (3, 1, 777), (1, 2, 40000), (33, 130, 9),
-          # one block per channel (kernels.batchnorm.SMALL_BYTES): 8x8 maps, runs of 32, a ReLU on a run the
-          # mask words cannot follow (its forward takes the three passes), the largest channel that fits
-          (256, 16, 64), (5, 3, 32), (9, 4, 48), (3, 5, 100), (4, 2, 8192)]
+          # a channel cached in shared memory (kernels.batchnorm._per_channel): one block (8x8 maps, runs of
+          # 32, a ReLU on a run the mask words cannot follow, so its forward takes the three passes), or in
+          # the forward on sm_90+ a cluster of 2, 4 or 8 (an odd run whose last block holds a shorter slice;
+          # a ReLU over a cluster), the backward then taking the three passes
+          (256, 16, 64), (5, 3, 32), (9, 4, 48), (3, 5, 100), (4, 2, 8192), (33, 4, 999), (64, 8, 1024),
+          (16, 2, 16384),
+          # channels too large for a cluster's shared memory: the three passes
+          (9, 2, 40000)]
 
 
 @pytest.mark.gpu
@@ -260,12 +265,21 @@ def test_against_pytorch(torch, rng, dtype, shape):
     assert int(ours.num_batches_tracked.item()) == int(theirs.num_batches_tracked.item()) == 3
 
 
-def test_small_channels_take_one_block_each():
-    """Which inputs the one-block-per-channel kernels take: a channel that fits SMALL_BYTES (8x8 maps of a
-    batch of 256, in 16 bits and in float32), not one past it nor a 32x32 map."""
-    small = K._per_channel(np.empty((256, 64, 64), np.float16), 8)
-    assert small == (1024, 256 * 64 * 2)
-    assert K._per_channel(np.empty((256, 64, 64), np.float32), 4) == (1024, K.SMALL_BYTES)
-    assert K._per_channel(np.empty((256, 64, 65), np.float32), 1) is None
-    assert K._per_channel(np.empty((256, 64, 1024), np.float16), 8) is None
-    assert K._per_channel(np.empty((4, 3, 5), np.float32), 1) == (32, 4 * 5 * 4)
+def test_cached_channel_plans():
+    """Which inputs the cached-channel kernels take and how a channel is split: one block where it fits
+    (1024 threads while the grid fits one wave at two blocks per SM, else 512); in the forward on sm_90+,
+    the fewest blocks of a cluster that hold it (a 32x32 map of a batch of 256 in 16 bits); none past a
+    cluster's room, nor past one block's without clusters (the backward)."""
+    plan = K._per_channel
+    assert plan(np.empty((256, 64, 64), np.float16), 8, True, 132) == K.ChannelPlan(1, 1024, 2048, 32768)
+    assert plan(np.empty((256, 512, 64), np.float16), 8, True, 132) == K.ChannelPlan(1, 512, 2048, 32768)
+    assert plan(np.empty((256, 64, 64), np.float32), 4, False, 132) == K.ChannelPlan(1, 1024, 4096, K.SLICE_BYTES)
+    assert plan(np.empty((256, 64, 1024), np.float16), 8, True, 132) == K.ChannelPlan(8, 512, 4096, K.SLICE_BYTES)
+    assert plan(np.empty((256, 128, 256), np.float16), 8, True, 132) == K.ChannelPlan(2, 512, 4096, K.SLICE_BYTES)
+    assert plan(np.empty((256, 64, 1024), np.float16), 8, False, 132) is None
+    assert plan(np.empty((512, 64, 1024), np.float16), 8, True, 132) is None
+    assert plan(np.empty((256, 64, 1024), np.float32), 4, True, 132) is None
+    # odd sizes: slices are whole multiples of 32 vectors, the last one shorter; a tiny input one block
+    p = plan(np.empty((33, 4, 999), np.float32), 1, True, 132)
+    assert p == K.ChannelPlan(4, 512, 8256, 8256 * 4) and 3 * p.chunk < 33 * 999 <= 4 * p.chunk
+    assert plan(np.empty((4, 3, 5), np.float32), 1, True, 132) == K.ChannelPlan(1, 32, 32, 128)

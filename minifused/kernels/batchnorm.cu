@@ -3,15 +3,21 @@
 // Configuration: MF_T the element type (float, __half, __nv_bfloat16), MF_W the type of weight, bias and
 // running statistics, MF_VEC elements per vector access (16 bytes / sizeof(T) when S is a multiple of it
 // and the arrays are 16-byte aligned, else 1), MF_WIDE 1: 64-bit indices in the elementwise passes (0:
-// unsigned, for arrays of fewer than 2^32 elements, where the channel of an element costs a 32-bit division). Arithmetic is fp32; the per-channel combination of the partial sums is fp64, in a
-// fixed order (deterministic, no atomics). Flat element i is at channel (i / S) % C; the ReLU mask holds
+// unsigned, for arrays of fewer than 2^32 elements, where the channel of an element costs a 32-bit
+// division), MF_CLUSTER the blocks per channel of the cached-channel forward (cluster.cuh; the last
+// section). Arithmetic is fp32; the per-channel combination of the partial sums is fp64, in a fixed order
+// (deterministic, no atomics). Flat element i is at channel (i / S) % C; the ReLU mask holds
 // bit i % 32 of word i / 32.
 //
 // nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0
 // nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_W=__nv_bfloat16 -DMF_VEC=1 -DMF_WIDE=1
+// nvrtc-check[sm_90]: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0 -DMF_CLUSTER=8
+// nvrtc-check[sm_90]: -DMF_T=float -DMF_W=float -DMF_VEC=1 -DMF_WIDE=0 -DMF_CLUSTER=2
 #include "dtypes.cuh"
 #include "launch.cuh"
+#include "vec.cuh"
+#include "cluster.cuh"
 
 #ifndef MF_T
 #define MF_T float
@@ -34,9 +40,7 @@ typedef unsigned I;
 #endif
 constexpr int VEC = MF_VEC;
 
-struct alignas(sizeof(T) * VEC) Vec {
-    T v[VEC];
-};
+typedef Vec<T, VEC> TV;  // one vector access
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -64,9 +68,9 @@ extern "C" __global__ void bn_partial(const T* __restrict__ x, const T* __restri
     const long long step_n = blockDim.x / SV, step_s = blockDim.x - step_n * SV;
     for (; j < j1; j += blockDim.x) {
         const long long i = (n * C + c) * S + s * VEC;
-        const Vec xv = *reinterpret_cast<const Vec*>(x + i);
+        const TV xv = *reinterpret_cast<const TV*>(x + i);
         if (dy) {
-            const Vec gv = *reinterpret_cast<const Vec*>(dy + i);
+            const TV gv = *reinterpret_cast<const TV*>(dy + i);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) {
                 const float g = kept(mask, i + k) ? to_f(gv.v[k]) : 0.f;
@@ -155,19 +159,19 @@ extern "C" __global__ void bn_apply(const T* __restrict__ x, const float* __rest
         if (live) {
             const I c = (v / SV) % C;
             const float m = mean[c], r = rstd[c];
-            const float wc = w ? to_acc<float>(w[c]) : 1.f, bc = b ? to_acc<float>(b[c]) : 0.f;
-            const Vec xv = reinterpret_cast<const Vec*>(x)[v];
-            Vec yv;
+            const float scale = r * (w ? to_acc<float>(w[c]) : 1.f), bc = b ? to_acc<float>(b[c]) : 0.f;
+            const TV xv = reinterpret_cast<const TV*>(x)[v];
+            TV yv;
 #pragma unroll
             for (int k = 0; k < VEC; ++k) {
-                float o = (to_f(xv.v[k]) - m) * r * wc + bc;
+                float o = (to_f(xv.v[k]) - m) * scale + bc;
                 if (mask) {
                     if (o > 0.f) bits |= 1u << k;
                     else if (o == o) o = 0.f;
                 }
                 yv.v[k] = from_f<T>(o);
             }
-            reinterpret_cast<Vec*>(y)[v] = yv;
+            reinterpret_cast<TV*>(y)[v] = yv;
         }
         if (mask) {  // lanes 32/VEC apart hold the words' first bits
             unsigned word = bits;
@@ -212,24 +216,27 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
     for (I v = (I)blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += stride) {
         const I c = (v / SV) % C;
         const float k0 = coef[c * 3], k1 = coef[c * 3 + 1], k2 = coef[c * 3 + 2], m = mean[c];
-        const Vec gv = reinterpret_cast<const Vec*>(dy)[v], xv = reinterpret_cast<const Vec*>(x)[v];
-        Vec out;
+        const TV gv = reinterpret_cast<const TV*>(dy)[v], xv = reinterpret_cast<const TV*>(x)[v];
+        TV out;
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
             const float g = kept(mask, (long long)v * VEC + k) ? to_f(gv.v[k]) : 0.f;
             out.v[k] = from_f<T>(k0 * g - k1 - (to_f(xv.v[k]) - m) * k2);
         }
-        reinterpret_cast<Vec*>(dx)[v] = out;
+        reinterpret_cast<TV*>(dx)[v] = out;
     }
 }
 
-// ---------------------------------------------------------------- one block per channel
-// Where a channel's N*S elements fit in shared memory (batchnorm.py's SMALL_BYTES), one launch does what
-// the three passes above do: block c loads channel c once, reduces it there and writes it once (a small
-// input otherwise pays three launches' latency for little data). The statistics are two-pass over the
-// cached copy (the mean, then the squared deviations from it), each a fixed-order block sum
-// (deterministic). With a ReLU mask, S is a multiple of 32 (the host checks): a mask word then holds 32
-// elements of one channel's run, assembled from 32 / VEC neighbouring lanes as in bn_apply.
+// ---------------------------------------------------------------- a channel cached in shared memory
+// Where a channel's N*S elements fit in the shared memory of one block, or in the forward of a thread-block
+// cluster of CLUSTER blocks (sm_90+; batchnorm.py's _per_channel), one launch does what the three passes
+// above do: block `rank` of channel c's cluster loads its slice of the channel once, the cluster reduces it
+// (every block adds the blocks' sums from their shared memory in rank order, so all get the same
+// statistics, in a fixed order: deterministic) and each block writes its slice once. Block `rank` holds
+// vectors [lo, lo + CHUNK) of the channel's N*S/VEC, lo = rank*CHUNK, CHUNK a multiple of 32 (given by the
+// host, which sizes the shared memory by it), the last block fewer. With a ReLU mask, S is a multiple of
+// 32 (the host checks): a mask word then holds 32 elements of one channel's run, assembled from 32 / VEC
+// neighbouring lanes as in bn_apply.
 
 // The sum of v over the block (blockDim.x a multiple of 32, at most 1024), returned to every thread.
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
@@ -241,43 +248,69 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     return warp_sum(lane < warps ? scratch[lane] : 0.f);
 }
 
+// The cluster's total of the block sums v (every thread holds its block's): each block publishes its sum
+// in `slot` (its own word of shared memory, not reused within the launch) and every thread adds the
+// CLUSTER blocks' in rank order. The caller's cluster_arrive/cluster_wait around the kernel's exit keep
+// each block's slot alive while the others read it.
+template <typename V> __device__ __forceinline__ V cluster_total(V v, V* slot) {
+    if (CLUSTER == 1) return v;
+    if (threadIdx.x == 0) *slot = v;
+    cluster_sync();
+    V t = {};
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(slot);
+    for (int q = 0; q < CLUSTER; ++q) {
+        const V u = load_cluster<V>(addr, q);
+#pragma unroll
+        for (int e = 0; e < (int)(sizeof(V) / sizeof(float)); ++e) t.v[e] += u.v[e];
+    }
+    return t;
+}
+
 // The flat index of vector j (of N*S/VEC) of channel c.
 __device__ __forceinline__ long long channel_vector(long long j, long long SV, long long C, long long c) {
     const long long n = j / SV;
     return ((n * C + c) * SV + (j - n * SV)) * VEC;
 }
 
-extern "C" __global__ void __launch_bounds__(1024)
+typedef Vec<float, 2> F2;
+
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024)
 bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, long long* count, const W* __restrict__ w,
                    const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask, float* __restrict__ mean,
-                   float* __restrict__ rstd, long long N, long long C, long long S, float eps, float factor,
-                   int update) {
+                   float* __restrict__ rstd, long long N, long long C, long long S, long long CHUNK, float eps,
+                   float factor, int update) {
     pdl_entry();
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    Vec* cache = reinterpret_cast<Vec*>(smem_raw);
+    TV* cache = reinterpret_cast<TV*>(smem_raw);
     __shared__ float scratch[32];
-    const long long c = blockIdx.x, SV = S / VEC, MV = N * SV;
+    __shared__ F2 sums;
+    const unsigned rank = cluster_rank();
+    const long long c = blockIdx.x / CLUSTER, SV = S / VEC, MV = N * SV;
+    const long long lo = min(MV, rank * CHUNK), n_own = min(MV, lo + CHUNK) - lo;
     const float M = (float)(N * S);
-    float a = 0.f;
+    // One pass: the sums of v and v*v, v = x - (the channel's first element), as bn_partial (the shift
+    // keeps the squares from cancelling); a second pass over the cached copy would cost more instructions
+    // than the SM issues per byte at full bandwidth.
+    const float shift = to_f(x[c * S]);
+    float a = 0.f, q = 0.f;
 #pragma unroll 4  // several loads in flight per thread: a block alone on its SM is bound by their latency
-    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
-        const Vec v = *reinterpret_cast<const Vec*>(x + channel_vector(j, SV, C, c));
+    for (long long j = threadIdx.x; j < n_own; j += blockDim.x) {
+        const TV v = *reinterpret_cast<const TV*>(x + channel_vector(lo + j, SV, C, c));
         cache[j] = v;
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) a += to_f(v.v[k]);
-    }
-    const float mu = block_sum(a, scratch) / M;
-    float q = 0.f;
-    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
-#pragma unroll
         for (int k = 0; k < VEC; ++k) {
-            const float d = to_f(cache[j].v[k]) - mu;
+            const float d = to_f(v.v[k]) - shift;
+            a += d;
             q += d * d;
         }
     }
-    const float var = block_sum(q, scratch) / M;
-    const float r = 1.0f / sqrtf(var + eps);
-    if (threadIdx.x == 0) {
+    a = block_sum(a, scratch);
+    q = block_sum(q, scratch);
+    const F2 t = cluster_total(F2{{a, q}}, &sums);
+    cluster_arrive();  // this block has read the others' sums
+    const float d_mean = t.v[0] / M, var = fmaxf(t.v[1] / M - d_mean * d_mean, 0.f);
+    const float mu = shift + d_mean, r = 1.0f / sqrtf(var + eps);
+    if (threadIdx.x == 0 && rank == 0) {
         mean[c] = mu;
         rstd[c] = r;
         if (update) {
@@ -288,26 +321,26 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
             if (count && c == 0) *count += 1;
         }
     }
-    const float wc = w ? to_acc<float>(w[c]) : 1.f, bc = b ? to_acc<float>(b[c]) : 0.f;
+    const float scale = r * (w ? to_acc<float>(w[c]) : 1.f), bc = b ? to_acc<float>(b[c]) : 0.f;
     const int lane = threadIdx.x & 31;
-    for (long long base = 0; base < MV; base += blockDim.x) {  // warp-uniform trips (the mask's shuffles)
+    for (long long base = 0; base < n_own; base += blockDim.x) {  // warp-uniform trips (the mask's shuffles)
         const long long j = base + threadIdx.x;
-        const bool live = j < MV;
+        const bool live = j < n_own;
         unsigned bits = 0u;
         long long i = 0;
         if (live) {
-            i = channel_vector(j, SV, C, c);
-            Vec out;
+            i = channel_vector(lo + j, SV, C, c);
+            TV out;
 #pragma unroll
             for (int k = 0; k < VEC; ++k) {
-                float o = (to_f(cache[j].v[k]) - mu) * r * wc + bc;
+                float o = (to_f(cache[j].v[k]) - mu) * scale + bc;
                 if (mask) {
                     if (o > 0.f) bits |= 1u << k;
                     else if (o == o) o = 0.f;
                 }
                 out.v[k] = from_f<T>(o);
             }
-            *reinterpret_cast<Vec*>(y + i) = out;
+            *reinterpret_cast<TV*>(y + i) = out;
         }
         if (mask) {
             unsigned word = bits;
@@ -316,10 +349,12 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
             if (lane % (32 / VEC) == 0 && live) mask[i >> 5] = word;
         }
     }
+    cluster_wait();  // no block exits while another may still read its sums
 }
 
 // dx, dw, db of channel c from its dy (masked) and x, cached: the sums of g and g*(x - mean), then dx =
-// k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them.
+// k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them. One block per channel
+// (no clusters: see batchnorm.py's _per_channel).
 extern "C" __global__ void __launch_bounds__(1024)
 bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const unsigned* __restrict__ mask,
                     const float* __restrict__ mean, const float* __restrict__ rstd, const W* __restrict__ w,
@@ -328,16 +363,16 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
     pdl_entry();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const long long c = blockIdx.x, SV = S / VEC, MV = N * SV;
-    Vec* gc = reinterpret_cast<Vec*>(smem_raw);
-    Vec* xc = gc + MV;
+    TV* gc = reinterpret_cast<TV*>(smem_raw);
+    TV* xc = gc + MV;
     __shared__ float scratch[32];
     const float m = mean[c];
     float a = 0.f, p = 0.f;
 #pragma unroll 4
     for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
         const long long i = channel_vector(j, SV, C, c);
-        Vec gv = *reinterpret_cast<const Vec*>(dy + i);
-        const Vec xv = *reinterpret_cast<const Vec*>(x + i);
+        TV gv = *reinterpret_cast<const TV*>(dy + i);
+        const TV xv = *reinterpret_cast<const TV*>(x + i);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
             if (!kept(mask, i + k)) gv.v[k] = from_f<T>(0.f);
@@ -360,10 +395,10 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
     const float k0 = (float)k0d, k1 = batch ? (float)(k0d * a / M) : 0.f;
     const float k2 = batch ? (float)(k0d * r * r * p / M) : 0.f;
     for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
-        Vec out;
+        TV out;
 #pragma unroll
         for (int k = 0; k < VEC; ++k)
             out.v[k] = from_f<T>(k0 * to_f(gc[j].v[k]) - k1 - (to_f(xc[j].v[k]) - m) * k2);
-        *reinterpret_cast<Vec*>(dx + channel_vector(j, SV, C, c)) = out;
+        *reinterpret_cast<TV*>(dx + channel_vector(j, SV, C, c)) = out;
     }
 }

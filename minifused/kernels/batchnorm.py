@@ -15,18 +15,22 @@ The CUDA path: a partial-sums pass (a grid of (blocks per channel, channel); eve
 slice of its channel, shifted by the channel's first element so the squares do not cancel) writes one row
 of partials per block; a per-channel pass combines the rows in a fixed order in float64 (deterministic, no
 atomics) into mean/rstd and the running statistics, or into dw/db and the dx coefficients; an elementwise
-pass writes y (and the mask) or dx. A channel small enough for one block's shared memory (:data:`SMALL_BYTES`)
-takes one launch instead: each block caches its channel, reduces it and writes it. NumPy arrays and float64 CuPy arrays take the reference (written for
-either array module). Inputs are assumed valid and C-contiguous (the functional layer checks).
+pass writes y (and the mask) or dx. A channel small enough for the shared memory of one block, or of a
+thread-block cluster of up to :data:`MAX_CLUSTER` blocks on sm_90+ (:data:`SLICE_BYTES` each), takes one
+launch instead: each block caches its slice of the channel, the cluster reduces the slices over distributed
+shared memory, and each block writes its slice (the input is read once, not twice; clusters in the forward
+only, see :func:`_per_channel`). NumPy arrays and float64 CuPy arrays take the reference (written for either
+array module). Inputs are assumed valid and C-contiguous (the functional layer checks).
 """
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import backend
-from . import NULL, acc_dtype, ctype, get_kernel, launch, sm_count
+from . import NULL, acc_dtype, ctype, get_kernel, has_pdl, launch, sm_count
 
 # ---------------------------------------------------------------- references
 
@@ -118,32 +122,59 @@ def _vec(s, *arrays):
     return vec if ok else 1
 
 
-#: The largest channel (N*S elements, in bytes) that one block caches in shared memory: BatchNorm then runs
-#: as one launch per direction (bn_channel_forward / bn_channel_backward, which caches dy too).
-SMALL_BYTES = 64 * 1024
+#: Shared memory per block and cached tensor (the forward caches x, the backward dy and x) of the
+#: cached-channel kernels (bn_channel_forward / bn_channel_backward).
+SLICE_BYTES = 64 * 1024
+#: Blocks per channel at most (the portable thread-block cluster size).
+MAX_CLUSTER = 8
+
+
+class ChannelPlan(NamedTuple):
+    """The cached-channel kernels' launch: ``cluster`` blocks per channel (a thread-block cluster when more
+    than one), ``threads`` per block, ``chunk`` vectors of the channel per block (a multiple of 32: the
+    mask words stay within one block) and the dynamic shared memory per cached tensor."""
+    cluster: int
+    threads: int
+    chunk: int
+    slice_bytes: int
 
 
 @functools.cache
-def _kernels(dtype, wdtype, vec, wide):
+def _kernels(dtype, wdtype, vec, wide, cluster=1):
     opts = (f"-DMF_T={ctype(dtype)}", f"-DMF_W={ctype(wdtype)}", f"-DMF_VEC={vec}",
-            f"-DMF_WIDE={int(wide)}")
+            f"-DMF_WIDE={int(wide)}", f"-DMF_CLUSTER={cluster}")
     kernels = {name: get_kernel("batchnorm.cu", name, opts)
                for name in ("bn_partial", "bn_finalize_forward", "bn_apply", "bn_finalize_backward", "bn_backward_dx",
                             "bn_channel_forward", "bn_channel_backward")}
-    kernels["bn_channel_forward"].max_dynamic_shared_size_bytes = SMALL_BYTES
-    kernels["bn_channel_backward"].max_dynamic_shared_size_bytes = 2 * SMALL_BYTES
+    kernels["bn_channel_forward"].max_dynamic_shared_size_bytes = SLICE_BYTES
+    kernels["bn_channel_backward"].max_dynamic_shared_size_bytes = 2 * SLICE_BYTES
     return kernels
 
 
-def _per_channel(x, vec):
-    """(threads, shared bytes) of the one-block-per-channel kernels when channel slices of ``x`` fit, else
-    None. Training only (evaluation has no statistics to gather)."""
-    n, _, s = x.shape
-    nbytes = n * s * x.itemsize
-    if nbytes > SMALL_BYTES:
-        return None
+def _chunk(vectors, blocks):
+    return (-(-vectors // blocks) + 31) // 32 * 32 if vectors > 0 else 32
+
+
+def _per_channel(x, vec, clusters, sms):
+    """The :class:`ChannelPlan` of the cached-channel kernels for ``x`` (N, C, S) with ``vec`` elements per
+    vector, or None when a channel does not fit. ``clusters`` (the forward, on a device that has them): a
+    channel too large for one block's :data:`SLICE_BYTES` is split over the fewest blocks of a cluster that
+    hold it, 512 threads each (so three fit an SM). The backward takes none: caching dy and x, its blocks
+    would fit one per SM, and the three passes measured faster. One block per channel has 1024 threads
+    when the grid fits one wave at two blocks per SM, else 512 (four per SM, a second wave avoided). A fixed
+    function of the shape and device (so sums are reproducible)."""
+    n, c, s = x.shape
     vectors = n * s // vec
-    return int(min(1024, max(32, -(-vectors // 32) * 32))), nbytes
+    vbytes = vec * x.itemsize
+    top = MAX_CLUSTER if clusters else 1
+    k = 1
+    while k < top and _chunk(vectors, k) * vbytes > SLICE_BYTES:
+        k *= 2
+    chunk = _chunk(vectors, k)
+    if chunk * vbytes > SLICE_BYTES:
+        return None
+    threads = 1024 if k == 1 and c <= 2 * sms else 512
+    return ChannelPlan(k, int(min(threads, chunk)), chunk, chunk * vbytes)
 
 
 def _split(n, c, s, sms):
@@ -171,20 +202,20 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     wdtype = (weight if weight is not None else running_mean if running_mean is not None else x).dtype
     y = cupy.empty_like(x)
     vec = _vec(s, x, y)
-    k = _kernels(x.dtype, wdtype, vec, x.size >= 2 ** 32)
+    wide = x.size >= 2 ** 32
+    k = _kernels(x.dtype, wdtype, vec, wide)
     mean = cupy.empty(c, np.float32)
     rstd = cupy.empty(c, np.float32)
     mask = cupy.empty(_words(x.size), np.uint32) if relu else None
-    small = _per_channel(x, vec) if training and (not relu or s % 32 == 0) else None
-    if small:  # one launch: statistics, running statistics, y and the mask
-        threads, nbytes = small
+    plan = _per_channel(x, vec, has_pdl(x.device.id), sms) if training and (not relu or s % 32 == 0) else None
+    if plan:  # one launch: statistics, running statistics, y and the mask
         update = running_mean is not None
-        launch(k["bn_channel_forward"], (c,), (threads,),
+        launch(_kernels(x.dtype, wdtype, vec, wide, plan.cluster)["bn_channel_forward"], (c * plan.cluster,),
+               (plan.threads,),
                (x, running_mean if update else NULL, running_var if update else NULL,
                 count if update and count is not None else NULL, weight if weight is not None else NULL,
-                bias if bias is not None else NULL, y,
-                mask if relu else NULL, mean, rstd, _i(n), _i(c), _i(s), np.float32(eps), np.float32(factor),
-                np.int32(update)), nbytes)
+                bias if bias is not None else NULL, y, mask if relu else NULL, mean, rstd, _i(n), _i(c), _i(s),
+                _i(plan.chunk), np.float32(eps), np.float32(factor), np.int32(update)), plan.slice_bytes)
         return y, mean, rstd, mask
     if training:
         p = _split(n, c, s, sms)
@@ -215,16 +246,16 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
     wdtype = weight.dtype if weight is not None else x.dtype
     dx = cupy.empty_like(x) if need_dx else None
     vec = _vec(s, x, dy, dx)
-    k = _kernels(x.dtype, wdtype, vec, x.size >= 2 ** 32)
+    wide = x.size >= 2 ** 32
+    k = _kernels(x.dtype, wdtype, vec, wide)
     dw = cupy.empty(c, wdtype) if need_dw and weight is not None else None
     db = cupy.empty(c, wdtype) if need_dw else None
-    small = _per_channel(x, vec)
-    if small:  # one launch: the sums, dw, db and dx
-        threads, nbytes = small
-        launch(k["bn_channel_backward"], (c,), (threads,),
+    plan = _per_channel(x, vec, False, sms)
+    if plan:  # one launch: the sums, dw, db and dx
+        launch(k["bn_channel_backward"], (c,), (plan.threads,),
                (dy, x, mask if mask is not None else NULL, mean, rstd, weight if weight is not None else NULL,
                 dx if need_dx else NULL, dw if dw is not None else NULL, db if db is not None else NULL,
-                _i(n), _i(c), _i(s), np.int32(batch_stats)), 2 * nbytes)
+                _i(n), _i(c), _i(s), np.int32(batch_stats)), 2 * plan.slice_bytes)
         return dx, dw, db
     p = _split(n, c, s, sms)
     part = cupy.empty((c, p, 2), np.float32)

@@ -35,6 +35,7 @@
 // nvrtc-check[sm_90]: -DMF_T=__half -DMF_VEC=1 -DMF_K=2 -DMF_TPR=64 -DMF_NT=256 -DMF_RMS=0 -DMF_CLUSTER=2
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include "cluster.cuh"  // CLUSTER (MF_CLUSTER), CLUSTER_DIMS, cluster_sync, load_cluster
 
 #ifndef MF_T
 #define MF_T float
@@ -57,9 +58,6 @@
 #ifndef MF_ACC_SMEM
 #define MF_ACC_SMEM 0
 #endif
-#ifndef MF_CLUSTER
-#define MF_CLUSTER 1
-#endif
 #ifndef MF_PIPE
 #define MF_PIPE 0
 #endif
@@ -74,7 +72,6 @@ constexpr int VEC = MF_VEC, K = MF_K, TPR = MF_TPR, NT = MF_NT, RMS = MF_RMS;
 // Backward: dw/db partial sums live in registers (0) or, for long rows, in
 // shared memory (1: needs NT == TPR and 2*K*VEC*NT floats of dynamic smem).
 constexpr int ACC_SMEM = MF_ACC_SMEM;
-constexpr int CLUSTER = MF_CLUSTER;
 // Backward register path: 1 loads the block's next row (x, dy, mean, rstd) before working on this
 // one, so its memory latency overlaps the reductions and stores, and keeps the thread's w vectors in
 // registers; 0 loads each row, and w, where it is used (norm.py says when each is chosen).
@@ -85,14 +82,6 @@ constexpr int PIPE = MF_PIPE;
 constexpr int WB_SMEM = MF_WB_SMEM;
 static_assert(!WB_SMEM || VEC * sizeof(T) == 16, "w/b staging copies 16-byte chunks");
 static_assert(CLUSTER == 1 || !ACC_SMEM, "cluster partial sums start from registers");
-#if MF_CLUSTER > 1
-#if __CUDA_ARCH__ < 900
-#error "MF_CLUSTER > 1 needs thread-block clusters (sm_90 or newer)"
-#endif
-#define CLUSTER_DIMS __cluster_dims__(MF_CLUSTER, 1, 1)
-#else
-#define CLUSTER_DIMS
-#endif
 
 constexpr int RPB = NT / TPR;  // rows per block
 constexpr int WPR = TPR / 32;  // warps per row
@@ -284,36 +273,6 @@ norm_fwd_tiled(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
 }
 
 // ---------------------------------------------------------------- backward
-// Thread-block cluster primitives (PTX, sm_90): a barrier across the cluster's
-// blocks (release/acquire: shared-memory writes before it are visible to the
-// other blocks after it) and a load from another block's shared memory.
-__device__ __forceinline__ void cluster_sync() {
-#if MF_CLUSTER > 1
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r = 0;
-#if MF_CLUSTER > 1
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-#endif
-    return r;
-}
-// ``addr``: a shared-memory address of this block; the same offset in block ``rank``'s (V: 1 or 4 floats).
-template <typename V> __device__ __forceinline__ V load_cluster(unsigned addr, unsigned rank) {
-    V a = {};
-#if MF_CLUSTER > 1
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-    if constexpr (sizeof(V) == 16)
-        asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(a.v[0]), "=f"(a.v[1]), "=f"(a.v[2]), "=f"(a.v[3]) : "r"(remote) : "memory");
-    else
-        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(a.v[0]) : "r"(remote) : "memory");
-#endif
-    return a;
-}
-
 // dw/db partial sums move in units of U floats (16 bytes where a vector holds a multiple of 4 elements).
 // A row group stages its sums as a partial row in column order, dw then db, each padded to K*VEC*TPR
 // columns: UPG units in all.
