@@ -31,6 +31,8 @@ db) on (256, C, H, W) inputs, C = 64 ... 512, 32x32 and 8x8, fp16 and bf16 with 
 kernel layer against PyTorch's native and cuDNN kernels (the faster of the two counts: PyTorch at its
 strongest), GB/s as for LayerNorm (forward 2, backward 3 tensors of the input's size); ratios
 ``bn_fwd_over_copy_min``, ``bn_bwd_over_copy_min``, ``bn_fwd_over_torch_min``, ``bn_bwd_over_torch_min``.
+Beside them, per shape, copies of x's bytes timed the same ways (``bn_*_over_same_size_copy_min``, for
+reference): how close a kernel moving those bytes can come on the small 8x8 maps.
 Cross-entropy: forward + backward through each library's public API on (4096 x 32768) fp16 logits,
 eager (the target's ratio) and replayed from graphs (``xent_fwd_bwd_over_torch_graph``). Usage (GPU machine):
 python3 bench/norms.py [--quick] [--only ln,bn,xent]
@@ -179,6 +181,7 @@ def layer_norm_section(res, torch, copy, ratios):
 
 def batch_norm_section(res, torch, copy, ratios):
     for n, c, hw in BN_SHAPES[::4] if QUICK else BN_SHAPES:
+        same = None  # the fastest copy of x's bytes (fp16; bf16 has the same bytes)
         for dtype in (cupy.float16, "bfloat16"):
             dt = mf.bfloat16 if dtype == "bfloat16" else cupy.float16
             cupy.get_default_memory_pool().free_all_blocks()
@@ -192,6 +195,12 @@ def batch_norm_section(res, torch, copy, ratios):
             b = rand((c,), cupy.float32, 4)
             rm, rv = cupy.zeros(c, cupy.float32), cupy.ones(c, cupy.float32)
             case = f"batch_norm N={n} C={c} {hw}x{hw} {'bf16' if dtype == 'bfloat16' else 'fp16'}"
+            if same is None:
+                same = (0.0, 0.0)
+                for name, fn in (("cupy", element_copy), ("memcpyAsync", memcpy_copy)):
+                    pair = timed(res, f"d2d copy N={n} C={c} {hw}x{hw} fp16", name, 2 * size * 2, fn,
+                                 [(x,) for x in xs])
+                    same = (max(same[0], pair[0]), max(same[1], pair[1]))
             fwd = timed(res, case + " fwd", "minifused", 2 * size * 2,
                         lambda x: KB.batch_norm_forward(x, w, b, rm, rv, True, 0.1, 1e-5), [(x,) for x in xs])
             saved = [KB.batch_norm_forward(x, w, b, rm, rv, True, 0.1, 1e-5)[1:3] for x in xs]
@@ -200,6 +209,8 @@ def batch_norm_section(res, torch, copy, ratios):
                         list(zip(dys, xs, saved)))
             note(ratios, "bn_fwd_over_copy", fwd, copy)
             note(ratios, "bn_bwd_over_copy", bwd, copy)
+            note(ratios, "bn_fwd_over_same_size_copy", fwd, same)
+            note(ratios, "bn_bwd_over_same_size_copy", bwd, same)
             if torch is not None:
                 shape = (n, c, hw, hw)
                 tdt = torch.bfloat16 if dtype == "bfloat16" else torch.float16
