@@ -337,7 +337,7 @@ def test_gpu_nchw_forward_random_configs(dtype, rows_m, row_bytes, poisoned_pool
     {"tile_n": 64, "nchw_forward": False}, {"tile_n": 128, "nchw_forward": False},
     {"tile_n": 32, "tile_row_bytes": 128, "nchw_forward": False},
     {"wgrad_tile": (64, 256), "wgmma_stages": 3}, {"wgrad_tile": (128, 64), "split_k_blocks_per_sm": 1},
-    {"wgrad_tile": (64, 128), "split_k_blocks_per_sm": 8}])
+    {"wgrad_tile": (64, 128), "split_k_blocks_per_sm": 8}, {"tma": False, "nchw_forward": False}])
 def test_gpu_large_shapes_match(poisoned_pool, tuning):
     """The benchmark shapes' tile paths (BN=128, 128-byte tiles, split-K, strided backward-data by residue
     class incl. classes with no taps, all classes in one launch) on reduced batches, with both tile depths,
@@ -674,3 +674,64 @@ def test_gpu_direct_kernels_short_reduction(dtype, poisoned_pool):
         assert _rel(dw, rw) < tol and _rel(db, rb) < tol, (n, c, h, w, k, r, s, dtype)
         _, dw2, db2 = K.conv2d_backward(dy, x, wt, *geo, mask=mask, need_dx=False, need_db=True, config=config)
         assert bool((dw2 == dw).all()) and bool((db2 == db).all())  # fixed-order sums: bitwise repeatable
+
+
+def test_tma_tile_boxes():
+    """conv_tma's tiles of 128 output pixels: whole rows of one image, or whole images; runs of 8 pixels
+    inside one image; boxes within the TMA unit's 256 elements and strides of at most 8."""
+    from minifused.kernels.conv_tma import tile_box
+
+    assert tile_box(32, 32, (1, 1)) == (32, 4, 1) and tile_box(16, 16, (2, 2)) == (16, 8, 1)
+    assert tile_box(8, 8, (1, 1)) == (8, 8, 2) and tile_box(4, 4, (2, 2)) == (4, 4, 8)
+    assert tile_box(128, 2, (1, 1)) == (2, 64, 1) and tile_box(1, 128, (2, 2)) == (128, 1, 1)
+    assert tile_box(56, 56, (1, 1)) is None  # 128 pixels are not whole rows of 56
+    assert tile_box(14, 14, (1, 1)) is None and tile_box(7, 7, (1, 1)) is None
+    assert tile_box(2, 2, (1, 1)) is None  # 4-pixel images: a run of 8 would cross two
+    assert tile_box(1, 128, (3, 3)) is None  # 384 elements traversed along a row
+    assert tile_box(32, 32, (9, 9)) is None  # an element stride the TMA unit lacks
+
+
+#: (N, C, H, W, K, R, stride, padding, dilation): conv_tma's tile forms (rows of one image, whole images, a
+#: last tile past the batch), strides 1 and 2, 1x1 and dilated taps, column tiles of 64 and 128 and a partial one
+_TMA_CASES = [(3, 64, 32, 32, 64, 3, 1, 1, 1), (5, 128, 16, 16, 128, 3, 2, 1, 1), (7, 64, 8, 8, 192, 1, 1, 0, 1),
+              (2, 128, 4, 4, 256, 3, 1, 1, 1), (4, 64, 16, 16, 64, 3, 1, 2, 2), (4, 64, 16, 16, 128, 1, 2, 0, 1),
+              (40, 64, 16, 16, 320, 3, 1, 1, 1), (3, 192, 8, 8, 64, 3, 2, 1, 1)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
+    """On an sm_90 GPU the forward (bias and ReLU fused, no mask) and the stride-1 backward-data of the shapes
+    conv_tma takes run on it (its plan exists) and match the float64 reference; a ReLU mask takes conv.cu."""
+    import cupy
+
+    from minifused.kernels.conv_tma import tma_plan
+
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA kernel needs an sm_90 GPU")
+    dt, tol = getattr(backend, dtype), _GPU_TOL[dtype]
+    dev = cupy.cuda.Device().id
+    rng = np.random.default_rng(5)
+    for (n, c, h, w, k, r, st, pad, dil) in _TMA_CASES:
+        geo = ((st, st), (pad, pad), (dil, dil), 1)
+        plan = tma_plan(P.ConvMode.FORWARD, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG)
+        assert plan is not None, (n, c, h, w, k, r, st)
+        x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
+        wt = cupy.asarray(rng.standard_normal((k, c, r, r)) / (c * r * r) ** 0.5).astype(dt)
+        b = cupy.asarray(rng.standard_normal(k)).astype(dt)
+        x64, w64, b64 = (a.astype(cupy.float64) for a in (x, wt, b))
+        y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu")
+        ref, _ = K.conv2d_forward_ref(x64, w64, b64, *geo, activation="relu")
+        assert mask is None and _rel(y, ref) < tol, (n, c, h, w, k, r, st)
+        y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu", want_mask=True)  # conv.cu's epilogue
+        ref, ref_mask = K.conv2d_forward_ref(x64, w64, b64, *geo, activation="relu", want_mask=True)
+        assert _rel(y, ref) < tol and mask.shape == ref_mask.shape
+        dy = cupy.asarray(rng.standard_normal(y.shape)).astype(dt)
+        dx = K.conv2d_backward_data(dy, wt, x.shape, *geo)
+        rdx = K.conv2d_backward_data_ref(dy.astype(cupy.float64), w64, x.shape, *geo)
+        assert _rel(dx, rdx) < tol, ("dgrad", n, c, h, w, k, r, st)
+        dplan = tma_plan(P.ConvMode.BACKWARD_DATA, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG)
+        assert (dplan is not None) == (st == 1 and k % 64 == 0), (n, c, h, w, k, r, st)
+    off = ConvConfig(tma=False)
+    assert tma_plan(P.ConvMode.FORWARD, dt, (3, 64, 32, 32), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, dev, off) \
+        is None

@@ -3,7 +3,8 @@
 No GPU is needed. A source may list option sets to compile in lines of the form
 ``// nvrtc-check: -DBLOCK=256 -DT=float`` (``// nvrtc-check[sm_90]: ...`` for one architecture
 only; ``[sm_90a]`` lines, Hopper-only code such as wgmma, are the only ones compiled for sm_90a);
-without such lines it is compiled once with no extra options. New ``.cu`` files are found by the
+without such lines it is compiled once with no extra options, and a source with ``[sm_90a]`` lines only
+is Hopper's alone (compiled for sm_90a only). New ``.cu`` files are found by the
 glob below.
 """
 import re
@@ -28,12 +29,14 @@ def _include_dir():
 def option_sets(path, arch):
     """Option sets of ``// nvrtc-check: ...`` lines, and of ``// nvrtc-check[sm_90]: ...`` lines
     when ``arch`` is that one (code that needs a newer GPU, e.g. thread-block clusters)."""
-    sets = []
+    sets, archs = [], set()
     for line in path.read_text().splitlines():
         m = re.search(r"nvrtc-check(?:\[(\w+)\])?:(.*)", line)
+        if m:
+            archs.add(m.group(1))
         if m and (m.group(1) == arch or (m.group(1) is None and arch != "sm_90a")):
             sets.append(m.group(2).split())
-    return sets if sets or arch == "sm_90a" else [[]]
+    return sets if sets or arch == "sm_90a" or archs == {"sm_90a"} else [[]]
 
 
 def compile_source(path, arch, options):

@@ -201,79 +201,35 @@ __device__ __forceinline__ unsigned to_tf32(float v) {
 }
 
 #if CONV_MMA == 3
-// ---- Hopper wgmma (sm_90a). A shared-memory matrix descriptor: start address, leading-dimension byte
-// offset (unused by swizzled K-major tiles; 1 by convention), stride byte offset 1024 (8 rows of 128
-// bytes to the next 8), 128-byte swizzle (mode 1 in bits 62-63); addresses in 16-byte units.
-__device__ __forceinline__ unsigned long long wg_desc(const void* p) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    return (unsigned long long)((a & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-}
-// the same for an MN-major tile (mode 2): the leading-dimension byte offset is the step between 64-wide
+// ---- Hopper wgmma (sm_90a): wgmma.cuh, on this configuration's columns and types
+// the columns of one warpgroup's MMA: all of the tile's, or half of them on a mode-2 tile of 64 rows
+#if CONV_BM == 128
+#define WG_N CONV_BN
+#elif CONV_BN == 256
+#define WG_N 128
+#else
+#define WG_N 64
+#endif
+#if CONV_IS_BF16
+#define WG_KIND 1
+#elif CONV_FLOAT
+#define WG_KIND 2
+#else
+#define WG_KIND 0
+#endif
+#if CONV_MODE == 2  // both operands MN-major
+#define WG_TRANS 1
+#endif
+#include "wgmma.cuh"
+// the descriptor of an MN-major tile (mode 2): the leading-dimension byte offset is the step between 64-wide
 // column blocks (MN_LBO), the stride byte offset the step between 8-row groups down the reduction (1024)
 __device__ __forceinline__ unsigned long long wg_desc_mn(const void* p) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
     return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)(MN_LBO * sizeof(T) >> 4) << 16) |
            (64ull << 32) | (1ull << 62);
 }
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wg_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
 // cp.async writes shared memory through the generic proxy; wgmma reads it through the async proxy
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// keeps the compiler from moving accumulator accesses across the asynchronous MMAs
-template <int N> __device__ __forceinline__ void wg_fence_acc(float (&d)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-// the columns of one warpgroup's MMA: all of the tile's, or half of them on a mode-2 tile of 64 rows
-#if CONV_BM == 128
-#define CONV_WG_N CONV_BN
-#elif CONV_BN == 256
-#define CONV_WG_N 128
-#else
-#define CONV_WG_N 64
-#endif
-constexpr int WG_N = CONV_WG_N;
-#define WG_STR2(x) #x
-#define WG_STR(x) WG_STR2(x)
-#if CONV_MODE == 2  // both operands MN-major (imm-trans-a, imm-trans-b)
-#define WG_TRANS "1, 1"
-#else
-#define WG_TRANS "0, 0"
-#endif
-#if CONV_IS_BF16
-#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_WG_N) "k16.f32.bf16.bf16 "
-#define WG_TAIL ", p, 1, 1, " WG_TRANS ";\n}\n"
-#elif CONV_FLOAT
-#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_WG_N) "k8.f32.tf32.tf32 "
-#define WG_TAIL ", p, 1, 1;\n}\n"
-#else
-#define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(CONV_WG_N) "k16.f32.f16.f16 "
-#define WG_TAIL ", p, 1, 1, " WG_TRANS ";\n}\n"
-#endif
-#define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
-                 "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-// d (64 x WG_N, fp32, in the mma.sync C layout per warp's 16 rows) += A (64 rows) * B (WG_N rows)^T over the
-// 32 bytes of reduction at descriptors a, b (k16 of fp16/bf16, k8 of TF32)
-__device__ __forceinline__ void wgmma_step(float (&d)[WG_N / 2], unsigned long long a, unsigned long long b) {
-#if CONV_WG_N == 128
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 WG_OP "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65" WG_TAIL
-                 : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
-                 : "l"(a), "l"(b), "r"(1));
-#else
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 WG_OP "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33" WG_TAIL
-                 : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
-                 : "l"(a), "l"(b), "r"(1));
-#endif
-}
 #endif
 
 // Kernel arguments: A_src (gathered/streamed operand A), B_src (operand B), bias, out, mask, prm, flags.

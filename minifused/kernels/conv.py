@@ -28,6 +28,7 @@ from . import NULL, grid_1d, sm_count
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
                         nchw_plan, out_size, padded_channels, uses_nchw_forward, util_kernel)
+from .conv_tma import launch_tma, tma_plan
 from .conv_ref import (conv2d_backward_data_ref, conv2d_backward_filter_ref, conv2d_backward_ref, conv2d_forward_ref,
                        pack_mask, unpack_mask)
 
@@ -43,6 +44,11 @@ def _on_gpu(a):
 def _ptr(a, offset_elems=0):
     """``a`` itself at offset 0 (CuPy passes an array's pointer fastest), else the offset address."""
     return a if offset_elems == 0 else np.uint64(a.data.ptr + offset_elems * a.itemsize)
+
+
+def _addr(a):
+    """The device address of an array or of :func:`_ptr`'s offset pointer."""
+    return int(a) if isinstance(a, np.integer) else a.data.ptr
 
 
 def _blocks(total):
@@ -114,7 +120,10 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
     flags = [[[_flags(relu, has_bias, mask) for mask in (0, 1)] for has_bias in (0, 1)]
              for relu in (0, 1)]  # [relu][has_bias][mask]
     y_shape = (n, k, p, q)
-    if uses_nchw_forward(x_shape, w_shape, stride, padding, dilation, groups, dtype, config, dev_id):
+    # the TMA kernel where it applies, unless the config forces the forward from NCHW
+    tma = None if config.nchw_forward else tma_plan(ConvMode.FORWARD, dtype, x_shape, w_shape, stride, padding,
+                                                     dilation, groups, dev_id, config)
+    if tma is None and uses_nchw_forward(x_shape, w_shape, stride, padding, dilation, groups, dtype, config, dev_id):
         kern, grid, block, smem, prm = nchw_plan(dtype, x_shape, w_shape, stride, padding, dilation, config)
         fn = kern.kernel
 
@@ -148,8 +157,11 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
                 xn = cupy.ndarray(total, dtype)
                 wk = _ptr(xn, xn_elems)
             pack_fn(pack_grid, (32, 8, 1), (_ptr(x, g * cg * h * wd), xn, _ptr(w, g * kg * cg * r * s), wk, *pack_ints))
-            fn(grid, block, (xn, wk, _ptr(bias, g * kg) if bias is not None else y, _ptr(y, g * kg * p * q),
-                             _ptr(mask, g * kg * words) if mask is not None else y, prm, flag), smem)
+            if tma is not None and mask is None:  # one group (tma_plan's rule)
+                launch_tma(tma, xn.data.ptr, _addr(wk), y.data.ptr, 0 if bias is None else bias.data.ptr, flag)
+            else:
+                fn(grid, block, (xn, wk, _ptr(bias, g * kg) if bias is not None else y, _ptr(y, g * kg * p * q),
+                                 _ptr(mask, g * kg * words) if mask is not None else y, prm, flag), smem)
             del xn, wk
         return (y, mask, kept) if keep_x else (y, mask)
     return run
@@ -198,6 +210,11 @@ def _backward_data_group_cuda(dz, w, x_shape, g, groups, stride, padding, dilati
     kg = k // groups
     kpad = dz.shape[3]
     wc = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, kpad)  # (Cg, R, S, Kp)
+    tma = tma_plan(ConvMode.BACKWARD_DATA, dz.dtype, x_shape, w.shape, stride, padding, dilation, groups,
+                   dz.device.id, config)
+    if tma is not None:  # one group
+        launch_tma(tma, dz.data.ptr, wc.data.ptr, dx.data.ptr, 0, np.int32(0))
+        return
     out = _ptr(dx, g * cg * h * wd)
     for kern, grid, block, smem, prm, _ in gemm_plan(ConvMode.BACKWARD_DATA, dz.dtype, x_shape, w.shape, stride,
                                                      padding, dilation, groups, dz.device.id, config, tf32):

@@ -82,6 +82,9 @@ class ConvConfig:
     #: Hopper's wgmma for the repacked forward and backward-data GEMMs with 128-byte tile rows (fp16/bf16, and
     #: float32 with TF32) and for the backward-filter's (fp16/bf16): None uses it on sm_90 GPUs, False never.
     wgmma: bool | None = None
+    #: The forward and stride-1 backward-data on Hopper's TMA kernel (conv_tma.py) where it applies: None uses
+    #: it there, False takes conv.cu's wgmma path.
+    tma: bool | None = None
     #: Shared-memory stages of the wgmma pipeline (3: two blocks fit on an SM; 4: one, loads a tile further
     #: ahead); None picks by the grid's size.
     wgmma_stages: int | None = None
@@ -244,7 +247,7 @@ def _warps(mma, warps, default=(2, 4)):
     return tuple(warps) if warps and mma else default
 
 
-def _wgmma_on(config, dev_id):
+def wgmma_on(config, dev_id):
     """Whether the config and the GPU allow the wgmma path (a set warp grid or 64-row tiles ask for mma.sync)."""
     return config.wgmma is not False and config.tile_m in (None, 128) and config.tile_warps is None \
         and has_wgmma(dev_id)
@@ -259,7 +262,7 @@ def _wgmma_applies(mode, mma, itemsize, bkb):
 
 def gemm_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, tf32):
     """The launches of one group's GEMM(s) of ``mode`` (see :func:`_gemm_launches`)."""
-    wg_stages = (config.wgmma_stages or -1) if _wgmma_on(config, dev_id) else 0
+    wg_stages = (config.wgmma_stages or -1) if wgmma_on(config, dev_id) else 0
     return _gemm_launches(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), stride, padding, dilation, groups,
                           mma_for(dtype, tf32), sm_count(dev_id), config, wg_stages)
 
@@ -401,7 +404,7 @@ def uses_nchw_forward(x_shape, w_shape, stride, padding, dilation, groups, dtype
     if config.nchw_forward or elems <= config.nchw_gather_max:
         return True
     repack_bkb = _bkb(w_shape[2] * w_shape[3] * padded_channels(w_shape[1], dtype), 2, config.tile_row_bytes)
-    wg = dev_id is not None and _wgmma_on(config, dev_id) and _wgmma_applies(ConvMode.FORWARD, Mma.FP16, 2,
+    wg = dev_id is not None and wgmma_on(config, dev_id) and _wgmma_applies(ConvMode.FORWARD, Mma.FP16, 2,
                                                                              repack_bkb)
     return w_shape[0] <= 64 and not wg
 

@@ -1,0 +1,153 @@
+"""Conv2d's forward and stride-1 backward-data on Hopper's tensor memory accelerator (``conv_tma.cu``):
+where it applies, its launch constants, and the launch.
+
+The kernel takes the operands conv.cu's forward and backward-data take, packed the same way (NHWC x and KRSC w;
+NHWK dy and CRSK w), and writes the same NCHW output. It applies (:func:`tma_plan`) on an sm_90 GPU to fp16 /
+bf16 with one group, when the gathered operand's channels are a multiple of 64 (a box row is 128 bytes), every
+128-pixel tile is whole output rows of one image or whole images (:func:`tile_box`), and no ReLU mask is
+wanted; the backward-data only at stride 1. The TMA descriptors hold the operands' addresses, so a call encodes
+its two (host work only) and launches through the driver (the descriptors are kernel arguments by value).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from .. import backend
+from . import get_kernel, sm_count
+from .conv_plan import ConvMode, geometry, wgmma_on
+
+BM = 128  # output pixels per tile
+NT = 384  # threads: the producer's warpgroup and two of MMAs
+BOX_C = 64  # channels per box row: 128 bytes of fp16 / bf16
+MAX_BOX = 256  # the TMA unit's largest box side (elements traversed)
+MAX_STEP = 8  # its largest element stride
+_STAGES = {64: 6, 128: 4}  # the ring's depth per tile width (what fits one block per SM with room to spare)
+
+
+def tile_box(oh, ow, stride):
+    """(row pixels, rows, images) of the box of one 128-pixel output tile of an ``oh`` x ``ow`` image, in
+    output pixels, or None where tiles would not be whole rows of one image or whole images (or runs of 8
+    pixels, the epilogue's stores, would cross images, or the box outgrows the TMA unit)."""
+    ohw = oh * ow
+    if ohw % 8 or max(stride) > MAX_STEP:
+        return None
+    if ohw >= BM:
+        box = (ow, BM // ow, 1) if ohw % BM == 0 and BM % ow == 0 else None
+    else:
+        box = (ow, oh, BM // ohw) if BM % ohw == 0 else None
+    if box is None or box[0] * stride[1] > MAX_BOX or box[1] * stride[0] > MAX_BOX:
+        return None
+    return box
+
+
+@dataclasses.dataclass(frozen=True)
+class TmaPlan:
+    """One configuration's launch: the kernel, its shared bytes and grid, the constants (a device array), and
+    the two tensor maps' shapes: the gathered operand's (dims, byte strides, box, element strides) and the
+    weights'."""
+
+    kern: object
+    smem: int
+    grid: int
+    prm: object
+    dtype: int
+    a_map: tuple
+    b_map: tuple
+
+
+def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
+    """The :class:`TmaPlan` of a FORWARD or (stride 1) BACKWARD_DATA GEMM, or None where the kernel does not
+    apply, ``config.tma`` is False or the config asks for mma.sync (:func:`~.conv_plan.wgmma_on`)."""
+    if config.tma is False or groups != 1 or np.dtype(dtype).itemsize != 2 or not wgmma_on(config, dev_id):
+        return None
+    return _plan(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
+                 tuple(dilation), sm_count(dev_id), config.tile_n)
+
+
+@functools.cache
+def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, sms, tile_n):
+    import cupy
+
+    n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
+    if mode == ConvMode.FORWARD:  # gather x (n, h, wd, c) onto the output (p, q) x k
+        src, out, cols = (h, wd, c), (p, q), k
+        taps = (stride[0], -padding[0], dilation[0], -padding[1], dilation[1])
+    elif mode == ConvMode.BACKWARD_DATA and stride == (1, 1):  # gather dy (n, p, q, k) onto dx's (h, wd) x c
+        src, out, cols = (p, q, k), (h, wd), c
+        taps = (1, padding[0], -dilation[0], padding[1], -dilation[1])
+    else:
+        return None
+    box = tile_box(*out, stride if mode == ConvMode.FORWARD else (1, 1))
+    if box is None or src[2] % BOX_C:
+        return None
+    step = stride if mode == ConvMode.FORWARD else (1, 1)
+    m, ohw, ch = n * out[0] * out[1], out[0] * out[1], src[2]
+    m_tiles = -(-m // BM)
+    bn = tile_n if tile_n in (64, 128) else (128 if cols >= 128 and m_tiles * -(-cols // 128) * 2 >= sms else 64)
+    n_tiles = -(-cols // bn)
+    stages = _STAGES[bn]
+    is_bf16 = dtype == backend.bfloat16
+    kern = get_kernel("conv_tma.cu", "conv_tma", (
+        "-arch=sm_90a", f"-DCT_T={'__nv_bfloat16' if is_bf16 else '__half'}", f"-DCT_IS_BF16={int(is_bf16)}",
+        f"-DCT_BN={bn}", f"-DCT_STAGES={stages}"))
+    # the ring (1024-byte aligned), the epilogue tile T[bn][BM + 8], the mbarriers
+    smem = 1024 + stages * (BM + bn) * BOX_C * 2 + bn * (BM + 8) * 2 + 16 * stages
+    kern.max_dynamic_shared_size_bytes = smem
+    kred = r * s * ch
+    prm = cupy.asarray(np.array([m, cols, ohw, out[1], kred // BOX_C, ch // BOX_C, s, *taps, n_tiles,
+                                 m_tiles * n_tiles], np.int32))
+    from cuda.bindings import driver
+
+    types = driver.CUtensorMapDataType
+    a_map = ((ch, src[1], src[0], n), (ch * 2, src[1] * ch * 2, src[0] * src[1] * ch * 2),
+             (BOX_C, box[0] * step[1], box[1] * step[0], box[2]), (1, step[1], step[0], 1))
+    b_map = ((kred, cols), (kred * 2,), (BOX_C, bn), (1, 1))
+    dt = types.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if is_bf16 else types.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+    return TmaPlan(kern, smem, min(m_tiles * n_tiles, sms), prm, dt, a_map, b_map)
+
+
+def _tensor_map(dt, address, dims, strides, box, steps):
+    """A CUtensorMap of the operand at ``address``: 128-byte swizzle (wgmma's layout), zeros outside."""
+    from cuda.bindings import driver as d
+
+    u64, u32 = d.cuuint64_t, d.cuuint32_t
+    err, tmap = d.cuTensorMapEncodeTiled(
+        dt, len(dims), address, [u64(v) for v in dims], [u64(v) for v in strides], [u32(v) for v in box],
+        [u32(v) for v in steps], d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B, d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    if err != d.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"conv2d: cuTensorMapEncodeTiled failed ({err}) for dims {dims}, box {box}")
+    return tmap
+
+
+#: Encoded tensor maps by (map shape, data type, address), each beside the CuPy argument that passes its 128
+#: bytes by value: a training step allocates its operands at the same addresses step after step (CuPy's
+#: pool), so encoding, most of a launch's host time, is mostly skipped. Bounded: cleared when full.
+_MAPS: dict = {}
+_MAPS_MAX = 4096
+
+
+def _map_argument(dt, address, shape):
+    key = (shape, dt, address)
+    hit = _MAPS.get(key)
+    if hit is None:
+        from cupy.cuda.function import CPointer
+
+        if len(_MAPS) >= _MAPS_MAX:
+            _MAPS.clear()
+        tmap = _tensor_map(dt, address, *shape)
+        # a kernel argument is read from the address its CPointer holds: the map itself, passed by value
+        hit = _MAPS[key] = (tmap, CPointer(tmap.getPtr()))
+    return hit[1]
+
+
+def launch_tma(plan, a, b, out, bias, flags):
+    """``out`` (NCHW) = the GEMM of ``plan`` on the packed operands at addresses ``a`` (gathered) and ``b``
+    (weights), with conv.cu's epilogue ``flags`` (an int32: bias, ReLU; ``bias`` an address or 0)."""
+    plan.kern.kernel((plan.grid,), (NT,), (_map_argument(plan.dtype, a, plan.a_map),
+                                           _map_argument(plan.dtype, b, plan.b_map), np.uint64(out),
+                                           np.uint64(bias or out), plan.prm, flags), plan.smem)
