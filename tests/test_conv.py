@@ -689,6 +689,7 @@ def test_tma_tile_boxes():
     assert tile_box(2, 2, (1, 1)) is None  # 4-pixel images: a run of 8 would cross two
     assert tile_box(1, 128, (3, 3)) is None  # 384 elements traversed along a row
     assert tile_box(32, 32, (9, 9)) is None  # an element stride the TMA unit lacks
+    assert tile_box(32, 32, (1, 1), 64) == (32, 2, 1) and tile_box(4, 4, (1, 1), 64) == (4, 4, 4)  # the wgrad's
 
 
 #: (N, C, H, W, K, R, stride, padding, dilation): conv_tma's tile forms (rows of one image, whole images, a
@@ -701,11 +702,12 @@ _TMA_CASES = [(3, 64, 32, 32, 64, 3, 1, 1, 1), (5, 128, 16, 16, 128, 3, 2, 1, 1)
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
-    """On an sm_90 GPU the forward (bias and ReLU fused, no mask) and the stride-1 backward-data of the shapes
-    conv_tma takes run on it (its plan exists) and match the float64 reference; a ReLU mask takes conv.cu."""
+    """On an sm_90 GPU the forward (bias and ReLU fused, no mask), the stride-1 backward-data and the filter
+    gradient of the shapes conv_tma takes run on it (its plans exist) and match the float64 reference; a ReLU
+    mask takes conv.cu."""
     import cupy
 
-    from minifused.kernels.conv_tma import tma_plan
+    from minifused.kernels.conv_tma import tma_plan, tma_wgrad_plan
 
     if cupy.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA kernel needs an sm_90 GPU")
@@ -732,6 +734,10 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
         assert _rel(dx, rdx) < tol, ("dgrad", n, c, h, w, k, r, st)
         dplan = tma_plan(P.ConvMode.BACKWARD_DATA, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG)
         assert (dplan is not None) == (st == 1 and k % 64 == 0), (n, c, h, w, k, r, st)
+        assert tma_wgrad_plan(dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG) is not None
+        dw = K.conv2d_backward_filter(dy, x, wt.shape, *geo)
+        rdw = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x64, wt.shape, *geo)
+        assert _rel(dw, rdw) < tol, ("wgrad", n, c, h, w, k, r, st)
     off = ConvConfig(tma=False)
     assert tma_plan(P.ConvMode.FORWARD, dt, (3, 64, 32, 32), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, dev, off) \
         is None

@@ -28,7 +28,7 @@ from . import NULL, grid_1d, sm_count
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
                         nchw_plan, out_size, padded_channels, uses_nchw_forward, util_kernel)
-from .conv_tma import launch_tma, tma_plan
+from .conv_tma import launch_tma, tma_plan, tma_wgrad_plan
 from .conv_ref import (conv2d_backward_data_ref, conv2d_backward_filter_ref, conv2d_backward_ref, conv2d_forward_ref,
                        pack_mask, unpack_mask)
 
@@ -231,10 +231,17 @@ def _backward_filter_group_cuda(dz, x, w_shape, g, groups, stride, padding, dila
     kg = k // groups
     cpad = padded_channels(cg, dz.dtype)
     xn = x.array if isinstance(x, PackedInput) else _pack_nhwc(x, g * cg, cg, cpad)
-    ((kern, grid, block, smem, prm, splits),) = gemm_plan(ConvMode.BACKWARD_FILTER, dz.dtype, x_shape, w_shape, stride,
-                                                          padding, dilation, groups, dz.device.id, config, tf32)
-    ws = cupy.empty((splits, kg, r * s * cpad), np.float32)
-    kern(grid, block, (dz, xn, _ptr(dz), ws, _ptr(dz), prm, *ints(0)), shared_mem=smem)
+    tma = tma_wgrad_plan(dz.dtype, x_shape, w_shape, stride, padding, dilation, groups, dz.device.id, config)
+    if tma is not None:  # one group
+        splits = tma.splits
+        ws = cupy.empty((splits, kg, r * s * cpad), np.float32)
+        launch_tma(tma, dz.data.ptr, xn.data.ptr, ws.data.ptr, 0, np.int32(0))
+    else:
+        ((kern, grid, block, smem, prm, splits),) = gemm_plan(ConvMode.BACKWARD_FILTER, dz.dtype, x_shape, w_shape,
+                                                              stride, padding, dilation, groups, dz.device.id, config,
+                                                              tf32)
+        ws = cupy.empty((splits, kg, r * s * cpad), np.float32)
+        kern(grid, block, (dz, xn, _ptr(dz), ws, _ptr(dz), prm, *ints(0)), shared_mem=smem)
     util_kernel(dz.dtype, "wgrad_reduce")(_blocks(kg * cg * r * s), (THREADS,), (
         ws, _ptr(dw, g * kg * cg * r * s), *ints(splits, kg, cg, r * s, cpad)))
 

@@ -19,8 +19,20 @@
 // (16-byte stores along the pixels), bias and ReLU applied in fp32. While they write one tile, the
 // producer already loads the next one's stages.
 //
+// The backward-filter (CT_WGRAD=1, conv_tma_wgrad) is the same machinery on the transposed sum,
+//
+//   dW[k, (r,s,c)] = sum_{m=(n,p,q)} dY_nhwk[m, k] * X_nhwc[n, p*sy + oy + r*ry, q*sx + ox + s*rx, c],
+//
+// reduced over 64 output pixels per stage (whole rows or whole images again): operand A is dY's box of
+// 64 pixels x 64 channels (one per 64 rows of the tile), operand B two boxes of X, each 64 pixels x 64
+// channels of one tap (a column tile of 128 may span two taps). Both land pixel-major, i.e. MN-major for
+// wgmma (the transposed operand form). Work units are (row tile, column tile, split of the pixels); each
+// writes its fp32 partial tile from registers, and conv_util.cu's wgrad_reduce sums the splits in order.
+//
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=6
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
+// nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=64 -DCT_STAGES=6
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -36,11 +48,15 @@
 #ifndef CT_STAGES
 #define CT_STAGES 4
 #endif
+#ifndef CT_WGRAD
+#define CT_WGRAD 0
+#endif
+#ifndef CT_BM  // the backward-filter's rows (output channels) per tile: 64 or 128
+#define CT_BM 128
+#endif
 
 typedef CT_T T;
-constexpr int BM = 128, BN = CT_BN, BK = 64, STAGES = CT_STAGES;  // BK: 64 elements = 128 bytes
-constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int LDE = BM + 8;  // the epilogue tile, T[BN][LDE]: a row of 16-byte-aligned pixel runs
+constexpr int BN = CT_BN, STAGES = CT_STAGES;
 constexpr int NT = 384;      // warpgroup 0: the producer (warp 0); warpgroups 1, 2: the MMAs
 static_assert(BN == 64 || BN == 128, "tiles of 128 x 64 or 128 x 128");
 static_assert(sizeof(T) == 2, "fp16 or bf16");
@@ -48,8 +64,17 @@ static_assert(sizeof(T) == 2, "fp16 or bf16");
 // the host's CUtensorMap (cuTensorMapEncodeTiled), passed by value
 struct __align__(64) TmaDesc { unsigned long long w[16]; };
 
+// one warpgroup's MMA: the forward's whole tile width; the backward-filter's 128 columns on 128-row tiles,
+// else its half of them (both warpgroups take all 64 rows)
+#if !CT_WGRAD
 #define WG_N CT_BN
+#elif CT_BM == 128
+#define WG_N 128
+#else
+#define WG_N 64
+#endif
 #define WG_KIND CT_IS_BF16
+#define WG_TRANS CT_WGRAD
 #include "wgmma.cuh"
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -96,6 +121,11 @@ __device__ __forceinline__ T from_f(float v) {
     return __float2half_rn(v);
 #endif
 }
+
+#if !CT_WGRAD
+constexpr int BM = 128, BK = 64;  // BK: 64 elements = 128 bytes
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int LDE = BM + 8;  // the epilogue tile, T[BN][LDE]: a row of 16-byte-aligned pixel runs
 
 // prm: M, N, OHW, OW, k_tiles (R*S*Cp/64), c_tiles (Cp/64), S, sy, oy, ry, ox, rx, n_tiles, tiles
 // flags: 1 ReLU, 2 bias (conv.cu's Epilogue values; no mask here)
@@ -192,3 +222,107 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
         }
     }
 }
+#else
+// the descriptor of a pixel-major (MN-major) box pair: 64-wide column blocks 8 KiB apart (the leading-dimension
+// byte offset), 8-pixel groups 1024 bytes apart down the reduction, 128-byte swizzle
+__device__ __forceinline__ unsigned long long wg_desc_mn(const void* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)(8192 >> 4) << 16) | (64ull << 32) |
+           (1ull << 62);
+}
+constexpr int WBM = CT_BM, BOX_BYTES = 64 * 128, W_A_BYTES = WBM * 128, W_STAGE_BYTES = W_A_BYTES + 2 * BOX_BYTES;
+static_assert(WBM == 64 || WBM == 128, "64 or 128 output channels per tile");
+
+// prm: K, ncol (R*S*Cp), OHW, OW, chunks (64-pixel reduction tiles), per (chunks per split), Cp, S, sy, oy, ry,
+// ox, rx, m_tiles, n_tiles, units; ws: fp32 partials (splits, K, ncol). bias and flags: unused here.
+extern "C" __global__ void __launch_bounds__(NT, 1)
+conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ TmaDesc map_x, float* __restrict__ ws,
+               const void* __restrict__ bias, const int* __restrict__ prm, int flags) {
+    const int K = prm[0], ncol = prm[1], OHW = prm[2], OW = prm[3], chunks = prm[4], per = prm[5], Cp = prm[6],
+              S = prm[7], sy = prm[8], oy = prm[9], ry = prm[10], ox = prm[11], rx = prm[12], m_tiles = prm[13],
+              n_tiles = prm[14], units = prm[15];
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+    unsigned long long* bars = reinterpret_cast<unsigned long long*>(ring + STAGES * W_STAGE_BYTES);
+    const unsigned full0 = smem_addr(bars), empty0 = full0 + 8 * STAGES;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    if (tid == 0) {
+        for (int i = 0; i < STAGES; ++i) {
+            mbar_init(full0 + 8 * i, 1);
+            mbar_init(empty0 + 8 * i, 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    const int tiles = m_tiles * n_tiles;
+
+    if (warp < 4) {  // ---------------------------------------------------------------- producer
+        if (warp != 0 || lane != 0) return;
+        int stage = 0;
+        unsigned phase = 0;
+        for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+            const int split = unit / tiles, rem = unit - split * tiles, mt = rem / n_tiles;
+            const int k0 = mt * WBM, col0 = (rem - mt * n_tiles) * 128;
+            const int c_end = min(chunks, (split + 1) * per);
+            for (int ch = split * per; ch < c_end; ++ch) {
+                const int pix = ch * 64, img = pix / OHW, p0 = (pix - img * OHW) / OW;
+                mbar_wait(empty0 + 8 * stage, phase ^ 1);
+                const unsigned full = full0 + 8 * stage, dst = smem_addr(ring + stage * W_STAGE_BYTES);
+                mbar_expect_tx(full, W_STAGE_BYTES);
+#pragma unroll
+                for (int i = 0; i < WBM / 64; ++i) tma_load_4d(dst + i * BOX_BYTES, &map_dy, full, k0 + 64 * i, 0, p0, img);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {  // a column block past ncol loads some tap's pixels: never written
+                    const int col = col0 + 64 * j, tap = col / Cp, c0 = col - tap * Cp, r = tap / S, s = tap - r * S;
+                    tma_load_4d(dst + W_A_BYTES + j * BOX_BYTES, &map_x, full, c0, ox + s * rx, p0 * sy + oy + r * ry,
+                                img);
+                }
+                if (++stage == STAGES) { stage = 0; phase ^= 1; }
+            }
+        }
+        return;
+    }
+
+    // -------------------------------------------------------------------- consumers
+    const int wg = warp / 4 - 1, g = lane >> 2, tig = lane & 3;
+    const int row_base = WBM == 128 ? wg * 64 : 0, col_base = WBM == 128 ? 0 : wg * 64;
+    int stage = 0;
+    unsigned phase = 0;
+    float acc[WG_N / 2];
+    for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+        const int split = unit / tiles, rem = unit - split * tiles, mt = rem / n_tiles;
+        const int k0 = mt * WBM, col0 = (rem - mt * n_tiles) * 128;
+        const int c_end = min(chunks, (split + 1) * per);
+#pragma unroll
+        for (int i = 0; i < WG_N / 2; ++i) acc[i] = 0.0f;
+        int prev = -1;
+        for (int ch = split * per; ch < c_end; ++ch) {
+            mbar_wait(full0 + 8 * stage, phase);
+            const unsigned char* st = ring + stage * W_STAGE_BYTES;
+            const unsigned long long da = wg_desc_mn(st + (row_base / 64) * BOX_BYTES),
+                                     db = wg_desc_mn(st + W_A_BYTES + (col_base / 64) * BOX_BYTES);
+            wg_fence();
+#pragma unroll
+            for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + 128 * kq, db + 128 * kq);  // 16 pixels: 2 KiB
+            wg_commit();
+            wg_wait<1>();
+            if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
+            prev = stage;
+            if (++stage == STAGES) { stage = 0; phase ^= 1; }
+        }
+        wg_wait<0>();
+        wg_fence_acc(acc);
+        if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
+        float* part = ws + (long long)split * K * ncol;
+#pragma unroll
+        for (int j = 0; j < WG_N / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int k = k0 + row_base + (warp % 4) * 16 + g + h * 8, col = col0 + col_base + j * 8 + tig * 2;
+                if (k < K && col < ncol)
+                    *reinterpret_cast<float2*>(part + (long long)k * ncol + col) =
+                        make_float2(acc[j * 4 + h * 2], acc[j * 4 + h * 2 + 1]);
+            }
+    }
+}
+#endif

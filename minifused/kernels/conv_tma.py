@@ -1,12 +1,14 @@
-"""Conv2d's forward and stride-1 backward-data on Hopper's tensor memory accelerator (``conv_tma.cu``):
-where it applies, its launch constants, and the launch.
+"""Conv2d on Hopper's tensor memory accelerator (``conv_tma.cu``): the forward, the stride-1 backward-data
+and the filter gradient: where each applies, its launch constants, and the launch.
 
-The kernel takes the operands conv.cu's forward and backward-data take, packed the same way (NHWC x and KRSC w;
-NHWK dy and CRSK w), and writes the same NCHW output. It applies (:func:`tma_plan`) on an sm_90 GPU to fp16 /
-bf16 with one group, when the gathered operand's channels are a multiple of 64 (a box row is 128 bytes), every
-128-pixel tile is whole output rows of one image or whole images (:func:`tile_box`), and no ReLU mask is
-wanted; the backward-data only at stride 1. The TMA descriptors hold the operands' addresses, so a call encodes
-its two (host work only) and launches through the driver (the descriptors are kernel arguments by value).
+The kernels take the operands conv.cu's take, packed the same way (NHWC x and KRSC w; NHWK dy and CRSK w; dy
+and x for the filter gradient), and write the same outputs (NCHW; the filter gradient's fp32 split-K partials,
+which conv_util.cu's wgrad_reduce sums). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU
+to fp16 / bf16 with one group, when the gathered operands' channels are multiples of 64 (a box row is 128
+bytes) and every tile of output pixels is whole output rows of one image or whole images (:func:`tile_box`);
+the forward where no ReLU mask is wanted, the backward-data at stride 1. The TMA descriptors hold the
+operands' addresses: a call looks its two up by address (encoding them, host work only, on a miss) and passes
+them by value.
 """
 from __future__ import annotations
 
@@ -24,20 +26,22 @@ NT = 384  # threads: the producer's warpgroup and two of MMAs
 BOX_C = 64  # channels per box row: 128 bytes of fp16 / bf16
 MAX_BOX = 256  # the TMA unit's largest box side (elements traversed)
 MAX_STEP = 8  # its largest element stride
+WGRAD_PIXELS = 64  # output pixels per reduction stage of the filter gradient
 _STAGES = {64: 6, 128: 4}  # the ring's depth per tile width (what fits one block per SM with room to spare)
 
 
-def tile_box(oh, ow, stride):
-    """(row pixels, rows, images) of the box of one 128-pixel output tile of an ``oh`` x ``ow`` image, in
-    output pixels, or None where tiles would not be whole rows of one image or whole images (or runs of 8
-    pixels, the epilogue's stores, would cross images, or the box outgrows the TMA unit)."""
+def tile_box(oh, ow, stride, pixels=BM):
+    """(row pixels, rows, images) of the box of one tile of ``pixels`` output pixels (the forward's 128, the
+    filter gradient's 64 per reduction stage) of an ``oh`` x ``ow`` image, or None where tiles would not be
+    whole rows of one image or whole images (or runs of 8 pixels, the epilogue's stores, would cross images,
+    or the box outgrows the TMA unit)."""
     ohw = oh * ow
     if ohw % 8 or max(stride) > MAX_STEP:
         return None
-    if ohw >= BM:
-        box = (ow, BM // ow, 1) if ohw % BM == 0 and BM % ow == 0 else None
+    if ohw >= pixels:
+        box = (ow, pixels // ow, 1) if ohw % pixels == 0 and pixels % ow == 0 else None
     else:
-        box = (ow, oh, BM // ohw) if BM % ohw == 0 else None
+        box = (ow, oh, pixels // ohw) if pixels % ohw == 0 else None
     if box is None or box[0] * stride[1] > MAX_BOX or box[1] * stride[0] > MAX_BOX:
         return None
     return box
@@ -56,6 +60,7 @@ class TmaPlan:
     dtype: int
     a_map: tuple
     b_map: tuple
+    splits: int = 1  # the filter gradient's fp32 partials (splits of the pixels)
 
 
 def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
@@ -107,6 +112,50 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, sms, tile_n)
     b_map = ((kred, cols), (kred * 2,), (BOX_C, bn), (1, 1))
     dt = types.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if is_bf16 else types.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
     return TmaPlan(kern, smem, min(m_tiles * n_tiles, sms), prm, dt, a_map, b_map)
+
+
+def tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
+    """The :class:`TmaPlan` of the filter gradient (conv_tma_wgrad: dy and x packed, channels multiples of
+    64, reduction tiles of :data:`WGRAD_PIXELS` whole output rows or images), or None as :func:`tma_plan`."""
+    if config.tma is False or groups != 1 or np.dtype(dtype).itemsize != 2 or not wgmma_on(config, dev_id):
+        return None
+    return _wgrad_plan(np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
+                       tuple(dilation), sm_count(dev_id))
+
+
+@functools.cache
+def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, sms):
+    import cupy
+
+    n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
+    box = tile_box(p, q, stride, WGRAD_PIXELS)
+    if box is None or c % BOX_C or k % BOX_C:
+        return None
+    ncol, chunks = r * s * c, -(-n * p * q // WGRAD_PIXELS)
+    bm = 64 if k <= 64 else 128
+    m_tiles, n_tiles = -(-k // bm), -(-ncol // 128)
+    tiles = m_tiles * n_tiles
+    # about two units per SM (the blocks persist: a second unit evens their finish), each at least 4 stages long
+    splits = max(1, min(-(-2 * sms // tiles), chunks // 4, 256))
+    per = -(-chunks // splits)
+    splits = -(-chunks // per)
+    stages = 5 if bm == 128 else 6
+    is_bf16 = dtype == backend.bfloat16
+    kern = get_kernel("conv_tma.cu", "conv_tma_wgrad", (
+        "-arch=sm_90a", f"-DCT_T={'__nv_bfloat16' if is_bf16 else '__half'}", f"-DCT_IS_BF16={int(is_bf16)}",
+        "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}"))
+    smem = 1024 + stages * (bm + 128) * BOX_C * 2 + 16 * stages  # the ring (1024-byte aligned), the mbarriers
+    kern.max_dynamic_shared_size_bytes = smem
+    prm = cupy.asarray(np.array([k, ncol, p * q, q, chunks, per, c, s, stride[0], -padding[0], dilation[0],
+                                 -padding[1], dilation[1], m_tiles, n_tiles, tiles * splits], np.int32))
+    from cuda.bindings import driver
+
+    types = driver.CUtensorMapDataType
+    a_map = ((k, q, p, n), (k * 2, q * k * 2, p * q * k * 2), (BOX_C, *box), (1, 1, 1, 1))
+    b_map = ((c, wd, h, n), (c * 2, wd * c * 2, h * wd * c * 2),
+             (BOX_C, box[0] * stride[1], box[1] * stride[0], box[2]), (1, stride[1], stride[0], 1))
+    dt = types.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if is_bf16 else types.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+    return TmaPlan(kern, smem, min(tiles * splits, sms), prm, dt, a_map, b_map, splits)
 
 
 def _tensor_map(dt, address, dims, strides, box, steps):
