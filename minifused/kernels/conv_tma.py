@@ -61,8 +61,11 @@ class TmaPlan:
     a_map: tuple
     b_map: tuple
     splits: int = 1  # the filter gradient's fp32 partials (splits of the pixels)
+    #: the tensor-map arguments made so far, by (operand, address): see :func:`_map_argument`
+    maps: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
+@functools.cache
 def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
     """The :class:`TmaPlan` of a FORWARD or (stride 1) BACKWARD_DATA GEMM, or None where the kernel does not
     apply, ``config.tma`` is False or the config asks for mma.sync (:func:`~.conv_plan.wgmma_on`)."""
@@ -114,6 +117,7 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, sms, tile_n)
     return TmaPlan(kern, smem, min(m_tiles * n_tiles, sms), prm, dt, a_map, b_map)
 
 
+@functools.cache
 def tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
     """The :class:`TmaPlan` of the filter gradient (conv_tma_wgrad: dy and x packed, channels multiples of
     64, reduction tiles of :data:`WGRAD_PIXELS` whole output rows or images), or None as :func:`tma_plan`."""
@@ -173,30 +177,31 @@ def _tensor_map(dt, address, dims, strides, box, steps):
     return tmap
 
 
-#: Encoded tensor maps by (map shape, data type, address), each beside the CuPy argument that passes its 128
-#: bytes by value: a training step allocates its operands at the same addresses step after step (CuPy's
-#: pool), so encoding, most of a launch's host time, is mostly skipped. Bounded: cleared when full.
-_MAPS: dict = {}
-_MAPS_MAX = 4096
+#: Tensor maps a plan keeps at most (it forgets them all when full).
+MAPS_PER_PLAN = 256
 
 
-def _map_argument(dt, address, shape):
-    key = (shape, dt, address)
-    hit = _MAPS.get(key)
+def _map_argument(plan, b_side, address):
+    """The kernel argument of the tensor map of ``plan``'s operand (``b_side``: the second) at ``address``:
+    a CuPy CPointer to the encoded map, which passes its 128 bytes by value. Kept per plan by address: a
+    training step allocates its operands at the same addresses step after step (CuPy's pool), so encoding,
+    most of a launch's host time, is mostly skipped."""
+    key = (b_side, address)
+    hit = plan.maps.get(key)
     if hit is None:
         from cupy.cuda.function import CPointer
 
-        if len(_MAPS) >= _MAPS_MAX:
-            _MAPS.clear()
-        tmap = _tensor_map(dt, address, *shape)
-        # a kernel argument is read from the address its CPointer holds: the map itself, passed by value
-        hit = _MAPS[key] = (tmap, CPointer(tmap.getPtr()))
+        if len(plan.maps) >= MAPS_PER_PLAN:
+            plan.maps.clear()
+        tmap = _tensor_map(plan.dtype, address, *(plan.b_map if b_side else plan.a_map))
+        hit = plan.maps[key] = (tmap, CPointer(tmap.getPtr()))  # the CPointer reads the map the tuple keeps alive
     return hit[1]
 
 
 def launch_tma(plan, a, b, out, bias, flags):
-    """``out`` (NCHW) = the GEMM of ``plan`` on the packed operands at addresses ``a`` (gathered) and ``b``
-    (weights), with conv.cu's epilogue ``flags`` (an int32: bias, ReLU; ``bias`` an address or 0)."""
-    plan.kern.kernel((plan.grid,), (NT,), (_map_argument(plan.dtype, a, plan.a_map),
-                                           _map_argument(plan.dtype, b, plan.b_map), np.uint64(out),
-                                           np.uint64(bias or out), plan.prm, flags), plan.smem)
+    """Runs ``plan`` on the packed operands at addresses ``a`` (the gathered one) and ``b`` (the weights; x for
+    the filter gradient) into ``out`` (NCHW; the filter gradient's fp32 partials), with conv.cu's epilogue
+    ``flags`` (an int32: bias, ReLU; ``bias`` an address or 0; the filter gradient has neither)."""
+    args = (_map_argument(plan, False, a), _map_argument(plan, True, b), np.uint64(out), np.uint64(bias or out),
+            plan.prm, flags)
+    plan.kern.kernel((plan.grid,), (NT,), args, plan.smem)
