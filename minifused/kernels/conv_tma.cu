@@ -107,20 +107,53 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDesc* map, un
 // the consumer warpgroups' own barrier (id 1): the producer warp never waits on it
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
-__device__ __forceinline__ float to_f(T v) {
-#if CT_IS_BF16
-    return __bfloat162float(v);
-#else
-    return __half2float(v);
-#endif
-}
-__device__ __forceinline__ T from_f(float v) {
-#if CT_IS_BF16
-    return __float2bfloat16_rn(v);
-#else
-    return __float2half_rn(v);
-#endif
-}
+// The ring of STAGES stages: full[i] (the producer's expected bytes, completed by the TMA unit) and empty[i]
+// (one arrival per consumer warp) mbarriers, and one side's position in it. Both sides walk the stages in the
+// same order; a stage's phase bit flips each time round.
+struct Ring {
+    unsigned full0, empty0;
+    int stage = 0, prev = -1;  // prev: the consumers' stage whose MMAs may still be running
+    unsigned phase = 0;
+    __device__ Ring(const void* bars) : full0(smem_addr(bars)), empty0(smem_addr(bars) + 8 * STAGES) {}
+    __device__ void init() const {  // one thread, before the block's barrier
+        for (int i = 0; i < STAGES; ++i) {
+            mbar_init(full0 + 8 * i, 1);
+            mbar_init(empty0 + 8 * i, 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __device__ void advance() {
+        prev = stage;
+        if (++stage == STAGES) { stage = 0; phase ^= 1; }
+    }
+    // the producer: wait until the stage is free, announce its bytes; returns its full barrier
+    __device__ unsigned acquire(unsigned bytes) const {
+        mbar_wait(empty0 + 8 * stage, phase ^ 1);
+        mbar_expect_tx(full0 + 8 * stage, bytes);
+        return full0 + 8 * stage;
+    }
+    // the consumers: the stage's four MMAs (descriptors da, db advanced by `step` units per 16 of reduction) as
+    // one group, once its loads have landed; then the stage before it goes back to the producer, its MMAs done
+    template <int N> __device__ void consume(float (&acc)[N], unsigned long long da, unsigned long long db, int step,
+                                             int lane) {
+        mbar_wait(full0 + 8 * stage, phase);
+        wg_fence();
+#pragma unroll
+        for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + step * kq, db + step * kq);
+        wg_commit();
+        wg_wait<1>();
+        if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
+        advance();
+    }
+    template <int N> __device__ void drain(float (&acc)[N], int lane) {  // after a tile's last stage
+        wg_wait<0>();
+        wg_fence_acc(acc);
+        if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
+        prev = -1;
+    }
+};
+
+#include "dtypes.cuh"  // to_f / from_f
 
 #if !CT_WGRAD
 constexpr int BM = 128, BK = 64;  // BK: 64 elements = 128 bytes
@@ -139,33 +172,22 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
     // the ring's tiles start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     T* epi = reinterpret_cast<T*>(ring + STAGES * STAGE_BYTES);
-    unsigned long long* bars = reinterpret_cast<unsigned long long*>(epi + BN * LDE);  // full[STAGES], empty[STAGES]
-    const unsigned full0 = smem_addr(bars), empty0 = full0 + 8 * STAGES;
+    Ring pipe(epi + BN * LDE);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    if (tid == 0) {
-        for (int i = 0; i < STAGES; ++i) {
-            mbar_init(full0 + 8 * i, 1);
-            mbar_init(empty0 + 8 * i, 8);  // one arrival per consumer warp
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (tid == 0) pipe.init();
     __syncthreads();
 
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (warp != 0 || lane != 0) return;
-        int stage = 0;
-        unsigned phase = 0;
         for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
             const int mt = tile / n_tiles, n0 = (tile - mt * n_tiles) * BN, m0 = mt * BM;
             const int img = m0 / OHW, p0 = (m0 - img * OHW) / OW;
             for (int kt = 0; kt < k_tiles; ++kt) {
-                mbar_wait(empty0 + 8 * stage, phase ^ 1);
-                const unsigned full = full0 + 8 * stage, dst = smem_addr(ring + stage * STAGE_BYTES);
-                mbar_expect_tx(full, STAGE_BYTES);
+                const unsigned full = pipe.acquire(STAGE_BYTES), dst = smem_addr(ring + pipe.stage * STAGE_BYTES);
                 const int tap = kt / c_tiles, ct = kt - tap * c_tiles, r = tap / S, s = tap - r * S;
                 tma_load_4d(dst, &map_a, full, ct * BK, ox + s * rx, p0 * sy + oy + r * ry, img);
                 tma_load_2d(dst + A_BYTES, &map_b, full, kt * BK, n0);
-                if (++stage == STAGES) { stage = 0; phase ^= 1; }
+                pipe.advance();
             }
         }
         return;
@@ -174,30 +196,16 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
     // -------------------------------------------------------------------- consumers
     const int wg = warp / 4 - 1, ct_id = tid - 128;  // warpgroup 0 or 1 of the MMAs; index among their threads
     const int g = lane >> 2, tig = lane & 3;
-    int stage = 0;
-    unsigned phase = 0;
     float acc[BN / 2];
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const int mt = tile / n_tiles, n0 = (tile - mt * n_tiles) * BN, m0 = mt * BM;
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-        int prev = -1;
-        for (int kt = 0; kt < k_tiles; ++kt) {
-            mbar_wait(full0 + 8 * stage, phase);
-            const unsigned char* st = ring + stage * STAGE_BYTES;
-            const unsigned long long da = wg_desc(st + wg * (A_BYTES / 2)), db = wg_desc(st + A_BYTES);
-            wg_fence();
-#pragma unroll
-            for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + 2 * kq, db + 2 * kq);  // 32 bytes = 2 units
-            wg_commit();
-            wg_wait<1>();  // the previous k-tile's MMAs are done: its stage goes back to the producer
-            if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
-            prev = stage;
-            if (++stage == STAGES) { stage = 0; phase ^= 1; }
+        for (int kt = 0; kt < k_tiles; ++kt) {  // K-major operands: 16 of reduction are 32 bytes = 2 units along
+            const unsigned char* st = ring + pipe.stage * STAGE_BYTES;
+            pipe.consume(acc, wg_desc(st + wg * (A_BYTES / 2)), wg_desc(st + A_BYTES), 2, lane);
         }
-        wg_wait<0>();
-        wg_fence_acc(acc);
-        if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
+        pipe.drain(acc, lane);
 
         // epilogue: fp32 -> bias, ReLU -> T, through shared memory (the last tile's readers are done first)
         consumers_sync();
@@ -209,7 +217,7 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
                 float v = acc[j * 4 + t];
                 if (flags & 2) v += n0 + nc < N ? to_f(bias[n0 + nc]) : 0.0f;
                 if (flags & 1) v = fmaxf(v, 0.0f);
-                epi[nc * LDE + mr] = from_f(v);
+                epi[nc * LDE + mr] = from_f<T>(v);
             }
         consumers_sync();
         // 16 runs of 8 pixels per channel; a run lies in one image (the host requires OHW % 8 == 0)
@@ -243,32 +251,21 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
               n_tiles = prm[14], units = prm[15];
     extern __shared__ __align__(128) unsigned char smem_raw[];
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-    unsigned long long* bars = reinterpret_cast<unsigned long long*>(ring + STAGES * W_STAGE_BYTES);
-    const unsigned full0 = smem_addr(bars), empty0 = full0 + 8 * STAGES;
+    Ring pipe(ring + STAGES * W_STAGE_BYTES);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    if (tid == 0) {
-        for (int i = 0; i < STAGES; ++i) {
-            mbar_init(full0 + 8 * i, 1);
-            mbar_init(empty0 + 8 * i, 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (tid == 0) pipe.init();
     __syncthreads();
     const int tiles = m_tiles * n_tiles;
 
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (warp != 0 || lane != 0) return;
-        int stage = 0;
-        unsigned phase = 0;
         for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
             const int split = unit / tiles, rem = unit - split * tiles, mt = rem / n_tiles;
             const int k0 = mt * WBM, col0 = (rem - mt * n_tiles) * 128;
             const int c_end = min(chunks, (split + 1) * per);
             for (int ch = split * per; ch < c_end; ++ch) {
                 const int pix = ch * 64, img = pix / OHW, p0 = (pix - img * OHW) / OW;
-                mbar_wait(empty0 + 8 * stage, phase ^ 1);
-                const unsigned full = full0 + 8 * stage, dst = smem_addr(ring + stage * W_STAGE_BYTES);
-                mbar_expect_tx(full, W_STAGE_BYTES);
+                const unsigned full = pipe.acquire(W_STAGE_BYTES), dst = smem_addr(ring + pipe.stage * W_STAGE_BYTES);
 #pragma unroll
                 for (int i = 0; i < WBM / 64; ++i) tma_load_4d(dst + i * BOX_BYTES, &map_dy, full, k0 + 64 * i, 0, p0, img);
 #pragma unroll
@@ -277,7 +274,7 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
                     tma_load_4d(dst + W_A_BYTES + j * BOX_BYTES, &map_x, full, c0, ox + s * rx, p0 * sy + oy + r * ry,
                                 img);
                 }
-                if (++stage == STAGES) { stage = 0; phase ^= 1; }
+                pipe.advance();
             }
         }
         return;
@@ -286,8 +283,6 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
     // -------------------------------------------------------------------- consumers
     const int wg = warp / 4 - 1, g = lane >> 2, tig = lane & 3;
     const int row_base = WBM == 128 ? wg * 64 : 0, col_base = WBM == 128 ? 0 : wg * 64;
-    int stage = 0;
-    unsigned phase = 0;
     float acc[WG_N / 2];
     for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
         const int split = unit / tiles, rem = unit - split * tiles, mt = rem / n_tiles;
@@ -295,24 +290,12 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
         const int c_end = min(chunks, (split + 1) * per);
 #pragma unroll
         for (int i = 0; i < WG_N / 2; ++i) acc[i] = 0.0f;
-        int prev = -1;
-        for (int ch = split * per; ch < c_end; ++ch) {
-            mbar_wait(full0 + 8 * stage, phase);
-            const unsigned char* st = ring + stage * W_STAGE_BYTES;
-            const unsigned long long da = wg_desc_mn(st + (row_base / 64) * BOX_BYTES),
-                                     db = wg_desc_mn(st + W_A_BYTES + (col_base / 64) * BOX_BYTES);
-            wg_fence();
-#pragma unroll
-            for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + 128 * kq, db + 128 * kq);  // 16 pixels: 2 KiB
-            wg_commit();
-            wg_wait<1>();
-            if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
-            prev = stage;
-            if (++stage == STAGES) { stage = 0; phase ^= 1; }
+        for (int ch = split * per; ch < c_end; ++ch) {  // pixel-major operands: 16 pixels are 2 KiB = 128 units
+            const unsigned char* st = ring + pipe.stage * W_STAGE_BYTES;
+            pipe.consume(acc, wg_desc_mn(st + (row_base / 64) * BOX_BYTES),
+                         wg_desc_mn(st + W_A_BYTES + (col_base / 64) * BOX_BYTES), 128, lane);
         }
-        wg_wait<0>();
-        wg_fence_acc(acc);
-        if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
+        pipe.drain(acc, lane);
         float* part = ws + (long long)split * K * ncol;
 #pragma unroll
         for (int j = 0; j < WG_N / 8; ++j)
