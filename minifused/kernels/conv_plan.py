@@ -84,8 +84,8 @@ class ConvConfig:
     #: Hopper's wgmma for the repacked forward and backward-data GEMMs with 128-byte tile rows (fp16/bf16, and
     #: float32 with TF32) and for the backward-filter's (fp16/bf16): None uses it on sm_90 GPUs, False never.
     wgmma: bool | None = None
-    #: The forward and stride-1 backward-data on Hopper's TMA kernel (conv_tma.py) where it applies: None uses
-    #: it there, False takes conv.cu's wgmma path.
+    #: The forward, stride-1 backward-data and backward-filter on Hopper's TMA kernels (conv_tma.py) where they
+    #: apply: None uses them there, False takes conv.cu's paths.
     tma: bool | None = None
     #: Shared-memory stages of the wgmma pipeline (3: two blocks fit on an SM; 4: one, loads a tile further
     #: ahead); None picks by the grid's size.

@@ -267,7 +267,8 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
                 const int pix = ch * 64, img = pix / OHW, p0 = (pix - img * OHW) / OW;
                 const unsigned full = pipe.acquire(W_STAGE_BYTES), dst = smem_addr(ring + pipe.stage * W_STAGE_BYTES);
 #pragma unroll
-                for (int i = 0; i < WBM / 64; ++i) tma_load_4d(dst + i * BOX_BYTES, &map_dy, full, k0 + 64 * i, 0, p0, img);
+                for (int i = 0; i < WBM / 64; ++i)
+                    tma_load_4d(dst + i * BOX_BYTES, &map_dy, full, k0 + 64 * i, 0, p0, img);
 #pragma unroll
                 for (int j = 0; j < 2; ++j) {  // a column block past ncol loads some tap's pixels: never written
                     const int col = col0 + 64 * j, tap = col / Cp, c0 = col - tap * Cp, r = tap / S, s = tap - r * S;

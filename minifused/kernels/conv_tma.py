@@ -65,11 +65,40 @@ class TmaPlan:
     maps: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
+def _tma_on(dtype, groups, dev_id, config):
+    """Whether the config, the GPU, the data type (fp16 / bf16) and one group allow the TMA kernels."""
+    return config.tma is not False and groups == 1 and np.dtype(dtype).itemsize == 2 and wgmma_on(config, dev_id)
+
+
+def _kernel(name, dtype, smem, *defines):
+    """A conv_tma.cu kernel for ``dtype`` (a NumPy dtype) with ``defines``, allowed ``smem`` shared bytes."""
+    is_bf16 = dtype == backend.bfloat16
+    kern = get_kernel("conv_tma.cu", name, ("-arch=sm_90a", f"-DCT_T={'__nv_bfloat16' if is_bf16 else '__half'}",
+                                            f"-DCT_IS_BF16={int(is_bf16)}", *defines))
+    kern.max_dynamic_shared_size_bytes = smem
+    return kern
+
+
+def _map_type(dtype):
+    from cuda.bindings import driver
+
+    types = driver.CUtensorMapDataType
+    bf16 = dtype == backend.bfloat16
+    return types.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if bf16 else types.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+
+
+def _nhwc_map(n, h, w, c, box, step=(1, 1)):
+    """The map shape of a packed (n, h, w, c) operand (16-bit) read in boxes of 64 channels by ``box`` = (row
+    pixels, rows, images) of the output, ``step`` = the (h, w) element strides."""
+    return ((c, w, h, n), (c * 2, w * c * 2, h * w * c * 2), (BOX_C, box[0] * step[1], box[1] * step[0], box[2]),
+            (1, step[1], step[0], 1))
+
+
 @functools.cache
 def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
     """The :class:`TmaPlan` of a FORWARD or (stride 1) BACKWARD_DATA GEMM, or None where the kernel does not
     apply, ``config.tma`` is False or the config asks for mma.sync (:func:`~.conv_plan.wgmma_on`)."""
-    if config.tma is False or groups != 1 or np.dtype(dtype).itemsize != 2 or not wgmma_on(config, dev_id):
+    if not _tma_on(dtype, groups, dev_id, config):
         return None
     return _plan(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
                  tuple(dilation), sm_count(dev_id), config.tile_n)
@@ -97,31 +126,22 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, sms, tile_n)
     bn = tile_n if tile_n in (64, 128) else (128 if cols >= 128 and m_tiles * -(-cols // 128) * 2 >= sms else 64)
     n_tiles = -(-cols // bn)
     stages = _STAGES[bn]
-    is_bf16 = dtype == backend.bfloat16
-    kern = get_kernel("conv_tma.cu", "conv_tma", (
-        "-arch=sm_90a", f"-DCT_T={'__nv_bfloat16' if is_bf16 else '__half'}", f"-DCT_IS_BF16={int(is_bf16)}",
-        f"-DCT_BN={bn}", f"-DCT_STAGES={stages}"))
     # the ring (1024-byte aligned), the epilogue tile T[bn][BM + 8], the mbarriers
     smem = 1024 + stages * (BM + bn) * BOX_C * 2 + bn * (BM + 8) * 2 + 16 * stages
-    kern.max_dynamic_shared_size_bytes = smem
+    kern = _kernel("conv_tma", dtype, smem, f"-DCT_BN={bn}", f"-DCT_STAGES={stages}")
     kred = r * s * ch
     prm = cupy.asarray(np.array([m, cols, ohw, out[1], kred // BOX_C, ch // BOX_C, s, *taps, n_tiles,
                                  m_tiles * n_tiles], np.int32))
-    from cuda.bindings import driver
-
-    types = driver.CUtensorMapDataType
-    a_map = ((ch, src[1], src[0], n), (ch * 2, src[1] * ch * 2, src[0] * src[1] * ch * 2),
-             (BOX_C, box[0] * step[1], box[1] * step[0], box[2]), (1, step[1], step[0], 1))
     b_map = ((kred, cols), (kred * 2,), (BOX_C, bn), (1, 1))
-    dt = types.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if is_bf16 else types.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-    return TmaPlan(kern, smem, min(m_tiles * n_tiles, sms), prm, dt, a_map, b_map)
+    return TmaPlan(kern, smem, min(m_tiles * n_tiles, sms), prm, _map_type(dtype), _nhwc_map(n, *src, box, step),
+                   b_map)
 
 
 @functools.cache
 def tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
     """The :class:`TmaPlan` of the filter gradient (conv_tma_wgrad: dy and x packed, channels multiples of
     64, reduction tiles of :data:`WGRAD_PIXELS` whole output rows or images), or None as :func:`tma_plan`."""
-    if config.tma is False or groups != 1 or np.dtype(dtype).itemsize != 2 or not wgmma_on(config, dev_id):
+    if not _tma_on(dtype, groups, dev_id, config):
         return None
     return _wgrad_plan(np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
                        tuple(dilation), sm_count(dev_id))
@@ -144,22 +164,12 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, sms):
     per = -(-chunks // splits)
     splits = -(-chunks // per)
     stages = 5 if bm == 128 else 6
-    is_bf16 = dtype == backend.bfloat16
-    kern = get_kernel("conv_tma.cu", "conv_tma_wgrad", (
-        "-arch=sm_90a", f"-DCT_T={'__nv_bfloat16' if is_bf16 else '__half'}", f"-DCT_IS_BF16={int(is_bf16)}",
-        "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}"))
     smem = 1024 + stages * (bm + 128) * BOX_C * 2 + 16 * stages  # the ring (1024-byte aligned), the mbarriers
-    kern.max_dynamic_shared_size_bytes = smem
+    kern = _kernel("conv_tma_wgrad", dtype, smem, "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}")
     prm = cupy.asarray(np.array([k, ncol, p * q, q, chunks, per, c, s, stride[0], -padding[0], dilation[0],
                                  -padding[1], dilation[1], m_tiles, n_tiles, tiles * splits], np.int32))
-    from cuda.bindings import driver
-
-    types = driver.CUtensorMapDataType
-    a_map = ((k, q, p, n), (k * 2, q * k * 2, p * q * k * 2), (BOX_C, *box), (1, 1, 1, 1))
-    b_map = ((c, wd, h, n), (c * 2, wd * c * 2, h * wd * c * 2),
-             (BOX_C, box[0] * stride[1], box[1] * stride[0], box[2]), (1, stride[1], stride[0], 1))
-    dt = types.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if is_bf16 else types.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-    return TmaPlan(kern, smem, min(tiles * splits, sms), prm, dt, a_map, b_map, splits)
+    return TmaPlan(kern, smem, min(tiles * splits, sms), prm, _map_type(dtype), _nhwc_map(n, p, q, k, box),
+                   _nhwc_map(n, h, wd, c, box, stride), splits)
 
 
 def _tensor_map(dt, address, dims, strides, box, steps):
