@@ -692,19 +692,41 @@ def test_tma_tile_boxes():
     assert tile_box(32, 32, (1, 1), 64) == (32, 2, 1) and tile_box(4, 4, (1, 1), 64) == (4, 4, 4)  # the wgrad's
 
 
+@pytest.mark.parametrize("size,r,stride,pad", [(16, 3, 2, 1), (16, 1, 2, 0), (12, 2, 2, 0), (18, 5, 3, 2),
+                                               (12, 4, 2, 3)])
+def test_tma_residue_classes_gather_every_tap_once(size, r, stride, pad):
+    """conv_tma's backward-data by residue classes: along one axis, dx[y] of every y gathers dy[p] over exactly
+    the taps t with p * stride - pad + t == y, 0 <= t < r (dy's range is the TMA unit's zero fill)."""
+    from minifused.kernels.conv_tma import _classes
+
+    (sy, ry, _), tap_step, out_step, rows = _classes(P.ConvMode.BACKWARD_DATA, (size, size), r, r, (stride,) * 2,
+                                                     (pad, pad), (1, 1))
+    assert (sy, ry, tap_step, out_step, len(rows)) == (1, -1, stride, stride, stride * stride)
+    for taps, _, oy, _, r0, _, y0, _ in rows:
+        for i in range(size // stride):
+            got = sorted((r0 + j * tap_step, i + oy + j * ry) for j in range(taps))
+            y = y0 + i * out_step
+            want = sorted((t, (y + pad - t) // stride) for t in range(r) if (y + pad - t) % stride == 0)
+            assert got == want, (y, got, want)
+    assert _classes(P.ConvMode.BACKWARD_DATA, (15, 16), r, r, (2, 2), (pad, pad), (1, 1)) is None
+    assert _classes(P.ConvMode.BACKWARD_DATA, (16, 16), r, r, (2, 2), (pad, pad), (2, 2)) is None
+
+
 #: (N, C, H, W, K, R, stride, padding, dilation): conv_tma's tile forms (rows of one image, whole images, a
-#: last tile past the batch), strides 1 and 2, 1x1 and dilated taps, column tiles of 64 and 128 and a partial one
+#: last tile past the batch), strides 1 and 2 (2x2 filters: one tap per residue class), 1x1 and dilated taps,
+#: column tiles of 64 and 128 and a partial one
 _TMA_CASES = [(3, 64, 32, 32, 64, 3, 1, 1, 1), (5, 128, 16, 16, 128, 3, 2, 1, 1), (7, 64, 8, 8, 192, 1, 1, 0, 1),
               (2, 128, 4, 4, 256, 3, 1, 1, 1), (4, 64, 16, 16, 64, 3, 1, 2, 2), (4, 64, 16, 16, 128, 1, 2, 0, 1),
-              (40, 64, 16, 16, 320, 3, 1, 1, 1), (3, 192, 8, 8, 64, 3, 2, 1, 1)]
+              (40, 64, 16, 16, 320, 3, 1, 1, 1), (3, 192, 8, 8, 64, 3, 2, 1, 1), (2, 64, 32, 32, 64, 3, 2, 1, 1),
+              (3, 64, 16, 16, 64, 2, 2, 0, 1)]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
-    """On an sm_90 GPU the forward (bias and ReLU fused, no mask), the stride-1 backward-data and the filter
-    gradient of the shapes conv_tma takes run on it (its plans exist) and match the float64 reference; a ReLU
-    mask takes conv.cu."""
+    """On an sm_90 GPU the forward (bias and ReLU fused, no mask), the backward-data (a stride of 2 as residue
+    classes, a 1x1 filter's with classes of no taps) and the filter gradient of the shapes conv_tma takes run
+    on it (its plans exist) and match the float64 reference; a ReLU mask takes conv.cu."""
     import cupy
 
     from minifused.kernels.conv_tma import tma_plan, tma_wgrad_plan
@@ -733,7 +755,8 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
         rdx = K.conv2d_backward_data_ref(dy.astype(cupy.float64), w64, x.shape, *geo)
         assert _rel(dx, rdx) < tol, ("dgrad", n, c, h, w, k, r, st)
         dplan = tma_plan(P.ConvMode.BACKWARD_DATA, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG)
-        assert (dplan is not None) == (st == 1 and k % 64 == 0), (n, c, h, w, k, r, st)
+        assert (dplan is not None) == (k % 64 == 0 and (st == 1 or (dil == 1 and h % st == w % st == 0))), \
+            (n, c, h, w, k, r, st)
         assert tma_wgrad_plan(dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG) is not None
         dw = K.conv2d_backward_filter(dy, x, wt.shape, *geo)
         rdw = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x64, wt.shape, *geo)
@@ -741,3 +764,32 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
     off = ConvConfig(tma=False)
     assert tma_plan(P.ConvMode.FORWARD, dt, (3, 64, 32, 32), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, dev, off) \
         is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_pack_nhwc_matches_numpy(dtype, poisoned_pool):
+    """conv_util.cu's pack of one group's channel slice to NHWC (channels zero-padded, times a ReLU mask) equals
+    NumPy's, on the 16-bit vector tiles (pixels a multiple of 8) and their fall-backs: a pixel count that is
+    not, and an input that does not start on 16 bytes."""
+    import cupy
+
+    dt = getattr(backend, dtype)
+    rng = np.random.default_rng(9)
+    for n, ctot, h, w, c_off, c, misaligned in [(3, 70, 8, 8, 0, 70, False), (2, 130, 7, 9, 3, 100, False),
+                                                (2, 64, 12, 12, 0, 64, True), (5, 16, 4, 4, 8, 8, False),
+                                                (1, 200, 16, 20, 64, 136, False)]:
+        size = n * ctot * h * w
+        flat = cupy.asarray(rng.standard_normal(size + 1)).astype(dt)
+        a = (flat[1:] if misaligned else flat[:size]).reshape(n, ctot, h, w)
+        cp_ = P.padded_channels(c, dt)
+        words = (n * h * w + 31) // 32
+        mask = cupy.asarray(rng.integers(0, 2**32, (ctot, words), dtype=np.uint32))
+        keep = np.unpackbits(mask.get().view(np.uint8), bitorder="little").reshape(ctot, -1)[:, :n * h * w]
+        want = np.zeros((n, h, w, cp_), np.float64)
+        want[..., :c] = a.get().astype(np.float64)[:, c_off:c_off + c].transpose(0, 2, 3, 1)
+        assert np.array_equal(K._pack_nhwc(a, c_off, c, cp_).get().astype(np.float64), want)
+        masked = want.copy()
+        masked[..., :c] *= keep[c_off:c_off + c].reshape(c, n, h, w).transpose(1, 2, 3, 0)
+        got = K._pack_nhwc(a, c_off, c, cp_, mask, words).get().astype(np.float64)
+        assert np.array_equal(got, masked), (n, ctot, h, w, c_off, c)

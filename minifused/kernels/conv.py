@@ -27,7 +27,7 @@ from .. import backend
 from . import NULL, grid_1d, sm_count
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
-                        nchw_plan, out_size, padded_channels, uses_nchw_forward, util_kernel)
+                        nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
 from .conv_tma import launch_tma, tma_plan, tma_wgrad_plan
 from .conv_ref import (conv2d_backward_data_ref, conv2d_backward_filter_ref, conv2d_backward_ref, conv2d_forward_ref,
                        pack_mask, unpack_mask)
@@ -80,7 +80,8 @@ def _pack_nhwc(a, c_off, c, cp_, mask=None, mask_words=0):
     n, ctot, h, w = a.shape
     hw = h * w
     out = cupy.empty((n, h, w, cp_), a.dtype)
-    grid = ((hw + 31) // 32, (cp_ + 31) // 32, min(n, GRID_Z))
+    tile = pack_tile(a.dtype)
+    grid = (-(-hw // tile), -(-cp_ // tile), min(n, GRID_Z))
     util_kernel(a.dtype, "pack_nhwc")(grid, (32, 8, 1), (
         _ptr(a, c_off * hw), out, _ptr(mask, c_off * mask_words) if mask is not None else a,
         *ints(c, ctot, hw, cp_, mask_words if mask is not None else 0, n)))

@@ -9,7 +9,7 @@ Paths (float16 / bfloat16 / float32 CuPy arrays):
   backward-filter GEMMs with 128-byte tile rows run on Hopper's wgmma, the rest on mma.sync (:class:`Mma`).
   groups > 1 runs one GEMM per group. Where Hopper's TMA kernels of ``conv_tma.cu`` apply (``conv_tma.py``:
   fp16/bf16, channels in multiples of 64, tiles of whole output rows or images) they take the forward, the
-  stride-1 backward-data and the backward-filter on the same packed operands.
+  backward-data (a stride > 1 as residue classes) and the backward-filter on the same packed operands.
 - FORWARD_NCHW: a small fp16/bf16 forward (:attr:`ConvConfig.nchw_gather_max`), or one onto at most 64
   channels that would not run on wgmma, skips the repack: it gathers from NCHW x and reads KCRS w as they
   are, in one launch.
@@ -84,7 +84,7 @@ class ConvConfig:
     #: Hopper's wgmma for the repacked forward and backward-data GEMMs with 128-byte tile rows (fp16/bf16, and
     #: float32 with TF32) and for the backward-filter's (fp16/bf16): None uses it on sm_90 GPUs, False never.
     wgmma: bool | None = None
-    #: The forward, stride-1 backward-data and backward-filter on Hopper's TMA kernels (conv_tma.py) where they
+    #: The forward, backward-data and backward-filter on Hopper's TMA kernels (conv_tma.py) where they
     #: apply: None uses them there, False takes conv.cu's paths.
     tma: bool | None = None
     #: Shared-memory stages of the wgmma pipeline (3: two blocks fit on an SM; 4: one, loads a tile further
@@ -146,6 +146,11 @@ def magic(d):
     ell = (d - 1).bit_length()  # ceil(log2(d))
     p = 31 + ell
     return ((1 << p) + d - 1) // d, p - 32
+
+
+def pack_tile(dtype):
+    """The side of the tile one block of conv_util.cu's pack_nhwc / pack_forward packs (its PACK_TILE)."""
+    return 64 if np.dtype(dtype).itemsize == 2 else 32
 
 
 def padded_channels(c, dtype):
@@ -320,7 +325,8 @@ def _forward_launch(dtype, geo, groups, conv, mma, sms, config, kernel):
     grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
     # pack_forward: x's tiles in z < N, the weight's grid-stride blocks above them
     xn_elems, w_elems = n * h * wd * cpad, kg * r * s * cpad
-    gx, gy = (h * wd + 31) // 32, (cpad + 31) // 32
+    tile = pack_tile(dtype)
+    gx, gy = -(-h * wd // tile), -(-cpad // tile)
     zw = (min((w_elems + 255) // 256, 1024) + gx * gy - 1) // (gx * gy)
     zx = min(n, GRID_Z - zw)
     tf32 = dtype == backend.float32 and mma != Mma.FFMA  # TF32 operands rounded once, in the pack

@@ -1,9 +1,15 @@
-// Conv2d as an implicit GEMM on Hopper (sm_90a), fed by the tensor memory accelerator (TMA): the forward,
-// and the backward-data of stride 1 (the same sum with the taps mirrored), fp16 / bf16 with fp32 accumulation.
+// Conv2d as an implicit GEMM on Hopper (sm_90a), fed by the tensor memory accelerator (TMA): the forward and
+// the backward-data (the same sum with the taps mirrored), fp16 / bf16 with fp32 accumulation.
 //
 //   Y[m=(n,p,q), k] = sum_{(r,s,c)} X_nhwc[n, p*sy + oy + r*ry, q*sx + ox + s*rx, c] * W[k, r, s, c]
 //     forward:            sy, sx = stride, oy, ox = -padding, ry, rx = dilation
 //     backward-data (s1): X is dY, W is W_crsk, oy, ox = +padding, ry, rx = -dilation
+//
+// The backward-data of a stride > 1 runs as one such sum per residue class of dX's pixels (y, x) modulo the
+// stride: a class's pixels are a map of their own, reached from dY at stride 1 by the taps whose rows and
+// columns match the class (those tap_step = stride apart; none for some classes of a 1x1 filter, whose pixels
+// are then zeros). One launch runs every class (a tile's class is its index over the tiles of one), and the
+// epilogue writes a class's pixels stride apart.
 //
 // A tile is 128 output pixels that are whole output rows of one image, or whole images (the host picks this
 // kernel only for such shapes). For one tap (r, s) and 64 channels, the tile's operand A is then one TMA
@@ -159,15 +165,25 @@ struct Ring {
 constexpr int BM = 128, BK = 64;  // BK: 64 elements = 128 bytes
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int LDE = BM + 8;  // the epilogue tile, T[BN][LDE]: a row of 16-byte-aligned pixel runs
+constexpr int HEAD = 14, PER_CLASS = 8;  // prm's shared entries, and each class's
 
-// prm: M, N, OHW, OW, k_tiles (R*S*Cp/64), c_tiles (Cp/64), S, sy, oy, ry, ox, rx, n_tiles, tiles
+// One residue class of output pixels: its live taps (R x S of them, the first at (r0, s0) of the full
+// filter, tap_step apart), their gather offsets (oy, ox) and the class's first output pixel (y0, x0).
+struct Class {
+    int R, S, oy, ox, r0, s0, y0, x0;
+    __device__ Class(const int* p) : R(p[0]), S(p[1]), oy(p[2]), ox(p[3]), r0(p[4]), s0(p[5]), y0(p[6]), x0(p[7]) {}
+};
+
+// prm: M (a class's output pixels), N, OHW, OW (a class's map), c_tiles (Cp/64), n_tiles, per_class (tiles),
+// tiles, sy, ry, rx, S (the filter's), tap_step, out_step (1, or the stride between a class's pixels in the
+// output), then PER_CLASS entries per class (Class). out: NCHW of out_step * (OH, OW).
 // flags: 1 ReLU, 2 bias (conv.cu's Epilogue values; no mask here)
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b, T* __restrict__ out,
          const T* __restrict__ bias, const int* __restrict__ prm, int flags) {
-    const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], k_tiles = prm[4], c_tiles = prm[5], S = prm[6],
-              sy = prm[7], oy = prm[8], ry = prm[9], ox = prm[10], rx = prm[11], n_tiles = prm[12],
-              tiles = prm[13];
+    const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], n_tiles = prm[5],
+              per_class = prm[6], tiles = prm[7], sy = prm[8], ry = prm[9], rx = prm[10], S_all = prm[11],
+              tap_step = prm[12], out_step = prm[13];
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // the ring's tiles start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -180,13 +196,15 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (warp != 0 || lane != 0) return;
         for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-            const int mt = tile / n_tiles, n0 = (tile - mt * n_tiles) * BN, m0 = mt * BM;
-            const int img = m0 / OHW, p0 = (m0 - img * OHW) / OW;
-            for (int kt = 0; kt < k_tiles; ++kt) {
+            const int cls = tile / per_class, rem = tile - cls * per_class, mt = rem / n_tiles;
+            const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * BM, img = m0 / OHW, p0 = (m0 - img * OHW) / OW;
+            const Class c(prm + HEAD + PER_CLASS * cls);
+            for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {
                 const unsigned full = pipe.acquire(STAGE_BYTES), dst = smem_addr(ring + pipe.stage * STAGE_BYTES);
-                const int tap = kt / c_tiles, ct = kt - tap * c_tiles, r = tap / S, s = tap - r * S;
-                tma_load_4d(dst, &map_a, full, ct * BK, ox + s * rx, p0 * sy + oy + r * ry, img);
-                tma_load_2d(dst + A_BYTES, &map_b, full, kt * BK, n0);
+                const int tap = kt / c_tiles, ct = kt - tap * c_tiles, r = tap / c.S, s = tap - r * c.S;
+                tma_load_4d(dst, &map_a, full, ct * BK, c.ox + s * rx, p0 * sy + c.oy + r * ry, img);
+                const int b_tap = (c.r0 + r * tap_step) * S_all + c.s0 + s * tap_step;
+                tma_load_2d(dst + A_BYTES, &map_b, full, (b_tap * c_tiles + ct) * BK, n0);
                 pipe.advance();
             }
         }
@@ -198,14 +216,16 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
     const int g = lane >> 2, tig = lane & 3;
     float acc[BN / 2];
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const int mt = tile / n_tiles, n0 = (tile - mt * n_tiles) * BN, m0 = mt * BM;
+        const int cls = tile / per_class, rem = tile - cls * per_class, mt = rem / n_tiles;
+        const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * BM;
+        const Class c(prm + HEAD + PER_CLASS * cls);
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-        for (int kt = 0; kt < k_tiles; ++kt) {  // K-major operands: 16 of reduction are 32 bytes = 2 units along
+        for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {  // K-major operands: 16 of reduction are 32 bytes
             const unsigned char* st = ring + pipe.stage * STAGE_BYTES;
             pipe.consume(acc, wg_desc(st + wg * (A_BYTES / 2)), wg_desc(st + A_BYTES), 2, lane);
         }
-        pipe.drain(acc, lane);
+        pipe.drain(acc, lane);  // a class without live taps (a 1x1 filter's) writes zeros
 
         // epilogue: fp32 -> bias, ReLU -> T, through shared memory (the last tile's readers are done first)
         consumers_sync();
@@ -220,13 +240,24 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
                 epi[nc * LDE + mr] = from_f<T>(v);
             }
         consumers_sync();
-        // 16 runs of 8 pixels per channel; a run lies in one image (the host requires OHW % 8 == 0)
-        for (int i = ct_id; i < BN * (BM / 8); i += 256) {
-            const int nl = i / (BM / 8), m = m0 + (i % (BM / 8)) * 8, n = n0 + nl;
-            if (m >= M || n >= N) continue;
-            const int img = m / OHW, pq = m - img * OHW;
-            *reinterpret_cast<uint4*>(out + ((long long)img * N + n) * OHW + pq) =
-                *reinterpret_cast<const uint4*>(epi + nl * LDE + (i % (BM / 8)) * 8);
+        if (out_step == 1) {
+            // 16 runs of 8 pixels per channel; a run lies in one image (the host requires OHW % 8 == 0)
+            for (int i = ct_id; i < BN * (BM / 8); i += 256) {
+                const int nl = i / (BM / 8), m = m0 + (i % (BM / 8)) * 8, n = n0 + nl;
+                if (m >= M || n >= N) continue;
+                const int img = m / OHW, pq = m - img * OHW;
+                *reinterpret_cast<uint4*>(out + ((long long)img * N + n) * OHW + pq) =
+                    *reinterpret_cast<const uint4*>(epi + nl * LDE + (i % (BM / 8)) * 8);
+            }
+        } else {  // a residue class: its pixels lie out_step apart in the output, one element per store
+            const int OW_all = OW * out_step, OHW_all = OHW * out_step * out_step;
+            for (int i = ct_id; i < BN * BM; i += 256) {
+                const int nl = i / BM, m = m0 + i % BM, n = n0 + nl;
+                if (m >= M || n >= N) continue;
+                const int img = m / OHW, pq = m - img * OHW, p = pq / OW, q = pq - p * OW;
+                out[((long long)img * N + n) * OHW_all + (c.y0 + p * out_step) * OW_all + c.x0 + q * out_step] =
+                    epi[nl * LDE + i % BM];
+            }
         }
     }
 }

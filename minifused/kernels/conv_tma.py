@@ -1,12 +1,13 @@
-"""Conv2d on Hopper's tensor memory accelerator (``conv_tma.cu``): the forward, the stride-1 backward-data
-and the filter gradient: where each applies, its launch constants, and the launch.
+"""Conv2d on Hopper's tensor memory accelerator (``conv_tma.cu``): the forward, the backward-data and the
+filter gradient: where each applies, its launch constants, and the launch.
 
 The kernels take the operands conv.cu's take, packed the same way (NHWC x and KRSC w; NHWK dy and CRSK w; dy
 and x for the filter gradient), and write the same outputs (NCHW; the filter gradient's fp32 split-K partials,
 which conv_util.cu's wgrad_reduce sums). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU
 to fp16 / bf16 with one group, when the gathered operands' channels are multiples of 64 (a box row is 128
 bytes) and every tile of output pixels is whole output rows of one image or whole images (:func:`tile_box`);
-the forward where no ReLU mask is wanted, the backward-data at stride 1. The TMA descriptors hold the
+the forward where no ReLU mask is wanted, the backward-data at stride 1 or as residue classes (one stride in
+both directions, no dilation, dX's sides multiples of the stride: :func:`_classes`). The TMA descriptors hold the
 operands' addresses: a call looks its two up by address (encoding them, host work only, on a miss) and passes
 them by value.
 """
@@ -96,12 +97,31 @@ def _nhwc_map(n, h, w, c, box, step=(1, 1)):
 
 @functools.cache
 def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
-    """The :class:`TmaPlan` of a FORWARD or (stride 1) BACKWARD_DATA GEMM, or None where the kernel does not
-    apply, ``config.tma`` is False or the config asks for mma.sync (:func:`~.conv_plan.wgmma_on`)."""
+    """The :class:`TmaPlan` of a FORWARD or BACKWARD_DATA GEMM, or None where the kernel does not apply,
+    ``config.tma`` is False or the config asks for mma.sync (:func:`~.conv_plan.wgmma_on`)."""
     if not _tma_on(dtype, groups, dev_id, config):
         return None
     return _plan(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
                  tuple(dilation), sm_count(dev_id), config.tile_n)
+
+
+def _classes(mode, n_out, r, s, stride, padding, dilation):
+    """(gather steps (sy, ry, rx), tap_step, out_step, class rows: conv_tma.cu's Class entries) of a FORWARD or
+    BACKWARD_DATA sum, or None where the kernel does not take it: the backward-data of a stride > 1 with
+    dilation, or whose output does not split into equal classes."""
+    if mode == ConvMode.FORWARD:  # gather x onto the output (p, q)
+        return (stride[0], dilation[0], dilation[1]), 1, 1, [(r, s, -padding[0], -padding[1], 0, 0, 0, 0)]
+    if stride == (1, 1):  # gather dy onto dx's (h, w), the taps mirrored
+        return (1, -dilation[0], -dilation[1]), 1, 1, [(r, s, padding[0], padding[1], 0, 0, 0, 0)]
+    if stride[0] != stride[1] or dilation != (1, 1) or n_out[0] % stride[0] or n_out[1] % stride[1]:
+        return None
+    st, rows = stride[0], []
+    for y0 in range(st):
+        for x0 in range(st):  # dx[st*i + y0] gathers dy[i + (y0 + pad - r) / st] over the taps r = y0 + pad mod st
+            r0, s0 = (y0 + padding[0]) % st, (x0 + padding[1]) % st
+            rows.append((len(range(r0, r, st)), len(range(s0, s, st)), (y0 + padding[0] - r0) // st,
+                         (x0 + padding[1] - s0) // st, r0, s0, y0, x0))
+    return (1, -1, -1), st, st, rows
 
 
 @functools.cache
@@ -109,18 +129,20 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, sms, tile_n)
     import cupy
 
     n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
-    if mode == ConvMode.FORWARD:  # gather x (n, h, wd, c) onto the output (p, q) x k
-        src, out, cols = (h, wd, c), (p, q), k
-        taps = (stride[0], -padding[0], dilation[0], -padding[1], dilation[1])
-    elif mode == ConvMode.BACKWARD_DATA and stride == (1, 1):  # gather dy (n, p, q, k) onto dx's (h, wd) x c
-        src, out, cols = (p, q, k), (h, wd), c
-        taps = (1, padding[0], -dilation[0], padding[1], -dilation[1])
+    if mode == ConvMode.FORWARD:  # x (n, h, wd, c) onto the output (p, q) x k
+        src, out, cols, step = (h, wd, c), (p, q), k, stride
+    elif mode == ConvMode.BACKWARD_DATA:  # dy (n, p, q, k) onto dx's (h, wd) x c
+        src, out, cols, step = (p, q, k), (h, wd), c, (1, 1)
     else:
         return None
-    box = tile_box(*out, stride if mode == ConvMode.FORWARD else (1, 1))
+    plan = _classes(mode, out, r, s, stride, padding, dilation)
+    if plan is None:
+        return None
+    (sy, ry, rx), tap_step, out_step, classes = plan
+    out = (out[0] // out_step, out[1] // out_step)  # one class's map
+    box = tile_box(*out, step)
     if box is None or src[2] % BOX_C:
         return None
-    step = stride if mode == ConvMode.FORWARD else (1, 1)
     m, ohw, ch = n * out[0] * out[1], out[0] * out[1], src[2]
     m_tiles = -(-m // BM)
     bn = tile_n if tile_n in (64, 128) else (128 if cols >= 128 and m_tiles * -(-cols // 128) * 2 >= sms else 64)
@@ -129,12 +151,12 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, sms, tile_n)
     # the ring (1024-byte aligned), the epilogue tile T[bn][BM + 8], the mbarriers
     smem = 1024 + stages * (BM + bn) * BOX_C * 2 + bn * (BM + 8) * 2 + 16 * stages
     kern = _kernel("conv_tma", dtype, smem, f"-DCT_BN={bn}", f"-DCT_STAGES={stages}")
-    kred = r * s * ch
-    prm = cupy.asarray(np.array([m, cols, ohw, out[1], kred // BOX_C, ch // BOX_C, s, *taps, n_tiles,
-                                 m_tiles * n_tiles], np.int32))
-    b_map = ((kred, cols), (kred * 2,), (BOX_C, bn), (1, 1))
-    return TmaPlan(kern, smem, min(m_tiles * n_tiles, sms), prm, _map_type(dtype), _nhwc_map(n, *src, box, step),
-                   b_map)
+    per_class = m_tiles * n_tiles
+    tiles = per_class * len(classes)
+    prm = cupy.asarray(np.array([m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_class, tiles, sy, ry, rx, s,
+                                 tap_step, out_step, *(v for row in classes for v in row)], np.int32))
+    b_map = ((r * s * ch, cols), (r * s * ch * 2,), (BOX_C, bn), (1, 1))
+    return TmaPlan(kern, smem, min(tiles, sms), prm, _map_type(dtype), _nhwc_map(n, *src, box, step), b_map)
 
 
 @functools.cache

@@ -1,6 +1,7 @@
 // Layout helpers of the implicit-GEMM convolution (conv.cu):
 //   pack_nhwc     NCHW (one group's channel slice) -> NHWC with channels zero-padded to Cp,
-//                 optionally multiplied by a bit-packed ReLU mask (the backward's dz), 32x32 tiles
+//                 optionally multiplied by a bit-packed ReLU mask (the backward's dz); a block packs
+//                 64x64 (16-bit T) or 32x32 tiles (float)
 //   transpose_pad the backward-data's weight: KCRS as (K, C*R*S) -> CRSK (C*R*S, Kp), 32x32 tiles
 //   pack_forward  the forward's pack_nhwc of x and its KRSC pack of w (channels zero-padded to Cp) in
 //                 one launch (optionally rounding float to TF32)
@@ -63,12 +64,71 @@ __device__ __forceinline__ void pack_nhwc_tile(const T* __restrict__ in, T* __re
     __syncthreads();  // the tile is free for the block's next image
 }
 
-// grid (ceil(HW/32), ceil(Cp/32), min(N, 65535)), block (32, 8): block z packs images z, z + gridDim.z, ...
+// 16-bit T, HW % 8 == 0, 16-byte aligned arrays: a 64 x 64 tile (hw0.., c0..) of image n moved in 16-byte
+// pieces, 8 pixels of one channel in and 8 channels of one pixel out (2-byte accesses reach a fraction of the
+// copy bandwidth). Shared memory holds the tile as 64 rows of pixels whose 16-byte chunks of channels are
+// XOR-swizzled by the row's group of 8 pixels, so that neither phase has bank conflicts.
+__device__ __forceinline__ void pack_nhwc_tile64(const T* __restrict__ in, T* __restrict__ out,
+                                                 const unsigned* __restrict__ mask, int C, int Ctot, int HW, int Cp,
+                                                 int mask_words, int n, int hw0, int c0) {
+    __shared__ __align__(16) T tile[64][64];
+    const int t = threadIdx.y * 32 + threadIdx.x;
+#pragma unroll
+    for (int rep = 0; rep < 2; ++rep) {
+        const int cl = rep * 32 + t / 8, g = t % 8, c = c0 + cl, hw = hw0 + g * 8;  // g: the group of 8 pixels
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (c < C && hw < HW) {
+            v = *reinterpret_cast<const uint4*>(in + ((long long)n * Ctot + c) * HW + hw);
+            if (mask_words) {  // the 8 pixels' bits (n * HW + hw is a multiple of 8): clear the masked halves
+                const long long m = (long long)n * HW + hw;
+                const unsigned bits = mask[(long long)c * mask_words + (m >> 5)] >> (m & 31);
+                unsigned* u = reinterpret_cast<unsigned*>(&v);
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    u[i] &= ((bits >> (2 * i)) & 1u ? 0xFFFFu : 0u) | ((bits >> (2 * i + 1)) & 1u ? 0xFFFF0000u : 0u);
+            }
+        }
+        const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) tile[g * 8 + i][(((cl >> 3) ^ g) << 3) + (cl & 7)] = e[i];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int rep = 0; rep < 2; ++rep) {
+        const int row = rep * 32 + t / 8, chunk = t % 8, hw = hw0 + row, c = c0 + chunk * 8;
+        if (hw < HW && c < Cp)
+            *reinterpret_cast<uint4*>(out + ((long long)n * HW + hw) * Cp + c) =
+                *reinterpret_cast<const uint4*>(&tile[row][(chunk ^ (row >> 3)) << 3]);
+    }
+    __syncthreads();  // the tile is free for the block's next image
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15) == 0; }
+
+// A block's tile (hw0.., c0..) of image n: PACK_TILE x PACK_TILE, the host's pack_tile (64 for 16-bit T, 32 for
+// float); 16-bit tiles that the vector path cannot take go as four 32 x 32 ones.
+constexpr int PACK_TILE = sizeof(T) == 2 ? 64 : 32;
+__device__ __forceinline__ void pack_nhwc_block(const T* __restrict__ in, T* __restrict__ out,
+                                                const unsigned* __restrict__ mask, int C, int Ctot, int HW, int Cp,
+                                                int mask_words, int n, bool tf32 = false) {
+    const int hw0 = blockIdx.x * PACK_TILE, c0 = blockIdx.y * PACK_TILE;
+    if (PACK_TILE == 32) {
+        pack_nhwc_tile(in, out, mask, C, Ctot, HW, Cp, mask_words, n, hw0, c0, tf32);
+    } else if (HW % 8 == 0 && aligned16(in) && aligned16(out)) {
+        pack_nhwc_tile64(in, out, mask, C, Ctot, HW, Cp, mask_words, n, hw0, c0);
+    } else {
+#pragma unroll 1
+        for (int q = 0; q < 4; ++q)
+            pack_nhwc_tile(in, out, mask, C, Ctot, HW, Cp, mask_words, n, hw0 + (q & 1) * 32, c0 + (q >> 1) * 32);
+    }
+}
+
+// grid (ceil(HW/PACK_TILE), ceil(Cp/PACK_TILE), min(N, 65535)), block (32, 8): block z packs images z,
+// z + gridDim.z, ...
 extern "C" __global__ void __launch_bounds__(256)
 pack_nhwc(const T* __restrict__ in, T* __restrict__ out, const unsigned* __restrict__ mask,
           int C, int Ctot, int HW, int Cp, int mask_words, int N) {
-    for (int n = blockIdx.z; n < N; n += gridDim.z)
-        pack_nhwc_tile(in, out, mask, C, Ctot, HW, Cp, mask_words, n, blockIdx.x * 32, blockIdx.y * 32);
+    for (int n = blockIdx.z; n < N; n += gridDim.z) pack_nhwc_block(in, out, mask, C, Ctot, HW, Cp, mask_words, n);
 }
 
 // out (A, RS, Bp): out[a, rs, b] = b < B ? w[a*sa + b*sb + rs] : 0, elements first, first + step, ...
@@ -107,14 +167,14 @@ extern "C" __global__ void __launch_bounds__(256) transpose_pad(const T* __restr
 
 // The forward's two packs in one launch: x (NCHW, one group's C channels) -> (N, HW, Cp) as pack_nhwc,
 // and w (K, C, RS) -> (K, RS, Cp) by pack_weight_range with sa = C*RS, sb = RS.
-// grid (ceil(HW/32), ceil(Cp/32), ZX + ZW), block (32, 8): block z < ZX packs images z, z + ZX, ...;
-// the blocks of z >= ZX pack the weight.
+// grid (ceil(HW/PACK_TILE), ceil(Cp/PACK_TILE), ZX + ZW), block (32, 8): block z < ZX packs images z, z + ZX,
+// ...; the blocks of z >= ZX pack the weight.
 extern "C" __global__ void __launch_bounds__(256)
 pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict__ w, T* __restrict__ wout,
              int N, int C, int Ctot, int HW, int Cp, int K, int RS, int ZX, int tf32) {
     if ((int)blockIdx.z < ZX) {
         for (int n = blockIdx.z; n < N; n += ZX)
-            pack_nhwc_tile(x, xout, nullptr, C, Ctot, HW, Cp, 0, n, blockIdx.x * 32, blockIdx.y * 32, tf32);
+            pack_nhwc_block(x, xout, nullptr, C, Ctot, HW, Cp, 0, n, tf32);
         return;
     }
     const long long block = ((long long)(blockIdx.z - ZX) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
