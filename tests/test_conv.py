@@ -692,24 +692,26 @@ def test_tma_tile_boxes():
     assert tile_box(32, 32, (1, 1), 64) == (32, 2, 1) and tile_box(4, 4, (1, 1), 64) == (4, 4, 4)  # the wgrad's
 
 
-@pytest.mark.parametrize("size,r,stride,pad", [(16, 3, 2, 1), (16, 1, 2, 0), (12, 2, 2, 0), (18, 5, 3, 2),
-                                               (12, 4, 2, 3)])
-def test_tma_residue_classes_gather_every_tap_once(size, r, stride, pad):
-    """conv_tma's backward-data by residue classes: along one axis, dx[y] of every y gathers dy[p] over exactly
-    the taps t with p * stride - pad + t == y, 0 <= t < r (dy's range is the TMA unit's zero fill)."""
+@pytest.mark.parametrize("size,r,pad", [(16, 3, 1), (16, 1, 0), (24, 2, 0), (16, 5, 2), (8, 4, 3)])
+def test_tma_residue_classes_gather_every_tap_once(size, r, pad):
+    """conv_tma's backward-data of stride 2 by residue classes: along one axis, dx[y] of every y gathers dy[p]
+    over exactly the taps t with 2p - pad + t == y, 0 <= t < r (dy's range is the TMA unit's zero fill)."""
     from minifused.kernels.conv_tma import _classes
 
-    (sy, ry, _), tap_step, out_step, rows = _classes(P.ConvMode.BACKWARD_DATA, (size, size), r, r, (stride,) * 2,
-                                                     (pad, pad), (1, 1))
-    assert (sy, ry, tap_step, out_step, len(rows)) == (1, -1, stride, stride, stride * stride)
+    (sy, ry, _), tap_step, subs, rows = _classes(P.ConvMode.BACKWARD_DATA, (size, size), r, r, (2, 2), (pad, pad),
+                                                 (1, 1))
+    assert (sy, ry, tap_step, subs, len(rows)) == (1, -1, 2, 2, 4)
     for taps, _, oy, _, r0, _, y0, _ in rows:
-        for i in range(size // stride):
+        for i in range(size // 2):
             got = sorted((r0 + j * tap_step, i + oy + j * ry) for j in range(taps))
-            y = y0 + i * out_step
-            want = sorted((t, (y + pad - t) // stride) for t in range(r) if (y + pad - t) % stride == 0)
+            y = y0 + 2 * i
+            want = sorted((t, (y + pad - t) // 2) for t in range(r) if (y + pad - t) % 2 == 0)
             assert got == want, (y, got, want)
-    assert _classes(P.ConvMode.BACKWARD_DATA, (15, 16), r, r, (2, 2), (pad, pad), (1, 1)) is None
-    assert _classes(P.ConvMode.BACKWARD_DATA, (16, 16), r, r, (2, 2), (pad, pad), (2, 2)) is None
+    bwd = P.ConvMode.BACKWARD_DATA
+    assert _classes(bwd, (15, 16), r, r, (2, 2), (pad, pad), (1, 1)) is None  # classes of unequal rows
+    assert _classes(bwd, (16, 12), r, r, (2, 2), (pad, pad), (1, 1)) is None  # class rows not runs of 4
+    assert _classes(bwd, (16, 16), r, r, (2, 2), (pad, pad), (2, 2)) is None  # dilation
+    assert _classes(bwd, (24, 24), r, r, (3, 3), (pad, pad), (1, 1)) is None  # a stride of 3
 
 
 #: (N, C, H, W, K, R, stride, padding, dilation): conv_tma's tile forms (rows of one image, whole images, a
@@ -755,7 +757,7 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
         rdx = K.conv2d_backward_data_ref(dy.astype(cupy.float64), w64, x.shape, *geo)
         assert _rel(dx, rdx) < tol, ("dgrad", n, c, h, w, k, r, st)
         dplan = tma_plan(P.ConvMode.BACKWARD_DATA, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG)
-        assert (dplan is not None) == (k % 64 == 0 and (st == 1 or (dil == 1 and h % st == w % st == 0))), \
+        assert (dplan is not None) == (k % 64 == 0 and (st == 1 or (dil == 1 and h % 2 == w % 8 == 0))), \
             (n, c, h, w, k, r, st)
         assert tma_wgrad_plan(dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG) is not None
         dw = K.conv2d_backward_filter(dy, x, wt.shape, *geo)

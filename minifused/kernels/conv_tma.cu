@@ -8,8 +8,8 @@
 // The backward-data of a stride > 1 runs as one such sum per residue class of dX's pixels (y, x) modulo the
 // stride: a class's pixels are a map of their own, reached from dY at stride 1 by the taps whose rows and
 // columns match the class (those tap_step = stride apart; none for some classes of a 1x1 filter, whose pixels
-// are then zeros). One launch runs every class (a tile's class is its index over the tiles of one), and the
-// epilogue writes a class's pixels stride apart.
+// are then zeros). One launch runs every class of a stride of 2: a unit sums the two column classes of one
+// class row for the same pixels in turn, and writes them interleaved.
 //
 // A tile is 128 output pixels that are whole output rows of one image, or whole images (the host picks this
 // kernel only for such shapes). For one tap (r, s) and 64 channels, the tile's operand A is then one TMA
@@ -164,7 +164,7 @@ struct Ring {
 #if !CT_WGRAD
 constexpr int BM = 128, BK = 64;  // BK: 64 elements = 128 bytes
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int LDE = BM + 8;  // the epilogue tile, T[BN][LDE]: a row of 16-byte-aligned pixel runs
+constexpr int LDE = BM + 8;  // an epilogue tile, T[BN][LDE]: a row of 16-byte-aligned pixel runs
 constexpr int HEAD = 14, PER_CLASS = 8;  // prm's shared entries, and each class's
 
 // One residue class of output pixels: its live taps (R x S of them, the first at (r0, s0) of the full
@@ -174,38 +174,43 @@ struct Class {
     __device__ Class(const int* p) : R(p[0]), S(p[1]), oy(p[2]), ox(p[3]), r0(p[4]), s0(p[5]), y0(p[6]), x0(p[7]) {}
 };
 
-// prm: M (a class's output pixels), N, OHW, OW (a class's map), c_tiles (Cp/64), n_tiles, per_class (tiles),
-// tiles, sy, ry, rx, S (the filter's), tap_step, out_step (1, or the stride between a class's pixels in the
-// output), then PER_CLASS entries per class (Class). out: NCHW of out_step * (OH, OW).
-// flags: 1 ReLU, 2 bias (conv.cu's Epilogue values; no mask here)
+// prm: M (a class's output pixels), N, OHW, OW (a class's map), c_tiles (Cp/64), n_tiles, per_row (units of one
+// class row), units, sy, ry, rx, S (the filter's), tap_step, subs, then PER_CLASS entries per class (Class).
+// A unit is a tile of 128 pixels x BN channels of `subs` classes: one (subs = 1: the forward, the stride-1
+// backward-data), or the two column classes of a class row (subs = 2: the backward-data of stride 2, whose
+// pixels interleave in the output's rows; each class's tile is summed in turn and kept in shared memory, and
+// the two are written together). out: NCHW of subs * (OH, OW). flags: 1 ReLU, 2 bias (conv.cu's Epilogue
+// values; no mask here).
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b, T* __restrict__ out,
          const T* __restrict__ bias, const int* __restrict__ prm, int flags) {
     const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], n_tiles = prm[5],
-              per_class = prm[6], tiles = prm[7], sy = prm[8], ry = prm[9], rx = prm[10], S_all = prm[11],
-              tap_step = prm[12], out_step = prm[13];
+              per_row = prm[6], units = prm[7], sy = prm[8], ry = prm[9], rx = prm[10], S_all = prm[11],
+              tap_step = prm[12], subs = prm[13];
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // the ring's tiles start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-    T* epi = reinterpret_cast<T*>(ring + STAGES * STAGE_BYTES);
-    Ring pipe(epi + BN * LDE);
+    T* epi = reinterpret_cast<T*>(ring + STAGES * STAGE_BYTES);  // subs tiles
+    Ring pipe(epi + subs * BN * LDE);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     if (tid == 0) pipe.init();
     __syncthreads();
 
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (warp != 0 || lane != 0) return;
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-            const int cls = tile / per_class, rem = tile - cls * per_class, mt = rem / n_tiles;
+        for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+            const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
             const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * BM, img = m0 / OHW, p0 = (m0 - img * OHW) / OW;
-            const Class c(prm + HEAD + PER_CLASS * cls);
-            for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {
-                const unsigned full = pipe.acquire(STAGE_BYTES), dst = smem_addr(ring + pipe.stage * STAGE_BYTES);
-                const int tap = kt / c_tiles, ct = kt - tap * c_tiles, r = tap / c.S, s = tap - r * c.S;
-                tma_load_4d(dst, &map_a, full, ct * BK, c.ox + s * rx, p0 * sy + c.oy + r * ry, img);
-                const int b_tap = (c.r0 + r * tap_step) * S_all + c.s0 + s * tap_step;
-                tma_load_2d(dst + A_BYTES, &map_b, full, (b_tap * c_tiles + ct) * BK, n0);
-                pipe.advance();
+            for (int sub = 0; sub < subs; ++sub) {
+                const Class c(prm + HEAD + PER_CLASS * (row * subs + sub));
+                for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {
+                    const unsigned full = pipe.acquire(STAGE_BYTES), dst = smem_addr(ring + pipe.stage * STAGE_BYTES);
+                    const int tap = kt / c_tiles, ct = kt - tap * c_tiles, r = tap / c.S, s = tap - r * c.S;
+                    tma_load_4d(dst, &map_a, full, ct * BK, c.ox + s * rx, p0 * sy + c.oy + r * ry, img);
+                    const int b_tap = (c.r0 + r * tap_step) * S_all + c.s0 + s * tap_step;
+                    tma_load_2d(dst + A_BYTES, &map_b, full, (b_tap * c_tiles + ct) * BK, n0);
+                    pipe.advance();
+                }
             }
         }
         return;
@@ -215,32 +220,35 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
     const int wg = warp / 4 - 1, ct_id = tid - 128;  // warpgroup 0 or 1 of the MMAs; index among their threads
     const int g = lane >> 2, tig = lane & 3;
     float acc[BN / 2];
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const int cls = tile / per_class, rem = tile - cls * per_class, mt = rem / n_tiles;
+    for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+        const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
         const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * BM;
-        const Class c(prm + HEAD + PER_CLASS * cls);
+        for (int sub = 0; sub < subs; ++sub) {
+            const Class c(prm + HEAD + PER_CLASS * (row * subs + sub));
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-        for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {  // K-major operands: 16 of reduction are 32 bytes
-            const unsigned char* st = ring + pipe.stage * STAGE_BYTES;
-            pipe.consume(acc, wg_desc(st + wg * (A_BYTES / 2)), wg_desc(st + A_BYTES), 2, lane);
-        }
-        pipe.drain(acc, lane);  // a class without live taps (a 1x1 filter's) writes zeros
-
-        // epilogue: fp32 -> bias, ReLU -> T, through shared memory (the last tile's readers are done first)
-        consumers_sync();
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-            for (int t = 0; t < 4; ++t) {
-                const int mr = wg * 64 + (warp % 4) * 16 + g + (t >> 1) * 8, nc = j * 8 + tig * 2 + (t & 1);
-                float v = acc[j * 4 + t];
-                if (flags & 2) v += n0 + nc < N ? to_f(bias[n0 + nc]) : 0.0f;
-                if (flags & 1) v = fmaxf(v, 0.0f);
-                epi[nc * LDE + mr] = from_f<T>(v);
+            for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+            for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {  // K-major operands: 16 of reduction are 32 bytes
+                const unsigned char* st = ring + pipe.stage * STAGE_BYTES;
+                pipe.consume(acc, wg_desc(st + wg * (A_BYTES / 2)), wg_desc(st + A_BYTES), 2, lane);
             }
+            pipe.drain(acc, lane);  // a class without live taps (a 1x1 filter's) is zeros
+
+            // fp32 -> bias, ReLU -> T into the sub's tile (after the last unit's readers are done)
+            if (sub == 0) consumers_sync();
+            T* e = epi + sub * BN * LDE;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                for (int t = 0; t < 4; ++t) {
+                    const int mr = wg * 64 + (warp % 4) * 16 + g + (t >> 1) * 8, nc = j * 8 + tig * 2 + (t & 1);
+                    float v = acc[j * 4 + t];
+                    if (flags & 2) v += n0 + nc < N ? to_f(bias[n0 + nc]) : 0.0f;
+                    if (flags & 1) v = fmaxf(v, 0.0f);
+                    e[nc * LDE + mr] = from_f<T>(v);
+                }
+        }
         consumers_sync();
-        if (out_step == 1) {
+        if (subs == 1) {
             // 16 runs of 8 pixels per channel; a run lies in one image (the host requires OHW % 8 == 0)
             for (int i = ct_id; i < BN * (BM / 8); i += 256) {
                 const int nl = i / (BM / 8), m = m0 + (i % (BM / 8)) * 8, n = n0 + nl;
@@ -249,14 +257,19 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
                 *reinterpret_cast<uint4*>(out + ((long long)img * N + n) * OHW + pq) =
                     *reinterpret_cast<const uint4*>(epi + nl * LDE + (i % (BM / 8)) * 8);
             }
-        } else {  // a residue class: its pixels lie out_step apart in the output, one element per store
-            const int OW_all = OW * out_step, OHW_all = OHW * out_step * out_step;
-            for (int i = ct_id; i < BN * BM; i += 256) {
-                const int nl = i / BM, m = m0 + i % BM, n = n0 + nl;
+        } else {
+            // runs of 4 pixels of each column class, interleaved: 8 output pixels of one row (the host requires
+            // OW % 4 == 0)
+            const int y0 = Class(prm + HEAD + PER_CLASS * row * 2).y0;
+            for (int i = ct_id; i < BN * (BM / 4); i += 256) {
+                const int nl = i / (BM / 4), ml = (i % (BM / 4)) * 4, m = m0 + ml, n = n0 + nl;
                 if (m >= M || n >= N) continue;
                 const int img = m / OHW, pq = m - img * OHW, p = pq / OW, q = pq - p * OW;
-                out[((long long)img * N + n) * OHW_all + (c.y0 + p * out_step) * OW_all + c.x0 + q * out_step] =
-                    epi[nl * LDE + i % BM];
+                const uint2 a = *reinterpret_cast<const uint2*>(epi + nl * LDE + ml);
+                const uint2 b = *reinterpret_cast<const uint2*>(epi + BN * LDE + nl * LDE + ml);
+                *reinterpret_cast<uint4*>(out + (((long long)img * N + n) * 2 * OHW + (y0 + 2 * p) * OW) * 2 + 2 * q) =
+                    make_uint4(__byte_perm(a.x, b.x, 0x5410), __byte_perm(a.x, b.x, 0x7632),
+                               __byte_perm(a.y, b.y, 0x5410), __byte_perm(a.y, b.y, 0x7632));
             }
         }
     }

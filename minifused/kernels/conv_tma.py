@@ -6,8 +6,8 @@ and x for the filter gradient), and write the same outputs (NCHW; the filter gra
 which conv_util.cu's wgrad_reduce sums). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU
 to fp16 / bf16 with one group, when the gathered operands' channels are multiples of 64 (a box row is 128
 bytes) and every tile of output pixels is whole output rows of one image or whole images (:func:`tile_box`);
-the forward where no ReLU mask is wanted, the backward-data at stride 1 or as residue classes (one stride in
-both directions, no dilation, dX's sides multiples of the stride: :func:`_classes`). The TMA descriptors hold the
+the forward where no ReLU mask is wanted, the backward-data at stride 1, or 2 as residue classes (no dilation,
+dX's rows whole runs of 8 pixels: :func:`_classes`). The TMA descriptors hold the
 operands' addresses: a call looks its two up by address (encoding them, host work only, on a miss) and passes
 them by value.
 """
@@ -72,11 +72,12 @@ def _tma_on(dtype, groups, dev_id, config):
 
 
 def _kernel(name, dtype, smem, *defines):
-    """A conv_tma.cu kernel for ``dtype`` (a NumPy dtype) with ``defines``, allowed ``smem`` shared bytes."""
+    """A conv_tma.cu kernel for ``dtype`` (a NumPy dtype) with ``defines``, allowed at least ``smem`` shared bytes
+    (plans share a kernel and need different amounts)."""
     is_bf16 = dtype == backend.bfloat16
     kern = get_kernel("conv_tma.cu", name, ("-arch=sm_90a", f"-DCT_T={'__nv_bfloat16' if is_bf16 else '__half'}",
                                             f"-DCT_IS_BF16={int(is_bf16)}", *defines))
-    kern.max_dynamic_shared_size_bytes = smem
+    kern.max_dynamic_shared_size_bytes = max(kern.max_dynamic_shared_size_bytes, smem)
     return kern
 
 
@@ -106,22 +107,22 @@ def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, d
 
 
 def _classes(mode, n_out, r, s, stride, padding, dilation):
-    """(gather steps (sy, ry, rx), tap_step, out_step, class rows: conv_tma.cu's Class entries) of a FORWARD or
-    BACKWARD_DATA sum, or None where the kernel does not take it: the backward-data of a stride > 1 with
-    dilation, or whose output does not split into equal classes."""
+    """(gather steps (sy, ry, rx), tap_step, subs, class rows: conv_tma.cu's Class entries) of a FORWARD or
+    BACKWARD_DATA sum, or None where the kernel does not take it: the backward-data of a stride other than 1
+    and 2 (both directions), with dilation, or whose output is not rows of whole runs of 4 pixels per class."""
     if mode == ConvMode.FORWARD:  # gather x onto the output (p, q)
         return (stride[0], dilation[0], dilation[1]), 1, 1, [(r, s, -padding[0], -padding[1], 0, 0, 0, 0)]
     if stride == (1, 1):  # gather dy onto dx's (h, w), the taps mirrored
         return (1, -dilation[0], -dilation[1]), 1, 1, [(r, s, padding[0], padding[1], 0, 0, 0, 0)]
-    if stride[0] != stride[1] or dilation != (1, 1) or n_out[0] % stride[0] or n_out[1] % stride[1]:
+    if stride != (2, 2) or dilation != (1, 1) or n_out[0] % 2 or n_out[1] % 8:
         return None
-    st, rows = stride[0], []
-    for y0 in range(st):
-        for x0 in range(st):  # dx[st*i + y0] gathers dy[i + (y0 + pad - r) / st] over the taps r = y0 + pad mod st
-            r0, s0 = (y0 + padding[0]) % st, (x0 + padding[1]) % st
-            rows.append((len(range(r0, r, st)), len(range(s0, s, st)), (y0 + padding[0] - r0) // st,
-                         (x0 + padding[1] - s0) // st, r0, s0, y0, x0))
-    return (1, -1, -1), st, st, rows
+    rows = []
+    for y0 in range(2):
+        for x0 in range(2):  # dx[2i + y0] gathers dy[i + (y0 + pad - r) / 2] over the taps r = y0 + pad mod 2
+            r0, s0 = (y0 + padding[0]) % 2, (x0 + padding[1]) % 2
+            rows.append((len(range(r0, r, 2)), len(range(s0, s, 2)), (y0 + padding[0] - r0) // 2,
+                         (x0 + padding[1] - s0) // 2, r0, s0, y0, x0))
+    return (1, -1, -1), 2, 2, rows
 
 
 @functools.cache
@@ -138,8 +139,8 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, sms, tile_n)
     plan = _classes(mode, out, r, s, stride, padding, dilation)
     if plan is None:
         return None
-    (sy, ry, rx), tap_step, out_step, classes = plan
-    out = (out[0] // out_step, out[1] // out_step)  # one class's map
+    (sy, ry, rx), tap_step, subs, classes = plan
+    out = (out[0] // subs, out[1] // subs)  # one class's map
     box = tile_box(*out, step)
     if box is None or src[2] % BOX_C:
         return None
@@ -148,15 +149,15 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, sms, tile_n)
     bn = tile_n if tile_n in (64, 128) else (128 if cols >= 128 and m_tiles * -(-cols // 128) * 2 >= sms else 64)
     n_tiles = -(-cols // bn)
     stages = _STAGES[bn]
-    # the ring (1024-byte aligned), the epilogue tile T[bn][BM + 8], the mbarriers
-    smem = 1024 + stages * (BM + bn) * BOX_C * 2 + bn * (BM + 8) * 2 + 16 * stages
+    # the ring (1024-byte aligned), the epilogue's tiles T[bn][BM + 8] (one per class of a unit), the mbarriers
+    smem = 1024 + stages * (BM + bn) * BOX_C * 2 + subs * bn * (BM + 8) * 2 + 16 * stages
     kern = _kernel("conv_tma", dtype, smem, f"-DCT_BN={bn}", f"-DCT_STAGES={stages}")
-    per_class = m_tiles * n_tiles
-    tiles = per_class * len(classes)
-    prm = cupy.asarray(np.array([m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_class, tiles, sy, ry, rx, s,
-                                 tap_step, out_step, *(v for row in classes for v in row)], np.int32))
+    per_row = m_tiles * n_tiles
+    units = per_row * (len(classes) // subs)
+    prm = cupy.asarray(np.array([m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, units, sy, ry, rx, s,
+                                 tap_step, subs, *(v for row in classes for v in row)], np.int32))
     b_map = ((r * s * ch, cols), (r * s * ch * 2,), (BOX_C, bn), (1, 1))
-    return TmaPlan(kern, smem, min(tiles, sms), prm, _map_type(dtype), _nhwc_map(n, *src, box, step), b_map)
+    return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype), _nhwc_map(n, *src, box, step), b_map)
 
 
 @functools.cache
