@@ -170,6 +170,22 @@ def tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, d
                        tuple(dilation), sm_count(dev_id))
 
 
+#: The split count's model of the filter gradient: its MMAs' rate (FLOP/s) and the memory's (bytes/s).
+_WGRAD_FLOPS, _MEMORY_BYTES = 4e14, 2.5e12
+
+
+def _wgrad_splits(tiles, chunks, sms, flops, part_bytes):
+    """How many splits of the pixels the filter gradient's ``tiles`` (column x row tiles) take: the count of
+    least modeled time, the MMAs' (their ideal time over the share of the last wave of units that the
+    persistent blocks fill) plus the fp32 partials' (each split's ``part_bytes``, written and read back by
+    wgrad_reduce); each split at least 4 of the ``chunks`` long."""
+    def time(s):
+        units = tiles * s
+        return flops / _WGRAD_FLOPS * (-(-units // sms) * sms / units) + 2 * s * part_bytes / _MEMORY_BYTES
+
+    return min(range(1, max(1, min(chunks // 4, 256)) + 1), key=time)
+
+
 @functools.cache
 def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, sms):
     import cupy
@@ -182,8 +198,7 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, sms):
     bm = 64 if k <= 64 else 128
     m_tiles, n_tiles = -(-k // bm), -(-ncol // 128)
     tiles = m_tiles * n_tiles
-    # about two units per SM (the blocks persist: a second unit evens their finish), each at least 4 stages long
-    splits = max(1, min(-(-2 * sms // tiles), chunks // 4, 256))
+    splits = _wgrad_splits(tiles, chunks, sms, 2 * k * ncol * n * p * q, k * ncol * 4)
     per = -(-chunks // splits)
     splits = -(-chunks // per)
     stages = 5 if bm == 128 else 6
