@@ -51,9 +51,12 @@ def as_dtype(spec) -> np.dtype:
     return np.dtype(spec)
 
 
+_FLOAT_SET = frozenset(FLOAT_DTYPES)
+
+
 def is_floating(dtype) -> bool:
     """True for float16, bfloat16, float32 and float64 (NumPy does not count bfloat16)."""
-    return np.dtype(dtype) in FLOAT_DTYPES
+    return (dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)) in _FLOAT_SET
 
 
 _default_dtype = [float32]
@@ -222,6 +225,13 @@ def copy(array):
         out = cupy.empty(array.shape, array.dtype)
     out[...] = array
     return out
+
+
+def same_device(a, b) -> bool:
+    """Whether arrays ``a`` and ``b`` live on one device (cheaper than comparing ``device_of``s)."""
+    if is_cuda_array(a):
+        return is_cuda_array(b) and a.data.device_id == b.data.device_id
+    return not is_cuda_array(b)
 
 
 def device_of(array) -> Device:

@@ -25,15 +25,20 @@ def _same_device(a, b):
 
 
 def _pair(op, name, value, minimum):
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
-        pair = tuple(value)
-    else:
+    if type(value) is int:  # the common cases first, without the general checks (a bool is no int here)
         pair = (value, value)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
-        raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
-    if min(pair) < minimum:
+    elif type(value) is tuple and len(value) == 2 and type(value[0]) is int and type(value[1]) is int:
+        pair = value
+    else:
+        if isinstance(value, (tuple, list)):
+            if len(value) != 2:
+                raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+            pair = tuple(value)
+        else:
+            pair = (value, value)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+            raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+    if pair[0] < minimum or pair[1] < minimum:
         raise ValueError(f"{op}: {name} must be >= {minimum}, got {value!r}")
     return pair
 

@@ -23,28 +23,37 @@ def _check_input(op, input):
                          f"{list(input.shape)}")
 
 
-def _check_channel_vectors(op, input, vectors):
-    """Each given vector is a tensor of shape (C,) on the input's device; all of one dtype."""
-    c, dtypes = input.shape[1], set()
-    for name, t in vectors.items():
+def _check_channel_vectors(op, input, names, vectors):
+    """Each given vector (``vectors``, named by ``names``) is a tensor of shape (C,) on the input's device;
+    all of one dtype. (Every BatchNorm call runs this: it reads the arrays once each.)"""
+    x = input._data
+    c, dtype = x.shape[1], None
+    for name, t in zip(names, vectors):
         if t is None:
             continue
         if not isinstance(t, _Tensor):
             raise TypeError(f"{op}: {name} must be a tensor or None, got {type(t).__name__}")
-        if tuple(t.shape) != (c,):
+        a = t._data
+        if a.shape != (c,):
             raise ValueError(f"{op}: {name} must have shape [{c}] (one per channel of the input "
-                             f"{list(input.shape)}), got {list(t.shape)}")
-        if t.device != input.device:
+                             f"{list(x.shape)}), got {list(a.shape)}")
+        if not _backend.same_device(a, x):
             raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {input.device}")
-        if not _backend.is_floating(t.dtype):
-            raise TypeError(f"{op}: {name} must be floating-point, got dtype {t.dtype}")
-        dtypes.add(t.dtype)
-    if len(dtypes) > 1:
-        raise TypeError(f"{op}: weight, bias and the running statistics must share one dtype, got "
-                        f"{sorted(str(d) for d in dtypes)}")
+        if a.dtype != dtype:
+            if not _backend.is_floating(a.dtype):
+                raise TypeError(f"{op}: {name} must be floating-point, got dtype {a.dtype}")
+            if dtype is not None:
+                raise TypeError(f"{op}: weight, bias and the running statistics must share one dtype, got "
+                                f"{sorted({str(v._data.dtype) for v in vectors if v is not None})}")
+            dtype = a.dtype
+
+
+_BN_VECTORS = ("running_mean", "running_var", "weight", "bias")
 
 
 def _real(v):
+    if type(v) is float:  # the common case, without the abstract-class check
+        return _math.isfinite(v)
     return isinstance(v, _numbers.Real) and not isinstance(v, bool) and _math.isfinite(v)
 
 
@@ -64,8 +73,7 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
     with the running statistics, in their kernel (one launch less per BatchNorm layer and step)."""
     op = "batch_norm"
     _check_input(op, input)
-    _check_channel_vectors(op, input, {"running_mean": running_mean, "running_var": running_var,
-                                       "weight": weight, "bias": bias})
+    _check_channel_vectors(op, input, _BN_VECTORS, (running_mean, running_var, weight, bias))
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"{op}: running_mean and running_var must both be tensors or both None")
     if not training and running_mean is None:
@@ -105,7 +113,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     n, c = input.shape[0], input.shape[1]
     if c % num_groups:
         raise ValueError(f"{op}: num_groups ({num_groups}) must divide the number of channels ({c})")
-    _check_channel_vectors(op, input, {"weight": weight, "bias": bias})
+    _check_channel_vectors(op, input, ("weight", "bias"), (weight, bias))
     if not _real(eps) or eps < 0:
         raise ValueError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
     from . import layer_norm

@@ -7,7 +7,7 @@ from ..ops import conv as _conv_ops
 from ..ops import pool as _pool_ops
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
-from ._checks import _check_image, _pair
+from ._checks import _check_image, _pair, _same_device
 
 __all__ = ["conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d"]
 
@@ -81,9 +81,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
             raise TypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
         if tuple(bias.shape) != (k,):
             raise ValueError(f"{op}: bias must have shape ({k},) to match out_channels, got {tuple(bias.shape)}")
-    dev = input.device
-    if weight.device != dev or (bias is not None and bias.device != dev):
-        devs = [str(dev), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
+    if not _same_device(input._data, weight._data) or (bias is not None and not _same_device(input._data,
+                                                                                              bias._data)):
+        devs = [str(input.device), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
         raise RuntimeError(f"{op}: expected input, weight and bias on one device, got {', '.join(devs)}")
     return _conv_ops.conv2d(input, weight, bias, stride, padding, dilation, groups, activation)
 

@@ -1,4 +1,5 @@
-"""BatchNorm over a (N, C, S) array: per-channel statistics over N and S, fused with the affine and ReLU.
+"""BatchNorm over a C-contiguous (N, C, ...) array: per-channel statistics over N and the S trailing
+positions, fused with the affine and ReLU.
 
 ``batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
 -> (y, mean, rstd, mask)``: in training the batch's mean and biased variance normalize, and the running
@@ -116,7 +117,8 @@ _THREADS = 256
 
 
 def _vec(s, *arrays):
-    """Elements per 16-byte access when every row of S elements starts 16-byte aligned, else 1."""
+    """Elements per 16-byte access when every row of S elements starts 16-byte aligned, else 1 (None
+    entries are skipped; fresh CuPy allocations are always aligned)."""
     vec = 16 // arrays[0].itemsize
     ok = s % vec == 0 and all(a is None or a.data.ptr % 16 == 0 for a in arrays)
     return vec if ok else 1
@@ -155,17 +157,17 @@ def _chunk(vectors, blocks):
     return (-(-vectors // blocks) + 31) // 32 * 32 if vectors > 0 else 32
 
 
-def _per_channel(x, vec, clusters, sms):
-    """The :class:`ChannelPlan` of the cached-channel kernels for ``x`` (N, C, S) with ``vec`` elements per
-    vector, or None when a channel does not fit. ``clusters`` (the forward, on a device that has them): a
-    channel too large for one block's :data:`SLICE_BYTES` is split over the fewest blocks of a cluster that
-    hold it, 512 threads each (so three fit an SM). The backward takes none: caching dy and x, its blocks
-    would fit one per SM, and the three passes measured faster. One block per channel has 1024 threads
-    when the grid fits one wave at two blocks per SM, else 512 (four per SM, a second wave avoided). A fixed
-    function of the shape and device (so sums are reproducible)."""
-    n, c, s = x.shape
+def _per_channel(shape, itemsize, vec, clusters, sms):
+    """The :class:`ChannelPlan` of the cached-channel kernels for an (N, C, S) input of ``itemsize``-byte
+    elements with ``vec`` elements per vector, or None when a channel does not fit. ``clusters`` (the
+    forward, on a device that has them): a channel too large for one block's :data:`SLICE_BYTES` is split
+    over the fewest blocks of a cluster that hold it, 512 threads each (so three fit an SM). The backward
+    takes none: caching dy and x, its blocks would fit one per SM, and the three passes measured faster.
+    One block per channel has 1024 threads when the grid fits one wave at two blocks per SM, else 512 (four
+    per SM, a second wave avoided). A fixed function of the shape and device (so sums are reproducible)."""
+    n, c, s = shape
     vectors = n * s // vec
-    vbytes = vec * x.itemsize
+    vbytes = vec * itemsize
     top = MAX_CLUSTER if clusters else 1
     k = 1
     while k < top and _chunk(vectors, k) * vbytes > SLICE_BYTES:
@@ -190,6 +192,32 @@ def _grid(total, sms):
     return int(max(1, min(-(-total // _THREADS), 32 * sms)))
 
 
+class _Launches(NamedTuple):
+    """Everything about a call's launches that its signature fixes (the shape, dtypes, vector width, mode
+    and device), settled once per signature: choosing it per call cost host time comparable to the launch's
+    (eager training steps are bound by host time)."""
+    kernels: dict
+    channel: ChannelPlan | None  # the one-launch cached-channel path, or None for the passes
+    ints: tuple  # (N, C, S) as kernel arguments
+    split: int  # blocks per channel of the partial-sums pass
+    blocks: int  # blocks of the elementwise pass
+
+
+@functools.cache
+def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev):
+    n, c, s = shape
+    sms = sm_count(dev)
+    wide = n * c * s >= 2 ** 32
+    if backward:
+        channel = _per_channel(shape, dtype.itemsize, vec, False, sms)
+    else:
+        channel = (_per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms)
+                   if training and (not relu or s % 32 == 0) else None)
+    kernels = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel and not backward else 1)
+    return _Launches(kernels, channel, (np.int64(n), np.int64(c), np.int64(s)), _split(n, c, s, sms),
+                     _grid(n * c * s // vec, sms))
+
+
 def _i(v):
     return np.int64(v)
 
@@ -197,79 +225,68 @@ def _i(v):
 def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count):
     import cupy
 
-    n, c, s = x.shape
-    sms = sm_count(x.device.id)
+    shape = x.shape
+    n, c = shape[0], shape[1]
+    s = x.size // (n * c)
     wdtype = (weight if weight is not None else running_mean if running_mean is not None else x).dtype
-    y = cupy.empty_like(x)
-    vec = _vec(s, x, y)
-    wide = x.size >= 2 ** 32
-    k = _kernels(x.dtype, wdtype, vec, wide)
-    mean = cupy.empty(c, np.float32)
-    rstd = cupy.empty(c, np.float32)
-    mask = cupy.empty(_words(x.size), np.uint32) if relu else None
-    plan = _per_channel(x, vec, has_pdl(x.device.id), sms) if training and (not relu or s % 32 == 0) else None
-    if plan:  # one launch: statistics, running statistics, y and the mask
-        update = running_mean is not None
-        launch(_kernels(x.dtype, wdtype, vec, wide, plan.cluster)["bn_channel_forward"], (c * plan.cluster,),
-               (plan.threads,),
+    plan = _launches((n, c, s), x.dtype, wdtype, _vec(s, x), False, training, relu, x.data.device_id)
+    k, ch, (n_, c_, s_) = plan.kernels, plan.channel, plan.ints
+    # outputs by cupy.ndarray (less host time than cupy.empty); the kernels write every element
+    y = cupy.ndarray(shape, x.dtype)
+    mean = cupy.ndarray((c,), np.float32)
+    rstd = cupy.ndarray((c,), np.float32)
+    mask = cupy.ndarray((_words(n * c * s),), np.uint32) if relu else None
+    update = running_mean is not None
+    w_, b_, m_ = (NULL if a is None else a for a in (weight, bias, mask))
+    if ch:  # one launch: statistics, running statistics, y and the mask
+        launch(k["bn_channel_forward"], (c * ch.cluster,), (ch.threads,),
                (x, running_mean if update else NULL, running_var if update else NULL,
-                count if update and count is not None else NULL, weight if weight is not None else NULL,
-                bias if bias is not None else NULL, y, mask if relu else NULL, mean, rstd, _i(n), _i(c), _i(s),
-                _i(plan.chunk), np.float32(eps), np.float32(factor), np.int32(update)), plan.slice_bytes)
+                count if update and count is not None else NULL, w_, b_, y, m_, mean, rstd, n_, c_, s_,
+                _i(ch.chunk), np.float32(eps), np.float32(factor), np.int32(update)), ch.slice_bytes)
         return y, mean, rstd, mask
     if training:
-        p = _split(n, c, s, sms)
-        part = cupy.empty((c, p, 2), np.float32)
-        launch(k["bn_partial"], (p, c), (_THREADS,), (x, NULL, NULL, NULL, part, _i(n), _i(c), _i(s), np.int32(p)))
-        update = running_mean is not None
+        p = plan.split
+        part = cupy.ndarray((c, p, 2), np.float32)
+        launch(k["bn_partial"], (p, c), (_THREADS,), (x, NULL, NULL, NULL, part, n_, c_, s_, np.int32(p)))
         launch(k["bn_finalize_forward"], (_words(c),), (32,),
                (part, x, running_mean if update else NULL, running_var if update else NULL,
                 count if update and count is not None else NULL, mean, rstd,
-                _i(n), _i(c), _i(s), np.int32(p), np.float32(eps), np.float32(factor), np.int32(update), np.int32(1)))
+                n_, c_, s_, np.int32(p), np.float32(eps), np.float32(factor), np.int32(update), np.int32(1)))
     else:
         launch(k["bn_finalize_forward"], (_words(c),), (32,),
-               (NULL, x, running_mean, running_var, NULL, mean, rstd, _i(n), _i(c), _i(s), np.int32(0), np.float32(eps),
+               (NULL, x, running_mean, running_var, NULL, mean, rstd, n_, c_, s_, np.int32(0), np.float32(eps),
                 np.float32(0), np.int32(0), np.int32(0)))
-    total = x.size
-    blocks = _grid(total // vec, sms)
-    launch(k["bn_apply"], (blocks,), (_THREADS,),
-           (x, mean, rstd, weight if weight is not None else NULL, bias if bias is not None else NULL, y,
-            mask if relu else NULL, _i(total), _i(c), _i(s)))
+    launch(k["bn_apply"], (plan.blocks,), (_THREADS,),
+           (x, mean, rstd, w_, b_, y, m_, _i(n * c * s), c_, s_))
     return y, mean, rstd, mask
 
 
 def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw):
     import cupy
 
-    n, c, s = x.shape
-    sms = sm_count(x.device.id)
+    shape = x.shape
+    n, c = shape[0], shape[1]
+    s = x.size // (n * c)
     wdtype = weight.dtype if weight is not None else x.dtype
-    dx = cupy.empty_like(x) if need_dx else None
-    vec = _vec(s, x, dy, dx)
-    wide = x.size >= 2 ** 32
-    k = _kernels(x.dtype, wdtype, vec, wide)
-    dw = cupy.empty(c, wdtype) if need_dw and weight is not None else None
-    db = cupy.empty(c, wdtype) if need_dw else None
-    plan = _per_channel(x, vec, False, sms)
-    if plan:  # one launch: the sums, dw, db and dx
-        launch(k["bn_channel_backward"], (c,), (plan.threads,),
-               (dy, x, mask if mask is not None else NULL, mean, rstd, weight if weight is not None else NULL,
-                dx if need_dx else NULL, dw if dw is not None else NULL, db if db is not None else NULL,
-                _i(n), _i(c), _i(s), np.int32(batch_stats)), 2 * plan.slice_bytes)
+    plan = _launches((n, c, s), x.dtype, wdtype, _vec(s, x, dy), True, True, False, x.data.device_id)
+    k, ch, (n_, c_, s_) = plan.kernels, plan.channel, plan.ints
+    dx = cupy.ndarray(shape, x.dtype) if need_dx else None
+    dw = cupy.ndarray((c,), wdtype) if need_dw and weight is not None else None
+    db = cupy.ndarray((c,), wdtype) if need_dw else None
+    w_, m_, dx_, dw_, db_ = (NULL if a is None else a for a in (weight, mask, dx, dw, db))
+    if ch:  # one launch: the sums, dw, db and dx
+        launch(k["bn_channel_backward"], (c,), (ch.threads,),
+               (dy, x, m_, mean, rstd, w_, dx_, dw_, db_, n_, c_, s_, np.int32(batch_stats)), 2 * ch.slice_bytes)
         return dx, dw, db
-    p = _split(n, c, s, sms)
-    part = cupy.empty((c, p, 2), np.float32)
-    launch(k["bn_partial"], (p, c), (_THREADS,),
-           (x, dy, mask if mask is not None else NULL, mean, part, _i(n), _i(c), _i(s), np.int32(p)))
-    coef = cupy.empty((c, 3), np.float32)
+    p = plan.split
+    part = cupy.ndarray((c, p, 2), np.float32)
+    launch(k["bn_partial"], (p, c), (_THREADS,), (x, dy, m_, mean, part, n_, c_, s_, np.int32(p)))
+    coef = cupy.ndarray((c, 3), np.float32)
     launch(k["bn_finalize_backward"], (_words(c),), (32,),
-           (part, weight if weight is not None else NULL, rstd, dw if dw is not None else NULL,
-            db if db is not None else NULL, coef, _i(n), _i(c), _i(s), np.int32(p), np.int32(batch_stats)))
+           (part, w_, rstd, dw_, db_, coef, n_, c_, s_, np.int32(p), np.int32(batch_stats)))
     if need_dx:
-        total = x.size
-        blocks = _grid(total // vec, sms)
-        launch(k["bn_backward_dx"], (blocks,), (_THREADS,),
-               (dy, x, mask if mask is not None else NULL, mean, coef, dx, _i(total), _i(c), _i(s)))
+        launch(k["bn_backward_dx"], (plan.blocks,), (_THREADS,),
+               (dy, x, m_, mean, coef, dx, _i(n * c * s), c_, s_))
     return dx, dw, db
 
 
@@ -277,13 +294,22 @@ def _on_kernels(x):
     return backend.is_cuda_array(x) and x.dtype != np.float64
 
 
+def _as3(a):
+    """(N, C, ...) as (N, C, S) (the references' view)."""
+    return a.reshape(a.shape[0], a.shape[1], -1)
+
+
 def batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False, count=None):
     if not _on_kernels(x) or x.size == 0:
-        return batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
+        y, mean, rstd, mask = batch_norm_forward_ref(_as3(x), weight, bias, running_mean, running_var, training,
+                                                     factor, eps, relu, count)
+        return y.reshape(x.shape), mean, rstd, mask
     return _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
 
 
 def batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True):
     if not _on_kernels(x) or x.size == 0:
-        return batch_norm_backward_ref(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw)
+        dx, dw, db = batch_norm_backward_ref(_as3(dy), _as3(x), weight, mean, rstd, mask, batch_stats, need_dx,
+                                             need_dw)
+        return None if dx is None else dx.reshape(x.shape), dw, db
     return _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw)

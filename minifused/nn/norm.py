@@ -133,15 +133,16 @@ class _BatchNorm(Module):
 
     def forward_with_activation(self, input, activation):
         self._check_input(input)
-        tracking = self.training and self.track_running_stats
-        factor = 0.0 if self.momentum is None else self.momentum
-        if tracking and self.momentum is None:  # the cumulative average over the batches seen, this one too
+        training, momentum, running_mean = self.training, self.momentum, self.running_mean
+        tracking = training and self.track_running_stats
+        factor = 0.0 if momentum is None else momentum
+        if tracking and momentum is None:  # the cumulative average over the batches seen, this one too
             factor = 1.0 / (int(self.num_batches_tracked.item()) + 1)
-        use_batch = self.training or self.running_mean is None
-        keep = not self.training or self.track_running_stats
+        use_batch = training or running_mean is None
+        keep = not training or self.track_running_stats
         # num_batches_tracked goes up in the running statistics' kernel (after the call's checks: a refused
         # input changes nothing)
-        return _batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
+        return _batch_norm(input, running_mean if keep else None, self.running_var if keep else None,
                            self.weight, self.bias, use_batch, factor, self.eps, activation,
                            self.num_batches_tracked if tracking else None)
 

@@ -1,6 +1,6 @@
 """BatchNorm (optionally with its ReLU): one Function over the fused kernels of ``kernels.batchnorm``.
 
-Forward keeps the per-channel mean and rstd and, with the ReLU, its 1-bit mask on the context, so the
+The kernels take (N, C, ...) arrays as they come (no reshapes on the hot path). Forward keeps the per-channel mean and rstd and, with the ReLU, its 1-bit mask on the context, so the
 backward never recomputes the statistics; the running statistics (and a module's batch counter) are raw
 arrays updated in place by the forward's statistics pass.
 """
@@ -11,29 +11,27 @@ from ..autograd import Function
 from ..kernels import batchnorm as K
 
 
-def _as3(a, n, c):
-    """``a`` as a C-contiguous (N, C, S) array."""
-    return backend.array_module(a).ascontiguousarray(a).reshape(n, c, -1)
+def _contiguous(a):
+    return backend.array_module(a).ascontiguousarray(a)
 
 
 class BatchNormFn(Function):
     @staticmethod
     def forward(ctx, x, weight, bias, *, running_mean, running_var, training, factor, eps, relu, count):
-        n, c = x.shape[0], x.shape[1]
-        x3 = _as3(x, n, c)
-        y, mean, rstd, mask = K.batch_norm_forward(x3, weight, bias, running_mean, running_var, training, factor,
+        x = _contiguous(x)
+        y, mean, rstd, mask = K.batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor,
                                                    eps, relu, count)
-        ctx.save_for_backward(x3, weight)
-        ctx.mean, ctx.rstd, ctx.mask, ctx.batch_stats, ctx.shape = mean, rstd, mask, training, x.shape
-        return y.reshape(x.shape)
+        ctx.save_for_backward(x, weight)
+        ctx.mean, ctx.rstd, ctx.mask, ctx.batch_stats = mean, rstd, mask, training
+        return y
 
     @staticmethod
     def backward(ctx, gy):
-        x3, weight = ctx.saved_tensors
+        x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
-        dx, dw, db = K.batch_norm_backward(_as3(gy, *x3.shape[:2]), x3, weight, ctx.mean, ctx.rstd, ctx.mask,
+        dx, dw, db = K.batch_norm_backward(_contiguous(gy), x, weight, ctx.mean, ctx.rstd, ctx.mask,
                                            ctx.batch_stats, need_dx=need_x, need_dw=need_w or need_b)
-        return (None if dx is None else dx.reshape(ctx.shape), dw if need_w else None, db if need_b else None)
+        return dx, dw if need_w else None, db if need_b else None
 
 
 def batch_norm(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False, count=None):
