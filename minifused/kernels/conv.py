@@ -79,10 +79,10 @@ def _pack_nhwc(a, c_off, c, cp_, mask=None, mask_words=0):
 
     n, ctot, h, w = a.shape
     hw = h * w
-    out = cupy.empty((n, h, w, cp_), a.dtype)
+    out = cupy.ndarray((n, h, w, cp_), a.dtype)
     tile = pack_tile(a.dtype)
     grid = (-(-hw // tile), -(-cp_ // tile), min(n, GRID_Z))
-    util_kernel(a.dtype, "pack_nhwc")(grid, (32, 8, 1), (
+    util_kernel(a.dtype, "pack_nhwc").kernel(grid, (32, 8, 1), (
         _ptr(a, c_off * hw), out, _ptr(mask, c_off * mask_words) if mask is not None else a,
         *ints(c, ctot, hw, cp_, mask_words if mask is not None else 0, n)))
     return out
@@ -94,7 +94,7 @@ def _pack_weight(w, kpad):
 
     kg, cg, r, s = w.shape
     j = cg * r * s
-    out = cupy.empty((cg, r, s, kpad), w.dtype)
+    out = cupy.ndarray((cg, r, s, kpad), w.dtype)
     util_kernel(w.dtype, "transpose_pad").kernel(((j + 31) // 32, (kpad + 31) // 32), (32, 8, 1), (
         w, out, *ints(kg, j, kpad)))
     return out
@@ -200,7 +200,7 @@ def _direct_backward_filter_cuda(dy, x, w_shape, stride, padding, dilation, mask
     chunks = (m + 63) // 64  # conv_direct.cu's CHUNK
     blocks = max(1, min(chunks, 4 * sm_count(dy.device.id)))
     pairs = k * (crs + 1)
-    part = cupy.empty((blocks, pairs), np.float32)
+    part = cupy.ndarray((blocks, pairs), np.float32)
     wgrad((blocks,), (THREADS,), (x, dy, mask if mask is not None else NULL, part, *ints((m + 31) // 32), geo))
     reduce((grid_1d(pairs, 128),), (128,), (part, dw, db if db is not None else NULL, *ints(blocks, k, crs)))
 
@@ -235,15 +235,15 @@ def _backward_filter_group_cuda(dz, x, w_shape, g, groups, stride, padding, dila
     tma = tma_wgrad_plan(dz.dtype, x_shape, w_shape, stride, padding, dilation, groups, dz.device.id, config)
     if tma is not None:  # one group
         splits = tma.splits
-        ws = cupy.empty((splits, kg, r * s * cpad), np.float32)
+        ws = cupy.ndarray((splits, kg, r * s * cpad), np.float32)
         launch_tma(tma, dz.data.ptr, xn.data.ptr, ws.data.ptr, 0, np.int32(0))
     else:
         ((kern, grid, block, smem, prm, splits),) = gemm_plan(ConvMode.BACKWARD_FILTER, dz.dtype, x_shape, w_shape,
                                                               stride, padding, dilation, groups, dz.device.id, config,
                                                               tf32)
-        ws = cupy.empty((splits, kg, r * s * cpad), np.float32)
+        ws = cupy.ndarray((splits, kg, r * s * cpad), np.float32)
         kern(grid, block, (dz, xn, _ptr(dz), ws, _ptr(dz), prm, *ints(0)), shared_mem=smem)
-    util_kernel(dz.dtype, "wgrad_reduce")(_blocks(kg * cg * r * s), (THREADS,), (
+    util_kernel(dz.dtype, "wgrad_reduce").kernel(_blocks(kg * cg * r * s), (THREADS,), (
         ws, _ptr(dw, g * kg * cg * r * s), *ints(splits, kg, cg, r * s, cpad)))
 
 
@@ -255,7 +255,7 @@ def _column_sums(dz, kg, kpad, out, offset):
     rows = dz.size // kpad
     per_block = 512
     blocks = grid_1d(rows, per_block)
-    part = cupy.empty((blocks, kg), np.float32)
+    part = cupy.ndarray((blocks, kg), np.float32)
     util_kernel(dz.dtype, "colsum_partial")((blocks,), (THREADS,), (
         dz, part, np.int64(rows), *ints(kg, kpad, per_block)))
     util_kernel(dz.dtype, "colsum_reduce")((grid_1d(kg, 128),), (128,), (
@@ -271,8 +271,8 @@ def _conv2d_backward_cuda(dy, x, x_shape, w, w_shape, stride, padding, dilation,
     kpad = padded_channels(kg, dy.dtype)
     words = (n * p * q + 31) // 32
     dx = None
-    dw = cupy.empty(w_shape, dy.dtype) if need_dw else None
-    db = cupy.empty((k,), dy.dtype) if need_db else None
+    dw = cupy.ndarray(w_shape, dy.dtype) if need_dw else None
+    db = cupy.ndarray((k,), dy.dtype) if need_db else None
     if need_dw and direct_filter_gradient(w_shape, groups, dy.dtype, tf32, config):  # dW and db in one pass over dy
         _direct_backward_filter_cuda(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
         need_dw = need_db = False
@@ -287,7 +287,7 @@ def _conv2d_backward_cuda(dy, x, x_shape, w, w_shape, stride, padding, dilation,
             _backward_filter_group_cuda(dz, x, w_shape, g, groups, stride, padding, dilation, dw, config, tf32)
         if need_dx:
             if dx is None:
-                dx = cupy.empty(x_shape, dy.dtype)
+                dx = cupy.ndarray(x_shape, dy.dtype)
             _backward_data_group_cuda(dz, w, x_shape, g, groups, stride, padding, dilation, dx, config, tf32)
         del dz
     return dx, dw, db

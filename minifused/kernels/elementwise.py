@@ -36,7 +36,7 @@ def _unary_cuda(name, x, out):
 
     xc = x if x.flags.c_contiguous else cupy.ascontiguousarray(x)
     direct = out is not None and out.flags.c_contiguous and x.flags.c_contiguous
-    y = out if direct else cupy.empty(x.shape, x.dtype)
+    y = out if direct else cupy.ndarray(x.shape, x.dtype)
     if x.size:
         _kernel(x.dtype, name)(grid(x.size), (256,), (xc, y, np.int64(x.size)))
     if out is not None and y is not out:
@@ -57,7 +57,7 @@ def gelu_backward(grad, x, approximate="none"):
     if backend.is_cuda_array(x):
         import cupy
 
-        dx = cupy.empty(x.shape, x.dtype)
+        dx = cupy.ndarray(x.shape, x.dtype)
         if x.size:
             _kernel(x.dtype, "gelu_bwd_erf" if approximate == "none" else "gelu_bwd_tanh")(
                 grid(x.size), (256,), (cupy.ascontiguousarray(grad, x.dtype), cupy.ascontiguousarray(x), dx,
@@ -126,10 +126,10 @@ def relu_mask(x, out=None):
     xc = cupy.ascontiguousarray(x)
     # a non-contiguous ``out`` gets the result through a contiguous temporary
     direct = out is not None and out.flags.c_contiguous and x.flags.c_contiguous
-    y = out if direct else cupy.empty(x.shape, x.dtype)
-    mask = cupy.empty(mask_words(x.size), cupy.uint32)
+    y = out if direct else cupy.ndarray(x.shape, x.dtype)
+    mask = cupy.ndarray((mask_words(x.size),), cupy.uint32)
     if x.size:
-        _kernel(x.dtype, "relu_fwd_mask")(_chunk_grid(x), (256,), (xc, y, mask, np.int64(x.size)))
+        _kernel(x.dtype, "relu_fwd_mask").kernel(_chunk_grid(x), (256,), (xc, y, mask, np.int64(x.size)))
     if out is not None and y is not out:
         out[...] = y
         y = out
@@ -149,10 +149,10 @@ def mask_apply(grad, mask, scale=1.0):
         return np.where(keep, g, 0).astype(grad.dtype)
     import cupy
 
-    dx = cupy.empty(grad.shape, grad.dtype)
+    dx = cupy.ndarray(grad.shape, grad.dtype)
     grad = cupy.ascontiguousarray(grad)
     if grad.size:
-        _kernel(grad.dtype, "mask_apply")(_chunk_grid(grad), (256,),
+        _kernel(grad.dtype, "mask_apply").kernel(_chunk_grid(grad), (256,),
                                           (grad, mask, dx, np.int64(grad.size), _scale(grad.dtype, scale)))
     return dx
 
@@ -172,7 +172,7 @@ def add(a, b):
         return a + b
     import cupy
 
-    out = cupy.empty(a.shape, a.dtype)
+    out = cupy.ndarray(a.shape, a.dtype)
     if a.size:
         _kernel(a.dtype, "add_same").kernel(_chunk_grid(a), (256,), (a, b, out, np.int64(a.size)))
     return out

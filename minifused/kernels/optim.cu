@@ -51,19 +51,31 @@ extern "C" __global__ void adam_multi(REPEAT(ADAM_ARGS) const double* hyper, con
     const acc_t one_m_beta1 = (acc_t)(1.0 - beta1_d), one_m_beta2 = (acc_t)(1.0 - beta2_d);
     const acc_t beta2 = (acc_t)beta2_d, eps = (acc_t)hyper[3], weight_decay = (acc_t)hyper[4];
     const acc_t decay = (acc_t)one_minus(lr, hyper[4]);
-    const long long start = ((long long)blockIdx.x - b) * (long long)blockDim.x * ILP;
+    // Every load of this thread's ILP elements is issued before any store: the arrays may alias as far
+    // as the compiler knows, so loads written after a store would wait for it, one element at a time.
+    const long long start = ((long long)blockIdx.x - b) * (long long)blockDim.x * ILP + threadIdx.x;
+    acc_t pr[ILP], gr[ILP], mr[ILP], vr[ILP];
 #pragma unroll
     for (int k = 0; k < ILP; ++k) {
-        long long i = start + (long long)k * blockDim.x + threadIdx.x;
+        const long long i = start + (long long)k * blockDim.x;
+        if (i < n) {
+            pr[k] = load_param(p, w, i);
+            gr[k] = load_grad(g, i, amp, maximize);
+            mr[k] = (acc_t)m[i];
+            vr[k] = (acc_t)v[i];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < ILP; ++k) {
+        const long long i = start + (long long)k * blockDim.x;
         if (i >= n) break;
-        acc_t pi = load_param(p, w, i);
-        acc_t gi = load_grad(g, i, amp, maximize);
+        acc_t pi = pr[k], gi = gr[k];
         if (weight_decay != (acc_t)0) {
             if (decoupled) pi = pi * decay;
             else gi = gi + weight_decay * pi;
         }
-        acc_t mi = lerp((acc_t)m[i], gi, one_m_beta1);
-        acc_t vi = mul_rn((acc_t)v[i], beta2);  // exp_avg_sq.mul_(beta2), then addcmul_
+        acc_t mi = lerp(mr[k], gi, one_m_beta1);
+        acc_t vi = mul_rn(vr[k], beta2);  // exp_avg_sq.mul_(beta2), then addcmul_
         vi = vi + one_m_beta2 * (gi * gi);
         m[i] = (ST)mi;
         v[i] = (ST)vi;
@@ -92,16 +104,25 @@ extern "C" __global__ void sgd_multi(REPEAT(SGD_ARGS) const double* hyper, const
     const bool nesterov = flags & 1, maximize = flags & 2;
     const acc_t lr = (acc_t)hyper[0], momentum = (acc_t)hyper[1], weight_decay = (acc_t)hyper[3];
     const acc_t one_m_dampening = (acc_t)(1.0 - hyper[2]);  // in double, as PyTorch's alpha
-    const long long start = ((long long)blockIdx.x - b) * (long long)blockDim.x * ILP;
+    const long long start = ((long long)blockIdx.x - b) * (long long)blockDim.x * ILP + threadIdx.x;
+    acc_t pr[ILP], gr[ILP], br[ILP];  // loads before stores, as in adam_multi
 #pragma unroll
     for (int k = 0; k < ILP; ++k) {
-        long long i = start + (long long)k * blockDim.x + threadIdx.x;
+        const long long i = start + (long long)k * blockDim.x;
+        if (i < n) {
+            pr[k] = load_param(p, w, i);
+            gr[k] = load_grad(g, i, amp, maximize);
+            br[k] = momentum != (acc_t)0 && !init ? (acc_t)buf[i] : (acc_t)0;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < ILP; ++k) {
+        const long long i = start + (long long)k * blockDim.x;
         if (i >= n) break;
-        acc_t pi = load_param(p, w, i);
-        acc_t d = load_grad(g, i, amp, maximize);
+        acc_t pi = pr[k], d = gr[k];
         if (weight_decay != (acc_t)0) d = d + weight_decay * pi;
         if (momentum != (acc_t)0) {
-            acc_t bi = init ? d : mul_rn((acc_t)buf[i], momentum) + one_m_dampening * d;
+            acc_t bi = init ? d : mul_rn(br[k], momentum) + one_m_dampening * d;
             buf[i] = (ST)bi;
             bi = (acc_t)(ST)bi;
             d = nesterov ? d + momentum * bi : bi;

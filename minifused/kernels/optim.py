@@ -209,7 +209,7 @@ def _groups(arrays, masters=None):
     by_key = {}
     for i, a in enumerate(arrays):
         has_master = masters is not None and masters[i] is not None
-        by_key.setdefault((a.device.id, a.dtype, has_master), []).append(i)
+        by_key.setdefault((a.data.device_id, a.dtype, has_master), []).append(i)
     for (_, _, has_master), idx in by_key.items():
         for k in range(0, len(idx), MAX_SLOTS):
             yield idx[k:k + MAX_SLOTS], has_master
@@ -254,7 +254,7 @@ def _launch(name, per_slot, scalars, master=False, source="optim.cu"):
             arrays, extra = per_slot[0]
             args += [*arrays, np.int64(0), np.int32(_INT_MAX), *extra]
     first = per_slot[0][0][0]
-    with cupy.cuda.Device(first.device.id):
+    with cupy.cuda.Device(first.data.device_id):
         _kernel(name, first.dtype, nslot, master, source)((block0,), (BLOCK,), tuple(args) + tuple(scalars))
 
 

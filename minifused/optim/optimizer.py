@@ -89,11 +89,13 @@ def _refuse_in_capture(what):
 
 
 def _by_device(params):
-    """[(device, indices)] of ``params``, in first-seen order (a group may span GPUs)."""
+    """[(device, indices)] of ``params``, in first-seen order (a group may span GPUs); grouped by the arrays'
+    device ids (no Device object per parameter: every step runs this)."""
     out = {}
     for i, p in enumerate(params):
-        out.setdefault(p.device, []).append(i)
-    return list(out.items())
+        a = p._data
+        out.setdefault(a.data.device_id if backend.is_cuda_array(a) else None, []).append(i)
+    return [(backend.device_of(params[idx[0]]._data), idx) for idx in out.values()]
 
 
 class _ParamState(dict):
@@ -230,8 +232,9 @@ class Optimizer:
         n = 0
         for g in self.param_groups:
             for p in g["params"]:
-                gr = p.grad
-                if gr is not None and (gr.shape != p.shape or gr.dtype != p.dtype or gr.device != p.device):
+                gr = p._grad
+                if gr is not None and (gr._data.shape != p._data.shape or gr._data.dtype != p._data.dtype
+                                       or not backend.same_device(gr._data, p._data)):
                     raise RuntimeError(f"{type(self).__name__}.step: the gradient of parameter {n} has shape "
                                        f"{tuple(gr.shape)}, dtype {gr.dtype} on {gr.device}; the parameter "
                                        f"{tuple(p.shape)}, {p.dtype} on {p.device}")
@@ -356,4 +359,4 @@ class Optimizer:
 
 
 def _params_with_grad(group):
-    return [p for p in group["params"] if p.grad is not None]
+    return [p for p in group["params"] if p._grad is not None]
