@@ -51,16 +51,13 @@ extern "C" __global__ void adam_multi(REPEAT(ADAM_ARGS) const double* hyper, con
     const acc_t one_m_beta1 = (acc_t)(1.0 - beta1_d), one_m_beta2 = (acc_t)(1.0 - beta2_d);
     const acc_t beta2 = (acc_t)beta2_d, eps = (acc_t)hyper[3], weight_decay = (acc_t)hyper[4];
     const acc_t decay = (acc_t)one_minus(lr, hyper[4]);
-    // Every load of this thread's ILP elements is issued before any store: the arrays may alias as far
-    // as the compiler knows, so loads written after a store would wait for it, one element at a time.
     const long long start = ((long long)blockIdx.x - b) * (long long)blockDim.x * ILP + threadIdx.x;
-    acc_t pr[ILP], gr[ILP], mr[ILP], vr[ILP];
+    acc_t pr[ILP], gr[ILP], mr[ILP], vr[ILP];  // every load before any store (load_chunk)
+    load_chunk(p, w, g, start, n, amp, maximize, pr, gr);
 #pragma unroll
     for (int k = 0; k < ILP; ++k) {
         const long long i = start + (long long)k * blockDim.x;
         if (i < n) {
-            pr[k] = load_param(p, w, i);
-            gr[k] = load_grad(g, i, amp, maximize);
             mr[k] = (acc_t)m[i];
             vr[k] = (acc_t)v[i];
         }
@@ -105,15 +102,12 @@ extern "C" __global__ void sgd_multi(REPEAT(SGD_ARGS) const double* hyper, const
     const acc_t lr = (acc_t)hyper[0], momentum = (acc_t)hyper[1], weight_decay = (acc_t)hyper[3];
     const acc_t one_m_dampening = (acc_t)(1.0 - hyper[2]);  // in double, as PyTorch's alpha
     const long long start = ((long long)blockIdx.x - b) * (long long)blockDim.x * ILP + threadIdx.x;
-    acc_t pr[ILP], gr[ILP], br[ILP];  // loads before stores, as in adam_multi
+    acc_t pr[ILP], gr[ILP], br[ILP];  // every load before any store (load_chunk)
+    load_chunk(p, w, g, start, n, amp, maximize, pr, gr);
 #pragma unroll
     for (int k = 0; k < ILP; ++k) {
         const long long i = start + (long long)k * blockDim.x;
-        if (i < n) {
-            pr[k] = load_param(p, w, i);
-            gr[k] = load_grad(g, i, amp, maximize);
-            br[k] = momentum != (acc_t)0 && !init ? (acc_t)buf[i] : (acc_t)0;
-        }
+        br[k] = i < n && momentum != (acc_t)0 && !init ? (acc_t)buf[i] : (acc_t)0;
     }
 #pragma unroll
     for (int k = 0; k < ILP; ++k) {

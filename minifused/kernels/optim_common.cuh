@@ -90,6 +90,21 @@ __device__ __forceinline__ acc_t load_grad(const PT* g, long long i, const float
     return maximize ? -gi : gi;
 }
 
+// This thread's ILP parameters and gradients of its block's chunk (first element ``start``, then every
+// blockDim.x), into registers. The kernels issue all their loads before any store: the arrays may alias as
+// far as the compiler knows, so a load written after a store would wait for it, one element at a time.
+__device__ __forceinline__ void load_chunk(const PT* p, const ST* w, const PT* g, long long start, long long n,
+                                           const float* amp, bool maximize, acc_t* pr, acc_t* gr) {
+#pragma unroll
+    for (int k = 0; k < ILP; ++k) {
+        const long long i = start + (long long)k * blockDim.x;
+        if (i < n) {
+            pr[k] = load_param(p, w, i);
+            gr[k] = load_grad(g, i, amp, maximize);
+        }
+    }
+}
+
 // The last block of the slot to finish advances its step count *t: every block has read it by
 // then (the barrier and the fence order this block's read before its count). done[slot] is a
 // zeroed counter, left zeroed.
