@@ -228,7 +228,9 @@ def copy(array):
 
 
 def same_device(a, b) -> bool:
-    """Whether arrays ``a`` and ``b`` live on one device (cheaper than comparing ``device_of``s)."""
+    """Whether arrays ``a`` and ``b`` live on one device (cheap: no Device objects on the hot path)."""
+    if type(a) is np.ndarray:
+        return type(b) is np.ndarray
     if is_cuda_array(a):
         return is_cuda_array(b) and a.data.device_id == b.data.device_id
     return not is_cuda_array(b)

@@ -26,7 +26,8 @@ from ..ops.shape import permute as _permute
 from ..ops.shape import reshape as _reshape
 from ..ops.shape import transpose as _transpose
 from ..tensor import Tensor as _Tensor
-from ._checks import _check_tensor, _same_device
+from ..backend import same_device as _same_device
+from ._checks import _check_tensor
 
 # ---- elementwise and activations (foundation)
 # The in-place forms (``relu_``, ``gelu_``, ``softmax_``, ``layer_norm_``, ``dropout(inplace=True)``)

@@ -2,8 +2,6 @@
 what came."""
 from __future__ import annotations
 
-import numpy as _np
-
 from .. import backend as _backend
 from ..tensor import Tensor as _Tensor
 
@@ -14,14 +12,6 @@ def _check_tensor(op, input, floating=False):
     if floating and not _backend.is_floating(input.dtype):
         raise TypeError(f"{op}: expected a floating-point input (the result is written into it), "
                         f"got dtype {input.dtype}")
-
-
-def _same_device(a, b):
-    """Raw arrays on one device (cheap: no Device objects on the hot path)."""
-    if type(a) is _np.ndarray:
-        return type(b) is _np.ndarray
-    ca, cb = _backend.is_cuda_array(a), _backend.is_cuda_array(b)
-    return ca == cb and (not ca or a.data.device_id == b.data.device_id)
 
 
 def _pair(op, name, value, minimum):

@@ -7,7 +7,8 @@ from ..ops import conv as _conv_ops
 from ..ops import pool as _pool_ops
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
-from ._checks import _check_image, _pair, _same_device
+from ..backend import same_device as _same_device
+from ._checks import _check_image, _pair
 
 __all__ = ["conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d"]
 

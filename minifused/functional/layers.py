@@ -14,7 +14,8 @@ from ..ops import resample as R
 from ..ops import clone
 from ..ops.shape import reshape, squeeze, unsqueeze
 from ..tensor import Tensor
-from ._checks import _check_tensor, _same_device
+from ..backend import same_device as _same_device
+from ._checks import _check_tensor
 
 __all__ = ["pad", "interpolate", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "embedding", "dropout1d", "dropout2d", "alpha_dropout", "feature_alpha_dropout"]
