@@ -410,7 +410,7 @@ def test_gpu_forward_launcher_follows_the_config(poisoned_pool):
         config = ConvConfig(nchw_forward=forced)
         y, mask = K.conv2d_forward(x, w, b, *geo, "relu", want_mask=True, config=config)
         run = K._forward_launcher(x.dtype, x.shape, w.shape, *geo, x.device.id, config, False)
-        paths.append("pack_fn" in run.__code__.co_freevars)  # the repacking path's closure holds its pack kernel
+        paths.append("pack_x_w" in run.__code__.co_freevars)  # the repacking path's closure holds its pack launch
         assert _rel(y, ref) < _GPU_TOL["float16"]
         assert float((mask != ref_mask).mean()) < 0.01  # near-zero outputs may round across 0
     assert paths == [False, True, False]
@@ -790,8 +790,16 @@ def test_gpu_pack_nhwc_matches_numpy(dtype, poisoned_pool):
         keep = np.unpackbits(mask.get().view(np.uint8), bitorder="little").reshape(ctot, -1)[:, :n * h * w]
         want = np.zeros((n, h, w, cp_), np.float64)
         want[..., :c] = a.get().astype(np.float64)[:, c_off:c_off + c].transpose(0, 2, 3, 1)
-        assert np.array_equal(K._pack_nhwc(a, c_off, c, cp_).get().astype(np.float64), want)
+        pack = K.pack_nhwc_launch(np.dtype(dt), n, h * w, ctot, c, cp_)
+
+        def packed(mask_words):
+            out = cupy.ndarray((n, h, w, cp_), dt)
+            src = a.data.ptr + c_off * h * w * a.itemsize
+            pack(src, out.data.ptr, mask.data.ptr + c_off * words * 4 if mask_words else src, mask_words)
+            return out.get().astype(np.float64)
+
+        assert np.array_equal(packed(0), want)
         masked = want.copy()
         masked[..., :c] *= keep[c_off:c_off + c].reshape(c, n, h, w).transpose(1, 2, 3, 0)
-        got = K._pack_nhwc(a, c_off, c, cp_, mask, words).get().astype(np.float64)
+        got = packed(words)
         assert np.array_equal(got, masked), (n, ctot, h, w, c_off, c)

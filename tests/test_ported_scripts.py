@@ -154,10 +154,14 @@ def test_losses_match_pytorch(name, device, torch, monkeypatch, request):
     if device == "cpu":
         request.getfixturevalue("default_cpu")
     # the heuristic's GEMM algorithms, not the fastest by timing: on a GPU loaded by other tests, timing may pick
-    # another algorithm run to run, whose last bits, amplified over the steps, left the band below
+    # another algorithm run to run, whose last bits, amplified over the steps, left the band below. A plan is
+    # made once per GEMM signature, so one an earlier test timed on this process would outlive the config:
+    # the cache is emptied before the run, and after it for the tests that come later.
     from minifused.kernels import cublaslt
 
     monkeypatch.setattr(cublaslt, "DEFAULT_CONFIG", cublaslt.GemmConfig(small_gemm_flop=0))
+    cublaslt.clear_plan_cache()
+    request.addfinalizer(cublaslt.clear_plan_cache)
 
     initial = {}
     expected = load_script(name, "torch", monkeypatch).main(PARITY_ARGS[name] + ["--device", device],

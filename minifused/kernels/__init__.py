@@ -176,6 +176,93 @@ def launch(kern, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0, pd
         raise RuntimeError(f"{kern.name}: cuLaunchKernelEx with programmatic dependent launch failed: {err}")
 
 
+_launch_kernel = _current_stream = None  # CuPy's cuLaunchKernel and current stream, bound by the first Prepared
+
+#: A :class:`Prepared` parameter given per call: an 8-byte value (an array's address, an integer).
+ARG = "arg"
+#: A :class:`Prepared` parameter given per call as the address of a struct passed by value (a tensor map).
+REF = "ref"
+#: A :class:`Prepared` parameter given per call: a float32.
+F32 = "f32"
+
+
+class Prepared:
+    """One kernel's launch with its parameter buffer laid out once: a call writes only the values that change
+    (the arrays' addresses) and calls the driver's ``cuLaunchKernel``. CuPy's launch converts every argument on
+    every call, which costs a small kernel of an eager training step more host time than the launch itself.
+
+    ``params`` has one entry per kernel parameter, in order: :data:`ARG`, :data:`F32` or :data:`REF` for a value
+    the call gives (in that order), or a constant: a NumPy scalar (its bytes) or a CuPy array (its address; the launch
+    keeps it alive). ``grid`` and ``block`` are fixed; ``pdl``: the kernel begins with ``pdl_entry()``, so in
+    graph captures it launches as :func:`launch` does. Made for the current device (its kernel function), as
+    the plans that hold one are. A lock keeps two threads from filling one buffer at once."""
+
+    __slots__ = ("name", "_fn", "_dims", "_values", "_table", "_table_ptr", "_writes", "_dense", "_keep", "_lock",
+                 "_pdl")
+
+    def __init__(self, kern, grid, block, params, smem=0, pdl=False):
+        import threading
+
+        import cupy
+        from cupy_backends.cuda.api.driver import launchKernel
+
+        global _launch_kernel, _current_stream
+        _launch_kernel, _current_stream = launchKernel, cupy.cuda.get_current_stream
+
+        fn = kern.kernel if isinstance(kern, cupy.RawKernel) else kern
+        self.name, self._fn, self._pdl = getattr(kern, "name", "kernel"), fn, pdl
+        grid, block = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
+        self._dims = (*(int(v) for v in grid), *(int(v) for v in block), int(smem))
+        n = len(params)
+        self._values = np.zeros(max(n, 1), np.int64)  # 8 bytes per parameter (a by-value struct is a REF)
+        base = self._values.ctypes.data
+        self._table = np.array([base + 8 * i for i in range(n)] or [0], np.uint64)  # the kernelParams array
+        self._table_ptr = self._table.ctypes.data
+        self._writes, self._keep = [], []
+        raw = self._values.view(np.uint8)
+        for i, p in enumerate(params):
+            if p is ARG:
+                self._writes.append((self._values, i))
+            elif p is F32:  # the slot's first 4 bytes (little-endian), as the kernel reads a float
+                self._writes.append((self._values.view(np.float32), 2 * i))
+            elif p is REF:
+                self._writes.append((self._table, i))
+            elif isinstance(p, cupy.ndarray):
+                self._values[i] = p.data.ptr
+                self._keep.append(p)
+            elif isinstance(p, np.generic) and p.nbytes <= 8:
+                raw[8 * i:8 * i + p.nbytes] = np.frombuffer(p.tobytes(), np.uint8)
+            else:
+                raise TypeError(f"Prepared({self.name}): parameter {i} must be ARG, F32, REF, a NumPy scalar of up to "
+                                f"8 bytes or a CuPy array, got {type(p).__name__}")
+        self._dense = n > 0 and all(p is ARG for p in params)  # every value given per call: one array write
+        self._lock = threading.Lock()
+
+    def __call__(self, *values):
+        with self._lock:
+            if self._dense:
+                self._values[:] = values
+            else:
+                for (buf, i), v in zip(self._writes, values):
+                    buf[i] = v
+            if self._pdl and pdl_active():
+                self._launch_pdl(_current_stream().ptr)
+            else:
+                _launch_kernel(self._fn.ptr, *self._dims, _current_stream().ptr, self._table_ptr, 0)
+
+    def _launch_pdl(self, stream):
+        from cuda.bindings import driver
+
+        cfg = driver.CUlaunchConfig()
+        (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ,
+         cfg.sharedMemBytes) = self._dims
+        cfg.hStream = driver.CUstream(stream)
+        cfg.attrs, cfg.numAttrs = _pdl_attrs(), 1
+        err, = driver.cuLaunchKernelEx(cfg, driver.CUfunction(self._fn.ptr), self._table_ptr, 0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"{self.name}: cuLaunchKernelEx with programmatic dependent launch failed: {err}")
+
+
 @functools.cache
 def _pdl_attrs():
     from cuda.bindings import driver

@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import backend
-from . import NULL, acc_dtype, ctype, get_kernel, has_pdl, launch, sm_count
+from . import ARG, F32, Prepared, acc_dtype, ctype, get_kernel, has_pdl, sm_count
 
 # ---------------------------------------------------------------- references
 
@@ -193,14 +193,14 @@ def _grid(total, sms):
 
 
 class _Launches(NamedTuple):
-    """Everything about a call's launches that its signature fixes (the shape, dtypes, vector width, mode
-    and device), settled once per signature: choosing it per call cost host time comparable to the launch's
-    (eager training steps are bound by host time)."""
-    kernels: dict
-    channel: ChannelPlan | None  # the one-launch cached-channel path, or None for the passes
-    ints: tuple  # (N, C, S) as kernel arguments
+    """A call's launches, prepared once per signature (the shape, dtypes, vector width, mode and device):
+    settling them per call cost host time comparable to the launch's (eager training steps are bound by host
+    time). Arrays are passed by address (0 for an absent one)."""
+    channel: Prepared | None  # the one-launch cached-channel path, or None for the passes
+    partial: Prepared | None  # the passes: per-block partial sums (x, dy, mask, mean, partials)
+    finalize: Prepared | None  # the per-channel statistics (forward) or coefficients (backward) from them
+    apply: Prepared | None  # y (forward) or dx (backward), elementwise
     split: int  # blocks per channel of the partial-sums pass
-    blocks: int  # blocks of the elementwise pass
 
 
 @functools.cache
@@ -213,13 +213,35 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev):
     else:
         channel = (_per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms)
                    if training and (not relu or s % 32 == 0) else None)
-    kernels = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel and not backward else 1)
-    return _Launches(kernels, channel, (np.int64(n), np.int64(c), np.int64(s)), _split(n, c, s, sms),
-                     _grid(n * c * s // vec, sms))
+    k = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel and not backward else 1)
+    n_, c_, s_, total = np.int64(n), np.int64(c), np.int64(s), np.int64(n * c * s)
+    split, blocks = _split(n, c, s, sms), (_grid(n * c * s // vec, sms),)
+
+    def prepared(name, grid, block, params, smem=0):
+        return Prepared(k[name], grid, block, params, smem, pdl=True)
+
+    if channel:  # one launch
+        if backward:  # (dy, x, mask, mean, rstd, w, dx, dw, db), batch statistics
+            one = prepared("bn_channel_backward", (c,), (channel.threads,), (ARG,) * 9 + (n_, c_, s_, ARG),
+                           2 * channel.slice_bytes)
+        else:  # (x, running mean, running var, count, w, b, y, mask, mean, rstd), eps, factor, update
+            one = prepared("bn_channel_forward", (c * channel.cluster,), (channel.threads,),
+                           (ARG,) * 10 + (n_, c_, s_, np.int64(channel.chunk), F32, F32, ARG), channel.slice_bytes)
+        return _Launches(one, None, None, None, split)
+    partial = prepared("bn_partial", (split, c), (_THREADS,), (ARG,) * 5 + (n_, c_, s_, np.int32(split)))
+    words = (_words(c),)
+    if backward:  # (partials, w, rstd, dw, db, coefficients), batch statistics; then (dy, x, mask, mean, coef, dx)
+        finalize = prepared("bn_finalize_backward", words, (32,), (ARG,) * 6 + (n_, c_, s_, np.int32(split), ARG))
+        apply = prepared("bn_backward_dx", blocks, (_THREADS,), (ARG,) * 6 + (total, c_, s_))
+    else:  # (partials, x, running mean, running var, count, mean, rstd), blocks, eps, factor, update, training;
+        # then (x, mean, rstd, w, b, y, mask)
+        finalize = prepared("bn_finalize_forward", words, (32,), (ARG,) * 7 + (n_, c_, s_, ARG, F32, F32, ARG, ARG))
+        apply = prepared("bn_apply", blocks, (_THREADS,), (ARG,) * 7 + (total, c_, s_))
+    return _Launches(None, partial, finalize, apply, split)
 
 
-def _i(v):
-    return np.int64(v)
+def _addr(a):
+    return 0 if a is None else a.data.ptr
 
 
 def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count):
@@ -230,34 +252,25 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     s = x.size // (n * c)
     wdtype = (weight if weight is not None else running_mean if running_mean is not None else x).dtype
     plan = _launches((n, c, s), x.dtype, wdtype, _vec(s, x), False, training, relu, x.data.device_id)
-    k, ch, (n_, c_, s_) = plan.kernels, plan.channel, plan.ints
     # outputs by cupy.ndarray (less host time than cupy.empty); the kernels write every element
     y = cupy.ndarray(shape, x.dtype)
     mean = cupy.ndarray((c,), np.float32)
     rstd = cupy.ndarray((c,), np.float32)
     mask = cupy.ndarray((_words(n * c * s),), np.uint32) if relu else None
     update = running_mean is not None
-    w_, b_, m_ = (NULL if a is None else a for a in (weight, bias, mask))
-    if ch:  # one launch: statistics, running statistics, y and the mask
-        launch(k["bn_channel_forward"], (c * ch.cluster,), (ch.threads,),
-               (x, running_mean if update else NULL, running_var if update else NULL,
-                count if update and count is not None else NULL, w_, b_, y, m_, mean, rstd, n_, c_, s_,
-                _i(ch.chunk), np.float32(eps), np.float32(factor), np.int32(update)), ch.slice_bytes)
+    xa, ya, ma, ra = x.data.ptr, y.data.ptr, mean.data.ptr, rstd.data.ptr
+    wa, ba, ka = _addr(weight), _addr(bias), _addr(mask)
+    rm, rv, cnt = (_addr(running_mean), _addr(running_var), _addr(count)) if update else (0, 0, 0)
+    if plan.channel:  # one launch: statistics, running statistics, y and the mask
+        plan.channel(xa, rm, rv, cnt, wa, ba, ya, ka, ma, ra, eps, factor, int(update))
         return y, mean, rstd, mask
     if training:
-        p = plan.split
-        part = cupy.ndarray((c, p, 2), np.float32)
-        launch(k["bn_partial"], (p, c), (_THREADS,), (x, NULL, NULL, NULL, part, n_, c_, s_, np.int32(p)))
-        launch(k["bn_finalize_forward"], (_words(c),), (32,),
-               (part, x, running_mean if update else NULL, running_var if update else NULL,
-                count if update and count is not None else NULL, mean, rstd,
-                n_, c_, s_, np.int32(p), np.float32(eps), np.float32(factor), np.int32(update), np.int32(1)))
+        part = cupy.ndarray((c, plan.split, 2), np.float32)
+        plan.partial(xa, 0, 0, 0, part.data.ptr)
+        plan.finalize(part.data.ptr, xa, rm, rv, cnt, ma, ra, plan.split, eps, factor, int(update), 1)
     else:
-        launch(k["bn_finalize_forward"], (_words(c),), (32,),
-               (NULL, x, running_mean, running_var, NULL, mean, rstd, n_, c_, s_, np.int32(0), np.float32(eps),
-                np.float32(0), np.int32(0), np.int32(0)))
-    launch(k["bn_apply"], (plan.blocks,), (_THREADS,),
-           (x, mean, rstd, w_, b_, y, m_, _i(n * c * s), c_, s_))
+        plan.finalize(0, xa, running_mean.data.ptr, running_var.data.ptr, 0, ma, ra, 0, eps, 0.0, 0, 0)
+    plan.apply(xa, ma, ra, wa, ba, ya, ka)
     return y, mean, rstd, mask
 
 
@@ -269,24 +282,20 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
     s = x.size // (n * c)
     wdtype = weight.dtype if weight is not None else x.dtype
     plan = _launches((n, c, s), x.dtype, wdtype, _vec(s, x, dy), True, True, False, x.data.device_id)
-    k, ch, (n_, c_, s_) = plan.kernels, plan.channel, plan.ints
     dx = cupy.ndarray(shape, x.dtype) if need_dx else None
     dw = cupy.ndarray((c,), wdtype) if need_dw and weight is not None else None
     db = cupy.ndarray((c,), wdtype) if need_dw else None
-    w_, m_, dx_, dw_, db_ = (NULL if a is None else a for a in (weight, mask, dx, dw, db))
-    if ch:  # one launch: the sums, dw, db and dx
-        launch(k["bn_channel_backward"], (c,), (ch.threads,),
-               (dy, x, m_, mean, rstd, w_, dx_, dw_, db_, n_, c_, s_, np.int32(batch_stats)), 2 * ch.slice_bytes)
+    dya, xa, ka, ma, ra, wa = dy.data.ptr, x.data.ptr, _addr(mask), mean.data.ptr, rstd.data.ptr, _addr(weight)
+    dxa, dwa, dba = _addr(dx), _addr(dw), _addr(db)
+    if plan.channel:  # one launch: the sums, dw, db and dx
+        plan.channel(dya, xa, ka, ma, ra, wa, dxa, dwa, dba, int(batch_stats))
         return dx, dw, db
-    p = plan.split
-    part = cupy.ndarray((c, p, 2), np.float32)
-    launch(k["bn_partial"], (p, c), (_THREADS,), (x, dy, m_, mean, part, n_, c_, s_, np.int32(p)))
+    part = cupy.ndarray((c, plan.split, 2), np.float32)
+    plan.partial(xa, dya, ka, ma, part.data.ptr)
     coef = cupy.ndarray((c, 3), np.float32)
-    launch(k["bn_finalize_backward"], (_words(c),), (32,),
-           (part, w_, rstd, dw_, db_, coef, n_, c_, s_, np.int32(p), np.int32(batch_stats)))
+    plan.finalize(part.data.ptr, wa, ra, dwa, dba, coef.data.ptr, int(batch_stats))
     if need_dx:
-        launch(k["bn_backward_dx"], (plan.blocks,), (_THREADS,),
-               (dy, x, m_, mean, coef, dx, _i(n * c * s), c_, s_))
+        plan.apply(dya, xa, ka, ma, coef.data.ptr, dxa)
     return dx, dw, db
 
 

@@ -24,7 +24,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import NULL, grid_1d, sm_count
+from . import ARG, NULL, Prepared, grid_1d, sm_count
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
                         nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
@@ -39,16 +39,6 @@ __all__ = ["ConvConfig", "DEFAULT_CONFIG", "conv2d_forward", "conv2d_backward", 
 
 def _on_gpu(a):
     return backend.is_cuda_array(a) and a.dtype in GPU_DTYPES
-
-
-def _ptr(a, offset_elems=0):
-    """``a`` itself at offset 0 (CuPy passes an array's pointer fastest), else the offset address."""
-    return a if offset_elems == 0 else np.uint64(a.data.ptr + offset_elems * a.itemsize)
-
-
-def _addr(a):
-    """The device address of an array or of :func:`_ptr`'s offset pointer."""
-    return int(a) if isinstance(a, np.integer) else a.data.ptr
 
 
 def _blocks(total):
@@ -72,32 +62,16 @@ class PackedInput:
         self.array, self.shape, self.tf32 = array, tuple(shape), bool(tf32)
 
 
-# ---------------------------------------------------------------- repacks (conv_util.cu)
-def _pack_nhwc(a, c_off, c, cp_, mask=None, mask_words=0):
-    """Channels [c_off, c_off+c) of NCHW ``a`` as (N, H, W, cp_), zero-padded (times ``mask``)."""
-    import cupy
-
-    n, ctot, h, w = a.shape
-    hw = h * w
-    out = cupy.ndarray((n, h, w, cp_), a.dtype)
-    tile = pack_tile(a.dtype)
-    grid = (-(-hw // tile), -(-cp_ // tile), min(n, GRID_Z))
-    util_kernel(a.dtype, "pack_nhwc").kernel(grid, (32, 8, 1), (
-        _ptr(a, c_off * hw), out, _ptr(mask, c_off * mask_words) if mask is not None else a,
-        *ints(c, ctot, hw, cp_, mask_words if mask is not None else 0, n)))
-    return out
-
-
-def _pack_weight(w, kpad):
-    """(C/groups, R, S, kpad) from one group's KCRS ``w``: out[c, r, s, k] = w[k, c, r, s], zeros past K."""
-    import cupy
-
-    kg, cg, r, s = w.shape
-    j = cg * r * s
-    out = cupy.ndarray((cg, r, s, kpad), w.dtype)
-    util_kernel(w.dtype, "transpose_pad").kernel(((j + 31) // 32, (kpad + 31) // 32), (32, 8, 1), (
-        w, out, *ints(kg, j, kpad)))
-    return out
+@functools.cache
+def pack_nhwc_launch(dtype, n, hw, ctot, cols, cpad):
+    """conv_util.cu's pack of ``cols`` of the ``ctot`` channels of an (N, C, H, W) array of ``hw`` pixels per
+    image to (N, H, W, ``cpad``), zero-padded, times a ReLU mask if given; per call the addresses of the first
+    packed channel, of the output and of the mask's first word (any address without one), and the mask's
+    words per channel (0: no mask)."""
+    tile = pack_tile(dtype)
+    grid = (-(-hw // tile), -(-cpad // tile), min(n, GRID_Z))
+    return Prepared(util_kernel(dtype, "pack_nhwc"), grid, (32, 8, 1),
+                    (ARG, ARG, ARG, *ints(cols, ctot, hw, cpad), ARG, np.int32(n)))
 
 
 # ---------------------------------------------------------------- forward
@@ -139,14 +113,20 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
     ((kern, grid, block, smem, prm, pack),) = gemm_plan(ConvMode.FORWARD, dtype, x_shape, w_shape, stride, padding,
                                                         dilation, groups, dev_id, config, tf32)
     pack_grid, pack_ints, xn_elems, total = pack
-    pack_fn, fn = util_kernel(dtype, "pack_forward").kernel, kern.kernel
     tf32 = bool(pack_ints[-1])  # whether the pack rounds x to TF32 (a kept x is only reused likewise)
+    # (x, packed x, w, packed w) and (packed x, packed w, bias, y, mask, flags): addresses per call
+    pack_x_w = Prepared(util_kernel(dtype, "pack_forward"), pack_grid, (32, 8, 1), (ARG,) * 4 + pack_ints)
+    gemm = Prepared(kern, grid, block, (ARG,) * 5 + (prm, ARG), smem)
+    isz = np.dtype(dtype).itemsize
+    x_step, w_step, b_step, y_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * isz, kg * p * q * isz
 
     def run(x, w, bias, relu, want_mask, keep_x=False):
         y = cupy.ndarray(y_shape, dtype)
         mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
         flag = flags[relu][bias is not None][mask is not None]
         kept = None
+        xa, wa, ya = x.data.ptr, w.data.ptr, y.data.ptr
+        ba = 0 if bias is None else bias.data.ptr
         for g in range(groups):
             # both packed operands in one allocation and one launch (measured no slower on the device than two
             # of each, and one launch less of host time before the GEMM's); a packed x kept for the filter
@@ -154,16 +134,18 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
             if keep_x and groups == 1:
                 xn, wk = cupy.ndarray(xn_elems, dtype), cupy.ndarray(total - xn_elems, dtype)
                 kept = PackedInput(xn, x_shape, tf32)
+                xna, wka = xn.data.ptr, wk.data.ptr
             else:
                 xn = cupy.ndarray(total, dtype)
-                wk = _ptr(xn, xn_elems)
-            pack_fn(pack_grid, (32, 8, 1), (_ptr(x, g * cg * h * wd), xn, _ptr(w, g * kg * cg * r * s), wk, *pack_ints))
+                xna = xn.data.ptr
+                wka = xna + xn_elems * isz
+            pack_x_w(xa + g * x_step, xna, wa + g * w_step, wka)
             if tma is not None and mask is None:  # one group (tma_plan's rule)
-                launch_tma(tma, xn.data.ptr, _addr(wk), y.data.ptr, 0 if bias is None else bias.data.ptr, flag)
+                launch_tma(tma, xna, wka, ya, ba, flag)
             else:
-                fn(grid, block, (xn, wk, _ptr(bias, g * kg) if bias is not None else y, _ptr(y, g * kg * p * q),
-                                 _ptr(mask, g * kg * words) if mask is not None else y, prm, flag), smem)
-            del xn, wk
+                gemm(xna, wka, ba + g * b_step if bias is not None else ya, ya + g * y_step,
+                     mask.data.ptr + g * kg * words * 4 if mask is not None else ya, flag)
+            del xn
         return (y, mask, kept) if keep_x else (y, mask)
     return run
 
@@ -205,92 +187,114 @@ def _direct_backward_filter_cuda(dy, x, w_shape, stride, padding, dilation, mask
     reduce((grid_1d(pairs, 128),), (128,), (part, dw, db if db is not None else NULL, *ints(blocks, k, crs)))
 
 
-def _backward_data_group_cuda(dz, w, x_shape, g, groups, stride, padding, dilation, dx, config, tf32):
-    """One group's dX from the packed (N, P, Q, Kp) dz, written into ``dx``."""
-    n, c, h, wd, k, cg, r, s, p, q = geometry(x_shape, w.shape, stride, padding, dilation)
-    kg = k // groups
-    kpad = dz.shape[3]
-    wc = _pack_weight(w[g * kg:(g + 1) * kg] if groups > 1 else w, kpad)  # (Cg, R, S, Kp)
-    tma = tma_plan(ConvMode.BACKWARD_DATA, dz.dtype, x_shape, w.shape, stride, padding, dilation, groups,
-                   dz.device.id, config)
-    if tma is not None:  # one group
-        launch_tma(tma, dz.data.ptr, wc.data.ptr, dx.data.ptr, 0, np.int32(0))
-        return
-    out = _ptr(dx, g * cg * h * wd)
-    for kern, grid, block, smem, prm, _ in gemm_plan(ConvMode.BACKWARD_DATA, dz.dtype, x_shape, w.shape, stride,
-                                                     padding, dilation, groups, dz.device.id, config, tf32):
-        kern(grid, block, (dz, wc, _ptr(dz), out, _ptr(dz), prm, *ints(0)), shared_mem=smem)
+@functools.cache
+def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, tf32, packed_x):
+    """The GPU backward of one call signature, ``config``, TF32 setting and input form (``packed_x``: the
+    forward's :class:`PackedInput`) as ``run(dy, x, w, mask, need_dx, need_dw, need_db) -> (dx, dw, db)``, which
+    only allocates and launches: every launch prepared here, once, as the forward's (:func:`_forward_launcher`).
 
-
-def _backward_filter_group_cuda(dz, x, w_shape, g, groups, stride, padding, dilation, dw, config, tf32):
-    """One group's dW from the packed dz and the input (an array, or the forward's :class:`PackedInput`),
-    written into ``dw`` (deterministic split-K)."""
-    import cupy
-
-    x_shape = x.shape
-    n, c, h, wd, k, cg, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
-    kg = k // groups
-    cpad = padded_channels(cg, dz.dtype)
-    xn = x.array if isinstance(x, PackedInput) else _pack_nhwc(x, g * cg, cg, cpad)
-    tma = tma_wgrad_plan(dz.dtype, x_shape, w_shape, stride, padding, dilation, groups, dz.device.id, config)
-    if tma is not None:  # one group
-        splits = tma.splits
-        ws = cupy.ndarray((splits, kg, r * s * cpad), np.float32)
-        launch_tma(tma, dz.data.ptr, xn.data.ptr, ws.data.ptr, 0, np.int32(0))
-    else:
-        ((kern, grid, block, smem, prm, splits),) = gemm_plan(ConvMode.BACKWARD_FILTER, dz.dtype, x_shape, w_shape,
-                                                              stride, padding, dilation, groups, dz.device.id, config,
-                                                              tf32)
-        ws = cupy.ndarray((splits, kg, r * s * cpad), np.float32)
-        kern(grid, block, (dz, xn, _ptr(dz), ws, _ptr(dz), prm, *ints(0)), shared_mem=smem)
-    util_kernel(dz.dtype, "wgrad_reduce").kernel(_blocks(kg * cg * r * s), (THREADS,), (
-        ws, _ptr(dw, g * kg * cg * r * s), *ints(splits, kg, cg, r * s, cpad)))
-
-
-def _column_sums(dz, kg, kpad, out, offset):
-    """``out[offset:offset+kg]`` = column sums of the packed (rows, kpad) ``dz``: the bias gradient,
-    in two deterministic passes (CuPy's ``sum(axis=0)`` over the strided slice runs one thread per column)."""
-    import cupy
-
-    rows = dz.size // kpad
-    per_block = 512
-    blocks = grid_1d(rows, per_block)
-    part = cupy.ndarray((blocks, kg), np.float32)
-    util_kernel(dz.dtype, "colsum_partial")((blocks,), (THREADS,), (
-        dz, part, np.int64(rows), *ints(kg, kpad, per_block)))
-    util_kernel(dz.dtype, "colsum_reduce")((grid_1d(kg, 128),), (128,), (
-        part, _ptr(out, offset), *ints(blocks, kg)))
-
-
-def _conv2d_backward_cuda(dy, x, x_shape, w, w_shape, stride, padding, dilation, groups, mask, need_dx, need_dw,
-                          need_db, config, tf32):
+    Per group: dy (times the ReLU mask) packed to (N, P, Q, Kp); the bias gradient as its column sums; dW (split-K
+    fp32 partials, then their fixed-order sum), from x packed to (N, H, W, Cp) unless the forward kept it so; dX
+    from the weights packed to (Cg, R, S, Kp)."""
     import cupy
 
     n, c, h, wd, k, cg, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
     kg = k // groups
-    kpad = padded_channels(kg, dy.dtype)
+    kpad, cpad = padded_channels(kg, dtype), padded_channels(cg, dtype)
     words = (n * p * q + 31) // 32
-    dx = None
-    dw = cupy.ndarray(w_shape, dy.dtype) if need_dw else None
-    db = cupy.ndarray((k,), dy.dtype) if need_db else None
-    if need_dw and direct_filter_gradient(w_shape, groups, dy.dtype, tf32, config):  # dW and db in one pass over dy
-        _direct_backward_filter_cuda(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
-        need_dw = need_db = False
-        if not need_dx:
-            return dx, dw, db
-    for g in range(groups):
-        dz = _pack_nhwc(dy, g * kg, kg, kpad, mask, words)
-        if need_db:
-            _column_sums(dz, kg, kpad, db, g * kg)
-        # dW first: its packed copy of x is gone before dX is allocated (a lower peak in training)
-        if need_dw:
-            _backward_filter_group_cuda(dz, x, w_shape, g, groups, stride, padding, dilation, dw, config, tf32)
-        if need_dx:
-            if dx is None:
-                dx = cupy.ndarray(x_shape, dy.dtype)
-            _backward_data_group_cuda(dz, w, x_shape, g, groups, stride, padding, dilation, dx, config, tf32)
-        del dz
-    return dx, dw, db
+    isz = np.dtype(dtype).itemsize
+    direct_dw = direct_filter_gradient(w_shape, groups, dtype, tf32, config)
+
+    pack_dy = pack_nhwc_launch(dtype, n, p * q, k, kg, kpad)
+    pack_x = None if packed_x else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad)
+    # the bias gradient: column sums of the packed dy in two deterministic passes
+    rows, per_block = n * p * q, 512
+    sum_blocks = grid_1d(rows, per_block)
+    col_partial = Prepared(util_kernel(dtype, "colsum_partial"), (sum_blocks,), (THREADS,),
+                           (ARG, ARG, np.int64(rows), *ints(kg, kpad, per_block)))
+    col_reduce = Prepared(util_kernel(dtype, "colsum_reduce"), (grid_1d(kg, 128),), (128,),
+                          (ARG, ARG, *ints(sum_blocks, kg)))
+    # dW: the GEMM's fp32 split-K partials (dy, x -> partials), then their sum into dw
+    wg_tma = tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config)
+    if wg_tma is not None:  # one group
+        splits = wg_tma.splits
+
+        def wgrad(dza, xna, wsa):
+            launch_tma(wg_tma, dza, xna, wsa, 0, np.int32(0))
+    else:
+        ((kern, grid, block, smem, prm, splits),) = gemm_plan(ConvMode.BACKWARD_FILTER, dtype, x_shape, w_shape,
+                                                              stride, padding, dilation, groups, dev_id, config, tf32)
+        wg_gemm = Prepared(kern, grid, block, (ARG, ARG, ARG, ARG, ARG, prm, np.int32(0)), smem)
+
+        def wgrad(dza, xna, wsa):
+            wg_gemm(dza, xna, dza, wsa, dza)
+    ws_shape = (splits, kg, r * s * cpad)
+    wg_reduce = Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(kg * cg * r * s), (THREADS,),
+                         (ARG, ARG, *ints(splits, kg, cg, r * s, cpad)))
+    # dX: the weights packed, then the GEMM(s) (dy, packed w -> dx)
+    j = cg * r * s
+    pack_w = Prepared(util_kernel(dtype, "transpose_pad"), ((j + 31) // 32, (kpad + 31) // 32), (32, 8, 1),
+                      (ARG, ARG, *ints(kg, j, kpad)))
+    dg_tma = tma_plan(ConvMode.BACKWARD_DATA, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id,
+                      config)
+    if dg_tma is not None:  # one group
+        def dgrad(dza, wca, dxa):
+            launch_tma(dg_tma, dza, wca, dxa, 0, np.int32(0))
+    else:
+        dg_gemms = [Prepared(kern, grid, block, (ARG, ARG, ARG, ARG, ARG, prm, np.int32(0)), smem)
+                    for kern, grid, block, smem, prm, _ in gemm_plan(ConvMode.BACKWARD_DATA, dtype, x_shape, w_shape,
+                                                                     stride, padding, dilation, groups, dev_id,
+                                                                     config, tf32)]
+
+        def dgrad(dza, wca, dxa):
+            for launch in dg_gemms:
+                launch(dza, wca, dza, dxa, dza)
+
+    dz_shape = (n, p, q, kpad)
+    x_step, w_step, dy_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * p * q * isz
+
+    def run(dy, x, w, mask, need_dx, need_dw, need_db):
+        dx = None
+        dw = cupy.ndarray(w_shape, dtype) if need_dw else None
+        db = cupy.ndarray((k,), dtype) if need_db else None
+        if need_dw and direct_dw:  # dW and db in one pass over dy
+            _direct_backward_filter_cuda(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
+            need_dw = need_db = False
+            if not need_dx:
+                return dx, dw, db
+        dya = dy.data.ptr
+        for g in range(groups):
+            dz = cupy.ndarray(dz_shape, dtype)
+            dza = dz.data.ptr
+            if mask is not None:
+                pack_dy(dya + g * dy_step, dza, mask.data.ptr + g * kg * words * 4, words)
+            else:
+                pack_dy(dya + g * dy_step, dza, dya, 0)
+            if need_db:
+                part = cupy.ndarray((sum_blocks, kg), np.float32)
+                col_partial(dza, part.data.ptr)
+                col_reduce(part.data.ptr, db.data.ptr + g * kg * isz)
+            # dW first: its packed copy of x is gone before dX is allocated (a lower peak in training)
+            if need_dw:
+                if packed_x:
+                    xn = x.array
+                else:
+                    xn = cupy.ndarray((n, h, wd, cpad), dtype)
+                    pack_x(x.data.ptr + g * x_step, xn.data.ptr, x.data.ptr, 0)
+                ws = cupy.ndarray(ws_shape, np.float32)
+                wgrad(dza, xn.data.ptr, ws.data.ptr)
+                wg_reduce(ws.data.ptr, dw.data.ptr + g * w_step)
+                del xn, ws
+            if need_dx:
+                if dx is None:
+                    dx = cupy.ndarray(x_shape, dtype)
+                wc = cupy.ndarray((cg, r, s, kpad), dtype)
+                pack_w(w.data.ptr + g * w_step, wc.data.ptr)
+                dgrad(dza, wc.data.ptr, dx.data.ptr + g * x_step)
+                del wc
+            del dz
+        return dx, dw, db
+    return run
 
 
 # ---------------------------------------------------------------- public primitives
@@ -327,8 +331,9 @@ def conv2d_backward(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), gr
         return (xp.empty(x.shape, dy.dtype) if need_dx else None, xp.zeros(w.shape, dy.dtype) if need_dw else None,
                 xp.zeros((w.shape[0],), dy.dtype) if need_db else None)
     if _on_gpu(dy) and fits_int32(x.shape, w.shape, stride, padding, dilation, groups, dy.dtype):
-        return _conv2d_backward_cuda(dy, x, x.shape, w, w.shape, stride, padding, dilation, groups, mask, need_dx,
-                                     need_dw, need_db, config, backend.tf32_conv.allow_tf32)
+        run = _backward_launcher(dy.dtype, x.shape, w.shape, stride, padding, dilation, groups, dy.data.device_id,
+                                 config, backend.tf32_conv.allow_tf32, isinstance(x, PackedInput))
+        return run(dy, x, w, mask, need_dx, need_dw, need_db)
     return conv2d_backward_ref(dy, x, w, stride, padding, dilation, groups, mask, need_dx, need_dw, need_db)
 
 
@@ -337,8 +342,9 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
     """dX alone (benchmarks and users of the data gradient only)."""
     stride, padding, dilation, x_shape = tuple(stride), tuple(padding), tuple(dilation), tuple(x_shape)
     if _on_gpu(dy) and fits_int32(x_shape, w.shape, stride, padding, dilation, groups, dy.dtype):
-        return _conv2d_backward_cuda(dy, None, x_shape, w, w.shape, stride, padding, dilation, groups, None, True,
-                                     False, False, config, backend.tf32_conv.allow_tf32)[0]
+        run = _backward_launcher(dy.dtype, x_shape, w.shape, stride, padding, dilation, groups, dy.data.device_id,
+                                 config, backend.tf32_conv.allow_tf32, False)
+        return run(dy, None, w, None, True, False, False)[0]
     return conv2d_backward_data_ref(dy, w, x_shape, stride, padding, dilation, groups)
 
 
@@ -347,6 +353,7 @@ def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilati
     """dW alone (benchmarks and users of the filter gradient only)."""
     stride, padding, dilation, w_shape = tuple(stride), tuple(padding), tuple(dilation), tuple(w_shape)
     if _on_gpu(dy) and fits_int32(x.shape, w_shape, stride, padding, dilation, groups, dy.dtype):
-        return _conv2d_backward_cuda(dy, x, x.shape, None, w_shape, stride, padding, dilation, groups, None, False,
-                                     True, False, config, backend.tf32_conv.allow_tf32)[1]
+        run = _backward_launcher(dy.dtype, x.shape, w_shape, stride, padding, dilation, groups, dy.data.device_id,
+                                 config, backend.tf32_conv.allow_tf32, isinstance(x, PackedInput))
+        return run(dy, x, None, None, False, True, False)[1]
     return conv2d_backward_filter_ref(dy, x, w_shape, stride, padding, dilation, groups)

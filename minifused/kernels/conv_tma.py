@@ -19,7 +19,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import get_kernel, sm_count
+from . import ARG, REF, Prepared, get_kernel, sm_count
 from .conv_plan import ConvMode, geometry, wgmma_on
 
 BM = 128  # output pixels per tile
@@ -62,8 +62,14 @@ class TmaPlan:
     a_map: tuple
     b_map: tuple
     splits: int = 1  # the filter gradient's fp32 partials (splits of the pixels)
-    #: the tensor-map arguments made so far, by (operand, address): see :func:`_map_argument`
+    #: the tensor maps made so far, by (operand, address): see :func:`_map_address`
     maps: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    launch: object = dataclasses.field(default=None, compare=False, repr=False)  # see _prepared
+
+    def __post_init__(self):
+        # the two maps by value, then the output, the bias (or the output), the constants and the epilogue's flags
+        object.__setattr__(self, "launch", Prepared(self.kern, (self.grid,), (NT,), (REF, REF, ARG, ARG, self.prm,
+                                                                                     ARG), self.smem))
 
 
 def _tma_on(dtype, groups, dev_id, config):
@@ -103,7 +109,7 @@ def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, d
     if not _tma_on(dtype, groups, dev_id, config):
         return None
     return _plan(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
-                 tuple(dilation), sm_count(dev_id), config.tile_n)
+                 tuple(dilation), dev_id, config.tile_n)
 
 
 def _classes(mode, n_out, r, s, stride, padding, dilation):
@@ -126,9 +132,11 @@ def _classes(mode, n_out, r, s, stride, padding, dilation):
 
 
 @functools.cache
-def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, sms, tile_n):
+def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile_n):
+    """A plan holds device objects (its constants, its launch): one per device."""
     import cupy
 
+    sms = sm_count(dev_id)
     n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
     if mode == ConvMode.FORWARD:  # x (n, h, wd, c) onto the output (p, q) x k
         src, out, cols, step = (h, wd, c), (p, q), k, stride
@@ -167,7 +175,7 @@ def tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, d
     if not _tma_on(dtype, groups, dev_id, config):
         return None
     return _wgrad_plan(np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
-                       tuple(dilation), sm_count(dev_id))
+                       tuple(dilation), dev_id)
 
 
 #: The split count's model of the filter gradient: its MMAs' rate (FLOP/s) and the memory's (bytes/s).
@@ -187,9 +195,10 @@ def _wgrad_splits(tiles, chunks, sms, flops, part_bytes):
 
 
 @functools.cache
-def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, sms):
+def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id):
     import cupy
 
+    sms = sm_count(dev_id)
     n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
     box = tile_box(p, q, stride, WGRAD_PIXELS)
     if box is None or c % BOX_C or k % BOX_C:
@@ -229,20 +238,18 @@ def _tensor_map(dt, address, dims, strides, box, steps):
 MAPS_PER_PLAN = 256
 
 
-def _map_argument(plan, b_side, address):
-    """The kernel argument of the tensor map of ``plan``'s operand (``b_side``: the second) at ``address``:
-    a CuPy CPointer to the encoded map, which passes its 128 bytes by value. Kept per plan by address: a
-    training step allocates its operands at the same addresses step after step (CuPy's pool), so encoding,
-    most of a launch's host time, is mostly skipped."""
+def _map_address(plan, b_side, address):
+    """The host address of the encoded tensor map of ``plan``'s operand (``b_side``: the second) at ``address``,
+    which the launch passes by value. Kept per plan by address: a training step allocates its operands at the
+    same addresses step after step (CuPy's pool), so encoding, most of a launch's host time, is mostly
+    skipped."""
     key = (b_side, address)
     hit = plan.maps.get(key)
     if hit is None:
-        from cupy.cuda.function import CPointer
-
         if len(plan.maps) >= MAPS_PER_PLAN:
             plan.maps.clear()
         tmap = _tensor_map(plan.dtype, address, *(plan.b_map if b_side else plan.a_map))
-        hit = plan.maps[key] = (tmap, CPointer(tmap.getPtr()))  # the CPointer reads the map the tuple keeps alive
+        hit = plan.maps[key] = (tmap, tmap.getPtr())  # the address of the map the tuple keeps alive
     return hit[1]
 
 
@@ -250,6 +257,4 @@ def launch_tma(plan, a, b, out, bias, flags):
     """Runs ``plan`` on the packed operands at addresses ``a`` (the gathered one) and ``b`` (the weights; x for
     the filter gradient) into ``out`` (NCHW; the filter gradient's fp32 partials), with conv.cu's epilogue
     ``flags`` (an int32: bias, ReLU; ``bias`` an address or 0; the filter gradient has neither)."""
-    args = (_map_argument(plan, False, a), _map_argument(plan, True, b), np.uint64(out), np.uint64(bias or out),
-            plan.prm, flags)
-    plan.kern.kernel((plan.grid,), (NT,), args, plan.smem)
+    plan.launch(_map_address(plan, False, a), _map_address(plan, True, b), out, bias or out, flags)

@@ -18,7 +18,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import CTYPE, acc_dtype, ctype, gelu_grad_ref, gelu_ref, get_kernel
+from . import ARG, CTYPE, Prepared, acc_dtype, ctype, gelu_grad_ref, gelu_ref, get_kernel
 
 
 def _into(out, y):
@@ -108,10 +108,13 @@ def grid(n):
     return (max(1, min(-(-n // 256), 65535 * 8)),)
 
 
-def _chunk_grid(a):
-    """The grid of the kernels that move a 16-byte chunk per thread (relu_fwd_mask, mask_apply,
-    add_same): blocks of 256 threads for the chunks of array ``a``."""
-    return grid(-(-a.nbytes // 16))
+@functools.cache
+def _chunk_launch(name, dtype, size, dev, *tail):
+    """The prepared launch of a kernel that moves a 16-byte chunk per thread (relu_fwd_mask, mask_apply,
+    add_same) over ``size`` elements of ``dtype`` on device ``dev``: blocks of 256 threads for the chunks; the
+    arguments three addresses, then the element count and the constants ``tail``."""
+    return Prepared(_kernel(dtype, name), grid(-(-size * dtype.itemsize // 16)), (256,),
+                    (ARG, ARG, ARG, np.int64(size), *tail))
 
 
 def relu_mask(x, out=None):
@@ -129,7 +132,7 @@ def relu_mask(x, out=None):
     y = out if direct else cupy.ndarray(x.shape, x.dtype)
     mask = cupy.ndarray((mask_words(x.size),), cupy.uint32)
     if x.size:
-        _kernel(x.dtype, "relu_fwd_mask").kernel(_chunk_grid(x), (256,), (xc, y, mask, np.int64(x.size)))
+        _chunk_launch("relu_fwd_mask", x.dtype, x.size, x.data.device_id)(xc.data.ptr, y.data.ptr, mask.data.ptr)
     if out is not None and y is not out:
         out[...] = y
         y = out
@@ -152,8 +155,8 @@ def mask_apply(grad, mask, scale=1.0):
     dx = cupy.ndarray(grad.shape, grad.dtype)
     grad = cupy.ascontiguousarray(grad)
     if grad.size:
-        _kernel(grad.dtype, "mask_apply").kernel(_chunk_grid(grad), (256,),
-                                          (grad, mask, dx, np.int64(grad.size), _scale(grad.dtype, scale)))
+        _chunk_launch("mask_apply", grad.dtype, grad.size, grad.data.device_id, _scale(grad.dtype, scale))(
+            grad.data.ptr, mask.data.ptr, dx.data.ptr)
     return dx
 
 
@@ -174,5 +177,5 @@ def add(a, b):
 
     out = cupy.ndarray(a.shape, a.dtype)
     if a.size:
-        _kernel(a.dtype, "add_same").kernel(_chunk_grid(a), (256,), (a, b, out, np.int64(a.size)))
+        _chunk_launch("add_same", a.dtype, a.size, a.data.device_id)(a.data.ptr, b.data.ptr, out.data.ptr)
     return out

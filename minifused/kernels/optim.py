@@ -46,12 +46,13 @@ counters. RMSprop, Adagrad and Adadelta: ``optim_adaptive.py``.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from .. import backend
-from . import NULL, acc_dtype, ctype, get_kernel
+from . import ARG, NULL, Prepared, acc_dtype, ctype, get_kernel
 
 BLOCK = 256
 ILP = 4
@@ -235,27 +236,34 @@ def _done(device_id):
     return _done_counters[device_id]
 
 
+@functools.cache
+def _prepared(name, dtype, nslot, master, source, blocks, nargs, dev):
+    """The launch of ``name`` over ``blocks`` blocks with ``nargs`` arguments, each given per call."""
+    return Prepared(_kernel(name, dtype, nslot, master, source), (blocks,), (BLOCK,), (ARG,) * nargs)
+
+
 def _launch(name, per_slot, scalars, master=False, source="optim.cu"):
     """One multi-tensor launch of kernel ``name`` of ``source``. ``per_slot[i]`` = (arrays, extra):
     slot i's arrays (the first one sets the element count) and its scalars after the element count
-    and first block."""
+    and first block; ``scalars`` (arrays or integers) follow the slots."""
     import cupy
 
     n = len(per_slot)
     nslot = 4 if n <= 4 else 8 if n <= 8 else 16
-    args, block0 = [], 0
-    for i in range(nslot):
-        if i < n:
-            arrays, extra = per_slot[i]
-            count = arrays[0].size
-            args += [*arrays, np.int64(count), np.int32(block0), *extra]
-            block0 += max(1, -(-count // CHUNK))  # an empty parameter still owns a block (its step count)
-        else:  # unused slot: any valid pointers, nothing to do
-            arrays, extra = per_slot[0]
-            args += [*arrays, np.int64(0), np.int32(_INT_MAX), *extra]
+    values, block0 = [], 0
+    for arrays, extra in per_slot:
+        count = arrays[0].size
+        values += [a.data.ptr for a in arrays]
+        values += (count, block0, *extra)
+        block0 += max(1, -(-count // CHUNK))  # an empty parameter still owns a block (its step count)
+    if nslot > n:  # unused slots: any valid pointers, nothing to do
+        arrays, extra = per_slot[0]
+        values += ([a.data.ptr for a in arrays] + [0, _INT_MAX, *extra]) * (nslot - n)
+    values += [a.data.ptr if isinstance(a, cupy.ndarray) else int(a) for a in scalars]
     first = per_slot[0][0][0]
-    with cupy.cuda.Device(first.data.device_id):
-        _kernel(name, first.dtype, nslot, master, source)((block0,), (BLOCK,), tuple(args) + tuple(scalars))
+    dev = first.data.device_id
+    with cupy.cuda.Device(dev):
+        _prepared(name, first.dtype, nslot, master, source, block0, len(values), dev)(*values)
 
 
 def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *, amsgrad=False,
