@@ -265,9 +265,9 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
         plan.channel(xa, rm, rv, cnt, wa, ba, ya, ka, ma, ra, eps, factor, int(update))
         return y, mean, rstd, mask
     if training:
-        part = cupy.ndarray((c, plan.split, 2), np.float32)
-        plan.partial(xa, 0, 0, 0, part.data.ptr)
-        plan.finalize(part.data.ptr, xa, rm, rv, cnt, ma, ra, plan.split, eps, factor, int(update), 1)
+        part = cupy.cuda.alloc(c * plan.split * 2 * 4)  # (C, split, 2) fp32 partial sums
+        plan.partial(xa, 0, 0, 0, part.ptr)
+        plan.finalize(part.ptr, xa, rm, rv, cnt, ma, ra, plan.split, eps, factor, int(update), 1)
     else:
         plan.finalize(0, xa, running_mean.data.ptr, running_var.data.ptr, 0, ma, ra, 0, eps, 0.0, 0, 0)
     plan.apply(xa, ma, ra, wa, ba, ya, ka)
@@ -290,12 +290,12 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
     if plan.channel:  # one launch: the sums, dw, db and dx
         plan.channel(dya, xa, ka, ma, ra, wa, dxa, dwa, dba, int(batch_stats))
         return dx, dw, db
-    part = cupy.ndarray((c, plan.split, 2), np.float32)
-    plan.partial(xa, dya, ka, ma, part.data.ptr)
-    coef = cupy.ndarray((c, 3), np.float32)
-    plan.finalize(part.data.ptr, wa, ra, dwa, dba, coef.data.ptr, int(batch_stats))
+    part_bytes = -(-c * plan.split * 2 * 4 // 256) * 256
+    tmp = cupy.cuda.alloc(part_bytes + c * 3 * 4)  # the (C, split, 2) partial sums, then (C, 3) coefficients
+    plan.partial(xa, dya, ka, ma, tmp.ptr)
+    plan.finalize(tmp.ptr, wa, ra, dwa, dba, tmp.ptr + part_bytes, int(batch_stats))
     if need_dx:
-        plan.apply(dya, xa, ka, ma, coef.data.ptr, dxa)
+        plan.apply(dya, xa, ka, ma, tmp.ptr + part_bytes, dxa)
     return dx, dw, db
 
 

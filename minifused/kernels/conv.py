@@ -136,8 +136,8 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
                 kept = PackedInput(xn, x_shape, tf32)
                 xna, wka = xn.data.ptr, wk.data.ptr
             else:
-                xn = cupy.ndarray(total, dtype)
-                xna = xn.data.ptr
+                xn = cupy.cuda.alloc(total * isz)
+                xna = xn.ptr
                 wka = xna + xn_elems * isz
             pack_x_w(xa + g * x_step, xna, wa + g * w_step, wka)
             if tma is not None and mask is None:  # one group (tma_plan's rule)
@@ -228,7 +228,6 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
 
         def wgrad(dza, xna, wsa):
             wg_gemm(dza, xna, dza, wsa, dza)
-    ws_shape = (splits, kg, r * s * cpad)
     wg_reduce = Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(kg * cg * r * s), (THREADS,),
                          (ARG, ARG, *ints(splits, kg, cg, r * s, cpad)))
     # dX: the weights packed, then the GEMM(s) (dy, packed w -> dx)
@@ -250,7 +249,12 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
             for launch in dg_gemms:
                 launch(dza, wca, dza, dxa, dza)
 
-    dz_shape = (n, p, q, kpad)
+    def aligned(nbytes):  # sub-allocations start on 256 bytes, as allocations do
+        return -(-nbytes // 256) * 256
+
+    dz_bytes, part_bytes = aligned(n * p * q * kpad * isz), aligned(sum_blocks * kg * 4)
+    wc_bytes, xn_bytes = aligned(cg * r * s * kpad * isz), n * h * wd * cpad * isz
+    ws_bytes = splits * kg * r * s * cpad * 4
     x_step, w_step, dy_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * p * q * isz
 
     def run(dy, x, w, mask, need_dx, need_dw, need_db):
@@ -264,35 +268,35 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                 return dx, dw, db
         dya = dy.data.ptr
         for g in range(groups):
-            dz = cupy.ndarray(dz_shape, dtype)
-            dza = dz.data.ptr
+            # the packed dy, the bias gradient's partial sums and the packed weights: one allocation
+            tmp = cupy.cuda.alloc(dz_bytes + (part_bytes if need_db else 0) + (wc_bytes if need_dx else 0))
+            dza = tmp.ptr
             if mask is not None:
                 pack_dy(dya + g * dy_step, dza, mask.data.ptr + g * kg * words * 4, words)
             else:
                 pack_dy(dya + g * dy_step, dza, dya, 0)
             if need_db:
-                part = cupy.ndarray((sum_blocks, kg), np.float32)
-                col_partial(dza, part.data.ptr)
-                col_reduce(part.data.ptr, db.data.ptr + g * kg * isz)
+                col_partial(dza, dza + dz_bytes)
+                col_reduce(dza + dz_bytes, db.data.ptr + g * kg * isz)
             # dW first: its packed copy of x is gone before dX is allocated (a lower peak in training)
             if need_dw:
                 if packed_x:
-                    xn = x.array
+                    xna = x.array.data.ptr
                 else:
-                    xn = cupy.ndarray((n, h, wd, cpad), dtype)
-                    pack_x(x.data.ptr + g * x_step, xn.data.ptr, x.data.ptr, 0)
-                ws = cupy.ndarray(ws_shape, np.float32)
-                wgrad(dza, xn.data.ptr, ws.data.ptr)
-                wg_reduce(ws.data.ptr, dw.data.ptr + g * w_step)
-                del xn, ws
+                    xn = cupy.cuda.alloc(xn_bytes)
+                    xna = xn.ptr
+                    pack_x(x.data.ptr + g * x_step, xna, x.data.ptr, 0)
+                ws = cupy.cuda.alloc(ws_bytes)
+                wgrad(dza, xna, ws.ptr)
+                wg_reduce(ws.ptr, dw.data.ptr + g * w_step)
+                xn = ws = None
             if need_dx:
                 if dx is None:
                     dx = cupy.ndarray(x_shape, dtype)
-                wc = cupy.ndarray((cg, r, s, kpad), dtype)
-                pack_w(w.data.ptr + g * w_step, wc.data.ptr)
-                dgrad(dza, wc.data.ptr, dx.data.ptr + g * x_step)
-                del wc
-            del dz
+                wca = dza + dz_bytes + (part_bytes if need_db else 0)
+                pack_w(w.data.ptr + g * w_step, wca)
+                dgrad(dza, wca, dx.data.ptr + g * x_step)
+            del tmp
         return dx, dw, db
     return run
 

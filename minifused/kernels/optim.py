@@ -305,7 +305,7 @@ def sgd(params, grads, bufs, init_bufs, hyper, *, nesterov=False, maximize=False
     tail = (hyper, NULL if amp is None else amp, np.int32(flags))
     for idx, master in _groups(params, masters):
         per_slot = [((params[i], _contig(grads[i]), bufs[i], masters[i] if master else params[i]),
-                     (np.int32(bool(init_bufs[i])),)) for i in idx]
+                     (int(bool(init_bufs[i])),)) for i in idx]
         _launch("sgd_multi", per_slot, tail, master)
 
 
