@@ -108,7 +108,7 @@ def grid(n):
     return (max(1, min(-(-n // 256), 65535 * 8)),)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1024)  # keyed by size: bounded for workloads of many shapes
 def _chunk_launch(name, dtype, size, dev, *tail):
     """The prepared launch of a kernel that moves a 16-byte chunk per thread (relu_fwd_mask, mask_apply,
     add_same) over ``size`` elements of ``dtype`` on device ``dev``: blocks of 256 threads for the chunks; the

@@ -236,7 +236,7 @@ def _done(device_id):
     return _done_counters[device_id]
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1024)  # keyed by parameter sizes: bounded
 def _prepared(name, dtype, nslot, master, source, blocks, nargs, dev):
     """The launch of ``name`` over ``blocks`` blocks with ``nargs`` arguments, each given per call."""
     return Prepared(_kernel(name, dtype, nslot, master, source), (blocks,), (BLOCK,), (ARG,) * nargs)
