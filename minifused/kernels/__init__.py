@@ -42,6 +42,12 @@ def ctype(dtype) -> str:
     return CTYPE[np.dtype(dtype)]
 
 
+def aligned_bytes(nbytes: int) -> int:
+    """``nbytes`` rounded up to 256: the offset of the next part of one allocation shared by several buffers,
+    which then starts aligned as an allocation of its own does."""
+    return -(-int(nbytes) // 256) * 256
+
+
 def grid_1d(total: int, threads: int) -> int:
     """Blocks of ``threads`` that cover ``total`` elements (at least one)."""
     return max(1, -(-int(total) // threads))

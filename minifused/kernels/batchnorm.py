@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import backend
-from . import ARG, F32, Prepared, acc_dtype, ctype, get_kernel, has_pdl, sm_count
+from . import ARG, F32, Prepared, acc_dtype, aligned_bytes, ctype, get_kernel, has_pdl, sm_count
 
 # ---------------------------------------------------------------- references
 
@@ -290,7 +290,7 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
     if plan.channel:  # one launch: the sums, dw, db and dx
         plan.channel(dya, xa, ka, ma, ra, wa, dxa, dwa, dba, int(batch_stats))
         return dx, dw, db
-    part_bytes = -(-c * plan.split * 2 * 4 // 256) * 256
+    part_bytes = aligned_bytes(c * plan.split * 2 * 4)
     tmp = cupy.cuda.alloc(part_bytes + c * 3 * 4)  # the (C, split, 2) partial sums, then (C, 3) coefficients
     plan.partial(xa, dya, ka, ma, tmp.ptr)
     plan.finalize(tmp.ptr, wa, ra, dwa, dba, tmp.ptr + part_bytes, int(batch_stats))

@@ -24,7 +24,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import ARG, NULL, Prepared, grid_1d, sm_count
+from . import ARG, NULL, Prepared, aligned_bytes, grid_1d, sm_count
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
                         nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
@@ -249,11 +249,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
             for launch in dg_gemms:
                 launch(dza, wca, dza, dxa, dza)
 
-    def aligned(nbytes):  # sub-allocations start on 256 bytes, as allocations do
-        return -(-nbytes // 256) * 256
-
-    dz_bytes, part_bytes = aligned(n * p * q * kpad * isz), aligned(sum_blocks * kg * 4)
-    wc_bytes, xn_bytes = aligned(cg * r * s * kpad * isz), n * h * wd * cpad * isz
+    dz_bytes, part_bytes = aligned_bytes(n * p * q * kpad * isz), aligned_bytes(sum_blocks * kg * 4)
+    wc_bytes, xn_bytes = aligned_bytes(cg * r * s * kpad * isz), n * h * wd * cpad * isz
     ws_bytes = splits * kg * r * s * cpad * 4
     x_step, w_step, dy_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * p * q * isz
 

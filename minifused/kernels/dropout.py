@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import NULL, acc_dtype, ctype, get_kernel
+from . import NULL, acc_dtype, aligned_bytes, ctype, get_kernel
 from . import elementwise as EW
 
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -82,9 +82,10 @@ def dropout_forward(x, seed: int, p: float, out=None):
     if out is not None and out.flags.c_contiguous and x.flags.c_contiguous:
         y, mask = out, cupy.empty(words, cupy.uint32)
     else:  # y and the mask in one allocation
-        mem = cupy.cuda.alloc(-(-n * x.itemsize // 256) * 256 + 4 * words)
+        y_bytes = aligned_bytes(n * x.itemsize)
+        mem = cupy.cuda.alloc(y_bytes + 4 * words)
         y = cupy.ndarray(x.shape, x.dtype, memptr=mem)
-        mask = cupy.ndarray((words,), cupy.uint32, memptr=mem + -(-n * x.itemsize // 256) * 256)
+        mask = cupy.ndarray((words,), cupy.uint32, memptr=mem + y_bytes)
     ctr = _counters.get(x.device.id)
     if backend.is_capturing():
         if ctr is None:

@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import backend
 from ..backend import tf32_matmul
-from . import GELU_C, GELU_CUBIC, acc_dtype, ctype, gelu_grad_ref, gelu_ref, get_kernel, grid_1d
+from . import GELU_C, GELU_CUBIC, acc_dtype, aligned_bytes, ctype, gelu_grad_ref, gelu_ref, get_kernel, grid_1d
 from .cublaslt import OP_N, OP_T, PlanError, count, execute, init, unsupported
 
 
@@ -292,7 +292,7 @@ def _forward_outputs(cupy, n, m, dtype, activation):
     else:
         aux_dtype = dtype
         cols = aux_ld = gelu_aux_cols(m)
-    y_bytes = -(-(n * m * dtype.itemsize) // 256) * 256  # the aux starts 256-byte aligned
+    y_bytes = aligned_bytes(n * m * dtype.itemsize)
     mem = cupy.cuda.alloc(y_bytes + n * cols * aux_dtype.itemsize)
     y = cupy.ndarray((n, m), dtype, memptr=mem)
     return y, cupy.ndarray((n, cols), aux_dtype, memptr=mem + y_bytes), aux_ld
