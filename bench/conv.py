@@ -11,7 +11,8 @@ Backward-data and backward-filter are timed separately, and so is cuDNN's
 fp32: ours runs FFMA by default and TF32 when ``backend.tf32_conv.allow_tf32`` is set; PyTorch's cuDNN default
 for fp32 convolutions is TF32 (``torch.backends.cudnn.allow_tf32 = True``), so both are
 reported: ``cudnn`` (its default, TF32) and ``cudnn_strict_fp32``. fp16 / bf16 also time cuDNN on channels-last
-tensors (``cudnn_channels_last``), and their ratios take cuDNN's faster layout. Ratios compare like with like:
+tensors (``cudnn_channels_last``) and ours on channels-last x and dy (``minifused_channels_last``, read and written
+without repacks), and their ratios take each side's faster layout. Ratios compare like with like:
 ``fwd_fp32_over_cudnn_<shape>`` (the issue's fp32 target) is our fp32 forward with TF32 enabled over
 cuDNN's fp32 forward with its default, TF32 (the issue's cuDNN fp32 figures are TF32 figures: they exceed
 the GPU's FFMA peak); ``*_fp32_over_cudnn_strict_<shape>`` is our
@@ -34,6 +35,7 @@ import numpy as np  # noqa: E402
 from harness import Results, bench_ms, torch_or_none, warm_gpu  # noqa: E402
 from minifused import backend  # noqa: E402
 from minifused.kernels import conv as K  # noqa: E402
+from minifused.kernels import to_channels_last  # noqa: E402
 from minifused.kernels.conv import DEFAULT_CONFIG, ConvConfig  # noqa: E402
 
 SHAPES = [  # name, (N, C, H, W), K, stride[, kernel size (3); padding is half of it]
@@ -170,6 +172,13 @@ def main(quick=False, only=None):
                 ms = bench_ms(fn, sets, warm, rep)
                 res.add(f"{name} {direction} {dname}", "minifused", flops / ms / 1e9, "TFLOP/s")
                 ours[direction] = ms
+            if dname in ("float16", "bfloat16"):  # ours at its strongest too: channels-last x and dy, read as they are
+                cl_sets = [(to_channels_last(x), wt, to_channels_last(dy)) for x, wt, dy in sets]
+                for direction, fn in primitives(geo).items():
+                    ms = bench_ms(fn, cl_sets, warm, rep)
+                    res.add(f"{name} {direction} {dname}", "minifused_channels_last", flops / ms / 1e9, "TFLOP/s")
+                    ours[direction] = min(ours[direction], ms)
+                del cl_sets
             if torch is None or dname == "tf32":
                 continue
             nchw = [tuple(torch_tensor(torch, a) for a in s) for s in sets]

@@ -94,18 +94,21 @@ def elapsed(start, stop):
     return cupy.cuda.get_elapsed_time(start, stop) if isinstance(start, cupy.cuda.Event) else start.elapsed_time(stop)
 
 
-def our_step(batch, dtype, captured):
+def our_step(batch, dtype, captured, channels_last=True):
     """(step, batches) of our ResNet-18 training step (``step(x, y)``; under ``capture_step`` if
-    ``captured``) on 8 resident batches."""
+    ``captured``) on 8 resident batches; ``channels_last``: the model and the batches in that memory format,
+    as PyTorch's."""
     mf.manual_seed(0)
     model = resnet18(nn, F.relu).to("cuda")
     low = dtype == "bf16"
     if low:
         amp.cast_model(model, mf.bfloat16)
+    fmt = mf.channels_last if channels_last else mf.contiguous_format
+    model.to(memory_format=fmt)
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4, master_weights=low)
     xdt = mf.bfloat16 if low else mf.float32
-    batches = [(mf.randn(batch, 3, 32, 32, device="cuda", dtype=xdt), mf.randint(0, 10, (batch,), device="cuda"))
-               for _ in range(8)]
+    batches = [(mf.randn(batch, 3, 32, 32, device="cuda", dtype=xdt).to(memory_format=fmt),
+                mf.randint(0, 10, (batch,), device="cuda")) for _ in range(8)]
 
     def step(x, y):
         opt.zero_grad()

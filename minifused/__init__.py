@@ -15,6 +15,7 @@ from .tensor import Tensor
 from . import ops
 from .ops import *  # noqa: F401,F403 - tensor creation and the tensor ops at top level
 from .ops import abs, max, min, pow, sum  # noqa: A004,F401
+from .ops.shape import channels_last, contiguous_format, memory_format, preserve_format  # noqa: F401
 from . import functional
 from . import testing
 from .graphs import CapturedStep, capture_step

@@ -48,6 +48,51 @@ def aligned_bytes(nbytes: int) -> int:
     return -(-int(nbytes) // 256) * 256
 
 
+# ---------------------------------------------------------------- memory layouts
+# A 4-d (N, C, H, W) array is C-contiguous (PyTorch's contiguous_format) or channels-last: a view, under the same
+# shape, of a C-contiguous (N, H, W, C) array, whose strides are then those below. Where both hold (C == 1 or
+# H * W == 1) the array counts as C-contiguous.
+def _channels_last_strides(shape, itemsize):
+    n, c, h, w = shape
+    return (h * w * c * itemsize, itemsize, w * c * itemsize, c * itemsize)
+
+
+def channels_last_strided(a) -> bool:
+    """Whether ``a`` is a 4-d array whose memory is (N, H, W, C) in C order (maybe C-contiguous as well)."""
+    return a.ndim == 4 and _same_strides(a.shape, a.strides, _channels_last_strides(a.shape, a.itemsize))
+
+
+def is_channels_last(a) -> bool:
+    """Whether ``a`` is a 4-d array laid out channels-last and not also C-contiguous."""
+    return not a.flags.c_contiguous and channels_last_strided(a)
+
+
+def _same_strides(shape, strides, expected):
+    # axes of one element may have any stride (NumPy and CuPy give them different ones)
+    return all(n == 1 or s == e for n, s, e in zip(shape, strides, expected))
+
+
+def to_channels_last(a):
+    """``a`` (N, C, H, W) laid out channels-last: ``a`` itself where its memory already is, else a copy."""
+    if channels_last_strided(a):
+        return a
+    xp = backend.array_module(a)
+    return xp.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+def to_layout(a, channels_last: bool):
+    """``a`` channels-last, or C-contiguous: ``a`` itself where it already is."""
+    return to_channels_last(a) if channels_last else backend.array_module(a).ascontiguousarray(a)
+
+
+def empty_channels_last(shape, dtype):
+    """An uninitialized CuPy array of ``shape`` (N, C, H, W) laid out channels-last."""
+    import cupy
+
+    n, c, h, w = shape
+    return cupy.ndarray((n, h, w, c), dtype).transpose(0, 3, 1, 2)
+
+
 def grid_1d(total: int, threads: int) -> int:
     """Blocks of ``threads`` that cover ``total`` elements (at least one)."""
     return max(1, -(-int(total) // threads))

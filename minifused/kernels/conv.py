@@ -24,7 +24,8 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import ARG, NULL, Prepared, aligned_bytes, grid_1d, sm_count
+from . import (ARG, NULL, Prepared, aligned_bytes, empty_channels_last, grid_1d, is_channels_last, sm_count,
+               to_channels_last)
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
                         nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
@@ -150,6 +151,35 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
     return run
 
 
+@functools.cache
+def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
+    """The GPU forward of a channels-last x into a channels-last y as ``run(x, w, bias, relu, keep_x) -> (y, kept)``:
+    the TMA kernel reads x as it is (its memory is the NHWC operand the NCHW path packs) and writes NHWC; only
+    the weights are packed. None where that kernel does not take the call as it is (channels not multiples of
+    64, tiles not whole rows, groups, or the config) or the kernels' int32 indexing does not reach."""
+    import cupy
+
+    if config.nchw_forward or not fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
+        return None
+    tma = tma_plan(ConvMode.FORWARD, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config,
+                   nhwc_out=True)
+    n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
+    if tma is None or padded_channels(c, dtype) != c:
+        return None
+    pack_w = pack_nhwc_launch(dtype, k, r * s, c, c, c)  # KCRS -> KRSC
+    flags = [[_flags(relu, has_bias) for has_bias in (0, 1)] for relu in (0, 1)]  # [relu][has_bias]
+    w_bytes = k * r * s * c * np.dtype(dtype).itemsize
+
+    def run(x, w, bias, relu, keep_x):
+        y = empty_channels_last((n, k, p, q), dtype)
+        wk = cupy.cuda.alloc(w_bytes)
+        pack_w(w.data.ptr, wk.ptr, w.data.ptr, 0)
+        launch_tma(tma, x.data.ptr, wk.ptr, y.data.ptr, 0 if bias is None else bias.data.ptr,
+                   flags[relu][bias is not None])
+        return y, (PackedInput(x, x_shape, False) if keep_x else None)
+    return run
+
+
 def _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation):
     """``run`` of :func:`_forward_launcher` on conv_direct.cu's forward (one launch from NCHW)."""
     import cupy
@@ -188,14 +218,17 @@ def _direct_backward_filter_cuda(dy, x, w_shape, stride, padding, dilation, mask
 
 
 @functools.cache
-def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, tf32, packed_x):
+def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, tf32, packed_x,
+                       channels_last=False):
     """The GPU backward of one call signature, ``config``, TF32 setting and input form (``packed_x``: the
     forward's :class:`PackedInput`) as ``run(dy, x, w, mask, need_dx, need_dw, need_db) -> (dx, dw, db)``, which
     only allocates and launches: every launch prepared here, once, as the forward's (:func:`_forward_launcher`).
 
     Per group: dy (times the ReLU mask) packed to (N, P, Q, Kp); the bias gradient as its column sums; dW (split-K
     fp32 partials, then their fixed-order sum), from x packed to (N, H, W, Cp) unless the forward kept it so; dX
-    from the weights packed to (Cg, R, S, Kp)."""
+    from the weights packed to (Cg, R, S, Kp). ``channels_last``: dy and x are channels-last and read as they are
+    (no packs, no ReLU mask), and dx is written channels-last, on the TMA kernels; None where those do not take
+    the call as it is (as :func:`_channels_last_forward_launcher`)."""
     import cupy
 
     n, c, h, wd, k, cg, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
@@ -204,9 +237,12 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     words = (n * p * q + 31) // 32
     isz = np.dtype(dtype).itemsize
     direct_dw = direct_filter_gradient(w_shape, groups, dtype, tf32, config)
+    cl = channels_last
+    if cl and (groups != 1 or kpad != k or cpad != c or direct_dw):
+        return None
 
-    pack_dy = pack_nhwc_launch(dtype, n, p * q, k, kg, kpad)
-    pack_x = None if packed_x else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad)
+    pack_dy = None if cl else pack_nhwc_launch(dtype, n, p * q, k, kg, kpad)
+    pack_x = None if packed_x or cl else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad)
     # the bias gradient: column sums of the packed dy in two deterministic passes
     rows, per_block = n * p * q, 512
     sum_blocks = grid_1d(rows, per_block)
@@ -216,6 +252,10 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                           (ARG, ARG, *ints(sum_blocks, kg)))
     # dW: the GEMM's fp32 split-K partials (dy, x -> partials), then their sum into dw
     wg_tma = tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config)
+    dg_tma = tma_plan(ConvMode.BACKWARD_DATA, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id,
+                      config, nhwc_out=cl)
+    if cl and (wg_tma is None or dg_tma is None):
+        return None
     if wg_tma is not None:  # one group
         splits = wg_tma.splits
 
@@ -234,8 +274,6 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     j = cg * r * s
     pack_w = Prepared(util_kernel(dtype, "transpose_pad"), ((j + 31) // 32, (kpad + 31) // 32), (32, 8, 1),
                       (ARG, ARG, *ints(kg, j, kpad)))
-    dg_tma = tma_plan(ConvMode.BACKWARD_DATA, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id,
-                      config)
     if dg_tma is not None:  # one group
         def dgrad(dza, wca, dxa):
             launch_tma(dg_tma, dza, wca, dxa, 0, np.int32(0))
@@ -249,7 +287,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
             for launch in dg_gemms:
                 launch(dza, wca, dza, dxa, dza)
 
-    dz_bytes, part_bytes = aligned_bytes(n * p * q * kpad * isz), aligned_bytes(sum_blocks * kg * 4)
+    dz_bytes, part_bytes = 0 if cl else aligned_bytes(n * p * q * kpad * isz), aligned_bytes(sum_blocks * kg * 4)
     wc_bytes, xn_bytes = aligned_bytes(cg * r * s * kpad * isz), n * h * wd * cpad * isz
     ws_bytes = splits * kg * r * s * cpad * 4
     x_step, w_step, dy_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * p * q * isz
@@ -267,18 +305,24 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         for g in range(groups):
             # the packed dy, the bias gradient's partial sums and the packed weights: one allocation
             tmp = cupy.cuda.alloc(dz_bytes + (part_bytes if need_db else 0) + (wc_bytes if need_dx else 0))
-            dza = tmp.ptr
-            if mask is not None:
+            if cl:  # dy is its own packed form
+                dza = dya
+            elif mask is not None:
+                dza = tmp.ptr
                 pack_dy(dya + g * dy_step, dza, mask.data.ptr + g * kg * words * 4, words)
             else:
+                dza = tmp.ptr
                 pack_dy(dya + g * dy_step, dza, dya, 0)
+            part = tmp.ptr + dz_bytes
             if need_db:
-                col_partial(dza, dza + dz_bytes)
-                col_reduce(dza + dz_bytes, db.data.ptr + g * kg * isz)
+                col_partial(dza, part)
+                col_reduce(part, db.data.ptr + g * kg * isz)
             # dW first: its packed copy of x is gone before dX is allocated (a lower peak in training)
             if need_dw:
                 if packed_x:
                     xna = x.array.data.ptr
+                elif cl:
+                    xna = x.data.ptr
                 else:
                     xn = cupy.cuda.alloc(xn_bytes)
                     xna = xn.ptr
@@ -289,8 +333,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                 xn = ws = None
             if need_dx:
                 if dx is None:
-                    dx = cupy.ndarray(x_shape, dtype)
-                wca = dza + dz_bytes + (part_bytes if need_db else 0)
+                    dx = empty_channels_last(x_shape, dtype) if cl else cupy.ndarray(x_shape, dtype)
+                wca = part + (part_bytes if need_db else 0)
                 pack_w(w.data.ptr + g * w_step, wca)
                 dgrad(dza, wca, dx.data.ptr + g * x_step)
             del tmp
@@ -303,7 +347,8 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
                    want_mask=False, keep_packed_x=False, *, config=DEFAULT_CONFIG):
     """``act(conv2d(x, w) + bias)`` and, for activation 'relu' with ``want_mask``, its bit-packed mask; with
     ``keep_packed_x`` also x as the forward packed it (a :class:`PackedInput`, for :func:`conv2d_backward` in
-    place of x), or None where this path packs nothing (NumPy, the direct and NCHW forwards, groups > 1)."""
+    place of x), or None where this path packs nothing (NumPy, the direct and NCHW forwards, groups > 1).
+    A channels-last x gives a channels-last y."""
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
     out = None
     if x.shape[0] == 0:  # an empty batch: an empty output (and mask), as PyTorch gives
@@ -311,6 +356,18 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
         p, q = (out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in (0, 1))
         mask = xp.empty((w.shape[0], 0), np.uint32) if activation == "relu" and want_mask else None
         out = xp.empty((0, w.shape[0], p, q), x.dtype), mask
+    elif is_channels_last(x):
+        run = None
+        if _on_gpu(x) and not (activation == "relu" and want_mask):
+            run = _channels_last_forward_launcher(x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
+                                                  x.device.id, config)
+        if run is not None:
+            y, kept = run(x, w, bias, activation == "relu", keep_packed_x)
+            return (y, None, kept) if keep_packed_x else (y, None)
+        # the C-contiguous path, its output then laid out as x
+        y, *rest = conv2d_forward(backend.array_module(x).ascontiguousarray(x), w, bias, stride, padding, dilation,
+                                  groups, activation, want_mask, keep_packed_x, config=config)
+        return (to_channels_last(y), *rest)
     elif _on_gpu(x):
         run = _forward_launcher(x.dtype, x.shape, w.shape, stride, padding, dilation, groups, x.device.id, config,
                                 backend.tf32_conv.allow_tf32)
@@ -321,40 +378,58 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
     return (*out, None) if keep_packed_x else out
 
 
+def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mask, need_dx, need_dw, need_db,
+              config):
+    """(dx, dw, db) of the GPU launchers where they reach, else of the references; x (or w) may be None where dW
+    (or dX) is not needed. A channels-last dy gives a channels-last dx: read as it is where the TMA kernels take
+    the call (x then read channels-last too), else through the C-contiguous path."""
+    geo = (stride, padding, dilation, groups)
+    on_gpu = _on_gpu(dy) and fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dy.dtype)
+    packed = isinstance(x, PackedInput)
+    tf32 = backend.tf32_conv.allow_tf32
+    if is_channels_last(dy):
+        run = None
+        if on_gpu and mask is None:
+            run = _backward_launcher(dy.dtype, x_shape, w_shape, *geo, dy.data.device_id, config, tf32, packed, True)
+        if run is not None:
+            return run(dy, x if x is None or packed else to_channels_last(x), w, None, need_dx, need_dw, need_db)
+        xp = backend.array_module(dy)
+        dx, dw, db = _backward(xp.ascontiguousarray(dy), x if x is None or packed else xp.ascontiguousarray(x), w,
+                               x_shape, w_shape, *geo, mask, need_dx, need_dw, need_db, config)
+        return None if dx is None else to_channels_last(dx), dw, db
+    if on_gpu:
+        run = _backward_launcher(dy.dtype, x_shape, w_shape, *geo, dy.data.device_id, config, tf32, packed)
+        return run(dy, x, w, mask, need_dx, need_dw, need_db)
+    if need_dx and not (need_dw or need_db):
+        return conv2d_backward_data_ref(dy, w, x_shape, *geo), None, None
+    if need_dw and not (need_dx or need_db):
+        return None, conv2d_backward_filter_ref(dy, x, w_shape, *geo), None
+    return conv2d_backward_ref(dy, x, w, *geo, mask, need_dx, need_dw, need_db)
+
+
 def conv2d_backward(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, mask=None,
                     need_dx=True, need_dw=True, need_db=False, *, config=DEFAULT_CONFIG):
     """(dx, dw, db) of the convolution for output gradient ``dy`` (masked by the ReLU ``mask`` if given). ``x``
     is the input, or the :class:`PackedInput` its forward kept (whose values the filter gradient takes as
-    they are: TF32-rounded where the forward ran TF32)."""
+    they are: TF32-rounded where the forward ran TF32). A channels-last dy gives a channels-last dx."""
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
     if dy.shape[0] == 0:  # an empty batch contributes nothing: zero weight and bias gradients
         xp = backend.array_module(dy)
         return (xp.empty(x.shape, dy.dtype) if need_dx else None, xp.zeros(w.shape, dy.dtype) if need_dw else None,
                 xp.zeros((w.shape[0],), dy.dtype) if need_db else None)
-    if _on_gpu(dy) and fits_int32(x.shape, w.shape, stride, padding, dilation, groups, dy.dtype):
-        run = _backward_launcher(dy.dtype, x.shape, w.shape, stride, padding, dilation, groups, dy.data.device_id,
-                                 config, backend.tf32_conv.allow_tf32, isinstance(x, PackedInput))
-        return run(dy, x, w, mask, need_dx, need_dw, need_db)
-    return conv2d_backward_ref(dy, x, w, stride, padding, dilation, groups, mask, need_dx, need_dw, need_db)
+    return _backward(dy, x, w, tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups, mask, need_dx,
+                     need_dw, need_db, config)
 
 
 def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, *,
                          config=DEFAULT_CONFIG):
-    """dX alone (benchmarks and users of the data gradient only)."""
-    stride, padding, dilation, x_shape = tuple(stride), tuple(padding), tuple(dilation), tuple(x_shape)
-    if _on_gpu(dy) and fits_int32(x_shape, w.shape, stride, padding, dilation, groups, dy.dtype):
-        run = _backward_launcher(dy.dtype, x_shape, w.shape, stride, padding, dilation, groups, dy.data.device_id,
-                                 config, backend.tf32_conv.allow_tf32, False)
-        return run(dy, None, w, None, True, False, False)[0]
-    return conv2d_backward_data_ref(dy, w, x_shape, stride, padding, dilation, groups)
+    """dX alone (benchmarks and users of the data gradient only); channels-last for a channels-last dy."""
+    return _backward(dy, None, w, tuple(x_shape), tuple(w.shape), tuple(stride), tuple(padding), tuple(dilation),
+                     groups, None, True, False, False, config)[0]
 
 
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, *,
                            config=DEFAULT_CONFIG):
     """dW alone (benchmarks and users of the filter gradient only)."""
-    stride, padding, dilation, w_shape = tuple(stride), tuple(padding), tuple(dilation), tuple(w_shape)
-    if _on_gpu(dy) and fits_int32(x.shape, w_shape, stride, padding, dilation, groups, dy.dtype):
-        run = _backward_launcher(dy.dtype, x.shape, w_shape, stride, padding, dilation, groups, dy.data.device_id,
-                                 config, backend.tf32_conv.allow_tf32, isinstance(x, PackedInput))
-        return run(dy, x, None, None, False, True, False)[1]
-    return conv2d_backward_filter_ref(dy, x, w_shape, stride, padding, dilation, groups)
+    return _backward(dy, x, None, tuple(x.shape), tuple(w_shape), tuple(stride), tuple(padding), tuple(dilation),
+                     groups, None, False, True, False, config)[1]

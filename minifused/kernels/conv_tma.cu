@@ -37,6 +37,7 @@
 //
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=6
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=64 -DCT_STAGES=6 -DCT_NHWC_OUT=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=64 -DCT_STAGES=6
 #include <cuda_fp16.h>
@@ -59,6 +60,9 @@
 #endif
 #ifndef CT_BM  // the backward-filter's rows (output channels) per tile: 64 or 128
 #define CT_BM 128
+#endif
+#ifndef CT_NHWC_OUT  // 1: the forward / backward-data write channels-last (NHWC) output, else NCHW
+#define CT_NHWC_OUT 0
 #endif
 
 typedef CT_T T;
@@ -164,7 +168,14 @@ struct Ring {
 #if !CT_WGRAD
 constexpr int BM = 128, BK = 64;  // BK: 64 elements = 128 bytes
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int LDE = BM + 8;  // an epilogue tile, T[BN][LDE]: a row of 16-byte-aligned pixel runs
+// an epilogue tile: NCHW out, T[BN][LDE] (a row of 16-byte-aligned pixel runs per channel); NHWC out,
+// T[BM][LDE] (a row of 16-byte-aligned channel runs per pixel); the 8 of padding keeps the MMA fragments' writes
+// off each other's banks
+#if CT_NHWC_OUT
+constexpr int LDE = BN + 8, EPI_ELEMS = BM * LDE;
+#else
+constexpr int LDE = BM + 8, EPI_ELEMS = BN * LDE;
+#endif
 constexpr int HEAD = 14, PER_CLASS = 8;  // prm's shared entries, and each class's
 
 // One residue class of output pixels: its live taps (R x S of them, the first at (r0, s0) of the full
@@ -179,8 +190,8 @@ struct Class {
 // A unit is a tile of 128 pixels x BN channels of `subs` classes: one (subs = 1: the forward, the stride-1
 // backward-data), or the two column classes of a class row (subs = 2: the backward-data of stride 2, whose
 // pixels interleave in the output's rows; each class's tile is summed in turn and kept in shared memory, and
-// the two are written together). out: NCHW of subs * (OH, OW). flags: 1 ReLU, 2 bias (conv.cu's Epilogue
-// values; no mask here).
+// the two are written together). out: NCHW (or, CT_NHWC_OUT, NHWC) of subs * (OH, OW). flags: 1 ReLU, 2 bias
+// (conv.cu's Epilogue values; no mask here).
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b, T* __restrict__ out,
          const T* __restrict__ bias, const int* __restrict__ prm, int flags) {
@@ -191,7 +202,7 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
     // the ring's tiles start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     T* epi = reinterpret_cast<T*>(ring + STAGES * STAGE_BYTES);  // subs tiles
-    Ring pipe(epi + subs * BN * LDE);
+    Ring pipe(epi + subs * EPI_ELEMS);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     if (tid == 0) pipe.init();
     __syncthreads();
@@ -235,7 +246,7 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
 
             // fp32 -> bias, ReLU -> T into the sub's tile (after the last unit's readers are done)
             if (sub == 0) consumers_sync();
-            T* e = epi + sub * BN * LDE;
+            T* e = epi + sub * EPI_ELEMS;
 #pragma unroll
             for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
@@ -244,10 +255,24 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
                     float v = acc[j * 4 + t];
                     if (flags & 2) v += n0 + nc < N ? to_f(bias[n0 + nc]) : 0.0f;
                     if (flags & 1) v = fmaxf(v, 0.0f);
-                    e[nc * LDE + mr] = from_f<T>(v);
+                    e[CT_NHWC_OUT ? mr * LDE + nc : nc * LDE + mr] = from_f<T>(v);
                 }
         }
         consumers_sync();
+#if CT_NHWC_OUT
+        // runs of 8 channels of one pixel (the host requires N % 8 == 0); output pixel m of a class row is pixel
+        // (y0 + subs * p, subs * q + sub) of its image: (p, q) itself for subs = 1
+        const int y0 = Class(prm + HEAD + PER_CLASS * row * subs).y0, OH = OHW / OW;
+        for (int i = ct_id; i < subs * BM * (BN / 8); i += 256) {
+            const int sub = i / (BM * (BN / 8)), ml = (i / (BN / 8)) % BM, nl = (i % (BN / 8)) * 8;
+            const int m = m0 + ml, n = n0 + nl;
+            if (m >= M || n >= N) continue;
+            const int img = m / OHW, pq = m - img * OHW, p = pq / OW, q = pq - p * OW;
+            const long long pixel = ((long long)img * subs * OH + y0 + subs * p) * (subs * OW) + subs * q + sub;
+            *reinterpret_cast<uint4*>(out + pixel * N + n) =
+                *reinterpret_cast<const uint4*>(epi + sub * EPI_ELEMS + ml * LDE + nl);
+        }
+#else
         if (subs == 1) {
             // 16 runs of 8 pixels per channel; a run lies in one image (the host requires OHW % 8 == 0)
             for (int i = ct_id; i < BN * (BM / 8); i += 256) {
@@ -272,6 +297,7 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
                                __byte_perm(a.y, b.y, 0x5410), __byte_perm(a.y, b.y, 0x7632));
             }
         }
+#endif
     }
 }
 #else

@@ -2,8 +2,9 @@
 filter gradient: where each applies, its launch constants, and the launch.
 
 The kernels take the operands conv.cu's take, packed the same way (NHWC x and KRSC w; NHWK dy and CRSK w; dy
-and x for the filter gradient), and write the same outputs (NCHW; the filter gradient's fp32 split-K partials,
-which conv_util.cu's wgrad_reduce sums). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU
+and x for the filter gradient; channels-last arrays are such operands as they are), and write the same outputs
+(NCHW, or NHWC for channels-last; the filter gradient's fp32 split-K partials, which conv_util.cu's wgrad_reduce
+sums). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU
 to fp16 / bf16 with one group, when the gathered operands' channels are multiples of 64 (a box row is 128
 bytes) and every tile of output pixels is whole output rows of one image or whole images (:func:`tile_box`);
 the forward where no ReLU mask is wanted, the backward-data at stride 1, or 2 as residue classes (no dilation,
@@ -103,13 +104,14 @@ def _nhwc_map(n, h, w, c, box, step=(1, 1)):
 
 
 @functools.cache
-def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
-    """The :class:`TmaPlan` of a FORWARD or BACKWARD_DATA GEMM, or None where the kernel does not apply,
-    ``config.tma`` is False or the config asks for mma.sync (:func:`~.conv_plan.wgmma_on`)."""
+def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, nhwc_out=False):
+    """The :class:`TmaPlan` of a FORWARD or BACKWARD_DATA GEMM writing NCHW (``nhwc_out``: channels-last)
+    output, or None where the kernel does not apply, ``config.tma`` is False or the config asks for mma.sync
+    (:func:`~.conv_plan.wgmma_on`)."""
     if not _tma_on(dtype, groups, dev_id, config):
         return None
     return _plan(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
-                 tuple(dilation), dev_id, config.tile_n)
+                 tuple(dilation), dev_id, config.tile_n, bool(nhwc_out))
 
 
 def _classes(mode, n_out, r, s, stride, padding, dilation):
@@ -132,7 +134,7 @@ def _classes(mode, n_out, r, s, stride, padding, dilation):
 
 
 @functools.cache
-def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile_n):
+def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile_n, nhwc_out):
     """A plan holds device objects (its constants, its launch): one per device."""
     import cupy
 
@@ -150,16 +152,18 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     (sy, ry, rx), tap_step, subs, classes = plan
     out = (out[0] // subs, out[1] // subs)  # one class's map
     box = tile_box(*out, step)
-    if box is None or src[2] % BOX_C:
+    if box is None or src[2] % BOX_C or (nhwc_out and cols % 8):  # NHWC rows are written in runs of 8 channels
         return None
     m, ohw, ch = n * out[0] * out[1], out[0] * out[1], src[2]
     m_tiles = -(-m // BM)
     bn = tile_n if tile_n in (64, 128) else (128 if cols >= 128 and m_tiles * -(-cols // 128) * 2 >= sms else 64)
     n_tiles = -(-cols // bn)
     stages = _STAGES[bn]
-    # the ring (1024-byte aligned), the epilogue's tiles T[bn][BM + 8] (one per class of a unit), the mbarriers
-    smem = 1024 + stages * (BM + bn) * BOX_C * 2 + subs * bn * (BM + 8) * 2 + 16 * stages
-    kern = _kernel("conv_tma", dtype, smem, f"-DCT_BN={bn}", f"-DCT_STAGES={stages}")
+    # the ring (1024-byte aligned), the epilogue's tiles T[bn][BM + 8] (NHWC: T[BM][bn + 8]; one per class of a
+    # unit), the mbarriers
+    epi = BM * (bn + 8) if nhwc_out else bn * (BM + 8)
+    smem = 1024 + stages * (BM + bn) * BOX_C * 2 + subs * epi * 2 + 16 * stages
+    kern = _kernel("conv_tma", dtype, smem, f"-DCT_BN={bn}", f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_out)}")
     per_row = m_tiles * n_tiles
     units = per_row * (len(classes) // subs)
     prm = cupy.asarray(np.array([m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, units, sy, ry, rx, s,

@@ -10,6 +10,10 @@ Mask layout (one for every path, see elementwise.cu): a uint32 array of ``mask_w
 words; word ``w`` holds elements ``32w .. 32w+31`` of the C-order flat array, element
 ``32w+j`` in bit ``j``; bits past the last element are 0. That is NumPy's
 ``packbits(..., bitorder="little")`` read as little-endian uint32 words.
+
+Layouts: the CUDA kernels run over memory, so a channels-last array (:func:`~minifused.kernels.is_channels_last`)
+is taken as it is and gives a channels-last result; its ReLU mask is then in the order of its memory (NHWC),
+which :func:`mask_apply` is told of. Other non-contiguous arrays go through a C-contiguous copy.
 """
 from __future__ import annotations
 
@@ -18,7 +22,30 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import ARG, CTYPE, Prepared, acc_dtype, ctype, gelu_grad_ref, gelu_ref, get_kernel
+from . import (ARG, CTYPE, Prepared, acc_dtype, ctype, empty_channels_last, gelu_grad_ref, gelu_ref, get_kernel,
+               is_channels_last, to_layout)
+
+
+def _dense(x):
+    """``x`` itself where the kernels can run over its memory (C-contiguous or channels-last), else a C-contiguous
+    copy."""
+    import cupy
+
+    return x if x.flags.c_contiguous or is_channels_last(x) else cupy.ascontiguousarray(x)
+
+
+def _empty_as(x, dtype=None):
+    """A new CuPy array of ``x``'s shape laid out as ``x`` (channels-last or C-contiguous)."""
+    import cupy
+
+    dtype = x.dtype if dtype is None else dtype
+    return empty_channels_last(x.shape, dtype) if is_channels_last(x) else cupy.ndarray(x.shape, dtype)
+
+
+def _writes_direct(out, x, xc):
+    """Whether a kernel over ``xc`` (x's memory) may write ``out`` directly: ``out`` has ``x``'s layout."""
+    return out is not None and xc is x and out.strides == x.strides and (out.flags.c_contiguous
+                                                                        or is_channels_last(out))
 
 
 def _into(out, y):
@@ -34,9 +61,8 @@ def _unary_cuda(name, x, out):
     through a contiguous copy / temporary (``out`` may be ``x``: in place)."""
     import cupy
 
-    xc = x if x.flags.c_contiguous else cupy.ascontiguousarray(x)
-    direct = out is not None and out.flags.c_contiguous and x.flags.c_contiguous
-    y = out if direct else cupy.ndarray(x.shape, x.dtype)
+    xc = _dense(x)
+    y = out if _writes_direct(out, x, xc) else _empty_as(xc)
     if x.size:
         _kernel(x.dtype, name)(grid(x.size), (256,), (xc, y, np.int64(x.size)))
     if out is not None and y is not out:
@@ -126,10 +152,9 @@ def relu_mask(x, out=None):
         return relu_forward(x, out=out), mask
     import cupy
 
-    xc = cupy.ascontiguousarray(x)
-    # a non-contiguous ``out`` gets the result through a contiguous temporary
-    direct = out is not None and out.flags.c_contiguous and x.flags.c_contiguous
-    y = out if direct else cupy.ndarray(x.shape, x.dtype)
+    xc = _dense(x)
+    # an ``out`` laid out otherwise gets the result through a temporary
+    y = out if _writes_direct(out, x, xc) else _empty_as(xc)
     mask = cupy.ndarray((mask_words(x.size),), cupy.uint32)
     if x.size:
         _chunk_launch("relu_fwd_mask", x.dtype, x.size, x.data.device_id)(xc.data.ptr, y.data.ptr, mask.data.ptr)
@@ -143,17 +168,16 @@ def _scale(dtype, scale):
     return np.float64(scale) if dtype == np.float64 else np.float32(scale)
 
 
-def mask_apply(grad, mask, scale=1.0):
+def mask_apply(grad, mask, scale=1.0, channels_last=False):
     """``grad * scale`` where the mask bit of an element is set, else 0 (the backward of ReLU and
-    dropout)."""
+    dropout); ``channels_last``: the mask is in the order of a channels-last array's memory, and so is the
+    result."""
     if not backend.is_cuda_array(grad):
         keep = unpack_mask_ref(mask, grad.shape)
         g = grad if scale == 1 else grad * _scale(grad.dtype, scale)
         return np.where(keep, g, 0).astype(grad.dtype)
-    import cupy
-
-    dx = cupy.ndarray(grad.shape, grad.dtype)
-    grad = cupy.ascontiguousarray(grad)
+    grad = to_layout(grad, channels_last)
+    dx = _empty_as(grad)
     if grad.size:
         _chunk_launch("mask_apply", grad.dtype, grad.size, grad.data.device_id, _scale(grad.dtype, scale))(
             grad.data.ptr, mask.data.ptr, dx.data.ptr)
@@ -165,17 +189,16 @@ _ADD_DTYPES = (backend.float16, backend.bfloat16, backend.float32)
 
 
 def add(a, b):
-    """``a + b``. Two C-contiguous CUDA arrays of one shape and one dtype (float32, float16 or bfloat16)
-    take add_same, which computes in float32 and rounds once, as CuPy's add does, but moves 16 bytes per
-    thread (the residual adds and gradient sums of a 16-bit model) and costs less host time than CuPy's
-    ufunc (the sums of small steps); anything else (scalars, broadcasting, other dtypes or layouts, NumPy
-    arrays) is ``a + b``."""
+    """``a + b``. Two CUDA arrays of one shape, one dtype (float32, float16 or bfloat16) and one layout
+    (C-contiguous or channels-last, kept) take add_same, which computes in float32 and rounds once, as CuPy's
+    add does, but moves 16 bytes per thread (the residual adds and gradient sums of a 16-bit model) and costs
+    less host time than CuPy's ufunc (the sums of small steps); anything else (scalars, broadcasting, other
+    dtypes or layouts, NumPy arrays) is ``a + b``."""
     if not (backend.is_cuda_array(a) and backend.is_cuda_array(b) and a.dtype == b.dtype
-            and a.dtype in _ADD_DTYPES and a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous):
+            and a.dtype in _ADD_DTYPES and a.shape == b.shape and a.strides == b.strides
+            and (a.flags.c_contiguous or is_channels_last(a))):
         return a + b
-    import cupy
-
-    out = cupy.ndarray(a.shape, a.dtype)
+    out = _empty_as(a)
     if a.size:
         _chunk_launch("add_same", a.dtype, a.size, a.data.device_id)(a.data.ptr, b.data.ptr, out.data.ptr)
     return out

@@ -9,6 +9,7 @@ from .. import functional as F
 from ..autograd import no_grad
 from ..functional import CONV_ACTIVATIONS
 from ..functional._checks import _pair
+from ..ops.shape import channels_last
 from .module import Module, Parameter
 
 
@@ -21,6 +22,7 @@ class Conv2d(Module):
     """
 
     fused_activations = CONV_ACTIVATIONS[1:]
+    channels_last_input = False
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  activation=None, device=None, dtype=None):
@@ -68,6 +70,8 @@ class Conv2d(Module):
 
     def forward_with_activation(self, x, activation):
         """The layer with ``activation`` in its epilogue (``Sequential`` fuses a following ReLU)."""
+        if self.channels_last_input and x.ndim == 4:
+            x = x.contiguous(memory_format=channels_last)
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
                         activation)
 

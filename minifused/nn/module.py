@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import is_grad_enabled, no_grad
+from ..ops.shape import channels_last, check_memory_format, preserve_format
 from ..tensor import Tensor
 from ._backward_hooks import wrap_inputs, wrap_outputs
 
@@ -42,6 +43,9 @@ class Module:
     #: ``forward_inplace(x)``: the module's in-place form, which ``Sequential`` calls under ``no_grad`` on
     #: results only it holds (None: the module has none).
     forward_inplace = None
+    #: Whether the layer brings its input to the channels-last layout (set by ``to(memory_format=...)``; None:
+    #: a layer whose speed does not depend on its input's layout).
+    channels_last_input: bool | None = None
 
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -229,7 +233,16 @@ class Module:
                     b._data = fn(b._data)
         return self
 
-    def to(self, *args, device=None, dtype=None):
+    def to(self, *args, device=None, dtype=None, memory_format=None):
+        """The module's parameters and buffers moved to ``device`` and cast to floating ``dtype``, in place.
+        ``memory_format=channels_last`` makes the layers that read channels-last input faster (the convolutions)
+        bring their input to that layout, so that the activations between them stay in it, as PyTorch's
+        channels-last weights do; the parameters keep their layout."""
+        if memory_format is not None:
+            fmt = check_memory_format("Module.to", memory_format)
+            for m in self.modules():
+                if m.channels_last_input is not None and fmt is not preserve_format:
+                    m.channels_last_input = fmt is channels_last
         for a in args:
             if isinstance(a, backend.Device) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
                 device = a

@@ -27,8 +27,9 @@ from .movement import (chunk, diag, expand_as, flip, movedim, narrow, repeat, re
 from .reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, logsumexp, max, mean,  # noqa: A004
                      median, min, norm, prod, std, sum, var)
 from .scan import cummax, cummin, cumprod, cumsum
-from .shape import (cat, contiguous, expand, flatten, getitem, permute, reshape, setitem, squeeze, stack,
-                    transpose, unsqueeze, view)
+from .shape import (cat, channels_last, contiguous, contiguous_format, expand, flatten, getitem, is_contiguous,
+                    memory_format, permute, preserve_format, reshape, setitem, squeeze, stack, transpose, unsqueeze,
+                    view)
 
 
 def _swapped(fn):
@@ -36,8 +37,10 @@ def _swapped(fn):
 
 
 def _to(self, *args, **kwargs):
-    """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)``; keywords too."""
+    """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)``; keywords too, and
+    ``memory_format`` (``preserve_format`` by default)."""
     device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    fmt = shape.check_memory_format("to", kwargs.pop("memory_format", preserve_format))
     if kwargs:
         raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
     for a in args:
@@ -55,6 +58,8 @@ def _to(self, *args, **kwargs):
         out = to_device(out, device)
     if dtype is not None:
         out = cast(out, dtype)
+    if fmt is not preserve_format:
+        out = contiguous(out, fmt)
     return out
 
 
@@ -81,7 +86,8 @@ _METHODS = {
     "flip": flip, "roll": roll, "diag": diag, "movedim": movedim, "moveaxis": movedim,
     "swapaxes": swapaxes, "swapdims": swapaxes,
     "reshape": reshape, "view": view, "flatten": flatten, "permute": permute, "transpose": transpose,
-    "unsqueeze": unsqueeze, "squeeze": squeeze, "expand": expand, "contiguous": contiguous, "clone": clone,
+    "unsqueeze": unsqueeze, "squeeze": squeeze, "expand": expand, "contiguous": contiguous,
+    "is_contiguous": is_contiguous, "clone": clone,
     "to": _to, "cpu": lambda self: to_device(self, "cpu"),
     "cuda": lambda self, device=None: to_device(self, "cuda" if device is None else device),
     "float": lambda self: cast(self, backend.float32), "double": lambda self: cast(self, backend.float64),

@@ -6,12 +6,16 @@ packing it again, and the input's own array may go) and, with ``activation='relu
 come, the bit-packed ReLU mask the kernel's epilogue wrote: backward multiplies the
 incoming gradient by it inside the same pass that repacks the gradient for its GEMMs, so it
 recomputes nothing. Backward runs only the GEMMs whose inputs need a gradient.
+
+A channels-last input stays so (PyTorch's rule: the output, and the input's gradient, take its layout); the
+incoming gradient is brought to it.
 """
 from __future__ import annotations
 
 from .. import backend
 from ..autograd import Function
 from ..kernels import conv as K
+from ..kernels import is_channels_last, to_layout
 
 
 class Conv2dFn(Function):
@@ -20,14 +24,15 @@ class Conv2dFn(Function):
     @staticmethod
     def forward(ctx, x, weight, bias=None, *, stride, padding, dilation, groups, activation):
         xp = backend.array_module(x)
-        x, weight = xp.ascontiguousarray(x), xp.ascontiguousarray(weight)
+        cl = is_channels_last(x)
+        x, weight = x if cl else xp.ascontiguousarray(x), xp.ascontiguousarray(weight)
         grad = ctx.recording
         keep = grad and ctx.needs_input_grad[1]
         y, mask, *packed = K.conv2d_forward(x, weight, bias, stride, padding, dilation, groups, activation,
                                             want_mask=grad and activation == "relu", keep_packed_x=keep)
         packed = packed[0] if packed else None
         ctx.geometry = (stride, padding, dilation, groups)
-        ctx.mask = mask
+        ctx.mask, ctx.channels_last = mask, cl
         if packed is not None:  # the filter gradient reads x as the forward packed it: x itself may go
             ctx.x = packed
             ctx.save_for_backward(weight)
@@ -41,7 +46,7 @@ class Conv2dFn(Function):
         x, weight = (ctx.x, saved[0]) if len(saved) == 1 else saved
         stride, padding, dilation, groups = ctx.geometry
         needs = ctx.needs_input_grad
-        dy = backend.array_module(dy).ascontiguousarray(dy)
+        dy = to_layout(dy, ctx.channels_last)
         dx, dw, db = K.conv2d_backward(dy, x, weight, stride, padding, dilation, groups, ctx.mask,
                                        need_dx=needs[0], need_dw=needs[1], need_db=len(needs) > 2 and needs[2])
         return dx, dw, db

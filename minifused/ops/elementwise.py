@@ -8,6 +8,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..kernels import elementwise as K
+from ..kernels import is_channels_last
 from ..tensor import Tensor
 from ._common import binary_operands, broadcast_shape, cast, shape_of, unbroadcast
 from .logic import nonzero
@@ -261,11 +262,12 @@ class Relu(Function):
         if not ctx.recording:
             return K.relu_forward(x, out=out)
         y, ctx.mask = K.relu_mask(x, out=out)
+        ctx.channels_last = is_channels_last(x)  # the mask's order: x's memory
         return y
 
     @staticmethod
     def backward(ctx, g):
-        return K.mask_apply(g, ctx.mask)
+        return K.mask_apply(g, ctx.mask, channels_last=ctx.channels_last)
 
 
 class Gelu(Function):

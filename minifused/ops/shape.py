@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
+from ..kernels import channels_last_strided, to_layout
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast
 from .indexing import GatherItem, GetItem, SetItem, accumulate, getitem, setitem  # noqa: F401 - shape's API
@@ -55,10 +56,44 @@ class Expand(Function):
         return unbroadcast(g, ctx.in_shape), None
 
 
+class memory_format:  # noqa: N801 - torch.memory_format
+    """A memory layout of a tensor's elements, as PyTorch names them: :data:`contiguous_format` (C order),
+    :data:`channels_last` (a 4-d (N, C, H, W) tensor stored as (N, H, W, C): the layout convolutions read without
+    a repack) and :data:`preserve_format` (whatever the tensor has)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"minifused.{self.name}"
+
+
+contiguous_format, channels_last, preserve_format = (memory_format(n) for n in
+                                                     ("contiguous_format", "channels_last", "preserve_format"))
+
+
+def check_memory_format(op, fmt, allowed=(contiguous_format, channels_last, preserve_format)):
+    """``fmt``, checked for ``op`` to be one of ``allowed``."""
+    if not any(fmt is f for f in allowed):
+        raise ValueError(f"{op}: memory_format must be one of {', '.join(map(repr, allowed))}, got {fmt!r}")
+    return fmt
+
+
+def _memory_format(op, x, fmt):
+    """``fmt`` checked for ``op`` on tensor ``x``: C order or channels-last, the latter for a 4-d tensor."""
+    check_memory_format(op, fmt, (contiguous_format, channels_last))
+    if fmt is channels_last and x.ndim != 4:
+        raise RuntimeError(f"{op}: channels_last needs a 4-d (N, C, H, W) tensor, got {x.ndim}-d shape "
+                           f"{tuple(x.shape)}")
+    return fmt
+
+
 class Contiguous(Function):
+    """x in C order, or (``channels_last``) in channels-last order; the gradient passes as it comes."""
+
     @staticmethod
-    def forward(ctx, x):
-        return _xp(x).ascontiguousarray(x)
+    def forward(ctx, x, channels_last=False):
+        return to_layout(x, channels_last)
 
     @staticmethod
     def backward(ctx, g):
@@ -157,10 +192,21 @@ def expand(x, *shape):
     return Expand.apply(x, full)
 
 
-def contiguous(x):
+def contiguous(x, memory_format=contiguous_format):
+    """``x`` itself where its elements already lie in ``memory_format``'s order, else a copy that does."""
+    if _memory_format("contiguous", x, memory_format) is channels_last:
+        return x if channels_last_strided(x._data) else Contiguous.apply(x, True)
     if x._data.flags.c_contiguous:
         return x
     return Contiguous.apply(x)
+
+
+def is_contiguous(x, memory_format=contiguous_format):
+    """Whether ``x``'s elements lie in ``memory_format``'s order (both orders where they coincide, as a
+    (N, 1, H, W) tensor's do)."""
+    if _memory_format("is_contiguous", x, memory_format) is channels_last:
+        return channels_last_strided(x._data)
+    return bool(x._data.flags.c_contiguous)
 
 
 # ---------------------------------------------------------------- joining

@@ -1,0 +1,218 @@
+"""Memory formats: the channels-last layout through the Tensor API, Module.to, and the ops that keep it
+(convolution, ReLU, the same-shape add); on the GPU the channels-last convolution (read and written as it is by
+the TMA kernels, or through the C-contiguous path) against the C-contiguous one."""
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+import minifused.nn as nn
+from minifused import backend
+from minifused.kernels import conv as K
+from minifused.kernels import elementwise as E
+from minifused.kernels import is_channels_last, to_channels_last
+from minifused.tensor import Tensor
+
+
+def T(a, requires_grad=False):
+    return Tensor._from_array(a, requires_grad)
+
+
+def test_tensor_memory_format_api(rng):
+    x = mf.tensor(rng.standard_normal((2, 3, 4, 5)).astype(np.float32))
+    assert x.is_contiguous() and not x.is_contiguous(memory_format=mf.channels_last)
+    y = x.to(memory_format=mf.channels_last)
+    assert y.is_contiguous(memory_format=mf.channels_last) and not y.is_contiguous()
+    assert y._data.strides == (240, 4, 60, 12)
+    np.testing.assert_array_equal(y.numpy(), x.numpy())
+    assert y.contiguous(memory_format=mf.channels_last) is y
+    z = y.contiguous()
+    assert z.is_contiguous() and np.array_equal(z.numpy(), x.numpy())
+    assert x.to(memory_format=mf.preserve_format) is x
+    assert y.to(mf.float64).dtype == mf.float64
+    # a (N, 1, H, W) tensor is laid out both ways at once, as in PyTorch
+    one = mf.zeros(2, 1, 3, 3)
+    assert one.is_contiguous() and one.is_contiguous(memory_format=mf.channels_last)
+    assert repr(mf.channels_last) == "minifused.channels_last"
+
+
+def test_memory_format_bad_input():
+    x = mf.zeros(2, 3)
+    with pytest.raises(RuntimeError, match="contiguous: channels_last needs a 4-d"):
+        x.contiguous(memory_format=mf.channels_last)
+    with pytest.raises(ValueError, match="contiguous: memory_format must be one of"):
+        mf.zeros(1, 2, 3, 4).contiguous(memory_format=mf.preserve_format)
+    with pytest.raises(ValueError, match="to: memory_format must be one of"):
+        x.to(memory_format="channels_last")
+    with pytest.raises(ValueError, match="Module.to: memory_format must be one of"):
+        nn.Conv2d(1, 1, 1).to(memory_format="nhwc")
+
+
+def test_channels_last_gradient_passes_through(rng):
+    x = mf.tensor(rng.standard_normal((2, 3, 4, 5)).astype(np.float32), requires_grad=True)
+    y = x.to(memory_format=mf.channels_last)
+    (y * mf.tensor(np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5))
+
+
+@pytest.mark.parametrize("stride,bias,activation", [(1, True, None), (2, False, "relu"), (1, False, "relu")])
+def test_conv2d_channels_last_on_cpu(stride, bias, activation, rng):
+    """Same values and gradients as the C-contiguous input; the output channels-last."""
+    xa = rng.standard_normal((2, 4, 7, 6))
+    wa = rng.standard_normal((5, 4, 3, 3))
+    ba = rng.standard_normal(5) if bias else None
+    results = []
+    for cl in (False, True):
+        x = T(to_channels_last(xa) if cl else xa.copy(), True)
+        w, b = T(wa.copy(), True), (T(ba.copy(), True) if bias else None)
+        y = F.conv2d(x, w, b, stride=stride, padding=1)
+        if activation:
+            y = F.relu(y)
+        assert is_channels_last(y._data) == cl
+        (y * T(np.cos(np.arange(y.numel())).reshape(y.shape))).sum().backward()
+        results.append([y.numpy(), x.grad.numpy(), w.grad.numpy()] + ([b.grad.numpy()] if bias else []))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+
+
+def test_module_to_channels_last_brings_conv_inputs_to_it(rng):
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 3, padding=1))
+    x = mf.tensor(rng.standard_normal((2, 3, 6, 6)).astype(np.float32))
+    before = model(x).numpy()
+    assert model.to(memory_format=mf.channels_last) is model
+    y = model(x)
+    assert y.is_contiguous(memory_format=mf.channels_last) and not y.is_contiguous()
+    np.testing.assert_allclose(y.numpy(), before, rtol=1e-6, atol=1e-6)
+    assert all(p.is_contiguous() for p in model.parameters())  # parameters keep their layout
+    model.to(memory_format=mf.contiguous_format)
+    assert model(x).is_contiguous()
+
+
+# ---------------------------------------------------------------- GPU
+SHAPES = [  # (N, C, H, W, K, kernel, stride): TMA-read ones (channels multiples of 64), then through the fallback
+    (4, 64, 16, 16, 64, 3, 1),
+    (4, 64, 16, 16, 128, 3, 2),
+    (3, 128, 8, 8, 64, 1, 2),
+    (2, 64, 8, 8, 192, 3, 1),
+    (2, 128, 4, 4, 128, 3, 1),
+    (2, 3, 16, 16, 64, 3, 1),
+    (3, 24, 9, 7, 40, 3, 2),
+]
+
+
+def _cuda(a, dtype):
+    import cupy
+
+    return cupy.asarray(a).astype(backend.as_dtype(dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gpu_conv_channels_last_matches_contiguous(shape, dtype, poisoned_pool, rng):
+    """Every direction on channels-last operands equals the C-contiguous computation element for element (the same
+    kernels on the same packed operands, only the layouts of what is read and written differ), and comes back
+    channels-last."""
+    n, c, h, w, k, ks, st = shape
+    x = _cuda(rng.standard_normal((n, c, h, w)), dtype)
+    wt = _cuda(rng.standard_normal((k, c, ks, ks)) / np.sqrt(c * ks * ks), dtype)
+    bias = _cuda(rng.standard_normal(k), dtype)
+    geo = ((st, st), (ks // 2, ks // 2), (1, 1), 1)
+    y, _, kept = K.conv2d_forward(x, wt, bias, *geo, keep_packed_x=True)
+    ycl, _, kept_cl = K.conv2d_forward(to_channels_last(x), wt, bias, *geo, keep_packed_x=True)
+    assert is_channels_last(ycl) and not bool(np.isnan(ycl.get().astype(np.float32)).any())
+    np.testing.assert_array_equal(ycl.get(), y.get())
+    dy = _cuda(rng.standard_normal(y.shape), dtype)
+    dycl = to_channels_last(dy)
+    dx, dw, db = K.conv2d_backward(dy, kept if kept is not None else x, wt, *geo, need_db=True)
+    dxc, dwc, dbc = K.conv2d_backward(dycl, kept_cl if kept_cl is not None else to_channels_last(x), wt, *geo,
+                                      need_db=True)
+    assert is_channels_last(dxc)
+    for ours, ref in ((dxc, dx), (dwc, dw), (dbc, db)):
+        np.testing.assert_array_equal(ours.get(), ref.get())
+    # the halves on their own, as the benchmarks call them
+    np.testing.assert_array_equal(K.conv2d_backward_data(dycl, wt, x.shape, *geo).get(), dx.get())
+    np.testing.assert_array_equal(K.conv2d_backward_filter(dycl, to_channels_last(x), wt.shape, *geo).get(),
+                                  dw.get())
+
+
+@pytest.mark.gpu
+def test_gpu_channels_last_reads_without_packs(rng):
+    """On Hopper, a channels-last convolution with channels multiples of 64 runs its forward as the weights' pack
+    and the TMA GEMM only: two launches (the C-contiguous path's pack of x is gone)."""
+    import cupy
+
+    from minifused.kernels import has_wgmma
+
+    if not has_wgmma(cupy.cuda.Device().id):
+        pytest.skip("the TMA kernels need sm_90")
+    x = to_channels_last(_cuda(rng.standard_normal((4, 64, 16, 16)), "float16"))
+    wt = _cuda(rng.standard_normal((64, 64, 3, 3)) / 24, "float16")
+    run = K._channels_last_forward_launcher(x.dtype, x.shape, wt.shape, (1, 1), (1, 1), (1, 1), 1,
+                                            x.device.id, K.DEFAULT_CONFIG)
+    assert run is not None
+    assert K._backward_launcher(x.dtype, x.shape, wt.shape, (1, 1), (1, 1), (1, 1), 1, x.device.id,
+                                K.DEFAULT_CONFIG, False, True, True) is not None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_relu_and_add_keep_channels_last(dtype, poisoned_pool, rng):
+    a = to_channels_last(_cuda(rng.standard_normal((3, 16, 5, 7)), dtype))
+    b = to_channels_last(_cuda(rng.standard_normal((3, 16, 5, 7)), dtype))
+    s = E.add(a, b)
+    assert is_channels_last(s)
+    np.testing.assert_array_equal(s.get(), (a.astype(np.float32) + b.astype(np.float32)).astype(a.dtype).get())
+    y, mask = E.relu_mask(a)
+    assert is_channels_last(y)
+    np.testing.assert_array_equal(y.get(), np.maximum(a.get(), 0))
+    g = _cuda(rng.standard_normal(a.shape), dtype)  # C-contiguous: brought to the mask's order
+    dx = E.mask_apply(g, mask, channels_last=True)
+    assert is_channels_last(dx)
+    np.testing.assert_array_equal(dx.get(), np.where(a.get() > 0, g.get(), 0))
+    t = T(to_channels_last(_cuda(rng.standard_normal((2, 8, 4, 4)), dtype)), True)
+    F.relu(t).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), (t.numpy() > 0).astype(t.grad.numpy().dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_gpu_residual_block_channels_last_trains_as_contiguous(dtype, rng):
+    """A residual block with BatchNorm, trained a few SGD steps channels-last, follows the C-contiguous run (the
+    BatchNorm sums run in another order, so within the dtype's rounding), and its activations stay channels-last."""
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(64, 64, 3, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(64)
+            self.conv2 = nn.Conv2d(64, 64, 3, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(64)
+
+        def forward(self, x):
+            out = F.relu(self.bn1(self.conv1(x)))
+            return F.relu(self.bn2(self.conv2(out)) + x)
+
+    x0 = rng.standard_normal((8, 64, 8, 8)).astype(np.float32)
+    losses = {}
+    for cl in (False, True):
+        mf.manual_seed(7)
+        model = Block().to("cuda", dtype=backend.as_dtype(dtype))
+        if cl:
+            model.to(memory_format=mf.channels_last)
+        opt = mf.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        x = mf.tensor(x0, device="cuda", dtype=backend.as_dtype(dtype))
+        if cl:
+            x = x.to(memory_format=mf.channels_last)
+        run = []
+        for _ in range(4):
+            opt.zero_grad()
+            y = model(x)
+            assert y.is_contiguous(memory_format=mf.channels_last) == cl
+            loss = (y.float() * y.float()).mean()
+            loss.backward()
+            opt.step()
+            run.append(float(loss.item()))
+        losses[cl] = run
+    tol = 2e-2 if dtype == "bfloat16" else 1e-4
+    np.testing.assert_allclose(losses[True], losses[False], rtol=tol)
