@@ -95,6 +95,8 @@ SHAPES = [  # (N, C, H, W, K, kernel, stride): TMA-read ones (channels multiples
     (3, 128, 8, 8, 64, 1, 2),
     (2, 64, 8, 8, 192, 3, 1),
     (2, 128, 4, 4, 128, 3, 1),
+    (2, 64, 14, 14, 64, 3, 1),  # tiles not whole rows: the GEMM path, reading x as it is
+    (2, 64, 14, 14, 128, 3, 2),
     (2, 3, 16, 16, 64, 3, 1),
     (3, 24, 9, 7, 40, 3, 2),
 ]
@@ -130,7 +132,18 @@ def test_gpu_conv_channels_last_matches_contiguous(shape, dtype, poisoned_pool, 
     assert is_channels_last(dxc)
     for ours, ref in ((dxc, dx), (dwc, dw), (dbc, db)):
         np.testing.assert_array_equal(ours.get(), ref.get())
+    # the fused ReLU and its mask (the GEMM path writes the mask; its backward goes through the C-contiguous path)
+    y, mask = K.conv2d_forward(x, wt, bias, *geo, activation="relu", want_mask=True)
+    ycl, mask_cl = K.conv2d_forward(to_channels_last(x), wt, bias, *geo, activation="relu", want_mask=True)
+    assert is_channels_last(ycl)
+    np.testing.assert_array_equal(ycl.get(), y.get())
+    np.testing.assert_array_equal(mask_cl.get(), mask.get())
+    dx = K.conv2d_backward(dy, x, wt, *geo, mask=mask, need_dw=False)[0]
+    dxc = K.conv2d_backward(dycl, to_channels_last(x), wt, *geo, mask=mask_cl, need_dw=False)[0]
+    assert is_channels_last(dxc)
+    np.testing.assert_array_equal(dxc.get(), dx.get())
     # the halves on their own, as the benchmarks call them
+    dx = K.conv2d_backward_data(dy, wt, x.shape, *geo)
     np.testing.assert_array_equal(K.conv2d_backward_data(dycl, wt, x.shape, *geo).get(), dx.get())
     np.testing.assert_array_equal(K.conv2d_backward_filter(dycl, to_channels_last(x), wt.shape, *geo).get(),
                                   dw.get())
@@ -138,8 +151,8 @@ def test_gpu_conv_channels_last_matches_contiguous(shape, dtype, poisoned_pool, 
 
 @pytest.mark.gpu
 def test_gpu_channels_last_reads_without_packs(rng):
-    """On Hopper, a channels-last convolution with channels multiples of 64 runs its forward as the weights' pack
-    and the TMA GEMM only: two launches (the C-contiguous path's pack of x is gone)."""
+    """On Hopper, a channels-last convolution with channels multiples of 64 and whole-row tiles runs on the TMA
+    kernels reading x and dy as they are."""
     import cupy
 
     from minifused.kernels import has_wgmma
@@ -149,8 +162,9 @@ def test_gpu_channels_last_reads_without_packs(rng):
     x = to_channels_last(_cuda(rng.standard_normal((4, 64, 16, 16)), "float16"))
     wt = _cuda(rng.standard_normal((64, 64, 3, 3)) / 24, "float16")
     run = K._channels_last_forward_launcher(x.dtype, x.shape, wt.shape, (1, 1), (1, 1), (1, 1), 1,
-                                            x.device.id, K.DEFAULT_CONFIG)
-    assert run is not None
+                                            x.device.id, K.DEFAULT_CONFIG, False)
+    assert run is not None and K.tma_plan(K.ConvMode.FORWARD, x.dtype, x.shape, wt.shape, (1, 1), (1, 1), (1, 1), 1,
+                                          x.device.id, K.DEFAULT_CONFIG, nhwc_out=True) is not None
     assert K._backward_launcher(x.dtype, x.shape, wt.shape, (1, 1), (1, 1), (1, 1), 1, x.device.id,
                                 K.DEFAULT_CONFIG, False, True, True) is not None
 
@@ -172,7 +186,7 @@ def test_gpu_relu_and_add_keep_channels_last(dtype, poisoned_pool, rng):
     np.testing.assert_array_equal(dx.get(), np.where(a.get() > 0, g.get(), 0))
     t = T(to_channels_last(_cuda(rng.standard_normal((2, 8, 4, 4)), dtype)), True)
     F.relu(t).sum().backward()
-    np.testing.assert_array_equal(t.grad.numpy(), (t.numpy() > 0).astype(t.grad.numpy().dtype))
+    np.testing.assert_array_equal(t.grad.cpu().numpy(), (t.cpu().numpy() > 0).astype(t.grad.cpu().numpy().dtype))
 
 
 @pytest.mark.gpu

@@ -152,31 +152,47 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
 
 
 @functools.cache
-def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
-    """The GPU forward of a channels-last x into a channels-last y as ``run(x, w, bias, relu, keep_x) -> (y, kept)``:
-    the TMA kernel reads x as it is (its memory is the NHWC operand the NCHW path packs) and writes NHWC; only
-    the weights are packed. None where that kernel does not take the call as it is (channels not multiples of
-    64, tiles not whole rows, groups, or the config) or the kernels' int32 indexing does not reach."""
+def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, tf32):
+    """The GPU forward of a channels-last x into a channels-last y as ``run(x, w, bias, relu, want_mask, keep_x) ->
+    (y, mask, kept)``: x's memory is the NHWC operand the C-contiguous path packs, so only the weights are packed.
+    The TMA kernel writes y as NHWC (no ReLU mask there); elsewhere the GEMM writes NCHW, then laid out
+    channels-last. None where x would need a pack still (channels not a multiple of the padding, groups, TF32
+    rounding), the GEMM path does not run (the direct and NCHW forwards, the config) or the kernels' int32
+    indexing does not reach."""
     import cupy
 
-    if config.nchw_forward or not fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
+    n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
+    if (groups != 1 or padded_channels(c, dtype) != c or config.nchw_forward or is_direct(w_shape, groups, config)
+            or not fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype)
+            or uses_nchw_forward(x_shape, w_shape, stride, padding, dilation, groups, dtype, config, dev_id)):
         return None
     tma = tma_plan(ConvMode.FORWARD, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config,
                    nhwc_out=True)
-    n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
-    if tma is None or padded_channels(c, dtype) != c:
+    ((kern, grid, block, smem, prm, pack),) = gemm_plan(ConvMode.FORWARD, dtype, x_shape, w_shape, stride, padding,
+                                                        dilation, groups, dev_id, config, tf32)
+    if pack[1][-1]:  # its pack rounds x to TF32
         return None
+    gemm = Prepared(kern, grid, block, (ARG,) * 5 + (prm, ARG), smem)
     pack_w = pack_nhwc_launch(dtype, k, r * s, c, c, c)  # KCRS -> KRSC
-    flags = [[_flags(relu, has_bias) for has_bias in (0, 1)] for relu in (0, 1)]  # [relu][has_bias]
-    w_bytes = k * r * s * c * np.dtype(dtype).itemsize
+    flags = [[[_flags(relu, has_bias, mask) for mask in (0, 1)] for has_bias in (0, 1)]
+             for relu in (0, 1)]  # [relu][has_bias][mask]
+    w_bytes, words = k * r * s * c * np.dtype(dtype).itemsize, (n * p * q + 31) // 32
 
-    def run(x, w, bias, relu, keep_x):
-        y = empty_channels_last((n, k, p, q), dtype)
+    def run(x, w, bias, relu, want_mask, keep_x):
         wk = cupy.cuda.alloc(w_bytes)
         pack_w(w.data.ptr, wk.ptr, w.data.ptr, 0)
-        launch_tma(tma, x.data.ptr, wk.ptr, y.data.ptr, 0 if bias is None else bias.data.ptr,
-                   flags[relu][bias is not None])
-        return y, (PackedInput(x, x_shape, False) if keep_x else None)
+        mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
+        flag = flags[relu][bias is not None][mask is not None]
+        ba = 0 if bias is None else bias.data.ptr
+        if tma is not None and mask is None:
+            y = empty_channels_last((n, k, p, q), dtype)
+            launch_tma(tma, x.data.ptr, wk.ptr, y.data.ptr, ba, flag)
+        else:
+            y = cupy.ndarray((n, k, p, q), dtype)
+            gemm(x.data.ptr, wk.ptr, ba or y.data.ptr, y.data.ptr, y.data.ptr if mask is None else mask.data.ptr,
+                 flag)
+            y = to_channels_last(y)
+        return y, mask, (PackedInput(x, x_shape, False) if keep_x else None)
     return run
 
 
@@ -227,8 +243,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     Per group: dy (times the ReLU mask) packed to (N, P, Q, Kp); the bias gradient as its column sums; dW (split-K
     fp32 partials, then their fixed-order sum), from x packed to (N, H, W, Cp) unless the forward kept it so; dX
     from the weights packed to (Cg, R, S, Kp). ``channels_last``: dy and x are channels-last and read as they are
-    (no packs, no ReLU mask), and dx is written channels-last, on the TMA kernels; None where those do not take
-    the call as it is (as :func:`_channels_last_forward_launcher`)."""
+    (no packs, no ReLU mask), and dx comes back channels-last (written so by the TMA kernel, else laid out so
+    after the GEMMs); None where they would need packs still (as :func:`_channels_last_forward_launcher`)."""
     import cupy
 
     n, c, h, wd, k, cg, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
@@ -254,8 +270,6 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     wg_tma = tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config)
     dg_tma = tma_plan(ConvMode.BACKWARD_DATA, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id,
                       config, nhwc_out=cl)
-    if cl and (wg_tma is None or dg_tma is None):
-        return None
     if wg_tma is not None:  # one group
         splits = wg_tma.splits
 
@@ -333,11 +347,13 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                 xn = ws = None
             if need_dx:
                 if dx is None:
-                    dx = empty_channels_last(x_shape, dtype) if cl else cupy.ndarray(x_shape, dtype)
+                    dx = empty_channels_last(x_shape, dtype) if cl and dg_tma else cupy.ndarray(x_shape, dtype)
                 wca = part + (part_bytes if need_db else 0)
                 pack_w(w.data.ptr + g * w_step, wca)
                 dgrad(dza, wca, dx.data.ptr + g * x_step)
             del tmp
+        if cl and dx is not None and not dg_tma:
+            dx = to_channels_last(dx)
         return dx, dw, db
     return run
 
@@ -358,12 +374,12 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
         out = xp.empty((0, w.shape[0], p, q), x.dtype), mask
     elif is_channels_last(x):
         run = None
-        if _on_gpu(x) and not (activation == "relu" and want_mask):
+        if _on_gpu(x):
             run = _channels_last_forward_launcher(x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
-                                                  x.device.id, config)
+                                                  x.device.id, config, backend.tf32_conv.allow_tf32)
         if run is not None:
-            y, kept = run(x, w, bias, activation == "relu", keep_packed_x)
-            return (y, None, kept) if keep_packed_x else (y, None)
+            y, mask, kept = run(x, w, bias, activation == "relu", want_mask, keep_packed_x)
+            return (y, mask, kept) if keep_packed_x else (y, mask)
         # the C-contiguous path, its output then laid out as x
         y, *rest = conv2d_forward(backend.array_module(x).ascontiguousarray(x), w, bias, stride, padding, dilation,
                                   groups, activation, want_mask, keep_packed_x, config=config)
