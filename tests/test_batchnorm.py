@@ -1,6 +1,7 @@
 """BatchNorm1d/2d/3d, F.batch_norm (fused kernels, with the ReLU), GroupNorm: PyTorch's semantics against
 float64 NumPy, gradients against finite differences, the CUDA kernels against the reference (odd shapes,
-poisoned outputs) and against PyTorch on the GPU; bad input leaves every state unchanged."""
+poisoned outputs) and against PyTorch on the GPU; channels-last inputs against the same values C-contiguous,
+their outputs channels-last; bad input leaves every state unchanged."""
 import numpy as np
 import pytest
 
@@ -9,6 +10,7 @@ import minifused.functional as F
 import minifused.nn as nn
 from conftest import dev_array, f64, host
 from minifused.kernels import batchnorm as K
+from minifused.kernels import is_channels_last, to_channels_last
 from minifused.testing import gradcheck
 
 
@@ -283,3 +285,176 @@ def test_cached_channel_plans():
     p = plan((33, 4, 999), 4, 1, True, 132)
     assert p == K.ChannelPlan(4, 512, 8256, 8256 * 4) and 3 * p.chunk < 33 * 999 <= 4 * p.chunk
     assert plan((4, 3, 5), 4, 1, True, 132) == K.ChannelPlan(1, 32, 32, 128)
+
+
+# ---------------------------------------------------------------- channels-last inputs
+def _bn_in_layout(x, gy, w, b, rm, rv, training, relu, channels_last, device):
+    """F.batch_norm of the values x (N, C, H, W) laid out channels-last or C-contiguous on ``device``, then its
+    backward from gy (C-contiguous: the op brings it to x's layout). Returns y, the running statistics, and the
+    gradients of x (as the op returned it: a leaf's .grad is a copy), w and b, as tensors or raw arrays."""
+    xd = dev_array(x, device)
+    xt = mf.Tensor(to_channels_last(xd) if channels_last else xd, requires_grad=True)
+    seen = []
+    xt.register_hook(lambda g: seen.append(g._data))
+    wt, bt = (None if a is None else mf.Tensor(dev_array(a, device), requires_grad=True) for a in (w, b))
+    rmt, rvt = mf.Tensor(dev_array(rm.copy(), device)), mf.Tensor(dev_array(rv.copy(), device))
+    y = F.batch_norm(xt, rmt, rvt, wt, bt, training=training, momentum=0.1, activation="relu" if relu else None)
+    y.backward(mf.Tensor(dev_array(gy, device)))
+    return y._data, rmt, rvt, seen[0], None if wt is None else wt.grad, None if bt is None else bt.grad
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("affine", [True, False])
+def test_channels_last_matches_contiguous(rng, device, dtype, training, relu, affine):
+    """y, the running statistics and every gradient are those of the same values C-contiguous; y and the input
+    gradient come back channels-last (on CUDA fp32 takes the kernels, fp64 the reference)."""
+    shape = (3, 5, 4, 6)
+    x = (rng.standard_normal(shape) * 2 + 1).astype(dtype)
+    gy = rng.standard_normal(shape).astype(dtype)
+    w, b = (rng.uniform(0.5, 2, 5).astype(dtype), rng.standard_normal(5).astype(dtype)) if affine else (None, None)
+    rm, rv = rng.standard_normal(5).astype(dtype), rng.uniform(0.5, 2, 5).astype(dtype)
+    want = _bn_in_layout(x, gy, w, b, rm, rv, training, relu, False, device)
+    got = _bn_in_layout(x, gy, w, b, rm, rv, training, relu, True, device)
+    assert want[0].flags.c_contiguous and want[3].flags.c_contiguous
+    assert is_channels_last(got[0]) and is_channels_last(got[3])
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for a, e in zip(got, want):
+        if e is not None:
+            np.testing.assert_allclose(f64(a), f64(e), rtol=tol, atol=tol)
+
+
+def test_other_strided_inputs_come_back_contiguous(rng):
+    """A 4-d input that is neither layout is made C-contiguous, as before channels-last existed."""
+    x = rng.standard_normal((2, 3, 5, 4)).transpose(0, 1, 3, 2)
+    assert not x.flags.c_contiguous and not is_channels_last(x)
+    y = F.batch_norm(mf.Tensor(x), None, None, training=True)
+    assert y._data.flags.c_contiguous
+    np.testing.assert_allclose(y.numpy(), F.batch_norm(mf.tensor(x.copy()), None, None, training=True).numpy(),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_channels_last_mask_follows_the_memory(rng):
+    """The ReLU mask of a channels-last input holds bit i for memory (NHWC) element i, and its backward reads it
+    so: the references agree with the C-contiguous ones element for element."""
+    x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    xl = to_channels_last(x)
+    y, mean, rstd, mask = K.batch_norm_forward(xl, None, None, None, None, True, 0.1, 1e-5, relu=True)
+    assert is_channels_last(y)
+    np.testing.assert_array_equal(K.unpack_bits(mask, (2, 5, 7, 3)), y.transpose(0, 2, 3, 1) > 0)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    dx, _, db = K.batch_norm_backward(to_channels_last(dy), xl, None, mean, rstd, mask, True)
+    y_c, mean_c, rstd_c, mask_c = K.batch_norm_forward(x, None, None, None, None, True, 0.1, 1e-5, relu=True)
+    dx_c, _, db_c = K.batch_norm_backward(dy, x, None, mean_c, rstd_c, mask_c, True)
+    assert is_channels_last(dx)
+    np.testing.assert_allclose(dx, dx_c, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(db, db_c, rtol=1e-5, atol=1e-5)
+
+
+def test_channels_last_split():
+    """bn_partial_nhwc's grid: about four blocks per SM (one round at its four resident blocks) once the input
+    is large, never more; at least 4096 elements per block; wide C in tiles of 256 vectors."""
+    split = K._split_nhwc
+    assert split(64, 16, 4, 132) == (1, 1)
+    assert split(512 * 32 * 32, 512, 8, 132) == (528, 1)
+    assert split(128 * 16 * 16, 64, 4, 132) == (512, 1)
+    assert split(2 * 3 * 3, 1030, 1, 132) == (1, 5)
+    assert split(64 * 16 * 16, 2056, 4, 132) == (176, 3)
+    for m in (64, 147, 4096, 32768, 512 * 32 * 32):
+        for c, vec in ((16, 4), (16, 8), (3, 1), (64, 8), (512, 4), (512, 8)):
+            p, tiles = split(m, c, vec, 132)
+            cols = min(c // vec, 256)
+            assert 1 <= p * tiles <= 4 * 132
+            assert p == 1 or m * cols * vec // p >= 4096
+            if m * c >= 4 * 132 * 4096:  # enough for every SM: the GPU is full
+                assert p * tiles >= 3 * 132
+
+
+def test_channels_last_elementwise_grid():
+    """One vector per thread up to four blocks per SM; past that the grid's stride is a whole number of rows
+    (each thread stays on its channels)."""
+    grid = K._grid_nhwc
+    assert grid(100, 4, 132) == 1 and grid(256 * 300, 3, 132) == 300
+    for total, d in ((2 ** 20, 8), (327680, 5), (16 * 64 * 1030, 1030), (2 ** 22, 257), (10 ** 6, 3000)):
+        blocks = grid(total, d, 132)
+        assert blocks * 256 < total and blocks * 256 % d == 0 and blocks <= max(4 * 132, d)
+
+
+CL_SHAPES = [(4, 64, 8, 8), (3, 64, 7, 7), (8, 16, 4, 4), (2, 3, 5, 5), (3, 5, 7, 7), (128, 64, 16, 16),
+             # C past one tile of 256 vectors: scalar (C % 8 != 0) and 16-byte vectors
+             (2, 1030, 3, 3), (2, 2056, 2, 3),
+             # elementwise passes of several trips per thread, their stride a multiple of an odd row
+             (64, 5, 32, 32), (16, 1030, 8, 8)]
+
+
+def _channels_last_unaligned(a):
+    """``a`` (CuPy, N, C, H, W) channels-last, one element past a 16-byte boundary (scalar accesses)."""
+    import cupy
+
+    n, c, h, w = a.shape
+    nhwc = cupy.empty(a.size + 1, a.dtype)[1:].reshape(n, h, w, c)
+    nhwc[...] = a.transpose(0, 2, 3, 1)
+    return nhwc.transpose(0, 3, 1, 2)
+
+
+def _assert_mask_is_sign(mask, y, order):
+    """The ReLU mask is y > 0 with its bits in memory order (y's axes in ``order``), every word written; a few
+    positive sums that round to zero in a 16-bit y may keep their bit."""
+    y = f64(y).transpose(order)
+    wrong = K.unpack_bits(host(mask), y.shape) != (y > 0)
+    assert not np.any(wrong & (y != 0)) and wrong.sum() <= 4
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, mf.bfloat16])
+@pytest.mark.parametrize("shape", CL_SHAPES)
+@pytest.mark.parametrize("relu", [False, True])
+def test_cuda_channels_last_matches_contiguous(rng, poisoned_pool, dtype, shape, relu):
+    """The channels-last kernels (16-byte vectors and, unaligned, scalar) against the C-contiguous ones on the
+    same values: y, statistics, running statistics, counter, mask (its bits follow the NHWC memory) and dx, dw,
+    db, in training and eval; y and dx channels-last."""
+    import cupy
+
+    c = shape[1]
+    x = (rng.standard_normal(shape) * 2 + 3).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    w = cupy.asarray(rng.uniform(0.5, 2, c).astype(np.float32))
+    b = cupy.asarray(rng.standard_normal(c).astype(np.float32))
+    rm, rv = rng.standard_normal(c).astype(np.float32), rng.uniform(0.5, 2, c).astype(np.float32)
+    xd, dyd = dev_array(x, "cuda"), dev_array(dy, "cuda")
+    tol = 1e-5 if dtype == np.float32 else 1e-2
+    for training in (True, False):
+        runs = []
+        for layout in (lambda a: a, to_channels_last, _channels_last_unaligned):
+            rm_d, rv_d, count = cupy.asarray(rm), cupy.asarray(rv), cupy.full((), 41, np.int64)
+            xin = layout(xd)
+            y, mean, rstd, mask = K.batch_norm_forward(xin, w, b, rm_d, rv_d, training, 0.1, 1e-5, relu, count)
+            assert int(count) == (42 if training else 41)
+            dx, dw, db = K.batch_norm_backward(layout(dyd), xin, w, mean, rstd, mask, training)
+            runs.append((y, mean, rstd, rm_d, rv_d, dx, dw, db))
+            if relu:
+                _assert_mask_is_sign(mask, y, (0, 2, 3, 1) if is_channels_last(y) else (0, 1, 2, 3))
+        (y_r, mean_r, rstd_r, rm_r, rv_r, dx_r, dw_r, db_r) = runs[0]
+        assert y_r.flags.c_contiguous and dx_r.flags.c_contiguous
+        scale = np.abs(f64(dx_r)).max() + 1
+        for y, mean, rstd, rm_d, rv_d, dx, dw, db in runs[1:]:
+            assert is_channels_last(y) and is_channels_last(dx)
+            np.testing.assert_allclose(f64(y), f64(y_r), rtol=tol, atol=tol)
+            np.testing.assert_allclose(host(mean), host(mean_r), rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(host(rstd), host(rstd_r), rtol=1e-5)
+            np.testing.assert_allclose(host(rm_d), host(rm_r), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(host(rv_d), host(rv_r), rtol=1e-5)
+            np.testing.assert_allclose(f64(dx), f64(dx_r), rtol=tol, atol=tol * scale)
+            np.testing.assert_allclose(host(dw), host(dw_r), rtol=1e-4, atol=1e-3)
+            np.testing.assert_allclose(host(db), host(db_r), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_cuda_channels_last_statistics_are_deterministic(rng):
+    import cupy
+
+    x = to_channels_last(cupy.asarray(rng.standard_normal((64, 96, 17, 17)).astype(np.float16)))
+    runs = [K.batch_norm_forward(x, None, None, None, None, True, 0.1, 1e-5)[1:3] for _ in range(3)]
+    for mean, rstd in runs[1:]:
+        assert cupy.array_equal(mean, runs[0][0]) and cupy.array_equal(rstd, runs[0][1])

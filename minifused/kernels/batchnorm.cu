@@ -1,19 +1,31 @@
-// BatchNorm over x (N, C, S) contiguous: per-channel statistics over N and S (see batchnorm.py).
+// BatchNorm over x (N, C, S) contiguous, or with MF_NHWC=1 over a channels-last x, its memory (M, C)
+// contiguous with M = N*H*W rows: per-channel statistics over N and S, or over the M rows (see batchnorm.py).
 //
 // Configuration: MF_T the element type (float, __half, __nv_bfloat16), MF_W the type of weight, bias and
-// running statistics, MF_VEC elements per vector access (16 bytes / sizeof(T) when S is a multiple of it
-// and the arrays are 16-byte aligned, else 1), MF_WIDE 1: 64-bit indices in the elementwise passes (0:
-// unsigned, for arrays of fewer than 2^32 elements, where the channel of an element costs a 32-bit
-// division), MF_CLUSTER the blocks per channel of the cached-channel forward (cluster.cuh; the last
+// running statistics, MF_VEC elements per vector access (16 bytes / sizeof(T) when S, or C channels-last,
+// is a multiple of it and the arrays are 16-byte aligned, else 1), MF_WIDE 1: 64-bit indices in the
+// elementwise passes (0: unsigned, for arrays of fewer than 2^32 elements, where the channel of an element
+// costs a 32-bit division), MF_CLUSTER the blocks per channel of the cached-channel forward (cluster.cuh; the last
 // section). Arithmetic is fp32; the per-channel combination of the partial sums is fp64, in a fixed order
 // (deterministic, no atomics). Flat element i is at channel (i / S) % C; the ReLU mask holds
 // bit i % 32 of word i / 32.
+//
+// MF_NHWC=1 (channels-last): flat (memory) element i is at channel i % C, and the mask's bit i is memory
+// element i (the forward and the backward read the same order). bn_partial_nhwc and bn_fold_nhwc replace
+// bn_partial (the fold leaves one row of partials per channel: the finalize kernels' serial loop over the
+// rows, one thread per channel, would be slow over the hundreds of row slices a channels-last pass needs);
+// the finalize kernels run unchanged with N = M, S = 1 (the shift x[c * S] is then x[n=0, h=0, w=0, c], as
+// in NCHW) and P = 1. The cached-channel kernels are left out. VEC divides C there (16-byte vectors run
+// along the channels).
 //
 // nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0
 // nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_W=__nv_bfloat16 -DMF_VEC=1 -DMF_WIDE=1
 // nvrtc-check[sm_90]: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0 -DMF_CLUSTER=8
 // nvrtc-check[sm_90]: -DMF_T=float -DMF_W=float -DMF_VEC=1 -DMF_WIDE=0 -DMF_CLUSTER=2
+// nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0 -DMF_NHWC=1
+// nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=1 -DMF_NHWC=1
+// nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_W=__nv_bfloat16 -DMF_VEC=1 -DMF_WIDE=0 -DMF_NHWC=1
 #include "dtypes.cuh"
 #include "launch.cuh"
 #include "vec.cuh"
@@ -31,6 +43,9 @@
 #ifndef MF_WIDE
 #define MF_WIDE 1
 #endif
+#ifndef MF_NHWC
+#define MF_NHWC 0
+#endif
 typedef MF_T T;
 typedef MF_W W;
 #if MF_WIDE
@@ -39,6 +54,9 @@ typedef long long I;
 typedef unsigned I;
 #endif
 constexpr int VEC = MF_VEC;
+// Channels one vector spans: NCHW its VEC elements lie in one channel's run, channels-last in VEC consecutive
+// channels.
+constexpr int CH = MF_NHWC ? VEC : 1;
 
 typedef Vec<T, VEC> TV;  // one vector access
 
@@ -51,6 +69,7 @@ __device__ __forceinline__ bool kept(const unsigned* mask, long long i) {
     return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u);
 }
 
+#if !MF_NHWC
 // Block (p, c) sums the p-th of P equal slices of channel c's N*S elements (j = n*S + s).
 // Forward (dy null): sums of v and v*v, v = x - x[n=0, c, s=0] (the shift keeps the squares from
 // cancelling). Backward: sums of g and g*(x - mean[c]), g = dy where the ReLU kept it, else 0.
@@ -105,6 +124,9 @@ extern "C" __global__ void bn_partial(const T* __restrict__ x, const T* __restri
         }
     }
 }
+#else
+#include "batchnorm_nhwc.cuh"
+#endif
 
 // One thread per channel. batch: mean and biased variance from the partials (and the running statistics
 // moved by `factor` towards the mean and the unbiased variance when `update`); otherwise from the running
@@ -141,6 +163,19 @@ extern "C" __global__ void bn_finalize_forward(const float* __restrict__ part, c
     }
 }
 
+// The channel of vector v's first element: NCHW (v / D) % C, D = S / VEC vectors per run; channels-last
+// (v % D) * VEC, D = C / VEC vectors per row. The vector then spans channels c .. c + CH - 1. Channels-last,
+// the elementwise passes keep the factors of the channels they last loaded and reload them only when the
+// channel changes: the host makes the grid's stride a multiple of D where a thread takes several trips
+// (batchnorm.py's _grid_nhwc), so each thread loads its VEC channels' factors once.
+__device__ __forceinline__ I vector_channel(I v, I C, I D) {
+#if MF_NHWC
+    return v % D * VEC;
+#else
+    return v / D % C;
+#endif
+}
+
 // y = (x - mean) * rstd * w + b, then the ReLU (NaN kept, as max(y, 0) in PyTorch) and its mask: a
 // grid-stride loop over vectors whose trips are warp-uniform; each thread's VEC bits are gathered from
 // 32 / VEC neighbouring lanes into one word.
@@ -149,22 +184,32 @@ extern "C" __global__ void bn_apply(const T* __restrict__ x, const float* __rest
                                     const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask,
                                     long long total_, long long C_, long long S_) {
     pdl_entry();
-    const I vectors = (I)(total_ / VEC), C = (I)C_, SV = (I)(S_ / VEC);
+    const I vectors = (I)(total_ / VEC), C = (I)C_, D = (I)((MF_NHWC ? C_ : S_) / VEC);
     const I stride = (I)gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31;
+    float m[CH], scale[CH], bc[CH];
+    I held = ~(I)0;  // the channel whose factors m, scale, bc hold
     for (I base = (I)blockIdx.x * blockDim.x; base < vectors; base += stride) {
         const I v = base + threadIdx.x;
         const bool live = v < vectors;
         unsigned bits = 0u;
         if (live) {
-            const I c = (v / SV) % C;
-            const float m = mean[c], r = rstd[c];
-            const float scale = r * (w ? to_acc<float>(w[c]) : 1.f), bc = b ? to_acc<float>(b[c]) : 0.f;
+            const I c = vector_channel(v, C, D);
+            if (!MF_NHWC || c != held) {
+                held = c;
+#pragma unroll
+                for (int e = 0; e < CH; ++e) {
+                    m[e] = mean[c + e];
+                    scale[e] = rstd[c + e] * (w ? to_acc<float>(w[c + e]) : 1.f);
+                    bc[e] = b ? to_acc<float>(b[c + e]) : 0.f;
+                }
+            }
             const TV xv = reinterpret_cast<const TV*>(x)[v];
             TV yv;
 #pragma unroll
             for (int k = 0; k < VEC; ++k) {
-                float o = (to_f(xv.v[k]) - m) * scale + bc;
+                const int e = MF_NHWC ? k : 0;
+                float o = (to_f(xv.v[k]) - m[e]) * scale[e] + bc[e];
                 if (mask) {
                     if (o > 0.f) bits |= 1u << k;
                     else if (o == o) o = 0.f;
@@ -211,23 +256,36 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
                                           const float* __restrict__ coef, T* __restrict__ dx, long long total_,
                                           long long C_, long long S_) {
     pdl_entry();
-    const I vectors = (I)(total_ / VEC), C = (I)C_, SV = (I)(S_ / VEC);
+    const I vectors = (I)(total_ / VEC), C = (I)C_, D = (I)((MF_NHWC ? C_ : S_) / VEC);
     const I stride = (I)gridDim.x * blockDim.x;
+    float k0[CH], k1[CH], k2[CH], m[CH];
+    I held = ~(I)0;  // the channel whose coefficients k0, k1, k2, m hold
     for (I v = (I)blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += stride) {
-        const I c = (v / SV) % C;
-        const float k0 = coef[c * 3], k1 = coef[c * 3 + 1], k2 = coef[c * 3 + 2], m = mean[c];
+        const I c = vector_channel(v, C, D);
+        if (!MF_NHWC || c != held) {
+            held = c;
+#pragma unroll
+            for (int e = 0; e < CH; ++e) {
+                k0[e] = coef[(c + e) * 3];
+                k1[e] = coef[(c + e) * 3 + 1];
+                k2[e] = coef[(c + e) * 3 + 2];
+                m[e] = mean[c + e];
+            }
+        }
         const TV gv = reinterpret_cast<const TV*>(dy)[v], xv = reinterpret_cast<const TV*>(x)[v];
         TV out;
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
+            const int e = MF_NHWC ? k : 0;
             const float g = kept(mask, (long long)v * VEC + k) ? to_f(gv.v[k]) : 0.f;
-            out.v[k] = from_f<T>(k0 * g - k1 - (to_f(xv.v[k]) - m) * k2);
+            out.v[k] = from_f<T>(k0[e] * g - k1[e] - (to_f(xv.v[k]) - m[e]) * k2[e]);
         }
         reinterpret_cast<TV*>(dx)[v] = out;
     }
 }
 
 // ---------------------------------------------------------------- a channel cached in shared memory
+#if !MF_NHWC
 // Where a channel's N*S elements fit in the shared memory of one block, or in the forward of a thread-block
 // cluster of CLUSTER blocks (sm_90+; batchnorm.py's _per_channel), one launch does what the three passes
 // above do: block `rank` of channel c's cluster loads its slice of the channel once, the cluster reduces it
@@ -402,3 +460,4 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
         *reinterpret_cast<TV*>(dx + channel_vector(j, SV, C, c)) = out;
     }
 }
+#endif  // !MF_NHWC

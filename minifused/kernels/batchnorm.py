@@ -1,5 +1,5 @@
-"""BatchNorm over a C-contiguous (N, C, ...) array: per-channel statistics over N and the S trailing
-positions, fused with the affine and ReLU.
+"""BatchNorm over a C-contiguous (N, C, ...) array, or a channels-last (N, C, H, W) one: per-channel statistics
+over N and the S trailing positions, fused with the affine and ReLU.
 
 ``batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
 -> (y, mean, rstd, mask)``: in training the batch's mean and biased variance normalize, and the running
@@ -7,10 +7,11 @@ statistics (when given) move by ``factor`` towards the mean and the *unbiased* v
 rule), and ``count`` (an int64 scalar array, the module's ``num_batches_tracked``), when given, goes up by
 one in the same kernel; otherwise the running statistics normalize. ``mean``/``rstd`` (fp32, fp64 for fp64
 input, one per channel) are what the backward needs; ``mask`` is the ReLU's bit-mask (bit ``i % 32`` of word ``i // 32`` for
-flat element ``i``) when ``relu``.
+flat element ``i`` of the memory: NCHW order, or NHWC for a channels-last x) when ``relu``. y comes back in x's layout.
 
 ``batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw) -> (dx, dw, db)``:
 with ``batch_stats`` (training) dx carries the terms of the mean and variance; otherwise they were constants.
+dy is in x's layout, and so is dx.
 
 The CUDA path: a partial-sums pass (a grid of (blocks per channel, channel); every block sums a fixed
 slice of its channel, shifted by the channel's first element so the squares do not cancel) writes one row
@@ -21,17 +22,26 @@ thread-block cluster of up to :data:`MAX_CLUSTER` blocks on sm_90+ (:data:`SLICE
 launch instead: each block caches its slice of the channel, the cluster reduces the slices over distributed
 shared memory, and each block writes its slice (the input is read once, not twice; clusters in the forward
 only, see :func:`_per_channel`). NumPy arrays and float64 CuPy arrays take the reference (written for either
-array module). Inputs are assumed valid and C-contiguous (the functional layer checks).
+array module). Inputs are assumed valid and C-contiguous or channels-last (the functional layer checks).
+
+A channels-last x (``kernels.is_channels_last``) is read as its memory, (M, C) rows with M = N*H*W, by the
+kernels compiled with ``MF_NHWC=1``: ``bn_partial_nhwc`` (a block sums a slice of the rows over all channels, or
+a tile of them, see :func:`_split_nhwc`), ``bn_fold_nhwc`` (adds the slices' sums in a fixed order, in parallel,
+into one row of partials per channel), the same finalize kernels, and the elementwise passes with vectors
+along the channels (:func:`_grid_nhwc`); no cached-channel launch (a channel is strided there). The references
+take the same (M, C, 1) view, so their flat order, and the mask's, is the memory's.
 """
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import numpy as np
 
 from .. import backend
-from . import ARG, F32, Prepared, acc_dtype, aligned_bytes, ctype, get_kernel, has_pdl, sm_count
+from . import (ARG, F32, Prepared, acc_dtype, aligned_bytes, ctype, empty_channels_last, get_kernel, has_pdl,
+               is_channels_last, sm_count)
 
 # ---------------------------------------------------------------- references
 
@@ -117,8 +127,8 @@ _THREADS = 256
 
 
 def _vec(s, *arrays):
-    """Elements per 16-byte access when every row of S elements starts 16-byte aligned, else 1 (None
-    entries are skipped; fresh CuPy allocations are always aligned)."""
+    """Elements per 16-byte access when every row of ``s`` elements (S in NCHW, C channels-last) starts 16-byte
+    aligned, else 1 (None entries are skipped; fresh CuPy allocations are always aligned)."""
     vec = 16 // arrays[0].itemsize
     ok = s % vec == 0 and all(a is None or a.data.ptr % 16 == 0 for a in arrays)
     return vec if ok else 1
@@ -142,14 +152,16 @@ class ChannelPlan(NamedTuple):
 
 
 @functools.cache
-def _kernels(dtype, wdtype, vec, wide, cluster=1):
+def _kernels(dtype, wdtype, vec, wide, cluster=1, nhwc=False):
     opts = (f"-DMF_T={ctype(dtype)}", f"-DMF_W={ctype(wdtype)}", f"-DMF_VEC={vec}",
-            f"-DMF_WIDE={int(wide)}", f"-DMF_CLUSTER={cluster}")
-    kernels = {name: get_kernel("batchnorm.cu", name, opts)
-               for name in ("bn_partial", "bn_finalize_forward", "bn_apply", "bn_finalize_backward", "bn_backward_dx",
-                            "bn_channel_forward", "bn_channel_backward")}
-    kernels["bn_channel_forward"].max_dynamic_shared_size_bytes = SLICE_BYTES
-    kernels["bn_channel_backward"].max_dynamic_shared_size_bytes = 2 * SLICE_BYTES
+            f"-DMF_WIDE={int(wide)}", f"-DMF_CLUSTER={cluster}") + (("-DMF_NHWC=1",) if nhwc else ())
+    names = ("bn_finalize_forward", "bn_apply", "bn_finalize_backward", "bn_backward_dx")
+    names += (("bn_partial_nhwc", "bn_fold_nhwc") if nhwc
+              else ("bn_partial", "bn_channel_forward", "bn_channel_backward"))
+    kernels = {name: get_kernel("batchnorm.cu", name, opts) for name in names}
+    if not nhwc:
+        kernels["bn_channel_forward"].max_dynamic_shared_size_bytes = SLICE_BYTES
+        kernels["bn_channel_backward"].max_dynamic_shared_size_bytes = 2 * SLICE_BYTES
     return kernels
 
 
@@ -187,9 +199,35 @@ def _split(n, c, s, sms):
     return int(max(1, min(want, per_channel // 4096, 1024)))
 
 
+def _split_nhwc(m, c, vec, sms):
+    """(slices of the rows, channel tiles) of ``bn_partial_nhwc`` over a channels-last input of ``m`` rows of
+    ``c`` channels: a tile is up to :data:`_THREADS` vectors of ``vec`` channels (one tile unless C is large).
+    The kernel's launch bounds fit four blocks on an SM, so slices x tiles of about four blocks per SM fill the
+    GPU in one round of equal blocks; fewer for small inputs, each block summing at least 4096 elements (its
+    reduction and the fold's share of its sums are paid per block). A fixed function of the shape and device
+    (so sums are reproducible)."""
+    cols = min(c // vec, _THREADS)
+    tiles = -(-(c // vec) // cols)
+    slices = min(4 * sms // tiles, m * cols * vec // 4096, 1024)
+    return int(max(1, slices)), int(tiles)
+
+
 def _grid(total, sms):
     """Blocks of the elementwise passes: one vector per thread up to 32 blocks per SM (then grid-stride)."""
     return int(max(1, min(-(-total // _THREADS), 32 * sms)))
+
+
+def _grid_nhwc(total, d, sms):
+    """Blocks of the channels-last elementwise passes over ``total`` vectors, ``d`` per row: one vector per
+    thread up to four blocks per SM; past that grid-stride, with the stride a multiple of ``d`` (the blocks a
+    multiple of d / gcd(d, threads)), so that each thread stays on its channels and loads their factors once
+    (per-vector loads of VEC channels' factors cost more than the vector's own traffic; more blocks, fewer
+    trips per thread to share those loads)."""
+    need, step = -(-total // _THREADS), d // math.gcd(d, _THREADS)
+    blocks = min(need, 4 * sms)
+    if blocks < need:
+        blocks = max(step, blocks // step * step)
+    return int(max(1, blocks))
 
 
 class _Launches(NamedTuple):
@@ -200,22 +238,30 @@ class _Launches(NamedTuple):
     partial: Prepared | None  # the passes: per-block partial sums (x, dy, mask, mean, partials)
     finalize: Prepared | None  # the per-channel statistics (forward) or coefficients (backward) from them
     apply: Prepared | None  # y (forward) or dx (backward), elementwise
-    split: int  # blocks per channel of the partial-sums pass
+    split: int  # blocks per channel (row slices channels-last) of the partial-sums pass
+    fold: Prepared | None = None  # channels-last: the slices' sums into one row per channel (raw, partials)
+    rows: int = 0  # rows of partials per channel that the finalize reads: split, or 1 after the fold
 
 
 @functools.cache
-def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev):
+def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=False):
+    """``shape`` (N, C, S); channels-last (``nhwc``) it is (N*H*W, C, 1), which the finalize kernels then read
+    right (their shift x[c * S] is x[n=0, h=0, w=0, c] and N*S the count)."""
     n, c, s = shape
     sms = sm_count(dev)
     wide = n * c * s >= 2 ** 32
-    if backward:
+    if nhwc:
+        channel = None
+    elif backward:
         channel = _per_channel(shape, dtype.itemsize, vec, False, sms)
     else:
         channel = (_per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms)
                    if training and (not relu or s % 32 == 0) else None)
-    k = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel and not backward else 1)
+    k = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel and not backward else 1, nhwc)
     n_, c_, s_, total = np.int64(n), np.int64(c), np.int64(s), np.int64(n * c * s)
-    split, blocks = _split(n, c, s, sms), (_grid(n * c * s // vec, sms),)
+    split, tiles = _split_nhwc(n, c, vec, sms) if nhwc else (_split(n, c, s, sms), 1)
+    rows = 1 if nhwc else split
+    blocks = (_grid_nhwc(n * c // vec, c // vec, sms) if nhwc else _grid(n * c * s // vec, sms),)
 
     def prepared(name, grid, block, params, smem=0):
         return Prepared(k[name], grid, block, params, smem, pdl=True)
@@ -228,35 +274,47 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev):
             one = prepared("bn_channel_forward", (c * channel.cluster,), (channel.threads,),
                            (ARG,) * 10 + (n_, c_, s_, np.int64(channel.chunk), F32, F32, ARG), channel.slice_bytes)
         return _Launches(one, None, None, None, split)
-    partial = prepared("bn_partial", (split, c), (_THREADS,), (ARG,) * 5 + (n_, c_, s_, np.int32(split)))
+    fold = None
+    if nhwc:  # (x, dy, mask, mean, raw partials), rows, channels; then (raw, partials), channels, slices
+        partial = prepared("bn_partial_nhwc", (split, tiles), (_THREADS,), (ARG,) * 5 + (n_, c_, np.int32(split)))
+        fold = prepared("bn_fold_nhwc", (-(-2 * c // 32),), (1024,), (ARG, ARG, c_, np.int32(split)))
+    else:
+        partial = prepared("bn_partial", (split, c), (_THREADS,), (ARG,) * 5 + (n_, c_, s_, np.int32(split)))
     words = (_words(c),)
     if backward:  # (partials, w, rstd, dw, db, coefficients), batch statistics; then (dy, x, mask, mean, coef, dx)
-        finalize = prepared("bn_finalize_backward", words, (32,), (ARG,) * 6 + (n_, c_, s_, np.int32(split), ARG))
+        finalize = prepared("bn_finalize_backward", words, (32,), (ARG,) * 6 + (n_, c_, s_, np.int32(rows), ARG))
         apply = prepared("bn_backward_dx", blocks, (_THREADS,), (ARG,) * 6 + (total, c_, s_))
     else:  # (partials, x, running mean, running var, count, mean, rstd), blocks, eps, factor, update, training;
         # then (x, mean, rstd, w, b, y, mask)
         finalize = prepared("bn_finalize_forward", words, (32,), (ARG,) * 7 + (n_, c_, s_, ARG, F32, F32, ARG, ARG))
         apply = prepared("bn_apply", blocks, (_THREADS,), (ARG,) * 7 + (total, c_, s_))
-    return _Launches(None, partial, finalize, apply, split)
+    return _Launches(None, partial, finalize, apply, split, fold, rows)
 
 
 def _addr(a):
     return 0 if a is None else a.data.ptr
 
 
+def _geometry(x):
+    """(the kernels' (N, C, S), whether channels-last, the run the vectors lie along) of ``x``: (N, C, S) and S,
+    or channels-last its memory's (N*H*W, C, 1) and C."""
+    n, c = x.shape[0], x.shape[1]
+    if is_channels_last(x):
+        return (x.size // c, c, 1), True, c
+    return (n, c, x.size // (n * c)), False, x.size // (n * c)
+
+
 def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count):
     import cupy
 
-    shape = x.shape
-    n, c = shape[0], shape[1]
-    s = x.size // (n * c)
+    (n, c, s), nhwc, run = _geometry(x)
     wdtype = (weight if weight is not None else running_mean if running_mean is not None else x).dtype
-    plan = _launches((n, c, s), x.dtype, wdtype, _vec(s, x), False, training, relu, x.data.device_id)
+    plan = _launches((n, c, s), x.dtype, wdtype, _vec(run, x), False, training, relu, x.data.device_id, nhwc)
     # outputs by cupy.ndarray (less host time than cupy.empty); the kernels write every element
-    y = cupy.ndarray(shape, x.dtype)
+    y = empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)
     mean = cupy.ndarray((c,), np.float32)
     rstd = cupy.ndarray((c,), np.float32)
-    mask = cupy.ndarray((_words(n * c * s),), np.uint32) if relu else None
+    mask = cupy.ndarray((_words(x.size),), np.uint32) if relu else None
     update = running_mean is not None
     xa, ya, ma, ra = x.data.ptr, y.data.ptr, mean.data.ptr, rstd.data.ptr
     wa, ba, ka = _addr(weight), _addr(bias), _addr(mask)
@@ -265,9 +323,13 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
         plan.channel(xa, rm, rv, cnt, wa, ba, ya, ka, ma, ra, eps, factor, int(update))
         return y, mean, rstd, mask
     if training:
-        part = cupy.cuda.alloc(c * plan.split * 2 * 4)  # (C, split, 2) fp32 partial sums
-        plan.partial(xa, 0, 0, 0, part.ptr)
-        plan.finalize(part.ptr, xa, rm, rv, cnt, ma, ra, plan.split, eps, factor, int(update), 1)
+        raw = aligned_bytes(c * plan.split * 2 * 4) if plan.fold else 0
+        tmp = cupy.cuda.alloc(raw + c * plan.rows * 2 * 4)  # channels-last the raw partials; the (C, rows, 2) sums
+        part = tmp.ptr + raw
+        plan.partial(xa, 0, 0, 0, tmp.ptr)
+        if plan.fold:
+            plan.fold(tmp.ptr, part)
+        plan.finalize(part, xa, rm, rv, cnt, ma, ra, plan.rows, eps, factor, int(update), 1)
     else:
         plan.finalize(0, xa, running_mean.data.ptr, running_var.data.ptr, 0, ma, ra, 0, eps, 0.0, 0, 0)
     plan.apply(xa, ma, ra, wa, ba, ya, ka)
@@ -277,12 +339,10 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
 def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw):
     import cupy
 
-    shape = x.shape
-    n, c = shape[0], shape[1]
-    s = x.size // (n * c)
+    (n, c, s), nhwc, run = _geometry(x)
     wdtype = weight.dtype if weight is not None else x.dtype
-    plan = _launches((n, c, s), x.dtype, wdtype, _vec(s, x, dy), True, True, False, x.data.device_id)
-    dx = cupy.ndarray(shape, x.dtype) if need_dx else None
+    plan = _launches((n, c, s), x.dtype, wdtype, _vec(run, x, dy), True, True, False, x.data.device_id, nhwc)
+    dx = (empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)) if need_dx else None
     dw = cupy.ndarray((c,), wdtype) if need_dw and weight is not None else None
     db = cupy.ndarray((c,), wdtype) if need_dw else None
     dya, xa, ka, ma, ra, wa = dy.data.ptr, x.data.ptr, _addr(mask), mean.data.ptr, rstd.data.ptr, _addr(weight)
@@ -290,12 +350,17 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
     if plan.channel:  # one launch: the sums, dw, db and dx
         plan.channel(dya, xa, ka, ma, ra, wa, dxa, dwa, dba, int(batch_stats))
         return dx, dw, db
-    part_bytes = aligned_bytes(c * plan.split * 2 * 4)
-    tmp = cupy.cuda.alloc(part_bytes + c * 3 * 4)  # the (C, split, 2) partial sums, then (C, 3) coefficients
+    raw = aligned_bytes(c * plan.split * 2 * 4) if plan.fold else 0
+    part_bytes = aligned_bytes(c * plan.rows * 2 * 4)
+    # channels-last the raw partials; the (C, rows, 2) partial sums, then (C, 3) coefficients
+    tmp = cupy.cuda.alloc(raw + part_bytes + c * 3 * 4)
+    part, coef = tmp.ptr + raw, tmp.ptr + raw + part_bytes
     plan.partial(xa, dya, ka, ma, tmp.ptr)
-    plan.finalize(tmp.ptr, wa, ra, dwa, dba, tmp.ptr + part_bytes, int(batch_stats))
+    if plan.fold:
+        plan.fold(tmp.ptr, part)
+    plan.finalize(part, wa, ra, dwa, dba, coef, int(batch_stats))
     if need_dx:
-        plan.apply(dya, xa, ka, ma, tmp.ptr + part_bytes, dxa)
+        plan.apply(dya, xa, ka, ma, coef, dxa)
     return dx, dw, db
 
 
@@ -303,22 +368,36 @@ def _on_kernels(x):
     return backend.is_cuda_array(x) and x.dtype != np.float64
 
 
-def _as3(a):
-    """(N, C, ...) as (N, C, S) (the references' view)."""
+def _as3(a, nhwc):
+    """(N, C, ...) as (N, C, S), or a channels-last (N, C, H, W) as the (N*H*W, C, 1) view of its memory (the
+    references' views: their flat order is the memory's, as the mask's bits are)."""
+    if nhwc:
+        n, c, h, w = a.shape
+        return a.transpose(0, 2, 3, 1).reshape(n * h * w, c, 1)
     return a.reshape(a.shape[0], a.shape[1], -1)
+
+
+def _from3(a, shape, nhwc):
+    """A reference's C-contiguous (N, C, S) or (N*H*W, C, 1) result as ``shape``, in the input's layout."""
+    if nhwc:
+        n, c, h, w = shape
+        return a.reshape(n, h, w, c).transpose(0, 3, 1, 2)
+    return a.reshape(shape)
 
 
 def batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False, count=None):
     if not _on_kernels(x) or x.size == 0:
-        y, mean, rstd, mask = batch_norm_forward_ref(_as3(x), weight, bias, running_mean, running_var, training,
-                                                     factor, eps, relu, count)
-        return y.reshape(x.shape), mean, rstd, mask
+        nhwc = is_channels_last(x)
+        y, mean, rstd, mask = batch_norm_forward_ref(_as3(x, nhwc), weight, bias, running_mean, running_var,
+                                                     training, factor, eps, relu, count)
+        return _from3(y, x.shape, nhwc), mean, rstd, mask
     return _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
 
 
 def batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True):
     if not _on_kernels(x) or x.size == 0:
-        dx, dw, db = batch_norm_backward_ref(_as3(dy), _as3(x), weight, mean, rstd, mask, batch_stats, need_dx,
-                                             need_dw)
-        return None if dx is None else dx.reshape(x.shape), dw, db
+        nhwc = is_channels_last(x)
+        dx, dw, db = batch_norm_backward_ref(_as3(dy, nhwc), _as3(x, nhwc), weight, mean, rstd, mask, batch_stats,
+                                             need_dx, need_dw)
+        return None if dx is None else _from3(dx, x.shape, nhwc), dw, db
     return _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw)

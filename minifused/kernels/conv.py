@@ -163,11 +163,13 @@ def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, di
 
     n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
     if (groups != 1 or padded_channels(c, dtype) != c or config.nchw_forward or is_direct(w_shape, groups, config)
-            or not fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype)
-            or uses_nchw_forward(x_shape, w_shape, stride, padding, dilation, groups, dtype, config, dev_id)):
+            or not fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype)):
         return None
     tma = tma_plan(ConvMode.FORWARD, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config,
                    nhwc_out=True)
+    # the C-contiguous path's choice of kernel, as _forward_launcher makes it
+    if tma is None and uses_nchw_forward(x_shape, w_shape, stride, padding, dilation, groups, dtype, config, dev_id):
+        return None
     ((kern, grid, block, smem, prm, pack),) = gemm_plan(ConvMode.FORWARD, dtype, x_shape, w_shape, stride, padding,
                                                         dilation, groups, dev_id, config, tf32)
     if pack[1][-1]:  # its pack rounds x to TF32
