@@ -100,7 +100,7 @@ def main(argv=None):
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--trace", default=None, help="a directory for the Chrome traces")
     p.add_argument("--only", default="ours_graph,ours_eager,torch_graph,torch_eager,host")
-    p.add_argument("--contiguous", action="store_true", help="our model and batches C-contiguous (not channels-last)")
+    p.add_argument("--channels-last", action="store_true", help="our model and batches channels-last")
     args = p.parse_args(argv)
     torch = torch_or_none()
     if torch is None:
@@ -110,7 +110,7 @@ def main(argv=None):
         if name not in only:
             continue
         captured = name.endswith("graph")
-        step, batches = (rn.our_step(args.batch, "bf16", captured, not args.contiguous) if name.startswith("ours")
+        step, batches = (rn.our_step(args.batch, "bf16", captured, args.channels_last) if name.startswith("ours")
                          else rn.their_step(torch, args.batch, "bf16", "graph" if captured else "eager"))
         warm(torch, step, batches)
         table, wall, path = kernels_of(torch, step, batches, args.steps, args.trace)
@@ -121,7 +121,7 @@ def main(argv=None):
         mf.cuda.empty_cache()
         torch.cuda.empty_cache()
     if "host" in only:
-        step, batches = rn.our_step(args.batch, "bf16", False, not args.contiguous)
+        step, batches = rn.our_step(args.batch, "bf16", False, args.channels_last)
         warm(torch, step, batches)
         host_profile(step, batches, 10, args.top)
 

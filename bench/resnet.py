@@ -94,10 +94,11 @@ def elapsed(start, stop):
     return cupy.cuda.get_elapsed_time(start, stop) if isinstance(start, cupy.cuda.Event) else start.elapsed_time(stop)
 
 
-def our_step(batch, dtype, captured, channels_last=True):
+def our_step(batch, dtype, captured, channels_last=False):
     """(step, batches) of our ResNet-18 training step (``step(x, y)``; under ``capture_step`` if
-    ``captured``) on 8 resident batches; ``channels_last``: the model and the batches in that memory format,
-    as PyTorch's."""
+    ``captured``) on 8 resident batches; ``channels_last``: the model and the batches in that memory format
+    (ours is C-contiguous here: its channels-last BatchNorm passes cost more than the convolutions' repacks
+    they save, measured with bench/profile_resnet.py --channels-last)."""
     mf.manual_seed(0)
     model = resnet18(nn, F.relu).to("cuda")
     low = dtype == "bf16"
