@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import backend
 from . import (ARG, CTYPE, Prepared, acc_dtype, ctype, empty_channels_last, gelu_grad_ref, gelu_ref, get_kernel,
-               is_channels_last, to_layout)
+               is_channels_last, to_channels_last)
 
 
 def _dense(x):
@@ -176,7 +176,7 @@ def mask_apply(grad, mask, scale=1.0, channels_last=False):
         keep = unpack_mask_ref(mask, grad.shape)
         g = grad if scale == 1 else grad * _scale(grad.dtype, scale)
         return np.where(keep, g, 0).astype(grad.dtype)
-    grad = to_layout(grad, channels_last)
+    grad = to_channels_last(grad) if channels_last else _dense(grad)
     dx = _empty_as(grad)
     if grad.size:
         _chunk_launch("mask_apply", grad.dtype, grad.size, grad.data.device_id, _scale(grad.dtype, scale))(
