@@ -69,6 +69,34 @@ __device__ __forceinline__ bool kept(const unsigned* mask, long long i) {
     return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u);
 }
 
+// The partial-sum terms of the vector at flat index i: forward (dy null) v and v*v, v = x - shift; backward g and
+// g*(x - shift), g = dy where the ReLU kept it, else 0. PER_ELEMENT: element k's terms go to a[k], b[k] with
+// shift[k] (the channels of a channels-last vector), else all to a[0], b[0] with shift[0] (one channel's run).
+template <bool PER_ELEMENT>
+__device__ __forceinline__ void add_terms(const T* __restrict__ x, const T* __restrict__ dy,
+                                          const unsigned* __restrict__ mask, long long i, const float* shift,
+                                          float* a, float* b) {
+    const TV xv = *reinterpret_cast<const TV*>(x + i);
+    if (dy) {
+        const TV gv = *reinterpret_cast<const TV*>(dy + i);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const int e = PER_ELEMENT ? k : 0;
+            const float g = kept(mask, i + k) ? to_f(gv.v[k]) : 0.f;
+            a[e] += g;
+            b[e] += g * (to_f(xv.v[k]) - shift[e]);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const int e = PER_ELEMENT ? k : 0;
+            const float v = to_f(xv.v[k]) - shift[e];
+            a[e] += v;
+            b[e] += v * v;
+        }
+    }
+}
+
 #if !MF_NHWC
 // Block (p, c) sums the p-th of P equal slices of channel c's N*S elements (j = n*S + s).
 // Forward (dy null): sums of v and v*v, v = x - x[n=0, c, s=0] (the shift keeps the squares from
@@ -86,24 +114,7 @@ extern "C" __global__ void bn_partial(const T* __restrict__ x, const T* __restri
     long long j = j0 + threadIdx.x, n = j / SV, s = j - n * SV;
     const long long step_n = blockDim.x / SV, step_s = blockDim.x - step_n * SV;
     for (; j < j1; j += blockDim.x) {
-        const long long i = (n * C + c) * S + s * VEC;
-        const TV xv = *reinterpret_cast<const TV*>(x + i);
-        if (dy) {
-            const TV gv = *reinterpret_cast<const TV*>(dy + i);
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) {
-                const float g = kept(mask, i + k) ? to_f(gv.v[k]) : 0.f;
-                a += g;
-                b += g * (to_f(xv.v[k]) - shift);
-            }
-        } else {
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) {
-                const float v = to_f(xv.v[k]) - shift;
-                a += v;
-                b += v * v;
-            }
-        }
+        add_terms<false>(x, dy, mask, (n * C + c) * S + s * VEC, &shift, &a, &b);
         n += step_n;
         s += step_s;
         if (s >= SV) { s -= SV; ++n; }

@@ -29,26 +29,7 @@ bn_partial_nhwc(const T* __restrict__ x, const T* __restrict__ dy, const unsigne
         for (int k = 0; k < VEC; ++k) shift[k] = dy ? mean[cv * VEC + k] : to_f(x[cv * VEC + k]);
         const long long j1 = M * (p + 1) / P;
 #pragma unroll 2  // two loads in flight per thread (four would spill at VEC = 8 under the launch bounds)
-        for (long long j = M * p / P + r; j < j1; j += R) {
-            const long long i = j * C + cv * VEC;
-            const TV xv = *reinterpret_cast<const TV*>(x + i);
-            if (dy) {
-                const TV gv = *reinterpret_cast<const TV*>(dy + i);
-#pragma unroll
-                for (int k = 0; k < VEC; ++k) {
-                    const float g = kept(mask, i + k) ? to_f(gv.v[k]) : 0.f;
-                    a[k] += g;
-                    b[k] += g * (to_f(xv.v[k]) - shift[k]);
-                }
-            } else {
-#pragma unroll
-                for (int k = 0; k < VEC; ++k) {
-                    const float v = to_f(xv.v[k]) - shift[k];
-                    a[k] += v;
-                    b[k] += v * v;
-                }
-            }
-        }
+        for (long long j = M * p / P + r; j < j1; j += R) add_terms<true>(x, dy, mask, j * C + cv * VEC, shift, a, b);
     }
     // red[k][t] and red[VEC + k][t]: thread t's sums of channel k of its vector (consecutive threads,
     // consecutive words: no bank conflicts)
