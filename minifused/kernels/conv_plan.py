@@ -8,8 +8,8 @@ Paths (float16 / bfloat16 / float32 CuPy arrays):
   tensor cores, as cuDNN's default). On an sm_90 GPU the forward and the fp16/bf16 backward-data and
   backward-filter GEMMs with 128-byte tile rows run on Hopper's wgmma, the rest on mma.sync (:class:`Mma`).
   groups > 1 runs one GEMM per group. Where Hopper's TMA kernels of ``conv_tma.cu`` apply (``conv_tma.py``:
-  fp16/bf16, channels in multiples of 64, tiles of whole output rows or images) they take the forward, the
-  backward-data (a stride > 1 as residue classes) and the backward-filter on the same packed operands.
+  fp16/bf16, channels in multiples of 64, gathers the TMA unit's im2col mode takes) they take the forward,
+  the backward-data (a stride of 2 as residue classes) and the backward-filter on the same packed operands.
 - FORWARD_NCHW: a small fp16/bf16 forward (:attr:`ConvConfig.nchw_gather_max`), or one onto at most 64
   channels that would not run on wgmma, skips the repack: it gathers from NCHW x and reads KCRS w as they
   are, in one launch.

@@ -11,29 +11,31 @@
 // are then zeros). One launch runs every class of a stride of 2: a unit sums the two column classes of one
 // class row for the same pixels in turn, and writes them interleaved.
 //
-// A tile is 128 output pixels that are whole output rows of one image, or whole images (the host picks this
-// kernel only for such shapes). For one tap (r, s) and 64 channels, the tile's operand A is then one TMA
-// box of the 4-d NHWC tensor {64 channels, a row's pixels, the tile's rows, its images}, started at the tap's
-// offset and read with the convolution's stride as the box's element strides: the TMA unit zero-fills what
-// lies outside the tensor (the padding), writes the box in wgmma's 128-byte-swizzled K-major layout, and
-// counts its bytes on the stage's mbarrier. Operand B is a 2-d box of the packed weights (K rows of
-// R*S*Cp). No thread computes an address of the operands.
+// A tile is 128 consecutive output pixels (m = (n, p, q) in order, across rows and images). For one tap (r, s)
+// and 64 channels, its operand A is one im2col-mode TMA load of the 4-d NHWC tensor {C, W, H, N}: the TMA unit
+// walks the tile's pixels through a window of the image (the tensor map's pixel box, stepped by the
+// convolution's stride: one position per output pixel of a row, one row per output row, then the next
+// image), reads 64 channels at each position plus the tap's offset, zero-fills what lies outside the tensor
+// (the padding), writes 128-byte rows in wgmma's 128-byte-swizzled K-major layout, and counts the bytes on the
+// stage's mbarrier. The window starts at (lx, ly), the least gather offset (ox + s*rx, oy + r*ry) over the
+// taps and classes, so that every tap's offset from it is >= 0. Operand B is a 2-d box of the packed weights
+// (K rows of R*S*Cp). No thread computes an address of the operands.
 //
 // Warp-specialized and persistent: one block per SM walks the tiles (blockIdx.x, + gridDim.x, ...); warp 0
 // issues the loads into a STAGES-deep ring (full / empty mbarriers), warpgroups 1 and 2 multiply rows
 // [0, 64) and [64, 128) of A by all of B with wgmma, and write the tile through shared memory to NCHW
-// (16-byte stores along the pixels), bias and ReLU applied in fp32. While they write one tile, the
+// (stores of runs of pixels along a channel), bias and ReLU applied in fp32. While they write one tile, the
 // producer already loads the next one's stages.
 //
 // The backward-filter (CT_WGRAD=1, conv_tma_wgrad) is the same machinery on the transposed sum,
 //
 //   dW[k, (r,s,c)] = sum_{m=(n,p,q)} dY_nhwk[m, k] * X_nhwc[n, p*sy + oy + r*ry, q*sx + ox + s*rx, c],
 //
-// reduced over 64 output pixels per stage (whole rows or whole images again): operand A is dY's box of
-// 64 pixels x 64 channels (one per 64 rows of the tile), operand B two boxes of X, each 64 pixels x 64
-// channels of one tap (a column tile of 128 may span two taps). Both land pixel-major, i.e. MN-major for
-// wgmma (the transposed operand form). Work units are (row tile, column tile, split of the pixels); each
-// writes its fp32 partial tile from registers, and conv_util.cu's wgrad_reduce sums the splits in order.
+// reduced over 64 output pixels per stage: operand A is dY's 2-d box of 64 pixels x 64 channels (one per 64
+// rows of the tile), operand B two im2col loads of X, each 64 pixels x 64 channels of one tap (a column tile
+// of 128 may span two taps). Both land pixel-major, i.e. MN-major for wgmma (the transposed operand form).
+// Work units are (row tile, column tile, split of the pixels); each writes its fp32 partial tile from
+// registers, and conv_util.cu's wgrad_reduce sums the splits in order.
 //
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=6
@@ -71,7 +73,7 @@ constexpr int NT = 384;      // warpgroup 0: the producer (warp 0); warpgroups 1
 static_assert(BN == 64 || BN == 128, "tiles of 128 x 64 or 128 x 128");
 static_assert(sizeof(T) == 2, "fp16 or bf16");
 
-// the host's CUtensorMap (cuTensorMapEncodeTiled), passed by value
+// the host's CUtensorMap (cuTensorMapEncodeTiled or cuTensorMapEncodeIm2col), passed by value
 struct __align__(64) TmaDesc { unsigned long long w[16]; };
 
 // one warpgroup's MMA: the forward's whole tile width; the backward-filter's 128 columns on 128-row tiles,
@@ -102,12 +104,14 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
                  "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
                  "@!p bra WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
 }
-__device__ __forceinline__ void tma_load_4d(unsigned dst, const TmaDesc* map, unsigned bar, int c0, int c1, int c2,
-                                            int c3) {
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
-                 ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2),
-                 "r"(c3) : "memory");
+// 64 channels at each of the map's pixels per column, from the pixel (w, h, n) of the window on, each read at
+// (off_w, off_h) past it
+__device__ __forceinline__ void tma_load_im2col(unsigned dst, const TmaDesc* map, unsigned bar, int c, int w, int h,
+                                                int n, int off_w, int off_h) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5, %6}], [%2], {%7, %8};\n"
+                 ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c), "r"(w), "r"(h), "r"(n),
+                 "h"((unsigned short)off_w), "h"((unsigned short)off_h) : "memory");
 }
 __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDesc* map, unsigned bar, int c0, int c1) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -176,7 +180,7 @@ constexpr int LDE = BN + 8, EPI_ELEMS = BM * LDE;
 #else
 constexpr int LDE = BM + 8, EPI_ELEMS = BN * LDE;
 #endif
-constexpr int HEAD = 14, PER_CLASS = 8;  // prm's shared entries, and each class's
+constexpr int HEAD = 18, PER_CLASS = 8;  // prm's shared entries, and each class's
 
 // One residue class of output pixels: its live taps (R x S of them, the first at (r0, s0) of the full
 // filter, tap_step apart), their gather offsets (oy, ox) and the class's first output pixel (y0, x0).
@@ -185,8 +189,49 @@ struct Class {
     __device__ Class(const int* p) : R(p[0]), S(p[1]), oy(p[2]), ox(p[3]), r0(p[4]), s0(p[5]), y0(p[6]), x0(p[7]) {}
 };
 
+// V 16-bit elements as one store
+template <int V> struct Run;
+template <> struct Run<8> { typedef uint4 t; };
+template <> struct Run<4> { typedef uint2 t; };
+template <> struct Run<2> { typedef unsigned t; };
+template <> struct Run<1> { typedef unsigned short t; };
+
+// A tile's NCHW stores (subs = 1): runs of V pixels of one channel, in one image (the host's V divides OHW)
+template <int V>
+__device__ __forceinline__ void store_nchw(T* __restrict__ out, const T* epi, int m0, int n0, int M, int N, int OHW,
+                                           int ct_id) {
+    typedef typename Run<V>::t R;
+    for (int i = ct_id; i < BN * (BM / V); i += 256) {
+        const int nl = i / (BM / V), ml = (i % (BM / V)) * V, m = m0 + ml, n = n0 + nl;
+        if (m >= M || n >= N) continue;
+        const int img = m / OHW, pq = m - img * OHW;
+        *reinterpret_cast<R*>(out + ((long long)img * N + n) * OHW + pq) = *reinterpret_cast<const R*>(epi + nl * LDE + ml);
+    }
+}
+
+// The stride-2 backward-data's (subs = 2): runs of V pixels of each column class of one class row (the host's V
+// divides the class map's OW), interleaved into 2V pixels of one output row
+template <int V>
+__device__ __forceinline__ void store_nchw_pairs(T* __restrict__ out, const T* epi, int m0, int n0, int M, int N,
+                                                 int OHW, int OW, int y0, int ct_id) {
+    for (int i = ct_id; i < BN * (BM / V); i += 256) {
+        const int nl = i / (BM / V), ml = (i % (BM / V)) * V, m = m0 + ml, n = n0 + nl;
+        if (m >= M || n >= N) continue;
+        const int img = m / OHW, pq = m - img * OHW, p = pq / OW, q = pq - p * OW;
+        union { typename Run<2 * V>::t run; T e[2 * V]; } v;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            v.e[2 * j] = epi[nl * LDE + ml + j];
+            v.e[2 * j + 1] = epi[BN * LDE + nl * LDE + ml + j];
+        }
+        *reinterpret_cast<typename Run<2 * V>::t*>(out + (((long long)img * N + n) * 2 * OHW + (y0 + 2 * p) * OW) * 2 +
+                                                   2 * q) = v.run;
+    }
+}
+
 // prm: M (a class's output pixels), N, OHW, OW (a class's map), c_tiles (Cp/64), n_tiles, per_row (units of one
-// class row), units, sy, ry, rx, S (the filter's), tap_step, subs, then PER_CLASS entries per class (Class).
+// class row), units, sy, ry, rx, S (the filter's), tap_step, subs, sx, lx, ly (the window's corner), vec (the
+// NCHW stores' run of pixels), then PER_CLASS entries per class (Class).
 // A unit is a tile of 128 pixels x BN channels of `subs` classes: one (subs = 1: the forward, the stride-1
 // backward-data), or the two column classes of a class row (subs = 2: the backward-data of stride 2, whose
 // pixels interleave in the output's rows; each class's tile is summed in turn and kept in shared memory, and
@@ -197,7 +242,7 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
          const T* __restrict__ bias, const int* __restrict__ prm, int flags) {
     const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], n_tiles = prm[5],
               per_row = prm[6], units = prm[7], sy = prm[8], ry = prm[9], rx = prm[10], S_all = prm[11],
-              tap_step = prm[12], subs = prm[13];
+              tap_step = prm[12], subs = prm[13], sx = prm[14], lx = prm[15], ly = prm[16], vec = prm[17];
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // the ring's tiles start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -211,13 +256,15 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
         if (warp != 0 || lane != 0) return;
         for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
             const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
-            const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * BM, img = m0 / OHW, p0 = (m0 - img * OHW) / OW;
+            const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * BM, img = m0 / OHW, pq = m0 - img * OHW,
+                      p0 = pq / OW, q0 = pq - p0 * OW;
             for (int sub = 0; sub < subs; ++sub) {
                 const Class c(prm + HEAD + PER_CLASS * (row * subs + sub));
                 for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {
                     const unsigned full = pipe.acquire(STAGE_BYTES), dst = smem_addr(ring + pipe.stage * STAGE_BYTES);
                     const int tap = kt / c_tiles, ct = kt - tap * c_tiles, r = tap / c.S, s = tap - r * c.S;
-                    tma_load_4d(dst, &map_a, full, ct * BK, c.ox + s * rx, p0 * sy + c.oy + r * ry, img);
+                    tma_load_im2col(dst, &map_a, full, ct * BK, lx + q0 * sx, ly + p0 * sy, img, c.ox + s * rx - lx,
+                                    c.oy + r * ry - ly);
                     const int b_tap = (c.r0 + r * tap_step) * S_all + c.s0 + s * tap_step;
                     tma_load_2d(dst + A_BYTES, &map_b, full, (b_tap * c_tiles + ct) * BK, n0);
                     pipe.advance();
@@ -259,10 +306,11 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
                 }
         }
         consumers_sync();
+        const int y0 = Class(prm + HEAD + PER_CLASS * row * subs).y0;
 #if CT_NHWC_OUT
         // runs of 8 channels of one pixel (the host requires N % 8 == 0); output pixel m of a class row is pixel
         // (y0 + subs * p, subs * q + sub) of its image: (p, q) itself for subs = 1
-        const int y0 = Class(prm + HEAD + PER_CLASS * row * subs).y0, OH = OHW / OW;
+        const int OH = OHW / OW;
         for (int i = ct_id; i < subs * BM * (BN / 8); i += 256) {
             const int sub = i / (BM * (BN / 8)), ml = (i / (BN / 8)) % BM, nl = (i % (BN / 8)) * 8;
             const int m = m0 + ml, n = n0 + nl;
@@ -274,28 +322,14 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
         }
 #else
         if (subs == 1) {
-            // 16 runs of 8 pixels per channel; a run lies in one image (the host requires OHW % 8 == 0)
-            for (int i = ct_id; i < BN * (BM / 8); i += 256) {
-                const int nl = i / (BM / 8), m = m0 + (i % (BM / 8)) * 8, n = n0 + nl;
-                if (m >= M || n >= N) continue;
-                const int img = m / OHW, pq = m - img * OHW;
-                *reinterpret_cast<uint4*>(out + ((long long)img * N + n) * OHW + pq) =
-                    *reinterpret_cast<const uint4*>(epi + nl * LDE + (i % (BM / 8)) * 8);
-            }
+            if (vec == 8) store_nchw<8>(out, epi, m0, n0, M, N, OHW, ct_id);
+            else if (vec == 4) store_nchw<4>(out, epi, m0, n0, M, N, OHW, ct_id);
+            else if (vec == 2) store_nchw<2>(out, epi, m0, n0, M, N, OHW, ct_id);
+            else store_nchw<1>(out, epi, m0, n0, M, N, OHW, ct_id);
         } else {
-            // runs of 4 pixels of each column class, interleaved: 8 output pixels of one row (the host requires
-            // OW % 4 == 0)
-            const int y0 = Class(prm + HEAD + PER_CLASS * row * 2).y0;
-            for (int i = ct_id; i < BN * (BM / 4); i += 256) {
-                const int nl = i / (BM / 4), ml = (i % (BM / 4)) * 4, m = m0 + ml, n = n0 + nl;
-                if (m >= M || n >= N) continue;
-                const int img = m / OHW, pq = m - img * OHW, p = pq / OW, q = pq - p * OW;
-                const uint2 a = *reinterpret_cast<const uint2*>(epi + nl * LDE + ml);
-                const uint2 b = *reinterpret_cast<const uint2*>(epi + BN * LDE + nl * LDE + ml);
-                *reinterpret_cast<uint4*>(out + (((long long)img * N + n) * 2 * OHW + (y0 + 2 * p) * OW) * 2 + 2 * q) =
-                    make_uint4(__byte_perm(a.x, b.x, 0x5410), __byte_perm(a.x, b.x, 0x7632),
-                               __byte_perm(a.y, b.y, 0x5410), __byte_perm(a.y, b.y, 0x7632));
-            }
+            if (vec == 4) store_nchw_pairs<4>(out, epi, m0, n0, M, N, OHW, OW, y0, ct_id);
+            else if (vec == 2) store_nchw_pairs<2>(out, epi, m0, n0, M, N, OHW, OW, y0, ct_id);
+            else store_nchw_pairs<1>(out, epi, m0, n0, M, N, OHW, OW, y0, ct_id);
         }
 #endif
     }
@@ -312,13 +346,14 @@ constexpr int WBM = CT_BM, BOX_BYTES = 64 * 128, W_A_BYTES = WBM * 128, W_STAGE_
 static_assert(WBM == 64 || WBM == 128, "64 or 128 output channels per tile");
 
 // prm: K, ncol (R*S*Cp), OHW, OW, chunks (64-pixel reduction tiles), per (chunks per split), Cp, S, sy, oy, ry,
-// ox, rx, m_tiles, n_tiles, units; ws: fp32 partials (splits, K, ncol). bias and flags: unused here.
+// ox, rx, m_tiles, n_tiles, units, sx; ws: fp32 partials (splits, K, ncol). bias and flags: unused here. The
+// window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ TmaDesc map_x, float* __restrict__ ws,
                const void* __restrict__ bias, const int* __restrict__ prm, int flags) {
     const int K = prm[0], ncol = prm[1], OHW = prm[2], OW = prm[3], chunks = prm[4], per = prm[5], Cp = prm[6],
               S = prm[7], sy = prm[8], oy = prm[9], ry = prm[10], ox = prm[11], rx = prm[12], m_tiles = prm[13],
-              n_tiles = prm[14], units = prm[15];
+              n_tiles = prm[14], units = prm[15], sx = prm[16];
     extern __shared__ __align__(128) unsigned char smem_raw[];
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     Ring pipe(ring + STAGES * W_STAGE_BYTES);
@@ -334,16 +369,15 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
             const int k0 = mt * WBM, col0 = (rem - mt * n_tiles) * 128;
             const int c_end = min(chunks, (split + 1) * per);
             for (int ch = split * per; ch < c_end; ++ch) {
-                const int pix = ch * 64, img = pix / OHW, p0 = (pix - img * OHW) / OW;
+                const int pix = ch * 64, img = pix / OHW, pq = pix - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
                 const unsigned full = pipe.acquire(W_STAGE_BYTES), dst = smem_addr(ring + pipe.stage * W_STAGE_BYTES);
 #pragma unroll
-                for (int i = 0; i < WBM / 64; ++i)
-                    tma_load_4d(dst + i * BOX_BYTES, &map_dy, full, k0 + 64 * i, 0, p0, img);
+                for (int i = 0; i < WBM / 64; ++i) tma_load_2d(dst + i * BOX_BYTES, &map_dy, full, k0 + 64 * i, pix);
 #pragma unroll
                 for (int j = 0; j < 2; ++j) {  // a column block past ncol loads some tap's pixels: never written
                     const int col = col0 + 64 * j, tap = col / Cp, c0 = col - tap * Cp, r = tap / S, s = tap - r * S;
-                    tma_load_4d(dst + W_A_BYTES + j * BOX_BYTES, &map_x, full, c0, ox + s * rx, p0 * sy + oy + r * ry,
-                                img);
+                    tma_load_im2col(dst + W_A_BYTES + j * BOX_BYTES, &map_x, full, c0, ox + q0 * sx, oy + p0 * sy,
+                                    img, s * rx, r * ry);
                 }
                 pipe.advance();
             }

@@ -4,11 +4,10 @@ filter gradient: where each applies, its launch constants, and the launch.
 The kernels take the operands conv.cu's take, packed the same way (NHWC x and KRSC w; NHWK dy and CRSK w; dy
 and x for the filter gradient; channels-last arrays are such operands as they are), and write the same outputs
 (NCHW, or NHWC for channels-last; the filter gradient's fp32 split-K partials, which conv_util.cu's wgrad_reduce
-sums). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU
-to fp16 / bf16 with one group, when the gathered operands' channels are multiples of 64 (a box row is 128
-bytes) and every tile of output pixels is whole output rows of one image or whole images (:func:`tile_box`);
-the forward where no ReLU mask is wanted, the backward-data at stride 1, or 2 as residue classes (no dilation,
-dX's rows whole runs of 8 pixels: :func:`_classes`). The TMA descriptors hold the
+sums). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU to fp16 / bf16 with one group, when
+the gathered operands' channels are multiples of 64 (a row of a load is 128 bytes) and the gather fits the TMA
+unit's im2col mode (:func:`window`); the forward where no ReLU mask is wanted, the backward-data at stride 1,
+or 2 as residue classes (no dilation, dX's sides even: :func:`_classes`). The TMA descriptors hold the
 operands' addresses: a call looks its two up by address (encoding them, host work only, on a miss) and passes
 them by value.
 """
@@ -25,35 +24,35 @@ from .conv_plan import ConvMode, geometry, wgmma_on
 
 BM = 128  # output pixels per tile
 NT = 384  # threads: the producer's warpgroup and two of MMAs
-BOX_C = 64  # channels per box row: 128 bytes of fp16 / bf16
-MAX_BOX = 256  # the TMA unit's largest box side (elements traversed)
-MAX_STEP = 8  # its largest element stride
+BOX_C = 64  # channels per row of a load: 128 bytes of fp16 / bf16
+MAX_STEP = 8  # the TMA unit's largest element stride
+CORNER = 127  # the largest magnitude of a 4-d im2col map's window corner (the driver's range is [-128, 127])
+MAX_OFFSET = 127  # the largest im2col offset of a tap from the window's corner this module asks for
 WGRAD_PIXELS = 64  # output pixels per reduction stage of the filter gradient
 _STAGES = {64: 6, 128: 4}  # the ring's depth per tile width (what fits one block per SM with room to spare)
 
 
-def tile_box(oh, ow, stride, pixels=BM):
-    """(row pixels, rows, images) of the box of one tile of ``pixels`` output pixels (the forward's 128, the
-    filter gradient's 64 per reduction stage) of an ``oh`` x ``ow`` image, or None where tiles would not be
-    whole rows of one image or whole images (or runs of 8 pixels, the epilogue's stores, would cross images,
-    or the box outgrows the TMA unit)."""
-    ohw = oh * ow
-    if ohw % 8 or max(stride) > MAX_STEP:
+def window(src, out, step, offsets):
+    """The im2col window of a gather of an ``src`` = (h, w) map onto an ``out`` = (h, w) map at ``step`` = (h, w)
+    element strides, its taps at the gather ``offsets`` [(dy, dx), ...] (output pixel (p, q) of tap (dy, dx) reads
+    (p*step_h + dy, q*step_w + dx)): ((lower corner), (upper corner)), each as (h, w), or None where the TMA unit
+    does not take it. The window starts at the least offset, so that each tap's offset from it is >= 0, and
+    holds one position per output pixel: a row of the output is one row of positions, its last step_w * (out_w
+    - 1) past the first; the upper corner is that last position's distance past the map's last pixel."""
+    if not offsets or max(step) > MAX_STEP:
         return None
-    if ohw >= pixels:
-        box = (ow, pixels // ow, 1) if ohw % pixels == 0 and pixels % ow == 0 else None
-    else:
-        box = (ow, oh, pixels // ohw) if pixels % ohw == 0 else None
-    if box is None or box[0] * stride[1] > MAX_BOX or box[1] * stride[0] > MAX_BOX:
+    lower = tuple(min(o[i] for o in offsets) for i in range(2))
+    upper = tuple(lower[i] + (out[i] - 1) * step[i] - (src[i] - 1) for i in range(2))
+    if max(map(abs, lower + upper)) > CORNER or max(o[i] - lower[i] for o in offsets for i in range(2)) > MAX_OFFSET:
         return None
-    return box
+    return lower, upper
 
 
 @dataclasses.dataclass(frozen=True)
 class TmaPlan:
     """One configuration's launch: the kernel, its shared bytes and grid, the constants (a device array), and
-    the two tensor maps' shapes: the gathered operand's (dims, byte strides, box, element strides) and the
-    weights'."""
+    the two tensor maps' specs (:func:`_tensor_map`): the gathered operand's and the weights' (the filter
+    gradient's: dy's and x's)."""
 
     kern: object
     smem: int
@@ -96,10 +95,17 @@ def _map_type(dtype):
     return types.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if bf16 else types.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
 
 
-def _nhwc_map(n, h, w, c, box, step=(1, 1)):
-    """The map shape of a packed (n, h, w, c) operand (16-bit) read in boxes of 64 channels by ``box`` = (row
-    pixels, rows, images) of the output, ``step`` = the (h, w) element strides."""
-    return ((c, w, h, n), (c * 2, w * c * 2, h * w * c * 2), (BOX_C, box[0] * step[1], box[1] * step[0], box[2]),
+def _tiled_map(dims, box):
+    """The spec of a tiled map of a packed 16-bit operand of ``dims`` (innermost first), read in ``box``es."""
+    strides = tuple(int(np.prod(dims[:i + 1])) * 2 for i in range(len(dims) - 1))
+    return "tiled", dims, strides, box, (1,) * len(dims)
+
+
+def _im2col_map(n, h, w, c, win, pixels, step):
+    """The spec of the im2col map of a packed (n, h, w, c) operand (16-bit): 64 channels at each of ``pixels``
+    positions of the ``win``dow (:func:`window`), stepped by ``step`` = (h, w)."""
+    (ly, lx), (uy, ux) = win
+    return ("im2col", (c, w, h, n), (c * 2, w * c * 2, h * w * c * 2), (lx, ly), (ux, uy), pixels,
             (1, step[1], step[0], 1))
 
 
@@ -117,12 +123,12 @@ def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, d
 def _classes(mode, n_out, r, s, stride, padding, dilation):
     """(gather steps (sy, ry, rx), tap_step, subs, class rows: conv_tma.cu's Class entries) of a FORWARD or
     BACKWARD_DATA sum, or None where the kernel does not take it: the backward-data of a stride other than 1
-    and 2 (both directions), with dilation, or whose output is not rows of whole runs of 4 pixels per class."""
+    and 2 (both directions), with dilation, or whose output's sides are not even (classes of unequal maps)."""
     if mode == ConvMode.FORWARD:  # gather x onto the output (p, q)
         return (stride[0], dilation[0], dilation[1]), 1, 1, [(r, s, -padding[0], -padding[1], 0, 0, 0, 0)]
     if stride == (1, 1):  # gather dy onto dx's (h, w), the taps mirrored
         return (1, -dilation[0], -dilation[1]), 1, 1, [(r, s, padding[0], padding[1], 0, 0, 0, 0)]
-    if stride != (2, 2) or dilation != (1, 1) or n_out[0] % 2 or n_out[1] % 8:
+    if stride != (2, 2) or dilation != (1, 1) or n_out[0] % 2 or n_out[1] % 2:
         return None
     rows = []
     for y0 in range(2):
@@ -133,15 +139,29 @@ def _classes(mode, n_out, r, s, stride, padding, dilation):
     return (1, -1, -1), 2, 2, rows
 
 
-@functools.cache
-def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile_n, nhwc_out):
-    """A plan holds device objects (its constants, its launch): one per device."""
-    import cupy
+@dataclasses.dataclass(frozen=True)
+class Gather:
+    """The operand A of a FORWARD or BACKWARD_DATA sum as conv_tma.cu gathers it: from ``src`` = (h, w,
+    channels) of its packed operand onto each class's ``out`` = (h, w) map of ``cols`` output channels at
+    ``step`` = (h, w); conv_tma.cu's ``steps`` (sy, ry, rx), ``tap_step``, ``subs`` and ``classes`` rows
+    (:func:`_classes`), and the im2col ``win``dow (:func:`window`)."""
 
-    sms = sm_count(dev_id)
+    src: tuple
+    out: tuple
+    cols: int
+    step: tuple
+    steps: tuple
+    tap_step: int
+    subs: int
+    classes: tuple
+    win: tuple
+
+
+def gather(mode, x_shape, w_shape, stride, padding, dilation):
+    """The :class:`Gather` of a FORWARD or BACKWARD_DATA sum, or None where conv_tma.cu does not take it."""
     n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
     if mode == ConvMode.FORWARD:  # x (n, h, wd, c) onto the output (p, q) x k
-        src, out, cols, step = (h, wd, c), (p, q), k, stride
+        src, out, cols, step = (h, wd, c), (p, q), k, tuple(stride)
     elif mode == ConvMode.BACKWARD_DATA:  # dy (n, p, q, k) onto dx's (h, wd) x c
         src, out, cols, step = (p, q, k), (h, wd), c, (1, 1)
     else:
@@ -151,10 +171,30 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
         return None
     (sy, ry, rx), tap_step, subs, classes = plan
     out = (out[0] // subs, out[1] // subs)  # one class's map
-    box = tile_box(*out, step)
-    if box is None or src[2] % BOX_C or (nhwc_out and cols % 8):  # NHWC rows are written in runs of 8 channels
+    win = window(src[:2], out, step, [(oy + i * ry, ox + j * rx) for taps_r, taps_s, oy, ox, *_ in classes
+                                      for i in range(taps_r) for j in range(taps_s)])
+    if win is None:
         return None
+    return Gather(src, out, cols, step, (sy, ry, rx), tap_step, subs, tuple(classes), win)
+
+
+@functools.cache
+def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile_n, nhwc_out):
+    """A plan holds device objects (its constants, its launch): one per device."""
+    import cupy
+
+    sms = sm_count(dev_id)
+    n, _, _, _, _, _, r, s, _, _ = geometry(x_shape, w_shape, stride, padding, dilation)
+    g = gather(mode, x_shape, w_shape, stride, padding, dilation)
+    if g is None or g.src[2] % BOX_C or (nhwc_out and g.cols % 8):  # NHWC rows are written in runs of 8 channels
+        return None
+    src, out, cols, step, (sy, ry, rx), tap_step, subs, classes, win = dataclasses.astuple(g)
     m, ohw, ch = n * out[0] * out[1], out[0] * out[1], src[2]
+    # the NCHW stores' run of pixels: along one image (subs = 1) or one class row (subs = 2, interleaved)
+    vec = next(v for v in ((8, 4, 2, 1) if subs == 1 else (4, 2, 1)) if (ohw if subs == 1 else out[1]) % v == 0)
+    a_map = _im2col_map(n, *src, win, BM, step)
+    if not _encodable(dtype, a_map):
+        return None
     m_tiles = -(-m // BM)
     bn = tile_n if tile_n in (64, 128) else (128 if cols >= 128 and m_tiles * -(-cols // 128) * 2 >= sms else 64)
     n_tiles = -(-cols // bn)
@@ -167,15 +207,17 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     per_row = m_tiles * n_tiles
     units = per_row * (len(classes) // subs)
     prm = cupy.asarray(np.array([m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, units, sy, ry, rx, s,
-                                 tap_step, subs, *(v for row in classes for v in row)], np.int32))
-    b_map = ((r * s * ch, cols), (r * s * ch * 2,), (BOX_C, bn), (1, 1))
-    return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype), _nhwc_map(n, *src, box, step), b_map)
+                                 tap_step, subs, step[1], win[0][1], win[0][0], vec,
+                                 *(v for row in classes for v in row)], np.int32))
+    b_map = _tiled_map((r * s * ch, cols), (BOX_C, bn))
+    return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype), a_map, b_map)
 
 
 @functools.cache
 def tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config):
     """The :class:`TmaPlan` of the filter gradient (conv_tma_wgrad: dy and x packed, channels multiples of
-    64, reduction tiles of :data:`WGRAD_PIXELS` whole output rows or images), or None as :func:`tma_plan`."""
+    64, x gathered as the forward's :func:`gather`, reduction tiles of :data:`WGRAD_PIXELS` output pixels), or
+    None as :func:`tma_plan`."""
     if not _tma_on(dtype, groups, dev_id, config):
         return None
     return _wgrad_plan(np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
@@ -204,8 +246,11 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id):
 
     sms = sm_count(dev_id)
     n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
-    box = tile_box(p, q, stride, WGRAD_PIXELS)
-    if box is None or c % BOX_C or k % BOX_C:
+    g = gather(ConvMode.FORWARD, x_shape, w_shape, stride, padding, dilation)  # x as the forward gathers it
+    if g is None or c % BOX_C or k % BOX_C:
+        return None
+    x_map = _im2col_map(n, h, wd, c, g.win, WGRAD_PIXELS, stride)  # its window starts at -padding
+    if not _encodable(dtype, x_map):
         return None
     ncol, chunks = r * s * c, -(-n * p * q // WGRAD_PIXELS)
     bm = 64 if k <= 64 else 128
@@ -218,24 +263,36 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id):
     smem = 1024 + stages * (bm + 128) * BOX_C * 2 + 16 * stages  # the ring (1024-byte aligned), the mbarriers
     kern = _kernel("conv_tma_wgrad", dtype, smem, "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}")
     prm = cupy.asarray(np.array([k, ncol, p * q, q, chunks, per, c, s, stride[0], -padding[0], dilation[0],
-                                 -padding[1], dilation[1], m_tiles, n_tiles, tiles * splits], np.int32))
-    return TmaPlan(kern, smem, min(tiles * splits, sms), prm, _map_type(dtype), _nhwc_map(n, p, q, k, box),
-                   _nhwc_map(n, h, wd, c, box, stride), splits)
+                                 -padding[1], dilation[1], m_tiles, n_tiles, tiles * splits, stride[1]], np.int32))
+    # dy: boxes of 64 channels x 64 pixels of the (n*p*q, k) matrix
+    return TmaPlan(kern, smem, min(tiles * splits, sms), prm, _map_type(dtype),
+                   _tiled_map((k, n * p * q), (BOX_C, WGRAD_PIXELS)), x_map, splits)
 
 
-def _tensor_map(dt, address, dims, strides, box, steps):
-    """A CUtensorMap of the operand at ``address``: 128-byte swizzle (wgmma's layout), zeros outside."""
+def _tensor_map(dt, address, spec):
+    """A CUtensorMap of the operand at ``address`` by its ``spec`` (:func:`_tiled_map`, :func:`_im2col_map`):
+    128-byte swizzle (wgmma's layout), zeros outside; None where the driver refuses it."""
     from cuda.bindings import driver as d
 
     u64, u32 = d.cuuint64_t, d.cuuint32_t
-    err, tmap = d.cuTensorMapEncodeTiled(
-        dt, len(dims), address, [u64(v) for v in dims], [u64(v) for v in strides], [u32(v) for v in box],
-        [u32(v) for v in steps], d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B, d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-    if err != d.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"conv2d: cuTensorMapEncodeTiled failed ({err}) for dims {dims}, box {box}")
-    return tmap
+    kind, dims, strides, *rest = spec
+    head = (dt, len(dims), address, [u64(v) for v in dims], [u64(v) for v in strides])
+    tail = (d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    if kind == "tiled":
+        box, steps = rest
+        err, tmap = d.cuTensorMapEncodeTiled(*head, [u32(v) for v in box], [u32(v) for v in steps], *tail)
+    else:
+        lower, upper, pixels, steps = rest
+        err, tmap = d.cuTensorMapEncodeIm2col(*head, list(lower), list(upper), BOX_C, pixels,
+                                              [u32(v) for v in steps], *tail)
+    return tmap if err == d.CUresult.CUDA_SUCCESS else None
+
+
+def _encodable(dtype, spec):
+    """Whether the driver encodes ``spec`` (at a stand-in address: encoding reads no memory)."""
+    return _tensor_map(_map_type(dtype), 1 << 20, spec) is not None
 
 
 #: Tensor maps a plan keeps at most (it forgets them all when full).
@@ -252,7 +309,10 @@ def _map_address(plan, b_side, address):
     if hit is None:
         if len(plan.maps) >= MAPS_PER_PLAN:
             plan.maps.clear()
-        tmap = _tensor_map(plan.dtype, address, *(plan.b_map if b_side else plan.a_map))
+        spec = plan.b_map if b_side else plan.a_map
+        tmap = _tensor_map(plan.dtype, address, spec)
+        if tmap is None:  # the plan encoded its spec; an operand's address must be 16-byte aligned
+            raise RuntimeError(f"conv2d: the TMA unit refused the map {spec} at address {address:#x}")
         hit = plan.maps[key] = (tmap, tmap.getPtr())  # the address of the map the tuple keeps alive
     return hit[1]
 
