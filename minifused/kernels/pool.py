@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import acc_dtype, ctype, get_kernel
+from . import ARG, Prepared, acc_dtype, ctype, get_kernel
 
 
 def out_size(size, kernel, stride, padding, ceil_mode=False):
@@ -153,13 +153,26 @@ def _kernel(dtype, name, idx_dtype):
                                         f"-DPOOL_IDX_BYTES={np.dtype(idx_dtype).itemsize}"))
 
 
-def _launch(dtype, name, total, args, idx_dtype=np.dtype(np.uint8)):
+@functools.lru_cache(maxsize=512)  # keyed by shapes and windows: bounded
+def _prepared(dtype, name, idx_dtype, total, n_arrays, consts, dev):
+    """The launch of ``name`` over ``total`` elements: ``n_arrays`` addresses per call, then ``consts``
+    (NumPy scalars); a Prepared launch costs less host time than the RawKernel call (pooling closes the
+    forward of every CNN, so eager steps pay it)."""
     blocks = max(1, min((total + 255) // 256, 65535 * 4))
-    _kernel(dtype, name, idx_dtype)((blocks,), (256,), args)
+    return Prepared(_kernel(dtype, name, idx_dtype), (blocks,), (256,), (ARG,) * n_arrays + consts)
+
+
+def _launch(dtype, name, total, arrays, consts, idx_dtype=np.dtype(np.uint8)):
+    dev = arrays[0].data.device_id
+    _prepared(dtype, name, idx_dtype, total, len(arrays), consts, dev)(*(a.data.ptr for a in arrays))
+
+
+def _ints(*values):
+    return tuple(np.int32(v) for v in values)
 
 
 def _geo(kernel, stride, padding):
-    return tuple(np.int32(v) for v in (*kernel, *stride, *padding))
+    return _ints(*kernel, *stride, *padding)
 
 
 def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices=True):
@@ -174,9 +187,8 @@ def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices
     it = index_dtype(kernel)
     idx = cupy.empty((n, c, p, q), it) if want_indices else None
     # without indices the kernel writes none: any device pointer fills the slot
-    _launch(x.dtype, "maxpool_fwd", y.size, (x, y, y if idx is None else idx, np.int64(n * c), np.int32(h),
-                                             np.int32(w), np.int32(p), np.int32(q), *_geo(kernel, stride, padding),
-                                             np.int32(want_indices)), it)
+    _launch(x.dtype, "maxpool_fwd", y.size, (x, y, y if idx is None else idx),
+            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(want_indices)), it)
     return y, idx
 
 
@@ -190,13 +202,11 @@ def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding):
     dx = cupy.empty(x_shape, dy.dtype)
     if tuple(kernel) == tuple(stride) and tuple(padding) == (0, 0) and p * kernel[0] == h and q * kernel[1] == w:
         # the windows tile the input: one thread per window writes it whole (pool.cu)
-        _launch(dy.dtype, "maxpool_bwd_tiled", dy.size, (dy, indices, dx, np.int64(n * c), np.int32(h), np.int32(w),
-                                                         np.int32(p), np.int32(q), *_geo(kernel, (), ())),
-                indices.dtype)
+        _launch(dy.dtype, "maxpool_bwd_tiled", dy.size, (dy, indices, dx),
+                (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, (), ())), indices.dtype)
         return dx
-    _launch(dy.dtype, "maxpool_bwd", dx.size, (dy, indices, dx, np.int64(n * c), np.int32(h), np.int32(w),
-                                               np.int32(p), np.int32(q), *_geo(kernel, stride, padding)),
-            indices.dtype)
+    _launch(dy.dtype, "maxpool_bwd", dx.size, (dy, indices, dx),
+            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding)), indices.dtype)
     return dx
 
 
@@ -209,9 +219,8 @@ def avg_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, count_includ
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
     y = cupy.empty((n, c, p, q), x.dtype)
-    _launch(x.dtype, "avgpool_fwd", y.size, (x, y, np.int64(n * c), np.int32(h), np.int32(w), np.int32(p),
-                                             np.int32(q), *_geo(kernel, stride, padding),
-                                             np.int32(count_include_pad)))
+    _launch(x.dtype, "avgpool_fwd", y.size, (x, y),
+            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(count_include_pad)))
     return y
 
 
@@ -223,7 +232,6 @@ def avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad=
     n, c, h, w = x_shape
     _, _, p, q = dy.shape
     dx = cupy.empty(x_shape, dy.dtype)
-    _launch(dy.dtype, "avgpool_bwd", dx.size, (dy, dx, np.int64(n * c), np.int32(h), np.int32(w), np.int32(p),
-                                               np.int32(q), *_geo(kernel, stride, padding),
-                                               np.int32(count_include_pad)))
+    _launch(dy.dtype, "avgpool_bwd", dx.size, (dy, dx),
+            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(count_include_pad)))
     return dx

@@ -12,6 +12,7 @@ from .. import backend
 from ..autograd import Function
 from ..kernels import acc_dtype
 from ..kernels import dropout as KD
+from ..kernels import pool as KP
 
 __all__ = []
 METHODS = {}  # Tensor methods and operators this module adds (ops/__init__ attaches them)
@@ -218,45 +219,33 @@ def _bin_matrix(in_size, out_size, dtype):
 
 
 class AdaptiveAvgPool2dFn(Function):
-    """Three paths: one bin (a mean over H, W: global pooling), bins that tile the input exactly
-    (a reshape and a mean), and overlapping or uneven bins (two small averaging GEMMs)."""
+    """Two paths: bins that tile the input exactly (global pooling among them) are average pooling with
+    windows equal to their strides, on the pooling kernels (one launch each way); overlapping or uneven
+    bins are two small averaging GEMMs."""
 
     @staticmethod
     def forward(ctx, x, out_hw):
         xp = _xp(x)
         n, c, h, w = x.shape
         oh, ow = out_hw
+        ctx.x_shape = x.shape
+        if h % oh == 0 and w % ow == 0:
+            ctx.window = (h // oh, w // ow)
+            return KP.avg_pool2d_forward(xp.ascontiguousarray(x), ctx.window, ctx.window, (0, 0))
         acc = acc_dtype(x.dtype)
-        if (oh, ow) == (1, 1):
-            y = x.mean(axis=(2, 3), keepdims=True, dtype=acc)
-            path = "global"
-        elif h % oh == 0 and w % ow == 0:
-            y = x.reshape(n, c, oh, h // oh, ow, w // ow).mean(axis=(3, 5), dtype=acc)
-            path = "tiles"
-        else:
-            (mh,), (mw,) = device_table(x, _bin_matrix, h, oh, acc), device_table(x, _bin_matrix, w, ow, acc)
-            y = xp.matmul(xp.matmul(mh, x.astype(acc)), mw.T)
-            path = (mh, mw)
-        ctx.meta = (x.shape, x.dtype, out_hw, path)
+        ctx.window = None
+        (mh,), (mw,) = ctx.bins = device_table(x, _bin_matrix, h, oh, acc), device_table(x, _bin_matrix, w, ow, acc)
+        y = xp.matmul(xp.matmul(mh, x.astype(acc)), mw.T)
         return xp.ascontiguousarray(y.astype(x.dtype, copy=False))
 
     @staticmethod
     def backward(ctx, g):
-        (n, c, h, w), dtype, (oh, ow), path = ctx.meta
         xp = _xp(g)
-        acc = acc_dtype(dtype)
-        if path == "global":  # one pass: every input position gets its plane's g / (H*W)
-            gx = xp.empty((n, c, h, w), dtype)
-            gx[...] = (g.astype(acc, copy=False) / acc.type(h * w)).astype(dtype, copy=False)
-            return gx, None
-        if path == "tiles":
-            ga = (g.astype(acc, copy=False) / acc.type((h // oh) * (w // ow))).astype(dtype, copy=False)
-            gx = xp.empty((n, c, oh, h // oh, ow, w // ow), dtype)
-            gx[...] = ga.reshape(n, c, oh, 1, ow, 1)
-            return gx.reshape(n, c, h, w), None
-        mh, mw = path
-        gx = xp.matmul(xp.matmul(mh.T, g.astype(acc, copy=False)), mw)
-        return xp.ascontiguousarray(gx.astype(dtype, copy=False)), None
+        if ctx.window is not None:
+            return KP.avg_pool2d_backward(xp.ascontiguousarray(g), ctx.x_shape, ctx.window, ctx.window, (0, 0)), None
+        (mh,), (mw,) = ctx.bins
+        gx = xp.matmul(xp.matmul(mh.T, g.astype(mh.dtype, copy=False)), mw)
+        return xp.ascontiguousarray(gx.astype(g.dtype, copy=False)), None
 
 
 def _bin_windows(in_size, out_size):
