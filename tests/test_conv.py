@@ -811,6 +811,7 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
     on it (its plans exist) and match the float64 reference; a ReLU mask takes conv.cu."""
     import cupy
 
+    from minifused.kernels import smem_per_block
     from minifused.kernels.conv_tma import tma_plan, tma_wgrad_plan
 
     if cupy.cuda.Device().compute_capability != "90":
@@ -822,6 +823,7 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
         geo = ((st, st), (pad, pad), (dil, dil), 1)
         plan = tma_plan(P.ConvMode.FORWARD, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG)
         assert plan is not None, (n, c, h, w, k, r, st)
+        assert plan.smem <= smem_per_block(dev)  # the ring as deep as the block's shared memory takes
         x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
         wt = cupy.asarray(rng.standard_normal((k, c, r, r)) / (c * r * r) ** 0.5).astype(dt)
         b = cupy.asarray(rng.standard_normal(k)).astype(dt)

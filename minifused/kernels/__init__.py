@@ -114,6 +114,13 @@ def sm_count(dev: int) -> int:
     return cupy.cuda.runtime.getDeviceProperties(dev)["multiProcessorCount"]
 
 
+def smem_per_block(dev: int) -> int:
+    """The most shared memory one block of the device may ask for (bytes, its opt-in limit)."""
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(dev)["sharedMemPerBlockOptin"]
+
+
 def has_pdl(dev: int) -> bool:
     """sm_90 or newer: thread-block clusters, programmatic dependent launch."""
     return compute_capability(dev) >= 90

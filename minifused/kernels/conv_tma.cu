@@ -37,8 +37,8 @@
 // Work units are (row tile, column tile, split of the pixels); each writes its fp32 partial tile from
 // registers, and conv_util.cu's wgrad_reduce sums the splits in order.
 //
-// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128
-// nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=6
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=5
+// nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=8
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=64 -DCT_STAGES=6 -DCT_NHWC_OUT=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=64 -DCT_STAGES=6

@@ -19,7 +19,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import ARG, REF, Prepared, get_kernel, sm_count
+from . import ARG, REF, Prepared, get_kernel, sm_count, smem_per_block
 from .conv_plan import ConvMode, geometry, wgmma_on
 
 BM = 128  # output pixels per tile
@@ -29,7 +29,7 @@ MAX_STEP = 8  # the TMA unit's largest element stride
 CORNER = 127  # the largest magnitude of a 4-d im2col map's window corner (the driver's range is [-128, 127])
 MAX_OFFSET = 127  # the largest im2col offset of a tap from the window's corner this module asks for
 WGRAD_PIXELS = 64  # output pixels per reduction stage of the filter gradient
-_STAGES = {64: 6, 128: 4}  # the ring's depth per tile width (what fits one block per SM with room to spare)
+MAX_STAGES = 8  # the deepest ring of the forward / backward-data (as deep as the shared memory takes, up to this)
 
 
 def window(src, out, step, offsets):
@@ -198,11 +198,15 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     m_tiles = -(-m // BM)
     bn = tile_n if tile_n in (64, 128) else (128 if cols >= 128 and m_tiles * -(-cols // 128) * 2 >= sms else 64)
     n_tiles = -(-cols // bn)
-    stages = _STAGES[bn]
-    # the ring (1024-byte aligned), the epilogue's tiles T[bn][BM + 8] (NHWC: T[BM][bn + 8]; one per class of a
-    # unit), the mbarriers
+    # the ring (1024-byte aligned; as many stages as the block's shared memory holds beside the rest: loads
+    # further ahead measured faster), the epilogue's tiles T[bn][BM + 8] (NHWC: T[BM][bn + 8]; one per class of a
+    # unit), the mbarriers (16 bytes a stage)
     epi = BM * (bn + 8) if nhwc_out else bn * (BM + 8)
-    smem = 1024 + stages * (BM + bn) * BOX_C * 2 + subs * epi * 2 + 16 * stages
+    fixed, per_stage = 1024 + subs * epi * 2, (BM + bn) * BOX_C * 2 + 16
+    stages = min(MAX_STAGES, (smem_per_block(dev_id) - fixed) // per_stage)
+    if stages < 2:
+        return None
+    smem = fixed + stages * per_stage
     kern = _kernel("conv_tma", dtype, smem, f"-DCT_BN={bn}", f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_out)}")
     per_row = m_tiles * n_tiles
     units = per_row * (len(classes) // subs)
