@@ -5,7 +5,9 @@ ResNet-18's shapes at batch 128: its 3x3 stride-1 and stride-2 convolutions and 
 shortcuts, at CIFAR's 32x32 inputs (``r18*``) and at ImageNet's 56x56 stage inputs (the ``c*h56`` ...
 ``c512h7`` rows). ``conv_<direction>_<dtype>_over_cudnn_min`` is the worst ratio over them.
 
-Our times include everything a call does (NHWC repacks, weight packing, split-K reduction).
+Our times include everything a call does on the GPU (NHWC repacks, weight packing, split-K reduction), timed
+as device time (``harness.kernel_ms``: the L2 flushed and the GPU kept busy while the host issues the call, so
+neither side's host overhead is counted; a call's host time is the eager steps' concern, bench/resnet.py).
 Backward-data and backward-filter are timed separately, and so is cuDNN's
 (``aten.convolution_backward`` with one output mask each). 3x3 convolutions use padding 1.
 fp32: ours runs FFMA by default and TF32 when ``backend.tf32_conv.allow_tf32`` is set; PyTorch's cuDNN default
@@ -32,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from harness import Results, bench_ms, torch_or_none, warm_gpu  # noqa: E402
+from harness import Results, kernel_ms, torch_or_none, warm_gpu  # noqa: E402
 from minifused import backend  # noqa: E402
 from minifused.kernels import conv as K  # noqa: E402
 from minifused.kernels import to_channels_last  # noqa: E402
@@ -96,15 +98,15 @@ def diagnostics(res, rs, warm, rep):
         if name != "mnist1":  # the forward from NCHW (conv.cu's FORWARD_NCHW) forced on and off
             for label, forced in (("minifused_nchw", True), ("minifused_repack", False)):
                 fwd = primitives(geo, ConvConfig(nchw_forward=forced))["fwd"]
-                res.add(f"{name} fwd float16", label, flops / bench_ms(fwd, sets, warm, rep) / 1e9, "TFLOP/s")
+                res.add(f"{name} fwd float16", label, flops / kernel_ms(fwd, sets, warm, rep) / 1e9, "TFLOP/s")
         if name not in ("mnist1", "mnist2"):
             for direction, fn in primitives(geo, ConvConfig(tile_row_bytes=64)).items():
-                res.add(f"{name} {direction} float16", "minifused_tile64B", flops / bench_ms(fn, sets, warm, rep) / 1e9,
-                        "TFLOP/s")
+                res.add(f"{name} {direction} float16", "minifused_tile64B",
+                        flops / kernel_ms(fn, sets, warm, rep) / 1e9, "TFLOP/s")
             rows64 = primitives(geo, ConvConfig(tile_m=64))
             for direction in ("fwd", "bwd_data"):
                 res.add(f"{name} {direction} float16", "minifused_tileM64",
-                        flops / bench_ms(rows64[direction], sets, warm, rep) / 1e9, "TFLOP/s")
+                        flops / kernel_ms(rows64[direction], sets, warm, rep) / 1e9, "TFLOP/s")
             continue
         fwd = primitives(geo)["fwd"]
         x, wt, dy = sets[0]
@@ -169,13 +171,13 @@ def main(quick=False, only=None):
                      rs.standard_normal((n, k, p, p), dtype=np.float32).astype(dt)) for _ in range(2)]
             ours = primitives(geo)
             for direction, fn in ours.items():
-                ms = bench_ms(fn, sets, warm, rep)
+                ms = kernel_ms(fn, sets, warm, rep)
                 res.add(f"{name} {direction} {dname}", "minifused", flops / ms / 1e9, "TFLOP/s")
                 ours[direction] = ms
             if dname in ("float16", "bfloat16"):  # ours at its strongest too: channels-last x and dy, read as they are
                 cl_sets = [(to_channels_last(x), wt, to_channels_last(dy)) for x, wt, dy in sets]
                 for direction, fn in primitives(geo).items():
-                    ms = bench_ms(fn, cl_sets, warm, rep)
+                    ms = kernel_ms(fn, cl_sets, warm, rep)
                     res.add(f"{name} {direction} {dname}", "minifused_channels_last", flops / ms / 1e9, "TFLOP/s")
                     ours[direction] = min(ours[direction], ms)
                 del cl_sets
@@ -199,7 +201,7 @@ def main(quick=False, only=None):
                             dy, x, wt, None, [st, st], [pad, pad], [1, 1], False, [0, 0], 1, [False, True, False]),
                     }
                     for direction, fn in ops.items():
-                        ms = bench_ms(fn, tsets, warm, rep)
+                        ms = kernel_ms(fn, tsets, warm, rep)
                         res.add(f"{name} {direction} {dname}", label, flops / ms / 1e9, "TFLOP/s")
                         if strict:
                             res.ratio(f"{direction}_fp32_over_cudnn_strict_{name}", ms / ours[direction])
