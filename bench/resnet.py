@@ -10,7 +10,8 @@ One step = forward, cross-entropy, backward, SGD with momentum 0.9 and weight de
 * PyTorch: eager with channels_last, ``cudnn.benchmark`` and fused SGD, in fp32 (TF32 off, as ours) and
   with bf16 autocast;
   its whole-step CUDA graph (captured by hand as its documentation shows); ``torch.compile`` of the
-  whole step (``--compile``: max-autotune compiles for minutes, so it is opt-in).
+  whole step (``--compile``: max-autotune compiles for minutes, so it is opt-in, and such a run writes
+  ``resnet_compile.json``, its compile time as a row; ``--dtypes bf16 --rounds 0`` keeps it short).
 
 Steps/s are timed with CUDA events around ``--steps`` steps after a warm-up (and a capture), median of
 ``--repeats``; peak memory is each framework's allocator peak over its run. Ratios:
@@ -21,13 +22,14 @@ difference measured (one framework's rounds timed minutes apart from the other's
 phases of it): so the eager ratios come from ``--rounds`` further rounds of both eager steps, built side
 by side and timed in alternation (the ``eager ... alternating`` rows: the median of those rounds).
 
-    python bench/resnet.py [--batches 128,256,512] [--steps 20] [--compile]
+    python bench/resnet.py [--batches 128,256,512] [--dtypes fp32,bf16] [--steps 20] [--rounds 7] [--compile]
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,13 +209,14 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--rounds", type=int, default=7, help="alternating rounds of the eager pairs")
+    p.add_argument("--dtypes", default="fp32,bf16")
     p.add_argument("--compile", action="store_true", help="also time torch.compile(mode='max-autotune')")
     args = p.parse_args(argv)
     torch = torch_or_none()
-    res = Results("resnet")
+    res = Results("resnet_compile" if args.compile else "resnet")
     for batch in (int(b) for b in args.batches.split(",")):
         rates = {}
-        for dtype in ("fp32", "bf16"):
+        for dtype in args.dtypes.split(","):
             for captured in (False, True):
                 name = f"minifused {'graph' if captured else 'eager'} {dtype}"
                 try:
@@ -229,7 +232,10 @@ def main(argv=None):
             for how in ("eager", "graph") + (("compile",) if args.compile else ()):
                 name = f"torch {how} {dtype}"
                 try:
+                    began = time.perf_counter()
                     rates[name], peak = theirs(torch, batch, dtype, how, args.steps, args.repeats)
+                    if how == "compile":  # the warm-up steps compile; the timed ones do not
+                        res.add(f"resnet18 b{batch} build and timing", name, time.perf_counter() - began, "s")
                 except Exception as e:  # noqa: BLE001
                     print(f"b{batch} {name} failed: {type(e).__name__}: {e}", flush=True)
                     continue
@@ -239,9 +245,11 @@ def main(argv=None):
         best = max((v for k, v in rates.items() if k.startswith("torch") and k.endswith("bf16")), default=None)
         if best and "minifused graph bf16" in rates:
             res.ratio(f"resnet_graph_over_torch_best_b{batch}", rates["minifused graph bf16"] / best)
-        if torch is not None:
+        if torch is not None and args.rounds > 0:
             for dtype, ratio in (("bf16", f"resnet_eager_over_torch_eager_b{batch}"),
                                  ("fp32", f"resnet_eager_fp32_over_torch_eager_fp32_b{batch}")):
+                if dtype not in args.dtypes.split(","):
+                    continue
                 mine, their = alternating_eager(torch, batch, dtype, args.steps, args.rounds)
                 res.add(f"resnet18 b{batch}", f"minifused eager {dtype} alternating", mine, "steps/s")
                 res.add(f"resnet18 b{batch}", f"torch eager {dtype} alternating", their, "steps/s")

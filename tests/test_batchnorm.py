@@ -175,7 +175,8 @@ SHAPES = [(4, 3, 5), (2, 64, 1024), (256, 7, 1), (3, 1, 777), (1, 2, 40000), (33
           # a channel cached in shared memory (kernels.batchnorm._per_channel): one block (8x8 maps, runs of
           # 32, a ReLU on a run the mask words cannot follow, so its forward takes the three passes), or in
           # the forward on sm_90+ a cluster of 2, 4 or 8 (an odd run whose last block holds a shorter slice;
-          # a ReLU over a cluster), the backward then taking the three passes
+          # a ReLU over a cluster), the backward then taking the three passes (these fit the L2; its
+          # clusters: test_cluster_backward_matches_reference)
           (256, 16, 64), (5, 3, 32), (9, 4, 48), (3, 5, 100), (4, 2, 8192), (33, 4, 999), (64, 8, 1024),
           (16, 2, 16384),
           # channels too large for a cluster's shared memory: the three passes
@@ -269,22 +270,65 @@ def test_against_pytorch(torch, rng, dtype, shape):
 
 def test_cached_channel_plans():
     """Which inputs the cached-channel kernels take and how a channel is split: one block where it fits
-    (1024 threads while the grid fits one wave at two blocks per SM, else 512); in the forward on sm_90+,
-    the fewest blocks of a cluster that hold it (a 32x32 map of a batch of 256 in 16 bits); none past a
-    cluster's room, nor past one block's without clusters (the backward)."""
+    (1024 threads while the grid fits one wave at two blocks per SM, else 512); on sm_90+, the fewest blocks
+    of a cluster that hold it (1024 threads for two, 512 for more; a 32x32 map of a batch of 256 in 16 bits
+    in the forward, a cluster of 16 past the portable 8 for a batch of 512 or for 32 bits), none past 16
+    blocks' room, nor past one block's without clusters. The backward caches dy and x: one block, or a
+    cluster only where the two overflow the L2."""
     plan = K._per_channel
     assert plan((256, 64, 64), 2, 8, True, 132) == K.ChannelPlan(1, 1024, 2048, 32768)
     assert plan((256, 512, 64), 2, 8, True, 132) == K.ChannelPlan(1, 512, 2048, 32768)
     assert plan((256, 64, 64), 4, 4, False, 132) == K.ChannelPlan(1, 1024, 4096, K.SLICE_BYTES)
     assert plan((256, 64, 1024), 2, 8, True, 132) == K.ChannelPlan(8, 512, 4096, K.SLICE_BYTES)
-    assert plan((256, 128, 256), 2, 8, True, 132) == K.ChannelPlan(2, 512, 4096, K.SLICE_BYTES)
+    assert plan((256, 128, 256), 2, 8, True, 132) == K.ChannelPlan(2, 1024, 4096, K.SLICE_BYTES)
+    assert plan((512, 64, 1024), 2, 8, True, 132) == K.ChannelPlan(16, 512, 4096, K.SLICE_BYTES)
+    assert plan((256, 64, 1024), 4, 4, True, 132) == K.ChannelPlan(16, 512, 4096, K.SLICE_BYTES)
     assert plan((256, 64, 1024), 2, 8, False, 132) is None
-    assert plan((512, 64, 1024), 2, 8, True, 132) is None
-    assert plan((256, 64, 1024), 4, 4, True, 132) is None
+    assert plan((1024, 64, 1024), 2, 8, True, 132) is None
     # odd sizes: slices are whole multiples of 32 vectors, the last one shorter; a tiny input one block
     p = plan((33, 4, 999), 4, 1, True, 132)
     assert p == K.ChannelPlan(4, 512, 8256, 8256 * 4) and 3 * p.chunk < 33 * 999 <= 4 * p.chunk
     assert plan((4, 3, 5), 4, 1, True, 132) == K.ChannelPlan(1, 32, 32, 128)
+    # the backward (two tensors cached) on a 50 MiB L2: dy and x of 64 MiB take a cluster, of 16 MiB the passes
+    l2 = 50 << 20
+    assert plan((256, 64, 64), 2, 8, True, 132, 2, l2) == K.ChannelPlan(1, 1024, 2048, K.SLICE_BYTES)
+    assert plan((256, 64, 1024), 2, 8, True, 132, 2, l2) == K.ChannelPlan(16, 512, 2048, K.SLICE_BYTES)
+    assert plan((256, 256, 256), 2, 8, True, 132, 2, l2) == K.ChannelPlan(4, 512, 2048, K.SLICE_BYTES)
+    assert plan((256, 64, 256), 2, 8, True, 132, 2, l2) is None
+    assert plan((256, 64, 1024), 2, 8, True, 132, 2, 0) == K.ChannelPlan(16, 512, 2048, K.SLICE_BYTES)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, mf.bfloat16])
+@pytest.mark.parametrize("shape", [(64, 8, 1024), (33, 4, 999), (9, 2, 4000), (5, 3, 4100)])
+def test_cluster_backward_matches_reference(rng, poisoned_pool, monkeypatch, dtype, shape):
+    """The backward's cached-channel cluster (taken on inputs that overflow the L2; here forced with an L2 of
+    no bytes): dx, dw, db against the reference, with a ReLU mask, over slices whose last is shorter."""
+    import cupy
+
+    monkeypatch.setattr(K, "l2_bytes", lambda dev: 0)
+    K._launches.cache_clear()
+    try:
+        x = (rng.standard_normal(shape) * 2 + 3).astype(dtype)
+        dy = rng.standard_normal(shape).astype(dtype)
+        xd = dev_array(x, "cuda")
+        vec = K._vec(shape[2], xd)
+        assert K._per_channel(shape, xd.itemsize, vec, True, K.sm_count(xd.device.id), 2, 0).cluster > 1
+        c = shape[1]
+        w = rng.uniform(0.5, 2, c).astype(np.float32)
+        _, mean, rstd, mask = K.batch_norm_forward(dev_array(x, "cuda"), cupy.asarray(w), None, None, None, True,
+                                                   0.1, 1e-5, True)
+        for m in (mask, None):
+            dx, dw, db = K.batch_norm_backward(dev_array(dy, "cuda"), dev_array(x, "cuda"), cupy.asarray(w), mean,
+                                               rstd, m, True)
+            dx_r, dw_r, db_r = K.batch_norm_backward_ref(dy, x, w, host(mean), host(rstd),
+                                                         None if m is None else host(m), True)
+            tol = 1e-5 if dtype == np.float32 else 1e-2
+            np.testing.assert_allclose(f64(dx), f64(dx_r), rtol=tol, atol=tol * (np.abs(f64(dx_r)).max() + 1))
+            np.testing.assert_allclose(host(dw), dw_r, rtol=1e-4, atol=1e-3)
+            np.testing.assert_allclose(host(db), db_r, rtol=1e-4, atol=1e-3)
+    finally:
+        K._launches.cache_clear()
 
 
 # ---------------------------------------------------------------- channels-last inputs

@@ -121,6 +121,14 @@ def smem_per_block(dev: int) -> int:
     return cupy.cuda.runtime.getDeviceProperties(dev)["sharedMemPerBlockOptin"]
 
 
+@functools.cache
+def l2_bytes(dev: int) -> int:
+    """The device's L2 cache (bytes)."""
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(dev)["l2CacheSize"]
+
+
 def has_pdl(dev: int) -> bool:
     """sm_90 or newer: thread-block clusters, programmatic dependent launch."""
     return compute_capability(dev) >= 90

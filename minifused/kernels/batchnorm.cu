@@ -5,7 +5,7 @@
 // running statistics, MF_VEC elements per vector access (16 bytes / sizeof(T) when S, or C channels-last,
 // is a multiple of it and the arrays are 16-byte aligned, else 1), MF_WIDE 1: 64-bit indices in the
 // elementwise passes (0: unsigned, for arrays of fewer than 2^32 elements, where the channel of an element
-// costs a 32-bit division), MF_CLUSTER the blocks per channel of the cached-channel forward (cluster.cuh; the last
+// costs a 32-bit division), MF_CLUSTER the blocks per channel of the cached-channel kernels (cluster.cuh; the last
 // section). Arithmetic is fp32; the per-channel combination of the partial sums is fp64, in a fixed order
 // (deterministic, no atomics). Flat element i is at channel (i / S) % C; the ReLU mask holds
 // bit i % 32 of word i / 32.
@@ -21,7 +21,7 @@
 // nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0
 // nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_W=__nv_bfloat16 -DMF_VEC=1 -DMF_WIDE=1
-// nvrtc-check[sm_90]: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0 -DMF_CLUSTER=8
+// nvrtc-check[sm_90]: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0 -DMF_CLUSTER=16
 // nvrtc-check[sm_90]: -DMF_T=float -DMF_W=float -DMF_VEC=1 -DMF_WIDE=0 -DMF_CLUSTER=2
 // nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0 -DMF_NHWC=1
 // nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=1 -DMF_NHWC=1
@@ -297,8 +297,8 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
 
 // ---------------------------------------------------------------- a channel cached in shared memory
 #if !MF_NHWC
-// Where a channel's N*S elements fit in the shared memory of one block, or in the forward of a thread-block
-// cluster of CLUSTER blocks (sm_90+; batchnorm.py's _per_channel), one launch does what the three passes
+// Where a channel's N*S elements fit in the shared memory of one block, or of a thread-block cluster of
+// CLUSTER blocks (sm_90+; batchnorm.py's _per_channel), one launch does what the three passes
 // above do: block `rank` of channel c's cluster loads its slice of the channel once, the cluster reduces it
 // (every block adds the blocks' sums from their shared memory in rank order, so all get the same
 // statistics, in a fixed order: deterministic) and each block writes its slice once. Block `rank` holds
@@ -421,25 +421,28 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
     cluster_wait();  // no block exits while another may still read its sums
 }
 
-// dx, dw, db of channel c from its dy (masked) and x, cached: the sums of g and g*(x - mean), then dx =
-// k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them. One block per channel
-// (no clusters: see batchnorm.py's _per_channel).
-extern "C" __global__ void __launch_bounds__(1024)
+// dx, dw, db of channel c from its dy (masked) and x, cached: the sums of g and g*(x - mean) over the cluster,
+// then dx = k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them. Block `rank` of
+// the channel's cluster caches vectors [lo, lo + CHUNK) of dy and of x, as bn_channel_forward does x.
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024)
 bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const unsigned* __restrict__ mask,
                     const float* __restrict__ mean, const float* __restrict__ rstd, const W* __restrict__ w,
                     T* __restrict__ dx, W* __restrict__ dw, W* __restrict__ db, long long N, long long C, long long S,
-                    int batch) {
+                    long long CHUNK, int batch) {
     pdl_entry();
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const long long c = blockIdx.x, SV = S / VEC, MV = N * SV;
-    TV* gc = reinterpret_cast<TV*>(smem_raw);
-    TV* xc = gc + MV;
     __shared__ float scratch[32];
+    __shared__ F2 sums;
+    const unsigned rank = cluster_rank();
+    const long long c = blockIdx.x / CLUSTER, SV = S / VEC, MV = N * SV;
+    const long long lo = min(MV, rank * CHUNK), n_own = min(MV, lo + CHUNK) - lo;
+    TV* gc = reinterpret_cast<TV*>(smem_raw);
+    TV* xc = gc + CHUNK;
     const float m = mean[c];
     float a = 0.f, p = 0.f;
 #pragma unroll 4
-    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
-        const long long i = channel_vector(j, SV, C, c);
+    for (long long j = threadIdx.x; j < n_own; j += blockDim.x) {
+        const long long i = channel_vector(lo + j, SV, C, c);
         TV gv = *reinterpret_cast<const TV*>(dy + i);
         const TV xv = *reinterpret_cast<const TV*>(x + i);
 #pragma unroll
@@ -454,21 +457,27 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
     }
     a = block_sum(a, scratch);
     p = block_sum(p, scratch);
+    const F2 t = cluster_total(F2{{a, p}}, &sums);
+    cluster_arrive();  // this block has read the others' sums
+    a = t.v[0];
+    p = t.v[1];
     const double r = rstd[c], M = (double)N * (double)S;
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && rank == 0) {
         if (dw) dw[c] = from_acc<W>((double)p * r);
         if (db) db[c] = from_acc<W>((double)a);
     }
-    if (!dx) return;
-    const double k0d = r * (w ? to_acc<double>(w[c]) : 1.0);
-    const float k0 = (float)k0d, k1 = batch ? (float)(k0d * a / M) : 0.f;
-    const float k2 = batch ? (float)(k0d * r * r * p / M) : 0.f;
-    for (long long j = threadIdx.x; j < MV; j += blockDim.x) {
-        TV out;
+    if (dx) {
+        const double k0d = r * (w ? to_acc<double>(w[c]) : 1.0);
+        const float k0 = (float)k0d, k1 = batch ? (float)(k0d * a / M) : 0.f;
+        const float k2 = batch ? (float)(k0d * r * r * p / M) : 0.f;
+        for (long long j = threadIdx.x; j < n_own; j += blockDim.x) {
+            TV out;
 #pragma unroll
-        for (int k = 0; k < VEC; ++k)
-            out.v[k] = from_f<T>(k0 * to_f(gc[j].v[k]) - k1 - (to_f(xc[j].v[k]) - m) * k2);
-        *reinterpret_cast<TV*>(dx + channel_vector(j, SV, C, c)) = out;
+            for (int k = 0; k < VEC; ++k)
+                out.v[k] = from_f<T>(k0 * to_f(gc[j].v[k]) - k1 - (to_f(xc[j].v[k]) - m) * k2);
+            *reinterpret_cast<TV*>(dx + channel_vector(lo + j, SV, C, c)) = out;
+        }
     }
+    cluster_wait();  // no block exits while another may still read its sums
 }
 #endif  // !MF_NHWC

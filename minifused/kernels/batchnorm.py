@@ -19,9 +19,9 @@ of partials per block; a per-channel pass combines the rows in a fixed order in 
 atomics) into mean/rstd and the running statistics, or into dw/db and the dx coefficients; an elementwise
 pass writes y (and the mask) or dx. A channel small enough for the shared memory of one block, or of a
 thread-block cluster of up to :data:`MAX_CLUSTER` blocks on sm_90+ (:data:`SLICE_BYTES` each), takes one
-launch instead: each block caches its slice of the channel, the cluster reduces the slices over distributed
-shared memory, and each block writes its slice (the input is read once, not twice; clusters in the forward
-only, see :func:`_per_channel`). NumPy arrays and float64 CuPy arrays take the reference (written for either
+launch instead: each block caches its slice of the channel (the backward's of dy and x), the cluster reduces
+the slices over distributed shared memory, and each block writes its slice (the inputs are read once, not
+twice; see :func:`_per_channel` for where the backward takes a cluster). NumPy arrays and float64 CuPy arrays take the reference (written for either
 array module). Inputs are assumed valid and C-contiguous or channels-last (the functional layer checks).
 
 A channels-last x (``kernels.is_channels_last``) is read as its memory, (M, C) rows with M = N*H*W, by the
@@ -41,7 +41,7 @@ import numpy as np
 
 from .. import backend
 from . import (ARG, F32, Prepared, acc_dtype, aligned_bytes, ctype, empty_channels_last, get_kernel, has_pdl,
-               is_channels_last, sm_count)
+               is_channels_last, l2_bytes, sm_count)
 
 # ---------------------------------------------------------------- references
 
@@ -134,11 +134,12 @@ def _vec(s, *arrays):
     return vec if ok else 1
 
 
-#: Shared memory per block and cached tensor (the forward caches x, the backward dy and x) of the
-#: cached-channel kernels (bn_channel_forward / bn_channel_backward).
+#: Shared memory per block of the cached-channel kernels (bn_channel_forward caches x in it, bn_channel_backward
+#: dy and x): three blocks fit an SM.
 SLICE_BYTES = 64 * 1024
-#: Blocks per channel at most (the portable thread-block cluster size).
-MAX_CLUSTER = 8
+#: Blocks per channel at most: past the portable cluster size of 8, the 16 that sm_90 takes (the kernels are
+#: marked as allowing it).
+MAX_CLUSTER = 16
 
 
 class ChannelPlan(NamedTuple):
@@ -160,34 +161,43 @@ def _kernels(dtype, wdtype, vec, wide, cluster=1, nhwc=False):
               else ("bn_partial", "bn_channel_forward", "bn_channel_backward"))
     kernels = {name: get_kernel("batchnorm.cu", name, opts) for name in names}
     if not nhwc:
-        kernels["bn_channel_forward"].max_dynamic_shared_size_bytes = SLICE_BYTES
-        kernels["bn_channel_backward"].max_dynamic_shared_size_bytes = 2 * SLICE_BYTES
+        for name in ("bn_channel_forward", "bn_channel_backward"):
+            kernels[name].max_dynamic_shared_size_bytes = SLICE_BYTES
+            if cluster > 8:  # past the portable cluster size (sm_90 takes 16)
+                from cupy_backends.cuda.api.driver import funcSetAttribute
+                funcSetAttribute(kernels[name].kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
     return kernels
+
+
+_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
 
 
 def _chunk(vectors, blocks):
     return (-(-vectors // blocks) + 31) // 32 * 32 if vectors > 0 else 32
 
 
-def _per_channel(shape, itemsize, vec, clusters, sms):
+def _per_channel(shape, itemsize, vec, clusters, sms, tensors=1, l2=0):
     """The :class:`ChannelPlan` of the cached-channel kernels for an (N, C, S) input of ``itemsize``-byte
-    elements with ``vec`` elements per vector, or None when a channel does not fit. ``clusters`` (the
-    forward, on a device that has them): a channel too large for one block's :data:`SLICE_BYTES` is split
-    over the fewest blocks of a cluster that hold it, 512 threads each (so three fit an SM). The backward
-    takes none: caching dy and x, its blocks would fit one per SM, and the three passes measured faster.
-    One block per channel has 1024 threads when the grid fits one wave at two blocks per SM, else 512 (four
-    per SM, a second wave avoided). A fixed function of the shape and device (so sums are reproducible)."""
+    elements with ``vec`` elements per vector, caching ``tensors`` arrays (the forward x, the backward dy and
+    x) in :data:`SLICE_BYTES` per block at most, or None when a channel does not fit or the passes pay more.
+    ``clusters`` (a device that has them): a channel too large for one block is split over the fewest blocks
+    of a cluster that hold it, 512 threads each. The backward takes a cluster only where dy and x overflow the
+    L2 (``l2`` bytes): where they fit it, the passes' second reads come from the L2, and they measured faster
+    than the cluster's slices (loaded, reduced, then written: a block's loads and stores do not overlap).
+    One block per channel, or two, has 1024 threads when the grid fits one wave at two blocks per SM, else 512
+    (four per SM, a second wave avoided; larger clusters measured faster at 512). A fixed function of the shape
+    and device (so sums are reproducible)."""
     n, c, s = shape
     vectors = n * s // vec
-    vbytes = vec * itemsize
+    vbytes = vec * itemsize * tensors
     top = MAX_CLUSTER if clusters else 1
     k = 1
     while k < top and _chunk(vectors, k) * vbytes > SLICE_BYTES:
         k *= 2
     chunk = _chunk(vectors, k)
-    if chunk * vbytes > SLICE_BYTES:
+    if chunk * vbytes > SLICE_BYTES or (k > 1 and tensors > 1 and n * c * s * itemsize * tensors <= l2):
         return None
-    threads = 1024 if k == 1 and c <= 2 * sms else 512
+    threads = 1024 if k <= 2 and c <= 2 * sms else 512
     return ChannelPlan(k, int(min(threads, chunk)), chunk, chunk * vbytes)
 
 
@@ -253,11 +263,11 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
     if nhwc:
         channel = None
     elif backward:
-        channel = _per_channel(shape, dtype.itemsize, vec, False, sms)
+        channel = _per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms, 2, l2_bytes(dev))
     else:
         channel = (_per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms)
                    if training and (not relu or s % 32 == 0) else None)
-    k = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel and not backward else 1, nhwc)
+    k = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel else 1, nhwc)
     n_, c_, s_, total = np.int64(n), np.int64(c), np.int64(s), np.int64(n * c * s)
     split, tiles = _split_nhwc(n, c, vec, sms) if nhwc else (_split(n, c, s, sms), 1)
     rows = 1 if nhwc else split
@@ -268,8 +278,8 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
 
     if channel:  # one launch
         if backward:  # (dy, x, mask, mean, rstd, w, dx, dw, db), batch statistics
-            one = prepared("bn_channel_backward", (c,), (channel.threads,), (ARG,) * 9 + (n_, c_, s_, ARG),
-                           2 * channel.slice_bytes)
+            one = prepared("bn_channel_backward", (c * channel.cluster,), (channel.threads,),
+                           (ARG,) * 9 + (n_, c_, s_, np.int64(channel.chunk), ARG), channel.slice_bytes)
         else:  # (x, running mean, running var, count, w, b, y, mask, mean, rstd), eps, factor, update
             one = prepared("bn_channel_forward", (c * channel.cluster,), (channel.threads,),
                            (ARG,) * 10 + (n_, c_, s_, np.int64(channel.chunk), F32, F32, ARG), channel.slice_bytes)
