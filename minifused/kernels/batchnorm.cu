@@ -440,7 +440,7 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
     TV* xc = gc + CHUNK;
     const float m = mean[c];
     float a = 0.f, p = 0.f;
-#pragma unroll 4
+#pragma unroll 2  // with 4, the 16-bit float build took 43 registers: two blocks an SM, not three
     for (long long j = threadIdx.x; j < n_own; j += blockDim.x) {
         const long long i = channel_vector(lo + j, SV, C, c);
         TV gv = *reinterpret_cast<const TV*>(dy + i);
