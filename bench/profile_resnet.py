@@ -99,19 +99,20 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--trace", default=None, help="a directory for the Chrome traces")
-    p.add_argument("--only", default="ours_graph,ours_eager,torch_graph,torch_eager,host")
+    p.add_argument("--only", default="ours_graph,ours_eager,torch_graph,torch_eager,host",
+                   help="variants (also torch_compile: max-autotune, minutes to build)")
     p.add_argument("--channels-last", action="store_true", help="our model and batches channels-last")
     args = p.parse_args(argv)
     torch = torch_or_none()
     if torch is None:
         sys.exit("profile_resnet.py needs PyTorch (its profiler) on the GPU machine")
     only = args.only.split(",")
-    for name in ("ours_graph", "ours_eager", "torch_graph", "torch_eager"):
+    for name in ("ours_graph", "ours_eager", "torch_graph", "torch_eager", "torch_compile"):
         if name not in only:
             continue
-        captured = name.endswith("graph")
-        step, batches = (rn.our_step(args.batch, "bf16", captured, args.channels_last) if name.startswith("ours")
-                         else rn.their_step(torch, args.batch, "bf16", "graph" if captured else "eager"))
+        how = name.split("_")[1]
+        step, batches = (rn.our_step(args.batch, "bf16", how == "graph", args.channels_last)
+                         if name.startswith("ours") else rn.their_step(torch, args.batch, "bf16", how))
         warm(torch, step, batches)
         table, wall, path = kernels_of(torch, step, batches, args.steps, args.trace)
         if args.trace:
