@@ -21,8 +21,9 @@ pass writes y (and the mask) or dx. A channel small enough for the shared memory
 thread-block cluster of up to :data:`MAX_CLUSTER` blocks on sm_90+ (:data:`SLICE_BYTES` each), takes one
 launch instead: each block caches its slice of the channel (the backward's of dy and x), the cluster reduces
 the slices over distributed shared memory, and each block writes its slice (the inputs are read once, not
-twice; see :func:`_per_channel` for where the backward takes a cluster). NumPy arrays and float64 CuPy arrays take the reference (written for either
-array module). Inputs are assumed valid and C-contiguous or channels-last (the functional layer checks).
+twice; see :func:`_per_channel` for where the backward takes a cluster). NumPy arrays and float64 CuPy
+arrays take the reference (written for either array module). Inputs are assumed valid and C-contiguous or
+channels-last (the functional layer checks).
 
 A channels-last x (``kernels.is_channels_last``) is read as its memory, (M, C) rows with M = N*H*W, by the
 kernels compiled with ``MF_NHWC=1``: ``bn_partial_nhwc`` (a block sums a slice of the rows over all channels, or
@@ -184,9 +185,9 @@ def _per_channel(shape, itemsize, vec, clusters, sms, tensors=1, l2=0):
     of a cluster that hold it, 512 threads each. The backward takes a cluster only where dy and x overflow the
     L2 (``l2`` bytes): where they fit it, the passes' second reads come from the L2, and they measured faster
     than the cluster's slices (loaded, reduced, then written: a block's loads and stores do not overlap).
-    One block per channel, or two, has 1024 threads when the grid fits one wave at two blocks per SM, else 512
-    (four per SM, a second wave avoided; larger clusters measured faster at 512). A fixed function of the shape
-    and device (so sums are reproducible)."""
+    A channel on one or two blocks takes 1024 threads per block where C is at most twice the SMs, else 512
+    (four blocks an SM, a second wave avoided); larger clusters take 512 (measured faster). A fixed function of
+    the shape and device (so sums are reproducible)."""
     n, c, s = shape
     vectors = n * s // vec
     vbytes = vec * itemsize * tensors
