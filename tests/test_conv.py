@@ -139,6 +139,9 @@ def test_conv_config_is_a_hashable_value_and_cpu_ignores_it(rng):
     assert ConvConfig(wgrad_tile=[64, 256]) == ConvConfig(wgrad_tile=(64, 256))
     with pytest.raises(ValueError, match=r"wgrad_tile must be one of .* got \(64, 64\)"):
         ConvConfig(wgrad_tile=(64, 64))  # conv.cu has no such wgmma tile: refused before any compile
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match=rf"wgrad_splits must be a positive int, got {bad!r}"):
+            ConvConfig(wgrad_splits=bad)
     x, w = rng.standard_normal((2, 3, 7, 6)), rng.standard_normal((4, 3, 3, 3))
     geo = ((1, 2), (1, 0), (1, 1), 1)
     y, _ = K.conv2d_forward(x, w, None, *geo, config=a)
@@ -848,6 +851,36 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
     off = ConvConfig(tma=False)
     assert tma_plan(P.ConvMode.FORWARD, dt, (3, 64, 32, 32), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, dev, off) \
         is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_tma_wgrad_split_counts_match_reference(dtype, poisoned_pool):
+    """The TMA filter gradient at the split counts a config asks for (one split, a few, more than the pixels'
+    64-pixel chunks: capped at one per chunk) matches the float64 reference: the splits' fp32 partials cover
+    the pixels once each, whatever their count."""
+    import cupy
+
+    from minifused.kernels.conv_tma import tma_wgrad_plan
+
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA kernel needs an sm_90 GPU")
+    dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
+    rng = np.random.default_rng(13)
+    for (n, c, h, w, k, r, st, pad) in [(3, 64, 16, 16, 64, 3, 1, 1), (2, 128, 8, 8, 192, 3, 2, 1),
+                                        (4, 64, 8, 8, 128, 1, 1, 0)]:
+        geo = ((st, st), (pad, pad), (1, 1), 1)
+        p = K.out_size(h, r, st, pad, 1)
+        chunks = -(-n * p * p // 64)
+        x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
+        dy = cupy.asarray(rng.standard_normal((n, k, p, p))).astype(dt)
+        ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), (k, c, r, r), *geo)
+        for splits in (1, 2, 5, chunks + 3):
+            config = ConvConfig(wgrad_splits=splits)
+            plan = tma_wgrad_plan(dt, x.shape, (k, c, r, r), *geo, dev, config)
+            assert plan is not None and plan.splits <= min(splits, chunks), (splits, chunks, plan.splits)
+            dw = K.conv2d_backward_filter(dy, x, (k, c, r, r), *geo, config=config)
+            assert _rel(dw, ref) < tol, (dtype, splits, n, c, h, w, k, r, st)
 
 
 @pytest.mark.gpu

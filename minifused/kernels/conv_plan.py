@@ -75,6 +75,9 @@ class ConvConfig:
     #: The backward-filter's block tile on wgmma, (output channels, filter columns): (128, 128), (128, 64),
     #: (64, 128) or (64, 256); None: 64 rows onto at most 64 output channels, else 128, by 128 columns.
     wgrad_tile: tuple | None = None
+    #: Splits of the TMA filter gradient's pixels (conv_tma.py: each an fp32 partial, summed after); None: its
+    #: model decides (a sweep's knob: bench/conv_sweep.py).
+    wgrad_splits: int | None = None
     #: Output channels per block for forward / backward-data (32, 64 or 128); None: :func:`_tile_n` decides.
     tile_n: int | None = None
     #: Warps of a tensor-core block along (m, n): (2, 4) gives each warp a 64 x 32 share of a 128 x 128 tile,
@@ -107,6 +110,8 @@ class ConvConfig:
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.wgrad_tile is not None and self.wgrad_tile not in _WGRAD_TILES:
             raise ValueError(f"ConvConfig: wgrad_tile must be one of {_WGRAD_TILES}, got {self.wgrad_tile}")
+        if self.wgrad_splits is not None and (type(self.wgrad_splits) is not int or self.wgrad_splits < 1):
+            raise ValueError(f"ConvConfig: wgrad_splits must be a positive int, got {self.wgrad_splits!r}")
         # cached: the forward hashes its config on every call (a launch plan cache key)
         object.__setattr__(self, "_hash", hash(dataclasses.astuple(self)))
 

@@ -225,7 +225,7 @@ def tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, d
     if not _tma_on(dtype, groups, dev_id, config):
         return None
     return _wgrad_plan(np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
-                       tuple(dilation), dev_id)
+                       tuple(dilation), dev_id, config.wgrad_splits)
 
 
 #: The split count's model of the filter gradient: its MMAs' rate (FLOP/s) and the memory's (bytes/s).
@@ -245,7 +245,7 @@ def _wgrad_splits(tiles, chunks, sms, flops, part_bytes):
 
 
 @functools.cache
-def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id):
+def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, splits=None):
     import cupy
 
     sms = sm_count(dev_id)
@@ -260,7 +260,7 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id):
     bm = 64 if k <= 64 else 128
     m_tiles, n_tiles = -(-k // bm), -(-ncol // 128)
     tiles = m_tiles * n_tiles
-    splits = _wgrad_splits(tiles, chunks, sms, 2 * k * ncol * n * p * q, k * ncol * 4)
+    splits = min(splits or _wgrad_splits(tiles, chunks, sms, 2 * k * ncol * n * p * q, k * ncol * 4), chunks)
     per = -(-chunks // splits)
     splits = -(-chunks // per)
     stages = 5 if bm == 128 else 6
