@@ -27,6 +27,7 @@ by side and timed in alternation (the ``eager ... alternating`` rows: the median
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -124,6 +125,7 @@ def our_step(batch, dtype, captured, channels_last=False):
 
 
 def ours(batch, dtype, captured, steps, repeats):
+    gc.collect()  # an earlier run's arrays (in reference cycles) would count in this run's peak
     mf.cuda.reset_peak_memory_stats()  # (the peak counts weights, optimizer state, batches, any graph's pool)
     step, batches = our_step(batch, dtype, captured)
     rate = steps_per_s(step, batches, steps, repeats, mf.cuda.synchronize,
@@ -178,6 +180,7 @@ def their_step(torch, batch, dtype, how):
 
 
 def theirs(torch, batch, dtype, how, steps, repeats):
+    gc.collect()
     torch.cuda.reset_peak_memory_stats()
     run, batches = their_step(torch, batch, dtype, how)
     rate = steps_per_s(run, batches, steps, repeats, torch.cuda.synchronize,

@@ -512,6 +512,59 @@ def test_gpu_filter_gradient_from_the_forwards_packed_input(dtype, poisoned_pool
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_convolutions_of_one_tensor_share_its_packed_copy(dtype, poisoned_pool, monkeypatch):
+    """A residual block's strided 3x3 body and 1x1 projection shortcut read one tape tensor: where both forwards
+    pack it, the second takes the first's copy (one copy kept for backward, not two), and outputs and gradients
+    are bit for bit those of convolutions that pack their own copies. After an in-place change of the tensor, or
+    under another TF32 setting, the second forward packs afresh and computes from the tensor as it is then."""
+    import cupy
+
+    dt = backend.as_dtype(dtype)
+    rng = np.random.default_rng(11)
+    xs = cupy.asarray(rng.standard_normal((16, 64, 16, 16))).astype(dt)
+    w1s = cupy.asarray(rng.standard_normal((128, 64, 3, 3)) * 0.05).astype(dt)
+    w2s = cupy.asarray(rng.standard_normal((128, 64, 1, 1)) * 0.1).astype(dt)
+    g1s = cupy.asarray(rng.standard_normal((16, 128, 8, 8))).astype(dt)
+    g2s = cupy.asarray(rng.standard_normal((16, 128, 8, 8))).astype(dt)
+
+    def block(separate, change=None):
+        leaf, w1, w2 = (mf.tensor(a.copy(), requires_grad=True) for a in (xs, w1s, w2s))
+        x = leaf.clone()  # a tape tensor, as a block's input is
+        a = F.conv2d(x, w1, stride=2, padding=1)
+        if change is not None:
+            change(x)
+        b = F.conv2d(x.clone() if separate else x, w2, stride=2)
+        kept = [getattr(t._ctx, "x", None) for t in (a, b)]  # (the backward frees them)
+        (a * mf.tensor(g1s) + b * mf.tensor(g2s)).sum().backward()
+        return kept, [t._data for t in (a, b, leaf.grad, w1.grad, w2.grad)]
+
+    (a0, b0), own = block(True)
+    (a1, b1), shared = block(False)
+    packs = isinstance(a0, K.PackedInput) and isinstance(b0, K.PackedInput) and a0 is not b0
+    tma = K.tma_plan(P.ConvMode.FORWARD, dt, xs.shape, w1s.shape, (2, 2), (1, 1), (1, 1), 1, cupy.cuda.Device().id,
+                     P.DEFAULT_CONFIG)
+    assert packs or tma is None  # the TMA forwards (fp16/bf16 on an H100) both pack
+    assert (a1 is b1) == packs
+    for mine, theirs in zip(shared, own):
+        assert bool((mine == theirs).all())
+    ref = K.conv2d_forward_ref(xs.astype(cupy.float64), w2s.astype(cupy.float64), None, (2, 2), (0, 0), (1, 1), 1)[0]
+    assert _rel(shared[1], ref) < _GPU_TOL[dtype]
+    # an in-place change between the two forwards: the second reads x as changed, not the first's copy
+    (a2, b2), changed = block(False, change=lambda x: F.relu(x, inplace=True))
+    assert b2 is not a2 or not packs
+    ref = K.conv2d_forward_ref(cupy.maximum(xs, 0).astype(cupy.float64), w2s.astype(cupy.float64), None, (2, 2),
+                               (0, 0), (1, 1), 1)[0]
+    assert _rel(changed[1], ref) < _GPU_TOL[dtype] and bool((changed[0] == shared[0]).all())
+    if packs and dt == backend.float32:  # the second forward under TF32: its operands rounded, so not the first's copy
+        (a3, b3), rounded = block(False, change=lambda x: monkeypatch.setattr(backend.tf32_conv, "allow_tf32", True))
+        assert b3.tf32 and not a3.tf32
+        ref = K.conv2d_forward_ref(xs.astype(cupy.float64), w2s.astype(cupy.float64), None, (2, 2), (0, 0), (1, 1),
+                                   1)[0]
+        assert _rel(rounded[1], ref) < _GPU_TOL["tf32"]
+
+
+@pytest.mark.gpu
 def test_gpu_batch_beyond_the_grid_z_limit(poisoned_pool):
     """70000 images (more than a grid's 65535 blocks along z, one per image in the packs): forward with
     bias, ReLU and mask, and the backward through that mask, against float64."""

@@ -55,9 +55,10 @@ def _flags(relu, bias, mask=False):
 
 class PackedInput:
     """x as the GEMM forward packed it, (N, H, W, C padded) (channels rounded to TF32 where ``tf32``), kept in
-    place of x for the filter gradient, which then skips packing x again."""
+    place of x for the filter gradient, which then skips packing x again; another forward of the same x may take
+    it in place of its own pack (``conv2d_forward``'s ``packed_x``)."""
 
-    __slots__ = ("array", "shape", "tf32")
+    __slots__ = ("array", "shape", "tf32", "__weakref__")
 
     def __init__(self, array, shape, tf32):
         self.array, self.shape, self.tf32 = array, tuple(shape), bool(tf32)
@@ -103,7 +104,7 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
         kern, grid, block, smem, prm = nchw_plan(dtype, x_shape, w_shape, stride, padding, dilation, config)
         fn = kern.kernel
 
-        def run(x, w, bias, relu, want_mask, keep_x=False):
+        def run(x, w, bias, relu, want_mask, keep_x=False, packed=None):
             y = cupy.ndarray(y_shape, dtype)
             mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
             fn(grid, block, (x, w, y if bias is None else bias, y, y if mask is None else mask, prm,
@@ -117,17 +118,34 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
     tf32 = bool(pack_ints[-1])  # whether the pack rounds x to TF32 (a kept x is only reused likewise)
     # (x, packed x, w, packed w) and (packed x, packed w, bias, y, mask, flags): addresses per call
     pack_x_w = Prepared(util_kernel(dtype, "pack_forward"), pack_grid, (32, 8, 1), (ARG,) * 4 + pack_ints)
+    # the same kernel with no image blocks (ZX = 0): the weights alone, for an x packed by an earlier forward
+    zw = pack_grid[2] - pack_ints[7]
+    pack_w = Prepared(util_kernel(dtype, "pack_forward"), (*pack_grid[:2], zw), (32, 8, 1),
+                      (ARG,) * 4 + pack_ints[:7] + (np.int32(0), pack_ints[8]))
     gemm = Prepared(kern, grid, block, (ARG,) * 5 + (prm, ARG), smem)
     isz = np.dtype(dtype).itemsize
     x_step, w_step, b_step, y_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * isz, kg * p * q * isz
 
-    def run(x, w, bias, relu, want_mask, keep_x=False):
+    def reusable(packed):  # x as this forward would pack it: one group, same shape, dtype and TF32 rounding
+        return (groups == 1 and packed.shape == x_shape and packed.tf32 == tf32 and packed.array.dtype == dtype
+                and packed.array.size == xn_elems)
+
+    def run(x, w, bias, relu, want_mask, keep_x=False, packed=None):
         y = cupy.ndarray(y_shape, dtype)
         mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
         flag = flags[relu][bias is not None][mask is not None]
         kept = None
         xa, wa, ya = x.data.ptr, w.data.ptr, y.data.ptr
         ba = 0 if bias is None else bias.data.ptr
+        if packed is not None and reusable(packed):
+            wk = cupy.ndarray(total - xn_elems, dtype)
+            pack_w(wa, wk.data.ptr, wa, wk.data.ptr)
+            xna, wka = packed.array.data.ptr, wk.data.ptr
+            if tma is not None and mask is None:
+                launch_tma(tma, xna, wka, ya, ba, flag)
+            else:
+                gemm(xna, wka, ba if bias is not None else ya, ya, mask.data.ptr if mask is not None else ya, flag)
+            return (y, mask, packed) if keep_x else (y, mask)
         for g in range(groups):
             # both packed operands in one allocation and one launch (measured no slower on the device than two
             # of each, and one launch less of host time before the GEMM's); a packed x kept for the filter
@@ -209,7 +227,7 @@ def _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation)
     grid, (words32,) = (grid_1d(m, THREADS),), ints(words)
     flags = [[_flags(relu, has_bias) for has_bias in (0, 1)] for relu in (0, 1)]  # [relu][has_bias]
 
-    def run(x, w, bias, relu, want_mask, keep_x=False):
+    def run(x, w, bias, relu, want_mask, keep_x=False, packed=None):
         y = cupy.empty((n, k, p, q), dtype)
         mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
         fwd(grid, (THREADS,), (x, w, bias if bias is not None else y, y, mask if mask is not None else NULL,
@@ -362,10 +380,12 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
 
 # ---------------------------------------------------------------- public primitives
 def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, activation=None,
-                   want_mask=False, keep_packed_x=False, *, config=DEFAULT_CONFIG):
+                   want_mask=False, keep_packed_x=False, packed_x=None, *, config=DEFAULT_CONFIG):
     """``act(conv2d(x, w) + bias)`` and, for activation 'relu' with ``want_mask``, its bit-packed mask; with
     ``keep_packed_x`` also x as the forward packed it (a :class:`PackedInput`, for :func:`conv2d_backward` in
     place of x), or None where this path packs nothing (NumPy, the direct and NCHW forwards, groups > 1).
+    ``packed_x``: a :class:`PackedInput` an earlier forward kept of this same x (the caller vouches that x has
+    not changed since), which a forward that would pack x in that form takes instead (and keeps, if asked).
     A channels-last x gives a channels-last y."""
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
     out = None
@@ -390,7 +410,7 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
         run = _forward_launcher(x.dtype, x.shape, w.shape, stride, padding, dilation, groups, x.device.id, config,
                                 backend.tf32_conv.allow_tf32)
         if run is not None:
-            return run(x, w, bias, activation == "relu", want_mask, keep_packed_x)
+            return run(x, w, bias, activation == "relu", want_mask, keep_packed_x, packed_x)
     if out is None:
         out = conv2d_forward_ref(x, w, bias, stride, padding, dilation, groups, activation, want_mask)
     return (*out, None) if keep_packed_x else out

@@ -7,10 +7,16 @@ come, the bit-packed ReLU mask the kernel's epilogue wrote: backward multiplies 
 incoming gradient by it inside the same pass that repacks the gradient for its GEMMs, so it
 recomputes nothing. Backward runs only the GEMMs whose inputs need a gradient.
 
+Two convolutions of one tensor (a residual block's strided body and its projection shortcut) share that packed
+copy: the second forward finds the first's while the tensor is the same array at the same version, so it packs
+only its weights, and one copy, not two, waits for the backward.
+
 A channels-last input stays so (PyTorch's rule: the output, and the input's gradient, take its layout); the
 incoming gradient is brought to it.
 """
 from __future__ import annotations
+
+import weakref
 
 from .. import backend
 from ..autograd import Function
@@ -18,19 +24,53 @@ from ..kernels import conv as K
 from ..kernels import is_channels_last, to_layout
 
 
+class _PackedCopies:
+    """The packed copies forwards kept, by the tape tensor they were packed from: an entry holds the tensor's
+    array and the packed copy weakly (it keeps neither alive) and is valid while the tensor still has that array
+    at the version it had (an in-place change bumps it)."""
+
+    def __init__(self):
+        self._entries = {}  # id(array) -> (weakref to the array, version counter, version, weakref to the copy)
+
+    def find(self, t):
+        entry = self._entries.get(id(t._data))
+        if entry is None:
+            return None
+        array, counter, version, copy = entry
+        return copy() if array() is t._data and counter is t._vc and counter.version == version else None
+
+    def add(self, t, packed):
+        key = id(t._data)
+
+        def drop(ref):
+            if self._entries.get(key, (None,))[0] is ref:
+                del self._entries[key]
+
+        self._entries[key] = (weakref.ref(t._data, drop), t._vc, t._vc.version, weakref.ref(packed))
+
+
+_packed_copies = _PackedCopies()
+
+
 class Conv2dFn(Function):
-    """``act(conv2d(x, weight) + bias)``; x (N, C, H, W), weight (K, C/groups, R, S), bias (K,) or None."""
+    """``act(conv2d(x, weight) + bias)``; x (N, C, H, W), weight (K, C/groups, R, S), bias (K,) or None;
+    ``source``: the tensor x came from, if the forward may share its packed copy (see the module's doc)."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias=None, *, stride, padding, dilation, groups, activation):
+    def forward(ctx, x, weight, bias=None, *, stride, padding, dilation, groups, activation, source=None):
         xp = backend.array_module(x)
         cl = is_channels_last(x)
         x, weight = x if cl else xp.ascontiguousarray(x), xp.ascontiguousarray(weight)
         grad = ctx.recording
         keep = grad and ctx.needs_input_grad[1]
+        share = keep and not cl and source is not None
+        earlier = _packed_copies.find(source) if share else None
         y, mask, *packed = K.conv2d_forward(x, weight, bias, stride, padding, dilation, groups, activation,
-                                            want_mask=grad and activation == "relu", keep_packed_x=keep)
+                                            want_mask=grad and activation == "relu", keep_packed_x=keep,
+                                            packed_x=earlier)
         packed = packed[0] if packed else None
+        if share and packed is not None and packed is not earlier:
+            _packed_copies.add(source, packed)
         ctx.geometry = (stride, padding, dilation, groups)
         ctx.mask, ctx.channels_last = mask, cl
         if packed is not None:  # the filter gradient reads x as the forward packed it: x itself may go
@@ -53,8 +93,10 @@ class Conv2dFn(Function):
 
 
 def conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, activation=None):
+    # only a tape tensor's copy is shared: an activation, which nothing but in-place ops (which bump it) changes
     return Conv2dFn.apply(x, weight, bias, stride=tuple(stride), padding=tuple(padding),
-                          dilation=tuple(dilation), groups=int(groups), activation=activation)
+                          dilation=tuple(dilation), groups=int(groups), activation=activation,
+                          source=x if x._ctx is not None else None)
 
 
 class ConvTranspose2dFn(Function):
