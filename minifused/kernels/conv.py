@@ -127,8 +127,7 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
     x_step, w_step, b_step, y_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * isz, kg * p * q * isz
 
     def reusable(packed):  # x as this forward would pack it: one group, same shape, dtype and TF32 rounding
-        return (groups == 1 and packed.shape == x_shape and packed.tf32 == tf32 and packed.array.dtype == dtype
-                and packed.array.size == xn_elems)
+        return groups == 1 and packed.shape == x_shape and packed.tf32 == tf32 and packed.array.dtype == dtype
 
     def run(x, w, bias, relu, want_mask, keep_x=False, packed=None):
         y = cupy.ndarray(y_shape, dtype)
@@ -137,20 +136,15 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
         kept = None
         xa, wa, ya = x.data.ptr, w.data.ptr, y.data.ptr
         ba = 0 if bias is None else bias.data.ptr
-        if packed is not None and reusable(packed):
-            wk = cupy.ndarray(total - xn_elems, dtype)
-            pack_w(wa, wk.data.ptr, wa, wk.data.ptr)
-            xna, wka = packed.array.data.ptr, wk.data.ptr
-            if tma is not None and mask is None:
-                launch_tma(tma, xna, wka, ya, ba, flag)
-            else:
-                gemm(xna, wka, ba if bias is not None else ya, ya, mask.data.ptr if mask is not None else ya, flag)
-            return (y, mask, packed) if keep_x else (y, mask)
+        reuse = packed is not None and reusable(packed)
         for g in range(groups):
             # both packed operands in one allocation and one launch (measured no slower on the device than two
             # of each, and one launch less of host time before the GEMM's); a packed x kept for the filter
             # gradient has an allocation of its own, so that the weights' pack does not outlive the call
-            if keep_x and groups == 1:
+            if reuse:  # x as an earlier forward packed it (one group): only the weights to pack
+                xn, wk, kept = None, cupy.ndarray(total - xn_elems, dtype), packed
+                xna, wka = packed.array.data.ptr, wk.data.ptr
+            elif keep_x and groups == 1:
                 xn, wk = cupy.ndarray(xn_elems, dtype), cupy.ndarray(total - xn_elems, dtype)
                 kept = PackedInput(xn, x_shape, tf32)
                 xna, wka = xn.data.ptr, wk.data.ptr
@@ -158,7 +152,10 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
                 xn = cupy.cuda.alloc(total * isz)
                 xna = xn.ptr
                 wka = xna + xn_elems * isz
-            pack_x_w(xa + g * x_step, xna, wa + g * w_step, wka)
+            if reuse:
+                pack_w(wa, wka, wa, wka)
+            else:
+                pack_x_w(xa + g * x_step, xna, wa + g * w_step, wka)
             if tma is not None and mask is None:  # one group (tma_plan's rule)
                 launch_tma(tma, xna, wka, ya, ba, flag)
             else:
