@@ -849,14 +849,15 @@ def test_tma_residue_classes_gather_every_tap_once(size, r, pad):
 #: (N, C, H, W, K, R, stride, padding, dilation): conv_tma's tiles (rows of one image, whole images, parts of
 #: rows across rows and images, a last tile past the batch), NCHW stores of runs of 8, 4, 2 and 1 pixels,
 #: strides 1 and 2 (2x2 filters: one tap per residue class; classes of 14x14 and 7x7 maps), 1x1 and dilated
-#: taps, images that are not square, column tiles of 64 and 128 and a partial one
+#: taps, images that are not square, column tiles of 64 and 128 and a partial one, and grids of more than one
+#: tile per block (the NCHW tiles then go out through the TMA unit)
 _TMA_CASES = [(3, 64, 32, 32, 64, 3, 1, 1, 1), (5, 128, 16, 16, 128, 3, 2, 1, 1), (7, 64, 8, 8, 192, 1, 1, 0, 1),
               (2, 128, 4, 4, 256, 3, 1, 1, 1), (4, 64, 16, 16, 64, 3, 1, 2, 2), (4, 64, 16, 16, 128, 1, 2, 0, 1),
               (40, 64, 16, 16, 320, 3, 1, 1, 1), (3, 192, 8, 8, 64, 3, 2, 1, 1), (2, 64, 32, 32, 64, 3, 2, 1, 1),
               (3, 64, 16, 16, 64, 2, 2, 0, 1), (2, 64, 56, 56, 64, 3, 1, 1, 1), (3, 64, 14, 14, 128, 3, 1, 1, 1),
               (3, 128, 7, 7, 64, 3, 1, 1, 1), (2, 64, 28, 28, 128, 3, 2, 1, 1), (3, 64, 14, 14, 64, 3, 2, 1, 1),
               (2, 64, 10, 28, 64, 3, 1, 1, 1), (2, 64, 11, 9, 64, 3, 2, 1, 1), (5, 64, 3, 5, 64, 3, 1, 1, 1),
-              (2, 64, 18, 18, 64, 5, 2, 2, 1)]
+              (2, 64, 18, 18, 64, 5, 2, 2, 1), (9, 64, 56, 56, 64, 3, 1, 1, 1), (151, 64, 8, 8, 192, 1, 1, 0, 1)]
 
 
 @pytest.mark.gpu
@@ -864,10 +865,13 @@ _TMA_CASES = [(3, 64, 32, 32, 64, 3, 1, 1, 1), (5, 128, 16, 16, 128, 3, 2, 1, 1)
 def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
     """On an sm_90 GPU the forward (bias and ReLU fused, no mask), the backward-data (a stride of 2 as residue
     classes, a 1x1 filter's with classes of no taps) and the filter gradient of the shapes conv_tma takes run
-    on it (its plans exist) and match the float64 reference; a ReLU mask takes conv.cu."""
+    on it (its plans exist) and match the float64 reference, written NCHW and channels-last; a ReLU mask takes
+    conv.cu. Tiles go out through the TMA unit where the plan says so: always channels-last, NCHW where an
+    image is whole boxes of 64 pixels (tiles that span images, a last tile past the batch, a last half-tile wholly
+    past it and partial column tiles among the cases)."""
     import cupy
 
-    from minifused.kernels import smem_per_block
+    from minifused.kernels import sm_count, smem_per_block, to_channels_last
     from minifused.kernels.conv_tma import tma_plan, tma_wgrad_plan
 
     if cupy.cuda.Device().compute_capability != "90":
@@ -887,6 +891,14 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
         y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu")
         ref, _ = K.conv2d_forward_ref(x64, w64, b64, *geo, activation="relu")
         assert mask is None and _rel(y, ref) < tol, (n, c, h, w, k, r, st)
+        ohw = y.shape[2] * y.shape[3]
+        waves = -(-n * ohw // 128) * -(-k // plan.b_map[3][1]) > sm_count(dev)  # a block takes more than one tile
+        assert (plan.out_map is not None) == (ohw % 64 == 0 and waves), (n, c, h, w, k, r, st)
+        cl_plan = tma_plan(P.ConvMode.FORWARD, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG,
+                           nhwc_out=True)
+        assert cl_plan is not None and cl_plan.out_map is not None
+        ycl, _ = K.conv2d_forward(to_channels_last(x), wt, b, *geo, activation="relu")
+        assert ycl.strides[1] == ycl.itemsize and _rel(ycl, ref) < tol, ("channels-last", n, c, h, w, k, r, st)
         y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu", want_mask=True)  # conv.cu's epilogue
         ref, ref_mask = K.conv2d_forward_ref(x64, w64, b64, *geo, activation="relu", want_mask=True)
         assert _rel(y, ref) < tol and mask.shape == ref_mask.shape
@@ -897,6 +909,11 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
         dplan = tma_plan(P.ConvMode.BACKWARD_DATA, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG)
         assert (dplan is not None) == (k % 64 == 0 and (st == 1 or (dil == 1 and h % 2 == w % 2 == 0))), \
             (n, c, h, w, k, r, st)
+        if dplan is not None:  # the stride-2 classes interleave: their units store as before
+            waves = -(-n * h * w // 128) * -(-c // dplan.b_map[3][1]) > sm_count(dev)
+            assert (dplan.out_map is not None) == (st == 1 and h * w % 64 == 0 and waves), (n, c, h, w, st)
+            dxc = K.conv2d_backward_data(to_channels_last(dy), wt, x.shape, *geo)
+            assert dxc.strides[1] == dxc.itemsize and _rel(dxc, rdx) < tol, ("dgrad channels-last", n, c, h, w)
         assert tma_wgrad_plan(dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG) is not None
         dw = K.conv2d_backward_filter(dy, x, wt.shape, *geo)
         rdw = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x64, wt.shape, *geo)

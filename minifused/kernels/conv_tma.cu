@@ -25,7 +25,11 @@
 // issues the loads into a STAGES-deep ring (full / empty mbarriers), warpgroups 1 and 2 multiply rows
 // [0, 64) and [64, 128) of A by all of B with wgmma, and write the tile through shared memory to NCHW
 // (stores of runs of pixels along a channel), bias and ReLU applied in fp32. While they write one tile, the
-// producer already loads the next one's stages.
+// producer already loads the next one's stages. Where the output's layout allows (CT_TMA_OUT), the tile goes
+// out through the TMA unit instead: the MMA warps lay it into shared memory as boxes of 128-byte rows
+// (128-byte swizzled) and one thread hands those to the unit, which writes them to global memory while the
+// warps go on to the next tile's MMAs; written by the warps themselves, a tile's stores left the tensor cores
+// idle for as long as they took.
 //
 // The backward-filter (CT_WGRAD=1, conv_tma_wgrad) is the same machinery on the transposed sum,
 //
@@ -40,6 +44,8 @@
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=8
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=64 -DCT_STAGES=6 -DCT_NHWC_OUT=1
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=1
+// nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=6 -DCT_TMA_OUT=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=64 -DCT_STAGES=6
 #include <cuda_fp16.h>
@@ -65,6 +71,9 @@
 #endif
 #ifndef CT_NHWC_OUT  // 1: the forward / backward-data write channels-last (NHWC) output, else NCHW
 #define CT_NHWC_OUT 0
+#endif
+#ifndef CT_TMA_OUT  // 1: the forward / backward-data's tiles go out through the TMA unit (one class per unit)
+#define CT_TMA_OUT 0
 #endif
 
 typedef CT_T T;
@@ -118,6 +127,27 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDesc* map, un
                  " [%0], [%1, {%3, %4}], [%2];\n"
                  ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1) : "memory");
 }
+// a box of shared memory out to the map's coordinates (elements outside the tensor are not written); the
+// stores of one thread form bulk groups, waited for by wait_group
+__device__ __forceinline__ void tma_store_2d(const TmaDesc* map, unsigned src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+                 ::"l"(reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(c0), "r"(c1) : "memory");
+}
+__device__ __forceinline__ void tma_store_3d(const TmaDesc* map, unsigned src, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
+                 ::"l"(reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// until the unit has read the shared memory of every committed store (it may be written again)
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// until every committed store has been written
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// makes this thread's shared-memory writes visible to the TMA unit (the async proxy)
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// the byte offset of byte `o` of a box of 128-byte rows in the 128-byte swizzle (the box 1024-byte aligned):
+// its 16-byte chunk within the row XOR the row's index mod 8
+__device__ __forceinline__ unsigned swizzle128(unsigned o) { return o ^ (((o >> 7) & 7u) << 4); }
+
 // the consumer warpgroups' own barrier (id 1): the producer warp never waits on it
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
@@ -229,17 +259,68 @@ __device__ __forceinline__ void store_nchw_pairs(T* __restrict__ out, const T* e
     }
 }
 
+// CT_TMA_OUT: a tile's boxes for the TMA unit, 128-byte swizzled rows of 64 elements: NHWC, BN / 64 boxes of
+// BM pixels x 64 channels; NCHW, two boxes of BN channels x 64 pixels. `row` is the thread's first of its
+// accumulators' rows (mma.sync's C layout per 16 rows: row, row + 8; columns 2 * tig, + 1 of each 8).
+template <int NA>
+__device__ __forceinline__ void tile_to_boxes(unsigned char* boxes, const float (&acc)[NA], int row, int tig, int n0,
+                                              int N, const T* __restrict__ bias, int flags) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int mr = row + h * 8, nc = j * 8 + tig * 2;
+            float v[2] = {acc[j * 4 + h * 2], acc[j * 4 + h * 2 + 1]};
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                if (flags & 2) v[e] += n0 + nc + e < N ? to_f(bias[n0 + nc + e]) : 0.0f;
+                if (flags & 1) v[e] = fmaxf(v[e], 0.0f);
+            }
+#if CT_NHWC_OUT  // the two channels are adjacent in their pixel's row
+            union { unsigned u; T e[2]; } pair;
+            pair.e[0] = from_f<T>(v[0]);
+            pair.e[1] = from_f<T>(v[1]);
+            *reinterpret_cast<unsigned*>(boxes + (nc / 64) * (BM * 128) + swizzle128(mr * 128 + (nc % 64) * 2)) = pair.u;
+#else
+            unsigned char* box = boxes + (mr / 64) * (BN * 128);
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                *reinterpret_cast<T*>(box + swizzle128((nc + e) * 128 + (mr % 64) * 2)) = from_f<T>(v[e]);
+#endif
+        }
+    fence_async_smem();
+}
+
+// CT_TMA_OUT: the tile at pixel m0, channel n0 out of its boxes (one thread): NHWC, into the (M, N) matrix of
+// pixels x channels; NCHW, into the (images, N, OHW) array, where a box of 64 pixels lies in one image (the
+// host's OHW is a multiple of 64). The unit leaves out what lies past the tensor's ends (the last tile's rows
+// past M, a partial column tile's columns past N); a box wholly past them is not stored.
+__device__ __forceinline__ void store_boxes(const TmaDesc* map, const unsigned char* boxes, int m0, int n0, int M,
+                                            int N, int OHW) {
+#if CT_NHWC_OUT
+    for (int b = 0; b < BN / 64 && n0 + 64 * b < N; ++b)
+        tma_store_2d(map, smem_addr(boxes + b * BM * 128), n0 + 64 * b, m0);
+#else
+    for (int h = 0; h < 2 && m0 + 64 * h < M; ++h) {
+        const int m = m0 + 64 * h, img = m / OHW;
+        tma_store_3d(map, smem_addr(boxes + h * BN * 128), m - img * OHW, n0, img);
+    }
+#endif
+    bulk_commit();
+}
+
 // prm: M (a class's output pixels), N, OHW, OW (a class's map), c_tiles (Cp/64), n_tiles, per_row (units of one
 // class row), units, sy, ry, rx, S (the filter's), tap_step, subs, sx, lx, ly (the window's corner), vec (the
 // NCHW stores' run of pixels), then PER_CLASS entries per class (Class).
 // A unit is a tile of 128 pixels x BN channels of `subs` classes: one (subs = 1: the forward, the stride-1
 // backward-data), or the two column classes of a class row (subs = 2: the backward-data of stride 2, whose
 // pixels interleave in the output's rows; each class's tile is summed in turn and kept in shared memory, and
-// the two are written together). out: NCHW (or, CT_NHWC_OUT, NHWC) of subs * (OH, OW). flags: 1 ReLU, 2 bias
-// (conv.cu's Epilogue values; no mask here).
+// the two are written together). out: NCHW (or, CT_NHWC_OUT, NHWC) of subs * (OH, OW); map_out its tensor map
+// for CT_TMA_OUT (store_boxes), else unused. flags: 1 ReLU, 2 bias (conv.cu's Epilogue values; no mask here).
 extern "C" __global__ void __launch_bounds__(NT, 1)
-conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b, T* __restrict__ out,
-         const T* __restrict__ bias, const int* __restrict__ prm, int flags) {
+conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b,
+         const __grid_constant__ TmaDesc map_out, T* __restrict__ out, const T* __restrict__ bias,
+         const int* __restrict__ prm, int flags) {
     const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], n_tiles = prm[5],
               per_row = prm[6], units = prm[7], sy = prm[8], ry = prm[9], rx = prm[10], S_all = prm[11],
               tap_step = prm[12], subs = prm[13], sx = prm[14], lx = prm[15], ly = prm[16], vec = prm[17];
@@ -291,6 +372,12 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
             }
             pipe.drain(acc, lane);  // a class without live taps (a 1x1 filter's) is zeros
 
+#if CT_TMA_OUT  // one class per unit
+            if (ct_id == 0) bulk_wait_read();  // the TMA unit has read the last tile out of the boxes
+            consumers_sync();
+            tile_to_boxes(reinterpret_cast<unsigned char*>(epi), acc, wg * 64 + (warp % 4) * 16 + g, tig, n0, N,
+                          bias, flags);
+#else
             // fp32 -> bias, ReLU -> T into the sub's tile (after the last unit's readers are done)
             if (sub == 0) consumers_sync();
             T* e = epi + sub * EPI_ELEMS;
@@ -304,7 +391,12 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
                     if (flags & 1) v = fmaxf(v, 0.0f);
                     e[CT_NHWC_OUT ? mr * LDE + nc : nc * LDE + mr] = from_f<T>(v);
                 }
+#endif
         }
+#if CT_TMA_OUT
+        consumers_sync();
+        if (ct_id == 0) store_boxes(&map_out, reinterpret_cast<unsigned char*>(epi), m0, n0, M, N, OHW);
+#else
         consumers_sync();
         const int y0 = Class(prm + HEAD + PER_CLASS * row * subs).y0;
 #if CT_NHWC_OUT
@@ -332,7 +424,11 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
             else store_nchw_pairs<1>(out, epi, m0, n0, M, N, OHW, OW, y0, ct_id);
         }
 #endif
+#endif  // CT_TMA_OUT
     }
+#if CT_TMA_OUT
+    if (ct_id == 0) bulk_wait();  // the last tile's stores written before the block's shared memory goes
+#endif
 }
 #else
 // the descriptor of a pixel-major (MN-major) box pair: 64-wide column blocks 8 KiB apart (the leading-dimension

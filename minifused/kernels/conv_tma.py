@@ -7,9 +7,10 @@ and x for the filter gradient; channels-last arrays are such operands as they ar
 sums). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU to fp16 / bf16 with one group, when
 the gathered operands' channels are multiples of 64 (a row of a load is 128 bytes) and the gather fits the TMA
 unit's im2col mode (:func:`window`); the forward where no ReLU mask is wanted, the backward-data at stride 1,
-or 2 as residue classes (no dilation, dX's sides even: :func:`_classes`). The TMA descriptors hold the
-operands' addresses: a call looks its two up by address (encoding them, host work only, on a miss) and passes
-them by value.
+or 2 as residue classes (no dilation, dX's sides even: :func:`_classes`). The forward / backward-data hand their
+tiles to the TMA unit to store where the output's layout allows (:func:`_out_map`). The TMA descriptors hold the
+operands' addresses: a call looks its two (three with the output's) up by address (encoding them, host work
+only, on a miss) and passes them by value.
 """
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ def window(src, out, step, offsets):
 @dataclasses.dataclass(frozen=True)
 class TmaPlan:
     """One configuration's launch: the kernel, its shared bytes and grid, the constants (a device array), and
-    the two tensor maps' specs (:func:`_tensor_map`): the gathered operand's and the weights' (the filter
-    gradient's: dy's and x's)."""
+    the tensor maps' specs (:func:`_tensor_map`): the gathered operand's and the weights' (the filter gradient's:
+    dy's and x's), and the output's where the tiles go out through the TMA unit."""
 
     kern: object
     smem: int
@@ -62,14 +63,18 @@ class TmaPlan:
     a_map: tuple
     b_map: tuple
     splits: int = 1  # the filter gradient's fp32 partials (splits of the pixels)
+    #: the kernel's tensor maps: 3 for conv_tma (its output's, ``out_map``, whose tiles then go out through the
+    #: TMA unit; without one the weights' map stands in, unused), 2 for conv_tma_wgrad
+    n_maps: int = 2
+    out_map: tuple = None
     #: the tensor maps made so far, by (operand, address): see :func:`_map_address`
     maps: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
     launch: object = dataclasses.field(default=None, compare=False, repr=False)  # see _prepared
 
     def __post_init__(self):
-        # the two maps by value, then the output, the bias (or the output), the constants and the epilogue's flags
-        object.__setattr__(self, "launch", Prepared(self.kern, (self.grid,), (NT,), (REF, REF, ARG, ARG, self.prm,
-                                                                                     ARG), self.smem))
+        # the maps by value, then the output, the bias (or the output), the constants and the epilogue's flags
+        object.__setattr__(self, "launch", Prepared(self.kern, (self.grid,), (NT,),
+                                                    (REF,) * self.n_maps + (ARG, ARG, self.prm, ARG), self.smem))
 
 
 def _tma_on(dtype, groups, dev_id, config):
@@ -198,6 +203,7 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     m_tiles = -(-m // BM)
     bn = tile_n if tile_n in (64, 128) else (128 if cols >= 128 and m_tiles * -(-cols // 128) * 2 >= sms else 64)
     n_tiles = -(-cols // bn)
+    out_map = _out_map(dtype, n, ohw, m, cols, bn, subs, nhwc_out, m_tiles * n_tiles > sms)
     # the ring (1024-byte aligned; as many stages as the block's shared memory holds beside the rest: loads
     # further ahead measured faster), the epilogue's tiles T[bn][BM + 8] (NHWC: T[BM][bn + 8]; one per class of a
     # unit), the mbarriers (16 bytes a stage)
@@ -207,14 +213,32 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     if stages < 2:
         return None
     smem = fixed + stages * per_stage
-    kern = _kernel("conv_tma", dtype, smem, f"-DCT_BN={bn}", f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_out)}")
+    kern = _kernel("conv_tma", dtype, smem, f"-DCT_BN={bn}", f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_out)}",
+                   f"-DCT_TMA_OUT={int(out_map is not None)}")
     per_row = m_tiles * n_tiles
     units = per_row * (len(classes) // subs)
     prm = cupy.asarray(np.array([m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, units, sy, ry, rx, s,
                                  tap_step, subs, step[1], win[0][1], win[0][0], vec,
                                  *(v for row in classes for v in row)], np.int32))
     b_map = _tiled_map((r * s * ch, cols), (BOX_C, bn))
-    return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype), a_map, b_map)
+    return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype), a_map, b_map, n_maps=3, out_map=out_map)
+
+
+def _out_map(dtype, n, ohw, m, cols, bn, subs, nhwc_out, waves):
+    """The spec of the output's map where conv_tma.cu's tiles go out through the TMA unit (store_boxes), or
+    None: one class per unit (the stride-2 backward-data's classes interleave), and NCHW images of whole boxes
+    of 64 pixels (a box that spans two images would be two stores, the second from the middle of its rows) where
+    the blocks take more than one tile each (``waves``: the unit's stores pay off as they overlap the next tile's
+    MMAs; a single tile's NCHW stores by the warps measured faster)."""
+    if subs != 1:
+        return None
+    if nhwc_out:  # the (m, cols) matrix of pixels x channels (cols % 8 == 0: the plan's rule)
+        spec = _tiled_map((cols, m), (BOX_C, BM))
+    elif ohw % BOX_C == 0 and waves:  # (n, cols, ohw)
+        spec = _tiled_map((ohw, cols, n), (BOX_C, bn, 1))
+    else:
+        return None
+    return spec if _encodable(dtype, spec) else None
 
 
 @functools.cache
@@ -303,17 +327,17 @@ def _encodable(dtype, spec):
 MAPS_PER_PLAN = 256
 
 
-def _map_address(plan, b_side, address):
-    """The host address of the encoded tensor map of ``plan``'s operand (``b_side``: the second) at ``address``,
-    which the launch passes by value. Kept per plan by address: a training step allocates its operands at the
+def _map_address(plan, side, address):
+    """The host address of the encoded tensor map of ``plan``'s operand ``side`` (0: the gathered one, 1: the
+    weights or x, 2: the output) at ``address``, which the launch passes by value. Kept per plan by address: a training step allocates its operands at the
     same addresses step after step (CuPy's pool), so encoding, most of a launch's host time, is mostly
     skipped."""
-    key = (b_side, address)
+    key = (side, address)
     hit = plan.maps.get(key)
     if hit is None:
         if len(plan.maps) >= MAPS_PER_PLAN:
             plan.maps.clear()
-        spec = plan.b_map if b_side else plan.a_map
+        spec = (plan.a_map, plan.b_map, plan.out_map)[side]
         tmap = _tensor_map(plan.dtype, address, spec)
         if tmap is None:  # the plan encoded its spec; an operand's address must be 16-byte aligned
             raise RuntimeError(f"conv2d: the TMA unit refused the map {spec} at address {address:#x}")
@@ -325,4 +349,7 @@ def launch_tma(plan, a, b, out, bias, flags):
     """Runs ``plan`` on the packed operands at addresses ``a`` (the gathered one) and ``b`` (the weights; x for
     the filter gradient) into ``out`` (NCHW; the filter gradient's fp32 partials), with conv.cu's epilogue
     ``flags`` (an int32: bias, ReLU; ``bias`` an address or 0; the filter gradient has neither)."""
-    plan.launch(_map_address(plan, False, a), _map_address(plan, True, b), out, bias or out, flags)
+    maps = (_map_address(plan, 0, a), _map_address(plan, 1, b))
+    if plan.n_maps == 3:
+        maps += (_map_address(plan, 2, out) if plan.out_map else maps[1],)
+    plan.launch(*maps, out, bias or out, flags)
