@@ -280,7 +280,8 @@ __device__ __forceinline__ void tile_to_boxes(unsigned char* boxes, const float 
             union { unsigned u; T e[2]; } pair;
             pair.e[0] = from_f<T>(v[0]);
             pair.e[1] = from_f<T>(v[1]);
-            *reinterpret_cast<unsigned*>(boxes + (nc / 64) * (BM * 128) + swizzle128(mr * 128 + (nc % 64) * 2)) = pair.u;
+            unsigned char* box = boxes + (nc / 64) * (BM * 128);
+            *reinterpret_cast<unsigned*>(box + swizzle128(mr * 128 + (nc % 64) * 2)) = pair.u;
 #else
             unsigned char* box = boxes + (mr / 64) * (BN * 128);
 #pragma unroll

@@ -329,9 +329,9 @@ MAPS_PER_PLAN = 256
 
 def _map_address(plan, side, address):
     """The host address of the encoded tensor map of ``plan``'s operand ``side`` (0: the gathered one, 1: the
-    weights or x, 2: the output) at ``address``, which the launch passes by value. Kept per plan by address: a training step allocates its operands at the
-    same addresses step after step (CuPy's pool), so encoding, most of a launch's host time, is mostly
-    skipped."""
+    weights or x, 2: the output) at ``address``, which the launch passes by value. Kept per plan by address: a
+    training step allocates its operands at the same addresses step after step (CuPy's pool), so encoding, most
+    of a launch's host time, is mostly skipped."""
     key = (side, address)
     hit = plan.maps.get(key)
     if hit is None:
@@ -347,7 +347,7 @@ def _map_address(plan, side, address):
 
 def launch_tma(plan, a, b, out, bias, flags):
     """Runs ``plan`` on the packed operands at addresses ``a`` (the gathered one) and ``b`` (the weights; x for
-    the filter gradient) into ``out`` (NCHW; the filter gradient's fp32 partials), with conv.cu's epilogue
+    the filter gradient) into ``out`` (NCHW or NHWC; the filter gradient's fp32 partials), with conv.cu's epilogue
     ``flags`` (an int32: bias, ReLU; ``bias`` an address or 0; the filter gradient has neither)."""
     maps = (_map_address(plan, 0, a), _map_address(plan, 1, b))
     if plan.n_maps == 3:
