@@ -259,6 +259,12 @@ __device__ __forceinline__ void store_nchw_pairs(T* __restrict__ out, const T* e
     }
 }
 
+// the epilogue of one accumulator of output channel n (of N): its bias (flags & 2) and ReLU (flags & 1), in fp32
+__device__ __forceinline__ float bias_relu(float v, int n, int N, const T* __restrict__ bias, int flags) {
+    if (flags & 2) v += n < N ? to_f(bias[n]) : 0.0f;
+    return (flags & 1) ? fmaxf(v, 0.0f) : v;
+}
+
 // CT_TMA_OUT: a tile's boxes for the TMA unit, 128-byte swizzled rows of 64 elements: NHWC, BN / 64 boxes of
 // BM pixels x 64 channels; NCHW, two boxes of BN channels x 64 pixels. `row` is the thread's first of its
 // accumulators' rows (mma.sync's C layout per 16 rows: row, row + 8; columns 2 * tig, + 1 of each 8).
@@ -270,12 +276,8 @@ __device__ __forceinline__ void tile_to_boxes(unsigned char* boxes, const float 
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int mr = row + h * 8, nc = j * 8 + tig * 2;
-            float v[2] = {acc[j * 4 + h * 2], acc[j * 4 + h * 2 + 1]};
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                if (flags & 2) v[e] += n0 + nc + e < N ? to_f(bias[n0 + nc + e]) : 0.0f;
-                if (flags & 1) v[e] = fmaxf(v[e], 0.0f);
-            }
+            const float v[2] = {bias_relu(acc[j * 4 + h * 2], n0 + nc, N, bias, flags),
+                                bias_relu(acc[j * 4 + h * 2 + 1], n0 + nc + 1, N, bias, flags)};
 #if CT_NHWC_OUT  // the two channels are adjacent in their pixel's row
             union { unsigned u; T e[2]; } pair;
             pair.e[0] = from_f<T>(v[0]);
@@ -387,10 +389,8 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
 #pragma unroll
                 for (int t = 0; t < 4; ++t) {
                     const int mr = wg * 64 + (warp % 4) * 16 + g + (t >> 1) * 8, nc = j * 8 + tig * 2 + (t & 1);
-                    float v = acc[j * 4 + t];
-                    if (flags & 2) v += n0 + nc < N ? to_f(bias[n0 + nc]) : 0.0f;
-                    if (flags & 1) v = fmaxf(v, 0.0f);
-                    e[CT_NHWC_OUT ? mr * LDE + nc : nc * LDE + mr] = from_f<T>(v);
+                    e[CT_NHWC_OUT ? mr * LDE + nc : nc * LDE + mr] = from_f<T>(bias_relu(acc[j * 4 + t], n0 + nc, N,
+                                                                                         bias, flags));
                 }
 #endif
         }
