@@ -158,6 +158,23 @@ class Tensor:
     def size(self, dim=None):
         return self._data.shape if dim is None else self._data.shape[dim]
 
+    def stride(self, dim=None):
+        """The step in elements from one element to the next along each dimension (``dim``: along that
+        one), as PyTorch's ``Tensor.stride``: 1 along the last dimension of a contiguous tensor, along the
+        channels of a channels-last one, 0 along an expanded one."""
+        steps = tuple(s // self._data.itemsize for s in self._data.strides)
+        if self._data.size == 0:  # no element to step between: PyTorch's contiguous steps (sizes of 0 as 1)
+            steps = tuple(int(np.prod([max(n, 1) for n in self._data.shape[i + 1:]])) for i in range(len(steps)))
+        if dim is None:
+            return steps
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -len(steps) <= dim < len(steps):
+            raise IndexError(f"stride: dimension {dim!r} out of range for a tensor of {len(steps)} dimensions")
+        return steps[dim]
+
+    def data_ptr(self) -> int:
+        """The address of the first element (in device memory for a CUDA tensor)."""
+        return self._data.data.ptr if self.is_cuda else self._data.ctypes.data
+
     def numel(self) -> int:
         return int(self._data.size)
 

@@ -123,6 +123,40 @@ def test_dlpack_cupy_zero_copy():
     assert t[1].item() == 7
 
 
+def _stride_cases(lib, device):
+    """(tensor, its strides in PyTorch) over the layouts a CNN meets, built by ``lib`` (minifused or torch)."""
+    x = lib.arange(120.0, device=device).reshape(2, 3, 4, 5)
+    return [(x, (60, 20, 5, 1)), (x.to(memory_format=lib.channels_last), (60, 1, 15, 3)),
+            (x[:, 1], (60, 5, 1)), (x[:, :, ::2, 1:], (60, 20, 10, 1)), (x.transpose(1, 3), (60, 1, 5, 20)),
+            (lib.ones(3, 1, device=device).expand(3, 4), (1, 0)), (lib.zeros(0, 3, device=device), (3, 1)),
+            (lib.zeros(3, 0, 2, device=device), (2, 2, 1)), (lib.tensor(5.0, device=device), ())]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_stride_and_data_ptr_follow_pytorch(device):
+    """``stride()`` gives PyTorch's element steps (contiguous, channels-last, slices, transposes, expanded
+    and empty tensors, 0-d; on the GPU machine checked against PyTorch itself), ``stride(d)`` one of them
+    (negative d too; out of range: IndexError naming the op), and ``data_ptr()`` the first element's address,
+    a slice's offset from its base in bytes."""
+    torch = None
+    if device == "cuda":
+        torch = pytest.importorskip("torch")
+        for (_, want), (tt, _) in zip(_stride_cases(mf, device), _stride_cases(torch, device)):
+            assert tt.stride() == want
+    for t, want in _stride_cases(mf, device):
+        assert t.stride() == want, (t.shape, t.stride(), want)
+        for d in range(-len(want), len(want)):
+            assert t.stride(d) == want[d]
+        for bad in (len(want), -len(want) - 1, 1.0, True):
+            with pytest.raises(IndexError, match=r"stride: dimension .* out of range for a tensor of"):
+                t.stride(bad)
+    x = mf.arange(24.0, device=device).reshape(4, 6)
+    assert x[1:, 2:].data_ptr() - x.data_ptr() == (6 + 2) * x.element_size()
+    assert x.data_ptr() == (x._data.data.ptr if device == "cuda" else x._data.ctypes.data)
+    if torch is not None:  # the same memory seen through DLPack
+        assert torch.from_dlpack(x[1:]).data_ptr() == x[1:].data_ptr()
+
+
 @pytest.mark.gpu
 def test_dlpack_torch_zero_copy():
     torch = pytest.importorskip("torch")
@@ -135,7 +169,7 @@ def test_dlpack_torch_zero_copy():
     back[1] = 11
     torch.cuda.synchronize()
     assert t[1].item() == 11
-    assert back.data_ptr() == t._data.data.ptr
+    assert back.data_ptr() == t._data.data.ptr == t.data_ptr()
 
 
 @pytest.mark.gpu
