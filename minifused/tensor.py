@@ -167,8 +167,10 @@ class Tensor:
             steps = tuple(int(np.prod([max(n, 1) for n in self._data.shape[i + 1:]])) for i in range(len(steps)))
         if dim is None:
             return steps
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -len(steps) <= dim < len(steps):
-            raise IndexError(f"stride: dimension {dim!r} out of range for a tensor of {len(steps)} dimensions")
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"stride: dimension must be an int, got {type(dim).__name__} {dim!r}")
+        if not -len(steps) <= dim < len(steps):
+            raise IndexError(f"stride: dimension {dim} out of range for a tensor of {len(steps)} dimensions")
         return steps[dim]
 
     def data_ptr(self) -> int:

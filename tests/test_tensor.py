@@ -136,8 +136,8 @@ def _stride_cases(lib, device):
 def test_stride_and_data_ptr_follow_pytorch(device):
     """``stride()`` gives PyTorch's element steps (contiguous, channels-last, slices, transposes, expanded
     and empty tensors, 0-d; on the GPU machine checked against PyTorch itself), ``stride(d)`` one of them
-    (negative d too; out of range: IndexError naming the op), and ``data_ptr()`` the first element's address,
-    a slice's offset from its base in bytes."""
+    (negative d too; out of range: IndexError, not an int: TypeError, naming the op), and ``data_ptr()`` the
+    first element's address, a slice's offset from its base in bytes."""
     torch = None
     if device == "cuda":
         torch = pytest.importorskip("torch")
@@ -147,8 +147,11 @@ def test_stride_and_data_ptr_follow_pytorch(device):
         assert t.stride() == want, (t.shape, t.stride(), want)
         for d in range(-len(want), len(want)):
             assert t.stride(d) == want[d]
-        for bad in (len(want), -len(want) - 1, 1.0, True):
-            with pytest.raises(IndexError, match=r"stride: dimension .* out of range for a tensor of"):
+        for bad in (len(want), -len(want) - 1):
+            with pytest.raises(IndexError, match=rf"stride: dimension {bad} out of range for a tensor of {len(want)}"):
+                t.stride(bad)
+        for bad in (1.0, True):
+            with pytest.raises(TypeError, match=r"stride: dimension must be an int, got (float|bool)"):
                 t.stride(bad)
     x = mf.arange(24.0, device=device).reshape(4, 6)
     assert x[1:, 2:].data_ptr() - x.data_ptr() == (6 + 2) * x.element_size()
