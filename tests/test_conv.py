@@ -759,25 +759,23 @@ def _im2col_rows(x, win, step, start, offset, pixels):
     return rows
 
 
-def _tma_model(g, a, w_taps, n):
-    """conv_tma.cu's sums through :func:`_im2col_rows`: tiles of 128 pixels of each class's map, one load per
+def _tma_model(g, a, w_taps, n, bm):
+    """conv_tma.cu's sums through :func:`_im2col_rows`: tiles of ``bm`` pixels of each class's map, one load per
     live tap from the packed operand ``a`` (NHWC), times the tap's weights ``w_taps[r][s]`` (in, out), written
     to the classes' pixels of the output (n, out channels, subs * map)."""
-    from minifused.kernels.conv_tma import BM
-
     (sy, ry, rx), (oh, ow), (ly, lx) = g.steps, g.out, g.win[0]
     out = np.zeros((n, g.cols, g.subs * oh, g.subs * ow))
     m_all = n * oh * ow
     for taps_r, taps_s, oy, ox, r0, s0, y0, x0 in g.classes:
-        for m0 in range(0, m_all, BM):
+        for m0 in range(0, m_all, bm):
             img, pq = divmod(m0, oh * ow)
             start = (img, ly + pq // ow * sy, lx + pq % ow * g.step[1])
-            tile = np.zeros((BM, g.cols))
+            tile = np.zeros((bm, g.cols))
             for i in range(taps_r):
                 for j in range(taps_s):
-                    rows = _im2col_rows(a, g.win, g.step, start, (oy + i * ry - ly, ox + j * rx - lx), BM)
+                    rows = _im2col_rows(a, g.win, g.step, start, (oy + i * ry - ly, ox + j * rx - lx), bm)
                     tile += rows @ w_taps[r0 + i * g.tap_step][s0 + j * g.tap_step]
-            for ml in range(min(BM, m_all - m0)):
+            for ml in range(min(bm, m_all - m0)):
                 img, pq = divmod(m0 + ml, oh * ow)
                 out[img, :, y0 + g.subs * (pq // ow), x0 + g.subs * (pq % ow)] = tile[ml]
     return out
@@ -788,17 +786,19 @@ def _tma_model(g, a, w_taps, n):
     (2, 8, 10, 28, 8, 3, 1, 1, 1), (2, 8, 11, 9, 8, 3, 2, 1, 1), (3, 8, 6, 6, 8, 1, 2, 0, 1),
     (2, 8, 9, 9, 8, 3, 1, 2, 2), (2, 8, 10, 10, 8, 5, 1, 2, 1), (2, 8, 14, 6, 8, 2, 2, 0, 1),
     (2, 8, 8, 8, 8, 4, 2, 3, 1)])
-def test_tma_im2col_gathers_match_reference(n, c, h, w, k, r, st, pad, dil):
+@pytest.mark.parametrize("bm", [128, 192])
+def test_tma_im2col_gathers_match_reference(n, c, h, w, k, r, st, pad, dil, bm):
     """conv_tma's forward and backward-data gathers (its residue classes, im2col windows and tap offsets), run
-    through a NumPy model of the TMA unit's im2col loads, equal the float64 reference convolutions; tiles cross
-    rows and images, images are not square, strides 1 and 2, dilation, 1x1 to 5x5 filters."""
+    through a NumPy model of the TMA unit's im2col loads, equal the float64 reference convolutions; tiles (of
+    either row count) cross rows and images, images are not square, strides 1 and 2, dilation, 1x1 to 5x5
+    filters."""
     from minifused.kernels.conv_tma import gather
 
     rng = np.random.default_rng(n * h + w + r)
     geo = ((st, st), (pad, pad), (dil, dil), 1)
     x, wt = rng.standard_normal((n, c, h, w)), rng.standard_normal((k, c, r, r))
     g = gather(P.ConvMode.FORWARD, x.shape, wt.shape, *geo[:3])
-    y = _tma_model(g, x.transpose(0, 2, 3, 1), [[wt[:, :, i, j].T for j in range(r)] for i in range(r)], n)
+    y = _tma_model(g, x.transpose(0, 2, 3, 1), [[wt[:, :, i, j].T for j in range(r)] for i in range(r)], n, bm)
     ref, _ = K.conv2d_forward_ref(x, wt, None, *geo)
     np.testing.assert_allclose(y, ref, atol=1e-9)
     dy = rng.standard_normal(ref.shape)
@@ -806,7 +806,7 @@ def test_tma_im2col_gathers_match_reference(n, c, h, w, k, r, st, pad, dil):
     if st == 2 and (h % 2 or w % 2):
         assert g is None  # residue classes of unequal maps
         return
-    dx = _tma_model(g, dy.transpose(0, 2, 3, 1), [[wt[:, :, i, j] for j in range(r)] for i in range(r)], n)
+    dx = _tma_model(g, dy.transpose(0, 2, 3, 1), [[wt[:, :, i, j] for j in range(r)] for i in range(r)], n, bm)
     np.testing.assert_allclose(dx, K.conv2d_backward_data_ref(dy, wt, x.shape, *geo), atol=1e-9)
 
 
@@ -891,9 +891,9 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
         y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu")
         ref, _ = K.conv2d_forward_ref(x64, w64, b64, *geo, activation="relu")
         assert mask is None and _rel(y, ref) < tol, (n, c, h, w, k, r, st)
-        ohw = y.shape[2] * y.shape[3]
-        waves = -(-n * ohw // 128) * -(-k // plan.b_map[3][1]) > sm_count(dev)  # a block takes more than one tile
-        assert (plan.out_map is not None) == (ohw % 64 == 0 and waves), (n, c, h, w, k, r, st)
+        ohw, bm = y.shape[2] * y.shape[3], plan.a_map[5]  # the tile's rows: the im2col map's pixels
+        waves = -(-n * ohw // bm) * -(-k // plan.b_map[3][1]) > sm_count(dev)  # a block takes more than one tile
+        assert (plan.out_map is not None) == (ohw % 64 == 0 and waves and bm == 128), (n, c, h, w, k, r, st)
         cl_plan = tma_plan(P.ConvMode.FORWARD, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG,
                            nhwc_out=True)
         assert cl_plan is not None and cl_plan.out_map is not None
@@ -910,8 +910,10 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
         assert (dplan is not None) == (k % 64 == 0 and (st == 1 or (dil == 1 and h % 2 == w % 2 == 0))), \
             (n, c, h, w, k, r, st)
         if dplan is not None:  # the stride-2 classes interleave: their units store as before
-            waves = -(-n * h * w // 128) * -(-c // dplan.b_map[3][1]) > sm_count(dev)
-            assert (dplan.out_map is not None) == (st == 1 and h * w % 64 == 0 and waves), (n, c, h, w, st)
+            bm = dplan.a_map[5]
+            waves = -(-n * h * w // bm) * -(-c // dplan.b_map[3][1]) > sm_count(dev)
+            assert (dplan.out_map is not None) == (st == 1 and h * w % 64 == 0 and waves and bm == 128), \
+                (n, c, h, w, st)
             dxc = K.conv2d_backward_data(to_channels_last(dy), wt, x.shape, *geo)
             assert dxc.strides[1] == dxc.itemsize and _rel(dxc, rdx) < tol, ("dgrad channels-last", n, c, h, w)
         assert tma_wgrad_plan(dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG) is not None
@@ -921,6 +923,46 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
     off = ConvConfig(tma=False)
     assert tma_plan(P.ConvMode.FORWARD, dt, (3, 64, 32, 32), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, dev, off) \
         is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("tile", [(128, 64), (128, 128), (192, 64), (192, 128)])
+def test_gpu_tma_tiles_match_reference(dtype, tile, poisoned_pool):
+    """Each tile conv_tma's model may pick, forced by the config (three MMA warpgroups for 192 rows,
+    columns 64 or 128): the forward (bias, ReLU) and the backward-data, NCHW and channels-last, match the float64
+    reference; partial row and column tiles, strides 1 and 2 (the residue classes), NCHW tiles through the TMA
+    unit (several tiles a block) and a last tile past the batch among the cases."""
+    import cupy
+
+    from minifused.kernels import to_channels_last
+    from minifused.kernels.conv_tma import tma_plan
+
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA kernel needs an sm_90 GPU")
+    dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
+    config = ConvConfig(tile_m=tile[0], tile_n=tile[1])
+    rng = np.random.default_rng(17)
+    for (n, c, h, w, k, r, st, pad) in [(3, 64, 32, 32, 64, 3, 1, 1), (5, 128, 16, 16, 128, 3, 2, 1),
+                                        (2, 128, 4, 4, 256, 3, 1, 1), (40, 64, 16, 16, 320, 3, 1, 1),
+                                        (3, 64, 14, 14, 128, 3, 1, 1), (9, 64, 56, 56, 64, 3, 1, 1),
+                                        (151, 64, 8, 8, 192, 1, 1, 0), (2, 64, 11, 9, 64, 3, 2, 1)]:
+        geo = ((st, st), (pad, pad), (1, 1), 1)
+        plan = tma_plan(P.ConvMode.FORWARD, dt, (n, c, h, w), (k, c, r, r), *geo, dev, config)
+        assert plan is not None and (plan.a_map[5], plan.b_map[3][1]) == tile, (n, c, h, w, k)
+        x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
+        wt = cupy.asarray(rng.standard_normal((k, c, r, r)) / (c * r * r) ** 0.5).astype(dt)
+        b = cupy.asarray(rng.standard_normal(k)).astype(dt)
+        x64, w64, b64 = (a.astype(cupy.float64) for a in (x, wt, b))
+        ref, _ = K.conv2d_forward_ref(x64, w64, b64, *geo, activation="relu")
+        for xin in (x, to_channels_last(x)):
+            y, _ = K.conv2d_forward(xin, wt, b, *geo, activation="relu", config=config)
+            assert _rel(y, ref) < tol, ("forward", tile, n, c, h, w, k, r, st, xin.strides)
+        dy = cupy.asarray(rng.standard_normal(ref.shape)).astype(dt)
+        rdx = K.conv2d_backward_data_ref(dy.astype(cupy.float64), w64, x.shape, *geo)
+        for dyin in (dy, to_channels_last(dy)):
+            dx = K.conv2d_backward_data(dyin, wt, x.shape, *geo, config=config)
+            assert _rel(dx, rdx) < tol, ("backward-data", tile, n, c, h, w, k, r, st, dyin.strides)
 
 
 @pytest.mark.gpu

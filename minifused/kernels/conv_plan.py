@@ -67,7 +67,8 @@ class ConvConfig:
 
     #: Bytes of one tile row along the reduction (64 or 128); None: 128 for long reductions (64 from NCHW).
     tile_row_bytes: int | None = None
-    #: Rows (output pixels) per block for forward / backward-data (64 or 128); None: 128.
+    #: Rows (output pixels) per block for forward / backward-data (64 or 128; 192 for the TMA kernels, 128 for the
+    #: others); None: 128, and conv_tma.py decides for its kernels.
     tile_m: int | None = None
     #: Blocks per SM the backward-filter's split-K aims at (more splits: more parallel work, more fp32
     #: partials to write and sum); None: 4 on mma.sync, 2 on wgmma.
@@ -78,7 +79,8 @@ class ConvConfig:
     #: Splits of the TMA filter gradient's pixels (conv_tma.py: each an fp32 partial, summed after); None: its
     #: model decides (a sweep's knob: bench/conv_sweep.py).
     wgrad_splits: int | None = None
-    #: Output channels per block for forward / backward-data (32, 64 or 128); None: :func:`_tile_n` decides.
+    #: Output channels per block for forward / backward-data (32, 64 or 128; the TMA kernels take 64 or 128);
+    #: None: :func:`_tile_n` and conv_tma.py decide.
     tile_n: int | None = None
     #: Warps of a tensor-core block along (m, n): (2, 4) gives each warp a 64 x 32 share of a 128 x 128 tile,
     #: (2, 2) a 64 x 64 share. None: (2, 2) for the forward from NCHW onto 64 output channels or fewer, else
@@ -254,6 +256,11 @@ def _tile_n(config, m, n, sms):
     return 64 if n <= 64 or -(-m // 128) * -(-n // 128) < sms else 128
 
 
+def _tile_m(config):
+    """Rows per block of conv.cu's GEMMs: the config's, 128 for None (and for 192, the TMA kernels' only)."""
+    return min(config.tile_m or 128, 128)
+
+
 def _warps(mma, warps, default=(2, 4)):
     """The warp grid of a block: ``warps`` (the config's) if set (tensor cores only), else ``default``."""
     return tuple(warps) if warps and mma else default
@@ -261,7 +268,7 @@ def _warps(mma, warps, default=(2, 4)):
 
 def wgmma_on(config, dev_id):
     """Whether the config and the GPU allow the wgmma path (a set warp grid or 64-row tiles ask for mma.sync)."""
-    return config.wgmma is not False and config.tile_m in (None, 128) and config.tile_warps is None \
+    return config.wgmma is not False and config.tile_m in (None, 128, 192) and config.tile_warps is None \
         and has_wgmma(dev_id)
 
 
@@ -324,7 +331,7 @@ def _forward_launch(dtype, geo, groups, conv, mma, sms, config, kernel):
     kg = k // groups
     cpad = padded_channels(cg, dtype)
     m, kred = n * p * q, r * s * cpad
-    bm, bn, bkb = config.tile_m or 128, _tile_n(config, m, kg, sms), _bkb(kred, np.dtype(dtype).itemsize,
+    bm, bn, bkb = _tile_m(config), _tile_n(config, m, kg, sms), _bkb(kred, np.dtype(dtype).itemsize,
                                                                       config.tile_row_bytes)
     kern, block, smem, bn = kernel(ConvMode.FORWARD, bm, bn, bkb, m, kg)
     grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
@@ -365,7 +372,7 @@ def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv,
         head = (*ints(m, cg, kred, p, q, kpad, h, wd), *conv,
                 *(np.uint32(v) for v in (*magic(ohc * owc), *magic(owc))))
         params += [*head, c, 0, 0, *ints(ohc, owc, rh, rw, steps[0], steps[1], r0, s0, steps[0], steps[1], rc, sc)]
-    bm, bn, bkb = config.tile_m or 128, _tile_n(config, n * h * wd, cg, sms), _bkb(depth, np.dtype(dtype).itemsize,
+    bm, bn, bkb = _tile_m(config), _tile_n(config, n * h * wd, cg, sms), _bkb(depth, np.dtype(dtype).itemsize,
                                                                                config.tile_row_bytes)
     kern, block, smem, bn = kernel(ConvMode.BACKWARD_DATA, bm, bn, bkb, n * h * wd, cg)
     grid = ((rows + bm - 1) // bm, (cg + bn - 1) // bn, len(params) // PARAMS_PER_CLASS)
@@ -441,7 +448,7 @@ def nchw_plan(dtype, x_shape, w_shape, stride, padding, dilation, config):
     n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
     m, kred = n * p * q, c * r * s
     itemsize = np.dtype(dtype).itemsize
-    bm, bn, bkb = config.tile_m or 128, (64 if k <= 64 else 128), _bkb(kred, itemsize, config.tile_row_bytes)
+    bm, bn, bkb = _tile_m(config), (64 if k <= 64 else 128), _bkb(kred, itemsize, config.tile_row_bytes)
     kern, block, smem = _igemm(dtype, ConvMode.FORWARD_NCHW, bm, bn, Mma.FP16, bkb,
                                _warps(Mma.FP16, config.tile_warps, (2, 2) if bn == 64 else (2, 4)))
     bk = bkb // itemsize

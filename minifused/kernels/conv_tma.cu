@@ -11,9 +11,9 @@
 // are then zeros). One launch runs every class of a stride of 2: a unit sums the two column classes of one
 // class row for the same pixels in turn, and writes them interleaved.
 //
-// A tile is 128 consecutive output pixels (m = (n, p, q) in order, across rows and images). For one tap (r, s)
-// and 64 channels, its operand A is one im2col-mode TMA load of the 4-d NHWC tensor {C, W, H, N}: the TMA unit
-// walks the tile's pixels through a window of the image (the tensor map's pixel box, stepped by the
+// A tile is BM = 128 or 192 consecutive output pixels (m = (n, p, q) in order, across rows and images). For one
+// tap (r, s) and 64 channels, its operand A is one im2col-mode TMA load of the 4-d NHWC tensor {C, W, H, N}: the
+// TMA unit walks the tile's pixels through a window of the image (the tensor map's pixel box, stepped by the
 // convolution's stride: one position per output pixel of a row, one row per output row, then the next
 // image), reads 64 channels at each position plus the tap's offset, zero-fills what lies outside the tensor
 // (the padding), writes 128-byte rows in wgmma's 128-byte-swizzled K-major layout, and counts the bytes on the
@@ -22,8 +22,8 @@
 // (K rows of R*S*Cp). No thread computes an address of the operands.
 //
 // Warp-specialized and persistent: one block per SM walks the tiles (blockIdx.x, + gridDim.x, ...); warp 0
-// issues the loads into a STAGES-deep ring (full / empty mbarriers), warpgroups 1 and 2 multiply rows
-// [0, 64) and [64, 128) of A by all of B with wgmma, and write the tile through shared memory to NCHW
+// issues the loads into a STAGES-deep ring (full / empty mbarriers), warpgroups 1, 2 (and 3) multiply rows [0, 64),
+// [64, 128) (and [128, 192)) of A by all of B with wgmma, and write the tile through shared memory to NCHW
 // (stores of runs of pixels along a channel), bias and ReLU applied in fp32. While they write one tile, the
 // producer already loads the next one's stages. Where the output's layout allows (CT_TMA_OUT), the tile goes
 // out through the TMA unit instead: the MMA warps lay it into shared memory as boxes of 128-byte rows
@@ -46,6 +46,8 @@
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=64 -DCT_STAGES=6 -DCT_NHWC_OUT=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=1
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=6 -DCT_TMA_OUT=1
+// nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BM=192 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=1
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=128 -DCT_STAGES=4
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=64 -DCT_STAGES=6
 #include <cuda_fp16.h>
@@ -66,8 +68,8 @@
 #ifndef CT_WGRAD
 #define CT_WGRAD 0
 #endif
-#ifndef CT_BM  // the backward-filter's rows (output channels) per tile: 64 or 128
-#define CT_BM 128
+#ifndef CT_BM  // rows per tile: the forward / backward-data's output pixels (128 or 192), the backward-filter's
+#define CT_BM 128  // output channels (64 or 128)
 #endif
 #ifndef CT_NHWC_OUT  // 1: the forward / backward-data write channels-last (NHWC) output, else NCHW
 #define CT_NHWC_OUT 0
@@ -78,8 +80,10 @@
 
 typedef CT_T T;
 constexpr int BN = CT_BN, STAGES = CT_STAGES;
-constexpr int NT = 384;      // warpgroup 0: the producer (warp 0); warpgroups 1, 2: the MMAs
-static_assert(BN == 64 || BN == 128, "tiles of 128 x 64 or 128 x 128");
+// warpgroup 0: the producer (warp 0); the others the MMAs, one per 64 rows of the forward's tile (two for the filter
+// gradient's)
+constexpr int MMA_WGS = CT_WGRAD ? 2 : CT_BM / 64, CONSUMERS = 128 * MMA_WGS, NT = 128 + CONSUMERS;
+static_assert(BN == 64 || BN == 128, "tiles of 64 or 128 columns");
 static_assert(sizeof(T) == 2, "fp16 or bf16");
 
 // the host's CUtensorMap (cuTensorMapEncodeTiled or cuTensorMapEncodeIm2col), passed by value
@@ -149,7 +153,7 @@ __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.a
 __device__ __forceinline__ unsigned swizzle128(unsigned o) { return o ^ (((o >> 7) & 7u) << 4); }
 
 // the consumer warpgroups' own barrier (id 1): the producer warp never waits on it
-__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(CONSUMERS) : "memory"); }
 
 // The ring of STAGES stages: full[i] (the producer's expected bytes, completed by the TMA unit) and empty[i]
 // (one arrival per consumer warp) mbarriers, and one side's position in it. Both sides walk the stages in the
@@ -162,7 +166,7 @@ struct Ring {
     __device__ void init() const {  // one thread, before the block's barrier
         for (int i = 0; i < STAGES; ++i) {
             mbar_init(full0 + 8 * i, 1);
-            mbar_init(empty0 + 8 * i, 8);
+            mbar_init(empty0 + 8 * i, CONSUMERS / 32);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -200,7 +204,8 @@ struct Ring {
 #include "dtypes.cuh"  // to_f / from_f
 
 #if !CT_WGRAD
-constexpr int BM = 128, BK = 64;  // BK: 64 elements = 128 bytes
+constexpr int BM = CT_BM, BK = 64;  // BK: 64 elements = 128 bytes
+static_assert(BM == 128 || BM == 192, "tiles of 128 or 192 output pixels");
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 // an epilogue tile: NCHW out, T[BN][LDE] (a row of 16-byte-aligned pixel runs per channel); NHWC out,
 // T[BM][LDE] (a row of 16-byte-aligned channel runs per pixel); the 8 of padding keeps the MMA fragments' writes
@@ -231,7 +236,7 @@ template <int V>
 __device__ __forceinline__ void store_nchw(T* __restrict__ out, const T* epi, int m0, int n0, int M, int N, int OHW,
                                            int ct_id) {
     typedef typename Run<V>::t R;
-    for (int i = ct_id; i < BN * (BM / V); i += 256) {
+    for (int i = ct_id; i < BN * (BM / V); i += CONSUMERS) {
         const int nl = i / (BM / V), ml = (i % (BM / V)) * V, m = m0 + ml, n = n0 + nl;
         if (m >= M || n >= N) continue;
         const int img = m / OHW, pq = m - img * OHW;
@@ -244,7 +249,7 @@ __device__ __forceinline__ void store_nchw(T* __restrict__ out, const T* epi, in
 template <int V>
 __device__ __forceinline__ void store_nchw_pairs(T* __restrict__ out, const T* epi, int m0, int n0, int M, int N,
                                                  int OHW, int OW, int y0, int ct_id) {
-    for (int i = ct_id; i < BN * (BM / V); i += 256) {
+    for (int i = ct_id; i < BN * (BM / V); i += CONSUMERS) {
         const int nl = i / (BM / V), ml = (i % (BM / V)) * V, m = m0 + ml, n = n0 + nl;
         if (m >= M || n >= N) continue;
         const int img = m / OHW, pq = m - img * OHW, p = pq / OW, q = pq - p * OW;
@@ -266,7 +271,7 @@ __device__ __forceinline__ float bias_relu(float v, int n, int N, const T* __res
 }
 
 // CT_TMA_OUT: a tile's boxes for the TMA unit, 128-byte swizzled rows of 64 elements: NHWC, BN / 64 boxes of
-// BM pixels x 64 channels; NCHW, two boxes of BN channels x 64 pixels. `row` is the thread's first of its
+// BM pixels x 64 channels; NCHW, BM / 64 boxes of BN channels x 64 pixels. `row` is the thread's first of its
 // accumulators' rows (mma.sync's C layout per 16 rows: row, row + 8; columns 2 * tig, + 1 of each 8).
 template <int NA>
 __device__ __forceinline__ void tile_to_boxes(unsigned char* boxes, const float (&acc)[NA], int row, int tig, int n0,
@@ -304,7 +309,7 @@ __device__ __forceinline__ void store_boxes(const TmaDesc* map, const unsigned c
     for (int b = 0; b < BN / 64 && n0 + 64 * b < N; ++b)
         tma_store_2d(map, smem_addr(boxes + b * BM * 128), n0 + 64 * b, m0);
 #else
-    for (int h = 0; h < 2 && m0 + 64 * h < M; ++h) {
+    for (int h = 0; h < BM / 64 && m0 + 64 * h < M; ++h) {
         const int m = m0 + 64 * h, img = m / OHW;
         tma_store_3d(map, smem_addr(boxes + h * BN * 128), m - img * OHW, n0, img);
     }
@@ -359,7 +364,7 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
     }
 
     // -------------------------------------------------------------------- consumers
-    const int wg = warp / 4 - 1, ct_id = tid - 128;  // warpgroup 0 or 1 of the MMAs; index among their threads
+    const int wg = warp / 4 - 1, ct_id = tid - 128;  // the warpgroup among the MMAs' (0, 1, 2); the thread's index
     const int g = lane >> 2, tig = lane & 3;
     float acc[BN / 2];
     for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
@@ -371,7 +376,7 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
             for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
             for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {  // K-major operands: 16 of reduction are 32 bytes
                 const unsigned char* st = ring + pipe.stage * STAGE_BYTES;
-                pipe.consume(acc, wg_desc(st + wg * (A_BYTES / 2)), wg_desc(st + A_BYTES), 2, lane);
+                pipe.consume(acc, wg_desc(st + wg * (A_BYTES / MMA_WGS)), wg_desc(st + A_BYTES), 2, lane);
             }
             pipe.drain(acc, lane);  // a class without live taps (a 1x1 filter's) is zeros
 
@@ -404,7 +409,7 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
         // runs of 8 channels of one pixel (the host requires N % 8 == 0); output pixel m of a class row is pixel
         // (y0 + subs * p, subs * q + sub) of its image: (p, q) itself for subs = 1
         const int OH = OHW / OW;
-        for (int i = ct_id; i < subs * BM * (BN / 8); i += 256) {
+        for (int i = ct_id; i < subs * BM * (BN / 8); i += CONSUMERS) {
             const int sub = i / (BM * (BN / 8)), ml = (i / (BN / 8)) % BM, nl = (i % (BN / 8)) * 8;
             const int m = m0 + ml, n = n0 + nl;
             if (m >= M || n >= N) continue;

@@ -23,8 +23,7 @@ from .. import backend
 from . import ARG, REF, Prepared, get_kernel, sm_count, smem_per_block
 from .conv_plan import ConvMode, geometry, wgmma_on
 
-BM = 128  # output pixels per tile
-NT = 384  # threads: the producer's warpgroup and two of MMAs
+NT = 384  # the filter gradient's threads: the producer's warpgroup and two of MMAs
 BOX_C = 64  # channels per row of a load: 128 bytes of fp16 / bf16
 MAX_STEP = 8  # the TMA unit's largest element stride
 CORNER = 127  # the largest magnitude of a 4-d im2col map's window corner (the driver's range is [-128, 127])
@@ -63,6 +62,7 @@ class TmaPlan:
     a_map: tuple
     b_map: tuple
     splits: int = 1  # the filter gradient's fp32 partials (splits of the pixels)
+    threads: int = NT
     #: the kernel's tensor maps: 3 for conv_tma (its output's, ``out_map``, whose tiles then go out through the
     #: TMA unit; without one the weights' map stands in, unused), 2 for conv_tma_wgrad
     n_maps: int = 2
@@ -73,7 +73,7 @@ class TmaPlan:
 
     def __post_init__(self):
         # the maps by value, then the output, the bias (or the output), the constants and the epilogue's flags
-        object.__setattr__(self, "launch", Prepared(self.kern, (self.grid,), (NT,),
+        object.__setattr__(self, "launch", Prepared(self.kern, (self.grid,), (self.threads,),
                                                     (REF,) * self.n_maps + (ARG, ARG, self.prm, ARG), self.smem))
 
 
@@ -122,7 +122,7 @@ def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, d
     if not _tma_on(dtype, groups, dev_id, config):
         return None
     return _plan(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
-                 tuple(dilation), dev_id, config.tile_n, bool(nhwc_out))
+                 tuple(dilation), dev_id, config.tile_m, config.tile_n, bool(nhwc_out))
 
 
 def _classes(mode, n_out, r, s, stride, padding, dilation):
@@ -184,7 +184,7 @@ def gather(mode, x_shape, w_shape, stride, padding, dilation):
 
 
 @functools.cache
-def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile_n, nhwc_out):
+def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile_m, tile_n, nhwc_out):
     """A plan holds device objects (its constants, its launch): one per device."""
     import cupy
 
@@ -197,34 +197,55 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     m, ohw, ch = n * out[0] * out[1], out[0] * out[1], src[2]
     # the NCHW stores' run of pixels: along one image (subs = 1) or one class row (subs = 2, interleaved)
     vec = next(v for v in ((8, 4, 2, 1) if subs == 1 else (4, 2, 1)) if (ohw if subs == 1 else out[1]) % v == 0)
-    a_map = _im2col_map(n, *src, win, BM, step)
+    bm, bn = _tile(m, cols, len(classes) // subs, sms, tile_m, tile_n)
+    a_map = _im2col_map(n, *src, win, bm, step)
     if not _encodable(dtype, a_map):
         return None
-    m_tiles = -(-m // BM)
-    bn = tile_n if tile_n in (64, 128) else (128 if cols >= 128 and m_tiles * -(-cols // 128) * 2 >= sms else 64)
-    n_tiles = -(-cols // bn)
-    out_map = _out_map(dtype, n, ohw, m, cols, bn, subs, nhwc_out, m_tiles * n_tiles > sms)
+    m_tiles, n_tiles = -(-m // bm), -(-cols // bn)
+    out_map = _out_map(dtype, n, ohw, m, cols, bm, bn, subs, nhwc_out, m_tiles * n_tiles > sms)
     # the ring (1024-byte aligned; as many stages as the block's shared memory holds beside the rest: loads
-    # further ahead measured faster), the epilogue's tiles T[bn][BM + 8] (NHWC: T[BM][bn + 8]; one per class of a
+    # further ahead measured faster), the epilogue's tiles T[bn][bm + 8] (NHWC: T[bm][bn + 8]; one per class of a
     # unit), the mbarriers (16 bytes a stage)
-    epi = BM * (bn + 8) if nhwc_out else bn * (BM + 8)
-    fixed, per_stage = 1024 + subs * epi * 2, (BM + bn) * BOX_C * 2 + 16
+    epi = bm * (bn + 8) if nhwc_out else bn * (bm + 8)
+    fixed, per_stage = 1024 + subs * epi * 2, (bm + bn) * BOX_C * 2 + 16
     stages = min(MAX_STAGES, (smem_per_block(dev_id) - fixed) // per_stage)
     if stages < 2:
         return None
     smem = fixed + stages * per_stage
-    kern = _kernel("conv_tma", dtype, smem, f"-DCT_BN={bn}", f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_out)}",
-                   f"-DCT_TMA_OUT={int(out_map is not None)}")
+    kern = _kernel("conv_tma", dtype, smem, f"-DCT_BM={bm}", f"-DCT_BN={bn}", f"-DCT_STAGES={stages}",
+                   f"-DCT_NHWC_OUT={int(nhwc_out)}", f"-DCT_TMA_OUT={int(out_map is not None)}")
     per_row = m_tiles * n_tiles
     units = per_row * (len(classes) // subs)
     prm = cupy.asarray(np.array([m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, units, sy, ry, rx, s,
                                  tap_step, subs, step[1], win[0][1], win[0][0], vec,
                                  *(v for row in classes for v in row)], np.int32))
     b_map = _tiled_map((r * s * ch, cols), (BOX_C, bn))
-    return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype), a_map, b_map, n_maps=3, out_map=out_map)
+    return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype), a_map, b_map, threads=128 + 2 * bm,
+                   n_maps=3, out_map=out_map)
 
 
-def _out_map(dtype, n, ohw, m, cols, bn, subs, nhwc_out, waves):
+#: The forward / backward-data's tiles (rows, columns) and their MMAs' relative rate per SM (FLOP/s, measured on the
+#: bench shapes: larger tiles load fewer bytes per FLOP); 192 rows take three MMA warpgroups. (128 x 256 tiles
+#: measured slower than 192 x 128 on every bench shape: their 128 accumulators a thread spill.)
+_TILE_RATES = {(128, 64): 0.70, (128, 128): 1.0, (192, 64): 0.8, (192, 128): 1.1}
+
+
+def _tile(m, cols, rows, sms, tile_m, tile_n):
+    """(rows, columns) of the forward / backward-data's tiles of an ``m`` x ``cols`` GEMM, ``rows`` classes of it:
+    among the tiles of :data:`_TILE_RATES` that the config's ``tile_m`` / ``tile_n`` allow (a value no TMA tile
+    has, conv.cu's 64 rows or 32 columns, allows all), the one of least modeled time: the waves of units the
+    persistent blocks take times a unit's work over its rate. A tile size that leaves the last wave nearly
+    empty loses to one that fills it."""
+    def time(tile):
+        bm, bn = tile
+        units = -(-m // bm) * -(-cols // bn) * rows
+        return -(-units // sms) * bm * bn / _TILE_RATES[tile]
+
+    allowed = [t for t in _TILE_RATES if tile_m in (None, t[0]) and tile_n in (None, t[1])]
+    return min(allowed or _TILE_RATES, key=time)
+
+
+def _out_map(dtype, n, ohw, m, cols, bm, bn, subs, nhwc_out, waves):
     """The spec of the output's map where conv_tma.cu's tiles go out through the TMA unit (store_boxes), or
     None: one class per unit (the stride-2 backward-data's classes interleave), and NCHW images of whole boxes
     of 64 pixels (a box that spans two images would be two stores, the second from the middle of its rows) where
@@ -233,8 +254,8 @@ def _out_map(dtype, n, ohw, m, cols, bn, subs, nhwc_out, waves):
     if subs != 1:
         return None
     if nhwc_out:  # the (m, cols) matrix of pixels x channels (cols % 8 == 0: the plan's rule)
-        spec = _tiled_map((cols, m), (BOX_C, BM))
-    elif ohw % BOX_C == 0 and waves:  # (n, cols, ohw)
+        spec = _tiled_map((cols, m), (BOX_C, bm))
+    elif ohw % BOX_C == 0 and waves and bm == 128:  # (n, cols, ohw); 192-row tiles' boxes spill registers
         spec = _tiled_map((ohw, cols, n), (BOX_C, bn, 1))
     else:
         return None
