@@ -370,6 +370,39 @@ def test_gpu_large_shapes_match(poisoned_pool, tuning):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
+def test_gpu_forward_weight_pack_matches_numpy(dtype, poisoned_pool):
+    """The forward's KCRS -> KRSC weight pack (conv_util.cu's pack_forward with no image blocks) equals NumPy's:
+    channels zero-padded, several 64-channel units per output channel and more units than blocks (a block takes
+    several in turn), 1x1 to 5x5 filters through shared memory, and filters of more taps than a slab holds
+    (7x7 and 9x9 float32, 12x12 16-bit) by the element-wise fall-back; TF32 rounds to nearest as cvt.rna."""
+    import cupy
+
+    from minifused.kernels.conv import _weight_pack
+
+    dt = backend.float32 if dtype == "tf32" else getattr(backend, dtype)
+    rng = np.random.default_rng(21)
+    filters = [(3, 70, 3, 72), (5, 130, 1, 136), (2, 64, 5, 64), (4, 1, 3, 8), (3, 200, 3, 256),
+               (2, 40, 12 if dt != backend.float32 else 9, 40), (3, 20, 7, 24)]
+    for k, c, r, cp_ in filters:
+        cp_ = max(cp_, P.padded_channels(c, dt))
+        w = rng.standard_normal((k, c, r, r)).astype(np.float32)
+        if dtype == "tf32":  # values with bits below TF32's, both halves of the rounding
+            w = (w.view(np.uint32) | np.uint32(0x1000) * rng.integers(0, 2, w.shape).astype(np.uint32)).view(np.float32)
+        wd = cupy.asarray(w).astype(dt)
+        out = cupy.full(k * r * r * cp_, np.nan, dt)
+        pack = ((1, 1, 3), P.ints(0, c, c, 1, cp_, k, r * r, 0, dtype == "tf32"), 0, 0)
+        _weight_pack(np.dtype(dt), pack)(wd.data.ptr, out.data.ptr, wd.data.ptr, out.data.ptr)
+        want = np.zeros((k, r * r, cp_), np.float64)
+        src = wd.get().astype(np.float64).reshape(k, c, r * r).transpose(0, 2, 1)
+        if dtype == "tf32":
+            bits = src.astype(np.float32).view(np.uint32)
+            src = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+        want[..., :c] = src
+        assert np.array_equal(out.get().astype(np.float64).reshape(want.shape), want), (dtype, k, c, r, cp_)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("wgmma", [None, False])
 def test_gpu_tf32_operands_round_to_nearest(wgmma, monkeypatch):
     """TF32 convolutions round both operands to nearest (ties away), as cvt.rna does, whichever path runs:

@@ -77,6 +77,14 @@ def pack_nhwc_launch(dtype, n, hw, ctot, cols, cpad):
 
 
 # ---------------------------------------------------------------- forward
+def _weight_pack(dtype, pack):
+    """The forward's KCRS -> KRSC pack of the weights alone, as ``pack_w(w, wk, w, wk)``: conv_util.cu's
+    pack_forward with no image blocks (ZX = 0), from the forward's ``pack`` (gemm_plan's extra)."""
+    grid, args, _, _ = pack
+    return Prepared(util_kernel(dtype, "pack_forward"), (*grid[:2], grid[2] - args[7]), (32, 8, 1),
+                    (ARG,) * 4 + args[:7] + (np.int32(0), args[8]))
+
+
 @functools.cache
 def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, tf32):
     """The GPU forward of one call signature, ``config`` and TF32 setting as ``run(x, w, bias, relu, want_mask)
@@ -118,10 +126,7 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
     tf32 = bool(pack_ints[-1])  # whether the pack rounds x to TF32 (a kept x is only reused likewise)
     # (x, packed x, w, packed w) and (packed x, packed w, bias, y, mask, flags): addresses per call
     pack_x_w = Prepared(util_kernel(dtype, "pack_forward"), pack_grid, (32, 8, 1), (ARG,) * 4 + pack_ints)
-    # the same kernel with no image blocks (ZX = 0): the weights alone, for an x packed by an earlier forward
-    zw = pack_grid[2] - pack_ints[7]
-    pack_w = Prepared(util_kernel(dtype, "pack_forward"), (*pack_grid[:2], zw), (32, 8, 1),
-                      (ARG,) * 4 + pack_ints[:7] + (np.int32(0), pack_ints[8]))
+    pack_w = _weight_pack(dtype, pack)  # for an x packed by an earlier forward
     gemm = Prepared(kern, grid, block, (ARG,) * 5 + (prm, ARG), smem)
     isz = np.dtype(dtype).itemsize
     x_step, w_step, b_step, y_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * isz, kg * p * q * isz
@@ -190,14 +195,14 @@ def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, di
     if pack[1][-1]:  # its pack rounds x to TF32
         return None
     gemm = Prepared(kern, grid, block, (ARG,) * 5 + (prm, ARG), smem)
-    pack_w = pack_nhwc_launch(dtype, k, r * s, c, c, c)  # KCRS -> KRSC
+    pack_w = _weight_pack(dtype, pack)  # KCRS -> KRSC
     flags = [[[_flags(relu, has_bias, mask) for mask in (0, 1)] for has_bias in (0, 1)]
              for relu in (0, 1)]  # [relu][has_bias][mask]
     w_bytes, words = k * r * s * c * np.dtype(dtype).itemsize, (n * p * q + 31) // 32
 
     def run(x, w, bias, relu, want_mask, keep_x):
         wk = cupy.cuda.alloc(w_bytes)
-        pack_w(w.data.ptr, wk.ptr, w.data.ptr, 0)
+        pack_w(w.data.ptr, wk.ptr, w.data.ptr, wk.ptr)
         mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
         flag = flags[relu][bias is not None][mask is not None]
         ba = 0 if bias is None else bias.data.ptr
