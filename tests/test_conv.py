@@ -372,10 +372,9 @@ def test_gpu_large_shapes_match(poisoned_pool, tuning):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
 def test_gpu_forward_weight_pack_matches_numpy(dtype, poisoned_pool):
-    """The forward's KCRS -> KRSC weight pack (conv_util.cu's pack_forward with no image blocks) equals NumPy's:
-    channels zero-padded, several 64-channel units per output channel and more units than blocks (a block takes
-    several in turn), 1x1 to 5x5 filters through shared memory, and filters of more taps than a slab holds
-    (7x7 and 9x9 float32, 12x12 16-bit) by the element-wise fall-back; TF32 rounds to nearest as cvt.rna."""
+    """The forward's KCRS -> KRSC weight pack (conv_util.cu's pack_forward with no image blocks, what the NCHW
+    and the channels-last forwards launch) equals NumPy's: channels zero-padded, more elements than the blocks'
+    threads (each takes several in turn), 1x1 to 12x12 filters; TF32 rounds to nearest as cvt.rna."""
     import cupy
 
     from minifused.kernels.conv import _weight_pack

@@ -165,33 +165,8 @@ extern "C" __global__ void __launch_bounds__(256) transpose_pad(const T* __restr
     }
 }
 
-// The forward's weight w (K, C, RS) -> (K, RS, Cp) where WPACK_CH channels' taps fit in shared memory: a unit is
-// WPACK_CH channels of one output channel k, whose C * RS slab of w is contiguous; the block reads the unit's
-// part of it in order (coalesced) into shared memory and writes it out along the channels (coalesced), zeros
-// past C. Units block, block + blocks, ... (256 threads a block).
-constexpr int WPACK_CH = 64, WPACK_ELEMS = 16384 / sizeof(T);  // a 16 KiB slab
-__device__ __forceinline__ void pack_weight_units(const T* __restrict__ w, T* __restrict__ out, int K, int RS, int C,
-                                                  int Cp, long long block, long long blocks, bool tf32) {
-    __shared__ T slab[WPACK_ELEMS];
-    const int tid = threadIdx.y * 32 + threadIdx.x, chunks = (Cp + WPACK_CH - 1) / WPACK_CH;
-    for (long long u = block; u < (long long)K * chunks; u += blocks) {
-        const int k = (int)(u / chunks), c0 = (int)(u % chunks) * WPACK_CH, live = max(0, min(WPACK_CH, C - c0));
-        const T* src = w + ((long long)k * C + c0) * RS;
-        for (int i = tid; i < live * RS; i += 256) slab[i] = src[i];
-        __syncthreads();
-        T* dst = out + (long long)k * RS * Cp + c0;
-        for (int i = tid; i < RS * WPACK_CH; i += 256) {
-            const int rs = i / WPACK_CH, cl = i - rs * WPACK_CH;
-            if (c0 + cl < Cp)
-                dst[(long long)rs * Cp + cl] = cl < live ? tf32_if(slab[cl * RS + rs], tf32) : from_f<T>(0.0f);
-        }
-        __syncthreads();  // the slab is free for the block's next unit
-    }
-}
-
 // The forward's two packs in one launch: x (NCHW, one group's C channels) -> (N, HW, Cp) as pack_nhwc,
-// and w (K, C, RS) -> (K, RS, Cp) by pack_weight_units (filters of more taps than a slab holds for WPACK_CH
-// channels: pack_weight_range with sa = C*RS, sb = RS).
+// and w (K, C, RS) -> (K, RS, Cp) by pack_weight_range with sa = C*RS, sb = RS.
 // grid (ceil(HW/PACK_TILE), ceil(Cp/PACK_TILE), ZX + ZW), block (32, 8): block z < ZX packs images z, z + ZX,
 // ...; the blocks of z >= ZX pack the weight.
 extern "C" __global__ void __launch_bounds__(256)
@@ -204,11 +179,8 @@ pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict_
     }
     const long long block = ((long long)(blockIdx.z - ZX) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     const long long blocks = (long long)(gridDim.z - ZX) * gridDim.y * gridDim.x;
-    if (RS * WPACK_CH <= WPACK_ELEMS)
-        pack_weight_units(w, wout, K, RS, C, Cp, block, blocks, tf32);
-    else
-        pack_weight_range(w, wout, K, RS, C, Cp, C * RS, RS, block * 256 + threadIdx.y * 32 + threadIdx.x,
-                          blocks * 256, tf32);
+    pack_weight_range(w, wout, K, RS, C, Cp, C * RS, RS, block * 256 + threadIdx.y * 32 + threadIdx.x, blocks * 256,
+                      tf32);
 }
 
 // ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset), each element the sum
