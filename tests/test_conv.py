@@ -842,6 +842,23 @@ def test_tma_im2col_gathers_match_reference(n, c, h, w, k, r, st, pad, dil, bm):
     np.testing.assert_allclose(dx, K.conv2d_backward_data_ref(dy, wt, x.shape, *geo), atol=1e-9)
 
 
+def test_tma_tile_model():
+    """conv_tma's forward / backward-data tile: the model fills the persistent blocks' waves (a 7x7 map of 512
+    channels on 192 x 128 tiles: 132 units, one full wave on 132 SMs; a 4x4 map's 2048 pixels on 128 x 64 tiles
+    rather than half the SMs idle on wider ones); a config's tile_m / tile_n narrow the choice, and values only
+    conv.cu has (64 rows, 32 columns) leave it to the model."""
+    from minifused.kernels.conv_tma import _TILE_RATES, _tile
+
+    assert _tile(128 * 7 * 7, 512, 1, 132, None, None) == (192, 128)
+    assert _tile(128 * 4 * 4, 512, 1, 132, None, None) == (128, 64)
+    assert _tile(128 * 56 * 56, 64, 1, 132, None, None)[1] == 64  # no column tile wider than the channels
+    assert _tile(128 * 7 * 7, 512, 1, 132, 128, None)[0] == 128
+    assert _tile(128 * 7 * 7, 512, 1, 132, None, 64)[1] == 64
+    assert _tile(128 * 7 * 7, 512, 1, 132, 192, 64) == (192, 64)
+    assert _tile(128 * 7 * 7, 512, 1, 132, None, 32) == _tile(128 * 7 * 7, 512, 1, 132, None, None)
+    assert _tile(100, 512, 4, 132, 64, None) in _TILE_RATES
+
+
 def test_tma_window_limits():
     """The im2col window: lower corner at the least tap offset, one position per output pixel, and None beyond
     the TMA unit's element strides and corner range."""

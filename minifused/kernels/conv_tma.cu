@@ -320,7 +320,7 @@ __device__ __forceinline__ void store_boxes(const TmaDesc* map, const unsigned c
 // prm: M (a class's output pixels), N, OHW, OW (a class's map), c_tiles (Cp/64), n_tiles, per_row (units of one
 // class row), units, sy, ry, rx, S (the filter's), tap_step, subs, sx, lx, ly (the window's corner), vec (the
 // NCHW stores' run of pixels), then PER_CLASS entries per class (Class).
-// A unit is a tile of 128 pixels x BN channels of `subs` classes: one (subs = 1: the forward, the stride-1
+// A unit is a tile of BM pixels x BN channels of `subs` classes: one (subs = 1: the forward, the stride-1
 // backward-data), or the two column classes of a class row (subs = 2: the backward-data of stride 2, whose
 // pixels interleave in the output's rows; each class's tile is summed in turn and kept in shared memory, and
 // the two are written together). out: NCHW (or, CT_NHWC_OUT, NHWC) of subs * (OH, OW); map_out its tensor map
