@@ -39,6 +39,8 @@ VARIANTS = [
     {"split_k_blocks_per_sm": 1}, {"split_k_blocks_per_sm": 2}, {"split_k_blocks_per_sm": 8},
     {"wgrad_splits": 1}, {"wgrad_splits": 2}, {"wgrad_splits": 3}, {"wgrad_splits": 8}, {"wgrad_splits": 26},
     {"tile_n": 64}, {"tile_n": 128}, {"tile_n": 64, "wgmma_stages": 4}, {"tile_n": 64, "wgmma_stages": 3},
+    {"tile_m": 128, "tile_n": 64}, {"tile_m": 128, "tile_n": 128}, {"tile_m": 192, "tile_n": 64},
+    {"tile_m": 192, "tile_n": 128},  # the TMA kernels' tiles (conv_tma._TILE_RATES)
     {"wgrad_tile": [128, 128]}, {"wgrad_tile": [128, 64]}, {"wgrad_tile": [64, 128]}, {"wgrad_tile": [64, 256]},
     {"wgrad_tile": [128, 128], "split_k_blocks_per_sm": 1}, {"wgrad_tile": [128, 128], "split_k_blocks_per_sm": 4},
     {"wgrad_tile": [64, 128], "split_k_blocks_per_sm": 1}, {"wgrad_tile": [64, 128], "split_k_blocks_per_sm": 4},
