@@ -226,8 +226,9 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
 
 #: The forward / backward-data's tiles (rows, columns) and their MMAs' relative rate per SM (FLOP/s, measured on the
 #: bench shapes, bench/conv_sweep.py: larger tiles load fewer bytes per FLOP); 192 rows take three MMA
-#: warpgroups. (128 x 256 tiles, tried: a 3-stage ring beside their epilogue tile; slower than 192 x 128 on every
-#: bench shape of 256 channels or more, 0.70-0.88 of its rate.)
+#: warpgroups. (128 x 256 tiles, tried: a 3-stage ring beside their epilogue tile; on the bench shapes of 256
+#: output channels or more their forward ran at 0.78-0.88 of 192 x 128's rate, the stride-2 backward-data at
+#: a fifth to a third.)
 _TILE_RATES = {(128, 64): 0.70, (128, 128): 1.0, (192, 64): 0.8, (192, 128): 1.1}
 
 
