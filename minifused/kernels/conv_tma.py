@@ -257,7 +257,8 @@ def _out_map(dtype, n, ohw, m, cols, bm, bn, subs, nhwc_out, waves):
         return None
     if nhwc_out:  # the (m, cols) matrix of pixels x channels (cols % 8 == 0: the plan's rule)
         spec = _tiled_map((cols, m), (BOX_C, bm))
-    elif ohw % BOX_C == 0 and waves and bm == 128:  # (n, cols, ohw); 192-row tiles' boxes spill registers
+    # (n, cols, ohw), 128-row tiles only: ptxas spills 192 x 128's boxes (512 threads: 128 registers each)
+    elif ohw % BOX_C == 0 and waves and bm == 128:
         spec = _tiled_map((ohw, cols, n), (BOX_C, bn, 1))
     else:
         return None
