@@ -374,7 +374,8 @@ def test_gpu_large_shapes_match(poisoned_pool, tuning):
 def test_gpu_forward_weight_pack_matches_numpy(dtype, poisoned_pool):
     """The forward's KCRS -> KRSC weight pack (conv_util.cu's pack_forward with no image blocks, what the NCHW
     and the channels-last forwards launch) equals NumPy's: channels zero-padded, more elements than the blocks'
-    threads (each takes several in turn), 1x1 to 12x12 filters; TF32 rounds to nearest as cvt.rna."""
+    threads (each takes several in turn), 1x1 to 33x33 filters, a thousand channels; TF32 rounds to nearest as
+    cvt.rna."""
     import cupy
 
     from minifused.kernels.conv import _weight_pack
@@ -382,7 +383,8 @@ def test_gpu_forward_weight_pack_matches_numpy(dtype, poisoned_pool):
     dt = backend.float32 if dtype == "tf32" else getattr(backend, dtype)
     rng = np.random.default_rng(21)
     filters = [(3, 70, 3, 72), (5, 130, 1, 136), (2, 64, 5, 64), (4, 1, 3, 8), (3, 200, 3, 256),
-               (2, 40, 12 if dt != backend.float32 else 9, 40), (3, 20, 7, 24)]
+               (2, 40, 12 if dt != backend.float32 else 9, 40), (3, 20, 7, 24), (2, 1000, 3, 1000), (2, 5, 17, 8),
+               (1, 3, 33, 8)]
     for k, c, r, cp_ in filters:
         cp_ = max(cp_, P.padded_channels(c, dt))
         w = rng.standard_normal((k, c, r, r)).astype(np.float32)
@@ -399,6 +401,29 @@ def test_gpu_forward_weight_pack_matches_numpy(dtype, poisoned_pool):
             src = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
         want[..., :c] = src
         assert np.array_equal(out.get().astype(np.float64).reshape(want.shape), want), (dtype, k, c, r, cp_)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
+    """conv_util.cu's wgrad_reduce (the filter gradient's fp32 split-K partials, (splits, K, RS, Cp), summed in
+    split order into a KCRS dw) equals NumPy's float32 sums in that order, cast: more elements than the blocks'
+    threads (each takes several in turn), padded channels skipped, 1x1 to 33x33 filters, one to eight splits."""
+    import cupy
+
+    dt = getattr(backend, dtype)
+    rng = np.random.default_rng(22)
+    reduce = P.util_kernel(np.dtype(dt), "wgrad_reduce")
+    for splits, k, c, r, cp_, blocks in [(2, 64, 3, 7, 8, 5), (3, 5, 1000, 3, 1000, 7), (1, 9, 70, 1, 72, 2),
+                                         (8, 33, 130, 3, 136, 1024), (2, 3, 5, 17, 8, 3), (2, 2, 3, 33, 8, 4)]:
+        ws = rng.standard_normal((splits, k, r * r, cp_)).astype(np.float32)
+        dw = cupy.full((k, c, r, r), np.nan, dt)
+        reduce((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_)))
+        want = ws[0].copy()
+        for z in range(1, splits):
+            want += ws[z]
+        want = cupy.asarray(np.ascontiguousarray(want[..., :c].transpose(0, 2, 1)).reshape(k, c, r, r)).astype(dt)
+        assert np.array_equal(dw.get().astype(np.float64), want.get().astype(np.float64)), (dtype, k, c, r)
 
 
 @pytest.mark.gpu
@@ -503,6 +528,33 @@ def test_gpu_narrow_tiles_onto_few_channels(poisoned_pool, monkeypatch):
     dx = K.conv2d_backward_data(dy, wt, shape[0], *shape[2:])
     ref = K.conv2d_backward_data_ref(dy.astype(cupy.float64), wt.astype(cupy.float64), shape[0], *shape[2:])
     assert _rel(dx, ref) < _GPU_TOL["tf32"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
+def test_gpu_one_by_one_forward_on_an_earlier_packed_input(dtype, poisoned_pool, monkeypatch):
+    """A ResNet downsample: a 1x1 stride-2 forward given the x a 3x3 stride-2 forward packed (its KCRS weight is
+    then used as its own KRSC pack where the channels need no padding nor TF32 rounding, else packed) equals the
+    1x1 forward on x itself, bit for bit, and keeps that same packed x."""
+    import cupy
+
+    monkeypatch.setattr(backend.tf32_conv, "allow_tf32", dtype == "tf32")
+    dt = backend.float32 if dtype == "tf32" else backend.as_dtype(dtype)
+    rng = np.random.default_rng(8)
+    cfg = ConvConfig(nchw_forward=False, direct=False)  # 20 * 1 * 1 would run direct, which packs nothing
+    for c in (64, 20):  # no padding; channels padded (16-bit)
+        x = cupy.asarray(rng.standard_normal((4, c, 12, 12))).astype(dt)
+        w3 = cupy.asarray(rng.standard_normal((96, c, 3, 3))).astype(dt)
+        w1 = cupy.asarray(rng.standard_normal((96, c, 1, 1))).astype(dt)
+        _, _, packed = K.conv2d_forward(x, w3, None, (2, 2), (1, 1), (1, 1), 1, keep_packed_x=True, config=cfg)
+        assert isinstance(packed, K.PackedInput)
+        y, _, kept = K.conv2d_forward(x, w1, None, (2, 2), (0, 0), (1, 1), 1, keep_packed_x=True, packed_x=packed,
+                                      config=cfg)
+        fresh = K.conv2d_forward(x, w1, None, (2, 2), (0, 0), (1, 1), 1, config=cfg)[0]
+        assert kept is packed and bool((y == fresh).all()), (dtype, c)
+        ref = K.conv2d_forward_ref(x.astype(cupy.float64), w1.astype(cupy.float64), None, (2, 2), (0, 0), (1, 1),
+                                   1)[0]
+        assert _rel(y, ref) < _GPU_TOL[dtype], (dtype, c)
 
 
 @pytest.mark.gpu

@@ -131,6 +131,9 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
     isz = np.dtype(dtype).itemsize
     x_step, w_step, b_step, y_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * isz, kg * p * q * isz
 
+    # a 1x1 KCRS weight whose channels need no padding nor TF32 rounding is its own KRSC pack (one group)
+    unpacked = groups == 1 and r * s == 1 and pack_ints[4] == cg and not tf32
+
     def reusable(packed):  # x as this forward would pack it: one group, same shape, dtype and TF32 rounding
         return groups == 1 and packed.shape == x_shape and packed.tf32 == tf32 and packed.array.dtype == dtype
 
@@ -146,7 +149,9 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
             # both packed operands in one allocation and one launch (measured no slower on the device than two
             # of each, and one launch less of host time before the GEMM's); a packed x kept for the filter
             # gradient has an allocation of its own, so that the weights' pack does not outlive the call
-            if reuse:  # x as an earlier forward packed it (one group): only the weights to pack
+            if reuse and unpacked:  # x as an earlier forward packed it, and w its own pack: nothing to pack
+                xn, kept, xna, wka = None, packed, packed.array.data.ptr, wa
+            elif reuse:  # x as an earlier forward packed it (one group): only the weights to pack
                 xn, wk, kept = None, cupy.ndarray(total - xn_elems, dtype), packed
                 xna, wka = packed.array.data.ptr, wk.data.ptr
             elif keep_x and groups == 1:
@@ -158,7 +163,8 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
                 xna = xn.ptr
                 wka = xna + xn_elems * isz
             if reuse:
-                pack_w(wa, wka, wa, wka)
+                if not unpacked:
+                    pack_w(wa, wka, wa, wka)
             else:
                 pack_x_w(xa + g * x_step, xna, wa + g * w_step, wka)
             if tma is not None and mask is None:  # one group (tma_plan's rule)
@@ -199,10 +205,14 @@ def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, di
     flags = [[[_flags(relu, has_bias, mask) for mask in (0, 1)] for has_bias in (0, 1)]
              for relu in (0, 1)]  # [relu][has_bias][mask]
     w_bytes, words = k * r * s * c * np.dtype(dtype).itemsize, (n * p * q + 31) // 32
+    unpacked = r * s == 1  # a 1x1 KCRS weight is its own KRSC pack (C needs no padding here, nor TF32 rounding)
 
     def run(x, w, bias, relu, want_mask, keep_x):
-        wk = cupy.cuda.alloc(w_bytes)
-        pack_w(w.data.ptr, wk.ptr, w.data.ptr, wk.ptr)
+        if unpacked:
+            wk = w.data
+        else:
+            wk = cupy.cuda.alloc(w_bytes)
+            pack_w(w.data.ptr, wk.ptr, w.data.ptr, wk.ptr)
         mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
         flag = flags[relu][bias is not None][mask is not None]
         ba = 0 if bias is None else bias.data.ptr
