@@ -701,7 +701,7 @@ OPS = [
                S("conv2d_stride_pad_dilation", (1, 2, 7, 5), (3, 2, 2, 3), stride=2, padding=1, dilation=(2, 1)),
                S("conv2d_groups_relu", (1, 4, 5, 5), (2, 2, 3, 3), (2,), groups=2, activation="relu")),
            errors=(E("conv_channels", lambda: F.conv2d(t(1, 3, 5, 5), t(4, 2, 3, 3)), ValueError, "channel"),
-                   E("conv_not_4d", lambda: F.conv2d(t(3, 5, 5), t(4, 3, 3, 3)), ValueError, "4-D|4D|dimensions"),
+                   E("conv_not_4d", lambda: F.conv2d(t(5, 5), t(4, 3, 3, 3)), ValueError, "4-D|4D|dimensions"),
                    E("conv_kernel_too_big", lambda: F.conv2d(t(1, 1, 2, 2), t(1, 1, 3, 3)), ValueError,
                      "kernel|larger"),
                    E("conv_stride", lambda: F.conv2d(t(1, 1, 5, 5), t(1, 1, 3, 3), stride=0), ValueError, "stride"),

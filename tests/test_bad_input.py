@@ -117,7 +117,7 @@ CASES = [
     ("maxpool_kernel0", lambda: nn.MaxPool2d(0)(t(1, 1, 4, 4)), ValueError, "kernel_size must be >= 1"),
     ("maxpool_too_big", lambda: nn.MaxPool2d(5)(t(1, 1, 4, 4)), ValueError, "larger than the padded input"),
     ("maxpool_padding", lambda: nn.MaxPool2d(2, padding=2)(t(1, 1, 4, 4)), ValueError, "at most half"),
-    ("maxpool_3d_input", lambda: nn.MaxPool2d(2)(t(1, 4, 4)), ValueError, "4-D input"),
+    ("maxpool_2d_input", lambda: nn.MaxPool2d(2)(t(4, 4)), ValueError, "4-D input"),
     ("maxpool_dilation", lambda: nn.MaxPool2d(2, dilation=2)(t(1, 1, 4, 4)), NotImplementedError, "dilation"),
     ("avgpool_int", lambda: nn.AvgPool2d(2)(mf.zeros(1, 1, 4, 4, dtype=mf.int64)), TypeError, "floating-point"),
     ("dropout_negative", lambda: nn.Dropout(-0.1), ValueError, "between 0 and 1"),

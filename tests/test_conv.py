@@ -156,7 +156,7 @@ def test_conv_config_is_a_hashable_value_and_cpu_ignores_it(rng):
 
 @pytest.mark.parametrize("kwargs,shape,wshape,match", [
     ({}, (1, 3, 8, 8), (4, 2, 3, 3), "channels"),
-    ({}, (3, 8, 8), (4, 3, 3, 3), "4-D"),
+    ({}, (8, 8), (4, 3, 3, 3), "4-D"),
     ({}, (1, 3, 2, 2), (4, 3, 3, 3), "larger than the padded input"),
     ({"padding": 1}, (1, 3, 2, 2), (4, 3, 5, 5), "larger than the padded input"),
     ({"dilation": 3}, (1, 3, 6, 6), (4, 3, 3, 3), "larger than the padded input"),
@@ -169,6 +169,27 @@ def test_conv_config_is_a_hashable_value_and_cpu_ignores_it(rng):
 def test_bad_input(kwargs, shape, wshape, match):
     with pytest.raises(ValueError, match=match):
         F.conv2d(T(np.ones(shape, np.float32)), T(np.ones(wshape, np.float32)), **kwargs)
+
+
+def test_unbatched_inputs_run_as_a_batch_of_one(rng):
+    """A 3-D (C, H, W) input to conv2d, conv_transpose2d, max_pool2d (with its indices) and avg_pool2d, as
+    PyTorch's take it: the batch of one's results without the batch dimension, and the same gradients."""
+    w, wt = T(rng.standard_normal((4, 3, 3, 3))), T(rng.standard_normal((3, 2, 2, 2)))
+    up = nn.ConvTranspose2d(3, 2, 3, stride=2, dtype=mf.float64)
+    cases = [lambda x: F.conv2d(x, w, None, 1, 1), lambda x: F.conv_transpose2d(x, wt, None, 2),
+             lambda x: F.max_pool2d(x, 2, return_indices=True), lambda x: F.avg_pool2d(x, 3, 2, 1),
+             lambda x: up(x, output_size=(12, 10))]
+    for fn in cases:
+        x = rng.standard_normal((3, 5, 4))
+        alone, batch = T(x, requires_grad=True), T(x[None], requires_grad=True)
+        got, want = fn(alone), fn(batch)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for a, b in zip(got, want):
+            assert a.shape == b.shape[1:]
+            np.testing.assert_array_equal(a.numpy(), b.numpy()[0])
+        got[0].sum().backward()
+        want[0].sum().backward()
+        np.testing.assert_array_equal(alone.grad.numpy(), batch.grad.numpy()[0])
 
 
 def test_bad_bias_and_dtype():

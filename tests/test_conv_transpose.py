@@ -42,12 +42,33 @@ def test_module_shapes_and_repr():
     assert np.abs(m.weight.numpy()).max() <= bound
 
 
+def test_output_size_picks_the_output_padding(rng):
+    """``forward(x, output_size)`` as PyTorch's: the spatial size, or a whole shape ending in it, sets the output
+    padding among the sizes the stride allows (the module's own output_padding is left as it was); a size out of
+    that range, or of the wrong length, is an error naming the range."""
+    m = nn.ConvTranspose2d(4, 3, 3, stride=(2, 3), padding=1, dtype=mf.float64)
+    x = mf.tensor(rng.standard_normal((2, 4, 5, 6)))
+    for size, pad in [((9, 16), (0, 0)), ((10, 18), (1, 2)), ([2, 3, 10, 17], (1, 1)), (mf.zeros(2, 3, 9, 18).shape,
+                                                                                          (0, 2))]:
+        want = F.conv_transpose2d(x, m.weight, m.bias, m.stride, m.padding, pad)
+        np.testing.assert_array_equal(m(x, output_size=size).numpy(), want.numpy())
+    assert m.output_padding == (0, 0)
+    np.testing.assert_array_equal(m(x[0], output_size=(3, 10, 17)).numpy(), m(x, output_size=(10, 17)).numpy()[0])
+    for size, exc, words in [((11, 16), ValueError, r"output size of \[11, 16\], but valid sizes range from "
+                                                    r"\[9, 16\] to \[10, 18\] \(for an input of \[5, 6\]\)"),
+                             ((8, 16), ValueError, "valid sizes range"),
+                             ((3, 10, 17), ValueError, "must have 2 or 4 elements, got 3"),
+                             ("ab", TypeError, "output_size must be a sequence of ints")]:
+        with pytest.raises(exc, match=words):
+            m(x, output_size=size)
+
+
 @pytest.mark.parametrize("fn,exc,words", [
     (lambda: F.conv_transpose2d(mf.randn(1, 3, 4, 4), mf.randn(4, 2, 3, 3)), ValueError,
      r"conv_transpose2d: input has 3 channels .* expects 4"),
     (lambda: F.conv_transpose2d(mf.randn(1, 4, 4, 4), mf.randn(4, 2, 3, 3), stride=2, output_padding=2), ValueError,
      "output_padding .* must be smaller than stride"),
-    (lambda: F.conv_transpose2d(mf.randn(4, 4, 4), mf.randn(4, 2, 3, 3)), ValueError, "4-D input"),
+    (lambda: F.conv_transpose2d(mf.randn(4, 4), mf.randn(4, 2, 3, 3)), ValueError, "4-D input"),
     (lambda: F.conv_transpose2d(mf.randn(1, 4, 4, 4), mf.randn(4, 2, 3, 3), bias=mf.randn(3)), ValueError,
      r"bias must have shape \(2,\)"),
     (lambda: nn.ConvTranspose2d(4, 3, 3, groups=2), ValueError, "divisible by groups=2"),

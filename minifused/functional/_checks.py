@@ -37,4 +37,5 @@ def _check_image(op, input, what="input"):
     if not isinstance(input, _Tensor):
         raise TypeError(f"{op}: expected a tensor {what}, got {type(input).__name__}")
     if input.ndim != 4:
-        raise ValueError(f"{op}: expected a 4-D {what} (N, C, H, W), got shape {tuple(input.shape)}")
+        raise ValueError(f"{op}: expected a 4-D {what} (N, C, H, W) or a 3-D unbatched one (C, H, W), got shape "
+                         f"{tuple(input.shape)}")

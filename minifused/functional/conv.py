@@ -1,6 +1,9 @@
 """Convolution and pooling: ``conv2d`` (with an optional fused ReLU), ``conv_transpose2d``, ``max_pool2d`` and
-``avg_pool2d``, their arguments checked here."""
+``avg_pool2d``, their arguments checked here. Each takes a batch (N, C, H, W) or, as PyTorch's do, one unbatched
+image (C, H, W)."""
 from __future__ import annotations
+
+import functools as _functools
 
 from .. import backend as _backend
 from ..ops import conv as _conv_ops
@@ -17,6 +20,20 @@ CONV_ACTIVATIONS = (None, "relu")  # what F.conv2d / nn.Conv2d accept (the convo
 _CONV_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16, _backend.float64})
 
 
+def _unbatched(fn):
+    """``fn`` also taking an unbatched (C, H, W) input: run as a batch of one, whose batch dimension the results
+    (a max pool's indices too) drop."""
+    @_functools.wraps(fn)
+    def taking_unbatched(input, *args, **kwargs):
+        if not (isinstance(input, _Tensor) and input.ndim == 3):
+            return fn(input, *args, **kwargs)
+        out = fn(_reshape(input, 1, *input.shape), *args, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(_reshape(o, *o.shape[1:]) for o in out)
+        return _reshape(out, *out.shape[1:])
+    return taking_unbatched
+
+
 def _check_conv_args(op, input, weight, groups, layout):
     _check_image(op, input)
     if not isinstance(weight, _Tensor):
@@ -27,6 +44,7 @@ def _check_conv_args(op, input, weight, groups, layout):
         raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
 
 
+@_unbatched
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, activation=None):
     """2-D convolution as ``torch.nn.functional.conv2d``, with an optional fused ReLU.
 
@@ -89,6 +107,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     return _conv_ops.conv2d(input, weight, bias, stride, padding, dilation, groups, activation)
 
 
+@_unbatched
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """2-D transposed convolution as ``torch.nn.functional.conv_transpose2d``: ``input`` (N, C_in, H, W),
     ``weight`` (C_in, C_out/groups, kH, kW); the output is (N, C_out, (H-1)*stride - 2*padding +
@@ -150,6 +169,7 @@ def _pool_args(op, input, kernel_size, stride, padding):
     return kernel, stride, padding
 
 
+@_unbatched
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """Max pooling as ``torch.nn.functional.max_pool2d`` (dilation 1 only). With ``return_indices``,
     ``(output, indices)``: each maximum's flat index ``h*W + w`` in its (H, W) plane, int64, as PyTorch's."""
@@ -159,6 +179,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _pool_ops.max_pool2d(input, kernel, stride, padding, ceil_mode, bool(return_indices))
 
 
+@_unbatched
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """Average pooling as ``torch.nn.functional.avg_pool2d`` (``count_include_pad=True`` by default)."""

@@ -10,6 +10,7 @@ from ..autograd import no_grad
 from ..functional import CONV_ACTIVATIONS
 from ..functional._checks import _pair
 from ..ops.shape import channels_last
+from ..tensor import Tensor
 from .module import Module, Parameter
 
 
@@ -128,9 +129,33 @@ class ConvTranspose2d(Module):
             if self.bias is not None:
                 self.bias.uniform_(-bound, bound)
 
-    def forward(self, x):
-        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+    def forward(self, x, output_size=None):
+        """``output_size`` (H, W), or a whole shape ending in them (e.g. ``skip.shape``), picks among the sizes a
+        stride > 1 makes possible, as PyTorch's does: it sets this call's output padding."""
+        output_padding = self.output_padding if output_size is None else self._output_padding(x, output_size)
+        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding, output_padding,
                                   self.groups, self.dilation)
+
+    def _output_padding(self, x, output_size):
+        if not isinstance(x, Tensor) or x.ndim not in (3, 4):
+            return self.output_padding  # conv_transpose2d refuses x
+        try:
+            size = [int(v) for v in output_size]
+        except (TypeError, ValueError):
+            raise TypeError(f"ConvTranspose2d: output_size must be a sequence of ints, got {output_size!r}") from None
+        batch_dims = x.ndim - 2
+        if len(size) == batch_dims + 2:
+            size = size[batch_dims:]
+        if len(size) != 2:
+            raise ValueError(f"ConvTranspose2d: for a {x.ndim}-D input, output_size must have 2 or {batch_dims + 2} "
+                             f"elements, got {len(size)} ({output_size!r})")
+        smallest = [(x.shape[batch_dims + i] - 1) * self.stride[i] - 2 * self.padding[i]
+                    + self.dilation[i] * (self.kernel_size[i] - 1) + 1 for i in (0, 1)]
+        largest = [smallest[i] + self.stride[i] - 1 for i in (0, 1)]
+        if any(not smallest[i] <= size[i] <= largest[i] for i in (0, 1)):
+            raise ValueError(f"ConvTranspose2d: requested an output size of {size}, but valid sizes range from "
+                             f"{smallest} to {largest} (for an input of {list(x.shape[batch_dims:])})")
+        return tuple(size[i] - smallest[i] for i in (0, 1))
 
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
