@@ -74,6 +74,23 @@ def test_state_dict_keys_are_pytorchs():
     assert repr(nn.BatchNorm2d(8)) == "BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"
 
 
+def test_state_dict_without_num_batches_tracked_loads():
+    """A state dict without ``num_batches_tracked`` (older checkpoints, dicts built by hand) loads strictly, as
+    PyTorch's does, keeping the module's count; any other missing key is still an error, and nothing is copied."""
+    src = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
+    with mf.no_grad():
+        src[1].running_mean.fill_(0.5)
+    m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
+    m[1].num_batches_tracked += 7
+    sd = {k: v for k, v in src.state_dict().items() if not k.endswith("num_batches_tracked")}
+    assert m.load_state_dict(sd) == ([], [])
+    assert int(m[1].num_batches_tracked.item()) == 7 and np.all(m[1].running_mean.numpy() == 0.5)
+    fresh = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
+    with pytest.raises(RuntimeError, match=r"missing keys: 1\.running_var"):
+        fresh.load_state_dict({k: v for k, v in sd.items() if k != "1.running_var"})
+    assert np.all(fresh[1].running_mean.numpy() == 0)
+
+
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("relu", [False, True])
 def test_gradients_against_finite_differences(rng, training, relu):

@@ -46,6 +46,8 @@ class Module:
     #: Whether the layer brings its input to the channels-last layout (set by ``to(memory_format=...)``; None:
     #: a layer whose speed does not depend on its input's layout).
     channels_last_input: bool | None = None
+    #: Names of the module's own state that ``load_state_dict`` does not require (absent: kept as it is).
+    _optional_state: tuple = ()
 
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -298,13 +300,17 @@ class Module:
         NumPy, CuPy: DLPack, ``__cuda_array_interface__`` or ``__array_interface__``). As in PyTorch
         each is copied into the existing tensor, cast to its dtype and moved to its device; shapes
         must match. Everything is checked before anything is copied. ``assign`` is accepted for
-        PyTorch code; values are always copied.
+        PyTorch code; values are always copied. A state a module lists in ``_optional_state`` may be
+        absent, and then keeps its value (BatchNorm's ``num_batches_tracked``, which PyTorch fills in for
+        state dicts without its version metadata: older checkpoints, dicts built by hand).
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"load_state_dict: expected a mapping of names to tensors, got "
                             f"{type(state_dict).__name__}")
         own = self.state_dict()
-        missing = [k for k in own if k not in state_dict]
+        optional = {(f"{prefix}." if prefix else "") + name
+                    for prefix, module in self.named_modules() for name in type(module)._optional_state}
+        missing = [k for k in own if k not in state_dict and k not in optional]
         unexpected = [k for k in state_dict if k not in own]
         problems, sources = [], {}
         if strict and (missing or unexpected):
