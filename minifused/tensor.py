@@ -29,7 +29,7 @@ class Tensor:
     """An n-dimensional array on a device that can record operations for autograd."""
 
     __slots__ = ("_data", "_requires_grad", "_grad", "_ctx", "_out_index", "_vc", "_hooks",
-                 "_retain", "_post_hooks", "__weakref__")
+                 "_retain", "_post_hooks", "_rewritten", "__weakref__")
     __array_ufunc__ = None  # NumPy operators defer to Tensor's reflected methods
     __hash__ = object.__hash__
 
@@ -47,6 +47,7 @@ class Tensor:
         self._hooks = []
         self._retain = None
         self._post_hooks = None
+        self._rewritten = None
         if requires_grad:
             self.requires_grad = True
 
@@ -63,6 +64,7 @@ class Tensor:
         t._hooks = []
         t._retain = None
         t._post_hooks = None
+        t._rewritten = None  # the in-place op written through a view of it since its node (see autograd.tape)
         return t
 
     # ------------------------------------------------------------ properties
@@ -308,7 +310,8 @@ class Tensor:
             self._grad._data += g
             self._grad._bump("backward (gradient accumulation)")
 
-    # ------------------------------------------------------------ in-place (not differentiable)
+    # ------------------------------------------------------------ in-place (not differentiable; the recorded
+    # arithmetic ones, add_ / mul_ / += ..., are ops.elementwise's)
     def _check_inplace(self, op):
         if self._requires_grad and autograd.is_grad_enabled():
             kind = "a leaf tensor that requires grad" if self._ctx is None else "a tensor that requires grad"
@@ -327,14 +330,6 @@ class Tensor:
         """How many in-place changes this tensor's array has seen (PyTorch's ``_version``)."""
         return self._vc.version
 
-    def _operand(self, other):
-        if isinstance(other, Tensor):
-            if other.device != self.device:
-                raise RuntimeError(
-                    f"expected all tensors on the same device, got {self.device} and {other.device}")
-            return other._data
-        return other
-
     def zero_(self):
         self._check_inplace("zero_")
         self._data.fill(0)
@@ -350,25 +345,6 @@ class Tensor:
         src = src.to(self.device)._data if isinstance(src, Tensor) else src
         self._xp.copyto(self._data, self._xp.asarray(src).astype(self._data.dtype, copy=False))
         return self._bump("copy_")
-
-    def add_(self, other, alpha=1):
-        self._check_inplace("add_")
-        other = self._operand(other)
-        self._data += other if alpha == 1 else alpha * other
-        return self._bump("add_")
-
-    def sub_(self, other, alpha=1):
-        return self.add_(other, alpha=-alpha)
-
-    def mul_(self, other):
-        self._check_inplace("mul_")
-        self._data *= self._operand(other)
-        return self._bump("mul_")
-
-    def div_(self, other):
-        self._check_inplace("div_")
-        self._data /= self._operand(other)
-        return self._bump("div_")
 
     def clamp_(self, min=None, max=None):
         self._check_inplace("clamp_")
@@ -389,11 +365,6 @@ class Tensor:
         r = backend.generator(self.device).standard_normal(self.shape)
         self._data[...] = (r * std + mean).astype(self._data.dtype)
         return self._bump("normal_")
-
-    __iadd__ = add_
-    __isub__ = sub_
-    __imul__ = mul_
-    __itruediv__ = div_
 
 
 def _host(array):

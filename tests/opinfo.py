@@ -474,22 +474,40 @@ OPS = [
                S("add", (3, 4), (3, 4)), S("add_broadcast", (2, 3, 4), (3, 1)),
                S("add_scalar", (3, 4), fn=lambda a: 2.5 + a + 1, ref=lambda a: 2.5 + a + 1),
                S("add_0d", (), (3,)), S("add_size1", (1,), (1, 1)), S("add_odd", (33,), (7, 1))),
-           errors=(E("add_broadcast", lambda: t(2, 3) + t(4), ValueError, r"add: shapes \(2, 3\) and \(4,\)"),)),
+           inplace=(InPlace("add_", lambda x: x.add_(_row(x), alpha=2.0), lambda x: x + 2.0 * _row(x), op="add_"),
+                    InPlace("+=", lambda x: x.__iadd__(_row(x)), lambda x: x + _row(x), op="add_")),
+           errors=(E("add_broadcast", lambda: t(2, 3) + t(4), ValueError, r"add: shapes \(2, 3\) and \(4,\)"),
+                   E("add_inplace_grows", lambda: t(3).add_(t(2, 3)), RuntimeError,
+                     r"add_: output with shape \[3\] doesn't match the broadcast shape \[2, 3\]"),
+                   E("add_inplace_float_into_int", lambda: mf.arange(3).add_(0.5), RuntimeError,
+                     "add_: result type float32 can't be cast to the desired output type int64"),
+                   E("add_inplace_leaf", lambda: t(3, requires_grad=True).add_(1.0), RuntimeError,
+                     "add_: a leaf Variable that requires grad"),
+                   E("add_inplace_not_a_number", lambda: t(3).add_("1"), TypeError,
+                     "add_: expected a tensor or a number, got str"))),
     OpInfo("sub", lambda a, b: a - b, np.subtract, spelled="Tensor.__sub__", fuzz="binary", domain=("real", "real"),
            aliases={"mf.sub": mf.sub}, torch=SAME, samples=(
                S("sub_broadcast", (4, 1), (1, 5)),
                S("rsub_scalar", (3,), fn=lambda a: 1.0 - a, ref=lambda a: 1.0 - a),
-               S("sub_0d", (), ()), S("sub_odd", (9, 33), (33,)))),
+               S("sub_0d", (), ()), S("sub_odd", (9, 33), (33,))),
+           inplace=(InPlace("sub_", lambda x: x.sub_(_row(x), alpha=0.5), lambda x: x - 0.5 * _row(x), op="sub_"),
+                    InPlace("-=", lambda x: x.__isub__(0.25), lambda x: x - 0.25, op="sub_"))),
     OpInfo("mul", lambda a, b: a * b, np.multiply, spelled="Tensor.__mul__", fuzz="binary", domain=("real", "real"),
            aliases={"mf.mul": mf.mul}, torch=SAME, samples=(
                S("mul_broadcast", (2, 3, 4), (4,)),
                S("rmul_scalar", (2, 2), fn=lambda a: 3 * a, ref=lambda a: 3 * a),
-               S("mul_0d", (3, 1), ()), S("mul_size1", (1,), (5,)))),
+               S("mul_0d", (3, 1), ()), S("mul_size1", (1,), (5,))),
+           inplace=(InPlace("mul_", lambda x: x.mul_(_row(x)), lambda x: x * _row(x), op="mul_"),
+                    InPlace("*=", lambda x: x.__imul__(3.0), lambda x: x * 3.0, op="mul_"))),
     OpInfo("div", lambda a, b: a / b, np.divide, spelled="Tensor.__truediv__", fuzz="binary",
            domain=("real", "nonzero"), aliases={"mf.div": mf.div}, torch=SAME, samples=(
                S("div_broadcast", (3, 4), pos((1, 4))),
                S("rdiv_scalar", pos((5,)), fn=lambda a: 2.0 / a, ref=lambda a: 2.0 / a),
-               S("div_0d", (), pos(())), S("div_odd", (1, 33), pos((7, 1))))),
+               S("div_0d", (), pos(())), S("div_odd", (1, 33), pos((7, 1)))),
+           inplace=(InPlace("div_", lambda x: x.div_(_row(x)), lambda x: x / _row(x), op="div_"),
+                    InPlace("/=", lambda x: x.__itruediv__(4.0), lambda x: x / 4.0, op="div_")),
+           errors=(E("div_inplace_int", lambda: mf.arange(3).div_(2), RuntimeError,
+                     "div_: result type float32 can't be cast to the desired output type int64"),)),
     OpInfo("pow", lambda a, b: a ** b, np.power, spelled="Tensor.__pow__", fuzz="binary", domain=("pos", "real"),
            aliases={"mf.pow": mf.pow}, torch=SAME, samples=(
                S("pow_scalar", (3, 4), fn=lambda a: a ** 3, ref=lambda a: a ** 3),
@@ -1122,6 +1140,13 @@ def _last_index(t, k=3):
     n = t.shape[-1]
     rows = np.broadcast_to(np.arange(n - 1, n - 1 - min(k, n), -1), (*t.shape[:-1], min(k, n)))
     return mf.tensor(np.ascontiguousarray(rows), device=t.device)
+
+
+def _row(t):
+    """A vector along t's last dimension, in t's dtype and on its device, away from zero (in-place arithmetic's
+    other operand, broadcast over t)."""
+    n = t.shape[-1] if t.ndim else 1
+    return mf.tensor(np.linspace(0.5, 1.5, n), dtype=t.dtype, device=t.device).reshape(t.shape[-1:] if t.ndim else ())
 
 
 def _last_vector(t):

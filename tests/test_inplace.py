@@ -11,6 +11,7 @@ import minifused.functional as F
 import minifused.nn as nn
 from minifused.kernels import dropout as KD
 from minifused.kernels import elementwise as KE
+from minifused.testing import gradcheck
 
 from conftest import dev_array, f64, host  # noqa: E402
 from opinfo import inplace_forms, randn  # noqa: E402
@@ -142,6 +143,72 @@ def test_inplace_chain_and_input_requiring_no_grad():
     np.testing.assert_allclose(leaf.grad.numpy(), ref_leaf.grad.numpy(), rtol=1e-10)
     z = cpu(randn(3))  # requires no grad: nothing recorded
     assert F.relu_(z) is z and z.grad_fn is None and not z.requires_grad
+
+
+def test_residual_block_written_with_plus_equals(rng):
+    """torchvision's BasicBlock adds its shortcut in place (``out += identity``): the same values and gradients
+    as ``out = out + identity``, through Conv2d, BatchNorm2d and ReLU, in float64."""
+    torch_like = [nn.Conv2d(3, 3, 3, padding=1, bias=False, dtype=mf.float64), nn.BatchNorm2d(3, dtype=mf.float64)]
+    x0 = rng.standard_normal((2, 3, 5, 5))
+
+    def block(plus_equals):
+        conv, bn = torch_like
+        x = cpu(x0, requires_grad=True)
+        out = bn(conv(x))
+        if plus_equals:
+            out += x
+        else:
+            out = out + x
+        y = F.relu(out)
+        (y * y).sum().backward()
+        grads = [x.grad.numpy()] + [p.grad.numpy() for p in (conv.weight, bn.weight, bn.bias)]
+        for p in (conv.weight, bn.weight, bn.bias):
+            p.grad = None
+        return y.detach().numpy(), grads
+
+    (y1, g1), (y2, g2) = block(True), block(False)
+    np.testing.assert_allclose(y1, y2, rtol=1e-12)
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_inplace_arithmetic_with_a_recorded_operand():
+    """A tensor that requires no grad, written in place with one that does, then requires grad (as PyTorch's);
+    the operand's gradient is summed over the broadcast; chains of in-place arithmetic match their out-of-place
+    forms under finite differences."""
+    w = cpu(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    x = cpu(np.ones((2, 3)))
+    x += w
+    assert x.requires_grad and x.grad_fn is not None
+    (x * x).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [8.0, 12.0, 16.0])
+
+    def chain(a, b):
+        y = a * 1.0
+        y += b
+        y *= b
+        y /= b + 2.0
+        y -= a
+        return y.add_(b, alpha=-0.5)
+    args = [cpu(randn(3, 4, seed=31, dtype=np.float64), requires_grad=True),
+            cpu(randn(4, seed=32, dtype=np.float64) + 3.0, requires_grad=True)]
+    assert gradcheck(chain, args)
+
+
+def test_write_through_a_view_then_using_the_viewed_tensor_raises():
+    """This tape records an in-place write through a view on the view alone (PyTorch also rewrites the viewed
+    tensor's history): the view's own gradients are right, and a recorded op or a backward that would take the
+    viewed tensor raises instead of missing the write; outside autograd it can still be read."""
+    leaf, base = nonleaf(np.array([[-1.0, 2.0], [3.0, -4.0]]))
+    view = base[0]
+    view.sin_()
+    view.sum().backward()
+    np.testing.assert_allclose(leaf.grad.numpy(), [np.cos([-1.0, 2.0]), [0.0, 0.0]])
+    for use in (lambda: base * 2.0, lambda: base.sum().backward()):
+        with pytest.raises(RuntimeError, match=r"written in place through a view of it \(sin_\)"):
+            use()
+    with mf.no_grad():
+        np.testing.assert_allclose((base * 1.0).numpy(), [np.sin([-1.0, 2.0]), [3.0, -4.0]])
 
 
 @pytest.mark.parametrize("name", RECORDED)

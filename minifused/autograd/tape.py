@@ -171,7 +171,7 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         T = _Tensor
-        arrays, needs, any_needs = _unwrap(args)
+        arrays, needs, any_needs = _unwrap(args, cls)
         ctx = Context(needs)
         out = cls.forward(ctx, *arrays, **kwargs)
         record = any_needs and _mode.enabled
@@ -202,7 +202,7 @@ class Function:
             raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place "
                                f"operation. Use the out-of-place form, or modify it under no_grad()")
         refuse_view_of_grad_leaf(op, x)
-        arrays, needs, any_needs = _unwrap((x, *args))
+        arrays, needs, any_needs = _unwrap((x, *args), op)
         ctx = Context(needs)
         out = cls.forward(ctx, *arrays, out=x._data, **kwargs)
         if out is not x._data:
@@ -215,7 +215,28 @@ class Function:
             inputs = (prev, *[a if n else None for a, n in zip(args, needs[1:])])
             x._requires_grad = True
             _record(ctx, cls, inputs, (x,), (x, *args))  # after the bump: saved arrays are x as it is now
+            if prev is not None:
+                _mark_viewed(prev._ctx, op)
         return x
+
+
+def _mark_viewed(ctx, op):
+    """After ``op`` was recorded on a view (``ctx``: the view's node), mark the tensors it views: PyTorch rewrites
+    their history to include the write, this tape does not, so a recorded op that takes one of them later, or a
+    backward from one, raises (see :func:`_refuse_rewritten`) rather than miss the write in its gradient."""
+    while ctx is not None and ctx.fn.is_view and ctx.inputs and ctx.inputs[0] is not None:
+        base = ctx.inputs[0]
+        base = base._ref() if isinstance(base, _Edge) else base
+        if base is None:
+            return
+        base._rewritten = op
+        ctx = base._ctx
+
+
+def _refuse_rewritten(where, t):
+    raise RuntimeError(f"{where}: a tensor that requires grad was written in place through a view of it "
+                       f"({t._rewritten}) after its autograd node was recorded; its gradient would miss that write. "
+                       f"Write out of place (or into a clone of the view) instead")
 
 
 def refuse_view_of_grad_leaf(op, x):
@@ -234,9 +255,10 @@ def refuse_view_of_grad_leaf(op, x):
         ctx = base._ctx
 
 
-def _unwrap(args):
+def _unwrap(args, op):
     """The arrays of ``args`` (tensors unwrapped), which of them require grad, and whether any does
-    (one pass: this is the hot path of every op)."""
+    (one pass: this is the hot path of every op); in grad mode, a tensor written through a view of it since
+    its node was recorded is refused (see :func:`_mark_viewed`), naming ``op`` (a name or a Function)."""
     T = _Tensor
     arrays, needs, any_needs = [], [], False
     for a in args:
@@ -244,6 +266,8 @@ def _unwrap(args):
             arrays.append(a._data)
             needs.append(a._requires_grad)
             any_needs = any_needs or a._requires_grad
+            if a._rewritten is not None and _mode.enabled:
+                _refuse_rewritten(op if isinstance(op, str) else op.__name__, a)
         else:
             arrays.append(a)
             needs.append(False)

@@ -6,7 +6,7 @@ import threading
 
 from .. import backend
 from ..kernels.elementwise import add as _add  # the sum of two 16-bit gradients in one vectorized kernel
-from .tape import _FREED_MESSAGE, Handoff, _check_versions
+from .tape import _FREED_MESSAGE, Handoff, _check_versions, _refuse_rewritten
 from .modes import _check_op, _checks
 
 _Tensor = None  # the Tensor class, registered by minifused.tensor (see the package's _register_tensor_type)
@@ -127,6 +127,8 @@ def _seed(root, gradient):
     """The gradient of ``root`` the walk starts from, and the caller's array (None for the implicit one)."""
     if not root.requires_grad:
         raise RuntimeError("backward(): the tensor does not require grad and has no grad_fn")
+    if root._rewritten is not None:
+        _refuse_rewritten("backward()", root)
     if gradient is None:
         if root._data.size != 1:
             raise RuntimeError(

@@ -18,9 +18,9 @@ from .masking import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
 from .resample import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
-from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
-                          maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device,
-                          where)
+from .elementwise import (abs, add, add_, cast, clamp, clone, div, div_, eq, exp, ge, gelu, gt, le, log,  # noqa: A004
+                          lt, maximum, minimum, mul, mul_, ne, neg, pow, relu, sigmoid, sqrt, sub, sub_, tanh,
+                          to_device, where)
 from .matmul import addmm, bmm, dot, einsum, matmul, mm, outer, t
 from .movement import (chunk, diag, expand_as, flip, movedim, narrow, repeat, reshape_as, roll, split, swapaxes,
                        tile, tril, triu, unbind, view_as)
@@ -73,6 +73,8 @@ _METHODS = {
     "__getitem__": getitem, "__setitem__": setitem,
     # methods
     "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "matmul": matmul, "neg": neg,
+    "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_,
+    "__iadd__": add_, "__isub__": sub_, "__imul__": mul_, "__itruediv__": div_,
     "exp": exp, "log": log, "sqrt": sqrt, "abs": abs, "tanh": tanh, "sigmoid": sigmoid, "relu": relu,
     "clamp": clamp, "clip": clamp, "maximum": maximum, "minimum": minimum,
     "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
