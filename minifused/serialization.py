@@ -94,7 +94,7 @@ def _put(data, arrays):
     dtype = str(data.dtype)
     if dtype in _SPECIAL_DTYPES:
         data = data.view(_SPECIAL_DTYPES[dtype][1])
-    arrays[name] = np.ascontiguousarray(data)
+    arrays[name] = np.ascontiguousarray(data).reshape(data.shape)  # (ascontiguousarray makes a 0-d array 1-d)
     return name
 
 

@@ -314,3 +314,46 @@ def test_sequential_inplace_mlp_matches_out_of_place():
         y = model(x)
     assert y is x
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_assigning_to_a_registered_name_keeps_its_kind():
+    """PyTorch's Module.__setattr__: a buffer assigned a tensor stays a buffer (``count += 1``, ``self.avg = ...``:
+    still in the state dict), None clears a registered name, and a value of the wrong kind for a parameter,
+    buffer or child module is refused; a new Parameter or Module registers as one, anything else is an
+    attribute."""
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.register_buffer("count", mf.zeros((), dtype=mf.int64))
+            self.register_buffer("avg", mf.zeros(2))
+
+        def forward(self, x):
+            self.count += 1
+            self.avg = 0.5 * self.avg + 0.5 * x.mean(0)
+            return self.lin(x)
+
+    m = Counter()
+    with mf.no_grad():
+        m(mf.ones(3, 2))
+        m(mf.ones(3, 2))
+    sd = m.state_dict()
+    assert list(sd) == ["lin.weight", "lin.bias", "count", "avg"]
+    assert int(sd["count"].item()) == 2 and np.allclose(sd["avg"].numpy(), 0.75)
+    m.avg = None
+    assert "avg" not in m.state_dict() and m.avg is None and "avg" in m._buffers
+    for name, value, words in [("count", 3, r"cannot assign int as buffer 'count' \(Tensor or None expected\)"),
+                               ("lin", mf.ones(2), r"cannot assign Tensor as child module 'lin'"),
+                               ("scale", None, None)]:
+        if words is None:
+            setattr(m, name, value)
+            continue
+        with pytest.raises(TypeError, match=words):
+            setattr(m, name, value)
+    with pytest.raises(TypeError, match=r"as parameter 'weight' \(minifused.nn.Parameter or None expected\)"):
+        m.lin.weight = mf.ones(2, 2)
+    m.lin.bias = None
+    assert [n for n, _ in m.named_parameters()] == ["lin.weight"]
+    m.extra = nn.Parameter(mf.ones(1))
+    m.sub = nn.Linear(1, 1)
+    assert "extra" in dict(m.named_parameters()) and "sub.weight" in m.state_dict() and m.scale is None

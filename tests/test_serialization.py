@@ -40,6 +40,23 @@ def test_round_trip_nested(tmp_path):
     assert list(got) == list(obj)
 
 
+def test_zero_dimensional_tensors_keep_their_shape(tmp_path):
+    """0-d tensors and arrays (BatchNorm's num_batches_tracked, a step count, a loss) come back 0-d in both formats,
+    so a whole model's state dict saved and loaded goes back into the model."""
+    model = mf.nn.Sequential(mf.nn.Conv2d(1, 2, 3), mf.nn.BatchNorm2d(2))
+    model[1].num_batches_tracked += 3
+    obj = {"model": model.state_dict(), "loss": mf.tensor(0.25), "step": np.array(4), "bf": mf.tensor(1.5).bfloat16()}
+    got = mf.load(mf.save(obj, tmp_path / "c.ckpt"))
+    assert got["model"]["1.num_batches_tracked"].shape == () and got["loss"].shape == () and got["step"].shape == ()
+    assert got["bf"].shape == () and float(got["bf"].item()) == 1.5
+    fresh = mf.nn.Sequential(mf.nn.Conv2d(1, 2, 3), mf.nn.BatchNorm2d(2))
+    fresh.load_state_dict(got["model"])
+    assert int(fresh[1].num_batches_tracked.item()) == 3
+    st = mf.load(mf.save(model.state_dict(), tmp_path / "m.safetensors"))
+    assert st["1.num_batches_tracked"].shape == ()
+    fresh.load_state_dict(st)
+
+
 def test_file_is_npz_without_pickles(tmp_path):
     mf.save({"w": mf.ones(2)}, tmp_path / "c.ckpt")
     with zipfile.ZipFile(tmp_path / "c.ckpt") as z:

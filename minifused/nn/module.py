@@ -59,15 +59,24 @@ class Module:
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
-        for store in (self._parameters, self._buffers, self._modules):
-            store.pop(name, None)
-        if isinstance(value, Parameter):
-            self._parameters[name] = value
-        elif isinstance(value, Module):
-            self._modules[name] = value
-        else:
+        # PyTorch's rules: a Parameter or a Module registers as one; a name already registered keeps its kind
+        # (None clears it, anything else of the wrong kind is an error), so ``self.count += 1`` on a buffer
+        # keeps it a buffer, in the state dict
+        params, buffers, modules = self._parameters, self._buffers, self._modules
+        if not isinstance(value, (Parameter, Module)):
+            for store, kind, ok in ((params, "parameter", "minifused.nn.Parameter"),
+                                    (modules, "child module", "Module"), (buffers, "buffer", "Tensor")):
+                if name in store:
+                    if value is not None and not (store is buffers and isinstance(value, Tensor)):
+                        raise TypeError(f"cannot assign {type(value).__name__} as {kind} {name!r} ({ok} or None "
+                                        f"expected)")
+                    store[name] = value
+                    return
             object.__setattr__(self, name, value)
             return
+        for store in (params, buffers, modules):
+            store.pop(name, None)
+        (params if isinstance(value, Parameter) else modules)[name] = value
         self.__dict__.pop(name, None)
 
     def __getattr__(self, name):
