@@ -357,3 +357,30 @@ def test_assigning_to_a_registered_name_keeps_its_kind():
     m.extra = nn.Parameter(mf.ones(1))
     m.sub = nn.Linear(1, 1)
     assert "extra" in dict(m.named_parameters()) and "sub.weight" in m.state_dict() and m.scale is None
+
+
+def test_trunc_normal_and_orthogonal_inits():
+    """trunc_normal_ draws N(mean, std^2) inside [a, b] (absolute bounds): the truncated normal's moments; an
+    interval in the far tails is an error. orthogonal_ gives orthonormal rows (or columns) times gain, for
+    conv-shaped tensors too (flattened after the first dimension)."""
+    mf.manual_seed(3)
+    w = nn.init.trunc_normal_(mf.empty(200_000), mean=1.0, std=2.0, a=-1.0, b=5.0)
+    x = w.numpy().astype(np.float64)
+    assert x.min() >= -1.0 and x.max() <= 5.0 and w._version == 1
+    phi = lambda z: math.exp(-z * z / 2) / math.sqrt(2 * math.pi)  # noqa: E731
+    cdf = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))  # noqa: E731
+    lo, hi = -1.0, 2.0  # the bounds in standard units
+    mass = cdf(hi) - cdf(lo)
+    mean = 1.0 + 2.0 * (phi(lo) - phi(hi)) / mass
+    var = 4.0 * (1 + (lo * phi(lo) - hi * phi(hi)) / mass - ((phi(lo) - phi(hi)) / mass) ** 2)
+    assert abs(x.mean() - mean) < 0.02 and abs(x.var() - var) < 0.03
+    with pytest.raises(ValueError, match="too far in the tails"):
+        nn.init.trunc_normal_(mf.empty(4), a=30.0, b=31.0)
+    with pytest.raises(ValueError, match="a < b"):
+        nn.init.trunc_normal_(mf.empty(4), a=1.0, b=-1.0)
+    for shape, gain in [((3, 5), 1.0), ((6, 2, 2), 2.0), ((4, 4), 0.5)]:
+        q = nn.init.orthogonal_(mf.empty(*shape), gain=gain).numpy().astype(np.float64).reshape(shape[0], -1)
+        small = q @ q.T if q.shape[0] <= q.shape[1] else q.T @ q
+        np.testing.assert_allclose(small, gain * gain * np.eye(small.shape[0]), atol=1e-5)
+    with pytest.raises(ValueError, match="2 or more dimensions"):
+        nn.init.orthogonal_(mf.empty(4))

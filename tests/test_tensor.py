@@ -77,6 +77,24 @@ def test_to_dtype_and_device_round_trip(device):
     assert x.half().dtype == mf.float16 and x.double().dtype == mf.float64 and x.long().dtype == mf.int64
 
 
+def test_to_takes_non_blocking_and_copy_and_pin_memory():
+    """PyTorch's ``to(..., non_blocking, copy)`` by keyword or after the device, dtype or tensor (a training loop's
+    ``x.to(device, non_blocking=True)``); ``copy=True`` gives a new tensor even where nothing changes; a loader's
+    ``pin_memory()`` on a cpu tensor; Module.to takes non_blocking too."""
+    x = mf.tensor([1.0, 2.0])
+    assert x.to("cpu", non_blocking=True) is x and x.to("cpu", True) is x and x.to(x, non_blocking=True) is x
+    y = x.to("cpu", copy=True)
+    assert y is not x and y.tolist() == [1.0, 2.0]
+    assert x.to("cpu", mf.float64, True, True).dtype == mf.float64
+    with pytest.raises(TypeError, match="non_blocking must be a bool"):
+        x.to("cpu", non_blocking=1)
+    with pytest.raises(TypeError, match="come after the device"):
+        x.to(True, "cpu")
+    assert x.pin_memory() is x and not x.is_pinned()
+    m = mf.nn.Linear(2, 2)
+    assert m.to("cpu", non_blocking=True) is m and m.to("cpu", True) is m
+
+
 def test_numpy_on_cpu_shares_memory_and_from_numpy():
     arr = np.arange(4, dtype=np.float32)
     t = mf.from_numpy(arr)

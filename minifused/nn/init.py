@@ -6,11 +6,13 @@ Every function fills a tensor in place under ``no_grad`` with the device's gener
 from __future__ import annotations
 
 import math
+import numbers
 
+from .. import backend
 from ..autograd import no_grad
 
-__all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "xavier_uniform_",
-           "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+__all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "xavier_uniform_",
+           "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -62,6 +64,58 @@ def uniform_(tensor, a=0.0, b=1.0):
 def normal_(tensor, mean=0.0, std=1.0):
     with no_grad():
         return tensor.normal_(mean, std)
+
+
+#: Rounds of redrawing in trunc_normal_ before it gives up (each keeps the values already inside [a, b]).
+TRUNC_NORMAL_ROUNDS = 100
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
+    """N(mean, std^2) truncated to [a, b] (absolute bounds, as PyTorch's): the values outside are drawn again
+    (the same distribution as PyTorch's inverse-CDF draw). An interval the normal almost never reaches is an
+    error, not a loop without end."""
+    for name, v in (("mean", mean), ("std", std), ("a", a), ("b", b)):
+        if not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v):
+            raise ValueError(f"trunc_normal_: {name} must be a finite number, got {v!r}")
+    if not a < b or std < 0:
+        raise ValueError(f"trunc_normal_: expected a < b and std >= 0, got a={a}, b={b}, std={std}")
+    data = tensor._data
+    xp = backend.array_module(data)
+    gen = backend.generator(tensor.device)
+    out = xp.asarray(mean + std * gen.standard_normal(data.shape), dtype=xp.float64)
+    for _ in range(TRUNC_NORMAL_ROUNDS):
+        outside = (out < a) | (out > b)
+        if not bool(outside.any()):
+            break
+        out = xp.where(outside, mean + std * gen.standard_normal(data.shape), out)
+    else:
+        raise ValueError(f"trunc_normal_: [{a}, {b}] lies too far in the tails of N({mean}, {std}^2) to draw from")
+    with no_grad():
+        data[...] = out.astype(data.dtype)
+        return tensor._bump("trunc_normal_")
+
+
+def orthogonal_(tensor, gain=1.0):
+    """A (semi-)orthogonal matrix times ``gain``, PyTorch's: the tensor as (rows, the rest) from the QR
+    decomposition of a normal draw, signs fixed by R's diagonal."""
+    if tensor.ndim < 2:
+        raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are supported, got shape "
+                         f"{tuple(tensor.shape)}")
+    if tensor.numel() == 0:
+        return tensor
+    data = tensor._data
+    xp = backend.array_module(data)
+    rows, cols = data.shape[0], data.size // data.shape[0]
+    flat = xp.asarray(backend.generator(tensor.device).standard_normal((rows, cols)), dtype=xp.float64)
+    if rows < cols:
+        flat = flat.T
+    q, r = xp.linalg.qr(flat)
+    q *= xp.sign(xp.diagonal(r))
+    if rows < cols:
+        q = q.T
+    with no_grad():
+        data[...] = (gain * q).reshape(data.shape).astype(data.dtype)
+        return tensor._bump("orthogonal_")
 
 
 def constant_(tensor, val):

@@ -244,11 +244,12 @@ class Module:
                     b._data = fn(b._data)
         return self
 
-    def to(self, *args, device=None, dtype=None, memory_format=None):
+    def to(self, *args, device=None, dtype=None, non_blocking=False, memory_format=None):
         """The module's parameters and buffers moved to ``device`` and cast to floating ``dtype``, in place.
         ``memory_format=channels_last`` makes the layers that read channels-last input faster (the convolutions)
         bring their input to that layout, so that the activations between them stay in it, as PyTorch's
-        channels-last weights do; the parameters keep their layout."""
+        channels-last weights do; the parameters keep their layout. ``non_blocking`` is accepted as PyTorch's."""
+        args = [a for a in args if not isinstance(a, bool)]  # to(device, non_blocking)
         if memory_format is not None:
             fmt = check_memory_format("Module.to", memory_format)
             for m in self.modules():

@@ -38,12 +38,22 @@ def _swapped(fn):
 
 def _to(self, *args, **kwargs):
     """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)``; keywords too, and
-    ``memory_format`` (``preserve_format`` by default)."""
+    ``memory_format`` (``preserve_format`` by default). ``non_blocking`` (after them, or by keyword) is accepted
+    as PyTorch's (copies are ordered on the current stream either way); ``copy=True`` returns a new tensor even
+    where nothing changes."""
     device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
     fmt = shape.check_memory_format("to", kwargs.pop("memory_format", preserve_format))
+    flags = [kwargs.pop("non_blocking", False), kwargs.pop("copy", False)]
     if kwargs:
         raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
-    for a in args:
+    bools = [a for a in args if isinstance(a, bool)]
+    if len(bools) > 2 or [a for a in args[len(args) - len(bools):] if not isinstance(a, bool)]:
+        raise TypeError(f"to(): non_blocking and copy come after the device, dtype or tensor, got {args!r}")
+    flags[:len(bools)] = bools
+    for name, flag in zip(("non_blocking", "copy"), flags):
+        if not isinstance(flag, bool):
+            raise TypeError(f"to(): {name} must be a bool, got {flag!r}")
+    for a in args[:len(args) - len(bools)]:
         if isinstance(a, Tensor):
             device, dtype = a.device, a.dtype
         elif isinstance(a, backend.Device) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
@@ -60,7 +70,15 @@ def _to(self, *args, **kwargs):
         out = cast(out, dtype)
     if fmt is not preserve_format:
         out = contiguous(out, fmt)
-    return out
+    return clone(out) if flags[1] and out is self else out
+
+
+def _pin_memory(self):
+    """The tensor itself on the cpu (a loader's ``pin_memory=True`` path; host-to-device copies need no pinned
+    staging here); a cuda tensor cannot be pinned, as in PyTorch."""
+    if self.device.type != "cpu":
+        raise RuntimeError(f"pin_memory: cannot pin a tensor on {self.device}: only cpu tensors can be pinned")
+    return self
 
 
 _METHODS = {
@@ -91,7 +109,8 @@ _METHODS = {
     "unsqueeze": unsqueeze, "squeeze": squeeze, "expand": expand, "contiguous": contiguous,
     "is_contiguous": is_contiguous, "clone": clone,
     "to": _to, "cpu": lambda self: to_device(self, "cpu"),
-    "cuda": lambda self, device=None: to_device(self, "cuda" if device is None else device),
+    "cuda": lambda self, device=None, non_blocking=False: to_device(self, "cuda" if device is None else device),
+    "pin_memory": _pin_memory, "is_pinned": lambda self: False,
     "float": lambda self: cast(self, backend.float32), "double": lambda self: cast(self, backend.float64),
     "half": lambda self: cast(self, backend.float16), "bfloat16": lambda self: cast(self, backend.bfloat16),
     "long": lambda self: cast(self, backend.int64), "int": lambda self: cast(self, backend.int32),
