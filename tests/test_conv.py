@@ -192,6 +192,38 @@ def test_unbatched_inputs_run_as_a_batch_of_one(rng):
         np.testing.assert_array_equal(alone.grad.numpy(), batch.grad.numpy()[0])
 
 
+@pytest.mark.parametrize("mode", ["zeros", "reflect", "replicate", "circular"])
+def test_padding_modes_and_same_with_even_kernels(rng, mode):
+    """Conv2d's padding_mode pads the input as np.pad's reflect / edge / wrap does (then a valid convolution),
+    for explicit and 'same' padding; 'same' with an even effective kernel puts the odd pixel after (PyTorch's
+    rule), F.conv2d's too; gradients by finite differences."""
+    npmode = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    x = rng.standard_normal((2, 3, 6, 7))
+    for k, padding, dil in [(3, 1, 1), (4, "same", 1), (3, "same", 2), (2, "same", 1), (3, (2, 1), 1)]:
+        m = nn.Conv2d(3, 4, k, padding=padding, dilation=dil, padding_mode=mode, dtype=mf.float64)
+        if padding == "same":
+            tot = dil * (k - 1)
+            (t, b), (le, ri) = (tot // 2, tot - tot // 2), (tot // 2, tot - tot // 2)
+        else:
+            ph, pw = (padding, padding) if isinstance(padding, int) else padding
+            (t, b), (le, ri) = (ph, ph), (pw, pw)
+        padded = np.pad(x, ((0, 0), (0, 0), (t, b), (le, ri)), mode=npmode)
+        want, _ = K.conv2d_forward_ref(padded, m.weight.numpy(), m.bias.numpy(), (1, 1), (0, 0), (dil, dil), 1)
+        np.testing.assert_allclose(m(T(x)).numpy(), want, rtol=1e-12, atol=1e-12)
+        if mode == "zeros":
+            np.testing.assert_allclose(F.conv2d(T(x), m.weight, m.bias, padding=padding, dilation=dil).numpy(), want,
+                                       rtol=1e-12, atol=1e-12)
+    m = nn.Conv2d(3, 2, 2, padding="same", padding_mode=mode, dtype=mf.float64)
+    assert gradcheck(lambda a: m(a), [T(rng.standard_normal((1, 3, 4, 5)), requires_grad=True)])
+    if mode != "zeros":
+        assert repr(m).endswith(f"padding_mode={mode})")
+
+
+def test_bad_padding_mode():
+    with pytest.raises(ValueError, match="padding_mode must be one of 'zeros', 'reflect', 'replicate', 'circular'"):
+        nn.Conv2d(1, 1, 3, padding_mode="symmetric")
+
+
 def test_bad_bias_and_dtype():
     x, w = T(np.ones((1, 3, 8, 8), np.float32)), T(np.ones((4, 3, 3, 3), np.float32))
     with pytest.raises(ValueError, match="bias"):

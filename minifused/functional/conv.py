@@ -69,9 +69,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
             if stride != (1, 1):
                 raise ValueError(f"{op}: padding='same' needs stride 1, got stride={stride}")
             tot = (dilation[0] * (r - 1), dilation[1] * (s - 1))
-            if tot[0] % 2 or tot[1] % 2:
-                raise NotImplementedError(f"{op}: padding='same' with an even effective kernel "
-                                          f"({tot[0] + 1}x{tot[1] + 1}) needs asymmetric padding")
+            if tot[0] % 2 or tot[1] % 2:  # an even effective kernel: the odd pixel of padding goes after, as PyTorch's
+                from .layers import pad as _pad
+
+                input = _pad(input, (0, tot[1] % 2, 0, tot[0] % 2))
+                n, c, h, w = input.shape
             padding = (tot[0] // 2, tot[1] // 2)
         else:
             raise ValueError(f"{op}: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")

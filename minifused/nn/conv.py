@@ -13,6 +13,8 @@ from ..ops.shape import channels_last
 from ..tensor import Tensor
 from .module import Module, Parameter
 
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")  # Conv2d's, as PyTorch's
+
 
 class Conv2d(Module):
     """``activation(conv2d(x, weight) + bias)`` with weight (out_channels, in_channels/groups, kH, kW).
@@ -26,10 +28,14 @@ class Conv2d(Module):
     channels_last_input = False
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 activation=None, device=None, dtype=None):
+                 padding_mode="zeros", activation=None, device=None, dtype=None):
         super().__init__()
         if activation not in CONV_ACTIVATIONS:
             raise ValueError(f"Conv2d: activation must be None or 'relu', got {activation!r}")
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(f"Conv2d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
+                             f"{padding_mode!r}")
+        self.padding_mode = padding_mode
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
                    for v in (in_channels, out_channels, groups)):
             raise TypeError(f"Conv2d: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
@@ -73,8 +79,20 @@ class Conv2d(Module):
         """The layer with ``activation`` in its epilogue (``Sequential`` fuses a following ReLU)."""
         if self.channels_last_input and x.ndim == 4:
             x = x.contiguous(memory_format=channels_last)
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
-                        activation)
+        padding = self.padding
+        if self.padding_mode != "zeros" and padding != "valid":  # the input padded by F.pad, as PyTorch's
+            x = F.pad(x, self._explicit_padding(), mode=self.padding_mode)
+            padding = (0, 0)
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, activation)
+
+    def _explicit_padding(self):
+        """F.pad's (left, right, top, bottom) of this layer's padding (for 'same': the odd pixel after)."""
+        if self.padding == "same":
+            total = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            (th, tw) = total
+            return (tw // 2, tw - tw // 2, th // 2, th - th // 2)
+        ph, pw = self.padding
+        return (pw, pw, ph, ph)
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}")
@@ -86,6 +104,8 @@ class Conv2d(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         if self.activation:
             s += f", activation='{self.activation}'"
         return s
