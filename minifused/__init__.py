@@ -5,6 +5,9 @@ runs on both. See README.md.
 """
 from . import backend
 from . import backends  # the TF32 switches, spelled as torch.backends
+from .backends import (are_deterministic_algorithms_enabled, get_float32_matmul_precision,  # noqa: F401
+                       is_deterministic_algorithms_warn_only_enabled, set_float32_matmul_precision,
+                       use_deterministic_algorithms)
 from .autograd import (Function, detect_anomaly, enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)
 from .backend import (Device, bfloat16, bool_, cuda_available, default_device, float16, float32,

@@ -75,11 +75,15 @@ def _check_scaler_args(what, scale, growth_factor, backoff_factor, growth_interv
 class GradScaler:
     """Dynamic loss scaling for float16 training, PyTorch's ``torch.amp.GradScaler`` rules.
 
-    ``enabled=False`` makes every method a pass-through (bf16 and fp32 training).
+    ``enabled=False`` makes every method a pass-through (bf16 and fp32 training). ``device`` comes first, as in
+    ``torch.amp.GradScaler("cuda")``: 'cuda' or 'cpu' (the state lives on the loss's device, whichever it is);
+    ``minifused.cuda.amp.GradScaler`` is the same class without it, as ``torch.cuda.amp.GradScaler``.
     """
 
-    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
-                 enabled=True):
+    def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                 growth_interval=2000, enabled=True):
+        if not (isinstance(device, str) and device.split(":")[0] in ("cuda", "cpu")):
+            raise ValueError(f"GradScaler: device must be 'cuda' or 'cpu', got {device!r} (the scale is init_scale=)")
         _check_scaler_args("GradScaler", init_scale, growth_factor, backoff_factor, growth_interval, 0)
         self.enabled = bool(enabled)
         self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)

@@ -56,3 +56,48 @@ class _Cudnn:
 
 
 cudnn = _Cudnn()
+
+
+# ---------------------------------------------------------------- torch.set_float32_matmul_precision and co.
+_matmul_precision = ["highest"]
+
+
+def set_float32_matmul_precision(precision):
+    """``torch.set_float32_matmul_precision``: 'highest' computes float32 Linear / matmul GEMMs in float32,
+    'high' and 'medium' on TF32 tensor cores (``backends.cuda.matmul.allow_tf32``; convolutions keep
+    ``backends.cudnn.allow_tf32``)."""
+    if precision not in ("highest", "high", "medium"):
+        raise ValueError(f"set_float32_matmul_precision: expected 'highest', 'high' or 'medium', got {precision!r}")
+    tf32_matmul.allow_tf32 = precision != "highest"
+    _matmul_precision[0] = precision
+
+
+def get_float32_matmul_precision():
+    if tf32_matmul.allow_tf32 == (_matmul_precision[0] != "highest"):
+        return _matmul_precision[0]
+    return "high" if tf32_matmul.allow_tf32 else "highest"  # the switch was flipped directly since
+
+
+_deterministic = {"on": False, "warn_only": False}
+
+
+def use_deterministic_algorithms(mode, *, warn_only=False):
+    """``torch.use_deterministic_algorithms``. minifused's kernels already sum in fixed orders (no atomics);
+    what can differ between two processes is a small GEMM's algorithm, chosen by timing its candidates
+    (``kernels.cublaslt``): ``mode=True`` makes new GEMM plans take the heuristic's first choice instead (the
+    same in every process), False restores the timing."""
+    from .kernels import cublaslt
+
+    if not isinstance(mode, bool) or not isinstance(warn_only, bool):
+        raise TypeError(f"use_deterministic_algorithms: mode and warn_only must be bools, got {mode!r}, "
+                        f"{warn_only!r}")
+    cublaslt.DEFAULT_CONFIG = cublaslt.GemmConfig(small_gemm_flop=0) if mode else cublaslt.GemmConfig()
+    _deterministic.update(on=mode, warn_only=warn_only)
+
+
+def are_deterministic_algorithms_enabled():
+    return _deterministic["on"]
+
+
+def is_deterministic_algorithms_warn_only_enabled():
+    return _deterministic["warn_only"]

@@ -13,6 +13,8 @@ Before that first call it reports the current use.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from . import backend
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "get_device_name", "synchronize",
@@ -146,3 +148,15 @@ def empty_cache() -> None:
     """Give the pool's cached, unused blocks back to the driver."""
     if is_available():
         backend.cupy.get_default_memory_pool().free_all_blocks()
+
+
+def _cuda_grad_scaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                      enabled=True):
+    """``torch.cuda.amp.GradScaler``: :class:`minifused.amp.GradScaler` on 'cuda' (its arguments, no device)."""
+    from .amp import GradScaler
+
+    return GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+
+#: ``torch.cuda.amp``: the GradScaler under its older spelling.
+amp = SimpleNamespace(GradScaler=_cuda_grad_scaler)

@@ -109,6 +109,60 @@ def test_backends_cudnn_flags():
     assert mf.backends.cuda.matmul is backend.tf32_matmul
 
 
+def test_matmul_precision_and_deterministic_switches():
+    """set_float32_matmul_precision flips the GEMMs' TF32 switch ('high' / 'medium' on, 'highest' off) and
+    reads back; use_deterministic_algorithms(True) makes new GEMM plans take the heuristic's first algorithm
+    (no timing: the same in every process), False restores the default; bad arguments are refused."""
+    from minifused.kernels import cublaslt
+
+    saved = backend.tf32_matmul.allow_tf32
+    try:
+        for precision, tf32 in (("high", True), ("medium", True), ("highest", False)):
+            mf.set_float32_matmul_precision(precision)
+            assert backend.tf32_matmul.allow_tf32 is tf32 and mf.get_float32_matmul_precision() == precision
+        mf.backends.cuda.matmul.allow_tf32 = True
+        assert mf.get_float32_matmul_precision() == "high"
+        with pytest.raises(ValueError, match="'highest', 'high' or 'medium'"):
+            mf.set_float32_matmul_precision("low")
+        mf.use_deterministic_algorithms(True, warn_only=True)
+        assert mf.are_deterministic_algorithms_enabled() and mf.is_deterministic_algorithms_warn_only_enabled()
+        assert cublaslt.DEFAULT_CONFIG.small_gemm_flop == 0 and not cublaslt.DEFAULT_CONFIG.autotune
+        with pytest.raises(TypeError, match="must be bools"):
+            mf.use_deterministic_algorithms("yes")
+    finally:
+        mf.use_deterministic_algorithms(False)
+        backend.tf32_matmul.allow_tf32 = saved
+    assert cublaslt.DEFAULT_CONFIG == cublaslt.GemmConfig() and not mf.are_deterministic_algorithms_enabled()
+
+
+def test_grad_scaler_spellings():
+    """torch.amp.GradScaler('cuda', ...) takes the device first; torch.cuda.amp.GradScaler(...) does not."""
+    assert mf.amp.GradScaler("cuda", 2.0 ** 10)._init == (1024.0, 0)
+    assert mf.amp.GradScaler(device="cpu", init_scale=8.0)._init == (8.0, 0)
+    assert mf.cuda.amp.GradScaler(init_scale=4.0, enabled=False).enabled is False
+    with pytest.raises(ValueError, match="device must be 'cuda' or 'cpu', got 1024.0"):
+        mf.amp.GradScaler(1024.0)
+
+
+def test_bernoulli_draws():
+    """torch.bernoulli (probabilities per element) and Tensor.bernoulli_(p) (stochastic depth's noise): 0/1 in
+    the tensor's dtype at the given rates; probabilities outside [0, 1] and non-float inputs refused."""
+    mf.manual_seed(4)
+    b = mf.bernoulli(mf.full((100_000,), 0.3))
+    assert b.dtype == mf.float32 and set(np.unique(b.numpy()).tolist()) <= {0.0, 1.0}
+    assert abs(float(b.mean().item()) - 0.3) < 0.01
+    noise = mf.empty(50_000, 1, dtype=mf.float64).bernoulli_(0.8)
+    assert noise._version == 1 and abs(float(noise.mean().item()) - 0.8) < 0.01
+    rates = mf.tensor([0.0, 1.0]).reshape(2, 1).expand(2, 1000).contiguous()
+    assert mf.zeros(2, 1000).bernoulli_(rates).sum(1).tolist() == [0.0, 1000.0]
+    with pytest.raises(ValueError, match=r"probabilities must lie in \[0, 1\]"):
+        mf.bernoulli(mf.tensor([1.5]))
+    with pytest.raises(TypeError, match="floating-point"):
+        mf.bernoulli(mf.tensor([1, 0]))
+    with pytest.raises(RuntimeError, match="bernoulli_: in-place operation on a leaf"):
+        mf.zeros(3, requires_grad=True).bernoulli_(0.5)
+
+
 def test_grad_mode_helpers():
     x = mf.ones(2, requires_grad=True)
     assert mf.is_grad_enabled()

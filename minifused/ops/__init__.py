@@ -111,6 +111,8 @@ _METHODS = {
     "to": _to, "cpu": lambda self: to_device(self, "cpu"),
     "cuda": lambda self, device=None, non_blocking=False: to_device(self, "cuda" if device is None else device),
     "pin_memory": _pin_memory, "is_pinned": lambda self: False,
+    "bernoulli": lambda self, p=None, *, generator=None: creation.bernoulli(self, p, generator=generator),
+    "bernoulli_": creation.bernoulli_,
     "float": lambda self: cast(self, backend.float32), "double": lambda self: cast(self, backend.float64),
     "half": lambda self: cast(self, backend.float16), "bfloat16": lambda self: cast(self, backend.bfloat16),
     "long": lambda self: cast(self, backend.int64), "int": lambda self: cast(self, backend.int32),

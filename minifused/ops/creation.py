@@ -11,7 +11,7 @@ from ..tensor import Tensor
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "rand",
            "randn", "randint", "arange", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
            "rand_like", "randn_like", "randint_like", "linspace", "logspace", "randperm", "numel", "is_tensor",
-           "is_floating_point", "normal", "multinomial"]
+           "is_floating_point", "normal", "multinomial", "bernoulli"]
 
 
 def _place(array, dtype, device, requires_grad):
@@ -329,6 +329,45 @@ def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, requires_gr
         raise ValueError(f"normal: std must be >= 0, got {std}")
     z = randn(*_shape((size,)), dtype=dtype, device=device)
     return (z * float(std) + float(mean)).detach().requires_grad_(requires_grad)
+
+
+def _bernoulli_draw(op, like, p):
+    """0/1 draws in ``like``'s shape, dtype and device with probability ``p`` (a number, or a tensor that
+    broadcasts to like's shape), as PyTorch's bernoulli."""
+    if isinstance(p, Tensor):
+        if p.device != like.device:
+            raise RuntimeError(f"{op}: p is on {p.device} but the tensor is on {like.device}")
+        prob = p._data
+        bad = bool(((prob < 0) | (prob > 1) | (prob != prob)).any())
+    elif isinstance(p, numbers.Real) and not isinstance(p, bool):
+        prob, bad = float(p), not 0.0 <= p <= 1.0
+    else:
+        raise TypeError(f"{op}: p must be a number or a tensor, got {type(p).__name__}")
+    if bad:
+        raise ValueError(f"{op}: probabilities must lie in [0, 1]")
+    u = rand(*like.shape, dtype=backend.float64, device=like.device)._data
+    return (u < prob).astype(like.dtype)
+
+
+def bernoulli(input, p=None, *, generator=None):  # noqa: A002 - PyTorch's name
+    """0/1 samples, each 1 with the probability ``input`` holds there (or ``p`` for all), in input's dtype:
+    ``torch.bernoulli``. Not differentiable (its result requires no grad)."""
+    if generator is not None:
+        raise NotImplementedError("bernoulli: generator= is not supported; seed with minifused.manual_seed")
+    if not isinstance(input, Tensor) or not backend.is_floating(input.dtype):
+        raise TypeError(f"bernoulli: expected a floating-point tensor of probabilities, got "
+                        f"{input.dtype if isinstance(input, Tensor) else type(input).__name__}")
+    return Tensor._from_array(_bernoulli_draw("bernoulli", input, input.detach() if p is None else p))
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    """``self`` filled in place with 0/1 draws, each 1 with probability ``p`` (stochastic depth's noise)."""
+    if generator is not None:
+        raise NotImplementedError("bernoulli_: generator= is not supported; seed with minifused.manual_seed")
+    draws = _bernoulli_draw("bernoulli_", self, p)
+    self._check_inplace("bernoulli_")
+    self._data[...] = draws
+    return self._bump("bernoulli_")
 
 
 def multinomial(input, num_samples, replacement=False):  # noqa: A002 - PyTorch's name
