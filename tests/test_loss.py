@@ -281,3 +281,29 @@ def test_cross_entropy_against_torch(cfg, dtype):
     tol = TOL[backend.as_dtype(dtype)] * 4
     assert rel_err(np.asarray(out._data.astype(np.float32).get()), tout.detach().cpu().numpy()) < tol
     assert rel_err(x.grad._data.astype(np.float32).get(), tx.grad.cpu().numpy()) < tol
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.15])
+def test_cross_entropy_with_class_probability_targets(rng, reduction, label_smoothing):
+    """Mixup / cutmix labels: a float target of the input's shape is a distribution over the classes, as in
+    PyTorch: -sum_c weight_c * t_c * log_softmax(x)_c per sample, t smoothed by label_smoothing, 'mean' over
+    the samples (spatial positions included), against float64 NumPy; gradients for both the logits and the
+    target by finite differences; the module form too."""
+    x = rng.standard_normal((4, 5, 3))
+    t = rng.random((4, 5, 3))
+    t /= t.sum(1, keepdims=True)
+    w = rng.random(5) + 0.5
+    st = t * (1 - label_smoothing) + label_smoothing / 5
+    logp = x - np.log(np.exp(x).sum(1, keepdims=True))
+    per = -(logp * st * w.reshape(1, -1, 1)).sum(1)
+    want = {"none": per, "sum": per.sum(), "mean": per.mean()}[reduction]
+    got = F.cross_entropy(mf.tensor(x), mf.tensor(t), weight=mf.tensor(w), reduction=reduction,
+                          label_smoothing=label_smoothing)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda a, b: F.cross_entropy(a, b, reduction=reduction, label_smoothing=label_smoothing),
+                     [mf.tensor(x, requires_grad=True), mf.tensor(t, requires_grad=True)])
+    mod = mf.nn.CrossEntropyLoss(weight=mf.tensor(w), reduction=reduction, label_smoothing=label_smoothing)
+    np.testing.assert_allclose(mod(mf.tensor(x), mf.tensor(t)).numpy(), want, rtol=1e-12, atol=1e-12)
+    two_d = F.cross_entropy(mf.tensor(x[:, :, 0]), mf.tensor(t[:, :, 0]), reduction="sum")
+    np.testing.assert_allclose(two_d.item(), -(logp[:, :, 0] * t[:, :, 0]).sum(), rtol=1e-12)

@@ -393,10 +393,50 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """
     if not 0.0 <= float(label_smoothing) <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if (isinstance(input, _Tensor) and isinstance(target, _Tensor) and _backend.is_floating(target.dtype)
+            and tuple(target.shape) == tuple(input.shape)):
+        return _cross_entropy_probabilities(input, target, weight, reduction, float(label_smoothing),
+                                            size_average, reduce)
     rows, trows, weight, shape = _class_rows("cross_entropy", input, target, weight, ignore_index, reduction,
                                              size_average, reduce)
     out = _loss_ops.cross_entropy_rows(rows, trows, weight, int(ignore_index), float(label_smoothing), reduction)
     return _reshape(out, shape) if reduction == "none" else out
+
+
+def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing, size_average, reduce):
+    """cross_entropy with class-probability targets (mixup / cutmix labels), PyTorch's: per sample
+    -sum_c weight_c * t_c * log_softmax(input)_c, t smoothed to t * (1 - s) + s / C; 'mean' divides by the
+    samples (N times the spatial positions), whatever the weights. Composed of log_softmax (its fused
+    kernel), a product and a sum, so the target gets a gradient too."""
+    from .activation import _reduce
+
+    op = "cross_entropy"
+    if size_average is not None or reduce is not None:
+        raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    if input.dtype not in _NORM_DTYPES:
+        raise TypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+    if target.device != input.device:
+        raise RuntimeError(f"{op}: target is on {target.device} but the input is on {input.device}")
+    if input.ndim == 0:
+        raise ValueError(f"{op}: input must have a class dimension, got a 0-d tensor")
+    dim = 0 if input.ndim == 1 else 1
+    c = input.shape[dim]
+    if target.dtype != input.dtype:
+        target = _cast(target, input.dtype)
+    if label_smoothing:
+        target = target * (1.0 - label_smoothing) + label_smoothing / c
+    terms = log_softmax(input, dim) * target
+    if weight is not None:
+        if not isinstance(weight, _Tensor) or tuple(weight.shape) != (c,):
+            raise ValueError(f"{op}: weight must be a tensor of shape [{c}] (one per class), got "
+                             f"{list(weight.shape) if isinstance(weight, _Tensor) else type(weight).__name__}")
+        if weight.device != input.device:
+            raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
+        w = weight if weight.dtype == input.dtype else _cast(weight, input.dtype)
+        terms = terms * _reshape(w, (c,) + (1,) * (input.ndim - dim - 1))
+    return _reduce(-terms.sum(dim), reduction)
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
