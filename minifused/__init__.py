@@ -22,7 +22,8 @@ from .ops.shape import channels_last, contiguous_format, memory_format, preserve
 from . import functional
 from . import testing
 from .graphs import CapturedStep, capture_step
-from . import amp  # noqa: E402 - mixed precision: GradScaler, the master-weights recipe
+from . import amp  # noqa: E402 - mixed precision: GradScaler, autocast, the master-weights recipe
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401 - torch.autocast
 from .serialization import load, save  # noqa: E402
 from . import serialization  # noqa: E402
 

@@ -33,6 +33,7 @@ if you must clip.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -42,7 +43,74 @@ from . import backend
 from .kernels import optim as K
 from .tensor import Tensor
 
-__all__ = ["GradScaler", "cast_model"]
+__all__ = ["GradScaler", "autocast", "cast_model", "get_autocast_dtype", "is_autocast_enabled"]
+
+_AUTOCAST_DEFAULTS = {"cuda": backend.float16, "cpu": backend.bfloat16}  # PyTorch's default dtypes
+
+
+class autocast:  # noqa: N801 - PyTorch's name
+    """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``, a context manager or a
+    decorator: inside it, on tensors of ``device_type`` ('cuda': float16 by default, 'cpu': bfloat16),
+
+    * linear, conv2d, conv_transpose2d, matmul / mm / bmm / addmm cast their floating inputs (weights and
+      bias included) to ``dtype`` and compute in it;
+    * softmax / log_softmax (unless given a dtype), cross_entropy, nll_loss, the other losses, layer_norm and
+      group_norm cast float16 / bfloat16 inputs up to float32 and give float32 (binary_cross_entropy refuses
+      to run, as PyTorch's does: use the logits form);
+    * everything else runs in its inputs' dtypes, promoted as usual (float32 + bfloat16 is float32; batch_norm
+      takes a low-precision input with float32 parameters as it is).
+
+    The casts are recorded ops: float32 parameters get float32 gradients, and backward may run inside or
+    outside the region. A weight is cast again at each use (``cache_enabled`` is accepted; the region keeps no
+    cache). Regions nest; ``enabled=False`` turns a region off inside another. The alternative this package's
+    recipe uses (a bfloat16 model with float32 master weights, see above) casts each weight once per step."""
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if device_type not in _AUTOCAST_DEFAULTS:
+            raise ValueError(f"autocast: device_type must be 'cuda' or 'cpu', got {device_type!r}")
+        dtype = _AUTOCAST_DEFAULTS[device_type] if dtype is None else backend.as_dtype(dtype)
+        if dtype not in (backend.float16, backend.bfloat16):
+            raise ValueError(f"autocast: dtype must be float16 or bfloat16, got {np.dtype(dtype).name}")
+        if not isinstance(enabled, bool):
+            raise TypeError(f"autocast: enabled must be a bool, got {enabled!r}")
+        self.device_type, self.dtype, self.enabled, self.cache_enabled = device_type, dtype, enabled, cache_enabled
+        self._saved = []
+
+    def __enter__(self):
+        dtypes = backend.autocast_dtypes()
+        self._saved.append(dtypes.get(self.device_type))
+        if self.enabled:
+            dtypes[self.device_type] = self.dtype
+        else:
+            dtypes.pop(self.device_type, None)
+        return self
+
+    def __exit__(self, *exc):
+        dtypes, prev = backend.autocast_dtypes(), self._saved.pop()
+        if prev is None:
+            dtypes.pop(self.device_type, None)
+        else:
+            dtypes[self.device_type] = prev
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def in_region(*args, **kwargs):
+            with autocast(self.device_type, self.dtype, self.enabled, self.cache_enabled):
+                return fn(*args, **kwargs)
+        return in_region
+
+
+def is_autocast_enabled(device_type="cuda"):
+    """Whether an autocast region is on for ``device_type`` here (``torch.is_autocast_enabled``)."""
+    return device_type in backend.autocast_dtypes()
+
+
+def get_autocast_dtype(device_type):
+    """The dtype an autocast region on ``device_type`` casts to (its default when none is on)."""
+    if device_type not in _AUTOCAST_DEFAULTS:
+        raise ValueError(f"get_autocast_dtype: device_type must be 'cuda' or 'cpu', got {device_type!r}")
+    return backend.autocast_dtypes().get(device_type, _AUTOCAST_DEFAULTS[device_type])
 
 
 def cast_model(model, dtype):

@@ -276,6 +276,21 @@ def refuse_sync(what: str) -> None:
             f"step ({_capture.name}); return the tensor from the step and read it afterwards")
 
 
+# ---------------------------------------------------------------- autocast regions
+class _Autocast(threading.local):
+    def __init__(self):
+        self.dtypes = {}  # device type ('cuda', 'cpu') -> the lower-precision dtype of the region on it
+
+
+_autocast = _Autocast()
+
+
+def autocast_dtypes() -> dict:
+    """The device types an autocast region (``minifused.autocast``) is on now, with its dtype each (the
+    thread's own: the dict ``minifused.amp.autocast`` sets and restores)."""
+    return _autocast.dtypes
+
+
 # ---------------------------------------------------------------- debug mode, deferred checks
 class _Debug(threading.local):
     on = os.environ.get("MINIFUSED_DEBUG", "") not in ("", "0")

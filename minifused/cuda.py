@@ -158,5 +158,12 @@ def _cuda_grad_scaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.
     return GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
 
 
-#: ``torch.cuda.amp``: the GradScaler under its older spelling.
-amp = SimpleNamespace(GradScaler=_cuda_grad_scaler)
+def _cuda_autocast(enabled=True, dtype=None, cache_enabled=True):
+    """``torch.cuda.amp.autocast``: :class:`minifused.amp.autocast` on 'cuda' (float16 by default)."""
+    from .amp import autocast
+
+    return autocast("cuda", dtype, enabled, cache_enabled)
+
+
+#: ``torch.cuda.amp``: the GradScaler and autocast under their older spellings.
+amp = SimpleNamespace(GradScaler=_cuda_grad_scaler, autocast=_cuda_autocast)

@@ -280,3 +280,107 @@ def test_scaler_load_state_dict_needs_its_keys():
         scaler.load_state_dict({"scale": 2.0})
     with pytest.raises(ValueError, match="got list"):
         scaler.load_state_dict([1.0])
+
+
+# ---------------------------------------------------------------- autocast
+def _small_cnn(device="cpu"):
+    mf.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.ConvTranspose2d(8, 4, 2, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 5)).to(device)
+
+
+def _grads(model):
+    return [p.grad.numpy().astype(np.float64) for p in model.parameters()]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_autocast_lower_precision_ops_and_float32_gradients(dtype):
+    """Inside autocast('cpu', dtype): convolutions, linear and the matrix products compute in dtype; the float32
+    parameters get float32 gradients close to the float32 model's (dtype's rounding); the loss is float32."""
+    low = getattr(mf, dtype)
+    mf.manual_seed(1)
+    x, y = mf.randn(4, 3, 6, 6), mf.tensor([0, 1, 4, 2])
+    ref_model, model = _small_cnn(), _small_cnn()
+    scale = 1024.0  # float16's gradients want the loss scaled (GradScaler's job), or the small ones flush
+    (F.cross_entropy(ref_model(x), y) * scale).backward()
+    with mf.autocast("cpu", dtype=low):
+        out = model(x)
+        loss = F.cross_entropy(out, y)
+        a, b = mf.randn(3, 4), mf.randn(4, 2)
+        products = [mf.matmul(a, b), mf.mm(a, b), mf.bmm(a[None], b[None]), mf.addmm(mf.zeros(2), a, b), a @ b]
+    assert out.dtype == low and loss.dtype == mf.float32 and all(p.dtype == low for p in products)
+    (loss * scale).backward()
+    # bfloat16's rounding of the upstream gradient is amplified where BatchNorm's backward cancels it (an
+    # average pool spreads one value over a map); the conv bias before BatchNorm has a zero gradient, hence the
+    # floor at a hundredth of the largest gradient
+    tol = 1e-1 if dtype == "bfloat16" else 5e-3
+    wants = _grads(ref_model)
+    floor = 1e-2 * max(np.abs(w).max() for w in wants)
+    for got, want in zip(_grads(model), wants):
+        assert np.abs(got - want).max() <= tol * max(np.abs(want).max(), floor)
+    np.testing.assert_allclose(products[0].float().numpy(), (a @ b).numpy(), rtol=tol, atol=tol)
+    assert all(p.grad.dtype == mf.float32 for p in model.parameters())
+
+
+def test_autocast_float32_ops_nesting_and_devices():
+    """Softmax (unless given a dtype), the losses, layer and group norm run in float32 on low-precision
+    inputs; a region nests and enabled=False turns it off inside; the state comes back after an exception;
+    a 'cuda' region leaves cpu tensors alone; as a decorator; binary_cross_entropy is refused inside."""
+    h = mf.randn(4, 6).bfloat16()
+    with mf.autocast("cpu"):
+        assert mf.is_autocast_enabled("cpu") and mf.get_autocast_dtype("cpu") == mf.bfloat16
+        for out in (F.softmax(h, 1), F.log_softmax(h, 1), F.layer_norm(h, (6,)), F.group_norm(h, 2),
+                    F.mse_loss(h, h * 0.5), F.l1_loss(h, h), F.binary_cross_entropy_with_logits(h, h.sigmoid()),
+                    F.cross_entropy(h, mf.tensor([0, 1, 2, 3]))):
+            assert out.dtype == mf.float32
+        assert F.softmax(h, 1, dtype=mf.bfloat16).dtype == mf.bfloat16
+        with pytest.raises(RuntimeError, match="binary_cross_entropy is unsafe to autocast"):
+            F.binary_cross_entropy(h.float().sigmoid(), mf.rand(4, 6))
+        with mf.autocast("cpu", enabled=False):
+            assert not mf.is_autocast_enabled("cpu") and F.linear(mf.randn(2, 6), mf.randn(3, 6)).dtype == mf.float32
+        assert F.linear(mf.randn(2, 6), mf.randn(3, 6)).dtype == mf.bfloat16
+    assert not mf.is_autocast_enabled("cpu")
+    with pytest.raises(KeyError):
+        with mf.autocast("cpu"):
+            raise KeyError("x")
+    assert not mf.is_autocast_enabled("cpu")
+    with mf.autocast("cuda", dtype=mf.bfloat16):
+        assert F.linear(mf.randn(2, 6), mf.randn(3, 6)).dtype == mf.float32  # cpu tensors: untouched
+        assert mf.is_autocast_enabled("cuda") and not mf.is_autocast_enabled("cpu")
+
+    @mf.autocast("cpu", dtype=mf.float16)
+    def product(a, b):
+        return a @ b
+
+    assert product(mf.randn(2, 2), mf.randn(2, 2)).dtype == mf.float16 and not mf.is_autocast_enabled("cpu")
+    assert mf.cuda.amp.autocast().dtype == mf.float16 and amp.autocast("cuda", mf.bfloat16).dtype == mf.bfloat16
+    for args, exc, words in [(("tpu",), ValueError, "device_type must be 'cuda' or 'cpu'"),
+                             (("cpu", mf.float32), ValueError, "dtype must be float16 or bfloat16"),
+                             (("cpu", None, "yes"), TypeError, "enabled must be a bool")]:
+        with pytest.raises(exc, match=words):
+            mf.autocast(*args)
+
+
+@pytest.mark.gpu
+def test_gpu_autocast_training_steps_track_float32():
+    """A small CNN trained a few SGD steps under autocast('cuda', bfloat16) on the GPU stays within bf16's
+    rounding of the same steps in float32 (weights, float32 throughout), and matches the same autocast steps
+    on the cpu reference path."""
+    x, y = mf.randn(8, 3, 8, 8), mf.tensor([0, 1, 4, 2, 3, 0, 1, 2])
+
+    def train(device, autocast):
+        model = _small_cnn(device)
+        opt = optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        xd, yd = x.to(device), y.to(device)
+        for _ in range(3):
+            opt.zero_grad()
+            with mf.autocast(device if device == "cuda" else "cpu", dtype=mf.bfloat16, enabled=autocast):
+                loss = F.cross_entropy(model(xd), yd)
+            loss.backward()
+            opt.step()
+        return [p.detach().cpu().numpy().astype(np.float64) for p in model.parameters()]
+
+    ref, gpu, cpu = train("cuda", False), train("cuda", True), train("cpu", True)
+    for g, r, c in zip(gpu, ref, cpu):
+        scale = np.abs(r).max() + 1e-3
+        assert np.abs(g - r).max() <= 3e-2 * scale and np.abs(g - c).max() <= 3e-2 * scale

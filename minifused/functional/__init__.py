@@ -17,6 +17,7 @@ from ..ops import (abs, clamp, exp, gelu, log, matmul, maximum, minimum, sigmoid
 from ..autograd import is_grad_enabled as _grad_on
 from ..ops import elementwise as _ew_ops
 from ..ops import cast as _cast
+from ..ops._common import autocast_float32 as _autocast_float32, autocast_lower as _autocast_lower
 from ..ops import loss as _loss_ops
 from ..ops import softmax as _softmax_ops
 from ..ops.dropout import dropout as _dropout
@@ -79,6 +80,8 @@ def linear(input, weight, bias=None, activation=None):
     is what cuBLASLt's GELU epilog computes. float32 is computed in full float32
     unless ``minifused.backends.cuda.matmul.allow_tf32`` is set.
     """
+    if _backend.autocast_dtypes():
+        input, weight, bias = _autocast_lower(input, weight, bias)
     # The common, valid case in a few comparisons (this runs once per layer per step);
     # anything unusual goes to the checks that name what was wrong.
     if isinstance(input, _Tensor) and isinstance(weight, _Tensor) and activation in LINEAR_ACTIVATIONS:
@@ -242,6 +245,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     One fused kernel each way on the GPU: fp32 statistics, mean/rstd kept for
     backward; ``weight``/``bias`` (shape ``normalized_shape``) optional.
     """
+    input, weight, bias = _autocast_float32(input, weight, bias)
     n = _check_norm_args("layer_norm", input, normalized_shape, {"weight": weight, "bias": bias})
     if input._data.size == 0:
         return _empty_norm(input, (weight, bias))
@@ -286,6 +290,8 @@ def _softmax_dim(op, input, dim, dtype):
         raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if dtype is not None:
         input = _cast(input, dtype)
+    elif op != "softmax_":  # an autocast region computes softmax in float32 unless a dtype is asked for
+        (input,) = _autocast_float32(input)
     if input.dtype not in _NORM_DTYPES:
         raise TypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
     if dim is None:  # PyTorch's legacy implicit choice
@@ -393,6 +399,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """
     if not 0.0 <= float(label_smoothing) <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    input, target, weight = _autocast_float32(input, target, weight)
     if (isinstance(input, _Tensor) and isinstance(target, _Tensor) and _backend.is_floating(target.dtype)
             and tuple(target.shape) == tuple(input.shape)):
         return _cross_entropy_probabilities(input, target, weight, reduction, float(label_smoothing),
@@ -441,6 +448,7 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of log-probabilities and class indices, as ``torch.nn.functional.nll_loss``."""
+    input, weight = _autocast_float32(input, weight)
     rows, trows, weight, shape = _class_rows("nll_loss", input, target, weight, ignore_index, reduction,
                                              size_average, reduce)
     out = _loss_ops.nll_rows(rows, trows, weight, int(ignore_index), reduction)

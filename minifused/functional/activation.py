@@ -12,6 +12,7 @@ from .. import backend as _backend
 from ..ops import activation as _A
 from ..ops._common import binary_operands as _binary_operands
 from ..ops._common import broadcast_shape as _broadcast_shape
+from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops._common import cast as _cast
 from ..ops._common import promote as _promote
 from ..tensor import Tensor as _Tensor
@@ -234,10 +235,12 @@ def _size(shape):
 
 def _loss_operands(op, input, target, reduction, size_average=None, reduce=None, *, broadcast=True,
                    float_target=False, reductions=_REDUCTIONS):
-    """Check a loss's input and target and give them one floating dtype. ``broadcast``: a target of another
-    shape broadcasts with PyTorch's warning (``'silent'``: without it; False: it raises)."""
+    """Check a loss's input and target and give them one floating dtype (float32 inside an autocast region, as
+    PyTorch computes its losses there). ``broadcast``: a target of another shape broadcasts with PyTorch's
+    warning (``'silent'``: without it; False: it raises)."""
     if size_average is not None or reduce is not None:
         raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+    input, target = _autocast_float32(input, target)
     if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
         raise TypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
                         f"{type(target).__name__}")
@@ -337,6 +340,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     ``input`` holds probabilities: values outside [0, 1] raise (checked on the cpu; on cuda they give NaN,
     without a host sync)."""
     op = "binary_cross_entropy"
+    if isinstance(input, _Tensor) and input.device.type in _backend.autocast_dtypes():
+        raise RuntimeError(f"{op} is unsafe to autocast (as in PyTorch): inside an autocast region use "
+                           f"binary_cross_entropy_with_logits (or BCEWithLogitsLoss) on the logits, which is "
+                           f"safe, or leave the region for this loss")
     input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast=False,
                                    float_target=True)
     weight = _loss_weight(op, "weight", weight, input)

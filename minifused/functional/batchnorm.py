@@ -7,6 +7,7 @@ import numbers as _numbers
 
 from .. import backend as _backend
 from ..ops import batchnorm as _bn_ops
+from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 
@@ -107,6 +108,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     in ``num_groups`` groups, each (sample, group) normalized over its channels and positions (biased
     variance), then the per-channel ``weight`` and ``bias``."""
     op = "group_norm"
+    input, weight, bias = _autocast_float32(input, weight, bias)
     _check_input(op, input)
     if not isinstance(num_groups, _numbers.Integral) or isinstance(num_groups, bool) or num_groups < 1:
         raise ValueError(f"{op}: num_groups must be a positive int, got {num_groups!r}")

@@ -8,6 +8,7 @@ import functools as _functools
 from .. import backend as _backend
 from ..ops import conv as _conv_ops
 from ..ops import pool as _pool_ops
+from ..ops._common import autocast_lower as _autocast_lower
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
@@ -55,6 +56,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     ``minifused.backend.tf32_conv.allow_tf32``, alias ``minifused.backends.cudnn.allow_tf32``, is set).
     """
     op = "conv2d"
+    input, weight, bias = _autocast_lower(input, weight, bias)
     _check_conv_args(op, input, weight, groups, "(out_channels, in_channels/groups, kH, kW)")
     if activation not in CONV_ACTIVATIONS:
         raise ValueError(f"{op}: activation must be None or 'relu', got {activation!r}")
@@ -115,6 +117,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     ``weight`` (C_in, C_out/groups, kH, kW); the output is (N, C_out, (H-1)*stride - 2*padding +
     dilation*(kH-1) + output_padding + 1, ...). It runs the convolution's data-gradient kernels forward."""
     op = "conv_transpose2d"
+    input, weight, bias = _autocast_lower(input, weight, bias)
     _check_conv_args(op, input, weight, groups, "(in_channels, out_channels/groups, kH, kW)")
     stride = _pair(op, "stride", stride, 1)
     padding = _pair(op, "padding", padding, 0)

@@ -32,6 +32,34 @@ def cast(x: Tensor, dtype) -> Tensor:
     return Cast.apply(x, dtype)
 
 
+def autocast_lower(*tensors):
+    """``tensors`` as the lower-precision ops take them inside an autocast region on their device
+    (``minifused.autocast``: linear, the convolutions, the matrix products): each floating tensor of
+    another dtype cast to the region's (a recorded cast, so float32 weights get float32 gradients), the
+    rest as they are. Outside a region, ``tensors`` unchanged."""
+    dtypes = backend.autocast_dtypes()
+    if not dtypes:
+        return tensors
+    return tuple(_autocast_cast(t, dtypes) for t in tensors)
+
+
+def _autocast_cast(t, dtypes):
+    if not isinstance(t, Tensor) or not backend.is_floating(t.dtype) or t.dtype == backend.float64:
+        return t
+    dtype = dtypes.get(t.device.type)
+    return t if dtype is None or t.dtype == dtype else cast(t, dtype)
+
+
+def autocast_float32(*tensors):
+    """``tensors`` as the float32 ops take them inside an autocast region on their device (softmax, the
+    losses, layer and group norm): float16 / bfloat16 tensors cast up to float32; outside, unchanged."""
+    dtypes = backend.autocast_dtypes()
+    if not dtypes:
+        return tensors
+    return tuple(cast(t, backend.float32) if isinstance(t, Tensor) and t.device.type in dtypes
+                 and t.dtype in (backend.float16, backend.bfloat16) else t for t in tensors)
+
+
 def dense(a):
     """``a`` C-contiguous (a copy only where it is not), keeping its shape: NumPy's and CuPy's
     ``ascontiguousarray`` turn a 0-d array into a 1-d one."""
@@ -40,14 +68,19 @@ def dense(a):
 
 
 def unbroadcast(grad, shape):
-    """Sum ``grad`` over the axes along which an input of ``shape`` was broadcast."""
+    """Sum ``grad`` over the axes along which an input of ``shape`` was broadcast (float16 / bfloat16 in
+    float32, rounded once, as PyTorch accumulates them: a bias's gradient summed in bfloat16 itself was off
+    by percents)."""
     if grad.shape == shape:
         return grad
     lead = grad.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
-    out = grad.sum(axis=axes, keepdims=True) if axes else grad
-    return out.reshape(shape)
+    if not axes:
+        return grad.reshape(shape)
+    if grad.dtype in (backend.float16, backend.bfloat16):
+        return grad.astype(np.float32).sum(axis=axes, keepdims=True).astype(grad.dtype).reshape(shape)
+    return grad.sum(axis=axes, keepdims=True).reshape(shape)
 
 
 def broadcast_shape(op, a_shape, b_shape):

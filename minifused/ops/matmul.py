@@ -9,7 +9,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import binary_operands, broadcast_shape, dense, unbroadcast
+from ._common import autocast_lower, binary_operands, broadcast_shape, dense, unbroadcast
 from .elementwise import add, mul
 from .shape import reshape, transpose
 
@@ -55,6 +55,7 @@ class MatMul(Function):
 def matmul(a, b):
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
         raise TypeError("matmul: both operands must be tensors")
+    a, b = autocast_lower(a, b)
     a, b = binary_operands("matmul", a, b, broadcast=False)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: both operands must have at least one dimension, got a 0-d tensor")
@@ -81,6 +82,7 @@ def _matrices(op, a, b, ndim):
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
     """The matrix product of two 2-D tensors (no broadcasting, one dtype)."""
+    a, b = autocast_lower(a, b)
     _matrices("mm", a, b, 2)
     if a.shape[1] != b.shape[0]:
         raise RuntimeError(f"mm: shapes ({a.shape[0]}x{a.shape[1]}) and ({b.shape[0]}x{b.shape[1]}) cannot be "
@@ -90,6 +92,7 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
 
 def bmm(a: Tensor, b: Tensor) -> Tensor:
     """Batched matrix products of two 3-D tensors with equal batch sizes (no broadcasting, one dtype)."""
+    a, b = autocast_lower(a, b)
     _matrices("bmm", a, b, 3)
     if a.shape[0] != b.shape[0]:
         raise RuntimeError(f"bmm: batch sizes differ: {a.shape[0]} and {b.shape[0]}")
@@ -119,6 +122,7 @@ def outer(a: Tensor, b: Tensor) -> Tensor:
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:  # noqa: A002
     """``beta * input + alpha * (mat1 @ mat2)``, ``input`` broadcast to the product's shape; with beta = 0
     ``input`` is ignored (NaN in it does not propagate), as in PyTorch."""
+    (input,) = autocast_lower(input)
     out = mm(mat1, mat2)
     if tuple(broadcast_shape("addmm", input.shape, out.shape)) != tuple(out.shape):
         raise RuntimeError(f"addmm: input of shape {tuple(input.shape)} does not broadcast to the product's "
