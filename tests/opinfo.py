@@ -336,6 +336,42 @@ def group_norm_ref(x, weight=None, bias=None, num_groups=1, eps=1e-5):
     return y if bias is None else y + bias.reshape(shape)
 
 
+def conv1d_ref(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """conv2d_ref over a height of one."""
+    if x.ndim == 2:  # unbatched
+        return conv1d_ref(x[None], w, b, stride, padding, dilation, groups)[0]
+    y = conv2d_ref(x[:, :, None], w[:, :, None], b, (1, stride), (0, padding), (1, dilation), groups)
+    return y[:, :, 0]
+
+
+def instance_norm_ref(x, weight=None, bias=None, eps=1e-5):
+    return group_norm_ref(x, weight, bias, num_groups=x.shape[1], eps=eps)
+
+
+def prelu_ref(x, w):
+    slope = w if w.size == 1 or x.ndim < 2 else w.reshape((-1,) + (1,) * (x.ndim - 2))
+    return np.where(x > 0, x, slope * x)
+
+
+def pixel_shuffle_ref(x, upscale_factor):
+    """out[..., c, h r + i, w r + j] = x[..., c r^2 + i r + j, h, w], element by element."""
+    r = upscale_factor
+    *lead, c, h, w = x.shape
+    out = np.zeros((*lead, c // (r * r), h * r, w * r))
+    for ch in range(c):
+        out[..., ch // (r * r), (ch % (r * r)) // r::r, ch % r::r] = x[..., ch, :, :]
+    return out
+
+
+def pixel_unshuffle_ref(x, downscale_factor):
+    r = downscale_factor
+    *lead, c, h, w = x.shape
+    out = np.zeros((*lead, c * r * r, h // r, w // r))
+    for ch in range(c * r * r):
+        out[..., ch, :, :] = x[..., ch // (r * r), (ch % (r * r)) // r::r, ch % r::r]
+    return out
+
+
 def conv_transpose2d_ref(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """Each input pixel scatters ``x * w`` onto the output, tap by tap."""
     (sh, sw), (ph, pw), (oh, ow), (dh, dw) = map(_pair, (stride, padding, output_padding, dilation))
@@ -1768,6 +1804,36 @@ LAYER_OPS = [
                    E("conv_transpose2d_output_padding",
                      lambda: F.conv_transpose2d(t(1, 4, 4, 4), t(4, 2, 3, 3), stride=2, output_padding=2), ValueError,
                      "output_padding"))),
+    OpInfo("conv1d", F.conv1d, conv1d_ref, spelled="F.conv1d", gpu_tol=1e-4, torch=_tf("conv1d"), samples=(
+               S("conv1d", (2, 3, 9), (4, 3, 3), (4,)),
+               S("conv1d_stride_pad_dilation_groups", (1, 4, 11), (6, 2, 2), stride=2, padding=1, dilation=2,
+                 groups=2),
+               S("conv1d_unbatched", (3, 7), (2, 3, 3), padding=1)),
+           errors=(E("conv1d_not_3d", lambda: F.conv1d(t(1, 3, 4, 4), t(4, 3, 3)), ValueError,
+                     "conv1d: expected a 3-D input"),
+                   E("conv1d_weight", lambda: F.conv1d(t(1, 3, 4), t(4, 3, 3, 3)), ValueError, "weight must be 3-D"))),
+    OpInfo("instance_norm", F.instance_norm, instance_norm_ref, spelled="F.instance_norm", gpu_tol=1e-4,
+           torch=lambda T, x, *a, **kw: T.nn.functional.instance_norm(x, None, None, *a, **kw),
+           samples=(S("instance_norm", (2, 4, 3, 3)), S("instance_norm_1d", (3, 2, 5)),
+                    S("instance_norm_eps", (2, 3, 4, 2), eps=1e-3),
+                    S("instance_norm_affine", (2, 3, 4, 2), pos((3,)), (3,),
+                      fn=lambda x, w, b: F.instance_norm(x, weight=w, bias=b), ref=instance_norm_ref)),
+           errors=(E("instance_norm_one_position", lambda: F.instance_norm(t(2, 3, 1)), ValueError,
+                     "more than 1 spatial element"),)),
+    OpInfo("prelu", F.prelu, prelu_ref, spelled="F.prelu", torch=_tf("prelu"), samples=(
+               S("prelu_per_channel", distinct((2, 3, 4)), pos((3,))),
+               S("prelu_one_slope", distinct((5, 2)), pos((1,))),
+               S("prelu_1d", distinct((6,)), pos((1,)))),
+           errors=(E("prelu_weight", lambda: F.prelu(t(2, 3, 4), t(2)), ValueError, "weight must hold 1 value"),)),
+    OpInfo("pixel_shuffle", F.pixel_shuffle, pixel_shuffle_ref, spelled="F.pixel_shuffle", torch=_tf("pixel_shuffle"),
+           samples=(S("pixel_shuffle", (2, 8, 3, 2), upscale_factor=2),
+                    S("pixel_shuffle_3d", (9, 2, 2), upscale_factor=3)),
+           errors=(E("pixel_shuffle_channels", lambda: F.pixel_shuffle(t(1, 5, 2, 2), 2), ValueError,
+                     "divisible by upscale_factor squared"),)),
+    OpInfo("pixel_unshuffle", F.pixel_unshuffle, pixel_unshuffle_ref, spelled="F.pixel_unshuffle",
+           torch=_tf("pixel_unshuffle"), samples=(S("pixel_unshuffle", (2, 2, 4, 6), downscale_factor=2),),
+           errors=(E("pixel_unshuffle_size", lambda: F.pixel_unshuffle(t(1, 2, 3, 4), 2), ValueError,
+                     "must be divisible by downscale_factor"),)),
 ]
 
 

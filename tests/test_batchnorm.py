@@ -519,3 +519,38 @@ def test_cuda_channels_last_statistics_are_deterministic(rng):
     runs = [K.batch_norm_forward(x, None, None, None, None, True, 0.1, 1e-5)[1:3] for _ in range(3)]
     for mean, rstd in runs[1:]:
         assert cupy.array_equal(mean, runs[0][0]) and cupy.array_equal(rstd, runs[0][1])
+
+
+def test_instance_norm_against_float64(rng):
+    """InstanceNorm2d / F.instance_norm, PyTorch's semantics: each (sample, channel) normalized over its positions
+    (biased variance), then the affine; tracked running statistics move by momentum towards the instances'
+    mean and unbiased variance averaged over the batch, and normalize in evaluation; unbatched input; gradients
+    by finite differences; a channel mismatch is an error with affine and a warning without; one position per
+    instance is refused."""
+    x = rng.standard_normal((3, 4, 5, 6))
+    m = nn.InstanceNorm2d(4, affine=True, track_running_stats=True, dtype=mf.float64)
+    with mf.no_grad():
+        m.weight.copy_(mf.tensor(rng.random(4) + 0.5))
+        m.bias.copy_(mf.tensor(rng.random(4)))
+    w, b = m.weight.numpy().reshape(1, -1, 1, 1), m.bias.numpy().reshape(1, -1, 1, 1)
+    want = (x - x.mean((2, 3), keepdims=True)) / np.sqrt(x.var((2, 3), keepdims=True) + 1e-5) * w + b
+    np.testing.assert_allclose(m(mf.tensor(x)).numpy(), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(m.running_mean.numpy(), 0.1 * x.mean((2, 3)).mean(0), rtol=1e-12)
+    np.testing.assert_allclose(m.running_var.numpy(), 0.9 + 0.1 * x.var((2, 3), ddof=1).mean(0), rtol=1e-12)
+    m.eval()
+    rm, rv = m.running_mean.numpy().reshape(1, -1, 1, 1), m.running_var.numpy().reshape(1, -1, 1, 1)
+    np.testing.assert_allclose(m(mf.tensor(x)).numpy(), (x - rm) / np.sqrt(rv + 1e-5) * w + b, rtol=1e-12)
+    plain = nn.InstanceNorm2d(4, dtype=mf.float64)
+    assert plain.weight is None and plain.running_mean is None and list(plain.state_dict()) == []
+    np.testing.assert_allclose(plain(mf.tensor(x[0])).numpy(), plain(mf.tensor(x[:1])).numpy()[0], rtol=1e-12)
+    assert gradcheck(lambda a, wt, bs: F.instance_norm(a, weight=wt, bias=bs),
+                     [mf.tensor(x[:2, :, :3, :4], requires_grad=True), mf.tensor(rng.random(4), requires_grad=True),
+                      mf.tensor(rng.random(4), requires_grad=True)])
+    with pytest.warns(UserWarning, match="expected 3 channels"):
+        nn.InstanceNorm2d(3)(mf.randn(2, 4, 3, 3))
+    with pytest.raises(ValueError, match="expected 3 channels"):
+        nn.InstanceNorm2d(3, affine=True)(mf.randn(2, 4, 3, 3))
+    with pytest.raises(ValueError, match="more than 1 spatial element"):
+        nn.InstanceNorm1d(3)(mf.randn(2, 3, 1))
+    with pytest.raises(ValueError, match="expected 3-D \\(unbatched\\) or 4-D input"):
+        nn.InstanceNorm2d(3)(mf.randn(3, 3))

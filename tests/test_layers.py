@@ -608,3 +608,94 @@ def test_dropout2d_cuda_drops_the_channels_cpu_drops():
     np.testing.assert_array_equal(y.detach().cpu().numpy(), on_cpu)
     y.sum().backward()
     np.testing.assert_array_equal(xc.grad.cpu().numpy(), on_cpu)
+
+
+# ---------------------------------------------------------------- Conv1d, PReLU, PixelShuffle, ParameterList
+def _conv1d_ref(x, w, b, stride, padding, dilation, groups):
+    n, c, length = x.shape
+    k, cg, taps = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding)))
+    out_len = (length + 2 * padding - dilation * (taps - 1) - 1) // stride + 1
+    out = np.zeros((n, k, out_len))
+    for o in range(k):
+        g = o // (k // groups)
+        for t in range(out_len):
+            window = xp[:, g * cg:(g + 1) * cg, t * stride:t * stride + dilation * (taps - 1) + 1:dilation]
+            out[:, o, t] = (window * w[o]).sum((1, 2)) + b[o]
+    return out
+
+
+def test_conv1d_against_a_direct_loop():
+    """F.conv1d / nn.Conv1d (on the 2-D kernels over a height of one) against a direct float64 loop: stride,
+    padding, dilation, groups; 'same' with an even kernel; padding modes; unbatched input; gradients by finite
+    differences; PyTorch's initialisation bound."""
+    from minifused.testing import gradcheck
+
+    rng = np.random.default_rng(5)
+    x, w, b = rng.standard_normal((2, 4, 11)), rng.standard_normal((6, 2, 3)), rng.standard_normal(6)
+    for stride, padding, dilation in [(1, 0, 1), (2, 1, 1), (1, 2, 2), (3, 0, 1)]:
+        got = F.conv1d(mf.tensor(x), mf.tensor(w), mf.tensor(b), stride, padding, dilation, 2).numpy()
+        np.testing.assert_allclose(got, _conv1d_ref(x, w, b, stride, padding, dilation, 2), rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda a, ww, bb: F.conv1d(a, ww, bb, 2, 1, 1, 2),
+                     [mf.tensor(x, requires_grad=True), mf.tensor(w, requires_grad=True),
+                      mf.tensor(b, requires_grad=True)])
+    m = nn.Conv1d(4, 6, 4, padding="same", dtype=mf.float64)
+    want = _conv1d_ref(np.pad(x, ((0, 0), (0, 0), (1, 2))), m.weight.numpy(), m.bias.numpy(), 1, 0, 1, 1)
+    np.testing.assert_allclose(m(mf.tensor(x)).numpy(), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(m(mf.tensor(x[0])).numpy(), want[0], rtol=1e-12, atol=1e-12)
+    r = nn.Conv1d(4, 6, 3, padding=1, padding_mode="circular", dtype=mf.float64)
+    want = _conv1d_ref(np.pad(x, ((0, 0), (0, 0), (1, 1)), mode="wrap"), r.weight.numpy(), r.bias.numpy(), 1, 0, 1, 1)
+    np.testing.assert_allclose(r(mf.tensor(x)).numpy(), want, rtol=1e-12, atol=1e-12)
+    assert r.weight.shape == (6, 4, 3) and np.abs(r.weight.numpy()).max() <= 1 / math.sqrt(12)
+    with pytest.raises(ValueError, match="conv1d: expected a 3-D input"):
+        F.conv1d(mf.randn(2, 4, 5, 5), mf.randn(6, 4, 3))
+
+
+def test_prelu_and_pixel_shuffle():
+    """PReLU (one slope or one per channel, learned) against NumPy with gradients; pixel_shuffle moves
+    channel c r^2 + i r + j to pixel offset (i, j), as PyTorch's, and pixel_unshuffle undoes it."""
+    from minifused.testing import gradcheck
+
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((2, 3, 4, 5)), rng.random(3)
+    np.testing.assert_array_equal(F.prelu(mf.tensor(x), mf.tensor(w)).numpy(),
+                                  np.where(x > 0, x, w.reshape(1, -1, 1, 1) * x))
+    assert gradcheck(F.prelu, [mf.tensor(x, requires_grad=True), mf.tensor(w, requires_grad=True)])
+    m = nn.PReLU()
+    assert m.weight.tolist() == [0.25] and m(mf.tensor([-2.0, 3.0])).tolist() == [-0.5, 3.0]
+    with pytest.raises(ValueError, match=r"weight must hold 1 value or one per channel \(3\)"):
+        F.prelu(mf.tensor(x), mf.ones(2, dtype=mf.float64))
+    r = 2
+    p = rng.standard_normal((2, 3 * r * r, 3, 4))
+    s = nn.PixelShuffle(r)(mf.tensor(p)).numpy()
+    assert s.shape == (2, 3, 6, 8)
+    for c in range(3):
+        for i in range(r):
+            for j in range(r):
+                np.testing.assert_array_equal(s[:, c, i::r, j::r], p[:, c * r * r + i * r + j])
+    np.testing.assert_array_equal(nn.PixelUnshuffle(r)(mf.tensor(s)).numpy(), p)
+    assert F.pixel_shuffle(mf.tensor(p[0]), r).shape == (3, 6, 8)
+    with pytest.raises(ValueError, match="divisible by upscale_factor squared"):
+        F.pixel_shuffle(mf.randn(1, 5, 2, 2), 2)
+
+
+def test_parameter_list_and_dict_register_their_parameters():
+    """ParameterList / ParameterDict: parameters (tensors become Parameters) under their indices or keys, in the
+    module's parameters, state dict and optimizer, as PyTorch's."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scales = nn.ParameterList([nn.Parameter(mf.ones(2)), mf.zeros(3)])
+            self.table = nn.ParameterDict({"a": mf.ones(1)})
+
+    m = Model()
+    m.scales.append(mf.ones(4))
+    m.table["b"] = mf.zeros(2)
+    assert [n for n, _ in m.named_parameters()] == ["scales.0", "scales.1", "scales.2", "table.a", "table.b"]
+    assert list(m.state_dict()) == ["scales.0", "scales.1", "scales.2", "table.a", "table.b"]
+    assert isinstance(m.scales[1], nn.Parameter) and m.scales[-1].shape == (4,) and len(m.scales[:2]) == 2
+    assert "b" in m.table and list(m.table.keys()) == ["a", "b"] and len(m.table) == 2
+    with pytest.raises(TypeError, match="expected a Parameter or a tensor, got int"):
+        m.scales.append(3)
+    with pytest.raises(IndexError, match="out of range"):
+        m.scales[5]

@@ -15,12 +15,14 @@ from ..ops._common import broadcast_shape as _broadcast_shape
 from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops._common import cast as _cast
 from ..ops._common import promote as _promote
+from ..ops.elementwise import where as _where
 from ..tensor import Tensor as _Tensor
 
 __all__ = ["leaky_relu", "leaky_relu_", "silu", "elu", "elu_", "selu", "selu_", "celu", "celu_", "softplus",
            "hardtanh", "hardtanh_", "relu6", "hardsigmoid", "hardswish", "mish", "softsign", "logsigmoid",
            "tanhshrink", "normalize", "one_hot", "cosine_similarity", "binary_cross_entropy",
-           "binary_cross_entropy_with_logits", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div"]
+           "binary_cross_entropy_with_logits", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "prelu",
+           "pixel_shuffle", "pixel_unshuffle"]
 
 
 # ---------------------------------------------------------------- activations
@@ -55,6 +57,62 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 def leaky_relu_(input, negative_slope=0.01):
     return leaky_relu(input, negative_slope, inplace=True)
+
+
+def prelu(input, weight):
+    """``x`` where ``x > 0``, else ``weight * x``, as ``torch.nn.functional.prelu``: ``weight`` of one value, or
+    one per channel (dimension 1; dimension 0 of a 1-D input), learned."""
+    op = "prelu"
+    if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
+        raise TypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
+                        f"{type(weight).__name__}")
+    if not _backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input, got {input.dtype}")
+    if weight.device != input.device:
+        raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
+    channels = 1 if input.ndim == 0 else input.shape[1] if input.ndim >= 2 else input.shape[0]
+    if weight.ndim != 1 or weight.shape[0] not in (1, channels):
+        raise ValueError(f"{op}: weight must hold 1 value or one per channel ({channels}), got shape "
+                         f"{list(weight.shape)}")
+    slope = weight if weight.shape[0] == 1 or input.ndim < 2 else weight.reshape(
+        (channels,) + (1,) * (input.ndim - 2))
+    if slope.dtype != input.dtype:
+        slope = _cast(slope, input.dtype)
+    return _where(input > 0, input, slope * input)
+
+
+def _pixel_factor(op, input, factor, name):
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if not isinstance(factor, _numbers.Integral) or isinstance(factor, bool) or factor < 1:
+        raise ValueError(f"{op}: {name} must be a positive int, got {factor!r}")
+    if input.ndim < 3:
+        raise ValueError(f"{op}: expected an input of at least 3 dimensions (..., C, H, W), got shape "
+                         f"{list(input.shape)}")
+    return int(factor)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """(..., C r^2, H, W) -> (..., C, H r, W r), as ``torch.nn.functional.pixel_shuffle`` (sub-pixel
+    convolution's upsampling): channel c r^2 + i r + j goes to the pixel offset (i, j)."""
+    op = "pixel_shuffle"
+    r = _pixel_factor(op, input, upscale_factor, "upscale_factor")
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise ValueError(f"{op}: the channels ({c}) must be divisible by upscale_factor squared ({r * r})")
+    x = input.reshape(-1, c // (r * r), r, r, h, w).permute(0, 1, 4, 2, 5, 3)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """(..., C, H r, W r) -> (..., C r^2, H, W), the inverse of :func:`pixel_shuffle`."""
+    op = "pixel_unshuffle"
+    r = _pixel_factor(op, input, downscale_factor, "downscale_factor")
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise ValueError(f"{op}: the height ({h}) and width ({w}) must be divisible by downscale_factor ({r})")
+    x = input.reshape(-1, c, h // r, r, w // r, r).permute(0, 1, 3, 5, 2, 4)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
 
 
 def silu(input, inplace=False):

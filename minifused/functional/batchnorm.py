@@ -11,7 +11,7 @@ from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 
-__all__ = ["batch_norm", "group_norm"]
+__all__ = ["batch_norm", "group_norm", "instance_norm"]
 
 
 def _check_input(op, input):
@@ -130,4 +130,43 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         y = y * _reshape(weight, *shape)
     if bias is not None:
         y = y + _reshape(bias, *shape)
+    return y
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """Instance normalization as ``torch.nn.functional.instance_norm``: each (sample, channel) of ``input``
+    (N, C, ...) normalized over its positions (biased variance) — group_norm with one channel per group — then
+    the per-channel ``weight`` and ``bias``. With ``running_mean`` / ``running_var`` the batch's statistics
+    (each instance's mean and unbiased variance, averaged over the samples) move them by ``momentum``, in place;
+    ``use_input_stats=False`` normalizes with them instead."""
+    op = "instance_norm"
+    _check_input(op, input)
+    if input.ndim < 3:
+        raise ValueError(f"{op}: expected an input of at least 3 dimensions (N, C, ...), got shape "
+                         f"{list(input.shape)}")
+    c, positions = input.shape[1], input.numel() // max(input.shape[0] * input.shape[1], 1)
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{op}: running_mean and running_var must be given together")
+    _check_channel_vectors(op, input, ("weight", "bias", "running_mean", "running_var"),
+                           (weight, bias, running_mean, running_var))
+    if momentum is not None and (not _real(momentum) or not 0.0 <= momentum <= 1.0):
+        raise ValueError(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
+    if not use_input_stats:
+        if running_mean is None:
+            raise ValueError(f"{op}: use_input_stats=False normalizes with running_mean and running_var: give them")
+        return batch_norm(input, running_mean, running_var, weight, bias, False, 0.0, eps)
+    if positions <= 1:
+        raise ValueError(f"{op}: expected more than 1 spatial element per instance, got input size "
+                         f"{list(input.shape)}")
+    y = group_norm(input, c, weight, bias, eps)
+    if running_mean is not None and momentum:
+        from ..autograd import no_grad
+
+        with no_grad():
+            x = input.detach()
+            x = (x.float() if x.dtype in (_backend.float16, _backend.bfloat16) else x).reshape(input.shape[0], c, -1)
+            mean, var = x.mean(2).mean(0), x.var(2, unbiased=True).mean(0)
+            for stat, value in ((running_mean, mean), (running_var, var)):
+                stat.mul_(1.0 - momentum).add_(value.to(stat.dtype), alpha=momentum)
     return y

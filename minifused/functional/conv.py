@@ -14,7 +14,7 @@ from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
 from ._checks import _check_image, _pair
 
-__all__ = ["conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d"]
+__all__ = ["conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d"]
 
 CONV_ACTIVATIONS = (None, "relu")  # what F.conv2d / nn.Conv2d accept (the convolution epilogues)
 
@@ -109,6 +109,34 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         devs = [str(input.device), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
         raise RuntimeError(f"{op}: expected input, weight and bias on one device, got {', '.join(devs)}")
     return _conv_ops.conv2d(input, weight, bias, stride, padding, dilation, groups, activation)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution as ``torch.nn.functional.conv1d``: ``input`` (N, C, L) or (C, L), ``weight``
+    (K, C/groups, k); run as conv2d over a height of one (the same kernels), its arguments checked there."""
+    op = "conv1d"
+    if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
+        raise TypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
+                        f"{type(weight).__name__}")
+    if input.ndim not in (2, 3):
+        raise ValueError(f"{op}: expected a 3-D input (N, C, L) or a 2-D unbatched one (C, L), got shape "
+                         f"{tuple(input.shape)}")
+    if weight.ndim != 3:
+        raise ValueError(f"{op}: weight must be 3-D (out_channels, in_channels/groups, k), got shape "
+                         f"{tuple(weight.shape)}")
+
+    def single(name, v, minimum):
+        v = v[0] if isinstance(v, (tuple, list)) and len(v) == 1 else v
+        if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+            raise ValueError(f"{op}: {name} must be an int >= {minimum} (or a 1-tuple), got {v!r}")
+        return v
+
+    stride, dilation = single("stride", stride, 1), single("dilation", dilation, 1)
+    padding = padding if isinstance(padding, str) else (0, single("padding", padding, 0))
+    x = _reshape(input, *input.shape[:-1], 1, input.shape[-1])
+    w = _reshape(weight, *weight.shape[:2], 1, weight.shape[2])
+    y = conv2d(x, w, bias, (1, stride), padding, (1, dilation), groups)
+    return _reshape(y, *y.shape[:-2], y.shape[-1])
 
 
 @_unbatched

@@ -1,12 +1,13 @@
 """Layers and models: ``Module``, ``Parameter``, containers and layers."""
 from .module import Module, Parameter  # noqa: F401
-from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: F401
 from .basic import GELU, Flatten, Identity, ReLU, Sigmoid, Tanh  # noqa: F401
 from .linear import Linear  # noqa: F401
-from .norm import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, LayerNorm, RMSNorm  # noqa: F401
+from .norm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,  # noqa: F401
+                   InstanceNorm3d, LayerNorm, RMSNorm)
 from .softmax import LogSoftmax, Softmax  # noqa: F401
 from .loss import CrossEntropyLoss, NLLLoss  # noqa: F401
-from .conv import Conv2d, ConvTranspose2d  # noqa: F401
+from .conv import Conv1d, Conv2d, ConvTranspose2d  # noqa: F401
 from .pool import AvgPool2d, MaxPool2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .loss_mse import MSELoss  # noqa: F401

@@ -8,10 +8,11 @@ from __future__ import annotations
 from .. import backend
 from .. import functional as F
 from .loss import _WeightedLoss
-from .module import Module
+from .. import ops
+from .module import Module, Parameter
 
 __all__ = ["LeakyReLU", "SiLU", "ELU", "SELU", "CELU", "Softplus", "Hardtanh", "ReLU6", "Hardsigmoid",
-           "Hardswish", "Mish", "Softsign", "LogSigmoid", "Tanhshrink",
+           "Hardswish", "Mish", "Softsign", "LogSigmoid", "Tanhshrink", "PReLU", "PixelShuffle", "PixelUnshuffle",
            "BCELoss", "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
 
 
@@ -53,6 +54,51 @@ class LeakyReLU(_Activation):
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}{_inplace_suffix(self.inplace)}"
+
+
+class PReLU(Module):
+    """``F.prelu`` with a learned ``weight`` of ``num_parameters`` values (1, or the channels), each ``init``."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        if not isinstance(num_parameters, int) or isinstance(num_parameters, bool) or num_parameters < 1:
+            raise ValueError(f"PReLU: num_parameters must be a positive int, got {num_parameters!r}")
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(ops.full((num_parameters,), float(init), dtype=dtype, device=device))
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+class PixelShuffle(Module):
+    """``F.pixel_shuffle`` by ``upscale_factor``."""
+
+    def __init__(self, upscale_factor):
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input):
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self):
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """``F.pixel_unshuffle`` by ``downscale_factor``."""
+
+    def __init__(self, downscale_factor):
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input):
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self):
+        return f"downscale_factor={self.downscale_factor}"
 
 
 class SiLU(_Activation):

@@ -140,3 +140,107 @@ class ModuleDict(Module):
 
     def items(self):
         return self._modules.items()
+
+
+def _as_parameter(owner, value):
+    from .module import Parameter
+
+    if isinstance(value, Parameter):
+        return value
+    if isinstance(value, Tensor):
+        return Parameter(value)
+    raise TypeError(f"{owner}: expected a Parameter or a tensor, got {type(value).__name__}")
+
+
+class ParameterList(Module):
+    """Parameters registered under '0', '1', ... in order, as PyTorch's (a tensor given becomes a Parameter):
+    ``model.parameters()`` and the state dict see them."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        for v in values or ():
+            self.append(v)
+
+    def append(self, value):
+        self.register_parameter(str(len(self._parameters)), _as_parameter("ParameterList", value))
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def _index(self, idx):
+        n = len(self._parameters)
+        if not isinstance(idx, int) or not -n <= idx < n:
+            raise IndexError(f"ParameterList: index {idx!r} out of range for {n} parameters")
+        return idx % n
+
+    def __getitem__(self, idx):
+        items = list(self._parameters.values())
+        return ParameterList(items[idx]) if isinstance(idx, slice) else items[self._index(idx)]
+
+    def __setitem__(self, idx, value):
+        self.register_parameter(str(self._index(idx)), _as_parameter("ParameterList", value))
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def extra_repr(self):
+        lines = [f"({i}): Parameter of shape {tuple(p.shape)}, {p.dtype}" for i, p in enumerate(self)]
+        return "\n  " + "\n  ".join(lines) + "\n" if lines else ""
+
+
+class ParameterDict(Module):
+    """Parameters registered under string keys, in insertion order, as PyTorch's (a tensor given becomes a
+    Parameter)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        self.update(parameters or {})
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str):
+            raise TypeError(f"ParameterDict: keys must be strings, got {type(key).__name__}")
+        self.register_parameter(key, _as_parameter("ParameterDict", value))
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def get(self, key, default=None):
+        return self._parameters.get(key, default)
+
+    def pop(self, key):
+        return self._parameters.pop(key)
+
+    def extra_repr(self):
+        lines = [f"({k}): Parameter of shape {tuple(p.shape)}, {p.dtype}" for k, p in self.items()]
+        return "\n  " + "\n  ".join(lines) + "\n" if lines else ""
+
+    def update(self, parameters):
+        for key, value in (parameters.items() if hasattr(parameters, "items") else parameters):
+            self[key] = value

@@ -111,6 +111,71 @@ class Conv2d(Module):
         return s
 
 
+class Conv1d(Module):
+    """``conv1d(x, weight) + bias`` over (N, C, L) or (C, L) inputs, weight (out_channels, in_channels/groups,
+    kernel_size): PyTorch's arguments (``padding_mode`` too) and initialisation, on the 2-D kernels."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(f"Conv1d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
+                             f"{padding_mode!r}")
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1
+                   for v in (in_channels, out_channels, groups)) or in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv1d: in_channels={in_channels!r} and out_channels={out_channels!r} must be "
+                             f"positive ints divisible by groups={groups!r}")
+
+        def single(name, v, minimum):
+            v = v[0] if isinstance(v, (tuple, list)) and len(v) == 1 else v
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < minimum:
+                raise ValueError(f"Conv1d: {name} must be an int >= {minimum} (or a 1-tuple), got {v!r}")
+            return (int(v),)
+
+        if isinstance(padding, str) and padding not in ("valid", "same"):
+            raise ValueError(f"Conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
+        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
+        self.kernel_size, self.stride = single("kernel_size", kernel_size, 1), single("stride", stride, 1)
+        self.dilation = single("dilation", dilation, 1)
+        self.padding = padding if isinstance(padding, str) else single("padding", padding, 0)
+        self.padding_mode = padding_mode
+        dev = backend.device(device)
+        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        xp = backend.xp(dev)
+        with backend.on_device(dev):
+            self.weight = Parameter(xp.empty((self.out_channels, self.in_channels // self.groups,
+                                              self.kernel_size[0]), dtype=dtype))
+            self.bias = Parameter(xp.empty((self.out_channels,), dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.in_channels // self.groups * self.kernel_size[0])
+        with no_grad():
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.uniform_(-bound, bound)
+
+    def forward(self, x):
+        padding = self.padding if isinstance(self.padding, str) else self.padding[0]
+        if self.padding_mode != "zeros" and padding != "valid":
+            total = self.dilation[0] * (self.kernel_size[0] - 1)
+            pad = (total // 2, total - total // 2) if padding == "same" else (padding, padding)
+            x, padding = F.pad(x, pad, mode=self.padding_mode), 0
+        return F.conv1d(x, self.weight, self.bias, self.stride[0], padding, self.dilation[0], self.groups)
+
+    def extra_repr(self):
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding not in ((0,), "valid"):
+            s += f", padding={self.padding}"
+        if self.dilation != (1,):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
+        return s + (", bias=False" if self.bias is None else "")
+
+
 class ConvTranspose2d(Module):
     """``conv_transpose2d(x, weight) + bias`` with weight (in_channels, out_channels/groups, kH, kW), PyTorch's
     arguments and initialisation (U(-1/√fan_in, 1/√fan_in), fan_in = out_channels/groups·kH·kW)."""

@@ -1,8 +1,9 @@
-"""Normalization layers: ``LayerNorm``, ``RMSNorm``, ``BatchNorm1d/2d/3d``, ``GroupNorm`` (PyTorch's names,
-shapes, buffers and init)."""
+"""Normalization layers: ``LayerNorm``, ``RMSNorm``, ``BatchNorm1d/2d/3d``, ``GroupNorm``, ``InstanceNorm1d/2d/3d``
+(PyTorch's names, shapes, buffers and init)."""
 from __future__ import annotations
 
 import numbers
+import warnings
 
 from .. import backend, ops
 from .. import functional as F
@@ -169,6 +170,62 @@ class BatchNorm3d(_BatchNorm):
     """BatchNorm over (N, C, D, H, W) inputs."""
 
     _ndims = (5,)
+
+
+class _InstanceNorm(_BatchNorm):
+    """InstanceNorm: ``F.instance_norm`` with PyTorch's defaults (``affine=False``, ``track_running_stats=False``):
+    each instance's own statistics normalize in training, and in evaluation unless running statistics are
+    tracked; batched or unbatched input. A channel count other than ``num_features`` is an error with
+    ``affine`` (the parameters would not match) and a warning without, as in PyTorch."""
+
+    _spatial = 0
+    fused_activations = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
+                 dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def forward(self, input):
+        name, spatial = type(self).__name__, self._spatial
+        if not isinstance(input, ops.Tensor):
+            raise TypeError(f"{name}: expected a tensor input, got {type(input).__name__}")
+        if input.ndim not in (spatial + 1, spatial + 2):
+            raise ValueError(f"{name}: expected {spatial + 1}-D (unbatched) or {spatial + 2}-D input, got "
+                             f"{input.ndim}-D input of shape {list(input.shape)}")
+        unbatched = input.ndim == spatial + 1
+        x = input.unsqueeze(0) if unbatched else input
+        if x.shape[1] != self.num_features:
+            message = (f"{name}: expected {self.num_features} channels (num_features) in dimension "
+                       f"{0 if unbatched else 1}, got input of shape {list(input.shape)}")
+            if self.affine or self.track_running_stats:
+                raise ValueError(message)
+            warnings.warn(message + "; with affine=False the layer normalizes them all the same", stacklevel=2)
+        y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            self.training or not self.track_running_stats,
+                            self.momentum if self.momentum is not None else 0.0, self.eps)
+        return y.squeeze(0) if unbatched else y
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """InstanceNorm over (N, C, L) or (C, L) inputs."""
+
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """InstanceNorm over (N, C, H, W) or (C, H, W) inputs."""
+
+    _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """InstanceNorm over (N, C, D, H, W) or (C, D, H, W) inputs."""
+
+    _spatial = 3
 
 
 class GroupNorm(Module):
