@@ -960,3 +960,66 @@ def test_zero_world_one_nccl_matches_plain_adam_on_gpu(monkeypatch):
         dist.destroy_process_group()
     for g, r in zip(got, ref):
         np.testing.assert_array_equal(g, r)
+
+
+# ---------------------------------------------------------------- SyncBatchNorm
+def _sync_bn_rank(rank, world, x_all, g_all, dtype):
+    """One rank's share of x_all through a SyncBatchNorm in training, then backward of sum(y * g)."""
+    per = x_all.shape[0] // world
+    x = mf.tensor(x_all[rank * per:(rank + 1) * per], dtype=dtype, requires_grad=True)
+    m = nn.SyncBatchNorm(x_all.shape[1], momentum=0.3, dtype=mf.float64)
+    with mf.no_grad():
+        m.weight.copy_(mf.tensor(np.linspace(0.5, 1.5, x_all.shape[1])))
+        m.bias.copy_(mf.tensor(np.linspace(-1, 1, x_all.shape[1])))
+    y = m(x)
+    (y * mf.tensor(g_all[rank * per:(rank + 1) * per], dtype=dtype)).sum().backward()
+    return (y.detach().numpy().astype(np.float64), x.grad.numpy().astype(np.float64), m.weight.grad.numpy(),
+            m.bias.grad.numpy(),
+            m.running_mean.numpy(), m.running_var.numpy(), int(m.num_batches_tracked.item()), y.dtype == dtype)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_sync_batch_norm_equals_batch_norm_on_the_whole_batch(world):
+    """SyncBatchNorm over ranks (CPU backend) equals one BatchNorm over the concatenated batch: each rank's
+    outputs and input gradients are its slice of the whole batch's, the parameter gradients summed over the
+    ranks are the whole batch's, and every rank's running statistics are the whole batch's (the unbiased
+    variance over all ranks' values)."""
+    rng = np.random.default_rng(world)
+    x_all, g_all = rng.standard_normal((2 * world, 3, 4, 5)), rng.standard_normal((2 * world, 3, 4, 5))
+    outs = ok(run_ranks(_sync_bn_rank, world, x_all, g_all, mf.float64))
+    ref = nn.BatchNorm2d(3, momentum=0.3, dtype=mf.float64)
+    with mf.no_grad():
+        ref.weight.copy_(mf.tensor(np.linspace(0.5, 1.5, 3)))
+        ref.bias.copy_(mf.tensor(np.linspace(-1, 1, 3)))
+    x = mf.tensor(x_all, requires_grad=True)
+    y = ref(x)
+    (y * mf.tensor(g_all)).sum().backward()
+    np.testing.assert_allclose(np.concatenate([o[0] for o in outs]), y.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.concatenate([o[1] for o in outs]), x.grad.numpy(), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(sum(o[2] for o in outs), ref.weight.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(sum(o[3] for o in outs), ref.bias.grad.numpy(), rtol=1e-10)
+    for o in outs:
+        np.testing.assert_allclose(o[4], ref.running_mean.numpy(), rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(o[5], ref.running_var.numpy(), rtol=1e-10)
+        assert o[6] == 1 and o[7]
+
+
+def test_sync_batch_norm_alone_is_batch_norm_and_converts_models():
+    """Without a process group SyncBatchNorm is BatchNorm (training and evaluation); convert_sync_batchnorm
+    swaps every BatchNorm of a model for one holding the same parameters, buffers and mode."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Sequential(nn.BatchNorm2d(4)))
+    model[1].num_batches_tracked += 2
+    model.eval()
+    weight, running = model[1].weight, model[1].running_mean
+    x = mf.randn(2, 3, 6, 6)
+    want = model(x).numpy()
+    converted = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    assert converted is model and isinstance(model[1], nn.SyncBatchNorm) and isinstance(model[3][0], nn.SyncBatchNorm)
+    assert model[1].weight is weight and model[1].running_mean is running and not model[1].training
+    assert int(model[1].num_batches_tracked.item()) == 2
+    np.testing.assert_allclose(model(x).numpy(), want, rtol=1e-6)
+    s, b = nn.SyncBatchNorm(4), nn.BatchNorm2d(4)
+    np.testing.assert_allclose(s(mf.ones(2, 4, 3, 3) * mf.arange(4).reshape(1, 4, 1, 1)).numpy(),
+                               b(mf.ones(2, 4, 3, 3) * mf.arange(4).reshape(1, 4, 1, 1)).numpy())
+    with pytest.raises(NotImplementedError, match="process_group must be None"):
+        nn.SyncBatchNorm(4, process_group=object())

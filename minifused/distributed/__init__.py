@@ -31,6 +31,7 @@ import datetime
 import os
 
 from .. import backend
+from ..autograd import Function
 from ..backend import cuda_available as _cuda_available  # the argument 'backend' shadows the module
 from ..tensor import Tensor
 from ._hub import DistributedError, Hub
@@ -263,6 +264,30 @@ def all_reduce(tensor, op=ReduceOp.SUM):
         _all_reduce_array(tensor._data, op)
         tensor._bump("all_reduce")
     return tensor
+
+
+class _AllReduceSum(Function):
+    """The sum over ranks, recorded: each rank's gradient is the sum of every rank's (the reduced value feeds
+    every rank's loss). Each rank must run the backward too, as data-parallel training does."""
+
+    @staticmethod
+    def forward(ctx, a):
+        out = a.copy()
+        _all_reduce_array(out, "sum")
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g.copy()
+        _all_reduce_array(g, "sum")
+        return g
+
+
+def all_reduce_sum_recorded(tensor):
+    """The sum over ranks of ``tensor`` as a new tensor, differentiable (SyncBatchNorm's statistics)."""
+    _require("all_reduce")
+    _check("all_reduce", tensor)
+    return _AllReduceSum.apply(tensor) if _group.world > 1 else tensor
 
 
 def broadcast(tensor, src=0):

@@ -7,6 +7,7 @@ import warnings
 
 from .. import backend, ops
 from .. import functional as F
+from ..autograd import no_grad
 from ..functional.batchnorm import _batch_norm
 from .module import Module, Parameter
 
@@ -170,6 +171,80 @@ class BatchNorm3d(_BatchNorm):
     """BatchNorm over (N, C, D, H, W) inputs."""
 
     _ndims = (5,)
+
+
+class SyncBatchNorm(_BatchNorm):
+    """BatchNorm whose training statistics are the whole data-parallel batch's, PyTorch's ``nn.SyncBatchNorm``:
+    with a process group of several ranks (``minifused.distributed``) each training forward sums the
+    per-channel statistics over the ranks (mean, then the centred squares: two all-reduces, the counts in a
+    third), normalizes with them and moves the running statistics by them (the unbiased variance of the whole
+    batch); backward all-reduces the gradients of those sums, so every rank must run it, as DDP training
+    does. Without a process group, with one rank, or in evaluation it is BatchNorm. ``process_group`` must be
+    None (minifused has one group). Inputs (N, C, ...) of at least 2 dimensions; statistics in float32 for
+    16-bit inputs. ``convert_sync_batchnorm(module)`` swaps every BatchNorm of a model for one."""
+
+    _ndims = (2, 3, 4, 5)
+    fused_activations = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 process_group=None, device=None, dtype=None):
+        if process_group is not None:
+            raise NotImplementedError("SyncBatchNorm: process_group must be None (minifused has one group)")
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = None
+
+    def forward(self, input):
+        from .. import distributed as dist
+
+        if not (self.training and dist.is_initialized() and dist.get_world_size() > 1):
+            return super().forward(input)
+        self._check_input(input)
+        return self._synced(input, dist)
+
+    def _synced(self, input, dist):
+        c = self.num_features
+        shape = (1, c) + (1,) * (input.ndim - 2)
+        dims = (0,) + tuple(range(2, input.ndim))
+        x = input.float() if input.dtype in (backend.float16, backend.bfloat16) else input
+        count = ops.tensor([float(input.numel() // c)], device=input.device)
+        dist.all_reduce(count)
+        n = int(count.item())
+        if n <= 1:
+            raise ValueError(f"SyncBatchNorm: expected more than 1 value per channel over the ranks when "
+                             f"training, got {n}")
+        mean = dist.all_reduce_sum_recorded(x.sum(dims)) / n
+        centred = x - mean.reshape(shape)
+        var = dist.all_reduce_sum_recorded((centred * centred).sum(dims)) / n
+        y = centred * (var + self.eps).rsqrt().reshape(shape)
+        if self.weight is not None:
+            y = y * self.weight.reshape(shape).to(y.dtype) + self.bias.reshape(shape).to(y.dtype)
+        if self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked += 1
+                factor = (1.0 / int(self.num_batches_tracked.item()) if self.momentum is None
+                          else self.momentum)
+                for stat, value in ((self.running_mean, mean), (self.running_var, var * (n / (n - 1)))):
+                    stat.mul_(1.0 - factor).add_(value.detach().to(stat.dtype), alpha=factor)
+        return y.to(input.dtype)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """``module`` with every BatchNorm1d/2d/3d in it replaced by a SyncBatchNorm holding the same
+        parameters, running statistics and training flag (the module itself when it is one), as PyTorch's."""
+        if isinstance(module, _BatchNorm) and not isinstance(module, (SyncBatchNorm, _InstanceNorm)):
+            new = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
+                      process_group)
+            for name in ("weight", "bias"):
+                if getattr(module, name) is not None:
+                    setattr(new, name, getattr(module, name))
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                new.register_buffer(name, getattr(module, name))
+            new.train(module.training)
+            return new
+        for name, child in list(module._modules.items()):
+            if child is not None:
+                module._modules[name] = cls.convert_sync_batchnorm(child, process_group)
+        return module
 
 
 class _InstanceNorm(_BatchNorm):
