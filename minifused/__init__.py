@@ -14,14 +14,15 @@ from .backend import (Device, bfloat16, bool_, cuda_available, default_device, f
                       float64, get_default_dtype, get_rng_state, initial_seed, int8, int16, int32, int64,
                       manual_seed, set_debug, set_default_dtype, set_rng_state, uint8)
 from .backend import Device as device  # noqa: N813 - minifused.device('cuda') as in PyTorch
-from .tensor import Tensor
+from .tensor import Tensor, set_printoptions
+from .backend import Generator  # noqa: E402 - torch.Generator (cpu)
 from . import ops
 from .ops import *  # noqa: F401,F403 - tensor creation and the tensor ops at top level
 from .ops import abs, max, min, pow, sum  # noqa: A004,F401
 from .ops.shape import channels_last, contiguous_format, memory_format, preserve_format  # noqa: F401
 from . import functional
 from . import testing
-from .graphs import CapturedStep, capture_step
+from .graphs import CapturedStep, capture_step, compile  # noqa: A004 - torch.compile, accepted
 from . import amp  # noqa: E402 - mixed precision: GradScaler, autocast, the master-weights recipe
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401 - torch.autocast
 from .serialization import load, save  # noqa: E402

@@ -390,9 +390,50 @@ def initial_seed() -> int:
     return _generators.seed
 
 
-def generator(dev: Device):
-    """The random generator for ``dev``: ``numpy.random.Generator`` or ``cupy.random.RandomState``."""
-    return _generators.get(dev)
+def generator(dev: Device, given=None, op="random"):
+    """The random generator for ``dev``: ``numpy.random.Generator`` or ``cupy.random.RandomState``; ``given`` (an
+    op's ``generator=`` argument, a cpu :class:`Generator`) instead where it is one for ``dev``."""
+    if given is None:
+        return _generators.get(dev)
+    if not isinstance(given, np.random.Generator):
+        raise TypeError(f"{op}: generator must be a minifused.Generator, got {type(given).__name__}")
+    if dev.type != "cpu":
+        raise RuntimeError(f"{op}: a cpu generator cannot draw on {dev}: minifused.Generator is for the cpu")
+    return given
+
+
+class Generator(np.random.Generator):
+    """``torch.Generator`` on the cpu: a NumPy generator (so DataLoader and random_split take it too) with
+    PyTorch's seeding methods; random ops take it as ``generator=``. A new one starts from PyTorch's default
+    seed, 67280421310721; ``get_state`` gives the bit generator's state (a dict), which ``set_state`` takes."""
+
+    def __init__(self, device="cpu"):
+        if Device(device).type != "cpu" if isinstance(device, str) else device.type != "cpu":
+            raise NotImplementedError(f"Generator: only cpu generators are supported, got device {device!r}")
+        self._seed = 67280421310721
+        super().__init__(np.random.PCG64(self._seed))
+        self.device = CPU
+
+    def manual_seed(self, seed):
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+            raise TypeError(f"Generator.manual_seed: seed must be an int, got {seed!r}")
+        self._seed = int(seed) & (2 ** 64 - 1)
+        self.bit_generator.state = np.random.PCG64(self._seed).state
+        return self
+
+    def initial_seed(self):
+        return self._seed
+
+    def seed(self):
+        self.manual_seed(int(np.random.SeedSequence().entropy) & (2 ** 63 - 1))
+        return self._seed
+
+    def get_state(self):
+        return dict(self.bit_generator.state)
+
+    def set_state(self, state):
+        self.bit_generator.state = state
+        return self
 
 
 def get_rng_state() -> dict:

@@ -225,8 +225,13 @@ class Tensor:
         return int(self.item())
 
     def __repr__(self):
-        body = np.array2string(_host(self._data), separator=", ", precision=4,
-                               prefix="tensor(", threshold=200)
+        opts = PRINT_OPTIONS
+        digits, sci = opts["precision"], opts["sci_mode"]
+        formatter = None if sci is None else {"float_kind": (lambda v: f"{v:.{digits}e}") if sci else
+                                              (lambda v: f"{v:.{digits}f}")}
+        body = np.array2string(_host(self._data), separator=", ", precision=digits, prefix="tensor(",
+                               threshold=opts["threshold"], edgeitems=opts["edgeitems"],
+                               max_line_width=opts["linewidth"], formatter=formatter)
         extras = []
         if self.is_cuda:
             extras.append(f"device='{self.device}'")
@@ -237,6 +242,16 @@ class Tensor:
         elif self._requires_grad:
             extras.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    def type(self, dtype=None):
+        """Without ``dtype``: the tensor's type name (``'minifused.FloatTensor'``, ``'minifused.cuda.HalfTensor'``
+        ...); with one: the tensor cast to it, as PyTorch's."""
+        if dtype is None:
+            kind = _TYPE_NAMES.get(np.dtype(self._data.dtype).name, np.dtype(self._data.dtype).name.capitalize())
+            return f"minifused.{'cuda.' if self.is_cuda else ''}{kind}Tensor"
+        from .ops import cast
+
+        return cast(self, dtype)
 
     def __format__(self, spec):
         # PyTorch formats a 0-d tensor as its value; a format spec also works on any one-element tensor.
@@ -365,6 +380,33 @@ class Tensor:
         r = backend.generator(self.device).standard_normal(self.shape)
         self._data[...] = (r * std + mean).astype(self._data.dtype)
         return self._bump("normal_")
+
+
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
+               "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+#: How tensors print (``minifused.set_printoptions``, PyTorch's names and defaults but for ``threshold``).
+PRINT_OPTIONS = {"precision": 4, "threshold": 200, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
+_PRINT_PROFILES = {"default": (4, 200, 3, 80), "short": (2, 1000, 2, 80), "full": (4, 2 ** 62, 3, 80)}
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None):
+    """``torch.set_printoptions``: digits after the point, the element count past which a tensor prints
+    summarized, the items kept at each edge then, the line width; ``profile`` 'default', 'short' or 'full'
+    first; ``sci_mode`` True / False forces or suppresses scientific notation (None: automatic)."""
+    if profile is not None:
+        if profile not in _PRINT_PROFILES:
+            raise ValueError(f"set_printoptions: profile must be 'default', 'short' or 'full', got {profile!r}")
+        PRINT_OPTIONS.update(zip(("precision", "threshold", "edgeitems", "linewidth"), _PRINT_PROFILES[profile]))
+    for name, value in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems),
+                        ("linewidth", linewidth)):
+        if value is not None:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"set_printoptions: {name} must be an int >= 0, got {value!r}")
+            PRINT_OPTIONS[name] = value
+    if sci_mode is not None and not isinstance(sci_mode, bool):
+        raise TypeError(f"set_printoptions: sci_mode must be None or a bool, got {sci_mode!r}")
+    PRINT_OPTIONS["sci_mode"] = sci_mode
 
 
 def _host(array):

@@ -212,3 +212,49 @@ def test_default_dtype_must_be_floating(bad, restore_default_dtype):
     with pytest.raises(TypeError, match="set_default_dtype"):
         mf.set_default_dtype(bad)
     assert mf.get_default_dtype() == mf.float32
+
+
+def test_compile_printoptions_type_and_generator():
+    """torch.compile returns what it is given (and works as a decorator); set_printoptions changes how tensors
+    print; Tensor.type names or casts; a cpu Generator seeds rand / randn / randint / randperm / bernoulli,
+    DataLoader shuffles and random_split reproducibly, apart from the global generator."""
+    m = mf.nn.Linear(2, 2)
+    assert mf.compile(m) is m and mf.compile(mode="max-autotune")(m) is m
+
+    @mf.compile
+    def f(x):
+        return x * 2
+
+    assert f(mf.ones(1)).tolist() == [2.0]
+    x = mf.tensor([1.23456, 1e-6])
+    try:
+        mf.set_printoptions(precision=2, sci_mode=False)
+        assert repr(x) == "tensor([1.23, 0.00])"
+        mf.set_printoptions(sci_mode=True)
+        assert repr(x) == "tensor([1.23e+00, 1.00e-06])"
+        with pytest.raises(ValueError, match="profile must be"):
+            mf.set_printoptions(profile="long")
+    finally:
+        mf.set_printoptions(profile="default")
+    assert repr(x) == "tensor([1.2346e+00, 1.0000e-06])"
+    assert x.type() == "minifused.FloatTensor" and mf.arange(2).type() == "minifused.LongTensor"
+    assert x.type(mf.float16).dtype == mf.float16
+    g = mf.Generator()
+    assert g.initial_seed() == 67280421310721 and g.manual_seed(5) is g and g.initial_seed() == 5
+    draws = [(mf.rand(3, generator=h).tolist(), mf.randn(2, generator=h).tolist(),
+              mf.randint(0, 10, (4,), generator=h).tolist(), mf.randperm(6, generator=h).tolist(),
+              mf.bernoulli(mf.full((5,), 0.5), generator=h).tolist())
+             for h in (mf.Generator().manual_seed(7), mf.Generator().manual_seed(7))]
+    assert draws[0] == draws[1]
+    state = g.get_state()
+    first = mf.rand(2, generator=g).tolist()
+    assert mf.rand(2, generator=g.set_state(state)).tolist() == first
+    order = [[b.tolist() for b in mf.data.DataLoader(list(range(8)), batch_size=4, shuffle=True,
+                                                      generator=mf.Generator().manual_seed(3))] for _ in range(2)]
+    assert order[0] == order[1] and sorted(sum(order[0], [])) == list(range(8))
+    parts = [mf.data.random_split(list(range(10)), [7, 3], generator=mf.Generator().manual_seed(1)) for _ in range(2)]
+    assert list(parts[0][1]) == list(parts[1][1])
+    with pytest.raises(TypeError, match="generator must be a minifused.Generator"):
+        mf.randperm(3, generator=42)
+    with pytest.raises(NotImplementedError, match="only cpu generators"):
+        mf.Generator("cuda")

@@ -121,9 +121,9 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     return _filled(fill_value, _shape((size,)), dtype, device, requires_grad)
 
 
-def _random(kind, size, dtype, device, requires_grad, low=0, high=None):
+def _random(kind, size, dtype, device, requires_grad, low=0, high=None, generator=None):
     dev = backend.device(device)
-    gen = backend.generator(dev)
+    gen = backend.generator(dev, generator, kind)
     with backend.on_device(dev):
         if kind == "randint":
             if isinstance(gen, np.random.Generator):
@@ -142,17 +142,17 @@ def _random(kind, size, dtype, device, requires_grad, low=0, high=None):
     return _place(arr, dtype, dev, requires_grad)
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False):
-    """Uniform on [0, 1)."""
-    return _random("rand", _shape(size), dtype, device, requires_grad)
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform on [0, 1) (from ``generator``, a cpu :class:`minifused.Generator`, if given)."""
+    return _random("rand", _shape(size), dtype, device, requires_grad, generator=generator)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False):
-    """Standard normal."""
-    return _random("randn", _shape(size), dtype, device, requires_grad)
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal (from ``generator`` if given)."""
+    return _random("randn", _shape(size), dtype, device, requires_grad, generator=generator)
 
 
-def randint(low, high=None, size=(), dtype=None, device=None):
+def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None):
     """Integers in [low, high) (``randint(high, size)`` as in PyTorch when ``size`` is the 2nd arg)."""
     if high is None:
         low, high = 0, low
@@ -163,7 +163,7 @@ def randint(low, high=None, size=(), dtype=None, device=None):
             raise TypeError(f"randint: {name} must be an int, got {type(v).__name__} ({v!r})")
     if high <= low:
         raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
-    return _random("randint", _shape((size,)), dtype, device, False, low, high)
+    return _random("randint", _shape((size,)), dtype, device, False, low, high, generator=generator)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
@@ -257,7 +257,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
     return _place(arr, dtype, dev, requires_grad)
 
 
-def randperm(n, dtype=None, device=None, requires_grad=False):
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0 .. n-1 (int64 by default), from minifused's generator (``manual_seed``)."""
     if not isinstance(n, numbers.Integral) or isinstance(n, bool):
         raise TypeError(f"randperm: n must be an int, got {type(n).__name__}")
@@ -265,7 +265,7 @@ def randperm(n, dtype=None, device=None, requires_grad=False):
         raise RuntimeError(f"randperm: n must be non-negative, got {n}")
     dev = backend.device(device)
     with backend.on_device(dev):
-        arr = backend.generator(dev).permutation(int(n))
+        arr = backend.generator(dev, generator, "randperm").permutation(int(n))
     return _place(arr, dtype if dtype is not None else backend.int64, dev, requires_grad)
 
 
@@ -331,7 +331,7 @@ def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, requires_gr
     return (z * float(std) + float(mean)).detach().requires_grad_(requires_grad)
 
 
-def _bernoulli_draw(op, like, p):
+def _bernoulli_draw(op, like, p, generator=None):
     """0/1 draws in ``like``'s shape, dtype and device with probability ``p`` (a number, or a tensor that
     broadcasts to like's shape), as PyTorch's bernoulli."""
     if isinstance(p, Tensor):
@@ -345,26 +345,22 @@ def _bernoulli_draw(op, like, p):
         raise TypeError(f"{op}: p must be a number or a tensor, got {type(p).__name__}")
     if bad:
         raise ValueError(f"{op}: probabilities must lie in [0, 1]")
-    u = rand(*like.shape, dtype=backend.float64, device=like.device)._data
+    u = rand(*like.shape, generator=generator, dtype=backend.float64, device=like.device)._data
     return (u < prob).astype(like.dtype)
 
 
 def bernoulli(input, p=None, *, generator=None):  # noqa: A002 - PyTorch's name
     """0/1 samples, each 1 with the probability ``input`` holds there (or ``p`` for all), in input's dtype:
     ``torch.bernoulli``. Not differentiable (its result requires no grad)."""
-    if generator is not None:
-        raise NotImplementedError("bernoulli: generator= is not supported; seed with minifused.manual_seed")
     if not isinstance(input, Tensor) or not backend.is_floating(input.dtype):
         raise TypeError(f"bernoulli: expected a floating-point tensor of probabilities, got "
                         f"{input.dtype if isinstance(input, Tensor) else type(input).__name__}")
-    return Tensor._from_array(_bernoulli_draw("bernoulli", input, input.detach() if p is None else p))
+    return Tensor._from_array(_bernoulli_draw("bernoulli", input, input.detach() if p is None else p, generator))
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
     """``self`` filled in place with 0/1 draws, each 1 with probability ``p`` (stochastic depth's noise)."""
-    if generator is not None:
-        raise NotImplementedError("bernoulli_: generator= is not supported; seed with minifused.manual_seed")
-    draws = _bernoulli_draw("bernoulli_", self, p)
+    draws = _bernoulli_draw("bernoulli_", self, p, generator)
     self._check_inplace("bernoulli_")
     self._data[...] = draws
     return self._bump("bernoulli_")

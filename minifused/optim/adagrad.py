@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim_adaptive as K
-from .optimizer import Optimizer, _check_hyper
+from .optimizer import Optimizer, _check_hyper, _pytorch_flags
 
 
 class Adagrad(Optimizer):
@@ -16,7 +16,9 @@ class Adagrad(Optimizer):
     _supports_amp = True
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10, *,
-                 maximize=False, master_weights=False):
+                 maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
+                 differentiable=False):
+        _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         for what, value in (("learning rate", lr), ("lr_decay", lr_decay), ("weight_decay", weight_decay),
                             ("initial_accumulator_value", initial_accumulator_value), ("epsilon", eps)):
             _check_hyper("Adagrad", what, value)

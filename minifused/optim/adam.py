@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim as K
-from .optimizer import Optimizer, _check_hyper
+from .optimizer import Optimizer, _check_hyper, _pytorch_flags
 
 
 class Adam(Optimizer):
@@ -21,7 +21,9 @@ class Adam(Optimizer):
     _step_name = "Adam.step"  # names the step in the in-place error of a backward it breaks
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
-                 maximize=False, master_weights=False):
+                 maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
+                 differentiable=False):
+        _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         name = type(self).__name__
         _check_hyper(name, "learning rate", lr)
         _check_hyper(name, "epsilon", eps)
@@ -70,6 +72,8 @@ class AdamW(Adam):
     _step_name = "AdamW.step"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False, master_weights=False):
+                 maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
+                 differentiable=False):
+        _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
                          master_weights=master_weights)

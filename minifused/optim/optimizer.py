@@ -131,6 +131,20 @@ class _ParamState(dict):
         return list(self._params.values())
 
 
+def _pytorch_flags(opt, foreach, fused, capturable, differentiable):
+    """PyTorch's implementation switches, accepted: minifused's updates are always fused multi-tensor kernels
+    (``foreach`` / ``fused`` change nothing) and always capturable (a step runs inside ``capture_step``);
+    ``differentiable=True`` (a graph through the update) is not supported."""
+    for name, flag in (("foreach", foreach), ("fused", fused)):
+        if flag is not None and not isinstance(flag, bool):
+            raise TypeError(f"{opt}: {name} must be None or a bool, got {flag!r}")
+    for name, flag in (("capturable", capturable), ("differentiable", differentiable)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{opt}: {name} must be a bool, got {flag!r}")
+    if differentiable:
+        raise NotImplementedError(f"{opt}: differentiable=True (autograd through the update) is not supported")
+
+
 def _check_hyper(opt, what, value, upper=None, closed=False):
     """``value`` a real number in [0, upper) ([0, upper] when ``closed``; any upper bound when None),
     as PyTorch's optimizers check them; NaN is rejected."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim_adaptive as K
-from .optimizer import Optimizer, _check_hyper
+from .optimizer import Optimizer, _check_hyper, _pytorch_flags
 
 
 class RMSprop(Optimizer):
@@ -19,7 +19,9 @@ class RMSprop(Optimizer):
     _supports_amp = True  # step() honours self._amp (GradScaler: unscale, skip on inf/NaN)
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False, *,
-                 maximize=False, master_weights=False):
+                 maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
+                 differentiable=False):
+        _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         for what, value in (("learning rate", lr), ("epsilon", eps), ("momentum", momentum),
                             ("weight_decay", weight_decay), ("alpha", alpha)):
             _check_hyper("RMSprop", what, value)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim as K
-from .optimizer import Optimizer, _check_hyper
+from .optimizer import Optimizer, _check_hyper, _pytorch_flags
 
 
 class SGD(Optimizer):
@@ -16,7 +16,9 @@ class SGD(Optimizer):
     _supports_amp = True  # step() honours self._amp (GradScaler: unscale, skip on inf/NaN)
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
-                 maximize=False, master_weights=False):
+                 maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
+                 differentiable=False):
+        _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         _check_hyper("SGD", "learning rate", lr)
         _check_hyper("SGD", "momentum", momentum)
         _check_hyper("SGD", "weight_decay", weight_decay)
