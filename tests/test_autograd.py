@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import minifused as mf
-from minifused import optim
+from minifused import nn, optim
 from minifused.autograd import Function, Handoff
 
 
@@ -444,3 +444,43 @@ def test_consumers_recorded_before_an_in_place_op_keep_the_old_node():
     F.relu_(h)
     (before + h.sum()).backward()
     np.testing.assert_array_equal(leaf.grad.numpy(), [1.0, 2.0, 1.0])
+
+
+def test_checkpoint_recomputes_with_the_same_values_gradients_and_dropout_masks():
+    """utils.checkpoint: the same outputs, parameter gradients and input gradients as the plain call (dropout
+    draws the same mask in the recomputation), for several tensor inputs, a non-tensor argument, a tuple of
+    outputs and keyword arguments; the function's intermediate results are not kept (its nodes are not on
+    the tape: one node stands for it); checkpoint_sequential equals the Sequential."""
+    from minifused.utils.checkpoint import checkpoint, checkpoint_sequential
+
+    mf.manual_seed(0)
+    block = nn.Sequential(nn.Linear(4, 8, dtype=mf.float64), nn.ReLU(), nn.Dropout(0.5),
+                          nn.Linear(8, 3, dtype=mf.float64))
+
+    def fn(x, y, scale, *, shift):
+        h = block(x) * scale + shift
+        return h, (h * y.sum()).tanh()
+
+    def run(checkpointed):
+        block.zero_grad()
+        x = mf.tensor(np.linspace(-1, 1, 20).reshape(5, 4), requires_grad=True)
+        y = mf.tensor(np.array([0.5, -0.25]), requires_grad=True)
+        mf.manual_seed(1)
+        a, b = checkpoint(fn, x, y, 2.0, shift=0.5, use_reentrant=False) if checkpointed else fn(x, y, 2.0, shift=0.5)
+        if checkpointed:
+            assert a._ctx is b._ctx and type(a._ctx.fn).__name__ != "LinearFn"
+        mf.manual_seed(5)  # a draw between forward and backward must not change the recomputed mask
+        ((a * a).sum() + b.sum()).backward()
+        return [a.detach().numpy(), b.detach().numpy(), x.grad.numpy(), y.grad.numpy()] + [
+            p.grad.numpy() for p in block.parameters()]
+
+    for got, want in zip(run(True), run(False)):
+        np.testing.assert_array_equal(got, want)
+    seq = nn.Sequential(*[nn.Linear(3, 3, dtype=mf.float64) for _ in range(5)])
+    x = mf.tensor(np.ones((2, 3)), requires_grad=True)
+    out = checkpoint_sequential(seq, 2, x)
+    np.testing.assert_allclose(out.detach().numpy(), seq(x).detach().numpy(), rtol=1e-15)
+    out.sum().backward()
+    assert x.grad is not None and all(p.grad is not None for p in seq.parameters())
+    with pytest.raises(TypeError, match="must return a tensor or a tuple of tensors"):
+        checkpoint(lambda t: 3, x)

@@ -1,2 +1,2 @@
 """PyTorch's ``torch.utils`` spelling: ``minifused.utils.data`` is :mod:`minifused.data`'s loading API."""
-from . import data  # noqa: F401
+from . import checkpoint, data  # noqa: F401
