@@ -243,16 +243,6 @@ class Tensor:
             extras.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
 
-    def type(self, dtype=None):
-        """Without ``dtype``: the tensor's type name (``'minifused.FloatTensor'``, ``'minifused.cuda.HalfTensor'``
-        ...); with one: the tensor cast to it, as PyTorch's."""
-        if dtype is None:
-            kind = _TYPE_NAMES.get(np.dtype(self._data.dtype).name, np.dtype(self._data.dtype).name.capitalize())
-            return f"minifused.{'cuda.' if self.is_cuda else ''}{kind}Tensor"
-        from .ops import cast
-
-        return cast(self, dtype)
-
     def __format__(self, spec):
         # PyTorch formats a 0-d tensor as its value; a format spec also works on any one-element tensor.
         if self._data.ndim == 0 or (spec and self._data.size == 1):
@@ -381,9 +371,6 @@ class Tensor:
         self._data[...] = (r * std + mean).astype(self._data.dtype)
         return self._bump("normal_")
 
-
-_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
-               "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
 
 #: How tensors print (``minifused.set_printoptions``, PyTorch's names and defaults but for ``threshold``).
 PRINT_OPTIONS = {"precision": 4, "threshold": 200, "edgeitems": 3, "linewidth": 80, "sci_mode": None}

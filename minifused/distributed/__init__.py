@@ -131,6 +131,7 @@ def init_process_group(backend=None, timeout=300.0, *, rank=None, world_size=Non
         raise
     _group = _Group(rank, world, local, name, hub, comm, timeout)
     _group.prev_device = prev_device
+    _norm.collectives = _SyncCollectives if world > 1 else None  # SyncBatchNorm's (nn sits below this package)
 
 
 def _nccl():
@@ -157,6 +158,7 @@ def _set_default_device(spec):
 def destroy_process_group():
     global _group
     g, _group = _group, None
+    _norm.collectives = None
     if g is None:
         return
     if g.comm is not None:
@@ -352,6 +354,14 @@ def barrier():
 
 
 from ..data import loader as _loader  # noqa: E402
+from ..nn import norm as _norm  # noqa: E402
+
+
+class _SyncCollectives:
+    """What SyncBatchNorm (minifused.nn, which does not import this package) calls while a group of several
+    ranks is up: ``nn.norm.collectives`` is this class then, None otherwise."""
+    all_reduce = staticmethod(lambda tensor: all_reduce(tensor))
+    sum_recorded = staticmethod(lambda tensor: all_reduce_sum_recorded(tensor))
 
 
 class DistributedSampler(_loader.DistributedSampler):

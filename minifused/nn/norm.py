@@ -173,6 +173,11 @@ class BatchNorm3d(_BatchNorm):
     _ndims = (5,)
 
 
+#: The process group's collectives while one of several ranks is up (``minifused.distributed`` sets it: this
+#: package sits below that one and does not import it); None otherwise, when SyncBatchNorm is BatchNorm.
+collectives = None
+
+
 class SyncBatchNorm(_BatchNorm):
     """BatchNorm whose training statistics are the whole data-parallel batch's, PyTorch's ``nn.SyncBatchNorm``:
     with a process group of several ranks (``minifused.distributed``) each training forward sums the
@@ -194,9 +199,8 @@ class SyncBatchNorm(_BatchNorm):
         self.process_group = None
 
     def forward(self, input):
-        from .. import distributed as dist
-
-        if not (self.training and dist.is_initialized() and dist.get_world_size() > 1):
+        dist = collectives
+        if not (self.training and dist is not None):
             return super().forward(input)
         self._check_input(input)
         return self._synced(input, dist)
@@ -212,9 +216,9 @@ class SyncBatchNorm(_BatchNorm):
         if n <= 1:
             raise ValueError(f"SyncBatchNorm: expected more than 1 value per channel over the ranks when "
                              f"training, got {n}")
-        mean = dist.all_reduce_sum_recorded(x.sum(dims)) / n
+        mean = dist.sum_recorded(x.sum(dims)) / n
         centred = x - mean.reshape(shape)
-        var = dist.all_reduce_sum_recorded((centred * centred).sum(dims)) / n
+        var = dist.sum_recorded((centred * centred).sum(dims)) / n
         y = centred * (var + self.eps).rsqrt().reshape(shape)
         if self.weight is not None:
             y = y * self.weight.reshape(shape).to(y.dtype) + self.bias.reshape(shape).to(y.dtype)

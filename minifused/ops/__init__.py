@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import inspect
 
+import numpy as np
+
 from .. import backend
 from ..tensor import Tensor
 from . import (activation, creation, elementwise, index, linalg, logic, masking, matmul, movement, pointwise, reduce,
@@ -73,6 +75,19 @@ def _to(self, *args, **kwargs):
     return clone(out) if flags[1] and out is self else out
 
 
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
+               "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _type(self, dtype=None):
+    """``Tensor.type()``: the tensor's type name (``'minifused.FloatTensor'``, ``'minifused.cuda.HalfTensor'``
+    ...); ``Tensor.type(dtype)``: the tensor cast to it, as PyTorch's."""
+    if dtype is not None:
+        return cast(self, dtype)
+    name = np.dtype(self.dtype).name
+    return f"minifused.{'cuda.' if self.is_cuda else ''}{_TYPE_NAMES.get(name, name.capitalize())}Tensor"
+
+
 def _pin_memory(self):
     """The tensor itself on the cpu (a loader's ``pin_memory=True`` path; host-to-device copies need no pinned
     staging here); a cuda tensor cannot be pinned, as in PyTorch."""
@@ -110,7 +125,7 @@ _METHODS = {
     "is_contiguous": is_contiguous, "clone": clone,
     "to": _to, "cpu": lambda self: to_device(self, "cpu"),
     "cuda": lambda self, device=None, non_blocking=False: to_device(self, "cuda" if device is None else device),
-    "pin_memory": _pin_memory, "is_pinned": lambda self: False,
+    "pin_memory": _pin_memory, "is_pinned": lambda self: False, "type": _type,
     "bernoulli": lambda self, p=None, *, generator=None: creation.bernoulli(self, p, generator=generator),
     "bernoulli_": creation.bernoulli_,
     "float": lambda self: cast(self, backend.float32), "double": lambda self: cast(self, backend.float64),
