@@ -41,7 +41,8 @@ class Net(nn.Module):
     def __init__(self, num_classes=10, norm_layer=None, width=8):
         super().__init__()
         norm_layer = norm_layer or nn.BatchNorm2d
-        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, padding=1, bias=False), norm_layer(width), nn.ReLU(inplace=True))
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, padding=1, bias=False), norm_layer(width),
+                                  nn.ReLU(inplace=True))
         self.stages = nn.Sequential(Block(width, width, norm_layer=norm_layer),
                                     Block(width, 2 * width, stride=2, norm_layer=norm_layer),
                                     Block(2 * width, 2 * width, dilation=2, norm_layer=norm_layer))
