@@ -20,9 +20,9 @@ from .masking import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
 from .resample import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
-from .elementwise import (abs, add, add_, cast, clamp, clone, div, div_, eq, exp, ge, gelu, gt, le, log,  # noqa: A004
-                          lt, maximum, minimum, mul, mul_, ne, neg, pow, relu, sigmoid, sqrt, sub, sub_, tanh,
-                          to_device, where)
+from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
+                          maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device, where)
+from .inplace_arith import add_, div_, mul_, sub_
 from .matmul import addmm, bmm, dot, einsum, matmul, mm, outer, t
 from .movement import (chunk, diag, expand_as, flip, movedim, narrow, repeat, reshape_as, roll, split, swapaxes,
                        tile, tril, triu, unbind, view_as)

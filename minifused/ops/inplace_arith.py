@@ -1,0 +1,124 @@
+"""Arithmetic written in place, recorded for autograd as PyTorch's: ``Tensor.add_`` / ``sub_`` / ``mul_`` /
+``div_`` and ``+=`` / ``-=`` / ``*=`` / ``/=`` (a residual block's ``out += identity``), through
+``Function.apply_`` as the other recorded in-place ops."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..tensor import Tensor
+from ._common import broadcast_shape, cast, promote, scalar_result_dtype, shape_of, unbroadcast
+
+
+class AddInto(Function):
+    """``a + alpha * b`` written into ``a``'s array: ``Tensor.add_`` / ``sub_``, ``+=`` / ``-=``."""
+
+    @staticmethod
+    def forward(ctx, a, b, alpha, out):
+        ctx.b_shape, ctx.alpha = shape_of(b), alpha
+        out += b if alpha == 1 else alpha * b
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        na, nb, _ = ctx.needs_input_grad
+        gb = g if ctx.alpha == 1 else (g * ctx.alpha).astype(g.dtype, copy=False)
+        return g if na else None, unbroadcast(gb, ctx.b_shape) if nb else None, None
+
+
+class MulInto(Function):
+    """``a * b`` written into ``a``'s array: ``Tensor.mul_``, ``*=``."""
+
+    @staticmethod
+    def forward(ctx, a, b, out):
+        na, nb = ctx.needs_input_grad
+        ctx.b_shape = shape_of(b)
+        ctx.old = a.copy() if nb and ctx.recording else None  # a's value, which the product overwrites
+        if na:
+            ctx.save_for_backward(b)
+        out *= b
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        na, nb = ctx.needs_input_grad
+        return (g * ctx.saved_tensors[0] if na else None, unbroadcast(g * ctx.old, ctx.b_shape) if nb else None)
+
+
+class DivInto(Function):
+    """``a / b`` written into ``a``'s array: ``Tensor.div_``, ``/=``."""
+
+    @staticmethod
+    def forward(ctx, a, b, out):
+        ctx.b_shape = shape_of(b)
+        ctx.save_for_backward(b)
+        out /= b
+        # the divisor's gradient is -g * quotient / b: a copy of the quotient, which later in-place ops on a may
+        # change (as MulInto keeps a's old value)
+        ctx.quotient = out.copy() if ctx.needs_input_grad[1] and ctx.recording else None
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        na, nb = ctx.needs_input_grad
+        (b,) = ctx.saved_tensors
+        return g / b if na else None, unbroadcast(-g * ctx.quotient / b, ctx.b_shape) if nb else None
+
+
+def _inplace_operand(op, x, other):
+    """``other`` as x's in-place arithmetic takes it: a number, or a tensor on x's device that broadcasts to x's
+    shape, cast (recorded) to x's dtype; the result type must keep x's kind, as PyTorch's in-place ops require
+    (no float into an integer tensor, nothing but bool into a bool one)."""
+    if isinstance(other, np.generic):
+        other = other.item()
+    if isinstance(other, Tensor):
+        if other.device != x.device:
+            raise RuntimeError(f"{op}: expected all tensors on the same device, got {x.device} and {other.device}")
+        if other.shape != x.shape:
+            shape = broadcast_shape(op, x.shape, other.shape)
+            if tuple(shape) != tuple(x.shape):
+                raise RuntimeError(f"{op}: output with shape {list(x.shape)} doesn't match the broadcast shape "
+                                   f"{list(shape)}")
+        result = promote(x.dtype, other.dtype)
+    elif isinstance(other, numbers.Number) and not isinstance(other, complex):
+        result = scalar_result_dtype(x.dtype, other)
+    else:
+        raise TypeError(f"{op}: expected a tensor or a number, got {type(other).__name__}")
+    if op.startswith("div") and not backend.is_floating(result):
+        result = backend.float32  # true division
+    if (backend.is_floating(result) and not backend.is_floating(x.dtype)) or (
+            x.dtype == backend.bool_ and result != backend.bool_):
+        raise RuntimeError(f"{op}: result type {np.dtype(result).name} can't be cast to the desired output type "
+                           f"{np.dtype(x.dtype).name}")
+    if isinstance(other, Tensor) and other.dtype != x.dtype:
+        other = cast(other, x.dtype)
+    return other
+
+
+def _check_target(op, x):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+
+
+def add_(x, other, alpha=1):
+    """``x += alpha * other`` in place (returns x), recorded for autograd as PyTorch's ``add_``."""
+    _check_target("add_", x)
+    return AddInto.apply_("add_", x, _inplace_operand("add_", x, other), alpha)
+
+
+def sub_(x, other, alpha=1):
+    _check_target("sub_", x)
+    return AddInto.apply_("sub_", x, _inplace_operand("sub_", x, other), -alpha)
+
+
+def mul_(x, other):
+    _check_target("mul_", x)
+    return MulInto.apply_("mul_", x, _inplace_operand("mul_", x, other))
+
+
+def div_(x, other):
+    _check_target("div_", x)
+    return DivInto.apply_("div_", x, _inplace_operand("div_", x, other))
