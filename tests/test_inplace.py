@@ -548,3 +548,35 @@ def test_gpu_inplace_gradients_and_sequential(dtype):
         y = model(x)
     np.testing.assert_allclose(y.cpu().numpy(), want, rtol=1e-6, atol=1e-7)
     np.testing.assert_array_equal(x.cpu().numpy(), before)
+
+
+def test_augmented_assignment_through_an_index_of_a_recorded_tensor():
+    """``h[i] += v`` on a tensor in the graph (Python: a view of h written in place, then h[i] = that view): the
+    setitem records the write on h itself, so h's gradient is right, against the same computation written out
+    of place; a different view written earlier still refuses h."""
+    a0, w0 = np.arange(12.0).reshape(3, 4), np.linspace(0.5, 2.0, 4)
+
+    def run(in_place):
+        a, w = cpu(a0, requires_grad=True), cpu(w0, requires_grad=True)
+        h = a * 2.0
+        if in_place:
+            h[1] *= w * 3.0
+            h[:, 0] -= 1.0
+            h[0:2, 1:3] += w[:2]
+        else:
+            shift = mf.zeros(3, 4, dtype=mf.float64)
+            shift[:, 0] = 1.0
+            ones = mf.ones(1, 4, dtype=mf.float64)
+            scale = mf.cat([ones, (w * 3.0)[None], ones], 0)
+            add = mf.zeros(3, 4, dtype=mf.float64)
+            add[0:2, 1:3] = add[0:2, 1:3] + w[:2]
+            h = h * scale - shift + add
+        (h * h).sum().backward()
+        return h.detach().numpy(), a.grad.numpy(), w.grad.numpy()
+
+    for got, want in zip(run(True), run(False)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    leaf, h = nonleaf(a0)
+    h[0:2].sin_()  # through a view, and no setitem after it
+    with pytest.raises(RuntimeError, match=r"written in place through a view of it \(sin_\)"):
+        h[2] += 1.0

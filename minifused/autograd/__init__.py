@@ -32,7 +32,7 @@ from __future__ import annotations
 from . import tape as _tape
 from . import walk as _walk
 from .modes import detect_anomaly, enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .tape import Context, Function, Handoff, VersionCounter, refuse_view_of_grad_leaf
+from .tape import Context, Function, Handoff, VersionCounter, refuse_view_of_grad_leaf, settle_view_write
 from .walk import _post_hooks_used, backward, grad, queue_callback
 
 __all__ = ["Context", "Function", "Handoff", "VersionCounter", "backward", "detect_anomaly", "enable_grad", "grad",

@@ -216,26 +216,51 @@ class Function:
             x._requires_grad = True
             _record(ctx, cls, inputs, (x,), (x, *args))  # after the bump: saved arrays are x as it is now
             if prev is not None:
-                _mark_viewed(prev._ctx, op)
+                _mark_viewed(prev._ctx, op, x._data)
         return x
 
 
-def _mark_viewed(ctx, op):
-    """After ``op`` was recorded on a view (``ctx``: the view's node), mark the tensors it views: PyTorch rewrites
-    their history to include the write, this tape does not, so a recorded op that takes one of them later, or a
-    backward from one, raises (see :func:`_refuse_rewritten`) rather than miss the write in its gradient."""
+def _mark_viewed(ctx, op, written):
+    """After ``op`` was recorded on a view (``ctx``: the view's node; ``written``: its array), mark the tensors it
+    views with the write (op, memory region): PyTorch rewrites their history to include it, this tape does not,
+    so a recorded op that takes one of them later, or a backward from one, raises (see
+    :func:`_refuse_rewritten`) rather than miss the write in its gradient, unless :func:`settle_view_write`
+    (``x[i] op= v``'s setitem, which records the write on x itself) settles it first."""
+    region = None
     while ctx is not None and ctx.fn.is_view and ctx.inputs and ctx.inputs[0] is not None:
+        region = region or _region(written)
         base = ctx.inputs[0]
         base = base._ref() if isinstance(base, _Edge) else base
         if base is None:
             return
-        base._rewritten = op
+        base._rewritten = (base._rewritten or ()) + ((op, region),)
         ctx = base._ctx
 
 
+def _region(a):
+    """The memory an array spans, as (address, shape, strides); None for a NumPy scalar (a copy)."""
+    if isinstance(a, np.ndarray):
+        return a.ctypes.data, a.shape, a.strides
+    if isinstance(a, np.generic):
+        return None
+    return a.data.ptr, tuple(a.shape), tuple(a.strides)
+
+
+def settle_view_write(x, value, target):
+    """``x[index] = value`` where ``value`` is the very view of x that an in-place op was written through, at
+    the region ``target`` (x's array indexed): Python's ``x[index] += v`` ends so. The setitem records the write on
+    x itself (value's history carries it), so the mark it left is dropped."""
+    region = _region(value)
+    if region is None or region != _region(target):
+        return
+    left = tuple(mark for mark in x._rewritten if mark[1] != region)
+    x._rewritten = left or None
+
+
 def _refuse_rewritten(where, t):
+    ops = ", ".join(dict.fromkeys(op for op, _ in t._rewritten))
     raise RuntimeError(f"{where}: a tensor that requires grad was written in place through a view of it "
-                       f"({t._rewritten}) after its autograd node was recorded; its gradient would miss that write. "
+                       f"({ops}) after its autograd node was recorded; its gradient would miss that write. "
                        f"Write out of place (or into a clone of the view) instead")
 
 

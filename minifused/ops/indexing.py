@@ -247,11 +247,20 @@ class SetItem(Function):
         return gx, gv, None
 
 
+def _basic(index):
+    """Whether ``index`` is basic indexing (ints, slices, Ellipsis, None): what gives a view, not a copy."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(p is None or p is Ellipsis or isinstance(p, slice) or (isinstance(p, int) and not isinstance(p, bool))
+               for p in parts)
+
+
 def setitem(x, index, value):
     """``x[index] = value`` in place (bumping ``x``'s version), recorded on the tape when ``x`` or
     ``value`` requires grad; refused on a leaf that requires grad, as in PyTorch."""
     stages = _normalize_index(x, index, "setitem")
     autograd.refuse_view_of_grad_leaf("setitem", x)
+    if x._rewritten is not None and isinstance(value, Tensor) and _basic(index):
+        autograd.settle_view_write(x, value._data, x._data[index])
     if isinstance(value, Tensor):
         if value.device != x.device:
             if value.ndim or value.device.type != "cpu":  # PyTorch takes a cpu 0-d value anywhere
