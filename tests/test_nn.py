@@ -384,3 +384,54 @@ def test_trunc_normal_and_orthogonal_inits():
         np.testing.assert_allclose(small, gain * gain * np.eye(small.shape[0]), atol=1e-5)
     with pytest.raises(ValueError, match="2 or more dimensions"):
         nn.init.orthogonal_(mf.empty(4))
+
+
+def test_spectral_norm_and_weight_norm():
+    """nn.utils.spectral_norm: one power iteration per training forward from the stored vectors (checked
+    against NumPy), the weight divided by u . W v, converging to the largest singular value; gradients reach
+    weight_orig; none in evaluation; remove_ leaves a plain parameter. weight_norm: g * v / ||v|| (per output
+    row), gradients by finite differences, and its remove_."""
+    from minifused.testing import gradcheck
+
+    mf.manual_seed(0)
+    m = nn.utils.spectral_norm(nn.Linear(5, 4, dtype=mf.float64))
+    assert list(m.state_dict()) == ["bias", "weight_orig", "weight_u", "weight_v"]
+    x = mf.tensor(np.random.default_rng(1).standard_normal((3, 5)))
+    w, u = m.weight_orig.detach().numpy(), m.weight_u.numpy().copy()
+    y = m(x)
+    v = w.T @ u
+    v /= np.linalg.norm(v)
+    u = w @ v
+    u /= np.linalg.norm(u)
+    np.testing.assert_allclose(m.weight.detach().numpy(), w / (u @ w @ v), rtol=1e-12)
+    np.testing.assert_allclose(y.detach().numpy(), x.numpy() @ (w / (u @ w @ v)).T + m.bias.detach().numpy(),
+                               rtol=1e-12)
+    y.sum().backward()
+    assert m.weight_orig.grad.shape == (4, 5)
+    for _ in range(30):
+        m(x)
+    np.testing.assert_allclose(np.abs(w).max() / np.abs(m.weight.detach().numpy()).max(),
+                               np.linalg.svd(w, compute_uv=False)[0], rtol=1e-6)
+    m.eval()
+    u_before = m.weight_u.numpy().copy()
+    m(x)
+    np.testing.assert_array_equal(m.weight_u.numpy(), u_before)
+    nn.utils.remove_spectral_norm(m)
+    assert [n for n, _ in m.named_parameters()] == ["bias", "weight"]
+    assert nn.utils.spectral_norm(nn.ConvTranspose2d(3, 4, 3)).weight_u.shape == (4,)
+    with pytest.raises(ValueError, match="has no parameter 'kernel'"):
+        nn.utils.spectral_norm(nn.Linear(2, 2), name="kernel")
+    wn = nn.utils.weight_norm(nn.Linear(5, 4, dtype=mf.float64))
+    g, vv = wn.weight_g.detach().numpy(), wn.weight_v.detach().numpy()
+    np.testing.assert_allclose(wn(x).detach().numpy(),
+                               x.numpy() @ (g * vv / np.linalg.norm(vv, axis=1, keepdims=True)).T + wn.bias.numpy(),
+                               rtol=1e-12)
+    (wn(x) ** 2).sum().backward()  # the hook routes the gradients to weight_g and weight_v: as the formula's
+    gg, v2 = mf.tensor(g, requires_grad=True), mf.tensor(vv, requires_grad=True)
+    (F.linear(x, gg * v2 / (v2 * v2).sum(1, keepdim=True).sqrt(), wn.bias.detach()) ** 2).sum().backward()
+    np.testing.assert_allclose(wn.weight_g.grad.numpy(), gg.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(wn.weight_v.grad.numpy(), v2.grad.numpy(), rtol=1e-12)
+    assert gradcheck(lambda a, b: F.linear(x, a * b / (b * b).sum(1, keepdim=True).sqrt()),
+                     [mf.tensor(g, requires_grad=True), mf.tensor(vv, requires_grad=True)])
+    nn.utils.remove_weight_norm(wn)
+    assert [n for n, _ in wn.named_parameters()] == ["bias", "weight"]

@@ -144,3 +144,6 @@ def vector_to_parameters(vec, parameters):
             p._bump("vector_to_parameters")
             start += n
 
+
+
+from .reparam import remove_spectral_norm, remove_weight_norm, spectral_norm, weight_norm  # noqa: E402,F401
