@@ -49,6 +49,10 @@ CASES = {
     "MultiplicativeLR": (lambda M, o: M.MultiplicativeLR(o, lambda e: 0.97), None),
     "CosineAnnealingLR": (lambda M, o: M.CosineAnnealingLR(o, T_max=20, eta_min=0.001), None),
     "LinearLR": (lambda M, o: M.LinearLR(o, start_factor=0.2, total_iters=10), None),
+    "ConstantLR": (lambda M, o: M.ConstantLR(o, factor=0.4, total_iters=6), None),
+    "PolynomialLR": (lambda M, o: M.PolynomialLR(o, total_iters=15, power=2.0), None),
+    "ChainedScheduler": (lambda M, o: M.ChainedScheduler([M.ConstantLR(o, factor=0.1, total_iters=3),
+                                                          M.ExponentialLR(o, gamma=0.9)]), None),
     "OneCycleLR": (lambda M, o: M.OneCycleLR(o, max_lr=[0.3, 0.2], total_steps=N + 1), None),
     "SequentialLR": (_sequential, None),
     "SequentialLR_three": (_sequential3, None),
@@ -139,6 +143,12 @@ def _reference(name):
         return [[b * 0.97 ** t for b in BASES] for t in ts]
     if name == "LinearLR":
         return [[b * (0.2 + 0.8 * min(t, 10) / 10) for b in BASES] for t in ts]
+    if name == "ConstantLR":
+        return [[b * (0.4 if t < 6 else 1.0) for b in BASES] for t in ts]
+    if name == "PolynomialLR":
+        return [[b * (1 - min(t, 15) / 15) ** 2 for b in BASES] for t in ts]
+    if name == "ChainedScheduler":  # each scales what the one before left: the product of their factors
+        return [[b * (0.1 if t < 3 else 1.0) * 0.9 ** t for b in BASES] for t in ts]
     if name == "SequentialLR":
         return [[b * (0.1 + 0.9 * t / 5) if t < 5 else _cos(b, 0.0, t - 5, 20) for b in BASES] for t in ts]
     if name == "SequentialLR_three":

@@ -264,4 +264,5 @@ class OneCycleLR(LRScheduler):
         return lrs
 
 
-from .lr_scheduler_more import CosineAnnealingWarmRestarts, ReduceLROnPlateau, SequentialLR  # noqa: E402,F401
+from .lr_scheduler_more import (ChainedScheduler, ConstantLR, CosineAnnealingWarmRestarts,  # noqa: E402,F401
+                                PolynomialLR, ReduceLROnPlateau, SequentialLR)

@@ -197,3 +197,84 @@ class ReduceLROnPlateau(LRScheduler):
     def load_state_dict(self, state_dict):
         super().load_state_dict(state_dict)
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
+
+
+class ConstantLR(LRScheduler):
+    """The lr times ``factor`` for the first ``total_iters`` steps, then as it was (a warm-up)."""
+
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+        if not 0 <= factor <= 1:
+            raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor!r}")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        t = self.last_epoch
+        if t == 0:
+            return [lr * self.factor for lr in self._lrs()]
+        if t != self.total_iters:
+            return self._lrs()
+        return [lr / self.factor for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        done = self.last_epoch >= self.total_iters
+        return [base * (self.factor + done * (1 - self.factor)) for base in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """The lr decayed as ``(1 - t / total_iters) ** power`` over ``total_iters`` steps, then held."""
+
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+        if not isinstance(total_iters, int) or total_iters < 1:
+            raise ValueError(f"PolynomialLR: total_iters must be a positive int, got {total_iters!r}")
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        t, n = self.last_epoch, self.total_iters
+        if t == 0 or t > n:
+            return self._lrs()
+        decay = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
+        return [lr * decay for lr in self._lrs()]
+
+    def _get_closed_form_lr(self):
+        t, n = self.last_epoch, self.total_iters
+        return [base * (1.0 - min(n, t) / n) ** self.power for base in self.base_lrs]
+
+
+class ChainedScheduler(LRScheduler):
+    """Several schedulers stepped together, each scaling the lr the one before it left (PyTorch's
+    ``ChainedScheduler``: e.g. a ConstantLR warm-up chained with an ExponentialLR)."""
+
+    def __init__(self, schedulers, optimizer=None):
+        schedulers = list(schedulers)
+        if not schedulers:
+            raise ValueError("ChainedScheduler: expected at least one scheduler, got none")
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, s in enumerate(schedulers):
+            if not isinstance(s, LRScheduler) or isinstance(s, ReduceLROnPlateau):
+                raise TypeError(f"ChainedScheduler: schedulers[{i}] is a {type(s).__name__}, which cannot be chained")
+            if s.optimizer is not optimizer:
+                raise ValueError(f"ChainedScheduler: schedulers[{i}] drives another optimizer than the others")
+        self.optimizer, self._schedulers = optimizer, schedulers
+        self._last_lr = self._lrs()
+
+    def step(self):
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = self._lrs()
+
+    def state_dict(self):
+        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return sd
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        subs = state_dict.pop("_schedulers", None)
+        if subs is None or len(subs) != len(self._schedulers):
+            raise ValueError(f"ChainedScheduler.load_state_dict: expected the states of {len(self._schedulers)} "
+                             f"schedulers, got {None if subs is None else len(subs)}")
+        super().load_state_dict(state_dict)
+        for s, sd in zip(self._schedulers, subs):
+            s.load_state_dict(sd)
