@@ -9,7 +9,26 @@ from bisect import bisect_right
 from ._scheduler_base import LRScheduler, _check_optimizer
 
 
-class SequentialLR(LRScheduler):
+class _Composite(LRScheduler):
+    """A scheduler made of others (``_schedulers``): its state dict holds theirs."""
+
+    def state_dict(self):
+        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return sd
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        subs = state_dict.pop("_schedulers", None)
+        if subs is None or len(subs) != len(self._schedulers):
+            raise ValueError(f"{type(self).__name__}.load_state_dict: expected the states of "
+                             f"{len(self._schedulers)} schedulers, got {None if subs is None else len(subs)}")
+        super().load_state_dict(state_dict)
+        for s, sd in zip(self._schedulers, subs):
+            s.load_state_dict(sd)
+
+
+class SequentialLR(_Composite):
     """Run ``schedulers[0]`` until ``milestones[0]``, then ``schedulers[1]`` (restarted with
     ``step(0)``), and so on. The schedulers must drive ``optimizer``; their construction steps are
     undone and the lr reset to ``initial_lr`` first, as PyTorch does."""
@@ -51,20 +70,6 @@ class SequentialLR(LRScheduler):
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
 
-    def state_dict(self):
-        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return sd
-
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        subs = state_dict.pop("_schedulers", None)
-        if subs is None or len(subs) != len(self._schedulers):
-            raise ValueError(f"SequentialLR.load_state_dict: expected the states of {len(self._schedulers)} "
-                             f"schedulers, got {None if subs is None else len(subs)}")
-        super().load_state_dict(state_dict)
-        for s, sd in zip(self._schedulers, subs):
-            s.load_state_dict(sd)
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):
@@ -242,7 +247,7 @@ class PolynomialLR(LRScheduler):
         return [base * (1.0 - min(n, t) / n) ** self.power for base in self.base_lrs]
 
 
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_Composite):
     """Several schedulers stepped together, each scaling the lr the one before it left (PyTorch's
     ``ChainedScheduler``: e.g. a ConstantLR warm-up chained with an ExponentialLR)."""
 
@@ -264,17 +269,3 @@ class ChainedScheduler(LRScheduler):
             s.step()
         self._last_lr = self._lrs()
 
-    def state_dict(self):
-        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return sd
-
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        subs = state_dict.pop("_schedulers", None)
-        if subs is None or len(subs) != len(self._schedulers):
-            raise ValueError(f"ChainedScheduler.load_state_dict: expected the states of {len(self._schedulers)} "
-                             f"schedulers, got {None if subs is None else len(subs)}")
-        super().load_state_dict(state_dict)
-        for s, sd in zip(self._schedulers, subs):
-            s.load_state_dict(sd)
