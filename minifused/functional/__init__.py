@@ -335,8 +335,8 @@ def log_softmax(input, dim=None, dtype=None):
     return _softmax_any("log_softmax", input, dim, dtype, log=True)
 
 
-def _class_rows(op, input, target, weight, ignore_index, reduction, size_average, reduce):
-    """Validate, then (input as (M, C), target as (M,), output shape for 'none')."""
+def _check_class_loss(op, input, target, reduction, size_average, reduce):
+    """The checks every class loss makes first (the deprecated arguments, tensors, reduction, input dtype)."""
     if size_average is not None or reduce is not None:
         raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
     if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
@@ -346,6 +346,11 @@ def _class_rows(op, input, target, weight, ignore_index, reduction, size_average
         raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     if input.dtype not in _NORM_DTYPES:
         raise TypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+
+
+def _class_rows(op, input, target, weight, ignore_index, reduction, size_average, reduce):
+    """Validate, then (input as (M, C), target as (M,), output shape for 'none')."""
+    _check_class_loss(op, input, target, reduction, size_average, reduce)
     if target.dtype.kind not in "iu":
         if _backend.is_floating(target.dtype) and tuple(target.shape) == tuple(input.shape):
             raise NotImplementedError(f"{op}: class-probability targets are not supported; pass class "
@@ -418,12 +423,7 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
     from .activation import _reduce
 
     op = "cross_entropy"
-    if size_average is not None or reduce is not None:
-        raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
-    if input.dtype not in _NORM_DTYPES:
-        raise TypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+    _check_class_loss(op, input, target, reduction, size_average, reduce)
     if target.device != input.device:
         raise RuntimeError(f"{op}: target is on {target.device} but the input is on {input.device}")
     if input.ndim == 0:

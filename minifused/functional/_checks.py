@@ -14,6 +14,14 @@ def _check_tensor(op, input, floating=False):
                         f"got dtype {input.dtype}")
 
 
+def _single(op, name, value, minimum):
+    """A 1-D layer's int argument: an int, or a 1-tuple of one, at least ``minimum``."""
+    v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+        raise ValueError(f"{op}: {name} must be an int >= {minimum} (or a 1-tuple), got {value!r}")
+    return v
+
+
 def _pair(op, name, value, minimum):
     if type(value) is int:  # the common cases first, without the general checks (a bool is no int here)
         pair = (value, value)

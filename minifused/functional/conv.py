@@ -12,7 +12,7 @@ from ..ops._common import autocast_lower as _autocast_lower
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
-from ._checks import _check_image, _pair
+from ._checks import _check_image, _pair, _single
 
 __all__ = ["conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d"]
 
@@ -124,15 +124,8 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if weight.ndim != 3:
         raise ValueError(f"{op}: weight must be 3-D (out_channels, in_channels/groups, k), got shape "
                          f"{tuple(weight.shape)}")
-
-    def single(name, v, minimum):
-        v = v[0] if isinstance(v, (tuple, list)) and len(v) == 1 else v
-        if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-            raise ValueError(f"{op}: {name} must be an int >= {minimum} (or a 1-tuple), got {v!r}")
-        return v
-
-    stride, dilation = single("stride", stride, 1), single("dilation", dilation, 1)
-    padding = padding if isinstance(padding, str) else (0, single("padding", padding, 0))
+    stride, dilation = _single(op, "stride", stride, 1), _single(op, "dilation", dilation, 1)
+    padding = padding if isinstance(padding, str) else (0, _single(op, "padding", padding, 0))
     x = _reshape(input, *input.shape[:-1], 1, input.shape[-1])
     w = _reshape(weight, *weight.shape[:2], 1, weight.shape[2])
     y = conv2d(x, w, bias, (1, stride), padding, (1, dilation), groups)

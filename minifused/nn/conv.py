@@ -8,7 +8,7 @@ from .. import backend
 from .. import functional as F
 from ..autograd import no_grad
 from ..functional import CONV_ACTIVATIONS
-from ..functional._checks import _pair
+from ..functional._checks import _pair, _single
 from ..ops.shape import channels_last
 from ..tensor import Tensor
 from .module import Module, Parameter
@@ -126,15 +126,12 @@ class Conv1d(Module):
             raise ValueError(f"Conv1d: in_channels={in_channels!r} and out_channels={out_channels!r} must be "
                              f"positive ints divisible by groups={groups!r}")
 
-        def single(name, v, minimum):
-            v = v[0] if isinstance(v, (tuple, list)) and len(v) == 1 else v
-            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < minimum:
-                raise ValueError(f"Conv1d: {name} must be an int >= {minimum} (or a 1-tuple), got {v!r}")
-            return (int(v),)
-
         if isinstance(padding, str) and padding not in ("valid", "same"):
             raise ValueError(f"Conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
+        def single(name, v, minimum):
+            return (_single("Conv1d", name, v, minimum),)
+
         self.kernel_size, self.stride = single("kernel_size", kernel_size, 1), single("stride", stride, 1)
         self.dilation = single("dilation", dilation, 1)
         self.padding = padding if isinstance(padding, str) else single("padding", padding, 0)
