@@ -13,8 +13,9 @@ Backward-data and backward-filter are timed separately, and so is cuDNN's
 fp32: ours runs FFMA by default and TF32 when ``backend.tf32_conv.allow_tf32`` is set; PyTorch's cuDNN default
 for fp32 convolutions is TF32 (``torch.backends.cudnn.allow_tf32 = True``), so both are
 reported: ``cudnn`` (its default, TF32) and ``cudnn_strict_fp32``. fp16 / bf16 also time cuDNN on channels-last
-tensors (``cudnn_channels_last``) and ours on channels-last x and dy (``minifused_channels_last``, read and written
-without repacks), and their ratios take each side's faster layout. Ratios compare like with like:
+tensors (``cudnn_channels_last``: x, w and dy, as a channels-last model has them) and ours on the same channels-last
+x, w and dy (``minifused_channels_last``: x and dy read and written without repacks, the weights as their own
+pack, dW written channels-last), and their ratios take each side's faster layout. Ratios compare like with like:
 ``fwd_fp32_over_cudnn_<shape>`` (the issue's fp32 target) is our fp32 forward with TF32 enabled over
 cuDNN's fp32 forward with its default, TF32 (the issue's cuDNN fp32 figures are TF32 figures: they exceed
 the GPU's FFMA peak); ``*_fp32_over_cudnn_strict_<shape>`` is our
@@ -78,7 +79,8 @@ def primitives(geo, config=DEFAULT_CONFIG):
     return {
         "fwd": lambda x, wt, dy: K.conv2d_forward(x, wt, None, *geo, config=config)[0],
         "bwd_data": lambda x, wt, dy: K.conv2d_backward_data(dy, wt, x.shape, *geo, config=config),
-        "bwd_filter": lambda x, wt, dy: K.conv2d_backward_filter(dy, x, wt.shape, *geo, config=config),
+        "bwd_filter": lambda x, wt, dy: K.conv2d_backward_filter(dy, x, wt.shape, *geo, config=config,
+                                                                 channels_last_weight=not wt.flags.c_contiguous),
     }
 
 
@@ -175,7 +177,7 @@ def main(quick=False, only=None):
                 res.add(f"{name} {direction} {dname}", "minifused", flops / ms / 1e9, "TFLOP/s")
                 ours[direction] = ms
             if dname in ("float16", "bfloat16"):  # ours at its strongest too: channels-last x and dy, read as they are
-                cl_sets = [(to_channels_last(x), wt, to_channels_last(dy)) for x, wt, dy in sets]
+                cl_sets = [tuple(to_channels_last(a) for a in s) for s in sets]
                 for direction, fn in primitives(geo).items():
                     ms = kernel_ms(fn, cl_sets, warm, rep)
                     res.add(f"{name} {direction} {dname}", "minifused_channels_last", flops / ms / 1e9, "TFLOP/s")

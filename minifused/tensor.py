@@ -14,6 +14,7 @@ import weakref
 import numpy as np
 
 from . import autograd, backend
+from .kernels import empty_like_layout, is_channels_last
 
 
 class _HookHandle:
@@ -309,8 +310,12 @@ class Tensor:
         self._retain = True
 
     def _accumulate_grad(self, g, owned):
-        if self._grad is None:
-            self._grad = Tensor._from_array(g if owned else backend.copy(g), False)
+        if self._grad is None:  # a new .grad takes the tensor's layout (PyTorch's), which the fused optimizers need
+            if not is_channels_last(self._data):
+                g = g if owned and g.flags.c_contiguous else backend.copy(g)
+            elif not (owned and is_channels_last(g)):
+                g = _copy_into(empty_like_layout(self._data, g.dtype), g)
+            self._grad = Tensor._from_array(g, False)
         else:
             self._grad._data += g
             self._grad._bump("backward (gradient accumulation)")
@@ -401,3 +406,8 @@ def _host(array):
 
 
 autograd._register_tensor_type(Tensor)
+
+
+def _copy_into(out, a):
+    out[...] = a
+    return out

@@ -470,13 +470,15 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
     for splits, k, c, r, cp_, blocks in [(2, 64, 3, 7, 8, 5), (3, 5, 1000, 3, 1000, 7), (1, 9, 70, 1, 72, 2),
                                          (8, 33, 130, 3, 136, 1024), (2, 3, 5, 17, 8, 3), (2, 2, 3, 33, 8, 4)]:
         ws = rng.standard_normal((splits, k, r * r, cp_)).astype(np.float32)
-        dw = cupy.full((k, c, r, r), np.nan, dt)
-        reduce((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_)))
         want = ws[0].copy()
         for z in range(1, splits):
             want += ws[z]
-        want = cupy.asarray(np.ascontiguousarray(want[..., :c].transpose(0, 2, 1)).reshape(k, c, r, r)).astype(dt)
-        assert np.array_equal(dw.get().astype(np.float64), want.get().astype(np.float64)), (dtype, k, c, r)
+        for krsc in (0, 1):  # dw KCRS, or a channels-last weight's KRSC memory
+            dw = cupy.full((k, r * r, c) if krsc else (k, c, r * r), np.nan, dt)
+            reduce((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, krsc)))
+            ref = want[..., :c] if krsc else want[..., :c].transpose(0, 2, 1)
+            ref = cupy.asarray(np.ascontiguousarray(ref)).astype(dt)
+            assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, k, c, r, krsc)
 
 
 @pytest.mark.gpu

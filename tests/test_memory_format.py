@@ -10,7 +10,7 @@ import minifused.nn as nn
 from minifused import backend
 from minifused.kernels import conv as K
 from minifused.kernels import elementwise as E
-from minifused.kernels import is_channels_last, to_channels_last
+from minifused.kernels import channels_last_strided, is_channels_last, to_channels_last
 from minifused.tensor import Tensor
 
 
@@ -83,9 +83,56 @@ def test_module_to_channels_last_brings_conv_inputs_to_it(rng):
     y = model(x)
     assert y.is_contiguous(memory_format=mf.channels_last) and not y.is_contiguous()
     np.testing.assert_allclose(y.numpy(), before, rtol=1e-6, atol=1e-6)
-    assert all(p.is_contiguous() for p in model.parameters())  # parameters keep their layout
+    # PyTorch's rule: the 4-d parameters (the convolutions' weights) take the format, the others stay as they are
+    for p in model.parameters():
+        assert p.is_contiguous(memory_format=mf.channels_last) == (p.ndim == 4) and p.is_contiguous() == (p.ndim != 4)
     model.to(memory_format=mf.contiguous_format)
     assert model(x).is_contiguous()
+    assert all(p.is_contiguous() for p in model.parameters())
+
+
+def test_channels_last_weights_train_as_contiguous_ones(rng):
+    """A model made channels-last (weights, gradients and optimizer state in that layout, the state made before
+    the switch following it) trains as the C-contiguous one: SGD with momentum, Adam and a state dict round
+    trip (NumPy path; the GPU run is test_gpu_residual_block_channels_last_trains_as_contiguous)."""
+    def build():
+        mf.manual_seed(3)
+        # (no bias before the BatchNorm: its gradient would be rounding noise, which Adam scales up to lr)
+        return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                             nn.Conv2d(8, 6, 3, stride=2), nn.Flatten(), nn.Linear(6 * 3 * 3, 4))
+
+    x = mf.tensor(rng.standard_normal((4, 3, 8, 8)).astype(np.float32))
+    y = mf.tensor(rng.integers(0, 4, 4))
+    for make in (lambda ps: mf.optim.SGD(ps, lr=0.1, momentum=0.9), lambda ps: mf.optim.Adam(ps, lr=1e-2)):
+        ref, cl = build(), build()
+        opts = make(ref.parameters()), make(cl.parameters())
+        for step in range(4):
+            if step == 1:  # after the first step made the state C-contiguous
+                cl.to(memory_format=mf.channels_last)
+            for model, opt in zip((ref, cl), opts):
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+        w = cl[0].weight
+        assert w.is_contiguous(memory_format=mf.channels_last) and not w.is_contiguous()
+        assert w.grad.is_contiguous(memory_format=mf.channels_last) and not w.grad.is_contiguous()
+        for t in opts[1].state[w].values():
+            if isinstance(t, mf.Tensor) and t.ndim == 4:
+                assert t.is_contiguous(memory_format=mf.channels_last) and not t.is_contiguous()
+        for p, q in zip(ref.parameters(), cl.parameters()):
+            np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6)
+        # a state dict saved from the channels-last run loads into it again, keeping the layout
+        saved = {k: v.detach().numpy().copy() for k, v in cl.state_dict().items()}
+        with mf.no_grad():
+            w.mul_(0.0)
+        cl.load_state_dict({k: mf.tensor(v) for k, v in saved.items()})
+        assert w.is_contiguous(memory_format=mf.channels_last)
+        np.testing.assert_array_equal(w.detach().numpy(), saved["0.weight"])
+        opt_state = opts[1].state_dict()
+        opts[1].load_state_dict(opt_state)
+        for t in opts[1].state[w].values():
+            if isinstance(t, mf.Tensor) and t.ndim == 4:
+                assert t.is_contiguous(memory_format=mf.channels_last)
 
 
 # ---------------------------------------------------------------- GPU
@@ -132,6 +179,21 @@ def test_gpu_conv_channels_last_matches_contiguous(shape, dtype, poisoned_pool, 
     assert is_channels_last(dxc)
     for ours, ref in ((dxc, dx), (dwc, dw), (dbc, db)):
         np.testing.assert_array_equal(ours.get(), ref.get())
+    # channels-last weights (a channels-last model's): the forward's own pack, a channels-last dW, the same values
+    wcl = to_channels_last(wt)
+    ycl2, _, kept_cl = K.conv2d_forward(to_channels_last(x), wcl, bias, *geo, keep_packed_x=True)
+    np.testing.assert_array_equal(ycl2.get(), y.get())
+    dxc, dwc, dbc = K.conv2d_backward(dycl, kept_cl if kept_cl is not None else to_channels_last(x), wcl, *geo,
+                                      need_db=True)
+    assert channels_last_strided(dwc) and is_channels_last(dxc)
+    for ours, ref in ((dxc, dx), (dwc, dw), (dbc, db)):
+        np.testing.assert_array_equal(ours.get(), ref.get())
+    dwc = K.conv2d_backward_filter(dycl, to_channels_last(x), wt.shape, *geo, channels_last_weight=True)
+    assert channels_last_strided(dwc)
+    np.testing.assert_array_equal(dwc.get(), dw.get())
+    # and with C-contiguous operands beside them (made contiguous for the NCHW kernels)
+    np.testing.assert_array_equal(K.conv2d_forward(x, wcl, bias, *geo)[0].get(), y.get())
+    np.testing.assert_array_equal(K.conv2d_backward(dy, x, wcl, *geo)[1].get(), dw.get())
     # the fused ReLU and its mask (the GEMM path writes the mask; its backward goes through the C-contiguous path)
     y, mask = K.conv2d_forward(x, wt, bias, *geo, activation="relu", want_mask=True)
     ycl, mask_cl = K.conv2d_forward(to_channels_last(x), wt, bias, *geo, activation="relu", want_mask=True)
@@ -228,5 +290,8 @@ def test_gpu_residual_block_channels_last_trains_as_contiguous(dtype, rng):
             opt.step()
             run.append(float(loss.item()))
         losses[cl] = run
+        w = model.conv1.weight  # the weights, their gradients and momentum took the model's layout
+        for t in (w, w.grad, opt.state[w]["momentum_buffer"]):
+            assert t.is_contiguous(memory_format=mf.channels_last) and t.is_contiguous() == (not cl)
     tol = 2e-2 if dtype == "bfloat16" else 1e-4
     np.testing.assert_allclose(losses[True], losses[False], rtol=tol)

@@ -33,6 +33,7 @@ import os
 from .. import backend
 from ..autograd import Function
 from ..backend import cuda_available as _cuda_available  # the argument 'backend' shadows the module
+from ..kernels import is_channels_last
 from ..tensor import Tensor
 from ._hub import DistributedError, Hub
 
@@ -202,13 +203,16 @@ _NCCL_TYPES = {"float16": "NCCL_FLOAT16", "bfloat16": "NCCL_BFLOAT16", "float32"
 _NCCL_OPS = {"sum": "NCCL_SUM", "avg": "NCCL_AVG", "max": "NCCL_MAX", "min": "NCCL_MIN", "prod": "NCCL_PROD"}
 
 
-def _uses_nccl(g, array, what):
+def _uses_nccl(g, array, what, elementwise=True):
+    """Whether ``array`` goes through NCCL; ``elementwise``: the collective pairs the ranks' elements in memory
+    order (all-reduce, broadcast), so a dense channels-last array (every rank's parameter has its layout) goes as
+    it is."""
     if g.comm is None or not backend.is_cuda_array(array):
         return False
     if array.device.id != g.local_rank:
         raise RuntimeError(f"{what}: tensor on cuda:{array.device.id}, but this rank's NCCL communicator "
                            f"is on cuda:{g.local_rank}")
-    if not array.flags.c_contiguous:
+    if not (array.flags.c_contiguous or (elementwise and is_channels_last(array))):
         raise ValueError(f"{what}: NCCL needs a contiguous tensor, got strides {array.strides}")
     return True
 
@@ -322,7 +326,7 @@ def all_gather(tensor_list, tensor):
             raise ValueError(f"all_gather: every output must be {tuple(tensor.shape)} {tensor.dtype}, got "
                              f"{tuple(t.shape)} {t.dtype}")
     a = tensor._data
-    if _uses_nccl(g, a, "all_gather"):
+    if _uses_nccl(g, a, "all_gather", elementwise=False):
         nccl, dtype = _nccl_args(a, "all_gather")
         out = tensor._xp.empty((g.world,) + a.shape, a.dtype)
         g.comm.allGather(a.data.ptr, out.data.ptr, a.size, dtype, _stream_ptr(None))

@@ -51,6 +51,7 @@ import numbers
 
 from .. import autograd, backend
 from ..autograd import no_grad
+from ..kernels import is_channels_last
 from ..nn.module import Module
 from ..tensor import Tensor
 from . import _all_reduce_array, _require, broadcast
@@ -85,9 +86,18 @@ class _Bucket:
             n += -(-q.numel() // align) * align
         with backend.on_device(p.device):
             self.flat = p._xp.zeros(n, p.dtype)
-        self.views = [Tensor._from_array(self.flat[o:o + q.numel()].reshape(q.shape))
+        self.views = [Tensor._from_array(_slice_like(self.flat[o:o + q.numel()], q._data))
                       for q, o in zip(params, offsets)]
         self.ready = 0
+
+
+def _slice_like(flat, p):
+    """A slice of a bucket as a view in the layout of its parameter ``p`` (C order or channels-last): a
+    ``.grad`` the optimizer walks in ``p``'s memory order."""
+    if not is_channels_last(p):
+        return flat.reshape(p.shape)
+    n, c, h, w = p.shape
+    return flat.reshape(n, h, w, c).transpose(0, 3, 1, 2)
 
 
 def _check_same_model(g, module):

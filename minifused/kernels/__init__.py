@@ -86,11 +86,32 @@ def to_layout(a, channels_last: bool):
 
 
 def empty_channels_last(shape, dtype):
-    """An uninitialized CuPy array of ``shape`` (N, C, H, W) laid out channels-last."""
+    """An uninitialized CuPy array of ``shape`` (N, C, H, W) laid out channels-last, a view of nothing (its own
+    memory, so that it may become a leaf's ``.grad`` as it is)."""
     import cupy
 
     n, c, h, w = shape
-    return cupy.ndarray((n, h, w, c), dtype).transpose(0, 3, 1, 2)
+    size = np.dtype(dtype).itemsize
+    return cupy.ndarray(shape, dtype, cupy.cuda.alloc(n * c * h * w * size),
+                        strides=(h * w * c * size, size, w * c * size, c * size))
+
+
+def layout_like(a, ref):
+    """``a`` laid out as ``ref`` is: channels-last where ``ref`` is, else C order; ``a`` itself where it already
+    is (the fused optimizers walk a parameter, its gradient and its state in one memory order)."""
+    return to_layout(a, is_channels_last(ref))
+
+
+def empty_like_layout(ref, dtype):
+    """An uninitialized array of ``ref``'s shape and device in ``dtype``, laid out as ``ref`` (channels-last or
+    C order)."""
+    xp = backend.array_module(ref)
+    if not is_channels_last(ref):
+        return xp.empty(ref.shape, dtype)
+    if xp is np:
+        n, c, h, w = ref.shape
+        return np.empty((n, h, w, c), dtype).transpose(0, 3, 1, 2)
+    return empty_channels_last(ref.shape, dtype)
 
 
 def grid_1d(total: int, threads: int) -> int:

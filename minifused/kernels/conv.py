@@ -205,10 +205,12 @@ def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, di
     flags = [[[_flags(relu, has_bias, mask) for mask in (0, 1)] for has_bias in (0, 1)]
              for relu in (0, 1)]  # [relu][has_bias][mask]
     w_bytes, words = k * r * s * c * np.dtype(dtype).itemsize, (n * p * q + 31) // 32
-    unpacked = r * s == 1  # a 1x1 KCRS weight is its own KRSC pack (C needs no padding here, nor TF32 rounding)
+    # a channels-last weight (KRSC memory), or a 1x1 KCRS one, is its own pack (C needs no padding here, nor
+    # TF32 rounding)
+    unpacked = r * s == 1
 
     def run(x, w, bias, relu, want_mask, keep_x):
-        if unpacked:
+        if unpacked or not w.flags.c_contiguous:  # (the caller passes a weight C-contiguous or channels-last)
             wk = w.data
         else:
             wk = cupy.cuda.alloc(w_bytes)
@@ -314,12 +316,13 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
 
         def wgrad(dza, xna, wsa):
             wg_gemm(dza, xna, dza, wsa, dza)
+    # (dW, and w for dX, KCRS or, with channels-last dy and w, KRSC: the weight's layout)
     wg_reduce = Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(kg * cg * r * s), (THREADS,),
-                         (ARG, ARG, *ints(splits, kg, cg, r * s, cpad)))
+                         (ARG, ARG, *ints(splits, kg, cg, r * s, cpad), ARG))
     # dX: the weights packed, then the GEMM(s) (dy, packed w -> dx)
     j = cg * r * s
     pack_w = Prepared(util_kernel(dtype, "transpose_pad"), ((j + 31) // 32, (kpad + 31) // 32), (32, 8, 1),
-                      (ARG, ARG, *ints(kg, j, kpad)))
+                      (ARG, ARG, *ints(kg, j, kpad), ARG))
     if dg_tma is not None:  # one group
         def dgrad(dza, wca, dxa):
             launch_tma(dg_tma, dza, wca, dxa, 0, np.int32(0))
@@ -338,9 +341,10 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     ws_bytes = splits * kg * r * s * cpad * 4
     x_step, w_step, dy_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * p * q * isz
 
-    def run(dy, x, w, mask, need_dx, need_dw, need_db):
+    def run(dy, x, w, mask, need_dx, need_dw, need_db, w_channels_last=False):
         dx = None
-        dw = cupy.ndarray(w_shape, dtype) if need_dw else None
+        krsc = cl and w_channels_last  # (the channels-last launcher: one group, no padded channels)
+        dw = (empty_channels_last(w_shape, dtype) if krsc else cupy.ndarray(w_shape, dtype)) if need_dw else None
         db = cupy.ndarray((k,), dtype) if need_db else None
         if need_dw and direct_dw:  # dW and db in one pass over dy
             _direct_backward_filter_cuda(dy, x, w_shape, stride, padding, dilation, mask, dw, db)
@@ -375,13 +379,13 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                     pack_x(x.data.ptr + g * x_step, xna, x.data.ptr, 0)
                 ws = cupy.cuda.alloc(ws_bytes)
                 wgrad(dza, xna, ws.ptr)
-                wg_reduce(ws.ptr, dw.data.ptr + g * w_step)
+                wg_reduce(ws.ptr, dw.data.ptr + g * w_step, int(krsc))
                 xn = ws = None
             if need_dx:
                 if dx is None:
                     dx = empty_channels_last(x_shape, dtype) if cl and dg_tma else cupy.ndarray(x_shape, dtype)
                 wca = part + (part_bytes if need_db else 0)
-                pack_w(w.data.ptr + g * w_step, wca)
+                pack_w(w.data.ptr + g * w_step, wca, r * s if krsc else 0)
                 dgrad(dza, wca, dx.data.ptr + g * x_step)
             del tmp
         if cl and dx is not None and not dg_tma:
@@ -401,8 +405,10 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
     A channels-last x gives a channels-last y."""
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
     out = None
+    xp = backend.array_module(x)
+    if not w.flags.c_contiguous and not (is_channels_last(w) and is_channels_last(x)):
+        w = xp.ascontiguousarray(w)  # a channels-last weight goes as it is to the channels-last forward alone
     if x.shape[0] == 0:  # an empty batch: an empty output (and mask), as PyTorch gives
-        xp = backend.array_module(x)
         p, q = (out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in (0, 1))
         mask = xp.empty((w.shape[0], 0), np.uint32) if activation == "relu" and want_mask else None
         out = xp.empty((0, w.shape[0], p, q), x.dtype), mask
@@ -415,8 +421,8 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
             y, mask, kept = run(x, w, bias, activation == "relu", want_mask, keep_packed_x)
             return (y, mask, kept) if keep_packed_x else (y, mask)
         # the C-contiguous path, its output then laid out as x
-        y, *rest = conv2d_forward(backend.array_module(x).ascontiguousarray(x), w, bias, stride, padding, dilation,
-                                  groups, activation, want_mask, keep_packed_x, config=config)
+        y, *rest = conv2d_forward(xp.ascontiguousarray(x), xp.ascontiguousarray(w), bias, stride, padding,
+                                  dilation, groups, activation, want_mask, keep_packed_x, config=config)
         return (to_channels_last(y), *rest)
     elif _on_gpu(x):
         run = _forward_launcher(x.dtype, x.shape, w.shape, stride, padding, dilation, groups, x.device.id, config,
@@ -429,7 +435,7 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
 
 
 def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mask, need_dx, need_dw, need_db,
-              config):
+              config, w_channels_last=False):
     """(dx, dw, db) of the GPU launchers where they reach, else of the references; x (or w) may be None where dW
     (or dX) is not needed. A channels-last dy gives a channels-last dx: read as it is where the TMA kernels take
     the call (x then read channels-last too), else through the C-contiguous path."""
@@ -437,13 +443,18 @@ def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mas
     on_gpu = _on_gpu(dy) and fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dy.dtype)
     packed = isinstance(x, PackedInput)
     tf32 = backend.tf32_conv.allow_tf32
+    xp = backend.array_module(dy)
+    w_cl = w_channels_last or (w is not None and not w.flags.c_contiguous and is_channels_last(w))
     if is_channels_last(dy):
         run = None
         if on_gpu and mask is None:
             run = _backward_launcher(dy.dtype, x_shape, w_shape, *geo, dy.data.device_id, config, tf32, packed, True)
-        if run is not None:
-            return run(dy, x if x is None or packed else to_channels_last(x), w, None, need_dx, need_dw, need_db)
-        xp = backend.array_module(dy)
+        if run is not None:  # a channels-last weight is read as it is, and gets a channels-last dW
+            return run(dy, x if x is None or packed else to_channels_last(x), w, None, need_dx, need_dw, need_db,
+                       w_cl)
+    if w is not None and not w.flags.c_contiguous:
+        w = xp.ascontiguousarray(w)
+    if is_channels_last(dy):
         dx, dw, db = _backward(xp.ascontiguousarray(dy), x if x is None or packed else xp.ascontiguousarray(x), w,
                                x_shape, w_shape, *geo, mask, need_dx, need_dw, need_db, config)
         return None if dx is None else to_channels_last(dx), dw, db
@@ -479,7 +490,8 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
 
 
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, *,
-                           config=DEFAULT_CONFIG):
-    """dW alone (benchmarks and users of the filter gradient only)."""
+                           config=DEFAULT_CONFIG, channels_last_weight=False):
+    """dW alone (benchmarks and users of the filter gradient only); ``channels_last_weight``: for a channels-last
+    weight, which the channels-last kernels then write channels-last."""
     return _backward(dy, x, None, tuple(x.shape), tuple(w_shape), tuple(stride), tuple(padding), tuple(dilation),
-                     groups, None, False, True, False, config)[1]
+                     groups, None, False, True, False, config, channels_last_weight)[1]

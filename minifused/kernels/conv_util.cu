@@ -2,10 +2,10 @@
 //   pack_nhwc     NCHW (one group's channel slice) -> NHWC with channels zero-padded to Cp,
 //                 optionally multiplied by a bit-packed ReLU mask (the backward's dz); a block packs
 //                 64x64 (16-bit T) or 32x32 tiles (float)
-//   transpose_pad the backward-data's weight: KCRS as (K, C*R*S) -> CRSK (C*R*S, Kp), 32x32 tiles
+//   transpose_pad the backward-data's weight: KCRS as (K, C*R*S) (or KRSC) -> CRSK (C*R*S, Kp), 32x32 tiles
 //   pack_forward  the forward's pack_nhwc of x and its KRSC pack of w (channels zero-padded to Cp) in
 //                 one launch (optionally rounding float to TF32)
-//   wgrad_reduce  sum of the split-K fp32 partials, in a fixed order, written as KCRS
+//   wgrad_reduce  sum of the split-K fp32 partials, in a fixed order, written as KCRS (or KRSC)
 //   colsum_partial, colsum_reduce
 //                 the bias gradient: column sums of the packed dz (rows x Cp), in two
 //                 deterministic passes (per-block partial sums, then a fixed-order sum)
@@ -147,15 +147,17 @@ __device__ __forceinline__ void pack_weight_range(const T* __restrict__ w, T* __
 
 // The backward-data's weight: in (B, J) row-major (one group's KCRS weight as (K, C*R*S)) -> out (J, Bp),
 // out[j][b] = b < B ? in[b][j] : 0. 32 x 32 tiles through shared memory, so that both the reads and the
-// writes are coalesced. grid (ceil(J / 32), ceil(Bp / 32)), block (32, 8).
+// writes are coalesced. grid (ceil(J / 32), ceil(Bp / 32)), block (32, 8). RS > 0: the weight is channels-last
+// (KRSC memory), so in[b][j = c*RS + rs] lies at b*J + rs*(J/RS) + c (reads strided by C, merged in the L2).
 extern "C" __global__ void __launch_bounds__(256) transpose_pad(const T* __restrict__ in, T* __restrict__ out, int B,
-                                                                int J, int Bp) {
+                                                                int J, int Bp, int RS) {
     __shared__ T tile[32][33];
     const int j0 = blockIdx.x * 32, b0 = blockIdx.y * 32, tx = threadIdx.x, ty = threadIdx.y;
+    const int j = j0 + tx, src = RS > 0 ? (j % RS) * (J / RS) + j / RS : j;
 #pragma unroll
     for (int i = 0; i < 32; i += 8) {
-        const int b = b0 + ty + i, j = j0 + tx;
-        tile[ty + i][tx] = b < B && j < J ? in[(long long)b * J + j] : from_f<T>(0.0f);
+        const int b = b0 + ty + i;
+        tile[ty + i][tx] = b < B && j < J ? in[(long long)b * J + src] : from_f<T>(0.0f);
     }
     __syncthreads();
 #pragma unroll
@@ -183,11 +185,12 @@ pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict_
                       tf32);
 }
 
-// ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset), each element the sum
-// of its splits in split order. Threads walk ws's order (c fastest), so that the reads of the fp32 partials,
-// splits times the output's size, are coalesced; the writes, strided by RS, merge in the L2.
+// ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset), or with krsc set dw
+// (K, RS, C) (a channels-last weight's memory), each element the sum of its splits in split order. Threads walk
+// ws's order (c fastest), so that the reads of the fp32 partials, splits times the output's size, are
+// coalesced; the KCRS writes, strided by RS, merge in the L2; the KRSC writes are coalesced too.
 extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K, int C,
-                                        int RS, int Cp) {
+                                        int RS, int Cp, int krsc) {
     const long long total = (long long)K * C * RS;
     const long long plane = (long long)K * RS * Cp;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
@@ -200,7 +203,7 @@ extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restr
         float s = 0.0f;
 #pragma unroll 8
         for (int z = 0; z < splits; ++z) s += p[z * plane];
-        dw[((long long)k * C + c) * RS + rs] = from_f<T>(s);
+        dw[krsc ? i : ((long long)k * C + c) * RS + rs] = from_f<T>(s);
     }
 }
 

@@ -52,7 +52,7 @@ import math
 import numpy as np
 
 from .. import backend
-from . import ARG, NULL, Prepared, acc_dtype, ctype, get_kernel
+from . import ARG, NULL, Prepared, acc_dtype, ctype, get_kernel, is_channels_last, layout_like
 
 BLOCK = 256
 ILP = 4
@@ -217,9 +217,26 @@ def _groups(arrays, masters=None):
 
 
 def _contig(a):
+    """``a`` dense in C order or channels-last (a walk of its memory visits every element once)."""
     import cupy
 
-    return a if a.flags.c_contiguous else cupy.ascontiguousarray(a)
+    return a if a.flags.c_contiguous or is_channels_last(a) else cupy.ascontiguousarray(a)
+
+
+def _check_layouts(name, arrays):
+    p = arrays[0]
+    if not is_channels_last(p):
+        raise RuntimeError(f"{name}: a parameter must be dense, in C order or channels-last; got shape {p.shape} "
+                           f"with strides {p.strides}")
+    for a in arrays[1:]:
+        if a.shape == p.shape and not is_channels_last(a):
+            raise RuntimeError(f"{name}: a channels-last parameter's gradient and state must be channels-last too; "
+                               f"got strides {a.strides} beside the parameter's {p.strides}")
+
+
+def _like_param(g, p):
+    """Gradient ``g`` in the memory order of its parameter ``p``: the kernels walk both in memory order."""
+    return layout_like(g, p)
 
 
 _done_counters = {}
@@ -253,6 +270,8 @@ def _launch(name, per_slot, scalars, master=False, source="optim.cu"):
     values, block0 = [], 0
     for arrays, extra in per_slot:
         count = arrays[0].size
+        if not arrays[0].flags.c_contiguous:  # a channels-last parameter: its gradient and state must be so too
+            _check_layouts(name, arrays)
         values += [a.data.ptr for a in arrays]
         values += (count, block0, *extra)
         block0 += max(1, -(-count // CHUNK))  # an empty parameter still owns a block (its step count)
@@ -288,7 +307,8 @@ def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *,
         for i in idx:
             vmax = max_exp_avg_sqs[i] if amsgrad else exp_avg_sqs[i]
             w = masters[i] if master else params[i]
-            per_slot.append(((params[i], _contig(grads[i]), exp_avgs[i], exp_avg_sqs[i], vmax, w, steps[i]), ()))
+            g = _like_param(grads[i], params[i])
+            per_slot.append(((params[i], g, exp_avgs[i], exp_avg_sqs[i], vmax, w, steps[i]), ()))
         _launch("adam_multi", per_slot, tail, master)
 
 
@@ -304,7 +324,7 @@ def sgd(params, grads, bufs, init_bufs, hyper, *, nesterov=False, maximize=False
     flags = int(nesterov) | int(maximize) << 1
     tail = (hyper, NULL if amp is None else amp, np.int32(flags))
     for idx, master in _groups(params, masters):
-        per_slot = [((params[i], _contig(grads[i]), bufs[i], masters[i] if master else params[i]),
+        per_slot = [((params[i], _like_param(grads[i], params[i]), bufs[i], masters[i] if master else params[i]),
                      (int(bool(init_bufs[i])),)) for i in idx]
         _launch("sgd_multi", per_slot, tail, master)
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import backend
 from . import NULL, acc_dtype
-from .optim import _contig, _done, _grad, _groups, _launch, _lerp, _load, _skipped, _store
+from .optim import _done, _like_param, _grad, _groups, _launch, _lerp, _load, _skipped, _store
 
 SOURCE = "optim_adaptive.cu"
 
@@ -149,8 +149,8 @@ def rmsprop(params, grads, square_avgs, grad_avgs, momentum_bufs, steps, hyper, 
 
     def per_param(i, w):  # unused state slots get any array of the state dtype (never touched)
         sq = square_avgs[i]
-        return (_contig(grads[i]), sq, grad_avgs[i] if centered else sq, momentum_bufs[i] if use_momentum else sq,
-                w, steps[i])
+        return (_like_param(grads[i], params[i]), sq, grad_avgs[i] if centered else sq,
+                momentum_bufs[i] if use_momentum else sq, w, steps[i])
 
     _run("rmsprop_multi", params, per_param, masters, hyper, amp, flags)
 
@@ -161,8 +161,8 @@ def adagrad(params, grads, sums, steps, hyper, *, maximize=False, masters=None, 
         return
     if not backend.is_cuda_array(params[0]):
         return adagrad_ref(params, grads, sums, steps, hyper, maximize=maximize, masters=masters, amp=amp)
-    _run("adagrad_multi", params, lambda i, w: (_contig(grads[i]), sums[i], w, steps[i]), masters, hyper, amp,
-         int(maximize) << 2)
+    _run("adagrad_multi", params, lambda i, w: (_like_param(grads[i], params[i]), sums[i], w, steps[i]), masters,
+         hyper, amp, int(maximize) << 2)
 
 
 def adadelta(params, grads, square_avgs, acc_deltas, steps, hyper, *, maximize=False, masters=None, amp=None):
@@ -173,5 +173,5 @@ def adadelta(params, grads, square_avgs, acc_deltas, steps, hyper, *, maximize=F
         return adadelta_ref(params, grads, square_avgs, acc_deltas, steps, hyper, maximize=maximize,
                             masters=masters, amp=amp)
     _run("adadelta_multi", params,
-         lambda i, w: (_contig(grads[i]), square_avgs[i], acc_deltas[i], w, steps[i]), masters, hyper, amp,
-         int(maximize) << 2)
+         lambda i, w: (_like_param(grads[i], params[i]), square_avgs[i], acc_deltas[i], w, steps[i]), masters,
+         hyper, amp, int(maximize) << 2)

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import is_grad_enabled, no_grad
+from ..kernels import to_layout
 from ..ops.shape import channels_last, check_memory_format, preserve_format
 from ..tensor import Tensor
 from ._backward_hooks import wrap_inputs, wrap_outputs
@@ -246,14 +247,15 @@ class Module:
 
     def to(self, *args, device=None, dtype=None, non_blocking=False, memory_format=None):
         """The module's parameters and buffers moved to ``device`` and cast to floating ``dtype``, in place.
-        ``memory_format=channels_last`` makes the layers that read channels-last input faster (the convolutions)
-        bring their input to that layout, so that the activations between them stay in it, as PyTorch's
-        channels-last weights do; the parameters keep their layout. ``non_blocking`` is accepted as PyTorch's."""
+        ``memory_format``, as PyTorch's: the 4-d parameters, buffers and gradients (convolution weights) are laid
+        out in it (channels-last weights are the convolutions' own packed form), and for ``channels_last`` the
+        layers that read channels-last input faster (the convolutions) bring their input to that layout, so that
+        the activations between them stay in it. ``non_blocking`` is accepted as PyTorch's."""
         args = [a for a in args if not isinstance(a, bool)]  # to(device, non_blocking)
-        if memory_format is not None:
-            fmt = check_memory_format("Module.to", memory_format)
+        fmt = None if memory_format is None else check_memory_format("Module.to", memory_format)
+        if fmt is not None and fmt is not preserve_format:
             for m in self.modules():
-                if m.channels_last_input is not None and fmt is not preserve_format:
+                if m.channels_last_input is not None:
                     m.channels_last_input = fmt is channels_last
         for a in args:
             if isinstance(a, backend.Device) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
@@ -268,6 +270,9 @@ class Module:
             if not backend.is_floating(dt):
                 raise TypeError(f"Module.to: only floating dtypes are allowed, got {dt}")
             self._apply(lambda a: a.astype(dt) if backend.is_floating(a.dtype) else a)
+        if fmt is not None and fmt is not preserve_format:
+            cl = fmt is channels_last
+            self._apply(lambda a: to_layout(a, cl) if a.ndim == 4 else a)
         return self
 
     def cpu(self):

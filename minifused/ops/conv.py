@@ -12,7 +12,8 @@ copy: the second forward finds the first's while the tensor is the same array at
 only its weights, and one copy, not two, waits for the backward.
 
 A channels-last input stays so (PyTorch's rule: the output, and the input's gradient, take its layout); the
-incoming gradient is brought to it.
+incoming gradient is brought to it. A channels-last weight (``Module.to(memory_format=channels_last)``) is the
+channels-last forward's own packed form, and gets a channels-last gradient.
 """
 from __future__ import annotations
 
@@ -60,7 +61,9 @@ class Conv2dFn(Function):
     def forward(ctx, x, weight, bias=None, *, stride, padding, dilation, groups, activation, source=None):
         xp = backend.array_module(x)
         cl = is_channels_last(x)
-        x, weight = x if cl else xp.ascontiguousarray(x), xp.ascontiguousarray(weight)
+        x = x if cl else xp.ascontiguousarray(x)
+        if not (weight.flags.c_contiguous or is_channels_last(weight)):  # a channels-last weight goes as it is
+            weight = xp.ascontiguousarray(weight)
         grad = ctx.recording
         keep = grad and ctx.needs_input_grad[1]
         share = keep and not cl and source is not None

@@ -203,9 +203,10 @@ def contiguous(x, memory_format=contiguous_format):
 
 def is_contiguous(x, memory_format=contiguous_format):
     """Whether ``x``'s elements lie in ``memory_format``'s order (both orders where they coincide, as a
-    (N, 1, H, W) tensor's do)."""
-    if _memory_format("is_contiguous", x, memory_format) is channels_last:
-        return channels_last_strided(x._data)
+    (N, 1, H, W) tensor's do); as PyTorch's, never channels-last for a tensor that is not 4-d."""
+    check_memory_format("is_contiguous", memory_format, (contiguous_format, channels_last))
+    if memory_format is channels_last:
+        return x.ndim == 4 and channels_last_strided(x._data)
     return bool(x._data.flags.c_contiguous)
 
 

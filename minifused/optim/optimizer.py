@@ -29,6 +29,7 @@ import numbers
 import numpy as np
 
 from .. import backend
+from ..kernels import empty_like_layout, layout_like
 from ..kernels import optim as K
 from ..tensor import Tensor
 
@@ -227,9 +228,13 @@ class Optimizer:
         given)."""
         _refuse_in_capture(f"{type(self).__name__}: creating parameter state")
         with backend.on_device(p.device):
+            # in p's layout (channels-last or C order): the fused kernels walk p and its state in memory order
+            out = empty_like_layout(p._data, self._state_dtype(p))
             if like is not None:
-                return Tensor._from_array(like.astype(self._state_dtype(p)))
-            return Tensor._from_array(p._xp.full(p.shape, fill, self._state_dtype(p)))
+                out[...] = like
+            else:
+                out.fill(fill)
+            return Tensor._from_array(out)
 
     def _launches(self):
         """(group, device, params) for each group and device of the parameters that have gradients,
@@ -237,8 +242,20 @@ class Optimizer:
         self._check_grads()
         for g in self.param_groups:
             params = _params_with_grad(g)
+            self._follow_layouts(params)
             for device, idx in _by_device(params):
                 yield g, device, [params[i] for i in idx]
+
+    def _follow_layouts(self, params):
+        """State created before its parameter changed layout (``Module.to(memory_format=...)``) takes the new
+        one: the fused kernels walk a parameter and its state in memory order."""
+        for p in params:
+            st = self.state.get(p) if p._data.ndim == 4 else None
+            if st:
+                contiguous = p._data.flags.c_contiguous
+                for t in st.values():
+                    if isinstance(t, Tensor) and t.shape == p.shape and t._data.flags.c_contiguous != contiguous:
+                        t._data = layout_like(t._data, p._data)
 
     def _check_grads(self):
         """Every gradient fits its parameter (shape, dtype, device), checked before any launch. The
@@ -359,8 +376,10 @@ class Optimizer:
         if not backend.is_floating(v.dtype):
             raise ValueError(f"{where} has dtype {v.dtype}; expected a floating dtype (the parameter is "
                              f"{p.dtype})")
-        arr = backend.to_device(v._data, p.device).astype(self._state_dtype(p), copy=False)
-        return Tensor._from_array(arr.copy() if arr is v._data else arr)
+        with backend.on_device(p.device):
+            arr = empty_like_layout(p._data, self._state_dtype(p))  # a copy in p's layout
+            arr[...] = backend.to_device(v._data, p.device).astype(arr.dtype, copy=False)
+        return Tensor._from_array(arr)
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
