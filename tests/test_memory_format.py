@@ -292,6 +292,6 @@ def test_gpu_residual_block_channels_last_trains_as_contiguous(dtype, rng):
         losses[cl] = run
         w = model.conv1.weight  # the weights, their gradients and momentum took the model's layout
         for t in (w, w.grad, opt.state[w]["momentum_buffer"]):
-            assert t.is_contiguous(memory_format=mf.channels_last) and t.is_contiguous() == (not cl)
+            assert t.is_contiguous(memory_format=mf.channels_last) == cl and t.is_contiguous() == (not cl)
     tol = 2e-2 if dtype == "bfloat16" else 1e-4
     np.testing.assert_allclose(losses[True], losses[False], rtol=tol)

@@ -454,6 +454,9 @@ def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mas
                        w_cl)
     if w is not None and not w.flags.c_contiguous:
         w = xp.ascontiguousarray(w)
+    if w_cl:  # the other paths' dW, then laid out as the weight
+        dx, dw, db = _backward(dy, x, w, x_shape, w_shape, *geo, mask, need_dx, need_dw, need_db, config)
+        return dx, None if dw is None else to_channels_last(dw), db
     if is_channels_last(dy):
         dx, dw, db = _backward(xp.ascontiguousarray(dy), x if x is None or packed else xp.ascontiguousarray(x), w,
                                x_shape, w_shape, *geo, mask, need_dx, need_dw, need_db, config)
