@@ -47,6 +47,11 @@ def _blocks(total):
     return (min(grid_1d(total, THREADS), 65535 * 8),)
 
 
+def wgrad_reduce_vec(c, cp):
+    """Channels per thread of conv_util.cu's wgrad_reduce: 4 where ``c`` and its padding ``cp`` allow it."""
+    return 4 if c % 4 == 0 and cp % 4 == 0 else 1
+
+
 def _flags(relu, bias, mask=False):
     """The epilogue's ``flags`` argument as an int32 (made when a launch is planned, not per call)."""
     return ints(int((Epilogue.RELU if relu else 0) | (Epilogue.BIAS if bias else 0)
@@ -317,7 +322,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         def wgrad(dza, xna, wsa):
             wg_gemm(dza, xna, dza, wsa, dza)
     # (dW, and w for dX, KCRS or, with channels-last dy and w, KRSC: the weight's layout)
-    wg_reduce = Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(kg * cg * r * s), (THREADS,),
+    wg_reduce = Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(kg * cg * r * s // wgrad_reduce_vec(cg, cpad)),
+                         (THREADS,),
                          (ARG, ARG, *ints(splits, kg, cg, r * s, cpad), ARG))
     # dX: the weights packed, then the GEMM(s) (dy, packed w -> dx)
     j = cg * r * s

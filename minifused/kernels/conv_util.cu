@@ -189,10 +189,40 @@ pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict_
 // (K, RS, C) (a channels-last weight's memory), each element the sum of its splits in split order. Threads walk
 // ws's order (c fastest), so that the reads of the fp32 partials, splits times the output's size, are
 // coalesced; the KCRS writes, strided by RS, merge in the L2; the KRSC writes are coalesced too.
+// Where C and Cp are multiples of 4, a thread takes 4 adjacent channels: one 16-byte read per split, and for
+// KRSC one 8- or 16-byte write (conv.wgrad_reduce_vec sizes the grid for that).
 extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K, int C,
                                         int RS, int Cp, int krsc) {
     const long long total = (long long)K * C * RS;
     const long long plane = (long long)K * RS * Cp;
+    if ((C & 3) == 0 && (Cp & 3) == 0) {
+        const int C4 = C / 4;
+        for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total / 4;
+             i += (long long)gridDim.x * blockDim.x) {
+            const int c = (int)(i % C4) * 4;
+            const long long t = i / C4;  // k * RS + rs
+            const float4* p = reinterpret_cast<const float4*>(ws + t * Cp + c);
+            float4 s = p[0];
+#pragma unroll 4
+            for (int z = 1; z < splits; ++z) {
+                const float4 v = p[z * (plane / 4)];
+                s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+            }
+            __align__(16) T o[4] = {from_f<T>(s.x), from_f<T>(s.y), from_f<T>(s.z), from_f<T>(s.w)};
+            if (krsc) {
+                if (sizeof(T) == 2)
+                    *reinterpret_cast<uint2*>(dw + 4 * i) = *reinterpret_cast<const uint2*>(o);
+                else
+                    *reinterpret_cast<uint4*>(dw + 4 * i) = *reinterpret_cast<const uint4*>(o);
+            } else {
+                const int rs = (int)(t % RS), k = (int)(t / RS);
+                T* out = dw + ((long long)k * C + c) * RS + rs;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) out[j * RS] = o[j];
+            }
+        }
+        return;
+    }
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
         const int c = (int)(i % C);
