@@ -99,9 +99,10 @@ def elapsed(start, stop):
 
 def our_step(batch, dtype, captured, channels_last=False):
     """(step, batches) of our ResNet-18 training step (``step(x, y)``; under ``capture_step`` if
-    ``captured``) on 8 resident batches; ``channels_last``: the model and the batches in that memory format
-    (ours is C-contiguous here: its channels-last BatchNorm passes cost more than the convolutions' repacks
-    they save, measured with bench/profile_resnet.py --channels-last)."""
+    ``captured``) on 8 resident batches; ``channels_last``: the model (its weights too) and the batches in that
+    memory format (ours is C-contiguous here: channels-last, its BatchNorm passes cost more than the
+    convolutions' repacks they save, and its eager step more host time; measured with
+    bench/profile_resnet.py --channels-last)."""
     mf.manual_seed(0)
     model = resnet18(nn, F.relu).to("cuda")
     low = dtype == "bf16"

@@ -59,7 +59,12 @@ def _channels_last_strides(shape, itemsize):
 
 def channels_last_strided(a) -> bool:
     """Whether ``a`` is a 4-d array whose memory is (N, H, W, C) in C order (maybe C-contiguous as well)."""
-    return a.ndim == 4 and _same_strides(a.shape, a.strides, _channels_last_strides(a.shape, a.itemsize))
+    return a.ndim == 4 and _channels_last_layout(a.shape, a.strides, a.itemsize)
+
+
+@functools.lru_cache(maxsize=4096)  # asked hundreds of times a step, of a model's few dozen layouts
+def _channels_last_layout(shape, strides, itemsize):
+    return _same_strides(shape, strides, _channels_last_strides(shape, itemsize))
 
 
 def is_channels_last(a) -> bool:
