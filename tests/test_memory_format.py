@@ -295,3 +295,33 @@ def test_gpu_residual_block_channels_last_trains_as_contiguous(dtype, rng):
             assert t.is_contiguous(memory_format=mf.channels_last) == cl and t.is_contiguous() == (not cl)
     tol = 2e-2 if dtype == "bfloat16" else 1e-4
     np.testing.assert_allclose(losses[True], losses[False], rtol=tol)
+
+
+def test_clone_and_like_creators_preserve_channels_last(rng):
+    """PyTorch's memory_format=preserve_format default: clone and the *_like creators of a channels-last tensor
+    are channels-last (of a C-contiguous one C-contiguous); an explicit format is followed; values and the
+    gradient through clone are unchanged."""
+    x = mf.tensor(rng.standard_normal((2, 3, 4, 5)).astype(np.float32), requires_grad=True)
+    xc = x.detach().contiguous(memory_format=mf.channels_last)
+
+    def cl(t):
+        return t.is_contiguous(memory_format=mf.channels_last) and not t.is_contiguous()
+
+    made = {"clone": xc.clone(), "zeros_like": mf.zeros_like(xc), "ones_like": mf.ones_like(xc),
+            "empty_like": mf.empty_like(xc), "full_like": mf.full_like(xc, 2.5), "rand_like": mf.rand_like(xc),
+            "randn_like": mf.randn_like(xc), "randint_like": mf.randint_like(xc, 7)}
+    for name, t in made.items():
+        assert cl(t) and tuple(t.shape) == (2, 3, 4, 5), name
+    np.testing.assert_array_equal(made["clone"].numpy(), x.detach().numpy())
+    np.testing.assert_array_equal(made["full_like"].numpy(), np.full((2, 3, 4, 5), 2.5, np.float32))
+    assert not made["zeros_like"].numpy().any() and (made["ones_like"].numpy() == 1).all()
+    assert not cl(mf.zeros_like(x)) and mf.zeros_like(x).is_contiguous()
+    assert xc.clone(memory_format=mf.contiguous_format).is_contiguous()
+    assert cl(x.clone(memory_format=mf.channels_last)) and cl(mf.zeros_like(x, memory_format=mf.channels_last))
+    y = x.clone(memory_format=mf.channels_last)
+    (y * y).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="clone: channels_last needs a 4-d"):
+        mf.zeros(3, 4).clone(memory_format=mf.channels_last)
+    with pytest.raises(ValueError, match="zeros_like: memory_format must be one of"):
+        mf.zeros_like(x, memory_format="channels_last")

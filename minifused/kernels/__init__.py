@@ -107,6 +107,21 @@ def layout_like(a, ref):
     return to_layout(a, is_channels_last(ref))
 
 
+def copy_in_layout(a, channels_last: bool):
+    """A new array holding ``a``'s elements, laid out channels-last (``a`` 4-d) or in C order."""
+    if not channels_last:
+        return backend.copy(a)
+    xp = backend.array_module(a)
+    if xp is np:
+        n, c, h, w = a.shape
+        out = np.empty((n, h, w, c), a.dtype).transpose(0, 3, 1, 2)
+    else:
+        with a.device:
+            out = empty_channels_last(a.shape, a.dtype)
+    out[...] = a
+    return out
+
+
 def empty_like_layout(ref, dtype):
     """An uninitialized array of ``ref``'s shape and device in ``dtype``, laid out as ``ref`` (channels-last or
     C order)."""

@@ -6,7 +6,9 @@ import numbers
 import numpy as np
 
 from .. import backend
+from ..kernels import copy_in_layout
 from ..tensor import Tensor
+from .shape import preserve_format, result_channels_last
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "rand",
            "randn", "randint", "arange", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
@@ -193,13 +195,21 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return _place(arr, None, dev, requires_grad)
 
 
+def _in_layout(t, x, fmt, op):
+    """New tensor ``t`` (C order) laid out as ``memory_format`` ``fmt`` asks of a tensor like ``x`` (PyTorch's
+    ``preserve_format`` default: as x)."""
+    if result_channels_last(op, x, fmt):
+        t._data = copy_in_layout(t._data, True)
+    return t
+
+
 def _like(fn):
-    def like(x, *args, dtype=None, device=None, requires_grad=False, **kwargs):
+    def like(x, *args, dtype=None, device=None, requires_grad=False, memory_format=preserve_format, **kwargs):
         if fn in (rand, randn) and not backend.is_floating(dtype or x.dtype):
             raise RuntimeError(f"{fn.__name__}_like: random floats need a floating-point dtype, got "
                                f"{dtype or x.dtype}")
-        return fn(*args, x.shape, dtype=dtype or x.dtype, device=device or x.device,
-                  requires_grad=requires_grad, **kwargs)
+        return _in_layout(fn(*args, x.shape, dtype=dtype or x.dtype, device=device or x.device,
+                             requires_grad=requires_grad, **kwargs), x, memory_format, like.__name__)
 
     like.__name__ = fn.__name__ + "_like"
     return like
@@ -212,16 +222,17 @@ rand_like = _like(rand)
 randn_like = _like(randn)
 
 
-def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
+def full_like(x, fill_value, dtype=None, device=None, requires_grad=False, memory_format=preserve_format):
     if isinstance(fill_value, Tensor) and fill_value.ndim != 0 or not isinstance(fill_value, (numbers.Number, Tensor)):
         raise TypeError(f"full_like: fill_value must be a number (or a 0-d tensor), got "
                         f"{type(fill_value).__name__}{tuple(fill_value.shape) if isinstance(fill_value, Tensor) else ''}")
-    return full(x.shape, fill_value, dtype=dtype or x.dtype, device=device or x.device,
-                requires_grad=requires_grad)
+    return _in_layout(full(x.shape, fill_value, dtype=dtype or x.dtype, device=device or x.device,
+                           requires_grad=requires_grad), x, memory_format, "full_like")
 
 
-def randint_like(x, low, high=None, dtype=None, device=None):
-    return randint(low, high, x.shape, dtype=dtype or x.dtype, device=device or x.device)
+def randint_like(x, low, high=None, dtype=None, device=None, memory_format=preserve_format):
+    return _in_layout(randint(low, high, x.shape, dtype=dtype or x.dtype, device=device or x.device), x,
+                      memory_format, "randint_like")
 
 
 def _steps(name, steps):

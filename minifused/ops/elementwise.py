@@ -8,10 +8,11 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..kernels import elementwise as K
-from ..kernels import is_channels_last
+from ..kernels import copy_in_layout, is_channels_last
 from ..tensor import Tensor
 from ._common import binary_operands, broadcast_shape, cast, shape_of, unbroadcast
 from .logic import nonzero
+from .shape import preserve_format, result_channels_last
 
 
 def _xp(x):
@@ -37,16 +38,17 @@ def to_device(x: Tensor, device) -> Tensor:
 
 class Clone(Function):
     @staticmethod
-    def forward(ctx, x):
-        return backend.copy(x)
+    def forward(ctx, x, channels_last=False):
+        return copy_in_layout(x, channels_last)
 
     @staticmethod
     def backward(ctx, g):
         return g
 
 
-def clone(x: Tensor) -> Tensor:
-    return Clone.apply(x)
+def clone(x: Tensor, *, memory_format=preserve_format) -> Tensor:
+    """A copy of ``x``, laid out as ``memory_format`` says (by default as x: channels-last stays so)."""
+    return Clone.apply(x, result_channels_last("clone", x, memory_format))
 
 
 # ---------------------------------------------------------------- arithmetic

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
-from ..kernels import channels_last_strided, to_layout
+from ..kernels import channels_last_strided, is_channels_last, to_layout
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast
 from .indexing import GatherItem, GetItem, SetItem, accumulate, getitem, setitem  # noqa: F401 - shape's API
@@ -77,6 +77,14 @@ def check_memory_format(op, fmt, allowed=(contiguous_format, channels_last, pres
     if not any(fmt is f for f in allowed):
         raise ValueError(f"{op}: memory_format must be one of {', '.join(map(repr, allowed))}, got {fmt!r}")
     return fmt
+
+
+def result_channels_last(op, x, fmt):
+    """Whether ``op``'s new tensor like ``x`` is laid out channels-last under ``fmt``: ``preserve_format`` (PyTorch's
+    default for clone and the ``*_like`` creators) keeps x's layout, ``channels_last`` needs a 4-d x."""
+    if check_memory_format(op, fmt) is preserve_format:
+        return x.ndim == 4 and is_channels_last(x._data)
+    return _memory_format(op, x, fmt) is channels_last
 
 
 def _memory_format(op, x, fmt):
