@@ -20,9 +20,10 @@ Steps/s are timed with CUDA events around ``--steps`` steps after a warm-up (and
 Eager steps at these sizes are bound by host time, which drifts on a shared machine by more than the
 difference measured (one framework's rounds timed minutes apart from the other's can land in different
 phases of it): so the eager ratios come from ``--rounds`` further rounds of both eager steps, built side
-by side and timed in alternation (the ``eager ... alternating`` rows: the median of those rounds).
+by side and timed in alternation (the ``eager ... alternating`` rows: the median of those rounds), each ratio
+the median of the rounds' own ratios (ours over theirs, timed seconds apart).
 
-    python bench/resnet.py [--batches 128,256,512] [--dtypes fp32,bf16] [--steps 20] [--rounds 7] [--compile]
+    python bench/resnet.py [--batches 128,256,512] [--dtypes fp32,bf16] [--steps 20] [--rounds 11] [--compile]
 """
 from __future__ import annotations
 
@@ -190,8 +191,10 @@ def theirs(torch, batch, dtype, how, steps, repeats):
 
 
 def alternating_eager(torch, batch, dtype, steps, rounds):
-    """Median steps/s of our eager step and PyTorch's, both built first, over ``rounds`` rounds that time
-    one then the other (each round ``steps`` steps after its own warm-up)."""
+    """(median steps/s of our eager step, of PyTorch's, median of the rounds' ratios ours / theirs), both steps
+    built first, over ``rounds`` rounds that time one then the other (each round ``steps`` steps after its own
+    warm-up). The ratio pairs each round's two timings, taken seconds apart: the host's drift between rounds
+    (which moves both) cancels in it, where a ratio of the two medians mixes rounds of different phases."""
     mine, mine_batches = our_step(batch, dtype, False)
     their, their_batches = their_step(torch, batch, dtype, "eager")
     ours_rates, their_rates = [], []
@@ -204,7 +207,8 @@ def alternating_eager(torch, batch, dtype, steps, rounds):
     del mine, their, mine_batches, their_batches
     mf.cuda.empty_cache()
     torch.cuda.empty_cache()
-    return statistics.median(ours_rates), statistics.median(their_rates)
+    return (statistics.median(ours_rates), statistics.median(their_rates),
+            statistics.median(a / b for a, b in zip(ours_rates, their_rates)))
 
 
 def main(argv=None):
@@ -212,7 +216,7 @@ def main(argv=None):
     p.add_argument("--batches", default="128,256,512")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--rounds", type=int, default=7, help="alternating rounds of the eager pairs")
+    p.add_argument("--rounds", type=int, default=11, help="alternating rounds of the eager pairs")
     p.add_argument("--dtypes", default="fp32,bf16")
     p.add_argument("--compile", action="store_true", help="also time torch.compile(mode='max-autotune')")
     args = p.parse_args(argv)
@@ -254,10 +258,10 @@ def main(argv=None):
                                  ("fp32", f"resnet_eager_fp32_over_torch_eager_fp32_b{batch}")):
                 if dtype not in args.dtypes.split(","):
                     continue
-                mine, their = alternating_eager(torch, batch, dtype, args.steps, args.rounds)
+                mine, their, paired = alternating_eager(torch, batch, dtype, args.steps, args.rounds)
                 res.add(f"resnet18 b{batch}", f"minifused eager {dtype} alternating", mine, "steps/s")
                 res.add(f"resnet18 b{batch}", f"torch eager {dtype} alternating", their, "steps/s")
-                res.ratio(ratio, mine / their)
+                res.ratio(ratio, paired)
         res.write()
     print("done")
 
