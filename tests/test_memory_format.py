@@ -91,18 +91,20 @@ def test_module_to_channels_last_brings_conv_inputs_to_it(rng):
     assert all(p.is_contiguous() for p in model.parameters())
 
 
-def test_channels_last_weights_train_as_contiguous_ones(rng):
+def test_channels_last_weights_train_as_contiguous_ones(device, rng):
     """A model made channels-last (weights, gradients and optimizer state in that layout, the state made before
     the switch following it) trains as the C-contiguous one: SGD with momentum, Adam and a state dict round
-    trip (NumPy path; the GPU run is test_gpu_residual_block_channels_last_trains_as_contiguous)."""
+    trip. On the GPU the 64-channel convolution reads its channels-last weight unpacked and the fused
+    optimizers walk the channels-last arrays."""
     def build():
         mf.manual_seed(3)
         # (no bias before the BatchNorm: its gradient would be rounding noise, which Adam scales up to lr)
-        return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
-                             nn.Conv2d(8, 6, 3, stride=2), nn.Flatten(), nn.Linear(6 * 3 * 3, 4))
+        return nn.Sequential(nn.Conv2d(3, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                             nn.Conv2d(64, 64, 3, stride=2), nn.Flatten(), nn.Linear(64 * 3 * 3, 4)).to(device)
 
-    x = mf.tensor(rng.standard_normal((4, 3, 8, 8)).astype(np.float32))
-    y = mf.tensor(rng.integers(0, 4, 4))
+    x = mf.tensor(rng.standard_normal((4, 3, 8, 8)).astype(np.float32), device=device)
+    y = mf.tensor(rng.integers(0, 4, 4), device=device)
+    tol = dict(rtol=1e-5, atol=1e-6) if device == "cpu" else dict(rtol=1e-4, atol=1e-5)  # GPU: other kernels
     for make in (lambda ps: mf.optim.SGD(ps, lr=0.1, momentum=0.9), lambda ps: mf.optim.Adam(ps, lr=1e-2)):
         ref, cl = build(), build()
         opts = make(ref.parameters()), make(cl.parameters())
@@ -113,23 +115,23 @@ def test_channels_last_weights_train_as_contiguous_ones(rng):
                 opt.zero_grad()
                 F.cross_entropy(model(x), y).backward()
                 opt.step()
-        w = cl[0].weight
-        assert w.is_contiguous(memory_format=mf.channels_last) and not w.is_contiguous()
-        assert w.grad.is_contiguous(memory_format=mf.channels_last) and not w.grad.is_contiguous()
-        for t in opts[1].state[w].values():
-            if isinstance(t, mf.Tensor) and t.ndim == 4:
-                assert t.is_contiguous(memory_format=mf.channels_last) and not t.is_contiguous()
+        for w in (cl[0].weight, cl[3].weight):
+            assert w.is_contiguous(memory_format=mf.channels_last) and not w.is_contiguous()
+            assert w.grad.is_contiguous(memory_format=mf.channels_last) and not w.grad.is_contiguous()
+            for t in opts[1].state[w].values():
+                if isinstance(t, mf.Tensor) and t.ndim == 4:
+                    assert t.is_contiguous(memory_format=mf.channels_last) and not t.is_contiguous()
         for p, q in zip(ref.parameters(), cl.parameters()):
-            np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(q.detach().cpu().numpy(), p.detach().cpu().numpy(), **tol)
         # a state dict saved from the channels-last run loads into it again, keeping the layout
-        saved = {k: v.detach().numpy().copy() for k, v in cl.state_dict().items()}
+        w = cl[3].weight
+        saved = {k: v.detach().cpu().numpy().copy() for k, v in cl.state_dict().items()}
         with mf.no_grad():
             w.mul_(0.0)
         cl.load_state_dict({k: mf.tensor(v) for k, v in saved.items()})
         assert w.is_contiguous(memory_format=mf.channels_last)
-        np.testing.assert_array_equal(w.detach().numpy(), saved["0.weight"])
-        opt_state = opts[1].state_dict()
-        opts[1].load_state_dict(opt_state)
+        np.testing.assert_array_equal(w.detach().cpu().numpy(), saved["3.weight"])
+        opts[1].load_state_dict(opts[1].state_dict())
         for t in opts[1].state[w].values():
             if isinstance(t, mf.Tensor) and t.ndim == 4:
                 assert t.is_contiguous(memory_format=mf.channels_last)
