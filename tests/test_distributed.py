@@ -417,6 +417,46 @@ class _TwoHeads(nn.Module):
         return out + self.b(x).sum() if use_b else out
 
 
+def _conv_model(seed):
+    mf.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 3 * 3, 3)).to(
+        "cpu", mf.float64, memory_format=mf.channels_last)
+
+
+def _conv_data(steps):
+    rng = np.random.default_rng(9)
+    return rng.standard_normal((steps, GLOBAL_BATCH, 2, 5, 5)), rng.integers(0, 3, (steps, GLOBAL_BATCH))
+
+
+def _train_conv(rank, world, steps):
+    """A channels-last model's weights after ``steps`` SGD steps: DDP with gradients as bucket views on ``world``
+    ranks (world 0: one process on the global batch), and whether its conv weight's .grad is a bucket view laid
+    out channels-last, as the weight is."""
+    model = _conv_model(seed=200 + rank)
+    ddp = dist.DistributedDataParallel(model, bucket_cap_mb=1e-4, gradient_as_bucket_view=True) if world else model
+    opt = optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    xs, ys = _conv_data(steps)
+    for s in range(steps):
+        opt.zero_grad()
+        x, y = (xs[s][rank::world], ys[s][rank::world]) if world else (xs[s], ys[s])
+        F.cross_entropy(ddp(mf.tensor(x, device="cpu")), mf.tensor(y, device="cpu")).backward()
+        opt.step()
+    w = model[0].weight
+    layout = w.is_contiguous(memory_format=mf.channels_last) and w.grad.is_contiguous(memory_format=mf.channels_last)
+    views = world and any(np.shares_memory(w.grad._data, b.flat) for b in ddp._buckets)
+    return _params(model), layout and not w.grad.is_contiguous(), views
+
+
+def test_ddp_channels_last_model_with_bucket_views_matches_single_process():
+    """The buckets' gradient views take their parameters' layout (channels-last for the conv weight), so the
+    fused optimizer walks a weight and its gradient in one order: the same trajectory as one process."""
+    ref, _, _ = _train_conv(0, 0, 3)
+    for rank, (params, layout, views) in enumerate(ok(run_ranks(_train_conv, 2, 3))):
+        assert layout and views, rank
+        for p, r in zip(params, ref):
+            np.testing.assert_allclose(p, r, rtol=1e-12, atol=1e-13, err_msg=f"rank {rank}")
+
+
 def _head_b_unused_on_rank_one(rank, world, view):
     ddp = dist.DistributedDataParallel(_TwoHeads().to("cpu", mf.float64), bucket_cap_mb=1e-4,
                                        gradient_as_bucket_view=view)
