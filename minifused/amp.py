@@ -28,8 +28,8 @@ moments, step counts) when ``found_inf`` is set; ``update()`` halves the scale a
 overflow and doubles it after ``growth_interval`` clean steps. Nothing reads the device
 back, so all of it runs inside a captured step (``minifused.capture_step``); a skipped
 step never writes NaN into the weights. ``get_scale()`` reads the scale (it synchronizes).
-Gradients stay scaled until the optimizer's update: clip them by ``max_norm * get_scale()``
-if you must clip.
+To clip gradients, ``scaler.unscale_(opt)`` first (PyTorch's recipe): it checks and unscales them in place,
+and the ``step`` that follows does not unscale them again.
 """
 from __future__ import annotations
 
@@ -158,6 +158,7 @@ class GradScaler:
         self.growth_interval = int(growth_interval)
         self._init = (float(init_scale), 0)  # (scale, growth tracker) until the state exists
         self._state = None  # float32 [scale, inv_scale, found_inf, growth_tracker] on the loss's device
+        self._stages = {}  # id(optimizer) -> "unscaled" / "stepped" since the last update(), as PyTorch's
 
     # ------------------------------------------------------------ state
     def _state_on(self, device):
@@ -192,9 +193,40 @@ class GradScaler:
         state = self._state_on(loss.device)
         return loss * Tensor._from_array(state[0:1].reshape(()))
 
+    @staticmethod
+    def _grads(optimizer):
+        return [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+
+    def unscale_(self, optimizer):
+        """Divide ``optimizer``'s gradients by the scale in place (on the device, no host sync) and mark an
+        inf/NaN among them, so that they can be clipped or inspected before ``step``, which then does not
+        unscale them again. Once per optimizer between two ``update()`` calls, before its ``step``; float16
+        gradients are refused, as PyTorch refuses them (unscaled in float16 they would underflow)."""
+        if not self.enabled:
+            return
+        stage = self._stages.get(id(optimizer))
+        if stage == "unscaled":
+            raise RuntimeError("GradScaler.unscale_: unscale_() has already been called on this optimizer since "
+                               "the last update()")
+        if stage == "stepped":
+            raise RuntimeError("GradScaler.unscale_: unscale_() is being called after step()")
+        if self._state is None:
+            raise RuntimeError("GradScaler.unscale_: call scale(loss) and backward() before unscale_()")
+        grads = self._grads(optimizer)
+        if any(g.dtype == backend.float16 for g in grads):
+            raise ValueError("GradScaler.unscale_: attempting to unscale float16 gradients (the parameters of "
+                             "a scaled step should be float32, e.g. under autocast)")
+        K.nonfinite([g._data for g in grads], self._state)
+        inv_scale = self._state[1:2].reshape(())
+        for g in grads:
+            g._data *= inv_scale
+            g._bump("GradScaler.unscale_")
+        self._stages[id(optimizer)] = "unscaled"
+
     def step(self, optimizer, closure=None):
-        """Check the gradients for inf/NaN and run ``optimizer``'s update with them unscaled; the
-        update changes nothing when one was found. Returns what ``optimizer.step`` returns."""
+        """Check the gradients for inf/NaN and run ``optimizer``'s update with them unscaled (unless
+        ``unscale_`` did both already); the update changes nothing when one was found. Returns what
+        ``optimizer.step`` returns. Once per optimizer between two ``update()`` calls."""
         if not self.enabled:
             return optimizer.step(closure)
         if self._state is None:
@@ -202,19 +234,73 @@ class GradScaler:
         if not getattr(type(optimizer), "_supports_amp", False):
             raise TypeError(f"GradScaler.step: {type(optimizer).__name__} has no fused unscale-and-skip "
                             f"update (SGD, Adam and AdamW have)")
-        grads = [p.grad._data for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-        K.nonfinite(grads, self._state)
-        optimizer._amp = self._state
+        stage = self._stages.get(id(optimizer))
+        if stage == "stepped":
+            raise RuntimeError("GradScaler.step: step() has already been called since the last update()")
+        if stage == "unscaled":  # checked and unscaled: the update takes its skip flag and a unit scale
+            state = self._state.copy()
+            state[1:2] = 1.0
+        else:
+            K.nonfinite([g._data for g in self._grads(optimizer)], self._state)
+            state = self._state
+        optimizer._amp = state
         try:
-            return optimizer.step(closure)
+            out = optimizer.step(closure)
         finally:
             optimizer._amp = None
+        self._stages[id(optimizer)] = "stepped"
+        return out
 
-    def update(self):
+    def update(self, new_scale=None):
         """Back off the scale after a found inf/NaN, grow it after ``growth_interval`` clean steps;
-        clears the found flag for the next step. Call once per iteration, after ``step``."""
-        if self.enabled and self._state is not None:
+        clears the found flag for the next step. Call once per iteration, after ``step``. ``new_scale`` (a
+        number, or a one-element float32 tensor) sets the scale instead, as PyTorch's."""
+        self._stages.clear()
+        if not self.enabled or self._state is None:
+            return
+        if new_scale is None:
             K.scaler_update(self._state, self.growth_factor, self.backoff_factor, self.growth_interval)
+            return
+        if isinstance(new_scale, Tensor):
+            if new_scale.numel() != 1 or new_scale.dtype != backend.float32:
+                raise ValueError(f"GradScaler.update: new_scale must be a one-element float32 tensor, got shape "
+                                 f"{tuple(new_scale.shape)}, dtype {new_scale.dtype}")
+            self._state[0:1] = backend.to_device(new_scale._data, backend.device_of(self._state)).reshape(1)
+        else:
+            _check_scaler_args("GradScaler.update", new_scale, self.growth_factor, self.backoff_factor,
+                               self.growth_interval, 0, scale_name="new_scale")
+            self._state[0:1] = float(new_scale)
+        xp = backend.array_module(self._state)
+        self._state[1:2] = xp.float32(1.0) / self._state[0:1]
+        self._state[2:3] = 0.0
+
+    # ------------------------------------------------------------ PyTorch's accessors
+    def is_enabled(self) -> bool:
+        return self.enabled
+
+    def get_growth_factor(self) -> float:
+        return self.growth_factor
+
+    def set_growth_factor(self, new_factor):
+        _check_scaler_args("GradScaler.set_growth_factor", 1.0, new_factor, self.backoff_factor,
+                           self.growth_interval, 0)
+        self.growth_factor = float(new_factor)
+
+    def get_backoff_factor(self) -> float:
+        return self.backoff_factor
+
+    def set_backoff_factor(self, new_factor):
+        _check_scaler_args("GradScaler.set_backoff_factor", 1.0, self.growth_factor, new_factor,
+                           self.growth_interval, 0)
+        self.backoff_factor = float(new_factor)
+
+    def get_growth_interval(self) -> int:
+        return self.growth_interval
+
+    def set_growth_interval(self, new_interval):
+        _check_scaler_args("GradScaler.set_growth_interval", 1.0, self.growth_factor, self.backoff_factor,
+                           new_interval, 0)
+        self.growth_interval = int(new_interval)
 
     # ------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:

@@ -257,6 +257,86 @@ def test_nonfinite_and_scaler_update_kernels_match_reference():
                 np.testing.assert_array_equal(cupy.asnumpy(sd), s, err_msg=f"{dtype} {poison}")
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_unscale_then_clip_then_step_is_pytorchs_recipe(device):
+    """scale / backward / unscale_ / clip_grad_norm_ / step / update: after unscale_ the gradients are the
+    unscaled ones (a power-of-two scale: exactly), clipping sees those, and step does not unscale again, so
+    the run equals the same clipped steps without scaling; an inf found by unscale_ skips the step."""
+    rng = np.random.default_rng(3)
+    x = mf.tensor(rng.standard_normal((8, 5)), dtype=mf.float32, device=device)
+    y = mf.tensor(rng.integers(0, 3, 8), device=device)
+    w0 = rng.standard_normal((3, 5)).astype(np.float32)
+    runs = []
+    for scaler in (amp.GradScaler(device, enabled=False), amp.GradScaler(device, init_scale=2.0 ** 10)):
+        w = _param(w0, device=device)
+        opt = optim.SGD([w], lr=0.1, momentum=0.9)
+        for _ in range(3):
+            opt.zero_grad()
+            scaler.scale(F.cross_entropy(x @ w.t(), y)).backward()
+            scaler.unscale_(opt)
+            grads = w.grad.cpu().numpy().copy()
+            nn.utils.clip_grad_norm_([w], 0.05)
+            scaler.step(opt)
+            scaler.update()
+        runs.append((w.cpu().numpy(), grads))
+    np.testing.assert_array_equal(runs[1][0], runs[0][0])
+    np.testing.assert_array_equal(runs[1][1], runs[0][1])  # unscale_ left the true gradients
+    # an inf found by unscale_ skips the step and backs the scale off
+    before = w.cpu().numpy().copy()
+    opt.zero_grad()
+    scaler.scale((w * w).sum() * np.float32(np.inf)).backward()
+    scaler.unscale_(opt)
+    scaler.step(opt)
+    scaler.update()
+    np.testing.assert_array_equal(w.cpu().numpy(), before)
+    assert scaler.get_scale() == 2.0 ** 9
+
+
+def test_scaler_stages_new_scale_and_accessors():
+    """PyTorch's order rules (unscale_ once, before step; step once per update) raise without changing the
+    gradients; update(new_scale) sets the scale; the get_/set_ accessors check their values."""
+    p = _param([1.0, -2.0])
+    opt = optim.SGD([p], lr=0.1)
+    scaler = amp.GradScaler("cpu", init_scale=8.0)
+    scaler.scale((p * p).sum()).backward()
+    scaler.unscale_(opt)
+    g = p.grad.numpy().copy()
+    np.testing.assert_array_equal(g, [2.0, -4.0])
+    with pytest.raises(RuntimeError, match="unscale_\\(\\) has already been called"):
+        scaler.unscale_(opt)
+    np.testing.assert_array_equal(p.grad.numpy(), g)
+    scaler.step(opt)
+    with pytest.raises(RuntimeError, match="step\\(\\) has already been called"):
+        scaler.step(opt)
+    with pytest.raises(RuntimeError, match="after step"):
+        scaler.unscale_(opt)
+    scaler.update(new_scale=32.0)
+    assert scaler.get_scale() == 32.0
+    scaler.update(mf.tensor(np.array([4.0], np.float32)))
+    assert scaler.get_scale() == 4.0
+    with pytest.raises(ValueError, match="new_scale must be a finite number > 0"):
+        scaler.update(new_scale=0.0)
+    with pytest.raises(ValueError, match="one-element float32 tensor"):
+        scaler.update(mf.tensor(np.array([4.0, 2.0], np.float32)))
+    scaler.set_growth_factor(3.0)
+    scaler.set_backoff_factor(0.25)
+    scaler.set_growth_interval(7)
+    assert (scaler.get_growth_factor(), scaler.get_backoff_factor(), scaler.get_growth_interval()) == (3.0, 0.25, 7)
+    assert scaler.is_enabled() and not amp.GradScaler(enabled=False).is_enabled()
+    with pytest.raises(ValueError, match="growth_factor must be > 1"):
+        scaler.set_growth_factor(1.0)
+    with pytest.raises(ValueError, match="backoff_factor must be in"):
+        scaler.set_backoff_factor(1.5)
+    with pytest.raises(ValueError, match="growth_interval must be an int"):
+        scaler.set_growth_interval(0)
+    half = _param([1.0], dtype=mf.float16)
+    hopt = optim.SGD([half], lr=0.1)
+    scaler.scale((half * 1.0).sum().float()).backward()
+    with pytest.raises(ValueError, match="unscale float16 gradients"):
+        scaler.unscale_(hopt)
+    amp.GradScaler(enabled=False).unscale_(hopt)  # disabled: nothing to do
+
+
 @pytest.mark.parametrize("change,words", [
     ({"scale": float("nan")}, "scale must be a finite number > 0, got nan"),
     ({"scale": -1.0}, "scale must be a finite number > 0"),
