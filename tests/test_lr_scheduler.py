@@ -1,6 +1,7 @@
 """LR schedulers: lr sequences against PyTorch's documented closed forms (CPU), against
 torch.optim.lr_scheduler itself (GPU machines, the ``torch`` fixture), state dicts that resume a
 schedule exactly, and bad arguments."""
+import importlib
 import math
 
 import numpy as np
@@ -40,6 +41,11 @@ def _sequential3(M, o):
                               M.CosineAnnealingWarmRestarts(o, T_0=4, T_mult=2)], milestones=[6, 20])
 
 
+def _swa(M):
+    """The swa_utils module beside lr_scheduler module ``M`` (PyTorch's or ours): SWALR lives there."""
+    return importlib.import_module(M.__name__.rsplit(".", 1)[0] + ".swa_utils")
+
+
 CASES = {
     "StepLR": (lambda M, o: M.StepLR(o, step_size=7, gamma=0.5), None),
     "MultiStepLR": (lambda M, o: M.MultiStepLR(o, milestones=[3, 10, 10, 25], gamma=0.3), None),
@@ -64,6 +70,10 @@ CASES = {
         [("epoch", 0.37 * k) for k in range(1, N + 1)]),
     "StepLR_epoch_jumps": (lambda M, o: M.StepLR(o, step_size=4, gamma=0.5),
                            [("epoch", e) for e in [1, 5, 2, 9, 9, 13, 0, 21] * 7][:N]),
+    "SWALR": (lambda M, o: _swa(M).SWALR(o, swa_lr=0.02, anneal_epochs=6), None),
+    "SWALR_linear_per_group": (lambda M, o: _swa(M).SWALR(o, swa_lr=[0.01, 0.2], anneal_epochs=4,
+                                                          anneal_strategy="linear"), None),
+    "SWALR_no_anneal": (lambda M, o: _swa(M).SWALR(o, swa_lr=0.03, anneal_epochs=0), None),
     "ReduceLROnPlateau": (lambda M, o: M.ReduceLROnPlateau(o, patience=2, factor=0.5, cooldown=1),
                           [("metric", m) for m in _metrics()]),
     "ReduceLROnPlateau_max_abs": (
@@ -172,6 +182,14 @@ def _reference(name):
         return _plateau(_metrics(), "min", 0.5, 2, 1e-4, "rel", 1, [0, 0])
     if name == "ReduceLROnPlateau_max_abs":
         return _plateau([-m for m in _metrics()], "max", 0.3, 1, 0.01, "abs", 0, [0.02, 0.001])
+    if name.startswith("SWALR"):  # from each group's lr to its swa_lr over anneal_epochs, then held
+        swa, epochs, shape = {"SWALR": ((0.02, 0.02), 6, "cos"), "SWALR_linear_per_group": ((0.01, 0.2), 4, "lin"),
+                              "SWALR_no_anneal": ((0.03, 0.03), 0, "cos")}[name]
+
+        def alpha(t):
+            x = 1.0 if epochs == 0 else min(1.0, t / epochs)
+            return (1 - math.cos(math.pi * x)) / 2 if shape == "cos" else x
+        return [[s * alpha(t) + b * (1 - alpha(t)) for s, b in zip(swa, BASES)] for t in ts]
     if name == "OneCycleLR":
         total, up = N + 1, 0.3 * (N + 1) - 1
 

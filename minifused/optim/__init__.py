@@ -1,5 +1,5 @@
 """Optimizers on fused update kernels (``minifused.kernels.optim``, ``optim_adaptive``) and LR schedulers."""
-from . import lr_scheduler  # noqa: F401
+from . import lr_scheduler, swa_utils  # noqa: F401
 from .adadelta import Adadelta  # noqa: F401
 from .adagrad import Adagrad  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401

@@ -1,0 +1,218 @@
+"""Weight averaging, as ``torch.optim.swa_utils``: ``AveragedModel`` (stochastic weight averaging, or an
+exponential moving average with ``get_ema_multi_avg_fn``), ``update_bn`` (BatchNorm statistics recomputed for
+an averaged model) and the ``SWALR`` schedule.
+
+The built-in averages update the averaged parameters in place, in their accumulation dtype (float32 for 16-bit
+parameters), with ``torch.lerp``'s formula, as PyTorch's ``_foreach_lerp_`` does; integer buffers (with
+``use_buffers=True``) take the float result truncated, as PyTorch's ``copy_`` gives them.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..autograd import no_grad
+from ..kernels import acc_dtype
+from ..nn.module import Module
+from ..nn.norm import _BatchNorm
+from ..tensor import Tensor
+from ._scheduler_base import LRScheduler
+
+__all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn", "get_swa_multi_avg_fn",
+           "get_ema_avg_fn", "get_swa_avg_fn"]
+
+
+def _lerp_(avg, cur, weight):
+    """``avg += weight * (cur - avg)`` in place on raw arrays, as ``torch.lerp`` computes it (two branches, in
+    the accumulation dtype); integer arrays in float64, truncated back."""
+    if not backend.is_floating(avg.dtype):
+        avg[...] = (avg * (1.0 - weight) + cur * weight).astype(avg.dtype)
+        return
+    acc = acc_dtype(avg.dtype)
+    a, b, w = avg.astype(acc, copy=False), cur.astype(acc, copy=False), acc.type(weight)
+    out = a + w * (b - a) if weight < 0.5 else b - (b - a) * (acc.type(1) - w)
+    avg[...] = out.astype(avg.dtype, copy=False)
+
+
+def _check_decay(decay):
+    if not isinstance(decay, numbers.Real) or isinstance(decay, bool) or not 0.0 <= decay <= 1.0:
+        raise ValueError(f"Invalid decay value {decay!r} provided. Please provide a value in [0,1] range.")
+
+
+def get_ema_multi_avg_fn(decay=0.999):
+    """The in-place exponential moving average of lists of parameters: ``ema = lerp(ema, current, 1 - decay)``."""
+    _check_decay(decay)
+
+    def ema_update(ema_params, current_params, _num_averaged):
+        for e, c in zip(ema_params, current_params):
+            _lerp_(e._data, c._data, 1.0 - decay)
+
+    return ema_update
+
+
+def get_swa_multi_avg_fn():
+    """The in-place equal-weight average of lists of parameters: ``avg = lerp(avg, current, 1 / (n + 1))``."""
+    def swa_update(averaged_params, current_params, num_averaged):
+        n = int(num_averaged.item()) if isinstance(num_averaged, Tensor) else int(num_averaged)
+        for a, c in zip(averaged_params, current_params):
+            _lerp_(a._data, c._data, 1.0 / (n + 1))
+
+    return swa_update
+
+
+def get_ema_avg_fn(decay=0.999):
+    """The exponential moving average of one parameter, as a new tensor."""
+    _check_decay(decay)
+
+    def ema_update(ema_param, current_param, _num_averaged):
+        return decay * ema_param + (1 - decay) * current_param
+
+    return ema_update
+
+
+def get_swa_avg_fn():
+    """The equal-weight average of one parameter, as a new tensor."""
+    def swa_update(averaged_param, current_param, num_averaged):
+        return averaged_param + (current_param - averaged_param) / (num_averaged + 1)
+
+    return swa_update
+
+
+class AveragedModel(Module):
+    """A copy of ``model`` (on ``device`` if given) whose parameters (and, with ``use_buffers``, buffers) are the
+    running average of ``model``'s at each ``update_parameters(model)`` call: equal weights (SWA) by default, or
+    ``avg_fn(averaged, current, n_averaged) -> tensor`` / ``multi_avg_fn(averaged_list, current_list,
+    n_averaged)`` (in place; one call per device and dtype). The first update copies. Without ``use_buffers``
+    the buffers follow ``model``'s. ``n_averaged`` is a buffer (in the state dict), as PyTorch's."""
+
+    def __init__(self, model, device=None, avg_fn=None, multi_avg_fn=None, use_buffers=False):
+        super().__init__()
+        if not isinstance(model, Module):
+            raise TypeError(f"AveragedModel: expected a Module, got {type(model).__name__}")
+        if avg_fn is not None and multi_avg_fn is not None:
+            raise ValueError("AveragedModel: only one of avg_fn and multi_avg_fn should be provided")
+        self.module = copy.deepcopy(model)
+        if device is not None:
+            self.module = self.module.to(device)
+        dev = backend.device(device) if device is not None else _device_of(self.module)
+        with backend.on_device(dev):
+            self.register_buffer("n_averaged", Tensor._from_array(backend.xp(dev).zeros((), np.int64)))
+        self.avg_fn, self.multi_avg_fn, self.use_buffers = avg_fn, multi_avg_fn, bool(use_buffers)
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    def update_parameters(self, model):
+        def tensors(m):
+            return list(itertools.chain(m.parameters(), m.buffers()) if self.use_buffers else m.parameters())
+
+        mine, theirs = tensors(self.module), tensors(model)
+        if len(mine) != len(theirs) or any(a.shape != b.shape for a, b in zip(mine, theirs)):
+            raise ValueError("AveragedModel.update_parameters: the model's parameters do not match the averaged "
+                             "model's (another architecture?)")
+        with no_grad():
+            theirs = [b.detach().to(a.device) for a, b in zip(mine, theirs)]
+            n = int(self.n_averaged.item())
+            if n == 0:
+                for a, b in zip(mine, theirs):
+                    a._data[...] = b._data
+                    a._bump("AveragedModel.update_parameters")
+            elif self.avg_fn is not None:
+                for a, b in zip(mine, theirs):
+                    a._data[...] = self.avg_fn(a.detach(), b, self.n_averaged.to(a.device))._data
+                    a._bump("AveragedModel.update_parameters")
+            else:
+                update = self.multi_avg_fn or get_swa_multi_avg_fn()
+                groups = {}
+                for a, b in zip(mine, theirs):
+                    groups.setdefault((str(a.device), str(a.dtype)), ([], []))
+                    groups[(str(a.device), str(a.dtype))][0].append(a)
+                    groups[(str(a.device), str(a.dtype))][1].append(b)
+                for ours, current in groups.values():
+                    update(ours, current, self.n_averaged.to(ours[0].device))
+                    for a in ours:
+                        a._bump("AveragedModel.update_parameters")
+            if not self.use_buffers:  # the buffers follow the model's
+                for a, b in zip(self.module.buffers(), model.buffers()):
+                    a._data[...] = backend.to_device(b._data, backend.device_of(a._data))
+                    a._bump("AveragedModel.update_parameters")
+            self.n_averaged._data += 1
+            self.n_averaged._bump("AveragedModel.update_parameters")
+
+
+def _device_of(module):
+    for t in itertools.chain(module.parameters(), module.buffers()):
+        return t.device
+    return backend.device("cpu")
+
+
+def update_bn(loader, model, device=None):
+    """Recompute the running statistics of ``model``'s BatchNorm layers by one pass over ``loader`` (batches,
+    or tuples / lists whose first element is the input, moved to ``device`` if given), as their cumulative
+    average; the layers' momenta and the model's mode are restored after."""
+    momenta = {}
+    for m in model.modules():
+        if isinstance(m, _BatchNorm):
+            m.reset_running_stats()
+            momenta[m] = m.momentum
+    if not momenta:
+        return
+    was_training = model.training
+    model.train()
+    for m in momenta:
+        m.momentum = None
+    try:
+        with no_grad():
+            for batch in loader:
+                x = batch[0] if isinstance(batch, (list, tuple)) else batch
+                model(x if device is None else x.to(device))
+    finally:
+        for m, momentum in momenta.items():
+            m.momentum = momentum
+        model.train(was_training)
+
+
+class SWALR(LRScheduler):
+    """Anneal each group's lr to its ``swa_lr`` (one value, or one per group) over ``anneal_epochs`` steps,
+    along a cosine (``anneal_strategy='cos'``) or a line, then hold it, as PyTorch's ``SWALR``."""
+
+    def __init__(self, optimizer, swa_lr, anneal_epochs=10, anneal_strategy="cos", last_epoch=-1):
+        groups = optimizer.param_groups if hasattr(optimizer, "param_groups") else None
+        if groups is not None:
+            lrs = list(swa_lr) if isinstance(swa_lr, (list, tuple)) else [swa_lr] * len(groups)
+            if len(lrs) != len(groups):
+                raise ValueError(f"SWALR: swa_lr must have one value per parameter group ({len(groups)}), got "
+                                 f"{len(lrs)}")
+            for lr in lrs:
+                if not isinstance(lr, numbers.Real) or isinstance(lr, bool):
+                    raise TypeError(f"SWALR: swa_lr must be a number, got {lr!r}")
+            for lr, g in zip(lrs, groups):
+                g["swa_lr"] = float(lr)
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"SWALR: anneal_strategy must by one of 'cos' or 'linear', instead got "
+                             f"{anneal_strategy!r}")
+        if not isinstance(anneal_epochs, int) or isinstance(anneal_epochs, bool) or anneal_epochs < 0:
+            raise ValueError(f"SWALR: anneal_epochs must be equal or greater than 0, got {anneal_epochs!r}")
+        self.anneal_strategy, self.anneal_epochs = anneal_strategy, anneal_epochs
+        super().__init__(optimizer, last_epoch)
+
+    def _anneal(self, t):
+        return (1 - math.cos(math.pi * t)) / 2 if self.anneal_strategy == "cos" else t
+
+    def get_lr(self):
+        # the lr before annealing started, recovered from the current one (PyTorch's chainable form)
+        step = self._step_count - 1
+        if self.anneal_epochs == 0:
+            step = max(1, step)
+        prev = self._anneal(max(0, min(1, (step - 1) / max(1, self.anneal_epochs))))
+        alpha = self._anneal(max(0, min(1, step / max(1, self.anneal_epochs))))
+        out = []
+        for g in self.optimizer.param_groups:
+            start = g["swa_lr"] if prev == 1 else (g["lr"] - prev * g["swa_lr"]) / (1 - prev)
+            out.append(g["swa_lr"] * alpha + start * (1 - alpha))
+        return out
