@@ -435,3 +435,16 @@ def test_spectral_norm_and_weight_norm():
                      [mf.tensor(g, requires_grad=True), mf.tensor(vv, requires_grad=True)])
     nn.utils.remove_weight_norm(wn)
     assert [n for n, _ in wn.named_parameters()] == ["bias", "weight"]
+
+
+def test_get_submodule_parameter_and_buffer_by_dotted_path():
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Sequential(nn.BatchNorm2d(4), nn.ReLU()))
+    assert m.get_submodule("") is m and m.get_submodule("1.0") is m[1][0]
+    assert m.get_parameter("0.weight") is m[0].weight and m.get_buffer("1.0.running_mean") is m[1][0].running_mean
+    for get, target, words in [(m.get_submodule, "1.5", "Sequential has no attribute `5`"),
+                               (m.get_submodule, "0.weight", "`weight` is not an nn.Module"),
+                               (m.get_parameter, "1.0.running_mean", "`running_mean` is not an nn.Parameter"),
+                               (m.get_buffer, "0.weight", "`weight` is not a buffer"),
+                               (m.get_parameter, "0.nope", "Conv2d has no attribute `nope`")]:
+        with pytest.raises(AttributeError, match=words):
+            get(target)

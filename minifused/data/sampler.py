@@ -90,6 +90,42 @@ class SubsetRandomSampler(Sampler):
         return len(self.indices)
 
 
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices drawn with probabilities proportional to ``weights`` (PyTorch's
+    ``torch.multinomial`` draw: with ``replacement``, or distinct indices without it)."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        op = "WeightedRandomSampler"
+        self.num_samples = _count(op, "num_samples", num_samples)
+        if not isinstance(replacement, bool):
+            raise ValueError(f"{op}: replacement should be a boolean value, got {replacement!r}")
+        w = backend.to_device(weights._data, backend.CPU) if hasattr(weights, "_data") else weights
+        try:
+            w = np.asarray(w, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{op}: weights should be a sequence of numbers, got {type(weights).__name__}") from e
+        if w.ndim != 1:
+            raise ValueError(f"{op}: weights should be a 1d sequence but given weights have shape {w.shape}")
+        if not np.isfinite(w).all() or (w < 0).any():
+            raise ValueError(f"{op}: weights must be finite and non-negative")
+        if w.sum() <= 0:
+            raise ValueError(f"{op}: the weights sum to zero: nothing to draw")
+        if not replacement and self.num_samples > np.count_nonzero(w):
+            raise ValueError(f"{op}: cannot draw {self.num_samples} distinct indices without replacement from "
+                             f"{np.count_nonzero(w)} non-zero weights")
+        self.weights, self.replacement = w, replacement
+        self.generator = _generator(op, generator) if generator is not None else None
+
+    def __iter__(self):
+        gen = self.generator or backend.generator(backend.CPU)
+        draw = gen.choice(len(self.weights), size=self.num_samples, replace=self.replacement,
+                          p=self.weights / self.weights.sum())
+        return iter(draw.tolist())
+
+    def __len__(self):
+        return self.num_samples
+
+
 class BatchSampler(Sampler):
     """Lists of ``batch_size`` indices from ``sampler`` (the last one shorter unless ``drop_last``)."""
 

@@ -177,6 +177,32 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
+    def get_submodule(self, target: str):
+        """The submodule at dotted path ``target`` ('' is the module itself), as PyTorch's."""
+        mod = self
+        for item in target.split(".") if target else ():
+            if not hasattr(mod, item):
+                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
+        return mod
+
+    def get_parameter(self, target: str):
+        return self._get_leaf(target, "_parameters", "an nn.Parameter")
+
+    def get_buffer(self, target: str):
+        return self._get_leaf(target, "_buffers", "a buffer")
+
+    def _get_leaf(self, target, table, kind):
+        path, _, name = target.rpartition(".")
+        mod = self.get_submodule(path)
+        if not hasattr(mod, name):
+            raise AttributeError(f"{type(mod).__name__} has no attribute `{name}`")
+        if name not in getattr(mod, table):
+            raise AttributeError(f"`{name}` is not {kind}")
+        return getattr(mod, name)
+
     def named_children(self):
         yield from ((n, m) for n, m in self._modules.items() if m is not None)
 
