@@ -70,6 +70,11 @@ CASES = {
         [("epoch", 0.37 * k) for k in range(1, N + 1)]),
     "StepLR_epoch_jumps": (lambda M, o: M.StepLR(o, step_size=4, gamma=0.5),
                            [("epoch", e) for e in [1, 5, 2, 9, 9, 13, 0, 21] * 7][:N]),
+    "CyclicLR": (lambda M, o: M.CyclicLR(o, base_lr=[0.01, 0.005], max_lr=[0.1, 0.05], step_size_up=4,
+                                         step_size_down=6), None),
+    "CyclicLR_triangular2": (lambda M, o: M.CyclicLR(o, 0.01, 0.1, step_size_up=3, mode="triangular2"), None),
+    "CyclicLR_exp_range": (lambda M, o: M.CyclicLR(o, 0.01, 0.1, step_size_up=5, mode="exp_range", gamma=0.97),
+                           None),
     "SWALR": (lambda M, o: _swa(M).SWALR(o, swa_lr=0.02, anneal_epochs=6), None),
     "SWALR_linear_per_group": (lambda M, o: _swa(M).SWALR(o, swa_lr=[0.01, 0.2], anneal_epochs=4,
                                                           anneal_strategy="linear"), None),
@@ -182,6 +187,11 @@ def _reference(name):
         return _plateau(_metrics(), "min", 0.5, 2, 1e-4, "rel", 1, [0, 0])
     if name == "ReduceLROnPlateau_max_abs":
         return _plateau([-m for m in _metrics()], "max", 0.3, 1, 0.01, "abs", 0, [0.02, 0.001])
+    if name.startswith("CyclicLR"):
+        bases, tops, up, down, mode = {"CyclicLR": ((0.01, 0.005), (0.1, 0.05), 4, 6, "triangular"),
+                                       "CyclicLR_triangular2": ((0.01, 0.01), (0.1, 0.1), 3, 3, "triangular2"),
+                                       "CyclicLR_exp_range": ((0.01, 0.01), (0.1, 0.1), 5, 5, "exp_range")}[name]
+        return [[_cyclic(t, b, top, up, down, mode) for b, top in zip(bases, tops)] for t in ts]
     if name.startswith("SWALR"):  # from each group's lr to its swa_lr over anneal_epochs, then held
         swa, epochs, shape = {"SWALR": ((0.02, 0.02), 6, "cos"), "SWALR_linear_per_group": ((0.01, 0.2), 4, "lin"),
                               "SWALR_no_anneal": ((0.03, 0.03), 0, "cos")}[name]
@@ -200,6 +210,42 @@ def _reference(name):
             return _cos_anneal(hi, end, (t - up) / (total - 1 - up))
         return [[lr(mx, t) for mx in (0.3, 0.2)] for t in ts]
     return [[_cos(b, 0.001, t, 20) for b in BASES] for t in ts]  # CosineAnnealingLR
+
+
+def _cyclic(t, base, top, up, down, mode, gamma=0.97):
+    """CyclicLR's documented triangle at step t, its height scaled per cycle or per step."""
+    cycle = math.floor(1 + t / (up + down))
+    x = 1 + t / (up + down) - cycle
+    rise = up / (up + down)
+    f = x / rise if x <= rise else (x - 1) / (rise - 1)
+    scale = {"triangular": 1.0, "triangular2": 0.5 ** (cycle - 1), "exp_range": gamma ** t}[mode]
+    return base + (top - base) * f * scale
+
+
+def test_cyclic_lr_cycles_momentum_and_beta1_the_other_way():
+    """cycle_momentum: SGD's momentum (Adam's beta1) goes from max_momentum down to base_momentum while the lr
+    climbs, and back; a custom scale_fn; an optimizer without momentum is refused."""
+    for make, key in ((lambda ps: optim.SGD(ps, lr=1.0, momentum=0.5), "momentum"),
+                      (lambda ps: optim.Adam(ps, lr=1.0, betas=(0.5, 0.99)), "betas")):
+        opt = make([nn.Parameter(mf.ones(2))])
+        sched = S.CyclicLR(opt, 0.1, 0.5, step_size_up=2, base_momentum=0.8, max_momentum=0.9,
+                           scale_fn=lambda c: 0.5, scale_mode="cycle")
+        seen = []
+        for _ in range(5):
+            g = opt.param_groups[0]
+            seen.append((g["lr"], g[key] if key == "momentum" else g[key][0]))
+            sched.step()
+        np.testing.assert_allclose(seen, [(0.1, 0.9), (0.2, 0.875), (0.3, 0.85), (0.2, 0.875), (0.1, 0.9)],
+                                   rtol=1e-12)
+        if key == "betas":
+            assert opt.param_groups[0]["betas"][1] == 0.99
+        assert "_scale_fn_custom" not in sched.state_dict()
+    with pytest.raises(ValueError, match="must support momentum or beta1"):
+        S.CyclicLR(optim.Adagrad([nn.Parameter(mf.ones(1))]), 0.1, 0.5)
+    with pytest.raises(ValueError, match="mode is invalid"):
+        S.CyclicLR(_opt(), 0.1, 0.5, mode="sine")
+    with pytest.raises(ValueError, match="max_lr must have the same length"):
+        S.CyclicLR(_opt(), 0.1, [0.5, 0.4, 0.3])
 
 
 def _cos_anneal(start, end, pct):

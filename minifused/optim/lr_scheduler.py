@@ -264,5 +264,90 @@ class OneCycleLR(LRScheduler):
         return lrs
 
 
+def _per_group(what, optimizer, value):
+    """``value`` for each parameter group: one number for all, or a list / tuple of one per group."""
+    n = len(optimizer.param_groups)
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * n
+    if len(values) != n:
+        raise ValueError(f"{what} must have the same length as optimizer.param_groups: {what} has {len(values)} "
+                         f"values, param_groups has {n}")
+    return [float(v) for v in values]
+
+
+class CyclicLR(LRScheduler):
+    """The cyclical learning rate policy (PyTorch's ``CyclicLR``): the lr climbs from ``base_lr`` to ``max_lr``
+    over ``step_size_up`` steps and falls back over ``step_size_down`` (default: as many), its amplitude scaled
+    per cycle ('triangular': 1; 'triangular2': halved each cycle) or per step ('exp_range': ``gamma**step``),
+    or by ``scale_fn`` with ``scale_mode``; with ``cycle_momentum`` the momentum (or Adam's beta1) cycles the
+    other way between ``max_momentum`` and ``base_momentum``. Step once per batch."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode="triangular",
+                 gamma=1.0, scale_fn=None, scale_mode="cycle", cycle_momentum=True, base_momentum=0.8,
+                 max_momentum=0.9, last_epoch=-1):
+        _check_optimizer(optimizer)
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, g in zip(base_lrs, optimizer.param_groups):
+                g["lr"] = lr
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        if up <= 0 or down <= 0:
+            raise ValueError(f"CyclicLR: step sizes must be positive, got {step_size_up!r} and {step_size_down!r}")
+        self.total_size, self.step_ratio = up + down, up / (up + down)
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode is invalid and scale_fn is None (mode={mode!r})")
+        if scale_mode not in ("cycle", "iterations"):
+            raise ValueError(f"CyclicLR: scale_mode must be 'cycle' or 'iterations', got {scale_mode!r}")
+        self.mode, self.gamma, self._scale_fn_custom = mode, float(gamma), scale_fn
+        self.scale_mode = scale_mode if scale_fn is not None else ("iterations" if mode == "exp_range" else "cycle")
+        self.cycle_momentum = bool(cycle_momentum)
+        if self.cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("CyclicLR: optimizer must support momentum or beta1 with `cycle_momentum` option "
+                                 "enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for m, b, g in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
+                    self._set_momentum(g, m)
+                    g["max_momentum"], g["base_momentum"] = m, b
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _set_momentum(self, group, value):
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+    def scale_fn(self, x):
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (top - base) * factor * scale for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for g, base, top in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                self._set_momentum(g, top - (top - base) * factor * scale)
+        return lrs
+
+    def state_dict(self):  # a custom scale function is not state (PyTorch leaves it out too)
+        return {k: v for k, v in super().state_dict().items() if k != "_scale_fn_custom"}
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict({k: v for k, v in state_dict.items() if k != "_scale_fn_custom"})
+
+
 from .lr_scheduler_more import (ChainedScheduler, ConstantLR, CosineAnnealingWarmRestarts,  # noqa: E402,F401
                                 PolynomialLR, ReduceLROnPlateau, SequentialLR)
