@@ -219,6 +219,15 @@ def avg_pool2d_ref(x, kernel_size, stride=None, padding=0):
     return _windows(x, kernel, _pair(stride or kernel_size), _pair(padding)).mean(axis=(-2, -1))
 
 
+def _pool1d_ref(ref):
+    """A 1-D pooling reference: the 2-D one over a height of one ((C, L) input: unbatched)."""
+    def pool(x, kernel_size, stride=None, padding=0):
+        if x.ndim == 2:
+            return pool(x[None], kernel_size, stride, padding)[0]
+        return ref(x[:, :, None], (1, kernel_size), (1, stride or kernel_size), (0, padding))[:, :, 0]
+    return pool
+
+
 def linear_ref(x, w, b=None, activation=None):
     y = x @ w.T + (0 if b is None else b)
     return {None: y, "relu": np.maximum(y, 0), "gelu": gelu_ref(y, "tanh")}[activation]
@@ -771,6 +780,20 @@ OPS = [
     OpInfo("avg_pool2d", F.avg_pool2d, avg_pool2d_ref, spelled="F.avg_pool2d", torch=_tf("avg_pool2d"), samples=(
         S("avg_pool2d", (2, 3, 4, 6), kernel_size=2),
         S("avg_pool2d_s2p1_odd", (1, 2, 7, 5), kernel_size=3, stride=2, padding=1))),
+    OpInfo("max_pool1d", F.max_pool1d, _pool1d_ref(max_pool2d_ref), spelled="F.max_pool1d", torch=_tf("max_pool1d"),
+           samples=(S("max_pool1d", distinct((2, 3, 8)), kernel_size=2),
+                    S("max_pool1d_s2p1_odd", distinct((1, 2, 9)), kernel_size=3, stride=2, padding=1),
+                    S("max_pool1d_unbatched", distinct((3, 7)), kernel_size=3, stride=1)),
+           errors=(E("max_pool1d_too_big", lambda: F.max_pool1d(t(1, 2, 3), 5), ValueError,
+                     "max_pool1d: kernel 5 is larger than the padded input 3"),
+                   E("max_pool1d_4d", lambda: F.max_pool1d(t(1, 2, 3, 4), 2), ValueError,
+                     "max_pool1d: expected a 3-D input"),
+                   E("avg_pool1d_padding", lambda: F.avg_pool1d(t(1, 2, 6), 2, padding=2), ValueError,
+                     "avg_pool1d: padding 2 must be at most half the kernel size 2"))),
+    OpInfo("avg_pool1d", F.avg_pool1d, _pool1d_ref(avg_pool2d_ref), spelled="F.avg_pool1d", torch=_tf("avg_pool1d"),
+           samples=(S("avg_pool1d", (2, 3, 8), kernel_size=2),
+                    S("avg_pool1d_s2p1_odd", (1, 2, 9), kernel_size=3, stride=2, padding=1),
+                    S("avg_pool1d_unbatched", (3, 7), kernel_size=3, stride=1))),
     OpInfo("layer_norm", _norm(F.layer_norm), _norm(layer_norm_ref), spelled="F.layer_norm", gpu_tol=1e-4,
            torch=_torch_norm("layer_norm"),
            samples=(S("layer_norm", (4, 33), normalized_shape=(33,)),

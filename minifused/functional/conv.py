@@ -14,7 +14,7 @@ from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
 from ._checks import _check_image, _pair, _single
 
-__all__ = ["conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d"]
+__all__ = ["conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d", "avg_pool1d"]
 
 CONV_ACTIVATIONS = (None, "relu")  # what F.conv2d / nn.Conv2d accept (the convolution epilogues)
 
@@ -213,3 +213,38 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
         raise NotImplementedError("avg_pool2d: divisor_override is not supported")
     kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding)
     return _pool_ops.avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad)
+
+
+def _pool1d(op, pool, input, kernel_size, stride, padding, *rest):
+    """A 1-D pooling of a (N, C, L) or (C, L) input as the 2-D one over a height of one (the same kernels), its
+    1-D arguments checked here; indices come back as positions along L."""
+    if not isinstance(input, _Tensor) or input.ndim not in (2, 3):
+        raise ValueError(f"{op}: expected a 3-D input (N, C, L) or a 2-D unbatched one (C, L), got "
+                         f"{tuple(input.shape) if isinstance(input, _Tensor) else type(input).__name__}")
+    k = _single(op, "kernel_size", kernel_size, 1)
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
+        _single(op, "stride", stride, 1)
+    p = _single(op, "padding", padding, 0)
+    if p > k // 2:
+        raise ValueError(f"{op}: padding {p} must be at most half the kernel size {k}")
+    if k > input.shape[-1] + 2 * p:
+        raise ValueError(f"{op}: kernel {k} is larger than the padded input {input.shape[-1] + 2 * p} (input shape "
+                         f"{tuple(input.shape)})")
+    out = pool(_reshape(input, *input.shape[:-1], 1, input.shape[-1]), (1, k), (1, s), (0, p), *rest)
+
+    def squeeze(t):
+        return _reshape(t, *t.shape[:-2], t.shape[-1])
+    return tuple(squeeze(t) for t in out) if isinstance(out, tuple) else squeeze(out)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max pooling along L as ``torch.nn.functional.max_pool1d`` (dilation 1 only)."""
+    if _single("max_pool1d", "dilation", dilation, 1) != 1:
+        raise NotImplementedError("max_pool1d: dilation other than 1 is not supported")
+    return _pool1d("max_pool1d", max_pool2d, input, kernel_size, stride, padding, 1, ceil_mode, return_indices)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """Average pooling along L as ``torch.nn.functional.avg_pool1d``."""
+    return _pool1d("avg_pool1d", avg_pool2d, input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+

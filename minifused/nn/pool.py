@@ -1,4 +1,4 @@
-"""Pooling layers: ``MaxPool2d`` and ``AvgPool2d`` with PyTorch's arguments."""
+"""Pooling layers: ``MaxPool1d`` / ``MaxPool2d`` and ``AvgPool1d`` / ``AvgPool2d`` with PyTorch's arguments."""
 from __future__ import annotations
 
 from .. import functional as F
@@ -6,14 +6,16 @@ from .module import Module
 
 
 class MaxPool2d(Module):
+    _fn = staticmethod(F.max_pool2d)
+
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, x):
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
-                            self.return_indices)
+        return self._fn(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                        self.return_indices)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride if self.stride is not None else self.kernel_size}"
@@ -21,14 +23,27 @@ class MaxPool2d(Module):
 
 
 class AvgPool2d(Module):
+    _fn = staticmethod(F.avg_pool2d)
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, x):
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
+        return self._fn(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride if self.stride is not None else self.kernel_size}"
                 f", padding={self.padding}")
+
+
+class MaxPool1d(MaxPool2d):
+    """Max pooling along L of (N, C, L) or (C, L) input."""
+    _fn = staticmethod(F.max_pool1d)
+
+
+class AvgPool1d(AvgPool2d):
+    """Average pooling along L of (N, C, L) or (C, L) input."""
+    _fn = staticmethod(F.avg_pool1d)
+
