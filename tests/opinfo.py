@@ -1542,6 +1542,34 @@ ACTIVATION_OPS = [
         S("logsigmoid", (3, 4)), S("logsigmoid_large", (5,), fn=lambda a: F.logsigmoid(a * 50),
                                    ref=lambda a: -np.logaddexp(0, -a * 50)))),
     _act_entry("tanhshrink", lambda x: x - np.tanh(x), samples=(S("tanhshrink", (3, 4)), S("tanhshrink_odd", (33,)))),
+    _act_entry("threshold", lambda x, threshold, value: np.where(x > threshold, x, value), samples=(
+        S("threshold", distinct((3, 4)), threshold=0.1, value=20.0),
+        S("threshold_odd", distinct((5, 33)), threshold=-0.3, value=-2.0)),
+        inplace=(_inplace("threshold_", lambda x: F.threshold_(x, 0.1, 2.0), lambda x: F.threshold(x, 0.1, 2.0)),),
+        errors=(E("threshold_type", lambda: F.threshold(t(3), "0.1", 1.0), TypeError,
+                  "threshold: threshold must be a number"),)),
+    _act_entry("hardshrink", lambda x, lambd=0.5: np.where(np.abs(x) > lambd, x, 0), samples=(
+        S("hardshrink", distinct((3, 4))), S("hardshrink_lambd_odd", distinct((5, 33)), lambd=0.3))),
+    _act_entry("softshrink", lambda x, lambd=0.5: np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, 0)),
+               samples=(S("softshrink", distinct((3, 4))), S("softshrink_lambd_odd", distinct((5, 33)), lambd=0.3)),
+               errors=(E("softshrink_negative", lambda: F.softshrink(t(3), -0.1), ValueError,
+                         "softshrink: lambda must be greater or equal to 0"),)),
+    _act_entry("glu", lambda x, dim=-1: np.split(x, 2, dim)[0] * _sig(np.split(x, 2, dim)[1]), samples=(
+        S("glu", (3, 8)), S("glu_dim1", (2, 6, 5), dim=1)),
+        errors=(E("glu_odd", lambda: F.glu(t(3, 5)), RuntimeError, "glu: Halving dimension must be even, but "
+                  "dimension 1 is size 5"),)),
+    _act_entry("softmin", lambda x, dim: softmax_ref(-x, dim), gpu_tol=1e-4, samples=(
+        S("softmin", (3, 5), dim=1), S("softmin_dim0", (4, 33), dim=0))),
+    _act_entry("channel_shuffle", lambda x, groups: x.reshape(x.shape[0], groups, -1, *x.shape[2:]).swapaxes(1, 2)
+               .reshape(x.shape), samples=(S("channel_shuffle", (2, 6, 3, 4), groups=3),
+                                           S("channel_shuffle_3d", (2, 4, 5), groups=2)),
+               errors=(E("channel_shuffle_groups", lambda: F.channel_shuffle(t(1, 5, 2, 2), 2), ValueError,
+                         "channel_shuffle: Number of channels must be divisible by groups"),)),
+    OpInfo("pairwise_distance", F.pairwise_distance,
+           lambda a, b, p=2.0, eps=1e-6, keepdim=False: np.linalg.norm(a - b + eps, ord=p, axis=-1, keepdims=keepdim),
+           spelled="F.pairwise_distance", torch=_tf("pairwise_distance"), samples=(
+               S("pairwise_distance", (4, 5), (4, 5)), S("pairwise_distance_p1_broadcast", (3, 6), (1, 6), p=1.0),
+               S("pairwise_distance_keepdim", (2, 3, 4), (2, 3, 4), keepdim=True))),
     # ---- normalize, cosine_similarity, one_hot
     OpInfo("normalize", F.normalize, normalize_ref, spelled="F.normalize", torch=_tf("normalize"), samples=(
         S("normalize", (4, 5)), S("normalize_p1_dim0", (3, 33), p=1.0, dim=0),

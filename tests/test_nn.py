@@ -448,3 +448,21 @@ def test_get_submodule_parameter_and_buffer_by_dotted_path():
                                (m.get_parameter, "0.nope", "Conv2d has no attribute `nope`")]:
         with pytest.raises(AttributeError, match=words):
             get(target)
+
+
+def test_shrink_gate_shuffle_and_distance_layers_follow_their_functions():
+    x = mf.tensor(np.random.default_rng(0).standard_normal((2, 4, 3, 3)).astype(np.float32))
+    cases = [(nn.Threshold(0.1, 2.0), F.threshold(x, 0.1, 2.0), "Threshold(threshold=0.1, value=2.0)"),
+             (nn.Hardshrink(0.3), F.hardshrink(x, 0.3), "Hardshrink(0.3)"),
+             (nn.Softshrink(), F.softshrink(x), "Softshrink(0.5)"), (nn.GLU(1), F.glu(x, 1), "GLU(dim=1)"),
+             (nn.Softmin(1), F.softmin(x, 1), "Softmin(dim=1)"), (nn.Softmax2d(), F.softmax(x, 1), "Softmax2d()"),
+             (nn.ChannelShuffle(2), F.channel_shuffle(x, 2), "ChannelShuffle(groups=2)")]
+    for layer, want, text in cases:
+        assert repr(layer) == text
+        np.testing.assert_array_equal(layer(x).numpy(), want.numpy())
+    np.testing.assert_array_equal(nn.Softmax2d()(x[0]).numpy(), F.softmax(x[0], 0).numpy())
+    np.testing.assert_array_equal(nn.CosineSimilarity(dim=2)(x, x * 2).numpy(), F.cosine_similarity(x, x * 2, 2).numpy())
+    np.testing.assert_array_equal(nn.PairwiseDistance(p=1.0, keepdim=True)(x, -x).numpy(),
+                                  F.pairwise_distance(x, -x, 1.0, keepdim=True).numpy())
+    with pytest.raises(ValueError, match="Softmax2d: expected input to be 3D or 4D, got 2D"):
+        nn.Softmax2d()(x[0, 0])

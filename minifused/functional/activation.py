@@ -22,7 +22,8 @@ __all__ = ["leaky_relu", "leaky_relu_", "silu", "elu", "elu_", "selu", "selu_", 
            "hardtanh", "hardtanh_", "relu6", "hardsigmoid", "hardswish", "mish", "softsign", "logsigmoid",
            "tanhshrink", "normalize", "one_hot", "cosine_similarity", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "prelu",
-           "pixel_shuffle", "pixel_unshuffle"]
+           "pixel_shuffle", "pixel_unshuffle", "threshold", "threshold_", "hardshrink", "softshrink", "glu", "softmin",
+           "channel_shuffle", "pairwise_distance"]
 
 
 # ---------------------------------------------------------------- activations
@@ -203,6 +204,67 @@ def tanhshrink(input):
     return _run("tanhshrink", _A.Tanhshrink, input, False)
 
 
+def threshold(input, threshold, value, inplace=False):
+    """``input`` where it is greater than ``threshold``, else ``value``."""
+    op = "threshold"
+    return _run(op, _A.Threshold, input, inplace, threshold=_number(op, "threshold", threshold),
+                value=_number(op, "value", value))
+
+
+def threshold_(input, threshold, value):
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
+
+def hardshrink(input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0."""
+    return _run("hardshrink", _A.Shrink, input, False, lambd=_number("hardshrink", "lambd", lambd), soft=False)
+
+
+def softshrink(input, lambd=0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0; ``lambd`` >= 0."""
+    lambd = _number("softshrink", "lambd", lambd)
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}")
+    return _run("softshrink", _A.Shrink, input, False, lambd=lambd, soft=True)
+
+
+def glu(input, dim=-1):
+    """The gated linear unit: ``a * sigmoid(b)`` of ``input``'s two halves ``a``, ``b`` along ``dim``."""
+    _act("glu", input)
+    if input.ndim == 0:
+        raise RuntimeError("glu: glu does not support scalars because halving size must be even")
+    d = _dim("glu", input, dim)
+    if input.shape[d] % 2:
+        raise RuntimeError(f"glu: Halving dimension must be even, but dimension {d} is size {input.shape[d]}")
+    a, b = input.chunk(2, d)
+    return a * b.sigmoid()
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """``softmax(-input)`` along ``dim``."""
+    from . import softmax
+
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"softmin: expected a tensor input, got {type(input).__name__}")
+    return softmax(-input, dim, dtype=dtype)
+
+
+def channel_shuffle(input, groups):
+    """(N, C, *) with its channels taken group by group in turn (ShuffleNet's shuffle): C split into ``groups``
+    of C / groups, then interleaved."""
+    op = "channel_shuffle"
+    if not isinstance(input, _Tensor) or input.ndim < 3:
+        raise ValueError(f"{op}: expected a tensor of 3 or more dimensions (N, C, *), got "
+                         f"{tuple(input.shape) if isinstance(input, _Tensor) else type(input).__name__}")
+    if isinstance(groups, bool) or not isinstance(groups, _numbers.Integral) or groups <= 0:
+        raise ValueError(f"{op}: number of groups to divide channels in must be positive, got {groups!r}")
+    n, c, *rest = input.shape
+    if c % groups:
+        raise ValueError(f"{op}: Number of channels must be divisible by groups. Got {c} channels and {groups} "
+                         f"groups.")
+    return input.reshape(n, int(groups), c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
+
+
 # ---------------------------------------------------------------- normalize, cosine_similarity, one_hot
 def _dim(op, input, dim):
     if isinstance(dim, bool) or not isinstance(dim, _numbers.Integral):
@@ -246,6 +308,20 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     if x1.ndim == 0:
         return normalize(x1, 2.0, 0, eps) * normalize(x2, 2.0, 0, eps)
     return (_A.Normalize.apply(x1, 2.0, d, float(eps)) * _A.Normalize.apply(x2, 2.0, d, float(eps))).sum(d)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """The ``p``-norm of ``x1 - x2 + eps`` along the last dimension (broadcast together), as PyTorch's."""
+    op = "pairwise_distance"
+    for name, x in (("x1", x1), ("x2", x2)):
+        if not isinstance(x, _Tensor):
+            raise TypeError(f"{op}: expected tensors for x1 and x2, got {type(x).__name__} for {name}")
+        _act(op, x)
+    p, eps = _number(op, "p", p), _number(op, "eps", eps)
+    if not p >= 0:
+        raise ValueError(f"{op}: p must be >= 0 (or inf), got {p}")
+    d = x1 - x2 + eps
+    return d.norm(p, dim=-1, keepdim=keepdim) if d.ndim else d.abs()
 
 
 def one_hot(tensor, num_classes=-1):

@@ -13,6 +13,8 @@ from .module import Module, Parameter
 
 __all__ = ["LeakyReLU", "SiLU", "ELU", "SELU", "CELU", "Softplus", "Hardtanh", "ReLU6", "Hardsigmoid",
            "Hardswish", "Mish", "Softsign", "LogSigmoid", "Tanhshrink", "PReLU", "PixelShuffle", "PixelUnshuffle",
+           "Threshold", "Hardshrink", "Softshrink", "GLU", "Softmin", "Softmax2d", "ChannelShuffle", "CosineSimilarity",
+           "PairwiseDistance",
            "BCELoss", "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
 
 
@@ -192,6 +194,97 @@ class LogSigmoid(Module):
 class Tanhshrink(Module):
     def forward(self, input):
         return F.tanhshrink(input)
+
+
+class Threshold(_Activation):
+    _fn = staticmethod(F.threshold)
+
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__(inplace)
+        self.threshold, self.value = threshold, value
+
+    def args(self):
+        return (self.threshold, self.value)
+
+    def extra_repr(self):
+        return f"threshold={self.threshold}, value={self.value}{_inplace_suffix(self.inplace)}"
+
+
+class Hardshrink(Module):
+    _fn = staticmethod(F.hardshrink)
+
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return type(self)._fn(input, self.lambd)
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    _fn = staticmethod(F.softshrink)
+
+
+class GLU(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class Softmin(GLU):
+    def __init__(self, dim=None):
+        super().__init__(dim)
+
+    def forward(self, input):
+        return F.softmin(input, self.dim)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of (N, C, H, W) or (C, H, W) input."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return F.softmax(input, -3)
+
+
+class ChannelShuffle(Module):
+    def __init__(self, groups):
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input):
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self):
+        return f"groups={self.groups}"
+
+
+class CosineSimilarity(Module):
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
 # ---------------------------------------------------------------- losses

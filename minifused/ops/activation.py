@@ -171,6 +171,26 @@ class Tanhshrink(_Unary):
         return g * t * t
 
 
+class Threshold(_Unary):
+    """``x`` where ``x > threshold``, else ``value``; the gradient passes where ``x > threshold``."""
+
+    f = staticmethod(lambda xp, x, threshold, value: xp.where(x > threshold, x, value))
+    keep = staticmethod(lambda x, xu, inplace, threshold, value: x > threshold)
+    grad = staticmethod(lambda xp, g, keep, threshold, value: g * keep)
+
+
+class Shrink(_Unary):
+    """Hardshrink (``soft=False``: ``x`` where ``|x| > lambd``, else 0) and Softshrink (``x`` moved ``lambd``
+    towards 0 there); the gradient passes where ``|x| > lambd``."""
+
+    @staticmethod
+    def f(xp, x, lambd, soft):
+        return xp.where(xp.abs(x) > lambd, x - xp.sign(x) * lambd if soft else x, 0)
+
+    keep = staticmethod(lambda x, xu, inplace, lambd, soft: _xp(xu).abs(xu) > lambd)
+    grad = staticmethod(lambda xp, g, keep, lambd, soft: g * keep)
+
+
 def unary(fn, x, **p):
     return fn.apply(x, **p)
 
