@@ -353,6 +353,15 @@ def conv1d_ref(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     return y[:, :, 0]
 
 
+def conv_transpose1d_ref(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """conv_transpose2d_ref over a height of one."""
+    if x.ndim == 2:  # unbatched
+        return conv_transpose1d_ref(x[None], w, b, stride, padding, output_padding, groups, dilation)[0]
+    y = conv_transpose2d_ref(x[:, :, None], w[:, :, None], b, (1, stride), (0, padding), (0, output_padding),
+                             groups, (1, dilation))
+    return y[:, :, 0]
+
+
 def instance_norm_ref(x, weight=None, bias=None, eps=1e-5):
     return group_norm_ref(x, weight, bias, num_groups=x.shape[1], eps=eps)
 
@@ -1855,6 +1864,15 @@ LAYER_OPS = [
                    E("conv_transpose2d_output_padding",
                      lambda: F.conv_transpose2d(t(1, 4, 4, 4), t(4, 2, 3, 3), stride=2, output_padding=2), ValueError,
                      "output_padding"))),
+    OpInfo("conv_transpose1d", F.conv_transpose1d, conv_transpose1d_ref, spelled="F.conv_transpose1d",
+           torch=_tf("conv_transpose1d"), gpu_tol=1e-4, dtypes=(np.dtype(np.float32), np.dtype(np.float64)),
+           samples=(S("conv_transpose1d", (2, 4, 6), (4, 2, 3), (2,), stride=2, padding=1, output_padding=1),
+                    S("conv_transpose1d_groups_dilation", (1, 4, 5), (4, 1, 2), groups=2, dilation=2),
+                    S("conv_transpose1d_unbatched", (3, 7), (3, 2, 3), padding=1)),
+           errors=(E("conv_transpose1d_not_3d", lambda: F.conv_transpose1d(t(1, 3, 4, 4), t(3, 2, 3)), ValueError,
+                     "conv_transpose1d: expected a 3-D input"),
+                   E("conv_transpose1d_weight", lambda: F.conv_transpose1d(t(1, 3, 4), t(3, 2, 3, 3)), ValueError,
+                     "conv_transpose1d: weight must be 3-D"))),
     OpInfo("conv1d", F.conv1d, conv1d_ref, spelled="F.conv1d", gpu_tol=1e-4, torch=_tf("conv1d"), samples=(
                S("conv1d", (2, 3, 9), (4, 3, 3), (4,)),
                S("conv1d_stride_pad_dilation_groups", (1, 4, 11), (6, 2, 2), stride=2, padding=1, dilation=2,

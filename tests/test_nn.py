@@ -466,3 +466,17 @@ def test_shrink_gate_shuffle_and_distance_layers_follow_their_functions():
                                   F.pairwise_distance(x, -x, 1.0, keepdim=True).numpy())
     with pytest.raises(ValueError, match="Softmax2d: expected input to be 3D or 4D, got 2D"):
         nn.Softmax2d()(x[0, 0])
+
+
+def test_conv_transpose1d_layer():
+    """PyTorch's weight shape, initialisation bound and repr; forward is F.conv_transpose1d, output_size picks
+    the length (and refuses one out of reach)."""
+    mf.manual_seed(0)
+    m = nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+    assert repr(m) == "ConvTranspose1d(4, 6, kernel_size=(3,), stride=(2,), padding=(1,), output_padding=(1,), groups=2)"
+    assert m.weight.shape == (4, 3, 3) and np.abs(m.weight.numpy()).max() <= 1 / np.sqrt(9)
+    x = mf.randn(2, 4, 5)
+    np.testing.assert_array_equal(m(x).numpy(), F.conv_transpose1d(x, m.weight, m.bias, 2, 1, 1, 2).numpy())
+    assert m(x).shape == (2, 6, 10) and m(x, output_size=[9]).shape == (2, 6, 9) and m(x[0]).shape == (6, 10)
+    with pytest.raises(ValueError, match="valid sizes range from 9 to 10"):
+        m(x, output_size=(2, 6, 12))

@@ -14,7 +14,8 @@ from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
 from ._checks import _check_image, _pair, _single
 
-__all__ = ["conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d", "avg_pool1d"]
+__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d",
+           "avg_pool1d"]
 
 CONV_ACTIVATIONS = (None, "relu")  # what F.conv2d / nn.Conv2d accept (the convolution epilogues)
 
@@ -176,6 +177,27 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
         raise RuntimeError(f"{op}: expected input, weight and bias on one device")
     y = _conv_ops.conv_transpose2d(input, weight, (n, cg * groups) + out, stride, padding, dilation, groups)
     return y if bias is None else y + _reshape(bias, 1, -1, 1, 1)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """1-D transposed convolution as ``torch.nn.functional.conv_transpose1d``: ``input`` (N, C_in, L) or
+    (C_in, L), ``weight`` (C_in, C_out/groups, k); run as conv_transpose2d over a height of one."""
+    op = "conv_transpose1d"
+    if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
+        raise TypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
+                        f"{type(weight).__name__}")
+    if input.ndim not in (2, 3):
+        raise ValueError(f"{op}: expected a 3-D input (N, C_in, L) or a 2-D unbatched one (C_in, L), got shape "
+                         f"{tuple(input.shape)}")
+    if weight.ndim != 3:
+        raise ValueError(f"{op}: weight must be 3-D (in_channels, out_channels/groups, k), got shape "
+                         f"{tuple(weight.shape)}")
+    stride, padding = _single(op, "stride", stride, 1), _single(op, "padding", padding, 0)
+    output_padding, dilation = _single(op, "output_padding", output_padding, 0), _single(op, "dilation", dilation, 1)
+    x = _reshape(input, *input.shape[:-1], 1, input.shape[-1])
+    w = _reshape(weight, *weight.shape[:2], 1, weight.shape[2])
+    y = conv_transpose2d(x, w, bias, (1, stride), (0, padding), (0, output_padding), groups, (1, dilation))
+    return _reshape(y, *y.shape[:-2], y.shape[-1])
 
 
 def _pool_args(op, input, kernel_size, stride, padding):

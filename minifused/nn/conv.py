@@ -247,3 +247,62 @@ class ConvTranspose2d(Module):
         if self.groups != 1:
             s += f", groups={self.groups}"
         return s + (", bias=False" if self.bias is None else "")
+
+
+class ConvTranspose1d(Module):
+    """``conv_transpose1d(x, weight) + bias`` with weight (in_channels, out_channels/groups, kernel_size), PyTorch's
+    arguments and initialisation (U(-1/√fan_in, 1/√fan_in), fan_in = out_channels/groups·kernel_size), on the
+    2-D kernels."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise ValueError(f"ConvTranspose1d: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1
+                   for v in (in_channels, out_channels, groups)) or in_channels % groups or out_channels % groups:
+            raise ValueError(f"ConvTranspose1d: in_channels={in_channels!r} and out_channels={out_channels!r} must "
+                             f"be positive ints divisible by groups={groups!r}")
+        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
+        for name, v, minimum in (("kernel_size", kernel_size, 1), ("stride", stride, 1), ("padding", padding, 0),
+                                 ("output_padding", output_padding, 0), ("dilation", dilation, 1)):
+            setattr(self, name, (_single("ConvTranspose1d", name, v, minimum),))
+        dev = backend.device(device)
+        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        xp = backend.xp(dev)
+        with backend.on_device(dev):
+            self.weight = Parameter(xp.empty((self.in_channels, self.out_channels // self.groups,
+                                              self.kernel_size[0]), dtype=dtype))
+            self.bias = Parameter(xp.empty((self.out_channels,), dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.out_channels // self.groups * self.kernel_size[0])
+        with no_grad():
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.uniform_(-bound, bound)
+
+    def forward(self, x, output_size=None):
+        """``output_size`` (L,), or a whole shape ending in L, picks the output length as PyTorch's does."""
+        output_padding = self.output_padding[0]
+        if output_size is not None and isinstance(x, Tensor) and x.ndim in (2, 3):
+            size = [int(v) for v in output_size][-1:]
+            smallest = ((x.shape[-1] - 1) * self.stride[0] - 2 * self.padding[0]
+                        + self.dilation[0] * (self.kernel_size[0] - 1) + 1)
+            if not size or not smallest <= size[0] <= smallest + self.stride[0] - 1:
+                raise ValueError(f"ConvTranspose1d: requested an output size of {list(output_size)}, but valid sizes "
+                                 f"range from {smallest} to {smallest + self.stride[0] - 1}")
+            output_padding = size[0] - smallest
+        return F.conv_transpose1d(x, self.weight, self.bias, self.stride[0], self.padding[0], output_padding,
+                                  self.groups, self.dilation[0])
+
+    def extra_repr(self):
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        for name, default in (("padding", (0,)), ("output_padding", (0,)), ("dilation", (1,))):
+            if getattr(self, name) != default:
+                s += f", {name}={getattr(self, name)}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        return s + (", bias=False" if self.bias is None else "")
+
