@@ -362,6 +362,13 @@ def conv_transpose1d_ref(x, w, b=None, stride=1, padding=0, output_padding=0, gr
     return y[:, :, 0]
 
 
+def local_response_norm_ref(x, size, alpha=1e-4, beta=0.75, k=1.0):
+    """Each channel over the mean of the squares in its window of ``size`` channels (zeros beyond the ends)."""
+    c, sq = x.shape[1], x * x
+    div = np.stack([sq[:, max(0, i - size // 2):min(c, i + (size - 1) // 2 + 1)].sum(1) for i in range(c)], 1) / size
+    return x / (k + alpha * div) ** beta
+
+
 def instance_norm_ref(x, weight=None, bias=None, eps=1e-5):
     return group_norm_ref(x, weight, bias, num_groups=x.shape[1], eps=eps)
 
@@ -1864,6 +1871,15 @@ LAYER_OPS = [
                    E("conv_transpose2d_output_padding",
                      lambda: F.conv_transpose2d(t(1, 4, 4, 4), t(4, 2, 3, 3), stride=2, output_padding=2), ValueError,
                      "output_padding"))),
+    OpInfo("local_response_norm", F.local_response_norm, local_response_norm_ref, spelled="F.local_response_norm",
+           torch=_tf("local_response_norm"), gpu_tol=1e-4, samples=(
+               S("local_response_norm", (2, 5, 3, 4), size=3),
+               S("local_response_norm_even_3d", (2, 6, 7), size=4, alpha=0.5, beta=0.6, k=2.0),
+               S("local_response_norm_5d", (1, 4, 2, 3, 2), size=2, alpha=0.1)),
+           errors=(E("local_response_norm_2d", lambda: F.local_response_norm(t(2, 3), 2), ValueError,
+                     "local_response_norm: Expected 3D or higher dimensionality input"),
+                   E("local_response_norm_size", lambda: F.local_response_norm(t(1, 3, 4), 0), ValueError,
+                     "local_response_norm: size must be a positive int"))),
     OpInfo("conv_transpose1d", F.conv_transpose1d, conv_transpose1d_ref, spelled="F.conv_transpose1d",
            torch=_tf("conv_transpose1d"), gpu_tol=1e-4, dtypes=(np.dtype(np.float32), np.dtype(np.float64)),
            samples=(S("conv_transpose1d", (2, 4, 6), (4, 2, 3), (2,), stride=2, padding=1, output_padding=1),

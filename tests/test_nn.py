@@ -480,3 +480,10 @@ def test_conv_transpose1d_layer():
     assert m(x).shape == (2, 6, 10) and m(x, output_size=[9]).shape == (2, 6, 9) and m(x[0]).shape == (6, 10)
     with pytest.raises(ValueError, match="valid sizes range from 9 to 10"):
         m(x, output_size=(2, 6, 12))
+
+
+def test_local_response_norm_layer():
+    x = mf.randn(2, 6, 3, 3)
+    m = nn.LocalResponseNorm(3, alpha=0.2, beta=0.5, k=1.5)
+    assert repr(m) == "LocalResponseNorm(3, alpha=0.2, beta=0.5, k=1.5)"
+    np.testing.assert_array_equal(m(x).numpy(), F.local_response_norm(x, 3, 0.2, 0.5, 1.5).numpy())

@@ -11,7 +11,7 @@ from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 
-__all__ = ["batch_norm", "group_norm", "instance_norm"]
+__all__ = ["batch_norm", "group_norm", "instance_norm", "local_response_norm"]
 
 
 def _check_input(op, input):
@@ -170,3 +170,28 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             for stat, value in ((running_mean, mean), (running_var, var)):
                 stat.mul_(1.0 - momentum).add_(value.to(stat.dtype), alpha=momentum)
     return y
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """``x / (k + alpha * mean of x² over a window of ``size`` channels) ** beta``, as
+    ``torch.nn.functional.local_response_norm`` (the window zero-padded ``size // 2`` before and ``(size - 1) // 2``
+    after each channel, the mean over all ``size`` places): (N, C, *) input."""
+    op = "local_response_norm"
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if input.ndim < 3:
+        raise ValueError(f"{op}: Expected 3D or higher dimensionality input (got {input.ndim} dimensions)")
+    if not _backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input, got {input.dtype}")
+    if isinstance(size, bool) or not isinstance(size, _numbers.Integral) or size < 1:
+        raise ValueError(f"{op}: size must be a positive int, got {size!r}")
+    if input.numel() == 0:
+        return input
+    from . import avg_pool2d, pad
+
+    n, c = input.shape[:2]
+    sq = _reshape(input * input, n, 1, c, -1)  # the channels as the rows of a one-channel image
+    sq = pad(sq, (0, 0, size // 2, (size - 1) // 2))
+    div = _reshape(avg_pool2d(sq, (size, 1), stride=1), input.shape)
+    return input / (div * float(alpha) + float(k)) ** float(beta)
+

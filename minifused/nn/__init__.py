@@ -4,7 +4,7 @@ from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Seq
 from .basic import GELU, Flatten, Identity, ReLU, Sigmoid, Tanh  # noqa: F401
 from .linear import Linear  # noqa: F401
 from .norm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,  # noqa: F401
-                   InstanceNorm3d, LayerNorm, RMSNorm, SyncBatchNorm)
+                   InstanceNorm3d, LayerNorm, LocalResponseNorm, RMSNorm, SyncBatchNorm)
 from .softmax import LogSoftmax, Softmax  # noqa: F401
 from .loss import CrossEntropyLoss, NLLLoss  # noqa: F401
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
