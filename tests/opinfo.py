@@ -54,6 +54,14 @@ def index(shape, high):
     return ("index", shape, high)
 
 
+def sign(shape):
+    return ("sign", shape)
+
+
+def binary(shape):
+    return ("binary", shape)
+
+
 def const(spec):
     """An input that is not differentiated (e.g. class weights)."""
     return ("const", spec)
@@ -77,6 +85,10 @@ def make_arrays(specs, seed=0):
             arr = arr.reshape(shape)
         elif kind == "index":
             arr = rng.integers(0, spec[2], shape)
+        elif kind == "sign":  # targets of the margin losses: -1.0 or 1.0
+            arr = rng.integers(0, 2, shape) * 2.0 - 1.0
+        elif kind == "binary":  # multi-label targets: 0.0 or 1.0
+            arr = rng.integers(0, 2, shape).astype(np.float64)
         else:
             arr = rng.standard_normal(shape)
         out.append(arr)
@@ -367,6 +379,25 @@ def local_response_norm_ref(x, size, alpha=1e-4, beta=0.75, k=1.0):
     c, sq = x.shape[1], x * x
     div = np.stack([sq[:, max(0, i - size // 2):min(c, i + (size - 1) // 2 + 1)].sum(1) for i in range(c)], 1) / size
     return x / (k + alpha * div) ** beta
+
+
+def cosine_embedding_ref(a, b, y, margin=0.0, reduction="mean"):
+    d = a.ndim - 1
+    cos = (a * b).sum(d) / np.sqrt(((a * a).sum(d) + 1e-12) * ((b * b).sum(d) + 1e-12))
+    return _red(np.where(y == 1, 1 - cos, np.maximum(0, cos - margin)), reduction)
+
+
+def multilabel_soft_margin_ref(x, y, weight=None, reduction="mean"):
+    logsig = -np.logaddexp(0, -x)
+    loss = -(y * logsig + (1 - y) * -np.logaddexp(0, x)) * (1 if weight is None else weight)
+    return _red(loss.mean(-1), reduction)
+
+
+def triplet_margin_ref(a, pos, neg, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction="mean"):
+    def dist(u, v):
+        return np.linalg.norm(u - v + eps, ord=p, axis=-1)
+    d_neg = np.minimum(dist(a, neg), dist(pos, neg)) if swap else dist(a, neg)
+    return _red(np.maximum(0, margin + dist(a, pos) - d_neg), reduction)
 
 
 def instance_norm_ref(x, weight=None, bias=None, eps=1e-5):
@@ -1673,6 +1704,43 @@ ACTIVATION_OPS = [
            errors=(E("smooth_l1_beta", lambda: F.smooth_l1_loss(t(2), t(2), beta=-1.0), RuntimeError,
                      "smooth_l1_loss: beta must be >= 0"),
                    E("smooth_l1_shapes", lambda: F.smooth_l1_loss(t(2, 3), t(4)), ValueError, "smooth_l1_loss: shapes"))),
+    OpInfo("margin_ranking_loss", F.margin_ranking_loss,
+           lambda a, b, y, margin=0.0, reduction="mean": _red(np.maximum(0, -y * (a - b) + margin), reduction),
+           spelled="F.margin_ranking_loss", torch=_tf("margin_ranking_loss"), samples=(
+               S("margin_ranking_loss", distinct((8,)), distinct((8,)), const(sign((8,))), margin=0.1),
+               S("margin_ranking_loss_sum_2d", distinct((3, 5)), distinct((3, 5)), const(sign((3, 5))),
+                 reduction="sum")),
+           errors=(E("margin_ranking_dims", lambda: F.margin_ranking_loss(t(3), t(3), t(1, 3)), ValueError,
+                     "margin_ranking_loss: All input tensors should have same dimension"),)),
+    OpInfo("hinge_embedding_loss", F.hinge_embedding_loss,
+           lambda x, y, margin=1.0, reduction="mean": _red(np.where(y == 1, x, np.maximum(0, margin - x)), reduction),
+           spelled="F.hinge_embedding_loss", torch=_tf("hinge_embedding_loss"), samples=(
+               S("hinge_embedding_loss", distinct((4, 5)), const(sign((4, 5)))),
+               S("hinge_embedding_loss_margin_none", distinct((7,)), const(sign((7,))), margin=0.3, reduction="none"))),
+    OpInfo("soft_margin_loss", F.soft_margin_loss,
+           lambda x, y, reduction="mean": _red(np.log1p(np.exp(-y * x)), reduction),
+           spelled="F.soft_margin_loss", torch=_tf("soft_margin_loss"), samples=(
+               S("soft_margin_loss", (4, 5), const(sign((4, 5)))),
+               S("soft_margin_loss_sum", (9,), const(sign((9,))), reduction="sum"))),
+    OpInfo("cosine_embedding_loss", F.cosine_embedding_loss, cosine_embedding_ref,
+           spelled="F.cosine_embedding_loss", torch=_tf("cosine_embedding_loss"), samples=(
+               S("cosine_embedding_loss", (6, 4), (6, 4), const(sign((6,))), margin=0.2),
+               S("cosine_embedding_loss_1d_none", (5,), (5,), const(sign(())), reduction="none")),
+           errors=(E("cosine_embedding_target_dims", lambda: F.cosine_embedding_loss(t(3, 4), t(3, 4), t(3, 1)),
+                     ValueError, "cosine_embedding_loss: 2D target tensor expects 1D target tensor"),)),
+    OpInfo("multilabel_soft_margin_loss", F.multilabel_soft_margin_loss, multilabel_soft_margin_ref,
+           spelled="F.multilabel_soft_margin_loss", torch=_tf("multilabel_soft_margin_loss"), samples=(
+               S("multilabel_soft_margin_loss", (4, 5), const(binary((4, 5)))),
+               S("multilabel_soft_margin_loss_weight_none", (3, 6), const(binary((3, 6))), pos((6,)),
+                 reduction="none"))),
+    OpInfo("triplet_margin_loss", F.triplet_margin_loss, triplet_margin_ref, spelled="F.triplet_margin_loss",
+           torch=_tf("triplet_margin_loss"), samples=(
+               S("triplet_margin_loss", (5, 8), (5, 8), (5, 8)),
+               S("triplet_margin_loss_p1_swap", (4, 6), (4, 6), (4, 6), p=1.0, swap=True, margin=0.5),
+               S("triplet_margin_loss_none", (6, 3), (6, 3), (6, 3), margin=2.0, reduction="none")),
+           errors=(E("triplet_dims", lambda: F.triplet_margin_loss(t(2, 3), t(2, 3), t(3)), RuntimeError,
+                     "triplet_margin_loss: The anchor, positive, and negative tensors are expected to have the same "
+                     "number of dimensions"),)),
     OpInfo("huber_loss", F.huber_loss, huber_ref, spelled="F.huber_loss", torch=_tf("huber_loss"), samples=(
         S("huber_loss", (4, 5), (4, 5)), S("huber_loss_delta_sum", (3, 33), (3, 33), delta=0.7, reduction="sum"),
         S("huber_loss_none_0d", (), (), reduction="none", delta=2.0)),

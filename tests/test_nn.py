@@ -487,3 +487,23 @@ def test_local_response_norm_layer():
     m = nn.LocalResponseNorm(3, alpha=0.2, beta=0.5, k=1.5)
     assert repr(m) == "LocalResponseNorm(3, alpha=0.2, beta=0.5, k=1.5)"
     np.testing.assert_array_equal(m(x).numpy(), F.local_response_norm(x, 3, 0.2, 0.5, 1.5).numpy())
+
+
+def test_margin_loss_layers_follow_their_functions():
+    rng = np.random.default_rng(2)
+    a, b, c = (mf.tensor(rng.standard_normal((4, 3)).astype(np.float32)) for _ in range(3))
+    y = mf.tensor(np.array([1.0, -1.0, 1.0, -1.0], np.float32))
+    pairs = [(nn.MarginRankingLoss(0.2)(a[:, 0], b[:, 0], y), F.margin_ranking_loss(a[:, 0], b[:, 0], y, 0.2)),
+             (nn.HingeEmbeddingLoss(reduction="sum")(a[:, 0], y), F.hinge_embedding_loss(a[:, 0], y, 1.0,
+                                                                                         reduction="sum")),
+             (nn.SoftMarginLoss()(a, b.sign()), F.soft_margin_loss(a, b.sign())),
+             (nn.CosineEmbeddingLoss(0.1)(a, b, y), F.cosine_embedding_loss(a, b, y, 0.1)),
+             (nn.MultiLabelSoftMarginLoss(weight=mf.tensor([1.0, 2.0, 0.5]))(a, (b > 0).float()),
+              F.multilabel_soft_margin_loss(a, (b > 0).float(), weight=mf.tensor([1.0, 2.0, 0.5]))),
+             (nn.TripletMarginLoss(margin=0.5, p=1.0, swap=True)(a, b, c),
+              F.triplet_margin_loss(a, b, c, margin=0.5, p=1.0, swap=True))]
+    for got, want in pairs:
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert nn.HingeEmbeddingLoss().margin == 1.0 and nn.MarginRankingLoss().margin == 0.0
+    with pytest.raises(ValueError, match="size_average and reduce are deprecated"):
+        nn.TripletMarginLoss(size_average=True)

@@ -14,3 +14,4 @@ from .loss_mse import MSELoss  # noqa: F401
 from . import fusion, init, utils  # noqa: F401,E402
 from .activation import *  # noqa: F401,F403,E402 - LeakyReLU, SiLU, ELU, Softplus, Hardtanh and the losses beyond these
 from .layers import *  # noqa: F401,F403,E402 - Upsample, adaptive pooling, Embedding, Dropout2d, Unflatten
+from .loss_margin import *  # noqa: F401,F403,E402 - MarginRankingLoss, TripletMarginLoss, ...
