@@ -400,6 +400,45 @@ def triplet_margin_ref(a, pos, neg, margin=1.0, p=2.0, eps=1e-6, swap=False, red
     return _red(np.maximum(0, margin + dist(a, pos) - d_neg), reduction)
 
 
+def _coords(n, align_corners):
+    if n <= 1:
+        return np.zeros(1)
+    r = np.linspace(-1.0, 1.0, n)
+    return r if align_corners else r * (n - 1) / n
+
+
+def affine_grid_ref(theta, size, align_corners=False):
+    n, _, h, w = size
+    base = np.stack(np.broadcast_arrays(_coords(w, align_corners)[None, :], _coords(h, align_corners)[:, None],
+                                        np.ones((h, w))), -1)
+    return np.einsum("hwk,njk->nhwj", base, theta)
+
+
+def grid_sample_ref(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
+    """Point by point: each output the weighted corners around its unnormalized source point (zeros outside)."""
+    n, c, h, w = x.shape
+    unnorm = (lambda g, s: (g + 1) / 2 * (s - 1)) if align_corners else (lambda g, s: ((g + 1) * s - 1) / 2)
+    ix, iy = unnorm(grid[..., 0], w), unnorm(grid[..., 1], h)
+    if padding_mode == "border":
+        ix, iy = np.clip(ix, 0, w - 1), np.clip(iy, 0, h - 1)
+    out = np.zeros((n, c) + grid.shape[1:3])
+
+    def pixel(b, xc, yc):
+        return x[b, :, yc, xc] if 0 <= xc < w and 0 <= yc < h else np.zeros(c)
+    for b in range(n):
+        for i in range(grid.shape[1]):
+            for j in range(grid.shape[2]):
+                px, py = ix[b, i, j], iy[b, i, j]
+                if mode == "nearest":
+                    out[b, :, i, j] = pixel(b, int(np.rint(px)), int(np.rint(py)))
+                    continue
+                x0, y0 = int(np.floor(px)), int(np.floor(py))
+                for xc, yc, wgt in ((x0, y0, (x0 + 1 - px) * (y0 + 1 - py)), (x0 + 1, y0, (px - x0) * (y0 + 1 - py)),
+                                    (x0, y0 + 1, (x0 + 1 - px) * (py - y0)), (x0 + 1, y0 + 1, (px - x0) * (py - y0))):
+                    out[b, :, i, j] += wgt * pixel(b, xc, yc)
+    return out
+
+
 def instance_norm_ref(x, weight=None, bias=None, eps=1e-5):
     return group_norm_ref(x, weight, bias, num_groups=x.shape[1], eps=eps)
 
@@ -1939,6 +1978,26 @@ LAYER_OPS = [
                    E("conv_transpose2d_output_padding",
                      lambda: F.conv_transpose2d(t(1, 4, 4, 4), t(4, 2, 3, 3), stride=2, output_padding=2), ValueError,
                      "output_padding"))),
+    OpInfo("affine_grid", F.affine_grid, affine_grid_ref, spelled="F.affine_grid", torch=_tf("affine_grid"),
+           samples=(S("affine_grid", (2, 2, 3), size=(2, 3, 4, 5), align_corners=False),
+                    S("affine_grid_corners_one_column", (1, 2, 3), size=(1, 1, 3, 1), align_corners=True)),
+           errors=(E("affine_grid_theta_shape", lambda: F.affine_grid(t(2, 3, 3), (2, 1, 4, 4), align_corners=False),
+                     ValueError, "affine_grid: Expected a batch of 2D affine matrices of shape Nx2x3"),)),
+    OpInfo("grid_sample", F.grid_sample, grid_sample_ref, spelled="F.grid_sample", torch=_tf("grid_sample"),
+           gpu_tol=1e-4, samples=(
+               S("grid_sample", (2, 3, 4, 5), distinct((2, 3, 6, 2)), fn=lambda x, g: F.grid_sample(
+                   x, g * 1.2, align_corners=False), ref=lambda x, g: grid_sample_ref(x, g * 1.2)),
+               S("grid_sample_border_corners", (1, 2, 5, 4), distinct((1, 4, 3, 2)), padding_mode="border",
+                 align_corners=True),
+               S("grid_sample_zeros_corners", (1, 2, 3, 3), distinct((1, 5, 2, 2)), align_corners=True),
+               S("grid_sample_nearest", (2, 1, 4, 4), const(distinct((2, 3, 3, 2))), mode="nearest",
+                 align_corners=False)),
+           errors=(E("grid_sample_mode", lambda: F.grid_sample(t(1, 1, 3, 3), t(1, 2, 2, 2), mode="bicubic",
+                                                                 align_corners=False), ValueError,
+                     "grid_sample: mode must be 'bilinear' or 'nearest'"),
+                   E("grid_sample_grid_shape", lambda: F.grid_sample(t(1, 1, 3, 3), t(1, 2, 2, 3),
+                                                                     align_corners=False), ValueError,
+                     "grid_sample: expected a 4-D input"))),
     OpInfo("local_response_norm", F.local_response_norm, local_response_norm_ref, spelled="F.local_response_norm",
            torch=_tf("local_response_norm"), gpu_tol=1e-4, samples=(
                S("local_response_norm", (2, 5, 3, 4), size=3),

@@ -496,3 +496,4 @@ from .batchnorm import *  # noqa: E402,F401,F403 - batch_norm, group_norm
 from .conv import *  # noqa: E402,F401,F403 - conv2d, conv_transpose2d, max_pool2d, avg_pool2d
 from .conv import CONV_ACTIVATIONS  # noqa: E402,F401 - what nn.Conv2d may fuse
 from .margin_losses import *  # noqa: E402,F401,F403 - margin_ranking_loss, triplet_margin_loss, ...
+from .sampling import *  # noqa: E402,F401,F403 - affine_grid, grid_sample
