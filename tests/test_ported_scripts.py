@@ -18,7 +18,7 @@ import minifused as mf
 from minifused import backend
 
 PORTED = Path(__file__).parent / "ported"
-SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression")
+SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn")
 CPU_SCRIPTS = SCRIPTS + ("resnet_idioms",)  # trained on the CPU only: no PyTorch parity run (bfloat16 autocast)
 
 _IMPORT_LINE = re.compile(r"\s*(import|from)\s")
@@ -76,6 +76,7 @@ CPU_ARGS = {
                     "--seed", "0"],
     "polynomial_regression": ["--steps", "60", "--seed", "0"],
     "resnet_idioms": ["--steps", "15", "--seed", "0"],
+    "stn": ["--steps", "80", "--batch-size", "32", "--train-size", "4096", "--no-dropout", "--seed", "0"],
 }
 
 
@@ -130,6 +131,8 @@ PARITY_ARGS = {
     "nn_tutorial": ["--steps", str(PARITY_STEPS), "--batch-size", "32", "--train-size", "640", "--valid-size",
                     "64", "--no-shuffle", "--seed", "3"],
     "polynomial_regression": ["--steps", str(PARITY_STEPS), "--tol", "0", "--seed", "3"],
+    "stn": ["--steps", str(PARITY_STEPS), "--batch-size", "32", "--train-size", "640", "--no-dropout", "--no-shuffle",
+            "--seed", "3"],
 }
 
 

@@ -117,6 +117,34 @@ def nn_table(m):
         s.step()
         ok(math.isclose(s.get_last_lr()[0], 0.05) and s.state_dict()["last_epoch"] == 1)
 
+    def clipped_scaled_step():  # PyTorch's recipe for clipping with a GradScaler
+        p = nn.Parameter(r(3))
+        opt, scaler = optim.SGD([p], lr=0.1), m.amp.GradScaler("cpu", init_scale=4.0)
+        scaler.scale((p * p).sum()).backward()
+        scaler.unscale_(opt)
+        ok(math.isclose(p.grad.norm().item(), 2 * p.norm().item(), rel_tol=1e-5))
+        utils.clip_grad_norm_([p], 1.0)
+        scaler.step(opt)
+        scaler.update()
+
+    def ema():
+        model = mlp()
+        avg = m.optim.swa_utils.AveragedModel(model, multi_avg_fn=m.optim.swa_utils.get_ema_multi_avg_fn(0.9))
+        avg.update_parameters(model)
+        ok(avg.n_averaged.item() == 1 and avg(r(2, 3)).shape == (2, 2))
+
+    def update_bn():
+        model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+        m.optim.swa_utils.update_bn([r(8, 3), r(8, 3)], model)
+        ok(model[1].num_batches_tracked.item() == 2)
+
+    def stn_sample():
+        theta = m.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+        grid = F.affine_grid(theta, (1, 1, 3, 4), align_corners=False)
+        x = r(1, 1, 3, 4)
+        is_shape(grid, 1, 3, 4, 2)
+        ok(F.grid_sample(x, grid, align_corners=False).sub(x).abs().max().item() < 1e-5)  # the identity map
+
     def switch(ns, name):
         old = getattr(ns, name)
         setattr(ns, name, True)
@@ -309,4 +337,17 @@ def nn_table(m):
         "torch.backends.cudnn.allow_tf32": lambda: switch(m.backends.cudnn, "allow_tf32"),
         "torch.backends.cuda.matmul.allow_tf32": lambda: switch(m.backends.cuda.matmul, "allow_tf32"),
         "torch.amp.GradScaler": lambda: m.amp.GradScaler().scale(r(2).sum()),
+        "torch.amp.GradScaler.unscale_": clipped_scaled_step,
+        # further names of CNN training code
+        "torch.optim.lr_scheduler.CyclicLR":
+            lambda: close(scheduled(lambda o: sched.CyclicLR(o, 0.01, 0.1, step_size_up=2)), 0.055),
+        "torch.optim.swa_utils.AveragedModel": ema,
+        "torch.optim.swa_utils.get_ema_multi_avg_fn": ema,
+        "torch.optim.swa_utils.update_bn": update_bn,
+        "torch.utils.data.WeightedRandomSampler":
+            lambda: ok(set(data.WeightedRandomSampler([0.0, 1.0, 0.0], 5)) == {1}),
+        "torch.nn.MaxPool1d": lambda: is_shape(nn.MaxPool1d(2)(r(2, 3, 8)), 2, 3, 4),
+        "torch.nn.functional.affine_grid": stn_sample,
+        "torch.nn.functional.grid_sample": stn_sample,
+        "torch.nn.TripletMarginLoss": lambda: is_shape(nn.TripletMarginLoss()(r(4, 5), r(4, 5), r(4, 5))),
     }
