@@ -439,6 +439,36 @@ def grid_sample_ref(x, grid, mode="bilinear", padding_mode="zeros", align_corner
     return out
 
 
+def _blocks_of(size, kernel_size, dilation, padding, stride):
+    k, d, p, s = map(_pair, (kernel_size, dilation, padding, stride))
+    counts = [(size[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in (0, 1)]
+    return k, d, p, s, counts
+
+
+def unfold_ref(x, kernel_size, dilation=1, padding=0, stride=1):
+    """Column (b_y, b_x) of channel c, tap (i, j): the padded input at (b_y*s + i*d, b_x*s + j*d)."""
+    k, d, p, s, (by, bx) = _blocks_of(x.shape[-2:], kernel_size, dilation, padding, stride)
+    xp = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(p[0], p[0]), (p[1], p[1])])
+    cols = [xp[..., i * d[0]:i * d[0] + s[0] * (by - 1) + 1:s[0], j * d[1]:j * d[1] + s[1] * (bx - 1) + 1:s[1]]
+            for i in range(k[0]) for j in range(k[1])]
+    out = np.stack(cols, -3)  # (..., C, kh*kw, by, bx)
+    return out.reshape(*x.shape[:-3], x.shape[-3] * k[0] * k[1], by * bx)
+
+
+def fold_ref(cols, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """Each column's taps added back at their places of the padded image, which is then cropped."""
+    k, d, p, s, (by, bx) = _blocks_of(_pair(output_size), kernel_size, dilation, padding, stride)
+    h, w = _pair(output_size)
+    lead, c = cols.shape[:-2], cols.shape[-2] // (k[0] * k[1])
+    blocks = cols.reshape(*lead, c, k[0], k[1], by, bx)
+    out = np.zeros((*lead, c, h + 2 * p[0], w + 2 * p[1]))
+    for i in range(k[0]):
+        for j in range(k[1]):
+            out[..., i * d[0]:i * d[0] + s[0] * (by - 1) + 1:s[0], j * d[1]:j * d[1] + s[1] * (bx - 1) + 1:s[1]] += \
+                blocks[..., i, j, :, :]
+    return out[..., p[0]:p[0] + h, p[1]:p[1] + w]
+
+
 def instance_norm_ref(x, weight=None, bias=None, eps=1e-5):
     return group_norm_ref(x, weight, bias, num_groups=x.shape[1], eps=eps)
 
@@ -1978,6 +2008,20 @@ LAYER_OPS = [
                    E("conv_transpose2d_output_padding",
                      lambda: F.conv_transpose2d(t(1, 4, 4, 4), t(4, 2, 3, 3), stride=2, output_padding=2), ValueError,
                      "output_padding"))),
+    OpInfo("unfold", F.unfold, unfold_ref, spelled="F.unfold", torch=_tf("unfold"), samples=(
+               S("unfold", (2, 3, 5, 6), kernel_size=(2, 3), padding=1, stride=(2, 1)),
+               S("unfold_dilation_unbatched", (2, 7, 6), kernel_size=2, dilation=(2, 1), stride=2)),
+           errors=(E("unfold_2d", lambda: F.unfold(t(3, 4), 2), ValueError,
+                     "unfold: Input Error: Only 3D or 4D input Tensors are supported"),)),
+    OpInfo("fold", F.fold, fold_ref, spelled="F.fold", torch=_tf("fold"), samples=(
+               S("fold", (2, 18, 18), output_size=(5, 6), kernel_size=(2, 3), padding=1, stride=(2, 1)),
+               S("fold_overlap_unbatched", (8, 9), output_size=4, kernel_size=2, stride=1),
+               S("fold_dilation_odd_size", (1, 4, 3), output_size=(5, 4), kernel_size=2, dilation=2, stride=(1, 2))),
+           errors=(E("fold_blocks", lambda: F.fold(t(1, 4, 5), (4, 4), 2), RuntimeError,
+                     "fold: Given output_size=.*expected size of input's dimension 2 to match the calculated number "
+                     "of sliding blocks 3 \\* 3 = 9, but got input.size\\(2\\)=5"),
+                   E("fold_channels", lambda: F.fold(t(1, 5, 9), (4, 4), 2), RuntimeError,
+                     "fold: Expected size of input's dimension 1 to be divisible by the product of kernel_size"))),
     OpInfo("affine_grid", F.affine_grid, affine_grid_ref, spelled="F.affine_grid", torch=_tf("affine_grid"),
            samples=(S("affine_grid", (2, 2, 3), size=(2, 3, 4, 5), align_corners=False),
                     S("affine_grid_corners_one_column", (1, 2, 3), size=(1, 1, 3, 1), align_corners=True)),

@@ -507,3 +507,14 @@ def test_margin_loss_layers_follow_their_functions():
     assert nn.HingeEmbeddingLoss().margin == 1.0 and nn.MarginRankingLoss().margin == 0.0
     with pytest.raises(ValueError, match="size_average and reduce are deprecated"):
         nn.TripletMarginLoss(size_average=True)
+
+
+def test_unfold_and_fold_layers():
+    x = mf.randn(2, 3, 5, 6)
+    u = nn.Unfold((2, 3), padding=1, stride=(2, 1))
+    f = nn.Fold((5, 6), (2, 3), padding=1, stride=(2, 1))
+    assert repr(u) == "Unfold(kernel_size=(2, 3), dilation=1, padding=1, stride=(2, 1))"
+    assert repr(f) == "Fold(output_size=(5, 6), kernel_size=(2, 3), dilation=1, padding=1, stride=(2, 1))"
+    np.testing.assert_array_equal(u(x).numpy(), F.unfold(x, (2, 3), 1, 1, (2, 1)).numpy())
+    cover = f(u(mf.ones(2, 3, 5, 6)))  # how many blocks cover each pixel
+    np.testing.assert_allclose(f(u(x)).numpy(), x.numpy() * cover.numpy(), rtol=1e-6)

@@ -15,7 +15,7 @@ from ..backend import same_device as _same_device
 from ._checks import _check_image, _pair, _single
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d",
-           "avg_pool1d"]
+           "avg_pool1d", "unfold", "fold"]
 
 CONV_ACTIVATIONS = (None, "relu")  # what F.conv2d / nn.Conv2d accept (the convolution epilogues)
 
@@ -269,4 +269,62 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     """Average pooling along L as ``torch.nn.functional.avg_pool1d``."""
     return _pool1d("avg_pool1d", avg_pool2d, input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+def _patch_weight(op, channels, kernel, like):
+    """The one-hot (C*kh*kw, 1, kh, kw) weight whose grouped convolution copies each channel's kernel taps into
+    channels of their own (channel c*kh*kw + i*kw + j holds tap (i, j) of channel c): unfold as conv2d, fold
+    as its transpose, both on the convolution kernels, exactly (products by 1, sums with 0)."""
+    import numpy as np
+
+    kh, kw = kernel
+    w = np.zeros((channels * kh * kw, 1, kh, kw))
+    taps = np.arange(kh * kw)
+    w.reshape(channels, kh * kw, kh * kw)[:, taps, taps] = 1.0
+    return _Tensor._from_array(_backend.to_device(w.astype(like.dtype), like.device))
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """The sliding local blocks of (N, C, H, W) (or (C, H, W)) input as columns, as ``torch.nn.functional.unfold``:
+    (N, C*kh*kw, L), L the blocks' count, channel-major within a column."""
+    op = "unfold"
+    if not isinstance(input, _Tensor) or input.ndim not in (3, 4):
+        raise ValueError(f"{op}: Input Error: Only 3D or 4D input Tensors are supported (got "
+                         f"{input.ndim if isinstance(input, _Tensor) else type(input).__name__}D)")
+    kernel, dilation = _pair(op, "kernel_size", kernel_size, 1), _pair(op, "dilation", dilation, 1)
+    padding, stride = _pair(op, "padding", padding, 0), _pair(op, "stride", stride, 1)
+    x = input if input.ndim == 4 else _reshape(input, 1, *input.shape)
+    y = conv2d(x, _patch_weight(op, x.shape[1], kernel, x), None, stride, padding, dilation, x.shape[1])
+    y = _reshape(y, *y.shape[:2], -1)
+    return y if input.ndim == 4 else _reshape(y, *y.shape[1:])
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """The inverse arrangement of :func:`unfold`: (N, C*kh*kw, L) (or (C*kh*kw, L)) columns summed into an
+    (N, C, *output_size) image where their blocks overlap, as ``torch.nn.functional.fold``."""
+    op = "fold"
+    if not isinstance(input, _Tensor) or input.ndim not in (2, 3):
+        raise ValueError(f"{op}: Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported (got "
+                         f"{input.ndim if isinstance(input, _Tensor) else type(input).__name__}D)")
+    size, kernel = _pair(op, "output_size", output_size, 1), _pair(op, "kernel_size", kernel_size, 1)
+    dilation, padding, stride = (_pair(op, "dilation", dilation, 1), _pair(op, "padding", padding, 0),
+                                 _pair(op, "stride", stride, 1))
+    x = input if input.ndim == 3 else _reshape(input, 1, *input.shape)
+    k = kernel[0] * kernel[1]
+    if x.shape[1] % k:
+        raise RuntimeError(f"{op}: Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
+                           f"but got input.size(1)={x.shape[1]} and kernel_size={kernel}")
+    blocks = [(size[i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1 for i in (0, 1)]
+    if min(blocks) < 1 or blocks[0] * blocks[1] != x.shape[2]:
+        raise RuntimeError(f"{op}: Given output_size={size}, kernel_size={kernel}, dilation={dilation}, "
+                           f"padding={padding}, stride={stride}, expected size of input's dimension 2 to match the "
+                           f"calculated number of sliding blocks {blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]}, "
+                           f"but got input.size(2)={x.shape[2]}.")
+    c = x.shape[1] // k
+    cols = _reshape(x, x.shape[0], x.shape[1], *blocks)
+    # the transposed convolution's output size is the smallest one; output_padding reaches the rest
+    smallest = [(blocks[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kernel[i] - 1) + 1 for i in (0, 1)]
+    y = conv_transpose2d(cols, _patch_weight(op, c, kernel, x), None, stride, padding,
+                         tuple(size[i] - smallest[i] for i in (0, 1)), c, dilation)
+    return y if input.ndim == 3 else _reshape(y, *y.shape[1:])
 
