@@ -439,6 +439,19 @@ def grid_sample_ref(x, grid, mode="bilinear", padding_mode="zeros", align_corner
     return out
 
 
+def _unpool_ref(x, k, s):
+    """Each window's maximum kept at its place, zeros elsewhere."""
+    out = np.zeros_like(x)
+    h, w = x.shape[-2:]
+    for i in range(0, h - k + 1, s):
+        for j in range(0, w - k + 1, s):
+            win = x[..., i:i + k, j:j + k].reshape(*x.shape[:-2], k * k)
+            a = win.argmax(-1)
+            for idx in np.ndindex(*a.shape):
+                out[idx + (i + a[idx] // k, j + a[idx] % k)] = win[idx + (a[idx],)]
+    return out
+
+
 def _blocks_of(size, kernel_size, dilation, padding, stride):
     k, d, p, s = map(_pair, (kernel_size, dilation, padding, stride))
     counts = [(size[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in (0, 1)]
@@ -2008,6 +2021,18 @@ LAYER_OPS = [
                    E("conv_transpose2d_output_padding",
                      lambda: F.conv_transpose2d(t(1, 4, 4, 4), t(4, 2, 3, 3), stride=2, output_padding=2), ValueError,
                      "output_padding"))),
+    OpInfo("max_unpool2d", F.max_unpool2d, None, spelled="F.max_unpool2d", torch=_tf("max_unpool2d"), samples=(
+               S("max_unpool2d", distinct((2, 3, 4, 6)),
+                 fn=lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2),
+                 ref=lambda x: np.where(x == np.repeat(np.repeat(max_pool2d_ref(x, 2), 2, -2), 2, -1), x, 0)),
+               # (windows that do not overlap: where two share their maximum, the scatter writes it once but its
+               # backward, a gather, sends it both gradients: PyTorch's definition, which no difference quotient
+               # matches)
+               S("max_unpool2d_output_size_unbatched", distinct((3, 5, 5)),
+                 fn=lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2, output_size=(5, 5)),
+                 ref=lambda x: _unpool_ref(x, 2, 2))),
+           errors=(E("max_unpool2d_index", lambda: F.max_unpool2d(t(1, 1, 2, 2), mf.tensor([[[[0, 1], [2, 16]]]]), 2),
+                     RuntimeError, "max_unpool2d: Found an invalid max index"),)),
     OpInfo("unfold", F.unfold, unfold_ref, spelled="F.unfold", torch=_tf("unfold"), samples=(
                S("unfold", (2, 3, 5, 6), kernel_size=(2, 3), padding=1, stride=(2, 1)),
                S("unfold_dilation_unbatched", (2, 7, 6), kernel_size=2, dilation=(2, 1), stride=2)),

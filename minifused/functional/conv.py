@@ -15,7 +15,7 @@ from ..backend import same_device as _same_device
 from ._checks import _check_image, _pair, _single
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d",
-           "avg_pool1d", "unfold", "fold"]
+           "avg_pool1d", "unfold", "fold", "max_unpool2d"]
 
 CONV_ACTIVATIONS = (None, "relu")  # what F.conv2d / nn.Conv2d accept (the convolution epilogues)
 
@@ -327,4 +327,35 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     y = conv_transpose2d(cols, _patch_weight(op, c, kernel, x), None, stride, padding,
                          tuple(size[i] - smallest[i] for i in (0, 1)), c, dilation)
     return y if input.ndim == 3 else _reshape(y, *y.shape[1:])
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of ``max_pool2d(..., return_indices=True)``, as ``torch.nn.functional.max_unpool2d``:
+    each value put back at its index (``h*W + w`` of its plane), zeros elsewhere; the output (H, W) is
+    ``(H_in - 1) * stride - 2 * padding + kernel_size``, or ``output_size``."""
+    op = "max_unpool2d"
+    if not isinstance(input, _Tensor) or not isinstance(indices, _Tensor) or input.ndim not in (3, 4):
+        raise ValueError(f"{op}: expected a 3-D or 4-D input tensor and its indices")
+    if tuple(indices.shape) != tuple(input.shape) or indices.dtype != _backend.int64:
+        raise ValueError(f"{op}: expected int64 indices of the input's shape {tuple(input.shape)}, got "
+                         f"{indices.dtype} {tuple(indices.shape)}")
+    kernel = _pair(op, "kernel_size", kernel_size, 1)
+    stride = kernel if stride is None else _pair(op, "stride", stride, 1)
+    padding = _pair(op, "padding", padding, 0)
+    h, w = ((input.shape[-2 + i] - 1) * stride[i] - 2 * padding[i] + kernel[i] for i in (0, 1))
+    if output_size is not None:
+        size = [int(v) for v in output_size][-2:]
+        if len(size) != 2:
+            raise ValueError(f"{op}: output_size must end in (H, W), got {output_size!r}")
+        h, w = size
+    x = input if input.ndim == 4 else _reshape(input, 1, *input.shape)
+    idx = indices if indices.ndim == 4 else _reshape(indices, 1, *indices.shape)
+    n, c = x.shape[:2]
+    flat_idx = _reshape(idx, n, c, -1)
+    if flat_idx.numel() and (int(flat_idx.min().item()) < 0 or int(flat_idx.max().item()) >= h * w):
+        raise RuntimeError(f"{op}: Found an invalid max index (indices must lie in [0, {h * w}) for an output of "
+                           f"{h}x{w})")
+    out = x.new_zeros((n, c, h * w)).scatter(2, flat_idx, _reshape(x, n, c, -1))
+    out = _reshape(out, n, c, h, w)
+    return out if input.ndim == 4 else _reshape(out, c, h, w)
 

@@ -8,7 +8,7 @@ from .norm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNor
 from .softmax import LogSoftmax, Softmax  # noqa: F401
 from .loss import CrossEntropyLoss, NLLLoss  # noqa: F401
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
-from .pool import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d  # noqa: F401
+from .pool import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d, MaxUnpool2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
 from .loss_mse import MSELoss  # noqa: F401
 from . import fusion, init, utils  # noqa: F401,E402

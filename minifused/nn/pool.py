@@ -47,3 +47,18 @@ class AvgPool1d(AvgPool2d):
     """Average pooling along L of (N, C, L) or (C, L) input."""
     _fn = staticmethod(F.avg_pool1d)
 
+
+class MaxUnpool2d(Module):
+    """``F.max_unpool2d``: the values of a ``MaxPool2d(return_indices=True)`` put back at their places."""
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride if self.stride is not None else self.kernel_size}"
+                f", padding={self.padding}")
+
