@@ -439,6 +439,32 @@ def grid_sample_ref(x, grid, mode="bilinear", padding_mode="zeros", align_corner
     return out
 
 
+def multi_margin_ref(x, y, weight=None, p=1, margin=1.0, reduction="mean"):
+    x2, y2 = (x, y) if x.ndim == 2 else (x[None], np.asarray(y).reshape(1))
+    n, c = x2.shape
+    picked = x2[np.arange(n), y2][:, None]
+    z = np.maximum(0, margin - picked + x2) ** p
+    if weight is not None:
+        z = z * weight[y2][:, None]
+    z[np.arange(n), y2] = 0
+    loss = z.sum(1) / c
+    return _red(loss if x.ndim == 2 else loss[0], reduction)
+
+
+def poisson_nll_ref(x, t, log_input=True, full=False, eps=1e-8, reduction="mean"):
+    loss = np.exp(x) - t * x if log_input else x - t * np.log(x + eps)
+    if full:
+        loss = loss + np.where(t > 1, t * np.log(t) - t + 0.5 * np.log(2 * np.pi * t), 0)
+    return _red(loss, reduction)
+
+
+def gaussian_nll_ref(x, t, var, full=False, eps=1e-6, reduction="mean"):
+    var = var if var.shape == x.shape or var.shape[-1:] == (1,) else var[..., None]
+    var = np.maximum(var, eps)
+    loss = 0.5 * (np.log(var) + (x - t) ** 2 / var) + (0.5 * np.log(2 * np.pi) if full else 0)
+    return _red(loss, reduction)
+
+
 def _unpool_ref(x, k, s):
     """Each window's maximum kept at its place, zeros elsewhere."""
     out = np.zeros_like(x)
@@ -1823,6 +1849,32 @@ ACTIVATION_OPS = [
            errors=(E("triplet_dims", lambda: F.triplet_margin_loss(t(2, 3), t(2, 3), t(3)), RuntimeError,
                      "triplet_margin_loss: The anchor, positive, and negative tensors are expected to have the same "
                      "number of dimensions"),)),
+    OpInfo("multi_margin_loss", F.multi_margin_loss, multi_margin_ref, spelled="F.multi_margin_loss",
+           torch=_tf("multi_margin_loss"), samples=(
+               S("multi_margin_loss", distinct((4, 5)), index((4,), 5)),
+               S("multi_margin_loss_p2_weight_sum", distinct((3, 6)), index((3,), 6), pos((6,)),
+                 fn=lambda x, y, w: F.multi_margin_loss(x, y, p=2, margin=0.5, weight=w, reduction="sum"),
+                 ref=lambda x, y, w: multi_margin_ref(x, y, w, p=2, margin=0.5, reduction="sum")),
+               S("multi_margin_loss_p2", distinct((3, 6)), index((3,), 6), p=2, margin=0.5),
+               S("multi_margin_loss_1d_none", distinct((7,)), index((), 7), reduction="none")),
+           errors=(E("multi_margin_p", lambda: F.multi_margin_loss(t(2, 3), mf.tensor([0, 1]), p=3), ValueError,
+                     "multi_margin_loss: only p == 1 and p == 2 supported"),
+                   E("multi_margin_target", lambda: F.multi_margin_loss(t(2, 3), mf.tensor([0, 3])), IndexError,
+                     "multi_margin_loss: target out of range for 3 classes"))),
+    OpInfo("poisson_nll_loss", F.poisson_nll_loss, poisson_nll_ref, spelled="F.poisson_nll_loss",
+           torch=_tf("poisson_nll_loss"), samples=(
+               S("poisson_nll_loss", (4, 5), pos((4, 5))),
+               S("poisson_nll_loss_rate_full_sum", pos((3, 6)), pos((3, 6)), log_input=False, full=True,
+                 reduction="sum"))),
+    OpInfo("gaussian_nll_loss", F.gaussian_nll_loss, gaussian_nll_ref, spelled="F.gaussian_nll_loss",
+           torch=_tf("gaussian_nll_loss"), samples=(
+               S("gaussian_nll_loss", (4, 5), (4, 5), pos((4, 5))),
+               S("gaussian_nll_loss_homoscedastic_full", (3, 6), (3, 6), pos((3, 1)), full=True),
+               S("gaussian_nll_loss_fewer_dims_none", (3, 6), (3, 6), pos((3,)), reduction="none")),
+           errors=(E("gaussian_nll_negative_var", lambda: F.gaussian_nll_loss(t(2, 3), t(2, 3), -mf.ones(2, 3)),
+                     ValueError, "gaussian_nll_loss: var has negative entry"),
+                   E("gaussian_nll_var_shape", lambda: F.gaussian_nll_loss(t(2, 3), t(2, 3), mf.ones(3, 2)),
+                     ValueError, "gaussian_nll_loss: var is of incorrect size"))),
     OpInfo("huber_loss", F.huber_loss, huber_ref, spelled="F.huber_loss", torch=_tf("huber_loss"), samples=(
         S("huber_loss", (4, 5), (4, 5)), S("huber_loss_delta_sum", (3, 33), (3, 33), delta=0.7, reduction="sum"),
         S("huber_loss_none_0d", (), (), reduction="none", delta=2.0)),

@@ -518,3 +518,19 @@ def test_unfold_and_fold_layers():
     np.testing.assert_array_equal(u(x).numpy(), F.unfold(x, (2, 3), 1, 1, (2, 1)).numpy())
     cover = f(u(mf.ones(2, 3, 5, 6)))  # how many blocks cover each pixel
     np.testing.assert_allclose(f(u(x)).numpy(), x.numpy() * cover.numpy(), rtol=1e-6)
+
+
+def test_multi_margin_and_likelihood_loss_layers():
+    rng = np.random.default_rng(4)
+    x = mf.tensor(rng.standard_normal((4, 5)).astype(np.float32))
+    y, w = mf.tensor([0, 3, 1, 4]), mf.tensor(rng.uniform(0.5, 2, 5).astype(np.float32))
+    rate, var = mf.tensor(rng.uniform(0, 3, (4, 5)).astype(np.float32)), mf.tensor(rng.uniform(0.1, 1, (4, 1)))
+    pairs = [(nn.MultiMarginLoss(p=2, margin=0.5, weight=w)(x, y), F.multi_margin_loss(x, y, 2, 0.5, w)),
+             (nn.PoissonNLLLoss(full=True)(x, rate), F.poisson_nll_loss(x, rate, full=True)),
+             (nn.GaussianNLLLoss(full=True, reduction="sum")(x, rate, var),
+              F.gaussian_nll_loss(x, rate, var, full=True, reduction="sum"))]
+    for got, want in pairs:
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert "weight" in nn.MultiMarginLoss(weight=w).state_dict()
+    with pytest.raises(ValueError, match="only p == 1 and p == 2"):
+        nn.MultiMarginLoss(p=3)

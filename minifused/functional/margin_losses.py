@@ -1,14 +1,20 @@
-"""Margin and embedding losses, as ``torch.nn.functional``'s: ``margin_ranking_loss``, ``hinge_embedding_loss``,
-``soft_margin_loss``, ``cosine_embedding_loss``, ``multilabel_soft_margin_loss`` and ``triplet_margin_loss``,
-composed from recorded ops with PyTorch's formulas (the same terms in the same order), checks and reductions."""
+"""Margin, embedding and likelihood losses, as ``torch.nn.functional``'s: ``margin_ranking_loss``,
+``hinge_embedding_loss``, ``soft_margin_loss``, ``cosine_embedding_loss``, ``multilabel_soft_margin_loss``,
+``triplet_margin_loss``, ``multi_margin_loss``, ``poisson_nll_loss`` and ``gaussian_nll_loss``, composed from recorded
+ops with PyTorch's formulas (the same terms in the same order), checks and reductions."""
 from __future__ import annotations
 
+import math as _math
+
+from .. import backend as _backend
+from ..ops import gather as _gather
 from ..ops import where as _where
 from ..tensor import Tensor as _Tensor
 from .activation import _loss_operands, _loss_weight, _number, _reduce, logsigmoid, pairwise_distance, softplus
 
 __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "cosine_embedding_loss",
-           "multilabel_soft_margin_loss", "triplet_margin_loss"]
+           "multilabel_soft_margin_loss", "triplet_margin_loss", "multi_margin_loss", "poisson_nll_loss",
+           "gaussian_nll_loss"]
 
 
 def _tensors(op, **named):
@@ -102,3 +108,79 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
         d_swap = pairwise_distance(positive, negative, p, eps)
         d_neg = _where(d_swap < d_neg, d_swap, d_neg)
     return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                      reduction="mean"):
+    """The multi-class hinge loss: for each sample, ``sum over j != y of max(0, margin - x[y] + x[j])**p / C``
+    (each term times ``weight[y]``); (N, C) input with (N,) class targets, or (C,) with a 0-d one."""
+    op = "multi_margin_loss"
+    _tensors(op, input=input, target=target)
+    if p not in (1, 2):
+        raise ValueError(f"{op}: only p == 1 and p == 2 supported, got {p!r}")
+    if input.ndim not in (1, 2) or target.ndim != input.ndim - 1 or target.dtype != _backend.int64:
+        raise ValueError(f"{op}: expected (N, C) input and (N,) int64 targets (or (C,) and a 0-d one), got "
+                         f"{tuple(input.shape)} and {target.dtype} {tuple(target.shape)}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{op}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
+    if size_average is not None or reduce is not None:
+        raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+    x = input if input.ndim == 2 else input.reshape(1, -1)
+    y = target.reshape(-1, 1)
+    c = x.shape[1]
+    if y.numel() and (int(y.min().item()) < 0 or int(y.max().item()) >= c):
+        raise IndexError(f"{op}: target out of range for {c} classes")
+    z = (_number(op, "margin", margin) - _gather(x, 1, y) + x).clamp(min=0)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * _gather(weight.reshape(1, -1).expand(x.shape[0], c), 1, y)
+    others = (y != _arange_like(x, c)).to(x.dtype)  # the classes j != y
+    loss = (z * others).sum(1) / c
+    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction)
+
+
+def _arange_like(x, c):
+    from ..ops import arange
+
+    return arange(c, device=x.device).reshape(1, c)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    """The negative log-likelihood of ``target`` under a Poisson distribution of rate ``exp(input)``
+    (``log_input``) or ``input``; ``full`` adds Stirling's approximation of ``log(target!)`` where target > 1."""
+    op = "poisson_nll_loss"
+    input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast="silent")
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + _number(op, "eps", eps)).log()
+    if full:
+        stirling = target * target.log() - target + 0.5 * (2 * _math.pi * target).log()
+        loss = loss + _where(target > 1, stirling, stirling * 0)
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """The negative log-likelihood of ``target`` under normal distributions of means ``input`` and variances
+    ``var`` (of the input's shape, or one fewer trailing dimension, or 1 there: homoscedastic), the variances
+    clamped to at least ``eps`` (the clamp passes gradients, as PyTorch's no-grad clamp of a clone does)."""
+    op = "gaussian_nll_loss"
+    _tensors(op, input=input, target=target, var=var)
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):  # one fewer dimension: homoscedastic over the last
+            var = var.reshape(*var.shape, 1)
+        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+            raise ValueError(f"{op}: var is of incorrect size {tuple(var.shape)} for input {tuple(input.shape)}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+    if bool((var < 0).any().item()):
+        raise ValueError(f"{op}: var has negative entry/entries")
+    input, target = _loss_operands(op, input, target, reduction, broadcast="silent")
+    var = var + (var.detach().clamp(min=_number(op, "eps", eps)) - var.detach())
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * _math.log(2 * _math.pi)
+    return _reduce(loss, reduction)
+

@@ -1,5 +1,5 @@
-"""The margin and embedding losses as layers (``F.margin_ranking_loss`` ... ``F.triplet_margin_loss``), with
-PyTorch's arguments."""
+"""The margin, embedding and likelihood losses as layers (``F.margin_ranking_loss`` ... ``F.gaussian_nll_loss``),
+with PyTorch's arguments."""
 from __future__ import annotations
 
 from .. import functional as F
@@ -7,7 +7,7 @@ from .activation import _Loss
 from .loss import _WeightedLoss
 
 __all__ = ["MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss", "CosineEmbeddingLoss",
-           "MultiLabelSoftMarginLoss", "TripletMarginLoss"]
+           "MultiLabelSoftMarginLoss", "TripletMarginLoss", "MultiMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss"]
 
 
 class _MarginLoss(_Loss):
@@ -57,3 +57,37 @@ class TripletMarginLoss(_MarginLoss):
     def forward(self, anchor, positive, negative):
         return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
                                      swap=self.swap, reduction=self.reduction)
+
+
+class MultiMarginLoss(_WeightedLoss):
+    """``weight`` (a buffer), one per class, multiplies the terms of each sample's target class."""
+
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError(f"MultiMarginLoss: only p == 1 and p == 2 supported, got {p!r}")
+        self.p, self.margin = p, margin
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self.weight,
+                                   reduction=self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, log_input, target):
+        return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full, eps=self.eps,
+                                  reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
+        super().__init__(reduction=reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):
+        return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps, reduction=self.reduction)
+
