@@ -1703,6 +1703,9 @@ ACTIVATION_OPS = [
         inplace=(_inplace("threshold_", lambda x: F.threshold_(x, 0.1, 2.0), lambda x: F.threshold(x, 0.1, 2.0)),),
         errors=(E("threshold_type", lambda: F.threshold(t(3), "0.1", 1.0), TypeError,
                   "threshold: threshold must be a number"),)),
+    _act_entry("rrelu", lambda x, lower=1 / 8, upper=1 / 3: np.where(x >= 0, x, x * (lower + upper) / 2), samples=(
+        S("rrelu_eval", distinct((3, 4))), S("rrelu_eval_bounds_odd", distinct((5, 33)), lower=0.2, upper=0.4)),
+        errors=(E("rrelu_bounds", lambda: F.rrelu(t(3), 0.5, 0.1), ValueError, "rrelu: Lower bound should be"),)),
     _act_entry("hardshrink", lambda x, lambd=0.5: np.where(np.abs(x) > lambd, x, 0), samples=(
         S("hardshrink", distinct((3, 4))), S("hardshrink_lambd_odd", distinct((5, 33)), lambd=0.3))),
     _act_entry("softshrink", lambda x, lambd=0.5: np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, 0)),

@@ -534,3 +534,29 @@ def test_multi_margin_and_likelihood_loss_layers():
     assert "weight" in nn.MultiMarginLoss(weight=w).state_dict()
     with pytest.raises(ValueError, match="only p == 1 and p == 2"):
         nn.MultiMarginLoss(p=3)
+
+
+def test_rrelu_and_dropout3d():
+    """RReLU: in training each negative element is scaled by its own slope in [lower, upper] (the gradient is
+    that slope), positives pass; in evaluation the mean slope. Dropout3d zeroes whole channels."""
+    mf.manual_seed(0)
+    x = mf.tensor(np.linspace(-2, 2, 60, dtype=np.float32).reshape(3, 4, 5), requires_grad=True)
+    m = nn.RReLU(0.1, 0.3)
+    assert repr(m) == "RReLU(lower=0.1, upper=0.3)"
+    y = m(x)
+    y.sum().backward()
+    xv, yv, g = x.detach().numpy(), y.detach().numpy(), x.grad.numpy()
+    neg = xv < 0
+    slopes = yv[neg] / xv[neg]
+    assert (slopes >= 0.1 - 1e-6).all() and (slopes <= 0.3 + 1e-6).all() and len(np.unique(slopes)) > 10
+    np.testing.assert_allclose(g[neg], slopes, rtol=1e-5)
+    np.testing.assert_array_equal(yv[~neg], xv[~neg])
+    assert (g[~neg] == 1).all()
+    np.testing.assert_allclose(m.eval()(x).detach().numpy(), np.where(neg, 0.2 * xv, xv), rtol=1e-6)
+    with pytest.raises(ValueError, match="Lower bound should be less than or equal to the upper bound"):
+        F.rrelu(x, 0.5, 0.1, training=True)
+    d = nn.Dropout3d(0.5)(mf.ones(3, 8, 2, 3, 4)).numpy().reshape(24, -1)
+    assert set(np.unique(d)) <= {0.0, 2.0} and all(len(set(row)) == 1 for row in d)
+    assert nn.Dropout3d().eval()(x[None]).shape == (1, 3, 4, 5)
+    with pytest.raises(ValueError, match="dropout3d: expected a 4-D"):
+        F.dropout3d(mf.ones(2, 3), 0.5)

@@ -23,7 +23,7 @@ __all__ = ["leaky_relu", "leaky_relu_", "silu", "elu", "elu_", "selu", "selu_", 
            "tanhshrink", "normalize", "one_hot", "cosine_similarity", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "prelu",
            "pixel_shuffle", "pixel_unshuffle", "threshold", "threshold_", "hardshrink", "softshrink", "glu", "softmin",
-           "channel_shuffle", "pairwise_distance"]
+           "channel_shuffle", "pairwise_distance", "rrelu", "rrelu_"]
 
 
 # ---------------------------------------------------------------- activations
@@ -202,6 +202,27 @@ def logsigmoid(input):
 def tanhshrink(input):
     """``x - tanh(x)``."""
     return _run("tanhshrink", _A.Tanhshrink, input, False)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: in training each negative element is scaled by its own slope drawn from
+    U(lower, upper), in evaluation by their mean ``(lower + upper) / 2``."""
+    op = "rrelu"
+    lower, upper = _number(op, "lower", lower), _number(op, "upper", upper)
+    if lower > upper:
+        raise ValueError(f"{op}: Lower bound should be less than or equal to the upper bound, got {lower} > {upper}")
+    if not training:
+        _act(op, input)
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    _act(op, input)
+    from ..ops import rand
+
+    noise = rand(*input.shape, device=input.device)._data * (upper - lower) + lower
+    return _run(op, _A.RRelu, input, inplace, noise=noise)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return rrelu(input, lower, upper, training, inplace=True)
 
 
 def threshold(input, threshold, value, inplace=False):

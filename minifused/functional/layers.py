@@ -18,7 +18,8 @@ from ..backend import same_device as _same_device
 from ._checks import _check_tensor
 
 __all__ = ["pad", "interpolate", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
-           "adaptive_max_pool2d", "embedding", "dropout1d", "dropout2d", "alpha_dropout", "feature_alpha_dropout"]
+           "adaptive_max_pool2d", "embedding", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+           "feature_alpha_dropout"]
 
 
 def _is_int(v):
@@ -349,6 +350,17 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     if input.ndim not in (2, 3):
         raise ValueError(f"{op}: expected a 2-D (C, L) or 3-D (N, C, L) input, got shape {tuple(input.shape)}")
     return _channel_dropout(op, input, p, training, inplace, lead=input.ndim - 1)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of a (N, C, D, H, W) or unbatched (C, D, H, W) input, as
+    ``torch.nn.functional.dropout3d``."""
+    op = "dropout3d"
+    _check_tensor(op, input)
+    if input.ndim not in (4, 5):
+        raise ValueError(f"{op}: expected a 4-D (C, D, H, W) or 5-D (N, C, D, H, W) input, got shape "
+                         f"{tuple(input.shape)}")
+    return _channel_dropout(op, input, p, training, inplace, lead=input.ndim - 3)
 
 
 def _alpha(op, input, p, training, inplace, lead):

@@ -14,7 +14,7 @@ from .module import Module, Parameter
 __all__ = ["LeakyReLU", "SiLU", "ELU", "SELU", "CELU", "Softplus", "Hardtanh", "ReLU6", "Hardsigmoid",
            "Hardswish", "Mish", "Softsign", "LogSigmoid", "Tanhshrink", "PReLU", "PixelShuffle", "PixelUnshuffle",
            "Threshold", "Hardshrink", "Softshrink", "GLU", "Softmin", "Softmax2d", "ChannelShuffle", "CosineSimilarity",
-           "PairwiseDistance",
+           "PairwiseDistance", "RReLU",
            "BCELoss", "BCEWithLogitsLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "KLDivLoss"]
 
 
@@ -194,6 +194,25 @@ class LogSigmoid(Module):
 class Tanhshrink(Module):
     def forward(self, input):
         return F.tanhshrink(input)
+
+
+class RReLU(_Activation):
+    """``F.rrelu``: random slopes in training, their mean in evaluation."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__(inplace)
+        self.lower, self.upper = lower, upper
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def forward_inplace(self, input):
+        if not backend.is_floating(input.dtype):
+            return self.forward(input)
+        return F.rrelu(input, self.lower, self.upper, self.training, True)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}{_inplace_suffix(self.inplace)}"
 
 
 class Threshold(_Activation):

@@ -14,7 +14,8 @@ from .module import Module, Parameter
 __all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
            "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d",
-           "CircularPad2d", "Embedding", "Dropout1d", "Dropout2d", "AlphaDropout", "FeatureAlphaDropout", "Unflatten",
+           "CircularPad2d", "Embedding", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+           "Unflatten",
            "Unfold", "Fold"]
 
 
@@ -241,6 +242,13 @@ class Dropout1d(_ChannelDropout):
 
     def forward(self, x):
         return F.dropout1d(x, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_ChannelDropout):
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) inputs in training mode."""
+
+    def forward(self, x):
+        return F.dropout3d(x, self.p, self.training, self.inplace)
 
 
 class AlphaDropout(_ChannelDropout):

@@ -171,6 +171,14 @@ class Tanhshrink(_Unary):
         return g * t * t
 
 
+class RRelu(_Unary):
+    """``x`` where ``x >= 0``, else ``noise * x`` (``noise``: the training mode's random slopes, float32)."""
+
+    f = staticmethod(lambda xp, x, noise: xp.where(x >= 0, x, x * noise))
+    keep = staticmethod(lambda x, xu, inplace, noise: x >= 0)
+    grad = staticmethod(lambda xp, g, keep, noise: xp.where(keep, g, g * noise))
+
+
 class Threshold(_Unary):
     """``x`` where ``x > threshold``, else ``value``; the gradient passes where ``x > threshold``."""
 
