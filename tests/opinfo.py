@@ -1705,6 +1705,7 @@ ACTIVATION_OPS = [
                   "threshold: threshold must be a number"),)),
     _act_entry("rrelu", lambda x, lower=1 / 8, upper=1 / 3: np.where(x >= 0, x, x * (lower + upper) / 2), samples=(
         S("rrelu_eval", distinct((3, 4))), S("rrelu_eval_bounds_odd", distinct((5, 33)), lower=0.2, upper=0.4)),
+        inplace=(_inplace("rrelu_", F.rrelu_, F.rrelu),),
         errors=(E("rrelu_bounds", lambda: F.rrelu(t(3), 0.5, 0.1), ValueError, "rrelu: Lower bound should be"),)),
     _act_entry("hardshrink", lambda x, lambd=0.5: np.where(np.abs(x) > lambd, x, 0), samples=(
         S("hardshrink", distinct((3, 4))), S("hardshrink_lambd_odd", distinct((5, 33)), lambd=0.3))),
@@ -2034,6 +2035,9 @@ LAYER_OPS = [
         S("dropout1d_p0", (2, 3, 7), p=0.0), S("dropout1d_eval_unbatched", (3, 7), training=False)),
            errors=(E("dropout1d_4d", lambda: F.dropout1d(t(1, 2, 3, 3)), ValueError, "dropout1d: expected a 2-D"),
                    E("dropout1d_p", lambda: F.dropout1d(t(2, 3), float("nan")), ValueError, "between 0 and 1"))),
+    OpInfo("dropout3d", F.dropout3d, _channel_dropout_ref, spelled="F.dropout3d", torch=_tf("dropout3d"), samples=(
+        S("dropout3d_p0", (2, 3, 2, 3, 4), p=0.0), S("dropout3d_eval_unbatched", (3, 2, 2, 5), training=False)),
+           errors=(E("dropout3d_3d", lambda: F.dropout3d(t(1, 2, 3)), ValueError, "dropout3d: expected a 4-D"),)),
     OpInfo("alpha_dropout", F.alpha_dropout, _channel_dropout_ref, spelled="F.alpha_dropout",
            torch=_tf("alpha_dropout"), samples=(
                S("alpha_dropout_eval", (2, 3, 7)), S("alpha_dropout_p0", (4, 33), p=0.0, training=True)),

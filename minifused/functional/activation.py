@@ -212,8 +212,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     if lower > upper:
         raise ValueError(f"{op}: Lower bound should be less than or equal to the upper bound, got {lower} > {upper}")
     if not training:
-        _act(op, input)
-        return leaky_relu(input, (lower + upper) / 2, inplace)
+        return _run(op, _A.LeakyRelu, input, inplace, slope=(lower + upper) / 2)
     _act(op, input)
     from ..ops import rand
 
