@@ -218,8 +218,8 @@ class GradScaler:
                              "a scaled step should be float32, e.g. under autocast)")
         K.nonfinite([g._data for g in grads], self._state)
         inv_scale = self._state[1:2].reshape(())
-        for g in grads:
-            g._data *= inv_scale
+        for g in grads:  # (in float32 for 16-bit gradients, rounded once, as PyTorch's unscale)
+            g._data[...] = (g._data * inv_scale).astype(g._data.dtype, copy=False)
             g._bump("GradScaler.unscale_")
         self._stages[id(optimizer)] = "unscaled"
 
