@@ -1155,6 +1155,20 @@ MATH_OPS = [
                                                  fn=lambda a, b: mf.fmod(a, -b), ref=lambda a, b: np.fmod(a, -b)),
                S("fmod_broadcast", (1, 33), pos((5, 1))),
                S("fmod_scalar", (7,), fn=lambda a: mf.fmod(a, 0.3), ref=lambda a: np.fmod(a, 0.3)))),
+    OpInfo("lerp", mf.lerp, lambda a, b, w: a + w * (b - a), spelled="mf.lerp",
+           torch=lambda T, a, b, w: T.lerp(a, b, w), aliases={"Tensor.lerp": _method("lerp")}, samples=(
+               S("lerp_tensor_weight", (3, 4), (3, 4), (3, 4)),
+               S("lerp_broadcast_weight", (2, 5), (1, 5), (2, 1)),
+               S("lerp_scalar_low", (6,), (6,), fn=lambda a, b: mf.lerp(a, b, 0.3), ref=lambda a, b: a + 0.3 * (b - a)),
+               S("lerp_scalar_high", (6,), (6,), fn=lambda a, b: mf.lerp(a, b, 0.8), ref=lambda a, b: a + 0.8 * (b - a))),
+           errors=(E("lerp_int", lambda: mf.lerp(mf.tensor([1, 2]), mf.tensor([3, 4]), 0.5), RuntimeError,
+                     "lerp\\(\\): expected floating-point tensors"),)),
+    OpInfo("addcmul", mf.addcmul, lambda a, b, c, value=1: a + value * b * c, spelled="mf.addcmul",
+           torch=lambda T, *a, **kw: T.addcmul(*a, **kw), aliases={"Tensor.addcmul": _method("addcmul")}, samples=(
+               S("addcmul", (3, 4), (3, 4), (3, 4), value=0.5), S("addcmul_broadcast", (2, 5), (1, 5), (2, 1)))),
+    OpInfo("addcdiv", mf.addcdiv, lambda a, b, c, value=1: a + value * b / c, spelled="mf.addcdiv",
+           torch=lambda T, *a, **kw: T.addcdiv(*a, **kw), aliases={"Tensor.addcdiv": _method("addcdiv")}, samples=(
+               S("addcdiv", (3, 4), (3, 4), pos((3, 4)), value=-2.0), S("addcdiv_broadcast", (2, 5), (1, 5), pos((2, 1))))),
     # ---- tests of values
     _test_entry("isnan"), _test_entry("isinf"), _test_entry("isfinite"), _test_entry("isposinf"),
     _test_entry("isneginf"),

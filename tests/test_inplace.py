@@ -580,3 +580,24 @@ def test_augmented_assignment_through_an_index_of_a_recorded_tensor():
     h[0:2].sin_()  # through a view, and no setitem after it
     with pytest.raises(RuntimeError, match=r"written in place through a view of it \(sin_\)"):
         h[2] += 1.0
+
+
+def test_lerp_addcmul_addcdiv_in_place_forms():
+    """The EMA / hand-written-optimizer spellings: written into the tensor (its version bumped), refused on a
+    leaf that requires grad outside no_grad, as PyTorch's."""
+    rng = np.random.default_rng(7)
+    a, b, c = (mf.tensor(rng.standard_normal(5).astype(np.float32)) for _ in range(3))
+    c = c.abs() + 1
+    ema = a.clone()
+    assert ema.lerp_(b, 0.1) is ema and ema._version == 1
+    np.testing.assert_allclose(ema.numpy(), a.numpy() + 0.1 * (b.numpy() - a.numpy()), rtol=1e-6)
+    x = a.clone()
+    x.addcmul_(b, c, value=-0.5).addcdiv_(b, c, value=2.0)
+    np.testing.assert_allclose(x.numpy(), a.numpy() - 0.5 * b.numpy() * c.numpy() + 2 * b.numpy() / c.numpy(),
+                               rtol=1e-6)
+    p = mf.zeros(5, requires_grad=True)
+    with pytest.raises(RuntimeError, match="lerp_: in-place operation on a leaf tensor that requires grad"):
+        p.lerp_(b, 0.5)
+    with mf.no_grad():
+        p.lerp_(b, 0.5)
+    np.testing.assert_allclose(p.detach().numpy(), 0.5 * b.numpy(), rtol=1e-6)

@@ -218,10 +218,10 @@ def bitwise_not(input):  # noqa: A002 - PyTorch's name
 
 
 def written_into(name, fn):
-    """``a &= b`` and the like: ``fn(a, b)`` written into ``a`` (its dtype and shape kept, as PyTorch's
+    """``a &= b`` and the like: ``fn(a, b, ...)`` written into ``a`` (its dtype and shape kept, as PyTorch's
     in-place ops do). Not recorded for autograd: a tensor that requires grad is refused."""
-    def op(self, other):
-        out = fn(self, other)
+    def op(self, *args, **kwargs):
+        out = fn(self, *args, **kwargs)
         if out.dtype != self.dtype:
             raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired output type "
                                f"{self.dtype}")

@@ -325,9 +325,44 @@ def _swapped(fn):
     return lambda self, other: fn(other, self)
 
 
+# ---------------------------------------------------------------- lerp, addcmul, addcdiv
+def _floating_operands(name, **tensors):
+    for arg, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(t).__name__}")
+    dtypes = {t.dtype for t in tensors.values()}
+    if len(dtypes) != 1 or not backend.is_floating(next(iter(dtypes))):
+        raise RuntimeError(f"{name}(): expected floating-point tensors of one dtype, got "
+                           f"{', '.join(f'{k} {v.dtype}' for k, v in tensors.items())}")
+
+
+def lerp(input, end, weight):  # noqa: A002 - PyTorch's names
+    """``input + weight * (end - input)``, with ``torch.lerp``'s two forms: from ``end`` where ``|weight| >= 0.5``
+    (``end - (end - input) * (1 - weight)``), so a weight of 1 gives ``end`` exactly."""
+    if isinstance(weight, Tensor):
+        _floating_operands("lerp", input=input, end=end, weight=weight)
+        diff = end - input
+        return where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
+    if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+        raise TypeError(f"lerp(): argument 'weight' must be a number or a Tensor, got {type(weight).__name__}")
+    _floating_operands("lerp", input=input, end=end)
+    diff = end - input
+    return input + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002 - PyTorch's names
+    """``input + value * (tensor1 * tensor2)``."""
+    return input + value * (tensor1 * tensor2)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002 - PyTorch's names
+    """``input + value * (tensor1 / tensor2)``."""
+    return input + value * (tensor1 / tensor2)
+
+
 __all__ = ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "floor", "ceil", "round", "trunc",
            "frac", "sign", "sgn", "log2", "log10", "log1p", "expm1", "rsqrt", "reciprocal", "square", "erf",
-           "floor_divide", "remainder", "fmod"]
+           "floor_divide", "remainder", "fmod", "lerp", "addcmul", "addcdiv"]
 METHODS = {name: globals()[name] for name in __all__}
 METHODS.update({name + "_": fn for name, fn in _INPLACE.items()})
 METHODS.update({
@@ -337,6 +372,8 @@ METHODS.update({
     "__ifloordiv__": written_into("__ifloordiv__", floor_divide), "__imod__": written_into("__imod__", remainder),
     "floor_divide_": written_into("floor_divide_", floor_divide), "remainder_": written_into("remainder_", remainder),
     "fmod_": written_into("fmod_", fmod),
+    "lerp_": written_into("lerp_", lerp), "addcmul_": written_into("addcmul_", addcmul),
+    "addcdiv_": written_into("addcdiv_", addcdiv),
     "where": lambda self, condition, other: where(condition, self, other),
     "new_zeros": new_zeros, "new_ones": new_ones, "new_full": new_full, "new_empty": new_empty,
     "new_tensor": new_tensor, "is_floating_point": is_floating_point,
