@@ -560,3 +560,23 @@ def test_rrelu_and_dropout3d():
     assert nn.Dropout3d().eval()(x[None]).shape == (1, 3, 4, 5)
     with pytest.raises(ValueError, match="dropout3d: expected a 4-D"):
         F.dropout3d(mf.ones(2, 3), 0.5)
+
+
+def test_init_eye_and_dirac():
+    """eye_ is the rectangle's identity; dirac_ makes a convolution copy its first input channels (per group),
+    so conv2d with it returns them unchanged; bad dimensions refused, as PyTorch's."""
+    e = nn.init.eye_(mf.empty(3, 5))
+    np.testing.assert_array_equal(e.numpy(), np.eye(3, 5))
+    for shape, groups in (((6, 4, 3, 3), 2), ((5, 5, 1, 3), 1)):
+        w = nn.init.dirac_(mf.empty(*shape), groups)
+        x = mf.randn(2, shape[1], 4, 6)
+        y = F.conv2d(x, w, padding=(shape[2] // 2, shape[3] // 2))
+        per = shape[0] // groups
+        for g in range(groups):
+            k = min(per, shape[1])
+            np.testing.assert_allclose(y.numpy()[:, g * per:g * per + k], x.numpy()[:, :k], rtol=1e-6)
+    with pytest.raises(ValueError, match="eye_: only tensors with 2 dimensions"):
+        nn.init.eye_(mf.empty(2, 2, 2))
+    with pytest.raises(ValueError, match="dirac_: dim 0 \\(5\\) must be divisible by groups"):
+        nn.init.dirac_(mf.empty(5, 2, 3, 3), groups=2)
+    assert nn.utils.fuse_conv_bn_eval is nn.fusion.fuse_conv_bn_eval

@@ -8,11 +8,13 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from .. import backend
 from ..autograd import no_grad
 
-__all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "xavier_uniform_",
-           "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
+__all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "eye_", "dirac_",
+           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -121,6 +123,34 @@ def orthogonal_(tensor, gain=1.0):
 def constant_(tensor, val):
     with no_grad():
         return tensor.fill_(val)
+
+
+def eye_(tensor):
+    """A 2-D tensor set to the identity (ones on the diagonal of its rectangle), as ``torch.nn.init.eye_``."""
+    if tensor.ndim != 2:
+        raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got {tensor.ndim}")
+    with no_grad():
+        tensor._data[...] = tensor._xp.eye(*tensor.shape, dtype=tensor._data.dtype)
+        return tensor._bump("eye_")
+
+
+def dirac_(tensor, groups=1):
+    """A 3-, 4- or 5-d convolution weight set to the Dirac delta (each of the first output channels of a group
+    passes its input channel through unchanged: an identity convolution), as ``torch.nn.init.dirac_``."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError(f"dirac_: only tensors with 3, 4, or 5 dimensions are supported, got {tensor.ndim}")
+    out, cin = tensor.shape[:2]
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1 or out % groups:
+        raise ValueError(f"dirac_: dim 0 ({out}) must be divisible by groups ({groups!r})")
+    per = out // groups
+    data = np.zeros(tensor.shape)
+    centre = tuple(k // 2 for k in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min(per, cin)):
+            data[(g * per + d, d) + centre] = 1.0
+    with no_grad():
+        tensor._data[...] = backend.to_device(data.astype(tensor._data.dtype), tensor.device)
+        return tensor._bump("dirac_")
 
 
 def zeros_(tensor):
