@@ -15,9 +15,11 @@ from ..autograd import Function
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, normalize_axis
 from .indexing import accumulate
+from .creation import arange
 from .shape import expand, flatten, reshape
 
-__all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "take_along_dim"]
+__all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "take_along_dim", "repeat_interleave",
+           "meshgrid"]
 
 
 def _xp(a):
@@ -354,6 +356,71 @@ def index_add_(input, dim, index, source, *, alpha=1):  # noqa: A002
     return IndexAdd.apply_("index_add_", input, source, idx, axis, alpha)
 
 
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # noqa: A002
+    """Each element (``dim`` None: of the flattened input) or slice along ``dim`` repeated ``repeats`` times (an
+    int, or a 1-D int64 tensor of one count each), as ``torch.repeat_interleave``; with ``repeats`` left out,
+    ``input`` is the counts and the result the indices they repeat. Differentiable as an index_select."""
+    op = "repeat_interleave"
+    if repeats is None:  # torch.repeat_interleave(counts)
+        counts = input
+        _tensor(op, "repeats", counts)
+        return repeat_interleave(arange(counts.shape[0] if counts.ndim else 1, device=counts.device), counts, 0)
+    _tensor(op, "input", input)
+    x = reshape(input, -1) if dim is None else input
+    axis = 0 if dim is None else normalize_axis(op, dim, max(x.ndim, 1))[0]
+    n = x.shape[axis] if x.ndim else 1
+    if isinstance(repeats, Tensor):
+        if repeats.dtype != backend.int64 or repeats.ndim > 1:
+            raise RuntimeError(f"{op}: repeats must be an int or a 0-d / 1-d int64 tensor, got {repeats.dtype} "
+                               f"{tuple(repeats.shape)}")
+        counts = backend.to_device(repeats._data, backend.CPU).reshape(-1)
+    elif isinstance(repeats, numbers.Integral) and not isinstance(repeats, bool):
+        counts = np.array([int(repeats)])
+    else:
+        raise TypeError(f"{op}: repeats must be an int or a tensor, got {type(repeats).__name__}")
+    if counts.size == 1:
+        counts = np.repeat(counts, n)
+    if counts.size != n:
+        raise RuntimeError(f"{op}: repeats must have the same size as input along dim ({n}), got {counts.size}")
+    if (counts < 0).any():
+        raise RuntimeError(f"{op}: repeats can not be negative")
+    if output_size is not None and int(output_size) != int(counts.sum()):
+        raise RuntimeError(f"{op}: output_size {output_size} is not the sum of the repeats ({int(counts.sum())})")
+    idx = Tensor._from_array(backend.to_device(np.repeat(np.arange(n), counts).astype(np.int64), x.device))
+    return index_select(x if x.ndim else reshape(x, 1), axis, idx)
+
+
+def meshgrid(*tensors, indexing=None):
+    """Coordinate grids from 1-D (or 0-d) tensors, as ``torch.meshgrid``: with ``indexing='ij'`` (the default,
+    with PyTorch's warning when not given) the i-th grid varies along dimension i; with 'xy' the first two
+    dimensions are swapped (Cartesian). Views, differentiable."""
+    op = "meshgrid"
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        import warnings
+
+        warnings.warn("meshgrid: in an upcoming release, it will be required to pass the indexing argument "
+                      "(defaulting to 'ij', as before)", UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"{op}: indexing must be one of 'xy' or 'ij', got {indexing!r}")
+    for i, t in enumerate(tensors):
+        _tensor(op, f"tensors[{i}]", t)
+        if t.ndim > 1:
+            raise RuntimeError(f"{op}: expected 0D or 1D tensor in the tensor list but got {t.ndim}D")
+    sizes = [t.numel() for t in tensors]
+    if indexing == "xy" and len(sizes) >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    grids = []
+    for i, t in enumerate(tensors):
+        place = i if indexing == "ij" or len(tensors) < 2 or i > 1 else 1 - i
+        shape = [1] * len(tensors)
+        shape[place] = t.numel()
+        grids.append(expand(reshape(t, *shape), *sizes))
+    return tuple(grids)
+
+
 def _method(fn):
     return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
 
@@ -361,4 +428,4 @@ def _method(fn):
 METHODS = {name: _method(fn) for name, fn in {
     "gather": gather, "scatter": scatter, "scatter_": scatter_, "scatter_add": scatter_add,
     "scatter_add_": scatter_add_, "take_along_dim": take_along_dim, "index_select": index_select,
-    "index_add": index_add, "index_add_": index_add_}.items()}
+    "index_add": index_add, "index_add_": index_add_, "repeat_interleave": repeat_interleave}.items()}

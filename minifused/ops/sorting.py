@@ -13,7 +13,7 @@ from ._common import normalize_axis
 from .index import Gather
 from .shape import reshape
 
-__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "unique"]
+__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "unique", "bincount"]
 
 # PyTorch's torch.return_types: tuples with .values and .indices
 SortResult = namedtuple("sort", ["values", "indices"])
@@ -131,9 +131,34 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def bincount(input, weights=None, minlength=0):  # noqa: A002
+    """How often each value 0, 1, ... occurs in a 1-D non-negative integer tensor (the sums of ``weights``
+    instead, when given: float32 for float32 weights, else float64, as PyTorch's), at least ``minlength``
+    long, as ``torch.bincount``. Not differentiable."""
+    op = "bincount"
+    _check(op, input)
+    if input.ndim != 1 or input.dtype.kind not in "iu" or input.dtype == backend.bool_ or \
+            (input.numel() and int(input.min().item()) < 0):
+        raise RuntimeError(f"{op}: bincount only supports 1-d non-negative integral inputs, got {input.dtype} "
+                           f"{tuple(input.shape)}")
+    if isinstance(minlength, bool) or not isinstance(minlength, numbers.Integral) or minlength < 0:
+        raise RuntimeError(f"{op}: minlength should be >= 0, got {minlength!r}")
+    xp = input._xp
+    if weights is None:
+        return Tensor._from_array(xp.bincount(input._data, minlength=int(minlength)).astype(np.int64))
+    _check(op, weights)
+    if tuple(weights.shape) != tuple(input.shape):
+        raise RuntimeError(f"{op}: weights should be 1-d and have the same length as input, got "
+                           f"{tuple(weights.shape)} for {tuple(input.shape)}")
+    dtype = np.float32 if weights.dtype == backend.float32 else np.float64
+    out = xp.bincount(input._data, weights=weights._data.astype(np.float64), minlength=int(minlength))
+    return Tensor._from_array(out.astype(dtype))
+
+
 def _method(fn):
     return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
 
 
 METHODS = {name: _method(fn) for name, fn in {
-    "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue, "unique": unique}.items()}
+    "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue, "unique": unique,
+    "bincount": bincount}.items()}
