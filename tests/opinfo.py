@@ -465,6 +465,11 @@ def gaussian_nll_ref(x, t, var, full=False, eps=1e-6, reduction="mean"):
     return _red(loss, reduction)
 
 
+def unfold_windows_ref(a, dimension, size, step):
+    windows = [np.take(a, range(i, i + size), axis=dimension) for i in range(0, a.shape[dimension] - size + 1, step)]
+    return np.moveaxis(np.stack(windows, dimension), dimension + 1, -1)
+
+
 def _unpool_ref(x, k, s):
     """Each window's maximum kept at its place, zeros elsewhere."""
     out = np.zeros_like(x)
@@ -1173,6 +1178,34 @@ MATH_OPS = [
                      "meshgrid: expected 0D or 1D tensor"),
                    E("meshgrid_indexing", lambda: mf.meshgrid(t(2), indexing="yx"), ValueError,
                      "meshgrid: indexing must be one of"))),
+    OpInfo("hypot", mf.hypot, np.hypot, spelled="mf.hypot", torch=lambda T, a, b: T.hypot(a, b), samples=(
+               S("hypot", (3, 4), (3, 4)), S("hypot_broadcast", (2, 5), (1, 5)))),
+    OpInfo("diff", mf.diff, lambda a, n=1, dim=-1: np.diff(a, n, dim), spelled="mf.diff",
+           aliases={"Tensor.diff": _method("diff")}, torch=lambda T, a, **kw: T.diff(a, **kw), samples=(
+               S("diff", (3, 5)), S("diff_n2_dim0", (5, 3), n=2, dim=0),
+               S("diff_prepend_append", (2, 4), (2, 1), (2, 2),
+                 fn=lambda a, p, q: mf.diff(a, prepend=p, append=q),
+                 ref=lambda a, p, q: np.diff(np.concatenate([p, a, q], -1)))),
+           errors=(E("diff_0d", lambda: mf.diff(t()), RuntimeError, "diff: diff expects input to be at least"),)),
+    OpInfo("var_mean", lambda a, **kw: mf.stack(list(mf.var_mean(a, **kw))),
+           lambda a, dim=None, correction=1: np.stack([np.var(a, dim, ddof=correction), np.mean(a, dim)]),
+           spelled="mf.var_mean", torch=lambda T, a, **kw: T.stack(list(T.var_mean(a, **kw))), samples=(
+               S("var_mean", (4, 5), dim=1), S("var_mean_all_biased", (6,), correction=0))),
+    OpInfo("std_mean", lambda a, **kw: mf.stack(list(mf.std_mean(a, **kw))),
+           lambda a, dim=None, correction=1: np.stack([np.std(a, dim, ddof=correction), np.mean(a, dim)]),
+           spelled="mf.std_mean", torch=lambda T, a, **kw: T.stack(list(T.std_mean(a, **kw))), samples=(
+               S("std_mean", (4, 5), dim=0),)),
+    OpInfo("aminmax", lambda a, **kw: mf.stack(list(mf.aminmax(a, **kw))),
+           lambda a, dim=None, keepdim=False: np.stack([np.min(a, dim, keepdims=keepdim), np.max(a, dim,
+                                                                                               keepdims=keepdim)]),
+           spelled="mf.aminmax", torch=lambda T, a, **kw: T.stack(list(T.aminmax(a, **kw))), samples=(
+               S("aminmax", distinct((4, 5))), S("aminmax_dim_keepdim", distinct((3, 4)), dim=1, keepdim=True))),
+    OpInfo("unfold", lambda a, dimension, size, step: a.unfold(dimension, size, step), unfold_windows_ref,
+           spelled="Tensor.unfold", torch=lambda T, a, dimension, size, step: a.unfold(dimension, size, step), samples=(
+               S("tensor_unfold", (3, 7), dimension=1, size=3, step=2),
+               S("tensor_unfold_dim0_overlap", (5, 2), dimension=0, size=2, step=1)),
+           errors=(E("tensor_unfold_size", lambda: t(3).unfold(0, 4, 1), RuntimeError,
+                     "unfold: maximum size for tensor at dimension 0 is 3 but size is 4"),)),
     OpInfo("lerp", mf.lerp, lambda a, b, w: a + w * (b - a), spelled="mf.lerp",
            torch=lambda T, a, b, w: T.lerp(a, b, w), aliases={"Tensor.lerp": _method("lerp")}, samples=(
                S("lerp_tensor_weight", (3, 4), (3, 4), (3, 4)),

@@ -24,10 +24,10 @@ from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, 
                           maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device, where)
 from .inplace_arith import add_, div_, mul_, sub_
 from .matmul import addmm, bmm, dot, einsum, matmul, mm, outer, t
-from .movement import (chunk, diag, expand_as, flip, movedim, narrow, repeat, reshape_as, roll, split, swapaxes,
-                       tile, tril, triu, unbind, view_as)
-from .reduce import (all, amax, amin, any, argmax, argmin, count_nonzero, logsumexp, max, mean,  # noqa: A004
-                     median, min, norm, prod, std, sum, var)
+from .movement import (chunk, diag, diff, expand_as, flip, movedim, narrow, repeat, reshape_as, roll, split,
+                       swapaxes, tile, tril, triu, unbind, unfold, view_as)
+from .reduce import (all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, logsumexp, max,  # noqa: A004
+                     mean, median, min, norm, prod, std, std_mean, sum, var, var_mean)
 from .scan import cummax, cummin, cumprod, cumsum
 from .shape import (cat, channels_last, contiguous, contiguous_format, expand, flatten, getitem, is_contiguous,
                     memory_format, permute, preserve_format, reshape, setitem, squeeze, stack, transpose, unsqueeze,
@@ -112,6 +112,7 @@ _METHODS = {
     "clamp": clamp, "clip": clamp, "maximum": maximum, "minimum": minimum,
     "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
     "sum": sum, "mean": mean, "max": max, "min": min, "amax": amax, "amin": amin, "var": var, "std": std,
+    "aminmax": aminmax, "diff": diff, "unfold": unfold,
     "argmax": argmax, "argmin": argmin, "prod": prod, "logsumexp": logsumexp, "any": any, "all": all,
     "norm": norm, "count_nonzero": count_nonzero, "median": median, "cumsum": cumsum, "cumprod": cumprod, "cummax": cummax,
     "cummin": cummin,
@@ -151,7 +152,8 @@ __all__ = creation.__all__ + [n for _family in _FAMILIES for n in _family.__all_
                      "all", "any", "count_nonzero", "cummax", "cummin", "cumprod", "cumsum", "logsumexp", "median", "norm", "prod",
                      "linalg",
                      "addmm", "bmm", "dot", "einsum", "mm", "outer", "t",
-                     "chunk", "diag", "flip", "movedim", "narrow", "roll",
+                     "chunk", "diag", "flip", "movedim", "narrow", "roll", "aminmax", "var_mean", "std_mean",
+                     "diff",
                      "split", "swapaxes", "tile", "tril", "triu", "unbind"]
 
 

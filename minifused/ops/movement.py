@@ -291,3 +291,46 @@ def movedim(x, source, destination):
 def swapaxes(x, axis0, axis1):
     return transpose(x, axis0, axis1)
 
+
+def diff(x, n=1, dim=-1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim`` (``prepend`` / ``append`` joined first), as ``torch.diff``."""
+    from .shape import cat
+
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+        raise RuntimeError(f"diff: order must be non-negative, got {n!r}")
+    if x.ndim == 0:
+        raise RuntimeError("diff: diff expects input to be at least one-dimensional")
+    axis = _dim("diff", dim, x.ndim)
+    parts = [t for t in (prepend, x, append) if t is not None]
+    if len(parts) > 1:
+        x = cat([t if t.ndim == x.ndim else expand(reshape(t, *([1] * x.ndim)), *x.shape[:axis], 1,
+                                                   *x.shape[axis + 1:]) for t in parts], axis)
+    for _ in range(int(n)):
+        length = x.shape[axis]
+        x = narrow(x, axis, 1, max(length - 1, 0)) - narrow(x, axis, 0, max(length - 1, 0))
+    return x
+
+
+def unfold(x, dimension, size, step):
+    """The windows of ``size`` elements every ``step`` along ``dimension``, as a new last dimension
+    (``Tensor.unfold``): differentiable, through an index_select."""
+    from .index import index_select
+
+    axis = _dim("unfold", dimension, x.ndim)
+    n = x.shape[axis] if x.ndim else 1
+    for name, v in (("size", size), ("step", step)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < (0 if name == "size" else 1):
+            raise RuntimeError(f"unfold: {name} must be {'>= 0' if name == 'size' else 'positive'}, got {v!r}")
+    if size > n:
+        raise RuntimeError(f"unfold: maximum size for tensor at dimension {axis} is {n} but size is {size}")
+    windows = (n - size) // step + 1
+    starts = np.arange(windows) * step
+    idx = (starts[:, None] + np.arange(size)[None, :]).reshape(-1)
+    from ..tensor import Tensor
+
+    picked = index_select(x if x.ndim else reshape(x, 1), axis,
+                          Tensor._from_array(backend.to_device(idx.astype(np.int64), x.device)))
+    shape = list(picked.shape)
+    shape[axis:axis + 1] = [windows, size]
+    return movedim(reshape(picked, *shape), axis + 1, -1)
+

@@ -350,6 +350,12 @@ def lerp(input, end, weight):  # noqa: A002 - PyTorch's names
     return input + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
 
 
+def hypot(input, other):  # noqa: A002 - PyTorch's names
+    """``sqrt(input**2 + other**2)``, elementwise (broadcast)."""
+    _floating_operands("hypot", input=input, other=other)
+    return (input * input + other * other).sqrt()
+
+
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002 - PyTorch's names
     """``input + value * (tensor1 * tensor2)``."""
     return input + value * (tensor1 * tensor2)
@@ -362,7 +368,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002 - PyTorch's name
 
 __all__ = ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "floor", "ceil", "round", "trunc",
            "frac", "sign", "sgn", "log2", "log10", "log1p", "expm1", "rsqrt", "reciprocal", "square", "erf",
-           "floor_divide", "remainder", "fmod", "lerp", "addcmul", "addcdiv"]
+           "floor_divide", "remainder", "fmod", "lerp", "addcmul", "addcdiv", "hypot"]
 METHODS = {name: globals()[name] for name in __all__}
 METHODS.update({name + "_": fn for name, fn in _INPLACE.items()})
 METHODS.update({

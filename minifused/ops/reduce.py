@@ -285,6 +285,24 @@ def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
     return _spread(Std, "std", x, dim, unbiased, keepdim, correction)
 
 
+def var_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    """``(var, mean)`` over ``dim``, as ``torch.var_mean``."""
+    return var(x, dim, unbiased, keepdim, correction), mean(x, dim, keepdim)
+
+
+def std_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    """``(std, mean)`` over ``dim``, as ``torch.std_mean``."""
+    return std(x, dim, unbiased, keepdim, correction), mean(x, dim, keepdim)
+
+
+_MinMax = namedtuple("aminmax", ["min", "max"])
+
+
+def aminmax(x, *, dim=None, keepdim=False):
+    """``(min, max)`` over ``dim`` (all elements when None), as ``torch.aminmax``."""
+    return _MinMax(amin(x, dim, keepdim), amax(x, dim, keepdim))
+
+
 def _arg(op, x, dim, keepdim, largest):
     xp = x._xp
     fn = xp.argmax if largest else xp.argmin
