@@ -19,7 +19,7 @@ from . import backend
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "get_device_name", "synchronize",
            "manual_seed", "manual_seed_all", "memory_allocated", "max_memory_allocated", "memory_reserved",
-           "reset_peak_memory_stats", "empty_cache"]
+           "reset_peak_memory_stats", "empty_cache", "Event", "Stream", "stream", "current_stream", "default_stream"]
 
 
 def is_available() -> bool:
@@ -148,6 +148,112 @@ def empty_cache() -> None:
     """Give the pool's cached, unused blocks back to the driver."""
     if is_available():
         backend.cupy.get_default_memory_pool().free_all_blocks()
+
+
+# ---------------------------------------------------------------- streams and events
+class Stream:
+    """``torch.cuda.Stream``: a CUDA stream (a CuPy stream underneath). Inside ``with minifused.cuda.stream(s)``
+    (or ``with s``) it is the current stream, on which minifused queues its kernels."""
+
+    def __init__(self, device=None, priority=0):
+        cupy = _require("Stream")
+        self.device_index = _index(device)
+        with cupy.cuda.Device(self.device_index):
+            self._stream = (cupy.cuda.Stream(non_blocking=True, priority=priority) if priority
+                            else cupy.cuda.Stream(non_blocking=True))
+
+    @classmethod
+    def _of(cls, cupy_stream, device_index):
+        s = cls.__new__(cls)
+        s._stream, s.device_index = cupy_stream, device_index
+        return s
+
+    @property
+    def cuda_stream(self) -> int:
+        return self._stream.ptr
+
+    def synchronize(self):
+        self._stream.synchronize()
+
+    def query(self) -> bool:
+        return self._stream.done
+
+    def wait_event(self, event):
+        self._stream.wait_event(event._event)
+
+    def wait_stream(self, stream):
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event=None):
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and self._stream.ptr == other._stream.ptr
+
+    def __hash__(self):
+        return hash(self._stream.ptr)
+
+    def __enter__(self):
+        self._stream.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._stream.__exit__(*exc)
+
+    def __repr__(self):
+        return f"<minifused.cuda.Stream device=cuda:{self.device_index} cuda_stream={self._stream.ptr:#x}>"
+
+
+class Event:
+    """``torch.cuda.Event``: a CUDA event; ``enable_timing`` lets ``elapsed_time`` measure between two."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        cupy = _require("Event")
+        self._event = cupy.cuda.Event(block=blocking, disable_timing=not enable_timing, interprocess=interprocess)
+
+    def record(self, stream=None):
+        """Record on ``stream`` (the current stream when None)."""
+        self._event.record(None if stream is None else stream._stream)
+
+    def synchronize(self):
+        self._event.synchronize()
+
+    def query(self) -> bool:
+        return self._event.done
+
+    def wait(self, stream=None):
+        """Make ``stream`` (the current one when None) wait for this event."""
+        (current_stream() if stream is None else stream).wait_event(self)
+
+    def elapsed_time(self, end_event) -> float:
+        """Milliseconds between this event and ``end_event`` (both recorded, with timing enabled)."""
+        return float(backend.cupy.cuda.get_elapsed_time(self._event, end_event._event))
+
+
+def current_stream(device=None) -> Stream:
+    cupy = _require("current_stream")
+    index = _index(device)
+    with cupy.cuda.Device(index):
+        return Stream._of(cupy.cuda.get_current_stream(), index)
+
+
+def default_stream(device=None) -> Stream:
+    cupy = _require("default_stream")
+    return Stream._of(cupy.cuda.Stream.null, _index(device))
+
+
+def stream(stream):
+    """``with minifused.cuda.stream(s):`` makes ``s`` the current stream (None: a no-op), as PyTorch's."""
+    if stream is None:
+        import contextlib
+
+        return contextlib.nullcontext()
+    if not isinstance(stream, Stream):
+        raise TypeError(f"minifused.cuda.stream: expected a minifused.cuda.Stream or None, got "
+                        f"{type(stream).__name__}")
+    return stream
 
 
 def _cuda_grad_scaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,

@@ -76,3 +76,43 @@ def test_softmax_spellings_flip_clip_size(rng):
     assert mf.flip(mf.arange(3), dims=(0,)).tolist() == [2, 1, 0] and mf.arange(3).flip(0).tolist() == [2, 1, 0]
     assert mf.clip(mf.tensor([-2.0, 0.5, 2.0]), -1.0, 1.0).tolist() == [-1.0, 0.5, 1.0]
     assert mf.zeros(2, 3).shape == mf.Size([2, 3])
+
+
+def test_cuda_stream_and_event_without_a_gpu(monkeypatch):
+    """Without a usable device, Event / Stream / current_stream raise naming themselves (as PyTorch's do);
+    ``cuda.stream(None)`` is a no-op context and a non-stream is refused."""
+    monkeypatch.setattr(mf.backend, "cuda_available", lambda: False)
+    for make, name in ((lambda: mf.cuda.Event(enable_timing=True), "Event"), (mf.cuda.Stream, "Stream"),
+                       (mf.cuda.current_stream, "current_stream"), (mf.cuda.default_stream, "default_stream")):
+        with pytest.raises(RuntimeError, match=f"minifused.cuda.{name}: no usable CUDA device"):
+            make()
+    with mf.cuda.stream(None):
+        pass
+    with pytest.raises(TypeError, match="expected a minifused.cuda.Stream or None"):
+        mf.cuda.stream("side")
+
+
+@pytest.mark.gpu
+def test_gpu_events_time_work_and_streams_carry_it():
+    """Events around a matmul give a positive time; work issued inside ``cuda.stream(s)`` runs on s (its result
+    equals the default stream's), and events / wait_stream order the two streams."""
+    a = mf.randn(512, 512, device="cuda")
+    start, end = mf.cuda.Event(enable_timing=True), mf.cuda.Event(enable_timing=True)
+    start.record()
+    ref = a @ a
+    end.record()
+    end.synchronize()
+    assert end.query() and start.elapsed_time(end) > 0
+    side = mf.cuda.Stream()
+    side.wait_stream(mf.cuda.current_stream())
+    with mf.cuda.stream(side):
+        assert mf.cuda.current_stream() == side
+        out = a @ a
+    mf.cuda.current_stream().wait_stream(side)
+    side.synchronize()
+    assert side.query() and mf.cuda.current_stream() != side
+    np.testing.assert_allclose(out.cpu().numpy(), ref.cpu().numpy(), rtol=1e-5, atol=1e-4)
+    done = side.record_event()
+    done.wait()
+    done.synchronize()
+    assert mf.cuda.default_stream().cuda_stream == 0

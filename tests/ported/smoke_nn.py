@@ -145,6 +145,23 @@ def nn_table(m):
         is_shape(grid, 1, 3, 4, 2)
         ok(F.grid_sample(x, grid, align_corners=False).sub(x).abs().max().item() < 1e-5)  # the identity map
 
+    def timed():  # a benchmark's timing, with CUDA events
+        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        x = m.randn(64, 64, device="cuda")
+        start.record()
+        x @ x
+        end.record()
+        end.synchronize()
+        ok(start.elapsed_time(end) >= 0)
+
+    def on_side_stream():
+        side = cuda.Stream()
+        side.wait_stream(cuda.current_stream())
+        with cuda.stream(side):
+            y = m.ones(8, device="cuda") * 2
+        cuda.current_stream().wait_stream(side)
+        ok(y.sum().item() == 16)
+
     def switch(ns, name):
         old = getattr(ns, name)
         setattr(ns, name, True)
@@ -338,6 +355,10 @@ def nn_table(m):
         "torch.backends.cuda.matmul.allow_tf32": lambda: switch(m.backends.cuda.matmul, "allow_tf32"),
         "torch.amp.GradScaler": lambda: m.amp.GradScaler().scale(r(2).sum()),
         "torch.amp.GradScaler.unscale_": clipped_scaled_step,
+        "torch.cuda.Event": lambda: if_cuda(timed),
+        "torch.cuda.Stream": lambda: if_cuda(on_side_stream),
+        "torch.cuda.stream": lambda: if_cuda(on_side_stream),
+        "torch.cuda.current_stream": lambda: if_cuda(lambda: cuda.current_stream().synchronize()),
         # further names of CNN training code
         "torch.optim.lr_scheduler.CyclicLR":
             lambda: close(scheduled(lambda o: sched.CyclicLR(o, 0.01, 0.1, step_size_up=2)), 0.055),
