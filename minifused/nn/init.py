@@ -130,7 +130,7 @@ def eye_(tensor):
     if tensor.ndim != 2:
         raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got {tensor.ndim}")
     with no_grad():
-        tensor._data[...] = tensor._xp.eye(*tensor.shape, dtype=tensor._data.dtype)
+        tensor._data[...] = tensor._xp.eye(*tensor.shape).astype(tensor._data.dtype)
         return tensor._bump("eye_")
 
 
