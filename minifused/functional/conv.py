@@ -112,19 +112,23 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     return _conv_ops.conv2d(input, weight, bias, stride, padding, dilation, groups, activation)
 
 
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """1-D convolution as ``torch.nn.functional.conv1d``: ``input`` (N, C, L) or (C, L), ``weight``
-    (K, C/groups, k); run as conv2d over a height of one (the same kernels), its arguments checked there."""
-    op = "conv1d"
+def _check_1d(op, input, weight, channels, layout):
+    """A 1-D convolution's operands: tensors, (N, C, L) or (C, L) input, a 3-D weight of ``layout``."""
     if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
         raise TypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
                         f"{type(weight).__name__}")
     if input.ndim not in (2, 3):
-        raise ValueError(f"{op}: expected a 3-D input (N, C, L) or a 2-D unbatched one (C, L), got shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(f"{op}: expected a 3-D input (N, {channels}, L) or a 2-D unbatched one ({channels}, L), "
+                         f"got shape {tuple(input.shape)}")
     if weight.ndim != 3:
-        raise ValueError(f"{op}: weight must be 3-D (out_channels, in_channels/groups, k), got shape "
-                         f"{tuple(weight.shape)}")
+        raise ValueError(f"{op}: weight must be 3-D {layout}, got shape {tuple(weight.shape)}")
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution as ``torch.nn.functional.conv1d``: ``input`` (N, C, L) or (C, L), ``weight``
+    (K, C/groups, k); run as conv2d over a height of one (the same kernels), its arguments checked there."""
+    op = "conv1d"
+    _check_1d(op, input, weight, "C", "(out_channels, in_channels/groups, k)")
     stride, dilation = _single(op, "stride", stride, 1), _single(op, "dilation", dilation, 1)
     padding = padding if isinstance(padding, str) else (0, _single(op, "padding", padding, 0))
     x = _reshape(input, *input.shape[:-1], 1, input.shape[-1])
@@ -183,15 +187,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """1-D transposed convolution as ``torch.nn.functional.conv_transpose1d``: ``input`` (N, C_in, L) or
     (C_in, L), ``weight`` (C_in, C_out/groups, k); run as conv_transpose2d over a height of one."""
     op = "conv_transpose1d"
-    if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
-        raise TypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
-                        f"{type(weight).__name__}")
-    if input.ndim not in (2, 3):
-        raise ValueError(f"{op}: expected a 3-D input (N, C_in, L) or a 2-D unbatched one (C_in, L), got shape "
-                         f"{tuple(input.shape)}")
-    if weight.ndim != 3:
-        raise ValueError(f"{op}: weight must be 3-D (in_channels, out_channels/groups, k), got shape "
-                         f"{tuple(weight.shape)}")
+    _check_1d(op, input, weight, "C_in", "(in_channels, out_channels/groups, k)")
     stride, padding = _single(op, "stride", stride, 1), _single(op, "padding", padding, 0)
     output_padding, dilation = _single(op, "output_padding", output_padding, 0), _single(op, "dilation", dilation, 1)
     x = _reshape(input, *input.shape[:-1], 1, input.shape[-1])
