@@ -123,6 +123,9 @@ class ModuleDict(Module):
     def __setitem__(self, key, module):
         self.register_module(key, module)
 
+    def __delitem__(self, key):
+        del self._modules[key]
+
     def __contains__(self, key):
         return key in self._modules
 
@@ -131,6 +134,16 @@ class ModuleDict(Module):
 
     def __iter__(self):
         return iter(self._modules)
+
+    def pop(self, key):
+        return self._modules.pop(key)
+
+    def clear(self):
+        self._modules.clear()
+
+    def update(self, modules):
+        for name, m in dict(modules).items():
+            self.register_module(name, m)
 
     def keys(self):
         return self._modules.keys()

@@ -60,6 +60,9 @@ class Module:
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
+        if isinstance(getattr(type(self), name, None), property):  # a parametrized tensor (nn.utils.parametrize)
+            object.__setattr__(self, name, value)
+            return
         # PyTorch's rules: a Parameter or a Module registers as one; a name already registered keeps its kind
         # (None clears it, anything else of the wrong kind is an error), so ``self.count += 1`` on a buffer
         # keeps it a buffer, in the state dict

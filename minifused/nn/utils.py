@@ -149,3 +149,4 @@ def vector_to_parameters(vec, parameters):
 from .reparam import remove_spectral_norm, remove_weight_norm, spectral_norm, weight_norm  # noqa: E402,F401
 from . import fusion  # noqa: E402,F401 - torch.nn.utils.fusion
 from .fusion import fuse_conv_bn_eval  # noqa: E402,F401 - torch.nn.utils.fuse_conv_bn_eval
+from . import parametrizations, parametrize  # noqa: E402,F401 - torch.nn.utils.parametrizations / parametrize

@@ -370,5 +370,9 @@ def nn_table(m):
         "torch.nn.MaxPool1d": lambda: is_shape(nn.MaxPool1d(2)(r(2, 3, 8)), 2, 3, 4),
         "torch.nn.functional.affine_grid": stn_sample,
         "torch.nn.functional.grid_sample": stn_sample,
+        "torch.nn.utils.parametrizations.weight_norm": lambda: is_shape(
+            m.nn.utils.parametrizations.weight_norm(nn.Linear(3, 2))(r(4, 3)), 4, 2),
+        "torch.nn.utils.parametrizations.spectral_norm": lambda: is_shape(
+            m.nn.utils.parametrizations.spectral_norm(nn.Conv2d(2, 4, 3))(r(1, 2, 5, 5)), 1, 4, 3, 3),
         "torch.nn.TripletMarginLoss": lambda: is_shape(nn.TripletMarginLoss()(r(4, 5), r(4, 5), r(4, 5))),
     }

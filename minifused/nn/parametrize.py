@@ -1,0 +1,162 @@
+"""``torch.nn.utils.parametrize``: a module's tensor computed by parametrization modules from the tensors they
+were registered on, as PyTorch's. After ``register_parametrization(module, "weight", P())``, ``module.weight``
+is ``P()(original)``, recomputed at each access; the original lives in
+``module.parametrizations.weight.original`` (``original0``, ``original1``, ... where the first
+parametrization's ``right_inverse`` splits it), which is what the state dict and the optimizers see; assigning
+``module.weight = value`` stores ``right_inverse(value)`` there. As in PyTorch the module's class becomes a
+``Parametrized<Class>`` subclass holding the properties. ``cached()`` is accepted; it caches nothing (each access
+recomputes, with the same values)."""
+from __future__ import annotations
+
+import contextlib
+
+from ..autograd import no_grad
+from ..tensor import Tensor
+from .container import ModuleDict, ModuleList
+from .module import Module, Parameter
+
+__all__ = ["register_parametrization", "is_parametrized", "remove_parametrizations", "cached", "ParametrizationList"]
+
+
+class ParametrizationList(ModuleList):
+    """The parametrizations of one tensor, applied in order to ``original`` (or to ``original0``, ``original1``,
+    ... when the first one's ``right_inverse`` returns several tensors)."""
+
+    def __init__(self, modules, original, unsafe=False):
+        super().__init__(modules)
+        self.unsafe = unsafe
+        first = modules[0]
+        with no_grad():
+            new = first.right_inverse(original) if hasattr(first, "right_inverse") else original
+        self.is_tensor = isinstance(new, Tensor)
+        self.ntensors = 1 if self.is_tensor else len(new)
+        kind = Parameter if isinstance(original, Parameter) else None
+        for name, value in ([("original", new)] if self.is_tensor else
+                            [(f"original{i}", t) for i, t in enumerate(new)]):
+            if value is original:  # kept as it is (an identity right_inverse): the optimizers' tensor still
+                self._register(name, original)
+            else:
+                self._register(name, Parameter(value.detach().clone()) if kind else value.detach().clone())
+
+    def _register(self, name, value):
+        if isinstance(value, Parameter):
+            self.register_parameter(name, value)
+        else:
+            self.register_buffer(name, value)
+
+    def originals(self):
+        return [self.original] if self.is_tensor else [getattr(self, f"original{i}") for i in range(self.ntensors)]
+
+    def forward(self):
+        x = self[0](*self.originals())
+        for m in list(self)[1:]:
+            x = m(x)
+        return x
+
+    def right_inverse(self, value):
+        """Store ``value`` as the originals that give it back (each parametrization's ``right_inverse``, last
+        first)."""
+        with no_grad():
+            for m in reversed(list(self)):
+                value = m.right_inverse(value) if hasattr(m, "right_inverse") else value
+            values = [value] if self.is_tensor else list(value)
+            if len(values) != self.ntensors:
+                raise ValueError(f"right_inverse must return {self.ntensors} tensors, got {len(values)}")
+            for original, v in zip(self.originals(), values):
+                original.copy_(v)
+
+
+def is_parametrized(module, tensor_name=None):
+    plist = module.__dict__.get("_modules", {}).get("parametrizations")
+    if not isinstance(plist, ModuleDict):
+        return False
+    return tensor_name in plist if tensor_name is not None else len(plist) > 0
+
+
+def _parametrized_property(name):
+    def get(self):
+        return self.parametrizations[name]()
+
+    def put(self, value):
+        self.parametrizations[name].right_inverse(value)
+    return property(get, put)
+
+
+def register_parametrization(module, tensor_name, parametrization, *, unsafe=False):
+    """Parametrize ``module``'s parameter or buffer ``tensor_name`` by ``parametrization`` (a Module; more than
+    one are applied in registration order). Unless ``unsafe``, the result must keep the tensor's shape and
+    dtype. Returns the module."""
+    if not isinstance(parametrization, Module):
+        raise TypeError(f"register_parametrization: expected a Module, got {type(parametrization).__name__}")
+    if is_parametrized(module, tensor_name):
+        plist = module.parametrizations[tensor_name]
+        before = plist()
+        if not unsafe:
+            _check_same(before, parametrization(before))
+        plist.append(parametrization)
+        return module
+    if tensor_name in module._parameters:
+        store = module._parameters
+    elif tensor_name in module._buffers:
+        store = module._buffers
+    else:
+        raise ValueError(f"register_parametrization: module {type(module).__name__} has no parameter or buffer "
+                         f"with name {tensor_name!r}")
+    original = store[tensor_name]
+    plist = ParametrizationList([parametrization], original, unsafe)
+    if not unsafe:
+        _check_same(original, plist())
+    del store[tensor_name]
+    if not is_parametrized(module):
+        cls = type(module)
+        module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), {"_unparametrized_class": cls})
+        module.parametrizations = ModuleDict()
+    module.parametrizations[tensor_name] = plist
+    setattr(type(module), tensor_name, _parametrized_property(tensor_name))
+    return module
+
+
+def _check_same(original, new):
+    if not isinstance(new, Tensor) or tuple(new.shape) != tuple(original.shape) or new.dtype != original.dtype:
+        raise ValueError(f"Registering a parametrization may not change the shape or dtype of the tensor, unless "
+                         f"the `unsafe` flag is enabled: {original.dtype}{tuple(original.shape)} became "
+                         f"{getattr(new, 'dtype', type(new).__name__)}{tuple(getattr(new, 'shape', ()))}")
+
+
+def remove_parametrizations(module, tensor_name, leave_parametrized=True):
+    """Remove ``tensor_name``'s parametrizations: it becomes a plain parameter (or buffer) again, holding its
+    parametrized value (``leave_parametrized``) or its original. Returns the module."""
+    if not is_parametrized(module, tensor_name):
+        raise ValueError(f"Module {type(module).__name__} does not have a parametrization on {tensor_name}")
+    plist = module.parametrizations[tensor_name]
+    if leave_parametrized:
+        with no_grad():
+            value = plist().detach()
+        original = plist.originals()[0]
+        if plist.is_tensor and original.shape == value.shape and original.dtype == value.dtype:
+            with no_grad():
+                original.copy_(value)  # the same tensor object: the optimizers' keeps working
+            kept = original
+        else:
+            kept = Parameter(value.clone()) if isinstance(original, Parameter) else value.clone()
+    elif plist.is_tensor:
+        kept = plist.original
+    else:
+        raise ValueError("Cannot leave unparametrized (`leave_parametrized=False`) a tensor that is parametrized in "
+                         "terms of a sequence of tensors.")
+    delattr(type(module), tensor_name)
+    del module.parametrizations[tensor_name]
+    if isinstance(kept, Parameter):
+        module.register_parameter(tensor_name, kept)
+    else:
+        module.register_buffer(tensor_name, kept)
+    if not is_parametrized(module):
+        del module.parametrizations
+        module.__class__ = type(module)._unparametrized_class
+    return module
+
+
+@contextlib.contextmanager
+def cached():
+    """PyTorch's caching context for parametrized tensors; here every access recomputes (the same values)."""
+    yield

@@ -1,0 +1,139 @@
+"""nn.utils.parametrize and nn.utils.parametrizations (weight_norm, spectral_norm): values, gradients, state
+dict keys, assignment through right_inverse, removal, bad input; weight_norm against PyTorch on the GPU."""
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.nn as nn
+from minifused.nn.utils import parametrizations as PZ
+from minifused.nn.utils import parametrize as P
+
+
+class Symmetric(nn.Module):
+    def forward(self, x):
+        return x.triu() + x.triu(1).t()
+
+
+class Scaled(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+
+    def forward(self, x):
+        return x * self.k
+
+    def right_inverse(self, x):
+        return x / self.k
+
+
+def test_weight_norm_parametrization_matches_the_hook_form_and_keys():
+    mf.manual_seed(0)
+    old, new = nn.Conv2d(3, 4, 3), nn.Conv2d(3, 4, 3)
+    new.load_state_dict(old.state_dict())
+    w0 = old.weight.detach().numpy().copy()
+    nn.utils.weight_norm(old)
+    PZ.weight_norm(new)
+    assert type(new).__name__ == "ParametrizedConv2d"
+    assert sorted(new.state_dict()) == ["bias", "parametrizations.weight.original0",
+                                        "parametrizations.weight.original1"]
+    np.testing.assert_allclose(new.weight.detach().numpy(), w0, rtol=1e-6, atol=1e-7)
+    x = mf.randn(2, 3, 5, 5)
+    y_old, y_new = old(x), new(x)
+    np.testing.assert_allclose(y_new.detach().numpy(), y_old.detach().numpy(), rtol=1e-5, atol=1e-6)
+    (y_old * y_old).sum().backward()
+    (y_new * y_new).sum().backward()
+    g, v = new.parametrizations.weight.original0, new.parametrizations.weight.original1
+    np.testing.assert_allclose(g.grad.numpy(), old.weight_g.grad.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(v.grad.numpy(), old.weight_v.grad.numpy(), rtol=1e-4, atol=1e-6)
+    whole = PZ.weight_norm(nn.Linear(3, 2), dim=None)
+    assert whole.parametrizations.weight.original0.shape == ()
+
+
+def test_spectral_norm_parametrization_normalizes_by_the_largest_singular_value():
+    mf.manual_seed(1)
+    conv = PZ.spectral_norm(nn.Conv2d(3, 6, 3))
+    assert sorted(conv.state_dict()) == ["bias", "parametrizations.weight.0._u", "parametrizations.weight.0._v",
+                                         "parametrizations.weight.original"]
+    x = mf.randn(2, 3, 6, 6)
+    for _ in range(20):  # training forwards run the power iteration
+        conv(x)
+    w = conv.weight.detach().numpy().reshape(6, -1)
+    assert abs(np.linalg.svd(w, compute_uv=False)[0] - 1.0) < 1e-3
+    conv.eval()
+    u = conv.parametrizations.weight[0]._u.numpy().copy()
+    conv(x).sum().backward()
+    np.testing.assert_array_equal(conv.parametrizations.weight[0]._u.numpy(), u)  # no iteration in evaluation
+    assert conv.parametrizations.weight.original.grad is not None
+    tconv = PZ.spectral_norm(nn.ConvTranspose2d(4, 2, 3))
+    assert tconv.parametrizations.weight[0]._u.shape == (2,)  # dim 1: the output channels
+    with pytest.raises(ValueError, match="n_power_iterations to be positive"):
+        PZ.spectral_norm(nn.Linear(2, 2), n_power_iterations=0)
+
+
+def test_register_assign_chain_and_remove():
+    lin = nn.Linear(3, 3)
+    original = lin.weight
+    P.register_parametrization(lin, "weight", Symmetric())
+    assert lin.parametrizations.weight.original is original  # no right_inverse: the same parameter
+    w = lin.weight.detach().numpy()
+    np.testing.assert_array_equal(w, w.T)
+    assert P.is_parametrized(lin) and P.is_parametrized(lin, "weight") and not P.is_parametrized(lin, "bias")
+    assert "weight" not in dict(lin.named_parameters())
+    P.register_parametrization(lin, "weight", Scaled(2.0))  # applied after Symmetric
+    np.testing.assert_allclose(lin.weight.detach().numpy(), 2 * w, rtol=1e-6)
+    lin.weight = mf.eye(3) * 4  # stored through the right_inverses
+    np.testing.assert_allclose(lin.weight.detach().numpy(), np.eye(3) * 4, rtol=1e-6)
+    with mf.no_grad(), P.cached():
+        kept = lin.weight.numpy().copy()
+    P.remove_parametrizations(lin, "weight")
+    assert type(lin) is nn.Linear and not P.is_parametrized(lin) and lin.weight is original
+    np.testing.assert_allclose(lin.weight.detach().numpy(), kept, rtol=1e-6)
+    assert sorted(lin.state_dict()) == ["bias", "weight"]
+    scaled = P.register_parametrization(nn.Linear(2, 2), "weight", Scaled(3.0))
+    stored = scaled.parametrizations.weight.original.detach().numpy().copy()
+    P.remove_parametrizations(scaled, "weight", leave_parametrized=False)
+    np.testing.assert_array_equal(scaled.weight.detach().numpy(), stored)
+
+
+def test_parametrize_bad_input():
+    class Grow(nn.Module):
+        def forward(self, x):
+            return mf.cat([x, x])
+
+    with pytest.raises(ValueError, match="may not change the shape or dtype"):
+        P.register_parametrization(nn.Linear(2, 2), "weight", Grow())
+    grown = P.register_parametrization(nn.Linear(2, 2), "weight", Grow(), unsafe=True)
+    assert grown.weight.shape == (4, 2)
+    with pytest.raises(ValueError, match="has no parameter or buffer with name 'kernel'"):
+        P.register_parametrization(nn.Linear(2, 2), "kernel", Symmetric())
+    with pytest.raises(ValueError, match="does not have a parametrization on weight"):
+        P.remove_parametrizations(nn.Linear(2, 2), "weight")
+    with pytest.raises(TypeError, match="expected a Module"):
+        P.register_parametrization(nn.Linear(2, 2), "weight", lambda x: x)
+    wn = PZ.weight_norm(nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="Cannot leave unparametrized"):
+        P.remove_parametrizations(wn, "weight", leave_parametrized=False)
+
+
+@pytest.mark.gpu
+def test_gpu_weight_norm_parametrization_matches_pytorch(torch):
+    rng = np.random.default_rng(2)
+    w, b, x = (rng.standard_normal(s).astype(np.float32) for s in ((5, 4), (5,), (3, 4)))
+    ours = nn.Linear(4, 5).to("cuda")
+    theirs = torch.nn.Linear(4, 5).cuda()
+    with mf.no_grad():
+        ours.weight.copy_(mf.tensor(w, device="cuda"))
+        ours.bias.copy_(mf.tensor(b, device="cuda"))
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(w))
+        theirs.bias.copy_(torch.tensor(b))
+    PZ.weight_norm(ours)
+    torch.nn.utils.parametrizations.weight_norm(theirs)
+    y, ty = ours(mf.tensor(x, device="cuda")), theirs(torch.tensor(x, device="cuda"))
+    np.testing.assert_allclose(y.detach().cpu().numpy(), ty.detach().cpu().numpy(), rtol=1e-5, atol=1e-6)
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    for name in ("original0", "original1"):
+        np.testing.assert_allclose(getattr(ours.parametrizations.weight, name).grad.cpu().numpy(),
+                                   getattr(theirs.parametrizations.weight, name).grad.cpu().numpy(),
+                                   rtol=1e-4, atol=1e-6)
