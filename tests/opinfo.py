@@ -1043,6 +1043,17 @@ def _unary_entry(name, ref, spec=(3, 4), fuzz=True, domain="real", inplace=False
                   inplace=(InPlace(f"{name}_", _method(f"{name}_"), _method(name), op=f"{name}_"),) if inplace else ())
 
 
+def _erfinv_bisect(y):
+    lo, hi = -10.0, 10.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if math.erf(mid) < y else (lo, mid)
+    return (lo + hi) / 2
+
+
+_erfinv_ref = np.vectorize(_erfinv_bisect, otypes=[np.float64])
+
+
 def _np_round(a, decimals=0):
     return np.round(a, decimals)
 
@@ -1113,6 +1124,7 @@ MATH_OPS = [
     _unary_entry("reciprocal", lambda a: 1 / a, domain="pos"),
     _unary_entry("square", np.square, inplace=True),
     _unary_entry("erf", _erf, inplace=True),
+    _unary_entry("erfinv", _erfinv_ref, fuzz=False, domain="unit", inplace=True),
     # ---- rounding and sign: zero gradient (frac: 1), integers kept as they are
     _unary_entry("floor", np.floor, inplace=True),
     _unary_entry("ceil", np.ceil, inplace=True),
