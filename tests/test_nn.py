@@ -580,3 +580,11 @@ def test_init_eye_and_dirac():
     with pytest.raises(ValueError, match="dirac_: dim 0 \\(5\\) must be divisible by groups"):
         nn.init.dirac_(mf.empty(5, 2, 3, 3), groups=2)
     assert nn.utils.fuse_conv_bn_eval is nn.fusion.fuse_conv_bn_eval
+
+
+def test_module_compile_is_accepted_in_place():
+    model = nn.Linear(2, 2)
+    x = mf.randn(3, 2)
+    before = model(x).detach().numpy()
+    assert model.compile(mode="max-autotune") is None  # PyTorch compiles in place and returns None
+    np.testing.assert_array_equal(model(x).detach().numpy(), before)

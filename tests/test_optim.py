@@ -846,3 +846,35 @@ def test_pytorch_implementation_flags_are_accepted():
             cls([nn.Parameter(mf.tensor(w0))], **kw, differentiable=True)
         with pytest.raises(TypeError, match="fused must be None or a bool"):
             cls([nn.Parameter(mf.tensor(w0))], **kw, fused="yes")
+
+
+def test_step_hooks_run_around_every_optimizer_step():
+    """register_step_pre_hook / register_step_post_hook, as PyTorch's: called with (optimizer, args, kwargs)
+    around step (a pre-hook may replace the arguments), on every optimizer class and a user's subclass;
+    handle.remove() stops them."""
+    class Halving(optim.SGD):
+        def step(self, closure=None):
+            return super().step(closure)
+
+    for make in (lambda ps: optim.SGD(ps, lr=0.1), lambda ps: optim.Adam(ps), lambda ps: optim.AdamW(ps),
+                 lambda ps: optim.RMSprop(ps), lambda ps: Halving(ps, lr=0.1)):
+        p = nn.Parameter(mf.ones(2))
+        opt = make([p])
+        calls = []
+        pre = opt.register_step_pre_hook(lambda o, args, kwargs: calls.append(("pre", o is opt, args)))
+        post = opt.register_step_post_hook(lambda o, args, kwargs: calls.append(("post", o is opt, args)))
+        p.grad = mf.ones(2)
+        opt.step()
+        assert calls == [("pre", True, ()), ("post", True, ())], (type(opt).__name__, calls)
+        pre.remove()
+        post.remove()
+        opt.step()
+        assert len(calls) == 2
+    p = nn.Parameter(mf.ones(1))
+    opt = optim.SGD([p], lr=0.1)
+    opt.register_step_pre_hook(lambda o, args, kwargs: ((lambda: mf.tensor(3.0),), {}))  # swaps in a closure
+    p.grad = mf.ones(1)
+    assert float(opt.step()) == 3.0
+    opt.register_step_pre_hook(lambda o, args, kwargs: "bad")
+    with pytest.raises(RuntimeError, match="must return None or a tuple"):
+        opt.step()

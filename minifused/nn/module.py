@@ -252,6 +252,9 @@ class Module:
             p.requires_grad = requires_grad
         return self
 
+    def compile(self, *args, **kwargs):
+        """``Module.compile``, accepted as ``torch.compile`` is (``minifused.compile``): nothing to compile."""
+
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():
             if p.grad is None:

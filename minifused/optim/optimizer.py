@@ -24,6 +24,7 @@ mixed-precision recipe of ``minifused.amp``.
 from __future__ import annotations
 
 import copy
+import functools
 import numbers
 
 import numpy as np
@@ -158,8 +159,66 @@ def _check_hyper(opt, what, value, upper=None, closed=False):
         raise ValueError(f"{opt}: invalid {what} {value!r}; expected {'' if number else 'a number '}{bound}")
 
 
+class _Handle:
+    """A hook's removable handle (``handle.remove()``), as PyTorch's RemovableHandle."""
+
+    def __init__(self, hooks, key):
+        self._hooks, self._key = hooks, key
+
+    def remove(self):
+        self._hooks.pop(self._key, None)
+
+
+def _with_step_hooks(step):
+    """``step`` running the optimizer's step pre-hooks (which may replace its arguments) before it and its
+    post-hooks after it, as PyTorch's ``register_step_pre_hook`` / ``register_step_post_hook``."""
+    @functools.wraps(step)
+    def hooked(self, *args, **kwargs):
+        hooks = self.__dict__.get("_step_hooks")
+        if not hooks or hooks.get("running"):  # (a subclass's step calling super().step() runs them once)
+            return step(self, *args, **kwargs)
+        hooks["running"] = True
+        try:
+            for hook in list(hooks["pre"].values()):
+                changed = hook(self, args, kwargs)
+                if changed is not None:
+                    if not (isinstance(changed, tuple) and len(changed) == 2):
+                        raise RuntimeError(f"optimizer step pre-hook must return None or a tuple of (new_args, "
+                                           f"new_kwargs), but got {changed!r}")
+                    args, kwargs = changed
+            out = step(self, *args, **kwargs)
+            for hook in list(hooks["post"].values()):
+                hook(self, args, kwargs)
+        finally:
+            hooks["running"] = False
+        return out
+    hooked._with_step_hooks = True
+    return hooked
+
+
 class Optimizer:
-    """Base class: subclasses define ``defaults`` through ``__init__`` and implement ``step``."""
+    """Base class: subclasses define ``defaults`` through ``__init__`` and implement ``step`` (which runs the
+    registered step hooks around it)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "_with_step_hooks", False):
+            cls.step = _with_step_hooks(step)
+
+    def _register_step_hook(self, kind, hook):
+        hooks = self.__dict__.setdefault("_step_hooks", {"pre": {}, "post": {}, "next": 0})
+        hooks["next"] += 1
+        hooks[kind][hooks["next"]] = hook
+        return _Handle(hooks[kind], hooks["next"])
+
+    def register_step_pre_hook(self, hook):
+        """``hook(optimizer, args, kwargs)`` before each ``step``; it may return ``(new_args, new_kwargs)``."""
+        return self._register_step_hook("pre", hook)
+
+    def register_step_post_hook(self, hook):
+        """``hook(optimizer, args, kwargs)`` after each ``step``."""
+        return self._register_step_hook("post", hook)
 
     def __init__(self, params, defaults: dict, master_weights: bool = False):
         self.defaults = dict(defaults)
