@@ -479,18 +479,24 @@ class RemovableHandle:
         return False
 
 
+def pre_hook_arguments(what, result, args, kwargs):
+    """The (args, kwargs) after a pre-hook that sees both returned ``result``: None keeps them, else it must
+    be the new pair (module forward pre-hooks with kwargs, optimizer step pre-hooks)."""
+    if result is None:
+        return args, kwargs
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise RuntimeError(f"{what} must return None or a tuple of (new_args, new_kwargs), got "
+                           f"{type(result).__name__}")
+    return result
+
+
 def _call_with_hooks(module, args, kwargs):
     """``module.forward`` between its pre-hooks and forward hooks, its inputs and outputs routed
     through the backward-hook nodes when it has backward hooks."""
     hooks = module._call_hooks
     for hook, with_kwargs, _ in list(hooks.pre.values()):
         if with_kwargs:
-            result = hook(module, args, kwargs)
-            if result is not None:
-                if not (isinstance(result, tuple) and len(result) == 2):
-                    raise RuntimeError(f"forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
-                                       f"got {type(result).__name__}")
-                args, kwargs = result
+            args, kwargs = pre_hook_arguments("forward pre-hook", hook(module, args, kwargs), args, kwargs)
         else:
             result = hook(module, args)
             if result is not None:

@@ -32,6 +32,7 @@ import numpy as np
 from .. import backend
 from ..kernels import empty_like_layout, layout_like
 from ..kernels import optim as K
+from ..nn.module import pre_hook_arguments
 from ..tensor import Tensor
 
 _LOW_PRECISION = (backend.float16, backend.bfloat16)
@@ -180,12 +181,7 @@ def _with_step_hooks(step):
         hooks["running"] = True
         try:
             for hook in list(hooks["pre"].values()):
-                changed = hook(self, args, kwargs)
-                if changed is not None:
-                    if not (isinstance(changed, tuple) and len(changed) == 2):
-                        raise RuntimeError(f"optimizer step pre-hook must return None or a tuple of (new_args, "
-                                           f"new_kwargs), but got {changed!r}")
-                    args, kwargs = changed
+                args, kwargs = pre_hook_arguments("optimizer step pre-hook", hook(self, args, kwargs), args, kwargs)
             out = step(self, *args, **kwargs)
             for hook in list(hooks["post"].values()):
                 hook(self, args, kwargs)
