@@ -588,3 +588,26 @@ def test_module_compile_is_accepted_in_place():
     before = model(x).detach().numpy()
     assert model.compile(mode="max-autotune") is None  # PyTorch compiles in place and returns None
     np.testing.assert_array_equal(model(x).detach().numpy(), before)
+
+
+def test_gumbel_softmax_samples_the_softmax_and_passes_the_soft_gradient():
+    """The hard samples' argmax frequencies are softmax(logits) (the Gumbel-max trick; 20000 draws, within 4
+    standard deviations); soft samples are distributions; the hard one-hot's gradient is the soft sample's."""
+    mf.manual_seed(3)
+    p = np.array([0.1, 0.2, 0.7])
+    logits = mf.tensor(np.log(np.tile(p, (20000, 1))).astype(np.float32), requires_grad=True)
+    hard = F.gumbel_softmax(logits, tau=0.5, hard=True)
+    h = hard.detach().numpy()
+    assert set(np.unique(h)) == {0.0, 1.0} and (h.sum(1) == 1).all()
+    freq = np.bincount(h.argmax(1), minlength=3) / len(h)
+    assert (np.abs(freq - p) < 4 * np.sqrt(p * (1 - p) / len(h))).all(), freq
+    w = mf.tensor(np.array([1.0, 2.0, 3.0], np.float32))
+    (hard * w).sum().backward()
+    mf.manual_seed(3)
+    logits2 = mf.tensor(logits.detach().numpy(), requires_grad=True)
+    (F.gumbel_softmax(logits2, tau=0.5) * w).sum().backward()  # the same noise: the soft sample
+    np.testing.assert_allclose(logits.grad.numpy(), logits2.grad.numpy(), rtol=1e-5, atol=1e-6)
+    soft = F.gumbel_softmax(logits[:5], tau=2.0, dim=1)
+    np.testing.assert_allclose(soft.detach().numpy().sum(1), 1.0, rtol=1e-6)
+    with pytest.raises(ValueError, match="tau must be > 0"):
+        F.gumbel_softmax(logits, tau=0.0)

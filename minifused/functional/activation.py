@@ -23,7 +23,7 @@ __all__ = ["leaky_relu", "leaky_relu_", "silu", "elu", "elu_", "selu", "selu_", 
            "tanhshrink", "normalize", "one_hot", "cosine_similarity", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "prelu",
            "pixel_shuffle", "pixel_unshuffle", "threshold", "threshold_", "hardshrink", "softshrink", "glu", "softmin",
-           "channel_shuffle", "pairwise_distance", "rrelu", "rrelu_"]
+           "channel_shuffle", "pairwise_distance", "rrelu", "rrelu_", "gumbel_softmax"]
 
 
 # ---------------------------------------------------------------- activations
@@ -267,6 +267,33 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
     if not isinstance(input, _Tensor):
         raise TypeError(f"softmin: expected a tensor input, got {type(input).__name__}")
     return softmax(-input, dim, dtype=dtype)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """A sample from the Gumbel-softmax distribution of ``logits`` at temperature ``tau``: ``softmax((logits +
+    g) / tau)`` with Gumbel(0, 1) noise ``g``; with ``hard`` its one-hot argmax in the forward and the soft
+    sample's gradient in the backward (straight-through), as ``torch.nn.functional.gumbel_softmax``."""
+    from . import softmax
+    from ..ops import rand_like
+
+    _act("gumbel_softmax", logits)
+    tau = _number("gumbel_softmax", "tau", tau)
+    if tau <= 0:
+        raise ValueError(f"gumbel_softmax: tau must be > 0, got {tau}")
+    d = _dim("gumbel_softmax", logits, dim)
+    uniform = rand_like(logits).clamp(min=_numpy_tiny(logits.dtype))
+    y_soft = softmax((logits - (-uniform.log()).log()) / tau, d)
+    if not hard:
+        return y_soft
+    index = y_soft.detach().argmax(d, keepdim=True)
+    y_hard = (y_soft.detach() * 0).scatter(d, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+def _numpy_tiny(dtype):
+    import numpy
+
+    return float(numpy.finfo(numpy.float32 if dtype in (_backend.float16, _backend.bfloat16) else dtype).tiny)
 
 
 def channel_shuffle(input, groups):
