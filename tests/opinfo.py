@@ -1210,7 +1210,9 @@ MATH_OPS = [
     OpInfo("aminmax", lambda a, **kw: mf.stack(list(mf.aminmax(a, **kw))),
            lambda a, dim=None, keepdim=False: np.stack([np.min(a, dim, keepdims=keepdim), np.max(a, dim,
                                                                                                keepdims=keepdim)]),
-           spelled="mf.aminmax", torch=lambda T, a, **kw: T.stack(list(T.aminmax(a, **kw))), samples=(
+           spelled="mf.aminmax",
+           # PyTorch's aminmax has no derivative: its reference is amin and amax (the same values, and gradients)
+           torch=lambda T, a, **kw: T.stack([T.amin(a, **kw), T.amax(a, **kw)]), samples=(
                S("aminmax", distinct((4, 5))), S("aminmax_dim_keepdim", distinct((3, 4)), dim=1, keepdim=True))),
     OpInfo("unfold", lambda a, dimension, size, step: a.unfold(dimension, size, step), unfold_windows_ref,
            spelled="Tensor.unfold", torch=lambda T, a, dimension, size, step: a.unfold(dimension, size, step), samples=(
