@@ -461,12 +461,14 @@ def test_gpu_forward_weight_pack_matches_numpy(dtype, poisoned_pool):
 def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
     """conv_util.cu's wgrad_reduce (the filter gradient's fp32 split-K partials, (splits, K, RS, Cp), summed in
     split order into a KCRS dw) equals NumPy's float32 sums in that order, cast: more elements than the blocks'
-    threads (each takes several in turn), padded channels skipped, 1x1 to 33x33 filters, one to eight splits."""
+    threads (each takes several in turn), padded channels skipped, 1x1 to 33x33 filters, one to eight splits; and
+    so does wgrad_reduce_kcrs (KCRS through shared memory), more (k, 32-channel) pairs than blocks among them."""
     import cupy
 
     dt = getattr(backend, dtype)
     rng = np.random.default_rng(22)
     reduce = P.util_kernel(np.dtype(dt), "wgrad_reduce")
+    transposing = P.util_kernel(np.dtype(dt), "wgrad_reduce_kcrs")
     for splits, k, c, r, cp_, blocks in [(2, 64, 3, 7, 8, 5), (3, 5, 1000, 3, 1000, 7), (1, 9, 70, 1, 72, 2),
                                          (8, 33, 130, 3, 136, 1024), (2, 3, 5, 17, 8, 3), (2, 2, 3, 33, 8, 4)]:
         ws = rng.standard_normal((splits, k, r * r, cp_)).astype(np.float32)
@@ -479,6 +481,11 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
             ref = want[..., :c] if krsc else want[..., :c].transpose(0, 2, 1)
             ref = cupy.asarray(np.ascontiguousarray(ref)).astype(dt)
             assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, k, c, r, krsc)
+            if not krsc and 1 < r * r <= 384:  # the KCRS transpose in shared memory (where it fits): the same
+                dw.fill(np.nan)
+                transposing((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_)),
+                            shared_mem=32 * r * r * 4)
+                assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, k, c, r)
 
 
 @pytest.mark.gpu

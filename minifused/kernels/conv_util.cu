@@ -5,7 +5,9 @@
 //   transpose_pad the backward-data's weight: KCRS as (K, C*R*S) (or KRSC) -> CRSK (C*R*S, Kp), 32x32 tiles
 //   pack_forward  the forward's pack_nhwc of x and its KRSC pack of w (channels zero-padded to Cp) in
 //                 one launch (optionally rounding float to TF32)
-//   wgrad_reduce  sum of the split-K fp32 partials, in a fixed order, written as KCRS (or KRSC)
+//   wgrad_reduce  sum of the split-K fp32 partials, in a fixed order, written as KRSC (or KCRS)
+//   wgrad_reduce_kcrs
+//                 the same sum written as KCRS through a shared-memory transpose (filters of more than one tap)
 //   colsum_partial, colsum_reduce
 //                 the bias gradient: column sums of the packed dz (rows x Cp), in two
 //                 deterministic passes (per-block partial sums, then a fixed-order sum)
@@ -234,6 +236,34 @@ extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restr
 #pragma unroll 8
         for (int z = 0; z < splits; ++z) s += p[z * plane];
         dw[krsc ? i : ((long long)k * C + c) * RS + rs] = from_f<T>(s);
+    }
+}
+
+// wgrad_reduce's KCRS output for filters of RS > 1 taps, coalesced both ways: a block takes one k and 32
+// channels c0.., reads their RS rows of each split's partials (32 adjacent floats a row), sums the splits in
+// order into shared memory transposed ([c][rs]), and writes dw's span [k][c0..][0..RS), which is contiguous in
+// KCRS. Dynamic shared memory: 32 * RS floats. Blocks stride over the K * ceil(C / 32) (k, c0) pairs.
+extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K,
+                                             int C, int RS, int Cp) {
+    extern __shared__ float tile[];
+    const long long plane = (long long)K * RS * Cp;
+    const int chunks = (C + 31) / 32;
+    for (long long b = blockIdx.x; b < (long long)K * chunks; b += gridDim.x) {
+        const int k = (int)(b / chunks), c0 = (int)(b % chunks) * 32, cn = min(32, C - c0);
+        for (int e = threadIdx.x; e < 32 * RS; e += blockDim.x) {
+            const int rs = e >> 5, cl = e & 31;
+            if (cl < cn) {
+                const float* p = ws + ((long long)k * RS + rs) * Cp + c0 + cl;
+                float s = p[0];
+#pragma unroll 4
+                for (int z = 1; z < splits; ++z) s += p[z * plane];
+                tile[cl * RS + rs] = s;
+            }
+        }
+        __syncthreads();
+        T* out = dw + ((long long)k * C + c0) * RS;
+        for (int e = threadIdx.x; e < cn * RS; e += blockDim.x) out[e] = from_f<T>(tile[e]);
+        __syncthreads();
     }
 }
 
