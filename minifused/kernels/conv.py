@@ -324,18 +324,18 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     # (dW, and w for dX, KCRS or, with channels-last dy and w, KRSC: the weight's layout)
     # (KRSC: the partials' own order, coalesced both ways; one tap: KCRS is the same memory; more taps: KCRS
     # through a transpose in shared memory, 32 * RS floats, where that fits in the default 48 KiB)
-    wg_reduce_krsc = Prepared(util_kernel(dtype, "wgrad_reduce"),
-                              _blocks(kg * cg * r * s // wgrad_reduce_vec(cg, cpad)), (THREADS,),
-                              (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, 1)))
+    def strided_reduce(krsc):  # wgrad_reduce: the partials' order, dW KRSC (krsc) or KCRS by strided writes
+        return Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(kg * cg * r * s // wgrad_reduce_vec(cg, cpad)),
+                        (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc)))
+
+    wg_reduce_krsc = strided_reduce(1)
     if r * s == 1:
         wg_reduce_kcrs = wg_reduce_krsc
     elif 32 * r * s * 4 <= 48 * 1024:
         wg_reduce_kcrs = Prepared(util_kernel(dtype, "wgrad_reduce_kcrs"), (min(kg * -(-cg // 32), 65535 * 8),),
                                   (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad)), 32 * r * s * 4)
     else:
-        wg_reduce_kcrs = Prepared(util_kernel(dtype, "wgrad_reduce"),
-                                  _blocks(kg * cg * r * s // wgrad_reduce_vec(cg, cpad)), (THREADS,),
-                                  (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, 0)))
+        wg_reduce_kcrs = strided_reduce(0)
     # dX: the weights packed, then the GEMM(s) (dy, packed w -> dx)
     j = cg * r * s
     pack_w = Prepared(util_kernel(dtype, "transpose_pad"), ((j + 31) // 32, (kpad + 31) // 32), (32, 8, 1),
