@@ -291,7 +291,9 @@ def test_cached_channel_plans():
     of a cluster that hold it (1024 threads for two, 512 for more; a 32x32 map of a batch of 256 in 16 bits
     in the forward, a cluster of 16 past the portable 8 for a batch of 512 or for 32 bits), none past 16
     blocks' room, nor past one block's without clusters. The backward caches dy and x: one block, or a
-    cluster only where the two overflow the L2."""
+    cluster only where the two overflow the L2 or where a block per channel would leave half the SMs idle;
+    1024 threads only while the grid fits one block an SM; past one wave of two blocks an SM, registers
+    capped for three blocks of 512 an SM."""
     plan = K._per_channel
     assert plan((256, 64, 64), 2, 8, True, 132) == K.ChannelPlan(1, 1024, 2048, 32768)
     assert plan((256, 512, 64), 2, 8, True, 132) == K.ChannelPlan(1, 512, 2048, 32768)
@@ -308,11 +310,17 @@ def test_cached_channel_plans():
     assert plan((4, 3, 5), 4, 1, True, 132) == K.ChannelPlan(1, 32, 32, 128)
     # the backward (two tensors cached) on a 50 MiB L2: dy and x of 64 MiB take a cluster, of 16 MiB the passes
     l2 = 50 << 20
-    assert plan((256, 64, 64), 2, 8, True, 132, 2, l2) == K.ChannelPlan(1, 1024, 2048, K.SLICE_BYTES)
-    assert plan((256, 64, 1024), 2, 8, True, 132, 2, l2) == K.ChannelPlan(16, 512, 2048, K.SLICE_BYTES)
-    assert plan((256, 256, 256), 2, 8, True, 132, 2, l2) == K.ChannelPlan(4, 512, 2048, K.SLICE_BYTES)
+    half = K.SLICE_BYTES // 2
+    assert plan((256, 64, 64), 2, 8, True, 132, 2, l2) == K.ChannelPlan(2, 512, 1024, half, 1)
+    assert plan((256, 64, 64), 2, 8, False, 132, 2, l2) == K.ChannelPlan(1, 1024, 2048, K.SLICE_BYTES, 1)
+    assert plan((256, 128, 64), 2, 8, True, 132, 2, l2) == K.ChannelPlan(1, 1024, 2048, K.SLICE_BYTES, 1)
+    assert plan((256, 256, 64), 2, 8, True, 132, 2, l2) == K.ChannelPlan(1, 512, 2048, K.SLICE_BYTES, 1)
+    assert plan((256, 512, 64), 2, 8, True, 132, 2, l2) == K.ChannelPlan(1, 512, 2048, K.SLICE_BYTES, 2)
+    assert plan((4, 3, 5), 4, 1, True, 132, 2, l2) == K.ChannelPlan(1, 32, 32, 256, 1)
+    assert plan((256, 64, 1024), 2, 8, True, 132, 2, l2) == K.ChannelPlan(16, 512, 2048, K.SLICE_BYTES, 2)
+    assert plan((256, 256, 256), 2, 8, True, 132, 2, l2) == K.ChannelPlan(4, 512, 2048, K.SLICE_BYTES, 2)
     assert plan((256, 64, 256), 2, 8, True, 132, 2, l2) is None
-    assert plan((256, 64, 1024), 2, 8, True, 132, 2, 0) == K.ChannelPlan(16, 512, 2048, K.SLICE_BYTES)
+    assert plan((256, 64, 1024), 2, 8, True, 132, 2, 0) == K.ChannelPlan(16, 512, 2048, K.SLICE_BYTES, 2)
 
 
 @pytest.mark.gpu

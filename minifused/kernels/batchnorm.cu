@@ -6,7 +6,8 @@
 // is a multiple of it and the arrays are 16-byte aligned, else 1), MF_WIDE 1: 64-bit indices in the
 // elementwise passes (0: unsigned, for arrays of fewer than 2^32 elements, where the channel of an element
 // costs a 32-bit division), MF_CLUSTER the blocks per channel of the cached-channel kernels (cluster.cuh; the last
-// section). Arithmetic is fp32; the per-channel combination of the partial sums is fp64, in a fixed order
+// section), MF_CHANNEL_BLOCKS the 1024-thread blocks per SM their registers must allow (2: at most 32 a
+// thread, which puts three blocks of 512 on an SM where the backward's otherwise put two). Arithmetic is fp32; the per-channel combination of the partial sums is fp64, in a fixed order
 // (deterministic, no atomics). Flat element i is at channel (i / S) % C; the ReLU mask holds
 // bit i % 32 of word i / 32.
 //
@@ -23,6 +24,7 @@
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_W=__nv_bfloat16 -DMF_VEC=1 -DMF_WIDE=1
 // nvrtc-check[sm_90]: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0 -DMF_CLUSTER=16
 // nvrtc-check[sm_90]: -DMF_T=float -DMF_W=float -DMF_VEC=1 -DMF_WIDE=0 -DMF_CLUSTER=2
+// nvrtc-check[sm_90]: -DMF_T=__nv_bfloat16 -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0 -DMF_CLUSTER=16 -DMF_CHANNEL_BLOCKS=2
 // nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0 -DMF_NHWC=1
 // nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=1 -DMF_NHWC=1
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_W=__nv_bfloat16 -DMF_VEC=1 -DMF_WIDE=0 -DMF_NHWC=1
@@ -54,6 +56,9 @@ typedef long long I;
 typedef unsigned I;
 #endif
 constexpr int VEC = MF_VEC;
+#ifndef MF_CHANNEL_BLOCKS
+#define MF_CHANNEL_BLOCKS 1
+#endif
 // Channels one vector spans: NCHW its VEC elements lie in one channel's run, channels-last in VEC consecutive
 // channels.
 constexpr int CH = MF_NHWC ? VEC : 1;
@@ -339,13 +344,13 @@ template <typename V> __device__ __forceinline__ V cluster_total(V v, V* slot) {
 // needs 64-bit indices (a 64-bit division costs several times the instructions, and these kernels issue one
 // per 16-byte vector, near what the SM issues per byte at full bandwidth).
 __device__ __forceinline__ long long channel_vector(long long j, long long SV, long long C, long long c) {
-    const long long n = (I)j / (I)SV;
-    return ((n * C + c) * SV + (j - n * SV)) * VEC;
+    const I n = (I)j / (I)SV;
+    return (long long)((((I)n * (I)C + (I)c) * (I)SV + ((I)j - n * (I)SV)) * (I)VEC);
 }
 
 typedef Vec<float, 2> F2;
 
-extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024)
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024, MF_CHANNEL_BLOCKS)
 bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, long long* count, const W* __restrict__ w,
                    const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask, float* __restrict__ mean,
                    float* __restrict__ rstd, long long N, long long C, long long S, long long CHUNK, float eps,
@@ -426,7 +431,7 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
 // dx, dw, db of channel c from its dy (masked) and x, cached: the sums of g and g*(x - mean) over the cluster,
 // then dx = k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them. Block `rank` of
 // the channel's cluster caches vectors [lo, lo + CHUNK) of dy and of x, as bn_channel_forward does x.
-extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024)
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024, MF_CHANNEL_BLOCKS)
 bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const unsigned* __restrict__ mask,
                     const float* __restrict__ mean, const float* __restrict__ rstd, const W* __restrict__ w,
                     T* __restrict__ dx, W* __restrict__ dw, W* __restrict__ db, long long N, long long C, long long S,
@@ -447,9 +452,10 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
         const long long i = channel_vector(lo + j, SV, C, c);
         TV gv = *reinterpret_cast<const TV*>(dy + i);
         const TV xv = *reinterpret_cast<const TV*>(x + i);
+        const unsigned bits = mask ? mask[i >> 5] >> (i & 31) : ~0u;  // the vector's bits lie in one word
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
-            if (!kept(mask, i + k)) gv.v[k] = from_f<T>(0.f);
+            if (!((bits >> k) & 1u)) gv.v[k] = from_f<T>(0.f);
             const float g = to_f(gv.v[k]);
             a += g;
             p += g * (to_f(xv.v[k]) - m);

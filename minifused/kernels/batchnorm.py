@@ -146,17 +146,19 @@ MAX_CLUSTER = 16
 class ChannelPlan(NamedTuple):
     """The cached-channel kernels' launch: ``cluster`` blocks per channel (a thread-block cluster when more
     than one), ``threads`` per block, ``chunk`` vectors of the channel per block (a multiple of 32: the
-    mask words stay within one block) and the dynamic shared memory per cached tensor."""
+    mask words stay within one block), the dynamic shared memory per block, and ``min_blocks``: the
+    1024-thread blocks per SM the kernel's registers must allow (2 caps them at 32 a thread)."""
     cluster: int
     threads: int
     chunk: int
     slice_bytes: int
+    min_blocks: int = 1
 
 
 @functools.cache
-def _kernels(dtype, wdtype, vec, wide, cluster=1, nhwc=False):
-    opts = (f"-DMF_T={ctype(dtype)}", f"-DMF_W={ctype(wdtype)}", f"-DMF_VEC={vec}",
-            f"-DMF_WIDE={int(wide)}", f"-DMF_CLUSTER={cluster}") + (("-DMF_NHWC=1",) if nhwc else ())
+def _kernels(dtype, wdtype, vec, wide, cluster=1, nhwc=False, min_blocks=1):
+    opts = (f"-DMF_T={ctype(dtype)}", f"-DMF_W={ctype(wdtype)}", f"-DMF_VEC={vec}", f"-DMF_WIDE={int(wide)}",
+            f"-DMF_CLUSTER={cluster}", f"-DMF_CHANNEL_BLOCKS={min_blocks}") + (("-DMF_NHWC=1",) if nhwc else ())
     names = ("bn_finalize_forward", "bn_apply", "bn_finalize_backward", "bn_backward_dx")
     names += (("bn_partial_nhwc", "bn_fold_nhwc") if nhwc
               else ("bn_partial", "bn_channel_forward", "bn_channel_backward"))
@@ -185,9 +187,10 @@ def _per_channel(shape, itemsize, vec, clusters, sms, tensors=1, l2=0):
     of a cluster that hold it, 512 threads each. The backward takes a cluster only where dy and x overflow the
     L2 (``l2`` bytes): where they fit it, the passes' second reads come from the L2, and they measured faster
     than the cluster's slices (loaded, reduced, then written: a block's loads and stores do not overlap).
-    A channel on one or two blocks takes 1024 threads per block where C is at most twice the SMs, else 512
-    (four blocks an SM, a second wave avoided); larger clusters take 512 (measured faster). A fixed function of
-    the shape and device (so sums are reproducible)."""
+    The forward: a channel on one or two blocks takes 1024 threads per block where C is at most twice the SMs
+    (its kernel fits two such blocks an SM), else 512 (four blocks an SM, a second wave avoided); larger
+    clusters take 512 (measured faster). The backward: see the comment below. A fixed function of the shape
+    and device (so sums are reproducible)."""
     n, c, s = shape
     vectors = n * s // vec
     vbytes = vec * itemsize * tensors
@@ -195,11 +198,22 @@ def _per_channel(shape, itemsize, vec, clusters, sms, tensors=1, l2=0):
     k = 1
     while k < top and _chunk(vectors, k) * vbytes > SLICE_BYTES:
         k *= 2
-    chunk = _chunk(vectors, k)
-    if chunk * vbytes > SLICE_BYTES or (k > 1 and tensors > 1 and n * c * s * itemsize * tensors <= l2):
+    if _chunk(vectors, k) * vbytes > SLICE_BYTES or (k > 1 and tensors > 1 and n * c * s * itemsize * tensors <= l2):
         return None
-    threads = 1024 if k <= 2 and c <= 2 * sms else 512
-    return ChannelPlan(k, int(min(threads, chunk)), chunk, chunk * vbytes)
+    if tensors == 1:
+        threads = 1024 if k <= 2 and c <= 2 * sms else 512
+        chunk = _chunk(vectors, k)
+        return ChannelPlan(k, int(min(threads, chunk)), chunk, chunk * vbytes)
+    # The backward's block takes over 32 registers a thread uncapped: one block of 1024 threads an SM, two of
+    # 512. Its channels spread over twice the blocks while they leave half the SMs idle; 1024 threads while
+    # the grid fits one block an SM and each thread loads two vectors or more; past one wave of two blocks
+    # an SM, the registers capped at 32 (three blocks of 512 an SM, by shared memory; measured faster
+    # there, slower where the capped build's third block per SM spreads a single wave unevenly)
+    while k < top and 2 * c * k <= sms and vectors >= 2 * k * 1024:  # (each block keeps 1024 vectors or more)
+        k *= 2
+    chunk = _chunk(vectors, k)
+    threads = 1024 if c * k <= sms and chunk >= 2048 else 512
+    return ChannelPlan(k, int(min(threads, chunk)), chunk, chunk * vbytes, 2 if c * k > 2 * sms else 1)
 
 
 def _split(n, c, s, sms):
@@ -268,7 +282,8 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
     else:
         channel = (_per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms)
                    if training and (not relu or s % 32 == 0) else None)
-    k = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel else 1, nhwc)
+    k = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel else 1, nhwc,
+                 channel.min_blocks if channel else 1)
     n_, c_, s_, total = np.int64(n), np.int64(c), np.int64(s), np.int64(n * c * s)
     split, tiles = _split_nhwc(n, c, vec, sms) if nhwc else (_split(n, c, s, sms), 1)
     rows = 1 if nhwc else split
