@@ -1,4 +1,5 @@
-"""Shared test setup: the ``gpu`` marker skips where CUDA is unusable; ``device`` runs a test per device;
+"""Shared test setup: the ``gpu`` marker skips where CUDA is unusable (and the tests without it run with the CPU
+as the default device); ``device`` runs a test per device;
 ``rng`` a seeded generator; ``torch`` PyTorch on CUDA with TF32 off (skips without it); hypothesis
 profiles: 'ci' (100 examples per fuzzed primitive, the default) and 'gpu' (300, for the CUDA kernels:
 ``MINIFUSED_HYPOTHESIS=gpu``). The op registry and the array makers: tests/opinfo.py."""
@@ -55,6 +56,27 @@ def host(a):
 
 def f64(a):
     return np.asarray(host(a)).astype(np.float64)
+
+
+@pytest.fixture(autouse=True)
+def _cpu_default_outside_gpu_tests(request):
+    """A test not marked ``gpu`` is part of the CPU suite: on a GPU machine it runs with the CPU as the
+    default device (``MINIFUSED_DEVICE=cpu``), as it does where CUDA is unusable, so the README's plain
+    ``pytest`` passes there too."""
+    if "gpu" in request.keywords or not backend.cuda_available():
+        yield
+        return
+    prev = os.environ.get("MINIFUSED_DEVICE")
+    os.environ["MINIFUSED_DEVICE"] = "cpu"
+    backend._env_default_device.cache_clear()
+    try:
+        yield
+    finally:
+        if prev is None:
+            os.environ.pop("MINIFUSED_DEVICE", None)
+        else:
+            os.environ["MINIFUSED_DEVICE"] = prev
+        backend._env_default_device.cache_clear()
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
