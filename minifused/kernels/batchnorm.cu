@@ -406,10 +406,11 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
         long long i = 0;
         if (live) {
             i = channel_vector(lo + j, SV, C, c);
+            const TV v = load_as<TV>(cache + j);  // one 16-byte load (elementwise reads conflict 4-way)
             TV out;
 #pragma unroll
             for (int k = 0; k < VEC; ++k) {
-                float o = (to_f(cache[j].v[k]) - mu) * scale + bc;
+                float o = (to_f(v.v[k]) - mu) * scale + bc;
                 if (mask) {
                     if (o > 0.f) bits |= 1u << k;
                     else if (o == o) o = 0.f;
@@ -479,10 +480,11 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
         const float k0 = (float)k0d, k1 = batch ? (float)(k0d * a / M) : 0.f;
         const float k2 = batch ? (float)(k0d * r * r * p / M) : 0.f;
         for (long long j = threadIdx.x; j < n_own; j += blockDim.x) {
+            const TV gv = load_as<TV>(gc + j), xv = load_as<TV>(xc + j);  // 16-byte loads, as in the forward
             TV out;
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
-                out.v[k] = from_f<T>(k0 * to_f(gc[j].v[k]) - k1 - (to_f(xc[j].v[k]) - m) * k2);
+                out.v[k] = from_f<T>(k0 * to_f(gv.v[k]) - k1 - (to_f(xv.v[k]) - m) * k2);
             *reinterpret_cast<TV*>(dx + channel_vector(lo + j, SV, C, c)) = out;
         }
     }
