@@ -278,10 +278,7 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
     if nhwc:
         channel = None
     elif backward:
-        # bfloat16 takes the passes wherever a channel overflows one block: its cluster measured 9-18 % slower
-        # than them (float16's, on the same plans, as fast or faster; the cause is not known)
-        l2 = math.inf if dtype == backend.bfloat16 else l2_bytes(dev)
-        channel = _per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms, 2, l2)
+        channel = _per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms, 2, l2_bytes(dev))
     else:
         channel = (_per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms)
                    if training and (not relu or s % 32 == 0) else None)
