@@ -208,7 +208,8 @@ def _per_channel(shape, itemsize, vec, clusters, sms, tensors=1, l2=0):
     # 512. Its channels spread over twice the blocks while they leave half the SMs idle; 1024 threads while
     # the grid fits one block an SM and each thread loads two vectors or more; past one wave of two blocks
     # an SM, the registers capped at 32 (three blocks of 512 an SM, by shared memory; measured faster
-    # there, slower where the capped build's third block per SM spreads a single wave unevenly)
+    # there, slower where the capped build's third block per SM spreads a single wave unevenly; bench/bn_sweep.py
+    # times the alternatives)
     while k < top and 2 * c * k <= sms and vectors >= 2 * k * 1024:  # (each block keeps 1024 vectors or more)
         k *= 2
     chunk = _chunk(vectors, k)
