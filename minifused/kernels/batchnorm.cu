@@ -7,9 +7,9 @@
 // elementwise passes (0: unsigned, for arrays of fewer than 2^32 elements, where the channel of an element
 // costs a 32-bit division), MF_CLUSTER the blocks per channel of the cached-channel kernels (cluster.cuh; the last
 // section), MF_CHANNEL_BLOCKS the 1024-thread blocks per SM their registers must allow (2: at most 32 a
-// thread, which puts three blocks of 512 on an SM where the backward's otherwise put two). Arithmetic is fp32; the per-channel combination of the partial sums is fp64, in a fixed order
-// (deterministic, no atomics). Flat element i is at channel (i / S) % C; the ReLU mask holds
-// bit i % 32 of word i / 32.
+// thread, which puts three blocks of 512 on an SM where the backward's otherwise put two). Arithmetic is
+// fp32; the per-channel combination of the partial sums is fp64, in a fixed order (deterministic, no atomics).
+// Flat element i is at channel (i / S) % C; the ReLU mask holds bit i % 32 of word i / 32.
 //
 // MF_NHWC=1 (channels-last): flat (memory) element i is at channel i % C, and the mask's bit i is memory
 // element i (the forward and the backward read the same order). bn_partial_nhwc and bn_fold_nhwc replace

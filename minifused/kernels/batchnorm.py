@@ -198,11 +198,11 @@ def _per_channel(shape, itemsize, vec, clusters, sms, tensors=1, l2=0):
     k = 1
     while k < top and _chunk(vectors, k) * vbytes > SLICE_BYTES:
         k *= 2
-    if _chunk(vectors, k) * vbytes > SLICE_BYTES or (k > 1 and tensors > 1 and n * c * s * itemsize * tensors <= l2):
+    chunk = _chunk(vectors, k)
+    if chunk * vbytes > SLICE_BYTES or (k > 1 and tensors > 1 and n * c * s * itemsize * tensors <= l2):
         return None
     if tensors == 1:
         threads = 1024 if k <= 2 and c <= 2 * sms else 512
-        chunk = _chunk(vectors, k)
         return ChannelPlan(k, int(min(threads, chunk)), chunk, chunk * vbytes)
     # The backward's block takes over 32 registers a thread uncapped: one block of 1024 threads an SM, two of
     # 512. Its channels spread over twice the blocks while they leave half the SMs idle; 1024 threads while
