@@ -39,6 +39,8 @@
 // nvrtc-check: -DCONV_T=__half -DCONV_MODE=2 -DCONV_BM=64 -DCONV_BN=128 -DCONV_MMA=1
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=0
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=2 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=0
+// nvrtc-check: -DCONV_T=float -DCONV_MODE=2 -DCONV_BM=64 -DCONV_BN=128 -DCONV_MMA=0
+// nvrtc-check: -DCONV_T=float -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=0 -DCONV_BKB=128
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=1 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=2
 // nvrtc-check: -DCONV_T=__half -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=128 -DCONV_MMA=1 -DCONV_BKB=128
 // nvrtc-check: -DCONV_T=float -DCONV_MODE=0 -DCONV_BM=128 -DCONV_BN=64 -DCONV_MMA=2 -DCONV_BKB=128
@@ -154,6 +156,11 @@ __device__ __forceinline__ int mn_chunk_at(int r, int j) {
 // n / d for n < 2^31 by multiply-and-shift (mul, shr from the host; d == 1 passes mul = 0).
 __device__ __forceinline__ int fast_div(int n, unsigned mul, unsigned shr) {
     return mul ? (int)(__umulhi((unsigned)n, mul) >> shr) : n;
+}
+
+// the FFMA path's rows (and columns) of a thread: its i-th of a 16-thread grid line t
+__device__ __forceinline__ int ffma_row(int i, int t) {
+    return CONV_MODE == 2 ? (i >> 2) * 64 + t * 4 + (i & 3) : i * 16 + t;
 }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
@@ -604,6 +611,8 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
 #endif
 #else
     static_assert(NT == 256, "the FFMA path maps a 16 x 16 thread grid");
+    // thread (tm, tn) holds rows ffma_row(i, tm) and columns ffma_row(j, tn): i * 16 + tm in modes 0/1,
+    // runs of four (4 * tm + i % 4 + 64 * (i / 4)) in mode 2
     constexpr int TM = BM / 16, TN = BN / 16;
     const int tm = tid / 16, tn = tid % 16;
     float acc[TM][TN];
@@ -614,30 +623,43 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     auto compute = [&](int stage) {
         const T* As = smem + stage * STAGE_ELEMS;
         const T* Bs = As + A_ELEMS;
+#if CONV_MODE < 2
+        // scalar reads: 16-byte loads of four consecutive k measured no faster in these modes (bench/conv.py),
+        // whose shared-memory reads do not bound them as mode 2's did
 #pragma unroll 4
         for (int kq = 0; kq < BK; ++kq) {
             float a[TM], b[TN];
 #pragma unroll
-            for (int i = 0; i < TM; ++i) {
-#if CONV_MODE < 2
-                a[i] = to_f(As[(i * 16 + tm) * LDK + kq]);
-#else
-                a[i] = to_f(As[kq * LDA2 + i * 16 + tm]);
-#endif
-            }
+            for (int i = 0; i < TM; ++i) a[i] = to_f(As[(i * 16 + tm) * LDK + kq]);
 #pragma unroll
-            for (int j = 0; j < TN; ++j) {
-#if CONV_MODE < 2
-                b[j] = to_f(Bs[(j * 16 + tn) * LDK + kq]);
-#else
-                b[j] = to_f(Bs[kq * LDB2 + j * 16 + tn]);
-#endif
-            }
+            for (int j = 0; j < TN; ++j) b[j] = to_f(Bs[(j * 16 + tn) * LDK + kq]);
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
         }
+#else
+        // k-major tiles: a thread's rows (columns) are runs of four consecutive ones, 64 apart (see ffma_row),
+        // each run one 16-byte load; a quarter warp's eight runs of B are 128 contiguous bytes
+        static_assert(sizeof(T) == 4 && TM % 4 == 0 && TN % 4 == 0 && LDA2 % 4 == 0 && LDB2 % 4 == 0,
+                      "the FFMA path reads float4s along m and n");
+#pragma unroll 2
+        for (int kq = 0; kq < BK; ++kq) {
+            float4 a[TM / 4], b[TN / 4];
+#pragma unroll
+            for (int i = 0; i < TM / 4; ++i)
+                a[i] = *reinterpret_cast<const float4*>(As + kq * LDA2 + ffma_row(i * 4, tm));
+#pragma unroll
+            for (int j = 0; j < TN / 4; ++j)
+                b[j] = *reinterpret_cast<const float4*>(Bs + kq * LDB2 + ffma_row(j * 4, tn));
+            const float* av = reinterpret_cast<const float*>(a);
+            const float* bv = reinterpret_cast<const float*>(b);
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        }
+#endif
     };
 #endif
 
@@ -733,7 +755,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-            const int mr = i * 16 + tm, nc = j * 16 + tn;
+            const int mr = ffma_row(i, tm), nc = ffma_row(j, tn);
 #if CONV_MODE != 2
             Cs[nc * LDC + mr] = acc[i][j];
 #else
