@@ -1,5 +1,5 @@
 """The cpu device computes as the GPU does: float32 (and float16 / bfloat16) math accumulates in float32 through
-BLAS, float64 in float64; convolution is im2col plus batched GEMMs; max pooling picks the GPU kernel's index."""
+BLAS, float64 in float64; convolution is im2col plus GEMMs; max pooling picks the GPU kernel's index."""
 import numpy as np
 import pytest
 
@@ -68,6 +68,34 @@ def test_conv_forward_and_backward_against_float64(rng, stride, padding, dilatio
             down = np.sum(dy * conv2d_ref(x, w, None, stride, padding, dilation, groups))
             arr[idx] = old
             np.testing.assert_allclose(grad[idx], (up - down) / (2 * eps), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("stride,padding,dilation,groups", [((1, 1), (1, 1), (1, 1), 1), ((2, 1), (0, 2), (2, 1), 2)])
+def test_conv_backward_through_the_relu_mask(rng, dtype, stride, padding, dilation, groups):
+    """The fused ReLU's backward: the gradient where the mask has a bit, exactly zero elsewhere, even where it
+    is NaN or infinite (a select, not a product), then the plain backward; the data and filter references alone
+    agree with it."""
+    x = rng.standard_normal((3, 4, 9, 8)).astype(dtype)
+    w = rng.standard_normal((6, 4 // groups, 3, 2)).astype(dtype)
+    y, mask = conv_ref.conv2d_forward_ref(x, w, None, stride, padding, dilation, groups, "relu", want_mask=True)
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    cut = y <= 0
+    assert cut.any() and (~cut).any()
+    dy[cut] = np.where(rng.random(cut.sum()) < 0.5, np.nan, np.inf).astype(dtype)
+    dx, dw, db = conv_ref.conv2d_backward_ref(dy, x, w, stride, padding, dilation, groups, mask, need_db=True)
+    d = np.where(cut, 0.0, dy.astype(np.float64))
+    rx, rw, rb = conv_ref.conv2d_backward_ref(d, x.astype(np.float64), w.astype(np.float64), stride, padding,
+                                              dilation, groups, need_db=True)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    for got, want in ((dx, rx), (dw, rw), (db, rb)):
+        assert got.dtype == dtype and got.flags.c_contiguous and np.isfinite(got).all()
+        np.testing.assert_allclose(got, want, **tol)
+    clean = np.where(cut, 0, dy).astype(dtype)
+    np.testing.assert_allclose(
+        conv_ref.conv2d_backward_data_ref(clean, w, x.shape, stride, padding, dilation, groups), rx, **tol)
+    np.testing.assert_allclose(conv_ref.conv2d_backward_filter_ref(clean, x, w.shape, stride, padding, dilation,
+                                                                   groups), rw, **tol)
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 7, 5), (1, 70, 3, 3), (4, 1, 1, 1)])

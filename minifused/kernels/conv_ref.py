@@ -1,9 +1,11 @@
 """NumPy references of the conv2d primitives (written for either array module), and the ReLU mask's packing.
 
-Each ``*_ref`` has the signature and results of its primitive in :mod:`.conv`: im2col (one copy of the
-strided windows) and batched GEMMs, accumulating in :func:`acc_dtype`; they are also the cpu path. The ReLU mask is bit-packed: uint32
-of shape (K, ceil(M/32)), M = N*P*Q, bit ``m % 32`` of word ``[k, m // 32]`` set where y[n, k, p, q] > 0
-(m = n*P*Q + p*Q + q).
+Each ``*_ref`` has the signature and results of its primitive in :mod:`.conv`, accumulating in
+:func:`acc_dtype`; they are also the cpu path. The forward and the filter gradient are im2col (one copy of the
+strided windows) plus batched GEMMs; the backward takes the output gradient channel-major, (K, N, P, Q), which
+makes the data gradient one GEMM per group plus a col2im of contiguous blocks. The ReLU mask is bit-packed:
+uint32 of shape (K, ceil(M/32)), M = N*P*Q, bit ``m % 32`` of word ``[k, m // 32]`` set where
+y[n, k, p, q] > 0 (m = n*P*Q + p*Q + q).
 """
 from __future__ import annotations
 
@@ -29,18 +31,20 @@ def pack_mask(positive):
     return (bits.reshape(k, words, 32) << shifts).sum(axis=-1, dtype=np.uint32)
 
 
+def _mask_bits(mask, m):
+    """The (K, M) 0/1 array of :func:`pack_mask`'s words: uint8 on NumPy, uint32 elsewhere."""
+    xp = backend.array_module(mask)
+    if xp is np:
+        return np.unpackbits(np.ascontiguousarray(mask).astype("<u4", copy=False).view(np.uint8), axis=1,
+                             count=m, bitorder="little")
+    shifts = xp.arange(32, dtype=np.uint32)
+    return ((mask[:, :, None] >> shifts) & np.uint32(1)).reshape(mask.shape[0], -1)[:, :m]
+
+
 def unpack_mask(mask, shape):
     """The booleans (N, K, P, Q) that :func:`pack_mask` packed."""
-    xp = backend.array_module(mask)
     n, k, p, q = shape
-    m = n * p * q
-    if xp is np:
-        bits = np.unpackbits(np.ascontiguousarray(mask).astype("<u4", copy=False).view(np.uint8), axis=1,
-                             count=m, bitorder="little")
-        return bits.reshape(k, n, p, q).transpose(1, 0, 2, 3).astype(bool)
-    shifts = xp.arange(32, dtype=np.uint32)
-    bits = ((mask[:, :, None] >> shifts) & np.uint32(1)).reshape(k, -1)[:, :m]
-    return bits.reshape(k, n, p, q).transpose(1, 0, 2, 3).astype(bool)
+    return _mask_bits(mask, n * p * q).reshape(k, n, p, q).transpose(1, 0, 2, 3).astype(bool)
 
 
 # ---------------------------------------------------------------- im2col
@@ -94,26 +98,42 @@ def conv2d_forward_ref(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=
     return y.astype(x.dtype, copy=False), mask
 
 
-def _data_grad(d, wf, x_shape, stride, padding, dilation, groups):
-    """dX in ``d``'s dtype from the (masked) output gradient ``d`` and the weight ``wf``: the columns
-    ``W^T dY`` (one batched GEMM), added back onto the padded input tap by tap (col2im)."""
-    xp = backend.array_module(d)
+def _data_grad(dk, wf, x_shape, stride, padding, dilation, groups):
+    """dX, (N, C, H, W) in ``dk``'s dtype (a view), from the output gradient as (K, N, P, Q) ``dk`` and the weight
+    ``wf``: the columns ``W^T dY`` of each group (one GEMM, rows in (tap, channel) order), added back onto the
+    padded input tap by tap (col2im), each tap's columns one contiguous (channels, N, P, Q) block."""
+    xp = backend.array_module(dk)
     n, c, h, wd = x_shape
     k, cg, r, s = wf.shape
-    _, _, p, q = d.shape
+    _, _, p, q = dk.shape
     ph, pw = padding
-    kg, rows = k // groups, cg * r * s
-    w2 = wf.reshape(k, rows)
-    d2 = d.reshape(n, k, p * q)
-    parts = [xp.matmul(w2[g * kg:(g + 1) * kg].T, d2[:, g * kg:(g + 1) * kg]) for g in range(groups)]
-    cols = (parts[0] if groups == 1 else xp.concatenate(parts, axis=1)).reshape(n, c, r, s, p, q)
-    dxp = xp.zeros((n, c, h + 2 * ph, wd + 2 * pw), d.dtype)
-    for i in range(r):
-        for j in range(s):
-            y0, x0 = i * dilation[0], j * dilation[1]
-            dxp[:, :, y0:y0 + stride[0] * (p - 1) + 1:stride[0],
-                x0:x0 + stride[1] * (q - 1) + 1:stride[1]] += cols[:, :, i, j]
-    return dxp[:, :, ph:ph + h, pw:pw + wd]
+    kg = k // groups
+    w_tap = wf.reshape(groups, kg, cg, r * s).transpose(0, 3, 2, 1)  # (group, tap, channel, k)
+    dxp = xp.zeros((c, n, h + 2 * ph, wd + 2 * pw), dk.dtype)
+    for g in range(groups):
+        cols = (xp.ascontiguousarray(w_tap[g]).reshape(r * s * cg, kg)
+                @ dk[g * kg:(g + 1) * kg].reshape(kg, n * p * q)).reshape(r, s, cg, n, p, q)
+        for i in range(r):
+            for j in range(s):
+                y0, x0 = i * dilation[0], j * dilation[1]
+                dxp[g * cg:(g + 1) * cg, :, y0:y0 + stride[0] * (p - 1) + 1:stride[0],
+                    x0:x0 + stride[1] * (q - 1) + 1:stride[1]] += cols[i, j]
+    return dxp[:, :, ph:ph + h, pw:pw + wd].transpose(1, 0, 2, 3)
+
+
+def _channel_major(dy, acc, mask=None):
+    """The output gradient as a C-contiguous (K, N, P, Q) array in ``acc``, zero where ``mask`` (the forward's
+    packed ReLU mask) has no bit: the bits select by a bitwise and, so a NaN gradient stops where the ReLU cut
+    (as with a select, not a product), at a fraction of ``where``'s cost."""
+    xp = backend.array_module(dy)
+    dk = xp.ascontiguousarray(dy.transpose(1, 0, 2, 3), dtype=acc)
+    if mask is not None:
+        n, k, p, q = dy.shape
+        word = np.dtype(f"u{dk.itemsize}")
+        keep = _mask_bits(mask, n * p * q).astype(word) * word.type(np.iinfo(word).max)  # 0 or all ones
+        bits = dk.view(word)
+        xp.bitwise_and(bits, keep.reshape(bits.shape), out=bits)
+    return dk
 
 
 def _filter_grad(d, xf, w_shape, stride, padding, dilation, groups):
@@ -134,26 +154,26 @@ def conv2d_backward_ref(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1)
                         need_dx=True, need_dw=True, need_db=False):
     xp = backend.array_module(dy)
     acc = acc_dtype(dy.dtype)
-    d = dy.astype(acc, copy=False)
-    if mask is not None:  # (where, not a product: a NaN gradient must not pass where the ReLU cut)
-        d = xp.where(unpack_mask(mask, dy.shape), d, acc.type(0))
+    dk = _channel_major(dy, acc, mask)
     dx = dw = db = None
     if need_db:
-        db = d.sum(axis=(0, 2, 3)).astype(dy.dtype)
+        db = dk.sum(axis=(1, 2, 3)).astype(dy.dtype)
     if need_dx:
         dx = xp.ascontiguousarray(
-            _data_grad(d, w.astype(acc, copy=False), x.shape, stride, padding, dilation, groups).astype(
+            _data_grad(dk, w.astype(acc, copy=False), x.shape, stride, padding, dilation, groups).astype(
                 x.dtype, copy=False))
     if need_dw:
         dw = xp.ascontiguousarray(
-            _filter_grad(d, x.astype(acc, copy=False), w.shape, stride, padding, dilation, groups).astype(
-                w.dtype, copy=False))
+            _filter_grad(dk.transpose(1, 0, 2, 3), x.astype(acc, copy=False), w.shape, stride, padding, dilation,
+                         groups).astype(w.dtype, copy=False))
     return dx, dw, db
 
 
 def conv2d_backward_data_ref(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-    d = dy.astype(acc_dtype(dy.dtype))
-    return _data_grad(d, w.astype(d.dtype), x_shape, stride, padding, dilation, groups).astype(dy.dtype)
+    xp = backend.array_module(dy)
+    dk = _channel_major(dy, acc_dtype(dy.dtype))
+    return xp.ascontiguousarray(
+        _data_grad(dk, w.astype(dk.dtype), x_shape, stride, padding, dilation, groups).astype(dy.dtype))
 
 
 def conv2d_backward_filter_ref(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
