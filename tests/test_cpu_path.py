@@ -98,6 +98,21 @@ def test_conv_backward_through_the_relu_mask(rng, dtype, stride, padding, dilati
                                                                    groups), rw, **tol)
 
 
+@pytest.mark.parametrize("n,k", [(1, 4), (3, 1)])
+def test_conv_backward_through_the_mask_leaves_dy_alone(rng, n, k):
+    """At N = 1 or K = 1 the channel-major view of dy is contiguous already: the masked gradient is a copy."""
+    x = rng.standard_normal((n, 3, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((k, 3, 3, 3)).astype(np.float32)
+    y, mask = conv_ref.conv2d_forward_ref(x, w, None, (1, 1), (1, 1), (1, 1), 1, "relu", want_mask=True)
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    before = dy.copy()
+    dx, dw, _ = conv_ref.conv2d_backward_ref(dy, x, w, (1, 1), (1, 1), mask=mask)
+    np.testing.assert_array_equal(dy, before)
+    rx, rw, _ = conv_ref.conv2d_backward_ref(np.where(y > 0, dy, 0), x, w, (1, 1), (1, 1))
+    np.testing.assert_allclose(dx, rx, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(dw, rw, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("shape", [(2, 3, 7, 5), (1, 70, 3, 3), (4, 1, 1, 1)])
 def test_conv_relu_mask_round_trips(rng, shape):
     positive = rng.standard_normal(shape) > 0

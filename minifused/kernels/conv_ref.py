@@ -126,13 +126,15 @@ def _channel_major(dy, acc, mask=None):
     packed ReLU mask) has no bit: the bits select by a bitwise and, so a NaN gradient stops where the ReLU cut
     (as with a select, not a product), at a fraction of ``where``'s cost."""
     xp = backend.array_module(dy)
-    dk = xp.ascontiguousarray(dy.transpose(1, 0, 2, 3), dtype=acc)
-    if mask is not None:
-        n, k, p, q = dy.shape
-        word = np.dtype(f"u{dk.itemsize}")
-        keep = _mask_bits(mask, n * p * q).astype(word) * word.type(np.iinfo(word).max)  # 0 or all ones
-        bits = dk.view(word)
-        xp.bitwise_and(bits, keep.reshape(bits.shape), out=bits)
+    if mask is None:
+        return xp.ascontiguousarray(dy.transpose(1, 0, 2, 3), dtype=acc)
+    # a copy always: at N = 1 (or K = 1) the transposed dy is itself contiguous, and is the caller's
+    dk = xp.array(dy.transpose(1, 0, 2, 3), dtype=acc, order="C")
+    n, k, p, q = dy.shape
+    word = np.dtype(f"u{dk.itemsize}")
+    keep = _mask_bits(mask, n * p * q).astype(word) * word.type(np.iinfo(word).max)  # 0 or all ones
+    bits = dk.view(word)
+    xp.bitwise_and(bits, keep.reshape(bits.shape), out=bits)
     return dk
 
 
