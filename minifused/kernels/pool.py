@@ -55,23 +55,33 @@ def _counts(size, kernel, stride, padding, out, include_pad):
 
 # ---------------------------------------------------------------- references
 def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_indices=True):
-    """A running maximum over the window positions (one strided pass each, no copy of the windows); a
-    position replaces the best when strictly greater or NaN, as the CUDA kernel and PyTorch do (the first
-    maximum in row-major window order, the last NaN)."""
+    """The running maximum over the window positions (``np.maximum``: a NaN wins), then the position: from the
+    last back to the first, each position equal to the maximum takes it, and where the maximum is NaN the last
+    NaN does, as the CUDA kernel's scan (``v > best || isnan(v)``) and PyTorch pick. One strided pass per
+    position and step, no copy of the windows; no index work without ``want_indices``."""
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
     win = _windows(x.astype(acc_dtype(x.dtype), copy=False), kernel, stride, padding, (p, q), -np.inf)
-    best = win[..., 0, 0].copy()
-    arg = np.zeros(best.shape, index_dtype(kernel))
-    better, nan = np.empty(best.shape, bool), np.empty(best.shape, bool)
-    for pos in range(1, kernel[0] * kernel[1]):
-        v = win[..., pos // kernel[1], pos % kernel[1]]
-        np.greater(v, best, out=better)
-        better |= np.isnan(v, out=nan)
-        np.copyto(best, v, where=better)
-        np.copyto(arg, pos, where=better, casting="unsafe")
-    return best.astype(x.dtype, copy=False), (arg if want_indices else None)
+    positions = kernel[0] * kernel[1]
+
+    def at(pos):
+        return win[..., pos // kernel[1], pos % kernel[1]]
+
+    best = at(0).copy()
+    for pos in range(1, positions):
+        np.maximum(best, at(pos), out=best)
+    arg = None
+    if want_indices:
+        arg = np.full(best.shape, positions - 1, index_dtype(kernel))
+        hit = np.empty(best.shape, bool)
+        for pos in range(positions - 2, -1, -1):
+            np.copyto(arg, pos, where=np.equal(at(pos), best, out=hit), casting="unsafe")
+        nan = np.isnan(best)
+        if nan.any():
+            for pos in range(positions):
+                np.copyto(arg, pos, where=np.logical_and(nan, np.isnan(at(pos)), out=hit), casting="unsafe")
+    return best.astype(x.dtype, copy=False), arg
 
 
 def max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding):
