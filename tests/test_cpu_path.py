@@ -70,6 +70,30 @@ def test_conv_forward_and_backward_against_float64(rng, stride, padding, dilatio
             np.testing.assert_allclose(grad[idx], (up - down) / (2 * eps), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("stride,padding,dilation,groups", [((1, 1), (1, 1), (1, 1), 1), ((2, 1), (0, 2), (2, 1), 2)])
+def test_conv_in_slices_of_images_equals_all_at_once(rng, monkeypatch, stride, padding, dilation, groups):
+    """The lowered columns made a few images at a time (here one: COLUMN_BYTES = 1) give what all at once does:
+    the forward and the data gradient exactly (the same products per image), the filter gradient up to the
+    order of its sum over the images."""
+    x = rng.standard_normal((5, 4, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((6, 4 // groups, 3, 2)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+
+    def run():
+        y, mask = conv_ref.conv2d_forward_ref(x, w, b, stride, padding, dilation, groups, "relu", want_mask=True)
+        dy = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
+        return (y, mask) + conv_ref.conv2d_backward_ref(dy, x, w, stride, padding, dilation, groups, mask,
+                                                         need_db=True)
+    whole = run()
+    monkeypatch.setattr(conv_ref, "COLUMN_BYTES", 1)
+    sliced = run()
+    for i, (a, b_) in enumerate(zip(whole, sliced)):
+        if i == 3:  # dw
+            np.testing.assert_allclose(b_, a, rtol=1e-5, atol=1e-5)
+        else:
+            np.testing.assert_array_equal(b_, a)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("stride,padding,dilation,groups", [((1, 1), (1, 1), (1, 1), 1), ((2, 1), (0, 2), (2, 1), 2)])
 def test_conv_backward_through_the_relu_mask(rng, dtype, stride, padding, dilation, groups):

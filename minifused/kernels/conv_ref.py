@@ -75,6 +75,16 @@ def _columns(x, r, s, p, q, stride, padding, dilation):
 
 
 # ---------------------------------------------------------------- references
+#: Bytes of lowered columns the cpu path makes at a time: a few images' worth, so that the GEMM writes them
+#: and the next step reads them back while they are still in cache.
+COLUMN_BYTES = 4 << 20
+
+
+def _image_step(xp, n, per_image):
+    """Images per slice of the lowered columns: about COLUMN_BYTES of them on NumPy; all at once on a GPU."""
+    return max(1, COLUMN_BYTES // per_image) if xp is np else n
+
+
 def conv2d_forward_ref(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
                        activation=None, want_mask=False):
     xp = backend.array_module(x)
@@ -83,11 +93,20 @@ def conv2d_forward_ref(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=
     k, cg, r, s = w.shape
     p = out_size(h, r, stride[0], padding[0], dilation[0])
     q = out_size(wd, s, stride[1], padding[1], dilation[1])
-    cols = _columns(x.astype(acc, copy=False), r, s, p, q, stride, padding, dilation)
+    xa = x.astype(acc, copy=False)
     w2 = w.astype(acc, copy=False).reshape(k, cg * r * s)
     kg, rows = k // groups, cg * r * s
-    parts = [xp.matmul(w2[g * kg:(g + 1) * kg], cols[:, g * rows:(g + 1) * rows]) for g in range(groups)]
-    y = (parts[0] if groups == 1 else xp.concatenate(parts, axis=1)).reshape(n, k, p, q)
+    y = xp.empty((n, k, p * q), acc)
+    step = _image_step(xp, n, c * r * s * p * q * y.itemsize)
+    for n0 in range(0, n, step):
+        n1 = min(n, n0 + step)
+        cols = _columns(xa[n0:n1], r, s, p, q, stride, padding, dilation)
+        if groups == 1:
+            xp.matmul(w2, cols, out=y[n0:n1])
+        else:
+            for g in range(groups):
+                y[n0:n1, g * kg:(g + 1) * kg] = xp.matmul(w2[g * kg:(g + 1) * kg], cols[:, g * rows:(g + 1) * rows])
+    y = y.reshape(n, k, p, q)
     if bias is not None:
         y += bias.astype(acc)[None, :, None, None]
     mask = None
@@ -100,8 +119,8 @@ def conv2d_forward_ref(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=
 
 def _data_grad(dk, wf, x_shape, stride, padding, dilation, groups):
     """dX, (N, C, H, W) in ``dk``'s dtype (a view), from the output gradient as (K, N, P, Q) ``dk`` and the weight
-    ``wf``: the columns ``W^T dY`` of each group (one GEMM, rows in (tap, channel) order), added back onto the
-    padded input tap by tap (col2im), each tap's columns one contiguous (channels, N, P, Q) block."""
+    ``wf``: the columns ``W^T dY`` of each group and slice of images (one GEMM, rows in (tap, channel) order),
+    added back onto the padded input tap by tap (col2im), each tap's columns one contiguous block."""
     xp = backend.array_module(dk)
     n, c, h, wd = x_shape
     k, cg, r, s = wf.shape
@@ -109,15 +128,19 @@ def _data_grad(dk, wf, x_shape, stride, padding, dilation, groups):
     ph, pw = padding
     kg = k // groups
     w_tap = wf.reshape(groups, kg, cg, r * s).transpose(0, 3, 2, 1)  # (group, tap, channel, k)
+    dk3 = dk.reshape(k, n, p * q)
+    step = _image_step(xp, n, r * s * cg * p * q * dk.itemsize)
     dxp = xp.zeros((c, n, h + 2 * ph, wd + 2 * pw), dk.dtype)
     for g in range(groups):
-        cols = (xp.ascontiguousarray(w_tap[g]).reshape(r * s * cg, kg)
-                @ dk[g * kg:(g + 1) * kg].reshape(kg, n * p * q)).reshape(r, s, cg, n, p, q)
-        for i in range(r):
-            for j in range(s):
-                y0, x0 = i * dilation[0], j * dilation[1]
-                dxp[g * cg:(g + 1) * cg, :, y0:y0 + stride[0] * (p - 1) + 1:stride[0],
-                    x0:x0 + stride[1] * (q - 1) + 1:stride[1]] += cols[i, j]
+        wt = xp.ascontiguousarray(w_tap[g]).reshape(r * s * cg, kg)
+        for n0 in range(0, n, step):
+            n1 = min(n, n0 + step)
+            cols = (wt @ dk3[g * kg:(g + 1) * kg, n0:n1].reshape(kg, -1)).reshape(r, s, cg, n1 - n0, p, q)
+            for i in range(r):
+                for j in range(s):
+                    y0, x0 = i * dilation[0], j * dilation[1]
+                    dxp[g * cg:(g + 1) * cg, n0:n1, y0:y0 + stride[0] * (p - 1) + 1:stride[0],
+                        x0:x0 + stride[1] * (q - 1) + 1:stride[1]] += cols[i, j]
     return dxp[:, :, ph:ph + h, pw:pw + wd].transpose(1, 0, 2, 3)
 
 
@@ -139,17 +162,22 @@ def _channel_major(dy, acc, mask=None):
 
 
 def _filter_grad(d, xf, w_shape, stride, padding, dilation, groups):
-    """dW in ``d``'s dtype from the (masked) output gradient ``d`` and the input ``xf``: per image
-    ``dY_n cols_n^T`` (one batched GEMM), summed over the batch."""
+    """dW in ``d``'s dtype from the (masked) output gradient ``d`` and the input ``xf``: per slice of images
+    their columns, then ``dY_n cols_n^T`` (one batched GEMM) summed over the slice, and the slices' sums added."""
     xp = backend.array_module(d)
     k, cg, r, s = w_shape
     n, _, p, q = d.shape
-    cols = _columns(xf, r, s, p, q, stride, padding, dilation)
     d2 = d.reshape(n, k, p * q)
     kg, rows = k // groups, cg * r * s
-    parts = [xp.matmul(d2[:, g * kg:(g + 1) * kg], cols[:, g * rows:(g + 1) * rows].transpose(0, 2, 1)).sum(axis=0)
-             for g in range(groups)]
-    return (parts[0] if groups == 1 else xp.concatenate(parts, axis=0)).reshape(w_shape)
+    dw = xp.zeros((k, rows), d.dtype)
+    step = _image_step(xp, n, xf.shape[1] * r * s * p * q * d.itemsize)
+    for n0 in range(0, n, step):
+        n1 = min(n, n0 + step)
+        cols = _columns(xf[n0:n1], r, s, p, q, stride, padding, dilation)
+        for g in range(groups):
+            dw[g * kg:(g + 1) * kg] += xp.matmul(d2[n0:n1, g * kg:(g + 1) * kg],
+                                                 cols[:, g * rows:(g + 1) * rows].transpose(0, 2, 1)).sum(axis=0)
+    return dw.reshape(w_shape)
 
 
 def conv2d_backward_ref(dy, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, mask=None,
