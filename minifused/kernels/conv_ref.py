@@ -3,7 +3,8 @@
 Each ``*_ref`` has the signature and results of its primitive in :mod:`.conv`, accumulating in
 :func:`acc_dtype`; they are also the cpu path. The forward and the filter gradient are im2col (one copy of the
 strided windows) plus batched GEMMs; the backward takes the output gradient channel-major, (K, N, P, Q), which
-makes the data gradient one GEMM per group plus a col2im of contiguous blocks. The ReLU mask is bit-packed:
+makes the data gradient one GEMM per group plus a col2im of contiguous blocks. On NumPy all three lower a few
+images at a time (:data:`COLUMN_BYTES`), in cache. The ReLU mask is bit-packed:
 uint32 of shape (K, ceil(M/32)), M = N*P*Q, bit ``m % 32`` of word ``[k, m // 32]`` set where
 y[n, k, p, q] > 0 (m = n*P*Q + p*Q + q).
 """
@@ -82,7 +83,7 @@ COLUMN_BYTES = 4 << 20
 
 def _image_step(xp, n, per_image):
     """Images per slice of the lowered columns: about COLUMN_BYTES of them on NumPy; all at once on a GPU."""
-    return max(1, COLUMN_BYTES // per_image) if xp is np else n
+    return max(1, COLUMN_BYTES // max(per_image, 1)) if xp is np else n
 
 
 def conv2d_forward_ref(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
