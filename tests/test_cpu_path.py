@@ -40,6 +40,30 @@ def test_low_precision_linear_accumulates_in_float32(rng, dtype):
     np.testing.assert_array_equal(y.astype(np.float32), want.astype(np.float32))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, mf.bfloat16, np.float64])
+def test_linear_relu_backward_drops_what_the_relu_cut(rng, dtype):
+    """The fused ReLU's backward on the cpu: dy where z > 0, exactly +0 elsewhere even where dy is NaN or inf
+    (a select, not a product); the mask holds y > 0 in the GPU's bit layout."""
+    x, w = rng.standard_normal((9, 13)).astype(dtype), rng.standard_normal((21, 13)).astype(dtype)
+    y, aux = linear.linear_forward_ref(x, w, None, "relu", aux=True)
+    assert aux.shape == (9, linear.relu_aux_cols(21))
+    cut = y.astype(np.float64) <= 0
+    np.testing.assert_array_equal(np.unpackbits(aux, axis=1, count=21, bitorder="little").astype(bool), ~cut)
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    dy[cut] = np.where(rng.random(cut.sum()) < 0.5, np.nan, np.inf).astype(dtype)
+    g = linear.activation_backward_ref(dy, aux, "relu")
+    assert g.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(g.astype(np.float64), np.where(cut, 0.0, dy.astype(np.float64)))
+    # the backward-data GEMM, then the mask of the ReLU before this layer (over dx's 13 columns)
+    y0, aux0 = linear.linear_forward_ref(x, rng.standard_normal((13, 13)).astype(dtype), None, "relu", aux=True)
+    dy = rng.standard_normal((9, 21)).astype(dtype)
+    dx, db = linear.linear_backward_data_ref(dy, w, "relu", aux0)
+    want = np.where(y0.astype(np.float64) > 0, dy.astype(np.float64) @ w.astype(np.float64), 0.0)
+    tol = 1e-12 if dtype == np.float64 else 5e-2 if dtype == mf.bfloat16 else 1e-5
+    np.testing.assert_allclose(dx.astype(np.float64), want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(db.astype(np.float64), want.sum(axis=0), rtol=tol, atol=10 * tol)
+
+
 @pytest.mark.parametrize("stride,padding,dilation,groups", [
     ((1, 1), (0, 0), (1, 1), 1), ((2, 1), (1, 2), (1, 1), 1), ((1, 1), (2, 2), (2, 1), 1), ((2, 2), (1, 1), (1, 1), 2),
     ((1, 3), (0, 1), (2, 2), 3)])

@@ -37,6 +37,18 @@ def acc_dtype(dtype) -> np.dtype:
     return backend.float64 if np.dtype(dtype) == backend.float64 else backend.float32
 
 
+def clear_unset(a, keep):
+    """Set to +0, in place, each element of ``a`` (an array the caller owns) where ``keep`` (bools or 0/1
+    integers of a's shape) is false; returns ``a``. An and of each element's bits with all ones or all zeros:
+    a NaN or inf is dropped where the bit is unset, as a select drops it (a product would keep it), at a
+    fraction of NumPy's ``where`` cost. The host paths' ReLU masks; NumPy or CuPy."""
+    xp = backend.array_module(a)
+    word = np.dtype(f"u{a.itemsize}")
+    bits = a.view(word)
+    xp.bitwise_and(bits, keep.astype(word) * word.type(np.iinfo(word).max), out=bits)
+    return a
+
+
 def ctype(dtype) -> str:
     """The C++ element type of ``dtype``, for a ``-DT=...`` compile option."""
     return CTYPE[np.dtype(dtype)]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend
-from . import acc_dtype
+from . import acc_dtype, clear_unset
 from .conv_plan import out_size
 
 
@@ -146,20 +146,15 @@ def _data_grad(dk, wf, x_shape, stride, padding, dilation, groups):
 
 
 def _channel_major(dy, acc, mask=None):
-    """The output gradient as a C-contiguous (K, N, P, Q) array in ``acc``, zero where ``mask`` (the forward's
-    packed ReLU mask) has no bit: the bits select by a bitwise and, so a NaN gradient stops where the ReLU cut
-    (as with a select, not a product), at a fraction of ``where``'s cost."""
+    """The output gradient as a C-contiguous (K, N, P, Q) array in ``acc``, +0 where ``mask`` (the forward's
+    packed ReLU mask) has no bit (:func:`clear_unset`: a NaN gradient stops where the ReLU cut)."""
     xp = backend.array_module(dy)
     if mask is None:
         return xp.ascontiguousarray(dy.transpose(1, 0, 2, 3), dtype=acc)
     # a copy always: at N = 1 (or K = 1) the transposed dy is itself contiguous, and is the caller's
     dk = xp.array(dy.transpose(1, 0, 2, 3), dtype=acc, order="C")
     n, k, p, q = dy.shape
-    word = np.dtype(f"u{dk.itemsize}")
-    keep = _mask_bits(mask, n * p * q).astype(word) * word.type(np.iinfo(word).max)  # 0 or all ones
-    bits = dk.view(word)
-    xp.bitwise_and(bits, keep.reshape(bits.shape), out=bits)
-    return dk
+    return clear_unset(dk, _mask_bits(mask, n * p * q).reshape(dk.shape))
 
 
 def _filter_grad(d, xf, w_shape, stride, padding, dilation, groups):

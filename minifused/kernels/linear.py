@@ -46,7 +46,8 @@ import numpy as np
 
 from .. import backend
 from ..backend import tf32_matmul
-from . import GELU_C, GELU_CUBIC, acc_dtype, aligned_bytes, ctype, gelu_grad_ref, gelu_ref, get_kernel, grid_1d
+from . import (GELU_C, GELU_CUBIC, acc_dtype, aligned_bytes, clear_unset, ctype, gelu_grad_ref, gelu_ref, get_kernel,
+               grid_1d)
 from .cublaslt import OP_N, OP_T, PlanError, count, execute, init, unsupported
 
 
@@ -79,6 +80,8 @@ def _pack_mask(z):
     (NumPy or CuPy, as ``z``)."""
     xp = backend.array_module(z)
     n, m = z.shape
+    if xp is np:
+        return _pad_cols(np.packbits(z > 0, axis=1, bitorder="little"), relu_aux_cols(m))
     bits = xp.zeros((n, relu_aux_cols(m) * 8), dtype=np.uint8)
     bits[:, :m] = z > 0
     # little-endian bit order within each byte (CuPy's packbits has no axis option)
@@ -86,7 +89,8 @@ def _pack_mask(z):
 
 
 def _unpack_mask(mask, m):
-    return np.unpackbits(np.asarray(mask), axis=1, count=m, bitorder="little").astype(bool)
+    """The (n, m) 0/1 uint8 bits of :func:`_pack_mask`'s mask."""
+    return np.unpackbits(np.asarray(mask), axis=1, count=m, bitorder="little")
 
 
 def _pad_cols(a, cols):
@@ -120,7 +124,7 @@ def activation_backward_ref(dy, aux, activation):
     """NumPy reference of :func:`activation_backward`: ``dy * act'(z)`` from the forward's aux."""
     m = dy.shape[1]
     if activation == "relu":
-        return np.where(_unpack_mask(aux, m), dy, np.zeros((), dy.dtype)).astype(dy.dtype)
+        return clear_unset(np.array(dy, order="C"), _unpack_mask(aux, m))
     return (_acc(dy) * gelu_grad_ref(_acc(np.asarray(aux)[:, :m]))).astype(dy.dtype)
 
 
@@ -131,7 +135,7 @@ def linear_backward_data_ref(dy, w, act=None, aux=None, *, config=None):
         return dx.astype(dy.dtype, copy=False), None
     k = dx.shape[1]
     if act == "relu":
-        dx = np.where(_unpack_mask(aux, k), dx, 0)
+        dx = clear_unset(dx, _unpack_mask(aux, k))
     else:
         dx = dx * gelu_grad_ref(_acc(np.asarray(aux)[:, :k]))
     return dx.astype(dy.dtype), dx.sum(axis=0).astype(dy.dtype)
