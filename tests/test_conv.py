@@ -1159,6 +1159,50 @@ def test_gpu_tma_wgrad_split_counts_match_reference(dtype, poisoned_pool):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_tma_wgrad_sums_its_splits_as_wgrad_reduce(dtype, poisoned_pool):
+    """The TMA filter gradient sums its splits itself (the last unit of a tile to arrive): dW, KCRS and (from
+    channels-last operands and weight) KRSC, equals bitwise the kernel's fp32 partials summed by wgrad_reduce
+    in split order, at one split (dW written directly), a few, and one per 64-pixel chunk; on 64- and 128-row
+    tiles, a partial row tile and partial column tiles. Called again, it gives the same bits: each launch leaves
+    its tiles' counters at zero for the next."""
+    import cupy
+
+    from minifused.kernels import to_channels_last
+    from minifused.kernels.conv_tma import launch_tma_wgrad, tma_wgrad_plan
+
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA kernel needs an sm_90 GPU")
+    dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
+    reduce = P.util_kernel(np.dtype(dt), "wgrad_reduce")
+    rng = np.random.default_rng(31)
+    for (n, c, h, w, k, r, st, pad) in [(3, 64, 16, 16, 64, 3, 1, 1), (2, 128, 8, 8, 192, 3, 2, 1),
+                                        (4, 64, 8, 8, 128, 1, 1, 0), (5, 192, 6, 6, 256, 3, 1, 1)]:
+        geo = ((st, st), (pad, pad), (1, 1), 1)
+        p = K.out_size(h, r, st, pad, 1)
+        chunks = -(-n * p * p // 64)
+        x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
+        dy = cupy.asarray(rng.standard_normal((n, k, p, p))).astype(dt)
+        xc, dyc = to_channels_last(x), to_channels_last(dy)  # with 64-multiple channels: the packed operands
+        ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), (k, c, r, r), *geo)
+        for splits in (1, 2, 5, chunks):
+            config = ConvConfig(wgrad_splits=splits)
+            plan = tma_wgrad_plan(dt, x.shape, (k, c, r, r), *geo, dev, config)
+            ws = cupy.empty(plan.splits * k * c * r * r, cupy.float32)
+            launch_tma_wgrad(plan, dyc.data.ptr, xc.data.ptr, 0, 0, ws=ws.data.ptr)
+            want = cupy.empty((k, c, r, r), dt)
+            reduce((64,), (256,), (ws, want, *P.ints(plan.splits, k, c, r * r, c, 0)))
+            want = want.get().astype(np.float64)
+            for _ in range(2):
+                dw = K.conv2d_backward_filter(dy, x, (k, c, r, r), *geo, config=config)
+                assert np.array_equal(dw.get().astype(np.float64), want), (dtype, splits, n, c, h, k, r, st)
+                dwc = K.conv2d_backward_filter(dyc, xc, (k, c, r, r), *geo, config=config, channels_last_weight=True)
+                assert dwc.strides[1] == dwc.itemsize, (splits, n, c, h, k, r, st)  # KRSC memory
+                assert np.array_equal(dwc.get().astype(np.float64), want), (dtype, splits, n, c, h, k, r, st)
+            assert _rel(dw, ref) < tol, (dtype, splits, n, c, h, w, k, r, st)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_gpu_pack_nhwc_matches_numpy(dtype, poisoned_pool):
     """conv_util.cu's pack of one group's channel slice to NHWC (channels zero-padded, times a ReLU mask) equals
