@@ -305,36 +305,39 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                            (ARG, ARG, np.int64(rows), *ints(kg, kpad, per_block)))
     col_reduce = Prepared(util_kernel(dtype, "colsum_reduce"), (grid_1d(kg, 128),), (128,),
                           (ARG, ARG, *ints(sum_blocks, kg)))
-    # dW: conv_tma_wgrad sums its own splits; else conv.cu's GEMM writes fp32 split-K partials (dy, x -> partials)
-    # and wgrad_reduce sums them into dw
+    # dW: conv.cu's GEMM or conv_tma_wgrad writes fp32 split-K partials (dy, x -> partials) and wgrad_reduce sums
+    # them into dw; conv_tma_wgrad of one split writes dw itself
     wg_tma = tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config)
     dg_tma = tma_plan(ConvMode.BACKWARD_DATA, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id,
                       config, nhwc_out=cl)
-    ws_bytes = 0
-    if wg_tma is None:
+    if wg_tma is not None:  # one group
+        splits = wg_tma.splits
+
+        def wgrad(dza, xna, wsa):
+            launch_tma_wgrad(wg_tma, dza, xna, 0, 0, ws=wsa)
+    else:
         ((kern, grid, block, smem, prm, splits),) = gemm_plan(ConvMode.BACKWARD_FILTER, dtype, x_shape, w_shape,
                                                               stride, padding, dilation, groups, dev_id, config, tf32)
         wg_gemm = Prepared(kern, grid, block, (ARG, ARG, ARG, ARG, ARG, prm, np.int32(0)), smem)
-        ws_bytes = splits * kg * r * s * cpad * 4
 
         def wgrad(dza, xna, wsa):
             wg_gemm(dza, xna, dza, wsa, dza)
+    unsplit_tma = wg_tma is not None and splits == 1
+    # (dW, and w for dX, KCRS or, with channels-last dy and w, KRSC: the weight's layout)
+    # (KRSC: the partials' own order, coalesced both ways; one tap: KCRS is the same memory; more taps: KCRS
+    # through a transpose in shared memory, 32 * RS floats, where that fits in the default 48 KiB)
+    def strided_reduce(krsc):  # wgrad_reduce: the partials' order, dW KRSC (krsc) or KCRS by strided writes
+        return Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(kg * cg * r * s // wgrad_reduce_vec(cg, cpad)),
+                        (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc)))
 
-        # (dW, and w for dX, KCRS or, with channels-last dy and w, KRSC: the weight's layout)
-        # (KRSC: the partials' own order, coalesced both ways; one tap: KCRS is the same memory; more taps: KCRS
-        # through a transpose in shared memory, 32 * RS floats, where that fits in the default 48 KiB)
-        def strided_reduce(krsc):  # wgrad_reduce: the partials' order, dW KRSC (krsc) or KCRS by strided writes
-            return Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(kg * cg * r * s // wgrad_reduce_vec(cg, cpad)),
-                            (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc)))
-
-        wg_reduce_krsc = strided_reduce(1)
-        if r * s == 1:
-            wg_reduce_kcrs = wg_reduce_krsc
-        elif 32 * r * s * 4 <= 48 * 1024:
-            wg_reduce_kcrs = Prepared(util_kernel(dtype, "wgrad_reduce_kcrs"), (min(kg * -(-cg // 32), 65535 * 8),),
-                                      (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad)), 32 * r * s * 4)
-        else:
-            wg_reduce_kcrs = strided_reduce(0)
+    wg_reduce_krsc = strided_reduce(1)
+    if r * s == 1:
+        wg_reduce_kcrs = wg_reduce_krsc
+    elif 32 * r * s * 4 <= 48 * 1024:
+        wg_reduce_kcrs = Prepared(util_kernel(dtype, "wgrad_reduce_kcrs"), (min(kg * -(-cg // 32), 65535 * 8),),
+                                  (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad)), 32 * r * s * 4)
+    else:
+        wg_reduce_kcrs = strided_reduce(0)
     # dX: the weights packed, then the GEMM(s) (dy, packed w -> dx)
     j = cg * r * s
     pack_w = Prepared(util_kernel(dtype, "transpose_pad"), ((j + 31) // 32, (kpad + 31) // 32), (32, 8, 1),
@@ -354,6 +357,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
 
     dz_bytes, part_bytes = 0 if cl else aligned_bytes(n * p * q * kpad * isz), aligned_bytes(sum_blocks * kg * 4)
     wc_bytes, xn_bytes = aligned_bytes(cg * r * s * kpad * isz), n * h * wd * cpad * isz
+    ws_bytes = splits * kg * r * s * cpad * 4
     x_step, w_step, dy_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * p * q * isz
 
     def run(dy, x, w, mask, need_dx, need_dw, need_db, w_channels_last=False):
@@ -392,7 +396,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                     xn = cupy.cuda.alloc(xn_bytes)
                     xna = xn.ptr
                     pack_x(x.data.ptr + g * x_step, xna, x.data.ptr, 0)
-                if wg_tma:  # (one group) its splits summed by the kernel itself
+                if unsplit_tma:  # (one group)
                     launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr, krsc)
                 else:
                     ws = cupy.cuda.alloc(ws_bytes)

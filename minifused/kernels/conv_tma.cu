@@ -38,11 +38,11 @@
 // reduced over 64 output pixels per stage: operand A is dY's 2-d box of 64 pixels x 64 channels (one per 64
 // rows of the tile), operand B two im2col loads of X, each 64 pixels x 64 channels of one tap (a column tile
 // of 128 may span two taps). Both land pixel-major, i.e. MN-major for wgmma (the transposed operand form).
-// Work units are (row tile, column tile, split of the pixels). One split writes dW itself (KRSC or KCRS).
-// Split, each unit writes its fp32 partial tile from registers and counts itself on its tile's counter; the
-// last of a tile's units to arrive sums the tile's partials in split order (as conv_util.cu's wgrad_reduce,
-// the same fp32 sums whichever unit arrives last) and writes dW, and zeroes the counter for the next launch:
-// no unit waits for another, and no second launch reduces.
+// Work units are (row tile, column tile, split of the pixels). Split, each unit writes its fp32 partial tile
+// from registers, and conv_util.cu's wgrad_reduce sums the splits in order; unsplit, the units write dW
+// themselves (KRSC or KCRS). (Split tiles summed by their last unit to arrive, counted on a per-tile counter,
+// measured slower than wgrad_reduce's launch even at two splits: each unit's fence, count and read-back
+// stall its MMA warps.)
 //
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=8
@@ -452,42 +452,20 @@ constexpr int WBM = CT_BM, BOX_BYTES = 64 * 128, W_A_BYTES = WBM * 128, W_STAGE_
 static_assert(WBM == 64 || WBM == 128, "64 or 128 output channels per tile");
 
 // prm: K, ncol (R*S*Cp), OHW, OW, chunks (64-pixel reduction tiles), per (chunks per split), Cp, S, sy, oy, ry,
-// ox, rx, m_tiles, n_tiles, units, sx. ws: fp32 partials (splits, K, ncol), unused for one split; dw: the
-// filter gradient, KRSC (flags & WGRAD_KRSC) or KCRS; counters: one per tile, zero at the launch (and left
-// so). flags & WGRAD_PARTIALS: every unit only writes its partial (the host sums them: conv_util.cu's
-// wgrad_reduce). The window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
+// ox, rx, m_tiles, n_tiles, units, sx. ws: fp32 partials (splits, K, ncol); dw: the filter gradient of one
+// split, KRSC (flags & WGRAD_KRSC) or KCRS; flags & WGRAD_PARTIALS: one split writes its partials too (the
+// host sums them). The window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
 constexpr int WGRAD_KRSC = 1, WGRAD_PARTIALS = 2;
-
-// The fp32 sum, in split order, of the partials of this thread's accumulators of columns col_row + 8j (+ 1),
-// J0 <= j < J1, rows k_row (+ 8), into acc: read from L2 (other SMs wrote them). The order is conv_util.cu's
-// wgrad_reduce's.
-template <int J0, int J1, int N>
-__device__ __forceinline__ void sum_partials(float (&acc)[N], const float* __restrict__ ws, int splits, int K,
-                                             int ncol, int k_row, int col_row) {
-    for (int z = 0; z < splits; ++z) {
-        const float* part = ws + (long long)z * K * ncol + k_row * ncol + col_row;  // (K * ncol < 2^31)
-#pragma unroll
-        for (int j = J0; j < J1; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                if (k_row + h * 8 < K && col_row + j * 8 < ncol) {
-                    const float2 v = __ldcg(reinterpret_cast<const float2*>(part + h * 8 * ncol + j * 8));
-                    acc[j * 4 + h * 2] = z ? acc[j * 4 + h * 2] + v.x : v.x;
-                    acc[j * 4 + h * 2 + 1] = z ? acc[j * 4 + h * 2 + 1] + v.y : v.y;
-                }
-    }
-}
 
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ TmaDesc map_x, float* __restrict__ ws,
-               T* __restrict__ dw, const int* __restrict__ prm, int flags, unsigned* __restrict__ counters) {
+               T* __restrict__ dw, const int* __restrict__ prm, int flags) {
     const int K = prm[0], ncol = prm[1], OHW = prm[2], OW = prm[3], chunks = prm[4], per = prm[5], Cp = prm[6],
               S = prm[7], sy = prm[8], oy = prm[9], ry = prm[10], ox = prm[11], rx = prm[12], m_tiles = prm[13],
               n_tiles = prm[14], units = prm[15], sx = prm[16];
     extern __shared__ __align__(128) unsigned char smem_raw[];
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     Ring pipe(ring + STAGES * W_STAGE_BYTES);
-    volatile int* last_unit = reinterpret_cast<volatile int*>(ring + STAGES * W_STAGE_BYTES + 16 * STAGES);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     if (tid == 0) pipe.init();
     __syncthreads();
@@ -534,8 +512,7 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
         pipe.drain(acc, lane);
         // this thread's accumulators: rows k_row + 8h, columns col_row + 8j (+ 1)
         const int k_row = k0 + row_base + (warp % 4) * 16 + g, col_row = col0 + col_base + tig * 2;
-        bool write_dw = splits == 1 && !(flags & WGRAD_PARTIALS);
-        if (!write_dw) {
+        if (splits > 1 || (flags & WGRAD_PARTIALS)) {
             float* part = ws + (long long)split * K * ncol;
 #pragma unroll
             for (int j = 0; j < WG_N / 8; ++j)
@@ -546,25 +523,7 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
                         *reinterpret_cast<float2*>(part + (long long)k * ncol + col) =
                             make_float2(acc[j * 4 + h * 2], acc[j * 4 + h * 2 + 1]);
                 }
-        }
-        if (!write_dw && !(flags & WGRAD_PARTIALS)) {  // the tile's last unit to arrive sums the partials
-            __threadfence();  // this unit's partial visible before it counts itself
-            consumers_sync();
-            if (tid == 128) {
-                const bool last = atomicAdd(counters + rem, 1u) == (unsigned)splits - 1;
-                if (last) counters[rem] = 0;  // every unit of the tile has counted: ready for the next launch
-                *last_unit = last;
-            }
-            consumers_sync();
-            write_dw = *last_unit;
-            if (write_dw) {
-                __threadfence();
-                // half the columns at a time: fewer loads in flight than registers
-                sum_partials<0, WG_N / 16>(acc, ws, splits, K, ncol, k_row, col_row);
-                sum_partials<WG_N / 16, WG_N / 8>(acc, ws, splits, K, ncol, k_row, col_row);
-            }
-        }
-        if (write_dw) {  // column (r, s, c) of row k: KRSC at k * ncol + col, KCRS at (k * Cp + c) * RS + rs
+        } else {  // column (r, s, c) of row k: KRSC at k * ncol + col, KCRS at (k * Cp + c) * RS + rs
             const int RS = ncol / Cp;
 #pragma unroll
             for (int j = 0; j < WG_N / 8; ++j)

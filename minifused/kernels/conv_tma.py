@@ -4,7 +4,7 @@ filter gradient: where each applies, its launch constants, and the launch.
 The kernels take the operands conv.cu's take, packed the same way (NHWC x and KRSC w; NHWK dy and CRSK w; dy
 and x for the filter gradient; channels-last arrays are such operands as they are), and write the same outputs
 (NCHW, or NHWC for channels-last; the filter gradient's fp32 split-K partials, which conv_util.cu's wgrad_reduce
-sums). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU to fp16 / bf16 with one group, when
+sums, or of one split dW itself). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU to fp16 / bf16 with one group, when
 the gathered operands' channels are multiples of 64 (a row of a load is 128 bytes) and the gather fits the TMA
 unit's im2col mode (:func:`window`); the forward where no ReLU mask is wanted, the backward-data at stride 1,
 or 2 as residue classes (no dilation, dX's sides even: :func:`_classes`). The forward / backward-data hand their
@@ -62,8 +62,6 @@ class TmaPlan:
     a_map: tuple
     b_map: tuple
     splits: int = 1  # the filter gradient's fp32 partials (splits of the pixels)
-    tiles: int = 0  # the filter gradient's tiles: a split one counts its units on one of as many counters
-    dw_elems: int = 0  # the filter gradient's: dW's elements (K x R*S*C), each split's partials as many
     threads: int = NT
     #: the kernel's tensor maps: 3 for conv_tma (its output's, ``out_map``, whose tiles then go out through the
     #: TMA unit; without one the weights' map stands in, unused), 2 for conv_tma_wgrad
@@ -75,9 +73,9 @@ class TmaPlan:
 
     def __post_init__(self):
         # the maps by value, then the output, the bias (or the output), the constants and the epilogue's flags
-        # (the filter gradient's: partials, dW, the constants, flags and the tiles' counters)
-        params = (REF,) * self.n_maps + (ARG, ARG, self.prm, ARG) + ((ARG,) if self.tiles else ())
-        object.__setattr__(self, "launch", Prepared(self.kern, (self.grid,), (self.threads,), params, self.smem))
+        # (the filter gradient's: its partials, dW, the constants and its flags)
+        object.__setattr__(self, "launch", Prepared(self.kern, (self.grid,), (self.threads,),
+                                                    (REF,) * self.n_maps + (ARG, ARG, self.prm, ARG), self.smem))
 
 
 def _tma_on(dtype, groups, dev_id, config):
@@ -315,14 +313,13 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, spli
     per = -(-chunks // splits)
     splits = -(-chunks // per)
     stages = 5 if bm == 128 else 6
-    # the ring (1024-byte aligned), the mbarriers, the flag of a tile's last unit
-    smem = 1024 + stages * (bm + 128) * BOX_C * 2 + 16 * stages + 16
+    smem = 1024 + stages * (bm + 128) * BOX_C * 2 + 16 * stages  # the ring (1024-byte aligned), the mbarriers
     kern = _kernel("conv_tma_wgrad", dtype, smem, "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}")
     prm = cupy.asarray(np.array([k, ncol, p * q, q, chunks, per, c, s, stride[0], -padding[0], dilation[0],
                                  -padding[1], dilation[1], m_tiles, n_tiles, tiles * splits, stride[1]], np.int32))
     # dy: boxes of 64 channels x 64 pixels of the (n*p*q, k) matrix
     return TmaPlan(kern, smem, min(tiles * splits, sms), prm, _map_type(dtype),
-                   _tiled_map((k, n * p * q), (BOX_C, WGRAD_PIXELS)), x_map, splits, tiles, k * ncol)
+                   _tiled_map((k, n * p * q), (BOX_C, WGRAD_PIXELS)), x_map, splits)
 
 
 def _tensor_map(dt, address, spec):
@@ -382,25 +379,18 @@ def launch_tma(plan, a, b, out, bias, flags):
     plan.launch(*maps, out, bias or out, flags)
 
 
-#: conv_tma_wgrad's flags: dW written KRSC (else KCRS); only the fp32 partials written (for wgrad_reduce)
+#: conv_tma_wgrad's flags: dW written KRSC (else KCRS); one split's fp32 partials written (for wgrad_reduce)
 WGRAD_KRSC, WGRAD_PARTIALS = 1, 2
 
 
 def launch_tma_wgrad(plan, dy, x, dw, krsc, ws=None):
-    """Runs the filter gradient's ``plan`` on the packed dy and x at addresses ``dy``, ``x`` into ``dw`` (an
-    address: KRSC where ``krsc``, else KCRS), summing its splits itself (in their order: conv_util.cu's
-    wgrad_reduce's sums). ``ws``: an address of ``plan.splits`` fp32 partials of dW to write instead, for
-    wgrad_reduce (dw is then unused); else a split plan allocates them and the tiles' counters (zeroed here)."""
+    """Runs the filter gradient's ``plan`` on the packed dy and x at addresses ``dy``, ``x``: into ``ws``, an
+    address of ``plan.splits`` fp32 partials of dW (K, R*S*C) for conv_util.cu's wgrad_reduce to sum; without
+    ``ws`` (one split only) into ``dw``, an address of dW itself, KRSC where ``krsc``, else KCRS."""
     maps = (_map_address(plan, 0, dy), _map_address(plan, 1, x))
     if ws is not None:
-        plan.launch(*maps, ws, dw, np.int32(WGRAD_PARTIALS | krsc), 0)
-        return
-    if plan.splits == 1:
-        plan.launch(*maps, 0, dw, np.int32(krsc), 0)
-        return
-    import cupy
-
-    part_bytes = plan.splits * plan.dw_elems * 4
-    tmp = cupy.cuda.alloc(part_bytes + 4 * plan.tiles)
-    cupy.cuda.runtime.memsetAsync(tmp.ptr + part_bytes, 0, 4 * plan.tiles, cupy.cuda.get_current_stream().ptr)
-    plan.launch(*maps, tmp.ptr, dw, np.int32(krsc), tmp.ptr + part_bytes)
+        plan.launch(*maps, ws, dw or ws, np.int32(WGRAD_PARTIALS | krsc))
+    elif plan.splits == 1:
+        plan.launch(*maps, dw, dw, np.int32(krsc))
+    else:
+        raise ValueError(f"conv_tma_wgrad: a plan of {plan.splits} splits writes fp32 partials: ws is required")
