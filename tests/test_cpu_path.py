@@ -236,3 +236,43 @@ def test_max_pool_backward_keeps_a_nan_gradient_at_its_position():
     dy = np.array([[[[np.nan, 1.0], [2.0, 3.0]]]], np.float32)
     dx = pool.max_pool2d_backward_ref(dy, idx, x.shape, (2, 2), (2, 2), (0, 0))
     assert np.isnan(dx[0, 0, 1, 1]) and np.isnan(dx).sum() == 1 and dx[0, 0, 3, 3] == 3.0
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning:test_cpu_path")  # the reference's inf * 0
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, mf.bfloat16, np.float64])
+@pytest.mark.parametrize("scale", [1.0, 2.5, 0.0])
+def test_mask_apply_and_dropout_on_cpu_select_and_keep_the_layout(rng, dtype, scale):
+    """The host's masked paths (the ReLU / dropout backward's mask_apply, the dropout forward) equal a float64
+    select of the scaled values rounded once to the dtype, NaN and inf where the bit is set and +0 where it is
+    not; a channels-last input gives a channels-last result (its values as the C-contiguous one's); 0-d and
+    empty inputs work."""
+    from minifused.kernels import dropout as D
+    from minifused.kernels import elementwise as EW
+    from minifused.kernels import to_channels_last
+
+    x = rng.standard_normal((2, 3, 4, 5)).astype(dtype)
+    x.flat[[0, 7, 19, 33]] = [np.nan, np.inf, -np.inf, -0.0]
+    keep = rng.random(x.shape) < 0.5
+    keep.flat[[0, 7, 19, 33]] = [True, False, True, True]
+    mask = EW.pack_mask_ref(keep)
+    s = np.float64 if dtype == np.float64 else np.float32
+    want = np.where(keep, (x.astype(np.float64) * s(scale)).astype(s).astype(dtype), 0).astype(dtype)
+    for a in (x, to_channels_last(x)):
+        got = EW.mask_apply(a, mask, scale)
+        assert got.dtype == dtype and got.strides == a.strides
+        np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+        assert not np.signbit(got[~keep].astype(np.float64)).any()
+    assert EW.mask_apply(x[:0], EW.pack_mask_ref(keep[:0]), scale).shape == (0, 3, 4, 5)
+    three = np.asarray(3, dtype)
+    zero_d = EW.mask_apply(three, EW.pack_mask_ref(np.asarray(True)), scale)
+    assert zero_d.shape == () and float(zero_d) == float(np.asarray(s(3) * s(scale)).astype(dtype))
+    for p in (0.0, 0.3, 1.0):
+        y, m = D.dropout_forward_ref(x, 11, p)
+        kept = EW.unpack_mask_ref(m, x.shape)
+        scaled = (x.astype(np.float64) * D._scale(x.dtype, p)).astype(s).astype(dtype)
+        np.testing.assert_array_equal(y.astype(np.float64), np.where(kept, scaled, 0).astype(dtype).astype(np.float64))
+        yc, mc = D.dropout_forward_ref(to_channels_last(x), 11, p)
+        assert yc.strides == to_channels_last(x).strides
+        np.testing.assert_array_equal(yc.astype(np.float64), y.astype(np.float64))
+    y0, _ = D.dropout_forward_ref(np.asarray(2, dtype), 5, 0.5)
+    assert y0.shape == () and float(y0) in (0.0, 4.0)

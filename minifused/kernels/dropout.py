@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import NULL, acc_dtype, aligned_bytes, ctype, get_kernel
+from . import NULL, acc_dtype, aligned_bytes, clear_unset, ctype, get_kernel
 from . import elementwise as EW
 
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -45,7 +45,7 @@ def _keep_ref(n, seed, thresh):
 def dropout_forward_ref(x, seed, p, out=None):
     """NumPy reference of :func:`dropout_forward`: ``(y, mask)``, mask the packed uint32 words."""
     keep = _keep_ref(x.size, seed, threshold(p)).reshape(x.shape)
-    y = np.where(keep, x * _scale(x.dtype, p), 0).astype(x.dtype)
+    y = clear_unset(EW.scaled_copy_ref(x, _scale(x.dtype, p)), keep)
     if out is not None:
         out[...] = y
         y = out

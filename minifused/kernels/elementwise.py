@@ -22,8 +22,8 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import (ARG, CTYPE, Prepared, acc_dtype, ctype, empty_channels_last, gelu_grad_ref, gelu_ref, get_kernel,
-               is_channels_last, to_channels_last)
+from . import (ARG, CTYPE, Prepared, acc_dtype, clear_unset, ctype, empty_channels_last, gelu_grad_ref, gelu_ref,
+               get_kernel, is_channels_last, to_channels_last)
 
 
 def _dense(x):
@@ -168,14 +168,21 @@ def _scale(dtype, scale):
     return np.float64(scale) if dtype == np.float64 else np.float32(scale)
 
 
+def scaled_copy_ref(a, scale):
+    """A new NumPy array of ``a * scale`` (in a's dtype, the product rounded once from float32, or float64 for
+    float64; ``a``'s copy for a scale of 1), laid out as ``a`` (a channels-last gradient stays so)."""
+    if scale == 1:
+        return a.copy(order="K")
+    with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is NaN, a large value rounds to inf: no warnings
+        return np.asarray(a * _scale(a.dtype, scale)).astype(a.dtype, copy=False)
+
+
 def mask_apply(grad, mask, scale=1.0, channels_last=False):
     """``grad * scale`` where the mask bit of an element is set, else 0 (the backward of ReLU and
     dropout); ``channels_last``: the mask is in the order of a channels-last array's memory, and so is the
     result."""
     if not backend.is_cuda_array(grad):
-        keep = unpack_mask_ref(mask, grad.shape)
-        g = grad if scale == 1 else grad * _scale(grad.dtype, scale)
-        return np.where(keep, g, 0).astype(grad.dtype)
+        return clear_unset(scaled_copy_ref(grad, scale), unpack_mask_ref(mask, grad.shape))
     grad = to_channels_last(grad) if channels_last else _dense(grad)
     dx = _empty_as(grad)
     if grad.size:
