@@ -1161,10 +1161,11 @@ def test_gpu_tma_wgrad_split_counts_match_reference(dtype, poisoned_pool):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
-    """The TMA filter gradient of one split writes dW itself, KCRS and KRSC: bitwise what its fp32 partials
-    summed (cast) by wgrad_reduce give, on 64- and 128-row tiles, a partial row tile and partial column tiles;
-    conv2d_backward_filter (NCHW, and channels-last with a channels-last weight) gives those bits at one split
-    and wgrad_reduce's sum of the partials at more (a few, one per 64-pixel chunk)."""
+    """The TMA filter gradient of one split writes a KRSC dW itself: bitwise what its fp32 partials summed
+    (cast) by wgrad_reduce give, on 64- and 128-row tiles, a partial row tile and partial column tiles;
+    conv2d_backward_filter (NCHW: KCRS through wgrad_reduce_kcrs, a 1x1 filter's written directly; channels-last
+    with a channels-last weight: KRSC) gives those bits at one split and wgrad_reduce's sum of the partials at
+    more (a few, one per 64-pixel chunk)."""
     import cupy
 
     from minifused.kernels import to_channels_last
@@ -1188,15 +1189,15 @@ def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
             config = ConvConfig(wgrad_splits=splits)
             plan = tma_wgrad_plan(dt, x.shape, (k, c, r, r), *geo, dev, config)
             ws = cupy.empty(plan.splits * k * c * r * r, cupy.float32)
-            launch_tma_wgrad(plan, dyc.data.ptr, xc.data.ptr, 0, 0, ws=ws.data.ptr)
+            launch_tma_wgrad(plan, dyc.data.ptr, xc.data.ptr, 0, ws=ws.data.ptr)
             want = cupy.empty((k, c, r, r), dt)
             reduce((64,), (256,), (ws, want, *P.ints(plan.splits, k, c, r * r, c, 0)))
             want = want.get().astype(np.float64)
-            for krsc in (0, 1) if plan.splits == 1 else ():
-                own = cupy.empty((k, r, r, c) if krsc else (k, c, r, r), dt)
-                launch_tma_wgrad(plan, dyc.data.ptr, xc.data.ptr, own.data.ptr, krsc)
-                own = own.transpose(0, 3, 1, 2) if krsc else own
-                assert np.array_equal(own.get().astype(np.float64), want), (dtype, krsc, n, c, h, k, r, st)
+            if plan.splits == 1:
+                own = cupy.empty((k, r, r, c), dt)
+                launch_tma_wgrad(plan, dyc.data.ptr, xc.data.ptr, own.data.ptr)
+                own = own.transpose(0, 3, 1, 2)
+                assert np.array_equal(own.get().astype(np.float64), want), (dtype, n, c, h, k, r, st)
             dw = K.conv2d_backward_filter(dy, x, (k, c, r, r), *geo, config=config)
             assert np.array_equal(dw.get().astype(np.float64), want), (dtype, splits, n, c, h, k, r, st)
             dwc = K.conv2d_backward_filter(dyc, xc, (k, c, r, r), *geo, config=config, channels_last_weight=True)

@@ -306,7 +306,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     col_reduce = Prepared(util_kernel(dtype, "colsum_reduce"), (grid_1d(kg, 128),), (128,),
                           (ARG, ARG, *ints(sum_blocks, kg)))
     # dW: conv.cu's GEMM or conv_tma_wgrad writes fp32 split-K partials (dy, x -> partials) and wgrad_reduce sums
-    # them into dw; conv_tma_wgrad of one split writes dw itself
+    # them into dw; conv_tma_wgrad of one split writes a dw of KRSC memory itself (a channels-last weight's, a
+    # 1x1 filter's)
     wg_tma = tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config)
     dg_tma = tma_plan(ConvMode.BACKWARD_DATA, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id,
                       config, nhwc_out=cl)
@@ -314,7 +315,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         splits = wg_tma.splits
 
         def wgrad(dza, xna, wsa):
-            launch_tma_wgrad(wg_tma, dza, xna, 0, 0, ws=wsa)
+            launch_tma_wgrad(wg_tma, dza, xna, 0, ws=wsa)
     else:
         ((kern, grid, block, smem, prm, splits),) = gemm_plan(ConvMode.BACKWARD_FILTER, dtype, x_shape, w_shape,
                                                               stride, padding, dilation, groups, dev_id, config, tf32)
@@ -396,8 +397,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                     xn = cupy.cuda.alloc(xn_bytes)
                     xna = xn.ptr
                     pack_x(x.data.ptr + g * x_step, xna, x.data.ptr, 0)
-                if unsplit_tma:  # (one group)
-                    launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr, krsc)
+                if unsplit_tma and (krsc or r * s == 1):  # (one group)
+                    launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr)
                 else:
                     ws = cupy.cuda.alloc(ws_bytes)
                     wgrad(dza, xna, ws.ptr)

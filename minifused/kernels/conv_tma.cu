@@ -39,10 +39,11 @@
 // rows of the tile), operand B two im2col loads of X, each 64 pixels x 64 channels of one tap (a column tile
 // of 128 may span two taps). Both land pixel-major, i.e. MN-major for wgmma (the transposed operand form).
 // Work units are (row tile, column tile, split of the pixels). Split, each unit writes its fp32 partial tile
-// from registers, and conv_util.cu's wgrad_reduce sums the splits in order; unsplit, the units write dW
-// themselves (KRSC or KCRS). (Split tiles summed by their last unit to arrive, counted on a per-tile counter,
-// measured slower than wgrad_reduce's launch even at two splits: each unit's fence, count and read-back
-// stall its MMA warps.)
+// from registers, and conv_util.cu's wgrad_reduce sums the splits in order; unsplit, the units may write dW
+// itself where its memory is the partials' order (KRSC: a channels-last weight's, or any 1x1 filter's).
+// (Measured slower: KCRS dW written from the registers, 2-byte stores RS apart, where wgrad_reduce_kcrs
+// transposes through shared memory; split tiles summed by their last unit to arrive, counted on a per-tile
+// counter, even at two splits: each unit's fence, count and read-back stall its MMA warps.)
 //
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=8
@@ -453,9 +454,9 @@ static_assert(WBM == 64 || WBM == 128, "64 or 128 output channels per tile");
 
 // prm: K, ncol (R*S*Cp), OHW, OW, chunks (64-pixel reduction tiles), per (chunks per split), Cp, S, sy, oy, ry,
 // ox, rx, m_tiles, n_tiles, units, sx. ws: fp32 partials (splits, K, ncol); dw: the filter gradient of one
-// split, KRSC (flags & WGRAD_KRSC) or KCRS; flags & WGRAD_PARTIALS: one split writes its partials too (the
-// host sums them). The window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
-constexpr int WGRAD_KRSC = 1, WGRAD_PARTIALS = 2;
+// split, (K, ncol) (KRSC); flags & WGRAD_PARTIALS: one split writes its partials instead (the host sums them).
+// The window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
+constexpr int WGRAD_PARTIALS = 2;
 
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ TmaDesc map_x, float* __restrict__ ws,
@@ -523,26 +524,17 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
                         *reinterpret_cast<float2*>(part + (long long)k * ncol + col) =
                             make_float2(acc[j * 4 + h * 2], acc[j * 4 + h * 2 + 1]);
                 }
-        } else {  // column (r, s, c) of row k: KRSC at k * ncol + col, KCRS at (k * Cp + c) * RS + rs
-            const int RS = ncol / Cp;
+        } else {  // dW (K, ncol): two columns of a row as one 4-byte store
 #pragma unroll
             for (int j = 0; j < WG_N / 8; ++j)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int k = k_row + h * 8, col = col_row + j * 8;
                     if (k >= K || col >= ncol) continue;
-                    const T a = from_f<T>(acc[j * 4 + h * 2]), b = from_f<T>(acc[j * 4 + h * 2 + 1]);
-                    if (flags & WGRAD_KRSC) {
-                        union { unsigned u; T e[2]; } pair;
-                        pair.e[0] = a;
-                        pair.e[1] = b;
-                        *reinterpret_cast<unsigned*>(dw + (long long)k * ncol + col) = pair.u;
-                    } else {  // col and col + 1: one tap, channels c and c + 1 (Cp is a multiple of 64)
-                        const int rs = col / Cp, c = col - rs * Cp;
-                        T* o = dw + ((long long)k * Cp + c) * RS + rs;
-                        o[0] = a;
-                        o[RS] = b;
-                    }
+                    union { unsigned u; T e[2]; } pair;
+                    pair.e[0] = from_f<T>(acc[j * 4 + h * 2]);
+                    pair.e[1] = from_f<T>(acc[j * 4 + h * 2 + 1]);
+                    *reinterpret_cast<unsigned*>(dw + (long long)k * ncol + col) = pair.u;
                 }
         }
     }

@@ -4,7 +4,7 @@ filter gradient: where each applies, its launch constants, and the launch.
 The kernels take the operands conv.cu's take, packed the same way (NHWC x and KRSC w; NHWK dy and CRSK w; dy
 and x for the filter gradient; channels-last arrays are such operands as they are), and write the same outputs
 (NCHW, or NHWC for channels-last; the filter gradient's fp32 split-K partials, which conv_util.cu's wgrad_reduce
-sums, or of one split dW itself). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU to fp16 / bf16 with one group, when
+sums, or of one split a KRSC dW itself). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU to fp16 / bf16 with one group, when
 the gathered operands' channels are multiples of 64 (a row of a load is 128 bytes) and the gather fits the TMA
 unit's im2col mode (:func:`window`); the forward where no ReLU mask is wanted, the backward-data at stride 1,
 or 2 as residue classes (no dilation, dX's sides even: :func:`_classes`). The forward / backward-data hand their
@@ -379,18 +379,18 @@ def launch_tma(plan, a, b, out, bias, flags):
     plan.launch(*maps, out, bias or out, flags)
 
 
-#: conv_tma_wgrad's flags: dW written KRSC (else KCRS); one split's fp32 partials written (for wgrad_reduce)
-WGRAD_KRSC, WGRAD_PARTIALS = 1, 2
+#: conv_tma_wgrad's flag: one split's fp32 partials written (for wgrad_reduce), not dW
+WGRAD_PARTIALS = 2
 
 
-def launch_tma_wgrad(plan, dy, x, dw, krsc, ws=None):
+def launch_tma_wgrad(plan, dy, x, dw, ws=None):
     """Runs the filter gradient's ``plan`` on the packed dy and x at addresses ``dy``, ``x``: into ``ws``, an
     address of ``plan.splits`` fp32 partials of dW (K, R*S*C) for conv_util.cu's wgrad_reduce to sum; without
-    ``ws`` (one split only) into ``dw``, an address of dW itself, KRSC where ``krsc``, else KCRS."""
+    ``ws`` (one split only) into ``dw``, the address of dW itself in that (KRSC) order."""
     maps = (_map_address(plan, 0, dy), _map_address(plan, 1, x))
     if ws is not None:
-        plan.launch(*maps, ws, dw or ws, np.int32(WGRAD_PARTIALS | krsc))
+        plan.launch(*maps, ws, dw or ws, np.int32(WGRAD_PARTIALS))
     elif plan.splits == 1:
-        plan.launch(*maps, dw, dw, np.int32(krsc))
+        plan.launch(*maps, dw, dw, np.int32(0))
     else:
         raise ValueError(f"conv_tma_wgrad: a plan of {plan.splits} splits writes fp32 partials: ws is required")
