@@ -245,7 +245,7 @@ def test_mask_apply_and_dropout_on_cpu_select_and_keep_the_layout(rng, dtype, sc
     """The host's masked paths (the ReLU / dropout backward's mask_apply, the dropout forward) equal a float64
     select of the scaled values rounded once to the dtype, NaN and inf where the bit is set and +0 where it is
     not; a channels-last input gives a channels-last result (its values as the C-contiguous one's); 0-d and
-    empty inputs work."""
+    empty inputs and a NumPy scalar work."""
     from minifused.kernels import dropout as D
     from minifused.kernels import elementwise as EW
     from minifused.kernels import to_channels_last
@@ -266,6 +266,8 @@ def test_mask_apply_and_dropout_on_cpu_select_and_keep_the_layout(rng, dtype, sc
     three = np.asarray(3, dtype)
     zero_d = EW.mask_apply(three, EW.pack_mask_ref(np.asarray(True)), scale)
     assert zero_d.shape == () and float(zero_d) == float(np.asarray(s(3) * s(scale)).astype(dtype))
+    scalar = EW.mask_apply(three[()], EW.pack_mask_ref(np.asarray(True)), scale)  # a NumPy scalar gradient
+    assert isinstance(scalar, np.ndarray) and scalar.shape == () and float(scalar) == float(zero_d)
     for p in (0.0, 0.3, 1.0):
         y, m = D.dropout_forward_ref(x, 11, p)
         kept = EW.unpack_mask_ref(m, x.shape)

@@ -170,9 +170,10 @@ def _scale(dtype, scale):
 
 def scaled_copy_ref(a, scale):
     """A new NumPy array of ``a * scale`` (in a's dtype, the product rounded once from float32, or float64 for
-    float64; ``a``'s copy for a scale of 1), laid out as ``a`` (a channels-last gradient stays so)."""
+    float64; ``a``'s copy for a scale of 1), laid out as ``a`` (a channels-last gradient stays so); a NumPy
+    scalar ``a`` (a 0-d op's gradient may be one) gives a 0-d array."""
     if scale == 1:
-        return a.copy(order="K")
+        return np.array(a, order="K")
     with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is NaN, a large value rounds to inf: no warnings
         return np.asarray(a * _scale(a.dtype, scale)).astype(a.dtype, copy=False)
 
