@@ -456,7 +456,7 @@ static_assert(WBM == 64 || WBM == 128, "64 or 128 output channels per tile");
 // ox, rx, m_tiles, n_tiles, units, sx. ws: fp32 partials (splits, K, ncol); dw: the filter gradient of one
 // split, (K, ncol) (KRSC); flags & WGRAD_PARTIALS: one split writes its partials instead (the host sums them).
 // The window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
-constexpr int WGRAD_PARTIALS = 2;
+constexpr int WGRAD_PARTIALS = 1;
 
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ TmaDesc map_x, float* __restrict__ ws,
