@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import ARG, Prepared, acc_dtype, ctype, get_kernel
+from . import ARG, Prepared, acc_dtype, clear_unset, ctype, get_kernel
 
 
 def out_size(size, kernel, stride, padding, ceil_mode=False):
@@ -75,8 +75,12 @@ def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_ind
     if want_indices:
         arg = np.full(best.shape, positions - 1, index_dtype(kernel))
         hit = np.empty(best.shape, bool)
-        for pos in range(positions - 2, -1, -1):
-            np.copyto(arg, pos, where=np.equal(at(pos), best, out=hit), casting="unsafe")
+        step = np.empty_like(arg)
+        for pos in range(positions - 2, -1, -1):  # arg = pos where hit: arg - (arg - pos) * hit (arg > pos here)
+            np.equal(at(pos), best, out=hit)
+            np.subtract(arg, arg.dtype.type(pos), out=step)
+            np.multiply(step, hit, out=step)
+            np.subtract(arg, step, out=arg)
         nan = np.isnan(best)
         if nan.any():
             for pos in range(positions):
@@ -93,21 +97,26 @@ def max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding):
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
     g = dy.astype(acc_dtype(dy.dtype), copy=False)
     hit = np.empty(g.shape, bool)
+    part = np.empty(g.shape, g.dtype)
+
+    def picked(pos):
+        """g where the window picked position ``pos``, else +0 (a select, not g * hit: a NaN gradient must not
+        reach the positions not picked)."""
+        np.copyto(part, g)
+        return clear_unset(part, np.equal(indices, pos, out=hit))
+
     if (kh, kw) == (sh, sw) and (ph, pw) == (0, 0) and (h, w) == (p * kh, q * kw):
-        dx = np.zeros((n, c, p, kh, q, kw), g.dtype)
+        dx = np.empty((n, c, p, kh, q, kw), g.dtype)  # each element is one window's position (i, j): written once
         for i in range(kh):
             for j in range(kw):
-                np.copyto(dx[:, :, :, i, :, j], g, where=np.equal(indices, i * kw + j, out=hit))
+                dx[:, :, :, i, :, j] = picked(i * kw + j)
         return dx.reshape(x_shape).astype(dy.dtype, copy=False)
     eh = max(0, (p - 1) * sh + kh - (h + 2 * ph))
     ew = max(0, (q - 1) * sw + kw - (w + 2 * pw))
     dxp = np.zeros((n, c, h + 2 * ph + eh, w + 2 * pw + ew), g.dtype)
-    part = np.empty(g.shape, g.dtype)
     for i in range(kh):
         for j in range(kw):
-            part.fill(0)  # (not g * hit: a NaN gradient must not reach the positions not picked)
-            np.copyto(part, g, where=np.equal(indices, i * kw + j, out=hit))
-            dxp[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw] += part
+            dxp[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw] += picked(i * kw + j)
     return np.ascontiguousarray(dxp[:, :, ph:ph + h, pw:pw + w]).astype(dy.dtype, copy=False)
 
 
