@@ -511,32 +511,26 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
                          wg_desc_mn(st + W_A_BYTES + (col_base / 64) * BOX_BYTES), 128, lane);
         }
         pipe.drain(acc, lane);
-        // this thread's accumulators: rows k_row + 8h, columns col_row + 8j (+ 1)
-        const int k_row = k0 + row_base + (warp % 4) * 16 + g, col_row = col0 + col_base + tig * 2;
-        if (splits > 1 || (flags & WGRAD_PARTIALS)) {
-            float* part = ws + (long long)split * K * ncol;
+        // this thread's accumulators: rows k0 + row_base + (warp % 4) * 16 + g (+ 8), two columns per 8; one
+        // split's partials, or (unsplit) dW itself, (K, ncol) KRSC: two columns as one 4-byte store
+        const bool partials = splits > 1 || (flags & WGRAD_PARTIALS);
+        float* part = ws + (long long)split * K * ncol;
 #pragma unroll
-            for (int j = 0; j < WG_N / 8; ++j)
+        for (int j = 0; j < WG_N / 8; ++j)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int k = k_row + h * 8, col = col_row + j * 8;
-                    if (k < K && col < ncol)
-                        *reinterpret_cast<float2*>(part + (long long)k * ncol + col) =
-                            make_float2(acc[j * 4 + h * 2], acc[j * 4 + h * 2 + 1]);
-                }
-        } else {  // dW (K, ncol): two columns of a row as one 4-byte store
-#pragma unroll
-            for (int j = 0; j < WG_N / 8; ++j)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int k = k_row + h * 8, col = col_row + j * 8;
-                    if (k >= K || col >= ncol) continue;
+            for (int h = 0; h < 2; ++h) {
+                const int k = k0 + row_base + (warp % 4) * 16 + g + h * 8, col = col0 + col_base + j * 8 + tig * 2;
+                if (k >= K || col >= ncol) continue;
+                const float a = acc[j * 4 + h * 2], b = acc[j * 4 + h * 2 + 1];
+                if (partials) {
+                    *reinterpret_cast<float2*>(part + (long long)k * ncol + col) = make_float2(a, b);
+                } else {
                     union { unsigned u; T e[2]; } pair;
-                    pair.e[0] = from_f<T>(acc[j * 4 + h * 2]);
-                    pair.e[1] = from_f<T>(acc[j * 4 + h * 2 + 1]);
+                    pair.e[0] = from_f<T>(a);
+                    pair.e[1] = from_f<T>(b);
                     *reinterpret_cast<unsigned*>(dw + (long long)k * ncol + col) = pair.u;
                 }
-        }
+            }
     }
 }
 #endif
