@@ -79,9 +79,15 @@ def _channels_last_layout(shape, strides, itemsize):
     return _same_strides(shape, strides, _channels_last_strides(shape, itemsize))
 
 
+def c_contiguous(a) -> bool:
+    """``a.flags.c_contiguous`` of a NumPy or CuPy array. (CuPy's ``flags`` builds an object per read, its
+    ``_c_contiguous`` is the flag itself: the ops' hot paths ask hundreds of times a training step.)"""
+    return a.flags.c_contiguous if isinstance(a, np.ndarray) else a._c_contiguous
+
+
 def is_channels_last(a) -> bool:
     """Whether ``a`` is a 4-d array laid out channels-last and not also C-contiguous."""
-    return not a.flags.c_contiguous and channels_last_strided(a)
+    return a.ndim == 4 and not c_contiguous(a) and _channels_last_layout(a.shape, a.strides, a.itemsize)
 
 
 def _same_strides(shape, strides, expected):
@@ -295,7 +301,8 @@ def launch(kern, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0, pd
         raise RuntimeError(f"{kern.name}: cuLaunchKernelEx with programmatic dependent launch failed: {err}")
 
 
-_launch_kernel = _current_stream = None  # CuPy's cuLaunchKernel and current stream, bound by the first Prepared
+_current_stream = None  # CuPy's current stream, bound by the first Prepared
+_capture = backend._capture  # (whether this thread is capturing: pdl_active's first test, inlined in Prepared)
 
 #: A :class:`Prepared` parameter given per call: an 8-byte value (an array's address, an integer).
 ARG = "arg"
@@ -307,67 +314,77 @@ F32 = "f32"
 
 class Prepared:
     """One kernel's launch with its parameter buffer laid out once: a call writes only the values that change
-    (the arrays' addresses) and calls the driver's ``cuLaunchKernel``. CuPy's launch converts every argument on
-    every call, which costs a small kernel of an eager training step more host time than the launch itself.
+    (the arrays' addresses), all in one ``struct`` pack, and calls the driver's ``cuLaunchKernel``. CuPy's launch
+    converts every argument on every call, which costs a small kernel of an eager training step more host time
+    than the launch itself.
 
     ``params`` has one entry per kernel parameter, in order: :data:`ARG`, :data:`F32` or :data:`REF` for a value
-    the call gives (in that order), or a constant: a NumPy scalar (its bytes) or a CuPy array (its address; the launch
-    keeps it alive). ``grid`` and ``block`` are fixed; ``pdl``: the kernel begins with ``pdl_entry()``, so in
-    graph captures it launches as :func:`launch` does. Made for the current device (its kernel function), as
-    the plans that hold one are. A lock keeps two threads from filling one buffer at once."""
+    the call gives (in that order; the REFs, if any, first), or a constant: a NumPy scalar (its bytes) or a CuPy
+    array (its address; the launch keeps it alive). ``grid`` and ``block`` are fixed; ``pdl``: the kernel begins
+    with ``pdl_entry()``, so in graph captures it launches as :func:`launch` does. Made for the current device (its
+    kernel function), as the plans that hold one are. A lock keeps two threads from filling one buffer at once."""
 
-    __slots__ = ("name", "_fn", "_dims", "_values", "_table", "_table_ptr", "_writes", "_dense", "_keep", "_lock",
-                 "_pdl")
+    __slots__ = ("name", "_fn", "_dims", "_launch", "_buf", "_table_ptr", "_refs", "_ref_at", "_pack_refs", "_pack",
+                 "_cells", "_keep", "_lock", "_pdl")
 
     def __init__(self, kern, grid, block, params, smem=0, pdl=False):
+        import struct
         import threading
 
         import cupy
         from cupy_backends.cuda.api.driver import launchKernel
 
-        global _launch_kernel, _current_stream
-        _launch_kernel, _current_stream = launchKernel, cupy.cuda.get_current_stream
+        global _current_stream
+        _current_stream = cupy.cuda.get_current_stream
 
         fn = kern.kernel if isinstance(kern, cupy.RawKernel) else kern
         self.name, self._fn, self._pdl = getattr(kern, "name", "kernel"), fn, pdl
         grid, block = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
         self._dims = (*(int(v) for v in grid), *(int(v) for v in block), int(smem))
+        self._launch = functools.partial(launchKernel, fn.ptr, *self._dims)
+        # one buffer of 8-byte slots: the kernelParams table (n pointers), then a cell per parameter value: first
+        # the values given per call, in call order (one pack writes them), then the constants
         n = len(params)
-        self._values = np.zeros(max(n, 1), np.int64)  # 8 bytes per parameter (a by-value struct is a REF)
-        base = self._values.ctypes.data
-        self._table = np.array([base + 8 * i for i in range(n)] or [0], np.uint64)  # the kernelParams array
-        self._table_ptr = self._table.ctypes.data
-        self._writes, self._keep = [], []
-        raw = self._values.view(np.uint8)
-        for i, p in enumerate(params):
-            if p is ARG:
-                self._writes.append((self._values, i))
-            elif p is F32:  # the slot's first 4 bytes (little-endian), as the kernel reads a float
-                self._writes.append((self._values.view(np.float32), 2 * i))
-            elif p is REF:
-                self._writes.append((self._table, i))
-            elif isinstance(p, cupy.ndarray):
-                self._values[i] = p.data.ptr
+        given = [i for i, p in enumerate(params) if p is ARG or p is F32]
+        refs = [i for i, p in enumerate(params) if p is REF]
+        if refs and (refs != list(range(refs[0], refs[0] + len(refs))) or given and given[0] < refs[-1]):
+            raise TypeError(f"Prepared({self.name}): REF parameters must be adjacent and come before every ARG "
+                            f"and F32")
+        constants = [i for i, p in enumerate(params) if i not in given and i not in refs]
+        self._buf = np.zeros(max(2 * n, 1), np.int64)
+        raw = self._buf.view(np.uint8)
+        base = self._buf.ctypes.data
+        for cell, i in enumerate(given + constants):
+            self._buf[i] = base + 8 * (n + cell)
+        self._table_ptr = base
+        self._cells = 8 * n
+        self._refs, self._ref_at = len(refs), 8 * (refs[0] if refs else 0)
+        self._pack_refs = struct.Struct("<" + "Q" * len(refs)).pack_into
+        self._pack = struct.Struct("<" + "".join("f4x" if params[i] is F32 else "q" for i in given)).pack_into
+        self._keep = []
+        for cell, i in enumerate(constants, start=n + len(given)):
+            p = params[i]
+            if isinstance(p, cupy.ndarray):
+                self._buf[cell] = p.data.ptr
                 self._keep.append(p)
             elif isinstance(p, np.generic) and p.nbytes <= 8:
-                raw[8 * i:8 * i + p.nbytes] = np.frombuffer(p.tobytes(), np.uint8)
+                raw[8 * cell:8 * cell + p.nbytes] = np.frombuffer(p.tobytes(), np.uint8)
             else:
                 raise TypeError(f"Prepared({self.name}): parameter {i} must be ARG, F32, REF, a NumPy scalar of up to "
                                 f"8 bytes or a CuPy array, got {type(p).__name__}")
-        self._dense = n > 0 and all(p is ARG for p in params)  # every value given per call: one array write
         self._lock = threading.Lock()
 
     def __call__(self, *values):
         with self._lock:
-            if self._dense:
-                self._values[:] = values
+            if self._refs:  # the structs' addresses go into the table itself
+                self._pack_refs(self._buf, self._ref_at, *values[:self._refs])
+                self._pack(self._buf, self._cells, *values[self._refs:])
             else:
-                for (buf, i), v in zip(self._writes, values):
-                    buf[i] = v
-            if self._pdl and pdl_active():
+                self._pack(self._buf, self._cells, *values)
+            if self._pdl and _capture.name is not None and pdl_active():
                 self._launch_pdl(_current_stream().ptr)
             else:
-                _launch_kernel(self._fn.ptr, *self._dims, _current_stream().ptr, self._table_ptr, 0)
+                self._launch(_current_stream().ptr, self._table_ptr, 0)
 
     def _launch_pdl(self, stream):
         from cuda.bindings import driver

@@ -24,8 +24,8 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import (ARG, NULL, Prepared, aligned_bytes, empty_channels_last, grid_1d, is_channels_last, sm_count,
-               to_channels_last)
+from . import (ARG, NULL, Prepared, aligned_bytes, c_contiguous, empty_channels_last, grid_1d, is_channels_last,
+               sm_count, to_channels_last)
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
                         nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
@@ -215,7 +215,7 @@ def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, di
     unpacked = r * s == 1
 
     def run(x, w, bias, relu, want_mask, keep_x):
-        if unpacked or not w.flags.c_contiguous:  # (the caller passes a weight C-contiguous or channels-last)
+        if unpacked or not c_contiguous(w):  # (the caller passes a weight C-contiguous or channels-last)
             wk = w.data
         else:
             wk = cupy.cuda.alloc(w_bytes)
@@ -429,7 +429,7 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
     out = None
     xp = backend.array_module(x)
-    if not w.flags.c_contiguous and not (is_channels_last(w) and is_channels_last(x)):
+    if not c_contiguous(w) and not (is_channels_last(w) and is_channels_last(x)):
         w = xp.ascontiguousarray(w)  # a channels-last weight goes as it is to the channels-last forward alone
     if x.shape[0] == 0:  # an empty batch: an empty output (and mask), as PyTorch gives
         p, q = (out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in (0, 1))
@@ -467,7 +467,7 @@ def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mas
     packed = isinstance(x, PackedInput)
     tf32 = backend.tf32_conv.allow_tf32
     xp = backend.array_module(dy)
-    w_cl = w_channels_last or (w is not None and not w.flags.c_contiguous and is_channels_last(w))
+    w_cl = w_channels_last or (w is not None and not c_contiguous(w) and is_channels_last(w))
     if is_channels_last(dy):
         run = None
         if on_gpu and mask is None:
@@ -475,7 +475,7 @@ def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mas
         if run is not None:  # a channels-last weight is read as it is, and gets a channels-last dW
             return run(dy, x if x is None or packed else to_channels_last(x), w, None, need_dx, need_dw, need_db,
                        w_cl)
-    if w is not None and not w.flags.c_contiguous:
+    if w is not None and not c_contiguous(w):
         w = xp.ascontiguousarray(w)
     if w_cl:  # the other paths' dW, then laid out as the weight
         dx, dw, db = _backward(dy, x, w, x_shape, w_shape, *geo, mask, need_dx, need_dw, need_db, config)

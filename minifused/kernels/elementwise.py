@@ -22,8 +22,8 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import (ARG, CTYPE, Prepared, acc_dtype, clear_unset, ctype, empty_channels_last, gelu_grad_ref, gelu_ref,
-               get_kernel, is_channels_last, to_channels_last)
+from . import (ARG, CTYPE, Prepared, acc_dtype, c_contiguous, clear_unset, ctype, empty_channels_last, gelu_grad_ref,
+               gelu_ref, get_kernel, is_channels_last, to_channels_last)
 
 
 def _dense(x):
@@ -31,7 +31,7 @@ def _dense(x):
     copy."""
     import cupy
 
-    return x if x.flags.c_contiguous or is_channels_last(x) else cupy.ascontiguousarray(x)
+    return x if c_contiguous(x) or is_channels_last(x) else cupy.ascontiguousarray(x)
 
 
 def _empty_as(x, dtype=None):
@@ -204,7 +204,7 @@ def add(a, b):
     dtypes or layouts, NumPy arrays) is ``a + b``."""
     if not (backend.is_cuda_array(a) and backend.is_cuda_array(b) and a.dtype == b.dtype
             and a.dtype in _ADD_DTYPES and a.shape == b.shape and a.strides == b.strides
-            and (a.flags.c_contiguous or is_channels_last(a))):
+            and (c_contiguous(a) or is_channels_last(a))):
         return a + b
     out = _empty_as(a)
     if a.size:

@@ -52,7 +52,7 @@ import math
 import numpy as np
 
 from .. import backend
-from . import ARG, NULL, Prepared, acc_dtype, ctype, get_kernel, is_channels_last, layout_like
+from . import ARG, NULL, Prepared, acc_dtype, c_contiguous, ctype, get_kernel, is_channels_last, layout_like
 
 BLOCK = 256
 ILP = 4
@@ -220,7 +220,7 @@ def _contig(a):
     """``a`` dense in C order or channels-last (a walk of its memory visits every element once)."""
     import cupy
 
-    return a if a.flags.c_contiguous or is_channels_last(a) else cupy.ascontiguousarray(a)
+    return a if c_contiguous(a) or is_channels_last(a) else cupy.ascontiguousarray(a)
 
 
 def _check_layouts(name, arrays):
@@ -270,7 +270,7 @@ def _launch(name, per_slot, scalars, master=False, source="optim.cu"):
     values, block0 = [], 0
     for arrays, extra in per_slot:
         count = arrays[0].size
-        if not arrays[0].flags.c_contiguous:  # a channels-last parameter: its gradient and state must be so too
+        if not c_contiguous(arrays[0]):  # a channels-last parameter: its gradient and state must be so too
             _check_layouts(name, arrays)
         values += [a.data.ptr for a in arrays]
         values += (count, block0, *extra)

@@ -22,7 +22,7 @@ import weakref
 from .. import backend
 from ..autograd import Function
 from ..kernels import conv as K
-from ..kernels import is_channels_last, to_layout
+from ..kernels import c_contiguous, is_channels_last, to_layout
 
 
 class _PackedCopies:
@@ -62,7 +62,7 @@ class Conv2dFn(Function):
         xp = backend.array_module(x)
         cl = is_channels_last(x)
         x = x if cl else xp.ascontiguousarray(x)
-        if not (weight.flags.c_contiguous or is_channels_last(weight)):  # a channels-last weight goes as it is
+        if not (c_contiguous(weight) or is_channels_last(weight)):  # a channels-last weight goes as it is
             weight = xp.ascontiguousarray(weight)
         grad = ctx.recording
         keep = grad and ctx.needs_input_grad[1]

@@ -30,7 +30,7 @@ import numbers
 import numpy as np
 
 from .. import backend
-from ..kernels import empty_like_layout, layout_like
+from ..kernels import c_contiguous, empty_like_layout, layout_like
 from ..kernels import optim as K
 from ..nn.module import pre_hook_arguments
 from ..tensor import Tensor
@@ -307,9 +307,9 @@ class Optimizer:
         for p in params:
             st = self.state.get(p) if p._data.ndim == 4 else None
             if st:
-                contiguous = p._data.flags.c_contiguous
+                contiguous = c_contiguous(p._data)
                 for t in st.values():
-                    if isinstance(t, Tensor) and t.shape == p.shape and t._data.flags.c_contiguous != contiguous:
+                    if isinstance(t, Tensor) and t.shape == p.shape and c_contiguous(t._data) != contiguous:
                         t._data = layout_like(t._data, p._data)
 
     def _check_grads(self):
