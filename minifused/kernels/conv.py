@@ -81,6 +81,19 @@ def pack_nhwc_launch(dtype, n, hw, ctot, cols, cpad):
                     (ARG, ARG, ARG, *ints(cols, ctot, hw, cpad), ARG, np.int32(n)))
 
 
+def _backward_pack(dtype, n, pq, ktot, k, kpad, j):
+    """conv_util.cu's pack_backward: dy's pack as :func:`pack_nhwc_launch` (``k`` of the ``ktot`` channels, ``pq``
+    pixels per image, to ``kpad``) and one group's KCRS weight (K, ``j`` = C*R*S) transposed to (j, ``kpad``), in
+    one launch; per call the addresses of dy, its pack, the mask's first word (any address without one), the
+    mask's words per channel (0: no mask), the weight and its pack."""
+    tile = pack_tile(dtype)
+    gx, gy = -(-pq // tile), -(-kpad // tile)
+    weight_layers = min(-(-(-(-j // 32) * -(-kpad // 32)) // (gx * gy)), 4096)  # about a 32 x 32 tile a block
+    zd = min(n, GRID_Z - weight_layers)
+    return Prepared(util_kernel(dtype, "pack_backward"), (gx, gy, zd + weight_layers), (32, 8, 1),
+                    (ARG,) * 6 + ints(n, k, ktot, pq, kpad, j, zd))
+
+
 # ---------------------------------------------------------------- forward
 def _weight_pack(dtype, pack):
     """The forward's KCRS -> KRSC pack of the weights alone, as ``pack_w(w, wk, w, wk)``: conv_util.cu's
@@ -297,6 +310,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         return None
 
     pack_dy = None if cl else pack_nhwc_launch(dtype, n, p * q, k, kg, kpad)
+    pack_dy_w = None if cl else _backward_pack(dtype, n, p * q, k, kg, kpad, cg * r * s)
     pack_x = None if packed_x or cl else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad)
     # the bias gradient: column sums of the packed dy in two deterministic passes
     rows, per_block = n * p * q, 512
@@ -375,15 +389,17 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         for g in range(groups):
             # the packed dy, the bias gradient's partial sums and the packed weights: one allocation
             tmp = cupy.cuda.alloc(dz_bytes + (part_bytes if need_db else 0) + (wc_bytes if need_dx else 0))
+            part = tmp.ptr + dz_bytes
+            wca = part + (part_bytes if need_db else 0)
             if cl:  # dy is its own packed form
                 dza = dya
-            elif mask is not None:
-                dza = tmp.ptr
-                pack_dy(dya + g * dy_step, dza, mask.data.ptr + g * kg * words * 4, words)
             else:
                 dza = tmp.ptr
-                pack_dy(dya + g * dy_step, dza, dya, 0)
-            part = tmp.ptr + dz_bytes
+                ma, mw = (mask.data.ptr + g * kg * words * 4, words) if mask is not None else (dya, 0)
+                if need_dx:  # dy's pack and the weights' for dX in one launch
+                    pack_dy_w(dya + g * dy_step, dza, ma, mw, w.data.ptr + g * w_step, wca)
+                else:
+                    pack_dy(dya + g * dy_step, dza, ma, mw)
             if need_db:
                 col_partial(dza, part)
                 col_reduce(part, db.data.ptr + g * kg * isz)
@@ -407,8 +423,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
             if need_dx:
                 if dx is None:
                     dx = empty_channels_last(x_shape, dtype) if cl and dg_tma else cupy.ndarray(x_shape, dtype)
-                wca = part + (part_bytes if need_db else 0)
-                pack_w(w.data.ptr + g * w_step, wca, r * s if krsc else 0)
+                if cl:  # (else packed with dy above)
+                    pack_w(w.data.ptr + g * w_step, wca, r * s if krsc else 0)
                 dgrad(dza, wca, dx.data.ptr + g * x_step)
             del tmp
         if cl and dx is not None and not dg_tma:

@@ -149,12 +149,12 @@ __device__ __forceinline__ void pack_weight_range(const T* __restrict__ w, T* __
 
 // The backward-data's weight: in (B, J) row-major (one group's KCRS weight as (K, C*R*S)) -> out (J, Bp),
 // out[j][b] = b < B ? in[b][j] : 0. 32 x 32 tiles through shared memory, so that both the reads and the
-// writes are coalesced. grid (ceil(J / 32), ceil(Bp / 32)), block (32, 8). RS > 0: the weight is channels-last
+// writes are coalesced; one tile (j0.., b0..) by a block of (32, 8) threads. RS > 0: the weight is channels-last
 // (KRSC memory), so in[b][j = c*RS + rs] lies at b*J + rs*(J/RS) + c (reads strided by C, merged in the L2).
-extern "C" __global__ void __launch_bounds__(256) transpose_pad(const T* __restrict__ in, T* __restrict__ out, int B,
-                                                                int J, int Bp, int RS) {
+__device__ __forceinline__ void transpose_pad_tile(const T* __restrict__ in, T* __restrict__ out, int B, int J,
+                                                   int Bp, int RS, int j0, int b0) {
     __shared__ T tile[32][33];
-    const int j0 = blockIdx.x * 32, b0 = blockIdx.y * 32, tx = threadIdx.x, ty = threadIdx.y;
+    const int tx = threadIdx.x, ty = threadIdx.y;
     const int j = j0 + tx, src = RS > 0 ? (j % RS) * (J / RS) + j / RS : j;
 #pragma unroll
     for (int i = 0; i < 32; i += 8) {
@@ -167,6 +167,30 @@ extern "C" __global__ void __launch_bounds__(256) transpose_pad(const T* __restr
         const int j = j0 + ty + i, b = b0 + tx;
         if (j < J && b < Bp) out[(long long)j * Bp + b] = tile[tx][ty + i];
     }
+    __syncthreads();  // the tile is free for the block's next one
+}
+
+// grid (ceil(J / 32), ceil(Bp / 32)), block (32, 8)
+extern "C" __global__ void __launch_bounds__(256) transpose_pad(const T* __restrict__ in, T* __restrict__ out, int B,
+                                                                int J, int Bp, int RS) {
+    transpose_pad_tile(in, out, B, J, Bp, RS, blockIdx.x * 32, blockIdx.y * 32);
+}
+
+// The backward's two packs in one launch (one launch less of host time per convolution of an eager step): dy
+// (NCHW, times the ReLU mask if mask_words > 0) -> (N, PQ, Kp) as pack_nhwc, and one group's KCRS weight w
+// (K, J = C*R*S) -> (J, Kp) as transpose_pad. grid (ceil(PQ/PACK_TILE), ceil(Kp/PACK_TILE), ZD + ZW), block
+// (32, 8): block z < ZD packs images z, z + ZD, ...; the blocks of z >= ZD take the weight's 32 x 32 tiles in turn.
+extern "C" __global__ void __launch_bounds__(256)
+pack_backward(const T* __restrict__ dy, T* __restrict__ dyout, const unsigned* __restrict__ mask, int mask_words,
+              const T* __restrict__ w, T* __restrict__ wout, int N, int K, int Ktot, int PQ, int Kp, int J, int ZD) {
+    if ((int)blockIdx.z < ZD) {
+        for (int n = blockIdx.z; n < N; n += ZD) pack_nhwc_block(dy, dyout, mask, K, Ktot, PQ, Kp, mask_words, n);
+        return;
+    }
+    const int tiles_j = (J + 31) / 32, tiles = tiles_j * ((Kp + 31) / 32);
+    const int blocks = (gridDim.z - ZD) * gridDim.y * gridDim.x;
+    for (int t = ((blockIdx.z - ZD) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x; t < tiles; t += blocks)
+        transpose_pad_tile(w, wout, K, J, Kp, 0, (t % tiles_j) * 32, (t / tiles_j) * 32);
 }
 
 // The forward's two packs in one launch: x (NCHW, one group's C channels) -> (N, HW, Cp) as pack_nhwc,
