@@ -1241,3 +1241,41 @@ def test_gpu_pack_nhwc_matches_numpy(dtype, poisoned_pool):
         masked[..., :c] *= keep[c_off:c_off + c].reshape(c, n, h, w).transpose(1, 2, 3, 0)
         got = packed(words)
         assert np.array_equal(got, masked), (n, ctot, h, w, c_off, c)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_pack_backward_matches_numpy(dtype, poisoned_pool):
+    """conv_util.cu's pack_backward, the backward's two packs in one launch: dy's channel slice to NHWC (zero-padded,
+    times a ReLU mask) as pack_nhwc, and the group's KCRS weight (K, J) transposed to (J, Kp), zero-padded; odd
+    pixel and channel counts, a misaligned dy (the 16-bit tiles' fall-back), a weight of thousands of tiles."""
+    import cupy
+
+    dt = getattr(backend, dtype)
+    rng = np.random.default_rng(11)
+    cases = [(3, 70, 8, 8, 0, 70, 27, False), (2, 130, 7, 9, 3, 100, 577, False), (2, 64, 12, 12, 0, 64, 64, True),
+             (4, 512, 2, 2, 0, 512, 4608, False), (1, 16, 5, 3, 8, 8, 9, False)]
+    for n, ktot, h, w, k_off, k, j, misaligned in cases:
+        size = n * ktot * h * w
+        flat = cupy.asarray(rng.standard_normal(size + 1)).astype(dt)
+        dy = (flat[1:] if misaligned else flat[:size]).reshape(n, ktot, h, w)
+        wt = cupy.asarray(rng.standard_normal((k, j))).astype(dt)
+        kp = P.padded_channels(k, dt)
+        words = (n * h * w + 31) // 32
+        mask = cupy.asarray(rng.integers(0, 2**32, (ktot, words), dtype=np.uint32))
+        keep = np.unpackbits(mask.get().view(np.uint8), bitorder="little").reshape(ktot, -1)[:, :n * h * w]
+        want = np.zeros((n, h, w, kp), np.float64)
+        want[..., :k] = dy.get().astype(np.float64)[:, k_off:k_off + k].transpose(0, 2, 3, 1)
+        want_w = np.zeros((j, kp), np.float64)
+        want_w[:, :k] = wt.get().astype(np.float64).T
+        pack = K._backward_pack(np.dtype(dt), n, h * w, ktot, k, kp, j)
+        for mask_words in (0, words):
+            out, w_out = cupy.ndarray((n, h, w, kp), dt), cupy.ndarray((j, kp), dt)
+            src = dy.data.ptr + k_off * h * w * dy.itemsize
+            pack(src, out.data.ptr, mask.data.ptr + k_off * words * 4 if mask_words else src, mask_words,
+                 wt.data.ptr, w_out.data.ptr)
+            expect = want.copy()
+            if mask_words:
+                expect[..., :k] *= keep[k_off:k_off + k].reshape(k, n, h, w).transpose(1, 2, 3, 0)
+            assert np.array_equal(out.get().astype(np.float64), expect), (n, ktot, h, w, k_off, k, mask_words)
+            assert np.array_equal(w_out.get().astype(np.float64), want_w), (n, k, j)
