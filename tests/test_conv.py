@@ -1206,6 +1206,23 @@ def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
             assert _rel(dw, ref) < tol, (dtype, splits, n, c, h, w, k, r, st)
 
 
+def _pack_case(rng, dt, n, ctot, h, w, c_off, c, misaligned):
+    """A pack test's input: a random (N, Ctot, H, W) CuPy array of ``dt`` (starting one element past its allocation if
+    ``misaligned``), a random ReLU mask (Ctot, words), its bits per channel and pixel, and the expected pack of
+    channels ``c_off ... c_off + c`` to (N, H, W, C padded) in float64 (unmasked)."""
+    import cupy
+
+    size = n * ctot * h * w
+    flat = cupy.asarray(rng.standard_normal(size + 1)).astype(dt)
+    a = (flat[1:] if misaligned else flat[:size]).reshape(n, ctot, h, w)
+    words = (n * h * w + 31) // 32
+    mask = cupy.asarray(rng.integers(0, 2**32, (ctot, words), dtype=np.uint32))
+    keep = np.unpackbits(mask.get().view(np.uint8), bitorder="little").reshape(ctot, -1)[:, :n * h * w]
+    want = np.zeros((n, h, w, P.padded_channels(c, dt)), np.float64)
+    want[..., :c] = a.get().astype(np.float64)[:, c_off:c_off + c].transpose(0, 2, 3, 1)
+    return a, mask, words, keep, want
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_gpu_pack_nhwc_matches_numpy(dtype, poisoned_pool):
@@ -1219,15 +1236,8 @@ def test_gpu_pack_nhwc_matches_numpy(dtype, poisoned_pool):
     for n, ctot, h, w, c_off, c, misaligned in [(3, 70, 8, 8, 0, 70, False), (2, 130, 7, 9, 3, 100, False),
                                                 (2, 64, 12, 12, 0, 64, True), (5, 16, 4, 4, 8, 8, False),
                                                 (1, 200, 16, 20, 64, 136, False)]:
-        size = n * ctot * h * w
-        flat = cupy.asarray(rng.standard_normal(size + 1)).astype(dt)
-        a = (flat[1:] if misaligned else flat[:size]).reshape(n, ctot, h, w)
-        cp_ = P.padded_channels(c, dt)
-        words = (n * h * w + 31) // 32
-        mask = cupy.asarray(rng.integers(0, 2**32, (ctot, words), dtype=np.uint32))
-        keep = np.unpackbits(mask.get().view(np.uint8), bitorder="little").reshape(ctot, -1)[:, :n * h * w]
-        want = np.zeros((n, h, w, cp_), np.float64)
-        want[..., :c] = a.get().astype(np.float64)[:, c_off:c_off + c].transpose(0, 2, 3, 1)
+        a, mask, words, keep, want = _pack_case(rng, dt, n, ctot, h, w, c_off, c, misaligned)
+        cp_ = want.shape[-1]
         pack = K.pack_nhwc_launch(np.dtype(dt), n, h * w, ctot, c, cp_)
 
         def packed(mask_words):
@@ -1256,16 +1266,9 @@ def test_gpu_pack_backward_matches_numpy(dtype, poisoned_pool):
     cases = [(3, 70, 8, 8, 0, 70, 27, False), (2, 130, 7, 9, 3, 100, 577, False), (2, 64, 12, 12, 0, 64, 64, True),
              (4, 512, 2, 2, 0, 512, 4608, False), (1, 16, 5, 3, 8, 8, 9, False)]
     for n, ktot, h, w, k_off, k, j, misaligned in cases:
-        size = n * ktot * h * w
-        flat = cupy.asarray(rng.standard_normal(size + 1)).astype(dt)
-        dy = (flat[1:] if misaligned else flat[:size]).reshape(n, ktot, h, w)
+        dy, mask, words, keep, want = _pack_case(rng, dt, n, ktot, h, w, k_off, k, misaligned)
+        kp = want.shape[-1]
         wt = cupy.asarray(rng.standard_normal((k, j))).astype(dt)
-        kp = P.padded_channels(k, dt)
-        words = (n * h * w + 31) // 32
-        mask = cupy.asarray(rng.integers(0, 2**32, (ktot, words), dtype=np.uint32))
-        keep = np.unpackbits(mask.get().view(np.uint8), bitorder="little").reshape(ktot, -1)[:, :n * h * w]
-        want = np.zeros((n, h, w, kp), np.float64)
-        want[..., :k] = dy.get().astype(np.float64)[:, k_off:k_off + k].transpose(0, 2, 3, 1)
         want_w = np.zeros((j, kp), np.float64)
         want_w[:, :k] = wt.get().astype(np.float64).T
         pack = K._backward_pack(np.dtype(dt), n, h * w, ktot, k, kp, j)
