@@ -87,7 +87,7 @@ def c_contiguous(a) -> bool:
 
 def is_channels_last(a) -> bool:
     """Whether ``a`` is a 4-d array laid out channels-last and not also C-contiguous."""
-    return a.ndim == 4 and not c_contiguous(a) and _channels_last_layout(a.shape, a.strides, a.itemsize)
+    return not c_contiguous(a) and channels_last_strided(a)
 
 
 def _same_strides(shape, strides, expected):

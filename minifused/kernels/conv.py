@@ -88,7 +88,8 @@ def _backward_pack(dtype, n, pq, ktot, k, kpad, j):
     mask's words per channel (0: no mask), the weight and its pack."""
     tile = pack_tile(dtype)
     gx, gy = -(-pq // tile), -(-kpad // tile)
-    weight_layers = min(-(-(-(-j // 32) * -(-kpad // 32)) // (gx * gy)), 4096)  # about a 32 x 32 tile a block
+    weight_tiles = -(-j // 32) * -(-kpad // 32)
+    weight_layers = min(-(-weight_tiles // (gx * gy)), 4096)  # about one 32 x 32 tile a block
     zd = min(n, GRID_Z - weight_layers)
     return Prepared(util_kernel(dtype, "pack_backward"), (gx, gy, zd + weight_layers), (32, 8, 1),
                     (ARG,) * 6 + ints(n, k, ktot, pq, kpad, j, zd))
