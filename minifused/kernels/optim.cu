@@ -43,10 +43,14 @@ extern "C" __global__ void adam_multi(REPEAT(ADAM_ARGS) const double* hyper, con
     switch (slot) { REPEAT(ADAM_CASE) }
     const bool amsgrad = flags & 1, decoupled = flags & 2, maximize = flags & 4;
     const double lr = hyper[0], beta1_d = hyper[1], beta2_d = hyper[2];
-    const double step = (double)(*t + 1);
-    // PyTorch's host-side scalars, in double: lr / (1 - beta1^t) and sqrt(1 - beta2^t)
-    const acc_t step_size = (acc_t)(lr / (1.0 - pow(beta1_d, step)));
-    const acc_t bc2_sqrt = (acc_t)sqrt(1.0 - pow(beta2_d, step));
+    // PyTorch's host-side scalars, in double: lr / (1 - beta1^t) and sqrt(1 - beta2^t), once per block (each
+    // thread's double pow was a quarter of the kernel's time); read after the loads are issued
+    __shared__ acc_t bias_terms[2];
+    if (threadIdx.x == 0) {
+        const double step = (double)(*t + 1);
+        bias_terms[0] = (acc_t)(lr / (1.0 - pow(beta1_d, step)));
+        bias_terms[1] = (acc_t)sqrt(1.0 - pow(beta2_d, step));
+    }
     // 1 - beta in double, as PyTorch passes it (1 - float(0.999) would be 1.3e-5 off)
     const acc_t one_m_beta1 = (acc_t)(1.0 - beta1_d), one_m_beta2 = (acc_t)(1.0 - beta2_d);
     const acc_t beta2 = (acc_t)beta2_d, eps = (acc_t)hyper[3], weight_decay = (acc_t)hyper[4];
@@ -62,6 +66,8 @@ extern "C" __global__ void adam_multi(REPEAT(ADAM_ARGS) const double* hyper, con
             vr[k] = (acc_t)v[i];
         }
     }
+    __syncthreads();
+    const acc_t step_size = bias_terms[0], bc2_sqrt = bias_terms[1];
 #pragma unroll
     for (int k = 0; k < ILP; ++k) {
         const long long i = start + (long long)k * blockDim.x;

@@ -55,7 +55,7 @@ from .. import backend
 from . import ARG, NULL, Prepared, acc_dtype, c_contiguous, ctype, get_kernel, is_channels_last, layout_like
 
 BLOCK = 256
-ILP = 4
+ILP = 8  # elements per thread: optim_common.cuh's ILP
 CHUNK = BLOCK * ILP
 MAX_SLOTS = 16
 _INT_MAX = 2 ** 31 - 1
