@@ -43,8 +43,8 @@ extern "C" __global__ void adam_multi(REPEAT(ADAM_ARGS) const double* hyper, con
     switch (slot) { REPEAT(ADAM_CASE) }
     const bool amsgrad = flags & 1, decoupled = flags & 2, maximize = flags & 4;
     const double lr = hyper[0], beta1_d = hyper[1], beta2_d = hyper[2];
-    // PyTorch's host-side scalars, in double: lr / (1 - beta1^t) and sqrt(1 - beta2^t), once per block (each
-    // thread's double pow was a quarter of the kernel's time); read after the loads are issued
+    // PyTorch's host-side scalars, in double: lr / (1 - beta1^t) and sqrt(1 - beta2^t), once per block (a double
+    // pow in every thread measured slower); read after the loads are issued
     __shared__ acc_t bias_terms[2];
     if (threadIdx.x == 0) {
         const double step = (double)(*t + 1);
