@@ -229,7 +229,8 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
 #: bench shapes, bench/conv_sweep.py: larger tiles load fewer bytes per FLOP); 192 rows take three MMA
 #: warpgroups. (128 x 256 tiles, tried: a 3-stage ring beside their epilogue tile; on the bench shapes of 256
 #: output channels or more their forward ran at 0.78-0.88 of 192 x 128's rate, the stride-2 backward-data at
-#: a fifth to a third.)
+#: a fifth to a third; 256 x 64 tiles, four MMA warpgroups, cuDNN's tile on c64h56: as fast as 192 x 64 there,
+#: slower on every other shape.)
 _TILE_RATES = {(128, 64): 0.70, (128, 128): 1.0, (192, 64): 0.8, (192, 128): 1.1}
 
 
