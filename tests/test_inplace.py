@@ -454,6 +454,27 @@ def test_gpu_relu_mask_vectors_tails_views_and_inplace(dtype, n, offset, poisone
 @pytest.mark.parametrize("dtype", [*DTYPES, np.float64], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("n", VEC_SIZES)
 @pytest.mark.parametrize("offset", [0, 1])
+def test_gpu_relu_forward_vectors_tails_views_and_inplace(dtype, n, offset, poisoned_pool):
+    """relu_fwd (no mask) moves a 16-byte chunk a thread: whole chunks, the partial last one and a view that
+    starts mid-vector (element by element) give max(x, 0), written into a view, a new array and in place."""
+    a = randn(n, seed=n + 2).astype(dtype)
+    a[::5], a[1::7] = 0, -0.0
+    want = f64(np.where(a > 0, a, 0).astype(dtype))
+    x, xwhole = _guarded(a, offset, 0.0)
+    out, owhole = _guarded(np.full(n, np.nan, dtype), offset, np.nan)  # poisoned: unwritten elements show
+    for y in (KE.relu_forward(x, out=out), KE.relu_forward(x)):
+        np.testing.assert_array_equal(f64(y), want)
+    assert _guards_kept(owhole, offset, n, np.nan)
+    y = KE.relu_forward(x, out=x)
+    assert y is x
+    np.testing.assert_array_equal(f64(x), want)
+    assert _guards_kept(xwhole, offset, n, 0.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [*DTYPES, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("n", VEC_SIZES)
+@pytest.mark.parametrize("offset", [0, 1])
 def test_gpu_mask_apply_vectors_tails_and_views(dtype, n, offset, poisoned_pool):
     keep = np.random.default_rng(n).random(n) < 0.5
     mask = KE.pack_mask_ref(keep)
@@ -467,7 +488,8 @@ def test_gpu_mask_apply_vectors_tails_and_views(dtype, n, offset, poisoned_pool)
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 def test_gpu_mask_kernels_stride_over_the_grid(dtype, poisoned_pool):
-    """Two blocks for 100003 elements: each thread takes many chunks, its warp a mask word at each."""
+    """Two blocks for 100003 elements: each thread takes many chunks, its warp a mask word at each (relu_fwd
+    the same chunks without one)."""
     import cupy
 
     n = 100_003
@@ -476,6 +498,9 @@ def test_gpu_mask_kernels_stride_over_the_grid(dtype, poisoned_pool):
     KE._kernel(np.dtype(dtype), "relu_fwd_mask")((2,), (256,), (x, y, m, np.int64(n)))
     np.testing.assert_array_equal(host(y), np.where(a > 0, a, 0).astype(dtype))
     np.testing.assert_array_equal(host(m), KE.pack_mask_ref(a > 0))
+    y2 = cupy.empty(n, dtype)
+    KE._kernel(np.dtype(dtype), "relu_fwd")((2,), (256,), (x, y2, np.int64(n)))  # the chunks without a mask
+    np.testing.assert_array_equal(host(y2), host(y))
     dx = cupy.empty(n, dtype)
     KE._kernel(np.dtype(dtype), "mask_apply")((2,), (256,), (x, m, dx, np.int64(n), np.float32(2.0)))
     np.testing.assert_array_equal(host(dx), np.where(a > 0, a * np.float32(2.0), 0).astype(dtype))

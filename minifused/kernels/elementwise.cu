@@ -8,10 +8,10 @@
 // w holds elements 32w .. 32w+31 of the C-order flat array, element 32w+j in bit j; the bits past
 // the last element of the last word are 0.
 //
-// The mask kernels and the add are memory-bound on 16-bit tensors, where one element per thread
-// leaves most of the bandwidth unused: each thread moves a chunk of 16 bytes (V elements) in one
-// vector access when every pointer is 16-byte aligned, and element by element otherwise (the
-// last, partial chunk; a view that starts mid-vector).
+// The mask kernels, relu_fwd and the add are memory-bound, where one element per thread leaves much
+// of the bandwidth unused (most of it on 16-bit tensors): each thread moves a chunk of 16 bytes
+// (V elements) in one vector access when every pointer is 16-byte aligned, and element by element
+// otherwise (the last, partial chunk; a view that starts mid-vector).
 //
 // relu_fwd_mask may run in place (y == x): every chunk is read whole and then written by one
 // thread, so x and y carry no __restrict__.
@@ -39,14 +39,7 @@ typedef EW_S S;
 #define GRID_LOOP(i, n) \
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 
-// relu_fwd and gelu_fwd_* may run in place (y == x): each element is read, then written, by one thread.
-extern "C" __global__ void relu_fwd(const T* x, T* y, long long n) {
-    GRID_LOOP(i, n) {
-        const T v = x[i];
-        y[i] = to_acc<float>(v) > 0.0f ? v : from_acc<T>(0.0f);
-    }
-}
-
+// gelu_fwd_* (and relu_fwd, below) may run in place (y == x): each element is read, then written, by one thread.
 extern "C" __global__ void gelu_fwd_erf(const T* x, T* y, long long n) {
     GRID_LOOP(i, n) y[i] = from_acc<T>(gelu_erf(to_acc<float>(x[i])));
 }
@@ -92,6 +85,18 @@ __device__ __forceinline__ void store_chunk(T* p, long long i0, long long n, boo
 #pragma unroll
     for (int k = 0; k < V; ++k)
         if (i0 + k < n) p[i0 + k] = a.v[k];
+}
+
+// ReLU without a mask (no gradient wanted): a chunk a thread, as relu_fwd_mask
+extern "C" __global__ void relu_fwd(const T* x, T* y, long long n) {
+    const bool vec = aligned16(x) && aligned16(y);
+    GRID_LOOP(c, (n + V - 1) / V) {
+        VT a = load_chunk(x, c * V, n, vec);
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+            if (!(to_acc<float>(a.v[k]) > 0.0f)) a.v[k] = from_acc<T>(0.0f);
+        store_chunk(y, c * V, n, vec, a);
+    }
 }
 
 // A mask word covers L = 32 / V chunks, those of L consecutive lanes: each lane builds its V bits

@@ -56,15 +56,16 @@ def _into(out, y):
     return out
 
 
-def _unary_cuda(name, x, out):
+def _unary_cuda(name, x, out, per_thread=1):
     """``name``(x) of elementwise.cu into ``out`` or a new array; a non-contiguous ``x`` or ``out`` goes
-    through a contiguous copy / temporary (``out`` may be ``x``: in place)."""
+    through a contiguous copy / temporary (``out`` may be ``x``: in place). ``per_thread``: the elements
+    the kernel takes a thread (a 16-byte chunk's for relu_fwd)."""
     import cupy
 
     xc = _dense(x)
     y = out if _writes_direct(out, x, xc) else _empty_as(xc)
     if x.size:
-        _kernel(x.dtype, name)(grid(x.size), (256,), (xc, y, np.int64(x.size)))
+        _kernel(x.dtype, name)(grid(-(-x.size // per_thread)), (256,), (xc, y, np.int64(x.size)))
     if out is not None and y is not out:
         out[...] = y
         y = out
@@ -99,7 +100,7 @@ def relu_forward(x, out=None):
             import cupy
 
             return _into(out, cupy.where(x > 0, x, x.dtype.type(0)))
-        return _unary_cuda("relu_fwd", x, out)
+        return _unary_cuda("relu_fwd", x, out, 16 // x.dtype.itemsize)
     return np.maximum(x, x.dtype.type(0), out=out)
 
 
