@@ -13,8 +13,8 @@
 // (V elements) in one vector access when every pointer is 16-byte aligned, and element by element
 // otherwise (the last, partial chunk; a view that starts mid-vector).
 //
-// relu_fwd_mask may run in place (y == x): every chunk is read whole and then written by one
-// thread, so x and y carry no __restrict__.
+// relu_fwd and relu_fwd_mask may run in place (y == x): every chunk is read whole and then written
+// by one thread, so x and y carry no __restrict__.
 //
 // nvrtc-check: -DEW_T=float -DEW_S=float
 // nvrtc-check: -DEW_T=__half -DEW_S=float
@@ -39,7 +39,7 @@ typedef EW_S S;
 #define GRID_LOOP(i, n) \
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 
-// gelu_fwd_* (and relu_fwd, below) may run in place (y == x): each element is read, then written, by one thread.
+// gelu_fwd_* may run in place (y == x): each element is read, then written, by one thread.
 extern "C" __global__ void gelu_fwd_erf(const T* x, T* y, long long n) {
     GRID_LOOP(i, n) y[i] = from_acc<T>(gelu_erf(to_acc<float>(x[i])));
 }
