@@ -1,4 +1,4 @@
-"""Host µs per op of one eager training step (MNIST MLP and CNN, Adam): where the host time goes.
+"""Host µs per op of one eager training step (MNIST MLP and CNN with Adam; ResNet-18 bf16): where the host time goes.
 
 At MNIST sizes an eager step is bound by the host: this shows, per op, how long the
 host spends issuing it, so that per-op overhead can be cut and reported before/after.
@@ -18,7 +18,7 @@ each). ``--pyinstrument`` also prints a pyinstrument profile when it is importab
 Results go to ``bench/results/profile_step.json`` (GPU runs) in the usual schema, rows
 ``<model> b<B> <what>`` in µs per step or per call.
 
-    python bench/profile_step.py [--models mlp,cnn] [--batch 64] [--steps 400] [--device cuda]
+    python bench/profile_step.py [--models mlp,cnn,resnet18] [--batch 64] [--steps 400] [--device cuda]
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 
 import minifused as mf  # noqa: E402
 import minifused.functional as F  # noqa: E402
-from minifused import autograd, backend, optim  # noqa: E402
+from minifused import amp, autograd, backend, optim  # noqa: E402
 
 import train as example  # noqa: E402
 
@@ -108,18 +108,28 @@ def instrument():
 
 
 def make(model_name, batch, device):
+    """The step of ``model_name``: an MNIST example model (fp32, Adam) or ``resnet18``, bench/resnet.py's
+    bf16 step (CIFAR ResNet-18, SGD with momentum and fp32 master weights)."""
     mf.manual_seed(0)
-    model = example.build_model(model_name, 0.0).to(device)
-    opt = optim.Adam(model.parameters(), lr=1e-3)
     rng = np.random.default_rng(0)
-    x = mf.tensor(rng.standard_normal((batch, 1, 28, 28)), dtype=mf.float32, device=device)
     y = mf.tensor(rng.integers(0, 10, batch), device=device)
+    if model_name == "resnet18":
+        import resnet
+
+        model = resnet.resnet18(mf.nn, F.relu).to(device)
+        amp.cast_model(model, mf.bfloat16)
+        opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4, master_weights=True)
+        x = mf.tensor(rng.standard_normal((batch, 3, 32, 32)), dtype=mf.bfloat16, device=device)
+    else:
+        model = example.build_model(model_name, 0.0).to(device)
+        opt = optim.Adam(model.parameters(), lr=1e-3)
+        x = mf.tensor(rng.standard_normal((batch, 1, 28, 28)), dtype=mf.float32, device=device)
 
     def step(timed):
         t0 = clock()
         opt.zero_grad()
         t1 = clock()
-        logits = model(x)
+        logits = model(x).float()
         t2 = clock()
         loss = F.cross_entropy(logits, y)
         t3 = clock()

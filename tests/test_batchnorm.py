@@ -567,3 +567,174 @@ def test_instance_norm_against_float64(rng):
         nn.InstanceNorm1d(3)(mf.randn(2, 3, 1))
     with pytest.raises(ValueError, match="expected 3-D \\(unbatched\\) or 4-D input"):
         nn.InstanceNorm2d(3)(mf.randn(3, 3))
+
+
+# ---------------------------------------------------------------- Sequential's Conv2d + BatchNorm2d (+ ReLU): one op
+def _graph_kinds(out):
+    kinds, stack = [], [out._ctx]
+    while stack:
+        ctx = stack.pop()
+        kinds.append(ctx.fn.__name__)
+        stack.extend(t._ctx for t in ctx.inputs if t is not None and t._ctx is not None)
+    return kinds
+
+
+def _conv_bn_pair(device, dtype, conv_kw, bn_kw, relu, channels_last=False):
+    """Two identical Sequentials of Conv2d, BatchNorm2d (and ReLU)."""
+    mods = []
+    for _ in range(2):
+        mf.manual_seed(7)
+        layers = [nn.Conv2d(3, 4, 3, **conv_kw), nn.BatchNorm2d(4, **bn_kw)] + ([nn.ReLU()] if relu else [])
+        seq = nn.Sequential(*layers).to(device=device, dtype=dtype)
+        if bn_kw.get("affine", True):  # weights away from one and zero, the running statistics off their start
+            seq[1].weight._data[...] = dev_array(np.linspace(0.5, 1.5, 4), device).astype(seq[1].weight._data.dtype)
+            seq[1].bias._data[...] = dev_array(np.linspace(-0.2, 0.3, 4), device).astype(seq[1].bias._data.dtype)
+        if channels_last:
+            seq.to(memory_format=mf.channels_last)
+        mods.append(seq)
+    return mods
+
+
+def _one_by_one(seq, x):
+    for m in seq:
+        x = m(x)
+    return x
+
+
+CONV_BN_CASES = [  # (conv keywords, BatchNorm keywords, a ReLU module after)
+    (dict(padding=1, bias=False), {}, True),
+    (dict(padding=1), dict(momentum=None), False),
+    (dict(stride=2, padding=0, bias=False), dict(affine=False), True),
+    (dict(padding=1, padding_mode="reflect"), dict(track_running_stats=False), True),
+    (dict(padding=2, dilation=2, bias=False), dict(activation="relu"), False),
+]
+
+
+@pytest.mark.parametrize("conv_kw,bn_kw,relu", CONV_BN_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_sequential_conv_bn_is_one_op_with_the_modules_numbers(device, rng, conv_kw, bn_kw, relu, dtype):
+    """A Sequential's Conv2d, BatchNorm2d and ReLU run as one node of the tape: outputs, every gradient, the
+    running statistics and the batch counter equal to the modules called one by one, over two training steps
+    and an evaluation."""
+    if dtype == "bfloat16" and device == "cpu":
+        pytest.skip("bfloat16 convolutions run on the GPU")
+    dt = getattr(mf, dtype)
+    fused, plain = _conv_bn_pair(device, dt, conv_kw, bn_kw, relu)
+    for step in range(3):
+        if step == 2:
+            fused.eval(), plain.eval()
+        x = rng.standard_normal((3, 3, 9, 8)) * 2 + 0.5
+        xs = [mf.tensor(x, dtype=dt, device=device, requires_grad=True) for _ in range(2)]
+        yf, yp = fused(xs[0]), _one_by_one(plain, xs[1])
+        kinds = _graph_kinds(yf)
+        assert kinds[0] == "ConvBatchNormFn" and "BatchNormFn" not in kinds and "Relu" not in kinds
+        np.testing.assert_array_equal(host(yf.float()), host(yp.float()))
+        gy = mf.tensor(rng.standard_normal(yf.shape), dtype=dt, device=device)
+        yf.backward(gy), yp.backward(gy)
+        np.testing.assert_array_equal(host(xs[0].grad.float()), host(xs[1].grad.float()))
+        for (name, a), b in zip(fused.named_parameters(), plain.parameters()):
+            np.testing.assert_array_equal(host(a.grad.float()), host(b.grad.float()), err_msg=name)
+        for (name, a), b in zip(fused.named_buffers(), plain.buffers()):
+            np.testing.assert_array_equal(host(a), host(b), err_msg=name)
+    if bn_kw.get("track_running_stats", True):
+        assert int(fused[1].num_batches_tracked.item()) == 2
+
+
+def test_sequential_conv_bn_channels_last_and_no_grad(device, rng):
+    """Channels-last modules and input, and a forward under no_grad: the fused op's numbers are the modules'."""
+    fused, plain = _conv_bn_pair(device, mf.float32, dict(padding=1, bias=False), {}, True, channels_last=True)
+    x = mf.tensor(rng.standard_normal((2, 3, 6, 7)), dtype=mf.float32, device=device).to(
+        memory_format=mf.channels_last)
+    xs = [x.clone().requires_grad_() for _ in range(2)]
+    yf, yp = fused(xs[0]), _one_by_one(plain, xs[1])
+    assert _graph_kinds(yf)[0] == "ConvBatchNormFn" and yf.is_contiguous(memory_format=mf.channels_last)
+    np.testing.assert_array_equal(host(yf), host(yp))
+    yf.sum().backward(), yp.sum().backward()
+    np.testing.assert_array_equal(host(xs[0].grad), host(xs[1].grad))
+    np.testing.assert_array_equal(host(fused[0].weight.grad), host(plain[0].weight.grad))
+    with mf.no_grad():
+        np.testing.assert_array_equal(host(fused(x)), host(_one_by_one(plain, x)))
+
+
+def test_sequential_conv_bn_unfused_where_it_must_be(rng):
+    """Hooks on either module, a BatchNorm that is not BatchNorm2d's forward (a subclass overriding it,
+    SyncBatchNorm) and an unbatched input run the modules one by one, with their numbers."""
+    class Shifted(nn.BatchNorm2d):
+        def forward(self, x):
+            return super().forward(x) + 1
+
+    seen = []
+    x = mf.tensor(rng.standard_normal((2, 3, 5, 5)), dtype=mf.float32, requires_grad=True)
+    for build in (lambda s: s[0].register_forward_hook(lambda m, a, o: seen.append(o.shape)),
+                  lambda s: s[1].register_forward_pre_hook(lambda m, a: seen.append(a[0].shape)),
+                  lambda s: s.__setitem__(1, Shifted(4)), lambda s: s.__setitem__(1, nn.SyncBatchNorm(4))):
+        mf.manual_seed(0)
+        seq = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU())
+        build(seq)
+        y = seq(x)
+        assert "ConvBatchNormFn" not in _graph_kinds(y)
+        np.testing.assert_array_equal(y.detach().numpy(), _one_by_one(seq, x).detach().numpy())
+    assert seen == [(2, 4, 3, 3)] * 4
+    mf.manual_seed(0)
+    seq = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))
+    with pytest.raises(ValueError, match="BatchNorm2d: expected 4-D input, got 3-D"):
+        seq(x[0])
+
+
+def test_sequential_skips_fusion_for_subclasses_that_override_forward():
+    """A subclass overriding forward computes something else than the fused form its base offers: Sequential
+    calls it (a Linear + ReLU pair, and a ReLU in place under no_grad, as well)."""
+    class Zeroed(nn.Linear):
+        def forward(self, x):
+            return super().forward(x) * 0
+
+    class Negated(nn.ReLU):
+        def forward(self, x):
+            return -F.relu(x)
+
+    x = mf.ones(2, 3)
+    assert np.all(nn.Sequential(Zeroed(3, 3), nn.ReLU())(x).detach().numpy() == 0)
+    mf.manual_seed(0)
+    lin = nn.Linear(3, 3)
+    want = -F.relu(lin(x)).detach().numpy()
+    np.testing.assert_array_equal(nn.Sequential(lin, Negated())(x).detach().numpy(), want)
+    with mf.no_grad():
+        np.testing.assert_array_equal(nn.Sequential(lin, nn.Identity(), Negated())(x).numpy(), want)
+
+
+@pytest.mark.parametrize("make,x,exc,words", [
+    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(5)), lambda: mf.randn(2, 3, 5, 5), ValueError,
+     r"batch_norm: running_mean must have shape \[4\] \(one per channel of the input \[2, 4, 3, 3\]\)"),
+    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)), lambda: mf.randn(1, 3, 3, 3), ValueError,
+     r"batch_norm: expected more than 1 value per channel when training, got input size \[1, 4, 1, 1\]"),
+    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)), lambda: mf.randn(2, 2, 5, 5), ValueError,
+     "conv2d: input has 2 channels"),
+    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, momentum=0.5), nn.ReLU()),
+     lambda: mf.tensor(np.ones((2, 3, 5, 5), np.int64)), TypeError, "conv2d: unsupported dtype int64")])
+def test_sequential_conv_bn_bad_input_changes_nothing(make, x, exc, words):
+    """The fused op refuses what the two modules refuse, with the same message, before changing any state."""
+    seq = make()
+    before = _bn_state(seq[1])
+    with pytest.raises(exc, match=words):
+        seq(x())
+    after = _bn_state(seq[1])
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+
+
+def test_sequential_conv_bn_sees_in_place_changes_and_retains_its_graph(rng):
+    """The fused op checks what it saved against in-place changes (the convolution's weight, BatchNorm's weight)
+    and, with retain_graph, walks twice to twice the gradient."""
+    mf.manual_seed(0)
+    seq = nn.Sequential(nn.Conv2d(3, 4, 3, bias=False), nn.BatchNorm2d(4), nn.ReLU())
+    x = mf.tensor(rng.standard_normal((2, 3, 5, 5)), dtype=mf.float32, requires_grad=True)
+    for param in (seq[0].weight, seq[1].weight):
+        y = seq(x)
+        with mf.no_grad():
+            param.mul_(1.0)
+        with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+            y.sum().backward()
+    y = seq(x)
+    y.sum().backward(retain_graph=True)
+    once = x.grad.numpy().copy()
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * once, rtol=1e-6)

@@ -611,3 +611,29 @@ def test_gumbel_softmax_samples_the_softmax_and_passes_the_soft_gradient():
     np.testing.assert_allclose(soft.detach().numpy().sum(1), 1.0, rtol=1e-6)
     with pytest.raises(ValueError, match="tau must be > 0"):
         F.gumbel_softmax(logits, tau=0.0)
+
+
+@pytest.mark.parametrize("cls", [nn.Sequential, nn.ModuleList])
+def test_containers_set_and_delete_by_index(cls):
+    """``c[i] = module`` replaces in place (names kept; negative indices from the end), ``del c[i]`` and
+    ``del c[a:b]`` renumber the modules after, as PyTorch's Sequential and ModuleList; bad indices and
+    non-modules are refused."""
+    a, b, c, d = nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 3), nn.Tanh()
+    box = cls([a, b, c]) if cls is nn.ModuleList else cls(a, b, c)
+    box[-1] = d
+    box[0] = c
+    assert [m for m in box] == [c, b, d] and list(box._modules) == ["0", "1", "2"]
+    del box[1]
+    assert [m for m in box] == [c, d] and list(box._modules) == ["0", "1"]
+    box.append(b)
+    del box[0:2]
+    assert [m for m in box] == [b] and list(box._modules) == ["0"]
+    with pytest.raises(IndexError, match="index 1 is out of range for 1 modules"):
+        box[1] = a
+    with pytest.raises(IndexError, match="index -2 is out of range"):
+        del box[-2]
+    with pytest.raises(TypeError, match="indices must be integers or slices, got str"):
+        box["0"] = a
+    with pytest.raises(TypeError):
+        box[0] = 3
+    assert [m for m in box] == [b]

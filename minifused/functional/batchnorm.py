@@ -8,6 +8,7 @@ import numbers as _numbers
 from .. import backend as _backend
 from ..ops import batchnorm as _bn_ops
 from ..ops._common import autocast_float32 as _autocast_float32
+from .conv import _conv2d_args
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 
@@ -24,11 +25,13 @@ def _check_input(op, input):
                          f"{list(input.shape)}")
 
 
-def _check_channel_vectors(op, input, names, vectors):
+def _check_channel_vectors(op, input, names, vectors, shape=None):
     """Each given vector (``vectors``, named by ``names``) is a tensor of shape (C,) on the input's device;
-    all of one dtype. (Every BatchNorm call runs this: it reads the arrays once each.)"""
+    all of one dtype. ``shape``: the normalized tensor's, where it is not the input's (a convolution's output
+    the op computes first). (Every BatchNorm call runs this: it reads the arrays once each.)"""
     x = input._data
-    c, dtype = x.shape[1], None
+    shape = x.shape if shape is None else shape
+    c, dtype = shape[1], None
     for name, t in zip(names, vectors):
         if t is None:
             continue
@@ -37,7 +40,7 @@ def _check_channel_vectors(op, input, names, vectors):
         a = t._data
         if a.shape != (c,):
             raise ValueError(f"{op}: {name} must have shape [{c}] (one per channel of the input "
-                             f"{list(x.shape)}), got {list(a.shape)}")
+                             f"{list(shape)}), got {list(a.shape)}")
         if not _backend.same_device(a, x):
             raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {input.device}")
         if a.dtype != dtype:
@@ -74,7 +77,40 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
     with the running statistics, in their kernel (one launch less per BatchNorm layer and step)."""
     op = "batch_norm"
     _check_input(op, input)
-    _check_channel_vectors(op, input, _BN_VECTORS, (running_mean, running_var, weight, bias))
+    _check_batch_norm_args(op, input, input.shape, running_mean, running_var, weight, bias, training, momentum, eps,
+                           activation)
+    mean, var, count = _running(training, running_mean, running_var, num_batches_tracked)
+    out = _bn_ops.batch_norm(input, weight, bias, mean, var, bool(training), float(momentum), float(eps),
+                             relu=activation == "relu", count=None if count is None else count._data)
+    _bump_running(op, training, running_mean, running_var, count)
+    return out
+
+
+def _conv2d_batch_norm(input, weight, bias, stride, padding, dilation, groups, running_mean, running_var,
+                       bn_weight, bn_bias, training, momentum, eps, activation, num_batches_tracked=None):
+    """``_batch_norm(conv2d(input, weight, bias, ...), ...)`` (``activation`` in BatchNorm's kernel) as one node of
+    the tape (``nn.Conv2d.forward_with_norm``: ``Sequential``'s Conv2d, BatchNorm2d and ReLU): both functions'
+    checks, in their order, and their kernels, so the same numbers and errors as the two calls."""
+    input, weight, bias, stride, padding, dilation, groups = _conv2d_args(input, weight, bias, stride, padding,
+                                                                          dilation, groups, None)
+    (n, _, h, w), (k, _, r, s) = input.shape, weight.shape
+    shape = (n, k, (h + 2 * padding[0] - dilation[0] * (r - 1) - 1) // stride[0] + 1,
+             (w + 2 * padding[1] - dilation[1] * (s - 1) - 1) // stride[1] + 1)
+    op = "batch_norm"
+    _check_batch_norm_args(op, input, shape, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
+                           activation)
+    mean, var, count = _running(training, running_mean, running_var, num_batches_tracked)
+    out = _bn_ops.conv_batch_norm(input, weight, bias, bn_weight, bn_bias, stride, padding, dilation, groups, mean,
+                                  var, bool(training), float(momentum), float(eps), relu=activation == "relu",
+                                  count=None if count is None else count._data)
+    _bump_running(op, training, running_mean, running_var, count)
+    return out
+
+
+def _check_batch_norm_args(op, input, shape, running_mean, running_var, weight, bias, training, momentum, eps,
+                           activation):
+    """BatchNorm's arguments against the ``shape`` it normalizes, on ``input``'s device (see :func:`_batch_norm`)."""
+    _check_channel_vectors(op, input, _BN_VECTORS, (running_mean, running_var, weight, bias), shape)
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"{op}: running_mean and running_var must both be tensors or both None")
     if not training and running_mean is None:
@@ -86,21 +122,27 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
         raise ValueError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
     if activation not in (None, "relu"):
         raise ValueError(f"{op}: activation must be None or 'relu', got {activation!r}")
-    per_channel = input.numel() // max(input.shape[1], 1)
+    per_channel = _math.prod(shape) // max(shape[1], 1)
     if training and per_channel <= 1:
         raise ValueError(f"{op}: expected more than 1 value per channel when training, got input size "
-                         f"{list(input.shape)}")
-    running = (running_mean, running_var) if running_mean is not None else (None, None)
-    count = num_batches_tracked if training and running_mean is not None else None
-    out = _bn_ops.batch_norm(input, weight, bias, *(None if t is None else t._data for t in running),
-                             bool(training), float(momentum), float(eps), relu=activation == "relu",
-                             count=None if count is None else count._data)
+                         f"{list(shape)}")
+
+
+def _running(training, running_mean, running_var, num_batches_tracked):
+    """(running mean array, running variance array, the batch counter a training forward advances), Nones where
+    there are none."""
+    if running_mean is None:
+        return None, None, None
+    return running_mean._data, running_var._data, num_batches_tracked if training else None
+
+
+def _bump_running(op, training, running_mean, running_var, count):
+    """The running statistics (and the batch counter), which a training forward updated in place: bumped."""
     if training and running_mean is not None:
         running_mean._bump(op)
         running_var._bump(op)
         if count is not None:
             count._bump(op)
-    return out
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):

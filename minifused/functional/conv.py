@@ -56,6 +56,13 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     implicit-GEMM kernels (fp16/bf16 tensor cores, fp32 on FFMA or TF32 when
     ``minifused.backend.tf32_conv.allow_tf32``, alias ``minifused.backends.cudnn.allow_tf32``, is set).
     """
+    return _conv_ops.conv2d(*_conv2d_args(input, weight, bias, stride, padding, dilation, groups, activation),
+                            activation)
+
+
+def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activation):
+    """:func:`conv2d`'s arguments checked (cast under autocast) and as its op takes them: ``(input, weight, bias,
+    stride, padding, dilation, groups)``, the input padded where 'same' pads unevenly."""
     op = "conv2d"
     input, weight, bias = _autocast_lower(input, weight, bias)
     _check_conv_args(op, input, weight, groups, "(out_channels, in_channels/groups, kH, kW)")
@@ -109,7 +116,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
                                                                                               bias._data)):
         devs = [str(input.device), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
         raise RuntimeError(f"{op}: expected input, weight and bias on one device, got {', '.join(devs)}")
-    return _conv_ops.conv2d(input, weight, bias, stride, padding, dilation, groups, activation)
+    return input, weight, bias, stride, padding, dilation, groups
 
 
 def _check_1d(op, input, weight, channels, layout):

@@ -2,6 +2,7 @@
 ``ModuleDict``."""
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 
 from .. import backend
@@ -14,6 +15,42 @@ def _builtin(m):
     """A layer of this package (not a container: it may hold user modules)."""
     return type(m).__module__.startswith("minifused.nn.") and not isinstance(m, (Sequential, ModuleList,
                                                                                    ModuleDict))
+
+
+@functools.cache
+def _own_forward(cls):
+    """Whether ``cls`` runs a ``forward`` of this package, which the fused and in-place forms its modules offer
+    stand for (a user's subclass that overrides ``forward`` computes something else)."""
+    owner = next(c for c in cls.__mro__ if "forward" in c.__dict__)
+    return owner.__module__.startswith("minifused.nn.")
+
+
+def _fuses(layer, names, follower, name):
+    """Whether ``follower``, which computes ``name`` (None: nothing fusable), may run inside ``layer``, which can
+    fuse ``names``: neither has hooks and both run this package's ``forward``."""
+    return (name is not None and name in names and layer._call_hooks is None and follower._call_hooks is None
+            and _own_forward(type(layer)) and _own_forward(type(follower)))
+
+
+def _key_at(container, idx):
+    """The name of ``container``'s module at position ``idx`` (negative: from the end)."""
+    keys = list(container._modules)
+    if not isinstance(idx, int) or isinstance(idx, bool):
+        raise TypeError(f"{type(container).__name__} indices must be integers or slices, got {type(idx).__name__}")
+    if not -len(keys) <= idx < len(keys):
+        raise IndexError(f"{type(container).__name__}: index {idx} is out of range for {len(keys)} modules")
+    return keys[idx]
+
+
+def _delete(container, idx):
+    """``del container[idx]`` (an index or a slice), the modules after it renumbered, as PyTorch's containers."""
+    keys = list(container._modules)[idx] if isinstance(idx, slice) else [_key_at(container, idx)]
+    for key in keys:
+        del container._modules[key]
+    modules = list(container._modules.values())
+    container._modules.clear()
+    for i, m in enumerate(modules):
+        container._modules[str(i)] = m
 
 
 def _owned(y, x):
@@ -50,6 +87,12 @@ class Sequential(Module):
             return Sequential(*items[idx])
         return items[idx]
 
+    def __setitem__(self, idx, module):
+        self.register_module(_key_at(self, idx), module)
+
+    def __delitem__(self, idx):
+        _delete(self, idx)
+
     def append(self, module):
         self.register_module(str(len(self)), module)
         return self
@@ -57,24 +100,33 @@ class Sequential(Module):
     def forward(self, x):
         """Modules in order; an activation module right after a layer that declares it can fuse it
         (``fused_activations``: Linear, Conv2d with no activation of their own) runs inside that layer's
-        GEMM epilog instead.
+        GEMM epilog instead, and a norm module right after a layer that declares it (``fused_norms``: Conv2d
+        then BatchNorm2d) runs with that layer as one op, with the activation module after it in its kernel.
 
         Under ``no_grad`` a module with an in-place form (``forward_inplace``: ReLU, GELU, Dropout,
         Softmax, LayerNorm) runs it on an intermediate result that only this container holds
         (see ``_owned``), saving one activation-sized allocation; never on the caller's input.
-        Modules with hooks (``register_forward_hook`` ...) are always called, never fused or run in place.
+        Modules with hooks (``register_forward_hook`` ...), and modules whose class overrides the ``forward``
+        of this package's class, are always called, never fused or run in place.
         """
         mods = list(self._modules.values())
         lean, first, owned = not is_grad_enabled(), x, False
-        i = 0
-        while i < len(mods):
+        i, n = 0, len(mods)
+        while i < n:
             m = mods[i]
-            act = mods[i + 1].fusable_activation if i + 1 < len(mods) else None
-            if (act is not None and act in m.fused_activations and m.activation is None
-                    and m._call_hooks is None and mods[i + 1]._call_hooks is None):
-                x = m.forward_with_activation(x, act)
+            nxt = mods[i + 1] if i + 1 < n else None
+            if nxt is not None and _fuses(m, m.fused_norms, nxt, nxt.fusable_norm) and m.activation is None:
+                act, i = nxt.activation, i + 2
+                after = mods[i] if i < n else None
+                if act is None and after is not None and _fuses(nxt, nxt.fused_activations, after,
+                                                                after.fusable_activation):
+                    act, i = after.fusable_activation, i + 1
+                x = m.forward_with_norm(x, nxt, act)
+            elif (nxt is not None and _fuses(m, m.fused_activations, nxt, nxt.fusable_activation)
+                  and m.activation is None):
+                x = m.forward_with_activation(x, nxt.fusable_activation)
                 i += 2
-            elif owned and m.forward_inplace is not None and m._call_hooks is None:
+            elif owned and m.forward_inplace is not None and m._call_hooks is None and _own_forward(type(m)):
                 x = m.forward_inplace(x)  # x stays owned: the same tensor, overwritten
                 i += 1
                 continue
@@ -109,6 +161,12 @@ class ModuleList(Module):
     def __getitem__(self, idx):
         items = list(self._modules.values())
         return ModuleList(items[idx]) if isinstance(idx, slice) else items[idx]
+
+    def __setitem__(self, idx, module):
+        self.register_module(_key_at(self, idx), module)
+
+    def __delitem__(self, idx):
+        _delete(self, idx)
 
 
 class ModuleDict(Module):

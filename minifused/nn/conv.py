@@ -9,6 +9,7 @@ from .. import functional as F
 from ..autograd import no_grad
 from ..functional import CONV_ACTIVATIONS
 from ..functional._checks import _pair, _single
+from ..functional.batchnorm import _conv2d_batch_norm
 from ..ops.shape import channels_last
 from ..tensor import Tensor
 from .module import Module, Parameter
@@ -25,6 +26,7 @@ class Conv2d(Module):
     """
 
     fused_activations = CONV_ACTIVATIONS[1:]
+    fused_norms = ("batch_norm",)
     channels_last_input = False
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
@@ -77,13 +79,27 @@ class Conv2d(Module):
 
     def forward_with_activation(self, x, activation):
         """The layer with ``activation`` in its epilogue (``Sequential`` fuses a following ReLU)."""
+        x, padding = self._input_and_padding(x)
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, activation)
+
+    def forward_with_norm(self, x, norm, activation):
+        """``norm.forward_with_activation(self(x), activation)`` for a BatchNorm2d ``norm``, recorded as one op
+        (``Sequential`` fuses Conv2d, BatchNorm2d and a ReLU so): the same checks and kernels, so the same numbers
+        and errors; the two calls themselves for an unbatched input or under autocast."""
+        if x.ndim != 4 or backend.autocast_dtypes():
+            return norm.forward_with_activation(self.forward(x), activation)
+        x, padding = self._input_and_padding(x)
+        return _conv2d_batch_norm(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups,
+                                    *norm._batch_norm_args(activation))
+
+    def _input_and_padding(self, x):
+        """x as the convolution takes it (channels-last if the layer asks; padded by F.pad for a padding mode
+        other than zeros, as PyTorch's) and the padding left to the convolution."""
         if self.channels_last_input and x.ndim == 4:
             x = x.contiguous(memory_format=channels_last)
-        padding = self.padding
-        if self.padding_mode != "zeros" and padding != "valid":  # the input padded by F.pad, as PyTorch's
-            x = F.pad(x, self._explicit_padding(), mode=self.padding_mode)
-            padding = (0, 0)
-        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, activation)
+        if self.padding_mode != "zeros" and self.padding != "valid":
+            return F.pad(x, self._explicit_padding(), mode=self.padding_mode), (0, 0)
+        return x, self.padding
 
     def _explicit_padding(self):
         """F.pad's (left, right, top, bottom) of this layer's padding (for 'same': the odd pixel after)."""

@@ -41,6 +41,11 @@ class Module:
     #: The name, among ``fused_activations``' names, of what this activation module computes (None: nothing
     #: a layer can fuse).
     fusable_activation: str | None = None
+    #: The norms this layer can run as one op with itself (its ``forward_with_norm(x, norm, activation)``):
+    #: ``Sequential`` runs a following norm module (and the activation after it) so.
+    fused_norms: tuple = ()
+    #: The name, among ``fused_norms``' names, of what this norm module computes (None: nothing a layer can fuse).
+    fusable_norm: str | None = None
     #: ``forward_inplace(x)``: the module's in-place form, which ``Sequential`` calls under ``no_grad`` on
     #: results only it holds (None: the module has none).
     forward_inplace = None

@@ -136,6 +136,10 @@ class _BatchNorm(Module):
 
     def forward_with_activation(self, input, activation):
         self._check_input(input)
+        return _batch_norm(input, *self._batch_norm_args(activation))
+
+    def _batch_norm_args(self, activation):
+        """``F._batch_norm``'s arguments after the input for this module in its mode."""
         training, momentum, running_mean = self.training, self.momentum, self.running_mean
         tracking = training and self.track_running_stats
         factor = 0.0 if momentum is None else momentum
@@ -145,9 +149,8 @@ class _BatchNorm(Module):
         keep = not training or self.track_running_stats
         # num_batches_tracked goes up in the running statistics' kernel (after the call's checks: a refused
         # input changes nothing)
-        return _batch_norm(input, running_mean if keep else None, self.running_var if keep else None,
-                           self.weight, self.bias, use_batch, factor, self.eps, activation,
-                           self.num_batches_tracked if tracking else None)
+        return (running_mean if keep else None, self.running_var if keep else None, self.weight, self.bias,
+                use_batch, factor, self.eps, activation, self.num_batches_tracked if tracking else None)
 
     def extra_repr(self):
         act = f", activation={self.activation!r}" if self.activation else ""
@@ -165,6 +168,7 @@ class BatchNorm2d(_BatchNorm):
     """BatchNorm over (N, C, H, W) inputs."""
 
     _ndims = (4,)
+    fusable_norm = "batch_norm"
 
 
 class BatchNorm3d(_BatchNorm):
