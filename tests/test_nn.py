@@ -615,9 +615,9 @@ def test_gumbel_softmax_samples_the_softmax_and_passes_the_soft_gradient():
 
 @pytest.mark.parametrize("cls", [nn.Sequential, nn.ModuleList])
 def test_containers_set_and_delete_by_index(cls):
-    """``c[i] = module`` replaces in place (names kept; negative indices from the end), ``del c[i]`` and
-    ``del c[a:b]`` renumber the modules after, as PyTorch's Sequential and ModuleList; bad indices and
-    non-modules are refused."""
+    """``c[i] = module`` replaces in place (names kept; negative indices from the end), ``del c[i]``,
+    ``del c[a:b]``, ``insert`` and ``pop`` renumber the modules after, ``+`` / ``+=`` / ``extend`` concatenate,
+    as PyTorch's Sequential and ModuleList; bad indices and non-modules are refused, changing nothing."""
     a, b, c, d = nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 3), nn.Tanh()
     box = cls([a, b, c]) if cls is nn.ModuleList else cls(a, b, c)
     box[-1] = d
@@ -637,3 +637,16 @@ def test_containers_set_and_delete_by_index(cls):
     with pytest.raises(TypeError):
         box[0] = 3
     assert [m for m in box] == [b]
+    box.insert(0, a).insert(-1, c).insert(3, d)
+    assert [m for m in box] == [a, c, b, d] and list(box._modules) == ["0", "1", "2", "3"]
+    assert box.pop(1) is c and box.pop() is d and [m for m in box] == [a, b]
+    with pytest.raises(IndexError, match="insert: index 3 is out of range for 2 modules"):
+        box.insert(3, c)
+    with pytest.raises(TypeError, match="int is not a Module"):
+        box.insert(0, 3)
+    both = box + type(box)([c]) if cls is nn.ModuleList else box + cls(c)
+    assert type(both) is cls and [m for m in both] == [a, b, c] and [m for m in box] == [a, b]
+    box += both[2:]
+    assert [m for m in box] == [a, b, c] and isinstance(both[1:], cls)
+    box.extend([d])
+    assert len(box) == 4 and box[-1] is d

@@ -83,7 +83,7 @@ class CNN(nn.Module):
 
 def conv_bn(cin, cout, stride=1, relu=True):
     """3x3 convolution (no bias: the BatchNorm's shift is one), BatchNorm and, optionally, its ReLU, which
-    ``Sequential`` runs inside the BatchNorm's kernel."""
+    ``Sequential`` runs as one op, the ReLU inside the BatchNorm's kernel."""
     layers = [nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)]
     return nn.Sequential(*layers, nn.ReLU()) if relu else nn.Sequential(*layers)
 

@@ -32,27 +32,6 @@ def _fuses(layer, names, follower, name):
             and _own_forward(type(layer)) and _own_forward(type(follower)))
 
 
-def _key_at(container, idx):
-    """The name of ``container``'s module at position ``idx`` (negative: from the end)."""
-    keys = list(container._modules)
-    if not isinstance(idx, int) or isinstance(idx, bool):
-        raise TypeError(f"{type(container).__name__} indices must be integers or slices, got {type(idx).__name__}")
-    if not -len(keys) <= idx < len(keys):
-        raise IndexError(f"{type(container).__name__}: index {idx} is out of range for {len(keys)} modules")
-    return keys[idx]
-
-
-def _delete(container, idx):
-    """``del container[idx]`` (an index or a slice), the modules after it renumbered, as PyTorch's containers."""
-    keys = list(container._modules)[idx] if isinstance(idx, slice) else [_key_at(container, idx)]
-    for key in keys:
-        del container._modules[key]
-    modules = list(container._modules.values())
-    container._modules.clear()
-    for i, m in enumerate(modules):
-        container._modules[str(i)] = m
-
-
 def _owned(y, x):
     """Whether ``y``, a built-in module's output, is a fresh result that only the running
     ``Sequential`` holds: a tensor sharing no memory with the caller's input ``x``. Built-in modules
@@ -63,7 +42,82 @@ def _owned(y, x):
     return not (type(xa) is type(y._data) and backend.array_module(y._data).may_share_memory(y._data, xa))
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """Modules in order, named "0", "1", ... (a Sequential built from a dict keeps its names until an insertion
+    or deletion renumbers them): the list methods of PyTorch's Sequential and ModuleList."""
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        items = list(self._modules.values())
+        return type(self)._of(items[idx]) if isinstance(idx, slice) else items[idx]
+
+    def __setitem__(self, idx, module):
+        self.register_module(self._key_at(idx), module)
+
+    def __delitem__(self, idx):
+        items = list(self._modules.values())
+        if not isinstance(idx, slice):
+            self._key_at(idx)  # (checks it)
+        del items[idx]
+        self._renumber(items)
+
+    def append(self, module):
+        self.register_module(str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index, module):
+        """``module`` placed before position ``index`` (negative: from the end; ``len(self)``: last)."""
+        n = len(self._modules)
+        if not isinstance(index, int) or isinstance(index, bool) or not -n <= index <= n:
+            raise IndexError(f"{type(self).__name__}.insert: index {index!r} is out of range for {n} modules")
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._renumber(items)
+        return self
+
+    def pop(self, idx=-1):
+        """The module at ``idx`` (or the modules of a slice), removed."""
+        popped = self[idx]
+        del self[idx]
+        return popped
+
+    def __add__(self, other):
+        if not isinstance(other, type(self)):
+            return NotImplemented
+        return type(self)._of([*self, *other])
+
+    def __iadd__(self, other):
+        return self.extend(other)
+
+    def _key_at(self, idx):
+        """The name of the module at position ``idx`` (negative: from the end)."""
+        keys = list(self._modules)
+        if not isinstance(idx, int) or isinstance(idx, bool):
+            raise TypeError(f"{type(self).__name__} indices must be integers or slices, got {type(idx).__name__}")
+        if not -len(keys) <= idx < len(keys):
+            raise IndexError(f"{type(self).__name__}: index {idx} is out of range for {len(keys)} modules")
+        return keys[idx]
+
+    def _renumber(self, modules):
+        for m in modules:  # (checked before anything changes)
+            if m is not None and not isinstance(m, Module):
+                raise TypeError(f"{type(self).__name__}: {type(m).__name__} is not a Module")
+        self._modules.clear()
+        for i, m in enumerate(modules):
+            self._modules[str(i)] = m
+
+
+class Sequential(_ModuleSequence):
     """Modules applied in order."""
 
     def __init__(self, *modules):
@@ -75,27 +129,9 @@ class Sequential(Module):
             for i, m in enumerate(modules):
                 self.register_module(str(i), m)
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def __getitem__(self, idx):
-        items = list(self._modules.values())
-        if isinstance(idx, slice):
-            return Sequential(*items[idx])
-        return items[idx]
-
-    def __setitem__(self, idx, module):
-        self.register_module(_key_at(self, idx), module)
-
-    def __delitem__(self, idx):
-        _delete(self, idx)
-
-    def append(self, module):
-        self.register_module(str(len(self)), module)
-        return self
+    @classmethod
+    def _of(cls, modules):
+        return cls(*modules)
 
     def forward(self, x):
         """Modules in order; an activation module right after a layer that declares it can fuse it
@@ -137,36 +173,14 @@ class Sequential(Module):
         return x
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     def __init__(self, modules=()):
         super().__init__()
-        for m in modules:
-            self.append(m)
+        self.extend(modules)
 
-    def append(self, module):
-        self.register_module(str(len(self._modules)), module)
-        return self
-
-    def extend(self, modules):
-        for m in modules:
-            self.append(m)
-        return self
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def __getitem__(self, idx):
-        items = list(self._modules.values())
-        return ModuleList(items[idx]) if isinstance(idx, slice) else items[idx]
-
-    def __setitem__(self, idx, module):
-        self.register_module(_key_at(self, idx), module)
-
-    def __delitem__(self, idx):
-        _delete(self, idx)
+    @classmethod
+    def _of(cls, modules):
+        return cls(modules)
 
 
 class ModuleDict(Module):

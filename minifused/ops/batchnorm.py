@@ -70,8 +70,9 @@ def conv_batch_norm(x, weight, bias, bn_weight, bn_bias, stride, padding, dilati
                     training, factor, eps, relu=False, count=None):
     """:func:`batch_norm` of ``ops.conv.conv2d(x, weight, bias, ...)`` as one op (:class:`ConvBatchNormFn`);
     arguments unchecked."""
+    source = x if x._ctx is not None else None  # (as ops.conv.conv2d: a tape tensor's packed copy is shared)
     return ConvBatchNormFn.apply(x, weight, bias, bn_weight, bn_bias,
                                  conv=dict(stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation),
-                                           groups=int(groups), activation=None, source=x if x._ctx is not None else None),
+                                           groups=int(groups), activation=None, source=source),
                                  norm=dict(running_mean=running_mean, running_var=running_var, training=training,
                                            factor=factor, eps=eps, relu=relu, count=count))
