@@ -878,3 +878,80 @@ def test_step_hooks_run_around_every_optimizer_step():
     opt.register_step_pre_hook(lambda o, args, kwargs: "bad")
     with pytest.raises(RuntimeError, match="must return None or a tuple"):
         opt.step()
+
+
+# ================================================================ recorded steps replayed (GPU)
+REPLAY_CASES = [
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-2), mf.float32),
+    ("SGD", dict(lr=0.1, momentum=0.9, weight_decay=5e-4, master_weights=True), mf.bfloat16),
+    ("SGD", dict(lr=0.1), mf.float32),
+    ("Adam", dict(lr=1e-2, amsgrad=True), mf.float32),
+    ("AdamW", dict(lr=1e-2, master_weights=True), mf.float16),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,kw,dtype", REPLAY_CASES)
+def test_replayed_steps_equal_full_steps(monkeypatch, name, kw, dtype, device="cuda"):
+    """From its second step on, a fused optimizer replays the last step's launches with the new gradients
+    while nothing else moved. Bitwise the same weights and state as an optimizer that never replays, through
+    steps that change what replays must notice: a scheduler's lr, a parameter without a gradient, a
+    gradient in another layout, a parameter's array replaced, a loaded state dict, a new group, a flag."""
+    replays = []
+    monkeypatch.setattr(K.Replay, "__call__", lambda self, grads, _run=K.Replay.__call__: (
+        replays.append(len(grads)), _run(self, grads))[1])
+    rng = np.random.default_rng(5)
+    shapes = [(6, 5), (5,), (3, 4, 3, 3)]
+    w0 = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+    def build():
+        ps = [nn.Parameter(mf.tensor(w, dtype=dtype, device=device)) for w in w0]
+        return ps, getattr(optim, name)([{"params": ps[:2]}, {"params": ps[2:]}], **kw)
+
+    (ps, opt), (qs, ref) = build(), build()
+    ref._replay = lambda step_name: False  # the full step, every time
+    e0 = rng.standard_normal(4).astype(np.float32)
+    extra = [nn.Parameter(mf.tensor(e0, dtype=dtype, device=device)) for _ in range(2)]
+    replayed = []
+    for t in range(12):
+        grads = [rng.standard_normal(s).astype(np.float32) for s in shapes + [(4,)]]
+        for a, b, g in zip(ps + extra[:1], qs + extra[1:], grads):
+            a.grad = mf.tensor(g, dtype=dtype, device=device)
+            b.grad = mf.tensor(g, dtype=dtype, device=device)
+        if t == 3:
+            ps[1].grad = qs[1].grad = None
+        if t == 4:
+            for p in (ps[0], qs[0]):  # a gradient laid out column-major: the full step brings it to the weight's
+                p.grad = mf.tensor(grads[0].T, dtype=dtype, device=device).contiguous().t()
+                assert not p.grad.is_contiguous()
+        if t == 5:
+            for o in (opt, ref):
+                o.param_groups[0]["lr"] *= 0.5
+        if t == 6:
+            for p in (ps[2], qs[2]):
+                p.data = p.data.clone()
+        if t == 7:
+            for o in (opt, ref):
+                o.load_state_dict(o.state_dict())
+        if t == 8:
+            opt.add_param_group({"params": [extra[0]]})
+            ref.add_param_group({"params": [extra[1]]})
+        if t == 9:
+            flag = "nesterov" if name == "SGD" and kw.get("nesterov") else "maximize"
+            for o in (opt, ref):
+                o.param_groups[0][flag] = not o.param_groups[0][flag]
+        before = len(replays)
+        opt.step()
+        ref.step()
+        replayed += [t] * (len(replays) - before)
+        for a, b in zip(ps + extra[:1], qs + extra[1:]):
+            np.testing.assert_array_equal(host(a.float()), host(b.float()), err_msg=f"step {t}")
+        for a, b in zip(ps, qs):
+            for k, v in opt.state[a].items():
+                w = ref.state[b][k]
+                if isinstance(v, mf.Tensor):
+                    np.testing.assert_array_equal(host(v.float()), host(w.float()), err_msg=f"{k}, step {t}")
+    # the steady steps replayed: every one after the first (SGD's first two: the first sets the momentum buffers)
+    # but those right after a change, and after the lr's
+    first = [] if name == "SGD" and kw.get("momentum") else [1]
+    assert replayed == first + [2, 5, 10, 11], replayed

@@ -259,19 +259,54 @@ def _prepared(name, dtype, nslot, master, source, blocks, nargs, dev):
     return Prepared(_kernel(name, dtype, nslot, master, source), (blocks,), (BLOCK,), (ARG,) * nargs)
 
 
-def _launch(name, per_slot, scalars, master=False, source="optim.cu"):
+class Replay:
+    """The launches of one optimizer step, recorded (see :func:`sgd`'s ``record``) to be issued again with new
+    gradients: ``replay(grads)``, ``grads[j]`` the gradient of the recording's ``params[j]``. Valid while
+    everything else the launches read stays where it was: the parameters' and state's arrays, the hyper-parameter
+    arrays and the flags (the optimizer checks that), each gradient laid out as its parameter."""
+
+    def __init__(self):
+        self.params = []  # the parameters whose gradients the launches read, in the order replay takes them
+        self._launches = []  # (device id, Prepared, values, ((value index, gradient index), ...))
+
+    def add(self, dev, launch, values, grads):
+        """One launch: ``grads`` the (value index, parameter) pairs whose values are gradient addresses."""
+        at = {id(p): j for j, p in enumerate(self.params)}
+        slots = []
+        for pos, p in grads:
+            if id(p) not in at:
+                at[id(p)] = len(self.params)
+                self.params.append(p)
+            slots.append((pos, at[id(p)]))
+        self._launches.append((dev, launch, tuple(values), tuple(slots)))
+
+    def __call__(self, grads):
+        import cupy
+
+        for dev, launch, values, slots in self._launches:
+            values = list(values)
+            for pos, j in slots:
+                values[pos] = grads[j].data.ptr
+            with cupy.cuda.Device(dev):
+                launch(*values)
+
+
+def _launch(name, per_slot, scalars, master=False, source="optim.cu", record=None, params=None):
     """One multi-tensor launch of kernel ``name`` of ``source``. ``per_slot[i]`` = (arrays, extra):
-    slot i's arrays (the first one sets the element count) and its scalars after the element count
-    and first block; ``scalars`` (arrays or integers) follow the slots."""
+    slot i's arrays (the first one sets the element count, the second is its gradient) and its scalars after
+    the element count and first block; ``scalars`` (arrays or integers) follow the slots. ``record`` (a
+    :class:`Replay`, with ``params[i]`` the parameter of slot i): the launch added to it."""
     import cupy
 
     n = len(per_slot)
     nslot = 4 if n <= 4 else 8 if n <= 8 else 16
-    values, block0 = [], 0
-    for arrays, extra in per_slot:
+    values, block0, grads = [], 0, []
+    for i, (arrays, extra) in enumerate(per_slot):
         count = arrays[0].size
         if not c_contiguous(arrays[0]):  # a channels-last parameter: its gradient and state must be so too
             _check_layouts(name, arrays)
+        if record is not None:
+            grads.append((len(values) + 1, params[i]))
         values += [a.data.ptr for a in arrays]
         values += (count, block0, *extra)
         block0 += max(1, -(-count // CHUNK))  # an empty parameter still owns a block (its step count)
@@ -281,12 +316,15 @@ def _launch(name, per_slot, scalars, master=False, source="optim.cu"):
     values += [a.data.ptr if isinstance(a, cupy.ndarray) else int(a) for a in scalars]
     first = per_slot[0][0][0]
     dev = first.data.device_id
+    launch = _prepared(name, first.dtype, nslot, master, source, block0, len(values), dev)
     with cupy.cuda.Device(dev):
-        _prepared(name, first.dtype, nslot, master, source, block0, len(values), dev)(*values)
+        launch(*values)
+    if record is not None:
+        record.add(dev, launch, values, grads)
 
 
 def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *, amsgrad=False,
-         decoupled=False, maximize=False, masters=None, amp=None):
+         decoupled=False, maximize=False, masters=None, amp=None, record=None):
     """Adam (``decoupled=False``) or AdamW (``decoupled=True``) on lists of arrays, in place.
 
     ``steps[i]``: parameter i's step count before this step (0-d int64), advanced by one.
@@ -294,6 +332,7 @@ def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *,
     ``max_exp_avg_sqs`` is used with ``amsgrad`` only (may be None otherwise); ``masters``
     (or its entries) may be None; ``amp`` is a GradScaler state (module docstring).
     All arrays of one parameter share its device; state has the dtype of its master or parameter.
+    ``record``: ``(Replay, the parameter tensors)``: on the GPU, the launches are added to the Replay.
     """
     if not params:
         return
@@ -309,13 +348,15 @@ def adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *,
             w = masters[i] if master else params[i]
             g = _like_param(grads[i], params[i])
             per_slot.append(((params[i], g, exp_avgs[i], exp_avg_sqs[i], vmax, w, steps[i]), ()))
-        _launch("adam_multi", per_slot, tail, master)
+        _launch("adam_multi", per_slot, tail, master, **_recording(record, idx))
 
 
-def sgd(params, grads, bufs, init_bufs, hyper, *, nesterov=False, maximize=False, masters=None, amp=None):
+def sgd(params, grads, bufs, init_bufs, hyper, *, nesterov=False, maximize=False, masters=None, amp=None,
+        record=None):
     """SGD on lists of arrays, in place. ``bufs[i]`` is parameter i's momentum buffer (any
     array of its state dtype when ``momentum == 0``); ``init_bufs[i]`` marks a buffer to set from
-    this step's update (PyTorch's first step). ``hyper``: ``[lr, momentum, dampening, weight_decay]``."""
+    this step's update (PyTorch's first step). ``hyper``: ``[lr, momentum, dampening, weight_decay]``.
+    ``record``: as :func:`adam`'s."""
     if not params:
         return
     if not backend.is_cuda_array(params[0]):
@@ -326,7 +367,15 @@ def sgd(params, grads, bufs, init_bufs, hyper, *, nesterov=False, maximize=False
     for idx, master in _groups(params, masters):
         per_slot = [((params[i], _like_param(grads[i], params[i]), bufs[i], masters[i] if master else params[i]),
                      (int(bool(init_bufs[i])),)) for i in idx]
-        _launch("sgd_multi", per_slot, tail, master)
+        _launch("sgd_multi", per_slot, tail, master, **_recording(record, idx))
+
+
+def _recording(record, idx):
+    """``_launch``'s recording arguments for the slots of parameters ``idx`` of a ``(Replay, tensors)`` record."""
+    if record is None:
+        return {}
+    replay, tensors = record
+    return {"record": replay, "params": [tensors[i] for i in idx]}
 
 
 def nonfinite(grads, amp):

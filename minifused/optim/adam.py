@@ -39,6 +39,10 @@ class Adam(Optimizer):
     def _hyper_values(g):
         return (g["lr"], g["betas"][0], g["betas"][1], g["eps"], g["weight_decay"])
 
+    @staticmethod
+    def _flags(g):
+        return (g["amsgrad"], g["maximize"])
+
     def _state(self, p, amsgrad):
         st = self.state.get(p)
         if st is None or not st:
@@ -51,6 +55,9 @@ class Adam(Optimizer):
     def step(self, closure=None):
         loss = self._closure(closure)
         with no_grad():
+            if self._replay(self._step_name):
+                return loss
+            replay = K.Replay()
             for g, device, ps in self._launches():
                 amsgrad = g["amsgrad"]
                 states = [self._state(p, amsgrad) for p in ps]
@@ -59,9 +66,11 @@ class Adam(Optimizer):
                        [s["max_exp_avg_sq"]._data for s in states] if amsgrad else None,
                        [self._step_count(p, s) for p, s in zip(ps, states)], g.hyper(device),
                        amsgrad=amsgrad, decoupled=self._decoupled, maximize=g["maximize"],
-                       masters=[self._master(p, s) for p, s in zip(ps, states)], amp=self._amp)
+                       masters=[self._master(p, s) for p, s in zip(ps, states)], amp=self._amp,
+                       record=(replay, ps))
                 for p in ps:
                     p._bump(self._step_name)
+            self._record(replay, True)
         return loss
 
 

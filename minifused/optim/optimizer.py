@@ -273,6 +273,88 @@ class Optimizer:
         """The group's float hyper-parameters in the fused kernel's order (subclasses)."""
         return ()
 
+    # ------------------------------------------------------------ a step's launches, recorded and replayed
+    # A fused step (SGD, Adam) spends most of its host time finding, per parameter, the arrays its launches
+    # read; from one step to the next only the gradients move. So a step records its launches (kernels.optim's
+    # Replay) and the next one replays them with its gradients, after checking, per parameter, that nothing
+    # else moved: the parameters with gradients, the parameters' and their state's arrays, each gradient's
+    # shape, dtype, layout and device, each group's flags and hyper-parameter arrays. Anything else (a new
+    # gradient layout, state loaded or created, a GradScaler step, a CPU parameter) takes the full step, which
+    # records again.
+
+    @staticmethod
+    def _flags(group):
+        """The group's entries that choose kernels or state rather than values of its hyper-parameter array."""
+        return ()
+
+    def __getstate__(self):  # copies and pickles leave the recorded launches behind
+        d = dict(self.__dict__)
+        d.pop("_recorded", None)
+        return d
+
+    def _record(self, replay, complete):
+        """Keep ``replay``, the launches of the step that just ran, if ``complete`` (they hold nothing that only
+        this step wanted) and they cover every parameter with a gradient."""
+        self.__dict__.pop("_recorded", None)
+        at = {id(p): j for j, p in enumerate(replay.params)}
+        if not complete or self._amp is not None:
+            return
+        groups = []
+        for g in self.param_groups:
+            if not isinstance(g, _Group):  # (a dict put in param_groups by hand)
+                return
+            entries = []
+            for p in g["params"]:
+                gr = p._grad
+                if gr is None:
+                    entries.append((p, p._data, None))
+                    continue
+                st = dict.get(self.state, id(p))
+                if id(p) not in at or st is None or not backend.is_cuda_array(gr._data):
+                    return
+                a = gr._data
+                state = tuple((k, v._data if isinstance(v, Tensor) else v) for k, v in st.items())
+                entries.append((p, p._data, (at[id(p)], a.shape, a.dtype, p._data.strides, a.data.device_id, state)))
+            groups.append((g, self._flags(g), dict(g._dev), entries))
+        if len(at) != sum(1 for *_, entries in groups for e in entries if e[2] is not None):
+            return
+        self._recorded = replay, groups
+
+    def _replay(self, name):
+        """The recorded launches issued with this step's gradients, the parameters bumped as ``name``, if nothing
+        else they read has moved; returns whether they ran."""
+        rec = self.__dict__.get("_recorded")
+        if rec is None or self._amp is not None:
+            return False
+        replay, groups = rec
+        if len(groups) != len(self.param_groups):
+            return False
+        grads, state = [None] * len(replay.params), self.state
+        for g, (group, flags, hyper, entries) in zip(self.param_groups, groups):
+            params = g["params"]
+            if (g is not group or len(params) != len(entries) or self._flags(g) != flags
+                    or any(g._dev.get(i) is not a for i, a in hyper.items())):
+                return False
+            for p, (q, data, want) in zip(params, entries):
+                gr = p._grad
+                if p is not q or p._data is not data or (gr is None) != (want is None):
+                    return False
+                if gr is None:
+                    continue
+                j, shape, dtype, strides, dev, saved = want
+                a, st = gr._data, dict.get(state, id(p))
+                if (type(a) is not type(data) or a.shape != shape or a.dtype != dtype or a.strides != strides
+                        or a.data.device_id != dev or st is None or len(st) != len(saved)):
+                    return False
+                for (k, v), (key, kept) in zip(st.items(), saved):
+                    if k != key or (v._data if isinstance(v, Tensor) else v) is not kept:
+                        return False
+                grads[j] = a
+        replay(grads)
+        for p in replay.params:
+            p._bump(name)
+        return True
+
     # ------------------------------------------------------------ per-parameter state helpers
     def _state_dtype(self, p):
         """dtype of p's floating state: fp32 for a low-precision parameter with master weights."""

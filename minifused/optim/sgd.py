@@ -32,9 +32,16 @@ class SGD(Optimizer):
     def _hyper_values(g):
         return (g["lr"], g["momentum"], g["dampening"], g["weight_decay"])
 
+    @staticmethod
+    def _flags(g):
+        return (g["momentum"] != 0, g["nesterov"], g["maximize"])
+
     def step(self, closure=None):
         loss = self._closure(closure)
         with no_grad():
+            if self._replay("SGD.step"):
+                return loss
+            replay, complete = K.Replay(), True
             for g, device, ps in self._launches():
                 bufs, init, masters = [], [], []
                 for p in ps:
@@ -53,9 +60,12 @@ class SGD(Optimizer):
                         bufs.append(p._data if masters[-1] is None else masters[-1])
                         init.append(False)
                 K.sgd([p._data for p in ps], [p.grad._data for p in ps], bufs, init, g.hyper(device),
-                      nesterov=g["nesterov"], maximize=g["maximize"], masters=masters, amp=self._amp)
+                      nesterov=g["nesterov"], maximize=g["maximize"], masters=masters, amp=self._amp,
+                      record=(replay, ps))
+                complete = complete and not any(init)  # (a first step's launches set the buffers: not again)
                 for p in ps:
                     p._bump("SGD.step")
+            self._record(replay, complete)
         return loss
 
     def state_dict(self):
