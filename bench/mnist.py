@@ -28,6 +28,9 @@ Sections run in that order; one that would not fit in ``--budget`` seconds is sk
 and results are written after every section.
 
     python bench/mnist.py [--budget 530] [--quick] [--only throughput,compile]
+
+A run of some sections only (``--sections`` / ``--only``) writes ``mnist_<sections>.json`` instead, so that
+``mnist.json`` always holds one whole run.
 """
 from __future__ import annotations
 
@@ -398,7 +401,11 @@ def main():
         impls += [cls(torch, train_set, test_set, order) for cls in (Torch, TorchFused, TorchGraph)]
     else:
         print("PyTorch not importable: minifused only, no ratios against it", flush=True)
-    res = Results("mnist")
+    sections = args.sections.split(",")
+    if args.only:
+        sections = [n for n in sections if any(w in n for w in args.only.split(","))]
+    # a run of some sections only writes mnist_<sections>.json: mnist.json keeps a whole run's rows together
+    res = Results("mnist" if sections == ap.get_default("sections").split(",") else "mnist_" + "_".join(sections))
     seeds = (0,) if args.quick else (0, 1)
     models = args.models.split(",")
     batches = tuple(int(b) for b in args.batches.split(","))
@@ -414,11 +421,7 @@ def main():
         "cnn_parity": (60, lambda: parity(res, parity_impls, "cnn", 1 if args.quick else 3, seeds)),
         "cnn_recipe": (60, lambda: recipe(res, "cnn", 3 if args.quick else 10)),
     }
-    names = args.sections.split(",")
-    if args.only:
-        wanted = args.only.split(",")
-        names = [n for n in names if any(w in n for w in wanted)]
-    for name in names:
+    for name in sections:
         model = name.split("_")[0]
         if model in ("mlp", "cnn") and model not in models:
             continue
