@@ -709,7 +709,11 @@ def test_sequential_skips_fusion_for_subclasses_that_override_forward():
 
 @pytest.mark.parametrize("make,x,exc,words", [
     (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(5)), lambda: mf.randn(2, 3, 5, 5), ValueError,
-     r"batch_norm: running_mean must have shape \[4\] \(one per channel of the input \[2, 4, 3, 3\]\)"),
+     r"BatchNorm2d: expected 5 channels \(num_features\) in dimension 1, got input of shape \[2, 4, 3, 3\]"),
+    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(5, affine=False, track_running_stats=False)),
+     lambda: mf.randn(2, 3, 5, 5), ValueError, "BatchNorm2d: expected 5 channels"),
+    (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)), lambda: [[1.0]], TypeError,
+     "conv2d: expected a tensor input, got list"),
     (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)), lambda: mf.randn(1, 3, 3, 3), ValueError,
      r"batch_norm: expected more than 1 value per channel when training, got input size \[1, 4, 1, 1\]"),
     (lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)), lambda: mf.randn(2, 2, 5, 5), ValueError,
@@ -722,6 +726,8 @@ def test_sequential_conv_bn_bad_input_changes_nothing(make, x, exc, words):
     before = _bn_state(seq[1])
     with pytest.raises(exc, match=words):
         seq(x())
+    with pytest.raises(exc, match=words):
+        _one_by_one(seq, x())
     after = _bn_state(seq[1])
     assert all(np.array_equal(before[k], after[k]) for k in before)
 

@@ -87,15 +87,19 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
 
 
 def _conv2d_batch_norm(input, weight, bias, stride, padding, dilation, groups, running_mean, running_var,
-                       bn_weight, bn_bias, training, momentum, eps, activation, num_batches_tracked=None):
+                       bn_weight, bn_bias, training, momentum, eps, activation, num_batches_tracked=None,
+                       check_shape=None):
     """``_batch_norm(conv2d(input, weight, bias, ...), ...)`` (``activation`` in BatchNorm's kernel) as one node of
     the tape (``nn.Conv2d.forward_with_norm``: ``Sequential``'s Conv2d, BatchNorm2d and ReLU): both functions'
-    checks, in their order, and their kernels, so the same numbers and errors as the two calls."""
+    checks, in their order (``check_shape(shape)``, the module's own, between them), and their kernels, so the
+    same numbers and errors as the two calls."""
     input, weight, bias, stride, padding, dilation, groups = _conv2d_args(input, weight, bias, stride, padding,
                                                                           dilation, groups, None)
     (n, _, h, w), (k, _, r, s) = input.shape, weight.shape
     shape = (n, k, (h + 2 * padding[0] - dilation[0] * (r - 1) - 1) // stride[0] + 1,
              (w + 2 * padding[1] - dilation[1] * (s - 1) - 1) // stride[1] + 1)
+    if check_shape is not None:
+        check_shape(shape)
     op = "batch_norm"
     _check_batch_norm_args(op, input, shape, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
                            activation)

@@ -86,11 +86,11 @@ class Conv2d(Module):
         """``norm.forward_with_activation(self(x), activation)`` for a BatchNorm2d ``norm``, recorded as one op
         (``Sequential`` fuses Conv2d, BatchNorm2d and a ReLU so): the same checks and kernels, so the same numbers
         and errors; the two calls themselves for an unbatched input or under autocast."""
-        if x.ndim != 4 or backend.autocast_dtypes():
+        if not isinstance(x, Tensor) or x.ndim != 4 or backend.autocast_dtypes():
             return norm.forward_with_activation(self.forward(x), activation)
         x, padding = self._input_and_padding(x)
         return _conv2d_batch_norm(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups,
-                                    *norm._batch_norm_args(activation))
+                                  *norm._batch_norm_args(activation), check_shape=norm._check_shape)
 
     def _input_and_padding(self, x):
         """x as the convolution takes it (channels-last if the layer asks; padded by F.pad for a padding mode

@@ -121,15 +121,19 @@ class _BatchNorm(Module):
             self.num_batches_tracked.zero_()
 
     def _check_input(self, input):
-        name = type(self).__name__
         if not isinstance(input, ops.Tensor):
-            raise TypeError(f"{name}: expected a tensor input, got {type(input).__name__}")
-        if input.ndim not in self._ndims:
+            raise TypeError(f"{type(self).__name__}: expected a tensor input, got {type(input).__name__}")
+        self._check_shape(input.shape)
+
+    def _check_shape(self, shape):
+        """The module's own checks of its input's ``shape`` (a fused op checks the shape it will normalize)."""
+        name = type(self).__name__
+        if len(shape) not in self._ndims:
             want = " or ".join(f"{d}-D" for d in self._ndims)
-            raise ValueError(f"{name}: expected {want} input, got {input.ndim}-D input of shape {list(input.shape)}")
-        if input.shape[1] != self.num_features:
+            raise ValueError(f"{name}: expected {want} input, got {len(shape)}-D input of shape {list(shape)}")
+        if shape[1] != self.num_features:
             raise ValueError(f"{name}: expected {self.num_features} channels (num_features) in dimension 1, got "
-                             f"input of shape {list(input.shape)}")
+                             f"input of shape {list(shape)}")
 
     def forward(self, input):
         return self.forward_with_activation(input, self.activation)
