@@ -951,7 +951,8 @@ def test_replayed_steps_equal_full_steps(monkeypatch, name, kw, dtype, device="c
                 w = ref.state[b][k]
                 if isinstance(v, mf.Tensor):
                     np.testing.assert_array_equal(host(v.float()), host(w.float()), err_msg=f"{k}, step {t}")
-    # the steady steps replayed: every one after the first (SGD's first two: the first sets the momentum buffers)
-    # but those right after a change, and after the lr's
+    # which steps replayed: every step whose only change since the last full step is the gradients' values or
+    # the lr (the first step is full, with momentum SGD's second too: its first sets the momentum buffers); the
+    # steps after the other changes (3, 4, 6, 7, 8, 9) are full
     first = [] if name == "SGD" and kw.get("momentum") else [1]
     assert replayed == first + [2, 5, 10, 11], replayed
