@@ -6,6 +6,7 @@ import math as _math
 import numbers as _numbers
 
 from .. import backend as _backend
+from ..kernels.conv import out_size
 from ..ops import batchnorm as _bn_ops
 from ..ops._common import autocast_float32 as _autocast_float32
 from .conv import _conv2d_args
@@ -96,8 +97,8 @@ def _conv2d_batch_norm(input, weight, bias, stride, padding, dilation, groups, r
     input, weight, bias, stride, padding, dilation, groups = _conv2d_args(input, weight, bias, stride, padding,
                                                                           dilation, groups, None)
     (n, _, h, w), (k, _, r, s) = input.shape, weight.shape
-    shape = (n, k, (h + 2 * padding[0] - dilation[0] * (r - 1) - 1) // stride[0] + 1,
-             (w + 2 * padding[1] - dilation[1] * (s - 1) - 1) // stride[1] + 1)
+    shape = (n, k, out_size(h, r, stride[0], padding[0], dilation[0]),
+             out_size(w, s, stride[1], padding[1], dilation[1]))
     if check_shape is not None:
         check_shape(shape)
     op = "batch_norm"

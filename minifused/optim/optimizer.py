@@ -296,9 +296,9 @@ class Optimizer:
         """Keep ``replay``, the launches of the step that just ran, if ``complete`` (they hold nothing that only
         this step wanted) and they cover every parameter with a gradient."""
         self.__dict__.pop("_recorded", None)
-        at = {id(p): j for j, p in enumerate(replay.params)}
         if not complete or self._amp is not None:
             return
+        at = {id(p): j for j, p in enumerate(replay.params)}
         groups = []
         for g in self.param_groups:
             if not isinstance(g, _Group):  # (a dict put in param_groups by hand)
