@@ -25,6 +25,11 @@ scheduler between replays is used by the next one), ``amp.GradScaler`` its scale
 and dropout advances a device counter inside the graph so each replay draws new
 masks. Other host-seeded random ops would repeat their numbers on every replay.
 On ``cpu`` inputs the step simply runs eagerly.
+
+A graph runs the step's kernels in one chain. (Measured slower: a Linear's weight
+gradient on a side stream, a parallel branch of the graph beside its dX: on the
+MNIST MLP the two cuBLASLt GEMMs, run together, took longer than one after the
+other.)
 """
 from __future__ import annotations
 
