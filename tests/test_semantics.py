@@ -222,3 +222,63 @@ def test_state_dict_keep_vars_and_destination():
     dest = {"extra": 1}
     assert model.state_dict(destination=dest, prefix="m.") is dest
     assert sorted(dest) == ["extra", "m.0.bias", "m.0.weight", "m.2.bias", "m.2.weight"]
+
+
+# ---------------------------------------------------------------- ReLU of NaN
+# PyTorch's relu keeps a NaN (relu(nan) is nan) and passes its gradient (its backward cuts only where the
+# value is <= 0); every ReLU this package runs itself does the same: the elementwise forms, and the ReLU
+# fused into Conv2d's epilogue and into BatchNorm's. (cuBLASLt's Linear epilogue maps NaN to 0.)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("form", ["F.relu", "nn.ReLU", "relu_ on a copy"])
+def test_relu_keeps_nan_and_its_gradient(device, dtype, form):
+    values = np.array([np.nan, -1.0, 0.0, 2.0, np.nan, -3.0, 5.0] * 5, np.float32)  # past one 16-byte chunk
+    x = mf.tensor(values, device=device, dtype=dtype, requires_grad=True)
+    if form == "F.relu":
+        y = nn.functional.relu(x)
+    elif form == "nn.ReLU":
+        y = nn.ReLU()(x)
+    else:
+        y = nn.functional.relu_(x * 1)
+    g = np.arange(1, values.size + 1, dtype=np.float32)
+    y.backward(mf.tensor(g, device=device, dtype=dtype))
+    out = y.detach().float().cpu().numpy()
+    nan = np.isnan(values)
+    np.testing.assert_array_equal(np.isnan(out), nan)
+    np.testing.assert_array_equal(out[~nan], np.maximum(values[~nan], 0))
+    np.testing.assert_array_equal(x.grad.float().cpu().numpy(), np.where(nan | (values > 0), g, 0))
+
+
+def _nan_bias_channel(m, channel):
+    with mf.no_grad():
+        m.bias[channel] = float("nan")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("norm", [False, True])
+@pytest.mark.parametrize("channels", [1, 8, 64])  # the direct kernels, the implicit GEMM, the TMA kernels
+@pytest.mark.parametrize("grad", [True, False])
+def test_fused_conv_relu_keeps_nan_and_its_gradient(device, dtype, norm, channels, grad):
+    """Sequential runs Conv2d + ReLU (and Conv2d + BatchNorm2d + ReLU) as fused ops, the ReLU in the conv's or
+    the norm's kernel. A NaN bias makes one channel NaN: the ReLU keeps it, and the gradient of that bias is the
+    sum of the upstream gradient over the channel, as in PyTorch (it would be 0 if the ReLU cut the NaN)."""
+    mf.manual_seed(0)
+    conv = nn.Conv2d(channels, 64, 3, padding=1)
+    layers = [conv, nn.BatchNorm2d(64), nn.ReLU()] if norm else [conv, nn.ReLU()]
+    model = nn.Sequential(*layers).to(device=device, dtype=dtype)
+    biased = layers[1] if norm else conv
+    _nan_bias_channel(biased, 5)
+    x = mf.randn(4, channels, 6, 6, device=device, dtype=dtype)
+    if not grad:
+        with mf.no_grad():
+            out = model.eval()(x).float().cpu().numpy()
+        assert np.isnan(out[:, 5]).all() and not np.isnan(np.delete(out, 5, axis=1)).any()
+        return
+    y = model(x)
+    g = mf.rand(*y.shape, device=device, dtype=dtype)
+    y.backward(g)
+    out = y.detach().float().cpu().numpy()
+    assert np.isnan(out[:, 5]).all() and not np.isnan(np.delete(out, 5, axis=1)).any()
+    want = g.float().cpu().numpy()[:, 5].astype(np.float64).sum()
+    got = float(biased.bias.grad.float().cpu().numpy()[5])
+    np.testing.assert_allclose(got, want, rtol=2e-2 if dtype == "bfloat16" else 1e-5)
+    assert not np.isnan(conv.weight.grad.float().cpu().numpy()).any()

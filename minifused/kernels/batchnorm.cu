@@ -192,7 +192,7 @@ __device__ __forceinline__ I vector_channel(I v, I C, I D) {
 #endif
 }
 
-// y = (x - mean) * rstd * w + b, then the ReLU (NaN kept, as max(y, 0) in PyTorch) and its mask: a
+// y = (x - mean) * rstd * w + b, then the ReLU (NaN kept with its gradient, as in PyTorch) and its mask: a
 // grid-stride loop over vectors whose trips are warp-uniform; each thread's VEC bits are gathered from
 // 32 / VEC neighbouring lanes into one word.
 extern "C" __global__ void bn_apply(const T* __restrict__ x, const float* __restrict__ mean,
@@ -227,8 +227,8 @@ extern "C" __global__ void bn_apply(const T* __restrict__ x, const float* __rest
                 const int e = MF_NHWC ? k : 0;
                 float o = (to_f(xv.v[k]) - m[e]) * scale[e] + bc[e];
                 if (mask) {
-                    if (o > 0.f) bits |= 1u << k;
-                    else if (o == o) o = 0.f;
+                    if (!(o <= 0.f)) bits |= 1u << k;
+                    else o = 0.f;
                 }
                 yv.v[k] = from_f<T>(o);
             }
@@ -412,8 +412,8 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
             for (int k = 0; k < VEC; ++k) {
                 float o = (to_f(v.v[k]) - mu) * scale + bc;
                 if (mask) {
-                    if (o > 0.f) bits |= 1u << k;
-                    else if (o == o) o = 0.f;
+                    if (!(o <= 0.f)) bits |= 1u << k;
+                    else o = 0.f;
                 }
                 out.v[k] = from_f<T>(o);
             }

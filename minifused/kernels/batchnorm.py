@@ -95,7 +95,7 @@ def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training,
     mask = None
     if relu:
         y = xp.maximum(y, 0)
-        mask = pack_bits(y > 0)
+        mask = pack_bits(~(y <= 0))  # NaN kept with its gradient, as in PyTorch
     return y.astype(x.dtype), mean.astype(acc), rstd, mask
 
 

@@ -784,10 +784,10 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
             if (n >= N) break;  // uniform across the block's warps for a given nl
             float v = Cs[nl * LDC + ml];
             if (flags & 2) v += to_f(bias[n]);
-            if (flags & 1) v = fmaxf(v, 0.0f);
+            if ((flags & 1) && v <= 0.0f) v = 0.0f;  // ReLU: NaN stays NaN and keeps its gradient, as in PyTorch
             if (flags & 4) {
                 const int mask_words = (M + 31) >> 5;
-                unsigned bits = __ballot_sync(0xffffffffu, m_ok && v > 0.0f);
+                unsigned bits = __ballot_sync(0xffffffffu, m_ok && !(v <= 0.0f));
                 if (lane == 0 && warp_rows) mask[(long long)n * mask_words + (m >> 5)] = bits;
             }
             if (m_ok) out[obase + (long long)n * OHW] = from_f<T>(v);

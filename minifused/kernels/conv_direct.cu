@@ -105,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(256) conv_direct_fwd(const T* __res
                 acc = fmaf(v[4 * i + 2], q.z, acc);
                 acc = fmaf(v[4 * i + 3], q.w, acc);
             }
-            const bool pos = acc > 0.0f;
+            const bool pos = !(acc <= 0.0f);  // NaN stays NaN and keeps its gradient, as in PyTorch
             if (flags & 1) acc = pos ? acc : 0.0f;
             const int k = k0 + kk;
             if (live) y[(n * g.K + k) * pq + rem] = from_f<T>(acc);

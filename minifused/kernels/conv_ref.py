@@ -6,7 +6,7 @@ strided windows) plus batched GEMMs; the backward takes the output gradient chan
 makes the data gradient one GEMM per group plus a col2im of contiguous blocks. On NumPy all three lower a few
 images at a time (:data:`COLUMN_BYTES`), in cache. The ReLU mask is bit-packed:
 uint32 of shape (K, ceil(M/32)), M = N*P*Q, bit ``m % 32`` of word ``[k, m // 32]`` set where
-y[n, k, p, q] > 0 (m = n*P*Q + p*Q + q).
+y[n, k, p, q] > 0 or is NaN (m = n*P*Q + p*Q + q): a NaN passes its gradient, as in PyTorch.
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def conv2d_forward_ref(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=
     if activation == "relu":
         xp.maximum(y, 0, out=y)
         if want_mask:
-            mask = pack_mask(y > 0)
+            mask = pack_mask(~(y <= 0))  # NaN kept with its gradient, as in PyTorch
     return y.astype(x.dtype, copy=False), mask
 
 

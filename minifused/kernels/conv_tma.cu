@@ -285,7 +285,7 @@ __device__ __forceinline__ void store_nchw_pairs(T* __restrict__ out, const T* e
 // the epilogue of one accumulator of output channel n (of N): its bias (flags & 2) and ReLU (flags & 1), in fp32
 __device__ __forceinline__ float bias_relu(float v, int n, int N, const T* __restrict__ bias, int flags) {
     if (flags & 2) v += n < N ? to_f(bias[n]) : 0.0f;
-    return (flags & 1) ? fmaxf(v, 0.0f) : v;
+    return (flags & 1) && v <= 0.0f ? 0.0f : v;  // ReLU: NaN stays NaN, as in PyTorch
 }
 
 // CT_TMA_OUT: a tile's boxes for the TMA unit, 128-byte swizzled rows of 64 elements: NHWC, BN / 64 boxes of

@@ -94,7 +94,7 @@ extern "C" __global__ void relu_fwd(const T* x, T* y, long long n) {
         VT a = load_chunk(x, c * V, n, vec);
 #pragma unroll
         for (int k = 0; k < V; ++k)
-            if (!(to_acc<float>(a.v[k]) > 0.0f)) a.v[k] = from_acc<T>(0.0f);
+            if (to_acc<float>(a.v[k]) <= 0.0f) a.v[k] = from_acc<T>(0.0f);  // NaN stays NaN, as in PyTorch
         store_chunk(y, c * V, n, vec, a);
     }
 }
@@ -115,7 +115,8 @@ extern "C" __global__ void relu_fwd_mask(const T* x, T* y, unsigned* __restrict_
         unsigned bits = 0;
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-            const bool keep = to_acc<S>(a.v[k]) > (S)0;  // false for the zeros past n: tail bits 0
+            // NaN is kept, and so is its gradient, as in PyTorch; false for the zeros past n: tail bits 0
+            const bool keep = !(to_acc<S>(a.v[k]) <= (S)0);
             bits |= (unsigned)keep << k;
             if (!keep) a.v[k] = from_acc<T>((S)0);
         }

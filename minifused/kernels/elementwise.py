@@ -145,11 +145,12 @@ def _chunk_launch(name, dtype, size, dev, *tail):
 
 
 def relu_mask(x, out=None):
-    """``(relu(x), mask)``: the mask has a bit set where ``x > 0`` (the elements whose gradient
-    passes). ``out`` may be ``x`` (in place): the mask is taken before ``x`` is overwritten.
+    """``(relu(x), mask)``: the mask has a bit set where ``x > 0`` or ``x`` is NaN (the elements whose gradient
+    passes; a NaN stays NaN and passes its gradient, as in PyTorch). ``out`` may be ``x`` (in place): the mask is taken before ``x`` is overwritten.
     Floating dtypes only."""
     if not backend.is_cuda_array(x):
-        mask = pack_mask_ref(x > 0)
+        with np.errstate(invalid="ignore"):  # (bfloat16's comparisons warn of a NaN)
+            mask = pack_mask_ref(~(x <= 0))
         return relu_forward(x, out=out), mask
     import cupy
 

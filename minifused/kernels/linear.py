@@ -23,6 +23,8 @@ can be handed back to cuBLASLt as is):
 * ``relu``: a bit-mask, uint8, shape (batch, ``relu_aux_cols(out)``); bit
   ``j % 8`` (least significant first) of byte ``j // 8`` in row ``i`` is
   ``z[i, j] > 0``. cuBLASLt pads the feature dimension to a multiple of 128 bits.
+  (Its ReLU epilogues map a NaN ``z`` to 0 with the bit clear, where PyTorch and this package's own
+  ReLU kernels keep the NaN and its gradient.)
 * ``gelu``: the pre-activation ``z = x @ w.T + b``, in the layer's dtype, shape
   (batch, ``gelu_aux_cols(out)``) (features padded to a multiple of 8; the
   padding columns are unspecified).

@@ -256,7 +256,7 @@ class Sigmoid(Function):
 
 
 class Relu(Function):
-    """Keeps a bit-packed mask of ``x > 0`` (1 bit per element, not the output), taken before the
+    """Keeps a bit-packed mask of ``x > 0`` or NaN (1 bit per element, not the output), taken before the
     result is written, so the in-place form (``out`` is ``x``) has the same backward."""
 
     @staticmethod
