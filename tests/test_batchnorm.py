@@ -149,7 +149,12 @@ def _bn_state(mod):
     (lambda: nn.BatchNorm2d(2), lambda: mf.randn(1, 2, 1, 1), ValueError, "more than 1 value per channel"),
     (lambda: nn.BatchNorm1d(2), lambda: mf.tensor([[1, 2], [3, 4]]), TypeError,
      "batch_norm: expected a floating-point input, got dtype int64"),
-    (lambda: nn.BatchNorm1d(2), lambda: [[1.0, 2.0]], TypeError, "BatchNorm1d: expected a tensor input, got list")])
+    (lambda: nn.BatchNorm1d(2), lambda: [[1.0, 2.0]], TypeError, "BatchNorm1d: expected a tensor input, got list"),
+    # PyTorch refuses eps = 0 where the batch's statistics normalize (a constant channel divides by 0)
+    (lambda: nn.BatchNorm2d(2, eps=0), lambda: mf.randn(2, 2, 3, 3), ValueError,
+     r"batch_norm: eps must be a finite number, > 0 in training \(>= 0 in evaluation\), got 0"),
+    (lambda: nn.BatchNorm2d(2, eps=0, track_running_stats=False).eval(), lambda: mf.randn(2, 2, 3, 3), ValueError,
+     "eps must be a finite number, > 0 in training")])
 def test_bad_input_changes_nothing(make, x, exc, words):
     mod = make()
     before = _bn_state(mod)
@@ -174,10 +179,30 @@ def test_bad_input_changes_nothing(make, x, exc, words):
     (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), None), ValueError, "both be tensors or both None"),
     (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), mf.ones(3), activation="gelu"), ValueError,
      "activation must be None or 'relu'"),
-    (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), mf.ones(3, dtype=mf.float64)), TypeError, "share one dtype")])
+    (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), mf.ones(3, dtype=mf.float64)), TypeError, "share one dtype"),
+    (lambda: F.batch_norm(mf.randn(2, 3), None, None, training=True, eps=0.0), ValueError, "> 0 in training"),
+    # PyTorch's rule: one image whose groups hold one value each
+    (lambda: nn.GroupNorm(4, 4)(mf.randn(1, 4, 1, 1)), ValueError,
+     r"group_norm: expected more than 1 value per group, got input size \[1, 4, 1, 1\] with num_groups=4"),
+    (lambda: F.group_norm(mf.randn(1, 4), 4), ValueError, "expected more than 1 value per group"),
+    (lambda: nn.Conv2d(4, 6, 3, padding="same", stride=2), ValueError,
+     r"Conv2d: padding='same' needs stride 1, got stride=\(2, 2\)"),
+    (lambda: nn.Conv1d(4, 6, 3, padding="same", stride=(2,)), ValueError,
+     "Conv1d: padding='same' needs stride 1, got stride=2")])
 def test_bad_arguments(fn, exc, words):
     with pytest.raises(exc, match=words):
         fn()
+
+
+def test_eps_zero_is_allowed_where_running_stats_normalize_and_group_norm_of_two_images_runs(rng):
+    """As in PyTorch: eps = 0 in evaluation (the running variance normalizes); a group of one value per image
+    normalizes to zeros when there are two images."""
+    x = rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
+    bn = nn.BatchNorm2d(2, eps=0).eval()
+    with mf.no_grad():
+        bn.running_var.fill_(4.0)
+    np.testing.assert_allclose(bn(mf.tensor(x)).numpy(), x / 2, rtol=1e-6)
+    np.testing.assert_array_equal(nn.GroupNorm(4, 4)(mf.randn(2, 4, 1, 1)).detach().numpy(), np.zeros((2, 4, 1, 1)))
 
 
 def test_refused_functional_call_keeps_running_stats():

@@ -123,8 +123,8 @@ def _check_batch_norm_args(op, input, shape, running_mean, running_var, weight, 
                          f"normalize in evaluation)")
     if not _real(momentum) or not 0.0 <= momentum <= 1.0:
         raise ValueError(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
-    if not _real(eps) or eps < 0:
-        raise ValueError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
+    if not _real(eps) or eps < 0 or (training and eps == 0):
+        raise ValueError(f"{op}: eps must be a finite number, > 0 in training (>= 0 in evaluation), got {eps!r}")
     if activation not in (None, "relu"):
         raise ValueError(f"{op}: activation must be None or 'relu', got {activation!r}")
     per_channel = _math.prod(shape) // max(shape[1], 1)
@@ -165,6 +165,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     _check_channel_vectors(op, input, ("weight", "bias"), (weight, bias))
     if not _real(eps) or eps < 0:
         raise ValueError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
+    if n * c // num_groups * _math.prod(input.shape[2:]) == 1:  # PyTorch's rule (one image, one value per group)
+        raise ValueError(f"{op}: expected more than 1 value per group, got input size {list(input.shape)} with "
+                         f"num_groups={num_groups}")
     from . import layer_norm
 
     if input.numel() == 0:

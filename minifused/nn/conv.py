@@ -55,6 +55,8 @@ class Conv2d(Module):
         if isinstance(padding, str) and padding not in ("valid", "same"):
             raise ValueError(f"Conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
         self.padding = padding if isinstance(padding, str) else _pair("Conv2d", "padding", padding, 0)
+        if self.padding == "same" and self.stride != (1, 1):
+            raise ValueError(f"Conv2d: padding='same' needs stride 1, got stride={self.stride}")
         self.groups, self.activation = int(groups), activation
         dev = backend.device(device)
         dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
@@ -151,6 +153,8 @@ class Conv1d(Module):
         self.kernel_size, self.stride = single("kernel_size", kernel_size, 1), single("stride", stride, 1)
         self.dilation = single("dilation", dilation, 1)
         self.padding = padding if isinstance(padding, str) else single("padding", padding, 0)
+        if self.padding == "same" and self.stride != (1,):
+            raise ValueError(f"Conv1d: padding='same' needs stride 1, got stride={self.stride[0]}")
         self.padding_mode = padding_mode
         dev = backend.device(device)
         dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
