@@ -18,7 +18,7 @@ def T(a, requires_grad=False, device="cpu"):
     return Tensor._from_array(backend.to_device(a, backend.Device(device)), requires_grad)
 
 
-def direct_pool(x, k, s, p, ceil_mode, kind, include_pad=True):
+def direct_pool(x, k, s, p, ceil_mode, kind, include_pad=True, divisor=0):
     n, c, h, w = x.shape
     ph_, pw_ = K.out_size(h, k[0], s[0], p[0], ceil_mode), K.out_size(w, k[1], s[1], p[1], ceil_mode)
     y = np.zeros((n, c, ph_, pw_))
@@ -32,7 +32,7 @@ def direct_pool(x, k, s, p, ceil_mode, kind, include_pad=True):
             if kind == "max":
                 y[:, :, i, j] = win.max(axis=(2, 3))
             else:
-                y[:, :, i, j] = win.sum(axis=(2, 3)) / (cnt if include_pad else (he - hs) * (we - ws))
+                y[:, :, i, j] = win.sum(axis=(2, 3)) / (divisor or (cnt if include_pad else (he - hs) * (we - ws)))
     return y
 
 
@@ -46,7 +46,7 @@ CASES = [  # shape, kernel, stride, padding, ceil_mode
 
 
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("kind", ["max", "avg", "avg_nopad"])
+@pytest.mark.parametrize("kind", ["max", "avg", "avg_nopad", "avg_divisor"])
 def test_reference_matches_loops(case, kind, rng):
     shape, k, s, p, cm = case
     x = rng.standard_normal(shape)
@@ -59,19 +59,22 @@ def test_reference_matches_loops(case, kind, rng):
         picked = np.take_along_axis(x_flat, flat.reshape(shape[0], shape[1], -1), -1)
         np.testing.assert_array_equal(picked.reshape(y.shape), y)
     else:
-        y = K.avg_pool2d_forward_ref(x, k, s, p, cm, kind == "avg")
-    np.testing.assert_allclose(y, direct_pool(x, k, s, p, cm, kind[:3], kind == "avg"), rtol=1e-12)
+        y = K.avg_pool2d_forward_ref(x, k, s, p, cm, kind == "avg", -3 if kind == "avg_divisor" else 0)
+    np.testing.assert_allclose(y, direct_pool(x, k, s, p, cm, kind[:3], kind == "avg",
+                                              -3 if kind == "avg_divisor" else 0), rtol=1e-12)
 
 
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("kind", ["max", "avg", "avg_nopad"])
+@pytest.mark.parametrize("kind", ["max", "avg", "avg_nopad", "avg_divisor"])
 def test_gradcheck(case, kind, rng):
     shape, k, s, p, cm = case
     x = T(rng.standard_normal(shape), True)
     if kind == "max":
         fn = lambda a: F.max_pool2d(a, k, s, p, ceil_mode=cm)  # noqa: E731
     else:
-        fn = lambda a: F.avg_pool2d(a, k, s, p, ceil_mode=cm, count_include_pad=kind == "avg")  # noqa: E731
+        divisor = 5 if kind == "avg_divisor" else None
+        fn = lambda a: F.avg_pool2d(a, k, s, p, ceil_mode=cm, count_include_pad=kind == "avg",  # noqa: E731
+                                    divisor_override=divisor)
     assert gradcheck(fn, [x])
 
 
@@ -137,6 +140,12 @@ def test_bad_input(fn):
         fn(x, 8)
 
 
+@pytest.mark.parametrize("bad", [0, 2.0, True, "2"])
+def test_bad_divisor_override(bad):
+    with pytest.raises(ValueError, match=r"avg_pool2d: divisor_override must be a nonzero int or None, got"):
+        nn.AvgPool2d(2, divisor_override=bad)(mf.randn(1, 2, 4, 4))
+
+
 # ---------------------------------------------------------------- GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
@@ -168,13 +177,13 @@ def test_gpu_matches_reference(dtype, poisoned_pool):
         dxr = K.max_pool2d_backward_ref(dy, idxr, shape, k, s, p)
         tol = 1e-2 if dtype in ("float16", "bfloat16") else 1e-6
         np.testing.assert_allclose(cupy.asnumpy(dx).astype(np.float64), dxr.astype(np.float64), rtol=tol, atol=tol)
-        for cip in (True, False):
-            ya = K.avg_pool2d_forward(xg, k, s, p, cm, cip)
-            yar = K.avg_pool2d_forward_ref(x, k, s, p, cm, cip)
+        for cip, divisor in ((True, 0), (False, 0), (False, 3), (True, -2)):
+            ya = K.avg_pool2d_forward(xg, k, s, p, cm, cip, divisor)
+            yar = K.avg_pool2d_forward_ref(x, k, s, p, cm, cip, divisor)
             np.testing.assert_allclose(cupy.asnumpy(ya).astype(np.float64), yar.astype(np.float64), rtol=tol,
                                        atol=tol)
-            dxa = K.avg_pool2d_backward(cupy.asarray(dy), shape, k, s, p, cip)
-            dxar = K.avg_pool2d_backward_ref(dy, shape, k, s, p, cip)
+            dxa = K.avg_pool2d_backward(cupy.asarray(dy), shape, k, s, p, cip, divisor)
+            dxar = K.avg_pool2d_backward_ref(dy, shape, k, s, p, cip, divisor)
             np.testing.assert_allclose(cupy.asnumpy(dxa).astype(np.float64), dxar.astype(np.float64), rtol=tol,
                                        atol=tol)
 
@@ -230,11 +239,14 @@ def test_gpu_matches_torch():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 3, 11, 10)).astype(np.float32)
     xt = torch.tensor(x, device="cuda", requires_grad=True)
-    for kind in ("max", "avg"):
+    for kind in ("max", "avg", "avg_divisor"):
         xm = T(cupy.asarray(x), True, "cuda")
         fn = F.max_pool2d if kind == "max" else F.avg_pool2d
         tfn = torch.nn.functional.max_pool2d if kind == "max" else torch.nn.functional.avg_pool2d
-        if kind == "max":  # with PyTorch's indices
+        if kind == "avg_divisor":
+            y = fn(xm, 3, 2, 1, ceil_mode=True, count_include_pad=False, divisor_override=4)
+            yt = tfn(xt, 3, 2, 1, ceil_mode=True, count_include_pad=False, divisor_override=4)
+        elif kind == "max":  # with PyTorch's indices
             y, idx = fn(xm, 3, 2, 1, ceil_mode=True, return_indices=True)
             yt, idxt = tfn(xt, 3, 2, 1, ceil_mode=True, return_indices=True)
             assert idx.dtype == np.int64

@@ -4,6 +4,7 @@ image (C, H, W)."""
 from __future__ import annotations
 
 import functools as _functools
+import numbers as _numbers
 
 from .. import backend as _backend
 from ..ops import conv as _conv_ops
@@ -233,11 +234,13 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 @_unbatched
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
-    """Average pooling as ``torch.nn.functional.avg_pool2d`` (``count_include_pad=True`` by default)."""
-    if divisor_override is not None:
-        raise NotImplementedError("avg_pool2d: divisor_override is not supported")
+    """Average pooling as ``torch.nn.functional.avg_pool2d`` (``count_include_pad=True`` by default;
+    ``divisor_override``, a nonzero int, divides every window's sum in place of its size)."""
+    if divisor_override is not None and (not isinstance(divisor_override, _numbers.Integral)
+                                         or isinstance(divisor_override, bool) or divisor_override == 0):
+        raise ValueError(f"avg_pool2d: divisor_override must be a nonzero int or None, got {divisor_override!r}")
     kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding)
-    return _pool_ops.avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad)
+    return _pool_ops.avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override or 0)
 
 
 def _pool1d(op, pool, input, kernel_size, stride, padding, *rest):

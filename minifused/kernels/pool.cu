@@ -4,7 +4,7 @@
 // position inside its window (i*kw + j, padding included) in IDX, the smallest integer type that
 // holds kh*kw positions (unsigned char up to 256: 1 byte per output, not 4); the backward decodes
 // it with the window's origin. Padded positions never win a max; average pooling divides by the
-// window clipped to the padded input (count_include_pad) or to the input itself.
+// window clipped to the padded input (count_include_pad) or to the input itself, or by divisor_override.
 //
 // nvrtc-check: -DPOOL_T=float -DPOOL_ACC=float -DPOOL_IDX_BYTES=1
 // nvrtc-check: -DPOOL_T=__half -DPOOL_ACC=float -DPOOL_IDX_BYTES=1
@@ -106,8 +106,10 @@ extern "C" __global__ void maxpool_bwd(const T* __restrict__ dy, const IDX* __re
     DISPATCH(maxpool_bwd_body, NC * max((long long)H * W, (long long)P * Q), dy, idx, dx, NC, H, W, P, Q, kh, kw, sh, sw, ph, pw);
 }
 
+// the divisor of window (p, q): divisor_override where given (nonzero), else its positions (padding included or not)
 __device__ __forceinline__ int pool_count(int p, int q, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
-                                          int include_pad) {
+                                          int include_pad, int divisor) {
+    if (divisor) return divisor;
     int h0 = p * sh - ph, w0 = q * sw - pw;
     int h1 = min(h0 + kh, H + ph), w1 = min(w0 + kw, W + pw);
     if (include_pad) return (h1 - h0) * (w1 - w0);
@@ -146,7 +148,8 @@ extern "C" __global__ void maxpool_bwd_tiled(const T* __restrict__ dy, const IDX
 
 template <typename I>
 __device__ __forceinline__ void avgpool_fwd_body(const T* __restrict__ x, T* __restrict__ y, long long NC, int H, int W,
-                                       int P, int Q, int kh, int kw, int sh, int sw, int ph, int pw, int include_pad) {
+                                       int P, int Q, int kh, int kw, int sh, int sw, int ph, int pw, int include_pad,
+                                       int divisor) {
     GRID_LOOP(o, NC * P * Q) {
         const int q = (int)(o % Q);
         const int p = (int)((o / Q) % P);
@@ -156,19 +159,22 @@ __device__ __forceinline__ void avgpool_fwd_body(const T* __restrict__ x, T* __r
         A s = 0;
         for (int h = max(h0, 0); h < min(h0 + kh, H); ++h)
             for (int w = max(w0, 0); w < min(w0 + kw, W); ++w) s += to_acc<A>(plane[h * W + w]);
-        const int cnt = pool_count(p, q, H, W, kh, kw, sh, sw, ph, pw, include_pad);
-        y[o] = from_acc<T>(cnt > 0 ? s / (A)cnt : (A)__int_as_float(0x7fc00000));
+        const int cnt = pool_count(p, q, H, W, kh, kw, sh, sw, ph, pw, include_pad, divisor);
+        y[o] = from_acc<T>(cnt != 0 ? s / (A)cnt : (A)__int_as_float(0x7fc00000));
     }
 }
 
 extern "C" __global__ void avgpool_fwd(const T* __restrict__ x, T* __restrict__ y, long long NC, int H, int W,
-                                       int P, int Q, int kh, int kw, int sh, int sw, int ph, int pw, int include_pad) {
-    DISPATCH(avgpool_fwd_body, NC * max((long long)H * W, (long long)P * Q), x, y, NC, H, W, P, Q, kh, kw, sh, sw, ph, pw, include_pad);
+                                       int P, int Q, int kh, int kw, int sh, int sw, int ph, int pw, int include_pad,
+                                       int divisor) {
+    DISPATCH(avgpool_fwd_body, NC * max((long long)H * W, (long long)P * Q), x, y, NC, H, W, P, Q, kh, kw, sh, sw,
+             ph, pw, include_pad, divisor);
 }
 
 template <typename I>
 __device__ __forceinline__ void avgpool_bwd_body(const T* __restrict__ dy, T* __restrict__ dx, long long NC, int H, int W,
-                                       int P, int Q, int kh, int kw, int sh, int sw, int ph, int pw, int include_pad) {
+                                       int P, int Q, int kh, int kw, int sh, int sw, int ph, int pw, int include_pad,
+                                       int divisor) {
     GRID_LOOP(e, NC * H * W) {
         const int w = (int)(e % W);
         const int h = (int)((e / W) % H);
@@ -178,7 +184,7 @@ __device__ __forceinline__ void avgpool_bwd_body(const T* __restrict__ dy, T* __
         A s = 0;
         for (int p = p0; p < p1; ++p)
             for (int q = q0; q < q1; ++q) {
-                const int cnt = pool_count(p, q, H, W, kh, kw, sh, sw, ph, pw, include_pad);
+                const int cnt = pool_count(p, q, H, W, kh, kw, sh, sw, ph, pw, include_pad, divisor);
                 s += to_acc<A>(dy[(nc * P + p) * Q + q]) / (A)cnt;
             }
         dx[e] = from_acc<T>(s);
@@ -186,6 +192,8 @@ __device__ __forceinline__ void avgpool_bwd_body(const T* __restrict__ dy, T* __
 }
 
 extern "C" __global__ void avgpool_bwd(const T* __restrict__ dy, T* __restrict__ dx, long long NC, int H, int W,
-                                       int P, int Q, int kh, int kw, int sh, int sw, int ph, int pw, int include_pad) {
-    DISPATCH(avgpool_bwd_body, NC * max((long long)H * W, (long long)P * Q), dy, dx, NC, H, W, P, Q, kh, kw, sh, sw, ph, pw, include_pad);
+                                       int P, int Q, int kh, int kw, int sh, int sw, int ph, int pw, int include_pad,
+                                       int divisor) {
+    DISPATCH(avgpool_bwd_body, NC * max((long long)H * W, (long long)P * Q), dy, dx, NC, H, W, P, Q, kh, kw, sh, sw,
+             ph, pw, include_pad, divisor);
 }

@@ -138,22 +138,28 @@ def indices_to_flat(indices, x_shape, kernel, stride, padding):
     return hh * w_in + ww
 
 
-def avg_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
+def _divisors(h, w, p, q, kernel, stride, padding, count_include_pad, divisor):
+    """Each window's divisor, (p, q): ``divisor`` where nonzero (divisor_override), else its positions."""
+    if divisor:
+        return np.full((p, q), divisor)
+    return (_counts(h, kernel[0], stride[0], padding[0], p, count_include_pad)[:, None]
+            * _counts(w, kernel[1], stride[1], padding[1], q, count_include_pad)[None, :])
+
+
+def avg_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True, divisor=0):
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
     win = _windows(x.astype(acc_dtype(x.dtype)), kernel, stride, padding, (p, q), 0)
-    cnt = (_counts(h, kernel[0], stride[0], padding[0], p, count_include_pad)[:, None]
-           * _counts(w, kernel[1], stride[1], padding[1], q, count_include_pad)[None, :])
+    cnt = _divisors(h, w, p, q, kernel, stride, padding, count_include_pad, divisor)
     return (win.sum(axis=(-2, -1)) / cnt).astype(x.dtype)
 
 
-def avg_pool2d_backward_ref(dy, x_shape, kernel, stride, padding, count_include_pad=True):
+def avg_pool2d_backward_ref(dy, x_shape, kernel, stride, padding, count_include_pad=True, divisor=0):
     n, c, h, w = x_shape
     _, _, p, q = dy.shape
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
-    cnt = (_counts(h, kh, sh, ph, p, count_include_pad)[:, None]
-           * _counts(w, kw, sw, pw, q, count_include_pad)[None, :])
+    cnt = _divisors(h, w, p, q, kernel, stride, padding, count_include_pad, divisor)
     g = dy.astype(acc_dtype(dy.dtype)) / cnt
     eh = max(0, (p - 1) * sh + kh - (h + 2 * ph))
     ew = max(0, (q - 1) * sw + kw - (w + 2 * pw))
@@ -229,9 +235,10 @@ def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding):
     return dx
 
 
-def avg_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
+def avg_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True, divisor=0):
+    """``divisor``: divisor_override (0: none)."""
     if not backend.is_cuda_array(x):
-        return avg_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode, count_include_pad)
+        return avg_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
     import cupy
 
     n, c, h, w = x.shape
@@ -239,18 +246,20 @@ def avg_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, count_includ
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
     y = cupy.empty((n, c, p, q), x.dtype)
     _launch(x.dtype, "avgpool_fwd", y.size, (x, y),
-            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(count_include_pad)))
+            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(count_include_pad),
+             np.int32(divisor)))
     return y
 
 
-def avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad=True):
+def avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad=True, divisor=0):
     if not backend.is_cuda_array(dy):
-        return avg_pool2d_backward_ref(dy, x_shape, kernel, stride, padding, count_include_pad)
+        return avg_pool2d_backward_ref(dy, x_shape, kernel, stride, padding, count_include_pad, divisor)
     import cupy
 
     n, c, h, w = x_shape
     _, _, p, q = dy.shape
     dx = cupy.empty(x_shape, dy.dtype)
     _launch(dy.dtype, "avgpool_bwd", dx.size, (dy, dx),
-            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(count_include_pad)))
+            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(count_include_pad),
+             np.int32(divisor)))
     return dx

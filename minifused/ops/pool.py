@@ -31,17 +31,17 @@ class MaxPool2dFn(Function):
 
 class AvgPool2dFn(Function):
     @staticmethod
-    def forward(ctx, x, *, kernel, stride, padding, ceil_mode, count_include_pad):
+    def forward(ctx, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor):
         x = backend.array_module(x).ascontiguousarray(x)
         ctx.x_shape = tuple(x.shape)
         ctx.geometry = (kernel, stride, padding)
-        ctx.count_include_pad = count_include_pad
-        return K.avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad)
+        ctx.count_include_pad, ctx.divisor = count_include_pad, divisor
+        return K.avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
 
     @staticmethod
     def backward(ctx, dy):
         dy = backend.array_module(dy).ascontiguousarray(dy)
-        return K.avg_pool2d_backward(dy, ctx.x_shape, *ctx.geometry, ctx.count_include_pad)
+        return K.avg_pool2d_backward(dy, ctx.x_shape, *ctx.geometry, ctx.count_include_pad, ctx.divisor)
 
 
 def max_pool2d(x, kernel, stride, padding, ceil_mode=False, return_indices=False):
@@ -54,6 +54,7 @@ def max_pool2d(x, kernel, stride, padding, ceil_mode=False, return_indices=False
     return y, Tensor._from_array(K.indices_to_flat(found["indices"], x.shape, kernel, stride, padding))
 
 
-def avg_pool2d(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True):
+def avg_pool2d(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True, divisor=0):
+    """``divisor``: divisor_override (0: none)."""
     return AvgPool2dFn.apply(x, kernel=tuple(kernel), stride=tuple(stride), padding=tuple(padding),
-                             ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad))
+                             ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad), divisor=int(divisor))
