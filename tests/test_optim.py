@@ -377,8 +377,63 @@ def _f64_adadelta(p, gs, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, maximize=F
         yield p
 
 
+def _f64_adamax(p, gs, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, maximize=False):
+    b1, b2 = betas
+    m, u = np.zeros_like(p), np.zeros_like(p)
+    for t, g in enumerate(gs, 1):
+        g = (-g if maximize else g) + weight_decay * p
+        m = b1 * m + (1 - b1) * g
+        u = np.maximum(b2 * u, np.abs(g) + eps)
+        p = p - lr / (1 - b1 ** t) * m / u
+        yield p
+
+
+def _f64_nadam(p, gs, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, momentum_decay=4e-3,
+               decoupled_weight_decay=False, maximize=False):
+    b1, b2 = betas
+    m, v, mu_product = np.zeros_like(p), np.zeros_like(p), 1.0
+    for t, g in enumerate(gs, 1):
+        g = -g if maximize else g
+        if decoupled_weight_decay:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * p
+        mu = b1 * (1 - 0.5 * 0.96 ** (t * momentum_decay))
+        mu_next = b1 * (1 - 0.5 * 0.96 ** ((t + 1) * momentum_decay))
+        mu_product = float(np.float32(mu_product) * np.float32(mu))  # PyTorch keeps it as a float32 tensor
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        denom = np.sqrt(v / (1 - b2 ** t)) + eps
+        p = p - lr * (1 - mu) / (1 - mu_product) * g / denom - lr * mu_next / (1 - mu_product * mu_next) * m / denom
+        yield p
+
+
+def _f64_radam(p, gs, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled_weight_decay=False,
+               maximize=False):
+    b1, b2 = betas
+    m, v = np.zeros_like(p), np.zeros_like(p)
+    rho_inf = 2 / (1 - b2) - 1
+    for t, g in enumerate(gs, 1):
+        g = -g if maximize else g
+        if decoupled_weight_decay:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + weight_decay * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        m_hat = m / (1 - b1 ** t)
+        rho_t = rho_inf - 2 * t * b2 ** t / (1 - b2 ** t)
+        if rho_t > 5:
+            rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+            p = p - lr * m_hat * math.sqrt(1 - b2 ** t) / (np.sqrt(v) + eps) * rect
+        else:
+            p = p - lr * m_hat
+        yield p
+
+
 REFERENCES = {"SGD": _f64_sgd, "Adam": _f64_adam, "AdamW": lambda p, gs, **kw: _f64_adam(p, gs, decoupled=True, **kw),
-              "RMSprop": _f64_rmsprop, "Adagrad": _f64_adagrad, "Adadelta": _f64_adadelta}
+              "RMSprop": _f64_rmsprop, "Adagrad": _f64_adagrad, "Adadelta": _f64_adadelta, "Adamax": _f64_adamax,
+              "NAdam": _f64_nadam, "RAdam": _f64_radam}
 
 # (optimizer, hyper-parameters): the configurations checked against float64 and, on GPUs, PyTorch
 CONFIGS = [
@@ -395,6 +450,13 @@ CONFIGS = [
     ("Adagrad", dict(lr=0.05, lr_decay=0.01, weight_decay=0.01, initial_accumulator_value=0.1)),
     ("Adadelta", dict(weight_decay=0.01)),
     ("Adadelta", dict(lr=0.5, rho=0.95, maximize=True)),
+    ("Adamax", dict(lr=1e-2, weight_decay=0.01)),
+    ("Adamax", dict(lr=1e-2, betas=(0.8, 0.99), maximize=True)),
+    ("NAdam", dict(lr=1e-2)),
+    ("NAdam", dict(lr=1e-2, weight_decay=0.05, momentum_decay=0.01)),
+    ("NAdam", dict(lr=1e-2, weight_decay=0.05, decoupled_weight_decay=True, maximize=True)),
+    ("RAdam", dict(lr=1e-2, weight_decay=0.01)),
+    ("RAdam", dict(lr=1e-2, betas=(0.8, 0.9), weight_decay=0.05, decoupled_weight_decay=True, maximize=True)),
 ]
 CONFIG_IDS = [f"{n}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for n, kw in CONFIGS]
 
@@ -444,7 +506,8 @@ def test_float32_steps_within_1e6_of_float64(name, kw):
 
 # ================================================================ the new optimizers: state, errors, state dicts
 NEW = {"RMSprop": dict(lr=1e-2, centered=True, momentum=0.9), "Adagrad": dict(lr=0.05, lr_decay=0.01),
-       "Adadelta": dict(weight_decay=0.01)}
+       "Adadelta": dict(weight_decay=0.01), "Adamax": dict(lr=1e-2, weight_decay=0.01),
+       "NAdam": dict(lr=1e-2, weight_decay=0.01), "RAdam": dict(lr=1e-2, betas=(0.9, 0.9))}
 
 
 @pytest.mark.parametrize("name,kw,keys", [
@@ -453,6 +516,9 @@ NEW = {"RMSprop": dict(lr=1e-2, centered=True, momentum=0.9), "Adagrad": dict(lr
     ("RMSprop", dict(centered=True), {"step", "square_avg", "grad_avg"}),
     ("Adagrad", dict(), {"step", "sum"}),
     ("Adadelta", dict(), {"step", "square_avg", "acc_delta"}),
+    ("Adamax", dict(), {"step", "exp_avg", "exp_inf"}),
+    ("NAdam", dict(), {"step", "mu_product", "exp_avg", "exp_avg_sq"}),
+    ("RAdam", dict(), {"step", "exp_avg", "exp_avg_sq"}),
 ])
 def test_state_names_are_pytorchs(name, kw, keys):
     p = nn.Parameter(mf.ones(3))
@@ -483,6 +549,10 @@ def test_adagrad_creates_its_state_in_the_constructor():
     (lambda p: optim.Adadelta(p, rho=1.5), r"Adadelta: invalid rho 1\.5; expected in \[0, 1\.0\]"),
     (lambda p: optim.Adadelta(p, lr="1"), "Adadelta: invalid learning rate '1'; expected a number >= 0"),
     (lambda p: optim.Adadelta(p, eps=-1), "Adadelta: invalid epsilon"),
+    (lambda p: optim.Adamax(p, betas=(0.9, 1.0)), r"Adamax: invalid beta parameter at index 1 1\.0; expected in"),
+    (lambda p: optim.NAdam(p, momentum_decay=-1), "NAdam: invalid momentum_decay -1"),
+    (lambda p: optim.RAdam(p, lr=-1), "RAdam: invalid learning rate -1"),
+    (lambda p: optim.RAdam(p, weight_decay=-0.1), "RAdam: invalid weight_decay"),
 ])
 def test_bad_hyper_parameters_name_optimizer_and_argument(make, pattern):
     with pytest.raises(ValueError, match=pattern):
@@ -592,7 +662,7 @@ def test_load_state_dict_copies_state():
     np.testing.assert_array_equal(sd["state"][0]["square_avg"].numpy(), saved)
 
 
-@pytest.mark.parametrize("name", ["Adam", "SGD", "RMSprop", "Adagrad", "Adadelta"])
+@pytest.mark.parametrize("name", ["Adam", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"])
 def test_step_with_a_bad_gradient_changes_nothing(name):
     """A gradient whose data no longer fits (set behind the grad setter's check) is found before the
     first launch: no group's weights or state move, in the first group either."""
@@ -627,10 +697,10 @@ def test_master_weights_on_the_cpu_follow_float32(name):
 
 # ================================================================ GPU: new kernels vs reference, PyTorch, graphs
 def _adaptive_call(name, fn_kind, arrays, steps, hyper, **flags):
-    """One RMSprop / Adagrad / Adadelta update through ``kernels.optim_adaptive``: the kernel
-    (``fn_kind="kernel"``, CuPy arrays) or the NumPy reference (``"ref"``). ``arrays``: params, grads
-    and three state lists (RMSprop square_avg, grad_avg, momentum_buffer; Adagrad uses the first,
-    Adadelta the first two)."""
+    """One RMSprop / Adagrad / Adadelta / Adamax / NAdam / RAdam update through ``kernels.optim_adaptive``: the
+    kernel (``fn_kind="kernel"``, CuPy arrays) or the NumPy reference (``"ref"``). ``arrays``: params, grads
+    and three state lists (RMSprop square_avg, grad_avg, momentum_buffer; Adagrad uses the first, Adadelta,
+    Adamax and RAdam the first two, NAdam all three: its moments and its 0-d float32 mu_products)."""
     from minifused.kernels import optim_adaptive as KA
 
     p, g, s1, s2, s3 = arrays
@@ -639,6 +709,8 @@ def _adaptive_call(name, fn_kind, arrays, steps, hyper, **flags):
         fn(p, g, s1, s2, s3, steps, hyper, **flags)
     elif name == "adagrad":
         fn(p, g, s1, steps, hyper, **flags)
+    elif name == "nadam":
+        fn(p, g, s1, s2, s3, steps, hyper, **flags)
     else:
         fn(p, g, s1, s2, steps, hyper, **flags)
 
@@ -651,7 +723,20 @@ ADAPTIVE = [
     ("adagrad", [5e-2, 0.0, 0.01, 1e-10], dict(maximize=True)),
     ("adadelta", [1.0, 0.9, 1e-6, 0.01], dict()),
     ("adadelta", [0.5, 0.95, 1e-6, 0.0], dict(maximize=True)),
+    ("adamax", [2e-3, 0.9, 0.999, 1e-8, 0.01], dict()),
+    ("adamax", [1e-2, 0.8, 0.99, 1e-8, 0.0], dict(maximize=True)),
+    ("nadam", [2e-3, 0.9, 0.999, 1e-8, 0.01, 4e-3], dict()),
+    ("nadam", [1e-2, 0.8, 0.99, 1e-8, 0.05, 1e-2], dict(decoupled=True, maximize=True)),
+    ("radam", [1e-3, 0.9, 0.999, 1e-8, 0.01], dict()),  # steps 3-8: both sides of rho_t = 5
+    ("radam", [1e-2, 0.8, 0.9, 1e-8, 0.05], dict(decoupled=True, maximize=True)),
 ]
+
+
+def _mu_products(name, lists):
+    """NAdam's third state list is its 0-d float32 mu_products (1 at first; a product of coefficients < 1)."""
+    if name != "nadam":
+        return lists
+    return [*lists[:2], [np.full((), 0.5 + 0.1 * i, np.float32) for i in range(len(lists[2]))]]
 
 
 @pytest.mark.gpu
@@ -662,7 +747,7 @@ def test_adaptive_kernels_match_reference(name, hyper, flags, dtype, tol):
 
     rng = np.random.default_rng(0)
     p, g = (_arrays(rng, SIZES, dtype) for _ in range(2))
-    s1, s2, s3 = ([np.abs(a) * 0.1 for a in _arrays(rng, SIZES, dtype)] for _ in range(3))
+    s1, s2, s3 = _mu_products(name, [[np.abs(a) * 0.1 for a in _arrays(rng, SIZES, dtype)] for _ in range(3)])
     if name == "rmsprop" and flags.get("centered"):
         s1 = [a + b * b for a, b in zip(s1, s2)]  # square_avg >= grad_avg**2, as it stays in a run
     start = [2 + i % 4 for i in range(len(SIZES))]
@@ -680,8 +765,9 @@ def test_adaptive_kernels_match_reference(name, hyper, flags, dtype, tol):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float16, backend.bfloat16])
-@pytest.mark.parametrize("name,hyper,flags", ADAPTIVE[1:2] + ADAPTIVE[3:4] + ADAPTIVE[5:6],
-                         ids=["rmsprop", "adagrad", "adadelta"])
+@pytest.mark.parametrize("name,hyper,flags", ADAPTIVE[1:2] + ADAPTIVE[3:4] + ADAPTIVE[5:6] + ADAPTIVE[7:8]
+                         + ADAPTIVE[9:10] + ADAPTIVE[12:13], ids=["rmsprop", "adagrad", "adadelta", "adamax", "nadam",
+                                                                 "radam"])
 def test_adaptive_kernels_master_weights_and_scaler(name, hyper, flags, dtype):
     """fp32 masters and state, gradients unscaled by the scaler's inv_scale; a found inf skips it all."""
     import cupy
@@ -690,7 +776,7 @@ def test_adaptive_kernels_master_weights_and_scaler(name, hyper, flags, dtype):
     w = _arrays(rng, SIZES, np.float32)
     p = [a.astype(dtype) for a in w]
     g = [(a * 1024).astype(dtype) for a in _arrays(rng, SIZES, np.float32)]
-    s1, s2, s3 = ([np.zeros_like(a) for a in w] for _ in range(3))
+    s1, s2, s3 = _mu_products(name, [[np.zeros_like(a) for a in w] for _ in range(3)])
     amp = np.array([1024.0, 1 / 1024.0, 0.0, 0.0], np.float32)
     steps, steps_d = _steps([0] * len(SIZES)), _steps([0] * len(SIZES), cupy)
     dev = [[dev_array(a, "cuda") for a in lst] for lst in (p, g, s1, s2, s3, w)]
@@ -747,14 +833,14 @@ def test_fp32_steps_match_pytorch(name, kw, variant, torch):
             if k != "step":
                 # (PyTorch's fused kernels round the moments' updates as one FMA, foreach=False as two
                 # steps, which ours follow: the parameters agree to 1e-6 either way, the moments to 1e-4)
-                torch.testing.assert_close(torch.as_tensor(st[k].cpu().numpy(), device="cuda"), tst[k],
+                torch.testing.assert_close(torch.as_tensor(st[k].cpu().numpy(), device="cuda"), tst[k].cuda(),
                                            rtol=1e-4 if variant.get("fused") else 1e-5, atol=1e-6 if variant.get("fused") else 1e-7)
             else:
                 assert int(st[k].item()) == int(tst[k].item()) == STEPS
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta"])
+@pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"])
 def test_captured_step_follows_step_count_and_scheduler(name):
     """A step of the new optimizers captured into a CUDA graph replays like eager steps while a
     scheduler changes the lr every step (and Adagrad's decayed lr follows the device step count)."""

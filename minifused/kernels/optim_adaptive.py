@@ -1,4 +1,4 @@
-"""Fused RMSprop, Adagrad and Adadelta updates on raw arrays (``optim_adaptive.cu``).
+"""Fused RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam updates on raw arrays (``optim_adaptive.cu``).
 
 The conventions of :mod:`minifused.kernels.optim` hold: lists of arrays updated in
 place, one multi-tensor launch per 16 parameters of a dtype, ``hyper`` (float64, on
@@ -29,6 +29,28 @@ Adadelta::
     g = g + wd * p;  sq = sq * rho + (1 - rho) * (g * g)
     delta = sqrt(acc + eps) / sqrt(sq + eps) * g
     acc = acc * rho + (1 - rho) * (delta * delta);  p = p + (-lr) * delta
+
+Adamax::
+
+    g = g + wd * p;  m = lerp(m, g, 1 - beta1);  u = max(u * beta2, |g| + eps)
+    p = p + (-lr / (1 - beta1^t)) * (m / u)
+
+NAdam (``mu_product``: a per-parameter fp32 scalar, 1 at first; decoupled: p = p * (1 - lr * wd) in place of
+the gradient's term)::
+
+    g = g + wd * p;  mu = beta1 (1 - 0.5 * 0.96^(t psi));  mu' = beta1 (1 - 0.5 * 0.96^((t + 1) psi))
+    mu_product = mu_product * mu;  m = lerp(m, g, 1 - beta1);  v = v * beta2 + (1 - beta2) * (g * g)
+    denom = sqrt(v / (1 - beta2^t)) + eps
+    p = p + (-lr (1 - mu) / (1 - mu_product)) * (g / denom)
+    p = p + (-lr mu' / (1 - mu_product mu')) * (m / denom)
+
+RAdam (decoupled as NAdam's; rho_inf = 2 / (1 - beta2) - 1, rho_t = rho_inf - 2 t beta2^t / (1 - beta2^t))::
+
+    g = g + wd * p;  m = lerp(m, g, 1 - beta1);  v = v * beta2 + (1 - beta2) * (g * g)
+    u = m / (1 - beta1^t) * lr
+    rho_t > 5: u = u * (sqrt(1 - beta2^t) / (sqrt(v) + eps)) * sqrt((rho_t - 4)(rho_t - 2) rho_inf
+                                                                   / ((rho_inf - 4)(rho_inf - 2) rho_t))
+    p = p - u
 """
 from __future__ import annotations
 
@@ -125,6 +147,87 @@ def adadelta_ref(params, grads, square_avgs, acc_deltas, steps, hyper, *, maximi
         _store(p, masters, i, pa + acc(-lr) * delta)
 
 
+def adamax_ref(params, grads, exp_avgs, exp_infs, steps, hyper, *, maximize=False, masters=None, amp=None):
+    """NumPy reference of :func:`adamax`."""
+    if _skipped(amp):
+        return
+    lr, beta1, beta2, eps, weight_decay = (float(h) for h in hyper)
+    for i, (p, g, m, u) in enumerate(zip(params, grads, exp_avgs, exp_infs)):
+        acc, rnd, pa = _setup(p, m, masters, i)
+        steps[i][...] += 1
+        clr = lr / (1.0 - beta1 ** int(steps[i]))
+        ga = _decayed(_grad(g, acc, amp, maximize), pa, weight_decay, acc, rnd)
+        ma = rnd(_lerp(m.astype(acc), ga, acc(1.0 - beta1)))
+        m[...] = ma
+        ua = np.maximum(rnd(u.astype(acc) * acc(beta2)), rnd(rnd(np.abs(ga)) + acc(eps)))  # (a NaN wins)
+        u[...] = ua
+        _store(p, masters, i, pa + acc(-clr) * (ma / ua))
+
+
+def _decay_or_l2(pa, ga, lr, weight_decay, decoupled, acc, rnd):
+    """NAdam's and RAdam's weight decay: the parameter shrunk by 1 - lr * wd (decoupled) or wd * p added to
+    the gradient; (parameter, gradient)."""
+    if weight_decay == 0:
+        return pa, ga
+    if decoupled:
+        return rnd(pa * acc(1.0 - lr * weight_decay)), ga
+    return pa, rnd(ga + acc(weight_decay) * pa)
+
+
+def _moments(m, v, ga, beta1, beta2, acc, rnd):
+    """exp_avg.lerp_(g, 1 - beta1) and exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2), in place;
+    the new values."""
+    ma = rnd(_lerp(m.astype(acc), ga, acc(1.0 - beta1)))
+    va = rnd(v.astype(acc) * acc(beta2))
+    va = rnd(va + acc(1.0 - beta2) * (ga * ga))
+    m[...], v[...] = ma, va
+    return ma, va
+
+
+def nadam_ref(params, grads, exp_avgs, exp_avg_sqs, mu_products, steps, hyper, *, decoupled=False, maximize=False,
+              masters=None, amp=None):
+    """NumPy reference of :func:`nadam`."""
+    if _skipped(amp):
+        return
+    lr, beta1, beta2, eps, weight_decay, psi = (float(h) for h in hyper)
+    for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
+        acc, rnd, pa = _setup(p, m, masters, i)
+        steps[i][...] += 1
+        t = int(steps[i])
+        pa, ga = _decay_or_l2(pa, _grad(g, acc, amp, maximize), lr, weight_decay, decoupled, acc, rnd)
+        mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * psi))
+        mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * psi))
+        mu_product = np.float32(np.float32(mu_products[i]) * np.float32(mu))  # an fp32 tensor times a float
+        mu_products[i][...] = mu_product
+        ma, va = _moments(m, v, ga, beta1, beta2, acc, rnd)
+        denom = rnd(rnd(np.sqrt(rnd(va / acc(1.0 - beta2 ** t)))) + acc(eps))
+        pa = rnd(pa + acc(-lr * (1.0 - mu) / (1.0 - float(mu_product))) * (ga / denom))
+        _store(p, masters, i, pa + acc((-lr * mu_next) / (1.0 - float(mu_product) * mu_next)) * (ma / denom))
+
+
+def radam_ref(params, grads, exp_avgs, exp_avg_sqs, steps, hyper, *, decoupled=False, maximize=False, masters=None,
+              amp=None):
+    """NumPy reference of :func:`radam`."""
+    if _skipped(amp):
+        return
+    lr, beta1, beta2, eps, weight_decay = (float(h) for h in hyper)
+    for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
+        acc, rnd, pa = _setup(p, m, masters, i)
+        steps[i][...] += 1
+        t = int(steps[i])
+        pa, ga = _decay_or_l2(pa, _grad(g, acc, amp, maximize), lr, weight_decay, decoupled, acc, rnd)
+        ma, va = _moments(m, v, ga, beta1, beta2, acc, rnd)
+        bc2 = 1.0 - beta2 ** t
+        rho_inf = 2.0 / (1.0 - beta2) - 1.0
+        rho_t = rho_inf - 2.0 * t * beta2 ** t / bc2
+        u = rnd(rnd(ma / acc(1.0 - beta1 ** t)) * acc(lr))
+        if rho_t > 5.0:
+            rect = ((rho_t - 4.0) * (rho_t - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t)) ** 0.5
+            adaptive = rnd(acc(bc2 ** 0.5) / rnd(rnd(np.sqrt(va)) + acc(eps)))
+            u = rnd(rnd(u * adaptive) * acc(rect))
+        _store(p, masters, i, pa - u)
+
+
 # ====================================================================== CUDA
 def _run(name, params, per_param, masters, hyper, amp, flags):
     """Launch ``name`` over ``params`` in chunks of one (device, dtype, master) each; ``per_param(i, w)``
@@ -175,3 +278,42 @@ def adadelta(params, grads, square_avgs, acc_deltas, steps, hyper, *, maximize=F
     _run("adadelta_multi", params,
          lambda i, w: (_like_param(grads[i], params[i]), square_avgs[i], acc_deltas[i], w, steps[i]), masters,
          hyper, amp, int(maximize) << 2)
+
+
+def adamax(params, grads, exp_avgs, exp_infs, steps, hyper, *, maximize=False, masters=None, amp=None):
+    """Adamax on lists of arrays, in place. ``hyper``: ``[lr, beta1, beta2, eps, weight_decay]``."""
+    if not params:
+        return
+    if not backend.is_cuda_array(params[0]):
+        return adamax_ref(params, grads, exp_avgs, exp_infs, steps, hyper, maximize=maximize, masters=masters,
+                          amp=amp)
+    _run("adamax_multi", params,
+         lambda i, w: (_like_param(grads[i], params[i]), exp_avgs[i], exp_infs[i], w, steps[i]), masters, hyper,
+         amp, int(maximize) << 2)
+
+
+def nadam(params, grads, exp_avgs, exp_avg_sqs, mu_products, steps, hyper, *, decoupled=False, maximize=False,
+          masters=None, amp=None):
+    """NAdam on lists of arrays, in place. ``hyper``: ``[lr, beta1, beta2, eps, weight_decay, momentum_decay]``;
+    ``mu_products``: each parameter's 0-d float32 running product of the momentum coefficients."""
+    if not params:
+        return
+    if not backend.is_cuda_array(params[0]):
+        return nadam_ref(params, grads, exp_avgs, exp_avg_sqs, mu_products, steps, hyper, decoupled=decoupled,
+                         maximize=maximize, masters=masters, amp=amp)
+    _run("nadam_multi", params,
+         lambda i, w: (_like_param(grads[i], params[i]), exp_avgs[i], exp_avg_sqs[i], mu_products[i], w, steps[i]),
+         masters, hyper, amp, int(decoupled) << 1 | int(maximize) << 2)
+
+
+def radam(params, grads, exp_avgs, exp_avg_sqs, steps, hyper, *, decoupled=False, maximize=False, masters=None,
+          amp=None):
+    """RAdam on lists of arrays, in place. ``hyper``: ``[lr, beta1, beta2, eps, weight_decay]``."""
+    if not params:
+        return
+    if not backend.is_cuda_array(params[0]):
+        return radam_ref(params, grads, exp_avgs, exp_avg_sqs, steps, hyper, decoupled=decoupled,
+                         maximize=maximize, masters=masters, amp=amp)
+    _run("radam_multi", params,
+         lambda i, w: (_like_param(grads[i], params[i]), exp_avgs[i], exp_avg_sqs[i], w, steps[i]), masters,
+         hyper, amp, int(decoupled) << 1 | int(maximize) << 2)

@@ -105,10 +105,11 @@ __device__ __forceinline__ void load_chunk(const PT* p, const ST* w, const PT* g
     }
 }
 
-// The last block of the slot to finish advances its step count *t: every block has read it by
-// then (the barrier and the fence order this block's read before its count). done[slot] is a
-// zeroed counter, left zeroed.
-__device__ __forceinline__ void advance_step(long long* t, unsigned int* done, int slot, long long n) {
+// The last block of the slot to finish advances its step count *t (and writes ``value`` to a per-parameter
+// scalar of state, ``scalar``, where given): every block has read them by then (the barrier and the fence
+// order this block's reads before its count). done[slot] is a zeroed counter, left zeroed.
+__device__ __forceinline__ void advance_step(long long* t, unsigned int* done, int slot, long long n,
+                                             float* scalar = nullptr, float value = 0.0f) {
     __syncthreads();
     if (threadIdx.x == 0) {
         __threadfence();
@@ -116,6 +117,7 @@ __device__ __forceinline__ void advance_step(long long* t, unsigned int* done, i
         const unsigned int blocks = n > 0 ? (unsigned int)((n + chunk - 1) / chunk) : 1u;
         if (atomicAdd(&done[slot], 1u) == blocks - 1) {
             *t = *t + 1;
+            if (scalar != nullptr) *scalar = value;
             done[slot] = 0;
         }
     }

@@ -196,6 +196,10 @@ class Optimizer:
     """Base class: subclasses define ``defaults`` through ``__init__`` and implement ``step`` (which runs the
     registered step hooks around it)."""
 
+    #: state entries that are one number per parameter besides ``step`` (kept as 0-d float32 tensors on the
+    #: parameter's device: :meth:`_scalar_state`)
+    _scalar_states = ()
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         step = cls.__dict__.get("step")
@@ -416,6 +420,18 @@ class Optimizer:
             st["master"] = self._new_state(p, like=p._data)
         return st["master"]._data
 
+    def _scalar_state(self, p, st, key, initial):
+        """``st[key]``, a number of state per parameter (NAdam's ``mu_product``), as a 0-d float32 array on p's
+        device, the kernels' to read and rewrite (``initial`` on first use; numbers and one-element tensors from
+        a state dict converted)."""
+        v = st.get(key, initial)
+        if not (isinstance(v, Tensor) and v.device == p.device and v.dtype == backend.float32 and v.ndim == 0):
+            _refuse_in_capture(f"{type(self).__name__}: creating parameter state")
+            value = float(v.item()) if isinstance(v, Tensor) else float(v)
+            with backend.on_device(p.device):
+                v = st[key] = Tensor._from_array(p._xp.full((), value, np.float32))
+        return v._data
+
     @staticmethod
     def _step_count(p, st):
         """``st["step"]`` as a 0-d int64 array on p's device (ints from a state dict are converted)."""
@@ -500,12 +516,13 @@ class Optimizer:
         where = f"{type(self).__name__}.load_state_dict: state '{key}' of parameter {idx}"
         if isinstance(v, np.ndarray) or backend.is_cuda_array(v):
             v = Tensor._from_array(v)
-        if key == "step":
+        if key == "step" or key in self._scalar_states:
             if isinstance(v, Tensor) and v.numel() == 1 and not v.dtype == np.bool_:
                 return Tensor._from_array(backend.to_device(v._data, p.device).reshape(()).copy())
             if isinstance(v, numbers.Real) and not isinstance(v, bool):
                 return v
-            raise ValueError(f"{where} is {v!r}; expected a step count (a number or a one-element tensor)")
+            what = "a step count" if key == "step" else "a number"
+            raise ValueError(f"{where} is {v!r}; expected {what} (a number or a one-element tensor)")
         if not isinstance(v, Tensor):
             return copy.deepcopy(v)
         if tuple(v.shape) != tuple(p.shape):
