@@ -170,6 +170,23 @@ extern "C" __global__ void adamax_multi(REPEAT(ADAMAX_ARGS) const double* hyper,
     advance_step(t, done, slot, n);
 }
 
+// NAdam's and RAdam's weight decay: the parameter shrunk by decay = 1 - lr * wd (param.mul_, decoupled) or
+// wd * p added to the gradient (grad.add(param, alpha=wd)); then their moments, exp_avg.lerp_(g, 1 - beta1)
+// and exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2), written back and returned in mi, vi
+__device__ __forceinline__ void decay_and_moments(acc_t& pi, acc_t& gi, acc_t weight_decay, acc_t decay,
+                                                  bool decoupled, ST* m, ST* v, long long i, acc_t one_m_beta1,
+                                                  acc_t beta2, acc_t one_m_beta2, acc_t& mi, acc_t& vi) {
+    if (weight_decay != (acc_t)0) {
+        if (decoupled) pi = rnd(pi * decay);
+        else gi = rnd(gi + weight_decay * pi);
+    }
+    mi = rnd(lerp((acc_t)m[i], gi, one_m_beta1));
+    m[i] = (ST)mi;
+    vi = rnd(mul_rn((acc_t)v[i], beta2));
+    vi = rnd(vi + one_m_beta2 * (gi * gi));
+    v[i] = (ST)vi;
+}
+
 // flags: bit 1 decoupled weight decay, bit 2 maximize. hyper = [lr, beta1, beta2, eps, weight_decay,
 // momentum_decay]. mu: the parameter's mu_product (fp32, as PyTorch keeps it), rewritten by the last block.
 #define NADAM_ARGS(i) PT* p##i, const PT* g##i, ST* m##i, ST* v##i, float* mu##i, ST* w##i, long long* t##i, \
@@ -196,17 +213,8 @@ extern "C" __global__ void nadam_multi(REPEAT(NADAM_ARGS) const double* hyper, c
     const acc_t beta2_a = (acc_t)beta2, one_m_beta2 = (acc_t)(1.0 - beta2), eps = (acc_t)hyper[3];
     const acc_t weight_decay = (acc_t)hyper[4], decay = (acc_t)(1.0 - lr * hyper[4]);
     ELEMENTS_BEGIN
-        acc_t pi = load_param(p, w, i);
-        acc_t gi = load_grad(g, i, amp, maximize);
-        if (weight_decay != (acc_t)0) {
-            if (decoupled) pi = rnd(pi * decay);                      // param.mul_(1 - lr * weight_decay)
-            else gi = rnd(gi + weight_decay * pi);
-        }
-        acc_t mi = rnd(lerp((acc_t)m[i], gi, one_m_beta1));
-        m[i] = (ST)mi;
-        acc_t vi = rnd(mul_rn((acc_t)v[i], beta2_a));  // exp_avg_sq.mul_(beta2).addcmul_(g, g, 1 - beta2)
-        vi = rnd(vi + one_m_beta2 * (gi * gi));
-        v[i] = (ST)vi;
+        acc_t pi = load_param(p, w, i), gi = load_grad(g, i, amp, maximize), mi, vi;
+        decay_and_moments(pi, gi, weight_decay, decay, decoupled, m, v, i, one_m_beta1, beta2_a, one_m_beta2, mi, vi);
         acc_t denom = rnd(rnd(sqrt(rnd(vi / bc2))) + eps);           // exp_avg_sq.div(bc2).sqrt().add_(eps)
         pi = rnd(pi + c_grad * (gi / denom));                         // param.addcdiv_(grad, denom, value=...)
         store_param(p, w, i, pi + c_avg * (mi / denom));              // param.addcdiv_(exp_avg, denom, value=...)
@@ -237,17 +245,8 @@ extern "C" __global__ void radam_multi(REPEAT(RADAM_ARGS) const double* hyper, c
     const acc_t one_m_beta1 = (acc_t)(1.0 - beta1), beta2_a = (acc_t)beta2, one_m_beta2 = (acc_t)(1.0 - beta2);
     const acc_t weight_decay = (acc_t)hyper[4], decay = (acc_t)(1.0 - lr * hyper[4]);
     ELEMENTS_BEGIN
-        acc_t pi = load_param(p, w, i);
-        acc_t gi = load_grad(g, i, amp, maximize);
-        if (weight_decay != (acc_t)0) {
-            if (decoupled) pi = rnd(pi * decay);
-            else gi = rnd(gi + weight_decay * pi);
-        }
-        acc_t mi = rnd(lerp((acc_t)m[i], gi, one_m_beta1));
-        m[i] = (ST)mi;
-        acc_t vi = rnd(mul_rn((acc_t)v[i], beta2_a));
-        vi = rnd(vi + one_m_beta2 * (gi * gi));
-        v[i] = (ST)vi;
+        acc_t pi = load_param(p, w, i), gi = load_grad(g, i, amp, maximize), mi, vi;
+        decay_and_moments(pi, gi, weight_decay, decay, decoupled, m, v, i, one_m_beta1, beta2_a, one_m_beta2, mi, vi);
         acc_t upd = rnd(rnd(mi / bc1_a) * lr_a);                          // exp_avg / bc1 * lr
         if (rectified) {
             const acc_t adaptive = rnd(sqrt_bc2 / rnd(rnd(sqrt(vi)) + eps));  // bc2**0.5 / (sqrt(v) + eps)

@@ -6,6 +6,17 @@ from ..kernels import optim as K
 from .optimizer import Optimizer, _check_hyper, _pytorch_flags
 
 
+def check_adam_hyper(name, lr, betas, eps, weight_decay):
+    """The arguments the Adam family shares, checked as PyTorch checks them."""
+    _check_hyper(name, "learning rate", lr)
+    _check_hyper(name, "epsilon", eps)
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
+    for i, b in enumerate(betas):
+        _check_hyper(name, f"beta parameter at index {i}", b, upper=1.0)
+    _check_hyper(name, "weight_decay", weight_decay)
+
+
 class Adam(Optimizer):
     """``torch.optim.Adam``: L2 weight decay added to the gradient.
 
@@ -24,14 +35,7 @@ class Adam(Optimizer):
                  maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
                  differentiable=False):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
-        name = type(self).__name__
-        _check_hyper(name, "learning rate", lr)
-        _check_hyper(name, "epsilon", eps)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
-        for i, b in enumerate(betas):
-            _check_hyper(name, f"beta parameter at index {i}", b, upper=1.0)
-        _check_hyper(name, "weight_decay", weight_decay)
+        check_adam_hyper(type(self).__name__, lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize), master_weights)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim_adaptive as K
+from .adam import check_adam_hyper
 from .optimizer import Optimizer, _check_hyper, _pytorch_flags
 
 
@@ -17,15 +18,8 @@ class _AdamVariant(Optimizer):
 
     def __init__(self, params, lr, betas, eps, weight_decay, foreach, maximize, capturable, differentiable,
                  master_weights, **more):
-        name = type(self).__name__
-        _pytorch_flags(name, foreach, None, capturable, differentiable)
-        _check_hyper(name, "learning rate", lr)
-        _check_hyper(name, "epsilon", eps)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
-        for i, b in enumerate(betas):
-            _check_hyper(name, f"beta parameter at index {i}", b, upper=1.0)
-        _check_hyper(name, "weight_decay", weight_decay)
+        _pytorch_flags(type(self).__name__, foreach, None, capturable, differentiable)
+        check_adam_hyper(type(self).__name__, lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       maximize=maximize, **more), master_weights)
 
