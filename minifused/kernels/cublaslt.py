@@ -20,7 +20,8 @@ GEMM, whose results can differ in the last bits; ``small_gemm_flop=0`` keeps the
 choice everywhere (the same in every process) at that host-time cost. (Measured no faster: asking the
 heuristic for more than 8 candidates, which it does not return for these GEMMs, and timing each
 candidate also with 2-32 split-K slices (``matmul_algo_check``'d), up to 100 per plan: the MNIST MLP's
-captured step within noise at batch 64 and 256, 3-4% faster at 1024, for ten times the planning time.) ``WORKSPACE_LIMIT`` caps the
+captured step within noise at batch 64 and 256, 3-4% faster at 1024, for ten times the planning time.)
+``WORKSPACE_LIMIT`` caps the
 workspace an algorithm may use: one buffer per (device, stream), grown to the largest need of the
 plans run on it.
 """

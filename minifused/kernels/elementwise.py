@@ -146,7 +146,8 @@ def _chunk_launch(name, dtype, size, dev, *tail):
 
 def relu_mask(x, out=None):
     """``(relu(x), mask)``: the mask has a bit set where ``x > 0`` or ``x`` is NaN (the elements whose gradient
-    passes; a NaN stays NaN and passes its gradient, as in PyTorch). ``out`` may be ``x`` (in place): the mask is taken before ``x`` is overwritten.
+    passes; a NaN stays NaN and passes its gradient, as in PyTorch). ``out`` may be ``x`` (in place): the mask
+    is taken before ``x`` is overwritten.
     Floating dtypes only."""
     if not backend.is_cuda_array(x):
         with np.errstate(invalid="ignore"):  # (bfloat16's comparisons warn of a NaN)

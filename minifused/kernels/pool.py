@@ -2,8 +2,9 @@
 
 ``max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices) -> (y, indices)``,
 ``max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding) -> dx``,
-``avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad) -> y``,
-``avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad) -> dx``.
+``avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor) -> y``,
+``avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad, divisor) -> dx``
+(``divisor``: divisor_override, each window's sum divided by it; 0: by the window's size).
 
 ``kernel``, ``stride``, ``padding`` are (h, w) pairs. ``indices`` have the shape of ``y`` and hold
 the position of each window's maximum *inside its window*, ``i*kw + j`` (row ``i``, column ``j`` of
