@@ -431,7 +431,12 @@ def _f64_radam(p, gs, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, d
         yield p
 
 
-REFERENCES = {"SGD": _f64_sgd, "Adam": _f64_adam, "AdamW": lambda p, gs, **kw: _f64_adam(p, gs, decoupled=True, **kw),
+def _f64_adam_any(p, gs, decoupled_weight_decay=False, **kw):
+    return _f64_adam(p, gs, decoupled=decoupled_weight_decay, **kw)
+
+
+REFERENCES = {"SGD": _f64_sgd, "Adam": _f64_adam_any,
+              "AdamW": lambda p, gs, **kw: _f64_adam(p, gs, decoupled=True, **kw),
               "RMSprop": _f64_rmsprop, "Adagrad": _f64_adagrad, "Adadelta": _f64_adadelta, "Adamax": _f64_adamax,
               "NAdam": _f64_nadam, "RAdam": _f64_radam}
 
@@ -441,6 +446,7 @@ CONFIGS = [
     ("Adam", dict(lr=1e-2, weight_decay=0.1, amsgrad=True)),
     ("Adam", dict(lr=1e-2, betas=(0.8, 0.99), maximize=True)),
     ("AdamW", dict(lr=1e-2, weight_decay=0.05)),
+    ("Adam", dict(lr=1e-2, weight_decay=0.05, decoupled_weight_decay=True)),
     ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3)),
     ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.1)),
     ("RMSprop", dict(lr=1e-2)),
@@ -579,6 +585,66 @@ def test_new_optimizer_state_dict_round_trip(name, tmp_path):
         opt2.step()
     for p, want in zip(params, full[-1]):
         np.testing.assert_array_equal(p.numpy(), want.astype(np.float32))
+
+
+PYTORCH_SWITCHES = dict(foreach=None, fused=None, capturable=False, differentiable=False)
+
+
+@pytest.mark.parametrize("name,kw", [("Adam", dict(lr=1e-2)), ("AdamW", dict(lr=1e-2)),
+                                     ("SGD", dict(lr=0.05, momentum=0.9)), ("NAdam", dict(lr=1e-2)),
+                                     ("RAdam", dict(lr=1e-2))])
+def test_state_dict_in_pytorchs_layout_loads(name, kw):
+    """A PyTorch optimizer's state dict carries its implementation switches in every group and its step counts
+    (and NAdam's mu_product) as float tensors: it loads, and the steps after it are those of the run it came
+    from."""
+    w0, grads = _problem(5, steps=6)
+    full, _, _ = _minifused_run(name, kw, w0, grads, np.float32, groups=True)
+    first, opt, _ = _minifused_run(name, kw, w0, grads[:3], np.float32, groups=True)
+    sd = opt.state_dict()
+    theirs = {"state": {i: {k: (mf.tensor(np.float32(v)) if k == "step" else v) for k, v in s.items()}
+                        for i, s in sd["state"].items()},
+              "param_groups": [dict(g, **PYTORCH_SWITCHES) for g in sd["param_groups"]]}
+    params = [nn.Parameter(mf.tensor(w.astype(np.float32))) for w in first[-1]]
+    opt2 = getattr(optim, name)([{"params": params[:2]}, {"params": params[2:]}], **kw)
+    opt2.load_state_dict(theirs)
+    assert not set(PYTORCH_SWITCHES) & set(opt2.param_groups[0])
+    for g in grads[3:]:
+        for p, gi in zip(params, g):
+            p.grad = mf.tensor(gi.astype(np.float32))
+        opt2.step()
+    for p, want in zip(params, full[-1]):
+        np.testing.assert_array_equal(p.numpy(), want.astype(np.float32))
+    with pytest.raises(NotImplementedError, match=r"Adam\.load_state_dict: differentiable=True"):
+        _trained()[0].load_state_dict(dict(sd, param_groups=[dict(g, differentiable=True) for g in sd["param_groups"]]))
+
+
+@pytest.mark.parametrize("name,kw", [("Adam", dict(weight_decay=0.1)), ("AdamW", {}), ("SGD", dict(momentum=0.9)),
+                                     ("RMSprop", dict(momentum=0.5)), ("Adagrad", {}), ("Adadelta", {}), ("Adamax", {}),
+                                     ("NAdam", {}), ("RAdam", dict(decoupled_weight_decay=True, weight_decay=0.1))])
+def test_resumes_from_a_pytorch_optimizer_state_dict(name, kw):
+    """PyTorch's own state dict (tensors converted) loads into the same optimizer, and five more steps of both
+    agree (CPU, fp32)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((3, 2)).astype(np.float32)
+    grads = [rng.standard_normal((3, 2)).astype(np.float32) for _ in range(10)]
+    tw = torch.nn.Parameter(torch.tensor(w))
+    topt = getattr(torch.optim, name)([tw], **dict(kw, lr=1e-2))
+    for g in grads[:5]:
+        tw.grad = torch.tensor(g)
+        topt.step()
+    sd = topt.state_dict()
+    ours = {"state": {i: {k: mf.tensor(v.numpy()) if isinstance(v, torch.Tensor) else v for k, v in s.items()}
+                      for i, s in sd["state"].items()}, "param_groups": sd["param_groups"]}
+    p = nn.Parameter(mf.tensor(tw.detach().numpy().copy()))
+    opt = getattr(optim, name)([p], **dict(kw, lr=1e-2))
+    opt.load_state_dict(ours)
+    for g in grads[5:]:
+        tw.grad = torch.tensor(g)
+        topt.step()
+        p.grad = mf.tensor(g)
+        opt.step()
+    np.testing.assert_allclose(p.numpy(), tw.detach().numpy(), rtol=1e-6, atol=1e-6)
 
 
 def _snapshot(opt, params):

@@ -18,7 +18,8 @@ def check_adam_hyper(name, lr, betas, eps, weight_decay):
 
 
 class Adam(Optimizer):
-    """``torch.optim.Adam``: L2 weight decay added to the gradient.
+    """``torch.optim.Adam``: L2 weight decay added to the gradient, or with ``decoupled_weight_decay`` the
+    parameter shrunk by ``1 - lr * weight_decay`` (AdamW's update; a hyper-parameter of each group, as PyTorch's).
 
     State per parameter, PyTorch's names: ``step`` (a 0-d int64 tensor on the parameter's
     device, advanced by the update itself; an int in ``state_dict()``), ``exp_avg``,
@@ -28,16 +29,16 @@ class Adam(Optimizer):
     """
 
     _supports_amp = True  # step() honours self._amp (GradScaler: unscale, skip on inf/NaN)
-    _decoupled = False
     _step_name = "Adam.step"  # names the step in the in-place error of a backward it breaks
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
                  maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
-                 differentiable=False):
+                 differentiable=False, decoupled_weight_decay=False):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         check_adam_hyper(type(self).__name__, lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize), master_weights)
+                                      amsgrad=amsgrad, maximize=maximize,
+                                      decoupled_weight_decay=bool(decoupled_weight_decay)), master_weights)
 
     @staticmethod
     def _hyper_values(g):
@@ -45,7 +46,7 @@ class Adam(Optimizer):
 
     @staticmethod
     def _flags(g):
-        return (g["amsgrad"], g["maximize"])
+        return (g["amsgrad"], g["maximize"], g["decoupled_weight_decay"])
 
     def _state(self, p, amsgrad):
         st = self.state.get(p)
@@ -69,7 +70,7 @@ class Adam(Optimizer):
                        [s["exp_avg"]._data for s in states], [s["exp_avg_sq"]._data for s in states],
                        [s["max_exp_avg_sq"]._data for s in states] if amsgrad else None,
                        [self._step_count(p, s) for p, s in zip(ps, states)], g.hyper(device),
-                       amsgrad=amsgrad, decoupled=self._decoupled, maximize=g["maximize"],
+                       amsgrad=amsgrad, decoupled=g["decoupled_weight_decay"], maximize=g["maximize"],
                        masters=[self._master(p, s) for p, s in zip(ps, states)], amp=self._amp,
                        record=(replay, ps))
                 for p in ps:
@@ -81,7 +82,6 @@ class Adam(Optimizer):
 class AdamW(Adam):
     """``torch.optim.AdamW``: decoupled weight decay ``p *= 1 - lr * weight_decay`` (default 0.01)."""
 
-    _decoupled = True
     _step_name = "AdamW.step"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
@@ -89,4 +89,4 @@ class AdamW(Adam):
                  differentiable=False):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
-                         master_weights=master_weights)
+                         master_weights=master_weights, decoupled_weight_decay=True)

@@ -134,6 +134,10 @@ class _ParamState(dict):
         return list(self._params.values())
 
 
+#: PyTorch's implementation switches (see :func:`_pytorch_flags`): a PyTorch state dict's groups carry them
+_PYTORCH_SWITCHES = ("foreach", "fused", "capturable", "differentiable")
+
+
 def _pytorch_flags(opt, foreach, fused, capturable, differentiable):
     """PyTorch's implementation switches, accepted: minifused's updates are always fused multi-tensor kernels
     (``foreach`` / ``fused`` change nothing) and always capturable (a step runs inside ``capture_step``);
@@ -477,8 +481,13 @@ class Optimizer:
         if len(saved) != len(self.param_groups):
             raise ValueError(f"{type(self).__name__}.load_state_dict: the state dict has {len(saved)} parameter "
                              f"groups, the optimizer {len(self.param_groups)}")
+        name = f"{type(self).__name__}.load_state_dict"
         for i, (sg, g) in enumerate(zip(saved, self.param_groups)):
-            foreign = sorted(set(sg) - set(g))
+            # a PyTorch optimizer's state dict: its implementation switches are checked as the constructor's, and
+            # dropped (they change nothing here)
+            _pytorch_flags(name, sg.get("foreach"), sg.get("fused"), bool(sg.get("capturable", False)),
+                           bool(sg.get("differentiable", False)))
+            foreign = sorted(set(sg) - set(g) - set(_PYTORCH_SWITCHES))
             if foreign:  # e.g. an SGD state dict given to Adam: its step would fail on missing state
                 raise ValueError(f"{type(self).__name__}.load_state_dict: group {i} of the state dict has "
                                  f"hyper-parameters {foreign} that {type(self).__name__} does not use (a state "
@@ -506,7 +515,7 @@ class Optimizer:
             self.state[by_index[idx]] = entry
         for sg, g in zip(saved, self.param_groups):
             for k, v in sg.items():
-                if k != "params":
+                if k != "params" and k not in _PYTORCH_SWITCHES:
                     g[k] = tuple(v) if isinstance(v, list) and k == "betas" else copy.deepcopy(v)
 
     def _loaded_value(self, idx, p, key, v):
