@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim_adaptive as K
+from ._support import _check_hyper, _pytorch_flags
 from .adam import check_adam_hyper
-from .optimizer import Optimizer, _check_hyper, _pytorch_flags
+from .optimizer import Optimizer
 
 
 class _AdamVariant(Optimizer):

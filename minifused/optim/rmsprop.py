@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim_adaptive as K
-from .optimizer import Optimizer, _check_hyper, _pytorch_flags
+from ._support import _check_hyper, _pytorch_flags
+from .optimizer import Optimizer
 
 
 class RMSprop(Optimizer):

@@ -1,0 +1,171 @@
+"""Pieces of :class:`~minifused.optim.optimizer.Optimizer`: the parameter-group dict with its device mirror of the
+hyper-parameters, the per-parameter state dict, the argument checks every optimizer shares (PyTorch's
+implementation switches, hyper-parameter bounds) and the step hooks."""
+from __future__ import annotations
+
+import functools
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..kernels import optim as K
+from ..nn.module import pre_hook_arguments
+
+
+class _Group(dict):
+    """A parameter group: a dict, as in PyTorch. On CUDA its float hyper-parameters are mirrored,
+    in the fused kernel's order, in a small float64 array per device that the kernel reads; setting
+    one of them (a scheduler, the user) rewrites that array on the stream, so a step replayed from a
+    CUDA graph uses the value of the moment it runs."""
+
+    def __init__(self, group=(), pack=None):
+        super().__init__(group)
+        self._pack = pack  # group -> tuple of floats in the kernel's order (None: nothing mirrored)
+        self._dev = {}  # CUDA device index -> float64 array
+        self._mirrored = None
+
+    def __reduce__(self):  # copies and pickles leave the device mirror behind (made again on use)
+        return _Group, (dict(self), self._pack)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        if self._dev:
+            self._write()
+
+    def _write(self):
+        values = self._pack(self)
+        if values == self._mirrored:
+            return
+        if backend.is_capturing():
+            raise RuntimeError(f"optimizer hyper-parameters changed to {values} inside a captured step: a CUDA "
+                               f"graph would replay that write every step; change them between steps")
+        for buf in self._dev.values():
+            K.set_scalars(buf, values)
+        self._mirrored = values
+
+    def hyper(self, device):
+        """The hyper-parameter array the kernels read on ``device`` (NumPy on the CPU)."""
+        if device.type == "cpu":
+            return np.array(self._pack(self), np.float64)
+        buf = self._dev.get(device.index)
+        if buf is None:
+            _refuse_in_capture("creating an optimizer's device hyper-parameters")
+            import cupy
+
+            with backend.on_device(device):
+                buf = self._dev[device.index] = cupy.zeros(8, cupy.float64)
+            self._mirrored = None
+            self._write()
+        return buf
+
+
+def _refuse_in_capture(what):
+    if backend.is_capturing():
+        raise RuntimeError(f"{what} inside a captured step: optimizer state must exist before capture "
+                           f"(run the step eagerly once first; capture_step's warm-up does)")
+
+
+def _by_device(params):
+    """[(device, indices)] of ``params``, in first-seen order (a group may span GPUs); grouped by the arrays'
+    device ids (no Device object per parameter: every step runs this)."""
+    out = {}
+    for i, p in enumerate(params):
+        a = p._data
+        out.setdefault(a.data.device_id if backend.is_cuda_array(a) else None, []).append(i)
+    return [(backend.device_of(params[idx[0]]._data), idx) for idx in out.values()]
+
+
+class _ParamState(dict):
+    """``optimizer.state[param]`` -> that parameter's state dict, keyed by the parameter's identity
+    (a Tensor's ``==`` is elementwise, so tensors cannot be plain dict keys)."""
+
+    def __init__(self):
+        super().__init__()
+        self._params = {}
+
+    def __getitem__(self, p):
+        return super().__getitem__(id(p))
+
+    def __setitem__(self, p, value):
+        self._params[id(p)] = p
+        super().__setitem__(id(p), value)
+
+    def __contains__(self, p):
+        return super().__contains__(id(p))
+
+    def get(self, p, default=None):
+        return super().get(id(p), default)
+
+    def pop(self, p, *default):
+        self._params.pop(id(p), None)
+        return super().pop(id(p), *default)
+
+    def clear(self):
+        self._params.clear()
+        super().clear()
+
+    def params(self):
+        return list(self._params.values())
+
+
+#: PyTorch's implementation switches (see :func:`_pytorch_flags`): a PyTorch state dict's groups carry them
+_PYTORCH_SWITCHES = ("foreach", "fused", "capturable", "differentiable")
+
+
+def _pytorch_flags(opt, foreach, fused, capturable, differentiable):
+    """PyTorch's implementation switches, accepted: minifused's updates are always fused multi-tensor kernels
+    (``foreach`` / ``fused`` change nothing) and always capturable (a step runs inside ``capture_step``);
+    ``differentiable=True`` (a graph through the update) is not supported."""
+    for name, flag in (("foreach", foreach), ("fused", fused)):
+        if flag is not None and not isinstance(flag, bool):
+            raise TypeError(f"{opt}: {name} must be None or a bool, got {flag!r}")
+    for name, flag in (("capturable", capturable), ("differentiable", differentiable)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{opt}: {name} must be a bool, got {flag!r}")
+    if differentiable:
+        raise NotImplementedError(f"{opt}: differentiable=True (autograd through the update) is not supported")
+
+
+def _check_hyper(opt, what, value, upper=None, closed=False):
+    """``value`` a real number in [0, upper) ([0, upper] when ``closed``; any upper bound when None),
+    as PyTorch's optimizers check them; NaN is rejected."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ok = number and 0.0 <= value
+    if ok and upper is not None:
+        ok = value <= upper if closed else value < upper
+    if not ok:
+        bound = ">= 0" if upper is None else f"in [0, {upper}]" if closed else f"in [0, {upper})"
+        raise ValueError(f"{opt}: invalid {what} {value!r}; expected {'' if number else 'a number '}{bound}")
+
+
+class _Handle:
+    """A hook's removable handle (``handle.remove()``), as PyTorch's RemovableHandle."""
+
+    def __init__(self, hooks, key):
+        self._hooks, self._key = hooks, key
+
+    def remove(self):
+        self._hooks.pop(self._key, None)
+
+
+def _with_step_hooks(step):
+    """``step`` running the optimizer's step pre-hooks (which may replace its arguments) before it and its
+    post-hooks after it, as PyTorch's ``register_step_pre_hook`` / ``register_step_post_hook``."""
+    @functools.wraps(step)
+    def hooked(self, *args, **kwargs):
+        hooks = self.__dict__.get("_step_hooks")
+        if not hooks or hooks.get("running"):  # (a subclass's step calling super().step() runs them once)
+            return step(self, *args, **kwargs)
+        hooks["running"] = True
+        try:
+            for hook in list(hooks["pre"].values()):
+                args, kwargs = pre_hook_arguments("optimizer step pre-hook", hook(self, args, kwargs), args, kwargs)
+            out = step(self, *args, **kwargs)
+            for hook in list(hooks["post"].values()):
+                hook(self, args, kwargs)
+        finally:
+            hooks["running"] = False
+        return out
+    hooked._with_step_hooks = True
+    return hooked
