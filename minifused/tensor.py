@@ -261,8 +261,10 @@ class Tensor:
         return self._data.__dlpack_device__()
 
     # ------------------------------------------------------------ autograd
-    def backward(self, gradient=None, retain_graph=False):
-        autograd.backward(self, gradient, retain_graph)
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """``torch.Tensor.backward``: see :func:`minifused.autograd.backward` (``inputs``: the tensors whose
+        ``.grad`` to accumulate into; None: every leaf)."""
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self) -> "Tensor":
         """The same data, cut from the tape (shares the version counter)."""
@@ -299,6 +301,11 @@ class Tensor:
         self._post_hooks.append(hook)
         autograd._post_hooks_used[0] = True
         return _HookHandle(self._post_hooks, hook)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether this non-leaf tensor keeps its ``.grad`` (:meth:`retain_grad`)."""
+        return bool(self._retain) and self._ctx is not None
 
     def retain_grad(self):
         """Keep ``.grad`` on this non-leaf tensor after backward."""

@@ -484,3 +484,72 @@ def test_checkpoint_recomputes_with_the_same_values_gradients_and_dropout_masks(
     assert x.grad is not None and all(p.grad is not None for p in seq.parameters())
     with pytest.raises(TypeError, match="must return a tensor or a tuple of tensors"):
         checkpoint(lambda t: 3, x)
+
+
+# ---------------------------------------------------------------- torch.autograd.backward's signature
+def _net():
+    """(w, b, h, y1, y2): h = x @ w.T + b, y1 = sum(h * h), y2 = mean(relu(h)), in float64."""
+    rng = np.random.default_rng(11)
+    w = mf.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    b = mf.tensor(rng.standard_normal(3), requires_grad=True)
+    h = mf.tensor(rng.standard_normal((5, 4))) @ w.T + b
+    return w, b, h, (h * h).sum(), h.relu().mean()
+
+
+def _grads_one_by_one(*weights):
+    """w.grad and b.grad of sum_i weights[i] * y_i, from one backward per root (retain_graph)."""
+    w, b, h, y1, y2 = _net()
+    for y, k in zip((y1, y2), weights):
+        (y * k).backward(retain_graph=True)
+    return w.grad.numpy(), b.grad.numpy()
+
+
+def test_backward_of_several_tensors_is_one_walk_summing_their_gradients():
+    """``autograd.backward([y1, y2], [g1, g2])`` as PyTorch's: one walk from both roots (their shared nodes run
+    once, so no retain_graph is needed), the leaves' gradients the weighted sum."""
+    for grads, weights in ((None, (1.0, 1.0)), ([mf.tensor(2.0), mf.tensor(-3.0)], (2.0, -3.0))):
+        w, b, h, y1, y2 = _net()
+        mf.autograd.backward([y1, y2], grads)
+        want_w, want_b = _grads_one_by_one(*weights)
+        np.testing.assert_allclose(w.grad.numpy(), want_w, rtol=1e-12)
+        np.testing.assert_allclose(b.grad.numpy(), want_b, rtol=1e-12)
+
+
+def test_backward_roots_may_lie_on_each_others_paths():
+    """A root that another root's walk passes through (h, under y1) gets the sum of its seed and what flows in."""
+    w, b, h, y1, _ = _net()
+    seed = np.full((5, 3), 0.5)
+    mf.autograd.backward([y1, h], [None, mf.tensor(seed)])
+    np.testing.assert_allclose(b.grad.numpy(), (2 * h.detach().numpy() + seed).sum(0), rtol=1e-12)
+
+
+def test_backward_inputs_fill_only_those_tensors():
+    """``inputs``: only those tensors' ``.grad`` is accumulated; a non-leaf among them gets its ``.grad`` and
+    retains it from then on, as in PyTorch."""
+    w, b, h, y1, _ = _net()
+    want_w, want_b = _grads_one_by_one(1.0, 0.0)
+    y1.backward(inputs=[w])
+    assert b.grad is None
+    np.testing.assert_allclose(w.grad.numpy(), want_w, rtol=1e-12)
+    w, b, h, y1, _ = _net()
+    y1.backward(inputs=(h, b))
+    assert w.grad is None and h.retains_grad
+    np.testing.assert_allclose(h.grad.numpy(), 2 * h.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), want_b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("call,exc,words", [
+    (lambda w, y: mf.autograd.backward([y], [None, None]), ValueError, "backward: got 2 gradients for 1 tensors"),
+    (lambda w, y: mf.autograd.backward([y, 3.0]), TypeError, "backward: expected tensors to differentiate, got float"),
+    (lambda w, y: y.backward(inputs=[mf.ones(2)]), RuntimeError, "one of the inputs does not require grad"),
+    (lambda w, y: y.backward(inputs=[]), RuntimeError, "inputs, when given, must not be empty"),
+    (lambda w, y: y.backward(inputs=[w.numpy()]), TypeError, "inputs must be tensors, got ndarray"),
+    (lambda w, y: y.backward(create_graph=True), NotImplementedError, "create_graph=True"),
+])
+def test_backward_bad_arguments_change_nothing(call, exc, words):
+    w, b, h, y1, _ = _net()
+    with pytest.raises(exc, match=words):
+        call(w, y1)
+    assert w.grad is None and b.grad is None
+    y1.backward()  # the graph was not consumed
+    assert w.grad is not None

@@ -13,8 +13,10 @@ _Tensor = None  # the Tensor class, registered by minifused.tensor (see the pack
 
 
 # ---------------------------------------------------------------- the reverse walk
-def backward(root, gradient=None, retain_graph=False):
-    """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
+    """Accumulate d(tensors)/d(leaf), weighted by ``grad_tensors``, into ``leaf.grad`` for every leaf that
+    requires grad (with ``inputs``: for those tensors only; a non-leaf among them gets its ``.grad`` too), as
+    ``torch.autograd.backward``: one walk from every tensor of ``tensors`` (a tensor or a sequence) at once.
 
     All gradients are computed before any ``.grad`` is touched, so an error leaves
     every ``.grad`` as it was: except for leaves with post-accumulate-grad hooks, whose
@@ -23,10 +25,23 @@ def backward(root, gradient=None, retain_graph=False):
     after an error the nodes already walked cannot be walked again). Callbacks queued by
     hooks (:func:`queue_callback`) run at the end.
     """
+    if create_graph:
+        raise NotImplementedError("backward: create_graph=True (higher-order gradients) is not supported")
+    roots = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    grads = grad_tensors if grad_tensors is not None else grad_variables
+    grads = [None] * len(roots) if grads is None else list(grads) if isinstance(grads, (list, tuple)) else [grads]
+    if len(grads) != len(roots):
+        raise ValueError(f"backward: got {len(grads)} gradients for {len(roots)} tensors")
+    for t in roots:
+        if not isinstance(t, _Tensor):
+            raise TypeError(f"backward: expected tensors to differentiate, got {type(t).__name__}")
+    wanted = _backward_inputs(inputs)
     outer, _callbacks.queue = _callbacks.queue, []
     try:
-        grad, user_grad = _seed(root, gradient)
-        _backward(root, grad, _LeafGrads(user_grad), retain_graph)
+        seeds = [_seed(t, g) for t, g in zip(roots, grads)]
+        user_grads = tuple(u for _, u in seeds if u is not None)
+        leaves = _LeafGrads(user_grads) if wanted is None else _Only(user_grads, wanted)
+        _backward([(t, g) for t, (g, _) in zip(roots, seeds)], leaves, bool(retain_graph))
         queue = _callbacks.queue
         while queue:
             queue.pop(0)()
@@ -34,14 +49,21 @@ def backward(root, gradient=None, retain_graph=False):
         _callbacks.queue = outer
 
 
-def _backward(root, grad, leaves, retain_graph):
-    """The core: every node after its consumers turns its outputs' gradients into its inputs'."""
-    if root._ctx is None:
-        leaves.add(root, grad)
-        order = []
-    else:
-        order, consumers = _backward_order(root._ctx)
-        pending = {(id(root._ctx), root._out_index): grad}
+def _backward(roots, leaves, retain_graph):
+    """The core: every node after its consumers turns its outputs' gradients into its inputs'. ``roots``:
+    (tensor, gradient) pairs the walk starts from."""
+    pending, root_ctxs = {}, []
+    for root, grad in roots:
+        if root._ctx is None:
+            leaves.add(root, grad)
+            continue
+        key = (id(root._ctx), root._out_index)
+        pending[key] = grad if key not in pending else _sum(pending[key], grad)
+        if not any(c is root._ctx for c in root_ctxs):
+            root_ctxs.append(root._ctx)
+    order = []
+    if root_ctxs:
+        order, consumers = _backward_order(root_ctxs)
         early = _early_commits(order) if _post_hooks_used[0] else {}
         for i, ctx in enumerate(order):
             _run_node(ctx, pending, leaves, consumers)
@@ -149,12 +171,12 @@ def _fit(g, like, what):
     return g if g.dtype == like.dtype else g.astype(like.dtype)
 
 
-def _backward_order(root_ctx):
-    """Nodes reachable from ``root_ctx``, each after every node that consumes its outputs
+def _backward_order(root_ctxs):
+    """Nodes reachable from ``root_ctxs``, each after every node that consumes its outputs
     (Kahn's algorithm on consumer counts), and the number of consumers of each node output,
     keyed ``(id(producer), output index)``."""
-    dependents, consumers = {id(root_ctx): 0}, {}
-    stack = [root_ctx]
+    dependents, consumers = {id(c): 0 for c in root_ctxs}, {}
+    stack = list(root_ctxs)
     while stack:
         ctx = stack.pop()
         if ctx.freed:
@@ -169,7 +191,7 @@ def _backward_order(root_ctx):
                 dependents[id(parent)] = 0
                 stack.append(parent)
             dependents[id(parent)] += 1
-    order, ready = [], [root_ctx]
+    order, ready = [], [c for c in root_ctxs if dependents[id(c)] == 0]
     while ready:
         ctx = ready.pop()
         order.append(ctx)
@@ -229,7 +251,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             outer, _callbacks.queue = _callbacks.queue, []
             try:
                 seed, user_grad = _seed(out, g)
-                _backward(out, seed, _Collected(user_grad, inputs), keep)
+                _backward([(out, seed)], _Collected((user_grad,), inputs), keep)
             finally:
                 _callbacks.queue = outer
         for t in inputs:
@@ -259,10 +281,10 @@ class _LeafGrads:
     """The leaves' gradients gathered by a walk, written into ``.grad`` once complete: at the end, or,
     for leaves with post-accumulate-grad hooks, as soon as the last node feeding them has run."""
 
-    def __init__(self, user_grad):
+    def __init__(self, user_grads):
         self.grads = {}  # id(leaf) -> [leaf, grad]
         self.given = set()  # ids of arrays that became a leaf's own .grad
-        self.user_grad = user_grad
+        self.user_grads = user_grads  # the callers' gradient arrays (never made a leaf's own .grad)
 
     def add(self, leaf, g):
         if g.shape != leaf._data.shape or g.dtype != leaf._data.dtype:  # a custom Function's backward may err
@@ -277,7 +299,8 @@ class _LeafGrads:
         """The one leaf-ownership rule: ``g`` may become a leaf's ``.grad`` as it is (no copy) only if
         nothing else can see it: not the caller's gradient, not a view, not another leaf's ``.grad``,
         and not held by anything still in the walk (``still_held``)."""
-        owned = (g is not self.user_grad and getattr(g, "base", None) is None and id(g) not in self.given
+        owned = (not any(g is u for u in self.user_grads) and getattr(g, "base", None) is None
+                 and id(g) not in self.given
                  and not any(h is g for h in still_held))
         if owned:
             self.given.add(id(g))
@@ -342,12 +365,44 @@ def _early_commits(order):
     return out
 
 
+class _Only(_LeafGrads):
+    """The leaf gradients of ``backward(inputs=...)``: only the given leaves get theirs (a non-leaf input gets its
+    own as a retained grad: :func:`_backward_inputs`)."""
+
+    def __init__(self, user_grads, wanted):
+        super().__init__(user_grads)
+        self.wanted = {id(t) for t in wanted}
+
+    def add(self, leaf, g):
+        if id(leaf) in self.wanted:
+            super().add(leaf, g)
+
+
+def _backward_inputs(inputs):
+    """``backward``'s ``inputs`` as a list of tensors that require grad (None: every leaf); a non-leaf among them
+    retains its grad from now on, as in PyTorch."""
+    if inputs is None:
+        return None
+    wanted = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    if not wanted:
+        raise RuntimeError("backward: inputs, when given, must not be empty")
+    for t in wanted:
+        if not isinstance(t, _Tensor):
+            raise TypeError(f"backward: inputs must be tensors, got {type(t).__name__}")
+        if not t.requires_grad:
+            raise RuntimeError("backward: one of the inputs does not require grad")
+    for t in wanted:
+        if t._ctx is not None:
+            t.retain_grad()
+    return wanted
+
+
 class _Collected(_LeafGrads):
     """The leaf gradients of a walk for :func:`grad`: only the asked-for leaves get theirs (into ``.grad``,
     which :func:`grad` restores afterwards); no other leaf is touched and no post-accumulate hook runs."""
 
-    def __init__(self, user_grad, wanted):
-        super().__init__(user_grad)
+    def __init__(self, user_grads, wanted):
+        super().__init__(user_grads)
         self.wanted = {id(t) for t in wanted}
 
     def commit_early(self, leaves, pending):
