@@ -27,9 +27,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     """
     if create_graph:
         raise NotImplementedError("backward: create_graph=True (higher-order gradients) is not supported")
-    roots = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    single = not isinstance(tensors, (list, tuple))
+    roots = [tensors] if single else list(tensors)
     grads = grad_tensors if grad_tensors is not None else grad_variables
-    grads = [None] * len(roots) if grads is None else list(grads) if isinstance(grads, (list, tuple)) else [grads]
+    if single:  # one tensor, one gradient (an array-like one too)
+        grads = [grads]
+    else:
+        grads = [None] * len(roots) if grads is None else list(grads) if isinstance(grads, (list, tuple)) else [grads]
     if len(grads) != len(roots):
         raise ValueError(f"backward: got {len(grads)} gradients for {len(roots)} tensors")
     for t in roots:
