@@ -316,16 +316,21 @@ def _f64_sgd(p, gs, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=
         yield p
 
 
+def _f64_decay(p, g, lr, weight_decay, decoupled, maximize):
+    """The Adam family's first lines: the gradient negated for maximize, then the parameter shrunk by
+    1 - lr * weight_decay (decoupled) or weight_decay * p added to the gradient."""
+    g = -g if maximize else g
+    if decoupled:
+        return p * (1 - lr * weight_decay), g
+    return p, g + weight_decay * p
+
+
 def _f64_adam(p, gs, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, maximize=False,
               decoupled=False):
     b1, b2 = betas
     m, v, vmax = np.zeros_like(p), np.zeros_like(p), np.zeros_like(p)
     for t, g in enumerate(gs, 1):
-        g = -g if maximize else g
-        if decoupled:
-            p = p * (1 - lr * weight_decay)
-        else:
-            g = g + weight_decay * p
+        p, g = _f64_decay(p, g, lr, weight_decay, decoupled, maximize)
         m = m + (1 - b1) * (g - m)
         v = b2 * v + (1 - b2) * g * g
         vmax = np.maximum(vmax, v)
@@ -393,11 +398,7 @@ def _f64_nadam(p, gs, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, m
     b1, b2 = betas
     m, v, mu_product = np.zeros_like(p), np.zeros_like(p), 1.0
     for t, g in enumerate(gs, 1):
-        g = -g if maximize else g
-        if decoupled_weight_decay:
-            p = p * (1 - lr * weight_decay)
-        else:
-            g = g + weight_decay * p
+        p, g = _f64_decay(p, g, lr, weight_decay, decoupled_weight_decay, maximize)
         mu = b1 * (1 - 0.5 * 0.96 ** (t * momentum_decay))
         mu_next = b1 * (1 - 0.5 * 0.96 ** ((t + 1) * momentum_decay))
         mu_product = float(np.float32(mu_product) * np.float32(mu))  # PyTorch keeps it as a float32 tensor
@@ -414,11 +415,7 @@ def _f64_radam(p, gs, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, d
     m, v = np.zeros_like(p), np.zeros_like(p)
     rho_inf = 2 / (1 - b2) - 1
     for t, g in enumerate(gs, 1):
-        g = -g if maximize else g
-        if decoupled_weight_decay:
-            p = p * (1 - lr * weight_decay)
-        else:
-            g = g + weight_decay * p
+        p, g = _f64_decay(p, g, lr, weight_decay, decoupled_weight_decay, maximize)
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
         m_hat = m / (1 - b1 ** t)
@@ -576,15 +573,22 @@ def test_new_optimizer_state_dict_round_trip(name, tmp_path):
     full, _, _ = _minifused_run(name, NEW[name], w0, grads, np.float32, groups=True)
     first, opt, _ = _minifused_run(name, NEW[name], w0, grads[:3], np.float32, groups=True)
     mf.save(opt.state_dict(), tmp_path / "o")
-    params = [nn.Parameter(mf.tensor(w.astype(np.float32))) for w in first[-1]]
-    opt2 = getattr(optim, name)([{"params": params[:2]}, {"params": params[2:]}], **NEW[name])
-    opt2.load_state_dict(mf.load(tmp_path / "o"))
-    for g in grads[3:]:
+    _resume_equals(name, NEW[name], first[-1], mf.load(tmp_path / "o"), grads[3:], full[-1])
+
+
+def _resume_equals(name, kw, weights, state_dict, grads, want):
+    """A new optimizer on ``weights`` (two groups) loads ``state_dict``, steps through ``grads``, and ends bitwise
+    on ``want``; returns it."""
+    params = [nn.Parameter(mf.tensor(w.astype(np.float32))) for w in weights]
+    opt = getattr(optim, name)([{"params": params[:2]}, {"params": params[2:]}], **kw)
+    opt.load_state_dict(state_dict)
+    for g in grads:
         for p, gi in zip(params, g):
             p.grad = mf.tensor(gi.astype(np.float32))
-        opt2.step()
-    for p, want in zip(params, full[-1]):
-        np.testing.assert_array_equal(p.numpy(), want.astype(np.float32))
+        opt.step()
+    for p, w in zip(params, want):
+        np.testing.assert_array_equal(p.numpy(), w.astype(np.float32))
+    return opt
 
 
 PYTORCH_SWITCHES = dict(foreach=None, fused=None, capturable=False, differentiable=False)
@@ -604,16 +608,8 @@ def test_state_dict_in_pytorchs_layout_loads(name, kw):
     theirs = {"state": {i: {k: (mf.tensor(np.float32(v)) if k == "step" else v) for k, v in s.items()}
                         for i, s in sd["state"].items()},
               "param_groups": [dict(g, **PYTORCH_SWITCHES) for g in sd["param_groups"]]}
-    params = [nn.Parameter(mf.tensor(w.astype(np.float32))) for w in first[-1]]
-    opt2 = getattr(optim, name)([{"params": params[:2]}, {"params": params[2:]}], **kw)
-    opt2.load_state_dict(theirs)
+    opt2 = _resume_equals(name, kw, first[-1], theirs, grads[3:], full[-1])
     assert not set(PYTORCH_SWITCHES) & set(opt2.param_groups[0])
-    for g in grads[3:]:
-        for p, gi in zip(params, g):
-            p.grad = mf.tensor(gi.astype(np.float32))
-        opt2.step()
-    for p, want in zip(params, full[-1]):
-        np.testing.assert_array_equal(p.numpy(), want.astype(np.float32))
     with pytest.raises(NotImplementedError, match=r"Adam\.load_state_dict: differentiable=True"):
         _trained()[0].load_state_dict(dict(sd, param_groups=[dict(g, differentiable=True) for g in sd["param_groups"]]))
 
