@@ -253,6 +253,37 @@ def test_small_gemms_are_timed_once_large_ones_only_on_request(rng):
 
 
 @pytest.mark.gpu
+def test_another_streams_plan_takes_the_chosen_algorithm(rng):
+    """A plan made on a second stream (a captured step's capture stream) takes the algorithm timed on the
+    first, untimed: the two streams compute bitwise the same forward, dgrad and wgrad."""
+    import cupy
+
+    x = dev_array(rand(rng, (256, 784), np.float32), "cuda")
+    w = dev_array(rand(rng, (1024, 784), np.float32, 0.05), "cuda")
+    b = dev_array(rand(rng, (1024,), np.float32), "cuda")
+    dy = dev_array(rand(rng, (256, 1024), np.float32), "cuda")
+
+    def run():
+        y, mask = K.linear_forward(x, w, b, "relu", aux=True)
+        dx = K.linear_backward_data(dy, w)[0]
+        dw, db = K.linear_backward_weight(dy, x, True)
+        return [a.get() for a in (y, dx, dw, db)]
+
+    LT.clear_plan_cache()
+    first = run()
+    info = LT.plan_cache_info()
+    assert info["autotuned"] > 0
+    with cupy.cuda.Stream(non_blocking=True):
+        second = run()
+    after = LT.plan_cache_info()
+    assert after["created"] == 2 * info["created"] and after["autotuned"] == info["autotuned"]
+    for a, c in zip(first, second):
+        assert np.array_equal(a, c)
+    expect, _ = K.linear_forward_ref(x.get(), w.get(), b.get(), "relu", aux=True)
+    assert rel(first[0], expect) < 1e-5
+
+
+@pytest.mark.gpu
 def test_clear_plan_cache_releases_and_replans(rng):
     x = dev_array(rand(rng, (8, 16), np.float16), "cuda")
     w = dev_array(rand(rng, (8, 16), np.float16), "cuda")

@@ -17,7 +17,11 @@ candidate as fast on the GPU (``bench/linear_profile.py``), and timing a small G
 is cheap, once per plan. The choice is made once per plan and process: within a process results
 are bitwise repeatable, but two processes may time their way to different candidates for one
 GEMM, whose results can differ in the last bits; ``small_gemm_flop=0`` keeps the heuristic's first
-choice everywhere (the same in every process) at that host-time cost. (Measured no faster: asking the
+choice everywhere (the same in every process) at that host-time cost. Plans are per stream (a call sets
+pointers on its plan's descriptor), but the choice is per problem: a plan made for another stream (a
+captured step's warm-up on its capture stream) takes the algorithm already chosen for the same GEMM
+on any stream, untimed, so a captured step computes bitwise what the eager one does. Timed apart, two
+streams' plans could keep different candidates, picked by timing noise. (Measured no faster: asking the
 heuristic for more than 8 candidates, which it does not return for these GEMMs, and timing each
 candidate also with 2-32 split-K slices (``matmul_algo_check``'d), up to 100 per plan: the MNIST MLP's
 captured step within noise at batch 64 and 256, 3-4% faster at 1024, for ten times the planning time.)
@@ -58,6 +62,7 @@ _lt = None  # nvmath.bindings.cublasLt, imported on first GPU use
 _handles = {}  # device id -> cublasLt handle
 _workspaces = {}  # (device id, stream ptr) -> cupy array
 _plans = {}  # key -> _Plan
+_choices = {}  # key without its stream -> the one-row heuristic result a checked, timed plan kept
 _stats = {"created": 0, "hits": 0, "autotuned": 0, "bgradb_fallbacks": 0, "dgrad_bgrad_fallbacks": 0,
           "aux_fallbacks": 0}
 #: Plan keys cuBLASLt refused (e.g. BGRADB): callers check it to fall back without trying.
@@ -108,12 +113,13 @@ class _Plan:
 
     __slots__ = ("handle", "desc", "layouts", "a_layout", "b_layout", "d_layout", "pref",
                  "algos", "algo_ptr", "ws_size", "scalars", "alpha_ptr", "beta_ptr",
-                 "ptrbuf", "ptrbuf_addr", "has_bias_ptr", "has_aux_ptr", "key", "__weakref__")
+                 "ptrbuf", "ptrbuf_addr", "has_bias_ptr", "has_aux_ptr", "key", "chosen", "__weakref__")
 
     def __init__(self, key, handle, dtype, transa, transb, m, n, k, lda, ldb, ldd,
-                 epilogue, aux_ld, aligns, tf32, ws_bytes, want):
+                 epilogue, aux_ld, aligns, tf32, ws_bytes, want, algos=None):
         self.key = key
         self.handle = handle
+        self.chosen = 0  # the index in algos that run() launches
         self.desc = self.pref = None
         self.layouts = []
         scale_np = np.float64 if dtype == backend.float64 else np.float32
@@ -125,7 +131,11 @@ class _Plan:
             self.a_layout, self.b_layout, self.d_layout = (
                 self._layout(ctype, r, c, ld) for r, c, ld in ((ar, ac, lda), (br, bc, ldb), (m, n, ldd)))
             self._prefer(ws_bytes, aligns)
-            self._find_algos(dtype, epilogue, want)
+            if algos is None:
+                self._find_algos(dtype, epilogue, want)
+            else:  # the choice another stream's plan of this GEMM made
+                self.algos = algos.copy()
+                self.algo_ptr = self.algos.ctypes.data
             # enough for any candidate (autotuning may switch), +16 bytes as nvmath does for epilogs
             self.ws_size = int(self.algos["workspace_size"].max()) + 16
         except BaseException:
@@ -197,7 +207,12 @@ class _Plan:
         _lt.matmul_desc_set_attribute(self.desc, _ATTR[name], buf.ctypes.data, buf.itemsize)
 
     def choose(self, index):
+        self.chosen = index
         self.algo_ptr = self.algos.ctypes.data + index * self.algos.itemsize
+
+    def chosen_algo(self):
+        """The chosen algorithm as a one-row heuristic result."""
+        return np.ascontiguousarray(self.algos[self.chosen:self.chosen + 1])
 
     def run(self, a, b, d, bias_ptr, aux_ptr, ws, ws_bytes, stream):
         lt = _lt
@@ -264,7 +279,14 @@ def _workspace(dev_id, stream_ptr, need):
     return ws
 
 
+def _problem(key):
+    """A plan key without its stream (``key[1]``): what the algorithm choice depends on."""
+    return key[:1] + key[2:]
+
+
 def _get_plan(key, dev_id, config, *args):
+    """``(plan, new)``: the cached plan of ``key``, else a new one; ``new`` is False too for a plan that
+    took another stream's choice (nothing left to check or time)."""
     plan = _plans.get(key)
     if plan is not None:
         _stats["hits"] += 1
@@ -275,15 +297,16 @@ def _get_plan(key, dev_id, config, *args):
     config = config or DEFAULT_CONFIG
     m, n, k = args[3:6]
     tune = config.autotune or 2 * m * n * k <= config.small_gemm_flop
+    shared = _choices.get(_problem(key))
     try:
         plan = _Plan(key, _handle(dev_id), *args, ws_bytes=WORKSPACE_LIMIT,
-                     want=max(1, config.candidates if tune else 1))
+                     want=max(1, config.candidates if tune else 1), algos=shared)
     except PlanError:
         unsupported.add(key)
         raise
     _plans[key] = plan
     _stats["created"] += 1
-    return plan, True
+    return plan, shared is None
 
 
 def _autotune(plan, launch, rounds=2, runs=3):
@@ -366,6 +389,7 @@ def execute(key, plan_args, a, b, d, bias_ptr=0, aux_ptr=0, check=None, config=N
         if len(plan.algos) > 1:
             small = (2, 3) if config and config.autotune else (3, 10)  # small GEMMs: more, cheap samples
             _autotune(plan, launch, *small)
+        _choices[_problem(key)] = plan.chosen_algo()
 
 
 # ====================================================================== cache management
@@ -383,6 +407,7 @@ def clear_plan_cache() -> None:
     for plan in _plans.values():
         plan.free()
     _plans.clear()
+    _choices.clear()
     unsupported.clear()
     _workspaces.clear()
     if _lt is not None:
