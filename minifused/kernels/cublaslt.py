@@ -24,10 +24,13 @@ on any stream, untimed, so a captured step computes bitwise what the eager one d
 streams' plans could keep different candidates, picked by timing noise. (Measured no faster: asking the
 heuristic for more than 8 candidates, which it does not return for these GEMMs, and timing each
 candidate also with 2-32 split-K slices (``matmul_algo_check``'d), up to 100 per plan: the MNIST MLP's
-captured step within noise at batch 64 and 256, 3-4% faster at 1024, for ten times the planning time.)
-``WORKSPACE_LIMIT`` caps the
-workspace an algorithm may use: one buffer per (device, stream), grown to the largest need of the
-plans run on it.
+captured step within noise at batch 64 and 256, 3-4% faster at 1024, for ten times the planning time.
+Nor a SIMT fp32 GEMM of our own, written to replace these plans on the MNIST MLP's batch-256 GEMMs (where
+the fp32 kernels cuBLASLt picks run at 24-33 TFLOP/s, under half the FFMA peak, and add split-K reduction
+and epilogue kernels): 32-128 x 64-128 tiles of 4x4 to 8x8 outputs a thread, double-buffered, unsplit or
+split-K summed through a workspace or over a thread-block cluster's shared memory, at 0.94-1.07x PyTorch's
+cuBLAS GEMM on each of the five shapes.) ``WORKSPACE_LIMIT`` caps the workspace an algorithm may use: one
+buffer per (device, stream), grown to the largest need of the plans run on it.
 """
 from __future__ import annotations
 
