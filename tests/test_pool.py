@@ -231,6 +231,97 @@ def test_return_indices(case, rng):
     np.testing.assert_array_equal(idx._data, expected)
 
 
+DILATED = [  # shape, kernel, stride, padding, dilation, ceil_mode
+    ((2, 3, 9, 8), (3, 2), (2, 1), (1, 1), (2, 3), False),
+    ((1, 2, 10, 11), (3, 3), (2, 2), (1, 0), (2, 2), True),
+    ((1, 1, 7, 12), (2, 4), (1, 3), (1, 2), (3, 1), True),
+    ((2, 2, 6, 6), (2, 2), (2, 2), (0, 0), (2, 2), False),  # kernel == stride, but the windows do not tile
+]
+
+
+def direct_dilated_max(x, k, s, p, d, ceil_mode):
+    """Each window's maximum and the flat index ``h*W + w`` of its first one (taps d apart, row-major), by loops."""
+    n, c, h, w = x.shape
+    P, Q = K.out_size(h, k[0], s[0], p[0], ceil_mode, d[0]), K.out_size(w, k[1], s[1], p[1], ceil_mode, d[1])
+    y, arg = np.full((n, c, P, Q), -np.inf), np.zeros((n, c, P, Q), np.int64)
+    for b in range(n):
+        for ch in range(c):
+            for i in range(P):
+                for j in range(Q):
+                    for ti in range(k[0]):
+                        for tj in range(k[1]):
+                            hh, ww = i * s[0] - p[0] + ti * d[0], j * s[1] - p[1] + tj * d[1]
+                            if 0 <= hh < h and 0 <= ww < w and x[b, ch, hh, ww] > y[b, ch, i, j]:
+                                y[b, ch, i, j], arg[b, ch, i, j] = x[b, ch, hh, ww], hh * w + ww
+    return y, arg
+
+
+@pytest.mark.parametrize("case", DILATED)
+def test_dilated_max_pool_matches_loops(case, rng):
+    """Dilated max pooling (F.max_pool2d and nn.MaxPool2d): values, PyTorch's flat indices and the gradient
+    (dy at each window's pick) against loops over the spaced taps; gradcheck; max_pool1d's dilation."""
+    shape, k, s, p, d, cm = case
+    x = rng.standard_normal(shape)
+    want_y, want_idx = direct_dilated_max(x, k, s, p, d, cm)
+    xt = T(x, True)
+    y, idx = F.max_pool2d(xt, k, s, p, dilation=d, ceil_mode=cm, return_indices=True)
+    np.testing.assert_array_equal(y._data, want_y)
+    np.testing.assert_array_equal(idx._data, want_idx)
+    dy = rng.standard_normal(y.shape)
+    (y * T(dy)).sum().backward()
+    dx = np.zeros((shape[0] * shape[1], shape[2] * shape[3]))
+    np.add.at(dx, (np.repeat(np.arange(shape[0] * shape[1]), y.shape[2] * y.shape[3]), want_idx.ravel()), dy.ravel())
+    np.testing.assert_allclose(xt.grad._data, dx.reshape(shape))
+    np.testing.assert_array_equal(nn.MaxPool2d(k, s, p, dilation=d, ceil_mode=cm)(T(x))._data, want_y)
+    assert gradcheck(lambda a: F.max_pool2d(a, k, s, p, dilation=d, ceil_mode=cm), [T(x, True)])
+    row = x[:, :, 0, :]
+    y1, idx1 = F.max_pool1d(T(row), k[1], s[1], p[1], dilation=d[1], ceil_mode=cm, return_indices=True)
+    want1, arg1 = direct_dilated_max(row[:, :, None], (1, k[1]), (1, s[1]), (0, p[1]), (1, d[1]), cm)
+    np.testing.assert_array_equal(y1._data, want1[:, :, 0])
+    np.testing.assert_array_equal(idx1._data, arg1[:, :, 0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_gpu_dilated_max_pool_matches_reference_and_torch(dtype, poisoned_pool):
+    """pool.cu's dilated max pooling (forward, window indices, backward) against the references on random
+    configurations, poisoned outputs; in float32 also against PyTorch (values, indices, gradient)."""
+    import cupy
+
+    dt = backend.as_dtype(dtype)
+    rng = np.random.default_rng(5)
+    tol = 1e-2 if dtype in ("float16", "bfloat16") else 1e-6
+    for _ in range(30):
+        k = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        d = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        s = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        p = (int(rng.integers(0, k[0] // 2 + 1)), int(rng.integers(0, k[1] // 2 + 1)))
+        span = ((k[0] - 1) * d[0] + 1, (k[1] - 1) * d[1] + 1)
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 5)), int(rng.integers(span[0], 20)),
+                 int(rng.integers(span[1], 20)))
+        cm = bool(rng.random() < 0.3)
+        x = ((rng.permutation(int(np.prod(shape))).reshape(shape) % 200 - 100).astype(np.float32) / 8).astype(dt)
+        y, idx = K.max_pool2d_forward(cupy.asarray(x), k, s, p, cm, dilation=d)
+        yr, idxr = K.max_pool2d_forward_ref(x, k, s, p, cm, dilation=d)
+        np.testing.assert_array_equal(cupy.asnumpy(y).astype(np.float64), yr.astype(np.float64))
+        np.testing.assert_array_equal(cupy.asnumpy(idx), idxr)
+        dy = rng.standard_normal(y.shape).astype(dt)
+        dx = K.max_pool2d_backward(cupy.asarray(dy), idx, shape, k, s, p, dilation=d)
+        dxr = K.max_pool2d_backward_ref(dy, idxr, shape, k, s, p, dilation=d)
+        np.testing.assert_allclose(cupy.asnumpy(dx).astype(np.float64), dxr.astype(np.float64), rtol=tol, atol=tol)
+        if dtype == "float32":
+            torch = pytest.importorskip("torch")
+            xt = torch.tensor(x, device="cuda", requires_grad=True)
+            yt, it = torch.nn.functional.max_pool2d(xt, k, s, p, dilation=d, ceil_mode=cm, return_indices=True)
+            xm = T(cupy.asarray(x), True, "cuda")
+            ym, im = F.max_pool2d(xm, k, s, p, dilation=d, ceil_mode=cm, return_indices=True)
+            np.testing.assert_array_equal(cupy.asnumpy(ym._data), yt.detach().cpu().numpy())
+            np.testing.assert_array_equal(cupy.asnumpy(im._data), it.cpu().numpy())
+            ym.backward(T(cupy.asarray(dy), False, "cuda"))
+            yt.backward(torch.tensor(dy, device="cuda"))
+            np.testing.assert_allclose(cupy.asnumpy(xm.grad._data), xt.grad.cpu().numpy(), rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.gpu
 def test_gpu_matches_torch():
     torch = pytest.importorskip("torch")

@@ -204,7 +204,9 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return _reshape(y, *y.shape[:-2], y.shape[-1])
 
 
-def _pool_args(op, input, kernel_size, stride, padding):
+def _pool_args(op, input, kernel_size, stride, padding, dilation=(1, 1)):
+    """(kernel, stride, padding) pairs, checked; ``dilation`` (max pooling's, a checked pair) spaces a window's
+    taps, so the window spans (k - 1) * d + 1."""
     _check_image(op, input)
     if not _backend.is_floating(input.dtype):
         raise TypeError(f"{op}: expected a floating-point input, got {input.dtype}")
@@ -212,23 +214,25 @@ def _pool_args(op, input, kernel_size, stride, padding):
     stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
         _pair(op, "stride", stride, 1)
     padding = _pair(op, "padding", padding, 0)
+    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
     if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
         raise ValueError(f"{op}: padding {padding} must be at most half the kernel size {kernel}")
     h, w = input.shape[2:]
-    if kernel[0] > h + 2 * padding[0] or kernel[1] > w + 2 * padding[1]:
-        raise ValueError(f"{op}: kernel {kernel} is larger than the padded input "
+    if span[0] > h + 2 * padding[0] or span[1] > w + 2 * padding[1]:
+        dilated = f" (dilation {dilation}: it spans {span[0]}x{span[1]})" if tuple(dilation) != (1, 1) else ""
+        raise ValueError(f"{op}: kernel {kernel}{dilated} is larger than the padded input "
                          f"{h + 2 * padding[0]}x{w + 2 * padding[1]} (input shape {tuple(input.shape)})")
     return kernel, stride, padding
 
 
 @_unbatched
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """Max pooling as ``torch.nn.functional.max_pool2d`` (dilation 1 only). With ``return_indices``,
-    ``(output, indices)``: each maximum's flat index ``h*W + w`` in its (H, W) plane, int64, as PyTorch's."""
-    if _pair("max_pool2d", "dilation", dilation, 1) != (1, 1):
-        raise NotImplementedError("max_pool2d: dilation other than 1 is not supported")
-    kernel, stride, padding = _pool_args("max_pool2d", input, kernel_size, stride, padding)
-    return _pool_ops.max_pool2d(input, kernel, stride, padding, ceil_mode, bool(return_indices))
+    """Max pooling as ``torch.nn.functional.max_pool2d`` (``dilation``: the spacing of a window's taps). With
+    ``return_indices``, ``(output, indices)``: each maximum's flat index ``h*W + w`` in its (H, W) plane, int64,
+    as PyTorch's."""
+    dilation = _pair("max_pool2d", "dilation", dilation, 1)
+    kernel, stride, padding = _pool_args("max_pool2d", input, kernel_size, stride, padding, dilation)
+    return _pool_ops.max_pool2d(input, kernel, stride, padding, ceil_mode, bool(return_indices), dilation)
 
 
 @_unbatched
@@ -243,9 +247,10 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     return _pool_ops.avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override or 0)
 
 
-def _pool1d(op, pool, input, kernel_size, stride, padding, *rest):
+def _pool1d(op, pool, input, kernel_size, stride, padding, *rest, dilation=1):
     """A 1-D pooling of a (N, C, L) or (C, L) input as the 2-D one over a height of one (the same kernels), its
-    1-D arguments checked here; indices come back as positions along L."""
+    1-D arguments checked here (``dilation``: max pooling's, an int >= 1, which ``rest`` passes on as a pair);
+    indices come back as positions along L."""
     if not isinstance(input, _Tensor) or input.ndim not in (2, 3):
         raise ValueError(f"{op}: expected a 3-D input (N, C, L) or a 2-D unbatched one (C, L), got "
                          f"{tuple(input.shape) if isinstance(input, _Tensor) else type(input).__name__}")
@@ -255,9 +260,11 @@ def _pool1d(op, pool, input, kernel_size, stride, padding, *rest):
     p = _single(op, "padding", padding, 0)
     if p > k // 2:
         raise ValueError(f"{op}: padding {p} must be at most half the kernel size {k}")
-    if k > input.shape[-1] + 2 * p:
-        raise ValueError(f"{op}: kernel {k} is larger than the padded input {input.shape[-1] + 2 * p} (input shape "
-                         f"{tuple(input.shape)})")
+    d = dilation
+    if (k - 1) * d + 1 > input.shape[-1] + 2 * p:
+        dilated = f" (dilation {d}: it spans {(k - 1) * d + 1})" if d != 1 else ""
+        raise ValueError(f"{op}: kernel {k}{dilated} is larger than the padded input {input.shape[-1] + 2 * p} "
+                         f"(input shape {tuple(input.shape)})")
     out = pool(_reshape(input, *input.shape[:-1], 1, input.shape[-1]), (1, k), (1, s), (0, p), *rest)
 
     def squeeze(t):
@@ -266,10 +273,10 @@ def _pool1d(op, pool, input, kernel_size, stride, padding, *rest):
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """Max pooling along L as ``torch.nn.functional.max_pool1d`` (dilation 1 only)."""
-    if _single("max_pool1d", "dilation", dilation, 1) != 1:
-        raise NotImplementedError("max_pool1d: dilation other than 1 is not supported")
-    return _pool1d("max_pool1d", max_pool2d, input, kernel_size, stride, padding, 1, ceil_mode, return_indices)
+    """Max pooling along L as ``torch.nn.functional.max_pool1d`` (``dilation``: the spacing of a window's taps)."""
+    d = _single("max_pool1d", "dilation", dilation, 1)
+    return _pool1d("max_pool1d", max_pool2d, input, kernel_size, stride, padding, (1, d), ceil_mode, return_indices,
+                   dilation=d)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):

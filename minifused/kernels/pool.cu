@@ -1,10 +1,11 @@
 // 2-D max and average pooling over NCHW planes, forward and backward. One thread per output
 // (forward) or per input element (backward: it gathers from the windows that contain it, so the
-// result is deterministic with no atomics). Max pooling keeps, for its backward, the argmax's
-// position inside its window (i*kw + j, padding included) in IDX, the smallest integer type that
-// holds kh*kw positions (unsigned char up to 256: 1 byte per output, not 4); the backward decodes
-// it with the window's origin. Padded positions never win a max; average pooling divides by the
-// window clipped to the padded input (count_include_pad) or to the input itself, or by divisor_override.
+// result is deterministic with no atomics). Max pooling's window taps are dh, dw apart (dilation); it
+// keeps, for its backward, the argmax's position inside its window (tap i*kw + j, padding included) in
+// IDX, the smallest integer type that holds kh*kw positions (unsigned char up to 256: 1 byte per output,
+// not 4); the backward decodes it with the window's origin and the dilation. Padded positions never win
+// a max; average pooling divides by the window clipped to the padded input (count_include_pad) or to the
+// input itself, or by divisor_override.
 //
 // nvrtc-check: -DPOOL_T=float -DPOOL_ACC=float -DPOOL_IDX_BYTES=1
 // nvrtc-check: -DPOOL_T=__half -DPOOL_ACC=float -DPOOL_IDX_BYTES=1
@@ -48,7 +49,7 @@ typedef int IDX;
 template <typename I>
 __device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __restrict__ y, IDX* __restrict__ idx,
                                        long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
-                                       int ph, int pw, int want_idx) {
+                                       int ph, int pw, int dh, int dw, int want_idx) {
     GRID_LOOP(o, NC * P * Q) {
         const int q = (int)(o % Q);
         const int p = (int)((o / Q) % P);
@@ -58,10 +59,10 @@ __device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __r
         A best = (A)__int_as_float(0xff800000);
         int bi = -1;
         for (int i = 0; i < kh; ++i) {
-            const int h = h0 + i;
+            const int h = h0 + i * dh;
             if (h < 0 || h >= H) continue;
             for (int j = 0; j < kw; ++j) {
-                const int w = w0 + j;
+                const int w = w0 + j * dw;
                 if (w < 0 || w >= W) continue;
                 const A v = to_acc<A>(plane[h * W + w]);
                 if (v > best || isnan(v) || bi < 0) { best = v; bi = i * kw + j; }
@@ -74,36 +75,49 @@ __device__ __forceinline__ void maxpool_fwd_body(const T* __restrict__ x, T* __r
 
 extern "C" __global__ void maxpool_fwd(const T* __restrict__ x, T* __restrict__ y, IDX* __restrict__ idx,
                                        long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
-                                       int ph, int pw, int want_idx) {
-    DISPATCH(maxpool_fwd_body, NC * max((long long)H * W, (long long)P * Q), x, y, idx, NC, H, W, P, Q, kh, kw, sh, sw, ph, pw, want_idx);
+                                       int ph, int pw, int dh, int dw, int want_idx) {
+    DISPATCH(maxpool_fwd_body, NC * max((long long)H * W, (long long)P * Q), x, y, idx, NC, H, W, P, Q, kh, kw, sh, sw,
+             ph, pw, dh, dw, want_idx);
 }
 
 template <typename I>
 __device__ __forceinline__ void maxpool_bwd_body(const T* __restrict__ dy, const IDX* __restrict__ idx, T* __restrict__ dx,
                                        long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
-                                       int ph, int pw) {
+                                       int ph, int pw, int dh, int dw) {
+    const int eh = (kh - 1) * dh + 1, ew = (kw - 1) * dw + 1;  // the windows' extent
     GRID_LOOP(e, NC * H * W) {
         const int w = (int)(e % W);
         const int h = (int)((e / W) % H);
         const I nc = e / ((I)H * W);
-        const int p0 = (h + ph < kh) ? 0 : (h + ph - kh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
-        const int q0 = (w + pw < kw) ? 0 : (w + pw - kw) / sw + 1, q1 = min((w + pw) / sw + 1, Q);
+        // the windows whose extent covers (h, w); with dilation, only those with a tap on it
+        const int p0 = (h + ph < eh) ? 0 : (h + ph - eh) / sh + 1, p1 = min((h + ph) / sh + 1, P);
+        const int q0 = (w + pw < ew) ? 0 : (w + pw - ew) / sw + 1, q1 = min((w + pw) / sw + 1, Q);
         A s = 0;
-        for (int p = p0; p < p1; ++p)
-            for (int q = q0; q < q1; ++q) {
-                const I o = (nc * P + p) * Q + q;
-                // this input's position in window (p, q), whose origin is (p*sh - ph, q*sw - pw)
-                const int me = (h - (p * sh - ph)) * kw + (w - (q * sw - pw));
-                if ((int)idx[o] == me) s += to_acc<A>(dy[o]);
+        for (int p = p0; p < p1; ++p) {
+            int i = h - (p * sh - ph);  // the offset from window (p, .)'s origin row p*sh - ph, then its tap row
+            if (dh > 1) {
+                if (i % dh) continue;
+                i /= dh;
             }
+            for (int q = q0; q < q1; ++q) {
+                int j = w - (q * sw - pw);
+                if (dw > 1) {
+                    if (j % dw) continue;
+                    j /= dw;
+                }
+                const I o = (nc * P + p) * Q + q;
+                if ((int)idx[o] == i * kw + j) s += to_acc<A>(dy[o]);
+            }
+        }
         dx[e] = from_acc<T>(s);
     }
 }
 
 extern "C" __global__ void maxpool_bwd(const T* __restrict__ dy, const IDX* __restrict__ idx, T* __restrict__ dx,
                                        long long NC, int H, int W, int P, int Q, int kh, int kw, int sh, int sw,
-                                       int ph, int pw) {
-    DISPATCH(maxpool_bwd_body, NC * max((long long)H * W, (long long)P * Q), dy, idx, dx, NC, H, W, P, Q, kh, kw, sh, sw, ph, pw);
+                                       int ph, int pw, int dh, int dw) {
+    DISPATCH(maxpool_bwd_body, NC * max((long long)H * W, (long long)P * Q), dy, idx, dx, NC, H, W, P, Q, kh, kw, sh,
+             sw, ph, pw, dh, dw);
 }
 
 // the divisor of window (p, q): divisor_override where given (nonzero), else its positions (padding included or not)

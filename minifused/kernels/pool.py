@@ -1,16 +1,17 @@
 """2-D max and average pooling on raw NCHW arrays, forward and backward.
 
-``max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices) -> (y, indices)``,
-``max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding) -> dx``,
+``max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices, dilation) -> (y, indices)``,
+``max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation) -> dx``,
 ``avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor) -> y``,
 ``avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad, divisor) -> dx``
 (``divisor``: divisor_override, each window's sum divided by it; 0: by the window's size).
 
-``kernel``, ``stride``, ``padding`` are (h, w) pairs. ``indices`` have the shape of ``y`` and hold
-the position of each window's maximum *inside its window*, ``i*kw + j`` (row ``i``, column ``j`` of
-the window, padding included), in the smallest integer type that holds every position
-(:func:`index_dtype`: uint8 up to 256 positions, so a 2x2 or 3x3 pool keeps 1 byte per output
-instead of 4). The backward decodes it with the window's origin ``(p*sh - ph, q*sw - pw)``.
+``kernel``, ``stride``, ``padding``, ``dilation`` (max pooling's spacing of a window's taps) are (h, w)
+pairs. ``indices`` have the shape of ``y`` and hold the position of each window's maximum *inside its
+window*, ``i*kw + j`` (tap row ``i``, column ``j`` of the window, padding included), in the smallest
+integer type that holds every position (:func:`index_dtype`: uint8 up to 256 positions, so a 2x2 or 3x3
+pool keeps 1 byte per output instead of 4). The backward decodes it with the window's origin
+``(p*sh - ph, q*sw - pw)`` and the dilation.
 :func:`indices_to_flat` converts them to PyTorch's flat int64 ``h*W + w`` on demand.
 NumPy arrays go to the references (``*_ref``), CuPy arrays (every float dtype) to ``pool.cu``.
 Inputs are assumed valid and C-contiguous.
@@ -25,25 +26,25 @@ from .. import backend
 from . import ARG, Prepared, acc_dtype, clear_unset, ctype, get_kernel
 
 
-def out_size(size, kernel, stride, padding, ceil_mode=False):
-    span = size + 2 * padding - kernel
+def out_size(size, kernel, stride, padding, ceil_mode=False, dilation=1):
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
     n = (-(-span // stride) if ceil_mode else span // stride) + 1
     if ceil_mode and (n - 1) * stride >= size + padding:  # the last window must start inside the input
         n -= 1
     return n
 
 
-def _windows(x, kernel, stride, padding, out_hw, fill):
+def _windows(x, kernel, stride, padding, out_hw, fill, dilation=(1, 1)):
     """(N, C, P, Q, kh, kw) view of ``x`` padded with ``fill`` (enough on the far side for ceil_mode)."""
     n, c, h, w = x.shape
-    (kh, kw), (sh, sw), (ph, pw), (p, q) = kernel, stride, padding, out_hw
-    eh = max(0, (p - 1) * sh + kh - (h + 2 * ph))
-    ew = max(0, (q - 1) * sw + kw - (w + 2 * pw))
+    (kh, kw), (sh, sw), (ph, pw), (p, q), (dh, dw) = kernel, stride, padding, out_hw, dilation
+    eh = max(0, (p - 1) * sh + (kh - 1) * dh + 1 - (h + 2 * ph))
+    ew = max(0, (q - 1) * sw + (kw - 1) * dw + 1 - (w + 2 * pw))
     xp_ = x if ph == pw == eh == ew == 0 else np.pad(x, ((0, 0), (0, 0), (ph, ph + eh), (pw, pw + ew)),
                                                     constant_values=fill)
     s = xp_.strides
     return np.lib.stride_tricks.as_strided(xp_, (n, c, p, q, kh, kw),
-                                           (s[0], s[1], s[2] * sh, s[3] * sw, s[2], s[3]), writeable=False)
+                                           (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw), writeable=False)
 
 
 def _counts(size, kernel, stride, padding, out, include_pad):
@@ -55,15 +56,15 @@ def _counts(size, kernel, stride, padding, out, include_pad):
 
 
 # ---------------------------------------------------------------- references
-def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_indices=True):
+def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_indices=True, dilation=(1, 1)):
     """The running maximum over the window positions (``np.maximum``: a NaN wins), then the position: from the
     last back to the first, each position equal to the maximum takes it, and where the maximum is NaN the last
     NaN does, as the CUDA kernel's scan (``v > best || isnan(v)``) and PyTorch pick. One strided pass per
     position and step, no copy of the windows; no index work without ``want_indices``."""
     n, c, h, w = x.shape
-    p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
-    q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
-    win = _windows(x.astype(acc_dtype(x.dtype), copy=False), kernel, stride, padding, (p, q), -np.inf)
+    p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode, dilation[0])
+    q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode, dilation[1])
+    win = _windows(x.astype(acc_dtype(x.dtype), copy=False), kernel, stride, padding, (p, q), -np.inf, dilation)
     positions = kernel[0] * kernel[1]
 
     def at(pos):
@@ -89,13 +90,13 @@ def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_ind
     return best.astype(x.dtype, copy=False), arg
 
 
-def max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding):
+def max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding, dilation=(1, 1)):
     """Each window's gradient goes to the position its index names: one strided pass per window
     position (i, j), so overlapping windows accumulate without a scatter; windows that tile the input
     exactly write their picks straight into it."""
     n, c, h, w = x_shape
     _, _, p, q = dy.shape
-    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     g = dy.astype(acc_dtype(dy.dtype), copy=False)
     hit = np.empty(g.shape, bool)
     part = np.empty(g.shape, g.dtype)
@@ -106,18 +107,18 @@ def max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding):
         np.copyto(part, g)
         return clear_unset(part, np.equal(indices, pos, out=hit))
 
-    if (kh, kw) == (sh, sw) and (ph, pw) == (0, 0) and (h, w) == (p * kh, q * kw):
+    if _tiles(kernel, stride, padding, dilation, (h, w), (p, q)):
         dx = np.empty((n, c, p, kh, q, kw), g.dtype)  # each element is one window's position (i, j): written once
         for i in range(kh):
             for j in range(kw):
                 dx[:, :, :, i, :, j] = picked(i * kw + j)
         return dx.reshape(x_shape).astype(dy.dtype, copy=False)
-    eh = max(0, (p - 1) * sh + kh - (h + 2 * ph))
-    ew = max(0, (q - 1) * sw + kw - (w + 2 * pw))
+    eh = max(0, (p - 1) * sh + (kh - 1) * dh + 1 - (h + 2 * ph))
+    ew = max(0, (q - 1) * sw + (kw - 1) * dw + 1 - (w + 2 * pw))
     dxp = np.zeros((n, c, h + 2 * ph + eh, w + 2 * pw + ew), g.dtype)
     for i in range(kh):
         for j in range(kw):
-            dxp[:, :, i:i + sh * (p - 1) + 1:sh, j:j + sw * (q - 1) + 1:sw] += picked(i * kw + j)
+            dxp[:, :, i * dh:i * dh + sh * (p - 1) + 1:sh, j * dw:j * dw + sw * (q - 1) + 1:sw] += picked(i * kw + j)
     return np.ascontiguousarray(dxp[:, :, ph:ph + h, pw:pw + w]).astype(dy.dtype, copy=False)
 
 
@@ -127,15 +128,21 @@ def index_dtype(kernel):
     return np.dtype(np.uint8 if size <= 256 else np.int16 if size <= 32768 else np.int32)
 
 
-def indices_to_flat(indices, x_shape, kernel, stride, padding):
+def _tiles(kernel, stride, padding, dilation, hw, pq):
+    """Whether the windows tile the input exactly (each element in one window: the backward writes them whole)."""
+    return (tuple(kernel) == tuple(stride) and tuple(padding) == (0, 0) and tuple(dilation) == (1, 1)
+            and tuple(hw) == (pq[0] * kernel[0], pq[1] * kernel[1]))
+
+
+def indices_to_flat(indices, x_shape, kernel, stride, padding, dilation=(1, 1)):
     """Window positions (``i*kw + j``, as stored for the backward) to PyTorch's flat int64 indices
     ``h*W + w`` in each (H, W) plane. NumPy or CuPy, as ``indices``; a new array of their shape."""
     xp = backend.array_module(indices)
     w_in = x_shape[3]
     p, q = indices.shape[2], indices.shape[3]
     pos = indices.astype(xp.int64)
-    hh = xp.arange(p, dtype=xp.int64)[:, None] * stride[0] - padding[0] + pos // kernel[1]
-    ww = xp.arange(q, dtype=xp.int64)[None, :] * stride[1] - padding[1] + pos % kernel[1]
+    hh = xp.arange(p, dtype=xp.int64)[:, None] * stride[0] - padding[0] + pos // kernel[1] * dilation[0]
+    ww = xp.arange(q, dtype=xp.int64)[None, :] * stride[1] - padding[1] + pos % kernel[1] * dilation[1]
     return hh * w_in + ww
 
 
@@ -201,38 +208,40 @@ def _geo(kernel, stride, padding):
     return _ints(*kernel, *stride, *padding)
 
 
-def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices=True):
+def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices=True, dilation=(1, 1)):
     if not backend.is_cuda_array(x):
-        return max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode, want_indices)
+        return max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode, want_indices, dilation)
     import cupy
 
     n, c, h, w = x.shape
-    p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
-    q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
+    p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode, dilation[0])
+    q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode, dilation[1])
     y = cupy.empty((n, c, p, q), x.dtype)
     it = index_dtype(kernel)
     idx = cupy.empty((n, c, p, q), it) if want_indices else None
     # without indices the kernel writes none: any device pointer fills the slot
     _launch(x.dtype, "maxpool_fwd", y.size, (x, y, y if idx is None else idx),
-            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(want_indices)), it)
+            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), *_ints(*dilation),
+             np.int32(want_indices)), it)
     return y, idx
 
 
-def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding):
+def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation=(1, 1)):
     if not backend.is_cuda_array(dy):
-        return max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding)
+        return max_pool2d_backward_ref(dy, indices, x_shape, kernel, stride, padding, dilation)
     import cupy
 
     n, c, h, w = x_shape
     _, _, p, q = dy.shape
     dx = cupy.empty(x_shape, dy.dtype)
-    if tuple(kernel) == tuple(stride) and tuple(padding) == (0, 0) and p * kernel[0] == h and q * kernel[1] == w:
+    if _tiles(kernel, stride, padding, dilation, (h, w), (p, q)):
         # the windows tile the input: one thread per window writes it whole (pool.cu)
         _launch(dy.dtype, "maxpool_bwd_tiled", dy.size, (dy, indices, dx),
                 (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, (), ())), indices.dtype)
         return dx
     _launch(dy.dtype, "maxpool_bwd", dx.size, (dy, indices, dx),
-            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding)), indices.dtype)
+            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), *_ints(*dilation)),
+            indices.dtype)
     return dx
 
 

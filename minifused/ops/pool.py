@@ -11,16 +11,17 @@ from ..tensor import Tensor
 
 class MaxPool2dFn(Function):
     @staticmethod
-    def forward(ctx, x, *, kernel, stride, padding, ceil_mode, found=None):
+    def forward(ctx, x, *, kernel, stride, padding, ceil_mode, dilation=(1, 1), found=None):
         """``found``, a dict if given, receives the window positions as ``found["indices"]``."""
         x = backend.array_module(x).ascontiguousarray(x)
         grad = autograd.is_grad_enabled() and ctx.needs_input_grad[0]
-        y, idx = K.max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices=grad or found is not None)
+        y, idx = K.max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices=grad or found is not None,
+                                      dilation=dilation)
         if found is not None:
             found["indices"] = idx
         ctx.indices = idx
         ctx.x_shape = tuple(x.shape)
-        ctx.geometry = (kernel, stride, padding)
+        ctx.geometry = (kernel, stride, padding, dilation)
         return y
 
     @staticmethod
@@ -44,14 +45,15 @@ class AvgPool2dFn(Function):
         return K.avg_pool2d_backward(dy, ctx.x_shape, *ctx.geometry, ctx.count_include_pad, ctx.divisor)
 
 
-def max_pool2d(x, kernel, stride, padding, ceil_mode=False, return_indices=False):
+def max_pool2d(x, kernel, stride, padding, ceil_mode=False, return_indices=False, dilation=(1, 1)):
     """The pooled tensor, and with ``return_indices`` also each maximum's flat index in its input plane."""
-    kernel, stride, padding = tuple(kernel), tuple(stride), tuple(padding)
+    kernel, stride, padding, dilation = tuple(kernel), tuple(stride), tuple(padding), tuple(dilation)
     found = {} if return_indices else None
-    y = MaxPool2dFn.apply(x, kernel=kernel, stride=stride, padding=padding, ceil_mode=bool(ceil_mode), found=found)
+    y = MaxPool2dFn.apply(x, kernel=kernel, stride=stride, padding=padding, ceil_mode=bool(ceil_mode),
+                          dilation=dilation, found=found)
     if not return_indices:
         return y
-    return y, Tensor._from_array(K.indices_to_flat(found["indices"], x.shape, kernel, stride, padding))
+    return y, Tensor._from_array(K.indices_to_flat(found["indices"], x.shape, kernel, stride, padding, dilation))
 
 
 def avg_pool2d(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True, divisor=0):
