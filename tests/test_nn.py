@@ -338,7 +338,7 @@ def test_assigning_to_a_registered_name_keeps_its_kind():
         m(mf.ones(3, 2))
         m(mf.ones(3, 2))
     sd = m.state_dict()
-    assert list(sd) == ["lin.weight", "lin.bias", "count", "avg"]
+    assert list(sd) == ["count", "avg", "lin.weight", "lin.bias"]  # PyTorch's order: own tensors, then children
     assert int(sd["count"].item()) == 2 and np.allclose(sd["avg"].numpy(), 0.75)
     m.avg = None
     assert "avg" not in m.state_dict() and m.avg is None and "avg" in m._buffers
@@ -650,3 +650,44 @@ def test_containers_set_and_delete_by_index(cls):
     assert [m for m in box] == [a, b, c] and isinstance(both[1:], cls)
     box.extend([d])
     assert len(box) == 4 and box[-1] is d
+
+
+def test_shared_modules_and_tensors_traverse_as_pytorch():
+    """A module or parameter reached along several paths: named_modules / named_parameters / named_buffers give
+    it once (the first path) unless remove_duplicate=False; the state dict has it under every name, module by
+    module (own parameters, own buffers, then the children), as PyTorch's (these lists are PyTorch 2.14's); a
+    parameter re-assigned keeps its place."""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(2, 3)
+            self.register_buffer("steps", mf.zeros(()))
+            self.b = nn.Linear(3, 2)
+            self.b.weight = nn.Parameter(mf.zeros(2, 3))
+            self.c = self.a
+            self.bn = nn.BatchNorm1d(3)
+            self.seq = nn.Sequential(nn.Linear(3, 3), self.bn)
+
+    net = Net()
+    bn = ["running_mean", "running_var", "num_batches_tracked"]
+    assert [k for k, _ in net.named_modules()] == ["", "a", "b", "bn", "seq", "seq.0"]
+    assert [k for k, _ in net.named_modules(remove_duplicate=False)] == ["", "a", "b", "c", "bn", "seq", "seq.0",
+                                                                          "seq.1"]
+    assert len(list(net.modules())) == 6
+    assert [k for k, _ in net.named_parameters()] == ["a.weight", "a.bias", "b.weight", "b.bias", "bn.weight",
+                                                      "bn.bias", "seq.0.weight", "seq.0.bias"]
+    assert [k for k, _ in net.named_parameters(remove_duplicate=False)] == [
+        "a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias", "bn.weight", "bn.bias", "seq.0.weight",
+        "seq.0.bias", "seq.1.weight", "seq.1.bias"]
+    assert [k for k, _ in net.named_buffers()] == ["steps"] + [f"bn.{n}" for n in bn]
+    assert [k for k, _ in net.named_buffers(remove_duplicate=False)] == (["steps"] + [f"bn.{n}" for n in bn]
+                                                                          + [f"seq.1.{n}" for n in bn])
+    assert list(net.state_dict()) == (["steps", "a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias",
+                                       "bn.weight", "bn.bias"] + [f"bn.{n}" for n in bn]
+                                      + ["seq.0.weight", "seq.0.bias", "seq.1.weight", "seq.1.bias"]
+                                      + [f"seq.1.{n}" for n in bn])
+    assert net.state_dict()["c.weight"].data_ptr() == net.a.weight.data_ptr()
+    other = Net()
+    other.load_state_dict(net.state_dict())  # strict: every name present
+    np.testing.assert_array_equal(other.a.weight.numpy(), net.a.weight.numpy())
+    assert other.c is other.a

@@ -83,9 +83,11 @@ class Module:
                     return
             object.__setattr__(self, name, value)
             return
+        target = params if isinstance(value, Parameter) else modules
         for store in (params, buffers, modules):
-            store.pop(name, None)
-        (params if isinstance(value, Parameter) else modules)[name] = value
+            if store is not target:  # a name re-assigned in its own kind keeps its place (the state dict's order)
+                store.pop(name, None)
+        target[name] = value
         self.__dict__.pop(name, None)
 
     def __getattr__(self, name):
@@ -175,11 +177,18 @@ class Module:
         return self
 
     # ------------------------------------------------------------ traversal
-    def named_modules(self, prefix=""):
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(dotted name, module) of this module and every submodule, depth first, as PyTorch's: a module
+        reached along several paths comes once (the first), unless ``remove_duplicate=False``."""
+        if remove_duplicate:
+            memo = set() if memo is None else memo
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, child in self._modules.items():
             if child is not None:
-                yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+                yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
 
     def modules(self):
         for _, m in self.named_modules():
@@ -218,26 +227,28 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def named_parameters(self, prefix="", recurse=True):
-        seen = set()
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
-        for mod_prefix, module in modules:
-            for name, p in module._parameters.items():
-                if p is None or id(p) in seen:
-                    continue
-                seen.add(id(p))
-                yield (f"{mod_prefix}.{name}" if mod_prefix else name), p
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, parameter); a parameter shared by several modules or names comes once (the first),
+        unless ``remove_duplicate=False``."""
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix="", recurse=True):
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, buffer); a shared buffer comes once unless ``remove_duplicate=False``."""
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def _named_members(self, table, prefix, recurse, remove_duplicate):
+        seen = set()
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for mod_prefix, module in modules:
-            for name, b in module._buffers.items():
-                if b is not None:
-                    yield (f"{mod_prefix}.{name}" if mod_prefix else name), b
+            for name, v in getattr(module, table).items():
+                if v is None or (remove_duplicate and id(v) in seen):
+                    continue
+                seen.add(id(v))
+                yield (f"{mod_prefix}.{name}" if mod_prefix else name), v
 
     def buffers(self, recurse=True):
         for _, b in self.named_buffers(recurse=recurse):
@@ -334,15 +345,17 @@ class Module:
     def state_dict(self, prefix="", *, destination=None, keep_vars=False):
         """Parameters and persistent buffers by dotted name, as detached tensors sharing memory
         (the Parameters themselves with ``keep_vars``), put into ``destination`` when given.
-        ``prefix`` is prepended as given, as in PyTorch (``prefix="model."``)."""
+        ``prefix`` is prepended as given, as in PyTorch (``prefix="model."``). PyTorch's order and names:
+        module by module (depth first), each one's parameters then its buffers, a module or tensor shared
+        along several paths under each of its names."""
         out = OrderedDict() if destination is None else destination
-        for name, p in self.named_parameters():
-            out[prefix + name] = p if keep_vars else p.detach()
-        for mod_prefix, module in self.named_modules():
+        for mod_prefix, module in self.named_modules(remove_duplicate=False):
+            base = prefix + (f"{mod_prefix}." if mod_prefix else "")
             skip = module.__dict__.get("_non_persistent", set())
-            for name, b in module._buffers.items():
-                if b is not None and name not in skip:
-                    out[prefix + (f"{mod_prefix}.{name}" if mod_prefix else name)] = b if keep_vars else b.detach()
+            for table, kept in ((module._parameters, ()), (module._buffers, skip)):
+                for name, v in table.items():
+                    if v is not None and name not in kept:
+                        out[base + name] = v if keep_vars else v.detach()
         return out
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
@@ -361,7 +374,8 @@ class Module:
                             f"{type(state_dict).__name__}")
         own = self.state_dict()
         optional = {(f"{prefix}." if prefix else "") + name
-                    for prefix, module in self.named_modules() for name in type(module)._optional_state}
+                    for prefix, module in self.named_modules(remove_duplicate=False)
+                    for name in type(module)._optional_state}
         missing = [k for k in own if k not in state_dict and k not in optional]
         unexpected = [k for k in state_dict if k not in own]
         problems, sources = [], {}
