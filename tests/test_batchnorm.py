@@ -74,6 +74,37 @@ def test_state_dict_keys_are_pytorchs():
     assert repr(nn.BatchNorm2d(8)) == "BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"
 
 
+@pytest.mark.parametrize("make", [lambda: nn.BatchNorm2d(3, bias=False), lambda: nn.GroupNorm(3, 3, bias=False),
+                                  lambda: nn.InstanceNorm2d(3, affine=True, bias=False)])
+def test_bias_false_keeps_the_weight_only(rng, make):
+    """``bias=False`` (PyTorch's keyword): a weight and no bias (registered as None, out of the state dict); the
+    output is the affine-free normalization times the weight, in training and in eval, with the weight's gradient."""
+    m = make().double()
+    assert m.bias is None and "bias" in m._parameters and "bias" not in m.state_dict() and "weight" in m.state_dict()
+    x = rng.standard_normal((4, 3, 5, 2))
+    with mf.no_grad():
+        m.weight.copy_(mf.tensor(rng.standard_normal(3)))
+    w = m.weight.detach().numpy()
+    groups = m.num_groups if isinstance(m, nn.GroupNorm) else None
+    axes = (1, 2, 3) if groups else (0, 2, 3) if isinstance(m, nn.BatchNorm2d) else (2, 3)
+    want = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + 1e-5)
+    want = want * w.reshape(1, 3, 1, 1) if not groups else (
+        ((x.reshape(4, groups, -1) - x.reshape(4, groups, -1).mean(-1, keepdims=True))
+         / np.sqrt(x.reshape(4, groups, -1).var(-1, keepdims=True) + 1e-5)).reshape(x.shape) * w.reshape(1, 3, 1, 1))
+    xt = mf.tensor(x, requires_grad=True)
+    y = m(xt)
+    np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-10, atol=1e-12)
+    g = rng.standard_normal(x.shape)
+    y.backward(mf.tensor(g))
+    xhat = want / w.reshape(1, 3, 1, 1)
+    np.testing.assert_allclose(m.weight.grad.numpy(), (g * xhat).sum(axis=(0, 2, 3)), rtol=1e-9)
+    m.eval()
+    if isinstance(m, nn.BatchNorm2d):  # eval: the running statistics, weight, no bias
+        rm, rv = m.running_mean.numpy(), m.running_var.numpy()
+        want = (x - rm.reshape(1, 3, 1, 1)) / np.sqrt(rv.reshape(1, 3, 1, 1) + 1e-5) * w.reshape(1, 3, 1, 1)
+        np.testing.assert_allclose(m(mf.tensor(x)).numpy(), want, rtol=1e-10, atol=1e-12)
+
+
 def test_state_dict_without_num_batches_tracked_loads():
     """A state dict without ``num_batches_tracked`` (older checkpoints, dicts built by hand) loads strictly, as
     PyTorch's does, keeping the module's count; any other missing key is still an error, and nothing is copied."""
@@ -261,6 +292,29 @@ def test_cuda_kernels_match_reference(rng, poisoned_pool, dtype, shape, relu):
         np.testing.assert_allclose(f64(dx), f64(dx_r), rtol=tol, atol=tol * scale)
         np.testing.assert_allclose(host(dw), dw_r, rtol=1e-4, atol=1e-3)
         np.testing.assert_allclose(host(db), db_r, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("relu", [False, True])
+def test_cuda_bias_false_matches_the_cpu(rng, relu):
+    """BatchNorm2d(bias=False) (+ a ReLU in its kernel) and GroupNorm(bias=False) on the GPU equal the same modules
+    on the CPU: outputs, input and weight gradients, running statistics."""
+    x = rng.standard_normal((8, 16, 6, 6)).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    runs = []
+    for device in ("cpu", "cuda"):
+        mf.manual_seed(0)
+        layers = [nn.BatchNorm2d(16, bias=False)] + ([nn.ReLU()] if relu else []) + [nn.GroupNorm(4, 16, bias=False)]
+        model = nn.Sequential(*layers).to(device)
+        with mf.no_grad():
+            for p in model.parameters():
+                p.copy_(mf.tensor(np.linspace(0.5, 1.5, 16, dtype=np.float32)))
+        xt = mf.tensor(x, device=device, requires_grad=True)
+        model(xt).backward(mf.tensor(g, device=device))
+        runs.append([host(a) for a in (model(xt).detach(), xt.grad, model[0].weight.grad, model[-1].weight.grad,
+                                      model[0].running_mean, model[0].running_var)])
+    for cpu, gpu in zip(*runs):
+        np.testing.assert_allclose(gpu, cpu, rtol=2e-4, atol=2e-5)
 
 
 @pytest.mark.gpu

@@ -71,9 +71,18 @@ class RMSNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
+def _affine_parameters(module, shape, bias, dtype, device):
+    """A norm's ``weight`` (ones) and ``bias`` (zeros, unless ``bias=False``) of ``shape``; both None for
+    ``shape`` None (not affine)."""
+    module.register_parameter("weight", Parameter(ops.ones(shape, dtype=dtype, device=device)) if shape else None)
+    module.register_parameter("bias", Parameter(ops.zeros(shape, dtype=dtype, device=device)) if shape and bias
+                              else None)
+
+
 class _BatchNorm(Module):
     """BatchNorm over channel dimension 1, PyTorch's semantics: ``weight`` (ones) and ``bias`` (zeros) when
-    ``affine``; ``running_mean`` (zeros), ``running_var`` (ones) and ``num_batches_tracked`` buffers when
+    ``affine`` (no ``bias`` with ``bias=False``); ``running_mean`` (zeros), ``running_var`` (ones) and
+    ``num_batches_tracked`` buffers when
     ``track_running_stats``. Training normalizes with the batch's statistics and moves the running ones by
     ``momentum`` (``None``: the cumulative average); evaluation normalizes with the running statistics
     (with the batch's when there are none). A following ReLU in a ``Sequential`` (or ``activation='relu'``)
@@ -84,7 +93,7 @@ class _BatchNorm(Module):
     fused_activations = ("relu",)
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
-                 dtype=None, activation=None):
+                 dtype=None, activation=None, *, bias=True):
         super().__init__()
         name = type(self).__name__
         if not isinstance(num_features, numbers.Integral) or isinstance(num_features, bool) or num_features < 1:
@@ -99,12 +108,7 @@ class _BatchNorm(Module):
         self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
         self.affine, self.track_running_stats, self.activation = affine, track_running_stats, activation
         c = self.num_features
-        if affine:
-            self.weight = Parameter(ops.ones(c, dtype=dtype, device=device))
-            self.bias = Parameter(ops.zeros(c, dtype=dtype, device=device))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (c,) if affine else None, bias, dtype, device)
         if track_running_stats:
             self.register_buffer("running_mean", ops.zeros(c, dtype=dtype, device=device))
             self.register_buffer("running_var", ops.ones(c, dtype=dtype, device=device))
@@ -200,10 +204,10 @@ class SyncBatchNorm(_BatchNorm):
     fused_activations = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
-                 process_group=None, device=None, dtype=None):
+                 process_group=None, device=None, dtype=None, *, bias=True):
         if process_group is not None:
             raise NotImplementedError("SyncBatchNorm: process_group must be None (minifused has one group)")
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
         self.process_group = None
 
     def forward(self, input):
@@ -269,8 +273,8 @@ class _InstanceNorm(_BatchNorm):
     fused_activations = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def forward(self, input):
         name, spatial = type(self).__name__, self._spatial
@@ -316,9 +320,10 @@ class InstanceNorm3d(_InstanceNorm):
 
 
 class GroupNorm(Module):
-    """``F.group_norm`` with per-channel ``weight`` (ones) and ``bias`` (zeros) when ``affine``."""
+    """``F.group_norm`` with per-channel ``weight`` (ones) and ``bias`` (zeros; none with ``bias=False``) when
+    ``affine``."""
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
         super().__init__()
         for what, v in (("num_groups", num_groups), ("num_channels", num_channels)):
             if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
@@ -326,12 +331,7 @@ class GroupNorm(Module):
         if num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_groups ({num_groups}) must divide num_channels ({num_channels})")
         self.num_groups, self.num_channels, self.eps, self.affine = int(num_groups), int(num_channels), eps, affine
-        if affine:
-            self.weight = Parameter(ops.ones(self.num_channels, dtype=dtype, device=device))
-            self.bias = Parameter(ops.zeros(self.num_channels, dtype=dtype, device=device))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (self.num_channels,) if affine else None, bias, dtype, device)
 
     def forward(self, input):
         if isinstance(input, ops.Tensor) and input.ndim >= 2 and input.shape[1] != self.num_channels:
