@@ -691,3 +691,17 @@ def test_shared_modules_and_tensors_traverse_as_pytorch():
     other.load_state_dict(net.state_dict())  # strict: every name present
     np.testing.assert_array_equal(other.a.weight.numpy(), net.a.weight.numpy())
     assert other.c is other.a
+
+
+def test_linear_and_conv_take_pytorchs_positional_order():
+    """nn.Linear(in, out, bias, device, dtype) and nn.Conv2d(..., bias, padding_mode, device, dtype) positionally,
+    as PyTorch's; the fused activation is a keyword after them."""
+    lin = nn.Linear(3, 4, False, "cpu", mf.float64)
+    assert lin.bias is None and lin.weight.dtype == mf.float64 and lin.weight.device.type == "cpu"
+    conv = nn.Conv2d(1, 2, 3, 1, 0, 1, 1, True, "zeros", "cpu", mf.float64)
+    assert conv.weight.dtype == conv.bias.dtype == mf.float64
+    x = mf.randn(2, 3, dtype=mf.float64)
+    fused = nn.Linear(3, 4, True, None, mf.float64, "relu")
+    np.testing.assert_allclose(fused(x).detach().numpy(),
+                               np.maximum(x.numpy() @ fused.weight.detach().numpy().T + fused.bias.detach().numpy(),
+                                          0))

@@ -30,7 +30,7 @@ class Conv2d(Module):
     channels_last_input = False
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", activation=None, device=None, dtype=None):
+                 padding_mode="zeros", device=None, dtype=None, activation=None):  # PyTorch's order, then ours
         super().__init__()
         if activation not in CONV_ACTIVATIONS:
             raise ValueError(f"Conv2d: activation must be None or 'relu', got {activation!r}")

@@ -29,8 +29,8 @@ class Linear(Module):
 
     fused_activations = ACTIVATIONS[1:]
 
-    def __init__(self, in_features, out_features, bias=True, activation=None, device=None, dtype=None,
-                 inplace=False):
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None, activation=None,
+                 inplace=False):  # PyTorch's positional order first; activation, inplace are ours
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"Linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
