@@ -10,16 +10,21 @@ import numpy as np
 
 from .. import backend
 from ..tensor import Tensor
-from . import (activation, creation, elementwise, index, linalg, logic, masking, matmul, movement, pointwise, reduce,
-               resample, scan, shape, sorting)
+from . import (activation, aliases, arrange, creation, diagonals, elementwise, index, linalg, logic, masking, matmul,
+               movement, pointwise, products, reduce, resample, scan, shape, sorting, special)
 from .activation import *  # noqa: F401,F403
+from .aliases import *  # noqa: F401,F403
+from .arrange import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
+from .diagonals import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
 from .logic import *  # noqa: F401,F403
 from .masking import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
+from .products import *  # noqa: F401,F403
 from .resample import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
+from .special import *  # noqa: F401,F403
 from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
                           maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device, where)
 from .inplace_arith import add_, div_, mul_, sub_
@@ -138,7 +143,8 @@ _METHODS = {
     "mT": property(lambda self: transpose(self, -2, -1)),
 }
 # the families in their own modules declare theirs
-_FAMILIES = (pointwise, logic, index, masking, sorting, activation, resample)
+_FAMILIES = (pointwise, logic, index, masking, sorting, activation, resample, products, diagonals, arrange, special,
+             aliases)
 for _family in _FAMILIES:
     _METHODS.update(_family.METHODS)
 for _name, _fn in _METHODS.items():
@@ -161,6 +167,7 @@ __all__ = creation.__all__ + [n for _family in _FAMILIES for n in _family.__all_
 # naming the function, not an AttributeError from inside (Tensor methods and operators skip the check:
 # their self is a tensor)
 _SCALAR_FIRST_OK = {"add", "sub", "mul", "div", "pow", "remainder", "floor_divide", "fmod", "atan2", "is_tensor",
+                    "xlogy", "float_power",
                     "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor"}
 
 

@@ -1,0 +1,211 @@
+"""PyTorch's other spellings of existing ops (``absolute``, ``multiply``, ``divide``, ``subtract``,
+``true_divide``, ``negative``, ``greater`` ...), the comparisons written in place (``eq_`` ... ``not_equal_``:
+the result in the tensor's own dtype, as PyTorch's), and the tensor queries (``nelement``, ``itemsize``,
+``nbytes``, ``is_cpu``, ``get_device``, ``is_signed``, ``is_nonzero`` ...) with ``result_type``,
+``promote_types`` and ``can_cast``.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..tensor import Tensor
+from ._common import binary_operands, cast, promote, scalar_result_dtype
+from .elementwise import abs, div, eq, ge, gt, le, lt, mul, ne, neg, sub  # noqa: A004
+from .inplace_arith import AddInto, DivInto, MulInto, _inplace_operand, div_
+from .logic import _values, written_into
+from .pointwise import _check, floor_divide, trunc
+
+
+def _xp(x):
+    return backend.array_module(x)
+
+
+# ---------------------------------------------------------------- PyTorch's other spellings of existing ops
+def _not_bool(name, *operands):
+    if all(isinstance(v, Tensor) and v.dtype == backend.bool_ for v in operands):
+        raise NotImplementedError(f"{name}: not supported for bool tensors (use ~ / logical_not, or ^ / "
+                                  f"logical_xor)")
+
+
+def negative(input):  # noqa: A002 - PyTorch's name
+    """``neg``."""
+    _check("negative", input)
+    _not_bool("negative", input)
+    return neg(input)
+
+
+def subtract(input, other, *, alpha=1):  # noqa: A002 - PyTorch's names
+    """``input - alpha * other`` (``sub``)."""
+    _check("subtract", input)
+    _not_bool("subtract", input, other)
+    if alpha == 1:
+        return sub(input, other)
+    if not backend.is_floating(input.dtype) and isinstance(alpha, float):
+        raise RuntimeError("subtract: for integral input tensors, argument alpha must not be a floating point number")
+    return sub(input, mul(other, alpha) if isinstance(other, Tensor) else other * alpha)
+
+
+def _rounding(name, rounding_mode):
+    if rounding_mode not in (None, "trunc", "floor"):
+        raise RuntimeError(f"{name}: expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"{rounding_mode!r}")
+
+
+def _int_trunc_div(xp, a, b):
+    q = a // b
+    return xp.asarray(q + ((q < 0) & (q * b != a))).astype(q.dtype, copy=False)
+
+
+def divide(input, other, *, rounding_mode=None):  # noqa: A002 - PyTorch's names
+    """``div``; ``rounding_mode='trunc'`` rounds the quotient toward zero, ``'floor'`` down (integers stay
+    integers there; the gradient is zero, as PyTorch's)."""
+    _rounding("divide", rounding_mode)
+    if rounding_mode is None:
+        return div(input, other)
+    a, b = binary_operands("divide", input, other)
+    if backend.is_floating((a if isinstance(a, Tensor) else b).dtype):
+        return trunc(div(a, b)) if rounding_mode == "trunc" else floor_divide(a, b)
+    # integers: PyTorch raises on a zero divisor (NumPy would give 0 and CuPy garbage)
+    if bool(b == 0) if not isinstance(b, Tensor) else bool(_values(lambda xp, d: xp.asarray((d == 0).any()), b)):
+        raise RuntimeError(f"divide: integer division by zero (rounding_mode={rounding_mode!r})")
+    return floor_divide(a, b) if rounding_mode == "floor" else _values(_int_trunc_div, a, b)
+
+
+# ---------------------------------------------------------------- comparisons and arithmetic in place
+class _Overwrite(Function):
+    """``x`` overwritten with values computed before (a comparison's result in x's dtype): zero gradient."""
+
+    @staticmethod
+    def forward(ctx, x, values, out=None):
+        return values.astype(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _xp(g).zeros_like(g), None
+
+
+def _compare_(name, fn):
+    def op(self, other):
+        out = fn(self, other)
+        if out.shape != self.shape:
+            raise RuntimeError(f"{name}: output with shape {list(self.shape)} doesn't match the broadcast shape "
+                               f"{list(out.shape)}")
+        return _Overwrite.apply_(name, self, out)
+
+    op.__name__ = name
+    return op
+
+
+def multiply_(self, other):
+    """``mul_`` (recorded)."""
+    _check("multiply_", self)
+    return MulInto.apply_("multiply_", self, _inplace_operand("multiply_", self, other))
+
+
+def subtract_(self, other, *, alpha=1):
+    """``sub_`` (recorded)."""
+    _check("subtract_", self)
+    _not_bool("subtract_", self, other)
+    return AddInto.apply_("subtract_", self, _inplace_operand("subtract_", self, other), -alpha)
+
+
+def divide_(self, other, *, rounding_mode=None):
+    """``div_`` (recorded); with a rounding mode, written into self (integers allowed there)."""
+    _check("divide_", self)
+    _rounding("divide_", rounding_mode)
+    if rounding_mode is None:  # (the operand check's true-division rule goes by the name's "div")
+        return DivInto.apply_("divide_", self, _inplace_operand("divide_", self, other))
+    return written_into("divide_", divide)(self, other, rounding_mode=rounding_mode)
+
+
+_COMPARISONS = {"eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge, "greater": gt, "greater_equal": ge,
+                "less": lt, "less_equal": le, "not_equal": ne}
+_INPLACE = {name + "_": _compare_(name + "_", fn) for name, fn in _COMPARISONS.items()}
+_INPLACE.update({"multiply_": multiply_, "divide_": divide_, "subtract_": subtract_, "true_divide_": div_})
+
+
+# ---------------------------------------------------------------- sizes, dtypes and devices
+def _is_nonzero(self):
+    """The one element's truth (RuntimeError for 0 or several elements, as PyTorch's)."""
+    if self.numel() != 1:
+        what = "no values" if self.numel() == 0 else "more than one value"
+        raise RuntimeError(f"is_nonzero: Boolean value of Tensor with {what} is ambiguous")
+    return bool(self.item())
+
+
+def _is_same_size(self, other):
+    if not isinstance(other, Tensor):
+        raise TypeError(f"is_same_size(): argument 'other' must be Tensor, not {type(other).__name__}")
+    return self.shape == other.shape
+
+
+def is_complex(input):  # noqa: A002 - PyTorch's name
+    """Whether the tensor's dtype is complex (never, in minifused)."""
+    return np.dtype(input.dtype).kind == "c"
+
+
+def _operand_dtype(name, v):
+    if isinstance(v, Tensor):
+        return v.dtype
+    if isinstance(v, (bool, numbers.Integral, numbers.Real)) and not isinstance(v, complex):
+        return None
+    raise TypeError(f"{name}(): expected a Tensor or a real number, got {type(v).__name__}")
+
+
+def result_type(tensor1, tensor2):
+    """The dtype minifused's binary ops give for these operands (tensors or Python numbers): ``promote_types``
+    for two tensors, the tensor's dtype unless the number is of a higher kind. Unlike PyTorch, a 0-d tensor
+    counts as any tensor (as it does in minifused's ops)."""
+    d1, d2 = _operand_dtype("result_type", tensor1), _operand_dtype("result_type", tensor2)
+    if d1 is not None and d2 is not None:
+        return promote(d1, d2)
+    if d1 is not None or d2 is not None:
+        return scalar_result_dtype(d1 if d1 is not None else d2, tensor2 if d1 is not None else tensor1)
+    if all(isinstance(v, bool) for v in (tensor1, tensor2)):
+        return backend.bool_
+    if all(isinstance(v, numbers.Integral) for v in (tensor1, tensor2)):
+        return backend.int64
+    return backend.get_default_dtype()
+
+
+def promote_types(type1, type2):
+    """The smallest dtype both promote to (PyTorch's rule: float beats integer; float16 with bfloat16 gives
+    float32)."""
+    return promote(backend.as_dtype(type1), backend.as_dtype(type2))
+
+
+def can_cast(from_, to):
+    """Whether PyTorch's casting rule allows ``from_`` -> ``to`` in its ops: not float to integer, not
+    anything but bool to bool."""
+    src, dst = backend.as_dtype(from_), backend.as_dtype(to)
+    if backend.is_floating(src) and not backend.is_floating(dst):
+        return False
+    return not (dst == backend.bool_ and src != backend.bool_)
+
+
+_INFO = {
+    "nelement": lambda self: self.numel(), "ndimension": lambda self: self.dim(),
+    "itemsize": property(lambda self: self.element_size()),
+    "nbytes": property(lambda self: self.numel() * self.element_size()),
+    "is_cpu": property(lambda self: self.device.type == "cpu"),
+    "get_device": lambda self: -1 if self.device.type == "cpu" else self.device.index,
+    "is_signed": lambda self: self.dtype not in (np.dtype(np.uint8), backend.bool_),
+    "is_complex": is_complex, "is_same_size": _is_same_size, "is_nonzero": _is_nonzero,
+    "byte": lambda self: cast(self, backend.uint8), "char": lambda self: cast(self, backend.int8),
+    "short": lambda self: cast(self, backend.int16),
+}
+
+absolute = abs
+multiply = mul
+true_divide = div
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+
+__all__ = ["absolute", "multiply", "divide", "subtract", "true_divide", "negative", "greater", "greater_equal", "less",
+           "less_equal", "not_equal", "is_complex", "result_type", "promote_types", "can_cast"]
+METHODS = {name: globals()[name] for name in __all__ if name not in ("result_type", "promote_types", "can_cast")}
+METHODS.update(_INPLACE)
+METHODS.update(_INFO)

@@ -1,0 +1,435 @@
+"""Special pointwise functions (``erfc``, ``exp2``, ``logit``, ``sinc``, ``xlogy``, ``logaddexp``, ``fmax``,
+``copysign``, ``ldexp`` ...), NaN-ignoring reductions (``nansum``, ``nanmean``), ``clamp_min`` / ``clamp_max``,
+and the in-place forms PyTorch has that minifused lacked (``exp_``, ``abs_``, ``pow_``, ``clip_``, ``xlogy_`` ...).
+PyTorch's other spellings (``multiply``, ``divide``, ``greater`` ...), the in-place comparisons and the tensor
+queries are ``aliases.py``'s family.
+
+Dtypes follow PyTorch: integer input gives float32 where ``torch.<op>`` does; float16 / bfloat16 compute in
+float32 and round once. An in-place form keeps the tensor's dtype (a float result in an integer tensor is an
+error); it is recorded for autograd (``Function.apply_``) wherever a ``Function`` computes the op, and otherwise
+written into the tensor through ``written_into`` (refused on a tensor that requires grad).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..tensor import Tensor
+from ._common import binary_operands, cast, promote, scalar_result_dtype, shape_of, unbroadcast
+from .aliases import _not_bool
+from .elementwise import (Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, clamp, div, maximum,  # noqa: A004
+                          minimum, mul, pow, relu_, where)
+from .inplace_arith import _inplace_operand
+from .logic import _values, isnan, logical_not, written_into
+from .pointwise import _check, _float_op, _inplace, _Unary, _unary
+
+_SQRT_PI = math.sqrt(math.pi)
+_HALF = (np.dtype(np.float16), backend.bfloat16)
+
+
+def _xp(x):
+    return backend.array_module(x)
+
+
+def _f32(fn):
+    """``fn(xp, *arrays)`` with float16 / bfloat16 arrays widened to float32 (the callers round back once)."""
+    def wide(xp, *arrays):
+        return fn(xp, *[a.astype(np.float32) if getattr(a, "dtype", None) in _HALF else a for a in arrays])
+    return wide
+
+
+def _erfc(xp, x):
+    if xp is np:  # NumPy has no erfc: math.erfc per element in float64 (1 - erf would lose the tail)
+        return np.vectorize(math.erfc, otypes=[np.float64])(x).astype(x.dtype)
+    import cupyx.scipy.special
+
+    return cupyx.scipy.special.erfc(x)
+
+
+def _sinc_grad(xp, g, x):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = (xp.cos(math.pi * x) - xp.sinc(x)) / x
+    return g * xp.where(x == 0, 0, d)  # 0 at x == 0, as PyTorch (sinc is flat there)
+
+
+# ---------------------------------------------------------------- unary Functions (pointwise's _Unary protocol)
+Erfc = _unary("Erfc", _f32(_erfc), _f32(lambda xp, g, x: -g * (2 / _SQRT_PI) * xp.exp(-x * x)), "x")
+Exp2 = _unary("Exp2", _f32(lambda xp, x: xp.exp2(x)), _f32(lambda xp, g, y: g * y * math.log(2)), "y")
+Sinc = _unary("Sinc", _f32(lambda xp, x: xp.sinc(x)), _f32(_sinc_grad), "x")
+Deg2rad = _unary("Deg2rad", _f32(lambda xp, x: x * (math.pi / 180)), lambda xp, g: g * (math.pi / 180))
+Rad2deg = _unary("Rad2deg", _f32(lambda xp, x: x * (180 / math.pi)), lambda xp, g: g * (180 / math.pi))
+
+
+class Logit(_Unary):
+    """log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given. Gradient as PyTorch's: 0 outside
+    [eps, 1 - eps] with eps; NaN outside [0, 1] without."""
+
+    saves = ("x",)
+
+    @staticmethod
+    @_f32
+    def f(xp, x, eps=None):
+        z = x if eps is None else xp.clip(x, eps, 1 - eps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return xp.log(z / (1 - z))
+
+    @classmethod
+    def forward(cls, ctx, x, eps=None, out=None):
+        ctx.eps = eps
+        return super().forward(ctx, x, eps, out=out)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        (x,) = ctx.saved_tensors
+        eps = ctx.eps
+
+        def grad(xp, g, x):
+            lo, hi = (0.0, 1.0) if eps is None else (eps, 1 - eps)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return xp.where((x < lo) | (x > hi), math.nan if eps is None else 0.0, g / (x * (1 - x)))
+        return (_f32(grad)(_xp(g), g, x).astype(g.dtype, copy=False), None)
+
+
+erfc = _float_op(Erfc, "erfc")
+exp2 = _float_op(Exp2, "exp2")
+sinc = _float_op(Sinc, "sinc")
+deg2rad = _float_op(Deg2rad, "deg2rad")
+rad2deg = _float_op(Rad2deg, "rad2deg")
+
+
+def _eps(name, eps):
+    if eps is not None and (isinstance(eps, bool) or not isinstance(eps, numbers.Real)):
+        raise TypeError(f"{name}(): argument 'eps' must be a float or None, not {type(eps).__name__}")
+    return None if eps is None else float(eps)
+
+
+def logit(input, eps=None):  # noqa: A002 - PyTorch's names
+    """log(x / (1 - x)); with ``eps``, x is first clamped to [eps, 1 - eps]. Integers give float32."""
+    _check("logit", input)
+    eps = _eps("logit", eps)
+    return Logit.apply(input if backend.is_floating(input.dtype) else cast(input, backend.float32), eps)
+
+
+def signbit(input):  # noqa: A002 - PyTorch's name
+    """Whether the sign bit is set (True for -0.0); bool, no gradient."""
+    _check("signbit", input)
+    if not backend.is_floating(input.dtype):  # (CuPy's signbit takes floats only)
+        return _values(lambda xp, x: xp.asarray(x < 0), input)
+    return _values(lambda xp, x: xp.asarray(xp.signbit(x.astype(np.float32) if x.dtype in _HALF else x)), input)
+
+
+# ---------------------------------------------------------------- binary Functions
+class _Binary(Function):
+    """y = f(a, b) elementwise (broadcast; one side may be a Python scalar, as a 0-d array of the other's
+    dtype); ``grad(xp, g, a, b, y)`` gives both gradients before unbroadcasting. float16 / bfloat16 compute in
+    float32. ``out`` (the in-place form, ``out is a``): a copy of ``a`` is saved, as it is overwritten."""
+
+    @classmethod
+    def forward(cls, ctx, a, b, out=None):
+        t = a if hasattr(a, "shape") else b
+        xp, dtype = _xp(t), t.dtype
+        wide = [v if hasattr(v, "shape") else xp.asarray(v, dtype) for v in (a, b)]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            y = _f32(cls.f)(xp, *wide).astype(dtype, copy=False)
+        if ctx.recording:
+            ctx.shapes = (shape_of(a), shape_of(b))
+            ctx.save_for_backward(backend.copy(wide[0]) if out is a else wide[0], wide[1], y)
+        return y
+
+    @classmethod
+    def backward(cls, ctx, g):
+        a, b, y = ctx.saved_tensors
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            grads = _f32(cls.grad)(_xp(g), g, a, b, y)
+        return tuple(unbroadcast(d.astype(g.dtype, copy=False), s) if n else None
+                     for d, s, n in zip(grads, ctx.shapes, ctx.needs_input_grad))
+
+
+class Xlogy(_Binary):
+    @staticmethod
+    def f(xp, a, b):
+        # 0 where a == 0 (even where b == 0), unless b is NaN
+        return xp.where((a == 0) & ~xp.isnan(b), 0, a * xp.log(b))
+
+    @staticmethod
+    def grad(xp, g, a, b, y):
+        # PyTorch's: xlogy(g, b) for a, but 0 where a == 0 and b <= 0 (log b is -inf or NaN there)
+        return xp.where((a == 0) & (b <= 0), 0, Xlogy.f(xp, g, b)), g * a / b
+
+
+class LogAddExp(_Binary):
+    base = math.e
+
+    @classmethod
+    def f(cls, xp, a, b):  # NumPy's and CuPy's: no overflow, -inf with -inf gives -inf
+        return xp.logaddexp(a, b) if cls.base == math.e else xp.logaddexp2(a, b)
+
+    @classmethod
+    def grad(cls, xp, g, a, b, y):  # PyTorch's form: an overflow gives 0; an infinite input its whole share
+        exp = xp.exp if cls.base == math.e else xp.exp2
+        return g / (1 + exp(b - a)), g / (1 + exp(a - b))
+
+
+class LogAddExp2(LogAddExp):
+    base = 2.0
+
+
+class Copysign(_Binary):
+    @staticmethod
+    def f(xp, a, b):
+        return xp.copysign(a, b)
+
+    @staticmethod
+    def grad(xp, g, a, b, y):  # PyTorch's: y / a (0 where a == 0) for a; zero for b
+        return g * xp.where(a == 0, 0, y / a), xp.zeros_like(g * b)
+
+
+class Fmax(_Binary):
+    @classmethod
+    def f(cls, xp, a, b):
+        return xp.fmax(a, b) if cls is Fmax else xp.fmin(a, b)
+
+    @classmethod
+    def grad(cls, xp, g, a, b, y):
+        # PyTorch's (maximum's rule): ties split evenly, the smaller (fmin: larger) side gets 0, and where
+        # either is NaN both sides get the whole gradient
+        share = xp.where(a == b, g / 2, g)
+        a_loses, b_loses = (a < b, a > b) if cls is Fmax else (a > b, a < b)
+        return xp.where(a_loses, 0, share), xp.where(b_loses, 0, share)
+
+
+class Fmin(Fmax):
+    pass
+
+
+def _tensors(name, **operands):
+    for arg, v in operands.items():
+        if not isinstance(v, Tensor):
+            raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(v).__name__}")
+
+
+def _float_binary(fn, name, scalars=True, integers=True):
+    """``fn`` on broadcast, promoted operands; integer results become float32 (``integers=False``: refused, as
+    PyTorch's logaddexp does); ``scalars``: a Python number is allowed on either side."""
+    def op(input, other):  # noqa: A002 - PyTorch's names
+        if scalars:
+            if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+                raise TypeError(f"{name}(): expected a Tensor operand, got {type(input).__name__} and "
+                                f"{type(other).__name__}")
+        else:
+            _tensors(name, input=input, other=other)
+        a, b = binary_operands(name, input, other)
+        t = a if isinstance(a, Tensor) else b
+        if not backend.is_floating(t.dtype):
+            if not integers:
+                raise NotImplementedError(f"{name}: not implemented for {np.dtype(t.dtype).name} tensors (expected "
+                                          f"floating-point tensors)")
+            a, b = (cast(v, backend.float32) if isinstance(v, Tensor) else v for v in (a, b))
+        return fn.apply(a, b)
+
+    op.__name__ = name
+    return op
+
+
+xlogy = _float_binary(Xlogy, "xlogy")
+xlogy.__doc__ = "``input * log(other)``, 0 where input == 0 (unless other is NaN); integers give float32."
+logaddexp = _float_binary(LogAddExp, "logaddexp", scalars=False, integers=False)
+logaddexp.__doc__ = "``log(exp(input) + exp(other))`` without overflow; floating-point tensors only."
+logaddexp2 = _float_binary(LogAddExp2, "logaddexp2", scalars=False, integers=False)
+logaddexp2.__doc__ = "``log2(2**input + 2**other)`` without overflow; floating-point tensors only."
+
+
+def copysign(input, other):  # noqa: A002 - PyTorch's names
+    """``|input|`` with ``other``'s sign (``other`` a tensor or a number); integers give float32."""
+    _check("copysign", input)
+    return _float_binary(Copysign, "copysign")(input, other)
+
+
+def _selection(fn, name):
+    def op(input, other):  # noqa: A002 - PyTorch's names
+        _tensors(name, input=input, other=other)
+        return fn.apply(*binary_operands(name, input, other))
+
+    op.__name__ = name
+    return op
+
+
+fmax = _selection(Fmax, "fmax")
+fmax.__doc__ = ("The elementwise maximum, ignoring NaN (NaN only where both are). Gradient as PyTorch's: ties "
+               "split it, and where either side is NaN both get it.")
+fmin = _selection(Fmin, "fmin")
+fmin.__doc__ = ("The elementwise minimum, ignoring NaN (NaN only where both are). Gradient as PyTorch's: ties "
+               "split it, and where either side is NaN both get it.")
+
+
+def heaviside(input, values):  # noqa: A002 - PyTorch's names
+    """0 where input < 0 (and where it is NaN), ``values`` where input == 0, 1 where input > 0; both tensors of
+    one dtype, as in PyTorch. No gradient."""
+    _tensors("heaviside", input=input, values=values)
+    if input.dtype != values.dtype:
+        raise RuntimeError(f"heaviside: input and values must have the same dtype, got {input.dtype} and "
+                           f"{values.dtype}")
+    a, b = binary_operands("heaviside", input, values)
+
+    def step(xp, x, v):
+        wide = [u.astype(np.float32) if u.dtype in _HALF else u for u in (x, v)]
+        return xp.asarray(xp.where(wide[0] == 0, wide[1], wide[0] > 0)).astype(x.dtype)
+    return _values(step, a, b)
+
+
+def float_power(input, exponent):  # noqa: A002 - PyTorch's names
+    """``input ** exponent`` computed in float64 (the result is float64), either side a tensor or a number."""
+    if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):
+        raise TypeError(f"float_power(): expected a Tensor operand, got {type(input).__name__} and "
+                        f"{type(exponent).__name__}")
+    a, b = (cast(v, backend.float64) if isinstance(v, Tensor) else v for v in (input, exponent))
+    return pow(a if isinstance(a, Tensor) else float(a), b if isinstance(b, Tensor) else float(b))
+
+
+def ldexp(input, other):  # noqa: A002 - PyTorch's names
+    """``input * 2 ** other``; integer operands give float32."""
+    _tensors("ldexp", input=input, other=other)
+    dtype = promote(input.dtype, other.dtype)
+    dtype = dtype if backend.is_floating(dtype) else backend.float32
+    return mul(cast(input, dtype), pow(2.0, cast(other, dtype)))
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 - PyTorch's names
+    """``sum`` with NaN counted as 0 (their gradient is 0)."""
+    _check("nansum", input)
+    if backend.is_floating(input.dtype):
+        input = where(isnan(input), 0.0, input)
+    return input.sum(dim=dim, keepdim=keepdim, dtype=dtype)
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 - PyTorch's names
+    """The mean of the values that are not NaN (NaN where all are); floating-point tensors only."""
+    _check("nanmean", input)
+    if not backend.is_floating(input.dtype):
+        raise RuntimeError(f"nanmean(): expected input to have floating point dtype but got "
+                           f"{np.dtype(input.dtype).name}")
+    count = logical_not(isnan(input)).sum(dim=dim, keepdim=keepdim)
+    with np.errstate(invalid="ignore"):  # 0 / 0 where every value is NaN: NaN, as PyTorch's
+        return div(nansum(input, dim, keepdim, dtype=dtype), count)
+
+
+def _clamp_one(name, side, input, bound):  # noqa: A002 - PyTorch's names
+    _check(name, input)
+    if isinstance(bound, Tensor):  # PyTorch's gradients: the bound's too, ties split evenly
+        return (maximum if side == "min" else minimum)(input, bound)
+    if not isinstance(bound, numbers.Real) or isinstance(bound, bool):
+        raise TypeError(f"{name}(): argument '{side}' must be a Tensor or a number, not {type(bound).__name__}")
+    # an integer tensor with a float bound gives float32, as PyTorch's (clamp keeps the input's dtype)
+    input = cast(input, scalar_result_dtype(input.dtype, bound))
+    lo, hi = _open_bounds(input, *((bound, None) if side == "min" else (None, bound)))
+    return clamp(input, lo, hi)
+
+
+def _open_bounds(x, lo, hi):
+    """A floating tensor's missing clamp bound as -inf / +inf (CuPy's clip refuses None for bfloat16)."""
+    if not backend.is_floating(x.dtype):
+        return lo, hi
+    return -math.inf if lo is None else lo, math.inf if hi is None else hi
+
+
+def clamp_min(input, min):  # noqa: A002 - PyTorch's names
+    """``clamp(input, min=min)``; a tensor bound broadcasts (``maximum``) and gets its gradient."""
+    return _clamp_one("clamp_min", "min", input, min)
+
+
+def clamp_max(input, max):  # noqa: A002 - PyTorch's names
+    """``clamp(input, max=max)``; a tensor bound broadcasts (``minimum``) and gets its gradient."""
+    return _clamp_one("clamp_max", "max", input, max)
+
+
+# ---------------------------------------------------------------- in-place forms
+def _into(fn, keeps_input):
+    """``fn`` as ``Function.apply_`` calls it (``out=``); ``keeps_input``: its backward reads the input, which
+    the result overwrites, so a copy is saved instead."""
+    def forward(ctx, x, *args, out=None):
+        return fn.forward(ctx, backend.copy(x) if keeps_input and ctx.recording else x, *args)
+    return type(fn.__name__, (fn,), {"forward": staticmethod(forward)})
+
+
+def _signed_(name, fn):
+    def op(self):
+        _check(name, self)
+        _not_bool(name, self)
+        return fn.apply_(name, self)
+
+    op.__name__ = name
+    return op
+
+
+def _clamp_into(name, self, lo, hi):
+    _check(name, self)
+    if lo is None and hi is None:
+        raise RuntimeError(f"{name}: at least one of min and max must be given")
+    lo, hi = (_inplace_operand(name, self, b) if b is not None else None for b in (lo, hi))
+    return _ClampInto.apply_(name, self, *_open_bounds(self, lo, hi))
+
+
+def clamp_min_(self, min):  # noqa: A002 - PyTorch's names
+    return _clamp_into("clamp_min_", self, min, None)
+
+
+def clamp_max_(self, max):  # noqa: A002 - PyTorch's names
+    return _clamp_into("clamp_max_", self, None, max)
+
+
+def clip_(self, min=None, max=None):  # noqa: A002 - PyTorch's names
+    """``clamp`` written into self, recorded (Tensor.clamp_ is not)."""
+    return _clamp_into("clip_", self, min, max)
+
+
+def pow_(self, exponent):
+    """``self ** exponent`` written into self, recorded as ``pow``."""
+    _check("pow_", self)
+    exponent = _inplace_operand("pow_", self, exponent)
+    if not backend.is_floating(self.dtype):
+        negative_ = (exponent < 0) if isinstance(exponent, numbers.Real) else bool((exponent < 0).any())
+        if negative_:
+            raise RuntimeError("pow_: integers to negative integer powers are not allowed")
+    return _PowInto.apply_("pow_", self, exponent)
+
+
+def _binary_(name, fn):
+    """``fn(self, other)`` written into a floating-point self, recorded (xlogy_, copysign_)."""
+    def op(self, other):
+        _check(name, self)
+        if not backend.is_floating(self.dtype):
+            raise RuntimeError(f"{name}: result type float32 can't be cast to the desired output type "
+                               f"{np.dtype(self.dtype).name}")
+        return fn.apply_(name, self, _inplace_operand(name, self, other))
+
+    op.__name__ = name
+    return op
+
+
+_ClampInto = _into(Clamp, True)
+_PowInto = _into(Pow, True)
+_AbsInto, _NegInto = _into(Abs, True), _into(Neg, False)
+_INPLACE = {
+    "relu_": relu_, "abs_": _signed_("abs_", _AbsInto), "absolute_": _signed_("absolute_", _AbsInto),
+    "neg_": _signed_("neg_", _NegInto), "negative_": _signed_("negative_", _NegInto), "pow_": pow_,
+    "clamp_min_": clamp_min_, "clamp_max_": clamp_max_, "clip_": clip_,
+    "exp2_": _inplace(Exp2, "exp2_"), "erfc_": _inplace(Erfc, "erfc_"), "sinc_": _inplace(Sinc, "sinc_"),
+    "deg2rad_": _inplace(Deg2rad, "deg2rad_"), "rad2deg_": _inplace(Rad2deg, "rad2deg_"),
+    "logit_": lambda self, eps=None: _inplace(Logit, "logit_")(self, _eps("logit_", eps)),
+    "xlogy_": _binary_("xlogy_", Xlogy), "copysign_": _binary_("copysign_", Copysign),
+    "ldexp_": written_into("ldexp_", ldexp), "float_power_": written_into("float_power_", float_power),
+    "heaviside_": written_into("heaviside_", heaviside),
+}
+_INPLACE.update({name + "_": _inplace(fn, name + "_") for name, fn in (
+    ("exp", _into(Exp, False)), ("log", _into(Log, True)), ("sqrt", _into(Sqrt, False)),
+    ("tanh", _into(Tanh, False)), ("sigmoid", _into(Sigmoid, False)))})
+
+
+__all__ = ["erfc", "exp2", "logit", "sinc", "deg2rad", "rad2deg", "heaviside", "fmax", "fmin", "xlogy", "logaddexp",
+           "logaddexp2", "float_power", "signbit", "copysign", "ldexp", "nansum", "nanmean", "clamp_min", "clamp_max"]
+METHODS = {name: globals()[name] for name in __all__}
+METHODS.update(_INPLACE)
