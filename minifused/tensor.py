@@ -363,11 +363,6 @@ class Tensor:
         self._xp.copyto(self._data, self._xp.asarray(src).astype(self._data.dtype, copy=False))
         return self._bump("copy_")
 
-    def clamp_(self, min=None, max=None):
-        self._check_inplace("clamp_")
-        self._xp.clip(self._data, min, max, out=self._data)
-        return self._bump("clamp_")
-
     def uniform_(self, a=0.0, b=1.0):
         self._check_inplace("uniform_")
         gen = backend.generator(self.device)

@@ -322,3 +322,18 @@ def test_cuda_inplace_forms(dtype):
         x = mf.tensor(a, dtype=dtype, device="cuda")
         assert getattr(x, name)(*args) is x and x.dtype == dtype
         np.testing.assert_array_equal(x.cpu().numpy().astype(np.float64), want.numpy().astype(np.float64), name)
+
+
+def test_clamp_inplace_is_recorded_as_clamp():
+    """Tensor.clamp_ (as clip_) on a tensor inside the graph: written in place, its version bumped, and the
+    gradient that of clamp (1 inside the bounds, 0 outside); a leaf that requires grad is refused."""
+    x = mf.tensor([-1.0, 0.2, 0.5, 3.0], requires_grad=True)
+    y = x * 2
+    version = y._version
+    assert y.clamp_(0.0, 1.0) is y and y._version == version + 1
+    np.testing.assert_allclose(y.detach().numpy(), [0.0, 0.4, 1.0, 1.0])
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 2.0, 2.0, 0.0])
+    with pytest.raises(RuntimeError, match="clamp_: a leaf Variable that requires grad"):
+        x.clamp_(0, 1)
+    assert mf.tensor([1, 5, -3]).clamp_(0, 2).tolist() == [1, 2, 0]

@@ -381,8 +381,12 @@ def clamp_max_(self, max):  # noqa: A002 - PyTorch's names
     return _clamp_into("clamp_max_", self, None, max)
 
 
+def clamp_(self, min=None, max=None):  # noqa: A002 - PyTorch's names
+    """``clamp`` written into self, recorded as ``clamp`` (``clip_`` too)."""
+    return _clamp_into("clamp_", self, min, max)
+
+
 def clip_(self, min=None, max=None):  # noqa: A002 - PyTorch's names
-    """``clamp`` written into self, recorded (Tensor.clamp_ is not)."""
     return _clamp_into("clip_", self, min, max)
 
 
@@ -416,7 +420,7 @@ _AbsInto, _NegInto = _into(Abs, True), _into(Neg, False)
 _INPLACE = {
     "relu_": relu_, "abs_": _signed_("abs_", _AbsInto), "absolute_": _signed_("absolute_", _AbsInto),
     "neg_": _signed_("neg_", _NegInto), "negative_": _signed_("negative_", _NegInto), "pow_": pow_,
-    "clamp_min_": clamp_min_, "clamp_max_": clamp_max_, "clip_": clip_,
+    "clamp_min_": clamp_min_, "clamp_max_": clamp_max_, "clamp_": clamp_, "clip_": clip_,
     "exp2_": _inplace(Exp2, "exp2_"), "erfc_": _inplace(Erfc, "erfc_"), "sinc_": _inplace(Sinc, "sinc_"),
     "deg2rad_": _inplace(Deg2rad, "deg2rad_"), "rad2deg_": _inplace(Rad2deg, "rad2deg_"),
     "logit_": lambda self, eps=None: _inplace(Logit, "logit_")(self, _eps("logit_", eps)),
