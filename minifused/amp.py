@@ -43,7 +43,8 @@ from . import backend
 from .kernels import optim as K
 from .tensor import Tensor
 
-__all__ = ["GradScaler", "autocast", "cast_model", "get_autocast_dtype", "is_autocast_enabled"]
+__all__ = ["GradScaler", "autocast", "cast_model", "custom_bwd", "custom_fwd", "get_autocast_dtype",
+           "is_autocast_available", "is_autocast_enabled"]
 
 _AUTOCAST_DEFAULTS = {"cuda": backend.float16, "cpu": backend.bfloat16}  # PyTorch's default dtypes
 
@@ -111,6 +112,91 @@ def get_autocast_dtype(device_type):
     if device_type not in _AUTOCAST_DEFAULTS:
         raise ValueError(f"get_autocast_dtype: device_type must be 'cuda' or 'cpu', got {device_type!r}")
     return backend.autocast_dtypes().get(device_type, _AUTOCAST_DEFAULTS[device_type])
+
+
+# PyTorch's device types: is_autocast_available answers False for these (no autocast here) and raises for others
+_TORCH_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga",
+                       "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+
+
+def is_autocast_available(device_type):
+    """Whether :class:`autocast` supports ``device_type`` ('cpu' and 'cuda' do, as in PyTorch, whether or not a
+    GPU is present); an unknown device type raises RuntimeError, as PyTorch's."""
+    if not isinstance(device_type, str):
+        raise TypeError(f"is_autocast_available: device_type must be a str, got {type(device_type).__name__}")
+    if device_type.split(":")[0] not in _TORCH_DEVICE_TYPES:
+        raise RuntimeError(f"is_autocast_available: expected one of {', '.join(_TORCH_DEVICE_TYPES)} device type "
+                           f"at start of device string: {device_type}")
+    return device_type.split(":")[0] in _AUTOCAST_DEFAULTS
+
+
+def _check_device_type(what, device_type):
+    if not isinstance(device_type, str):
+        raise ValueError(f"{what}: expected `device_type` of type `str`, got: `{type(device_type).__name__}`")
+    if device_type not in _AUTOCAST_DEFAULTS:
+        raise ValueError(f"{what}: device_type must be 'cuda' or 'cpu', got {device_type!r}")
+
+
+def _cast_value(value, device_type, dtype):
+    """``value`` with its floating arrays / tensors on ``device_type`` (float64 excepted) cast to ``dtype``,
+    through tuples, lists and dicts, as PyTorch's ``custom_fwd`` casts (a Function's forward sees raw arrays)."""
+    if isinstance(value, Tensor):
+        ok = backend.is_floating(value.dtype) and value.dtype != np.float64 and value.device.type == device_type
+        return value.to(dtype) if ok else value
+    if isinstance(value, np.ndarray) or backend.is_cuda_array(value):
+        on = "cuda" if backend.is_cuda_array(value) else "cpu"
+        ok = backend.is_floating(value.dtype) and value.dtype != np.float64 and on == device_type
+        return value.astype(dtype) if ok else value
+    if isinstance(value, dict):
+        return {k: _cast_value(v, device_type, dtype) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_cast_value(v, device_type, dtype) for v in value)
+    return value
+
+
+def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
+    """``torch.amp.custom_fwd``: decorates an ``autograd.Function``'s ``forward(ctx, ...)``. It records on ``ctx``
+    the autocast state of ``device_type`` (for :func:`custom_bwd`); with ``cast_inputs`` (a dtype), inside an
+    autocast region the forward runs with autocast off and its floating inputs on ``device_type`` cast to that
+    dtype (outside a region nothing is cast). Usable bare-with-arguments: ``@custom_fwd(device_type='cuda')``."""
+    _check_device_type("custom_fwd", device_type)
+    dtype = None if cast_inputs is None else backend.as_dtype(cast_inputs)
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args, **kwargs):
+        ctx = args[0]
+        ctx._dtype = get_autocast_dtype(device_type)
+        enabled = is_autocast_enabled(device_type)
+        if dtype is None:
+            ctx._fwd_used_autocast = enabled
+            return fwd(*args, **kwargs)
+        ctx._fwd_used_autocast = False  # the forward ran with autocast off: so does the backward
+        if not enabled:
+            return fwd(*args, **kwargs)
+        with autocast(device_type, enabled=False):
+            return fwd(ctx, *_cast_value(args[1:], device_type, dtype), **_cast_value(kwargs, device_type, dtype))
+
+    return decorate_fwd
+
+
+def custom_bwd(bwd=None, *, device_type):
+    """``torch.amp.custom_bwd``: decorates the matching ``backward(ctx, ...)`` so that it runs under the autocast
+    state its forward (decorated with :func:`custom_fwd`) ran under."""
+    _check_device_type("custom_bwd", device_type)
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args, **kwargs):
+        ctx = args[0]
+        if not hasattr(ctx, "_fwd_used_autocast"):
+            raise RuntimeError("custom_bwd: the backward's forward was not decorated with custom_fwd")
+        with autocast(device_type, dtype=ctx._dtype, enabled=ctx._fwd_used_autocast):
+            return bwd(*args, **kwargs)
+
+    return decorate_bwd
 
 
 def cast_model(model, dtype):

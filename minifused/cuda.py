@@ -1,8 +1,10 @@
 """``torch.cuda``'s everyday functions, answered by CuPy and its memory pool.
 
 On a machine without a usable CUDA device every function works: ``is_available()`` is False,
-``device_count()`` 0, the memory counters 0, and the seeding, synchronizing and cache calls do
-nothing (``current_device()`` alone raises, as PyTorch's does).
+``device_count()`` 0, the memory counters 0, ``is_bf16_supported()`` False, ``get_arch_list()`` empty, and the
+seeding (``set_rng_state`` too), synchronizing and cache calls do nothing; the functions that ask a device
+(``current_device``, ``get_device_capability``, ``get_rng_state`` ...) raise a RuntimeError naming themselves, as
+PyTorch's raise.
 
 Memory counters are those of CuPy's default memory pool, which every minifused cuda array comes
 from: ``memory_allocated`` is the bytes held by live arrays, ``memory_reserved`` the bytes the
@@ -19,7 +21,10 @@ from . import backend
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "get_device_name", "synchronize",
            "manual_seed", "manual_seed_all", "memory_allocated", "max_memory_allocated", "memory_reserved",
-           "reset_peak_memory_stats", "empty_cache", "Event", "Stream", "stream", "current_stream", "default_stream"]
+           "reset_peak_memory_stats", "empty_cache", "Event", "Stream", "stream", "current_stream", "default_stream",
+           "is_bf16_supported", "get_device_capability", "get_device_properties", "mem_get_info",
+           "is_current_stream_capturing", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+           "seed", "seed_all", "initial_seed", "device", "get_arch_list"]
 
 
 def is_available() -> bool:
@@ -270,6 +275,11 @@ def _cuda_autocast(enabled=True, dtype=None, cache_enabled=True):
 
     return autocast("cuda", dtype, enabled, cache_enabled)
 
+
+# device queries, random states and ``device``: in cuda_info (it imports ``_index`` from here lazily)
+from .cuda_info import (device, get_arch_list, get_device_capability, get_device_properties,  # noqa: E402,F401
+                        get_rng_state, get_rng_state_all, initial_seed, is_bf16_supported, is_current_stream_capturing,
+                        mem_get_info, seed, seed_all, set_rng_state, set_rng_state_all)
 
 #: ``torch.cuda.amp``: the GradScaler and autocast under their older spellings.
 amp = SimpleNamespace(GradScaler=_cuda_grad_scaler, autocast=_cuda_autocast)

@@ -24,19 +24,25 @@ Every in-place write goes through one mutator, :meth:`VersionCounter.bump`,
 which records the op's name for the error a broken backward raises.
 
 The package: ``modes`` (grad mode, anomaly and debug checks), ``tape`` (version counters, the node,
-recording) and ``walk`` (the reverse walk, leaf gradients, hooks). It sits below ``tensor.py``: it never
+recording) and ``walk`` (the reverse walk, leaf gradients, hooks); around them PyTorch's user-facing extras:
+``functional`` (jacobian, vjp), ``gradcheck`` and the legacy ``Variable``. It sits below ``tensor.py``: it never
 imports ``Tensor``. The tensor module registers its class here with :func:`_register_tensor_type`.
 """
 from __future__ import annotations
 
 from . import tape as _tape
 from . import walk as _walk
-from .modes import detect_anomaly, enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .modes import (detect_anomaly, enable_grad, inference_mode, is_anomaly_enabled, is_grad_enabled, no_grad,
+                    set_detect_anomaly, set_grad_enabled)
 from .tape import Context, Function, Handoff, VersionCounter, refuse_view_of_grad_leaf, settle_view_write
 from .walk import _post_hooks_used, backward, grad, queue_callback
+from . import functional  # noqa: E402 - torch.autograd.functional: jacobian, vjp
+from .gradcheck import GradcheckError, gradcheck  # noqa: E402 - the function shadows its module, as PyTorch's
+from .variable import Variable  # noqa: E402
 
-__all__ = ["Context", "Function", "Handoff", "VersionCounter", "backward", "detect_anomaly", "enable_grad", "grad",
-           "inference_mode", "is_grad_enabled", "no_grad", "queue_callback", "refuse_view_of_grad_leaf",
+__all__ = ["Context", "Function", "GradcheckError", "Handoff", "Variable", "VersionCounter", "backward",
+           "detect_anomaly", "enable_grad", "functional", "grad", "gradcheck", "inference_mode", "is_anomaly_enabled",
+           "is_grad_enabled", "no_grad", "queue_callback", "refuse_view_of_grad_leaf", "set_detect_anomaly",
            "set_grad_enabled"]
 
 

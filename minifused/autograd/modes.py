@@ -127,6 +127,30 @@ class detect_anomaly:
         return False
 
 
+class set_detect_anomaly:  # noqa: N801 - PyTorch's name
+    """``torch.autograd.set_detect_anomaly(mode, check_nan=True)``: turns :class:`detect_anomaly`'s checks on or
+    off as soon as it is called (so a plain call works), and, used as a context manager, restores the previous
+    mode on exit. minifused's anomaly mode is its non-finite checks, so ``check_nan=False`` leaves them off."""
+
+    def __init__(self, mode, check_nan=True):
+        if not isinstance(mode, bool) or not isinstance(check_nan, bool):
+            raise TypeError(f"set_detect_anomaly: mode and check_nan must be bools, got {mode!r} and {check_nan!r}")
+        self.prev = _checks.anomaly
+        _checks.anomaly = mode and check_nan
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _checks.anomaly = self.prev
+        return False
+
+
+def is_anomaly_enabled() -> bool:
+    """Whether anomaly detection is on in this thread (``torch.is_anomaly_enabled``)."""
+    return _checks.anomaly
+
+
 def _check_op(name, stage, arrays, inputs):
     """Under ``detect_anomaly``, raise on the first non-finite array of ``arrays``, naming the op and the
     shapes of its ``inputs``; in debug mode, synchronize after each op so errors surface where they happen."""

@@ -1,5 +1,5 @@
-"""Map-style datasets as in ``torch.utils.data``: the ``Dataset`` base, ``Subset``, ``ConcatDataset``
-and ``random_split``.
+"""Map-style datasets as in ``torch.utils.data``: the ``Dataset`` base, ``Subset``, ``ConcatDataset``,
+``StackDataset`` and ``random_split``.
 
 A dataset is anything with ``__getitem__(i)`` and ``__len__()``. A :class:`Subset` of a dataset
 that can hand over whole device tensors (``as_tensors``, as MNIST and ``TensorDataset`` do) hands
@@ -66,9 +66,13 @@ class ConcatDataset(Dataset):
     """Several datasets, one after the other."""
 
     def __init__(self, datasets):
+        from .iterable import IterableDataset  # the iterable module builds on this one
+
         self.datasets = list(datasets)
         if not self.datasets:
             raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+        if any(isinstance(d, IterableDataset) for d in self.datasets):
+            raise TypeError("ConcatDataset does not support IterableDataset (use ChainDataset)")
         self.cumulative_sizes = []
         total = 0
         for d in self.datasets:
@@ -89,6 +93,36 @@ class ConcatDataset(Dataset):
         which = bisect.bisect_right(self.cumulative_sizes, idx)
         start = self.cumulative_sizes[which - 1] if which else 0
         return self.datasets[which][idx - start]
+
+
+class StackDataset(Dataset):
+    """Datasets of equal length zipped: item ``i`` is ``tuple(d[i] for d in args)``, or with keyword datasets
+    ``{name: d[i]}`` (PyTorch's ``StackDataset(*args, **kwargs)``, one form or the other)."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("StackDataset: supported either tuple- (via args) or dict- (via kwargs) like "
+                             "input/output, but both types are given")
+        if not args and not kwargs:
+            raise ValueError("StackDataset: at least one dataset should be passed")
+        datasets = list(args) if args else list(kwargs.values())
+        lengths = [len(d) for d in datasets]
+        if any(n != lengths[0] for n in lengths):
+            raise ValueError(f"StackDataset: size mismatch between datasets, lengths {lengths}")
+        self._length = lengths[0]
+        self.datasets = args if args else kwargs
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices):
+        """The items at ``indices`` (a list), as PyTorch's batched fetch."""
+        return [self[i] for i in indices]
+
+    def __len__(self):
+        return self._length
 
 
 def random_split(dataset, lengths, generator=None):

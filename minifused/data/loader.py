@@ -18,6 +18,7 @@ from .. import backend
 from ..kernels.gather import rows_gatherer
 from ..tensor import Tensor
 from .dataset import Dataset
+from .iterable import IterableDataset
 
 
 def epoch_order(n: int, seed: int, epoch: int):
@@ -118,6 +119,9 @@ class DataLoader:
     (or passed through ``collate_fn``).
     ``collate_fn(list_of_items)`` builds each batch on the host; the default stacks tensors,
     arrays and numbers position by position (tuples, lists and dicts of them too).
+    An :class:`IterableDataset` is iterated afresh each epoch and its items batched as they come
+    (``shuffle``, ``sampler`` and ``batch_sampler`` must be left unset, as PyTorch's; ``len()`` needs the
+    dataset's own ``__len__``).
 
     A dataset with ``as_tensors`` and no ``collate_fn`` is moved to the device once and
     batched there. ``num_workers``, ``pin_memory``, ``timeout``, ``worker_init_fn``,
@@ -130,6 +134,12 @@ class DataLoader:
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  generator=None, prefetch_factor=None, persistent_workers=False, pin_memory_device="", *,
                  seed=None, device=None, dtype=None):
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:  # the stream decides the order: PyTorch refuses these options
+            for name, value in (("shuffle", shuffle), ("sampler", sampler), ("batch_sampler", batch_sampler)):
+                if value not in (None, False):
+                    raise ValueError(f"DataLoader with IterableDataset: expected unspecified {name} option, "
+                                     f"but got {name}={value!r}")
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError("DataLoader: batch_sampler option is mutually exclusive with batch_size, "
@@ -167,11 +177,16 @@ class DataLoader:
         self.device = backend.device(device if device is not None else getattr(dataset, "device", None))
         self.epoch = 0
         self._tensors = None
-        if hasattr(dataset, "as_tensors") and collate_fn is None and not self._unbatched:
+        if hasattr(dataset, "as_tensors") and collate_fn is None and not self._unbatched and not self._iterable:
             self._tensors = tuple(dataset.as_tensors(self.device, dtype))
-        self.n = len(dataset) if sampler is None else len(sampler)
+        self.n = None if self._iterable else len(dataset) if sampler is None else len(sampler)
 
     def __len__(self):
+        if self._iterable:  # len(dataset) raises TypeError for a stream without __len__, as PyTorch's
+            n = len(self.dataset)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         if self.batch_sampler is not None:
             return len(self.batch_sampler)
         if self._unbatched:
@@ -210,7 +225,27 @@ class DataLoader:
     def __iter__(self):
         epoch = self.epoch
         self.epoch += 1
+        if self._iterable:
+            return self._stream_batches()
         return self._device_batches(epoch) if self._tensors is not None else self._host_batches(epoch)
+
+    def _stream_batches(self):
+        """An IterableDataset's items, batched in the order the stream gives them."""
+        if self._unbatched:
+            for item in self.dataset:
+                yield self.collate_fn(item) if self.collate_fn is not None else _convert(item, self.device)
+            return
+        items = []
+        for item in self.dataset:
+            items.append(item)
+            if len(items) == self.batch_size:
+                yield self._collated(items)
+                items = []
+        if items and not self.drop_last:
+            yield self._collated(items)
+
+    def _collated(self, items):
+        return self.collate_fn(items) if self.collate_fn is not None else _collate_items(items, self.device)
 
     def _device_batches(self, epoch):
         bs, count = self.batch_size, len(self) if self.batch_sampler is None else 0
@@ -237,11 +272,7 @@ class DataLoader:
                 yield self.collate_fn(item) if self.collate_fn is not None else _convert(item, self.device)
             return
         for idx in self._index_batches(epoch):
-            items = [self.dataset[int(i)] for i in idx]
-            if self.collate_fn is not None:
-                yield self.collate_fn(items)
-            else:
-                yield _collate_items(items, self.device)
+            yield self._collated([self.dataset[int(i)] for i in idx])
 
 
 def default_collate(batch, device=None):
@@ -250,15 +281,23 @@ def default_collate(batch, device=None):
     return _collate_items(list(batch), backend.device(device))
 
 
+def default_convert(data, device=None):
+    """PyTorch's ``default_convert`` (what an unbatched loader applies to each item): NumPy arrays and NumPy
+    scalars of numbers or bools become tensors, through dicts, named tuples, tuples (which become lists, as
+    PyTorch's) and lists; nothing is stacked, everything else is passed as it is."""
+    return _convert(data, backend.device(device))
+
+
 def _convert(item, device):
-    """PyTorch's ``default_convert``: NumPy arrays in ``item`` become tensors, nothing is stacked."""
-    if isinstance(item, np.ndarray) and item.dtype.kind in "biuf":
-        return Tensor._from_array(backend.to_device(item, device))
+    if isinstance(item, (np.ndarray, np.number, np.bool_)):
+        if item.dtype.kind not in "biuf":  # strings, objects: left alone
+            return item
+        return Tensor._from_array(backend.to_device(np.asarray(item), device))
     if isinstance(item, dict):
-        return {k: _convert(v, device) for k, v in item.items()}
-    if isinstance(item, tuple):
-        return tuple(_convert(v, device) for v in item)
-    if isinstance(item, list):
+        return type(item)({k: _convert(v, device) for k, v in item.items()})
+    if isinstance(item, tuple) and hasattr(item, "_fields"):  # a named tuple keeps its type
+        return type(item)(*(_convert(v, device) for v in item))
+    if isinstance(item, (tuple, list)):
         return [_convert(v, device) for v in item]
     return item
 

@@ -96,6 +96,15 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     return total
 
 
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Deprecated alias of :func:`clip_grad_norm_` (PyTorch's FutureWarning says so)."""
+    import warnings
+
+    warnings.warn("`minifused.nn.utils.clip_grad_norm` is now deprecated in favor of "
+                  "`minifused.nn.utils.clip_grad_norm_`.", FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
+
+
 def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every gradient element to ``[-clip_value, clip_value]`` in place."""
     clip_value = float(clip_value)
@@ -148,5 +157,10 @@ def vector_to_parameters(vec, parameters):
 
 from .reparam import remove_spectral_norm, remove_weight_norm, spectral_norm, weight_norm  # noqa: E402,F401
 from . import fusion  # noqa: E402,F401 - torch.nn.utils.fusion
-from .fusion import fuse_conv_bn_eval  # noqa: E402,F401 - torch.nn.utils.fuse_conv_bn_eval
+from .fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval,  # noqa: E402,F401
+                     fuse_linear_bn_weights)
+from .module_utils import convert_conv2d_weight_memory_format, skip_init  # noqa: E402,F401
+from . import stateless  # noqa: E402,F401 - torch.nn.utils.stateless, importable by its dotted name too:
+import sys as _sys  # noqa: E402
+_sys.modules.setdefault(__name__ + ".stateless", stateless)
 from . import parametrizations, parametrize  # noqa: E402,F401 - torch.nn.utils.parametrizations / parametrize

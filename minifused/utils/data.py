@@ -1,9 +1,11 @@
 """``torch.utils.data`` under its PyTorch name: datasets, samplers and ``DataLoader`` from
 :mod:`minifused.data`."""
-from ..data import (BatchSampler, ConcatDataset, DataLoader, Dataset, DistributedSampler,  # noqa: F401
-                    RandomSampler, Sampler, SequentialSampler, Subset, SubsetRandomSampler, TensorDataset,
-                    WeightedRandomSampler, default_collate, random_split)
+from ..data import (BatchSampler, ChainDataset, ConcatDataset, DataLoader, Dataset, DistributedSampler,  # noqa: F401
+                    IterableDataset, RandomSampler, Sampler, SequentialSampler, StackDataset, Subset,
+                    SubsetRandomSampler, TensorDataset, WeightedRandomSampler, default_collate, default_convert,
+                    get_worker_info, random_split)
 
-__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler", "RandomSampler",
-           "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset",
-           "WeightedRandomSampler", "default_collate", "random_split"]
+__all__ = ["BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler",
+           "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler", "StackDataset", "Subset",
+           "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler", "default_collate", "default_convert",
+           "get_worker_info", "random_split"]

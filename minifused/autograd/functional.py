@@ -1,0 +1,125 @@
+"""``torch.autograd.functional``'s reverse-mode products: :func:`jacobian` and :func:`vjp`, one backward per
+output element (jacobian) or one in all (vjp), through :func:`minifused.autograd.grad`.
+
+``hessian``, ``jvp``, ``hvp`` and ``vhp`` need the gradient of a gradient (PyTorch computes ``jvp`` by the
+double-backward trick); minifused has no ``create_graph``, so they are left out, and ``create_graph=True`` here
+raises NotImplementedError.
+"""
+from __future__ import annotations
+
+from . import tape as _tape
+from .modes import enable_grad
+from .walk import grad
+
+__all__ = ["jacobian", "vjp"]
+
+
+def _as_tuple(value, what, fn):
+    """``(was_a_tuple, tuple_of_tensors)``, raising TypeError for anything but a tensor or a tuple/list of them."""
+    is_tuple = isinstance(value, (tuple, list))
+    values = tuple(value) if is_tuple else (value,)
+    for i, v in enumerate(values):
+        if not isinstance(v, _tape._Tensor):
+            raise TypeError(f"{fn}: the {what} must be either a Tensor or a tuple of Tensors, but the value at "
+                            f"index {i} has type {type(v).__name__}")
+    return is_tuple, values
+
+
+def _post(values, is_tuple):
+    return values if is_tuple else values[0]
+
+
+def _prepare(fn, func, inputs, create_graph):
+    if create_graph:
+        raise NotImplementedError(f"{fn}: create_graph=True needs double backward, which minifused does not "
+                                  f"support")
+    if not callable(func):
+        raise TypeError(f"{fn}: func must be callable, got {type(func).__name__}")
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn)
+    # fresh leaves sharing the inputs' memory: the caller's graph is neither extended nor given gradients
+    inputs = tuple(t.detach().requires_grad_(True) for t in inputs)
+    with enable_grad():
+        out = func(*inputs)
+    is_outputs_tuple, outputs = _as_tuple(out, "outputs of the user-provided function", fn)
+    return is_inputs_tuple, inputs, is_outputs_tuple, outputs
+
+
+def _check_strict(fn, grads, out_index, out_requires_grad, strict):
+    if not strict:
+        return
+    if not out_requires_grad:
+        raise RuntimeError(f"{fn}: output {out_index} of the user-provided function does not require gradients; "
+                           f"the outputs must be computed in a differentiable manner from the input when running "
+                           f"in strict mode")
+    for j, g in enumerate(grads):
+        if g is None:
+            raise RuntimeError(f"{fn}: output {out_index} of the user-provided function is independent of input "
+                               f"{j}. This is not allowed in strict mode")
+
+
+def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
+    """The Jacobian of ``func`` at ``inputs``: for output ``i`` and input ``j`` a tensor of shape
+    ``out_i.shape + in_j.shape``, nested as PyTorch's (a tuple over outputs when ``func`` returns a tuple, each a
+    tuple over inputs when ``inputs`` is one). An input an output does not depend on gets zeros (``strict=True``:
+    a RuntimeError). ``vectorize`` is accepted (same result, one backward per output element either way);
+    ``strategy='forward-mode'`` is not supported."""
+    if strategy not in ("reverse-mode", "forward-mode"):
+        raise ValueError(f'jacobian: expected strategy to be either "forward-mode" or "reverse-mode", got '
+                         f'{strategy!r}')
+    if strategy == "forward-mode":
+        raise NotImplementedError("jacobian: strategy='forward-mode' is not supported (minifused has no "
+                                  "forward-mode autograd)")
+    is_inputs_tuple, inputs, is_outputs_tuple, outputs = _prepare("jacobian", func, inputs, create_graph)
+    T = _tape._Tensor
+    result = []
+    for i, out in enumerate(outputs):
+        rows = [inp._xp.zeros((out._data.size,) + inp._data.shape, inp._data.dtype) for inp in inputs]
+        if out.requires_grad:
+            for k in range(out._data.size):
+                onehot = out._xp.zeros(out._data.shape, out._data.dtype)
+                onehot.reshape(-1)[k] = 1
+                grads = grad(out, inputs, T._from_array(onehot), retain_graph=True, allow_unused=True)
+                _check_strict("jacobian", grads, i, True, strict)
+                for j, g in enumerate(grads):
+                    if g is not None:
+                        rows[j][k] = g._data
+        else:
+            _check_strict("jacobian", [None] * len(inputs), i, False, strict)
+        jac = tuple(T._from_array(r.reshape(out._data.shape + inp._data.shape)) for r, inp in zip(rows, inputs))
+        result.append(_post(jac, is_inputs_tuple))
+    return _post(tuple(result), is_outputs_tuple)
+
+
+def vjp(func, inputs, v=None, create_graph=False, strict=False):
+    """``(func(*inputs), vᵀJ)``: the outputs (detached) and the vector-Jacobian product, shaped as ``inputs``
+    (a tuple when they are). ``v`` matches the outputs; it may be None only when ``func`` returns a single
+    one-element tensor. An input the outputs do not depend on gets zeros (``strict=True``: a RuntimeError)."""
+    is_inputs_tuple, inputs, is_outputs_tuple, outputs = _prepare("vjp", func, inputs, create_graph)
+    T = _tape._Tensor
+    if v is None:
+        if len(outputs) != 1 or outputs[0]._data.size != 1:
+            raise RuntimeError("vjp: the vector v can only be None if the user-provided function returns a single "
+                               "Tensor with a single element")
+        vs = (T._from_array(outputs[0]._xp.ones(outputs[0]._data.shape, outputs[0]._data.dtype)),)
+    else:
+        _, vs = _as_tuple(v, "v", "vjp")
+        if len(vs) != len(outputs):
+            raise RuntimeError(f"vjp: v is a tuple of invalid length: should be {len(outputs)} but got {len(vs)}")
+        for out, vi in zip(outputs, vs):
+            if tuple(vi.shape) != tuple(out.shape):
+                raise RuntimeError(f"vjp: v has invalid size: should be {tuple(out.shape)} but got "
+                                   f"{tuple(vi.shape)}")
+    live = [(o, vi) for o, vi in zip(outputs, vs) if o.requires_grad]
+    for i, o in enumerate(outputs):
+        if not o.requires_grad:
+            _check_strict("vjp", [], i, False, strict)
+    grads = [None] * len(inputs)
+    if live:
+        grads = list(grad([o for o, _ in live], inputs, [vi for _, vi in live], allow_unused=True))
+        for j, g in enumerate(grads):
+            if g is None and strict:
+                raise RuntimeError(f"vjp: the output of the user-provided function is independent of input {j}. "
+                                   f"This is not allowed in strict mode")
+    products = tuple(g if g is not None else T._from_array(inp._xp.zeros_like(inp._data))
+                     for g, inp in zip(grads, inputs))
+    return _post(tuple(o.detach() for o in outputs), is_outputs_tuple), _post(products, is_inputs_tuple)
