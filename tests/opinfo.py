@@ -3288,7 +3288,289 @@ SPECIAL_OPS = [
                      "Boolean value of Tensor with more than one value is ambiguous"))),
 ]
 
-OPS += MATH_OPS + INDEX_OPS + ACTIVATION_OPS + LAYER_OPS + REDUCE_OPS + PRODUCT_OPS + ARRANGE_OPS + SPECIAL_OPS
+# ---------------------------------------------------------------- functional gaps: pooling forms, lp_pool, pdist,
+# bilinear, upsample aliases, max_unpool1d, multilabel / distance-triplet losses, embedding_bag (their modules:
+# tests/test_functional_gaps.py)
+def _pool_count(n, k, s, ceil_mode):
+    out = (-(-(n - k) // s) if ceil_mode else (n - k) // s) + 1
+    return out - 1 if ceil_mode and (out - 1) * s >= n else out
+
+
+def _lp_pool_ref(dims):
+    """Window by window over the last ``dims`` dimensions (no padding): the window's sum of x^p times the
+    kernel's size over the (ceil_mode-clipped) window's size, as PyTorch's avg_pool composition, to the 1/p;
+    p = +-inf: the largest / smallest |x|."""
+    def ref(x, norm_type, kernel_size, stride=None, ceil_mode=False):
+        k = (kernel_size,) * dims if isinstance(kernel_size, int) else tuple(kernel_size)
+        s = k if stride is None else (stride,) * dims if isinstance(stride, int) else tuple(stride)
+        lead, sizes = x.shape[:-dims], x.shape[-dims:]
+        counts = [_pool_count(n, kk, ss, ceil_mode) for n, kk, ss in zip(sizes, k, s)]
+        out = np.zeros(lead + tuple(counts))
+        for pos in np.ndindex(*counts):
+            lo = [p * ss for p, ss in zip(pos, s)]
+            hi = [min(a + kk, n) for a, kk, n in zip(lo, k, sizes)]
+            win = x[(Ellipsis,) + tuple(slice(a, b) for a, b in zip(lo, hi))].reshape(lead + (-1,))
+            if abs(norm_type) == math.inf:
+                val = np.abs(win).max(-1) if norm_type > 0 else np.abs(win).min(-1)
+            else:
+                val = ((win ** norm_type).sum(-1) * math.prod(k) / math.prod(np.subtract(hi, lo))) ** (1 / norm_type)
+            out[(Ellipsis,) + pos] = val
+        return out
+    return ref
+
+
+def pdist_ref(x, p=2.0):
+    i, j = np.triu_indices(x.shape[0], 1)
+    return np.linalg.norm(x[i] - x[j], ord=p, axis=-1)
+
+
+def bilinear_ref(a, b, w, bias=None):
+    return np.einsum("...i,oij,...j->...o", a, w, b) + (0 if bias is None else bias)
+
+
+def _upsample_ref(mode=None, align_corners=None):
+    def ref(x, size=None, scale_factor=None, **kw):
+        fixed = {} if mode is None else {"mode": mode, "align_corners": align_corners}
+        return interpolate_ref(x, size, scale_factor, **kw, **fixed)
+    return ref
+
+
+def _deprecated(fn):
+    """``fn`` called under the check that it warns as PyTorch's deprecated alias does."""
+    def call(*args, **kwargs):
+        with pytest.warns(UserWarning, match=r"is deprecated\. Use `nn\.functional\.interpolate` instead"):
+            return fn(*args, **kwargs)
+    return call
+
+
+def _unpool1d_ref(x, k, out_len=None):
+    """Each (non-overlapping) window's maximum kept at its place, zeros elsewhere (and up to ``out_len``)."""
+    n = x.shape[-1] // k * k
+    keep = np.repeat(_pool1d_ref(max_pool2d_ref)(x[..., :n], k), k, -1) == x[..., :n]
+    out = np.zeros(x.shape[:-1] + (out_len or n,))
+    out[..., :n] = np.where(keep, x[..., :n], 0)
+    return out
+
+
+def multilabel_margin_ref(x, y, reduction="mean"):
+    """Row by row: each listed target j (up to the first -1) against each class i not listed."""
+    c = x.shape[-1] if x.ndim else 1
+    rows, tgts = x.reshape(-1, c), y.reshape(-1, c)
+    loss = np.zeros(len(rows))
+    for r, (xr, yr) in enumerate(zip(rows, tgts)):
+        listed = list(yr[:list(yr).index(-1)] if -1 in yr else yr)
+        for j in listed:
+            loss[r] += sum(max(0.0, 1 - (xr[j] - xr[i])) for i in range(c) if i not in listed) / c
+    return _red(loss if x.ndim == 2 else loss[0], reduction)
+
+
+def _cosine_distance_ref(u, v):
+    return 1 - (u * v).sum(-1) / (np.linalg.norm(u, axis=-1) * np.linalg.norm(v, axis=-1))
+
+
+def embedding_bag_ref(idx, w, offsets=None, mode="mean", per_sample_weights=None, include_last_offset=False,
+                      padding_idx=None):
+    """Bag by bag: the rows of the bag's non-padding entries (times their weights), summed, averaged or maxed;
+    an empty bag is zeros."""
+    if idx.ndim == 2:
+        bags = [np.arange(i * idx.shape[1], (i + 1) * idx.shape[1]) for i in range(idx.shape[0])]
+    else:
+        starts = list(offsets[:-1] if include_last_offset else offsets)  # (the last bag runs to the end)
+        bags = [np.arange(lo, hi) for lo, hi in zip(starts, starts[1:] + [len(idx)])]
+    flat = idx.reshape(-1)
+    psw = np.ones(flat.shape) if per_sample_weights is None else per_sample_weights.reshape(-1)
+    out = np.zeros((len(bags), w.shape[1]))
+    for b, entries in enumerate(bags):
+        entries = [e for e in entries if padding_idx is None or flat[e] != padding_idx % w.shape[0]]
+        if entries:
+            rows = w[flat[entries]] * psw[entries][:, None]
+            out[b] = {"sum": rows.sum(0), "mean": rows.mean(0), "max": rows.max(0)}[mode]
+    return out
+
+
+def _output_of(name):
+    """The output of ``F.<name>``, which returns (output, indices)."""
+    return lambda x, **kw: getattr(F, name)(x, **kw)[0]
+
+
+def _torch_output_of(name):
+    return lambda T, x, **kw: getattr(T.nn.functional, name)(x, **kw)[0]
+
+
+def _cosine_triplet_ref(a, p, n, margin=0.5):
+    """The swapped triplet loss of cosine distances, summed."""
+    d_neg = np.minimum(_cosine_distance_ref(a, n), _cosine_distance_ref(p, n))
+    return np.maximum(0, margin + _cosine_distance_ref(a, p) - d_neg).sum()
+
+
+_OFFSETS = (0, 2, 2, 5)  # bags of 2, 0 and 2 entries (of 7): an empty bag in the middle
+
+FUNCTIONAL_GAP_OPS = [
+    OpInfo("max_pool2d_with_indices", _output_of("max_pool2d_with_indices"), max_pool2d_ref,
+           spelled="F.max_pool2d_with_indices", torch=_torch_output_of("max_pool2d_with_indices"), samples=(
+               S("max_pool2d_with_indices", distinct((2, 3, 4, 6)), kernel_size=2),
+               S("max_pool2d_with_indices_dilated", distinct((1, 2, 9, 8)), kernel_size=(3, 2), stride=(2, 1),
+                 padding=1, dilation=(2, 3)),
+               S("max_pool2d_with_indices_unpool", distinct((2, 3, 4, 6)),
+                 fn=lambda x: F.max_unpool2d(*F.max_pool2d_with_indices(x, 2), 2),
+                 ref=lambda x: np.where(x == np.repeat(np.repeat(max_pool2d_ref(x, 2), 2, -2), 2, -1), x, 0)))),
+    OpInfo("max_pool1d_with_indices", _output_of("max_pool1d_with_indices"), _pool1d_ref(max_pool2d_ref),
+           spelled="F.max_pool1d_with_indices", torch=_torch_output_of("max_pool1d_with_indices"), samples=(
+               S("max_pool1d_with_indices", distinct((2, 3, 8)), kernel_size=2),
+               S("max_pool1d_with_indices_dilated_unbatched", distinct((3, 11)), kernel_size=3, stride=2, padding=1,
+                 dilation=3))),
+    OpInfo("adaptive_max_pool2d_with_indices", _output_of("adaptive_max_pool2d_with_indices"),
+           _adaptive(np.max, 2), spelled="F.adaptive_max_pool2d_with_indices",
+           torch=_torch_output_of("adaptive_max_pool2d_with_indices"), samples=(
+               S("adaptive_max_pool2d_with_indices", distinct((2, 3, 7, 10)), output_size=(3, 4)),
+               S("adaptive_max_pool2d_with_indices_unbatched", distinct((2, 7, 5)), output_size=3))),
+    OpInfo("adaptive_max_pool1d_with_indices", _output_of("adaptive_max_pool1d_with_indices"),
+           _adaptive(np.max, 1), spelled="F.adaptive_max_pool1d_with_indices",
+           torch=_torch_output_of("adaptive_max_pool1d_with_indices"), samples=(
+               S("adaptive_max_pool1d_with_indices", distinct((2, 3, 10)), output_size=4),
+               S("adaptive_max_pool1d_with_indices_indices", distinct((2, 3, 10)),
+                 fn=lambda x: F.adaptive_max_pool1d_with_indices(x, 4)[1].to(x.dtype) + x.sum() * 0,
+                 ref=lambda x: np.stack([x[..., lo:hi].argmax(-1) + lo for lo, hi in _bins(10, 4)], -1))),
+           errors=(E("adaptive_max_pool1d_with_indices_dims",
+                     lambda: F.adaptive_max_pool1d_with_indices(t(1, 2, 3, 4), 2), ValueError,
+                     "adaptive_max_pool1d_with_indices: expected a 2-D or 3-D input"),)),
+    OpInfo("lp_pool2d", F.lp_pool2d, _lp_pool_ref(2), spelled="F.lp_pool2d", torch=_tf("lp_pool2d"), samples=(
+               S("lp_pool2d", (2, 3, 4, 6), norm_type=2, kernel_size=2),
+               S("lp_pool2d_p3_stride", pos((1, 2, 7, 5)), norm_type=3, kernel_size=(3, 2), stride=(2, 1)),
+               S("lp_pool2d_p1_5_ceil_unbatched", pos((2, 5, 5)), norm_type=1.5, kernel_size=2, ceil_mode=True),
+               S("lp_pool2d_inf", distinct((1, 2, 4, 4)), norm_type=math.inf, kernel_size=2)),
+           errors=(E("lp_pool2d_too_small", lambda: F.lp_pool2d(t(1, 1, 4, 4), 2, 5), RuntimeError,
+                     r"lp_pool2d: Given input size: \(1, 1, 4, 4\)\. .*Output size is too small"),
+                   E("lp_pool2d_norm_type", lambda: F.lp_pool2d(t(1, 1, 4, 4), "2", 2), TypeError,
+                     "lp_pool2d: norm_type must be a number"))),
+    OpInfo("lp_pool1d", F.lp_pool1d, _lp_pool_ref(1), spelled="F.lp_pool1d", torch=_tf("lp_pool1d"), samples=(
+               S("lp_pool1d", (2, 3, 8), norm_type=2, kernel_size=2),
+               S("lp_pool1d_p1_ceil", pos((1, 2, 9)), norm_type=1, kernel_size=2, ceil_mode=True),
+               S("lp_pool1d_p4_stride_unbatched", pos((3, 7)), norm_type=4, kernel_size=3, stride=2),
+               S("lp_pool1d_neg_inf", distinct((2, 3, 6)), norm_type=-math.inf, kernel_size=3)),
+           errors=(E("lp_pool1d_norm_zero", lambda: F.lp_pool1d(t(1, 2, 6), 0, 2), ValueError,
+                     "lp_pool1d: norm_type must be a non-zero value, but got 0"),
+                   E("lp_pool1d_dims", lambda: F.lp_pool1d(t(4), 2, 1), RuntimeError,
+                     "lp_pool1d: Expected 2 to 3 dimensions, but got 1-dimensional tensor"))),
+    OpInfo("pdist", F.pdist, pdist_ref, spelled="F.pdist", aliases={"mf.pdist": mf.pdist}, torch=_tf("pdist"),
+           gpu_tol=1e-4, samples=(
+               S("pdist", (5, 4)), S("pdist_p1", (4, 33), p=1.0), S("pdist_inf", distinct((4, 3)), p=math.inf),
+               S("pdist_p3", (3, 2), p=3), S("pdist_p_half", (4, 3), p=0.5), S("pdist_p0", (3, 4), p=0),
+               S("pdist_one_row", (1, 3)), S("pdist_many_rows", (30, 2))),
+           errors=(E("pdist_1d", lambda: F.pdist(t(4)), RuntimeError, "pdist: pdist only supports 2D tensors, got: 1D"),
+                   E("pdist_negative_p", lambda: mf.pdist(t(4, 3), p=-1), RuntimeError,
+                     "pdist: pdist only supports non-negative p values"),
+                   E("pdist_int", lambda: F.pdist(mf.ones(3, 2, dtype=mf.int64)), RuntimeError,
+                     "pdist: pdist only supports floating-point dtypes"))),
+    OpInfo("bilinear", F.bilinear, bilinear_ref, spelled="F.bilinear", torch=_tf("bilinear"), gpu_tol=1e-4, samples=(
+               S("bilinear", (4, 3), (4, 5), (2, 3, 5), (2,)),
+               S("bilinear_batched_no_bias", (2, 3, 4), (2, 3, 1), (7, 4, 1)),
+               S("bilinear_1d", (3,), (4,), (5, 3, 4), (5,))),
+           errors=(E("bilinear_in1", lambda: F.bilinear(t(2, 3), t(2, 4), t(5, 4, 4)), RuntimeError,
+                     "bilinear\\(\\): input1 size does not match weight size: got 3 but expected 4"),
+                   E("bilinear_batch", lambda: F.bilinear(t(2, 3), t(3, 4), t(5, 3, 4)), RuntimeError,
+                     "bilinear\\(\\): input batch dimensions do not match at dim 0: got 2 and 3"),
+                   E("bilinear_bias", lambda: F.bilinear(t(2, 3), t(2, 4), t(5, 3, 4), t(4)), RuntimeError,
+                     "bilinear\\(\\): bias size does not match weight size: got 4 but expected 5"),
+                   E("bilinear_dtype", lambda: F.bilinear(t(2, 3), t(2, 4, dtype=mf.float64), t(5, 3, 4)),
+                     RuntimeError, "bilinear\\(\\): All tensors must have the same dtype, got input1: float, "
+                     "input2: double, weight: float"))),
+    OpInfo("upsample", _deprecated(F.upsample), _upsample_ref(), spelled="F.upsample", torch=_tf("upsample"),
+           samples=(S("upsample_nearest_default", (2, 3, 4, 5), scale_factor=2),
+                    S("upsample_bilinear_mode", (1, 2, 3, 4), size=(5, 7), mode="bilinear", align_corners=False),
+                    S("upsample_linear_1d", (2, 3, 5), scale_factor=1.5, mode="linear"))),
+    OpInfo("upsample_nearest", _deprecated(F.upsample_nearest), _upsample_ref("nearest"),
+           spelled="F.upsample_nearest", torch=_tf("upsample_nearest"),
+           samples=(S("upsample_nearest", (2, 3, 4, 5), size=(7, 9)),
+                    S("upsample_nearest_1d_scale", (2, 3, 5), scale_factor=3))),
+    OpInfo("upsample_bilinear", _deprecated(F.upsample_bilinear), _upsample_ref("bilinear", True),
+           spelled="F.upsample_bilinear", torch=_tf("upsample_bilinear"),
+           samples=(S("upsample_bilinear", (2, 3, 4, 5), size=(7, 9)),
+                    S("upsample_bilinear_scale", (1, 2, 3, 3), scale_factor=2)),
+           errors=(E("upsample_bilinear_3d", lambda: pytest.warns(UserWarning, F.upsample_bilinear, t(1, 2, 3), size=5),
+                     NotImplementedError, "interpolate: got 3D input, but bilinear mode needs 4D input"),)),
+    OpInfo("max_unpool1d", F.max_unpool1d, None, spelled="F.max_unpool1d", torch=_tf("max_unpool1d"), samples=(
+               S("max_unpool1d", distinct((2, 3, 8)), fn=lambda x: F.max_unpool1d(*F.max_pool1d_with_indices(x, 2), 2),
+                 ref=lambda x: _unpool1d_ref(x, 2)),
+               S("max_unpool1d_output_size_unbatched", distinct((3, 7)),
+                 fn=lambda x: F.max_unpool1d(*F.max_pool1d(x, 2, return_indices=True), 2, output_size=(7,)),
+                 ref=lambda x: _unpool1d_ref(x, 2, 7))),
+           errors=(E("max_unpool1d_index", lambda: F.max_unpool1d(t(1, 1, 2), mf.tensor([[[0, 9]]]), 2), RuntimeError,
+                     "max_unpool1d: Found an invalid max index"),
+                   E("max_unpool1d_output_size", lambda: F.max_unpool1d(t(1, 1, 3), mf.tensor([[[0, 2, 4]]]), 2,
+                                                                        output_size=(9,)),
+                     ValueError, r'max_unpool1d: invalid output_size "\(9,\)" \(dim 0 must be between 4 and 8\)'),
+                   E("max_unpool1d_dims", lambda: F.max_unpool1d(t(4), mf.tensor([0, 2, 4, 6]), 2), RuntimeError,
+                     r"max_unpool1d: expected a 2-D \(C, L\) or 3-D \(N, C, L\) input"))),
+    OpInfo("multilabel_margin_loss", F.multilabel_margin_loss, multilabel_margin_ref,
+           spelled="F.multilabel_margin_loss", torch=_tf("multilabel_margin_loss"), samples=(
+               S("multilabel_margin_loss", distinct((4, 5)), index((4, 5), 5)),
+               S("multilabel_margin_loss_1d_none", distinct((6,)), index((6,), 6), reduction="none"),
+               S("multilabel_margin_loss_terminated_sum", distinct((5, 6)), index((5, 6), 7),
+                 fn=lambda x, y: F.multilabel_margin_loss(x, y - 1, reduction="sum"),
+                 ref=lambda x, y: multilabel_margin_ref(x, y - 1, reduction="sum"))),
+           errors=(E("multilabel_margin_range", lambda: F.multilabel_margin_loss(t(1, 4), mf.tensor([[4, 0, -1, 1]])),
+                     RuntimeError, "multilabel_margin_loss: argument #2 'target' is out of range"),
+                   E("multilabel_margin_size", lambda: F.multilabel_margin_loss(t(1, 4), mf.tensor([[0, 1]])),
+                     RuntimeError, r"multilabel_margin_loss: inconsistent target size: \[1, 2\] for input of size: "
+                     r"\[1, 4\]"),
+                   E("multilabel_margin_dtype", lambda: F.multilabel_margin_loss(t(1, 2), t(1, 2)), RuntimeError,
+                     "multilabel_margin_loss: expected scalar type Long"),
+                   E("multilabel_margin_3d", lambda: F.multilabel_margin_loss(t(2, 3, 4), mf.zeros(2, 3, 4,
+                                                                                                  dtype=mf.int64)),
+                     RuntimeError, "multilabel_margin_loss: Expected non-empty vector or matrix"))),
+    OpInfo("triplet_margin_with_distance_loss", F.triplet_margin_with_distance_loss, triplet_margin_ref,
+           spelled="F.triplet_margin_with_distance_loss", torch=_tf("triplet_margin_with_distance_loss"), samples=(
+               S("triplet_margin_with_distance_loss", (5, 8), (5, 8), (5, 8)),
+               S("triplet_margin_with_distance_loss_none", (6, 3), (6, 3), (6, 3), margin=2.0, reduction="none",
+                 swap=True),
+               S("triplet_margin_with_distance_loss_cosine_sum", (4, 6), (4, 6), (4, 6),
+                 fn=lambda a, p, n: F.triplet_margin_with_distance_loss(
+                     a, p, n, distance_function=lambda u, v: 1 - F.cosine_similarity(u, v, dim=-1), margin=0.5,
+                     swap=True, reduction="sum"),
+                 ref=_cosine_triplet_ref)),
+           errors=(E("triplet_distance_margin", lambda: F.triplet_margin_with_distance_loss(t(2, 3), t(2, 3), t(2, 3),
+                                                                                            margin=0),
+                     ValueError, "triplet_margin_with_distance_loss: margin must be greater than 0, got 0"),
+                   E("triplet_distance_dims", lambda: F.triplet_margin_with_distance_loss(t(2, 3), t(2, 3), t(3)),
+                     RuntimeError, "triplet_margin_with_distance_loss: The anchor, positive, and negative tensors"),
+                   E("triplet_distance_reduction",
+                     lambda: F.triplet_margin_with_distance_loss(t(2, 3), t(2, 3), t(2, 3), reduction="x"),
+                     ValueError, "triplet_margin_with_distance_loss: x is not a valid value for reduction"))),
+    OpInfo("embedding_bag", F.embedding_bag, embedding_bag_ref, spelled="F.embedding_bag", torch=_tf("embedding_bag"),
+           samples=(S("embedding_bag_2d_mean", index((3, 4), 6), (6, 5)),
+                    S("embedding_bag_2d_max_padding", index((3, 4), 6), distinct((6, 5)), mode="max", padding_idx=2),
+                    S("embedding_bag_2d_sum_padding", index((2, 5), 4), (4, 3), mode="sum", padding_idx=-1),
+                    S("embedding_bag_offsets_weighted_sum", index((7,), 6), (6, 4), (7,),
+                      fn=lambda idx, w, psw: F.embedding_bag(idx, w, mf.tensor(_OFFSETS), mode="sum",
+                                                             per_sample_weights=psw),
+                      ref=lambda idx, w, psw: embedding_bag_ref(idx, w, _OFFSETS, "sum", psw)),
+                    S("embedding_bag_offsets_mean_last_offset", index((7,), 6), (6, 4),
+                      fn=lambda idx, w: F.embedding_bag(idx, w, mf.tensor(_OFFSETS), include_last_offset=True),
+                      ref=lambda idx, w: embedding_bag_ref(idx, w, _OFFSETS, include_last_offset=True)),
+                    S("embedding_bag_offsets_max", index((7,), 6), distinct((6, 4)),
+                      fn=lambda idx, w: F.embedding_bag(idx, w, mf.tensor(_OFFSETS), mode="max"),
+                      ref=lambda idx, w: embedding_bag_ref(idx, w, _OFFSETS, "max"))),
+           errors=(E("embedding_bag_mode", lambda: F.embedding_bag(mf.tensor([[1]]), t(3, 2), mode="min"), ValueError,
+                     "embedding_bag: mode has to be one of sum, mean or max"),
+                   E("embedding_bag_weights_mode", lambda: F.embedding_bag(mf.tensor([[1]]), t(3, 2),
+                                                                           per_sample_weights=t(1, 1)),
+                     NotImplementedError, "embedding_bag: per_sample_weights was not None.*mode='sum'"),
+                   E("embedding_bag_first_offset", lambda: F.embedding_bag(mf.tensor([1, 2]), t(3, 2), mf.tensor([1])),
+                     RuntimeError, "embedding_bag: offsets\\[0\\] has to be 0"),
+                   E("embedding_bag_2d_offsets", lambda: F.embedding_bag(mf.tensor([[1]]), t(3, 2), mf.tensor([0])),
+                     ValueError, "embedding_bag: if input is 2D, then offsets has to be None"),
+                   E("embedding_bag_no_offsets", lambda: F.embedding_bag(mf.tensor([1]), t(3, 2)), ValueError,
+                     "embedding_bag: offsets has to be a 1D Tensor but got None"),
+                   E("embedding_bag_padding_idx", lambda: F.embedding_bag(mf.tensor([[1]]), t(5, 2), padding_idx=5),
+                     RuntimeError, "embedding_bag: padding_idx must be within the number of embeddings, -5 through 4"),
+                   E("embedding_bag_float_input", lambda: F.embedding_bag(t(1, 2), t(5, 2)), RuntimeError,
+                     "embedding_bag: expected input indices of dtype int64 or int32"))),
+]
+
+
+OPS += (MATH_OPS + INDEX_OPS + ACTIVATION_OPS + LAYER_OPS + REDUCE_OPS + PRODUCT_OPS + ARRANGE_OPS + SPECIAL_OPS
+        + FUNCTIONAL_GAP_OPS)
 
 REGISTRY = {entry.name: entry for entry in OPS}
 

@@ -497,3 +497,6 @@ from .conv import *  # noqa: E402,F401,F403 - conv2d, conv_transpose2d, max_pool
 from .conv import CONV_ACTIVATIONS  # noqa: E402,F401 - what nn.Conv2d may fuse
 from .margin_losses import *  # noqa: E402,F401,F403 - margin_ranking_loss, triplet_margin_loss, ...
 from .sampling import *  # noqa: E402,F401,F403 - affine_grid, grid_sample
+from .pooling import *  # noqa: E402,F401,F403 - lp_pool1d/2d, max_unpool1d, the *_with_indices poolings, upsample
+from .extra_layers import *  # noqa: E402,F401,F403 - bilinear, embedding_bag
+from ..ops import pdist  # noqa: E402,F401 - torch.nn.functional.pdist is torch.pdist

@@ -1,7 +1,8 @@
 """Margin, embedding and likelihood losses, as ``torch.nn.functional``'s: ``margin_ranking_loss``,
 ``hinge_embedding_loss``, ``soft_margin_loss``, ``cosine_embedding_loss``, ``multilabel_soft_margin_loss``,
-``triplet_margin_loss``, ``multi_margin_loss``, ``poisson_nll_loss`` and ``gaussian_nll_loss``, composed from recorded
-ops with PyTorch's formulas (the same terms in the same order), checks and reductions."""
+``triplet_margin_loss``, ``triplet_margin_with_distance_loss``, ``multi_margin_loss``, ``multilabel_margin_loss``,
+``poisson_nll_loss`` and ``gaussian_nll_loss``, composed from recorded ops with PyTorch's formulas (the same terms in
+the same order), checks and reductions."""
 from __future__ import annotations
 
 import math as _math
@@ -14,7 +15,7 @@ from .activation import _loss_operands, _loss_weight, _number, _reduce, logsigmo
 
 __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "cosine_embedding_loss",
            "multilabel_soft_margin_loss", "triplet_margin_loss", "multi_margin_loss", "poisson_nll_loss",
-           "gaussian_nll_loss"]
+           "gaussian_nll_loss", "triplet_margin_with_distance_loss", "multilabel_margin_loss"]
 
 
 def _tensors(op, **named):
@@ -137,6 +138,64 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         z = z * _gather(weight.reshape(1, -1).expand(x.shape[0], c), 1, y)
     others = (y != _arange_like(x, c)).to(x.dtype)  # the classes j != y
     loss = (z * others).sum(1) / c
+    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    """``max(0, d(anchor, positive) - d(anchor, negative) + margin)`` with ``distance_function`` (a callable on
+    two tensors; default :func:`pairwise_distance`); ``swap`` takes the smaller of d(anchor, negative) and
+    d(positive, negative)."""
+    op = "triplet_margin_with_distance_loss"
+    _tensors(op, anchor=anchor, positive=positive, negative=negative)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+    if _number(op, "margin", margin) <= 0:
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"{op}: The anchor, positive, and negative tensors are expected to have the same number "
+                           f"of dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
+                           f"{negative.ndim}D inputs")
+    distance = pairwise_distance if distance_function is None else distance_function
+    d_pos, d_neg = distance(anchor, positive), distance(anchor, negative)
+    if swap:
+        d_swap = distance(positive, negative)
+        d_neg = _where(d_swap < d_neg, d_swap, d_neg)
+    return _reduce((float(margin) + d_pos - d_neg).clamp(min=0), reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """The multi-label hinge loss: per sample ``sum over target classes j and non-target classes i of
+    max(0, 1 - (x[j] - x[i])) / C``. ``target`` (int64, the input's shape) lists each sample's classes, ended
+    by the first -1; (N, C) input, or (C,) (0-d: one class)."""
+    op = "multilabel_margin_loss"
+    _tensors(op, input=input, target=target)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+    if size_average is not None or reduce is not None:
+        raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+    if input.ndim > 2 or (input.ndim and input.shape[-1] == 0):
+        raise RuntimeError(f"{op}: Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(input.shape)}")
+    if target.dtype != _backend.int64:
+        raise RuntimeError(f"{op}: expected scalar type Long (int64) target but found {target.dtype}")
+    if tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(f"{op}: inconsistent target size: {list(target.shape)} for input of size: "
+                           f"{list(input.shape)}")
+    if not _backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    c = input.shape[-1] if input.ndim else 1
+    x, y = input.reshape(-1, c), target.reshape(-1, c)
+    if y.numel() and (int(y.min().item()) < -1 or int(y.max().item()) >= c):
+        raise RuntimeError(f"{op}: argument #2 'target' is out of range: class indices must lie in [-1, {c}), "
+                           f"got values in [{int(y.min().item())}, {int(y.max().item())}]")
+    listed = (y == -1).long().cumsum(1) == 0  # the entries before each row's first -1
+    picked = _where(listed, y, y * 0)  # (an index for every entry; the unlisted ones are masked below)
+    # a (N, C + 1) mask of each row's target classes: unlisted entries are scattered to the spare column C
+    spare = x.new_zeros((x.shape[0], c + 1)).scatter(1, _where(listed, y, y * 0 + c), x.new_ones(y.shape))
+    others = 1 - spare[:, :c]
+    z = (1 - _gather(x, 1, picked).reshape(-1, c, 1) + x.reshape(-1, 1, c)).clamp(min=0)  # (N, j, i)
+    loss = (z * listed.to(x.dtype).reshape(-1, c, 1) * others.reshape(-1, 1, c)).sum((1, 2)) / c
     return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction)
 
 

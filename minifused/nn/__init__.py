@@ -2,13 +2,14 @@
 from .module import Module, Parameter  # noqa: F401
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: F401
 from .basic import GELU, Flatten, Identity, ReLU, Sigmoid, Tanh  # noqa: F401
-from .linear import Linear  # noqa: F401
+from .linear import Bilinear, Linear  # noqa: F401
 from .norm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,  # noqa: F401
                    InstanceNorm3d, LayerNorm, LocalResponseNorm, RMSNorm, SyncBatchNorm)
 from .softmax import LogSoftmax, Softmax  # noqa: F401
 from .loss import CrossEntropyLoss, NLLLoss  # noqa: F401
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
-from .pool import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d, MaxUnpool2d  # noqa: F401
+from .pool import (AvgPool1d, AvgPool2d, LPPool1d, LPPool2d, MaxPool1d, MaxPool2d, MaxUnpool1d,  # noqa: F401
+                   MaxUnpool2d)
 from .dropout import Dropout  # noqa: F401
 from .loss_mse import MSELoss  # noqa: F401
 from . import fusion, init, utils  # noqa: F401,E402

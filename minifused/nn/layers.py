@@ -1,4 +1,4 @@
-"""Spatial layers as Modules: ``Upsample``, adaptive pooling, the padding layers, ``Embedding``,
+"""Spatial layers as Modules: ``Upsample``, adaptive pooling, the padding layers, ``Embedding``, ``EmbeddingBag``,
 channel dropout (``Dropout1d``, ``Dropout2d``) and ``Unflatten``; each a one-liner over ``F``."""
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from .module import Module, Parameter
 __all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
            "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d",
-           "CircularPad2d", "Embedding", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
-           "Unflatten",
+           "CircularPad2d", "Embedding", "EmbeddingBag", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+           "FeatureAlphaDropout", "Unflatten",
            "Unfold", "Fold"]
 
 
@@ -215,6 +215,46 @@ class Embedding(Module):
             s += f", padding_idx={self.padding_idx}"
         if self.max_norm is not None:
             s += f", max_norm={self.max_norm}"
+        return s
+
+
+class EmbeddingBag(Embedding):
+    """Sums, means or maxima of bags of embeddings (``F.embedding_bag``); the table as :class:`Embedding`'s
+    (N(0, 1), the ``padding_idx`` row zeroed), with PyTorch's argument order."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
+                 dtype=None, _freeze=False):
+        super().__init__(num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                         _weight, _freeze, device, dtype)
+        self.mode, self.include_last_offset = mode, include_last_offset
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset, self.padding_idx)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
+        """An EmbeddingBag holding ``embeddings`` (2-D; its array, not a copy), frozen unless ``freeze=False``."""
+        if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
+            got = f"shape {tuple(embeddings.shape)}" if isinstance(embeddings, Tensor) else type(embeddings).__name__
+            raise ValueError(f"EmbeddingBag.from_pretrained: embeddings must be a 2-D tensor, got {got}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings, include_last_offset,
+                   padding_idx, _freeze=freeze)
+
+    def extra_repr(self):  # PyTorch's: the non-default settings, mode always
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm!r}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type!r}"
+        if self.scale_grad_by_freq:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq!r}"
+        s += f", mode={self.mode!r}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx!r}"
         return s
 
 

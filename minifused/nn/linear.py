@@ -1,4 +1,4 @@
-"""``Linear``: a fully connected layer, optionally with its activation fused into the GEMM."""
+"""``Linear``: a fully connected layer, optionally with its activation fused into the GEMM; ``Bilinear``."""
 from __future__ import annotations
 
 import math
@@ -83,3 +83,33 @@ class Linear(Module):
         act = f", activation='{self.activation}'" if self.activation else ""
         act += ", inplace=True" if self.inplace else ""
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}{act}"
+
+
+class Bilinear(Module):
+    """``y = x1^T A x2 + b`` per output feature (``F.bilinear``): weight (out_features, in1_features,
+    in2_features), bias (out_features,); both U(-1/sqrt(in1_features), 1/sqrt(in1_features)), as PyTorch's."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        dev = backend.device(device)
+        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        xp = backend.xp(dev)
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        with backend.on_device(dev):
+            self.weight = Parameter(xp.empty((out_features, in1_features, in2_features), dtype=dtype))
+            self.bias = Parameter(xp.empty((out_features,), dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.in1_features) if self.in1_features > 0 else 0.0
+        with no_grad():
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.uniform_(-bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")

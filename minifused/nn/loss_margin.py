@@ -1,13 +1,14 @@
-"""The margin, embedding and likelihood losses as layers (``F.margin_ranking_loss`` ... ``F.gaussian_nll_loss``),
-with PyTorch's arguments."""
+"""The margin, embedding and likelihood losses as layers (``F.margin_ranking_loss`` ... ``F.gaussian_nll_loss``,
+``F.multilabel_margin_loss``, ``F.triplet_margin_with_distance_loss``), with PyTorch's arguments."""
 from __future__ import annotations
 
 from .. import functional as F
-from .activation import _Loss
+from .activation import PairwiseDistance, _Loss
 from .loss import _WeightedLoss
 
 __all__ = ["MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss", "CosineEmbeddingLoss",
-           "MultiLabelSoftMarginLoss", "TripletMarginLoss", "MultiMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss"]
+           "MultiLabelSoftMarginLoss", "TripletMarginLoss", "MultiMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+           "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss"]
 
 
 class _MarginLoss(_Loss):
@@ -91,3 +92,24 @@ class GaussianNLLLoss(_Loss):
     def forward(self, input, target, var):
         return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps, reduction=self.reduction)
 
+
+
+class MultiLabelMarginLoss(_Loss):
+    def forward(self, input, target):
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """``distance_function`` None is a ``PairwiseDistance()`` child module, as in PyTorch."""
+
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(reduction=reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
+                             f"instead")
+        self.distance_function = distance_function if distance_function is not None else PairwiseDistance()
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(anchor, positive, negative, distance_function=self.distance_function,
+                                                   margin=self.margin, swap=self.swap, reduction=self.reduction)

@@ -1,4 +1,5 @@
-"""Pooling layers: ``MaxPool1d`` / ``MaxPool2d`` and ``AvgPool1d`` / ``AvgPool2d`` with PyTorch's arguments."""
+"""Pooling layers: ``MaxPool1d`` / ``MaxPool2d``, ``AvgPool1d`` / ``AvgPool2d``, ``LPPool1d`` / ``LPPool2d`` and
+``MaxUnpool1d`` / ``MaxUnpool2d`` with PyTorch's arguments."""
 from __future__ import annotations
 
 from .. import functional as F
@@ -72,3 +73,45 @@ class MaxUnpool2d(Module):
         return (f"kernel_size={self.kernel_size}, stride={self.stride if self.stride is not None else self.kernel_size}"
                 f", padding={self.padding}")
 
+
+
+def _single(v):
+    """A 1-D layer's int argument as the 1-tuple PyTorch's layers keep (and print)."""
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+
+class MaxUnpool1d(Module):
+    """``F.max_unpool1d``: the values of a ``MaxPool1d(return_indices=True)`` put back at their places."""
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = _single(kernel_size)
+        self.stride = _single(stride if stride is not None else kernel_size)
+        self.padding = _single(padding)
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class LPPool2d(Module):
+    """Power-average pooling ``(sum over the window of x^p) ^ (1/p)`` (``F.lp_pool2d``)."""
+    _fn = staticmethod(F.lp_pool2d)
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input):
+        return self._fn(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(LPPool2d):
+    """Power-average pooling along L (``F.lp_pool1d``)."""
+    _fn = staticmethod(F.lp_pool1d)

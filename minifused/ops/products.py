@@ -1,6 +1,6 @@
 """Matrix and tensor products beyond ``matmul.py``, with PyTorch's names and semantics: ``mv``, the scaled sums
 ``addmv`` / ``addr`` / ``baddbmm`` / ``addbmm`` (and the in-place ``addmv_`` ... ``addmm_``), ``inner``, ``vdot``,
-``tensordot``, ``kron``, ``cross``, the distances ``cdist`` / ``dist`` (the diagonals: ``diagonals.py``).
+``tensordot``, ``kron``, ``cross``, the distances ``cdist`` / ``pdist`` / ``dist`` (the diagonals: ``diagonals.py``).
 
 Most are compositions of differentiable ops (``addbmm`` and ``tensordot`` reshape to one GEMM), so autograd, CPU
 and GPU paths come with them. A ``Function`` where a composition would be wrong or slow: ``cdist`` (PyTorch's
@@ -403,6 +403,25 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     return Cdist.apply(x1, x2, p, use_mm)
 
 
+def pdist(input, p=2):  # noqa: A002 - PyTorch's name
+    """The p-norm distance (p >= 0, inf too) between every pair of rows of an (N, M) input: shape
+    (N * (N - 1) / 2,), pairs (i, j) with i < j in row-major order, as ``torch.pdist``. The upper triangle of
+    :func:`cdist` without its matmul shortcut (PyTorch's pdist is exact for near rows), so its backward and
+    the zero gradient at coincident rows come from there."""
+    _tensors("pdist", input=input)
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist: pdist only supports 2D tensors, got: {input.ndim}D")
+    if not backend.is_floating(input.dtype):
+        raise RuntimeError(f"pdist: pdist only supports floating-point dtypes, got {_name(input.dtype)}")
+    if not _number("pdist", p) >= 0:
+        raise RuntimeError(f"pdist: pdist only supports non-negative p values, got {p}")
+    from .arrange import triu_indices  # (arrange sits beside this family; imported where used)
+
+    n = input.shape[0]
+    rows, cols = triu_indices(n, n, 1, device=input.device)
+    return cdist(input, input, p, "donot_use_mm_for_euclid_dist")[rows, cols]
+
+
 def dist(input, other, p=2):  # noqa: A002 - PyTorch's name
     """The p-norm of ``input - other`` (broadcast, dtypes promoted): a 0-d tensor; p any number, +-inf."""
     _tensors("dist", input=input, other=other)
@@ -455,9 +474,10 @@ def _inplace(name, fn):
     return op
 
 
-__all__ = ["mv", "addmv", "addr", "baddbmm", "addbmm", "inner", "vdot", "kron", "tensordot", "cross", "cdist", "dist"]
+__all__ = ["mv", "addmv", "addr", "baddbmm", "addbmm", "inner", "vdot", "kron", "tensordot", "cross", "cdist", "pdist",
+           "dist"]
 
-METHODS = {name: globals()[name] for name in __all__ if name not in ("tensordot", "cdist")}
+METHODS = {name: globals()[name] for name in __all__ if name not in ("tensordot", "cdist", "pdist")}
 METHODS.update({
     "addmv_": _inplace("addmv_", addmv), "addr_": _inplace("addr_", addr), "baddbmm_": _inplace("baddbmm_", baddbmm),
     "addbmm_": _inplace("addbmm_", addbmm), "addmm_": _inplace("addmm_", addmm),

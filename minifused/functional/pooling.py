@@ -1,0 +1,160 @@
+"""Pooling and resampling forms beyond ``conv.py`` and ``layers.py``, with PyTorch's names: the
+``*_with_indices`` max poolings, the power-average poolings ``lp_pool1d`` / ``lp_pool2d``, ``max_unpool1d``
+and the deprecated ``upsample`` aliases of ``interpolate``. All are compositions of those ops."""
+from __future__ import annotations
+
+import math as _math
+import numbers as _numbers
+import warnings as _warnings
+
+from .. import backend as _backend
+from ..ops import where as _where
+from ..ops.shape import reshape as _reshape
+from ..tensor import Tensor as _Tensor
+from ._checks import _pair, _single
+from .conv import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d
+from .layers import _adaptive_max, interpolate
+
+__all__ = ["max_pool1d_with_indices", "max_pool2d_with_indices", "adaptive_max_pool1d_with_indices",
+           "adaptive_max_pool2d_with_indices", "lp_pool1d", "lp_pool2d", "max_unpool1d", "upsample",
+           "upsample_nearest", "upsample_bilinear"]
+
+
+# ---------------------------------------------------------------- the return_indices=True forms
+# PyTorch's signatures keep ``return_indices``, which these ignore: they always return (output, indices).
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    """``(output, indices)`` of :func:`max_pool1d` (indices: positions along L, int64)."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    """``(output, indices)`` of :func:`max_pool2d` (indices: ``h*W + w`` in each plane, int64)."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    """``(output, indices)`` of :func:`adaptive_max_pool1d`."""
+    return _adaptive_max("adaptive_max_pool1d_with_indices", input, output_size, True, 1)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    """``(output, indices)`` of :func:`adaptive_max_pool2d`."""
+    return _adaptive_max("adaptive_max_pool2d_with_indices", input, output_size, True, 2)
+
+
+# ---------------------------------------------------------------- power-average pooling
+def _pooled_size(n, k, s, ceil_mode):
+    """A window count along one dimension (no padding), as PyTorch's pooling shape rule."""
+    out = (-(-(n - k) // s) if ceil_mode else (n - k) // s) + 1
+    if ceil_mode and (out - 1) * s >= n:  # the last window must start inside the input
+        out -= 1
+    return out
+
+
+def _lp_pool(op, dims, input, norm_type, kernel_size, stride, ceil_mode):
+    if not isinstance(input, _Tensor):
+        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if isinstance(norm_type, bool) or not isinstance(norm_type, _numbers.Real):
+        raise TypeError(f"{op}: norm_type must be a number, got {type(norm_type).__name__}")
+    p = float(norm_type)
+    if p == 0:
+        raise ValueError(f"{op}: norm_type must be a non-zero value, but got {norm_type}")
+    if input.ndim not in (dims + 1, dims + 2):
+        raise RuntimeError(f"{op}: Expected {dims + 1} to {dims + 2} dimensions, but got {input.ndim}-dimensional "
+                           f"tensor (shape {tuple(input.shape)})")
+    if not _backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    def convert(name, value):  # a tuple of ``dims`` ints
+        return (_single(op, name, value, 1),) if dims == 1 else _pair(op, name, value, 1)
+    kernel = convert("kernel_size", kernel_size)
+    steps = kernel if stride is None else convert("stride", stride)
+    sizes = tuple(input.shape[-dims:])
+    out = tuple(_pooled_size(n, k, s, ceil_mode) for n, k, s in zip(sizes, kernel, steps))
+    if min(out) < 1:
+        raise RuntimeError(f"{op}: Given input size: {tuple(input.shape)}. Calculated output size: {out}. "
+                           f"Output size is too small (kernel_size {kernel})")
+    if p in (_math.inf, -_math.inf):  # the largest (smallest) magnitude of each window
+        pool = max_pool1d if dims == 1 else max_pool2d
+        return pool(input.abs(), kernel_size, stride, 0, 1, ceil_mode) if p > 0 else \
+            -pool(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+    pool = avg_pool1d if dims == 1 else avg_pool2d
+    # PyTorch's composition: the window's mean of x^p times the kernel's size (with ceil_mode a clipped last
+    # window keeps avg_pool's smaller divisor, as there), then the 1/p power
+    total = pool(input.pow(p), kernel_size, stride, 0, ceil_mode) * _math.prod(kernel)
+    # where a window's sum is 0 the result is 0 ** (1/p) and its gradient 0 (PyTorch's sign * relu(abs)
+    # masks the infinite derivative of the power); negative sums with fractional 1/p give NaN, as there
+    zero = total == 0
+    return _where(zero, 0.0 if p > 0 else _math.inf, _where(zero, 1.0, total).pow(1.0 / p))
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling along L, as ``torch.nn.functional.lp_pool1d``: ``(sum over the window of
+    x^p) ^ (1/p)``; p = inf is max pooling of ``|x|``. (N, C, L) or (C, L) input, no padding."""
+    return _lp_pool("lp_pool1d", 1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over (H, W), as ``torch.nn.functional.lp_pool2d``: ``(sum over the window of
+    x^p) ^ (1/p)``; p = inf is max pooling of ``|x|``. (N, C, H, W) or (C, H, W) input, no padding."""
+    return _lp_pool("lp_pool2d", 2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+# ---------------------------------------------------------------- max_unpool1d
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of ``max_pool1d(..., return_indices=True)``, as ``torch.nn.functional.max_unpool1d``:
+    each value put back at its index along L, zeros elsewhere; the output length is
+    ``(L_in - 1) * stride - 2 * padding + kernel_size``, or ``output_size`` (within a stride of it)."""
+    op = "max_unpool1d"
+    if not isinstance(input, _Tensor) or not isinstance(indices, _Tensor):
+        raise TypeError(f"{op}: expected tensors for input and indices, got {type(input).__name__} and "
+                        f"{type(indices).__name__}")
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"{op}: expected a 2-D (C, L) or 3-D (N, C, L) input, got shape {tuple(input.shape)}")
+    if tuple(indices.shape) != tuple(input.shape) or indices.dtype != _backend.int64:
+        raise RuntimeError(f"{op}: expected int64 indices of the input's shape {tuple(input.shape)}, got "
+                           f"{indices.dtype} {tuple(indices.shape)}")
+    k = _single(op, "kernel_size", kernel_size, 1)
+    s = k if stride is None else _single(op, "stride", stride, 1)
+    p = _single(op, "padding", padding, 0)
+    length = (input.shape[-1] - 1) * s - 2 * p + k
+    if output_size is not None:
+        size = [int(v) for v in output_size] if isinstance(output_size, (tuple, list)) else [int(output_size)]
+        if len(size) == input.ndim:  # PyTorch also takes the full shape
+            size = size[-1:]
+        if len(size) != 1:
+            raise ValueError(f"{op}: output_size should be a sequence containing 1 or {input.ndim} elements, but "
+                             f"it has a length of '{len(size)}'")
+        if not length - s <= size[0] <= length + s:
+            raise ValueError(f"{op}: invalid output_size \"{output_size}\" (dim 0 must be between {length - s} and "
+                             f"{length + s})")
+        length = size[0]
+    x = input if input.ndim == 3 else _reshape(input, 1, *input.shape)
+    idx = indices if indices.ndim == 3 else _reshape(indices, 1, *indices.shape)
+    if idx.numel() and (int(idx.min().item()) < 0 or int(idx.max().item()) >= length):
+        raise RuntimeError(f"{op}: Found an invalid max index (indices must lie in [0, {length}) for an output of "
+                           f"length {length})")
+    out = x.new_zeros((x.shape[0], x.shape[1], length)).scatter(2, idx, x)
+    return out if input.ndim == 3 else _reshape(out, *out.shape[1:])
+
+
+# ---------------------------------------------------------------- the deprecated upsample aliases
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated alias of :func:`interpolate` (PyTorch's warning, then the same call)."""
+    _warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(..., mode='nearest')`` (with PyTorch's warning)."""
+    _warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
+                   stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated: ``interpolate(..., mode='bilinear', align_corners=True)`` (with PyTorch's warning)."""
+    _warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",
+                   stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
