@@ -428,6 +428,27 @@ def _f64_radam(p, gs, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, d
         yield p
 
 
+def _f64_rprop(p, gs, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), maximize=False):
+    prev, size = np.zeros_like(p), np.full_like(p, lr)
+    for g in gs:
+        g = -g if maximize else g
+        prod = g * prev
+        size = np.clip(size * np.where(prod > 0, etas[1], np.where(prod < 0, etas[0], 1.0)), *step_sizes)
+        g = np.where(prod < 0, 0.0, g)  # a sign change: no step, and no sign change seen next time
+        p = p - np.sign(g) * size
+        prev = g
+        yield p
+
+
+def _f64_asgd(p, gs, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0, maximize=False):
+    eta = float(np.float32(lr))  # PyTorch keeps eta as a float32 tensor
+    for t, g in enumerate(gs, 1):
+        g = (-g if maximize else g) + weight_decay * p
+        p = p * (1 - lambd * eta) - eta * g
+        eta = float(np.float32(lr / (1 + lambd * lr * t) ** alpha))
+        yield p
+
+
 def _f64_adam_any(p, gs, decoupled_weight_decay=False, **kw):
     return _f64_adam(p, gs, decoupled=decoupled_weight_decay, **kw)
 
@@ -435,7 +456,7 @@ def _f64_adam_any(p, gs, decoupled_weight_decay=False, **kw):
 REFERENCES = {"SGD": _f64_sgd, "Adam": _f64_adam_any,
               "AdamW": lambda p, gs, **kw: _f64_adam(p, gs, decoupled=True, **kw),
               "RMSprop": _f64_rmsprop, "Adagrad": _f64_adagrad, "Adadelta": _f64_adadelta, "Adamax": _f64_adamax,
-              "NAdam": _f64_nadam, "RAdam": _f64_radam}
+              "NAdam": _f64_nadam, "RAdam": _f64_radam, "Rprop": _f64_rprop, "ASGD": _f64_asgd}
 
 # (optimizer, hyper-parameters): the configurations checked against float64 and, on GPUs, PyTorch
 CONFIGS = [
@@ -460,6 +481,11 @@ CONFIGS = [
     ("NAdam", dict(lr=1e-2, weight_decay=0.05, decoupled_weight_decay=True, maximize=True)),
     ("RAdam", dict(lr=1e-2, weight_decay=0.01)),
     ("RAdam", dict(lr=1e-2, betas=(0.8, 0.9), weight_decay=0.05, decoupled_weight_decay=True, maximize=True)),
+    ("Rprop", dict()),
+    ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2), maximize=True)),
+    ("ASGD", dict(lr=1e-2)),
+    ("ASGD", dict(lr=0.05, lambd=1e-2, alpha=0.6, t0=5, weight_decay=0.05)),
+    ("ASGD", dict(lr=0.02, t0=0, weight_decay=0.1, maximize=True)),
 ]
 CONFIG_IDS = [f"{n}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for n, kw in CONFIGS]
 
@@ -510,7 +536,8 @@ def test_float32_steps_within_1e6_of_float64(name, kw):
 # ================================================================ the new optimizers: state, errors, state dicts
 NEW = {"RMSprop": dict(lr=1e-2, centered=True, momentum=0.9), "Adagrad": dict(lr=0.05, lr_decay=0.01),
        "Adadelta": dict(weight_decay=0.01), "Adamax": dict(lr=1e-2, weight_decay=0.01),
-       "NAdam": dict(lr=1e-2, weight_decay=0.01), "RAdam": dict(lr=1e-2, betas=(0.9, 0.9))}
+       "NAdam": dict(lr=1e-2, weight_decay=0.01), "RAdam": dict(lr=1e-2, betas=(0.9, 0.9)),
+       "Rprop": dict(lr=0.05, etas=(0.4, 1.3)), "ASGD": dict(lr=0.05, t0=2, weight_decay=0.01)}
 
 
 @pytest.mark.parametrize("name,kw,keys", [
@@ -522,6 +549,8 @@ NEW = {"RMSprop": dict(lr=1e-2, centered=True, momentum=0.9), "Adagrad": dict(lr
     ("Adamax", dict(), {"step", "exp_avg", "exp_inf"}),
     ("NAdam", dict(), {"step", "mu_product", "exp_avg", "exp_avg_sq"}),
     ("RAdam", dict(), {"step", "exp_avg", "exp_avg_sq"}),
+    ("Rprop", dict(), {"step", "prev", "step_size"}),
+    ("ASGD", dict(), {"step", "eta", "mu", "ax"}),
 ])
 def test_state_names_are_pytorchs(name, kw, keys):
     p = nn.Parameter(mf.ones(3))
@@ -556,6 +585,10 @@ def test_adagrad_creates_its_state_in_the_constructor():
     (lambda p: optim.NAdam(p, momentum_decay=-1), "NAdam: invalid momentum_decay -1"),
     (lambda p: optim.RAdam(p, lr=-1), "RAdam: invalid learning rate -1"),
     (lambda p: optim.RAdam(p, weight_decay=-0.1), "RAdam: invalid weight_decay"),
+    (lambda p: optim.Rprop(p, lr=-1), "Rprop: invalid learning rate -1"),
+    (lambda p: optim.Rprop(p, etas=(0.5, 0.9)), r"Rprop: invalid eta values \(0\.5, 0\.9\)"),
+    (lambda p: optim.ASGD(p, lr=-1), "ASGD: invalid learning rate -1"),
+    (lambda p: optim.ASGD(p, weight_decay=-1), "ASGD: invalid weight_decay -1"),
 ])
 def test_bad_hyper_parameters_name_optimizer_and_argument(make, pattern):
     with pytest.raises(ValueError, match=pattern):
@@ -596,7 +629,7 @@ PYTORCH_SWITCHES = dict(foreach=None, fused=None, capturable=False, differentiab
 
 @pytest.mark.parametrize("name,kw", [("Adam", dict(lr=1e-2)), ("AdamW", dict(lr=1e-2)),
                                      ("SGD", dict(lr=0.05, momentum=0.9)), ("NAdam", dict(lr=1e-2)),
-                                     ("RAdam", dict(lr=1e-2))])
+                                     ("RAdam", dict(lr=1e-2)), ("Rprop", dict(lr=1e-2)), ("ASGD", dict(lr=1e-2, t0=1))])
 def test_state_dict_in_pytorchs_layout_loads(name, kw):
     """A PyTorch optimizer's state dict carries its implementation switches in every group and its step counts
     (and NAdam's mu_product) as float tensors: it loads, and the steps after it are those of the run it came
@@ -616,7 +649,8 @@ def test_state_dict_in_pytorchs_layout_loads(name, kw):
 
 @pytest.mark.parametrize("name,kw", [("Adam", dict(weight_decay=0.1)), ("AdamW", {}), ("SGD", dict(momentum=0.9)),
                                      ("RMSprop", dict(momentum=0.5)), ("Adagrad", {}), ("Adadelta", {}), ("Adamax", {}),
-                                     ("NAdam", {}), ("RAdam", dict(decoupled_weight_decay=True, weight_decay=0.1))])
+                                     ("NAdam", {}), ("RAdam", dict(decoupled_weight_decay=True, weight_decay=0.1)),
+                                     ("Rprop", dict(etas=(0.4, 1.3))), ("ASGD", dict(t0=2, weight_decay=0.1))])
 def test_resumes_from_a_pytorch_optimizer_state_dict(name, kw):
     """PyTorch's own state dict (tensors converted) loads into the same optimizer, and five more steps of both
     agree (CPU, fp32)."""
@@ -724,7 +758,8 @@ def test_load_state_dict_copies_state():
     np.testing.assert_array_equal(sd["state"][0]["square_avg"].numpy(), saved)
 
 
-@pytest.mark.parametrize("name", ["Adam", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"])
+@pytest.mark.parametrize("name", ["Adam", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop",
+                                  "ASGD"])
 def test_step_with_a_bad_gradient_changes_nothing(name):
     """A gradient whose data no longer fits (set behind the grad setter's check) is found before the
     first launch: no group's weights or state move, in the first group either."""
@@ -902,7 +937,7 @@ def test_fp32_steps_match_pytorch(name, kw, variant, torch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"])
+@pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop", "ASGD"])
 def test_captured_step_follows_step_count_and_scheduler(name):
     """A step of the new optimizers captured into a CUDA graph replays like eager steps while a
     scheduler changes the lr every step (and Adagrad's decayed lr follows the device step count)."""

@@ -42,7 +42,7 @@ The scalars PyTorch computes in Python -- ``1 - beta1``, ``1 - beta2``, the bias
 ``1 - beta^t`` and ``sqrt(1 - beta2^t)``, the step size, ``1 - dampening``, ``1 - lr * wd`` --
 are computed in double precision (on the host for the reference, in the kernel on the GPU, where
 the step count lives) and rounded to the opmath dtype once, as PyTorch does for CPU ``step``
-counters. RMSprop, Adagrad and Adadelta: ``optim_adaptive.py``.
+counters. RMSprop, Adagrad, Adadelta and the Adam variants: ``optim_adaptive.py``; Rprop, ASGD: ``optim_extra.py``.
 """
 from __future__ import annotations
 

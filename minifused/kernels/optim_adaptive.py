@@ -229,13 +229,13 @@ def radam_ref(params, grads, exp_avgs, exp_avg_sqs, steps, hyper, *, decoupled=F
 
 
 # ====================================================================== CUDA
-def _run(name, params, per_param, masters, hyper, amp, flags):
-    """Launch ``name`` over ``params`` in chunks of one (device, dtype, master) each; ``per_param(i, w)``
-    gives parameter i's arrays after its gradient (``w``: its master or the parameter itself)."""
+def _run(name, params, per_param, masters, hyper, amp, flags, source=SOURCE):
+    """Launch ``name`` (of ``source``) over ``params`` in chunks of one (device, dtype, master) each;
+    ``per_param(i, w)`` gives parameter i's arrays after its gradient (``w``: its master or the parameter)."""
     tail = (hyper, NULL if amp is None else amp, _done(params[0].device.id), np.int32(flags))
     for idx, master in _groups(params, masters):
         per_slot = [((params[i], *per_param(i, masters[i] if master else params[i])), ()) for i in idx]
-        _launch(name, per_slot, tail, master, SOURCE)
+        _launch(name, per_slot, tail, master, source)
 
 
 def rmsprop(params, grads, square_avgs, grad_avgs, momentum_bufs, steps, hyper, *, centered=False,

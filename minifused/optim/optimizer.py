@@ -35,6 +35,7 @@ from ._support import (_PYTORCH_SWITCHES, _by_device, _Group, _Handle, _ParamSta
                        _refuse_in_capture, _with_step_hooks)
 
 _LOW_PRECISION = (backend.float16, backend.bfloat16)
+_PAIRS = ("betas", "etas", "step_sizes")  # hyper-parameters kept as tuples, as PyTorch's (a loaded list converted)
 
 
 class Optimizer:
@@ -357,7 +358,7 @@ class Optimizer:
         for sg, g in zip(saved, self.param_groups):
             for k, v in sg.items():
                 if k != "params" and k not in _PYTORCH_SWITCHES:
-                    g[k] = tuple(v) if isinstance(v, list) and k == "betas" else copy.deepcopy(v)
+                    g[k] = tuple(v) if isinstance(v, list) and k in _PAIRS else copy.deepcopy(v)
 
     def _loaded_value(self, idx, p, key, v):
         """One state entry of parameter ``idx`` as it will be kept, checked against the parameter:
