@@ -168,6 +168,24 @@ def _tf(name, **fixed):
     return lambda T, *a, **kw: getattr(T.nn.functional, name)(*a, **kw, **fixed)
 
 
+def _torch_lp_pool(dims):
+    """PyTorch's lp_pool{1,2}d; a norm_type of +-inf as PyTorch 2.14 defines it (the max of |x| over the window, or
+    the min), which PyTorch 2.11 (the GPU machine's) computes as (sum |x|^inf)^(1/inf) = 1."""
+    def call(T, x, norm_type, kernel_size, stride=None, ceil_mode=False):
+        if not math.isinf(norm_type):
+            return getattr(T.nn.functional, f"lp_pool{dims}d")(x, norm_type, kernel_size, stride, ceil_mode)
+        sign = 1.0 if norm_type > 0 else -1.0
+        return sign * getattr(T.nn.functional, f"max_pool{dims}d")(sign * x.abs(), kernel_size, stride,
+                                                                   ceil_mode=ceil_mode)
+    return call
+
+
+def _torch_trace(T, a):
+    """torch.trace; a tall matrix's as its diagonal's sum: PyTorch 2.11's trace backward puts a tall matrix's
+    gradient on the wrong elements (every (cols + 1)-th of the flat matrix), which PyTorch 2.14 no longer does."""
+    return T.trace(a) if a.shape[0] <= a.shape[1] else T.diagonal(a).sum()
+
+
 def S(name, *specs, fn=None, ref=None, check=None, grad_bug="", **kwargs):  # noqa: N802
     return Sample(name, specs, kwargs, fn, ref, check or {}, grad_bug)
 
@@ -2764,7 +2782,8 @@ PRODUCT_OPS = [
                    E("dist_other_scalar", lambda: mf.dist(t(3), 2.0), TypeError,
                      "dist\\(\\): argument 'other' must be Tensor"))),
     # ---- diagonals
-    OpInfo("trace", lambda a: a.trace(), np.trace, spelled="Tensor.trace", aliases={"mf.trace": mf.trace}, torch=SAME,
+    OpInfo("trace", lambda a: a.trace(), np.trace, spelled="Tensor.trace", aliases={"mf.trace": mf.trace},
+           torch=_torch_trace,
            samples=(S("trace", (3, 4)), S("trace_square_odd", (33, 33)), S("trace_tall", (5, 2)),
                     S("trace_1x1", (1, 1))),
            errors=(E("trace_1d", lambda: mf.trace(t(3)), RuntimeError,
@@ -3434,7 +3453,7 @@ FUNCTIONAL_GAP_OPS = [
            errors=(E("adaptive_max_pool1d_with_indices_dims",
                      lambda: F.adaptive_max_pool1d_with_indices(t(1, 2, 3, 4), 2), ValueError,
                      "adaptive_max_pool1d_with_indices: expected a 2-D or 3-D input"),)),
-    OpInfo("lp_pool2d", F.lp_pool2d, _lp_pool_ref(2), spelled="F.lp_pool2d", torch=_tf("lp_pool2d"), samples=(
+    OpInfo("lp_pool2d", F.lp_pool2d, _lp_pool_ref(2), spelled="F.lp_pool2d", torch=_torch_lp_pool(2), samples=(
                S("lp_pool2d", (2, 3, 4, 6), norm_type=2, kernel_size=2),
                S("lp_pool2d_p3_stride", pos((1, 2, 7, 5)), norm_type=3, kernel_size=(3, 2), stride=(2, 1)),
                S("lp_pool2d_p1_5_ceil_unbatched", pos((2, 5, 5)), norm_type=1.5, kernel_size=2, ceil_mode=True),
@@ -3443,7 +3462,7 @@ FUNCTIONAL_GAP_OPS = [
                      r"lp_pool2d: Given input size: \(1, 1, 4, 4\)\. .*Output size is too small"),
                    E("lp_pool2d_norm_type", lambda: F.lp_pool2d(t(1, 1, 4, 4), "2", 2), TypeError,
                      "lp_pool2d: norm_type must be a number"))),
-    OpInfo("lp_pool1d", F.lp_pool1d, _lp_pool_ref(1), spelled="F.lp_pool1d", torch=_tf("lp_pool1d"), samples=(
+    OpInfo("lp_pool1d", F.lp_pool1d, _lp_pool_ref(1), spelled="F.lp_pool1d", torch=_torch_lp_pool(1), samples=(
                S("lp_pool1d", (2, 3, 8), norm_type=2, kernel_size=2),
                S("lp_pool1d_p1_ceil", pos((1, 2, 9)), norm_type=1, kernel_size=2, ceil_mode=True),
                S("lp_pool1d_p4_stride_unbatched", pos((3, 7)), norm_type=4, kernel_size=3, stride=2),
