@@ -55,19 +55,6 @@ def get_device_name(device=None) -> str:
     return name.decode() if isinstance(name, bytes) else name
 
 
-def _index(device) -> int:
-    """The CUDA device index for ``device`` (None: the current device; an int, 'cuda:1', a Device)."""
-    cupy = backend.cupy
-    if device is None:
-        return cupy.cuda.runtime.getDevice()
-    if isinstance(device, int) and not isinstance(device, bool):
-        return device
-    dev = device if isinstance(device, backend.Device) else backend.Device(device)
-    if dev.type != "cuda":
-        raise ValueError(f"minifused.cuda: expected a cuda device, got {dev}")
-    return cupy.cuda.runtime.getDevice() if dev.index is None else dev.index
-
-
 def synchronize(device=None) -> None:
     """Wait for the work queued on ``device``'s current stream."""
     if is_available():
@@ -276,10 +263,11 @@ def _cuda_autocast(enabled=True, dtype=None, cache_enabled=True):
     return autocast("cuda", dtype, enabled, cache_enabled)
 
 
-# device queries, random states and ``device``: in cuda_info (it imports ``_index`` from here lazily)
+# device queries, random states and ``device``: in cuda_info (with ``_index``, the one parser of device arguments)
 from .cuda_info import (device, get_arch_list, get_device_capability, get_device_properties,  # noqa: E402,F401
                         get_rng_state, get_rng_state_all, initial_seed, is_bf16_supported, is_current_stream_capturing,
                         mem_get_info, seed, seed_all, set_rng_state, set_rng_state_all)
+from .cuda_info import _index  # noqa: E402
 
 #: ``torch.cuda.amp``: the GradScaler and autocast under their older spellings.
 amp = SimpleNamespace(GradScaler=_cuda_grad_scaler, autocast=_cuda_autocast)

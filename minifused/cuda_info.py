@@ -22,10 +22,17 @@ def _require(op):
     return backend.cupy
 
 
-def _index(device):
-    from .cuda import _index as index  # the one parser of device arguments
-
-    return index(device)
+def _index(device) -> int:
+    """The CUDA device index for ``device`` (None: the current device; an int, 'cuda:1', a Device)."""
+    cupy = backend.cupy
+    if device is None:
+        return cupy.cuda.runtime.getDevice()
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    dev = device if isinstance(device, backend.Device) else backend.Device(device)
+    if dev.type != "cuda":
+        raise ValueError(f"minifused.cuda: expected a cuda device, got {dev}")
+    return cupy.cuda.runtime.getDevice() if dev.index is None else dev.index
 
 
 def is_bf16_supported(including_emulation=True) -> bool:

@@ -1,5 +1,7 @@
-"""Map-style datasets as in ``torch.utils.data``: the ``Dataset`` base, ``Subset``, ``ConcatDataset``,
-``StackDataset`` and ``random_split``.
+"""Datasets as in ``torch.utils.data``: the map-style ``Dataset`` base, ``Subset``, ``ConcatDataset``,
+``StackDataset`` and ``random_split``; the iterable-style ``IterableDataset`` (a stream of items, iterated rather
+than indexed: a ``DataLoader`` batches them in the order they come, with no sampler or shuffle) and
+``ChainDataset``.
 
 A dataset is anything with ``__getitem__(i)`` and ``__len__()``. A :class:`Subset` of a dataset
 that can hand over whole device tensors (``as_tensors``, as MNIST and ``TensorDataset`` do) hands
@@ -62,12 +64,41 @@ class Subset(Dataset):
         return as_tensors
 
 
+class IterableDataset(Dataset):
+    """The base class of iterable-style datasets: subclasses define ``__iter__`` (``__len__`` optionally)."""
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__}: subclasses of IterableDataset must define __iter__")
+
+    def __add__(self, other):
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """Several iterable datasets, one after the other (chained lazily, as ``itertools.chain``)."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise TypeError(f"ChainDataset only supports IterableDataset, got {type(d).__name__}")
+            yield from d
+
+    def __len__(self):
+        total = 0
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise TypeError(f"ChainDataset only supports IterableDataset, got {type(d).__name__}")
+            total += len(d)  # TypeError from len() for a dataset without __len__, as PyTorch's
+        return total
+
+
 class ConcatDataset(Dataset):
     """Several datasets, one after the other."""
 
     def __init__(self, datasets):
-        from .iterable import IterableDataset  # the iterable module builds on this one
-
         self.datasets = list(datasets)
         if not self.datasets:
             raise ValueError("ConcatDataset: datasets should not be an empty iterable")

@@ -17,8 +17,7 @@ import numpy as np
 from .. import backend
 from ..kernels.gather import rows_gatherer
 from ..tensor import Tensor
-from .dataset import Dataset
-from .iterable import IterableDataset
+from .dataset import Dataset, IterableDataset
 
 
 def epoch_order(n: int, seed: int, epoch: int):
@@ -331,3 +330,9 @@ def _collate(values, device):
         elif arr.dtype == np.float64:
             arr = arr.astype(np.float32)
     return Tensor._from_array(backend.to_device(arr, device))
+
+
+def get_worker_info():
+    """Information about the current loader worker: always None, since minifused loads in the calling
+    thread (PyTorch returns None in the main process too)."""
+    return None
