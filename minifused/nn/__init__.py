@@ -12,6 +12,9 @@ from .pool import (AvgPool1d, AvgPool2d, LPPool1d, LPPool2d, MaxPool1d, MaxPool2
                    MaxUnpool2d)
 from .dropout import Dropout  # noqa: F401
 from .loss_mse import MSELoss  # noqa: F401
+from .lazy import (Buffer, LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d,  # noqa: F401
+                   LazyConvTranspose1d, LazyConvTranspose2d, LazyInstanceNorm1d, LazyInstanceNorm2d,
+                   LazyInstanceNorm3d, LazyLinear, UninitializedBuffer, UninitializedParameter)
 from . import fusion, init, utils  # noqa: F401,E402
 from .activation import *  # noqa: F401,F403,E402 - LeakyReLU, SiLU, ELU, Softplus, Hardtanh and the losses beyond these
 from .layers import *  # noqa: F401,F403,E402 - Upsample, adaptive pooling, Embedding, Dropout2d, Unflatten

@@ -5,7 +5,6 @@ import itertools
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -15,6 +14,7 @@ from ..kernels import to_layout
 from ..ops.shape import channels_last, check_memory_format, preserve_format
 from ..tensor import Tensor
 from ._backward_hooks import wrap_inputs, wrap_outputs
+from .state_loading import _uninitialized, load_state_into
 
 
 class Parameter(Tensor):
@@ -79,8 +79,15 @@ class Module:
                     if value is not None and not (store is buffers and isinstance(value, Tensor)):
                         raise TypeError(f"cannot assign {type(value).__name__} as {kind} {name!r} ({ok} or None "
                                         f"expected)")
+                    if getattr(value, "_is_buffer", False):  # an nn.Buffer brings its own persistence
+                        break
                     store[name] = value
                     return
+            if getattr(value, "_is_buffer", False):  # nn.Buffer (nn.lazy): registers as a buffer, as PyTorch's
+                if name in self.__dict__:
+                    raise KeyError(f"attribute '{name}' already exists")
+                self.register_buffer(name, value, value.persistent)
+                return
             object.__setattr__(self, name, value)
             return
         target = params if isinstance(value, Parameter) else modules
@@ -114,6 +121,8 @@ class Module:
         self._buffers[name] = tensor
         if not persistent:
             self.__dict__.setdefault("_non_persistent", set()).add(name)
+        else:
+            self.__dict__.get("_non_persistent", set()).discard(name)
 
     def register_module(self, name, module):
         if module is not None and not isinstance(module, Module):
@@ -354,8 +363,8 @@ class Module:
             skip = module.__dict__.get("_non_persistent", set())
             for table, kept in ((module._parameters, ()), (module._buffers, skip)):
                 for name, v in table.items():
-                    if v is not None and name not in kept:
-                        out[base + name] = v if keep_vars else v.detach()
+                    if v is not None and name not in kept:  # an uninitialized one (nn.lazy) as itself, as PyTorch's
+                        out[base + name] = v if keep_vars or _uninitialized(v) else v.detach()
         return out
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
@@ -369,46 +378,7 @@ class Module:
         absent, and then keeps its value (BatchNorm's ``num_batches_tracked``, which PyTorch fills in for
         state dicts without its version metadata: older checkpoints, dicts built by hand).
         """
-        if not isinstance(state_dict, Mapping):
-            raise TypeError(f"load_state_dict: expected a mapping of names to tensors, got "
-                            f"{type(state_dict).__name__}")
-        own = self.state_dict()
-        optional = {(f"{prefix}." if prefix else "") + name
-                    for prefix, module in self.named_modules(remove_duplicate=False)
-                    for name in type(module)._optional_state}
-        missing = [k for k in own if k not in state_dict and k not in optional]
-        unexpected = [k for k in state_dict if k not in own]
-        problems, sources = [], {}
-        if strict and (missing or unexpected):
-            if missing:
-                problems.append("missing keys: " + ", ".join(missing))
-            if unexpected:
-                problems.append("unexpected keys: " + ", ".join(unexpected))
-        for k, target in own.items():
-            if k not in state_dict:
-                continue
-            src = _foreign_array(state_dict[k])
-            if src is None:
-                problems.append(f"{k}: a {type(state_dict[k]).__name__} in the state dict, expected a tensor "
-                                f"or an array")
-            elif tuple(src.shape) != tuple(target.shape):
-                problems.append(f"{k}: shape {tuple(src.shape)} in the state dict, "
-                                f"{tuple(target.shape)} in the model (size mismatch)")
-            elif not _castable(src.dtype):
-                problems.append(f"{k}: dtype {src.dtype} in the state dict cannot be copied into {target.dtype}")
-            else:
-                sources[k] = src
-        if problems:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n  "
-                               + "\n  ".join(problems))
-        with no_grad():
-            for k, src in sources.items():
-                target = own[k]
-                if src.dtype != target.dtype:  # cast on the host: NumPy (with ml_dtypes) casts every pair
-                    src = backend.to_device_bits(src, backend.CPU).astype(target.dtype)
-                target._data[...] = backend.to_device_bits(src, target.device)
-                target._bump("load_state_dict")
-        return _LoadResult(missing, unexpected)
+        return load_state_into(self, state_dict, strict)
 
     # ------------------------------------------------------------ printing
     def extra_repr(self) -> str:
@@ -424,38 +394,6 @@ class Module:
             return f"{type(self).__name__}({extra})"
         head = f"{type(self).__name__}(" + (extra + "\n  " if extra else "\n  ")
         return head + "\n  ".join(lines) + "\n)"
-
-
-def _foreign_array(value):
-    """A NumPy or CuPy array viewing ``value`` (a Tensor, an array, or another library's tensor),
-    or None when it is none of these."""
-    if isinstance(value, Tensor):
-        return value._data
-    if isinstance(value, np.ndarray) or backend.is_cuda_array(value):
-        return value
-    if getattr(value, "requires_grad", False) and hasattr(value, "detach"):
-        value = value.detach()  # PyTorch refuses to export a tensor that requires grad
-    if str(getattr(value, "dtype", "")) == "torch.bfloat16" and hasattr(value, "view"):
-        # DLPack consumers know no bfloat16: move its bits as int16 and view them back
-        import torch
-
-        bits = _foreign_array(value.view(torch.int16))
-        return None if bits is None else bits.view(backend.bfloat16)
-    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
-        kind = value.__dlpack_device__()[0]
-        if kind == 1:  # kDLCPU
-            return np.from_dlpack(value)
-        if kind == 2 and backend.cuda_available():  # kDLCUDA
-            return backend.cupy.from_dlpack(value)
-    if hasattr(value, "__cuda_array_interface__") and backend.cuda_available():
-        return backend.cupy.asarray(value)
-    if hasattr(value, "__array_interface__"):
-        return np.asarray(value)
-    return None
-
-
-def _castable(dtype):
-    return backend.is_floating(dtype) or np.dtype(dtype).kind in "biu"
 
 
 class _Hooks:
@@ -541,10 +479,3 @@ def _call_with_hooks(module, args, kwargs):
     if state is not None:
         output = wrap_outputs(output, state)
     return output
-
-
-class _LoadResult(tuple):
-    def __new__(cls, missing, unexpected):
-        obj = super().__new__(cls, (missing, unexpected))
-        obj.missing_keys, obj.unexpected_keys = missing, unexpected
-        return obj
