@@ -3588,8 +3588,258 @@ FUNCTIONAL_GAP_OPS = [
 ]
 
 
+# ---------------------------------------------------------------- volumetric (3-D) convolution and pooling
+# (minifused/functional/volume.py, built on the 2-D ops; their modules: tests/test_volume.py)
+def _triple(v):
+    return (v,) * 3 if isinstance(v, int) else tuple(v)
+
+
+def conv3d_ref(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """Windows of the zero-padded volume against the kernel, group by group ('same': the odd pad after)."""
+    if x.ndim == 4:
+        return conv3d_ref(x[None], w, b, stride, padding, dilation, groups)[0]
+    st, dl, (k, cg, *ks) = _triple(stride), _triple(dilation), w.shape
+    if isinstance(padding, str):
+        pads = [(0, 0)] * 3 if padding == "valid" else [(d * (kk - 1) // 2, d * (kk - 1) - d * (kk - 1) // 2)
+                                                         for d, kk in zip(dl, ks)]
+    else:
+        pads = [(p, p) for p in _triple(padding)]
+    xp = np.pad(x, ((0, 0), (0, 0), *pads))
+    win = sliding_window_view(xp, tuple((kk - 1) * d + 1 for kk, d in zip(ks, dl)), axis=(2, 3, 4))
+    win = win[:, :, ::st[0], ::st[1], ::st[2], ::dl[0], ::dl[1], ::dl[2]]
+    kg = k // groups
+    out = np.concatenate([np.einsum("ncdhwxyz,kcxyz->nkdhw", win[:, g * cg:(g + 1) * cg], w[g * kg:(g + 1) * kg])
+                          for g in range(groups)], axis=1)
+    return out if b is None else out + b[:, None, None, None]
+
+
+def conv_transpose3d_ref(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """Each input voxel scatters ``x * w`` onto the output, tap by tap."""
+    if x.ndim == 4:
+        return conv_transpose3d_ref(x[None], w, b, stride, padding, output_padding, groups, dilation)[0]
+    st, pd, op, dl = map(_triple, (stride, padding, output_padding, dilation))
+    (n, cin, *size), (_, cg, *ks) = x.shape, w.shape
+    out = [(s - 1) * a - 2 * p + d * (k - 1) + o + 1 for s, a, p, d, k, o in zip(size, st, pd, dl, ks, op)]
+    full = np.zeros((n, cg * groups, *[o + 2 * p + a for o, p, a in zip(out, pd, st)]))
+    per = cin // groups
+    for g in range(groups):
+        xs, ws = x[:, g * per:(g + 1) * per], w[g * per:(g + 1) * per]
+        for tap in np.ndindex(*ks):
+            at = tuple(slice(t * d, t * d + a * (s - 1) + 1, a) for t, d, a, s in zip(tap, dl, st, size))
+            full[(slice(None), slice(g * cg, (g + 1) * cg)) + at] += np.einsum("nidhw,io->nodhw", xs,
+                                                                                ws[(Ellipsis,) + tap])
+    y = full[(slice(None), slice(None)) + tuple(slice(p, p + o) for p, o in zip(pd, out))]
+    return y if b is None else y + b[None, :, None, None, None]
+
+
+def _pool3d_windows(x, kernel_size, stride, padding, dilation, ceil_mode):
+    """Per output position of a 3-D pooling: (position, the in-input taps per dimension, the window's size
+    clipped to the padded input)."""
+    k, p, d = _triple(kernel_size), _triple(padding), _triple(dilation)
+    s, size = _triple(stride or kernel_size), x.shape[-3:]
+    out = []
+    for n, kk, ss, pp, dd in zip(size, k, s, p, d):
+        o = (n + 2 * pp - dd * (kk - 1) - 1 + (ss - 1 if ceil_mode else 0)) // ss + 1
+        out.append(o - 1 if ceil_mode and (o - 1) * ss >= n + pp else o)
+    for pos in np.ndindex(*out):
+        starts = [o * ss - pp for o, ss, pp in zip(pos, s, p)]
+        taps = [[a + t * dd for t in range(kk) if 0 <= a + t * dd < n] for a, kk, dd, n in zip(starts, k, d, size)]
+        padded = math.prod(min(a + kk, n + pp) - a for a, kk, n, pp in zip(starts, k, size, p))
+        yield out, pos, taps, padded
+
+
+def _pool3d_ref(kind):
+    """max_pool3d / avg_pool3d / max_pool3d indices (first maximum in (d, h, w) order), window by window."""
+    def ref(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, count_include_pad=True,
+            divisor_override=None, return_indices=False):
+        if x.ndim == 4:
+            return ref(x[None], kernel_size, stride, padding, dilation, ceil_mode, count_include_pad,
+                       divisor_override)[0]
+        y = None
+        for out, pos, taps, padded in _pool3d_windows(x, kernel_size, stride, padding, dilation, ceil_mode):
+            y = np.zeros(x.shape[:2] + tuple(out)) if y is None else y
+            win = x[:, :, taps[0]][:, :, :, taps[1]][:, :, :, :, taps[2]].reshape(x.shape[:2] + (-1,))
+            if kind == "max":
+                y[(Ellipsis,) + pos] = win.max(-1)
+            elif kind == "avg":
+                y[(Ellipsis,) + pos] = win.sum(-1) / (divisor_override or (padded if count_include_pad else
+                                                                            win.shape[-1]))
+            else:
+                dz, dy, dx = np.unravel_index(win.argmax(-1), [len(t) for t in taps])
+                h, w = x.shape[-2:]
+                y[(Ellipsis,) + pos] = (np.take(taps[0], dz) * h * w + np.take(taps[1], dy) * w
+                                        + np.take(taps[2], dx))
+        return y
+    return ref
+
+
+def _adaptive_max3d_indices_ref(x, output_size):
+    """The flat d*H*W + h*W + w index of each adaptive bin's first maximum."""
+    size = _triple(output_size)
+    d, h, w = x.shape[-3:]
+    y = np.zeros(x.shape[:-3] + size)
+    grids = [_bins(n, m) for n, m in zip((d, h, w), size)]
+    for pos in np.ndindex(*size):
+        (a0, a1), (b0, b1), (c0, c1) = (grids[i][q] for i, q in enumerate(pos))
+        win = x[..., a0:a1, b0:b1, c0:c1]
+        dz, dy, dx = np.unravel_index(win.reshape(x.shape[:-3] + (-1,)).argmax(-1), win.shape[-3:])
+        y[(Ellipsis,) + pos] = (a0 + dz) * h * w + (b0 + dy) * w + c0 + dx
+    return y
+
+
+def _indices_as_values(fn):
+    """``fn``'s int64 indices as floats on the tape (``x.sum() * 0`` keeps them differentiable for the suites)."""
+    return lambda x: fn(x)[1].to(x.dtype) + x.sum() * 0
+
+
+VOLUME_OPS = [
+    OpInfo("conv3d", F.conv3d, conv3d_ref, spelled="F.conv3d", gpu_tol=1e-4, torch=_tf("conv3d"), samples=(
+               S("conv3d", (2, 3, 4, 5, 3), (2, 3, 2, 3, 2), (2,)),
+               S("conv3d_stride_pad_dilation", (1, 2, 7, 4, 5), (3, 2, 2, 2, 3), stride=(2, 1, 2), padding=(1, 0, 1),
+                 dilation=(2, 1, 1)),
+               S("conv3d_groups", (1, 4, 3, 4, 4), (2, 2, 2, 2, 2), (2,), groups=2),
+               S("conv3d_same_even_kernel", (1, 2, 4, 3, 4), (2, 2, 2, 3, 2), padding="same"),
+               S("conv3d_unbatched_valid", (2, 3, 4, 3), (2, 2, 2, 2, 2), padding="valid")),
+           errors=(E("conv3d_channels", lambda: F.conv3d(t(1, 3, 4, 4, 4), t(2, 2, 3, 3, 3)), RuntimeError,
+                     r"conv3d: Given groups=1, weight of size \(2, 2, 3, 3, 3\) expects the input to have 2 channels"),
+                   E("conv3d_input_dims", lambda: F.conv3d(t(3, 4, 4), t(2, 3, 3, 3, 3)), RuntimeError,
+                     r"conv3d: expected a 5-D input \(N, C, D, H, W\) or a 4-D unbatched one"),
+                   E("conv3d_weight_dims", lambda: F.conv3d(t(1, 3, 4, 4, 4), t(2, 3, 3, 3)), RuntimeError,
+                     "conv3d: weight must be 5-D"),
+                   E("conv3d_kernel_too_big", lambda: F.conv3d(t(1, 1, 2, 4, 4), t(1, 1, 3, 3, 3)), RuntimeError,
+                     "conv3d: Calculated padded input size per channel: .*Kernel size can't be greater"),
+                   E("conv3d_stride_zero", lambda: F.conv3d(t(1, 1, 4, 4, 4), t(1, 1, 3, 3, 3), stride=0),
+                     RuntimeError, "conv3d: stride must be >= 1"),
+                   E("conv3d_stride_pair", lambda: F.conv3d(t(1, 1, 4, 4, 4), t(1, 1, 3, 3, 3), stride=(1, 1)),
+                     RuntimeError, "conv3d: stride must be an int or a tuple of three ints"),
+                   E("conv3d_same_strided", lambda: F.conv3d(t(1, 1, 4, 4, 4), t(1, 1, 3, 3, 3), stride=2,
+                                                             padding="same"),
+                     RuntimeError, "conv3d: padding='same' is not supported for strided convolutions"),
+                   E("conv3d_padding_string", lambda: F.conv3d(t(1, 1, 4, 4, 4), t(1, 1, 3, 3, 3), padding="full"),
+                     RuntimeError, "conv3d: Invalid padding string: 'full'"),
+                   E("conv3d_dtype", lambda: F.conv3d(t(1, 1, 4, 4, 4), t(1, 1, 3, 3, 3, dtype=mf.float64)),
+                     RuntimeError, "conv3d: input, weight and bias must have one dtype"),
+                   E("conv3d_bias_shape", lambda: F.conv3d(t(1, 1, 4, 4, 4), t(2, 1, 3, 3, 3), t(3)), RuntimeError,
+                     r"conv3d: bias must have shape \(2,\)"))),
+    OpInfo("conv_transpose3d", F.conv_transpose3d, conv_transpose3d_ref, spelled="F.conv_transpose3d", gpu_tol=1e-4,
+           torch=_tf("conv_transpose3d"), samples=(
+               S("conv_transpose3d", (2, 3, 2, 3, 2), (3, 2, 2, 3, 2), (2,)),
+               S("conv_transpose3d_stride_pad_outpad", (1, 2, 3, 2, 3), (2, 2, 3, 2, 2), stride=(2, 3, 2),
+                 padding=(1, 0, 1), output_padding=(1, 2, 0)),
+               S("conv_transpose3d_groups_dilation", (1, 4, 2, 3, 2), (4, 1, 2, 2, 2), (2,), groups=2,
+                 dilation=(2, 1, 2), stride=(1, 2, 1)),
+               S("conv_transpose3d_unbatched", (2, 2, 2, 3), (2, 1, 2, 2, 2), stride=2)),
+           errors=(E("conv_transpose3d_channels", lambda: F.conv_transpose3d(t(1, 3, 4, 4, 4), t(2, 2, 3, 3, 3)),
+                     RuntimeError, "conv_transpose3d: Given transposed=1, weight of size .* expects the input to "
+                     "have 2 channels"),
+                   E("conv_transpose3d_output_padding", lambda: F.conv_transpose3d(t(1, 2, 4, 4, 4), t(2, 2, 3, 3, 3),
+                                                                                   stride=2, output_padding=2),
+                     RuntimeError, "conv_transpose3d: output padding must be smaller than either stride or "
+                     "dilation"))),
+    OpInfo("max_pool3d", F.max_pool3d, _pool3d_ref("max"), spelled="F.max_pool3d", torch=_tf("max_pool3d"), samples=(
+               S("max_pool3d", distinct((2, 3, 4, 4, 6)), kernel_size=2),
+               S("max_pool3d_s2p1_ceil", distinct((1, 2, 5, 6, 5)), kernel_size=3, stride=2, padding=1,
+                 ceil_mode=True),
+               S("max_pool3d_dilated", distinct((1, 2, 7, 5, 6)), kernel_size=(3, 2, 2), stride=(2, 1, 2),
+                 padding=(1, 1, 0), dilation=(2, 1, 2)),
+               S("max_pool3d_unbatched", distinct((2, 3, 4, 5)), kernel_size=2, stride=1),
+               S("max_pool3d_indices", distinct((2, 2, 5, 4, 6)),
+                 fn=_indices_as_values(lambda x: F.max_pool3d(x, 3, 2, 1, 1, True, return_indices=True)),
+                 ref=lambda x: _pool3d_ref("index")(x, 3, 2, 1, 1, True)),
+               S("max_pool3d_indices_ties", const((2, 3, 4, 4)),
+                 fn=lambda x: F.max_pool3d(x * 0 + 1, 2, 1, return_indices=True)[1].to(x.dtype),
+                 ref=lambda x: _pool3d_ref("index")(x * 0 + 1, 2, 1)),
+               S("max_pool3d_unpool", distinct((1, 2, 4, 6, 4)),
+                 fn=lambda x: F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2),
+                 ref=lambda x: np.where(x == np.repeat(np.repeat(np.repeat(_pool3d_ref("max")(x, 2), 2, -3), 2, -2),
+                                                       2, -1), x, 0))),
+           errors=(E("max_pool3d_padding", lambda: F.max_pool3d(t(1, 1, 4, 4, 4), 2, padding=2), RuntimeError,
+                     "max_pool3d: pad should be smaller than or equal to half of kernel size"),
+                   E("max_pool3d_too_small", lambda: F.max_pool3d(t(1, 1, 2, 4, 4), 3), RuntimeError,
+                     r"max_pool3d: Given input size: \(1, 1, 2, 4, 4\)\. Calculated output size: \(0, 1, 1\)"),
+                   E("max_pool3d_dims", lambda: F.max_pool3d(t(4, 4, 4), 2), RuntimeError,
+                     r"max_pool3d: expected a 5-D input \(N, C, D, H, W\) or a 4-D unbatched one"),
+                   E("max_pool3d_dilation_zero", lambda: F.max_pool3d(t(1, 1, 4, 4, 4), 2, dilation=0), RuntimeError,
+                     "max_pool3d: dilation must be >= 1"),
+                   E("max_pool3d_kernel_pair", lambda: F.max_pool3d(t(1, 1, 4, 4, 4), (2, 2)), RuntimeError,
+                     "max_pool3d: kernel_size must be an int or a tuple of three ints"),
+                   E("max_pool3d_int", lambda: F.max_pool3d(mf.ones(1, 1, 2, 2, 2, dtype=mf.int64), 2), TypeError,
+                     "max_pool3d: expected a floating-point input"))),
+    OpInfo("max_pool3d_with_indices", _output_of("max_pool3d_with_indices"), _pool3d_ref("max"),
+           spelled="F.max_pool3d_with_indices", torch=_torch_output_of("max_pool3d_with_indices"), samples=(
+               S("max_pool3d_with_indices", distinct((1, 2, 4, 4, 5)), kernel_size=2, stride=(1, 2, 2)),)),
+    OpInfo("avg_pool3d", F.avg_pool3d, _pool3d_ref("avg"), spelled="F.avg_pool3d", torch=_tf("avg_pool3d"), samples=(
+               S("avg_pool3d", (2, 3, 4, 4, 6), kernel_size=2),
+               S("avg_pool3d_s2p1_ceil", (1, 2, 5, 6, 5), kernel_size=3, stride=2, padding=1, ceil_mode=True),
+               S("avg_pool3d_exclude_pad_ceil", (1, 2, 5, 6, 5), kernel_size=(3, 2, 3), stride=2, padding=(1, 1, 0),
+                 ceil_mode=True, count_include_pad=False),
+               S("avg_pool3d_divisor", (1, 2, 4, 5, 3), kernel_size=2, stride=1, padding=1, divisor_override=3),
+               S("avg_pool3d_unbatched", (2, 3, 4, 5), kernel_size=2, stride=1)),
+           errors=(E("avg_pool3d_divisor_zero", lambda: F.avg_pool3d(t(1, 1, 4, 4, 4), 2, divisor_override=0),
+                     RuntimeError, "avg_pool3d: divisor must be not zero"),
+                   E("avg_pool3d_padding", lambda: F.avg_pool3d(t(1, 1, 4, 4, 4), 2, padding=2), RuntimeError,
+                     "avg_pool3d: pad should be smaller than or equal to half of kernel size"),
+                   E("avg_pool3d_stride_zero", lambda: F.avg_pool3d(t(1, 1, 4, 4, 4), 2, stride=0), RuntimeError,
+                     "avg_pool3d: stride must be >= 1"))),
+    OpInfo("adaptive_avg_pool3d", F.adaptive_avg_pool3d, _adaptive(np.mean, 3), spelled="F.adaptive_avg_pool3d",
+           torch=_tf("adaptive_avg_pool3d"), samples=(
+               S("adaptive_avg_pool3d", (2, 3, 5, 7, 6), output_size=(2, 3, 4)),
+               S("adaptive_avg_pool3d_global", (2, 3, 3, 4, 5), output_size=1),
+               S("adaptive_avg_pool3d_none_up", (1, 2, 3, 5, 4), output_size=(None, 7, 2)),
+               S("adaptive_avg_pool3d_unbatched", (2, 5, 4, 6), output_size=(3, 2, 4))),
+           errors=(E("adaptive_avg_pool3d_dims", lambda: F.adaptive_avg_pool3d(t(4, 4, 4), 2), RuntimeError,
+                     "adaptive_avg_pool3d: Expected 4D or 5D tensor"),
+                   E("adaptive_avg_pool3d_negative", lambda: F.adaptive_avg_pool3d(t(1, 1, 4, 4, 4), -1),
+                     RuntimeError, "adaptive_avg_pool3d: elements of output_size must be greater than or equal to 0"),
+                   E("adaptive_avg_pool3d_size_len", lambda: F.adaptive_avg_pool3d(t(1, 1, 4, 4, 4), (1, 2)),
+                     RuntimeError, "adaptive_avg_pool3d: output_size must be an int or a triple"))),
+    OpInfo("adaptive_max_pool3d", F.adaptive_max_pool3d, _adaptive(np.max, 3), spelled="F.adaptive_max_pool3d",
+           torch=_tf("adaptive_max_pool3d"), samples=(
+               S("adaptive_max_pool3d", distinct((2, 3, 5, 7, 6)), output_size=(2, 3, 4)),
+               S("adaptive_max_pool3d_up_unbatched", distinct((2, 3, 4, 3)), output_size=(5, None, 2)),
+               S("adaptive_max_pool3d_indices", distinct((2, 2, 5, 7, 6)),
+                 fn=_indices_as_values(lambda x: F.adaptive_max_pool3d(x, (2, 3, 4), return_indices=True)),
+                 ref=lambda x: _adaptive_max3d_indices_ref(x, (2, 3, 4)))),
+           errors=(E("adaptive_max_pool3d_empty", lambda: F.adaptive_max_pool3d(t(1, 1, 0, 4, 4), 2), RuntimeError,
+                     "adaptive_max_pool3d: Expected input to have non-zero size for non-batch dimensions"),)),
+    OpInfo("adaptive_max_pool3d_with_indices", _output_of("adaptive_max_pool3d_with_indices"), _adaptive(np.max, 3),
+           spelled="F.adaptive_max_pool3d_with_indices", torch=_torch_output_of("adaptive_max_pool3d_with_indices"),
+           samples=(S("adaptive_max_pool3d_with_indices", distinct((1, 2, 5, 4, 6)), output_size=(2, 3, 4)),)),
+    OpInfo("lp_pool3d", F.lp_pool3d, _lp_pool_ref(3), spelled="F.lp_pool3d", torch=_torch_lp_pool(3), samples=(
+               S("lp_pool3d", (2, 3, 4, 4, 6), norm_type=2, kernel_size=2),
+               S("lp_pool3d_p3_stride_ceil", pos((1, 2, 5, 4, 5)), norm_type=3, kernel_size=(3, 2, 2),
+                 stride=(2, 1, 2), ceil_mode=True),
+               S("lp_pool3d_inf_unbatched", distinct((2, 4, 4, 4)), norm_type=math.inf, kernel_size=2)),
+           errors=(E("lp_pool3d_norm_zero", lambda: F.lp_pool3d(t(1, 1, 4, 4, 4), 0, 2), ValueError,
+                     "lp_pool3d: norm_type must be a non-zero value"),
+                   E("lp_pool3d_too_small", lambda: F.lp_pool3d(t(1, 1, 4, 4, 4), 2, 5), RuntimeError,
+                     r"lp_pool3d: Given input size: \(1, 1, 4, 4, 4\)\. .*Output size is too small"))),
+    OpInfo("max_unpool3d", F.max_unpool3d, None, spelled="F.max_unpool3d", torch=_tf("max_unpool3d"), samples=(
+               S("max_unpool3d_output_size", distinct((1, 2, 5, 4, 5)),
+                 fn=lambda x: F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2, output_size=(5, 4, 5)),
+                 ref=lambda x: np.where(x == np.pad(np.repeat(np.repeat(np.repeat(_pool3d_ref("max")(x, 2), 2, -3), 2,
+                                                                        -2), 2, -1), ((0, 0),) * 2 + ((0, 1), (0, 0),
+                                                                                                      (0, 1)),
+                                                    constant_values=np.inf), x, 0)),
+               S("max_unpool3d_unbatched", distinct((2, 4, 4, 6)),
+                 fn=lambda x: F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2),
+                 ref=lambda x: np.where(x == np.repeat(np.repeat(np.repeat(_pool3d_ref("max")(x, 2), 2, -3), 2, -2),
+                                                       2, -1), x, 0))),
+           errors=(E("max_unpool3d_index", lambda: F.max_unpool3d(t(1, 1, 2, 2, 2), mf.full((1, 1, 2, 2, 2), 100),
+                                                                  2), RuntimeError,
+                     r"max_unpool3d: Found an invalid max index \(indices must lie in \[0, 64\)"),
+                   E("max_unpool3d_output_size", lambda: F.max_unpool3d(t(1, 1, 2, 2, 2),
+                                                                        mf.zeros((1, 1, 2, 2, 2), dtype=mf.int64), 2,
+                                                                        output_size=(9, 9, 9)),
+                     ValueError, r"max_unpool3d: invalid output_size \"\(9, 9, 9\)\" \(dim 0 must be between 2 "
+                     r"and 6\)"),
+                   E("max_unpool3d_dims", lambda: F.max_unpool3d(t(2, 2, 2), mf.zeros((2, 2, 2), dtype=mf.int64), 2),
+                     RuntimeError, "max_unpool3d: Input to max_unpooling3d should be a 4d or 5d Tensor"))),
+]
+
+
 OPS += (MATH_OPS + INDEX_OPS + ACTIVATION_OPS + LAYER_OPS + REDUCE_OPS + PRODUCT_OPS + ARRANGE_OPS + SPECIAL_OPS
-        + FUNCTIONAL_GAP_OPS)
+        + FUNCTIONAL_GAP_OPS + VOLUME_OPS)
 
 REGISTRY = {entry.name: entry for entry in OPS}
 

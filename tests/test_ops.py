@@ -78,7 +78,10 @@ def test_cuda_matches_numpy(entry, sample):
 
 # Public ops that have no entry, and where they are tested instead.
 NO_ENTRY = {"F.square_matmul_": "in-place x @ W for a square W (cuBLASLt only); tests/test_square_matmul.py",
-            "F.gumbel_softmax": "random: tests/test_nn.py checks its distribution and straight-through gradient"}
+            "F.gumbel_softmax": "random: tests/test_nn.py checks its distribution and straight-through gradient",
+            "F.fractional_max_pool2d": "random windows: tests/test_nn_misc.py checks them against PyTorch's for fixed "
+                                       "samples, and the gradient by gradcheck",
+            "F.fractional_max_pool2d_with_indices": "as F.fractional_max_pool2d"}
 NOT_DIFFERENTIABLE = {"eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin"}  # test_no_grad_ops below
 
 

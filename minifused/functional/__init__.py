@@ -499,4 +499,6 @@ from .margin_losses import *  # noqa: E402,F401,F403 - margin_ranking_loss, trip
 from .sampling import *  # noqa: E402,F401,F403 - affine_grid, grid_sample
 from .pooling import *  # noqa: E402,F401,F403 - lp_pool1d/2d, max_unpool1d, the *_with_indices poolings, upsample
 from .extra_layers import *  # noqa: E402,F401,F403 - bilinear, embedding_bag
+from .fractional_pool import *  # noqa: E402,F401,F403 - fractional_max_pool2d(_with_indices)
+from .volume import *  # noqa: E402,F401,F403 - conv3d, conv_transpose3d, the 3-D poolings
 from ..ops import pdist  # noqa: E402,F401 - torch.nn.functional.pdist is torch.pdist

@@ -1,8 +1,9 @@
 """Containers: ``Sequential`` (which fuses a ReLU into the layer before it), ``ModuleList``,
-``ModuleDict``."""
+``ModuleDict``; the deprecated ``Container``."""
 from __future__ import annotations
 
 import functools
+import warnings
 from collections import OrderedDict
 
 from .. import backend
@@ -329,3 +330,23 @@ class ParameterDict(Module):
     def update(self, parameters):
         for key, value in (parameters.items() if hasattr(parameters, "items") else parameters):
             self[key] = value
+
+
+_CONTAINER_DEPRECATED = ("`nn.Container` is deprecated. All of its functionality is now implemented in `nn.Module`. "
+                         "Subclass that instead.")
+
+
+class Container(Module):
+    """Deprecated: a Module holding the modules given as keywords. As PyTorch's, it warns (FutureWarning)
+    when constructed directly and when subclassed."""
+
+    def __init_subclass__(cls, **kwargs):
+        warnings.warn(_CONTAINER_DEPRECATED, FutureWarning, stacklevel=2)
+        super().__init_subclass__(**kwargs)
+
+    def __init__(self, **kwargs):
+        if type(self) is Container:
+            warnings.warn(_CONTAINER_DEPRECATED, FutureWarning, stacklevel=2)
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)

@@ -1,5 +1,8 @@
-"""Loss layers: ``CrossEntropyLoss`` (fused softmax-cross-entropy), ``NLLLoss``."""
+"""Loss layers: ``CrossEntropyLoss`` (fused softmax-cross-entropy), ``NLLLoss`` (and its deprecated alias
+``NLLLoss2d``)."""
 from __future__ import annotations
+
+import warnings
 
 from .. import functional as F
 from .module import Module
@@ -41,3 +44,13 @@ class NLLLoss(_WeightedLoss):
 
     def extra_repr(self):
         return f"reduction={self.reduction!r}, ignore_index={self.ignore_index}"
+
+
+class NLLLoss2d(NLLLoss):
+    """Deprecated alias of :class:`NLLLoss` (PyTorch's FutureWarning at construction)."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in replacement and "
+                      "see https://pytorch.org/docs/main/nn.html#torch.nn.NLLLoss for more details.",
+                      FutureWarning, stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)

@@ -1,5 +1,5 @@
-"""Normalization layers: ``LayerNorm``, ``RMSNorm``, ``BatchNorm1d/2d/3d``, ``GroupNorm``, ``InstanceNorm1d/2d/3d``
-(PyTorch's names, shapes, buffers and init)."""
+"""Normalization layers: ``LayerNorm``, ``RMSNorm``, ``BatchNorm1d/2d/3d``, ``GroupNorm``, ``InstanceNorm1d/2d/3d``,
+``LocalResponseNorm``, ``CrossMapLRN2d`` (PyTorch's names, shapes, buffers and init)."""
 from __future__ import annotations
 
 import numbers
@@ -9,6 +9,7 @@ from .. import backend, ops
 from .. import functional as F
 from ..autograd import no_grad
 from ..functional.batchnorm import _batch_norm
+from ..tensor import Tensor
 from .module import Module, Parameter
 
 
@@ -356,3 +357,42 @@ class LocalResponseNorm(Module):
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
+
+
+class CrossMapLRN2d(Module):
+    """PyTorch's legacy LRN across the channels of (N, C, H, W) input, with its values exactly:
+    ``x / (k + alpha / size * s_c) ** beta``, ``s_c`` the sum of x² over channels ``c - h .. c + h``,
+    ``h = (size - 1) // 2`` (an even ``size`` sums ``size - 1`` channels, where ``LocalResponseNorm`` sums
+    ``size`` and divides by it too), plus channel 0's x² for every ``c > h``: PyTorch's running sum never
+    subtracts channel 0 (its ``c > pre_pad`` test). Matching those values is the point of this layer, so it
+    does not reuse ``LocalResponseNorm``. The gradient is this forward's exact derivative; PyTorch's
+    hand-written backward is not (its own gradcheck fails)."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
+        super().__init__()
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+            raise ValueError(f"CrossMapLRN2d: size must be a positive int, got {size!r}")
+        self.size, self.alpha, self.beta, self.k = int(size), alpha, beta, k
+
+    def forward(self, input):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"CrossMapLRN2d: expected a tensor input, got {type(input).__name__}")
+        if input.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+        if not backend.is_floating(input.dtype):
+            raise TypeError(f"CrossMapLRN2d: expected a floating-point input, got {input.dtype}")
+        if input.numel() == 0:
+            return input * 1
+        n, c, hgt, wid = input.shape
+        h = (self.size - 1) // 2
+        sq = input * input
+        # the channels as the rows of a one-channel image: a (2h+1, 1) average pool is the window's mean
+        rows = F.pad(ops.reshape(sq, (n, 1, c, hgt * wid)), (0, 0, h, h))
+        sums = ops.reshape(F.avg_pool2d(rows, (2 * h + 1, 1), stride=1), input.shape) * float(2 * h + 1)
+        if c > h + 1:
+            carry = (ops.arange(c, device=input.device) > h).to(input.dtype)
+            sums = sums + sq[:, :1] * ops.reshape(carry, (1, c, 1, 1))
+        return input * (sums * (self.alpha / self.size) + self.k) ** -float(self.beta)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -1,5 +1,5 @@
 """Pooling layers: ``MaxPool1d`` / ``MaxPool2d``, ``AvgPool1d`` / ``AvgPool2d``, ``LPPool1d`` / ``LPPool2d`` and
-``MaxUnpool1d`` / ``MaxUnpool2d`` with PyTorch's arguments."""
+``MaxUnpool1d`` / ``MaxUnpool2d``, ``FractionalMaxPool2d`` with PyTorch's arguments."""
 from __future__ import annotations
 
 from .. import functional as F
@@ -115,3 +115,29 @@ class LPPool2d(Module):
 class LPPool1d(LPPool2d):
     """Power-average pooling along L (``F.lp_pool1d``)."""
     _fn = staticmethod(F.lp_pool1d)
+
+
+class FractionalMaxPool2d(Module):
+    """``F.fractional_max_pool2d``: max pooling over ``kernel_size`` windows at pseudo-random steps, to
+    ``output_size`` or ``output_ratio`` (in (0, 1)) of the input; ``_random_samples`` (a buffer, as in PyTorch)
+    fixes the windows."""
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                 _random_samples=None):
+        super().__init__()
+        pair = (lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v))  # noqa: E731 - PyTorch's _pair
+        self.kernel_size = pair(kernel_size)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = pair(output_size) if output_size is not None else None
+        self.output_ratio = pair(output_ratio) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError("FractionalMaxPool2d requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("FractionalMaxPool2d: only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"FractionalMaxPool2d: output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        return F.fractional_max_pool2d(input, self.kernel_size, self.output_size, self.output_ratio,
+                                       self.return_indices, _random_samples=self._random_samples)

@@ -164,3 +164,5 @@ from . import stateless  # noqa: E402,F401 - torch.nn.utils.stateless, importabl
 import sys as _sys  # noqa: E402
 _sys.modules.setdefault(__name__ + ".stateless", stateless)
 from . import parametrizations, parametrize  # noqa: E402,F401 - torch.nn.utils.parametrizations / parametrize
+from . import utils_rnn as rnn  # noqa: E402,F401 - torch.nn.utils.rnn, importable by its dotted name too
+_sys.modules.setdefault(__name__ + ".rnn", rnn)

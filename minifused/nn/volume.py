@@ -1,0 +1,279 @@
+"""Volumetric (3-D) layers with PyTorch's names, arguments, initialisation and reprs: ``Conv3d``,
+``ConvTranspose3d``, the 3-D pooling layers and the 3-D padding layers; each is a thin layer over ``F``'s 3-D
+functions (built on the 2-D kernels) or ``F.pad``."""
+from __future__ import annotations
+
+import math
+import numbers
+
+from .. import backend
+from .. import functional as F
+from ..autograd import no_grad
+from ..functional.volume import _triple
+from ..tensor import Tensor
+from .conv import PADDING_MODES
+from .layers import CircularPad1d, ConstantPad1d, ReflectionPad1d, ReplicationPad1d, ZeroPad1d
+from .module import Module, Parameter
+
+__all__ = ["Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
+           "LPPool3d", "MaxUnpool3d", "ZeroPad3d", "ConstantPad3d", "ReflectionPad3d", "ReplicationPad3d",
+           "CircularPad3d"]
+
+
+def _layer_triple(name, arg, value, minimum):
+    """A layer argument as a triple (the layer's constructor raises ValueError, as PyTorch's)."""
+    try:
+        return _triple(name, arg, value, minimum)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(str(e)) from None
+
+
+class _Conv3dBase(Module):
+    """What Conv3d and ConvTranspose3d share: argument checks, the parameters and PyTorch's initialisation
+    (kaiming_uniform(a=√5) for the weight, i.e. U(-1/√fan_in, 1/√fan_in), the same bound for the bias, fan_in
+    = weight.shape[1]·kD·kH·kW), as nn.Conv2d does it."""
+
+    def _setup(self, in_channels, out_channels, kernel_size, stride, dilation, groups, bias, device, dtype,
+               weight_shape):
+        name = type(self).__name__
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                   for v in (in_channels, out_channels, groups)):
+            raise TypeError(f"{name}: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
+                            f"{out_channels!r} and {groups!r}")
+        if groups < 1:
+            raise ValueError(f"{name}: groups must be a positive integer, got {groups}")
+        if in_channels < 1 or out_channels < 1:
+            raise ValueError(f"{name}: channel counts must be >= 1, got in_channels={in_channels}, "
+                             f"out_channels={out_channels}")
+        if in_channels % groups:
+            raise ValueError(f"{name}: in_channels must be divisible by groups, got in_channels={in_channels}, "
+                             f"groups={groups}")
+        if out_channels % groups:
+            raise ValueError(f"{name}: out_channels must be divisible by groups, got out_channels={out_channels}, "
+                             f"groups={groups}")
+        self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
+        self.kernel_size = _layer_triple(name, "kernel_size", kernel_size, 1)
+        self.stride = _layer_triple(name, "stride", stride, 1)
+        self.dilation = _layer_triple(name, "dilation", dilation, 1)
+        dev = backend.device(device)
+        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        xp = backend.xp(dev)
+        with backend.on_device(dev):
+            self.weight = Parameter(xp.empty(weight_shape(self) + self.kernel_size, dtype=dtype))
+            self.bias = Parameter(xp.empty((self.out_channels,), dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.weight.shape[1] * math.prod(self.kernel_size))
+        with no_grad():
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.uniform_(-bound, bound)
+
+    def extra_repr(self):
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0, 0, 0):
+            s += f", padding={self.padding}"
+        if self.dilation != (1, 1, 1):
+            s += f", dilation={self.dilation}"
+        if getattr(self, "output_padding", (0, 0, 0)) != (0, 0, 0):
+            s += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
+        return s
+
+
+class Conv3d(_Conv3dBase):
+    """``conv3d(x, weight) + bias`` over (N, C, D, H, W) or (C, D, H, W) inputs, weight (out_channels,
+    in_channels/groups, kD, kH, kW); ``padding`` an int, a triple, 'valid' or 'same'; ``padding_mode`` zeros,
+    reflect, replicate or circular (F.pad first, as PyTorch's)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(f"Conv3d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
+                             f"{padding_mode!r}")
+        self.padding_mode = padding_mode
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError(f"Conv3d: Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+            self.padding = padding
+        else:
+            self.padding = _layer_triple("Conv3d", "padding", padding, 0)
+        self._setup(in_channels, out_channels, kernel_size, stride, dilation, groups, bias, device, dtype,
+                    lambda m: (m.out_channels, m.in_channels // m.groups))
+        if self.padding == "same" and self.stride != (1, 1, 1):
+            raise ValueError(f"Conv3d: padding='same' is not supported for strided convolutions, got stride "
+                             f"{self.stride}")
+
+    def forward(self, x):
+        padding = self.padding
+        if self.padding_mode != "zeros" and padding != "valid":
+            x, padding = F.pad(x, self._explicit_padding(), mode=self.padding_mode), 0
+        return F.conv3d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+
+    def _explicit_padding(self):
+        """F.pad's (left, right, top, bottom, front, back) of this layer's padding ('same': the odd one after)."""
+        if self.padding == "same":
+            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            return tuple(v for t in reversed(totals) for v in (t // 2, t - t // 2))
+        return tuple(v for p in reversed(self.padding) for v in (p, p))
+
+
+class ConvTranspose3d(_Conv3dBase):
+    """``conv_transpose3d(x, weight) + bias`` with weight (in_channels, out_channels/groups, kD, kH, kW);
+    ``forward(x, output_size)`` picks among the output sizes a stride > 1 allows, as PyTorch's."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise ValueError(f'ConvTranspose3d: Only "zeros" padding mode is supported for ConvTranspose3d, got '
+                             f'{padding_mode!r}')
+        self.padding_mode = padding_mode
+        self.padding = _layer_triple("ConvTranspose3d", "padding", padding, 0)
+        self.output_padding = _layer_triple("ConvTranspose3d", "output_padding", output_padding, 0)
+        self._setup(in_channels, out_channels, kernel_size, stride, dilation, groups, bias, device, dtype,
+                    lambda m: (m.in_channels, m.out_channels // m.groups))
+
+    def forward(self, x, output_size=None):
+        output_padding = self.output_padding if output_size is None else self._output_padding(x, output_size)
+        return F.conv_transpose3d(x, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups,
+                                  self.dilation)
+
+    def _output_padding(self, x, output_size):
+        if not isinstance(x, Tensor) or x.ndim not in (4, 5):
+            return self.output_padding  # conv_transpose3d refuses x
+        try:
+            size = [int(v) for v in output_size]
+        except (TypeError, ValueError):
+            raise TypeError(f"ConvTranspose3d: output_size must be a sequence of ints, got {output_size!r}") from None
+        lead = x.ndim - 3
+        if len(size) == x.ndim:
+            size = size[lead:]
+        if len(size) != 3:
+            raise ValueError(f"ConvTranspose3d: for {x.ndim}D input, output_size must have 3 or {x.ndim} elements "
+                             f"(got {len(size)}: {output_size!r})")
+        smallest = [(x.shape[lead + i] - 1) * self.stride[i] - 2 * self.padding[i]
+                    + self.dilation[i] * (self.kernel_size[i] - 1) + 1 for i in range(3)]
+        largest = [smallest[i] + self.stride[i] - 1 for i in range(3)]
+        if any(not smallest[i] <= size[i] <= largest[i] for i in range(3)):
+            raise ValueError(f"ConvTranspose3d: requested an output size of {size}, but valid sizes range from "
+                             f"{smallest} to {largest} (for an input of {list(x.shape[lead:])})")
+        return tuple(size[i] - smallest[i] for i in range(3))
+
+
+# ---------------------------------------------------------------- pooling
+class MaxPool3d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
+        self.padding, self.dilation, self.return_indices, self.ceil_mode = padding, dilation, return_indices, ceil_mode
+
+    def forward(self, x):
+        return F.max_pool3d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool3d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, x):
+        return F.avg_pool3d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+                            self.divisor_override)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool3d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x):
+        return F.adaptive_avg_pool3d(x, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size!r}"
+
+
+class AdaptiveMaxPool3d(AdaptiveAvgPool3d):
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(output_size)
+        self.return_indices = return_indices
+
+    def forward(self, x):
+        return F.adaptive_max_pool3d(x, self.output_size, self.return_indices)
+
+
+class LPPool3d(Module):
+    """Power-average pooling ``(sum over the window of x^p) ^ (1/p)`` (``F.lp_pool3d``)."""
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input):
+        return F.lp_pool3d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class MaxUnpool3d(Module):
+    """``F.max_unpool3d``: the values of a ``MaxPool3d(return_indices=True)`` put back at their places."""
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = _layer_triple("MaxUnpool3d", "kernel_size", kernel_size, 1)
+        self.stride = _layer_triple("MaxUnpool3d", "stride", stride if stride is not None else kernel_size, 1)
+        self.padding = _layer_triple("MaxUnpool3d", "padding", padding, 0)
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+# ---------------------------------------------------------------- padding (F.pad pads 3 dimensions in every mode)
+class ZeroPad3d(ZeroPad1d):
+    dims = 3
+
+    def extra_repr(self):
+        return f"{self.padding}"
+
+
+class ConstantPad3d(ConstantPad1d):
+    dims = 3
+
+    def extra_repr(self):
+        return f"padding={self.padding}, value={self.value}"
+
+
+class ReflectionPad3d(ReflectionPad1d):
+    dims = 3
+
+
+class ReplicationPad3d(ReplicationPad1d):
+    dims = 3
+
+
+class CircularPad3d(CircularPad1d):
+    dims = 3
