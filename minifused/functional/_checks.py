@@ -2,6 +2,8 @@
 what came."""
 from __future__ import annotations
 
+import functools as _functools
+
 from .. import backend as _backend
 from ..tensor import Tensor as _Tensor
 
@@ -47,3 +49,19 @@ def _check_image(op, input, what="input"):
     if input.ndim != 4:
         raise ValueError(f"{op}: expected a 4-D {what} (N, C, H, W) or a 3-D unbatched one (C, H, W), got shape "
                          f"{tuple(input.shape)}")
+
+
+def unbatched(spatial):
+    """A decorator: ``fn`` of a batched (N, C, *spatial) input also taking an unbatched (C, *spatial) one, run as a
+    batch of one whose batch dimension every result (a max pool's indices too) drops."""
+    def decorate(fn):
+        @_functools.wraps(fn)
+        def taking_unbatched(input, *args, **kwargs):
+            if not (isinstance(input, _Tensor) and input.ndim == spatial + 1):
+                return fn(input, *args, **kwargs)
+            out = fn(input.reshape(1, *input.shape), *args, **kwargs)
+            if isinstance(out, tuple):
+                return tuple(o.reshape(*o.shape[1:]) for o in out)
+            return out.reshape(*out.shape[1:])
+        return taking_unbatched
+    return decorate

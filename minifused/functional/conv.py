@@ -3,7 +3,6 @@
 image (C, H, W)."""
 from __future__ import annotations
 
-import functools as _functools
 import numbers as _numbers
 
 from .. import backend as _backend
@@ -13,7 +12,7 @@ from ..ops._common import autocast_lower as _autocast_lower
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
-from ._checks import _check_image, _pair, _single
+from ._checks import _check_image, _pair, _single, unbatched
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d",
            "avg_pool1d", "unfold", "fold", "max_unpool2d"]
@@ -23,18 +22,7 @@ CONV_ACTIVATIONS = (None, "relu")  # what F.conv2d / nn.Conv2d accept (the convo
 _CONV_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16, _backend.float64})
 
 
-def _unbatched(fn):
-    """``fn`` also taking an unbatched (C, H, W) input: run as a batch of one, whose batch dimension the results
-    (a max pool's indices too) drop."""
-    @_functools.wraps(fn)
-    def taking_unbatched(input, *args, **kwargs):
-        if not (isinstance(input, _Tensor) and input.ndim == 3):
-            return fn(input, *args, **kwargs)
-        out = fn(_reshape(input, 1, *input.shape), *args, **kwargs)
-        if isinstance(out, tuple):
-            return tuple(_reshape(o, *o.shape[1:]) for o in out)
-        return _reshape(out, *out.shape[1:])
-    return taking_unbatched
+_unbatched = unbatched(2)  # (C, H, W) inputs too
 
 
 def _check_conv_args(op, input, weight, groups, layout):

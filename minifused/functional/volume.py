@@ -6,7 +6,6 @@ pick) across those taps. So autograd and both devices come from the 2-D ops; err
 PyTorch's exception types, so the 2-D ops underneath never see an argument they would refuse."""
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 
@@ -17,6 +16,7 @@ from ..ops import cat, stack, where
 from ..ops._common import autocast_lower
 from ..ops.shape import reshape
 from ..tensor import Tensor
+from ._checks import unbatched
 from .conv import _CONV_DTYPES, avg_pool2d, conv2d, conv_transpose2d, max_pool2d
 from .layers import adaptive_avg_pool2d, adaptive_max_pool2d, pad
 
@@ -48,17 +48,7 @@ def _check_volume(op, input, what="input"):
                            f"shape {tuple(input.shape)}")
 
 
-def _unbatched(fn):
-    """``fn`` of a 5-D input also taking a 4-D (C, D, H, W) one: run as a batch of one, dropped from the results."""
-    @functools.wraps(fn)
-    def taking_unbatched(input, *args, **kwargs):
-        if not (isinstance(input, Tensor) and input.ndim == 4):
-            return fn(input, *args, **kwargs)
-        out = fn(reshape(input, 1, *input.shape), *args, **kwargs)
-        if isinstance(out, tuple):
-            return tuple(reshape(o, *o.shape[1:]) for o in out)
-        return reshape(out, *out.shape[1:])
-    return taking_unbatched
+_unbatched = unbatched(3)  # (C, D, H, W) inputs too
 
 
 def _planes(x):

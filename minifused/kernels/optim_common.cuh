@@ -105,11 +105,12 @@ __device__ __forceinline__ void load_chunk(const PT* p, const ST* w, const PT* g
     }
 }
 
-// The last block of the slot to finish advances its step count *t (and writes ``value`` to a per-parameter
-// scalar of state, ``scalar``, where given): every block has read them by then (the barrier and the fence
-// order this block's reads before its count). done[slot] is a zeroed counter, left zeroed.
+// The last block of the slot to finish advances its step count *t (and writes ``value`` / ``value2`` to
+// per-parameter scalars of state, ``scalar`` / ``scalar2``, where given): every block has read them by then (the
+// barrier and the fence order this block's reads before its count). done[slot] is a zeroed counter, left zeroed.
 __device__ __forceinline__ void advance_step(long long* t, unsigned int* done, int slot, long long n,
-                                             float* scalar = nullptr, float value = 0.0f) {
+                                             float* scalar = nullptr, float value = 0.0f, float* scalar2 = nullptr,
+                                             float value2 = 0.0f) {
     __syncthreads();
     if (threadIdx.x == 0) {
         __threadfence();
@@ -118,6 +119,7 @@ __device__ __forceinline__ void advance_step(long long* t, unsigned int* done, i
         if (atomicAdd(&done[slot], 1u) == blocks - 1) {
             *t = *t + 1;
             if (scalar != nullptr) *scalar = value;
+            if (scalar2 != nullptr) *scalar2 = value2;
             done[slot] = 0;
         }
     }

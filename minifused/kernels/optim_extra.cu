@@ -67,24 +67,6 @@ extern "C" __global__ void rprop_multi(REPEAT(RPROP_ARGS) const double* hyper, c
     advance_step(t, done, slot, n);
 }
 
-// The last block of the slot to finish advances *t and writes ASGD's eta and mu for the next step (as
-// advance_step in optim_common.cuh, with two scalars).
-__device__ __forceinline__ void advance_asgd(long long* t, unsigned int* done, int slot, long long n, float* eta,
-                                             float* mu, float eta_next, float mu_next) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        const long long chunk = (long long)blockDim.x * ILP;
-        const unsigned int blocks = n > 0 ? (unsigned int)((n + chunk - 1) / chunk) : 1u;
-        if (atomicAdd(&done[slot], 1u) == blocks - 1) {
-            *t = *t + 1;
-            *eta = eta_next;
-            *mu = mu_next;
-            done[slot] = 0;
-        }
-    }
-}
-
 // flags: bit 2 maximize. hyper = [lr, lambd, alpha, t0, weight_decay]. eta, mu: the parameter's fp32 scalars.
 #define ASGD_ARGS(i) PT* p##i, const PT* g##i, ST* ax##i, float* eta##i, float* mu##i, ST* w##i, long long* t##i, \
     long long n##i, int b##i,
@@ -119,5 +101,5 @@ extern "C" __global__ void asgd_multi(REPEAT(ASGD_ARGS) const double* hyper, con
     ELEMENTS_END
     const float eta_next = (float)(lr / pow(1.0 + lambd * lr * step, alpha));
     const float mu_next = (float)(1.0 / fmax(1.0, step - t_avg));
-    advance_asgd(t, done, slot, n, eta, mu, eta_next, mu_next);
+    advance_step(t, done, slot, n, eta, eta_next, mu, mu_next);  // eta and mu for the next step
 }

@@ -239,25 +239,7 @@ class ConvTranspose2d(Module):
                                   self.groups, self.dilation)
 
     def _output_padding(self, x, output_size):
-        if not isinstance(x, Tensor) or x.ndim not in (3, 4):
-            return self.output_padding  # conv_transpose2d refuses x
-        try:
-            size = [int(v) for v in output_size]
-        except (TypeError, ValueError):
-            raise TypeError(f"ConvTranspose2d: output_size must be a sequence of ints, got {output_size!r}") from None
-        batch_dims = x.ndim - 2
-        if len(size) == batch_dims + 2:
-            size = size[batch_dims:]
-        if len(size) != 2:
-            raise ValueError(f"ConvTranspose2d: for a {x.ndim}-D input, output_size must have 2 or {batch_dims + 2} "
-                             f"elements, got {len(size)} ({output_size!r})")
-        smallest = [(x.shape[batch_dims + i] - 1) * self.stride[i] - 2 * self.padding[i]
-                    + self.dilation[i] * (self.kernel_size[i] - 1) + 1 for i in (0, 1)]
-        largest = [smallest[i] + self.stride[i] - 1 for i in (0, 1)]
-        if any(not smallest[i] <= size[i] <= largest[i] for i in (0, 1)):
-            raise ValueError(f"ConvTranspose2d: requested an output size of {size}, but valid sizes range from "
-                             f"{smallest} to {largest} (for an input of {list(x.shape[batch_dims:])})")
-        return tuple(size[i] - smallest[i] for i in (0, 1))
+        return transposed_output_padding(self, x, output_size)
 
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
@@ -267,6 +249,33 @@ class ConvTranspose2d(Module):
         if self.groups != 1:
             s += f", groups={self.groups}"
         return s + (", bias=False" if self.bias is None else "")
+
+
+def transposed_output_padding(module, x, output_size):
+    """The output padding that makes a transposed convolution (``module``: its stride, padding, dilation and
+    kernel size, one per spatial dimension) of ``x`` come out at ``output_size`` (its spatial sizes, or with the
+    batch and channel dimensions too), as PyTorch's ``forward(x, output_size)`` picks it; the module's own when x
+    is no input it takes (the functional refuses it)."""
+    name, dims = type(module).__name__, len(module.stride)
+    if not isinstance(x, Tensor) or x.ndim not in (dims + 1, dims + 2):
+        return module.output_padding
+    try:
+        size = [int(v) for v in output_size]
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}: output_size must be a sequence of ints, got {output_size!r}") from None
+    lead = x.ndim - dims
+    if len(size) == x.ndim:
+        size = size[lead:]
+    if len(size) != dims:
+        raise ValueError(f"{name}: for a {x.ndim}-D input, output_size must have {dims} or {x.ndim} elements, got "
+                         f"{len(size)} ({output_size!r})")
+    smallest = [(x.shape[lead + i] - 1) * module.stride[i] - 2 * module.padding[i]
+                + module.dilation[i] * (module.kernel_size[i] - 1) + 1 for i in range(dims)]
+    largest = [smallest[i] + module.stride[i] - 1 for i in range(dims)]
+    if any(not smallest[i] <= size[i] <= largest[i] for i in range(dims)):
+        raise ValueError(f"{name}: requested an output size of {size}, but valid sizes range from {smallest} to "
+                         f"{largest} (for an input of {list(x.shape[lead:])})")
+    return tuple(size[i] - smallest[i] for i in range(dims))
 
 
 class ConvTranspose1d(Module):

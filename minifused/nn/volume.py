@@ -10,8 +10,7 @@ from .. import backend
 from .. import functional as F
 from ..autograd import no_grad
 from ..functional.volume import _triple
-from ..tensor import Tensor
-from .conv import PADDING_MODES
+from .conv import PADDING_MODES, transposed_output_padding
 from .layers import CircularPad1d, ConstantPad1d, ReflectionPad1d, ReplicationPad1d, ZeroPad1d
 from .module import Module, Parameter
 
@@ -147,25 +146,7 @@ class ConvTranspose3d(_Conv3dBase):
                                   self.dilation)
 
     def _output_padding(self, x, output_size):
-        if not isinstance(x, Tensor) or x.ndim not in (4, 5):
-            return self.output_padding  # conv_transpose3d refuses x
-        try:
-            size = [int(v) for v in output_size]
-        except (TypeError, ValueError):
-            raise TypeError(f"ConvTranspose3d: output_size must be a sequence of ints, got {output_size!r}") from None
-        lead = x.ndim - 3
-        if len(size) == x.ndim:
-            size = size[lead:]
-        if len(size) != 3:
-            raise ValueError(f"ConvTranspose3d: for {x.ndim}D input, output_size must have 3 or {x.ndim} elements "
-                             f"(got {len(size)}: {output_size!r})")
-        smallest = [(x.shape[lead + i] - 1) * self.stride[i] - 2 * self.padding[i]
-                    + self.dilation[i] * (self.kernel_size[i] - 1) + 1 for i in range(3)]
-        largest = [smallest[i] + self.stride[i] - 1 for i in range(3)]
-        if any(not smallest[i] <= size[i] <= largest[i] for i in range(3)):
-            raise ValueError(f"ConvTranspose3d: requested an output size of {size}, but valid sizes range from "
-                             f"{smallest} to {largest} (for an input of {list(x.shape[lead:])})")
-        return tuple(size[i] - smallest[i] for i in range(3))
+        return transposed_output_padding(self, x, output_size)
 
 
 # ---------------------------------------------------------------- pooling
