@@ -418,7 +418,7 @@ def test_data_parallel_cuda():
     lin = nn.Linear(3, 2)
     dp = nn.DataParallel(lin, device_ids=[0])
     assert dp.device_ids == [0] and lin.weight.device == mf.device("cuda:0")  # moved to device_ids[0]
-    x = mf.randn(4, 3)  # a cpu input is moved, as PyTorch's scatter does
+    x = mf.randn(4, 3, device="cpu")  # a cpu input is moved, as PyTorch's scatter does
     y = dp(x)
     assert y.device == mf.device("cuda:0")
     np.testing.assert_allclose(y.cpu().numpy(), x.numpy() @ lin.weight.cpu().numpy().T + lin.bias.cpu().numpy(),
@@ -437,8 +437,8 @@ def test_fractional_max_pool2d_cuda_matches_cpu(dtype):
     # PyTorch's CUDA kernel computes a half input's window sequence in float32 (its CPU one in float16): the
     # float32 cpu run of the same (exactly widened) values is the reference there
     ref = "float32" if dtype == "float16" else dtype
-    cpu_out, cpu_idx = F.fractional_max_pool2d(mf.tensor(x.astype(ref)), (3, 2), (6, 7), True,
-                                               _random_samples=mf.tensor(s.astype(ref)))
+    cpu_out, cpu_idx = F.fractional_max_pool2d(mf.tensor(x.astype(ref), device="cpu"), (3, 2), (6, 7), True,
+                                               _random_samples=mf.tensor(s.astype(ref), device="cpu"))
     xg = mf.tensor(x).to("cuda").requires_grad_(dtype == "float32")
     out, idx = F.fractional_max_pool2d(xg, (3, 2), (6, 7), True, _random_samples=mf.tensor(s).to("cuda"))
     np.testing.assert_array_equal(idx.cpu().numpy(), cpu_idx.numpy())

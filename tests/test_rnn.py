@@ -427,7 +427,7 @@ def test_errors():
 def test_cuda_matches_cpu(name):
     mf.manual_seed(8)
     kw = {"proj_size": 3} if name == "LSTM" else {}
-    cpu = getattr(nn, name)(5, 6, 2, bidirectional=True, batch_first=True, **kw)
+    cpu = getattr(nn, name)(5, 6, 2, bidirectional=True, batch_first=True, device="cpu", **kw)
     gpu = getattr(nn, name)(5, 6, 2, bidirectional=True, batch_first=True, device="cuda", **kw)
     gpu.load_state_dict({k: v.to("cuda") for k, v in cpu.state_dict().items()})
     x_np = np.random.default_rng(9).standard_normal((3, 7, 5)).astype(np.float32)

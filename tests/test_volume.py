@@ -218,7 +218,7 @@ def test_tiny_3d_cnn_trains_on_the_cpu():
                                   lambda: nn.AdaptiveMaxPool3d((2, 3, 2))])
 def test_cuda_matches_cpu(make):
     mf.manual_seed(0)
-    cpu = make()
+    cpu = make().to("cpu")  # (the GPU machine's default device is cuda)
     channels = 4 if isinstance(cpu, nn.Conv3d) and cpu.groups == 2 else 3
     x_np = rand(2, channels, 5, 6, 7).astype(np.float32)
     results = []
