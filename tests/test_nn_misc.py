@@ -437,10 +437,13 @@ def test_fractional_max_pool2d_cuda_matches_cpu(dtype):
     # PyTorch's CUDA kernel computes a half input's window sequence in float32 (its CPU one in float16): the
     # float32 cpu run of the same (exactly widened) values is the reference there
     ref = "float32" if dtype == "float16" else dtype
-    cpu_out, cpu_idx = F.fractional_max_pool2d(mf.tensor(x.astype(ref), device="cpu"), (3, 2), (6, 7), True,
+    cpu_out, cpu_idx = F.fractional_max_pool2d(mf.tensor(x.astype(ref), device="cpu"), (3, 2), (6, 7),
+                                               return_indices=True,
                                                _random_samples=mf.tensor(s.astype(ref), device="cpu"))
     xg = mf.tensor(x).to("cuda").requires_grad_(dtype == "float32")
-    out, idx = F.fractional_max_pool2d(xg, (3, 2), (6, 7), True, _random_samples=mf.tensor(s).to("cuda"))
+    out, idx = F.fractional_max_pool2d(xg, (3, 2), (6, 7), return_indices=True,
+                                       _random_samples=mf.tensor(s).to("cuda"))
+    assert cpu_idx.dtype == idx.dtype == mf.int64 and tuple(idx.shape) == (2, 3, 6, 7)
     np.testing.assert_array_equal(idx.cpu().numpy(), cpu_idx.numpy())
     np.testing.assert_array_equal(out.cpu().numpy().astype(ref), cpu_out.numpy())
     if dtype == "float32":
