@@ -32,6 +32,7 @@ from . import serialization  # noqa: E402
 import sys as _sys  # noqa: E402
 
 from . import cuda, data, nn, optim, utils  # noqa: E402
+from . import distributed  # noqa: E402 - torch.distributed (it also gives nn.parallel its DistributedDataParallel)
 from . import func  # noqa: E402 - torch.func: functional_call
 from .nn import init as _init, utils as _nn_utils  # noqa: E402,F401 - minifused.nn.init / .utils
 from .optim import lr_scheduler as _lr_scheduler  # noqa: E402,F401

@@ -376,4 +376,7 @@ class DistributedSampler(_loader.DistributedSampler):
         super().__init__(dataset, get_world_size() if num_replicas is None else num_replicas,
                          get_rank() if rank is None else rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
 from .ddp import DistributedDataParallel  # noqa: E402
+from ..nn import parallel as _nn_parallel  # noqa: E402
+
+_nn_parallel.DistributedDataParallel = DistributedDataParallel  # torch.nn.parallel's spelling too
 from .zero import ZeroRedundancyOptimizer  # noqa: E402

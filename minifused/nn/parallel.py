@@ -121,10 +121,5 @@ def data_parallel(module, inputs, device_ids=None, output_device=None, dim=0, mo
     return wrapper(*inputs, **(module_kwargs or {}))
 
 
-def __getattr__(name):
-    # resolved on first use: minifused.distributed sits above nn in the package's layers
-    if name == "DistributedDataParallel":
-        from ..distributed import DistributedDataParallel
-
-        return DistributedDataParallel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# DistributedDataParallel (torch.nn.parallel's name) is minifused.distributed's, a layer above: that package sets
+# it here when imported (``import minifused`` imports it).
