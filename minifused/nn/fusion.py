@@ -11,19 +11,24 @@ from .module import Parameter
 from .norm import _BatchNorm
 
 
-def fuse_conv_bn_weights(conv_w, conv_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b):
-    """The weight and bias of one convolution computing ``bn(conv(x))`` with the BatchNorm's running
-    statistics: ``w * s`` and ``(b - mean) * s + beta`` per output channel, ``s = gamma / sqrt(var + eps)``."""
+def _folded(w, b, bn_rm, bn_rv, bn_eps, bn_w, bn_b):
+    """``w * s`` (s along w's first dimension) and ``(b - mean) * s + beta``, ``s = gamma / sqrt(var + eps)``: a
+    layer's weight and bias with an evaluation BatchNorm after it folded in (both contiguous, no gradient)."""
     with no_grad():
         scale = (bn_rv + bn_eps) ** -0.5
         if bn_w is not None:
             scale = scale * bn_w
-        bias = -bn_rm if conv_b is None else conv_b - bn_rm
-        bias = bias * scale
+        bias = (-bn_rm if b is None else b - bn_rm) * scale
         if bn_b is not None:
             bias = bias + bn_b
-        weight = conv_w * ops.reshape(scale, -1, 1, 1, 1)
+        weight = w * ops.reshape(scale, -1, *(1,) * (w.ndim - 1))
     return weight.contiguous(), bias.contiguous()
+
+
+def fuse_conv_bn_weights(conv_w, conv_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b):
+    """The weight and bias of one convolution computing ``bn(conv(x))`` with the BatchNorm's running
+    statistics: ``w * s`` and ``(b - mean) * s + beta`` per output channel, ``s = gamma / sqrt(var + eps)``."""
+    return _folded(conv_w, conv_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b)
 
 
 def fuse_conv_bn_eval(conv, bn):
@@ -56,15 +61,7 @@ def fuse_linear_bn_weights(linear_w, linear_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b)
     """PyTorch's ``fuse_linear_bn_weights``: the Parameters of one Linear computing ``bn(linear(x))`` with the
     BatchNorm's running statistics, ``w * s[:, None]`` and ``(b - mean) * s + beta``, ``s = gamma / sqrt(var +
     eps)`` (a BatchNorm of one feature broadcasts over every output). Each keeps its source's requires_grad."""
-    with no_grad():
-        scale = (bn_rv + bn_eps) ** -0.5
-        if bn_w is not None:
-            scale = scale * bn_w
-        bias = -bn_rm if linear_b is None else linear_b - bn_rm
-        bias = bias * scale
-        if bn_b is not None:
-            bias = bias + bn_b
-        weight = linear_w * ops.reshape(scale, -1, 1)
+    weight, bias = _folded(linear_w, linear_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b)
     bias_grad = linear_w.requires_grad if linear_b is None else linear_b.requires_grad
     return Parameter(weight.contiguous(), linear_w.requires_grad), Parameter(bias.contiguous(), bias_grad)
 
