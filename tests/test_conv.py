@@ -1056,10 +1056,14 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
         assert mask is None and _rel(y, ref) < tol, (n, c, h, w, k, r, st)
         ohw, bm = y.shape[2] * y.shape[3], plan.a_map[5]  # the tile's rows: the im2col map's pixels
         waves = -(-n * ohw // bm) * -(-k // plan.b_map[3][1]) > sm_count(dev)  # a block takes more than one tile
-        assert (plan.out_map is not None) == (ohw % 64 == 0 and waves and bm == 128), (n, c, h, w, k, r, st)
+        # onto 64 channels or fewer the narrow kernel, its tiles always through the TMA unit (NCHW: images of
+        # whole boxes of 64 pixels)
+        assert plan.narrow == (k <= 64 and ohw % 64 == 0), (n, c, h, w, k, r, st)
+        assert (plan.out_map is not None) == (plan.narrow or (ohw % 64 == 0 and waves and bm == 128)), \
+            (n, c, h, w, k, r, st)
         cl_plan = tma_plan(P.ConvMode.FORWARD, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG,
                            nhwc_out=True)
-        assert cl_plan is not None and cl_plan.out_map is not None
+        assert cl_plan is not None and cl_plan.out_map is not None and cl_plan.narrow == (k <= 64)
         ycl, _ = K.conv2d_forward(to_channels_last(x), wt, b, *geo, activation="relu")
         assert ycl.strides[1] == ycl.itemsize and _rel(ycl, ref) < tol, ("channels-last", n, c, h, w, k, r, st)
         y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu", want_mask=True)  # conv.cu's epilogue
@@ -1075,8 +1079,9 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
         if dplan is not None:  # the stride-2 classes interleave: their units store as before
             bm = dplan.a_map[5]
             waves = -(-n * h * w // bm) * -(-c // dplan.b_map[3][1]) > sm_count(dev)
-            assert (dplan.out_map is not None) == (st == 1 and h * w % 64 == 0 and waves and bm == 128), \
-                (n, c, h, w, st)
+            assert dplan.narrow == (c <= 64 and st == 1 and h * w % 64 == 0), (n, c, h, w, st)
+            assert (dplan.out_map is not None) == (dplan.narrow or (st == 1 and h * w % 64 == 0 and waves
+                                                                    and bm == 128)), (n, c, h, w, st)
             dxc = K.conv2d_backward_data(to_channels_last(dy), wt, x.shape, *geo)
             assert dxc.strides[1] == dxc.itemsize and _rel(dxc, rdx) < tol, ("dgrad channels-last", n, c, h, w)
         assert tma_wgrad_plan(dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG) is not None
@@ -1086,6 +1091,60 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
     off = ConvConfig(tma=False)
     assert tma_plan(P.ConvMode.FORWARD, dt, (3, 64, 32, 32), (64, 64, 3, 3), (1, 1), (1, 1), (1, 1), 1, dev, off) \
         is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
+    """conv_tma_narrow.cu (onto at most 64 output channels, the GEMM transposed) takes the forward and the stride-1
+    backward-data by default where it applies: NCHW images of whole boxes of 64 pixels and any channels-last
+    output. Forward (bias, ReLU) and backward-data match the float64 reference and conv_tma.cu's results (the
+    narrow kernel turned off), NCHW and channels-last: fewer than 64 channels (rows past them are zeros the
+    unit leaves out), units past the batch, dilated, strided, 1x1 and 5x5 taps, and grids of several units per
+    block, which the two MMA warpgroups take in turns."""
+    import cupy
+
+    from minifused.kernels import sm_count, to_channels_last
+    from minifused.kernels.conv_tma import NARROW_PIXELS, tma_plan
+
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA kernel needs an sm_90 GPU")
+    dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
+    off = ConvConfig(tma_narrow=False)
+    rng = np.random.default_rng(23)
+    for (n, c, h, w, k, r, st, pad, dil) in [(3, 64, 32, 32, 64, 3, 1, 1, 1), (2, 128, 16, 16, 32, 3, 1, 1, 1),
+                                             (5, 64, 16, 16, 64, 3, 1, 2, 2), (4, 64, 16, 16, 48, 1, 2, 0, 1),
+                                             (32, 64, 56, 56, 64, 3, 1, 1, 1), (3, 64, 24, 16, 64, 5, 1, 2, 1),
+                                             (7, 192, 8, 8, 64, 3, 1, 1, 1), (3, 64, 14, 14, 64, 3, 2, 1, 1)]:
+        geo = ((st, st), (pad, pad), (dil, dil), 1)
+        x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
+        wt = cupy.asarray(rng.standard_normal((k, c, r, r)) / (c * r * r) ** 0.5).astype(dt)
+        b = cupy.asarray(rng.standard_normal(k)).astype(dt)
+        x64, w64, b64 = (a.astype(cupy.float64) for a in (x, wt, b))
+        ref, _ = K.conv2d_forward_ref(x64, w64, b64, *geo, activation="relu")
+        ohw = ref.shape[2] * ref.shape[3]
+        for nhwc in (False, True):
+            plan = tma_plan(P.ConvMode.FORWARD, dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG, nhwc_out=nhwc)
+            assert plan.narrow == (nhwc or ohw % 64 == 0), (n, c, h, w, k, nhwc)
+            assert not tma_plan(P.ConvMode.FORWARD, dt, x.shape, wt.shape, *geo, dev, off, nhwc_out=nhwc).narrow
+            xin = to_channels_last(x) if nhwc else x
+            y, _ = K.conv2d_forward(xin, wt, b, *geo, activation="relu")
+            y_off, _ = K.conv2d_forward(xin, wt, b, *geo, activation="relu", config=off)
+            assert _rel(y, ref) < tol and _rel(y, y_off.astype(cupy.float64)) < tol, ("forward", n, c, h, w, k, nhwc)
+        if n == 32:  # several units a block: both MMA warpgroups at work
+            assert -(-n * ohw // NARROW_PIXELS) > 2 * sm_count(dev)
+        if st != 1 or c > 64:
+            continue
+        dy = cupy.asarray(rng.standard_normal(ref.shape)).astype(dt)
+        rdx = K.conv2d_backward_data_ref(dy.astype(cupy.float64), w64, x.shape, *geo)
+        for nhwc in (False, True):
+            dplan = tma_plan(P.ConvMode.BACKWARD_DATA, dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG,
+                             nhwc_out=nhwc)
+            assert dplan.narrow, (n, c, h, w, k, nhwc)
+            dyin = to_channels_last(dy) if nhwc else dy
+            dx = K.conv2d_backward_data(dyin, wt, x.shape, *geo)
+            dx_off = K.conv2d_backward_data(dyin, wt, x.shape, *geo, config=off)
+            assert _rel(dx, rdx) < tol and _rel(dx, dx_off.astype(cupy.float64)) < tol, ("dgrad", n, c, h, w, nhwc)
 
 
 @pytest.mark.gpu

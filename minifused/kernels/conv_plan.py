@@ -9,7 +9,8 @@ Paths (float16 / bfloat16 / float32 CuPy arrays):
   backward-filter GEMMs with 128-byte tile rows run on Hopper's wgmma, the rest on mma.sync (:class:`Mma`).
   groups > 1 runs one GEMM per group. Where Hopper's TMA kernels of ``conv_tma.cu`` apply (``conv_tma.py``:
   fp16/bf16, channels in multiples of 64, gathers the TMA unit's im2col mode takes) they take the forward,
-  the backward-data (a stride of 2 as residue classes) and the backward-filter on the same packed operands.
+  the backward-data (a stride of 2 as residue classes) and the backward-filter on the same packed operands
+  (onto at most 64 output channels the forward / stride-1 backward-data on ``conv_tma_narrow.cu``).
 - FORWARD_NCHW: a small fp16/bf16 forward (:attr:`ConvConfig.nchw_gather_max`), or one onto at most 64
   channels that would not run on wgmma, skips the repack: it gathers from NCHW x and reads KCRS w as they
   are, in one launch.
@@ -92,6 +93,10 @@ class ConvConfig:
     #: The forward, backward-data and backward-filter on Hopper's TMA kernels (conv_tma.py) where they
     #: apply: None uses them there, False takes conv.cu's paths.
     tma: bool | None = None
+    #: conv_tma_narrow.cu's kernel for the TMA forward / stride-1 backward-data onto at most 64 output channels
+    #: (conv_tma.py's :func:`~.conv_tma._narrow_plan`): None uses it where it applies (unless ``tile_m`` or
+    #: ``tile_n`` asks for a tile of conv_tma.cu's), False never.
+    tma_narrow: bool | None = None
     #: Shared-memory stages of the wgmma pipeline (3: two blocks fit on an SM; 4: one, loads a tile further
     #: ahead); None picks by the grid's size.
     wgmma_stages: int | None = None

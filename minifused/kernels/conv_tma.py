@@ -9,7 +9,9 @@ to fp16 / bf16 with one group, when the gathered operands' channels are multiple
 bytes) and the gather fits the TMA unit's im2col mode (:func:`window`); the forward where no ReLU mask is
 wanted, the backward-data at stride 1, or 2 as residue classes (no dilation, dX's sides even: :func:`_classes`).
 The forward / backward-data hand their tiles to the TMA unit to store where the output's layout allows
-(:func:`_out_map`). The TMA descriptors hold the operands' addresses: a call looks its two (three with the
+(:func:`_out_map`). Onto at most 64 output channels (one residue class, an output the TMA unit stores)
+``conv_tma_narrow.cu`` takes the forward / backward-data instead: the same sum with the GEMM transposed
+(:func:`_narrow_plan`). The TMA descriptors hold the operands' addresses: a call looks its two (three with the
 output's) up by address (encoding them, host work only, on a miss) and passes them by value.
 """
 from __future__ import annotations
@@ -67,6 +69,8 @@ class TmaPlan:
     #: TMA unit; without one the weights' map stands in, unused), 2 for conv_tma_wgrad
     n_maps: int = 2
     out_map: tuple = None
+    #: conv_tma_narrow.cu's kernel (at most 64 output channels, the GEMM transposed), not conv_tma's
+    narrow: bool = False
     #: the tensor maps made so far, by (operand, address): see :func:`_map_address`
     maps: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
     launch: object = dataclasses.field(default=None, compare=False, repr=False)  # see _prepared
@@ -83,11 +87,11 @@ def _tma_on(dtype, groups, dev_id, config):
     return config.tma is not False and groups == 1 and np.dtype(dtype).itemsize == 2 and wgmma_on(config, dev_id)
 
 
-def _kernel(name, dtype, smem, *defines):
-    """A conv_tma.cu kernel for ``dtype`` (a NumPy dtype) with ``defines``, allowed at least ``smem`` shared bytes
+def _kernel(name, dtype, smem, *defines, source="conv_tma.cu"):
+    """A kernel of ``source`` for ``dtype`` (a NumPy dtype) with ``defines``, allowed at least ``smem`` shared bytes
     (plans share a kernel and need different amounts)."""
     is_bf16 = dtype == backend.bfloat16
-    kern = get_kernel("conv_tma.cu", name, ("-arch=sm_90a", f"-DCT_T={'__nv_bfloat16' if is_bf16 else '__half'}",
+    kern = get_kernel(source, name, ("-arch=sm_90a", f"-DCT_T={'__nv_bfloat16' if is_bf16 else '__half'}",
                                             f"-DCT_IS_BF16={int(is_bf16)}", *defines))
     kern.max_dynamic_shared_size_bytes = max(kern.max_dynamic_shared_size_bytes, smem)
     return kern
@@ -122,8 +126,10 @@ def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, d
     (:func:`~.conv_plan.wgmma_on`)."""
     if not _tma_on(dtype, groups, dev_id, config):
         return None
+    # the narrow kernel unless the config turns it off or forces a tile of conv_tma's
+    narrow = config.tma_narrow is not False and config.tile_m is None and config.tile_n is None
     return _plan(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
-                 tuple(dilation), dev_id, config.tile_m, config.tile_n, bool(nhwc_out))
+                 tuple(dilation), dev_id, config.tile_m, config.tile_n, bool(nhwc_out), narrow)
 
 
 def _classes(mode, n_out, r, s, stride, padding, dilation):
@@ -185,8 +191,9 @@ def gather(mode, x_shape, w_shape, stride, padding, dilation):
 
 
 @functools.cache
-def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile_m, tile_n, nhwc_out):
-    """A plan holds device objects (its constants, its launch): one per device."""
+def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile_m, tile_n, nhwc_out, narrow=False):
+    """A plan holds device objects (its constants, its launch): one per device. ``narrow``: conv_tma_narrow.cu's
+    where it applies (:func:`_narrow_plan`)."""
     import cupy
 
     sms = sm_count(dev_id)
@@ -194,6 +201,9 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     g = gather(mode, x_shape, w_shape, stride, padding, dilation)
     if g is None or g.src[2] % BOX_C or (nhwc_out and g.cols % 8):  # NHWC rows are written in runs of 8 channels
         return None
+    plan = _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out) if narrow else None
+    if plan is not None:
+        return plan
     src, out, cols, step, (sy, ry, rx), tap_step, subs, classes, win = dataclasses.astuple(g)
     m, ohw, ch = n * out[0] * out[1], out[0] * out[1], src[2]
     # the NCHW stores' run of pixels: along one image (subs = 1) or one class row (subs = 2, interleaved)
@@ -223,6 +233,41 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     b_map = _tiled_map((r * s * ch, cols), (BOX_C, bn))
     return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype), a_map, b_map, threads=128 + 2 * bm,
                    n_maps=3, out_map=out_map)
+
+
+NARROW_PIXELS = 192  # conv_tma_narrow.cu's CT_PIX: output pixels per unit
+
+
+def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
+    """The :class:`TmaPlan` of conv_tma_narrow.cu for the sum ``g`` (a :class:`Gather`), or None where it does
+    not apply: more than 64 output channels, residue classes (the stride-2 backward-data), or NCHW output whose
+    images are not whole boxes of 64 pixels."""
+    import cupy
+
+    src, out, cols, step, (sy, ry, rx), _, subs, classes, win = dataclasses.astuple(g)
+    m, ohw = n * out[0] * out[1], out[0] * out[1]
+    if cols > BOX_C or subs != 1 or not (nhwc_out or ohw % BOX_C == 0):
+        return None
+    a_map = _im2col_map(n, *src, win, NARROW_PIXELS, step)
+    # the output: NHWC, the (m, cols) matrix of pixels x channels; NCHW, (n, cols, ohw) in boxes of 64 pixels
+    out_map = _tiled_map((cols, m), (BOX_C, NARROW_PIXELS)) if nhwc_out else _tiled_map((ohw, cols, n),
+                                                                                         (BOX_C, BOX_C, 1))
+    if not (_encodable(dtype, a_map) and _encodable(dtype, out_map)):
+        return None
+    # the ring (1024-byte aligned) beside the two warpgroups' output boxes; the mbarriers (16 bytes a stage, and
+    # the two turns)
+    fixed, per_stage = 1024 + 2 * NARROW_PIXELS * 128 + 16, (BOX_C + NARROW_PIXELS) * BOX_C * 2 + 16
+    stages = min(MAX_STAGES, (smem_per_block(dev_id) - fixed) // per_stage)
+    smem = fixed + stages * per_stage
+    kern = _kernel("conv_tma_narrow", dtype, smem, f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_out)}",
+                   source="conv_tma_narrow.cu")
+    units = -(-m // NARROW_PIXELS)
+    ((taps_r, taps_s, oy, ox, *_),) = classes
+    prm = cupy.asarray(np.array([m, cols, ohw, out[1], src[2] // BOX_C, units, sy, ry, rx, taps_r, taps_s, oy, ox,
+                                 step[1], win[0][1], win[0][0]], np.int32))
+    b_map = _tiled_map((r * s * src[2], cols), (BOX_C, BOX_C))
+    return TmaPlan(kern, smem, min(units, sm_count(dev_id)), prm, _map_type(dtype), a_map, b_map, threads=384,
+                   n_maps=3, out_map=out_map, narrow=True)
 
 
 #: The forward / backward-data's tiles (rows, columns) and their MMAs' relative rate per SM (FLOP/s, measured on the

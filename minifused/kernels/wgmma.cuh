@@ -1,6 +1,6 @@
 // Hopper's warpgroup MMA (sm_90a) for the convolution kernels: shared-memory matrix descriptors, the
 // asynchronous group's fences, and one m64 x WG_N x 32-byte step on fp32 accumulators.
-// The including file defines WG_N (the columns of one warpgroup's MMA: 64 or 128), WG_KIND (0 fp16,
+// The including file defines WG_N (the columns of one warpgroup's MMA: 64, 128 or 192), WG_KIND (0 fp16,
 // 1 bf16, 2 TF32 from float) and, for fp16 / bf16, WG_TRANS (1: both operands MN-major, else K-major).
 #pragma once
 
@@ -59,7 +59,18 @@ __device__ __forceinline__ void wgmma_step(float (&d)[WG_N / 2], unsigned long l
                  "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33" WG_TAIL
                  : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
                  : "l"(a), "l"(b), "r"(1));
+#elif WG_N == 192
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+                 WG_OP "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+                 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+                 "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, %96, %97" WG_TAIL
+                 : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56),
+                   WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88)
+                 : "l"(a), "l"(b), "r"(1));
 #else
-#error "WG_N is 64 or 128"
+#error "WG_N is 64, 128 or 192"
 #endif
 }
