@@ -1063,7 +1063,7 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
             (n, c, h, w, k, r, st)
         cl_plan = tma_plan(P.ConvMode.FORWARD, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG,
                            nhwc_out=True)
-        assert cl_plan is not None and cl_plan.out_map is not None and cl_plan.narrow == (k <= 64)
+        assert cl_plan is not None and cl_plan.out_map is not None and cl_plan.narrow == plan.narrow
         ycl, _ = K.conv2d_forward(to_channels_last(x), wt, b, *geo, activation="relu")
         assert ycl.strides[1] == ycl.itemsize and _rel(ycl, ref) < tol, ("channels-last", n, c, h, w, k, r, st)
         y, mask = K.conv2d_forward(x, wt, b, *geo, activation="relu", want_mask=True)  # conv.cu's epilogue
@@ -1097,8 +1097,7 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
     """conv_tma_narrow.cu (onto at most 64 output channels, the GEMM transposed) takes the forward and the stride-1
-    backward-data by default where it applies: NCHW images of whole boxes of 64 pixels and any channels-last
-    output. Forward (bias, ReLU) and backward-data match the float64 reference and conv_tma.cu's results (the
+    backward-data by default where it applies: output images of whole boxes of 64 pixels, NCHW or channels-last. Forward (bias, ReLU) and backward-data match the float64 reference and conv_tma.cu's results (the
     narrow kernel turned off), NCHW and channels-last: fewer than 64 channels (rows past them are zeros the
     unit leaves out), units past the batch, dilated, strided, 1x1 and 5x5 taps, and grids of several units per
     block, which the two MMA warpgroups take in turns."""
@@ -1125,7 +1124,7 @@ def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
         ohw = ref.shape[2] * ref.shape[3]
         for nhwc in (False, True):
             plan = tma_plan(P.ConvMode.FORWARD, dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG, nhwc_out=nhwc)
-            assert plan.narrow == (nhwc or ohw % 64 == 0), (n, c, h, w, k, nhwc)
+            assert plan.narrow == (ohw % 64 == 0), (n, c, h, w, k, nhwc)
             assert not tma_plan(P.ConvMode.FORWARD, dt, x.shape, wt.shape, *geo, dev, off, nhwc_out=nhwc).narrow
             xin = to_channels_last(x) if nhwc else x
             y, _ = K.conv2d_forward(xin, wt, b, *geo, activation="relu")

@@ -356,7 +356,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         wg_reduce_kcrs = strided_reduce(0)
     # dX: the weights packed, then the GEMM(s) (dy, packed w -> dx)
     j = cg * r * s
-    pack_w = Prepared(util_kernel(dtype, "transpose_pad"), ((j + 31) // 32, (kpad + 31) // 32), (32, 8, 1),
+    # (a grid for either layout: a channels-last weight's blocks take 32 channels of one tap each)
+    pack_w = Prepared(util_kernel(dtype, "transpose_pad"), (r * s * -(-cg // 32), (kpad + 31) // 32), (32, 8, 1),
                       (ARG, ARG, *ints(kg, j, kpad), ARG))
     if dg_tma is not None:  # one group
         def dgrad(dza, wca, dxa):

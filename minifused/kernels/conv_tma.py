@@ -240,13 +240,14 @@ NARROW_PIXELS = 192  # conv_tma_narrow.cu's CT_PIX: output pixels per unit
 
 def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
     """The :class:`TmaPlan` of conv_tma_narrow.cu for the sum ``g`` (a :class:`Gather`), or None where it does
-    not apply: more than 64 output channels, residue classes (the stride-2 backward-data), or NCHW output whose
-    images are not whole boxes of 64 pixels."""
+    not apply: more than 64 output channels, residue classes (the stride-2 backward-data), or output images that
+    are not whole boxes of 64 pixels (which NCHW output needs; channels-last output takes the same kernel as NCHW,
+    so that both layouts compute the same bits)."""
     import cupy
 
     src, out, cols, step, (sy, ry, rx), _, subs, classes, win = dataclasses.astuple(g)
     m, ohw = n * out[0] * out[1], out[0] * out[1]
-    if cols > BOX_C or subs != 1 or not (nhwc_out or ohw % BOX_C == 0):
+    if cols > BOX_C or subs != 1 or ohw % BOX_C:
         return None
     a_map = _im2col_map(n, *src, win, NARROW_PIXELS, step)
     # the output: NHWC, the (m, cols) matrix of pixels x channels; NCHW, (n, cols, ohw) in boxes of 64 pixels

@@ -149,31 +149,38 @@ __device__ __forceinline__ void pack_weight_range(const T* __restrict__ w, T* __
 
 // The backward-data's weight: in (B, J) row-major (one group's KCRS weight as (K, C*R*S)) -> out (J, Bp),
 // out[j][b] = b < B ? in[b][j] : 0. 32 x 32 tiles through shared memory, so that both the reads and the
-// writes are coalesced; one tile (j0.., b0..) by a block of (32, 8) threads. RS > 0: the weight is channels-last
-// (KRSC memory), so in[b][j = c*RS + rs] lies at b*J + rs*(J/RS) + c (reads strided by C, merged in the L2).
-__device__ __forceinline__ void transpose_pad_tile(const T* __restrict__ in, T* __restrict__ out, int B, int J,
-                                                   int Bp, int RS, int j0, int b0) {
+// writes are coalesced; one tile (j0.., b0..) of the jn rows by a block of (32, 8) threads, in[b][j] at
+// b * in_ld + j and out[j][b] at j * out_ld + b.
+__device__ __forceinline__ void transpose_pad_tile(const T* __restrict__ in, T* __restrict__ out, int B, int jn,
+                                                   int Bp, int in_ld, int out_ld, int j0, int b0) {
     __shared__ T tile[32][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int j = j0 + tx, src = RS > 0 ? (j % RS) * (J / RS) + j / RS : j;
 #pragma unroll
     for (int i = 0; i < 32; i += 8) {
-        const int b = b0 + ty + i;
-        tile[ty + i][tx] = b < B && j < J ? in[(long long)b * J + src] : from_f<T>(0.0f);
+        const int b = b0 + ty + i, j = j0 + tx;
+        tile[ty + i][tx] = b < B && j < jn ? in[(long long)b * in_ld + j] : from_f<T>(0.0f);
     }
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < 32; i += 8) {
         const int j = j0 + ty + i, b = b0 + tx;
-        if (j < J && b < Bp) out[(long long)j * Bp + b] = tile[tx][ty + i];
+        if (j < jn && b < Bp) out[(long long)j * out_ld + b] = tile[tx][ty + i];
     }
     __syncthreads();  // the tile is free for the block's next one
 }
 
-// grid (ceil(J / 32), ceil(Bp / 32)), block (32, 8)
+// grid (RS' * ceil(J / RS' / 32), ceil(Bp / 32)) with RS' = max(RS, 1), block (32, 8). RS > 0: the weight is
+// channels-last (KRSC memory, in[b][j = c*RS + rs] at b*J + rs*C + c): a block transposes 32 channels of one tap
+// (blockIdx.x = channel tile * RS + rs), so that it reads runs of C-contiguous elements.
 extern "C" __global__ void __launch_bounds__(256) transpose_pad(const T* __restrict__ in, T* __restrict__ out, int B,
                                                                 int J, int Bp, int RS) {
-    transpose_pad_tile(in, out, B, J, Bp, RS, blockIdx.x * 32, blockIdx.y * 32);
+    if (RS > 0) {
+        const int rs = blockIdx.x % RS;
+        transpose_pad_tile(in + rs * (J / RS), out + (long long)rs * Bp, B, J / RS, Bp, J, RS * Bp,
+                           blockIdx.x / RS * 32, blockIdx.y * 32);
+    } else if (blockIdx.x * 32 < J) {
+        transpose_pad_tile(in, out, B, J, Bp, J, Bp, blockIdx.x * 32, blockIdx.y * 32);
+    }
 }
 
 // The backward's two packs in one launch (one launch less of host time per convolution of an eager step): dy
@@ -190,7 +197,7 @@ pack_backward(const T* __restrict__ dy, T* __restrict__ dyout, const unsigned* _
     const int tiles_j = (J + 31) / 32, tiles = tiles_j * ((Kp + 31) / 32);
     const int blocks = (gridDim.z - ZD) * gridDim.y * gridDim.x;
     for (int t = ((blockIdx.z - ZD) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x; t < tiles; t += blocks)
-        transpose_pad_tile(w, wout, K, J, Kp, 0, (t % tiles_j) * 32, (t / tiles_j) * 32);
+        transpose_pad_tile(w, wout, K, J, Kp, J, Kp, (t % tiles_j) * 32, (t / tiles_j) * 32);
 }
 
 // The forward's two packs in one launch: x (NCHW, one group's C channels) -> (N, HW, Cp) as pack_nhwc,
