@@ -69,15 +69,8 @@
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=64 -DCT_STAGES=6
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
+#include "conv_tma.cuh"  // CT_T, CT_IS_BF16
 
-#ifndef CT_T
-#define CT_T __half
-#endif
-#ifndef CT_IS_BF16
-#define CT_IS_BF16 0
-#endif
 #ifndef CT_BN
 #define CT_BN 128
 #endif
@@ -118,7 +111,6 @@ static_assert(sizeof(T) == 2, "fp16 or bf16");
 #define WG_TRANS CT_WGRAD
 #include "wgmma.cuh"
 
-#include "conv_tma.cuh"
 
 // the consumer warpgroups' own barrier (id 1): the producer warp never waits on it
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(CONSUMERS) : "memory"); }

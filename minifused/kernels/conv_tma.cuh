@@ -4,6 +4,14 @@
 #pragma once
 #include "dtypes.cuh"  // to_f / from_f
 
+// the element type of the kernels' operands: fp16 (CT_T __half) or bf16 (CT_T __nv_bfloat16, CT_IS_BF16 1)
+#ifndef CT_T
+#define CT_T __half
+#endif
+#ifndef CT_IS_BF16
+#define CT_IS_BF16 0
+#endif
+
 // the host's CUtensorMap (cuTensorMapEncodeTiled or cuTensorMapEncodeIm2col), passed by value
 struct __align__(64) TmaDesc { unsigned long long w[16]; };
 

@@ -23,15 +23,8 @@
 //
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_STAGES=5 -DCT_NHWC_OUT=1
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
+#include "conv_tma.cuh"  // CT_T, CT_IS_BF16
 
-#ifndef CT_T
-#define CT_T __half
-#endif
-#ifndef CT_IS_BF16
-#define CT_IS_BF16 0
-#endif
 #ifndef CT_STAGES
 #define CT_STAGES 5
 #endif
@@ -50,7 +43,6 @@ static_assert(sizeof(T) == 2, "fp16 or bf16");
 #define WG_KIND CT_IS_BF16
 #define WG_TRANS 0
 #include "wgmma.cuh"
-#include "conv_tma.cuh"
 
 // warpgroup wg's own barrier (ids 1, 2): the producer and the other warpgroup never wait on it
 __device__ __forceinline__ void group_sync(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
