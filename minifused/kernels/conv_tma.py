@@ -92,7 +92,7 @@ def _kernel(name, dtype, smem, *defines, source="conv_tma.cu"):
     (plans share a kernel and need different amounts)."""
     is_bf16 = dtype == backend.bfloat16
     kern = get_kernel(source, name, ("-arch=sm_90a", f"-DCT_T={'__nv_bfloat16' if is_bf16 else '__half'}",
-                                            f"-DCT_IS_BF16={int(is_bf16)}", *defines))
+                                     f"-DCT_IS_BF16={int(is_bf16)}", *defines))
     kern.max_dynamic_shared_size_bytes = max(kern.max_dynamic_shared_size_bytes, smem)
     return kern
 
