@@ -22,18 +22,6 @@
 // nvrtc-check: -DNSLOT=4 -DPT=__nv_bfloat16 -DMASTER=1
 #include "optim_common.cuh"
 
-#define ELEMENTS_BEGIN                                                               \
-    const long long start = ((long long)blockIdx.x - b) * (long long)blockDim.x * ILP; \
-    _Pragma("unroll") for (int k = 0; k < ILP; ++k) {                                \
-        long long i = start + (long long)k * blockDim.x + threadIdx.x;               \
-        if (i >= n) break;
-#define ELEMENTS_END }
-
-// grad.add(param, alpha=weight_decay), a temporary of the parameter's dtype
-__device__ __forceinline__ acc_t decayed(acc_t g, acc_t p, acc_t wd) {
-    return wd != (acc_t)0 ? rnd(g + wd * p) : g;
-}
-
 // flags: bit 0 centered, bit 1 momentum (momentum > 0), bit 2 maximize.
 // hyper = [lr, alpha, eps, weight_decay, momentum]. ga / buf are read only when centered / momentum.
 #define RMSPROP_ARGS(i) PT* p##i, const PT* g##i, ST* sq##i, ST* ga##i, ST* buf##i, ST* w##i, long long* t##i, \

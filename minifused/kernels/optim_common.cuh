@@ -1,4 +1,4 @@
-// Shared pieces of the multi-tensor optimizer kernels (optim.cu, optim_adaptive.cu).
+// Shared pieces of the multi-tensor optimizer kernels (optim.cu, optim_adaptive.cu, optim_extra.cu).
 //
 // Each parameter is a "slot" passed by value as plain kernel arguments (its
 // pointers, element count, first block), so a launch needs no pointer table in
@@ -88,6 +88,20 @@ __device__ __forceinline__ acc_t load_grad(const PT* g, long long i, const float
     acc_t gi = (acc_t)g[i];
     if (amp != nullptr) gi = gi * (acc_t)amp[1];
     return maximize ? -gi : gi;
+}
+
+// The elements i < n of this thread in its block's chunk, one by one (the slot's n and first block b in scope):
+// ELEMENTS_BEGIN <body using i> ELEMENTS_END
+#define ELEMENTS_BEGIN                                                               \
+    const long long start = ((long long)blockIdx.x - b) * (long long)blockDim.x * ILP; \
+    _Pragma("unroll") for (int k = 0; k < ILP; ++k) {                                \
+        long long i = start + (long long)k * blockDim.x + threadIdx.x;               \
+        if (i >= n) break;
+#define ELEMENTS_END }
+
+// grad.add(param, alpha=weight_decay), a temporary of the parameter's dtype
+__device__ __forceinline__ acc_t decayed(acc_t g, acc_t p, acc_t wd) {
+    return wd != (acc_t)0 ? rnd(g + wd * p) : g;
 }
 
 // This thread's ILP parameters and gradients of its block's chunk (first element ``start``, then every

@@ -19,18 +19,6 @@
 // nvrtc-check: -DNSLOT=4 -DPT=__nv_bfloat16 -DMASTER=1
 #include "optim_common.cuh"
 
-#define ELEMENTS_BEGIN                                                               \
-    const long long start = ((long long)blockIdx.x - b) * (long long)blockDim.x * ILP; \
-    _Pragma("unroll") for (int k = 0; k < ILP; ++k) {                                \
-        long long i = start + (long long)k * blockDim.x + threadIdx.x;               \
-        if (i >= n) break;
-#define ELEMENTS_END }
-
-// grad.add(param, alpha=weight_decay), a temporary of the parameter's dtype
-__device__ __forceinline__ acc_t wd_grad(acc_t g, acc_t p, acc_t wd) {
-    return wd != (acc_t)0 ? rnd(g + wd * p) : g;
-}
-
 // torch.sign: 0 for a NaN
 __device__ __forceinline__ acc_t sgn(acc_t x) { return (acc_t)(x > (acc_t)0) - (acc_t)(x < (acc_t)0); }
 
@@ -88,7 +76,7 @@ extern "C" __global__ void asgd_multi(REPEAT(ASGD_ARGS) const double* hyper, con
     const bool average = mu_d != 1.0;  // mu == 1: ax.copy_(param)
     ELEMENTS_BEGIN
         acc_t pi = load_param(p, w, i);
-        const acc_t gi = wd_grad(load_grad(g, i, amp, maximize), pi, weight_decay);
+        const acc_t gi = decayed(load_grad(g, i, amp, maximize), pi, weight_decay);
         pi = rnd(mul_rn(pi, decay));                                     // param.mul_(1 - lambd * eta)
         pi = rnd(pi + neg_eta * gi);                                     // param.add_(grad, alpha=-eta)
         store_param(p, w, i, pi);
