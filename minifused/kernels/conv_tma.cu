@@ -57,7 +57,13 @@
 // split-K takes many splits, so the partials' round trip is not what limits the deep layers either; deeper rings
 // (7 stages of 128-row tiles, 9 of 64-row ones): within noise on every ResNet shape; x read by tiled loads where
 // a 1x1 filter allows, as fast as by im2col loads. Nsight Compute on c512h7: the tensor pipe active 49% of the
-// time, against 83% for cuDNN's kernel of the same 128 x 128 x 64 tile, which reads a third fewer L2 sectors.)
+// time, against 83% for cuDNN's kernel of the same 128 x 128 x 64 tile, which reads a third fewer L2 sectors.
+// The kernel alone on c512h7, bf16: its MMAs with the loads left out ran at 595 TFLOP/s, its loads with the MMAs
+// left out at 524, both at 360: the two overlap poorly. Not the cause: the operands' MN-major form (read K-major,
+// same bytes: as fast), the im2col gather (chunks as 4-d boxes of output pixels by tiled loads: as fast). Tried
+// and not kept: 128 x 256 tiles (m64n256 per warpgroup, a quarter fewer bytes per FLOP), 0.87-1.04x on the deep
+// layers of one H200, 1.2x on another whose loads ran slower; row tiles in pairs of a thread-block cluster that
+// share X's loads by multicast (a third fewer bytes per block), 0.64-0.87x.)
 //
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=8
