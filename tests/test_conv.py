@@ -1152,8 +1152,9 @@ def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
 def test_gpu_tma_tiles_match_reference(dtype, tile, poisoned_pool):
     """Each tile conv_tma's model may pick, forced by the config (three MMA warpgroups for 192 rows,
     columns 64 or 128): the forward (bias, ReLU) and the backward-data, NCHW and channels-last, match the float64
-    reference; partial row and column tiles, strides 1 and 2 (the residue classes), NCHW tiles through the TMA
-    unit (several tiles a block) and a last tile past the batch among the cases."""
+    reference, and the backward-data of a channels-last weight read as it is gives the packed weights' bits;
+    partial row and column tiles, strides 1 and 2 (the residue classes), NCHW tiles through the TMA unit (several
+    tiles a block) and a last tile past the batch among the cases."""
     import cupy
 
     from minifused.kernels import to_channels_last
@@ -1184,6 +1185,14 @@ def test_gpu_tma_tiles_match_reference(dtype, tile, poisoned_pool):
         for dyin in (dy, to_channels_last(dy)):
             dx = K.conv2d_backward_data(dyin, wt, x.shape, *geo, config=config)
             assert _rel(dx, rdx) < tol, ("backward-data", tile, n, c, h, w, k, r, st, dyin.strides)
+        # a channels-last weight read as it is (operand B MN-major from its KRSC memory) wherever the kernel takes
+        # the backward-data (not the stride 2 of odd sides): the packed weights' bits
+        packed, krsc = (tma_plan(P.ConvMode.BACKWARD_DATA, dt, x.shape, wt.shape, *geo, dev, config, nhwc_out=True,
+                                 b_krsc=b_krsc) for b_krsc in (False, True))
+        assert (krsc is None) == (packed is None) == (h % 2 == 1 and st == 2), (n, c, h, w, k, r, st)
+        assert krsc is None or krsc.b_krsc, (n, c, h, w, k, r, st)
+        dxk = K.conv2d_backward_data(to_channels_last(dy), to_channels_last(wt), x.shape, *geo, config=config)
+        assert dxk.strides == dx.strides and cupy.array_equal(dxk, dx), ("KRSC weight", tile, n, c, h, w, k, r, st)
 
 
 @pytest.mark.gpu

@@ -216,7 +216,7 @@ def test_gpu_conv_channels_last_matches_contiguous(shape, dtype, poisoned_pool, 
 @pytest.mark.gpu
 def test_gpu_channels_last_reads_without_packs(rng):
     """On Hopper, a channels-last convolution with channels multiples of 64 and whole-row tiles runs on the TMA
-    kernels reading x and dy as they are."""
+    kernels reading x and dy (and a channels-last weight, for the backward-data) as they are."""
     import cupy
 
     from minifused.kernels import has_wgmma
@@ -231,6 +231,9 @@ def test_gpu_channels_last_reads_without_packs(rng):
                                           x.device.id, K.DEFAULT_CONFIG, nhwc_out=True) is not None
     assert K._backward_launcher(x.dtype, x.shape, wt.shape, (1, 1), (1, 1), (1, 1), 1, x.device.id,
                                 K.DEFAULT_CONFIG, False, True, True) is not None
+    # the backward-data of 128 channels (not conv_tma_narrow.cu's) reads a channels-last weight as it is, unpacked
+    assert K.tma_plan(K.ConvMode.BACKWARD_DATA, x.dtype, (4, 128, 16, 16), (64, 128, 3, 3), (1, 1), (1, 1), (1, 1),
+                      1, x.device.id, K.DEFAULT_CONFIG, nhwc_out=True, b_krsc=True).b_krsc
 
 
 @pytest.mark.gpu

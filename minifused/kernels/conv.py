@@ -326,6 +326,10 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     wg_tma = tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config)
     dg_tma = tma_plan(ConvMode.BACKWARD_DATA, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id,
                       config, nhwc_out=cl)
+    # a channels-last weight read as it is, where the TMA kernel takes it so: no pack of the weights before dX
+    dg_krsc = tma_plan(ConvMode.BACKWARD_DATA, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id,
+                       config, nhwc_out=True, b_krsc=True) if cl else None
+    dg_krsc = dg_krsc if dg_krsc is not None and dg_krsc.b_krsc else None
     if wg_tma is not None:  # one group
         splits = wg_tma.splits
 
@@ -380,6 +384,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     def run(dy, x, w, mask, need_dx, need_dw, need_db, w_channels_last=False):
         dx = None
         krsc = cl and w_channels_last  # (the channels-last launcher: one group, no padded channels)
+        own_w = krsc and dg_krsc is not None and need_dx  # dX from the weight as it is
+        w_pack_bytes = wc_bytes if need_dx and not own_w else 0
         dw = (empty_channels_last(w_shape, dtype) if krsc else cupy.ndarray(w_shape, dtype)) if need_dw else None
         db = cupy.ndarray((k,), dtype) if need_db else None
         if need_dw and direct_dw:  # dW and db in one pass over dy
@@ -390,7 +396,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         dya = dy.data.ptr
         for g in range(groups):
             # the packed dy, the bias gradient's partial sums and the packed weights: one allocation
-            tmp = cupy.cuda.alloc(dz_bytes + (part_bytes if need_db else 0) + (wc_bytes if need_dx else 0))
+            tmp = cupy.cuda.alloc(dz_bytes + (part_bytes if need_db else 0) + w_pack_bytes)
             part = tmp.ptr + dz_bytes
             wca = part + (part_bytes if need_db else 0)
             if cl:  # dy is its own packed form
@@ -425,9 +431,12 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
             if need_dx:
                 if dx is None:
                     dx = empty_channels_last(x_shape, dtype) if cl and dg_tma else cupy.ndarray(x_shape, dtype)
-                if cl:  # (else packed with dy above)
-                    pack_w(w.data.ptr + g * w_step, wca, r * s if krsc else 0)
-                dgrad(dza, wca, dx.data.ptr + g * x_step)
+                if own_w:  # (one group)
+                    launch_tma(dg_krsc, dza, w.data.ptr, dx.data.ptr, 0, np.int32(0))
+                else:
+                    if cl:  # (else packed with dy above)
+                        pack_w(w.data.ptr + g * w_step, wca, r * s if krsc else 0)
+                    dgrad(dza, wca, dx.data.ptr + g * x_step)
             del tmp
         if cl and dx is not None and not dg_tma:
             dx = to_channels_last(dx)

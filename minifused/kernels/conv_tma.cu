@@ -19,7 +19,10 @@
 // (the padding), writes 128-byte rows in wgmma's 128-byte-swizzled K-major layout, and counts the bytes on the
 // stage's mbarrier. The window starts at (lx, ly), the least gather offset (ox + s*rx, oy + r*ry) over the
 // taps and classes, so that every tap's offset from it is >= 0. Operand B is a 2-d box of the packed weights
-// (K rows of R*S*Cp). No thread computes an address of the operands.
+// (K rows of R*S*Cp); the backward-data of a channels-last weight (CT_B_KRSC) reads it from the weight's own KRSC
+// memory instead, boxes of 64 output channels x 64 of reduction (MN-major), so that the weights need no pack
+// before it: on ResNet's shapes the pack's launch and pass cost the backward-data 4-22% of its time. No
+// thread computes an address of the operands.
 //
 // Warp-specialized and persistent: one block per SM walks the tiles (blockIdx.x, + gridDim.x, ...); warp 0
 // issues the loads into a STAGES-deep ring (full / empty mbarriers), warpgroups 1, 2 (and 3) multiply rows [0, 64),
@@ -72,6 +75,8 @@
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=6 -DCT_TMA_OUT=1
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BM=192 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=128 -DCT_STAGES=4
+// nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=1 -DCT_B_KRSC=1
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=64 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_B_KRSC=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=64 -DCT_STAGES=6
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
@@ -95,6 +100,9 @@
 #ifndef CT_TMA_OUT  // 1: the forward / backward-data's tiles go out through the TMA unit (one class per unit)
 #define CT_TMA_OUT 0
 #endif
+#ifndef CT_B_KRSC  // 1: the backward-data's operand B read from the weight's own KRSC memory (MN-major), not packed
+#define CT_B_KRSC 0
+#endif
 
 typedef CT_T T;
 constexpr int BN = CT_BN, STAGES = CT_STAGES;
@@ -114,7 +122,12 @@ static_assert(sizeof(T) == 2, "fp16 or bf16");
 #define WG_N 64
 #endif
 #define WG_KIND CT_IS_BF16
-#define WG_TRANS CT_WGRAD
+#define WG_TRANS_A CT_WGRAD
+#if CT_WGRAD || CT_B_KRSC  // (a literal: wgmma.cuh spells it into the instruction)
+#define WG_TRANS_B 1
+#else
+#define WG_TRANS_B 0
+#endif
 #include "wgmma.cuh"
 
 
@@ -146,14 +159,15 @@ struct Ring {
         mbar_expect_tx(full0 + 8 * stage, bytes);
         return full0 + 8 * stage;
     }
-    // the consumers: the stage's four MMAs (descriptors da, db advanced by `step` units per 16 of reduction) as
-    // one group, once its loads have landed; then the stage before it goes back to the producer, its MMAs done
-    template <int N> __device__ void consume(float (&acc)[N], unsigned long long da, unsigned long long db, int step,
-                                             int lane) {
+    // the consumers: the stage's four MMAs (descriptors da, db advanced by `step_a`, `step_b` units per 16 of
+    // reduction: 2 for K-major operands, 128 for MN-major ones) as one group, once its loads have landed; then the
+    // stage before it goes back to the producer, its MMAs done
+    template <int N> __device__ void consume(float (&acc)[N], unsigned long long da, unsigned long long db,
+                                             int step_a, int step_b, int lane) {
         mbar_wait(full0 + 8 * stage, phase);
         wg_fence();
 #pragma unroll
-        for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + step * kq, db + step * kq);
+        for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + step_a * kq, db + step_b * kq);
         wg_commit();
         wg_wait<1>();
         if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
@@ -167,6 +181,13 @@ struct Ring {
     }
 };
 
+// the descriptor of an MN-major operand of 64-wide column blocks 8 KiB apart (the leading-dimension byte offset;
+// 64 rows of 128 bytes each), 8 rows of reduction 1024 bytes apart, 128-byte swizzle
+__device__ __forceinline__ unsigned long long wg_desc_mn(const void* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)(8192 >> 4) << 16) | (64ull << 32) |
+           (1ull << 62);
+}
 
 #if !CT_WGRAD
 constexpr int BM = CT_BM, BK = 64;  // BK: 64 elements = 128 bytes
@@ -314,7 +335,13 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
                     tma_load_im2col(dst, &map_a, full, ct * BK, lx + q0 * sx, ly + p0 * sy, img, c.ox + s * rx - lx,
                                     c.oy + r * ry - ly);
                     const int b_tap = (c.r0 + r * tap_step) * S_all + c.s0 + s * tap_step;
+#if CT_B_KRSC  // BN / 64 boxes of 64 output channels x 64 of reduction (rows), the weight's (C, R*S, K) map
+#pragma unroll
+                    for (int j = 0; j < BN / 64; ++j)
+                        tma_load_3d(dst + A_BYTES + j * 64 * 128, &map_b, full, n0 + 64 * j, b_tap, ct * BK);
+#else
                     tma_load_2d(dst + A_BYTES, &map_b, full, (b_tap * c_tiles + ct) * BK, n0);
+#endif
                     pipe.advance();
                 }
             }
@@ -333,9 +360,11 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
             const Class c(prm + HEAD + PER_CLASS * (row * subs + sub));
 #pragma unroll
             for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-            for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {  // K-major operands: 16 of reduction are 32 bytes
+            for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {
                 const unsigned char* st = ring + pipe.stage * STAGE_BYTES;
-                pipe.consume(acc, wg_desc(st + wg * (A_BYTES / MMA_WGS)), wg_desc(st + A_BYTES), 2, lane);
+                pipe.consume(acc, wg_desc(st + wg * (A_BYTES / MMA_WGS)),
+                             CT_B_KRSC ? wg_desc_mn(st + A_BYTES) : wg_desc(st + A_BYTES), 2, CT_B_KRSC ? 128 : 2,
+                             lane);
             }
             pipe.drain(acc, lane);  // a class without live taps (a 1x1 filter's) is zeros
 
@@ -396,13 +425,6 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
 #endif
 }
 #else
-// the descriptor of a pixel-major (MN-major) box pair: 64-wide column blocks 8 KiB apart (the leading-dimension
-// byte offset), 8-pixel groups 1024 bytes apart down the reduction, 128-byte swizzle
-__device__ __forceinline__ unsigned long long wg_desc_mn(const void* p) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)(8192 >> 4) << 16) | (64ull << 32) |
-           (1ull << 62);
-}
 constexpr int WBM = CT_BM, BOX_BYTES = 64 * 128, W_A_BYTES = WBM * 128, W_STAGE_BYTES = W_A_BYTES + 2 * BOX_BYTES;
 static_assert(WBM == 64 || WBM == 128, "64 or 128 output channels per tile");
 
@@ -462,7 +484,7 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
         for (int ch = split * per; ch < c_end; ++ch) {  // pixel-major operands: 16 pixels are 2 KiB = 128 units
             const unsigned char* st = ring + pipe.stage * W_STAGE_BYTES;
             pipe.consume(acc, wg_desc_mn(st + (row_base / 64) * BOX_BYTES),
-                         wg_desc_mn(st + W_A_BYTES + (col_base / 64) * BOX_BYTES), 128, lane);
+                         wg_desc_mn(st + W_A_BYTES + (col_base / 64) * BOX_BYTES), 128, 128, lane);
         }
         pipe.drain(acc, lane);
         // this thread's accumulators: rows k0 + row_base + (warp % 4) * 16 + g (+ 8), two columns per 8; one

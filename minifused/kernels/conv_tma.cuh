@@ -44,6 +44,12 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaDesc* map, un
                  " [%0], [%1, {%3, %4}], [%2];\n"
                  ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1) : "memory");
 }
+__device__ __forceinline__ void tma_load_3d(unsigned dst, const TmaDesc* map, unsigned bar, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5}], [%2];\n"
+                 ::"r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
 // a box of shared memory out to the map's coordinates (elements outside the tensor are not written); the
 // stores of one thread form bulk groups, waited for by wait_group
 __device__ __forceinline__ void tma_store_2d(const TmaDesc* map, unsigned src, int c0, int c1) {

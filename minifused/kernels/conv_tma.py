@@ -71,6 +71,8 @@ class TmaPlan:
     out_map: tuple = None
     #: conv_tma_narrow.cu's kernel (at most 64 output channels, the GEMM transposed), not conv_tma's
     narrow: bool = False
+    #: the backward-data's weights read from their own KRSC memory (a channels-last weight as it is), not packed
+    b_krsc: bool = False
     #: the tensor maps made so far, by (operand, address): see :func:`_map_address`
     maps: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
     launch: object = dataclasses.field(default=None, compare=False, repr=False)  # see _prepared
@@ -120,16 +122,19 @@ def _im2col_map(n, h, w, c, win, pixels, step):
 
 
 @functools.cache
-def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, nhwc_out=False):
+def tma_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, nhwc_out=False,
+             b_krsc=False):
     """The :class:`TmaPlan` of a FORWARD or BACKWARD_DATA GEMM writing NCHW (``nhwc_out``: channels-last)
     output, or None where the kernel does not apply, ``config.tma`` is False or the config asks for mma.sync
-    (:func:`~.conv_plan.wgmma_on`)."""
+    (:func:`~.conv_plan.wgmma_on`). ``b_krsc``: the backward-data's weights read from their KRSC memory as they
+    are (the plan's ``b_krsc``) where conv_tma.cu takes them so (not where conv_tma_narrow.cu takes the sum)."""
     if not _tma_on(dtype, groups, dev_id, config):
         return None
     # the narrow kernel unless the config turns it off or forces a tile of conv_tma's
     narrow = config.tma_narrow is not False and config.tile_m is None and config.tile_n is None
     return _plan(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
-                 tuple(dilation), dev_id, config.tile_m, config.tile_n, bool(nhwc_out), narrow)
+                 tuple(dilation), dev_id, config.tile_m, config.tile_n, bool(nhwc_out), narrow,
+                 bool(b_krsc) and mode == ConvMode.BACKWARD_DATA)
 
 
 def _classes(mode, n_out, r, s, stride, padding, dilation):
@@ -191,9 +196,10 @@ def gather(mode, x_shape, w_shape, stride, padding, dilation):
 
 
 @functools.cache
-def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile_m, tile_n, nhwc_out, narrow=False):
+def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile_m, tile_n, nhwc_out, narrow=False,
+          b_krsc=False):
     """A plan holds device objects (its constants, its launch): one per device. ``narrow``: conv_tma_narrow.cu's
-    where it applies (:func:`_narrow_plan`)."""
+    where it applies (:func:`_narrow_plan`); ``b_krsc``: the backward-data's weights as they are, KRSC."""
     import cupy
 
     sms = sm_count(dev_id)
@@ -223,16 +229,22 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     if stages < 2:
         return None
     smem = fixed + stages * per_stage
+    # operand B: the packed weights, (R*S*Cp) x cols, in boxes of bn rows; or the weight's own (cols, R*S, Cp) of
+    # KRSC memory in boxes of 64 columns x 64 of reduction (MN-major)
+    b_map = (_tiled_map((cols, r * s, ch), (BOX_C, 1, BOX_C)) if b_krsc else
+             _tiled_map((r * s * ch, cols), (BOX_C, bn)))
+    if not _encodable(dtype, b_map):
+        return None
     kern = _kernel("conv_tma", dtype, smem, f"-DCT_BM={bm}", f"-DCT_BN={bn}", f"-DCT_STAGES={stages}",
-                   f"-DCT_NHWC_OUT={int(nhwc_out)}", f"-DCT_TMA_OUT={int(out_map is not None)}")
+                   f"-DCT_NHWC_OUT={int(nhwc_out)}", f"-DCT_TMA_OUT={int(out_map is not None)}",
+                   f"-DCT_B_KRSC={int(b_krsc)}")
     per_row = m_tiles * n_tiles
     units = per_row * (len(classes) // subs)
     prm = cupy.asarray(np.array([m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, units, sy, ry, rx, s,
                                  tap_step, subs, step[1], win[0][1], win[0][0], vec,
                                  *(v for row in classes for v in row)], np.int32))
-    b_map = _tiled_map((r * s * ch, cols), (BOX_C, bn))
     return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype), a_map, b_map, threads=128 + 2 * bm,
-                   n_maps=3, out_map=out_map)
+                   n_maps=3, out_map=out_map, b_krsc=b_krsc)
 
 
 NARROW_PIXELS = 192  # conv_tma_narrow.cu's CT_PIX: output pixels per unit

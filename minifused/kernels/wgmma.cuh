@@ -1,11 +1,18 @@
 // Hopper's warpgroup MMA (sm_90a) for the convolution kernels: shared-memory matrix descriptors, the
 // asynchronous group's fences, and one m64 x WG_N x 32-byte step on fp32 accumulators.
 // The including file defines WG_N (the columns of one warpgroup's MMA: 64, 128 or 192), WG_KIND (0 fp16,
-// 1 bf16, 2 TF32 from float) and, for fp16 / bf16, WG_TRANS (1: both operands MN-major, else K-major).
+// 1 bf16, 2 TF32 from float) and, for fp16 / bf16, WG_TRANS (1: both operands MN-major, else K-major) or
+// WG_TRANS_A and WG_TRANS_B (each operand's).
 #pragma once
 
 #ifndef WG_TRANS
 #define WG_TRANS 0
+#endif
+#ifndef WG_TRANS_A
+#define WG_TRANS_A WG_TRANS
+#endif
+#ifndef WG_TRANS_B
+#define WG_TRANS_B WG_TRANS
 #endif
 
 // A shared-memory matrix descriptor of a K-major tile of 128-byte rows, 128-byte swizzled: start address,
@@ -33,7 +40,7 @@ template <int N> __device__ __forceinline__ void wg_fence_acc(float (&d)[N]) {
 #define WG_TAIL ", p, 1, 1;\n}\n"
 #else
 #define WG_OP "wgmma.mma_async.sync.aligned.m64n" WG_STR(WG_N) "k16.f32." WG_AB "." WG_AB " "
-#define WG_TAIL ", p, 1, 1, " WG_STR(WG_TRANS) ", " WG_STR(WG_TRANS) ";\n}\n"
+#define WG_TAIL ", p, 1, 1, " WG_STR(WG_TRANS_A) ", " WG_STR(WG_TRANS_B) ";\n}\n"
 #if WG_KIND == 1
 #define WG_AB "bf16"
 #else
