@@ -1,16 +1,16 @@
 """Conv2d on Hopper's tensor memory accelerator (``conv_tma.cu``): the forward, the backward-data and the
 filter gradient: where each applies, its launch constants, and the launch.
 
-The kernels take the operands conv.cu's take, packed the same way (NHWC x and KRSC w; NHWK dy and CRSK w; dy
-and x for the filter gradient; channels-last arrays are such operands as they are), and write the same outputs
-(NCHW, or NHWC for channels-last; the filter gradient's fp32 split-K partials, which conv_util.cu's wgrad_reduce
-sums, or of one split a KRSC dW itself). They apply (:func:`tma_plan`, :func:`tma_wgrad_plan`) on an sm_90 GPU
-to fp16 / bf16 with one group, when the gathered operands' channels are multiples of 64 (a row of a load is 128
-bytes) and the gather fits the TMA unit's im2col mode (:func:`window`); the forward where no ReLU mask is
-wanted, the backward-data at stride 1, or 2 as residue classes (no dilation, dX's sides even: :func:`_classes`).
-The forward / backward-data hand their tiles to the TMA unit to store where the output's layout allows
-(:func:`_out_map`). Onto at most 64 output channels (one residue class, an output the TMA unit stores)
-``conv_tma_narrow.cu`` takes the forward / backward-data instead: the same sum with the GEMM transposed
+The kernels take the operands conv.cu's take, packed the same way (NHWC x and KRSC w; NHWK dy and CRSK w, or for
+conv_tma.cu a KRSC w as it is; dy and x for the filter gradient; channels-last arrays are such operands as they
+are), and write the same outputs (NCHW, or NHWC for channels-last; the filter gradient's fp32 split-K partials,
+which conv_util.cu's wgrad_reduce sums, or of one split a KRSC dW itself). They apply (:func:`tma_plan`,
+:func:`tma_wgrad_plan`) on an sm_90 GPU to fp16 / bf16 with one group, when the gathered operands' channels are
+multiples of 64 (a row of a load is 128 bytes) and the gather fits the TMA unit's im2col mode (:func:`window`); the
+forward where no ReLU mask is wanted, the backward-data at stride 1, or 2 as residue classes (no dilation, dX's
+sides even: :func:`_classes`). The forward / backward-data hand their tiles to the TMA unit to store where the
+output's layout allows (:func:`_out_map`). Onto at most 64 output channels (one residue class, an output the TMA
+unit stores) ``conv_tma_narrow.cu`` takes the forward / backward-data instead: the same sum with the GEMM transposed
 (:func:`_narrow_plan`). The TMA descriptors hold the operands' addresses: a call looks its two (three with the
 output's) up by address (encoding them, host work only, on a miss) and passes them by value.
 """
