@@ -64,7 +64,7 @@
 // The kernel alone on c512h7, bf16: its MMAs with the loads left out ran at 595 TFLOP/s, its loads with the MMAs
 // left out at 524, both at 360: the two overlap poorly. Not the cause: the operands' MN-major form (read K-major,
 // same bytes: as fast), the im2col gather (chunks as 4-d boxes of output pixels by tiled loads: as fast), the ring's
-// depth (3 to 7 stages: within 5%), the clocks (1980 MHz at 612 W throughout; cuDNN's kernel ran at 1875). Tried
+// depth (3 to 7 stages: within 8%), the clocks (1980 MHz at 612 W throughout; cuDNN's kernel ran at 1875). Tried
 // and not kept: 128 x 256 tiles (m64n256 per warpgroup, a quarter fewer bytes per FLOP), 0.87-1.04x on the deep
 // layers of one H200, 1.2x on another whose loads ran slower; row tiles in pairs of a thread-block cluster that
 // share X's loads by multicast (a third fewer bytes per block), 0.64-0.87x.)
