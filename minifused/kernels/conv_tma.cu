@@ -62,7 +62,9 @@
 // a 1x1 filter allows, as fast as by im2col loads. Nsight Compute on c512h7: the tensor pipe active 49% of the
 // time, against 83% for cuDNN's kernel of the same 128 x 128 x 64 tile, which reads a third fewer L2 sectors.
 // The kernel alone on c512h7, bf16: its MMAs with the loads left out ran at 595 TFLOP/s, its loads with the MMAs
-// left out at 524, both at 360: the two overlap poorly. Not the cause: the operands' MN-major form (read K-major,
+// left out at 524, both at 360: the two overlap poorly, and Nsight Compute's stall samples put half of the MMA
+// warps' time in the waits for stages to land (by the rates, the loads move 32 bytes a clock per SM alone, 22
+// beside the MMAs; the forward's move 34 beside its own). Not the cause: the operands' MN-major form (read K-major,
 // same bytes: as fast), the im2col gather (chunks as 4-d boxes of output pixels by tiled loads: as fast), the ring's
 // depth (3 to 7 stages: within 8%), the clocks (1980 MHz at 612 W throughout; cuDNN's kernel ran at 1875). Tried
 // and not kept: 128 x 256 tiles (m64n256 per warpgroup, a quarter fewer bytes per FLOP), 0.87-1.04x on the deep
