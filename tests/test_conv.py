@@ -1014,6 +1014,17 @@ def test_tma_residue_classes_gather_every_tap_once(size, r, pad):
 #: strides 1 and 2 (2x2 filters: one tap per residue class; classes of 14x14 and 7x7 maps), 1x1 and dilated
 #: taps, images that are not square, column tiles of 64 and 128 and a partial one, and grids of more than one
 #: tile per block (the NCHW tiles then go out through the TMA unit)
+def _narrow_dgrad(c, h, w, st):
+    """Whether conv_tma_narrow.cu takes a backward-data onto c channels of h x w (channels multiples of 64, the
+    TMA's rule): at most 64 channels; at stride 1 images of whole boxes of 64 pixels; at stride 2 (h, w even) as
+    many whole rows of a class's map as a unit's 192 pixels take, filling at least 128 of them."""
+    if c > 64:
+        return False
+    if st == 1:
+        return h * w % 64 == 0
+    return st == 2 and 192 // (w // 2) * (w // 2) >= 128
+
+
 _TMA_CASES = [(3, 64, 32, 32, 64, 3, 1, 1, 1), (5, 128, 16, 16, 128, 3, 2, 1, 1), (7, 64, 8, 8, 192, 1, 1, 0, 1),
               (2, 128, 4, 4, 256, 3, 1, 1, 1), (4, 64, 16, 16, 64, 3, 1, 2, 2), (4, 64, 16, 16, 128, 1, 2, 0, 1),
               (40, 64, 16, 16, 320, 3, 1, 1, 1), (3, 192, 8, 8, 64, 3, 2, 1, 1), (2, 64, 32, 32, 64, 3, 2, 1, 1),
@@ -1076,10 +1087,10 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
         dplan = tma_plan(P.ConvMode.BACKWARD_DATA, dt, (n, c, h, w), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG)
         assert (dplan is not None) == (k % 64 == 0 and (st == 1 or (dil == 1 and h % 2 == w % 2 == 0))), \
             (n, c, h, w, k, r, st)
-        if dplan is not None:  # the stride-2 classes interleave: their units store as before
+        if dplan is not None:  # the stride-2 classes interleave: conv_tma's units store them as before
             bm = dplan.a_map[5]
             waves = -(-n * h * w // bm) * -(-c // dplan.b_map[3][1]) > sm_count(dev)
-            assert dplan.narrow == (c <= 64 and st == 1 and h * w % 64 == 0), (n, c, h, w, st)
+            assert dplan.narrow == _narrow_dgrad(c, h, w, st), (n, c, h, w, st)
             assert (dplan.out_map is not None) == (dplan.narrow or (st == 1 and h * w % 64 == 0 and waves
                                                                     and bm == 128)), (n, c, h, w, st)
             dxc = K.conv2d_backward_data(to_channels_last(dy), wt, x.shape, *geo)
@@ -1096,11 +1107,14 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
-    """conv_tma_narrow.cu (onto at most 64 output channels, the GEMM transposed) takes the forward and the stride-1
-    backward-data by default where it applies: output images of whole boxes of 64 pixels, NCHW or channels-last. Forward (bias, ReLU) and backward-data match the float64 reference and conv_tma.cu's results (the
+    """conv_tma_narrow.cu (onto at most 64 output channels, the GEMM transposed) takes the forward and the
+    backward-data by default where it applies: output images of whole boxes of 64 pixels, NCHW or channels-last; a
+    stride-2 backward-data as residue classes, units of whole rows of a class's map (NCHW: written channels-last and
+    transposed). Forward (bias, ReLU) and backward-data match the float64 reference and conv_tma.cu's results (the
     narrow kernel turned off), NCHW and channels-last: fewer than 64 channels (rows past them are zeros the
-    unit leaves out), units past the batch, dilated, strided, 1x1 and 5x5 taps, and grids of several units per
-    block, which the two MMA warpgroups take in turns."""
+    unit leaves out), units past the batch, dilated, strided, 1x1 and 5x5 taps, classes without taps (a 1x1
+    filter's zeros), class rows that leave a unit's last columns unused or the last unit part-empty, and grids of
+    several units per block, which the two MMA warpgroups take in turns."""
     import cupy
 
     from minifused.kernels import sm_count, to_channels_last
@@ -1114,7 +1128,9 @@ def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
     for (n, c, h, w, k, r, st, pad, dil) in [(3, 64, 32, 32, 64, 3, 1, 1, 1), (2, 128, 16, 16, 32, 3, 1, 1, 1),
                                              (5, 64, 16, 16, 64, 3, 1, 2, 2), (4, 64, 16, 16, 48, 1, 2, 0, 1),
                                              (32, 64, 56, 56, 64, 3, 1, 1, 1), (3, 64, 24, 16, 64, 5, 1, 2, 1),
-                                             (7, 192, 8, 8, 64, 3, 1, 1, 1), (3, 64, 14, 14, 64, 3, 2, 1, 1)]:
+                                             (7, 192, 8, 8, 64, 3, 1, 1, 1), (3, 64, 14, 14, 64, 3, 2, 1, 1),
+                                             (5, 32, 28, 28, 64, 3, 2, 1, 1), (37, 64, 56, 56, 128, 1, 2, 0, 1),
+                                             (64, 64, 32, 32, 128, 3, 2, 1, 1), (3, 48, 18, 26, 128, 3, 2, 1, 1)]:
         geo = ((st, st), (pad, pad), (dil, dil), 1)
         x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
         wt = cupy.asarray(rng.standard_normal((k, c, r, r)) / (c * r * r) ** 0.5).astype(dt)
@@ -1122,9 +1138,9 @@ def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
         x64, w64, b64 = (a.astype(cupy.float64) for a in (x, wt, b))
         ref, _ = K.conv2d_forward_ref(x64, w64, b64, *geo, activation="relu")
         ohw = ref.shape[2] * ref.shape[3]
-        for nhwc in (False, True):
+        for nhwc in (False, True) if c % 64 == 0 else ():  # (x's channels in whole boxes: the TMA's forward)
             plan = tma_plan(P.ConvMode.FORWARD, dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG, nhwc_out=nhwc)
-            assert plan.narrow == (ohw % 64 == 0), (n, c, h, w, k, nhwc)
+            assert plan.narrow == (k <= 64 and ohw % 64 == 0), (n, c, h, w, k, nhwc)
             assert not tma_plan(P.ConvMode.FORWARD, dt, x.shape, wt.shape, *geo, dev, off, nhwc_out=nhwc).narrow
             xin = to_channels_last(x) if nhwc else x
             y, _ = K.conv2d_forward(xin, wt, b, *geo, activation="relu")
@@ -1132,14 +1148,16 @@ def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
             assert _rel(y, ref) < tol and _rel(y, y_off.astype(cupy.float64)) < tol, ("forward", n, c, h, w, k, nhwc)
         if n == 32:  # several units a block: both MMA warpgroups at work
             assert -(-n * ohw // NARROW_PIXELS) > 2 * sm_count(dev)
-        if st != 1 or c > 64:
+        if not _narrow_dgrad(c, h, w, st) or k % 64:
             continue
         dy = cupy.asarray(rng.standard_normal(ref.shape)).astype(dt)
         rdx = K.conv2d_backward_data_ref(dy.astype(cupy.float64), w64, x.shape, *geo)
+        if st == 2 and n > 32:  # several units of each class a block: the classes' turns and zeros past them
+            assert 4 * -(-n * (h // 2) // (192 // (w // 2))) > 2 * sm_count(dev)
         for nhwc in (False, True):
             dplan = tma_plan(P.ConvMode.BACKWARD_DATA, dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG,
                              nhwc_out=nhwc)
-            assert dplan.narrow, (n, c, h, w, k, nhwc)
+            assert dplan.narrow and dplan.nchw_via_nhwc == (st == 2 and not nhwc), (n, c, h, w, k, nhwc)
             dyin = to_channels_last(dy) if nhwc else dy
             dx = K.conv2d_backward_data(dyin, wt, x.shape, *geo)
             dx_off = K.conv2d_backward_data(dyin, wt, x.shape, *geo, config=off)

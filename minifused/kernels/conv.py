@@ -363,7 +363,14 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     # (a grid for either layout: a channels-last weight's blocks take 32 channels of one tap each)
     pack_w = Prepared(util_kernel(dtype, "transpose_pad"), (r * s * -(-cg // 32), (kpad + 31) // 32), (32, 8, 1),
                       (ARG, ARG, *ints(kg, j, kpad), ARG))
-    if dg_tma is not None:  # one group
+    if dg_tma is not None and dg_tma.nchw_via_nhwc:  # (one group) dX written NHWC, then transposed by pack_nhwc's
+        to_nchw = pack_nhwc_launch(dtype, n, c, h * wd, h * wd, h * wd)  # kernel, (pixels, channels) per image
+
+        def dgrad(dza, wca, dxa):
+            nhwc = cupy.cuda.alloc(n * h * wd * c * isz)
+            launch_tma(dg_tma, dza, wca, nhwc.ptr, 0, np.int32(0))
+            to_nchw(nhwc.ptr, dxa, nhwc.ptr, 0)
+    elif dg_tma is not None:  # one group
         def dgrad(dza, wca, dxa):
             launch_tma(dg_tma, dza, wca, dxa, 0, np.int32(0))
     else:

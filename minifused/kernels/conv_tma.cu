@@ -204,14 +204,7 @@ constexpr int LDE = BN + 8, EPI_ELEMS = BM * LDE;
 #else
 constexpr int LDE = BM + 8, EPI_ELEMS = BN * LDE;
 #endif
-constexpr int HEAD = 18, PER_CLASS = 8;  // prm's shared entries, and each class's
-
-// One residue class of output pixels: its live taps (R x S of them, the first at (r0, s0) of the full
-// filter, tap_step apart), their gather offsets (oy, ox) and the class's first output pixel (y0, x0).
-struct Class {
-    int R, S, oy, ox, r0, s0, y0, x0;
-    __device__ Class(const int* p) : R(p[0]), S(p[1]), oy(p[2]), ox(p[3]), r0(p[4]), s0(p[5]), y0(p[6]), x0(p[7]) {}
-};
+constexpr int HEAD = 18;  // prm's shared entries (then PER_CLASS per class)
 
 // V 16-bit elements as one store
 template <int V> struct Run;

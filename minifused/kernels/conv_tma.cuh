@@ -60,6 +60,12 @@ __device__ __forceinline__ void tma_store_3d(const TmaDesc* map, unsigned src, i
     asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
                  ::"l"(reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
 }
+__device__ __forceinline__ void tma_store_5d(const TmaDesc* map, unsigned src, int c0, int c1, int c2, int c3,
+                                             int c4) {
+    asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];\n"
+                 ::"l"(reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+                 "r"(c4) : "memory");
+}
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // until the unit has read the shared memory of every committed store (it may be written again)
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
@@ -70,6 +76,15 @@ __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.a
 // the byte offset of byte `o` of a box of 128-byte rows in the 128-byte swizzle (the box 1024-byte aligned):
 // its 16-byte chunk within the row XOR the row's index mod 8
 __device__ __forceinline__ unsigned swizzle128(unsigned o) { return o ^ (((o >> 7) & 7u) << 4); }
+
+// One residue class of output pixels (a stride-2 backward-data's; the one class of any other sum): its live
+// taps (R x S of them, the first at (r0, s0) of the full filter, tap_step apart), their gather offsets (oy, ox)
+// and the class's first output pixel (y0, x0); PER_CLASS entries of the host's constants.
+constexpr int PER_CLASS = 8;
+struct Class {
+    int R, S, oy, ox, r0, s0, y0, x0;
+    __device__ Class(const int* p) : R(p[0]), S(p[1]), oy(p[2]), ox(p[3]), r0(p[4]), s0(p[5]), y0(p[6]), x0(p[7]) {}
+};
 
 // the epilogue of one accumulator of output channel n (of N): its bias (flags & 2) and ReLU (flags & 1), in fp32
 template <typename T>

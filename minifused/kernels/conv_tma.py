@@ -9,8 +9,8 @@ which conv_util.cu's wgrad_reduce sums, or of one split a KRSC dW itself). They 
 multiples of 64 (a row of a load is 128 bytes) and the gather fits the TMA unit's im2col mode (:func:`window`); the
 forward where no ReLU mask is wanted, the backward-data at stride 1, or 2 as residue classes (no dilation, dX's
 sides even: :func:`_classes`). The forward / backward-data hand their tiles to the TMA unit to store where the
-output's layout allows (:func:`_out_map`). Onto at most 64 output channels (one residue class, an output the TMA
-unit stores) ``conv_tma_narrow.cu`` takes the forward / backward-data instead: the same sum with the GEMM transposed
+output's layout allows (:func:`_out_map`). Onto at most 64 output channels (an output the TMA unit stores)
+``conv_tma_narrow.cu`` takes the forward / backward-data instead: the same sum with the GEMM transposed
 (:func:`_narrow_plan`). The TMA descriptors hold the operands' addresses: a call looks its two (three with the
 output's) up by address (encoding them, host work only, on a miss) and passes them by value.
 """
@@ -73,6 +73,9 @@ class TmaPlan:
     narrow: bool = False
     #: the backward-data's weights read from their own KRSC memory (a channels-last weight as it is), not packed
     b_krsc: bool = False
+    #: NCHW output that the kernel writes channels-last (NHWC), into memory of the caller's that it then transposes
+    #: (conv_tma_narrow.cu's stride-2 classes)
+    nchw_via_nhwc: bool = False
     #: the tensor maps made so far, by (operand, address): see :func:`_map_address`
     maps: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
     launch: object = dataclasses.field(default=None, compare=False, repr=False)  # see _prepared
@@ -247,24 +250,42 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
                    n_maps=3, out_map=out_map, b_krsc=b_krsc)
 
 
-NARROW_PIXELS = 192  # conv_tma_narrow.cu's CT_PIX: output pixels per unit
+NARROW_PIXELS = 192  # conv_tma_narrow.cu's CT_PIX: output pixels per unit (the MMA's columns)
+NARROW_MIN_PIXELS = 128  # the fewest of them a unit of the stride-2 classes (whole rows of a class's map) may use
 
 
 def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
     """The :class:`TmaPlan` of conv_tma_narrow.cu for the sum ``g`` (a :class:`Gather`), or None where it does
-    not apply: more than 64 output channels, residue classes (the stride-2 backward-data), or output images that
-    are not whole boxes of 64 pixels (which NCHW output needs; channels-last output takes the same kernel as NCHW,
-    so that both layouts compute the same bits)."""
+    not apply: more than 64 output channels; of one class, output images that are not whole boxes of 64 pixels
+    (which NCHW output needs; channels-last output takes the same kernel as NCHW, so that both layouts compute the
+    same bits); of the stride-2 classes, rows of a class's map that fill fewer than :data:`NARROW_MIN_PIXELS` of a
+    unit's pixels, or channels not in runs of 16 bytes. The classes' units store NHWC boxes of whole rows of
+    their map (NCHW output: the plan's ``nchw_via_nhwc``)."""
     import cupy
 
-    src, out, cols, step, (sy, ry, rx), _, subs, classes, win = dataclasses.astuple(g)
+    src, out, cols, step, (sy, ry, rx), tap_step, subs, classes, win = dataclasses.astuple(g)
     m, ohw = n * out[0] * out[1], out[0] * out[1]
-    if cols > BOX_C or subs != 1 or ohw % BOX_C:
+    if cols > BOX_C:
         return None
-    a_map = _im2col_map(n, *src, win, NARROW_PIXELS, step)
-    # the output: NHWC, the (m, cols) matrix of pixels x channels; NCHW, (n, cols, ohw) in boxes of 64 pixels
-    out_map = _tiled_map((cols, m), (BOX_C, NARROW_PIXELS)) if nhwc_out else _tiled_map((ohw, cols, n),
-                                                                                         (BOX_C, BOX_C, 1))
+    if subs == 1:
+        if ohw % BOX_C:
+            return None
+        pix = NARROW_PIXELS
+        per_class = -(-m // pix)
+        # the output: NHWC, the (m, cols) matrix of pixels x channels; NCHW, (n, cols, ohw) in boxes of 64 pixels
+        out_map = _tiled_map((cols, m), (BOX_C, pix)) if nhwc_out else _tiled_map((ohw, cols, n), (BOX_C, BOX_C, 1))
+    else:
+        rows = NARROW_PIXELS // out[1]
+        pix = rows * out[1]
+        if pix < NARROW_MIN_PIXELS or cols % 8:
+            return None
+        per_class = -(-n * out[0] // rows)
+        # NHWC (n, 2 oh, 2 ow, cols) as (cols, x0, q, y0, class row n * oh + p): a box of whole rows of one class
+        e = 2 * cols
+        out_map = ("tiled", (cols, 2, out[1], 2, n * out[0]), (e, 2 * e, 2 * out[1] * e, 4 * out[1] * e),
+                   (BOX_C, 1, out[1], 1, rows), (1,) * 5)
+        classes = sorted(classes, key=lambda row: -row[0] * row[1])  # the units of most taps first
+    a_map = _im2col_map(n, *src, win, pix, step)
     if not (_encodable(dtype, a_map) and _encodable(dtype, out_map)):
         return None
     # the ring (1024-byte aligned) beside the two warpgroups' output boxes; the mbarriers (16 bytes a stage, and
@@ -272,15 +293,16 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
     fixed, per_stage = 1024 + 2 * NARROW_PIXELS * 128 + 16, (BOX_C + NARROW_PIXELS) * BOX_C * 2 + 16
     stages = min(MAX_STAGES, (smem_per_block(dev_id) - fixed) // per_stage)
     smem = fixed + stages * per_stage
-    kern = _kernel("conv_tma_narrow", dtype, smem, f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_out)}",
+    nhwc_kernel = nhwc_out or subs > 1
+    kern = _kernel("conv_tma_narrow", dtype, smem, f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_kernel)}",
                    source="conv_tma_narrow.cu")
-    units = -(-m // NARROW_PIXELS)
-    ((taps_r, taps_s, oy, ox, *_),) = classes
-    prm = cupy.asarray(np.array([m, cols, ohw, out[1], src[2] // BOX_C, units, sy, ry, rx, taps_r, taps_s, oy, ox,
-                                 step[1], win[0][1], win[0][0]], np.int32))
+    units = per_class * len(classes)
+    prm = cupy.asarray(np.array([m, cols, ohw, out[1], src[2] // BOX_C, units, sy, ry, rx, s, tap_step, step[1],
+                                 win[0][1], win[0][0], pix, per_class, subs, *(v for row in classes for v in row)],
+                                np.int32))
     b_map = _tiled_map((r * s * src[2], cols), (BOX_C, BOX_C))
     return TmaPlan(kern, smem, min(units, sm_count(dev_id)), prm, _map_type(dtype), a_map, b_map, threads=384,
-                   n_maps=3, out_map=out_map, narrow=True)
+                   n_maps=3, out_map=out_map, narrow=True, nchw_via_nhwc=nhwc_kernel and not nhwc_out)
 
 
 #: The forward / backward-data's tiles (rows, columns) and their MMAs' relative rate per SM (FLOP/s, measured on the

@@ -1,6 +1,7 @@
 // Conv2d onto at most 64 output channels (the forward's K, the backward-data's C) on Hopper (sm_90a): conv_tma.cu's
-// implicit GEMM with its product transposed, fp16 / bf16 with fp32 accumulation, one residue class (the forward,
-// the backward-data of stride 1; the same gather, window and taps as conv_tma.cu's, which says how).
+// implicit GEMM with its product transposed, fp16 / bf16 with fp32 accumulation: the forward, the backward-data of
+// stride 1, and that of stride 2 as residue classes (the same gather, window, taps and classes as conv_tma.cu's,
+// which says how).
 //
 //   Y^T[k, m=(n,p,q)] = sum_{(r,s,c)} W[k, r, s, c] * X_nhwc[n, p*sy + oy + r*ry, q*sx + ox + s*rx, c]
 //
@@ -11,15 +12,19 @@
 // weights) and a warpgroup's 192 pixels its columns (operand B: one im2col load): an m64 x n192 x k16 step reads
 // 8 KiB for three times the MMAs.
 //
-// A unit is 192 consecutive output pixels x the 64 channels. Warp-specialized and persistent as conv_tma.cu: one
+// A unit is 192 consecutive output pixels x the 64 channels; of a stride-2 backward-data's class, as many whole rows
+// of the class's map as 192 columns take (its pixels interleave with the other classes' in the output, so that a
+// box of them is a strided 5-d box of the NHWC output, whole rows of it; the MMA's columns past them are stale and
+// not stored), the units of one class after another. Warp-specialized and persistent as conv_tma.cu: one
 // block per SM walks the units (blockIdx.x, + gridDim.x, ...); warp 0 issues the loads of each unit's stages in
 // turn into a STAGES-deep ring; the two MMA warpgroups take the block's units alternately, each its own stages of
 // the ring. Their main loops take turns (ping-pong: one writes its tile while the other multiplies): a warpgroup
 // waits for a stage's loads by the parity of its phase, which tells the stage's use from the one before it but
 // not from the one before that, so a warpgroup starts on its unit's stages only once the other has seen each of
 // its own land (the turn mbarriers). The tiles go out through the TMA unit: NHWC (CT_NHWC_OUT) a box of 192
-// pixels x 64 channels, NCHW three boxes of 64 channels x 64 pixels of one image (the host's OHW is a multiple
-// of 64). Bias and ReLU in fp32, as conv_tma.cu's.
+// pixels x 64 channels (a class's: of its rows' pixels), NCHW three boxes of 64 channels x 64 pixels of one image
+// (the host's OHW is a multiple of 64; the stride-2 classes only NHWC, which the host transposes for NCHW).
+// Bias and ReLU in fp32, as conv_tma.cu's.
 //
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_STAGES=5 -DCT_NHWC_OUT=1
@@ -47,17 +52,18 @@ static_assert(sizeof(T) == 2, "fp16 or bf16");
 // warpgroup wg's own barrier (ids 1, 2): the producer and the other warpgroup never wait on it
 __device__ __forceinline__ void group_sync(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
 
-// prm: M (output pixels), N (output channels, <= 64), OHW, OW (the output map's), c_tiles (Cp/64), units, sy, ry,
-// rx, R, S (the taps), oy, ox (their gather offsets), sx, lx, ly (the window's corner). The signature is
-// conv_tma's (out unused: the tiles go out through map_out).
+// prm: M (a class's output pixels), N (output channels, <= 64), OHW, OW (a class's map), c_tiles (Cp/64), units,
+// sy, ry, rx, S (the filter's columns), tap_step, sx, lx, ly (the window's corner), pix (a unit's output pixels),
+// per_class (units per class), subs (1, or 2: the classes of a stride of 2, stored to NHWC by 5-d boxes), then
+// PER_CLASS entries per class (Class). The signature is conv_tma's (out unused: the tiles go out through map_out).
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b,
                 const __grid_constant__ TmaDesc map_out, T* __restrict__ out, const T* __restrict__ bias,
                 const int* __restrict__ prm, int flags) {
     const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], units = prm[5], sy = prm[6],
-              ry = prm[7], rx = prm[8], R = prm[9], S = prm[10], oy = prm[11], ox = prm[12], sx = prm[13],
-              lx = prm[14], ly = prm[15];
-    const int kt_all = R * S * c_tiles;  // stages per unit
+              ry = prm[7], rx = prm[8], S_all = prm[9], tap_step = prm[10], sx = prm[11], lx = prm[12], ly = prm[13],
+              pix = prm[14], per_class = prm[15], subs = prm[16];
+    const int* classes = prm + 17;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // the ring's tiles and the boxes start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -75,21 +81,25 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
     }
     __syncthreads();
 
-    // a stage's place in the ring: the position-th stage loaded by this block (all units' in turn)
+    // a stage's place in the ring: the position-th stage loaded by this block (all units' in turn). Units go class
+    // by class (the host orders the classes by their taps, most first), pix pixels each.
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (tid != 0) return;
         int pos = 0;
         for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-            const int m0 = unit * PIX, img = m0 / OHW, pq = m0 - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
-            for (int kt = 0; kt < kt_all; ++kt, ++pos) {
+            const int cls = unit / per_class, m0 = (unit - cls * per_class) * pix, img = m0 / OHW,
+                      pq = m0 - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
+            const Class c(classes + PER_CLASS * cls);
+            for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt, ++pos) {
                 const int stage = pos % STAGES;
                 mbar_wait(empty0 + 8 * stage, ((pos / STAGES) & 1) ^ 1);
                 const unsigned full = full0 + 8 * stage, dst = smem_addr(ring + stage * STAGE_BYTES);
-                mbar_expect_tx(full, STAGE_BYTES);
-                const int tap = kt / c_tiles, ct = kt - tap * c_tiles, r = tap / S, s = tap - r * S;
-                tma_load_2d(dst, &map_b, full, kt * BK, 0);  // the weights' (tap, channel tile): column kt * 64
+                mbar_expect_tx(full, A_BYTES + pix * 128);  // (the MMAs' columns past pix: stale, not stored)
+                const int tap = kt / c_tiles, ct = kt - tap * c_tiles, r = tap / c.S, s = tap - r * c.S;
+                const int b_tap = (c.r0 + r * tap_step) * S_all + c.s0 + s * tap_step;
+                tma_load_2d(dst, &map_b, full, (b_tap * c_tiles + ct) * BK, 0);  // the weights' (tap, channel tile)
                 tma_load_im2col(dst + A_BYTES, &map_a, full, ct * BK, lx + q0 * sx, ly + p0 * sy, img,
-                                ox + s * rx - lx, oy + r * ry - ly);
+                                c.ox + s * rx - lx, c.oy + r * ry - ly);
             }
         }
         return;
@@ -102,8 +112,14 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
     unsigned char* box = boxes + wg * BOX_BYTES;
     float acc[PIX / 2];
     int pos = 0, local = 0, turns = 0;
-    for (int unit = blockIdx.x; unit < units; unit += gridDim.x, ++local, pos += kt_all) {
-        if ((local & 1) != wg) continue;  // the other warpgroup's unit: its stages are the other's
+    for (int unit = blockIdx.x; unit < units; unit += gridDim.x, ++local) {
+        const int cls = unit / per_class, m0 = (unit - cls * per_class) * pix;
+        const Class c(classes + PER_CLASS * cls);
+        const int kt_all = c.R * c.S * c_tiles;  // stages of the unit (none for a class without live taps: zeros)
+        if ((local & 1) != wg) {  // the other warpgroup's unit: its stages are the other's
+            pos += kt_all;
+            continue;
+        }
         // this warpgroup's turn: the first of warpgroup 0 at once (a fresh mbarrier's preceding phase counts as done)
         mbar_wait(turn0 + 8 * wg, (turns++ + (wg == 0)) & 1);
 #pragma unroll
@@ -122,15 +138,15 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
             if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
             prev = stage;
         }
+        pos += kt_all;
         if (leader) mbar_arrive(turn0 + 8 * (1 - wg));  // every stage of this unit has landed: the other's turn
         wg_wait<0>();
         wg_fence_acc(acc);
-        if (lane == 0) mbar_arrive(empty0 + 8 * prev);
+        if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
 
         // the tile into its box (once the TMA unit has read this warpgroup's last one out of it)
         if (leader) bulk_wait_read();
         group_sync(wg);
-        const int m0 = unit * PIX;
 #pragma unroll
         for (int j = 0; j < PIX / 8; ++j)
 #pragma unroll
@@ -152,7 +168,10 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
         group_sync(wg);
         if (leader) {  // the unit leaves out what lies past the tensor's ends (pixels past M, channels past N)
 #if CT_NHWC_OUT
-            tma_store_2d(&map_out, smem_addr(box), 0, m0);
+            if (subs == 2)  // whole rows of the class's map: (channels, x0, q, y0, class row n * OH + p)
+                tma_store_5d(&map_out, smem_addr(box), 0, c.x0, 0, c.y0, m0 / OW);
+            else
+                tma_store_2d(&map_out, smem_addr(box), 0, m0);
 #else
             for (int b = 0; b < PIX / 64 && m0 + 64 * b < M; ++b) {
                 const int m = m0 + 64 * b, img = m / OHW;

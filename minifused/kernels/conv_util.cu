@@ -66,7 +66,7 @@ __device__ __forceinline__ void pack_nhwc_tile(const T* __restrict__ in, T* __re
     __syncthreads();  // the tile is free for the block's next image
 }
 
-// 16-bit T, HW % 8 == 0, 16-byte aligned arrays: a 64 x 64 tile (hw0.., c0..) of image n moved in 16-byte
+// 16-bit T, HW % 8 == 0, Cp % 8 == 0, 16-byte aligned arrays: a 64 x 64 tile (hw0.., c0..) of image n moved in 16-byte
 // pieces, 8 pixels of one channel in and 8 channels of one pixel out (2-byte accesses reach a fraction of the
 // copy bandwidth). Shared memory holds the tile as 64 rows of pixels whose 16-byte chunks of channels are
 // XOR-swizzled by the row's group of 8 pixels, so that neither phase has bank conflicts.
@@ -116,7 +116,7 @@ __device__ __forceinline__ void pack_nhwc_block(const T* __restrict__ in, T* __r
     const int hw0 = blockIdx.x * PACK_TILE, c0 = blockIdx.y * PACK_TILE;
     if (PACK_TILE == 32) {
         pack_nhwc_tile(in, out, mask, C, Ctot, HW, Cp, mask_words, n, hw0, c0, tf32);
-    } else if (HW % 8 == 0 && aligned16(in) && aligned16(out)) {
+    } else if (HW % 8 == 0 && Cp % 8 == 0 && aligned16(in) && aligned16(out)) {
         pack_nhwc_tile64(in, out, mask, C, Ctot, HW, Cp, mask_words, n, hw0, c0);
     } else {
 #pragma unroll 1
