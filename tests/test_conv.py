@@ -1031,7 +1031,8 @@ _TMA_CASES = [(3, 64, 32, 32, 64, 3, 1, 1, 1), (5, 128, 16, 16, 128, 3, 2, 1, 1)
               (3, 64, 16, 16, 64, 2, 2, 0, 1), (2, 64, 56, 56, 64, 3, 1, 1, 1), (3, 64, 14, 14, 128, 3, 1, 1, 1),
               (3, 128, 7, 7, 64, 3, 1, 1, 1), (2, 64, 28, 28, 128, 3, 2, 1, 1), (3, 64, 14, 14, 64, 3, 2, 1, 1),
               (2, 64, 10, 28, 64, 3, 1, 1, 1), (2, 64, 11, 9, 64, 3, 2, 1, 1), (5, 64, 3, 5, 64, 3, 1, 1, 1),
-              (2, 64, 18, 18, 64, 5, 2, 2, 1), (9, 64, 56, 56, 64, 3, 1, 1, 1), (151, 64, 8, 8, 192, 1, 1, 0, 1)]
+              (2, 64, 18, 18, 64, 5, 2, 2, 1), (9, 64, 56, 56, 64, 3, 1, 1, 1), (151, 64, 8, 8, 192, 1, 1, 0, 1),
+              (3, 128, 28, 28, 64, 3, 2, 1, 1)]
 
 
 @pytest.mark.gpu
@@ -1040,9 +1041,10 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
     """On an sm_90 GPU the forward (bias and ReLU fused, no mask), the backward-data (a stride of 2 as residue
     classes, a 1x1 filter's with classes of no taps) and the filter gradient of the shapes conv_tma takes run
     on it (its plans exist) and match the float64 reference, written NCHW and channels-last; a ReLU mask takes
-    conv.cu. Tiles go out through the TMA unit where the plan says so: always channels-last, NCHW where an
-    image is whole boxes of 64 pixels (tiles that span images, a last tile past the batch, a last half-tile wholly
-    past it and partial column tiles among the cases)."""
+    conv.cu. Tiles go out through the TMA unit where the plan says so: always channels-last (the stride-2 classes'
+    where whole rows of a class's map fill 3/4 of a tile), NCHW where an image is whole boxes of 64 pixels (tiles
+    that span images, a last tile past the batch, a last half-tile wholly past it and partial column tiles among
+    the cases)."""
     import cupy
 
     from minifused.kernels import sm_count, smem_per_block, to_channels_last
@@ -1095,6 +1097,12 @@ def test_gpu_tma_kernel_matches_reference(dtype, poisoned_pool):
                                                                     and bm == 128)), (n, c, h, w, st)
             dxc = K.conv2d_backward_data(to_channels_last(dy), wt, x.shape, *geo)
             assert dxc.strides[1] == dxc.itemsize and _rel(dxc, rdx) < tol, ("dgrad channels-last", n, c, h, w)
+            cplan = tma_plan(P.ConvMode.BACKWARD_DATA, dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG,
+                             nhwc_out=True)
+            if st == 2 and not cplan.narrow:  # channels-last classes: a unit is one class's whole rows of its map,
+                bm, ow = (cplan.threads - 128) // 2, w // 2  # stored by the TMA unit where they fill 3/4 of a tile
+                assert (cplan.out_map is not None) == (4 * (bm // ow) * ow >= 3 * bm), (n, c, h, w, st)
+                assert cplan.out_map is None or cplan.a_map[5] == bm // ow * ow, (n, c, h, w, st)
         assert tma_wgrad_plan(dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG) is not None
         dw = K.conv2d_backward_filter(dy, x, wt.shape, *geo)
         rdw = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x64, wt.shape, *geo)
@@ -1171,8 +1179,9 @@ def test_gpu_tma_tiles_match_reference(dtype, tile, poisoned_pool):
     """Each tile conv_tma's model may pick, forced by the config (three MMA warpgroups for 192 rows,
     columns 64 or 128): the forward (bias, ReLU) and the backward-data, NCHW and channels-last, match the float64
     reference, and the backward-data of a channels-last weight read as it is gives the packed weights' bits;
-    partial row and column tiles, strides 1 and 2 (the residue classes), NCHW tiles through the TMA unit (several
-    tiles a block) and a last tile past the batch among the cases."""
+    partial row and column tiles, strides 1 and 2 (the residue classes; channels-last, a class's tiles of whole
+    rows of its map that leave the tile's last rows unused), NCHW tiles through the TMA unit (several tiles a block)
+    and a last tile past the batch among the cases."""
     import cupy
 
     from minifused.kernels import to_channels_last
@@ -1186,7 +1195,8 @@ def test_gpu_tma_tiles_match_reference(dtype, tile, poisoned_pool):
     for (n, c, h, w, k, r, st, pad) in [(3, 64, 32, 32, 64, 3, 1, 1), (5, 128, 16, 16, 128, 3, 2, 1),
                                         (2, 128, 4, 4, 256, 3, 1, 1), (40, 64, 16, 16, 320, 3, 1, 1),
                                         (3, 64, 14, 14, 128, 3, 1, 1), (9, 64, 56, 56, 64, 3, 1, 1),
-                                        (151, 64, 8, 8, 192, 1, 1, 0), (2, 64, 11, 9, 64, 3, 2, 1)]:
+                                        (151, 64, 8, 8, 192, 1, 1, 0), (2, 64, 11, 9, 64, 3, 2, 1),
+                                        (4, 64, 28, 28, 128, 3, 2, 1)]:
         geo = ((st, st), (pad, pad), (1, 1), 1)
         plan = tma_plan(P.ConvMode.FORWARD, dt, (n, c, h, w), (k, c, r, r), *geo, dev, config)
         assert plan is not None and (plan.a_map[5], plan.b_map[3][1]) == tile, (n, c, h, w, k)

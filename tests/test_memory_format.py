@@ -142,6 +142,7 @@ SHAPES = [  # (N, C, H, W, K, kernel, stride): TMA-read ones (channels multiples
     (4, 64, 16, 16, 64, 3, 1),
     (4, 64, 16, 16, 128, 3, 2),
     (3, 128, 8, 8, 64, 1, 2),
+    (2, 128, 28, 28, 64, 3, 2),
     (2, 64, 8, 8, 192, 3, 1),
     (2, 128, 4, 4, 128, 3, 1),
     (2, 64, 14, 14, 64, 3, 1),  # tiles not whole rows: the GEMM path, reading x as it is

@@ -9,7 +9,9 @@
 // stride: a class's pixels are a map of their own, reached from dY at stride 1 by the taps whose rows and
 // columns match the class (those tap_step = stride apart; none for some classes of a 1x1 filter, whose pixels
 // are then zeros). One launch runs every class of a stride of 2: a unit sums the two column classes of one
-// class row for the same pixels in turn, and writes them interleaved.
+// class row for the same pixels in turn, and writes them interleaved; or, channels-last through the TMA unit
+// (CT_TMA_OUT 2), a unit is one class's tile of whole rows of its map (as many as BM rows of the MMA take; those
+// past them are stale and not stored), stored as a strided 5-d box of the output.
 //
 // A tile is BM = 128 or 192 consecutive output pixels (m = (n, p, q) in order, across rows and images). For one
 // tap (r, s) and 64 channels, its operand A is one im2col-mode TMA load of the 4-d NHWC tensor {C, W, H, N}: the
@@ -80,6 +82,8 @@
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=128 -DCT_STAGES=4
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=1 -DCT_B_KRSC=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=64 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_B_KRSC=1
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2 -DCT_B_KRSC=1
+// nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BM=192 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=64 -DCT_STAGES=6
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
@@ -100,7 +104,8 @@
 #ifndef CT_NHWC_OUT  // 1: the forward / backward-data write channels-last (NHWC) output, else NCHW
 #define CT_NHWC_OUT 0
 #endif
-#ifndef CT_TMA_OUT  // 1: the forward / backward-data's tiles go out through the TMA unit (one class per unit)
+#ifndef CT_TMA_OUT  // 1: the forward / backward-data's tiles go out through the TMA unit (one class per unit); 2: the
+                    // stride-2 classes' tiles, of whole rows of a class's map, to NHWC output
 #define CT_TMA_OUT 0
 #endif
 #ifndef CT_B_KRSC  // 1: the backward-data's operand B read from the weight's own KRSC memory (MN-major), not packed
@@ -204,7 +209,7 @@ constexpr int LDE = BN + 8, EPI_ELEMS = BM * LDE;
 #else
 constexpr int LDE = BM + 8, EPI_ELEMS = BN * LDE;
 #endif
-constexpr int HEAD = 18;  // prm's shared entries (then PER_CLASS per class)
+constexpr int HEAD = 19;  // prm's shared entries (then PER_CLASS per class)
 
 // V 16-bit elements as one store
 template <int V> struct Run;
@@ -276,14 +281,19 @@ __device__ __forceinline__ void tile_to_boxes(unsigned char* boxes, const float 
 }
 
 // CT_TMA_OUT: the tile at pixel m0, channel n0 out of its boxes (one thread): NHWC, into the (M, N) matrix of
-// pixels x channels; NCHW, into the (images, N, OHW) array, where a box of 64 pixels lies in one image (the
-// host's OHW is a multiple of 64). The unit leaves out what lies past the tensor's ends (the last tile's rows
+// pixels x channels (CT_TMA_OUT 2: class c's pixels among the others', a box of whole rows of its (OH, OW) map);
+// NCHW, into the (images, N, OHW) array, where a box of 64 pixels lies in one image (the host's OHW is a
+// multiple of 64). The unit leaves out what lies past the tensor's ends (the last tile's rows
 // past M, a partial column tile's columns past N); a box wholly past them is not stored.
 __device__ __forceinline__ void store_boxes(const TmaDesc* map, const unsigned char* boxes, int m0, int n0, int M,
-                                            int N, int OHW) {
+                                            int N, int OHW, int OW, const Class& c) {
 #if CT_NHWC_OUT
     for (int b = 0; b < BN / 64 && n0 + 64 * b < N; ++b)
+#if CT_TMA_OUT == 2  // whole rows of class c's map: (channels, x0, q, y0, class row n * OH + p)
+        tma_store_5d(map, smem_addr(boxes + b * BM * 128), n0 + 64 * b, c.x0, 0, c.y0, m0 / OW);
+#else
         tma_store_2d(map, smem_addr(boxes + b * BM * 128), n0 + 64 * b, m0);
+#endif
 #else
     for (int h = 0; h < BM / 64 && m0 + 64 * h < M; ++h) {
         const int m = m0 + 64 * h, img = m / OHW;
@@ -295,8 +305,9 @@ __device__ __forceinline__ void store_boxes(const TmaDesc* map, const unsigned c
 
 // prm: M (a class's output pixels), N, OHW, OW (a class's map), c_tiles (Cp/64), n_tiles, per_row (units of one
 // class row), units, sy, ry, rx, S (the filter's), tap_step, subs, sx, lx, ly (the window's corner), vec (the
-// NCHW stores' run of pixels), then PER_CLASS entries per class (Class).
-// A unit is a tile of BM pixels x BN channels of `subs` classes: one (subs = 1: the forward, the stride-1
+// NCHW stores' run of pixels), pix (a tile's pixels: BM, or for CT_TMA_OUT 2 its whole rows of a class's map),
+// then PER_CLASS entries per class (Class).
+// A unit is a tile of pix pixels x BN channels of `subs` classes: one (subs = 1: the forward, the stride-1
 // backward-data), or the two column classes of a class row (subs = 2: the backward-data of stride 2, whose
 // pixels interleave in the output's rows; each class's tile is summed in turn and kept in shared memory, and
 // the two are written together). out: NCHW (or, CT_NHWC_OUT, NHWC) of subs * (OH, OW); map_out its tensor map
@@ -307,7 +318,8 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
          const int* __restrict__ prm, int flags) {
     const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], n_tiles = prm[5],
               per_row = prm[6], units = prm[7], sy = prm[8], ry = prm[9], rx = prm[10], S_all = prm[11],
-              tap_step = prm[12], subs = prm[13], sx = prm[14], lx = prm[15], ly = prm[16], vec = prm[17];
+              tap_step = prm[12], subs = prm[13], sx = prm[14], lx = prm[15], ly = prm[16], vec = prm[17],
+              pix = prm[18];
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // the ring's tiles start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -321,12 +333,13 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
         if (warp != 0 || lane != 0) return;
         for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
             const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
-            const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * BM, img = m0 / OHW, pq = m0 - img * OHW,
+            const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * pix, img = m0 / OHW, pq = m0 - img * OHW,
                       p0 = pq / OW, q0 = pq - p0 * OW;
             for (int sub = 0; sub < subs; ++sub) {
                 const Class c(prm + HEAD + PER_CLASS * (row * subs + sub));
                 for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {
-                    const unsigned full = pipe.acquire(STAGE_BYTES), dst = smem_addr(ring + pipe.stage * STAGE_BYTES);
+                    const unsigned full = pipe.acquire(STAGE_BYTES - (BM - pix) * BK * 2),
+                                   dst = smem_addr(ring + pipe.stage * STAGE_BYTES);
                     const int tap = kt / c_tiles, ct = kt - tap * c_tiles, r = tap / c.S, s = tap - r * c.S;
                     tma_load_im2col(dst, &map_a, full, ct * BK, lx + q0 * sx, ly + p0 * sy, img, c.ox + s * rx - lx,
                                     c.oy + r * ry - ly);
@@ -351,7 +364,7 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
     float acc[BN / 2];
     for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
         const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
-        const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * BM;
+        const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * pix;
         for (int sub = 0; sub < subs; ++sub) {
             const Class c(prm + HEAD + PER_CLASS * (row * subs + sub));
 #pragma unroll
@@ -385,7 +398,9 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
         }
 #if CT_TMA_OUT
         consumers_sync();
-        if (ct_id == 0) store_boxes(&map_out, reinterpret_cast<unsigned char*>(epi), m0, n0, M, N, OHW);
+        if (ct_id == 0)
+            store_boxes(&map_out, reinterpret_cast<unsigned char*>(epi), m0, n0, M, N, OHW, OW,
+                        Class(prm + HEAD + PER_CLASS * row));
 #else
         consumers_sync();
         const int y0 = Class(prm + HEAD + PER_CLASS * row * subs).y0;

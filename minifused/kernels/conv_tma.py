@@ -217,12 +217,23 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     m, ohw, ch = n * out[0] * out[1], out[0] * out[1], src[2]
     # the NCHW stores' run of pixels: along one image (subs = 1) or one class row (subs = 2, interleaved)
     vec = next(v for v in ((8, 4, 2, 1) if subs == 1 else (4, 2, 1)) if (ohw if subs == 1 else out[1]) % v == 0)
-    bm, bn = _tile(m, cols, len(classes) // subs, sms, tile_m, tile_n)
-    a_map = _im2col_map(n, *src, win, bm, step)
+    # channels-last stride-2 classes: a unit is one class's tile of whole rows of its map, out through the TMA
+    # unit (where those rows fill 3/4 of a tile and the driver takes the map), else two classes' interleaved
+    class_rows = subs == 2 and nhwc_out
+    bm, bn = _tile(m, cols, len(classes) // (1 if class_rows else subs), sms, tile_m, tile_n)
+    pix, tma_out = bm, 1
+    if class_rows:
+        rows = bm // out[1]
+        out_map = _class_rows_map(dtype, n, out, cols, rows) if 4 * rows * out[1] >= 3 * bm else None
+        if out_map is not None:
+            pix, tma_out, subs = rows * out[1], 2, 1
+            classes = tuple(sorted(classes, key=lambda row: -row[0] * row[1]))  # the units of most taps first
+    a_map = _im2col_map(n, *src, win, pix, step)
     if not _encodable(dtype, a_map):
         return None
-    m_tiles, n_tiles = -(-m // bm), -(-cols // bn)
-    out_map = _out_map(dtype, n, ohw, m, cols, bm, bn, subs, nhwc_out, m_tiles * n_tiles > sms)
+    m_tiles, n_tiles = -(-m // pix), -(-cols // bn)
+    if tma_out == 1:
+        out_map = _out_map(dtype, n, ohw, m, cols, bm, bn, subs, nhwc_out, m_tiles * n_tiles > sms)
     # the ring (1024-byte aligned; as many stages as the block's shared memory holds beside the rest: loads
     # further ahead measured faster), the epilogue's tiles T[bn][bm + 8] (NHWC: T[bm][bn + 8]; one per class of a
     # unit), the mbarriers (16 bytes a stage)
@@ -239,12 +250,12 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     if not _encodable(dtype, b_map):
         return None
     kern = _kernel("conv_tma", dtype, smem, f"-DCT_BM={bm}", f"-DCT_BN={bn}", f"-DCT_STAGES={stages}",
-                   f"-DCT_NHWC_OUT={int(nhwc_out)}", f"-DCT_TMA_OUT={int(out_map is not None)}",
+                   f"-DCT_NHWC_OUT={int(nhwc_out)}", f"-DCT_TMA_OUT={tma_out if out_map is not None else 0}",
                    f"-DCT_B_KRSC={int(b_krsc)}")
     per_row = m_tiles * n_tiles
     units = per_row * (len(classes) // subs)
     prm = cupy.asarray(np.array([m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, units, sy, ry, rx, s,
-                                 tap_step, subs, step[1], win[0][1], win[0][0], vec,
+                                 tap_step, subs, step[1], win[0][1], win[0][0], vec, pix,
                                  *(v for row in classes for v in row)], np.int32))
     return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype), a_map, b_map, threads=128 + 2 * bm,
                    n_maps=3, out_map=out_map, b_krsc=b_krsc)
@@ -280,13 +291,10 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
         if pix < NARROW_MIN_PIXELS or cols % 8:
             return None
         per_class = -(-n * out[0] // rows)
-        # NHWC (n, 2 oh, 2 ow, cols) as (cols, x0, q, y0, class row n * oh + p): a box of whole rows of one class
-        e = 2 * cols
-        out_map = ("tiled", (cols, 2, out[1], 2, n * out[0]), (e, 2 * e, 2 * out[1] * e, 4 * out[1] * e),
-                   (BOX_C, 1, out[1], 1, rows), (1,) * 5)
+        out_map = _class_rows_map(dtype, n, out, cols, rows)
         classes = sorted(classes, key=lambda row: -row[0] * row[1])  # the units of most taps first
     a_map = _im2col_map(n, *src, win, pix, step)
-    if not (_encodable(dtype, a_map) and _encodable(dtype, out_map)):
+    if out_map is None or not (_encodable(dtype, a_map) and _encodable(dtype, out_map)):
         return None
     # the ring (1024-byte aligned) beside the two warpgroups' output boxes; the mbarriers (16 bytes a stage, and
     # the two turns)
@@ -344,6 +352,16 @@ def _out_map(dtype, n, ohw, m, cols, bm, bn, subs, nhwc_out, waves):
         spec = _tiled_map((ohw, cols, n), (BOX_C, bn, 1))
     else:
         return None
+    return spec if _encodable(dtype, spec) else None
+
+
+def _class_rows_map(dtype, n, out, cols, rows):
+    """The spec of the map through which a stride-2 backward-data's units store tiles of ``rows`` whole rows of a
+    class's ``out`` = (h, w) map, or None where the driver does not take it: the NHWC output (n, 2h, 2w, cols) as
+    (cols, x0, q, y0, class row n*h + p), boxes of 64 channels of one class's rows."""
+    e = 2 * cols  # a pixel's bytes
+    spec = ("tiled", (cols, 2, out[1], 2, n * out[0]), (e, 2 * e, 2 * out[1] * e, 4 * out[1] * e),
+            (BOX_C, 1, out[1], 1, rows), (1,) * 5)
     return spec if _encodable(dtype, spec) else None
 
 
