@@ -251,32 +251,46 @@ __device__ __forceinline__ void store_nchw_pairs(T* __restrict__ out, const T* e
     }
 }
 
-// CT_TMA_OUT: a tile's boxes for the TMA unit, 128-byte swizzled rows of 64 elements: NHWC, BN / 64 boxes of
-// BM pixels x 64 channels; NCHW, BM / 64 boxes of BN channels x 64 pixels. `row` is the thread's first of its
-// accumulators' rows (mma.sync's C layout per 16 rows: row, row + 8; columns 2 * tig, + 1 of each 8).
-template <int NA>
-__device__ __forceinline__ void tile_to_boxes(unsigned char* boxes, const float (&acc)[NA], int row, int tig, int n0,
-                                              int N, const T* __restrict__ bias, int flags) {
+// A tile's accumulators as T into shared memory, bias and ReLU applied in fp32, by stmatrix four 8 x 8 matrices at a
+// time: (column block j, rows + 0), (j, + 8), (j + 1, + 0), (j + 1, + 8). `row0` is the warp's first of the
+// accumulators' rows (mma.sync's C layout per 16 rows: row0 + lane / 4, + 8; columns 2 * (lane % 4), + 1 of each
+// 8); `at(m, n)` the shared address of the 16 bytes of pixel m's channels n.. n + 7 (NHWC) or of channel n's
+// pixels m.. m + 7 (NCHW).
+template <int NA, typename At>
+__device__ __forceinline__ void tile_to_smem(const float (&acc)[NA], int row0, int lane, int n0, int N,
+                                             const T* __restrict__ bias, int flags, At at) {
+    const int tig = lane & 3, mi = lane >> 3, l8 = lane & 7;  // this lane addresses matrix mi's row (column) l8
+    const int mr = row0 + (mi & 1) * 8;  // matrix mi's first row
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
+    for (int j = 0; j < BN / 8; j += 2) {
+        unsigned r[4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int mr = row + h * 8, nc = j * 8 + tig * 2;
-            const float v[2] = {bias_relu(acc[j * 4 + h * 2], n0 + nc, N, bias, flags),
-                                bias_relu(acc[j * 4 + h * 2 + 1], n0 + nc + 1, N, bias, flags)};
-#if CT_NHWC_OUT  // the two channels are adjacent in their pixel's row
-            union { unsigned u; T e[2]; } pair;
-            pair.e[0] = from_f<T>(v[0]);
-            pair.e[1] = from_f<T>(v[1]);
-            unsigned char* box = boxes + (nc / 64) * (BM * 128);
-            *reinterpret_cast<unsigned*>(box + swizzle128(mr * 128 + (nc % 64) * 2)) = pair.u;
-#else
-            unsigned char* box = boxes + (mr / 64) * (BN * 128);
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-                *reinterpret_cast<T*>(box + swizzle128((nc + e) * 128 + (mr % 64) * 2)) = from_f<T>(v[e]);
-#endif
+        for (int i = 0; i < 4; ++i) {
+            const int jj = j + i / 2, h = i & 1, nc = jj * 8 + tig * 2;
+            r[i] = pack2<T>(bias_relu(acc[jj * 4 + h * 2], n0 + nc, N, bias, flags),
+                            bias_relu(acc[jj * 4 + h * 2 + 1], n0 + nc + 1, N, bias, flags));
         }
+        const int nc = (j + mi / 2) * 8;  // matrix mi's first column
+#if CT_NHWC_OUT  // a row per pixel
+        stmatrix_x4<false>(at(mr + l8, nc), r);
+#else  // a row per channel: the matrices transposed
+        stmatrix_x4<true>(at(mr, nc + l8), r);
+#endif
+    }
+}
+
+// CT_TMA_OUT: a tile's boxes for the TMA unit, 128-byte swizzled rows of 64 elements: NHWC, BN / 64 boxes of
+// BM pixels x 64 channels; NCHW, BM / 64 boxes of BN channels x 64 pixels
+template <int NA>
+__device__ __forceinline__ void tile_to_boxes(unsigned char* boxes, const float (&acc)[NA], int row0, int lane,
+                                              int n0, int N, const T* __restrict__ bias, int flags) {
+    tile_to_smem(acc, row0, lane, n0, N, bias, flags, [boxes](int m, int n) {
+#if CT_NHWC_OUT
+        return smem_addr(boxes + (n / 64) * (BM * 128) + swizzle128(m * 128 + (n % 64) * 2));
+#else
+        return smem_addr(boxes + (m / 64) * (BN * 128) + swizzle128(n * 128 + (m % 64) * 2));
+#endif
+    });
     fence_async_smem();
 }
 
@@ -360,7 +374,6 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
 
     // -------------------------------------------------------------------- consumers
     const int wg = warp / 4 - 1, ct_id = tid - 128;  // the warpgroup among the MMAs' (0, 1, 2); the thread's index
-    const int g = lane >> 2, tig = lane & 3;
     float acc[BN / 2];
     for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
         const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
@@ -380,20 +393,14 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
 #if CT_TMA_OUT  // one class per unit
             if (ct_id == 0) bulk_wait_read();  // the TMA unit has read the last tile out of the boxes
             consumers_sync();
-            tile_to_boxes(reinterpret_cast<unsigned char*>(epi), acc, wg * 64 + (warp % 4) * 16 + g, tig, n0, N,
+            tile_to_boxes(reinterpret_cast<unsigned char*>(epi), acc, wg * 64 + (warp % 4) * 16, lane, n0, N,
                           bias, flags);
 #else
             // fp32 -> bias, ReLU -> T into the sub's tile (after the last unit's readers are done)
             if (sub == 0) consumers_sync();
             T* e = epi + sub * EPI_ELEMS;
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-                for (int t = 0; t < 4; ++t) {
-                    const int mr = wg * 64 + (warp % 4) * 16 + g + (t >> 1) * 8, nc = j * 8 + tig * 2 + (t & 1);
-                    e[CT_NHWC_OUT ? mr * LDE + nc : nc * LDE + mr] = from_f<T>(bias_relu(acc[j * 4 + t], n0 + nc, N,
-                                                                                         bias, flags));
-                }
+            tile_to_smem(acc, wg * 64 + (warp % 4) * 16, lane, n0, N, bias, flags,
+                         [e](int m, int n) { return smem_addr(CT_NHWC_OUT ? e + m * LDE + n : e + n * LDE + m); });
 #endif
         }
 #if CT_TMA_OUT

@@ -73,6 +73,26 @@ __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.w
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 // makes this thread's shared-memory writes visible to the TMA unit (the async proxy)
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Four 8 x 8 matrices of 16-bit elements out of the MMAs' accumulator layout into shared memory (stmatrix): the
+// thread holds, packed in r[i], row lane / 4 and columns 2 * (lane % 4), + 1 of matrix i; lane l gives the address
+// of matrix l / 8's row l % 8 (16 bytes), or with TRANS of its column l % 8 (the matrix stored transposed).
+template <bool TRANS>
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4]) {
+    if (TRANS)
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                     ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+    else
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                     ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
+// two floats as two 16-bit T in one word (the first in the low half: the lower address)
+template <typename T> __device__ __forceinline__ unsigned pack2(float a, float b) {
+    union { unsigned u; T e[2]; } p;
+    p.e[0] = from_f<T>(a);
+    p.e[1] = from_f<T>(b);
+    return p.u;
+}
+
 // the byte offset of byte `o` of a box of 128-byte rows in the 128-byte swizzle (the box 1024-byte aligned):
 // its 16-byte chunk within the row XOR the row's index mod 8
 __device__ __forceinline__ unsigned swizzle128(unsigned o) { return o ^ (((o >> 7) & 7u) << 4); }

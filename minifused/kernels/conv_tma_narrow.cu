@@ -106,7 +106,7 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
     }
 
     // -------------------------------------------------------------------- the MMA warpgroups
-    const int wg = warp / 4 - 1, g = lane >> 2, tig = lane & 3;
+    const int wg = warp / 4 - 1, g = lane >> 2;
     const int row = (warp % 4) * 16 + g;  // the thread's first output channel (and row + 8)
     const bool leader = tid % 128 == 0;
     unsigned char* box = boxes + wg * BOX_BYTES;
@@ -147,23 +147,25 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
         // the tile into its box (once the TMA unit has read this warpgroup's last one out of it)
         if (leader) bulk_wait_read();
         group_sync(wg);
+        // the accumulators by stmatrix, four 8 x 8 matrices at a time: (pixel block j, channels + 0), (j, + 8),
+        // (j + 1, + 0), (j + 1, + 8) of the warp's 16 channels; this lane addresses matrix mi's row (or column) l8
+        const int mi = lane >> 3, l8 = lane & 7, c0 = (warp % 4) * 16 + (mi & 1) * 8;
 #pragma unroll
-        for (int j = 0; j < PIX / 8; ++j)
+        for (int j = 0; j < PIX / 8; j += 2) {
+            unsigned r[4];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int ch = row + h * 8, px = j * 8 + tig * 2;
-                const float v0 = bias_relu(acc[j * 4 + h * 2], ch, N, bias, flags),
-                            v1 = bias_relu(acc[j * 4 + h * 2 + 1], ch, N, bias, flags);
-#if CT_NHWC_OUT  // a row per pixel: the two pixels are two rows
-                *reinterpret_cast<T*>(box + swizzle128(px * 128 + ch * 2)) = from_f<T>(v0);
-                *reinterpret_cast<T*>(box + swizzle128((px + 1) * 128 + ch * 2)) = from_f<T>(v1);
-#else  // a row per channel in the box of 64 pixels: the two pixels are adjacent
-                union { unsigned u; T e[2]; } pair;
-                pair.e[0] = from_f<T>(v0);
-                pair.e[1] = from_f<T>(v1);
-                *reinterpret_cast<unsigned*>(box + (px / 64) * 8192 + swizzle128(ch * 128 + (px % 64) * 2)) = pair.u;
-#endif
+            for (int i = 0; i < 4; ++i) {
+                const int jj = j + i / 2, h = i & 1;
+                r[i] = pack2<T>(bias_relu(acc[jj * 4 + h * 2], row + h * 8, N, bias, flags),
+                                bias_relu(acc[jj * 4 + h * 2 + 1], row + h * 8, N, bias, flags));
             }
+            const int px = (j + mi / 2) * 8;  // matrix mi's first pixel
+#if CT_NHWC_OUT  // a row per pixel: the matrices transposed, a pixel's 8 channels (16 bytes) a row
+            stmatrix_x4<true>(smem_addr(box + swizzle128((px + l8) * 128 + c0 * 2)), r);
+#else  // a row per channel in the box of 64 pixels: a channel's 8 pixels a row
+            stmatrix_x4<false>(smem_addr(box + (px / 64) * 8192 + swizzle128((c0 + l8) * 128 + (px % 64) * 2)), r);
+#endif
+        }
         fence_async_smem();
         group_sync(wg);
         if (leader) {  // the unit leaves out what lies past the tensor's ends (pixels past M, channels past N)
