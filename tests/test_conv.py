@@ -1121,8 +1121,9 @@ def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
     transposed). Forward (bias, ReLU) and backward-data match the float64 reference and conv_tma.cu's results (the
     narrow kernel turned off), NCHW and channels-last: fewer than 64 channels (rows past them are zeros the
     unit leaves out), units past the batch, dilated, strided, 1x1 and 5x5 taps, classes without taps (a 1x1
-    filter's zeros), class rows that leave a unit's last columns unused or the last unit part-empty, and grids of
-    several units per block, which the two MMA warpgroups take in turns."""
+    filter's zeros), class rows that leave a unit's last columns unused or the last unit part-empty, 28-wide class
+    maps on the kernel of 168 columns, and grids of several units per block, which the two MMA warpgroups take in
+    turns."""
     import cupy
 
     from minifused.kernels import sm_count, to_channels_last
@@ -1138,7 +1139,8 @@ def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
                                              (32, 64, 56, 56, 64, 3, 1, 1, 1), (3, 64, 24, 16, 64, 5, 1, 2, 1),
                                              (7, 192, 8, 8, 64, 3, 1, 1, 1), (3, 64, 14, 14, 64, 3, 2, 1, 1),
                                              (5, 32, 28, 28, 64, 3, 2, 1, 1), (37, 64, 56, 56, 128, 1, 2, 0, 1),
-                                             (64, 64, 32, 32, 128, 3, 2, 1, 1), (3, 48, 18, 26, 128, 3, 2, 1, 1)]:
+                                             (64, 64, 32, 32, 128, 3, 2, 1, 1), (3, 48, 18, 26, 128, 3, 2, 1, 1),
+                                             (3, 48, 56, 56, 128, 3, 2, 1, 1)]:
         geo = ((st, st), (pad, pad), (dil, dil), 1)
         x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
         wt = cupy.asarray(rng.standard_normal((k, c, r, r)) / (c * r * r) ** 0.5).astype(dt)
@@ -1166,6 +1168,8 @@ def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
             dplan = tma_plan(P.ConvMode.BACKWARD_DATA, dt, x.shape, wt.shape, *geo, dev, P.DEFAULT_CONFIG,
                              nhwc_out=nhwc)
             assert dplan.narrow and dplan.nchw_via_nhwc == (st == 2 and not nhwc), (n, c, h, w, k, nhwc)
+            # 28-wide class maps: 6 rows, a kernel of 168 columns
+            assert ("-DCT_PIX=168" in dplan.kern.options) == (st == 2 and w == 56), (n, c, h, w, k, nhwc)
             dyin = to_channels_last(dy) if nhwc else dy
             dx = K.conv2d_backward_data(dyin, wt, x.shape, *geo)
             dx_off = K.conv2d_backward_data(dyin, wt, x.shape, *geo, config=off)

@@ -85,6 +85,16 @@ __device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4
         asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
                      ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
+// two such matrices (lanes 0-15 give the addresses)
+template <bool TRANS>
+__device__ __forceinline__ void stmatrix_x2(unsigned addr, unsigned r0, unsigned r1) {
+    if (TRANS)
+        asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};\n" ::"r"(addr), "r"(r0), "r"(r1)
+                     : "memory");
+    else
+        asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\n" ::"r"(addr), "r"(r0), "r"(r1)
+                     : "memory");
+}
 // two floats as two 16-bit T in one word (the first in the low half: the lower address)
 template <typename T> __device__ __forceinline__ unsigned pack2(float a, float b) {
     union { unsigned u; T e[2]; } p;

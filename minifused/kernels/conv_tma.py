@@ -263,6 +263,7 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
 
 NARROW_PIXELS = 192  # conv_tma_narrow.cu's CT_PIX: output pixels per unit (the MMA's columns)
 NARROW_MIN_PIXELS = 128  # the fewest of them a unit of the stride-2 classes (whole rows of a class's map) may use
+NARROW_ROWS_PIXELS = (168,)  # units of class rows that take a kernel of that many columns (6 rows of 28-wide maps)
 
 
 def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
@@ -271,7 +272,8 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
     (which NCHW output needs; channels-last output takes the same kernel as NCHW, so that both layouts compute the
     same bits); of the stride-2 classes, rows of a class's map that fill fewer than :data:`NARROW_MIN_PIXELS` of a
     unit's pixels, or channels not in runs of 16 bytes. The classes' units store NHWC boxes of whole rows of
-    their map (NCHW output: the plan's ``nchw_via_nhwc``)."""
+    their map (NCHW output: the plan's ``nchw_via_nhwc``), on a kernel of as many columns where
+    :data:`NARROW_ROWS_PIXELS` has one."""
     import cupy
 
     src, out, cols, step, (sy, ry, rx), tap_step, subs, classes, win = dataclasses.astuple(g)
@@ -281,13 +283,14 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
     if subs == 1:
         if ohw % BOX_C:
             return None
-        pix = NARROW_PIXELS
+        pix = columns = NARROW_PIXELS
         per_class = -(-m // pix)
         # the output: NHWC, the (m, cols) matrix of pixels x channels; NCHW, (n, cols, ohw) in boxes of 64 pixels
         out_map = _tiled_map((cols, m), (BOX_C, pix)) if nhwc_out else _tiled_map((ohw, cols, n), (BOX_C, BOX_C, 1))
     else:
         rows = NARROW_PIXELS // out[1]
         pix = rows * out[1]
+        columns = pix if pix in NARROW_ROWS_PIXELS else NARROW_PIXELS
         if pix < NARROW_MIN_PIXELS or cols % 8:
             return None
         per_class = -(-n * out[0] // rows)
@@ -298,12 +301,12 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
         return None
     # the ring (1024-byte aligned) beside the two warpgroups' output boxes; the mbarriers (16 bytes a stage, and
     # the two turns)
-    fixed, per_stage = 1024 + 2 * NARROW_PIXELS * 128 + 16, (BOX_C + NARROW_PIXELS) * BOX_C * 2 + 16
+    fixed, per_stage = 1024 + 2 * columns * 128 + 16, (BOX_C + columns) * BOX_C * 2 + 16
     stages = min(MAX_STAGES, (smem_per_block(dev_id) - fixed) // per_stage)
     smem = fixed + stages * per_stage
     nhwc_kernel = nhwc_out or subs > 1
     kern = _kernel("conv_tma_narrow", dtype, smem, f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_kernel)}",
-                   source="conv_tma_narrow.cu")
+                   f"-DCT_PIX={columns}", source="conv_tma_narrow.cu")
     units = per_class * len(classes)
     prm = cupy.asarray(np.array([m, cols, ohw, out[1], src[2] // BOX_C, units, sy, ry, rx, s, tap_step, step[1],
                                  win[0][1], win[0][0], pix, per_class, subs, *(v for row in classes for v in row)],

@@ -12,22 +12,23 @@
 // weights) and a warpgroup's 192 pixels its columns (operand B: one im2col load): an m64 x n192 x k16 step reads
 // 8 KiB for three times the MMAs.
 //
-// A unit is 192 consecutive output pixels x the 64 channels; of a stride-2 backward-data's class, as many whole rows
-// of the class's map as 192 columns take (its pixels interleave with the other classes' in the output, so that a
-// box of them is a strided 5-d box of the NHWC output, whole rows of it; the MMA's columns past them are stale and
-// not stored), the units of one class after another. Warp-specialized and persistent as conv_tma.cu: one
-// block per SM walks the units (blockIdx.x, + gridDim.x, ...); warp 0 issues the loads of each unit's stages in
-// turn into a STAGES-deep ring; the two MMA warpgroups take the block's units alternately, each its own stages of
-// the ring. Their main loops take turns (ping-pong: one writes its tile while the other multiplies): a warpgroup
-// waits for a stage's loads by the parity of its phase, which tells the stage's use from the one before it but
-// not from the one before that, so a warpgroup starts on its unit's stages only once the other has seen each of
-// its own land (the turn mbarriers). The tiles go out through the TMA unit: NHWC (CT_NHWC_OUT) a box of 192
-// pixels x 64 channels (a class's: of its rows' pixels), NCHW three boxes of 64 channels x 64 pixels of one image
-// (the host's OHW is a multiple of 64; the stride-2 classes only NHWC, which the host transposes for NCHW).
-// Bias and ReLU in fp32, as conv_tma.cu's.
+// A unit is 192 consecutive output pixels x the 64 channels; of a stride-2 backward-data's class, as many whole rows of
+// the class's map as 192 columns take (its pixels interleave with the other classes' in the output, so that a box of
+// them is a strided 5-d box of the NHWC output, whole rows of it; the MMA's columns past them are stale and not stored;
+// 28-wide maps take 168 columns, 6 rows, and leave none), the units of one class after another. Warp-specialized and
+// persistent as conv_tma.cu: one block per SM walks the units (blockIdx.x, + gridDim.x, ...); warp 0 issues the loads
+// of each unit's stages in turn into a STAGES-deep ring; the two MMA warpgroups take the block's units alternately,
+// each its own stages of the ring. Their main loops take turns (ping-pong: one writes its tile while the other
+// multiplies): a warpgroup waits for a stage's loads by the parity of its phase, which tells the stage's use from the
+// one before it but not from the one before that, so a warpgroup starts on its unit's stages only once the other has
+// seen each of its own land (the turn mbarriers). The tiles go out through the TMA unit: NHWC (CT_NHWC_OUT) a box of
+// 192 pixels x 64 channels (a class's: of its rows' pixels), NCHW three boxes of 64 channels x 64 pixels of one image
+// (the host's OHW is a multiple of 64; the stride-2 classes only NHWC, which the host transposes for NCHW). Bias and
+// ReLU in fp32, as conv_tma.cu's.
 //
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_STAGES=5 -DCT_NHWC_OUT=1
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_STAGES=5 -DCT_NHWC_OUT=1 -DCT_PIX=168
 #include "conv_tma.cuh"  // CT_T, CT_IS_BF16
 
 #ifndef CT_STAGES
@@ -37,12 +38,16 @@
 #define CT_NHWC_OUT 0
 #endif
 
+#ifndef CT_PIX  // output pixels per unit, the MMA's columns: 192, or 168 for the classes of 28-wide maps (6 rows)
+#define CT_PIX 192
+#endif
+
 typedef CT_T T;
-#define CT_PIX 192  // output pixels per unit: the MMA's columns
 constexpr int PIX = CT_PIX, BK = 64, STAGES = CT_STAGES, NT = 384;  // the producer's warpgroup and two of MMAs
 constexpr int A_BYTES = 64 * BK * 2, B_BYTES = PIX * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int BOX_BYTES = PIX * 128;  // a warpgroup's output tile, 192 x 64 16-bit elements as 128-byte rows
+constexpr int BOX_BYTES = PIX * 128;  // a warpgroup's output tile, PIX x 64 16-bit elements as 128-byte rows
 static_assert(sizeof(T) == 2, "fp16 or bf16");
+static_assert(PIX == 192 || (PIX == 168 && CT_NHWC_OUT), "192 pixels a unit (168: NHWC boxes of class rows)");
 
 #define WG_N CT_PIX
 #define WG_KIND CT_IS_BF16
@@ -149,22 +154,27 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
         group_sync(wg);
         // the accumulators by stmatrix, four 8 x 8 matrices at a time: (pixel block j, channels + 0), (j, + 8),
         // (j + 1, + 0), (j + 1, + 8) of the warp's 16 channels; this lane addresses matrix mi's row (or column) l8
+        // (an odd last pixel block, PIX = 168: its two matrices alone, addressed by lanes 0-15)
         const int mi = lane >> 3, l8 = lane & 7, c0 = (warp % 4) * 16 + (mi & 1) * 8;
 #pragma unroll
         for (int j = 0; j < PIX / 8; j += 2) {
             unsigned r[4];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                const int jj = j + i / 2, h = i & 1;
+                const int jj = min(j + i / 2, PIX / 8 - 1), h = i & 1;
                 r[i] = pack2<T>(bias_relu(acc[jj * 4 + h * 2], row + h * 8, N, bias, flags),
                                 bias_relu(acc[jj * 4 + h * 2 + 1], row + h * 8, N, bias, flags));
             }
             const int px = (j + mi / 2) * 8;  // matrix mi's first pixel
 #if CT_NHWC_OUT  // a row per pixel: the matrices transposed, a pixel's 8 channels (16 bytes) a row
-            stmatrix_x4<true>(smem_addr(box + swizzle128((px + l8) * 128 + c0 * 2)), r);
+            const unsigned at = smem_addr(box + swizzle128((px + l8) * 128 + c0 * 2));
 #else  // a row per channel in the box of 64 pixels: a channel's 8 pixels a row
-            stmatrix_x4<false>(smem_addr(box + (px / 64) * 8192 + swizzle128((c0 + l8) * 128 + (px % 64) * 2)), r);
+            const unsigned at = smem_addr(box + (px / 64) * 8192 + swizzle128((c0 + l8) * 128 + (px % 64) * 2));
 #endif
+            if (j + 1 < PIX / 8)
+                stmatrix_x4<CT_NHWC_OUT != 0>(at, r);
+            else
+                stmatrix_x2<CT_NHWC_OUT != 0>(at, r[0], r[1]);
         }
         fence_async_smem();
         group_sync(wg);
