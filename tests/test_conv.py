@@ -1231,21 +1231,21 @@ def test_gpu_tma_tiles_match_reference(dtype, tile, poisoned_pool):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_tma_wgrad_split_counts_match_reference(dtype, poisoned_pool):
     """The TMA filter gradient at the split counts a config asks for (one split, a few, more than the pixels'
-    64-pixel chunks: capped at one per chunk) matches the float64 reference: the splits' fp32 partials cover
-    the pixels once each, whatever their count."""
+    chunks of WGRAD_PIXELS: capped at one per chunk) matches the float64 reference: the splits' fp32 partials
+    cover the pixels once each, whatever their count (a last chunk partly past the pixels, chunks across images)."""
     import cupy
 
-    from minifused.kernels.conv_tma import tma_wgrad_plan
+    from minifused.kernels.conv_tma import WGRAD_PIXELS, tma_wgrad_plan
 
     if cupy.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA kernel needs an sm_90 GPU")
     dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
     rng = np.random.default_rng(13)
     for (n, c, h, w, k, r, st, pad) in [(3, 64, 16, 16, 64, 3, 1, 1), (2, 128, 8, 8, 192, 3, 2, 1),
-                                        (4, 64, 8, 8, 128, 1, 1, 0)]:
+                                        (4, 64, 8, 8, 128, 1, 1, 0), (7, 64, 10, 10, 64, 3, 1, 1)]:
         geo = ((st, st), (pad, pad), (1, 1), 1)
         p = K.out_size(h, r, st, pad, 1)
-        chunks = -(-n * p * p // 64)
+        chunks = -(-n * p * p // WGRAD_PIXELS)
         x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
         dy = cupy.asarray(rng.standard_normal((n, k, p, p))).astype(dt)
         ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), (k, c, r, r), *geo)
@@ -1264,11 +1264,11 @@ def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
     (cast) by wgrad_reduce give, on 64- and 128-row tiles, a partial row tile and partial column tiles;
     conv2d_backward_filter (NCHW: KCRS through wgrad_reduce_kcrs, a 1x1 filter's written directly; channels-last
     with a channels-last weight: KRSC) gives those bits at one split and wgrad_reduce's sum of the partials at
-    more (a few, one per 64-pixel chunk)."""
+    more (a few, one per chunk of WGRAD_PIXELS)."""
     import cupy
 
     from minifused.kernels import to_channels_last
-    from minifused.kernels.conv_tma import launch_tma_wgrad, tma_wgrad_plan
+    from minifused.kernels.conv_tma import WGRAD_PIXELS, launch_tma_wgrad, tma_wgrad_plan
 
     if cupy.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA kernel needs an sm_90 GPU")
@@ -1279,7 +1279,7 @@ def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
                                         (4, 64, 8, 8, 128, 1, 1, 0), (5, 192, 6, 6, 256, 3, 1, 1)]:
         geo = ((st, st), (pad, pad), (1, 1), 1)
         p = K.out_size(h, r, st, pad, 1)
-        chunks = -(-n * p * p // 64)
+        chunks = -(-n * p * p // WGRAD_PIXELS)
         x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
         dy = cupy.asarray(rng.standard_normal((n, k, p, p))).astype(dt)
         xc, dyc = to_channels_last(x), to_channels_last(dy)  # with 64-multiple channels: the packed operands

@@ -45,33 +45,27 @@
 //
 //   dW[k, (r,s,c)] = sum_{m=(n,p,q)} dY_nhwk[m, k] * X_nhwc[n, p*sy + oy + r*ry, q*sx + ox + s*rx, c],
 //
-// reduced over 64 output pixels per stage: operand A is dY's 2-d box of 64 pixels x 64 channels (one per 64
-// rows of the tile), operand B two im2col loads of X, each 64 pixels x 64 channels of one tap (a column tile
-// of 128 may span two taps). Both land pixel-major, i.e. MN-major for wgmma (the transposed operand form).
+// reduced over WPIX = 128 output pixels per stage: operand A is dY's 2-d boxes of 128 pixels x 64 channels (one
+// per 64 rows of the tile), operand B two im2col loads of X, each 128 pixels x 64 channels of one tap (a column
+// tile of 128 may span two taps). Both land pixel-major, i.e. MN-major for wgmma (the transposed operand form).
 // Work units are (row tile, column tile, split of the pixels). Split, each unit writes its fp32 partial tile
 // from registers, and conv_util.cu's wgrad_reduce sums the splits in order; unsplit, the units may write dW
 // itself where its memory is the partials' order (KRSC: a channels-last weight's, or any 1x1 filter's).
-// (Measured slower: KCRS dW written from the registers, 2-byte stores RS apart, where wgrad_reduce_kcrs
-// transposes through shared memory; split tiles summed by their last unit to arrive, counted on a per-tile
-// counter, even at two splits: each unit's fence, count and read-back stall its MMA warps; a stream-K schedule,
-// each block an equal run of one tile's 64-pixel steps after another (no idle SMs in a last wave), at 0.54-0.98x
-// this one's speed on the deep layers its model picked it for: probably as its blocks running at once read
-// different pixels, where split-K's units of one split share theirs across the column tiles through the L2; a
-// tile's splits on the 2 or 4 blocks of a thread-block cluster, summed over distributed shared memory into dW
-// with no fp32 partials through memory: 0.86-1.04x this one's speed on ResNet's deep layers, 0.1-0.7x where
-// split-K takes many splits, so the partials' round trip is not what limits the deep layers either; deeper rings
-// (7 stages of 128-row tiles, 9 of 64-row ones): within noise on every ResNet shape; x read by tiled loads where
-// a 1x1 filter allows, as fast as by im2col loads. Nsight Compute on c512h7: the tensor pipe active 49% of the
-// time, against 83% for cuDNN's kernel of the same 128 x 128 x 64 tile, which reads a third fewer L2 sectors.
-// The kernel alone on c512h7, bf16: its MMAs with the loads left out ran at 595 TFLOP/s, its loads with the MMAs
-// left out at 524, both at 360: the two overlap poorly, and Nsight Compute's stall samples put half of the MMA
-// warps' time in the waits for stages to land (by the rates, the loads move 32 bytes a clock per SM alone, 22
-// beside the MMAs; the forward's move 34 beside its own). Not the cause: the operands' MN-major form (read K-major,
-// same bytes: as fast), the im2col gather (chunks as 4-d boxes of output pixels by tiled loads: as fast), the ring's
-// depth (3 to 7 stages: within 8%), the clocks (1980 MHz at 612 W throughout; cuDNN's kernel ran at 1875). Tried
-// and not kept: 128 x 256 tiles (m64n256 per warpgroup, a quarter fewer bytes per FLOP), 0.87-1.04x on the deep
-// layers of one H200, 1.2x on another whose loads ran slower; row tiles in pairs of a thread-block cluster that
-// share X's loads by multicast (a third fewer bytes per block), 0.64-0.87x.)
+//
+// The loads limit this kernel: its MMAs alone, and its loads alone, each ran faster than both together, and
+// neither the ring's depth (3 to 7 stages), the unit order, the MMAs' wait (a stage released as soon as its own
+// MMAs finish), the operands' MN-major form nor the epilogue (the partial tiles stored through the TMA unit
+// while the MMAs go on) moved it. The TMA unit's rate does depend on the boxes' size: a stage of 64 pixels, four
+// boxes of 8 KiB, left the MMA warps waiting for data a quarter of their time, and the same bytes in boxes of
+// 16 KiB (128 pixels, half as many boxes per byte) run the whole kernel 1.1-1.5x as fast on ResNet's shapes.
+// (Measured slower, at 64 pixels a stage: KCRS dW written from the registers, 2-byte stores RS apart, where
+// wgrad_reduce_kcrs transposes through shared memory; split tiles summed by their last unit to arrive, counted on
+// a per-tile counter: each unit's fence, count and read-back stall its MMA warps; a stream-K schedule, each
+// block an equal run of one tile's steps after another (no idle SMs in a last wave), at 0.54-0.98x; a tile's
+// splits on the 2 or 4 blocks of a thread-block cluster, summed over distributed shared memory into dW: 0.86-1.04x
+// on ResNet's deep layers, 0.1-0.7x where split-K takes many splits; x read by tiled loads where a 1x1 filter
+// allows: as fast as by im2col loads; 128 x 256 tiles (m64n256 per warpgroup, a quarter fewer bytes per FLOP):
+// 0.87-1.2x; row tiles in pairs of a thread-block cluster that share X's loads by multicast: 0.64-0.87x.)
 //
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=8
@@ -84,9 +78,9 @@
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=64 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_B_KRSC=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2 -DCT_B_KRSC=1
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BM=192 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2
-// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
-// nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=64 -DCT_STAGES=6
-// nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=5
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=3 -DCT_WPIX=128
+// nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=64 -DCT_STAGES=4 -DCT_WPIX=128
+// nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=3 -DCT_WPIX=128
 #include "conv_tma.cuh"  // CT_T, CT_IS_BF16
 
 #ifndef CT_BN
@@ -170,12 +164,13 @@ struct Ring {
     // the consumers: the stage's four MMAs (descriptors da, db advanced by `step_a`, `step_b` units per 16 of
     // reduction: 2 for K-major operands, 128 for MN-major ones) as one group, once its loads have landed; then the
     // stage before it goes back to the producer, its MMAs done
-    template <int N> __device__ void consume(float (&acc)[N], unsigned long long da, unsigned long long db,
-                                             int step_a, int step_b, int lane) {
+    template <int N, int KSTEPS = 4>
+    __device__ void consume(float (&acc)[N], unsigned long long da, unsigned long long db, int step_a, int step_b,
+                            int lane) {
         mbar_wait(full0 + 8 * stage, phase);
         wg_fence();
 #pragma unroll
-        for (int kq = 0; kq < 4; ++kq) wgmma_step(acc, da + step_a * kq, db + step_b * kq);
+        for (int kq = 0; kq < KSTEPS; ++kq) wgmma_step(acc, da + step_a * kq, db + step_b * kq);
         wg_commit();
         wg_wait<1>();
         if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
@@ -191,9 +186,10 @@ struct Ring {
 
 // the descriptor of an MN-major operand of 64-wide column blocks 8 KiB apart (the leading-dimension byte offset;
 // 64 rows of 128 bytes each), 8 rows of reduction 1024 bytes apart, 128-byte swizzle
+template <int BLOCK_BYTES = 8192>
 __device__ __forceinline__ unsigned long long wg_desc_mn(const void* p) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)(8192 >> 4) << 16) | (64ull << 32) |
+    return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)(BLOCK_BYTES >> 4) << 16) | (64ull << 32) |
            (1ull << 62);
 }
 
@@ -443,10 +439,15 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
 #endif
 }
 #else
-constexpr int WBM = CT_BM, BOX_BYTES = 64 * 128, W_A_BYTES = WBM * 128, W_STAGE_BYTES = W_A_BYTES + 2 * BOX_BYTES;
+#ifndef CT_WPIX  // output pixels per reduction stage (the host's WGRAD_PIXELS)
+#define CT_WPIX 128
+#endif
+constexpr int WBM = CT_BM, WPIX = CT_WPIX, BOX_BYTES = WPIX * 128, W_A_BYTES = (WBM / 64) * BOX_BYTES,
+              W_STAGE_BYTES = W_A_BYTES + 2 * BOX_BYTES;
 static_assert(WBM == 64 || WBM == 128, "64 or 128 output channels per tile");
+static_assert(WPIX == 64 || WPIX == 128, "64 or 128 pixels per stage");
 
-// prm: K, ncol (R*S*Cp), OHW, OW, chunks (64-pixel reduction tiles), per (chunks per split), Cp, S, sy, oy, ry,
+// prm: K, ncol (R*S*Cp), OHW, OW, chunks (reduction tiles of WPIX pixels), per (chunks per split), Cp, S, sy, oy, ry,
 // ox, rx, m_tiles, n_tiles, units, sx. ws: fp32 partials (splits, K, ncol); dw: the filter gradient of one
 // split, (K, ncol) (KRSC); flags & WGRAD_PARTIALS: one split writes its partials instead (the host sums them).
 // The window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
@@ -473,7 +474,7 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
             const int k0 = mt * WBM, col0 = (rem - mt * n_tiles) * 128;
             const int c_end = min(chunks, (split + 1) * per);
             for (int ch = split * per; ch < c_end; ++ch) {
-                const int pix = ch * 64, img = pix / OHW, pq = pix - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
+                const int pix = ch * WPIX, img = pix / OHW, pq = pix - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
                 const unsigned full = pipe.acquire(W_STAGE_BYTES), dst = smem_addr(ring + pipe.stage * W_STAGE_BYTES);
 #pragma unroll
                 for (int i = 0; i < WBM / 64; ++i) tma_load_2d(dst + i * BOX_BYTES, &map_dy, full, k0 + 64 * i, pix);
@@ -501,8 +502,9 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
         for (int i = 0; i < WG_N / 2; ++i) acc[i] = 0.0f;
         for (int ch = split * per; ch < c_end; ++ch) {  // pixel-major operands: 16 pixels are 2 KiB = 128 units
             const unsigned char* st = ring + pipe.stage * W_STAGE_BYTES;
-            pipe.consume(acc, wg_desc_mn(st + (row_base / 64) * BOX_BYTES),
-                         wg_desc_mn(st + W_A_BYTES + (col_base / 64) * BOX_BYTES), 128, 128, lane);
+            pipe.consume<WG_N / 2, WPIX / 16>(acc, wg_desc_mn<BOX_BYTES>(st + (row_base / 64) * BOX_BYTES),
+                                              wg_desc_mn<BOX_BYTES>(st + W_A_BYTES + (col_base / 64) * BOX_BYTES),
+                                              128, 128, lane);
         }
         pipe.drain(acc, lane);
         // this thread's accumulators: rows k0 + row_base + (warp % 4) * 16 + g (+ 8), two columns per 8; one

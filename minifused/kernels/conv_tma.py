@@ -30,7 +30,9 @@ BOX_C = 64  # channels per row of a load: 128 bytes of fp16 / bf16
 MAX_STEP = 8  # the TMA unit's largest element stride
 CORNER = 127  # the largest magnitude of a 4-d im2col map's window corner (the driver's range is [-128, 127])
 MAX_OFFSET = 127  # the largest im2col offset of a tap from the window's corner this module asks for
-WGRAD_PIXELS = 64  # output pixels per reduction stage of the filter gradient
+#: output pixels per reduction stage of the filter gradient: boxes of 16 KiB, which the TMA unit loads faster than
+#: twice as many of 8 KiB (conv_tma.cu says more)
+WGRAD_PIXELS = 128
 MAX_STAGES = 8  # the deepest ring of the forward / backward-data (as deep as the shared memory takes, up to this)
 
 
@@ -414,12 +416,13 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, spli
     splits = min(splits or _wgrad_splits(tiles, chunks, sms, 2 * k * ncol * n * p * q, k * ncol * 4), chunks)
     per = -(-chunks // splits)
     splits = -(-chunks // per)
-    stages = 5 if bm == 128 else 6
-    smem = 1024 + stages * (bm + 128) * BOX_C * 2 + 16 * stages  # the ring (1024-byte aligned), the mbarriers
-    kern = _kernel("conv_tma_wgrad", dtype, smem, "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}")
+    stages = 3 if bm == 128 else 4  # as deep as the shared memory takes
+    smem = 1024 + stages * (bm + 128) * WGRAD_PIXELS * 2 + 16 * stages  # the ring (1024-byte aligned), the mbarriers
+    kern = _kernel("conv_tma_wgrad", dtype, smem, "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}",
+                   f"-DCT_WPIX={WGRAD_PIXELS}")
     prm = cupy.asarray(np.array([k, ncol, p * q, q, chunks, per, c, s, stride[0], -padding[0], dilation[0],
                                  -padding[1], dilation[1], m_tiles, n_tiles, tiles * splits, stride[1]], np.int32))
-    # dy: boxes of 64 channels x 64 pixels of the (n*p*q, k) matrix
+    # dy: boxes of 64 channels x WGRAD_PIXELS pixels of the (n*p*q, k) matrix
     return TmaPlan(kern, smem, min(tiles * splits, sms), prm, _map_type(dtype),
                    _tiled_map((k, n * p * q), (BOX_C, WGRAD_PIXELS)), x_map, splits)
 
