@@ -161,9 +161,9 @@ struct Ring {
         mbar_expect_tx(full0 + 8 * stage, bytes);
         return full0 + 8 * stage;
     }
-    // the consumers: the stage's four MMAs (descriptors da, db advanced by `step_a`, `step_b` units per 16 of
-    // reduction: 2 for K-major operands, 128 for MN-major ones) as one group, once its loads have landed; then the
-    // stage before it goes back to the producer, its MMAs done
+    // the consumers: the stage's KSTEPS MMAs, 16 of reduction each (descriptors da, db advanced by `step_a`,
+    // `step_b` units per step: 2 for K-major operands, 128 for MN-major ones) as one group, once its loads have
+    // landed; then the stage before it goes back to the producer, its MMAs done
     template <int N, int KSTEPS = 4>
     __device__ void consume(float (&acc)[N], unsigned long long da, unsigned long long db, int step_a, int step_b,
                             int lane) {
@@ -184,8 +184,8 @@ struct Ring {
     }
 };
 
-// the descriptor of an MN-major operand of 64-wide column blocks 8 KiB apart (the leading-dimension byte offset;
-// 64 rows of 128 bytes each), 8 rows of reduction 1024 bytes apart, 128-byte swizzle
+// the descriptor of an MN-major operand of 64-wide column blocks BLOCK_BYTES apart (the leading-dimension byte
+// offset; 8 KiB: 64 rows of reduction, 128 bytes each), 8 rows of reduction 1024 bytes apart, 128-byte swizzle
 template <int BLOCK_BYTES = 8192>
 __device__ __forceinline__ unsigned long long wg_desc_mn(const void* p) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
