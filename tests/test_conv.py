@@ -462,28 +462,35 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
     """conv_util.cu's wgrad_reduce (the filter gradient's fp32 split-K partials, (splits, K, RS, Cp), summed in
     split order into a KCRS dw) equals NumPy's float32 sums in that order, cast: more elements than the blocks'
     threads (each takes several in turn), padded channels skipped, 1x1 to 33x33 filters, one to eight splits; and
-    so does wgrad_reduce_kcrs (KCRS through shared memory), more (k, 32-channel) pairs than blocks among them."""
+    so does wgrad_reduce_kcrs (KCRS through shared memory), more (k, 32-channel) pairs than blocks among them.
+    Where the first tiles ran whole (conv_tma_wgrad's hybrid schedule), their elements sum split 0 alone."""
     import cupy
 
     dt = getattr(backend, dtype)
     rng = np.random.default_rng(22)
     reduce = P.util_kernel(np.dtype(dt), "wgrad_reduce")
     transposing = P.util_kernel(np.dtype(dt), "wgrad_reduce_kcrs")
-    for splits, k, c, r, cp_, blocks in [(2, 64, 3, 7, 8, 5), (3, 5, 1000, 3, 1000, 7), (1, 9, 70, 1, 72, 2),
-                                         (8, 33, 130, 3, 136, 1024), (2, 3, 5, 17, 8, 3), (2, 2, 3, 33, 8, 4)]:
+    for splits, k, c, r, cp_, blocks, tiles in [
+            (2, 64, 3, 7, 8, 5, (1, 1, 0)), (3, 5, 1000, 3, 1000, 7, (1, 1, 0)), (1, 9, 70, 1, 72, 2, (1, 1, 0)),
+            (8, 33, 130, 3, 136, 1024, (1, 1, 0)), (2, 3, 5, 17, 8, 3, (1, 1, 0)), (2, 2, 3, 33, 8, 4, (1, 1, 0)),
+            (3, 256, 128, 3, 128, 64, (128, 9, 11)), (4, 192, 64, 3, 64, 9, (64, 5, 7)),
+            (2, 70, 5, 3, 8, 3, (64, 1, 1))]:  # tiles: (rows, tiles per row of them, whole tiles)
         ws = rng.standard_normal((splits, k, r * r, cp_)).astype(np.float32)
+        rows, per_row, whole = tiles
+        tile = (np.arange(k)[:, None] // rows) * per_row + np.arange(r * r * cp_)[None, :] // 128
+        alone = (tile < whole).reshape(k, r * r, cp_)  # a whole tile's elements: split 0 alone
         want = ws[0].copy()
         for z in range(1, splits):
-            want += ws[z]
+            want += np.where(alone, np.float32(0), ws[z])
         for krsc in (0, 1):  # dw KCRS, or a channels-last weight's KRSC memory
             dw = cupy.full((k, r * r, c) if krsc else (k, c, r * r), np.nan, dt)
-            reduce((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, krsc)))
+            reduce((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, krsc, *tiles)))
             ref = want[..., :c] if krsc else want[..., :c].transpose(0, 2, 1)
             ref = cupy.asarray(np.ascontiguousarray(ref)).astype(dt)
             assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, k, c, r, krsc)
             if not krsc and 1 < r * r <= 384:  # the KCRS transpose in shared memory (where it fits): the same
                 dw.fill(np.nan)
-                transposing((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_)),
+                transposing((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, *tiles)),
                             shared_mem=32 * r * r * 4)
                 assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, k, c, r)
 
@@ -1290,7 +1297,7 @@ def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
             ws = cupy.empty(plan.splits * k * c * r * r, cupy.float32)
             launch_tma_wgrad(plan, dyc.data.ptr, xc.data.ptr, 0, ws=ws.data.ptr)
             want = cupy.empty((k, c, r, r), dt)
-            reduce((64,), (256,), (ws, want, *P.ints(plan.splits, k, c, r * r, c, 0)))
+            reduce((64,), (256,), (ws, want, *P.ints(plan.splits, k, c, r * r, c, 0, *plan.wgrad_tiles)))
             want = want.get().astype(np.float64)
             if plan.splits == 1:
                 own = cupy.empty((k, r, r, c), dt)
@@ -1303,6 +1310,72 @@ def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
             assert dwc.strides[1] == dwc.itemsize, (splits, n, c, h, k, r, st)  # KRSC memory
             assert np.array_equal(dwc.get().astype(np.float64), want), (dtype, splits, n, c, h, k, r, st)
             assert _rel(dw, ref) < tol, (dtype, splits, n, c, h, w, k, r, st)
+
+
+def test_wgrad_schedule_covers_each_chunk_once():
+    """conv_tma_wgrad's schedule (:func:`_wgrad_schedule`), decoded as the kernel decodes its units: every
+    tile's chunks are summed once each, a whole tile's into split 0, a split tile's split z from chunk z * per
+    on; with more tiles than SMs whole waves of whole tiles and one more of the rest's splits (where that
+    models faster), else every tile split alike (as a config's count asks, capped at one per chunk)."""
+    from minifused.kernels.conv_tma import _wgrad_schedule
+
+    sms = 132
+    for tiles, chunks, forced in [(144, 49, None), (144, 16, None), (144, 8, None), (36, 196, None),
+                                  (9, 784, None), (5, 3136, None), (264, 40, None), (300, 3, None),
+                                  (144, 49, 3), (144, 49, 100), (7, 5, 2)]:
+        flops, part = 2.0 * 128 * 128 * 128 * tiles * chunks, 128 * 128 * 4 * tiles
+        whole, splits, per = _wgrad_schedule(tiles, chunks, sms, flops, part, forced)
+        rest = tiles - whole
+        units = whole + rest * splits
+        seen = np.zeros((tiles, chunks), int)
+        for unit in range(units):  # conv_tma.cu's Work::of
+            if unit < whole:
+                tile, split, begin, end = unit, 0, 0, chunks
+            else:
+                split, tile = divmod(unit - whole, rest)
+                tile += whole
+                begin, end = split * per, min(chunks, split * per + per)
+            assert split < splits and begin < end, (tiles, chunks, unit)
+            seen[tile, begin:end] += 1
+        assert (seen == 1).all(), (tiles, chunks, forced, whole, splits, per)
+        if forced is not None:
+            assert whole == 0 and splits == -(-chunks // per) and per == -(-chunks // min(forced, chunks))
+        if whole:
+            assert whole == tiles // sms * sms and 0 < rest < sms and 1 < splits and rest * splits <= sms, \
+                (tiles, chunks, whole, splits)
+    # ResNet's 512-channel 3x3 layers (144 tiles of 128 x 128 on 132 SMs) take the whole waves
+    assert _wgrad_schedule(144, 49, sms, 2.0 * 512 * 4608 * 6272, 512 * 4608 * 4)[0] == 132
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_tma_wgrad_whole_tiles_match_reference(dtype, poisoned_pool):
+    """More tiles than SMs (512 x 512 channels, 3x3: 144 tiles of 128 x 128): whole waves of whole tiles, the
+    rest split, summed by wgrad_reduce (KCRS and a channels-last weight's KRSC) match the float64 reference."""
+    import cupy
+
+    from minifused.kernels import sm_count, to_channels_last
+    from minifused.kernels.conv_tma import tma_wgrad_plan
+
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA kernel needs an sm_90 GPU")
+    dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
+    n, c, h, k = 64, 512, 8, 512
+    geo = ((1, 1), (1, 1), (1, 1), 1)
+    plan = tma_wgrad_plan(dt, (n, c, h, h), (k, c, 3, 3), *geo, dev, P.DEFAULT_CONFIG)
+    tiles = 144
+    if tiles <= sm_count(dev) or tiles % sm_count(dev) == 0:
+        pytest.skip("needs fewer SMs than the layer's 144 tiles, and not a divisor of them")
+    assert plan.wgrad_tiles == (128, 36, tiles // sm_count(dev) * sm_count(dev)) and plan.splits > 1, plan
+    rng = np.random.default_rng(41)
+    x = cupy.asarray(rng.standard_normal((n, c, h, h))).astype(dt)
+    dy = cupy.asarray(rng.standard_normal((n, k, h, h))).astype(dt)
+    ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), (k, c, 3, 3), *geo)
+    dw = K.conv2d_backward_filter(dy, x, (k, c, 3, 3), *geo)
+    assert _rel(dw, ref) < tol, dtype
+    dwc = K.conv2d_backward_filter(to_channels_last(dy), to_channels_last(x), (k, c, 3, 3), *geo,
+                                   channels_last_weight=True)
+    assert dwc.strides[1] == dwc.itemsize and _rel(dwc, ref) < tol, dtype
 
 
 def _pack_case(rng, dt, n, ctot, h, w, c_off, c, misaligned):

@@ -331,7 +331,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                        config, nhwc_out=True, b_krsc=True) if cl else None
     dg_krsc = dg_krsc if dg_krsc is not None and dg_krsc.b_krsc else None
     if wg_tma is not None:  # one group
-        splits = wg_tma.splits
+        splits, wg_tiles = wg_tma.splits, wg_tma.wgrad_tiles
 
         def wgrad(dza, xna, wsa):
             launch_tma_wgrad(wg_tma, dza, xna, 0, ws=wsa)
@@ -339,23 +339,25 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         ((kern, grid, block, smem, prm, splits),) = gemm_plan(ConvMode.BACKWARD_FILTER, dtype, x_shape, w_shape,
                                                               stride, padding, dilation, groups, dev_id, config, tf32)
         wg_gemm = Prepared(kern, grid, block, (ARG, ARG, ARG, ARG, ARG, prm, np.int32(0)), smem)
+        wg_tiles = (1, 1, 0)  # every tile split
 
         def wgrad(dza, xna, wsa):
             wg_gemm(dza, xna, dza, wsa, dza)
-    unsplit_tma = wg_tma is not None and splits == 1
+    unsplit_tma = wg_tma is not None and splits == 1 and wg_tiles[2] == 0
     # (dW, and w for dX, KCRS or, with channels-last dy and w, KRSC: the weight's layout)
     # (KRSC: the partials' own order, coalesced both ways; one tap: KCRS is the same memory; more taps: KCRS
     # through a transpose in shared memory, 32 * RS floats, where that fits in the default 48 KiB)
     def strided_reduce(krsc):  # wgrad_reduce: the partials' order, dW KRSC (krsc) or KCRS by strided writes
         return Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(kg * cg * r * s // wgrad_reduce_vec(cg, cpad)),
-                        (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc)))
+                        (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc, *wg_tiles)))
 
     wg_reduce_krsc = strided_reduce(1)
     if r * s == 1:
         wg_reduce_kcrs = wg_reduce_krsc
     elif 32 * r * s * 4 <= 48 * 1024:
         wg_reduce_kcrs = Prepared(util_kernel(dtype, "wgrad_reduce_kcrs"), (min(kg * -(-cg // 32), 65535 * 8),),
-                                  (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad)), 32 * r * s * 4)
+                                  (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, *wg_tiles)),
+                                  32 * r * s * 4)
     else:
         wg_reduce_kcrs = strided_reduce(0)
     # dX: the weights packed, then the GEMM(s) (dy, packed w -> dx)

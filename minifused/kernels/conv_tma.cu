@@ -447,33 +447,55 @@ constexpr int WBM = CT_BM, WPIX = CT_WPIX, BOX_BYTES = WPIX * 128, W_A_BYTES = (
 static_assert(WBM == 64 || WBM == 128, "64 or 128 output channels per tile");
 static_assert(WPIX == 64 || WPIX == 128, "64 or 128 pixels per stage");
 
-// prm: K, ncol (R*S*Cp), OHW, OW, chunks (reduction tiles of WPIX pixels), per (chunks per split), Cp, S, sy, oy, ry,
-// ox, rx, m_tiles, n_tiles, units, sx. ws: fp32 partials (splits, K, ncol); dw: the filter gradient of one
-// split, (K, ncol) (KRSC); flags & WGRAD_PARTIALS: one split writes its partials instead (the host sums them).
+// prm: K, ncol (R*S*Cp), OHW, OW, chunks (reduction tiles of WPIX pixels), per (chunks per split), Cp, S, sy, oy,
+// ry, ox, rx, m_tiles, n_tiles, units, sx, whole. Units: the first `whole` tiles unsplit (each into split 0's
+// partials), then the other tiles' splits of `per` chunks (split-major); without whole tiles, tiles x splits
+// units (more tiles than SMs would leave a last wave partly idle; the whole tiles fill waves, and the rest, split,
+// one more). ws: fp32 partials (splits, K, ncol); dw: the filter gradient of one split, (K, ncol) (KRSC);
+// flags & WGRAD_PARTIALS: one split writes its partials instead (the host sums them: wgrad_reduce's splits_at).
 // The window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
 constexpr int WGRAD_PARTIALS = 1;
+
+// a unit's work: its split (of the partials), tile (rows k0.., columns col0..) and chunks [c_begin, c_end)
+struct Work {
+    int whole, split_tiles, n_tiles, chunks, per;
+    __device__ void of(int unit, int& split, int& k0, int& col0, int& c_begin, int& c_end) const {
+        int tile;
+        if (unit < whole) {
+            tile = unit, split = 0, c_begin = 0, c_end = chunks;
+        } else {
+            const int u = unit - whole;
+            split = u / split_tiles;
+            tile = whole + (u - split * split_tiles);
+            c_begin = split * per, c_end = min(chunks, c_begin + per);
+        }
+        const int mt = tile / n_tiles;
+        k0 = mt * WBM, col0 = (tile - mt * n_tiles) * 128;
+    }
+};
 
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ TmaDesc map_x, float* __restrict__ ws,
                T* __restrict__ dw, const int* __restrict__ prm, int flags) {
     const int K = prm[0], ncol = prm[1], OHW = prm[2], OW = prm[3], chunks = prm[4], per = prm[5], Cp = prm[6],
               S = prm[7], sy = prm[8], oy = prm[9], ry = prm[10], ox = prm[11], rx = prm[12], m_tiles = prm[13],
-              n_tiles = prm[14], units = prm[15], sx = prm[16];
+              n_tiles = prm[14], units = prm[15], sx = prm[16], whole = prm[17];
     extern __shared__ __align__(128) unsigned char smem_raw[];
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     Ring pipe(ring + STAGES * W_STAGE_BYTES);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     if (tid == 0) pipe.init();
     __syncthreads();
-    const int tiles = m_tiles * n_tiles, splits = units / tiles;
+    const int tiles = m_tiles * n_tiles, split_tiles = tiles - whole;
+    const int splits = whole == tiles ? 1 : (units - whole) / split_tiles;
+    const Work work{whole, split_tiles, n_tiles, chunks, per};
 
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (warp != 0 || lane != 0) return;
         for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-            const int split = unit / tiles, rem = unit - split * tiles, mt = rem / n_tiles;
-            const int k0 = mt * WBM, col0 = (rem - mt * n_tiles) * 128;
-            const int c_end = min(chunks, (split + 1) * per);
-            for (int ch = split * per; ch < c_end; ++ch) {
+            int split, k0, col0, c_begin, c_end;
+            work.of(unit, split, k0, col0, c_begin, c_end);
+            for (int ch = c_begin; ch < c_end; ++ch) {
                 const int pix = ch * WPIX, img = pix / OHW, pq = pix - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
                 const unsigned full = pipe.acquire(W_STAGE_BYTES), dst = smem_addr(ring + pipe.stage * W_STAGE_BYTES);
 #pragma unroll
@@ -495,12 +517,11 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
     const int row_base = WBM == 128 ? wg * 64 : 0, col_base = WBM == 128 ? 0 : wg * 64;
     float acc[WG_N / 2];
     for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-        const int split = unit / tiles, rem = unit - split * tiles, mt = rem / n_tiles;
-        const int k0 = mt * WBM, col0 = (rem - mt * n_tiles) * 128;
-        const int c_end = min(chunks, (split + 1) * per);
+        int split, k0, col0, c_begin, c_end;
+        work.of(unit, split, k0, col0, c_begin, c_end);
 #pragma unroll
         for (int i = 0; i < WG_N / 2; ++i) acc[i] = 0.0f;
-        for (int ch = split * per; ch < c_end; ++ch) {  // pixel-major operands: 16 pixels are 2 KiB = 128 units
+        for (int ch = c_begin; ch < c_end; ++ch) {  // pixel-major operands: 16 pixels are 2 KiB = 128 units
             const unsigned char* st = ring + pipe.stage * W_STAGE_BYTES;
             pipe.consume<WG_N / 2, WPIX / 16>(acc, wg_desc_mn<BOX_BYTES>(st + (row_base / 64) * BOX_BYTES),
                                               wg_desc_mn<BOX_BYTES>(st + W_A_BYTES + (col_base / 64) * BOX_BYTES),
@@ -509,7 +530,7 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
         pipe.drain(acc, lane);
         // this thread's accumulators: rows k0 + row_base + (warp % 4) * 16 + g (+ 8), two columns per 8; one
         // split's partials, or (unsplit) dW itself, (K, ncol) KRSC: two columns as one 4-byte store
-        const bool partials = splits > 1 || (flags & WGRAD_PARTIALS);
+        const bool partials = splits > 1 || whole > 0 || (flags & WGRAD_PARTIALS);
         float* part = ws + (long long)split * K * ncol;
 #pragma unroll
         for (int j = 0; j < WG_N / 8; ++j)

@@ -66,6 +66,9 @@ class TmaPlan:
     a_map: tuple
     b_map: tuple
     splits: int = 1  # the filter gradient's fp32 partials (splits of the pixels)
+    #: the filter gradient's tiles (rows, tiles per row of them, whole tiles: the first ones, unsplit, whose
+    #: partials are split 0's alone), as wgrad_reduce takes them
+    wgrad_tiles: tuple = (1, 1, 0)
     threads: int = NT
     #: the kernel's tensor maps: 3 for conv_tma (its output's, ``out_map``, whose tiles then go out through the
     #: TMA unit; without one the weights' map stands in, unused), 2 for conv_tma_wgrad
@@ -397,6 +400,32 @@ def _wgrad_splits(tiles, chunks, sms, flops, part_bytes):
     return min(range(1, max(1, min(chunks // 4, 256)) + 1), key=time)
 
 
+def _wgrad_schedule(tiles, chunks, sms, flops, part_bytes, splits=None):
+    """(whole, splits, per): the filter gradient's units, ``whole`` tiles unsplit, then the other tiles'
+    ``splits`` splits of ``per`` chunks each. ``splits`` given: that many of every tile (capped at one per chunk).
+    Else the modeled faster of :func:`_wgrad_splits`'s count for every tile and, where there are more tiles than
+    SMs, whole waves of whole tiles with the rest split to fill one more wave (the time of the longest block's
+    chunks over the ideal's, plus the partials': split 0's of every tile, the other splits' of the rest)."""
+    def per_of(s):
+        per = -(-chunks // min(s, chunks))
+        return per, -(-chunks // per)
+
+    if splits is None:
+        s = _wgrad_splits(tiles, chunks, sms, flops, part_bytes)
+        whole, rest = (tiles // sms) * sms, tiles % sms
+        if whole and rest:
+            per, split_rest = per_of(min(max(1, sms // rest), max(1, chunks // 4)))
+            span = whole // sms * chunks + -(-rest * split_rest // sms) * per  # the longest block's chunks
+            hybrid = (flops / _WGRAD_FLOPS * span * sms / (tiles * chunks)
+                      + 2 * (1 + (split_rest - 1) * rest / tiles) * part_bytes / _MEMORY_BYTES)
+            plain = (flops / _WGRAD_FLOPS * -(-tiles * s // sms) * sms / (tiles * s)
+                     + 2 * s * part_bytes / _MEMORY_BYTES)
+            if split_rest > 1 and hybrid < plain:
+                return whole, split_rest, per
+        splits = s
+    return (0, *reversed(per_of(splits)))
+
+
 @functools.cache
 def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, splits=None):
     import cupy
@@ -413,18 +442,17 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, spli
     bm = 64 if k <= 64 else 128
     m_tiles, n_tiles = -(-k // bm), -(-ncol // 128)
     tiles = m_tiles * n_tiles
-    splits = min(splits or _wgrad_splits(tiles, chunks, sms, 2 * k * ncol * n * p * q, k * ncol * 4), chunks)
-    per = -(-chunks // splits)
-    splits = -(-chunks // per)
+    whole, splits, per = _wgrad_schedule(tiles, chunks, sms, 2 * k * ncol * n * p * q, k * ncol * 4, splits)
+    units = whole + (tiles - whole) * splits
     stages = 3 if bm == 128 else 4  # as deep as the shared memory takes
     smem = 1024 + stages * (bm + 128) * WGRAD_PIXELS * 2 + 16 * stages  # the ring (1024-byte aligned), the mbarriers
     kern = _kernel("conv_tma_wgrad", dtype, smem, "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}",
                    f"-DCT_WPIX={WGRAD_PIXELS}")
     prm = cupy.asarray(np.array([k, ncol, p * q, q, chunks, per, c, s, stride[0], -padding[0], dilation[0],
-                                 -padding[1], dilation[1], m_tiles, n_tiles, tiles * splits, stride[1]], np.int32))
+                                 -padding[1], dilation[1], m_tiles, n_tiles, units, stride[1], whole], np.int32))
     # dy: boxes of 64 channels x WGRAD_PIXELS pixels of the (n*p*q, k) matrix
-    return TmaPlan(kern, smem, min(tiles * splits, sms), prm, _map_type(dtype),
-                   _tiled_map((k, n * p * q), (BOX_C, WGRAD_PIXELS)), x_map, splits)
+    return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype),
+                   _tiled_map((k, n * p * q), (BOX_C, WGRAD_PIXELS)), x_map, splits, wgrad_tiles=(bm, n_tiles, whole))
 
 
 def _tensor_map(dt, address, spec):

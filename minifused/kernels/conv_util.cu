@@ -218,14 +218,20 @@ pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict_
                       tf32);
 }
 
+// The splits of the partials at row k, column col (= rs * Cp + c): all of them, or one where the filter gradient
+// ran its first `whole` tiles (of tile_rows x 128, row-major in rows of n_tiles) unsplit (conv_tma_wgrad)
+__device__ __forceinline__ int splits_at(int splits, int k, long long col, int tile_rows, int n_tiles, int whole) {
+    return (long long)(k / tile_rows) * n_tiles + col / 128 >= whole ? splits : 1;
+}
+
 // ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset), or with krsc set dw
-// (K, RS, C) (a channels-last weight's memory), each element the sum of its splits in split order. Threads walk
-// ws's order (c fastest), so that the reads of the fp32 partials, splits times the output's size, are
-// coalesced; the KCRS writes, strided by RS, merge in the L2; the KRSC writes are coalesced too.
+// (K, RS, C) (a channels-last weight's memory), each element the sum of its splits (splits_at) in split order.
+// Threads walk ws's order (c fastest), so that the reads of the fp32 partials, splits times the output's size,
+// are coalesced; the KCRS writes, strided by RS, merge in the L2; the KRSC writes are coalesced too.
 // Where C and Cp are multiples of 4, a thread takes 4 adjacent channels: one 16-byte read per split, and for
 // KRSC one 8- or 16-byte write (conv.wgrad_reduce_vec sizes the grid for that).
 extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K, int C,
-                                        int RS, int Cp, int krsc) {
+                                        int RS, int Cp, int krsc, int tile_rows, int n_tiles, int whole) {
     const long long total = (long long)K * C * RS;
     const long long plane = (long long)K * RS * Cp;
     if ((C & 3) == 0 && (Cp & 3) == 0) {
@@ -235,9 +241,10 @@ extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restr
             const int c = (int)(i % C4) * 4;
             const long long t = i / C4;  // k * RS + rs
             const float4* p = reinterpret_cast<const float4*>(ws + t * Cp + c);
+            const int n = splits_at(splits, (int)(t / RS), (t % RS) * Cp + c, tile_rows, n_tiles, whole);
             float4 s = p[0];
 #pragma unroll 4
-            for (int z = 1; z < splits; ++z) {
+            for (int z = 1; z < n; ++z) {
                 const float4 v = p[z * (plane / 4)];
                 s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
             }
@@ -263,19 +270,20 @@ extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restr
         const int rs = (int)(t % RS);
         const int k = (int)(t / RS);
         const float* p = ws + t * Cp + c;
+        const int n = splits_at(splits, k, (long long)rs * Cp + c, tile_rows, n_tiles, whole);
         float s = 0.0f;
 #pragma unroll 8
-        for (int z = 0; z < splits; ++z) s += p[z * plane];
+        for (int z = 0; z < n; ++z) s += p[z * plane];
         dw[krsc ? i : ((long long)k * C + c) * RS + rs] = from_f<T>(s);
     }
 }
 
 // wgrad_reduce's KCRS output for filters of RS > 1 taps, coalesced both ways: a block takes one k and 32
-// channels c0.., reads their RS rows of each split's partials (32 adjacent floats a row), sums the splits in
-// order into shared memory transposed ([c][rs]), and writes dw's span [k][c0..][0..RS), which is contiguous in
-// KCRS. Dynamic shared memory: 32 * RS floats. Blocks stride over the K * ceil(C / 32) (k, c0) pairs.
+// channels c0.., reads their RS rows of each split's partials (32 adjacent floats a row), sums the splits
+// (splits_at) in order into shared memory transposed ([c][rs]), and writes dw's span [k][c0..][0..RS), which is
+// contiguous in KCRS. Dynamic shared memory: 32 * RS floats. Blocks stride over the K * ceil(C / 32) (k, c0) pairs.
 extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K,
-                                             int C, int RS, int Cp) {
+                                             int C, int RS, int Cp, int tile_rows, int n_tiles, int whole) {
     extern __shared__ float tile[];
     const long long plane = (long long)K * RS * Cp;
     const int chunks = (C + 31) / 32;
@@ -285,9 +293,10 @@ extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __
             const int rs = e >> 5, cl = e & 31;
             if (cl < cn) {
                 const float* p = ws + ((long long)k * RS + rs) * Cp + c0 + cl;
+                const int n = splits_at(splits, k, (long long)rs * Cp + c0 + cl, tile_rows, n_tiles, whole);
                 float s = p[0];
 #pragma unroll 4
-                for (int z = 1; z < splits; ++z) s += p[z * plane];
+                for (int z = 1; z < n; ++z) s += p[z * plane];
                 tile[cl * RS + rs] = s;
             }
         }
