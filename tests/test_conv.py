@@ -463,7 +463,8 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
     split order into a KCRS dw) equals NumPy's float32 sums in that order, cast: more elements than the blocks'
     threads (each takes several in turn), padded channels skipped, 1x1 to 33x33 filters, one to eight splits; and
     so does wgrad_reduce_kcrs (KCRS through shared memory), more (k, 32-channel) pairs than blocks among them.
-    Where the first tiles ran whole (conv_tma_wgrad's hybrid schedule), their elements sum split 0 alone."""
+    Where the first tiles ran whole (conv_tma_wgrad's hybrid schedule), their elements sum split 0 alone, or,
+    where the kernel wrote them into a KRSC dw itself (``done``), are left as they are."""
     import cupy
 
     dt = getattr(backend, dtype)
@@ -484,10 +485,15 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
             want += np.where(alone, np.float32(0), ws[z])
         for krsc in (0, 1):  # dw KCRS, or a channels-last weight's KRSC memory
             dw = cupy.full((k, r * r, c) if krsc else (k, c, r * r), np.nan, dt)
-            reduce((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, krsc, *tiles)))
+            reduce((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, krsc, *tiles, 0)))
             ref = want[..., :c] if krsc else want[..., :c].transpose(0, 2, 1)
             ref = cupy.asarray(np.ascontiguousarray(ref)).astype(dt)
             assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, k, c, r, krsc)
+            if krsc and whole:  # the whole tiles written already: kept, the rest summed
+                dw.fill(np.nan)
+                reduce((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, 1, *tiles, 1)))
+                got, kept = dw.get().astype(np.float64), alone[..., :c]
+                assert np.isnan(got[kept]).all() and np.array_equal(got[~kept], ref.get().astype(np.float64)[~kept])
             if not krsc and 1 < r * r <= 384:  # the KCRS transpose in shared memory (where it fits): the same
                 dw.fill(np.nan)
                 transposing((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, *tiles)),
@@ -1297,7 +1303,7 @@ def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
             ws = cupy.empty(plan.splits * k * c * r * r, cupy.float32)
             launch_tma_wgrad(plan, dyc.data.ptr, xc.data.ptr, 0, ws=ws.data.ptr)
             want = cupy.empty((k, c, r, r), dt)
-            reduce((64,), (256,), (ws, want, *P.ints(plan.splits, k, c, r * r, c, 0, *plan.wgrad_tiles)))
+            reduce((64,), (256,), (ws, want, *P.ints(plan.splits, k, c, r * r, c, 0, *plan.wgrad_tiles, 0)))
             want = want.get().astype(np.float64)
             if plan.splits == 1:
                 own = cupy.empty((k, r, r, c), dt)
@@ -1350,8 +1356,9 @@ def test_wgrad_schedule_covers_each_chunk_once():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_tma_wgrad_whole_tiles_match_reference(dtype, poisoned_pool):
-    """More tiles than SMs (512 x 512 channels, 3x3: 144 tiles of 128 x 128): whole waves of whole tiles, the
-    rest split, summed by wgrad_reduce (KCRS and a channels-last weight's KRSC) match the float64 reference."""
+    """More tiles than SMs (144 tiles of 128 x 128: 512 x 512 channels 3x3, 1152 x 2048 1x1): whole waves of whole
+    tiles, the rest split. dW KCRS (3x3: all partials, summed by wgrad_reduce) and KRSC (a channels-last weight's,
+    or 1x1: the whole tiles written by the kernel, the rest summed) match the float64 reference."""
     import cupy
 
     from minifused.kernels import sm_count, to_channels_last
@@ -1360,22 +1367,23 @@ def test_gpu_tma_wgrad_whole_tiles_match_reference(dtype, poisoned_pool):
     if cupy.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA kernel needs an sm_90 GPU")
     dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
-    n, c, h, k = 64, 512, 8, 512
-    geo = ((1, 1), (1, 1), (1, 1), 1)
-    plan = tma_wgrad_plan(dt, (n, c, h, h), (k, c, 3, 3), *geo, dev, P.DEFAULT_CONFIG)
     tiles = 144
     if tiles <= sm_count(dev) or tiles % sm_count(dev) == 0:
-        pytest.skip("needs fewer SMs than the layer's 144 tiles, and not a divisor of them")
-    assert plan.wgrad_tiles == (128, 36, tiles // sm_count(dev) * sm_count(dev)) and plan.splits > 1, plan
+        pytest.skip("needs fewer SMs than the layers' 144 tiles, and not a divisor of them")
     rng = np.random.default_rng(41)
-    x = cupy.asarray(rng.standard_normal((n, c, h, h))).astype(dt)
-    dy = cupy.asarray(rng.standard_normal((n, k, h, h))).astype(dt)
-    ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), (k, c, 3, 3), *geo)
-    dw = K.conv2d_backward_filter(dy, x, (k, c, 3, 3), *geo)
-    assert _rel(dw, ref) < tol, dtype
-    dwc = K.conv2d_backward_filter(to_channels_last(dy), to_channels_last(x), (k, c, 3, 3), *geo,
-                                   channels_last_weight=True)
-    assert dwc.strides[1] == dwc.itemsize and _rel(dwc, ref) < tol, dtype
+    for n, c, h, k, r in [(64, 512, 8, 512, 3), (16, 2048, 8, 1152, 1)]:
+        geo = ((1, 1), (r // 2, r // 2), (1, 1), 1)
+        plan = tma_wgrad_plan(dt, (n, c, h, h), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG)
+        assert plan.wgrad_tiles == (128, r * r * c // 128, tiles // sm_count(dev) * sm_count(dev)), plan
+        assert plan.splits > 1, plan
+        x = cupy.asarray(rng.standard_normal((n, c, h, h))).astype(dt)
+        dy = cupy.asarray(rng.standard_normal((n, k, h, h))).astype(dt)
+        ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), (k, c, r, r), *geo)
+        dw = K.conv2d_backward_filter(dy, x, (k, c, r, r), *geo)
+        assert _rel(dw, ref) < tol, (dtype, r)
+        dwc = K.conv2d_backward_filter(to_channels_last(dy), to_channels_last(x), (k, c, r, r), *geo,
+                                       channels_last_weight=True)
+        assert dwc.strides[1] == dwc.itemsize and _rel(dwc, ref) < tol, (dtype, r)
 
 
 def _pack_case(rng, dt, n, ctot, h, w, c_off, c, misaligned):

@@ -321,8 +321,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     col_reduce = Prepared(util_kernel(dtype, "colsum_reduce"), (grid_1d(kg, 128),), (128,),
                           (ARG, ARG, *ints(sum_blocks, kg)))
     # dW: conv.cu's GEMM or conv_tma_wgrad writes fp32 split-K partials (dy, x -> partials) and wgrad_reduce sums
-    # them into dw; conv_tma_wgrad of one split writes a dw of KRSC memory itself (a channels-last weight's, a
-    # 1x1 filter's)
+    # them into dw; conv_tma_wgrad writes a dw of KRSC memory (a channels-last weight's, a 1x1 filter's) itself
+    # where it has one split, and its whole tiles where it has some (then wgrad_reduce sums the rest)
     wg_tma = tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config)
     dg_tma = tma_plan(ConvMode.BACKWARD_DATA, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id,
                       config, nhwc_out=cl)
@@ -344,14 +344,17 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         def wgrad(dza, xna, wsa):
             wg_gemm(dza, xna, dza, wsa, dza)
     unsplit_tma = wg_tma is not None and splits == 1 and wg_tiles[2] == 0
+    whole_tiles = wg_tma is not None and wg_tiles[2] > 0  # (written into dW by the kernel where KRSC)
     # (dW, and w for dX, KCRS or, with channels-last dy and w, KRSC: the weight's layout)
     # (KRSC: the partials' own order, coalesced both ways; one tap: KCRS is the same memory; more taps: KCRS
     # through a transpose in shared memory, 32 * RS floats, where that fits in the default 48 KiB)
-    def strided_reduce(krsc):  # wgrad_reduce: the partials' order, dW KRSC (krsc) or KCRS by strided writes
-        return Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(kg * cg * r * s // wgrad_reduce_vec(cg, cpad)),
-                        (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc, *wg_tiles)))
+    def strided_reduce(krsc, done=0):  # wgrad_reduce: the partials' order, dW KRSC (krsc) or KCRS by strided writes
+        rows = kg - wg_tiles[2] // wg_tiles[1] * wg_tiles[0] if done else kg  # (done: from the first split tile's)
+        return Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(rows * cg * r * s // wgrad_reduce_vec(cg, cpad)),
+                        (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc, *wg_tiles, done)))
 
     wg_reduce_krsc = strided_reduce(1)
+    wg_reduce_rest = strided_reduce(1, done=1) if whole_tiles else None  # the split tiles' alone
     if r * s == 1:
         wg_reduce_kcrs = wg_reduce_krsc
     elif 32 * r * s * 4 <= 48 * 1024:
@@ -432,6 +435,10 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                     pack_x(x.data.ptr + g * x_step, xna, x.data.ptr, 0)
                 if unsplit_tma and (krsc or r * s == 1):  # (one group)
                     launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr)
+                elif whole_tiles and (krsc or r * s == 1):  # (one group) whole tiles into dw, the rest summed
+                    ws = cupy.cuda.alloc(ws_bytes)
+                    launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr, ws=ws.ptr)
+                    wg_reduce_rest(ws.ptr, dw.data.ptr)
                 else:
                     ws = cupy.cuda.alloc(ws_bytes)
                     wgrad(dza, xna, ws.ptr)

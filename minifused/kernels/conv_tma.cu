@@ -49,8 +49,9 @@
 // per 64 rows of the tile), operand B two im2col loads of X, each 128 pixels x 64 channels of one tap (a column
 // tile of 128 may span two taps). Both land pixel-major, i.e. MN-major for wgmma (the transposed operand form).
 // Work units are (row tile, column tile, split of the pixels). Split, each unit writes its fp32 partial tile
-// from registers, and conv_util.cu's wgrad_reduce sums the splits in order; unsplit, the units may write dW
-// itself where its memory is the partials' order (KRSC: a channels-last weight's, or any 1x1 filter's).
+// from registers, and conv_util.cu's wgrad_reduce sums the splits in order; unsplit (one split, or the whole
+// waves of whole tiles where there are more tiles than SMs), the units may write dW itself where its memory is
+// the partials' order (KRSC: a channels-last weight's, or any 1x1 filter's).
 //
 // The loads limit this kernel: its MMAs alone, and its loads alone, each ran faster than both together, and
 // neither the ring's depth (3 to 7 stages), the unit order, the MMAs' wait (a stage released as soon as its own
@@ -61,7 +62,8 @@
 // (Measured slower, at 64 pixels a stage: KCRS dW written from the registers, 2-byte stores RS apart, where
 // wgrad_reduce_kcrs transposes through shared memory; split tiles summed by their last unit to arrive, counted on
 // a per-tile counter: each unit's fence, count and read-back stall its MMA warps; a stream-K schedule, each
-// block an equal run of one tile's steps after another (no idle SMs in a last wave), at 0.54-0.98x; a tile's
+// block an equal run of one tile's steps after another (no idle SMs in a last wave), at 0.54-0.98x (again at 128
+// pixels, over every tile or after whole waves of whole tiles: 0.8-1.05x against split-K or the hybrid); a tile's
 // splits on the 2 or 4 blocks of a thread-block cluster, summed over distributed shared memory into dW: 0.86-1.04x
 // on ResNet's deep layers, 0.1-0.7x where split-K takes many splits; x read by tiled loads where a 1x1 filter
 // allows: as fast as by im2col loads; 128 x 256 tiles (m64n256 per warpgroup, a quarter fewer bytes per FLOP):
@@ -451,8 +453,9 @@ static_assert(WPIX == 64 || WPIX == 128, "64 or 128 pixels per stage");
 // ry, ox, rx, m_tiles, n_tiles, units, sx, whole. Units: the first `whole` tiles unsplit (each into split 0's
 // partials), then the other tiles' splits of `per` chunks (split-major); without whole tiles, tiles x splits
 // units (more tiles than SMs would leave a last wave partly idle; the whole tiles fill waves, and the rest, split,
-// one more). ws: fp32 partials (splits, K, ncol); dw: the filter gradient of one split, (K, ncol) (KRSC);
-// flags & WGRAD_PARTIALS: one split writes its partials instead (the host sums them: wgrad_reduce's splits_at).
+// one more). ws: fp32 partials (splits, K, ncol) of the split tiles; dw: the filter gradient, (K, ncol) (KRSC),
+// of the whole tiles (all tiles where there is one split); flags & WGRAD_PARTIALS: every unit writes partials
+// instead, whole tiles as split 0's (the host sums them: wgrad_reduce's splits_at).
 // The window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
 constexpr int WGRAD_PARTIALS = 1;
 
@@ -530,7 +533,8 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
         pipe.drain(acc, lane);
         // this thread's accumulators: rows k0 + row_base + (warp % 4) * 16 + g (+ 8), two columns per 8; one
         // split's partials, or (unsplit) dW itself, (K, ncol) KRSC: two columns as one 4-byte store
-        const bool partials = splits > 1 || whole > 0 || (flags & WGRAD_PARTIALS);
+        // (a whole tile, or every tile of one split, is dW itself unless all units are to write partials)
+        const bool partials = (flags & WGRAD_PARTIALS) || (unit >= whole && splits > 1);
         float* part = ws + (long long)split * K * ncol;
 #pragma unroll
         for (int j = 0; j < WG_N / 8; ++j)

@@ -512,17 +512,19 @@ def launch_tma(plan, a, b, out, bias, flags):
     plan.launch(*maps, out, bias or out, flags)
 
 
-#: conv_tma_wgrad's flag: one split's fp32 partials written (for wgrad_reduce), not dW
+#: conv_tma_wgrad's flag: every unit's fp32 partials written (for wgrad_reduce), none of dW
 WGRAD_PARTIALS = 1
 
 
 def launch_tma_wgrad(plan, dy, x, dw, ws=None):
     """Runs the filter gradient's ``plan`` on the packed dy and x at addresses ``dy``, ``x``: into ``ws``, an
-    address of ``plan.splits`` fp32 partials of dW (K, R*S*C) for conv_util.cu's wgrad_reduce to sum; without
-    ``ws`` (one split only) into ``dw``, the address of dW itself in that (KRSC) order."""
+    address of ``plan.splits`` fp32 partials of dW (K, R*S*C) for conv_util.cu's wgrad_reduce to sum; with
+    ``ws`` and ``dw`` (not 0), the whole tiles (``plan.wgrad_tiles``) go into ``dw`` instead, the address of
+    dW itself in that (KRSC) order, and the others' partials into ``ws``; without ``ws`` (one split only) all
+    go into ``dw``."""
     maps = (_map_address(plan, 0, dy), _map_address(plan, 1, x))
     if ws is not None:
-        plan.launch(*maps, ws, dw or ws, np.int32(WGRAD_PARTIALS))
+        plan.launch(*maps, ws, dw or ws, np.int32(0 if dw else WGRAD_PARTIALS))
     elif plan.splits == 1:
         plan.launch(*maps, dw, dw, np.int32(0))
     else:

@@ -218,30 +218,37 @@ pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict_
                       tf32);
 }
 
-// The splits of the partials at row k, column col (= rs * Cp + c): all of them, or one where the filter gradient
-// ran its first `whole` tiles (of tile_rows x 128, row-major in rows of n_tiles) unsplit (conv_tma_wgrad)
-__device__ __forceinline__ int splits_at(int splits, int k, long long col, int tile_rows, int n_tiles, int whole) {
-    return (long long)(k / tile_rows) * n_tiles + col / 128 >= whole ? splits : 1;
+// The splits of the partials at row k, column col (= rs * Cp + c): all of them, or where the filter gradient
+// ran its first `whole` tiles (of tile_rows x 128, row-major in rows of n_tiles) unsplit (conv_tma_wgrad), one
+// there, or none if those tiles wrote dw themselves (`done`)
+__device__ __forceinline__ int splits_at(int splits, int k, long long col, int tile_rows, int n_tiles, int whole,
+                                         int done) {
+    return (long long)(k / tile_rows) * n_tiles + col / 128 >= whole ? splits : !done;
 }
 
 // ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset), or with krsc set dw
-// (K, RS, C) (a channels-last weight's memory), each element the sum of its splits (splits_at) in split order.
+// (K, RS, C) (a channels-last weight's memory), each element the sum of its splits (splits_at) in split order;
+// with `done` (KRSC) the whole tiles are dw already: threads start at the first row of tiles not all whole (the
+// host sizes the grid for the rows from there).
 // Threads walk ws's order (c fastest), so that the reads of the fp32 partials, splits times the output's size,
 // are coalesced; the KCRS writes, strided by RS, merge in the L2; the KRSC writes are coalesced too.
 // Where C and Cp are multiples of 4, a thread takes 4 adjacent channels: one 16-byte read per split, and for
 // KRSC one 8- or 16-byte write (conv.wgrad_reduce_vec sizes the grid for that).
 extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K, int C,
-                                        int RS, int Cp, int krsc, int tile_rows, int n_tiles, int whole) {
+                                        int RS, int Cp, int krsc, int tile_rows, int n_tiles, int whole,
+                                        int done) {
     const long long total = (long long)K * C * RS;
     const long long plane = (long long)K * RS * Cp;
+    const long long first = done ? (long long)(whole / n_tiles) * tile_rows * C * RS : 0;  // (an element index)
     if ((C & 3) == 0 && (Cp & 3) == 0) {
         const int C4 = C / 4;
-        for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total / 4;
+        for (long long i = first / 4 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total / 4;
              i += (long long)gridDim.x * blockDim.x) {
             const int c = (int)(i % C4) * 4;
             const long long t = i / C4;  // k * RS + rs
             const float4* p = reinterpret_cast<const float4*>(ws + t * Cp + c);
-            const int n = splits_at(splits, (int)(t / RS), (t % RS) * Cp + c, tile_rows, n_tiles, whole);
+            const int n = splits_at(splits, (int)(t / RS), (t % RS) * Cp + c, tile_rows, n_tiles, whole, done);
+            if (n == 0) continue;
             float4 s = p[0];
 #pragma unroll 4
             for (int z = 1; z < n; ++z) {
@@ -263,14 +270,15 @@ extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restr
         }
         return;
     }
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+    for (long long i = first + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
         const int c = (int)(i % C);
         const long long t = i / C;  // k * RS + rs
         const int rs = (int)(t % RS);
         const int k = (int)(t / RS);
         const float* p = ws + t * Cp + c;
-        const int n = splits_at(splits, k, (long long)rs * Cp + c, tile_rows, n_tiles, whole);
+        const int n = splits_at(splits, k, (long long)rs * Cp + c, tile_rows, n_tiles, whole, done);
+        if (n == 0) continue;
         float s = 0.0f;
 #pragma unroll 8
         for (int z = 0; z < n; ++z) s += p[z * plane];
@@ -293,7 +301,7 @@ extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __
             const int rs = e >> 5, cl = e & 31;
             if (cl < cn) {
                 const float* p = ws + ((long long)k * RS + rs) * Cp + c0 + cl;
-                const int n = splits_at(splits, k, (long long)rs * Cp + c0 + cl, tile_rows, n_tiles, whole);
+                const int n = splits_at(splits, k, (long long)rs * Cp + c0 + cl, tile_rows, n_tiles, whole, 0);
                 float s = p[0];
 #pragma unroll 4
                 for (int z = 1; z < n; ++z) s += p[z * plane];
