@@ -458,6 +458,52 @@ def test_gpu_forward_weight_pack_matches_numpy(dtype, poisoned_pool):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_wgrad_reduce_runs_matches_numpy(dtype, poisoned_pool):
+    """conv_util.cu's wgrad_reduce_runs (small filters of many splits: 8 runs of ceil(splits / 8) splits, each
+    summed in order, then the runs' sums in run order) into a KRSC dw equals NumPy's float32 sums in that order,
+    cast: runs that come out empty (17 splits: runs of 3, the last two empty), items not a multiple of a block's
+    32, padded channels skipped, fewer blocks than groups of items (each takes several in turn); and the filter
+    gradient that takes it (split-K's partials of a 1x1 filter of 64 x 128 channels) matches the float64
+    reference."""
+    import cupy
+
+    dt = getattr(backend, dtype)
+    rng = np.random.default_rng(23)
+    runs = P.util_kernel(np.dtype(dt), "wgrad_reduce_runs")
+    for splits, k, c, r, cp_, blocks in [(131, 128, 64, 1, 64, 64), (26, 64, 64, 3, 64, 7), (17, 5, 12, 1, 16, 1),
+                                         (16, 33, 8, 3, 8, 2), (9, 3, 4, 1, 4, 5)]:
+        ws = rng.standard_normal((splits, k, r * r, cp_)).astype(np.float32)
+        per = -(-splits // 8)
+        want = None
+        for z0 in range(0, splits, per):
+            run = ws[z0].copy()
+            for z in range(z0 + 1, min(splits, z0 + per)):
+                run += ws[z]
+            want = run if want is None else want + run
+        dw = cupy.full((k, r * r, c), np.nan, dt)
+        runs((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_)))
+        ref = cupy.asarray(np.ascontiguousarray(want[..., :c])).astype(dt)
+        assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, splits, k, c, r)
+    # end to end, where conv.py takes it: a 1x1 stride-2 filter of 64 x 128 channels over 25088 output pixels
+    from minifused.kernels import to_channels_last
+    from minifused.kernels.conv_tma import tma_wgrad_plan
+
+    n, c, h, k = 32, 64, 56, 128
+    geo = ((2, 2), (0, 0), (1, 1), 1)
+    if dtype != "float32" and cupy.cuda.Device().compute_capability == "90":
+        plan = tma_wgrad_plan(dt, (n, c, h, h), (k, c, 1, 1), *geo, cupy.cuda.Device().id, P.DEFAULT_CONFIG)
+        assert plan.splits >= 16 and plan.wgrad_tiles[2] == 0, plan
+    x = cupy.asarray(rng.standard_normal((n, c, h, h))).astype(dt)
+    dy = cupy.asarray(rng.standard_normal((n, k, 28, 28))).astype(dt)
+    ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), (k, c, 1, 1), *geo)
+    assert _rel(K.conv2d_backward_filter(dy, x, (k, c, 1, 1), *geo), ref) < _GPU_TOL[dtype], dtype
+    dwc = K.conv2d_backward_filter(to_channels_last(dy), to_channels_last(x), (k, c, 1, 1), *geo,
+                                   channels_last_weight=True)
+    assert _rel(dwc, ref) < _GPU_TOL[dtype], dtype
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
     """conv_util.cu's wgrad_reduce (the filter gradient's fp32 split-K partials, (splits, K, RS, Cp), summed in
     split order into a KCRS dw) equals NumPy's float32 sums in that order, cast: more elements than the blocks'

@@ -353,7 +353,14 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         return Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(rows * cg * r * s // wgrad_reduce_vec(cg, cpad)),
                         (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc, *wg_tiles, done)))
 
-    wg_reduce_krsc = strided_reduce(1)
+    items = kg * r * s * cg // 4  # (of 4 channels)
+    if wg_tiles[2] == 0 and wgrad_reduce_vec(cg, cpad) == 4 and splits >= 16 and items < sm_count(dev_id) * THREADS:
+        # a small filter of many splits: runs of the splits summed by warps (wgrad_reduce_runs), at more reads
+        # in flight than one thread per 4 channels has
+        wg_reduce_krsc = Prepared(util_kernel(dtype, "wgrad_reduce_runs"), (min(-(-items // 32), 65535 * 8),),
+                                  (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad)))
+    else:
+        wg_reduce_krsc = strided_reduce(1)
     wg_reduce_rest = strided_reduce(1, done=1) if whole_tiles else None  # the split tiles' alone
     if r * s == 1:
         wg_reduce_kcrs = wg_reduce_krsc

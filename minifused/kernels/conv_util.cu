@@ -8,6 +8,8 @@
 //   wgrad_reduce  sum of the split-K fp32 partials, in a fixed order, written as KRSC (or KCRS)
 //   wgrad_reduce_kcrs
 //                 the same sum written as KCRS through a shared-memory transpose (filters of more than one tap)
+//   wgrad_reduce_runs
+//                 the same sum written as KRSC for small filters of many splits: each split's run summed by a warp
 //   colsum_partial, colsum_reduce
 //                 the bias gradient: column sums of the packed dz (rows x Cp), in two
 //                 deterministic passes (per-block partial sums, then a fixed-order sum)
@@ -226,6 +228,34 @@ __device__ __forceinline__ int splits_at(int splits, int k, long long col, int t
     return (long long)(k / tile_rows) * n_tiles + col / 128 >= whole ? splits : !done;
 }
 
+__device__ __forceinline__ void add_to(float& s, float v) { s += v; }
+__device__ __forceinline__ void add_to(float4& s, const float4& v) { s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w; }
+
+// s + p[0] + p[stride] + ... + p[(n - 1) * stride], added in that order, the reads issued 8 at a time ahead of
+// their adds: a small filter's sum of many splits (1x1 of 64 channels: 2048 threads of 4 channels, 131 splits)
+// is bound by the reads' latency
+template <class V> __device__ __forceinline__ V sum_splits(V s, const V* __restrict__ p, long long stride, int n) {
+    int z = 0;
+    for (; z + 8 <= n; z += 8) {
+        V v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = p[(z + j) * stride];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) add_to(s, v[j]);
+    }
+    for (; z < n; ++z) add_to(s, p[z * stride]);
+    return s;
+}
+
+// four adjacent channels' sums stored into dw at `out` (KRSC: adjacent there too), as one 8- or 16-byte write
+__device__ __forceinline__ void store4(T* out, const float4& s) {
+    __align__(16) T o[4] = {from_f<T>(s.x), from_f<T>(s.y), from_f<T>(s.z), from_f<T>(s.w)};
+    if (sizeof(T) == 2)
+        *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(o);
+    else
+        *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(o);
+}
+
 // ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset), or with krsc set dw
 // (K, RS, C) (a channels-last weight's memory), each element the sum of its splits (splits_at) in split order;
 // with `done` (KRSC) the whole tiles are dw already: threads start at the first row of tiles not all whole (the
@@ -233,7 +263,8 @@ __device__ __forceinline__ int splits_at(int splits, int k, long long col, int t
 // Threads walk ws's order (c fastest), so that the reads of the fp32 partials, splits times the output's size,
 // are coalesced; the KCRS writes, strided by RS, merge in the L2; the KRSC writes are coalesced too.
 // Where C and Cp are multiples of 4, a thread takes 4 adjacent channels: one 16-byte read per split, and for
-// KRSC one 8- or 16-byte write (conv.wgrad_reduce_vec sizes the grid for that).
+// KRSC one 8- or 16-byte write (conv.wgrad_reduce_vec sizes the grid for that; with few threads, in blocks of
+// 64 on more SMs).
 extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K, int C,
                                         int RS, int Cp, int krsc, int tile_rows, int n_tiles, int whole,
                                         int done) {
@@ -249,23 +280,14 @@ extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restr
             const float4* p = reinterpret_cast<const float4*>(ws + t * Cp + c);
             const int n = splits_at(splits, (int)(t / RS), (t % RS) * Cp + c, tile_rows, n_tiles, whole, done);
             if (n == 0) continue;
-            float4 s = p[0];
-#pragma unroll 4
-            for (int z = 1; z < n; ++z) {
-                const float4 v = p[z * (plane / 4)];
-                s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-            }
-            __align__(16) T o[4] = {from_f<T>(s.x), from_f<T>(s.y), from_f<T>(s.z), from_f<T>(s.w)};
+            const float4 s = sum_splits(p[0], p + plane / 4, plane / 4, n - 1);
             if (krsc) {
-                if (sizeof(T) == 2)
-                    *reinterpret_cast<uint2*>(dw + 4 * i) = *reinterpret_cast<const uint2*>(o);
-                else
-                    *reinterpret_cast<uint4*>(dw + 4 * i) = *reinterpret_cast<const uint4*>(o);
+                store4(dw + 4 * i, s);
             } else {
                 const int rs = (int)(t % RS), k = (int)(t / RS);
                 T* out = dw + ((long long)k * C + c) * RS + rs;
-#pragma unroll
-                for (int j = 0; j < 4; ++j) out[j * RS] = o[j];
+                out[0] = from_f<T>(s.x), out[RS] = from_f<T>(s.y), out[2 * RS] = from_f<T>(s.z);
+                out[3 * RS] = from_f<T>(s.w);
             }
         }
         return;
@@ -279,10 +301,36 @@ extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restr
         const float* p = ws + t * Cp + c;
         const int n = splits_at(splits, k, (long long)rs * Cp + c, tile_rows, n_tiles, whole, done);
         if (n == 0) continue;
-        float s = 0.0f;
-#pragma unroll 8
-        for (int z = 0; z < n; ++z) s += p[z * plane];
+        const float s = sum_splits(0.0f, p, plane, n);
         dw[krsc ? i : ((long long)k * C + c) * RS + rs] = from_f<T>(s);
+    }
+}
+
+// wgrad_reduce's KRSC output (split-K's partials alone, C and Cp multiples of 4) where the filter is small and
+// the splits many (a 1x1 filter of 64 x 128 channels: 2048 threads of 4 channels, 131 splits), which one thread
+// per 4 channels would sum at the reads' latency: a block of 8 warps takes 32 such items (a lane each), warp w
+// sums the run of splits [w * per, (w + 1) * per) in order (per = ceil(splits / 8)), and warp 0 adds the runs'
+// sums in run order. Blocks stride over the ceil(K * RS * C / 128) groups of 32 items.
+extern "C" __global__ void __launch_bounds__(256) wgrad_reduce_runs(const float* __restrict__ ws,
+                                                                    T* __restrict__ dw, int splits, int K, int C,
+                                                                    int RS, int Cp) {
+    __shared__ float4 run[8][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, per = (splits + 7) / 8, C4 = C / 4;
+    const long long items = (long long)K * RS * C4, plane4 = (long long)K * RS * Cp / 4;
+    const int z0 = warp * per, n = min(splits, z0 + per) - z0;  // this warp's run (none: n <= 0)
+    for (long long i0 = blockIdx.x * 32LL; i0 < items; i0 += gridDim.x * 32LL) {
+        const long long i = i0 + lane, t = i / C4;  // (t: k * RS + rs)
+        if (i < items && n > 0) {
+            const float4* p = reinterpret_cast<const float4*>(ws + t * Cp + (i % C4) * 4) + z0 * plane4;
+            run[warp][lane] = sum_splits(p[0], p + plane4, plane4, n - 1);
+        }
+        __syncthreads();
+        if (warp == 0 && i < items) {
+            float4 s = run[0][lane];
+            for (int w = 1; w < 8 && w * per < splits; ++w) add_to(s, run[w][lane]);
+            store4(dw + 4 * i, s);
+        }
+        __syncthreads();
     }
 }
 
@@ -302,10 +350,7 @@ extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __
             if (cl < cn) {
                 const float* p = ws + ((long long)k * RS + rs) * Cp + c0 + cl;
                 const int n = splits_at(splits, k, (long long)rs * Cp + c0 + cl, tile_rows, n_tiles, whole, 0);
-                float s = p[0];
-#pragma unroll 4
-                for (int z = 1; z < n; ++z) s += p[z * plane];
-                tile[cl * RS + rs] = s;
+                tile[cl * RS + rs] = sum_splits(p[0], p + plane, plane, n - 1);
             }
         }
         __syncthreads();
