@@ -353,10 +353,12 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         return Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(rows * cg * r * s // wgrad_reduce_vec(cg, cpad)),
                         (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc, *wg_tiles, done)))
 
-    items = kg * r * s * cg // 4  # (of 4 channels)
-    if wg_tiles[2] == 0 and wgrad_reduce_vec(cg, cpad) == 4 and splits >= 16 and items < sm_count(dev_id) * THREADS:
-        # a small filter of many splits: runs of the splits summed by warps (wgrad_reduce_runs), at more reads
-        # in flight than one thread per 4 channels has
+    items = kg * cg // 4  # (of 4 channels)
+    if (r * s == 1 and wg_tiles[2] == 0 and wgrad_reduce_vec(cg, cpad) == 4 and splits >= 16
+            and items < sm_count(dev_id) * THREADS):
+        # a small 1x1 filter of many splits: runs of the splits summed by warps (wgrad_reduce_runs), at more
+        # reads in flight than one thread per 4 channels has (1x1 only: KCRS is the same memory, so a
+        # channels-last weight's dW and a contiguous one's are summed in one order, bit for bit alike)
         wg_reduce_krsc = Prepared(util_kernel(dtype, "wgrad_reduce_runs"), (min(-(-items // 32), 65535 * 8),),
                                   (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad)))
     else:
