@@ -9,7 +9,7 @@
 //   wgrad_reduce_kcrs
 //                 the same sum written as KCRS through a shared-memory transpose (filters of more than one tap)
 //   wgrad_reduce_runs
-//                 the same sum written as KRSC for small filters of many splits: each split's run summed by a warp
+//                 the same sum written as KRSC for small filters of many splits, runs of them summed by warps
 //   colsum_partial, colsum_reduce
 //                 the bias gradient: column sums of the packed dz (rows x Cp), in two
 //                 deterministic passes (per-block partial sums, then a fixed-order sum)
@@ -263,8 +263,7 @@ __device__ __forceinline__ void store4(T* out, const float4& s) {
 // Threads walk ws's order (c fastest), so that the reads of the fp32 partials, splits times the output's size,
 // are coalesced; the KCRS writes, strided by RS, merge in the L2; the KRSC writes are coalesced too.
 // Where C and Cp are multiples of 4, a thread takes 4 adjacent channels: one 16-byte read per split, and for
-// KRSC one 8- or 16-byte write (conv.wgrad_reduce_vec sizes the grid for that; with few threads, in blocks of
-// 64 on more SMs).
+// KRSC one 8- or 16-byte write (conv.wgrad_reduce_vec sizes the grid for that).
 extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K, int C,
                                         int RS, int Cp, int krsc, int tile_rows, int n_tiles, int whole,
                                         int done) {
