@@ -405,7 +405,8 @@ def _wgrad_schedule(tiles, chunks, sms, flops, part_bytes, splits=None):
     ``splits`` splits of ``per`` chunks each. ``splits`` given: that many of every tile (capped at one per chunk).
     Else the modeled faster of :func:`_wgrad_splits`'s count for every tile and, where there are more tiles than
     SMs, whole waves of whole tiles with the rest split to fill one more wave (the time of the longest block's
-    chunks over the ideal's, plus the partials': split 0's of every tile, the other splits' of the rest)."""
+    chunks over the ideal's, plus the partials': split 0's of every tile, the other splits' of the rest), each of
+    the rest's splits 2 chunks or more (4 left r18c512h4's last wave half idle, 6% slower)."""
     def per_of(s):
         per = -(-chunks // min(s, chunks))
         return per, -(-chunks // per)
@@ -414,7 +415,7 @@ def _wgrad_schedule(tiles, chunks, sms, flops, part_bytes, splits=None):
         s = _wgrad_splits(tiles, chunks, sms, flops, part_bytes)
         whole, rest = (tiles // sms) * sms, tiles % sms
         if whole and rest:
-            per, split_rest = per_of(min(max(1, sms // rest), max(1, chunks // 4)))
+            per, split_rest = per_of(min(max(1, sms // rest), max(1, chunks // 2)))
             span = whole // sms * chunks + -(-rest * split_rest // sms) * per  # the longest block's chunks
             hybrid = (flops / _WGRAD_FLOPS * span * sms / (tiles * chunks)
                       + 2 * (1 + (split_rest - 1) * rest / tiles) * part_bytes / _MEMORY_BYTES)
