@@ -691,27 +691,29 @@ def test_gpu_filter_gradient_from_the_forwards_packed_input(dtype, poisoned_pool
     geo = ((1, 1), (1, 1), (1, 1), 1)
     x = cupy.asarray(rng.standard_normal((4, 64, 12, 12))).astype(dt)
     wt = cupy.asarray(rng.standard_normal((96, 64, 3, 3))).astype(dt)
-    y, _, packed = K.conv2d_forward(x, wt, None, *geo, keep_packed_x=True, config=ConvConfig(nchw_forward=False))
+    direct = ConvConfig(nchw_forward=False, winograd=False)  # the GEMM forward (fp32's default is Winograd's)
+    y, _, packed = K.conv2d_forward(x, wt, None, *geo, keep_packed_x=True, config=direct)
     assert isinstance(packed, K.PackedInput) and packed.shape == x.shape
     dy = cupy.asarray(rng.standard_normal(y.shape)).astype(dt)
-    from_x = K.conv2d_backward(dy, x, wt, *geo, need_db=True)
-    from_packed = K.conv2d_backward(dy, packed, wt, *geo, need_db=True)
+    from_x = K.conv2d_backward(dy, x, wt, *geo, need_db=True, config=direct)
+    from_packed = K.conv2d_backward(dy, packed, wt, *geo, need_db=True, config=direct)
     for a, b in zip(from_x, from_packed):
         assert bool((a == b).all())
     ref = K.conv2d_backward_ref(dy.astype(cupy.float64), x.astype(cupy.float64), wt.astype(cupy.float64), *geo)
     assert _rel(from_packed[1], ref[1]) < _GPU_TOL[dtype]
-    # the op keeps the packed copy, not x, when its forward packs (the default config: fp16/bf16 run the TMA
-    # kernel on packed operands on an sm_90 GPU, else from NCHW at this size, which packs nothing) and the
-    # weight wants a gradient
+    # the op keeps the packed copy, not x, when its forward packs (the default config: TF32 packs; fp16/bf16 run
+    # the TMA kernel on packed operands on an sm_90 GPU, else from NCHW at this size, which packs nothing; strict
+    # fp32 runs Winograd's transforms, which pack nothing) and the weight wants a gradient
     packs = K.conv2d_forward(x, wt, None, *geo, keep_packed_x=True)[2] is not None
     tma = K.tma_plan(P.ConvMode.FORWARD, dt, x.shape, wt.shape, *geo, cupy.cuda.Device().id, P.DEFAULT_CONFIG)
-    assert packs == (dt == backend.float32 or tma is not None)
+    assert packs == (dtype == "tf32" or tma is not None)
+    by_default = K.conv2d_backward(dy, x, wt, *geo, need_db=True)  # from_x's, or (not packed) Winograd's
     xt = mf.tensor(x, requires_grad=True)
     w_t = mf.tensor(wt, requires_grad=True)
     out = F.conv2d(xt, w_t, padding=1)
     assert len(out._ctx.saved) == (1 if packs else 2) and isinstance(getattr(out._ctx, "x", None), K.PackedInput) == packs
     out.backward(mf.tensor(dy))
-    assert bool((w_t.grad._data == from_x[1]).all()) and bool((xt.grad._data == from_x[0]).all())
+    assert bool((w_t.grad._data == by_default[1]).all()) and bool((xt.grad._data == by_default[0]).all())
     frozen = F.conv2d(xt, mf.tensor(wt), padding=1)
     assert len(frozen._ctx.saved) == 2
 

@@ -13,7 +13,10 @@ describes; the backward multiplies ``dy`` by it before anything else.
 Dispatch on the array module: NumPy arrays (and float64 CuPy arrays) go to the references of
 :mod:`.conv_ref`; CuPy float16 / bfloat16 / float32 arrays to the CUDA kernels on the paths that
 :mod:`.conv_plan` describes and plans. float32 runs on TF32 tensor cores where
-``backend.tf32_conv.allow_tf32`` is set (read at call time), else on FFMA. The forward settles its path and
+``backend.tf32_conv.allow_tf32`` is set (read at call time), else on FFMA, or for 3x3 stride-1 filters of at
+least 32 channels each way by Winograd's transforms and cuBLASLt's strict-fp32 GEMMs (:mod:`.winograd`) and for
+1x1 filters by those GEMMs alone (:mod:`.conv1x1`; a forward without a fused activation, a backward without a
+ReLU mask). The forward settles its path and
 launch constants once per call signature, config and TF32 setting (:func:`_forward_launcher`); a call then
 only allocates and launches. Inputs are assumed valid and C-contiguous.
 """
@@ -29,6 +32,7 @@ from . import (ARG, NULL, Prepared, aligned_bytes, c_contiguous, empty_channels_
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
                         nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
+from . import conv1x1, winograd
 from .conv_tma import launch_tma, launch_tma_wgrad, tma_plan, tma_wgrad_plan
 from .conv_ref import (conv2d_backward_data_ref, conv2d_backward_filter_ref, conv2d_backward_ref, conv2d_forward_ref,
                        pack_mask, unpack_mask)
@@ -489,7 +493,8 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
         out = xp.empty((0, w.shape[0], p, q), x.dtype), mask
     elif is_channels_last(x):
         run = None
-        if _on_gpu(x):
+        if _on_gpu(x) and _forward_gemm_path(x, w, stride, padding, dilation, groups, activation, want_mask,
+                                             config) is None:  # a GEMM path's x is C-contiguous: the path below
             run = _channels_last_forward_launcher(x.dtype, x.shape, w.shape, stride, padding, dilation, groups,
                                                   x.device.id, config, backend.tf32_conv.allow_tf32)
         if run is not None:
@@ -500,6 +505,11 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
                                   dilation, groups, activation, want_mask, keep_packed_x, config=config)
         return (to_channels_last(y), *rest)
     elif _on_gpu(x):
+        path = _forward_gemm_path(x, w, stride, padding, dilation, groups, activation, want_mask, config)
+        if path is not None:
+            y = path.forward(xp.ascontiguousarray(x), w, None if bias is None else xp.ascontiguousarray(bias),
+                             stride, padding)
+            return (y, None, None) if keep_packed_x else (y, None)
         run = _forward_launcher(x.dtype, x.shape, w.shape, stride, padding, dilation, groups, x.device.id, config,
                                 backend.tf32_conv.allow_tf32)
         if run is not None:
@@ -507,6 +517,24 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
     if out is None:
         out = conv2d_forward_ref(x, w, bias, stride, padding, dilation, groups, activation, want_mask)
     return (*out, None) if keep_packed_x else out
+
+
+#: fp32 (no TF32) convolutions that run as strided-batched cuBLASLt GEMMs where they apply: the 3x3 stride-1
+#: ones by Winograd's transforms, the 1x1 ones directly (a forward without a fused activation, a backward without
+#: a ReLU mask)
+_GEMM_PATHS = (winograd, conv1x1)
+
+
+def _gemm_path(dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, config, forward=False):
+    return next((path for path in _GEMM_PATHS if path.applies(dtype, x_shape, w_shape, stride, padding, dilation,
+                                                              groups, tf32, config, forward)), None)
+
+
+def _forward_gemm_path(x, w, stride, padding, dilation, groups, activation, want_mask, config):
+    if activation is not None or want_mask:
+        return None
+    return _gemm_path(x.dtype, x.shape, w.shape, stride, padding, dilation, groups, backend.tf32_conv.allow_tf32,
+                      config, forward=True)
 
 
 def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mask, need_dx, need_dw, need_db,
@@ -520,9 +548,12 @@ def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mas
     tf32 = backend.tf32_conv.allow_tf32
     xp = backend.array_module(dy)
     w_cl = w_channels_last or (w is not None and not c_contiguous(w) and is_channels_last(w))
+    gemm_path = None
+    if on_gpu and mask is None and not packed:
+        gemm_path = _gemm_path(dy.dtype, x_shape, w_shape, *geo, tf32, config)
     if is_channels_last(dy):
         run = None
-        if on_gpu and mask is None:
+        if on_gpu and mask is None and gemm_path is None:  # a GEMM path's dy is C-contiguous: the path below
             run = _backward_launcher(dy.dtype, x_shape, w_shape, *geo, dy.data.device_id, config, tf32, packed, True)
         if run is not None:  # a channels-last weight is read as it is, and gets a channels-last dW
             return run(dy, x if x is None or packed else to_channels_last(x), w, None, need_dx, need_dw, need_db,
@@ -538,6 +569,16 @@ def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mas
         return None if dx is None else to_channels_last(dx), dw, db
     if on_gpu:
         run = _backward_launcher(dy.dtype, x_shape, w_shape, *geo, dy.data.device_id, config, tf32, packed)
+        path = gemm_path
+        if path is not None:
+            dyc = xp.ascontiguousarray(dy)
+            dx = path.backward_data(dyc, w, x_shape, stride, padding) if need_dx else None
+            dw_by_path = need_dw and path.backward_filter is not None
+            dw = path.backward_filter(dyc, xp.ascontiguousarray(x), w_shape, stride, padding) if dw_by_path else None
+            if need_db or (need_dw and not dw_by_path):  # the launcher's column sums and (for 1x1) dW
+                _, dw_run, db = run(dy, x, w, None, False, need_dw and not dw_by_path, need_db)
+                return dx, dw if dw_by_path else dw_run, db
+            return dx, dw, None
         return run(dy, x, w, mask, need_dx, need_dw, need_db)
     if need_dx and not (need_dw or need_db):
         return conv2d_backward_data_ref(dy, w, x_shape, *geo), None, None

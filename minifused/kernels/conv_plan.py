@@ -106,6 +106,12 @@ class ConvConfig:
     #: The forward from NCHW (FORWARD_NCHW) where it applies: None lets :func:`uses_nchw_forward` decide,
     #: True / False force it.
     nchw_forward: bool | None = None
+    #: Winograd (winograd.py) for the fp32 (no TF32) 3x3 stride-1 forward, backward-data and backward-filter: None
+    #: uses it where it applies with at least 32 input and output channels, True at any channel count, False never.
+    winograd: bool | None = None
+    #: The fp32 (no TF32) 1x1 forward and backward-data as batched cuBLASLt GEMMs (conv1x1.py): None where it
+    #: applies with at least 32 input and output channels, True at any channel count, False never.
+    conv1x1: bool | None = None
     #: Over 64 output channels the forward from NCHW gathers A once per 128-wide tile of them, and its kernel
     #: runs longer than the repacked GEMM; it saves the packs' launch, allocation and pass over x, which wins
     #: up to this many gathered elements.

@@ -119,7 +119,7 @@ class _Plan:
                  "ptrbuf", "ptrbuf_addr", "has_bias_ptr", "has_aux_ptr", "key", "chosen", "__weakref__")
 
     def __init__(self, key, handle, dtype, transa, transb, m, n, k, lda, ldb, ldd,
-                 epilogue, aux_ld, aligns, tf32, ws_bytes, want, algos=None):
+                 epilogue, aux_ld, aligns, tf32, batch=None, *, ws_bytes, want, algos=None):
         self.key = key
         self.handle = handle
         self.chosen = 0  # the index in algos that run() launches
@@ -133,6 +133,9 @@ class _Plan:
             ctype = _CUDA_TYPE[dtype]
             self.a_layout, self.b_layout, self.d_layout = (
                 self._layout(ctype, r, c, ld) for r, c, ld in ((ar, ac, lda), (br, bc, ldb), (m, n, ldd)))
+            if batch is not None:  # (count, a's, b's and d's strides in elements): one strided-batched GEMM
+                for lay, stride in zip((self.a_layout, self.b_layout, self.d_layout), batch[1:]):
+                    self._batch(lay, batch[0], stride)
             self._prefer(ws_bytes, aligns)
             if algos is None:
                 self._find_algos(dtype, epilogue, want)
@@ -171,6 +174,13 @@ class _Plan:
         lay = _lt.matrix_layout_create(ctype, rows, cols, ld)
         self.layouts.append(lay)
         return lay
+
+    @staticmethod
+    def _batch(layout, count, stride):
+        attr = _lt.MatrixLayoutAttribute
+        for name, value in ((attr.BATCH_COUNT, count), (attr.STRIDED_BATCH_OFFSET, stride)):
+            buf = np.array([value], dtype=_lt.get_matrix_layout_attribute_dtype(name))
+            _lt.matrix_layout_set_attribute(layout, name, buf.ctypes.data, buf.itemsize)
 
     def _prefer(self, ws_bytes, aligns):
         lt = _lt
@@ -371,7 +381,8 @@ def _keep_correct(key, plan, launch, check):
 
 def execute(key, plan_args, a, b, d, bias_ptr=0, aux_ptr=0, check=None, config=None):
     """Run the GEMM of ``key`` (planned on first use from ``plan_args``: dtype, transa, transb, m, n,
-    k, lda, ldb, ldd, epilogue, aux_ld, alignments, tf32; under ``config``, None: the default).
+    k, lda, ldb, ldd, epilogue, aux_ld, alignments, tf32 and optionally a strided batch, (count, a's, b's and
+    d's strides in elements); under ``config``, None: the default).
     ``a``, ``b``: device pointers; ``d``: the output array. ``check``, if given, returns
     ``(poison, verify)`` (see :func:`_keep_correct`), called for a new plan only, which keeps only the
     candidates that pass it."""
@@ -393,6 +404,25 @@ def execute(key, plan_args, a, b, d, bias_ptr=0, aux_ptr=0, check=None, config=N
             small = (2, 3) if config and config.autotune else (3, 10)  # small GEMMs: more, cheap samples
             _autotune(plan, launch, *small)
         _choices[_problem(key)] = plan.chosen_algo()
+
+
+def strided_batched(a, b, d, count, strides, transa, transb, m, n, k, lda, ldb, ldd):
+    """``count`` fp32 GEMMs (strict fp32 compute) as one strided-batched call: column-major ``D (m x n) = op(A) @
+    op(B)`` on the matrices of the CuPy arrays ``a``, ``b`` and ``d``, ``strides`` (a's, b's, d's; 0 repeats
+    the first) elements apart. Each of d's matrices must be 256-byte aligned, as the plans take outputs."""
+    import cupy
+
+    dev, stream = d.data.device_id, cupy.cuda.get_current_stream().ptr
+    aligns = tuple(_alignment(arr.data.ptr | 4 * stride) for arr, stride in zip((a, b), strides))
+    key = (dev, stream, "batched", backend.float32, transa, transb, m, n, k, lda, ldb, ldd, aligns, count, strides)
+    args = (backend.float32, transa, transb, m, n, k, lda, ldb, ldd, "DEFAULT", 0, aligns, False, (count, *strides))
+    execute(key, args, a.data.ptr, b.data.ptr, d)
+
+
+def _alignment(address):
+    """The largest power of two up to 256 that divides ``address`` (a pointer OR-ed with the strides it steps)."""
+    address |= 256
+    return address & -address
 
 
 # ====================================================================== cache management

@@ -1,0 +1,83 @@
+"""1x1 convolutions in fp32 without TF32 as strided-batched cuBLASLt GEMMs (strict fp32 compute): the forward
+and the data gradient.
+
+A 1x1 filter at padding 0 multiplies each pixel's channels by one (K, C) matrix: per image, ``y[n] (K x PQ) =
+W (K x C) @ x[n]'s pixels (C x PQ)`` and ``dx[n]'s pixels = W^T @ dy[n]``, one batched call over the images
+(W's stride 0). A stride first gathers x's pixels (and scatters dx's into zeros). The GEMMs run at cuBLAS's
+SGEMM rate, which the direct FFMA kernels do not reach on these layers of few FLOPs per byte (ResNet's 1x1
+stride-2 shortcuts).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backend
+from . import cublaslt
+
+
+def applies(dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, config, forward=False) -> bool:
+    """Whether the GPU convolution takes this path: fp32 without TF32, one group, a 1x1 filter at padding 0, at
+    least 32 input and output channels (unless ``config.conv1x1`` forces it, or turns it off), and every
+    image's x and y pixels (C x PQ, K x PQ) a whole number of 256 bytes (the batched GEMM's matrices stay
+    aligned as its plans take them). The ``forward`` also wants 64 output pixels or more per image: fewer make
+    each image's GEMM too small to beat the direct kernel (ResNet's 8x8 -> 4x4 shortcut ran 0.86x of it; its
+    data gradient, whose direct kernel scatters, still gains)."""
+    if config.conv1x1 is False or dtype != backend.float32 or tf32 or groups != 1:
+        return False
+    if tuple(w_shape[2:]) != (1, 1) or tuple(padding) != (0, 0):
+        return False
+    pq = (-(-x_shape[2] // stride[0])) * (-(-x_shape[3] // stride[1]))
+    if (x_shape[1] * pq) % 64 or (w_shape[0] * pq) % 64:
+        return False
+    if forward and pq < 64 and not config.conv1x1:
+        return False
+    return bool(config.conv1x1) or (x_shape[1] >= 32 and w_shape[0] >= 32)
+
+
+def _pixels(a, stride):
+    """a (N, C, H, W)'s pixels that a stride-``stride`` 1x1 filter reads, C-contiguous (N, C, P, Q)."""
+    xp = backend.array_module(a)
+    return xp.ascontiguousarray(a if tuple(stride) == (1, 1) else a[:, :, ::stride[0], ::stride[1]])
+
+
+def forward(x, w, bias, stride, padding):
+    """y (N, K, P, Q) of x (N, C, H, W) and w (K, C, 1, 1), fp32 C-contiguous CuPy arrays (``applies``)."""
+    import cupy
+
+    xs = _pixels(x, stride)
+    n, c, p, q = xs.shape
+    k = w.shape[0]
+    y = cupy.empty((n, k, p, q), np.float32)
+    if y.size:
+        if c == 0:
+            y.fill(0)
+        else:  # column-major D (PQ x K) = A (PQ x C, ld PQ) @ B (C x K, ld C), per image
+            cublaslt.strided_batched(xs, w, y, n, (c * p * q, 0, k * p * q), cublaslt.OP_N, cublaslt.OP_N,
+                                     p * q, k, c, p * q, c, p * q)
+        if bias is not None:
+            y += bias.reshape(1, k, 1, 1)
+    return y
+
+
+def backward_data(dy, w, x_shape, stride, padding):
+    """dx (N, C, H, W) of dy (N, K, P, Q) and w (K, C, 1, 1) (``applies``)."""
+    import cupy
+
+    n, k, p, q = dy.shape
+    c = x_shape[1]
+    dxs = cupy.empty((n, c, p, q), np.float32) if tuple(stride) != (1, 1) else cupy.empty(tuple(x_shape), np.float32)
+    if dxs.size:
+        if k == 0:
+            dxs.fill(0)
+        else:  # column-major D (PQ x C) = A (PQ x K, ld PQ) @ B^T (B: K x C as column-major C x K, ld C)
+            cublaslt.strided_batched(dy, w, dxs, n, (k * p * q, 0, c * p * q), cublaslt.OP_N, cublaslt.OP_T,
+                                     p * q, c, k, p * q, c, p * q)
+    if tuple(stride) == (1, 1):
+        return dxs
+    dx = cupy.zeros(tuple(x_shape), np.float32)
+    dx[:, :, ::stride[0], ::stride[1]] = dxs
+    return dx
+
+
+#: the filter gradient stays with the direct kernels, which already run these layers near cuDNN's strict fp32
+backward_filter = None

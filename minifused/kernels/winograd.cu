@@ -1,0 +1,227 @@
+// Winograd F(4x4, 3x3) for fp32 without TF32 (winograd.py): a 3x3 stride-1 convolution as 36 GEMMs of
+// transformed 6x6 input windows by transformed filters, then each 6x6 product folded into a 4x4 output tile
+// (Lavin & Gray's minimal filtering): 36 multiplies per 4x4 outputs and input channel instead of 144.
+//   wino_input   x (N, C, H, W) -> V[36][C][T]: B^T d B of the 6x6 window of each tile t (and channel)
+//   wino_filter  w (K, C, 3, 3) -> U[36][K][C]: G g G^T (for the data gradient: each 3x3 turned 180 degrees and
+//                the channels swapped, U[36][C][K])
+//   wino_output  M[36][K][T] -> y (N, K, P, Q): A^T m A (+ bias) of each tile, rows and columns past P, Q dropped
+// The filter gradient is F(3x3, 4x4), the same matrices in swapped roles (A^T's transpose filters, G^T folds):
+// each tile's 4x4 block of dy, as the filter, correlated with the tile's 6x6 window of x gives its 3x3 share of
+// dW, and the tiles' shares sum in the transform domain:
+//   wino_input   x -> V[36][S][C][Ts]: as above (the windows of dy's 4x4 blocks are the forward's of y's)
+//   wino_wgrad_dy  dy (N, K, P, Q) -> U[36][S][K][Ts]: A^T' g A^T of each tile's 4x4 block (zero past P, Q)
+//   (36 x S GEMMs, each over one run of Ts tiles: M[36][S][K][C])
+//   wino_wgrad_output  M -> dw (K, C, 3, 3): G^T m G of the sum over the S runs (in order: deterministic)
+// The tiles split into S runs of Ts (tiles past T transform to zeros) so that a filter gradient of few channels
+// still gives the GPU 36 x S GEMMs; the forward's S is 1. Run s of matrix xi lies at (xi S + s) * chunk floats
+// (the host rounds chunk up to keep each one 256-byte aligned, as its GEMMs' outputs must be). Tiles t =
+// (n * TH + ty) * TW + tx cover the output's 4x4 blocks; a tile's window starts at (4 ty - pad, 4 tx - pad),
+// zero outside x. Threads take t fastest, so that neighbours read neighbouring windows of one channel's plane
+// and write V's and y's rows coalesced.
+
+// The matrices, as constants that the unrolled loops below fold into the adds they take (a zero entry drops
+// its term, see sandwich)
+struct Bt {  // B^T (6 x 6)
+    static constexpr int rows = 6, cols = 6;
+    __device__ static float at(int i, int j) {
+        constexpr float m[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                   {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+        return m[i][j];
+    }
+};
+struct G {  // G (6 x 3)
+    static constexpr int rows = 6, cols = 3;
+    __device__ static float at(int i, int j) {
+        constexpr float m[6][3] = {{1.0f / 4, 0, 0},           {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                   {-1.0f / 6, 1.0f / 6, -1.0f / 6}, {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                   {1.0f / 24, -1.0f / 12, 1.0f / 6}, {0, 0, 1}};
+        return m[i][j];
+    }
+};
+struct At {  // A^T (4 x 6)
+    static constexpr int rows = 4, cols = 6;
+    __device__ static float at(int i, int j) {
+        constexpr float m[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+        return m[i][j];
+    }
+};
+template <class L> struct Transposed {
+    static constexpr int rows = L::cols, cols = L::rows;
+    __device__ static float at(int i, int j) { return L::at(j, i); }
+};
+
+// out = L in L^T. Sums start from -0.0f, which adds exactly (an fp32 sum from +0.0f would turn a -0.0f term
+// into +0.0f, so the compiler could not drop that add); terms of a zero entry are skipped at compile time.
+template <class L>
+__device__ __forceinline__ void sandwich(const float (&in)[L::cols][L::cols], float (&out)[L::rows][L::rows]) {
+    float half[L::rows][L::cols];
+#pragma unroll
+    for (int a = 0; a < L::rows; ++a)
+#pragma unroll
+        for (int j = 0; j < L::cols; ++j) {
+            float sum = -0.0f;
+#pragma unroll
+            for (int i = 0; i < L::cols; ++i)
+                if (L::at(a, i) != 0.0f) sum += L::at(a, i) * in[i][j];
+            half[a][j] = sum;
+        }
+#pragma unroll
+    for (int a = 0; a < L::rows; ++a)
+#pragma unroll
+        for (int b = 0; b < L::rows; ++b) {
+            float sum = -0.0f;
+#pragma unroll
+            for (int j = 0; j < L::cols; ++j)
+                if (L::at(b, j) != 0.0f) sum += half[a][j] * L::at(b, j);
+            out[a][b] = sum;
+        }
+}
+
+// The tile t of a thread's item and where run-split matrices keep it: (t / Ts) * chunk + t % Ts
+struct Tile {
+    int n, ty, tx;
+    long long at;
+    __device__ Tile(long long t, int TH, int TW, long long Ts, long long chunk)
+        : n((int)(t / ((long long)TW * TH))), ty((int)(t / TW % TH)), tx((int)(t % TW)), at(t / Ts * chunk + t % Ts) {}
+};
+
+// V[xi][s][c][t % Ts] = (B^T d B)[xi] of the 6x6 window d of tile t (s = t / Ts; zeros for t >= T, the last
+// run's padding)
+extern "C" __global__ void wino_input(const float* __restrict__ x, float* __restrict__ V, int N, int C, int H, int W,
+                                      int TH, int TW, int pad, int S, long long Ts, long long chunk) {
+    const long long T = (long long)N * TH * TW, total = Ts * S * C;
+    const long long step = chunk * S;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long t = i % (Ts * S);
+        const int c = (int)(i / (Ts * S));
+        const Tile tile(t, TH, TW, Ts, chunk);
+        const float* plane = x + ((long long)tile.n * C + c) * H * W;
+        const int y0 = 4 * tile.ty - pad, x0 = 4 * tile.tx - pad;
+        float d[6][6];
+#pragma unroll
+        for (int r = 0; r < 6; ++r)
+#pragma unroll
+            for (int s = 0; s < 6; ++s) {
+                const int yy = y0 + r, xx = x0 + s;
+                d[r][s] = t < T && yy >= 0 && yy < H && xx >= 0 && xx < W ? plane[(long long)yy * W + xx] : 0.0f;
+            }
+        float v[6][6];
+        sandwich<Bt>(d, v);
+        float* out = V + tile.at + (long long)c * Ts;
+#pragma unroll
+        for (int r = 0; r < 6; ++r)
+#pragma unroll
+            for (int s = 0; s < 6; ++s) out[(6 * r + s) * step] = v[r][s];
+    }
+}
+
+// U[36][K][C] = G g G^T of each filter g = w[k][c] (3x3), or with `data_grad` of g turned 180 degrees, stored as
+// U[36][C][K] (the data gradient's filters: output channels C, input channels K)
+extern "C" __global__ void wino_filter(const float* __restrict__ w, float* __restrict__ U, int K, int C,
+                                       int data_grad, long long step) {
+    const long long total = (long long)K * C;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int k = (int)(i / C), c = (int)(i % C);
+        const float* src = w + i * 9;
+        float g[3][3];
+#pragma unroll
+        for (int r = 0; r < 3; ++r)
+#pragma unroll
+            for (int s = 0; s < 3; ++s) g[r][s] = data_grad ? src[(2 - r) * 3 + (2 - s)] : src[r * 3 + s];
+        float u[6][6];
+        sandwich<G>(g, u);
+        float* out = U + (data_grad ? (long long)c * K + k : i);
+#pragma unroll
+        for (int r = 0; r < 6; ++r)
+#pragma unroll
+            for (int s = 0; s < 6; ++s) out[(6 * r + s) * step] = u[r][s];
+    }
+}
+
+// y[n][k][4 ty + i][4 tx + j] = (A^T m A)[i][j] (+ bias[k]) of m = M[.][k][t]
+extern "C" __global__ void wino_output(const float* __restrict__ M, const float* __restrict__ bias,
+                                       float* __restrict__ y, int N, int K, int P, int Q, int TH, int TW,
+                                       long long step) {
+    const long long T = (long long)N * TH * TW, total = T * K;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long t = i % T;
+        const int k = (int)(i / T);
+        const Tile tile(t, TH, TW, T, 0);
+        const float* src = M + (long long)k * T + t;
+        float m[6][6];
+#pragma unroll
+        for (int r = 0; r < 6; ++r)
+#pragma unroll
+            for (int s = 0; s < 6; ++s) m[r][s] = src[(6 * r + s) * step];
+        float o[4][4];
+        sandwich<At>(m, o);
+        const float b = bias ? bias[k] : 0.0f;
+        float* plane = y + ((long long)tile.n * K + k) * P * Q;
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int yy = 4 * tile.ty + r;
+            if (yy >= P) continue;
+#pragma unroll
+            for (int s = 0; s < 4; ++s)
+                if (4 * tile.tx + s < Q) plane[(long long)yy * Q + 4 * tile.tx + s] = o[r][s] + b;
+        }
+    }
+}
+
+// U[xi][s][k][t % Ts] = (A^T' g A^T)[xi] of tile t's 4x4 block g of dy (zeros past P, Q and for t >= T)
+extern "C" __global__ void wino_wgrad_dy(const float* __restrict__ dy, float* __restrict__ U, int N, int K, int P,
+                                         int Q, int TH, int TW, int S, long long Ts, long long chunk) {
+    const long long T = (long long)N * TH * TW, total = Ts * S * K;
+    const long long step = chunk * S;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long t = i % (Ts * S);
+        const int k = (int)(i / (Ts * S));
+        const Tile tile(t, TH, TW, Ts, chunk);
+        const float* plane = dy + ((long long)tile.n * K + k) * P * Q;
+        float g[4][4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int s = 0; s < 4; ++s) {
+                const int yy = 4 * tile.ty + r, xx = 4 * tile.tx + s;
+                g[r][s] = t < T && yy < P && xx < Q ? plane[(long long)yy * Q + xx] : 0.0f;
+            }
+        float u[6][6];
+        sandwich<Transposed<At>>(g, u);
+        float* out = U + tile.at + (long long)k * Ts;
+#pragma unroll
+        for (int r = 0; r < 6; ++r)
+#pragma unroll
+            for (int s = 0; s < 6; ++s) out[(6 * r + s) * step] = u[r][s];
+    }
+}
+
+// dw[k][c] (3x3) = G^T m G of m = the sum over s of M[.][s][k][c]
+extern "C" __global__ void wino_wgrad_output(const float* __restrict__ M, float* __restrict__ dw, int K, int C,
+                                             int S, long long chunk) {
+    const long long total = (long long)K * C;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        float m[6][6];
+#pragma unroll
+        for (int r = 0; r < 6; ++r)
+#pragma unroll
+            for (int s = 0; s < 6; ++s) {
+                const float* src = M + (6 * r + s) * chunk * S + i;
+                float sum = src[0];
+                for (int run = 1; run < S; ++run) sum += src[run * chunk];
+                m[r][s] = sum;
+            }
+        float o[3][3];
+        sandwich<Transposed<G>>(m, o);
+        float* out = dw + i * 9;
+#pragma unroll
+        for (int r = 0; r < 3; ++r)
+#pragma unroll
+            for (int s = 0; s < 3; ++s) out[r * 3 + s] = o[r][s];
+    }
+}

@@ -1,0 +1,69 @@
+"""1x1 convolutions as batched GEMMs (kernels/conv1x1.py): where the GPU convolution takes them; on the GPU
+the forward and data gradient against a float64 reference at strides 1-3 (odd sizes, pixels past the last
+stride step), poisoned outputs, and conv.py's calls through the path."""
+import numpy as np
+import pytest
+
+from minifused import backend
+from minifused.kernels import conv as K
+from minifused.kernels import conv1x1 as C1
+from minifused.kernels.conv import DEFAULT_CONFIG, ConvConfig
+
+
+def test_applies_where_it_should():
+    """fp32 without TF32, one group, 1x1 at padding 0, 32 channels or more each way unless the config forces it
+    (or turns it off), and each image's x and y pixels a whole number of 256 bytes."""
+    f32 = backend.float32
+    ok = (f32, (8, 64, 56, 56), (128, 64, 1, 1), (2, 2), (0, 0), (1, 1), 1, False, DEFAULT_CONFIG)
+    assert C1.applies(*ok)
+    for i, value in [(0, backend.float16), (1, (8, 16, 56, 56)), (2, (16, 64, 1, 1)), (2, (128, 64, 3, 3)),
+                     (4, (1, 1)), (6, 2), (7, True), (8, ConvConfig(conv1x1=False)), (1, (8, 36, 5, 5))]:
+        assert not C1.applies(*ok[:i], value, *ok[i + 1:]), (i, value)
+    small = (f32, (8, 4, 16, 16), (8, 4, 1, 1), (1, 1), (0, 0), (1, 1), 1, False)
+    assert not C1.applies(*small, DEFAULT_CONFIG) and C1.applies(*small, ConvConfig(conv1x1=True))
+
+
+def _rel(a, ref):
+    import cupy
+
+    a, ref = a.astype(cupy.float64), ref.astype(cupy.float64)
+    assert not bool(cupy.isnan(a).any()), "NaN in result (unwritten or poisoned output)"
+    return float(cupy.linalg.norm(a - ref)) / max(float(cupy.linalg.norm(ref)), 1e-30)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, c, h, wd, k, stride", [(2, 32, 16, 16, 48, 1), (3, 64, 15, 17, 32, 2),
+                                                     (2, 40, 16, 16, 64, 2), (2, 32, 13, 11, 64, 3),
+                                                     (1, 8, 8, 8, 16, 2)])
+def test_gpu_conv1x1_matches_reference(poisoned_pool, n, c, h, wd, k, stride):
+    """Forward (with and without bias) and data gradient against float64; conv.py takes the path bit-for-bit
+    (forced where the channels are few), its backward's dW and db from the launcher, all against the
+    references."""
+    import cupy
+
+    rng = np.random.default_rng(n + c + h + stride)
+    x = cupy.asarray(rng.standard_normal((n, c, h, wd)), np.float32)
+    w = cupy.asarray(rng.standard_normal((k, c, 1, 1)), np.float32)
+    b = cupy.asarray(rng.standard_normal(k), np.float32)
+    geo = ((stride, stride), (0, 0), (1, 1), 1)
+    config = ConvConfig(conv1x1=True)
+    assert C1.applies(x.dtype, x.shape, w.shape, *geo, False, config)
+    ref, _ = K.conv2d_forward_ref(x.astype(cupy.float64), w.astype(cupy.float64), b.astype(cupy.float64), *geo,
+                                  None, False)
+    for bias, want in ((b, ref), (None, ref - b.astype(cupy.float64)[None, :, None, None])):
+        y = C1.forward(x, w, bias, *geo[:2])
+        assert y.shape == want.shape and _rel(y, want) < 1e-6
+    y, _ = K.conv2d_forward(x, w, b, *geo, config=config)
+    assert np.array_equal(y.get(), C1.forward(x, w, b, *geo[:2]).get())
+    dy = cupy.asarray(rng.standard_normal(ref.shape), np.float32)
+    want_dx = K.conv2d_backward_data_ref(dy.astype(cupy.float64), w.astype(cupy.float64), x.shape, *geo)
+    dx = C1.backward_data(dy, w, x.shape, *geo[:2])
+    assert dx.shape == want_dx.shape and _rel(dx, want_dx) < 1e-6
+    assert np.array_equal(K.conv2d_backward_data(dy, w, x.shape, *geo, config=config).get(), dx.get())
+    want_dw = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), w.shape, *geo)
+    for need_db in (False, True):
+        dx2, dw, db = K.conv2d_backward(dy, x, w, *geo, need_db=need_db, config=config)
+        assert np.array_equal(dx2.get(), dx.get()) and _rel(dw, want_dw) < 1e-5
+        assert (db is None) == (not need_db)
+        if need_db:
+            assert _rel(db, dy.astype(cupy.float64).sum(axis=(0, 2, 3))) < 1e-6
