@@ -308,7 +308,7 @@ def _gemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, gro
     if mode == ConvMode.FORWARD:
         return (_forward_launch(dtype, geo, groups, conv, mma, sms, config, kernel),)
     if mode == ConvMode.BACKWARD_DATA:
-        return _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv, sms, config, kernel)
+        return _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv, mma, sms, config, kernel)
     return (_backward_filter_launch(dtype, geo, groups, conv, mma, sms, config, wg_stages),)
 
 
@@ -342,8 +342,10 @@ def _forward_launch(dtype, geo, groups, conv, mma, sms, config, kernel):
     kg = k // groups
     cpad = padded_channels(cg, dtype)
     m, kred = n * p * q, r * s * cpad
-    bm, bn, bkb = _tile_m(config), _tile_n(config, m, kg, sms), _bkb(kred, np.dtype(dtype).itemsize,
-                                                                      config.tile_row_bytes)
+    # FFMA: 64-wide tiles (128-wide ones measured slower on every fp32 ResNet shape left to this kernel, by up to
+    # a quarter: c256h14s2)
+    bn = 64 if mma == Mma.FFMA and not config.tile_n else _tile_n(config, m, kg, sms)
+    bm, bkb = _tile_m(config), _bkb(kred, np.dtype(dtype).itemsize, config.tile_row_bytes)
     kern, block, smem, bn = kernel(ConvMode.FORWARD, bm, bn, bkb, m, kg)
     grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
     # pack_forward: x's tiles in z < N, the weight's grid-stride blocks above them
@@ -357,7 +359,7 @@ def _forward_launch(dtype, geo, groups, conv, mma, sms, config, kernel):
     return kern, grid, block, smem, _params(_whole_grid(m, kg, kred, h, wd, cpad, p, q, conv, (k, 0, 0))), pack
 
 
-def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv, sms, config, kernel):
+def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv, mma, sms, config, kernel):
     """BACKWARD_DATA's launch: with stride > 1 (dilation 1) one residue class of output pixels per grid z, so
     that only live taps are in a class's reduction (one launch for all of them: each class alone fills a
     fraction of the GPU); else the identity class. No extra."""
@@ -383,8 +385,10 @@ def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv,
         head = (*ints(m, cg, kred, p, q, kpad, h, wd), *conv,
                 *(np.uint32(v) for v in (*magic(ohc * owc), *magic(owc))))
         params += [*head, c, 0, 0, *ints(ohc, owc, rh, rw, steps[0], steps[1], r0, s0, steps[0], steps[1], rc, sc)]
-    bm, bn, bkb = _tile_m(config), _tile_n(config, n * h * wd, cg, sms), _bkb(depth, np.dtype(dtype).itemsize,
-                                                                               config.tile_row_bytes)
+    bn, bkb = _tile_n(config, n * h * wd, cg, sms), _bkb(depth, np.dtype(dtype).itemsize, config.tile_row_bytes)
+    # FFMA under 128-wide tiles: 64 rows (twice the blocks over a stride's classes of few pixels each; measured
+    # 1.1-1.4x on the fp32 ResNet stride-2 shapes of over 64 input channels)
+    bm = 64 if mma == Mma.FFMA and bn == 128 and not config.tile_m else _tile_m(config)
     kern, block, smem, bn = kernel(ConvMode.BACKWARD_DATA, bm, bn, bkb, n * h * wd, cg)
     grid = ((rows + bm - 1) // bm, (cg + bn - 1) // bn, len(params) // PARAMS_PER_CLASS)
     return ((kern, grid, block, smem, _params(params), None),)
