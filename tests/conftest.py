@@ -58,6 +58,16 @@ def f64(a):
     return np.asarray(host(a)).astype(np.float64)
 
 
+def rel_norm_error(a, ref):
+    """||a - ref|| / ||ref|| of two CuPy arrays in float64, asserting first that a holds no NaN (an output a
+    kernel left unwritten, under the ``poisoned_pool`` fixture)."""
+    import cupy
+
+    a, ref = a.astype(cupy.float64), ref.astype(cupy.float64)
+    assert not bool(cupy.isnan(a).any()), "NaN in result (unwritten or poisoned output)"
+    return float(cupy.linalg.norm(a - ref)) / max(float(cupy.linalg.norm(ref)), 1e-30)
+
+
 @pytest.fixture(autouse=True)
 def _cpu_default_outside_gpu_tests(request):
     """A test not marked ``gpu`` is part of the CPU suite: on a GPU machine it runs with the CPU as the

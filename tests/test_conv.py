@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import rel_norm_error as _rel
 import minifused as mf
 import minifused.functional as F
 import minifused.nn as nn
@@ -279,15 +280,6 @@ def _random_config(rng):
 
 
 _GPU_TOL = {"float16": 3e-3, "bfloat16": 2e-2, "float32": 1e-5, "tf32": 4e-3}
-
-
-def _rel(a, ref):
-    import cupy
-
-    a, ref = a.astype(cupy.float64), ref.astype(cupy.float64)
-    den = float(cupy.linalg.norm(ref))
-    assert not bool(cupy.isnan(a).any()), "NaN in result (unwritten or poisoned output)"
-    return float(cupy.linalg.norm(a - ref)) / max(den, 1e-30)
 
 
 def _gpu_cases(seed, count):

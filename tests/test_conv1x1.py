@@ -4,6 +4,7 @@ stride step), poisoned outputs, and conv.py's calls through the path."""
 import numpy as np
 import pytest
 
+from conftest import rel_norm_error as _rel
 from minifused import backend
 from minifused.kernels import conv as K
 from minifused.kernels import conv1x1 as C1
@@ -21,14 +22,6 @@ def test_applies_where_it_should():
         assert not C1.applies(*ok[:i], value, *ok[i + 1:]), (i, value)
     small = (f32, (8, 4, 16, 16), (8, 4, 1, 1), (1, 1), (0, 0), (1, 1), 1, False)
     assert not C1.applies(*small, DEFAULT_CONFIG) and C1.applies(*small, ConvConfig(conv1x1=True))
-
-
-def _rel(a, ref):
-    import cupy
-
-    a, ref = a.astype(cupy.float64), ref.astype(cupy.float64)
-    assert not bool(cupy.isnan(a).any()), "NaN in result (unwritten or poisoned output)"
-    return float(cupy.linalg.norm(a - ref)) / max(float(cupy.linalg.norm(ref)), 1e-30)
 
 
 @pytest.mark.gpu

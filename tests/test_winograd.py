@@ -4,6 +4,7 @@ poisoned outputs."""
 import numpy as np
 import pytest
 
+from conftest import rel_norm_error as _rel
 from minifused import backend
 from minifused.kernels import conv as K
 from minifused.kernels import winograd as W
@@ -45,14 +46,6 @@ def test_applies_where_it_should():
         assert not W.applies(*ok[:i], value, *ok[i + 1:]), (i, value)
     small = (f32, (8, 3, 14, 14), (2, 3, 3, 3), (1, 1), (0, 0), (1, 1), 1, False)
     assert not W.applies(*small, DEFAULT_CONFIG) and W.applies(*small, ConvConfig(winograd=True))
-
-
-def _rel(a, ref):
-    import cupy
-
-    a, ref = a.astype(cupy.float64), ref.astype(cupy.float64)
-    assert not bool(cupy.isnan(a).any()), "NaN in result (unwritten or poisoned output)"
-    return float(cupy.linalg.norm(a - ref)) / max(float(cupy.linalg.norm(ref)), 1e-30)
 
 
 @pytest.mark.gpu

@@ -77,6 +77,20 @@ __device__ __forceinline__ void sandwich(const float (&in)[L::cols][L::cols], fl
         }
 }
 
+// One item's 36 transform-domain values to (or from) the 36 GEMMs' matrices, `step` floats apart
+__device__ __forceinline__ void store_points(float* out, const float (&v)[6][6], long long step) {
+#pragma unroll
+    for (int r = 0; r < 6; ++r)
+#pragma unroll
+        for (int s = 0; s < 6; ++s) out[(6 * r + s) * step] = v[r][s];
+}
+__device__ __forceinline__ void load_points(const float* in, float (&v)[6][6], long long step) {
+#pragma unroll
+    for (int r = 0; r < 6; ++r)
+#pragma unroll
+        for (int s = 0; s < 6; ++s) v[r][s] = in[(6 * r + s) * step];
+}
+
 // The tile t of a thread's item and where run-split matrices keep it: (t / Ts) * chunk + t % Ts
 struct Tile {
     int n, ty, tx;
@@ -109,10 +123,7 @@ extern "C" __global__ void wino_input(const float* __restrict__ x, float* __rest
         float v[6][6];
         sandwich<Bt>(d, v);
         float* out = V + tile.at + (long long)c * Ts;
-#pragma unroll
-        for (int r = 0; r < 6; ++r)
-#pragma unroll
-            for (int s = 0; s < 6; ++s) out[(6 * r + s) * step] = v[r][s];
+        store_points(out, v, step);
     }
 }
 
@@ -133,10 +144,7 @@ extern "C" __global__ void wino_filter(const float* __restrict__ w, float* __res
         float u[6][6];
         sandwich<G>(g, u);
         float* out = U + (data_grad ? (long long)c * K + k : i);
-#pragma unroll
-        for (int r = 0; r < 6; ++r)
-#pragma unroll
-            for (int s = 0; s < 6; ++s) out[(6 * r + s) * step] = u[r][s];
+        store_points(out, u, step);
     }
 }
 
@@ -152,10 +160,7 @@ extern "C" __global__ void wino_output(const float* __restrict__ M, const float*
         const Tile tile(t, TH, TW, T, 0);
         const float* src = M + (long long)k * T + t;
         float m[6][6];
-#pragma unroll
-        for (int r = 0; r < 6; ++r)
-#pragma unroll
-            for (int s = 0; s < 6; ++s) m[r][s] = src[(6 * r + s) * step];
+        load_points(src, m, step);
         float o[4][4];
         sandwich<At>(m, o);
         const float b = bias ? bias[k] : 0.0f;
@@ -193,10 +198,7 @@ extern "C" __global__ void wino_wgrad_dy(const float* __restrict__ dy, float* __
         float u[6][6];
         sandwich<Transposed<At>>(g, u);
         float* out = U + tile.at + (long long)k * Ts;
-#pragma unroll
-        for (int r = 0; r < 6; ++r)
-#pragma unroll
-            for (int s = 0; s < 6; ++s) out[(6 * r + s) * step] = u[r][s];
+        store_points(out, u, step);
     }
 }
 
