@@ -46,6 +46,23 @@ def test_applies_where_it_should():
         assert not W.applies(*ok[:i], value, *ok[i + 1:]), (i, value)
     small = (f32, (8, 3, 14, 14), (2, 3, 3, 3), (1, 1), (0, 0), (1, 1), 1, False)
     assert not W.applies(*small, DEFAULT_CONFIG) and W.applies(*small, ConvConfig(winograd=True))
+    # stride 2 at padding 1: the forward only
+    s2 = (f32, (8, 64, 14, 14), (128, 64, 3, 3), (2, 2), (1, 1), (1, 1), 1, False, DEFAULT_CONFIG)
+    assert W.applies(*s2, forward=True) and not W.applies(*s2)
+    for i, value in [(4, (0, 0)), (4, (2, 2)), (3, (2, 1)), (1, (8, 16, 14, 14))]:
+        assert not W.applies(*s2[:i], value, *s2[i + 1:], forward=True), (i, value)
+
+
+@pytest.mark.parametrize("n, c, h, wd, k", [(2, 3, 5, 7, 4), (1, 2, 8, 8, 3), (3, 5, 9, 6, 7), (1, 3, 1, 4, 2),
+                                            (2, 2, 17, 10, 3), (1, 2, 2, 2, 2)])
+def test_stride2_decomposition_matches_direct_sum(n, c, h, wd, k):
+    """conv_s2_ref's four phases, 2x2 filters and F(4x4, 2x2) transforms (float64) equal the direct 3x3 stride-2
+    convolution at padding 1, odd and even sizes (a last tile cut short, phases of unequal size)."""
+    rng = np.random.default_rng(h * wd + k)
+    x, w, b = rng.standard_normal((n, c, h, wd)), rng.standard_normal((k, c, 3, 3)), rng.standard_normal(k)
+    want, _ = K.conv2d_forward_ref(x, w, b, (2, 2), (1, 1), (1, 1), 1, None, False)
+    got = W.conv_s2_ref(x, w, b)
+    assert got.shape == want.shape and np.abs(got - want).max() < 1e-12 * max(1.0, np.abs(want).max())
 
 
 @pytest.mark.gpu
@@ -92,3 +109,34 @@ def test_gpu_winograd_matches_reference(poisoned_pool, monkeypatch, forced_runs)
         assert _rel(db, dy.astype(cupy.float64).sum(axis=(0, 2, 3))) < 1e-5
         direct = K.conv2d_backward(dy, x, w, *geo, config=ConvConfig(winograd=False))
         assert _rel(direct[0], want_dx) < 1e-5 and _rel(direct[1], want_dw) < 1e-5
+
+
+@pytest.mark.gpu
+def test_gpu_winograd_stride2_forward_matches_reference(poisoned_pool):
+    """The stride-2 forward (with and without bias) against float64 on odd sizes and ResNet-like layers; conv.py
+    takes it bit-for-bit, channels-last x too; its backward stays with the direct kernels."""
+    import cupy
+
+    from minifused.kernels import to_channels_last
+
+    rng = np.random.default_rng(11)
+    forced = ConvConfig(winograd=True)
+    geo = ((2, 2), (1, 1), (1, 1), 1)
+    for n, c, h, wd, k in [(2, 3, 5, 7, 4), (3, 5, 9, 6, 7), (1, 3, 1, 4, 2), (4, 64, 14, 14, 128),
+                           (2, 32, 17, 10, 48)]:
+        x = cupy.asarray(rng.standard_normal((n, c, h, wd)), np.float32)
+        w = cupy.asarray(rng.standard_normal((k, c, 3, 3)), np.float32)
+        b = cupy.asarray(rng.standard_normal(k), np.float32)
+        ref, _ = K.conv2d_forward_ref(x.astype(cupy.float64), w.astype(cupy.float64), b.astype(cupy.float64), *geo,
+                                      None, False)
+        for bias, want in ((b, ref), (None, ref - b.astype(cupy.float64)[None, :, None, None])):
+            y = W.forward(x, w, bias, (2, 2), (1, 1))
+            assert y.shape == want.shape and _rel(y, want) < 1e-5, (n, c, h, wd, k, bias is None)
+        y, _ = K.conv2d_forward(x, w, b, *geo, config=forced)
+        assert np.array_equal(y.get(), W.forward(x, w, b, (2, 2), (1, 1)).get())
+        y_cl, _ = K.conv2d_forward(to_channels_last(x), w, b, *geo, config=forced)
+        assert np.array_equal(cupy.ascontiguousarray(y_cl).get(), y.get())
+        dy = cupy.asarray(rng.standard_normal(ref.shape), np.float32)
+        dx, dw, _ = K.conv2d_backward(dy, x, w, *geo, config=forced)
+        direct = K.conv2d_backward(dy, x, w, *geo, config=ConvConfig(winograd=False))
+        assert np.array_equal(dx.get(), direct[0].get()) and np.array_equal(dw.get(), direct[1].get())

@@ -3,16 +3,17 @@ and the data gradient.
 
 A 1x1 filter at padding 0 multiplies each pixel's channels by one (K, C) matrix: per image, ``y[n] (K x PQ) =
 W (K x C) @ x[n]'s pixels (C x PQ)`` and ``dx[n]'s pixels = W^T @ dy[n]``, one batched call over the images
-(W's stride 0). A stride first gathers x's pixels (and scatters dx's into zeros). The GEMMs run at cuBLAS's
-SGEMM rate, which the direct FFMA kernels do not reach on these layers of few FLOPs per byte (ResNet's 1x1
-stride-2 shortcuts).
+(W's stride 0). A stride first gathers x's pixels (and scatters dx's among zeros; conv1x1.cu). The GEMMs run
+at cuBLAS's SGEMM rate, which the direct FFMA kernels do not reach on these layers of few FLOPs per byte
+(ResNet's 1x1 stride-2 shortcuts).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import backend
-from . import cublaslt
+from . import cublaslt, get_kernel
+from .conv_plan import ints
 
 
 def applies(dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, config, forward=False) -> bool:
@@ -34,10 +35,38 @@ def applies(dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, co
     return bool(config.conv1x1) or (x_shape[1] >= 32 and w_shape[0] >= 32)
 
 
-def _pixels(a, stride):
-    """a (N, C, H, W)'s pixels that a stride-``stride`` 1x1 filter reads, C-contiguous (N, C, P, Q)."""
-    xp = backend.array_module(a)
-    return xp.ascontiguousarray(a if tuple(stride) == (1, 1) else a[:, :, ::stride[0], ::stride[1]])
+#: conv1x1.cu's moves take 32-bit indices: up to this many elements (with room for a grid's stride past them)
+_KERNEL_ELEMENTS = 1 << 30
+_THREADS = 256
+
+
+def _move(name, src, dst, x_shape, stride):
+    """conv1x1.cu's ``name`` from src to dst, between x's (N, C, H, W) and its strided pixels (N, C, P, Q)."""
+    n, c, h, wd = x_shape
+    p, q = -(-h // stride[0]), -(-wd // stride[1])
+    rows = n * c * (p if name == "gather_pixels" else h)
+    quads = -(-(q if name == "gather_pixels" else wd) // 4)
+    grid = (max(1, min(-(-rows * quads // _THREADS), 65535 * 8)),)
+    args = (src, dst, *ints(n * c, h, wd, p, q, *stride))
+    if name == "gather_pixels":
+        paired = stride[1] == 2 and wd % 4 == 0 and q % 4 == 0 and src.data.ptr % 16 == 0
+        args += ints(paired)
+    get_kernel("conv1x1.cu", name)(grid, (_THREADS,), args)
+
+
+def _pixels(x, stride):
+    """x (N, C, H, W)'s pixels that a stride-``stride`` 1x1 filter reads, C-contiguous (N, C, P, Q)."""
+    import cupy
+
+    if tuple(stride) == (1, 1):
+        return x
+    if x.size >= _KERNEL_ELEMENTS:
+        return cupy.ascontiguousarray(x[:, :, ::stride[0], ::stride[1]])
+    n, c, h, wd = x.shape
+    xs = cupy.empty((n, c, -(-h // stride[0]), -(-wd // stride[1])), np.float32)
+    if xs.size:
+        _move("gather_pixels", x, xs, x.shape, stride)
+    return xs
 
 
 def forward(x, w, bias, stride, padding):
@@ -74,8 +103,13 @@ def backward_data(dy, w, x_shape, stride, padding):
                                      p * q, c, k, p * q, c, p * q)
     if tuple(stride) == (1, 1):
         return dxs
-    dx = cupy.zeros(tuple(x_shape), np.float32)
-    dx[:, :, ::stride[0], ::stride[1]] = dxs
+    if np.prod(x_shape) >= _KERNEL_ELEMENTS:
+        dx = cupy.zeros(tuple(x_shape), np.float32)
+        dx[:, :, ::stride[0], ::stride[1]] = dxs
+        return dx
+    dx = cupy.empty(tuple(x_shape), np.float32)
+    if dx.size:
+        _move("scatter_pixels", dxs, dx, x_shape, stride)
     return dx
 
 

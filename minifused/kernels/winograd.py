@@ -9,8 +9,8 @@ of a direct sum, so by a fast algorithm too.) The data gradient is the same sum 
 matrices in swapped roles (``A^T``'s transpose transforms the filters, ``G^T`` folds): each tile's 4x4 block of
 dy, taken as the filter, correlates with the tile's 6x6 window of x into a 3x3 share of dW; the shares sum over
 the tiles in the transform domain (GEMMs that reduce over runs of the tiles, the runs' sums added in order), and
-one fold per filter gives dW. Rounding: the transforms scale by up to 8 (the points 0, +-1, +-2), so the error
-is a few times a direct fp32 sum's: 1.3e-6 to 5.2e-6 of the norm on ResNet's layers (direct: 3e-7 to 1.1e-6).
+one fold per filter gives dW. Rounding: the transforms scale by up to 8, so the error is a few times a direct
+fp32 sum's (with the points 0, +-1, +-2: 1.3e-6 to 5.2e-6 of the norm on ResNet's layers; direct 3e-7 to 1.1e-6).
 
 winograd.cu holds the transforms; :func:`conv_ref` and :func:`wgrad_ref` are the same decompositions in NumPy
 (the tests' check of the algebra and the tiling against the direct sums).
@@ -25,12 +25,25 @@ from .. import backend
 from . import NULL, cublaslt, get_kernel, sm_count
 from .conv_plan import ints
 
-#: the transforms of F(4x4, 3x3) (Lavin & Gray); F(3x3, 4x4), the filter gradient's, is (A_T.T, G.T, B_T)
-B_T = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
-                [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64)
-G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
-              [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64)
-A_T = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], np.float64)
+#: the transforms of F(4x4, 3x3) (Lavin & Gray's construction), interpolating at 0, 1, -1, 2, -1/2 and infinity:
+#: in a float32 simulation (256 channels; 512 tiles for the filter gradient) their rounding error is 1.4x
+#: (forward) and 1.5x (filter gradient) below that of the usual 0, +-1, +-2, whose transforms scale by up to
+#: 8 both ways. F(3x3, 4x4), the filter gradient's, is (A_T.T, G.T, B_T).
+B_T = np.array([[1, 1.5, -2, -1.5, 1, 0], [0, -1, -2.5, -0.5, 1, 0], [0, 1, 0.5, -2.5, 1, 0], [0, -0.5, -1, 0.5, 1, 0],
+                [0, 2, -1, -2, 1, 0], [0, 1, 1.5, -2, -1.5, 1]], np.float64)
+G = np.array([[1, 0, 0], [-1 / 3, -1 / 3, -1 / 3], [1 / 3, -1 / 3, 1 / 3], [1 / 15, 2 / 15, 4 / 15],
+              [-16 / 15, 8 / 15, -4 / 15], [0, 0, 1]], np.float64)
+A_T = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -0.5, 0], [0, 1, 1, 4, 0.25, 0], [0, 1, -1, 8, -0.125, 1]],
+               np.float64)
+#: F(4x4, 2x2)'s, interpolating at 0, 1, -1, 1/2 and infinity: the 3x3 stride-2 forward at padding 1 as a stride-1
+#: 2x2 correlation over x's four phases (see :func:`conv_s2_ref`)
+B5_T = np.array([[0.5, -1, -0.5, 1, 0], [0, -0.5, 0.5, 1, 0], [0, 0.5, -1.5, 1, 0], [0, -1, 0, 1, 0],
+                 [0, 0.5, -1, -0.5, 1]], np.float64)
+G5 = np.array([[2, 0], [1, 1], [-1 / 3, 1 / 3], [-8 / 3, -4 / 3], [0, 1]], np.float64)
+A5_T = np.array([[1, 1, 1, 1, 0], [0, 1, -1, 0.5, 0], [0, 1, 1, 0.25, 0], [0, 1, -1, 0.125, 1]], np.float64)
+#: each phase's filter taps along one axis, as rows (columns) of w at the correlation's offsets -1 and 0 (None:
+#: no tap): an even phase meets only w's middle row, an odd one its first and last
+PHASE_TAPS = ((None, 1), (0, 2))
 TILE = 4  #: outputs per tile side (the filter gradient's dy blocks too)
 POINTS = 36  #: transform-domain positions: 36 GEMMs
 
@@ -38,15 +51,19 @@ _THREADS = 256
 
 
 def applies(dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, config, forward=False) -> bool:
-    """Whether the GPU convolution takes this path (in every direction alike, ``forward`` or not): fp32 without
-    TF32, one group, a 3x3 filter at stride and dilation 1, the same padding (0-2) both ways, and (unless
-    ``config.winograd`` forces it) at least 32 input and output channels, where its GEMMs are long enough to beat
-    the direct kernels."""
+    """Whether the GPU convolution takes this path: fp32 without TF32, one group, a 3x3 filter at dilation 1, and
+    (unless ``config.winograd`` forces it) at least 32 input and output channels, where its GEMMs are long enough
+    to beat the direct kernels; at stride 1 the same padding (0-2) both ways, in every direction alike; at stride
+    2 padding 1, the ``forward`` only (the direct kernels' strided data and filter gradients run near cuDNN's).
+    The stride-2 forward measured faster than the direct kernel on each of ResNet's six stride-2 3x3 layers."""
     if config.winograd is False or dtype != backend.float32 or tf32 or groups != 1:
         return False
-    if tuple(w_shape[2:]) != (3, 3) or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1):
+    if tuple(w_shape[2:]) != (3, 3) or tuple(dilation) != (1, 1) or padding[0] != padding[1]:
         return False
-    if padding[0] != padding[1] or not 0 <= padding[0] <= 2:
+    if tuple(stride) == (2, 2):
+        if not forward or tuple(padding) != (1, 1):
+            return False
+    elif tuple(stride) != (1, 1) or not 0 <= padding[0] <= 2:
         return False
     return bool(config.winograd) or (x_shape[1] >= 32 and w_shape[0] >= 32)
 
@@ -100,6 +117,34 @@ def conv_ref(x, w, bias=None, padding=1, data_grad=False):
     return y if bias is None else y + np.asarray(bias, np.float64)[None, :, None, None]
 
 
+def conv_s2_ref(x, w, bias=None):
+    """The stride-2 decomposition in NumPy float64: the 3x3 stride-2 convolution at padding 1 of x (N, C, H, W) by
+    w (K, C, 3, 3) as F(4x4, 2x2) over x's four phases X_ab = x[:, :, a::2, b::2], 4C channels of 2x2 filters."""
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    n, c, h, wd = x.shape
+    k = w.shape[0]
+    p, q = -(-h // 2), -(-wd // 2)
+    th, tw = _tiles(p, q)
+    y = np.zeros((n, k, TILE * th, TILE * tw))
+    for a, b in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        ph = np.zeros((n, c, TILE * th + 1, TILE * tw + 1))  # the phase, from its row (column) -1
+        part = x[:, :, a::2, b::2][:, :, :TILE * th, :TILE * tw]
+        ph[:, :, 1:1 + part.shape[2], 1:1 + part.shape[3]] = part
+        win = np.stack([np.stack([ph[:, :, TILE * i:TILE * i + 5, TILE * j:TILE * j + 5] for j in range(tw)], 2)
+                        for i in range(th)], 2)  # (n, c, th, tw, 5, 5)
+        taps = np.zeros((k, c, 2, 2))
+        for u, r in enumerate(PHASE_TAPS[a]):
+            for v, s in enumerate(PHASE_TAPS[b]):
+                if r is not None and s is not None:
+                    taps[:, :, u, v] = w[:, :, r, s]
+        v_ = np.einsum("ar,nctwrs,bs->nctwab", B5_T, win, B5_T)
+        u_ = np.einsum("ar,kcrs,bs->kcab", G5, taps, G5)
+        m = np.einsum("nctwab,kcab->nktwab", v_, u_)
+        y += np.einsum("ia,nktwab,jb->nktwij", A5_T, m, A5_T).transpose(0, 1, 2, 4, 3, 5).reshape(y.shape)
+    y = y[:, :, :p, :q]
+    return y if bias is None else y + np.asarray(bias, np.float64)[None, :, None, None]
+
+
 def _launch(name, items, *args):
     grid = (min(-(-items // _THREADS), 65535 * 8),)
     get_kernel("winograd.cu", name)(grid, (_THREADS,), args)
@@ -135,15 +180,40 @@ def _conv(x, w, bias, n, c_in, h, wd, k_out, padding, data_grad, out):
 
 def forward(x, w, bias, stride, padding):
     """y (N, K, P, Q) of x (N, C, H, W) and w (K, C, 3, 3), fp32 C-contiguous CuPy arrays, at the convolution's
-    stride and padding (``applies``: stride 1, the same padding both ways)."""
+    stride and padding (``applies``: stride 1 and the same padding both ways, or stride 2 and padding 1)."""
     import cupy
 
+    if tuple(stride) == (2, 2):
+        return _forward_s2(x, w, bias)
     padding = padding[0]
     n, c, h, wd = x.shape
     k = w.shape[0]
     y = cupy.empty((n, k, h + 2 * padding - 2, wd + 2 * padding - 2), np.float32)
     if y.size:
         _conv(x, w, bias, n, c, h, wd, k, padding, False, y)
+    return y
+
+
+def _forward_s2(x, w, bias):
+    """The 3x3 stride-2 forward at padding 1: F(4x4, 2x2) over x's phases, 25 GEMMs over 4C channels."""
+    import cupy
+
+    n, c, h, wd = x.shape
+    k = w.shape[0]
+    p, q = -(-h // 2), -(-wd // 2)
+    y = cupy.empty((n, k, p, q), np.float32)
+    if y.size == 0:
+        return y
+    th, tw = _tiles(p, q)
+    t = n * th * tw
+    sv, su, sm = _chunks(4 * c * t, k * 4 * c, k * t)
+    v, u, m = (cupy.empty(25 * e, np.float32) for e in (sv, su, sm))
+    _launch("wino_s2_input", 4 * c * t, x, v, *ints(n, c, h, wd, th, tw), np.int64(sv))
+    _launch("wino_s2_filter", k * 4 * c, w, u, *ints(k, c), np.int64(su))
+    # as _conv's: column-major D (T x K) = A (T x 4C, ld T) @ B (4C x K, ld 4C)
+    cublaslt.strided_batched(v, u, m, 25, (sv, su, sm), cublaslt.OP_N, cublaslt.OP_N, t, k, 4 * c, t, 4 * c, t)
+    _launch("wino_s2_output", k * t, m, bias if bias is not None else NULL, y, *ints(n, k, p, q, th, tw),
+            np.int64(sm))
     return y
 
 
