@@ -27,19 +27,28 @@ extern "C" __global__ void gather_pixels(const float* __restrict__ x, float* __r
     }
 }
 
+// quad_stores (the host checks: W a multiple of 4, dx 16-byte aligned): a thread's four outputs in one 16-byte store
 extern "C" __global__ void scatter_pixels(const float* __restrict__ dxs, float* __restrict__ dx, int planes, int H,
-                                          int W, int P, int Q, int sh, int sw) {
+                                          int W, int P, int Q, int sh, int sw, int quad_stores) {
     const int quads = (W + 3) / 4, total = planes * H * quads;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         const int row = i / quads, w0 = (i - row * quads) * 4;  // row: plane * H + h
         const int plane = row / H, h = row - plane * H, p = h / sh;
         const bool on_row = p * sh == h && p < P;
         const float* src = dxs + ((size_t)plane * P + p) * Q;
-        float* dst = dx + (size_t)row * W + w0;
+        float v[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int w = w0 + j, q = w / sw;
-            if (w < W) dst[j] = on_row && q * sw == w && q < Q ? src[q] : 0.0f;
+            v[j] = on_row && w < W && q * sw == w && q < Q ? src[q] : 0.0f;
         }
+        float* dst = dx + (size_t)row * W + w0;
+        if (quad_stores) {
+            *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+            continue;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (w0 + j < W) dst[j] = v[j];
     }
 }

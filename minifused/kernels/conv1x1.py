@@ -49,8 +49,9 @@ def _move(name, src, dst, x_shape, stride):
     grid = (max(1, min(-(-rows * quads // _THREADS), 65535 * 8)),)
     args = (src, dst, *ints(n * c, h, wd, p, q, *stride))
     if name == "gather_pixels":
-        paired = stride[1] == 2 and wd % 4 == 0 and q % 4 == 0 and src.data.ptr % 16 == 0
-        args += ints(paired)
+        args += ints(stride[1] == 2 and wd % 4 == 0 and q % 4 == 0 and src.data.ptr % 16 == 0)  # paired
+    else:
+        args += ints(wd % 4 == 0 and dst.data.ptr % 16 == 0)  # quad_stores
     get_kernel("conv1x1.cu", name)(grid, (_THREADS,), args)
 
 
