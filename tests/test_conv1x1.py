@@ -1,6 +1,7 @@
 """1x1 convolutions as batched GEMMs (kernels/conv1x1.py): where the GPU convolution takes them; on the GPU
-the forward and data gradient against a float64 reference at strides 1-3 (odd sizes, pixels past the last
-stride step), poisoned outputs, and conv.py's calls through the path."""
+the forward (the GEMM, the gather and GEMM, and the strided SGEMM) and data gradient against a float64 reference
+at strides 1-3 (odd sizes, pixels past the last stride step), poisoned outputs, and conv.py's calls through the
+path."""
 import numpy as np
 import pytest
 
@@ -27,7 +28,7 @@ def test_applies_where_it_should():
 @pytest.mark.gpu
 @pytest.mark.parametrize("n, c, h, wd, k, stride", [(2, 32, 16, 16, 48, 1), (3, 64, 15, 17, 32, 2),
                                                      (2, 40, 16, 16, 64, 2), (2, 32, 13, 11, 64, 3),
-                                                     (1, 8, 8, 8, 16, 2)])
+                                                     (1, 8, 8, 8, 16, 2), (2, 96, 16, 16, 64, 2)])
 def test_gpu_conv1x1_matches_reference(poisoned_pool, n, c, h, wd, k, stride):
     """Forward (with and without bias) and data gradient against float64; conv.py takes the path bit-for-bit
     (forced where the channels are few), its backward's dW and db from the launcher, all against the
@@ -60,3 +61,42 @@ def test_gpu_conv1x1_matches_reference(poisoned_pool, n, c, h, wd, k, stride):
         assert (db is None) == (not need_db)
         if need_db:
             assert _rel(db, dy.astype(cupy.float64).sum(axis=(0, 2, 3))) < 1e-6
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("c", [32, 96])
+def test_gpu_conv1x1_reads_an_unaligned_view(poisoned_pool, c):
+    """x 4 bytes past a 16-byte boundary (a view into a larger buffer): the stride-2 forward matches float64,
+    by the strided SGEMM (32 channels) and by the gather (96), which leaves its 16-byte loads for it."""
+    import cupy
+
+    rng = np.random.default_rng(5)
+    n, h, wd, k = 2, 16, 16, 64
+    buf = cupy.asarray(rng.standard_normal(n * c * h * wd + 1), np.float32)
+    x = buf[1:].reshape(n, c, h, wd)
+    assert x.data.ptr % 16 == 4 and x.flags.c_contiguous
+    w = cupy.asarray(rng.standard_normal((k, c, 1, 1)), np.float32)
+    geo = ((2, 2), (0, 0), (1, 1), 1)
+    ref, _ = K.conv2d_forward_ref(x.astype(cupy.float64), w.astype(cupy.float64), None, *geo, None, False)
+    y = C1.forward(x, w, None, *geo[:2])
+    assert y.shape == ref.shape and _rel(y, ref) < 1e-6
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, c, h, wd, k, stride", [(3, 24, 9, 13, 40, 2), (2, 72, 30, 30, 136, 2),
+                                                     (1, 8, 5, 5, 3, 3), (2, 16, 8, 8, 8, 1), (5, 33, 4, 6, 130, 2)])
+def test_gpu_strided_forward_odd_sizes(poisoned_pool, n, c, h, wd, k, stride):
+    """conv1x1.cu's strided_forward where the tiles are partial: channels not a multiple of its 8, output
+    channels past one or two 128-row tiles, pixels per image not a multiple of 4 (its one-at-a-time stores),
+    tiles across images; with and without bias, against float64."""
+    import cupy
+
+    rng = np.random.default_rng(n * c + k)
+    x = cupy.asarray(rng.standard_normal((n, c, h, wd)), np.float32)
+    w = cupy.asarray(rng.standard_normal((k, c, 1, 1)), np.float32)
+    b = cupy.asarray(rng.standard_normal(k), np.float32)
+    geo = ((stride, stride), (0, 0), (1, 1), 1)
+    ref, _ = K.conv2d_forward_ref(x.astype(cupy.float64), w.astype(cupy.float64), None, *geo, None, False)
+    for bias, want in ((None, ref), (b, ref + b.astype(cupy.float64)[None, :, None, None])):
+        y = C1._strided_forward(x, w, bias, geo[0])
+        assert y.shape == want.shape and _rel(y, want) < 1e-6
