@@ -654,7 +654,8 @@ def test_gpu_one_by_one_forward_on_an_earlier_packed_input(dtype, poisoned_pool,
     monkeypatch.setattr(backend.tf32_conv, "allow_tf32", dtype == "tf32")
     dt = backend.float32 if dtype == "tf32" else backend.as_dtype(dtype)
     rng = np.random.default_rng(8)
-    cfg = ConvConfig(nchw_forward=False, direct=False)  # 20 * 1 * 1 would run direct, which packs nothing
+    # 20 * 1 * 1 would run direct, which packs nothing; fp32's Winograd stride-2 forward packs nothing either
+    cfg = ConvConfig(nchw_forward=False, direct=False, winograd=False, conv1x1=False)
     for c in (64, 20):  # no padding; channels padded (16-bit)
         x = cupy.asarray(rng.standard_normal((4, c, 12, 12))).astype(dt)
         w3 = cupy.asarray(rng.standard_normal((96, c, 3, 3))).astype(dt)
@@ -720,6 +721,9 @@ def test_gpu_convolutions_of_one_tensor_share_its_packed_copy(dtype, poisoned_po
     import cupy
 
     dt = backend.as_dtype(dtype)
+    # fp32's default forwards here, Winograd's and the strided 1x1 SGEMM, read x unpacked: the direct kernels
+    # (which pack) are what this test is about
+    monkeypatch.setattr(K, "_GEMM_PATHS", ())
     rng = np.random.default_rng(11)
     xs = cupy.asarray(rng.standard_normal((16, 64, 16, 16))).astype(dt)
     w1s = cupy.asarray(rng.standard_normal((128, 64, 3, 3)) * 0.05).astype(dt)
@@ -744,7 +748,7 @@ def test_gpu_convolutions_of_one_tensor_share_its_packed_copy(dtype, poisoned_po
     tma = K.tma_plan(P.ConvMode.FORWARD, dt, xs.shape, w1s.shape, (2, 2), (1, 1), (1, 1), 1, cupy.cuda.Device().id,
                      P.DEFAULT_CONFIG)
     assert packs or tma is None  # the TMA forwards (fp16/bf16 on an H100) both pack
-    assert (a1 is b1) == packs
+    assert (a1 is not None and a1 is b1) == packs
     for mine, theirs in zip(shared, own):
         assert bool((mine == theirs).all())
     ref = K.conv2d_forward_ref(xs.astype(cupy.float64), w2s.astype(cupy.float64), None, (2, 2), (0, 0), (1, 1), 1)[0]

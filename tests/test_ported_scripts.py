@@ -176,6 +176,12 @@ def test_losses_match_pytorch(name, device, torch, monkeypatch, request):
     from minifused.kernels import cublaslt
 
     monkeypatch.setattr(cublaslt, "DEFAULT_CONFIG", cublaslt.GemmConfig(small_gemm_flop=0))
+    # fp32 convolutions by the direct sums, as PyTorch's reference runs cuDNN's deterministic strict ones below:
+    # Winograd's rounding (a few times a direct sum's, by design) carried by Adadelta's ~3x a step left the
+    # band below by step 9 (mnist_cnn's 32 -> 64 channel layer)
+    from minifused.kernels import conv as conv_kernels
+
+    monkeypatch.setattr(conv_kernels, "_GEMM_PATHS", ())
     cublaslt.clear_plan_cache()
     request.addfinalizer(cublaslt.clear_plan_cache)
 
