@@ -13,10 +13,11 @@ describes; the backward multiplies ``dy`` by it before anything else.
 Dispatch on the array module: NumPy arrays (and float64 CuPy arrays) go to the references of
 :mod:`.conv_ref`; CuPy float16 / bfloat16 / float32 arrays to the CUDA kernels on the paths that
 :mod:`.conv_plan` describes and plans. float32 runs on TF32 tensor cores where
-``backend.tf32_conv.allow_tf32`` is set (read at call time), else on FFMA, or for 3x3 stride-1 filters of at
-least 32 channels each way by Winograd's transforms and cuBLASLt's strict-fp32 GEMMs (:mod:`.winograd`) and for
-1x1 filters by those GEMMs alone (:mod:`.conv1x1`; a forward without a fused activation, a backward without a
-ReLU mask). The forward settles its path and
+``backend.tf32_conv.allow_tf32`` is set (read at call time), else on FFMA, or for 3x3 filters of at least 32
+channels each way (stride 1; the stride-2 forward at padding 1) by Winograd's transforms and cuBLASLt's
+strict-fp32 GEMMs (:mod:`.winograd`) and for 1x1 filters by those GEMMs alone or, strided forwards of few
+channels, by conv1x1.cu's own SGEMM (:mod:`.conv1x1`; a forward without a fused activation, a backward without
+a ReLU mask). The forward settles its path and
 launch constants once per call signature, config and TF32 setting (:func:`_forward_launcher`); a call then
 only allocates and launches. Inputs are assumed valid and C-contiguous.
 """
@@ -519,9 +520,9 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
     return (*out, None) if keep_packed_x else out
 
 
-#: fp32 (no TF32) convolutions that run as strided-batched cuBLASLt GEMMs where they apply: the 3x3 stride-1
-#: ones by Winograd's transforms, the 1x1 ones directly (a forward without a fused activation, a backward without
-#: a ReLU mask)
+#: fp32 (no TF32) convolutions that run as GEMMs where they apply: the 3x3 ones by Winograd's transforms (stride 1,
+#: and the stride-2 forward), the 1x1 ones directly (a forward without a fused activation, a backward without a
+#: ReLU mask)
 _GEMM_PATHS = (winograd, conv1x1)
 
 

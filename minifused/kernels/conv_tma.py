@@ -393,7 +393,7 @@ def _wgrad_splits(tiles, chunks, sms, flops, part_bytes):
     least modeled time, the MMAs' (their ideal time over the share of the last wave of units that the
     persistent blocks fill) plus the fp32 partials' (each split's ``part_bytes``, written and read back by
     wgrad_reduce); each split at least 2 of the ``chunks`` long (at 4, r18c256h8s2k1's 8 tiles of 16 chunks
-    had 4 splits, 32 units on the GPU's SMs: 6 splits ran 1.1x as fast)."""
+    took 4 splits, 32 units for the GPU's SMs; the 6 it takes now measured 1.01-1.1x as fast)."""
     def time(s):
         units = tiles * s
         return flops / _WGRAD_FLOPS * (-(-units // sms) * sms / units) + 2 * s * part_bytes / _MEMORY_BYTES
