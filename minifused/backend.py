@@ -210,7 +210,7 @@ def ones_like(array):
     if one is None:
         one = _ONE[key] = cupy.ones((), array.dtype)
         stream.synchronize()  # so any stream may copy it from now on
-    out = cupy.empty(array.shape, array.dtype)
+    out = cupy.ndarray(array.shape, array.dtype)
     cupy.cuda.runtime.memcpyAsync(out.data.ptr, one.data.ptr, array.itemsize,
                                   cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr)
     return out

@@ -266,8 +266,8 @@ def _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation)
     flags = [[_flags(relu, has_bias) for has_bias in (0, 1)] for relu in (0, 1)]  # [relu][has_bias]
 
     def run(x, w, bias, relu, want_mask, keep_x=False, packed=None):
-        y = cupy.empty((n, k, p, q), dtype)
-        mask = cupy.empty((k, words), np.uint32) if (relu and want_mask) else None
+        y = cupy.ndarray((n, k, p, q), dtype)
+        mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
         fwd(grid, (THREADS,), (x, w, bias if bias is not None else y, y, mask if mask is not None else NULL,
                                flags[relu][bias is not None], words32, geo))
         return (y, mask, None) if keep_x else (y, mask)

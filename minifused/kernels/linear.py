@@ -395,12 +395,12 @@ def _linear_backward_data_cuda(dy, w, act, aux, config):
         if m == 0 or n == 0 or k == 0:
             dx = cupy.zeros((n, k), dtype=dtype)
             return dx, (None if act is None else cupy.zeros((k,), dtype=dtype))
-        dx = cupy.empty((n, k), dtype=dtype)
+        dx = cupy.ndarray((n, k), dtype)
         db = None
         aux_ld = 0
         epi = "DEFAULT"
         if act is not None:
-            db = cupy.empty((k,), dtype=dtype)
+            db = cupy.ndarray((k,), dtype)
             epi = "DRELU_BGRAD" if act == "relu" else "DGELU_BGRAD"
             aux_ld = relu_aux_cols(k) * 8 if act == "relu" else gelu_aux_cols(k)
         # cuBLASLt: D = dxᵀ (k × n) = op(A) (k × m) @ op(B) (m × n); A = w as stored
@@ -438,7 +438,7 @@ def _linear_backward_weight_cuda(dy, x, bias_grad, config):
         if n == 0 or m == 0 or k == 0:  # nothing for cuBLASLt; the bias gradient may still be nonzero
             dw = cupy.zeros((m, k), dtype=dtype)
             return dw, (dy.sum(axis=0, dtype=cupy.float32).astype(dtype) if bias_grad else None)
-        dw = cupy.empty((m, k), dtype=dtype)
+        dw = cupy.ndarray((m, k), dtype)
         # cuBLASLt: D = dwᵀ (k × m) = op(A) (k × n) @ op(B) (n × m); A = x as stored
         # (col-major k × n), B = dy as stored (col-major m × n), transposed. BGRADB sums
         # op(B) over the GEMM's k (the batch): the bias gradient, length m.
@@ -451,7 +451,7 @@ def _linear_backward_weight_cuda(dy, x, bias_grad, config):
         if bias_grad:
             key = base + ("BGRADB",) + tail
             if key not in unsupported:
-                db = cupy.empty((m,), dtype=dtype)
+                db = cupy.ndarray((m,), dtype)
                 args = (dtype, OP_N, OP_T, k, m, n, lda, ldb, k, "BGRADB", 0,
                         (_align(xp_), _align(dyp)), tf)
                 try:

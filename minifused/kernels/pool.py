@@ -216,9 +216,9 @@ def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode, dilation[0])
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode, dilation[1])
-    y = cupy.empty((n, c, p, q), x.dtype)
+    y = cupy.ndarray((n, c, p, q), x.dtype)
     it = index_dtype(kernel)
-    idx = cupy.empty((n, c, p, q), it) if want_indices else None
+    idx = cupy.ndarray((n, c, p, q), it) if want_indices else None
     # without indices the kernel writes none: any device pointer fills the slot
     _launch(x.dtype, "maxpool_fwd", y.size, (x, y, y if idx is None else idx),
             (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), *_ints(*dilation),
@@ -233,7 +233,7 @@ def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation=
 
     n, c, h, w = x_shape
     _, _, p, q = dy.shape
-    dx = cupy.empty(x_shape, dy.dtype)
+    dx = cupy.ndarray(x_shape, dy.dtype)
     if _tiles(kernel, stride, padding, dilation, (h, w), (p, q)):
         # the windows tile the input: one thread per window writes it whole (pool.cu)
         _launch(dy.dtype, "maxpool_bwd_tiled", dy.size, (dy, indices, dx),
@@ -254,7 +254,7 @@ def avg_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, count_includ
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
-    y = cupy.empty((n, c, p, q), x.dtype)
+    y = cupy.ndarray((n, c, p, q), x.dtype)
     _launch(x.dtype, "avgpool_fwd", y.size, (x, y),
             (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(count_include_pad),
              np.int32(divisor)))
@@ -268,7 +268,7 @@ def avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad=
 
     n, c, h, w = x_shape
     _, _, p, q = dy.shape
-    dx = cupy.empty(x_shape, dy.dtype)
+    dx = cupy.ndarray(x_shape, dy.dtype)
     _launch(dy.dtype, "avgpool_bwd", dx.size, (dy, dx),
             (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(count_include_pad),
              np.int32(divisor)))

@@ -29,7 +29,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import NULL, acc_dtype, get_kernel, launch, rows
+from . import ARG, F32, NULL, Prepared, acc_dtype, get_kernel, launch, rows
 from .rows import ceil_div, row_blocks, vec_width
 
 
@@ -161,11 +161,11 @@ def nll_backward_ref(target, weight, gout, per_row, denom, shape, dtype, ignore_
 _flags = {}
 
 
-def _flag():
-    """The device's label-error flag (an int32 on the device, set by kernels)."""
+def _flag(dev=None):
+    """The label-error flag (an int32 on the device, set by kernels) of device ``dev`` (default: the current one)."""
     import cupy
 
-    dev = cupy.cuda.Device().id
+    dev = cupy.cuda.runtime.getDevice() if dev is None else dev
     if dev not in _flags:
         _flags[dev] = cupy.zeros(1, np.int32)
     return _flags[dev]
@@ -261,6 +261,15 @@ _REDUCE = {"none": 0, "sum": 1, "mean": 2}
 CROSS_ENTROPY_GRID_MAX = 8192  # blocks of the cross-entropy forward when it also reduces
 
 
+@functools.lru_cache(maxsize=256)
+def _cross_entropy_forward_prepared(dtype, n, vec, tt, grid, dev):
+    """The forward's launch for one configuration and grid on device ``dev``: (x, target, w, lse, loss, rw, label
+    flag), M, N, ignore_index, label_smoothing, reduce, (out, denom, partials, ticket) (see :class:`Prepared`: CuPy's
+    call converts its 16 arguments on every call, several times the launch's own host time)."""
+    kern, _, nt = _cross_entropy_forward_launch(dtype, n, vec, tt)
+    return Prepared(kern, (grid,), (nt,), (ARG,) * 8 + (np.int32(n), ARG, F32, ARG) + (ARG,) * 4)
+
+
 def _cross_entropy_forward_cuda(x, target, weight, ignore_index, label_smoothing, reduction):
     import cupy
 
@@ -268,8 +277,8 @@ def _cross_entropy_forward_cuda(x, target, weight, ignore_index, label_smoothing
     reduce = _REDUCE[reduction] if m else 0
     grid = 0
     if m:
-        kern, rpb, nt = _cross_entropy_forward_launch(x.dtype, n, vec_width(x.dtype, n, x, weight),
-                                                      target.dtype)
+        vec = vec_width(x.dtype, n, x, weight)
+        _, rpb, _ = _cross_entropy_forward_launch(x.dtype, n, vec, target.dtype)
         # With a reduction the grid is bounded (its blocks loop over the rows), so the last block adds
         # at most CROSS_ENTROPY_GRID_MAX partial sums however many rows there are.
         grid = row_blocks(m, rpb, CROSS_ENTROPY_GRID_MAX if reduce else rows.UNBOUNDED)
@@ -278,18 +287,19 @@ def _cross_entropy_forward_cuda(x, target, weight, ignore_index, label_smoothing
     # of the kernel's own 'sum' / 'mean' (add_blocks_last in softmax.cu), zeroed on the stream for
     # each call, so that no two launches (streams, graph replays) share one | the blocks' partial
     # sums (2 * grid, 8-byte aligned).
-    buf = cupy.empty(4 * m + 2 + (2 * grid if reduce else 0), np.float32)
+    buf = cupy.ndarray((4 * m + 2 + (2 * grid if reduce else 0),), np.float32)
     ptr = buf.data.ptr
     loss, rw, denom, ticket, partial = (ptr + 8 * m, ptr + 12 * m, ptr + 16 * m, ptr + 16 * m + 4,
                                         ptr + 16 * m + 8)
     out = None
     if reduce:
-        out = cupy.empty((), x.dtype)
+        out = cupy.ndarray((), x.dtype)
         cupy.cuda.runtime.memsetAsync(ticket, 0, 4, cupy.cuda.get_current_stream().ptr)
     if m:
-        kern((grid,), (nt,), (x, target, _p(weight), buf, np.uint64(loss), np.uint64(rw), _flag(), np.int32(m),
-                              np.int32(n), np.int64(ignore_index), np.float32(label_smoothing), np.int32(reduce),
-                              _p(out), np.uint64(denom), np.uint64(partial), np.uint64(ticket)))
+        dev = buf.data.device_id
+        prepared = _cross_entropy_forward_prepared(x.dtype, n, vec, target.dtype, grid, dev)
+        prepared(x.data.ptr, target.data.ptr, _addr(weight), ptr, loss, rw, _flag(dev).data.ptr, m, ignore_index,
+                 label_smoothing, reduce, _addr(out), denom, partial, ticket)
         backend.defer_check(check_label_errors)
     if reduce:
         return None, buf, None, (out, buf[4 * m:4 * m + 1] if reduce == 2 else None)
@@ -301,23 +311,29 @@ def _cross_entropy_backward_kernel(dtype, vec, tt):
     return get_kernel("softmax.cu", "cross_entropy_bwd", _opts(dtype, vec, tt=tt))
 
 
+@functools.lru_cache(maxsize=256)
+def _cross_entropy_backward_prepared(dtype, vec, tt, cols, n_rows, dev):
+    """The backward's launch on device ``dev``: (x, target, w, lse, gout, per_row, denom, wsum, dx, M, N,
+    ignore_index), label_smoothing."""
+    return Prepared(_cross_entropy_backward_kernel(dtype, vec, tt), (cols, n_rows), (256,), (ARG,) * 12 + (F32,))
+
+
 def _cross_entropy_backward_cuda(x, target, weight, lse, gout, per_row, denom, ignore_index, label_smoothing):
     import cupy
 
     m, n = x.shape
-    dx = cupy.empty(x.shape, x.dtype)  # (x is C-contiguous; CuPy's empty_like costs more host time)
+    dx = cupy.ndarray(x.shape, x.dtype)  # (x is C-contiguous; CuPy's empty_like costs more host time)
     if m == 0 or n == 0:
         return dx
     vec = vec_width(x.dtype, n, x, weight, dx)
     wsum = weight.astype(np.float32).sum() if weight is not None else None
     if gout.dtype != x.dtype:
         gout = gout.astype(x.dtype)
-    kern = _cross_entropy_backward_kernel(x.dtype, vec, target.dtype)
     cols = ceil_div(ceil_div(n, vec), 256)
     n_rows = min(m, max(1, (rows.current_sm_count() * 64) // cols))
-    kern((cols, n_rows), (256,), (x, target, _p(weight), lse, gout, np.int32(bool(per_row)), _p(denom),
-                                  _p(wsum), dx, np.int32(m), np.int32(n), np.int64(ignore_index),
-                                  np.float32(label_smoothing)))
+    prepared = _cross_entropy_backward_prepared(x.dtype, vec, target.dtype, cols, n_rows, dx.data.device_id)
+    prepared(x.data.ptr, target.data.ptr, _addr(weight), lse.data.ptr, gout.data.ptr, int(bool(per_row)),
+             _addr(denom), _addr(wsum), dx.data.ptr, m, n, ignore_index, label_smoothing)
     return dx
 
 
@@ -352,6 +368,11 @@ def _nll_backward_cuda(target, weight, gout, per_row, denom, shape, dtype, ignor
 
 def _p(a):
     return NULL if a is None else a
+
+
+def _addr(a):
+    """The address of array ``a``, 0 for None (a :class:`Prepared` argument)."""
+    return 0 if a is None else a.data.ptr
 
 
 # ---------------------------------------------------------------- dispatch

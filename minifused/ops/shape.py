@@ -1,6 +1,7 @@
 """Shape ops (reshape, transpose, squeeze ...) and concatenation; indexing is ops/indexing.py (re-exported here)."""
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -111,6 +112,8 @@ class Contiguous(Function):
 def _sizes(args, op):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
+    if all(type(a) is int for a in args):  # the common case, without the abstract-class checks
+        return args
     if not all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
         raise TypeError(f"{op}: sizes must be ints, got {args}")
     return tuple(int(a) for a in args)
@@ -121,7 +124,7 @@ def reshape(x, *shape):
     known = [s for s in shape if s != -1]
     if shape.count(-1) > 1 or any(s < -1 for s in shape):
         raise ValueError(f"reshape: invalid shape {shape}")
-    total = int(np.prod(known, dtype=np.int64))
+    total = math.prod(known)
     if (-1 in shape and (total == 0 or x.numel() % total)) or (-1 not in shape and total != x.numel()):
         raise ValueError(f"reshape: shape {shape} is invalid for a tensor of shape {tuple(x.shape)} "
                          f"({x.numel()} elements)")
@@ -132,7 +135,7 @@ def view(x, *shape):
     """``reshape`` that never copies: as in PyTorch, a shape the strides cannot express raises."""
     shape = _sizes(shape, "view")
     known = [s for s in shape if s != -1]
-    total = int(np.prod(known, dtype=np.int64))
+    total = math.prod(known)
     if (shape.count(-1) > 1 or any(s < -1 for s in shape) or (-1 in shape and (total == 0 or x.numel() % total))
             or (-1 not in shape and total != x.numel())):
         raise RuntimeError(f"view: shape {list(shape)} is invalid for input of size {x.numel()}")
@@ -151,7 +154,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     (s, e) = normalize_axis("flatten", (start_dim, end_dim), x.ndim)
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    shape = x.shape[:s] + (int(np.prod(x.shape[s:e + 1], dtype=np.int64)),) + x.shape[e + 1:]
+    shape = x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:]
     return reshape(x, shape)
 
 
