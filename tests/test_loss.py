@@ -209,8 +209,9 @@ def test_cross_entropy_kernels_match_reference(cfg, shape, dtype):
 @pytest.mark.parametrize("m", [1, 3, 300, 4097, 70001])  # 70001: more rows than the bounded grid's
 def test_cross_entropy_reduction_in_kernel(m):
     """The forward kernel's own 'mean' (its last block adds the blocks' sums): right on every call, so
-    each call's ticket starts from zero, with ignored rows, and NaN when every row is ignored, as
-    PyTorch; and inside a captured graph, replayed on new inputs, equal to eager bit for bit."""
+    each call's ticket starts from zero (calls of other grids between them too), with ignored rows, and NaN
+    when every row is ignored, as PyTorch; and inside a captured graph, replayed on new inputs, equal to eager
+    bit for bit, captured on a new stream and on one whose ticket exists."""
     import cupy as cp
 
     rng = np.random.default_rng(m)
@@ -222,23 +223,30 @@ def test_cross_entropy_reduction_in_kernel(m):
         loss, _, rw = K.cross_entropy_forward_ref(x.get(), t.get(), None, -100, 0.0)
         return loss.astype(np.float64).sum() / rw.astype(np.float64).sum()
 
+    half = m // 2 + 1  # another grid between the calls: the stream's ticket is back at zero after each
     for _ in range(3):
         out, denom = K.cross_entropy_forward(x, t, None, -100, 0.0, "mean")[3]
         assert abs(float(out.get()) / want(x, t) - 1) < 1e-5
         assert float(denom.get()[0]) == float((t.get() != -100).sum())
+        out = K.cross_entropy_forward(x[:half], t[:half], None, -100, 0.0, "sum")[3][0]
+        assert abs(float(out.get()) / (want(x[:half], t[:half]) * float((t[:half] != -100).sum())) - 1) < 1e-5
     out, denom = K.cross_entropy_forward(x, cp.full(m, -100), None, -100, 0.0, "mean")[3]
     assert np.isnan(float(out.get())) and float(denom.get()[0]) == 0.0
-    stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        stream.begin_capture()
-        got = K.cross_entropy_forward(x, t, None, -100, 0.0, "mean")[3]
-        graph = stream.end_capture()
-        x[...] = cp.asarray(rng.standard_normal((m, 300)).astype(np.float32))
-        for _ in range(2):
-            graph.launch(stream)
-        stream.synchronize()
-    again = K.cross_entropy_forward(x, t, None, -100, 0.0, "mean")[3]
-    assert float(got[0].get()) == float(again[0].get()) and float(got[1].get()[0]) == float(again[1].get()[0])
+    for warm in (False, True):  # a capture on a new stream (its ticket in the graph), then on one that has one
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            if warm:
+                K.cross_entropy_forward(x, t, None, -100, 0.0, "mean")
+            stream.begin_capture()
+            got = K.cross_entropy_forward(x, t, None, -100, 0.0, "mean")[3]
+            graph = stream.end_capture()
+            x[...] = cp.asarray(rng.standard_normal((m, 300)).astype(np.float32))
+            for _ in range(2):
+                graph.launch(stream)
+            stream.synchronize()
+        again = K.cross_entropy_forward(x, t, None, -100, 0.0, "mean")[3]
+        assert float(got[0].get()) == float(again[0].get()) and float(got[1].get()[0]) == float(again[1].get()[0])
+        assert abs(float(again[0].get()) / want(x, t) - 1) < 1e-5
 
 
 @pytest.mark.gpu

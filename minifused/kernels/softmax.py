@@ -261,6 +261,25 @@ _REDUCE = {"none": 0, "sum": 1, "mean": 2}
 CROSS_ENTROPY_GRID_MAX = 8192  # blocks of the cross-entropy forward when it also reduces
 
 
+_tickets = {}  # (device, stream address) -> the stream's cross-entropy ticket (a uint32 array, zero between launches)
+
+
+def _stream_ticket(dev, stream):
+    """The ticket of add_blocks_last for launches on ``stream`` of device ``dev``: zeroed once, and zero again
+    after every launch (atomicInc wraps it), so that launches on one stream, which run one after another,
+    share it without a memset each (a memset between kernels costs a captured step a few microseconds of
+    idle GPU). Launches on other streams, which may run at the same time, have their own. None while
+    capturing for a stream that has none yet (one made then would live in the graph's memory): the caller
+    zeroes a ticket of its own then."""
+    import cupy
+
+    key = (dev, stream.ptr)
+    kept = _tickets.get(key)
+    if kept is None and not stream.is_capturing():
+        kept = _tickets[key] = cupy.zeros(1, np.uint32)
+    return kept
+
+
 @functools.lru_cache(maxsize=256)
 def _cross_entropy_forward_prepared(dtype, n, vec, tt, grid, dev):
     """The forward's launch for one configuration and grid on device ``dev``: (x, target, w, lse, loss, rw, label
@@ -283,10 +302,9 @@ def _cross_entropy_forward_cuda(x, target, weight, ignore_index, label_smoothing
         # at most CROSS_ENTROPY_GRID_MAX partial sums however many rows there are.
         grid = row_blocks(m, rpb, CROSS_ENTROPY_GRID_MAX if reduce else rows.UNBOUNDED)
     # One float32 buffer, as each allocation costs host time before the launch: (mx, ls) per row
-    # (2M, for the backward) | per-row loss (M) | per-row weight (M) | 'mean' denominator | the ticket
-    # of the kernel's own 'sum' / 'mean' (add_blocks_last in softmax.cu), zeroed on the stream for
-    # each call, so that no two launches (streams, graph replays) share one | the blocks' partial
-    # sums (2 * grid, 8-byte aligned).
+    # (2M, for the backward) | per-row loss (M) | per-row weight (M) | 'mean' denominator | a ticket for
+    # the kernel's own 'sum' / 'mean' (add_blocks_last in softmax.cu) where the stream has none yet (see
+    # _stream_ticket) | the blocks' partial sums (2 * grid, 8-byte aligned).
     buf = cupy.ndarray((4 * m + 2 + (2 * grid if reduce else 0),), np.float32)
     ptr = buf.data.ptr
     loss, rw, denom, ticket, partial = (ptr + 8 * m, ptr + 12 * m, ptr + 16 * m, ptr + 16 * m + 4,
@@ -294,7 +312,12 @@ def _cross_entropy_forward_cuda(x, target, weight, ignore_index, label_smoothing
     out = None
     if reduce:
         out = cupy.ndarray((), x.dtype)
-        cupy.cuda.runtime.memsetAsync(ticket, 0, 4, cupy.cuda.get_current_stream().ptr)
+        stream = cupy.cuda.get_current_stream()
+        kept = _stream_ticket(buf.data.device_id, stream)
+        if kept is None:
+            cupy.cuda.runtime.memsetAsync(ticket, 0, 4, stream.ptr)
+        else:
+            ticket = kept.data.ptr
     if m:
         dev = buf.data.device_id
         prepared = _cross_entropy_forward_prepared(x.dtype, n, vec, target.dtype, grid, dev)
