@@ -268,6 +268,11 @@ def is_capturing() -> bool:
     return _capture.name is not None
 
 
+#: (device, stream address) of the streams ``capture_step`` warms its steps up and captures them on: the kernels'
+#: plans made there are chosen for a graph's replays (cuBLASLt's candidates timed as captured graphs).
+graph_streams = set()
+
+
 def refuse_sync(what: str) -> None:
     """Raise if ``what`` (an op that waits for the device) runs inside a graph capture."""
     if _capture.name is not None:

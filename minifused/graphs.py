@@ -87,6 +87,7 @@ class CapturedStep:
             return captured.outputs
         if self._stream is None:
             self._stream = cupy.cuda.Stream(non_blocking=True)
+            backend.graph_streams.add((cupy.cuda.runtime.getDevice(), self._stream.ptr))
         stream = self._stream
         stream.wait_event(cupy.cuda.get_current_stream().record())
         with stream:

@@ -286,6 +286,55 @@ def test_another_streams_plan_takes_the_chosen_algorithm(rng):
 
 
 @pytest.mark.gpu
+def test_graph_streams_time_candidates_as_graphs(rng, monkeypatch):
+    """A plan made on a stream that ``capture_step`` registered (``backend.graph_streams``) times its candidates
+    as captured graphs and keeps its own choice; an eager stream's plan of the same problem times them as eager
+    launches. Both compute the right forward, dgrad and wgrad; a captured step registers its stream."""
+    import cupy
+
+    import minifused as mf
+
+    x = dev_array(rand(rng, (256, 784), np.float32), "cuda")
+    w = dev_array(rand(rng, (1024, 784), np.float32, 0.05), "cuda")
+    b = dev_array(rand(rng, (1024,), np.float32), "cuda")
+    dy = dev_array(rand(rng, (256, 1024), np.float32), "cuda")
+    graph_timed = []
+    timer = LT._graph_timer
+
+    def counting(*args):
+        graph_timed.append(1)
+        got = timer(*args)
+        assert got is not None  # cuBLASLt's candidates capture
+        return got
+
+    monkeypatch.setattr(LT, "_graph_timer", counting)
+
+    def run():
+        y, _ = K.linear_forward(x, w, b, "relu", aux=True)
+        dx = K.linear_backward_data(dy, w)[0]
+        dw, db = K.linear_backward_weight(dy, x, True)
+        return [a.get() for a in (y, dx, dw, db)]
+
+    LT.clear_plan_cache()
+    graph_stream = cupy.cuda.Stream(non_blocking=True)
+    monkeypatch.setattr(backend, "graph_streams", {(cupy.cuda.runtime.getDevice(), graph_stream.ptr)})
+    with graph_stream:
+        captured = run()
+    assert len(graph_timed) >= 3
+    timed = len(graph_timed)
+    eager = run()
+    assert len(graph_timed) == timed
+    xd, wd, dyd = f64(x), f64(w), f64(dy)
+    for got in (captured, eager):
+        assert rel(got[0], np.maximum(xd @ wd.T + f64(b), 0)) < 1e-5
+        assert rel(got[1], dyd @ wd) < 1e-5
+        assert rel(got[2], dyd.T @ xd) < 1e-5 and rel(got[3], dyd.sum(0)) < 1e-5
+    step = mf.capture_step(lambda t: t * 2)
+    step(mf.ones(3, device="cuda"))
+    assert (cupy.cuda.runtime.getDevice(), step._stream.ptr) in backend.graph_streams
+
+
+@pytest.mark.gpu
 def test_clear_plan_cache_releases_and_replans(rng):
     x = dev_array(rand(rng, (8, 16), np.float16), "cuda")
     w = dev_array(rand(rng, (8, 16), np.float16), "cuda")

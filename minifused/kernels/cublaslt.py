@@ -65,7 +65,7 @@ _lt = None  # nvmath.bindings.cublasLt, imported on first GPU use
 _handles = {}  # device id -> cublasLt handle
 _workspaces = {}  # (device id, stream ptr) -> cupy array
 _plans = {}  # key -> _Plan
-_choices = {}  # key without its stream -> the one-row heuristic result a checked, timed plan kept
+_choices = {}  # (key without its stream, for graphs) -> the one-row heuristic result a checked, timed plan kept
 _stats = {"created": 0, "hits": 0, "autotuned": 0, "bgradb_fallbacks": 0, "dgrad_bgrad_fallbacks": 0,
           "aux_fallbacks": 0}
 #: Plan keys cuBLASLt refused (e.g. BGRADB): callers check it to fall back without trying.
@@ -310,7 +310,7 @@ def _get_plan(key, dev_id, config, *args):
     config = config or DEFAULT_CONFIG
     m, n, k = args[3:6]
     tune = config.autotune or 2 * m * n * k <= config.small_gemm_flop
-    shared = _choices.get(_problem(key))
+    shared = _choices.get((_problem(key), (dev_id, key[1]) in backend.graph_streams))
     try:
         plan = _Plan(key, _handle(dev_id), *args, ws_bytes=WORKSPACE_LIMIT,
                      want=max(1, config.candidates if tune else 1), algos=shared)
@@ -322,18 +322,25 @@ def _get_plan(key, dev_id, config, *args):
     return plan, shared is None
 
 
-def _autotune(plan, launch, rounds=2, runs=3):
+def _autotune(plan, launch, rounds=2, runs=3, graph=False):
     """Time each candidate algorithm with CUDA events, round-robin (so clock drift favours
-    none), and keep the fastest. Runs once, when the plan is made; never on the hot path."""
+    none), and keep the fastest. Runs once, when the plan is made; never on the hot path.
+    ``graph``: for a plan that CUDA graphs replay (made on one of ``backend.graph_streams``), each candidate timed
+    as a captured graph of its launches (:func:`_graph_timer`); otherwise as eager launches, back to back, which
+    is what an eager step pays (for a small GEMM, mostly the host time of its launches)."""
     cupy = _cp
     if len(plan.algos) < 2:
         return
     ok = [i for i in range(len(plan.algos)) if int(plan.algos["state"][i]) == 0]
+    timer = _graph_timer(plan, launch, ok, runs) if graph else None
     best_t = {i: float("inf") for i in ok}
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
     for _ in range(rounds):
         for i in list(best_t):
             plan.choose(i)
+            if timer is not None:
+                best_t[i] = min(best_t[i], timer(i))
+                continue
             try:
                 launch()
                 start.record()
@@ -349,6 +356,43 @@ def _autotune(plan, launch, rounds=2, runs=3):
     plan.choose(best)
     launch()  # leave the output written by the chosen algorithm
     _stats["autotuned"] += 1
+
+
+def _graph_timer(plan, launch, candidates, runs):
+    """``time(i)``: the device time (ms) of a CUDA graph of ``runs`` launches of candidate ``i``, captured once
+    per candidate on a side stream: what a captured step pays for it, its split-K reductions and memsets
+    included (a memset node leaves the GPU idle for microseconds around it), without the host time between
+    eager launches (which back-to-back eager launches of a small GEMM measure instead). None where a candidate
+    cannot be captured (the eager timing then)."""
+    cupy = _cp
+    side = cupy.cuda.Stream(non_blocking=True)
+    cupy.cuda.Device().synchronize()
+    graphs = {}
+    try:
+        for i in candidates:
+            plan.choose(i)
+            launch(side.ptr)
+            side.synchronize()
+            side.begin_capture()
+            try:
+                for _ in range(runs):
+                    launch(side.ptr)
+            finally:
+                graphs[i] = side.end_capture()
+            graphs[i].launch(side)
+        side.synchronize()
+    except Exception:
+        return None
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+
+    def time(i):
+        start.record(side)
+        graphs[i].launch(side)
+        stop.record(side)
+        stop.synchronize()
+        return cupy.cuda.get_elapsed_time(start, stop)
+
+    return time
 
 
 def _keep_correct(key, plan, launch, check):
@@ -395,15 +439,16 @@ def execute(key, plan_args, a, b, d, bias_ptr=0, aux_ptr=0, check=None, config=N
     # a new plan is checked and, if it asked for candidates, timed, except inside a graph capture
     # (both synchronize): there it keeps the heuristic's first choice
     if new and not backend.is_capturing():
-        def launch():
-            plan.run(a, b, dp, bias_ptr, aux_ptr, wsp, wsn, sptr)
+        def launch(stream=sptr):
+            plan.run(a, b, dp, bias_ptr, aux_ptr, wsp, wsn, stream)
 
         if check is not None:
             _keep_correct(key, plan, launch, check())
+        graph = (dev_id, sptr) in backend.graph_streams  # (graphs' and eager steps' choices kept apart)
         if len(plan.algos) > 1:
             small = (2, 3) if config and config.autotune else (3, 10)  # small GEMMs: more, cheap samples
-            _autotune(plan, launch, *small)
-        _choices[_problem(key)] = plan.chosen_algo()
+            _autotune(plan, launch, *small, graph=graph)
+        _choices[(_problem(key), graph)] = plan.chosen_algo()
 
 
 def strided_batched(a, b, d, count, strides, transa, transb, m, n, k, lda, ldb, ldd):
