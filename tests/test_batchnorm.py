@@ -9,6 +9,7 @@ import minifused as mf
 import minifused.functional as F
 import minifused.nn as nn
 from conftest import dev_array, f64, host
+from minifused import backend
 from minifused.kernels import batchnorm as K
 from minifused.kernels import is_channels_last, to_channels_last
 from minifused.testing import gradcheck
@@ -438,6 +439,38 @@ def test_cluster_backward_matches_reference(rng, poisoned_pool, monkeypatch, dty
             np.testing.assert_allclose(host(db), db_r, rtol=1e-4, atol=1e-3)
     finally:
         K._launches.cache_clear()
+
+
+@pytest.mark.gpu
+def test_eager_backward_takes_one_launch_where_a_graph_takes_the_passes(rng):
+    """dy and x that fit the L2: an eager backward runs the cached-channel cluster (one launch: host time), a
+    captured one the passes (faster on the device); each matches the reference, and the graph's replay its
+    capture."""
+    import cupy
+
+    shape, dtype = (128, 16, 1024), np.float16
+    x = (rng.standard_normal(shape) * 2 + 3).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    w = rng.uniform(0.5, 2, shape[1]).astype(np.float32)
+    xd, dyd, wd = dev_array(x, "cuda"), dev_array(dy, "cuda"), cupy.asarray(w)
+    vec = K._vec(shape[2], xd, dyd)
+    args = (shape, xd.dtype, np.dtype(np.float32), vec, True, True, False, xd.device.id, False)
+    assert K._launches(*args, True).channel is not None and K._launches(*args, False).channel is None
+    _, mean, rstd, mask = K.batch_norm_forward(xd, wd, None, None, None, True, 0.1, 1e-5, True)
+    want = K.batch_norm_backward_ref(dy, x, w, host(mean), host(rstd), host(mask), True)
+    eager = K.batch_norm_backward(dyd, xd, wd, mean, rstd, mask, True)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        with backend.capturing("test"):
+            stream.begin_capture()
+            captured = K.batch_norm_backward(dyd, xd, wd, mean, rstd, mask, True)
+            graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+    for got in (eager, captured):
+        np.testing.assert_allclose(f64(got[0]), f64(want[0]), rtol=1e-2, atol=1e-2 * (np.abs(f64(want[0])).max() + 1))
+        np.testing.assert_allclose(host(got[1]), want[1], rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(host(got[2]), want[2], rtol=1e-4, atol=1e-3)
 
 
 # ---------------------------------------------------------------- channels-last inputs

@@ -185,8 +185,9 @@ def _per_channel(shape, itemsize, vec, clusters, sms, tensors=1, l2=0):
     x) in :data:`SLICE_BYTES` per block at most, or None when a channel does not fit or the passes pay more.
     ``clusters`` (a device that has them): a channel too large for one block is split over the fewest blocks
     of a cluster that hold it, 512 threads each. The backward takes a cluster only where dy and x overflow the
-    L2 (``l2`` bytes): where they fit it, the passes' second reads come from the L2, and they measured faster
-    than the cluster's slices (loaded, reduced, then written: a block's loads and stores do not overlap).
+    L2 (``l2`` bytes; 0 for eager launches, see :func:`_launches`): where they fit it, the passes' second reads
+    come from the L2, and they measured faster than the cluster's slices (loaded, reduced, then written: a
+    block's loads and stores do not overlap).
     The forward: a channel on one or two blocks takes 1024 threads per block where C is at most twice the SMs
     (its kernel fits two such blocks an SM), else 512 (four blocks an SM, a second wave avoided); larger
     clusters take 512 (measured faster). The backward: see the comment below. A fixed function of the shape
@@ -270,16 +271,19 @@ class _Launches(NamedTuple):
 
 
 @functools.cache
-def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=False):
+def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=False, eager=False):
     """``shape`` (N, C, S); channels-last (``nhwc``) it is (N*H*W, C, 1), which the finalize kernels then read
-    right (their shift x[c * S] is x[n=0, h=0, w=0, c] and N*S the count)."""
+    right (their shift x[c * S] is x[n=0, h=0, w=0, c] and N*S the count). ``eager``: launched outside a graph
+    capture, where the backward takes the cached-channel launch wherever a channel fits it, even where dy and x
+    fit the L2 (where a graph's backward takes the passes, faster on the device): one launch instead of three,
+    whose host time an eager step, bound by it at the sizes that fit the L2, pays."""
     n, c, s = shape
     sms = sm_count(dev)
     wide = n * c * s >= 2 ** 32
     if nhwc:
         channel = None
     elif backward:
-        channel = _per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms, 2, l2_bytes(dev))
+        channel = _per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms, 2, 0 if eager else l2_bytes(dev))
     else:
         channel = (_per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms)
                    if training and (not relu or s % 32 == 0) else None)
@@ -368,7 +372,8 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
 
     (n, c, s), nhwc, run = _geometry(x)
     wdtype = weight.dtype if weight is not None else x.dtype
-    plan = _launches((n, c, s), x.dtype, wdtype, _vec(run, x, dy), True, True, False, x.data.device_id, nhwc)
+    plan = _launches((n, c, s), x.dtype, wdtype, _vec(run, x, dy), True, True, False, x.data.device_id, nhwc,
+                     not backend.is_capturing())
     dx = (empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)) if need_dx else None
     dw = cupy.ndarray((c,), wdtype) if need_dw and weight is not None else None
     db = cupy.ndarray((c,), wdtype) if need_dw else None
