@@ -252,23 +252,30 @@ def test_small_gemms_are_timed_once_large_ones_only_on_request(rng):
     assert LT.plan_cache_info()["autotuned"] == info["autotuned"]
 
 
+def _mlp_layer_gemms(rng, device):
+    """An MNIST MLP layer's GEMMs (256 x 784 -> 1024, fp32): its arrays (x, w, b, dy) on ``device`` and ``run()``, the
+    forward (ReLU, aux), dgrad and wgrad (with the bias gradient), as host arrays (y, dx, dw, db)."""
+    x = dev_array(rand(rng, (256, 784), np.float32), device)
+    w = dev_array(rand(rng, (1024, 784), np.float32, 0.05), device)
+    b = dev_array(rand(rng, (1024,), np.float32), device)
+    dy = dev_array(rand(rng, (256, 1024), np.float32), device)
+
+    def run():
+        y, _ = K.linear_forward(x, w, b, "relu", aux=True)
+        dx = K.linear_backward_data(dy, w)[0]
+        dw, db = K.linear_backward_weight(dy, x, True)
+        return [host(a) for a in (y, dx, dw, db)]
+
+    return (x, w, b, dy), run
+
+
 @pytest.mark.gpu
 def test_another_streams_plan_takes_the_chosen_algorithm(rng):
     """A plan made on a second stream (a captured step's capture stream) takes the algorithm timed on the
     first, untimed: the two streams compute bitwise the same forward, dgrad and wgrad."""
     import cupy
 
-    x = dev_array(rand(rng, (256, 784), np.float32), "cuda")
-    w = dev_array(rand(rng, (1024, 784), np.float32, 0.05), "cuda")
-    b = dev_array(rand(rng, (1024,), np.float32), "cuda")
-    dy = dev_array(rand(rng, (256, 1024), np.float32), "cuda")
-
-    def run():
-        y, mask = K.linear_forward(x, w, b, "relu", aux=True)
-        dx = K.linear_backward_data(dy, w)[0]
-        dw, db = K.linear_backward_weight(dy, x, True)
-        return [a.get() for a in (y, dx, dw, db)]
-
+    (x, w, b, _), run = _mlp_layer_gemms(rng, "cuda")
     LT.clear_plan_cache()
     start = LT.plan_cache_info()  # the counts run on over the process
     first = run()
@@ -294,10 +301,7 @@ def test_graph_streams_time_candidates_as_graphs(rng, monkeypatch):
 
     import minifused as mf
 
-    x = dev_array(rand(rng, (256, 784), np.float32), "cuda")
-    w = dev_array(rand(rng, (1024, 784), np.float32, 0.05), "cuda")
-    b = dev_array(rand(rng, (1024,), np.float32), "cuda")
-    dy = dev_array(rand(rng, (256, 1024), np.float32), "cuda")
+    (x, w, b, dy), run = _mlp_layer_gemms(rng, "cuda")
     graph_timed = []
     timer = LT._graph_timer
 
@@ -308,13 +312,6 @@ def test_graph_streams_time_candidates_as_graphs(rng, monkeypatch):
         return got
 
     monkeypatch.setattr(LT, "_graph_timer", counting)
-
-    def run():
-        y, _ = K.linear_forward(x, w, b, "relu", aux=True)
-        dx = K.linear_backward_data(dy, w)[0]
-        dw, db = K.linear_backward_weight(dy, x, True)
-        return [a.get() for a in (y, dx, dw, db)]
-
     LT.clear_plan_cache()
     graph_stream = cupy.cuda.Stream(non_blocking=True)
     monkeypatch.setattr(backend, "graph_streams", {(cupy.cuda.runtime.getDevice(), graph_stream.ptr)})
