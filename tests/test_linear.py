@@ -201,6 +201,7 @@ def test_mlp_backward_runs_fused_path_and_matches_unfused(device, rng, dtype, ac
     assert L.stats[f"dgrad_fused_{act}"] == 2
     assert L.stats["act_bwd_from_consumer"] == 2 and L.stats["act_bwd_elementwise"] == 0
     assert L.stats["dgrad_plain"] == (1 if x_requires_grad else 0)
+    assert L.stats["backward_narrow"] == (device == "cuda")  # the 10-output head: one kernel on the GPU
     fused = [(f64(p.grad), p) for lin in layers for p in (lin.weight, lin.bias)]
     fused_x = f64(x.grad) if x_requires_grad else None
 

@@ -152,6 +152,90 @@ def test_activation_backward(device, rng, dtype, act):
     assert rel(dz, f64(dy) * scale) < TOL[dtype]
 
 
+NARROW_SHAPES = [(1, 1, 1), (37, 33, 10), (300, 1024, 10), (129, 70, 16), (K.NARROW_MAX_ROWS, 40, 3)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("shape", NARROW_SHAPES + [(5000, 257, 7)])
+def test_narrow_forward(device, rng, dtype, with_bias, shape, request):
+    """A layer of at most NARROW_MAX_OUT outputs without activation (one kernel on the GPU, no cuBLASLt plan):
+    rows read with a stride larger than the row, every output written (poisoned memory on the GPU)."""
+    n, k, m = shape
+    if device == "cuda":
+        request.getfixturevalue("poisoned_pool")
+    padded = rand(rng, (n, k + 3), dtype)
+    x = padded[:, 2:k + 2]
+    w = rand(rng, (m, k), dtype, 1 / math.sqrt(k))
+    b = rand(rng, (m,), dtype) if with_bias else None
+    made = LT.plan_cache_info()["created"]
+    y, aux = K.linear_forward(dev_array(padded, device)[:, 2:k + 2], dev_array(w, device), None if b is None else dev_array(b, device),
+                              aux=True)
+    assert aux is None and y.shape == (n, m) and y.dtype == dtype and y.flags.c_contiguous
+    assert rel(y, f64(x) @ f64(w).T + (f64(b) if with_bias else 0)) < TOL[dtype]
+    assert LT.plan_cache_info()["created"] == made
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("act", [None, "relu", "gelu"])
+@pytest.mark.parametrize("flags", [(True, True, True), (True, False, False), (False, True, False),
+                                   (False, False, True), (True, True, False)],
+                         ids=lambda f: "".join(c for c, on in zip("WBX", f) if on))
+@pytest.mark.parametrize("shape", NARROW_SHAPES)
+def test_linear_backward_narrow(device, rng, dtype, act, flags, shape, request):
+    """dW, db and dX (through the producer's ReLU mask or GELU, with its bias gradient) of a layer of few outputs
+    in one kernel, each part alone or together, against float64 formulas; parts not asked for are None."""
+    n, k, m = shape
+    weight_grad, bias_grad, data_grad = flags
+    if device == "cuda":
+        request.getfixturevalue("poisoned_pool")
+    padded = rand(rng, (n, m + 2), dtype)
+    dy = padded[:, :m]  # rows with a stride larger than the row
+    x = rand(rng, (n, k), dtype)
+    w = rand(rng, (m, k), dtype, 1 / math.sqrt(m))
+    aux, scale = None, 1.0
+    if act is not None:  # the producer's aux, made by the forward primitive itself
+        _, aux = K.linear_forward(dev_array(rand(rng, (n, 11), dtype), device),
+                                  dev_array(rand(rng, (k, 11), dtype, 0.3), device), None, act, aux=True)
+        scale = unpack(aux, k) if act == "relu" else dgelu64(f64(host(aux)[:, :k]))
+    dyd = dev_array(padded, device)
+    if device == "cuda":
+        assert K.narrow_backward_applies(dyd[:, :m], k)
+    dw, db, dx, dbx = K.linear_backward_narrow(dyd[:, :m], dev_array(x, device), dev_array(w, device), weight_grad,
+                                               bias_grad, data_grad, act, aux)
+    if weight_grad:
+        assert dw.shape == (m, k) and dw.dtype == dtype and rel(dw, f64(dy).T @ f64(x)) < TOL[dtype]
+    else:
+        assert dw is None
+    if bias_grad:
+        assert db.shape == (m,) and db.dtype == dtype and rel(db, f64(dy).sum(0)) < 3 * TOL[dtype]
+    else:
+        assert db is None
+    if data_grad:
+        expect = (f64(dy) @ f64(w)) * scale
+        assert dx.shape == (n, k) and dx.dtype == dtype and rel(dx, expect) < TOL[dtype]
+        if act is None:
+            assert dbx is None
+        else:
+            assert dbx.shape == (k,) and dbx.dtype == dtype and rel(dbx, expect.sum(0)) < 3 * TOL[dtype]
+    else:
+        assert dx is None and dbx is None
+
+
+def test_narrow_backward_applies():
+    """The one-kernel backward takes GPU arrays of few outputs and at most NARROW_MAX_ROWS rows only."""
+    small = np.zeros((8, K.NARROW_MAX_OUT), np.float32)
+    assert not K.narrow_backward_applies(small, 5)  # a host array: the NumPy path
+    if backend.cuda_available():
+        import cupy
+
+        assert K.narrow_backward_applies(cupy.asarray(small), 5)
+        assert not K.narrow_backward_applies(cupy.zeros((8, K.NARROW_MAX_OUT + 1), np.float32), 5)
+        assert not K.narrow_backward_applies(cupy.zeros((K.NARROW_MAX_ROWS + 1, 4), np.float32), 5)
+        assert not K.narrow_backward_applies(cupy.asarray(small), 0)
+        assert not K.narrow_backward_applies(cupy.zeros((8, 4), np.float64), 5)
+
+
 def test_references_agree_with_aux_layout(rng):
     """The NumPy bit-mask packs bit j%8 of byte j//8, rows padded to 16 bytes."""
     z = np.array([[1.0, -1.0, 2.0, 0.0, 3.0, -2.0, 1.0, 1.0, 5.0]])
@@ -334,7 +418,7 @@ def test_graph_streams_time_candidates_as_graphs(rng, monkeypatch):
 @pytest.mark.gpu
 def test_clear_plan_cache_releases_and_replans(rng):
     x = dev_array(rand(rng, (8, 16), np.float16), "cuda")
-    w = dev_array(rand(rng, (8, 16), np.float16), "cuda")
+    w = dev_array(rand(rng, (K.NARROW_MAX_OUT + 8, 16), np.float16), "cuda")  # more outputs than the narrow kernel's
     K.linear_forward(x, w)
     assert LT.plan_cache_info()["size"] > 0
     LT.clear_plan_cache()

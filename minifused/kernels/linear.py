@@ -15,7 +15,14 @@ primitive                   computes                                    epilogs
                             ``dx *= act'(producer aux)``, ``db = Σ dx``  DGELU_BGRAD
 ``linear_backward_weight``  ``dw = dy.T @ x``, ``db = Σ dy``            DEFAULT, BGRADB
 ``activation_backward``     ``dz = dy * act'(aux)`` (elementwise)        (CUDA kernel, linear_act.cu)
+``linear_backward_narrow``  dW, db and dX (with the producer's act')     (CUDA kernel, linear_narrow.cu)
+                            of a layer of few outputs, in one pass
 ==========================  ==========================================  ============================
+
+A layer of at most :data:`NARROW_MAX_OUT` outputs without activation (a classifier head) runs on
+``linear_narrow.cu`` instead: cuBLASLt gives it a tile of mostly idle columns, a split-K and a reduction kernel
+forward, and three GEMMs and an epilogue kernel backward, where one pass each way does (bench/linear.py times
+both).
 
 Aux semantics, the same on both devices (the GPU's own layout, so an aux array
 can be handed back to cuBLASLt as is):
@@ -43,13 +50,14 @@ NumPy path).
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import numpy as np
 
 from .. import backend
 from ..backend import tf32_matmul
-from . import (GELU_C, GELU_CUBIC, acc_dtype, aligned_bytes, clear_unset, ctype, gelu_grad_ref, gelu_ref, get_kernel,
-               grid_1d)
+from . import (ARG, GELU_C, GELU_CUBIC, Prepared, acc_dtype, aligned_bytes, clear_unset, ctype, gelu_grad_ref, gelu_ref,
+               get_kernel, grid_1d)
 from .cublaslt import OP_N, OP_T, PlanError, count, execute, init, unsupported
 
 
@@ -150,6 +158,16 @@ def linear_backward_weight_ref(dy, x, bias_grad=False, *, config=None):
     return dw, db
 
 
+def linear_backward_narrow_ref(dy, x, w, weight_grad, bias_grad, data_grad, act=None, aux=None):
+    """NumPy reference of :func:`linear_backward_narrow`."""
+    dw = db = dx = dbx = None
+    if weight_grad or bias_grad:
+        dw, db = linear_backward_weight_ref(dy, x, bias_grad)
+    if data_grad:
+        dx, dbx = linear_backward_data_ref(dy, w, act, aux)
+    return (dw if weight_grad else None), db, dx, dbx
+
+
 # ====================================================================== public primitives
 def linear_forward(x, w, bias=None, activation=None, aux=False, *, config=None):
     """``y = act(x @ w.T + bias)`` and, with ``aux=True`` and an activation, its aux.
@@ -183,6 +201,26 @@ def linear_backward_weight(dy, x, bias_grad=False, *, config=None):
     if not backend.is_cuda_array(dy):
         return linear_backward_weight_ref(dy, x, bias_grad)
     return _linear_backward_weight_cuda(dy, x, bias_grad, config)
+
+
+def narrow_backward_applies(dy, k):
+    """Whether :func:`linear_backward_narrow` runs one kernel for the output gradient ``dy`` (n, out) of a layer of
+    ``k`` inputs: a GPU array of at most :data:`NARROW_MAX_OUT` features and :data:`NARROW_MAX_ROWS` rows."""
+    n, m = dy.shape
+    return (m <= NARROW_MAX_OUT and 0 < n <= NARROW_MAX_ROWS and k > 0 and dy.dtype in _NARROW_DTYPES
+            and backend.is_cuda_array(dy))
+
+
+def linear_backward_narrow(dy, x, w, weight_grad, bias_grad, data_grad, act=None, aux=None):
+    """The backward of a Linear without activation of few outputs, where :func:`narrow_backward_applies`: from
+    its output gradient ``dy`` (n, m), input ``x`` (n, k) and weight ``w`` (m, k), one pass gives
+    ``(dw, db, dx, dbx)``: ``dw = dy.T @ x`` with ``weight_grad``, ``db = dy.sum(0)`` with ``bias_grad``, and with
+    ``data_grad`` ``dx = dy @ w``, through ``act``'s backward on the producer's ``aux`` as
+    :func:`linear_backward_data` does (then ``dbx = dx.sum(0)``, the producer's bias gradient). What is not
+    asked for is None."""
+    if not backend.is_cuda_array(dy):
+        return linear_backward_narrow_ref(dy, x, w, weight_grad, bias_grad, data_grad, act, aux)
+    return _linear_backward_narrow_cuda(dy, x, w, weight_grad, bias_grad, data_grad, act, aux)
 
 
 def activation_backward(dy, aux, activation):
@@ -255,6 +293,8 @@ def _linear_forward_cuda(x, w, bias, activation, aux, config):
     if cupy.cuda.runtime.getDevice() != dev:
         with cupy.cuda.Device(dev):
             return _linear_forward_cuda(x, w, bias, activation, aux, config)
+    if activation is None and m <= NARROW_MAX_OUT and n and k and dtype in _NARROW_DTYPES:
+        return _narrow_forward(x, w, bias), None
     if want_aux:
         y, a, aux_ld = _forward_outputs(cupy, n, m, dtype, activation)
     else:
@@ -484,3 +524,68 @@ def _activation_backward_cuda(dy, aux, activation):
     with _on(_dev(dy)):
         kern((blocks,), (threads,), (dy, aux, dz, np.int64(n), np.int64(m), np.int64(aux.shape[1])))
     return dz
+
+
+# ====================================================================== layers of few outputs
+#: Out features up to which a Linear without activation runs on linear_narrow.cu (a classifier head).
+NARROW_MAX_OUT = 16
+#: Rows up to which its backward does: a block sums all rows of its 32 input columns, so the time grows with the
+#: rows where cuBLASLt's GEMMs spread them over the GPU.
+NARROW_MAX_ROWS = 4096
+_NARROW_DTYPES = (backend.float32, backend.float16, backend.bfloat16)
+_ACT_CODE = {None: 0, "relu": 1, "gelu": 2}
+_FORWARD_ROWS = 8  # rows in flight per forward block (a warp each)
+
+
+@functools.lru_cache(maxsize=None)
+def _narrow_launch(name, dtype, m, act, grid, dev):
+    """The prepared launch of linear_narrow.cu's ``name`` (its arguments in order, all given per call)."""
+    opts = (f"-DNL_T={ctype(dtype)}", f"-DNL_M={m}", f"-DNL_ACT={_ACT_CODE[act]}")
+    if name == "narrow_forward":
+        return Prepared(get_kernel("linear_narrow.cu", name, opts), (grid,), (32 * _FORWARD_ROWS,), (ARG,) * 8,
+                        pdl=True)
+    return Prepared(get_kernel("linear_narrow.cu", name, opts), (grid,), (512,), (ARG,) * 15, pdl=True)
+
+
+def _narrow_forward(x, w, bias):
+    cupy = _cp
+    n, k = x.shape
+    m = w.shape[0]
+    y = cupy.ndarray((n, m), x.dtype)
+    if bias is not None and bias.strides[0] != bias.itemsize and m > 1:
+        bias = bias.copy()
+    grid = min(-(-n // _FORWARD_ROWS), 8192)
+    _narrow_launch("narrow_forward", x.dtype, m, None, grid, _dev(x))(
+        x.data.ptr, _ld(x), w.data.ptr, _ld(w), 0 if bias is None else bias.data.ptr, y.data.ptr, n, k)
+    return y
+
+
+def _linear_backward_narrow_cuda(dy, x, w, weight_grad, bias_grad, data_grad, act, aux):
+    cupy = _cp or _cupy()
+    n, m = dy.shape
+    k = w.shape[1]
+    dtype = dy.dtype
+    dev = _dev(dy)
+    with _on(dev):
+        dw = db = dx = dbx = None
+        if weight_grad or bias_grad:  # one allocation for each output's lifetime: the parameters' and dx's
+            mem = cupy.cuda.alloc(aligned_bytes(m * k * dtype.itemsize) + m * dtype.itemsize)
+            if weight_grad:
+                dw = cupy.ndarray((m, k), dtype, memptr=mem)
+            if bias_grad:
+                db = cupy.ndarray((m,), dtype, memptr=mem + aligned_bytes(m * k * dtype.itemsize))
+        if data_grad:
+            with_act = act is not None
+            mem = cupy.cuda.alloc(aligned_bytes(n * k * dtype.itemsize) + (k * dtype.itemsize if with_act else 0))
+            dx = cupy.ndarray((n, k), dtype, memptr=mem)
+            if with_act:
+                dbx = cupy.ndarray((k,), dtype, memptr=mem + aligned_bytes(n * k * dtype.itemsize))
+        else:
+            act = None
+        flags = (1 if dw is not None else 0) | (2 if db is not None else 0) | (4 if dx is not None else 0)
+        if flags:
+            _narrow_launch("narrow_backward", dtype, m, act, -(-k // 32), dev)(
+                dy.data.ptr, _ld(dy), x.data.ptr, _ld(x), w.data.ptr, _ld(w),
+                0 if aux is None else aux.data.ptr, 0 if aux is None else aux.shape[1],
+                *(0 if a is None else a.data.ptr for a in (dw, db, dx, dbx)), n, k, flags)
+    return dw, db, dx, dbx

@@ -8,6 +8,9 @@ the context, so backward recomputes nothing. Backward:
   the incoming gradient and the aux (``kernels.linear.activation_backward``).
 * ``dW = dzᵀ·X`` and the bias gradient in the same GEMM (BGRADB);
   ``dX = dz·W`` only when the input requires grad.
+* A layer of few outputs without activation (a classifier head) runs forward and backward on
+  ``linear_narrow.cu`` instead, its backward (dW, the bias gradient and dX, with the producer's activation
+  backward below) in one kernel (``kernels.linear.narrow_backward_applies``).
 
 **Cross-layer fusion**, through the engine's handoff protocol (``autograd``): when this
 Linear's input came from a Linear with an activation and the engine names that op as
@@ -28,7 +31,7 @@ from ..autograd import Function
 from ..kernels import linear as K
 
 #: Which paths ran, for tests and debugging (never read on the hot path):
-#: ``forward``; ``dgrad_plain``; ``dgrad_fused_relu`` / ``dgrad_fused_gelu`` (this
+#: ``forward``; ``backward_narrow`` (a layer of few outputs: dW, db and dX in one kernel); ``dgrad_plain``; ``dgrad_fused_relu`` / ``dgrad_fused_gelu`` (this
 #: Linear's dX GEMM carried the producer's activation backward); ``act_bwd_elementwise``
 #: (a Linear+act ran its own mask / GELU' pass); ``act_bwd_from_consumer`` (it
 #: received a :class:`PreActivationGrad` and skipped that pass and its bias reduction).
@@ -100,6 +103,13 @@ class LinearFn(Function):
         if dz.ndim != 2:
             dz = _rows(dz, m)
 
+        if act is None and K.narrow_backward_applies(dz, w.shape[1]):  # few outputs: one kernel for all
+            producer = _fusable_producer(ctx) if need_x else None
+            gw, gb, dx, dbx = K.linear_backward_narrow(dz, x2, w, need_w, need_b, need_x,
+                                                       *((producer.activation, producer.aux) if producer else ()))
+            stats["backward_narrow"] += 1
+            return _data_grad(ctx, producer, dx, dbx) if need_x else None, gw, gb
+
         gw = gb = gx = None
         if need_w:
             gw, db_w = K.linear_backward_weight(dz, x2, bias_grad=need_b and db is None)
@@ -112,16 +122,20 @@ class LinearFn(Function):
             gb = db
         if need_x:
             producer = _fusable_producer(ctx)
-            if producer is not None:
-                dzp, dbp = K.linear_backward_data(dz, w, producer.activation, producer.aux)
-                stats["dgrad_fused_" + producer.activation] += 1
-                gx = PreActivationGrad(dzp, dbp)  # rows as the producer's (n, k) output
-            else:
-                dx, _ = K.linear_backward_data(dz, w)
-                stats["dgrad_plain"] += 1
-                shape = ctx.saved[0].shape  # x's
-                gx = dx if len(shape) == 2 else dx.reshape(shape)
+            dx, dbx = K.linear_backward_data(dz, w, *((producer.activation, producer.aux) if producer else ()))
+            gx = _data_grad(ctx, producer, dx, dbx)
         return gx, gw, gb
+
+
+def _data_grad(ctx, producer, dx, dbx):
+    """The input's gradient from the backward's ``dx``: for a fusable ``producer`` (its activation's backward
+    done, ``dbx`` its bias gradient) the handoff, else ``dx`` in x's shape."""
+    if producer is not None:
+        stats["dgrad_fused_" + producer.activation] += 1
+        return PreActivationGrad(dx, dbx)  # rows as the producer's (n, k) output
+    stats["dgrad_plain"] += 1
+    shape = ctx.saved[0].shape  # x's
+    return dx if len(shape) == 2 else dx.reshape(shape)
 
 
 def _fusable_producer(ctx):
