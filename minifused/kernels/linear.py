@@ -56,8 +56,8 @@ import numpy as np
 
 from .. import backend
 from ..backend import tf32_matmul
-from . import (ARG, GELU_C, GELU_CUBIC, Prepared, acc_dtype, aligned_bytes, clear_unset, ctype, gelu_grad_ref, gelu_ref,
-               get_kernel, grid_1d)
+from . import (ARG, GELU_C, GELU_CUBIC, Prepared, acc_dtype, aligned_bytes, clear_unset, compute_capability, ctype,
+               gelu_grad_ref, gelu_ref, get_kernel, grid_1d, sm_count)
 from .cublaslt import OP_N, OP_T, PlanError, count, execute, init, unsupported
 
 
@@ -534,30 +534,48 @@ NARROW_MAX_OUT = 16
 NARROW_MAX_ROWS = 4096
 _NARROW_DTYPES = (backend.float32, backend.float16, backend.bfloat16)
 _ACT_CODE = {None: 0, "relu": 1, "gelu": 2}
-_FORWARD_ROWS = 8  # rows in flight per forward block (a warp each)
+_MAX_CLUSTER = 8  # the backward's blocks per 32 columns at most (the portable cluster size)
 
 
 @functools.lru_cache(maxsize=None)
-def _narrow_launch(name, dtype, m, act, grid, dev):
-    """The prepared launch of linear_narrow.cu's ``name`` (its arguments in order, all given per call)."""
-    opts = (f"-DNL_T={ctype(dtype)}", f"-DNL_M={m}", f"-DNL_ACT={_ACT_CODE[act]}")
-    if name == "narrow_forward":
-        return Prepared(get_kernel("linear_narrow.cu", name, opts), (grid,), (32 * _FORWARD_ROWS,), (ARG,) * 8,
-                        pdl=True)
-    return Prepared(get_kernel("linear_narrow.cu", name, opts), (grid,), (512,), (ARG,) * 15, pdl=True)
+def _narrow_launch(name, dtype, m, act, grid, dev, rows=1, cluster=1):
+    """The prepared launch of linear_narrow.cu's ``name`` (its arguments in order, all given per call): the
+    forward's blocks of ``rows`` rows, the backward's clusters of ``cluster`` blocks."""
+    opts = (f"-DNL_T={ctype(dtype)}", f"-DNL_M={m}", f"-DNL_ACT={_ACT_CODE[act]}", f"-DNL_R={rows}",
+            f"-DMF_CLUSTER={cluster}")
+    block, args = (256, 8) if name == "narrow_forward" else (512, 15)
+    return Prepared(get_kernel("linear_narrow.cu", name, opts), (grid,), (block,), (ARG,) * args, pdl=True)
+
+
+def _forward_rows(n, m, sms):
+    """Rows per forward block: as many as leave a block per SM (each w element is loaded once per block), up to
+    64 sums a thread (past that they spill)."""
+    fits = [r for r in (1, 2, 4, 8) if r * m <= 64]
+    return next((r for r in fits if n <= 2 * r * sms), fits[-1])
 
 
 def _narrow_forward(x, w, bias):
     cupy = _cp
     n, k = x.shape
     m = w.shape[0]
+    dev = _dev(x)
     y = cupy.ndarray((n, m), x.dtype)
     if bias is not None and bias.strides[0] != bias.itemsize and m > 1:
         bias = bias.copy()
-    grid = min(-(-n // _FORWARD_ROWS), 8192)
-    _narrow_launch("narrow_forward", x.dtype, m, None, grid, _dev(x))(
+    rows = _forward_rows(n, m, sm_count(dev))
+    grid = min(-(-n // rows), 65535)
+    _narrow_launch("narrow_forward", x.dtype, m, None, grid, dev, rows)(
         x.data.ptr, _ld(x), w.data.ptr, _ld(w), 0 if bias is None else bias.data.ptr, y.data.ptr, n, k)
     return y
+
+
+def _backward_cluster(col_blocks, n, dev):
+    """Blocks per 32 columns of the backward: the most that keep one wave on the GPU's SMs and 32 rows a block
+    (1 before sm_90, which has no clusters)."""
+    if compute_capability(dev) < 90:
+        return 1
+    sms = sm_count(dev)
+    return next((c for c in (8, 4, 2) if col_blocks * c <= sms and n >= 32 * c), 1)
 
 
 def _linear_backward_narrow_cuda(dy, x, w, weight_grad, bias_grad, data_grad, act, aux):
@@ -584,7 +602,9 @@ def _linear_backward_narrow_cuda(dy, x, w, weight_grad, bias_grad, data_grad, ac
             act = None
         flags = (1 if dw is not None else 0) | (2 if db is not None else 0) | (4 if dx is not None else 0)
         if flags:
-            _narrow_launch("narrow_backward", dtype, m, act, -(-k // 32), dev)(
+            col_blocks = -(-k // 32)
+            cluster = _backward_cluster(col_blocks, n, dev)
+            _narrow_launch("narrow_backward", dtype, m, act, col_blocks * cluster, dev, cluster=cluster)(
                 dy.data.ptr, _ld(dy), x.data.ptr, _ld(x), w.data.ptr, _ld(w),
                 0 if aux is None else aux.data.ptr, 0 if aux is None else aux.shape[1],
                 *(0 if a is None else a.data.ptr for a in (dw, db, dx, dbx)), n, k, flags)
