@@ -20,9 +20,9 @@ primitive                   computes                                    epilogs
 ==========================  ==========================================  ============================
 
 A layer of at most :data:`NARROW_MAX_OUT` outputs without activation (a classifier head) runs on
-``linear_narrow.cu`` instead: cuBLASLt gives it a tile of mostly idle columns, a split-K and a reduction kernel
-forward, and three GEMMs and an epilogue kernel backward, where one pass each way does (bench/linear.py times
-both).
+``linear_narrow.cu`` instead (up to :data:`NARROW_MAX_FORWARD_ROWS` rows forward, :data:`NARROW_MAX_ROWS`
+backward): cuBLASLt gives it a tile of mostly idle columns, a split-K and a reduction kernel forward, and three
+GEMMs and an epilogue kernel backward, where one pass each way does (``bench/linear_narrow.py`` times both).
 
 Aux semantics, the same on both devices (the GPU's own layout, so an aux array
 can be handed back to cuBLASLt as is):
@@ -293,7 +293,8 @@ def _linear_forward_cuda(x, w, bias, activation, aux, config):
     if cupy.cuda.runtime.getDevice() != dev:
         with cupy.cuda.Device(dev):
             return _linear_forward_cuda(x, w, bias, activation, aux, config)
-    if activation is None and m <= NARROW_MAX_OUT and n and k and dtype in _NARROW_DTYPES:
+    if activation is None and m <= NARROW_MAX_OUT and 0 < n <= NARROW_MAX_FORWARD_ROWS and k and (
+            dtype in _NARROW_DTYPES):
         return _narrow_forward(x, w, bias), None
     if want_aux:
         y, a, aux_ld = _forward_outputs(cupy, n, m, dtype, activation)
@@ -529,9 +530,11 @@ def _activation_backward_cuda(dy, aux, activation):
 # ====================================================================== layers of few outputs
 #: Out features up to which a Linear without activation runs on linear_narrow.cu (a classifier head).
 NARROW_MAX_OUT = 16
-#: Rows up to which its backward does: a block sums all rows of its 32 input columns, so the time grows with the
-#: rows where cuBLASLt's GEMMs spread them over the GPU.
-NARROW_MAX_ROWS = 4096
+#: Rows up to which its forward does (a block per few rows; past this cuBLASLt's GEMM reads x faster).
+NARROW_MAX_FORWARD_ROWS = 2048
+#: Rows up to which its backward does (a cluster of blocks sums all rows of 32 input columns, so its time grows
+#: with the rows where cuBLASLt's GEMMs spread them over the GPU).
+NARROW_MAX_ROWS = 8192
 _NARROW_DTYPES = (backend.float32, backend.float16, backend.bfloat16)
 _ACT_CODE = {None: 0, "relu": 1, "gelu": 2}
 _MAX_CLUSTER = 8  # the backward's blocks per 32 columns at most (the portable cluster size)

@@ -163,7 +163,8 @@ extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(NL_NT) narrow_backward
         sums[i][lane].v[0] = s;
     }
     if (warp == 0) sums[NL_M + 1][lane].v[0] = acc_b;  // (lanes past NL_M hold 0)
-    cluster_sync();  // every block's sums are in; the first block adds them in rank order
+    if (CLUSTER > 1) cluster_sync();  // every block's sums are in; the first block adds them in rank order
+    else __syncthreads();
     if (rank == 0)
         for (int i = warp; i < NL_M + 2; i += NL_WARPS) {
             const bool out = i < NL_M ? col && want_w : i == NL_M ? col && want_x && NL_ACT : want_b && lane < NL_M;
@@ -176,5 +177,5 @@ extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(NL_NT) narrow_backward
             else if (i == NL_M) dbx[j] = NL_T(s);
             else db[lane] = NL_T(s);
         }
-    cluster_sync();  // the blocks' shared memory stays until the first block has read it
+    if (CLUSTER > 1) cluster_sync();  // the blocks' shared memory stays until the first block has read it
 }
