@@ -13,6 +13,7 @@ from minifused import backend
 from minifused.kernels import batchnorm as K
 from minifused.kernels import is_channels_last, to_channels_last
 from minifused.testing import gradcheck
+from tolerances import TOL
 
 
 def bn_ref(x, mean, var, w, b, eps):
@@ -165,6 +166,89 @@ def test_group_norm_against_float64(rng, groups, shape):
     xt = mf.tensor(x, requires_grad=True)
     assert gradcheck(lambda x, w, b: F.group_norm(x, groups, w, b),
                      (xt, mf.tensor(w, requires_grad=True), mf.tensor(b, requires_grad=True)))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("training,running", [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize("relu", [False, True])
+def test_bias_without_weight_keeps_its_own_dtype(device, rng, dtype, training, running, relu):
+    """F.batch_norm of a 16-bit input with weight=None and a float32 bias (and running statistics): y in the
+    input's dtype, the float64 values rounded once; bias.grad in float32, as PyTorch's: the float64 sum of the
+    incoming gradient, not rounded to 16 bits (which took 950.99 to 952 in bfloat16)."""
+    dt, shape = getattr(mf, dtype), (64, 3, 50)
+    x = mf.tensor(rng.standard_normal(shape) * 2 + 0.5, dtype=dt, device=device)
+    b = mf.tensor(rng.standard_normal(3), dtype=mf.float32, device=device, requires_grad=True)
+    stats = [mf.tensor(a, dtype=mf.float32, device=device) for a in (rng.standard_normal(3), rng.uniform(0.5, 2, 3))]
+    rm, rv = (f64(a) for a in stats)
+    y = F.batch_norm(x, *(stats if running else (None, None)), None, b, training=training,
+                     activation="relu" if relu else None)
+    gy = mf.tensor(rng.standard_normal(shape) + 0.3, dtype=dt, device=device)
+    (y * gy).sum().backward()
+    mean, var, _ = batch_stats(f64(x)) if training else (rm, rv, None)
+    want = bn_ref(f64(x), mean, var, np.ones(3), f64(b), 1e-5)
+    want = np.maximum(want, 0) if relu else want
+    assert y.dtype == dt and b.grad.dtype == mf.float32
+    np.testing.assert_allclose(f64(y), want, rtol=TOL[dt], atol=TOL[dt] * np.abs(want).max())
+    passed = f64(y) > 0 if relu else 1  # (the ReLU's mask: ours)
+    np.testing.assert_allclose(f64(b.grad), (f64(gy) * passed).sum(axis=(0, 2)), rtol=1e-5)
+
+
+def _real_batch(shape):
+    return tuple(d or 2 for d in shape)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (0, 3, 5), (0, 3, 4, 4), (2, 3, 0, 4)])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_empty_batch_as_pytorch(device, rng, shape, training, momentum):
+    """An empty input (N = 0, or an empty spatial dimension) gives an empty output of its shape and dtype in either
+    mode; training leaves the running statistics as they were and counts the batch (PyTorch's module does); the
+    input's gradient is empty, weight's and bias's are zeros."""
+    bn = (nn.BatchNorm2d if len(shape) == 4 else nn.BatchNorm1d)(3, momentum=momentum, device=device)
+    bn(mf.tensor(rng.standard_normal(_real_batch(shape)), dtype=mf.float32, device=device))  # stats off their start
+    bn.train(training)
+    before = _bn_state(bn)
+    x = mf.tensor(np.zeros(shape), dtype=mf.float32, device=device, requires_grad=True)
+    y = bn(x)
+    assert y.shape == shape and y.dtype == mf.float32
+    y.sum().backward()
+    assert x.grad.shape == shape
+    after = _bn_state(bn)
+    for key in ("running_mean", "running_var"):
+        np.testing.assert_array_equal(after[key], before[key])
+    assert after["num_batches_tracked"] == before["num_batches_tracked"] + training
+    for p in (bn.weight, bn.bias):
+        np.testing.assert_array_equal(host(p.grad), np.zeros(3, np.float32))
+    # the functional form, without running statistics or with, a 16-bit input
+    half = mf.tensor(np.zeros(shape), dtype=mf.float16, device=device)
+    assert F.batch_norm(half, None, None, training=True).dtype == mf.float16
+    stats = [mf.tensor(np.ones(3), dtype=mf.float16, device=device) for _ in range(2)]
+    assert F.batch_norm(half, *stats, training=training).shape == shape and f64(stats[0]).tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("module", [False, True])
+def test_group_norm_16_bit_input_with_float32_affine_keeps_the_input_dtype(device, rng, dtype, module):
+    """As PyTorch: a 16-bit input with float32 weight and bias (the module's default) gives an output and an
+    input gradient in the input's dtype, float32 weight and bias gradients; all rounded once from the float64
+    values (the same op over the input's values in float64)."""
+    dt, shape = getattr(mf, dtype), (3, 6, 5, 4)
+    x = mf.tensor(rng.standard_normal(shape) * 2 + 0.5, dtype=dt, device=device, requires_grad=True)
+    mod = nn.GroupNorm(3, 6, device=device)
+    mod.weight._data[...] = dev_array(rng.uniform(0.5, 1.5, 6).astype(np.float32), device)
+    mod.bias._data[...] = dev_array(rng.standard_normal(6).astype(np.float32), device)
+    w, b = mod.weight, mod.bias
+    y = mod(x) if module else F.group_norm(x, 3, w, b)
+    gy = rng.standard_normal(shape)
+    (y * mf.tensor(gy, dtype=dt, device=device)).sum().backward()
+    ins = [mf.tensor(f64(a), requires_grad=True) for a in (x, w, b)]
+    want = F.group_norm(*ins[:1], 3, *ins[1:])
+    (want * mf.tensor(f64(mf.tensor(gy, dtype=dt)))).sum().backward()
+    assert y.dtype == x.grad.dtype == dt and w.grad.dtype == b.grad.dtype == mf.float32
+    for got, ref, tol in [(y, want, TOL[dt]), (x.grad, ins[0].grad, TOL[dt]), (w.grad, ins[1].grad, 1e-5),
+                          (b.grad, ins[2].grad, 1e-5)]:
+        ref = ref.detach().numpy()
+        np.testing.assert_allclose(f64(got), ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
 # ---------------------------------------------------------------- bad input: clear errors, nothing changed
@@ -771,6 +855,31 @@ def test_sequential_conv_bn_channels_last_and_no_grad(device, rng):
     np.testing.assert_array_equal(host(fused[0].weight.grad), host(plain[0].weight.grad))
     with mf.no_grad():
         np.testing.assert_array_equal(host(fused(x)), host(_unfused(plain, x)))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_sequential_conv_bn_empty_batch(device, rng, training):
+    """An empty batch through the fused Conv2d, BatchNorm2d and ReLU: an empty output, the running statistics kept
+    and the batch counted in training (as the modules one by one, and PyTorch), zero parameter gradients."""
+    fused, plain = _conv_bn_pair(device, mf.float32, dict(padding=1), {}, True)
+    x = mf.tensor(rng.standard_normal((2, 3, 5, 4)), dtype=mf.float32, device=device)
+    for seq in (fused, plain):  # the running statistics off their start
+        seq(x)
+        seq.train(training)
+    before = _bn_state(fused[1])
+    xs = [mf.tensor(np.zeros((0, 3, 5, 4)), dtype=mf.float32, device=device, requires_grad=True) for _ in range(2)]
+    yf, yp = fused(xs[0]), _unfused(plain, xs[1])
+    assert _graph_kinds(yf)[0] == "ConvBatchNormFn" and yf.shape == yp.shape == (0, 4, 5, 4)
+    yf.sum().backward(), yp.sum().backward()
+    assert xs[0].grad.shape == (0, 3, 5, 4)
+    for (name, a), b in zip(fused.named_parameters(), plain.parameters()):
+        np.testing.assert_array_equal(host(a.grad), np.zeros(a.shape, np.float32), err_msg=name)
+    for (name, a), b in zip(fused.named_buffers(), plain.buffers()):
+        np.testing.assert_array_equal(host(a), host(b), err_msg=name)
+    after = _bn_state(fused[1])
+    assert after.keys() == before.keys() and after["num_batches_tracked"] == before["num_batches_tracked"] + training
+    for key in ("running_mean", "running_var"):
+        np.testing.assert_array_equal(after[key], before[key])
 
 
 def test_sequential_conv_bn_unfused_where_it_must_be(rng):

@@ -9,7 +9,7 @@ import minifused.nn as nn
 from conftest import f64
 from minifused.nn.fusion import fuse_conv_bn_eval
 from minifused.testing import gradcheck
-from opinfo import conv_transpose2d_ref
+from opinfo import conv_transpose1d_ref, conv_transpose2d_ref
 
 GEOMETRIES = [  # (N, Cin, H, W), (Cout/groups, kH, kW), stride, padding, output_padding, dilation, groups
     ((2, 3, 4, 5), (2, 3, 3), (1, 1), (0, 0), (0, 0), (1, 1), 1),
@@ -31,6 +31,49 @@ def test_values_and_gradients_float64(rng, geometry):
     args = [mf.tensor(a, requires_grad=True) for a in (x, w, b)]
     assert gradcheck(lambda x, w, b: F.conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation),
                      args)
+
+
+def _adjoint(fn, a, gy):
+    """The float64 gradient of sum(fn(a) * gy) for a linear ``fn``: fn of each unit array of a's shape, against gy."""
+    grad = np.zeros(a.shape)
+    for i in np.ndindex(a.shape):
+        unit = np.zeros(a.shape)
+        unit[i] = 1
+        grad[i] = (fn(unit) * gy).sum()
+    return grad
+
+
+PAST_STRIDE = [  # output_padding of the stride or more in some dimension (PyTorch allows it below the dilation)
+    # (N, Cin, *spatial), (Cout/groups, *kernel), stride, padding, output_padding, dilation, groups
+    ((1, 2, 4, 4), (3, 3, 3), (1, 1), (0, 0), (1, 1), (2, 2), 1),
+    ((2, 4, 3, 4), (2, 3, 2), (2, 1), (1, 0), (2, 1), (3, 2), 2),
+    ((1, 6, 3, 2), (1, 2, 2), (1, 2), (1, 0), (2, 1), (3, 2), 3),
+    ((2, 4, 5), (3, 3), 1, 0, 1, 2, 2),
+    ((1, 2, 4), (2, 2), 2, 1, 2, 3, 1),
+]
+
+
+@pytest.mark.parametrize("geometry", PAST_STRIDE)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_output_padding_past_the_stride(device, rng, geometry, dtype):
+    """There gy's convolution comes out larger than x: the input's gradient is cropped to x's shape; the output
+    and every gradient equal the float64 scatter's (the gradients as its adjoint), in 2-D and 1-D, with groups."""
+    xs, (cg, *kernel), stride, padding, output_padding, dilation, groups = geometry
+    fn, ref = (F.conv_transpose2d, conv_transpose2d_ref) if len(xs) == 4 else (F.conv_transpose1d, conv_transpose1d_ref)
+    x, w, b = rng.standard_normal(xs), rng.standard_normal((xs[1], cg, *kernel)), rng.standard_normal(cg * groups)
+    args = [mf.tensor(a, dtype=getattr(mf, dtype), device=device, requires_grad=True) for a in (x, w, b)]
+    y = fn(*args, stride, padding, output_padding, groups, dilation)
+    want = ref(x, w, b, stride, padding, output_padding, groups, dilation)
+    gy = rng.standard_normal(want.shape)
+    (y * mf.tensor(gy, dtype=y.dtype, device=device)).sum().backward()
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    np.testing.assert_allclose(f64(y), want, rtol=tol, atol=tol * 10)
+    grads = [_adjoint(lambda u: ref(u, w, None, stride, padding, output_padding, groups, dilation), x, gy),
+             _adjoint(lambda u: ref(x, u, None, stride, padding, output_padding, groups, dilation), w, gy),
+             gy.sum(axis=tuple(i for i in range(gy.ndim) if i != 1))]
+    for name, a, g in zip("xwb", args, grads):
+        assert a.grad.shape == a.shape, name
+        np.testing.assert_allclose(f64(a.grad), g, rtol=tol, atol=tol * 10 * np.abs(g).max(), err_msg=name)
 
 
 def test_module_shapes_and_repr():

@@ -9,6 +9,7 @@ from .. import backend as _backend
 from ..kernels.conv import out_size
 from ..ops import batchnorm as _bn_ops
 from ..ops._common import autocast_float32 as _autocast_float32
+from ..ops._common import cast as _cast
 from .conv import _conv2d_args
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
@@ -128,7 +129,7 @@ def _check_batch_norm_args(op, input, shape, running_mean, running_var, weight, 
     if activation not in (None, "relu"):
         raise ValueError(f"{op}: activation must be None or 'relu', got {activation!r}")
     per_channel = _math.prod(shape) // max(shape[1], 1)
-    if training and per_channel <= 1:
+    if training and per_channel == 1:  # PyTorch's rule: an empty batch passes (its output is empty)
         raise ValueError(f"{op}: expected more than 1 value per channel when training, got input size "
                          f"{list(shape)}")
 
@@ -170,17 +171,21 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
                          f"num_groups={num_groups}")
     from . import layer_norm
 
-    if input.numel() == 0:
-        y = input * 1.0
+    # weight and bias wider than the input (fp32 ones over a 16-bit input, mixed precision): normalized and
+    # scaled in their dtype, then rounded once to the input's, which the output keeps (PyTorch's rules)
+    wide = next((t.dtype for t in (weight, bias) if t is not None), input.dtype)
+    x = _cast(input, wide) if wide.itemsize > input.dtype.itemsize else input
+    if x.numel() == 0:
+        y = x * 1.0
     else:
-        grouped = _reshape(input, n, num_groups, -1)
-        y = _reshape(layer_norm(grouped, (grouped.shape[-1],), eps=eps), *input.shape)
-    shape = (1, c) + (1,) * (input.ndim - 2)
+        grouped = _reshape(x, n, num_groups, -1)
+        y = _reshape(layer_norm(grouped, (grouped.shape[-1],), eps=eps), *x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
     if weight is not None:
         y = y * _reshape(weight, *shape)
     if bias is not None:
         y = y + _reshape(bias, *shape)
-    return y
+    return _cast(y, input.dtype)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,

@@ -9,9 +9,13 @@ one in the same kernel; otherwise the running statistics normalize. ``mean``/``r
 input, one per channel) are what the backward needs; ``mask`` is the ReLU's bit-mask (bit ``i % 32`` of word ``i // 32`` for
 flat element ``i`` of the memory: NCHW order, or NHWC for a channels-last x) when ``relu``. y comes back in x's layout.
 
-``batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw) -> (dx, dw, db)``:
+``batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw, wdtype) -> (dx, dw, db)``:
 with ``batch_stats`` (training) dx carries the terms of the mean and variance; otherwise they were constants.
-dy is in x's layout, and so is dx.
+dy is in x's layout, and so is dx. dw and db come in ``wdtype``, the parameters' dtype (weight and bias share
+one; a bias without a weight has one too, which need not be x's), by default weight's, else x's.
+
+An empty x (no element) has no statistics: y is empty, the running statistics stay, ``count`` still goes up
+(PyTorch's rules); the gradients are empty and zeros.
 
 The CUDA path: a partial-sums pass (a grid of (blocks per channel, channel); every block sums a fixed
 slice of its channel, shifted by the channel's first element so the squares do not cancel) writes one row
@@ -74,16 +78,17 @@ def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training,
     xf = x.astype(acc)
     m = x.shape[0] * x.shape[2]
     if training:
-        mean = xf.mean(axis=(0, 2))
-        var = ((xf - mean[None, :, None]) ** 2).mean(axis=(0, 2))
-        if running_mean is not None:
+        # an empty batch: zeros stand in for its statistics (no element reads them)
+        mean = xf.mean(axis=(0, 2)) if m else xp.zeros(x.shape[1], acc)
+        var = ((xf - mean[None, :, None]) ** 2).mean(axis=(0, 2)) if m else mean
+        if running_mean is not None and m:
             unbiased = var * (m / (m - 1)) if m > 1 else var
             running_mean[...] = ((1 - factor) * running_mean.astype(np.float64)
                                  + factor * mean.astype(np.float64)).astype(running_mean.dtype)
             running_var[...] = ((1 - factor) * running_var.astype(np.float64)
                                 + factor * unbiased.astype(np.float64)).astype(running_var.dtype)
-            if count is not None:
-                count += 1
+        if count is not None:
+            count += 1
     else:
         mean, var = running_mean.astype(acc), running_var.astype(acc)
     rstd = (1 / xp.sqrt(var + acc(eps))).astype(acc)
@@ -99,7 +104,13 @@ def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training,
     return y.astype(x.dtype), mean.astype(acc), rstd, mask
 
 
-def batch_norm_backward_ref(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True):
+def _grad_dtype(wdtype, weight, x):
+    """dw's and db's dtype: ``wdtype`` when given, else weight's, else x's (see the module's doc)."""
+    return wdtype if wdtype is not None else (x if weight is None else weight).dtype
+
+
+def batch_norm_backward_ref(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True,
+                            wdtype=None):
     xp = backend.array_module(x)
     acc = acc_dtype(x.dtype).type
     g = dy.astype(acc)
@@ -112,14 +123,14 @@ def batch_norm_backward_ref(dy, x, weight, mean, rstd, mask, batch_stats, need_d
     if need_dx:
         scale = rstd if weight is None else rstd * weight.astype(acc)
         d = g
-        if batch_stats:
+        if batch_stats and g.size:  # (an empty batch's dx is empty, with no statistics' terms to divide by M = 0)
             m = x.shape[0] * x.shape[2]
             d = g - (sum_g / m)[None, :, None] - xhat * (sum_gx / m)[None, :, None]
         dx = (d * scale[None, :, None]).astype(x.dtype)
-    if need_dw and weight is not None:
-        dw, db = sum_gx.astype(weight.dtype), sum_g.astype(weight.dtype)
-    elif need_dw:
-        db = sum_g.astype(x.dtype)
+    if need_dw:
+        wdtype = _grad_dtype(wdtype, weight, x)
+        dw = None if weight is None else sum_gx.astype(wdtype)
+        db = sum_g.astype(wdtype)
     return dx, dw, db
 
 
@@ -339,7 +350,7 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     import cupy
 
     (n, c, s), nhwc, run = _geometry(x)
-    wdtype = (weight if weight is not None else running_mean if running_mean is not None else x).dtype
+    wdtype = next((v.dtype for v in (weight, bias, running_mean) if v is not None), x.dtype)  # they share one
     plan = _launches((n, c, s), x.dtype, wdtype, _vec(run, x), False, training, relu, x.data.device_id, nhwc)
     # outputs by cupy.ndarray (less host time than cupy.empty); the kernels write every element
     y = empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)
@@ -367,11 +378,11 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     return y, mean, rstd, mask
 
 
-def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw):
+def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw, wdtype):
     import cupy
 
     (n, c, s), nhwc, run = _geometry(x)
-    wdtype = weight.dtype if weight is not None else x.dtype
+    wdtype = _grad_dtype(wdtype, weight, x)
     plan = _launches((n, c, s), x.dtype, wdtype, _vec(run, x, dy), True, True, False, x.data.device_id, nhwc,
                      not backend.is_capturing())
     dx = (empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)) if need_dx else None
@@ -406,7 +417,7 @@ def _as3(a, nhwc):
     if nhwc:
         n, c, h, w = a.shape
         return a.transpose(0, 2, 3, 1).reshape(n * h * w, c, 1)
-    return a.reshape(a.shape[0], a.shape[1], -1)
+    return a.reshape(a.shape[0], a.shape[1], math.prod(a.shape[2:]))  # (-1 is ambiguous for an empty batch)
 
 
 def _from3(a, shape, nhwc):
@@ -426,10 +437,10 @@ def batch_norm_forward(x, weight, bias, running_mean, running_var, training, fac
     return _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
 
 
-def batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True):
+def batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True, wdtype=None):
     if not _on_kernels(x) or x.size == 0:
         nhwc = is_channels_last(x)
         dx, dw, db = batch_norm_backward_ref(_as3(dy, nhwc), _as3(x, nhwc), weight, mean, rstd, mask, batch_stats,
-                                             need_dx, need_dw)
+                                             need_dx, need_dw, wdtype)
         return None if dx is None else _from3(dx, x.shape, nhwc), dw, db
-    return _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw)
+    return _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw, wdtype)

@@ -22,6 +22,9 @@ class BatchNormFn(Function):
                                                    eps, relu, count)
         ctx.save_for_backward(x, weight)
         ctx.mean, ctx.rstd, ctx.mask, ctx.batch_stats = mean, rstd, mask, training
+        # dw and db come in the parameters' dtype (weight's and bias's, one), which need not be x's: a bias alone
+        # sets it too
+        ctx.wdtype = next((p.dtype for p in (weight, bias) if p is not None), None)
         return y
 
     @staticmethod
@@ -30,7 +33,7 @@ class BatchNormFn(Function):
         need_x, need_w, need_b = ctx.needs_input_grad
         gy = to_layout(gy, is_channels_last(x))
         dx, dw, db = K.batch_norm_backward(gy, x, weight, ctx.mean, ctx.rstd, ctx.mask, ctx.batch_stats,
-                                           need_dx=need_x, need_dw=need_w or need_b)
+                                           need_dx=need_x, need_dw=need_w or need_b, wdtype=ctx.wdtype)
         return dx, dw if need_w else None, db if need_b else None
 
 

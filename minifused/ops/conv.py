@@ -122,7 +122,14 @@ class ConvTranspose2dFn(Function):
         stride, padding, dilation, groups = ctx.geometry
         gy = backend.array_module(gy).ascontiguousarray(gy)
         need_x, need_w = ctx.needs_input_grad
-        dx = K.conv2d_forward(gy, weight, None, stride, padding, dilation, groups)[0] if need_x else None
+        dx = None
+        if need_x:
+            dx = K.conv2d_forward(gy, weight, None, stride, padding, dilation, groups)[0]
+            # gy's convolution has output_padding // stride more rows (columns) than x: an output_padding of the
+            # stride or more is allowed below the dilation, and those extra rows are no input's gradient
+            h, w = x.shape[2:]
+            if dx.shape[2:] != (h, w):
+                dx = backend.array_module(dx).ascontiguousarray(dx[:, :, :h, :w])
         dw = K.conv2d_backward_filter(x, gy, weight.shape, stride, padding, dilation, groups) if need_w else None
         return dx, dw
 
