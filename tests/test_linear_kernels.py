@@ -418,6 +418,45 @@ def test_graph_streams_time_candidates_as_graphs(rng, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(3, 13, 17), (37, 130, 257), (256, 1024, 1024), (1030, 64, 40)])
+def test_captured_fp32_relu_epilogues_run_as_passes(rng, monkeypatch, poisoned_pool, shape):
+    """On a captured step's stream, strict fp32 RELU_AUX_BIAS and DRELU_BGRAD run as a plain GEMM and a pass of
+    linear_act.cu: the output, every mask byte (padding zero), dz and the bias gradient against float64, poisoned
+    memory; a NaN pre-activation stays NaN (PyTorch's relu) with its bit clear and no gradient. Off the captured
+    streams the fused epilogues run."""
+    import cupy
+
+    n, k, m = shape
+    x = rand(rng, (n, k), np.float32)
+    x[0, 0] = np.nan
+    w = rand(rng, (m, k), np.float32, 1 / math.sqrt(k))
+    b = rand(rng, (m,), np.float32)
+    g = rand(rng, (n, 24), np.float32)  # the output gradient of a consumer of 24 features, its weight w2
+    w2 = rand(rng, (24, m), np.float32, 0.2)
+    passes = []
+    for name in ("_relu_mask_forward", "_relu_mask_backward_sum"):
+        monkeypatch.setattr(K, name, lambda *a, f=getattr(K, name), name=name: (passes.append(name), f(*a)))
+    monkeypatch.setattr(backend, "graph_streams", {(cupy.cuda.runtime.getDevice(), cupy.cuda.get_current_stream().ptr)})
+    y, aux = K.linear_forward(dev_array(x, "cuda"), dev_array(w, "cuda"), dev_array(b, "cuda"), "relu", aux=True)
+    dz, db = K.linear_backward_data(dev_array(g, "cuda"), dev_array(w2, "cuda"), "relu", aux)
+    assert passes == ["_relu_mask_forward", "_relu_mask_backward_sum"]
+    z = f64(x) @ f64(w).T + f64(b)
+    bits = unpack(aux, m)
+    yh = f64(y)
+    assert np.isnan(yh[0]).all() and not bits[0].any() and (f64(dz)[0] == 0).all()
+    assert rel(yh[1:], np.maximum(z[1:], 0)) < 1e-5
+    clear = np.abs(z[1:]) > 1e-3 * np.abs(z[1:]).max()
+    assert (bits[1:][clear] == (z[1:][clear] > 0)).all()
+    assert aux.shape == (n, K.relu_aux_cols(m)) and not host(aux)[:, -(-m // 8):].any()
+    expect = (f64(g) @ f64(w2)) * bits
+    assert rel(dz, expect) < 1e-5 and rel(db, expect.sum(0)) < 1e-5
+    monkeypatch.setattr(backend, "graph_streams", set())
+    y2, aux2 = K.linear_forward(dev_array(x[1:], "cuda"), dev_array(w, "cuda"), dev_array(b, "cuda"), "relu",
+                                aux=True)
+    assert len(passes) == 2 and rel(y2, np.maximum(z[1:], 0)) < 1e-5
+
+
+@pytest.mark.gpu
 def test_clear_plan_cache_releases_and_replans(rng):
     x = dev_array(rand(rng, (8, 16), np.float16), "cuda")
     w = dev_array(rand(rng, (K.NARROW_MAX_OUT + 8, 16), np.float16), "cuda")  # more outputs than the narrow kernel's

@@ -23,6 +23,8 @@ A layer of at most :data:`NARROW_MAX_OUT` outputs without activation (a classifi
 ``linear_narrow.cu`` instead (up to :data:`NARROW_MAX_FORWARD_ROWS` rows forward, :data:`NARROW_MAX_ROWS`
 backward): cuBLASLt gives it a tile of mostly idle columns, a split-K and a reduction kernel forward, and three
 GEMMs and an epilogue kernel backward, where one pass each way does (``bench/linear_narrow.py`` times both).
+A captured step's strict fp32 RELU_AUX(_BIAS) and DRELU_BGRAD run as a plain GEMM and a pass of
+``linear_act.cu`` (see ``_split_relu``).
 
 Aux semantics, the same on both devices (the GPU's own layout, so an aux array
 can be handed back to cuBLASLt as is):
@@ -296,6 +298,11 @@ def _linear_forward_cuda(x, w, bias, activation, aux, config):
     if activation is None and m <= NARROW_MAX_OUT and 0 < n <= NARROW_MAX_FORWARD_ROWS and k and (
             dtype in _NARROW_DTYPES):
         return _narrow_forward(x, w, bias), None
+    if want_aux and activation == "relu" and n and m and k and _split_relu(dtype, dev):
+        y, _ = _linear_forward_cuda(x, w, bias, None, False, config)
+        a = cupy.ndarray((n, relu_aux_cols(m)), _UINT8)
+        _relu_mask_forward(y, a)
+        return y, a
     if want_aux:
         y, a, aux_ld = _forward_outputs(cupy, n, m, dtype, activation)
     else:
@@ -436,6 +443,11 @@ def _linear_backward_data_cuda(dy, w, act, aux, config):
         if m == 0 or n == 0 or k == 0:
             dx = cupy.zeros((n, k), dtype=dtype)
             return dx, (None if act is None else cupy.zeros((k,), dtype=dtype))
+        if act == "relu" and _split_relu(dtype, dev):
+            dx, _ = _linear_backward_data_cuda(dy, w, None, None, config)
+            db = cupy.ndarray((k,), dtype)
+            _relu_mask_backward_sum(dx, aux, db)
+            return dx, db
         dx = cupy.ndarray((n, k), dtype)
         db = None
         aux_ld = 0
@@ -507,6 +519,42 @@ def _linear_backward_weight_cuda(dy, x, bias_grad, config):
         execute(key, args, xp_, dyp, dw, 0, 0, None, config)
         db = dy.sum(axis=0, dtype=cupy.float32).astype(dtype) if bias_grad else None
     return dw, db
+
+
+def _split_relu(dtype, dev):
+    """Whether a ReLU epilogue runs as a pass of its own (linear_act.cu) after a plain GEMM: for strict fp32 GEMMs
+    on a captured step's stream (``backend.graph_streams``: its warm-up too, so the plain GEMMs' plans are timed
+    as graphs). cuBLASLt runs those GEMMs on SIMT kernels and the epilogue in a split-K reduction kernel or one of
+    its own, with a memset node before it in the dgrad's case; the plain GEMM and the pass cost less in a graph
+    (bench/mnist.py's captured MLP steps). Eager steps keep the fused epilogue: one launch less of host time."""
+    return (dtype == backend.float32 and not tf32_matmul.allow_tf32
+            and (dev, _cp.cuda.get_current_stream().ptr) in backend.graph_streams)
+
+
+@functools.lru_cache(maxsize=None)
+def _relu_pass(name, dtype, grid, block, dev, cluster=1):
+    opts = (f"-DELEM_T={ctype(dtype)}", f"-DMF_CLUSTER={cluster}")
+    args = 5 if name == "relu_mask_forward" else 6
+    return Prepared(get_kernel("linear_act.cu", name, opts), (grid,), (block,), (ARG,) * args, pdl=True)
+
+
+def _relu_mask_forward(z, mask):
+    """``z = relu(z)`` in place and ``mask`` its bit-mask (the aux layout), one pass."""
+    n, m = z.shape
+    total = n * mask.shape[1]
+    dev = _dev(z)
+    _relu_pass("relu_mask_forward", z.dtype, min(grid_1d(total, 256), 8 * sm_count(dev)), 256, dev)(
+        z.data.ptr, mask.data.ptr, n, m, mask.shape[1])
+
+
+def _relu_mask_backward_sum(dx, mask, db):
+    """``dx *= bit`` of ``mask`` in place and ``db = dx.sum(0)``, one pass (the DRELU_BGRAD epilogue's work)."""
+    n, k = dx.shape
+    dev = _dev(dx)
+    col_blocks = -(-k // 32)
+    cluster = _backward_cluster(col_blocks, n, dev)
+    _relu_pass("relu_mask_backward_sum", dx.dtype, col_blocks * cluster, 512, dev, cluster)(
+        dx.data.ptr, mask.data.ptr, db.data.ptr, n, k, mask.shape[1])
 
 
 def _activation_backward_cuda(dy, aux, activation):

@@ -6,13 +6,25 @@
 //   (bit j % 8, least significant first, of byte j / 8; aux_ld bytes per row).
 // gelu_tanh_backward: dz[i, j] = dy[i, j] * gelu'(pre[i, j]) (tanh form; aux_ld elements per row).
 //
+// The ReLU epilogue as passes of their own, for a captured step's fp32 GEMMs (linear.py: _split_relu):
+// relu_mask_forward: z (n x m, the GEMM's output with its bias) becomes relu(z) in place (a NaN stays NaN, as
+//   PyTorch's relu keeps it) and the bit-mask of z > 0 is written, a byte (8 columns) a thread, the row's padding
+//   bytes zero.
+// relu_mask_backward_sum: dz = dx * bit in place and db[j] = sum_i dz[i, j]: a cluster of MF_CLUSTER blocks per
+//   32 columns, each block a range of the rows (its warps in turn); the warps' sums are added in warp order and
+//   the blocks' in rank order by the first block (fixed order: the same bits on every run).
+//
 // nvrtc-check: -DELEM_T=float
 // nvrtc-check: -DELEM_T=__half
 // nvrtc-check: -DELEM_T=__nv_bfloat16
+// nvrtc-check[sm_90a]: -DELEM_T=float -DMF_CLUSTER=8
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
 #include "activation.cuh"
+#include "cluster.cuh"
+#include "launch.cuh"
+#include "vec.cuh"
 
 #ifndef ELEM_T
 #define ELEM_T float
@@ -37,4 +49,62 @@ extern "C" __global__ void gelu_tanh_backward(const ELEM_T* __restrict__ dy, con
         const long long r = i / m, c = i - r * m;
         dz[i] = ELEM_T((float)dy[i] * gelu_tanh_grad((float)pre[r * aux_ld + c]));
     }
+}
+
+extern "C" __global__ void relu_mask_forward(ELEM_T* __restrict__ z, unsigned char* __restrict__ mask, long long n,
+                                             long long m, long long aux_ld) {
+    pdl_entry();
+    const long long total = n * aux_ld;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long r = i / aux_ld, c0 = (i - r * aux_ld) * 8;
+        unsigned bits = 0;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            if (c0 + e >= m) break;
+            ELEM_T* p = z + r * m + c0 + e;
+            const float v = (float)*p;
+            if (v > 0.0f) bits |= 1u << e;
+            else if (v == v) *p = ELEM_T(0.0f);
+        }
+        mask[i] = (unsigned char)bits;
+    }
+}
+
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(512) relu_mask_backward_sum(
+    ELEM_T* __restrict__ dz, const unsigned char* __restrict__ mask, ELEM_T* __restrict__ db, int n, int m,
+    long long aux_ld) {
+    __shared__ float part[16][32];
+    __shared__ Vec<float, 1> block_sum[32];
+    pdl_entry();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rank = cluster_rank();
+    const int j = blockIdx.x / CLUSTER * 32 + lane;
+    const int per = (n + CLUSTER - 1) / CLUSTER, lo = min(n, rank * per), hi = min(n, lo + per);
+    float acc = 0.0f;
+    if (j < m) {
+#pragma unroll 4
+        for (int r = lo + warp; r < hi; r += 16) {
+            ELEM_T* p = dz + (long long)r * m + j;
+            const float d = (mask[r * aux_ld + (j >> 3)] >> (j & 7)) & 1u ? (float)*p : 0.0f;
+            *p = ELEM_T(d);
+            acc += d;
+        }
+    }
+    part[warp][lane] = acc;
+    __syncthreads();
+    if (warp == 0) {
+        float s = 0.0f;
+        for (int v = 0; v < 16; ++v) s += part[v][lane];
+        block_sum[lane].v[0] = s;
+    }
+    if (CLUSTER > 1) cluster_sync();
+    else __syncthreads();
+    if (rank == 0 && warp == 0 && j < m) {
+        float s = 0.0f;
+        for (int q = 0; q < CLUSTER; ++q)
+            s += CLUSTER > 1 ? load_cluster<Vec<float, 1>>((unsigned)__cvta_generic_to_shared(&block_sum[lane]), q).v[0]
+                             : block_sum[lane].v[0];
+        db[j] = ELEM_T(s);
+    }
+    if (CLUSTER > 1) cluster_sync();
 }
