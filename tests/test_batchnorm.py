@@ -247,13 +247,13 @@ def test_group_norm_16_bit_input_with_float32_affine_keeps_the_input_dtype(devic
     assert y.dtype == x.grad.dtype == dt and w.grad.dtype == b.grad.dtype == mf.float32
     for got, ref, tol in [(y, want, TOL[dt]), (x.grad, ins[0].grad, TOL[dt]), (w.grad, ins[1].grad, 1e-5),
                           (b.grad, ins[2].grad, 1e-5)]:
-        ref = ref.detach().numpy()
+        ref = ref.detach().cpu().numpy()
         np.testing.assert_allclose(f64(got), ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
 # ---------------------------------------------------------------- bad input: clear errors, nothing changed
 def _bn_state(mod):
-    return {k: v.numpy().copy() for k, v in mod.state_dict().items()}
+    return {k: v.cpu().numpy().copy() for k, v in mod.state_dict().items()}
 
 
 @pytest.mark.parametrize("make,x,exc,words", [

@@ -541,10 +541,10 @@ def _relu_pass(name, dtype, grid, block, dev, cluster=1):
 def _relu_mask_forward(z, mask):
     """``z = relu(z)`` in place and ``mask`` its bit-mask (the aux layout), one pass."""
     n, m = z.shape
-    total = n * mask.shape[1]
+    words = mask.shape[1] // 4
     dev = _dev(z)
-    _relu_pass("relu_mask_forward", z.dtype, min(grid_1d(total, 256), 8 * sm_count(dev)), 256, dev)(
-        z.data.ptr, mask.data.ptr, n, m, mask.shape[1])
+    _relu_pass("relu_mask_forward", z.dtype, min(-(-n * words // 8), 16 * sm_count(dev)), 256, dev)(
+        z.data.ptr, mask.data.ptr, n, m, words)
 
 
 def _relu_mask_backward_sum(dx, mask, db):

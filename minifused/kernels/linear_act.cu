@@ -8,8 +8,8 @@
 //
 // The ReLU epilogue as passes of their own, for a captured step's fp32 GEMMs (linear.py: _split_relu):
 // relu_mask_forward: z (n x m, the GEMM's output with its bias) becomes relu(z) in place (a NaN stays NaN, as
-//   PyTorch's relu keeps it) and the bit-mask of z > 0 is written, a byte (8 columns) a thread, the row's padding
-//   bytes zero.
+//   PyTorch's relu keeps it) and the bit-mask of z > 0 is written, a warp per 32-bit word of it (words per row:
+//   aux_ld / 4), the row's padding words zero.
 // relu_mask_backward_sum: dz = dx * bit in place and db[j] = sum_i dz[i, j]: a cluster of MF_CLUSTER blocks per
 //   32 columns, each block a range of the rows (its warps in turn); the warps' sums are added in warp order and
 //   the blocks' in rank order by the first block (fixed order: the same bits on every run).
@@ -51,23 +51,22 @@ extern "C" __global__ void gelu_tanh_backward(const ELEM_T* __restrict__ dy, con
     }
 }
 
-extern "C" __global__ void relu_mask_forward(ELEM_T* __restrict__ z, unsigned char* __restrict__ mask, long long n,
-                                             long long m, long long aux_ld) {
+extern "C" __global__ void relu_mask_forward(ELEM_T* __restrict__ z, unsigned* __restrict__ mask, long long n,
+                                             long long m, long long words) {
     pdl_entry();
-    const long long total = n * aux_ld;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const long long r = i / aux_ld, c0 = (i - r * aux_ld) * 8;
-        unsigned bits = 0;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            if (c0 + e >= m) break;
-            ELEM_T* p = z + r * m + c0 + e;
+    const int lane = threadIdx.x & 31;
+    const long long step = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; i < n * words; i += step) {
+        const long long r = i / words, c = (i - r * words) * 32 + lane;  // a warp per 32 columns of a row
+        bool on = false;
+        if (c < m) {
+            ELEM_T* p = z + r * m + c;
             const float v = (float)*p;
-            if (v > 0.0f) bits |= 1u << e;
-            else if (v == v) *p = ELEM_T(0.0f);
+            on = v > 0.0f;
+            if (!on && v == v) *p = ELEM_T(0.0f);
         }
-        mask[i] = (unsigned char)bits;
+        const unsigned bits = __ballot_sync(0xffffffffu, on);  // bit j of word i: column 32 (i % words) + j
+        if (lane == 0) mask[i] = bits;
     }
 }
 

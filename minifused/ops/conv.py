@@ -111,6 +111,17 @@ class ConvTranspose2dFn(Function):
     def forward(ctx, x, weight, *, out_shape, stride, padding, dilation, groups):
         xp = backend.array_module(x)
         x, weight = xp.ascontiguousarray(x), xp.ascontiguousarray(weight)
+        ctx.x_shape = x.shape
+        # An output_padding of the stride or more (allowed below the dilation) makes out_shape's convolution
+        # output, the shape the kernels take x in, larger than x: x is zero-padded to it (its extra rows and
+        # columns add nothing), and backward crops dx back to x's shape.
+        rows = tuple(K.out_size(out_shape[2 + i], weight.shape[2 + i], stride[i], padding[i], dilation[i])
+                     for i in range(2))
+        if rows != x.shape[2:]:
+            bits = {2: "uint16", 4: "uint32", 8: "uint64"}[x.itemsize]  # (copied as bits: any float dtype)
+            padded = xp.zeros(x.shape[:2] + rows, bits)
+            padded[:, :, :x.shape[2], :x.shape[3]] = x.view(bits)
+            x = padded.view(x.dtype)
         y = K.conv2d_backward_data(x, weight, out_shape, stride, padding, dilation, groups)
         ctx.geometry = (stride, padding, dilation, groups)
         ctx.save_for_backward(x, weight)
@@ -125,10 +136,8 @@ class ConvTranspose2dFn(Function):
         dx = None
         if need_x:
             dx = K.conv2d_forward(gy, weight, None, stride, padding, dilation, groups)[0]
-            # gy's convolution has output_padding // stride more rows (columns) than x: an output_padding of the
-            # stride or more is allowed below the dilation, and those extra rows are no input's gradient
-            h, w = x.shape[2:]
-            if dx.shape[2:] != (h, w):
+            h, w = ctx.x_shape[2:]
+            if dx.shape[2:] != (h, w):  # (x was padded: see forward)
                 dx = backend.array_module(dx).ascontiguousarray(dx[:, :, :h, :w])
         dw = K.conv2d_backward_filter(x, gy, weight.shape, stride, padding, dilation, groups) if need_w else None
         return dx, dw
