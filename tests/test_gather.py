@@ -61,3 +61,20 @@ def test_gpu_rows_gatherer_pairs_sources_per_launch(count, poisoned_pool):
         for g, h in zip(got, hosts):
             assert g.dtype == h.dtype and g.shape == (len(idx), *h.shape[1:])
             np.testing.assert_array_equal(cupy.asnumpy(g), h[idx])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sizes", [(784 * 64, 64), (3, 5), (4096 * 4, 17), (1, 1)])
+@pytest.mark.parametrize("offsets", [(0, 0), (1, 3), (4, 8)])  # bytes into their buffers: every piece width
+def test_gpu_copy_pair_copies_both_arrays(sizes, offsets, poisoned_pool):
+    """copy_pair: two byte arrays of any size and alignment copied in one launch, every byte (poisoned memory)."""
+    import cupy
+
+    from minifused.kernels.gather import copy_pair
+
+    rng = np.random.default_rng(0)
+    srcs = [cupy.asarray(rng.integers(0, 256, size + off, dtype=np.uint8))[off:] for size, off in zip(sizes, offsets)]
+    dsts = [cupy.empty(size + off, np.uint8)[off:] for size, off in zip(sizes, offsets[::-1])]
+    copy_pair(dsts[0], srcs[0], dsts[1], srcs[1])
+    for d, s in zip(dsts, srcs):
+        assert np.array_equal(d.get(), s.get())

@@ -1,7 +1,8 @@
 // Rows of C-contiguous arrays gathered by one index, out[i, :] = src[idx[i], :], for up to two arrays per
 // launch (a dataset's inputs and targets): array a in pieces of UNIT_A bytes, array b in pieces of UNIT_B
 // bytes (the widest that each row's bytes and base addresses allow). Indices are assumed valid; an absent
-// second array has total_b = 0.
+// second array has total_b = 0. copy_pair: two contiguous arrays copied in one launch (a captured step's
+// batch into its graph's inputs), in the same pieces.
 // nvrtc-check: -DUNIT_A=16 -DUNIT_B=8
 // nvrtc-check: -DUNIT_A=1 -DUNIT_B=2
 // nvrtc-check: -DUNIT_A=4 -DUNIT_B=4
@@ -36,5 +37,16 @@ extern "C" __global__ void gather_rows(const long long* __restrict__ idx, const 
          i += (long long)gridDim.x * blockDim.x) {
         if (i < total_a) gather_piece<UNIT_A>(src_a, out_a, idx, units_a, i);
         else gather_piece<UNIT_B>(src_b, out_b, idx, units_b, i - total_a);
+    }
+}
+
+extern "C" __global__ void copy_pair(const void* __restrict__ src_a, void* __restrict__ out_a, long long total_a,
+                                     const void* __restrict__ src_b, void* __restrict__ out_b, long long total_b) {
+    typedef typename Piece<UNIT_A>::T A;
+    typedef typename Piece<UNIT_B>::T B;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total_a + total_b;
+         i += (long long)gridDim.x * blockDim.x) {
+        if (i < total_a) static_cast<A*>(out_a)[i] = static_cast<const A*>(src_a)[i];
+        else static_cast<B*>(out_b)[i - total_a] = static_cast<const B*>(src_b)[i - total_a];
     }
 }

@@ -1,5 +1,6 @@
 """Row gather along the first axis: ``gather_rows(src, idx) -> src[idx]``, and ``rows_gatherer(srcs)``, which
-gathers several arrays by one index with each source planned once (a DataLoader's batches).
+gathers several arrays by one index with each source planned once (a DataLoader's batches); ``copy_pair``, two
+contiguous arrays copied in one launch.
 
 CuPy arrays go to gather.cu, two arrays per launch, each row moved in the widest pieces (16, 8, 4, 2 or 1
 bytes) that its size and the base addresses allow: less host time than a ``cupy.take`` per array. NumPy
@@ -13,7 +14,7 @@ import math
 import numpy as np
 
 from .. import backend
-from . import NULL, get_kernel, grid_1d
+from . import ARG, NULL, Prepared, get_kernel, grid_1d, sm_count
 
 _THREADS = 256
 
@@ -72,3 +73,25 @@ def rows_gatherer(srcs):
 def gather_rows(src, idx):
     """``src[idx]`` for a 1-D integer ``idx``: rows of ``src`` along its first axis."""
     return rows_gatherer([src])(idx)[0]
+
+
+def _unit(a, b):
+    """The widest piece (16 .. 1 bytes) dividing the copy of ``a`` into ``b``: their sizes and addresses."""
+    return math.gcd(16, a.nbytes, a.data.ptr % 16 or 16, b.data.ptr % 16 or 16)
+
+
+@functools.lru_cache(maxsize=None)
+def _copy_launch(unit_a, unit_b, grid, dev):
+    kern = get_kernel("gather.cu", "copy_pair", (f"-DUNIT_A={unit_a}", f"-DUNIT_B={unit_b}"))
+    return Prepared(kern, (grid,), (_THREADS,), (ARG,) * 6)
+
+
+def copy_pair(dst_a, src_a, dst_b, src_b):
+    """``dst_a[...] = src_a`` and ``dst_b[...] = src_b`` in one launch on the current stream: C-contiguous CuPy arrays
+    of one device, each destination of its source's size (one launch costs less host time, and a GPU running
+    launches back to back less idle time between them, than two copies)."""
+    ua, ub = _unit(src_a, dst_a), _unit(src_b, dst_b)
+    ta, tb = src_a.nbytes // ua, src_b.nbytes // ub
+    dev = src_a.data.device_id
+    grid = min(grid_1d(ta + tb, _THREADS), 4 * sm_count(dev))
+    _copy_launch(ua, ub, grid, dev)(src_a.data.ptr, dst_a.data.ptr, ta, src_b.data.ptr, dst_b.data.ptr, tb)
