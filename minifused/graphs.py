@@ -88,7 +88,8 @@ class CapturedStep:
         if captured is not None:  # the hot path: the inputs' copies and a launch, on the caller's stream
             stream = cupy.cuda.get_current_stream()
             pairs = [(static._data, t._data) for static, t in zip(captured.inputs, inputs)]
-            if len(pairs) == 2 and all(_one_copy(*p) for p in pairs):  # (a batch and its targets)
+            if len(pairs) == 2 and all(_one_copy(*p) for p in pairs) and (  # (a batch and its targets)
+                    pairs[0][1].data.device_id == pairs[1][1].data.device_id == cupy.cuda.runtime.getDevice()):
                 copy_pair(*pairs[0], *pairs[1])
             else:
                 for static, a in pairs:
