@@ -970,3 +970,161 @@ def test_sequential_conv_bn_sees_in_place_changes_and_retains_its_graph(rng):
     once = x.grad.numpy().copy()
     y.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), 2 * once, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- reset_parameters / reset_running_stats
+def _scramble(module, device, rng):
+    """Move the weight and bias off ones and zeros, so a reset has something to undo."""
+    for p in module.parameters():
+        with mf.no_grad():
+            p.copy_(mf.tensor(rng.uniform(2, 3, p.shape), dtype=p.dtype, device=device))
+
+
+@pytest.mark.parametrize("make,shape", [
+    (lambda d: nn.BatchNorm1d(3, device=d), (4, 3)),
+    (lambda d: nn.BatchNorm2d(3, momentum=None, device=d), (2, 3, 4, 4)),
+    (lambda d: nn.BatchNorm2d(3, bias=False, device=d), (2, 3, 4, 4)),
+    (lambda d: nn.BatchNorm3d(3, device=d), (2, 3, 2, 3, 3)),
+    (lambda d: nn.SyncBatchNorm(3, device=d), (4, 3, 5)),
+    (lambda d: nn.InstanceNorm2d(3, affine=True, track_running_stats=True, device=d), (2, 3, 4, 4)),
+])
+def test_reset_running_stats_and_reset_parameters_in_place(device, rng, make, shape):
+    """As PyTorch: ``reset_running_stats`` zeros running_mean and num_batches_tracked and fills running_var with
+    ones, leaving the affine parameters; ``reset_parameters`` does that and sets weight to ones, bias to zeros. Both
+    write in place: the module holds the same Parameter and buffer objects (an optimizer's stay valid)."""
+    bn = make(device)
+    bn(mf.tensor(rng.standard_normal(shape) * 3 + 1, dtype=mf.float32, device=device))
+    _scramble(bn, device, rng)
+    bn.num_batches_tracked.fill_(7)  # InstanceNorm counts no batches (PyTorch's does not either)
+    held = [bn.weight, bn.bias, bn.running_mean, bn.running_var, bn.num_batches_tracked]
+    weight = f64(bn.weight)
+    assert not np.allclose(f64(bn.running_var), 1) and not np.allclose(weight, 1)
+    bn.reset_running_stats()
+    np.testing.assert_array_equal(f64(bn.running_mean), np.zeros(3))
+    np.testing.assert_array_equal(f64(bn.running_var), np.ones(3))
+    assert int(bn.num_batches_tracked.item()) == 0
+    np.testing.assert_array_equal(f64(bn.weight), weight)  # the parameters are not running statistics
+    bn(mf.tensor(rng.standard_normal(shape), dtype=mf.float32, device=device))
+    bn.num_batches_tracked.fill_(7)
+    bn.reset_parameters()
+    np.testing.assert_array_equal(f64(bn.weight), np.ones(3))
+    if bn.bias is not None:
+        np.testing.assert_array_equal(f64(bn.bias), np.zeros(3))
+    np.testing.assert_array_equal(f64(bn.running_mean), np.zeros(3))
+    np.testing.assert_array_equal(f64(bn.running_var), np.ones(3))
+    assert int(bn.num_batches_tracked.item()) == 0
+    assert all(a is b for a, b in zip(held, [bn.weight, bn.bias, bn.running_mean, bn.running_var,
+                                             bn.num_batches_tracked]))
+    assert bn.weight.requires_grad and bn.weight.dtype == mf.float32 and bn.weight.device == device
+
+
+def test_reset_without_running_stats_or_affine_is_a_no_op_there(rng):
+    bn = nn.BatchNorm2d(3, affine=False, track_running_stats=False)
+    bn.reset_running_stats(), bn.reset_parameters()
+    assert bn.weight is None and bn.running_mean is None
+    inorm = nn.InstanceNorm1d(3)  # PyTorch's defaults: neither
+    inorm.reset_parameters()
+    assert inorm.weight is None and inorm.running_mean is None
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"bias": False}, {"affine": False}])
+def test_group_norm_reset_parameters_in_place(device, rng, kwargs):
+    gn = nn.GroupNorm(2, 4, device=device, **kwargs)
+    _scramble(gn, device, rng)
+    held = list(gn.parameters())
+    gn.reset_parameters()
+    assert len(held) == len(list(gn.parameters())) and all(a is b for a, b in zip(held, gn.parameters()))
+    if gn.weight is not None:
+        np.testing.assert_array_equal(f64(gn.weight), np.ones(4))
+    if gn.bias is not None:
+        np.testing.assert_array_equal(f64(gn.bias), np.zeros(4))
+    x = rng.standard_normal((2, 4, 3))
+    g = x.reshape(2, 2, 6)
+    ref = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)).reshape(x.shape)
+    np.testing.assert_allclose(f64(gn(mf.tensor(x, dtype=mf.float32, device=device))), ref, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- conv + BatchNorm folding (nn.utils.fusion)
+def _eval_bn(c, device, rng, dtype=mf.float64, **kw):
+    """An evaluation BatchNorm2d whose statistics and affine parameters are all off their initial values."""
+    bn = nn.BatchNorm2d(c, dtype=dtype, device=device, **kw)
+    for t, v in ((bn.running_mean, rng.standard_normal(c)), (bn.running_var, rng.uniform(0.5, 2, c)),
+                 (bn.weight, rng.uniform(0.5, 2, c)), (bn.bias, rng.standard_normal(c))):
+        if t is not None:
+            with mf.no_grad():
+                t.copy_(mf.tensor(v, dtype=dtype, device=device))
+    return bn.eval()
+
+
+@pytest.mark.parametrize("groups,bias", [(1, True), (1, False), (2, True), (3, False)])
+def test_fuse_conv_transpose_bn_equals_the_pair(device, rng, groups, bias):
+    """``transpose=True`` folds a BatchNorm after a ConvTranspose2d (weight (in, out/groups, kH, kW)): the folded
+    layer's output is the pair's evaluation output, grouped too (where PyTorch's reshape cannot broadcast)."""
+    ct = nn.ConvTranspose2d(6, 12, 3, stride=2, padding=1, output_padding=1, groups=groups, bias=bias,
+                            dtype=mf.float64, device=device).eval()
+    bn = _eval_bn(12, device, rng)
+    fused = nn.utils.fuse_conv_bn_eval(ct, bn, transpose=True)
+    assert type(fused) is nn.ConvTranspose2d and fused is not ct and not fused.training
+    x = mf.tensor(rng.standard_normal((2, 6, 5, 4)), device=device)
+    np.testing.assert_allclose(f64(fused(x)), f64(bn(ct(x))), rtol=1e-10, atol=1e-12)
+    # the weight by the formula: output channel g * 12/groups + j is column j of group g's rows of the weight
+    s = f64(bn.weight) / np.sqrt(f64(bn.running_var) + bn.eps)
+    w = f64(ct.weight).reshape(groups, 6 // groups, 12 // groups, 3, 3) * s.reshape(groups, 1, -1, 1, 1)
+    np.testing.assert_allclose(f64(fused.weight), w.reshape(6, 12 // groups, 3, 3), rtol=1e-13)
+    b0 = f64(ct.bias) if bias else 0.0
+    np.testing.assert_allclose(f64(fused.bias), (b0 - f64(bn.running_mean)) * s + f64(bn.bias), rtol=1e-12)
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+def test_fuse_conv_bn_weights_returns_parameters_as_pytorch(device, rng, transpose, bias):
+    """PyTorch's return types: two Parameters in the conv weight's (and bias's) dtype, the weight with the conv
+    weight's requires_grad, the bias with the conv bias's, False when the conv has none (PyTorch folds zeros)."""
+    conv = (nn.ConvTranspose2d(3, 4, 3, bias=bias, device=device) if transpose
+            else nn.Conv2d(3, 4, 3, bias=bias, device=device)).eval()
+    bn = _eval_bn(4, device, rng, dtype=mf.float32)
+    w, b = nn.utils.fuse_conv_bn_weights(conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps,
+                                         bn.weight, bn.bias, transpose=transpose)
+    assert type(w) is nn.Parameter and type(b) is nn.Parameter
+    assert (w.requires_grad, b.requires_grad) == (True, bias)
+    assert w.dtype == b.dtype == mf.float32 and w.shape == conv.weight.shape and b.shape == (4,)
+    fused = nn.utils.fuse_conv_bn_eval(conv, bn, transpose=transpose)
+    assert type(fused.weight) is nn.Parameter and type(fused.bias) is nn.Parameter
+    assert (fused.weight.requires_grad, fused.bias.requires_grad) == (True, bias)
+    np.testing.assert_array_equal(f64(fused.weight), f64(w))
+    conv.weight.requires_grad_(False)
+    w, _ = nn.utils.fuse_conv_bn_weights(conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps,
+                                         None, None, transpose=transpose)
+    assert not w.requires_grad
+    x = mf.tensor(rng.standard_normal((2, 3, 5, 5)), dtype=mf.float32, device=device)
+    np.testing.assert_allclose(f64(fused(x)), f64(bn(conv(x))), rtol=1e-5, atol=1e-5)
+
+
+def test_fuse_conv_bn_16_bit_conv_keeps_its_dtype(rng):
+    """A float16 conv with a float32 BatchNorm folds in float32 and comes back in the conv's dtype (PyTorch's)."""
+    conv = nn.Conv2d(3, 4, 1, dtype=mf.float16).eval()
+    bn = _eval_bn(4, "cpu", rng, dtype=mf.float32)
+    w, b = nn.utils.fuse_conv_bn_weights(conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps,
+                                         bn.weight, bn.bias)
+    assert w.dtype == b.dtype == mf.float16
+    s = f64(bn.weight) / np.sqrt(f64(bn.running_var) + bn.eps)
+    np.testing.assert_allclose(f64(w), f64(conv.weight) * s[:, None, None, None], rtol=1e-3)
+
+
+def test_fuse_conv_bn_refuses_the_wrong_transpose_and_shapes(rng):
+    ct, conv = nn.ConvTranspose2d(3, 4, 3).eval(), nn.Conv2d(3, 4, 3).eval()
+    bn = _eval_bn(4, "cpu", rng, dtype=mf.float32)
+    with pytest.raises(ValueError, match=r"a ConvTranspose2d needs transpose=True, got transpose=False"):
+        nn.utils.fuse_conv_bn_eval(ct, bn)
+    with pytest.raises(ValueError, match=r"a Conv2d needs transpose=False, got transpose=True"):
+        nn.utils.fuse_conv_bn_eval(conv, bn, transpose=True)
+    with pytest.raises(ValueError, match=r"ConvTranspose2d cannot run after its output"):
+        nn.utils.fuse_conv_bn_eval(ct, _eval_bn(4, "cpu", rng, dtype=mf.float32, activation="relu"), transpose=True)
+    with pytest.raises(ValueError, match=r"fuse_conv_bn_weights: expected a weight with 5 output channels in "
+                                         r"dimension 0 \(the BatchNorm has 5 features\), got weight of shape "
+                                         r"\[4, 3, 3, 3\]"):
+        nn.utils.fuse_conv_bn_weights(conv.weight, None, mf.zeros(5), mf.ones(5), 1e-5, None, None)
+    with pytest.raises(ValueError, match=r"expected a transposed weight with 6/groups output channels in dimension 1"):
+        nn.utils.fuse_conv_bn_weights(ct.weight, None, mf.zeros(6), mf.ones(6), 1e-5, None, None, transpose=True)
+    with pytest.raises(TypeError, match=r"expected a convolution and a BatchNorm, got BatchNorm2d and Conv2d"):
+        nn.utils.fuse_conv_bn_eval(bn, conv)

@@ -90,6 +90,25 @@ def test_norm_initial_state_is_the_non_lazy_one():
     assert type(plain) is nn.InstanceNorm2d and plain.num_features == 5
 
 
+
+def test_norm_reset_parameters_before_and_after_the_first_forward():
+    """Before the first forward there is nothing to reset (a no-op, as PyTorch's); after it, the module's own
+    ``reset_parameters``: weight ones, bias zeros, running statistics reset, the same objects."""
+    m = nn.LazyBatchNorm2d(device=CPU)
+    m.reset_parameters()
+    assert m.has_uninitialized_params()
+    m(_x(4, 3, 2, 2) * 2 + 1)
+    with mf.no_grad():
+        m.weight.fill_(2.0), m.bias.fill_(-1.0)
+    held = [m.weight, m.bias, m.running_mean]
+    m.reset_parameters()
+    assert all(a is b for a, b in zip(held, [m.weight, m.bias, m.running_mean]))
+    np.testing.assert_array_equal(m.weight.numpy(), np.ones(3, np.float32))
+    np.testing.assert_array_equal(m.bias.numpy(), np.zeros(3, np.float32))
+    np.testing.assert_array_equal(m.running_mean.numpy(), np.zeros(3, np.float32))
+    np.testing.assert_array_equal(m.running_var.numpy(), np.ones(3, np.float32))
+    assert m.num_batches_tracked.item() == 0
+
 def test_initialize_parameters_keeps_the_lazy_class_until_forward():
     m = nn.LazyLinear(3, device=CPU)
     m.initialize_parameters(_x(2, 7))

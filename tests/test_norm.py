@@ -150,6 +150,44 @@ def test_modules():
     assert ln.weight.grad.shape == (8,) and ln.bias.grad.shape == (8,)
 
 
+
+@pytest.mark.parametrize("make,size", [(lambda: nn.LayerNorm((2, 3), device="cpu"), (2, 3)),
+                                       (lambda: nn.LayerNorm(4, bias=False, device="cpu"), (4,)),
+                                       (lambda: nn.RMSNorm(5, device="cpu"), (5,)),
+                                       (lambda: nn.LayerNorm(4, elementwise_affine=False), None)])
+def test_reset_parameters_in_place(make, size):
+    """``reset_parameters`` (PyTorch's): weight back to ones and bias to zeros, the same Parameter objects."""
+    m = make()
+    held = list(m.parameters())
+    with mf.no_grad():
+        for p in held:
+            p.fill_(3.0)
+    m.reset_parameters()
+    assert all(a is b for a, b in zip(held, m.parameters())) and len(held) == len(list(m.parameters()))
+    if size is None:
+        assert m.weight is None
+        return
+    np.testing.assert_array_equal(m.weight.numpy(), np.ones(size, np.float32))
+    if getattr(m, "bias", None) is not None:
+        np.testing.assert_array_equal(m.bias.numpy(), np.zeros(size, np.float32))
+    assert m.weight.requires_grad
+
+
+# which norm modules have reset_parameters / reset_running_stats: exactly PyTorch's (torch 2.9)
+RESET_METHODS = {"BatchNorm1d": (True, True), "BatchNorm2d": (True, True), "BatchNorm3d": (True, True),
+                 "SyncBatchNorm": (True, True), "LazyBatchNorm1d": (True, True), "LazyBatchNorm2d": (True, True),
+                 "LazyBatchNorm3d": (True, True), "InstanceNorm1d": (True, True), "InstanceNorm2d": (True, True),
+                 "InstanceNorm3d": (True, True), "LazyInstanceNorm2d": (True, True), "GroupNorm": (True, False),
+                 "LayerNorm": (True, False), "RMSNorm": (True, False), "LocalResponseNorm": (False, False),
+                 "CrossMapLRN2d": (False, False)}
+
+
+@pytest.mark.parametrize("name", sorted(RESET_METHODS))
+def test_reset_methods_are_pytorchs(name):
+    cls = getattr(nn, name)
+    assert (hasattr(cls, "reset_parameters"), hasattr(cls, "reset_running_stats")) == RESET_METHODS[name]
+
+
 # ---------------------------------------------------------------- GPU: kernels against references
 GPU_SHAPES = [(1, 1), (3, 7), (4097, 7), (4097, 1000), (64, 1024), (33, 4096), (17, 8192), (8, 16384),
               (3, 30000), (5, 65536), (6, 1001), (37, 640), (300, 3072), (64, 6144), (9, 12288), (2000, 160),

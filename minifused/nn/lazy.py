@@ -360,16 +360,6 @@ class _LazyNorm(LazyModuleMixin):
     def _size_from(self, name, shape):
         return shape[0] if len(shape) == 1 and name in ("weight", "bias", "running_mean", "running_var") else None
 
-    def reset_parameters(self):
-        # the non-lazy norms' initial state: weight ones, bias zeros, running statistics reset
-        if self._lazy_ready and not self.has_uninitialized_params() and self.num_features != 0:
-            with no_grad():
-                if self.weight is not None:
-                    self.weight.fill_(1.0)
-                if self.bias is not None:
-                    self.bias.zero_()
-            self.reset_running_stats()
-
     def _channels(self, input):
         """The input's channel count, after the base module's own check of its dimensions."""
         input, name = _tensor_arg(self, input), type(self).__name__

@@ -10,6 +10,7 @@ from .. import functional as F
 from ..autograd import no_grad
 from ..functional.batchnorm import _batch_norm
 from ..tensor import Tensor
+from . import init
 from .module import Module, Parameter
 
 
@@ -41,6 +42,9 @@ class LayerNorm(Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
 
+    def reset_parameters(self):
+        _reset_affine(self)
+
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
@@ -65,6 +69,9 @@ class RMSNorm(Module):
         else:
             self.register_parameter("weight", None)
 
+    def reset_parameters(self):
+        _reset_affine(self)
+
     def forward(self, input):
         return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
@@ -78,6 +85,14 @@ def _affine_parameters(module, shape, bias, dtype, device):
     module.register_parameter("weight", Parameter(ops.ones(shape, dtype=dtype, device=device)) if shape else None)
     module.register_parameter("bias", Parameter(ops.zeros(shape, dtype=dtype, device=device)) if shape and bias
                               else None)
+
+
+def _reset_affine(module):
+    """A norm's ``weight`` back to ones and ``bias`` to zeros (those it has), in place: the same Parameters, so
+    an optimizer holding them keeps working."""
+    for p, fill in ((module.weight, init.ones_), (getattr(module, "bias", None), init.zeros_)):
+        if p is not None:
+            fill(p)
 
 
 class _BatchNorm(Module):
@@ -120,10 +135,16 @@ class _BatchNorm(Module):
             self.register_buffer("num_batches_tracked", None)
 
     def reset_running_stats(self):
+        """``running_mean`` zeros, ``running_var`` ones, ``num_batches_tracked`` zero, in place."""
         if self.track_running_stats:
             self.running_mean.zero_()
             self.running_var.fill_(1.0)
             self.num_batches_tracked.zero_()
+
+    def reset_parameters(self):
+        """The state of a new module: running statistics reset, ``weight`` ones, ``bias`` zeros, in place."""
+        self.reset_running_stats()
+        _reset_affine(self)
 
     def _check_input(self, input):
         if not isinstance(input, ops.Tensor):
@@ -333,6 +354,9 @@ class GroupNorm(Module):
             raise ValueError(f"GroupNorm: num_groups ({num_groups}) must divide num_channels ({num_channels})")
         self.num_groups, self.num_channels, self.eps, self.affine = int(num_groups), int(num_channels), eps, affine
         _affine_parameters(self, (self.num_channels,) if affine else None, bias, dtype, device)
+
+    def reset_parameters(self):
+        _reset_affine(self)
 
     def forward(self, input):
         if isinstance(input, ops.Tensor) and input.ndim >= 2 and input.shape[1] != self.num_channels:
