@@ -422,8 +422,8 @@ def test_graph_streams_time_candidates_as_graphs(rng, monkeypatch):
 def test_captured_fp32_relu_epilogues_run_as_passes(rng, monkeypatch, poisoned_pool, shape):
     """On a captured step's stream, strict fp32 RELU_AUX_BIAS and DRELU_BGRAD run as a plain GEMM and a pass of
     linear_act.cu: the output, every mask byte (padding zero), dz and the bias gradient against float64, poisoned
-    memory; a NaN pre-activation stays NaN (PyTorch's relu) with its bit clear and no gradient. Off the captured
-    streams the fused epilogues run."""
+    memory; a NaN pre-activation stays NaN with its bit set, its gradient passing (PyTorch's relu). Off the
+    captured streams the fused epilogues run."""
     import cupy
 
     n, k, m = shape
@@ -443,7 +443,7 @@ def test_captured_fp32_relu_epilogues_run_as_passes(rng, monkeypatch, poisoned_p
     z = f64(x) @ f64(w).T + f64(b)
     bits = unpack(aux, m)
     yh = f64(y)
-    assert np.isnan(yh[0]).all() and not bits[0].any() and (f64(dz)[0] == 0).all()
+    assert np.isnan(yh[0]).all() and bits[0].all()  # the NaN's gradient passes (expect's row 0)
     assert rel(yh[1:], np.maximum(z[1:], 0)) < 1e-5
     clear = np.abs(z[1:]) > 1e-3 * np.abs(z[1:]).max()
     assert (bits[1:][clear] == (z[1:][clear] > 0)).all()

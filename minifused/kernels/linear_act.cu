@@ -7,8 +7,8 @@
 // gelu_tanh_backward: dz[i, j] = dy[i, j] * gelu'(pre[i, j]) (tanh form; aux_ld elements per row).
 //
 // The ReLU epilogue as passes of their own, for a captured step's fp32 GEMMs (linear.py: _split_relu):
-// relu_mask_forward: z (n x m, the GEMM's output with its bias) becomes relu(z) in place (a NaN stays NaN, as
-//   PyTorch's relu keeps it) and the bit-mask of z > 0 is written, a warp per 32-bit word of it (words per row:
+// relu_mask_forward: z (n x m, the GEMM's output with its bias) becomes relu(z) in place and the bit-mask of
+//   !(z <= 0) is written (a NaN stays NaN and keeps its gradient, as in PyTorch and elementwise.cu's ReLU), a warp per 32-bit word of it (words per row:
 //   aux_ld / 4), the row's padding words zero.
 // relu_mask_backward_sum: dz = dx * bit in place and db[j] = sum_i dz[i, j]: a cluster of MF_CLUSTER blocks per
 //   32 columns, each block a range of the rows (its warps in turn); the warps' sums are added in warp order and
@@ -62,8 +62,8 @@ extern "C" __global__ void relu_mask_forward(ELEM_T* __restrict__ z, unsigned* _
         if (c < m) {
             ELEM_T* p = z + r * m + c;
             const float v = (float)*p;
-            on = v > 0.0f;
-            if (!on && v == v) *p = ELEM_T(0.0f);
+            on = !(v <= 0.0f);  // a NaN is kept, and so is its gradient (its bit set), as PyTorch's relu does
+            if (!on) *p = ELEM_T(0.0f);
         }
         const unsigned bits = __ballot_sync(0xffffffffu, on);  // bit j of word i: column 32 (i % words) + j
         if (lane == 0) mask[i] = bits;
