@@ -1128,3 +1128,27 @@ def test_fuse_conv_bn_refuses_the_wrong_transpose_and_shapes(rng):
         nn.utils.fuse_conv_bn_weights(ct.weight, None, mf.zeros(6), mf.ones(6), 1e-5, None, None, transpose=True)
     with pytest.raises(TypeError, match=r"expected a convolution and a BatchNorm, got BatchNorm2d and Conv2d"):
         nn.utils.fuse_conv_bn_eval(bn, conv)
+
+
+def test_non_finite_input_is_quiet_and_poisons_its_channel_only(rng):
+    """An inf in one channel's input: that channel's output and gradients are NaN, its running mean inf and
+    running variance NaN, as in PyTorch; the other channels are right, and NumPy warns about nothing."""
+    import warnings
+
+    x = rng.standard_normal((4, 3, 5))
+    x[1, 0, 2] = np.inf
+    bn = nn.BatchNorm1d(3, dtype=mf.float64)
+    xt = mf.tensor(x, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = bn(xt)
+        y.backward(mf.ones_like(y))
+    y, gx = f64(y), f64(xt.grad)
+    assert np.isnan(y[:, 0]).all() and np.isnan(gx[:, 0]).all()
+    assert np.isposinf(bn.running_mean.numpy()[0]) and np.isnan(bn.running_var.numpy()[0])  # PyTorch's too
+    rest = x[:, 1:]
+    mean, var = rest.mean(axis=(0, 2)), rest.var(axis=(0, 2))
+    want = (rest - mean[None, :, None]) / np.sqrt(var[None, :, None] + 1e-5)
+    np.testing.assert_allclose(y[:, 1:], want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(bn.running_mean.numpy()[1:], 0.1 * mean, rtol=1e-10)
+    assert np.isfinite(gx[:, 1:]).all()

@@ -71,6 +71,8 @@ def unpack_bits(mask, shape):
     return bits.reshape(-1)[:n].reshape(shape).astype(bool)
 
 
+# an inf or NaN in x gives NaN statistics for its channel, as on the GPU and in PyTorch: no NumPy warning about it
+@np.errstate(invalid="ignore", over="ignore")
 def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False,
                            count=None):
     xp = backend.array_module(x)
@@ -109,6 +111,7 @@ def _grad_dtype(wdtype, weight, x):
     return wdtype if wdtype is not None else (x if weight is None else weight).dtype
 
 
+@np.errstate(invalid="ignore", over="ignore")
 def batch_norm_backward_ref(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True,
                             wdtype=None):
     xp = backend.array_module(x)
