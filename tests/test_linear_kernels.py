@@ -170,8 +170,8 @@ def test_narrow_forward(device, rng, dtype, with_bias, shape, request):
     w = rand(rng, (m, k), dtype, 1 / math.sqrt(k))
     b = rand(rng, (m,), dtype) if with_bias else None
     made = LT.plan_cache_info()["created"]
-    y, aux = K.linear_forward(dev_array(padded, device)[:, 2:k + 2], dev_array(w, device), None if b is None else dev_array(b, device),
-                              aux=True)
+    bd = None if b is None else dev_array(b, device)
+    y, aux = K.linear_forward(dev_array(padded, device)[:, 2:k + 2], dev_array(w, device), bd, aux=True)
     assert aux is None and y.shape == (n, m) and y.dtype == dtype and y.flags.c_contiguous
     assert rel(y, f64(x) @ f64(w).T + (f64(b) if with_bias else 0)) < TOL[dtype]
     if n <= K.NARROW_MAX_FORWARD_ROWS:  # (more rows: cuBLASLt's GEMM)

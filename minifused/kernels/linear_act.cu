@@ -8,8 +8,8 @@
 //
 // The ReLU epilogue as passes of their own, for a captured step's fp32 GEMMs (linear.py: _split_relu):
 // relu_mask_forward: z (n x m, the GEMM's output with its bias) becomes relu(z) in place and the bit-mask of
-//   !(z <= 0) is written (a NaN stays NaN and keeps its gradient, as in PyTorch and elementwise.cu's ReLU), a warp per 32-bit word of it (words per row:
-//   aux_ld / 4), the row's padding words zero.
+//   !(z <= 0) is written (a NaN stays NaN and keeps its gradient, as in PyTorch and elementwise.cu's ReLU), a
+//   warp per 32-bit word of it (words per row: aux_ld / 4), the row's padding words zero.
 // relu_mask_backward_sum: dz = dx * bit in place and db[j] = sum_i dz[i, j]: a cluster of MF_CLUSTER blocks per
 //   32 columns, each block a range of the rows (its warps in turn); the warps' sums are added in warp order and
 //   the blocks' in rank order by the first block (fixed order: the same bits on every run).

@@ -171,8 +171,9 @@ extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(NL_NT) narrow_backward
             if (!out) continue;
             float s = 0.0f;
             for (int q = 0; q < CLUSTER; ++q)
-                s += CLUSTER > 1 ? load_cluster<Vec<float, 1>>((unsigned)__cvta_generic_to_shared(&sums[i][lane]), q).v[0]
-                                 : sums[i][lane].v[0];
+                s += CLUSTER > 1
+                         ? load_cluster<Vec<float, 1>>((unsigned)__cvta_generic_to_shared(&sums[i][lane]), q).v[0]
+                         : sums[i][lane].v[0];
             if (i < NL_M) dw[(long long)i * k + j] = NL_T(s);
             else if (i == NL_M) dbx[j] = NL_T(s);
             else db[lane] = NL_T(s);

@@ -31,10 +31,10 @@ from ..autograd import Function
 from ..kernels import linear as K
 
 #: Which paths ran, for tests and debugging (never read on the hot path):
-#: ``forward``; ``backward_narrow`` (a layer of few outputs: dW, db and dX in one kernel); ``dgrad_plain``; ``dgrad_fused_relu`` / ``dgrad_fused_gelu`` (this
-#: Linear's dX GEMM carried the producer's activation backward); ``act_bwd_elementwise``
-#: (a Linear+act ran its own mask / GELU' pass); ``act_bwd_from_consumer`` (it
-#: received a :class:`PreActivationGrad` and skipped that pass and its bias reduction).
+#: ``forward``; ``backward_narrow`` (a layer of few outputs: dW, db and dX in one kernel); ``dgrad_plain``;
+#: ``dgrad_fused_relu`` / ``dgrad_fused_gelu`` (this Linear's dX GEMM carried the producer's activation backward);
+#: ``act_bwd_elementwise`` (a Linear+act ran its own mask / GELU' pass); ``act_bwd_from_consumer`` (it received a
+#: :class:`PreActivationGrad` and skipped that pass and its bias reduction).
 stats: Counter = Counter()
 
 
