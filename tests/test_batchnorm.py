@@ -1152,3 +1152,36 @@ def test_non_finite_input_is_quiet_and_poisons_its_channel_only(rng):
     np.testing.assert_allclose(y[:, 1:], want, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(bn.running_mean.numpy()[1:], 0.1 * mean, rtol=1e-10)
     assert np.isfinite(gx[:, 1:]).all()
+
+
+@pytest.mark.parametrize("x_dtype,p_dtype,ok", [
+    ("float16", "float32", True), ("bfloat16", "float32", True), ("float32", "float32", True),
+    ("float32", "float64", False), ("float64", "float32", False), ("float16", "bfloat16", False),
+    ("float32", "float16", False)])
+def test_parameter_dtypes_as_pytorch(device, x_dtype, p_dtype, ok):
+    """Weight, bias and the running statistics in the input's dtype, or float32 under a 16-bit input (mixed
+    precision); any other mix is refused, as PyTorch does, before the running statistics change."""
+    x = mf.randn(4, 3, 5, device=device).to(getattr(mf, x_dtype))
+    pd = getattr(mf, p_dtype)
+    rm, rv = mf.zeros(3, device=device, dtype=pd), mf.ones(3, device=device, dtype=pd)
+    w, b = mf.ones(3, device=device, dtype=pd), mf.zeros(3, device=device, dtype=pd)
+    if ok:
+        y = F.batch_norm(x, rm, rv, w, b, training=True)
+        g = F.group_norm(x, 3, w, b)
+        assert y.dtype == x.dtype and g.dtype == x.dtype
+        xs = f64(x)
+        want = (xs - xs.mean(axis=(0, 2), keepdims=True)) / np.sqrt(xs.var(axis=(0, 2), keepdims=True) + 1e-5)
+        np.testing.assert_allclose(f64(y), want, rtol=2e-2, atol=2e-2)
+        return
+    for call in (lambda: F.batch_norm(x, rm, rv, w, b, training=True), lambda: F.group_norm(x, 3, w, b)):
+        with pytest.raises(TypeError, match=rf"must have the input's dtype \({x_dtype}\), or float32 with a 16-bit"):
+            call()
+    assert (f64(rm) == 0).all() and (f64(rv) == 1).all()
+
+
+def test_float64_parameters_of_two_dtypes_are_refused(device):
+    """A float64 weight with a float32 bias (NumPy reads a missing dtype as float64: the check must not)."""
+    x = mf.randn(4, 3, device=device, dtype=mf.float64)
+    w, b = mf.ones(3, device=device, dtype=mf.float64), mf.zeros(3, device=device, dtype=mf.float32)
+    with pytest.raises(TypeError, match=r"must share one dtype, got \['float32', 'float64'\]"):
+        F.batch_norm(x, None, None, w, b, training=True)

@@ -28,9 +28,10 @@ def _check_input(op, input):
 
 
 def _check_channel_vectors(op, input, names, vectors, shape=None):
-    """Each given vector (``vectors``, named by ``names``) is a tensor of shape (C,) on the input's device;
-    all of one dtype. ``shape``: the normalized tensor's, where it is not the input's (a convolution's output
-    the op computes first). (Every BatchNorm call runs this: it reads the arrays once each.)"""
+    """Each given vector (``vectors``, named by ``names``) is a tensor of shape (C,) on the input's device; all of
+    one dtype: the input's, or float32 with a 16-bit input (mixed precision). ``shape``: the normalized tensor's,
+    where it is not the input's (a convolution's output the op computes first). (Every BatchNorm call runs this:
+    it reads the arrays once each.)"""
     x = input._data
     shape = x.shape if shape is None else shape
     c, dtype = shape[1], None
@@ -45,13 +46,17 @@ def _check_channel_vectors(op, input, names, vectors, shape=None):
                              f"{list(shape)}), got {list(a.shape)}")
         if not _backend.same_device(a, x):
             raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {input.device}")
-        if a.dtype != dtype:
-            if not _backend.is_floating(a.dtype):
-                raise TypeError(f"{op}: {name} must be floating-point, got dtype {a.dtype}")
-            if dtype is not None:
-                raise TypeError(f"{op}: weight, bias and the running statistics must share one dtype, got "
-                                f"{sorted({str(v._data.dtype) for v in vectors if v is not None})}")
+        if not _backend.is_floating(a.dtype):
+            raise TypeError(f"{op}: {name} must be floating-point, got dtype {a.dtype}")
+        if dtype is None:  # (not ``a.dtype != dtype``: NumPy reads a None dtype as float64)
             dtype = a.dtype
+        elif a.dtype != dtype:
+            raise TypeError(f"{op}: weight, bias and the running statistics must share one dtype, got "
+                            f"{sorted({str(v._data.dtype) for v in vectors if v is not None})}")
+    if dtype is not None and dtype != x.dtype and not (dtype == _backend.float32 and x.dtype.itemsize == 2):
+        given = " and ".join(name for name, t in zip(names, vectors) if t is not None)
+        raise TypeError(f"{op}: {given} must have the input's dtype ({x.dtype}), or float32 with a 16-bit input "
+                        f"(PyTorch's rule), got {dtype}")
 
 
 _BN_VECTORS = ("running_mean", "running_var", "weight", "bias")
