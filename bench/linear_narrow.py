@@ -8,9 +8,9 @@ launch each way, against cuBLASLt's plans of the same primitives (the narrow pat
 ``linear_forward``, then ``linear_backward_weight`` with BGRADB and ``linear_backward_data`` with DRELU_BGRAD).
 Each is timed as a captured graph of calls replayed back to back (``harness.graph_ms``: the way a captured training
 step runs them), both sides in turns, best of 3 medians. Ratios ``narrow_{fwd,bwd}_over_cublaslt_b<B>``: cuBLASLt's
-time over the narrow kernel's (above 1: the narrow kernel is faster). The rows past ``NARROW_MAX_FORWARD_ROWS`` (2048)
-show why the forward stops there (cuBLASLt's GEMM reads x faster from 4096 rows); the backward, whose clusters sum
-all rows of their columns, is timed up to ``NARROW_MAX_ROWS`` (8192), where it still pays.
+time over the narrow kernel's (above 1: the narrow kernel is faster). Past ``NARROW_MAX_FORWARD_ROWS`` (2048) the
+forward runs cuBLASLt's GEMM on both sides (ratio 1 by construction: the limit applies); the backward, whose clusters
+sum all rows of their columns, runs the narrow kernel up to ``NARROW_MAX_ROWS`` (8192), the largest batch timed.
 """
 from __future__ import annotations
 
