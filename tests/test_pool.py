@@ -42,6 +42,9 @@ CASES = [  # shape, kernel, stride, padding, ceil_mode
     ((2, 1, 7, 7), (3, 2), (2, 1), (1, 0), True),
     ((1, 3, 5, 6), (2, 2), (1, 1), (1, 1), False),
     ((1, 2, 10, 9), (3, 3), (3, 3), (0, 1), True),
+    # ceil_mode's one window larger than the padded input, overhanging it on the far side (PyTorch takes these)
+    ((2, 3, 2, 3), (5, 5), (2, 2), (1, 1), True),
+    ((1, 2, 2, 3), (4, 5), (3, 3), (1, 2), True),
 ]
 
 
@@ -138,6 +141,20 @@ def test_bad_input(fn):
         fn(x, 2, stride=0)
     with pytest.raises(ValueError, match="larger than the padded input"):
         fn(x, 8)
+    with pytest.raises(ValueError, match="larger than the padded input"):  # no window starts inside it
+        fn(T(np.ones((1, 1, 2, 2), np.float32)), 5, 2, 0, ceil_mode=True)
+
+
+def test_1d_ceil_mode_window_overhanging_padded_input():
+    """As PyTorch: with ceil_mode, one window larger than the padded input still pools (its overhang counts as
+    padding); L = 2, kernel 5, stride 2, padding 1: one window over both values, its divisor 4 with padding."""
+    x = np.array([[[1.5, -2.0]]])
+    assert F.max_pool1d(T(x), 5, 2, 1, ceil_mode=True)._data.tolist() == [[[1.5]]]
+    np.testing.assert_allclose(F.avg_pool1d(T(x), 5, 2, 1, ceil_mode=True)._data, [[[-0.5 / 4]]])
+    np.testing.assert_allclose(F.avg_pool1d(T(x), 5, 2, 1, ceil_mode=True, count_include_pad=False)._data,
+                               [[[-0.5 / 2]]])
+    with pytest.raises(ValueError, match="max_pool1d: kernel 5 is larger than the padded input 4"):
+        F.max_pool1d(T(x), 5, 2, 1)
 
 
 @pytest.mark.parametrize("bad", [0, 2.0, True, "2"])
@@ -161,31 +178,46 @@ def test_gpu_matches_reference(dtype, poisoned_pool):
         shape = (int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(k[0], 20)),
                  int(rng.integers(k[1], 20)))
         cm = bool(rng.random() < 0.3)
-        # distinct values so the argmax is unambiguous in every dtype
-        x = (rng.permutation(int(np.prod(shape))).reshape(shape) % 200 - 100).astype(np.float32) / 8
-        x = x.astype(dt)
-        xg = cupy.asarray(x)
-        y, idx = K.max_pool2d_forward(xg, k, s, p, cm)
-        yr, idxr = K.max_pool2d_forward_ref(x, k, s, p, cm)
-        np.testing.assert_array_equal(cupy.asnumpy(y).astype(np.float64), yr.astype(np.float64))
-        assert idx.dtype == idxr.dtype == np.uint8
-        np.testing.assert_array_equal(cupy.asnumpy(idx), idxr)
-        np.testing.assert_array_equal(cupy.asnumpy(K.indices_to_flat(idx, shape, k, s, p)),
-                                      K.indices_to_flat(idxr, shape, k, s, p))
-        dy = rng.standard_normal(y.shape).astype(dt)
-        dx = K.max_pool2d_backward(cupy.asarray(dy), idx, shape, k, s, p)
-        dxr = K.max_pool2d_backward_ref(dy, idxr, shape, k, s, p)
-        tol = 1e-2 if dtype in ("float16", "bfloat16") else 1e-6
-        np.testing.assert_allclose(cupy.asnumpy(dx).astype(np.float64), dxr.astype(np.float64), rtol=tol, atol=tol)
-        for cip, divisor in ((True, 0), (False, 0), (False, 3), (True, -2)):
-            ya = K.avg_pool2d_forward(xg, k, s, p, cm, cip, divisor)
-            yar = K.avg_pool2d_forward_ref(x, k, s, p, cm, cip, divisor)
-            np.testing.assert_allclose(cupy.asnumpy(ya).astype(np.float64), yar.astype(np.float64), rtol=tol,
-                                       atol=tol)
-            dxa = K.avg_pool2d_backward(cupy.asarray(dy), shape, k, s, p, cip, divisor)
-            dxar = K.avg_pool2d_backward_ref(dy, shape, k, s, p, cip, divisor)
-            np.testing.assert_allclose(cupy.asnumpy(dxa).astype(np.float64), dxar.astype(np.float64), rtol=tol,
-                                       atol=tol)
+        _check_gpu_pooling(shape, k, s, p, cm, dt, rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES)
+def test_gpu_cases_match_reference(case, poisoned_pool):
+    shape, k, s, p, cm = case
+    for dtype in ("float32", "bfloat16"):
+        _check_gpu_pooling(shape, k, s, p, cm, backend.as_dtype(dtype), np.random.default_rng(7))
+
+
+def _check_gpu_pooling(shape, k, s, p, cm, dt, rng):
+    """The GPU kernels of max and average pooling (every divisor rule), forward and backward, against the
+    references, on distinct values (the argmax unambiguous in every dtype)."""
+    import cupy
+
+    x = (rng.permutation(int(np.prod(shape))).reshape(shape) % 200 - 100).astype(np.float32) / 8
+    x = x.astype(dt)
+    xg = cupy.asarray(x)
+    y, idx = K.max_pool2d_forward(xg, k, s, p, cm)
+    yr, idxr = K.max_pool2d_forward_ref(x, k, s, p, cm)
+    np.testing.assert_array_equal(cupy.asnumpy(y).astype(np.float64), yr.astype(np.float64))
+    assert idx.dtype == idxr.dtype == np.uint8
+    np.testing.assert_array_equal(cupy.asnumpy(idx), idxr)
+    np.testing.assert_array_equal(cupy.asnumpy(K.indices_to_flat(idx, shape, k, s, p)),
+                                  K.indices_to_flat(idxr, shape, k, s, p))
+    dy = rng.standard_normal(y.shape).astype(dt)
+    dx = K.max_pool2d_backward(cupy.asarray(dy), idx, shape, k, s, p)
+    dxr = K.max_pool2d_backward_ref(dy, idxr, shape, k, s, p)
+    tol = 1e-2 if dt.itemsize == 2 else 1e-6
+    np.testing.assert_allclose(cupy.asnumpy(dx).astype(np.float64), dxr.astype(np.float64), rtol=tol, atol=tol)
+    for cip, divisor in ((True, 0), (False, 0), (False, 3), (True, -2)):
+        ya = K.avg_pool2d_forward(xg, k, s, p, cm, cip, divisor)
+        yar = K.avg_pool2d_forward_ref(x, k, s, p, cm, cip, divisor)
+        np.testing.assert_allclose(cupy.asnumpy(ya).astype(np.float64), yar.astype(np.float64), rtol=tol,
+                                   atol=tol)
+        dxa = K.avg_pool2d_backward(cupy.asarray(dy), shape, k, s, p, cip, divisor)
+        dxar = K.avg_pool2d_backward_ref(dy, shape, k, s, p, cip, divisor)
+        np.testing.assert_allclose(cupy.asnumpy(dxa).astype(np.float64), dxar.astype(np.float64), rtol=tol,
+                                   atol=tol)
 
 
 def direct_argmax(x, k, s, p, ceil_mode):

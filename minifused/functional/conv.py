@@ -12,6 +12,7 @@ from ..ops._common import autocast_lower as _autocast_lower
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
+from ..kernels.pool import out_size as _pool_out_size
 from ._checks import _check_image, _pair, _single, unbatched
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d",
@@ -192,7 +193,14 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return _reshape(y, *y.shape[:-2], y.shape[-1])
 
 
-def _pool_args(op, input, kernel_size, stride, padding, dilation=(1, 1)):
+def _no_window(size, kernel, stride, padding, dilation, ceil_mode):
+    """Whether pooling leaves no output position along an axis (PyTorch's rule): the window, spanning
+    (kernel - 1) * dilation + 1, is larger than the padded input, unless ``ceil_mode`` still starts one window
+    inside it (its overhang then counts as padding)."""
+    return _pool_out_size(size, kernel, stride, padding, ceil_mode, dilation) < 1
+
+
+def _pool_args(op, input, kernel_size, stride, padding, dilation=(1, 1), ceil_mode=False):
     """(kernel, stride, padding) pairs, checked; ``dilation`` (max pooling's, a checked pair) spaces a window's
     taps, so the window spans (k - 1) * d + 1."""
     _check_image(op, input)
@@ -206,7 +214,8 @@ def _pool_args(op, input, kernel_size, stride, padding, dilation=(1, 1)):
     if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
         raise ValueError(f"{op}: padding {padding} must be at most half the kernel size {kernel}")
     h, w = input.shape[2:]
-    if span[0] > h + 2 * padding[0] or span[1] > w + 2 * padding[1]:
+    if any(_no_window(size, k, s, p, d, ceil_mode)
+           for size, k, s, p, d in zip((h, w), kernel, stride, padding, dilation)):
         dilated = f" (dilation {dilation}: it spans {span[0]}x{span[1]})" if tuple(dilation) != (1, 1) else ""
         raise ValueError(f"{op}: kernel {kernel}{dilated} is larger than the padded input "
                          f"{h + 2 * padding[0]}x{w + 2 * padding[1]} (input shape {tuple(input.shape)})")
@@ -219,7 +228,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     ``return_indices``, ``(output, indices)``: each maximum's flat index ``h*W + w`` in its (H, W) plane, int64,
     as PyTorch's."""
     dilation = _pair("max_pool2d", "dilation", dilation, 1)
-    kernel, stride, padding = _pool_args("max_pool2d", input, kernel_size, stride, padding, dilation)
+    kernel, stride, padding = _pool_args("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
     return _pool_ops.max_pool2d(input, kernel, stride, padding, ceil_mode, bool(return_indices), dilation)
 
 
@@ -231,11 +240,11 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     if divisor_override is not None and (not isinstance(divisor_override, _numbers.Integral)
                                          or isinstance(divisor_override, bool) or divisor_override == 0):
         raise ValueError(f"avg_pool2d: divisor_override must be a nonzero int or None, got {divisor_override!r}")
-    kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding)
+    kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding, ceil_mode=ceil_mode)
     return _pool_ops.avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override or 0)
 
 
-def _pool1d(op, pool, input, kernel_size, stride, padding, *rest, dilation=1):
+def _pool1d(op, pool, input, kernel_size, stride, padding, *rest, dilation=1, ceil_mode=False):
     """A 1-D pooling of a (N, C, L) or (C, L) input as the 2-D one over a height of one (the same kernels), its
     1-D arguments checked here (``dilation``: max pooling's, an int >= 1, which ``rest`` passes on as a pair);
     indices come back as positions along L."""
@@ -249,7 +258,7 @@ def _pool1d(op, pool, input, kernel_size, stride, padding, *rest, dilation=1):
     if p > k // 2:
         raise ValueError(f"{op}: padding {p} must be at most half the kernel size {k}")
     d = dilation
-    if (k - 1) * d + 1 > input.shape[-1] + 2 * p:
+    if _no_window(input.shape[-1], k, s, p, d, ceil_mode):
         dilated = f" (dilation {d}: it spans {(k - 1) * d + 1})" if d != 1 else ""
         raise ValueError(f"{op}: kernel {k}{dilated} is larger than the padded input {input.shape[-1] + 2 * p} "
                          f"(input shape {tuple(input.shape)})")
@@ -264,12 +273,13 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """Max pooling along L as ``torch.nn.functional.max_pool1d`` (``dilation``: the spacing of a window's taps)."""
     d = _single("max_pool1d", "dilation", dilation, 1)
     return _pool1d("max_pool1d", max_pool2d, input, kernel_size, stride, padding, (1, d), ceil_mode, return_indices,
-                   dilation=d)
+                   dilation=d, ceil_mode=ceil_mode)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     """Average pooling along L as ``torch.nn.functional.avg_pool1d``."""
-    return _pool1d("avg_pool1d", avg_pool2d, input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+    return _pool1d("avg_pool1d", avg_pool2d, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                   ceil_mode=ceil_mode)
 
 
 def _patch_weight(op, channels, kernel, like):
