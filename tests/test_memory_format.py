@@ -91,6 +91,42 @@ def test_module_to_channels_last_brings_conv_inputs_to_it(rng):
     assert all(p.is_contiguous() for p in model.parameters())
 
 
+CHANNELS_LAST_KEEPERS = {  # ops whose output (and input gradient) follow a channels-last input, as PyTorch's
+    "max_pool2d": lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True),
+    "avg_pool2d": lambda x: F.avg_pool2d(x, 2, count_include_pad=False),
+    "adaptive_avg_pool2d exact": lambda x: F.adaptive_avg_pool2d(x, (3, 2)),
+    "adaptive_avg_pool2d uneven": lambda x: F.adaptive_avg_pool2d(x, (4, 3)),
+    "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x, (4, 3)),
+    "conv_transpose2d": None,  # (the weight channels-last too, and its gradient with it)
+}
+
+
+@pytest.mark.parametrize("op", CHANNELS_LAST_KEEPERS)
+def test_pooling_and_conv_transpose_keep_channels_last(op, device, rng):
+    """A channels-last input gives a channels-last output and input gradient with the C-contiguous run's values
+    (the kernels run C-contiguous); conv_transpose2d's weight gradient takes the weight's layout."""
+    x = rng.standard_normal((2, 8, 6, 4)).astype(np.float32)
+    w = rng.standard_normal((8, 5, 3, 3)).astype(np.float32)
+    fn = CHANNELS_LAST_KEEPERS[op] or (lambda a, b: F.conv_transpose2d(a, b, stride=2, padding=1,
+                                                                        output_padding=1))
+    runs = []
+    for fmt in (mf.contiguous_format, mf.channels_last):
+        xt = mf.tensor(x, device=device).to(memory_format=fmt).requires_grad_(True)
+        wt = mf.tensor(w, device=device).to(memory_format=fmt).requires_grad_(True)
+        y = fn(xt, wt) if op == "conv_transpose2d" else fn(xt)
+        g = mf.tensor(np.random.default_rng(5).standard_normal(y.shape).astype(np.float32), device=device)
+        (y * g).sum().backward()
+        cl = fmt is mf.channels_last
+        assert y.is_contiguous(memory_format=mf.channels_last) == cl and y.is_contiguous() != cl
+        assert xt.grad.is_contiguous(memory_format=mf.channels_last) == cl and xt.grad.is_contiguous() != cl
+        if op == "conv_transpose2d":
+            assert wt.grad.is_contiguous(memory_format=mf.channels_last) == cl
+        runs.append([t.detach().cpu().numpy() for t in (y, xt.grad) + ((wt.grad,) if op == "conv_transpose2d"
+                                                                        else ())])
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
+
+
 def test_channels_last_weights_train_as_contiguous_ones(device, rng):
     """A model made channels-last (weights, gradients and optimizer state in that layout, the state made before
     the switch following it) trains as the C-contiguous one: SGD with momentum, Adam and a state dict round

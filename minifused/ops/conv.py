@@ -110,6 +110,8 @@ class ConvTranspose2dFn(Function):
     @staticmethod
     def forward(ctx, x, weight, *, out_shape, stride, padding, dilation, groups):
         xp = backend.array_module(x)
+        # the kernels take C-contiguous arrays; y, dx and dw come back in their layouts (channels-last in, out)
+        ctx.channels_last = is_channels_last(x), is_channels_last(weight)
         x, weight = xp.ascontiguousarray(x), xp.ascontiguousarray(weight)
         ctx.x_shape = x.shape
         # An output_padding of the stride or more (allowed below the dilation) makes out_shape's convolution
@@ -125,7 +127,7 @@ class ConvTranspose2dFn(Function):
         y = K.conv2d_backward_data(x, weight, out_shape, stride, padding, dilation, groups)
         ctx.geometry = (stride, padding, dilation, groups)
         ctx.save_for_backward(x, weight)
-        return y
+        return to_layout(y, ctx.channels_last[0])
 
     @staticmethod
     def backward(ctx, gy):
@@ -139,8 +141,9 @@ class ConvTranspose2dFn(Function):
             h, w = ctx.x_shape[2:]
             if dx.shape[2:] != (h, w):  # (x was padded: see forward)
                 dx = backend.array_module(dx).ascontiguousarray(dx[:, :, :h, :w])
+            dx = to_layout(dx, ctx.channels_last[0])
         dw = K.conv2d_backward_filter(x, gy, weight.shape, stride, padding, dilation, groups) if need_w else None
-        return dx, dw
+        return dx, None if dw is None else to_layout(dw, ctx.channels_last[1])
 
 
 def conv_transpose2d(x, weight, out_shape, stride, padding, dilation, groups):

@@ -1,10 +1,12 @@
 """Max and average pooling. Max pooling keeps, on the tape, each maximum's position inside its window
 (uint8 for windows of up to 256 positions; see ``kernels.pool``) for its backward; asked for them, it
-also returns them as PyTorch does (flat int64 ``h*W + w``, no gradient)."""
+also returns them as PyTorch does (flat int64 ``h*W + w``, no gradient). The kernels run on C-contiguous
+arrays; a channels-last input gets a channels-last output and gradient, as PyTorch's (``to_layout``)."""
 from __future__ import annotations
 
 from .. import autograd, backend
 from ..autograd import Function
+from ..kernels import is_channels_last, to_layout
 from ..kernels import pool as K
 from ..tensor import Tensor
 
@@ -13,6 +15,7 @@ class MaxPool2dFn(Function):
     @staticmethod
     def forward(ctx, x, *, kernel, stride, padding, ceil_mode, dilation=(1, 1), found=None):
         """``found``, a dict if given, receives the window positions as ``found["indices"]``."""
+        ctx.channels_last = is_channels_last(x)
         x = backend.array_module(x).ascontiguousarray(x)
         grad = autograd.is_grad_enabled() and ctx.needs_input_grad[0]
         y, idx = K.max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices=grad or found is not None,
@@ -22,27 +25,30 @@ class MaxPool2dFn(Function):
         ctx.indices = idx
         ctx.x_shape = tuple(x.shape)
         ctx.geometry = (kernel, stride, padding, dilation)
-        return y
+        return to_layout(y, ctx.channels_last)
 
     @staticmethod
     def backward(ctx, dy):
         dy = backend.array_module(dy).ascontiguousarray(dy)
-        return K.max_pool2d_backward(dy, ctx.indices, ctx.x_shape, *ctx.geometry)
+        return to_layout(K.max_pool2d_backward(dy, ctx.indices, ctx.x_shape, *ctx.geometry), ctx.channels_last)
 
 
 class AvgPool2dFn(Function):
     @staticmethod
     def forward(ctx, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor):
+        ctx.channels_last = is_channels_last(x)
         x = backend.array_module(x).ascontiguousarray(x)
         ctx.x_shape = tuple(x.shape)
         ctx.geometry = (kernel, stride, padding)
         ctx.count_include_pad, ctx.divisor = count_include_pad, divisor
-        return K.avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
+        y = K.avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
+        return to_layout(y, ctx.channels_last)
 
     @staticmethod
     def backward(ctx, dy):
         dy = backend.array_module(dy).ascontiguousarray(dy)
-        return K.avg_pool2d_backward(dy, ctx.x_shape, *ctx.geometry, ctx.count_include_pad, ctx.divisor)
+        dx = K.avg_pool2d_backward(dy, ctx.x_shape, *ctx.geometry, ctx.count_include_pad, ctx.divisor)
+        return to_layout(dx, ctx.channels_last)
 
 
 def max_pool2d(x, kernel, stride, padding, ceil_mode=False, return_indices=False, dilation=(1, 1)):

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
-from ..kernels import acc_dtype
+from ..kernels import acc_dtype, is_channels_last, to_layout
 from ..kernels import dropout as KD
 from ..kernels import pool as KP
 
@@ -221,31 +221,33 @@ def _bin_matrix(in_size, out_size, dtype):
 class AdaptiveAvgPool2dFn(Function):
     """Two paths: bins that tile the input exactly (global pooling among them) are average pooling with
     windows equal to their strides, on the pooling kernels (one launch each way); overlapping or uneven
-    bins are two small averaging GEMMs."""
+    bins are two small averaging GEMMs. A channels-last input gets a channels-last output and gradient."""
 
     @staticmethod
     def forward(ctx, x, out_hw):
         xp = _xp(x)
         n, c, h, w = x.shape
         oh, ow = out_hw
-        ctx.x_shape = x.shape
+        ctx.x_shape, ctx.channels_last = x.shape, is_channels_last(x)
         if h % oh == 0 and w % ow == 0:
             ctx.window = (h // oh, w // ow)
-            return KP.avg_pool2d_forward(xp.ascontiguousarray(x), ctx.window, ctx.window, (0, 0))
+            y = KP.avg_pool2d_forward(xp.ascontiguousarray(x), ctx.window, ctx.window, (0, 0))
+            return to_layout(y, ctx.channels_last)
         acc = acc_dtype(x.dtype)
         ctx.window = None
         (mh,), (mw,) = ctx.bins = device_table(x, _bin_matrix, h, oh, acc), device_table(x, _bin_matrix, w, ow, acc)
         y = xp.matmul(xp.matmul(mh, x.astype(acc)), mw.T)
-        return xp.ascontiguousarray(y.astype(x.dtype, copy=False))
+        return to_layout(y.astype(x.dtype, copy=False), ctx.channels_last)
 
     @staticmethod
     def backward(ctx, g):
         xp = _xp(g)
         if ctx.window is not None:
-            return KP.avg_pool2d_backward(xp.ascontiguousarray(g), ctx.x_shape, ctx.window, ctx.window, (0, 0)), None
+            gx = KP.avg_pool2d_backward(xp.ascontiguousarray(g), ctx.x_shape, ctx.window, ctx.window, (0, 0))
+            return to_layout(gx, ctx.channels_last), None
         (mh,), (mw,) = ctx.bins
         gx = xp.matmul(xp.matmul(mh.T, g.astype(mh.dtype, copy=False)), mw)
-        return xp.ascontiguousarray(gx.astype(g.dtype, copy=False)), None
+        return to_layout(gx.astype(g.dtype, copy=False), ctx.channels_last), None
 
 
 def _bin_windows(in_size, out_size):
@@ -280,8 +282,8 @@ class AdaptiveMaxPool2dFn(Function):
         y, idx = adaptive_max_pool2d_forward(x, out_hw)
         if found is not None:
             found["indices"] = idx
-        ctx.indices, ctx.x_shape = idx, x.shape
-        return y
+        ctx.indices, ctx.x_shape, ctx.channels_last = idx, x.shape, is_channels_last(x)
+        return to_layout(y, ctx.channels_last)
 
     @staticmethod
     def backward(ctx, g):
@@ -292,7 +294,7 @@ class AdaptiveMaxPool2dFn(Function):
         planes = xp.arange(n * c, dtype=np.int64).reshape(n, c, 1, 1) * (h * w)
         gx = xp.zeros(n * c * h * w, acc)
         _add_at(gx, (idx + planes).reshape(-1), g.astype(acc).reshape(-1))
-        return gx.reshape(n, c, h, w).astype(g.dtype), None
+        return to_layout(gx.reshape(n, c, h, w).astype(g.dtype), ctx.channels_last), None
 
 
 # ---------------------------------------------------------------- embedding
