@@ -151,6 +151,45 @@ def test_optimizer_load_state_dict_errors():
         opt.load_state_dict({"weights": 1})
 
 
+def test_state_dict_with_scheduler_keys_resumes():
+    """A state dict saved while a scheduler was attached (its initial_lr, OneCycleLR's max_lr and momenta) or
+    with a user's group key loads into a fresh optimizer, as PyTorch's: the usual resume (load, then a
+    scheduler built with last_epoch) follows the run that was not interrupted. Another optimizer's
+    hyper-parameters are still refused."""
+    grads = [np.array([1.0, -2.0, 0.5], np.float32) * (i + 1) for i in range(6)]
+
+    def train(opt, sched, p, steps):
+        for g in steps:
+            p.grad = mf.tensor(g)
+            opt.step()
+            sched.step()
+
+    p = nn.Parameter(mf.zeros(3))
+    opt = optim.SGD([{"params": [p], "name": "head"}], lr=0.1, momentum=0.9)
+    train(opt, S.StepLR(opt, 2, 0.5), p, grads)
+    q = nn.Parameter(mf.zeros(3))
+    opt1 = optim.SGD([{"params": [q], "name": "head"}], lr=0.1, momentum=0.9)
+    train(opt1, S.StepLR(opt1, 2, 0.5), q, grads[:3])
+    saved = opt1.state_dict()
+    assert saved["param_groups"][0]["initial_lr"] == 0.1
+    r = nn.Parameter(mf.tensor(q.detach().numpy()))
+    opt2 = optim.SGD([r], lr=0.1, momentum=0.9)
+    opt2.load_state_dict(saved)
+    assert opt2.param_groups[0]["name"] == "head" and opt2.param_groups[0]["initial_lr"] == 0.1
+    train(opt2, S.StepLR(opt2, 2, 0.5, last_epoch=2), r, grads[3:])
+    np.testing.assert_allclose(r.detach().numpy(), p.detach().numpy(), rtol=1e-12)
+    assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"] == 0.1 * 0.5 ** 3
+
+    a = nn.Parameter(mf.zeros(3))
+    adam = optim.Adam([a], lr=1e-3)
+    S.OneCycleLR(adam, max_lr=0.01, total_steps=10)
+    fresh = optim.Adam([nn.Parameter(mf.zeros(3))], lr=1e-3)
+    fresh.load_state_dict(adam.state_dict())
+    assert {"initial_lr", "max_lr", "min_lr", "max_momentum", "base_momentum"} <= set(fresh.param_groups[0])
+    with pytest.raises(ValueError, match=r"\['dampening', 'momentum', 'nesterov'\] that Adam does not use"):
+        fresh.load_state_dict(opt.state_dict())
+
+
 def test_clip_grad_norm():
     a, b = nn.Parameter(mf.zeros(2)), nn.Parameter(mf.zeros(1))
     a.grad, b.grad = mf.tensor([3.0, 0.0]), mf.tensor([4.0])

@@ -24,6 +24,7 @@ mixed-precision recipe of ``minifused.amp``.
 from __future__ import annotations
 
 import copy
+import inspect
 import numbers
 
 import numpy as np
@@ -36,6 +37,18 @@ from ._support import (_PYTORCH_SWITCHES, _by_device, _Group, _Handle, _ParamSta
 
 _LOW_PRECISION = (backend.float16, backend.bfloat16)
 _PAIRS = ("betas", "etas", "step_sizes")  # hyper-parameters kept as tuples, as PyTorch's (a loaded list converted)
+
+
+def _hyper_parameter_names():
+    """The hyper-parameters of every optimizer class defined so far: their constructors' keywords, which name
+    their groups' entries (as PyTorch's do)."""
+    names, todo = set(), [Optimizer]
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        names.update(name for name, p in inspect.signature(cls.__init__).parameters.items()
+                     if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+    return names - {"self", "params", "defaults"}
 
 
 class Optimizer:
@@ -329,8 +342,10 @@ class Optimizer:
             # dropped (they change nothing here)
             _pytorch_flags(name, sg.get("foreach"), sg.get("fused"), bool(sg.get("capturable", False)),
                            bool(sg.get("differentiable", False)))
-            foreign = sorted(set(sg) - set(g) - set(_PYTORCH_SWITCHES))
-            if foreign:  # e.g. an SGD state dict given to Adam: its step would fail on missing state
+            # keys of the group's own (a scheduler's initial_lr or max_lr, a user's name) load as PyTorch's do;
+            # another optimizer's hyper-parameters do not: an SGD state dict given to Adam would fail at its step
+            foreign = sorted((set(sg) - set(g) - set(_PYTORCH_SWITCHES)) & _hyper_parameter_names())
+            if foreign:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: group {i} of the state dict has "
                                  f"hyper-parameters {foreign} that {type(self).__name__} does not use (a state "
                                  f"dict of another optimizer?)")
