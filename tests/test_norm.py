@@ -73,17 +73,18 @@ def test_reference_extremes():
 
 
 # ---------------------------------------------------------------- autograd (cpu, float64)
-@pytest.mark.parametrize("affine", ["none", "weight", "both"])
+@pytest.mark.parametrize("affine", ["none", "weight", "bias", "both"])
 def test_layer_norm_gradcheck(affine, rng):
     x = cpu(rng.standard_normal((3, 2, 5)), requires_grad=True)
-    w = cpu(rng.standard_normal((2, 5)), requires_grad=True) if affine != "none" else None
-    b = cpu(rng.standard_normal((2, 5)), requires_grad=True) if affine == "both" else None
+    w = cpu(rng.standard_normal((2, 5)), requires_grad=True) if affine in ("weight", "both") else None
+    b = cpu(rng.standard_normal((2, 5)), requires_grad=True) if affine in ("bias", "both") else None
     inputs = [t for t in (x, w, b) if t is not None]
 
-    def fn(*ts):
-        ww = ts[1] if w is not None else None
-        bb = ts[2] if b is not None else None
-        return F.layer_norm(ts[0], (2, 5), ww, bb, eps=1e-3)
+    def fn(a, *rest):
+        rest = list(rest)
+        ww = rest.pop(0) if w is not None else None
+        bb = rest.pop(0) if b is not None else None
+        return F.layer_norm(a, (2, 5), ww, bb, eps=1e-3)
 
     assert gradcheck(fn, inputs)
 
@@ -93,6 +94,22 @@ def test_rms_norm_gradcheck(rng):
     w = cpu(rng.standard_normal(6), requires_grad=True)
     assert gradcheck(lambda a, b: F.rms_norm(a, 6, b, eps=1e-3), [x, w])
     assert gradcheck(lambda a: F.rms_norm(a, [6]), [x])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_bias_without_weight_gets_its_gradient(device, dtype, rng):
+    """F.layer_norm(x, shape, None, bias): the bias's gradient is dy summed over the rows, in the bias's dtype
+    (it had none: the kernels sum db beside dw)."""
+    dt = backend.as_dtype(dtype)
+    x = rng.standard_normal((6, 3, 8)).astype(np.float32)
+    dy = rng.standard_normal((6, 3, 8)).astype(np.float32)
+    b = mf.tensor(rng.standard_normal((3, 8)).astype(np.float32), device=device).to(dt).requires_grad_(True)
+    xt = mf.tensor(x, device=device).to(dt).requires_grad_(True)
+    y = F.layer_norm(xt, (3, 8), None, b)
+    (y * mf.tensor(dy, device=device).to(dt)).sum().backward()
+    assert b.grad.dtype == dt and b.grad.shape == (3, 8)
+    want = dy.astype(dt).astype(np.float64).sum(axis=0)
+    np.testing.assert_allclose(b.grad.float().cpu().numpy(), want, rtol=TOL[dt], atol=TOL[dt])
 
 
 def test_only_some_grads(rng):

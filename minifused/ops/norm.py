@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .. import backend
 from ..autograd import Function
+from ..kernels import acc_dtype
 from ..kernels import norm as K
 
 
@@ -35,6 +36,7 @@ class Norm(Function):
                                    out=out.reshape(-1, n) if direct else None)
         ctx.save_for_backward(x_c, weight)
         ctx.mean, ctx.rstd, ctx.n, ctx.rms = mean, rstd, n, rms
+        ctx.bias_like = None if bias is None else (bias.shape, bias.dtype)
         return out if direct else y.reshape(x.shape)
 
     @staticmethod
@@ -42,11 +44,15 @@ class Norm(Function):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
         w = None if weight is None else weight.reshape(ctx.n)
-        dx, dw, db = K.norm_backward(_flat(gy, ctx.n), x.reshape(-1, ctx.n), w, ctx.mean, ctx.rstd, ctx.rms,
-                                need_dx=need_x, need_dw=need_w, need_db=need_b)
+        g = _flat(gy, ctx.n)
+        dx, dw, db = K.norm_backward(g, x.reshape(-1, ctx.n), w, ctx.mean, ctx.rstd, ctx.rms,
+                                need_dx=need_x, need_dw=need_w, need_db=need_b and w is not None)
+        if need_b and w is None:  # a bias without a weight: the kernels' sums come with dw's; its own sum here
+            shape, dtype = ctx.bias_like
+            db = g.sum(axis=0, dtype=acc_dtype(g.dtype)).astype(dtype)
         return (None if dx is None else dx.reshape(x.shape),
                 None if dw is None else dw.reshape(weight.shape),
-                None if db is None else db.reshape(weight.shape))
+                None if db is None else db.reshape(ctx.bias_like[0]))
 
 
 def norm(x, weight, bias, n, eps, rms=False):
