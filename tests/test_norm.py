@@ -112,6 +112,38 @@ def test_bias_without_weight_gets_its_gradient(device, dtype, rng):
     np.testing.assert_allclose(b.grad.float().cpu().numpy(), want, rtol=TOL[dt], atol=TOL[dt])
 
 
+@pytest.mark.parametrize("rms", [False, True])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_float32_parameters_of_a_16_bit_input(device, dtype, rms, rng):
+    """PyTorch's mixed precision: float32 weight (and bias) over a 16-bit input normalize in float32 and round
+    once to the input's dtype; the input's gradient comes in its dtype, the parameters' in float32. Against
+    float64 formulas on the 16-bit input's values. Mixed parameter dtypes, or 16-bit ones over a float32
+    input, are refused."""
+    dt = backend.as_dtype(dtype)
+    x = (rng.standard_normal((12, 32)) * 2 + 0.5).astype(dt)
+    w, b = rng.standard_normal(32).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    dy = rng.standard_normal((12, 32)).astype(dt)
+    xt = mf.tensor(x, device=device).requires_grad_(True)
+    wt, bt = (mf.tensor(a, device=device).requires_grad_(True) for a in (w, b))
+    y = F.rms_norm(xt, 32, wt, eps=1e-5) if rms else F.layer_norm(xt, 32, wt, bt)
+    (y * mf.tensor(dy, device=device)).sum().backward()
+    assert y.dtype == xt.grad.dtype == dt and wt.grad.dtype == np.float32
+    tol = TOL[dt]
+    np.testing.assert_allclose(y.float().cpu().numpy(), ln64(x, w, None if rms else b, 1e-5, rms), rtol=tol,
+                               atol=tol)
+    dx, dw, db = ln64_grads(x, w, dy, 1e-5, rms)
+    np.testing.assert_allclose(xt.grad.float().cpu().numpy(), dx, rtol=tol, atol=4 * tol)
+    scale = np.abs(dw).max()  # (12 rows of 16-bit terms)
+    np.testing.assert_allclose(wt.grad.cpu().numpy(), dw, rtol=tol, atol=tol * scale)
+    if not rms:
+        np.testing.assert_allclose(bt.grad.cpu().numpy(), db, rtol=tol, atol=tol * np.abs(db).max())
+        with pytest.raises(TypeError, match="layer_norm: weight and bias must share one dtype"):
+            F.layer_norm(xt, 32, wt, bt.to(dt))
+    with pytest.raises(TypeError, match=r"weight dtype .* differs from input dtype float32 \(the input's dtype, "
+                                        r"or float32 with a 16-bit input"):
+        (F.rms_norm if rms else F.layer_norm)(xt.float(), 32, wt.to(dt))
+
+
 def test_only_some_grads(rng):
     x = cpu(rng.standard_normal((5, 8)))
     w = cpu(rng.standard_normal(8), requires_grad=True)

@@ -211,7 +211,9 @@ def _empty_norm(input, params):
     return out
 
 
-def _check_norm_args(op, input, normalized_shape, params):
+def _check_norm_args(op, input, normalized_shape, params, wide=False):
+    """The normalized size; ``params`` (name -> tensor or None) checked against the input. ``wide``: float32
+    parameters of a 16-bit input are taken too (PyTorch's mixed precision; see :func:`_wide_params`)."""
     if not isinstance(input, _Tensor):
         raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if isinstance(normalized_shape, _numbers.Integral):
@@ -231,12 +233,25 @@ def _check_norm_args(op, input, normalized_shape, params):
         if tuple(p.shape) != normalized_shape:
             raise ValueError(f"{op}: {name} must have shape {list(normalized_shape)} (normalized_shape), "
                              f"got {list(p.shape)}")
-        if p.dtype != input.dtype:
+        mixed = wide and p.dtype == _backend.float32 and input.dtype.itemsize == 2
+        if p.dtype != input.dtype and not mixed:
+            rule = "the input's dtype, or float32 with a 16-bit input; " if wide else ""
             raise TypeError(f"{op}: {name} dtype {p.dtype} differs from input dtype {input.dtype} "
-                            f"(no implicit casts; convert one with .to(dtype))")
+                            f"({rule}no implicit casts; convert one with .to(dtype))")
         if p.device != input.device:
             raise RuntimeError(f"{op}: {name} is on {p.device} but the input is on {input.device}")
+    given = [(name, p.dtype) for name, p in params.items() if p is not None]
+    if len({dt for _, dt in given}) > 1:
+        raise TypeError(f"{op}: {' and '.join(name for name, _ in given)} must share one dtype, got "
+                        f"{', '.join(str(dt) for _, dt in given)}")
     return int(_np.prod(normalized_shape))
+
+
+def _wide_params(input, *params):
+    """Whether the (checked) parameters are float32 over a 16-bit input: the norm then runs on the input in
+    float32 and rounds its result once to the input's dtype, as PyTorch computes it (the parameters'
+    gradients stay float32)."""
+    return any(p is not None and p.dtype != input.dtype for p in params)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -246,7 +261,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     backward; ``weight``/``bias`` (shape ``normalized_shape``) optional.
     """
     input, weight, bias = _autocast_float32(input, weight, bias)
-    n = _check_norm_args("layer_norm", input, normalized_shape, {"weight": weight, "bias": bias})
+    n = _check_norm_args("layer_norm", input, normalized_shape, {"weight": weight, "bias": bias}, wide=True)
+    if _wide_params(input, weight, bias):
+        return _cast(layer_norm(_cast(input, _backend.float32), normalized_shape, weight, bias, eps), input.dtype)
     if input._data.size == 0:
         return _empty_norm(input, (weight, bias))
     return _layer_norm(input, weight, bias, n, float(eps), rms=False)
@@ -271,12 +288,14 @@ def layer_norm_(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """RMS normalization ``x / sqrt(mean(x^2) + eps) * weight`` as ``torch.nn.functional.rms_norm``;
     ``eps=None`` means the input dtype's machine epsilon, as in PyTorch."""
-    n = _check_norm_args("rms_norm", input, normalized_shape, {"weight": weight})
-    if input._data.size == 0:
-        return _empty_norm(input, (weight,))
+    n = _check_norm_args("rms_norm", input, normalized_shape, {"weight": weight}, wide=True)
     if eps is None:
         import ml_dtypes as _mld
         eps = float(_mld.finfo(input.dtype).eps)
+    if _wide_params(input, weight):
+        return _cast(rms_norm(_cast(input, _backend.float32), normalized_shape, weight, eps), input.dtype)
+    if input._data.size == 0:
+        return _empty_norm(input, (weight,))
     return _layer_norm(input, weight, None, n, float(eps), rms=True)
 
 
