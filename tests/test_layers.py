@@ -47,6 +47,22 @@ def test_interpolate_scale_factor_is_used_unless_recomputed():
     np.testing.assert_allclose(given, interpolate_ref(x.numpy(), scale_factor=1.7, mode="linear"), rtol=1e-6)
 
 
+def test_interpolate_linear_copies_where_no_size_changes():
+    """PyTorch's linear kernels (CPU and CUDA) copy the input where every output size equals the input's,
+    whatever the given scale_factor (1.2 on 3 or 4 positions rounds down to the same size); the gradient
+    passes through as it is."""
+    for shape, mode in (((1, 2, 4), "linear"), ((2, 1, 3, 3), "bilinear")):
+        x = cpu(np.random.default_rng(2).standard_normal(shape), requires_grad=True)
+        y = F.interpolate(x, scale_factor=1.2, mode=mode)
+        np.testing.assert_array_equal(y.numpy(), x.numpy())
+        g = np.random.default_rng(3).standard_normal(shape)
+        (y * cpu(g)).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), g)
+    # one size changing: both axes resample, with 1/scale as the step
+    x = cpu(np.arange(9.0).reshape(1, 1, 3, 3))
+    assert F.interpolate(x, scale_factor=(1.2, 1.5), mode="bilinear").shape == (1, 1, 3, 4)
+
+
 def test_adaptive_bins_7_to_3():
     x = cpu(np.arange(7.0).reshape(1, 1, 7))
     # bins [0, 3), [2, 5), [4, 7)

@@ -152,6 +152,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if linear and not backend.is_floating(input.dtype):
         raise TypeError(f"{op}: mode {mode!r} needs a floating-point input, got dtype {input.dtype}")
     spatial = tuple(input.shape[2:])
+    if linear and tuple(out) == spatial:  # PyTorch's linear kernels copy where no size changes, whatever the scale
+        return clone(input)
     steps = []
     wdtype = np.float64 if input.dtype == backend.float64 else np.float32
     for axis in range(input.ndim - 1, 1, -1):
