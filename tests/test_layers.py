@@ -474,6 +474,23 @@ def test_clip_grad_norm_edge_cases():
     assert q.grad.tolist() == [2.0]
 
 
+@pytest.mark.filterwarnings("error")  # PyTorch is silent in these cases; no NumPy warning may leak
+def test_nan_results_are_silent():
+    """An inf gradient clipped (coefficient 0: inf * 0 = NaN) and the mean of nothing (an empty batch's
+    mse_loss / l1_loss) give NaN without a NumPy RuntimeWarning, as PyTorch."""
+    q = nn.Parameter(mf.zeros(2, device="cpu"))
+    q.grad = cpu(np.array([np.inf, 1.0], np.float32))
+    assert float(nn.utils.clip_grad_norm_([q], 1.0)) == np.inf
+    assert np.isnan(q.grad.numpy()[0]) and q.grad.numpy()[1] == 0.0
+    x = cpu(np.zeros((0, 3), np.float32), requires_grad=True)
+    for loss in (F.mse_loss, F.l1_loss):
+        y = loss(x, cpu(np.zeros((0, 3), np.float32)))
+        assert y.dtype == np.float32 and np.isnan(float(y))
+    y.backward()
+    assert x.grad.shape == (0, 3)
+    assert np.isnan(cpu(np.zeros((2, 0))).mean(1).numpy()).all() and cpu(np.zeros((0, 3))).mean(1).shape == (0,)
+
+
 # ---------------------------------------------------------------- GPU: against PyTorch
 def _rel(a, b):
     a = np.asarray(a, np.float64)

@@ -77,7 +77,8 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
         coef = xp.minimum(dt(float(max_norm)) / (t.astype(dt) + dt(1e-6)), dt(1.0))
         for g in grads:
             c = backend.to_device(coef, backend.device_of(g._data))
-            g._data *= c.astype(g._data.dtype)
+            with np.errstate(invalid="ignore"):  # an inf gradient times a coefficient of 0: NaN, as PyTorch's
+                g._data *= c.astype(g._data.dtype)
             g._bump("clip_grad_norm_")
 
 

@@ -83,6 +83,8 @@ class Mean(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
         ctx.meta = (x.shape, axes, keepdim)
+        if x.size == 0 and _count(x.shape, axes) == 0:  # the mean of nothing: NaN, silently as PyTorch's
+            return backend.array_module(x).full(x.sum(axis=axes, keepdims=keepdim).shape, np.nan, x.dtype)
         return x.mean(axis=axes, keepdims=keepdim)
 
     @staticmethod
