@@ -38,9 +38,22 @@ def f64(*shape, seed=0, requires_grad=True):
     (nn.SmoothL1Loss(), "SmoothL1Loss()"), (nn.HuberLoss(), "HuberLoss()"), (nn.KLDivLoss(), "KLDivLoss()"),
     (nn.MSELoss(), "MSELoss()"), (nn.L1Loss(reduction="sum"), "L1Loss(reduction='sum')"),
     (nn.KLDivLoss(reduction="batchmean", log_target=True), "KLDivLoss(reduction='batchmean', log_target=True)"),
+    (nn.LayerNorm(4), "LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)"),
+    (nn.LayerNorm(4, bias=False), "LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=False)"),
+    (nn.Conv1d(2, 3, 3, padding="valid"), "Conv1d(2, 3, kernel_size=(3,), stride=(1,), padding=valid)"),
 ])
 def test_repr(module, text):
     assert repr(module) == text
+
+
+def test_load_state_dict_result_shows_as_pytorchs():
+    m = nn.Linear(2, 3)
+    assert repr(m.load_state_dict(m.state_dict())) == "<All keys matched successfully>"
+    sd = m.state_dict()
+    sd["x"] = sd.pop("bias")
+    result = m.load_state_dict(sd, strict=False)
+    assert result.missing_keys == ["bias"] and result.unexpected_keys == ["x"] and result == (["bias"], ["x"])
+    assert repr(result) == "_IncompatibleKeys(missing_keys=['bias'], unexpected_keys=['x'])"
 
 
 def test_attributes_follow_pytorch():

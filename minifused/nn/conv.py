@@ -182,7 +182,7 @@ class Conv1d(Module):
 
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding not in ((0,), "valid"):
+        if self.padding != (0,):
             s += f", padding={self.padding}"
         if self.dilation != (1,):
             s += f", dilation={self.dilation}"

@@ -104,7 +104,14 @@ def _castable(dtype):
 
 
 class _LoadResult(tuple):
+    """(missing_keys, unexpected_keys), by name too, shown as PyTorch shows them."""
+
     def __new__(cls, missing, unexpected):
         obj = super().__new__(cls, (missing, unexpected))
         obj.missing_keys, obj.unexpected_keys = missing, unexpected
         return obj
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return f"_IncompatibleKeys(missing_keys={self.missing_keys}, unexpected_keys={self.unexpected_keys})"
