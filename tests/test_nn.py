@@ -705,3 +705,52 @@ def test_linear_and_conv_take_pytorchs_positional_order():
     np.testing.assert_allclose(fused(x).detach().numpy(),
                                np.maximum(x.numpy() @ fused.weight.detach().numpy().T + fused.bias.detach().numpy(),
                                           0))
+
+
+def test_train_eval_call_each_childs_own_train():
+    """train()/eval() reach the children through their own train(), as PyTorch's: a block that keeps its
+    BatchNorm in evaluation (the fine-tuning idiom) keeps it so when its parent is put in training."""
+    class FrozenNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn, self.fc = nn.BatchNorm1d(3), nn.Linear(3, 3)
+
+        def train(self, mode=True):
+            super().train(mode)
+            self.bn.eval()
+            return self
+
+    outer = nn.Sequential(FrozenNorm(), nn.ReLU())
+    assert outer.train() is outer
+    assert outer.training and outer[0].training and outer[0].fc.training and not outer[0].bn.training
+    outer.eval()
+    assert not any(m.training for m in outer.modules())
+    with pytest.raises(ValueError, match="train: the training mode is expected to be a bool, got str"):
+        outer.train("no")
+
+
+def test_registration_checks_names_and_values_as_pytorch():
+    m = nn.Module()
+    with pytest.raises(TypeError, match=r"cannot assign 'Tensor' object to parameter 'a' \(minifused.nn.Parameter"):
+        m.register_parameter("a", mf.ones(2))
+    with pytest.raises(TypeError, match=r"cannot assign 'int' object to buffer 'b' \(Tensor or None required\)"):
+        m.register_buffer("b", 3)
+    with pytest.raises(KeyError, match="buffer name can.{1,2}t contain"):
+        m.register_buffer("a.b", mf.ones(1))
+    with pytest.raises(KeyError, match="module name can.{1,2}t be empty"):
+        m.add_module("", nn.ReLU())
+    with pytest.raises(KeyError, match="attribute 'forward' already exists"):
+        m.register_buffer("forward", mf.ones(1))
+    with pytest.raises(TypeError, match="parameter name should be a string, got int"):
+        m.register_parameter(3, None)
+    assert list(m.named_parameters()) == [] and list(m.named_buffers()) == []
+    m.register_buffer("b", mf.ones(1))
+    m.register_buffer("b", mf.zeros(2))  # (a name of its own kind may be registered again)
+    assert m.b.shape == (2,)
+
+
+def test_sequential_slice_keeps_its_modules_names():
+    s = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 4))
+    assert list(s[1:].state_dict()) == ["2.weight", "2.bias"]
+    assert list(s[::2]._modules) == ["0", "2"] and s[::2][1] is s[2]
+    assert list(nn.ModuleList(list(s))[1:]._modules) == ["0", "1"]  # a ModuleList renumbers, as PyTorch's

@@ -134,6 +134,13 @@ class Sequential(_ModuleSequence):
     def _of(cls, modules):
         return cls(*modules)
 
+    def __getitem__(self, idx):
+        """A module, or for a slice a Sequential of those modules under their own names (as PyTorch's, so
+        that its state dict's keys are the original's)."""
+        if isinstance(idx, slice):
+            return type(self)(OrderedDict(list(self._modules.items())[idx]))
+        return super().__getitem__(idx)
+
     def forward(self, x):
         """Modules in order; an activation module right after a layer that declares it can fuse it
         (``fused_activations``: Linear, Conv2d with no activation of their own) runs inside that layer's

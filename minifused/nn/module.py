@@ -111,13 +111,34 @@ class Module:
                 return
         object.__delattr__(self, name)
 
+    def _check_name(self, kind, name, store):
+        """PyTorch's rules for a registered name: a string, not empty, no '.', not another attribute's."""
+        if store not in self.__dict__:
+            raise AttributeError(f"cannot register a {kind} before Module.__init__() is called")
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string, got {type(name).__name__}")
+        if not name:
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
+        if name not in self.__dict__[store] and hasattr(self, name):
+            raise KeyError(f"attribute '{name}' already exists")
+
     def register_parameter(self, name, param):
+        self._check_name("parameter", name, "_parameters")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                            f"(minifused.nn.Parameter or None required)")
         if param is None:
             self._parameters[name] = None
         else:
             setattr(self, name, param)
 
     def register_buffer(self, name, tensor, persistent=True):
+        self._check_name("buffer", name, "_buffers")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (Tensor or None "
+                            f"required)")
         self._buffers[name] = tensor
         if not persistent:
             self.__dict__.setdefault("_non_persistent", set()).add(name)
@@ -127,6 +148,7 @@ class Module:
     def register_module(self, name, module):
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(self).__name__}: {name!r} is a {type(module).__name__}, not a Module")
+        self._check_name("module", name, "_modules")
         self._modules[name] = module
 
     add_module = register_module
@@ -265,8 +287,13 @@ class Module:
 
     # ------------------------------------------------------------ modes and moves
     def train(self, mode=True):
-        for m in self.modules():
-            object.__setattr__(m, "training", bool(mode))
+        """This module and, through their own ``train`` (which a subclass may override, e.g. to keep a
+        BatchNorm in evaluation), its children, as PyTorch's."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"train: the training mode is expected to be a bool, got {type(mode).__name__}")
+        object.__setattr__(self, "training", mode)
+        for m in self.children():
+            m.train(mode)
         return self
 
     def eval(self):
