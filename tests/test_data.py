@@ -268,6 +268,21 @@ def test_loader_batches_cover_everything():
     assert len(dl) == 10 and all(len(y) == 10 for _, y in dl)
 
 
+def test_loader_sampler_and_batch_sampler_as_pytorchs():
+    """loader.sampler / loader.batch_sampler exist as PyTorch's do (len(loader.sampler) is the dataset's size):
+    without a sampler given, the loader's own order of its next epoch, and batches of it."""
+    dl = DataLoader(_data(), 10, shuffle=True, seed=3, drop_last=True)
+    assert len(dl.sampler) == 103 and len(dl.batch_sampler) == len(dl) == 10
+    batches = list(dl.batch_sampler)
+    assert sorted(i for b in batches for i in b) == sorted(list(dl.sampler))[:100] or len(batches[0]) == 10
+    assert [y.tolist() for _, y in dl] == batches  # (y is the index: _data's targets are 0 .. 102)
+    plain = DataLoader(_data(), 4)
+    assert list(plain.sampler) == list(range(103)) and list(plain.batch_sampler)[-1] == [100, 101, 102]
+    assert DataLoader(_data(), None).batch_sampler is None
+    given = mf.utils.data.SequentialSampler(range(5))
+    assert DataLoader(_data(), 2, sampler=given).sampler is given
+
+
 def test_loader_order_depends_on_seed_and_epoch_only():
     a = [y.numpy() for _, y in DataLoader(_data(), 16, shuffle=True, seed=1)]
     b = DataLoader(_data(), 16, shuffle=True, seed=1)

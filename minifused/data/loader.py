@@ -18,6 +18,7 @@ from .. import backend
 from ..kernels.gather import rows_gatherer
 from ..tensor import Tensor
 from .dataset import Dataset, IterableDataset
+from .sampler import BatchSampler, Sampler
 
 
 def epoch_order(n: int, seed: int, epoch: int):
@@ -102,6 +103,20 @@ class DistributedSampler:
         return iter(self.indices().tolist())
 
 
+class _LoaderOrder(Sampler):
+    """A DataLoader's own order of indices (no sampler given): PyTorch's SequentialSampler or RandomSampler in
+    its place. Iterated, the order of the next epoch the loader loads; its length, the dataset's."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        return iter(self.loader.order().tolist())
+
+    def __len__(self):
+        return self.loader.n
+
+
 class DataLoader:
     """Iterate over ``dataset`` in batches of ``batch_size`` (PyTorch's arguments, in its order).
 
@@ -156,7 +171,7 @@ class DataLoader:
             raise ValueError(f"DataLoader: num_workers must be a non-negative integer, got {num_workers!r}")
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError(f"DataLoader: collate_fn must be callable, got {type(collate_fn).__name__}")
-        self.sampler, self.batch_sampler, self.collate_fn = sampler, batch_sampler, collate_fn
+        self._sampler, self._batch_sampler, self.collate_fn = sampler, batch_sampler, collate_fn
         self.dataset = dataset
         self.batch_size = None if batch_size is None else int(batch_size)
         self._unbatched = batch_size is None and batch_sampler is None
@@ -186,35 +201,51 @@ class DataLoader:
             if self.batch_size is None:
                 return n
             return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-        if self.batch_sampler is not None:
-            return len(self.batch_sampler)
+        if self._batch_sampler is not None:
+            return len(self._batch_sampler)
         if self._unbatched:
             return self.n
         if self.drop_last:
             return self.n // self.batch_size
         return -(-self.n // self.batch_size)
 
+    @property
+    def sampler(self):
+        """The indices it loads, as PyTorch's ``loader.sampler``: the sampler given, else the loader's own order
+        (:class:`_LoaderOrder`); None for an IterableDataset or with a batch_sampler."""
+        if self._sampler is not None or self._iterable or self._batch_sampler is not None:
+            return self._sampler
+        return _LoaderOrder(self)
+
+    @property
+    def batch_sampler(self):
+        """The batches of indices, as PyTorch's: the batch_sampler given, else a BatchSampler over
+        :attr:`sampler` (None unbatched or for an IterableDataset)."""
+        if self._batch_sampler is not None or self._unbatched or self._iterable:
+            return self._batch_sampler
+        return BatchSampler(self.sampler, self.batch_size, self.drop_last)
+
     def set_epoch(self, epoch: int):
         self.epoch = int(epoch)
-        if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(epoch)
+        if self._sampler is not None and hasattr(self._sampler, "set_epoch"):
+            self._sampler.set_epoch(epoch)
 
     def order(self, epoch=None):
         """The host permutation used for ``epoch`` (identity without shuffle; the sampler's
         indices with one)."""
         epoch = self.epoch if epoch is None else epoch
-        if self.sampler is not None:
-            if hasattr(self.sampler, "indices") and callable(self.sampler.indices):
-                return np.asarray(self.sampler.indices(epoch))
-            return np.fromiter((int(i) for i in self.sampler), dtype=np.int64)
+        if self._sampler is not None:
+            if hasattr(self._sampler, "indices") and callable(self._sampler.indices):
+                return np.asarray(self._sampler.indices(epoch))
+            return np.fromiter((int(i) for i in self._sampler), dtype=np.int64)
         if not self.shuffle:
             return np.arange(self.n)
         return epoch_order(self.n, self.seed, epoch)
 
     def _index_batches(self, epoch):
         """Host index arrays, one per batch."""
-        if self.batch_sampler is not None:
-            for batch in self.batch_sampler:
+        if self._batch_sampler is not None:
+            for batch in self._batch_sampler:
                 yield np.asarray(batch, dtype=np.int64).reshape(-1)
             return
         order, bs = self.order(epoch), self.batch_size
@@ -247,14 +278,14 @@ class DataLoader:
         return self.collate_fn(items) if self.collate_fn is not None else _collate_items(items, self.device)
 
     def _device_batches(self, epoch):
-        bs, count = self.batch_size, len(self) if self.batch_sampler is None else 0
+        bs, count = self.batch_size, len(self) if self._batch_sampler is None else 0
         gather = rows_gatherer([t._data for t in self._tensors])  # every tensor's rows, two per launch
-        if self.batch_sampler is not None:
+        if self._batch_sampler is not None:
             for idx in self._index_batches(epoch):
                 with backend.on_device(self.device):
                     idx = backend.to_device(idx, self.device)
                 yield tuple([Tensor._from_array(a) for a in gather(idx)])
-        elif self.shuffle or self.sampler is not None:
+        elif self.shuffle or self._sampler is not None:
             with backend.on_device(self.device):
                 perm = backend.to_device(self.order(epoch), self.device)  # one copy per epoch
             for b in range(count):
