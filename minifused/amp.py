@@ -317,12 +317,18 @@ class GradScaler:
             return optimizer.step(closure)
         if self._state is None:
             raise RuntimeError("GradScaler.step: call scale(loss) and backward() before step()")
-        if not getattr(type(optimizer), "_supports_amp", False):
-            raise TypeError(f"GradScaler.step: {type(optimizer).__name__} has no fused unscale-and-skip "
-                            f"update (SGD, Adam and AdamW have)")
         stage = self._stages.get(id(optimizer))
         if stage == "stepped":
             raise RuntimeError("GradScaler.step: step() has already been called since the last update()")
+        if not getattr(type(optimizer), "_supports_amp", False):
+            # no fused unscale-and-skip update (another optimizer, a user's): PyTorch's way, the gradients
+            # unscaled, then the update run only if none was inf/NaN (reading the flag: a host sync)
+            if stage != "unscaled":
+                self.unscale_(optimizer)
+            found = float(backend.to_device(self._state[2:3], backend.CPU)[0])
+            out = None if found else optimizer.step(closure)
+            self._stages[id(optimizer)] = "stepped"
+            return out
         if stage == "unscaled":  # checked and unscaled: the update takes its skip flag and a unit scale
             state = self._state.copy()
             state[1:2] = 1.0

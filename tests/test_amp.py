@@ -107,18 +107,41 @@ def test_scaler_bad_input():
     with pytest.raises(RuntimeError, match="GradScaler.step: call scale"):
         scaler.step(optim.SGD([p], lr=0.1))
 
-    class Plain(optim.Optimizer):
-        def __init__(self, params):
-            super().__init__(params, {"lr": 0.1})
-
-        def step(self, closure=None):
-            pass
-
-    scaler.scale(p.sum()).backward()
-    with pytest.raises(TypeError, match="Plain has no fused unscale-and-skip"):
-        scaler.step(Plain([p]))
     with pytest.raises(TypeError, match="amp.cast_model: expected a floating dtype"):
         amp.cast_model(nn.Linear(2, 2), "int32")
+
+
+def test_scaler_steps_an_optimizer_of_its_own_as_pytorch():
+    """An optimizer without the fused unscale-and-skip update (a user's subclass): step() unscales its
+    gradients (unless unscale_ did), runs its update when they are finite and skips it otherwise, as
+    PyTorch's GradScaler; update() then backs the scale off."""
+    class Plain(optim.Optimizer):
+        def __init__(self, params):
+            super().__init__(params, {"lr": 0.5})
+
+        def step(self, closure=None):
+            for g in self.param_groups:
+                for q in g["params"]:
+                    q._data -= g["lr"] * q.grad._data
+            return "stepped"
+
+    p = _param([1.0, 2.0])
+    scaler = amp.GradScaler(init_scale=8.0)
+    opt = Plain([p])
+    scaler.scale((p * mf.tensor([3.0, -1.0])).sum()).backward()
+    assert scaler.step(opt) == "stepped"
+    np.testing.assert_allclose(p.grad.numpy(), [3.0, -1.0])  # unscaled
+    np.testing.assert_allclose(p.detach().numpy(), [1.0 - 1.5, 2.0 + 0.5])
+    scaler.update()
+    opt.zero_grad()
+    scaler.scale((p * mf.tensor([np.inf, 1.0])).sum()).backward()
+    scaler.unscale_(opt)
+    assert scaler.step(opt) is None  # skipped
+    np.testing.assert_allclose(p.detach().numpy(), [-0.5, 2.5])
+    with pytest.raises(RuntimeError, match="step\\(\\) has already been called"):
+        scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 4.0
 
 
 # ---------------------------------------------------------------- master weights (CPU)
