@@ -274,7 +274,7 @@ def test_loader_sampler_and_batch_sampler_as_pytorchs():
     dl = DataLoader(_data(), 10, shuffle=True, seed=3, drop_last=True)
     assert len(dl.sampler) == 103 and len(dl.batch_sampler) == len(dl) == 10
     batches = list(dl.batch_sampler)
-    assert sorted(i for b in batches for i in b) == sorted(list(dl.sampler))[:100] or len(batches[0]) == 10
+    assert [i for b in batches for i in b] == list(dl.sampler)[:100] and sorted(dl.sampler) == list(range(103))
     assert [y.tolist() for _, y in dl] == batches  # (y is the index: _data's targets are 0 .. 102)
     plain = DataLoader(_data(), 4)
     assert list(plain.sampler) == list(range(103)) and list(plain.batch_sampler)[-1] == [100, 101, 102]
