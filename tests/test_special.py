@@ -279,6 +279,30 @@ def test_result_type_promote_types_can_cast():
         True, False, False, True, True, True]
 
 
+def test_zero_dim_tensors_promote_as_pytorchs():
+    """PyTorch's rule: a 0-d tensor beside a dimensioned one decides the dtype only where its kind (bool,
+    integer, float) is higher; two tensors of one kind of dimension promote as usual. In-place arithmetic
+    and the gradients follow (each operand's gradient in its own dtype)."""
+    f32, i32, bf16 = mf.ones(2), mf.ones(2, dtype=mf.int32), mf.ones(2, dtype=mf.bfloat16)
+    f64_0, i64_0, f32_0 = mf.tensor(2.0, dtype=mf.float64), mf.tensor(3), mf.tensor(0.5)
+    cases = [((f32, f64_0), mf.float32), ((f64_0, f32), mf.float32), ((i32, i64_0), mf.int32),
+             ((i32, f32_0), mf.float32), ((i32, f64_0), mf.float64), ((mf.tensor([True]), i64_0), mf.int64),
+             ((bf16, f32_0), mf.bfloat16), ((f32_0, f64_0), mf.float64), ((mf.ones(1, dtype=mf.float64), f32),
+                                                                           mf.float64)]
+    for (a, b), want in cases:
+        assert mf.result_type(a, b) == want and (a * b).dtype == want and (a + b).dtype == want, (a, b)
+    x = mf.ones(2)
+    x += f64_0
+    assert x.dtype == mf.float32 and x.tolist() == [3.0, 3.0]
+    w = mf.tensor([1.0, 2.0], requires_grad=True)
+    s = mf.tensor(3.0, dtype=mf.float64, requires_grad=True)
+    y = w * s
+    assert y.dtype == mf.float32
+    y.sum().backward()
+    assert w.grad.dtype == mf.float32 and w.grad.tolist() == [3.0, 3.0]
+    assert s.grad.dtype == mf.float64 and float(s.grad) == 3.0
+
+
 # ---------------------------------------------------------------- CUDA against the NumPy path, every dtype
 GPU_CASES = {
     "erfc": lambda a, b: a.erfc(), "exp2": lambda a, b: a.exp2(), "sinc": lambda a, b: a.sinc(),

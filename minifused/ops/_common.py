@@ -103,6 +103,20 @@ def promote(a_dtype, b_dtype):
     return np.result_type(a_dtype, b_dtype)
 
 
+def _category(dtype):
+    return 2 if backend.is_floating(dtype) else 0 if dtype == backend.bool_ else 1
+
+
+def tensors_result_dtype(a, b):
+    """dtype of ``a <op> b`` for two tensors, PyTorch's rule: a 0-d tensor beside a dimensioned one counts
+    only where its kind (bool, integer, float) is higher (``x * tensor(2.0, dtype=float64)`` stays x's
+    float32; ``int_x * tensor(0.5)`` is float32); else :func:`promote`."""
+    if (a.ndim == 0) != (b.ndim == 0):
+        dim, zero = (b, a) if a.ndim == 0 else (a, b)
+        return dim.dtype if _category(zero.dtype) <= _category(dim.dtype) else zero.dtype
+    return promote(a.dtype, b.dtype)
+
+
 def scalar_result_dtype(dtype, scalar):
     """dtype of ``tensor <op> python_scalar`` (the tensor's, unless the scalar is a wider kind)."""
     if isinstance(scalar, bool):
@@ -148,7 +162,7 @@ def binary_operands(op, a, b, broadcast=True):
         if broadcast and a.shape != b.shape:
             broadcast_shape(op, a.shape, b.shape)
         if a.dtype != b.dtype:
-            dtype = promote(a.dtype, b.dtype)
+            dtype = tensors_result_dtype(a, b)
             a, b = cast(a, dtype), cast(b, dtype)
         return a, b
     t, s = (a, b) if isinstance(a, Tensor) else (b, a)

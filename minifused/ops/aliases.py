@@ -13,7 +13,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import binary_operands, cast, promote, scalar_result_dtype
+from ._common import binary_operands, cast, promote, scalar_result_dtype, tensors_result_dtype
 from .elementwise import abs, div, eq, ge, gt, le, lt, mul, ne, neg, sub  # noqa: A004
 from .inplace_arith import AddInto, DivInto, MulInto, _inplace_operand, div_
 from .logic import _values, written_into
@@ -157,12 +157,12 @@ def _operand_dtype(name, v):
 
 
 def result_type(tensor1, tensor2):
-    """The dtype minifused's binary ops give for these operands (tensors or Python numbers): ``promote_types``
-    for two tensors, the tensor's dtype unless the number is of a higher kind. Unlike PyTorch, a 0-d tensor
-    counts as any tensor (as it does in minifused's ops)."""
+    """The dtype minifused's binary ops give for these operands (tensors or Python numbers), PyTorch's rule:
+    for two tensors ``promote_types``, except that a 0-d tensor beside a dimensioned one counts only where it
+    is of a higher kind; the tensor's dtype unless a number is of a higher kind."""
     d1, d2 = _operand_dtype("result_type", tensor1), _operand_dtype("result_type", tensor2)
     if d1 is not None and d2 is not None:
-        return promote(d1, d2)
+        return tensors_result_dtype(tensor1, tensor2)
     if d1 is not None or d2 is not None:
         return scalar_result_dtype(d1 if d1 is not None else d2, tensor2 if d1 is not None else tensor1)
     if all(isinstance(v, bool) for v in (tensor1, tensor2)):

@@ -10,7 +10,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import broadcast_shape, cast, promote, scalar_result_dtype, shape_of, unbroadcast
+from ._common import broadcast_shape, cast, scalar_result_dtype, shape_of, tensors_result_dtype, unbroadcast
 
 
 class AddInto(Function):
@@ -82,7 +82,7 @@ def _inplace_operand(op, x, other):
             if tuple(shape) != tuple(x.shape):
                 raise RuntimeError(f"{op}: output with shape {list(x.shape)} doesn't match the broadcast shape "
                                    f"{list(shape)}")
-        result = promote(x.dtype, other.dtype)
+        result = tensors_result_dtype(x, other)
     elif isinstance(other, numbers.Number) and not isinstance(other, complex):
         result = scalar_result_dtype(x.dtype, other)
     else:
