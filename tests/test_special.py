@@ -279,6 +279,24 @@ def test_result_type_promote_types_can_cast():
         True, False, False, True, True, True]
 
 
+def test_clamp_dtype_and_tensor_bound_gradients_as_pytorchs():
+    """clamp's result dtype is PyTorch's promotion of the input with its bounds (an integer input with a float
+    bound is float32: its values are not truncated); tensor bounds get the gradient where they replaced the
+    input (x within the bounds, bounds included, keeps it)."""
+    assert mf.tensor([1, -9, 3]).clamp(min=0.5).tolist() == [1.0, 0.5, 3.0]
+    assert mf.tensor([1, -9, 3]).clamp(min=0.5).dtype == mf.float32
+    assert mf.tensor([True, False]).clamp(0, 1).dtype == mf.int64
+    assert mf.tensor([1, 2], dtype=mf.int32).clamp(max=mf.tensor(1)).dtype == mf.int32
+    x = mf.tensor([0.2, -1.0, 3.0, 0.7], requires_grad=True)
+    lo = mf.tensor([0.0, 0.0, 0.0, 0.5], requires_grad=True)
+    hi = mf.tensor(2.0, requires_grad=True)
+    y = mf.clamp(x, min=lo, max=hi)
+    (y * mf.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+    assert y.tolist() == pytest.approx([0.2, 0.0, 2.0, 0.7])
+    assert x.grad.tolist() == [1.0, 0.0, 0.0, 4.0]
+    assert lo.grad.tolist() == [0.0, 2.0, 0.0, 0.0] and hi.grad.shape == () and float(hi.grad) == 3.0
+
+
 def test_zero_dim_tensors_promote_as_pytorchs():
     """PyTorch's rule: a 0-d tensor beside a dimensioned one decides the dtype only where its kind (bool,
     integer, float) is higher; two tensors of one kind of dimension promote as usual. In-place arithmetic

@@ -108,13 +108,18 @@ def _category(dtype):
 
 
 def tensors_result_dtype(a, b):
-    """dtype of ``a <op> b`` for two tensors, PyTorch's rule: a 0-d tensor beside a dimensioned one counts
-    only where its kind (bool, integer, float) is higher (``x * tensor(2.0, dtype=float64)`` stays x's
+    """dtype of ``a <op> b`` for two tensors (see :func:`promote_operands`)."""
+    return promote_operands(a.dtype, a.ndim == 0, b.dtype, b.ndim == 0)
+
+
+def promote_operands(a_dtype, a_zero_dim, b_dtype, b_zero_dim):
+    """dtype of an op on two tensors of these dtypes, PyTorch's rule: a 0-d tensor beside a dimensioned one
+    counts only where its kind (bool, integer, float) is higher (``x * tensor(2.0, dtype=float64)`` stays x's
     float32; ``int_x * tensor(0.5)`` is float32); else :func:`promote`."""
-    if (a.ndim == 0) != (b.ndim == 0):
-        dim, zero = (b, a) if a.ndim == 0 else (a, b)
-        return dim.dtype if _category(zero.dtype) <= _category(dim.dtype) else zero.dtype
-    return promote(a.dtype, b.dtype)
+    if a_zero_dim != b_zero_dim:
+        (dim, zero) = (b_dtype, a_dtype) if a_zero_dim else (a_dtype, b_dtype)
+        return dim if _category(zero) <= _category(dim) else zero
+    return promote(a_dtype, b_dtype)
 
 
 def scalar_result_dtype(dtype, scalar):

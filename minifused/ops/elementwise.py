@@ -10,7 +10,8 @@ from ..autograd import Function
 from ..kernels import elementwise as K
 from ..kernels import copy_in_layout, is_channels_last
 from ..tensor import Tensor
-from ._common import binary_operands, broadcast_shape, cast, shape_of, unbroadcast
+from ._common import (binary_operands, broadcast_shape, cast, promote_operands, scalar_result_dtype, shape_of,
+                      unbroadcast)
 from .logic import nonzero
 from .shape import preserve_format, result_channels_last
 
@@ -289,6 +290,9 @@ class Gelu(Function):
 
 
 class Clamp(Function):
+    """x clipped to [lo, hi] (numbers, arrays or None), in x's dtype (the caller promotes). The gradient goes to
+    x where it lies within the bounds (bounds included), to a tensor bound where it replaced x."""
+
     @staticmethod
     def forward(ctx, x, lo, hi):
         ctx.save_for_backward(x)
@@ -299,12 +303,20 @@ class Clamp(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         lo, hi = ctx.bounds
-        keep = _xp(x).ones(x.shape, bool)
+        xp = _xp(x)
+        keep = xp.ones(x.shape, bool)
         if lo is not None:
-            keep &= x >= lo
+            below = x < lo
+            keep &= ~below
         if hi is not None:
-            keep &= x <= hi
-        return g * keep, None, None
+            above = x > hi
+            keep &= ~above
+            if lo is not None:
+                below &= ~above  # (hi below lo: hi wins, as the clip gives)
+        _, need_lo, need_hi = ctx.needs_input_grad
+        d_lo = unbroadcast(g * below, lo.shape).astype(lo.dtype, copy=False) if need_lo else None
+        d_hi = unbroadcast(g * above, hi.shape).astype(hi.dtype, copy=False) if need_hi else None
+        return g * keep, d_lo, d_hi
 
 
 def _float_unary(fn, name):
@@ -365,6 +377,17 @@ def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
                                  f"shape {tuple(x.shape)}")
         elif bound is not None and not isinstance(bound, numbers.Real):
             raise TypeError(f"clamp: {name} must be a number, a tensor or None, got {type(bound).__name__}")
+    # the result's dtype as PyTorch's: the input's, promoted by the bounds (an integer input with a float bound
+    # is float32), then every operand in it
+    dtype = x.dtype
+    for bound in (min, max):
+        if isinstance(bound, Tensor):
+            dtype = promote_operands(dtype, x.ndim == 0, bound.dtype, bound.ndim == 0)
+        elif bound is not None:
+            dtype = scalar_result_dtype(dtype, bound)
+    if dtype != x.dtype:
+        x = cast(x, dtype)
+    min, max = (cast(b, dtype) if isinstance(b, Tensor) and b.dtype != dtype else b for b in (min, max))
     return Clamp.apply(x, min, max)
 
 
