@@ -357,11 +357,15 @@ class Tensor:
         self._data.fill(value)
         return self._bump("fill_")
 
-    def copy_(self, src):
+    def _copy_values_(self, src):
+        """``src``'s values written into this tensor's array, unrecorded (``copy_``, ops.inplace_arith, records
+        it where autograd needs it)."""
         self._check_inplace("copy_")
         src = src.to(self.device)._data if isinstance(src, Tensor) else src
         self._xp.copyto(self._data, self._xp.asarray(src).astype(self._data.dtype, copy=False))
         return self._bump("copy_")
+
+    copy_ = _copy_values_
 
     def uniform_(self, a=0.0, b=1.0):
         self._check_inplace("uniform_")

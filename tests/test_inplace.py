@@ -626,3 +626,28 @@ def test_lerp_addcmul_addcdiv_in_place_forms():
     with mf.no_grad():
         p.lerp_(b, 0.5)
     np.testing.assert_allclose(p.detach().numpy(), 0.5 * b.numpy(), rtol=1e-6)
+
+
+def test_copy_is_recorded_as_pytorchs():
+    """x.copy_(src) where src (or x) requires grad is an op of the tape: src gets the output's gradient
+    (summed over a broadcast, in its dtype), x's old value a zero one; a leaf that requires grad is refused;
+    without grad mode (or nothing requiring grad) it is a plain copy."""
+    w = mf.tensor([1.0, 2.0], requires_grad=True)
+    buf = mf.zeros(2)
+    assert buf.copy_(w) is buf and buf.requires_grad
+    ((buf * 3).sum() + (w ** 2).sum()).backward()
+    assert w.grad.tolist() == [5.0, 7.0]
+    a = mf.tensor([1.0, 2.0], requires_grad=True)
+    h = a * 1
+    s = mf.tensor(5.0, dtype=mf.float64, requires_grad=True)
+    h.copy_(s)  # broadcast from a 0-d float64
+    assert h.dtype == mf.float32 and h.tolist() == [5.0, 5.0]
+    (h * mf.tensor([1.0, 2.0])).sum().backward()
+    assert s.grad.dtype == mf.float64 and float(s.grad) == 3.0 and a.grad.tolist() == [0.0, 0.0]
+    with pytest.raises(RuntimeError, match="copy_: a leaf Variable that requires grad"):
+        mf.tensor([1.0], requires_grad=True).copy_(mf.zeros(1))
+    with pytest.raises(RuntimeError, match="copy_: the source's shape"):
+        mf.zeros(2).copy_(mf.ones(3, requires_grad=True))
+    with mf.no_grad():
+        assert not mf.zeros(2).copy_(w).requires_grad
+    assert mf.zeros(2, dtype=mf.int64).copy_(mf.tensor([1.7, 2.2])).tolist() == [1, 2]

@@ -27,7 +27,7 @@ from .sorting import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
 from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
                           maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device, where)
-from .inplace_arith import add_, div_, mul_, sub_
+from .inplace_arith import add_, copy_, div_, mul_, sub_
 from .matmul import addmm, bmm, dot, einsum, matmul, mm, outer, t
 from .movement import (chunk, diag, diff, expand_as, flip, movedim, narrow, repeat, reshape_as, roll, split,
                        swapaxes, tile, tril, triu, unbind, unfold, view_as)
@@ -111,7 +111,7 @@ _METHODS = {
     "__getitem__": getitem, "__setitem__": setitem,
     # methods
     "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "matmul": matmul, "neg": neg,
-    "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_,
+    "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "copy_": copy_,
     "__iadd__": add_, "__isub__": sub_, "__imul__": mul_, "__itruediv__": div_,
     "exp": exp, "log": log, "sqrt": sqrt, "abs": abs, "tanh": tanh, "sigmoid": sigmoid, "relu": relu,
     "clamp": clamp, "clip": clamp, "maximum": maximum, "minimum": minimum,

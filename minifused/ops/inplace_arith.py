@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 
 from .. import backend
-from ..autograd import Function
+from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, scalar_result_dtype, shape_of, tensors_result_dtype, unbroadcast
 
@@ -96,6 +96,41 @@ def _inplace_operand(op, x, other):
     if isinstance(other, Tensor) and other.dtype != x.dtype:
         other = cast(other, x.dtype)
     return other
+
+
+class CopyInto(Function):
+    """``x.copy_(src)`` recorded: src (broadcast, cast to x's dtype) written into x's array; x's old value gets a
+    zero gradient (it is overwritten), src the output's, summed over what it was broadcast along, in its
+    dtype."""
+
+    @staticmethod
+    def forward(ctx, x, src, out):
+        ctx.src_meta = (src.shape, src.dtype)
+        backend.array_module(out).copyto(out, src.astype(out.dtype, copy=False))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, dtype = ctx.src_meta
+        need_x, need_src = ctx.needs_input_grad
+        return (backend.array_module(g).zeros_like(g) if need_x else None,
+                unbroadcast(g, shape).astype(dtype, copy=False) if need_src else None)
+
+
+def copy_(x, src, non_blocking=False):
+    """``x.copy_(src)``: src's values (broadcast to x's shape, cast to its dtype, brought to its device) written
+    into x (returned); recorded for autograd, as PyTorch's, where src or x requires grad in grad mode."""
+    _check_target("copy_", x)
+    if isinstance(src, Tensor) and (src.requires_grad or x.requires_grad) and is_grad_enabled():
+        try:
+            fits = tuple(np.broadcast_shapes(x.shape, src.shape)) == tuple(x.shape)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise RuntimeError(f"copy_: the source's shape {list(src.shape)} does not broadcast to the "
+                               f"destination's {list(x.shape)}")
+        return CopyInto.apply_("copy_", x, src.to(x.device))
+    return x._copy_values_(src)
 
 
 def _check_target(op, x):
