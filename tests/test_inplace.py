@@ -651,3 +651,15 @@ def test_copy_is_recorded_as_pytorchs():
     with mf.no_grad():
         assert not mf.zeros(2).copy_(w).requires_grad
     assert mf.zeros(2, dtype=mf.int64).copy_(mf.tensor([1.7, 2.2])).tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_logsumexp_output_changed_in_place_is_caught(keepdim):
+    """logsumexp's backward reads its output: changing that output in place afterwards raises at backward,
+    as PyTorch's (the output it saved was a reshaped copy of the one it returned, so the change went unseen
+    and the gradient came out wrong)."""
+    x = mf.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    y = (x * 1).logsumexp(1, keepdim=keepdim)
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation \\(last by mul_\\): LogSumExp"):
+        y.sum().backward()

@@ -375,16 +375,17 @@ class LogSumExp(Function):
             m = xp.zeros(x.sum(axis=axes, keepdims=True).shape, x.dtype)
         with np.errstate(divide="ignore"):
             out = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
-        ctx.save_for_backward(x, out)
-        ctx.meta = (axes, keepdim)
-        return out if keepdim else (out.reshape(()) if axes is None else out.squeeze(axes))
+        y = out if keepdim else (out.reshape(()) if axes is None else out.squeeze(axes))
+        ctx.save_for_backward(x, y)  # the array returned: an in-place change of the output is then caught
+        ctx.meta = (axes, keepdim, out.shape)
+        return y
 
     @staticmethod
     def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        axes, keepdim = ctx.meta
+        x, y = ctx.saved_tensors
+        axes, keepdim, kept_shape = ctx.meta
         xp = backend.array_module(g)
-        return (_expand(g, x.shape, axes, keepdim) * xp.exp(x - out)).astype(g.dtype, copy=False)
+        return (_expand(g, x.shape, axes, keepdim) * xp.exp(x - y.reshape(kept_shape))).astype(g.dtype, copy=False)
 
 
 class VectorNorm(Function):
