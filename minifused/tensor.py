@@ -30,7 +30,7 @@ class Tensor:
     """An n-dimensional array on a device that can record operations for autograd."""
 
     __slots__ = ("_data", "_requires_grad", "_grad", "_ctx", "_out_index", "_vc", "_hooks",
-                 "_retain", "_post_hooks", "_rewritten", "__weakref__")
+                 "_retain", "_post_hooks", "_rewritten", "_view", "__weakref__")
     __array_ufunc__ = None  # NumPy operators defer to Tensor's reflected methods
     __hash__ = object.__hash__
 

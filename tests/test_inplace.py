@@ -663,3 +663,25 @@ def test_logsumexp_output_changed_in_place_is_caught(keepdim):
     y.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an in-place operation \\(last by mul_\\): LogSumExp"):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("take", [lambda h: h[1:], lambda h: h.view(3, 1), lambda h: h.expand(2, 3),
+                                  lambda h: h.reshape(1, 3)])
+def test_view_of_a_base_changed_in_place_is_refused(take):
+    """A view taken before a recorded in-place op on its base holds the new values, but its node derives it
+    from the old ones (PyTorch rebases it): using it in a recorded op raises, rather than give a gradient that
+    misses the in-place op. A view taken after it, and in-place ops through a view (a chunk's), are fine."""
+    x = mf.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    h = x * 1
+    v = take(h)
+    h.mul_(2)
+    with pytest.raises(RuntimeError, match=r"a view that requires grad is used after its base was modified in "
+                                           r"place \(mul_\)"):
+        v.sum()
+    h[1:].sum().backward()
+    assert x.grad.tolist() == [0.0, 2.0, 2.0]
+    g = mf.tensor(np.arange(8.0).reshape(2, 4), requires_grad=True)
+    a, b = (g * 1).chunk(2, 1)
+    a.mul_(3)
+    (a.sum() + 2 * b.sum()).backward()
+    assert g.grad.tolist() == [[3.0, 3.0, 2.0, 2.0]] * 2

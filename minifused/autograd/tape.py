@@ -18,11 +18,12 @@ class VersionCounter:
     :meth:`bump` is the one mutator: every in-place writer (ops, optimizers, ``copy_``, setitem,
     ``load_state_dict``, collectives) calls it with its name."""
 
-    __slots__ = ("version", "last_op")
+    __slots__ = ("version", "last_op", "base_write")
 
     def __init__(self):
         self.version = 0
         self.last_op = None
+        self.base_write = -1  # the version a recorded in-place op on the base tensor (not a view) left
 
     def bump(self, op: str) -> None:
         self.version += 1
@@ -67,10 +68,11 @@ class Context:
     """
 
     __slots__ = ("fn", "inputs", "needs_input_grad", "_consumers", "saved", "versions",
-                 "out_meta", "hooks", "retained", "freed", "__dict__", "__weakref__")
+                 "out_meta", "hooks", "retained", "freed", "view_version", "__dict__", "__weakref__")
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
+        self.view_version = 0
         self.saved = ()
         self.versions = ()
         self.hooks = None
@@ -183,6 +185,8 @@ class Function:
             _check_op(cls.__name__, "forward output", [o._data for o in outs], arrays)
         if cls.is_view and isinstance(args[0], T):
             outs[0]._vc = args[0]._vc
+            outs[0]._view = True
+            ctx.view_version = outs[0]._vc.version  # (see _refuse_stale_view)
         if record:
             _record(ctx, cls, tuple([a if n else None for a, n in zip(args, needs)]), outs, args)
         return outs if type(out) is tuple else outs[0]
@@ -208,6 +212,8 @@ class Function:
         if out is not x._data:
             x._data[...] = out
         x._vc.bump(op)
+        if any_needs and _mode.enabled and not getattr(x, "_view", False):
+            x._vc.base_write = x._vc.version  # views taken of x before now are stale (see _refuse_stale_view)
         if _checks.anomaly or backend.is_debug():
             _check_op(op, "forward output", [x._data], arrays)
         if any_needs and _mode.enabled:
@@ -280,6 +286,15 @@ def refuse_view_of_grad_leaf(op, x):
         ctx = base._ctx
 
 
+def _refuse_stale_view(where, t):
+    """A view taken of a tensor before a recorded in-place op on that tensor holds the new values, but its node
+    still derives it from the old ones: PyTorch rebases its history; this tape does not, so using it in a
+    recorded op raises rather than give a gradient that misses the in-place op."""
+    raise RuntimeError(f"{where}: a view that requires grad is used after its base was modified in place "
+                       f"({t._vc.last_op}) by a recorded op; its gradient would miss that change. Take the view "
+                       f"after the in-place op, or modify the base out of place")
+
+
 def _unwrap(args, op):
     """The arrays of ``args`` (tensors unwrapped), which of them require grad, and whether any does
     (one pass: this is the hot path of every op); in grad mode, a tensor written through a view of it since
@@ -293,6 +308,9 @@ def _unwrap(args, op):
             any_needs = any_needs or a._requires_grad
             if a._rewritten is not None and _mode.enabled:
                 _refuse_rewritten(op if isinstance(op, str) else op.__name__, a)
+            c = a._ctx
+            if c is not None and a._vc.base_write > c.view_version and c.fn.is_view and _mode.enabled:
+                _refuse_stale_view(op if isinstance(op, str) else op.__name__, a)
         else:
             arrays.append(a)
             needs.append(False)
