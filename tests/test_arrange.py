@@ -120,6 +120,24 @@ def test_concat_spellings():
         assert out.shape == (2, 4) and out[:, 0].tolist() == [1.0, 1.0]
 
 
+def test_cat_skips_an_empty_1d_tensor_as_pytorch():
+    """The accumulate-into-torch.tensor([]) idiom: an empty 1-d tensor beside tensors of another rank is
+    skipped (after taking part in the result's dtype), as PyTorch's legacy rule; another empty shape is not."""
+    preds = mf.tensor([])
+    for i in range(3):
+        preds = mf.cat([preds, mf.full((2, 4), float(i))])
+    assert preds.shape == (6, 4) and preds[:, 0].tolist() == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]
+    x = mf.ones(2, 3, dtype=mf.float64, requires_grad=True)
+    y = mf.cat([mf.tensor([]), x], 1)
+    assert y.dtype == mf.float64 and y.shape == (2, 3)
+    (y * 2).sum().backward()
+    assert x.grad.tolist() == [[2.0] * 3] * 2
+    assert mf.cat([mf.tensor([]), mf.ones(2, dtype=mf.int64)]).dtype == mf.float32  # (all 1-d: an ordinary cat)
+    assert mf.cat([mf.tensor([]), mf.tensor([])]).shape == (0,)
+    with pytest.raises(ValueError, match=r"cat: shapes \(0, 3\) and \(2, 4\) differ outside dimension 0"):
+        mf.cat([mf.zeros(0, 3), mf.ones(2, 4)])
+
+
 def test_join_gradients():
     a, b = f64(3), f64(3, 2, seed=1)
     assert gradcheck(lambda x, y: mf.column_stack([x, y]), [a, b])

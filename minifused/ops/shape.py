@@ -267,6 +267,10 @@ def _joinable(op, tensors):
 
 def cat(tensors, dim=0):
     tensors = _joinable("cat", tensors)
+    if any(t.ndim != 1 for t in tensors):
+        # PyTorch's legacy rule: an empty 1-d tensor (a torch.tensor([]) to append to) is skipped beside tensors
+        # of other ranks, after taking part in the dtype
+        tensors = [t for t in tensors if t.shape != (0,)] or tensors[:1]
     for i, t in enumerate(tensors):
         if t.ndim == 0:
             raise RuntimeError(f"cat: zero-dimensional tensor (at position {i}) cannot be concatenated; use stack, "
