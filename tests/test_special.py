@@ -297,6 +297,24 @@ def test_clamp_dtype_and_tensor_bound_gradients_as_pytorchs():
     assert lo.grad.tolist() == [0.0, 2.0, 0.0, 0.0] and hi.grad.shape == () and float(hi.grad) == 3.0
 
 
+def test_div_rounding_mode_and_add_sub_alpha_as_pytorchs():
+    """div / Tensor.div take PyTorch's rounding_mode (integers stay integers there); add / sub take alpha
+    (a + alpha * b), gradients included."""
+    a, b, f = mf.tensor([7, -7]), mf.tensor([2, 2]), mf.tensor([7.0, -7.0])
+    assert mf.div(a, b, rounding_mode="floor").tolist() == [3, -4]
+    assert a.div(b, rounding_mode="trunc").tolist() == [3, -3] and a.div(b, rounding_mode="trunc").dtype == mf.int64
+    assert mf.div(f, 2, rounding_mode="trunc").tolist() == [3.0, -3.0] and (a / b).dtype == mf.float32
+    assert mf.add(a, b, alpha=2).tolist() == [11, -3] and a.sub(b, alpha=3).tolist() == [1, -13]
+    assert mf.add(f, 1, alpha=0.5).tolist() == [7.5, -6.5]
+    x, y = mf.tensor([1.0, 2.0], requires_grad=True), mf.tensor([3.0, 4.0], requires_grad=True)
+    mf.sub(x, y, alpha=2).sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0] and y.grad.tolist() == [-2.0, -2.0]
+    with pytest.raises(RuntimeError, match="expected rounding_mode to be one of None, 'trunc', or 'floor'"):
+        mf.div(a, b, rounding_mode="round")
+    with pytest.raises(TypeError, match="add: alpha must be a number, got str"):
+        mf.add(a, b, alpha="2")
+
+
 def test_zero_dim_tensors_promote_as_pytorchs():
     """PyTorch's rule: a 0-d tensor beside a dimensioned one decides the dtype only where its kind (bool,
     integer, float) is higher; two tensors of one kind of dimension promote as usual. In-place arithmetic

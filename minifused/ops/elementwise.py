@@ -150,14 +150,32 @@ def _arith(fn, name):
     return op
 
 
-add = _arith(Add, "add")
-sub = _arith(Sub, "sub")
+def _scaled(name, plain):
+    """``a op alpha * b``, PyTorch's ``add`` / ``sub`` with their ``alpha``."""
+    def op(a, b, *, alpha=1):
+        if alpha is not None and not (isinstance(alpha, numbers.Number) and alpha == 1):
+            if not isinstance(alpha, numbers.Number) or isinstance(alpha, complex):
+                raise TypeError(f"{name}: alpha must be a number, got {type(alpha).__name__}")
+            b = mul(b, alpha) if isinstance(b, Tensor) else b * alpha
+        return plain(a, b)
+
+    op.__name__ = name
+    return op
+
+
 mul = _arith(Mul, "mul")
+add = _scaled("add", _arith(Add, "add"))
+sub = _scaled("sub", _arith(Sub, "sub"))
 pow = _arith(Pow, "pow")  # noqa: A001 - PyTorch's name
 
 
-def div(a, b):
-    """True division: integer operands give float32, as in PyTorch."""
+def div(a, b, *, rounding_mode=None):
+    """True division: integer operands give float32, as in PyTorch; ``rounding_mode`` 'trunc' or 'floor':
+    ``divide``'s rounded quotient."""
+    if rounding_mode is not None:
+        from .aliases import divide
+
+        return divide(a, b, rounding_mode=rounding_mode)
     a, b = binary_operands("div", a, b)
     t = a if isinstance(a, Tensor) else b
     if not backend.is_floating(t.dtype):
