@@ -185,6 +185,46 @@ def _safetensors_bytes(obj, metadata):
     return st_save(arrays, metadata=metadata)
 
 
+def _target_device(map_location, saved):
+    """The device a tensor saved on ``saved`` ('cpu', 'cuda:0' ...) loads on, by PyTorch's ``map_location``
+    forms: None (where it was saved), a device or its name, a dict from saved to target names (others stay
+    where they were saved), or a callable ``f(storage, location)``, which may return the storage it was given
+    (load on cpu, the ``lambda storage, loc: storage`` idiom) or a device or its name."""
+    if map_location is None:
+        return backend.Device(saved)
+    if isinstance(map_location, dict):
+        return backend.Device(map_location.get(saved, map_location.get(str(saved), saved)))
+    if callable(map_location) and not isinstance(map_location, (str, backend.Device)):
+        given = _CpuStorage()
+        out = map_location(given, saved)
+        if out is given:
+            return backend.Device("cpu")
+        if isinstance(out, (str, backend.Device)):
+            return backend.Device(out)
+        raise _MapLocationError(f"load: map_location returned {type(out).__name__}; minifused takes the storage "
+                                f"it was given back (load on cpu), or a device")
+    return backend.Device(map_location)
+
+
+class _MapLocationError(TypeError):
+    """A map_location callable's result this loader cannot take (the caller's error, not the file's)."""
+
+
+class _CpuStorage:
+    """What a ``map_location`` callable is given as the storage: returned as it is, the tensor loads on cpu."""
+
+
+def _check_map_location(map_location):
+    """``map_location``'s form checked before the file is read (its errors are not the file's)."""
+    targets = map_location.values() if isinstance(map_location, dict) else () if callable(map_location) and \
+        not isinstance(map_location, (str, backend.Device)) else () if map_location is None else (map_location,)
+    for t in targets:
+        if not isinstance(t, (str, backend.Device)):
+            raise TypeError(f"load: map_location must be None, a device (or its name), a dict of device names or "
+                            f"a callable, got {type(t).__name__}")
+        backend.Device(t)  # (a bad name raises here, naming itself)
+
+
 def _load_safetensors(raw, map_location, name):
     from safetensors import deserialize
 
@@ -192,7 +232,7 @@ def _load_safetensors(raw, map_location, name):
         entries = deserialize(raw)
     except Exception as e:  # the package raises its own SafetensorError
         raise CheckpointError(f"load: {name} is not a readable safetensors file (truncated or corrupt?): {e}") from e
-    dev = backend.device(map_location if map_location is not None else "cpu")
+    dev = _target_device(map_location, "cpu")
     out = {}
     for k, v in entries:
         if v["dtype"] not in _ST_DTYPES:
@@ -213,7 +253,7 @@ def _decode(node, archive, map_location, path, depth=0):
         raise CheckpointError(f"load: {path} is not a minifused checkpoint (unexpected node {str(node)[:80]})")
     if "tensor" in node:
         data = _get(archive, node["tensor"], node["dtype"], path)
-        dev = backend.Device(map_location if map_location is not None else node["device"])
+        dev = _target_device(map_location, node["device"])
         if dev.type == "cuda" and not backend.cuda_available():
             raise RuntimeError(f"load: {path} holds tensors saved on {node['device']} but no CUDA device is "
                                f"usable here; pass map_location='cpu'")
@@ -272,7 +312,8 @@ def _get(archive, name, dtype, path):
 def load(f, map_location=None, weights_only=None, format=None, mmap=None):
     """Read what :func:`save` wrote (either format, told apart by content) from ``f``, a path or a
     binary file object. npz tensors go back to the device they were saved from, safetensors ones
-    to cpu; ``map_location`` ('cpu', 'cuda', ...) overrides both. ``weights_only`` and ``mmap`` are
+    to cpu; ``map_location`` (a device, a dict of device names or a callable, as PyTorch's: see
+    :func:`_target_device`) overrides both. ``weights_only`` and ``mmap`` are
     accepted for PyTorch code: nothing is ever unpickled, so every load is weights-only."""
     if _is_file(f):
         name = getattr(f, "name", "the file object")
@@ -287,6 +328,7 @@ def load(f, map_location=None, weights_only=None, format=None, mmap=None):
             raw = fh.read()
     else:
         raise TypeError(f"load: f must be a path or a binary file object, got {type(f).__name__}")
+    _check_map_location(map_location)
     if format is not None and format not in ("safetensors", "npz"):
         raise ValueError(f"load: format must be 'safetensors', 'npz' or None, got {format!r}")
     if format is None:  # a zip archive starts "PK"; safetensors with an 8-byte header length, then JSON
@@ -315,7 +357,7 @@ def load(f, map_location=None, weights_only=None, format=None, mmap=None):
                               f"expected {FORMAT!r}")
     try:
         return _decode(tree.get("obj"), archive, map_location, name)
-    except (CheckpointError, RuntimeError):
+    except (CheckpointError, RuntimeError, _MapLocationError):
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OSError, zipfile.BadZipFile, EOFError,
             RecursionError) as e:  # a tree or an array entry that does not hold what it claims (e.g. a CRC error)

@@ -107,8 +107,21 @@ def test_damaged_files(tmp_path):
 
 
 def test_map_location(tmp_path):
-    mf.save({"w": mf.ones(2)}, tmp_path / "c.ckpt")
-    assert mf.load(tmp_path / "c.ckpt", map_location="cpu")["w"].device == "cpu"
+    """PyTorch's map_location forms: a device or its name, a dict of saved to target device names, the
+    ``lambda storage, loc: storage`` idiom (cpu) or a callable naming a device; a bad one is the caller's
+    error, not the file's."""
+    path = tmp_path / "c.ckpt"
+    mf.save({"w": mf.ones(2)}, path)
+    for where in ("cpu", mf.device("cpu"), {"cuda:0": "cpu"}, {"cpu": "cpu"}, lambda storage, loc: storage,
+                  lambda storage, loc: "cpu"):
+        w = mf.load(path, map_location=where)["w"]
+        assert w.device == "cpu" and w.tolist() == [1.0, 1.0]
+    with pytest.raises(TypeError, match="map_location must be None, a device .* got int"):
+        mf.load(path, map_location={"cpu": 3})
+    with pytest.raises(TypeError, match="load: map_location returned int"):
+        mf.load(path, map_location=lambda storage, loc: 3)
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        mf.load(path, map_location="tpu")
 
 
 def _setup(seed=0):
