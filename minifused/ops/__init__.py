@@ -25,8 +25,9 @@ from .products import *  # noqa: F401,F403
 from .resample import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
-from .elementwise import (abs, add, cast, clamp, clone, div, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
+from .elementwise import (abs, add, cast, clamp, clone, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
                           maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device, where)
+from .elementwise import div as _true_div
 from .inplace_arith import add_, copy_, div_, mul_, sub_
 from .matmul import addmm, bmm, dot, einsum, matmul, mm, outer, t
 from .movement import (chunk, diag, diff, expand_as, flip, movedim, narrow, repeat, reshape_as, roll, split,
@@ -37,6 +38,14 @@ from .scan import cummax, cummin, cumprod, cumsum
 from .shape import (cat, channels_last, contiguous, contiguous_format, expand, flatten, getitem, is_contiguous,
                     memory_format, permute, preserve_format, reshape, setitem, squeeze, stack, transpose, unsqueeze,
                     view)
+
+
+def div(input, other, *, rounding_mode=None):  # noqa: A002 - PyTorch's names
+    """PyTorch's ``div``: true division (integer operands give float32), or with ``rounding_mode`` ('trunc',
+    'floor') :func:`divide`'s rounded quotient."""
+    if rounding_mode is None:
+        return _true_div(input, other)
+    return aliases.divide(input, other, rounding_mode=rounding_mode)
 
 
 def _swapped(fn):

@@ -169,13 +169,9 @@ sub = _scaled("sub", _arith(Sub, "sub"))
 pow = _arith(Pow, "pow")  # noqa: A001 - PyTorch's name
 
 
-def div(a, b, *, rounding_mode=None):
-    """True division: integer operands give float32, as in PyTorch; ``rounding_mode`` 'trunc' or 'floor':
-    ``divide``'s rounded quotient."""
-    if rounding_mode is not None:
-        from .aliases import divide
-
-        return divide(a, b, rounding_mode=rounding_mode)
+def div(a, b):
+    """True division: integer operands give float32, as in PyTorch (the package's ``div`` adds its
+    ``rounding_mode``)."""
     a, b = binary_operands("div", a, b)
     t = a if isinstance(a, Tensor) else b
     if not backend.is_floating(t.dtype):
