@@ -379,6 +379,25 @@ def test_default_collate_nested_structures():
     np.testing.assert_array_equal(single.numpy(), [[1, 2], [3, 4]])
 
 
+def test_default_collate_named_tuples_numpy_scalars_and_bad_items_as_pytorch():
+    """A named tuple keeps its type, NumPy scalars their dtype (int32 stays int32), as PyTorch's; samples of
+    unequal shapes, or of a type it cannot batch (None), are clear errors (not a raw NumPy one, nor an object
+    array)."""
+    import collections
+
+    pair = collections.namedtuple("Pair", "x y")
+    out = default_collate([pair(np.ones(2, np.float32), 1), pair(np.zeros(2, np.float32), 2)])
+    assert type(out) is pair and out.x.dtype == mf.float32 and out.y.tolist() == [1, 2]
+    assert default_collate([np.int32(1), np.int32(2)]).dtype == mf.int32
+    assert default_collate([np.float16(1.5), np.float16(2)]).tolist() == [1.5, 2.0]
+    with pytest.raises(RuntimeError, match=r"stack expects each tensor to be equal size, got shapes "
+                                           r"\[\(2,\), \(3,\)\]"):
+        default_collate([mf.ones(2), mf.ones(3)])
+    with pytest.raises(TypeError, match="batch must contain tensors, numpy arrays, numbers, dicts or lists; found "
+                                        "NoneType"):
+        default_collate([None, None])
+
+
 def test_collate_fn_and_unused_worker_arguments():
     seen = []
 

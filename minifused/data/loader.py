@@ -340,17 +340,26 @@ def _collate_items(items, device):
         if any(len(it) != len(first) for it in items):
             raise RuntimeError("DataLoader: each element in list of batch should be of equal size")
         cols = [_collate_items([it[k] for it in items], device) for k in range(len(first))]
+        if hasattr(first, "_fields"):  # a named tuple keeps its type, as PyTorch's
+            return type(first)(*cols)
         return tuple(cols) if isinstance(first, tuple) else cols
     if isinstance(first, (str, bytes)):
         return list(items)
+    if not isinstance(first, (Tensor, np.ndarray, np.generic, numbers.Number)) or isinstance(first, complex):
+        raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
+                        f"found {type(first).__name__}")
     return _collate(items, device)
 
 
 def _collate(values, device):
     first = values[0]
+    shapes = {tuple(getattr(v, "shape", ())) for v in values}
+    if len(shapes) > 1:
+        raise RuntimeError(f"default_collate: stack expects each tensor to be equal size, got shapes "
+                           f"{sorted(shapes)[:4]}")
     if isinstance(first, Tensor):
         arr = np.stack([backend.to_device(v._data, backend.CPU) for v in values])
-    elif isinstance(first, np.ndarray):  # NumPy arrays keep their dtype, as PyTorch collates them
+    elif isinstance(first, (np.ndarray, np.generic)):  # NumPy arrays and scalars keep their dtype, as PyTorch's
         return Tensor._from_array(backend.to_device(np.stack(values), device))
     elif all(isinstance(v, float) for v in values):  # plain Python floats: float64, as PyTorch collates them
         arr = np.asarray(values, dtype=np.float64)
