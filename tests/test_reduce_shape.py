@@ -171,7 +171,18 @@ def test_reductions_over_empty_dims():
         x.norm(math.inf, dim=1)
     with pytest.raises(ValueError, match="argmax: cannot reduce over an empty dimension"):
         x.argmax(1)
+    with pytest.raises(ValueError, match="argmax: cannot reduce over an empty dimension"):
+        x.argmax()  # (NumPy's own error before)
     assert mf.zeros(3, 4).sum(()).shape == ()  # an empty dim list: every dim, as PyTorch's sum
+    # an empty tensor reduced along a dimension that is not empty: an empty result, as PyTorch's
+    e = mf.zeros(0, 3, requires_grad=True)
+    values, indices = e.max(dim=1)
+    assert values.shape == indices.shape == (0,) and indices.dtype == mf.int64
+    assert e.amin(1).shape == (0,) and e.argmax(1).shape == (0,) and e.min(1)[0].shape == (0,)
+    values.sum().backward()
+    assert e.grad.shape == (0, 3)
+    with pytest.raises(ValueError, match="max: cannot reduce over an empty dimension"):
+        e.max(dim=0)
 
 
 # ---------------------------------------------------------------- gradients where the input has zeros

@@ -200,7 +200,9 @@ def mean(x: Tensor, dim=None, keepdim=False, dtype=None):
 
 
 def _check_nonempty(op, x, axes):
-    if x._data.size == 0 or (axes is not None and builtins.any(x.shape[a] == 0 for a in axes)):
+    """A max/min-like reduction needs an element along every reduced axis (an empty input reduced along a
+    non-empty axis gives an empty result, as PyTorch's)."""
+    if (x._data.size == 0 if axes is None else builtins.any(x.shape[a] == 0 for a in axes)):
         raise ValueError(f"{op}: cannot reduce over an empty dimension of a tensor of shape {tuple(x.shape)}")
 
 
@@ -309,6 +311,7 @@ def _arg(op, x, dim, keepdim, largest):
     xp = x._xp
     fn = xp.argmax if largest else xp.argmin
     if dim is None:
+        _check_nonempty(op, x, None)
         out = fn(x._data.reshape(-1))
         if keepdim:
             out = out.reshape((1,) * x.ndim)
