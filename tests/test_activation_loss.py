@@ -41,6 +41,10 @@ def f64(*shape, seed=0, requires_grad=True):
     (nn.LayerNorm(4), "LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)"),
     (nn.LayerNorm(4, bias=False), "LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=False)"),
     (nn.Conv1d(2, 3, 3, padding="valid"), "Conv1d(2, 3, kernel_size=(3,), stride=(1,), padding=valid)"),
+    (nn.MaxPool2d(3, dilation=2), "MaxPool2d(kernel_size=3, stride=3, padding=0, dilation=2, ceil_mode=False)"),
+    (nn.ModuleList([nn.ReLU(), nn.ReLU(), nn.Tanh(), nn.ReLU()]),
+     "ModuleList(\n  (0-1): 2 x ReLU()\n  (2): Tanh()\n  (3): ReLU()\n)"),
+    (nn.ModuleList(), "ModuleList()"),
 ])
 def test_repr(module, text):
     assert repr(module) == text

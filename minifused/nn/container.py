@@ -190,6 +190,19 @@ class ModuleList(_ModuleSequence):
     def _of(cls, modules):
         return cls(modules)
 
+    def __repr__(self):
+        """As PyTorch prints a ModuleList: runs of modules that print alike fold into ``(i-j): n x module``."""
+        bodies = [repr(m).replace("\n", "\n  ") for m in self._modules.values()]
+        if not bodies:
+            return "ModuleList()"
+        lines, start = [], 0
+        for i in range(1, len(bodies) + 1):
+            if i == len(bodies) or bodies[i] != bodies[start]:
+                n = i - start
+                lines.append(f"({start}): {bodies[start]}" if n == 1 else f"({start}-{i - 1}): {n} x {bodies[start]}")
+                start = i
+        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+
 
 class ModuleDict(Module):
     def __init__(self, modules=None):

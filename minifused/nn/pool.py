@@ -20,7 +20,7 @@ class MaxPool2d(Module):
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride if self.stride is not None else self.kernel_size}"
-                f", padding={self.padding}, ceil_mode={self.ceil_mode}")
+                f", padding={self.padding}, dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(Module):
