@@ -153,11 +153,11 @@ def _arith(fn, name):
 def _scaled(name, plain):
     """``a op alpha * b``, PyTorch's ``add`` / ``sub`` with their ``alpha``."""
     def op(a, b, *, alpha=1):
-        if alpha is not None and not (isinstance(alpha, numbers.Number) and alpha == 1):
-            if not isinstance(alpha, numbers.Number) or isinstance(alpha, complex):
-                raise TypeError(f"{name}: alpha must be a number, got {type(alpha).__name__}")
-            b = mul(b, alpha) if isinstance(b, Tensor) else b * alpha
-        return plain(a, b)
+        if alpha is None or (type(alpha) is int and alpha == 1):  # every '+' and '-' (the ABC check below costs more)
+            return plain(a, b)
+        if not isinstance(alpha, numbers.Number) or isinstance(alpha, complex):
+            raise TypeError(f"{name}: alpha must be a number, got {type(alpha).__name__}")
+        return plain(a, (mul(b, alpha) if isinstance(b, Tensor) else b * alpha) if alpha != 1 else b)
 
     op.__name__ = name
     return op
