@@ -398,6 +398,21 @@ def test_default_collate_named_tuples_numpy_scalars_and_bad_items_as_pytorch():
         default_collate([None, None])
 
 
+def test_batches_of_tuple_samples_are_lists_as_pytorch():
+    """PyTorch collates tuple samples (a TensorDataset's among them) into a list per batch; so do the loader's
+    device-resident batches, in order, shuffled or by a batch sampler."""
+    assert type(default_collate([(1, 2.0), (3, 4.0)])) is list
+    x, y = mf.arange(6.0).reshape(3, 2), mf.tensor([0, 1, 2])
+    for kwargs in ({}, {"shuffle": True}, {"batch_sampler": BatchSampler(SequentialSampler(range(3)), 2, False)}):
+        batches = list(DataLoader(TensorDataset(x, y), **({"batch_size": 2} if "batch_sampler" not in kwargs
+                                                          else {}), **kwargs))
+        assert all(type(b) is list and len(b) == 2 for b in batches), kwargs
+        got = sorted(int(v) for b in batches for v in b[1].tolist())
+        assert got == [0, 1, 2]
+        for xb, yb in batches:
+            np.testing.assert_array_equal(xb.numpy(), x.numpy()[yb.numpy()])
+
+
 def test_collate_fn_and_unused_worker_arguments():
     seen = []
 

@@ -284,16 +284,16 @@ class DataLoader:
             for idx in self._index_batches(epoch):
                 with backend.on_device(self.device):
                     idx = backend.to_device(idx, self.device)
-                yield tuple([Tensor._from_array(a) for a in gather(idx)])
+                yield [Tensor._from_array(a) for a in gather(idx)]
         elif self.shuffle or self._sampler is not None:
             with backend.on_device(self.device):
                 perm = backend.to_device(self.order(epoch), self.device)  # one copy per epoch
             for b in range(count):
                 idx = perm[b * bs:(b + 1) * bs]
-                yield tuple([Tensor._from_array(a) for a in gather(idx)])
+                yield [Tensor._from_array(a) for a in gather(idx)]
         else:
             for b in range(count):
-                yield tuple(Tensor._from_array(t._data[b * bs:(b + 1) * bs]) for t in self._tensors)
+                yield [Tensor._from_array(t._data[b * bs:(b + 1) * bs]) for t in self._tensors]
 
     def _host_batches(self, epoch):
         if self._unbatched:
@@ -342,7 +342,7 @@ def _collate_items(items, device):
         cols = [_collate_items([it[k] for it in items], device) for k in range(len(first))]
         if hasattr(first, "_fields"):  # a named tuple keeps its type, as PyTorch's
             return type(first)(*cols)
-        return tuple(cols) if isinstance(first, tuple) else cols
+        return cols  # (tuples too: PyTorch's batches of tuple samples are lists)
     if isinstance(first, (str, bytes)):
         return list(items)
     if not isinstance(first, (Tensor, np.ndarray, np.generic, numbers.Number)) or isinstance(first, complex):
