@@ -640,6 +640,8 @@ def interpolate_ref(x, size=None, scale_factor=None, mode="nearest", align_corne
         scales = (None,) * dims if recompute_scale_factor else sf
     if mode == "area":
         return adaptive_avg_pool_ref(x, out)
+    if mode == "bicubic":
+        return _bicubic_ref(x, out, scales, bool(align_corners))
     y = x
     for d in range(dims):  # separable: one axis at a time
         axis, n, m, s = 2 + d, spatial[d], out[d], scales[d]
@@ -651,6 +653,37 @@ def interpolate_ref(x, size=None, scale_factor=None, mode="nearest", align_corne
             lam = np.array([t[2] for t in src]).reshape(shape)
             lo, hi = np.take(y, [t[0] for t in src], axis=axis), np.take(y, [t[1] for t in src], axis=axis)
             y = lo * (1 - lam) + hi * lam
+    return y
+
+
+def _cubic(d, a=-0.75):
+    """Keys' cubic convolution kernel at distance ``d`` (PyTorch's bicubic, a = -0.75)."""
+    d = abs(d)
+    if d <= 1:
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+    return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a if d < 2 else 0.0
+
+
+def _bicubic_ref(x, out, scales, align_corners):
+    """PyTorch's bicubic interpolation pixel by pixel, float64: the 4 x 4 input pixels around each output's source
+    position (unclamped: ``s * (j + 0.5) - 0.5``, or ``s * j`` with align_corners), read with the border
+    repeated, weighted by the kernel of their distances along each axis."""
+    (n_h, n_w), y = x.shape[2:], np.zeros(x.shape[:2] + tuple(out))
+
+    def source(n, m, scale, j):
+        if align_corners:
+            return (n - 1) / (m - 1) * j if m > 1 else 0.0
+        return (1.0 / scale if scale else n / m) * (j + 0.5) - 0.5
+
+    for i in range(out[0]):
+        sy = source(n_h, out[0], scales[0], i)
+        for j in range(out[1]):
+            sx = source(n_w, out[1], scales[1], j)
+            by, bx = math.floor(sy), math.floor(sx)
+            for r in range(by - 1, by + 3):
+                for c in range(bx - 1, bx + 3):
+                    w = _cubic(sy - r) * _cubic(sx - c)
+                    y[:, :, i, j] += w * x[:, :, min(max(r, 0), n_h - 1), min(max(c, 0), n_w - 1)]
     return y
 
 
@@ -2061,7 +2094,17 @@ LAYER_OPS = [
         S("interpolate_bilinear_align_size1", (1, 1, 1, 3), size=(4, 1), mode="bilinear", align_corners=True),
         S("interpolate_linear_1d", (2, 3, 7), size=12, mode="linear"),
         S("interpolate_linear_align_1d", (2, 3, 7), scale_factor=1.3, mode="linear", align_corners=True),
-        S("interpolate_area", (1, 2, 7, 10), size=(3, 4), mode="area")),
+        S("interpolate_area", (1, 2, 7, 10), size=(3, 4), mode="area"),
+        S("interpolate_bicubic_size", (2, 3, 5, 7), size=(9, 4), mode="bicubic"),
+        S("interpolate_bicubic_align", (1, 2, 5, 7), size=(9, 4), mode="bicubic", align_corners=True),
+        S("interpolate_bicubic_scale", (1, 2, 6, 5), scale_factor=(1.7, 0.6), mode="bicubic"),
+        S("interpolate_bicubic_up2", (1, 1, 4, 4), scale_factor=2, mode="bicubic"),
+        S("interpolate_bicubic_one_pixel", (1, 2, 1, 1), size=(3, 2), mode="bicubic"),
+        S("interpolate_trilinear", (1, 2, 3, 4, 5), size=(5, 2, 7), mode="trilinear"),
+        S("interpolate_trilinear_align", (1, 1, 3, 4, 2), scale_factor=(2, 0.5, 1.5), mode="trilinear",
+          align_corners=True),
+        S("interpolate_nearest_3d", (1, 2, 3, 4, 5), size=(5, 2, 7)),
+        S("interpolate_nearest_exact_3d", (1, 2, 3, 4, 5), scale_factor=1.5, mode="nearest-exact")),
            errors=(E("interpolate_both", lambda: F.interpolate(t(1, 1, 4, 4), size=2, scale_factor=2.0), ValueError,
                      "interpolate: exactly one of size and scale_factor must be given, got both"),
                    E("interpolate_neither", lambda: F.interpolate(t(1, 1, 4, 4)), ValueError, "got neither"),
@@ -2080,7 +2123,15 @@ LAYER_OPS = [
                    E("interpolate_mode", lambda: F.interpolate(t(1, 1, 4, 4), size=2, mode="cubic"), ValueError,
                      "interpolate: mode must be one of"),
                    E("interpolate_2d_input", lambda: F.interpolate(t(4, 4), size=2), NotImplementedError,
-                     r"3-D \(N, C, L\) or 4-D"),
+                     r"expected a 3-D \(N, C, L\), 4-D \(N, C, H, W\) or 5-D"),
+                   E("interpolate_bicubic_3d", lambda: F.interpolate(t(1, 1, 4), size=2, mode="bicubic"),
+                     NotImplementedError, "got 3D input, but bicubic mode needs 4D input"),
+                   E("interpolate_trilinear_4d", lambda: F.interpolate(t(1, 1, 4, 4), size=2, mode="trilinear"),
+                     NotImplementedError, "got 4D input, but trilinear mode needs 5D input"),
+                   E("interpolate_area_5d", lambda: F.interpolate(t(1, 1, 2, 4, 4), size=2, mode="area"),
+                     NotImplementedError, "mode 'area' takes a 3-D or 4-D input here"),
+                   E("interpolate_bicubic_int", lambda: F.interpolate(mf.ones(1, 1, 2, 2, dtype=mf.int64), size=3,
+                                                                      mode="bicubic"), TypeError, "floating-point"),
                    E("interpolate_bilinear_int", lambda: F.interpolate(mf.ones(1, 1, 2, 2, dtype=mf.int64), size=3,
                                                                        mode="bilinear"), TypeError, "floating-point"))),
     OpInfo("adaptive_avg_pool2d", F.adaptive_avg_pool2d, _adaptive(np.mean, 2), spelled="F.adaptive_avg_pool2d",

@@ -63,6 +63,23 @@ def test_interpolate_linear_copies_where_no_size_changes():
     assert F.interpolate(x, scale_factor=(1.2, 1.5), mode="bilinear").shape == (1, 1, 3, 4)
 
 
+def test_interpolate_bicubic_at_the_given_scale_on_the_cpu():
+    """Where no size changes, PyTorch's bicubic interpolates at the given scale on the CPU (its CUDA kernel copies:
+    the GPU test checks that); the gradient is the forward's own adjoint (PyTorch's CPU backward there copies the
+    gradient, which a finite difference of its forward contradicts)."""
+    x = cpu(np.random.default_rng(4).standard_normal((1, 2, 5, 5)), requires_grad=True)
+    y = F.interpolate(x, scale_factor=1.1, mode="bicubic")
+    assert y.shape == x.shape and not np.allclose(y.detach().numpy(), x.detach().numpy())
+    np.testing.assert_allclose(y.detach().numpy(), interpolate_ref(x.detach().numpy(), scale_factor=1.1,
+                                                                   mode="bicubic"), rtol=1e-6, atol=1e-7)
+    g = np.random.default_rng(5).standard_normal(y.shape)
+    (y * cpu(g)).sum().backward()
+    eps, d = 1e-6, np.random.default_rng(6).standard_normal(x.shape)
+    moved = F.interpolate(cpu(x.detach().numpy() + eps * d), scale_factor=1.1, mode="bicubic").numpy()
+    np.testing.assert_allclose(((moved - y.detach().numpy()) / eps * g).sum(), (x.grad.numpy() * d).sum(),
+                               rtol=1e-5)
+
+
 def test_adaptive_bins_7_to_3():
     x = cpu(np.arange(7.0).reshape(1, 1, 7))
     # bins [0, 3), [2, 5), [4, 7)
@@ -519,6 +536,9 @@ INTERP_CASES = [
     ("bilinear", dict(size=(9, 13))), ("bilinear", dict(scale_factor=1.5)), ("bilinear", dict(scale_factor=(0.7, 2.2))),
     ("bilinear", dict(size=(3, 4))), ("bilinear", dict(scale_factor=(2.3, 0.6), recompute_scale_factor=True)),
     ("bilinear", dict(size=(1, 5))), ("area", dict(size=(3, 4))),
+    ("bicubic", dict(size=(9, 13))), ("bicubic", dict(scale_factor=1.5)), ("bicubic", dict(scale_factor=(0.7, 2.2))),
+    ("bicubic", dict(size=(3, 4))), ("bicubic", dict(size=(1, 5))),
+    ("bicubic", dict(scale_factor=1.1)),  # 7 x 6 -> 7 x 6: PyTorch's CUDA kernel copies (its CPU one interpolates)
 ]
 
 
@@ -526,7 +546,7 @@ INTERP_CASES = [
 @pytest.mark.parametrize("align", [None, True, False])
 @pytest.mark.parametrize("mode,kw", INTERP_CASES, ids=[f"{m}-{i}" for i, (m, _) in enumerate(INTERP_CASES)])
 def test_interpolate_2d_matches_pytorch(torch, mode, kw, align):
-    if align is not None and mode != "bilinear":
+    if align is not None and mode not in ("bilinear", "bicubic"):
         pytest.skip("align_corners applies to the linear modes only")
     x = np.random.default_rng(0).standard_normal((2, 3, 7, 6))
     _both(torch, lambda t: F.interpolate(t, mode=mode, align_corners=align, **kw),
@@ -547,10 +567,24 @@ def test_interpolate_1d_matches_pytorch(torch, mode, kw, align):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mode,kw", [("trilinear", dict(size=(5, 2, 7))), ("trilinear", dict(scale_factor=1.5)),
+                                     ("trilinear", dict(scale_factor=(2.0, 0.5, 1.3))),
+                                     ("nearest", dict(size=(5, 2, 7))), ("nearest-exact", dict(scale_factor=1.5))])
+@pytest.mark.parametrize("align", [None, True])
+def test_interpolate_3d_matches_pytorch(torch, mode, kw, align):
+    if align and mode != "trilinear":
+        pytest.skip("align_corners applies to the linear modes only")
+    x = np.random.default_rng(0).standard_normal((2, 3, 3, 4, 5))
+    _both(torch, lambda t: F.interpolate(t, mode=mode, align_corners=align, **kw),
+          lambda t: torch.nn.functional.interpolate(t, mode=mode, align_corners=align, **kw), x)
+
+
+@pytest.mark.gpu
 def test_interpolate_half_matches_pytorch(torch):
     x = np.random.default_rng(0).standard_normal((2, 3, 9, 7))
-    _both(torch, lambda t: F.interpolate(t, scale_factor=1.5, mode="bilinear"),
-          lambda t: torch.nn.functional.interpolate(t, scale_factor=1.5, mode="bilinear"), x, np.float16, 2e-3)
+    for mode in ("bilinear", "bicubic"):
+        _both(torch, lambda t: F.interpolate(t, scale_factor=1.5, mode=mode),
+              lambda t: torch.nn.functional.interpolate(t, scale_factor=1.5, mode=mode), x, np.float16, 2e-3)
 
 
 ADAPTIVE_CASES = [((7, 10), (3, 4)), ((10, 9), (4, 5)), ((7, 7), (3, 3)), ((5, 6), (1, 1)), ((8, 12), (4, 3)),

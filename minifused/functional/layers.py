@@ -123,43 +123,47 @@ def _interp_sizes(op, input, size, scale_factor, recompute_scale_factor):
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """Resize a (N, C, L) or (N, C, H, W) input as ``torch.nn.functional.interpolate``: ``'nearest'``,
-    ``'nearest-exact'`` and ``'area'`` (3-D or 4-D), ``'linear'`` (3-D), ``'bilinear'`` (4-D), with
-    PyTorch's source-index arithmetic (``align_corners`` and a given ``scale_factor`` as its kernels
-    use them, unless ``recompute_scale_factor``)."""
+    """Resize a (N, C, L), (N, C, H, W) or (N, C, D, H, W) input as ``torch.nn.functional.interpolate``:
+    ``'nearest'`` and ``'nearest-exact'`` (3-D to 5-D), ``'area'`` (3-D or 4-D), ``'linear'`` (3-D),
+    ``'bilinear'`` and ``'bicubic'`` (4-D), ``'trilinear'`` (5-D), with PyTorch's source-index arithmetic
+    (``align_corners`` and a given ``scale_factor`` as its kernels use them, unless ``recompute_scale_factor``)
+    and its bicubic kernel (Keys' cubic convolution, a = -0.75, the border repeated)."""
     op = "interpolate"
     _check_tensor(op, input)
     if mode not in _INTERP_MODES:
         raise ValueError(f"{op}: mode must be one of {', '.join(map(repr, _INTERP_MODES))}, got {mode!r}")
-    if mode in ("bicubic", "trilinear"):
-        raise NotImplementedError(f"{op}: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
-                                  f"bilinear and area are)")
-    if input.ndim not in (3, 4):
-        raise NotImplementedError(f"{op}: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape "
-                                  f"{tuple(input.shape)}")
-    need = {"linear": 3, "bilinear": 4}.get(mode)
+    if input.ndim not in (3, 4, 5):
+        raise NotImplementedError(f"{op}: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, H, W) "
+                                  f"input, got shape {tuple(input.shape)}")
+    need = {"linear": 3, "bilinear": 4, "bicubic": 4, "trilinear": 5}.get(mode)
     if need is not None and input.ndim != need:
         raise NotImplementedError(f"{op}: got {input.ndim}D input, but {mode} mode needs {need}D input")
-    linear = mode in ("linear", "bilinear")
-    if align_corners is not None and not linear:
-        raise ValueError(f"{op}: align_corners can only be set with the interpolating modes linear | bilinear, "
-                         f"got mode {mode!r}")
+    if mode == "area" and input.ndim == 5:
+        raise NotImplementedError(f"{op}: mode 'area' takes a 3-D or 4-D input here, got a 5-D one (use "
+                                  f"adaptive_avg_pool3d)")
+    weighted = need is not None  # linear, bilinear, bicubic, trilinear
+    if align_corners is not None and not weighted:
+        raise ValueError(f"{op}: align_corners can only be set with the interpolating modes linear | bilinear | "
+                         f"bicubic | trilinear, got mode {mode!r}")
     if antialias:
         raise NotImplementedError(f"{op}: antialias=True is not supported")
     out, scales = _interp_sizes(op, input, size, scale_factor, recompute_scale_factor)
     if mode == "area":
         return (adaptive_avg_pool1d if input.ndim == 3 else adaptive_avg_pool2d)(input, out)
-    if linear and not backend.is_floating(input.dtype):
+    if weighted and not backend.is_floating(input.dtype):
         raise TypeError(f"{op}: mode {mode!r} needs a floating-point input, got dtype {input.dtype}")
     spatial = tuple(input.shape[2:])
-    if linear and tuple(out) == spatial:  # PyTorch's linear kernels copy where no size changes, whatever the scale
+    if weighted and tuple(out) == spatial and (mode != "bicubic" or input.is_cuda):
+        # PyTorch's kernels copy where no size changes, whatever the scale (its bicubic on CUDA only: on the CPU it
+        # interpolates at the given scale)
         return clone(input)
     steps = []
     wdtype = np.float64 if input.dtype == backend.float64 else np.float32
+    kind = "cubic" if mode == "bicubic" else "linear"
     for axis in range(input.ndim - 1, 1, -1):
         n, m, s = spatial[axis - 2], out[axis - 2], scales[axis - 2]
-        if linear:
-            steps.append(("linear", axis, n, m, s, bool(align_corners), wdtype))
+        if weighted:
+            steps.append((kind, axis, n, m, s, bool(align_corners), wdtype))
         else:
             steps.append(("nearest", axis, n, m, s, mode == "nearest-exact"))
     return R.ResampleFn.apply(input, tuple(steps))

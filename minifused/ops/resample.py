@@ -164,22 +164,59 @@ def linear_weights(in_size, out_size, scale, align_corners, dtype):
     return i0, i1, lam
 
 
+#: The cubic convolution's parameter in PyTorch's bicubic interpolation (Keys' kernel, as OpenCV's)
+CUBIC_A = -0.75
+
+
+def cubic_weights(in_size, out_size, scale, align_corners, dtype):
+    """PyTorch's bicubic taps along one axis: (4, out) source indices (clamped to the input, as its kernels
+    read the border) and (4, out) weights, computed in ``dtype`` as its kernels' accumulation type. The source
+    position is linear's unclamped (``s * (dst + 0.5) - 0.5``, or ``s * dst`` with ``align_corners``); the
+    weights of its fractional part ``t`` are the cubic convolution's at ``t + 1``, ``t``, ``1 - t``, ``2 - t``."""
+    t = np.dtype(dtype).type
+    dst = np.arange(out_size, dtype=dtype)
+    if align_corners:
+        s = t(in_size - 1) / t(out_size - 1) if out_size > 1 else t(0)
+        src = s * dst
+    else:
+        s = t(1.0 / scale) if scale else t(in_size) / t(out_size)
+        src = s * (dst + t(0.5)) - t(0.5)
+    base = np.floor(src)
+    frac = src - base
+    a = t(CUBIC_A)
+
+    def near(x):  # |x| <= 1
+        return ((a + t(2)) * x - (a + t(3))) * x * x + t(1)
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - t(5) * a) * x + t(8) * a) * x - t(4) * a
+
+    weights = np.stack([far(frac + t(1)), near(frac), near(t(1) - frac), far(t(2) - frac)]).astype(dtype)
+    index = np.clip(base.astype(np.int64)[None, :] + np.arange(-1, 3)[:, None], 0, in_size - 1)
+    return index, weights
+
+
 class ResampleFn(Function):
     """Interpolation as a sequence of per-axis steps, last axis first (PyTorch's bilinear sums the
     two width neighbours of each row first): ``("nearest", axis, in, out, scale, exact)`` or
-    ``("linear", axis, in, out, scale, align_corners, weight_dtype)``; a forward gathers, a backward
-    scatter-adds, along each axis."""
+    ``("linear", axis, in, out, scale, align_corners, weight_dtype)`` or ``("cubic", ...)`` with the same
+    arguments (four weighted taps); a forward gathers, a backward scatter-adds, along each axis."""
 
     @staticmethod
     def forward(ctx, x, steps):
         xp = _xp(x)
         dtype, acc = x.dtype, acc_dtype(x.dtype)
-        on = [device_table(x, nearest_index if s[0] == "nearest" else linear_weights, *s[2:]) for s in steps]
+        on = [device_table(x, _TABLES[s[0]], *s[2:]) for s in steps]
         y = x if all(s[0] == "nearest" for s in steps) else x.astype(acc)
         shape = [x.shape]
         for (kind, axis, *_), arrays in zip(steps, on):
             if kind == "nearest":
                 y = xp.take(y, arrays[0], axis=axis)
+            elif kind == "cubic":
+                index, weights = arrays
+                weights = weights.astype(acc, copy=False).reshape(weights.shape + (1,) * (y.ndim - axis - 1))
+                taps = [xp.take(y, index[k], axis=axis) * weights[k] for k in range(4)]
+                y = taps[0] + taps[1] + taps[2] + taps[3]  # (PyTorch's order of the sum)
             else:
                 i0, i1, lam = arrays
                 lam = lam.astype(acc, copy=False).reshape((-1,) + (1,) * (y.ndim - axis - 1))
@@ -196,11 +233,18 @@ class ResampleFn(Function):
             n = shape[axis]
             if kind == "nearest":
                 g = _scatter_axis(g, arrays[0], axis, n)
+            elif kind == "cubic":
+                index, weights = arrays
+                weights = weights.astype(g.dtype, copy=False).reshape(weights.shape + (1,) * (g.ndim - axis - 1))
+                g = sum(_scatter_axis(g * weights[k], index[k], axis, n) for k in range(4))
             else:
                 i0, i1, lam = arrays
                 lam = lam.astype(g.dtype, copy=False).reshape((-1,) + (1,) * (g.ndim - axis - 1))
                 g = _scatter_axis(g * (1 - lam), i0, axis, n) + _scatter_axis(g * lam, i1, axis, n)
         return _xp(g).ascontiguousarray(g.astype(dtype, copy=False)), None
+
+
+_TABLES = {"nearest": nearest_index, "linear": linear_weights, "cubic": cubic_weights}
 
 
 # ---------------------------------------------------------------- adaptive pooling
