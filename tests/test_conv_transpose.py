@@ -81,6 +81,12 @@ def test_module_shapes_and_repr():
     assert m.weight.shape == (8, 4, 3, 3) and m.bias.shape == (4,)
     assert m(mf.randn(2, 8, 5, 5)).shape == (2, 4, 10, 10)
     assert repr(m) == "ConvTranspose2d(8, 4, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), output_padding=(1, 1))"
+    # PyTorch's order: dilation before output_padding, in 1-D as in 2-D
+    assert repr(nn.ConvTranspose2d(4, 6, 3, 2, 1, output_padding=1, groups=2, dilation=2, bias=False)) == (
+        "ConvTranspose2d(4, 6, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(2, 2), "
+        "output_padding=(1, 1), groups=2, bias=False)")
+    assert repr(nn.ConvTranspose1d(2, 3, 3, stride=2, output_padding=1, dilation=2)) == (
+        "ConvTranspose1d(2, 3, kernel_size=(3,), stride=(2,), dilation=(2,), output_padding=(1,))")
     bound = 1 / np.sqrt(4 * 9)
     assert np.abs(m.weight.numpy()).max() <= bound
 

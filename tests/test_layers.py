@@ -153,6 +153,19 @@ def test_padding_modules(module, mode, pad):
     np.testing.assert_allclose(m(cpu(x)).numpy(), pad_ref(x, pad, mode, value))
 
 
+def test_padding_module_reprs_as_pytorch():
+    """ZeroPad shows its padding alone, ConstantPad "padding=..., value=..." with the value as given; a value
+    that is no number is a clear error."""
+    assert repr(nn.ZeroPad2d((1, 2, 0, 1))) == "ZeroPad2d((1, 2, 0, 1))"
+    assert repr(nn.ZeroPad1d(2)) == "ZeroPad1d((2, 2))"
+    assert repr(nn.ConstantPad2d(1, 0.5)) == "ConstantPad2d(padding=(1, 1, 1, 1), value=0.5)"
+    assert repr(nn.ConstantPad1d((1, 2), 3)) == "ConstantPad1d(padding=(1, 2), value=3)"
+    assert repr(nn.ReflectionPad2d(2)) == "ReflectionPad2d((2, 2, 2, 2))"
+    assert nn.ConstantPad1d(1, 3)(cpu(np.zeros((1, 2)))).tolist() == [[3.0, 0.0, 0.0, 3.0]]
+    with pytest.raises(TypeError, match="ConstantPad1d: value must be a number, got str"):
+        nn.ConstantPad1d(1, "a")
+
+
 def test_pad_gradient_folds_back():
     """Each input element's gradient counts how often the padded output used it."""
     x = cpu(np.zeros((1, 1, 4)), requires_grad=True)

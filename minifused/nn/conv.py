@@ -242,13 +242,19 @@ class ConvTranspose2d(Module):
         return transposed_output_padding(self, x, output_size)
 
     def extra_repr(self):
-        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        for name, default in (("padding", (0, 0)), ("output_padding", (0, 0)), ("dilation", (1, 1))):
-            if getattr(self, name) != default:
-                s += f", {name}={getattr(self, name)}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        return s + (", bias=False" if self.bias is None else "")
+        return transposed_repr(self)
+
+
+def transposed_repr(module):
+    """A transposed convolution's ``extra_repr``, as PyTorch's: what differs from the defaults, in its order."""
+    zeros, ones = (0,) * len(module.stride), (1,) * len(module.stride)
+    s = f"{module.in_channels}, {module.out_channels}, kernel_size={module.kernel_size}, stride={module.stride}"
+    for name, default in (("padding", zeros), ("dilation", ones), ("output_padding", zeros)):
+        if getattr(module, name) != default:
+            s += f", {name}={getattr(module, name)}"
+    if module.groups != 1:
+        s += f", groups={module.groups}"
+    return s + (", bias=False" if module.bias is None else "")
 
 
 def transposed_output_padding(module, x, output_size):
@@ -327,11 +333,5 @@ class ConvTranspose1d(Module):
                                   self.groups, self.dilation[0])
 
     def extra_repr(self):
-        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        for name, default in (("padding", (0,)), ("output_padding", (0,)), ("dilation", (1,))):
-            if getattr(self, name) != default:
-                s += f", {name}={getattr(self, name)}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        return s + (", bias=False" if self.bias is None else "")
+        return transposed_repr(self)
 

@@ -103,13 +103,18 @@ class _PadNd(Module):
     def forward(self, x):
         return F.pad(x, self.padding, self.mode, self.value)
 
-    def extra_repr(self):
-        return f"{self.padding}" + (f", value={self.value}" if self.mode == "constant" else "")
+    def extra_repr(self):  # (PyTorch's reprs: the padding alone, "padding=..., value=..." for ConstantPad)
+        return f"{self.padding}"
 
 
 class ConstantPad1d(_PadNd):
     def __init__(self, padding, value):
-        super().__init__(padding, float(value))
+        if not isinstance(value, numbers.Real):  # (kept as given: PyTorch's repr shows it so)
+            raise TypeError(f"{type(self).__name__}: value must be a number, got {type(value).__name__}")
+        super().__init__(padding, value)
+
+    def extra_repr(self):
+        return f"padding={self.padding}, value={self.value}"
 
 
 class ConstantPad2d(ConstantPad1d):
@@ -119,6 +124,9 @@ class ConstantPad2d(ConstantPad1d):
 class ZeroPad1d(ConstantPad1d):
     def __init__(self, padding):
         super().__init__(padding, 0.0)
+
+    def extra_repr(self):
+        return f"{self.padding}"
 
 
 class ZeroPad2d(ZeroPad1d):

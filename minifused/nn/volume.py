@@ -237,15 +237,9 @@ class MaxUnpool3d(Module):
 class ZeroPad3d(ZeroPad1d):
     dims = 3
 
-    def extra_repr(self):
-        return f"{self.padding}"
-
 
 class ConstantPad3d(ConstantPad1d):
     dims = 3
-
-    def extra_repr(self):
-        return f"padding={self.padding}, value={self.value}"
 
 
 class ReflectionPad3d(ReflectionPad1d):
