@@ -139,6 +139,20 @@ def test_optimizer_state_dict_round_trip(make, tmp_path):
     np.testing.assert_array_equal(p2._data, full[-1])
 
 
+def test_stateless_update_leaves_no_state_entry():
+    """SGD without momentum keeps no state, so its state dict has none, as PyTorch's (an empty entry per
+    parameter was listed); a round trip still resumes."""
+    p = nn.Parameter(mf.ones(3))
+    opt = optim.SGD([p], lr=0.1)
+    p.grad = mf.ones(3)
+    opt.step()
+    sd = opt.state_dict()
+    assert sd["state"] == {} and sd["param_groups"][0]["params"] == [0]
+    opt2 = optim.SGD([nn.Parameter(mf.ones(3))], lr=0.5)
+    opt2.load_state_dict(sd)
+    assert opt2.param_groups[0]["lr"] == 0.1
+
+
 def test_optimizer_load_state_dict_errors():
     a, b = nn.Parameter(mf.ones(2)), nn.Parameter(mf.ones(3))
     opt = optim.Adam([a, b])

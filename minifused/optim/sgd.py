@@ -71,6 +71,7 @@ class SGD(Optimizer):
 
     def state_dict(self):
         sd = super().state_dict()
-        # a None buffer (momentum 0) is not state worth saving
-        sd["state"] = {i: {k: v for k, v in s.items() if v is not None} for i, s in sd["state"].items()}
+        # a None buffer (momentum 0) is not state worth saving; a parameter left with none has no entry (PyTorch's)
+        kept = ((i, {k: v for k, v in s.items() if v is not None}) for i, s in sd["state"].items())
+        sd["state"] = {i: s for i, s in kept if s}
         return sd
