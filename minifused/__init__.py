@@ -45,6 +45,7 @@ _sys.modules.setdefault(__name__ + ".nn.functional", functional)
 # softmax at the top level and as a Tensor method, through the functional form (where its arguments are
 # checked): the one place above the functional layer that gives Tensor a method.
 softmax, log_softmax = functional.softmax, functional.log_softmax
+cosine_similarity, pairwise_distance = functional.cosine_similarity, functional.pairwise_distance
 Tensor.softmax = lambda self, dim=None, dtype=None: functional.softmax(self, dim, dtype)
 Tensor.log_softmax = lambda self, dim=None, dtype=None: functional.log_softmax(self, dim, dtype)
 clip = ops.clamp

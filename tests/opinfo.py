@@ -1488,6 +1488,33 @@ def kthvalue_ref(a, k, dim=-1, keepdim=False):
     return np.take(np.sort(a, axis=dim), [k - 1] if keepdim else k - 1, axis=dim)
 
 
+def mode_ref(a, dim=-1, keepdim=False):
+    """Each row's most frequent value, the smallest of the equally frequent."""
+    rows = np.moveaxis(a, dim, -1)
+    out = np.empty(rows.shape[:-1])
+    for pos in np.ndindex(*rows.shape[:-1]):
+        values, counts = np.unique(rows[pos], return_counts=True)
+        out[pos] = values[np.argmax(counts)]
+    return np.expand_dims(out, dim) if keepdim else out
+
+
+def histc_ref(a, bins=100, min=0, max=0):  # noqa: A002
+    lo, hi = (a.min(), a.max()) if min == max else (min, max)
+    lo, hi = (lo - 1, hi + 1) if lo == hi else (lo, hi)
+    return np.histogram(a, bins, range=(lo, hi))[0].astype(np.float64)
+
+
+def searchsorted_ref(seq, values, right=False):
+    side = "right" if right else "left"
+    if seq.ndim == 1:
+        return np.searchsorted(seq, values, side=side)
+    return np.stack([np.searchsorted(r, v, side=side) for r, v in zip(seq, values)])
+
+
+def _sorted_rows(shape):
+    return mf.tensor(np.sort(np.random.default_rng(5).standard_normal(shape), axis=-1))
+
+
 def _last_index(t, k=3):
     """An index along t's last dimension, k distinct positions per row (in-place forms take any shape)."""
     n = t.shape[-1]
@@ -1706,6 +1733,71 @@ INDEX_OPS = [
                      "bincount: bincount only supports 1-d non-negative integral inputs"),
                    E("bincount_weights_shape", lambda: mf.bincount(mf.tensor([1, 2]), weights=t(3)), RuntimeError,
                      "weights should be 1-d and have the same length as input"))),
+    OpInfo("quantile", mf.quantile, lambda a, q, dim=None, keepdim=False, interpolation="linear": np.quantile(
+               a, q, axis=dim, keepdims=keepdim, method=interpolation), spelled="mf.quantile",
+           aliases={"Tensor.quantile": _method("quantile")}, dtypes=(np.dtype(np.float32), np.dtype(np.float64)),
+           torch=lambda T, a, q, **kw: T.quantile(a, q, **kw), samples=(
+               S("quantile_all", distinct((3, 5)), q=0.37),
+               S("quantile_dim_keepdim", distinct((4, 7)), q=0.8, dim=1, keepdim=True),
+               S("quantile_lower", distinct((6, 3)), q=0.45, dim=0, interpolation="lower"),
+               S("quantile_higher", distinct((6, 3)), q=0.45, dim=-1, interpolation="higher"),
+               S("quantile_midpoint", distinct((5, 4)), q=0.3, dim=0, interpolation="midpoint"),
+               S("quantile_nearest", distinct((2, 5)), q=0.375, dim=1, interpolation="nearest"),
+               S("quantile_q_tensor", distinct((3, 6)),
+                 fn=lambda a: mf.quantile(a, mf.tensor([0.0, 0.25, 1.0], dtype=a.dtype, device=a.device), dim=1),
+                 ref=lambda a: np.quantile(a, [0.0, 0.25, 1.0], axis=1))),
+           errors=(E("quantile_int", lambda: mf.quantile(mf.tensor([1, 2]), 0.5), RuntimeError,
+                     r"quantile\(\) input tensor must be either float or double dtype"),
+                   E("quantile_q_range", lambda: mf.quantile(t(3), 1.5), RuntimeError,
+                     r"quantile\(\) q must be in the range \[0, 1\] but got 1.5"),
+                   E("quantile_q_dtype", lambda: mf.quantile(t(3), mf.tensor([0.5], dtype=mf.float64)), RuntimeError,
+                     "q tensor must be same dtype as the input tensor"),
+                   E("quantile_mode", lambda: mf.quantile(t(3), 0.5, interpolation="cubic"), RuntimeError,
+                     "interpolation must be one of linear, lower, higher, midpoint or nearest"),
+                   E("quantile_empty", lambda: mf.quantile(t(0), 0.5), RuntimeError,
+                     "input tensor must be non-empty"))),
+    OpInfo("nanquantile", mf.nanquantile, lambda a, q, dim=None, keepdim=False: np.nanquantile(
+               a, q, axis=dim, keepdims=keepdim), spelled="mf.nanquantile",
+           aliases={"Tensor.nanquantile": _method("nanquantile")}, dtypes=(np.dtype(np.float32), np.dtype(np.float64)),
+           torch=lambda T, a, q, **kw: T.nanquantile(a, q, **kw), samples=(
+               S("nanquantile", distinct((3, 5)), q=0.6, dim=1),
+               S("nanquantile_all", distinct((2, 3, 4)), q=0.25))),
+    OpInfo("mode", lambda a, dim=-1, keepdim=False: mf.mode(a, dim, keepdim).values, mode_ref, spelled="mf.mode",
+           aliases={"Tensor.mode": lambda a, dim=-1, keepdim=False: a.mode(dim, keepdim).values},
+           torch=lambda T, a, dim=-1, keepdim=False: T.mode(a, dim, keepdim).values, samples=(
+               S("mode", (4, 9), fn=lambda a: mf.mode(mf.round(a), 1).values, ref=lambda a: mode_ref(np.round(a), 1)),
+               S("mode_dim0_keepdim", (7, 3), fn=lambda a: mf.mode(mf.round(a * 2), 0, True).values,
+                 ref=lambda a: mode_ref(np.round(a * 2), 0, True))),
+           errors=(E("mode_empty_dim", lambda: mf.mode(t(2, 0)), IndexError, "mode: expected a non-empty dimension"),)),
+    OpInfo("histc", mf.histc, histc_ref, spelled="mf.histc", aliases={"Tensor.histc": _method("histc")}, grad=False,
+           dtypes=(np.dtype(np.float32), np.dtype(np.float64)), torch=lambda T, a, **kw: T.histc(a, **kw), samples=(
+               S("histc", (50,), bins=7), S("histc_range", (4, 9), bins=5, min=-1, max=1)),
+           errors=(E("histc_int", lambda: mf.histc(mf.tensor([1, 2])), TypeError, "histc: expected a floating-point"),
+                   E("histc_bins", lambda: mf.histc(t(3), bins=0), RuntimeError, "histc: bins must be > 0"),
+                   E("histc_range", lambda: mf.histc(t(3), min=2, max=1), RuntimeError,
+                     "max must be larger than min"))),
+    OpInfo("searchsorted", mf.searchsorted, searchsorted_ref, spelled="mf.searchsorted", grad=False,
+           dtypes=NO_GRAD_RESULT, torch=lambda T, seq, v, **kw: T.searchsorted(seq, v, **kw), samples=(
+               S("searchsorted", (9,), (3, 4), fn=lambda s, v: mf.searchsorted(mf.sort(s).values, v),
+                 ref=lambda s, v: np.searchsorted(np.sort(s), v)),
+               S("searchsorted_rows_right", (3, 4), fn=lambda v: mf.searchsorted(
+                   _sorted_rows((3, 6)).to(v.device, v.dtype), v, right=True),
+                 ref=lambda v: searchsorted_ref(np.sort(np.random.default_rng(5).standard_normal((3, 6)), axis=-1),
+                                                v, right=True))),
+           errors=(E("searchsorted_rows", lambda: mf.searchsorted(t(2, 3), t(3, 1)), RuntimeError,
+                     "the first N-1 dimensions of boundaries tensor and input value tensor must match"),
+                   E("searchsorted_side", lambda: mf.searchsorted(t(3), t(2), right=True, side="left"), RuntimeError,
+                     "side and right can't be set to opposites"))),
+    OpInfo("bucketize", mf.bucketize, lambda v, b, right=False: np.searchsorted(b, v, "right" if right else "left"),
+           spelled="mf.bucketize", grad=False, dtypes=NO_GRAD_RESULT,
+           torch=lambda T, v, b, **kw: T.bucketize(v, b, **kw), samples=(
+               S("bucketize", (4, 5), fn=lambda v: mf.bucketize(v, mf.tensor([-1.0, 0.0, 0.5], device=v.device)),
+                 ref=lambda v: np.searchsorted([-1.0, 0.0, 0.5], v)),
+               S("bucketize_right", (6,), fn=lambda v: mf.bucketize(v, mf.tensor([-0.5, 0.5], device=v.device),
+                                                                    right=True),
+                 ref=lambda v: np.searchsorted([-0.5, 0.5], v, "right"))),
+           errors=(E("bucketize_2d", lambda: mf.bucketize(t(3), t(2, 2)), RuntimeError,
+                     "boundaries tensor must be 1 dimension"),)),
     OpInfo("unique", mf.unique, lambda a: np.unique(a), spelled="mf.unique", aliases={"Tensor.unique": _method("unique")},
            grad=False, dtypes=NO_GRAD_RESULT, torch=lambda T, a: T.unique(a), samples=(
                S("unique_ints", index((4, 5), 3)), S("unique_floats", (7,)), S("unique_0d", index((), 2))),

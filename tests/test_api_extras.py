@@ -1,5 +1,6 @@
 """torch names added at the top level: autograd.grad, unique, multinomial, normal, finfo/iinfo, softmax as a
-function and a method, flip(dims=), clip, Size, int."""
+function and a method, flip(dims=), clip, Size, int; quantile's NaN rules, mode's index, searchsorted's forms,
+cosine_similarity / pairwise_distance."""
 import numpy as np
 import pytest
 
@@ -31,6 +32,39 @@ def test_autograd_grad_unused_and_bad_input():
         autograd.grad((x * 2).sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match="does not require grad"):
         autograd.grad((x * 2).sum(), mf.randn(3))
+
+
+def test_quantile_nan_rules_and_gradient():
+    """A NaN in a row makes quantile's result NaN, nanquantile skips it (NaN for a row of NaNs only), as PyTorch's;
+    the gradient of an interpolated quantile splits between the two neighbours."""
+    nan = float("nan")
+    x = mf.tensor([[1.0, nan, 3.0, 4.0], [2.0, 6.0, 4.0, 8.0], [nan, nan, nan, nan]])
+    q = mf.quantile(x, 0.5, dim=1).numpy()
+    assert np.isnan(q[0]) and q[1] == 5.0 and np.isnan(q[2])
+    nq = mf.nanquantile(x, mf.tensor([0.5, 1.0]), dim=1).numpy()
+    np.testing.assert_array_equal(nq[:, :2], [[3.0, 5.0], [4.0, 8.0]])
+    assert np.isnan(nq[:, 2]).all()
+    y = mf.tensor([3.0, 1.0, 2.0, 5.0], requires_grad=True)
+    mf.quantile(y, 0.4).backward()  # rank 1.2 of [1, 2, 3, 5]: 0.8 * 2 + 0.2 * 3
+    np.testing.assert_allclose(y.grad.numpy(), [0.2, 0.0, 0.8, 0.0], rtol=1e-6)
+
+
+def test_mode_searchsorted_bucketize_and_distances():
+    """mode: the smallest of the most frequent values and its last index; searchsorted with a number, a sorter
+    and int32 output; bucketize's right; cosine_similarity and pairwise_distance at the top level (PyTorch's)."""
+    values, indices = mf.mode(mf.tensor([[1.0, 3, 3, 2, 2, 5], [4, 4, 1, 1, 1, 4]]))
+    assert values.tolist() == [2.0, 1.0] and indices.tolist() == [4, 4]
+    seq = mf.tensor([1.0, 3.0, 5.0])
+    assert mf.searchsorted(seq, 3).item() == 1 and mf.searchsorted(seq, 3, side="right").item() == 2
+    out = mf.searchsorted(mf.tensor([5.0, 1.0, 3.0]), mf.tensor([2.0, 6.0]), sorter=mf.tensor([1, 2, 0]),
+                          out_int32=True)
+    assert out.tolist() == [1, 3] and out.dtype == mf.int32
+    assert mf.bucketize(mf.tensor([1.0, 3.0, 6.0]), seq).tolist() == [0, 1, 3]
+    assert mf.bucketize(3.0, seq, right=True).item() == 2
+    a, b = mf.tensor([[1.0, 0.0], [3.0, 4.0]]), mf.tensor([[1.0, 1.0], [3.0, 4.0]])
+    np.testing.assert_allclose(mf.cosine_similarity(a, b).numpy(), [2 ** -0.5, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(mf.pairwise_distance(a, b).numpy(), [1.0, 0.0], atol=1e-5)
+    assert mf.histc(mf.tensor([1.0, 2.0, 1.0, 4.0]), bins=4, min=0, max=3).tolist() == [0.0, 2.0, 1.0, 0.0]
 
 
 def test_unique():

@@ -1,7 +1,9 @@
-"""Sorting and selection: sort, argsort, msort, topk, kthvalue. The values are a gather of the input at
-the indices found, so their gradient flows back to the selected positions (ops/index.py's Gather)."""
+"""Sorting and selection: sort, argsort, msort, topk, kthvalue, mode, quantile; searching and counting:
+searchsorted, bucketize, unique, bincount, histc. Selected values are a gather of the input at the indices
+found, so their gradient flows back to the selected positions (ops/index.py's Gather)."""
 from __future__ import annotations
 
+import math
 import numbers
 from collections import namedtuple
 
@@ -10,15 +12,18 @@ import numpy as np
 from .. import backend
 from ..tensor import Tensor
 from ._common import normalize_axis
+from .elementwise import where
 from .index import Gather
 from .shape import reshape
 
-__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "unique", "bincount"]
+__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "mode", "quantile", "nanquantile", "unique", "bincount",
+           "histc", "searchsorted", "bucketize"]
 
 # PyTorch's torch.return_types: tuples with .values and .indices
 SortResult = namedtuple("sort", ["values", "indices"])
 TopkResult = namedtuple("topk", ["values", "indices"])
 KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
+ModeResult = namedtuple("mode", ["values", "indices"])
 
 
 def _order(a, axis, descending):
@@ -114,6 +119,117 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     return KthvalueResult(values, Tensor._from_array(idx))
 
 
+def mode(input, dim=-1, keepdim=False):  # noqa: A002
+    """The most frequent value along ``dim`` (the smallest of those equally frequent) and the index of its last
+    occurrence, as ``torch.mode``."""
+    op = "mode"
+    _check(op, input)
+    if input.ndim == 0:
+        _axis(op, input, dim)
+        return ModeResult(input.clone(), Tensor._from_array(input._xp.zeros((), np.int64)))
+    axis = _axis(op, input, dim)
+    if input.shape[axis] == 0:
+        raise IndexError(f"{op}: expected a non-empty dimension {dim}, got shape {tuple(input.shape)}")
+    rows = np.moveaxis(backend.to_device(input._data, backend.CPU), axis, -1)
+    flat = rows.reshape(-1, rows.shape[-1])
+    order = np.argsort(flat, axis=1, kind="stable")  # equal values keep their order: a run ends at the last one
+    ranked = np.take_along_axis(flat, order, axis=1)
+    pos = np.arange(flat.shape[1])
+    runs = np.empty(flat.shape, bool)
+    runs[:, 0], runs[:, 1:] = True, ranked[:, 1:] != ranked[:, :-1]
+    start = np.maximum.accumulate(np.where(runs, pos, 0), axis=1)
+    end = np.argmax(pos - start, axis=1)  # the first run to reach the greatest length: the smallest value's
+    idx = order[np.arange(flat.shape[0]), end].reshape(rows.shape[:-1] + (1,))
+    idx = backend.to_device(np.moveaxis(idx, -1, axis), input.device)
+    values = Gather.apply(input, idx, axis)
+    if not keepdim:
+        values = reshape(values, tuple(n for i, n in enumerate(values.shape) if i != axis))
+        idx = idx.squeeze(axis)
+    return ModeResult(values, Tensor._from_array(idx))
+
+
+_QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
+    _check(op, input)
+    if input.dtype not in (backend.float32, backend.float64):
+        raise RuntimeError(f"{op}() input tensor must be either float or double dtype, got {input.dtype}")
+    if interpolation not in _QUANTILE_MODES:
+        raise RuntimeError(f"{op}() interpolation must be one of linear, lower, higher, midpoint or nearest. Got "
+                           f"{interpolation!r}")
+    if isinstance(q, Tensor):
+        if q.ndim > 1:
+            raise RuntimeError(f"{op}() q must be a scalar or 1D tensor, got shape {tuple(q.shape)}")
+        if q.dtype != input.dtype:
+            raise RuntimeError(f"{op}() q tensor must be same dtype as the input tensor, got {q.dtype} and "
+                               f"{input.dtype}")
+        qs, q_dim = backend.to_device(q._data, backend.CPU).astype(np.float64).reshape(-1), q.ndim == 1
+    elif isinstance(q, numbers.Real) and not isinstance(q, bool):
+        qs, q_dim = np.array([float(q)]), False
+    else:
+        raise TypeError(f"{op}() q must be a number or a tensor, got {type(q).__name__}")
+    if not ((qs >= 0) & (qs <= 1)).all():
+        got = f" but got {float(qs[0])}" if not q_dim else ""
+        raise RuntimeError(f"{op}() q {'values ' if q_dim else ''}must be in the range [0, 1]{got}")
+    if input.numel() == 0:
+        raise RuntimeError(f"{op}() input tensor must be non-empty")
+    if dim is None:
+        x, out_shape = reshape(input, (1, -1)), (1,) * input.ndim if keepdim else ()
+        axis = 0
+    else:
+        axis = _axis(op, input, dim) if input.ndim else 0
+        shape = tuple(input.shape) or (1,)
+        out_shape = tuple(1 if i == axis else n for i, n in enumerate(shape)) if keepdim else \
+            tuple(n for i, n in enumerate(shape) if i != axis)
+        x = reshape(input, shape).movedim(axis, -1)
+        x = reshape(x, (-1, x.shape[-1]))
+    n = x.shape[-1]
+    ranked = sort(x, -1).values  # NaN sorts last
+    isnan = backend.to_device(x._xp.isnan(x._data), backend.CPU)
+    t = input.dtype.type
+    # the ranks in the input's dtype, as PyTorch computes them
+    count = (n - isnan.sum(axis=1)) if ignore_nan else np.full(x.shape[0], n)
+    ranks = qs.astype(t)[None, :] * (count.astype(t)[:, None] - t(1))
+    if not ignore_nan:  # a row with a NaN gives NaN: both neighbours its last (NaN) value
+        ranks = np.where(isnan.any(axis=1)[:, None], t(n - 1), ranks)
+    empty = count == 0  # (nanquantile of an all-NaN row: NaN)
+    ranks = np.where(empty[:, None], t(0), ranks)
+    below, above = np.floor(ranks), np.ceil(ranks)
+    if interpolation == "nearest":
+        below = above = np.round(ranks)  # (half to even, as PyTorch's)
+    elif interpolation == "lower":
+        above = below
+    elif interpolation == "higher":
+        below = above
+    dev = input.device
+    lo = Gather.apply(ranked, backend.to_device(below.astype(np.int64), dev), 1)
+    hi = Gather.apply(ranked, backend.to_device(above.astype(np.int64), dev), 1)
+    weight = (ranks - below).astype(t) if interpolation == "linear" else \
+        np.full(ranks.shape, 0.5 if interpolation == "midpoint" else 0.0, t)
+    w = Tensor._from_array(backend.to_device(weight, dev))
+    diff = hi - lo
+    out = where(Tensor._from_array(backend.to_device(weight < 0.5, dev)), lo + w * diff, hi - diff * (1 - w))
+    if empty.any():
+        out = where(Tensor._from_array(backend.to_device(np.broadcast_to(empty[:, None], ranks.shape), dev)),
+                    Tensor._from_array(backend.to_device(np.full(ranks.shape, np.nan, t), dev)), out)
+    out = out.movedim(1, 0)  # (q, rows)
+    return reshape(out, ((len(qs),) if q_dim else ()) + out_shape)
+
+
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    """The ``q``-th quantiles (a number, or a 1-D tensor of them: its length leads the result's shape) of
+    ``input`` along ``dim`` (all of it for None), as ``torch.quantile``: the sorted values at rank ``q * (n - 1)``,
+    interpolated between the two neighbours by ``interpolation`` (linear, lower, higher, midpoint, nearest); a
+    NaN in a row gives NaN. Differentiable through the selected values."""
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
+    """:func:`quantile` ignoring NaNs (NaN where a row has nothing else), as ``torch.nanquantile``."""
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
+
+
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
     """The distinct values of ``input`` (flattened), ascending, as ``torch.unique``; with ``return_inverse``
     each element's index among them (``input``'s shape), with ``return_counts`` how often each occurs. Not
@@ -155,10 +271,89 @@ def bincount(input, weights=None, minlength=0):  # noqa: A002
     return Tensor._from_array(out.astype(dtype))
 
 
+def histc(input, bins=100, min=0, max=0):  # noqa: A002
+    """A histogram of ``input``'s values in ``bins`` equal bins over [min, max] (its own smallest and largest
+    value where min == max, widened by 1 each way if still equal; values outside are left out, a value at max
+    counts in the last bin), in the input's dtype, as ``torch.histc``. Not differentiable."""
+    op = "histc"
+    _check(op, input)
+    if not backend.is_floating(input.dtype):
+        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    if isinstance(bins, bool) or not isinstance(bins, numbers.Integral) or bins <= 0:
+        raise RuntimeError(f"{op}: bins must be > 0, got {bins!r}")
+    lo, hi = float(min), float(max)
+    if lo > hi:
+        raise RuntimeError(f"{op}: max must be larger than min, got min={min} and max={max}")
+    xp = input._xp
+    x = input._data.reshape(-1).astype(np.float64)
+    if lo == hi and x.size:
+        lo, hi = float(x.min()), float(x.max())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise RuntimeError(f"{op}: range of [{lo}, {hi}] is not finite")
+    x = x[(x >= lo) & (x <= hi)]
+    pos = xp.minimum(xp.floor((x - lo) * bins / (hi - lo)).astype(np.int64), bins - 1)
+    return Tensor._from_array(xp.bincount(pos, minlength=bins)[:bins].astype(input.dtype))
+
+
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):  # noqa: A002
+    """For each value of ``input`` (a tensor or a number) the index at which it would go into
+    ``sorted_sequence`` (1-D, or sorted along its last dimension with the leading ones matching ``input``'s) to
+    keep it sorted: the first such index, the last with ``right=True`` or ``side='right'``; int64 (int32 with
+    ``out_int32``); ``sorter`` the indices that sort an unsorted sequence, as ``torch.searchsorted``."""
+    op = "searchsorted"
+    _check(op, sorted_sequence)
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"{op}(): side can only be 'left' or 'right' but got {side!r}")
+        if right and side == "left":
+            raise RuntimeError(f"{op}(): side and right can't be set to opposites, got side of left while right "
+                               f"was True")
+        right = side == "right"
+    seq = sorted_sequence._data
+    xp = sorted_sequence._xp
+    if sorter is not None:
+        _check(op, sorter)
+        if tuple(sorter.shape) != tuple(sorted_sequence.shape) or sorter.dtype != backend.int64:
+            raise RuntimeError(f"{op}(): sorter must be an int64 tensor of the sorted_sequence's shape "
+                               f"{tuple(sorted_sequence.shape)}, got {sorter.dtype} {tuple(sorter.shape)}")
+        seq = xp.take_along_axis(seq, sorter._data, axis=-1)
+    if isinstance(input, Tensor):
+        values = input._data
+    elif isinstance(input, numbers.Real) and not isinstance(input, bool):
+        values = xp.asarray(input)
+    else:
+        raise TypeError(f"{op}(): input must be a Tensor or a number, got {type(input).__name__}")
+    if seq.ndim == 0:
+        raise RuntimeError(f"{op}(): boundaries tensor should have positive dimension, but got 0 dimension")
+    if seq.ndim > 1 and tuple(seq.shape[:-1]) != tuple(values.shape[:-1]):
+        raise RuntimeError(f"{op}(): boundaries tensor should be 1 dimension or the first N-1 dimensions of "
+                           f"boundaries tensor and input value tensor must match, but we got boundaries tensor "
+                           f"{list(seq.shape)} and input value tensor {list(values.shape)}")
+    where_ = "right" if right else "left"
+    if seq.ndim == 1:
+        out = xp.searchsorted(seq, values, side=where_)
+    else:
+        rows, vals = seq.reshape(-1, seq.shape[-1]), values.reshape(-1, values.shape[-1])
+        out = xp.stack([xp.searchsorted(r, v, side=where_) for r, v in zip(rows, vals)]).reshape(values.shape)
+    return Tensor._from_array(xp.asarray(out, dtype=np.int32 if out_int32 else np.int64))
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):  # noqa: A002
+    """The bucket of each value of ``input`` among the 1-D ascending ``boundaries``: i with
+    ``boundaries[i-1] < x <= boundaries[i]`` (``boundaries[i-1] <= x < boundaries[i]`` with ``right=True``), as
+    ``torch.bucketize``."""
+    _check("bucketize", boundaries)
+    if boundaries.ndim != 1:
+        raise RuntimeError(f"bucketize(): boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
 def _method(fn):
     return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
 
 
 METHODS = {name: _method(fn) for name, fn in {
     "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue, "unique": unique,
-    "bincount": bincount}.items()}
+    "bincount": bincount, "mode": mode, "quantile": quantile, "nanquantile": nanquantile, "histc": histc}.items()}
