@@ -21,6 +21,7 @@ from .ops import *  # noqa: F401,F403 - tensor creation and the tensor ops at to
 from .ops import abs, max, min, pow, sum  # noqa: A004,F401
 from .ops.shape import channels_last, contiguous_format, memory_format, preserve_format  # noqa: F401
 from . import functional
+from . import special  # noqa: E402 - torch.special
 from . import testing
 from .graphs import CapturedStep, capture_step, compile  # noqa: A004 - torch.compile, accepted
 from . import amp  # noqa: E402 - mixed precision: GradScaler, autocast, the master-weights recipe

@@ -9,6 +9,7 @@ recorded ops check in backward.
 """
 from __future__ import annotations
 
+import numbers
 import weakref
 
 import numpy as np
@@ -373,6 +374,30 @@ class Tensor:
         r = gen.random(self.shape) if isinstance(gen, np.random.Generator) else gen.random_sample(self.shape)
         self._data[...] = (r * (b - a) + a).astype(self._data.dtype)
         return self._bump("uniform_")
+
+    def random_(self, *bounds, generator=None, **named):
+        """In place, integers drawn uniformly from [from, to - 1], as PyTorch's ``random_(from=0, to=None)`` and
+        ``random_(to)``: without ``to``, up to 2**mantissa for a floating dtype (every such integer is exact),
+        up to the dtype's largest value for an integer one, 0 or 1 for bool."""
+        self._check_inplace("random_")
+        if len(bounds) > 2 or set(named) - {"from", "to"} or (bounds and named):
+            raise TypeError(f"random_: expected (to), (from, to) or the keywords from / to, got {len(bounds)} "
+                            f"positional and {sorted(named)}")
+        lo, hi = (0, bounds[0]) if len(bounds) == 1 else bounds if bounds else (named.get("from", 0),
+                                                                               named.get("to"))
+        dtype = self._data.dtype
+        if hi is None:  # (bfloat16 keeps 8 bits of mantissa, float16 11, float32 24, float64 53)
+            mantissa = {backend.bfloat16: 8, np.dtype(np.float16): 11, np.dtype(np.float32): 24}.get(dtype, 53)
+            hi = 2 if dtype == backend.bool_ else (2 ** mantissa + 1 if backend.is_floating(dtype)
+                                                   else int(np.iinfo(dtype).max) + 1)
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (lo, hi)):
+            raise TypeError(f"random_: from and to must be ints, got {lo!r} and {hi!r}")
+        if lo >= hi:
+            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={lo} >= to={hi}")
+        gen = backend.generator(self.device, generator, "random_")
+        draw = gen.integers if isinstance(gen, np.random.Generator) else gen.randint
+        self._data[...] = draw(lo, min(hi, 2 ** 63 - 1), self.shape).astype(dtype)
+        return self._bump("random_")
 
     def normal_(self, mean=0.0, std=1.0):
         self._check_inplace("normal_")

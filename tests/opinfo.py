@@ -1488,6 +1488,25 @@ def kthvalue_ref(a, k, dim=-1, keepdim=False):
     return np.take(np.sort(a, axis=dim), [k - 1] if keepdim else k - 1, axis=dim)
 
 
+def nanmedian_ref(a, dim=None, keepdim=False):
+    """The lower median of the non-NaN values (NumPy's nanmedian averages the two middle ones)."""
+    if dim is None:
+        v = np.sort(a[~np.isnan(a)])
+        return v[(len(v) - 1) // 2] if len(v) else np.nan
+    rows = np.moveaxis(a, dim, -1)
+    out = np.empty(rows.shape[:-1])
+    for pos in np.ndindex(*rows.shape[:-1]):
+        out[pos] = nanmedian_ref(rows[pos])
+    return np.expand_dims(out, dim) if keepdim else out
+
+
+def _with_nans(a):
+    """``a`` with a NaN at every 3rd flat position (a row of NaNs where the shape makes one)."""
+    out = np.array(a, dtype=a.dtype)
+    out.reshape(-1)[::3] = np.nan
+    return out
+
+
 def mode_ref(a, dim=-1, keepdim=False):
     """Each row's most frequent value, the smallest of the equally frequent."""
     rows = np.moveaxis(a, dim, -1)
@@ -1762,6 +1781,17 @@ INDEX_OPS = [
            torch=lambda T, a, q, **kw: T.nanquantile(a, q, **kw), samples=(
                S("nanquantile", distinct((3, 5)), q=0.6, dim=1),
                S("nanquantile_all", distinct((2, 3, 4)), q=0.25))),
+    OpInfo("nanmedian", lambda a, **kw: mf.nanmedian(a, **kw) if "dim" not in kw else mf.nanmedian(a, **kw).values,
+           nanmedian_ref, spelled="mf.nanmedian",
+           aliases={"Tensor.nanmedian": lambda a, **kw: a.nanmedian(**kw) if "dim" not in kw else
+                    a.nanmedian(**kw).values},
+           torch=lambda T, a, **kw: T.nanmedian(a, **kw) if "dim" not in kw else T.nanmedian(a, **kw).values,
+           samples=(S("nanmedian_all", distinct((3, 5))), S("nanmedian_dim", distinct((4, 7)), dim=1),
+                    S("nanmedian_dim0_keepdim", distinct((6, 3)), dim=0, keepdim=True),
+                    S("nanmedian_nans", (4, 6), fn=lambda a: mf.nanmedian(mf.where(
+                        mf.tensor(np.isnan(_with_nans(np.zeros((4, 6)))), device=a.device), float("nan"), a), 1).values,
+                      ref=lambda a: nanmedian_ref(_with_nans(a), 1))),
+           errors=(E("nanmedian_empty", lambda: mf.nanmedian(t(0)), RuntimeError, "input tensor cannot be empty"),)),
     OpInfo("mode", lambda a, dim=-1, keepdim=False: mf.mode(a, dim, keepdim).values, mode_ref, spelled="mf.mode",
            aliases={"Tensor.mode": lambda a, dim=-1, keepdim=False: a.mode(dim, keepdim).values},
            torch=lambda T, a, dim=-1, keepdim=False: T.mode(a, dim, keepdim).values, samples=(
@@ -2566,6 +2596,22 @@ REDUCE_OPS = [
                S("vector_norm_ord4", (7,), ord=4)),
            errors=(E("vector_norm_ord_string", lambda: mf.linalg.vector_norm(t(3), ord="fro"), TypeError,
                      "vector_norm: ord must be a number"),)),
+    OpInfo("linalg_norm", lambda a, **kw: mf.linalg.norm(a, **kw), lambda a, ord=None, dim=None, keepdim=False:
+           np.linalg.norm(a, ord, dim, keepdim) if ord is not None or dim is not None else np.linalg.norm(a.ravel()),
+           spelled="mf.linalg.norm", torch=lambda T, a, **kw: T.linalg.norm(a, **kw), samples=(
+               S("linalg_norm_all", (2, 3, 4)), S("linalg_norm_vector_dim", (3, 5), ord=3, dim=1),
+               S("linalg_norm_fro", (4, 3), ord="fro"), S("linalg_norm_inf", distinct((4, 3)), ord=math.inf),
+               S("linalg_norm_neg_inf", distinct((3, 4)), ord=-math.inf, dim=(1, 0)),
+               S("linalg_norm_one_keepdim", distinct((2, 4, 3)), ord=1, dim=(0, 2), keepdim=True),
+               S("linalg_norm_neg_one", distinct((5, 2)), ord=-1), S("linalg_norm_1d_ord", (6,), ord=1)),
+           errors=(E("linalg_norm_3d_ord", lambda: mf.linalg.norm(t(2, 2, 2), ord=1), RuntimeError,
+                     "if dim is not specified but ord is, the input must be 1D or 2D"),
+                   E("linalg_norm_nuc", lambda: mf.linalg.norm(t(2, 2), ord="nuc"), NotImplementedError,
+                     "needs singular values"),
+                   E("linalg_norm_ord", lambda: mf.linalg.matrix_norm(t(2, 2), ord=3), RuntimeError,
+                     "ord must be 'fro', 'nuc', inf, -inf, 1, -1, 2 or -2"),
+                   E("linalg_norm_1d_matrix", lambda: mf.linalg.matrix_norm(t(3)), RuntimeError,
+                     "must have at least 2 dimensions"))),
     OpInfo("median", _MEDIAN, _median_ref, spelled="Tensor.median", aliases={"mf.median": _by_function(mf.median)},
            torch=SAME, samples=(
                S("median_all", distinct((3, 4))), S("median_all_odd", distinct((33,))),
@@ -3256,6 +3302,30 @@ SPECIAL_OPS = [
                      r"logit\(\): argument 'eps' must be a float or None, not str"),
                    E("logit_int_inplace", lambda: mf.tensor([1, 2]).logit_(), RuntimeError,
                      "logit_: result type float32 can't be cast to the desired output type int64"))),
+    OpInfo("special_ndtr", mf.special.ndtr, lambda a: (1 + _erf(a / math.sqrt(2))) / 2, spelled="mf.special.ndtr",
+           torch=lambda T, a: T.special.ndtr(a), samples=(S("special_ndtr", (3, 4)),)),
+    OpInfo("special_xlog1py", mf.special.xlog1py, lambda a, b: a * np.log1p(b), spelled="mf.special.xlog1py",
+           torch=lambda T, a, b: T.special.xlog1py(a, b), samples=(
+               S("special_xlog1py", (3, 4), pos((3, 4))),
+               S("special_xlog1py_zero", (5,), pos((5,)), fn=lambda a, b: mf.special.xlog1py(a * 0.0, b - 1.0),
+                 ref=lambda a, b: np.zeros(5)))),
+    OpInfo("isin", lambda a, b, **kw: mf.isin(a, b, **kw), lambda a, b, invert=False: np.isin(a, b, invert=invert),
+           spelled="mf.isin", grad=False, dtypes=NO_GRAD_RESULT,
+           torch=lambda T, a, b, **kw: T.isin(a, b, **kw), samples=(
+               S("isin", index((3, 4), 6), index((3,), 6)),
+               S("isin_invert", index((5,), 4), index((2,), 4), invert=True),
+               S("isin_scalar", index((4,), 3), fn=lambda a: mf.isin(a, 2), ref=lambda a: a == 2)),
+           errors=(E("isin_no_tensor", lambda: mf.isin(1, 2), TypeError,
+                     "at least one of elements and test_elements"),)),
+    OpInfo("rsub", mf.rsub, lambda a, b, alpha=1: b - alpha * a, spelled="mf.rsub",
+           torch=lambda T, a, b, **kw: T.rsub(a, b, **kw), samples=(
+               S("rsub", (3, 4), (4,)), S("rsub_alpha", (5,), (5,), alpha=3),
+               S("rsub_number", (2, 3), fn=lambda a: mf.rsub(a, 2.5, alpha=2), ref=lambda a: 2.5 - 2 * a))),
+    OpInfo("positive", mf.positive, lambda a: a, spelled="mf.positive",
+           aliases={"Tensor.positive": _method("positive")},
+           torch=lambda T, a: T.positive(a), samples=(S("positive", (3, 4)),),
+           errors=(E("positive_bool", lambda: mf.positive(mf.tensor([True])), TypeError,
+                     "on a bool tensor is not supported"),)),
     OpInfo("signbit", mf.signbit, np.signbit, spelled="mf.signbit", aliases={"Tensor.signbit": _method("signbit")},
            grad=False, dtypes=NO_GRAD_RESULT, torch=lambda T, a: T.signbit(a), samples=(
                S("signbit", (3, 4)), S("signbit_0d", ()),

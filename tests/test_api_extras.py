@@ -1,6 +1,6 @@
 """torch names added at the top level: autograd.grad, unique, multinomial, normal, finfo/iinfo, softmax as a
 function and a method, flip(dims=), clip, Size, int; quantile's NaN rules, mode's index, searchsorted's forms,
-cosine_similarity / pairwise_distance."""
+cosine_similarity / pairwise_distance, random_, rsub, positive and the special namespace."""
 import numpy as np
 import pytest
 
@@ -65,6 +65,29 @@ def test_mode_searchsorted_bucketize_and_distances():
     np.testing.assert_allclose(mf.cosine_similarity(a, b).numpy(), [2 ** -0.5, 1.0], rtol=1e-6)
     np.testing.assert_allclose(mf.pairwise_distance(a, b).numpy(), [1.0, 0.0], atol=1e-5)
     assert mf.histc(mf.tensor([1.0, 2.0, 1.0, 4.0]), bins=4, min=0, max=3).tolist() == [0.0, 2.0, 1.0, 0.0]
+
+
+def test_random_rsub_positive_and_special():
+    """Tensor.random_ draws integers in [from, to) (dtype-bounded without to), rsub / positive as PyTorch's, and
+    torch.special's names reach the functions minifused has."""
+    mf.manual_seed(0)
+    x = mf.zeros(2000).random_(3, 7)
+    assert x.dtype == mf.float32 and set(np.unique(x.numpy()).tolist()) == {3.0, 4.0, 5.0, 6.0}
+    assert set(mf.zeros(500, dtype=mf.int64).random_(4).numpy().tolist()) == {0, 1, 2, 3}
+    assert mf.zeros(500, dtype=mf.float16).random_().max().item() <= 2 ** 11
+    assert set(mf.zeros(200, dtype=mf.bool).random_().numpy().tolist()) == {False, True}
+    with pytest.raises(RuntimeError, match="random_ expects 'from' to be less than 'to', but got from=5 >= to=5"):
+        mf.zeros(3).random_(5, 5)
+    w = mf.zeros(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="random_"):
+        w.random_(3)  # a leaf that requires grad
+    a = mf.tensor([1.0, 2.0])
+    assert mf.rsub(a, 5, alpha=2).tolist() == [3.0, 1.0] and mf.rsub(a, mf.tensor([3.0, 3.0])).tolist() == [2.0, 1.0]
+    assert mf.positive(a) is a and a.positive() is a
+    with pytest.raises(TypeError, match="positive: the `\\+` operator, on a bool tensor is not supported"):
+        mf.positive(mf.tensor([True]))
+    np.testing.assert_allclose(mf.special.expit(a).numpy(), 1 / (1 + np.exp(-a.numpy())), rtol=1e-6)
+    np.testing.assert_allclose(mf.special.softmax(a, 0).numpy(), np.exp([1, 2]) / np.exp([1, 2]).sum(), rtol=1e-6)
 
 
 def test_unique():

@@ -199,13 +199,27 @@ _INFO = {
     "short": lambda self: cast(self, backend.int16),
 }
 
+def rsub(input, other, alpha=1):  # noqa: A002 - PyTorch's names
+    """``other - alpha * input``, as ``torch.rsub`` (``input`` a tensor, ``other`` a tensor or a number)."""
+    return sub(other, mul(input, alpha) if alpha != 1 else input) if isinstance(other, Tensor) else \
+        neg(mul(input, alpha) if alpha != 1 else input) + other
+
+
+def positive(input):  # noqa: A002 - PyTorch's name
+    """``input`` itself, as ``torch.positive`` (``+x``); refused for a bool tensor, as PyTorch's."""
+    if input.dtype == backend.bool_:
+        raise TypeError("positive: the `+` operator, on a bool tensor is not supported")
+    return input
+
+
 absolute = abs
 multiply = mul
 true_divide = div
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 __all__ = ["absolute", "multiply", "divide", "subtract", "true_divide", "negative", "greater", "greater_equal", "less",
-           "less_equal", "not_equal", "is_complex", "result_type", "promote_types", "can_cast"]
-METHODS = {name: globals()[name] for name in __all__ if name not in ("result_type", "promote_types", "can_cast")}
+           "less_equal", "not_equal", "is_complex", "result_type", "promote_types", "can_cast", "rsub", "positive"]
+METHODS = {name: globals()[name] for name in __all__ if name not in ("result_type", "promote_types", "can_cast",
+                                                                     "rsub")}
 METHODS.update(_INPLACE)
 METHODS.update(_INFO)

@@ -253,16 +253,37 @@ def nonzero(input, *, as_tuple=False):  # noqa: A002 - PyTorch's name
     return _values(rows, input)
 
 
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each of ``elements`` occurs in ``test_elements`` (either may be a number, not both): a bool tensor
+    of ``elements``' shape, negated with ``invert``, as ``torch.isin``."""
+    op = "isin"
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError(f"{op}: expected at least one of elements and test_elements to be a Tensor, got "
+                        f"{type(elements).__name__} and {type(test_elements).__name__}")
+    for name, v in (("elements", elements), ("test_elements", test_elements)):
+        if not isinstance(v, Tensor) and (isinstance(v, bool) or not isinstance(v, numbers.Number)):
+            raise TypeError(f"{op}: {name} must be a Tensor or a number, got {type(v).__name__}")
+    like = elements if isinstance(elements, Tensor) else test_elements
+    if isinstance(elements, Tensor) and isinstance(test_elements, Tensor) and \
+            not backend.same_device(elements._data, test_elements._data):
+        raise RuntimeError(f"{op}: expected elements and test_elements on one device, got {elements.device} and "
+                           f"{test_elements.device}")
+    xp = like._xp
+    a = elements._data if isinstance(elements, Tensor) else xp.asarray(elements)
+    b = test_elements._data if isinstance(test_elements, Tensor) else xp.asarray(test_elements)
+    return Tensor._from_array(xp.asarray(xp.isin(a, b.reshape(-1), invert=bool(invert))))
+
+
 __all__ = ["isnan", "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num", "isclose", "allclose", "equal",
            "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
-           "bitwise_not", "nonzero"]
+           "bitwise_not", "nonzero", "isin"]
 
 
 def _swapped(fn):
     return lambda self, other: fn(other, self)
 
 
-METHODS = {name: globals()[name] for name in __all__ if name not in ("allclose", "equal")}
+METHODS = {name: globals()[name] for name in __all__ if name not in ("allclose", "equal", "isin")}
 METHODS.update({
     "allclose": allclose, "equal": equal, "nan_to_num_": nan_to_num_,
     "__and__": bitwise_and, "__rand__": _swapped(bitwise_and), "__or__": bitwise_or, "__ror__": _swapped(bitwise_or),

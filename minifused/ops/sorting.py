@@ -16,14 +16,15 @@ from .elementwise import where
 from .index import Gather
 from .shape import reshape
 
-__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "mode", "quantile", "nanquantile", "unique", "bincount",
-           "histc", "searchsorted", "bucketize"]
+__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "mode", "nanmedian", "quantile", "nanquantile", "unique",
+           "bincount", "histc", "searchsorted", "bucketize"]
 
 # PyTorch's torch.return_types: tuples with .values and .indices
 SortResult = namedtuple("sort", ["values", "indices"])
 TopkResult = namedtuple("topk", ["values", "indices"])
 KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
 ModeResult = namedtuple("mode", ["values", "indices"])
+NanmedianResult = namedtuple("nanmedian", ["values", "indices"])
 
 
 def _order(a, axis, descending):
@@ -146,6 +147,34 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
         values = reshape(values, tuple(n for i, n in enumerate(values.shape) if i != axis))
         idx = idx.squeeze(axis)
     return ModeResult(values, Tensor._from_array(idx))
+
+
+def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
+    """The lower median of the values that are not NaN (NaN where there are none): of every element for
+    ``dim=None``, else ``(values, indices)`` along ``dim``, as ``torch.nanmedian``. The gradient goes to the
+    element picked."""
+    op = "nanmedian"
+    _check(op, input)
+    if dim is None:
+        if input.numel() == 0:
+            raise RuntimeError(f"{op}() input tensor cannot be empty")
+        return nanmedian(reshape(input, (input.numel(),)), 0).values
+    if input.ndim == 0:
+        _axis(op, input, dim)
+        return NanmedianResult(input.clone(), Tensor._from_array(input._xp.zeros((), np.int64)))
+    axis = _axis(op, input, dim)
+    if input.shape[axis] == 0:
+        raise IndexError(f"{op}(): expected a non-empty dimension {dim}, got shape {tuple(input.shape)}")
+    xp = input._xp
+    order = _order(input._data, axis, False)  # NaN sorts last
+    count = (~xp.isnan(input._data)).sum(axis=axis, keepdims=True)
+    pick = xp.maximum((count - 1) // 2, 0)  # (a row of NaNs: its first)
+    idx = xp.take_along_axis(order, pick, axis=axis).astype(np.int64)
+    values = Gather.apply(input, idx, axis)
+    if not keepdim:
+        values = reshape(values, tuple(n for i, n in enumerate(values.shape) if i != axis))
+        idx = idx.squeeze(axis)
+    return NanmedianResult(values, Tensor._from_array(idx))
 
 
 _QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -356,4 +385,5 @@ def _method(fn):
 
 METHODS = {name: _method(fn) for name, fn in {
     "sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue, "unique": unique,
-    "bincount": bincount, "mode": mode, "quantile": quantile, "nanquantile": nanquantile, "histc": histc}.items()}
+    "bincount": bincount, "mode": mode, "nanmedian": nanmedian, "quantile": quantile, "nanquantile": nanquantile,
+    "histc": histc}.items()}
