@@ -119,7 +119,7 @@ def test_state_dict_without_num_batches_tracked_loads():
     assert m.load_state_dict(sd) == ([], [])
     assert int(m[1].num_batches_tracked.item()) == 7 and np.all(m[1].running_mean.numpy() == 0.5)
     fresh = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
-    with pytest.raises(RuntimeError, match=r"missing keys: 1\.running_var"):
+    with pytest.raises(RuntimeError, match=r'Missing key\(s\) in state_dict: "1\.running_var"'):
         fresh.load_state_dict({k: v for k, v in sd.items() if k != "1.running_var"})
     assert np.all(fresh[1].running_mean.numpy() == 0)
 

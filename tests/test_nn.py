@@ -209,9 +209,12 @@ def test_load_state_dict_from_another_model_lists_problems():
     with pytest.raises(RuntimeError) as e:
         other.load_state_dict(sd)
     msg = str(e.value)
-    assert "missing keys: 0.weight" in msg and "unexpected keys: scale" in msg
+    # PyTorch's wording
+    assert 'Missing key(s) in state_dict: "0.weight", "0.bias"' in msg and 'Unexpected key(s) in state_dict: "' in msg
+    assert '"scale"' in msg and msg.startswith("Error(s) in loading state_dict for Sequential:\n\t")
     sd["out.weight"] = mf.zeros(3, 31)
-    with pytest.raises(RuntimeError, match=r"out.weight: shape \(3, 31\)"):
+    with pytest.raises(RuntimeError, match=r"size mismatch for out.weight: copying a param with shape \(3, 31\) "
+                                           r"from checkpoint, the shape in current model is \(3, 32\)"):
         TwoLayer().load_state_dict(sd)
 
 

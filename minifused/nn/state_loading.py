@@ -27,11 +27,11 @@ def load_state_into(root, state_dict, strict=True):
     missing = [k for k in own if k not in state_dict and k not in optional]
     unexpected = [k for k in state_dict if k not in own]
     sources = {}
-    if strict and (missing or unexpected):
+    if strict and (missing or unexpected):  # (PyTorch's wording, so its users' checks match)
         if missing:
-            problems.append("missing keys: " + ", ".join(missing))
+            problems.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
         if unexpected:
-            problems.append("unexpected keys: " + ", ".join(unexpected))
+            problems.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
     for k, target in own.items():
         if k not in state_dict:
             continue
@@ -47,15 +47,14 @@ def load_state_into(root, state_dict, strict=True):
             problems.append(f"{k}: a {type(state_dict[k]).__name__} in the state dict, expected a tensor "
                             f"or an array")
         elif tuple(src.shape) != tuple(target.shape):
-            problems.append(f"{k}: shape {tuple(src.shape)} in the state dict, "
-                            f"{tuple(target.shape)} in the model (size mismatch)")
+            problems.append(f"size mismatch for {k}: copying a param with shape {tuple(src.shape)} from checkpoint, "
+                            f"the shape in current model is {tuple(target.shape)}.")
         elif not _castable(src.dtype):
             problems.append(f"{k}: dtype {src.dtype} in the state dict cannot be copied into {target.dtype}")
         else:
             sources[k] = src
     if problems:
-        raise RuntimeError(f"Error(s) in loading state_dict for {type(root).__name__}:\n  "
-                           + "\n  ".join(problems))
+        raise RuntimeError(f"Error(s) in loading state_dict for {type(root).__name__}:\n\t" + "\n\t".join(problems))
     with no_grad():
         for k, src in sources.items():
             target = own[k]
