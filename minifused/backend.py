@@ -41,6 +41,16 @@ DTYPE_NAMES = {
 }
 
 
+class InputError(ValueError, RuntimeError):
+    """Bad input to an op (a shape, a size, a value out of range): a ValueError, and the RuntimeError PyTorch
+    raises for most such input, so code written against either catches it."""
+
+
+class InputTypeError(TypeError, RuntimeError):
+    """An argument of the wrong type or dtype: a TypeError, and the RuntimeError PyTorch raises for a dtype an op
+    does not implement, so code written against either catches it."""
+
+
 def as_dtype(spec) -> np.dtype:
     """A NumPy dtype from a dtype, a scalar type or a name ('float32', 'bf16', ...)."""
     if isinstance(spec, str):

@@ -357,7 +357,7 @@ def load(f, map_location=None, weights_only=None, format=None, mmap=None):
                               f"expected {FORMAT!r}")
     try:
         return _decode(tree.get("obj"), archive, map_location, name)
-    except (CheckpointError, RuntimeError, _MapLocationError):
+    except (CheckpointError, _MapLocationError):
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OSError, zipfile.BadZipFile, EOFError,
             RecursionError) as e:  # a tree or an array entry that does not hold what it claims (e.g. a CRC error)

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import autograd, backend
 from .kernels import empty_like_layout, is_channels_last
+from .backend import InputError, InputTypeError
 
 
 class _HookHandle:
@@ -83,7 +84,7 @@ class Tensor:
     def data(self, value):
         # PyTorch swaps the storage: shape and dtype may change with it.
         if not isinstance(value, Tensor):
-            raise TypeError(f"Tensor.data: expected a Tensor, got {type(value).__name__}")
+            raise InputTypeError(f"Tensor.data: expected a Tensor, got {type(value).__name__}")
         self._data = value._data
 
     @property
@@ -94,7 +95,7 @@ class Tensor:
     def requires_grad(self, flag):
         flag = bool(flag)
         if flag and not backend.is_floating(self._data.dtype):
-            raise TypeError(
+            raise InputTypeError(
                 f"only floating-point tensors can require gradients, got dtype {self._data.dtype}")
         if not flag and self._ctx is not None:
             raise RuntimeError("requires_grad can only be turned off on leaf tensors; use detach()")
@@ -114,7 +115,7 @@ class Tensor:
         # that does not fit its parameter (it would update some parameters and then fail).
         if value is not None:
             if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None, got {type(value).__name__}")
+                raise InputTypeError(f"assigned grad expected to be a Tensor or None, got {type(value).__name__}")
             if value._data.shape != self._data.shape:
                 raise RuntimeError(f"assigned grad has shape {tuple(value._data.shape)}, the tensor "
                                    f"{tuple(self._data.shape)}")
@@ -172,7 +173,7 @@ class Tensor:
         if dim is None:
             return steps
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
-            raise TypeError(f"stride: dimension must be an int, got {type(dim).__name__} {dim!r}")
+            raise InputTypeError(f"stride: dimension must be an int, got {type(dim).__name__} {dim!r}")
         if not -len(steps) <= dim < len(steps):
             raise IndexError(f"stride: dimension {dim} out of range for a tensor of {len(steps)} dimensions")
         return steps[dim]
@@ -189,19 +190,19 @@ class Tensor:
 
     def __len__(self):
         if self._data.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
+            raise InputTypeError("len() of a 0-d tensor")
         return self._data.shape[0]
 
     # ------------------------------------------------------------ host values
     def numpy(self) -> np.ndarray:
         """The array as NumPy; like PyTorch, only for cpu tensors (use ``.cpu()`` first)."""
         if self.is_cuda:
-            raise TypeError(f"can't convert {self.device} tensor to numpy; use tensor.cpu() first")
+            raise InputTypeError(f"can't convert {self.device} tensor to numpy; use tensor.cpu() first")
         return self._data
 
     def item(self):
         if self._data.size != 1:
-            raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+            raise InputError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
         if self.is_cuda:
             backend.refuse_sync("Tensor.item()")
             backend.run_deferred_checks()
@@ -223,7 +224,7 @@ class Tensor:
 
     def __index__(self):
         if backend.is_floating(self._data.dtype) or self._data.size != 1:
-            raise TypeError("only integer tensors of a single element can be used as an index")
+            raise InputTypeError("only integer tensors of a single element can be used as an index")
         return int(self.item())
 
     def __repr__(self):
@@ -251,8 +252,8 @@ class Tensor:
             return format(self.item(), spec)
         if not spec:
             return str(self)
-        raise TypeError(f"unsupported format string passed to Tensor.__format__ (format spec {spec!r} needs a "
-                        f"one-element tensor, got shape {tuple(self.shape)})")
+        raise InputTypeError(f"unsupported format string passed to Tensor.__format__ (format spec {spec!r} needs a "
+                             f"one-element tensor, got shape {tuple(self.shape)})")
 
     # ------------------------------------------------------------ DLPack
     def __dlpack__(self, **kwargs):
@@ -381,8 +382,8 @@ class Tensor:
         up to the dtype's largest value for an integer one, 0 or 1 for bool."""
         self._check_inplace("random_")
         if len(bounds) > 2 or set(named) - {"from", "to"} or (bounds and named):
-            raise TypeError(f"random_: expected (to), (from, to) or the keywords from / to, got {len(bounds)} "
-                            f"positional and {sorted(named)}")
+            raise InputTypeError(f"random_: expected (to), (from, to) or the keywords from / to, got {len(bounds)} "
+                                 f"positional and {sorted(named)}")
         lo, hi = (0, bounds[0]) if len(bounds) == 1 else bounds if bounds else (named.get("from", 0),
                                                                                named.get("to"))
         dtype = self._data.dtype
@@ -391,7 +392,7 @@ class Tensor:
             hi = 2 if dtype == backend.bool_ else (2 ** mantissa + 1 if backend.is_floating(dtype)
                                                    else int(np.iinfo(dtype).max) + 1)
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (lo, hi)):
-            raise TypeError(f"random_: from and to must be ints, got {lo!r} and {hi!r}")
+            raise InputTypeError(f"random_: from and to must be ints, got {lo!r} and {hi!r}")
         if lo >= hi:
             raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={lo} >= to={hi}")
         gen = backend.generator(self.device, generator, "random_")
@@ -402,7 +403,7 @@ class Tensor:
     def normal_(self, mean=0.0, std=1.0):
         self._check_inplace("normal_")
         if not std >= 0:
-            raise ValueError(f"normal_: std must be >= 0, got {std}")
+            raise InputError(f"normal_: std must be >= 0, got {std}")
         r = backend.generator(self.device).standard_normal(self.shape)
         self._data[...] = (r * std + mean).astype(self._data.dtype)
         return self._bump("normal_")
@@ -419,16 +420,16 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
     first; ``sci_mode`` True / False forces or suppresses scientific notation (None: automatic)."""
     if profile is not None:
         if profile not in _PRINT_PROFILES:
-            raise ValueError(f"set_printoptions: profile must be 'default', 'short' or 'full', got {profile!r}")
+            raise InputError(f"set_printoptions: profile must be 'default', 'short' or 'full', got {profile!r}")
         PRINT_OPTIONS.update(zip(("precision", "threshold", "edgeitems", "linewidth"), _PRINT_PROFILES[profile]))
     for name, value in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems),
                         ("linewidth", linewidth)):
         if value is not None:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"set_printoptions: {name} must be an int >= 0, got {value!r}")
+                raise InputError(f"set_printoptions: {name} must be an int >= 0, got {value!r}")
             PRINT_OPTIONS[name] = value
     if sci_mode is not None and not isinstance(sci_mode, bool):
-        raise TypeError(f"set_printoptions: sci_mode must be None or a bool, got {sci_mode!r}")
+        raise InputTypeError(f"set_printoptions: sci_mode must be None or a bool, got {sci_mode!r}")
     PRINT_OPTIONS["sci_mode"] = sci_mode
 
 

@@ -561,3 +561,23 @@ def test_in_place_through_a_view_of_a_grad_leaf_raises_and_leaves_it(name, write
     assert leaf.numpy().tolist() == [-1.0, 2.0, -3.0, 4.0] and leaf._version == 0
     with mf.no_grad():  # allowed there, as in PyTorch
         write(leaf.view(2, 2)[1])
+
+
+@pytest.mark.parametrize("fn,ours", [
+    (lambda: nn.Linear(3, 2)(mf.ones(4, 5)), ValueError),
+    (lambda: mf.ones(4, 3) @ mf.ones(5, 2), ValueError),
+    (lambda: nn.Conv2d(3, 4, 3)(mf.ones(2, 5, 8, 8)), ValueError),
+    (lambda: nn.BatchNorm1d(3)(mf.ones(4, 4)), ValueError),
+    (lambda: mf.ones(3, 4).reshape(5, -1), ValueError),
+    (lambda: mf.cat([mf.ones(2, 3), mf.ones(2, 4)]), ValueError),
+    (lambda: mf.stack([mf.ones(2), mf.ones(3)]), ValueError),
+    (lambda: mf.ones(2, 3).expand(4, 3), ValueError),
+    (lambda: F.mse_loss(mf.ones(2, 3), mf.ones(3, 2)), ValueError),
+    (lambda: nn.BatchNorm2d(2)(mf.ones(2, 2, 2, 2, dtype=mf.int64)), TypeError),
+    (lambda: F.cross_entropy(mf.ones(2, 3), mf.tensor([0.0, 1.0])), TypeError)])
+def test_bad_shapes_and_dtypes_are_also_pytorchs_runtime_error(fn, ours):
+    """PyTorch raises RuntimeError for most bad shapes and dtypes; minifused's ValueError / TypeError for them is
+    also a RuntimeError, so a check written against either catches it."""
+    with pytest.raises(RuntimeError) as e:
+        fn()
+    assert isinstance(e.value, ours)

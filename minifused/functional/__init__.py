@@ -29,6 +29,7 @@ from ..ops.shape import transpose as _transpose
 from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
 from ._checks import _check_tensor
+from ..backend import InputError, InputTypeError
 
 # ---- elementwise and activations (foundation)
 # The in-place forms (``relu_``, ``gelu_``, ``softmax_``, ``layer_norm_``, ``dropout(inplace=True)``)
@@ -66,8 +67,8 @@ LINEAR_ACTIVATIONS = _kernels.ACTIVATIONS  # what F.linear / nn.Linear accept (t
 def _check_gemm_dtype(op, dtype, array):
     """The GEMM's dtypes: float32, float16, bfloat16, and float64 on the CPU only."""
     if dtype not in _LINEAR_DTYPES and not (dtype == _backend.float64 and not _backend.is_cuda_array(array)):
-        raise TypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16 or bfloat16 "
-                        f"(float64 on cpu only)")
+        raise InputTypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16 or bfloat16 "
+                             f"(float64 on cpu only)")
 
 
 def linear(input, weight, bias=None, activation=None):
@@ -101,31 +102,31 @@ def linear(input, weight, bias=None, activation=None):
 
 def _linear_check(input, weight, bias, activation):
     if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
-        raise TypeError(f"linear: expected tensors for input and weight, got {type(input).__name__} "
-                        f"and {type(weight).__name__}")
+        raise InputTypeError(f"linear: expected tensors for input and weight, got {type(input).__name__} "
+                             f"and {type(weight).__name__}")
     if activation not in LINEAR_ACTIVATIONS:
-        raise ValueError(f"linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
+        raise InputError(f"linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
     wshape, xshape = weight.shape, input.shape
     if len(wshape) != 2:
-        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape {tuple(wshape)}")
+        raise InputError(f"linear: weight must be 2-D (out_features, in_features), got shape {tuple(wshape)}")
     if len(xshape) == 0:
-        raise ValueError("linear: input must have at least one dimension (..., in_features), got a 0-d tensor")
+        raise InputError("linear: input must have at least one dimension (..., in_features), got a 0-d tensor")
     if xshape[-1] != wshape[1]:
-        raise ValueError(f"linear: input has {xshape[-1]} features (last dimension of shape {tuple(xshape)}) "
+        raise InputError(f"linear: input has {xshape[-1]} features (last dimension of shape {tuple(xshape)}) "
                          f"but weight expects in_features={wshape[1]} (weight shape {tuple(wshape)})")
     x, dtype = input._data, input.dtype
     _check_gemm_dtype("linear", dtype, x)
     if weight.dtype != dtype:
-        raise TypeError(f"linear: input and weight must have the same dtype, got {dtype} and {weight.dtype} "
-                        f"(no implicit casts; convert one with .to(dtype))")
+        raise InputTypeError(f"linear: input and weight must have the same dtype, got {dtype} and {weight.dtype} "
+                             f"(no implicit casts; convert one with .to(dtype))")
     if bias is not None:
         if not isinstance(bias, _Tensor):
-            raise TypeError(f"linear: bias must be a tensor or None, got {type(bias).__name__}")
+            raise InputTypeError(f"linear: bias must be a tensor or None, got {type(bias).__name__}")
         if len(bias.shape) != 1 or bias.shape[0] != wshape[0]:
-            raise ValueError(f"linear: bias must have shape ({wshape[0]},) to match out_features={wshape[0]}, "
+            raise InputError(f"linear: bias must have shape ({wshape[0]},) to match out_features={wshape[0]}, "
                              f"got shape {tuple(bias.shape)}")
         if bias.dtype != dtype:
-            raise TypeError(f"linear: bias dtype {bias.dtype} differs from input dtype {dtype}")
+            raise InputTypeError(f"linear: bias dtype {bias.dtype} differs from input dtype {dtype}")
     if not (_same_device(x, weight._data) and (bias is None or _same_device(x, bias._data))):
         devs = [str(input.device), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
         raise RuntimeError(f"linear: expected input, weight and bias on one device, got {', '.join(devs)}")
@@ -147,35 +148,35 @@ def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
 
     op = "square_matmul_"
     if not isinstance(x, _Tensor) or not isinstance(weight, _Tensor):
-        raise TypeError(f"{op}: expected tensors for x and weight, got {type(x).__name__} and "
-                        f"{type(weight).__name__}")
+        raise InputTypeError(f"{op}: expected tensors for x and weight, got {type(x).__name__} and "
+                             f"{type(weight).__name__}")
     if len(weight.shape) != 2 or weight.shape[0] != weight.shape[1]:
-        raise ValueError(f"{op}: weight must be square (n, n), got shape {tuple(weight.shape)}")
+        raise InputError(f"{op}: weight must be square (n, n), got shape {tuple(weight.shape)}")
     n = weight.shape[0]
     if len(x.shape) != 2:
-        raise ValueError(f"{op}: x must be 2-D (rows, {n}), got shape {tuple(x.shape)}")
+        raise InputError(f"{op}: x must be 2-D (rows, {n}), got shape {tuple(x.shape)}")
     if x.shape[1] != n:
-        raise ValueError(f"{op}: x has {x.shape[1]} columns (shape {tuple(x.shape)}) but weight is "
+        raise InputError(f"{op}: x has {x.shape[1]} columns (shape {tuple(x.shape)}) but weight is "
                          f"({n}, {n}); expected x of shape (rows, {n})")
     dtype, xa = x.dtype, x._data
     _check_gemm_dtype(op, dtype, xa)
     if weight.dtype != dtype:
-        raise TypeError(f"{op}: x and weight must have the same dtype, got {dtype} and {weight.dtype}")
+        raise InputTypeError(f"{op}: x and weight must have the same dtype, got {dtype} and {weight.dtype}")
     if activation not in LINEAR_ACTIVATIONS:
-        raise ValueError(f"{op}: activation must be None, 'relu' or 'gelu', got {activation!r}")
+        raise InputError(f"{op}: activation must be None, 'relu' or 'gelu', got {activation!r}")
     if (bias is not None or activation is not None) and not transpose:
-        raise ValueError(f"{op}: bias and activation need transpose=True (they ride in the epilog of "
+        raise InputError(f"{op}: bias and activation need transpose=True (they ride in the epilog of "
                          f"the x @ weight.T GEMM), got transpose=False")
     if bias is not None:
         if not isinstance(bias, _Tensor) or tuple(bias.shape) != (n,) or bias.dtype != dtype:
             got = (f"shape {tuple(bias.shape)}, dtype {bias.dtype}" if isinstance(bias, _Tensor)
                    else type(bias).__name__)
-            raise ValueError(f"{op}: bias must be a ({n},) tensor of dtype {dtype}, got {got}")
+            raise InputError(f"{op}: bias must be a ({n},) tensor of dtype {dtype}, got {got}")
     if not (_same_device(xa, weight._data) and (bias is None or _same_device(xa, bias._data))):
         raise RuntimeError(f"{op}: expected x, weight and bias on one device, got {x.device} and "
                            f"{weight.device}" + (f" and {bias.device}" if bias is not None else ""))
     if n and xa.strides[1] != xa.itemsize:
-        raise ValueError(f"{op}: x must have unit stride along its columns (it is overwritten, so "
+        raise InputError(f"{op}: x must have unit stride along its columns (it is overwritten, so "
                          f"no contiguous copy is made), got strides {xa.strides}")
     if _autograd.is_grad_enabled():
         if x.requires_grad:
@@ -215,35 +216,35 @@ def _check_norm_args(op, input, normalized_shape, params, wide=False):
     """The normalized size; ``params`` (name -> tensor or None) checked against the input. ``wide``: float32
     parameters of a 16-bit input are taken too (PyTorch's mixed precision; see :func:`_wide_params`)."""
     if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if isinstance(normalized_shape, _numbers.Integral):
         normalized_shape = (int(normalized_shape),)
     normalized_shape = tuple(int(s) for s in normalized_shape)
     k = len(normalized_shape)
     if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != normalized_shape:
-        raise ValueError(f"{op}: normalized_shape {list(normalized_shape)} must match the trailing dimensions "
+        raise InputError(f"{op}: normalized_shape {list(normalized_shape)} must match the trailing dimensions "
                          f"of the input, got input of shape {list(input.shape)}")
     if input.dtype not in _NORM_DTYPES:
-        raise TypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+        raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
     for name, p in params.items():
         if p is None:
             continue
         if not isinstance(p, _Tensor):
-            raise TypeError(f"{op}: {name} must be a tensor or None, got {type(p).__name__}")
+            raise InputTypeError(f"{op}: {name} must be a tensor or None, got {type(p).__name__}")
         if tuple(p.shape) != normalized_shape:
-            raise ValueError(f"{op}: {name} must have shape {list(normalized_shape)} (normalized_shape), "
+            raise InputError(f"{op}: {name} must have shape {list(normalized_shape)} (normalized_shape), "
                              f"got {list(p.shape)}")
         mixed = wide and p.dtype == _backend.float32 and input.dtype.itemsize == 2
         if p.dtype != input.dtype and not mixed:
             rule = "the input's dtype, or float32 with a 16-bit input; " if wide else ""
-            raise TypeError(f"{op}: {name} dtype {p.dtype} differs from input dtype {input.dtype} "
-                            f"({rule}no implicit casts; convert one with .to(dtype))")
+            raise InputTypeError(f"{op}: {name} dtype {p.dtype} differs from input dtype {input.dtype} "
+                                 f"({rule}no implicit casts; convert one with .to(dtype))")
         if p.device != input.device:
             raise RuntimeError(f"{op}: {name} is on {p.device} but the input is on {input.device}")
     given = [(name, p.dtype) for name, p in params.items() if p is not None]
     if len({dt for _, dt in given}) > 1:
-        raise TypeError(f"{op}: {' and '.join(name for name, _ in given)} must share one dtype, got "
-                        f"{', '.join(str(dt) for _, dt in given)}")
+        raise InputTypeError(f"{op}: {' and '.join(name for name, _ in given)} must share one dtype, got "
+                             f"{', '.join(str(dt) for _, dt in given)}")
     return int(_np.prod(normalized_shape))
 
 
@@ -306,13 +307,13 @@ _REDUCTIONS = ("none", "mean", "sum")
 
 def _softmax_dim(op, input, dim, dtype):
     if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if dtype is not None:
         input = _cast(input, dtype)
     elif op != "softmax_":  # an autocast region computes softmax in float32 unless a dtype is asked for
         (input,) = _autocast_float32(input)
     if input.dtype not in _NORM_DTYPES:
-        raise TypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+        raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
     if dim is None:  # PyTorch's legacy implicit choice
         dim = 0 if input.ndim in (0, 1, 3) else 1
     nd = max(input.ndim, 1)
@@ -357,14 +358,14 @@ def log_softmax(input, dim=None, dtype=None):
 def _check_class_loss(op, input, target, reduction, size_average, reduce):
     """The checks every class loss makes first (the deprecated arguments, tensors, reduction, input dtype)."""
     if size_average is not None or reduce is not None:
-        raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+        raise InputError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
     if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
-        raise TypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
-                        f"{type(target).__name__}")
+        raise InputTypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
+                             f"{type(target).__name__}")
     if reduction not in _REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+        raise InputError(f"{op}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     if input.dtype not in _NORM_DTYPES:
-        raise TypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+        raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
 
 
 def _class_rows(op, input, target, weight, ignore_index, reduction, size_average, reduce):
@@ -374,24 +375,24 @@ def _class_rows(op, input, target, weight, ignore_index, reduction, size_average
         if _backend.is_floating(target.dtype) and tuple(target.shape) == tuple(input.shape):
             raise NotImplementedError(f"{op}: class-probability targets are not supported; pass class "
                                       f"indices (int64)")
-        raise TypeError(f"{op}: expected integer class indices as target (int64), got dtype {target.dtype}")
+        raise InputTypeError(f"{op}: expected integer class indices as target (int64), got dtype {target.dtype}")
     if target.device != input.device:
         raise RuntimeError(f"{op}: target is on {target.device} but the input is on {input.device}")
     if input.ndim == 0:
-        raise ValueError(f"{op}: input must have a class dimension, got a 0-d tensor")
+        raise InputError(f"{op}: input must have a class dimension, got a 0-d tensor")
     if input.ndim == 1:
         expected = ()
     else:
         expected = (input.shape[0],) + tuple(input.shape[2:])
     if tuple(target.shape) != expected:
-        raise ValueError(f"{op}: target must have shape {list(expected)} for input of shape {list(input.shape)} "
+        raise InputError(f"{op}: target must have shape {list(expected)} for input of shape {list(input.shape)} "
                          f"(input (N, C, d1, ...) takes target (N, d1, ...)), got {list(target.shape)}")
     c = input.shape[0] if input.ndim == 1 else input.shape[1]
     if weight is not None:
         if not isinstance(weight, _Tensor):
-            raise TypeError(f"{op}: weight must be a tensor or None, got {type(weight).__name__}")
+            raise InputTypeError(f"{op}: weight must be a tensor or None, got {type(weight).__name__}")
         if tuple(weight.shape) != (c,):
-            raise ValueError(f"{op}: weight must have shape [{c}] (one per class), got {list(weight.shape)}")
+            raise InputError(f"{op}: weight must have shape [{c}] (one per class), got {list(weight.shape)}")
         if weight.device != input.device:
             raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
         if weight.dtype != input.dtype:
@@ -422,7 +423,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     flag is set (see ``minifused.kernels.softmax.check_label_errors``).
     """
     if not 0.0 <= float(label_smoothing) <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+        raise InputError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     input, target, weight = _autocast_float32(input, target, weight)
     if (isinstance(input, _Tensor) and isinstance(target, _Tensor) and _backend.is_floating(target.dtype)
             and tuple(target.shape) == tuple(input.shape)):
@@ -446,7 +447,7 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
     if target.device != input.device:
         raise RuntimeError(f"{op}: target is on {target.device} but the input is on {input.device}")
     if input.ndim == 0:
-        raise ValueError(f"{op}: input must have a class dimension, got a 0-d tensor")
+        raise InputError(f"{op}: input must have a class dimension, got a 0-d tensor")
     dim = 0 if input.ndim == 1 else 1
     c = input.shape[dim]
     if target.dtype != input.dtype:
@@ -456,7 +457,7 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
     terms = log_softmax(input, dim) * target
     if weight is not None:
         if not isinstance(weight, _Tensor) or tuple(weight.shape) != (c,):
-            raise ValueError(f"{op}: weight must be a tensor of shape [{c}] (one per class), got "
+            raise InputError(f"{op}: weight must be a tensor of shape [{c}] (one per class), got "
                              f"{list(weight.shape) if isinstance(weight, _Tensor) else type(weight).__name__}")
         if weight.device != input.device:
             raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
@@ -486,11 +487,11 @@ def dropout(input, p=0.5, training=True, inplace=False):
     otherwise ``input`` itself is returned untouched, as out of place).
     """
     if not isinstance(input, _Tensor):
-        raise TypeError(f"dropout: expected a tensor, got {type(input).__name__}")
+        raise InputTypeError(f"dropout: expected a tensor, got {type(input).__name__}")
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: probability has to be between 0 and 1, but got {p}")
+        raise InputError(f"dropout: probability has to be between 0 and 1, but got {p}")
     if not _backend.is_floating(input.dtype):
-        raise TypeError(f"dropout: expected a floating-point input, got dtype {input.dtype}")
+        raise InputTypeError(f"dropout: expected a floating-point input, got dtype {input.dtype}")
     return _dropout(input, float(p), bool(training), bool(inplace))
 
 

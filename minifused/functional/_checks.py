@@ -6,21 +6,22 @@ import functools as _functools
 
 from .. import backend as _backend
 from ..tensor import Tensor as _Tensor
+from ..backend import InputError, InputTypeError
 
 
 def _check_tensor(op, input, floating=False):
     if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if floating and not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input (the result is written into it), "
-                        f"got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input (the result is written into it), "
+                             f"got dtype {input.dtype}")
 
 
 def _single(op, name, value, minimum):
     """A 1-D layer's int argument: an int, or a 1-tuple of one, at least ``minimum``."""
     v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
     if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-        raise ValueError(f"{op}: {name} must be an int >= {minimum} (or a 1-tuple), got {value!r}")
+        raise InputError(f"{op}: {name} must be an int >= {minimum} (or a 1-tuple), got {value!r}")
     return v
 
 
@@ -32,22 +33,22 @@ def _pair(op, name, value, minimum):
     else:
         if isinstance(value, (tuple, list)):
             if len(value) != 2:
-                raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+                raise InputError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
             pair = tuple(value)
         else:
             pair = (value, value)
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
-            raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+            raise InputTypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
     if pair[0] < minimum or pair[1] < minimum:
-        raise ValueError(f"{op}: {name} must be >= {minimum}, got {value!r}")
+        raise InputError(f"{op}: {name} must be >= {minimum}, got {value!r}")
     return pair
 
 
 def _check_image(op, input, what="input"):
     if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor {what}, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor {what}, got {type(input).__name__}")
     if input.ndim != 4:
-        raise ValueError(f"{op}: expected a 4-D {what} (N, C, H, W) or a 3-D unbatched one (C, H, W), got shape "
+        raise InputError(f"{op}: expected a 4-D {what} (N, C, H, W) or a 3-D unbatched one (C, H, W), got shape "
                          f"{tuple(input.shape)}")
 
 

@@ -17,6 +17,7 @@ from ..ops._common import cast as _cast
 from ..ops._common import promote as _promote
 from ..ops.elementwise import where as _where
 from ..tensor import Tensor as _Tensor
+from ..backend import InputError, InputTypeError
 
 __all__ = ["leaky_relu", "leaky_relu_", "silu", "elu", "elu_", "selu", "selu_", "celu", "celu_", "softplus",
            "hardtanh", "hardtanh_", "relu6", "hardsigmoid", "hardswish", "mish", "softsign", "logsigmoid",
@@ -29,16 +30,16 @@ __all__ = ["leaky_relu", "leaky_relu_", "silu", "elu", "elu_", "selu", "selu_", 
 # ---------------------------------------------------------------- activations
 def _act(op, input):
     if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or float64), "
-                        f"got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or float64), "
+                             f"got dtype {input.dtype}")
     return input
 
 
 def _number(op, name, value):
     if isinstance(value, bool) or not isinstance(value, _numbers.Real):
-        raise TypeError(f"{op}: {name} must be a number, got {type(value).__name__}")
+        raise InputTypeError(f"{op}: {name} must be a number, got {type(value).__name__}")
     return float(value)
 
 
@@ -65,15 +66,15 @@ def prelu(input, weight):
     one per channel (dimension 1; dimension 0 of a 1-D input), learned."""
     op = "prelu"
     if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
-        raise TypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
-                        f"{type(weight).__name__}")
+        raise InputTypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
+                             f"{type(weight).__name__}")
     if not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got {input.dtype}")
     if weight.device != input.device:
         raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
     channels = 1 if input.ndim == 0 else input.shape[1] if input.ndim >= 2 else input.shape[0]
     if weight.ndim != 1 or weight.shape[0] not in (1, channels):
-        raise ValueError(f"{op}: weight must hold 1 value or one per channel ({channels}), got shape "
+        raise InputError(f"{op}: weight must hold 1 value or one per channel ({channels}), got shape "
                          f"{list(weight.shape)}")
     slope = weight if weight.shape[0] == 1 or input.ndim < 2 else weight.reshape(
         (channels,) + (1,) * (input.ndim - 2))
@@ -84,11 +85,11 @@ def prelu(input, weight):
 
 def _pixel_factor(op, input, factor, name):
     if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if not isinstance(factor, _numbers.Integral) or isinstance(factor, bool) or factor < 1:
-        raise ValueError(f"{op}: {name} must be a positive int, got {factor!r}")
+        raise InputError(f"{op}: {name} must be a positive int, got {factor!r}")
     if input.ndim < 3:
-        raise ValueError(f"{op}: expected an input of at least 3 dimensions (..., C, H, W), got shape "
+        raise InputError(f"{op}: expected an input of at least 3 dimensions (..., C, H, W), got shape "
                          f"{list(input.shape)}")
     return int(factor)
 
@@ -100,7 +101,7 @@ def pixel_shuffle(input, upscale_factor):
     r = _pixel_factor(op, input, upscale_factor, "upscale_factor")
     *lead, c, h, w = input.shape
     if c % (r * r):
-        raise ValueError(f"{op}: the channels ({c}) must be divisible by upscale_factor squared ({r * r})")
+        raise InputError(f"{op}: the channels ({c}) must be divisible by upscale_factor squared ({r * r})")
     x = input.reshape(-1, c // (r * r), r, r, h, w).permute(0, 1, 4, 2, 5, 3)
     return x.reshape(*lead, c // (r * r), h * r, w * r)
 
@@ -111,7 +112,7 @@ def pixel_unshuffle(input, downscale_factor):
     r = _pixel_factor(op, input, downscale_factor, "downscale_factor")
     *lead, c, h, w = input.shape
     if h % r or w % r:
-        raise ValueError(f"{op}: the height ({h}) and width ({w}) must be divisible by downscale_factor ({r})")
+        raise InputError(f"{op}: the height ({h}) and width ({w}) must be divisible by downscale_factor ({r})")
     x = input.reshape(-1, c, h // r, r, w // r, r).permute(0, 1, 3, 5, 2, 4)
     return x.reshape(*lead, c * r * r, h // r, w // r)
 
@@ -161,7 +162,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """``input`` clamped to ``[min_val, max_val]``; the gradient passes strictly inside."""
     lo, hi = _number("hardtanh", "min_val", min_val), _number("hardtanh", "max_val", max_val)
     if lo > hi:
-        raise ValueError(f"hardtanh: min_val cannot be greater than max_val, got min_val={lo}, max_val={hi}")
+        raise InputError(f"hardtanh: min_val cannot be greater than max_val, got min_val={lo}, max_val={hi}")
     return _run("hardtanh", _A.Hardtanh, input, inplace, lo=lo, hi=hi)
 
 
@@ -210,7 +211,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     op = "rrelu"
     lower, upper = _number(op, "lower", lower), _number(op, "upper", upper)
     if lower > upper:
-        raise ValueError(f"{op}: Lower bound should be less than or equal to the upper bound, got {lower} > {upper}")
+        raise InputError(f"{op}: Lower bound should be less than or equal to the upper bound, got {lower} > {upper}")
     if not training:
         return _run(op, _A.LeakyRelu, input, inplace, slope=(lower + upper) / 2)
     _act(op, input)
@@ -244,7 +245,7 @@ def softshrink(input, lambd=0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0; ``lambd`` >= 0."""
     lambd = _number("softshrink", "lambd", lambd)
     if lambd < 0:
-        raise ValueError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}")
+        raise InputError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}")
     return _run("softshrink", _A.Shrink, input, False, lambd=lambd, soft=True)
 
 
@@ -265,7 +266,7 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
     from . import softmax
 
     if not isinstance(input, _Tensor):
-        raise TypeError(f"softmin: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"softmin: expected a tensor input, got {type(input).__name__}")
     return softmax(-input, dim, dtype=dtype)
 
 
@@ -279,7 +280,7 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     _act("gumbel_softmax", logits)
     tau = _number("gumbel_softmax", "tau", tau)
     if tau <= 0:
-        raise ValueError(f"gumbel_softmax: tau must be > 0, got {tau}")
+        raise InputError(f"gumbel_softmax: tau must be > 0, got {tau}")
     d = _dim("gumbel_softmax", logits, dim)
     uniform = rand_like(logits).clamp(min=_numpy_tiny(logits.dtype))
     y_soft = softmax((logits - (-uniform.log()).log()) / tau, d)
@@ -301,13 +302,13 @@ def channel_shuffle(input, groups):
     of C / groups, then interleaved."""
     op = "channel_shuffle"
     if not isinstance(input, _Tensor) or input.ndim < 3:
-        raise ValueError(f"{op}: expected a tensor of 3 or more dimensions (N, C, *), got "
+        raise InputError(f"{op}: expected a tensor of 3 or more dimensions (N, C, *), got "
                          f"{tuple(input.shape) if isinstance(input, _Tensor) else type(input).__name__}")
     if isinstance(groups, bool) or not isinstance(groups, _numbers.Integral) or groups <= 0:
-        raise ValueError(f"{op}: number of groups to divide channels in must be positive, got {groups!r}")
+        raise InputError(f"{op}: number of groups to divide channels in must be positive, got {groups!r}")
     n, c, *rest = input.shape
     if c % groups:
-        raise ValueError(f"{op}: Number of channels must be divisible by groups. Got {c} channels and {groups} "
+        raise InputError(f"{op}: Number of channels must be divisible by groups. Got {c} channels and {groups} "
                          f"groups.")
     return input.reshape(n, int(groups), c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
 
@@ -315,7 +316,7 @@ def channel_shuffle(input, groups):
 # ---------------------------------------------------------------- normalize, cosine_similarity, one_hot
 def _dim(op, input, dim):
     if isinstance(dim, bool) or not isinstance(dim, _numbers.Integral):
-        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+        raise InputTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
     nd = max(input.ndim, 1)
     if not -nd <= dim < nd:
         raise IndexError(f"{op}: dim {dim} out of range for a tensor of {input.ndim} dimensions "
@@ -331,7 +332,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
         raise NotImplementedError(f"{op}: out= is not supported; use the returned tensor")
     p = _number(op, "p", p)
     if not p >= 0:
-        raise ValueError(f"{op}: p must be >= 0 (or inf), got {p}")
+        raise InputError(f"{op}: p must be >= 0 (or inf), got {p}")
     dim = _dim(op, input, dim)
     eps = _number(op, "eps", eps)
     if input.ndim == 0:
@@ -346,7 +347,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     op = "cosine_similarity"
     for name, x in (("x1", x1), ("x2", x2)):
         if not isinstance(x, _Tensor):
-            raise TypeError(f"{op}: expected tensors for x1 and x2, got {type(x).__name__} for {name}")
+            raise InputTypeError(f"{op}: expected tensors for x1 and x2, got {type(x).__name__} for {name}")
         _act(op, x)
     x1, x2 = _binary_operands(op, x1, x2)
     shape = _broadcast_shape(op, x1.shape, x2.shape)
@@ -362,11 +363,11 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     op = "pairwise_distance"
     for name, x in (("x1", x1), ("x2", x2)):
         if not isinstance(x, _Tensor):
-            raise TypeError(f"{op}: expected tensors for x1 and x2, got {type(x).__name__} for {name}")
+            raise InputTypeError(f"{op}: expected tensors for x1 and x2, got {type(x).__name__} for {name}")
         _act(op, x)
     p, eps = _number(op, "p", p), _number(op, "eps", eps)
     if not p >= 0:
-        raise ValueError(f"{op}: p must be >= 0 (or inf), got {p}")
+        raise InputError(f"{op}: p must be >= 0 (or inf), got {p}")
     d = x1 - x2 + eps
     return d.norm(p, dim=-1, keepdim=keepdim) if d.ndim else d.abs()
 
@@ -376,24 +377,25 @@ def one_hot(tensor, num_classes=-1):
     takes the largest index + 1. Not differentiable."""
     op = "one_hot"
     if not isinstance(tensor, _Tensor):
-        raise TypeError(f"{op}: expected a tensor, got {type(tensor).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor, got {type(tensor).__name__}")
     if tensor.dtype != _backend.int64:
-        raise TypeError(f"{op}: one_hot is only applicable to index tensors of type int64, got dtype {tensor.dtype}")
+        raise InputTypeError(f"{op}: one_hot is only applicable to index tensors of type int64, got dtype "
+                             f"{tensor.dtype}")
     if isinstance(num_classes, bool) or not isinstance(num_classes, _numbers.Integral) or num_classes < -1:
-        raise ValueError(f"{op}: num_classes must be an int >= -1 (-1: inferred), got {num_classes!r}")
+        raise InputError(f"{op}: num_classes must be an int >= -1 (-1: inferred), got {num_classes!r}")
     a = tensor._data
     xp = _backend.array_module(a)
     if a.size == 0:
         if num_classes == -1:
-            raise ValueError(f"{op}: can not infer the number of classes from an empty tensor; pass num_classes")
+            raise InputError(f"{op}: can not infer the number of classes from an empty tensor; pass num_classes")
     else:
         lo, hi = int(a.min()), int(a.max())  # one host sync: the checks PyTorch makes on the CPU
         if lo < 0:
-            raise ValueError(f"{op}: class values must be non-negative, got {lo}")
+            raise InputError(f"{op}: class values must be non-negative, got {lo}")
         if num_classes == -1:
             num_classes = hi + 1
         elif hi >= num_classes:
-            raise ValueError(f"{op}: class values must be smaller than num_classes={num_classes}, got {hi}")
+            raise InputError(f"{op}: class values must be smaller than num_classes={num_classes}, got {hi}")
     out = (a[..., None] == xp.arange(int(num_classes), dtype=a.dtype)).astype(_np.int64)
     return _Tensor._from_array(out, False)
 
@@ -420,23 +422,23 @@ def _loss_operands(op, input, target, reduction, size_average=None, reduce=None,
     PyTorch computes its losses there). ``broadcast``: a target of another shape broadcasts with PyTorch's
     warning (``'silent'``: without it; False: it raises)."""
     if size_average is not None or reduce is not None:
-        raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+        raise InputError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
     input, target = _autocast_float32(input, target)
     if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
-        raise TypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
-                        f"{type(target).__name__}")
+        raise InputTypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
+                             f"{type(target).__name__}")
     if reduction not in reductions:
-        raise ValueError(f"{op}: reduction must be one of {', '.join(map(repr, reductions))}, got {reduction!r}")
+        raise InputError(f"{op}: reduction must be one of {', '.join(map(repr, reductions))}, got {reduction!r}")
     if not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or float64), "
-                        f"got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or float64), "
+                             f"got dtype {input.dtype}")
     if float_target and not _backend.is_floating(target.dtype):
-        raise TypeError(f"{op}: expected a floating-point target, got dtype {target.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point target, got dtype {target.dtype}")
     if target.device != input.device:
         raise RuntimeError(f"{op}: input is on {input.device} but the target is on {target.device}")
     if tuple(target.shape) != tuple(input.shape):
         if not broadcast:
-            raise ValueError(f"{op}: using a target size ({_size(target.shape)}) that is different to the input "
+            raise InputError(f"{op}: using a target size ({_size(target.shape)}) that is different to the input "
                              f"size ({_size(input.shape)}) is not supported; please ensure they have the same size")
         _broadcast_shape(op, input.shape, target.shape)  # shapes that cannot broadcast raise (no warning first)
         if broadcast != "silent":
@@ -452,7 +454,7 @@ def _loss_weight(op, name, weight, input):
     if weight is None:
         return None
     if not isinstance(weight, _Tensor):
-        raise TypeError(f"{op}: {name} must be a tensor or None, got {type(weight).__name__}")
+        raise InputTypeError(f"{op}: {name} must be a tensor or None, got {type(weight).__name__}")
     if weight.device != input.device:
         raise RuntimeError(f"{op}: {name} is on {weight.device} but the input is on {input.device}")
     try:
@@ -460,7 +462,7 @@ def _loss_weight(op, name, weight, input):
     except ValueError:
         ok = False
     if not ok:
-        raise ValueError(f"{op}: {name} of shape {_size(weight.shape)} does not broadcast to the input's shape "
+        raise InputError(f"{op}: {name} of shape {_size(weight.shape)} does not broadcast to the input's shape "
                          f"{_size(input.shape)}")
     return _cast(weight, input.dtype)
 

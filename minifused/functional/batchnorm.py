@@ -13,17 +13,18 @@ from ..ops._common import cast as _cast
 from .conv import _conv2d_args
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
+from ..backend import InputError, InputTypeError
 
 __all__ = ["batch_norm", "group_norm", "instance_norm", "local_response_norm"]
 
 
 def _check_input(op, input):
     if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     if input.ndim < 2:
-        raise ValueError(f"{op}: expected an input of at least 2 dimensions (N, C, ...), got shape "
+        raise InputError(f"{op}: expected an input of at least 2 dimensions (N, C, ...), got shape "
                          f"{list(input.shape)}")
 
 
@@ -39,24 +40,24 @@ def _check_channel_vectors(op, input, names, vectors, shape=None):
         if t is None:
             continue
         if not isinstance(t, _Tensor):
-            raise TypeError(f"{op}: {name} must be a tensor or None, got {type(t).__name__}")
+            raise InputTypeError(f"{op}: {name} must be a tensor or None, got {type(t).__name__}")
         a = t._data
         if a.shape != (c,):
-            raise ValueError(f"{op}: {name} must have shape [{c}] (one per channel of the input "
+            raise InputError(f"{op}: {name} must have shape [{c}] (one per channel of the input "
                              f"{list(shape)}), got {list(a.shape)}")
         if not _backend.same_device(a, x):
             raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {input.device}")
         if not _backend.is_floating(a.dtype):
-            raise TypeError(f"{op}: {name} must be floating-point, got dtype {a.dtype}")
+            raise InputTypeError(f"{op}: {name} must be floating-point, got dtype {a.dtype}")
         if dtype is None:  # (not ``a.dtype != dtype``: NumPy reads a None dtype as float64)
             dtype = a.dtype
         elif a.dtype != dtype:
-            raise TypeError(f"{op}: weight, bias and the running statistics must share one dtype, got "
-                            f"{sorted({str(v._data.dtype) for v in vectors if v is not None})}")
+            raise InputTypeError(f"{op}: weight, bias and the running statistics must share one dtype, got "
+                                 f"{sorted({str(v._data.dtype) for v in vectors if v is not None})}")
     if dtype is not None and dtype != x.dtype and not (dtype == _backend.float32 and x.dtype.itemsize == 2):
         given = " and ".join(name for name, t in zip(names, vectors) if t is not None)
-        raise TypeError(f"{op}: {given} must have the input's dtype ({x.dtype}), or float32 with a 16-bit input "
-                        f"(PyTorch's rule), got {dtype}")
+        raise InputTypeError(f"{op}: {given} must have the input's dtype ({x.dtype}), or float32 with a 16-bit input "
+                             f"(PyTorch's rule), got {dtype}")
 
 
 _BN_VECTORS = ("running_mean", "running_var", "weight", "bias")
@@ -123,19 +124,19 @@ def _check_batch_norm_args(op, input, shape, running_mean, running_var, weight, 
     """BatchNorm's arguments against the ``shape`` it normalizes, on ``input``'s device (see :func:`_batch_norm`)."""
     _check_channel_vectors(op, input, _BN_VECTORS, (running_mean, running_var, weight, bias), shape)
     if (running_mean is None) != (running_var is None):
-        raise ValueError(f"{op}: running_mean and running_var must both be tensors or both None")
+        raise InputError(f"{op}: running_mean and running_var must both be tensors or both None")
     if not training and running_mean is None:
-        raise ValueError(f"{op}: running_mean and running_var must be given when training=False (they "
+        raise InputError(f"{op}: running_mean and running_var must be given when training=False (they "
                          f"normalize in evaluation)")
     if not _real(momentum) or not 0.0 <= momentum <= 1.0:
-        raise ValueError(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
+        raise InputError(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
     if not _real(eps) or eps < 0 or (training and eps == 0):
-        raise ValueError(f"{op}: eps must be a finite number, > 0 in training (>= 0 in evaluation), got {eps!r}")
+        raise InputError(f"{op}: eps must be a finite number, > 0 in training (>= 0 in evaluation), got {eps!r}")
     if activation not in (None, "relu"):
-        raise ValueError(f"{op}: activation must be None or 'relu', got {activation!r}")
+        raise InputError(f"{op}: activation must be None or 'relu', got {activation!r}")
     per_channel = _math.prod(shape) // max(shape[1], 1)
     if training and per_channel == 1:  # PyTorch's rule: an empty batch passes (its output is empty)
-        raise ValueError(f"{op}: expected more than 1 value per channel when training, got input size "
+        raise InputError(f"{op}: expected more than 1 value per channel when training, got input size "
                          f"{list(shape)}")
 
 
@@ -164,15 +165,15 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     input, weight, bias = _autocast_float32(input, weight, bias)
     _check_input(op, input)
     if not isinstance(num_groups, _numbers.Integral) or isinstance(num_groups, bool) or num_groups < 1:
-        raise ValueError(f"{op}: num_groups must be a positive int, got {num_groups!r}")
+        raise InputError(f"{op}: num_groups must be a positive int, got {num_groups!r}")
     n, c = input.shape[0], input.shape[1]
     if c % num_groups:
-        raise ValueError(f"{op}: num_groups ({num_groups}) must divide the number of channels ({c})")
+        raise InputError(f"{op}: num_groups ({num_groups}) must divide the number of channels ({c})")
     _check_channel_vectors(op, input, ("weight", "bias"), (weight, bias))
     if not _real(eps) or eps < 0:
-        raise ValueError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
+        raise InputError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
     if n * c // num_groups * _math.prod(input.shape[2:]) == 1:  # PyTorch's rule (one image, one value per group)
-        raise ValueError(f"{op}: expected more than 1 value per group, got input size {list(input.shape)} with "
+        raise InputError(f"{op}: expected more than 1 value per group, got input size {list(input.shape)} with "
                          f"num_groups={num_groups}")
     from . import layer_norm
 
@@ -203,21 +204,21 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     op = "instance_norm"
     _check_input(op, input)
     if input.ndim < 3:
-        raise ValueError(f"{op}: expected an input of at least 3 dimensions (N, C, ...), got shape "
+        raise InputError(f"{op}: expected an input of at least 3 dimensions (N, C, ...), got shape "
                          f"{list(input.shape)}")
     c, positions = input.shape[1], input.numel() // max(input.shape[0] * input.shape[1], 1)
     if (running_mean is None) != (running_var is None):
-        raise ValueError(f"{op}: running_mean and running_var must be given together")
+        raise InputError(f"{op}: running_mean and running_var must be given together")
     _check_channel_vectors(op, input, ("weight", "bias", "running_mean", "running_var"),
                            (weight, bias, running_mean, running_var))
     if momentum is not None and (not _real(momentum) or not 0.0 <= momentum <= 1.0):
-        raise ValueError(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
+        raise InputError(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
     if not use_input_stats:
         if running_mean is None:
-            raise ValueError(f"{op}: use_input_stats=False normalizes with running_mean and running_var: give them")
+            raise InputError(f"{op}: use_input_stats=False normalizes with running_mean and running_var: give them")
         return batch_norm(input, running_mean, running_var, weight, bias, False, 0.0, eps)
     if positions <= 1:
-        raise ValueError(f"{op}: expected more than 1 spatial element per instance, got input size "
+        raise InputError(f"{op}: expected more than 1 spatial element per instance, got input size "
                          f"{list(input.shape)}")
     y = group_norm(input, c, weight, bias, eps)
     if running_mean is not None and momentum:
@@ -238,13 +239,13 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     after each channel, the mean over all ``size`` places): (N, C, *) input."""
     op = "local_response_norm"
     if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if input.ndim < 3:
-        raise ValueError(f"{op}: Expected 3D or higher dimensionality input (got {input.ndim} dimensions)")
+        raise InputError(f"{op}: Expected 3D or higher dimensionality input (got {input.ndim} dimensions)")
     if not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got {input.dtype}")
     if isinstance(size, bool) or not isinstance(size, _numbers.Integral) or size < 1:
-        raise ValueError(f"{op}: size must be a positive int, got {size!r}")
+        raise InputError(f"{op}: size must be a positive int, got {size!r}")
     if input.numel() == 0:
         return input
     from . import avg_pool2d, pad

@@ -14,6 +14,7 @@ from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
 from ..kernels.pool import out_size as _pool_out_size
 from ._checks import _check_image, _pair, _single, unbatched
+from ..backend import InputError, InputTypeError
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d",
            "avg_pool1d", "unfold", "fold", "max_unpool2d"]
@@ -29,11 +30,11 @@ _unbatched = unbatched(2)  # (C, H, W) inputs too
 def _check_conv_args(op, input, weight, groups, layout):
     _check_image(op, input)
     if not isinstance(weight, _Tensor):
-        raise TypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
     if weight.ndim != 4:
-        raise ValueError(f"{op}: weight must be 4-D {layout}, got shape {tuple(weight.shape)}")
+        raise InputError(f"{op}: weight must be 4-D {layout}, got shape {tuple(weight.shape)}")
     if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+        raise InputError(f"{op}: groups must be a positive int, got {groups!r}")
 
 
 @_unbatched
@@ -57,7 +58,7 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
     input, weight, bias = _autocast_lower(input, weight, bias)
     _check_conv_args(op, input, weight, groups, "(out_channels, in_channels/groups, kH, kW)")
     if activation not in CONV_ACTIVATIONS:
-        raise ValueError(f"{op}: activation must be None or 'relu', got {activation!r}")
+        raise InputError(f"{op}: activation must be None or 'relu', got {activation!r}")
     n, c, h, w = input.shape
     k, cg, r, s = weight.shape
     stride = _pair(op, "stride", stride, 1)
@@ -67,7 +68,7 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
             padding = (0, 0)
         elif padding == "same":
             if stride != (1, 1):
-                raise ValueError(f"{op}: padding='same' needs stride 1, got stride={stride}")
+                raise InputError(f"{op}: padding='same' needs stride 1, got stride={stride}")
             tot = (dilation[0] * (r - 1), dilation[1] * (s - 1))
             if tot[0] % 2 or tot[1] % 2:  # an even effective kernel: the odd pixel of padding goes after, as PyTorch's
                 from .layers import pad as _pad
@@ -76,32 +77,32 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
                 n, c, h, w = input.shape
             padding = (tot[0] // 2, tot[1] // 2)
         else:
-            raise ValueError(f"{op}: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+            raise InputError(f"{op}: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
     padding = _pair(op, "padding", padding, 0)
     if c != cg * groups:
-        raise ValueError(f"{op}: input has {c} channels (shape {tuple(input.shape)}) but weight of shape "
+        raise InputError(f"{op}: input has {c} channels (shape {tuple(input.shape)}) but weight of shape "
                          f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
     if k % groups:
-        raise ValueError(f"{op}: out_channels={k} (weight shape {tuple(weight.shape)}) is not divisible by "
+        raise InputError(f"{op}: out_channels={k} (weight shape {tuple(weight.shape)}) is not divisible by "
                          f"groups={groups}")
     eff = (dilation[0] * (r - 1) + 1, dilation[1] * (s - 1) + 1)
     if eff[0] > h + 2 * padding[0] or eff[1] > w + 2 * padding[1]:
-        raise ValueError(f"{op}: kernel {r}x{s} (dilation {dilation}, effective {eff[0]}x{eff[1]}) is larger than "
+        raise InputError(f"{op}: kernel {r}x{s} (dilation {dilation}, effective {eff[0]}x{eff[1]}) is larger than "
                          f"the padded input {h + 2 * padding[0]}x{w + 2 * padding[1]} (input shape "
                          f"{tuple(input.shape)}, padding {padding})")
     if c == 0 or k == 0:  # (an empty batch, n == 0, is fine: an empty output)
-        raise ValueError(f"{op}: empty input or weight (input {tuple(input.shape)}, weight {tuple(weight.shape)})")
+        raise InputError(f"{op}: empty input or weight (input {tuple(input.shape)}, weight {tuple(weight.shape)})")
     dtype = input.dtype
     if dtype not in _CONV_DTYPES:
-        raise TypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
+        raise InputTypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
     if weight.dtype != dtype or (bias is not None and isinstance(bias, _Tensor) and bias.dtype != dtype):
-        raise TypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
-                        + (f", {bias.dtype}" if bias is not None else "") + " (no implicit casts)")
+        raise InputTypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
+                             + (f", {bias.dtype}" if bias is not None else "") + " (no implicit casts)")
     if bias is not None:
         if not isinstance(bias, _Tensor):
-            raise TypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
+            raise InputTypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
         if tuple(bias.shape) != (k,):
-            raise ValueError(f"{op}: bias must have shape ({k},) to match out_channels, got {tuple(bias.shape)}")
+            raise InputError(f"{op}: bias must have shape ({k},) to match out_channels, got {tuple(bias.shape)}")
     if not _same_device(input._data, weight._data) or (bias is not None and not _same_device(input._data,
                                                                                               bias._data)):
         devs = [str(input.device), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
@@ -112,13 +113,13 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
 def _check_1d(op, input, weight, channels, layout):
     """A 1-D convolution's operands: tensors, (N, C, L) or (C, L) input, a 3-D weight of ``layout``."""
     if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
-        raise TypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
-                        f"{type(weight).__name__}")
+        raise InputTypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
+                             f"{type(weight).__name__}")
     if input.ndim not in (2, 3):
-        raise ValueError(f"{op}: expected a 3-D input (N, {channels}, L) or a 2-D unbatched one ({channels}, L), "
+        raise InputError(f"{op}: expected a 3-D input (N, {channels}, L) or a 2-D unbatched one ({channels}, L), "
                          f"got shape {tuple(input.shape)}")
     if weight.ndim != 3:
-        raise ValueError(f"{op}: weight must be 3-D {layout}, got shape {tuple(weight.shape)}")
+        raise InputError(f"{op}: weight must be 3-D {layout}, got shape {tuple(weight.shape)}")
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -149,30 +150,30 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     n, k, h, w = input.shape
     kin, cg, r, s = weight.shape
     if k != kin:
-        raise ValueError(f"{op}: input has {k} channels (shape {tuple(input.shape)}) but weight of shape "
+        raise InputError(f"{op}: input has {k} channels (shape {tuple(input.shape)}) but weight of shape "
                          f"{tuple(weight.shape)} expects {kin}")
     if k % groups:
-        raise ValueError(f"{op}: in_channels={k} is not divisible by groups={groups}")
+        raise InputError(f"{op}: in_channels={k} is not divisible by groups={groups}")
     for i in (0, 1):
         if output_padding[i] >= max(stride[i], dilation[i]):
-            raise ValueError(f"{op}: output_padding {output_padding} must be smaller than stride {stride} or "
+            raise InputError(f"{op}: output_padding {output_padding} must be smaller than stride {stride} or "
                              f"dilation {dilation} in each dimension")
     out = tuple((size - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kk - 1) + output_padding[i] + 1
                 for i, (size, kk) in enumerate(((h, r), (w, s))))
     if min(out) < 1 or k == 0 or cg == 0:
-        raise ValueError(f"{op}: the output would be empty (input {tuple(input.shape)}, weight {tuple(weight.shape)}, "
+        raise InputError(f"{op}: the output would be empty (input {tuple(input.shape)}, weight {tuple(weight.shape)}, "
                          f"stride {stride}, padding {padding}: output size {out})")
     dtype = input.dtype
     if dtype not in _CONV_DTYPES:
-        raise TypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
+        raise InputTypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
     if weight.dtype != dtype or (isinstance(bias, _Tensor) and bias.dtype != dtype):
-        raise TypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
-                        + (f", {bias.dtype}" if isinstance(bias, _Tensor) else "") + " (no implicit casts)")
+        raise InputTypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
+                             + (f", {bias.dtype}" if isinstance(bias, _Tensor) else "") + " (no implicit casts)")
     if bias is not None:
         if not isinstance(bias, _Tensor):
-            raise TypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
+            raise InputTypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
         if tuple(bias.shape) != (cg * groups,):
-            raise ValueError(f"{op}: bias must have shape ({cg * groups},) to match out_channels, got "
+            raise InputError(f"{op}: bias must have shape ({cg * groups},) to match out_channels, got "
                              f"{tuple(bias.shape)}")
     if weight.device != input.device or (bias is not None and bias.device != input.device):
         raise RuntimeError(f"{op}: expected input, weight and bias on one device")
@@ -205,19 +206,19 @@ def _pool_args(op, input, kernel_size, stride, padding, dilation=(1, 1), ceil_mo
     taps, so the window spans (k - 1) * d + 1."""
     _check_image(op, input)
     if not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got {input.dtype}")
     kernel = _pair(op, "kernel_size", kernel_size, 1)
     stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
         _pair(op, "stride", stride, 1)
     padding = _pair(op, "padding", padding, 0)
     span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
     if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
-        raise ValueError(f"{op}: padding {padding} must be at most half the kernel size {kernel}")
+        raise InputError(f"{op}: padding {padding} must be at most half the kernel size {kernel}")
     h, w = input.shape[2:]
     if any(_no_window(size, k, s, p, d, ceil_mode)
            for size, k, s, p, d in zip((h, w), kernel, stride, padding, dilation)):
         dilated = f" (dilation {dilation}: it spans {span[0]}x{span[1]})" if tuple(dilation) != (1, 1) else ""
-        raise ValueError(f"{op}: kernel {kernel}{dilated} is larger than the padded input "
+        raise InputError(f"{op}: kernel {kernel}{dilated} is larger than the padded input "
                          f"{h + 2 * padding[0]}x{w + 2 * padding[1]} (input shape {tuple(input.shape)})")
     return kernel, stride, padding
 
@@ -239,7 +240,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     ``divisor_override``, a nonzero int, divides every window's sum in place of its size)."""
     if divisor_override is not None and (not isinstance(divisor_override, _numbers.Integral)
                                          or isinstance(divisor_override, bool) or divisor_override == 0):
-        raise ValueError(f"avg_pool2d: divisor_override must be a nonzero int or None, got {divisor_override!r}")
+        raise InputError(f"avg_pool2d: divisor_override must be a nonzero int or None, got {divisor_override!r}")
     kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding, ceil_mode=ceil_mode)
     return _pool_ops.avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override or 0)
 
@@ -249,18 +250,18 @@ def _pool1d(op, pool, input, kernel_size, stride, padding, *rest, dilation=1, ce
     1-D arguments checked here (``dilation``: max pooling's, an int >= 1, which ``rest`` passes on as a pair);
     indices come back as positions along L."""
     if not isinstance(input, _Tensor) or input.ndim not in (2, 3):
-        raise ValueError(f"{op}: expected a 3-D input (N, C, L) or a 2-D unbatched one (C, L), got "
+        raise InputError(f"{op}: expected a 3-D input (N, C, L) or a 2-D unbatched one (C, L), got "
                          f"{tuple(input.shape) if isinstance(input, _Tensor) else type(input).__name__}")
     k = _single(op, "kernel_size", kernel_size, 1)
     s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
         _single(op, "stride", stride, 1)
     p = _single(op, "padding", padding, 0)
     if p > k // 2:
-        raise ValueError(f"{op}: padding {p} must be at most half the kernel size {k}")
+        raise InputError(f"{op}: padding {p} must be at most half the kernel size {k}")
     d = dilation
     if _no_window(input.shape[-1], k, s, p, d, ceil_mode):
         dilated = f" (dilation {d}: it spans {(k - 1) * d + 1})" if d != 1 else ""
-        raise ValueError(f"{op}: kernel {k}{dilated} is larger than the padded input {input.shape[-1] + 2 * p} "
+        raise InputError(f"{op}: kernel {k}{dilated} is larger than the padded input {input.shape[-1] + 2 * p} "
                          f"(input shape {tuple(input.shape)})")
     out = pool(_reshape(input, *input.shape[:-1], 1, input.shape[-1]), (1, k), (1, s), (0, p), *rest)
 
@@ -300,7 +301,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     (N, C*kh*kw, L), L the blocks' count, channel-major within a column."""
     op = "unfold"
     if not isinstance(input, _Tensor) or input.ndim not in (3, 4):
-        raise ValueError(f"{op}: Input Error: Only 3D or 4D input Tensors are supported (got "
+        raise InputError(f"{op}: Input Error: Only 3D or 4D input Tensors are supported (got "
                          f"{input.ndim if isinstance(input, _Tensor) else type(input).__name__}D)")
     kernel, dilation = _pair(op, "kernel_size", kernel_size, 1), _pair(op, "dilation", dilation, 1)
     padding, stride = _pair(op, "padding", padding, 0), _pair(op, "stride", stride, 1)
@@ -315,7 +316,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     (N, C, *output_size) image where their blocks overlap, as ``torch.nn.functional.fold``."""
     op = "fold"
     if not isinstance(input, _Tensor) or input.ndim not in (2, 3):
-        raise ValueError(f"{op}: Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported (got "
+        raise InputError(f"{op}: Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported (got "
                          f"{input.ndim if isinstance(input, _Tensor) else type(input).__name__}D)")
     size, kernel = _pair(op, "output_size", output_size, 1), _pair(op, "kernel_size", kernel_size, 1)
     dilation, padding, stride = (_pair(op, "dilation", dilation, 1), _pair(op, "padding", padding, 0),
@@ -346,9 +347,9 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     ``(H_in - 1) * stride - 2 * padding + kernel_size``, or ``output_size``."""
     op = "max_unpool2d"
     if not isinstance(input, _Tensor) or not isinstance(indices, _Tensor) or input.ndim not in (3, 4):
-        raise ValueError(f"{op}: expected a 3-D or 4-D input tensor and its indices")
+        raise InputError(f"{op}: expected a 3-D or 4-D input tensor and its indices")
     if tuple(indices.shape) != tuple(input.shape) or indices.dtype != _backend.int64:
-        raise ValueError(f"{op}: expected int64 indices of the input's shape {tuple(input.shape)}, got "
+        raise InputError(f"{op}: expected int64 indices of the input's shape {tuple(input.shape)}, got "
                          f"{indices.dtype} {tuple(indices.shape)}")
     kernel = _pair(op, "kernel_size", kernel_size, 1)
     stride = kernel if stride is None else _pair(op, "stride", stride, 1)
@@ -357,7 +358,7 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     if output_size is not None:
         size = [int(v) for v in output_size][-2:]
         if len(size) != 2:
-            raise ValueError(f"{op}: output_size must end in (H, W), got {output_size!r}")
+            raise InputError(f"{op}: output_size must end in (H, W), got {output_size!r}")
         h, w = size
     x = input if input.ndim == 4 else _reshape(input, 1, *input.shape)
     idx = indices if indices.ndim == 4 else _reshape(indices, 1, *indices.shape)

@@ -14,6 +14,7 @@ from ..ops import where as _where
 from ..ops.shape import permute as _permute
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
+from ..backend import InputError, InputTypeError
 
 __all__ = ["bilinear", "embedding_bag"]
 
@@ -32,9 +33,9 @@ def bilinear(input1, input2, weight, bias=None):
     op = "bilinear"
     for name, t in (("input1", input1), ("input2", input2), ("weight", weight)):
         if not isinstance(t, _Tensor):
-            raise TypeError(f"{op}(): expected a tensor for {name}, got {type(t).__name__}")
+            raise InputTypeError(f"{op}(): expected a tensor for {name}, got {type(t).__name__}")
     if bias is not None and not isinstance(bias, _Tensor):
-        raise TypeError(f"{op}(): bias must be a tensor or None, got {type(bias).__name__}")
+        raise InputTypeError(f"{op}(): bias must be a tensor or None, got {type(bias).__name__}")
     if weight.ndim != 3:
         raise RuntimeError(f"{op}(): weight must be 3-D (out_features, in1_features, in2_features), got shape "
                            f"{tuple(weight.shape)}")
@@ -60,7 +61,7 @@ def bilinear(input1, input2, weight, bias=None):
         got = ", ".join(f"{n}: {_dtype_name(t)}" for n, t in zip(names, tensors))
         raise RuntimeError(f"{op}(): All tensors must have the same dtype, got {got}")
     if not _backend.is_floating(weight.dtype):
-        raise TypeError(f"{op}(): expected floating-point tensors, got dtype {weight.dtype}")
+        raise InputTypeError(f"{op}(): expected floating-point tensors, got dtype {weight.dtype}")
     if len({t.device for t in tensors}) != 1:
         raise RuntimeError(f"{op}(): expected all tensors on one device, got "
                            f"{', '.join(str(t.device) for t in tensors)}")
@@ -87,17 +88,17 @@ def _bags(input, offsets, include_last_offset):
     op = "embedding_bag"
     if input.ndim == 2:
         if offsets is not None:
-            raise ValueError(f"{op}: if input is 2D, then offsets has to be None, as input is treated is a "
+            raise InputError(f"{op}: if input is 2D, then offsets has to be None, as input is treated is a "
                              f"mini-batch of fixed length sequences. However, found offsets of type "
                              f"{type(offsets).__name__}")
         b, length = input.shape
         return _reshape(input, -1), b, _np.repeat(_np.arange(b), length)
     if input.ndim != 1:
-        raise ValueError(f"{op}: input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+        raise InputError(f"{op}: input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
     if not isinstance(offsets, _Tensor) or offsets.ndim != 1:
         got = "None" if offsets is None else f"shape {tuple(offsets.shape)}" if isinstance(offsets, _Tensor) \
             else type(offsets).__name__
-        raise ValueError(f"{op}: offsets has to be a 1D Tensor but got {got}")
+        raise InputError(f"{op}: offsets has to be a 1D Tensor but got {got}")
     _index_dtype("offsets", offsets)
     starts = _np.asarray(offsets.tolist(), dtype=_np.int64)
     k = input.shape[0]
@@ -130,10 +131,10 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
 
     op = "embedding_bag"
     if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
-        raise TypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
-                        f"{type(weight).__name__}")
+        raise InputTypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
+                             f"{type(weight).__name__}")
     if mode not in _BAG_MODES:
-        raise ValueError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
+        raise InputError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
     _index_dtype("input indices", input)
     if per_sample_weights is not None:
         if mode != "sum":
@@ -142,10 +143,10 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         if not isinstance(per_sample_weights, _Tensor) or tuple(per_sample_weights.shape) != tuple(input.shape):
             got = tuple(per_sample_weights.shape) if isinstance(per_sample_weights, _Tensor) else \
                 type(per_sample_weights).__name__
-            raise ValueError(f"{op}: If per_sample_weights ({got}) is not None, then it must have the same shape as "
+            raise InputError(f"{op}: If per_sample_weights ({got}) is not None, then it must have the same shape as "
                              f"the input ({tuple(input.shape)})")
     if weight.ndim != 2:
-        raise ValueError(f"{op}: weight must be 2-D (num_embeddings, embedding_dim), got shape {tuple(weight.shape)}")
+        raise InputError(f"{op}: weight must be 2-D (num_embeddings, embedding_dim), got shape {tuple(weight.shape)}")
     num = weight.shape[0]
     if padding_idx is not None:
         if isinstance(padding_idx, bool) or not isinstance(padding_idx, _numbers.Integral) \

@@ -13,6 +13,7 @@ from ..ops import gather as _gather
 from ..ops import rand as _rand
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
+from ..backend import InputError, InputTypeError
 
 __all__ = ["fractional_max_pool2d", "fractional_max_pool2d_with_indices"]
 
@@ -29,7 +30,7 @@ def _ints(op, name, value):
 
 def _output_size(op, input, output_size, output_ratio):
     if output_size is None and output_ratio is None:
-        raise ValueError(f"{op} requires specifying either an output_size or an output_ratio")
+        raise InputError(f"{op} requires specifying either an output_size or an output_ratio")
     if output_size is not None:
         oh, ow = _ints(op, "output_size", output_size)
         if oh < 0 or ow < 0:
@@ -37,13 +38,13 @@ def _output_size(op, input, output_size, output_ratio):
         return oh, ow
     ratio = tuple(output_ratio) if isinstance(output_ratio, (tuple, list)) else (output_ratio, output_ratio)
     if len(ratio) != 2 or not all(isinstance(r, _numbers.Real) and not isinstance(r, bool) for r in ratio):
-        raise ValueError(f"{op}: output_ratio must be a number or a pair of numbers, got {output_ratio!r}")
+        raise InputError(f"{op}: output_ratio must be a number or a pair of numbers, got {output_ratio!r}")
     return int(input.shape[-2] * ratio[0]), int(input.shape[-1] * ratio[1])  # PyTorch's truncation
 
 
 def _check_samples(op, samples, input, n, c):
     if not isinstance(samples, _Tensor):
-        raise TypeError(f"{op}: _random_samples must be a tensor or None, got {type(samples).__name__}")
+        raise InputTypeError(f"{op}: _random_samples must be a tensor or None, got {type(samples).__name__}")
     if samples.ndim != 3:
         raise RuntimeError(f"{op}: Expect _random_samples to have 3 dimensions, got {samples.ndim}")
     if samples.shape[2] != 2:
@@ -98,7 +99,7 @@ def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, out
     whatever ``return_indices`` says, as PyTorch's form of this name."""
     op = "fractional_max_pool2d"
     if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if input.ndim not in (3, 4):
         raise RuntimeError(f"{op}(): Expected 3D or 4D tensor, but got: {list(input.shape)}")
     for d in range(input.ndim - 3, input.ndim):
@@ -106,7 +107,7 @@ def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, out
             raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch dimensions, but got "
                                f"{list(input.shape)} with dimension {d} being empty.")
     if not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     kh, kw = _ints(op, "kernel_size", kernel_size)
     if kh <= 0 or kw <= 0:
         raise RuntimeError(f"{op}(): kernel size should be greater than zero, but got {kh}x{kw}")

@@ -16,6 +16,7 @@ from ..ops.shape import reshape, squeeze, unsqueeze
 from ..tensor import Tensor
 from ..backend import same_device as _same_device
 from ._checks import _check_tensor
+from ..backend import InputError, InputTypeError
 
 __all__ = ["pad", "interpolate", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "embedding", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
@@ -38,14 +39,14 @@ def pad(input, pad, mode="constant", value=None):
     op = "pad"
     _check_tensor(op, input)
     if not isinstance(pad, (tuple, list)) or not all(_is_int(p) for p in pad):
-        raise TypeError(f"{op}: pad must be a tuple of ints, got {pad!r}")
+        raise InputTypeError(f"{op}: pad must be a tuple of ints, got {pad!r}")
     if mode not in _PAD_MODES:
-        raise ValueError(f"{op}: mode must be one of {', '.join(map(repr, _PAD_MODES))}, got {mode!r}")
+        raise InputError(f"{op}: mode must be one of {', '.join(map(repr, _PAD_MODES))}, got {mode!r}")
     if len(pad) % 2:
-        raise ValueError(f"{op}: padding length must be divisible by 2, got {len(pad)} values {tuple(pad)}")
+        raise InputError(f"{op}: padding length must be divisible by 2, got {len(pad)} values {tuple(pad)}")
     k, nd = len(pad) // 2, input.ndim
     if k > nd:
-        raise ValueError(f"{op}: padding length should be at most two times the input dimension, got "
+        raise InputError(f"{op}: padding length should be at most two times the input dimension, got "
                          f"padding length {len(pad)} for a {nd}-D input")
     shape = tuple(input.shape)
     pairs = [(0, 0)] * (nd - k) + [(int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(k)][::-1]
@@ -53,28 +54,28 @@ def pad(input, pad, mode="constant", value=None):
         value = 0 if value is None else value
         for d in range(nd - k, nd):
             if shape[d] + pairs[d][0] + pairs[d][1] < 0:
-                raise ValueError(f"{op}: input size {shape[d]} of dimension {d} plus padding {pairs[d]} "
+                raise InputError(f"{op}: input size {shape[d]} of dimension {d} plus padding {pairs[d]} "
                                  f"gives a negative output size")
     else:
         if value is not None:
-            raise ValueError(f"{op}: mode {mode!r} takes no value argument, got value={value!r}")
+            raise InputError(f"{op}: mode {mode!r} takes no value argument, got value={value!r}")
         if not 1 <= k <= 3 or nd not in (k + 1, k + 2):
-            raise ValueError(f"{op}: mode {mode!r} pads the last 1, 2 or 3 dimensions of a {k + 1}-D or "
+            raise InputError(f"{op}: mode {mode!r} pads the last 1, 2 or 3 dimensions of a {k + 1}-D or "
                              f"{k + 2}-D input (len(pad) = 2, 4, 6), got padding length {len(pad)} for a "
                              f"{nd}-D input of shape {shape}")
         for d in range(nd - k, nd):
             n, (lo, hi) = shape[d], pairs[d]
             if mode == "reflect" and max(lo, hi) >= n:
-                raise ValueError(f"{op}: reflect padding {(lo, hi)} of dimension {d} must be less than "
+                raise InputError(f"{op}: reflect padding {(lo, hi)} of dimension {d} must be less than "
                                  f"its size {n} (input shape {shape})")
             if mode == "circular" and max(lo, hi) > n + min(lo, 0) + min(hi, 0):
-                raise ValueError(f"{op}: circular padding {(lo, hi)} of dimension {d} must be at most its "
+                raise InputError(f"{op}: circular padding {(lo, hi)} of dimension {d} must be at most its "
                                  f"size {n} (after cropping): it would wrap around more than once (input "
                                  f"shape {shape})")
             if mode == "replicate" and n == 0 and max(lo, hi) > 0:
-                raise ValueError(f"{op}: replicate padding of an empty dimension {d} (input shape {shape})")
+                raise InputError(f"{op}: replicate padding of an empty dimension {d} (input shape {shape})")
             if n + min(lo, 0) + min(hi, 0) < 0:
-                raise ValueError(f"{op}: input size {n} of dimension {d} plus padding {(lo, hi)} gives a "
+                raise InputError(f"{op}: input size {n} of dimension {d} plus padding {(lo, hi)} gives a "
                                  f"negative output size")
     if all(p == (0, 0) for p in pairs):
         return clone(input)  # a new tensor, as PyTorch's
@@ -88,7 +89,7 @@ _INTERP_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "area", "bicu
 def _per_dim(op, name, value, dim, kind):
     if isinstance(value, (tuple, list)):
         if len(value) != dim:
-            raise ValueError(f"{op}: {name} must have {dim} entries (one per spatial dimension of the input), "
+            raise InputError(f"{op}: {name} must have {dim} entries (one per spatial dimension of the input), "
                              f"got {tuple(value)}")
         return tuple(value)
     return (value,) * dim
@@ -98,25 +99,25 @@ def _interp_sizes(op, input, size, scale_factor, recompute_scale_factor):
     dim = input.ndim - 2
     spatial = tuple(input.shape[2:])
     if (size is None) == (scale_factor is None):
-        raise ValueError(f"{op}: exactly one of size and scale_factor must be given, got "
+        raise InputError(f"{op}: exactly one of size and scale_factor must be given, got "
                          f"{'both' if size is not None else 'neither'}")
     if size is not None:
         if recompute_scale_factor:
-            raise ValueError(f"{op}: recompute_scale_factor is not meaningful with an explicit size")
+            raise InputError(f"{op}: recompute_scale_factor is not meaningful with an explicit size")
         out = _per_dim(op, "size", size, dim, "int")
         if not all(_is_int(s) for s in out):
-            raise TypeError(f"{op}: size must be an int or a tuple of ints, got {size!r}")
+            raise InputTypeError(f"{op}: size must be an int or a tuple of ints, got {size!r}")
         scales = (None,) * dim
     else:
         scales = _per_dim(op, "scale_factor", scale_factor, dim, "float")
         if not all(isinstance(s, numbers.Real) and not isinstance(s, bool) for s in scales):
-            raise TypeError(f"{op}: scale_factor must be a number or a tuple of numbers, got {scale_factor!r}")
+            raise InputTypeError(f"{op}: scale_factor must be a number or a tuple of numbers, got {scale_factor!r}")
         if not all(math.isfinite(s) and s > 0 for s in scales):
-            raise ValueError(f"{op}: scale_factor must be positive and finite, got {scale_factor!r}")
+            raise InputError(f"{op}: scale_factor must be positive and finite, got {scale_factor!r}")
         out = tuple(int(math.floor(float(n) * float(s))) for n, s in zip(spatial, scales))
         scales = (None,) * dim if recompute_scale_factor else tuple(float(s) for s in scales)
     if min(out) <= 0 or min(spatial) <= 0:
-        raise ValueError(f"{op}: input and output sizes must be greater than 0, got input {spatial} and "
+        raise InputError(f"{op}: input and output sizes must be greater than 0, got input {spatial} and "
                          f"output {tuple(out)}")
     return tuple(int(s) for s in out), scales
 
@@ -131,7 +132,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     op = "interpolate"
     _check_tensor(op, input)
     if mode not in _INTERP_MODES:
-        raise ValueError(f"{op}: mode must be one of {', '.join(map(repr, _INTERP_MODES))}, got {mode!r}")
+        raise InputError(f"{op}: mode must be one of {', '.join(map(repr, _INTERP_MODES))}, got {mode!r}")
     if input.ndim not in (3, 4, 5):
         raise NotImplementedError(f"{op}: expected a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, H, W) "
                                   f"input, got shape {tuple(input.shape)}")
@@ -143,7 +144,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                                   f"adaptive_avg_pool3d)")
     weighted = need is not None  # linear, bilinear, bicubic, trilinear
     if align_corners is not None and not weighted:
-        raise ValueError(f"{op}: align_corners can only be set with the interpolating modes linear | bilinear | "
+        raise InputError(f"{op}: align_corners can only be set with the interpolating modes linear | bilinear | "
                          f"bicubic | trilinear, got mode {mode!r}")
     if antialias:
         raise NotImplementedError(f"{op}: antialias=True is not supported")
@@ -151,7 +152,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode == "area":
         return (adaptive_avg_pool1d if input.ndim == 3 else adaptive_avg_pool2d)(input, out)
     if weighted and not backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: mode {mode!r} needs a floating-point input, got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: mode {mode!r} needs a floating-point input, got dtype {input.dtype}")
     spatial = tuple(input.shape[2:])
     if weighted and tuple(out) == spatial and (mode != "bicubic" or input.is_cuda):
         # PyTorch's kernels copy where no size changes, whatever the scale (its bicubic on CUDA only: on the CPU it
@@ -176,30 +177,30 @@ def _adaptive_args(op, input, output_size, dims):
     nd = input.ndim
     if nd not in (dims + 1, dims + 2):
         what = "(C, L) or (N, C, L)" if dims == 1 else "(C, H, W) or (N, C, H, W)"
-        raise ValueError(f"{op}: expected a {dims + 1}-D or {dims + 2}-D input {what}, got shape "
+        raise InputError(f"{op}: expected a {dims + 1}-D or {dims + 2}-D input {what}, got shape "
                          f"{tuple(input.shape)}")
     shape = tuple(input.shape)
     if any(n == 0 for n in shape[nd - dims - 1:]):
-        raise ValueError(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape {shape}")
+        raise InputError(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape {shape}")
     if not backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     if dims == 1:
         if isinstance(output_size, (tuple, list)):
             if len(output_size) != 1:
-                raise ValueError(f"{op}: output_size must be an int or a 1-tuple, got {output_size!r}")
+                raise InputError(f"{op}: output_size must be an int or a 1-tuple, got {output_size!r}")
             output_size = output_size[0]
         sizes = (output_size,)
     elif isinstance(output_size, (tuple, list)):
         if len(output_size) != 2:
-            raise ValueError(f"{op}: output_size must be an int or a pair, got {output_size!r}")
+            raise InputError(f"{op}: output_size must be an int or a pair, got {output_size!r}")
         sizes = tuple(output_size)
     else:
         sizes = (output_size, output_size)
     sizes = tuple(shape[nd - dims + i] if s is None else s for i, s in enumerate(sizes))
     if not all(_is_int(s) for s in sizes):
-        raise TypeError(f"{op}: output_size must be ints (or None to keep a dimension), got {output_size!r}")
+        raise InputTypeError(f"{op}: output_size must be ints (or None to keep a dimension), got {output_size!r}")
     if min(sizes) < 0:
-        raise ValueError(f"{op}: output_size must be >= 0, got {output_size!r}")
+        raise InputError(f"{op}: output_size must be >= 0, got {output_size!r}")
     x = input
     if nd == dims + 1:
         x = unsqueeze(x, 0)
@@ -284,15 +285,15 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     Indices out of range raise IndexError (on cuda at the next sync, as deferred checks do)."""
     op = "embedding"
     if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
-        raise TypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
-                        f"{type(weight).__name__}")
+        raise InputTypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
+                             f"{type(weight).__name__}")
     if input.dtype not in (backend.int64, backend.int32):
-        raise TypeError(f"{op}: expected integer indices (int64 or int32) as input, got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected integer indices (int64 or int32) as input, got dtype {input.dtype}")
     if weight.ndim != 2:
-        raise ValueError(f"{op}: weight must be 2-D (num_embeddings, embedding_dim), got shape "
+        raise InputError(f"{op}: weight must be 2-D (num_embeddings, embedding_dim), got shape "
                          f"{tuple(weight.shape)}")
     if not backend.is_floating(weight.dtype):
-        raise TypeError(f"{op}: expected a floating-point weight, got dtype {weight.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point weight, got dtype {weight.dtype}")
     if not _same_device(input._data, weight._data):
         raise RuntimeError(f"{op}: input is on {input.device} but weight is on {weight.device}")
     if sparse:
@@ -300,7 +301,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     num = weight.shape[0]
     if padding_idx is not None:
         if not _is_int(padding_idx) or not -num <= padding_idx < num:
-            raise ValueError(f"{op}: padding_idx must be within num_embeddings ([{-num}, {num})), got "
+            raise InputError(f"{op}: padding_idx must be within num_embeddings ([{-num}, {num})), got "
                              f"{padding_idx!r}")
         padding_idx = int(padding_idx) % num
     idx = input._data
@@ -323,9 +324,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 def _channel_dropout(op, input, p, training, inplace, lead=2):
     _check_tensor(op, input)
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
-        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
+        raise InputError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
     if not backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     if not training or p == 0.0:
         return input
     return R.feature_dropout(input, float(p), bool(inplace), lead)
@@ -343,7 +344,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
                       stacklevel=2)
     elif input.ndim != 4:
         if input.ndim < 2:
-            raise ValueError(f"{op}: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
+            raise InputError(f"{op}: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
         warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d; it exists for 3-D or 4-D inputs "
                       f"(channels are dimension 1)", stacklevel=2)
     return _channel_dropout(op, input, p, training, inplace)
@@ -354,7 +355,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     op = "dropout1d"
     _check_tensor(op, input)
     if input.ndim not in (2, 3):
-        raise ValueError(f"{op}: expected a 2-D (C, L) or 3-D (N, C, L) input, got shape {tuple(input.shape)}")
+        raise InputError(f"{op}: expected a 2-D (C, L) or 3-D (N, C, L) input, got shape {tuple(input.shape)}")
     return _channel_dropout(op, input, p, training, inplace, lead=input.ndim - 1)
 
 
@@ -364,7 +365,7 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
     op = "dropout3d"
     _check_tensor(op, input)
     if input.ndim not in (4, 5):
-        raise ValueError(f"{op}: expected a 4-D (C, D, H, W) or 5-D (N, C, D, H, W) input, got shape "
+        raise InputError(f"{op}: expected a 4-D (C, D, H, W) or 5-D (N, C, D, H, W) input, got shape "
                          f"{tuple(input.shape)}")
     return _channel_dropout(op, input, p, training, inplace, lead=input.ndim - 3)
 
@@ -372,9 +373,9 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
 def _alpha(op, input, p, training, inplace, lead):
     _check_tensor(op, input)
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
-        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
+        raise InputError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
     if not backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     if inplace:
         raise NotImplementedError(f"{op}: inplace=True is not supported; use the out-of-place form")
     if not training or p == 0.0 or input.numel() == 0:
@@ -382,7 +383,7 @@ def _alpha(op, input, p, training, inplace, lead):
     if p == 1.0:
         return input * 0.0
     if lead is not None and input.ndim < 2:
-        raise ValueError(f"{op}: expected an input with a channel dimension (N, C, ...), got shape "
+        raise InputError(f"{op}: expected an input with a channel dimension (N, C, ...), got shape "
                          f"{tuple(input.shape)}")
     return R.alpha_dropout(input, float(p), lead)
 

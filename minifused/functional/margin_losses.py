@@ -12,6 +12,7 @@ from ..ops import gather as _gather
 from ..ops import where as _where
 from ..tensor import Tensor as _Tensor
 from .activation import _loss_operands, _loss_weight, _number, _reduce, logsigmoid, pairwise_distance, softplus
+from ..backend import InputError, InputTypeError
 
 __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "cosine_embedding_loss",
            "multilabel_soft_margin_loss", "triplet_margin_loss", "multi_margin_loss", "poisson_nll_loss",
@@ -21,7 +22,7 @@ __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "c
 def _tensors(op, **named):
     for name, t in named.items():
         if not isinstance(t, _Tensor):
-            raise TypeError(f"{op}: expected a tensor for {name}, got {type(t).__name__}")
+            raise InputTypeError(f"{op}: expected a tensor for {name}, got {type(t).__name__}")
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
@@ -29,7 +30,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
     op = "margin_ranking_loss"
     _tensors(op, input1=input1, input2=input2, target=target)
     if not input1.ndim == input2.ndim == target.ndim:
-        raise ValueError(f"{op}: All input tensors should have same dimension but got sizes: input1: "
+        raise InputError(f"{op}: All input tensors should have same dimension but got sizes: input1: "
                          f"{tuple(input1.shape)}, input2: {tuple(input2.shape)}, target: {tuple(target.shape)}")
     diff, target = _loss_operands(op, input1 - input2, target, reduction, size_average, reduce, broadcast="silent")
     return _reduce((-target * diff + _number(op, "margin", margin)).clamp(min=0), reduction)
@@ -58,10 +59,10 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     op = "cosine_embedding_loss"
     _tensors(op, input1=input1, input2=input2, target=target)
     if input1.ndim not in (1, 2) or tuple(input1.shape) != tuple(input2.shape):
-        raise ValueError(f"{op}: expected two (N, D) or (D,) inputs of one shape, got {tuple(input1.shape)} and "
+        raise InputError(f"{op}: expected two (N, D) or (D,) inputs of one shape, got {tuple(input1.shape)} and "
                          f"{tuple(input2.shape)}")
     if target.ndim != input1.ndim - 1:
-        raise ValueError(f"{op}: {input1.ndim}D target tensor expects {input1.ndim - 1}D target tensor, got "
+        raise InputError(f"{op}: {input1.ndim}D target tensor expects {input1.ndim - 1}D target tensor, got "
                          f"{target.ndim}D")
     d = input1.ndim - 1
     eps = 1e-12  # PyTorch's EPSILON on the squared magnitudes
@@ -97,11 +98,11 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
                            f"of dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
                            f"{negative.ndim}D inputs")
     if not isinstance(swap, bool):
-        raise TypeError(f"{op}: swap must be a bool, got {swap!r}")
+        raise InputTypeError(f"{op}: swap must be a bool, got {swap!r}")
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{op}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
+        raise InputError(f"{op}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
     if size_average is not None or reduce is not None:
-        raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+        raise InputError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
     margin = _number(op, "margin", margin)
     d_pos = pairwise_distance(anchor, positive, p, eps)
     d_neg = pairwise_distance(anchor, negative, p, eps)
@@ -118,14 +119,14 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     op = "multi_margin_loss"
     _tensors(op, input=input, target=target)
     if p not in (1, 2):
-        raise ValueError(f"{op}: only p == 1 and p == 2 supported, got {p!r}")
+        raise InputError(f"{op}: only p == 1 and p == 2 supported, got {p!r}")
     if input.ndim not in (1, 2) or target.ndim != input.ndim - 1 or target.dtype != _backend.int64:
-        raise ValueError(f"{op}: expected (N, C) input and (N,) int64 targets (or (C,) and a 0-d one), got "
+        raise InputError(f"{op}: expected (N, C) input and (N,) int64 targets (or (C,) and a 0-d one), got "
                          f"{tuple(input.shape)} and {target.dtype} {tuple(target.shape)}")
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{op}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
+        raise InputError(f"{op}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
     if size_average is not None or reduce is not None:
-        raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+        raise InputError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
     x = input if input.ndim == 2 else input.reshape(1, -1)
     y = target.reshape(-1, 1)
     c = x.shape[1]
@@ -149,9 +150,9 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     op = "triplet_margin_with_distance_loss"
     _tensors(op, anchor=anchor, positive=positive, negative=negative)
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+        raise InputError(f"{op}: {reduction} is not a valid value for reduction")
     if _number(op, "margin", margin) <= 0:
-        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+        raise InputError(f"{op}: margin must be greater than 0, got {margin}")
     if not anchor.ndim == positive.ndim == negative.ndim:
         raise RuntimeError(f"{op}: The anchor, positive, and negative tensors are expected to have the same number "
                            f"of dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
@@ -171,9 +172,9 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     op = "multilabel_margin_loss"
     _tensors(op, input=input, target=target)
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+        raise InputError(f"{op}: {reduction} is not a valid value for reduction")
     if size_average is not None or reduce is not None:
-        raise ValueError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+        raise InputError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
     if input.ndim > 2 or (input.ndim and input.shape[-1] == 0):
         raise RuntimeError(f"{op}: Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
                            f"{list(input.shape)}")
@@ -183,7 +184,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
         raise RuntimeError(f"{op}: inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")
     if not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     c = input.shape[-1] if input.ndim else 1
     x, y = input.reshape(-1, c), target.reshape(-1, c)
     if y.numel() and (int(y.min().item()) < -1 or int(y.max().item()) >= c):
@@ -231,11 +232,11 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         if tuple(input.shape[:-1]) == tuple(var.shape):  # one fewer dimension: homoscedastic over the last
             var = var.reshape(*var.shape, 1)
         elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
-            raise ValueError(f"{op}: var is of incorrect size {tuple(var.shape)} for input {tuple(input.shape)}")
+            raise InputError(f"{op}: var is of incorrect size {tuple(var.shape)} for input {tuple(input.shape)}")
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+        raise InputError(f"{op}: {reduction} is not a valid value for reduction")
     if bool((var < 0).any().item()):
-        raise ValueError(f"{op}: var has negative entry/entries")
+        raise InputError(f"{op}: var has negative entry/entries")
     input, target = _loss_operands(op, input, target, reduction, broadcast="silent")
     var = var + (var.detach().clamp(min=_number(op, "eps", eps)) - var.detach())
     loss = 0.5 * (var.log() + (input - target) ** 2 / var)

@@ -14,6 +14,7 @@ from ..tensor import Tensor as _Tensor
 from ._checks import _pair, _single
 from .conv import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d
 from .layers import _adaptive_max, interpolate
+from ..backend import InputError, InputTypeError
 
 __all__ = ["max_pool1d_with_indices", "max_pool2d_with_indices", "adaptive_max_pool1d_with_indices",
            "adaptive_max_pool2d_with_indices", "lp_pool1d", "lp_pool2d", "max_unpool1d", "upsample",
@@ -55,17 +56,17 @@ def _pooled_size(n, k, s, ceil_mode):
 
 def _lp_pool(op, dims, input, norm_type, kernel_size, stride, ceil_mode):
     if not isinstance(input, _Tensor):
-        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if isinstance(norm_type, bool) or not isinstance(norm_type, _numbers.Real):
-        raise TypeError(f"{op}: norm_type must be a number, got {type(norm_type).__name__}")
+        raise InputTypeError(f"{op}: norm_type must be a number, got {type(norm_type).__name__}")
     p = float(norm_type)
     if p == 0:
-        raise ValueError(f"{op}: norm_type must be a non-zero value, but got {norm_type}")
+        raise InputError(f"{op}: norm_type must be a non-zero value, but got {norm_type}")
     if input.ndim not in (dims + 1, dims + 2):
         raise RuntimeError(f"{op}: Expected {dims + 1} to {dims + 2} dimensions, but got {input.ndim}-dimensional "
                            f"tensor (shape {tuple(input.shape)})")
     if not _backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     def convert(name, value):  # a tuple of ``dims`` ints
         return (_single(op, name, value, 1),) if dims == 1 else _pair(op, name, value, 1)
     kernel = convert("kernel_size", kernel_size)
@@ -108,8 +109,8 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
     ``(L_in - 1) * stride - 2 * padding + kernel_size``, or ``output_size`` (within a stride of it)."""
     op = "max_unpool1d"
     if not isinstance(input, _Tensor) or not isinstance(indices, _Tensor):
-        raise TypeError(f"{op}: expected tensors for input and indices, got {type(input).__name__} and "
-                        f"{type(indices).__name__}")
+        raise InputTypeError(f"{op}: expected tensors for input and indices, got {type(input).__name__} and "
+                             f"{type(indices).__name__}")
     if input.ndim not in (2, 3):
         raise RuntimeError(f"{op}: expected a 2-D (C, L) or 3-D (N, C, L) input, got shape {tuple(input.shape)}")
     if tuple(indices.shape) != tuple(input.shape) or indices.dtype != _backend.int64:
@@ -124,10 +125,10 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
         if len(size) == input.ndim:  # PyTorch also takes the full shape
             size = size[-1:]
         if len(size) != 1:
-            raise ValueError(f"{op}: output_size should be a sequence containing 1 or {input.ndim} elements, but "
+            raise InputError(f"{op}: output_size should be a sequence containing 1 or {input.ndim} elements, but "
                              f"it has a length of '{len(size)}'")
         if not length - s <= size[0] <= length + s:
-            raise ValueError(f"{op}: invalid output_size \"{output_size}\" (dim 0 must be between {length - s} and "
+            raise InputError(f"{op}: invalid output_size \"{output_size}\" (dim 0 must be between {length - s} and "
                              f"{length + s})")
         length = size[0]
     x = input if input.ndim == 3 else _reshape(input, 1, *input.shape)

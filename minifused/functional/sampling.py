@@ -12,6 +12,7 @@ from ..ops import linspace as _linspace
 from ..ops import ones as _ones
 from ..ops import stack as _stack
 from ..tensor import Tensor as _Tensor
+from ..backend import InputError, InputTypeError
 
 __all__ = ["affine_grid", "grid_sample"]
 
@@ -22,7 +23,7 @@ def _align(op, align_corners):
                        f"explicitly to silence this warning", UserWarning, stacklevel=3)
         return False
     if not isinstance(align_corners, bool):
-        raise TypeError(f"{op}: align_corners must be a bool or None, got {align_corners!r}")
+        raise InputTypeError(f"{op}: align_corners must be a bool or None, got {align_corners!r}")
     return align_corners
 
 
@@ -40,17 +41,17 @@ def affine_grid(theta, size, align_corners=None):
     op = "affine_grid"
     align_corners = _align(op, align_corners)
     if not isinstance(theta, _Tensor) or not _backend.is_floating(theta.dtype):
-        raise TypeError(f"{op}: expected theta to be a floating point tensor, got "
-                        f"{theta.dtype if isinstance(theta, _Tensor) else type(theta).__name__}")
+        raise InputTypeError(f"{op}: expected theta to be a floating point tensor, got "
+                             f"{theta.dtype if isinstance(theta, _Tensor) else type(theta).__name__}")
     size = tuple(int(v) for v in size)
     if len(size) != 4:
         raise NotImplementedError(f"{op}: only 2-D sizes (N, C, H, W) are supported, got {list(size)}")
     n, _, h, w = size
     if theta.ndim != 3 or tuple(theta.shape[1:]) != (2, 3) or theta.shape[0] != n:
-        raise ValueError(f"{op}: Expected a batch of 2D affine matrices of shape Nx2x3 for size {list(size)}. Got "
+        raise InputError(f"{op}: Expected a batch of 2D affine matrices of shape Nx2x3 for size {list(size)}. Got "
                          f"{list(theta.shape)}.")
     if min(size) <= 0:
-        raise ValueError(f"{op}: expected non-zero, positive output size. Got {list(size)}")
+        raise InputError(f"{op}: expected non-zero, positive output size. Got {list(size)}")
     xs = _steps(w, align_corners, theta).reshape(1, w).expand(h, w)
     ys = _steps(h, align_corners, theta).reshape(h, 1).expand(h, w)
     base = _stack([xs, ys, _ones(h, w, dtype=theta.dtype, device=theta.device)], -1)  # (H, W, 3): x, y, 1
@@ -69,15 +70,15 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     align_corners = _align(op, align_corners)
     for name, t in (("input", input), ("grid", grid)):
         if not isinstance(t, _Tensor) or not _backend.is_floating(t.dtype):
-            raise TypeError(f"{op}: expected a floating-point tensor for {name}, got "
-                            f"{t.dtype if isinstance(t, _Tensor) else type(t).__name__}")
+            raise InputTypeError(f"{op}: expected a floating-point tensor for {name}, got "
+                                 f"{t.dtype if isinstance(t, _Tensor) else type(t).__name__}")
     if mode not in ("bilinear", "nearest"):
-        raise ValueError(f"{op}: mode must be 'bilinear' or 'nearest' (bicubic is not supported), got {mode!r}")
+        raise InputError(f"{op}: mode must be 'bilinear' or 'nearest' (bicubic is not supported), got {mode!r}")
     if padding_mode not in ("zeros", "border"):
-        raise ValueError(f"{op}: padding_mode must be 'zeros' or 'border' (reflection is not supported), got "
+        raise InputError(f"{op}: padding_mode must be 'zeros' or 'border' (reflection is not supported), got "
                          f"{padding_mode!r}")
     if input.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
-        raise ValueError(f"{op}: expected a 4-D input (N, C, H, W) and a grid (N, H_out, W_out, 2) of the same N, got "
+        raise InputError(f"{op}: expected a 4-D input (N, C, H, W) and a grid (N, H_out, W_out, 2) of the same N, got "
                          f"{list(input.shape)} and {list(grid.shape)}")
     if input.dtype != grid.dtype or input.device != grid.device:
         raise RuntimeError(f"{op}: expected input and grid of one dtype and device, got {input.dtype} on "

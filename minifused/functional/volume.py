@@ -19,6 +19,7 @@ from ..tensor import Tensor
 from ._checks import unbatched
 from .conv import _CONV_DTYPES, avg_pool2d, conv2d, conv_transpose2d, max_pool2d
 from .layers import adaptive_avg_pool2d, adaptive_max_pool2d, pad
+from ..backend import InputError, InputTypeError
 
 __all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "max_pool3d_with_indices", "avg_pool3d",
            "adaptive_avg_pool3d", "adaptive_max_pool3d", "adaptive_max_pool3d_with_indices", "lp_pool3d",
@@ -34,7 +35,7 @@ def _triple(op, name, value, minimum):
     if len(vals) != 3:
         raise RuntimeError(f"{op}: {name} must be an int or a tuple of three ints, got {value!r}")
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in vals):
-        raise TypeError(f"{op}: {name} must be an int or a tuple of three ints, got {value!r}")
+        raise InputTypeError(f"{op}: {name} must be an int or a tuple of three ints, got {value!r}")
     if min(vals) < minimum:
         raise RuntimeError(f"{op}: {name} must be >= {minimum}, got {value!r}")
     return tuple(int(v) for v in vals)
@@ -42,7 +43,7 @@ def _triple(op, name, value, minimum):
 
 def _check_volume(op, input, what="input"):
     if not isinstance(input, Tensor):
-        raise TypeError(f"{op}: expected a tensor {what}, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor {what}, got {type(input).__name__}")
     if input.ndim not in (4, 5):
         raise RuntimeError(f"{op}: expected a 5-D {what} (N, C, D, H, W) or a 4-D unbatched one (C, D, H, W), got "
                            f"shape {tuple(input.shape)}")
@@ -78,7 +79,7 @@ def _check_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode):
     """(kernel, stride, padding, dilation, output (D, H, W)) of a 3-D pooling, checked as PyTorch's."""
     _check_volume(op, input)
     if not backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got {input.dtype}")
     if 0 in input.shape[-4:]:
         raise RuntimeError(f"{op}: expected a non-empty input (C, D, H, W), got shape {tuple(input.shape)}")
     kernel = _triple(op, "kernel_size", kernel_size, 1)
@@ -121,7 +122,7 @@ def _first_max(t, dim):
 def _check_conv3d(op, input, weight, bias, groups, layout, out_channels):
     _check_volume(op, input)
     if not isinstance(weight, Tensor):
-        raise TypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
     if weight.ndim != 5:
         raise RuntimeError(f"{op}: weight must be 5-D {layout}, got shape {tuple(weight.shape)}")
     if not isinstance(groups, numbers.Integral) or isinstance(groups, bool) or groups < 1:
@@ -134,7 +135,7 @@ def _check_conv3d(op, input, weight, bias, groups, layout, out_channels):
                            + (f", {bias.dtype}" if isinstance(bias, Tensor) else "") + " (no implicit casts)")
     if bias is not None:
         if not isinstance(bias, Tensor):
-            raise TypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
+            raise InputTypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
         if tuple(bias.shape) != (out_channels,):
             raise RuntimeError(f"{op}: bias must have shape ({out_channels},) to match out_channels, got "
                                f"{tuple(bias.shape)}")
@@ -298,7 +299,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     op = "avg_pool3d"
     if divisor_override is not None and (not isinstance(divisor_override, numbers.Integral)
                                          or isinstance(divisor_override, bool)):
-        raise TypeError(f"{op}: divisor_override must be an int or None, got {divisor_override!r}")
+        raise InputTypeError(f"{op}: divisor_override must be an int or None, got {divisor_override!r}")
     if divisor_override == 0:
         raise RuntimeError(f"{op}: divisor must be not zero, got divisor_override=0")
     kernel, stride, padding, _, out = _check_pool(op, input, kernel_size, stride, padding, 1, ceil_mode)
@@ -318,7 +319,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 def _adaptive3d(op, input, output_size):
     """(input as 5-D, output (D, H, W)) of an adaptive pooling, checked as PyTorch's."""
     if not isinstance(input, Tensor):
-        raise TypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if input.ndim not in (4, 5):
         raise RuntimeError(f"{op}: Expected 4D or 5D tensor (C, D, H, W) or (N, C, D, H, W), but got shape "
                            f"{tuple(input.shape)}")
@@ -326,14 +327,14 @@ def _adaptive3d(op, input, output_size):
         raise RuntimeError(f"{op}: Expected input to have non-zero size for non-batch dimensions, but got shape "
                            f"{tuple(input.shape)}")
     if not backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 3
     if len(sizes) != 3:
         raise RuntimeError(f"{op}: output_size must be an int or a triple (None keeps a dimension), got "
                            f"{output_size!r}")
     sizes = tuple(input.shape[-3 + i] if s is None else s for i, s in enumerate(sizes))
     if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in sizes):
-        raise TypeError(f"{op}: output_size must be ints (or None to keep a dimension), got {output_size!r}")
+        raise InputTypeError(f"{op}: output_size must be ints (or None to keep a dimension), got {output_size!r}")
     if min(sizes) < 0:
         raise RuntimeError(f"{op}: elements of output_size must be greater than or equal to 0, got {output_size!r}")
     return tuple(int(s) for s in sizes)
@@ -399,10 +400,10 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     (PyTorch's composition: avg_pool3d of x^p times the kernel's volume); p = +-inf: the max (min) of |x|."""
     op = "lp_pool3d"
     if isinstance(norm_type, bool) or not isinstance(norm_type, numbers.Real):
-        raise TypeError(f"{op}: norm_type must be a number, got {type(norm_type).__name__}")
+        raise InputTypeError(f"{op}: norm_type must be a number, got {type(norm_type).__name__}")
     p = float(norm_type)
     if p == 0:
-        raise ValueError(f"{op}: norm_type must be a non-zero value, but got {norm_type}")
+        raise InputError(f"{op}: norm_type must be a non-zero value, but got {norm_type}")
     kernel, *_ = _check_pool(op, input, kernel_size, stride, 0, 1, ceil_mode)
     if math.isinf(p):
         return max_pool3d(input.abs(), kernel_size, stride, 0, 1, ceil_mode) if p > 0 else \
@@ -420,8 +421,8 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     is ``(in - 1) * stride - 2 * padding + kernel_size`` per dimension, or ``output_size`` (within a stride)."""
     op = "max_unpool3d"
     if not isinstance(input, Tensor) or not isinstance(indices, Tensor):
-        raise TypeError(f"{op}: expected tensors for input and indices, got {type(input).__name__} and "
-                        f"{type(indices).__name__}")
+        raise InputTypeError(f"{op}: expected tensors for input and indices, got {type(input).__name__} and "
+                             f"{type(indices).__name__}")
     if input.ndim not in (4, 5):
         raise RuntimeError(f"{op}: Input to max_unpooling3d should be a 4d or 5d Tensor, but got shape "
                            f"{tuple(input.shape)}")
@@ -437,11 +438,11 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
         if len(given) == input.ndim:  # PyTorch also takes the full shape
             given = given[-3:]
         if len(given) != 3:
-            raise ValueError(f"{op}: output_size should be a sequence containing 3 or {input.ndim} elements, but "
+            raise InputError(f"{op}: output_size should be a sequence containing 3 or {input.ndim} elements, but "
                              f"it has a length of '{len(given)}'")
         for i in range(3):
             if not size[i] - stride[i] <= given[i] <= size[i] + stride[i]:
-                raise ValueError(f"{op}: invalid output_size \"{tuple(output_size)}\" (dim {i} must be between "
+                raise InputError(f"{op}: invalid output_size \"{tuple(output_size)}\" (dim {i} must be between "
                                  f"{size[i] - stride[i]} and {size[i] + stride[i]})")
         size = given
     x = input if input.ndim == 5 else reshape(input, 1, *input.shape)

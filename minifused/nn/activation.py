@@ -10,6 +10,7 @@ from .. import functional as F
 from .loss import _WeightedLoss
 from .. import ops
 from .module import Module, Parameter
+from ..backend import InputError
 
 __all__ = ["LeakyReLU", "SiLU", "ELU", "SELU", "CELU", "Softplus", "Hardtanh", "ReLU6", "Hardsigmoid",
            "Hardswish", "Mish", "Softsign", "LogSigmoid", "Tanhshrink", "PReLU", "PixelShuffle", "PixelUnshuffle",
@@ -64,7 +65,7 @@ class PReLU(Module):
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
         if not isinstance(num_parameters, int) or isinstance(num_parameters, bool) or num_parameters < 1:
-            raise ValueError(f"PReLU: num_parameters must be a positive int, got {num_parameters!r}")
+            raise InputError(f"PReLU: num_parameters must be a positive int, got {num_parameters!r}")
         self.num_parameters, self.init = num_parameters, init
         self.weight = Parameter(ops.full((num_parameters,), float(init), dtype=dtype, device=device))
 
@@ -135,7 +136,7 @@ class Hardtanh(_Activation):
     def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
         super().__init__(inplace)
         if min_val > max_val:
-            raise ValueError(f"Hardtanh: min_val cannot be greater than max_val, got min_val={min_val}, "
+            raise InputError(f"Hardtanh: min_val cannot be greater than max_val, got min_val={min_val}, "
                              f"max_val={max_val}")
         self.min_val, self.max_val = min_val, max_val
 
@@ -272,7 +273,7 @@ class Softmax2d(Module):
 
     def forward(self, input):
         if input.ndim not in (3, 4):
-            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+            raise InputError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
         return F.softmax(input, -3)
 
 
@@ -312,7 +313,7 @@ _REDUCTIONS = ("none", "mean", "sum")
 
 def _check_reduction(name, reduction, allowed=_REDUCTIONS):
     if reduction not in allowed:
-        raise ValueError(f"{name}: reduction must be one of {', '.join(map(repr, allowed))}, got {reduction!r}")
+        raise InputError(f"{name}: reduction must be one of {', '.join(map(repr, allowed))}, got {reduction!r}")
     return reduction
 
 
@@ -324,7 +325,7 @@ class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
         if size_average is not None or reduce is not None:
-            raise ValueError(f"{type(self).__name__}: size_average and reduce are deprecated and not "
+            raise InputError(f"{type(self).__name__}: size_average and reduce are deprecated and not "
                              f"supported; use reduction=")
         self.reduction = _check_reduction(type(self).__name__, reduction, self._reductions)
 
@@ -341,7 +342,7 @@ class SmoothL1Loss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
         super().__init__(size_average, reduce, reduction)
         if beta < 0:
-            raise ValueError(f"SmoothL1Loss: beta must be >= 0, got {beta}")
+            raise InputError(f"SmoothL1Loss: beta must be >= 0, got {beta}")
         self.beta = beta
 
     def forward(self, input, target):
@@ -355,7 +356,7 @@ class HuberLoss(_Loss):
     def __init__(self, reduction="mean", delta=1.0):
         super().__init__(reduction=reduction)
         if not delta > 0:
-            raise ValueError(f"HuberLoss: delta must be > 0, got {delta}")
+            raise InputError(f"HuberLoss: delta must be > 0, got {delta}")
         self.delta = delta
 
     def forward(self, input, target):

@@ -11,6 +11,7 @@ from ..tensor import Tensor
 from .container import ModuleList, Sequential
 from .linear import Linear
 from .module import Module
+from ..backend import InputError, InputTypeError
 
 __all__ = ["AdaptiveLogSoftmaxWithLoss"]
 
@@ -29,10 +30,10 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         super().__init__()
         cutoffs = list(cutoffs)
         if len(cutoffs) == 0:
-            raise ValueError("cutoffs should be a sequence of length larger than 0")
+            raise InputError("cutoffs should be a sequence of length larger than 0")
         if (cutoffs != sorted(cutoffs) or min(cutoffs) <= 0 or max(cutoffs) > n_classes - 1
                 or len(set(cutoffs)) != len(cutoffs) or any(int(c) != c for c in cutoffs)):
-            raise ValueError(f"cutoffs should be a sequence of unique, positive integers sorted in an increasing "
+            raise InputError(f"cutoffs should be a sequence of unique, positive integers sorted in an increasing "
                              f"order, where each value is between 1 and n_classes-1 (n_classes={n_classes}), got "
                              f"{cutoffs}")
         self.in_features, self.n_classes = in_features, n_classes
@@ -58,8 +59,8 @@ class AdaptiveLogSoftmaxWithLoss(Module):
 
     def _check(self, input, target):
         if not isinstance(input, Tensor) or not isinstance(target, Tensor):
-            raise TypeError(f"AdaptiveLogSoftmaxWithLoss: expected tensors for input and target, got "
-                            f"{type(input).__name__} and {type(target).__name__}")
+            raise InputTypeError(f"AdaptiveLogSoftmaxWithLoss: expected tensors for input and target, got "
+                                 f"{type(input).__name__} and {type(target).__name__}")
         if target.ndim == 1:
             if input.ndim != 2:
                 raise RuntimeError(f"AdaptiveLogSoftmaxWithLoss: 1D target tensor expects 2D input tensors, but "
@@ -75,8 +76,8 @@ class AdaptiveLogSoftmaxWithLoss(Module):
             raise RuntimeError("AdaptiveLogSoftmaxWithLoss: 0D or 1D target tensor expected, multi-target not "
                                f"supported (got a {target.ndim}-D target)")
         if target.dtype.kind not in "iu":
-            raise TypeError(f"AdaptiveLogSoftmaxWithLoss: expected integer class indices as target, got dtype "
-                            f"{target.dtype}")
+            raise InputTypeError(f"AdaptiveLogSoftmaxWithLoss: expected integer class indices as target, got dtype "
+                                 f"{target.dtype}")
         if input.shape[-1] != self.in_features:
             raise RuntimeError(f"AdaptiveLogSoftmaxWithLoss: expected input with {self.in_features} features "
                                f"(in_features), got shape {list(input.shape)}")

@@ -10,6 +10,7 @@ from .. import backend
 from ..autograd import is_grad_enabled
 from ..tensor import Tensor
 from .module import Module
+from ..backend import InputTypeError
 
 
 def _builtin(m):
@@ -104,7 +105,7 @@ class _ModuleSequence(Module):
         """The name of the module at position ``idx`` (negative: from the end)."""
         keys = list(self._modules)
         if not isinstance(idx, int) or isinstance(idx, bool):
-            raise TypeError(f"{type(self).__name__} indices must be integers or slices, got {type(idx).__name__}")
+            raise InputTypeError(f"{type(self).__name__} indices must be integers or slices, got {type(idx).__name__}")
         if not -len(keys) <= idx < len(keys):
             raise IndexError(f"{type(self).__name__}: index {idx} is out of range for {len(keys)} modules")
         return keys[idx]
@@ -112,7 +113,7 @@ class _ModuleSequence(Module):
     def _renumber(self, modules):
         for m in modules:  # (checked before anything changes)
             if m is not None and not isinstance(m, Module):
-                raise TypeError(f"{type(self).__name__}: {type(m).__name__} is not a Module")
+                raise InputTypeError(f"{type(self).__name__}: {type(m).__name__} is not a Module")
         self._modules.clear()
         for i, m in enumerate(modules):
             self._modules[str(i)] = m
@@ -255,7 +256,7 @@ def _as_parameter(owner, value):
         return value
     if isinstance(value, Tensor):
         return Parameter(value)
-    raise TypeError(f"{owner}: expected a Parameter or a tensor, got {type(value).__name__}")
+    raise InputTypeError(f"{owner}: expected a Parameter or a tensor, got {type(value).__name__}")
 
 
 class ParameterList(Module):
@@ -313,7 +314,7 @@ class ParameterDict(Module):
 
     def __setitem__(self, key, value):
         if not isinstance(key, str):
-            raise TypeError(f"ParameterDict: keys must be strings, got {type(key).__name__}")
+            raise InputTypeError(f"ParameterDict: keys must be strings, got {type(key).__name__}")
         self.register_parameter(key, _as_parameter("ParameterDict", value))
 
     def __delitem__(self, key):

@@ -13,6 +13,7 @@ from ..functional.batchnorm import _conv2d_batch_norm
 from ..ops.shape import channels_last
 from ..tensor import Tensor
 from .module import Module, Parameter
+from ..backend import InputError, InputTypeError
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")  # Conv2d's, as PyTorch's
 
@@ -33,30 +34,30 @@ class Conv2d(Module):
                  padding_mode="zeros", device=None, dtype=None, activation=None):  # PyTorch's order, then ours
         super().__init__()
         if activation not in CONV_ACTIVATIONS:
-            raise ValueError(f"Conv2d: activation must be None or 'relu', got {activation!r}")
+            raise InputError(f"Conv2d: activation must be None or 'relu', got {activation!r}")
         if padding_mode not in PADDING_MODES:
-            raise ValueError(f"Conv2d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
+            raise InputError(f"Conv2d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
                              f"{padding_mode!r}")
         self.padding_mode = padding_mode
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
                    for v in (in_channels, out_channels, groups)):
-            raise TypeError(f"Conv2d: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
-                            f"{out_channels!r} and {groups!r}")
+            raise InputTypeError(f"Conv2d: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
+                                 f"{out_channels!r} and {groups!r}")
         if groups < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: in_channels={in_channels} and out_channels={out_channels} must both be "
+            raise InputError(f"Conv2d: in_channels={in_channels} and out_channels={out_channels} must both be "
                              f"divisible by groups={groups}")
         if in_channels < 1 or out_channels < 1:
-            raise ValueError(f"Conv2d: channel counts must be >= 1, got in_channels={in_channels}, "
+            raise InputError(f"Conv2d: channel counts must be >= 1, got in_channels={in_channels}, "
                              f"out_channels={out_channels}")
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.kernel_size = _pair("Conv2d", "kernel_size", kernel_size, 1)
         self.stride = _pair("Conv2d", "stride", stride, 1)
         self.dilation = _pair("Conv2d", "dilation", dilation, 1)
         if isinstance(padding, str) and padding not in ("valid", "same"):
-            raise ValueError(f"Conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+            raise InputError(f"Conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
         self.padding = padding if isinstance(padding, str) else _pair("Conv2d", "padding", padding, 0)
         if self.padding == "same" and self.stride != (1, 1):
-            raise ValueError(f"Conv2d: padding='same' needs stride 1, got stride={self.stride}")
+            raise InputError(f"Conv2d: padding='same' needs stride 1, got stride={self.stride}")
         self.groups, self.activation = int(groups), activation
         dev = backend.device(device)
         dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
@@ -137,15 +138,15 @@ class Conv1d(Module):
                  padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         if padding_mode not in PADDING_MODES:
-            raise ValueError(f"Conv1d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
+            raise InputError(f"Conv1d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
                              f"{padding_mode!r}")
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1
                    for v in (in_channels, out_channels, groups)) or in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv1d: in_channels={in_channels!r} and out_channels={out_channels!r} must be "
+            raise InputError(f"Conv1d: in_channels={in_channels!r} and out_channels={out_channels!r} must be "
                              f"positive ints divisible by groups={groups!r}")
 
         if isinstance(padding, str) and padding not in ("valid", "same"):
-            raise ValueError(f"Conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
+            raise InputError(f"Conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         def single(name, v, minimum):
             return (_single("Conv1d", name, v, minimum),)
@@ -154,7 +155,7 @@ class Conv1d(Module):
         self.dilation = single("dilation", dilation, 1)
         self.padding = padding if isinstance(padding, str) else single("padding", padding, 0)
         if self.padding == "same" and self.stride != (1,):
-            raise ValueError(f"Conv1d: padding='same' needs stride 1, got stride={self.stride[0]}")
+            raise InputError(f"Conv1d: padding='same' needs stride 1, got stride={self.stride[0]}")
         self.padding_mode = padding_mode
         dev = backend.device(device)
         dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
@@ -201,13 +202,13 @@ class ConvTranspose2d(Module):
                  bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         if padding_mode != "zeros":
-            raise ValueError(f"ConvTranspose2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
+            raise InputError(f"ConvTranspose2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
                    for v in (in_channels, out_channels, groups)) or min(in_channels, out_channels, groups) < 1:
-            raise ValueError(f"ConvTranspose2d: in_channels, out_channels and groups must be positive ints, got "
+            raise InputError(f"ConvTranspose2d: in_channels, out_channels and groups must be positive ints, got "
                              f"{in_channels!r}, {out_channels!r} and {groups!r}")
         if in_channels % groups or out_channels % groups:
-            raise ValueError(f"ConvTranspose2d: in_channels={in_channels} and out_channels={out_channels} must "
+            raise InputError(f"ConvTranspose2d: in_channels={in_channels} and out_channels={out_channels} must "
                              f"both be divisible by groups={groups}")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         self.kernel_size = _pair("ConvTranspose2d", "kernel_size", kernel_size, 1)
@@ -268,18 +269,18 @@ def transposed_output_padding(module, x, output_size):
     try:
         size = [int(v) for v in output_size]
     except (TypeError, ValueError):
-        raise TypeError(f"{name}: output_size must be a sequence of ints, got {output_size!r}") from None
+        raise InputTypeError(f"{name}: output_size must be a sequence of ints, got {output_size!r}") from None
     lead = x.ndim - dims
     if len(size) == x.ndim:
         size = size[lead:]
     if len(size) != dims:
-        raise ValueError(f"{name}: for a {x.ndim}-D input, output_size must have {dims} or {x.ndim} elements, got "
+        raise InputError(f"{name}: for a {x.ndim}-D input, output_size must have {dims} or {x.ndim} elements, got "
                          f"{len(size)} ({output_size!r})")
     smallest = [(x.shape[lead + i] - 1) * module.stride[i] - 2 * module.padding[i]
                 + module.dilation[i] * (module.kernel_size[i] - 1) + 1 for i in range(dims)]
     largest = [smallest[i] + module.stride[i] - 1 for i in range(dims)]
     if any(not smallest[i] <= size[i] <= largest[i] for i in range(dims)):
-        raise ValueError(f"{name}: requested an output size of {size}, but valid sizes range from {smallest} to "
+        raise InputError(f"{name}: requested an output size of {size}, but valid sizes range from {smallest} to "
                          f"{largest} (for an input of {list(x.shape[lead:])})")
     return tuple(size[i] - smallest[i] for i in range(dims))
 
@@ -293,10 +294,10 @@ class ConvTranspose1d(Module):
                  bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         if padding_mode != "zeros":
-            raise ValueError(f"ConvTranspose1d: only padding_mode='zeros' is supported, got {padding_mode!r}")
+            raise InputError(f"ConvTranspose1d: only padding_mode='zeros' is supported, got {padding_mode!r}")
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1
                    for v in (in_channels, out_channels, groups)) or in_channels % groups or out_channels % groups:
-            raise ValueError(f"ConvTranspose1d: in_channels={in_channels!r} and out_channels={out_channels!r} must "
+            raise InputError(f"ConvTranspose1d: in_channels={in_channels!r} and out_channels={out_channels!r} must "
                              f"be positive ints divisible by groups={groups!r}")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         for name, v, minimum in (("kernel_size", kernel_size, 1), ("stride", stride, 1), ("padding", padding, 0),
@@ -326,7 +327,7 @@ class ConvTranspose1d(Module):
             smallest = ((x.shape[-1] - 1) * self.stride[0] - 2 * self.padding[0]
                         + self.dilation[0] * (self.kernel_size[0] - 1) + 1)
             if not size or not smallest <= size[0] <= smallest + self.stride[0] - 1:
-                raise ValueError(f"ConvTranspose1d: requested an output size of {list(output_size)}, but valid sizes "
+                raise InputError(f"ConvTranspose1d: requested an output size of {list(output_size)}, but valid sizes "
                                  f"range from {smallest} to {smallest + self.stride[0] - 1}")
             output_padding = size[0] - smallest
         return F.conv_transpose1d(x, self.weight, self.bias, self.stride[0], self.padding[0], output_padding,

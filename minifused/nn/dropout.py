@@ -5,13 +5,14 @@ import numbers
 
 from .. import functional as F
 from .module import Module
+from ..backend import InputError
 
 
 class Dropout(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: probability has to be between 0 and 1, but got {p!r}")
+            raise InputError(f"Dropout: probability has to be between 0 and 1, but got {p!r}")
         self.p = float(p)
         self.inplace = inplace
 

@@ -9,6 +9,7 @@ from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .linear import Linear
 from .module import Parameter
 from .norm import _BatchNorm
+from ..backend import InputError, InputTypeError
 
 
 def _folded(w, b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, transpose=False):
@@ -44,7 +45,7 @@ def fuse_conv_bn_weights(conv_w, conv_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, trans
     if out * groups != features or conv_w.shape[0] % groups:
         want = (f"a transposed weight with {features}/groups output channels in dimension 1 and groups dividing "
                 f"dimension 0" if transpose else f"a weight with {features} output channels in dimension 0")
-        raise ValueError(f"fuse_conv_bn_weights: expected {want} (the BatchNorm has {features} features), got "
+        raise InputError(f"fuse_conv_bn_weights: expected {want} (the BatchNorm has {features} features), got "
                          f"weight of shape {list(conv_w.shape)}")
     return _folded(conv_w, conv_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, transpose)
 
@@ -55,24 +56,24 @@ def fuse_conv_bn_eval(conv, bn, transpose=False):
     convolution's epilogue, where the convolution can run one (Conv2d)."""
     transposed = isinstance(conv, (ConvTranspose1d, ConvTranspose2d))
     if not isinstance(conv, (Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d)) or not isinstance(bn, _BatchNorm):
-        raise TypeError(f"fuse_conv_bn_eval: expected a convolution and a BatchNorm, got {type(conv).__name__} and "
-                        f"{type(bn).__name__}")
+        raise InputTypeError(f"fuse_conv_bn_eval: expected a convolution and a BatchNorm, got "
+                             f"{type(conv).__name__} and {type(bn).__name__}")
     if transpose != transposed:  # PyTorch would scale the wrong weight dimension without a word
-        raise ValueError(f"fuse_conv_bn_eval: a {type(conv).__name__} needs transpose={transposed}, got "
+        raise InputError(f"fuse_conv_bn_eval: a {type(conv).__name__} needs transpose={transposed}, got "
                          f"transpose={transpose}")
     if conv.training or bn.training:
-        raise ValueError("fuse_conv_bn_eval: both modules must be in evaluation mode (training BatchNorm uses "
+        raise InputError("fuse_conv_bn_eval: both modules must be in evaluation mode (training BatchNorm uses "
                          "the batch's statistics, which no fixed weight can fold)")
     if bn.running_mean is None:
-        raise ValueError("fuse_conv_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
+        raise InputError("fuse_conv_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
     if getattr(conv, "activation", None) is not None:
-        raise ValueError(f"fuse_conv_bn_eval: the convolution applies {conv.activation!r} before the BatchNorm; "
+        raise InputError(f"fuse_conv_bn_eval: the convolution applies {conv.activation!r} before the BatchNorm; "
                          f"only a BatchNorm straight after the convolution folds")
     if bn.activation is not None and bn.activation not in conv.fused_activations:
-        raise ValueError(f"fuse_conv_bn_eval: the BatchNorm applies {bn.activation!r}, which a "
+        raise InputError(f"fuse_conv_bn_eval: the BatchNorm applies {bn.activation!r}, which a "
                          f"{type(conv).__name__} cannot run after its output")
     if bn.num_features != conv.out_channels:
-        raise ValueError(f"fuse_conv_bn_eval: BatchNorm has {bn.num_features} features, the convolution "
+        raise InputError(f"fuse_conv_bn_eval: BatchNorm has {bn.num_features} features, the convolution "
                          f"{conv.out_channels} output channels")
     fused = copy.deepcopy(conv)
     fused.weight, fused.bias = fuse_conv_bn_weights(conv.weight, conv.bias, bn.running_mean, bn.running_var,
@@ -93,17 +94,17 @@ def fuse_linear_bn_eval(linear, bn):
     """A new Linear (in evaluation mode) equal to ``bn(linear(x))`` for a BatchNorm1d in evaluation mode with
     ``num_features`` equal to the layer's ``out_features`` (or 1)."""
     if not isinstance(linear, Linear) or not isinstance(bn, _BatchNorm):
-        raise TypeError(f"fuse_linear_bn_eval: expected a Linear and a BatchNorm, got {type(linear).__name__} and "
-                        f"{type(bn).__name__}")
+        raise InputTypeError(f"fuse_linear_bn_eval: expected a Linear and a BatchNorm, got {type(linear).__name__} and "
+                             f"{type(bn).__name__}")
     if linear.training or bn.training:
-        raise ValueError("fuse_linear_bn_eval: both modules must be in evaluation mode (fusion only for eval)")
+        raise InputError("fuse_linear_bn_eval: both modules must be in evaluation mode (fusion only for eval)")
     if bn.running_mean is None:
-        raise ValueError("fuse_linear_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
+        raise InputError("fuse_linear_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
     if linear.activation is not None:
-        raise ValueError(f"fuse_linear_bn_eval: the Linear applies {linear.activation!r} before the BatchNorm; only "
+        raise InputError(f"fuse_linear_bn_eval: the Linear applies {linear.activation!r} before the BatchNorm; only "
                          f"a BatchNorm straight after the layer folds")
     if bn.num_features not in (linear.out_features, 1):
-        raise ValueError(f"fuse_linear_bn_eval: to fuse, linear.out_features == bn.num_features or "
+        raise InputError(f"fuse_linear_bn_eval: to fuse, linear.out_features == bn.num_features or "
                          f"bn.num_features == 1; got {linear.out_features} and {bn.num_features}")
     fused = copy.deepcopy(linear)
     weight, bias = fuse_linear_bn_weights(linear.weight, linear.bias, bn.running_mean, bn.running_var, bn.eps,

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import no_grad
+from ..backend import InputError
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "eye_", "dirac_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
@@ -33,17 +34,17 @@ def calculate_gain(nonlinearity, param=None):
         elif isinstance(param, (int, float)) and not isinstance(param, bool):
             slope = param
         else:
-            raise ValueError(f"calculate_gain: negative_slope {param} is not a valid number")
+            raise InputError(f"calculate_gain: negative_slope {param} is not a valid number")
         return math.sqrt(2.0 / (1 + slope ** 2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+    raise InputError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
 
 
 def _calculate_fan_in_and_fan_out(tensor):
     """fan_in = size(1) * receptive field, fan_out = size(0) * receptive field (dims >= 2)."""
     if tensor.ndim < 2:
-        raise ValueError("fan in and fan out can not be computed for a tensor with fewer than 2 dimensions "
+        raise InputError("fan in and fan out can not be computed for a tensor with fewer than 2 dimensions "
                          f"(got shape {tuple(tensor.shape)})")
     receptive = 1
     for s in tensor.shape[2:]:
@@ -53,7 +54,7 @@ def _calculate_fan_in_and_fan_out(tensor):
 
 def _fan(tensor, mode):
     if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"mode {mode!r} not supported, please use one of 'fan_in', 'fan_out'")
+        raise InputError(f"mode {mode!r} not supported, please use one of 'fan_in', 'fan_out'")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
 
@@ -78,9 +79,9 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
     error, not a loop without end."""
     for name, v in (("mean", mean), ("std", std), ("a", a), ("b", b)):
         if not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v):
-            raise ValueError(f"trunc_normal_: {name} must be a finite number, got {v!r}")
+            raise InputError(f"trunc_normal_: {name} must be a finite number, got {v!r}")
     if not a < b or std < 0:
-        raise ValueError(f"trunc_normal_: expected a < b and std >= 0, got a={a}, b={b}, std={std}")
+        raise InputError(f"trunc_normal_: expected a < b and std >= 0, got a={a}, b={b}, std={std}")
     data = tensor._data
     xp = backend.array_module(data)
     gen = backend.generator(tensor.device)
@@ -91,7 +92,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
             break
         out = xp.where(outside, mean + std * gen.standard_normal(data.shape), out)
     else:
-        raise ValueError(f"trunc_normal_: [{a}, {b}] lies too far in the tails of N({mean}, {std}^2) to draw from")
+        raise InputError(f"trunc_normal_: [{a}, {b}] lies too far in the tails of N({mean}, {std}^2) to draw from")
     with no_grad():
         data[...] = out.astype(data.dtype)
         return tensor._bump("trunc_normal_")
@@ -101,7 +102,7 @@ def orthogonal_(tensor, gain=1.0):
     """A (semi-)orthogonal matrix times ``gain``, PyTorch's: the tensor as (rows, the rest) from the QR
     decomposition of a normal draw, signs fixed by R's diagonal."""
     if tensor.ndim < 2:
-        raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are supported, got shape "
+        raise InputError(f"orthogonal_: only tensors with 2 or more dimensions are supported, got shape "
                          f"{tuple(tensor.shape)}")
     if tensor.numel() == 0:
         return tensor
@@ -128,7 +129,7 @@ def constant_(tensor, val):
 def eye_(tensor):
     """A 2-D tensor set to the identity (ones on the diagonal of its rectangle), as ``torch.nn.init.eye_``."""
     if tensor.ndim != 2:
-        raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got {tensor.ndim}")
+        raise InputError(f"eye_: only tensors with 2 dimensions are supported, got {tensor.ndim}")
     with no_grad():
         tensor._data[...] = tensor._xp.eye(*tensor.shape).astype(tensor._data.dtype)
         return tensor._bump("eye_")
@@ -138,10 +139,10 @@ def dirac_(tensor, groups=1):
     """A 3-, 4- or 5-d convolution weight set to the Dirac delta (each of the first output channels of a group
     passes its input channel through unchanged: an identity convolution), as ``torch.nn.init.dirac_``."""
     if tensor.ndim not in (3, 4, 5):
-        raise ValueError(f"dirac_: only tensors with 3, 4, or 5 dimensions are supported, got {tensor.ndim}")
+        raise InputError(f"dirac_: only tensors with 3, 4, or 5 dimensions are supported, got {tensor.ndim}")
     out, cin = tensor.shape[:2]
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1 or out % groups:
-        raise ValueError(f"dirac_: dim 0 ({out}) must be divisible by groups ({groups!r})")
+        raise InputError(f"dirac_: dim 0 ({out}) must be divisible by groups ({groups!r})")
     per = out // groups
     data = np.zeros(tensor.shape)
     centre = tuple(k // 2 for k in tensor.shape[2:])

@@ -10,6 +10,7 @@ from .. import functional as F
 from ..autograd import no_grad
 from ..tensor import Tensor
 from .module import Module, Parameter
+from ..backend import InputError, InputTypeError
 
 __all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
@@ -96,7 +97,7 @@ class _PadNd(Module):
             padding = (int(padding),) * (2 * self.dims)
         padding = tuple(padding)
         if len(padding) != 2 * self.dims:
-            raise ValueError(f"{type(self).__name__}: padding must be an int or a {2 * self.dims}-tuple, "
+            raise InputError(f"{type(self).__name__}: padding must be an int or a {2 * self.dims}-tuple, "
                              f"got {padding!r}")
         self.padding, self.value = padding, value
 
@@ -110,7 +111,7 @@ class _PadNd(Module):
 class ConstantPad1d(_PadNd):
     def __init__(self, padding, value):
         if not isinstance(value, numbers.Real):  # (kept as given: PyTorch's repr shows it so)
-            raise TypeError(f"{type(self).__name__}: value must be a number, got {type(value).__name__}")
+            raise InputTypeError(f"{type(self).__name__}: value must be a number, got {type(value).__name__}")
         super().__init__(padding, value)
 
     def extra_repr(self):
@@ -168,11 +169,11 @@ class Embedding(Module):
         name = type(self).__name__
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0
                    for v in (num_embeddings, embedding_dim)):
-            raise ValueError(f"{name}: num_embeddings and embedding_dim must be non-negative ints, got "
+            raise InputError(f"{name}: num_embeddings and embedding_dim must be non-negative ints, got "
                              f"{num_embeddings!r} and {embedding_dim!r}")
         if padding_idx is not None:
             if not isinstance(padding_idx, numbers.Integral) or not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"{name}: padding_idx must be within num_embeddings ([{-num_embeddings}, "
+                raise InputError(f"{name}: padding_idx must be within num_embeddings ([{-num_embeddings}, "
                                  f"{num_embeddings})), got {padding_idx!r}")
             padding_idx = int(padding_idx) % num_embeddings
         if sparse:
@@ -190,7 +191,7 @@ class Embedding(Module):
         else:
             w = _weight._data if isinstance(_weight, Tensor) else _weight
             if tuple(w.shape) != (self.num_embeddings, self.embedding_dim):
-                raise ValueError(f"{name}: _weight must have shape ({self.num_embeddings}, {self.embedding_dim}), "
+                raise InputError(f"{name}: _weight must have shape ({self.num_embeddings}, {self.embedding_dim}), "
                                  f"got {tuple(w.shape)}")
             self.weight = Parameter(w, requires_grad=not _freeze)
 
@@ -212,7 +213,7 @@ class Embedding(Module):
         The padding row keeps its given values (only its gradient is withheld), as in PyTorch."""
         if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
             got = f"shape {tuple(embeddings.shape)}" if isinstance(embeddings, Tensor) else type(embeddings).__name__
-            raise ValueError(f"Embedding.from_pretrained: embeddings must be a 2-D tensor, got {got}")
+            raise InputError(f"Embedding.from_pretrained: embeddings must be a 2-D tensor, got {got}")
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
                    _weight=embeddings, _freeze=freeze)
@@ -247,7 +248,7 @@ class EmbeddingBag(Embedding):
         """An EmbeddingBag holding ``embeddings`` (2-D; its array, not a copy), frozen unless ``freeze=False``."""
         if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
             got = f"shape {tuple(embeddings.shape)}" if isinstance(embeddings, Tensor) else type(embeddings).__name__
-            raise ValueError(f"EmbeddingBag.from_pretrained: embeddings must be a 2-D tensor, got {got}")
+            raise InputError(f"EmbeddingBag.from_pretrained: embeddings must be a 2-D tensor, got {got}")
         rows, cols = embeddings.shape
         return cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings, include_last_offset,
                    padding_idx, _freeze=freeze)
@@ -271,7 +272,7 @@ class _ChannelDropout(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
-            raise ValueError(f"{type(self).__name__}: dropout probability has to be between 0 and 1, but got {p!r}")
+            raise InputError(f"{type(self).__name__}: dropout probability has to be between 0 and 1, but got {p!r}")
         self.p, self.inplace = float(p), bool(inplace)
 
     def extra_repr(self):
@@ -320,10 +321,10 @@ class Unflatten(Module):
     def __init__(self, dim, unflattened_size):
         super().__init__()
         if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
-            raise TypeError(f"Unflatten: dim must be an int, got {dim!r}")
+            raise InputTypeError(f"Unflatten: dim must be an int, got {dim!r}")
         if not isinstance(unflattened_size, (tuple, list)) or not all(
                 isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in unflattened_size):
-            raise TypeError(f"Unflatten: unflattened_size must be a tuple of ints, got {unflattened_size!r}")
+            raise InputTypeError(f"Unflatten: unflattened_size must be a tuple of ints, got {unflattened_size!r}")
         self.dim, self.unflattened_size = int(dim), tuple(int(s) for s in unflattened_size)
 
     def forward(self, x):
@@ -334,7 +335,7 @@ class Unflatten(Module):
         sizes, n = self.unflattened_size, x.shape[d]
         known = math.prod(s for s in sizes if s != -1)
         if sizes.count(-1) > 1 or (-1 not in sizes and known != n) or (-1 in sizes and (known == 0 or n % known)):
-            raise ValueError(f"Unflatten: sizes {sizes} don't multiply up to the size of dimension {d} ({n}) of "
+            raise InputError(f"Unflatten: sizes {sizes} don't multiply up to the size of dimension {d} ({n}) of "
                              f"the input of shape {tuple(x.shape)}")
         return x.reshape(tuple(x.shape[:d]) + sizes + tuple(x.shape[d + 1:]))
 

@@ -13,6 +13,7 @@ from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .linear import Linear
 from .module import Parameter, RemovableHandle
 from .norm import BatchNorm1d, BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from ..backend import InputError, InputTypeError
 
 __all__ = ["Buffer", "UninitializedParameter", "UninitializedBuffer", "LazyModuleMixin", "LazyLinear",
            "LazyConv1d", "LazyConv2d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyBatchNorm1d",
@@ -67,7 +68,7 @@ class _Uninitialized:
                            "run a forward with a sample batch, or load a state dict, first")
 
     def _refuse(self, what):
-        raise ValueError(f"Attempted to use an uninitialized parameter in {what}: call the lazy module with a "
+        raise InputError(f"Attempted to use an uninitialized parameter in {what}: call the lazy module with a "
                          f"sample batch (or load a state dict) to initialize its parameters first")
 
     def size(self, dim=None):
@@ -215,7 +216,7 @@ class LazyModuleMixin:
 
 def _tensor_arg(module, input):
     if not isinstance(input, Tensor):
-        raise TypeError(f"{type(module).__name__}: expected a tensor input, got {type(input).__name__}")
+        raise InputTypeError(f"{type(module).__name__}: expected a tensor input, got {type(input).__name__}")
     return input
 
 
@@ -279,7 +280,7 @@ class _LazyConv(LazyModuleMixin):
                 self.in_channels = self._size_from("weight", self.weight.shape)
             return
         if channels % self.groups:
-            raise ValueError(f"{name}: in_channels={channels} inferred from the input of shape {list(input.shape)} "
+            raise InputError(f"{name}: in_channels={channels} inferred from the input of shape {list(input.shape)} "
                              f"is not divisible by groups={self.groups}")
         self._materialize(channels)
 
@@ -366,7 +367,7 @@ class _LazyNorm(LazyModuleMixin):
         ndims = self._ndims if self._spatial is None else (self._spatial + 1, self._spatial + 2)
         if input.ndim not in ndims:
             want = " or ".join(f"{d}-D" for d in ndims)
-            raise ValueError(f"{name}: expected {want} input, got {input.ndim}-D input of shape {list(input.shape)}")
+            raise InputError(f"{name}: expected {want} input, got {input.ndim}-D input of shape {list(input.shape)}")
         unbatched = self._spatial is not None and input.ndim == self._spatial + 1
         return input.shape[0 if unbatched else 1]
 

@@ -9,6 +9,7 @@ from .. import functional as F
 from ..autograd import is_grad_enabled, no_grad
 from ..functional import LINEAR_ACTIVATIONS as ACTIVATIONS
 from .module import Module, Parameter
+from ..backend import InputError, InputTypeError
 
 
 class Linear(Module):
@@ -33,15 +34,15 @@ class Linear(Module):
                  inplace=False):  # PyTorch's positional order first; activation, inplace are ours
         super().__init__()
         if activation not in ACTIVATIONS:
-            raise ValueError(f"Linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
+            raise InputError(f"Linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
         if inplace and in_features != out_features:
-            raise ValueError(f"Linear: inplace=True needs a square layer (in_features == out_features), got "
+            raise InputError(f"Linear: inplace=True needs a square layer (in_features == out_features), got "
                              f"in_features={in_features}, out_features={out_features}")
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (in_features, out_features)):
-            raise TypeError(f"Linear: in_features and out_features must be ints, got {in_features!r} and "
-                            f"{out_features!r}")
+            raise InputTypeError(f"Linear: in_features and out_features must be ints, got {in_features!r} and "
+                                 f"{out_features!r}")
         if in_features < 0 or out_features < 0:
-            raise ValueError(f"Linear: feature counts must be >= 0, got in_features={in_features}, "
+            raise InputError(f"Linear: feature counts must be >= 0, got in_features={in_features}, "
                              f"out_features={out_features}")
         dev = backend.device(device)
         dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)

@@ -6,13 +6,14 @@ import warnings
 
 from .. import functional as F
 from .module import Module
+from ..backend import InputError
 
 
 class _WeightedLoss(Module):
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
         if size_average is not None or reduce is not None:
-            raise ValueError(f"{type(self).__name__}: size_average and reduce are deprecated and not "
+            raise InputError(f"{type(self).__name__}: size_average and reduce are deprecated and not "
                              f"supported; use reduction=")
         self.register_buffer("weight", weight)
         self.reduction = reduction

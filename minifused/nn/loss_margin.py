@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import functional as F
 from .activation import PairwiseDistance, _Loss
 from .loss import _WeightedLoss
+from ..backend import InputError
 
 __all__ = ["MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss", "CosineEmbeddingLoss",
            "MultiLabelSoftMarginLoss", "TripletMarginLoss", "MultiMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss",
@@ -66,7 +67,7 @@ class MultiMarginLoss(_WeightedLoss):
     def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
         super().__init__(weight, size_average, reduce, reduction)
         if p not in (1, 2):
-            raise ValueError(f"MultiMarginLoss: only p == 1 and p == 2 supported, got {p!r}")
+            raise InputError(f"MultiMarginLoss: only p == 1 and p == 2 supported, got {p!r}")
         self.p, self.margin = p, margin
 
     def forward(self, input, target):
@@ -105,7 +106,7 @@ class TripletMarginWithDistanceLoss(_Loss):
     def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
         super().__init__(reduction=reduction)
         if margin <= 0:
-            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
+            raise InputError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
                              f"instead")
         self.distance_function = distance_function if distance_function is not None else PairwiseDistance()
         self.margin, self.swap = margin, swap

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 from .. import functional as F
 from .module import Module
+from ..backend import InputError
 
 
 class MSELoss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
         if size_average is not None or reduce is not None:
-            raise ValueError("MSELoss: size_average and reduce are deprecated and not supported; use reduction=")
+            raise InputError("MSELoss: size_average and reduce are deprecated and not supported; use reduction=")
         if reduction not in ("mean", "sum", "none"):
-            raise ValueError(f"MSELoss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+            raise InputError(f"MSELoss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
         self.reduction = reduction
 
     def forward(self, input, target):

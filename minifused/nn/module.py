@@ -15,6 +15,7 @@ from ..ops.shape import channels_last, check_memory_format, preserve_format
 from ..tensor import Tensor
 from ._backward_hooks import wrap_inputs, wrap_outputs
 from .state_loading import _uninitialized, load_state_into
+from ..backend import InputError, InputTypeError
 
 
 class Parameter(Tensor):
@@ -77,8 +78,8 @@ class Module:
                                     (modules, "child module", "Module"), (buffers, "buffer", "Tensor")):
                 if name in store:
                     if value is not None and not (store is buffers and isinstance(value, Tensor)):
-                        raise TypeError(f"cannot assign {type(value).__name__} as {kind} {name!r} ({ok} or None "
-                                        f"expected)")
+                        raise InputTypeError(f"cannot assign {type(value).__name__} as {kind} {name!r} ({ok} or None "
+                                             f"expected)")
                     if getattr(value, "_is_buffer", False):  # an nn.Buffer brings its own persistence
                         break
                     store[name] = value
@@ -116,7 +117,7 @@ class Module:
         if store not in self.__dict__:
             raise AttributeError(f"cannot register a {kind} before Module.__init__() is called")
         if not isinstance(name, str):
-            raise TypeError(f"{kind} name should be a string, got {type(name).__name__}")
+            raise InputTypeError(f"{kind} name should be a string, got {type(name).__name__}")
         if not name:
             raise KeyError(f'{kind} name can\'t be empty string ""')
         if "." in name:
@@ -127,8 +128,8 @@ class Module:
     def register_parameter(self, name, param):
         self._check_name("parameter", name, "_parameters")
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
-                            f"(minifused.nn.Parameter or None required)")
+            raise InputTypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+                                 f"(minifused.nn.Parameter or None required)")
         if param is None:
             self._parameters[name] = None
         else:
@@ -137,8 +138,8 @@ class Module:
     def register_buffer(self, name, tensor, persistent=True):
         self._check_name("buffer", name, "_buffers")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (Tensor or None "
-                            f"required)")
+            raise InputTypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (Tensor or None "
+                                 f"required)")
         self._buffers[name] = tensor
         if not persistent:
             self.__dict__.setdefault("_non_persistent", set()).add(name)
@@ -147,7 +148,7 @@ class Module:
 
     def register_module(self, name, module):
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{type(self).__name__}: {name!r} is a {type(module).__name__}, not a Module")
+            raise InputTypeError(f"{type(self).__name__}: {name!r} is a {type(module).__name__}, not a Module")
         self._check_name("module", name, "_modules")
         self._modules[name] = module
 
@@ -290,7 +291,7 @@ class Module:
         """This module and, through their own ``train`` (which a subclass may override, e.g. to keep a
         BatchNorm in evaluation), its children, as PyTorch's."""
         if not isinstance(mode, bool):
-            raise ValueError(f"train: the training mode is expected to be a bool, got {type(mode).__name__}")
+            raise InputError(f"train: the training mode is expected to be a bool, got {type(mode).__name__}")
         object.__setattr__(self, "training", mode)
         for m in self.children():
             m.train(mode)
@@ -352,7 +353,7 @@ class Module:
         if dtype is not None:
             dt = backend.as_dtype(dtype)
             if not backend.is_floating(dt):
-                raise TypeError(f"Module.to: only floating dtypes are allowed, got {dt}")
+                raise InputTypeError(f"Module.to: only floating dtypes are allowed, got {dt}")
             self._apply(lambda a: a.astype(dt) if backend.is_floating(a.dtype) else a)
         if fmt is not None and fmt is not preserve_format:
             cl = fmt is channels_last

@@ -9,6 +9,7 @@ from ..autograd import no_grad
 from ..ops.shape import channels_last, check_memory_format, contiguous_format
 from .conv import Conv2d, ConvTranspose2d
 from .module import Module
+from ..backend import InputTypeError
 
 
 def skip_init(module_cls, *args, **kwargs):
@@ -40,7 +41,7 @@ def convert_conv2d_weight_memory_format(module, memory_format):
     fmt = check_memory_format("convert_conv2d_weight_memory_format", memory_format,
                               (contiguous_format, channels_last))
     if not isinstance(module, Module):
-        raise TypeError(f"convert_conv2d_weight_memory_format: expected a Module, got {type(module).__name__}")
+        raise InputTypeError(f"convert_conv2d_weight_memory_format: expected a Module, got {type(module).__name__}")
     for m in module.modules():
         if isinstance(m, (Conv2d, ConvTranspose2d)):
             m.to(memory_format=fmt)

@@ -12,6 +12,7 @@ from ..functional.batchnorm import _batch_norm
 from ..tensor import Tensor
 from . import init
 from .module import Module, Parameter
+from ..backend import InputError, InputTypeError
 
 
 def _shape(normalized_shape):
@@ -114,14 +115,14 @@ class _BatchNorm(Module):
         super().__init__()
         name = type(self).__name__
         if not isinstance(num_features, numbers.Integral) or isinstance(num_features, bool) or num_features < 1:
-            raise ValueError(f"{name}: num_features must be a positive int, got {num_features!r}")
+            raise InputError(f"{name}: num_features must be a positive int, got {num_features!r}")
         if momentum is not None and (not isinstance(momentum, numbers.Real) or isinstance(momentum, bool)
                                      or not 0.0 <= momentum <= 1.0):
-            raise ValueError(f"{name}: momentum must be a number in [0, 1] or None, got {momentum!r}")
+            raise InputError(f"{name}: momentum must be a number in [0, 1] or None, got {momentum!r}")
         if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not eps >= 0:
-            raise ValueError(f"{name}: eps must be a number >= 0, got {eps!r}")
+            raise InputError(f"{name}: eps must be a number >= 0, got {eps!r}")
         if activation not in (None, "relu"):
-            raise ValueError(f"{name}: activation must be None or 'relu', got {activation!r}")
+            raise InputError(f"{name}: activation must be None or 'relu', got {activation!r}")
         self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
         self.affine, self.track_running_stats, self.activation = affine, track_running_stats, activation
         c = self.num_features
@@ -149,7 +150,7 @@ class _BatchNorm(Module):
 
     def _check_input(self, input):
         if not isinstance(input, ops.Tensor):
-            raise TypeError(f"{type(self).__name__}: expected a tensor input, got {type(input).__name__}")
+            raise InputTypeError(f"{type(self).__name__}: expected a tensor input, got {type(input).__name__}")
         self._check_shape(input.shape)
 
     def _check_shape(self, shape):
@@ -157,9 +158,9 @@ class _BatchNorm(Module):
         name = type(self).__name__
         if len(shape) not in self._ndims:
             want = " or ".join(f"{d}-D" for d in self._ndims)
-            raise ValueError(f"{name}: expected {want} input, got {len(shape)}-D input of shape {list(shape)}")
+            raise InputError(f"{name}: expected {want} input, got {len(shape)}-D input of shape {list(shape)}")
         if shape[1] != self.num_features:
-            raise ValueError(f"{name}: expected {self.num_features} channels (num_features) in dimension 1, got "
+            raise InputError(f"{name}: expected {self.num_features} channels (num_features) in dimension 1, got "
                              f"input of shape {list(shape)}")
 
     def forward(self, input):
@@ -249,7 +250,7 @@ class SyncBatchNorm(_BatchNorm):
         dist.all_reduce(count)
         n = int(count.item())
         if n <= 1:
-            raise ValueError(f"SyncBatchNorm: expected more than 1 value per channel over the ranks when "
+            raise InputError(f"SyncBatchNorm: expected more than 1 value per channel over the ranks when "
                              f"training, got {n}")
         mean = dist.sum_recorded(x.sum(dims)) / n
         centred = x - mean.reshape(shape)
@@ -302,9 +303,9 @@ class _InstanceNorm(_BatchNorm):
     def forward(self, input):
         name, spatial = type(self).__name__, self._spatial
         if not isinstance(input, ops.Tensor):
-            raise TypeError(f"{name}: expected a tensor input, got {type(input).__name__}")
+            raise InputTypeError(f"{name}: expected a tensor input, got {type(input).__name__}")
         if input.ndim not in (spatial + 1, spatial + 2):
-            raise ValueError(f"{name}: expected {spatial + 1}-D (unbatched) or {spatial + 2}-D input, got "
+            raise InputError(f"{name}: expected {spatial + 1}-D (unbatched) or {spatial + 2}-D input, got "
                              f"{input.ndim}-D input of shape {list(input.shape)}")
         unbatched = input.ndim == spatial + 1
         x = input.unsqueeze(0) if unbatched else input
@@ -312,7 +313,7 @@ class _InstanceNorm(_BatchNorm):
             message = (f"{name}: expected {self.num_features} channels (num_features) in dimension "
                        f"{0 if unbatched else 1}, got input of shape {list(input.shape)}")
             if self.affine or self.track_running_stats:
-                raise ValueError(message)
+                raise InputError(message)
             warnings.warn(message + "; with affine=False the layer normalizes them all the same", stacklevel=2)
         y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                             self.training or not self.track_running_stats,
@@ -350,9 +351,9 @@ class GroupNorm(Module):
         super().__init__()
         for what, v in (("num_groups", num_groups), ("num_channels", num_channels)):
             if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"GroupNorm: {what} must be a positive int, got {v!r}")
+                raise InputError(f"GroupNorm: {what} must be a positive int, got {v!r}")
         if num_channels % num_groups:
-            raise ValueError(f"GroupNorm: num_groups ({num_groups}) must divide num_channels ({num_channels})")
+            raise InputError(f"GroupNorm: num_groups ({num_groups}) must divide num_channels ({num_channels})")
         self.num_groups, self.num_channels, self.eps, self.affine = int(num_groups), int(num_channels), eps, affine
         _affine_parameters(self, (self.num_channels,) if affine else None, bias, dtype, device)
 
@@ -361,7 +362,7 @@ class GroupNorm(Module):
 
     def forward(self, input):
         if isinstance(input, ops.Tensor) and input.ndim >= 2 and input.shape[1] != self.num_channels:
-            raise ValueError(f"GroupNorm: expected {self.num_channels} channels in dimension 1, got input of "
+            raise InputError(f"GroupNorm: expected {self.num_channels} channels in dimension 1, got input of "
                              f"shape {list(input.shape)}")
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
@@ -396,16 +397,16 @@ class CrossMapLRN2d(Module):
     def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
         super().__init__()
         if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
-            raise ValueError(f"CrossMapLRN2d: size must be a positive int, got {size!r}")
+            raise InputError(f"CrossMapLRN2d: size must be a positive int, got {size!r}")
         self.size, self.alpha, self.beta, self.k = int(size), alpha, beta, k
 
     def forward(self, input):
         if not isinstance(input, Tensor):
-            raise TypeError(f"CrossMapLRN2d: expected a tensor input, got {type(input).__name__}")
+            raise InputTypeError(f"CrossMapLRN2d: expected a tensor input, got {type(input).__name__}")
         if input.ndim != 4:
-            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+            raise InputError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
         if not backend.is_floating(input.dtype):
-            raise TypeError(f"CrossMapLRN2d: expected a floating-point input, got {input.dtype}")
+            raise InputTypeError(f"CrossMapLRN2d: expected a floating-point input, got {input.dtype}")
         if input.numel() == 0:
             return input * 1
         n, c, hgt, wid = input.shape

@@ -12,6 +12,7 @@ import warnings
 from .. import backend
 from ..tensor import Tensor
 from .module import Module
+from ..backend import InputError, InputTypeError
 
 __all__ = ["DataParallel", "DistributedDataParallel", "data_parallel"]
 
@@ -26,9 +27,9 @@ def _device_index(op, d):
     if isinstance(d, str) or isinstance(d, backend.Device):
         dev = backend.Device(d)
         if dev.type != "cuda":
-            raise ValueError(f"{op}: Expected a non cpu device, but got: {dev}")
+            raise InputError(f"{op}: Expected a non cpu device, but got: {dev}")
         return dev.index
-    raise TypeError(f"{op}: expected a device id (an int, 'cuda:N' or a device), got {type(d).__name__}")
+    raise InputTypeError(f"{op}: expected a device id (an int, 'cuda:N' or a device), got {type(d).__name__}")
 
 
 def _resolve(op, device_ids, output_device):
@@ -44,7 +45,7 @@ def _resolve(op, device_ids, output_device):
     else:
         ids = [_device_index(op, d) for d in device_ids]
         if not ids:
-            raise ValueError(f"{op}: device_ids must name at least one CUDA device, got {list(device_ids)}")
+            raise InputError(f"{op}: device_ids must name at least one CUDA device, got {list(device_ids)}")
     for i in ids:
         if not 0 <= i < count:  # PyTorch's torch.cuda.get_device_properties check
             raise AssertionError(f"{op}: Invalid device id {i} (device_ids {ids}; {count} CUDA device(s) visible)")
@@ -88,7 +89,7 @@ class DataParallel(Module):
     def __init__(self, module, device_ids=None, output_device=None, dim=0):
         super().__init__()
         if not isinstance(module, Module):
-            raise TypeError(f"DataParallel: expected a Module to wrap, got {type(module).__name__}")
+            raise InputTypeError(f"DataParallel: expected a Module to wrap, got {type(module).__name__}")
         self.module = module
         self.dim = dim
         if not backend.cuda_available():  # PyTorch's path on a machine with no accelerator

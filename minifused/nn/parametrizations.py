@@ -14,6 +14,7 @@ from .conv import ConvTranspose1d, ConvTranspose2d
 from .module import Module
 from .parametrize import register_parametrization
 from .reparam import _as_matrix, _norm_except
+from ..backend import InputError
 
 __all__ = ["weight_norm", "spectral_norm"]
 
@@ -52,7 +53,7 @@ class _SpectralNorm(Module):
             raise IndexError(f"spectral_norm: dim must be in [-{ndim}, {ndim - 1}], got {dim}")
         if isinstance(n_power_iterations, bool) or not isinstance(n_power_iterations, numbers.Integral) or \
                 n_power_iterations <= 0:
-            raise ValueError(f"spectral_norm: expected n_power_iterations to be positive, but got "
+            raise InputError(f"spectral_norm: expected n_power_iterations to be positive, but got "
                              f"n_power_iterations={n_power_iterations}")
         self.dim, self.eps, self.n_power_iterations = dim % max(ndim, 1), eps, int(n_power_iterations)
         if ndim > 1:
@@ -90,7 +91,7 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     ``dim`` the output dimension (1 for the transposed convolutions, else 0). Returns the module."""
     weight = getattr(module, name, None)
     if weight is None:
-        raise ValueError(f"spectral_norm: module {type(module).__name__} has no parameter or buffer with name "
+        raise InputError(f"spectral_norm: module {type(module).__name__} has no parameter or buffer with name "
                          f"{name!r}")
     if dim is None:
         dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0

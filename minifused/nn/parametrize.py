@@ -14,6 +14,7 @@ from ..autograd import no_grad
 from ..tensor import Tensor
 from .container import ModuleDict, ModuleList
 from .module import Module, Parameter
+from ..backend import InputError, InputTypeError
 
 __all__ = ["register_parametrization", "is_parametrized", "remove_parametrizations", "cached", "ParametrizationList"]
 
@@ -61,7 +62,7 @@ class ParametrizationList(ModuleList):
                 value = m.right_inverse(value) if hasattr(m, "right_inverse") else value
             values = [value] if self.is_tensor else list(value)
             if len(values) != self.ntensors:
-                raise ValueError(f"right_inverse must return {self.ntensors} tensors, got {len(values)}")
+                raise InputError(f"right_inverse must return {self.ntensors} tensors, got {len(values)}")
             for original, v in zip(self.originals(), values):
                 original.copy_(v)
 
@@ -87,7 +88,7 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
     one are applied in registration order). Unless ``unsafe``, the result must keep the tensor's shape and
     dtype. Returns the module."""
     if not isinstance(parametrization, Module):
-        raise TypeError(f"register_parametrization: expected a Module, got {type(parametrization).__name__}")
+        raise InputTypeError(f"register_parametrization: expected a Module, got {type(parametrization).__name__}")
     if is_parametrized(module, tensor_name):
         plist = module.parametrizations[tensor_name]
         before = plist()
@@ -100,7 +101,7 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
     elif tensor_name in module._buffers:
         store = module._buffers
     else:
-        raise ValueError(f"register_parametrization: module {type(module).__name__} has no parameter or buffer "
+        raise InputError(f"register_parametrization: module {type(module).__name__} has no parameter or buffer "
                          f"with name {tensor_name!r}")
     original = store[tensor_name]
     plist = ParametrizationList([parametrization], original, unsafe)
@@ -118,7 +119,7 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
 
 def _check_same(original, new):
     if not isinstance(new, Tensor) or tuple(new.shape) != tuple(original.shape) or new.dtype != original.dtype:
-        raise ValueError(f"Registering a parametrization may not change the shape or dtype of the tensor, unless "
+        raise InputError(f"Registering a parametrization may not change the shape or dtype of the tensor, unless "
                          f"the `unsafe` flag is enabled: {original.dtype}{tuple(original.shape)} became "
                          f"{getattr(new, 'dtype', type(new).__name__)}{tuple(getattr(new, 'shape', ()))}")
 
@@ -127,7 +128,7 @@ def remove_parametrizations(module, tensor_name, leave_parametrized=True):
     """Remove ``tensor_name``'s parametrizations: it becomes a plain parameter (or buffer) again, holding its
     parametrized value (``leave_parametrized``) or its original. Returns the module."""
     if not is_parametrized(module, tensor_name):
-        raise ValueError(f"Module {type(module).__name__} does not have a parametrization on {tensor_name}")
+        raise InputError(f"Module {type(module).__name__} does not have a parametrization on {tensor_name}")
     plist = module.parametrizations[tensor_name]
     if leave_parametrized:
         with no_grad():
@@ -142,7 +143,7 @@ def remove_parametrizations(module, tensor_name, leave_parametrized=True):
     elif plist.is_tensor:
         kept = plist.original
     else:
-        raise ValueError("Cannot leave unparametrized (`leave_parametrized=False`) a tensor that is parametrized in "
+        raise InputError("Cannot leave unparametrized (`leave_parametrized=False`) a tensor that is parametrized in "
                          "terms of a sequence of tensors.")
     delattr(type(module), tensor_name)
     del module.parametrizations[tensor_name]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import functional as F
 from .module import Module
+from ..backend import InputError
 
 
 class MaxPool2d(Module):
@@ -132,11 +133,11 @@ class FractionalMaxPool2d(Module):
         self.output_size = pair(output_size) if output_size is not None else None
         self.output_ratio = pair(output_ratio) if output_ratio is not None else None
         if output_size is None and output_ratio is None:
-            raise ValueError("FractionalMaxPool2d requires specifying either an output size, or a pooling ratio")
+            raise InputError("FractionalMaxPool2d requires specifying either an output size, or a pooling ratio")
         if output_size is not None and output_ratio is not None:
-            raise ValueError("FractionalMaxPool2d: only one of output_size and output_ratio may be specified")
+            raise InputError("FractionalMaxPool2d: only one of output_size and output_ratio may be specified")
         if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
-            raise ValueError(f"FractionalMaxPool2d: output_ratio must be between 0 and 1 (got {output_ratio})")
+            raise InputError(f"FractionalMaxPool2d: output_ratio must be between 0 and 1 (got {output_ratio})")
 
     def forward(self, input):
         return F.fractional_max_pool2d(input, self.kernel_size, self.output_size, self.output_ratio,

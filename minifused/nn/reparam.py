@@ -10,6 +10,7 @@ from .. import ops
 from ..autograd import no_grad
 from .conv import ConvTranspose2d
 from .module import Parameter
+from ..backend import InputError
 
 
 def _as_matrix(weight, dim):
@@ -47,9 +48,9 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     each forward. ``dim`` is the output dimension (1 for ConvTranspose2d, else 0). Returns the module."""
     weight = module._parameters.get(name)
     if not isinstance(weight, Parameter):
-        raise ValueError(f"spectral_norm: {type(module).__name__} has no parameter {name!r}")
+        raise InputError(f"spectral_norm: {type(module).__name__} has no parameter {name!r}")
     if not isinstance(n_power_iterations, numbers.Integral) or n_power_iterations < 1:
-        raise ValueError(f"spectral_norm: n_power_iterations must be a positive int, got {n_power_iterations!r}")
+        raise InputError(f"spectral_norm: n_power_iterations must be a positive int, got {n_power_iterations!r}")
     dim = (1 if isinstance(module, ConvTranspose2d) else 0) if dim is None else dim
     fn = _SpectralNorm(name, int(n_power_iterations), dim, eps)
     matrix = _as_matrix(weight.detach(), dim)
@@ -96,7 +97,7 @@ def weight_norm(module, name="weight", dim=0):
     forward. Returns the module."""
     weight = module._parameters.get(name)
     if not isinstance(weight, Parameter):
-        raise ValueError(f"weight_norm: {type(module).__name__} has no parameter {name!r}")
+        raise InputError(f"weight_norm: {type(module).__name__} has no parameter {name!r}")
     fn = _WeightNorm(name, dim)
     with no_grad():
         g = Parameter(_norm_except(weight.detach(), dim))
@@ -117,7 +118,7 @@ def remove_weight_norm(module, name="weight"):
 def _remove(module, name, kind, params, buffers, what):
     fn, handle = module.__dict__.get("_reparam_hooks", {}).get(name, (None, None))
     if not isinstance(fn, kind):
-        raise ValueError(f"remove_{what}: {what} of {name!r} not found in {type(module).__name__}")
+        raise InputError(f"remove_{what}: {what} of {name!r} not found in {type(module).__name__}")
     with no_grad():
         weight = fn.compute_weight(module, False) if kind is _SpectralNorm else fn.compute_weight(module)
     handle.remove()

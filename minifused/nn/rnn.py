@@ -13,6 +13,7 @@ from ..tensor import Tensor
 from .module import Module
 from .rnn_cells import NONLINEARITIES, check_dtype, gru_step, lstm_step, new_parameter, rnn_step, uniform_init
 from .utils_rnn import PackedSequence
+from ..backend import InputError, InputTypeError
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -56,9 +57,9 @@ class RNNBase(Module):
         super().__init__()
         name = {"RNN_TANH": "RNN", "RNN_RELU": "RNN"}.get(mode, mode)
         if mode not in _GATES:
-            raise ValueError(f"{name}: Unrecognized RNN mode: {mode}")
+            raise InputError(f"{name}: Unrecognized RNN mode: {mode}")
         if not isinstance(dropout, numbers.Number) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
-            raise ValueError(f"{name}: dropout should be a number in range [0, 1] representing the probability of "
+            raise InputError(f"{name}: dropout should be a number in range [0, 1] representing the probability of "
                              f"an element being zeroed, got {dropout!r}")
         if dropout > 0 and num_layers == 1:
             warnings.warn(f"dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
@@ -68,15 +69,15 @@ class RNNBase(Module):
                               ("input_size", input_size, int), ("hidden_size", hidden_size, int),
                               ("num_layers", num_layers, int), ("proj_size", proj_size, int)):
             if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
-                raise TypeError(f"{name}: {what} should be of type {kind.__name__}, got: {type(v).__name__}")
+                raise InputTypeError(f"{name}: {what} should be of type {kind.__name__}, got: {type(v).__name__}")
         for what, v in (("input_size", input_size), ("hidden_size", hidden_size), ("num_layers", num_layers)):
             if v <= 0:
-                raise ValueError(f"{name}: {what} must be greater than zero, got {v}")
+                raise InputError(f"{name}: {what} must be greater than zero, got {v}")
         if proj_size < 0:
-            raise ValueError(f"{name}: proj_size should be a positive integer or zero to disable projections, "
+            raise InputError(f"{name}: proj_size should be a positive integer or zero to disable projections, "
                              f"got {proj_size}")
         if proj_size >= hidden_size:
-            raise ValueError(f"{name}: proj_size has to be smaller than hidden_size, got proj_size={proj_size} "
+            raise InputError(f"{name}: proj_size has to be smaller than hidden_size, got proj_size={proj_size} "
                              f"and hidden_size={hidden_size}")
         self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
@@ -152,7 +153,7 @@ class RNNBase(Module):
         if hx is None:
             return None
         if not isinstance(hx, Tensor):
-            raise TypeError(f"{type(self).__name__}: hx must be a Tensor, got {type(hx).__name__}")
+            raise InputTypeError(f"{type(self).__name__}: hx must be a Tensor, got {type(hx).__name__}")
         return [hx]
 
     def _hidden_result(self, states):
@@ -186,9 +187,9 @@ class RNNBase(Module):
                 hs = [h.index_select(1, sorted_indices) for h in hs]
         else:
             if not isinstance(input, Tensor):
-                raise TypeError(f"{name}: input must be a Tensor or a PackedSequence, got {type(input).__name__}")
+                raise InputTypeError(f"{name}: input must be a Tensor or a PackedSequence, got {type(input).__name__}")
             if input.dim() not in (2, 3):
-                raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D tensor instead")
+                raise InputError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D tensor instead")
             batched, batch_dim = input.dim() == 3, (0 if self.batch_first else 1)
             x = input if batched else input.unsqueeze(batch_dim)
             if hs is not None:
@@ -249,11 +250,11 @@ class RNN(RNNBase):
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, device=None, dtype=None, **kwargs):
         if "proj_size" in kwargs:
-            raise ValueError("RNN: proj_size argument is only supported for LSTM, not RNN or GRU")
+            raise InputError("RNN: proj_size argument is only supported for LSTM, not RNN or GRU")
         if kwargs:
-            raise TypeError(f"RNN: unexpected arguments {sorted(kwargs)}")
+            raise InputTypeError(f"RNN: unexpected arguments {sorted(kwargs)}")
         if nonlinearity not in NONLINEARITIES:
-            raise ValueError(f"RNN: Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
+            raise InputError(f"RNN: Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
                          bias, batch_first, dropout, bidirectional, 0, device, dtype)
         self.nonlinearity = nonlinearity
@@ -265,9 +266,9 @@ class GRU(RNNBase):
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, device=None, dtype=None, **kwargs):
         if "proj_size" in kwargs:
-            raise ValueError("GRU: proj_size argument is only supported for LSTM, not RNN or GRU")
+            raise InputError("GRU: proj_size argument is only supported for LSTM, not RNN or GRU")
         if kwargs:
-            raise TypeError(f"GRU: unexpected arguments {sorted(kwargs)}")
+            raise InputTypeError(f"GRU: unexpected arguments {sorted(kwargs)}")
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0,
                          device, dtype)
 
@@ -292,7 +293,7 @@ class LSTM(RNNBase):
         if hx is None:
             return None
         if not (isinstance(hx, (tuple, list)) and len(hx) == 2 and all(isinstance(h, Tensor) for h in hx)):
-            raise TypeError(f"LSTM: hx must be a tuple (h_0, c_0) of two Tensors, got {type(hx).__name__}")
+            raise InputTypeError(f"LSTM: hx must be a tuple (h_0, c_0) of two Tensors, got {type(hx).__name__}")
         return list(hx)
 
     def _hidden_result(self, states):

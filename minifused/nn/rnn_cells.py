@@ -12,6 +12,7 @@ from ..autograd import no_grad
 from ..ops import relu, sigmoid, tanh, zeros
 from ..tensor import Tensor
 from .module import Module, Parameter
+from ..backend import InputError, InputTypeError
 
 NONLINEARITIES = {"tanh": tanh, "relu": relu}
 
@@ -48,9 +49,9 @@ def gru_step(gi, state, w_hh, b_hh):
 def check_sizes(name, input_size, hidden_size):
     for what, v in (("input_size", input_size), ("hidden_size", hidden_size)):
         if not isinstance(v, numbers.Integral) or isinstance(v, bool):
-            raise TypeError(f"{name}: {what} should be of type int, got: {type(v).__name__}")
+            raise InputTypeError(f"{name}: {what} should be of type int, got: {type(v).__name__}")
     if input_size < 0 or hidden_size < 0:
-        raise ValueError(f"{name}: input_size and hidden_size must be >= 0, got {input_size} and {hidden_size}")
+        raise InputError(f"{name}: input_size and hidden_size must be >= 0, got {input_size} and {hidden_size}")
 
 
 def new_parameter(shape, dtype, xp):
@@ -67,7 +68,7 @@ def uniform_init(module):
 
 def check_dtype(name, x, weight):
     if x.dtype != weight.dtype:
-        raise ValueError(f"{name}: input dtype ({x.dtype}) does not match weight dtype ({weight.dtype}). Convert "
+        raise InputError(f"{name}: input dtype ({x.dtype}) does not match weight dtype ({weight.dtype}). Convert "
                          f"the input: input.to({weight.dtype}), or the model: model.to({x.dtype})")
 
 
@@ -113,13 +114,13 @@ class RNNCellBase(Module):
         """Validate; return the batched input, the batched states (zeros where None) and whether it was batched."""
         name = type(self).__name__
         if not isinstance(input, Tensor):
-            raise TypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
+            raise InputTypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
         if input.dim() not in (1, 2):
-            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D instead")
+            raise InputError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D instead")
         for idx, s in enumerate(states):
             if s is not None and s.dim() not in (1, 2):
                 what = "hidden" if len(states) == 1 else f"hx[{idx}]"
-                raise ValueError(f"{name}: Expected {what} to be 1D or 2D, got {s.dim()}D instead")
+                raise InputError(f"{name}: Expected {what} to be 1D or 2D, got {s.dim()}D instead")
         batched = input.dim() == 2
         x = input if batched else input.unsqueeze(0)
         if x.shape[1] != self.input_size:
@@ -150,7 +151,7 @@ class RNNCell(RNNCellBase):
 
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
         if nonlinearity not in NONLINEARITIES:
-            raise ValueError(f"RNNCell: Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
+            raise InputError(f"RNNCell: Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
         super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         self.nonlinearity = nonlinearity
 
@@ -170,7 +171,7 @@ class LSTMCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
-            raise TypeError(f"LSTMCell: hx must be a tuple (h_0, c_0) of two tensors, got {type(hx).__name__}")
+            raise InputTypeError(f"LSTMCell: hx must be a tuple (h_0, c_0) of two tensors, got {type(hx).__name__}")
         x, state, batched = self._prepare(input, (None, None) if hx is None else tuple(hx))
         h, c = lstm_step(self._gi(x), state, self.weight_hh, self.bias_hh)
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))

@@ -10,13 +10,14 @@ import numpy as np
 from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
+from ..backend import InputTypeError
 
 
 def load_state_into(root, state_dict, strict=True):
     """``root.load_state_dict(state_dict, strict)`` (see its docstring); returns (missing, unexpected) keys."""
     if not isinstance(state_dict, Mapping):
-        raise TypeError(f"load_state_dict: expected a mapping of names to tensors, got "
-                        f"{type(state_dict).__name__}")
+        raise InputTypeError(f"load_state_dict: expected a mapping of names to tensors, got "
+                             f"{type(state_dict).__name__}")
     # a lazy module (nn.lazy) first gives its uninitialized entries the loaded shapes, as PyTorch's load hook
     problems = [p for prefix, module in root.named_modules(remove_duplicate=False) if hasattr(module, "_lazy_load")
                 for p in module._lazy_load(state_dict, f"{prefix}." if prefix else "")]

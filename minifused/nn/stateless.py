@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..tensor import Tensor
 from .module import Module
+from ..backend import InputError, InputTypeError
 
 __all__ = ["functional_call"]
 
@@ -34,7 +35,7 @@ def _untie(module, given):
         group = tied.get(name, [name])
         clash = [n for n in group if n in given and given[n] is not value]
         if clash:
-            raise ValueError(f"functional_call got multiple values for keys {sorted([name] + clash)}, which are "
+            raise InputError(f"functional_call got multiple values for keys {sorted([name] + clash)}, which are "
                              f"tied. Consider using tie_weights=False")
         for other in group:
             out[other] = value
@@ -93,14 +94,14 @@ def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *, t
     ``tie_weights`` replaces every name of a tied tensor when one is given; ``strict`` requires exactly the
     module's names. Gradients flow to the given tensors, not to the module's parameters."""
     if not isinstance(module, Module):
-        raise TypeError(f"functional_call: expected a minifused.nn.Module, got {type(module).__name__}")
+        raise InputTypeError(f"functional_call: expected a minifused.nn.Module, got {type(module).__name__}")
     if not isinstance(parameters_and_buffers, dict):
-        raise TypeError(f"functional_call: parameters_and_buffers must be a dict of name -> tensor, got "
-                        f"{type(parameters_and_buffers).__name__}")
+        raise InputTypeError(f"functional_call: parameters_and_buffers must be a dict of name -> tensor, got "
+                             f"{type(parameters_and_buffers).__name__}")
     for name, value in parameters_and_buffers.items():
         if not isinstance(name, str) or not isinstance(value, Tensor):
-            raise TypeError(f"functional_call: expected str keys and tensor values, got {name!r}: "
-                            f"{type(value).__name__}")
+            raise InputTypeError(f"functional_call: expected str keys and tensor values, got {name!r}: "
+                                 f"{type(value).__name__}")
     given = _untie(module, parameters_and_buffers) if tie_weights else dict(parameters_and_buffers)
     if strict:
         _check_strict(module, given)

@@ -10,6 +10,7 @@ import numpy as np
 from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
+from ..backend import InputError, InputTypeError
 
 
 def _tensors(tensors):
@@ -123,14 +124,14 @@ def parameters_to_vector(parameters):
     params = _tensors(parameters)
     for p in params:
         if not isinstance(p, Tensor):
-            raise TypeError(f"parameters_to_vector: expected tensors, got {type(p).__name__}")
+            raise InputTypeError(f"parameters_to_vector: expected tensors, got {type(p).__name__}")
     if not params:
-        raise ValueError("parameters_to_vector: expected at least one parameter, got none")
+        raise InputError("parameters_to_vector: expected at least one parameter, got none")
     dev = params[0].device
     for p in params[1:]:
         if p.device != dev:
-            raise TypeError(f"parameters_to_vector: found two parameters on different devices, {dev} and "
-                            f"{p.device}; this is currently not supported")
+            raise InputTypeError(f"parameters_to_vector: found two parameters on different devices, {dev} and "
+                                 f"{p.device}; this is currently not supported")
     return cat([p.reshape(-1) for p in params])
 
 
@@ -138,13 +139,13 @@ def vector_to_parameters(vec, parameters):
     """Copy consecutive slices of the 1-D ``vec`` into ``parameters`` in place (each slice cast to its
     parameter's dtype and device; version counters bumped). ``vec`` must hold exactly their elements."""
     if not isinstance(vec, Tensor):
-        raise TypeError(f"vector_to_parameters: expected a tensor vec, but got: {type(vec).__name__}")
+        raise InputTypeError(f"vector_to_parameters: expected a tensor vec, but got: {type(vec).__name__}")
     if vec.ndim != 1:
-        raise ValueError(f"vector_to_parameters: vec must be 1-D, got shape {tuple(vec.shape)}")
+        raise InputError(f"vector_to_parameters: vec must be 1-D, got shape {tuple(vec.shape)}")
     params = _tensors(parameters)
     total = sum(int(p.numel()) for p in params)
     if total != vec.shape[0]:
-        raise ValueError(f"vector_to_parameters: vec has {vec.shape[0]} elements but the parameters hold {total}")
+        raise InputError(f"vector_to_parameters: vec has {vec.shape[0]} elements but the parameters hold {total}")
     with no_grad():
         start = 0
         for p in params:

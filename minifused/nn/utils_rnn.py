@@ -11,6 +11,7 @@ from .. import backend
 from ..ops import cat, full, stack
 from ..ops.creation import as_tensor
 from ..tensor import Tensor
+from ..backend import InputError, InputTypeError
 
 __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
            "unpad_sequence", "pack_sequence", "unpack_sequence"]
@@ -41,10 +42,10 @@ class PackedSequence(_PackedSequenceBase):
             unsorted_indices = invert_permutation(sorted_indices)
         if batch_sizes is None:  # PackedSequence((data, batch_sizes), sorted_indices=...), as PyTorch allows
             if not (isinstance(data, (list, tuple)) and len(data) == 2):
-                raise TypeError("PackedSequence: expected data and batch_sizes, or a (data, batch_sizes) pair")
+                raise InputTypeError("PackedSequence: expected data and batch_sizes, or a (data, batch_sizes) pair")
             data, batch_sizes = data
         if isinstance(batch_sizes, Tensor) and batch_sizes.device.type != "cpu":
-            raise ValueError("PackedSequence: batch_sizes should always be on CPU; build packed sequences with "
+            raise InputError("PackedSequence: batch_sizes should always be on CPU; build packed sequences with "
                              "pack_sequence or pack_padded_sequence")
         return super().__new__(cls, data, batch_sizes, sorted_indices, unsorted_indices)
 
@@ -97,11 +98,11 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     """Pack a padded batch (T, B, *) (``batch_first``: (B, T, *)) of sequences of ``lengths``. With
     ``enforce_sorted`` the lengths must be decreasing; otherwise the batch is sorted and the order kept."""
     if not isinstance(input, Tensor):
-        raise TypeError(f"pack_padded_sequence: input must be a Tensor, got {type(input).__name__}")
+        raise InputTypeError(f"pack_padded_sequence: input must be a Tensor, got {type(input).__name__}")
     lengths = _host_ints(lengths)
     batch_dim = 0 if batch_first else 1
     if input.dim() < 2:
-        raise ValueError(f"pack_padded_sequence: expected an input of at least 2 dimensions, got {input.dim()}")
+        raise InputError(f"pack_padded_sequence: expected an input of at least 2 dimensions, got {input.dim()}")
     if lengths.size != input.shape[batch_dim]:
         raise RuntimeError(f"pack_padded_sequence: Expected `len(lengths)` to be equal to batch_size, but got "
                            f"{lengths.size} (batch_size={input.shape[batch_dim]})")
@@ -133,12 +134,12 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     """The inverse of ``pack_padded_sequence``: ``(padded, lengths)``, padded (T, B, *) (``batch_first``:
     (B, T, *)) with T = ``total_length`` or the longest length, in the original batch order."""
     if not isinstance(sequence, PackedSequence):
-        raise TypeError(f"pad_packed_sequence: expected a PackedSequence, got {type(sequence).__name__}")
+        raise InputTypeError(f"pad_packed_sequence: expected a PackedSequence, got {type(sequence).__name__}")
     sizes = _host_ints(sequence.batch_sizes)
     steps = sizes.size
     if total_length is not None:
         if total_length < steps:
-            raise ValueError(f"pad_packed_sequence: Expected total_length to be at least the length of the longest "
+            raise InputError(f"pad_packed_sequence: Expected total_length to be at least the length of the longest "
                              f"sequence in input, but got total_length={total_length} and max sequence length being "
                              f"{steps}")
         steps = int(total_length)

@@ -13,6 +13,7 @@ from ..functional.volume import _triple
 from .conv import PADDING_MODES, transposed_output_padding
 from .layers import CircularPad1d, ConstantPad1d, ReflectionPad1d, ReplicationPad1d, ZeroPad1d
 from .module import Module, Parameter
+from ..backend import InputError, InputTypeError
 
 __all__ = ["Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
            "LPPool3d", "MaxUnpool3d", "ZeroPad3d", "ConstantPad3d", "ReflectionPad3d", "ReplicationPad3d",
@@ -24,7 +25,7 @@ def _layer_triple(name, arg, value, minimum):
     try:
         return _triple(name, arg, value, minimum)
     except (RuntimeError, TypeError) as e:
-        raise ValueError(str(e)) from None
+        raise InputError(str(e)) from None
 
 
 class _Conv3dBase(Module):
@@ -37,18 +38,18 @@ class _Conv3dBase(Module):
         name = type(self).__name__
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
                    for v in (in_channels, out_channels, groups)):
-            raise TypeError(f"{name}: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
-                            f"{out_channels!r} and {groups!r}")
+            raise InputTypeError(f"{name}: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
+                                 f"{out_channels!r} and {groups!r}")
         if groups < 1:
-            raise ValueError(f"{name}: groups must be a positive integer, got {groups}")
+            raise InputError(f"{name}: groups must be a positive integer, got {groups}")
         if in_channels < 1 or out_channels < 1:
-            raise ValueError(f"{name}: channel counts must be >= 1, got in_channels={in_channels}, "
+            raise InputError(f"{name}: channel counts must be >= 1, got in_channels={in_channels}, "
                              f"out_channels={out_channels}")
         if in_channels % groups:
-            raise ValueError(f"{name}: in_channels must be divisible by groups, got in_channels={in_channels}, "
+            raise InputError(f"{name}: in_channels must be divisible by groups, got in_channels={in_channels}, "
                              f"groups={groups}")
         if out_channels % groups:
-            raise ValueError(f"{name}: out_channels must be divisible by groups, got out_channels={out_channels}, "
+            raise InputError(f"{name}: out_channels must be divisible by groups, got out_channels={out_channels}, "
                              f"groups={groups}")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         self.kernel_size = _layer_triple(name, "kernel_size", kernel_size, 1)
@@ -95,19 +96,19 @@ class Conv3d(_Conv3dBase):
                  padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         if padding_mode not in PADDING_MODES:
-            raise ValueError(f"Conv3d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
+            raise InputError(f"Conv3d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
                              f"{padding_mode!r}")
         self.padding_mode = padding_mode
         if isinstance(padding, str):
             if padding not in ("valid", "same"):
-                raise ValueError(f"Conv3d: Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+                raise InputError(f"Conv3d: Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
             self.padding = padding
         else:
             self.padding = _layer_triple("Conv3d", "padding", padding, 0)
         self._setup(in_channels, out_channels, kernel_size, stride, dilation, groups, bias, device, dtype,
                     lambda m: (m.out_channels, m.in_channels // m.groups))
         if self.padding == "same" and self.stride != (1, 1, 1):
-            raise ValueError(f"Conv3d: padding='same' is not supported for strided convolutions, got stride "
+            raise InputError(f"Conv3d: padding='same' is not supported for strided convolutions, got stride "
                              f"{self.stride}")
 
     def forward(self, x):
@@ -132,7 +133,7 @@ class ConvTranspose3d(_Conv3dBase):
                  bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         if padding_mode != "zeros":
-            raise ValueError(f'ConvTranspose3d: Only "zeros" padding mode is supported for ConvTranspose3d, got '
+            raise InputError(f'ConvTranspose3d: Only "zeros" padding mode is supported for ConvTranspose3d, got '
                              f'{padding_mode!r}')
         self.padding_mode = padding_mode
         self.padding = _layer_triple("ConvTranspose3d", "padding", padding, 0)

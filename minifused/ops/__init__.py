@@ -38,6 +38,7 @@ from .scan import cummax, cummin, cumprod, cumsum
 from .shape import (cat, channels_last, contiguous, contiguous_format, expand, flatten, getitem, is_contiguous,
                     memory_format, permute, preserve_format, reshape, setitem, squeeze, stack, transpose, unsqueeze,
                     view)
+from ..backend import InputError, InputTypeError
 
 
 def div(input, other, *, rounding_mode=None):  # noqa: A002 - PyTorch's names
@@ -61,21 +62,21 @@ def _to(self, *args, **kwargs):
     fmt = shape.check_memory_format("to", kwargs.pop("memory_format", preserve_format))
     flags = [kwargs.pop("non_blocking", False), kwargs.pop("copy", False)]
     if kwargs:
-        raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
+        raise InputTypeError(f"to(): unexpected arguments {sorted(kwargs)}")
     bools = [a for a in args if isinstance(a, bool)]
     if len(bools) > 2 or [a for a in args[len(args) - len(bools):] if not isinstance(a, bool)]:
-        raise TypeError(f"to(): non_blocking and copy come after the device, dtype or tensor, got {args!r}")
+        raise InputTypeError(f"to(): non_blocking and copy come after the device, dtype or tensor, got {args!r}")
     flags[:len(bools)] = bools
     for name, flag in zip(("non_blocking", "copy"), flags):
         if not isinstance(flag, bool):
-            raise TypeError(f"to(): {name} must be a bool, got {flag!r}")
+            raise InputTypeError(f"to(): {name} must be a bool, got {flag!r}")
     for a in args[:len(args) - len(bools)]:
         if isinstance(a, Tensor):
             device, dtype = a.device, a.dtype
         elif isinstance(a, backend.Device) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
             device = a
         elif isinstance(a, str) and a.lower() not in backend.DTYPE_NAMES:
-            raise ValueError(f"to(): unknown device {a!r}; expected 'cpu', 'cuda' or 'cuda:N' (or a dtype name: "
+            raise InputError(f"to(): unknown device {a!r}; expected 'cpu', 'cuda' or 'cuda:N' (or a dtype name: "
                              f"{', '.join(sorted(backend.DTYPE_NAMES))})")
         else:
             dtype = a
@@ -187,7 +188,7 @@ def _tensor_checked(name, fn):
     def public(*args, **kwargs):
         given = args[0] if args else kwargs.get(param, Tensor)
         if not isinstance(given, Tensor) and given is not Tensor:
-            raise TypeError(f"{name}(): argument '{param}' must be a Tensor, not {type(given).__name__}")
+            raise InputTypeError(f"{name}(): argument '{param}' must be a Tensor, not {type(given).__name__}")
         return fn(*args, **kwargs)
     return public
 

@@ -10,6 +10,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
+from ..backend import InputError
 
 
 class Cast(Function):
@@ -87,7 +88,7 @@ def broadcast_shape(op, a_shape, b_shape):
     try:
         return np.broadcast_shapes(a_shape, b_shape)
     except ValueError:
-        raise ValueError(
+        raise InputError(
             f"{op}: shapes {tuple(a_shape)} and {tuple(b_shape)} cannot be broadcast together") from None
 
 

@@ -18,6 +18,7 @@ from .elementwise import abs, div, eq, ge, gt, le, lt, mul, ne, neg, sub  # noqa
 from .inplace_arith import AddInto, DivInto, MulInto, _inplace_operand, div_
 from .logic import _values, written_into
 from .pointwise import _check, floor_divide, trunc
+from ..backend import InputTypeError
 
 
 def _xp(x):
@@ -139,7 +140,7 @@ def _is_nonzero(self):
 
 def _is_same_size(self, other):
     if not isinstance(other, Tensor):
-        raise TypeError(f"is_same_size(): argument 'other' must be Tensor, not {type(other).__name__}")
+        raise InputTypeError(f"is_same_size(): argument 'other' must be Tensor, not {type(other).__name__}")
     return self.shape == other.shape
 
 
@@ -153,7 +154,7 @@ def _operand_dtype(name, v):
         return v.dtype
     if isinstance(v, (bool, numbers.Integral, numbers.Real)) and not isinstance(v, complex):
         return None
-    raise TypeError(f"{name}(): expected a Tensor or a real number, got {type(v).__name__}")
+    raise InputTypeError(f"{name}(): expected a Tensor or a real number, got {type(v).__name__}")
 
 
 def result_type(tensor1, tensor2):
@@ -208,7 +209,7 @@ def rsub(input, other, alpha=1):  # noqa: A002 - PyTorch's names
 def positive(input):  # noqa: A002 - PyTorch's name
     """``input`` itself, as ``torch.positive`` (``+x``); refused for a bool tensor, as PyTorch's."""
     if input.dtype == backend.bool_:
-        raise TypeError("positive: the `+` operator, on a bool tensor is not supported")
+        raise InputTypeError("positive: the `+` operator, on a bool tensor is not supported")
     return input
 
 

@@ -21,6 +21,7 @@ from .index import IndexSelect, _in_bounds, index_select, meshgrid
 from .movement import _ints, flip, movedim, split, swapaxes
 from .reduce import dim_index as _dim
 from .shape import cat, expand, getitem, reshape, setitem, stack, transpose, unsqueeze
+from ..backend import InputError, InputTypeError
 
 __all__ = ["broadcast_to", "broadcast_tensors", "ravel", "unflatten", "select", "tensor_split", "hsplit", "vsplit",
            "dsplit", "hstack", "vstack", "row_stack", "dstack", "column_stack", "atleast_1d", "atleast_2d",
@@ -31,27 +32,27 @@ __all__ = ["broadcast_to", "broadcast_tensors", "ravel", "unflatten", "select", 
 
 def _int(op, name, v):
     if not isinstance(v, numbers.Integral) or isinstance(v, bool):
-        raise TypeError(f"{op}: {name} must be an int, got {type(v).__name__}")
+        raise InputTypeError(f"{op}: {name} must be an int, got {type(v).__name__}")
     return int(v)
 
 
 def _int_tuple(op, name, values):
     """A tuple / list of ints (PyTorch refuses a bare int where it wants a size)."""
     if not isinstance(values, (tuple, list)):
-        raise TypeError(f"{op}: {name} must be a tuple of ints, got {type(values).__name__}")
+        raise InputTypeError(f"{op}: {name} must be a tuple of ints, got {type(values).__name__}")
     return _ints(op, name, values)
 
 
 def _tensor(op, name, t):
     if not isinstance(t, Tensor):
-        raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(t).__name__}")
+        raise InputTypeError(f"{op}: expected {name} to be a Tensor, got {type(t).__name__}")
     return t
 
 
 def _tensor_list(op, tensors):
     """The tensors of a joining op: a non-empty list or tuple of Tensors, as PyTorch's TensorList."""
     if not isinstance(tensors, (tuple, list)):
-        raise TypeError(f"{op}: expected a tuple or list of Tensors, got {type(tensors).__name__}")
+        raise InputTypeError(f"{op}: expected a tuple or list of Tensors, got {type(tensors).__name__}")
     if not tensors:
         raise RuntimeError(f"{op}: expects a non-empty TensorList")
     for i, t in enumerate(tensors):
@@ -186,7 +187,7 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
     op = "tensor_split"
     given = [v for v in (indices_or_sections, sections, indices) if v is not None]
     if len(given) != 1:
-        raise TypeError(f"{op}: expected exactly one of indices_or_sections, sections or indices")
+        raise InputTypeError(f"{op}: expected exactly one of indices_or_sections, sections or indices")
     if input.ndim == 0:
         raise RuntimeError(f"{op}: expected at least a 1-dimensional tensor, got a 0-d tensor")
     axis = _dim(op, dim, input.ndim)
@@ -207,7 +208,7 @@ def _split_along(op, input, spec, dim, least):  # noqa: A002
             raise RuntimeError(f"{op}: attempted to split along dimension {dim}, but the size of the dimension {n} "
                                f"is not divisible by the split_size {spec}")
     elif not isinstance(spec, (tuple, list)):
-        raise TypeError(f"{op}: indices_or_sections must be an int or a list of ints, got {type(spec).__name__}")
+        raise InputTypeError(f"{op}: indices_or_sections must be an int or a list of ints, got {type(spec).__name__}")
     return tensor_split(input, spec, dim)
 
 
@@ -374,19 +375,19 @@ def unravel_index(indices, shape):
     op = "unravel_index"
     _tensor(op, "indices", indices)
     if not np.issubdtype(indices.dtype, np.integer):
-        raise TypeError(f"{op}: expected 'indices' to be integer dtype, but got {indices.dtype}")
+        raise InputTypeError(f"{op}: expected 'indices' to be integer dtype, but got {indices.dtype}")
     if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)) or not all(
             isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape):
-        raise TypeError(f"{op}: expected 'shape' to be an int or a sequence of ints, got {shape!r}")
+        raise InputTypeError(f"{op}: expected 'shape' to be an int or a sequence of ints, got {shape!r}")
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
-        raise ValueError(f"{op}: 'shape' cannot have negative values, but got {shape}")
+        raise InputError(f"{op}: 'shape' cannot have negative values, but got {shape}")
     flat = indices._data.astype(np.int64)
     if 0 in shape:
         if flat.size:
-            raise ValueError(f"{op}: 'shape' cannot have zero dimensions when 'indices' is non-empty, got {shape}")
+            raise InputError(f"{op}: 'shape' cannot have zero dimensions when 'indices' is non-empty, got {shape}")
         return tuple(Tensor._from_array(flat.copy()) for _ in shape)
     strides = np.cumprod((shape[1:] + (1,))[::-1])[::-1].tolist()
     return tuple(Tensor._from_array((flat // st) % s) for st, s in zip(strides, shape))

@@ -9,6 +9,7 @@ from .. import backend
 from ..kernels import copy_in_layout
 from ..tensor import Tensor
 from .shape import preserve_format, result_channels_last
+from ..backend import InputError, InputTypeError
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "rand",
            "randn", "randint", "arange", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
@@ -37,9 +38,9 @@ def _infer_host_array(data):
         elif arr.dtype.kind in "iu":
             arr = arr.astype(np.int64)
         elif arr.dtype == object:
-            raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} data of mixed types")
+            raise InputTypeError(f"tensor: cannot make a tensor from {type(data).__name__} data of mixed types")
     if arr.dtype.kind in "USOMm":  # strings, bytes, objects, dates: not numbers
-        raise TypeError(f"tensor: cannot make a tensor from data of dtype {arr.dtype} (not numeric)")
+        raise InputTypeError(f"tensor: cannot make a tensor from data of dtype {arr.dtype} (not numeric)")
     return arr
 
 
@@ -71,14 +72,15 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
 def from_numpy(array: np.ndarray) -> Tensor:
     """A cpu tensor sharing memory with ``array``."""
     if not isinstance(array, np.ndarray):
-        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+        raise InputTypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
     return Tensor._from_array(array, False)
 
 
 def from_dlpack(obj) -> Tensor:
     """Zero-copy import of any DLPack producer (CuPy, NumPy, PyTorch, a Tensor)."""
     if not hasattr(obj, "__dlpack_device__"):
-        raise TypeError(f"from_dlpack: expected an object with __dlpack__ (a tensor or array), got {type(obj).__name__}")
+        raise InputTypeError(f"from_dlpack: expected an object with __dlpack__ (a tensor or array), got "
+                             f"{type(obj).__name__}")
     kind, _ = obj.__dlpack_device__()
     if kind == 1:  # kDLCPU
         return Tensor._from_array(np.from_dlpack(obj), False)
@@ -92,7 +94,7 @@ def _shape(size):
         size = tuple(size[0])
     for s in size:
         if not isinstance(s, numbers.Integral) or s < 0:
-            raise ValueError(f"expected a shape of non-negative ints, got {size}")
+            raise InputError(f"expected a shape of non-negative ints, got {size}")
     return tuple(int(s) for s in size)
 
 
@@ -162,9 +164,9 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None)
         low, high, size = 0, low, high
     for name, v in (("low", low), ("high", high)):
         if not isinstance(v, numbers.Integral) or isinstance(v, bool):
-            raise TypeError(f"randint: {name} must be an int, got {type(v).__name__} ({v!r})")
+            raise InputTypeError(f"randint: {name} must be an int, got {type(v).__name__} ({v!r})")
     if high <= low:
-        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+        raise InputError(f"randint: expected low < high, got low={low}, high={high}")
     return _random("randint", _shape((size,)), dtype, device, False, low, high, generator=generator)
 
 
@@ -173,11 +175,11 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         start, end = 0, start
     for name, v in (("start", start), ("end", end), ("step", step)):
         if not isinstance(v, numbers.Real) or isinstance(v, bool):
-            raise TypeError(f"arange: {name} must be a number, got {type(v).__name__}")
+            raise InputTypeError(f"arange: {name} must be a number, got {type(v).__name__}")
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise InputError("arange: step must be nonzero")
     if (end - start) * step < 0:
-        raise ValueError(f"arange: the bounds and the step's sign disagree (start={start}, end={end}, step={step}): "
+        raise InputError(f"arange: the bounds and the step's sign disagree (start={start}, end={end}, step={step}): "
                          f"a negative step needs end < start")
     if dtype is None:
         floating = any(isinstance(v, float) for v in (start, end, step))
@@ -224,8 +226,9 @@ randn_like = _like(randn)
 
 def full_like(x, fill_value, dtype=None, device=None, requires_grad=False, memory_format=preserve_format):
     if isinstance(fill_value, Tensor) and fill_value.ndim != 0 or not isinstance(fill_value, (numbers.Number, Tensor)):
-        raise TypeError(f"full_like: fill_value must be a number (or a 0-d tensor), got "
-                        f"{type(fill_value).__name__}{tuple(fill_value.shape) if isinstance(fill_value, Tensor) else ''}")
+        shape = tuple(fill_value.shape) if isinstance(fill_value, Tensor) else ""
+        raise InputTypeError(f"full_like: fill_value must be a number (or a 0-d tensor), got "
+                             f"{type(fill_value).__name__}{shape}")
     return _in_layout(full(x.shape, fill_value, dtype=dtype or x.dtype, device=device or x.device,
                            requires_grad=requires_grad), x, memory_format, "full_like")
 
@@ -237,7 +240,7 @@ def randint_like(x, low, high=None, dtype=None, device=None, memory_format=prese
 
 def _steps(name, steps):
     if not isinstance(steps, numbers.Integral) or isinstance(steps, bool):
-        raise TypeError(f"{name}: steps must be an int, got {type(steps).__name__}")
+        raise InputTypeError(f"{name}: steps must be an int, got {type(steps).__name__}")
     if steps < 0:
         raise RuntimeError(f"{name}: number of steps must be non-negative, got {steps}")
     return int(steps)
@@ -271,7 +274,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0 .. n-1 (int64 by default), from minifused's generator (``manual_seed``)."""
     if not isinstance(n, numbers.Integral) or isinstance(n, bool):
-        raise TypeError(f"randperm: n must be an int, got {type(n).__name__}")
+        raise InputTypeError(f"randperm: n must be an int, got {type(n).__name__}")
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}")
     dev = backend.device(device)
@@ -283,7 +286,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
 def numel(input) -> int:  # noqa: A002 - PyTorch's name
     """The number of elements of ``input``."""
     if not isinstance(input, Tensor):
-        raise TypeError(f"numel(): argument 'input' must be Tensor, not {type(input).__name__}")
+        raise InputTypeError(f"numel(): argument 'input' must be Tensor, not {type(input).__name__}")
     return input.numel()
 
 
@@ -295,7 +298,7 @@ def is_tensor(obj) -> bool:
 def is_floating_point(input) -> bool:  # noqa: A002 - PyTorch's name
     """Whether ``input``'s dtype is a floating-point one (float16, bfloat16, float32, float64)."""
     if not isinstance(input, Tensor):
-        raise TypeError(f"is_floating_point(): argument 'input' must be Tensor, not {type(input).__name__}")
+        raise InputTypeError(f"is_floating_point(): argument 'input' must be Tensor, not {type(input).__name__}")
     return backend.is_floating(input.dtype)
 
 
@@ -331,13 +334,13 @@ def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, requires_gr
         like = mean if isinstance(mean, Tensor) else std
         shape = np.broadcast_shapes(tuple(getattr(mean, "shape", ())), tuple(getattr(std, "shape", ())))
         if isinstance(std, Tensor) and bool((std < 0).any()) or not isinstance(std, Tensor) and not std >= 0:
-            raise ValueError("normal: std must be >= 0")
+            raise InputError("normal: std must be >= 0")
         z = randn(*shape, dtype=like.dtype, device=like.device)
         return (z * std + mean).detach().requires_grad_(requires_grad)
     if size is None:
-        raise TypeError("normal: with number mean and std, pass size (e.g. normal(0.0, 1.0, size=(2, 3)))")
+        raise InputTypeError("normal: with number mean and std, pass size (e.g. normal(0.0, 1.0, size=(2, 3)))")
     if not std >= 0:
-        raise ValueError(f"normal: std must be >= 0, got {std}")
+        raise InputError(f"normal: std must be >= 0, got {std}")
     z = randn(*_shape((size,)), dtype=dtype, device=device)
     return (z * float(std) + float(mean)).detach().requires_grad_(requires_grad)
 
@@ -353,9 +356,9 @@ def _bernoulli_draw(op, like, p, generator=None):
     elif isinstance(p, numbers.Real) and not isinstance(p, bool):
         prob, bad = float(p), not 0.0 <= p <= 1.0
     else:
-        raise TypeError(f"{op}: p must be a number or a tensor, got {type(p).__name__}")
+        raise InputTypeError(f"{op}: p must be a number or a tensor, got {type(p).__name__}")
     if bad:
-        raise ValueError(f"{op}: probabilities must lie in [0, 1]")
+        raise InputError(f"{op}: probabilities must lie in [0, 1]")
     u = rand(*like.shape, generator=generator, dtype=backend.float64, device=like.device)._data
     return (u < prob).astype(like.dtype)
 
@@ -364,8 +367,8 @@ def bernoulli(input, p=None, *, generator=None):  # noqa: A002 - PyTorch's name
     """0/1 samples, each 1 with the probability ``input`` holds there (or ``p`` for all), in input's dtype:
     ``torch.bernoulli``. Not differentiable (its result requires no grad)."""
     if not isinstance(input, Tensor) or not backend.is_floating(input.dtype):
-        raise TypeError(f"bernoulli: expected a floating-point tensor of probabilities, got "
-                        f"{input.dtype if isinstance(input, Tensor) else type(input).__name__}")
+        raise InputTypeError(f"bernoulli: expected a floating-point tensor of probabilities, got "
+                             f"{input.dtype if isinstance(input, Tensor) else type(input).__name__}")
     return Tensor._from_array(_bernoulli_draw("bernoulli", input, input.detach() if p is None else p, generator))
 
 
@@ -383,17 +386,17 @@ def multinomial(input, num_samples, replacement=False):  # noqa: A002 - PyTorch'
     Gumbel top-k of the log weights."""
     op = "multinomial"
     if not isinstance(input, Tensor) or input.ndim not in (1, 2) or not backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a 1-D or 2-D floating-point tensor of weights, got "
-                        f"{type(input).__name__ if not isinstance(input, Tensor) else (input.ndim, input.dtype)}")
+        raise InputTypeError(f"{op}: expected a 1-D or 2-D floating-point tensor of weights, got "
+                             f"{type(input).__name__ if not isinstance(input, Tensor) else (input.ndim, input.dtype)}")
     if not isinstance(num_samples, numbers.Integral) or isinstance(num_samples, bool) or num_samples < 1:
-        raise ValueError(f"{op}: num_samples must be a positive int, got {num_samples!r}")
+        raise InputError(f"{op}: num_samples must be a positive int, got {num_samples!r}")
     xp = input._xp
     w = input._data.astype(np.float64).reshape(-1, input.shape[-1])
     if bool((w < 0).any()) or not bool(xp.isfinite(w).all()) or bool((w.sum(axis=1) <= 0).any()):
-        raise ValueError(f"{op}: weights must be finite, non-negative and have a positive sum in every row")
+        raise InputError(f"{op}: weights must be finite, non-negative and have a positive sum in every row")
     k = w.shape[1]
     if not replacement and num_samples > k:
-        raise ValueError(f"{op}: cannot draw {num_samples} samples without replacement from {k} categories")
+        raise InputError(f"{op}: cannot draw {num_samples} samples without replacement from {k} categories")
     u = rand(w.shape[0], num_samples if replacement else k, dtype=backend.float64, device=input.device)._data
     if replacement:
         cdf = xp.cumsum(w, axis=1)

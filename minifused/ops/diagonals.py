@@ -14,6 +14,7 @@ from .products import _int, _tensors
 from .reduce import dim_index
 from .reduce import sum as _sum
 from .shape import cat, reshape
+from ..backend import InputTypeError
 
 _xp = backend.array_module
 
@@ -109,7 +110,7 @@ def block_diag(*tensors):
     promote. No tensors: a (1, 0) one, as PyTorch gives."""
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):
-            raise TypeError(f"block_diag(): expected Tensor as element {i}, got {type(t).__name__}")
+            raise InputTypeError(f"block_diag(): expected Tensor as element {i}, got {type(t).__name__}")
         if t.ndim > 2:
             raise RuntimeError(f"block_diag: input tensors must have 2 or fewer dimensions, input {i} has "
                                f"{t.ndim} dimensions")

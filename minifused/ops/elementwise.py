@@ -14,6 +14,7 @@ from ._common import (binary_operands, broadcast_shape, cast, promote_operands, 
                       unbroadcast)
 from .logic import nonzero
 from .shape import preserve_format, result_channels_last
+from ..backend import InputError, InputTypeError
 
 
 def _xp(x):
@@ -156,7 +157,7 @@ def _scaled(name, plain):
         if alpha is None or (type(alpha) is int and alpha == 1):  # every '+' and '-' (the ABC check below costs more)
             return plain(a, b)
         if not isinstance(alpha, numbers.Number) or isinstance(alpha, complex):
-            raise TypeError(f"{name}: alpha must be a number, got {type(alpha).__name__}")
+            raise InputTypeError(f"{name}: alpha must be a number, got {type(alpha).__name__}")
         return plain(a, (mul(b, alpha) if isinstance(b, Tensor) else b * alpha) if alpha != 1 else b)
 
     op.__name__ = name
@@ -368,29 +369,29 @@ def relu_(x):
 def gelu_(x, approximate="none"):
     """GELU written into ``x`` (floating ``x`` only; returned, see ``Function.apply_``)."""
     if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu_: approximate must be 'none' or 'tanh', got {approximate!r}")
+        raise InputError(f"gelu_: approximate must be 'none' or 'tanh', got {approximate!r}")
     return Gelu.apply_("gelu_", x, approximate)
 
 
 def gelu(x, approximate="none"):
     if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        raise InputError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return _float_unary(Gelu, "gelu")(x, approximate)
 
 
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     if min is None and max is None:
-        raise ValueError("clamp: at least one of min and max must be given")
+        raise InputError("clamp: at least one of min and max must be given")
     for name, bound in (("min", min), ("max", max)):
         if isinstance(bound, Tensor):
             if bound.device != x.device:
                 raise RuntimeError(f"clamp: {name} is on {bound.device} but the input is on {x.device}")
             fits = len(bound.shape) <= x.ndim and all(b in (1, s) for b, s in zip(bound.shape[::-1], x.shape[::-1]))
             if not fits:
-                raise ValueError(f"clamp: {name} of shape {tuple(bound.shape)} does not broadcast to the input's "
+                raise InputError(f"clamp: {name} of shape {tuple(bound.shape)} does not broadcast to the input's "
                                  f"shape {tuple(x.shape)}")
         elif bound is not None and not isinstance(bound, numbers.Real):
-            raise TypeError(f"clamp: {name} must be a number, a tensor or None, got {type(bound).__name__}")
+            raise InputTypeError(f"clamp: {name} must be a number, a tensor or None, got {type(bound).__name__}")
     # the result's dtype as PyTorch's: the input's, promoted by the bounds (an integer input with a float bound
     # is float32), then every operand in it
     dtype = x.dtype
@@ -468,17 +469,18 @@ def where(condition, input=None, other=None):  # noqa: A002 - PyTorch's names
     scalar, which takes the tensor's dtype as in PyTorch's promotion). ``where(condition)`` alone is
     ``nonzero(condition, as_tuple=True)``."""
     if not isinstance(condition, Tensor):
-        raise TypeError(f"where: condition must be a bool Tensor, got {type(condition).__name__}")
+        raise InputTypeError(f"where: condition must be a bool Tensor, got {type(condition).__name__}")
     if input is None and other is None:
         return nonzero(condition, as_tuple=True)
     if input is None or other is None:
-        raise TypeError("where: expected both input and other, or neither (where(condition) lists the indices)")
+        raise InputTypeError("where: expected both input and other, or neither (where(condition) lists the indices)")
     if condition.dtype != backend.bool_:
-        raise TypeError(f"where: expected condition to be a bool tensor, got dtype {condition.dtype} (compare it, e.g. "
-                        f"x > 0, or cast it with .bool())")
+        raise InputTypeError(f"where: expected condition to be a bool tensor, got dtype {condition.dtype} (compare it, "
+                             f"e.g. x > 0, or cast it with .bool())")
     for v in (input, other):
         if not isinstance(v, (Tensor, numbers.Number)) or isinstance(v, complex):
-            raise TypeError(f"where: input and other must be Tensors or real Python scalars, got {type(v).__name__}")
+            raise InputTypeError(f"where: input and other must be Tensors or real Python scalars, got "
+                                 f"{type(v).__name__}")
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         dtype = _scalar_where_dtype(input, other)
         return Where.apply(condition, dtype.type(input), dtype.type(other))

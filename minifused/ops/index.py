@@ -17,6 +17,7 @@ from ._common import broadcast_shape, cast, normalize_axis
 from .indexing import accumulate
 from .creation import arange
 from .shape import expand, flatten, reshape
+from ..backend import InputError, InputTypeError
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "take_along_dim", "repeat_interleave",
            "meshgrid"]
@@ -29,7 +30,7 @@ def _xp(a):
 # ---------------------------------------------------------------- checks
 def _tensor(op, name, t):
     if not isinstance(t, Tensor):
-        raise TypeError(f"{op}: expected {name} to be a Tensor, got {type(t).__name__}")
+        raise InputTypeError(f"{op}: expected {name} to be a Tensor, got {type(t).__name__}")
     return t
 
 
@@ -129,7 +130,7 @@ def _value(op, x, value):
     if isinstance(value, np.generic):
         value = value.item()
     if not isinstance(value, numbers.Number):
-        raise TypeError(f"{op}: value must be a number or a 0-d tensor, got {type(value).__name__}")
+        raise InputTypeError(f"{op}: value must be a number or a 0-d tensor, got {type(value).__name__}")
     return value
 
 
@@ -205,7 +206,7 @@ def gather(input, dim, index, *, sparse_grad=False):  # noqa: A002 - PyTorch's n
 def _scatter_args(op, input, dim, index, src, value, reduce):
     _tensor(op, "input", input)
     if src is None and value is None:
-        raise TypeError(f"{op}: expected src (a tensor) or value (a number)")
+        raise InputTypeError(f"{op}: expected src (a tensor) or value (a number)")
     src = value if src is None else src
     axis = _dim_index(op, input, dim, index)
     if reduce not in (None, "add", "multiply"):
@@ -377,7 +378,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # no
     elif isinstance(repeats, numbers.Integral) and not isinstance(repeats, bool):
         counts = np.array([int(repeats)])
     else:
-        raise TypeError(f"{op}: repeats must be an int or a tensor, got {type(repeats).__name__}")
+        raise InputTypeError(f"{op}: repeats must be an int or a tensor, got {type(repeats).__name__}")
     if counts.size == 1:
         counts = np.repeat(counts, n)
     if counts.size != n:
@@ -404,7 +405,7 @@ def meshgrid(*tensors, indexing=None):
                       "(defaulting to 'ij', as before)", UserWarning, stacklevel=2)
         indexing = "ij"
     if indexing not in ("ij", "xy"):
-        raise ValueError(f"{op}: indexing must be one of 'xy' or 'ij', got {indexing!r}")
+        raise InputError(f"{op}: indexing must be one of 'xy' or 'ij', got {indexing!r}")
     for i, t in enumerate(tensors):
         _tensor(op, f"tensors[{i}]", t)
         if t.ndim > 1:

@@ -14,6 +14,7 @@ from .. import autograd, backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import cast, unbroadcast
+from ..backend import InputError
 
 
 def _xp(x):
@@ -64,7 +65,7 @@ def _component(v, x, op):
         except TypeError:
             raise IndexError(f"{op}: slice bounds must be integers or None, got {v}") from None
         if v.step is not None and v.step <= 0:
-            raise ValueError(f"{op}: slice step must be greater than zero, got {v.step}")
+            raise InputError(f"{op}: slice step must be greater than zero, got {v.step}")
         return v
     if v is None or v is Ellipsis:
         return v

@@ -11,6 +11,7 @@ from .. import backend
 from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, scalar_result_dtype, shape_of, tensors_result_dtype, unbroadcast
+from ..backend import InputTypeError
 
 
 class AddInto(Function):
@@ -86,7 +87,7 @@ def _inplace_operand(op, x, other):
     elif isinstance(other, numbers.Number) and not isinstance(other, complex):
         result = scalar_result_dtype(x.dtype, other)
     else:
-        raise TypeError(f"{op}: expected a tensor or a number, got {type(other).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor or a number, got {type(other).__name__}")
     if op.startswith("div") and not backend.is_floating(result):
         result = backend.float32  # true division
     if (backend.is_floating(result) and not backend.is_floating(x.dtype)) or (
@@ -135,7 +136,7 @@ def copy_(x, src, non_blocking=False):
 
 def _check_target(op, x):
     if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+        raise InputTypeError(f"{op}: expected a tensor, got {type(x).__name__}")
 
 
 def add_(x, other, alpha=1):

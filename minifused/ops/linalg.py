@@ -10,6 +10,7 @@ from ..tensor import Tensor
 from ._common import cast, normalize_axis
 from .elementwise import abs  # noqa: A004
 from .reduce import amax, amin, sum, vector_norm  # noqa: A004
+from ..backend import InputTypeError
 
 __all__ = ["vector_norm", "matrix_norm", "norm"]
 
@@ -20,11 +21,11 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
     minifused does not compute: a clear NotImplementedError."""
     op = "linalg.matrix_norm"
     if not isinstance(A, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(A).__name__}")
+        raise InputTypeError(f"{op}: expected a Tensor, got {type(A).__name__}")
     if dtype is not None:
         A = cast(A, dtype)
     if not backend.is_floating(A.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got dtype {A.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {A.dtype}")
     if A.ndim < 2:
         raise RuntimeError(f"{op}: the input tensor A must have at least 2 dimensions, got shape {tuple(A.shape)}")
     if not isinstance(dim, (tuple, list)) or len(dim) != 2:
@@ -52,7 +53,7 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 - P
     ``dim`` (or of a 1-D input), a matrix norm over a 2-tuple ``dim`` (or of a 2-D input) with ``ord``."""
     op = "linalg.norm"
     if not isinstance(A, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(A).__name__}")
+        raise InputTypeError(f"{op}: expected a Tensor, got {type(A).__name__}")
     if isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
         dim = (int(dim),)
     if dim is None:

@@ -16,6 +16,7 @@ from .. import backend
 from ..autograd import Function, no_grad
 from ..tensor import Tensor
 from ._common import binary_operands, broadcast_shape, normalize_axis
+from ..backend import InputTypeError
 
 
 def _xp(x):
@@ -38,7 +39,7 @@ def _values(fn, *args):
 
 def _tensor_arg(name, x, arg="input"):
     if not isinstance(x, Tensor):
-        raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(x).__name__}")
+        raise InputTypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(x).__name__}")
 
 
 def _both_tensors(name, a, b):
@@ -103,7 +104,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002 - PyTorc
     _tensor_arg("nan_to_num", input)
     for arg, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf)):
         if v is not None and (not isinstance(v, numbers.Real) or isinstance(v, bool)):
-            raise TypeError(f"nan_to_num(): argument '{arg}' must be a float, not {type(v).__name__}")
+            raise InputTypeError(f"nan_to_num(): argument '{arg}' must be a float, not {type(v).__name__}")
     if not backend.is_floating(input.dtype):
         return _values(lambda xp, x: x.copy(), input)
     return NanToNum.apply(input, float(nan), posinf, neginf)
@@ -121,7 +122,7 @@ def nan_to_num_(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002 - PyTor
 def _tolerances(name, rtol, atol):
     for arg, v in (("rtol", rtol), ("atol", atol)):
         if not isinstance(v, numbers.Real) or isinstance(v, bool):
-            raise TypeError(f"{name}(): argument '{arg}' must be a float, not {type(v).__name__}")
+            raise InputTypeError(f"{name}(): argument '{arg}' must be a float, not {type(v).__name__}")
         if not v >= 0:
             raise RuntimeError(f"{name}: {arg} must be greater than or equal to zero, got {v}")
 
@@ -180,23 +181,18 @@ def logical_not(input):  # noqa: A002 - PyTorch's name
     return _values(lambda xp, x: xp.asarray(xp.logical_not(x)), input)
 
 
-class DtypeError(TypeError, RuntimeError):
-    """An op that is not defined for a dtype (PyTorch raises RuntimeError "... not implemented for
-    'Float'"): catchable as either."""
-
-
 def _integral(name, t):
     if isinstance(t, Tensor) and backend.is_floating(t.dtype):
-        raise DtypeError(f"{name}: only integer and bool tensors are supported, got {t.dtype}")
+        raise InputTypeError(f"{name}: only integer and bool tensors are supported, got {t.dtype}")
     if not isinstance(t, (Tensor, numbers.Integral)):
-        raise DtypeError(f"{name}: only integer and bool operands are supported, got {type(t).__name__} {t!r}")
+        raise InputTypeError(f"{name}: only integer and bool operands are supported, got {type(t).__name__} {t!r}")
 
 
 def _bitwise(name, ufunc):
     def op(input, other):  # noqa: A002 - PyTorch's names
         if not isinstance(input, Tensor) and not isinstance(other, Tensor):
-            raise TypeError(f"{name}(): expected a Tensor operand, got {type(input).__name__} and "
-                            f"{type(other).__name__}")
+            raise InputTypeError(f"{name}(): expected a Tensor operand, got {type(input).__name__} and "
+                                 f"{type(other).__name__}")
         for t in (input, other):
             _integral(name, t)
         a, b = binary_operands(name, input, other)
@@ -258,11 +254,11 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     of ``elements``' shape, negated with ``invert``, as ``torch.isin``."""
     op = "isin"
     if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
-        raise TypeError(f"{op}: expected at least one of elements and test_elements to be a Tensor, got "
-                        f"{type(elements).__name__} and {type(test_elements).__name__}")
+        raise InputTypeError(f"{op}: expected at least one of elements and test_elements to be a Tensor, got "
+                             f"{type(elements).__name__} and {type(test_elements).__name__}")
     for name, v in (("elements", elements), ("test_elements", test_elements)):
         if not isinstance(v, Tensor) and (isinstance(v, bool) or not isinstance(v, numbers.Number)):
-            raise TypeError(f"{op}: {name} must be a Tensor or a number, got {type(v).__name__}")
+            raise InputTypeError(f"{op}: {name} must be a Tensor or a number, got {type(v).__name__}")
     like = elements if isinstance(elements, Tensor) else test_elements
     if isinstance(elements, Tensor) and isinstance(test_elements, Tensor) and \
             not backend.same_device(elements._data, test_elements._data):

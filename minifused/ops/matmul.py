@@ -12,6 +12,7 @@ from ..tensor import Tensor
 from ._common import autocast_lower, binary_operands, broadcast_shape, dense, unbroadcast
 from .elementwise import add, mul
 from .shape import reshape, transpose
+from ..backend import InputError, InputTypeError
 
 
 def _swap(a):
@@ -54,15 +55,15 @@ class MatMul(Function):
 
 def matmul(a, b):
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
-        raise TypeError("matmul: both operands must be tensors")
+        raise InputTypeError("matmul: both operands must be tensors")
     a, b = autocast_lower(a, b)
     a, b = binary_operands("matmul", a, b, broadcast=False)
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("matmul: both operands must have at least one dimension, got a 0-d tensor")
+        raise InputError("matmul: both operands must have at least one dimension, got a 0-d tensor")
     k_a = a.shape[-1]
     k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if k_a != k_b:
-        raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
+        raise InputError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
                          f"({k_a} != {k_b})")
     broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
     return MatMul.apply(a, b)
@@ -71,7 +72,7 @@ def matmul(a, b):
 # ---------------------------------------------------------------- the fixed-rank forms (PyTorch's checks)
 def _matrices(op, a, b, ndim):
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
-        raise TypeError(f"{op}: both operands must be tensors")
+        raise InputTypeError(f"{op}: both operands must be tensors")
     if a.ndim != ndim or b.ndim != ndim:
         raise RuntimeError(f"{op}: expected {ndim}-D tensors, got {a.ndim}-D and {b.ndim}-D")
     if a.device != b.device:
@@ -210,20 +211,20 @@ def _einsum_terms(equation, shapes):
     lhs, arrow, rhs = eq.partition("->")
     bad = sorted(set(eq) - set(string.ascii_letters) - set(",.->"))
     if bad or "->" in rhs:
-        raise ValueError(f"einsum: invalid equation {equation!r}: subscripts must be letters, "
+        raise InputError(f"einsum: invalid equation {equation!r}: subscripts must be letters, "
                          f"',' '->' and '...'")
     parts = lhs.split(",")
     if len(parts) != len(shapes):
-        raise ValueError(f"einsum: the equation {equation!r} names {len(parts)} operands, got {len(shapes)}")
+        raise InputError(f"einsum: the equation {equation!r} names {len(parts)} operands, got {len(shapes)}")
     spare = [c for c in string.ascii_letters if c not in eq]
     split = []
     for i, (part, shape) in enumerate(zip(parts, shapes)):
         head, dots, tail = part.partition("...")
         if "." in head or "." in tail:
-            raise ValueError(f"einsum: invalid subscripts {part!r} (a '.' outside one '...')")
+            raise InputError(f"einsum: invalid subscripts {part!r} (a '.' outside one '...')")
         extra = len(shape) - len(head) - len(tail)
         if extra < 0 or (extra and not dots):
-            raise ValueError(f"einsum: operand {i} has {len(shape)} dimensions but its subscripts {part!r} "
+            raise InputError(f"einsum: operand {i} has {len(shape)} dimensions but its subscripts {part!r} "
                              f"name {len(head) + len(tail)}")
         split.append((head, extra, tail))
     n_ell = max([extra for _, extra, _ in split], default=0)
@@ -232,25 +233,25 @@ def _einsum_terms(equation, shapes):
     if arrow:
         head, dots, tail = rhs.partition("...")
         if "." in head or "." in tail:
-            raise ValueError(f"einsum: invalid output subscripts {rhs!r}")
+            raise InputError(f"einsum: invalid output subscripts {rhs!r}")
         output = head + (ell if dots else "") + tail
     else:
         counts = "".join(terms)
         output = ell + "".join(sorted(c for c in set(counts) if c not in ell and counts.count(c) == 1))
     for c in output:
         if output.count(c) > 1:
-            raise ValueError(f"einsum: output subscript {c!r} appears more than once")
+            raise InputError(f"einsum: output subscript {c!r} appears more than once")
         if not any(c in term for term in terms):
-            raise ValueError(f"einsum: output subscript {c!r} does not appear in any operand")
+            raise InputError(f"einsum: output subscript {c!r} does not appear in any operand")
     sizes = {}
     for i, (term, shape) in enumerate(zip(terms, shapes)):
         for c in set(term):
             dims = [n for d, n in zip(term, shape) if d == c]
             if len(set(dims)) > 1:
-                raise ValueError(f"einsum: subscript {c!r} repeats in operand {i} over dims of sizes {dims}")
+                raise InputError(f"einsum: subscript {c!r} repeats in operand {i} over dims of sizes {dims}")
         for c, n in zip(term, shape):
             if sizes.get(c, 1) not in (1, n) and n != 1:
-                raise ValueError(f"einsum: subscript {c!r} has size {sizes[c]} in one operand and {n} in "
+                raise InputError(f"einsum: subscript {c!r} has size {sizes[c]} in one operand and {n} in "
                                  f"another")
             sizes[c] = n if sizes.get(c, 1) == 1 else sizes[c]
     return terms, output, sizes
@@ -263,11 +264,11 @@ def einsum(equation: str, *operands) -> Tensor:
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not isinstance(equation, str):
-        raise TypeError(f"einsum: the equation must be a str, got {type(equation).__name__}")
+        raise InputTypeError(f"einsum: the equation must be a str, got {type(equation).__name__}")
     if not operands:
-        raise ValueError("einsum: expected at least one operand")
+        raise InputError("einsum: expected at least one operand")
     if not all(isinstance(o, Tensor) for o in operands):
-        raise TypeError("einsum: the operands must be tensors")
+        raise InputTypeError("einsum: the operands must be tensors")
     first = operands[0]
     for o in operands[1:]:
         if o.device != first.device:

@@ -11,6 +11,7 @@ from .. import backend
 from ..autograd import Function
 from .reduce import dim_index as _dim
 from .shape import expand, getitem, permute, reshape, transpose, view
+from ..backend import InputTypeError
 
 
 def _xp(x):
@@ -21,7 +22,7 @@ def _ints(op, what, values):
     """``values`` (an int or a sequence of ints) as a tuple of ints."""
     values = tuple(values) if isinstance(values, (tuple, list)) else (values,)
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
-        raise TypeError(f"{op}: {what} must be ints, got {values}")
+        raise InputTypeError(f"{op}: {what} must be ints, got {values}")
     return tuple(int(v) for v in values)
 
 
@@ -209,7 +210,7 @@ def flip(x, *dims, **kw):
     """``x`` reversed along ``dims`` (a tuple, ints: ``x.flip(0, 1)``, or the keyword ``dims=``)."""
     if kw:
         if set(kw) != {"dims"} or dims:
-            raise TypeError(f"flip: expected dims as positional ints, a tuple, or dims=, got {sorted(kw)}")
+            raise InputTypeError(f"flip: expected dims as positional ints, a tuple, or dims=, got {sorted(kw)}")
         dims = (kw["dims"],)
     dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
     return Flip.apply(x, _dims("flip", dims, x.ndim))

@@ -20,7 +20,8 @@ from ..tensor import Tensor
 from ._common import binary_operands, cast, unbroadcast
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
 from .elementwise import clone, mul, where
-from .logic import DtypeError, written_into
+from .logic import written_into
+from ..backend import InputTypeError
 
 
 def _xp(x):
@@ -143,7 +144,7 @@ Round = _unary("Round", lambda xp, x, decimals=0: xp.round(x, decimals))
 # ---------------------------------------------------------------- public unary ops
 def _check(name, x):
     if not isinstance(x, Tensor):
-        raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
+        raise InputTypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
 
 
 def _float_op(fn, name):
@@ -194,7 +195,7 @@ trunc = _exact_op(Trunc, "trunc")
 def _round_args(name, x, decimals):
     _check(name, x)
     if not isinstance(decimals, numbers.Integral) or isinstance(decimals, bool):
-        raise TypeError(f"{name}(): decimals must be an int, got {type(decimals).__name__}")
+        raise InputTypeError(f"{name}(): decimals must be an int, got {type(decimals).__name__}")
     if decimals and not backend.is_floating(x.dtype):
         raise RuntimeError(f"{name}: decimals is only supported for floating-point tensors, got {x.dtype}")
     return int(decimals)
@@ -284,7 +285,7 @@ def atan2(input, other):  # noqa: A002 - PyTorch's names
     """The angle of (other, input) in (-pi, pi]; integer tensors give float32."""
     for arg, t in (("input", input), ("other", other)):
         if not isinstance(t, Tensor):
-            raise TypeError(f"atan2(): argument '{arg}' must be Tensor, not {type(t).__name__}")
+            raise InputTypeError(f"atan2(): argument '{arg}' must be Tensor, not {type(t).__name__}")
     a, b = binary_operands("atan2", input, other)
     if not backend.is_floating(a.dtype):
         a, b = cast(a, backend.float32), cast(b, backend.float32)
@@ -338,7 +339,7 @@ def _division(fn, name):
     def op(input, other):  # noqa: A002 - PyTorch's names
         a, b = binary_operands(name, input, other)
         if (a if isinstance(a, Tensor) else b).dtype == backend.bool_:
-            raise DtypeError(f"{name}: not implemented for bool tensors (cast them with .long() or .float())")
+            raise InputTypeError(f"{name}: not implemented for bool tensors (cast them with .long() or .float())")
         return fn.apply(a, b)
 
     op.__name__ = name
@@ -358,7 +359,7 @@ def _swapped(fn):
 def _floating_operands(name, **tensors):
     for arg, t in tensors.items():
         if not isinstance(t, Tensor):
-            raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(t).__name__}")
+            raise InputTypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(t).__name__}")
     dtypes = {t.dtype for t in tensors.values()}
     if len(dtypes) != 1 or not backend.is_floating(next(iter(dtypes))):
         raise RuntimeError(f"{name}(): expected floating-point tensors of one dtype, got "
@@ -373,7 +374,7 @@ def lerp(input, end, weight):  # noqa: A002 - PyTorch's names
         diff = end - input
         return where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
     if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
-        raise TypeError(f"lerp(): argument 'weight' must be a number or a Tensor, got {type(weight).__name__}")
+        raise InputTypeError(f"lerp(): argument 'weight' must be a number or a Tensor, got {type(weight).__name__}")
     _floating_operands("lerp", input=input, end=end)
     diff = end - input
     return input + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)

@@ -24,6 +24,7 @@ from .matmul import MatMul, _swap, addmm
 from .movement import roll
 from .reduce import dim_index, vector_norm
 from .shape import expand, permute, reshape
+from ..backend import InputError, InputTypeError
 
 
 _xp = backend.array_module
@@ -34,7 +35,7 @@ def _tensors(op, **named):
     """Each argument a Tensor (a TypeError naming it otherwise), all on one device."""
     for arg, t in named.items():
         if not isinstance(t, Tensor):
-            raise TypeError(f"{op}(): argument '{arg}' must be Tensor, not {type(t).__name__}")
+            raise InputTypeError(f"{op}(): argument '{arg}' must be Tensor, not {type(t).__name__}")
     devices = sorted({str(t.device) for t in named.values()})
     if len(devices) > 1:
         raise RuntimeError(f"{op}: expected all tensors on the same device, got {' and '.join(devices)}")
@@ -71,13 +72,13 @@ def _broadcast(op, *shapes):
 def _number(op, p):
     p = p.item() if isinstance(p, Tensor) else p
     if not isinstance(p, numbers.Real):
-        raise TypeError(f"{op}(): argument 'p' must be a number, not {type(p).__name__}")
+        raise InputTypeError(f"{op}(): argument 'p' must be a number, not {type(p).__name__}")
     return float(p)
 
 
 def _int(op, arg, value):
     if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        raise TypeError(f"{op}(): argument '{arg}' must be int, not {type(value).__name__}")
+        raise InputTypeError(f"{op}(): argument '{arg}' must be int, not {type(value).__name__}")
     return int(value)
 
 
@@ -98,7 +99,7 @@ def _plus(op, input, product, beta, alpha):  # noqa: A002 - PyTorch's name
     """``beta * input + alpha * product``, input broadcast; with beta = 0 input's values are ignored (NaN in
     it does not propagate) but it still gets its zero gradient, as in PyTorch."""
     if not all(isinstance(v, numbers.Real) for v in (beta, alpha)):
-        raise TypeError(f"{op}: beta and alpha must be real numbers, got {beta!r} and {alpha!r}")
+        raise InputTypeError(f"{op}: beta and alpha must be real numbers, got {beta!r} and {alpha!r}")
     product = _scaled(product, alpha)
     if beta != 0:
         return add(_scaled(input, beta), product)
@@ -196,9 +197,9 @@ def _contraction_dims(a, b, dims):
     if not isinstance(dims, (list, tuple)):
         raise RuntimeError(f"tensordot: expects dims to be an int or two lists of ints, got dims={dims!r}")
     if len(dims) != 2:
-        raise ValueError(f"tensordot: dims must hold two lists of dims, got {len(dims)}: {dims!r}")
+        raise InputError(f"tensordot: dims must hold two lists of dims, got {len(dims)}: {dims!r}")
     if not all(isinstance(d, (list, tuple)) and all(isinstance(i, numbers.Integral) for i in d) for d in dims):
-        raise TypeError(f"tensordot: dims must be two lists of ints, got {dims!r}")
+        raise InputTypeError(f"tensordot: dims must be two lists of ints, got {dims!r}")
     if len(dims[0]) != len(dims[1]):
         raise RuntimeError(f"tensordot: both dimension lists should have the same length, got {dims!r}")
     return list(dims[0]), list(dims[1])
@@ -393,7 +394,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if not p >= 0:
         raise RuntimeError(f"cdist: only non-negative p values are supported, got {p}")
     if compute_mode not in _COMPUTE_MODES:
-        raise ValueError(f"cdist: {compute_mode!r} is not a valid value for compute_mode; expected one of "
+        raise InputError(f"cdist: {compute_mode!r} is not a valid value for compute_mode; expected one of "
                          f"{', '.join(_COMPUTE_MODES)}")
     batch = _broadcast("cdist", x1.shape[:-2], x2.shape[:-2])
     (n1, m), n2 = x1.shape[-2:], x2.shape[-2]
@@ -455,7 +456,7 @@ def _inplace(name, fn):
     for autograd as PyTorch's; the result must have self's shape and a dtype that casts to self's kind."""
     def op(self, *args, **kwargs):
         if not isinstance(self, Tensor):
-            raise TypeError(f"{name}(): expected a Tensor, got {type(self).__name__}")
+            raise InputTypeError(f"{name}(): expected a Tensor, got {type(self).__name__}")
         if name == "addmm_":  # addmm promotes its input; PyTorch's addmm_ wants one dtype, as the others do
             _same_dtype(name, self, *[a for a in args if isinstance(a, Tensor)])
         # the out-of-place graph may save self's array (beta * self), which the write changes: read a clone

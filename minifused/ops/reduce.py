@@ -17,6 +17,7 @@ from ..autograd import Function
 from ..tensor import Tensor
 from ._common import cast, dense, normalize_axis
 from .shape import Reshape
+from ..backend import InputError, InputTypeError
 
 
 def _expand(g, in_shape, axes, keepdim):
@@ -48,7 +49,7 @@ def _axes(op, dim, x, keepdim):
 def dim_index(op, dim, ndim):
     """One ``dim`` as a non-negative int, in PyTorch's range [-ndim, ndim - 1] (0 and -1 for a 0-d tensor)."""
     if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
-        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+        raise InputTypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
     n = builtins.max(ndim, 1)
     if not -n <= dim < n:
         raise IndexError(f"{op}: dim {dim} is out of range for a {ndim}-d tensor")
@@ -194,8 +195,8 @@ def mean(x: Tensor, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = cast(x, dtype)
     if not backend.is_floating(x.dtype):
-        raise TypeError(f"mean: could not infer output dtype; input dtype must be floating point, got {x.dtype} "
-                        f"(pass dtype= or cast the input)")
+        raise InputTypeError(f"mean: could not infer output dtype; input dtype must be floating point, got {x.dtype} "
+                             f"(pass dtype= or cast the input)")
     return Mean.apply(*_axes("mean", dim, x, keepdim))
 
 
@@ -203,7 +204,7 @@ def _check_nonempty(op, x, axes):
     """A max/min-like reduction needs an element along every reduced axis (an empty input reduced along a
     non-empty axis gives an empty result, as PyTorch's)."""
     if (x._data.size == 0 if axes is None else builtins.any(x.shape[a] == 0 for a in axes)):
-        raise ValueError(f"{op}: cannot reduce over an empty dimension of a tensor of shape {tuple(x.shape)}")
+        raise InputError(f"{op}: cannot reduce over an empty dimension of a tensor of shape {tuple(x.shape)}")
 
 
 def amax(x, dim=None, keepdim=False):
@@ -273,7 +274,7 @@ def _pick_along(x, axis, keepdim, indices):
 def _spread(fn, op, x, dim, unbiased, keepdim, correction):
     """var / std: PyTorch's ``unbiased`` or ``correction`` (default 1) resolved, then ``fn`` applied."""
     if unbiased is not None and correction is not None:
-        raise ValueError(f"{op}: give unbiased or correction, not both")
+        raise InputError(f"{op}: give unbiased or correction, not both")
     if correction is None:
         correction = 1 if unbiased in (None, True) else 0
     x = _float_input(x)
@@ -459,9 +460,9 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # noqa:
     if dtype is not None:
         x = cast(x, dtype)
     if not backend.is_floating(x.dtype):
-        raise TypeError(f"vector_norm: expected a floating point input, got {x.dtype}")
+        raise InputTypeError(f"vector_norm: expected a floating point input, got {x.dtype}")
     if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
-        raise TypeError(f"vector_norm: ord must be a number, got {ord!r}")
+        raise InputTypeError(f"vector_norm: ord must be a number, got {ord!r}")
     x, axes, keepdim = _axes("vector_norm", dim, x, keepdim)
     if math.isinf(ord):
         _check_nonempty("vector_norm", x, axes)
@@ -479,7 +480,7 @@ def norm(x: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
     elif p is None:
         p = 2
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
-        raise TypeError(f"norm: p must be 'fro' or a number, got {p!r}")
+        raise InputTypeError(f"norm: p must be 'fro' or a number, got {p!r}")
     return vector_norm(x, p, dim, keepdim, dtype)
 
 

@@ -12,6 +12,7 @@ from ..kernels import channels_last_strided, is_channels_last, to_layout
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast
 from .indexing import GatherItem, GetItem, SetItem, accumulate, getitem, setitem  # noqa: F401 - shape's API
+from ..backend import InputError, InputTypeError
 
 
 def _xp(x):
@@ -76,7 +77,7 @@ contiguous_format, channels_last, preserve_format = (memory_format(n) for n in
 def check_memory_format(op, fmt, allowed=(contiguous_format, channels_last, preserve_format)):
     """``fmt``, checked for ``op`` to be one of ``allowed``."""
     if not any(fmt is f for f in allowed):
-        raise ValueError(f"{op}: memory_format must be one of {', '.join(map(repr, allowed))}, got {fmt!r}")
+        raise InputError(f"{op}: memory_format must be one of {', '.join(map(repr, allowed))}, got {fmt!r}")
     return fmt
 
 
@@ -115,7 +116,7 @@ def _sizes(args, op):
     if all(type(a) is int for a in args):  # the common case, without the abstract-class checks
         return args
     if not all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
-        raise TypeError(f"{op}: sizes must be ints, got {args}")
+        raise InputTypeError(f"{op}: sizes must be ints, got {args}")
     return tuple(int(a) for a in args)
 
 
@@ -123,10 +124,10 @@ def reshape(x, *shape):
     shape = _sizes(shape, "reshape")
     known = [s for s in shape if s != -1]
     if shape.count(-1) > 1 or any(s < -1 for s in shape):
-        raise ValueError(f"reshape: invalid shape {shape}")
+        raise InputError(f"reshape: invalid shape {shape}")
     total = math.prod(known)
     if (-1 in shape and (total == 0 or x.numel() % total)) or (-1 not in shape and total != x.numel()):
-        raise ValueError(f"reshape: shape {shape} is invalid for a tensor of shape {tuple(x.shape)} "
+        raise InputError(f"reshape: shape {shape} is invalid for a tensor of shape {tuple(x.shape)} "
                          f"({x.numel()} elements)")
     return x if shape == x.shape else Reshape.apply(x, shape)
 
@@ -153,7 +154,7 @@ def flatten(x, start_dim=0, end_dim=-1):
         return reshape(x, 1)
     (s, e) = normalize_axis("flatten", (start_dim, end_dim), x.ndim)
     if s > e:
-        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        raise InputError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     shape = x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:]
     return reshape(x, shape)
 
@@ -161,7 +162,7 @@ def flatten(x, start_dim=0, end_dim=-1):
 def permute(x, *dims):
     dims = normalize_axis("permute", _sizes(dims, "permute"), x.ndim)
     if sorted(dims) != list(range(x.ndim)):
-        raise ValueError(f"permute: dims {dims} are not a permutation of {x.ndim} dimensions")
+        raise InputError(f"permute: dims {dims} are not a permutation of {x.ndim} dimensions")
     return Permute.apply(x, dims)
 
 
@@ -196,10 +197,10 @@ def expand(x, *shape):
     shape = _sizes(shape, "expand")
     lead = len(shape) - x.ndim
     if lead < 0:
-        raise ValueError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
+        raise InputError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
     full = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
     if broadcast_shape("expand", x.shape, full) != full:
-        raise ValueError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
+        raise InputError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
     return Expand.apply(x, full)
 
 
@@ -249,12 +250,12 @@ class Stack(Function):
 
 def _joinable(op, tensors):
     if isinstance(tensors, Tensor) or not hasattr(tensors, "__iter__"):
-        raise TypeError(f"{op}: expected a sequence (list or tuple) of Tensors, got {type(tensors).__name__}")
+        raise InputTypeError(f"{op}: expected a sequence (list or tuple) of Tensors, got {type(tensors).__name__}")
     tensors = list(tensors)
     if not tensors:
-        raise ValueError(f"{op}: expected a non-empty sequence of tensors")
+        raise InputError(f"{op}: expected a non-empty sequence of tensors")
     if any(not isinstance(t, Tensor) for t in tensors):
-        raise TypeError(f"{op}: expected a sequence of Tensors")
+        raise InputTypeError(f"{op}: expected a sequence of Tensors")
     devices = {t.device for t in tensors}
     if len(devices) > 1:
         raise RuntimeError(f"{op}: expected all tensors on the same device, got "
@@ -279,7 +280,7 @@ def cat(tensors, dim=0):
     ref = tensors[0].shape
     for t in tensors:
         if t.ndim != len(ref) or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref)) if i != axis):
-            raise ValueError(f"cat: shapes {tuple(ref)} and {tuple(t.shape)} differ outside dimension {axis}")
+            raise InputError(f"cat: shapes {tuple(ref)} and {tuple(t.shape)} differ outside dimension {axis}")
     return Cat.apply(*tensors, axis=axis)
 
 
@@ -288,6 +289,6 @@ def stack(tensors, dim=0):
     ref = tensors[0].shape
     for t in tensors:
         if t.shape != ref:
-            raise ValueError(f"stack: all tensors must have the same shape, got {tuple(ref)} and {tuple(t.shape)}")
+            raise InputError(f"stack: all tensors must have the same shape, got {tuple(ref)} and {tuple(t.shape)}")
     (axis,) = normalize_axis("stack", dim, len(ref) + 1)
     return Stack.apply(*tensors, axis=axis)

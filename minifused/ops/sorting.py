@@ -15,6 +15,7 @@ from ._common import normalize_axis
 from .elementwise import where
 from .index import Gather
 from .shape import reshape
+from ..backend import InputTypeError
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "mode", "nanmedian", "quantile", "nanquantile", "unique",
            "bincount", "histc", "searchsorted", "bucketize"]
@@ -47,7 +48,7 @@ def _axis(op, x, dim):
 
 def _check(op, x):
     if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a Tensor input, got {type(x).__name__}")
+        raise InputTypeError(f"{op}: expected a Tensor input, got {type(x).__name__}")
 
 
 def _sorted(op, x, dim, descending):
@@ -82,7 +83,7 @@ def msort(input):  # noqa: A002
 
 def _k(op, k, n, low=0):
     if not isinstance(k, numbers.Integral) or isinstance(k, bool):
-        raise TypeError(f"{op}: k must be an int, got {type(k).__name__}")
+        raise InputTypeError(f"{op}: k must be an int, got {type(k).__name__}")
     if not low <= k <= n:
         raise RuntimeError(f"{op}: k must be in [{low}, {n}], got {k}")
     return int(k)
@@ -197,7 +198,7 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
     elif isinstance(q, numbers.Real) and not isinstance(q, bool):
         qs, q_dim = np.array([float(q)]), False
     else:
-        raise TypeError(f"{op}() q must be a number or a tensor, got {type(q).__name__}")
+        raise InputTypeError(f"{op}() q must be a number or a tensor, got {type(q).__name__}")
     if not ((qs >= 0) & (qs <= 1)).all():
         got = f" but got {float(qs[0])}" if not q_dim else ""
         raise RuntimeError(f"{op}() q {'values ' if q_dim else ''}must be in the range [0, 1]{got}")
@@ -307,7 +308,7 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     op = "histc"
     _check(op, input)
     if not backend.is_floating(input.dtype):
-        raise TypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     if isinstance(bins, bool) or not isinstance(bins, numbers.Integral) or bins <= 0:
         raise RuntimeError(f"{op}: bins must be > 0, got {bins!r}")
     lo, hi = float(min), float(max)
@@ -353,7 +354,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     elif isinstance(input, numbers.Real) and not isinstance(input, bool):
         values = xp.asarray(input)
     else:
-        raise TypeError(f"{op}(): input must be a Tensor or a number, got {type(input).__name__}")
+        raise InputTypeError(f"{op}(): input must be a Tensor or a number, got {type(input).__name__}")
     if seq.ndim == 0:
         raise RuntimeError(f"{op}(): boundaries tensor should have positive dimension, but got 0 dimension")
     if seq.ndim > 1 and tuple(seq.shape[:-1]) != tuple(values.shape[:-1]):

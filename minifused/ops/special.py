@@ -26,6 +26,7 @@ from .elementwise import (Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, c
 from .inplace_arith import _inplace_operand
 from .logic import _values, isnan, logical_not, written_into
 from .pointwise import _check, _float_op, _inplace, _Unary, _unary
+from ..backend import InputTypeError
 
 _SQRT_PI = math.sqrt(math.pi)
 _HALF = (np.dtype(np.float16), backend.bfloat16)
@@ -103,7 +104,7 @@ rad2deg = _float_op(Rad2deg, "rad2deg")
 
 def _eps(name, eps):
     if eps is not None and (isinstance(eps, bool) or not isinstance(eps, numbers.Real)):
-        raise TypeError(f"{name}(): argument 'eps' must be a float or None, not {type(eps).__name__}")
+        raise InputTypeError(f"{name}(): argument 'eps' must be a float or None, not {type(eps).__name__}")
     return None if eps is None else float(eps)
 
 
@@ -209,7 +210,7 @@ class Fmin(Fmax):
 def _tensors(name, **operands):
     for arg, v in operands.items():
         if not isinstance(v, Tensor):
-            raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(v).__name__}")
+            raise InputTypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(v).__name__}")
 
 
 def _float_binary(fn, name, scalars=True, integers=True):
@@ -218,8 +219,8 @@ def _float_binary(fn, name, scalars=True, integers=True):
     def op(input, other):  # noqa: A002 - PyTorch's names
         if scalars:
             if not isinstance(input, Tensor) and not isinstance(other, Tensor):
-                raise TypeError(f"{name}(): expected a Tensor operand, got {type(input).__name__} and "
-                                f"{type(other).__name__}")
+                raise InputTypeError(f"{name}(): expected a Tensor operand, got {type(input).__name__} and "
+                                     f"{type(other).__name__}")
         else:
             _tensors(name, input=input, other=other)
         a, b = binary_operands(name, input, other)
@@ -284,8 +285,8 @@ def heaviside(input, values):  # noqa: A002 - PyTorch's names
 def float_power(input, exponent):  # noqa: A002 - PyTorch's names
     """``input ** exponent`` computed in float64 (the result is float64), either side a tensor or a number."""
     if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):
-        raise TypeError(f"float_power(): expected a Tensor operand, got {type(input).__name__} and "
-                        f"{type(exponent).__name__}")
+        raise InputTypeError(f"float_power(): expected a Tensor operand, got {type(input).__name__} and "
+                             f"{type(exponent).__name__}")
     a, b = (cast(v, backend.float64) if isinstance(v, Tensor) else v for v in (input, exponent))
     return pow(a if isinstance(a, Tensor) else float(a), b if isinstance(b, Tensor) else float(b))
 
@@ -322,7 +323,7 @@ def _clamp_one(name, side, input, bound):  # noqa: A002 - PyTorch's names
     if isinstance(bound, Tensor):  # PyTorch's gradients: the bound's too, ties split evenly
         return (maximum if side == "min" else minimum)(input, bound)
     if not isinstance(bound, numbers.Real) or isinstance(bound, bool):
-        raise TypeError(f"{name}(): argument '{side}' must be a Tensor or a number, not {type(bound).__name__}")
+        raise InputTypeError(f"{name}(): argument '{side}' must be a Tensor or a number, not {type(bound).__name__}")
     # an integer tensor with a float bound gives float32, as PyTorch's (clamp keeps the input's dtype)
     input = cast(input, scalar_result_dtype(input.dtype, bound))
     lo, hi = _open_bounds(input, *((bound, None) if side == "min" else (None, bound)))
