@@ -1798,7 +1798,8 @@ INDEX_OPS = [
                S("mode", (4, 9), fn=lambda a: mf.mode(mf.round(a), 1).values, ref=lambda a: mode_ref(np.round(a), 1)),
                S("mode_dim0_keepdim", (7, 3), fn=lambda a: mf.mode(mf.round(a * 2), 0, True).values,
                  ref=lambda a: mode_ref(np.round(a * 2), 0, True))),
-           errors=(E("mode_empty_dim", lambda: mf.mode(t(2, 0)), IndexError, "mode: expected a non-empty dimension"),)),
+           errors=(E("mode_empty_dim", lambda: mf.mode(t(2, 0)), IndexError,
+                     r"mode\(\): expected a non-empty dimension"),)),
     OpInfo("histc", mf.histc, histc_ref, spelled="mf.histc", aliases={"Tensor.histc": _method("histc")}, grad=False,
            dtypes=(np.dtype(np.float32), np.dtype(np.float64)), torch=lambda T, a, **kw: T.histc(a, **kw), samples=(
                S("histc", (50,), bins=7), S("histc_range", (4, 9), bins=5, min=-1, max=1)),

@@ -113,12 +113,31 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
         values, indices = _sorted("kthvalue", input, dim, False)
         return KthvalueResult(values, indices)
     idx = _order(input._data, axis, False)
-    idx = idx[(slice(None),) * axis + (slice(k - 1, k),)].astype(np.int64)
+    return _pick(KthvalueResult, input, idx[(slice(None),) * axis + (slice(k - 1, k),)].astype(np.int64), axis,
+                 keepdim)
+
+
+def _nonempty_axis(op, input, dim):
+    """The axis of ``dim`` that a selection reads along: an empty one is an IndexError."""
+    axis = _axis(op, input, dim)
+    if input.shape[axis] == 0:
+        raise IndexError(f"{op}(): expected a non-empty dimension {dim}, got shape {tuple(input.shape)}")
+    return axis
+
+
+def _scalar_pick(result, input):
+    """``result(values, indices)`` of a selection from a 0-d ``input``: itself, at index 0."""
+    return result(input.clone(), Tensor._from_array(input._xp.zeros((), np.int64)))
+
+
+def _pick(result, input, idx, axis, keepdim):
+    """``result(values, indices)``: ``input`` gathered at ``idx`` (int64, of size 1 along ``axis``), the
+    gradient going to the picked elements; ``axis`` dropped unless ``keepdim``."""
     values = Gather.apply(input, idx, axis)
     if not keepdim:
-        values = reshape(values, tuple(s for i, s in enumerate(values.shape) if i != axis))
+        values = reshape(values, tuple(n for i, n in enumerate(values.shape) if i != axis))
         idx = idx.squeeze(axis)
-    return KthvalueResult(values, Tensor._from_array(idx))
+    return result(values, Tensor._from_array(idx))
 
 
 def mode(input, dim=-1, keepdim=False):  # noqa: A002
@@ -128,10 +147,8 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     _check(op, input)
     if input.ndim == 0:
         _axis(op, input, dim)
-        return ModeResult(input.clone(), Tensor._from_array(input._xp.zeros((), np.int64)))
-    axis = _axis(op, input, dim)
-    if input.shape[axis] == 0:
-        raise IndexError(f"{op}: expected a non-empty dimension {dim}, got shape {tuple(input.shape)}")
+        return _scalar_pick(ModeResult, input)
+    axis = _nonempty_axis(op, input, dim)
     rows = np.moveaxis(backend.to_device(input._data, backend.CPU), axis, -1)
     flat = rows.reshape(-1, rows.shape[-1])
     order = np.argsort(flat, axis=1, kind="stable")  # equal values keep their order: a run ends at the last one
@@ -142,12 +159,7 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     start = np.maximum.accumulate(np.where(runs, pos, 0), axis=1)
     end = np.argmax(pos - start, axis=1)  # the first run to reach the greatest length: the smallest value's
     idx = order[np.arange(flat.shape[0]), end].reshape(rows.shape[:-1] + (1,))
-    idx = backend.to_device(np.moveaxis(idx, -1, axis), input.device)
-    values = Gather.apply(input, idx, axis)
-    if not keepdim:
-        values = reshape(values, tuple(n for i, n in enumerate(values.shape) if i != axis))
-        idx = idx.squeeze(axis)
-    return ModeResult(values, Tensor._from_array(idx))
+    return _pick(ModeResult, input, backend.to_device(np.moveaxis(idx, -1, axis), input.device), axis, keepdim)
 
 
 def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
@@ -162,20 +174,13 @@ def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
         return nanmedian(reshape(input, (input.numel(),)), 0).values
     if input.ndim == 0:
         _axis(op, input, dim)
-        return NanmedianResult(input.clone(), Tensor._from_array(input._xp.zeros((), np.int64)))
-    axis = _axis(op, input, dim)
-    if input.shape[axis] == 0:
-        raise IndexError(f"{op}(): expected a non-empty dimension {dim}, got shape {tuple(input.shape)}")
+        return _scalar_pick(NanmedianResult, input)
+    axis = _nonempty_axis(op, input, dim)
     xp = input._xp
     order = _order(input._data, axis, False)  # NaN sorts last
     count = (~xp.isnan(input._data)).sum(axis=axis, keepdims=True)
     pick = xp.maximum((count - 1) // 2, 0)  # (a row of NaNs: its first)
-    idx = xp.take_along_axis(order, pick, axis=axis).astype(np.int64)
-    values = Gather.apply(input, idx, axis)
-    if not keepdim:
-        values = reshape(values, tuple(n for i, n in enumerate(values.shape) if i != axis))
-        idx = idx.squeeze(axis)
-    return NanmedianResult(values, Tensor._from_array(idx))
+    return _pick(NanmedianResult, input, xp.take_along_axis(order, pick, axis=axis).astype(np.int64), axis, keepdim)
 
 
 _QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
