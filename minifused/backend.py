@@ -46,6 +46,11 @@ class InputError(ValueError, RuntimeError):
     raises for most such input, so code written against either catches it."""
 
 
+class IndexInputError(InputError, IndexError):
+    """An index out of range in an op's input (a class label, say): also the IndexError PyTorch's CPU kernels
+    raise (its CUDA ones raise RuntimeError)."""
+
+
 class InputTypeError(TypeError, RuntimeError):
     """An argument of the wrong type or dtype: a TypeError, and the RuntimeError PyTorch raises for a dtype an op
     does not implement, so code written against either catches it."""

@@ -574,7 +574,9 @@ def test_in_place_through_a_view_of_a_grad_leaf_raises_and_leaves_it(name, write
     (lambda: mf.ones(2, 3).expand(4, 3), ValueError),
     (lambda: F.mse_loss(mf.ones(2, 3), mf.ones(3, 2)), ValueError),
     (lambda: nn.BatchNorm2d(2)(mf.ones(2, 2, 2, 2, dtype=mf.int64)), TypeError),
-    (lambda: F.cross_entropy(mf.ones(2, 3), mf.tensor([0.0, 1.0])), TypeError)])
+    (lambda: F.cross_entropy(mf.ones(2, 3), mf.tensor([0.0, 1.0])), TypeError),
+    (lambda: F.cross_entropy(mf.ones(2, 3), mf.tensor([0, 3])), IndexError),  # (PyTorch's CPU; its CUDA's RuntimeError)
+    (lambda: F.nll_loss(mf.ones(2, 3), mf.tensor([0, 3])), ValueError)])
 def test_bad_shapes_and_dtypes_are_also_pytorchs_runtime_error(fn, ours):
     """PyTorch raises RuntimeError for most bad shapes and dtypes; minifused's ValueError / TypeError for them is
     also a RuntimeError, so a check written against either catches it."""

@@ -63,8 +63,8 @@ def _check_labels_host(target, n, ignore_index, op):
     bad = (target != ignore_index) & ((target < 0) | (target >= n))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{op}: target {int(target[i])} at position {i} is out of bounds: expected "
-                         f"class indices in [0, {n}) or ignore_index={ignore_index}")
+        raise backend.IndexInputError(f"{op}: target {int(target[i])} at position {i} is out of bounds: "
+                                      f"expected class indices in [0, {n}) or ignore_index={ignore_index}")
 
 
 def _weights_rows(target, weight, ignore_index, n, xp, acc):
@@ -172,7 +172,7 @@ def _flag(dev=None):
 
 
 def check_label_errors():
-    """Raise ValueError if a kernel saw a class label out of range since the last check (syncs)."""
+    """Raise IndexInputError if a kernel saw a class label out of range since the last check (syncs)."""
     if not _flags:
         return
     for dev, f in _flags.items():
@@ -181,8 +181,8 @@ def check_label_errors():
         with cupy.cuda.Device(dev):
             if int(f.get()[0]):
                 f.fill(0)
-                raise ValueError("cross_entropy/nll_loss: a target class index was out of bounds "
-                                 "(expected indices in [0, C) or ignore_index)")
+                raise backend.IndexInputError("cross_entropy/nll_loss: a target class index was out of bounds "
+                                              "(expected indices in [0, C) or ignore_index)")
 
 
 def _opts(dtype, vec=1, k=1, tpr=32, nt=256, log=False, tt=None):
