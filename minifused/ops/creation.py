@@ -93,7 +93,9 @@ def _shape(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for s in size:
-        if not isinstance(s, numbers.Integral) or s < 0:
+        if not isinstance(s, numbers.Integral):  # (a type error, as PyTorch's)
+            raise InputTypeError(f"expected a shape of non-negative ints, got {size}")
+        if s < 0:
             raise InputError(f"expected a shape of non-negative ints, got {size}")
     return tuple(int(s) for s in size)
 
