@@ -278,3 +278,18 @@ def test_mask_apply_and_dropout_on_cpu_select_and_keep_the_layout(rng, dtype, sc
         np.testing.assert_array_equal(yc.astype(np.float64), y.astype(np.float64))
     y0, _ = D.dropout_forward_ref(np.asarray(2, dtype), 5, 0.5)
     assert y0.shape == () and float(y0) in (0.0, 4.0)
+
+
+@pytest.mark.filterwarnings("error")
+def test_floating_point_edge_values_are_silent_as_pytorchs():
+    """log(0) = -inf, 0 / 0 = NaN, sqrt(-1) = NaN, an overflow to inf, forward and backward: PyTorch computes them
+    without a word; NumPy's RuntimeWarnings are silenced for an op on host arrays (CuPy's kernels never warn)."""
+    x = mf.tensor([0.0, 1.0], requires_grad=True)
+    y = mf.log(x)
+    y.sum().backward()
+    assert y.tolist()[0] == -np.inf and x.grad.tolist() == [np.inf, 1.0]
+    assert np.isnan((mf.zeros(1) / mf.zeros(1)).item()) and (1 / mf.zeros(1)).item() == np.inf
+    assert np.isnan(mf.sqrt(-mf.ones(1)).item()) and np.isnan((mf.tensor([-1.0]) ** 0.5).item())
+    assert mf.exp(mf.tensor([1000.0])).item() == np.inf
+    assert (mf.tensor([60000.0], dtype=mf.float16) * 2).item() == np.inf
+    assert mf.zeros(2).log_().tolist() == [-np.inf, -np.inf] and mf.log1p(-mf.ones(1)).item() == -np.inf

@@ -175,7 +175,11 @@ class Function:
         T = _Tensor
         arrays, needs, any_needs = _unwrap(args, cls)
         ctx = Context(needs)
-        out = cls.forward(ctx, *arrays, **kwargs)
+        if _on_host(arrays):
+            with np.errstate(all="ignore"):  # (see _on_host)
+                out = cls.forward(ctx, *arrays, **kwargs)
+        else:
+            out = cls.forward(ctx, *arrays, **kwargs)
         record = any_needs and _mode.enabled
         if type(out) is tuple:
             outs = tuple(T._from_array(_as_array(o), record) for o in out)
@@ -208,7 +212,11 @@ class Function:
         refuse_view_of_grad_leaf(op, x)
         arrays, needs, any_needs = _unwrap((x, *args), op)
         ctx = Context(needs)
-        out = cls.forward(ctx, *arrays, out=x._data, **kwargs)
+        if _on_host(arrays):
+            with np.errstate(all="ignore"):
+                out = cls.forward(ctx, *arrays, out=x._data, **kwargs)
+        else:
+            out = cls.forward(ctx, *arrays, out=x._data, **kwargs)
         if out is not x._data:
             x._data[...] = out
         x._vc.bump(op)
@@ -224,6 +232,13 @@ class Function:
             if prev is not None:
                 _mark_viewed(prev._ctx, op, x._data)
         return x
+
+
+def _on_host(arrays):
+    """Whether an op computes on NumPy arrays (its first or second operand is one: cheap enough for every op).
+    There its floating-point warnings are silenced, as PyTorch is silent: log(0) is -inf, 0 / 0 NaN, a float16
+    overflow inf, without a RuntimeWarning (CuPy's kernels never warn)."""
+    return bool(arrays) and (type(arrays[0]) is np.ndarray or len(arrays) > 1 and type(arrays[1]) is np.ndarray)
 
 
 def _mark_viewed(ctx, op, written):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 from .. import backend
 from ..kernels.elementwise import add as _add  # the sum of two 16-bit gradients in one vectorized kernel
 from .tape import _FREED_MESSAGE, Handoff, _check_versions, _refuse_rewritten
@@ -94,7 +96,11 @@ def _run_node(ctx, pending, leaves, consumers):
     if ctx.versions:
         _check_versions(ctx)
     ctx._consumers = consumers  # for sole_producer; _release drops it
-    in_grads = ctx.fn.backward(ctx, *grads)
+    if type(grads[0]) is np.ndarray:  # NumPy's floating-point warnings silenced, as in the forward (tape._on_host)
+        with np.errstate(all="ignore"):
+            in_grads = ctx.fn.backward(ctx, *grads)
+    else:
+        in_grads = ctx.fn.backward(ctx, *grads)
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     if _checks.anomaly or backend.is_debug():
