@@ -22,7 +22,8 @@ initialization:
   both frameworks: ``mlp_acc_minus_torch`` / ``cnn_acc_minus_torch`` (points);
 * ``<model>_recipe``: ``examples/mnist/train.py``'s defaults (10 epochs, graphed) in fp32
   and in bf16: ``mlp_test_acc`` / ``cnn_test_acc`` (percent, fp32) and
-  ``bf16_acc_drop_mlp`` / ``bf16_acc_drop_cnn`` (fp32 accuracy minus bf16's, points).
+  ``bf16_acc_drop_mlp`` / ``bf16_acc_drop_cnn`` (fp32 accuracy minus bf16's, points); the example's small
+  ResNet (``--model resnet``) the same over 5 epochs: ``resnet_test_acc``, ``bf16_acc_drop_resnet``.
 
 Sections run in that order; one that would not fit in ``--budget`` seconds is skipped
 and results are written after every section.
@@ -378,7 +379,8 @@ def main():
     ap.add_argument("--only", default=None,
                     help="comma-separated section names or parts of them: throughput, compile, parity, recipe, "
                          "mlp_parity, cnn_recipe, ...")
-    ap.add_argument("--sections", default="throughput,compile,mlp_parity,mlp_recipe,cnn_parity,cnn_recipe")
+    ap.add_argument("--sections",
+                    default="throughput,compile,mlp_parity,mlp_recipe,cnn_parity,cnn_recipe,resnet_recipe")
     ap.add_argument("--models", default="mlp,cnn")
     ap.add_argument("--batches", default="64,256,1024")
     ap.add_argument("--device", default="cuda", help="cpu only for a smoke run (no results written)")
@@ -420,6 +422,7 @@ def main():
         "mlp_recipe": (25, lambda: recipe(res, "mlp", 3 if args.quick else 10)),
         "cnn_parity": (60, lambda: parity(res, parity_impls, "cnn", 1 if args.quick else 3, seeds)),
         "cnn_recipe": (60, lambda: recipe(res, "cnn", 3 if args.quick else 10)),
+        "resnet_recipe": (90, lambda: recipe(res, "resnet", 2 if args.quick else 5)),
     }
     for name in sections:
         model = name.split("_")[0]
