@@ -1442,6 +1442,19 @@ def scatter_ref(a, src, dim, index, reduce=None):
     return out
 
 
+def scatter_reduce_ref(a, src, dim, index, reduce, include_self=True):
+    """PyTorch's scatter_reduce, one scattered value at a time (float64)."""
+    index, out = np.asarray(index), a.astype(np.float64)
+    dim %= a.ndim
+    values = {}
+    for pos in np.ndindex(*index.shape):
+        target = pos[:dim] + (int(index[pos]),) + pos[dim + 1:]
+        values.setdefault(target, [out[target]] if include_self else []).append(src[pos])
+    for target, vs in values.items():
+        out[target] = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "amax": np.max, "amin": np.min}[reduce](vs)
+    return out
+
+
 def index_add_ref(a, index, src, dim, alpha=1):
     out = a.copy()
     np.add.at(out, (slice(None),) * (dim % a.ndim) + (index,), alpha * src)
@@ -1559,6 +1572,7 @@ def _full_like(t, shape, value):
 
 _M34 = np.array([[True, False, False, True], [False, False, False, False], [True, True, False, True]])
 _I35 = [[0, 2, 4, 1], [3, 1, 0, 2], [4, 3, 2, 1]]
+_I35R = [[0, 2, 2, 1], [3, 3, 3, 2], [4, 0, 4, 1]]  # (repeated targets: reductions of several values)
 
 INDEX_OPS = [
     OpInfo("gather", lambda a, i, dim: mf.gather(a, dim, i), lambda a, i, dim: gather_ref(a, i, dim),
@@ -1613,6 +1627,32 @@ INDEX_OPS = [
                      "scatter: index 2 is out of bounds for dimension 0 with size 2"),
                    E("scatter_inplace_leaf", lambda: t(2, 3, requires_grad=True).scatter_(1, mf.tensor([[0]]), 1.0),
                      RuntimeError, "scatter_: a leaf Variable that requires grad"))),
+    OpInfo("scatter_reduce", lambda a, s, dim, index, reduce, **kw: mf.scatter_reduce(a, dim, _ix(a, index), s, reduce,
+                                                                                      **kw),
+           scatter_reduce_ref, spelled="mf.scatter_reduce",
+           aliases={"Tensor.scatter_reduce": lambda a, s, dim, index, reduce, **kw: a.scatter_reduce(
+               dim, _ix(a, index), s, reduce, **kw)},
+           torch=lambda T, a, s, dim, index, reduce, **kw: T.scatter_reduce(
+               a, dim, T.tensor(index, device=a.device), s, reduce, **kw), samples=(
+               S("scatter_reduce_sum", distinct((3, 5)), distinct((3, 4)), dim=1, index=_I35R, reduce="sum"),
+               S("scatter_reduce_mean_without_self", distinct((3, 5)), distinct((3, 4)), dim=1, index=_I35R,
+                 reduce="mean", include_self=False),
+               S("scatter_reduce_amax", distinct((3, 5)), distinct((3, 4)), dim=1, index=_I35R, reduce="amax"),
+               S("scatter_reduce_amin_without_self", distinct((4, 3)), distinct((2, 3)), dim=0,
+                 index=[[0, 1, 0], [3, 1, 0]], reduce="amin", include_self=False),
+               S("scatter_reduce_mean_dim0", distinct((4, 3)), distinct((3, 3)), dim=0,
+                 index=[[0, 1, 0], [3, 1, 0], [0, 0, 0]], reduce="mean")),
+           inplace=(InPlace("scatter_reduce_",
+                            lambda x: x.scatter_reduce_(-1, _last_index(x), mf.full_like(x, 0.3), "amax"),
+                            lambda x: x.scatter_reduce(-1, _last_index(x), mf.full_like(x, 0.3), "amax"),
+                            op="scatter_reduce_"),),
+           errors=(E("scatter_reduce_name", lambda: mf.scatter_reduce(t(2, 3), 1, mf.tensor([[0]]), t(1, 1), "max"),
+                     ValueError, "reduce argument must be either sum, prod, mean, amax or amin"),
+                   E("scatter_reduce_src", lambda: mf.scatter_reduce(t(2, 3), 1, mf.tensor([[0]]), 1.0, "sum"),
+                     TypeError, "scatter_reduce: src must be a Tensor"),
+                   E("scatter_reduce_prod_grad", lambda: mf.scatter_reduce(t(2, 3, requires_grad=True), 1,
+                                                                          mf.tensor([[0]]), t(1, 1), "prod"),
+                     NotImplementedError, "the gradient of reduce='prod' is not implemented"))),
     OpInfo("scatter_add", lambda a, i, s, dim: mf.scatter_add(a, dim, i, s),
            lambda a, i, s, dim: scatter_ref(a, s, dim, i, "add"), spelled="mf.scatter_add",
            aliases={"Tensor.scatter_add": lambda a, i, s, dim: a.scatter_add(dim, i, s)},

@@ -385,3 +385,16 @@ def test_deferred_bound_check_reads_the_first_failure():
     with pytest.raises(RuntimeError, match="gather: index 7 is out of bounds for dimension 1 with size 3"):
         ops_index._check_pending()
     assert not ops_index._pending
+
+
+def test_scatter_reduce_prod_and_integer_mean_as_pytorch():
+    """'prod' (no gradient: a clear error asks for one), and integer 'mean' rounding down, as PyTorch's."""
+    x = mf.tensor([[1.0, 2.0, 3.0]])
+    out = x.scatter_reduce(1, mf.tensor([[0, 0, 2, 2]]), mf.tensor([[2.0, 3.0, 4.0, 0.5]]), "prod")
+    np.testing.assert_allclose(out.numpy(), [[6.0, 2.0, 6.0]])
+    out = x.scatter_reduce(1, mf.tensor([[0, 0]]), mf.tensor([[2.0, 3.0]]), "prod", include_self=False)
+    np.testing.assert_allclose(out.numpy(), [[6.0, 2.0, 3.0]])
+    counts = mf.zeros(2, 3, dtype=mf.int64).scatter_reduce(
+        0, mf.tensor([[0, 1, 0], [1, 1, 0], [0, 0, 1]]), mf.arange(9).reshape(3, 3), "mean")
+    # each position's sum over its count (its own 0 included), rounded down: (0 + 0 + 6) // 3, (0 + 7) // 2, ...
+    assert counts.tolist() == [[2, 3, 2], [1, 1, 4]] and counts.dtype == mf.int64

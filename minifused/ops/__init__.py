@@ -11,7 +11,8 @@ import numpy as np
 from .. import backend
 from ..tensor import Tensor
 from . import (activation, aliases, arrange, creation, diagonals, elementwise, index, linalg, logic, masking, matmul,
-               movement, pointwise, products, reduce, resample, scan, shape, sorting, special)
+               movement, pointwise, products, reduce, resample, scan, scatter_reductions, shape, sorting,
+               special)
 from .activation import *  # noqa: F401,F403
 from .aliases import *  # noqa: F401,F403
 from .arrange import *  # noqa: F401,F403
@@ -23,6 +24,7 @@ from .masking import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
 from .products import *  # noqa: F401,F403
 from .resample import *  # noqa: F401,F403
+from .scatter_reductions import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
 from .elementwise import (abs, add, cast, clamp, clone, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
@@ -154,7 +156,7 @@ _METHODS = {
 }
 # the families in their own modules declare theirs
 _FAMILIES = (pointwise, logic, index, masking, sorting, activation, resample, products, diagonals, arrange, special,
-             aliases)
+             aliases, scatter_reductions)
 for _family in _FAMILIES:
     _METHODS.update(_family.METHODS)
 for _name, _fn in _METHODS.items():

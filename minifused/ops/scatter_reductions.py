@@ -1,0 +1,150 @@
+"""``scatter_reduce``: ``src``'s entries reduced into a copy of ``input`` at ``index`` along ``dim`` ('sum',
+'prod', 'mean', 'amax', 'amin'), with or without ``input``'s own values (``include_self``), as PyTorch's. The
+gradients are PyTorch's: 'sum' and 'mean' pass it back (divided by each position's count for 'mean'), 'amax' and
+'amin' share it evenly among the values equal to the result; 'prod' has none here (a clear error)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..backend import InputError, InputTypeError
+from ..tensor import Tensor
+from .index import _grid, _no_0d, _scatter_args
+from .indexing import accumulate
+from .shape import reshape
+
+__all__ = ["scatter_reduce"]
+
+_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _xp(a):
+    return backend.array_module(a)
+
+
+def _identity(reduce, dtype):
+    """The value a reduction starts from where ``include_self`` leaves ``input``'s own out."""
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if backend.is_floating(dtype):
+        return -np.inf if reduce == "amax" else np.inf
+    info = np.iinfo(np.int8 if dtype == backend.bool_ else dtype)  # (bool: False / True as 0 / 1)
+    return info.min if reduce == "amax" else info.max
+
+
+def _reduce_at(out, grid, part, reduce):
+    """``out[grid] = reduce(out[grid], part)`` with repeated positions reduced in turn: NumPy's ``ufunc.at``,
+    CuPy's ``scatter_max`` / ``scatter_min`` (in float32 for 16-bit floats); 'prod' on the host, which CuPy has
+    no scatter for."""
+    xp = _xp(out)
+    if xp is np:
+        {"amax": np.maximum, "amin": np.minimum, "prod": np.multiply}[reduce].at(out, grid, part)
+        return
+    if reduce == "prod":
+        host = backend.to_device(out, backend.CPU)
+        np.multiply.at(host, tuple(backend.to_device(g, backend.CPU) for g in grid),
+                       backend.to_device(part, backend.CPU))
+        out[...] = backend.to_device(host, backend.device_of(out))
+        return
+    import cupyx
+
+    scatter = cupyx.scatter_max if reduce == "amax" else cupyx.scatter_min
+    if out.dtype.itemsize < 4 and backend.is_floating(out.dtype):
+        wide = out.astype(np.float32)
+        scatter(wide, grid, part.astype(np.float32))
+        out[...] = wide.astype(out.dtype)
+    else:
+        scatter(out, grid, part)
+
+
+class ScatterReduce(Function):
+    @staticmethod
+    def forward(ctx, x, src, index, axis, reduce, include_self, out=None):
+        xp = _xp(x)
+        grad = any(ctx.needs_input_grad[:2])
+        before = x.copy() if grad and reduce in ("amax", "amin") else None
+        out = x.copy() if out is None else out
+        grid = _grid(index, axis)
+        part = src[tuple(slice(0, n) for n in index.shape)]
+        hit = xp.zeros(out.shape, bool)
+        hit[grid] = True
+        if not include_self:
+            out[hit] = _identity(reduce, out.dtype)
+        count = None
+        if reduce in ("sum", "mean"):
+            out += accumulate(out.shape, out.dtype, grid, part).astype(out.dtype, copy=False)
+        else:
+            _reduce_at(out, grid, part, reduce)
+        if reduce == "mean":  # each position's count of values: its own (if included) and those scattered there
+            count = accumulate(out.shape, np.float32, grid, xp.ones(index.shape, np.float32)) + include_self
+            count[~hit] = 1
+            if backend.is_floating(out.dtype):
+                out /= count.astype(out.dtype)
+            else:
+                out[...] = xp.floor_divide(out, count.astype(out.dtype))
+        ctx.meta = (index, axis, reduce, include_self, src.shape, hit, count, before, part if before is not None
+                    else None, out.copy() if before is not None else None)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        index, axis, reduce, include_self, src_shape, hit, count, before, part, result = ctx.meta
+        xp = _xp(g)
+        grid = _grid(index, axis)
+        slices = tuple(slice(0, n) for n in index.shape)
+        if reduce == "prod":
+            raise NotImplementedError("scatter_reduce: the gradient of reduce='prod' is not implemented")
+        if reduce in ("sum", "mean"):
+            share = g if count is None else g / count.astype(g.dtype)
+            own = share if include_self else xp.where(hit, 0, share).astype(g.dtype)
+            picked = share[grid]
+        else:  # amax / amin: shared evenly among the values equal to the result
+            # (input's own value counts among them even where include_self left it out, as in PyTorch, which then
+            # gives it no share there)
+            own_is = before == result
+            src_is = part == result[grid]
+            ties = own_is.astype(g.dtype) + accumulate(g.shape, g.dtype, grid, src_is.astype(g.dtype)).astype(
+                g.dtype, copy=False)
+            share = g / xp.maximum(ties, 1)
+            own = xp.where(own_is if include_self else own_is & ~hit, share, 0).astype(g.dtype)
+            picked = xp.where(src_is, share[grid], 0).astype(g.dtype)
+        gsrc = None
+        if ctx.needs_input_grad[1]:
+            gsrc = xp.zeros(src_shape, g.dtype)
+            gsrc[slices] = picked
+        return own if ctx.needs_input_grad[0] else None, gsrc, None, None, None, None
+
+
+def _args(op, input, dim, index, src, reduce):
+    if not isinstance(src, Tensor):
+        raise InputTypeError(f"{op}: src must be a Tensor, got {type(src).__name__}")
+    if reduce not in _REDUCTIONS:
+        raise InputError(f"{op}: reduce argument must be either sum, prod, mean, amax or amin, got {reduce!r}")
+    axis, idx, src = _scatter_args(op, input, dim, index, src, None, None)
+    if reduce == "prod" and (input.requires_grad or src.requires_grad):
+        raise NotImplementedError(f"{op}: the gradient of reduce='prod' is not implemented")
+    return axis, idx, src
+
+
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noqa: A002 - PyTorch's names
+    """A copy of ``input`` with each of ``src``'s entries (those ``index`` reaches) reduced into the position
+    ``index`` names along ``dim``, as ``torch.scatter_reduce``."""
+    axis, idx, src = _args("scatter_reduce", input, dim, index, src, reduce)
+    if input.ndim == 0:
+        return reshape(ScatterReduce.apply(reshape(input, 1), reshape(src, 1), idx.reshape(1), 0, reduce,
+                                           bool(include_self)), ())
+    return ScatterReduce.apply(input, src, idx, axis, reduce, bool(include_self))
+
+
+def scatter_reduce_(input, dim, index, src, reduce, *, include_self=True):  # noqa: A002
+    """:func:`scatter_reduce` written into ``input``."""
+    axis, idx, src = _args("scatter_reduce_", input, dim, index, src, reduce)
+    _no_0d("scatter_reduce_", input)
+    return ScatterReduce.apply_("scatter_reduce_", input, src, idx, axis, reduce, bool(include_self))
+
+
+METHODS = {"scatter_reduce": lambda self, *a, **kw: scatter_reduce(self, *a, **kw),
+           "scatter_reduce_": lambda self, *a, **kw: scatter_reduce_(self, *a, **kw)}
