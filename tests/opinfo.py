@@ -1455,6 +1455,21 @@ def scatter_reduce_ref(a, src, dim, index, reduce, include_self=True):
     return out
 
 
+def _rows01(t):
+    """``index_put``'s indices for rows 0, 0 and 1 of ``t`` (row 0 twice: accumulated)."""
+    return (mf.tensor([0, 0, 1], device=t.device),)
+
+
+def _index_put_ref(a, v, rows, cols, accumulate):
+    out = a.astype(np.float64)
+    values = np.broadcast_to(v, (len(rows),))
+    if accumulate:
+        np.add.at(out, (np.asarray(rows), np.asarray(cols)), values)
+    else:
+        out[np.asarray(rows), np.asarray(cols)] = values
+    return out
+
+
 def index_add_ref(a, index, src, dim, alpha=1):
     out = a.copy()
     np.add.at(out, (slice(None),) * (dim % a.ndim) + (index,), alpha * src)
@@ -1653,6 +1668,22 @@ INDEX_OPS = [
                    E("scatter_reduce_prod_grad", lambda: mf.scatter_reduce(t(2, 3, requires_grad=True), 1,
                                                                           mf.tensor([[0]]), t(1, 1), "prod"),
                      NotImplementedError, "the gradient of reduce='prod' is not implemented"))),
+    OpInfo("index_put", lambda a, v, rows, cols, **kw: mf.index_put(a, (_ix(a, rows), _ix(a, cols)), v, **kw),
+           lambda a, v, rows, cols, accumulate=False: _index_put_ref(a, v, rows, cols, accumulate),
+           spelled="mf.index_put", aliases={"Tensor.index_put": lambda a, v, rows, cols, **kw: a.index_put(
+               (_ix(a, rows), _ix(a, cols)), v, **kw)},
+           torch=lambda T, a, v, rows, cols, **kw: T.index_put(
+               a, (T.tensor(rows, device=a.device), T.tensor(cols, device=a.device)), v, **kw), samples=(
+               S("index_put", (3, 4), (3,), rows=[0, 2, 1], cols=[3, 0, 1]),
+               S("index_put_accumulate", (3, 4), (5,), rows=[0, 2, 2, 0, 2], cols=[1, 0, 0, 1, 3], accumulate=True),
+               S("index_put_accumulate_broadcast", (3, 4), (), rows=[1, 1], cols=[2, 2], accumulate=True)),
+           inplace=(InPlace("index_put_", lambda x: x.index_put_(_rows01(x), mf.full_like(x[0], 0.5), accumulate=True),
+                            lambda x: x.index_put(_rows01(x), mf.full_like(x[0], 0.5), accumulate=True),
+                            op="index_put_"),),
+           errors=(E("index_put_dtype", lambda: mf.index_put(t(3), (mf.tensor([1]),), mf.tensor([1])), RuntimeError,
+                     "index put requires the source and destination dtypes match"),
+                   E("index_put_bounds", lambda: t(3).index_put_((mf.tensor([3]),), t(1), accumulate=True), IndexError,
+                     "index_put_: index 3 is out of bounds for dimension 0 with size 3"))),
     OpInfo("scatter_add", lambda a, i, s, dim: mf.scatter_add(a, dim, i, s),
            lambda a, i, s, dim: scatter_ref(a, s, dim, i, "add"), spelled="mf.scatter_add",
            aliases={"Tensor.scatter_add": lambda a, i, s, dim: a.scatter_add(dim, i, s)},

@@ -13,14 +13,14 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import broadcast_shape, cast, normalize_axis
-from .indexing import accumulate
+from ._common import broadcast_shape, cast, normalize_axis, unbroadcast
+from .indexing import accumulate, setitem
 from .creation import arange
 from .shape import expand, flatten, reshape
 from ..backend import InputError, InputTypeError
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "take_along_dim", "repeat_interleave",
-           "meshgrid"]
+           "meshgrid", "index_put"]
 
 
 def _xp(a):
@@ -191,6 +191,77 @@ class Scatter(Function):
             gsrc = _xp(g).zeros(src_shape, g.dtype)
             gsrc[tuple(slice(0, n) for n in index.shape)] = g[grid]
         return gx, gsrc, None, None, None
+
+
+class IndexPutAdd(Function):
+    """``out[index] += value`` with repeated positions adding up (``index_put_(..., accumulate=True)``): the
+    gradient passes to ``x`` whole and to ``value`` from the positions it was added to."""
+
+    @staticmethod
+    def forward(ctx, x, value, index, out=None):
+        xp = _xp(x)
+        out = x.copy() if out is None else out
+        added = xp.broadcast_to(value, out[index].shape)
+        out += accumulate(out.shape, out.dtype, index, added).astype(out.dtype, copy=False)
+        ctx.meta = (index, np.shape(value))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        index, value_shape = ctx.meta
+        gv = unbroadcast(g[index], value_shape).reshape(value_shape) if ctx.needs_input_grad[1] else None
+        return g, gv, None
+
+
+def _put_index(op, input, indices):
+    """``indices`` (a tuple of int64 or bool tensors, one per leading dimension) as an advanced index of arrays,
+    bool masks as their positions, every position checked against its dimension."""
+    if not isinstance(indices, (tuple, list)) or not all(isinstance(i, Tensor) for i in indices):
+        raise InputTypeError(f"{op}: indices must be a tuple of tensors, got {type(indices).__name__}")
+    arrays, dim = [], 0
+    for i in indices:
+        _same_device(op, input, i, "indices")
+        if i.dtype == backend.bool_:
+            arrays.extend(i._xp.nonzero(i._data))
+            dim += i.ndim
+            continue
+        if i.dtype.kind not in "iu":
+            raise IndexError(f"{op}: tensors used as indices must be long, int or bool tensors, got {i.dtype}")
+        if dim >= input.ndim:
+            raise IndexError(f"{op}: too many indices for a tensor of dimension {input.ndim}")
+        arrays.append(_in_bounds(op, i._data, input.shape[dim], dim, IndexError))
+        dim += 1
+    if dim > input.ndim:
+        raise IndexError(f"{op}: too many indices for a tensor of dimension {input.ndim}")
+    return tuple(arrays)
+
+
+def index_put_(input, indices, values, accumulate=False):  # noqa: A002 - PyTorch's names
+    """``input[indices] = values`` in place, or ``+=`` with repeated positions adding up (``accumulate``), as
+    ``Tensor.index_put_``: ``indices`` a tuple of int64 or bool tensors, ``values`` a tensor of ``input``'s
+    dtype broadcast to the positions."""
+    op = "index_put_"
+    _tensor(op, "input", input)
+    _tensor(op, "values", values)
+    if values.dtype != input.dtype:
+        raise RuntimeError(f"{op}: index put requires the source and destination dtypes match, got {input.dtype} "
+                           f"for the destination and {values.dtype} for the source")
+    index = _put_index(op, input, indices)
+    if not accumulate:
+        return setitem(input, tuple(indices), values)
+    _same_device(op, input, values, "values")
+    try:
+        np.broadcast_shapes(values.shape, input._data[index].shape)
+    except ValueError:
+        raise RuntimeError(f"{op}: shape mismatch: value tensor of shape {tuple(values.shape)} cannot be broadcast "
+                           f"to indexing result of shape {tuple(input._data[index].shape)}") from None
+    return IndexPutAdd.apply_(op, input, values, index)
+
+
+def index_put(input, indices, values, accumulate=False):  # noqa: A002
+    """:func:`index_put_` on a copy of ``input``."""
+    _tensor("index_put", "input", input)
+    return index_put_(input.clone(), indices, values, accumulate)
 
 
 def gather(input, dim, index, *, sparse_grad=False):  # noqa: A002 - PyTorch's names
@@ -429,4 +500,5 @@ def _method(fn):
 METHODS = {name: _method(fn) for name, fn in {
     "gather": gather, "scatter": scatter, "scatter_": scatter_, "scatter_add": scatter_add,
     "scatter_add_": scatter_add_, "take_along_dim": take_along_dim, "index_select": index_select,
-    "index_add": index_add, "index_add_": index_add_, "repeat_interleave": repeat_interleave}.items()}
+    "index_add": index_add, "index_add_": index_add_, "repeat_interleave": repeat_interleave,
+    "index_put": index_put, "index_put_": index_put_}.items()}
