@@ -2668,6 +2668,18 @@ REDUCE_OPS = [
                S("vector_norm_ord4", (7,), ord=4)),
            errors=(E("vector_norm_ord_string", lambda: mf.linalg.vector_norm(t(3), ord="fro"), TypeError,
                      "vector_norm: ord must be a number"),)),
+    OpInfo("cov", mf.cov, lambda a, correction=1: np.cov(a, ddof=correction), spelled="mf.cov",
+           aliases={"Tensor.cov": lambda a, **kw: a.cov(**kw)}, torch=lambda T, a, **kw: T.cov(a, **kw), samples=(
+               S("cov", (3, 6)), S("cov_correction0", (2, 5), correction=0), S("cov_1d", (7,)),
+               S("cov_weights", (3, 6), fn=lambda a: mf.cov(a, fweights=_const(a, [1, 2, 1, 3, 1, 1], np.int64),
+                                                           aweights=_const(a, [0.5, 1, 2, 1, 1, 0.3], np.float64)),
+                 ref=lambda a: np.cov(a, fweights=[1, 2, 1, 3, 1, 1], aweights=[0.5, 1, 2, 1, 1, 0.3]))),
+           errors=(E("cov_3d", lambda: mf.cov(t(2, 2, 2)), RuntimeError, "expected input to have two or fewer"),
+                   E("cov_float_fweights", lambda: mf.cov(t(2, 3), fweights=t(3)), TypeError,
+                     "fweights to have an integral dtype"))),
+    OpInfo("corrcoef", mf.corrcoef, np.corrcoef, spelled="mf.corrcoef",
+           aliases={"Tensor.corrcoef": _method("corrcoef")},
+           torch=lambda T, a: T.corrcoef(a), samples=(S("corrcoef", (3, 6)), S("corrcoef_rows", (5, 4)))),
     OpInfo("linalg_norm", lambda a, **kw: mf.linalg.norm(a, **kw), lambda a, ord=None, dim=None, keepdim=False:
            np.linalg.norm(a, ord, dim, keepdim) if ord is not None or dim is not None else np.linalg.norm(a.ravel()),
            spelled="mf.linalg.norm", torch=lambda T, a, **kw: T.linalg.norm(a, **kw), samples=(

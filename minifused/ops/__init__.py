@@ -12,7 +12,7 @@ from .. import backend
 from ..tensor import Tensor
 from . import (activation, aliases, arrange, creation, diagonals, elementwise, index, linalg, logic, masking, matmul,
                movement, pointwise, products, reduce, resample, scan, scatter_reductions, shape, sorting,
-               special)
+               special, statistics)
 from .activation import *  # noqa: F401,F403
 from .aliases import *  # noqa: F401,F403
 from .arrange import *  # noqa: F401,F403
@@ -25,6 +25,7 @@ from .pointwise import *  # noqa: F401,F403
 from .products import *  # noqa: F401,F403
 from .resample import *  # noqa: F401,F403
 from .scatter_reductions import *  # noqa: F401,F403
+from .statistics import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
 from .elementwise import (abs, add, cast, clamp, clone, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
@@ -156,7 +157,7 @@ _METHODS = {
 }
 # the families in their own modules declare theirs
 _FAMILIES = (pointwise, logic, index, masking, sorting, activation, resample, products, diagonals, arrange, special,
-             aliases, scatter_reductions)
+             aliases, scatter_reductions, statistics)
 for _family in _FAMILIES:
     _METHODS.update(_family.METHODS)
 for _name, _fn in _METHODS.items():
