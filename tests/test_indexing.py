@@ -398,3 +398,9 @@ def test_scatter_reduce_prod_and_integer_mean_as_pytorch():
         0, mf.tensor([[0, 1, 0], [1, 1, 0], [0, 0, 1]]), mf.arange(9).reshape(3, 3), "mean")
     # each position's sum over its count (its own 0 included), rounded down: (0 + 0 + 6) // 3, (0 + 7) // 2, ...
     assert counts.tolist() == [[2, 3, 2], [1, 1, 4]] and counts.dtype == mf.int64
+    # bool: amax / amin without the input's own value start from False / True
+    falses, trues = mf.zeros(2, dtype=mf.bool), mf.ones(2, dtype=mf.bool)
+    assert mf.zeros(3, dtype=mf.bool).scatter_reduce(0, mf.tensor([0, 0]), falses, "amax",
+                                                     include_self=False).tolist() == [False, False, False]
+    assert mf.ones(3, dtype=mf.bool).scatter_reduce(0, mf.tensor([0, 0]), trues, "amin",
+                                                    include_self=False).tolist() == [True, True, True]

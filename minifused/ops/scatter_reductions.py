@@ -31,7 +31,9 @@ def _identity(reduce, dtype):
         return 1
     if backend.is_floating(dtype):
         return -np.inf if reduce == "amax" else np.inf
-    info = np.iinfo(np.int8 if dtype == backend.bool_ else dtype)  # (bool: False / True as 0 / 1)
+    if dtype == backend.bool_:
+        return reduce == "amin"
+    info = np.iinfo(dtype)
     return info.min if reduce == "amax" else info.max
 
 
