@@ -39,8 +39,8 @@ def _identity(reduce, dtype):
 
 def _reduce_at(out, grid, part, reduce):
     """``out[grid] = reduce(out[grid], part)`` with repeated positions reduced in turn: NumPy's ``ufunc.at``,
-    CuPy's ``scatter_max`` / ``scatter_min`` (in float32 for 16-bit floats); 'prod' on the host, which CuPy has
-    no scatter for."""
+    CuPy's ``scatter_max`` / ``scatter_min`` (types under 4 bytes widened); 'prod' on the host, which CuPy has no
+    scatter for."""
     xp = _xp(out)
     if xp is np:
         {"amax": np.maximum, "amin": np.minimum, "prod": np.multiply}[reduce].at(out, grid, part)
@@ -54,10 +54,11 @@ def _reduce_at(out, grid, part, reduce):
     import cupyx
 
     scatter = cupyx.scatter_max if reduce == "amax" else cupyx.scatter_min
-    if out.dtype.itemsize < 4 and backend.is_floating(out.dtype):
-        wide = out.astype(np.float32)
-        scatter(wide, grid, part.astype(np.float32))
-        out[...] = wide.astype(out.dtype)
+    if out.dtype.itemsize < 4:  # (CuPy's atomics take 4- and 8-byte types: 16-bit floats in float32, the rest int32)
+        wide = np.float32 if backend.is_floating(out.dtype) else np.int32
+        widened = out.astype(wide)
+        scatter(widened, grid, part.astype(wide))
+        out[...] = widened.astype(out.dtype)
     else:
         scatter(out, grid, part)
 
