@@ -757,3 +757,24 @@ def test_sequential_slice_keeps_its_modules_names():
     assert list(s[1:].state_dict()) == ["2.weight", "2.bias"]
     assert list(s[::2]._modules) == ["0", "2"] and s[::2][1] is s[2]
     assert list(nn.ModuleList(list(s))[1:]._modules) == ["0", "1"]  # a ModuleList renumbers, as PyTorch's
+
+
+def test_a_module_under_two_names_is_one_child():
+    """children() / named_children() list a module registered twice once (under its first name), so apply() and
+    train() reach it once, as PyTorch's; a Sequential holding it twice still runs it twice."""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(2, 3)
+            self.b = nn.ReLU()
+            self.shared = self.a
+
+    m = Net()
+    assert [n for n, _ in m.named_children()] == ["a", "b"] and len(list(m.children())) == 2
+    seen = []
+    m.apply(lambda mod: seen.append(type(mod).__name__))
+    assert seen == ["Linear", "ReLU", "Net"]
+    double = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    twice = nn.Sequential(double[0], double[0])
+    x = mf.ones(1, 2)
+    np.testing.assert_allclose(twice(x).numpy(), double[0](double[0](x)).numpy())

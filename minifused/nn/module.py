@@ -253,7 +253,13 @@ class Module:
         return getattr(mod, name)
 
     def named_children(self):
-        yield from ((n, m) for n, m in self._modules.items() if m is not None)
+        """(name, child module) once per child: a module registered under two names comes under the first, as
+        PyTorch's."""
+        seen = set()
+        for n, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield n, m
 
     def children(self):
         for _, m in self.named_children():
