@@ -201,7 +201,7 @@ class IndexPutAdd(Function):
     def forward(ctx, x, value, index, out=None):
         xp = _xp(x)
         out = x.copy() if out is None else out
-        added = xp.broadcast_to(value, out[index].shape)
+        added = xp.broadcast_to(value, _put_shape(out.shape, index))
         out += accumulate(out.shape, out.dtype, index, added).astype(out.dtype, copy=False)
         ctx.meta = (index, np.shape(value))
         return out
@@ -236,6 +236,12 @@ def _put_index(op, input, indices):
     return tuple(arrays)
 
 
+def _put_shape(shape, index):
+    """The shape ``x[index]`` has for ``index`` (:func:`_put_index`'s arrays over the leading dimensions), without
+    gathering it: the arrays' broadcast shape, then the dimensions they leave."""
+    return tuple(np.broadcast_shapes(*(a.shape for a in index))) + tuple(shape[len(index):])
+
+
 def index_put_(input, indices, values, accumulate=False):  # noqa: A002 - PyTorch's names
     """``input[indices] = values`` in place, or ``+=`` with repeated positions adding up (``accumulate``), as
     ``Tensor.index_put_``: ``indices`` a tuple of int64 or bool tensors, ``values`` a tensor of ``input``'s
@@ -250,11 +256,14 @@ def index_put_(input, indices, values, accumulate=False):  # noqa: A002 - PyTorc
     if not accumulate:
         return setitem(input, tuple(indices), values)
     _same_device(op, input, values, "values")
+    target = _put_shape(input.shape, index)
     try:
-        np.broadcast_shapes(values.shape, input._data[index].shape)
+        fits = np.broadcast_shapes(values.shape, target) == target
     except ValueError:
+        fits = False
+    if not fits:
         raise RuntimeError(f"{op}: shape mismatch: value tensor of shape {tuple(values.shape)} cannot be broadcast "
-                           f"to indexing result of shape {tuple(input._data[index].shape)}") from None
+                           f"to indexing result of shape {target}")
     return IndexPutAdd.apply_(op, input, values, index)
 
 
