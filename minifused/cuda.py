@@ -24,7 +24,7 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "get_
            "reset_peak_memory_stats", "empty_cache", "Event", "Stream", "stream", "current_stream", "default_stream",
            "is_bf16_supported", "get_device_capability", "get_device_properties", "mem_get_info",
            "is_current_stream_capturing", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
-           "seed", "seed_all", "initial_seed", "device", "get_arch_list"]
+           "seed", "seed_all", "initial_seed", "device", "get_arch_list", "CUDAGraph", "graph", "graph_pool_handle"]
 
 
 def is_available() -> bool:
@@ -268,6 +268,7 @@ from .cuda_info import (device, get_arch_list, get_device_capability, get_device
                         get_rng_state, get_rng_state_all, initial_seed, is_bf16_supported, is_current_stream_capturing,
                         mem_get_info, seed, seed_all, set_rng_state, set_rng_state_all)
 from .cuda_info import _index  # noqa: E402
+from .graphs import CUDAGraph, graph, graph_pool_handle  # noqa: E402,F401 - PyTorch's graph API
 
 #: ``torch.cuda.amp``: the GradScaler and autocast under their older spellings.
 amp = SimpleNamespace(GradScaler=_cuda_grad_scaler, autocast=_cuda_autocast)

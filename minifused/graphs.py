@@ -26,12 +26,21 @@ and dropout advances a device counter inside the graph so each replay draws new
 masks. Other host-seeded random ops would repeat their numbers on every replay.
 On ``cpu`` inputs the step simply runs eagerly.
 
+PyTorch's own graph API is here too, for code written against it: :class:`CUDAGraph` (``capture_begin`` /
+``capture_end`` / ``replay``), the :class:`graph` context that captures what runs inside it on a side stream,
+and :func:`graph_pool_handle` (a private pool that several graphs share), all as ``minifused.cuda.*``. Its rules
+are PyTorch's: warm the captured code up eagerly first (optimizer state, plans and kernels are made there; a
+capture refuses to create them), capture on a stream other than the default one, and feed a replay by copying
+into the tensors the capture read; what it wrote (outputs, gradients) is rewritten by each replay.
+
 A graph runs the step's kernels in one chain. (Measured slower: a Linear's weight
 gradient on a side stream, a parallel branch of the graph beside its dX: on the
 MNIST MLP the two cuBLASLt GEMMs, run together, took longer than one after the
 other.)
 """
 from __future__ import annotations
+
+import gc
 
 from . import backend
 from .kernels.gather import copy_pair
@@ -149,3 +158,137 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     if model is None:
         return lambda fn: fn
     return model
+
+
+# ---------------------------------------------------------------- PyTorch's graph API (torch.cuda.CUDAGraph, graph)
+_CAPTURE_MODES = ("global", "thread_local", "relaxed")
+
+
+def _cupy(op):
+    if not backend.cuda_available():
+        raise RuntimeError(f"{op}: CUDA graphs need a CUDA device, and none is available")
+    return backend.cupy
+
+
+def graph_pool_handle():
+    """``torch.cuda.graph_pool_handle``: a private memory pool, for the ``pool=`` of captures that share it."""
+    return _cupy("graph_pool_handle").cuda.MemoryPool()
+
+
+class CUDAGraph:
+    """``torch.cuda.CUDAGraph``: the kernels that the current stream queues between :meth:`capture_begin` and
+    :meth:`capture_end`, replayed by :meth:`replay`. Memory allocated during the capture comes from a private pool
+    (its own, or ``pool``: :func:`graph_pool_handle` or another graph's :meth:`pool`) and stays the graph's, so
+    the tensors the capture made are the ones each replay rewrites."""
+
+    def __init__(self, keep_graph=False):
+        _cupy("CUDAGraph")
+        self._graph = self._pool = self._capture = None
+
+    def capture_begin(self, pool=None, capture_error_mode="global"):
+        """Begin capturing the current stream (not the default one): host synchronizations raise until
+        :meth:`capture_end`. The capture is always CUDA's "relaxed" mode, whatever ``capture_error_mode`` (checked,
+        for PyTorch's code) says: the pool takes memory from the driver during a capture, which the other modes
+        refuse."""
+        cupy = _cupy("CUDAGraph.capture_begin")
+        if self._capture is not None or self._graph is not None:
+            raise RuntimeError("CUDAGraph.capture_begin: this graph already holds a capture (call reset() first)")
+        if capture_error_mode not in _CAPTURE_MODES:
+            raise backend.InputError(f"CUDAGraph.capture_begin: capture_error_mode must be one of {_CAPTURE_MODES}, "
+                                     f"got {capture_error_mode!r}")
+        if pool is not None and not isinstance(pool, cupy.cuda.MemoryPool):
+            raise backend.InputTypeError(f"CUDAGraph.capture_begin: pool must come from graph_pool_handle() or "
+                                         f"another graph's pool(), got {type(pool).__name__}")
+        stream = cupy.cuda.get_current_stream()
+        if stream.ptr == 0:
+            raise RuntimeError("CUDAGraph.capture_begin: CUDA graphs must be captured on a stream other than the "
+                               "default one (capture inside `with minifused.cuda.graph(g):`)")
+        pool = cupy.cuda.MemoryPool() if pool is None else pool
+        contexts = [cupy.cuda.using_allocator(pool.malloc), backend.capturing("minifused.cuda.graph")]
+        for c in contexts:
+            c.__enter__()
+        try:
+            stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
+        except BaseException:
+            for c in reversed(contexts):
+                c.__exit__(None, None, None)
+            raise
+        self._capture, self._pool = (stream, contexts), pool
+
+    def capture_end(self):
+        """End the capture begun on this graph; the graph is then ready to :meth:`replay`."""
+        if self._capture is None:
+            raise RuntimeError("CUDAGraph.capture_end: no capture in progress (call capture_begin first)")
+        stream, contexts = self._capture
+        self._capture = None
+        try:
+            self._graph = stream.end_capture()
+        finally:
+            for c in reversed(contexts):
+                c.__exit__(None, None, None)
+
+    def replay(self):
+        """Launch the captured kernels on the current stream."""
+        if self._graph is None:
+            raise RuntimeError("CUDAGraph.replay: nothing captured yet (capture_begin ... capture_end first)")
+        self._graph.launch(backend.cupy.cuda.get_current_stream())
+
+    def reset(self):
+        """Drop the captured graph (and this graph's hold on its memory pool)."""
+        if self._capture is not None:
+            raise RuntimeError("CUDAGraph.reset: a capture is in progress (call capture_end first)")
+        self._graph = self._pool = None
+
+    def pool(self):
+        """The graph's memory pool: pass it as ``pool=`` to capture another graph that shares its memory."""
+        if self._pool is None:
+            raise RuntimeError("CUDAGraph.pool: the graph has no pool before its capture begins")
+        return self._pool
+
+
+_side_streams = {}  # device -> the stream :class:`graph` captures on when given none
+
+
+class graph:  # noqa: N801 - torch.cuda.graph's name
+    """``with minifused.cuda.graph(g):`` captures the block into the :class:`CUDAGraph` ``g``, as PyTorch's: the
+    device synchronized and garbage collected first, then the block run on ``stream`` (a side stream of the
+    device when None) as the current stream, captured."""
+
+    def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode="global"):
+        if not isinstance(cuda_graph, CUDAGraph):
+            raise backend.InputTypeError(f"minifused.cuda.graph: expected a CUDAGraph, got "
+                                         f"{type(cuda_graph).__name__}")
+        self.cuda_graph, self.pool, self.stream, self.mode = cuda_graph, pool, stream, capture_error_mode
+
+    def __enter__(self):
+        cupy = _cupy("minifused.cuda.graph")
+        cupy.cuda.Device().synchronize()
+        gc.collect()
+        if self.stream is not None:
+            s = self.stream._stream  # a minifused.cuda.Stream
+        else:
+            dev = cupy.cuda.runtime.getDevice()
+            s = _side_streams.get(dev)
+            if s is None:
+                s = _side_streams[dev] = cupy.cuda.Stream(non_blocking=True)
+        s.__enter__()
+        try:
+            self.cuda_graph.capture_begin(self.pool, self.mode)
+        except BaseException:
+            s.__exit__(None, None, None)
+            raise
+        self._entered = s
+
+    def __exit__(self, exc_type, exc, tb):
+        s, self._entered = self._entered, None
+        try:
+            try:
+                self.cuda_graph.capture_end()
+            except Exception:
+                if exc_type is None:  # (a capture that the block's own error broke: that error is the one to see)
+                    raise
+            if exc_type is not None:  # a block cut short is no graph to replay
+                self.cuda_graph.reset()
+        finally:
+            s.__exit__(None, None, None)
+        return False
