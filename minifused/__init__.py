@@ -12,7 +12,7 @@ from .autograd import (Function, detect_anomaly, enable_grad, inference_mode, is
                        set_grad_enabled)
 from .backend import (Device, bfloat16, bool_, cuda_available, default_device, float16, float32,
                       float64, get_default_dtype, get_rng_state, initial_seed, int8, int16, int32, int64,
-                      manual_seed, set_debug, set_default_dtype, set_rng_state, uint8)
+                      manual_seed, seed, set_debug, set_default_dtype, set_rng_state, uint8)
 from .backend import Device as device  # noqa: N813 - minifused.device('cuda') as in PyTorch
 from .tensor import Tensor, set_printoptions
 from .backend import Generator  # noqa: E402 - torch.Generator (cpu)
@@ -51,6 +51,7 @@ Tensor.softmax = lambda self, dim=None, dtype=None: functional.softmax(self, dim
 Tensor.log_softmax = lambda self, dim=None, dtype=None: functional.log_softmax(self, dim, dtype)
 clip = ops.clamp
 Size = tuple  # shapes are tuples: minifused.Size([2, 3]) == t.shape as torch.Size compares
+from numpy import dtype  # noqa: E402 - dtypes are NumPy's: isinstance(minifused.float32, minifused.dtype)
 
 
 def finfo(dtype=None):

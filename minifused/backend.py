@@ -410,6 +410,15 @@ def initial_seed() -> int:
     return _generators.seed
 
 
+def seed() -> int:
+    """``torch.seed``: seed every device's random numbers from the operating system's entropy; returns the seed."""
+    import os
+
+    s = int.from_bytes(os.urandom(8), "little") >> 1  # (63 bits, as PyTorch's)
+    manual_seed(s)
+    return s
+
+
 def generator(dev: Device, given=None, op="random"):
     """The random generator for ``dev``: ``numpy.random.Generator`` or ``cupy.random.RandomState``; ``given`` (an
     op's ``generator=`` argument, a cpu :class:`Generator`) instead where it is one for ``dev``."""

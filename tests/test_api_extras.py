@@ -173,3 +173,88 @@ def test_gpu_events_time_work_and_streams_carry_it():
     done.wait()
     done.synchronize()
     assert mf.cuda.default_stream().cuda_stream == 0
+
+
+# PyTorch 2.14's messages for the same calls (torch.testing.assert_close; "torch." read as "minifused.")
+_ASSERT_CLOSE_CASES = [
+    ((mf.tensor([1., 2., 3.]), mf.tensor([1., 2., 3.0001])), {},
+     "Tensor-likes are not close!\n\nMismatched elements: 1 / 3 (33.3%)\nGreatest absolute difference: "
+     "9.989738464355469e-05 at index (2,) (up to 1e-05 allowed)\nGreatest relative difference: "
+     "3.329801984364167e-05 at index (2,) (up to 1.3e-06 allowed)"),
+    ((mf.tensor([1., 2.]), mf.tensor([1., 2., 3.])), {},
+     "The values for attribute 'shape' do not match: minifused.Size([2]) != minifused.Size([3])."),
+    ((mf.tensor([1., 2.]), mf.tensor([1., 2.], dtype=mf.float64)), {},
+     "The values for attribute 'dtype' do not match: minifused.float32 != minifused.float64."),
+    ((mf.tensor([1, 2]), mf.tensor([1, 3])), {},
+     "Tensor-likes are not equal!\n\nMismatched elements: 1 / 2 (50.0%)\nGreatest absolute difference: 1 at "
+     "index (1,)\nGreatest relative difference: 0.3333333432674408 at index (1,)"),
+    ((1.0, 1.1), {}, "Scalars are not close!\n\nExpected 1.1 but got 1.0.\nAbsolute difference: "
+     "0.10000000000000009 (up to 1e-07 allowed)\nRelative difference: 0.09090909090909098 (up to 1e-07 allowed)"),
+    ((1, 1.0), {}, "The (d)types do not match: <class 'int'> != <class 'float'>."),
+    (([mf.ones(2), 3], [mf.ones(2), 4]), {}, "Scalars are not equal!\n\nExpected 4 but got 3.\nAbsolute "
+     "difference: 1\nRelative difference: 0.25\n\nThe failure occurred for item [1]"),
+    (({"a": mf.ones(2)}, {"b": mf.ones(2)}), {}, "The keys of the mappings do not match:\nMissing keys in the "
+     "actual mapping: ['b']\nAdditional keys in the actual mapping: ['a']"),
+    ((mf.ones(2, dtype=mf.float16), mf.ones(2, dtype=mf.float16) * 1.002), {},
+     "Tensor-likes are not close!\n\nMismatched elements: 2 / 2 (100.0%)\nGreatest absolute difference: "
+     "0.001953125 at index (0,) (up to 1e-05 allowed)\nGreatest relative difference: 0.001949310302734375 at "
+     "index (0,) (up to 0.001 allowed)"),
+    ((mf.tensor([1., float("inf")]), mf.tensor([1., -float("inf")])), {},
+     "Tensor-likes are not close!\n\nMismatched elements: 1 / 2 (50.0%)\nGreatest absolute difference: inf at "
+     "index (1,) (up to 1e-05 allowed)\nGreatest relative difference: nan at index (1,) (up to 1.3e-06 allowed)"),
+    ((mf.ones(2, 3), mf.ones(3, 2).t()), {"check_stride": True},
+     "The values for attribute 'stride()' do not match: (3, 1) != (1, 2)."),
+    ((mf.ones(2), mf.ones(2) + 1), {"rtol": 0.1, "atol": 0, "msg": "custom"}, "custom"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_ASSERT_CLOSE_CASES)))
+def test_assert_close_raises_pytorchs_messages(case):
+    args, kwargs, message = _ASSERT_CLOSE_CASES[case]
+    with pytest.raises(AssertionError) as err:
+        mf.testing.assert_close(*args, **kwargs)
+    assert str(err.value) == message
+
+
+def test_assert_close_passes_and_refuses_like_pytorch():
+    ok = [(mf.tensor([1., 2.]), mf.tensor([1., 2.], dtype=mf.float64), {"check_dtype": False}),
+          (1.0, 1.0 + 1e-8, {}), ([mf.ones(2), 3], (mf.ones(2), 3), {}), (np.ones(2), np.ones(2), {}),
+          (mf.tensor([float("nan")]), mf.tensor([float("nan")]), {"equal_nan": True}),
+          (mf.ones(2), mf.ones(2) + 1, {"rtol": 1, "atol": 0}), (None, None, {}),
+          (mf.ones(2, dtype=mf.bfloat16), mf.ones(2, dtype=mf.bfloat16) * 1.01, {}),
+          (mf.ones(2, requires_grad=True), mf.ones(2), {}), (mf.zeros(0), mf.zeros(0), {})]
+    for a, e, kw in ok:
+        mf.testing.assert_close(a, e, **kw)
+    with pytest.raises(AssertionError, match="Xcustom"):
+        mf.testing.assert_close(mf.ones(2), mf.zeros(2), rtol=0.0, atol=0.0, msg=lambda m: "Xcustom " + m)
+    with pytest.raises(ValueError, match="Both 'rtol' and 'atol' must be either specified or omitted, but got no "
+                                         "atol"):
+        mf.testing.assert_close(mf.ones(2), mf.ones(2), rtol=1e-3)
+    with pytest.raises(TypeError, match="No comparison pair was able to handle inputs of type"):
+        mf.testing.assert_close(mf.ones(2), np.ones(2))
+
+
+def test_dtype_seed_and_asarray():
+    assert all(isinstance(d, mf.dtype) for d in (mf.float32, mf.bfloat16, mf.int64, mf.bool))
+    s = mf.seed()
+    assert mf.initial_seed() == s and 0 <= s < 2 ** 63
+    a = mf.rand(3)
+    mf.manual_seed(s)
+    np.testing.assert_array_equal(mf.rand(3).numpy(), a.numpy())
+    host = np.arange(3, dtype=np.float32)
+    shared = mf.asarray(host)
+    shared[0] = 7.0
+    assert host[0] == 7.0  # the same memory
+    copied = mf.asarray(host, copy=True)
+    copied[1] = -1.0
+    assert host[1] == 1.0
+    assert mf.asarray([1, 2]).dtype == mf.int64 and mf.asarray([1.5]).dtype == mf.float32
+    t = mf.asarray(host, dtype=mf.float64)
+    assert t.dtype == mf.float64 and t.tolist() == [7.0, 1.0, 2.0]
+    g = mf.asarray(host, requires_grad=True)
+    assert g.requires_grad and g.is_leaf
+    for obj, kw in (([1.0], {}), (host, {"dtype": mf.float64})):
+        with pytest.raises(ValueError, match="asarray: copy=False, but .* needs a copy"):
+            mf.asarray(obj, copy=False, **kw)
+    mf.asarray(host, copy=False)[2] = 9.0
+    assert host[2] == 9.0

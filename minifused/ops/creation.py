@@ -11,7 +11,7 @@ from ..tensor import Tensor
 from .shape import preserve_format, result_channels_last
 from ..backend import InputError, InputTypeError
 
-__all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "rand",
+__all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "rand",
            "randn", "randint", "arange", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
            "rand_like", "randn_like", "randint_like", "linspace", "logspace", "randperm", "numel", "is_tensor",
            "is_floating_point", "normal", "multinomial", "bernoulli"]
@@ -67,6 +67,28 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if backend.is_cuda_array(data):
         return _place(data, dtype, device if device is not None else backend.device_of(data), False)
     return _place(_infer_host_array(data), dtype, device, False)
+
+
+def _address(a):
+    return a.data.ptr if backend.is_cuda_array(a) else a.__array_interface__["data"][0]
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> Tensor:
+    """``torch.asarray``: ``obj`` (a tensor, an array, Python data) as a tensor: sharing its memory where the
+    dtype and device allow it (``copy=None``), always a copy (``copy=True``), or never one (``copy=False``: an
+    error where one would be needed)."""
+    if copy:
+        out = tensor(obj, dtype, device)
+    else:
+        out = as_tensor(obj, dtype, device)
+        src = obj._data if isinstance(obj, Tensor) else obj
+        if copy is False and not ((isinstance(src, np.ndarray) or backend.is_cuda_array(src)) and src.size
+                                  and type(src) is type(out._data) and _address(src) == _address(out._data)):
+            raise InputError(f"asarray: copy=False, but {type(obj).__name__} data as a tensor of dtype "
+                             f"{out.dtype} on {out.device} needs a copy")
+    if requires_grad:
+        out = out.detach().requires_grad_()
+    return out
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
