@@ -274,6 +274,14 @@ class Tensor:
         t._vc = self._vc
         return t
 
+    def detach_(self) -> "Tensor":
+        """Cut this tensor from the tape in place: a leaf that requires no grad (a view of a recorded tensor
+        refuses, as in PyTorch)."""
+        if self._ctx is not None and getattr(self, "_view", False):
+            raise RuntimeError("detach_: can't detach views in-place; use detach() instead")
+        self._ctx, self._requires_grad = None, False
+        return self
+
     def register_hook(self, hook):
         """``hook(grad) -> Tensor | None`` runs when this tensor's gradient is computed."""
         if not self._requires_grad:
@@ -399,6 +407,38 @@ class Tensor:
         draw = gen.integers if isinstance(gen, np.random.Generator) else gen.randint
         self._data[...] = draw(lo, min(hi, 2 ** 63 - 1), self.shape).astype(dtype)
         return self._bump("random_")
+
+    def _draw_(self, op, draw, *, floating=True, generator=None):
+        """``self`` filled in place with ``draw(gen, shape)``, drawn by the device's generator."""
+        self._check_inplace(op)
+        if floating and not backend.is_floating(self.dtype):
+            raise InputTypeError(f"{op}: expected a floating-point tensor, got {self.dtype}")
+        self._data[...] = draw(backend.generator(self.device, generator, op), self.shape).astype(self._data.dtype)
+        return self._bump(op)
+
+    def exponential_(self, lambd=1.0, *, generator=None):
+        """In place, draws of the exponential distribution of rate ``lambd`` (> 0)."""
+        if not lambd > 0:
+            raise InputError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+        return self._draw_("exponential_", lambda g, n: g.exponential(1.0 / lambd, n), generator=generator)
+
+    def geometric_(self, p, *, generator=None):
+        """In place, the number of Bernoulli(``p``) trials up to the first success (1, 2, ...), p in (0, 1)."""
+        if not 0 < p < 1:
+            raise InputError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+        return self._draw_("geometric_", lambda g, n: g.geometric(p, n), floating=False, generator=generator)
+
+    def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+        """In place, exp of normal draws of ``mean`` and ``std`` (> 0)."""
+        if not std > 0:
+            raise InputError(f"log_normal_ expects std > 0.0, but found std={std}")
+        return self._draw_("log_normal_", lambda g, n: g.lognormal(mean, std, n), generator=generator)
+
+    def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+        """In place, draws of the Cauchy distribution of ``median`` and scale ``sigma`` (> 0)."""
+        if not sigma > 0:
+            raise InputError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+        return self._draw_("cauchy_", lambda g, n: median + sigma * g.standard_cauchy(n), generator=generator)
 
     def normal_(self, mean=0.0, std=1.0):
         self._check_inplace("normal_")

@@ -1357,7 +1357,8 @@ MATH_OPS = [
                      "bitwise_not: only integer and bool tensors are supported, got float32"),)),
     # ---- where the nonzero values are
     OpInfo("nonzero", _method("nonzero"), lambda a: np.argwhere(a), spelled="Tensor.nonzero",
-           aliases={"mf.nonzero": mf.nonzero}, grad=False, dtypes=NO_GRAD_RESULT, torch=SAME, samples=(
+           aliases={"mf.nonzero": mf.nonzero, "mf.argwhere": mf.argwhere, "Tensor.argwhere": _method("argwhere")},
+           grad=False, dtypes=NO_GRAD_RESULT, torch=SAME, samples=(
                S("nonzero", index((3, 4), 3)), S("nonzero_odd", index((2, 5, 7), 2)),
                S("nonzero_float", (4,)), S("nonzero_none", index((3, 2), 1)))),
     OpInfo("count_nonzero", mf.count_nonzero, lambda a, dim=None: np.count_nonzero(a, axis=dim),
@@ -1474,6 +1475,22 @@ def index_add_ref(a, index, src, dim, alpha=1):
     out = a.copy()
     np.add.at(out, (slice(None),) * (dim % a.ndim) + (index,), alpha * src)
     return out
+
+
+def index_copy_ref(a, index, src, dim):
+    out = a.copy()
+    out[(slice(None),) * (dim % a.ndim) + (index,)] = src
+    return out
+
+
+def _distinct_last(t):
+    n = t.shape[-1]
+    return mf.tensor(np.array([n - 1, 0, n // 2][:min(3, n)]), device=t.device)
+
+
+def _halves_at(t):
+    """0.5 for each of :func:`_distinct_last`'s positions along t's last dim."""
+    return _full_like(t, (*t.shape[:-1], len(_distinct_last(t))), 0.5)
 
 
 def index_fill_ref(a, index, dim, value):
@@ -1722,6 +1739,26 @@ INDEX_OPS = [
                             op="index_add_"),),
            errors=(E("index_add_source_shape", lambda: mf.index_add(t(3, 2), 0, mf.tensor([0, 1]), t(3, 2)),
                      RuntimeError, r"index_add: source must have shape \(2, 2\)"),)),
+    OpInfo("index_copy", lambda a, s, dim, index: mf.index_copy(a, dim, _ix(a, index), s),
+           lambda a, s, dim, index: index_copy_ref(a, np.array(index), s, dim), spelled="mf.index_copy",
+           aliases={"Tensor.index_copy": lambda a, s, dim, index: a.index_copy(dim, _ix(a, index), s)},
+           torch=lambda T, a, s, dim, index: T.index_copy(a, dim, T.tensor(index, device=a.device), s), samples=(
+               S("index_copy", (5, 3), (3, 3), dim=0, index=[4, 0, 2]),
+               S("index_copy_last", (2, 3, 4), (2, 3, 2), dim=-1, index=[3, 1])),
+           inplace=(InPlace("index_copy_", lambda x: x.index_copy_(-1, _distinct_last(x), _halves_at(x)),
+                            lambda x: x.index_copy(-1, _distinct_last(x), _halves_at(x)), op="setitem"),),
+           errors=(E("index_copy_dtype",
+                     lambda: mf.index_copy(t(3, 2), 0, mf.tensor([0]), mf.ones(1, 2, dtype=mf.float64)), RuntimeError,
+                     "index_copy_: self and source expected to have the same dtype"),)),
+    OpInfo("sum_to_size", lambda a, size: a.sum_to_size(size),
+           lambda a, size: a.sum(axis=tuple(range(a.ndim - len(size))) + tuple(
+               a.ndim - len(size) + i for i, n in enumerate(size) if n == 1 and a.shape[a.ndim - len(size) + i] != 1),
+               keepdims=True).reshape(size),
+           spelled="Tensor.sum_to_size", torch=SAME, samples=(
+               S("sum_to_size", (2, 3, 4), size=(3, 1)), S("sum_to_size_same", (2, 3), size=(2, 3)),
+               S("sum_to_size_lead", (2, 3, 4), size=(1, 3, 4))),
+           errors=(E("sum_to_size_bad", lambda: t(2, 3).sum_to_size(2), RuntimeError,
+                     r"sum_to_size: size \[2\] is not expandable to size \[2, 3\]"),)),
     OpInfo("index_fill", lambda a, i, dim, value: mf.index_fill(a, dim, i, value), index_fill_ref,
            spelled="mf.index_fill", aliases={"Tensor.index_fill": lambda a, i, dim, value: a.index_fill(dim, i, value)},
            torch=lambda T, a, i, dim, value: T.index_fill(a, dim, i, value), samples=(
@@ -2752,7 +2789,8 @@ REDUCE_OPS = [
     OpInfo("dot", lambda a, b: a.dot(b), np.dot, spelled="Tensor.dot", aliases={"mf.dot": mf.dot}, torch=SAME,
            samples=(S("dot", (5,), (5,)), S("dot_odd", (33,), (33,))),
            errors=(E("dot_sizes", lambda: mf.dot(t(3), t(4)), RuntimeError, "dot: expected vectors of one size"),)),
-    OpInfo("outer", lambda a, b: a.outer(b), np.outer, spelled="Tensor.outer", aliases={"mf.outer": mf.outer},
+    OpInfo("outer", lambda a, b: a.outer(b), np.outer, spelled="Tensor.outer",
+           aliases={"mf.outer": mf.outer, "mf.ger": mf.ger, "Tensor.ger": _method("ger")},
            torch=SAME, samples=(S("outer", (3,), (4,)), S("outer_size1", (1,), (33,))),
            errors=(E("outer_2d", lambda: mf.outer(t(2, 2), t(3)), RuntimeError, "outer: expected 1-D tensors"),)),
     OpInfo("addmm", lambda c, a, b, **kw: mf.addmm(c, a, b, **kw),

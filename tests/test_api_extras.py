@@ -258,3 +258,85 @@ def test_dtype_seed_and_asarray():
             mf.asarray(obj, copy=False, **kw)
     mf.asarray(host, copy=False)[2] = 9.0
     assert host[2] == 9.0
+
+
+def test_in_place_triangles_index_copy_fill_diagonal_and_their_gradients(device):
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    t = mf.tensor(a, device=device)
+    assert t.clone().tril_().tolist() == np.tril(a).tolist()
+    assert t.clone().triu_(1).tolist() == np.triu(a, 1).tolist()
+    assert t.narrow_copy(1, 1, 2).tolist() == a[:, 1:3].tolist()
+    src = np.arange(9.0, dtype=np.float32).reshape(3, 3)
+    got = mf.zeros(5, 3, device=device).index_copy_(0, mf.tensor([0, 4, 2], device=device), mf.tensor(src,
+                                                                                                      device=device))
+    want = np.zeros((5, 3), np.float32)
+    want[[0, 4, 2]] = src
+    assert got.tolist() == want.tolist()
+    with pytest.raises(RuntimeError, match="same dtype"):
+        mf.zeros(5, 3, device=device).index_copy_(0, mf.tensor([0], device=device),
+                                                  mf.ones(1, 3, dtype=mf.float64, device=device))
+    wrapped = np.zeros((7, 3), np.float32)
+    wrapped.reshape(-1)[::4] = 5.0  # numpy's wrap rule is PyTorch's
+    assert mf.zeros(7, 3, device=device).fill_diagonal_(5.0, wrap=True).tolist() == wrapped.tolist()
+    assert mf.zeros(7, 3, device=device).fill_diagonal_(5.0).tolist() == (np.eye(7, 3) * 5).tolist()
+    cube = mf.zeros(3, 3, 3, device=device).fill_diagonal_(1.0)._data
+    assert [float(cube[i, i, i]) for i in range(3)] == [1.0] * 3 and float(cube.sum()) == 3.0
+    with pytest.raises(RuntimeError, match="equal length"):
+        mf.zeros(3, 3, 2, device=device).fill_diagonal_(1.0)
+    # gradients (PyTorch 2.14's on the same calls)
+    p = mf.ones(3, 3, device=device, requires_grad=True)
+    (p * 3).tril_().sum().backward()
+    assert p.grad.tolist() == (np.tril(np.ones((3, 3))) * 3).tolist()
+    p, s = mf.ones(3, 3, device=device, requires_grad=True), mf.ones(2, 3, device=device, requires_grad=True)
+    q = (p * 1).index_copy(0, mf.tensor([2, 0], device=device), s * 2)
+    (q * mf.arange(9.0, device=device).reshape(3, 3)).sum().backward()
+    assert p.grad.tolist() == [[0, 0, 0], [3, 4, 5], [0, 0, 0]] and s.grad.tolist() == [[12, 14, 16], [0, 2, 4]]
+    p = mf.ones(3, 3, device=device, requires_grad=True)
+    q = p * 1
+    q.fill_diagonal_(0.0)
+    q.sum().backward()
+    assert p.grad.tolist() == (1 - np.eye(3)).tolist()
+
+
+def test_argwhere_ger_sum_to_size_and_detach_(device):
+    x = mf.tensor([[0, 1], [2, 0]], device=device)
+    assert mf.argwhere(x).tolist() == [[0, 1], [1, 0]] and x.argwhere().dtype == mf.int64
+    assert mf.ger(mf.tensor([1.0, 2.0]), mf.tensor([3.0, 4.0, 5.0])).tolist() == [[3, 4, 5], [6, 8, 10]]
+    b = np.arange(24.0).reshape(2, 3, 4)
+    t = mf.tensor(b, dtype=mf.float64, device=device)
+    for size, want in (((3, 1), b.sum(0).sum(1, keepdims=True)), ((1, 3, 4), b.sum(0, keepdims=True)),
+                       ((4,), b.sum((0, 1))), ((2, 3, 4), b)):
+        np.testing.assert_allclose(t.sum_to_size(*size).cpu().numpy(), want)
+    for bad in ((2, 4), (1, 2, 3, 4)):
+        with pytest.raises(RuntimeError, match="is not expandable to size"):
+            t.sum_to_size(*bad)
+    p = mf.ones(2, 3, device=device, requires_grad=True)
+    p.sum_to_size(1, 3).pow(2).sum().backward()
+    assert p.grad.tolist() == [[4.0] * 3] * 2
+    w = mf.ones(3, device=device, requires_grad=True)
+    y = w * 2
+    assert y.detach_() is y and not y.requires_grad and y.grad_fn is None and y.is_leaf
+    with pytest.raises(RuntimeError, match="can't detach views in-place"):
+        (w * 2)[1:].detach_()
+
+
+def test_distribution_fills(device):
+    mf.manual_seed(0)
+    n = 40000
+    e = mf.zeros(n, device=device).exponential_(2.0)
+    assert float(e.min()) >= 0 and abs(float(e.mean()) - 0.5) < 0.02
+    g = mf.zeros(n, dtype=mf.int64, device=device).geometric_(0.25)
+    assert g.dtype == mf.int64 and int(g.min()) == 1 and abs(float(g.float().mean()) - 4.0) < 0.1
+    ln = mf.zeros(n, device=device).log_normal_(0.5, 0.25).log()
+    assert abs(float(ln.mean()) - 0.5) < 0.01 and abs(float(ln.std()) - 0.25) < 0.01
+    c = mf.zeros(n + 1, device=device).cauchy_(3.0, 2.0)
+    assert abs(float(c.median()) - 3.0) < 0.1  # the median and quartiles of Cauchy(3, 2): 3, 1, 5
+    assert abs(float(mf.quantile(c, 0.25)) - 1.0) < 0.15 and abs(float(mf.quantile(c, 0.75)) - 5.0) < 0.15
+    for call, match in ((lambda: mf.zeros(3).exponential_(0), "lambda > 0"), (lambda: mf.zeros(3).geometric_(1.0),
+                        r"p to be in \(0, 1\)"), (lambda: mf.zeros(3).log_normal_(0, 0), "std > 0"),
+                        (lambda: mf.zeros(3).cauchy_(0, -1), "sigma > 0"),
+                        (lambda: mf.zeros(3, dtype=mf.int64).exponential_(), "floating-point")):
+        with pytest.raises(RuntimeError, match=match):
+            call()
+    with pytest.raises(RuntimeError, match="in-place operation on a leaf"):
+        mf.zeros(3, requires_grad=True).exponential_()

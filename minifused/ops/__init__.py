@@ -33,10 +33,10 @@ from .elementwise import (abs, add, cast, clamp, clone, eq, exp, ge, gelu, gt, l
 from .elementwise import div as _true_div
 from .inplace_arith import add_, copy_, div_, mul_, sub_
 from .matmul import addmm, bmm, dot, einsum, matmul, mm, outer, t
-from .movement import (chunk, diag, diff, expand_as, flip, movedim, narrow, repeat, reshape_as, roll, split,
-                       swapaxes, tile, tril, triu, unbind, unfold, view_as)
+from .movement import (chunk, diag, diff, expand_as, flip, movedim, narrow, narrow_copy, repeat, reshape_as, roll,
+                       split, swapaxes, tile, tril, tril_, triu, triu_, unbind, unfold, view_as)
 from .reduce import (all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, logsumexp, max,  # noqa: A004
-                     mean, median, min, norm, prod, std, std_mean, sum, var, var_mean)
+                     mean, median, min, norm, prod, std, std_mean, sum, sum_to_size, var, var_mean)
 from .scan import cummax, cummin, cumprod, cumsum
 from .shape import (cat, channels_last, contiguous, contiguous_format, expand, flatten, getitem, is_contiguous,
                     memory_format, permute, preserve_format, reshape, setitem, squeeze, stack, transpose, unsqueeze,
@@ -129,6 +129,7 @@ _METHODS = {
     "exp": exp, "log": log, "sqrt": sqrt, "abs": abs, "tanh": tanh, "sigmoid": sigmoid, "relu": relu,
     "clamp": clamp, "clip": clamp, "maximum": maximum, "minimum": minimum,
     "eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge,
+    "sum_to_size": sum_to_size,
     "sum": sum, "mean": mean, "max": max, "min": min, "amax": amax, "amin": amin, "var": var, "std": std,
     "aminmax": aminmax, "diff": diff, "unfold": unfold,
     "argmax": argmax, "argmin": argmin, "prod": prod, "logsumexp": logsumexp, "any": any, "all": all,
@@ -137,6 +138,7 @@ _METHODS = {
     "mm": mm, "bmm": bmm, "dot": dot, "outer": outer, "addmm": addmm, "t": t,
     "split": split, "chunk": chunk, "unbind": unbind, "narrow": narrow, "repeat": repeat, "tile": tile,
     "expand_as": expand_as, "view_as": view_as, "reshape_as": reshape_as, "tril": tril, "triu": triu,
+    "tril_": tril_, "triu_": triu_, "narrow_copy": narrow_copy,
     "flip": flip, "roll": roll, "diag": diag, "movedim": movedim, "moveaxis": movedim,
     "swapaxes": swapaxes, "swapdims": swapaxes,
     "reshape": reshape, "view": view, "flatten": flatten, "permute": permute, "transpose": transpose,

@@ -15,6 +15,7 @@ from ..autograd import Function
 from ..tensor import Tensor
 from ._common import binary_operands, cast, promote, scalar_result_dtype, tensors_result_dtype
 from .elementwise import abs, div, eq, ge, gt, le, lt, mul, ne, neg, sub  # noqa: A004
+from .matmul import outer
 from .inplace_arith import AddInto, DivInto, MulInto, _inplace_operand, div_
 from .logic import _values, written_into
 from .pointwise import _check, floor_divide, trunc
@@ -214,11 +215,13 @@ def positive(input):  # noqa: A002 - PyTorch's name
 
 
 absolute = abs
+ger = outer
 multiply = mul
 true_divide = div
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
-__all__ = ["absolute", "multiply", "divide", "subtract", "true_divide", "negative", "greater", "greater_equal", "less",
+__all__ = ["absolute", "ger",
+           "multiply", "divide", "subtract", "true_divide", "negative", "greater", "greater_equal", "less",
            "less_equal", "not_equal", "is_complex", "result_type", "promote_types", "can_cast", "rsub", "positive"]
 METHODS = {name: globals()[name] for name in __all__ if name not in ("result_type", "promote_types", "can_cast",
                                                                      "rsub")}

@@ -13,6 +13,7 @@ from .creation import zeros
 from .products import _int, _tensors
 from .reduce import dim_index
 from .reduce import sum as _sum
+from .indexing import setitem
 from .shape import cat, reshape
 from ..backend import InputTypeError
 
@@ -127,5 +128,24 @@ def block_diag(*tensors):
     return cat(rows, 0)
 
 
+def fill_diagonal_(input, fill_value, wrap=False):  # noqa: A002 - PyTorch's names
+    """The main diagonal (of a matrix, or of a tensor whose dimensions are all equal) set to ``fill_value`` in
+    place (recorded, as setitem); ``wrap``: a tall matrix's diagonal starts again every ``columns + 1`` rows."""
+    op = "fill_diagonal_"
+    if input.ndim < 2:
+        raise RuntimeError(f"{op}: dimensions must be larger than 1, got a {input.ndim}-d tensor")
+    if input.ndim > 2 and len(set(input.shape)) != 1:
+        raise RuntimeError(f"{op}: all dimensions of input must be of equal length, got {list(input.shape)}")
+    xp = input._xp
+    if input.ndim == 2:
+        rows, cols = input.shape
+        flat = xp.arange(0, rows * cols if wrap else min(rows, cols) * cols, cols + 1, dtype=xp.int64)
+        index = (flat // max(cols, 1), flat % max(cols, 1))
+    else:
+        index = (xp.arange(input.shape[0], dtype=xp.int64),) * input.ndim
+    return setitem(input, tuple(Tensor._from_array(i) for i in index), fill_value)
+
+
 __all__ = ["diagonal", "diag_embed", "diagflat", "trace", "block_diag"]
 METHODS = {name: globals()[name] for name in __all__ if name != "block_diag"}
+METHODS["fill_diagonal_"] = fill_diagonal_

@@ -20,7 +20,7 @@ from .shape import expand, flatten, reshape
 from ..backend import InputError, InputTypeError
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "take_along_dim", "repeat_interleave",
-           "meshgrid", "index_put"]
+           "meshgrid", "index_put", "index_copy"]
 
 
 def _xp(a):
@@ -437,6 +437,23 @@ def index_add_(input, dim, index, source, *, alpha=1):  # noqa: A002
     return IndexAdd.apply_("index_add_", input, source, idx, axis, alpha)
 
 
+def index_copy_(input, dim, index, source):  # noqa: A002 - PyTorch's names
+    """``input``'s slices ``index`` along ``dim`` overwritten by ``source``'s, in place (recorded, as setitem)."""
+    op = "index_copy_"
+    axis, idx, source = _index_add_args(op, input, dim, index, source)
+    _no_0d(op, input)
+    if source.dtype != input.dtype:
+        raise RuntimeError(f"{op}: self and source expected to have the same dtype, but got {input.dtype} and "
+                           f"{source.dtype}")
+    return setitem(input, (slice(None),) * axis + (Tensor._from_array(idx),), source)
+
+
+def index_copy(input, dim, index, source):  # noqa: A002
+    """:func:`index_copy_` on a copy of ``input``."""
+    _tensor("index_copy", "input", input)
+    return index_copy_(input.clone(), dim, index, source)
+
+
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # noqa: A002
     """Each element (``dim`` None: of the flattened input) or slice along ``dim`` repeated ``repeats`` times (an
     int, or a 1-D int64 tensor of one count each), as ``torch.repeat_interleave``; with ``repeats`` left out,
@@ -510,4 +527,4 @@ METHODS = {name: _method(fn) for name, fn in {
     "gather": gather, "scatter": scatter, "scatter_": scatter_, "scatter_add": scatter_add,
     "scatter_add_": scatter_add_, "take_along_dim": take_along_dim, "index_select": index_select,
     "index_add": index_add, "index_add_": index_add_, "repeat_interleave": repeat_interleave,
-    "index_put": index_put, "index_put_": index_put_}.items()}
+    "index_put": index_put, "index_put_": index_put_, "index_copy": index_copy, "index_copy_": index_copy_}.items()}

@@ -249,6 +249,11 @@ def nonzero(input, *, as_tuple=False):  # noqa: A002 - PyTorch's name
     return _values(rows, input)
 
 
+def argwhere(input):  # noqa: A002 - PyTorch's name
+    """:func:`nonzero`'s (n, ndim) int64 indices, as ``torch.argwhere``."""
+    return nonzero(input)
+
+
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
     """Whether each of ``elements`` occurs in ``test_elements`` (either may be a number, not both): a bool tensor
     of ``elements``' shape, negated with ``invert``, as ``torch.isin``."""
@@ -270,7 +275,8 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     return Tensor._from_array(xp.asarray(xp.isin(a, b.reshape(-1), invert=bool(invert))))
 
 
-__all__ = ["isnan", "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num", "isclose", "allclose", "equal",
+__all__ = ["argwhere",
+           "isnan", "isinf", "isfinite", "isposinf", "isneginf", "nan_to_num", "isclose", "allclose", "equal",
            "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
            "bitwise_not", "nonzero", "isin"]
 

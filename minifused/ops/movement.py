@@ -120,6 +120,11 @@ def narrow(x, dim, start, length):
     return getitem(x, (slice(None),) * axis + (slice(start, start + length),))
 
 
+def narrow_copy(x, dim, start, length):
+    """:func:`narrow`, copied out (not a view)."""
+    return narrow(x, dim, start, length).clone()
+
+
 class Repeat(Function):
     @staticmethod
     def forward(ctx, x, repeats):
@@ -167,7 +172,7 @@ class Masked(Function):
     """``x`` where a fixed boolean mask holds, else 0 (tril, triu); the gradient passes the same mask."""
 
     @staticmethod
-    def forward(ctx, x, mask):
+    def forward(ctx, x, mask, out=None):
         ctx.mask = mask
         return _xp(x).where(mask, x, x.dtype.type(0))
 
@@ -181,8 +186,9 @@ def _triangle(op, x, diagonal):
         raise RuntimeError(f"{op}: expected a tensor of at least 2 dimensions, got a {x.ndim}-d tensor")
     (k,) = _ints(op, "diagonal", diagonal)
     rows, cols = x.shape[-2:]
-    lower = x._xp.tri(rows, cols, k if op == "tril" else k - 1, dtype=bool)
-    return Masked.apply(x, lower if op == "tril" else ~lower)
+    lower = x._xp.tri(rows, cols, k if op.startswith("tril") else k - 1, dtype=bool)
+    keep = lower if op.startswith("tril") else ~lower
+    return Masked.apply_(op, x, keep) if op.endswith("_") else Masked.apply(x, keep)
 
 
 def tril(x, diagonal=0):
@@ -193,6 +199,16 @@ def tril(x, diagonal=0):
 def triu(x, diagonal=0):
     """The upper triangle of the last two dims (on and above ``diagonal``), the rest 0."""
     return _triangle("triu", x, diagonal)
+
+
+def tril_(x, diagonal=0):
+    """:func:`tril` in place."""
+    return _triangle("tril_", x, diagonal)
+
+
+def triu_(x, diagonal=0):
+    """:func:`triu` in place."""
+    return _triangle("triu_", x, diagonal)
 
 
 class Flip(Function):

@@ -191,6 +191,22 @@ def sum(x: Tensor, dim=None, keepdim=False, dtype=None):  # noqa: A001 - PyTorch
     return Sum.apply(*_axes("sum", dim, x, keepdim))
 
 
+
+def sum_to_size(x, *size):
+    """``x`` summed down to ``size``, a shape that broadcasts to x's (the leading dimensions it lacks, and
+    those where it has 1, summed), as ``Tensor.sum_to_size``."""
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+    try:
+        expandable = len(size) <= x.ndim and np.broadcast_shapes(size, x.shape) == tuple(x.shape)
+    except (ValueError, TypeError):
+        expandable = False
+    if not expandable:
+        raise RuntimeError(f"sum_to_size: size {list(size)} is not expandable to size {list(x.shape)}")
+    lead = x.ndim - len(size)
+    dims = list(range(lead)) + [lead + i for i, n in enumerate(size) if n == 1 and x.shape[lead + i] != 1]
+    return Reshape.apply(sum(x, dims, keepdim=True), size) if dims else x
+
+
 def mean(x: Tensor, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = cast(x, dtype)
