@@ -443,6 +443,23 @@ class _Hooks:
         return not (self.pre or self.post or self.backward or self.backward_pre)
 
 
+def remove_hook(module, kind, key):
+    """Unregister ``module``'s hook of ``kind`` ('pre', 'post', 'backward', 'backward_pre') under the handle id
+    ``key`` (gone already: nothing to do)."""
+    hooks = module.__dict__.get("_call_hooks")
+    if hooks is None:
+        return
+    getattr(hooks, kind).pop(key, None)
+    if hooks.empty():  # back to the fast path
+        del module.__dict__["_call_hooks"]
+
+
+def forward_pre_hooks(module):
+    """(handle id, hook) of ``module``'s forward pre-hooks, in the order they run."""
+    hooks = module.__dict__.get("_call_hooks")
+    return [] if hooks is None else [(key, entry[0]) for key, entry in hooks.pre.items()]
+
+
 class RemovableHandle:
     """What a hook registration returns: ``remove()`` unregisters the hook (twice is harmless); as a
     context manager it removes the hook on leaving the block."""
@@ -455,12 +472,8 @@ class RemovableHandle:
 
     def remove(self):
         module = self._module()
-        hooks = None if module is None else module.__dict__.get("_call_hooks")
-        if hooks is None:
-            return
-        getattr(hooks, self._kind).pop(self.id, None)
-        if hooks.empty():  # back to the fast path
-            del module.__dict__["_call_hooks"]
+        if module is not None:
+            remove_hook(module, self._kind, self.id)
 
     def __enter__(self):
         return self

@@ -168,3 +168,5 @@ _sys.modules.setdefault(__name__ + ".stateless", stateless)
 from . import parametrizations, parametrize  # noqa: E402,F401 - torch.nn.utils.parametrizations / parametrize
 from . import utils_rnn as rnn  # noqa: E402,F401 - torch.nn.utils.rnn, importable by its dotted name too
 _sys.modules.setdefault(__name__ + ".rnn", rnn)
+from . import prune  # noqa: E402,F401 - torch.nn.utils.prune, importable by its dotted name too
+_sys.modules.setdefault(__name__ + ".prune", prune)
