@@ -33,7 +33,7 @@ from . import (ARG, NULL, Prepared, aligned_bytes, c_contiguous, empty_channels_
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
                         nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
-from . import conv1x1, winograd
+from . import conv1x1, conv_depthwise, winograd
 from .conv_tma import launch_tma, launch_tma_wgrad, tma_plan, tma_wgrad_plan
 from .conv_ref import (conv2d_backward_data_ref, conv2d_backward_filter_ref, conv2d_backward_ref, conv2d_forward_ref,
                        pack_mask, unpack_mask)
@@ -117,6 +117,10 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
     comparable to the launches')."""
     import cupy
 
+    run = conv_depthwise.forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation) \
+        if conv_depthwise.applies(dtype, x_shape, w_shape, groups) else None
+    if run is not None:
+        return run
     if not fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
         return None  # the reference runs it
     if is_direct(w_shape, groups, config):
@@ -305,6 +309,11 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     after the GEMMs); None where they would need packs still (as :func:`_channels_last_forward_launcher`)."""
     import cupy
 
+    depthwise = not channels_last and conv_depthwise.applies(dtype, x_shape, w_shape, groups)  # C-contiguous dy, x
+    run = conv_depthwise.backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, dev_id) \
+        if depthwise else None
+    if run is not None:
+        return run
     n, c, h, wd, k, cg, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
     kg = k // groups
     kpad, cpad = padded_channels(kg, dtype), padded_channels(cg, dtype)

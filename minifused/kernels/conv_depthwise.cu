@@ -1,0 +1,189 @@
+// Depthwise convolution (groups = C: each input channel c has its own M filters, output channels k = c*M ..
+// c*M + M-1, so channel k reads input channel k / M): MobileNet's, EfficientNet's and ShuffleNet's 3x3 and 5x5
+// layers. Each output reads R*S inputs of one channel, a reduction far too short for a GEMM (the grouped GEMM
+// path ran one pack and one GEMM launch per channel): here one thread computes one output (one input
+// gradient), reading NCHW as it is, in fp32 arithmetic.
+//
+//   dw_fwd     y[n,k,p,q] = act(bias[k] + sum_rs x[n, k/M, p*sh - ph + r*dh, q*sw - pw + s*dw] * w[k,r,s]),
+//              and the bit-packed ReLU mask (uint32 (K, words), bit m % 32 of word [k, m / 32], m = n*P*Q + p*Q + q)
+//   dw_dgrad   dx[n,c,h,w] = sum over the M filters of c and the taps (r, s) whose output pixel
+//              (p, q) = ((h + ph - r*dh) / sh, (w + pw - s*dw) / sw) is whole and inside: dz[n,k,p,q] * w[k,r,s]
+//   dw_wgrad   per (split of the output pixels, k) partial sums of dW[k, r, s] and db[k]; dw_reduce adds the
+//              splits in order (deterministic, no atomics)
+// where dz = dy masked by the ReLU mask when one is given. Threads of a block share one channel (blockIdx.y), so
+// the filter is in shared memory and a warp's 32 consecutive pixels make one mask word (a ballot).
+//
+// R and S arrive as defines (one module per filter shape: the tap loops unroll); the rest of the geometry comes
+// from a small device array, geo[0..13] = N, C, H, W, K, M, P, Q, sh, sw, ph, pw, dh, dw. Index math is 32-bit
+// (conv_depthwise.py routes here only what fits).
+//
+// nvrtc-check: -DCONV_T=__half -DG_R=3 -DG_S=3
+// nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_R=5 -DG_S=5
+// nvrtc-check: -DCONV_T=float -DG_R=7 -DG_S=1
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef CONV_T
+#define CONV_T float
+#endif
+typedef CONV_T T;
+
+#include "dtypes.cuh"  // to_f / from_f
+
+constexpr int RS = G_R * G_S;
+
+struct Geometry {
+    int N, C, H, W, K, M, P, Q, sh, sw, ph, pw, dh, dw;
+};
+
+__device__ __forceinline__ Geometry load_geometry(const int* __restrict__ geo) {
+    return {geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[9], geo[10], geo[11],
+            geo[12], geo[13]};
+}
+
+__device__ __forceinline__ bool kept(const unsigned* __restrict__ mask, int words, int k, int m) {
+    return mask == nullptr || ((mask[(long long)k * words + (m >> 5)] >> (m & 31)) & 1u);
+}
+
+// grid (pixel blocks, K): thread m of channel k. flags: 1 = ReLU, 2 = bias (as conv_direct_fwd's).
+extern "C" __global__ void __launch_bounds__(256) dw_fwd(const T* __restrict__ x, const T* __restrict__ w,
+                                                         const T* __restrict__ bias, T* __restrict__ y,
+                                                         unsigned* __restrict__ mask, int flags, int words,
+                                                         const int* __restrict__ geo) {
+    const Geometry g = load_geometry(geo);
+    __shared__ float ws[RS];
+    const int k = blockIdx.y, c = k / g.M;
+    for (int i = threadIdx.x; i < RS; i += blockDim.x) ws[i] = to_f(w[k * RS + i]);
+    __syncthreads();
+    const int pq = g.P * g.Q, total = g.N * pq;
+    const int m = blockIdx.x * blockDim.x + threadIdx.x;
+    const bool live = m < total;
+    float acc = (flags & 2) ? to_f(bias[k]) : 0.0f;
+    int n = 0, rem = 0;
+    if (live) {
+        n = m / pq;
+        rem = m - n * pq;
+        const int p = rem / g.Q, q = rem - p * g.Q;
+        const int h0 = p * g.sh - g.ph, w0 = q * g.sw - g.pw;
+        const T* plane = x + (long long)(n * g.C + c) * g.H * g.W;
+#pragma unroll
+        for (int r = 0; r < G_R; ++r) {
+            const int h = h0 + r * g.dh;
+            if (h < 0 || h >= g.H) continue;
+#pragma unroll
+            for (int s = 0; s < G_S; ++s) {
+                const int wc = w0 + s * g.dw;
+                if (wc >= 0 && wc < g.W) acc = fmaf(to_f(plane[h * g.W + wc]), ws[r * G_S + s], acc);
+            }
+        }
+    }
+    const bool pos = !(acc <= 0.0f);  // NaN stays NaN and keeps its gradient, as in PyTorch
+    if (flags & 1) acc = pos ? acc : 0.0f;
+    if (live) y[(long long)(n * g.K + k) * pq + rem] = from_f<T>(acc);
+    if (mask != nullptr) {
+        const unsigned bits = __ballot_sync(0xffffffffu, live && pos);
+        if ((threadIdx.x & 31) == 0 && m < total) mask[(long long)k * words + (m >> 5)] = bits;
+    }
+}
+
+// grid (pixel blocks of N*H*W, C): thread (n, h, w) of input channel c.
+extern "C" __global__ void __launch_bounds__(256) dw_dgrad(const T* __restrict__ dy, const T* __restrict__ w,
+                                                           const unsigned* __restrict__ mask, T* __restrict__ dx,
+                                                           int words, const int* __restrict__ geo) {
+    const Geometry g = load_geometry(geo);
+    const int c = blockIdx.y;
+    const int hw = g.H * g.W, total = g.N * hw;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    const int n = i / hw, rem = i - n * hw;
+    const int h = rem / g.W, wc = rem - h * g.W;
+    const int pq = g.P * g.Q;
+    float acc = 0.0f;
+    for (int j = 0; j < g.M; ++j) {
+        const int k = c * g.M + j;
+        const T* plane = dy + (long long)(n * g.K + k) * pq;
+        const T* wk = w + k * RS;
+#pragma unroll
+        for (int r = 0; r < G_R; ++r) {
+            const int ty = h + g.ph - r * g.dh;  // p * sh
+            if (ty < 0 || ty % g.sh) continue;
+            const int p = ty / g.sh;
+            if (p >= g.P) continue;
+#pragma unroll
+            for (int s = 0; s < G_S; ++s) {
+                const int tx = wc + g.pw - s * g.dw;
+                if (tx < 0 || tx % g.sw) continue;
+                const int q = tx / g.sw;
+                if (q >= g.Q) continue;
+                const int m = n * pq + p * g.Q + q;
+                if (kept(mask, words, k, m)) acc = fmaf(to_f(plane[p * g.Q + q]), to_f(wk[r * G_S + s]), acc);
+            }
+        }
+    }
+    dx[(long long)(n * g.C + c) * hw + rem] = from_f<T>(acc);
+}
+
+// grid (splits, K), 256 threads: block (b, k) sums its share of channel k's output pixels, [b*per, (b+1)*per),
+// into part[b, k, 0..RS] (dW's taps, then db).
+extern "C" __global__ void __launch_bounds__(256) dw_wgrad(const T* __restrict__ x, const T* __restrict__ dy,
+                                                           const unsigned* __restrict__ mask,
+                                                           float* __restrict__ part, int words, int per,
+                                                           const int* __restrict__ geo) {
+    const Geometry g = load_geometry(geo);
+    const int k = blockIdx.y, c = k / g.M;
+    const int pq = g.P * g.Q, total = g.N * pq;
+    const int begin = blockIdx.x * per, end = min(total, begin + per);
+    float acc[RS + 1];
+#pragma unroll
+    for (int i = 0; i <= RS; ++i) acc[i] = 0.0f;
+    for (int m = begin + threadIdx.x; m < end; m += blockDim.x) {
+        const int n = m / pq, rem = m - n * pq;
+        float dz = to_f(dy[(long long)(n * g.K + k) * pq + rem]);
+        if (!kept(mask, words, k, m)) dz = 0.0f;
+        acc[RS] += dz;
+        const int p = rem / g.Q, q = rem - p * g.Q;
+        const int h0 = p * g.sh - g.ph, w0 = q * g.sw - g.pw;
+        const T* plane = x + (long long)(n * g.C + c) * g.H * g.W;
+#pragma unroll
+        for (int r = 0; r < G_R; ++r) {
+            const int h = h0 + r * g.dh;
+            const bool row = h >= 0 && h < g.H;
+#pragma unroll
+            for (int s = 0; s < G_S; ++s) {
+                const int wc = w0 + s * g.dw;
+                if (row && wc >= 0 && wc < g.W) acc[r * G_S + s] = fmaf(dz, to_f(plane[h * g.W + wc]), acc[r * G_S + s]);
+            }
+        }
+    }
+    // the block's sums: each warp's by shuffles, then the warps' in order through shared memory
+    __shared__ float sums[8][RS + 1];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int i = 0; i <= RS; ++i) {
+        float v = acc[i];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) sums[warp][i] = v;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i <= RS; i += blockDim.x) {
+        float v = 0.0f;
+        for (int wp = 0; wp < (int)(blockDim.x >> 5); ++wp) v += sums[wp][i];
+        part[((long long)blockIdx.x * g.K + k) * (RS + 1) + i] = v;
+    }
+}
+
+// dw (K, 1, R, S) and db (K) from `splits` partials, added in split order.
+extern "C" __global__ void dw_reduce(const float* __restrict__ part, T* __restrict__ dw, T* __restrict__ db,
+                                     int splits, int K) {
+    const int pairs = K * (RS + 1);
+    const int pair = blockIdx.x * blockDim.x + threadIdx.x;
+    if (pair >= pairs) return;
+    float s = 0.0f;
+    for (int b = 0; b < splits; ++b) s += part[(long long)b * pairs + pair];
+    const int k = pair / (RS + 1), i = pair - k * (RS + 1);
+    if (i < RS) {
+        if (dw != nullptr) dw[k * RS + i] = from_f<T>(s);
+    } else if (db != nullptr) {
+        db[k] = from_f<T>(s);
+    }
+}
