@@ -36,18 +36,40 @@ def test_routing_rule():
     assert not conv_depthwise.applies(backend.float32, (2, 8, 5, 5), (8, 1, 9, 9), 8)  # more taps than it keeps
 
 
+def _fresh_launchers():
+    for cached in (conv_depthwise._plan, conv_depthwise.forward_launcher, conv_depthwise.backward_launcher,
+                   K._forward_launcher, K._backward_launcher):
+        cached.cache_clear()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", sorted(_TOL))
-def test_gpu_random_depthwise_all_directions(dtype, poisoned_pool):
+@pytest.mark.parametrize("planes", [True, False], ids=["plane_kernels", "element_kernels"])
+def test_gpu_random_depthwise_all_directions(dtype, planes, poisoned_pool, monkeypatch):
+    """Both kernel families on every shape: the planes in shared memory (these small planes all fit, taken
+    whatever their size) and, with no shared memory allowed them, the thread-per-element kernels."""
     import cupy
 
     from conftest import rel_norm_error
 
+    if planes:
+        monkeypatch.setattr(conv_depthwise, "PLANE_MIN_OUTPUTS", 0)
+        monkeypatch.setattr(conv_depthwise, "PLANE_MIN_INPUTS", 0)
+    else:
+        monkeypatch.setattr(conv_depthwise, "PLANE_BYTES", 0)
+    _fresh_launchers()
+    try:
+        _random_depthwise(dtype, rel_norm_error, cupy)
+    finally:
+        _fresh_launchers()
+
+
+def _random_depthwise(dtype, rel_norm_error, cupy):
     dt, tol = backend.as_dtype(dtype), _TOL[dtype]
     rng = np.random.default_rng(3)
     failures = []
     launches = conv_depthwise.forward_launcher.cache_info().misses
-    for i, (n, c, h, w, mult, (r, s), st, pd, dl) in enumerate(_cases(5, 40)):
+    for i, (n, c, h, w, mult, (r, s), st, pd, dl) in enumerate(_cases(5, 30)):
         k = c * mult
         x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
         wt = cupy.asarray(rng.standard_normal((k, 1, r, s))).astype(dt)
@@ -58,7 +80,8 @@ def test_gpu_random_depthwise_all_directions(dtype, poisoned_pool):
         y, mask = K.conv2d_forward(x, wt, bias, st, pd, dl, c, act, want_mask=act == "relu")
         y_ref, mask_ref = K.conv2d_forward_ref(x64, w64, b64, st, pd, dl, c, act, want_mask=act == "relu")
         errs = {"fwd": rel_norm_error(y, y_ref)}
-        if act:
+        if act:  # the same without the mask (inference: the plane kernel where it fits)
+            errs["fwd_no_mask"] = rel_norm_error(K.conv2d_forward(x, wt, bias, st, pd, dl, c, act)[0], y_ref)
             pre, _ = K.conv2d_forward_ref(x64, w64, b64, st, pd, dl, c)
             diff = K.unpack_mask(mask, y.shape) != (pre > 0)
             errs["mask"] = float((diff & (cupy.abs(pre) > 1e-2 * float(cupy.abs(pre).max()))).sum())

@@ -2,7 +2,9 @@
 launch forward (bias, ReLU and its mask included), one for the input gradient, two for the filter and bias
 gradients (per-split partial sums, then their fixed-order sum). :mod:`.conv` routes here the C-contiguous fp32 /
 fp16 / bf16 calls whose filters have at most :data:`TAPS_MAX` taps; its grouped GEMM path would run one pack and
-one GEMM per channel. The launchers' ``run`` functions have :mod:`.conv`'s launcher signatures."""
+one GEMM per channel. The forward and the backward-data take the kernels that hold a whole image plane in shared
+memory on large planes (the rules below; the forward not when it writes a ReLU mask), else the thread-per-element
+ones. The launchers' ``run`` functions have :mod:`.conv`'s launcher signatures."""
 from __future__ import annotations
 
 import functools
@@ -13,6 +15,11 @@ from . import NULL, ctype, get_kernel, grid_1d, sm_count
 from .conv_plan import GPU_DTYPES, geometry
 
 TAPS_MAX = 64  # R*S at most (the filter gradient keeps R*S + 1 sums per thread in registers)
+PLANE_BYTES = 96 * 1024  # the most shared memory a plane kernel's block takes (two blocks an SM)
+#: Where the plane kernels pay (measured on MobileNetV2's batch-128 layers, H200, fp16 and fp32): the forward at
+#: stride 1 from this many output pixels a plane (28x28 and 56x56 faster, 14x14 and 7x7 slower, and the
+#: stride-2 56x56 one), the backward-data from this many input pixels (all but 7x7 faster, up to 5x).
+PLANE_MIN_OUTPUTS, PLANE_MIN_INPUTS = 512, 196
 THREADS = 256  # conv_depthwise.cu's blocks (its warp sums assume 8 warps)
 _INT32 = 2 ** 31
 
@@ -34,10 +41,21 @@ def _plan(dtype, x_shape, w_shape, stride, padding, dilation):
     if n * k * p * q >= _INT32:
         return None
     opts = (f"-DCONV_T={ctype(dtype)}", f"-DG_R={r}", f"-DG_S={s}")
-    kernels = tuple(get_kernel("conv_depthwise.cu", name, opts) for name in ("dw_fwd", "dw_dgrad", "dw_wgrad",
-                                                                               "dw_reduce"))
+    kernels = {name: get_kernel("conv_depthwise.cu", name, opts) for name in (
+        "dw_fwd", "dw_dgrad", "dw_wgrad", "dw_reduce", "dw_fwd_plane", "dw_dgrad_plane")}
+    # the plane kernels' shared memory: the padded input plane; the spread dz plane and the dx sums (floats); 0
+    # where the thread-per-element kernels run instead
+    hs, ws = (p - 1) * stride[0] + (r - 1) * dilation[0] + 1, (q - 1) * stride[1] + (s - 1) * dilation[1] + 1
+    hb, wb = h + padding[0] + (r - 1) * dilation[0], wd + padding[1] + (s - 1) * dilation[1]
+    fwd_plane = stride == (1, 1) and p * q >= PLANE_MIN_OUTPUTS
+    smem = {"dw_fwd_plane": 4 * hs * ws if fwd_plane else 0,
+            "dw_dgrad_plane": 4 * (hb * wb + h * wd) if h * wd >= PLANE_MIN_INPUTS else 0}
+    smem = {name: b if b <= PLANE_BYTES else 0 for name, b in smem.items()}
+    for name, b in smem.items():
+        if b:
+            kernels[name].max_dynamic_shared_size_bytes = max(kernels[name].max_dynamic_shared_size_bytes, b)
     geo = cupy.asarray(np.array([n, c, h, wd, k, k // c, p, q, *stride, *padding, *dilation], np.int32))
-    return kernels, p, q, geo
+    return kernels, smem, p, q, geo
 
 
 def _flags(relu, bias):
@@ -53,7 +71,8 @@ def forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation):
     plan = _plan(dtype, x_shape, w_shape, stride, padding, dilation)
     if plan is None:
         return None
-    (fwd, _, _, _), p, q, geo = plan
+    kernels, smem, p, q, geo = plan
+    fwd, plane, plane_smem = kernels["dw_fwd"], kernels["dw_fwd_plane"], smem["dw_fwd_plane"]
     n, k = x_shape[0], w_shape[0]
     m = n * p * q
     words = (m + 31) // 32
@@ -62,8 +81,12 @@ def forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation):
     def run(x, w, bias, relu, want_mask, keep_x=False, packed=None):
         y = cupy.ndarray((n, k, p, q), dtype)
         mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
-        fwd(grid, (THREADS,), (x, w, y if bias is None else bias, y, NULL if mask is None else mask,
-                               _flags(relu, bias is not None), np.int32(words), geo))
+        flags = _flags(relu, bias is not None)
+        if mask is None and plane_smem:
+            plane((n * k,), (THREADS,), (x, w, y if bias is None else bias, y, flags, geo), shared_mem=plane_smem)
+        else:
+            fwd(grid, (THREADS,), (x, w, y if bias is None else bias, y, NULL if mask is None else mask, flags,
+                                   np.int32(words), geo))
         return (y, mask, None) if keep_x else (y, mask)
     return run
 
@@ -82,11 +105,13 @@ def backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, dev):
     plan = _plan(dtype, x_shape, w_shape, stride, padding, dilation)
     if plan is None:
         return None
-    (_, dgrad, wgrad, reduce), p, q, geo = plan
+    kernels, smem, p, q, geo = plan
+    reduce = kernels["dw_reduce"]
     n, c, h, wd = x_shape
     k, _, r, s = w_shape
     m = n * p * q
     words = np.int32((m + 31) // 32)
+    dgrad_smem, wgrad = smem["dw_dgrad_plane"], kernels["dw_wgrad"]
     splits = _splits(k, m, dev)
     per = np.int32(-(-m // splits))
     pairs = k * (r * s + 1)
@@ -103,6 +128,9 @@ def backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, dev):
                                                    np.int32(splits), np.int32(k)))
         if need_dx:
             dx = cupy.ndarray(x_shape, dtype)
-            dgrad((grid_1d(n * h * wd, THREADS), c), (THREADS,), (dy, w, ma, dx, words, geo))
+            if dgrad_smem:
+                kernels["dw_dgrad_plane"]((n * c,), (THREADS,), (dy, w, ma, dx, words, geo), shared_mem=dgrad_smem)
+            else:
+                kernels["dw_dgrad"]((grid_1d(n * h * wd, THREADS), c), (THREADS,), (dy, w, ma, dx, words, geo))
         return dx, dw, db
     return run
