@@ -202,8 +202,8 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prunes ``amount`` entries chosen at random."""
+class _LeastScores(BasePruningMethod):
+    """Prunes the ``amount`` entries of least :meth:`_scores`."""
 
     PRUNING_TYPE = "unstructured"
 
@@ -216,32 +216,27 @@ class RandomUnstructured(BasePruningMethod):
         mask = default_mask.clone()
         if k:
             flat = mask.reshape(-1)
-            flat[ops.topk(ops.rand(t.numel(), device=t.device), k).indices] = 0
+            flat[ops.topk(self._scores(t), k, largest=False).indices] = 0
             mask = flat.reshape(mask.shape)
         return mask
+
+
+class RandomUnstructured(_LeastScores):
+    """Prunes ``amount`` entries chosen at random."""
+
+    def _scores(self, t):
+        return ops.rand(t.numel(), device=t.device)
 
     @classmethod
     def apply(cls, module, name, amount):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_LeastScores):
     """Prunes the ``amount`` entries of least absolute value (of the importance scores, if given)."""
 
-    PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount):
-        _check_amount(amount)
-        self.amount = amount
-
-    def compute_mask(self, t, default_mask):
-        k = _count(self.amount, t.numel())
-        mask = default_mask.clone()
-        if k:
-            flat = mask.reshape(-1)
-            flat[ops.topk(t.abs().reshape(-1), k, largest=False).indices] = 0
-            mask = flat.reshape(mask.shape)
-        return mask
+    def _scores(self, t):
+        return t.abs().reshape(-1)
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
