@@ -6,7 +6,8 @@ runs on both. See README.md.
 from . import backend
 from . import backends  # the TF32 switches, spelled as torch.backends
 from .backends import (are_deterministic_algorithms_enabled, get_float32_matmul_precision,  # noqa: F401
-                       is_deterministic_algorithms_warn_only_enabled, set_float32_matmul_precision,
+                       get_num_interop_threads, get_num_threads, is_deterministic_algorithms_warn_only_enabled,
+                       set_float32_matmul_precision, set_num_interop_threads, set_num_threads,
                        use_deterministic_algorithms)
 from .autograd import (Function, detect_anomaly, enable_grad, inference_mode, is_grad_enabled, no_grad,
                        set_grad_enabled)

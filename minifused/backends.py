@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 from types import SimpleNamespace
 
-from .backend import tf32_conv, tf32_matmul
+from .backend import InputError, InputTypeError, tf32_conv, tf32_matmul
 
 cuda = SimpleNamespace(matmul=tf32_matmul)
+#: ``torch.backends.mps`` (Apple's GPUs): never available here, so device pickers written for PyTorch fall through
+mps = SimpleNamespace(is_available=lambda: False, is_built=lambda: False)
 
 
 class _Cudnn:
@@ -101,3 +103,40 @@ def are_deterministic_algorithms_enabled():
 
 def is_deterministic_algorithms_warn_only_enabled():
     return _deterministic["warn_only"]
+
+
+# ---------------------------------------------------------------- torch.set_num_threads and co.
+_threads = {"intra": None, "inter": None}
+
+
+def _thread_count(op, n):
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise InputTypeError(f"{op} expects an int, but got {type(n).__name__}")
+    if n < 1:
+        raise InputError(f"{op} expects a positive integer, got {n}")
+    return n
+
+
+def set_num_threads(n):
+    """``torch.set_num_threads``, recorded for :func:`get_num_threads`: minifused's cpu ops are NumPy's, whose
+    BLAS sets its thread count when it loads (``OMP_NUM_THREADS`` and the like), so the count changes nothing
+    here."""
+    _threads["intra"] = _thread_count("set_num_threads", n)
+
+
+def get_num_threads():
+    """The count :func:`set_num_threads` set, else the machine's CPUs that this process may use."""
+    import os
+
+    if _threads["intra"] is not None:
+        return _threads["intra"]
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def set_num_interop_threads(n):
+    """``torch.set_num_interop_threads``, recorded likewise (minifused runs no inter-op thread pool)."""
+    _threads["inter"] = _thread_count("set_num_interop_threads", n)
+
+
+def get_num_interop_threads():
+    return _threads["inter"] or 1

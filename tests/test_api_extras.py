@@ -340,3 +340,32 @@ def test_distribution_fills(device):
             call()
     with pytest.raises(RuntimeError, match="in-place operation on a leaf"):
         mf.zeros(3, requires_grad=True).exponential_()
+
+
+def test_threads_mps_distributed_sampler_path_and_real_tensor_views():
+    """PyTorch 2.14's answers on the same calls."""
+    import importlib
+
+    before = mf.get_num_threads()
+    assert isinstance(before, int) and before >= 1
+    try:
+        mf.set_num_threads(3)
+        assert mf.get_num_threads() == 3
+    finally:
+        mf.backends._threads["intra"] = None
+    for call, exc, match in ((lambda: mf.set_num_threads(0), RuntimeError, "expects a positive integer"),
+                             (lambda: mf.set_num_threads(2.0), RuntimeError, "expects an int, but got float"),
+                             (lambda: mf.set_num_interop_threads(-1), RuntimeError, "expects a positive integer")):
+        with pytest.raises(exc, match=match):
+            call()
+    assert mf.backends.mps.is_available() is False and mf.backends.mps.is_built() is False
+    from minifused.utils.data.distributed import DistributedSampler
+
+    assert DistributedSampler is importlib.import_module("minifused.utils.data").DistributedSampler
+    a = mf.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_array_equal(a.mH.numpy(), a.numpy().swapaxes(-1, -2))
+    np.testing.assert_array_equal(a[0].H.numpy(), a[0].numpy().T)
+    for name, t in (("H", mf.arange(3.0)), ("H", a), ("mH", mf.arange(3.0)), ("mT", mf.arange(3.0))):
+        with pytest.raises(RuntimeError, match=f"tensor.{name} is only supported on matrices"):
+            getattr(t, name)
+    assert a.resolve_conj() is a and a.resolve_neg() is a and a.is_inference() is False

@@ -106,6 +106,14 @@ def _type(self, dtype=None):
     return f"minifused.{'cuda.' if self.is_cuda else ''}{_TYPE_NAMES.get(name, name.capitalize())}Tensor"
 
 
+def _matrix_transpose(self, name):
+    """``Tensor.H`` (a matrix), ``.mT`` / ``.mH`` (matrices or batches of them): the last two dims swapped."""
+    if self.ndim < 2 or (name == "H" and self.ndim != 2):
+        what = "matrices (2-D tensors)" if name == "H" else "matrices or batches of matrices"
+        raise InputError(f"tensor.{name} is only supported on {what}. Got {self.ndim}-D tensor.")
+    return transpose(self, -2, -1)
+
+
 def _pin_memory(self):
     """The tensor itself on the cpu (a loader's ``pin_memory=True`` path; host-to-device copies need no pinned
     staging here); a cuda tensor cannot be pinned, as in PyTorch."""
@@ -155,7 +163,11 @@ _METHODS = {
     "bool": lambda self: cast(self, backend.bool_),
     "type_as": lambda self, other: cast(self, other.dtype),
     "T": property(shape.T),
-    "mT": property(lambda self: transpose(self, -2, -1)),
+    "mT": property(lambda self: _matrix_transpose(self, "mT")),
+    # real tensors: the conjugate transposes are the transposes, conjugation and negation bits never set
+    "H": property(lambda self: _matrix_transpose(self, "H")),
+    "mH": property(lambda self: _matrix_transpose(self, "mH")),
+    "resolve_conj": lambda self: self, "resolve_neg": lambda self: self, "is_inference": lambda self: False,
 }
 # the families in their own modules declare theirs
 _FAMILIES = (pointwise, logic, index, masking, sorting, activation, resample, products, diagonals, arrange, special,
