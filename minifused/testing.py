@@ -139,7 +139,8 @@ def _compare_arrays(actual, expected, rtol, atol, equal_nan, check_device, check
     (da, ia), (dr, ir) = worst(diff), worst(rel)
     kind = "equal" if exact else "close"
     return "\n".join([
-        f"Tensor-likes are not {kind}!", "", f"Mismatched elements: {bad} / {close.size} ({100.0 * bad / close.size:.1f}%)",
+        f"Tensor-likes are not {kind}!", "",
+        f"Mismatched elements: {bad} / {close.size} ({100.0 * bad / close.size:.1f}%)",
         f"Greatest absolute difference: {da} at index {ia}" + ("" if exact else f" (up to {atol} allowed)"),
         f"Greatest relative difference: {dr} at index {ir}" + ("" if exact else f" (up to {rtol} allowed)")])
 
