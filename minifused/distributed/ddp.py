@@ -266,7 +266,7 @@ class DistributedDataParallel(Module):
     # ------------------------------------------------------------ state
     def state_dict(self, prefix=""):
         """The wrapped module's keys, without PyTorch's ``module.`` prefix."""
-        return self.module.state_dict(prefix)
+        return self.module.state_dict(prefix=prefix)
 
     def load_state_dict(self, state_dict, strict=True):
         """Load into the wrapped module; keys may carry PyTorch DDP's ``module.`` prefix."""

@@ -14,7 +14,7 @@ from ..kernels import to_layout
 from ..ops.shape import channels_last, check_memory_format, preserve_format
 from ..tensor import Tensor
 from ._backward_hooks import wrap_inputs, wrap_outputs
-from .state_loading import _uninitialized, load_state_into
+from .state_dicts import STATE_HOOK_KINDS, StateDicts
 from ..backend import InputError, InputTypeError
 
 
@@ -32,7 +32,7 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
-class Module:
+class Module(StateDicts):
     """Base class of layers and models; subclasses set attributes in ``__init__`` and write ``forward``."""
 
     training: bool
@@ -53,8 +53,9 @@ class Module:
     #: Whether the layer brings its input to the channels-last layout (set by ``to(memory_format=...)``; None:
     #: a layer whose speed does not depend on its input's layout).
     channels_last_input: bool | None = None
-    #: Names of the module's own state that ``load_state_dict`` does not require (absent: kept as it is).
-    _optional_state: tuple = ()
+    #: PyTorch's class switches, kept for code that sets them (minifused's __init__ needs no arguments).
+    call_super_init = False
+    dump_patches = False
 
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -201,6 +202,12 @@ class Module:
             table.move_to_end(handle.id, last=False)
         return handle
 
+    def _add_state_hook(self, kind, hook):
+        table = self.__dict__.setdefault("_state_hooks", {}).setdefault(kind, OrderedDict())
+        handle = RemovableHandle(self, kind)
+        table[handle.id] = hook
+        return handle
+
     def apply(self, fn):
         """``fn(module)`` on every submodule (children first, recursively), then on this module; returns self."""
         for child in self.children():
@@ -236,6 +243,24 @@ class Module:
             if not isinstance(mod, Module):
                 raise AttributeError(f"`{item}` is not an nn.Module")
         return mod
+
+    def set_submodule(self, target: str, module, strict: bool = False):
+        """Put ``module`` at dotted path ``target``, as PyTorch's: its parent must exist; what it replaces must be
+        a module; with ``strict`` the name must already be there."""
+        if target == "":
+            raise InputError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise InputError(f"`module` is not an nn.Module, found {type(module)}")
+        path, _, name = target.rpartition(".")
+        parent = self.get_submodule(path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(f"{type(parent).__name__} has no attribute `{name}`")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
+            raise AttributeError(f"`{name}` is not an nn.Module")
+        setattr(parent, name, module)
+
+    def _get_name(self):
+        return type(self).__name__
 
     def get_parameter(self, target: str):
         return self._get_leaf(target, "_parameters", "an nn.Parameter")
@@ -366,6 +391,26 @@ class Module:
             self._apply(lambda a: to_layout(a, cl) if a.ndim == 4 else a)
         return self
 
+    def type(self, dst_type):
+        """Every parameter and buffer (integer ones too, and gradients) cast to ``dst_type``, in place."""
+        dt = backend.as_dtype(dst_type)
+        return self._apply(lambda a: a.astype(dt, copy=False))
+
+    def to_empty(self, *, device, recurse=True):
+        """The parameters and buffers moved to ``device`` with their values left unset (zeros here), in place:
+        PyTorch's step after building on the meta device, before initializing. ``recurse=False``: this module's
+        own only."""
+        dev = backend.device(device)
+        for m in self.modules() if recurse else (self,):
+            for table in (m._parameters, m._buffers):
+                for v in table.values():
+                    if v is not None:
+                        with backend.on_device(dev):
+                            v._data = backend.xp(dev).zeros(v.shape, v.dtype)
+                        if getattr(v, "grad", None) is not None:
+                            v.grad = None
+        return self
+
     def cpu(self):
         return self.to("cpu")
 
@@ -383,36 +428,6 @@ class Module:
 
     def double(self):
         return self.to(dtype=backend.float64)
-
-    # ------------------------------------------------------------ state
-    def state_dict(self, prefix="", *, destination=None, keep_vars=False):
-        """Parameters and persistent buffers by dotted name, as detached tensors sharing memory
-        (the Parameters themselves with ``keep_vars``), put into ``destination`` when given.
-        ``prefix`` is prepended as given, as in PyTorch (``prefix="model."``). PyTorch's order and names:
-        module by module (depth first), each one's parameters then its buffers, a module or tensor shared
-        along several paths under each of its names."""
-        out = OrderedDict() if destination is None else destination
-        for mod_prefix, module in self.named_modules(remove_duplicate=False):
-            base = prefix + (f"{mod_prefix}." if mod_prefix else "")
-            skip = module.__dict__.get("_non_persistent", set())
-            for table, kept in ((module._parameters, ()), (module._buffers, skip)):
-                for name, v in table.items():
-                    if v is not None and name not in kept:  # an uninitialized one (nn.lazy) as itself, as PyTorch's
-                        out[base + name] = v if keep_vars or _uninitialized(v) else v.detach()
-        return out
-
-    def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Copy values in place; with ``strict``, missing or unexpected keys are an error.
-
-        Values may be minifused tensors or any array another library hands over (a PyTorch tensor,
-        NumPy, CuPy: DLPack, ``__cuda_array_interface__`` or ``__array_interface__``). As in PyTorch
-        each is copied into the existing tensor, cast to its dtype and moved to its device; shapes
-        must match. Everything is checked before anything is copied. ``assign`` is accepted for
-        PyTorch code; values are always copied. A state a module lists in ``_optional_state`` may be
-        absent, and then keeps its value (BatchNorm's ``num_batches_tracked``, which PyTorch fills in for
-        state dicts without its version metadata: older checkpoints, dicts built by hand).
-        """
-        return load_state_into(self, state_dict, strict)
 
     # ------------------------------------------------------------ printing
     def extra_repr(self) -> str:
@@ -444,8 +459,12 @@ class _Hooks:
 
 
 def remove_hook(module, kind, key):
-    """Unregister ``module``'s hook of ``kind`` ('pre', 'post', 'backward', 'backward_pre') under the handle id
+    """Unregister ``module``'s hook of ``kind`` ('pre', 'post', 'backward', 'backward_pre' or a state-dict hook's
+    kind) under the handle id
     ``key`` (gone already: nothing to do)."""
+    if kind in STATE_HOOK_KINDS:
+        module.__dict__.get("_state_hooks", {}).get(kind, {}).pop(key, None)
+        return
     hooks = module.__dict__.get("_call_hooks")
     if hooks is None:
         return

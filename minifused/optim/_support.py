@@ -169,3 +169,39 @@ def _with_step_hooks(step):
         return out
     hooked._with_step_hooks = True
     return hooked
+
+
+def _with_state_dict_hooks(method):
+    """``state_dict`` / ``load_state_dict`` between the optimizer's hooks of that method, as PyTorch's
+    ``register_state_dict_pre_hook`` (``hook(opt)``), ``register_state_dict_post_hook`` (``hook(opt, sd)``, may
+    return a new dict), ``register_load_state_dict_pre_hook`` (``hook(opt, sd)``, may return a new dict) and
+    ``register_load_state_dict_post_hook`` (``hook(opt)``); once per call when a subclass's override calls its
+    base."""
+    saving = method.__name__ == "state_dict"
+
+    @functools.wraps(method)
+    def hooked(self, *args):
+        hooks = self.__dict__.get("_state_hooks")
+        if not hooks or hooks.get("running"):
+            return method(self, *args)
+        hooks["running"] = True
+        try:
+            if saving:
+                for hook in list(hooks["save_pre"].values()):
+                    hook(self)
+                out = method(self)
+                for hook in list(hooks["save_post"].values()):
+                    result = hook(self, out)
+                    out = out if result is None else result
+                return out
+            state_dict, = args
+            for hook in list(hooks["load_pre"].values()):
+                result = hook(self, state_dict)
+                state_dict = state_dict if result is None else result
+            method(self, state_dict)
+            for hook in list(hooks["load_post"].values()):
+                hook(self)
+        finally:
+            hooks["running"] = False
+    hooked._with_state_dict_hooks = True
+    return hooked

@@ -33,7 +33,7 @@ from .. import backend
 from ..kernels import c_contiguous, empty_like_layout, layout_like
 from ..tensor import Tensor
 from ._support import (_PYTORCH_SWITCHES, _by_device, _Group, _Handle, _ParamState, _pytorch_flags,
-                       _refuse_in_capture, _with_step_hooks)
+                       _refuse_in_capture, _with_state_dict_hooks, _with_step_hooks)
 
 _LOW_PRECISION = (backend.float16, backend.bfloat16)
 _PAIRS = ("betas", "etas", "step_sizes")  # hyper-parameters kept as tuples, as PyTorch's (a loaded list converted)
@@ -64,6 +64,10 @@ class Optimizer:
         step = cls.__dict__.get("step")
         if step is not None and not getattr(step, "_with_step_hooks", False):
             cls.step = _with_step_hooks(step)
+        for name in ("state_dict", "load_state_dict"):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "_with_state_dict_hooks", False):
+                setattr(cls, name, _with_state_dict_hooks(method))
 
     def _register_step_hook(self, kind, hook):
         hooks = self.__dict__.setdefault("_step_hooks", {"pre": {}, "post": {}, "next": 0})
@@ -78,6 +82,35 @@ class Optimizer:
     def register_step_post_hook(self, hook):
         """``hook(optimizer, args, kwargs)`` after each ``step``."""
         return self._register_step_hook("post", hook)
+
+    def _register_state_hook(self, kind, hook, prepend):
+        hooks = self.__dict__.setdefault("_state_hooks", {"save_pre": {}, "save_post": {}, "load_pre": {},
+                                                          "load_post": {}, "next": 0})
+        hooks["next"] += 1
+        table = hooks[kind]
+        if prepend:
+            items = list(table.items())
+            table.clear()
+            table.update([(hooks["next"], hook)] + items)
+        else:
+            table[hooks["next"]] = hook
+        return _Handle(table, hooks["next"])
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        """``hook(optimizer)`` before each ``state_dict``."""
+        return self._register_state_hook("save_pre", hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        """``hook(optimizer, state_dict)`` after each ``state_dict``; a dict it returns is the result."""
+        return self._register_state_hook("save_post", hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        """``hook(optimizer, state_dict)`` before each ``load_state_dict``; a dict it returns is loaded instead."""
+        return self._register_state_hook("load_pre", hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        """``hook(optimizer)`` after each ``load_state_dict``."""
+        return self._register_state_hook("load_post", hook, prepend)
 
     def __init__(self, params, defaults: dict, master_weights: bool = False):
         self.defaults = dict(defaults)
@@ -311,6 +344,7 @@ class Optimizer:
             return closure()
 
     # ------------------------------------------------------------ state dicts
+    @_with_state_dict_hooks
     def state_dict(self) -> dict:
         index, groups, n = {}, [], 0
         for g in self.param_groups:
@@ -325,6 +359,7 @@ class Optimizer:
                  for pid, s in dict.items(self.state) if pid in index}
         return {"state": state, "param_groups": groups}
 
+    @_with_state_dict_hooks
     def load_state_dict(self, state_dict: dict):
         """Restore hyper-parameters and state; tensors are copied to each parameter's device and
         (floating state) dtype. Group count and sizes must match."""
