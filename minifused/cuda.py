@@ -24,7 +24,10 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "get_
            "reset_peak_memory_stats", "empty_cache", "Event", "Stream", "stream", "current_stream", "default_stream",
            "is_bf16_supported", "get_device_capability", "get_device_properties", "mem_get_info",
            "is_current_stream_capturing", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
-           "seed", "seed_all", "initial_seed", "device", "get_arch_list", "CUDAGraph", "graph", "graph_pool_handle"]
+           "seed", "seed_all", "initial_seed", "device", "get_arch_list", "CUDAGraph", "graph", "graph_pool_handle",
+           "max_memory_reserved", "reset_max_memory_allocated", "reset_max_memory_cached", "memory_cached",
+           "max_memory_cached", "memory_stats", "memory_summary", "set_per_process_memory_fraction",
+           "get_per_process_memory_fraction", "OutOfMemoryError"]
 
 
 def is_available() -> bool:
@@ -91,6 +94,7 @@ def memory_reserved(device=None) -> int:
 
 
 _peaks = {}  # device index -> highest used bytes seen since tracking began or the last reset
+_reserved_peaks = {}  # device index -> highest bytes the pool held, likewise
 _tracker = [None]
 
 
@@ -107,9 +111,11 @@ def _track():
 
     def malloc(size):
         mem = pool.malloc(size)
-        used = pool.used_bytes()
+        used, held = pool.used_bytes(), pool.total_bytes()
         if used > _peaks.get(mem.device_id, 0):
             _peaks[mem.device_id] = used
+        if held > _reserved_peaks.get(mem.device_id, 0):
+            _reserved_peaks[mem.device_id] = held
         return mem
 
     _tracker[0] = malloc
@@ -127,13 +133,99 @@ def max_memory_allocated(device=None) -> int:
     return _peaks[idx]
 
 
-def reset_peak_memory_stats(device=None) -> None:
-    """Start the peak of :func:`max_memory_allocated` afresh from the current use."""
+def max_memory_reserved(device=None) -> int:
+    """The most bytes the pool held from the driver on ``device`` since tracking began (see the module's doc)."""
     if not is_available():
-        return
+        return 0
     _track()
     idx = _index(device)
-    _peaks[idx] = memory_allocated(idx)
+    _reserved_peaks[idx] = max(_reserved_peaks.get(idx, 0), memory_reserved(idx))
+    return _reserved_peaks[idx]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Start the peaks of :func:`max_memory_allocated` and :func:`max_memory_reserved` afresh from the current
+    use."""
+    reset_max_memory_allocated(device)
+    reset_max_memory_cached(device)
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    """Start the peak of :func:`max_memory_allocated` afresh from the current use."""
+    if is_available():
+        _track()
+        idx = _index(device)
+        _peaks[idx] = memory_allocated(idx)
+
+
+def reset_max_memory_cached(device=None) -> None:
+    """Start the peak of :func:`max_memory_reserved` afresh from the current use."""
+    if is_available():
+        _track()
+        idx = _index(device)
+        _reserved_peaks[idx] = memory_reserved(idx)
+
+
+memory_cached, max_memory_cached = memory_reserved, max_memory_reserved  # PyTorch's older names
+
+
+def memory_stats(device=None) -> dict:
+    """PyTorch's allocator statistics that the pool can answer, under PyTorch's keys: ``allocated_bytes``
+    (= ``active_bytes``: bytes held by live arrays), ``reserved_bytes`` (bytes held from the driver) and
+    ``inactive_split_bytes`` (held but unused), each ``.all.current`` and ``.all.peak``; {} without CUDA, as
+    PyTorch's before CUDA is initialized."""
+    if not is_available():
+        return {}
+    idx = _index(device)
+    used, held = memory_allocated(idx), memory_reserved(idx)
+    used_peak, held_peak = max_memory_allocated(idx), max_memory_reserved(idx)
+    stats = {}
+    for name, current, peak in (("active_bytes", used, used_peak), ("allocated_bytes", used, used_peak),
+                                ("inactive_split_bytes", held - used, None), ("reserved_bytes", held, held_peak)):
+        stats[f"{name}.all.current"] = current
+        if peak is not None:
+            stats[f"{name}.all.peak"] = peak
+    return dict(sorted(stats.items()))
+
+
+def memory_summary(device=None, abbreviated=False) -> str:
+    """A readable table of :func:`memory_stats` (current and peak, in MiB)."""
+    stats = memory_stats(device)
+    where = f"cuda:{_index(device)}" if is_available() else "no CUDA device"
+    lines = [f"minifused CUDA memory summary ({where}, CuPy's memory pool)",
+             f"{'metric':<24}{'current':>14}{'peak':>14}"]
+    for name in ("allocated_bytes", "reserved_bytes", "inactive_split_bytes"):
+        if f"{name}.all.current" in stats:
+            peak = stats.get(f"{name}.all.peak")
+            lines.append(f"{name:<24}{stats[name + '.all.current'] / 2 ** 20:>10.1f} MiB"
+                         + (f"{peak / 2 ** 20:>10.1f} MiB" if peak is not None else f"{'-':>14}"))
+    return "\n".join(lines) + "\n"
+
+
+def set_per_process_memory_fraction(fraction, device=None) -> None:
+    """Cap the pool on ``device`` at ``fraction`` of its memory: an allocation past it raises
+    :class:`OutOfMemoryError` (CuPy's pool limit)."""
+    cupy = _require("set_per_process_memory_fraction")
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    with cupy.cuda.Device(_index(device)):
+        cupy.get_default_memory_pool().set_limit(fraction=fraction)
+
+
+def get_per_process_memory_fraction(device=None) -> float:
+    """The fraction of ``device``'s memory the pool may hold (1.0 when uncapped)."""
+    cupy = _require("get_per_process_memory_fraction")
+    with cupy.cuda.Device(_index(device)):
+        limit = cupy.get_default_memory_pool().get_limit()
+        total = cupy.cuda.runtime.memGetInfo()[1]
+    return 1.0 if limit in (0, total) else limit / total
+
+
+#: What running out of device memory raises (CuPy's error: ``except minifused.cuda.OutOfMemoryError`` catches it).
+OutOfMemoryError = backend.cupy.cuda.memory.OutOfMemoryError if backend.cupy is not None else type(
+    "OutOfMemoryError", (RuntimeError, MemoryError), {"__module__": __name__})
 
 
 def empty_cache() -> None:

@@ -110,3 +110,50 @@ def test_cuda_rng_state_replays_draws():
         assert mf.get_rng_state()["cpu"] == cpu_before  # the cpu stream is untouched
     finally:
         mf.set_rng_state(state)
+
+
+@pytest.mark.skipif(backend.cuda_available(), reason="the behaviour without CUDA")
+def test_memory_statistics_without_cuda():
+    assert c.memory_stats() == {} and c.max_memory_reserved() == 0 and c.memory_cached() == 0
+    assert c.reset_max_memory_allocated() is None and c.reset_max_memory_cached() is None
+    assert "no CUDA device" in c.memory_summary()
+    with pytest.raises(RuntimeError, match="set_per_process_memory_fraction: no usable CUDA device"):
+        c.set_per_process_memory_fraction(0.5)
+
+
+@pytest.mark.gpu
+def test_memory_statistics_follow_the_pool():
+    pool = backend.cupy.get_default_memory_pool()
+    c.synchronize()
+    c.reset_peak_memory_stats()
+    base_used, base_held = pool.used_bytes(), pool.total_bytes()
+    x = mf.empty(3 << 20, device="cuda", dtype=mf.float32)  # 12 MiB (the pool rounds to 512 bytes)
+    stats = c.memory_stats()
+    assert stats["allocated_bytes.all.current"] == stats["active_bytes.all.current"] == base_used + (12 << 20)
+    assert stats["reserved_bytes.all.current"] == pool.total_bytes() >= base_held
+    assert stats["inactive_split_bytes.all.current"] == pool.total_bytes() - pool.used_bytes()
+    del x
+    after = c.memory_stats()
+    assert after["allocated_bytes.all.current"] == base_used
+    assert after["allocated_bytes.all.peak"] == base_used + (12 << 20) == c.max_memory_allocated()
+    assert after["reserved_bytes.all.peak"] == c.max_memory_reserved() >= stats["reserved_bytes.all.current"]
+    c.reset_max_memory_allocated()
+    assert c.max_memory_allocated() == base_used
+    assert "allocated_bytes" in c.memory_summary() and c.memory_cached() == pool.total_bytes()
+
+
+@pytest.mark.gpu
+def test_memory_fraction_caps_the_pool():
+    assert c.get_per_process_memory_fraction() == 1.0
+    total = backend.cupy.cuda.runtime.memGetInfo()[1]
+    try:
+        c.set_per_process_memory_fraction(0.25)
+        assert c.get_per_process_memory_fraction() == pytest.approx(0.25)
+        with pytest.raises(c.OutOfMemoryError):
+            mf.empty(int(total * 0.3) // 4, device="cuda", dtype=mf.float32)
+    finally:
+        backend.cupy.get_default_memory_pool().set_limit(size=0)
+    with pytest.raises(ValueError, match="Invalid fraction value: 1.5. Allowed range: 0~1"):
+        c.set_per_process_memory_fraction(1.5)
+    with pytest.raises(TypeError, match="must be `float`"):
+        c.set_per_process_memory_fraction(1)
