@@ -255,3 +255,12 @@ def test_setitem_and_reshape_errors(device):
 def test_bad_dtype_name():
     with pytest.raises(TypeError, match="unknown dtype"):
         mf.zeros(2, dtype="float12")
+
+
+def test_python_floats_go_to_a_requested_dtype_without_a_float32_rounding():
+    # PyTorch converts Python data straight to the dtype asked for: 0.1 in float64 is float64's 0.1
+    assert mf.tensor(0.1, dtype=mf.float64).item() == 0.1
+    assert mf.tensor([0.1, 1e-8 + 1.0], dtype=mf.float64).tolist() == [0.1, 1e-8 + 1.0]
+    assert mf.as_tensor([0.1], dtype=mf.float64).tolist() == [0.1]
+    assert mf.tensor([0.1]).dtype == mf.float32 and mf.tensor([3]).dtype == mf.int64
+    assert mf.tensor([1, 2], dtype=mf.float16).dtype == mf.float16

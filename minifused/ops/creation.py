@@ -27,15 +27,16 @@ def _place(array, dtype, device, requires_grad):
     return t
 
 
-def _infer_host_array(data):
-    """NumPy array for Python data, with PyTorch's defaults (float32 for floats, int64 for ints)."""
+def _infer_host_array(data, dtype=None):
+    """NumPy array for Python data, with PyTorch's defaults (float32 for floats, int64 for ints) unless ``dtype``
+    is given: Python floats then go to it from float64, not through a float32 rounding."""
     if isinstance(data, np.ndarray):
         arr = data
     else:
         arr = np.asarray(data)
-        if arr.dtype == np.float64 and not isinstance(data, np.generic):
+        if dtype is None and arr.dtype == np.float64 and not isinstance(data, np.generic):
             arr = arr.astype(backend.get_default_dtype())
-        elif arr.dtype.kind in "iu":
+        elif dtype is None and arr.dtype.kind in "iu":
             arr = arr.astype(np.int64)
         elif arr.dtype == object:
             raise InputTypeError(f"tensor: cannot make a tensor from {type(data).__name__} data of mixed types")
@@ -54,7 +55,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     else:
         if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):
             data = [v.tolist() if isinstance(v, Tensor) else v for v in data]
-        arr = np.array(_infer_host_array(data), copy=True)
+        arr = np.array(_infer_host_array(data, dtype), copy=True)
     return _place(arr, dtype, device, requires_grad)
 
 
@@ -66,7 +67,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
         data = data._data
     if backend.is_cuda_array(data):
         return _place(data, dtype, device if device is not None else backend.device_of(data), False)
-    return _place(_infer_host_array(data), dtype, device, False)
+    return _place(_infer_host_array(data, dtype), dtype, device, False)
 
 
 def _address(a):
