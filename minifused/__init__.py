@@ -28,6 +28,7 @@ from .graphs import CapturedStep, capture_step, compile  # noqa: A004 - torch.co
 from . import amp  # noqa: E402 - mixed precision: GradScaler, autocast, the master-weights recipe
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401 - torch.autocast
 from .serialization import load, save  # noqa: E402
+from .toplevel import *  # noqa: E402,F401,F403,A004 - PyTorch's other top-level spellings (constants, x_ forms...)
 from . import serialization  # noqa: E402
 
 # PyTorch's namespaces, reachable after `import minifused` alone, as after `import torch`.
@@ -36,6 +37,7 @@ import sys as _sys  # noqa: E402
 from . import cuda, data, nn, optim, utils  # noqa: E402
 from . import distributed  # noqa: E402 - torch.distributed (it also gives nn.parallel its DistributedDataParallel)
 from . import func  # noqa: E402 - torch.func: functional_call
+from . import distributions  # noqa: E402 - torch.distributions
 from .nn import init as _init, utils as _nn_utils  # noqa: E402,F401 - minifused.nn.init / .utils
 from .optim import lr_scheduler as _lr_scheduler  # noqa: E402,F401
 

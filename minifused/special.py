@@ -1,12 +1,15 @@
 """``minifused.special``: PyTorch's ``torch.special`` names for the functions minifused has (``expit`` is
-``sigmoid``; the gamma and Bessel families it lacks are absent), plus ``ndtr`` and ``xlog1py`` composed of them
-(their gradients are the composition's)."""
+``sigmoid``, ``gammaln`` is ``lgamma``, ``psi`` is ``digamma``, ``multigammaln`` is ``mvlgamma``, ``gammainc`` /
+``gammaincc`` are ``igamma`` / ``igammac``; the gamma, Bessel and error-function families are ops/special_math.py's,
+the orthogonal polynomials, airy and the Bessel functions J, Y, K are absent), plus ``ndtr`` and ``xlog1py``
+composed of them (their gradients are the composition's)."""
 from __future__ import annotations
 
 import math
 
 from . import functional as _F
 from . import ops as _ops
+from .ops import special_math as _special_math
 
 expit = _ops.sigmoid
 logit = _ops.logit
@@ -17,6 +20,14 @@ sinc = _ops.sinc
 xlogy = _ops.xlogy
 round = _ops.round  # noqa: A001 - PyTorch's name
 softmax, log_softmax = _F.softmax, _F.log_softmax
+gammaln = _ops.lgamma
+digamma = psi = _ops.digamma
+polygamma = _ops.polygamma
+multigammaln = _ops.mvlgamma
+gammainc, gammaincc = _special_math.gammainc, _special_math.gammaincc
+zeta = _special_math.zeta
+i0, i0e, i1, i1e = _ops.i0, _special_math.i0e, _special_math.i1, _special_math.i1e
+erfcx, log_ndtr, ndtri, entr = _special_math.erfcx, _special_math.log_ndtr, _special_math.ndtri, _special_math.entr
 
 
 def ndtr(input):  # noqa: A002 - PyTorch's name
@@ -37,4 +48,5 @@ def xlog1py(input, other):  # noqa: A002
 
 
 __all__ = ["expit", "logit", "erf", "erfc", "erfinv", "exp2", "expm1", "log1p", "logsumexp", "sinc", "xlogy", "round",
-           "softmax", "log_softmax", "ndtr", "xlog1py"]
+           "softmax", "log_softmax", "ndtr", "xlog1py", "gammaln", "digamma", "psi", "polygamma", "multigammaln",
+           "gammainc", "gammaincc", "zeta", "i0", "i0e", "i1", "i1e", "erfcx", "log_ndtr", "ndtri", "entr"]

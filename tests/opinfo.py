@@ -2727,8 +2727,8 @@ REDUCE_OPS = [
                S("linalg_norm_neg_one", distinct((5, 2)), ord=-1), S("linalg_norm_1d_ord", (6,), ord=1)),
            errors=(E("linalg_norm_3d_ord", lambda: mf.linalg.norm(t(2, 2, 2), ord=1), RuntimeError,
                      "if dim is not specified but ord is, the input must be 1D or 2D"),
-                   E("linalg_norm_nuc", lambda: mf.linalg.norm(t(2, 2), ord="nuc"), NotImplementedError,
-                     "needs singular values"),
+                   E("linalg_norm_nuc_half", lambda: mf.linalg.norm(t(2, 2, dtype=mf.float16), ord="nuc"),
+                     TypeError, "Low precision dtypes not supported. Got Half"),
                    E("linalg_norm_ord", lambda: mf.linalg.matrix_norm(t(2, 2), ord=3), RuntimeError,
                      "ord must be 'fro', 'nuc', inf, -inf, 1, -1, 2 or -2"),
                    E("linalg_norm_1d_matrix", lambda: mf.linalg.matrix_norm(t(3)), RuntimeError,
@@ -4175,6 +4175,679 @@ VOLUME_OPS = [
 
 OPS += (MATH_OPS + INDEX_OPS + ACTIVATION_OPS + LAYER_OPS + REDUCE_OPS + PRODUCT_OPS + ARRANGE_OPS + SPECIAL_OPS
         + FUNCTIONAL_GAP_OPS + VOLUME_OPS)
+
+
+# ---------------------------------------------------------------- attention (the modules: tests/test_attention.py)
+def attention_softmax_ref(s, safe):
+    """Softmax over the last axis; a row of -inf only gives 0 with ``safe`` (SDPA's), NaN without (MHA's weights)."""
+    m = s.max(-1, keepdims=True)
+    dead = np.isneginf(m)
+    e = np.exp(s - np.where(dead, 0.0, m))
+    return np.where(dead, 0.0 if safe else np.nan, e / np.where(dead, 1.0, e.sum(-1, keepdims=True)))
+
+
+def sdpa_ref(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
+    """Bool masks: True takes part; float masks are added; GQA repeats each key / value head."""
+    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
+    if enable_gqa:
+        k = np.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)
+        v = np.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
+    s = q @ np.swapaxes(k, -1, -2) * (1 / math.sqrt(E) if scale is None else scale)
+    if is_causal:
+        s = np.where(np.tri(L, S, dtype=bool), s, -np.inf)
+    if attn_mask is not None:
+        s = np.where(attn_mask, s, -np.inf) if attn_mask.dtype == bool else s + attn_mask
+    return attention_softmax_ref(s, safe=True) @ v
+
+
+def _additive(mask):
+    return np.where(mask, -np.inf, 0.0) if mask.dtype == bool else mask  # MHA's bool masks: True is left out
+
+
+def mha_ref(query, key, value, p, num_heads, key_padding_mask=None, attn_mask=None, need_weights=True,
+            average_attn_weights=True, add_zero_attn=False):
+    """Sequence-first (L, N, E) multi-head attention from a state dict ``p`` as NumPy arrays: (output, weights)."""
+    E, H = p["out_proj.weight"].shape[0], num_heads
+    if "in_proj_weight" in p:
+        wq, wk, wv = np.split(p["in_proj_weight"], 3)
+    else:
+        wq, wk, wv = p["q_proj_weight"], p["k_proj_weight"], p["v_proj_weight"]
+    bq, bk, bv = np.split(p["in_proj_bias"], 3) if "in_proj_bias" in p else (0.0, 0.0, 0.0)
+    q, k, v = query @ wq.T + bq, key @ wk.T + bk, value @ wv.T + bv
+    L, N, _ = q.shape
+    bias = np.zeros((N, H, L, k.shape[0]))
+    if attn_mask is not None:
+        bias = bias + _additive(attn_mask).reshape((1, 1, L, -1) if attn_mask.ndim == 2 else (N, H, L, -1))
+    if key_padding_mask is not None:
+        bias = bias + _additive(key_padding_mask)[:, None, None, :]
+    if "bias_k" in p:
+        k = np.concatenate([k, np.broadcast_to(p["bias_k"], (1, N, E))])
+        v = np.concatenate([v, np.broadcast_to(p["bias_v"], (1, N, E))])
+        bias = np.concatenate([bias, np.zeros((N, H, L, 1))], -1)
+    hd = E // H
+    qh, kh, vh = (x.reshape(x.shape[0], N, H, hd).transpose(1, 2, 0, 3) for x in (q, k, v))
+    if add_zero_attn:
+        kh, vh = (np.concatenate([x, np.zeros((N, H, 1, hd))], 2) for x in (kh, vh))
+        bias = np.concatenate([bias, np.zeros((N, H, L, 1))], -1)
+    w = attention_softmax_ref(qh @ np.swapaxes(kh, -1, -2) / math.sqrt(hd) + bias, safe=not need_weights)
+    o = (w @ vh).transpose(2, 0, 1, 3).reshape(L, N, E) @ p["out_proj.weight"].T + p.get("out_proj.bias", 0.0)
+    return o, ((w.mean(1) if average_attn_weights else w) if need_weights else None)
+
+
+def _mha_args(w, b, ow, ob):
+    return {"in_proj_weight": w, "in_proj_bias": b, "out_proj.weight": ow, "out_proj.bias": ob}
+
+
+def _mha_out(q, k, v, w, b, ow, ob, num_heads=2, **kw):
+    """F.multi_head_attention_forward's output, from the packed in-projection."""
+    return F.multi_head_attention_forward(q, k, v, q.shape[-1], num_heads, w, b, None, None, False, 0.0, ow, ob,
+                                          **kw)[0]
+
+
+def _mha_out_ref(q, k, v, w, b, ow, ob, num_heads=2, **kw):
+    if q.ndim == 2:  # unbatched: a batch of one
+        return _mha_out_ref(q[:, None], k[:, None], v[:, None], w, b, ow, ob, num_heads, **kw)[:, 0]
+    return mha_ref(q, k, v, _mha_args(w, b, ow, ob), num_heads, **kw)[0]
+
+
+def _torch_mha_out(T, q, k, v, w, b, ow, ob, num_heads=2, **kw):
+    return T.nn.functional.multi_head_attention_forward(q, k, v, q.shape[-1], num_heads, w, b, None, None, False,
+                                                        0.0, ow, ob, **kw)[0]
+
+
+def _torch_sdpa(T, *args, **kwargs):
+    """PyTorch's math backend: its flash / memory-efficient kernels round differently."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        return T.nn.functional.scaled_dot_product_attention(*args, **kwargs)
+
+
+_SDPA_MASK = np.array([[True, False, True, True, False], [False] * 5, [True, True, False, False, True]])
+_PADDING = np.array([[False, False, True, False, True], [False] * 4 + [True]])  # (N, S), True: a padded key
+
+
+def _on(mask, like):
+    return mf.tensor(mask, device=like.device)
+
+
+ATTENTION_OPS = [
+    OpInfo("scaled_dot_product_attention", F.scaled_dot_product_attention, sdpa_ref,
+           spelled="F.scaled_dot_product_attention", torch=_torch_sdpa, gpu_tol=1e-4, samples=(
+               S("sdpa", (2, 3, 4), (2, 5, 4), (2, 5, 6)),
+               S("sdpa_unbatched", (3, 4), (5, 4), (5, 1)),
+               S("sdpa_float_mask_heads", (2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 3), (1, 3, 5)),
+               S("sdpa_causal_long_query", (1, 2, 6, 4), (1, 2, 3, 4), (1, 2, 3, 5), is_causal=True),
+               S("sdpa_gqa_scale_broadcast", (2, 4, 3, 4), (1, 2, 5, 4), (2, 1, 5, 6), enable_gqa=True, scale=0.3),
+               S("sdpa_bool_mask_empty_row", (2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 6),
+                 fn=lambda q, k, v: F.scaled_dot_product_attention(q, k, v, _on(_SDPA_MASK, q)),
+                 ref=lambda q, k, v: sdpa_ref(q, k, v, _SDPA_MASK))),
+           errors=(E("sdpa_mask_dtype", lambda: F.scaled_dot_product_attention(t(3, 4), t(5, 4), t(5, 6),
+                                                                                 mf.ones(3, 5, dtype=mf.int64)),
+                     TypeError, "scaled_dot_product_attention: expected attn_mask of dtype bool, float32 or the "
+                     "query's"),
+                   E("sdpa_mask_shape", lambda: F.scaled_dot_product_attention(t(3, 4), t(5, 4), t(5, 6),
+                                                                                 mf.ones(3, 4, dtype=mf.bool)),
+                     ValueError, r"attn_mask of shape \(3, 4\) does not broadcast to the attention scores' shape "
+                     r"\(..., L, S\) = \(3, 5\)"),
+                   E("sdpa_causal_and_mask", lambda: F.scaled_dot_product_attention(
+                       t(3, 4), t(5, 4), t(5, 6), mf.ones(3, 5, dtype=mf.bool), is_causal=True),
+                     RuntimeError, "explicit attn_mask should not be set when is_causal=True"),
+                   E("sdpa_dtypes", lambda: F.scaled_dot_product_attention(t(3, 4), t(5, 4, dtype=mf.float64),
+                                                                             t(5, 6)),
+                     TypeError, "expected query, key and value of one dtype, got float32, float64 and float32"),
+                   E("sdpa_gqa_heads", lambda: F.scaled_dot_product_attention(t(1, 4, 3, 4), t(1, 3, 5, 4),
+                                                                                t(1, 3, 5, 6), enable_gqa=True),
+                     ValueError, "number of heads \\(dimension -3\\) of key and value must divide that of query"),
+                   E("sdpa_heads", lambda: F.scaled_dot_product_attention(t(1, 4, 3, 4), t(1, 2, 5, 4),
+                                                                            t(1, 2, 5, 6)),
+                     ValueError, "the batch dimensions .* of query, key and value must broadcast"),
+                   E("sdpa_1d", lambda: F.scaled_dot_product_attention(t(4), t(5, 4), t(5, 6)), ValueError,
+                     "of at least 2 dimensions, got query \\(4,\\)"),
+                   E("sdpa_embedding", lambda: F.scaled_dot_product_attention(t(3, 4), t(5, 3), t(5, 6)), ValueError,
+                     "query and key must have the same embedding size E"),
+                   E("sdpa_lengths", lambda: F.scaled_dot_product_attention(t(3, 4), t(5, 4), t(4, 6)), ValueError,
+                     "key and value must have the same sequence length S"),
+                   E("sdpa_dropout", lambda: F.scaled_dot_product_attention(t(3, 4), t(5, 4), t(5, 6), dropout_p=1.5),
+                     ValueError, "dropout probability has to be between 0 and 1, but got 1.5"),
+                   E("sdpa_int", lambda: F.scaled_dot_product_attention(*[mf.ones(3, 4, dtype=mf.int64)] * 3),
+                     TypeError, "expected floating-point query, key and value"))),
+    OpInfo("multi_head_attention_forward", _mha_out, _mha_out_ref, spelled="F.multi_head_attention_forward",
+           torch=_torch_mha_out, gpu_tol=1e-4, samples=(
+               S("mha_cross", (3, 2, 4), (5, 2, 4), (5, 2, 4), (12, 4), (12,), (4, 4), (4,)),
+               S("mha_cross_sdpa_path", (3, 2, 4), (5, 2, 4), (5, 2, 4), (12, 4), (12,), (4, 4), (4,),
+                 need_weights=False),
+               S("mha_unbatched_one_head", (3, 4), (5, 4), (5, 4), (12, 4), (12,), (4, 4), (4,), num_heads=1),
+               S("mha_self_float_mask", (3, 2, 4), (12, 4), (12,), (4, 4), (4,), (3, 3),
+                 fn=lambda x, w, b, ow, ob, m: _mha_out(x, x, x, w, b, ow, ob, attn_mask=m, need_weights=False),
+                 ref=lambda x, w, b, ow, ob, m: mha_ref(x, x, x, _mha_args(w, b, ow, ob), 2, attn_mask=m)[0]),
+               S("mha_weights_per_head_padding", (3, 2, 4), (5, 2, 4), (5, 2, 4), (12, 4), (12,), (4, 4), (4,),
+                 fn=lambda q, k, v, w, b, ow, ob: F.multi_head_attention_forward(
+                     q, k, v, 4, 2, w, b, None, None, False, 0.0, ow, ob, key_padding_mask=_on(_PADDING, q),
+                     average_attn_weights=False)[1],
+                 ref=lambda q, k, v, w, b, ow, ob: mha_ref(q, k, v, _mha_args(w, b, ow, ob), 2, _PADDING,
+                                                           average_attn_weights=False)[1])),
+           errors=(E("mha_embed_dim", lambda: F.multi_head_attention_forward(
+                       *[t(3, 2, 6)] * 3, 6, 4, t(18, 6), None, None, None, False, 0.0, t(6, 6), None),
+                     ValueError, "multi_head_attention_forward: embed_dim 6 not divisible by num_heads 4"),
+                   E("mha_embed_dim_to_check", lambda: F.multi_head_attention_forward(
+                       *[t(3, 2, 4)] * 3, 6, 2, t(12, 4), None, None, None, False, 0.0, t(4, 4), None),
+                     ValueError, "was expecting embedding dimension of 6, but got 4"),
+                   E("mha_mask_2d_shape", lambda: F.multi_head_attention_forward(
+                       *[t(3, 2, 4)] * 3, 4, 2, t(12, 4), None, None, None, False, 0.0, t(4, 4), None,
+                       attn_mask=mf.zeros(3, 4)),
+                     ValueError, r"the shape of the 2D attn_mask is \(3, 4\), but should be \(3, 3\)"),
+                   E("mha_mask_3d_shape", lambda: F.multi_head_attention_forward(
+                       *[t(3, 2, 4)] * 3, 4, 2, t(12, 4), None, None, None, False, 0.0, t(4, 4), None,
+                       attn_mask=mf.zeros(2, 3, 3)),
+                     ValueError, r"the shape of the 3D attn_mask is \(2, 3, 3\), but should be \(4, 3, 3\)"),
+                   E("mha_padding_shape", lambda: F.multi_head_attention_forward(
+                       *[t(3, 2, 4)] * 3, 4, 2, t(12, 4), None, None, None, False, 0.0, t(4, 4), None,
+                       key_padding_mask=mf.zeros(2, 4, dtype=mf.bool)),
+                     ValueError, r"expected key_padding_mask of shape \(2, 3\)"),
+                   E("mha_mask_int", lambda: F.multi_head_attention_forward(
+                       *[t(3, 2, 4)] * 3, 4, 2, t(12, 4), None, None, None, False, 0.0, t(4, 4), None,
+                       attn_mask=mf.zeros(3, 3, dtype=mf.int64)),
+                     TypeError, "multi_head_attention_forward: only bool and floating types of attn_mask"),
+                   E("mha_causal_without_mask", lambda: F.multi_head_attention_forward(
+                       *[t(3, 2, 4)] * 3, 4, 2, t(12, 4), None, None, None, False, 0.0, t(4, 4), None,
+                       is_causal=True),
+                     RuntimeError, "need attn_mask if specifying the is_causal hint"),
+                   E("mha_query_4d", lambda: F.multi_head_attention_forward(
+                       *[t(1, 3, 2, 4)] * 3, 4, 2, t(12, 4), None, None, None, False, 0.0, t(4, 4), None),
+                     ValueError, "query should be unbatched 2D or batched 3D tensor but received 4-D"),
+                   E("mha_key_value_shapes", lambda: F.multi_head_attention_forward(
+                       t(3, 2, 4), t(5, 2, 4), t(4, 2, 4), 4, 2, t(12, 4), None, None, None, False, 0.0, t(4, 4),
+                       None),
+                     ValueError, r"key shape \(5, 2, 4\) does not match value shape \(4, 2, 4\)"))),
+]
+OPS += ATTENTION_OPS
+
+
+# ---------------------------------------------------------------- linear algebra (minifused.linalg and its top-level
+# spellings). Samples stay well-conditioned (random normal matrices of these seeds: condition numbers under 11);
+# cholesky-based entries build A A^T + n I from their input; factorizations whose factors carry signs (qr, svd, eigh)
+# are checked through sign-free values.
+LINALG_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _lib(a):
+    """minifused or torch, by the kind of tensor ``a`` is."""
+    return mf if isinstance(a, mf.Tensor) else _torch()
+
+
+def _spd(a):
+    """a a^T + n I: symmetric positive-definite matrices from any square ones (ours, torch's or NumPy's)."""
+    n = a.shape[-1]
+    if isinstance(a, np.ndarray):
+        return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+    return a @ a.mT + n * _lib(a).eye(n, dtype=a.dtype, device=a.device)
+
+
+def _diag_heavy(a):
+    """a + n I: triangles of it are well-conditioned."""
+    n = a.shape[-1]
+    return a + n * (np.eye(n) if isinstance(a, np.ndarray) else _lib(a).eye(n, dtype=a.dtype, device=a.device))
+
+
+def _swap(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _np_solve(a, b, left=True):
+    if not left:
+        return _swap(np.linalg.solve(_swap(a), _swap(b)))
+    if b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1]):
+        return np.linalg.solve(a, b[..., None])[..., 0]
+    return np.linalg.solve(a, b)
+
+
+def _np_triangular(a, b, upper, left=True, unitriangular=False):
+    t = np.triu(_diag_heavy(a)) if upper else np.tril(_diag_heavy(a))
+    if unitriangular:
+        t = t - np.diag(np.diag(t)) + np.eye(t.shape[-1])
+    return _np_solve(t, b, left)
+
+
+def _expm_ref(a):
+    """exp(a) in float64: a Taylor series of 30 terms on a / 2^s (norm below 1/16), squared s times."""
+    s = max(0, int(np.ceil(np.log2(max(np.abs(a).sum(-2).max(), 1e-300)))) + 4)
+    x, term = a / 2.0 ** s, np.broadcast_to(np.eye(a.shape[-1]), a.shape)
+    out = term.copy()
+    for k in range(1, 31):
+        term = term @ x / k
+        out = out + term
+    for _ in range(s):
+        out = out @ out
+    return out
+
+
+def _qr_signless(q, r):
+    """Q and R of a QR made unique (R's diagonal positive), flattened and joined: ours, torch's or NumPy's."""
+    k = min(r.shape[-2:])
+    if isinstance(q, np.ndarray):
+        d = np.sign(np.diagonal(r, axis1=-2, axis2=-1)[..., :k])
+        return np.concatenate([(q[..., :k] * d[..., None, :]).reshape(q.shape[:-2] + (-1,)),
+                               (r * d[..., :, None]).reshape(r.shape[:-2] + (-1,))], -1)
+    d = r.diagonal(dim1=-2, dim2=-1)[..., :k].sign()
+    return _lib(q).cat([(q[..., :k] * d.unsqueeze(-2)).flatten(-2), (r * d.unsqueeze(-1)).flatten(-2)], -1)
+
+
+def _svd_signless(u, s, v):
+    """The orthogonal polar factor U V^T of an SVD (free of the factors' signs) flattened, then S."""
+    k = s.shape[-1]
+    if isinstance(u, np.ndarray):
+        return np.concatenate([(u[..., :k] @ _swap(v[..., :k])).reshape(u.shape[:-2] + (-1,)), s], -1)
+    return _lib(u).cat([(u[..., :k] @ v[..., :k].mT).flatten(-2), s], -1)
+
+
+def _eigh_signless(w, v):
+    """Eigenvalues, then the squares of the eigenvectors' entries (free of their signs)."""
+    if isinstance(w, np.ndarray):
+        return np.concatenate([w, (v * v).reshape(v.shape[:-2] + (-1,))], -1)
+    return _lib(w).cat([w, (v * v).flatten(-2)], -1)
+
+
+def _sym(a):
+    return a + (_swap(a) if isinstance(a, np.ndarray) else a.mT)
+
+
+def _np_pinv_solve(a, b):
+    return np.linalg.pinv(a) @ b
+
+
+def _deprecated(fn):
+    """A spelling PyTorch deprecated (torch.qr, torch.cholesky, torch.chain_matmul), called without its warning."""
+    import warnings
+
+    def call(*args, **kwargs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return fn(*args, **kwargs)
+    return call
+
+
+LINALG_OPS = [
+    OpInfo("linalg_inv", lambda a: mf.linalg.inv(a), np.linalg.inv, dtypes=LINALG_DTYPES, spelled="mf.linalg.inv",
+           aliases={"mf.inverse": mf.inverse, "Tensor.inverse": _method("inverse")}, gpu_tol=1e-4,
+           torch=lambda T, a: T.linalg.inv(a), samples=(
+               S("linalg_inv", (4, 4)), S("linalg_inv_batched", (2, 3, 3)), S("linalg_inv_1x1", (1, 1))),
+           errors=(E("linalg_inv_singular", lambda: mf.linalg.inv(mf.zeros(3, 3)), RuntimeError,
+                     "The diagonal element 1 is zero, the inversion could not be completed"),
+                   E("linalg_inv_half", lambda: mf.linalg.inv(t(2, 2, dtype=mf.float16)), TypeError,
+                     "linalg.inv: not implemented for 'Half'"),
+                   E("linalg_inv_int", lambda: mf.inverse(mf.ones(2, 2, dtype=mf.int64)), TypeError,
+                     "Expected a floating point or complex tensor as input. Got Long"),
+                   E("linalg_inv_not_square", lambda: mf.linalg.inv(t(2, 3)), RuntimeError,
+                     "A must be batches of square matrices, but they are 2 by 3 matrices"),
+                   E("linalg_inv_1d", lambda: mf.linalg.inv(t(3)), RuntimeError,
+                     "The input tensor A must have at least 2 dimensions"))),
+    OpInfo("linalg_det", lambda a: mf.linalg.det(a), np.linalg.det, dtypes=LINALG_DTYPES, spelled="mf.linalg.det",
+           aliases={"mf.det": mf.det, "Tensor.det": _method("det")}, gpu_tol=1e-4,
+           torch=lambda T, a: T.linalg.det(a), samples=(
+               S("linalg_det", (4, 4)), S("linalg_det_batched", (2, 3, 3)), S("linalg_det_1x1", (1, 1)),
+               # a repeated row: det is 0 there, its gradient (the adjugate) is not
+               S("linalg_det_singular", (3, 3), fn=lambda a: mf.linalg.det(mf.cat([a[:2], a[:1]])),
+                 ref=lambda a: np.linalg.det(np.concatenate([a[:2], a[:1]])))),
+           errors=(E("linalg_det_not_square", lambda: mf.det(t(2, 3)), RuntimeError,
+                     "A must be batches of square matrices"),)),
+    OpInfo("slogdet", lambda a: mf.slogdet(a).logabsdet, lambda a: np.linalg.slogdet(a)[1], dtypes=LINALG_DTYPES,
+           spelled="mf.slogdet", aliases={"mf.linalg.slogdet": lambda a: mf.linalg.slogdet(a)[1],
+                                          "Tensor.slogdet": lambda a: a.slogdet()[1]}, gpu_tol=1e-4,
+           torch=lambda T, a: T.slogdet(a)[1], samples=(
+               S("slogdet", (4, 4)), S("slogdet_batched", (2, 3, 3)),
+               S("slogdet_sign", (3, 3), fn=lambda a: mf.slogdet(a).sign * a.sum(),
+                 ref=lambda a: np.linalg.slogdet(a)[0] * a.sum()))),
+    OpInfo("logdet", lambda a: mf.logdet(_spd(a)), lambda a: np.linalg.slogdet(_spd(a))[1], dtypes=LINALG_DTYPES,
+           spelled="mf.logdet", aliases={"Tensor.logdet": lambda a: _spd(a).logdet()}, gpu_tol=1e-4,
+           torch=lambda T, a: T.logdet(_spd(a)), samples=(S("logdet", (3, 3)), S("logdet_batched", (2, 4, 4))),
+           errors=(E("logdet_int", lambda: mf.logdet(mf.ones(2, 2, dtype=mf.int64)), TypeError,
+                     "Expected a floating point"),)),
+    OpInfo("linalg_solve", lambda a, b, **kw: mf.linalg.solve(a, b, **kw), _np_solve, dtypes=LINALG_DTYPES,
+           spelled="mf.linalg.solve", gpu_tol=1e-4, torch=lambda T, a, b, **kw: T.linalg.solve(a, b, **kw), samples=(
+               S("linalg_solve", (4, 4), (4, 2)), S("linalg_solve_vector", (3, 3), (3,)),
+               S("linalg_solve_batched_vector", (2, 3, 3), (2, 3)),
+               S("linalg_solve_broadcast", (2, 1, 3, 3), (4, 3, 2)),
+               S("linalg_solve_right", (3, 3), (2, 5, 3), left=False)),
+           errors=(E("linalg_solve_singular", lambda: mf.linalg.solve(mf.zeros(2, 2), t(2)), RuntimeError,
+                     "The solver failed because the input matrix is singular"),
+                   E("linalg_solve_shapes", lambda: mf.linalg.solve(t(3, 3), t(4, 2)), RuntimeError,
+                     r"Incompatible shapes of A and B for the equation AX = B \(3x3 and 4x2\)"),
+                   E("linalg_solve_dtypes", lambda: mf.linalg.solve(t(3, 3), t(3, dtype=mf.float64)), TypeError,
+                     "Expected A and B to have the same dtype"))),
+    OpInfo("linalg_solve_triangular",
+           lambda a, b, **kw: mf.linalg.solve_triangular(_diag_heavy(a), b, **kw), _np_triangular,
+           dtypes=LINALG_DTYPES, spelled="mf.linalg.solve_triangular", gpu_tol=1e-4,
+           torch=lambda T, a, b, **kw: T.linalg.solve_triangular(_diag_heavy(a), b, **kw), samples=(
+               S("solve_triangular_upper", (4, 4), (4, 2), upper=True),
+               S("solve_triangular_lower_batched", (2, 3, 3), (2, 3, 1), upper=False),
+               S("solve_triangular_right_unit", (3, 3), (2, 4, 3), upper=False, left=False, unitriangular=True)),
+           errors=(E("solve_triangular_vector", lambda: mf.linalg.solve_triangular(t(3, 3), t(3), upper=True),
+                     RuntimeError, "The input tensor B must have at least 2 dimensions"),)),
+    OpInfo("cholesky", lambda a, **kw: mf.linalg.cholesky(_spd(a), **kw),
+           lambda a, upper=False: _swap(np.linalg.cholesky(_spd(a))) if upper else np.linalg.cholesky(_spd(a)),
+           dtypes=LINALG_DTYPES, spelled="mf.linalg.cholesky", gpu_tol=1e-4,
+           aliases={"mf.cholesky": _deprecated(lambda a, **kw: mf.cholesky(_spd(a), **kw)),
+                    "Tensor.cholesky": _deprecated(lambda a, **kw: _spd(a).cholesky(**kw))},
+           torch=lambda T, a, **kw: T.linalg.cholesky(_spd(a), **kw), samples=(
+               S("cholesky", (4, 4)), S("cholesky_batched", (2, 3, 3)), S("cholesky_upper", (3, 3), upper=True)),
+           errors=(E("cholesky_not_positive_definite", lambda: mf.linalg.cholesky(-mf.eye(2)), RuntimeError,
+                     "the leading minor of order 1 is not positive-definite"),)),
+    OpInfo("cholesky_solve", lambda b, a, upper=False: mf.cholesky_solve(b, mf.linalg.cholesky(_spd(a), upper=upper),
+                                                                         upper),
+           lambda b, a, upper=False: np.linalg.solve(_spd(a), b), dtypes=LINALG_DTYPES, spelled="mf.cholesky_solve",
+           aliases={"Tensor.cholesky_solve": lambda b, a, upper=False: b.cholesky_solve(
+               mf.linalg.cholesky(_spd(a), upper=upper), upper)}, gpu_tol=1e-4,
+           torch=lambda T, b, a, upper=False: T.cholesky_solve(b, T.linalg.cholesky(_spd(a), upper=upper), upper),
+           samples=(S("cholesky_solve", (4, 2), (4, 4)), S("cholesky_solve_upper", (3, 1), (3, 3), upper=True),
+                    S("cholesky_solve_broadcast", (2, 3, 2), (3, 3))),
+           errors=(E("cholesky_solve_vector", lambda: mf.cholesky_solve(t(3), mf.eye(3)), RuntimeError,
+                     "b should have at least 2 dimensions"),)),
+    OpInfo("cholesky_inverse", lambda a, upper=False: mf.cholesky_inverse(
+               mf.linalg.cholesky(_spd(a), upper=upper), upper),
+           lambda a, upper=False: np.linalg.inv(_spd(a)), dtypes=LINALG_DTYPES, spelled="mf.cholesky_inverse",
+           aliases={"Tensor.cholesky_inverse": lambda a, upper=False: mf.linalg.cholesky(
+               _spd(a), upper=upper).cholesky_inverse(upper)}, gpu_tol=1e-4,
+           torch=lambda T, a, upper=False: T.cholesky_inverse(T.linalg.cholesky(_spd(a), upper=upper), upper),
+           samples=(S("cholesky_inverse", (4, 4)), S("cholesky_inverse_upper_batched", (2, 3, 3), upper=True))),
+    OpInfo("linalg_qr", lambda a, **kw: _qr_signless(*mf.linalg.qr(a, **kw)),
+           lambda a, **kw: _qr_signless(*np.linalg.qr(a, **kw)), dtypes=LINALG_DTYPES, spelled="mf.linalg.qr",
+           aliases={"mf.qr": _deprecated(lambda a, mode="reduced": _qr_signless(*mf.qr(a, some=mode == "reduced"))),
+                    "Tensor.qr": _deprecated(lambda a, mode="reduced": _qr_signless(*a.qr(some=mode == "reduced")))},
+           gpu_tol=1e-4, torch=lambda T, a, **kw: _qr_signless(*T.linalg.qr(a, **kw)), samples=(
+               S("linalg_qr_tall", (5, 3)), S("linalg_qr_wide_batched", (2, 3, 5)),
+               S("linalg_qr_complete_square", (4, 4), mode="complete")),
+           errors=(E("linalg_qr_mode", lambda: mf.linalg.qr(t(3, 3), mode="full"), RuntimeError,
+                     "qr received unrecognized mode 'full'"),)),
+    OpInfo("svd", lambda a, some=True: _svd_signless(*mf.svd(a, some=some)),
+           lambda a, some=True: _svd_signless(*(lambda u, s, vh: (u, s, _swap(vh)))(*np.linalg.svd(a, not some))),
+           dtypes=LINALG_DTYPES, spelled="mf.svd", gpu_tol=1e-4,
+           aliases={"Tensor.svd": lambda a, some=True: _svd_signless(*a.svd(some=some)),
+                    "mf.linalg.svd": lambda a, some=True: _svd_signless(
+                        *(lambda u, s, vh: (u, s, vh.mT))(*mf.linalg.svd(a, full_matrices=not some)))},
+           torch=lambda T, a, some=True: _svd_signless(*T.svd(a, some=some)), samples=(
+               S("svd_tall", (5, 3)), S("svd_wide_batched", (2, 3, 4)), S("svd_full", (4, 3), some=False),
+               S("svdvals", (3, 5), fn=lambda a: mf.linalg.svdvals(a), ref=lambda a: np.linalg.svd(a)[1]))),
+    OpInfo("linalg_eigh", lambda a, **kw: _eigh_signless(*mf.linalg.eigh(_sym(a), **kw)),
+           lambda a, **kw: _eigh_signless(*np.linalg.eigh(_sym(a), **kw)), dtypes=LINALG_DTYPES,
+           spelled="mf.linalg.eigh", gpu_tol=1e-4,
+           torch=lambda T, a, **kw: _eigh_signless(*T.linalg.eigh(_sym(a), **kw)),
+           samples=(S("linalg_eigh", (4, 4)), S("linalg_eigh_upper_batched", (2, 3, 3), UPLO="U"),
+                    S("linalg_eigvalsh", (4, 4), fn=lambda a: mf.linalg.eigvalsh(_sym(a)),
+                      ref=lambda a: np.linalg.eigvalsh(_sym(a))))),
+    OpInfo("pinverse", mf.pinverse, np.linalg.pinv, dtypes=LINALG_DTYPES, spelled="mf.pinverse",
+           aliases={"mf.linalg.pinv": mf.linalg.pinv, "Tensor.pinverse": _method("pinverse")}, gpu_tol=1e-4,
+           torch=lambda T, a: T.pinverse(a), samples=(
+               S("pinverse_wide", (3, 5)), S("pinverse_tall", (4, 2)), S("pinverse_batched", (2, 3, 3)),
+               S("pinv_hermitian", (4, 4), fn=lambda a: mf.linalg.pinv(_sym(a), hermitian=True),
+                 ref=lambda a: np.linalg.pinv(_sym(a))))),
+    OpInfo("linalg_lstsq", lambda a, b: mf.linalg.lstsq(a, b).solution, _np_pinv_solve, dtypes=LINALG_DTYPES,
+           spelled="mf.linalg.lstsq", gpu_tol=1e-4, torch=lambda T, a, b: T.linalg.lstsq(a, b).solution, samples=(
+               S("linalg_lstsq", (5, 3), (5, 2)), S("linalg_lstsq_batched", (2, 6, 3), (2, 6, 2)),
+               S("linalg_lstsq_residuals", (5, 3), (5, 2), fn=lambda a, b: mf.linalg.lstsq(a, b, driver="gelsd")[1],
+                 ref=lambda a, b: ((a @ _np_pinv_solve(a, b) - b) ** 2).sum(0)))),
+    OpInfo("matrix_power", lambda a, n: mf.linalg.matrix_power(a, n), np.linalg.matrix_power, dtypes=LINALG_DTYPES,
+           spelled="mf.linalg.matrix_power", gpu_tol=1e-4,
+           aliases={"mf.matrix_power": mf.matrix_power, "Tensor.matrix_power": _method("matrix_power")},
+           torch=lambda T, a, n: T.linalg.matrix_power(a, n), samples=(
+               S("matrix_power_3", (3, 3), n=3), S("matrix_power_1", (4, 4), n=1),
+               S("matrix_power_6_batched", (2, 3, 3), n=6), S("matrix_power_negative", (3, 3), n=-2)),
+           errors=(E("matrix_power_float_n", lambda: mf.matrix_power(t(2, 2), 2.0), TypeError,
+                     "argument 'n' \\(position 2\\) must be int, not float"),)),
+    OpInfo("matrix_exp", mf.matrix_exp, _expm_ref, dtypes=LINALG_DTYPES, spelled="mf.matrix_exp", gpu_tol=1e-4,
+           aliases={"mf.linalg.matrix_exp": mf.linalg.matrix_exp, "Tensor.matrix_exp": _method("matrix_exp")},
+           torch=lambda T, a: T.matrix_exp(a), samples=(
+               S("matrix_exp", (3, 3)), S("matrix_exp_batched", (2, 4, 4)),
+               S("matrix_exp_scaled", (3, 3), fn=lambda a: mf.matrix_exp(a * 6), ref=lambda a: _expm_ref(a * 6)))),
+    OpInfo("matrix_norm_singular", lambda a, **kw: mf.linalg.matrix_norm(a, **kw),
+           lambda a, ord, dim=(-2, -1), keepdim=False: np.linalg.norm(a, ord, dim, keepdim), dtypes=LINALG_DTYPES,
+           spelled="mf.linalg.matrix_norm", gpu_tol=1e-4, torch=lambda T, a, **kw: T.linalg.matrix_norm(a, **kw),
+           samples=(S("matrix_norm_nuc", (4, 3), ord="nuc"), S("matrix_norm_2_batched", (2, 3, 4), ord=2),
+                    S("matrix_norm_neg_two_keepdim", (2, 4, 3), ord=-2, dim=(0, 2), keepdim=True),
+                    S("linalg_cond", (2, 4, 4), fn=lambda a: mf.linalg.cond(a), ref=np.linalg.cond),
+                    S("linalg_cond_fro", (3, 3), fn=lambda a: mf.linalg.cond(a, "fro"),
+                      ref=lambda a: np.linalg.cond(a, "fro")))),
+    OpInfo("multi_dot", lambda a, b, c: mf.linalg.multi_dot([a, b, c]), lambda a, b, c: a @ b @ c,
+           spelled="mf.linalg.multi_dot", aliases={"mf.chain_matmul": _deprecated(mf.chain_matmul)},
+           torch=lambda T, a, b, c: T.linalg.multi_dot([a, b, c]), samples=(
+               S("multi_dot", (3, 5), (5, 2), (2, 4)),
+               # 1-D ends (a row and a column vector): not chain_matmul's, so a composition of the op itself
+               S("multi_dot_vectors", (5,), (5, 2), (2,), fn=lambda a, b, c: mf.linalg.multi_dot([a, b, c]),
+                 ref=lambda a, b, c: a @ b @ c))),
+]
+OPS += LINALG_OPS
+
+# ---------------------------------------------------------------- special functions and numeric odds and ends
+# (minifused/ops/special_math.py, numeric.py): float64 references by other means than the ops' own (power series,
+# direct sums, math.lgamma / math.erfc, bisection)
+_lgamma_ref = np.vectorize(math.lgamma, otypes=[np.float64])
+_erfc_ref = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _digamma_ref(x):
+    """The recurrence up to x + 40, then six terms of the asymptotic series."""
+    z = x + 40
+    return (np.log(z) - 1 / (2 * z) - 1 / (12 * z ** 2) + 1 / (120 * z ** 4) - 1 / (252 * z ** 6) + 1 / (240 * z ** 8)
+            - sum(1 / (x + k) for k in range(40)))
+
+
+def _hurwitz_ref(s, q):
+    """sum_k<200 (q + k)**-s, then the tail's integral, half term and two Bernoulli terms at q + 200."""
+    w = q + 200
+    tail = w ** (1 - s) / (s - 1) + w ** -s / 2 + s * w ** (-s - 1) / 12 - s * (s + 1) * (s + 2) * w ** (-s - 3) / 720
+    return sum((q + k) ** -s for k in range(200)) + tail
+
+
+def _polygamma_ref(x, n):
+    return _digamma_ref(x) if n == 0 else (-1.0) ** (n + 1) * math.factorial(n) * _hurwitz_ref(n + 1.0, x)
+
+
+def _bessel_ref(x, order, scaled=False):
+    """The power series sum_k (x/2)**(2k + order) / (k! (k + order)!), 80 terms."""
+    out = sum((x / 2) ** (2 * k + order) / (math.factorial(k) * math.factorial(k + order)) for k in range(80))
+    return out * np.exp(-np.abs(x)) if scaled else out
+
+
+def _igamma_ref(a, x, upper=False):
+    lower = np.exp(a * np.log(x) - x - _lgamma_ref(a + 1)) * sum(
+        x ** n / np.prod([a + j for j in range(1, n + 1)], axis=0) for n in range(120))
+    return 1 - lower if upper else lower
+
+
+def _ndtri_ref(p):
+    def one(q):
+        lo, hi = -40.0, 40.0
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if 0.5 * math.erfc(-mid / math.sqrt(2)) < q else (lo, mid)
+        return (lo + hi) / 2
+    return np.vectorize(one, otypes=[np.float64])(p)
+
+
+def _renorm_ref(a, p, dim, maxnorm):
+    axes = tuple(d for d in range(a.ndim) if d != dim % a.ndim)
+    norm = np.sum(np.abs(a) ** p, axis=axes, keepdims=True) ** (1 / p)
+    return a * np.where(norm > maxnorm, maxnorm / (norm + 1e-7), 1.0)
+
+
+def _shift_ref(a, b, left):
+    out = np.left_shift(a, np.clip(b, 0, 63)) if left else np.right_shift(a, np.clip(b, 0, 63))
+    return np.where((b >= 0) & (b < 64), out, 0 if left else np.where(a < 0, -1, 0))
+
+
+def _special_entry(name, ref, spec=(3, 4), arg=lambda a: a, ref_arg=lambda a: a, extra=(), gpu_tol=2e-5):
+    """A ``minifused.special`` function (``torch.special``'s) of ``arg(input)``; samples of ``spec`` and 0-d."""
+    fn = getattr(mf.special, name)
+    zero_d = (spec[0], ()) if isinstance(spec[0], str) else ()
+    return OpInfo(f"special_{name}", lambda a: fn(arg(a)), lambda a: ref(ref_arg(a)), spelled=f"mf.special.{name}",
+                  torch=lambda T, a: getattr(T.special, name)(arg(a)), gpu_tol=gpu_tol,
+                  samples=(S(f"special_{name}", spec), S(f"special_{name}_0d", zero_d), *extra))
+
+
+def _inplace_binary(name, other=0.7):
+    """``x.<name>_(tensor(other))`` against ``x.<name>(tensor(other))`` (a 0-d operand: any shape of x)."""
+    return InPlace(f"{name}_", lambda x: getattr(x, f"{name}_")(mf.tensor(other, dtype=x.dtype, device=x.device)),
+                   lambda x: getattr(x, name)(mf.tensor(other, dtype=x.dtype, device=x.device)), op=f"{name}_")
+
+
+SPECIAL_MATH_OPS = [
+    # ---- inverse hyperbolic functions and the arc* spellings (integer input gives float32)
+    OpInfo("acosh", lambda a: (a + 1).acosh(), lambda a: np.arccosh(a + 1), spelled="Tensor.acosh", torch=SAME,
+           aliases={"mf.acosh": lambda a: mf.acosh(a + 1), "mf.arccosh": lambda a: mf.arccosh(a + 1),
+                    "Tensor.arccosh": lambda a: (a + 1).arccosh()},
+           samples=(S("acosh", pos((3, 4))), S("acosh_0d", pos(())), S("acosh_odd", pos((7, 33)))),
+           inplace=(InPlace("acosh_", _method("acosh_"), _method("acosh"), op="acosh_"),
+                    InPlace("arccosh_", _method("arccosh_"), _method("arccosh"), op="arccosh_"))),
+    _unary_entry("asinh", np.arcsinh, inplace=True),
+    _unary_entry("arcsinh", np.arcsinh, fuzz=False, inplace=True),
+    _unary_entry("atanh", np.arctanh, fuzz=False, domain="unit", inplace=True),
+    _unary_entry("arctanh", np.arctanh, fuzz=False, domain="unit", inplace=True),
+    _unary_entry("arccos", np.arccos, fuzz=False, domain="unit", inplace=True),
+    _unary_entry("arcsin", np.arcsin, fuzz=False, domain="unit", inplace=True),
+    _unary_entry("arctan", np.arctan, fuzz=False, inplace=True),
+    OpInfo("arctan2", lambda a, b: a.arctan2(b), np.arctan2, spelled="Tensor.arctan2", torch=SAME,
+           aliases={"mf.arctan2": mf.arctan2}, samples=(S("arctan2", (3, 4), (4,)), S("arctan2_0d", (), ())),
+           inplace=(_inplace_binary("atan2"), _inplace_binary("arctan2"))),
+    # ---- the gamma family
+    OpInfo("lgamma", _method("lgamma"), _lgamma_ref, spelled="Tensor.lgamma", torch=SAME, fuzz="unary",
+           domain=("pos",), aliases={"mf.lgamma": mf.lgamma, "mf.special.gammaln": mf.special.gammaln},
+           samples=(S("lgamma", pos((3, 4))), S("lgamma_0d", pos(())), S("lgamma_odd", (7, 33)),
+                    S("lgamma_large", pos((9,)), fn=lambda a: mf.lgamma(a * 1e3), ref=lambda a: _lgamma_ref(a * 1e3))),
+           inplace=(InPlace("lgamma_", _method("lgamma_"), _method("lgamma"), op="lgamma_"),),
+           errors=(E("lgamma_int_inplace", lambda: mf.tensor([1, 2]).lgamma_(), RuntimeError,
+                     "lgamma_: result type float32 can't be cast to the desired output type int64"),)),
+    OpInfo("digamma", _method("digamma"), _digamma_ref, spelled="Tensor.digamma", torch=SAME,
+           aliases={"mf.digamma": mf.digamma, "mf.special.digamma": mf.special.digamma,
+                    "mf.special.psi": mf.special.psi},
+           samples=(S("digamma", pos((3, 4))), S("digamma_0d", pos(())), S("digamma_odd", (7, 33))),
+           inplace=(InPlace("digamma_", _method("digamma_"), _method("digamma"), op="digamma_"),)),
+    OpInfo("polygamma", lambda a, n: a.polygamma(n), _polygamma_ref, spelled="Tensor.polygamma", torch=SAME,
+           aliases={"mf.polygamma": lambda a, n: mf.polygamma(n, a),
+                    "mf.special.polygamma": lambda a, n: mf.special.polygamma(n, a)},
+           samples=(S("polygamma_0", pos((3, 4)), n=0), S("polygamma_1", pos((3, 4)), n=1),
+                    S("polygamma_2_odd", pos((7, 33)), n=2), S("polygamma_3_0d", pos(()), n=3),
+                    S("polygamma_2_negative", pos((9,)), fn=lambda a: mf.polygamma(2, a * 0.3 - 2.65),
+                      ref=lambda a: _polygamma_ref(a * 0.3 - 2.65, 2))),
+           inplace=(InPlace("polygamma_", lambda x: x.polygamma_(1), lambda x: x.polygamma(1), op="polygamma_"),),
+           errors=(E("polygamma_negative_n", lambda: mf.polygamma(-1, t(2)), RuntimeError,
+                     r"polygamma\(n, x\) does not support negative n"),
+                   E("polygamma_float_n", lambda: mf.polygamma(1.0, t(2)), TypeError,
+                     r"polygamma\(\): argument 'n' must be int, not float"))),
+    OpInfo("mvlgamma", lambda a, p: (a + p / 2).mvlgamma(p),
+           lambda a, p: sum(_lgamma_ref(a + p / 2 - j / 2) for j in range(p)) + p * (p - 1) / 4 * math.log(math.pi),
+           spelled="Tensor.mvlgamma", torch=SAME,
+           aliases={"mf.mvlgamma": lambda a, p: mf.mvlgamma(a + p / 2, p),
+                    "mf.special.multigammaln": lambda a, p: mf.special.multigammaln(a + p / 2, p)},
+           samples=(S("mvlgamma_1", pos((3, 4)), p=1), S("mvlgamma_3", pos((7, 33)), p=3),
+                    S("mvlgamma_0d", pos(()), p=2)),
+           inplace=(InPlace("mvlgamma_", lambda x: x.mvlgamma_(2), lambda x: x.mvlgamma(2), op="mvlgamma_"),),
+           errors=(E("mvlgamma_p0", lambda: mf.mvlgamma(t(2), 0), RuntimeError,
+                     "mvlgamma: p has to be greater than or equal to 1"),)),
+    OpInfo("igamma", lambda a, x: a.igamma(x), _igamma_ref, spelled="Tensor.igamma", torch=SAME,
+           aliases={"mf.igamma": mf.igamma, "mf.special.gammainc": mf.special.gammainc},
+           samples=(S("igamma", const(pos((3, 4))), pos((3, 4))), S("igamma_broadcast", const(pos((5, 1))), pos((7,))),
+                    S("igamma_0d", const(pos(())), pos(()))),
+           # (recorded, but PyTorch has no gradient for input: the in-place suites' gradient checks do not apply)
+           inplace=(InPlace("igamma_", lambda x: x.igamma_(mf.tensor(0.7, dtype=x.dtype)),
+                            lambda x: x.igamma(mf.tensor(0.7, dtype=x.dtype)), grad=False),),
+           errors=(E("igamma_int", lambda: mf.igamma(mf.tensor([1]), mf.tensor([2])), NotImplementedError,
+                     "igamma: not implemented for int64 tensors"),
+                   E("igamma_scalar", lambda: mf.igamma(t(2), 2.0), TypeError,
+                     r"igamma\(\): argument 'other' must be Tensor, not float"))),
+    OpInfo("igammac", lambda a, x: a.igammac(x), lambda a, x: _igamma_ref(a, x, upper=True), spelled="Tensor.igammac",
+           torch=SAME, aliases={"mf.igammac": mf.igammac, "mf.special.gammaincc": mf.special.gammaincc},
+           samples=(S("igammac", const(pos((3, 4))), pos((3, 4))), S("igammac_0d", const(pos(())), pos(())))),
+    # ---- Bessel and error functions (mf.special), entr, zeta
+    OpInfo("i0", _method("i0"), lambda a: _bessel_ref(a, 0), spelled="Tensor.i0", torch=SAME, fuzz="unary",
+           domain=("real",), aliases={"mf.i0": mf.i0, "mf.special.i0": mf.special.i0},
+           samples=(S("i0", (3, 4)), S("i0_0d", ()), S("i0_odd", (7, 33)),
+                    S("i0_large", (9,), fn=lambda a: mf.i0(a * 8), ref=lambda a: _bessel_ref(a * 8, 0))),
+           inplace=(InPlace("i0_", _method("i0_"), _method("i0"), op="i0_"),)),
+    _special_entry("i0e", lambda a: _bessel_ref(a, 0, True), extra=(
+        S("special_i0e_large", (9,), fn=lambda a: mf.special.i0e(a * 8), ref=lambda a: _bessel_ref(a * 8, 0, True)),)),
+    _special_entry("i1", lambda a: _bessel_ref(a, 1), spec=(7, 33)),
+    _special_entry("i1e", lambda a: _bessel_ref(a, 1, True), extra=(
+        S("special_i1e_large", (9,), fn=lambda a: mf.special.i1e(a * 8), ref=lambda a: _bessel_ref(a * 8, 1, True)),)),
+    _special_entry("erfcx", lambda a: np.exp(a * a) * _erfc_ref(a), extra=(
+        S("special_erfcx_tail", (9,), fn=lambda a: mf.special.erfcx(a * 3 + 8),
+          ref=lambda a: np.exp((a * 3 + 8) ** 2) * _erfc_ref(a * 3 + 8)),)),
+    _special_entry("log_ndtr", lambda a: np.log(0.5 * _erfc_ref(-a / math.sqrt(2))), extra=(
+        S("special_log_ndtr_tail", (9,), fn=lambda a: mf.special.log_ndtr(a * 3 - 20),
+          ref=lambda a: np.log(0.5 * _erfc_ref(-(a * 3 - 20) / math.sqrt(2)))),),
+        gpu_tol=2e-4),  # (the tail's gradient exp(-(y + x**2/2)): y and x**2/2 near 400 cancel in float32)
+    _special_entry("ndtri", _ndtri_ref, spec=pos((3, 4)), arg=lambda a: a * 0.4, ref_arg=lambda a: a * 0.4),
+    _special_entry("entr", lambda a: -a * np.log(a), spec=pos((3, 4))),
+    OpInfo("special_zeta", lambda s, q: mf.special.zeta(s + 1.5, q), lambda s, q: _hurwitz_ref(s + 1.5, q),
+           spelled="mf.special.zeta", torch=lambda T, s, q: T.special.zeta(s + 1.5, q),
+           samples=(S("special_zeta", const(pos((3, 4))), pos((3, 4))), S("special_zeta_0d", const(pos(())), pos(()))),
+           errors=(E("special_zeta_grad_input", lambda: mf.special.zeta(t(2, requires_grad=True) + 3, t(2).abs())
+                     .sum().backward(), NotImplementedError, "the derivative for 'zeta' is not implemented"),)),
+    # ---- logcumsumexp, renorm, frexp, nextafter
+    OpInfo("logcumsumexp", lambda a, dim: a.logcumsumexp(dim),
+           lambda a, dim: np.logaddexp.accumulate(np.atleast_1d(a), axis=dim).reshape(a.shape),
+           spelled="Tensor.logcumsumexp", torch=SAME, aliases={"mf.logcumsumexp": mf.logcumsumexp},
+           gpu_tol=2e-4,  # (the gradient's exp(x + ...) cancels values near 300 in float32)
+           samples=(S("logcumsumexp", (3, 5), dim=1), S("logcumsumexp_odd", (33, 7), dim=0),
+                    S("logcumsumexp_0d", (), dim=0), S("logcumsumexp_3d_neg_dim", (2, 9, 3), dim=-2),
+                    S("logcumsumexp_large", (4, 6), fn=lambda a: mf.logcumsumexp(a * 300, 1),
+                      ref=lambda a: np.logaddexp.accumulate(a * 300, axis=1))),
+           errors=(E("logcumsumexp_int", lambda: mf.logcumsumexp(mf.tensor([1, 2]), 0), NotImplementedError,
+                     "logcumsumexp: not implemented for int64 tensors"),
+                   E("logcumsumexp_dim", lambda: mf.logcumsumexp(t(2, 3), 2), IndexError, "out of range"))),
+    OpInfo("renorm", lambda a, **kw: a.renorm(**kw), _renorm_ref, spelled="Tensor.renorm", torch=SAME,
+           aliases={"mf.renorm": lambda a, **kw: mf.renorm(a, **kw)},
+           samples=(S("renorm", (4, 5), p=2, dim=0, maxnorm=2.0), S("renorm_p1_dim1", (3, 6), p=1, dim=1, maxnorm=1.5),
+                    S("renorm_3d", (3, 4, 5), p=3, dim=-1, maxnorm=2.5)),
+           errors=(E("renorm_1d", lambda: mf.renorm(t(3), 2, 0, 1.0), RuntimeError,
+                     "renorm: input needs at least 2 dimensions, got 1 dimensions"),
+                   E("renorm_p", lambda: mf.renorm(t(2, 3), 0, 0, 1.0), RuntimeError,
+                     "renorm: non-positive-norm not supported"),
+                   E("renorm_maxnorm", lambda: mf.renorm(t(2, 3), 2, 0, -1.0), RuntimeError,
+                     "renorm: expected maxnorm to be >= 0 but got -1.0"))),
+    OpInfo("frexp", lambda a: mf.frexp(a).mantissa, lambda a: np.frexp(a)[0], spelled="mf.frexp",
+           torch=lambda T, a: T.frexp(a).mantissa, aliases={"Tensor.frexp": lambda a: a.frexp().mantissa},
+           samples=(S("frexp", (3, 4)), S("frexp_scaled", (7, 33), fn=lambda a: mf.frexp(a * 1e5).mantissa,
+                                          ref=lambda a: np.frexp(a * 1e5)[0])),
+           errors=(E("frexp_int", lambda: mf.frexp(mf.tensor([1])), RuntimeError,
+                     "frexp: only floating-point dtypes are supported, got int64"),)),
+    OpInfo("nextafter", lambda a, b: a.nextafter(b), np.nextafter, spelled="Tensor.nextafter", torch=SAME,
+           aliases={"mf.nextafter": mf.nextafter}, samples=(S("nextafter", (3, 4), (4,)), S("nextafter_0d", (), ())),
+           inplace=(_inplace_binary("nextafter"),),
+           errors=(E("nextafter_int", lambda: mf.nextafter(mf.tensor([1]), mf.tensor([2])), NotImplementedError,
+                     "nextafter: not implemented for int64 tensors"),)),
+    # ---- integers, bits and queries (no gradient)
+    OpInfo("gcd", lambda a, b: a.gcd(b), np.gcd, spelled="Tensor.gcd", grad=False, dtypes=NO_GRAD_RESULT, torch=SAME,
+           aliases={"mf.gcd": mf.gcd},
+           samples=(S("gcd", index((3, 4), 30), index((4,), 30)),
+                    S("gcd_negative", index((9,), 30), fn=lambda a: mf.gcd(a - 15, a * 2 - 8),
+                      ref=lambda a: np.gcd(a - 15, a * 2 - 8))),
+           errors=(E("gcd_float", lambda: mf.gcd(t(2), t(2)), NotImplementedError,
+                     "gcd: not implemented for float32 tensors"),)),
+    OpInfo("lcm", lambda a, b: a.lcm(b), np.lcm, spelled="Tensor.lcm", grad=False, dtypes=NO_GRAD_RESULT, torch=SAME,
+           aliases={"mf.lcm": mf.lcm}, samples=(S("lcm", index((3, 4), 30), index((3, 1), 30)),)),
+    OpInfo("bitwise_left_shift", lambda a, b: a << b, lambda a, b: _shift_ref(a, b, True),
+           spelled="Tensor.__lshift__", grad=False, dtypes=NO_GRAD_RESULT, torch=SAME,
+           aliases={"mf.bitwise_left_shift": mf.bitwise_left_shift, "Tensor.bitwise_left_shift":
+                    _method("bitwise_left_shift")},
+           samples=(S("bitwise_left_shift", index((3, 4), 99), index((4,), 8)),
+                    S("bitwise_left_shift_out_of_range", index((9,), 99), fn=lambda a: (a - 50) << (a - 20),
+                      ref=lambda a: _shift_ref(a - 50, a - 20, True))),
+           errors=(E("bitwise_left_shift_float", lambda: t(2) << 1, NotImplementedError,
+                     "bitwise_left_shift: not implemented for float32 tensors"),)),
+    OpInfo("bitwise_right_shift", lambda a, b: a >> b, lambda a, b: _shift_ref(a, b, False),
+           spelled="Tensor.__rshift__", grad=False, dtypes=NO_GRAD_RESULT, torch=SAME,
+           aliases={"mf.bitwise_right_shift": mf.bitwise_right_shift, "Tensor.bitwise_right_shift":
+                    _method("bitwise_right_shift")},
+           samples=(S("bitwise_right_shift", index((3, 4), 99), index((4,), 8)),
+                    S("bitwise_right_shift_out_of_range", index((9,), 99), fn=lambda a: (a - 50) >> (a - 20),
+                      ref=lambda a: _shift_ref(a - 50, a - 20, False)),
+                    S("bitwise_right_shift_scalars", index((5,), 99), fn=lambda a: (a >> 2) + (1024 >> (a % 11)),
+                      ref=lambda a: (a >> 2) + (1024 >> (a % 11))))),
+    OpInfo("isreal", _method("isreal"), lambda a: np.ones(a.shape, bool), spelled="Tensor.isreal", grad=False,
+           dtypes=NO_GRAD_RESULT, torch=SAME, aliases={"mf.isreal": mf.isreal},
+           samples=(S("isreal", (3, 4)), S("isreal_int", index((5,), 3)))),
+]
+OPS += SPECIAL_MATH_OPS
 
 REGISTRY = {entry.name: entry for entry in OPS}
 

@@ -11,6 +11,7 @@ from .. import backend
 # ---------------------------------------------------------------- grad mode
 class _GradMode(threading.local):
     enabled = True
+    inference = False  # inside inference_mode(True): what is_inference_mode_enabled reports
 
 
 _mode = _GradMode()
@@ -93,6 +94,15 @@ class inference_mode(_BareDecorator):
     def __init__(self, mode: bool = True):
         super().__init__(False if mode else _mode.enabled)
         self._flag = bool(mode)
+        self._prev_inference = None
+
+    def __enter__(self):
+        self._prev_inference, _mode.inference = _mode.inference, self._flag
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _mode.inference = self._prev_inference
+        return super().__exit__(*exc)
 
     def __call__(self, fn):
         flag = self._flag
@@ -103,6 +113,11 @@ class inference_mode(_BareDecorator):
                 return fn(*args, **kwargs)
 
         return wrapper
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether this thread is inside ``inference_mode()`` (``torch.is_inference_mode_enabled``)."""
+    return _mode.inference
 
 
 # ---------------------------------------------------------------- anomaly and debug modes

@@ -29,3 +29,5 @@ from .norm import CrossMapLRN2d  # noqa: F401,E402
 from .pool import FractionalMaxPool2d  # noqa: F401,E402
 from .rnn import GRU, LSTM, RNN, RNNBase  # noqa: F401,E402
 from .rnn_cells import GRUCell, LSTMCell, RNNCell, RNNCellBase  # noqa: F401,E402
+from .transformer import (MultiheadAttention, Transformer, TransformerDecoder,  # noqa: F401,E402
+                          TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)

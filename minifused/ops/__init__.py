@@ -13,12 +13,15 @@ from ..tensor import Tensor
 from . import (activation, aliases, arrange, creation, diagonals, elementwise, index, linalg, logic, masking, matmul,
                movement, pointwise, products, reduce, resample, scan, scatter_reductions, shape, sorting,
                special, statistics)
+from . import linalg_toplevel
+from . import numeric, special_math
 from .activation import *  # noqa: F401,F403
 from .aliases import *  # noqa: F401,F403
 from .arrange import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .diagonals import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
+from .linalg_toplevel import *  # noqa: F401,F403
 from .logic import *  # noqa: F401,F403
 from .masking import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
@@ -28,6 +31,8 @@ from .scatter_reductions import *  # noqa: F401,F403
 from .statistics import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
+from .special_math import *  # noqa: F401,F403
+from .numeric import *  # noqa: F401,F403
 from .elementwise import (abs, add, cast, clamp, clone, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
                           maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device, where)
 from .elementwise import div as _true_div
@@ -97,9 +102,21 @@ _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bflo
                "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
 
 
-def _type(self, dtype=None):
+_TYPE_DTYPES = {kind: backend.as_dtype(name) for name, kind in _TYPE_NAMES.items()}
+
+
+def _type(self, dtype=None, non_blocking=False):
     """``Tensor.type()``: the tensor's type name (``'minifused.FloatTensor'``, ``'minifused.cuda.HalfTensor'``
-    ...); ``Tensor.type(dtype)``: the tensor cast to it, as PyTorch's."""
+    ...); ``Tensor.type(dtype)``: the tensor cast to it, as PyTorch's; given a legacy tensor type
+    (``minifused.LongTensor``) or a type name (``'torch.cuda.HalfTensor'``), also moved to its device."""
+    if isinstance(dtype, str) and dtype.endswith("Tensor"):
+        prefix, _, kind = dtype.rpartition(".")
+        if prefix not in ("torch", "minifused", "torch.cuda", "minifused.cuda") or kind[:-6] not in _TYPE_DTYPES:
+            raise InputError(f"type(): invalid type {dtype!r}; expected a dtype or a tensor type name such as "
+                             f"'minifused.FloatTensor' or 'minifused.cuda.HalfTensor'")
+        return _to(self, "cuda" if prefix.endswith("cuda") else "cpu", _TYPE_DTYPES[kind[:-6]])
+    if isinstance(dtype, type) and hasattr(dtype, "is_cuda") and hasattr(dtype, "dtype"):  # a legacy tensor type
+        return _to(self, "cuda" if dtype.is_cuda else "cpu", dtype.dtype)
     if dtype is not None:
         return cast(self, dtype)
     name = np.dtype(self.dtype).name
@@ -171,7 +188,7 @@ _METHODS = {
 }
 # the families in their own modules declare theirs
 _FAMILIES = (pointwise, logic, index, masking, sorting, activation, resample, products, diagonals, arrange, special,
-             aliases, scatter_reductions, statistics)
+             aliases, scatter_reductions, statistics, linalg_toplevel, special_math, numeric)
 for _family in _FAMILIES:
     _METHODS.update(_family.METHODS)
 for _name, _fn in _METHODS.items():
@@ -195,7 +212,8 @@ __all__ = creation.__all__ + [n for _family in _FAMILIES for n in _family.__all_
 # their self is a tensor)
 _SCALAR_FIRST_OK = {"add", "sub", "mul", "div", "pow", "remainder", "floor_divide", "fmod", "atan2", "is_tensor",
                     "xlogy", "float_power", "bucketize",
-                    "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor"}
+                    "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor",
+                    "bitwise_left_shift", "bitwise_right_shift"}
 
 
 def _tensor_checked(name, fn):

@@ -1,5 +1,7 @@
-"""``minifused.linalg``: the norms PyTorch keeps under ``torch.linalg`` (``vector_norm``, ``matrix_norm``,
-``norm``), composed of the reductions, so their gradients are the reductions'."""
+"""``minifused.linalg``: PyTorch's ``torch.linalg``. The norms (``vector_norm``, ``matrix_norm``, ``norm``) and
+``cond`` live here, composed of the reductions and of ``svdvals`` / ``inv_ex``, so their gradients are theirs; the
+factorizations come from ``linalg_decomp.py``, the solvers from ``linalg_solve.py``, the matrix functions and
+products from ``linalg_funcs.py``."""
 from __future__ import annotations
 
 import math
@@ -8,17 +10,25 @@ import numbers
 from .. import backend
 from ..tensor import Tensor
 from ._common import cast, normalize_axis
-from .elementwise import abs  # noqa: A004
+from .elementwise import abs, mul, where  # noqa: A004
+from .linalg_common import LinAlgError, check_matrix, dtype_name
+from .linalg_decomp import cholesky, cholesky_ex, det, eigh, eigvalsh, inv, inv_ex, qr, slogdet, svd, svdvals
+from .linalg_funcs import cross, diagonal, linalg_matmul as matmul, matrix_exp, matrix_power, multi_dot, vecdot
+from .linalg_solve import lstsq, matrix_rank, pinv, solve, solve_ex, solve_triangular
+from .movement import movedim
 from .reduce import amax, amin, sum, vector_norm  # noqa: A004
-from ..backend import InputTypeError
+from .shape import unsqueeze
+from ..backend import InputError, InputTypeError
 
-__all__ = ["vector_norm", "matrix_norm", "norm"]
+__all__ = ["vector_norm", "matrix_norm", "norm", "cond", "LinAlgError", "inv", "inv_ex", "det", "slogdet", "cholesky",
+           "cholesky_ex", "qr", "eigh", "eigvalsh", "svd", "svdvals", "solve", "solve_ex", "solve_triangular", "pinv",
+           "matrix_rank", "lstsq", "matrix_exp", "matrix_power", "multi_dot", "cross", "vecdot", "diagonal", "matmul"]
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002 - PyTorch's names
     """``torch.linalg.matrix_norm`` over the two dimensions ``dim``: 'fro', inf, -inf, 1 or -1 (the largest or
-    smallest absolute row sum for +-inf, column sum for +-1). 'nuc', 2 and -2 need singular values, which
-    minifused does not compute: a clear NotImplementedError."""
+    smallest absolute row sum for +-inf, column sum for +-1), 'nuc', 2 or -2 (the sum, largest or smallest of the
+    singular values: float32 / float64 only, as PyTorch's)."""
     op = "linalg.matrix_norm"
     if not isinstance(A, Tensor):
         raise InputTypeError(f"{op}: expected a Tensor, got {type(A).__name__}")
@@ -36,8 +46,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
     if ord == "fro":
         return vector_norm(A, 2, (rows, cols), keepdim)
     if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"{op}: ord={ord!r} needs singular values, which are not supported ('fro', inf, "
-                                  f"-inf, 1 and -1 are)")
+        return _singular_norm(op, A, ord, rows, cols, keepdim)
     if isinstance(ord, bool) or not isinstance(ord, numbers.Real) or ord not in (1, -1, math.inf, -math.inf):
         raise RuntimeError(f"{op}: ord must be 'fro', 'nuc', inf, -inf, 1, -1, 2 or -2, got {ord!r}")
     if any(A.shape[d] == 0 for d in (rows, cols)):
@@ -71,3 +80,34 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 - P
     if len(dim) == 2:
         return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
     raise RuntimeError(f"{op}: dim must be an int, a 1-tuple or a 2-tuple, got {dim!r}")
+
+
+def _singular_norm(op, A, ord, rows, cols, keepdim):  # noqa: A002 - PyTorch's name
+    """The 'nuc', 2 or -2 matrix norm over dims (rows, cols): of the singular values."""
+    if A.dtype in (backend.float16, backend.bfloat16):
+        raise InputTypeError(f"{op}: Low precision dtypes not supported. Got {dtype_name(A.dtype)}")
+    s = svdvals(movedim(A, (rows, cols), (-2, -1)))
+    out = sum(s, -1) if ord == "nuc" else (amax if ord == 2 else amin)(s, -1)
+    if keepdim:
+        for d in sorted((rows, cols)):
+            out = unsqueeze(out, d)
+    return out
+
+
+def cond(A, p=None):
+    """``torch.linalg.cond``: the condition number of each matrix in the norm ``p``: None or 2 (the largest over the
+    smallest singular value), -2 (its inverse), for any matrix; 'fro', 'nuc', inf, -inf, 1, -1 (norm(A) times
+    norm(A^-1)) for square ones, inf where A is singular."""
+    op = "linalg.cond"
+    if p not in (None, 2, -2, "fro", "nuc", math.inf, -math.inf, 1, -1) or isinstance(p, bool):
+        raise InputError(f"linalg.cond got an invalid norm type: {p}")
+    if p in (None, 2, -2):
+        check_matrix(op, A, square=False)
+        s = svdvals(A)
+        big, small = s[..., 0], s[..., -1]
+        return big / small if p != -2 else small / big
+    check_matrix(f"linalg.cond(ord={p})", A)
+    inverse, info = inv_ex(A)
+    out = mul(matrix_norm(A, p), matrix_norm(inverse, p))
+    return where(info > 0, Tensor._from_array(A._xp.asarray(math.inf, A.dtype)), out)
+

@@ -11,6 +11,7 @@ def nn_table(m):
     nn, F, init, optim = Lazy(m, "nn"), Lazy(m, "nn.functional"), Lazy(m, "nn.init"), Lazy(m, "optim")
     sched, data, cuda = Lazy(m, "optim.lr_scheduler"), Lazy(m, "utils.data"), Lazy(m, "cuda")
     utils = Lazy(m, "nn.utils")
+    dist = Lazy(m, "distributions")
 
     def r(*shape):
         return m.randn(*shape)
@@ -161,6 +162,15 @@ def nn_table(m):
             y = m.ones(8, device="cuda") * 2
         cuda.current_stream().wait_stream(side)
         ok(y.sum().item() == 16)
+
+    def causal(n):
+        return nn.Transformer.generate_square_subsequent_mask(n)
+
+    def self_attention():
+        x = r(5, 2, 8)
+        out, weights = nn.MultiheadAttention(8, 2)(x, x, x, key_padding_mask=m.zeros(2, 5, dtype=m.bool))
+        is_shape(out, 5, 2, 8)
+        is_shape(weights, 2, 5, 5)
 
     def switch(ns, name):
         old = getattr(ns, name)
@@ -357,6 +367,7 @@ def nn_table(m):
         "torch.backends.cudnn.allow_tf32": lambda: switch(m.backends.cudnn, "allow_tf32"),
         "torch.backends.cuda.matmul.allow_tf32": lambda: switch(m.backends.cuda.matmul, "allow_tf32"),
         "torch.amp.GradScaler": lambda: m.amp.GradScaler().scale(r(2).sum()),
+        "torch.GradScaler": lambda: ok(m.GradScaler("cpu", init_scale=4.0).scale(r(2).sum() * 0 + 1).item() == 4.0),
         "torch.amp.GradScaler.unscale_": clipped_scaled_step,
         "torch.cuda.Event": lambda: if_cuda(timed),
         "torch.cuda.Stream": lambda: if_cuda(on_side_stream),
@@ -378,4 +389,34 @@ def nn_table(m):
         "torch.nn.utils.parametrizations.spectral_norm": lambda: is_shape(
             m.nn.utils.parametrizations.spectral_norm(nn.Conv2d(2, 4, 3))(r(1, 2, 5, 5)), 1, 4, 3, 3),
         "torch.nn.TripletMarginLoss": lambda: is_shape(nn.TripletMarginLoss()(r(4, 5), r(4, 5), r(4, 5))),
+        # attention and Transformer layers (batch_first encoders: PyTorch warns about nested tensors otherwise)
+        "torch.nn.MultiheadAttention": self_attention,
+        "torch.nn.TransformerEncoderLayer": lambda: is_shape(nn.TransformerEncoderLayer(8, 2, 16)(r(5, 2, 8)), 5, 2, 8),
+        "torch.nn.TransformerEncoder": lambda: is_shape(nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 2)(r(2, 5, 8), is_causal=True,
+                                                                       mask=causal(5)), 2, 5, 8),
+        "torch.nn.TransformerDecoderLayer":
+            lambda: is_shape(nn.TransformerDecoderLayer(8, 2, 16)(r(3, 2, 8), r(5, 2, 8)), 3, 2, 8),
+        "torch.nn.TransformerDecoder": lambda: is_shape(nn.TransformerDecoder(
+            nn.TransformerDecoderLayer(8, 2, 16), 2)(r(3, 2, 8), r(5, 2, 8), tgt_mask=causal(3)), 3, 2, 8),
+        "torch.nn.Transformer": lambda: is_shape(nn.Transformer(8, 2, 1, 1, 16, batch_first=True)(
+            r(2, 5, 8), r(2, 3, 8), tgt_mask=causal(3)), 2, 3, 8),
+        "torch.nn.Transformer.generate_square_subsequent_mask":
+            lambda: ok(causal(2).tolist() == [[0.0, -math.inf], [0.0, 0.0]]),
+        "torch.nn.functional.scaled_dot_product_attention": lambda: is_shape(
+            F.scaled_dot_product_attention(r(2, 4, 3, 8), r(2, 4, 5, 8), r(2, 4, 5, 8), is_causal=True), 2, 4, 3, 8),
+        "torch.nn.functional.multi_head_attention_forward": lambda: is_shape(F.multi_head_attention_forward(
+            *[r(3, 2, 8)] * 3, 8, 2, r(24, 8), r(24), None, None, False, 0.0, r(8, 8), r(8), need_weights=False)[0],
+            3, 2, 8),
+        # torch.distributions
+        "torch.distributions.Normal": lambda: is_shape(dist.Normal(r(3), m.ones(3)).log_prob(r(3)), 3),
+        "torch.distributions.Categorical": lambda: is_shape(dist.Categorical(logits=r(4, 5)).sample(), 4),
+        "torch.distributions.Bernoulli": lambda: is_shape(dist.Bernoulli(logits=r(4)).entropy(), 4),
+        "torch.distributions.Uniform": lambda: ok(bool((dist.Uniform(0.0, 2.0).sample((10,)) < 2).all())),
+        "torch.distributions.MultivariateNormal":
+            lambda: is_shape(dist.MultivariateNormal(m.zeros(3), m.eye(3)).rsample((2,)), 2, 3),
+        "torch.distributions.Independent":
+            lambda: is_shape(dist.Independent(dist.Normal(m.zeros(4, 3), 1.0), 1).log_prob(r(4, 3)), 4),
+        "torch.distributions.kl_divergence":
+            lambda: close(dist.kl_divergence(dist.Normal(0.0, 1.0), dist.Normal(1.0, 1.0)).item(), 0.5),
     }

@@ -107,6 +107,14 @@ def tensor_table(m):
         m.set_rng_state(state)
         ok(m.rand(3).tolist() == a)
 
+    def default_device():
+        prev = m.get_default_device()
+        m.set_default_device("cpu")
+        try:
+            ok(m.zeros(1).device.type == "cpu" and m.get_default_device().type == "cpu")
+        finally:
+            m.set_default_device(prev)
+
     def where():
         x = r(4)
         return m.where(x > 0, x, m.zeros_like(x))
@@ -185,6 +193,15 @@ def tensor_table(m):
         "torch.get_default_dtype": lambda: ok(m.get_default_dtype() == m.float32),
         "torch.set_default_dtype": lambda: m.set_default_dtype(m.get_default_dtype()),
         "torch.finfo": lambda: ok(math.isclose(m.finfo(m.float32).eps, 2.0 ** -23)),
+        "torch.pi": lambda: ok(math.isclose(m.pi, math.pi) and m.cos(m.tensor([m.pi])).item() == -1.0),
+        "torch.inf": lambda: ok(m.full((2,), -m.inf).tolist() == [-math.inf] * 2),
+        "torch.nan": lambda: ok(m.isnan(m.tensor([m.nan, 1.0])).tolist() == [True, False]),
+        "torch.FloatTensor": lambda: ok(m.FloatTensor(2, 3).shape == (2, 3) and isinstance(r(2), m.FloatTensor)),
+        "torch.LongTensor": lambda: ok(m.LongTensor([1, 2]).tolist() == [1, 2] and r(2).type(m.LongTensor).dtype
+                                       == m.int64),
+        "torch.get_default_device": default_device,
+        "torch.set_default_device": default_device,
+        "torch.broadcast_shapes": lambda: ok(m.broadcast_shapes((4, 1), (3,)) == m.Size([4, 3])),
         # random state, grad mode, autograd, checkpoints
         "torch.manual_seed": lambda: (m.manual_seed(3), m.rand(2)),
         "torch.initial_seed": lambda: ok(isinstance(m.initial_seed(), int)),
@@ -215,6 +232,7 @@ def tensor_table(m):
         "torch.tanh": lambda: m.tanh(r(3)),
         "torch.sigmoid": lambda: m.sigmoid(r(3)),
         "torch.relu": lambda: m.relu(r(3)),
+        "torch.relu_": lambda: (lambda x: ok(m.relu_(x) is x and x.min().item() >= 0))(r(3)),
         "torch.clamp": lambda: m.clamp(r(3), min=-0.5, max=0.5),
         "torch.clip": lambda: m.clip(r(3), -1.0, 1.0),
         "torch.sign": lambda: m.sign(r(3)),
@@ -226,6 +244,10 @@ def tensor_table(m):
         "torch.isnan": lambda: ok(m.isnan(m.tensor([1.0, float("nan")])).tolist() == [False, True]),
         "torch.isinf": lambda: ok(m.isinf(m.tensor([1.0, float("inf")])).tolist() == [False, True]),
         "torch.isfinite": lambda: ok(m.isfinite(m.tensor([1.0, float("inf")])).tolist() == [True, False]),
+        "torch.lgamma": lambda: ok(np.allclose(m.lgamma(m.tensor([1.0, 4.0, 0.5])).tolist(),
+                                               [0.0, math.log(6.0), 0.5 * math.log(math.pi)], atol=1e-6)),
+        "torch.digamma": lambda: ok(np.allclose(m.digamma(m.tensor([1.0, 2.0])).tolist(),
+                                                [-0.5772157, 0.4227843], atol=1e-6)),
         # comparison
         "torch.eq": lambda: m.eq(idx([1, 2]), idx([1, 3])),
         "torch.ne": lambda: m.ne(idx([1, 2]), idx([1, 3])),
@@ -248,6 +270,8 @@ def tensor_table(m):
         "torch.norm": lambda: ok(math.isclose(m.norm(m.tensor([3.0, 4.0])).item(), 5.0, rel_tol=1e-6)),
         "torch.logsumexp": lambda: m.logsumexp(r(2, 3), dim=1),
         "torch.cumsum": lambda: ok(m.cumsum(idx([1, 2, 3]), dim=0).tolist() == [1, 3, 6]),
+        "torch.logcumsumexp": lambda: ok(np.allclose(m.logcumsumexp(m.tensor([0.0, 0.0, 1000.0]), dim=0).tolist(),
+                                                     [0.0, math.log(2.0), 1000.0])),
         "torch.sort": lambda: m.sort(r(5))[0],
         "torch.argsort": lambda: m.argsort(r(5), descending=True),
         "torch.topk": lambda: ok(m.topk(m.tensor([1.0, 5.0, 3.0]), 2)[1].tolist() == [1, 2]),
@@ -264,6 +288,10 @@ def tensor_table(m):
         "torch.dot": lambda: m.dot(r(3), r(3)),
         "torch.einsum": lambda: m.einsum("ij,jk->ik", r(2, 3), r(3, 4)),
         "torch.diag": lambda: m.diag(r(3)),
+        "torch.det": lambda: ok(math.isclose(m.det(m.eye(3) * 2).item(), 8.0, rel_tol=1e-6)),
+        "torch.linalg.inv": lambda: ok(np.allclose(m.linalg.inv(m.eye(3) * 2).tolist(), np.eye(3) / 2)),
+        "torch.linalg.solve": lambda: ok(np.allclose(m.linalg.solve(m.eye(3) * 2, m.ones(3)).tolist(), 0.5)),
+        "torch.linalg.svd": lambda: m.linalg.svd(r(4, 3), full_matrices=False).S,
         # joining and reshaping
         "torch.cat": lambda: ok(m.cat([r(2, 3), r(1, 3)], dim=0).shape == (3, 3)),
         "torch.stack": lambda: ok(m.stack([r(3), r(3)]).shape == (2, 3)),
@@ -335,6 +363,7 @@ def tensor_table(m):
         "torch.Tensor.sigmoid": lambda: r(3).sigmoid(),
         "torch.Tensor.tanh": lambda: r(3).tanh(),
         "torch.Tensor.relu": lambda: r(3).relu(),
+        "torch.Tensor.lgamma": lambda: (m.rand(3) + 0.5).lgamma(),
         "torch.Tensor.softmax": lambda: r(2, 3).softmax(dim=-1),
         "torch.Tensor.clamp": lambda: r(3).clamp(min=-1, max=1),
         "torch.Tensor.eq": lambda: idx([1, 2]).eq(idx([1, 3])),

@@ -1,0 +1,316 @@
+"""The continuous scalar distributions with closed forms: ``Normal``, ``Uniform``, ``Exponential``, ``Laplace``,
+``Cauchy``, ``Beta``. Each draws through minifused's generator (``rand`` / ``randn`` / the gamma sampler, so
+``manual_seed`` repeats a draw) and reparameterizes the draw (``rsample`` is differentiable in the parameters);
+log_prob, cdf, icdf and entropy are compositions of tensor ops, so their gradients are the ops'."""
+from __future__ import annotations
+
+import math
+
+from .. import ops
+from . import constraints
+from ._gamma import standard_gamma
+from .distribution import Distribution, _nan_full
+from .utils import _is_number, _standard_normal, _tiny_eps, _uniform, broadcast_all
+
+__all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Cauchy", "Beta"]
+
+_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
+
+
+class _LocScale(Distribution):
+    """A location-scale law: ``loc`` and ``scale`` broadcast together; batch shape () when both are numbers."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        batch_shape = () if _is_number(loc) and _is_number(scale) else tuple(self.loc.shape)
+        super().__init__(batch_shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        law = next(c for c in type(self).__mro__ if _LocScale in c.__bases__)  # Normal, Laplace or Cauchy
+        new = self._get_checked_instance(law, _instance)
+        batch_shape = tuple(batch_shape)
+        new.loc, new.scale = self.loc.expand(batch_shape), self.scale.expand(batch_shape)
+        return self._expanded_from(new, batch_shape)
+
+    @property
+    def mode(self):
+        return self.loc
+
+    def rsample(self, sample_shape=()):
+        return self.loc + self._standard(self._extended_shape(sample_shape)) * self.scale
+
+    def _checked(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return value
+
+
+class Normal(_LocScale):
+    """The normal (Gaussian) distribution of mean ``loc`` and standard deviation ``scale``."""
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def stddev(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        return self.scale.pow(2)
+
+    def _standard(self, shape):
+        return _standard_normal(shape, self.loc)
+
+    def log_prob(self, value):
+        value = self._checked(value)
+        return -((value - self.loc) ** 2) / (2 * self.scale ** 2) - ops.log(self.scale) - _LOG_SQRT_2PI
+
+    def cdf(self, value):
+        value = self._checked(value)
+        return 0.5 * (1 + ops.erf((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)))
+
+    def icdf(self, value):
+        return self.loc + self.scale * ops.erfinv(2 * value - 1) * math.sqrt(2)
+
+    def entropy(self):
+        return 0.5 + 0.5 * math.log(2 * math.pi) + ops.log(self.scale)
+
+
+class Laplace(_LocScale):
+    """The Laplace (double exponential) distribution of location ``loc`` and scale ``scale``."""
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        return 2 * self.scale.pow(2)
+
+    @property
+    def stddev(self):
+        return (2 ** 0.5) * self.scale
+
+    def _standard(self, shape):
+        u = _uniform(shape, self.loc, _tiny_eps(self.loc.dtype)[1] - 1, 1.0)  # (-1, 1): log1p(-|u|) finite
+        return -u.sign() * ops.log1p(-u.abs())
+
+    def log_prob(self, value):
+        value = self._checked(value)
+        return -ops.log(2 * self.scale) - ops.abs(value - self.loc) / self.scale
+
+    def cdf(self, value):
+        value = self._checked(value)
+        return 0.5 - 0.5 * (value - self.loc).sign() * ops.expm1(-(value - self.loc).abs() / self.scale)
+
+    def icdf(self, value):
+        term = value - 0.5
+        return self.loc - self.scale * term.sign() * ops.log1p(-2 * term.abs())
+
+    def entropy(self):
+        return 1 + ops.log(2 * self.scale)
+
+
+class Cauchy(_LocScale):
+    """The Cauchy (Lorentz) distribution of location ``loc`` and half width ``scale``: no mean (NaN), infinite
+    variance."""
+
+    @property
+    def mean(self):
+        return _nan_full(self, self.loc)
+
+    @property
+    def variance(self):
+        return _nan_full(self, self.loc, math.inf)
+
+    def _standard(self, shape):
+        return ops.tan(math.pi * (_uniform(shape, self.loc) - 0.5))
+
+    def log_prob(self, value):
+        value = self._checked(value)
+        return -math.log(math.pi) - self.scale.log() - (((value - self.loc) / self.scale) ** 2).log1p()
+
+    def cdf(self, value):
+        value = self._checked(value)
+        return ops.atan((value - self.loc) / self.scale) / math.pi + 0.5
+
+    def icdf(self, value):
+        return ops.tan(math.pi * (value - 0.5)) * self.scale + self.loc
+
+    def entropy(self):
+        return math.log(4 * math.pi) + self.scale.log()
+
+
+class Uniform(Distribution):
+    """The uniform distribution on the half-open interval [low, high)."""
+
+    has_rsample = True
+
+    def __init__(self, low, high, validate_args=None):
+        self.low, self.high = broadcast_all(low, high)
+        batch_shape = () if _is_number(low) and _is_number(high) else tuple(self.low.shape)
+        super().__init__(batch_shape, validate_args=validate_args)
+
+    @property
+    def arg_constraints(self):
+        return {"low": constraints.less_than(self.high), "high": constraints.greater_than(self.low)}
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.interval(self.low, self.high)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Uniform, _instance)
+        batch_shape = tuple(batch_shape)
+        new.low, new.high = self.low.expand(batch_shape), self.high.expand(batch_shape)
+        return self._expanded_from(new, batch_shape)
+
+    @property
+    def mean(self):
+        return (self.high + self.low) / 2
+
+    @property
+    def mode(self):
+        return math.nan * self.high
+
+    @property
+    def stddev(self):
+        return (self.high - self.low) / 12 ** 0.5
+
+    @property
+    def variance(self):
+        return (self.high - self.low).pow(2) / 12
+
+    def rsample(self, sample_shape=()):
+        return self.low + _uniform(self._extended_shape(sample_shape), self.low) * (self.high - self.low)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        inside = self.low.le(value).type_as(self.low) * self.high.gt(value).type_as(self.low)
+        return ops.log(inside) - ops.log(self.high - self.low)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return ((value - self.low) / (self.high - self.low)).clamp(min=0, max=1)
+
+    def icdf(self, value):
+        return value * (self.high - self.low) + self.low
+
+    def entropy(self):
+        return ops.log(self.high - self.low)
+
+
+class Exponential(Distribution):
+    """The exponential distribution of rate ``rate`` (mean 1 / rate)."""
+
+    arg_constraints = {"rate": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, rate, validate_args=None):
+        (self.rate,) = broadcast_all(rate)
+        super().__init__(() if _is_number(rate) else tuple(self.rate.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Exponential, _instance)
+        new.rate = self.rate.expand(tuple(batch_shape))
+        return self._expanded_from(new, tuple(batch_shape))
+
+    @property
+    def mean(self):
+        return self.rate.reciprocal()
+
+    @property
+    def mode(self):
+        return ops.zeros_like(self.rate)
+
+    @property
+    def stddev(self):
+        return self.rate.reciprocal()
+
+    @property
+    def variance(self):
+        return self.rate.pow(-2)
+
+    def rsample(self, sample_shape=()):
+        return -ops.log1p(-_uniform(self._extended_shape(sample_shape), self.rate)) / self.rate
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return self.rate.log() - self.rate * value
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 1 - ops.exp(-self.rate * value)
+
+    def icdf(self, value):
+        return -ops.log1p(-value) / self.rate
+
+    def entropy(self):
+        return 1.0 - ops.log(self.rate)
+
+
+class Beta(Distribution):
+    """The beta distribution on [0, 1] of concentrations ``concentration1`` (alpha, the weight of 1) and
+    ``concentration0`` (beta). A draw is G1 / (G1 + G0) for Gamma draws G, reparameterized through the gamma
+    sampler's implicit gradient."""
+
+    arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
+    support = constraints.unit_interval
+    has_rsample = True
+
+    def __init__(self, concentration1, concentration0, validate_args=None):
+        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
+        super().__init__(tuple(self.concentration1.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Beta, _instance)
+        batch_shape = tuple(batch_shape)
+        new.concentration1 = self.concentration1.expand(batch_shape)
+        new.concentration0 = self.concentration0.expand(batch_shape)
+        return self._expanded_from(new, batch_shape)
+
+    @property
+    def mean(self):
+        return self.concentration1 / (self.concentration1 + self.concentration0)
+
+    @property
+    def mode(self):
+        m1, m0 = (self.concentration1 - 1).clamp(min=0.0), (self.concentration0 - 1).clamp(min=0.0)
+        mode = m1 / (m1 + m0)
+        both_below_one = (self.concentration1 < 1) & (self.concentration0 < 1)  # PyTorch: the first vertex
+        return ops.where(both_below_one, ops.ones_like(mode), mode)
+
+    @property
+    def variance(self):
+        total = self.concentration1 + self.concentration0
+        return self.concentration1 * self.concentration0 / (total.pow(2) * (total + 1))
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        g1 = standard_gamma(self.concentration1.expand(shape))
+        g0 = standard_gamma(self.concentration0.expand(shape))
+        tiny, eps = _tiny_eps(g1.dtype)
+        return (g1 / (g1 + g0)).clamp(min=tiny, max=1 - eps)  # never exactly 0 or 1, as PyTorch's draws
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        a, b = self.concentration1, self.concentration0
+        return ops.xlogy(a - 1, value) + ops.xlogy(b - 1, 1 - value) + ops.lgamma(a + b) - ops.lgamma(a) - ops.lgamma(b)
+
+    def entropy(self):
+        a, b = self.concentration1, self.concentration0
+        total = a + b
+        return (ops.lgamma(a) + ops.lgamma(b) - ops.lgamma(total) - (2 - total) * ops.digamma(total)
+                - (a - 1) * ops.digamma(a) - (b - 1) * ops.digamma(b))

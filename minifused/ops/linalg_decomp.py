@@ -1,0 +1,325 @@
+"""``torch.linalg``'s factorizations and what they give directly: ``inv`` / ``inv_ex``, ``det``, ``slogdet``,
+``cholesky`` / ``cholesky_ex``, ``qr``, ``eigh`` / ``eigvalsh``, ``svd`` / ``svdvals``. Each op is one ``Function`` on
+raw arrays through ``xp.linalg`` (NumPy's LAPACK on the cpu, CuPy's cuSOLVER / cuBLAS on cuda, both batched over the
+leading dims) whose backward is PyTorch's formula; failures and checks as ``linalg_common.py`` describes. float32 and
+float64 only: float16 / bfloat16 and integers raise InputTypeError, as PyTorch's CPU kernels refuse them."""
+from __future__ import annotations
+
+from collections import namedtuple
+
+from .. import backend
+from ..autograd import Function
+from ..backend import InputError
+from .linalg_common import (check_matrix, cholesky_info, converged, detached, factor, inv_quiet, lu_info,
+                            not_pd_message, set_diagonal, singular_message, swap, tri_solve)
+
+_xp = backend.array_module
+
+# PyTorch's torch.return_types
+InvExResult = namedtuple("linalg_inv_ex", ["inverse", "info"])
+CholeskyExResult = namedtuple("linalg_cholesky_ex", ["L", "info"])
+SlogdetResult = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
+QRResult = namedtuple("linalg_qr", ["Q", "R"])
+EighResult = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+SVDResult = namedtuple("linalg_svd", ["U", "S", "Vh"])
+
+
+# ---------------------------------------------------------------- the Functions
+class Inv(Function):
+    """A^-1 (and the info of each matrix); the gradient -A^-T g A^-T."""
+
+    @staticmethod
+    def forward(ctx, a, op, check):
+        xp = _xp(a)
+        inverse, info = factor(op, xp, xp.linalg.inv, (a,), lu_info, singular_message, check)
+        ctx.save_for_backward(inverse)
+        return inverse, info
+
+    @staticmethod
+    def backward(ctx, g, _):
+        (inverse,) = ctx.saved_tensors
+        t = swap(inverse)
+        return -(t @ g @ t), None, None
+
+
+def adjugate_t(xp, a):
+    """adj(A)^T = det(A) A^-T, also where A is singular: from A = U S Vh, det(U) det(Vh) U diag(prod_{j != i} s_j) Vh
+    (the products of the other singular values, without dividing)."""
+    if a.shape[-1] == 0:
+        return xp.zeros_like(a)
+    u, s, vh = xp.linalg.svd(a)
+    ones = xp.ones(s.shape[:-1] + (1,), s.dtype)
+    before = xp.cumprod(xp.concatenate([ones, s[..., :-1]], -1), -1)
+    after = xp.flip(xp.cumprod(xp.concatenate([ones, xp.flip(s, -1)[..., :-1]], -1), -1), -1)
+    sign = xp.asarray(xp.linalg.det(u) * xp.linalg.det(vh))
+    return (u * (before * after)[..., None, :]) @ vh * sign[..., None, None]
+
+
+class Det(Function):
+    """det(A); the gradient g adj(A)^T (g det(A) A^-T where A is invertible)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return _xp(a).linalg.det(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return _xp(g).asarray(g)[..., None, None] * adjugate_t(_xp(g), a)
+
+
+class SLogDet(Function):
+    """(log|det A|, sign det A); the gradient of the log g A^-T (the sign has none)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        sign, logabsdet = _xp(a).linalg.slogdet(a)
+        ctx.save_for_backward(a)
+        return logabsdet, sign
+
+    @staticmethod
+    def backward(ctx, g, _):
+        (a,) = ctx.saved_tensors
+        xp = _xp(g)
+        return xp.asarray(g)[..., None, None] * swap(inv_quiet(xp, a))
+
+
+class Cholesky(Function):
+    """The lower factor L of A = L L^T (reading A's lower triangle), or with ``upper`` U = L^T of A's upper one
+    (and the info of each matrix). The gradient PyTorch's: L^-T Phi L^-1, Phi the symmetric matrix of
+    tril(L^T gL) with its diagonal halved."""
+
+    @staticmethod
+    def forward(ctx, a, upper, op, check):
+        xp = _xp(a)
+        src = xp.ascontiguousarray(swap(a)) if upper else a
+        low, info = factor(op, xp, xp.linalg.cholesky, (src,), cholesky_info, not_pd_message, check)
+        ctx.save_for_backward(low)
+        ctx.upper = upper
+        return (xp.ascontiguousarray(swap(low)) if upper else low), info
+
+    @staticmethod
+    def backward(ctx, g, _):
+        (low,) = ctx.saved_tensors
+        xp = _xp(g)
+        phi = xp.tril(swap(low) @ (swap(g) if ctx.upper else g))
+        phi = 0.5 * (phi + swap(xp.tril(phi, -1)))
+        lt = xp.ascontiguousarray(swap(low))
+        left = tri_solve(xp, lt, phi, upper=True)  # L^-T Phi, then (L^-T (L^-T Phi)^T)^T = L^-T Phi L^-1
+        return swap(tri_solve(xp, lt, xp.ascontiguousarray(swap(left)), upper=True)), None, None, None
+
+
+def copyltu(m):
+    """The symmetric matrix whose lower triangle is m's."""
+    xp = _xp(m)
+    return xp.tril(m) + swap(xp.tril(m, -1))
+
+
+def qr_grad(q, r, gq, gr):
+    """The gradient of A = QR for a square R (m >= n): (gQ + Q copyltu(R gR^T - gQ^T Q)) R^-T."""
+    xp = _xp(q)
+    b = gq + q @ copyltu(r @ swap(gr) - swap(gq) @ q)
+    return swap(tri_solve(xp, r, xp.ascontiguousarray(swap(b)), upper=True))
+
+
+class QR(Function):
+    """(Q, R) of A = QR, ``mode`` as numpy's / PyTorch's ('r': Q empty). The gradient PyTorch's: :func:`qr_grad`,
+    and for a wide A = Q [U | V] the square case of its first m columns with gQ + A[:, m:] gV^T."""
+
+    @staticmethod
+    def forward(ctx, a, mode):
+        xp = _xp(a)
+        ctx.mode = mode
+        if mode == "r":
+            return xp.empty((0,), a.dtype), xp.linalg.qr(a, mode="r")
+        q, r = xp.linalg.qr(a, mode=mode)
+        ctx.save_for_backward(q, r)
+        return q, r
+
+    @staticmethod
+    def backward(ctx, gq, gr):
+        if ctx.mode == "r":
+            raise RuntimeError("linalg.qr: The derivative of linalg.qr depends on Q, which is not computed when "
+                               "mode='r'. Please use linalg.qr(A, mode='reduced') if you are going to differentiate "
+                               "through linalg.qr.")
+        q, r = ctx.saved_tensors
+        m, n = q.shape[-2], r.shape[-1]
+        if ctx.mode == "complete" and m > n:
+            raise RuntimeError("linalg.qr: The QR decomposition is not differentiable when mode='complete' and "
+                               "nrows > ncols.")
+        if m >= n:
+            return qr_grad(q, r, gq, gr), None
+        xp = _xp(q)
+        gu, gv = gr[..., :m], gr[..., m:]
+        gx = qr_grad(q, r[..., :m], gq + q @ (r[..., m:] @ swap(gv)), gu)
+        return xp.concatenate([gx, q @ gv], -1), None
+
+
+class Eigh(Function):
+    """Eigenvalues (ascending) and, with ``vectors``, eigenvectors of a symmetric A read from its ``uplo`` triangle.
+    The gradient PyTorch's: V (diag(gw) + sym(V^T gV) / (w_j - w_i)) V^T, symmetric."""
+
+    @staticmethod
+    def forward(ctx, a, uplo, vectors, op):
+        xp = _xp(a)
+        if not (vectors or ctx.recording):
+            return converged(op, xp.linalg.eigvalsh, a, UPLO=uplo)
+        w, v = converged(op, xp.linalg.eigh, a, UPLO=uplo)
+        ctx.save_for_backward(w, v)
+        return (w, v) if vectors else w
+
+    @staticmethod
+    def backward(ctx, gw, gv=None):
+        w, v = ctx.saved_tensors
+        xp = _xp(w)
+        if gv is None:
+            inner = xp.zeros(v.shape, v.dtype)
+        else:
+            x = swap(v) @ gv
+            e = set_diagonal(w[..., None, :] - w[..., :, None], 1)
+            inner = 0.5 * (x - swap(x)) / e
+        return v @ set_diagonal(inner, gw) @ swap(v), None, None, None
+
+
+def svd_grad(u, s, vh, gu, gs, gvh):
+    """PyTorch's svd_backward for real matrices (U: (m, k), Vh: (k, n), k = min(m, n)); ``gu`` / ``gvh`` None when
+    only the singular values were asked for."""
+    xp = _xp(s)
+    if gu is None:
+        return (u * gs[..., None, :]) @ vh
+    m, n, k = u.shape[-2], vh.shape[-1], s.shape[-1]
+    v, gv = swap(vh), swap(gvh)
+    uhgu, vhgv = swap(u) @ gu, swap(v) @ gv
+    uhgu, vhgv = uhgu - swap(uhgu), vhgv - swap(vhgv)
+    s2 = s * s
+    e = set_diagonal(s2[..., None, :] - s2[..., :, None], 1)
+    inner = set_diagonal((uhgu * s[..., None, :] + s[..., :, None] * vhgv) / e, gs)
+    if m > k:  # gU's part outside U's span
+        gus = gu / s[..., None, :]
+        return (u @ inner + gus - u @ (swap(u) @ gus)) @ vh
+    if n > k:
+        sgvh = gvh / s[..., :, None]
+        return u @ (inner @ vh + sgvh - (sgvh @ v) @ vh)
+    return u @ inner @ vh
+
+
+class SVD(Function):
+    """(U, S, Vh) of A = U diag(S) Vh (S descending), or with ``vectors`` False S alone. ``full``: U and Vh square;
+    their extra columns / rows carry no gradient (PyTorch narrows them away too)."""
+
+    @staticmethod
+    def forward(ctx, a, full, vectors, op):
+        xp = _xp(a)
+        if not (vectors or ctx.recording):
+            return converged(op, xp.linalg.svd, a, compute_uv=False)
+        u, s, vh = converged(op, xp.linalg.svd, a, full_matrices=full and vectors)
+        ctx.save_for_backward(u, s, vh)
+        ctx.vectors = vectors
+        return (u, s, vh) if vectors else s
+
+    @staticmethod
+    def backward(ctx, *grads):
+        u, s, vh = ctx.saved_tensors
+        k = s.shape[-1]
+        if not ctx.vectors:
+            return svd_grad(u, s, vh, None, grads[0], None), None, None, None
+        gu, gs, gvh = grads
+        return svd_grad(u[..., :k], s, vh[..., :k, :], gu[..., :k], gs, gvh[..., :k, :]), None, None, None
+
+
+# ---------------------------------------------------------------- the public functions
+def inv(A):
+    """``torch.linalg.inv``: the inverse of each square matrix; a singular one raises :class:`LinAlgError`."""
+    check_matrix("linalg.inv", A)
+    return Inv.apply(A, "linalg.inv", True)[0]
+
+
+def inv_ex(A, *, check_errors=False):
+    """``torch.linalg.inv_ex``: (inverse, info): info 0, or LAPACK's (the first zero pivot, counted from 1) for a
+    singular matrix, whose inverse is then NaN; ``check_errors`` raises instead."""
+    check_matrix("linalg.inv_ex", A)
+    inverse, info = Inv.apply(A, "linalg.inv_ex", check_errors)
+    return InvExResult(inverse, detached(info))
+
+
+def det(A):
+    """``torch.linalg.det``: the determinant of each square matrix (1 for a 0 x 0 one)."""
+    check_matrix("linalg.det", A)
+    return Det.apply(A)
+
+
+def slogdet(A):
+    """``torch.linalg.slogdet``: (sign, logabsdet) of the determinant; a singular matrix gives (0, -inf)."""
+    check_matrix("linalg.slogdet", A)
+    logabsdet, sign = SLogDet.apply(A)
+    return SlogdetResult(detached(sign), logabsdet)
+
+
+def cholesky(A, *, upper=False):
+    """``torch.linalg.cholesky``: L lower-triangular with A = L L^T (or U = L^T with ``upper``); a matrix that is
+    not positive-definite raises :class:`LinAlgError` naming its first such leading minor."""
+    check_matrix("linalg.cholesky", A)
+    return Cholesky.apply(A, bool(upper), "linalg.cholesky", True)[0]
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    """``torch.linalg.cholesky_ex``: (L, info), info the order of the first leading minor that is not
+    positive-definite (0: none; L is NaN there); ``check_errors`` raises instead."""
+    check_matrix("linalg.cholesky_ex", A)
+    low, info = Cholesky.apply(A, bool(upper), "linalg.cholesky_ex", check_errors)
+    return CholeskyExResult(low, detached(info))
+
+
+def qr(A, mode="reduced"):
+    """``torch.linalg.qr``: (Q, R) with ``mode`` 'reduced' (Q: (m, k), R: (k, n)), 'complete' (Q: (m, m)) or 'r'
+    (R only; Q an empty tensor, and no gradient, as PyTorch's)."""
+    if mode not in ("reduced", "complete", "r"):
+        raise InputError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', or "
+                         f"'complete'")
+    check_matrix("linalg.qr", A, square=False)
+    return QRResult(*QR.apply(A, mode))
+
+
+def _uplo(UPLO):  # noqa: N803 - PyTorch's name
+    if not isinstance(UPLO, str) or UPLO.upper() not in ("L", "U"):
+        raise InputError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    return UPLO.upper()
+
+
+def eigh(A, UPLO="L"):  # noqa: N803 - PyTorch's name
+    """``torch.linalg.eigh``: (eigenvalues ascending, eigenvectors as columns) of symmetric matrices, read from
+    their lower (``UPLO='L'``) or upper triangle."""
+    check_matrix("linalg.eigh", A)
+    return EighResult(*Eigh.apply(A, _uplo(UPLO), True, "linalg.eigh"))
+
+
+def eigvalsh(A, UPLO="L"):  # noqa: N803 - PyTorch's name
+    """``torch.linalg.eigvalsh``: the eigenvalues (ascending) of symmetric matrices."""
+    check_matrix("linalg.eigvalsh", A)
+    return Eigh.apply(A, _uplo(UPLO), False, "linalg.eigvalsh")
+
+
+def _driver(op, A, driver):
+    if driver is None:
+        return
+    if A.device.type != "cuda":
+        raise InputError(f"torch.{op}: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER "
+                         f"backend.")
+    if driver not in ("gesvd", "gesvdj", "gesvda"):
+        raise InputError(f"{op}: driver must be None, 'gesvd', 'gesvdj' or 'gesvda', got {driver!r}")
+
+
+def svd(A, full_matrices=True, *, driver=None):
+    """``torch.linalg.svd``: (U, S, Vh) with A = U diag(S) Vh, S descending. ``driver`` (cuda only, as PyTorch's)
+    is accepted; CuPy picks its own (gesvdj for batches of small matrices, gesvd otherwise)."""
+    check_matrix("linalg.svd", A, square=False)
+    _driver("linalg.svd", A, driver)
+    return SVDResult(*SVD.apply(A, bool(full_matrices), True, "linalg.svd"))
+
+
+def svdvals(A, *, driver=None):
+    """``torch.linalg.svdvals``: the singular values, descending; differentiable (through U and Vh)."""
+    check_matrix("linalg.svdvals", A, square=False)
+    _driver("linalg.svdvals", A, driver)
+    return SVD.apply(A, False, False, "linalg.svdvals")

@@ -1,0 +1,98 @@
+"""The linear algebra PyTorch spells at its top level and as Tensor methods, over ``minifused.linalg``: ``det``,
+``logdet``, ``slogdet``, ``inverse``, ``pinverse``, ``matrix_power``, ``matrix_exp``, ``cholesky``, ``cholesky_solve``,
+``cholesky_inverse``, ``qr``, ``svd`` and ``chain_matmul``, with their older signatures: ``svd`` returns V (not Vh)
+and takes ``some``, ``qr`` takes ``some``, ``pinverse`` ``rcond``.
+
+``torch.qr`` and ``torch.cholesky`` were deprecated in PyTorch 1.9 for their ``linalg`` forms, and PyTorch 2.14
+raises for them; here they still work, warning as PyTorch did while it kept them."""
+from __future__ import annotations
+
+import math
+import warnings
+from collections import namedtuple
+
+from ..tensor import Tensor
+from . import linalg
+from .elementwise import where
+from .linalg_common import check_matrix
+from .linalg_funcs import chain_matmul
+from .linalg_solve import cholesky_inverse, cholesky_solve
+
+# PyTorch's torch.return_types of the top-level spellings
+SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
+QRResult = namedtuple("qr", ["Q", "R"])
+SVDResult = namedtuple("svd", ["U", "S", "V"])
+
+
+def det(input):  # noqa: A002 - PyTorch's name
+    """``torch.det``: :func:`minifused.linalg.det`."""
+    return linalg.det(input)
+
+
+def slogdet(input):  # noqa: A002 - PyTorch's name
+    """``torch.slogdet``: (sign, logabsdet) of the determinant, as :func:`minifused.linalg.slogdet`."""
+    return SlogdetResult(*linalg.slogdet(input))
+
+
+def logdet(input):  # noqa: A002 - PyTorch's name
+    """``torch.logdet``: log det(A); NaN where the determinant is negative, -inf where it is 0."""
+    sign, logabsdet = linalg.slogdet(input)
+    nan = Tensor._from_array(input._xp.asarray(math.nan, input.dtype))
+    return where(sign < 0, nan, logabsdet)
+
+
+def inverse(input):  # noqa: A002 - PyTorch's name
+    """``torch.inverse``: :func:`minifused.linalg.inv`."""
+    return linalg.inv(input)
+
+
+def pinverse(input, rcond=1e-15):  # noqa: A002 - PyTorch's name
+    """``torch.pinverse``: :func:`minifused.linalg.pinv` with singular values at or below ``rcond`` times the largest
+    dropped."""
+    return linalg.pinv(input, rtol=rcond)
+
+
+def matrix_power(input, n):  # noqa: A002 - PyTorch's name
+    """``torch.matrix_power``: :func:`minifused.linalg.matrix_power`."""
+    return linalg.matrix_power(input, n)
+
+
+def matrix_exp(input):  # noqa: A002 - PyTorch's name
+    """``torch.matrix_exp``: :func:`minifused.linalg.matrix_exp`."""
+    return linalg.matrix_exp(input)
+
+
+def cholesky(input, upper=False):  # noqa: A002 - PyTorch's name
+    """``torch.cholesky`` (deprecated for :func:`minifused.linalg.cholesky`, which it is, with PyTorch's warning)."""
+    warnings.warn("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a future "
+                  "PyTorch release. L = torch.cholesky(A) should be replaced with L = torch.linalg.cholesky(A), and "
+                  "U = torch.cholesky(A, upper=True) with U = torch.linalg.cholesky(A).mH", UserWarning, stacklevel=2)
+    return linalg.cholesky(input, upper=upper)
+
+
+def qr(input, some=True):  # noqa: A002 - PyTorch's name
+    """``torch.qr`` (deprecated for :func:`minifused.linalg.qr`, with PyTorch's warning): (Q, R), reduced with
+    ``some``, complete without."""
+    warnings.warn("torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future PyTorch "
+                  "release. The boolean parameter 'some' has been replaced with a string parameter 'mode'. "
+                  "Q, R = torch.qr(A, some) should be replaced with Q, R = torch.linalg.qr(A, 'reduced' if some else "
+                  "'complete')", UserWarning, stacklevel=2)
+    return QRResult(*linalg.qr(input, "reduced" if some else "complete"))
+
+
+def svd(input, some=True, compute_uv=True):  # noqa: A002 - PyTorch's name
+    """``torch.svd``: (U, S, V) with A = U diag(S) V^T (V, not linalg.svd's Vh); ``some``: the reduced
+    factorization. Without ``compute_uv``, U and V are zeros of the full shapes and S alone is computed."""
+    if not compute_uv:
+        check_matrix("svd", input, square=False)
+        m, n = input.shape[-2:]
+        zeros = input._xp.zeros
+        return SVDResult(Tensor._from_array(zeros(input.shape[:-2] + (m, m), input.dtype)), linalg.svdvals(input),
+                         Tensor._from_array(zeros(input.shape[:-2] + (n, n), input.dtype)))
+    U, S, Vh = linalg.svd(input, full_matrices=not some)
+    return SVDResult(U, S, Vh.mT)
+
+
+__all__ = ["det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "matrix_exp", "cholesky",
+           "cholesky_solve", "cholesky_inverse", "qr", "svd", "chain_matmul"]
+METHODS = {name: globals()[name] for name in __all__ if name != "chain_matmul"}
