@@ -186,7 +186,8 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     """``torch.embedding_bag``: the weight first, ``mode`` an int (0 sum, 1 mean, 2 max), ``indices`` cut into
     bags at ``offsets`` (a 2-D ``indices`` is read flat). Returns ``(output, offset2bag, bag_size,
     max_indices)`` as ATen does: each index's bag, each bag's count of non-padding indices, and in max mode the
-    row of ``weight`` that gave each maximum (first of equals; 0 in an empty bag), else ``bag_size`` again, as
+    row of ``weight`` that gave each maximum (first of equals; in an empty bag 0 on the cpu, -1 on cuda, as
+    ATen's kernels), else ``bag_size`` again, as
     PyTorch's CPU kernel. (Its CPU sum mode leaves offset2bag empty and bag_size zero, a shortcut; here they
     are always filled.)"""
     op = "embedding_bag"
@@ -223,7 +224,8 @@ def _bag_argmax(weight, idx, keep, bag_size):
     with no_grad():
         dense = ops.where(ops.unsqueeze(gap, 2), float("-inf"), weight[rows])
         chosen = ops.gather(rows, 1, ops.argmax(dense, 1))
-        return ops.where(ops.unsqueeze(empty, 1), 0, chosen)
+        # an empty bag's entry: 0 from ATen's CPU kernel, -1 from its CUDA one
+        return ops.where(ops.unsqueeze(empty, 1), -1 if dev.type == "cuda" else 0, chosen)
 
 
 # ---------------------------------------------------------------- activations
