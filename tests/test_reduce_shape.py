@@ -256,8 +256,14 @@ def test_norm_p_forms():
     np.testing.assert_allclose(x.norm(p=None).item(), np.linalg.norm(a))
     np.testing.assert_allclose(mf.norm(x, 1, dim=0).numpy(), np.abs(a).sum(0))
     np.testing.assert_allclose(mf.norm(x, -math.inf, dim=1).numpy(), np.abs(a).min(1))
-    with pytest.raises(NotImplementedError, match="nuc"):
-        x.norm("nuc")
+    np.testing.assert_allclose(x.norm("nuc").item(), np.linalg.svd(a, compute_uv=False).sum())
+    b = rnd(2, 3, 4)
+    np.testing.assert_allclose(mf.norm(t64(b), "nuc", dim=(1, 2), keepdim=True).numpy().ravel(),
+                               np.linalg.svd(b, compute_uv=False).sum(-1))
+    with pytest.raises(RuntimeError, match="dim must be a 2-tuple. Got 0 1 2"):
+        t64(b).norm("nuc")
+    with pytest.raises(RuntimeError, match="dim must be a 2-tuple. Got 0"):
+        x.norm("nuc", dim=0)
     with pytest.raises(TypeError, match="norm: p must be 'fro' or a number"):
         x.norm([2])
 
