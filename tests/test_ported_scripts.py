@@ -18,7 +18,7 @@ import minifused as mf
 from minifused import backend
 
 PORTED = Path(__file__).parent / "ported"
-SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn")
+SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_transformer")
 CPU_SCRIPTS = SCRIPTS + ("resnet_idioms",)  # trained on the CPU only: no PyTorch parity run (bfloat16 autocast)
 
 _IMPORT_LINE = re.compile(r"\s*(import|from)\s")
@@ -77,6 +77,7 @@ CPU_ARGS = {
     "polynomial_regression": ["--steps", "60", "--seed", "0"],
     "resnet_idioms": ["--steps", "15", "--seed", "0"],
     "stn": ["--steps", "80", "--batch-size", "32", "--train-size", "4096", "--no-dropout", "--seed", "0"],
+    "word_transformer": ["--steps", "30", "--seed", "0"],
 }
 
 
@@ -133,6 +134,7 @@ PARITY_ARGS = {
     "polynomial_regression": ["--steps", str(PARITY_STEPS), "--tol", "0", "--seed", "3"],
     "stn": ["--steps", str(PARITY_STEPS), "--batch-size", "32", "--train-size", "640", "--no-dropout", "--no-shuffle",
             "--seed", "3"],
+    "word_transformer": ["--steps", str(PARITY_STEPS), "--dropout", "0", "--seed", "3"],
 }
 
 
