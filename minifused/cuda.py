@@ -12,9 +12,18 @@ pool holds from the driver. The pool keeps no high-water mark, so ``max_memory_a
 tracks one itself from the first call of it or of ``reset_peak_memory_stats``: from then on each
 allocation goes through a small wrapper that updates the peak (code that never asks pays nothing).
 Before that first call it reports the current use.
+
+Also without a device: ``is_initialized()`` and ``is_tf32_supported()`` are False, ``stream(None)``,
+``set_stream(None)`` and ``device_of(cpu_tensor)`` do nothing, and ``init``, ``ExternalStream``,
+``can_device_access_peer``, ``profiler.start`` and ``make_graphed_callables`` raise. ``nvtx`` (CuPy's NVTX
+binding) works wherever CuPy has it, a device or not, as PyTorch's. Left out, having nothing to stand on:
+``ipc_collect`` (minifused shares no tensor through CUDA IPC), ``reset_accumulated_memory_stats`` (the pool
+counts no allocations, so there is nothing accumulated to reset) and ``memory_snapshot`` (the pool cannot list
+its blocks).
 """
 from __future__ import annotations
 
+import sys as _sys
 from types import SimpleNamespace
 
 from . import backend
@@ -27,7 +36,9 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "get_
            "seed", "seed_all", "initial_seed", "device", "get_arch_list", "CUDAGraph", "graph", "graph_pool_handle",
            "max_memory_reserved", "reset_max_memory_allocated", "reset_max_memory_cached", "memory_cached",
            "max_memory_cached", "memory_stats", "memory_summary", "set_per_process_memory_fraction",
-           "get_per_process_memory_fraction", "OutOfMemoryError"]
+           "get_per_process_memory_fraction", "OutOfMemoryError", "set_stream", "StreamContext", "ExternalStream",
+           "device_of", "init", "is_initialized", "is_tf32_supported", "can_device_access_peer",
+           "nvtx", "profiler"]
 
 
 def is_available() -> bool:
@@ -328,16 +339,89 @@ def default_stream(device=None) -> Stream:
     return Stream._of(cupy.cuda.Stream.null, _index(device))
 
 
-def stream(stream):
-    """``with minifused.cuda.stream(s):`` makes ``s`` the current stream (None: a no-op), as PyTorch's."""
-    if stream is None:
-        import contextlib
+class ExternalStream(Stream):
+    """``torch.cuda.ExternalStream``: a stream made elsewhere (another library's ``cudaStream_t``, by address) on
+    ``device`` (the current one when None), used as any :class:`Stream`; its owner keeps it alive."""
 
-        return contextlib.nullcontext()
+    def __init__(self, stream_ptr, device=None):
+        cupy = _require("ExternalStream")
+        if isinstance(stream_ptr, bool) or not isinstance(stream_ptr, int):
+            raise backend.InputTypeError(f"minifused.cuda.ExternalStream: stream_ptr must be an int (a "
+                                         f"cudaStream_t address), got {type(stream_ptr).__name__}")
+        self.device_index = _index(device)
+        if hasattr(cupy.cuda.Stream, "from_external"):  # CuPy 14 deprecates ExternalStream for this
+            self._stream = cupy.cuda.Stream.from_external(_StreamAddress(stream_ptr))
+        else:
+            self._stream = cupy.cuda.ExternalStream(stream_ptr, self.device_index)
+
+
+class _StreamAddress:
+    """A raw stream address under the CUDA stream protocol (what ``Stream.from_external`` takes)."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def __cuda_stream__(self):
+        return 0, self.ptr  # (protocol version, address)
+
+
+def set_stream(stream) -> None:
+    """Make ``stream`` the current stream (of its device, which becomes the current device, as PyTorch's);
+    None does nothing. The :func:`stream` context manager is the better way: it restores what was current."""
+    if stream is None:
+        return
     if not isinstance(stream, Stream):
-        raise TypeError(f"minifused.cuda.stream: expected a minifused.cuda.Stream or None, got "
-                        f"{type(stream).__name__}")
-    return stream
+        raise backend.InputTypeError(f"minifused.cuda.set_stream: expected a minifused.cuda.Stream or None, got "
+                                     f"{type(stream).__name__}")
+    cupy = _require("set_stream")
+    if cupy.cuda.runtime.getDevice() != stream.device_index:
+        cupy.cuda.runtime.setDevice(stream.device_index)
+    stream._stream.use()
+
+
+class StreamContext:
+    """``torch.cuda.StreamContext``, what :func:`stream` returns: inside ``with``, ``stream`` is the current stream
+    (and its device the current device); on exit the streams (and the device) that were current come back.
+    None, or no CUDA device, makes it a no-op. As PyTorch's, ``with ... as x`` gives None."""
+
+    def __init__(self, stream):
+        if stream is not None and not isinstance(stream, Stream):
+            raise backend.InputTypeError(f"minifused.cuda.stream: expected a minifused.cuda.Stream or None, got "
+                                         f"{type(stream).__name__}")
+        self.stream = stream
+        self.idx = backend.cupy.cuda.runtime.getDevice() if is_available() else -1
+        self._saved = []  # per entry: (device, its stream, the target device's stream or None); re-entrant
+
+    def __enter__(self):
+        if self.stream is None or self.idx == -1:
+            return
+        cuda = backend.cupy.cuda
+        dev, target = cuda.runtime.getDevice(), self.stream.device_index
+        dst_prev = None
+        if target != dev:  # the target device's own current stream changes too: keep it to restore
+            with cuda.Device(target):
+                dst_prev = cuda.get_current_stream()
+        self._saved.append((dev, cuda.get_current_stream(), dst_prev))
+        set_stream(self.stream)
+
+    def __exit__(self, *exc):
+        if self.stream is None or self.idx == -1:
+            return False
+        runtime = backend.cupy.cuda.runtime
+        dev, src_prev, dst_prev = self._saved.pop()
+        if dst_prev is not None:  # (CuPy's current streams are per device: use() sets the current device's)
+            runtime.setDevice(self.stream.device_index)
+            dst_prev.use()
+        if runtime.getDevice() != dev:
+            runtime.setDevice(dev)
+        src_prev.use()
+        return False
+
+
+def stream(stream) -> StreamContext:
+    """``with minifused.cuda.stream(s):`` makes ``s`` the current stream (None: a no-op), as PyTorch's: a
+    :class:`StreamContext`."""
+    return StreamContext(stream)
 
 
 def _cuda_grad_scaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
@@ -356,11 +440,17 @@ def _cuda_autocast(enabled=True, dtype=None, cache_enabled=True):
 
 
 # device queries, random states and ``device``: in cuda_info (with ``_index``, the one parser of device arguments)
-from .cuda_info import (device, get_arch_list, get_device_capability, get_device_properties,  # noqa: E402,F401
-                        get_rng_state, get_rng_state_all, initial_seed, is_bf16_supported, is_current_stream_capturing,
-                        mem_get_info, seed, seed_all, set_rng_state, set_rng_state_all)
+from .cuda_info import (can_device_access_peer, device, device_of, get_arch_list,  # noqa: E402,F401
+                        get_device_capability, get_device_properties, get_rng_state, get_rng_state_all, init,
+                        initial_seed, is_bf16_supported, is_current_stream_capturing, is_initialized,
+                        is_tf32_supported, mem_get_info, seed, seed_all, set_rng_state, set_rng_state_all)
 from .cuda_info import _index  # noqa: E402
 from .graphs import CUDAGraph, graph, graph_pool_handle  # noqa: E402,F401 - PyTorch's graph API
+from . import cuda_nvtx as nvtx, cuda_profiler as profiler  # noqa: E402 - torch.cuda.nvtx, torch.cuda.profiler
+
+# ``import minifused.cuda.nvtx`` (this module is no package): the submodules under their PyTorch names
+_sys.modules.setdefault(__name__ + ".nvtx", nvtx)
+_sys.modules.setdefault(__name__ + ".profiler", profiler)
 
 #: ``torch.cuda.amp``: the GradScaler and autocast under their older spellings.
 amp = SimpleNamespace(GradScaler=_cuda_grad_scaler, autocast=_cuda_autocast)

@@ -43,6 +43,39 @@ def is_bf16_supported(including_emulation=True) -> bool:
     return get_device_capability()[0] >= 8 or bool(including_emulation)
 
 
+def is_tf32_supported() -> bool:
+    """Whether the current device runs TF32 matmuls natively (compute capability 8.0 or newer: PyTorch's rule,
+    bfloat16 without emulation); False without CUDA."""
+    return is_bf16_supported(including_emulation=False)
+
+
+def init() -> None:
+    """Initialize CUDA now (the current device's context), which minifused otherwise does on first use;
+    nothing if already done. Without a CUDA device it raises, as PyTorch's."""
+    cupy = _require("init")
+    cupy.cuda.runtime.free(0)  # the runtime's documented way to make the context exist
+
+
+def is_initialized() -> bool:
+    """Whether CUDA is initialized here: a CUDA context is current on this thread (made by :func:`init` or by
+    any CUDA work); False without CUDA."""
+    if not backend.cuda_available():
+        return False
+    return backend.cupy.cuda.driver.ctxGetCurrent() != 0
+
+
+def can_device_access_peer(device, peer_device) -> bool:
+    """Whether ``device`` can read and write ``peer_device``'s memory directly (CUDA peer access)."""
+    cupy = _require("can_device_access_peer")
+    count = cupy.cuda.runtime.getDeviceCount()
+    device, peer_device = _index(device), _index(peer_device)
+    if not 0 <= device < count:  # PyTorch's type and words
+        raise AssertionError("minifused.cuda.can_device_access_peer: Invalid device id")
+    if not 0 <= peer_device < count:
+        raise AssertionError("minifused.cuda.can_device_access_peer: Invalid peer device id")
+    return bool(cupy.cuda.runtime.deviceCanAccessPeer(device, peer_device))
+
+
 class _CudaDeviceProperties:
     """What ``get_device_properties`` gives: PyTorch's main attributes of a CUDA device."""
 
@@ -198,3 +231,11 @@ class device:  # noqa: N801 - PyTorch's name
         if self.idx != -1 and self.prev_idx != self.idx:
             backend.cupy.cuda.runtime.setDevice(self.prev_idx)
         return False
+
+
+class device_of(device):  # noqa: N801 - PyTorch's name
+    """``with minifused.cuda.device_of(t):`` makes ``t``'s CUDA device current inside; a no-op for a cpu
+    tensor."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.is_cuda else -1)

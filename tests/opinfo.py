@@ -4850,6 +4850,229 @@ SPECIAL_MATH_OPS = [
 ]
 OPS += SPECIAL_MATH_OPS
 
+
+# ---------------------------------------------------------------- ctc_loss, fractional_max_pool3d
+def ctc_loss_ref(lp, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """PyTorch's ctc_loss in float64: per sample, the alpha recursion over the extended labels one position at
+    a time (``targets`` padded (N, S) or concatenated; ``lp`` (T, N, C) or unbatched (T, C))."""
+    unbatched = lp.ndim == 2
+    lp = lp[:, None] if unbatched else lp
+    il, tl = np.atleast_1d(input_lengths), np.atleast_1d(target_lengths)
+    starts = np.cumsum(tl) - tl
+    losses = []
+    for n in range(lp.shape[1]):
+        labels = targets[n, :tl[n]] if targets.ndim == 2 else targets[starts[n]:starts[n] + tl[n]]
+        ext = [blank] + [v for label in labels for v in (int(label), blank)]
+        if il[n] == 0:
+            losses.append(0.0 if tl[n] == 0 else math.inf)
+            continue
+        a = np.full(len(ext), -np.inf)
+        a[:2] = lp[0, n, ext[:2]]
+        for t in range(1, il[n]):
+            prev, a = a, np.full(len(ext), -np.inf)
+            for s in range(len(ext)):
+                reach = prev[max(s - 1, 0):s + 1] if s < 2 or ext[s] == ext[s - 2] else prev[s - 2:s + 1]
+                a[s] = np.logaddexp.reduce(reach) + lp[t, n, ext[s]]
+        losses.append(-np.logaddexp.reduce(a[-2:]))
+    loss = np.array(losses)
+    if zero_infinity:
+        loss = np.where(np.isinf(loss), 0.0, loss)
+    if reduction == "mean":
+        return np.mean(loss / np.maximum(tl, 1))
+    return loss.sum() if reduction == "sum" else (loss[0] if unbatched else loss)
+
+
+def fractional_max_pool3d_ref(x, kernel, out, samples):
+    """ATen's fractional_max_pool3d loop in float64: the interval sequences of each plane's (u_T, u_H, u_W),
+    then the first maximum of each window in (t, h, w) order, or its last NaN; (values, flat indices)."""
+    def starts(u, n_in, n_out, k):
+        alpha = (n_in - k) / (n_out - 1) if n_out > 1 else 0.0
+        return [int((i + u) * alpha) - int(u * alpha) for i in range(n_out - 1)] + [n_in - k]
+    n, c, *size = x.shape
+    vals, idx = np.zeros((n, c, *out)), np.zeros((n, c, *out), np.int64)
+    for b in range(n):
+        for p in range(c):
+            seqs = [starts(samples[b, p, i], size[i], out[i], kernel[i]) for i in range(3)]
+            for o in np.ndindex(*out):
+                lo = [seqs[i][o[i]] for i in range(3)]
+                win = x[b, p, lo[0]:lo[0] + kernel[0], lo[1]:lo[1] + kernel[1], lo[2]:lo[2] + kernel[2]]
+                nan = np.flatnonzero(np.isnan(win))
+                j = int(nan[-1]) if nan.size else int(np.argmax(win))
+                pos = np.add(np.unravel_index(j, win.shape), lo)
+                vals[b, p][o], idx[b, p][o] = win.flat[j], np.ravel_multi_index(tuple(pos), size)
+    return vals, idx
+
+
+_CTC_TARGETS = {"input_lengths": (6, 5, 3), "target_lengths": (3, 2, 0)}
+_FMP_SAMPLES = np.array([[[0.1, 0.7, 0.45], [0.9, 0.0, 0.3]], [[0.55, 0.25, 0.999], [0.05, 0.5, 0.8]]])
+
+
+def _fmp3d(x, kernel, out, samples, **kw):
+    return F.fractional_max_pool3d(x, kernel, out, _random_samples=mf.tensor(samples, device=x.device).to(x.dtype),
+                                   **kw)
+
+
+CTC_FRACTIONAL_OPS = [
+    # ctc_loss's gradient is PyTorch's (the logits' gradient through a log_softmax): checked through one
+    OpInfo("ctc_loss", F.ctc_loss, None, spelled="F.ctc_loss", dtypes=(np.dtype(np.float32), np.dtype(np.float64)),
+           gpu_tol=1e-4, samples=(
+               S("ctc_loss_padded_mean", (6, 3, 5), index((3, 4), 4),
+                 fn=lambda x, y: F.ctc_loss(F.log_softmax(x, 2), y, **_CTC_TARGETS, blank=4),
+                 ref=lambda x, y: ctc_loss_ref(log_softmax_ref(x, 2), y, **_CTC_TARGETS, blank=4)),
+               S("ctc_loss_concatenated_sum", (7, 2, 4), index((5,), 3),
+                 fn=lambda x, y: F.ctc_loss(F.log_softmax(x, 2), y + 1, (7, 6), (2, 3), reduction="sum"),
+                 ref=lambda x, y: ctc_loss_ref(log_softmax_ref(x, 2), y + 1, (7, 6), (2, 3), reduction="sum")),
+               S("ctc_loss_unbatched_none", (5, 3), index((3,), 2),
+                 fn=lambda x, y: F.ctc_loss(F.log_softmax(x, 1), y + 1, (5,), (3,), reduction="none"),
+                 ref=lambda x, y: ctc_loss_ref(log_softmax_ref(x, 1), y + 1, 5, 3, reduction="none")),
+               S("ctc_loss_zero_infinity", (4, 2, 3), index((2, 3), 2),
+                 fn=lambda x, y: F.ctc_loss(F.log_softmax(x, 2), y + 1, (4, 2), (2, 3), reduction="none",
+                                            zero_infinity=True),
+                 ref=lambda x, y: ctc_loss_ref(log_softmax_ref(x, 2), y + 1, (4, 2), (2, 3), reduction="none",
+                                               zero_infinity=True))),
+           errors=(E("ctc_loss_input_length_over_T", lambda: F.ctc_loss(t(4, 2, 3), mf.ones(2, 2, dtype=mf.int64),
+                                                                       (5, 4), (2, 2)),
+                     ValueError, "ctc_loss: expected input_lengths to have value at most 4"),
+                   E("ctc_loss_blank_range", lambda: F.ctc_loss(t(4, 2, 3), mf.ones(2, 2, dtype=mf.int64), (4, 4),
+                                                               (2, 2), blank=3),
+                     ValueError, r"ctc_loss: blank must be in label range \[0, 3\)"),
+                   E("ctc_loss_half", lambda: F.ctc_loss(t(4, 2, 3, dtype=mf.float16), mf.ones(2, 2, dtype=mf.int64),
+                                                        (4, 4), (2, 2)),
+                     NotImplementedError, "ctc_loss: not implemented for float16"))),
+    OpInfo("fractional_max_pool3d", F.fractional_max_pool3d, None, spelled="F.fractional_max_pool3d",
+           aliases={"F.fractional_max_pool3d_with_indices": _output_of("fractional_max_pool3d_with_indices")},
+           samples=(
+               S("fractional_max_pool3d", distinct((2, 2, 5, 6, 7)),
+                 fn=lambda x: _fmp3d(x, (2, 2, 3), (3, 4, 3), _FMP_SAMPLES),
+                 ref=lambda x: fractional_max_pool3d_ref(x, (2, 2, 3), (3, 4, 3), _FMP_SAMPLES)[0]),
+               S("fractional_max_pool3d_unbatched_indices", distinct((2, 6, 5, 4)),
+                 fn=_indices_as_values(lambda x: _fmp3d(x, 2, (3, 2, 2), _FMP_SAMPLES[:1], return_indices=True)),
+                 ref=lambda x: fractional_max_pool3d_ref(x[None], (2, 2, 2), (3, 2, 2), _FMP_SAMPLES[:1])[1][0]),
+               S("fractional_max_pool3d_with_indices", distinct((2, 2, 4, 5, 5)),
+                 fn=lambda x: F.fractional_max_pool3d_with_indices(x, (1, 2, 2), (3, 2, 3), _random_samples=mf.tensor(
+                     _FMP_SAMPLES, device=x.device).to(x.dtype))[0],
+                 ref=lambda x: fractional_max_pool3d_ref(x, (1, 2, 2), (3, 2, 3), _FMP_SAMPLES)[0])),
+           errors=(E("fractional_max_pool3d_too_large", lambda: F.fractional_max_pool3d(t(1, 1, 6, 7, 8), 2,
+                                                                                        output_size=(5, 3, 3)),
+                     RuntimeError, "fractional_max_pool3d.*pool time 2 too large relative to input time 6"),
+                   E("fractional_max_pool3d_samples", lambda: F.fractional_max_pool3d(
+                       t(2, 3, 6, 6, 6), 2, output_size=2, _random_samples=mf.rand(2, 3, 2)),
+                     RuntimeError, r"Expect _random_samples.size\(2\) equals to 3"))),
+]
+OPS += CTC_FRACTIONAL_OPS
+
+# ---------------------------------------------------------------- storage views and scatters (ops/views_inplace.py,
+# ops/tensor_extras.py)
+def _strided_ref(a, size, stride, offset):
+    """``a`` (a fresh C-order array: its own storage) read at (size, stride, offset) of its elements."""
+    return np.lib.stride_tricks.as_strided(a.reshape(-1)[offset:], size, tuple(s * a.itemsize for s in stride))
+
+
+def _as_strided_scatter_ref(a, b, size, stride, offset):
+    out = a.copy()
+    _strided_ref(out, size, stride, offset)[...] = b
+    return out
+
+
+def _diagonal_scatter_ref(a, b, offset=0, dim1=0, dim2=1):
+    out = a.copy()
+    view = np.moveaxis(out, (dim1, dim2), (-2, -1))
+    rows = np.arange(b.shape[-1]) + max(-offset, 0)
+    view[..., rows, rows + offset] = b
+    return out
+
+
+def _index_reduce_ref(a, index, src, dim, reduce, include_self=True):
+    out, fn = np.moveaxis(a.copy(), dim, 0), {"prod": np.prod, "mean": np.mean, "amax": np.max, "amin": np.min}[reduce]
+    src = np.moveaxis(src, dim, 0)
+    for row in set(index):
+        out[row] = fn(np.stack(list(src[np.array(index) == row]) + ([out[row]] if include_self else [])), axis=0)
+    return np.moveaxis(out, 0, dim)
+
+
+def _put_ref(a, b, index, accumulate=False):
+    out, index = a.copy().reshape(-1), np.array(index).reshape(-1)
+    if accumulate:
+        np.add.at(out, index % out.size, b.reshape(-1))
+    else:
+        out[index % out.size] = b.reshape(-1)
+    return out.reshape(a.shape)
+
+
+TENSOR_EXTRA_OPS = [
+    OpInfo("as_strided", lambda a: a.as_strided((3, 3), (2, 1), 1), lambda a: _strided_ref(a, (3, 3), (2, 1), 1),
+           spelled="Tensor.as_strided", torch=SAME,
+           aliases={"mf.as_strided": lambda a: mf.as_strided(a, (3, 3), (2, 1), 1),
+                    "mf.as_strided_copy": lambda a: mf.as_strided_copy(a, (3, 3), (2, 1), 1)},
+           samples=(S("as_strided", (3, 4)),
+                    S("as_strided_overlapping_of_transposed", (3, 4), fn=lambda a: a.t().as_strided((4, 2), (1, 1), 2),
+                      ref=lambda a: _strided_ref(a, (4, 2), (1, 1), 2))),
+           errors=(E("as_strided_out_of_bounds", lambda: t(2, 3).as_strided((7,), (1,)), RuntimeError,
+                     "out of bounds for storage of size 24"),)),
+    # (no PyTorch parity entry: PyTorch 2.14's gradient for input is the gradient at the scattered positions,
+    # where the output does not depend on input; ours is the finite differences)
+    OpInfo("as_strided_scatter", lambda a, b: a.as_strided_scatter(b, (2, 2), (3, 1), 1),
+           lambda a, b: _as_strided_scatter_ref(a, b, (2, 2), (3, 1), 1), spelled="Tensor.as_strided_scatter",
+           aliases={"mf.as_strided_scatter": lambda a, b: mf.as_strided_scatter(a, b, (2, 2), (3, 1), 1)},
+           samples=(S("as_strided_scatter", (3, 3), (2, 2)),),
+           errors=(E("as_strided_scatter_src_shape", lambda: mf.as_strided_scatter(t(3, 3), t(3), (2,), (1,)),
+                     RuntimeError, "src size = \\[3\\], slice size = \\[2\\]"),)),
+    OpInfo("diagonal_scatter", lambda a, b, **kw: a.diagonal_scatter(b, **kw), _diagonal_scatter_ref,
+           spelled="Tensor.diagonal_scatter", torch=SAME,
+           aliases={"mf.diagonal_scatter": lambda a, b, **kw: mf.diagonal_scatter(a, b, **kw)},
+           samples=(S("diagonal_scatter", (3, 4), (3,)), S("diagonal_scatter_below", (3, 4), (2,), offset=-1),
+                    S("diagonal_scatter_dims", (2, 3, 4), (2, 2), offset=1, dim1=2, dim2=1)),
+           errors=(E("diagonal_scatter_src_shape", lambda: mf.diagonal_scatter(t(3, 3), t(3), 1), RuntimeError,
+                     "slice size = \\[2\\]"),)),
+    OpInfo("index_reduce",
+           lambda a, s, dim, index, reduce, **kw: a.index_reduce(dim, _ix(a, index), s, reduce, **kw),
+           lambda a, s, dim, index, reduce, **kw: _index_reduce_ref(a, index, s, dim, reduce, **kw),
+           spelled="Tensor.index_reduce",
+           aliases={"mf.index_reduce": lambda a, s, dim, index, reduce, **kw: mf.index_reduce(a, dim, _ix(a, index), s,
+                                                                                              reduce, **kw)},
+           torch=lambda T, a, s, dim, index, reduce, **kw: a.index_reduce(dim, T.tensor(index, device=a.device), s,
+                                                                         reduce, **kw),
+           samples=(S("index_reduce_mean", distinct((4, 3)), distinct((5, 3)), dim=0, index=[0, 2, 0, 3, 0],
+                      reduce="mean"),
+                    S("index_reduce_amax_without_self", distinct((3, 4)), distinct((3, 3)), dim=1, index=[1, 3, 1],
+                      reduce="amax", include_self=False),
+                    S("index_reduce_amin", distinct((4, 2)), distinct((3, 2)), dim=0, index=[3, 3, 1], reduce="amin")),
+           errors=(E("index_reduce_sum", lambda: t(2).index_reduce(0, mf.tensor([0]), t(1), "sum"), RuntimeError,
+                     "Expected reduce to be one of prod, mean, amax or amin but got sum"),)),
+    OpInfo("put", lambda a, b, index, **kw: a.put(_ix(a, index), b, **kw), _put_ref, spelled="Tensor.put",
+           torch=lambda T, a, b, index, **kw: a.put(T.tensor(index, device=a.device), b, **kw),
+           aliases={"mf.put": lambda a, b, index, **kw: mf.put(a, _ix(a, index), b, **kw)},
+           samples=(S("put", (2, 3), (2,), index=[4, -6]), S("put_accumulate", (2, 3), (2, 2), index=[[5, 0], [5, 1]],
+                                                              accumulate=True)),
+           inplace=(InPlace("put_", lambda x: x.put_(_ix(x, [1, 0]), mf.full((2,), 0.5, dtype=x.dtype,
+                                                                             device=x.device)),
+                            lambda x: x.put(_ix(x, [1, 0]), mf.full((2,), 0.5, dtype=x.dtype, device=x.device)),
+                            op="put_"),),
+           errors=(E("put_out_of_bounds", lambda: mf.put(t(2), mf.tensor([2]), t(1)), IndexError, "out of bounds"),)),
+    OpInfo("split_with_sizes", lambda a: a.split_with_sizes([1, 3, 0], 1)[1], lambda a: a[:, 1:4],
+           spelled="Tensor.split_with_sizes", torch=SAME,
+           aliases={"mf.split_with_sizes": lambda a: mf.split_with_sizes(a, [1, 3, 0], 1)[1]},
+           samples=(S("split_with_sizes", (2, 4)),),
+           errors=(E("split_with_sizes_sum", lambda: t(3).split_with_sizes([1, 1]), RuntimeError,
+                     "sum exactly to 3"),)),
+    OpInfo("adjoint", _method("adjoint"), lambda a: np.swapaxes(a, -1, -2), spelled="Tensor.adjoint", torch=SAME,
+           aliases={"mf.adjoint": mf.adjoint},
+           samples=(S("adjoint", (3, 4)), S("adjoint_batch", (2, 3, 4))),
+           errors=(E("adjoint_1d", lambda: t(3).adjoint(), RuntimeError, "Got 1-D tensor"),)),
+    OpInfo("real", lambda a: a.real * 1, lambda a: a, spelled="Tensor.real", torch=SAME,
+           aliases={"mf.conj": lambda a: mf.conj(a) * 1, "mf.conj_physical": lambda a: mf.conj_physical(a) * 1,
+                    "Tensor.conj": lambda a: a.conj() * 1, "mf.real": lambda a: mf.real(a) * 1},
+           samples=(S("real", (3, 4)),)),
+    OpInfo("angle", _method("angle"), lambda a: np.where(a < 0, np.pi, 0.0), spelled="Tensor.angle", torch=SAME,
+           aliases={"mf.angle": mf.angle}, samples=(S("angle", distinct((3, 4))),)),
+    OpInfo("unique_consecutive", lambda a: (a // 2).unique_consecutive(),
+           lambda a: a[np.r_[True, np.diff(a // 2) != 0]] // 2,
+           spelled="Tensor.unique_consecutive", grad=False, dtypes=NO_GRAD_RESULT, torch=SAME,
+           aliases={"mf.unique_consecutive": lambda a: mf.unique_consecutive(a // 2)},
+           samples=(S("unique_consecutive", index((9,), 6)),)),
+]
+OPS += TENSOR_EXTRA_OPS
+
 REGISTRY = {entry.name: entry for entry in OPS}
 
 

@@ -39,6 +39,12 @@ CASES = [
     (lambda: nn.LazyInstanceNorm3d(device=CPU),
      lambda n: nn.InstanceNorm3d(n, affine=True, track_running_stats=True, device=CPU), (2, 4, 2, 3, 3),
      "num_features", 4),
+    (lambda: nn.LazyConv3d(4, (2, 3, 2), stride=(1, 2, 1), padding=1, groups=2, device=CPU),
+     lambda n: nn.Conv3d(n, 4, (2, 3, 2), stride=(1, 2, 1), padding=1, groups=2, device=CPU), (2, 6, 3, 5, 4),
+     "in_channels", 6),
+    (lambda: nn.LazyConvTranspose3d(6, 2, stride=2, groups=3, bias=False, device=CPU),
+     lambda n: nn.ConvTranspose3d(n, 6, 2, stride=2, groups=3, bias=False, device=CPU), (3, 2, 3, 2),
+     "in_channels", 3),
 ]
 IDS = [c[0]().__class__.__name__ for c in CASES]
 
@@ -64,7 +70,7 @@ def test_first_forward_infers_size_and_becomes_the_non_lazy_module(lazy, eager, 
     assert y.shape == ref(x).shape
 
 
-@pytest.mark.parametrize("lazy, eager, shape, attr, size", CASES[:5], ids=IDS[:5])
+@pytest.mark.parametrize("lazy, eager, shape, attr, size", CASES[:5] + CASES[-2:], ids=IDS[:5] + IDS[-2:])
 def test_parameters_equal_non_lazy_at_same_seed(lazy, eager, shape, attr, size):
     m = lazy()
     mf.manual_seed(11)
@@ -260,3 +266,15 @@ def test_lazy_conv_bn_materializes_on_cuda_and_matches_cpu():
     moved = model(CPU).to("cuda")  # .to before the first forward: materialized there
     moved(x.to("cuda"))
     assert moved[0].weight.is_cuda
+
+
+def test_lazy_conv3d_loads_a_state_dict():
+    m = nn.LazyConv3d(4, 2, device=CPU)
+    m.load_state_dict(nn.Conv3d(3, 4, 2, device=CPU).state_dict())
+    assert m.weight.shape == (4, 3, 2, 2, 2)
+    m(mf.randn(1, 3, 3, 3, 3, device=CPU))
+    assert type(m) is nn.Conv3d and m.in_channels == 3
+    t = nn.LazyConvTranspose3d(4, 2, groups=2, device=CPU)
+    t.load_state_dict(nn.ConvTranspose3d(6, 4, 2, groups=2, device=CPU).state_dict())
+    t(mf.randn(1, 6, 2, 2, 2, device=CPU))
+    assert type(t) is nn.ConvTranspose3d and t.in_channels == 6 and t.weight.shape == (6, 2, 2, 2, 2)

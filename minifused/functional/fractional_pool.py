@@ -1,11 +1,12 @@
 """Fractional max pooling (Graham, arXiv:1412.6071) with PyTorch's pseudo-random window sequence:
-``fractional_max_pool2d`` and its ``_with_indices`` form.
+``fractional_max_pool2d``, ``fractional_max_pool3d`` and their ``_with_indices`` forms (one code path for both).
 
 The window starts and the argmax are computed on raw arrays (integers: no gradient flows through them);
 the values are one ``gather`` of the input at the chosen indices, so autograd adds each output's gradient
 back at its index, as PyTorch's backward does, on either device."""
 from __future__ import annotations
 
+import math as _math
 import numbers as _numbers
 
 from .. import backend as _backend
@@ -15,40 +16,42 @@ from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import InputError, InputTypeError
 
-__all__ = ["fractional_max_pool2d", "fractional_max_pool2d_with_indices"]
+__all__ = ["fractional_max_pool2d", "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
+           "fractional_max_pool3d_with_indices"]
 
 _HALVES = (_backend.float16, _backend.bfloat16)
 
 
-def _ints(op, name, value):
-    """An int or a pair of ints as a pair (the value checks are the caller's: PyTorch's differ per argument)."""
-    pair = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
-    if len(pair) != 2 or not all(isinstance(v, _numbers.Integral) and not isinstance(v, bool) for v in pair):
-        raise RuntimeError(f"{op}: {name} must either be a single Int or tuple of Ints, got {value!r}")
-    return int(pair[0]), int(pair[1])
+def _ints(op, name, value, d=2):
+    """An int or ``d`` ints as a ``d``-tuple (the value checks are the caller's: PyTorch's differ per argument)."""
+    ints = tuple(value) if isinstance(value, (tuple, list)) else (value,) * d
+    if len(ints) != d or not all(isinstance(v, _numbers.Integral) and not isinstance(v, bool) for v in ints):
+        count = "" if d == 2 else " of three"
+        raise RuntimeError(f"{op}: {name} must either be a single Int or tuple{count} Ints, got {value!r}")
+    return tuple(int(v) for v in ints)
 
 
-def _output_size(op, input, output_size, output_ratio):
+def _output_size(op, input, output_size, output_ratio, d=2):
     if output_size is None and output_ratio is None:
         raise InputError(f"{op} requires specifying either an output_size or an output_ratio")
     if output_size is not None:
-        oh, ow = _ints(op, "output_size", output_size)
-        if oh < 0 or ow < 0:
+        out = _ints(op, "output_size", output_size, d)
+        if min(out) < 0:
             raise RuntimeError(f"{op}: output_size must be >= 0, got {output_size!r}")
-        return oh, ow
-    ratio = tuple(output_ratio) if isinstance(output_ratio, (tuple, list)) else (output_ratio, output_ratio)
-    if len(ratio) != 2 or not all(isinstance(r, _numbers.Real) and not isinstance(r, bool) for r in ratio):
-        raise InputError(f"{op}: output_ratio must be a number or a pair of numbers, got {output_ratio!r}")
-    return int(input.shape[-2] * ratio[0]), int(input.shape[-1] * ratio[1])  # PyTorch's truncation
+        return out
+    ratio = tuple(output_ratio) if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * d
+    if len(ratio) != d or not all(isinstance(r, _numbers.Real) and not isinstance(r, bool) for r in ratio):
+        raise InputError(f"{op}: output_ratio must be a number or {d} numbers, got {output_ratio!r}")
+    return tuple(int(n * r) for n, r in zip(input.shape[-d:], ratio))  # PyTorch's truncation
 
 
-def _check_samples(op, samples, input, n, c):
+def _check_samples(op, samples, input, n, c, d=2):
     if not isinstance(samples, _Tensor):
         raise InputTypeError(f"{op}: _random_samples must be a tensor or None, got {type(samples).__name__}")
     if samples.ndim != 3:
         raise RuntimeError(f"{op}: Expect _random_samples to have 3 dimensions, got {samples.ndim}")
-    if samples.shape[2] != 2:
-        raise RuntimeError(f"{op}: Expect _random_samples.size(2) equals to 2; got {samples.shape[2]}.")
+    if samples.shape[2] != d:
+        raise RuntimeError(f"{op}: Expect _random_samples.size(2) equals to {d}; got {samples.shape[2]}.")
     if samples.shape[0] < n:
         raise RuntimeError(f"{op}: Expect _random_samples.size(0) no less then input batch size ({n}), got "
                            f"{samples.shape[0]}")
@@ -75,70 +78,89 @@ def _intervals(xp, samples, n_in, n_out, k, dtype):
     return starts
 
 
-def _window_argmax(xp, x, sh, sw, kh, kw):
-    """The plane index ``h * W + w`` (N, C, oH, oW) of each window's maximum: the first one in row-major
-    order, or the last NaN where the window holds one (ATen's ``val > maxVal || isnan(val)``)."""
-    n, c, h, w = x.shape
-    rows = sh[:, :, :, None, None, None] + xp.arange(kh)[:, None]   # (N, C, oH, 1, kH, 1)
-    cols = sw[:, :, None, :, None, None] + xp.arange(kw)            # (N, C, 1, oW, 1, kW)
-    win = (rows * w + cols).reshape(n, c, sh.shape[2], sw.shape[2], kh * kw)
-    vals = xp.take_along_axis(x.reshape(n, c, h * w), win.reshape(n, c, -1), axis=2).reshape(win.shape)
+def _window_argmax(xp, x, starts, kernel):
+    """The plane index (``h * W + w``, ``t * H * W + h * W + w``) (N, C, *out) of each window's maximum, the
+    windows starting at ``starts`` (one (N, C, out_i) array per spatial dimension): the first maximum in
+    row-major order, or the last NaN where the window holds one (ATen's ``val > maxVal || isnan(val)``)."""
+    n, c, *sizes = x.shape
+    d, taps = len(sizes), _math.prod(kernel)
+    win = 0
+    for i, (st, k) in enumerate(zip(starts, kernel)):  # window positions (N, C, *out, *kernel), summed per dim
+        shape = [n, c] + [1] * (2 * d)
+        shape[2 + i], shape[2 + d + i] = st.shape[2], k
+        win = win + (st[..., None] + xp.arange(k)).reshape(shape) * _math.prod(sizes[i + 1:])
+    win = win.reshape(n, c, *(st.shape[2] for st in starts), taps)
+    vals = xp.take_along_axis(x.reshape(n, c, -1), win.reshape(n, c, -1), axis=2).reshape(win.shape)
     if vals.dtype in _HALVES:  # exact in float32; the argmax and isnan of half types need no special path
         vals = vals.astype(xp.float32)
     pick = vals.argmax(-1)
     nan = xp.isnan(vals)
     if nan.any():
-        last_nan = kh * kw - 1 - nan[..., ::-1].argmax(-1)
+        last_nan = taps - 1 - nan[..., ::-1].argmax(-1)
         pick = xp.where(nan.any(-1), last_nan, pick)
     return xp.take_along_axis(win, pick[..., None], axis=-1)[..., 0]
+
+
+_DIM_NAMES = {2: ("height", "width"), 3: ("time", "height", "width")}
+
+
+def _fractional(d, input, kernel_size, output_size, output_ratio, _random_samples):
+    """``(output, indices)`` of the ``d``-dimensional fractional max pooling of (N, C, *spatial) or (C,
+    *spatial) input: the checks, the window starts from the samples, the argmax, the gather."""
+    op = f"fractional_max_pool{d}d"
+    if not isinstance(input, _Tensor):
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if input.ndim not in (d + 1, d + 2):
+        raise RuntimeError(f"{op}(): Expected {d + 1}D or {d + 2}D tensor, but got: {list(input.shape)}")
+    for dim in range(input.ndim - d - 1, input.ndim):
+        if input.shape[dim] == 0:
+            raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch dimensions, but got "
+                               f"{list(input.shape)} with dimension {dim} being empty.")
+    if not _backend.is_floating(input.dtype):
+        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    kernel = _ints(op, "kernel_size", kernel_size, d)
+    if min(kernel) <= 0:
+        raise RuntimeError(f"{op}(): kernel size should be greater than zero, but got {'x'.join(map(str, kernel))}")
+    out_size = _output_size(op, input, output_size, output_ratio, d)
+    sizes = tuple(input.shape[-d:])
+    strict = d == 3  # ATen checks o + k - 1 <= size in 2-D, but < size in 3-D (time, then width, then height)
+    for i in ((0, 1) if d == 2 else (0, 2, 1)):
+        name, k, o, size = _DIM_NAMES[d][i], kernel[i], out_size[i], sizes[i]
+        if o + k - 1 > size - strict:
+            raise RuntimeError(f"{op}(): pool {name} {k} too large relative to input {name} {size} (output {name} "
+                               f"{o})")
+    x = input if input.ndim == d + 2 else _reshape(input, (1, *input.shape))
+    n, c = x.shape[:2]
+    if _random_samples is None:  # d samples per plane from minifused's generator, as PyTorch's rand
+        _random_samples = _rand(n, c, d, dtype=input.dtype, device=input.device)
+    else:
+        _check_samples(op, _random_samples, input, n, c, d)
+    xp = _backend.array_module(x._data)
+    if n == 0 or 0 in out_size:
+        idx = xp.zeros((n, c, *out_size), dtype=xp.int64)
+    else:
+        # PyTorch's CUDA kernel computes the sequence in float32 for the half types (its accscalar_t), the
+        # CPU one in the input's dtype
+        dtype = xp.float32 if xp is not _backend.np and input.dtype in _HALVES else input.dtype
+        u = _random_samples._data[:n]
+        # ATen's sample order: (u_W, u_H) per plane in 2-D, (u_T, u_H, u_W) in 3-D
+        order = (1, 0) if d == 2 else range(d)
+        starts = [_intervals(xp, u[..., j], size, o, k, dtype)
+                  for j, size, o, k in zip(order, sizes, out_size, kernel)]
+        idx = _window_argmax(xp, x._data, starts, kernel)
+    flat = _math.prod(out_size)
+    out = _gather(_reshape(x, (n, c, _math.prod(sizes))), 2, _Tensor(idx.reshape(n, c, flat)))
+    out, indices = _reshape(out, (n, c, *out_size)), _Tensor(idx)
+    if input.ndim == d + 1:
+        return _reshape(out, (c, *out_size)), _reshape(indices, (c, *out_size))
+    return out, indices
 
 
 def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
                                        return_indices=False, _random_samples=None):
     """``(output, indices)`` of :func:`fractional_max_pool2d` (indices: ``h * W + w`` in each plane, int64),
     whatever ``return_indices`` says, as PyTorch's form of this name."""
-    op = "fractional_max_pool2d"
-    if not isinstance(input, _Tensor):
-        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"{op}(): Expected 3D or 4D tensor, but got: {list(input.shape)}")
-    for d in range(input.ndim - 3, input.ndim):
-        if input.shape[d] == 0:
-            raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch dimensions, but got "
-                               f"{list(input.shape)} with dimension {d} being empty.")
-    if not _backend.is_floating(input.dtype):
-        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
-    kh, kw = _ints(op, "kernel_size", kernel_size)
-    if kh <= 0 or kw <= 0:
-        raise RuntimeError(f"{op}(): kernel size should be greater than zero, but got {kh}x{kw}")
-    oh, ow = _output_size(op, input, output_size, output_ratio)
-    h, w = input.shape[-2:]
-    if oh + kh - 1 > h:
-        raise RuntimeError(f"{op}(): pool height {kh} too large relative to input height {h} (output height {oh})")
-    if ow + kw - 1 > w:
-        raise RuntimeError(f"{op}(): pool width {kw} too large relative to input width {w} (output width {ow})")
-    x = input if input.ndim == 4 else _reshape(input, (1, *input.shape))
-    n, c = x.shape[:2]
-    if _random_samples is None:  # one (u_W, u_H) pair per plane from minifused's generator, as PyTorch's rand
-        _random_samples = _rand(n, c, 2, dtype=input.dtype, device=input.device)
-    else:
-        _check_samples(op, _random_samples, input, n, c)
-    xp = _backend.array_module(x._data)
-    if n == 0 or oh == 0 or ow == 0:
-        idx = xp.zeros((n, c, oh, ow), dtype=xp.int64)
-    else:
-        # PyTorch's CUDA kernel computes the sequence in float32 for the half types (its accscalar_t), the
-        # CPU one in the input's dtype
-        dtype = xp.float32 if xp is not _backend.np and input.dtype in _HALVES else input.dtype
-        u = _random_samples._data[:n]
-        sw = _intervals(xp, u[..., 0], w, ow, kw, dtype)
-        sh = _intervals(xp, u[..., 1], h, oh, kh, dtype)
-        idx = _window_argmax(xp, x._data, sh, sw, kh, kw)
-    out = _gather(_reshape(x, (n, c, h * w)), 2, _Tensor(idx.reshape(n, c, oh * ow)))
-    out, indices = _reshape(out, (n, c, oh, ow)), _Tensor(idx)
-    if input.ndim == 3:
-        return _reshape(out, (c, oh, ow)), _reshape(indices, (c, oh, ow))
-    return out, indices
+    return _fractional(2, input, kernel_size, output_size, output_ratio, _random_samples)
 
 
 def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
@@ -150,5 +172,24 @@ def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=Non
     Given the same samples the windows, values and indices are PyTorch's. ``return_indices`` also returns
     the indices (``h * W + w`` in each plane, int64), which ``max_unpool2d`` takes."""
     out, indices = fractional_max_pool2d_with_indices(input, kernel_size, output_size, output_ratio,
+                                                      return_indices, _random_samples)
+    return (out, indices) if return_indices else out
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    """``(output, indices)`` of :func:`fractional_max_pool3d` (indices: ``t * H * W + h * W + w`` in each
+    plane, int64), whatever ``return_indices`` says, as PyTorch's form of this name."""
+    return _fractional(3, input, kernel_size, output_size, output_ratio, _random_samples)
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """:func:`fractional_max_pool2d` over (N, C, T, H, W) or (C, T, H, W) input, as
+    ``torch.nn.functional.fractional_max_pool3d``: ``kernel_size`` and ``output_size`` an int or a triple,
+    ``output_ratio`` a number or a triple; ``_random_samples`` (N, C, 3) holds each plane's (u_T, u_H, u_W).
+    Given the same samples the windows, values and indices (``t * H * W + h * W + w``, which
+    ``max_unpool3d`` takes) are PyTorch's."""
+    out, indices = fractional_max_pool3d_with_indices(input, kernel_size, output_size, output_ratio,
                                                       return_indices, _random_samples)
     return (out, indices) if return_indices else out

@@ -1,4 +1,4 @@
-"""Lazy modules, as PyTorch's: ``LazyLinear``, ``LazyConv1d/2d``, ``LazyConvTranspose1d/2d``,
+"""Lazy modules, as PyTorch's: ``LazyLinear``, ``LazyConv1d/2d/3d``, ``LazyConvTranspose1d/2d/3d``,
 ``LazyBatchNorm1d/2d/3d`` and ``LazyInstanceNorm1d/2d/3d`` infer their input size from the first input, then
 initialize as the non-lazy module does and become it. Also the markers ``UninitializedParameter``,
 ``UninitializedBuffer`` and ``Buffer`` (a tensor that registers as a buffer when assigned to a module)."""
@@ -13,10 +13,12 @@ from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .linear import Linear
 from .module import Parameter, RemovableHandle
 from .norm import BatchNorm1d, BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
+from .volume import Conv3d, ConvTranspose3d
 from ..backend import InputError, InputTypeError
 
 __all__ = ["Buffer", "UninitializedParameter", "UninitializedBuffer", "LazyModuleMixin", "LazyLinear",
-           "LazyConv1d", "LazyConv2d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyBatchNorm1d",
+           "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
+           "LazyConvTranspose3d", "LazyBatchNorm1d",
            "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d",
            "is_lazy"]
 
@@ -332,6 +334,35 @@ class LazyConvTranspose2d(_LazyConv, ConvTranspose2d):
 
     cls_to_become = ConvTranspose2d
     _spatial = 2
+    _transposed = True
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1, bias=True,
+                 dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(groups, out_channels, kernel_size, stride, padding, output_padding, groups, bias, dilation,
+                         padding_mode, device, dtype)
+        self._make_lazy()
+        self.in_channels = 0
+
+
+class LazyConv3d(_LazyConv, Conv3d):
+    """``Conv3d`` whose ``in_channels`` is the first input's channel count."""
+
+    cls_to_become = Conv3d
+    _spatial = 3
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__(groups, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
+                         device, dtype)
+        self._make_lazy()
+        self.in_channels = 0
+
+
+class LazyConvTranspose3d(_LazyConv, ConvTranspose3d):
+    """``ConvTranspose3d`` whose ``in_channels`` is the first input's channel count."""
+
+    cls_to_become = ConvTranspose3d
+    _spatial = 3
     _transposed = True
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1, bias=True,

@@ -1,5 +1,5 @@
 """Pooling layers: ``MaxPool1d`` / ``MaxPool2d``, ``AvgPool1d`` / ``AvgPool2d``, ``LPPool1d`` / ``LPPool2d`` and
-``MaxUnpool1d`` / ``MaxUnpool2d``, ``FractionalMaxPool2d`` with PyTorch's arguments."""
+``MaxUnpool1d`` / ``MaxUnpool2d``, ``FractionalMaxPool2d`` / ``FractionalMaxPool3d`` with PyTorch's arguments."""
 from __future__ import annotations
 
 from .. import functional as F
@@ -123,22 +123,34 @@ class FractionalMaxPool2d(Module):
     ``output_size`` or ``output_ratio`` (in (0, 1)) of the input; ``_random_samples`` (a buffer, as in PyTorch)
     fixes the windows."""
 
+    _d = 2
+    _fn = staticmethod(F.fractional_max_pool2d)
+
     def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
                  _random_samples=None):
         super().__init__()
-        pair = (lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v))  # noqa: E731 - PyTorch's _pair
-        self.kernel_size = pair(kernel_size)
+        name, d = type(self).__name__, self._d
+        tup = (lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,) * d)  # noqa: E731 - _pair, _triple
+        self.kernel_size = tup(kernel_size)
         self.return_indices = return_indices
         self.register_buffer("_random_samples", _random_samples)
-        self.output_size = pair(output_size) if output_size is not None else None
-        self.output_ratio = pair(output_ratio) if output_ratio is not None else None
+        self.output_size = tup(output_size) if output_size is not None else None
+        self.output_ratio = tup(output_ratio) if output_ratio is not None else None
         if output_size is None and output_ratio is None:
-            raise InputError("FractionalMaxPool2d requires specifying either an output size, or a pooling ratio")
+            raise InputError(f"{name} requires specifying either an output size, or a pooling ratio")
         if output_size is not None and output_ratio is not None:
-            raise InputError("FractionalMaxPool2d: only one of output_size and output_ratio may be specified")
+            raise InputError(f"{name}: only one of output_size and output_ratio may be specified")
         if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
-            raise InputError(f"FractionalMaxPool2d: output_ratio must be between 0 and 1 (got {output_ratio})")
+            raise InputError(f"{name}: output_ratio must be between 0 and 1 (got {output_ratio})")
 
     def forward(self, input):
-        return F.fractional_max_pool2d(input, self.kernel_size, self.output_size, self.output_ratio,
-                                       self.return_indices, _random_samples=self._random_samples)
+        return self._fn(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
+                        _random_samples=self._random_samples)
+
+
+class FractionalMaxPool3d(FractionalMaxPool2d):
+    """``F.fractional_max_pool3d``: :class:`FractionalMaxPool2d` over (N, C, T, H, W) or (C, T, H, W) input;
+    ``kernel_size``, ``output_size`` and ``output_ratio`` an int (a number) or a triple."""
+
+    _d = 3
+    _fn = staticmethod(F.fractional_max_pool3d)

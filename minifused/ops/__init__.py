@@ -15,6 +15,7 @@ from . import (activation, aliases, arrange, creation, diagonals, elementwise, i
                special, statistics)
 from . import linalg_toplevel
 from . import numeric, special_math
+from . import tensor_extras, views_inplace
 from .activation import *  # noqa: F401,F403
 from .aliases import *  # noqa: F401,F403
 from .arrange import *  # noqa: F401,F403
@@ -33,6 +34,8 @@ from .sorting import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
 from .special_math import *  # noqa: F401,F403
 from .numeric import *  # noqa: F401,F403
+from .tensor_extras import *  # noqa: F401,F403
+from .views_inplace import *  # noqa: F401,F403
 from .elementwise import (abs, add, cast, clamp, clone, eq, exp, ge, gelu, gt, le, log, lt,  # noqa: A004
                           maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sqrt, sub, tanh, to_device, where)
 from .elementwise import div as _true_div
@@ -41,7 +44,8 @@ from .matmul import addmm, bmm, dot, einsum, matmul, mm, outer, t
 from .movement import (chunk, diag, diff, expand_as, flip, movedim, narrow, narrow_copy, repeat, reshape_as, roll,
                        split, swapaxes, tile, tril, tril_, triu, triu_, unbind, unfold, view_as)
 from .reduce import (all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, logsumexp, max,  # noqa: A004
-                     mean, median, min, norm, prod, std, std_mean, sum, sum_to_size, var, var_mean)
+                     mean, median, min, prod, std, std_mean, sum, sum_to_size, var, var_mean)
+from .tensor_norm import norm
 from .scan import cummax, cummin, cumprod, cumsum
 from .shape import (cat, channels_last, contiguous, contiguous_format, expand, flatten, getitem, is_contiguous,
                     memory_format, permute, preserve_format, reshape, setitem, squeeze, stack, transpose, unsqueeze,
@@ -188,7 +192,8 @@ _METHODS = {
 }
 # the families in their own modules declare theirs
 _FAMILIES = (pointwise, logic, index, masking, sorting, activation, resample, products, diagonals, arrange, special,
-             aliases, scatter_reductions, statistics, linalg_toplevel, special_math, numeric)
+             aliases, scatter_reductions, statistics, linalg_toplevel, special_math, numeric, tensor_extras,
+             views_inplace)
 for _family in _FAMILIES:
     _METHODS.update(_family.METHODS)
 for _name, _fn in _METHODS.items():

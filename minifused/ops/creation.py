@@ -405,10 +405,10 @@ def bernoulli_(self, p=0.5, *, generator=None):
     return self._bump("bernoulli_")
 
 
-def multinomial(input, num_samples, replacement=False):  # noqa: A002 - PyTorch's name
+def multinomial(input, num_samples, replacement=False, *, generator=None):  # noqa: A002 - PyTorch's name
     """``num_samples`` category indices per row of the weights ``input`` (1-D or 2-D), as
     ``torch.multinomial``: with replacement by the inverse of the cumulative weights, without by the
-    Gumbel top-k of the log weights."""
+    Gumbel top-k of the log weights (drawn from ``generator``, a cpu :class:`minifused.Generator`, if given)."""
     op = "multinomial"
     if not isinstance(input, Tensor) or input.ndim not in (1, 2) or not backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a 1-D or 2-D floating-point tensor of weights, got "
@@ -422,7 +422,8 @@ def multinomial(input, num_samples, replacement=False):  # noqa: A002 - PyTorch'
     k = w.shape[1]
     if not replacement and num_samples > k:
         raise InputError(f"{op}: cannot draw {num_samples} samples without replacement from {k} categories")
-    u = rand(w.shape[0], num_samples if replacement else k, dtype=backend.float64, device=input.device)._data
+    u = rand(w.shape[0], num_samples if replacement else k, generator=generator, dtype=backend.float64,
+             device=input.device)._data
     if replacement:
         cdf = xp.cumsum(w, axis=1)
         cdf /= cdf[:, -1:]

@@ -18,8 +18,10 @@ from .. import backend as _backend
 from .. import cuda as _cuda
 from ..autograd.modes import is_inference_mode_enabled
 from ..tensor import Tensor as _Tensor
-from . import creation, legacy, nn_forms, tensor_forms
+from . import creation, extras, legacy, nn_forms, tensor_forms, windows
 from .creation import *  # noqa: F401,F403
+from .extras import *  # noqa: F401,F403
+from .windows import *  # noqa: F401,F403
 from .legacy import *  # noqa: F401,F403
 from .nn_forms import *  # noqa: F401,F403
 from .tensor_forms import *  # noqa: F401,F403
@@ -89,7 +91,8 @@ def typename(obj, /):
     return qualname if module in ("", "builtins") else f"{module}.{qualname}"
 
 
-__all__ = (creation.__all__ + legacy.__all__ + nn_forms.__all__ + tensor_forms.__all__ + [
+__all__ = (creation.__all__ + legacy.__all__ + nn_forms.__all__ + tensor_forms.__all__ + extras.__all__
+           + windows.__all__ + [
     "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "Stream", "Event", "GradScaler",
     "get_default_device", "set_default_device", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     "set_anomaly_enabled", "is_inference_mode_enabled", "typename"])

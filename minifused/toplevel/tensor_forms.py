@@ -15,7 +15,8 @@ from ..backend import InputError, InputTypeError
 _UNARY_FORMS = ("abs_", "acos_", "asin_", "atan_", "ceil_", "floor_", "trunc_", "frac_", "cos_", "cosh_", "sin_",
                 "sinh_", "tan_", "tanh_", "sigmoid_", "exp_", "exp2_", "expm1_", "log_", "log10_", "log1p_", "log2_",
                 "neg_", "negative_", "reciprocal_", "rsqrt_", "sqrt_", "square_", "sinc_", "erf_", "erfc_",
-                "deg2rad_", "rad2deg_", "zero_", "detach", "detach_")
+                "deg2rad_", "rad2deg_", "zero_", "detach", "detach_", "acosh_", "asinh_", "atanh_", "arccos_",
+                "arcsin_", "arctan_", "arccosh_", "arcsinh_", "arctanh_", "i0_")
 _QUERIES = ("is_nonzero", "is_signed", "get_device", "is_inference")
 _COPIES = ("view_copy", "permute_copy", "expand_copy", "t_copy", "transpose_copy", "unsqueeze_copy", "squeeze_copy",
            "select_copy", "slice_copy", "split_copy", "split_with_sizes_copy", "unbind_copy", "unfold_copy",

@@ -1,0 +1,325 @@
+"""Tensor methods and functions PyTorch code still reached for: the legacy ``Tensor.new``, ``split_with_sizes``,
+``unique_consecutive``, ``put`` / ``put_``, ``index_reduce`` / ``index_reduce_``, ``diagonal_scatter``, the
+complex-number spellings on real tensors (``real``, ``conj`` ... as PyTorch answers them for a real dtype),
+``angle``, ``adjoint``, the layout and backend queries (``layout``, ``is_sparse`` ..., all a dense strided
+tensor's answers), ``dim_order``, ``output_nr``, the cpu-only element callbacks ``apply_`` / ``map_`` / ``map2_``
+and ``record_stream``."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import backend
+from ..autograd import Function
+from ..tensor import Tensor
+from .creation import multinomial as _multinomial, new_empty, tensor as _new_tensor
+from .diagonals import _diagonal_dims, _diagonal_view
+from .elementwise import cast
+from .index import _in_bounds, index_put
+from .movement import split
+from .scatter_reductions import scatter_reduce
+from .shape import expand, reshape, transpose
+from .special_math import recorded_into
+from ..backend import InputTypeError
+
+
+def _xp(a):
+    return backend.array_module(a)
+
+
+def _tensor(op, name, t):
+    if not isinstance(t, Tensor):
+        raise InputTypeError(f"{op}(): argument '{name}' must be Tensor, not {type(t).__name__}")
+    return t
+
+
+def new(self, *args, device=None):
+    """The legacy ``Tensor.new``: no argument, an empty 1-d tensor; ints or a tuple of them (``x.new(x.shape)``:
+    a shape is a tuple here, PyTorch's ``torch.Size``), an uninitialized (zero) tensor of that shape; a list or
+    an array, a tensor of its values; a tensor of the same dtype, that tensor's data (shared). Always in this
+    tensor's dtype, on its device unless ``device`` is given."""
+    dev = self.device if device is None else backend.device(device)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        if args[0].dtype != self.dtype or args[0].device != dev:
+            raise InputTypeError(f"new(): expected a tensor of dtype {self.dtype} on {dev}, got {args[0].dtype} on "
+                                 f"{args[0].device}")
+        return Tensor._from_array(args[0]._data)
+    sizes = args[0] if len(args) == 1 and isinstance(args[0], tuple) else args
+    if all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in sizes):
+        return new_empty(self, *(sizes or (0,)), device=dev).zero_()
+    if len(args) != 1:
+        raise InputTypeError(f"new(): expected sizes (ints), a sequence of values or a tensor, got {args!r}")
+    return _new_tensor(args[0], dtype=self.dtype, device=dev)
+
+
+def split_with_sizes(input, split_sizes, dim=0):  # noqa: A002 - PyTorch's names
+    """Views of ``input`` along ``dim`` of the lengths ``split_sizes``, which must add up to its size there."""
+    if not isinstance(split_sizes, (tuple, list)):
+        raise InputTypeError(f"split_with_sizes(): argument 'split_sizes' must be tuple of ints, not "
+                             f"{type(split_sizes).__name__}")
+    if input.ndim == 0:
+        raise RuntimeError("split_with_sizes expects at least a 1-dimensional tensor")
+    n = input.shape[dim % input.ndim] if -input.ndim <= dim < input.ndim else None
+    if n is not None and sum(split_sizes) != n:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                           f"dimension {dim}), but got split_sizes={list(split_sizes)}")
+    return tuple(split(input, list(split_sizes), dim))
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    """``input`` with each run of equal consecutive elements (or slices along ``dim``) kept once, as
+    ``torch.unique_consecutive``; with ``return_inverse`` each element's run index, with ``return_counts`` each
+    run's length (int64). Not differentiable."""
+    _tensor("unique_consecutive", "input", input)
+    xp, a = input._xp, input._data
+    if dim is None:
+        a, axis = a.reshape(-1), 0
+    else:
+        if not -max(a.ndim, 1) <= dim < max(a.ndim, 1) or a.ndim == 0:
+            raise IndexError(f"unique_consecutive: dimension {dim} out of range for a tensor of {a.ndim} dimensions")
+        axis = dim % a.ndim
+    moved = xp.moveaxis(a, axis, 0).reshape(a.shape[axis], a.size // max(a.shape[axis], 1))
+    n = moved.shape[0]
+    changed = (moved[1:] != moved[:-1]).any(axis=1) if moved.shape[1] else xp.zeros(max(n - 1, 0), bool)
+    starts = xp.concatenate([xp.ones(min(n, 1), bool), changed])
+    first = xp.nonzero(starts)[0]
+    values = Tensor._from_array(xp.take(a, first, axis=axis))
+    out = [values]
+    if return_inverse:
+        inv = xp.cumsum(starts).astype(np.int64) - 1
+        out.append(Tensor._from_array(inv.reshape(input.shape) if dim is None else inv))
+    if return_counts:
+        out.append(Tensor._from_array(xp.diff(xp.concatenate([first, xp.asarray([n])])).astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _multinomial_method(self, num_samples, replacement=False, *, generator=None):
+    return _multinomial(self, num_samples, replacement, generator=generator)
+
+
+# ---------------------------------------------------------------- put, index_reduce, diagonal_scatter
+def put(input, index, source, accumulate=False):  # noqa: A002 - PyTorch's names
+    """A copy of ``input`` with ``source``'s values written (added, with ``accumulate``) at the flat (C-order)
+    positions ``index`` (negative from the end), as ``torch.put``."""
+    _tensor("put", "input", input)
+    _tensor("put", "index", index)
+    _tensor("put", "source", source)
+    if index.dtype != np.int64:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {np.dtype(index.dtype).name}")
+    if index.numel() != source.numel():
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
+                           f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    n = input.numel()
+    flat_index = Tensor._from_array(_in_bounds("put", index._data.reshape(-1), n, 0, IndexError))
+    flat = index_put(reshape(input, -1), (flat_index,), cast(reshape(source, -1), input.dtype), accumulate)
+    return reshape(flat, *input.shape)
+
+
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # noqa: A002 - PyTorch's names
+    """A copy of ``input`` with the slices of ``source`` along ``dim`` reduced ('prod', 'mean', 'amax', 'amin')
+    into the slices ``index`` names, with input's own values unless ``include_self`` is False, as
+    ``torch.index_reduce``; gradients as :func:`minifused.scatter_reduce`'s (none for 'prod')."""
+    op = "index_reduce"
+    _tensor(op, "input", input)
+    _tensor(op, "source", source)
+    _tensor(op, "index", index)
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"{op}(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    if index.ndim > 1 or index.dtype not in (np.int64, np.int32):
+        raise IndexError(f"{op}(): Index is supposed to be a vector of int32 or int64, got shape "
+                         f"{tuple(index.shape)} and dtype {index.dtype}")
+    if input.ndim == 0:
+        return reshape(index_reduce(reshape(input, 1), 0, index, reshape(source, -1), reduce,
+                                    include_self=include_self), ())
+    if not -input.ndim <= dim < input.ndim:
+        raise IndexError(f"{op}: dimension {dim} out of range for a tensor of {input.ndim} dimensions")
+    axis = dim % input.ndim
+    want = input.shape[:axis] + (index.numel(),) + input.shape[axis + 1:]
+    if tuple(source.shape) != want and not (source.ndim == 0 and want == (1,)):
+        raise RuntimeError(f"{op}: source must have shape {want} (the input's with index's length along dim "
+                           f"{axis}), got {tuple(source.shape)}")
+    lead = (1,) * axis + (index.numel(),) + (1,) * (input.ndim - axis - 1)
+    grid = expand(reshape(cast(index, backend.int64), *lead), *want)
+    return scatter_reduce(input, axis, grid, reshape(source, *want), reduce, include_self=include_self)
+
+
+class DiagonalScatter(Function):
+    """x with its (offset, axis1, axis2) diagonal replaced by src; the gradient: x's with that diagonal zeroed,
+    src's the diagonal."""
+
+    @staticmethod
+    def forward(ctx, x, src, offset, axis1, axis2):
+        out = x.copy()
+        _diagonal_view(_xp(x), out, offset, axis1, axis2)[...] = src
+        ctx.meta = (offset, axis1, axis2)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        offset, axis1, axis2 = ctx.meta
+        xp = _xp(g)
+        gx = g.copy()
+        diag = _diagonal_view(xp, gx, offset, axis1, axis2)
+        gsrc = diag.copy()
+        diag[...] = 0
+        return gx, gsrc, None, None, None
+
+
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):  # noqa: A002 - PyTorch's names
+    """A copy of ``input`` with ``src`` as its diagonal (``offset``, ``dim1``, ``dim2`` as :func:`diagonal`)."""
+    op = "diagonal_scatter"
+    _tensor(op, "input", input)
+    _tensor(op, "src", src)
+    offset, axis1, axis2 = _diagonal_dims(op, input.ndim, offset, dim1, dim2)
+    want = _diagonal_view(np, np.empty(input.shape, np.bool_), offset, axis1, axis2).shape
+    if tuple(src.shape) != tuple(want):
+        raise RuntimeError(f"{op}: expected src to have a size equal to the slice of self. src size = "
+                           f"{list(src.shape)}, slice size = {list(want)}")
+    return DiagonalScatter.apply(input, cast(src.to(input.device), input.dtype), offset, axis1, axis2)
+
+
+# ---------------------------------------------------------------- complex spellings on real tensors
+def real(input):  # noqa: A002 - PyTorch's name
+    """``input`` itself: a real tensor is its own real part."""
+    return _tensor("real", "input", input)
+
+
+def imag(input):  # noqa: A002
+    _tensor("imag", "input", input)
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+def conj(input):  # noqa: A002
+    """``input`` itself: a real tensor is its own conjugate."""
+    return _tensor("conj", "input", input)
+
+
+def conj_physical(input):  # noqa: A002
+    return _tensor("conj_physical", "input", input)
+
+
+class Angle(Function):
+    """pi where x < 0, 0 where x >= 0 (NaN stays NaN); its gradient is 0, as PyTorch's for a real x."""
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        xp = _xp(x)
+        return xp.where(x < 0, np.pi, xp.where(x != x, x, 0)).astype(dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _xp(g).zeros_like(g), None
+
+
+def angle(input):  # noqa: A002
+    """The argument of each element as a complex number: pi for a negative one, 0 else; an integer or bool tensor
+    gives the default float dtype."""
+    _tensor("angle", "input", input)
+    dtype = input.dtype if backend.is_floating(input.dtype) else backend.get_default_dtype()
+    return Angle.apply(input, dtype)
+
+
+def adjoint(input):  # noqa: A002
+    """The conjugate transpose of the last two dimensions: their transpose (a view), for a real tensor."""
+    _tensor("adjoint", "input", input)
+    if input.ndim < 2:
+        raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of matrices. Got "
+                           f"{input.ndim}-D tensor.")
+    return transpose(input, -2, -1)
+
+
+# ---------------------------------------------------------------- queries
+class layout:  # noqa: N801 - torch.layout
+    """How a tensor's elements are stored, as PyTorch names it: minifused has dense strided tensors only,
+    :data:`strided`."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"minifused.{self.name}"
+
+
+strided = layout("strided")
+
+
+def dim_order(self, *, ambiguity_check=False):
+    """The dimensions from the outermost in memory to the innermost (largest stride first; ties in order)."""
+    if ambiguity_check:
+        raise NotImplementedError("dim_order: ambiguity_check=True")
+    steps = self.stride()
+    return tuple(sorted(range(self.ndim), key=lambda d: -steps[d]))
+
+
+# ---------------------------------------------------------------- element callbacks (cpu), streams
+def _host_only(op, self):
+    if self.is_cuda:
+        raise RuntimeError(f"{op}_ is only implemented on CPU tensors")
+    self._check_inplace(op)
+
+
+def apply_(self, callable):  # noqa: A002 - PyTorch's name
+    """Each element replaced by ``callable(element)`` (a Python number in, one out), in place; cpu only."""
+    _host_only("apply_", self)
+    a = self._data
+    a[...] = np.vectorize(callable, otypes=[a.dtype])(a) if a.size else a
+    return self._bump("apply_")
+
+
+def map_(self, tensor, callable):  # noqa: A002
+    """Each element replaced by ``callable(element, other)`` with ``tensor`` broadcast to this one; cpu only."""
+    _host_only("map_", self)
+    _tensor("map_", "tensor", tensor)
+    a = self._data
+    a[...] = np.vectorize(callable, otypes=[a.dtype])(a, np.broadcast_to(tensor._data, a.shape)) if a.size else a
+    return self._bump("map_")
+
+
+def map2_(self, x, y, callable):  # noqa: A002
+    """Each element replaced by ``callable(element, x's, y's)``, ``x`` and ``y`` broadcast to it; cpu only."""
+    _host_only("map2_", self)
+    a = self._data
+    others = [np.broadcast_to(_tensor("map2_", n, t)._data, a.shape) for n, t in (("x", x), ("y", y))]
+    a[...] = np.vectorize(callable, otypes=[a.dtype])(a, *others) if a.size else a
+    return self._bump("map2_")
+
+
+_in_use = []  # (event, array) pairs of record_stream: the arrays kept alive until their event has completed
+
+
+def record_stream(self, stream):
+    """Mark this CUDA tensor as used by work queued on ``stream`` (a :class:`minifused.cuda.Stream` or a CuPy
+    stream). CuPy's pool gives a freed block back only to the stream it was allocated on, which may reuse it at
+    once while ``stream`` still reads it; so this records an event on ``stream`` and keeps the array alive until
+    the event has completed (checked at each later call), as PyTorch's caching allocator does."""
+    if not self.is_cuda:
+        raise RuntimeError("record_stream: only CUDA tensors can be recorded on a stream")
+    raw = getattr(stream, "_stream", stream)
+    cupy = backend.cupy
+    if not isinstance(raw, cupy.cuda.Stream):
+        raise InputTypeError(f"record_stream(): argument 's' must be a CUDA stream, not {type(stream).__name__}")
+    _in_use[:] = [(e, a) for e, a in _in_use if not e.done]
+    event = cupy.cuda.Event(disable_timing=True)
+    event.record(raw)
+    _in_use.append((event, self._data))
+
+
+def _false(self):
+    return False
+
+
+__all__ = ["split_with_sizes", "unique_consecutive", "put", "index_reduce", "diagonal_scatter", "real", "conj",
+           "conj_physical", "angle", "adjoint"]
+METHODS = {name: globals()[name] for name in __all__ if name not in ("real",)}
+METHODS.update({
+    "new": new, "multinomial": _multinomial_method,
+    "put_": recorded_into("put_", put), "index_reduce_": recorded_into("index_reduce_", index_reduce),
+    "fix": lambda self: self.trunc(), "fix_": lambda self: self.trunc_(),
+    "conj_physical_": lambda self: self, "is_conj": _false, "is_neg": _false,
+    "real": property(real), "imag": property(imag), "layout": property(lambda self: strided),
+    "output_nr": property(lambda self: self._out_index), "dim_order": dim_order,
+    "apply_": apply_, "map_": map_, "map2_": map2_, "record_stream": record_stream,
+})
+METHODS.update({name: property(_false) for name in ("is_meta", "is_sparse", "is_sparse_csr", "is_quantized",
+                                                    "is_mkldnn", "is_nested", "is_xpu", "is_mps")})

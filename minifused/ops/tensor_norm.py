@@ -1,0 +1,31 @@
+"""``torch.norm`` / ``Tensor.norm``: the vector norms of the reductions and, for p='nuc', the matrix norm of
+``linalg`` (which builds on the reductions: so this sits above both)."""
+from __future__ import annotations
+
+import numbers
+
+from ..tensor import Tensor
+from .linalg import matrix_norm
+from .reduce import vector_norm
+from ..backend import InputError, InputTypeError
+
+__all__ = ["norm"]
+
+
+def norm(x: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
+    """``torch.norm``: 'fro' (the 2-norm of the elements over ``dim``), 'nuc' (the nuclear norm of the matrices
+    over the two dims ``dim``, the last two by default: ``linalg.matrix_norm``), or any number, inf or -inf."""
+    if isinstance(p, str):
+        if p == "nuc":
+            dims = tuple(range(x.ndim)) if dim is None else (dim,) if isinstance(dim, numbers.Integral) else dim
+            if len(dims) != 2:
+                raise InputError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(map(str, dims))}")
+            return matrix_norm(x, "nuc", dims, keepdim, dtype=dtype)
+        if p != "fro":
+            raise RuntimeError(f"norm: p must be 'fro', 'nuc' or a number, got {p!r}")
+        p = 2
+    elif p is None:
+        p = 2
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+        raise InputTypeError(f"norm: p must be 'fro' or a number, got {p!r}")
+    return vector_norm(x, p, dim, keepdim, dtype)
