@@ -287,5 +287,7 @@ def test_cuda_matches_cpu():
         out = F.ctc_loss(x, mf.tensor(targets), il, tl, reduction="none")  # cpu targets go to the input's device
         (out * mf.arange(1, 5, dtype=mf.float32, device=device)).sum().backward()
         grads[device] = (out.cpu().numpy(), x.grad.cpu().numpy())
+    # float32 log-space recursions over 30 steps: NumPy's and CuPy's exp / log differ in their last bits, and the
+    # occupations subtract nearly equal exponentials (the first H200 run: 1.4e-5 at most; the PyTorch test's 1e-4)
     for a, b in zip(grads["cpu"], grads["cuda"]):
-        np.testing.assert_allclose(b, a, rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4)

@@ -410,9 +410,9 @@ def test_gpu_creation_matches_pytorch(torch):
     np.testing.assert_allclose(mf.vander(mf.tensor(v, device="cuda")).cpu().numpy(),
                                torch.vander(torch.tensor(v, device="cuda")).cpu().numpy(), rtol=1e-6)
     h = np.random.default_rng(2).standard_normal(500).astype(np.float32)
-    ours = mf.histogram(mf.tensor(h), bins=7, range=(-2.0, 2.0))
-    theirs = torch.histogram(torch.tensor(h), bins=7, range=(-2.0, 2.0))
-    np.testing.assert_allclose(ours.hist.numpy(), theirs.hist.numpy())
+    ours = mf.histogram(mf.tensor(h, device="cuda"), bins=7, range=(-2.0, 2.0))
+    theirs = torch.histogram(torch.tensor(h), bins=7, range=(-2.0, 2.0))  # (PyTorch's histogram is cpu only)
+    np.testing.assert_allclose(ours.hist.cpu().numpy(), theirs.hist.numpy())
     x = mf.tensor([1, 1, 2, 3, 3, 3], device="cuda")
     got = mf.unique_consecutive(x, return_inverse=True, return_counts=True)
     want = torch.unique_consecutive(torch.tensor([1, 1, 2, 3, 3, 3], device="cuda"), return_inverse=True,
