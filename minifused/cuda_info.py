@@ -155,8 +155,9 @@ def get_rng_state(device="cuda"):
 
     gen = _generator("get_rng_state", device)
     backend.refuse_sync("minifused.cuda.get_rng_state")
-    seed = int(gen.randint(0, 2 ** 62, size=1, dtype=np.int64).get()[0])  # drawn from the stream: deterministic
-    _reseed(gen, seed)
+    with backend.cupy.cuda.Device(_index(device)):  # gen's cuRAND generator lives on its device, not the current
+        seed = int(gen.randint(0, 2 ** 62, size=1, dtype=np.int64).get()[0])  # drawn from the stream: deterministic
+        _reseed(gen, seed)
     return Tensor._from_array(np.frombuffer(struct.pack("<QQ", seed, 0), np.uint8).copy())
 
 

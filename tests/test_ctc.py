@@ -284,7 +284,8 @@ def test_cuda_matches_cpu():
     grads = {}
     for device in ("cpu", "cuda"):
         x = mf.tensor(lp, device=device, requires_grad=True)
-        out = F.ctc_loss(x, mf.tensor(targets), il, tl, reduction="none")  # cpu targets go to the input's device
+        # cpu targets go to the input's device (device= given: a gpu test's default device is cuda)
+        out = F.ctc_loss(x, mf.tensor(targets, device="cpu"), il, tl, reduction="none")
         (out * mf.arange(1, 5, dtype=mf.float32, device=device)).sum().backward()
         grads[device] = (out.cpu().numpy(), x.grad.cpu().numpy())
     # float32 log-space recursions over 30 steps: NumPy's and CuPy's exp / log differ in their last bits, and the

@@ -200,3 +200,21 @@ def test_cuda_matches_pytorch(torch, dtype):
     np.testing.assert_array_equal(idx.cpu().numpy(), t_idx.cpu().numpy())
     np.testing.assert_array_equal(out.cpu().numpy(), t_out.cpu().numpy())
 
+
+
+class _DeviceLike(np.ndarray):
+    """A NumPy array that refuses to be truth-tested, as a CuPy one would only by waiting for the GPU."""
+
+    def __bool__(self):
+        raise AssertionError("the window argmax waited for the device (truth-tested an array)")
+
+
+def test_window_argmax_never_waits_for_the_device():
+    from minifused.functional.fractional_pool import _window_argmax
+
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(1, 2, 3, 4)
+    x[0, 1, 0, 1] = math.nan
+    starts = [np.array([[[0, 1]]] * 2).reshape(1, 2, 2), np.array([[[0, 2]]] * 2).reshape(1, 2, 2)]
+    idx = _window_argmax(np, x.view(_DeviceLike), [s.view(_DeviceLike) for s in starts], (2, 2))
+    # windows rows {0,1} / {1,2} x cols {0,1} / {2,3}: the bottom-right of each, the NaN where it is one
+    np.testing.assert_array_equal(np.asarray(idx), [[[[5, 7], [9, 11]], [[1, 7], [9, 11]]]])

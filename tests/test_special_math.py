@@ -486,3 +486,15 @@ def test_gpu_binary_and_scans_match_pytorch(torch):
         got = ours(mf.tensor(i, device="cuda"), mf.tensor(s, device="cuda")).cpu().numpy()
         want = theirs(torch.tensor(i, device="cuda"), torch.tensor(s, device="cuda")).cpu().numpy()
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gpu_bessel_special_points_match_pytorch(torch, dtype):
+    """+-inf, NaN, 0 and the overflow range through CuPy's I0 / I1 (and the scaled forms' own code) as PyTorch's."""
+    values = np.array([-math.inf, math.inf, math.nan, 0.0, -0.0, 1e3, -1e3, 50.0], dtype)
+    for ours, theirs in ((mf.i0, torch.i0), (ms.i0e, torch.special.i0e), (ms.i1, torch.special.i1),
+                         (ms.i1e, torch.special.i1e)):
+        got = ours(mf.tensor(values, device="cuda")).cpu().numpy()
+        want = theirs(torch.tensor(values, device="cuda")).cpu().numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, equal_nan=True, err_msg=ours.__name__)

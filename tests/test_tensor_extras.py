@@ -110,6 +110,24 @@ def test_as_strided_gradient_sums_overlaps():
     np.testing.assert_allclose(e.grad.numpy().ravel(), [3.0, 7.0, 0.0])
 
 
+def test_as_strided_gradient_reads_no_values_to_find_overlaps(monkeypatch):
+    """Whether x's elements overlap comes from its sizes and strides: np.unique / cupy.unique on the positions
+    would make the GPU backward wait for the device (and fail inside a CUDA-graph capture)."""
+    def no_unique(*args, **kwargs):
+        raise AssertionError("as_strided's backward read the positions' values on the host")
+
+    monkeypatch.setattr(np, "unique", no_unique)
+    w = mf.tensor(np.arange(1.0, 7.0).reshape(2, 3), dtype=mf.float64)
+    x = f64(3, 4)
+    (x.t().as_strided((2, 3), (1, 2), 1) * w).sum().backward()  # x.t(): strides (1, 4), no overlap
+    want = np.zeros(12)
+    np.add.at(want, (1 + np.arange(2)[:, None] + 2 * np.arange(3)).ravel(), np.arange(1.0, 7.0))
+    np.testing.assert_allclose(x.grad.numpy(), want.reshape(3, 4))  # x.t()'s storage: x's, in x's order
+    e = f64(3, 1)
+    e.expand(3, 4).as_strided((2, 2), (1, 0)).sum().backward()  # stride 0: 2 per storage element, shared by 4
+    np.testing.assert_allclose(e.grad.numpy().ravel(), [2.0, 2.0, 0.0])  # (PyTorch's, summed back over the 4)
+
+
 def test_as_strided_scatter_values_and_gradient():
     a = np.arange(6.0).reshape(2, 3)
     out = mf.as_strided_scatter(mf.tensor(a).t(), mf.tensor([10.0, 20.0], dtype=mf.float64), (2,), (1,), 1)
@@ -279,6 +297,21 @@ def test_element_callbacks():
     assert x.map2_(mf.tensor([1.0, 2.0, 3.0]), mf.tensor(2.0), lambda a, b, c: a - b * c).tolist() == [1, 1, 1]
     with pytest.raises(RuntimeError, match="in-place operation on a leaf"):
         f64(2).apply_(abs)
+
+
+def test_element_callbacks_refuse_cuda_operands():
+    """A cuda operand of the cpu callbacks: the op's own TypeError (PyTorch's), not one from inside NumPy. A tensor
+    that calls itself cuda stands in for one here (this machine may have no GPU)."""
+    class OnCuda(mf.Tensor):
+        __slots__ = ()
+        is_cuda = True
+
+    x, other = mf.tensor([1.0, 2.0]), OnCuda._from_array(np.ones(2, np.float32))
+    with pytest.raises(TypeError, match="map_: expected a cpu tensor for 'tensor'"):
+        x.map_(other, lambda a, b: a + b)
+    with pytest.raises(TypeError, match="map2_: expected a cpu tensor for 'y'"):
+        x.map2_(mf.tensor([1.0]), other, lambda a, b, c: a)
+    assert x.tolist() == [1.0, 2.0] and x._version == 0
 
 
 def test_multinomial_method_with_a_generator():

@@ -95,9 +95,9 @@ def _window_argmax(xp, x, starts, kernel):
         vals = vals.astype(xp.float32)
     pick = vals.argmax(-1)
     nan = xp.isnan(vals)
-    if nan.any():
-        last_nan = taps - 1 - nan[..., ::-1].argmax(-1)
-        pick = xp.where(nan.any(-1), last_nan, pick)
+    # unconditionally: asking whether any NaN is there would wait for the GPU, which PyTorch's kernel never does
+    last_nan = taps - 1 - nan[..., ::-1].argmax(-1)
+    pick = xp.where(nan.any(-1), last_nan, pick)
     return xp.take_along_axis(win, pick[..., None], axis=-1)[..., 0]
 
 

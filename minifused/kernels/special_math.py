@@ -360,7 +360,8 @@ def _bessel64(x, order, scaled):
 def _bessel(name, order, scaled, x):
     xp = _xp(x)
     if xp is not np and not scaled:
-        return _on_device(name, x)
+        # PyTorch's value at +-inf (Cephes' exp(x) c / sqrt(x)) is NaN, as below; CUDA's cyl_bessel_i0 / i1 need not be
+        return xp.where(xp.isinf(x), xp.nan, _on_device(name, x)).astype(x.dtype, copy=False)
     wide = x.astype(np.float64)
     return _bessel64(wide, order, scaled).astype(x.dtype)
 

@@ -259,6 +259,13 @@ def _host_only(op, self):
     self._check_inplace(op)
 
 
+def _host_tensor(op, name, t):
+    """``t``, a cpu tensor: the callbacks read its values through NumPy (a cuda one would fail inside it)."""
+    if _tensor(op, name, t).is_cuda:
+        raise InputTypeError(f"{op}: expected a cpu tensor for '{name}' (as self), got one on {t.device}")
+    return t
+
+
 def apply_(self, callable):  # noqa: A002 - PyTorch's name
     """Each element replaced by ``callable(element)`` (a Python number in, one out), in place; cpu only."""
     _host_only("apply_", self)
@@ -270,7 +277,7 @@ def apply_(self, callable):  # noqa: A002 - PyTorch's name
 def map_(self, tensor, callable):  # noqa: A002
     """Each element replaced by ``callable(element, other)`` with ``tensor`` broadcast to this one; cpu only."""
     _host_only("map_", self)
-    _tensor("map_", "tensor", tensor)
+    _host_tensor("map_", "tensor", tensor)
     a = self._data
     a[...] = np.vectorize(callable, otypes=[a.dtype])(a, np.broadcast_to(tensor._data, a.shape)) if a.size else a
     return self._bump("map_")
@@ -280,7 +287,7 @@ def map2_(self, x, y, callable):  # noqa: A002
     """Each element replaced by ``callable(element, x's, y's)``, ``x`` and ``y`` broadcast to it; cpu only."""
     _host_only("map2_", self)
     a = self._data
-    others = [np.broadcast_to(_tensor("map2_", n, t)._data, a.shape) for n, t in (("x", x), ("y", y))]
+    others = [np.broadcast_to(_host_tensor("map2_", n, t)._data, a.shape) for n, t in (("x", x), ("y", y))]
     a[...] = np.vectorize(callable, otypes=[a.dtype])(a, *others) if a.size else a
     return self._bump("map2_")
 
@@ -297,7 +304,8 @@ def record_stream(self, stream):
         raise RuntimeError("record_stream: only CUDA tensors can be recorded on a stream")
     raw = getattr(stream, "_stream", stream)
     cupy = backend.cupy
-    if not isinstance(raw, cupy.cuda.Stream):
+    # CuPy < 14's external streams (what minifused.cuda.ExternalStream wraps there) are no cupy.cuda.Stream
+    if not isinstance(raw, (cupy.cuda.Stream, getattr(cupy.cuda, "ExternalStream", cupy.cuda.Stream))):
         raise InputTypeError(f"record_stream(): argument 's' must be a CUDA stream, not {type(stream).__name__}")
     _in_use[:] = [(e, a) for e, a in _in_use if not e.done]
     event = cupy.cuda.Event(disable_timing=True)
