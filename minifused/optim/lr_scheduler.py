@@ -17,6 +17,8 @@ from collections import Counter
 
 from ._scheduler_base import LRScheduler, _check_optimizer  # noqa: F401 - the base, re-exported here
 
+_LRScheduler = LRScheduler  # PyTorch's older name of the base, which custom schedulers still subclass
+
 
 class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs."""

@@ -1,0 +1,105 @@
+"""PyTorch's module paths under minifused's name, so that code importing a name from where PyTorch keeps it runs
+with ``torch`` spelled ``minifused``: ``from torch.utils.data.sampler import SubsetRandomSampler``, ``from
+torch.nn.modules.loss import _Loss``, ``from torch.nn.parameter import Parameter``, ``import torch.backends.cudnn
+as cudnn``, ``from torch.cuda.amp import autocast``, ``from torch.distributions.normal import Normal`` ...
+
+Each path is registered in ``sys.modules`` (and as an attribute of its parent) as the minifused module that holds
+those names or as a module object made here from them. Either way the names are minifused's own objects (the same
+classes, the same flag objects: ``cudnn.benchmark = True`` through either spelling sets the one switch). Run once,
+at the end of ``minifused/__init__.py`` (this module sits above every other)."""
+from __future__ import annotations
+
+import collections.abc
+import itertools
+import sys
+import types
+from typing import Union
+
+import numpy as np
+
+from . import amp, backend, backends, cuda, distributions, nn
+from .autograd import Context, Function
+from .data import dataset as _dataset, loader as _loader, sampler as _sampler
+from .nn import parametrizations, parametrize
+from .nn.activation import _Loss
+from .nn.loss import _WeightedLoss
+from .nn.norm import _BatchNorm, _InstanceNorm
+from .ops import linalg
+
+_ROOT = __name__.rpartition(".")[0]
+
+
+def _ntuple(n, name="parse"):
+    """PyTorch's ``nn.modules.utils._ntuple``: an iterable as a tuple, anything else repeated ``n`` times."""
+    def parse(x):
+        if isinstance(x, collections.abc.Iterable):
+            return tuple(x)
+        return tuple(itertools.repeat(x, n))
+
+    parse.__name__ = name
+    return parse
+
+
+def _register(path, obj, doc=None, replace=False):
+    """``obj`` (a module or other object, or a dict of names made into a module) as ``minifused.<path>``."""
+    full = f"{_ROOT}.{path}"
+    if isinstance(obj, dict):
+        module = types.ModuleType(full, doc)
+        module.__dict__.update(obj)
+        obj = module
+    sys.modules.setdefault(full, obj)
+    parent_path, _, leaf = full.rpartition(".")
+    parent = sys.modules[parent_path]
+    if replace or not hasattr(parent, leaf):
+        setattr(parent, leaf, sys.modules[full])
+
+
+def _public(module):
+    return {k: v for k, v in vars(module).items() if not k.startswith("_") and not isinstance(v, types.ModuleType)}
+
+
+def register_all():
+    _register("linalg", linalg)
+    for name in ("cudnn", "cuda", "mps"):
+        _register(f"backends.{name}", getattr(backends, name))
+    # torch.cuda.amp (a namespace of cuda.py's until now): its autocast / GradScaler, and amp's custom_fwd / bwd
+    _register("cuda.amp", {"autocast": cuda.amp.autocast, "GradScaler": cuda.amp.GradScaler,
+                           "custom_fwd": amp.custom_fwd, "custom_bwd": amp.custom_bwd},
+              "``torch.cuda.amp``: autocast (float16) and GradScaler on 'cuda', as PyTorch's older spellings.",
+              replace=True)
+    _register("autograd.function", {"Function": Function, "FunctionCtx": Context})
+    # torch.nn.parameter, torch.nn.common_types, torch.nn.modules and its submodules
+    _register("nn.parameter", {name: getattr(nn, name) for name in
+                               ("Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer")})
+    size = {f"_size_{n}_t": Union[int, tuple] for n in ("1", "2", "3", "4", "5", "6", "any")}
+    _register("nn.common_types", {**size, "_ratio_2_t": Union[float, tuple], "_ratio_3_t": Union[float, tuple],
+                                  "_ratio_any_t": Union[float, tuple], "_maybe_indices_t": Union[object, tuple]})
+    layers = _public(nn)
+    _register("nn.modules", layers, "``torch.nn.modules``: the layers, as ``minifused.nn`` has them.")
+    extras = {"loss": {"_Loss": _Loss, "_WeightedLoss": _WeightedLoss}, "batchnorm": {"_BatchNorm": _BatchNorm},
+              "instancenorm": {"_InstanceNorm": _InstanceNorm},
+              "utils": {"_ntuple": _ntuple, "_single": _ntuple(1, "_single"), "_pair": _ntuple(2, "_pair"),
+                        "_triple": _ntuple(3, "_triple"), "_quadruple": _ntuple(4, "_quadruple")}}
+    for sub in ("module", "loss", "conv", "linear", "activation", "batchnorm", "instancenorm", "normalization",
+                "pooling", "dropout", "container", "sparse", "rnn", "transformer", "padding", "pixelshuffle",
+                "upsampling", "flatten", "distance", "fold", "channelshuffle", "lazy", "utils"):
+        _register(f"nn.modules.{sub}", {**layers, **extras.get(sub, {})})
+    _register("nn.utils.parametrizations", parametrizations)
+    _register("nn.utils.parametrize", parametrize)
+    # torch.distributions.<family>: each family's module by PyTorch's name
+    dists = _public(distributions)
+    for sub in ("normal", "uniform", "bernoulli", "categorical", "one_hot_categorical", "exponential", "laplace",
+                "cauchy", "beta", "log_normal", "gumbel", "poisson", "binomial", "geometric", "multivariate_normal",
+                "independent", "transformed_distribution", "kl"):
+        _register(f"distributions.{sub}", dists)
+    # torch.utils.data's modules
+    _register("utils.data.sampler", _sampler)
+    _register("utils.data.dataset", {**_public(_dataset), "TensorDataset": _loader.TensorDataset})
+    _register("utils.data.dataloader", _loader)
+    collate = {"default_collate": _loader.default_collate, "default_convert": _loader.default_convert}
+    _register("utils.data._utils", {"collate": types.SimpleNamespace(**collate)})
+    _register("utils.data._utils.collate", collate, replace=True)
+    _register("types", {"Number": Union[int, float, bool], "_int": int, "_float": float, "_bool": bool,
+                        "_size": tuple, "_dtype": np.dtype, "_device": backend.Device,
+                        "Device": Union[backend.Device, str, int, None]},
+              "``torch.types``: the type aliases annotations use.")
