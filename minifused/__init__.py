@@ -38,6 +38,7 @@ from . import cuda, data, nn, optim, utils  # noqa: E402
 from . import distributed  # noqa: E402 - torch.distributed (it also gives nn.parallel its DistributedDataParallel)
 from . import func  # noqa: E402 - torch.func: functional_call
 from . import distributions  # noqa: E402 - torch.distributions
+from . import multiprocessing  # noqa: E402 - torch.multiprocessing: Python's, with PyTorch's spawn
 from .graphed import make_graphed_callables as _make_graphed_callables  # noqa: E402
 
 cuda.make_graphed_callables = _make_graphed_callables  # (above nn and cuda: graphed modules)
