@@ -18,7 +18,8 @@ from typing import Union
 import numpy as np
 
 from . import amp, backend, backends, cuda, distributions, nn
-from .autograd import Context, Function
+from .autograd import Function
+from .autograd.tape import FunctionCtx
 from .data import dataset as _dataset, loader as _loader, sampler as _sampler
 from .nn import parametrizations, parametrize
 from .nn.activation import _Loss
@@ -38,6 +39,12 @@ def _ntuple(n, name="parse"):
 
     parse.__name__ = name
     return parse
+
+
+def _once_differentiable(backward):
+    """PyTorch's ``autograd.function.once_differentiable``: the backward as it is (a custom Function's backward
+    never records a graph of its own here: there are no second derivatives through it)."""
+    return backward
 
 
 def _register(path, obj, doc=None, replace=False):
@@ -67,7 +74,8 @@ def register_all():
                            "custom_fwd": amp.custom_fwd, "custom_bwd": amp.custom_bwd},
               "``torch.cuda.amp``: autocast (float16) and GradScaler on 'cuda', as PyTorch's older spellings.",
               replace=True)
-    _register("autograd.function", {"Function": Function, "FunctionCtx": Context})
+    _register("autograd.function", {"Function": Function, "FunctionCtx": FunctionCtx,
+                                     "once_differentiable": _once_differentiable})
     # torch.nn.parameter, torch.nn.common_types, torch.nn.modules and its submodules
     _register("nn.parameter", {name: getattr(nn, name) for name in
                                ("Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer")})

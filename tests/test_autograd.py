@@ -241,7 +241,9 @@ class _Payload(Handoff):
 
 
 class _Producer(Function):
-    """Doubles; its backward takes either a gradient array or a consumer's _Payload."""
+    """Doubles; its backward takes either a gradient array or a consumer's _Payload. (An op on arrays, as
+    minifused's own: the handoff protocol is the ops' protocol.)"""
+    on_arrays = True
     received = []
 
     @staticmethod
@@ -257,6 +259,7 @@ class _Producer(Function):
 
 class _Consumer(Function):
     """Identity; hands its producer a _Payload (the gradient times 10) when the engine allows it."""
+    on_arrays = True
     producers = []
 
     @staticmethod
@@ -309,6 +312,8 @@ def test_no_sole_producer_for_a_leaf_or_a_multi_use_in_one_op():
 
 def test_a_handoff_never_meets_another_gradient():
     class Rogue(Function):  # hands a payload without asking the engine
+        on_arrays = True
+
         @staticmethod
         def forward(ctx, x):
             return x.copy()

@@ -153,14 +153,30 @@ _FREED_MESSAGE = (
 class Function:
     """Base class of differentiable ops.
 
-    Subclasses define ``forward(ctx, *arrays, **kwargs)`` returning an array (or a
+    minifused's ops define ``forward(ctx, *arrays, **kwargs)`` returning an array (or a
     tuple of arrays) and ``backward(ctx, *grads)`` returning one gradient per
     positional input (``None`` where there is none). Set ``is_view = True`` when
     the output may share memory with the first input, so both share one version
     counter and an in-place change through either is detected.
+
+    A subclass defined outside the package (a user's, as PyTorch's custom Functions are written) works on
+    tensors instead: its ``forward(ctx, *args)`` gets the arguments as they were passed and runs with autograd
+    off, its ``backward(ctx, *grads)`` gets and returns tensors, and ``ctx`` is a :class:`FunctionCtx`
+    (``save_for_backward`` / ``saved_tensors``, ``needs_input_grad``, ``mark_non_differentiable``,
+    ``set_materialize_grads``); PyTorch's ``forward(*args)`` + ``setup_context(ctx, inputs, output)`` form
+    too. ``on_arrays`` (set in the class body) chooses explicitly.
     """
 
     is_view = False
+    on_arrays = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "on_arrays" not in cls.__dict__:
+            cls.on_arrays = cls.__module__.split(".")[0] == __name__.split(".")[0] and cls.on_arrays
+        if not cls.on_arrays:  # its tape node: a _Bridge of its name (grad_fn=<NameBackward>, as PyTorch shows)
+            cls._bridge = type(cls.__name__, (_Bridge,), {"on_arrays": True, "user": cls})
+            cls.apply = classmethod(_apply_on_tensors)
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -232,6 +248,112 @@ class Function:
             if prev is not None:
                 _mark_viewed(prev._ctx, op, x._data)
         return x
+
+
+# ---------------------------------------------------------------- custom Functions on tensors (users')
+class FunctionCtx:
+    """The ``ctx`` a custom Function on tensors gets (PyTorch's): what ``forward`` / ``setup_context`` put on it
+    (``save_for_backward``, any attribute) is there in ``backward``."""
+
+    def __init__(self, node):
+        self._node, self._saved, self._non_differentiable = node, (), ()
+        self.materialize_grads = True
+
+    @property
+    def needs_input_grad(self):
+        return self._node.needs_input_grad
+
+    def save_for_backward(self, *tensors):
+        self._saved = tensors
+        self._node.save_for_backward(*[t._data for t in tensors if isinstance(t, _Tensor)])
+
+    @property
+    def saved_tensors(self):
+        if self._node.freed:
+            raise RuntimeError(_FREED_MESSAGE.format(name=self._node.fn.__name__))
+        return self._saved
+
+    def mark_non_differentiable(self, *tensors):
+        """These outputs get no gradient (their gradients reach ``backward`` as zeros)."""
+        self._non_differentiable = tensors
+
+    def set_materialize_grads(self, value):
+        """Accepted as PyTorch's; the engine always gives ``backward`` zeros for outputs that got no gradient."""
+        self.materialize_grads = bool(value)
+
+    def mark_dirty(self, *tensors):
+        raise NotImplementedError("autograd.Function: mark_dirty (a forward that modifies its inputs in place) is "
+                                  "not supported; return new tensors instead")
+
+
+def _user_forward(user, uctx, args, kwargs):
+    with _no_recording():
+        if _overrides_setup_context(user):
+            out = user.forward(*args, **kwargs)
+            user.setup_context(uctx, args, out)
+        else:
+            out = user.forward(uctx, *args, **kwargs)
+    outs = out if isinstance(out, tuple) else (out,)
+    if not outs or not all(isinstance(o, _Tensor) for o in outs):
+        raise TypeError(f"{user.__name__}.forward must return a Tensor or a tuple of Tensors, got "
+                        f"{type(out).__name__}")
+    return out
+
+
+class _Bridge(Function):
+    """The node a custom Function on tensors puts on the tape: its forward and backward call the user's."""
+
+    on_arrays = True
+
+    user = None  # the custom Function class (each has a subclass of its own)
+
+    @staticmethod
+    def forward(ctx, *arrays, user, args, kwargs):
+        uctx = ctx.user_ctx = FunctionCtx(ctx)
+        out = _user_forward(user, uctx, args, kwargs)
+        return tuple(o._data for o in out) if isinstance(out, tuple) else out._data
+
+    @staticmethod
+    def backward(ctx, *grads):
+        user, n, uctx = ctx.fn.user, len(ctx.needs_input_grad), ctx.__dict__.get("user_ctx")
+        if uctx is None:  # freed by an earlier backward
+            raise RuntimeError(_FREED_MESSAGE.format(name=ctx.fn.__name__))
+        xp = backend.array_module(next(g for g in grads if g is not None))
+        tensors = [_Tensor._from_array(xp.zeros(shape, dtype) if g is None else g)
+                   for g, (shape, dtype) in zip(grads, ctx.out_meta)]
+        with _no_recording():
+            result = user.backward(uctx, *tensors)
+        result = result if isinstance(result, tuple) else (result,)
+        if len(result) < n or any(r is not None for r in result[n:]):
+            raise RuntimeError(f"function {user.__name__}Backward returned an incorrect number of gradients "
+                               f"(expected {n}, got {len(result)})")
+        return tuple(r._data if isinstance(r, _Tensor) else None if r is None else xp.asarray(r)
+                     for r in result[:n])
+
+
+def _apply_on_tensors(cls, *args, **kwargs):
+    """``cls.apply`` for a custom Function on tensors: one :class:`_Bridge` node around the user's methods."""
+    out = cls._bridge.apply(*args, user=cls, args=args, kwargs=kwargs)
+    outs = out if isinstance(out, tuple) else (out,)
+    node = outs[0]._ctx
+    if node is not None and node.user_ctx._non_differentiable:
+        marked = {id(t._data) for t in node.user_ctx._non_differentiable}
+        outs = tuple(o.detach() if id(o._data) in marked else o for o in outs)
+    return outs if isinstance(out, tuple) else outs[0]
+
+
+def _overrides_setup_context(user):
+    return getattr(user, "setup_context", None) is not None
+
+
+class _no_recording:
+    """Grad mode off for a custom Function's own forward and backward (their tensor ops are its internals)."""
+
+    def __enter__(self):
+        self.prev, _mode.enabled = _mode.enabled, False
+
+    def __exit__(self, *exc):
+        _mode.enabled = self.prev
 
 
 def _on_host(arrays):
