@@ -22,9 +22,9 @@ from ..kernels import special_math as kernels
 from ..tensor import Tensor
 from ._common import _category, cast
 from .elementwise import clone
-from .inplace_arith import CopyInto, _inplace_operand
+from .inplace_arith import CopyInto
 from .pointwise import Acos, Asin, Atan, _check, _float_op, _inplace, _Unary, _unary, _wide, acos, asin, atan, atan2
-from .special import _f32, _Binary, _float_binary
+from .special import _f32, _Binary, _binary_, _float_binary
 from ..backend import InputTypeError
 
 _SQRT_PI = math.sqrt(math.pi)
@@ -251,15 +251,15 @@ def _parametrized_(name, fn, arg, least):
 
 
 def _tensor_binary_(name, fn):
-    """``fn(self, other)`` written into a floating-point self, recorded; ``other`` a tensor, as PyTorch's."""
+    """special.py's recorded in-place binary form (``fn(self, other)`` into a floating-point self), with
+    ``other`` required to be a tensor, as PyTorch's."""
+    written = _binary_(name, fn)
+
     def op(self, other):
         _check(name, self)
         if not isinstance(other, Tensor):
             raise InputTypeError(f"{name}(): argument 'other' must be Tensor, not {type(other).__name__}")
-        if not backend.is_floating(self.dtype):
-            raise RuntimeError(f"{name}: result type float32 can't be cast to the desired output type "
-                               f"{np.dtype(self.dtype).name}")
-        return fn.apply_(name, self, _inplace_operand(name, self, other))
+        return written(self, other)
 
     op.__name__ = name
     return op
