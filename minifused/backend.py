@@ -431,6 +431,13 @@ def generator(dev: Device, given=None, op="random"):
     return given
 
 
+def kernel_seed() -> int:
+    """A kernel's 63-bit seed from the cpu generator: the value of ``integers(0, 2**63)``, and the same one draw of
+    its stream (a bounded draw of a power-of-two range is the raw word's top bits), at a fraction of its host time
+    (every dropout call draws one)."""
+    return _generators.get(CPU).bit_generator.random_raw() >> 1
+
+
 class Generator(np.random.Generator):
     """``torch.Generator`` on the cpu: a NumPy generator (so DataLoader and random_split take it too) with
     PyTorch's seeding methods; random ops take it as ``generator=``. A new one starts from PyTorch's default

@@ -106,6 +106,19 @@ def test_dropout_reproducible_with_seed():
     assert (a != c).any()
 
 
+def test_kernel_seed_is_the_generators_bounded_draw():
+    # dropout's seed: the value integers(0, 2**63) gives, one draw of the stream, for any state of the generator
+    from minifused import backend
+
+    for seed in (0, 1, 7, 2 ** 40 + 3):
+        mf.manual_seed(seed)
+        twin = np.random.Generator(np.random.PCG64(seed))
+        got = [backend.kernel_seed() for _ in range(200)]
+        want = [int(twin.integers(0, 2 ** 63, dtype=np.int64)) for _ in range(200)]
+        assert got == want
+        assert backend.generator(backend.CPU).integers(0, 2 ** 40) == twin.integers(0, 2 ** 40)
+
+
 def test_dropout_mask_hash_reference():
     # the mask is a function of (seed, flat index) only
     y, mask = KD.dropout_forward_ref(np.ones((4, 8), np.float32), 12345, 0.5)

@@ -105,7 +105,9 @@ def to_channels_last(a):
 
 def to_layout(a, channels_last: bool):
     """``a`` channels-last, or C-contiguous: ``a`` itself where it already is."""
-    return to_channels_last(a) if channels_last else backend.array_module(a).ascontiguousarray(a)
+    if channels_last:
+        return to_channels_last(a)
+    return a if c_contiguous(a) else backend.array_module(a).ascontiguousarray(a)
 
 
 def empty_channels_last(shape, dtype):

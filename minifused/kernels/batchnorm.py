@@ -145,8 +145,12 @@ def _vec(s, *arrays):
     """Elements per 16-byte access when every row of ``s`` elements (S in NCHW, C channels-last) starts 16-byte
     aligned, else 1 (None entries are skipped; fresh CuPy allocations are always aligned)."""
     vec = 16 // arrays[0].itemsize
-    ok = s % vec == 0 and all(a is None or a.data.ptr % 16 == 0 for a in arrays)
-    return vec if ok else 1
+    if s % vec:
+        return 1
+    for a in arrays:  # (a loop, not all() over a generator: every BatchNorm call asks)
+        if a is not None and a.data.ptr % 16:
+            return 1
+    return vec
 
 
 #: Shared memory per block of the cached-channel kernels (bn_channel_forward caches x in it, bn_channel_backward
@@ -353,7 +357,8 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     import cupy
 
     (n, c, s), nhwc, run = _geometry(x)
-    wdtype = next((v.dtype for v in (weight, bias, running_mean) if v is not None), x.dtype)  # they share one
+    first = weight if weight is not None else bias if bias is not None else running_mean  # (they share a dtype)
+    wdtype = x.dtype if first is None else first.dtype
     plan = _launches((n, c, s), x.dtype, wdtype, _vec(run, x), False, training, relu, x.data.device_id, nhwc)
     # outputs by cupy.ndarray (less host time than cupy.empty); the kernels write every element
     y = empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)

@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import NULL, acc_dtype, aligned_bytes, clear_unset, ctype, get_kernel
+from . import ARG, Prepared, acc_dtype, aligned_bytes, clear_unset, ctype, get_kernel
 from . import elementwise as EW
 
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -69,6 +69,15 @@ def _scale(dtype, p):
     return np.float64(s) if dtype == np.float64 else np.float32(s)
 
 
+@functools.lru_cache(maxsize=1024)  # keyed by size: bounded for workloads of many shapes
+def _forward_launch(dtype, n, p, dev):
+    """The prepared launch of dropout_fwd over ``n`` elements at probability ``p`` on device ``dev``: the call
+    gives x, y, the mask, the seed and the replay counter (0: none) (less host time than the RawKernel call,
+    which a model's every dropout layer would pay each eager step)."""
+    return Prepared(_kernel(dtype, "dropout_fwd"), EW.grid(n + 31), (256,),
+                    (ARG, ARG, ARG, np.int64(n), ARG, ARG, np.uint64(threshold(p)), _scale(dtype, p)))
+
+
 def dropout_forward(x, seed: int, p: float, out=None):
     """``(x * mask / (1 - p), mask)`` with ``0 <= p <= 1``, the mask bit-packed; one fused kernel
     on the GPU. ``out`` (x's shape and dtype) receives the result; it may be ``x`` (in place)."""
@@ -76,17 +85,19 @@ def dropout_forward(x, seed: int, p: float, out=None):
         return dropout_forward_ref(x, seed, p, out)
     import cupy
 
-    xc = cupy.ascontiguousarray(x)
+    dense = x._c_contiguous
+    xc = x if dense else cupy.ascontiguousarray(x)
     n = x.size
     words = EW.mask_words(n)
-    if out is not None and out.flags.c_contiguous and x.flags.c_contiguous:
-        y, mask = out, cupy.empty(words, cupy.uint32)
+    if out is not None and dense and out._c_contiguous:
+        y, mask = out, cupy.ndarray((words,), cupy.uint32)
     else:  # y and the mask in one allocation
         y_bytes = aligned_bytes(n * x.itemsize)
         mem = cupy.cuda.alloc(y_bytes + 4 * words)
         y = cupy.ndarray(x.shape, x.dtype, memptr=mem)
         mask = cupy.ndarray((words,), cupy.uint32, memptr=mem + y_bytes)
-    ctr = _counters.get(x.device.id)
+    dev = x.data.device_id
+    ctr = _counters.get(dev)
     if backend.is_capturing():
         if ctr is None:
             raise RuntimeError("dropout: its replay counter is created by an eager call; run the step "
@@ -94,12 +105,12 @@ def dropout_forward(x, seed: int, p: float, out=None):
         cupy.add(ctr, np.uint64(1), out=ctr)  # captured too: every replay advances it before this mask
     else:
         if ctr is None:
-            _counters[x.device.id] = cupy.zeros(1, cupy.uint64)
+            _counters[dev] = cupy.zeros(1, cupy.uint64)
         ctr = None
     if n:
-        _kernel(x.dtype, "dropout_fwd")(EW.grid(n + 31), (256,), (xc, y, mask, np.int64(n), np.uint64(seed),
-                                                                 ctr if ctr is not None else NULL,
-                                                                 np.uint64(threshold(p)), _scale(x.dtype, p)))
+        bits = seed if seed < 1 << 63 else seed - (1 << 64)  # (the launch packs a signed 64-bit value)
+        _forward_launch(x.dtype, n, p, dev)(xc.data.ptr, y.data.ptr, mask.data.ptr, bits,
+                                            0 if ctr is None else ctr.data.ptr)
     if out is not None and y is not out:  # a non-contiguous out gets it through the temporary
         out[...] = y
         y = out

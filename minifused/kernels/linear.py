@@ -557,21 +557,27 @@ def _relu_mask_backward_sum(dx, mask, db):
         dx.data.ptr, mask.data.ptr, db.data.ptr, n, k, mask.shape[1])
 
 
+@functools.lru_cache(maxsize=1024)  # keyed by size: bounded for workloads of many shapes
+def _activation_backward_pass(name, dtype, total, dev):
+    """The prepared launch of linear_act.cu's ``name`` (relu_mask_backward, gelu_tanh_backward) over ``total``
+    elements: (dy, aux, dz, n, m, aux's row length) per call."""
+    blocks = min(grid_1d(total, 256), 65535 * 8)
+    return Prepared(get_kernel("linear_act.cu", name, (f"-DELEM_T={ctype(dtype)}",)), (blocks,), (256,), (ARG,) * 6)
+
+
 def _activation_backward_cuda(dy, aux, activation):
     cupy = _cp or _cupy()
 
-    dy = cupy.ascontiguousarray(dy)
+    if not dy._c_contiguous:
+        dy = cupy.ascontiguousarray(dy)
     n, m = dy.shape
-    dz = cupy.empty_like(dy)
-    total = n * m
-    if total == 0:
-        return dz
-    name = "relu_mask_backward" if activation == "relu" else "gelu_tanh_backward"
-    kern = get_kernel("linear_act.cu", name, (f"-DELEM_T={ctype(dy.dtype)}",))
-    threads = 256
-    blocks = min(grid_1d(total, threads), 65535 * 8)
-    with _on(_dev(dy)):
-        kern((blocks,), (threads,), (dy, aux, dz, np.int64(n), np.int64(m), np.int64(aux.shape[1])))
+    dev = _dev(dy)
+    with _on(dev):
+        dz = cupy.ndarray(dy.shape, dy.dtype)
+        if n * m:
+            name = "relu_mask_backward" if activation == "relu" else "gelu_tanh_backward"
+            _activation_backward_pass(name, dy.dtype, n * m, dev)(dy.data.ptr, aux.data.ptr, dz.data.ptr, n, m,
+                                                                   aux.shape[1])
     return dz
 
 

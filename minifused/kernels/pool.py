@@ -188,24 +188,18 @@ def _kernel(dtype, name, idx_dtype):
 
 @functools.lru_cache(maxsize=512)  # keyed by shapes and windows: bounded
 def _prepared(dtype, name, idx_dtype, total, n_arrays, consts, dev):
-    """The launch of ``name`` over ``total`` elements: ``n_arrays`` addresses per call, then ``consts``
-    (NumPy scalars); a Prepared launch costs less host time than the RawKernel call (pooling closes the
-    forward of every CNN, so eager steps pay it)."""
+    """The launch of ``name`` over ``total`` elements: ``n_arrays`` addresses per call, then ``consts`` (ints: the
+    first an int64, the rest int32); a Prepared launch costs less host time than the RawKernel call (pooling
+    closes the forward of every CNN, so eager steps pay it). (Python ints key the cache: NumPy scalars made and
+    hashed per call cost more than the launch's packing.)"""
     blocks = max(1, min((total + 255) // 256, 65535 * 4))
-    return Prepared(_kernel(dtype, name, idx_dtype), (blocks,), (256,), (ARG,) * n_arrays + consts)
+    typed = (np.int64(consts[0]), *(np.int32(v) for v in consts[1:]))
+    return Prepared(_kernel(dtype, name, idx_dtype), (blocks,), (256,), (ARG,) * n_arrays + typed)
 
 
 def _launch(dtype, name, total, arrays, consts, idx_dtype=np.dtype(np.uint8)):
     dev = arrays[0].data.device_id
-    _prepared(dtype, name, idx_dtype, total, len(arrays), consts, dev)(*(a.data.ptr for a in arrays))
-
-
-def _ints(*values):
-    return tuple(np.int32(v) for v in values)
-
-
-def _geo(kernel, stride, padding):
-    return _ints(*kernel, *stride, *padding)
+    _prepared(dtype, name, idx_dtype, total, len(arrays), consts, dev)(*[a.data.ptr for a in arrays])
 
 
 def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices=True, dilation=(1, 1)):
@@ -221,8 +215,7 @@ def max_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, want_indices
     idx = cupy.ndarray((n, c, p, q), it) if want_indices else None
     # without indices the kernel writes none: any device pointer fills the slot
     _launch(x.dtype, "maxpool_fwd", y.size, (x, y, y if idx is None else idx),
-            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), *_ints(*dilation),
-             np.int32(want_indices)), it)
+            (n * c, h, w, p, q, *kernel, *stride, *padding, *dilation, int(want_indices)), it)
     return y, idx
 
 
@@ -237,10 +230,10 @@ def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation=
     if _tiles(kernel, stride, padding, dilation, (h, w), (p, q)):
         # the windows tile the input: one thread per window writes it whole (pool.cu)
         _launch(dy.dtype, "maxpool_bwd_tiled", dy.size, (dy, indices, dx),
-                (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, (), ())), indices.dtype)
+                (n * c, h, w, p, q, *kernel), indices.dtype)
         return dx
     _launch(dy.dtype, "maxpool_bwd", dx.size, (dy, indices, dx),
-            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), *_ints(*dilation)),
+            (n * c, h, w, p, q, *kernel, *stride, *padding, *dilation),
             indices.dtype)
     return dx
 
@@ -256,8 +249,7 @@ def avg_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, count_includ
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
     y = cupy.ndarray((n, c, p, q), x.dtype)
     _launch(x.dtype, "avgpool_fwd", y.size, (x, y),
-            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(count_include_pad),
-             np.int32(divisor)))
+            (n * c, h, w, p, q, *kernel, *stride, *padding, int(count_include_pad), int(divisor)))
     return y
 
 
@@ -270,6 +262,5 @@ def avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad=
     _, _, p, q = dy.shape
     dx = cupy.ndarray(x_shape, dy.dtype)
     _launch(dy.dtype, "avgpool_bwd", dx.size, (dy, dx),
-            (np.int64(n * c), *_ints(h, w, p, q), *_geo(kernel, stride, padding), np.int32(count_include_pad),
-             np.int32(divisor)))
+            (n * c, h, w, p, q, *kernel, *stride, *padding, int(count_include_pad), int(divisor)))
     return dx

@@ -59,11 +59,11 @@ class Conv2dFn(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias=None, *, stride, padding, dilation, groups, activation, source=None):
-        xp = backend.array_module(x)
         cl = is_channels_last(x)
-        x = x if cl else xp.ascontiguousarray(x)
+        if not (cl or c_contiguous(x)):
+            x = backend.array_module(x).ascontiguousarray(x)
         if not (c_contiguous(weight) or is_channels_last(weight)):  # a channels-last weight goes as it is
-            weight = xp.ascontiguousarray(weight)
+            weight = backend.array_module(weight).ascontiguousarray(weight)
         grad = ctx.recording
         keep = grad and ctx.needs_input_grad[1]
         share = keep and not cl and source is not None

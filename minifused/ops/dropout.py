@@ -2,8 +2,6 @@
 context for the backward."""
 from __future__ import annotations
 
-import numpy as np
-
 from .. import backend
 from ..autograd import Function
 from ..kernels import dropout as K
@@ -33,7 +31,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = Fa
         return x
     if p == 1.0 and not inplace:
         return x * 0.0
-    seed = int(backend.generator(backend.CPU).integers(0, 2 ** 63, dtype=np.int64))
+    seed = backend.kernel_seed()
     if inplace:  # p == 1 too: the kernel keeps nothing and scales by 0
         return DropoutFn.apply_("dropout_", x, float(p), seed)
     return DropoutFn.apply(x, float(p), seed)

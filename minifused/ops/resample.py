@@ -422,7 +422,7 @@ def feature_dropout(x, p, inplace, lead=2):
     """``x`` with each channel (an index into its ``lead`` leading dimensions) zeroed with probability
     ``p``, the rest scaled by ``1/(1-p)``; the seed comes from the CPU generator, as
     :func:`ops.dropout.dropout`'s."""
-    seed = int(backend.generator(backend.CPU).integers(0, 2 ** 63, dtype=np.int64))
+    seed = backend.kernel_seed()
     if inplace:
         return FeatureDropoutFn.apply_("feature_dropout_", x, float(p), seed, lead)
     return FeatureDropoutFn.apply(x, float(p), seed, lead)
@@ -454,5 +454,5 @@ class AlphaDropoutFn(Function):
 
 
 def alpha_dropout(x, p, lead=None):
-    seed = int(backend.generator(backend.CPU).integers(0, 2 ** 63, dtype=np.int64))
+    seed = backend.kernel_seed()
     return AlphaDropoutFn.apply(x, float(p), seed, lead)
