@@ -28,7 +28,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import (ARG, NULL, Prepared, aligned_bytes, c_contiguous, empty_channels_last, grid_1d, is_channels_last,
+from . import (ARG, Prepared, aligned_bytes, c_contiguous, empty_channels_last, grid_1d, is_channels_last,
                sm_count, to_channels_last)
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
@@ -266,14 +266,16 @@ def _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation)
     n, k = x_shape[0], w_shape[0]
     m = n * p * q
     words = (m + 31) // 32
-    grid, (words32,) = (grid_1d(m, THREADS),), ints(words)
-    flags = [[_flags(relu, has_bias) for has_bias in (0, 1)] for relu in (0, 1)]  # [relu][has_bias]
+    flags = [[int(_flags(relu, has_bias)) for has_bias in (0, 1)] for relu in (0, 1)]  # [relu][has_bias]
+    # (x, w, bias, y, mask, flags) per call (flags an int32 parameter: its cell's low bytes)
+    launch = Prepared(fwd, (grid_1d(m, THREADS),), (THREADS,), (ARG,) * 6 + (*ints(words), geo))
 
     def run(x, w, bias, relu, want_mask, keep_x=False, packed=None):
         y = cupy.ndarray((n, k, p, q), dtype)
         mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
-        fwd(grid, (THREADS,), (x, w, bias if bias is not None else y, y, mask if mask is not None else NULL,
-                               flags[relu][bias is not None], words32, geo))
+        ya = y.data.ptr
+        launch(x.data.ptr, w.data.ptr, ya if bias is None else bias.data.ptr, ya,
+               0 if mask is None else mask.data.ptr, flags[relu][bias is not None])
         return (y, mask, None) if keep_x else (y, mask)
     return run
 
@@ -284,15 +286,25 @@ def _direct_backward_filter_cuda(dy, x, w_shape, stride, padding, dilation, mask
     sum."""
     import cupy
 
-    _, wgrad, reduce, p, q, geo = direct_plan(dy.dtype, x.shape, w_shape, stride, padding, dilation)
+    part_shape, wgrad, reduce = _direct_filter_launches(dy.dtype, x.shape, tuple(w_shape), stride, padding, dilation,
+                                                        dy.data.device_id)
+    part = cupy.ndarray(part_shape, np.float32)
+    wgrad(x.data.ptr, dy.data.ptr, 0 if mask is None else mask.data.ptr, part.data.ptr)
+    reduce(part.data.ptr, dw.data.ptr, 0 if db is None else db.data.ptr)
+
+
+@functools.lru_cache(maxsize=256)
+def _direct_filter_launches(dtype, x_shape, w_shape, stride, padding, dilation, dev):
+    """(the partials' shape, the prepared launch of conv_direct_wgrad: (x, dy, mask, partials), of
+    conv_direct_reduce: (partials, dw, db)) on device ``dev``."""
+    _, wgrad, reduce, p, q, geo = direct_plan(dtype, x_shape, w_shape, stride, padding, dilation)
     k, crs = w_shape[0], w_shape[1] * w_shape[2] * w_shape[3]
-    m = x.shape[0] * p * q
+    m = x_shape[0] * p * q
     chunks = (m + 63) // 64  # conv_direct.cu's CHUNK
-    blocks = max(1, min(chunks, 4 * sm_count(dy.device.id)))
+    blocks = max(1, min(chunks, 4 * sm_count(dev)))
     pairs = k * (crs + 1)
-    part = cupy.ndarray((blocks, pairs), np.float32)
-    wgrad((blocks,), (THREADS,), (x, dy, mask if mask is not None else NULL, part, *ints((m + 31) // 32), geo))
-    reduce((grid_1d(pairs, 128),), (128,), (part, dw, db if db is not None else NULL, *ints(blocks, k, crs)))
+    return ((blocks, pairs), Prepared(wgrad, (blocks,), (THREADS,), (ARG,) * 4 + (*ints((m + 31) // 32), geo)),
+            Prepared(reduce, (grid_1d(pairs, 128),), (128,), (ARG,) * 3 + ints(blocks, k, crs)))
 
 
 @functools.cache

@@ -25,8 +25,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import NULL, cublaslt, get_kernel, sm_count
-from .conv_plan import ints
+from . import ARG, Prepared, cublaslt, get_kernel, sm_count
 
 #: the transforms of F(4x4, 3x3) (Lavin & Gray's construction), interpolating at 0, 1, -1, 2, -1/2 and infinity:
 #: in a float32 simulation (256 channels; 512 tiles for the filter gradient) their rounding error is 1.4x
@@ -148,9 +147,22 @@ def conv_s2_ref(x, w, bias=None):
     return y if bias is None else y + np.asarray(bias, np.float64)[None, :, None, None]
 
 
-def _launch(name, items, *args):
+@functools.lru_cache(maxsize=1024)  # keyed by sizes: bounded for workloads of many shapes
+def _prepared(name, items, n_arrays, consts, wide, dev):
+    """The launch of winograd.cu's ``name`` over ``items`` threads on device ``dev``: ``n_arrays`` addresses per
+    call, then ``consts`` as int32, the last ``wide`` of them as int64."""
     grid = (min(-(-items // _THREADS), 65535 * 8),)
-    get_kernel("winograd.cu", name)(grid, (_THREADS,), args)
+    cut = len(consts) - wide
+    typed = (*(np.int32(v) for v in consts[:cut]), *(np.int64(v) for v in consts[cut:]))
+    return Prepared(get_kernel("winograd.cu", name), grid, (_THREADS,), (ARG,) * n_arrays + typed)
+
+
+def _launch(name, items, arrays, consts, wide):
+    """One launch (a prepared one: CuPy's call converts every argument and looks the function up each time, host
+    time that an eager fp32 step pays for each of the transforms); ``arrays`` CuPy arrays or None (a null
+    pointer); ``consts`` ints, the last ``wide`` of them int64."""
+    dev = arrays[0].data.device_id
+    _prepared(name, items, len(arrays), consts, wide, dev)(*[0 if a is None else a.data.ptr for a in arrays])
 
 
 def _chunks(*sizes):
@@ -168,16 +180,15 @@ def _conv(x, w, bias, n, c_in, h, wd, k_out, padding, data_grad, out):
     th, tw = _tiles(p, q)
     t = n * th * tw
     sv, su, sm = _chunks(c_in * t, k_out * c_in, k_out * t)
-    v, u, m = (cupy.empty(POINTS * e, np.float32) for e in (sv, su, sm))
-    _launch("wino_input", c_in * t, x, v, *ints(n, c_in, h, wd, th, tw, padding, 1), np.int64(t), np.int64(sv))
+    v, u, m = (cupy.ndarray((POINTS * e,), np.float32) for e in (sv, su, sm))
+    _launch("wino_input", c_in * t, (x, v), (n, c_in, h, wd, th, tw, padding, 1, t, sv), 2)
     kw, cw = (c_in, k_out) if data_grad else (k_out, c_in)  # w's own (K, C)
-    _launch("wino_filter", kw * cw, w, u, *ints(kw, cw, int(data_grad)), np.int64(su))
+    _launch("wino_filter", kw * cw, (w, u), (kw, cw, int(data_grad), su), 1)
     # M[xi] (k_out x T, row-major) = U[xi] (k_out x c_in) @ V[xi] (c_in x T): column-major D (T x k_out) =
     # A (T x c_in, ld T) @ B (c_in x k_out, ld c_in)
     cublaslt.strided_batched(v, u, m, POINTS, (sv, su, sm), cublaslt.OP_N, cublaslt.OP_N, t, k_out, c_in, t, c_in,
                              t)
-    _launch("wino_output", k_out * t, m, bias if bias is not None else NULL, out,
-            *ints(n, k_out, p, q, th, tw), np.int64(sm))
+    _launch("wino_output", k_out * t, (m, bias, out), (n, k_out, p, q, th, tw, sm), 1)
     return out
 
 
@@ -210,13 +221,12 @@ def _forward_s2(x, w, bias):
     th, tw = _tiles(p, q)
     t = n * th * tw
     sv, su, sm = _chunks(4 * c * t, k * 4 * c, k * t)
-    v, u, m = (cupy.empty(25 * e, np.float32) for e in (sv, su, sm))
-    _launch("wino_s2_input", 4 * c * t, x, v, *ints(n, c, h, wd, th, tw), np.int64(sv))
-    _launch("wino_s2_filter", k * 4 * c, w, u, *ints(k, c), np.int64(su))
+    v, u, m = (cupy.ndarray((25 * e,), np.float32) for e in (sv, su, sm))
+    _launch("wino_s2_input", 4 * c * t, (x, v), (n, c, h, wd, th, tw, sv), 1)
+    _launch("wino_s2_filter", k * 4 * c, (w, u), (k, c, su), 1)
     # as _conv's: column-major D (T x K) = A (T x 4C, ld T) @ B (4C x K, ld 4C)
     cublaslt.strided_batched(v, u, m, 25, (sv, su, sm), cublaslt.OP_N, cublaslt.OP_N, t, k, 4 * c, t, 4 * c, t)
-    _launch("wino_s2_output", k * t, m, bias if bias is not None else NULL, y, *ints(n, k, p, q, th, tw),
-            np.int64(sm))
+    _launch("wino_s2_output", k * t, (m, bias, y), (n, k, p, q, th, tw, sm), 1)
     return y
 
 
@@ -257,12 +267,12 @@ def backward_filter(dy, x, w_shape, stride, padding):
     s = runs(c, k, t, dy.data.device_id)
     ts = -(-t // s)
     sv, su, sm = _chunks(c * ts, k * ts, k * c)
-    v, u, m = (cupy.empty(POINTS * s * e, np.float32) for e in (sv, su, sm))
-    _launch("wino_input", c * ts * s, x, v, *ints(n, c, h, wd, th, tw, padding, s), np.int64(ts), np.int64(sv))
-    _launch("wino_wgrad_dy", k * ts * s, dy, u, *ints(n, k, p, q, th, tw, s), np.int64(ts), np.int64(su))
+    v, u, m = (cupy.ndarray((POINTS * s * e,), np.float32) for e in (sv, su, sm))
+    _launch("wino_input", c * ts * s, (x, v), (n, c, h, wd, th, tw, padding, s, ts, sv), 2)
+    _launch("wino_wgrad_dy", k * ts * s, (dy, u), (n, k, p, q, th, tw, s, ts, su), 2)
     # M[xi][s] (k x c, row-major) = U[xi][s] (k x Ts) @ V[xi][s]^T (Ts x c): column-major D (c x k) = A^T (A: Ts x
     # c, ld Ts) @ B (Ts x k, ld Ts)
     cublaslt.strided_batched(v, u, m, POINTS * s, (sv, su, sm), cublaslt.OP_T, cublaslt.OP_N, c, k, ts, ts, ts,
                              c)
-    _launch("wino_wgrad_output", k * c, m, dw, *ints(k, c, s), np.int64(sm))
+    _launch("wino_wgrad_output", k * c, (m, dw), (k, c, s, sm), 1)
     return dw
