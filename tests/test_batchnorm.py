@@ -1076,6 +1076,26 @@ def test_fuse_conv_transpose_bn_equals_the_pair(device, rng, groups, bias):
 
 
 @pytest.mark.parametrize("transpose", [False, True])
+def test_fuse_conv_bn_eval_folds_3d_convolutions(rng, transpose):
+    """PyTorch folds a BatchNorm3d into any convolution, Conv3d and ConvTranspose3d (grouped) too: the folded
+    layer's output is the pair's evaluation output, and the pair's weights are left as they were."""
+    conv = (nn.ConvTranspose3d(4, 6, 3, stride=2, groups=2, dtype=mf.float64) if transpose
+            else nn.Conv3d(4, 6, 3, groups=2, dtype=mf.float64)).eval()
+    bn = nn.BatchNorm3d(6, dtype=mf.float64)
+    for t, v in ((bn.running_mean, rng.standard_normal(6)), (bn.running_var, rng.uniform(0.5, 2, 6)),
+                 (bn.weight, rng.uniform(0.5, 2, 6)), (bn.bias, rng.standard_normal(6))):
+        with mf.no_grad():
+            t.copy_(mf.tensor(v))
+    bn.eval()
+    before = f64(conv.weight).copy()
+    fused = nn.utils.fuse_conv_bn_eval(conv, bn, transpose=transpose)
+    assert type(fused) is type(conv) and fused is not conv and not fused.training
+    x = mf.tensor(rng.standard_normal((2, 4, 4, 5, 4)))
+    np.testing.assert_allclose(f64(fused(x)), f64(bn(conv(x))), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(f64(conv.weight), before)
+
+
+@pytest.mark.parametrize("transpose", [False, True])
 @pytest.mark.parametrize("bias", [True, False])
 def test_fuse_conv_bn_weights_returns_parameters_as_pytorch(device, rng, transpose, bias):
     """PyTorch's return types: two Parameters in the conv weight's (and bias's) dtype, the weight with the conv

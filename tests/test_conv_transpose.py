@@ -112,6 +112,22 @@ def test_output_size_picks_the_output_padding(rng):
             m(x, output_size=size)
 
 
+def test_output_size_1d_takes_the_length_or_the_whole_shape_only(rng):
+    """ConvTranspose1d's ``output_size``: (L,) or the whole shape, batched or not, as PyTorch's; another length
+    (even one whose last element is a valid size) or a bare int is an error, not its last element read as L."""
+    m = nn.ConvTranspose1d(4, 2, 3, stride=2, dtype=mf.float64)
+    x = mf.tensor(rng.standard_normal((1, 4, 5)))
+    for size, pad in [([11], 0), ((1, 2, 12), 1), (mf.zeros(12).shape, 1)]:
+        want = F.conv_transpose1d(x, m.weight, m.bias, 2, 0, pad)
+        np.testing.assert_array_equal(m(x, output_size=size).numpy(), want.numpy())
+    np.testing.assert_array_equal(m(x[0], output_size=[12]).numpy(), m(x, output_size=[12]).numpy()[0])
+    for size, exc, words in [((11, 12), ValueError, r"for a 3-D input, output_size must have 1 or 3 elements, got 2"),
+                             ([20], ValueError, r"output size of \[20\], but valid sizes range from \[11\] to \[12\]"),
+                             (12, TypeError, "output_size must be a sequence of ints")]:
+        with pytest.raises(exc, match=words):
+            m(x, output_size=size)
+
+
 @pytest.mark.parametrize("fn,exc,words", [
     (lambda: F.conv_transpose2d(mf.randn(1, 3, 4, 4), mf.randn(4, 2, 3, 3)), ValueError,
      r"conv_transpose2d: input has 3 channels .* expects 4"),
@@ -121,6 +137,8 @@ def test_output_size_picks_the_output_padding(rng):
     (lambda: F.conv_transpose2d(mf.randn(1, 4, 4, 4), mf.randn(4, 2, 3, 3), bias=mf.randn(3)), ValueError,
      r"bias must have shape \(2,\)"),
     (lambda: nn.ConvTranspose2d(4, 3, 3, groups=2), ValueError, "divisible by groups=2"),
+    (lambda: F.conv_transpose1d(mf.randn(1, 4, 4), mf.randn(4, 2, 3), stride=2, output_padding=2), ValueError,
+     r"conv_transpose1d: output_padding \(2\) must be smaller than stride \(2\) or dilation \(1\)"),
     (lambda: F.conv_transpose2d(mf.randn(1, 4, 4, 4), mf.randn(4, 2, 3, 3, dtype=mf.float64)), TypeError,
      "one dtype")])
 def test_bad_input(fn, exc, words):

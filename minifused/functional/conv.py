@@ -188,6 +188,9 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     _check_1d(op, input, weight, "C_in", "(in_channels, out_channels/groups, k)")
     stride, padding = _single(op, "stride", stride, 1), _single(op, "padding", padding, 0)
     output_padding, dilation = _single(op, "output_padding", output_padding, 0), _single(op, "dilation", dilation, 1)
+    if output_padding >= max(stride, dilation):  # checked here so the message names this op and its 1-D values
+        raise InputError(f"{op}: output_padding ({output_padding}) must be smaller than stride ({stride}) or "
+                         f"dilation ({dilation})")
     x = _reshape(input, *input.shape[:-1], 1, input.shape[-1])
     w = _reshape(weight, *weight.shape[:2], 1, weight.shape[2])
     y = conv_transpose2d(x, w, bias, (1, stride), (0, padding), (0, output_padding), groups, (1, dilation))

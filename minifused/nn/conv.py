@@ -321,16 +321,9 @@ class ConvTranspose1d(Module):
 
     def forward(self, x, output_size=None):
         """``output_size`` (L,), or a whole shape ending in L, picks the output length as PyTorch's does."""
-        output_padding = self.output_padding[0]
-        if output_size is not None and isinstance(x, Tensor) and x.ndim in (2, 3):
-            size = [int(v) for v in output_size][-1:]
-            smallest = ((x.shape[-1] - 1) * self.stride[0] - 2 * self.padding[0]
-                        + self.dilation[0] * (self.kernel_size[0] - 1) + 1)
-            if not size or not smallest <= size[0] <= smallest + self.stride[0] - 1:
-                raise InputError(f"ConvTranspose1d: requested an output size of {list(output_size)}, but valid sizes "
-                                 f"range from {smallest} to {smallest + self.stride[0] - 1}")
-            output_padding = size[0] - smallest
-        return F.conv_transpose1d(x, self.weight, self.bias, self.stride[0], self.padding[0], output_padding,
+        output_padding = (self.output_padding if output_size is None
+                          else transposed_output_padding(self, x, output_size))
+        return F.conv_transpose1d(x, self.weight, self.bias, self.stride[0], self.padding[0], output_padding[0],
                                   self.groups, self.dilation[0])
 
     def extra_repr(self):

@@ -9,7 +9,10 @@ from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .linear import Linear
 from .module import Parameter
 from .norm import _BatchNorm
+from .volume import Conv3d, ConvTranspose3d
 from ..backend import InputError, InputTypeError
+
+_TRANSPOSED = (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)
 
 
 def _folded(w, b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, transpose=False):
@@ -52,10 +55,10 @@ def fuse_conv_bn_weights(conv_w, conv_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, trans
 
 def fuse_conv_bn_eval(conv, bn, transpose=False):
     """A new convolution (in evaluation mode) equal to ``bn(conv(x))`` for the BatchNorm in evaluation mode;
-    ``transpose=True`` for a ConvTranspose1d/2d. A ReLU the BatchNorm runs (``activation='relu'``) moves into the
+    ``transpose=True`` for a ConvTranspose1d/2d/3d. A ReLU the BatchNorm runs (``activation='relu'``) moves into the
     convolution's epilogue, where the convolution can run one (Conv2d)."""
-    transposed = isinstance(conv, (ConvTranspose1d, ConvTranspose2d))
-    if not isinstance(conv, (Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d)) or not isinstance(bn, _BatchNorm):
+    transposed = isinstance(conv, _TRANSPOSED)
+    if not isinstance(conv, (Conv1d, Conv2d, Conv3d) + _TRANSPOSED) or not isinstance(bn, _BatchNorm):
         raise InputTypeError(f"fuse_conv_bn_eval: expected a convolution and a BatchNorm, got "
                              f"{type(conv).__name__} and {type(bn).__name__}")
     if transpose != transposed:  # PyTorch would scale the wrong weight dimension without a word
