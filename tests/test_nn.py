@@ -494,7 +494,7 @@ def test_conv_transpose1d_layer():
     x = mf.randn(2, 4, 5)
     np.testing.assert_array_equal(m(x).numpy(), F.conv_transpose1d(x, m.weight, m.bias, 2, 1, 1, 2).numpy())
     assert m(x).shape == (2, 6, 10) and m(x, output_size=[9]).shape == (2, 6, 9) and m(x[0]).shape == (6, 10)
-    with pytest.raises(ValueError, match="valid sizes range from 9 to 10"):
+    with pytest.raises(ValueError, match=r"valid sizes range from \[9\] to \[10\]"):
         m(x, output_size=(2, 6, 12))
 
 
