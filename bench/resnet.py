@@ -21,7 +21,9 @@ Eager steps at these sizes are bound by host time, which drifts on a shared mach
 difference measured (one framework's rounds timed minutes apart from the other's can land in different
 phases of it): so the eager ratios come from ``--rounds`` further rounds of both eager steps, built side
 by side and timed in alternation (the ``eager ... alternating`` rows: the median of those rounds), each ratio
-the median of the rounds' own ratios (ours over theirs, timed seconds apart).
+the median of the rounds' own ratios (ours over theirs, timed seconds apart). Pairing cancels drift that moves
+both steps alike, not the part of it that moves them unequally: the host's slow phases slow our step (Python
+issuing the launches) more than PyTorch's (C++), so the eager ratios still differ from run to run.
 
     python bench/resnet.py [--batches 128,256,512] [--dtypes fp32,bf16] [--steps 20] [--rounds 11] [--compile]
 """
