@@ -193,14 +193,16 @@ def theirs(torch, batch, dtype, how, steps, repeats):
 
 
 def alternating_eager(torch, batch, dtype, steps, rounds):
-    """(median steps/s of our eager step, of PyTorch's, median of the rounds' ratios ours / theirs), both steps
+    """(median steps/s of our eager step, of PyTorch's, median of the rounds' ratios ours / theirs, the host
+    calibration before each round (:func:`host_calibration_ms`)), both steps
     built first, over ``rounds`` rounds that time one then the other (each round ``steps`` steps after its own
     warm-up). The ratio pairs each round's two timings, taken seconds apart: the host's drift between rounds
     (which moves both) cancels in it, where a ratio of the two medians mixes rounds of different phases."""
     mine, mine_batches = our_step(batch, dtype, False)
     their, their_batches = their_step(torch, batch, dtype, "eager")
-    ours_rates, their_rates = [], []
+    ours_rates, their_rates, host = [], [], []
     for _ in range(rounds):
+        host.append(host_calibration_ms())
         ours_rates.append(steps_per_s(mine, mine_batches, steps, 1, mf.cuda.synchronize,
                                       lambda: (cupy.cuda.Event(), cupy.cuda.Event())))
         their_rates.append(steps_per_s(their, their_batches, steps, 1, torch.cuda.synchronize,
@@ -210,7 +212,16 @@ def alternating_eager(torch, batch, dtype, steps, rounds):
     mf.cuda.empty_cache()
     torch.cuda.empty_cache()
     return (statistics.median(ours_rates), statistics.median(their_rates),
-            statistics.median(a / b for a, b in zip(ours_rates, their_rates)))
+            statistics.median(a / b for a, b in zip(ours_rates, their_rates)), host)
+
+
+def host_calibration_ms():
+    """Milliseconds of a fixed pure-Python loop: the host's speed at that moment (on the device's host it took
+    about 6.5 ms in fast phases and 11-13 ms in slow ones), recorded beside the eager rounds it preceded."""
+    began, total = time.perf_counter(), 0
+    for i in range(200000):
+        total += i
+    return (time.perf_counter() - began) * 1e3
 
 
 def main(argv=None):
@@ -260,9 +271,11 @@ def main(argv=None):
                                  ("fp32", f"resnet_eager_fp32_over_torch_eager_fp32_b{batch}")):
                 if dtype not in args.dtypes.split(","):
                     continue
-                mine, their, paired = alternating_eager(torch, batch, dtype, args.steps, args.rounds)
+                mine, their, paired, host = alternating_eager(torch, batch, dtype, args.steps, args.rounds)
                 res.add(f"resnet18 b{batch}", f"minifused eager {dtype} alternating", mine, "steps/s")
                 res.add(f"resnet18 b{batch}", f"torch eager {dtype} alternating", their, "steps/s")
+                for stat, value in (("min", min(host)), ("median", statistics.median(host)), ("max", max(host))):
+                    res.add(f"resnet18 b{batch} host calibration before the {dtype} rounds", stat, value, "ms")
                 res.ratio(ratio, paired)
         res.write()
     print("done")

@@ -465,7 +465,7 @@ def _record(ctx, cls, inputs, outs, args):
         a, b = inputs
         ctx.inputs = (a if a is None or a._ctx is None else _Edge(a), b if b is None or b._ctx is None else _Edge(b))
     else:
-        ctx.inputs = tuple(t if t is None or t._ctx is None else _Edge(t) for t in inputs)
+        ctx.inputs = tuple([t if t is None or t._ctx is None else _Edge(t) for t in inputs])
     if ctx.saved:
         ctx.versions = _saved_versions(ctx.saved, (*args, *outs))
     if len(outs) == 1:  # the common case, without the loops

@@ -309,12 +309,12 @@ class _LeafGrads:
         """The one leaf-ownership rule: ``g`` may become a leaf's ``.grad`` as it is (no copy) only if
         nothing else can see it: not the caller's gradient, not a view, not another leaf's ``.grad``,
         and not held by anything still in the walk (``still_held``)."""
-        owned = (not any(g is u for u in self.user_grads) and getattr(g, "base", None) is None
-                 and id(g) not in self.given
-                 and not any(h is g for h in still_held))
-        if owned:
-            self.given.add(id(g))
-        return owned
+        if (getattr(g, "base", None) is not None or id(g) in self.given
+                or self.user_grads and any(g is u for u in self.user_grads)
+                or still_held and any(h is g for h in still_held)):  # (the empty cases, every step's, first)
+            return False
+        self.given.add(id(g))
+        return True
 
     def commit_early(self, leaves, pending):
         """Write these leaves' complete gradients during the walk and run their post-accumulate hooks
