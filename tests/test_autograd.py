@@ -34,6 +34,16 @@ def test_leaf_grads_do_not_alias():
     np.testing.assert_allclose(b.grad.numpy(), [1.0, 1.0])
 
 
+def test_zero_dim_leaf_gets_its_gradient(device):
+    # a 0-d op's NumPy backward returns a scalar (np.generic), which becomes the leaf's .grad as it is
+    x = mf.tensor(0.5, device=device, requires_grad=True)
+    mf.special.i0(x).backward()
+    h = 1e-6
+    want = (np.i0(0.5 + h) - np.i0(0.5 - h)) / (2 * h)
+    np.testing.assert_allclose(float(x.grad.cpu().numpy()), want, rtol=1e-4)
+    assert x.grad.shape == ()
+
+
 def test_backward_with_gradient_argument():
     x = leaf([[1.0, 2.0], [3.0, 4.0]])
     y = x * 2
