@@ -327,6 +327,8 @@ class Tensor:
         self._retain = True
 
     def _accumulate_grad(self, g, owned):
+        if isinstance(g, np.generic):  # a 0-d NumPy op's gradient is a scalar: in-place ops on .grad need an array
+            g, owned = np.array(g), True
         if self._grad is None:  # a new .grad takes the tensor's layout (PyTorch's), which the fused optimizers need
             if not is_channels_last(self._data):
                 g = g if owned and g.flags.c_contiguous else backend.copy(g)

@@ -44,6 +44,25 @@ def test_zero_dim_leaf_gets_its_gradient(device):
     assert x.grad.shape == ()
 
 
+@pytest.mark.parametrize("op", [lambda x: x * x, lambda x: x.exp(), lambda x: mf.special.i0(x)])
+def test_zero_dim_leaf_grad_takes_in_place_ops(device, op):
+    # the leaf's .grad is an array of its own: zero_, zero_grad(set_to_none=False), clip_grad_norm_ and a second
+    # backward's accumulation all write it (a NumPy scalar there would ignore every in-place write)
+    x = nn.Parameter(mf.tensor(0.5, device=device))
+    op(x).backward()
+    g1 = float(x.grad.cpu().numpy())
+    op(x).backward()
+    np.testing.assert_allclose(float(x.grad.cpu().numpy()), 2 * g1, rtol=1e-6)
+    nn.utils.clip_grad_norm_([x], abs(g1) / 2)
+    np.testing.assert_allclose(abs(float(x.grad.cpu().numpy())), abs(g1) / 2, rtol=1e-4)
+    optim.SGD([x], lr=0.1).zero_grad(set_to_none=False)
+    assert float(x.grad.cpu().numpy()) == 0.0
+    op(x).backward()
+    np.testing.assert_allclose(float(x.grad.cpu().numpy()), g1, rtol=1e-6)
+    x.grad.zero_()
+    assert float(x.grad.cpu().numpy()) == 0.0
+
+
 def test_backward_with_gradient_argument():
     x = leaf([[1.0, 2.0], [3.0, 4.0]])
     y = x * 2
