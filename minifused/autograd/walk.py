@@ -311,7 +311,7 @@ class _LeafGrads:
         and not held by anything still in the walk (``still_held``)."""
         if (getattr(g, "base", None) is not None or id(g) in self.given
                 or self.user_grads and any(g is u for u in self.user_grads)
-                or still_held and any(h is g for h in still_held)):  # (the empty cases, every step's, first)
+                or still_held and any(h is g for h in still_held)):  # (a training step's are empty: no scans)
             return False
         self.given.add(id(g))
         return True
