@@ -199,8 +199,11 @@ def xp(dev: Device):
     return np if dev.type == "cpu" else cupy
 
 
+_CUDA_ARRAY = () if cupy is None else cupy.ndarray  # (isinstance of an empty tuple is False)
+
+
 def is_cuda_array(array) -> bool:
-    return cupy is not None and isinstance(array, cupy.ndarray)
+    return isinstance(array, _CUDA_ARRAY)
 
 
 def array_module(array):
@@ -246,8 +249,8 @@ def same_device(a, b) -> bool:
     """Whether arrays ``a`` and ``b`` live on one device (cheap: no Device objects on the hot path)."""
     if type(a) is np.ndarray:
         return type(b) is np.ndarray
-    if is_cuda_array(a):
-        return is_cuda_array(b) and a.data.device_id == b.data.device_id
+    if isinstance(a, _CUDA_ARRAY):
+        return isinstance(b, _CUDA_ARRAY) and a.data.device_id == b.data.device_id
     return not is_cuda_array(b)
 
 

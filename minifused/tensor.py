@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from . import autograd, backend
-from .kernels import empty_like_layout, is_channels_last
+from .kernels import c_contiguous, empty_like_layout, is_channels_last
 from .backend import InputError, InputTypeError
 
 
@@ -331,7 +331,7 @@ class Tensor:
             g, owned = np.array(g), True
         if self._grad is None:  # a new .grad takes the tensor's layout (PyTorch's), which the fused optimizers need
             if not is_channels_last(self._data):
-                g = g if owned and g.flags.c_contiguous else backend.copy(g)
+                g = g if owned and c_contiguous(g) else backend.copy(g)
             elif not (owned and is_channels_last(g)):
                 g = _copy_into(empty_like_layout(self._data, g.dtype), g)
             self._grad = Tensor._from_array(g, False)

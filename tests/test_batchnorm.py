@@ -501,12 +501,13 @@ def test_cluster_backward_matches_reference(rng, poisoned_pool, monkeypatch, dty
 
     monkeypatch.setattr(K, "l2_bytes", lambda dev: 0)
     K._launches.cache_clear()
+    K._plan.cache_clear()
     try:
         x = (rng.standard_normal(shape) * 2 + 3).astype(dtype)
         dy = rng.standard_normal(shape).astype(dtype)
         xd = dev_array(x, "cuda")
-        vec = K._vec(shape[2], xd)
-        channel = K._launches(shape, xd.dtype, np.dtype(np.float32), vec, True, True, False, xd.device.id).channel
+        channel = K._plan(shape, False, xd.dtype, np.dtype(np.float32), xd.data.ptr % 16 == 0, True, True, False,
+                          xd.device.id)[0].channel
         assert channel is not None and channel._dims[0] > shape[1]  # a cluster: more blocks than channels
         c = shape[1]
         w = rng.uniform(0.5, 2, c).astype(np.float32)
@@ -523,6 +524,7 @@ def test_cluster_backward_matches_reference(rng, poisoned_pool, monkeypatch, dty
             np.testing.assert_allclose(host(db), db_r, rtol=1e-4, atol=1e-3)
     finally:
         K._launches.cache_clear()
+        K._plan.cache_clear()
 
 
 @pytest.mark.gpu
@@ -537,9 +539,8 @@ def test_eager_backward_takes_one_launch_where_a_graph_takes_the_passes(rng):
     dy = rng.standard_normal(shape).astype(dtype)
     w = rng.uniform(0.5, 2, shape[1]).astype(np.float32)
     xd, dyd, wd = dev_array(x, "cuda"), dev_array(dy, "cuda"), cupy.asarray(w)
-    vec = K._vec(shape[2], xd, dyd)
-    args = (shape, xd.dtype, np.dtype(np.float32), vec, True, True, False, xd.device.id, False)
-    assert K._launches(*args, True).channel is not None and K._launches(*args, False).channel is None
+    args = (shape, False, xd.dtype, np.dtype(np.float32), True, True, True, False, xd.device.id)
+    assert K._plan(*args, True)[0].channel is not None and K._plan(*args, False)[0].channel is None
     _, mean, rstd, mask = K.batch_norm_forward(xd, wd, None, None, None, True, 0.1, 1e-5, True)
     want = K.batch_norm_backward_ref(dy, x, w, host(mean), host(rstd), host(mask), True)
     eager = K.batch_norm_backward(dyd, xd, wd, mean, rstd, mask, True)

@@ -2,6 +2,7 @@
 the edges to non-leaf inputs, and :class:`Function`, whose ``apply`` runs a forward and records it."""
 from __future__ import annotations
 
+import itertools
 import weakref
 
 import numpy as np
@@ -32,10 +33,10 @@ class VersionCounter:
 
 def _saved_versions(saved, tensors):
     """(counter, version) of every tensor among ``tensors`` whose array was saved, for the in-place check."""
-    found = []
+    found, ts = [], [t for t in tensors if isinstance(t, _Tensor)]
     for s in saved:
-        for t in tensors:
-            if isinstance(t, _Tensor) and t._data is s:
+        for t in ts:
+            if t._data is s:
                 found.append((t._vc, t._vc.version))
                 break
     return tuple(found)
@@ -68,7 +69,7 @@ class Context:
     """
 
     __slots__ = ("fn", "inputs", "needs_input_grad", "_consumers", "saved", "versions",
-                 "out_meta", "hooks", "retained", "freed", "view_version", "__dict__", "__weakref__")
+                 "out_meta", "hooks", "retained", "freed", "view_version", "seq", "__dict__", "__weakref__")
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
@@ -437,27 +438,30 @@ def _unwrap(args, op):
     (one pass: this is the hot path of every op); in grad mode, a tensor written through a view of it since
     its node was recorded is refused (see :func:`_mark_viewed`), naming ``op`` (a name or a Function)."""
     T = _Tensor
-    arrays, needs, any_needs = [], [], False
+    arrays, needs = [], []
     for a in args:
         if isinstance(a, T):
             arrays.append(a._data)
             needs.append(a._requires_grad)
-            any_needs = any_needs or a._requires_grad
             if a._rewritten is not None and _mode.enabled:
                 _refuse_rewritten(op if isinstance(op, str) else op.__name__, a)
             c = a._ctx
-            if c is not None and a._vc.base_write > c.view_version and c.fn.is_view and _mode.enabled:
+            if c is not None and c.fn.is_view and a._vc.base_write > c.view_version and _mode.enabled:
                 _refuse_stale_view(op if isinstance(op, str) else op.__name__, a)
         else:
             arrays.append(a)
             needs.append(False)
-    return arrays, tuple(needs), any_needs
+    return arrays, tuple(needs), True in needs
+
+
+_recorded = itertools.count()
 
 
 def _record(ctx, cls, inputs, outs, args):
     """Put one call on the tape: the node keeps its inputs and what to check its saved arrays against,
-    and each output points back at it."""
-    ctx.fn = cls
+    and each output points back at it. ``seq`` numbers the nodes in the order they were recorded (the backward
+    walks them in reverse)."""
+    ctx.fn, ctx.seq = cls, next(_recorded)
     if len(inputs) == 1:  # the common cases, without a generator
         t = inputs[0]
         ctx.inputs = inputs if t is None or t._ctx is None else (_Edge(t),)

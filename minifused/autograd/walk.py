@@ -2,6 +2,7 @@
 early commits that data parallelism uses."""
 from __future__ import annotations
 
+import operator
 import threading
 
 import numpy as np
@@ -182,11 +183,11 @@ def _fit(g, like, what):
 
 
 def _backward_order(root_ctxs):
-    """Nodes reachable from ``root_ctxs``, each after every node that consumes its outputs
-    (Kahn's algorithm on consumer counts), and the number of consumers of each node output,
-    keyed ``(id(producer), output index)``."""
-    dependents, consumers = {id(c): 0 for c in root_ctxs}, {}
-    stack = list(root_ctxs)
+    """Nodes reachable from ``root_ctxs``, each after every node that consumes its outputs, and the number of
+    consumers of each node output, keyed ``(id(producer), output index)``. A node is recorded after the nodes
+    that made its inputs, so the order of recording, reversed, is such an order (``Context.seq``)."""
+    consumers, seen = {}, {id(c) for c in root_ctxs}
+    nodes, stack = list(root_ctxs), list(root_ctxs)
     while stack:
         ctx = stack.pop()
         if ctx.freed:
@@ -197,20 +198,15 @@ def _backward_order(root_ctxs):
                 continue
             key = (id(parent), t._out_index)
             consumers[key] = consumers.get(key, 0) + 1
-            if id(parent) not in dependents:
-                dependents[id(parent)] = 0
+            if id(parent) not in seen:
+                seen.add(id(parent))
+                nodes.append(parent)
                 stack.append(parent)
-            dependents[id(parent)] += 1
-    order, ready = [], [c for c in root_ctxs if dependents[id(c)] == 0]
-    while ready:
-        ctx = ready.pop()
-        order.append(ctx)
-        for t in ctx.inputs:
-            if t is not None and t._ctx is not None:
-                dependents[id(t._ctx)] -= 1
-                if dependents[id(t._ctx)] == 0:
-                    ready.append(t._ctx)
-    return order, consumers
+    nodes.sort(key=_seq_of, reverse=True)
+    return nodes, consumers
+
+
+_seq_of = operator.attrgetter("seq")
 
 
 def _run_hooks(hooks, grad):

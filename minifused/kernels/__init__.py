@@ -327,7 +327,7 @@ class Prepared:
     kernel function), as the plans that hold one are. A lock keeps two threads from filling one buffer at once."""
 
     __slots__ = ("name", "_fn", "_dims", "_launch", "_buf", "_table_ptr", "_refs", "_ref_at", "_pack_refs", "_pack",
-                 "_cells", "_keep", "_lock", "_pdl")
+                 "_fill", "_cells", "_keep", "_lock", "_pdl")
 
     def __init__(self, kern, grid, block, params, smem=0, pdl=False):
         import struct
@@ -363,6 +363,8 @@ class Prepared:
         self._refs, self._ref_at = len(refs), 8 * (refs[0] if refs else 0)
         self._pack_refs = struct.Struct("<" + "Q" * len(refs)).pack_into
         self._pack = struct.Struct("<" + "".join("f4x" if params[i] is F32 else "q" for i in given)).pack_into
+        # a call's one write of its values (a partial where there are no REFs: the common case, fewest steps)
+        self._fill = self._fill_refs if refs else functools.partial(self._pack, self._buf, self._cells)
         self._keep = []
         for cell, i in enumerate(constants, start=n + len(given)):
             p = params[i]
@@ -378,15 +380,16 @@ class Prepared:
 
     def __call__(self, *values):
         with self._lock:
-            if self._refs:  # the structs' addresses go into the table itself
-                self._pack_refs(self._buf, self._ref_at, *values[:self._refs])
-                self._pack(self._buf, self._cells, *values[self._refs:])
-            else:
-                self._pack(self._buf, self._cells, *values)
-            if self._pdl and _capture.name is not None and pdl_active():
-                self._launch_pdl(_current_stream().ptr)
-            else:
+            self._fill(*values)
+            if _capture.name is None or not self._pdl or not pdl_active():  # (eager launches: one test)
                 self._launch(_current_stream().ptr, self._table_ptr, 0)
+            else:
+                self._launch_pdl(_current_stream().ptr)
+
+    def _fill_refs(self, *values):
+        """The values into the buffer where REFs lead them: the structs' addresses go into the table itself."""
+        self._pack_refs(self._buf, self._ref_at, *values[:self._refs])
+        self._pack(self._buf, self._cells, *values[self._refs:])
 
     def _launch_pdl(self, stream):
         from cuda.bindings import driver

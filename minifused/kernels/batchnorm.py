@@ -141,18 +141,6 @@ def batch_norm_backward_ref(dy, x, weight, mean, rstd, mask, batch_stats, need_d
 _THREADS = 256
 
 
-def _vec(s, *arrays):
-    """Elements per 16-byte access when every row of ``s`` elements (S in NCHW, C channels-last) starts 16-byte
-    aligned, else 1 (None entries are skipped; fresh CuPy allocations are always aligned)."""
-    vec = 16 // arrays[0].itemsize
-    if s % vec:
-        return 1
-    for a in arrays:  # (a loop, not all() over a generator: every BatchNorm call asks)
-        if a is not None and a.data.ptr % 16:
-            return 1
-    return vec
-
-
 #: Shared memory per block of the cached-channel kernels (bn_channel_forward caches x in it, bn_channel_backward
 #: dy and x): three blocks fit an SM.
 SLICE_BYTES = 64 * 1024
@@ -344,31 +332,38 @@ def _addr(a):
     return 0 if a is None else a.data.ptr
 
 
-def _geometry(x):
-    """(the kernels' (N, C, S), whether channels-last, the run the vectors lie along) of ``x``: (N, C, S) and S,
-    or channels-last its memory's (N*H*W, C, 1) and C."""
-    n, c = x.shape[0], x.shape[1]
-    if is_channels_last(x):
-        return (x.size // c, c, 1), True, c
-    return (n, c, x.size // (n * c)), False, x.size // (n * c)
+@functools.cache
+def _plan(shape, nhwc, dtype, wdtype, aligned, backward, training, relu, dev, eager=False):
+    """(the :class:`_Launches`, C, the mask's words) of a call on an array of ``shape``, channels-last (``nhwc``)
+    or C-contiguous, whose operands all start 16-byte ``aligned`` (or not): the kernels' (N, C, S) (channels-last
+    the memory's (N*H*W, C, 1)), the elements per 16-byte vector (1 where a row of S elements, or of C channels-last,
+    is not whole vectors, or an operand is unaligned) and :func:`_launches`, settled once per signature (every call
+    of an eager step asks)."""
+    n, c, size = shape[0], shape[1], math.prod(shape)
+    geometry, run = ((size // c, c, 1), c) if nhwc else ((n, c, size // (n * c)), size // (n * c))
+    vec = 16 // dtype.itemsize
+    vec = vec if aligned and run % vec == 0 else 1
+    return _launches(geometry, dtype, wdtype, vec, backward, training, relu, dev, nhwc, eager), c, _words(size)
 
 
 def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count):
     import cupy
 
-    (n, c, s), nhwc, run = _geometry(x)
     first = weight if weight is not None else bias if bias is not None else running_mean  # (they share a dtype)
     wdtype = x.dtype if first is None else first.dtype
-    plan = _launches((n, c, s), x.dtype, wdtype, _vec(run, x), False, training, relu, x.data.device_id, nhwc)
+    xa, nhwc = x.data.ptr, is_channels_last(x)
+    plan, c, words = _plan(x.shape, nhwc, x.dtype, wdtype, xa % 16 == 0, False, training, relu, x.data.device_id)
     # outputs by cupy.ndarray (less host time than cupy.empty); the kernels write every element
     y = empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)
     mean = cupy.ndarray((c,), np.float32)
     rstd = cupy.ndarray((c,), np.float32)
-    mask = cupy.ndarray((_words(x.size),), np.uint32) if relu else None
+    mask = cupy.ndarray((words,), np.uint32) if relu else None
     update = running_mean is not None
-    xa, ya, ma, ra = x.data.ptr, y.data.ptr, mean.data.ptr, rstd.data.ptr
-    wa, ba, ka = _addr(weight), _addr(bias), _addr(mask)
-    rm, rv, cnt = (_addr(running_mean), _addr(running_var), _addr(count)) if update else (0, 0, 0)
+    ya, ma, ra = y.data.ptr, mean.data.ptr, rstd.data.ptr
+    wa = 0 if weight is None else weight.data.ptr
+    ba = 0 if bias is None else bias.data.ptr
+    ka = 0 if mask is None else mask.data.ptr
+    rm, rv, cnt = (running_mean.data.ptr, running_var.data.ptr, _addr(count)) if update else (0, 0, 0)
     if plan.channel:  # one launch: statistics, running statistics, y and the mask
         plan.channel(xa, rm, rv, cnt, wa, ba, ya, ka, ma, ra, eps, factor, int(update))
         return y, mean, rstd, mask
@@ -389,14 +384,16 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
 def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw, wdtype):
     import cupy
 
-    (n, c, s), nhwc, run = _geometry(x)
     wdtype = _grad_dtype(wdtype, weight, x)
-    plan = _launches((n, c, s), x.dtype, wdtype, _vec(run, x, dy), True, True, False, x.data.device_id, nhwc,
-                     not backend.is_capturing())
+    dya, xa, nhwc = dy.data.ptr, x.data.ptr, is_channels_last(x)
+    plan, c, _ = _plan(x.shape, nhwc, x.dtype, wdtype, (xa | dya) % 16 == 0, True, True, False, x.data.device_id,
+                       not backend.is_capturing())
     dx = (empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)) if need_dx else None
     dw = cupy.ndarray((c,), wdtype) if need_dw and weight is not None else None
     db = cupy.ndarray((c,), wdtype) if need_dw else None
-    dya, xa, ka, ma, ra, wa = dy.data.ptr, x.data.ptr, _addr(mask), mean.data.ptr, rstd.data.ptr, _addr(weight)
+    ka = 0 if mask is None else mask.data.ptr
+    ma, ra = mean.data.ptr, rstd.data.ptr
+    wa = 0 if weight is None else weight.data.ptr
     dxa, dwa, dba = _addr(dx), _addr(dw), _addr(db)
     if plan.channel:  # one launch: the sums, dw, db and dx
         plan.channel(dya, xa, ka, ma, ra, wa, dxa, dwa, dba, int(batch_stats))

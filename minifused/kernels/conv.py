@@ -180,12 +180,13 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
             if reuse and unpacked:  # x as an earlier forward packed it, and w its own pack: nothing to pack
                 xn, kept, xna, wka = None, packed, packed.array.data.ptr, wa
             elif reuse:  # x as an earlier forward packed it (one group): only the weights to pack
-                xn, wk, kept = None, cupy.ndarray(total - xn_elems, dtype), packed
-                xna, wka = packed.array.data.ptr, wk.data.ptr
+                # (the weights' pack as raw memory: less host time than an array, and only its address is read)
+                xn, wk, kept = None, cupy.cuda.alloc((total - xn_elems) * isz), packed
+                xna, wka = packed.array.data.ptr, wk.ptr
             elif keep_x and groups == 1:
-                xn, wk = cupy.ndarray(xn_elems, dtype), cupy.ndarray(total - xn_elems, dtype)
+                xn, wk = cupy.ndarray(xn_elems, dtype), cupy.cuda.alloc((total - xn_elems) * isz)
                 kept = PackedInput(xn, x_shape, tf32)
-                xna, wka = xn.data.ptr, wk.data.ptr
+                xna, wka = xn.data.ptr, wk.ptr
             else:
                 xn = cupy.cuda.alloc(total * isz)
                 xna = xn.ptr
@@ -548,8 +549,13 @@ _GEMM_PATHS = (winograd, conv1x1)
 
 
 def _gemm_path(dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, config, forward=False):
-    return next((path for path in _GEMM_PATHS if path.applies(dtype, x_shape, w_shape, stride, padding, dilation,
-                                                              groups, tf32, config, forward)), None)
+    return _first_path(_GEMM_PATHS, dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, config, forward)
+
+
+@functools.cache  # (every GPU convolution asks, of a model's few dozen signatures)
+def _first_path(paths, dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, config, forward):
+    return next((path for path in paths if path.applies(dtype, x_shape, w_shape, stride, padding, dilation, groups,
+                                                        tf32, config, forward)), None)
 
 
 def _forward_gemm_path(x, w, stride, padding, dilation, groups, activation, want_mask, config):

@@ -183,6 +183,7 @@ def ints(*vals):
 
 
 @functools.cache
+@functools.cache  # (every GPU convolution's backward asks)
 def fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
     """Whether the NHWC operands' element offsets fit the kernels' 32-bit index math."""
     n, c, h, wd, k, cg, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)

@@ -81,7 +81,8 @@ class TmaPlan:
     #: NCHW output that the kernel writes channels-last (NHWC), into memory of the caller's that it then transposes
     #: (conv_tma_narrow.cu's stride-2 classes)
     nchw_via_nhwc: bool = False
-    #: the tensor maps made so far, by (operand, address): see :func:`_map_address`
+    #: the tensor maps made so far, by (operand, address), and each launch's by its operands' addresses: see
+    #: :func:`_map` and :func:`_launch_maps`
     maps: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
     launch: object = dataclasses.field(default=None, compare=False, repr=False)  # see _prepared
 
@@ -487,9 +488,9 @@ def _encodable(dtype, spec):
 MAPS_PER_PLAN = 256
 
 
-def _map_address(plan, side, address):
-    """The host address of the encoded tensor map of ``plan``'s operand ``side`` (0: the gathered one, 1: the
-    weights or x, 2: the output) at ``address``, which the launch passes by value. Kept per plan by address: a
+def _map(plan, side, address):
+    """(the encoded tensor map of ``plan``'s operand ``side`` (0: the gathered one, 1: the weights or x, 2: the
+    output) at ``address``, its host address), which the launch passes by value. Kept per plan by address: a
     training step allocates its operands at the same addresses step after step (CuPy's pool), so encoding, most
     of a launch's host time, is mostly skipped."""
     key = (side, address)
@@ -502,16 +503,27 @@ def _map_address(plan, side, address):
         if tmap is None:  # the plan encoded its spec; an operand's address must be 16-byte aligned
             raise RuntimeError(f"conv2d: the TMA unit refused the map {spec} at address {address:#x}")
         hit = plan.maps[key] = (tmap, tmap.getPtr())  # the address of the map the tuple keeps alive
-    return hit[1]
+    return hit
+
+
+def _launch_maps(plan, addresses):
+    """The host addresses of the tensor maps of one launch of ``plan`` on its operands at ``addresses`` (the
+    gathered one's, the other one's and, for 3 maps, the output's), kept by those addresses in ``plan.maps`` as
+    the maps are (one lookup a launch: a step's launches repeat their addresses)."""
+    hit = plan.maps.get(addresses)
+    if hit is None:
+        maps = (_map(plan, 0, addresses[0]), _map(plan, 1, addresses[1]))
+        if plan.n_maps == 3:
+            maps += (_map(plan, 2, addresses[2]) if plan.out_map else maps[1],)
+        # (the entry keeps its maps alive: clearing the per-operand ones above must not free them)
+        hit = plan.maps[addresses] = (tuple(m[1] for m in maps), maps)
+    return hit[0]
 
 
 def launch_tma(plan, a, b, out, bias, flags):
     """Runs ``plan`` on the packed operands at addresses ``a`` (the gathered one) and ``b`` (the weights) into
     ``out`` (NCHW or NHWC), with conv.cu's epilogue ``flags`` (an int32: bias, ReLU; ``bias`` an address or 0)."""
-    maps = (_map_address(plan, 0, a), _map_address(plan, 1, b))
-    if plan.n_maps == 3:
-        maps += (_map_address(plan, 2, out) if plan.out_map else maps[1],)
-    plan.launch(*maps, out, bias or out, flags)
+    plan.launch(*_launch_maps(plan, (a, b, out)), out, bias or out, flags)
 
 
 #: conv_tma_wgrad's flag: every unit's fp32 partials written (for wgrad_reduce), none of dW
@@ -524,7 +536,7 @@ def launch_tma_wgrad(plan, dy, x, dw, ws=None):
     ``ws`` and ``dw`` (not 0), the whole tiles (``plan.wgrad_tiles``) go into ``dw`` instead, the address of
     dW itself in that (KRSC) order, and the others' partials into ``ws``; without ``ws`` (one split only) all
     go into ``dw``."""
-    maps = (_map_address(plan, 0, dy), _map_address(plan, 1, x))
+    maps = _launch_maps(plan, (dy, x, None))
     if ws is not None:
         plan.launch(*maps, ws, dw or ws, np.int32(0 if dw else WGRAD_PARTIALS))
     elif plan.splits == 1:

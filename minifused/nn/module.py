@@ -18,6 +18,9 @@ from .state_dicts import STATE_HOOK_KINDS, StateDicts
 from ..backend import InputError, InputTypeError
 
 
+_MISSING = object()  # (a default no stored value can be)
+
+
 class Parameter(Tensor):
     """A tensor that a Module registers as a learnable parameter (requires grad by default)."""
 
@@ -100,10 +103,17 @@ class Module(StateDicts):
         self.__dict__.pop(name, None)
 
     def __getattr__(self, name):
-        d = self.__dict__
-        for store in ("_parameters", "_buffers", "_modules"):
-            if store in d and name in d[store]:
-                return d[store][name]
+        d = self.__dict__  # (unrolled: every parameter, buffer and submodule read of every forward comes here)
+        try:
+            found = d["_parameters"].get(name, _MISSING)
+            if found is _MISSING:
+                found = d["_buffers"].get(name, _MISSING)
+                if found is _MISSING:
+                    found = d["_modules"].get(name, _MISSING)
+        except KeyError:  # (before Module.__init__)
+            found = _MISSING
+        if found is not _MISSING:
+            return found
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):

@@ -209,8 +209,10 @@ class Optimizer:
                 if id(p) not in at or st is None or not backend.is_cuda_array(gr._data):
                     return
                 a = gr._data
-                state = tuple((k, v._data if isinstance(v, Tensor) else v) for k, v in st.items())
-                entries.append((p, p._data, (at[id(p)], a.shape, a.dtype, p._data.strides, a.data.device_id, state)))
+                # the state's entries: key, value, and a tensor's array (None for a value that is no tensor)
+                state = tuple((k, v, v._data if isinstance(v, Tensor) else None) for k, v in st.items())
+                entries.append((p, p._data, (at[id(p)], (a.shape, a.dtype, p._data.strides, a.data.device_id),
+                                             st, state)))
             groups.append((g, self._flags(g), dict(g._dev), entries))
         if len(at) != sum(1 for *_, entries in groups for e in entries if e[2] is not None):
             return
@@ -233,17 +235,24 @@ class Optimizer:
                 return False
             for p, (q, data, want) in zip(params, entries):
                 gr = p._grad
-                if p is not q or p._data is not data or (gr is None) != (want is None):
+                if p is not q or p._data is not data:
                     return False
-                if gr is None:
+                if want is None:
+                    if gr is not None:
+                        return False
                     continue
-                j, shape, dtype, strides, dev, saved = want
-                a, st = gr._data, dict.get(state, id(p))
-                if (type(a) is not type(data) or a.shape != shape or a.dtype != dtype or a.strides != strides
-                        or a.data.device_id != dev or st is None or len(st) != len(saved)):
+                if gr is None:
                     return False
-                for (k, v), (key, kept) in zip(st.items(), saved):
-                    if k != key or (v._data if isinstance(v, Tensor) else v) is not kept:
+                j, layout, st, saved = want
+                a = gr._data
+                # (the state dict itself, its size, each value and a tensor's array: every step asks, so no
+                # isinstance per value)
+                if (type(a) is not type(data) or (a.shape, a.dtype, a.strides, a.data.device_id) != layout
+                        or dict.get(state, id(p)) is not st or len(st) != len(saved)):
+                    return False
+                for key, v, array in saved:
+                    now = st.get(key, saved)
+                    if now is not v or array is not None and v._data is not array:
                         return False
                 grads[j] = a
         replay(grads)
