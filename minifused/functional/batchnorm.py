@@ -47,6 +47,8 @@ def _check_channel_vectors(op, input, names, vectors, shape=None):
                              f"{list(shape)}), got {list(a.shape)}")
         if not _backend.same_device(a, x):
             raise RuntimeError(f"{op}: {name} is on {t.device} but the input is on {input.device}")
+        if a.dtype is dtype:  # (a later vector of the first one's dtype: floating-point, checked)
+            continue
         if not _backend.is_floating(a.dtype):
             raise InputTypeError(f"{op}: {name} must be floating-point, got dtype {a.dtype}")
         if dtype is None:  # (not ``a.dtype != dtype``: NumPy reads a None dtype as float64)

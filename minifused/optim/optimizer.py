@@ -26,6 +26,8 @@ from __future__ import annotations
 import copy
 import inspect
 import numbers
+import operator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,6 +52,27 @@ def _hyper_parameter_names():
                      if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
     return names - {"self", "params", "defaults"}
 
+
+
+class _Recorded(NamedTuple):
+    """A step's launches (``replay``) and what they read, as lists over every group's parameters in order, to be
+    compared with the next step's by identity: each group (its flags, hyper-parameter arrays and size), the
+    parameters, their arrays, which have no gradient; for those with one, its layout (shape, dtype, strides,
+    device), the state dict, its keys, values and the values' arrays; ``order[j]``: the index in ``with_grad`` of
+    the replay's parameter j."""
+    replay: object
+    groups: list
+    params: list
+    datas: list
+    gradless: list
+    with_grad: list
+    layouts: list
+    states: list
+    keys: list
+    values: list
+    tensors: list
+    arrays: list
+    order: list
 
 class Optimizer:
     """Base class: subclasses define ``defaults`` through ``__init__`` and implement ``step`` (which runs the
@@ -194,69 +217,60 @@ class Optimizer:
         self.__dict__.pop("_recorded", None)
         if not complete or self._amp is not None:
             return
-        at = {id(p): j for j, p in enumerate(replay.params)}
-        groups = []
-        for g in self.param_groups:
-            if not isinstance(g, _Group):  # (a dict put in param_groups by hand)
-                return
-            entries = []
-            for p in g["params"]:
-                gr = p._grad
-                if gr is None:
-                    entries.append((p, p._data, None))
-                    continue
-                st = dict.get(self.state, id(p))
-                if id(p) not in at or st is None or not backend.is_cuda_array(gr._data):
-                    return
-                a = gr._data
-                # the state's entries: key, value, and a tensor's array (None for a value that is no tensor)
-                state = tuple((k, v, v._data if isinstance(v, Tensor) else None) for k, v in st.items())
-                entries.append((p, p._data, (at[id(p)], (a.shape, a.dtype, p._data.strides, a.data.device_id),
-                                             st, state)))
-            groups.append((g, self._flags(g), dict(g._dev), entries))
-        if len(at) != sum(1 for *_, entries in groups for e in entries if e[2] is not None):
+        if not all(isinstance(g, _Group) for g in self.param_groups):  # (a dict put in param_groups by hand)
             return
-        self._recorded = replay, groups
+        params = [p for g in self.param_groups for p in g["params"]]
+        with_grad = [p for p in params if p._grad is not None]
+        at = {id(p): j for j, p in enumerate(replay.params)}
+        states = [dict.get(self.state, id(p)) for p in with_grad]
+        if (len(at) != len(with_grad) or any(id(p) not in at for p in with_grad) or None in states
+                or not all(backend.is_cuda_array(p._grad._data) for p in with_grad)):
+            return
+        items = [kv for st in states for kv in st.items()]
+        values = [v for _, v in items]
+        tensors = [v for v in values if isinstance(v, Tensor)]
+        self._recorded = _Recorded(
+            replay, [(g, self._flags(g), dict(g._dev), len(g["params"])) for g in self.param_groups], params,
+            [p._data for p in params], [p._grad is None for p in params], with_grad,
+            [(p._grad._data.shape, p._grad._data.dtype, p._data.strides, p._grad._data.data.device_id)
+             for p in with_grad],
+            states, [k for k, _ in items], values, tensors, [t._data for t in tensors],
+            sorted(range(len(with_grad)), key=lambda i: at[id(with_grad[i])]))
 
     def _replay(self, name):
         """The recorded launches issued with this step's gradients, the parameters bumped as ``name``, if nothing
-        else they read has moved; returns whether they ran."""
+        else they read has moved; returns whether they ran. (Every step asks: the checks run over whole lists at
+        once, objects compared by identity, not parameter by parameter.)"""
         rec = self.__dict__.get("_recorded")
         if rec is None or self._amp is not None:
             return False
-        replay, groups = rec
-        if len(groups) != len(self.param_groups):
+        if len(rec.groups) != len(self.param_groups):
             return False
-        grads, state = [None] * len(replay.params), self.state
-        for g, (group, flags, hyper, entries) in zip(self.param_groups, groups):
-            params = g["params"]
-            if (g is not group or len(params) != len(entries) or self._flags(g) != flags
+        for g, (group, flags, hyper, size) in zip(self.param_groups, rec.groups):
+            if (g is not group or len(g["params"]) != size or self._flags(g) != flags
                     or any(g._dev.get(i) is not a for i, a in hyper.items())):
                 return False
-            for p, (q, data, want) in zip(params, entries):
-                gr = p._grad
-                if p is not q or p._data is not data:
-                    return False
-                if want is None:
-                    if gr is not None:
-                        return False
-                    continue
-                if gr is None:
-                    return False
-                j, layout, st, saved = want
-                a = gr._data
-                # (the state dict itself, its size, each value and a tensor's array: every step asks, so no
-                # isinstance per value)
-                if (type(a) is not type(data) or (a.shape, a.dtype, a.strides, a.data.device_id) != layout
-                        or dict.get(state, id(p)) is not st or len(st) != len(saved)):
-                    return False
-                for key, v, array in saved:
-                    now = st.get(key, saved)
-                    if now is not v or array is not None and v._data is not array:
-                        return False
-                grads[j] = a
-        replay(grads)
-        for p in replay.params:
+        params = [p for g in self.param_groups for p in g["params"]]
+        if (not all(map(operator.is_, params, rec.params))
+                or not all(map(operator.is_, [p._data for p in params], rec.datas))
+                or [p._grad is None for p in params] != rec.gradless):
+            return False
+        try:  # (a NumPy gradient has no device)
+            arrays = [p._grad._data for p in rec.with_grad]
+            if [(a.shape, a.dtype, a.strides, a.data.device_id) for a in arrays] != rec.layouts:
+                return False
+        except AttributeError:
+            return False
+        states = [dict.get(self.state, id(p)) for p in rec.with_grad]
+        if not all(map(operator.is_, states, rec.states)):
+            return False
+        items = [kv for st in states for kv in st.items()]
+        if (len(items) != len(rec.values) or not all(map(operator.is_, [v for _, v in items], rec.values))
+                or [k for k, _ in items] != rec.keys
+                or not all(map(operator.is_, [t._data for t in rec.tensors], rec.arrays))):
+            return False
+        rec.replay([arrays[i] for i in rec.order])
+        for p in rec.replay.params:
             p._bump(name)
         return True
 
