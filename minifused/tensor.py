@@ -341,12 +341,16 @@ class Tensor:
 
     # ------------------------------------------------------------ in-place (not differentiable; the recorded
     # arithmetic ones, add_ / mul_ / += ..., are ops.elementwise's)
-    def _check_inplace(self, op):
+    def _check_inplace(self, op, overlap_ok=False):
+        """The checks of an unrecorded in-place write by ``op``: not into a tensor that requires grad in grad mode,
+        and (unless ``overlap_ok``: a fill writes one value, wherever it lands) not into an expanded view."""
         if self._requires_grad and autograd.is_grad_enabled():
             kind = "a leaf tensor that requires grad" if self._ctx is None else "a tensor that requires grad"
             raise RuntimeError(
                 f"{op}: in-place operation on {kind}; wrap it in minifused.no_grad() "
                 f"or use the out-of-place form")
+        if not overlap_ok:
+            autograd.refuse_internal_overlap(op, self._data)
 
     def _bump(self, op):
         """Record an in-place change of this tensor's array by ``op`` (every in-place writer calls this:
@@ -360,12 +364,12 @@ class Tensor:
         return self._vc.version
 
     def zero_(self):
-        self._check_inplace("zero_")
+        self._check_inplace("zero_", overlap_ok=True)
         self._data.fill(0)
         return self._bump("zero_")
 
     def fill_(self, value):
-        self._check_inplace("fill_")
+        self._check_inplace("fill_", overlap_ok=True)
         self._data.fill(value)
         return self._bump("fill_")
 

@@ -685,3 +685,54 @@ def test_view_of_a_base_changed_in_place_is_refused(take):
     a.mul_(3)
     (a.sum() + 2 * b.sum()).backward()
     assert g.grad.tolist() == [[3.0, 3.0, 2.0, 2.0]] * 2
+
+
+# ---------------------------------------------------------------- expanded views (several elements at one location)
+_OVERLAP = "more than one element of the written-to tensor refers to a single memory location"
+_REFUSED = {"mul_": lambda t: t.mul_(2), "add_": lambda t: t.add_(1), "relu_": lambda t: t.relu_(),
+            "clamp_": lambda t: t.clamp_(0, 0.5), "exp_": lambda t: t.exp_(), "uniform_": lambda t: t.uniform_(),
+            "normal_": lambda t: t.normal_(), "copy_": lambda t: t.copy_(mf.tensor([1.0, 2.0, 3.0], device=t.device))}
+
+
+@pytest.mark.parametrize("name", list(_REFUSED))
+def test_inplace_op_on_an_expanded_view_raises_like_pytorch(device, name):
+    """PyTorch refuses an in-place op on an expanded view (its result would depend on the order of the writes
+    to the one shared location; on the GPU it raced): the same error, naming the op, and the source unchanged."""
+    src = mf.tensor([4.0], device=device)
+    view = src.expand(3)
+    with pytest.raises(RuntimeError, match=f"{name}: unsupported operation: {_OVERLAP}"):
+        _REFUSED[name](view)
+    assert host(src).tolist() == [4.0]
+
+
+def test_fills_and_indexed_writes_reach_an_expanded_views_source(device):
+    """fill_, zero_ and setitem write an expanded view as PyTorch does (on the CPU too, where NumPy's broadcast
+    view was read-only): through to the source, every element sharing the location; a view of x's own shape
+    takes every in-place op, and x changes with it."""
+    cases = ((lambda v: v.fill_(3.0), [[3.0], [3.0]]), (lambda v: v.zero_(), [[0.0], [0.0]]),
+             (lambda v: v.__setitem__(1, 5.0), [[1.0], [5.0]]))
+    for write, want in cases:
+        src = mf.tensor([[1.0], [2.0]], device=device)
+        view = src.expand(2, 3)
+        write(view)
+        assert host(src).tolist() == want
+        assert host(view).tolist() == [row * 3 for row in want]
+    x = mf.tensor([1.0, 2.0, 3.0], device=device)
+    x.expand(3).mul_(2)
+    assert host(x).tolist() == [2.0, 4.0, 6.0]
+
+
+def test_a_hook_writing_its_gradient_in_place(device):
+    """A tensor hook that writes its gradient in place (returning None) changes the gradient passed on, as in
+    PyTorch: also on the CPU for a 0-d op's gradient (a NumPy scalar, whose writes went nowhere) and for one
+    made by broadcasting (a read-only view, which raised NumPy's error)."""
+    x = mf.tensor(3.0, device=device, requires_grad=True)
+    z = x * x
+    z.register_hook(lambda g: g.mul_(10))
+    z.exp().backward()
+    np.testing.assert_allclose(float(x.grad), 10 * np.exp(9.0) * 6, rtol=1e-5)
+    v = mf.tensor([3.0], device=device, requires_grad=True)
+    y = v * v
+    y.register_hook(lambda g: g.mul_(10))
+    y.sum().backward()
+    assert host(v.grad).tolist() == [60.0]

@@ -170,6 +170,9 @@ class Function:
 
     is_view = False
     on_arrays = True
+    #: ``apply_`` may write into an expanded view (several elements at one memory location): an indexed write,
+    #: which PyTorch allows there (see :func:`refuse_internal_overlap`)
+    writes_overlap = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -227,6 +230,8 @@ class Function:
             raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place "
                                f"operation. Use the out-of-place form, or modify it under no_grad()")
         refuse_view_of_grad_leaf(op, x)
+        if not cls.writes_overlap:
+            refuse_internal_overlap(op, x._data)
         arrays, needs, any_needs = _unwrap((x, *args), op)
         ctx = Context(needs)
         if _on_host(arrays):
@@ -406,6 +411,16 @@ def _refuse_rewritten(where, t):
     raise RuntimeError(f"{where}: a tensor that requires grad was written in place through a view of it "
                        f"({ops}) after its autograd node was recorded; its gradient would miss that write. "
                        f"Write out of place (or into a clone of the view) instead")
+
+
+def refuse_internal_overlap(op, a):
+    """PyTorch refuses an in-place op whose target has several elements at one memory location (an expanded view:
+    a stride of 0 along a dim of more than one element; ``fill_`` / ``zero_`` and indexed writes are its exceptions,
+    and do not ask): the result would depend on the order of the writes. Raise, naming ``op``."""
+    strides = a.strides
+    if 0 in strides and a.size > 1 and any(s == 0 and n > 1 for n, s in zip(a.shape, strides)):
+        raise RuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor refers to "
+                           f"a single memory location. Please clone() the tensor before performing the operation.")
 
 
 def refuse_view_of_grad_leaf(op, x):

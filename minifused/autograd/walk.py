@@ -212,6 +212,8 @@ _seq_of = operator.attrgetter("seq")
 def _run_hooks(hooks, grad):
     """Each hook sees the gradient and may return a replacement: checked for shape, device and cast to its dtype."""
     for hook in hooks:
+        if isinstance(grad, np.generic) or not _writeable(grad):
+            grad = np.array(grad)  # a hook may write its tensor in place: a NumPy scalar or read-only view drops it
         result = hook(_Tensor._from_array(grad, False))
         if result is None:
             continue
@@ -221,6 +223,11 @@ def _run_hooks(hooks, grad):
                                f"than the tensor's")
         grad = _fit(new, grad, f"hook {getattr(hook, '__name__', hook)!r} returned a gradient that")
     return grad
+
+
+def _writeable(g):
+    """Whether a gradient takes in-place writes (a NumPy view made by broadcasting does not; CuPy's arrays do)."""
+    return type(g) is not np.ndarray or g.flags.writeable
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,

@@ -221,6 +221,8 @@ class SetItem(Function):
     """``x[index] = value``: the gradient reaches ``x``'s earlier value where it was not overwritten and
     ``value`` from the written positions (summed where it was broadcast or written twice)."""
 
+    writes_overlap = True  # (PyTorch writes into an expanded view: x[0] = 5 sets every element sharing x[0]'s memory)
+
     @staticmethod
     def forward(ctx, x, value, stages, out):
         target = _select(out, stages[:-1])

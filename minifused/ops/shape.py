@@ -51,7 +51,12 @@ class Expand(Function):
     @staticmethod
     def forward(ctx, x, shape):
         ctx.in_shape = x.shape
-        return _xp(x).broadcast_to(x, shape)
+        out = _xp(x).broadcast_to(x, shape)
+        if isinstance(out, np.ndarray) and x.flags.writeable:
+            # NumPy's broadcast view is read-only; PyTorch's expanded view (as CuPy's) takes fills and indexed
+            # writes, through to x (other in-place ops refuse it: autograd.refuse_internal_overlap)
+            out = np.lib.stride_tricks.as_strided(x, out.shape, out.strides, writeable=True)
+        return out
 
     @staticmethod
     def backward(ctx, g):
