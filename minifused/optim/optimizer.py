@@ -53,7 +53,6 @@ def _hyper_parameter_names():
     return names - {"self", "params", "defaults"}
 
 
-
 class _Recorded(NamedTuple):
     """A step's launches (``replay``) and what they read, as lists over every group's parameters in order, to be
     compared with the next step's by identity: each group (its flags, hyper-parameter arrays and size), the
@@ -73,6 +72,7 @@ class _Recorded(NamedTuple):
     tensors: list
     arrays: list
     order: list
+
 
 class Optimizer:
     """Base class: subclasses define ``defaults`` through ``__init__`` and implement ``step`` (which runs the
