@@ -736,3 +736,23 @@ def test_a_hook_writing_its_gradient_in_place(device):
     y.register_hook(lambda g: g.mul_(10))
     y.sum().backward()
     assert host(v.grad).tolist() == [60.0]
+
+
+def test_unfold_is_a_view_of_its_tensor(device):
+    """Tensor.unfold is a view, as PyTorch's: PyTorch's strides, writes through a window reach the tensor, and
+    the gradient adds each window back at its elements (overlapping windows sum); a 0-d tensor's one window
+    has no windows dim."""
+    x = mf.arange(12.0, device=device).reshape(3, 4)
+    u = x.unfold(1, 2, 2)
+    assert u.shape == (3, 2, 2) and u.stride() == (4, 2, 1)
+    u.mul_(10)
+    assert host(x).tolist() == [[10.0 * v for v in range(r * 4, r * 4 + 4)] for r in range(3)]
+    w = mf.arange(12.0, device=device).reshape(3, 4).requires_grad_()
+    weights = np.arange(18.0).reshape(3, 3, 2)
+    (w.unfold(1, 2, 1) * mf.tensor(weights, device=device)).sum().backward()
+    want = np.zeros((3, 4))
+    for j in range(3):  # window j covers columns j, j + 1
+        want[:, j:j + 2] += weights[:, j, :]
+    np.testing.assert_array_equal(host(w.grad), want)
+    z = mf.tensor(5.0, device=device)
+    assert z.unfold(0, 1, 1).shape == (1,) and z.unfold(0, 0, 1).shape == (0,)

@@ -328,11 +328,39 @@ def diff(x, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
+class UnfoldWindows(Function):
+    """The windows of ``size`` elements every ``step`` along ``axis`` of x as a new last dim: a view of x (by
+    strides, as PyTorch's: writes through it reach x). The gradient: each window's added back at its elements
+    (overlapping windows sum)."""
+
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, axis, size, step):
+        windows = (x.shape[axis] - size) // step + 1
+        shape = x.shape[:axis] + (windows,) + x.shape[axis + 1:] + (size,)
+        strides = x.strides[:axis] + (x.strides[axis] * step,) + x.strides[axis + 1:] + (x.strides[axis],)
+        ctx.meta = (x.shape, x.dtype, axis, size, step, windows)
+        if isinstance(x, np.ndarray):  # (NumPy's strided view is read-only unless asked; PyTorch's takes writes)
+            return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=x.flags.writeable)
+        return backend.array_module(x).lib.stride_tricks.as_strided(x, shape, strides)
+
+    @staticmethod
+    def backward(ctx, g):
+        from .index import _along
+        from .indexing import accumulate
+
+        shape, dtype, axis, size, step, windows = ctx.meta
+        xp = backend.array_module(g)
+        idx = backend.to_device((np.arange(windows)[:, None] * step + np.arange(size)[None, :]).reshape(-1),
+                                backend.device_of(g))
+        picked = xp.moveaxis(g, -1, axis + 1).reshape(shape[:axis] + (windows * size,) + shape[axis + 1:])
+        return accumulate(shape, dtype, _along(axis, idx, len(shape)), picked), None, None, None
+
+
 def unfold(x, dimension, size, step):
     """The windows of ``size`` elements every ``step`` along ``dimension``, as a new last dimension
-    (``Tensor.unfold``): differentiable, through an index_select."""
-    from .index import index_select
-
+    (``Tensor.unfold``): a view of x, as PyTorch's."""
     axis = _dim("unfold", dimension, x.ndim)
     n = x.shape[axis] if x.ndim else 1
     for name, v in (("size", size), ("step", step)):
@@ -340,14 +368,6 @@ def unfold(x, dimension, size, step):
             raise RuntimeError(f"unfold: {name} must be {'>= 0' if name == 'size' else 'positive'}, got {v!r}")
     if size > n:
         raise RuntimeError(f"unfold: maximum size for tensor at dimension {axis} is {n} but size is {size}")
-    windows = (n - size) // step + 1
-    starts = np.arange(windows) * step
-    idx = (starts[:, None] + np.arange(size)[None, :]).reshape(-1)
-    from ..tensor import Tensor
-
-    picked = index_select(x if x.ndim else reshape(x, 1), axis,
-                          Tensor._from_array(backend.to_device(idx.astype(np.int64), x.device)))
-    shape = list(picked.shape)
-    shape[axis:axis + 1] = [windows, size]
-    return movedim(reshape(picked, *shape), axis + 1, -1)
-
+    if x.ndim == 0:  # (PyTorch's: the one window, of size 0 or 1, without a dim for the windows)
+        return reshape(UnfoldWindows.apply(reshape(x, 1), 0, int(size), int(step)), int(size))
+    return UnfoldWindows.apply(x, axis, int(size), int(step))
