@@ -1430,6 +1430,70 @@ def test_gpu_tma_wgrad_whole_tiles_match_reference(dtype, poisoned_pool):
         assert dwc.strides[1] == dwc.itemsize and _rel(dwc, ref) < tol, (dtype, r)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_tma_wgrad_fixup_sums_split_tiles_on_streams_and_in_graphs(dtype, poisoned_pool):
+    """Where every split unit runs in the grid's last round, the TMA filter gradient sums its split tiles into a
+    KRSC dW itself (plan.fixup, no wgrad_reduce): bitwise wgrad_reduce's sum of the same partials, call after call
+    (its tile counters are never reset), on a second stream (counters of its own), replayed from a captured CUDA
+    graph with new inputs, and beside whole tiles; a schedule of two rounds of split units keeps wgrad_reduce."""
+    import cupy
+
+    from minifused.kernels import sm_count, to_channels_last
+    from minifused.kernels.conv_tma import launch_tma_wgrad, tma_wgrad_plan
+
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA kernel needs an sm_90 GPU")
+    dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
+    reduce = P.util_kernel(np.dtype(dt), "wgrad_reduce")
+    rng = np.random.default_rng(43)
+    n, c, h, k, r = 4, 64, 16, 128, 3  # 5 column tiles of 128 x 128, 8 chunks of pixels
+    geo, w_shape = ((1, 1), (1, 1), (1, 1), 1), (k, c, r, r)
+    config = ConvConfig(wgrad_splits=4)
+    plan = tma_wgrad_plan(dt, (n, c, h, h), w_shape, *geo, dev, config)
+    assert plan.splits == 4 and plan.fixup == 5, plan
+
+    def case():
+        x = to_channels_last(cupy.asarray(rng.standard_normal((n, c, h, h))).astype(dt))
+        dy = to_channels_last(cupy.asarray(rng.standard_normal((n, k, h, h))).astype(dt))
+        ws = cupy.empty(plan.splits * k * c * r * r, cupy.float32)
+        launch_tma_wgrad(plan, dy.data.ptr, x.data.ptr, 0, ws=ws.data.ptr)  # every unit's partials
+        want = cupy.empty(w_shape, dt)
+        reduce((64,), (256,), (ws, want, *P.ints(plan.splits, k, c, r * r, c, 0, *plan.wgrad_tiles, 0)))
+        return x, dy, want.get().astype(np.float64)
+
+    def dw_of(x, dy):
+        return K.conv2d_backward_filter(dy, x, w_shape, *geo, config=config, channels_last_weight=True)
+
+    cases = [case() for _ in range(3)]
+    for x, dy, want in cases + cases:
+        dw = dw_of(x, dy)
+        assert dw.strides[1] == dw.itemsize and np.array_equal(dw.get().astype(np.float64), want), dtype
+    ref = K.conv2d_backward_filter_ref(cases[0][1].astype(cupy.float64), cases[0][0].astype(cupy.float64), w_shape,
+                                       *geo)
+    assert _rel(dw_of(*cases[0][:2]), ref) < tol
+    side = cupy.cuda.Stream(non_blocking=True)
+    with side:
+        dw = dw_of(*cases[1][:2])
+        side.synchronize()
+    assert np.array_equal(dw.get().astype(np.float64), cases[1][2]) and len(plan.counters) == 2
+    static_x, static_dy = cupy.empty_like(cases[0][0]), cupy.empty_like(cases[0][1])
+    g = mf.cuda.CUDAGraph()
+    with mf.cuda.graph(g):
+        out = dw_of(static_x, static_dy)
+    for x, dy, want in cases[::-1] + cases:
+        static_x[...], static_dy[...] = x, dy
+        g.replay()
+        assert np.array_equal(out.get().astype(np.float64), want), dtype
+    # beside whole tiles: more tiles than SMs (ResNet's 512-channel layers at 4 x 4), the rest split
+    if 144 > sm_count(dev) and 144 % sm_count(dev):
+        plan = tma_wgrad_plan(dt, (128, 512, 4, 4), (512, 512, 3, 3), *geo, dev, P.DEFAULT_CONFIG)
+        assert plan.wgrad_tiles[2] > 0 and plan.fixup == 144 - plan.wgrad_tiles[2], plan
+    # two rounds of split units (288 of them): no fixup
+    plan = tma_wgrad_plan(dt, (64, 512, 4, 4), (512, 512, 3, 3), *geo, dev, ConvConfig(wgrad_splits=2))
+    assert plan.wgrad_tiles[2] == 0 and plan.splits == 2 and plan.fixup == 0, plan
+
+
 def _pack_case(rng, dt, n, ctot, h, w, c_off, c, misaligned):
     """A pack test's input: a random (N, Ctot, H, W) CuPy array of ``dt`` (starting one element past its allocation if
     ``misaligned``), a random ReLU mask (Ctot, words), its bits per channel and pixel, and the expected pack of

@@ -323,18 +323,20 @@ class Prepared:
     ``params`` has one entry per kernel parameter, in order: :data:`ARG`, :data:`F32` or :data:`REF` for a value
     the call gives (in that order; the REFs, if any, first), or a constant: a NumPy scalar (its bytes) or a CuPy
     array (its address; the launch keeps it alive). ``grid`` and ``block`` are fixed; ``pdl``: the kernel begins
-    with ``pdl_entry()``, so in graph captures it launches as :func:`launch` does. Made for the current device (its
-    kernel function), as the plans that hold one are. A lock keeps two threads from filling one buffer at once."""
+    with ``pdl_entry()``, so in graph captures it launches as :func:`launch` does; ``cooperative``: the blocks wait
+    for each other, so the launch (``cuLaunchCooperativeKernel``) starts them only once all fit on the GPU together
+    (never some of them waiting for SMs that others hold). Made for the current device (its kernel function), as
+    the plans that hold one are. A lock keeps two threads from filling one buffer at once."""
 
     __slots__ = ("name", "_fn", "_dims", "_launch", "_buf", "_table_ptr", "_refs", "_ref_at", "_pack_refs", "_pack",
                  "_fill", "_cells", "_keep", "_lock", "_pdl")
 
-    def __init__(self, kern, grid, block, params, smem=0, pdl=False):
+    def __init__(self, kern, grid, block, params, smem=0, pdl=False, cooperative=False):
         import struct
         import threading
 
         import cupy
-        from cupy_backends.cuda.api.driver import launchKernel
+        from cupy_backends.cuda.api.driver import launchCooperativeKernel, launchKernel
 
         global _current_stream
         _current_stream = cupy.cuda.get_current_stream
@@ -343,7 +345,11 @@ class Prepared:
         self.name, self._fn, self._pdl = getattr(kern, "name", "kernel"), fn, pdl
         grid, block = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
         self._dims = (*(int(v) for v in grid), *(int(v) for v in block), int(smem))
-        self._launch = functools.partial(launchKernel, fn.ptr, *self._dims)
+        if cooperative:  # (the same call but for launchKernel's `extra`, always 0 here)
+            start = functools.partial(launchCooperativeKernel, fn.ptr, *self._dims)
+            self._launch = lambda stream, table, extra: start(stream, table)
+        else:
+            self._launch = functools.partial(launchKernel, fn.ptr, *self._dims)
         # one buffer of 8-byte slots: the kernelParams table (n pointers), then a cell per parameter value: first
         # the values given per call, in call order (one pack writes them), then the constants
         n = len(params)

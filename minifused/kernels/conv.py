@@ -371,7 +371,9 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         def wgrad(dza, xna, wsa):
             wg_gemm(dza, xna, dza, wsa, dza)
     unsplit_tma = wg_tma is not None and splits == 1 and wg_tiles[2] == 0
-    whole_tiles = wg_tma is not None and wg_tiles[2] > 0  # (written into dW by the kernel where KRSC)
+    # whole tiles written into dW by the kernel where KRSC, and with its fixup the split tiles too
+    whole_tiles = wg_tma is not None and (wg_tiles[2] > 0 or wg_tma.fixup > 0)
+    fixup = wg_tma is not None and wg_tma.fixup > 0
     # (dW, and w for dX, KCRS or, with channels-last dy and w, KRSC: the weight's layout)
     # (KRSC: the partials' own order, coalesced both ways; one tap: KCRS is the same memory; more taps: KCRS
     # through a transpose in shared memory, 32 * RS floats, where that fits in the default 48 KiB)
@@ -390,7 +392,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                                   (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad)))
     else:
         wg_reduce_krsc = strided_reduce(1)
-    wg_reduce_rest = strided_reduce(1, done=1) if whole_tiles else None  # the split tiles' alone
+    wg_reduce_rest = strided_reduce(1, done=1) if whole_tiles and not fixup else None  # the split tiles' alone
     if r * s == 1:
         wg_reduce_kcrs = wg_reduce_krsc
     elif 32 * r * s * 4 <= 48 * 1024:
@@ -474,7 +476,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                 elif whole_tiles and (krsc or r * s == 1):  # (one group) whole tiles into dw, the rest summed
                     ws = cupy.cuda.alloc(ws_bytes)
                     launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr, ws=ws.ptr)
-                    wg_reduce_rest(ws.ptr, dw.data.ptr)
+                    if wg_reduce_rest is not None:  # (else the kernel's fixup summed them)
+                        wg_reduce_rest(ws.ptr, dw.data.ptr)
                 else:
                     ws = cupy.cuda.alloc(ws_bytes)
                     wgrad(dza, xna, ws.ptr)

@@ -460,13 +460,48 @@ static_assert(WPIX == 64 || WPIX == 128, "64 or 128 pixels per stage");
 // of the whole tiles (all tiles where there is one split); flags & WGRAD_PARTIALS: every unit writes partials
 // instead, whole tiles as split 0's (the host sums them: wgrad_reduce's splits_at).
 // The window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
+// prm[18] (fixup), where every split unit runs in the grid's last round of units (each block takes at most one,
+// after its whole tiles): the split tiles' units sum their partials into dW themselves, unless flags asks for
+// partials. A unit writes its partials, counts itself in at its tile's counter (`counters`, this stream's, one
+// per split tile, never reset: each launch adds `splits` to each), waits there for its tile's other units (the
+// launch is cooperative: every block is resident, and reaches its split unit once its whole tiles are done), and
+// sums its share of the tile's rows over the splits in order (wgrad_reduce's order: the same dW). That saves
+// wgrad_reduce's launch and the step between the two kernels.
 constexpr int WGRAD_PARTIALS = 1;
+
+__device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// this unit's share of a split tile's rows (k0.., columns col0..; the partials ws, `plane` floats per split,
+// written): their sums over the splits, in split order, into dW (K, ncol) KRSC; the consumer threads `ct`
+// of CONSUMERS, 4 columns each
+template <typename TT>
+__device__ void wgrad_fixup(const float* __restrict__ ws, TT* __restrict__ dw, long long plane, int splits, int split,
+                            int k0, int col0, int K, int ncol, int ct) {
+    const int r0 = split * WBM / splits, r1 = (split + 1) * WBM / splits;
+    for (int e = ct; e < (r1 - r0) * 32; e += CONSUMERS) {
+        const int k = k0 + r0 + e / 32, col = col0 + (e % 32) * 4;
+        if (k >= K || col >= ncol) continue;  // (ncol is a multiple of 64: col < ncol takes all four)
+        const float* p = ws + (long long)k * ncol + col;
+        float4 sum = __ldcg(reinterpret_cast<const float4*>(p));
+        for (int z = 1; z < splits; ++z) {
+            const float4 v = __ldcg(reinterpret_cast<const float4*>(p + z * plane));
+            sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+        }
+        union { uint2 u; TT e[4]; } out;
+        out.e[0] = from_f<TT>(sum.x), out.e[1] = from_f<TT>(sum.y), out.e[2] = from_f<TT>(sum.z);
+        out.e[3] = from_f<TT>(sum.w);
+        *reinterpret_cast<uint2*>(dw + (long long)k * ncol + col) = out.u;
+    }
+}
 
 // a unit's work: its split (of the partials), tile (rows k0.., columns col0..) and chunks [c_begin, c_end)
 struct Work {
     int whole, split_tiles, n_tiles, chunks, per;
-    __device__ void of(int unit, int& split, int& k0, int& col0, int& c_begin, int& c_end) const {
-        int tile;
+    __device__ void of(int unit, int& split, int& k0, int& col0, int& c_begin, int& c_end, int& tile) const {
         if (unit < whole) {
             tile = unit, split = 0, c_begin = 0, c_end = chunks;
         } else {
@@ -482,10 +517,11 @@ struct Work {
 
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ TmaDesc map_x, float* __restrict__ ws,
-               T* __restrict__ dw, const int* __restrict__ prm, int flags) {
+               T* __restrict__ dw, const int* __restrict__ prm, int flags, unsigned long long* __restrict__ counters) {
     const int K = prm[0], ncol = prm[1], OHW = prm[2], OW = prm[3], chunks = prm[4], per = prm[5], Cp = prm[6],
               S = prm[7], sy = prm[8], oy = prm[9], ry = prm[10], ox = prm[11], rx = prm[12], m_tiles = prm[13],
               n_tiles = prm[14], units = prm[15], sx = prm[16], whole = prm[17];
+    const bool fixup = prm[18] && !(flags & WGRAD_PARTIALS);
     extern __shared__ __align__(128) unsigned char smem_raw[];
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     Ring pipe(ring + STAGES * W_STAGE_BYTES);
@@ -499,8 +535,8 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (warp != 0 || lane != 0) return;
         for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-            int split, k0, col0, c_begin, c_end;
-            work.of(unit, split, k0, col0, c_begin, c_end);
+            int split, k0, col0, c_begin, c_end, tile;
+            work.of(unit, split, k0, col0, c_begin, c_end, tile);
             for (int ch = c_begin; ch < c_end; ++ch) {
                 const int pix = ch * WPIX, img = pix / OHW, pq = pix - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
                 const unsigned full = pipe.acquire(W_STAGE_BYTES), dst = smem_addr(ring + pipe.stage * W_STAGE_BYTES);
@@ -523,8 +559,8 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
     const int row_base = WBM == 128 ? wg * 64 : 0, col_base = WBM == 128 ? 0 : wg * 64;
     float acc[WG_N / 2];
     for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-        int split, k0, col0, c_begin, c_end;
-        work.of(unit, split, k0, col0, c_begin, c_end);
+        int split, k0, col0, c_begin, c_end, tile;
+        work.of(unit, split, k0, col0, c_begin, c_end, tile);
 #pragma unroll
         for (int i = 0; i < WG_N / 2; ++i) acc[i] = 0.0f;
         for (int ch = c_begin; ch < c_end; ++ch) {  // pixel-major operands: 16 pixels are 2 KiB = 128 units
@@ -555,6 +591,17 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
                     *reinterpret_cast<unsigned*>(dw + (long long)k * ncol + col) = pair.u;
                 }
             }
+        if (fixup && unit >= whole && splits > 1) {
+            __threadfence();  // this thread's partials visible to the GPU before the count below
+            consumers_sync();
+            if (tid == 128) {
+                unsigned long long* count = counters + (tile - whole);
+                const unsigned long long target = (atomicAdd(count, 1ull) / splits + 1) * splits;
+                while (load_acquire(count) < target) __nanosleep(64);
+            }
+            consumers_sync();
+            wgrad_fixup<T>(ws, dw, (long long)K * ncol, splits, split, k0, col0, K, ncol, tid - 128);
+        }
     }
 }
 #endif

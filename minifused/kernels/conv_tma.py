@@ -69,6 +69,9 @@ class TmaPlan:
     #: the filter gradient's tiles (rows, tiles per row of them, whole tiles: the first ones, unsplit, whose
     #: partials are split 0's alone), as wgrad_reduce takes them
     wgrad_tiles: tuple = (1, 1, 0)
+    #: the filter gradient's split tiles where their own units sum them into a KRSC dW (conv_tma.cu's fixup: every
+    #: split unit in the grid's last round), so that no wgrad_reduce follows; else 0
+    fixup: int = 0
     threads: int = NT
     #: the kernel's tensor maps: 3 for conv_tma (its output's, ``out_map``, whose tiles then go out through the
     #: TMA unit; without one the weights' map stands in, unused), 2 for conv_tma_wgrad
@@ -85,12 +88,17 @@ class TmaPlan:
     #: :func:`_map` and :func:`_launch_maps`
     maps: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
     launch: object = dataclasses.field(default=None, compare=False, repr=False)  # see _prepared
+    #: the fixup's tile counters by stream (a stream's launches run one after another; another stream's may
+    #: overlap them)
+    counters: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
         # the maps by value, then the output, the bias (or the output), the constants and the epilogue's flags
-        # (the filter gradient's: its partials, dW, the constants and its flags)
+        # (the filter gradient's: its partials, dW, the constants, its flags and the fixup's counters)
+        wgrad = (ARG,) if self.n_maps == 2 else ()
         object.__setattr__(self, "launch", Prepared(self.kern, (self.grid,), (self.threads,),
-                                                    (REF,) * self.n_maps + (ARG, ARG, self.prm, ARG), self.smem))
+                                                    (REF,) * self.n_maps + (ARG, ARG, self.prm, ARG) + wgrad,
+                                                    self.smem, cooperative=self.fixup > 0))
 
 
 def _tma_on(dtype, groups, dev_id, config):
@@ -447,15 +455,19 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, spli
     tiles = m_tiles * n_tiles
     whole, splits, per = _wgrad_schedule(tiles, chunks, sms, 2 * k * ncol * n * p * q, k * ncol * 4, splits)
     units = whole + (tiles - whole) * splits
+    grid = min(units, sms)
+    # the split units all in the last round of the persistent blocks: they may wait for each other
+    fixup = tiles - whole if splits > 1 and whole % grid == 0 and units - whole <= grid else 0
     stages = 3 if bm == 128 else 4  # as deep as the shared memory takes
     smem = 1024 + stages * (bm + 128) * WGRAD_PIXELS * 2 + 16 * stages  # the ring (1024-byte aligned), the mbarriers
     kern = _kernel("conv_tma_wgrad", dtype, smem, "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}",
                    f"-DCT_WPIX={WGRAD_PIXELS}")
     prm = cupy.asarray(np.array([k, ncol, p * q, q, chunks, per, c, s, stride[0], -padding[0], dilation[0],
-                                 -padding[1], dilation[1], m_tiles, n_tiles, units, stride[1], whole], np.int32))
+                                 -padding[1], dilation[1], m_tiles, n_tiles, units, stride[1], whole, fixup > 0],
+                                np.int32))
     # dy: boxes of 64 channels x WGRAD_PIXELS pixels of the (n*p*q, k) matrix
-    return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype),
-                   _tiled_map((k, n * p * q), (BOX_C, WGRAD_PIXELS)), x_map, splits, wgrad_tiles=(bm, n_tiles, whole))
+    return TmaPlan(kern, smem, grid, prm, _map_type(dtype), _tiled_map((k, n * p * q), (BOX_C, WGRAD_PIXELS)),
+                   x_map, splits, wgrad_tiles=(bm, n_tiles, whole), fixup=fixup)
 
 
 def _tensor_map(dt, address, spec):
@@ -530,16 +542,29 @@ def launch_tma(plan, a, b, out, bias, flags):
 WGRAD_PARTIALS = 1
 
 
+def _counters(plan):
+    """The address of the fixup's tile counters for the current stream (0 where the plan has no fixup)."""
+    if not plan.fixup:
+        return 0
+    import cupy
+
+    stream = cupy.cuda.get_current_stream().ptr
+    counters = plan.counters.get(stream)
+    if counters is None:
+        counters = plan.counters[stream] = cupy.zeros(plan.fixup, np.uint64)
+    return counters.data.ptr
+
+
 def launch_tma_wgrad(plan, dy, x, dw, ws=None):
     """Runs the filter gradient's ``plan`` on the packed dy and x at addresses ``dy``, ``x``: into ``ws``, an
     address of ``plan.splits`` fp32 partials of dW (K, R*S*C) for conv_util.cu's wgrad_reduce to sum; with
     ``ws`` and ``dw`` (not 0), the whole tiles (``plan.wgrad_tiles``) go into ``dw`` instead, the address of
-    dW itself in that (KRSC) order, and the others' partials into ``ws``; without ``ws`` (one split only) all
-    go into ``dw``."""
+    dW itself in that (KRSC) order, and the others' partials into ``ws`` (with ``plan.fixup``, summed into
+    ``dw`` by the kernel: dW is whole); without ``ws`` (one split only) all go into ``dw``."""
     maps = _launch_maps(plan, (dy, x, None))
     if ws is not None:
-        plan.launch(*maps, ws, dw or ws, np.int32(0 if dw else WGRAD_PARTIALS))
+        plan.launch(*maps, ws, dw or ws, np.int32(0 if dw else WGRAD_PARTIALS), _counters(plan) if dw else 0)
     elif plan.splits == 1:
-        plan.launch(*maps, dw, dw, np.int32(0))
+        plan.launch(*maps, dw, dw, np.int32(0), 0)
     else:
         raise ValueError(f"conv_tma_wgrad: a plan of {plan.splits} splits writes fp32 partials: ws is required")
