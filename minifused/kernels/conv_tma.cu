@@ -477,8 +477,8 @@ __device__ __forceinline__ unsigned long long load_acquire(const unsigned long l
 
 // rows from k0r (n / 32 of them) of a split tile's columns col0.. (the partials ws, `plane` floats per split,
 // written): their sums over the splits, in split order, into dW (K, ncol) KRSC; the consumer threads `ct` of
-// CONSUMERS, 4 columns each, JU such vectors at a time, and ZU splits of each: JU x ZU reads in flight (one at a
-// time waited for the L2 as long as wgrad_reduce took)
+// CONSUMERS, 4 columns each, JU such vectors at a time, and ZU splits of each: JU x ZU reads in flight (a
+// vector's splits one after another waited on the L2 about as long as wgrad_reduce took)
 template <typename TT, int JU, int ZU>
 __device__ void fixup_rows(const float* __restrict__ ws, TT* __restrict__ dw, long long plane, int splits, int k0r,
                            int col0, int K, int ncol, int n, int ct) {
@@ -525,16 +525,13 @@ __device__ void fixup_rows(const float* __restrict__ ws, TT* __restrict__ dw, lo
     }
 }
 
-// this unit's share of a split tile's rows (k0.., columns col0..): its 1 / splits of them, summed by fixup_rows
-// (a split's share is at most 64 rows, 8 vectors a thread; past 4 splits at most 26 rows, 4 vectors a thread)
+// this unit's share of a split tile's rows (k0.., columns col0..): its 1 / splits of them, summed by fixup_rows,
+// 8 reads in flight (more took the kernel past its registers: spills in its main loop)
 template <typename TT>
 __device__ void wgrad_fixup(const float* __restrict__ ws, TT* __restrict__ dw, long long plane, int splits, int split,
                             int k0, int col0, int K, int ncol, int ct) {
     const int r0 = split * WBM / splits, r1 = (split + 1) * WBM / splits;
-    if (splits <= 4)
-        fixup_rows<TT, 8, 2>(ws, dw, plane, splits, k0 + r0, col0, K, ncol, (r1 - r0) * 32, ct);
-    else
-        fixup_rows<TT, 4, 4>(ws, dw, plane, splits, k0 + r0, col0, K, ncol, (r1 - r0) * 32, ct);
+    fixup_rows<TT, 4, 2>(ws, dw, plane, splits, k0 + r0, col0, K, ncol, (r1 - r0) * 32, ct);
 }
 
 // a unit's work: its split (of the partials), tile (rows k0.., columns col0..) and chunks [c_begin, c_end)
