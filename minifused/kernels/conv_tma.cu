@@ -475,63 +475,27 @@ __device__ __forceinline__ unsigned long long load_acquire(const unsigned long l
     return v;
 }
 
-// rows from k0r (n / 32 of them) of a split tile's columns col0.. (the partials ws, `plane` floats per split,
-// written): their sums over the splits, in split order, into dW (K, ncol) KRSC; the consumer threads `ct` of
-// CONSUMERS, 4 columns each, JU such vectors at a time, and ZU splits of each: JU x ZU reads in flight (a
-// vector's splits one after another waited on the L2 about as long as wgrad_reduce took)
-template <typename TT, int JU, int ZU>
-__device__ void fixup_rows(const float* __restrict__ ws, TT* __restrict__ dw, long long plane, int splits, int k0r,
-                           int col0, int K, int ncol, int n, int ct) {
-    for (int e0 = ct; e0 < n; e0 += JU * CONSUMERS) {
-        const float* p[JU];
-        bool live[JU];
-        float4 sum[JU];
-#pragma unroll
-        for (int j = 0; j < JU; ++j) {  // (ncol is a multiple of 64: col < ncol takes all four columns)
-            const int e = e0 + j * CONSUMERS, k = k0r + e / 32, col = col0 + (e % 32) * 4;
-            live[j] = e < n && k < K && col < ncol;
-            p[j] = ws + (live[j] ? (long long)k * ncol + col : 0);
-        }
-        for (int z0 = 0; z0 < splits; z0 += ZU) {
-            float4 v[JU][ZU];
-#pragma unroll
-            for (int j = 0; j < JU; ++j)
-#pragma unroll
-                for (int z = 0; z < ZU; ++z)
-                    if (live[j] && z0 + z < splits)
-                        v[j][z] = __ldcg(reinterpret_cast<const float4*>(p[j] + (z0 + z) * plane));
-#pragma unroll
-            for (int j = 0; j < JU; ++j)
-#pragma unroll
-                for (int z = 0; z < ZU; ++z)
-                    if (live[j] && z0 + z < splits) {
-                        if (z0 + z == 0) {
-                            sum[j] = v[j][z];
-                        } else {
-                            sum[j].x += v[j][z].x, sum[j].y += v[j][z].y, sum[j].z += v[j][z].z;
-                            sum[j].w += v[j][z].w;
-                        }
-                    }
-        }
-#pragma unroll
-        for (int j = 0; j < JU; ++j)
-            if (live[j]) {
-                const long long at = p[j] - ws;
-                union { uint2 u; TT e[4]; } out;
-                out.e[0] = from_f<TT>(sum[j].x), out.e[1] = from_f<TT>(sum[j].y), out.e[2] = from_f<TT>(sum[j].z);
-                out.e[3] = from_f<TT>(sum[j].w);
-                *reinterpret_cast<uint2*>(dw + at) = out.u;
-            }
-    }
-}
-
-// this unit's share of a split tile's rows (k0.., columns col0..): its 1 / splits of them, summed by fixup_rows,
-// 8 reads in flight (more took the kernel past its registers: spills in its main loop)
+// this unit's share of a split tile's rows (k0.., columns col0..; the partials ws, `plane` floats per split,
+// written): their sums over the splits, in split order, into dW (K, ncol) KRSC; the consumer threads `ct`
+// of CONSUMERS, 4 columns each
 template <typename TT>
 __device__ void wgrad_fixup(const float* __restrict__ ws, TT* __restrict__ dw, long long plane, int splits, int split,
                             int k0, int col0, int K, int ncol, int ct) {
     const int r0 = split * WBM / splits, r1 = (split + 1) * WBM / splits;
-    fixup_rows<TT, 4, 2>(ws, dw, plane, splits, k0 + r0, col0, K, ncol, (r1 - r0) * 32, ct);
+    for (int e = ct; e < (r1 - r0) * 32; e += CONSUMERS) {
+        const int k = k0 + r0 + e / 32, col = col0 + (e % 32) * 4;
+        if (k >= K || col >= ncol) continue;  // (ncol is a multiple of 64: col < ncol takes all four)
+        const float* p = ws + (long long)k * ncol + col;
+        float4 sum = __ldcg(reinterpret_cast<const float4*>(p));
+        for (int z = 1; z < splits; ++z) {
+            const float4 v = __ldcg(reinterpret_cast<const float4*>(p + z * plane));
+            sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+        }
+        union { uint2 u; TT e[4]; } out;
+        out.e[0] = from_f<TT>(sum.x), out.e[1] = from_f<TT>(sum.y), out.e[2] = from_f<TT>(sum.z);
+        out.e[3] = from_f<TT>(sum.w);
+        *reinterpret_cast<uint2*>(dw + (long long)k * ncol + col) = out.u;
+    }
 }
 
 // a unit's work: its split (of the partials), tile (rows k0.., columns col0..) and chunks [c_begin, c_end)
