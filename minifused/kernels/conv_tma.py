@@ -393,6 +393,10 @@ def tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, d
                        tuple(dilation), dev_id, config.wgrad_splits)
 
 
+#: The most splits the filter gradient's fixup sums (:func:`_wgrad_plan`); more go to wgrad_reduce.
+FIXUP_MAX_SPLITS = 10
+
+
 #: The split count's model of the filter gradient: its MMAs' rate (FLOP/s) and the memory's (bytes/s).
 _WGRAD_FLOPS, _MEMORY_BYTES = 4e14, 2.5e12
 
@@ -456,8 +460,10 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, spli
     whole, splits, per = _wgrad_schedule(tiles, chunks, sms, 2 * k * ncol * n * p * q, k * ncol * 4, splits)
     units = whole + (tiles - whole) * splits
     grid = min(units, sms)
-    # the split units all in the last round of the persistent blocks: they may wait for each other
-    fixup = tiles - whole if splits > 1 and whole % grid == 0 and units - whole <= grid else 0
+    # the split units all in the last round of the persistent blocks: they may wait for each other; and few splits
+    # (each thread of the fixup reads its vectors' splits one after another; measured as fast as wgrad_reduce or
+    # faster at 3 to 10 splits on ResNet's layers, not past that: more are wgrad_reduce's, spread over the GPU)
+    fixup = tiles - whole if 1 < splits <= FIXUP_MAX_SPLITS and whole % grid == 0 and units - whole <= grid else 0
     stages = 3 if bm == 128 else 4  # as deep as the shared memory takes
     smem = 1024 + stages * (bm + 128) * WGRAD_PIXELS * 2 + 16 * stages  # the ring (1024-byte aligned), the mbarriers
     kern = _kernel("conv_tma_wgrad", dtype, smem, "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}",
