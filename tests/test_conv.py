@@ -1364,37 +1364,46 @@ def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
 
 def test_wgrad_schedule_covers_each_chunk_once():
     """conv_tma_wgrad's schedule (:func:`_wgrad_schedule`), decoded as the kernel decodes its units: every
-    tile's chunks are summed once each, a whole tile's into split 0, a split tile's split z from chunk z * per
-    on; with more tiles than SMs whole waves of whole tiles and one more of the rest's splits (where that
+    tile's chunks are summed once each, a whole tile's split z (split 0 alone where unsplit) from chunk z * its per
+    on, a split tile's split z from chunk z * per on; whole waves of whole tiles (unsplit, or each split a divisor
+    of the SMs' ways, so that every tile's units share a round) and one more of the rest's splits (where that
     models faster), else every tile split alike (as a config's count asks, capped at one per chunk)."""
     from minifused.kernels.conv_tma import _wgrad_schedule
 
     sms = 132
     for tiles, chunks, forced in [(144, 49, None), (144, 16, None), (144, 8, None), (36, 196, None),
                                   (9, 784, None), (5, 3136, None), (264, 40, None), (300, 3, None),
+                                  (72, 49, None), (72, 16, None), (200, 49, None), (100, 30, None),
                                   (144, 49, 3), (144, 49, 100), (7, 5, 2)]:
         flops, part = 2.0 * 128 * 128 * 128 * tiles * chunks, 128 * 128 * 4 * tiles
-        whole, splits, per = _wgrad_schedule(tiles, chunks, sms, flops, part, forced)
-        rest = tiles - whole
-        units = whole + rest * splits
+        whole, whole_splits, splits, per = _wgrad_schedule(tiles, chunks, sms, flops, part, forced)
+        whole_per, rest = -(-chunks // whole_splits), tiles - whole
+        units = whole * whole_splits + rest * splits
         seen = np.zeros((tiles, chunks), int)
+        rounds = np.zeros(tiles, int) - 1
         for unit in range(units):  # conv_tma.cu's Work::of
-            if unit < whole:
-                tile, split, begin, end = unit, 0, 0, chunks
+            if unit < whole * whole_splits:
+                tile, split = divmod(unit, whole_splits)
+                begin, end = split * whole_per, min(chunks, split * whole_per + whole_per)
+                assert rounds[tile] in (-1, unit // sms), (tiles, chunks, unit)  # a whole tile's units: one round
+                rounds[tile] = unit // sms
             else:
-                split, tile = divmod(unit - whole, rest)
+                split, tile = divmod(unit - whole * whole_splits, rest)
                 tile += whole
                 begin, end = split * per, min(chunks, split * per + per)
-            assert split < splits and begin < end, (tiles, chunks, unit)
+            assert split < (whole_splits if tile < whole else splits) and begin < end, (tiles, chunks, unit)
             seen[tile, begin:end] += 1
-        assert (seen == 1).all(), (tiles, chunks, forced, whole, splits, per)
+        assert (seen == 1).all(), (tiles, chunks, forced, whole, whole_splits, splits, per)
         if forced is not None:
-            assert whole == 0 and splits == -(-chunks // per) and per == -(-chunks // min(forced, chunks))
+            assert whole == 0 and whole_splits == 1 and splits == -(-chunks // per)
+            assert per == -(-chunks // min(forced, chunks))
         if whole:
-            assert whole == tiles // sms * sms and 0 < rest < sms and 1 < splits and rest * splits <= sms, \
-                (tiles, chunks, whole, splits)
-    # ResNet's 512-channel 3x3 layers (144 tiles of 128 x 128 on 132 SMs) take the whole waves
-    assert _wgrad_schedule(144, 49, sms, 2.0 * 512 * 4608 * 6272, 512 * 4608 * 4)[0] == 132
+            assert sms % whole_splits == 0 and whole * whole_splits % sms == 0, (tiles, chunks, whole, whole_splits)
+            assert 0 <= rest * splits <= sms and (rest > 0 or whole_splits > 1), (tiles, chunks, whole, splits)
+    # ResNet's 512-channel 3x3 layers (144 tiles of 128 x 128 on 132 SMs) take the whole waves, unsplit
+    assert _wgrad_schedule(144, 49, sms, 2.0 * 512 * 4608 * 6272, 512 * 4608 * 4)[:2] == (132, 1)
+    # c256h14s2's 72 tiles in 3 splits would leave two rounds, the second 84 units: 44 tiles in 3, then 28 in 4
+    assert _wgrad_schedule(72, 49, sms, 2.0 * 512 * 2304 * 6272, 512 * 2304 * 4) == (44, 3, 4, 13)
 
 
 @pytest.mark.gpu
@@ -1418,7 +1427,7 @@ def test_gpu_tma_wgrad_whole_tiles_match_reference(dtype, poisoned_pool):
     for n, c, h, k, r in [(64, 512, 8, 512, 3), (16, 2048, 8, 1152, 1)]:
         geo = ((1, 1), (r // 2, r // 2), (1, 1), 1)
         plan = tma_wgrad_plan(dt, (n, c, h, h), (k, c, r, r), *geo, dev, P.DEFAULT_CONFIG)
-        assert plan.wgrad_tiles == (128, r * r * c // 128, tiles // sm_count(dev) * sm_count(dev)), plan
+        assert plan.wgrad_tiles == (128, r * r * c // 128, tiles // sm_count(dev) * sm_count(dev), 1), plan
         assert plan.splits > 1, plan
         x = cupy.asarray(rng.standard_normal((n, c, h, h))).astype(dt)
         dy = cupy.asarray(rng.standard_normal((n, k, h, h))).astype(dt)
@@ -1428,6 +1437,41 @@ def test_gpu_tma_wgrad_whole_tiles_match_reference(dtype, poisoned_pool):
         dwc = K.conv2d_backward_filter(to_channels_last(dy), to_channels_last(x), (k, c, r, r), *geo,
                                        channels_last_weight=True)
         assert dwc.strides[1] == dwc.itemsize and _rel(dwc, ref) < tol, (dtype, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_tma_wgrad_split_whole_tiles_match_reference(dtype, poisoned_pool):
+    """Whole waves of whole tiles each split a few ways, then the rest in more splits (c256h14s2: 72 tiles of
+    128 x 128 on 132 SMs, 44 in 3 splits, 28 in 4): every partial summed by wgrad_reduce, into KCRS (NCHW) and
+    KRSC (a channels-last weight's) dW alike, bit for bit, matching the float64 reference; the plain schedule
+    (every tile in 3 splits) gives the same to rounding."""
+    import cupy
+
+    from minifused.kernels import sm_count, to_channels_last
+    from minifused.kernels.conv_tma import tma_wgrad_plan
+
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA kernel needs an sm_90 GPU")
+    dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
+    n, c, h, k, r = 128, 256, 14, 512, 3
+    geo, w_shape = ((2, 2), (1, 1), (1, 1), 1), (k, c, r, r)
+    plan = tma_wgrad_plan(dt, (n, c, h, h), w_shape, *geo, dev, P.DEFAULT_CONFIG)
+    if sm_count(dev) != 132:
+        pytest.skip("the schedule asserted is the one of 132 SMs")
+    assert plan.wgrad_tiles == (128, 18, 44, 3) and plan.splits == 4 and plan.fixup == 0, plan
+    rng = np.random.default_rng(47)
+    x = cupy.asarray(rng.standard_normal((n, c, h, h))).astype(dt)
+    dy = cupy.asarray(rng.standard_normal((n, k, 7, 7))).astype(dt)
+    ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), w_shape, *geo)
+    dw = K.conv2d_backward_filter(dy, x, w_shape, *geo)
+    assert _rel(dw, ref) < tol, dtype
+    dwc = K.conv2d_backward_filter(to_channels_last(dy), to_channels_last(x), w_shape, *geo,
+                                   channels_last_weight=True)
+    assert dwc.strides[1] == dwc.itemsize, dtype  # KRSC memory
+    assert np.array_equal(dwc.get().astype(np.float64), dw.get().astype(np.float64)), dtype
+    plain = K.conv2d_backward_filter(dy, x, w_shape, *geo, config=ConvConfig(wgrad_splits=3))
+    assert _rel(plain, ref) < tol and _rel(dw, plain) < tol, dtype
 
 
 @pytest.mark.gpu

@@ -366,13 +366,13 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         ((kern, grid, block, smem, prm, splits),) = gemm_plan(ConvMode.BACKWARD_FILTER, dtype, x_shape, w_shape,
                                                               stride, padding, dilation, groups, dev_id, config, tf32)
         wg_gemm = Prepared(kern, grid, block, (ARG, ARG, ARG, ARG, ARG, prm, np.int32(0)), smem)
-        wg_tiles = (1, 1, 0)  # every tile split
+        wg_tiles = (1, 1, 0, 1)  # every tile split
 
         def wgrad(dza, xna, wsa):
             wg_gemm(dza, xna, dza, wsa, dza)
     unsplit_tma = wg_tma is not None and splits == 1 and wg_tiles[2] == 0
-    # whole tiles written into dW by the kernel where KRSC, and with its fixup the split tiles too
-    whole_tiles = wg_tma is not None and (wg_tiles[2] > 0 or wg_tma.fixup > 0)
+    # unsplit whole tiles written into dW by the kernel where KRSC, and with its fixup the split tiles too
+    whole_tiles = wg_tma is not None and (wg_tiles[2] > 0 or wg_tma.fixup > 0) and wg_tiles[3] == 1
     fixup = wg_tma is not None and wg_tma.fixup > 0
     # (dW, and w for dX, KCRS or, with channels-last dy and w, KRSC: the weight's layout)
     # (KRSC: the partials' own order, coalesced both ways; one tap: KCRS is the same memory; more taps: KCRS
@@ -428,7 +428,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
 
     dz_bytes, part_bytes = 0 if cl else aligned_bytes(n * p * q * kpad * isz), aligned_bytes(sum_blocks * kg * 4)
     wc_bytes, xn_bytes = aligned_bytes(cg * r * s * kpad * isz), n * h * wd * cpad * isz
-    ws_bytes = splits * kg * r * s * cpad * 4
+    ws_bytes = max(splits, wg_tiles[3]) * kg * r * s * cpad * 4  # (split whole tiles: wg_tiles[3] splits)
     x_step, w_step, dy_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * p * q * isz
 
     def run(dy, x, w, mask, need_dx, need_dw, need_db, w_channels_last=False):

@@ -453,12 +453,14 @@ static_assert(WBM == 64 || WBM == 128, "64 or 128 output channels per tile");
 static_assert(WPIX == 64 || WPIX == 128, "64 or 128 pixels per stage");
 
 // prm: K, ncol (R*S*Cp), OHW, OW, chunks (reduction tiles of WPIX pixels), per (chunks per split), Cp, S, sy, oy,
-// ry, ox, rx, m_tiles, n_tiles, units, sx, whole. Units: the first `whole` tiles unsplit (each into split 0's
-// partials), then the other tiles' splits of `per` chunks (split-major); without whole tiles, tiles x splits
-// units (more tiles than SMs would leave a last wave partly idle; the whole tiles fill waves, and the rest, split,
-// one more). ws: fp32 partials (splits, K, ncol) of the split tiles; dw: the filter gradient, (K, ncol) (KRSC),
-// of the whole tiles (all tiles where there is one split); flags & WGRAD_PARTIALS: every unit writes partials
-// instead, whole tiles as split 0's (the host sums them: wgrad_reduce's splits_at).
+// ry, ox, rx, m_tiles, n_tiles, units, sx, whole, fixup, whole_splits, whole_per. Units: the first `whole` tiles
+// in `whole_splits` splits of `whole_per` chunks each (tile-major; unsplit where whole_splits is 1, each then into
+// split 0's partials), then the other tiles' splits of `per` chunks (split-major); without whole tiles, tiles x
+// splits units (more tiles than SMs would leave a last wave partly idle; the whole tiles fill waves, and the rest,
+// split, one more; where the tiles' splits leave two rounds, part idle, the whole tiles, split a few ways, fill
+// waves instead). ws: fp32 partials (splits, K, ncol) of the split tiles; dw: the filter gradient, (K, ncol)
+// (KRSC), of the unsplit whole tiles (all tiles where there is one split); flags & WGRAD_PARTIALS: every unit
+// writes partials instead, an unsplit whole tile as split 0's (the host sums them: wgrad_reduce's splits_at).
 // The window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
 // prm[18] (fixup), where every split unit runs in the grid's last round of units (each block takes at most one,
 // after its whole tiles): the split tiles' units sum their partials into dW themselves, unless flags asks for
@@ -501,12 +503,13 @@ __device__ void wgrad_fixup(const float* __restrict__ ws, TT* __restrict__ dw, l
 
 // a unit's work: its split (of the partials), tile (rows k0.., columns col0..) and chunks [c_begin, c_end)
 struct Work {
-    int whole, split_tiles, n_tiles, chunks, per;
+    int whole, split_tiles, n_tiles, chunks, per, whole_splits, whole_per;
     __device__ void of(int unit, int& split, int& k0, int& col0, int& c_begin, int& c_end, int& tile) const {
-        if (unit < whole) {
-            tile = unit, split = 0, c_begin = 0, c_end = chunks;
+        if (unit < whole * whole_splits) {
+            tile = unit / whole_splits, split = unit - tile * whole_splits;
+            c_begin = split * whole_per, c_end = min(chunks, c_begin + whole_per);
         } else {
-            const int u = unit - whole;
+            const int u = unit - whole * whole_splits;
             split = u / split_tiles;
             tile = whole + (u - split * split_tiles);
             c_begin = split * per, c_end = min(chunks, c_begin + per);
@@ -521,7 +524,8 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
                T* __restrict__ dw, const int* __restrict__ prm, int flags, unsigned long long* __restrict__ counters) {
     const int K = prm[0], ncol = prm[1], OHW = prm[2], OW = prm[3], chunks = prm[4], per = prm[5], Cp = prm[6],
               S = prm[7], sy = prm[8], oy = prm[9], ry = prm[10], ox = prm[11], rx = prm[12], m_tiles = prm[13],
-              n_tiles = prm[14], units = prm[15], sx = prm[16], whole = prm[17];
+              n_tiles = prm[14], units = prm[15], sx = prm[16], whole = prm[17], whole_splits = prm[19],
+              whole_per = prm[20], whole_units = whole * whole_splits;
     const bool fixup = prm[18] && !(flags & WGRAD_PARTIALS);
     extern __shared__ __align__(128) unsigned char smem_raw[];
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -530,8 +534,8 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
     if (tid == 0) pipe.init();
     __syncthreads();
     const int tiles = m_tiles * n_tiles, split_tiles = tiles - whole;
-    const int splits = whole == tiles ? 1 : (units - whole) / split_tiles;
-    const Work work{whole, split_tiles, n_tiles, chunks, per};
+    const int splits = whole == tiles ? 1 : (units - whole_units) / split_tiles;
+    const Work work{whole, split_tiles, n_tiles, chunks, per, whole_splits, whole_per};
 
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (warp != 0 || lane != 0) return;
@@ -573,8 +577,8 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
         pipe.drain(acc, lane);
         // this thread's accumulators: rows k0 + row_base + (warp % 4) * 16 + g (+ 8), two columns per 8; one
         // split's partials, or (unsplit) dW itself, (K, ncol) KRSC: two columns as one 4-byte store
-        // (a whole tile, or every tile of one split, is dW itself unless all units are to write partials)
-        const bool partials = (flags & WGRAD_PARTIALS) || (unit >= whole && splits > 1);
+        // (an unsplit whole tile, or every tile of one split, is dW itself unless all units are to write partials)
+        const bool partials = (flags & WGRAD_PARTIALS) || (unit >= whole_units ? splits > 1 : whole_splits > 1);
         float* part = ws + (long long)split * K * ncol;
 #pragma unroll
         for (int j = 0; j < WG_N / 8; ++j)
@@ -592,7 +596,7 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
                     *reinterpret_cast<unsigned*>(dw + (long long)k * ncol + col) = pair.u;
                 }
             }
-        if (fixup && unit >= whole && splits > 1) {
+        if (fixup && unit >= whole_units && splits > 1) {
             __threadfence();  // this thread's partials visible to the GPU before the count below
             consumers_sync();
             if (tid == 128) {

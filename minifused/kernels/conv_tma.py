@@ -65,10 +65,10 @@ class TmaPlan:
     dtype: int
     a_map: tuple
     b_map: tuple
-    splits: int = 1  # the filter gradient's fp32 partials (splits of the pixels)
-    #: the filter gradient's tiles (rows, tiles per row of them, whole tiles: the first ones, unsplit, whose
-    #: partials are split 0's alone), as wgrad_reduce takes them
-    wgrad_tiles: tuple = (1, 1, 0)
+    splits: int = 1  # the filter gradient's fp32 partials (splits of the pixels) of its split tiles
+    #: the filter gradient's tiles (rows, tiles per row of them, whole tiles: the first ones, their splits: one
+    #: where they are unsplit, their partials split 0's alone), as wgrad_reduce takes them
+    wgrad_tiles: tuple = (1, 1, 0, 1)
     #: the filter gradient's split tiles where their own units sum them into a KRSC dW (conv_tma.cu's fixup: every
     #: split unit in the grid's last round), so that no wgrad_reduce follows; else 0
     fixup: int = 0
@@ -415,30 +415,44 @@ def _wgrad_splits(tiles, chunks, sms, flops, part_bytes):
 
 
 def _wgrad_schedule(tiles, chunks, sms, flops, part_bytes, splits=None):
-    """(whole, splits, per): the filter gradient's units, ``whole`` tiles unsplit, then the other tiles'
-    ``splits`` splits of ``per`` chunks each. ``splits`` given: that many of every tile (capped at one per chunk).
-    Else the modeled faster of :func:`_wgrad_splits`'s count for every tile and, where there are more tiles than
-    SMs, whole waves of whole tiles with the rest split to fill one more wave (the time of the longest block's
-    chunks over the ideal's, plus the partials': split 0's of every tile, the other splits' of the rest), each of
-    the rest's splits 2 chunks or more (4 left r18c512h4's last wave half idle, 6% slower)."""
+    """(whole, whole_splits, splits, per): the filter gradient's units, the first ``whole`` tiles in
+    ``whole_splits`` splits each (one: unsplit) that fill whole waves of the SMs, then the other tiles' ``splits``
+    splits of ``per`` chunks each, one more round. ``splits`` given: that many of every tile (capped at one per
+    chunk). Else the modeled fastest (the time of the longest block's chunks over the ideal's, plus the partials':
+    each tile's splits') of :func:`_wgrad_splits`'s count for every tile and of whole waves of whole tiles, each
+    split ``whole_splits`` ways (a divisor of the SMs, so that a wave takes whole tiles), with the rest split to
+    fill one more round, each of the rest's splits 2 chunks or more (4 left r18c512h4's last wave half idle, 6%
+    slower). Split whole tiles fill waves where every tile split alike leaves a last round part idle (c256h14s2:
+    72 tiles in 3 splits, 216 units, two rounds on 132 SMs, the second 84 units: 34 chunks a block where 27 are
+    the ideal; 44 tiles in 3 splits, then 28 in 4: 30); they and the rest take no more than one plane of partials
+    above every tile split alike (the partials are dW's workspace)."""
     def per_of(s):
         per = -(-chunks // min(s, chunks))
         return per, -(-chunks // per)
 
-    if splits is None:
-        s = _wgrad_splits(tiles, chunks, sms, flops, part_bytes)
-        whole, rest = (tiles // sms) * sms, tiles % sms
-        if whole and rest:
-            per, split_rest = per_of(min(max(1, sms // rest), max(1, chunks // 2)))
-            span = whole // sms * chunks + -(-rest * split_rest // sms) * per  # the longest block's chunks
-            hybrid = (flops / _WGRAD_FLOPS * span * sms / (tiles * chunks)
-                      + 2 * (1 + (split_rest - 1) * rest / tiles) * part_bytes / _MEMORY_BYTES)
-            plain = (flops / _WGRAD_FLOPS * -(-tiles * s // sms) * sms / (tiles * s)
-                     + 2 * s * part_bytes / _MEMORY_BYTES)
-            if split_rest > 1 and hybrid < plain:
-                return whole, split_rest, per
-        splits = s
-    return (0, *reversed(per_of(splits)))
+    if splits is not None:
+        return (0, 1, *reversed(per_of(splits)))
+    s = _wgrad_splits(tiles, chunks, sms, flops, part_bytes)
+    plain = (flops / _WGRAD_FLOPS * -(-tiles * s // sms) * sms / (tiles * s) + 2 * s * part_bytes / _MEMORY_BYTES,
+             (0, 1, *reversed(per_of(s))))
+    best = plain
+    for whole_splits in (d for d in range(1, s + 2) if sms % d == 0):
+        whole_per, got = per_of(whole_splits)
+        wave = sms // whole_splits  # tiles a wave
+        whole = tiles // wave * wave
+        rest = tiles - whole
+        if got < whole_splits or not whole or not rest and whole_splits == 1:
+            continue
+        cap = sms if whole_splits == 1 else s + 1  # (the split whole tiles' partials: one plane more at most)
+        per, split_rest = per_of(min(max(1, sms // rest), max(1, chunks // 2), cap)) if rest else (chunks, 1)
+        if whole_splits == 1 and split_rest == 1:
+            continue
+        span = whole // wave * whole_per + (per if rest else 0)  # the longest block's chunks
+        time = (flops / _WGRAD_FLOPS * span * sms / (tiles * chunks)
+                + 2 * (whole * whole_splits + rest * split_rest) / tiles * part_bytes / _MEMORY_BYTES)
+        if time < best[0]:
+            best = (time, (whole, whole_splits, split_rest, per))
+    return best[1]
 
 
 @functools.cache
@@ -457,23 +471,26 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, spli
     bm = 64 if k <= 64 else 128
     m_tiles, n_tiles = -(-k // bm), -(-ncol // 128)
     tiles = m_tiles * n_tiles
-    whole, splits, per = _wgrad_schedule(tiles, chunks, sms, 2 * k * ncol * n * p * q, k * ncol * 4, splits)
-    units = whole + (tiles - whole) * splits
+    whole, whole_splits, splits, per = _wgrad_schedule(tiles, chunks, sms, 2 * k * ncol * n * p * q, k * ncol * 4,
+                                                       splits)
+    units = whole * whole_splits + (tiles - whole) * splits
     grid = min(units, sms)
     # the split units all in the last round of the persistent blocks: they may wait for each other; and few splits
     # (each thread of the fixup reads its vectors' splits one after another; measured as fast as wgrad_reduce or
-    # faster at 3 to 10 splits on ResNet's layers, not past that: more are wgrad_reduce's, spread over the GPU)
-    fixup = tiles - whole if 1 < splits <= FIXUP_MAX_SPLITS and whole % grid == 0 and units - whole <= grid else 0
+    # faster at 3 to 10 splits on ResNet's layers, not past that: more are wgrad_reduce's, spread over the GPU);
+    # whole tiles unsplit (split ones are wgrad_reduce's too)
+    fixup = (tiles - whole if 1 < splits <= FIXUP_MAX_SPLITS and whole_splits == 1 and whole % grid == 0
+             and units - whole <= grid else 0)
     stages = 3 if bm == 128 else 4  # as deep as the shared memory takes
     smem = 1024 + stages * (bm + 128) * WGRAD_PIXELS * 2 + 16 * stages  # the ring (1024-byte aligned), the mbarriers
     kern = _kernel("conv_tma_wgrad", dtype, smem, "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}",
                    f"-DCT_WPIX={WGRAD_PIXELS}")
     prm = cupy.asarray(np.array([k, ncol, p * q, q, chunks, per, c, s, stride[0], -padding[0], dilation[0],
-                                 -padding[1], dilation[1], m_tiles, n_tiles, units, stride[1], whole, fixup > 0],
-                                np.int32))
+                                 -padding[1], dilation[1], m_tiles, n_tiles, units, stride[1], whole, fixup > 0,
+                                 whole_splits, -(-chunks // whole_splits)], np.int32))
     # dy: boxes of 64 channels x WGRAD_PIXELS pixels of the (n*p*q, k) matrix
     return TmaPlan(kern, smem, grid, prm, _map_type(dtype), _tiled_map((k, n * p * q), (BOX_C, WGRAD_PIXELS)),
-                   x_map, splits, wgrad_tiles=(bm, n_tiles, whole), fixup=fixup)
+                   x_map, splits, wgrad_tiles=(bm, n_tiles, whole, whole_splits), fixup=fixup)
 
 
 def _tensor_map(dt, address, spec):

@@ -221,11 +221,11 @@ pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict_
 }
 
 // The splits of the partials at row k, column col (= rs * Cp + c): all of them, or where the filter gradient
-// ran its first `whole` tiles (of tile_rows x 128, row-major in rows of n_tiles) unsplit (conv_tma_wgrad), one
-// there, or none if those tiles wrote dw themselves (`done`)
+// ran its first `whole` tiles (of tile_rows x 128, row-major in rows of n_tiles) in `whole_splits` splits
+// (conv_tma_wgrad; one: unsplit), that many there, or none if those tiles wrote dw themselves (`done`)
 __device__ __forceinline__ int splits_at(int splits, int k, long long col, int tile_rows, int n_tiles, int whole,
-                                         int done) {
-    return (long long)(k / tile_rows) * n_tiles + col / 128 >= whole ? splits : !done;
+                                         int whole_splits, int done) {
+    return (long long)(k / tile_rows) * n_tiles + col / 128 >= whole ? splits : done ? 0 : whole_splits;
 }
 
 __device__ __forceinline__ void add_to(float& s, float v) { s += v; }
@@ -266,7 +266,7 @@ __device__ __forceinline__ void store4(T* out, const float4& s) {
 // KRSC one 8- or 16-byte write (conv.wgrad_reduce_vec sizes the grid for that).
 extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K, int C,
                                         int RS, int Cp, int krsc, int tile_rows, int n_tiles, int whole,
-                                        int done) {
+                                        int whole_splits, int done) {
     const long long total = (long long)K * C * RS;
     const long long plane = (long long)K * RS * Cp;
     const long long first = done ? (long long)(whole / n_tiles) * tile_rows * C * RS : 0;  // (an element index)
@@ -277,7 +277,8 @@ extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restr
             const int c = (int)(i % C4) * 4;
             const long long t = i / C4;  // k * RS + rs
             const float4* p = reinterpret_cast<const float4*>(ws + t * Cp + c);
-            const int n = splits_at(splits, (int)(t / RS), (t % RS) * Cp + c, tile_rows, n_tiles, whole, done);
+            const int n = splits_at(splits, (int)(t / RS), (t % RS) * Cp + c, tile_rows, n_tiles, whole,
+                                    whole_splits, done);
             if (n == 0) continue;
             const float4 s = sum_splits(p[0], p + plane / 4, plane / 4, n - 1);
             if (krsc) {
@@ -298,7 +299,7 @@ extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restr
         const int rs = (int)(t % RS);
         const int k = (int)(t / RS);
         const float* p = ws + t * Cp + c;
-        const int n = splits_at(splits, k, (long long)rs * Cp + c, tile_rows, n_tiles, whole, done);
+        const int n = splits_at(splits, k, (long long)rs * Cp + c, tile_rows, n_tiles, whole, whole_splits, done);
         if (n == 0) continue;
         const float s = sum_splits(0.0f, p, plane, n);
         dw[krsc ? i : ((long long)k * C + c) * RS + rs] = from_f<T>(s);
@@ -338,7 +339,8 @@ extern "C" __global__ void __launch_bounds__(256) wgrad_reduce_runs(const float*
 // (splits_at) in order into shared memory transposed ([c][rs]), and writes dw's span [k][c0..][0..RS), which is
 // contiguous in KCRS. Dynamic shared memory: 32 * RS floats. Blocks stride over the K * ceil(C / 32) (k, c0) pairs.
 extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K,
-                                             int C, int RS, int Cp, int tile_rows, int n_tiles, int whole) {
+                                             int C, int RS, int Cp, int tile_rows, int n_tiles, int whole,
+                                             int whole_splits) {
     extern __shared__ float tile[];
     const long long plane = (long long)K * RS * Cp;
     const int chunks = (C + 31) / 32;
@@ -348,7 +350,8 @@ extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __
             const int rs = e >> 5, cl = e & 31;
             if (cl < cn) {
                 const float* p = ws + ((long long)k * RS + rs) * Cp + c0 + cl;
-                const int n = splits_at(splits, k, (long long)rs * Cp + c0 + cl, tile_rows, n_tiles, whole, 0);
+                const int n = splits_at(splits, k, (long long)rs * Cp + c0 + cl, tile_rows, n_tiles, whole,
+                                        whole_splits, 0);
                 tile[cl * RS + rs] = sum_splits(p[0], p + plane, plane, n - 1);
             }
         }
