@@ -501,8 +501,9 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
     split order into a KCRS dw) equals NumPy's float32 sums in that order, cast: more elements than the blocks'
     threads (each takes several in turn), padded channels skipped, 1x1 to 33x33 filters, one to eight splits; and
     so does wgrad_reduce_kcrs (KCRS through shared memory), more (k, 32-channel) pairs than blocks among them.
-    Where the first tiles ran whole (conv_tma_wgrad's hybrid schedule), their elements sum split 0 alone, or,
-    where the kernel wrote them into a KRSC dw itself (``done``), are left as they are."""
+    Where the first tiles ran whole (conv_tma_wgrad's hybrid schedule), their elements sum their own splits
+    (split 0 alone where unsplit) or, where the kernel wrote them into a KRSC dw itself (``done``), are left as
+    they are."""
     import cupy
 
     dt = getattr(backend, dtype)
@@ -510,17 +511,20 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
     reduce = P.util_kernel(np.dtype(dt), "wgrad_reduce")
     transposing = P.util_kernel(np.dtype(dt), "wgrad_reduce_kcrs")
     for splits, k, c, r, cp_, blocks, tiles in [
-            (2, 64, 3, 7, 8, 5, (1, 1, 0)), (3, 5, 1000, 3, 1000, 7, (1, 1, 0)), (1, 9, 70, 1, 72, 2, (1, 1, 0)),
-            (8, 33, 130, 3, 136, 1024, (1, 1, 0)), (2, 3, 5, 17, 8, 3, (1, 1, 0)), (2, 2, 3, 33, 8, 4, (1, 1, 0)),
-            (3, 256, 128, 3, 128, 64, (128, 9, 11)), (4, 192, 64, 3, 64, 9, (64, 5, 7)),
-            (2, 70, 5, 3, 8, 3, (64, 1, 1))]:  # tiles: (rows, tiles per row of them, whole tiles)
-        ws = rng.standard_normal((splits, k, r * r, cp_)).astype(np.float32)
-        rows, per_row, whole = tiles
+            (2, 64, 3, 7, 8, 5, (1, 1, 0, 1)), (3, 5, 1000, 3, 1000, 7, (1, 1, 0, 1)),
+            (1, 9, 70, 1, 72, 2, (1, 1, 0, 1)), (8, 33, 130, 3, 136, 1024, (1, 1, 0, 1)),
+            (2, 3, 5, 17, 8, 3, (1, 1, 0, 1)), (2, 2, 3, 33, 8, 4, (1, 1, 0, 1)),
+            (3, 256, 128, 3, 128, 64, (128, 9, 11, 1)), (4, 192, 64, 3, 64, 9, (64, 5, 7, 1)),
+            (2, 70, 5, 3, 8, 3, (64, 1, 1, 1)), (4, 256, 128, 3, 128, 64, (128, 9, 11, 3)),
+            (2, 192, 64, 3, 64, 9, (64, 5, 7, 3))]:  # tiles: (rows, tiles per row of them, whole tiles, their splits)
+        ws = rng.standard_normal((max(splits, tiles[3]), k, r * r, cp_)).astype(np.float32)
+        rows, per_row, whole, whole_splits = tiles
         tile = (np.arange(k)[:, None] // rows) * per_row + np.arange(r * r * cp_)[None, :] // 128
-        alone = (tile < whole).reshape(k, r * r, cp_)  # a whole tile's elements: split 0 alone
+        alone = (tile < whole).reshape(k, r * r, cp_)  # a whole tile's elements: its own splits alone
         want = ws[0].copy()
-        for z in range(1, splits):
-            want += np.where(alone, np.float32(0), ws[z])
+        for z in range(1, max(splits, whole_splits)):
+            want += np.where(alone, ws[z] if z < whole_splits else np.float32(0),
+                             ws[z] if z < splits else np.float32(0))
         for krsc in (0, 1):  # dw KCRS, or a channels-last weight's KRSC memory
             dw = cupy.full((k, r * r, c) if krsc else (k, c, r * r), np.nan, dt)
             reduce((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, krsc, *tiles, 0)))
