@@ -70,7 +70,11 @@
 // 0.87-1.2x; row tiles in pairs of a thread-block cluster that share X's loads by multicast: 0.64-0.87x, and
 // again with each stage freed by both blocks' consumer warps (remote mbarrier arrivals, no cluster barrier per
 // stage): 0.60-0.83x on the 3x3 shapes of 256 and 512 output channels, 0.95x on the 1x1, though it reads a
-// quarter fewer bytes.)
+// quarter fewer bytes; on c256h14s2, a stream schedule (each block an equal run of the tiles' chunks, the split
+// tiles summed by the fixup deferred to each block's end): as fast as two rounds of split units, and 0.89x of
+// them on c256h14; the fixup's partials staged in the ring by bulk copies and summed from shared memory: 0.90x on
+// c512h7, 0.73x on r18c256h8s2k1. Per unit, beside its chunks, a block spends about 2.5 chunks' time (Nsight
+// Compute: SM cycles per chunk at 3 and 5 splits), which more, shorter units pay.)
 //
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=8
