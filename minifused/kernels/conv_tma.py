@@ -580,14 +580,17 @@ def _counters(plan):
 
 def launch_tma_wgrad(plan, dy, x, dw, ws=None):
     """Runs the filter gradient's ``plan`` on the packed dy and x at addresses ``dy``, ``x``: into ``ws``, an
-    address of ``plan.splits`` fp32 partials of dW (K, R*S*C) for conv_util.cu's wgrad_reduce to sum; with
-    ``ws`` and ``dw`` (not 0), the whole tiles (``plan.wgrad_tiles``) go into ``dw`` instead, the address of
-    dW itself in that (KRSC) order, and the others' partials into ``ws`` (with ``plan.fixup``, summed into
-    ``dw`` by the kernel: dW is whole); without ``ws`` (one split only) all go into ``dw``."""
+    address of ``plan.splits`` fp32 partials of dW (K, R*S*C) (of ``plan.wgrad_tiles[3]`` where that is more) for
+    conv_util.cu's wgrad_reduce to sum; with ``ws`` and ``dw`` (not 0), the unsplit whole tiles
+    (``plan.wgrad_tiles``) go into ``dw`` instead, the address of dW itself in that (KRSC) order, and the others'
+    partials into ``ws`` (with ``plan.fixup``, summed into ``dw`` by the kernel: dW is whole); split whole tiles
+    write partials, all of them, ``dw`` unused; without ``ws`` (one split only) all go into ``dw``."""
     maps = _launch_maps(plan, (dy, x, None))
+    whole_split = plan.wgrad_tiles[3] > 1
     if ws is not None:
-        plan.launch(*maps, ws, dw or ws, np.int32(0 if dw else WGRAD_PARTIALS), _counters(plan) if dw else 0)
-    elif plan.splits == 1:
+        own = dw and not whole_split
+        plan.launch(*maps, ws, dw if own else ws, np.int32(0 if own else WGRAD_PARTIALS), _counters(plan) if own else 0)
+    elif plan.splits == 1 and not whole_split:
         plan.launch(*maps, dw, dw, np.int32(0), 0)
     else:
         raise ValueError(f"conv_tma_wgrad: a plan of {plan.splits} splits writes fp32 partials: ws is required")
