@@ -433,9 +433,8 @@ def _wgrad_schedule(tiles, chunks, sms, flops, part_bytes, splits=None):
     if splits is not None:
         return (0, 1, *reversed(per_of(splits)))
     s = _wgrad_splits(tiles, chunks, sms, flops, part_bytes)
-    plain = (flops / _WGRAD_FLOPS * -(-tiles * s // sms) * sms / (tiles * s) + 2 * s * part_bytes / _MEMORY_BYTES,
-             (0, 1, *reversed(per_of(s))))
-    best = plain
+    best = (flops / _WGRAD_FLOPS * -(-tiles * s // sms) * sms / (tiles * s) + 2 * s * part_bytes / _MEMORY_BYTES,
+            (0, 1, *reversed(per_of(s))))  # (modeled time, schedule): every tile split alike
     for whole_splits in (d for d in range(1, s + 2) if sms % d == 0):
         whole_per, got = per_of(whole_splits)
         wave = sms // whole_splits  # tiles a wave
