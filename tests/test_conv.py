@@ -1310,19 +1310,21 @@ def test_gpu_tma_wgrad_split_counts_match_reference(dtype, poisoned_pool):
         x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
         dy = cupy.asarray(rng.standard_normal((n, k, p, p))).astype(dt)
         ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), (k, c, r, r), *geo)
-        for splits in (1, 2, 5, chunks + 3):
-            config = ConvConfig(wgrad_splits=splits)
+        for splits, rows in itertools.product((1, 2, 5, chunks + 3), (64, 128) if k > 64 else (None,)):
+            config = ConvConfig(wgrad_splits=splits, wgrad_rows=rows)
             plan = tma_wgrad_plan(dt, x.shape, (k, c, r, r), *geo, dev, config)
             assert plan is not None and plan.splits <= min(splits, chunks), (splits, chunks, plan.splits)
+            assert plan.wgrad_tiles[0] == (rows or 64), plan
             dw = K.conv2d_backward_filter(dy, x, (k, c, r, r), *geo, config=config)
-            assert _rel(dw, ref) < tol, (dtype, splits, n, c, h, w, k, r, st)
+            assert _rel(dw, ref) < tol, (dtype, splits, rows, n, c, h, w, k, r, st)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
     """The TMA filter gradient of one split writes a KRSC dW itself: bitwise what its fp32 partials summed
-    (cast) by wgrad_reduce give, on 64- and 128-row tiles, a partial row tile and partial column tiles;
+    (cast) by wgrad_reduce give, on 64- and 128-row tiles (both on over 64 output channels), a partial row tile
+    and partial column tiles;
     conv2d_backward_filter (NCHW: KCRS through wgrad_reduce_kcrs, a 1x1 filter's written directly; channels-last
     with a channels-last weight: KRSC) gives those bits at one split and wgrad_reduce's sum of the partials at
     more (a few, one per chunk of WGRAD_PIXELS)."""
@@ -1345,8 +1347,8 @@ def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
         dy = cupy.asarray(rng.standard_normal((n, k, p, p))).astype(dt)
         xc, dyc = to_channels_last(x), to_channels_last(dy)  # with 64-multiple channels: the packed operands
         ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), (k, c, r, r), *geo)
-        for splits in (1, 2, 5, chunks):
-            config = ConvConfig(wgrad_splits=splits)
+        for splits, rows in itertools.product((1, 2, 5, chunks), (64, 128) if k > 64 else (None,)):
+            config = ConvConfig(wgrad_splits=splits, wgrad_rows=rows)
             plan = tma_wgrad_plan(dt, x.shape, (k, c, r, r), *geo, dev, config)
             ws = cupy.empty(plan.splits * k * c * r * r, cupy.float32)
             launch_tma_wgrad(plan, dyc.data.ptr, xc.data.ptr, 0, ws=ws.data.ptr)
@@ -1446,10 +1448,10 @@ def test_gpu_tma_wgrad_whole_tiles_match_reference(dtype, poisoned_pool):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_tma_wgrad_split_whole_tiles_match_reference(dtype, poisoned_pool):
-    """Whole waves of whole tiles each split a few ways, then the rest in more splits (c256h14s2: 72 tiles of
-    128 x 128 on 132 SMs, 44 in 3 splits, 28 in 4): every partial summed by wgrad_reduce, into KCRS (NCHW) and
-    KRSC (a channels-last weight's) dW alike, bit for bit, matching the float64 reference; the plain schedule
-    (every tile in 3 splits) gives the same to rounding."""
+    """Whole waves of whole tiles each split a few ways, then the rest in more splits (c256h14s2 on 128-row
+    tiles: 72 tiles of 128 x 128 on 132 SMs, 44 in 3 splits, 28 in 4): every partial summed by wgrad_reduce,
+    into KCRS (NCHW) and KRSC (a channels-last weight's) dW alike, bit for bit, matching the float64 reference; the
+    plain schedule (every tile in 3 splits) gives the same to rounding."""
     import cupy
 
     from minifused.kernels import sm_count, to_channels_last
@@ -1460,11 +1462,69 @@ def test_gpu_tma_wgrad_split_whole_tiles_match_reference(dtype, poisoned_pool):
     dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
     n, c, h, k, r = 128, 256, 14, 512, 3
     geo, w_shape = ((2, 2), (1, 1), (1, 1), 1), (k, c, r, r)
-    plan = tma_wgrad_plan(dt, (n, c, h, h), w_shape, *geo, dev, P.DEFAULT_CONFIG)
+    config = ConvConfig(wgrad_rows=128)
+    plan = tma_wgrad_plan(dt, (n, c, h, h), w_shape, *geo, dev, config)
     if sm_count(dev) != 132:
         pytest.skip("the schedule asserted is the one of 132 SMs")
     assert plan.wgrad_tiles == (128, 18, 44, 3) and plan.splits == 4 and plan.fixup == 0, plan
     rng = np.random.default_rng(47)
+    x = cupy.asarray(rng.standard_normal((n, c, h, h))).astype(dt)
+    dy = cupy.asarray(rng.standard_normal((n, k, 7, 7))).astype(dt)
+    ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), w_shape, *geo)
+    dw = K.conv2d_backward_filter(dy, x, w_shape, *geo, config=config)
+    assert _rel(dw, ref) < tol, dtype
+    dwc = K.conv2d_backward_filter(to_channels_last(dy), to_channels_last(x), w_shape, *geo, config=config,
+                                   channels_last_weight=True)
+    assert dwc.strides[1] == dwc.itemsize, dtype  # KRSC memory
+    assert np.array_equal(dwc.get().astype(np.float64), dw.get().astype(np.float64)), dtype
+    plain = K.conv2d_backward_filter(dy, x, w_shape, *geo, config=ConvConfig(wgrad_splits=3, wgrad_rows=128))
+    assert _rel(plain, ref) < tol and _rel(dw, plain) < tol, dtype
+
+
+def test_wgrad_rows_model():
+    """The filter gradient's tile rows (:func:`_wgrad_rows`): 64 onto at most 64 output channels, or a config's;
+    else 64 where the 128-row tiles leave rounds part idle and partials to sum (c256h14s2, ResNet's 1x1 stride-2
+    shortcut at 8 x 8 input), 128 where they fill the SMs (ResNet's 512-channel layers: whole waves of whole
+    tiles) or the model ties (r18c64h32s2)."""
+    from minifused.kernels.conv_tma import _wgrad_rows
+
+    def rows(n, c, h, k, r, stride, splits=None):
+        p = (h + 2 * (r // 2) - r) // stride + 1
+        ncol, chunks = r * r * c, -(-n * p * p // 128)
+        return _wgrad_rows(k, ncol, chunks, 132, 2 * k * ncol * n * p * p, splits)
+
+    assert rows(128, 256, 14, 512, 3, 2) == 64  # c256h14s2
+    assert rows(128, 256, 8, 512, 1, 2) == 64  # r18c256h8s2k1
+    assert rows(128, 512, 7, 512, 3, 1) == 128  # c512h7
+    assert rows(128, 256, 8, 256, 3, 1) == 128  # r18c256h8
+    assert rows(128, 64, 32, 128, 3, 2) == 128  # r18c64h32s2
+    assert rows(128, 64, 56, 64, 3, 1) == 64 and rows(128, 64, 56, 64, 3, 1, splits=3) == 64
+    with pytest.raises(ValueError, match="wgrad_rows must be 64 or 128, got 96"):
+        ConvConfig(wgrad_rows=96)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_tma_wgrad_64_row_tiles_match_reference(dtype, poisoned_pool):
+    """c256h14s2 on its modeled 64-row tiles (144 of 64 x 128 on 132 SMs: a wave of whole tiles, each writing its
+    dW tile, then 12 in 10 splits that the kernel's fixup sums into a KRSC dW): the KRSC dW bit for bit the KCRS
+    one (every partial summed by wgrad_reduce_kcrs), matching the float64 reference and the 128-row tiles' dW to
+    rounding."""
+    import cupy
+
+    from minifused.kernels import sm_count, to_channels_last
+    from minifused.kernels.conv_tma import tma_wgrad_plan
+
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("the TMA kernel needs an sm_90 GPU")
+    dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
+    if sm_count(dev) != 132:
+        pytest.skip("the plan asserted is the one of 132 SMs")
+    n, c, h, k, r = 128, 256, 14, 512, 3
+    geo, w_shape = ((2, 2), (1, 1), (1, 1), 1), (k, c, r, r)
+    plan = tma_wgrad_plan(dt, (n, c, h, h), w_shape, *geo, dev, P.DEFAULT_CONFIG)
+    assert plan.wgrad_tiles == (64, 18, 132, 1) and plan.splits == 10 and plan.fixup == 12, plan
+    rng = np.random.default_rng(53)
     x = cupy.asarray(rng.standard_normal((n, c, h, h))).astype(dt)
     dy = cupy.asarray(rng.standard_normal((n, k, 7, 7))).astype(dt)
     ref = K.conv2d_backward_filter_ref(dy.astype(cupy.float64), x.astype(cupy.float64), w_shape, *geo)
@@ -1474,8 +1534,8 @@ def test_gpu_tma_wgrad_split_whole_tiles_match_reference(dtype, poisoned_pool):
                                    channels_last_weight=True)
     assert dwc.strides[1] == dwc.itemsize, dtype  # KRSC memory
     assert np.array_equal(dwc.get().astype(np.float64), dw.get().astype(np.float64)), dtype
-    plain = K.conv2d_backward_filter(dy, x, w_shape, *geo, config=ConvConfig(wgrad_splits=3))
-    assert _rel(plain, ref) < tol and _rel(dw, plain) < tol, dtype
+    wide = K.conv2d_backward_filter(dy, x, w_shape, *geo, config=ConvConfig(wgrad_rows=128))
+    assert _rel(wide, ref) < tol and _rel(dw, wide) < tol, dtype
 
 
 @pytest.mark.gpu
@@ -1497,7 +1557,7 @@ def test_gpu_tma_wgrad_fixup_sums_split_tiles_on_streams_and_in_graphs(dtype, po
     rng = np.random.default_rng(43)
     n, c, h, k, r = 4, 64, 16, 128, 3  # 5 column tiles of 128 x 128, 8 chunks of pixels
     geo, w_shape = ((1, 1), (1, 1), (1, 1), 1), (k, c, r, r)
-    config = ConvConfig(wgrad_splits=4)
+    config = ConvConfig(wgrad_splits=4, wgrad_rows=128)
     plan = tma_wgrad_plan(dt, (n, c, h, h), w_shape, *geo, dev, config)
     assert plan.splits == 4 and plan.fixup == 5, plan
 

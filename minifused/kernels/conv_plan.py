@@ -80,6 +80,9 @@ class ConvConfig:
     #: Splits of the TMA filter gradient's pixels (conv_tma.py: each an fp32 partial, summed after); None: its
     #: model decides (a sweep's knob: bench/conv_sweep.py).
     wgrad_splits: int | None = None
+    #: Rows (output channels) of the TMA filter gradient's tiles, 64 or 128 (conv_tma.py); None: 64 onto at most 64
+    #: output channels, else its model picks.
+    wgrad_rows: int | None = None
     #: Output channels per block for forward / backward-data (32, 64 or 128; the TMA kernels take 64 or 128);
     #: None: :func:`_tile_n` and conv_tma.py decide.
     tile_n: int | None = None
@@ -125,6 +128,8 @@ class ConvConfig:
             raise ValueError(f"ConvConfig: wgrad_tile must be one of {_WGRAD_TILES}, got {self.wgrad_tile}")
         if self.wgrad_splits is not None and (type(self.wgrad_splits) is not int or self.wgrad_splits < 1):
             raise ValueError(f"ConvConfig: wgrad_splits must be a positive int, got {self.wgrad_splits!r}")
+        if self.wgrad_rows not in (None, 64, 128):
+            raise ValueError(f"ConvConfig: wgrad_rows must be 64 or 128, got {self.wgrad_rows!r}")
         # cached: the forward hashes its config on every call (a launch plan cache key)
         object.__setattr__(self, "_hash", hash(dataclasses.astuple(self)))
 

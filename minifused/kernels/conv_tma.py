@@ -390,7 +390,7 @@ def tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, d
     if not _tma_on(dtype, groups, dev_id, config):
         return None
     return _wgrad_plan(np.dtype(dtype), tuple(x_shape), tuple(w_shape), tuple(stride), tuple(padding),
-                       tuple(dilation), dev_id, config.wgrad_splits)
+                       tuple(dilation), dev_id, config.wgrad_splits, config.wgrad_rows)
 
 
 #: The most splits the filter gradient's fixup sums (:func:`_wgrad_plan`); more go to wgrad_reduce.
@@ -454,8 +454,39 @@ def _wgrad_schedule(tiles, chunks, sms, flops, part_bytes, splits=None):
     return best[1]
 
 
+#: The filter gradient's tile rows' model (:func:`_wgrad_rows`), fitted to bench/conv.py's shapes timed at both:
+#: a chunk's time on an SM by the rows (64-row tiles run their MMAs at about 0.69 of 128-row ones' rate, but
+#: twice the tiles fill the SMs' waves more finely, and a whole tile's unit writes dW itself), a byte's of fp32
+#: partials (written, then read back by the fixup or wgrad_reduce), and the summing's own (the fixup's wait or
+#: wgrad_reduce's launch).
+_CHUNK_SECONDS, _PARTIAL_BYTE_SECONDS, _SUM_SECONDS = {128: 0.75e-6, 64: 0.51e-6}, 0.67e-12, 3.5e-6
+#: 64 rows only where modeled this much faster (near ties went either way: r18c64h32s2 is modeled 1% faster at 64)
+_ROWS_MARGIN = 0.97
+
+
+def _wgrad_rows(k, ncol, chunks, sms, flops, splits=None):
+    """The rows (64 or 128) of the filter gradient's tiles: 64 where modeled faster (by :data:`_ROWS_MARGIN`), the
+    longest block's chunks under :func:`_wgrad_schedule`'s schedule and its partials; 64 onto at most 64 output
+    channels. (c256h14s2: 72 tiles of 128 rows left two rounds of split units and their partials; 144 of 64 rows
+    fill a wave whole, each unit writing its dW tile, the rest split, and took 0.91x the time.)"""
+    if k <= 64:
+        return 64
+
+    def cost(rows):
+        tiles = -(-k // rows) * -(-ncol // 128)
+        whole, whole_splits, split, per = _wgrad_schedule(tiles, chunks, sms, flops, k * ncol * 4, splits)
+        units = whole * whole_splits + (tiles - whole) * split
+        span = (whole // (sms // whole_splits) * -(-chunks // whole_splits) + (per if tiles > whole else 0) if whole
+                else -(-units // sms) * per)
+        partials = (whole * whole_splits if whole_splits > 1 else 0) + ((tiles - whole) * split if split > 1 else 0)
+        summed = partials * rows * 128 * 4 * _PARTIAL_BYTE_SECONDS + _SUM_SECONDS if partials else 0
+        return span * _CHUNK_SECONDS[rows] + summed
+
+    return 64 if cost(64) < _ROWS_MARGIN * cost(128) else 128
+
+
 @functools.cache
-def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, splits=None):
+def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, splits=None, rows=None):
     import cupy
 
     sms = sm_count(dev_id)
@@ -467,11 +498,11 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, spli
     if not _encodable(dtype, x_map):
         return None
     ncol, chunks = r * s * c, -(-n * p * q // WGRAD_PIXELS)
-    bm = 64 if k <= 64 else 128
+    flops = 2 * k * ncol * n * p * q
+    bm = rows or _wgrad_rows(k, ncol, chunks, sms, flops, splits)
     m_tiles, n_tiles = -(-k // bm), -(-ncol // 128)
     tiles = m_tiles * n_tiles
-    whole, whole_splits, splits, per = _wgrad_schedule(tiles, chunks, sms, 2 * k * ncol * n * p * q, k * ncol * 4,
-                                                       splits)
+    whole, whole_splits, splits, per = _wgrad_schedule(tiles, chunks, sms, flops, k * ncol * 4, splits)
     units = whole * whole_splits + (tiles - whole) * splits
     grid = min(units, sms)
     # the split units all in the last round of the persistent blocks: they may wait for each other; and few splits
