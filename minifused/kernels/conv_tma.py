@@ -455,20 +455,20 @@ def _wgrad_schedule(tiles, chunks, sms, flops, part_bytes, splits=None):
 
 
 #: The filter gradient's tile rows' model (:func:`_wgrad_rows`), fitted to bench/conv.py's shapes timed at both:
-#: a chunk's time on an SM by the rows (64-row tiles run their MMAs at about 0.69 of 128-row ones' rate, but
-#: twice the tiles fill the SMs' waves more finely, and a whole tile's unit writes dW itself), a byte's of fp32
+#: a chunk's time on an SM by the rows (64-row tiles run their MMAs at a lower rate than 128-row ones, but twice
+#: the tiles fill the SMs' waves more finely, and a whole tile's unit writes dW itself), a byte's of fp32
 #: partials (written, then read back by the fixup or wgrad_reduce), and the summing's own (the fixup's wait or
 #: wgrad_reduce's launch).
 _CHUNK_SECONDS, _PARTIAL_BYTE_SECONDS, _SUM_SECONDS = {128: 0.75e-6, 64: 0.51e-6}, 0.67e-12, 3.5e-6
-#: 64 rows only where modeled this much faster (near ties went either way: r18c64h32s2 is modeled 1% faster at 64)
+#: 64 rows only where modeled this much faster (the model's near ties measured either way)
 _ROWS_MARGIN = 0.97
 
 
 def _wgrad_rows(k, ncol, chunks, sms, flops, splits=None):
     """The rows (64 or 128) of the filter gradient's tiles: 64 where modeled faster (by :data:`_ROWS_MARGIN`), the
     longest block's chunks under :func:`_wgrad_schedule`'s schedule and its partials; 64 onto at most 64 output
-    channels. (c256h14s2: 72 tiles of 128 rows left two rounds of split units and their partials; 144 of 64 rows
-    fill a wave whole, each unit writing its dW tile, the rest split, and took 0.91x the time.)"""
+    channels. (c256h14s2: 72 tiles of 128 rows leave two rounds of split units and their partials to sum; 144 of
+    64 rows fill a wave whole, each unit writing its dW tile, then the rest split, and measured faster.)"""
     if k <= 64:
         return 64
 
