@@ -1482,16 +1482,16 @@ def test_gpu_tma_wgrad_split_whole_tiles_match_reference(dtype, poisoned_pool):
 
 
 def test_wgrad_rows_model():
-    """The filter gradient's tile rows (:func:`_wgrad_rows`): 64 onto at most 64 output channels, or a config's;
+    """The filter gradient's tile rows (:func:`_wgrad_tiles`): 64 onto at most 64 output channels, or a config's;
     else 64 where the 128-row tiles leave rounds part idle and partials to sum (c256h14s2, ResNet's 1x1 stride-2
     shortcut at 8 x 8 input), 128 where they fill the SMs (ResNet's 512-channel layers: whole waves of whole
     tiles) or the model ties (r18c64h32s2)."""
-    from minifused.kernels.conv_tma import _wgrad_rows
+    from minifused.kernels.conv_tma import _wgrad_tiles
 
     def rows(n, c, h, k, r, stride, splits=None):
         p = (h + 2 * (r // 2) - r) // stride + 1
         ncol, chunks = r * r * c, -(-n * p * p // 128)
-        return _wgrad_rows(k, ncol, chunks, 132, 2 * k * ncol * n * p * p, splits)
+        return _wgrad_tiles(k, ncol, chunks, 132, 2 * k * ncol * n * p * p, splits)[0]
 
     assert rows(128, 256, 14, 512, 3, 2) == 64  # c256h14s2
     assert rows(128, 256, 8, 512, 1, 2) == 64  # r18c256h8s2k1

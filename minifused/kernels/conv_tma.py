@@ -446,7 +446,7 @@ def _wgrad_schedule(tiles, chunks, sms, flops, part_bytes, splits=None):
         per, split_rest = per_of(min(max(1, sms // rest), max(1, chunks // 2), cap)) if rest else (chunks, 1)
         if whole_splits == 1 and split_rest == 1:
             continue
-        span = whole // wave * whole_per + (per if rest else 0)  # the longest block's chunks
+        span = _span(tiles, chunks, sms, (whole, whole_splits, split_rest, per))
         time = (flops / _WGRAD_FLOPS * span * sms / (tiles * chunks)
                 + 2 * (whole * whole_splits + rest * split_rest) / tiles * part_bytes / _MEMORY_BYTES)
         if time < best[0]:
@@ -454,7 +454,15 @@ def _wgrad_schedule(tiles, chunks, sms, flops, part_bytes, splits=None):
     return best[1]
 
 
-#: The filter gradient's tile rows' model (:func:`_wgrad_rows`), fitted to bench/conv.py's shapes timed at both:
+def _span(tiles, chunks, sms, schedule):
+    """The longest block's chunks under a :func:`_wgrad_schedule` ``schedule``."""
+    whole, whole_splits, splits, per = schedule
+    if not whole:
+        return -(-tiles * splits // sms) * per
+    return whole // (sms // whole_splits) * -(-chunks // whole_splits) + (per if tiles > whole else 0)
+
+
+#: The filter gradient's tile rows' model (:func:`_wgrad_tiles`), fitted to bench/conv.py's shapes timed at both:
 #: a chunk's time on an SM by the rows (64-row tiles run their MMAs at a lower rate than 128-row ones, but twice
 #: the tiles fill the SMs' waves more finely, and a whole tile's unit writes dW itself), a byte's of fp32
 #: partials (written, then read back by the fixup or wgrad_reduce), and the summing's own (the fixup's wait or
@@ -464,25 +472,26 @@ _CHUNK_SECONDS, _PARTIAL_BYTE_SECONDS, _SUM_SECONDS = {128: 0.75e-6, 64: 0.51e-6
 _ROWS_MARGIN = 0.97
 
 
-def _wgrad_rows(k, ncol, chunks, sms, flops, splits=None):
-    """The rows (64 or 128) of the filter gradient's tiles: 64 where modeled faster (by :data:`_ROWS_MARGIN`), the
-    longest block's chunks under :func:`_wgrad_schedule`'s schedule and its partials; 64 onto at most 64 output
-    channels. (c256h14s2: 72 tiles of 128 rows leave two rounds of split units and their partials to sum; 144 of
-    64 rows fill a wave whole, each unit writing its dW tile, then the rest split, and measured faster.)"""
-    if k <= 64:
-        return 64
-
-    def cost(rows):
+def _wgrad_tiles(k, ncol, chunks, sms, flops, splits=None, rows=None):
+    """(rows, tiles, schedule): the filter gradient's tiles, of ``rows`` (64 or 128) output channels by 128 columns,
+    and their :func:`_wgrad_schedule`. ``rows`` None: 64 onto at most 64 output channels, else 64 where modeled
+    faster (by :data:`_ROWS_MARGIN`): the longest block's chunks and the partials. (c256h14s2: 72 tiles of 128
+    rows leave two rounds of split units and their partials to sum; 144 of 64 rows fill a wave whole, each unit
+    writing its dW tile, then the rest split, and measured faster.)"""
+    def tiled(rows):
         tiles = -(-k // rows) * -(-ncol // 128)
-        whole, whole_splits, split, per = _wgrad_schedule(tiles, chunks, sms, flops, k * ncol * 4, splits)
-        units = whole * whole_splits + (tiles - whole) * split
-        span = (whole // (sms // whole_splits) * -(-chunks // whole_splits) + (per if tiles > whole else 0) if whole
-                else -(-units // sms) * per)
+        return rows, tiles, _wgrad_schedule(tiles, chunks, sms, flops, k * ncol * 4, splits)
+
+    def cost(rows, tiles, schedule):
+        whole, whole_splits, split, _ = schedule
         partials = (whole * whole_splits if whole_splits > 1 else 0) + ((tiles - whole) * split if split > 1 else 0)
         summed = partials * rows * 128 * 4 * _PARTIAL_BYTE_SECONDS + _SUM_SECONDS if partials else 0
-        return span * _CHUNK_SECONDS[rows] + summed
+        return _span(tiles, chunks, sms, schedule) * _CHUNK_SECONDS[rows] + summed
 
-    return 64 if cost(64) < _ROWS_MARGIN * cost(128) else 128
+    if rows or k <= 64:
+        return tiled(rows or 64)
+    narrow, wide = tiled(64), tiled(128)
+    return narrow if cost(*narrow) < _ROWS_MARGIN * cost(*wide) else wide
 
 
 @functools.cache
@@ -499,10 +508,8 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, spli
         return None
     ncol, chunks = r * s * c, -(-n * p * q // WGRAD_PIXELS)
     flops = 2 * k * ncol * n * p * q
-    bm = rows or _wgrad_rows(k, ncol, chunks, sms, flops, splits)
+    bm, tiles, (whole, whole_splits, splits, per) = _wgrad_tiles(k, ncol, chunks, sms, flops, splits, rows)
     m_tiles, n_tiles = -(-k // bm), -(-ncol // 128)
-    tiles = m_tiles * n_tiles
-    whole, whole_splits, splits, per = _wgrad_schedule(tiles, chunks, sms, flops, k * ncol * 4, splits)
     units = whole * whole_splits + (tiles - whole) * splits
     grid = min(units, sms)
     # the split units all in the last round of the persistent blocks: they may wait for each other; and few splits
