@@ -454,24 +454,25 @@ def test_cached_channel_plans():
     (1024 threads while the grid fits one wave at two blocks per SM, else 512); on sm_90+, the fewest blocks
     of a cluster that hold it (1024 threads for two, 512 for more; a 32x32 map of a batch of 256 in 16 bits
     in the forward, a cluster of 16 past the portable 8 for a batch of 512 or for 32 bits), none past 16
-    blocks' room, nor past one block's without clusters. The backward caches dy and x: one block, or a
+    blocks' room, nor past one block's without clusters; the forward's registers capped at 32 a thread where
+    shared memory fits 2048 threads an SM. The backward caches dy and x: one block, or a
     cluster only where the two overflow the L2 or where a block per channel would leave half the SMs idle;
     1024 threads only while the grid fits one block an SM; past one wave of two blocks an SM, registers
     capped for three blocks of 512 an SM."""
     plan = K._per_channel
-    assert plan((256, 64, 64), 2, 8, True, 132) == K.ChannelPlan(1, 1024, 2048, 32768)
-    assert plan((256, 512, 64), 2, 8, True, 132) == K.ChannelPlan(1, 512, 2048, 32768)
-    assert plan((256, 64, 64), 4, 4, False, 132) == K.ChannelPlan(1, 1024, 4096, K.SLICE_BYTES)
+    assert plan((256, 64, 64), 2, 8, True, 132) == K.ChannelPlan(1, 1024, 2048, 32768, 2)
+    assert plan((256, 512, 64), 2, 8, True, 132) == K.ChannelPlan(1, 512, 2048, 32768, 2)
+    assert plan((256, 64, 64), 4, 4, False, 132) == K.ChannelPlan(1, 1024, 4096, K.SLICE_BYTES, 2)
     assert plan((256, 64, 1024), 2, 8, True, 132) == K.ChannelPlan(8, 512, 4096, K.SLICE_BYTES)
-    assert plan((256, 128, 256), 2, 8, True, 132) == K.ChannelPlan(2, 1024, 4096, K.SLICE_BYTES)
+    assert plan((256, 128, 256), 2, 8, True, 132) == K.ChannelPlan(2, 1024, 4096, K.SLICE_BYTES, 2)
     assert plan((512, 64, 1024), 2, 8, True, 132) == K.ChannelPlan(16, 512, 4096, K.SLICE_BYTES)
     assert plan((256, 64, 1024), 4, 4, True, 132) == K.ChannelPlan(16, 512, 4096, K.SLICE_BYTES)
     assert plan((256, 64, 1024), 2, 8, False, 132) is None
     assert plan((1024, 64, 1024), 2, 8, True, 132) is None
     # odd sizes: slices are whole multiples of 32 vectors, the last one shorter; a tiny input one block
     p = plan((33, 4, 999), 4, 1, True, 132)
-    assert p == K.ChannelPlan(4, 512, 8256, 8256 * 4) and 3 * p.chunk < 33 * 999 <= 4 * p.chunk
-    assert plan((4, 3, 5), 4, 1, True, 132) == K.ChannelPlan(1, 32, 32, 128)
+    assert p == K.ChannelPlan(4, 512, 8256, 8256 * 4, 2) and 3 * p.chunk < 33 * 999 <= 4 * p.chunk
+    assert plan((4, 3, 5), 4, 1, True, 132) == K.ChannelPlan(1, 32, 32, 128, 2)
     # the backward (two tensors cached) on a 50 MiB L2: dy and x of 64 MiB take a cluster, of 16 MiB the passes
     l2 = 50 << 20
     half = K.SLICE_BYTES // 2

@@ -175,6 +175,10 @@ def sm_count(dev: int) -> int:
     return cupy.cuda.runtime.getDeviceProperties(dev)["multiProcessorCount"]
 
 
+#: Shared memory of an sm_90 SM (bytes), of which each resident block takes 1 KiB more than it asks for.
+SM_SHARED_BYTES = 233472
+
+
 def smem_per_block(dev: int) -> int:
     """The most shared memory one block of the device may ask for (bytes, its opt-in limit)."""
     import cupy

@@ -340,13 +340,32 @@ template <typename V> __device__ __forceinline__ V cluster_total(V v, V* slot) {
     return t;
 }
 
-// The flat index of vector j (of N*S/VEC) of channel c. Its division runs in I: 32-bit unless the tensor
-// needs 64-bit indices (a 64-bit division costs several times the instructions, and these kernels issue one
-// per 16-byte vector, near what the SM issues per byte at full bandwidth).
-__device__ __forceinline__ long long channel_vector(long long j, long long SV, long long C, long long c) {
-    const I n = (I)j / (I)SV;
-    return (long long)((((I)n * (I)C + (I)c) * (I)SV + ((I)j - n * (I)SV)) * (I)VEC);
-}
+// The flat element index of vector j of channel c's N*S/VEC (j = n*SV + s, SV = S/VEC) for j = j0, j0 + step,
+// ...: one division for the first, additions after it (a division per 16-byte vector costs about as many
+// instructions as the vector's arithmetic, and these kernels issue near what the SM issues per byte at full
+// bandwidth). Arithmetic in I: 32-bit unless the tensor needs 64-bit indices. Past the channel's end the index
+// is meaningless (the callers' dead trips do not use it).
+struct ChannelWalk {
+    I at, s, ds, dat, wrap, SV;
+    __device__ __forceinline__ ChannelWalk(long long j0, long long step, long long SV_, long long C, long long c)
+        : SV((I)SV_) {
+        const I n = (I)j0 / SV, dn = (I)step / SV;
+        s = (I)j0 - n * SV;
+        ds = (I)step - dn * SV;
+        at = ((n * (I)C + (I)c) * SV + s) * VEC;
+        dat = (dn * (I)C * SV + ds) * VEC;
+        wrap = ((I)C - 1) * SV * VEC;  // from (n, s >= SV) on to (n + 1, s - SV)
+    }
+    __device__ __forceinline__ long long index() const { return (long long)at; }
+    __device__ __forceinline__ void next() {
+        at += dat;
+        s += ds;
+        if (s >= SV) {
+            s -= SV;
+            at += wrap;
+        }
+    }
+};
 
 typedef Vec<float, 2> F2;
 
@@ -362,16 +381,18 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
     __shared__ F2 sums;
     const unsigned rank = cluster_rank();
     const long long c = blockIdx.x / CLUSTER, SV = S / VEC, MV = N * SV;
-    const long long lo = min(MV, rank * CHUNK), n_own = min(MV, lo + CHUNK) - lo;
+    const long long lo = min(MV, rank * CHUNK);
+    const int n_own = (int)(min(MV, lo + CHUNK) - lo);  // (CHUNK fits the shared memory)
     const float M = (float)(N * S);
     // One pass: the sums of v and v*v, v = x - (the channel's first element), as bn_partial (the shift
     // keeps the squares from cancelling); a second pass over the cached copy would cost more instructions
     // than the SM issues per byte at full bandwidth.
     const float shift = to_f(x[c * S]);
     float a = 0.f, q = 0.f;
+    ChannelWalk at(lo + threadIdx.x, blockDim.x, SV, C, c);
 #pragma unroll 4  // several loads in flight per thread: a block alone on its SM is bound by their latency
-    for (long long j = threadIdx.x; j < n_own; j += blockDim.x) {
-        const TV v = *reinterpret_cast<const TV*>(x + channel_vector(lo + j, SV, C, c));
+    for (int j = threadIdx.x; j < n_own; j += blockDim.x, at.next()) {
+        const TV v = *reinterpret_cast<const TV*>(x + at.index());
         cache[j] = v;
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
@@ -399,13 +420,14 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
     }
     const float scale = r * (w ? to_acc<float>(w[c]) : 1.f), bc = b ? to_acc<float>(b[c]) : 0.f;
     const int lane = threadIdx.x & 31;
-    for (long long base = 0; base < n_own; base += blockDim.x) {  // warp-uniform trips (the mask's shuffles)
-        const long long j = base + threadIdx.x;
+    ChannelWalk out_at(lo + threadIdx.x, blockDim.x, SV, C, c);
+    for (int base = 0; base < n_own; base += blockDim.x, out_at.next()) {  // warp-uniform trips (the mask's shuffles)
+        const int j = base + threadIdx.x;
         const bool live = j < n_own;
         unsigned bits = 0u;
         long long i = 0;
         if (live) {
-            i = channel_vector(lo + j, SV, C, c);
+            i = out_at.index();
             const TV v = load_as<TV>(cache + j);  // one 16-byte load (elementwise reads conflict 4-way)
             TV out;
 #pragma unroll
@@ -443,14 +465,16 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
     __shared__ F2 sums;
     const unsigned rank = cluster_rank();
     const long long c = blockIdx.x / CLUSTER, SV = S / VEC, MV = N * SV;
-    const long long lo = min(MV, rank * CHUNK), n_own = min(MV, lo + CHUNK) - lo;
+    const long long lo = min(MV, rank * CHUNK);
+    const int n_own = (int)(min(MV, lo + CHUNK) - lo);  // (CHUNK fits the shared memory)
     TV* gc = reinterpret_cast<TV*>(smem_raw);
     TV* xc = gc + CHUNK;
     const float m = mean[c];
     float a = 0.f, p = 0.f;
+    ChannelWalk at(lo + threadIdx.x, blockDim.x, SV, C, c);
 #pragma unroll 2  // with 4, the 16-bit float build took 43 registers: two blocks an SM, not three
-    for (long long j = threadIdx.x; j < n_own; j += blockDim.x) {
-        const long long i = channel_vector(lo + j, SV, C, c);
+    for (int j = threadIdx.x; j < n_own; j += blockDim.x, at.next()) {
+        const long long i = at.index();
         TV gv = *reinterpret_cast<const TV*>(dy + i);
         const TV xv = *reinterpret_cast<const TV*>(x + i);
         const unsigned bits = mask ? mask[i >> 5] >> (i & 31) : ~0u;  // the vector's bits lie in one word
@@ -479,13 +503,14 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
         const double k0d = r * (w ? to_acc<double>(w[c]) : 1.0);
         const float k0 = (float)k0d, k1 = batch ? (float)(k0d * a / M) : 0.f;
         const float k2 = batch ? (float)(k0d * r * r * p / M) : 0.f;
-        for (long long j = threadIdx.x; j < n_own; j += blockDim.x) {
+        ChannelWalk out_at(lo + threadIdx.x, blockDim.x, SV, C, c);
+        for (int j = threadIdx.x; j < n_own; j += blockDim.x, out_at.next()) {
             const TV gv = load_as<TV>(gc + j), xv = load_as<TV>(xc + j);  // 16-byte loads, as in the forward
             TV out;
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
                 out.v[k] = from_f<T>(k0 * to_f(gv.v[k]) - k1 - (to_f(xv.v[k]) - m) * k2);
-            *reinterpret_cast<TV*>(dx + channel_vector(lo + j, SV, C, c)) = out;
+            *reinterpret_cast<TV*>(dx + out_at.index()) = out;
         }
     }
     cluster_wait();  // no block exits while another may still read its sums

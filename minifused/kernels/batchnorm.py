@@ -45,8 +45,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import backend
-from . import (ARG, F32, Prepared, acc_dtype, aligned_bytes, ctype, empty_channels_last, get_kernel, has_pdl,
-               is_channels_last, l2_bytes, sm_count)
+from . import (ARG, F32, SM_SHARED_BYTES, Prepared, acc_dtype, aligned_bytes, ctype, empty_channels_last, get_kernel,
+               has_pdl, is_channels_last, l2_bytes, sm_count)
 
 # ---------------------------------------------------------------- references
 
@@ -196,8 +196,9 @@ def _per_channel(shape, itemsize, vec, clusters, sms, tensors=1, l2=0):
     block's loads and stores do not overlap).
     The forward: a channel on one or two blocks takes 1024 threads per block where C is at most twice the SMs
     (its kernel fits two such blocks an SM), else 512 (four blocks an SM, a second wave avoided); larger
-    clusters take 512 (measured faster). The backward: see the comment below. A fixed function of the shape
-    and device (so sums are reproducible)."""
+    clusters take 512 (measured faster); registers capped at 32 a thread where shared memory fits 2048 threads
+    an SM. The backward: see the comment below. A fixed function of the shape and device (so sums are
+    reproducible)."""
     n, c, s = shape
     vectors = n * s // vec
     vbytes = vec * itemsize * tensors
@@ -209,8 +210,10 @@ def _per_channel(shape, itemsize, vec, clusters, sms, tensors=1, l2=0):
     if chunk * vbytes > SLICE_BYTES or (k > 1 and tensors > 1 and n * c * s * itemsize * tensors <= l2):
         return None
     if tensors == 1:
-        threads = 1024 if k <= 2 and c <= 2 * sms else 512
-        return ChannelPlan(k, int(min(threads, chunk)), chunk, chunk * vbytes)
+        threads = int(min(1024 if k <= 2 and c <= 2 * sms else 512, chunk))
+        # registers capped at 32 a thread where shared memory lets 2048 threads in (uncapped it takes a few more)
+        full = (SM_SHARED_BYTES // (chunk * vbytes + 1024)) * threads >= 2048
+        return ChannelPlan(k, threads, chunk, chunk * vbytes, 2 if full else 1)
     # The backward's block takes over 32 registers a thread uncapped: one block of 1024 threads an SM, two of
     # 512. Its channels spread over twice the blocks while they leave half the SMs idle; 1024 threads while
     # the grid fits one block an SM and each thread loads two vectors or more; past one wave of two blocks

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import ctype, get_kernel, sm_count
+from . import SM_SHARED_BYTES, ctype, get_kernel, sm_count
 
 TILED_NT = 1024  # threads per block (and per row) of the tiled kernels
 UNBOUNDED = 1 << 30  # the block cap of a grid with one block per NT / TPR rows
@@ -132,7 +132,7 @@ def blocks_per_sm(kern, nt, smem=0):
     """Resident blocks of ``nt`` threads per SM, by registers, shared memory and thread limits."""
     regs = max(kern.num_regs, 16)
     by_regs = 65536 // (ceil_div(regs, 8) * 8 * nt)
-    by_smem = (233472 // (smem + 1024 + kern.shared_size_bytes)) if smem else 32
+    by_smem = (SM_SHARED_BYTES // (smem + 1024 + kern.shared_size_bytes)) if smem else 32
     return max(1, min(2048 // nt, 32, by_regs, by_smem))
 
 
