@@ -1,9 +1,9 @@
 """Conv2d on the GPU: TFLOP/s per direction and dtype on MNIST's and ResNet-18's shapes, beside cuDNN
 through PyTorch measured in the same run. Writes bench/results/conv.json and conv.md.
 
-ResNet-18's shapes at batch 128: its 3x3 stride-1 and stride-2 convolutions and its 1x1 stride-2
-shortcuts, at CIFAR's 32x32 inputs (``r18*``) and at ImageNet's 56x56 stage inputs (the ``c*h56`` ...
-``c512h7`` rows). ``conv_<direction>_<dtype>_over_cudnn_min`` is the worst ratio over them.
+ResNet-18's shapes at batch 128 and 256 (the ``*b256`` rows): its 3x3 stride-1 and stride-2 convolutions and
+its 1x1 stride-2 shortcuts, at CIFAR's 32x32 inputs (``r18*``) and at ImageNet's 56x56 stage inputs (the
+``c*h56`` ... ``c512h7`` rows). ``conv_<direction>_<dtype>_over_cudnn_min`` is the worst ratio over them.
 
 Our times include everything a call does on the GPU (NHWC repacks, weight packing, split-K reduction), timed
 as device time (``harness.kernel_ms``: the L2 flushed and the GPU kept busy while the host issues the call, so
@@ -62,6 +62,9 @@ SHAPES = [  # name, (N, C, H, W), K, stride[, kernel size (3); padding is half o
     ("r18c64h32s2k1", (128, 64, 32, 32), 128, 2, 1),
     ("r18c256h8s2k1", (128, 256, 8, 8), 512, 2, 1),
 ]
+# the same ResNet-18 shapes at batch 256, the other end of the issue's range (``<name>b256``)
+SHAPES += [(name + "b256", (256, *chw), k, *rest) for name, (_, *chw), k, *rest in SHAPES
+           if not name.startswith("mnist")]
 #: the five shapes the diagnostics look into (the forward's variants, host time, graph replay)
 DIAGNOSED = ("mnist1", "mnist2", "c64h56", "c256h14", "c128h28s2")
 
