@@ -311,6 +311,11 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
 // host, which sizes the shared memory by it), the last block fewer. With a ReLU mask, S is a multiple of
 // 32 (the host checks): a mask word then holds 32 elements of one channel's run, assembled from 32 / VEC
 // neighbouring lanes as in bn_apply.
+// A block loads, then stores: its loads and stores do not overlap, only those of the blocks an SM holds. Measured
+// slower at every 32x32 and 8x8 bench shape: a persistent grid whose clusters stream consecutive channels through
+// two shared-memory stages (cp.async for the next channel while the current one is reduced and written, the sums
+// exchanged by st.async onto mbarriers, no cluster barrier per channel). One block an SM keeps too few bytes in
+// flight, and at 128 KiB a block only 15 clusters of 8 fit the GPU at once.
 
 // The sum of v over the block (blockDim.x a multiple of 32, at most 1024), returned to every thread.
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
