@@ -21,24 +21,21 @@ def applies(dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, co
     """Whether the GPU convolution takes this path: fp32 without TF32, one group, a 1x1 filter at padding 0, at
     least 32 input and output channels (unless ``config.conv1x1`` forces it, or turns it off), and every
     image's x and y pixels (C x PQ, K x PQ) a whole number of 256 bytes (the batched GEMM's matrices stay
-    aligned as its plans take them). The stride-1 ``forward`` also wants :data:`_GEMM_MIN_PIXELS` output pixels
-    or more per image: fewer make each image's GEMM too small to beat the direct kernel (ResNet's 8x8 -> 4x4
-    shortcut ran 0.86x of it as the batched GEMM; a strided forward of so few pixels takes the strided SGEMM,
-    whose tiles run across images, see :func:`forward`)."""
+    aligned as its plans take them). The ``forward`` also wants 64 output pixels or more per image: fewer make
+    each image's GEMM too small to beat the direct kernel (ResNet's 8x8 -> 4x4 shortcut ran 0.86x of it; its
+    data gradient, whose direct kernel scatters, still gains)."""
     if config.conv1x1 is False or dtype != backend.float32 or tf32 or groups != 1:
         return False
     if tuple(w_shape[2:]) != (1, 1) or tuple(padding) != (0, 0):
         return False
-    pq = _out_pixels(x_shape, stride)
+    pq = (-(-x_shape[2] // stride[0])) * (-(-x_shape[3] // stride[1]))
     if (x_shape[1] * pq) % 64 or (w_shape[0] * pq) % 64:
         return False
-    if forward and pq < _GEMM_MIN_PIXELS and tuple(stride) == (1, 1) and not config.conv1x1:
+    if forward and pq < 64 and not config.conv1x1:
         return False
     return bool(config.conv1x1) or (x_shape[1] >= 32 and w_shape[0] >= 32)
 
 
-#: The batched GEMM's forward wants this many output pixels per image or more (see :func:`applies`)
-_GEMM_MIN_PIXELS = 64
 #: conv1x1.cu's moves take 32-bit indices: up to this many elements (with room for a grid's stride past them)
 _KERNEL_ELEMENTS = 1 << 30
 _THREADS = 256
@@ -78,8 +75,7 @@ def forward(x, w, bias, stride, padding):
     """y (N, K, P, Q) of x (N, C, H, W) and w (K, C, 1, 1), fp32 C-contiguous CuPy arrays (``applies``)."""
     import cupy
 
-    if tuple(stride) != (1, 1) and (x.shape[1] <= _STRIDED_MAX_CHANNELS or _out_pixels(x.shape, stride)
-                                    < _GEMM_MIN_PIXELS):
+    if tuple(stride) != (1, 1) and x.shape[1] <= _STRIDED_MAX_CHANNELS:
         return _strided_forward(x, w, bias, stride)
     xs = _pixels(x, stride)
     n, c, p, q = xs.shape
@@ -98,14 +94,8 @@ def forward(x, w, bias, stride, padding):
 
 #: The strided forward reads x in place (conv1x1.cu's strided_forward) up to this many input channels: over so
 #: short a reduction the batched GEMM runs slowly and the gather is a large share of the time (ResNet's 64-channel
-#: shortcuts: 1.17-1.29x the gather and GEMM); from 128 channels the GEMM was faster again, except on maps of
-#: fewer than _GEMM_MIN_PIXELS output pixels, where each image's GEMM is too small and the strided SGEMM's tiles,
-#: which run across images, take every channel count.
+#: shortcuts: 1.17-1.29x the gather and GEMM); from 128 channels the GEMM was faster again.
 _STRIDED_MAX_CHANNELS = 64
-
-
-def _out_pixels(x_shape, stride):
-    return (-(-x_shape[2] // stride[0])) * (-(-x_shape[3] // stride[1]))
 
 
 def _strided_forward(x, w, bias, stride):
