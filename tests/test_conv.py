@@ -1024,14 +1024,33 @@ def test_tma_tile_model():
     conv.cu has (64 rows, 32 columns) leave it to the model."""
     from minifused.kernels.conv_tma import _TILE_RATES, _tile
 
-    assert _tile(128 * 7 * 7, 512, 1, 132, None, None) == (192, 128)
-    assert _tile(128 * 4 * 4, 512, 1, 132, None, None) == (128, 64)
-    assert _tile(128 * 56 * 56, 64, 1, 132, None, None)[1] == 64  # no column tile wider than the channels
-    assert _tile(128 * 7 * 7, 512, 1, 132, 128, None)[0] == 128
-    assert _tile(128 * 7 * 7, 512, 1, 132, None, 64)[1] == 64
-    assert _tile(128 * 7 * 7, 512, 1, 132, 192, 64) == (192, 64)
-    assert _tile(128 * 7 * 7, 512, 1, 132, None, 32) == _tile(128 * 7 * 7, 512, 1, 132, None, None)
-    assert _tile(100, 512, 4, 132, 64, None) in _TILE_RATES
+    assert _tile(128 * 7 * 7, 512, [1], 132, None, None) == (192, 128)
+    assert _tile(128 * 4 * 4, 512, [1], 132, None, None) == (128, 64)
+    assert _tile(128 * 56 * 56, 64, [1], 132, None, None)[1] == 64  # no column tile wider than the channels
+    assert _tile(128 * 7 * 7, 512, [1], 132, 128, None)[0] == 128
+    assert _tile(128 * 7 * 7, 512, [1], 132, None, 64)[1] == 64
+    assert _tile(128 * 7 * 7, 512, [1], 132, 192, 64) == (192, 64)
+    assert _tile(128 * 7 * 7, 512, [1], 132, None, 32) == _tile(128 * 7 * 7, 512, [1], 132, None, None)
+    assert _tile(100, 512, [1] * 4, 132, 64, None) in _TILE_RATES
+
+
+def test_tma_schedule():
+    """The persistent blocks' units: equal ones round-robin; the stride-2 classes' (4, 2, 2 and 1 taps) each
+    once, longest first onto the least loaded block, which leaves no block more than one unit past the mean
+    where a round-robin left a third more."""
+    from minifused.kernels.conv_tma import schedule
+
+    table, longest = schedule([3] * 5, 2)
+    assert table.tolist() == [0, 3, 5, 0, 2, 4, 1, 3] and longest == 9
+    work = [taps * 8 + 1 for taps in (4, 2, 2, 1) for _ in range(134)]  # c256h14s2 at batch 256, 192 x 128 tiles
+    blocks = 132
+    table, longest = schedule(work, blocks)
+    starts, units = table[:blocks + 1], table[blocks + 1:]
+    assert sorted(units.tolist()) == list(range(len(work))) and starts[0] == 0 and starts[-1] == len(work)
+    loads = [sum(work[u] for u in units[starts[b]:starts[b + 1]]) for b in range(blocks)]
+    assert max(loads) == longest <= sum(work) / blocks + max(work)
+    round_robin = max(sum(work[b::blocks]) for b in range(blocks))
+    assert longest < 0.8 * round_robin
 
 
 def test_tma_window_limits():

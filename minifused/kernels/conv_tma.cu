@@ -26,7 +26,7 @@
 // before it: on ResNet's shapes the pack's launch and pass cost the backward-data 4-22% of its time. No
 // thread computes an address of the operands.
 //
-// Warp-specialized and persistent: one block per SM walks the tiles (blockIdx.x, + gridDim.x, ...); warp 0
+// Warp-specialized and persistent: one block per SM walks its tiles (the host's Schedule); warp 0
 // issues the loads into a STAGES-deep ring (full / empty mbarriers), warpgroups 1, 2 (and 3) multiply rows [0, 64),
 // [64, 128) (and [128, 192)) of A by all of B with wgmma, and write the tile through shared memory to NCHW
 // (stores of runs of pixels along a channel), bias and ReLU applied in fp32. While they write one tile, the
@@ -214,7 +214,7 @@ constexpr int LDE = BN + 8, EPI_ELEMS = BM * LDE;
 #else
 constexpr int LDE = BM + 8, EPI_ELEMS = BN * LDE;
 #endif
-constexpr int HEAD = 19;  // prm's shared entries (then PER_CLASS per class)
+constexpr int HEAD = 20;  // prm's shared entries (then PER_CLASS per class, then the schedule)
 
 // V 16-bit elements as one store
 template <int V> struct Run;
@@ -325,7 +325,7 @@ __device__ __forceinline__ void store_boxes(const TmaDesc* map, const unsigned c
 // prm: M (a class's output pixels), N, OHW, OW (a class's map), c_tiles (Cp/64), n_tiles, per_row (units of one
 // class row), units, sy, ry, rx, S (the filter's), tap_step, subs, sx, lx, ly (the window's corner), vec (the
 // NCHW stores' run of pixels), pix (a tile's pixels: BM, or for CT_TMA_OUT 2 its whole rows of a class's map),
-// then PER_CLASS entries per class (Class).
+// the schedule's place in prm, then PER_CLASS entries per class (Class), then the units' Schedule.
 // A unit is a tile of pix pixels x BN channels of `subs` classes: one (subs = 1: the forward, the stride-1
 // backward-data), or the two column classes of a class row (subs = 2: the backward-data of stride 2, whose
 // pixels interleave in the output's rows; each class's tile is summed in turn and kept in shared memory, and
@@ -336,9 +336,10 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
          const __grid_constant__ TmaDesc map_out, T* __restrict__ out, const T* __restrict__ bias,
          const int* __restrict__ prm, int flags) {
     const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], n_tiles = prm[5],
-              per_row = prm[6], units = prm[7], sy = prm[8], ry = prm[9], rx = prm[10], S_all = prm[11],
+              per_row = prm[6], sy = prm[8], ry = prm[9], rx = prm[10], S_all = prm[11],
               tap_step = prm[12], subs = prm[13], sx = prm[14], lx = prm[15], ly = prm[16], vec = prm[17],
               pix = prm[18];
+    const Schedule sched(prm + prm[19]);
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // the ring's tiles start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -350,8 +351,8 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
 
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (warp != 0 || lane != 0) return;
-        for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-            const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
+        for (int i = sched.begin; i < sched.end; ++i) {
+            const int unit = sched[i], row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
             const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * pix, img = m0 / OHW, pq = m0 - img * OHW,
                       p0 = pq / OW, q0 = pq - p0 * OW;
             for (int sub = 0; sub < subs; ++sub) {
@@ -380,8 +381,8 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
     // -------------------------------------------------------------------- consumers
     const int wg = warp / 4 - 1, ct_id = tid - 128;  // the warpgroup among the MMAs' (0, 1, 2); the thread's index
     float acc[BN / 2];
-    for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-        const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
+    for (int i = sched.begin; i < sched.end; ++i) {
+        const int unit = sched[i], row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
         const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * pix;
         for (int sub = 0; sub < subs; ++sub) {
             const Class c(prm + HEAD + PER_CLASS * (row * subs + sub));

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import heapq
 
 import numpy as np
 
@@ -231,17 +232,22 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     m, ohw, ch = n * out[0] * out[1], out[0] * out[1], src[2]
     # the NCHW stores' run of pixels: along one image (subs = 1) or one class row (subs = 2, interleaved)
     vec = next(v for v in ((8, 4, 2, 1) if subs == 1 else (4, 2, 1)) if (ohw if subs == 1 else out[1]) % v == 0)
-    # channels-last stride-2 classes: a unit is one class's tile of whole rows of its map, out through the TMA
-    # unit (where those rows fill 3/4 of a tile and the driver takes the map), else two classes' interleaved
-    class_rows = subs == 2 and nhwc_out
-    bm, bn = _tile(m, cols, len(classes) // (1 if class_rows else subs), sms, tile_m, tile_n)
-    pix, tma_out = bm, 1
-    if class_rows:
+    class_work = [taps_r * taps_s * (ch // BOX_C) for taps_r, taps_s, *_ in classes]  # reduction stages a class
+
+    def units_of(bm):  # (a unit's pixels, its classes) on tiles of bm rows: channels-last stride-2 classes take
+        # one class's tile of whole rows of its map, out through the TMA unit, where those rows fill 3/4 of a
+        # tile; else a unit sums the classes of a class row (two, interleaved), or the one class
         rows = bm // out[1]
-        out_map = _class_rows_map(dtype, n, out, cols, rows) if 4 * rows * out[1] >= 3 * bm else None
-        if out_map is not None:
-            pix, tma_out, subs = rows * out[1], 2, 1
-            classes = tuple(sorted(classes, key=lambda row: -row[0] * row[1]))  # the units of most taps first
+        return (rows * out[1], 1) if subs == 2 and nhwc_out and 4 * rows * out[1] >= 3 * bm else (bm, subs)
+
+    bm, bn = _tile(m, cols, class_work, sms, tile_m, tile_n, units_of)
+    (pix, per_unit), tma_out = units_of(bm), 1
+    if per_unit < subs:
+        out_map = _class_rows_map(dtype, n, out, cols, pix // out[1])
+        if out_map is None:  # the driver does not take the map: two classes' interleaved tiles
+            pix = bm
+        else:
+            tma_out, subs = 2, 1
     a_map = _im2col_map(n, *src, win, pix, step)
     if not _encodable(dtype, a_map):
         return None
@@ -267,11 +273,13 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
                    f"-DCT_NHWC_OUT={int(nhwc_out)}", f"-DCT_TMA_OUT={tma_out if out_map is not None else 0}",
                    f"-DCT_B_KRSC={int(b_krsc)}")
     per_row = m_tiles * n_tiles
-    units = per_row * (len(classes) // subs)
-    prm = cupy.asarray(np.array([m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, units, sy, ry, rx, s,
-                                 tap_step, subs, step[1], win[0][1], win[0][0], vec, pix,
-                                 *(v for row in classes for v in row)], np.int32))
-    return TmaPlan(kern, smem, min(units, sms), prm, _map_type(dtype), a_map, b_map, threads=128 + 2 * bm,
+    units = _unit_stages(class_work, subs, per_row)
+    head = [m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, len(units), sy, ry, rx, s, tap_step, subs, step[1],
+            win[0][1], win[0][0], vec, pix]
+    head += [len(head) + 1 + len(classes) * len(classes[0])] + [v for row in classes for v in row]  # the schedule's
+    grid = min(len(units), sms)
+    prm = cupy.asarray(np.concatenate([head, schedule(units, grid)[0]]).astype(np.int32))
+    return TmaPlan(kern, smem, grid, prm, _map_type(dtype), a_map, b_map, threads=128 + 2 * bm,
                    n_maps=3, out_map=out_map, b_krsc=b_krsc)
 
 
@@ -309,7 +317,6 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
             return None
         per_class = -(-n * out[0] // rows)
         out_map = _class_rows_map(dtype, n, out, cols, rows)
-        classes = sorted(classes, key=lambda row: -row[0] * row[1])  # the units of most taps first
     a_map = _im2col_map(n, *src, win, pix, step)
     if out_map is None or not (_encodable(dtype, a_map) and _encodable(dtype, out_map)):
         return None
@@ -321,12 +328,14 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
     nhwc_kernel = nhwc_out or subs > 1
     kern = _kernel("conv_tma_narrow", dtype, smem, f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_kernel)}",
                    f"-DCT_PIX={columns}", source="conv_tma_narrow.cu")
-    units = per_class * len(classes)
-    prm = cupy.asarray(np.array([m, cols, ohw, out[1], src[2] // BOX_C, units, sy, ry, rx, s, tap_step, step[1],
-                                 win[0][1], win[0][0], pix, per_class, subs, *(v for row in classes for v in row)],
-                                np.int32))
+    units = _unit_stages([taps_r * taps_s * (src[2] // BOX_C) for taps_r, taps_s, *_ in classes], 1, per_class)
+    head = [m, cols, ohw, out[1], src[2] // BOX_C, len(units), sy, ry, rx, s, tap_step, step[1], win[0][1], win[0][0],
+            pix, per_class, subs]
+    head += [len(head) + 1 + len(classes) * len(classes[0])] + [v for row in classes for v in row]  # the schedule's
+    grid = min(len(units), sm_count(dev_id))
+    prm = cupy.asarray(np.concatenate([head, schedule(units, grid)[0]]).astype(np.int32))
     b_map = _tiled_map((r * s * src[2], cols), (BOX_C, BOX_C))
-    return TmaPlan(kern, smem, min(units, sm_count(dev_id)), prm, _map_type(dtype), a_map, b_map, threads=384,
+    return TmaPlan(kern, smem, grid, prm, _map_type(dtype), a_map, b_map, threads=384,
                    n_maps=3, out_map=out_map, narrow=True, nchw_via_nhwc=nhwc_kernel and not nhwc_out)
 
 
@@ -339,19 +348,53 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
 _TILE_RATES = {(128, 64): 0.70, (128, 128): 1.0, (192, 64): 0.8, (192, 128): 1.1}
 
 
-def _tile(m, cols, rows, sms, tile_m, tile_n):
-    """(rows, columns) of the forward / backward-data's tiles of an ``m`` x ``cols`` GEMM, ``rows`` classes of it:
-    among the tiles of :data:`_TILE_RATES` that the config's ``tile_m`` / ``tile_n`` allow (a value no TMA tile
-    has, conv.cu's 64 rows or 32 columns, allows all), the one of least modeled time: the waves of units the
-    persistent blocks take times a unit's work over its rate. A tile size that leaves the last wave nearly
+def _tile(m, cols, stages, sms, tile_m, tile_n, units_of=lambda bm: (bm, 1)):
+    """(rows, columns) of the forward / backward-data's tiles of an ``m`` x ``cols`` GEMM per class, its classes of
+    ``stages`` reduction stages each: among the tiles of :data:`_TILE_RATES` that the config's ``tile_m`` /
+    ``tile_n`` allow (a value no TMA tile has, conv.cu's 64 rows or 32 columns, allows all), the one of least
+    modeled time: the longest block's stages under the units' :func:`schedule` (``units_of(rows)``: a unit's
+    pixels and classes) times a stage's work over the tile's rate. A tile size that leaves the last wave nearly
     empty loses to one that fills it."""
     def time(tile):
         bm, bn = tile
-        units = -(-m // bm) * -(-cols // bn) * rows
-        return -(-units // sms) * bm * bn / _TILE_RATES[tile]
+        pix, subs = units_of(bm)
+        units = _unit_stages(stages, subs, -(-m // pix) * -(-cols // bn))
+        return schedule(units, min(len(units), sms))[1] * bm * bn / _TILE_RATES[tile]
 
     allowed = [t for t in _TILE_RATES if tile_m in (None, t[0]) and tile_n in (None, t[1])]
     return min(allowed or _TILE_RATES, key=time)
+
+
+#: a unit's work beside its reduction stages (its epilogue: the tile out of the MMAs' registers), in stages
+UNIT_OVERHEAD = 1
+
+
+def _unit_stages(stages, subs, per_row):
+    """Each unit's work in reduction stages, in the kernels' order: ``per_row`` units of each row of ``subs``
+    classes (of ``stages`` stages each) in turn, each with :data:`UNIT_OVERHEAD` per class."""
+    rows = [sum(stages[i:i + subs]) + subs * UNIT_OVERHEAD for i in range(0, len(stages), subs)]
+    return [work for work in rows for _ in range(per_row)]
+
+
+def schedule(work, blocks):
+    """(the schedule, the longest block's work) of units of ``work`` each on ``blocks`` persistent blocks, as
+    conv_tma.cuh's ``Schedule`` reads it: each block's first unit's place in the list (and the list's end), then
+    the units, block by block. The units go longest first onto the least loaded block (the lowest of equals),
+    and each block takes its own in that order: equal units come out round-robin; the stride-2 classes' units
+    (4, 2, 2 and 1 taps of a 3x3 filter), round-robin, would leave the blocks of two 4-tap units a third more
+    work than the mean."""
+    if min(work, default=0) == max(work, default=0):
+        lists = [range(b, len(work), blocks) for b in range(blocks)]
+        longest = -(-len(work) // max(blocks, 1)) * (work[0] if work else 0)
+    else:
+        lists, heap = [[] for _ in range(blocks)], [(0, b) for b in range(blocks)]
+        for u in sorted(range(len(work)), key=lambda u: -work[u]):
+            load, b = heapq.heappop(heap)
+            lists[b].append(u)
+            heapq.heappush(heap, (load + work[u], b))
+        longest = max(load for load, _ in heap)
+    starts = np.cumsum([blocks + 1] + [len(units) for units in lists]) - (blocks + 1)
+    return np.concatenate([starts, *map(np.asarray, lists)]).astype(np.int32), longest
 
 
 def _out_map(dtype, n, ohw, m, cols, bm, bn, subs, nhwc_out, waves):

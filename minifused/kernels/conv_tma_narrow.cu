@@ -16,7 +16,7 @@
 // the class's map as 192 columns take (its pixels interleave with the other classes' in the output, so that a box of
 // them is a strided 5-d box of the NHWC output, whole rows of it; the MMA's columns past them are stale and not stored;
 // 28-wide maps take 168 columns, 6 rows, and leave none), the units of one class after another. Warp-specialized and
-// persistent as conv_tma.cu: one block per SM walks the units (blockIdx.x, + gridDim.x, ...); warp 0 issues the loads
+// persistent as conv_tma.cu: one block per SM walks its units (the host's Schedule); warp 0 issues the loads
 // of each unit's stages in turn into a STAGES-deep ring; the two MMA warpgroups take the block's units alternately,
 // each its own stages of the ring. Their main loops take turns (ping-pong: one writes its tile while the other
 // multiplies): a warpgroup waits for a stage's loads by the parity of its phase, which tells the stage's use from the
@@ -59,16 +59,18 @@ __device__ __forceinline__ void group_sync(int wg) { asm volatile("bar.sync %0, 
 
 // prm: M (a class's output pixels), N (output channels, <= 64), OHW, OW (a class's map), c_tiles (Cp/64), units,
 // sy, ry, rx, S (the filter's columns), tap_step, sx, lx, ly (the window's corner), pix (a unit's output pixels),
-// per_class (units per class), subs (1, or 2: the classes of a stride of 2, stored to NHWC by 5-d boxes), then
-// PER_CLASS entries per class (Class). The signature is conv_tma's (out unused: the tiles go out through map_out).
+// per_class (units per class), subs (1, or 2: the classes of a stride of 2, stored to NHWC by 5-d boxes), the
+// schedule's place in prm, then PER_CLASS entries per class (Class), then the units' Schedule. The signature is
+// conv_tma's (out unused: the tiles go out through map_out).
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b,
                 const __grid_constant__ TmaDesc map_out, T* __restrict__ out, const T* __restrict__ bias,
                 const int* __restrict__ prm, int flags) {
-    const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], units = prm[5], sy = prm[6],
+    const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], sy = prm[6],
               ry = prm[7], rx = prm[8], S_all = prm[9], tap_step = prm[10], sx = prm[11], lx = prm[12], ly = prm[13],
               pix = prm[14], per_class = prm[15], subs = prm[16];
-    const int* classes = prm + 17;
+    const int* classes = prm + 18;
+    const Schedule sched(prm + prm[17]);
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // the ring's tiles and the boxes start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -87,12 +89,12 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
     __syncthreads();
 
     // a stage's place in the ring: the position-th stage loaded by this block (all units' in turn). Units go class
-    // by class (the host orders the classes by their taps, most first), pix pixels each.
+    // by class, pix pixels each.
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (tid != 0) return;
         int pos = 0;
-        for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-            const int cls = unit / per_class, m0 = (unit - cls * per_class) * pix, img = m0 / OHW,
+        for (int i = sched.begin; i < sched.end; ++i) {
+            const int unit = sched[i], cls = unit / per_class, m0 = (unit - cls * per_class) * pix, img = m0 / OHW,
                       pq = m0 - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
             const Class c(classes + PER_CLASS * cls);
             for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt, ++pos) {
@@ -117,8 +119,8 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
     unsigned char* box = boxes + wg * BOX_BYTES;
     float acc[PIX / 2];
     int pos = 0, local = 0, turns = 0;
-    for (int unit = blockIdx.x; unit < units; unit += gridDim.x, ++local) {
-        const int cls = unit / per_class, m0 = (unit - cls * per_class) * pix;
+    for (int i = sched.begin; i < sched.end; ++i, ++local) {
+        const int unit = sched[i], cls = unit / per_class, m0 = (unit - cls * per_class) * pix;
         const Class c(classes + PER_CLASS * cls);
         const int kt_all = c.R * c.S * c_tiles;  // stages of the unit (none for a class without live taps: zeros)
         if ((local & 1) != wg) {  // the other warpgroup's unit: its stages are the other's
