@@ -1,7 +1,7 @@
 """1x1 convolutions as batched GEMMs (kernels/conv1x1.py): where the GPU convolution takes them; on the GPU
-the forward (the GEMM, the gather and GEMM, and the strided SGEMM) and data gradient against a float64 reference
-at strides 1-3 (odd sizes, pixels past the last stride step), poisoned outputs, and conv.py's calls through the
-path."""
+the forward (the GEMM, the gather and GEMM, the one GEMM over all images, and the strided SGEMM) and data
+gradient against a float64 reference at strides 1-3 (odd sizes, pixels past the last stride step), poisoned
+outputs, and conv.py's calls through the path."""
 import numpy as np
 import pytest
 
@@ -28,11 +28,15 @@ def test_applies_where_it_should():
 @pytest.mark.gpu
 @pytest.mark.parametrize("n, c, h, wd, k, stride", [(2, 32, 16, 16, 48, 1), (3, 64, 15, 17, 32, 2),
                                                      (2, 40, 16, 16, 64, 2), (2, 32, 13, 11, 64, 3),
-                                                     (1, 8, 8, 8, 16, 2), (2, 96, 16, 16, 64, 2)])
+                                                     (1, 8, 8, 8, 16, 2), (2, 96, 16, 16, 64, 2),
+                                                     (3, 64, 5, 5, 64, 2), (2, 64, 7, 7, 128, 1),
+                                                     (2, 64, 12, 12, 64, 2), (1, 128, 20, 20, 64, 2)])
 def test_gpu_conv1x1_matches_reference(poisoned_pool, n, c, h, wd, k, stride):
     """Forward (with and without bias) and data gradient against float64; conv.py takes the path bit-for-bit
     (forced where the channels are few), its backward's dW and db from the launcher, all against the
-    references."""
+    references. Images of fewer than 64 output pixels take the one-GEMM forward (of 9, 16, 20, 36 and 49
+    pixels: the output's rows moved one element or four at a time); the stride-2 gather of 16-byte loads and,
+    rows of a width not a multiple of 4 (12 -> 6, 20 -> 10), of single ones."""
     import cupy
 
     rng = np.random.default_rng(n + c + h + stride)

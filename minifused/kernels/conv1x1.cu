@@ -1,6 +1,7 @@
 // The strided 1x1 convolution's moves of pixels (conv1x1.py), fp32, over the N * C planes of x (H x W) and of
 // its P x Q strided pixels:
-//   gather_pixels   xs[plane][p][q] = x[plane][p * sh][q * sw]
+//   gather_pixels   xs[plane][p][q] = x[plane][p * sh][q * sw]; channel_major: xs[c][n][p][q] of plane n * C + c
+//   images_to_channels  y[n][k][pq] = d[k][n][pq] + bias[k] (the one-GEMM forward's output, channel-major)
 //   scatter_pixels  dx[plane][h][w] = dxs[plane][h / sh][w / sw] where sh | h and sw | w (and inside P x Q), else 0:
 //                   dx written once, no memset before
 // Four consecutive outputs of one row per thread (neighbouring threads write neighbouring 16-byte runs); 32-bit
@@ -9,13 +10,14 @@
 // paired (the host checks: sw == 2, W and Q multiples of 4, x 16-byte aligned): a thread's four outputs are the
 // even elements of eight consecutive inputs, two 16-byte loads and one 16-byte store
 extern "C" __global__ void gather_pixels(const float* __restrict__ x, float* __restrict__ xs, int planes, int H,
-                                         int W, int P, int Q, int sh, int sw, int paired) {
-    const int quads = (Q + 3) / 4, total = planes * P * quads;
+                                         int W, int P, int Q, int sh, int sw, int paired, int C, int channel_major) {
+    const int quads = (Q + 3) / 4, total = planes * P * quads, images = planes / C;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         const int row = i / quads, q0 = (i - row * quads) * 4;  // row: plane * P + p
-        const int plane = row / P, p = row - plane * P;
+        const int plane = row / P, p = row - plane * P, n = plane / C;
+        const int out_plane = channel_major ? (plane - n * C) * images + n : plane;
         const float* src = x + ((size_t)plane * H + (size_t)p * sh) * W + (size_t)q0 * sw;
-        float* dst = xs + (size_t)row * Q + q0;
+        float* dst = xs + ((size_t)out_plane * P + p) * Q + q0;
         if (paired) {
             const float4 a = reinterpret_cast<const float4*>(src)[0], b = reinterpret_cast<const float4*>(src)[1];
             *reinterpret_cast<float4*>(dst) = make_float4(a.x, a.z, b.x, b.z);
@@ -24,6 +26,23 @@ extern "C" __global__ void gather_pixels(const float* __restrict__ x, float* __r
 #pragma unroll
         for (int j = 0; j < 4; ++j)
             if (q0 + j < Q) dst[j] = src[j * sw];
+    }
+}
+
+// quads (the host checks: PQ a multiple of 4): four consecutive outputs of one image's channel, 16-byte moves
+extern "C" __global__ void images_to_channels(const float* __restrict__ d, const float* __restrict__ bias,
+                                              float* __restrict__ y, int N, int K, int PQ, int quads) {
+    const int per = quads ? 4 : 1, total = N * K * PQ / per;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int e = i * per, row = e / PQ, pq = e - row * PQ, n = row / K, k = row - n * K;  // row: n * K + k
+        const float* src = d + ((size_t)k * N + n) * PQ + pq;
+        const float add = bias ? bias[k] : 0.0f;
+        if (quads) {
+            const float4 v = *reinterpret_cast<const float4*>(src);
+            *reinterpret_cast<float4*>(y + e) = make_float4(v.x + add, v.y + add, v.z + add, v.w + add);
+        } else {
+            y[e] = *src + add;
+        }
     }
 }
 

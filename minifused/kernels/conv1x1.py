@@ -4,7 +4,9 @@ and the data gradient.
 A 1x1 filter at padding 0 multiplies each pixel's channels by one (K, C) matrix: per image, ``y[n] (K x PQ) =
 W (K x C) @ x[n]'s pixels (C x PQ)`` and ``dx[n]'s pixels = W^T @ dy[n]``, one batched call over the images
 (W's stride 0). A stride first gathers x's pixels (and scatters dx's among zeros; conv1x1.cu); the strided
-forward of few input channels runs as conv1x1.cu's own SGEMM instead, reading x's pixels in place. The GEMMs run
+forward of few input channels runs as conv1x1.cu's own SGEMM instead, reading x's pixels in place; the forward
+of images of few pixels, as one GEMM over all images (x's pixels gathered channel-major, the output's rows
+moved into place after). The GEMMs run
 at cuBLAS's SGEMM rate, which the direct FFMA kernels do not reach on these layers of few FLOPs per byte
 (ResNet's 1x1 stride-2 shortcuts).
 """
@@ -21,17 +23,13 @@ def applies(dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, co
     """Whether the GPU convolution takes this path: fp32 without TF32, one group, a 1x1 filter at padding 0, at
     least 32 input and output channels (unless ``config.conv1x1`` forces it, or turns it off), and every
     image's x and y pixels (C x PQ, K x PQ) a whole number of 256 bytes (the batched GEMM's matrices stay
-    aligned as its plans take them). The ``forward`` also wants 64 output pixels or more per image: fewer make
-    each image's GEMM too small to beat the direct kernel (ResNet's 8x8 -> 4x4 shortcut ran 0.86x of it; its
-    data gradient, whose direct kernel scatters, still gains)."""
+    aligned as its plans take them); the ``forward`` alike."""
     if config.conv1x1 is False or dtype != backend.float32 or tf32 or groups != 1:
         return False
     if tuple(w_shape[2:]) != (1, 1) or tuple(padding) != (0, 0):
         return False
     pq = (-(-x_shape[2] // stride[0])) * (-(-x_shape[3] // stride[1]))
     if (x_shape[1] * pq) % 64 or (w_shape[0] * pq) % 64:
-        return False
-    if forward and pq < 64 and not config.conv1x1:
         return False
     return bool(config.conv1x1) or (x_shape[1] >= 32 and w_shape[0] >= 32)
 
@@ -41,16 +39,23 @@ _KERNEL_ELEMENTS = 1 << 30
 _THREADS = 256
 
 
-def _move(name, src, dst, x_shape, stride):
-    """conv1x1.cu's ``name`` from src to dst, between x's (N, C, H, W) and its strided pixels (N, C, P, Q)."""
+def _grid(work):
+    """conv1x1.cu's grid-stride loops' blocks for ``work`` threads' worth."""
+    return (max(1, min(-(-work // _THREADS), 65535 * 8)),)
+
+
+def _move(name, src, dst, x_shape, stride, channel_major=False):
+    """conv1x1.cu's ``name`` from src to dst, between x's (N, C, H, W) and its strided pixels (N, C, P, Q), or
+    (gather_pixels' ``channel_major``) (C, N, P, Q)."""
     n, c, h, wd = x_shape
     p, q = -(-h // stride[0]), -(-wd // stride[1])
     rows = n * c * (p if name == "gather_pixels" else h)
     quads = -(-(q if name == "gather_pixels" else wd) // 4)
-    grid = (max(1, min(-(-rows * quads // _THREADS), 65535 * 8)),)
+    grid = _grid(rows * quads)
     args = (src, dst, *ints(n * c, h, wd, p, q, *stride))
     if name == "gather_pixels":
-        args += ints(stride[1] == 2 and wd % 4 == 0 and q % 4 == 0 and src.data.ptr % 16 == 0)  # paired
+        args += ints(stride[1] == 2 and wd % 4 == 0 and q % 4 == 0 and src.data.ptr % 16 == 0, c,  # paired
+                     channel_major)
     else:
         args += ints(wd % 4 == 0 and dst.data.ptr % 16 == 0)  # quad_stores
     get_kernel("conv1x1.cu", name)(grid, (_THREADS,), args)
@@ -71,10 +76,17 @@ def _pixels(x, stride):
     return xs
 
 
+#: Images of fewer output pixels than this take the forward as one GEMM over all of them (:func:`_one_gemm_forward`)
+BATCHED_MIN_PIXELS = 64
+
+
 def forward(x, w, bias, stride, padding):
     """y (N, K, P, Q) of x (N, C, H, W) and w (K, C, 1, 1), fp32 C-contiguous CuPy arrays (``applies``)."""
     import cupy
 
+    pq = (-(-x.shape[2] // stride[0])) * (-(-x.shape[3] // stride[1]))
+    if pq < BATCHED_MIN_PIXELS and x.size < _KERNEL_ELEMENTS and x.shape[0] * w.shape[0] * pq < _KERNEL_ELEMENTS:
+        return _one_gemm_forward(x, w, bias, stride)
     if tuple(stride) != (1, 1) and x.shape[1] <= _STRIDED_MAX_CHANNELS:
         return _strided_forward(x, w, bias, stride)
     xs = _pixels(x, stride)
@@ -96,6 +108,34 @@ def forward(x, w, bias, stride, padding):
 #: short a reduction the batched GEMM runs slowly and the gather is a large share of the time (ResNet's 64-channel
 #: shortcuts: 1.17-1.29x the gather and GEMM); from 128 channels the GEMM was faster again.
 _STRIDED_MAX_CHANNELS = 64
+
+
+def _one_gemm_forward(x, w, bias, stride):
+    """The forward of few pixels an image as one GEMM over all images: x's pixels gathered channel-major (C, N *
+    PQ), ``d (K, N * PQ) = W @ those``, and d's rows moved to y (N, K, PQ) with the bias. One image's GEMM of
+    so few rows (ResNet's 8x8 -> 4x4 shortcut: 16) runs far below cuBLAS's SGEMM rate, and the direct kernel's
+    time grew with the batch where cuDNN's did not."""
+    import cupy
+
+    n, c, h, wd = x.shape
+    k = w.shape[0]
+    p, q = -(-h // stride[0]), -(-wd // stride[1])
+    m = n * p * q
+    y = cupy.empty((n, k, p, q), np.float32)
+    if y.size == 0:
+        return y
+    if c == 0:
+        y[...] = 0 if bias is None else bias.reshape(1, k, 1, 1)
+        return y
+    xs = cupy.empty((c, n, p, q), np.float32)
+    _move("gather_pixels", x, xs, x.shape, stride, channel_major=True)
+    d = cupy.empty((k, m), np.float32)  # column-major D (M x K) = A (M x C, ld M) @ B (C x K, ld C)
+    cublaslt.strided_batched(xs, w, d, 1, (0, 0, 0), cublaslt.OP_N, cublaslt.OP_N, m, k, c, m, c, m)
+    quads = (p * q) % 4 == 0
+    get_kernel("conv1x1.cu", "images_to_channels")(_grid(y.size // (4 if quads else 1)), (_THREADS,),
+                                                   (d, bias if bias is not None else NULL, y,
+                                                    *ints(n, k, p * q, quads)))
+    return y
 
 
 def _strided_forward(x, w, bias, stride):
