@@ -87,7 +87,8 @@ def forward(x, w, bias, stride, padding):
     pq = (-(-x.shape[2] // stride[0])) * (-(-x.shape[3] // stride[1]))
     if pq < BATCHED_MIN_PIXELS and x.size < _KERNEL_ELEMENTS and x.shape[0] * w.shape[0] * pq < _KERNEL_ELEMENTS:
         return _one_gemm_forward(x, w, bias, stride)
-    if tuple(stride) != (1, 1) and x.shape[1] <= _STRIDED_MAX_CHANNELS:
+    if tuple(stride) != (1, 1) and (x.shape[1] <= _STRIDED_MAX_CHANNELS or (
+            x.shape[1] <= _STRIDED_LARGE_CHANNELS and x.nbytes > _STRIDED_LARGE_BYTES)):
         return _strided_forward(x, w, bias, stride)
     xs = _pixels(x, stride)
     n, c, p, q = xs.shape
@@ -106,8 +107,10 @@ def forward(x, w, bias, stride, padding):
 
 #: The strided forward reads x in place (conv1x1.cu's strided_forward) up to this many input channels: over so
 #: short a reduction the batched GEMM runs slowly and the gather is a large share of the time (ResNet's 64-channel
-#: shortcuts: 1.17-1.29x the gather and GEMM); from 128 channels the GEMM was faster again.
+#: shortcuts: 1.17-1.29x the gather and GEMM); from 128 channels the GEMM was faster again, except on an x this
+#: large (c128h28s2k1: at batch 256, 103 MB, 1.16x as fast in place; at 128, 0.94x; 128 channels of 34 MB, 1.02x).
 _STRIDED_MAX_CHANNELS = 64
+_STRIDED_LARGE_CHANNELS, _STRIDED_LARGE_BYTES = 128, 64 << 20
 
 
 def _one_gemm_forward(x, w, bias, stride):
