@@ -1035,13 +1035,14 @@ def test_tma_tile_model():
 
 
 def test_tma_schedule():
-    """The persistent blocks' units: equal ones round-robin; the stride-2 classes' (4, 2, 2 and 1 taps) each
-    once, longest first onto the least loaded block, which leaves no block more than one unit past the mean
-    where a round-robin left a third more."""
+    """The persistent blocks' units: equal ones left to the kernels' round-robin (no list); the stride-2
+    classes' (4, 2, 2 and 1 taps) each once, longest first onto the least loaded block, which leaves no block
+    more than one unit past the mean where a round-robin left a third more."""
     from minifused.kernels.conv_tma import schedule
 
-    table, longest = schedule([3] * 5, 2)
-    assert table.tolist() == [0, 3, 5, 0, 2, 4, 1, 3] and longest == 9
+    assert schedule([3] * 5, 2) == (None, 9)
+    table, longest = schedule([2, 1, 2, 1, 1], 2)  # 2 -> block 0, 2 -> 1, then 1 -> 0, 1 -> 1, 1 -> 0
+    assert table.tolist() == [0, 3, 5, 0, 1, 4, 2, 3] and longest == 4
     work = [taps * 8 + 1 for taps in (4, 2, 2, 1) for _ in range(134)]  # c256h14s2 at batch 256, 192 x 128 tiles
     blocks = 132
     table, longest = schedule(work, blocks)

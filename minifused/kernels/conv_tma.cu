@@ -26,7 +26,7 @@
 // before it: on ResNet's shapes the pack's launch and pass cost the backward-data 4-22% of its time. No
 // thread computes an address of the operands.
 //
-// Warp-specialized and persistent: one block per SM walks its tiles (the host's Schedule); warp 0
+// Warp-specialized and persistent: one block per SM walks its tiles (Schedule); warp 0
 // issues the loads into a STAGES-deep ring (full / empty mbarriers), warpgroups 1, 2 (and 3) multiply rows [0, 64),
 // [64, 128) (and [128, 192)) of A by all of B with wgmma, and write the tile through shared memory to NCHW
 // (stores of runs of pixels along a channel), bias and ReLU applied in fp32. While they write one tile, the
@@ -325,7 +325,7 @@ __device__ __forceinline__ void store_boxes(const TmaDesc* map, const unsigned c
 // prm: M (a class's output pixels), N, OHW, OW (a class's map), c_tiles (Cp/64), n_tiles, per_row (units of one
 // class row), units, sy, ry, rx, S (the filter's), tap_step, subs, sx, lx, ly (the window's corner), vec (the
 // NCHW stores' run of pixels), pix (a tile's pixels: BM, or for CT_TMA_OUT 2 its whole rows of a class's map),
-// the schedule's place in prm, then PER_CLASS entries per class (Class), then the units' Schedule.
+// the schedule's place in prm (0: none), then PER_CLASS entries per class (Class), then the units' Schedule.
 // A unit is a tile of pix pixels x BN channels of `subs` classes: one (subs = 1: the forward, the stride-1
 // backward-data), or the two column classes of a class row (subs = 2: the backward-data of stride 2, whose
 // pixels interleave in the output's rows; each class's tile is summed in turn and kept in shared memory, and
@@ -336,10 +336,10 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
          const __grid_constant__ TmaDesc map_out, T* __restrict__ out, const T* __restrict__ bias,
          const int* __restrict__ prm, int flags) {
     const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], n_tiles = prm[5],
-              per_row = prm[6], sy = prm[8], ry = prm[9], rx = prm[10], S_all = prm[11],
+              per_row = prm[6], units = prm[7], sy = prm[8], ry = prm[9], rx = prm[10], S_all = prm[11],
               tap_step = prm[12], subs = prm[13], sx = prm[14], lx = prm[15], ly = prm[16], vec = prm[17],
               pix = prm[18];
-    const Schedule sched(prm + prm[19]);
+    const Schedule sched(prm, prm[19], units);
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // the ring's tiles start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);

@@ -218,8 +218,6 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
           b_krsc=False):
     """A plan holds device objects (its constants, its launch): one per device. ``narrow``: conv_tma_narrow.cu's
     where it applies (:func:`_narrow_plan`); ``b_krsc``: the backward-data's weights as they are, KRSC."""
-    import cupy
-
     sms = sm_count(dev_id)
     n, _, _, _, _, _, r, s, _, _ = geometry(x_shape, w_shape, stride, padding, dilation)
     g = gather(mode, x_shape, w_shape, stride, padding, dilation)
@@ -276,9 +274,8 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     units = _unit_stages(class_work, subs, per_row)
     head = [m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, len(units), sy, ry, rx, s, tap_step, subs, step[1],
             win[0][1], win[0][0], vec, pix]
-    head += [len(head) + 1 + len(classes) * len(classes[0])] + [v for row in classes for v in row]  # the schedule's
     grid = min(len(units), sms)
-    prm = cupy.asarray(np.concatenate([head, schedule(units, grid)[0]]).astype(np.int32))
+    prm = _constants(head, classes, schedule(units, grid)[0])
     return TmaPlan(kern, smem, grid, prm, _map_type(dtype), a_map, b_map, threads=128 + 2 * bm,
                    n_maps=3, out_map=out_map, b_krsc=b_krsc)
 
@@ -296,8 +293,6 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
     unit's pixels, or channels not in runs of 16 bytes. The classes' units store NHWC boxes of whole rows of
     their map (NCHW output: the plan's ``nchw_via_nhwc``), on a kernel of as many columns where
     :data:`NARROW_ROWS_PIXELS` has one."""
-    import cupy
-
     src, out, cols, step, (sy, ry, rx), tap_step, subs, classes, win = dataclasses.astuple(g)
     m, ohw = n * out[0] * out[1], out[0] * out[1]
     if cols > BOX_C:
@@ -331,9 +326,8 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
     units = _unit_stages([taps_r * taps_s * (src[2] // BOX_C) for taps_r, taps_s, *_ in classes], 1, per_class)
     head = [m, cols, ohw, out[1], src[2] // BOX_C, len(units), sy, ry, rx, s, tap_step, step[1], win[0][1], win[0][0],
             pix, per_class, subs]
-    head += [len(head) + 1 + len(classes) * len(classes[0])] + [v for row in classes for v in row]  # the schedule's
     grid = min(len(units), sm_count(dev_id))
-    prm = cupy.asarray(np.concatenate([head, schedule(units, grid)[0]]).astype(np.int32))
+    prm = _constants(head, classes, schedule(units, grid)[0])
     b_map = _tiled_map((r * s * src[2], cols), (BOX_C, BOX_C))
     return TmaPlan(kern, smem, grid, prm, _map_type(dtype), a_map, b_map, threads=384,
                    n_maps=3, out_map=out_map, narrow=True, nchw_via_nhwc=nhwc_kernel and not nhwc_out)
@@ -379,22 +373,30 @@ def _unit_stages(stages, subs, per_row):
 def schedule(work, blocks):
     """(the schedule, the longest block's work) of units of ``work`` each on ``blocks`` persistent blocks, as
     conv_tma.cuh's ``Schedule`` reads it: each block's first unit's place in the list (and the list's end), then
-    the units, block by block. The units go longest first onto the least loaded block (the lowest of equals),
-    and each block takes its own in that order: equal units come out round-robin; the stride-2 classes' units
-    (4, 2, 2 and 1 taps of a 3x3 filter), round-robin, would leave the blocks of two 4-tap units a third more
-    work than the mean."""
+    the units, block by block; None where the units are equal (the kernels' round-robin: with the list walked
+    instead, bench/conv.py read the channels-last stride-1 forward and backward-data 2-5% slower). The units go
+    longest first onto the least loaded block (the lowest of equals), and each block takes its own in that
+    order: the stride-2 classes' units (4, 2, 2 and 1 taps of a 3x3 filter), round-robin, would leave the
+    blocks of two 4-tap units a third more work than the mean."""
     if min(work, default=0) == max(work, default=0):
-        lists = [range(b, len(work), blocks) for b in range(blocks)]
-        longest = -(-len(work) // max(blocks, 1)) * (work[0] if work else 0)
-    else:
-        lists, heap = [[] for _ in range(blocks)], [(0, b) for b in range(blocks)]
-        for u in sorted(range(len(work)), key=lambda u: -work[u]):
-            load, b = heapq.heappop(heap)
-            lists[b].append(u)
-            heapq.heappush(heap, (load + work[u], b))
-        longest = max(load for load, _ in heap)
+        return None, -(-len(work) // max(blocks, 1)) * (work[0] if work else 0)
+    lists, heap = [[] for _ in range(blocks)], [(0, b) for b in range(blocks)]
+    for u in sorted(range(len(work)), key=lambda u: -work[u]):
+        load, b = heapq.heappop(heap)
+        lists[b].append(u)
+        heapq.heappush(heap, (load + work[u], b))
     starts = np.cumsum([blocks + 1] + [len(units) for units in lists]) - (blocks + 1)
-    return np.concatenate([starts, *map(np.asarray, lists)]).astype(np.int32), longest
+    return np.concatenate([starts, *map(np.asarray, lists)]).astype(np.int32), max(load for load, _ in heap)
+
+
+def _constants(head, classes, table):
+    """A plan's constants on the device: ``head``, then the schedule's place in them (0: none), the ``classes``'
+    rows and the schedule ``table`` (:func:`schedule`)."""
+    import cupy
+
+    rows = [v for row in classes for v in row]
+    at = len(head) + 1 + len(rows) if table is not None else 0
+    return cupy.asarray(np.concatenate([head, [at], rows, [] if table is None else table]).astype(np.int32))
 
 
 def _out_map(dtype, n, ohw, m, cols, bm, bn, subs, nhwc_out, waves):

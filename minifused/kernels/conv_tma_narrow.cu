@@ -16,7 +16,7 @@
 // the class's map as 192 columns take (its pixels interleave with the other classes' in the output, so that a box of
 // them is a strided 5-d box of the NHWC output, whole rows of it; the MMA's columns past them are stale and not stored;
 // 28-wide maps take 168 columns, 6 rows, and leave none), the units of one class after another. Warp-specialized and
-// persistent as conv_tma.cu: one block per SM walks its units (the host's Schedule); warp 0 issues the loads
+// persistent as conv_tma.cu: one block per SM walks its units (Schedule); warp 0 issues the loads
 // of each unit's stages in turn into a STAGES-deep ring; the two MMA warpgroups take the block's units alternately,
 // each its own stages of the ring. Their main loops take turns (ping-pong: one writes its tile while the other
 // multiplies): a warpgroup waits for a stage's loads by the parity of its phase, which tells the stage's use from the
@@ -60,17 +60,17 @@ __device__ __forceinline__ void group_sync(int wg) { asm volatile("bar.sync %0, 
 // prm: M (a class's output pixels), N (output channels, <= 64), OHW, OW (a class's map), c_tiles (Cp/64), units,
 // sy, ry, rx, S (the filter's columns), tap_step, sx, lx, ly (the window's corner), pix (a unit's output pixels),
 // per_class (units per class), subs (1, or 2: the classes of a stride of 2, stored to NHWC by 5-d boxes), the
-// schedule's place in prm, then PER_CLASS entries per class (Class), then the units' Schedule. The signature is
-// conv_tma's (out unused: the tiles go out through map_out).
+// schedule's place in prm (0: none), then PER_CLASS entries per class (Class), then the units' Schedule. The
+// signature is conv_tma's (out unused: the tiles go out through map_out).
 extern "C" __global__ void __launch_bounds__(NT, 1)
 conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_b,
                 const __grid_constant__ TmaDesc map_out, T* __restrict__ out, const T* __restrict__ bias,
                 const int* __restrict__ prm, int flags) {
-    const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], sy = prm[6],
+    const int M = prm[0], N = prm[1], OHW = prm[2], OW = prm[3], c_tiles = prm[4], units = prm[5], sy = prm[6],
               ry = prm[7], rx = prm[8], S_all = prm[9], tap_step = prm[10], sx = prm[11], lx = prm[12], ly = prm[13],
               pix = prm[14], per_class = prm[15], subs = prm[16];
     const int* classes = prm + 18;
-    const Schedule sched(prm + prm[17]);
+    const Schedule sched(prm, prm[17], units);
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // the ring's tiles and the boxes start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
