@@ -373,8 +373,7 @@ def _unit_stages(stages, subs, per_row):
 def schedule(work, blocks):
     """(the schedule, the longest block's work) of units of ``work`` each on ``blocks`` persistent blocks, as
     conv_tma.cuh's ``Schedule`` reads it: each block's first unit's place in the list (and the list's end), then
-    the units, block by block; None where the units are equal (the kernels' round-robin: with the list walked
-    instead, bench/conv.py read the channels-last stride-1 forward and backward-data 2-5% slower). The units go
+    the units, block by block; None where the units are equal (the kernels walk them round-robin). The units go
     longest first onto the least loaded block (the lowest of equals), and each block takes its own in that
     order: the stride-2 classes' units (4, 2, 2 and 1 taps of a 3x3 filter), round-robin, would leave the
     blocks of two 4-tap units a third more work than the mean."""
