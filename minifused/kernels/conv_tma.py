@@ -387,7 +387,7 @@ def schedule(work, blocks):
         load, b = heapq.heappop(heap)
         lists[b].append(u)
         heapq.heappush(heap, (load + work[u], b))
-    starts = np.cumsum([blocks + 1] + [len(units) for units in lists]) - (blocks + 1)
+    starts = np.cumsum([0] + [len(units) for units in lists])
     return np.concatenate([starts, *map(np.asarray, lists)]).astype(np.int32), max(load for load, _ in heap)
 
 
