@@ -1054,6 +1054,45 @@ def test_tma_schedule():
     assert longest < 0.8 * round_robin
 
 
+def test_tma_plans_schedule_only_unequal_units(monkeypatch):
+    """conv_tma's plans on the host alone (the device's parts stubbed: 132 SMs, no driver): a plan carries a
+    schedule, and compiles its kernel with CT_SCHEDULE=1, exactly where its units differ in work (the stride-2
+    backward-data's classes); that schedule lists every unit once across the grid's blocks."""
+    import sys
+    import types
+
+    import minifused.kernels.conv_tma as T
+    from minifused.kernels.conv_plan import ConvMode
+
+    defines = []
+    monkeypatch.setattr(T, "sm_count", lambda dev: 132)
+    monkeypatch.setattr(T, "smem_per_block", lambda dev: 232448)
+    monkeypatch.setattr(T, "_encodable", lambda dtype, spec: True)
+    monkeypatch.setattr(T, "_map_type", lambda dtype: 0)
+    monkeypatch.setattr(T, "Prepared", lambda *a, **k: None)
+    monkeypatch.setattr(T, "_kernel", lambda name, dtype, smem, *d, source=None: defines.append(d))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(asarray=np.asarray))
+    plan_fn = T._plan.__wrapped__  # uncached: the stubs' plans stay out of the cache
+    scheduled = 0
+    for n, c, h, k, st in [(256, 256, 14, 512, 2), (7, 64, 56, 128, 2), (128, 256, 8, 256, 1), (256, 64, 16, 64, 2)]:
+        for mode in (ConvMode.FORWARD, ConvMode.BACKWARD_DATA):
+            for nhwc, narrow in [(False, False), (True, False), (False, True), (True, True)]:
+                plan = plan_fn(mode, np.dtype(np.float16), (n, c, h, h), (k, c, 3, 3), (st, st), (1, 1), (1, 1), 0,
+                               None, None, nhwc, narrow)
+                if plan is None:
+                    continue
+                at, units = (int(plan.prm[17]), int(plan.prm[5])) if plan.narrow else (int(plan.prm[19]),
+                                                                                        int(plan.prm[7]))
+                assert ("-DCT_SCHEDULE=1" in defines[-1]) == (at != 0)
+                assert (at != 0) == (mode == ConvMode.BACKWARD_DATA and st == 2)
+                if at:
+                    scheduled += 1
+                    starts, listed = plan.prm[at:at + plan.grid + 1], plan.prm[at + plan.grid + 1:]
+                    assert starts[0] == 0 and starts[-1] == units == len(listed)
+                    assert sorted(listed.tolist()) == list(range(units))
+    assert scheduled >= 8
+
+
 def test_tma_window_limits():
     """The im2col window: lower corner at the least tap offset, one position per output pixel, and None beyond
     the TMA unit's element strides and corner range."""

@@ -26,7 +26,7 @@
 // before it: on ResNet's shapes the pack's launch and pass cost the backward-data 4-22% of its time. No
 // thread computes an address of the operands.
 //
-// Warp-specialized and persistent: one block per SM walks its tiles (Schedule); warp 0
+// Warp-specialized and persistent: one block per SM walks its tiles (CT_SCHEDULE); warp 0
 // issues the loads into a STAGES-deep ring (full / empty mbarriers), warpgroups 1, 2 (and 3) multiply rows [0, 64),
 // [64, 128) (and [128, 192)) of A by all of B with wgmma, and write the tile through shared memory to NCHW
 // (stores of runs of pixels along a channel), bias and ReLU applied in fp32. While they write one tile, the
@@ -86,6 +86,8 @@
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=1 -DCT_B_KRSC=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=64 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_B_KRSC=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2 -DCT_B_KRSC=1
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=128 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2 -DCT_SCHEDULE=1
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=4 -DCT_SCHEDULE=1
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BM=192 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=3 -DCT_WPIX=128
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_WGRAD=1 -DCT_BM=64 -DCT_STAGES=4 -DCT_WPIX=128
@@ -339,7 +341,9 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
               per_row = prm[6], units = prm[7], sy = prm[8], ry = prm[9], rx = prm[10], S_all = prm[11],
               tap_step = prm[12], subs = prm[13], sx = prm[14], lx = prm[15], ly = prm[16], vec = prm[17],
               pix = prm[18];
-    const Schedule sched(prm, prm[19], units);
+#if CT_SCHEDULE
+    const Schedule sched(prm + prm[19]);
+#endif
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // the ring's tiles start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -351,8 +355,12 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
 
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (warp != 0 || lane != 0) return;
-        for (int i = sched.begin; i < sched.end; ++i) {
-            const int unit = sched[i], row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
+#if CT_SCHEDULE
+        for (int i = sched.begin; i < sched.end; ++i) { const int unit = sched.list[i];
+#else
+        for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+#endif
+            const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
             const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * pix, img = m0 / OHW, pq = m0 - img * OHW,
                       p0 = pq / OW, q0 = pq - p0 * OW;
             for (int sub = 0; sub < subs; ++sub) {
@@ -381,8 +389,12 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
     // -------------------------------------------------------------------- consumers
     const int wg = warp / 4 - 1, ct_id = tid - 128;  // the warpgroup among the MMAs' (0, 1, 2); the thread's index
     float acc[BN / 2];
-    for (int i = sched.begin; i < sched.end; ++i) {
-        const int unit = sched[i], row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
+#if CT_SCHEDULE
+    for (int i = sched.begin; i < sched.end; ++i) { const int unit = sched.list[i];
+#else
+    for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+#endif
+        const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
         const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * pix;
         for (int sub = 0; sub < subs; ++sub) {
             const Class c(prm + HEAD + PER_CLASS * (row * subs + sub));

@@ -116,17 +116,18 @@ struct Class {
     __device__ Class(const int* p) : R(p[0]), S(p[1]), oy(p[2]), ox(p[3]), r0(p[4]), s0(p[5]), y0(p[6]), x0(p[7]) {}
 };
 
-// This block's units: as the host's schedule lists them (conv_tma.py's `schedule`: units of unequal work, the
-// stride-2 classes' taps, balanced across the persistent blocks), or round-robin (blockIdx.x, + gridDim.x, ...)
-// where they are equal (its place in prm `at` is 0). The schedule: each block's first place in the list
-// (gridDim.x + 1 entries), then the list.
+// CT_SCHEDULE 1: a block walks its units as the host's schedule lists them (conv_tma.py's `schedule`: units of
+// unequal work, the stride-2 classes' taps, balanced across the persistent blocks); 0: round-robin (blockIdx.x,
+// + gridDim.x, ...), where the units are equal (through a Schedule the kernels measured 3-6% slower there). The
+// schedule: each block's first place in the list (gridDim.x + 1 entries), then the list.
+#ifndef CT_SCHEDULE
+#define CT_SCHEDULE 0
+#endif
 struct Schedule {
     const int* list;
     int begin, end;
-    __device__ Schedule(const int* prm, int at, int units)
-        : list(at ? prm + at + gridDim.x + 1 : nullptr), begin(at ? prm[at + blockIdx.x] : 0),
-          end(at ? prm[at + blockIdx.x + 1] : (units - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x) {}
-    __device__ int operator[](int i) const { return list ? list[i] : (int)blockIdx.x + i * (int)gridDim.x; }
+    __device__ Schedule(const int* sched)
+        : list(sched + gridDim.x + 1), begin(sched[blockIdx.x]), end(sched[blockIdx.x + 1]) {}
 };
 
 // the epilogue of one accumulator of output channel n (of N): its bias (flags & 2) and ReLU (flags & 1), in fp32

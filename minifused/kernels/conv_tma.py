@@ -267,15 +267,16 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
              _tiled_map((r * s * ch, cols), (BOX_C, bn)))
     if not _encodable(dtype, b_map):
         return None
-    kern = _kernel("conv_tma", dtype, smem, f"-DCT_BM={bm}", f"-DCT_BN={bn}", f"-DCT_STAGES={stages}",
-                   f"-DCT_NHWC_OUT={int(nhwc_out)}", f"-DCT_TMA_OUT={tma_out if out_map is not None else 0}",
-                   f"-DCT_B_KRSC={int(b_krsc)}")
     per_row = m_tiles * n_tiles
     units = _unit_stages(class_work, subs, per_row)
+    grid = min(len(units), sms)
+    table = schedule(units, grid)[0]
+    kern = _kernel("conv_tma", dtype, smem, f"-DCT_BM={bm}", f"-DCT_BN={bn}", f"-DCT_STAGES={stages}",
+                   f"-DCT_NHWC_OUT={int(nhwc_out)}", f"-DCT_TMA_OUT={tma_out if out_map is not None else 0}",
+                   f"-DCT_B_KRSC={int(b_krsc)}", f"-DCT_SCHEDULE={int(table is not None)}")
     head = [m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, len(units), sy, ry, rx, s, tap_step, subs, step[1],
             win[0][1], win[0][0], vec, pix]
-    grid = min(len(units), sms)
-    prm = _constants(head, classes, schedule(units, grid)[0])
+    prm = _constants(head, classes, table)
     return TmaPlan(kern, smem, grid, prm, _map_type(dtype), a_map, b_map, threads=128 + 2 * bm,
                    n_maps=3, out_map=out_map, b_krsc=b_krsc)
 
@@ -321,13 +322,14 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
     stages = min(MAX_STAGES, (smem_per_block(dev_id) - fixed) // per_stage)
     smem = fixed + stages * per_stage
     nhwc_kernel = nhwc_out or subs > 1
-    kern = _kernel("conv_tma_narrow", dtype, smem, f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_kernel)}",
-                   f"-DCT_PIX={columns}", source="conv_tma_narrow.cu")
     units = _unit_stages([taps_r * taps_s * (src[2] // BOX_C) for taps_r, taps_s, *_ in classes], 1, per_class)
+    grid = min(len(units), sm_count(dev_id))
+    table = schedule(units, grid)[0]
+    kern = _kernel("conv_tma_narrow", dtype, smem, f"-DCT_STAGES={stages}", f"-DCT_NHWC_OUT={int(nhwc_kernel)}",
+                   f"-DCT_PIX={columns}", f"-DCT_SCHEDULE={int(table is not None)}", source="conv_tma_narrow.cu")
     head = [m, cols, ohw, out[1], src[2] // BOX_C, len(units), sy, ry, rx, s, tap_step, step[1], win[0][1], win[0][0],
             pix, per_class, subs]
-    grid = min(len(units), sm_count(dev_id))
-    prm = _constants(head, classes, schedule(units, grid)[0])
+    prm = _constants(head, classes, table)
     b_map = _tiled_map((r * s * src[2], cols), (BOX_C, BOX_C))
     return TmaPlan(kern, smem, grid, prm, _map_type(dtype), a_map, b_map, threads=384,
                    n_maps=3, out_map=out_map, narrow=True, nchw_via_nhwc=nhwc_kernel and not nhwc_out)
@@ -373,9 +375,9 @@ def _unit_stages(stages, subs, per_row):
 def schedule(work, blocks):
     """(the schedule, the longest block's work) of units of ``work`` each on ``blocks`` persistent blocks, as
     conv_tma.cuh's ``Schedule`` reads it: each block's first unit's place in the list (and the list's end), then
-    the units, block by block; None where the units are equal (the kernels walk them round-robin). The units go
-    longest first onto the least loaded block (the lowest of equals), and each block takes its own in that
-    order: the stride-2 classes' units (4, 2, 2 and 1 taps of a 3x3 filter), round-robin, would leave the
+    the units, block by block; None where the units are equal (the kernels' round-robin: see CT_SCHEDULE in
+    conv_tma.cuh). The units go longest first onto the least loaded block (the lowest of equals), and each
+    block takes its own in that order: the stride-2 classes' units (4, 2, 2 and 1 taps of a 3x3 filter), round-robin, would leave the
     blocks of two 4-tap units a third more work than the mean."""
     if min(work, default=0) == max(work, default=0):
         return None, -(-len(work) // max(blocks, 1)) * (work[0] if work else 0)

@@ -16,7 +16,7 @@
 // the class's map as 192 columns take (its pixels interleave with the other classes' in the output, so that a box of
 // them is a strided 5-d box of the NHWC output, whole rows of it; the MMA's columns past them are stale and not stored;
 // 28-wide maps take 168 columns, 6 rows, and leave none), the units of one class after another. Warp-specialized and
-// persistent as conv_tma.cu: one block per SM walks its units (Schedule); warp 0 issues the loads
+// persistent as conv_tma.cu: one block per SM walks its units (CT_SCHEDULE); warp 0 issues the loads
 // of each unit's stages in turn into a STAGES-deep ring; the two MMA warpgroups take the block's units alternately,
 // each its own stages of the ring. Their main loops take turns (ping-pong: one writes its tile while the other
 // multiplies): a warpgroup waits for a stage's loads by the parity of its phase, which tells the stage's use from the
@@ -29,6 +29,7 @@
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_STAGES=5 -DCT_NHWC_OUT=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_STAGES=5 -DCT_NHWC_OUT=1 -DCT_PIX=168
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_STAGES=5 -DCT_NHWC_OUT=1 -DCT_PIX=168 -DCT_SCHEDULE=1
 #include "conv_tma.cuh"  // CT_T, CT_IS_BF16
 
 #ifndef CT_STAGES
@@ -70,7 +71,9 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
               ry = prm[7], rx = prm[8], S_all = prm[9], tap_step = prm[10], sx = prm[11], lx = prm[12], ly = prm[13],
               pix = prm[14], per_class = prm[15], subs = prm[16];
     const int* classes = prm + 18;
-    const Schedule sched(prm, prm[17], units);
+#if CT_SCHEDULE
+    const Schedule sched(prm + prm[17]);
+#endif
     extern __shared__ __align__(128) unsigned char smem_raw[];
     // the ring's tiles and the boxes start on 1024 bytes (the 128-byte swizzle is a function of the address bits)
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -93,8 +96,12 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (tid != 0) return;
         int pos = 0;
-        for (int i = sched.begin; i < sched.end; ++i) {
-            const int unit = sched[i], cls = unit / per_class, m0 = (unit - cls * per_class) * pix, img = m0 / OHW,
+#if CT_SCHEDULE
+        for (int i = sched.begin; i < sched.end; ++i) { const int unit = sched.list[i];
+#else
+        for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+#endif
+            const int cls = unit / per_class, m0 = (unit - cls * per_class) * pix, img = m0 / OHW,
                       pq = m0 - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
             const Class c(classes + PER_CLASS * cls);
             for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt, ++pos) {
@@ -119,8 +126,12 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
     unsigned char* box = boxes + wg * BOX_BYTES;
     float acc[PIX / 2];
     int pos = 0, local = 0, turns = 0;
-    for (int i = sched.begin; i < sched.end; ++i, ++local) {
-        const int unit = sched[i], cls = unit / per_class, m0 = (unit - cls * per_class) * pix;
+#if CT_SCHEDULE
+    for (int i = sched.begin; i < sched.end; ++i, ++local) { const int unit = sched.list[i];
+#else
+    for (int unit = blockIdx.x; unit < units; unit += gridDim.x, ++local) {
+#endif
+        const int cls = unit / per_class, m0 = (unit - cls * per_class) * pix;
         const Class c(classes + PER_CLASS * cls);
         const int kt_all = c.R * c.S * c_tiles;  // stages of the unit (none for a class without live taps: zeros)
         if ((local & 1) != wg) {  // the other warpgroup's unit: its stages are the other's
