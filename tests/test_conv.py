@@ -1021,7 +1021,7 @@ def test_tma_tile_model():
     """conv_tma's forward / backward-data tile: the model fills the persistent blocks' waves (a 7x7 map of 512
     channels on 192 x 128 tiles: 132 units, one full wave on 132 SMs; a 4x4 map's 2048 pixels on 128 x 64 tiles
     rather than half the SMs idle on wider ones); a config's tile_m / tile_n narrow the choice, and values only
-    conv.cu has (64 rows, 32 columns) leave it to the model."""
+    conv.cu has (64 rows, 32 columns), or a boxed tile where the output is not, leave it to the model."""
     from minifused.kernels.conv_tma import _TILE_RATES, _tile
 
     assert _tile(128 * 7 * 7, 512, [1], 132, None, None) == (192, 128)
@@ -1032,6 +1032,11 @@ def test_tma_tile_model():
     assert _tile(128 * 7 * 7, 512, [1], 132, 192, 64) == (192, 64)
     assert _tile(128 * 7 * 7, 512, [1], 132, None, 32) == _tile(128 * 7 * 7, 512, [1], 132, None, None)
     assert _tile(100, 512, [1] * 4, 132, 64, None) in _TILE_RATES
+    # 256 x 128 only where the output may go out box by box: one round of 128 units (r18c256h8 at batch 256)
+    # where 128 x 128 takes two and 192 x 128 two of 172
+    assert _tile(256 * 8 * 8, 256, [36], 132, None, None, boxed=True) == (256, 128)
+    assert _tile(256 * 8 * 8, 256, [36], 132, None, None) == (128, 128)
+    assert _tile(256 * 8 * 8, 256, [36], 132, 256, None) == (128, 128)  # not boxed: the model's choice
 
 
 def test_tma_schedule():
@@ -1298,23 +1303,24 @@ def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("tile", [(128, 64), (128, 128), (192, 64), (192, 128)])
+@pytest.mark.parametrize("tile", [(128, 64), (128, 128), (192, 64), (192, 128), (256, 128)])
 def test_gpu_tma_tiles_match_reference(dtype, tile, poisoned_pool):
-    """Each tile conv_tma's model may pick, forced by the config (three MMA warpgroups for 192 rows,
-    columns 64 or 128): the forward (bias, ReLU) and the backward-data, NCHW and channels-last, match the float64
-    reference, and the backward-data of a channels-last weight read as it is gives the packed weights' bits;
+    """Each tile conv_tma's model may pick, forced by the config (three MMA warpgroups for 192 rows, four for 256,
+    whose tiles, channels-last of one class a unit only, go out one box at a time; columns 64 or 128): the
+    forward (bias, ReLU) and the backward-data, NCHW and channels-last, match the float64 reference, and the backward-data of a channels-last weight read as it is gives the packed weights' bits;
     partial row and column tiles, strides 1 and 2 (the residue classes; channels-last, a class's tiles of whole
     rows of its map that leave the tile's last rows unused), NCHW tiles through the TMA unit (several tiles a block)
     and a last tile past the batch among the cases."""
     import cupy
 
     from minifused.kernels import to_channels_last
-    from minifused.kernels.conv_tma import tma_plan
+    from minifused.kernels.conv_tma import _BOXED_TILES, tma_plan
 
     if cupy.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA kernel needs an sm_90 GPU")
     dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
     config = ConvConfig(tile_m=tile[0], tile_n=tile[1])
+    boxed = tile in _BOXED_TILES
     rng = np.random.default_rng(17)
     for (n, c, h, w, k, r, st, pad) in [(3, 64, 32, 32, 64, 3, 1, 1), (5, 128, 16, 16, 128, 3, 2, 1),
                                         (2, 128, 4, 4, 256, 3, 1, 1), (40, 64, 16, 16, 320, 3, 1, 1),
@@ -1322,8 +1328,9 @@ def test_gpu_tma_tiles_match_reference(dtype, tile, poisoned_pool):
                                         (151, 64, 8, 8, 192, 1, 1, 0), (2, 64, 11, 9, 64, 3, 2, 1),
                                         (4, 64, 28, 28, 128, 3, 2, 1)]:
         geo = ((st, st), (pad, pad), (1, 1), 1)
-        plan = tma_plan(P.ConvMode.FORWARD, dt, (n, c, h, w), (k, c, r, r), *geo, dev, config)
+        plan = tma_plan(P.ConvMode.FORWARD, dt, (n, c, h, w), (k, c, r, r), *geo, dev, config, nhwc_out=boxed)
         assert plan is not None and (plan.a_map[5], plan.b_map[3][1]) == tile, (n, c, h, w, k)
+        assert plan.threads == 128 + 2 * tile[0], (n, c, h, w, k)  # a warpgroup per 64 rows, and the producer's
         x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
         wt = cupy.asarray(rng.standard_normal((k, c, r, r)) / (c * r * r) ** 0.5).astype(dt)
         b = cupy.asarray(rng.standard_normal(k)).astype(dt)

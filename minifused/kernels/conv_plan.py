@@ -285,7 +285,7 @@ def _warps(mma, warps, default=(2, 4)):
 
 def wgmma_on(config, dev_id):
     """Whether the config and the GPU allow the wgmma path (a set warp grid or 64-row tiles ask for mma.sync)."""
-    return config.wgmma is not False and config.tile_m in (None, 128, 192) and config.tile_warps is None \
+    return config.wgmma is not False and config.tile_m in (None, 128, 192, 256) and config.tile_warps is None \
         and has_wgmma(dev_id)
 
 

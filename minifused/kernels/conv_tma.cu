@@ -13,7 +13,7 @@
 // (CT_TMA_OUT 2), a unit is one class's tile of whole rows of its map (as many as BM rows of the MMA take; those
 // past them are stale and not stored), stored as a strided 5-d box of the output.
 //
-// A tile is BM = 128 or 192 consecutive output pixels (m = (n, p, q) in order, across rows and images). For one
+// A tile is BM = 128, 192 or 256 consecutive output pixels (m = (n, p, q) in order, across rows and images). For one
 // tap (r, s) and 64 channels, its operand A is one im2col-mode TMA load of the 4-d NHWC tensor {C, W, H, N}: the
 // TMA unit walks the tile's pixels through a window of the image (the tensor map's pixel box, stepped by the
 // convolution's stride: one position per output pixel of a row, one row per output row, then the next
@@ -27,8 +27,8 @@
 // thread computes an address of the operands.
 //
 // Warp-specialized and persistent: one block per SM walks its tiles (CT_SCHEDULE); warp 0
-// issues the loads into a STAGES-deep ring (full / empty mbarriers), warpgroups 1, 2 (and 3) multiply rows [0, 64),
-// [64, 128) (and [128, 192)) of A by all of B with wgmma, and write the tile through shared memory to NCHW
+// issues the loads into a STAGES-deep ring (full / empty mbarriers), warpgroups 1, 2 (3, 4) multiply rows [0, 64),
+// [64, 128) ([128, 192), [192, 256)) of A by all of B with wgmma, and write the tile through shared memory to NCHW
 // (stores of runs of pixels along a channel), bias and ReLU applied in fp32. While they write one tile, the
 // producer already loads the next one's stages. Where the output's layout allows (CT_TMA_OUT), the tile goes
 // out through the TMA unit instead: the MMA warps lay it into shared memory as boxes of 128-byte rows
@@ -83,6 +83,7 @@
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=6 -DCT_TMA_OUT=1
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BM=192 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=128 -DCT_STAGES=4
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=256 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=1 -DCT_OUT_BOXES=1
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=1 -DCT_B_KRSC=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=64 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_B_KRSC=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2 -DCT_B_KRSC=1
@@ -206,13 +207,18 @@ __device__ __forceinline__ unsigned long long wg_desc_mn(const void* p) {
 
 #if !CT_WGRAD
 constexpr int BM = CT_BM, BK = 64;  // BK: 64 elements = 128 bytes
-static_assert(BM == 128 || BM == 192, "tiles of 128 or 192 output pixels");
+static_assert(BM == 128 || BM == 192 || BM == 256, "tiles of 128, 192 or 256 output pixels");
+#ifndef CT_OUT_BOXES  // CT_TMA_OUT's boxes of 64 channels in shared memory at once: all BN / 64, or 1 (the tile goes
+#define CT_OUT_BOXES (CT_BN / 64)  // out box by box through one box's room, which leaves the ring a stage more)
+#endif
+constexpr int OUT_BOXES = CT_OUT_BOXES;
+static_assert(OUT_BOXES == BN / 64 || (OUT_BOXES == 1 && CT_NHWC_OUT && CT_TMA_OUT == 1), "one box at a time: NHWC");
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 // an epilogue tile: NCHW out, T[BN][LDE] (a row of 16-byte-aligned pixel runs per channel); NHWC out,
 // T[BM][LDE] (a row of 16-byte-aligned channel runs per pixel); the 8 of padding keeps the MMA fragments' writes
 // off each other's banks
-#if CT_NHWC_OUT
-constexpr int LDE = BN + 8, EPI_ELEMS = BM * LDE;
+#if CT_NHWC_OUT  // (one box's room: BM x 64)
+constexpr int LDE = BN + 8, EPI_ELEMS = OUT_BOXES < BN / 64 ? BM * 64 : BM * LDE;
 #else
 constexpr int LDE = BM + 8, EPI_ELEMS = BN * LDE;
 #endif
@@ -263,13 +269,13 @@ __device__ __forceinline__ void store_nchw_pairs(T* __restrict__ out, const T* e
 // accumulators' rows (mma.sync's C layout per 16 rows: row0 + lane / 4, + 8; columns 2 * (lane % 4), + 1 of each
 // 8); `at(m, n)` the shared address of the 16 bytes of pixel m's channels n.. n + 7 (NHWC) or of channel n's
 // pixels m.. m + 7 (NCHW).
-template <int NA, typename At>
+template <int NA, typename At, int J0 = 0, int J1 = BN / 8>  // column blocks [J0, J1) of the tile
 __device__ __forceinline__ void tile_to_smem(const float (&acc)[NA], int row0, int lane, int n0, int N,
                                              const T* __restrict__ bias, int flags, At at) {
     const int tig = lane & 3, mi = lane >> 3, l8 = lane & 7;  // this lane addresses matrix mi's row (column) l8
     const int mr = row0 + (mi & 1) * 8;  // matrix mi's first row
 #pragma unroll
-    for (int j = 0; j < BN / 8; j += 2) {
+    for (int j = J0; j < J1; j += 2) {
         unsigned r[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -287,17 +293,18 @@ __device__ __forceinline__ void tile_to_smem(const float (&acc)[NA], int row0, i
 }
 
 // CT_TMA_OUT: a tile's boxes for the TMA unit, 128-byte swizzled rows of 64 elements: NHWC, BN / 64 boxes of
-// BM pixels x 64 channels; NCHW, BM / 64 boxes of BN channels x 64 pixels
-template <int NA>
+// BM pixels x 64 channels (or boxes [B0, B0 + OUT_BOXES) of them); NCHW, BM / 64 boxes of BN channels x 64 pixels
+template <int B0 = 0, int NA>
 __device__ __forceinline__ void tile_to_boxes(unsigned char* boxes, const float (&acc)[NA], int row0, int lane,
                                               int n0, int N, const T* __restrict__ bias, int flags) {
-    tile_to_smem(acc, row0, lane, n0, N, bias, flags, [boxes](int m, int n) {
+    const auto at = [boxes](int m, int n) {
 #if CT_NHWC_OUT
-        return smem_addr(boxes + (n / 64) * (BM * 128) + swizzle128(m * 128 + (n % 64) * 2));
+        return smem_addr(boxes + (n / 64 - B0) * (BM * 128) + swizzle128(m * 128 + (n % 64) * 2));
 #else
         return smem_addr(boxes + (m / 64) * (BN * 128) + swizzle128(n * 128 + (m % 64) * 2));
 #endif
-    });
+    };
+    tile_to_smem<NA, decltype(at), B0 * 8, (B0 + OUT_BOXES) * 8>(acc, row0, lane, n0, N, bias, flags, at);
     fence_async_smem();
 }
 
@@ -387,7 +394,7 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
     }
 
     // -------------------------------------------------------------------- consumers
-    const int wg = warp / 4 - 1, ct_id = tid - 128;  // the warpgroup among the MMAs' (0, 1, 2); the thread's index
+    const int wg = warp / 4 - 1, ct_id = tid - 128;  // the warpgroup among the MMAs' (from 0); the thread's index
     float acc[BN / 2];
 #if CT_SCHEDULE
     for (int i = sched.begin; i < sched.end; ++i) { const int unit = sched.list[i];
@@ -408,7 +415,22 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
             }
             pipe.drain(acc, lane);  // a class without live taps (a 1x1 filter's) is zeros
 
-#if CT_TMA_OUT  // one class per unit
+#if CT_TMA_OUT && CT_OUT_BOXES < CT_BN / 64  // one class per unit, its boxes out one by one through the one's room
+#pragma unroll
+            for (int b = 0; b < BN / 64; ++b) {
+                if (ct_id == 0) bulk_wait_read();  // the TMA unit has read the last box out of the room
+                consumers_sync();
+                if (b == 0) tile_to_boxes<0>(reinterpret_cast<unsigned char*>(epi), acc, wg * 64 + (warp % 4) * 16,
+                                             lane, n0, N, bias, flags);
+                else tile_to_boxes<1>(reinterpret_cast<unsigned char*>(epi), acc, wg * 64 + (warp % 4) * 16, lane,
+                                      n0, N, bias, flags);
+                consumers_sync();
+                if (ct_id == 0 && n0 + 64 * b < N) {
+                    tma_store_2d(&map_out, smem_addr(epi), n0 + 64 * b, m0);
+                    bulk_commit();
+                }
+            }
+#elif CT_TMA_OUT  // one class per unit
             if (ct_id == 0) bulk_wait_read();  // the TMA unit has read the last tile out of the boxes
             consumers_sync();
             tile_to_boxes(reinterpret_cast<unsigned char*>(epi), acc, wg * 64 + (warp % 4) * 16, lane, n0, N,
@@ -421,7 +443,8 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
                          [e](int m, int n) { return smem_addr(CT_NHWC_OUT ? e + m * LDE + n : e + n * LDE + m); });
 #endif
         }
-#if CT_TMA_OUT
+#if CT_TMA_OUT && CT_OUT_BOXES < CT_BN / 64
+#elif CT_TMA_OUT
         consumers_sync();
         if (ct_id == 0)
             store_boxes(&map_out, reinterpret_cast<unsigned char*>(epi), m0, n0, M, N, OHW, OW,

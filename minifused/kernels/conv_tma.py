@@ -238,7 +238,7 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
         rows = bm // out[1]
         return (rows * out[1], 1) if subs == 2 and nhwc_out and 4 * rows * out[1] >= 3 * bm else (bm, subs)
 
-    bm, bn = _tile(m, cols, class_work, sms, tile_m, tile_n, units_of)
+    bm, bn = _tile(m, cols, class_work, sms, tile_m, tile_n, units_of, boxed=nhwc_out and subs == 1)
     (pix, per_unit), tma_out = units_of(bm), 1
     if per_unit < subs:
         out_map = _class_rows_map(dtype, n, out, cols, pix // out[1])
@@ -255,7 +255,9 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     # the ring (1024-byte aligned; as many stages as the block's shared memory holds beside the rest: loads
     # further ahead measured faster), the epilogue's tiles T[bn][bm + 8] (NHWC: T[bm][bn + 8]; one per class of a
     # unit), the mbarriers (16 bytes a stage)
-    epi = bm * (bn + 8) if nhwc_out else bn * (bm + 8)
+    # (a tile out one box at a time: one box's room, bm x 64)
+    out_boxes = 1 if (bm, bn) in _BOXED_TILES and out_map is not None else bn // BOX_C
+    epi = (bm * BOX_C if out_boxes < bn // BOX_C else bm * (bn + 8)) if nhwc_out else bn * (bm + 8)
     fixed, per_stage = 1024 + subs * epi * 2, (bm + bn) * BOX_C * 2 + 16
     stages = min(MAX_STAGES, (smem_per_block(dev_id) - fixed) // per_stage)
     if stages < 2:
@@ -273,7 +275,8 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
     table = schedule(units, grid)[0]
     kern = _kernel("conv_tma", dtype, smem, f"-DCT_BM={bm}", f"-DCT_BN={bn}", f"-DCT_STAGES={stages}",
                    f"-DCT_NHWC_OUT={int(nhwc_out)}", f"-DCT_TMA_OUT={tma_out if out_map is not None else 0}",
-                   f"-DCT_B_KRSC={int(b_krsc)}", f"-DCT_SCHEDULE={int(table is not None)}")
+                   f"-DCT_B_KRSC={int(b_krsc)}", f"-DCT_SCHEDULE={int(table is not None)}",
+                   f"-DCT_OUT_BOXES={out_boxes}")
     head = [m, cols, ohw, out[1], ch // BOX_C, n_tiles, per_row, len(units), sy, ry, rx, s, tap_step, subs, step[1],
             win[0][1], win[0][0], vec, pix]
     prm = _constants(head, classes, table)
@@ -340,25 +343,31 @@ def _narrow_plan(dtype, g, n, r, s, dev_id, nhwc_out):
 #: warpgroups. (128 x 256 tiles, tried: a 3-stage ring beside their epilogue tile; on the bench shapes of 256
 #: output channels or more their forward ran at 0.78-0.88 of 192 x 128's rate, the stride-2 backward-data at
 #: a fifth to a third; 256 x 64 tiles, four MMA warpgroups, cuDNN's tile on c64h56: as fast as 192 x 64 there,
-#: slower on every other shape.)
-_TILE_RATES = {(128, 64): 0.70, (128, 128): 1.0, (192, 64): 0.8, (192, 128): 1.1}
+#: slower on every other shape.) 256 x 128 tiles, four MMA warpgroups, keep a 4-stage ring only where their
+#: output leaves one 64-channel box at a time (channels-last, one class a unit: :data:`_BOXED_TILES`): where
+#: they fill the waves as 192 rows do, 0.98-1.0x 192 x 128's rate; where 128 x 128 leaves two rounds and they
+#: one (r18c256h8 at batch 256), 1.07x 128 x 128's.
+_TILE_RATES = {(128, 64): 0.70, (128, 128): 1.0, (192, 64): 0.8, (192, 128): 1.1, (256, 128): 1.08}
+#: tiles only for outputs that go out through the TMA unit one box at a time (conv_tma.cu's CT_OUT_BOXES 1)
+_BOXED_TILES = {(256, 128)}
 
 
-def _tile(m, cols, stages, sms, tile_m, tile_n, units_of=lambda bm: (bm, 1)):
+def _tile(m, cols, stages, sms, tile_m, tile_n, units_of=lambda bm: (bm, 1), boxed=False):
     """(rows, columns) of the forward / backward-data's tiles of an ``m`` x ``cols`` GEMM per class, its classes of
     ``stages`` reduction stages each: among the tiles of :data:`_TILE_RATES` that the config's ``tile_m`` /
     ``tile_n`` allow (a value no TMA tile has, conv.cu's 64 rows or 32 columns, allows all), the one of least
     modeled time: the longest block's stages under the units' :func:`schedule` (``units_of(rows)``: a unit's
     pixels and classes) times a stage's work over the tile's rate. A tile size that leaves the last wave nearly
-    empty loses to one that fills it."""
+    empty loses to one that fills it. ``boxed``: the output may go out box by box (:data:`_BOXED_TILES` allowed)."""
     def time(tile):
         bm, bn = tile
         pix, subs = units_of(bm)
         units = _unit_stages(stages, subs, -(-m // pix) * -(-cols // bn))
         return schedule(units, min(len(units), sms))[1] * bm * bn / _TILE_RATES[tile]
 
-    allowed = [t for t in _TILE_RATES if tile_m in (None, t[0]) and tile_n in (None, t[1])]
-    return min(allowed or _TILE_RATES, key=time)
+    tiles = [t for t in _TILE_RATES if boxed or t not in _BOXED_TILES]
+    allowed = [t for t in tiles if tile_m in (None, t[0]) and tile_n in (None, t[1])]
+    return min(allowed or tiles, key=time)
 
 
 #: a unit's work beside its reduction stages (its epilogue: the tile out of the MMAs' registers), in stages
