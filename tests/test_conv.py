@@ -1307,8 +1307,9 @@ def test_gpu_tma_narrow_kernel_matches_reference(dtype, poisoned_pool):
 def test_gpu_tma_tiles_match_reference(dtype, tile, poisoned_pool):
     """Each tile conv_tma's model may pick, forced by the config (three MMA warpgroups for 192 rows, four for 256,
     whose tiles, channels-last of one class a unit only, go out one box at a time; columns 64 or 128): the
-    forward (bias, ReLU) and the backward-data, NCHW and channels-last, match the float64 reference, and the backward-data of a channels-last weight read as it is gives the packed weights' bits;
-    partial row and column tiles, strides 1 and 2 (the residue classes; channels-last, a class's tiles of whole
+    forward (bias, ReLU) and the backward-data, NCHW and channels-last, match the float64 reference, and the
+    backward-data of a channels-last weight read as it is gives the packed weights' bits; partial row and column
+    tiles, strides 1 and 2 (the residue classes; channels-last, a class's tiles of whole
     rows of its map that leave the tile's last rows unused), NCHW tiles through the TMA unit (several tiles a block)
     and a last tile past the batch among the cases."""
     import cupy
