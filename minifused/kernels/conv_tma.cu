@@ -334,6 +334,13 @@ __device__ __forceinline__ void store_boxes(const TmaDesc* map, const unsigned c
     bulk_commit();
 }
 
+// a unit's class row and its tile's first pixel m0 and first channel n0 (units row-major, then pixel-major)
+__device__ __forceinline__ void unit_tile(int unit, int per_row, int n_tiles, int pix, int& row, int& m0, int& n0) {
+    row = unit / per_row;
+    const int rem = unit - row * per_row, mt = rem / n_tiles;
+    m0 = mt * pix, n0 = (rem - mt * n_tiles) * BN;
+}
+
 // prm: M (a class's output pixels), N, OHW, OW (a class's map), c_tiles (Cp/64), n_tiles, per_row (units of one
 // class row), units, sy, ry, rx, S (the filter's), tap_step, subs, sx, lx, ly (the window's corner), vec (the
 // NCHW stores' run of pixels), pix (a tile's pixels: BM, or for CT_TMA_OUT 2 its whole rows of a class's map),
@@ -370,9 +377,9 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
 #else
         for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
 #endif
-            const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
-            const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * pix, img = m0 / OHW, pq = m0 - img * OHW,
-                      p0 = pq / OW, q0 = pq - p0 * OW;
+            int row, m0, n0;
+            unit_tile(unit, per_row, n_tiles, pix, row, m0, n0);
+            const int img = m0 / OHW, pq = m0 - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
             for (int sub = 0; sub < subs; ++sub) {
                 const Class c(prm + HEAD + PER_CLASS * (row * subs + sub));
                 for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {
@@ -404,8 +411,8 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
 #else
     for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
 #endif
-        const int row = unit / per_row, rem = unit - row * per_row, mt = rem / n_tiles;
-        const int n0 = (rem - mt * n_tiles) * BN, m0 = mt * pix;
+        int row, m0, n0;
+        unit_tile(unit, per_row, n_tiles, pix, row, m0, n0);
         for (int sub = 0; sub < subs; ++sub) {
             const Class c(prm + HEAD + PER_CLASS * (row * subs + sub));
 #pragma unroll
