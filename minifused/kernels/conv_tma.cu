@@ -76,8 +76,10 @@
 // c512h7, 0.73x on r18c256h8s2k1; 256-row tiles, four MMA warpgroups, at 64 pixels a stage in a 4-stage ring:
 // 1.02-1.07x the default at batch 256 on c256h14s2, c256h14, r18c256h8s2 and r18c256h8, 0.79-0.86x on the
 // 512-channel layers and 0.86-0.98x on the stride-2 layers at batch 128, and at 128 pixels a stage (2 stages fit)
-// slower on every shape. Per unit, beside its chunks, a block spends about 2.5 chunks' time (Nsight
-// Compute: SM cycles per chunk at 3 and 5 splits), which more, shorter units pay.)
+// slower on every shape; two blocks an SM (64-row tiles, 80 registers a thread; 128 rows need more): 0.72-0.93x
+// one block's 64-row tiles, at 128 pixels a stage (2 stages a block) or 64 (4 stages). Per unit, beside its
+// chunks, a block spends about 2.5 chunks' time (Nsight Compute: SM cycles per chunk at 3 and 5 splits), which
+// more, shorter units pay.)
 //
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=5
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BN=64 -DCT_STAGES=8
