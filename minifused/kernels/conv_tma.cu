@@ -92,7 +92,7 @@
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=1 -DCT_B_KRSC=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=64 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_B_KRSC=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=6 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2 -DCT_B_KRSC=1
-// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_BN=128 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2 -DCT_SCHEDULE=1
+// nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BM=192 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2 -DCT_SCHEDULE=1
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_BN=128 -DCT_STAGES=4 -DCT_SCHEDULE=1
 // nvrtc-check[sm_90a]: -DCT_T=__nv_bfloat16 -DCT_IS_BF16=1 -DCT_BM=192 -DCT_STAGES=4 -DCT_NHWC_OUT=1 -DCT_TMA_OUT=2
 // nvrtc-check[sm_90a]: -DCT_T=__half -DCT_WGRAD=1 -DCT_BM=128 -DCT_STAGES=3 -DCT_WPIX=128

@@ -254,8 +254,7 @@ def _plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, dev_id, tile
         out_map = _out_map(dtype, n, ohw, m, cols, bm, bn, subs, nhwc_out, m_tiles * n_tiles > sms)
     # the ring (1024-byte aligned; as many stages as the block's shared memory holds beside the rest: loads
     # further ahead measured faster), the epilogue's tiles T[bn][bm + 8] (NHWC: T[bm][bn + 8]; one per class of a
-    # unit), the mbarriers (16 bytes a stage)
-    # (a tile out one box at a time: one box's room, bm x 64)
+    # unit; a tile out one box at a time, one box's room: bm x 64), the mbarriers (16 bytes a stage)
     out_boxes = 1 if (bm, bn) in _BOXED_TILES and out_map is not None else bn // BOX_C
     epi = (bm * BOX_C if out_boxes < bn // BOX_C else bm * (bn + 8)) if nhwc_out else bn * (bm + 8)
     fixed, per_stage = 1024 + subs * epi * 2, (bm + bn) * BOX_C * 2 + 16
@@ -386,8 +385,8 @@ def schedule(work, blocks):
     conv_tma.cuh's ``Schedule`` reads it: each block's first unit's place in the list (and the list's end), then
     the units, block by block; None where the units are equal (the kernels' round-robin: see CT_SCHEDULE in
     conv_tma.cuh). The units go longest first onto the least loaded block (the lowest of equals), and each
-    block takes its own in that order: the stride-2 classes' units (4, 2, 2 and 1 taps of a 3x3 filter), round-robin, would leave the
-    blocks of two 4-tap units a third more work than the mean."""
+    block takes its own in that order: the stride-2 classes' units (4, 2, 2 and 1 taps of a 3x3 filter),
+    round-robin, would leave the blocks of two 4-tap units a third more work than the mean."""
     if min(work, default=0) == max(work, default=0):
         return None, -(-len(work) // max(blocks, 1)) * (work[0] if work else 0)
     lists, heap = [[] for _ in range(blocks)], [(0, b) for b in range(blocks)]
