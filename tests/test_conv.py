@@ -1360,7 +1360,8 @@ def test_gpu_tma_tiles_match_reference(dtype, tile, poisoned_pool):
 def test_gpu_tma_wgrad_split_counts_match_reference(dtype, poisoned_pool):
     """The TMA filter gradient at the split counts a config asks for (one split, a few, more than the pixels'
     chunks of WGRAD_PIXELS: capped at one per chunk) matches the float64 reference: the splits' fp32 partials
-    cover the pixels once each, whatever their count (a last chunk partly past the pixels, chunks across images)."""
+    cover the pixels once each, whatever their count (a last chunk partly past the pixels, chunks across images,
+    chunks that start mid-row and mid-image: the producer steps each chunk's first pixel by additions)."""
     import cupy
 
     from minifused.kernels.conv_tma import WGRAD_PIXELS, tma_wgrad_plan
@@ -1370,7 +1371,8 @@ def test_gpu_tma_wgrad_split_counts_match_reference(dtype, poisoned_pool):
     dt, tol, dev = getattr(backend, dtype), _GPU_TOL[dtype], cupy.cuda.Device().id
     rng = np.random.default_rng(13)
     for (n, c, h, w, k, r, st, pad) in [(3, 64, 16, 16, 64, 3, 1, 1), (2, 128, 8, 8, 192, 3, 2, 1),
-                                        (4, 64, 8, 8, 128, 1, 1, 0), (7, 64, 10, 10, 64, 3, 1, 1)]:
+                                        (4, 64, 8, 8, 128, 1, 1, 0), (7, 64, 10, 10, 64, 3, 1, 1),
+                                        (5, 64, 12, 12, 128, 3, 2, 1)]:
         geo = ((st, st), (pad, pad), (1, 1), 1)
         p = K.out_size(h, r, st, pad, 1)
         chunks = -(-n * p * p // WGRAD_PIXELS)

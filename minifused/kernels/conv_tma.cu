@@ -384,22 +384,26 @@ conv_tma(const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc 
             const int img = m0 / OHW, pq = m0 - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
             for (int sub = 0; sub < subs; ++sub) {
                 const Class c(prm + HEAD + PER_CLASS * (row * subs + sub));
-                for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt) {
-                    const unsigned full = pipe.acquire(STAGE_BYTES - (BM - pix) * BK * 2),
-                                   dst = smem_addr(ring + pipe.stage * STAGE_BYTES);
-                    const int tap = kt / c_tiles, ct = kt - tap * c_tiles, r = tap / c.S, s = tap - r * c.S;
-                    tma_load_im2col(dst, &map_a, full, ct * BK, lx + q0 * sx, ly + p0 * sy, img, c.ox + s * rx - lx,
-                                    c.oy + r * ry - ly);
-                    const int b_tap = (c.r0 + r * tap_step) * S_all + c.s0 + s * tap_step;
+                // the stages tap by tap, channel tile by tile: nested loops, no division a stage (the one thread's
+                // dependent instructions between two loads delay the ring's refills)
+                for (int r = 0; r < c.R; ++r)
+                    for (int s = 0; s < c.S; ++s) {
+                        const int off_w = c.ox + s * rx - lx, off_h = c.oy + r * ry - ly,
+                                  b_tap = (c.r0 + r * tap_step) * S_all + c.s0 + s * tap_step;
+                        for (int ct = 0; ct < c_tiles; ++ct) {
+                            const unsigned full = pipe.acquire(STAGE_BYTES - (BM - pix) * BK * 2),
+                                           dst = smem_addr(ring + pipe.stage * STAGE_BYTES);
+                            tma_load_im2col(dst, &map_a, full, ct * BK, lx + q0 * sx, ly + p0 * sy, img, off_w, off_h);
 #if CT_B_KRSC  // BN / 64 boxes of 64 output channels x 64 of reduction (rows), the weight's (C, R*S, K) map
 #pragma unroll
-                    for (int j = 0; j < BN / 64; ++j)
-                        tma_load_3d(dst + A_BYTES + j * 64 * 128, &map_b, full, n0 + 64 * j, b_tap, ct * BK);
+                            for (int j = 0; j < BN / 64; ++j)
+                                tma_load_3d(dst + A_BYTES + j * 64 * 128, &map_b, full, n0 + 64 * j, b_tap, ct * BK);
 #else
-                    tma_load_2d(dst + A_BYTES, &map_b, full, (b_tap * c_tiles + ct) * BK, n0);
+                            tma_load_2d(dst + A_BYTES, &map_b, full, (b_tap * c_tiles + ct) * BK, n0);
 #endif
-                    pipe.advance();
-                }
+                            pipe.advance();
+                        }
+                    }
             }
         }
         return;
@@ -591,21 +595,33 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
 
     if (warp < 4) {  // ---------------------------------------------------------------- producer
         if (warp != 0 || lane != 0) return;
+        // Per chunk, only additions: the taps' offsets are a unit's, and the chunk's first pixel (img, p0, q0)
+        // steps by WPIX (one thread issues every load, and each division in its loop, a chain of dependent
+        // instructions, delays the ring's refills: the MMAs waited for them)
+        const int P = OHW / OW, step_img = WPIX / OHW, step_p = WPIX % OHW / OW, step_q = WPIX % OHW % OW;
         for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
             int split, k0, col0, c_begin, c_end, tile;
             work.of(unit, split, k0, col0, c_begin, c_end, tile);
+            int c0[2], off_w[2], off_h[2];  // each column block's channels and tap (a block past ncol loads some
+                                            // tap's pixels: never written)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const int col = col0 + 64 * j, tap = col / Cp, r = tap / S;
+                c0[j] = col - tap * Cp, off_w[j] = (tap - r * S) * rx, off_h[j] = r * ry;
+            }
+            int pix = c_begin * WPIX, img = pix / OHW, p0 = (pix - img * OHW) / OW, q0 = pix - img * OHW - p0 * OW;
             for (int ch = c_begin; ch < c_end; ++ch) {
-                const int pix = ch * WPIX, img = pix / OHW, pq = pix - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
                 const unsigned full = pipe.acquire(W_STAGE_BYTES), dst = smem_addr(ring + pipe.stage * W_STAGE_BYTES);
 #pragma unroll
                 for (int i = 0; i < WBM / 64; ++i) tma_load_2d(dst + i * BOX_BYTES, &map_dy, full, k0 + 64 * i, pix);
 #pragma unroll
-                for (int j = 0; j < 2; ++j) {  // a column block past ncol loads some tap's pixels: never written
-                    const int col = col0 + 64 * j, tap = col / Cp, c0 = col - tap * Cp, r = tap / S, s = tap - r * S;
-                    tma_load_im2col(dst + W_A_BYTES + j * BOX_BYTES, &map_x, full, c0, ox + q0 * sx, oy + p0 * sy,
-                                    img, s * rx, r * ry);
-                }
+                for (int j = 0; j < 2; ++j)
+                    tma_load_im2col(dst + W_A_BYTES + j * BOX_BYTES, &map_x, full, c0[j], ox + q0 * sx, oy + p0 * sy,
+                                    img, off_w[j], off_h[j]);
                 pipe.advance();
+                pix += WPIX, img += step_img, p0 += step_p, q0 += step_q;
+                if (q0 >= OW) q0 -= OW, ++p0;
+                if (p0 >= P) p0 -= P, ++img;
             }
         }
         return;

@@ -104,17 +104,20 @@ conv_tma_narrow(const __grid_constant__ TmaDesc map_a, const __grid_constant__ T
             const int cls = unit / per_class, m0 = (unit - cls * per_class) * pix, img = m0 / OHW,
                       pq = m0 - img * OHW, p0 = pq / OW, q0 = pq - p0 * OW;
             const Class c(classes + PER_CLASS * cls);
-            for (int kt = 0; kt < c.R * c.S * c_tiles; ++kt, ++pos) {
-                const int stage = pos % STAGES;
-                mbar_wait(empty0 + 8 * stage, ((pos / STAGES) & 1) ^ 1);
-                const unsigned full = full0 + 8 * stage, dst = smem_addr(ring + stage * STAGE_BYTES);
-                mbar_expect_tx(full, A_BYTES + pix * 128);  // (the MMAs' columns past pix: stale, not stored)
-                const int tap = kt / c_tiles, ct = kt - tap * c_tiles, r = tap / c.S, s = tap - r * c.S;
-                const int b_tap = (c.r0 + r * tap_step) * S_all + c.s0 + s * tap_step;
-                tma_load_2d(dst, &map_b, full, (b_tap * c_tiles + ct) * BK, 0);  // the weights' (tap, channel tile)
-                tma_load_im2col(dst + A_BYTES, &map_a, full, ct * BK, lx + q0 * sx, ly + p0 * sy, img,
-                                c.ox + s * rx - lx, c.oy + r * ry - ly);
-            }
+            for (int r = 0; r < c.R; ++r)  // tap by tap, channel tile by channel tile (no division a stage)
+                for (int s = 0; s < c.S; ++s) {
+                    const int off_w = c.ox + s * rx - lx, off_h = c.oy + r * ry - ly,
+                              b_tap = (c.r0 + r * tap_step) * S_all + c.s0 + s * tap_step;
+                    for (int ct = 0; ct < c_tiles; ++ct, ++pos) {
+                        const int stage = pos % STAGES;
+                        mbar_wait(empty0 + 8 * stage, ((pos / STAGES) & 1) ^ 1);
+                        const unsigned full = full0 + 8 * stage, dst = smem_addr(ring + stage * STAGE_BYTES);
+                        mbar_expect_tx(full, A_BYTES + pix * 128);  // (the MMAs' columns past pix: stale, not stored)
+                        tma_load_2d(dst, &map_b, full, (b_tap * c_tiles + ct) * BK, 0);  // the weights' (tap, tile)
+                        tma_load_im2col(dst + A_BYTES, &map_a, full, ct * BK, lx + q0 * sx, ly + p0 * sy, img, off_w,
+                                        off_h);
+                    }
+                }
         }
         return;
     }
