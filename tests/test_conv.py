@@ -1552,9 +1552,9 @@ def test_gpu_tma_wgrad_split_whole_tiles_match_reference(dtype, poisoned_pool):
 
 def test_wgrad_rows_model():
     """The filter gradient's tile rows (:func:`_wgrad_tiles`): 64 onto at most 64 output channels, or a config's;
-    else 64 where the 128-row tiles leave rounds part idle and partials to sum (c256h14s2, ResNet's 1x1 stride-2
-    shortcut at 8 x 8 input), 128 where they fill the SMs (ResNet's 512-channel layers: whole waves of whole
-    tiles) or the model ties (r18c64h32s2)."""
+    else 64 where the 128-row tiles leave rounds part idle and partials to sum (c256h14s2 at batch 128 and 256,
+    ResNet's 1x1 stride-2 shortcut at 8 x 8 input, r18c64h32s2), 128 where they fill the SMs (ResNet's 512-channel
+    layers: whole waves of whole tiles) or the 64-row ones would split more (r18c128h16s2 at batch 256)."""
     from minifused.kernels.conv_tma import _wgrad_tiles
 
     def rows(n, c, h, k, r, stride, splits=None):
@@ -1562,11 +1562,12 @@ def test_wgrad_rows_model():
         ncol, chunks = r * r * c, -(-n * p * p // 128)
         return _wgrad_tiles(k, ncol, chunks, 132, 2 * k * ncol * n * p * p, splits)[0]
 
-    assert rows(128, 256, 14, 512, 3, 2) == 64  # c256h14s2
+    assert rows(128, 256, 14, 512, 3, 2) == 64 and rows(256, 256, 14, 512, 3, 2) == 64  # c256h14s2
     assert rows(128, 256, 8, 512, 1, 2) == 64  # r18c256h8s2k1
     assert rows(128, 512, 7, 512, 3, 1) == 128  # c512h7
     assert rows(128, 256, 8, 256, 3, 1) == 128  # r18c256h8
-    assert rows(128, 64, 32, 128, 3, 2) == 128  # r18c64h32s2
+    assert rows(128, 64, 32, 128, 3, 2) == 64  # r18c64h32s2
+    assert rows(256, 128, 16, 256, 3, 2) == 128  # r18c128h16s2b256
     assert rows(128, 64, 56, 64, 3, 1) == 64 and rows(128, 64, 56, 64, 3, 1, splits=3) == 64
     with pytest.raises(ValueError, match="wgrad_rows must be 64 or 128, got 96"):
         ConvConfig(wgrad_rows=96)
