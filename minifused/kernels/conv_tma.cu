@@ -56,9 +56,12 @@
 // The loads limit this kernel: its MMAs alone, and its loads alone, each ran faster than both together, and
 // neither the ring's depth (3 to 7 stages), the unit order, the MMAs' wait (a stage released as soon as its own
 // MMAs finish), the operands' MN-major form nor the epilogue (the partial tiles stored through the TMA unit
-// while the MMAs go on) moved it. The TMA unit's rate does depend on the boxes' size: a stage of 64 pixels, four
-// boxes of 8 KiB, left the MMA warps waiting for data a quarter of their time, and the same bytes in boxes of
-// 16 KiB (128 pixels, half as many boxes per byte) run the whole kernel 1.1-1.5x as fast on ResNet's shapes.
+// while the MMAs go on) moved it. What did: the producer thread's own instructions between two stages' loads
+// (integer divisions a chunk, for its pixel and taps, held the ring's refills back; without them every shape
+// ran faster, so the one thread's issue rate, not the TMA unit alone, paces the loads). The TMA unit's rate
+// does depend on the boxes' size: a stage of 64 pixels, four boxes of 8 KiB, left the MMA warps waiting for data
+// a quarter of their time, and the same bytes in boxes of 16 KiB (128 pixels, half as many boxes per byte) run the
+// whole kernel 1.1-1.5x as fast on ResNet's shapes.
 // (Measured slower, at 64 pixels a stage: KCRS dW written from the registers, 2-byte stores RS apart, where
 // wgrad_reduce_kcrs transposes through shared memory; split tiles summed by their last unit to arrive, counted on
 // a per-tile counter: each unit's fence, count and read-back stall its MMA warps; a stream-K schedule, each
