@@ -12,11 +12,18 @@ at cuBLAS's SGEMM rate, which the direct FFMA kernels do not reach on these laye
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import backend
 from . import NULL, cublaslt, get_kernel
 from .conv_plan import ints
+
+
+def _strided_size(h, wd, stride):
+    """(P, Q): the pixels a 1x1 filter at padding 0 reads of an H x W map, every stride-th row and column."""
+    return -(-h // stride[0]), -(-wd // stride[1])
 
 
 def applies(dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, config, forward=False) -> bool:
@@ -28,7 +35,7 @@ def applies(dtype, x_shape, w_shape, stride, padding, dilation, groups, tf32, co
         return False
     if tuple(w_shape[2:]) != (1, 1) or tuple(padding) != (0, 0):
         return False
-    pq = (-(-x_shape[2] // stride[0])) * (-(-x_shape[3] // stride[1]))
+    pq = math.prod(_strided_size(*x_shape[2:], stride))
     if (x_shape[1] * pq) % 64 or (w_shape[0] * pq) % 64:
         return False
     return bool(config.conv1x1) or (x_shape[1] >= 32 and w_shape[0] >= 32)
@@ -48,7 +55,7 @@ def _move(name, src, dst, x_shape, stride, channel_major=False):
     """conv1x1.cu's ``name`` from src to dst, between x's (N, C, H, W) and its strided pixels (N, C, P, Q), or
     (gather_pixels' ``channel_major``) (C, N, P, Q)."""
     n, c, h, wd = x_shape
-    p, q = -(-h // stride[0]), -(-wd // stride[1])
+    p, q = _strided_size(h, wd, stride)
     rows = n * c * (p if name == "gather_pixels" else h)
     quads = -(-(q if name == "gather_pixels" else wd) // 4)
     grid = _grid(rows * quads)
@@ -70,7 +77,7 @@ def _pixels(x, stride):
     if x.size >= _KERNEL_ELEMENTS:
         return cupy.ascontiguousarray(x[:, :, ::stride[0], ::stride[1]])
     n, c, h, wd = x.shape
-    xs = cupy.empty((n, c, -(-h // stride[0]), -(-wd // stride[1])), np.float32)
+    xs = cupy.empty((n, c, *_strided_size(h, wd, stride)), np.float32)
     if xs.size:
         _move("gather_pixels", x, xs, x.shape, stride)
     return xs
@@ -84,7 +91,7 @@ def forward(x, w, bias, stride, padding):
     """y (N, K, P, Q) of x (N, C, H, W) and w (K, C, 1, 1), fp32 C-contiguous CuPy arrays (``applies``)."""
     import cupy
 
-    pq = (-(-x.shape[2] // stride[0])) * (-(-x.shape[3] // stride[1]))
+    pq = math.prod(_strided_size(*x.shape[2:], stride))
     if pq < BATCHED_MIN_PIXELS and x.size < _KERNEL_ELEMENTS and x.shape[0] * w.shape[0] * pq < _KERNEL_ELEMENTS:
         return _one_gemm_forward(x, w, bias, stride)
     if tuple(stride) != (1, 1) and (x.shape[1] <= _STRIDED_MAX_CHANNELS or (
@@ -122,7 +129,7 @@ def _one_gemm_forward(x, w, bias, stride):
 
     n, c, h, wd = x.shape
     k = w.shape[0]
-    p, q = -(-h // stride[0]), -(-wd // stride[1])
+    p, q = _strided_size(h, wd, stride)
     m = n * p * q
     y = cupy.empty((n, k, p, q), np.float32)
     if y.size == 0:
@@ -147,7 +154,7 @@ def _strided_forward(x, w, bias, stride):
 
     n, c, h, wd = x.shape
     k = w.shape[0]
-    p, q = -(-h // stride[0]), -(-wd // stride[1])
+    p, q = _strided_size(h, wd, stride)
     y = cupy.empty((n, k, p, q), np.float32)
     if y.size:
         grid = (-(-n * p * q // 128), -(-k // 128))
