@@ -317,30 +317,37 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
 // exchanged by st.async onto mbarriers, no cluster barrier per channel). One block an SM keeps too few bytes in
 // flight, and at 128 KiB a block only 15 clusters of 8 fit the GPU at once.
 
-// The sum of v over the block (blockDim.x a multiple of 32, at most 1024), returned to every thread.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+typedef Vec<float, 2> F2;
+
+__device__ __forceinline__ F2 warp_sum2(F2 v) {
+    return F2{{warp_sum(v.v[0]), warp_sum(v.v[1])}};
+}
+
+// The sums of the pair v over the block (blockDim.x a multiple of 32, at most 1024), returned to every thread
+// (the xor butterflies give every lane the same bits). One call per launch: `scratch` is not reused.
+__device__ __forceinline__ F2 block_sum2(F2 v, F2* scratch) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    v = warp_sum(v);
-    __syncthreads();  // scratch may still be read by the previous call
+    v = warp_sum2(v);
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
-    return warp_sum(lane < warps ? scratch[lane] : 0.f);
+    return warp_sum2(lane < warps ? scratch[lane] : F2{});
 }
 
 // The cluster's total of the block sums v (every thread holds its block's): each block publishes its sum
-// in `slot` (its own word of shared memory, not reused within the launch) and every thread adds the
-// CLUSTER blocks' in rank order. The caller's cluster_arrive/cluster_wait around the kernel's exit keep
-// each block's slot alive while the others read it.
-template <typename V> __device__ __forceinline__ V cluster_total(V v, V* slot) {
+// in `slot` (its own shared memory, not reused within the launch) and every thread adds the CLUSTER blocks'
+// in rank order (a lane per block and a warp sum instead measured slower on the backward's clusters of 16).
+// The caller's cluster_arrive/cluster_wait around the kernel's exit keep each block's slot alive while the
+// others read it.
+__device__ __forceinline__ F2 cluster_total(F2 v, F2* slot) {
     if (CLUSTER == 1) return v;
     if (threadIdx.x == 0) *slot = v;
     cluster_sync();
-    V t = {};
+    F2 t = {};
     const unsigned addr = (unsigned)__cvta_generic_to_shared(slot);
     for (int q = 0; q < CLUSTER; ++q) {
-        const V u = load_cluster<V>(addr, q);
-#pragma unroll
-        for (int e = 0; e < (int)(sizeof(V) / sizeof(float)); ++e) t.v[e] += u.v[e];
+        const F2 u = load_cluster<F2>(addr, q);
+        t.v[0] += u.v[0];
+        t.v[1] += u.v[1];
     }
     return t;
 }
@@ -372,8 +379,6 @@ struct ChannelWalk {
     }
 };
 
-typedef Vec<float, 2> F2;
-
 extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024, MF_CHANNEL_BLOCKS)
 bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, long long* count, const W* __restrict__ w,
                    const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask, float* __restrict__ mean,
@@ -382,7 +387,7 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
     pdl_entry();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     TV* cache = reinterpret_cast<TV*>(smem_raw);
-    __shared__ float scratch[32];
+    __shared__ F2 scratch[32];
     __shared__ F2 sums;
     const unsigned rank = cluster_rank();
     const long long c = blockIdx.x / CLUSTER, SV = S / VEC, MV = N * SV;
@@ -393,6 +398,10 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
     // keeps the squares from cancelling); a second pass over the cached copy would cost more instructions
     // than the SM issues per byte at full bandwidth.
     const float shift = to_f(x[c * S]);
+    // The channel's factors, loaded now: after the reduction their latency would stand between it and the first
+    // store. (The running statistics, read by one thread, stay after it: held across the loop they spill
+    // under the 32-register cap.)
+    const float wc = w ? to_acc<float>(w[c]) : 1.f, bc = b ? to_acc<float>(b[c]) : 0.f;
     float a = 0.f, q = 0.f;
     ChannelWalk at(lo + threadIdx.x, blockDim.x, SV, C, c);
 #pragma unroll 4  // several loads in flight per thread: a block alone on its SM is bound by their latency
@@ -406,9 +415,7 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
             q += d * d;
         }
     }
-    a = block_sum(a, scratch);
-    q = block_sum(q, scratch);
-    const F2 t = cluster_total(F2{{a, q}}, &sums);
+    const F2 t = cluster_total(block_sum2(F2{{a, q}}, scratch), &sums);
     cluster_arrive();  // this block has read the others' sums
     const float d_mean = t.v[0] / M, var = fmaxf(t.v[1] / M - d_mean * d_mean, 0.f);
     const float mu = shift + d_mean, r = 1.0f / sqrtf(var + eps);
@@ -423,7 +430,7 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
             if (count && c == 0) *count += 1;
         }
     }
-    const float scale = r * (w ? to_acc<float>(w[c]) : 1.f), bc = b ? to_acc<float>(b[c]) : 0.f;
+    const float scale = r * wc;
     const int lane = threadIdx.x & 31;
     ChannelWalk out_at(lo + threadIdx.x, blockDim.x, SV, C, c);
     for (int base = 0; base < n_own; base += blockDim.x, out_at.next()) {  // warp-uniform trips (the mask's shuffles)
@@ -466,7 +473,7 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
                     long long CHUNK, int batch) {
     pdl_entry();
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    __shared__ float scratch[32];
+    __shared__ F2 scratch[32];
     __shared__ F2 sums;
     const unsigned rank = cluster_rank();
     const long long c = blockIdx.x / CLUSTER, SV = S / VEC, MV = N * SV;
@@ -474,7 +481,9 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
     const int n_own = (int)(min(MV, lo + CHUNK) - lo);  // (CHUNK fits the shared memory)
     TV* gc = reinterpret_cast<TV*>(smem_raw);
     TV* xc = gc + CHUNK;
-    const float m = mean[c];
+    // rstd loaded with the mean, before the loop: after the reduction its latency would stand between it and the
+    // first store (w's stays there: held across the loop too, it measured slower where 32 registers are the cap)
+    const float m = mean[c], rs = rstd[c];
     float a = 0.f, p = 0.f;
     ChannelWalk at(lo + threadIdx.x, blockDim.x, SV, C, c);
 #pragma unroll 2  // with 4, the 16-bit float build took 43 registers: two blocks an SM, not three
@@ -493,13 +502,11 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
         gc[j] = gv;
         xc[j] = xv;
     }
-    a = block_sum(a, scratch);
-    p = block_sum(p, scratch);
-    const F2 t = cluster_total(F2{{a, p}}, &sums);
+    const F2 t = cluster_total(block_sum2(F2{{a, p}}, scratch), &sums);
     cluster_arrive();  // this block has read the others' sums
     a = t.v[0];
     p = t.v[1];
-    const double r = rstd[c], M = (double)N * (double)S;
+    const double r = rs, M = (double)N * (double)S;
     if (threadIdx.x == 0 && rank == 0) {
         if (dw) dw[c] = from_acc<W>((double)p * r);
         if (db) db[c] = from_acc<W>((double)a);
