@@ -36,8 +36,9 @@ def test_gpu_conv1x1_matches_reference(poisoned_pool, n, c, h, wd, k, stride):
     """Forward (with and without bias) and data gradient against float64; conv.py takes the path bit-for-bit
     (forced where the channels are few), its backward's dW and db from the launcher, all against the
     references. Images of fewer than 64 output pixels take the one-GEMM forward (of 9, 16, 20, 36 and 49
-    pixels, and of 1: the output's runs moved 32 to a block, within one channel's row of the GEMM's output or
-    across two); the stride-2 gather of 16-byte loads and,
+    pixels, and of 1: the output's runs moved four pixels at a time where they are whole 16-byte vectors, else
+    32 runs to a block, within one channel's row of the GEMM's output or across two); the stride-2 gather of
+    16-byte loads and,
     rows of a width not a multiple of 4 (12 -> 6, 20 -> 10), of single ones."""
     import cupy
 

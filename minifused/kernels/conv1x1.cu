@@ -29,16 +29,25 @@ extern "C" __global__ void gather_pixels(const float* __restrict__ x, float* __r
     }
 }
 
-// PQ at most MOVE_PIXELS (the host's one-GEMM forward takes images of fewer pixels). A block moves MOVE_RUNS
-// consecutive runs of PQ floats of d (run u = k * N + n: consecutive runs are contiguous there) through shared
-// memory: loaded as one contiguous chunk (neighbouring threads, neighbouring floats; several loads in flight a
-// thread), then each warp stores whole runs to y (neighbouring lanes, neighbouring floats). Both sides coalesce
-// and no element pays a division; a thread per element, or per four, stored strided runs and moved at half the
-// copy rate.
+// quads (the host checks: PQ a multiple of 4): four consecutive outputs of one image's channel, 16-byte moves.
+// Otherwise PQ is at most MOVE_PIXELS (the host's one-GEMM forward takes images of fewer pixels): a block moves
+// MOVE_RUNS consecutive runs of PQ floats of d (run u = k * N + n: consecutive runs are contiguous there) through
+// shared memory, loaded as one contiguous chunk (neighbouring threads, neighbouring floats; several loads in flight
+// a thread), then each warp stores whole runs to y (neighbouring lanes, neighbouring floats); one element a thread
+// with two divisions each moved at half the copy rate. (Over runs of 16 the quads' 16-byte moves are faster.)
 constexpr int MOVE_RUNS = 32, MOVE_PIXELS = 64, MOVE_THREADS = 256, MOVE_LOADS = MOVE_RUNS * MOVE_PIXELS / MOVE_THREADS;
 extern "C" __global__ void __launch_bounds__(MOVE_THREADS)
 images_to_channels(const float* __restrict__ d, const float* __restrict__ bias, float* __restrict__ y, int N, int K,
-                   int PQ) {
+                   int PQ, int quads) {
+    if (quads) {
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N * K * PQ / 4; i += gridDim.x * blockDim.x) {
+            const int e = i * 4, row = e / PQ, pq = e - row * PQ, n = row / K, k = row - n * K;  // row: n * K + k
+            const float4 v = *reinterpret_cast<const float4*>(d + ((size_t)k * N + n) * PQ + pq);
+            const float add = bias ? bias[k] : 0.0f;
+            *reinterpret_cast<float4*>(y + e) = make_float4(v.x + add, v.y + add, v.z + add, v.w + add);
+        }
+        return;
+    }
     __shared__ float chunk[MOVE_RUNS * MOVE_PIXELS];
     const int runs = N * K, lane = threadIdx.x % 32;
     for (int u0 = blockIdx.x * MOVE_RUNS; u0 < runs; u0 += gridDim.x * MOVE_RUNS) {
