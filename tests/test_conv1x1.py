@@ -30,12 +30,15 @@ def test_applies_where_it_should():
                                                      (2, 40, 16, 16, 64, 2), (2, 32, 13, 11, 64, 3),
                                                      (1, 8, 8, 8, 16, 2), (2, 96, 16, 16, 64, 2),
                                                      (3, 64, 5, 5, 64, 2), (2, 64, 7, 7, 128, 1),
-                                                     (2, 64, 12, 12, 64, 2), (1, 128, 20, 20, 64, 2)])
+                                                     (2, 64, 12, 12, 64, 2), (1, 128, 20, 20, 64, 2),
+                                                     (4, 64, 7, 7, 64, 1), (4, 64, 5, 5, 64, 2), (4, 64, 1, 1, 64, 1)])
 def test_gpu_conv1x1_matches_reference(poisoned_pool, n, c, h, wd, k, stride):
     """Forward (with and without bias) and data gradient against float64; conv.py takes the path bit-for-bit
     (forced where the channels are few), its backward's dW and db from the launcher, all against the
     references. Images of fewer than 64 output pixels take the one-GEMM forward (of 9, 16, 20, 36 and 49
-    pixels: the output's rows moved one element or four at a time); the stride-2 gather of 16-byte loads and,
+    pixels, and of 1: the output's runs moved four pixels at a time where they are whole 16-byte vectors, else
+    32 runs to a block, within one channel's row of the GEMM's output or across two); the stride-2 gather of
+    16-byte loads and,
     rows of a width not a multiple of 4 (12 -> 6, 20 -> 10), of single ones."""
     import cupy
 

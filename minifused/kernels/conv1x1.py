@@ -85,6 +85,11 @@ def _pixels(x, stride):
 
 #: Images of fewer output pixels than this take the forward as one GEMM over all of them (:func:`_one_gemm_forward`)
 BATCHED_MIN_PIXELS = 64
+#: conv1x1.cu's MOVE_RUNS and MOVE_PIXELS: images_to_channels moves 32 runs of the output a block (of _THREADS), of
+#: at most 64 pixels each (its shared memory's room; the images of the one-GEMM forward have fewer), where a run is
+#: not whole 16-byte vectors
+_MOVE_RUNS, _MOVE_PIXELS = 32, 64
+assert BATCHED_MIN_PIXELS <= _MOVE_PIXELS
 
 
 def forward(x, w, bias, stride, padding):
@@ -142,9 +147,9 @@ def _one_gemm_forward(x, w, bias, stride):
     d = cupy.empty((k, m), np.float32)  # column-major D (M x K) = A (M x C, ld M) @ B (C x K, ld C)
     cublaslt.strided_batched(xs, w, d, 1, (0, 0, 0), cublaslt.OP_N, cublaslt.OP_N, m, k, c, m, c, m)
     quads = (p * q) % 4 == 0
-    get_kernel("conv1x1.cu", "images_to_channels")(_grid(y.size // (4 if quads else 1)), (_THREADS,),
-                                                   (d, bias if bias is not None else NULL, y,
-                                                    *ints(n, k, p * q, quads)))
+    grid = _grid(y.size // 4) if quads else (max(1, min(-(-n * k // _MOVE_RUNS), 65535 * 8)),)
+    get_kernel("conv1x1.cu", "images_to_channels")(grid, (_THREADS,), (d, bias if bias is not None else NULL, y,
+                                                                      *ints(n, k, p * q, quads)))
     return y
 
 
