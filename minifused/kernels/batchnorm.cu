@@ -32,6 +32,7 @@
 #include "launch.cuh"
 #include "vec.cuh"
 #include "cluster.cuh"
+#include "reduce.cuh"
 
 #ifndef MF_T
 #define MF_T float
@@ -64,11 +65,6 @@ constexpr int VEC = MF_VEC;
 constexpr int CH = MF_NHWC ? VEC : 1;
 
 typedef Vec<T, VEC> TV;  // one vector access
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 __device__ __forceinline__ bool kept(const unsigned* mask, long long i) {
     return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u);

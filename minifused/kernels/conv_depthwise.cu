@@ -37,6 +37,7 @@
 typedef CONV_T T;
 
 #include "dtypes.cuh"  // to_f / from_f
+#include "reduce.cuh"  // warp_sum
 
 constexpr int RS = G_R * G_S;
 
@@ -170,8 +171,7 @@ extern "C" __global__ void __launch_bounds__(256) dw_wgrad(const T* __restrict__
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int i = 0; i <= RS; ++i) {
-        float v = acc[i];
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        const float v = warp_sum(acc[i]);
         if (lane == 0) sums[warp][i] = v;
     }
     __syncthreads();

@@ -25,6 +25,7 @@
 #include "activation.cuh"
 #include "cluster.cuh"
 #include "launch.cuh"
+#include "reduce.cuh"
 #include "vec.cuh"
 
 #ifndef NL_T
@@ -45,7 +46,6 @@
 #define NL_NT (NL_WARPS * 32)
 #define NL_CHUNK 128
 #define NL_G 4
-#define FULL 0xffffffffu
 
 extern "C" __global__ void __launch_bounds__(256) narrow_forward(const NL_T* __restrict__ x, long long ldx,
                                                                  const NL_T* __restrict__ w, long long ldw,
@@ -76,9 +76,7 @@ extern "C" __global__ void __launch_bounds__(256) narrow_forward(const NL_T* __r
         for (int q = 0; q < NL_R; ++q)
 #pragma unroll
             for (int i = 0; i < NL_M; ++i) {
-                float v = acc[q][i];
-#pragma unroll
-                for (int off = 16; off; off >>= 1) v += __shfl_xor_sync(FULL, v, off);
+                const float v = warp_sum(acc[q][i]);
                 if (lane == 0) red[warp][q * NL_M + i] = v;
             }
         __syncthreads();

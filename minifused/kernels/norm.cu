@@ -90,6 +90,7 @@ constexpr int WPR = TPR / 32;  // warps per row
 
 #include "vec.cuh"  // Vec
 #include "launch.cuh"  // pdl_entry
+#include "reduce.cuh"  // warp_sum2
 typedef Vec<T, VEC> VT;
 
 __device__ __forceinline__ VT load_vec(const T* p) { return load_as<VT>(p); }
@@ -107,15 +108,6 @@ __device__ __forceinline__ void copy_async_wait() {
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
-}
-
-__device__ __forceinline__ float2 warp_sum2(float2 v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
-        v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
-    }
-    return v;
 }
 
 // Sum of two values over the TPR threads of this thread's row. Every thread of the block must call it.

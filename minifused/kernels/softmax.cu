@@ -52,6 +52,7 @@ constexpr int WPR = TPR / 32;  // warps per row
 
 #include "vec.cuh"  // Vec
 #include "launch.cuh"  // pdl_entry
+#include "reduce.cuh"  // warp_sum2
 typedef Vec<T, VEC> VT;
 
 __device__ __forceinline__ VT load_vec(const T* p) { return load_as<VT>(p); }
@@ -240,11 +241,7 @@ softmax_bwd_tiled(const T* __restrict__ dy, const T* __restrict__ y, T* __restri
 // Sum of a float2 over the block; every thread calls it, thread 0 gets the result (warps' sums added in
 // order: deterministic). ``part``: NT / 32 shared float2, not read again before a barrier.
 __device__ __forceinline__ float2 block_sum2(float2 v, float2* part) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
-        v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
-    }
+    v = warp_sum2(v);
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
     __syncthreads();
     if (threadIdx.x == 0)
