@@ -503,8 +503,11 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
     so does wgrad_reduce_kcrs (KCRS through shared memory), more (k, 32-channel) pairs than blocks among them.
     Where the first tiles ran whole (conv_tma_wgrad's hybrid schedule), their elements sum their own splits
     (split 0 alone where unsplit) or, where the kernel wrote them into a KRSC dw itself (``done``), are left as
-    they are."""
+    they are; where they are unsplit, the splits past the first are stored from the first row of split tiles on
+    (conv_tma.wgrad_partials)."""
     import cupy
+
+    from minifused.kernels.conv_tma import wgrad_partials
 
     dt = getattr(backend, dtype)
     rng = np.random.default_rng(22)
@@ -525,20 +528,30 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
         for z in range(1, max(splits, whole_splits)):
             want += np.where(alone, ws[z] if z < whole_splits else np.float32(0),
                              ws[z] if z < splits else np.float32(0))
+        # the partials as the kernels lay them out (wgrad_partials): split z at z * stride, each past split 0 from
+        # the first row of tiles not all whole (unsplit whole tiles: those rows are split 0's alone)
+        stride, nbytes = wgrad_partials(k, r * r * cp_, tiles, splits)
+        plane = k * r * r * cp_
+        packed = np.full(nbytes // 4, np.nan, np.float32)
+        packed[:plane] = ws[0].ravel()
+        for z in range(1, max(splits, whole_splits)):
+            packed[z * stride + plane - stride:z * stride + plane] = ws[z].ravel()[plane - stride:]
+        assert not np.isnan(packed).any(), (k, r, tiles)  # (the planes overlap nowhere and leave no gap)
+        wsd, stride = cupy.asarray(packed), np.int64(stride)
         for krsc in (0, 1):  # dw KCRS, or a channels-last weight's KRSC memory
             dw = cupy.full((k, r * r, c) if krsc else (k, c, r * r), np.nan, dt)
-            reduce((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, krsc, *tiles, 0)))
+            reduce((blocks,), (256,), (wsd, dw, *P.ints(splits, k, c, r * r, cp_, krsc, *tiles, 0), stride))
             ref = want[..., :c] if krsc else want[..., :c].transpose(0, 2, 1)
             ref = cupy.asarray(np.ascontiguousarray(ref)).astype(dt)
             assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, k, c, r, krsc)
             if krsc and whole:  # the whole tiles written already: kept, the rest summed
                 dw.fill(np.nan)
-                reduce((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, 1, *tiles, 1)))
+                reduce((blocks,), (256,), (wsd, dw, *P.ints(splits, k, c, r * r, cp_, 1, *tiles, 1), stride))
                 got, kept = dw.get().astype(np.float64), alone[..., :c]
                 assert np.isnan(got[kept]).all() and np.array_equal(got[~kept], ref.get().astype(np.float64)[~kept])
             if not krsc and 1 < r * r <= 384:  # the KCRS transpose in shared memory (where it fits): the same
                 dw.fill(np.nan)
-                transposing((blocks,), (256,), (cupy.asarray(ws), dw, *P.ints(splits, k, c, r * r, cp_, *tiles)),
+                transposing((blocks,), (256,), (wsd, dw, *P.ints(splits, k, c, r * r, cp_, *tiles), stride),
                             shared_mem=32 * r * r * 4)
                 assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, k, c, r)
 
@@ -1400,7 +1413,7 @@ def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
     import cupy
 
     from minifused.kernels import to_channels_last
-    from minifused.kernels.conv_tma import WGRAD_PIXELS, launch_tma_wgrad, tma_wgrad_plan
+    from minifused.kernels.conv_tma import WGRAD_PIXELS, launch_tma_wgrad, tma_wgrad_plan, wgrad_partials
 
     if cupy.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA kernel needs an sm_90 GPU")
@@ -1419,10 +1432,12 @@ def test_gpu_tma_wgrad_unsplit_writes_dw_as_wgrad_reduce(dtype, poisoned_pool):
         for splits, rows in itertools.product((1, 2, 5, chunks), (64, 128) if k > 64 else (None,)):
             config = ConvConfig(wgrad_splits=splits, wgrad_rows=rows)
             plan = tma_wgrad_plan(dt, x.shape, (k, c, r, r), *geo, dev, config)
-            ws = cupy.empty(plan.splits * k * c * r * r, cupy.float32)
+            stride, nbytes = wgrad_partials(k, r * r * c, plan.wgrad_tiles, plan.splits)
+            ws = cupy.empty(nbytes // 4, cupy.float32)
             launch_tma_wgrad(plan, dyc.data.ptr, xc.data.ptr, 0, ws=ws.data.ptr)
             want = cupy.empty((k, c, r, r), dt)
-            reduce((64,), (256,), (ws, want, *P.ints(plan.splits, k, c, r * r, c, 0, *plan.wgrad_tiles, 0)))
+            reduce((64,), (256,), (ws, want, *P.ints(plan.splits, k, c, r * r, c, 0, *plan.wgrad_tiles, 0),
+                                   np.int64(stride)))
             want = want.get().astype(np.float64)
             if plan.splits == 1:
                 own = cupy.empty((k, r, r, c), dt)
@@ -1442,8 +1457,11 @@ def test_wgrad_schedule_covers_each_chunk_once():
     tile's chunks are summed once each, a whole tile's split z (split 0 alone where unsplit) from chunk z * its per
     on, a split tile's split z from chunk z * per on; whole waves of whole tiles (unsplit, or each split a divisor
     of the SMs' ways, so that every tile's units share a round) and one more of the rest's splits (where that
-    models faster), else every tile split alike (as a config's count asks, capped at one per chunk)."""
-    from minifused.kernels.conv_tma import _wgrad_schedule
+    models faster), else every tile split alike (as a config's count asks, capped at one per chunk). Every unit's
+    fp32 partials (an unsplit whole tile's as split 0's) land where no other unit's do, inside the workspace that
+    :func:`wgrad_partials` sizes, which for ResNet's 512-channel 3x3 filters at batch 128 (132 whole tiles, 12 in 8
+    splits) is 2.75 planes of dW, not 8."""
+    from minifused.kernels.conv_tma import _wgrad_schedule, wgrad_partials
 
     sms = 132
     for tiles, chunks, forced in [(144, 49, None), (144, 16, None), (144, 8, None), (36, 196, None),
@@ -1456,6 +1474,10 @@ def test_wgrad_schedule_covers_each_chunk_once():
         units = whole * whole_splits + rest * splits
         seen = np.zeros((tiles, chunks), int)
         rounds = np.zeros(tiles, int) - 1
+        n_tiles = max(d for d in range(1, 41) if tiles % d == 0)  # (tiles of 64 x 128 in rows of n_tiles)
+        k, ncol = tiles // n_tiles * 64, n_tiles * 128
+        stride, nbytes = wgrad_partials(k, ncol, (64, n_tiles, whole, whole_splits), splits)
+        written = np.zeros(nbytes // 4, int)
         for unit in range(units):  # conv_tma.cu's Work::of
             if unit < whole * whole_splits:
                 tile, split = divmod(unit, whole_splits)
@@ -1468,7 +1490,12 @@ def test_wgrad_schedule_covers_each_chunk_once():
                 begin, end = split * per, min(chunks, split * per + per)
             assert split < (whole_splits if tile < whole else splits) and begin < end, (tiles, chunks, unit)
             seen[tile, begin:end] += 1
+            k0, col0 = tile // n_tiles * 64, tile % n_tiles * 128  # conv_tma.cu's partials of the unit's tile
+            at = split * stride + (k0 + np.arange(64))[:, None] * ncol + col0 + np.arange(128)
+            assert at.max() < written.size, (tiles, chunks, forced, unit)
+            written[at] += 1
         assert (seen == 1).all(), (tiles, chunks, forced, whole, whole_splits, splits, per)
+        assert written.max() == 1, (tiles, chunks, forced, whole, whole_splits, splits)
         if forced is not None:
             assert whole == 0 and whole_splits == 1 and splits == -(-chunks // per)
             assert per == -(-chunks // min(forced, chunks))
@@ -1477,6 +1504,7 @@ def test_wgrad_schedule_covers_each_chunk_once():
             assert 0 <= rest * splits <= sms and (rest > 0 or whole_splits > 1), (tiles, chunks, whole, splits)
     # ResNet's 512-channel 3x3 layers (144 tiles of 128 x 128 on 132 SMs) take the whole waves, unsplit
     assert _wgrad_schedule(144, 49, sms, 2.0 * 512 * 4608 * 6272, 512 * 4608 * 4)[:2] == (132, 1)
+    assert wgrad_partials(512, 4608, (128, 36, 132, 1), 8) == (512 * 4608 // 4, 512 * 4608 * 4 * 11 // 4)
     # c256h14s2's 72 tiles in 3 splits would leave two rounds, the second 84 units: 44 tiles in 3, then 28 in 4
     assert _wgrad_schedule(72, 49, sms, 2.0 * 512 * 2304 * 6272, 512 * 2304 * 4) == (44, 3, 4, 13)
 
@@ -1618,7 +1646,7 @@ def test_gpu_tma_wgrad_fixup_sums_split_tiles_on_streams_and_in_graphs(dtype, po
     import cupy
 
     from minifused.kernels import sm_count, to_channels_last
-    from minifused.kernels.conv_tma import launch_tma_wgrad, tma_wgrad_plan
+    from minifused.kernels.conv_tma import launch_tma_wgrad, tma_wgrad_plan, wgrad_partials
 
     if cupy.cuda.Device().compute_capability != "90":
         pytest.skip("the TMA kernel needs an sm_90 GPU")
@@ -1634,10 +1662,12 @@ def test_gpu_tma_wgrad_fixup_sums_split_tiles_on_streams_and_in_graphs(dtype, po
     def case():
         x = to_channels_last(cupy.asarray(rng.standard_normal((n, c, h, h))).astype(dt))
         dy = to_channels_last(cupy.asarray(rng.standard_normal((n, k, h, h))).astype(dt))
-        ws = cupy.empty(plan.splits * k * c * r * r, cupy.float32)
+        stride, nbytes = wgrad_partials(k, r * r * c, plan.wgrad_tiles, plan.splits)
+        ws = cupy.empty(nbytes // 4, cupy.float32)
         launch_tma_wgrad(plan, dy.data.ptr, x.data.ptr, 0, ws=ws.data.ptr)  # every unit's partials
         want = cupy.empty(w_shape, dt)
-        reduce((64,), (256,), (ws, want, *P.ints(plan.splits, k, c, r * r, c, 0, *plan.wgrad_tiles, 0)))
+        reduce((64,), (256,), (ws, want, *P.ints(plan.splits, k, c, r * r, c, 0, *plan.wgrad_tiles, 0),
+                               np.int64(stride)))
         return x, dy, want.get().astype(np.float64)
 
     def dw_of(x, dy):

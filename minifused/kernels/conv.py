@@ -34,7 +34,7 @@ from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
                         nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
 from . import conv1x1, conv_depthwise, winograd
-from .conv_tma import launch_tma, launch_tma_wgrad, tma_plan, tma_wgrad_plan
+from .conv_tma import launch_tma, launch_tma_wgrad, tma_plan, tma_wgrad_plan, wgrad_partials
 from .conv_ref import (conv2d_backward_data_ref, conv2d_backward_filter_ref, conv2d_backward_ref, conv2d_forward_ref,
                        pack_mask, unpack_mask)
 
@@ -370,6 +370,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
 
         def wgrad(dza, xna, wsa):
             wg_gemm(dza, xna, dza, wsa, dza)
+    part_stride, ws_bytes = wgrad_partials(kg, r * s * cpad, wg_tiles, splits)
     unsplit_tma = wg_tma is not None and splits == 1 and wg_tiles[2] == 0
     # unsplit whole tiles written into dW by the kernel where KRSC, and with its fixup the split tiles too
     whole_tiles = wg_tma is not None and (wg_tiles[2] > 0 or wg_tma.fixup > 0) and wg_tiles[3] == 1
@@ -380,7 +381,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     def strided_reduce(krsc, done=0):  # wgrad_reduce: the partials' order, dW KRSC (krsc) or KCRS by strided writes
         rows = kg - wg_tiles[2] // wg_tiles[1] * wg_tiles[0] if done else kg  # (done: from the first split tile's)
         return Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(rows * cg * r * s // wgrad_reduce_vec(cg, cpad)),
-                        (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc, *wg_tiles, done)))
+                        (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc, *wg_tiles, done),
+                                     np.int64(part_stride)))
 
     items = kg * cg // 4  # (of 4 channels)
     if (r * s == 1 and wg_tiles[2] == 0 and wgrad_reduce_vec(cg, cpad) == 4 and splits >= 16
@@ -397,7 +399,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         wg_reduce_kcrs = wg_reduce_krsc
     elif 32 * r * s * 4 <= 48 * 1024:
         wg_reduce_kcrs = Prepared(util_kernel(dtype, "wgrad_reduce_kcrs"), (min(kg * -(-cg // 32), 65535 * 8),),
-                                  (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, *wg_tiles)),
+                                  (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, *wg_tiles),
+                                               np.int64(part_stride)),
                                   32 * r * s * 4)
     else:
         wg_reduce_kcrs = strided_reduce(0)
@@ -428,7 +431,6 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
 
     dz_bytes, part_bytes = 0 if cl else aligned_bytes(n * p * q * kpad * isz), aligned_bytes(sum_blocks * kg * 4)
     wc_bytes, xn_bytes = aligned_bytes(cg * r * s * kpad * isz), n * h * wd * cpad * isz
-    ws_bytes = max(splits, wg_tiles[3]) * kg * r * s * cpad * 4  # (split whole tiles: wg_tiles[3] splits)
     x_step, w_step, dy_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * p * q * isz
 
     def run(dy, x, w, mask, need_dx, need_dw, need_db, w_channels_last=False):

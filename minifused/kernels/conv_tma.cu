@@ -514,14 +514,16 @@ static_assert(WBM == 64 || WBM == 128, "64 or 128 output channels per tile");
 static_assert(WPIX == 64 || WPIX == 128, "64 or 128 pixels per stage");
 
 // prm: K, ncol (R*S*Cp), OHW, OW, chunks (reduction tiles of WPIX pixels), per (chunks per split), Cp, S, sy, oy,
-// ry, ox, rx, m_tiles, n_tiles, units, sx, whole, fixup, whole_splits, whole_per. Units: the first `whole` tiles
-// in `whole_splits` splits of `whole_per` chunks each (tile-major; unsplit where whole_splits is 1, each then into
-// split 0's partials), then the other tiles' splits of `per` chunks (split-major); without whole tiles, tiles x
-// splits units (more tiles than SMs would leave a last wave partly idle; the whole tiles fill waves, and the rest,
-// split, one more; where the tiles' splits leave two rounds, part idle, the whole tiles, split a few ways, fill
-// waves instead). ws: fp32 partials (splits, K, ncol) of the split tiles; dw: the filter gradient, (K, ncol)
-// (KRSC), of the unsplit whole tiles (all tiles where there is one split); flags & WGRAD_PARTIALS: every unit
-// writes partials instead, an unsplit whole tile as split 0's (the host sums them: wgrad_reduce's splits_at).
+// ry, ox, rx, m_tiles, n_tiles, units, sx, whole, fixup, whole_splits, whole_per, stride. Units: the first `whole`
+// tiles in `whole_splits` splits of `whole_per` chunks each (tile-major; unsplit where whole_splits is 1, each then
+// into split 0's partials), then the other tiles' splits of `per` chunks (split-major); without whole tiles, tiles
+// x splits units (more tiles than SMs would leave a last wave partly idle; the whole tiles fill waves, and the
+// rest, split, one more; where the tiles' splits leave two rounds, part idle, the whole tiles, split a few ways,
+// fill waves instead). ws: fp32 partials (K, ncol) of the split tiles, split z's at ws + z * stride (conv_tma.py's
+// wgrad_partials: past split 0 no split holds the rows of tiles all whole and unsplit, so each overlaps the one
+// before it there); dw: the filter gradient, (K, ncol) (KRSC), of the unsplit whole tiles (all tiles where there
+// is one split); flags & WGRAD_PARTIALS: every unit writes partials instead, an unsplit whole tile as split 0's
+// (the host sums them: wgrad_reduce's splits_at).
 // The window of X's map starts at (ox, oy): the taps' offsets from it, (s*rx, r*ry), are >= 0.
 // prm[18] (fixup), where every split unit runs in the grid's last round of units (each block takes at most one,
 // after its whole tiles): the split tiles' units sum their partials into dW themselves, unless flags asks for
@@ -538,12 +540,12 @@ __device__ __forceinline__ unsigned long long load_acquire(const unsigned long l
     return v;
 }
 
-// this unit's share of a split tile's rows (k0.., columns col0..; the partials ws, `plane` floats per split,
+// this unit's share of a split tile's rows (k0.., columns col0..; the partials ws, `stride` floats apart,
 // written): their sums over the splits, in split order, into dW (K, ncol) KRSC; the consumer threads `ct`
 // of CONSUMERS, 4 columns each. (Measured slower: more vectors' reads in flight at once, 8 or 16 a thread; they
 // took the kernel from 116 registers to 156, or to 168 and spills in its main loop.)
 template <typename TT>
-__device__ void wgrad_fixup(const float* __restrict__ ws, TT* __restrict__ dw, long long plane, int splits, int split,
+__device__ void wgrad_fixup(const float* __restrict__ ws, TT* __restrict__ dw, long long stride, int splits, int split,
                             int k0, int col0, int K, int ncol, int ct) {
     const int r0 = split * WBM / splits, r1 = (split + 1) * WBM / splits;
     for (int e = ct; e < (r1 - r0) * 32; e += CONSUMERS) {
@@ -552,7 +554,7 @@ __device__ void wgrad_fixup(const float* __restrict__ ws, TT* __restrict__ dw, l
         const float* p = ws + (long long)k * ncol + col;
         float4 sum = __ldcg(reinterpret_cast<const float4*>(p));
         for (int z = 1; z < splits; ++z) {
-            const float4 v = __ldcg(reinterpret_cast<const float4*>(p + z * plane));
+            const float4 v = __ldcg(reinterpret_cast<const float4*>(p + z * stride));
             sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
         }
         union { uint2 u; TT e[4]; } out;
@@ -587,6 +589,7 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
               S = prm[7], sy = prm[8], oy = prm[9], ry = prm[10], ox = prm[11], rx = prm[12], m_tiles = prm[13],
               n_tiles = prm[14], units = prm[15], sx = prm[16], whole = prm[17], whole_splits = prm[19],
               whole_per = prm[20], whole_units = whole * whole_splits;
+    const long long stride = prm[21];
     const bool fixup = prm[18] && !(flags & WGRAD_PARTIALS);
     extern __shared__ __align__(128) unsigned char smem_raw[];
     unsigned char* ring = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -652,7 +655,7 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
         // split's partials, or (unsplit) dW itself, (K, ncol) KRSC: two columns as one 4-byte store
         // (an unsplit whole tile, or every tile of one split, is dW itself unless all units are to write partials)
         const bool partials = (flags & WGRAD_PARTIALS) || (unit >= whole_units ? splits > 1 : whole_splits > 1);
-        float* part = ws + (long long)split * K * ncol;
+        float* part = ws + split * stride;
 #pragma unroll
         for (int j = 0; j < WG_N / 8; ++j)
 #pragma unroll
@@ -678,7 +681,7 @@ conv_tma_wgrad(const __grid_constant__ TmaDesc map_dy, const __grid_constant__ T
                 while (load_acquire(count) < target) __nanosleep(64);
             }
             consumers_sync();
-            wgrad_fixup<T>(ws, dw, (long long)K * ncol, splits, split, k0, col0, K, ncol, tid - 128);
+            wgrad_fixup<T>(ws, dw, stride, splits, split, k0, col0, K, ncol, tid - 128);
         }
     }
 }

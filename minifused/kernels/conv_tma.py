@@ -508,6 +508,18 @@ def _wgrad_schedule(tiles, chunks, sms, flops, part_bytes, splits=None):
     return best[1]
 
 
+def wgrad_partials(k, ncol, wgrad_tiles, splits=1):
+    """(stride, bytes): the filter gradient's fp32 partials of dW (``k``, ``ncol``) in ``splits`` splits (or the
+    whole tiles' splits, where more) of its ``wgrad_tiles`` (:attr:`TmaPlan.wgrad_tiles`): split z's at z * stride
+    floats. Past split 0 no split holds the rows of tiles that are all whole and unsplit (their partials, if any,
+    are split 0's), so each split's plane starts that many rows before the end of the one before it: ResNet-18's
+    512-channel 3x3 filters at batch 128, 132 of 144 tiles whole and 12 in 8 splits, take 2.75 planes, not 8."""
+    rows, n_tiles, whole, whole_splits = wgrad_tiles
+    plane = k * ncol
+    stride = plane - (whole // n_tiles * rows * ncol if whole_splits == 1 else 0)
+    return stride, 4 * (plane + (max(splits, whole_splits) - 1) * stride)
+
+
 def _span(tiles, chunks, sms, schedule):
     """The longest block's chunks under a :func:`_wgrad_schedule` ``schedule``."""
     whole, whole_splits, splits, per = schedule
@@ -577,12 +589,14 @@ def _wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, dev_id, spli
     smem = 1024 + stages * (bm + 128) * WGRAD_PIXELS * 2 + 16 * stages  # the ring (1024-byte aligned), the mbarriers
     kern = _kernel("conv_tma_wgrad", dtype, smem, "-DCT_WGRAD=1", f"-DCT_BM={bm}", f"-DCT_STAGES={stages}",
                    f"-DCT_WPIX={WGRAD_PIXELS}")
+    wgrad_tiles = (bm, n_tiles, whole, whole_splits)
     prm = cupy.asarray(np.array([k, ncol, p * q, q, chunks, per, c, s, stride[0], -padding[0], dilation[0],
                                  -padding[1], dilation[1], m_tiles, n_tiles, units, stride[1], whole, fixup > 0,
-                                 whole_splits, -(-chunks // whole_splits)], np.int32))
+                                 whole_splits, -(-chunks // whole_splits), wgrad_partials(k, ncol, wgrad_tiles)[0]],
+                                np.int32))
     # dy: boxes of 64 channels x WGRAD_PIXELS pixels of the (n*p*q, k) matrix
     return TmaPlan(kern, smem, grid, prm, _map_type(dtype), _tiled_map((k, n * p * q), (BOX_C, WGRAD_PIXELS)),
-                   x_map, splits, wgrad_tiles=(bm, n_tiles, whole, whole_splits), fixup=fixup)
+                   x_map, splits, wgrad_tiles=wgrad_tiles, fixup=fixup)
 
 
 def _tensor_map(dt, address, spec):
@@ -672,8 +686,8 @@ def _counters(plan):
 
 def launch_tma_wgrad(plan, dy, x, dw, ws=None):
     """Runs the filter gradient's ``plan`` on the packed dy and x at addresses ``dy``, ``x``: into ``ws``, an
-    address of ``plan.splits`` fp32 partials of dW (K, R*S*C) (of ``plan.wgrad_tiles[3]`` where that is more) for
-    conv_util.cu's wgrad_reduce to sum; with ``ws`` and ``dw`` (not 0), the unsplit whole tiles
+    address of fp32 partials of dW (K, R*S*C) as :func:`wgrad_partials` lays them out for conv_util.cu's
+    wgrad_reduce to sum; with ``ws`` and ``dw`` (not 0), the unsplit whole tiles
     (``plan.wgrad_tiles``) go into ``dw`` instead, the address of dW itself in that (KRSC) order, and the others'
     partials into ``ws`` (with ``plan.fixup``, summed into ``dw`` by the kernel: dW is whole); split whole tiles
     write partials, all of them, ``dw`` unused; without ``ws`` (one split only) all go into ``dw``."""

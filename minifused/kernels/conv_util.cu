@@ -256,8 +256,9 @@ __device__ __forceinline__ void store4(T* out, const float4& s) {
         *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(o);
 }
 
-// ws (splits, K, RS*Cp) fp32 -> dw (K, C, RS) in T (this group's rows, already offset), or with krsc set dw
-// (K, RS, C) (a channels-last weight's memory), each element the sum of its splits (splits_at) in split order;
+// ws (K, RS*Cp) fp32 partials, split z's at ws + z * stride (conv_tma.py's wgrad_partials) -> dw (K, C, RS) in T
+// (this group's rows, already offset), or with krsc set dw (K, RS, C) (a channels-last weight's memory), each
+// element the sum of its splits (splits_at) in split order;
 // with `done` (KRSC) the whole tiles are dw already: threads start at the first row of tiles not all whole (the
 // host sizes the grid for the rows from there).
 // Threads walk ws's order (c fastest), so that the reads of the fp32 partials, splits times the output's size,
@@ -266,9 +267,8 @@ __device__ __forceinline__ void store4(T* out, const float4& s) {
 // KRSC one 8- or 16-byte write (conv.wgrad_reduce_vec sizes the grid for that).
 extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K, int C,
                                         int RS, int Cp, int krsc, int tile_rows, int n_tiles, int whole,
-                                        int whole_splits, int done) {
+                                        int whole_splits, int done, long long stride) {
     const long long total = (long long)K * C * RS;
-    const long long plane = (long long)K * RS * Cp;
     const long long first = done ? (long long)(whole / n_tiles) * tile_rows * C * RS : 0;  // (an element index)
     if ((C & 3) == 0 && (Cp & 3) == 0) {
         const int C4 = C / 4;
@@ -280,7 +280,7 @@ extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restr
             const int n = splits_at(splits, (int)(t / RS), (t % RS) * Cp + c, tile_rows, n_tiles, whole,
                                     whole_splits, done);
             if (n == 0) continue;
-            const float4 s = sum_splits(p[0], p + plane / 4, plane / 4, n - 1);
+            const float4 s = sum_splits(p[0], p + stride / 4, stride / 4, n - 1);
             if (krsc) {
                 store4(dw + 4 * i, s);
             } else {
@@ -301,7 +301,7 @@ extern "C" __global__ void wgrad_reduce(const float* __restrict__ ws, T* __restr
         const float* p = ws + t * Cp + c;
         const int n = splits_at(splits, k, (long long)rs * Cp + c, tile_rows, n_tiles, whole, whole_splits, done);
         if (n == 0) continue;
-        const float s = sum_splits(0.0f, p, plane, n);
+        const float s = sum_splits(0.0f, p, stride, n);
         dw[krsc ? i : ((long long)k * C + c) * RS + rs] = from_f<T>(s);
     }
 }
@@ -334,15 +334,15 @@ extern "C" __global__ void __launch_bounds__(256) wgrad_reduce_runs(const float*
     }
 }
 
-// wgrad_reduce's KCRS output for filters of RS > 1 taps, coalesced both ways: a block takes one k and 32
-// channels c0.., reads their RS rows of each split's partials (32 adjacent floats a row), sums the splits
-// (splits_at) in order into shared memory transposed ([c][rs]), and writes dw's span [k][c0..][0..RS), which is
-// contiguous in KCRS. Dynamic shared memory: 32 * RS floats. Blocks stride over the K * ceil(C / 32) (k, c0) pairs.
+// wgrad_reduce's KCRS output (of the partials as it takes them) for filters of RS > 1 taps, coalesced both ways: a
+// block takes one k and 32 channels c0.., reads their RS rows of each split's partials (32 adjacent floats a row),
+// sums the splits (splits_at) in order into shared memory transposed ([c][rs]), and writes dw's span
+// [k][c0..][0..RS), which is contiguous in KCRS. Dynamic shared memory: 32 * RS floats. Blocks stride over the
+// K * ceil(C / 32) (k, c0) pairs.
 extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K,
                                              int C, int RS, int Cp, int tile_rows, int n_tiles, int whole,
-                                             int whole_splits) {
+                                             int whole_splits, long long stride) {
     extern __shared__ float tile[];
-    const long long plane = (long long)K * RS * Cp;
     const int chunks = (C + 31) / 32;
     for (long long b = blockIdx.x; b < (long long)K * chunks; b += gridDim.x) {
         const int k = (int)(b / chunks), c0 = (int)(b % chunks) * 32, cn = min(32, C - c0);
@@ -352,7 +352,7 @@ extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __
                 const float* p = ws + ((long long)k * RS + rs) * Cp + c0 + cl;
                 const int n = splits_at(splits, k, (long long)rs * Cp + c0 + cl, tile_rows, n_tiles, whole,
                                         whole_splits, 0);
-                tile[cl * RS + rs] = sum_splits(p[0], p + plane, plane, n - 1);
+                tile[cl * RS + rs] = sum_splits(p[0], p + stride, stride, n - 1);
             }
         }
         __syncthreads();
