@@ -500,7 +500,8 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
     """conv_util.cu's wgrad_reduce (the filter gradient's fp32 split-K partials, (splits, K, RS, Cp), summed in
     split order into a KCRS dw) equals NumPy's float32 sums in that order, cast: more elements than the blocks'
     threads (each takes several in turn), padded channels skipped, 1x1 to 33x33 filters, one to eight splits; and
-    so does wgrad_reduce_kcrs (KCRS through shared memory), more (k, 32-channel) pairs than blocks among them.
+    so does wgrad_reduce_kcrs (KCRS through shared memory), more (k, 32- or 128-channel) pairs than blocks among
+    them (128, 4 channels a thread, where C and Cp are multiples of 4; blocks part full past C).
     Where the first tiles ran whole (conv_tma_wgrad's hybrid schedule), their elements sum their own splits
     (split 0 alone where unsplit) or, where the kernel wrote them into a KRSC dw itself (``done``), are left as
     they are; where they are unsplit, the splits past the first are stored from the first row of split tiles on
@@ -549,10 +550,11 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
                 reduce((blocks,), (256,), (wsd, dw, *P.ints(splits, k, c, r * r, cp_, 1, *tiles, 1), stride))
                 got, kept = dw.get().astype(np.float64), alone[..., :c]
                 assert np.isnan(got[kept]).all() and np.array_equal(got[~kept], ref.get().astype(np.float64)[~kept])
-            if not krsc and 1 < r * r <= 384:  # the KCRS transpose in shared memory (where it fits): the same
-                dw.fill(np.nan)
+            width = 32 * K.wgrad_reduce_vec(c, cp_)  # (channels a block)
+            if not krsc and 1 < r * r and width * r * r * 4 <= 48 * 1024:  # the KCRS transpose in shared memory
+                dw.fill(np.nan)  # (where it fits): the same
                 transposing((blocks,), (256,), (wsd, dw, *P.ints(splits, k, c, r * r, cp_, *tiles), stride),
-                            shared_mem=32 * r * r * 4)
+                            shared_mem=width * r * r * 4)
                 assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, k, c, r)
 
 

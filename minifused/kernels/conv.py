@@ -377,7 +377,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     fixup = wg_tma is not None and wg_tma.fixup > 0
     # (dW, and w for dX, KCRS or, with channels-last dy and w, KRSC: the weight's layout)
     # (KRSC: the partials' own order, coalesced both ways; one tap: KCRS is the same memory; more taps: KCRS
-    # through a transpose in shared memory, 32 * RS floats, where that fits in the default 48 KiB)
+    # through a transpose in shared memory, RS floats for each of a block's 32 or 128 channels, where that fits in
+    # the default 48 KiB)
     def strided_reduce(krsc, done=0):  # wgrad_reduce: the partials' order, dW KRSC (krsc) or KCRS by strided writes
         rows = kg - wg_tiles[2] // wg_tiles[1] * wg_tiles[0] if done else kg  # (done: from the first split tile's)
         return Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(rows * cg * r * s // wgrad_reduce_vec(cg, cpad)),
@@ -395,13 +396,14 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     else:
         wg_reduce_krsc = strided_reduce(1)
     wg_reduce_rest = strided_reduce(1, done=1) if whole_tiles and not fixup else None  # the split tiles' alone
+    width = 32 * wgrad_reduce_vec(cg, cpad)  # (wgrad_reduce_kcrs's channels a block: 32 threads' along a row)
     if r * s == 1:
         wg_reduce_kcrs = wg_reduce_krsc
-    elif 32 * r * s * 4 <= 48 * 1024:
-        wg_reduce_kcrs = Prepared(util_kernel(dtype, "wgrad_reduce_kcrs"), (min(kg * -(-cg // 32), 65535 * 8),),
+    elif width * r * s * 4 <= 48 * 1024:
+        wg_reduce_kcrs = Prepared(util_kernel(dtype, "wgrad_reduce_kcrs"), (min(kg * -(-cg // width), 65535 * 8),),
                                   (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, *wg_tiles),
                                                np.int64(part_stride)),
-                                  32 * r * s * 4)
+                                  width * r * s * 4)
     else:
         wg_reduce_kcrs = strided_reduce(0)
     # dX: the weights packed, then the GEMM(s) (dy, packed w -> dx)

@@ -334,25 +334,33 @@ extern "C" __global__ void __launch_bounds__(256) wgrad_reduce_runs(const float*
     }
 }
 
-// wgrad_reduce's KCRS output (of the partials as it takes them) for filters of RS > 1 taps, coalesced both ways: a
-// block takes one k and 32 channels c0.., reads their RS rows of each split's partials (32 adjacent floats a row),
-// sums the splits (splits_at) in order into shared memory transposed ([c][rs]), and writes dw's span
-// [k][c0..][0..RS), which is contiguous in KCRS. Dynamic shared memory: 32 * RS floats. Blocks stride over the
-// K * ceil(C / 32) (k, c0) pairs.
-extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K,
-                                             int C, int RS, int Cp, int tile_rows, int n_tiles, int whole,
-                                             int whole_splits, long long stride) {
-    extern __shared__ float tile[];
-    const int chunks = (C + 31) / 32;
+// the sum of the splits (n of them, `stride` floats apart, in split order) of the V adjacent floats at p, into out
+__device__ __forceinline__ void sum_run(const float* p, long long stride, int n, float (&out)[1]) {
+    out[0] = sum_splits(p[0], p + stride, stride, n - 1);
+}
+__device__ __forceinline__ void sum_run(const float* p, long long stride, int n, float (&out)[4]) {
+    const float4* q = reinterpret_cast<const float4*>(p);
+    const float4 s = sum_splits(q[0], q + stride / 4, stride / 4, n - 1);
+    out[0] = s.x, out[1] = s.y, out[2] = s.z, out[3] = s.w;
+}
+
+// wgrad_reduce_kcrs's blocks of 32 * V channels, V adjacent ones a thread (one 4- or 16-byte read a split)
+template <int V>
+__device__ void kcrs_blocks(const float* __restrict__ ws, T* __restrict__ dw, float* tile, int splits, int K, int C,
+                            int RS, int Cp, int tile_rows, int n_tiles, int whole, int whole_splits,
+                            long long stride) {
+    const int width = 32 * V, chunks = (C + width - 1) / width;
     for (long long b = blockIdx.x; b < (long long)K * chunks; b += gridDim.x) {
-        const int k = (int)(b / chunks), c0 = (int)(b % chunks) * 32, cn = min(32, C - c0);
+        const int k = (int)(b / chunks), c0 = (int)(b % chunks) * width, cn = min(width, C - c0);
         for (int e = threadIdx.x; e < 32 * RS; e += blockDim.x) {
-            const int rs = e >> 5, cl = e & 31;
-            if (cl < cn) {
-                const float* p = ws + ((long long)k * RS + rs) * Cp + c0 + cl;
-                const int n = splits_at(splits, k, (long long)rs * Cp + c0 + cl, tile_rows, n_tiles, whole,
-                                        whole_splits, 0);
-                tile[cl * RS + rs] = sum_splits(p[0], p + stride, stride, n - 1);
+            const int rs = e >> 5, cl = (e & 31) * V;
+            if (cl < cn) {  // (V 4: C is a multiple of 4, so are cn and cl: all V in range)
+                const long long col = (long long)rs * Cp + c0 + cl;
+                float sum[V];
+                sum_run(ws + (long long)k * RS * Cp + col, stride,
+                        splits_at(splits, k, col, tile_rows, n_tiles, whole, whole_splits, 0), sum);
+#pragma unroll
+                for (int j = 0; j < V; ++j) tile[(cl + j) * RS + rs] = sum[j];
             }
         }
         __syncthreads();
@@ -360,6 +368,22 @@ extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __
         for (int e = threadIdx.x; e < cn * RS; e += blockDim.x) out[e] = from_f<T>(tile[e]);
         __syncthreads();
     }
+}
+
+// wgrad_reduce's KCRS output (of the partials as it takes them) for filters of RS > 1 taps, coalesced both ways: a
+// block takes one k and 32 * V channels c0.., reads their RS rows of each split's partials (32 * V adjacent floats a
+// row; V = 4 where C and Cp are multiples of 4, as in wgrad_reduce, so that each thread has 16 bytes a split in
+// flight, not 4: the sum is bound by the reads' latency), sums the splits (splits_at) in order into shared memory
+// transposed ([c][rs]), and writes dw's span [k][c0..][0..RS), which is contiguous in KCRS. Dynamic shared memory:
+// 32 * V * RS floats. Blocks stride over the K * ceil(C / (32 * V)) (k, c0) pairs.
+extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K,
+                                             int C, int RS, int Cp, int tile_rows, int n_tiles, int whole,
+                                             int whole_splits, long long stride) {
+    extern __shared__ float tile[];
+    if ((C & 3) == 0 && (Cp & 3) == 0)
+        kcrs_blocks<4>(ws, dw, tile, splits, K, C, RS, Cp, tile_rows, n_tiles, whole, whole_splits, stride);
+    else
+        kcrs_blocks<1>(ws, dw, tile, splits, K, C, RS, Cp, tile_rows, n_tiles, whole, whole_splits, stride);
 }
 
 // Pass 1 of a column sum over a (rows, Cp) matrix, for its first C columns: block b sums rows
