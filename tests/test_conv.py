@@ -550,12 +550,13 @@ def test_gpu_wgrad_reduce_matches_numpy(dtype, poisoned_pool):
                 reduce((blocks,), (256,), (wsd, dw, *P.ints(splits, k, c, r * r, cp_, 1, *tiles, 1), stride))
                 got, kept = dw.get().astype(np.float64), alone[..., :c]
                 assert np.isnan(got[kept]).all() and np.array_equal(got[~kept], ref.get().astype(np.float64)[~kept])
-            width = 32 * K.wgrad_reduce_vec(c, cp_)  # (channels a block)
-            if not krsc and 1 < r * r and width * r * r * 4 <= 48 * 1024:  # the KCRS transpose in shared memory
-                dw.fill(np.nan)  # (where it fits): the same
-                transposing((blocks,), (256,), (wsd, dw, *P.ints(splits, k, c, r * r, cp_, *tiles), stride),
-                            shared_mem=width * r * r * 4)
-                assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, k, c, r)
+            for vec in {1, K.wgrad_reduce_vec(c, cp_)}:  # (channels a thread; a block's: 32 threads')
+                if krsc or r * r == 1 or 32 * vec * r * r * 4 > 48 * 1024:
+                    continue  # (the KCRS transpose in shared memory, where it fits: the same)
+                dw.fill(np.nan)
+                transposing((blocks,), (256,), (wsd, dw, *P.ints(splits, k, c, r * r, cp_, *tiles), stride,
+                                                np.int32(vec)), shared_mem=32 * vec * r * r * 4)
+                assert np.array_equal(dw.get().astype(np.float64), ref.get().astype(np.float64)), (dtype, k, c, r, vec)
 
 
 @pytest.mark.gpu

@@ -396,13 +396,16 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     else:
         wg_reduce_krsc = strided_reduce(1)
     wg_reduce_rest = strided_reduce(1, done=1) if whole_tiles and not fixup else None  # the split tiles' alone
-    width = 32 * wgrad_reduce_vec(cg, cpad)  # (wgrad_reduce_kcrs's channels a block: 32 threads' along a row)
+    # wgrad_reduce_kcrs's channels a thread: 4 where they fill a block of 128 (fewer would idle its lanes and halve
+    # the blocks: c64h32's sum measured slower at 4), and a block's: 32 threads' along a row of the partials
+    kcrs_vec = wgrad_reduce_vec(cg, cpad) if cg >= 128 else 1
+    width = 32 * kcrs_vec
     if r * s == 1:
         wg_reduce_kcrs = wg_reduce_krsc
     elif width * r * s * 4 <= 48 * 1024:
         wg_reduce_kcrs = Prepared(util_kernel(dtype, "wgrad_reduce_kcrs"), (min(kg * -(-cg // width), 65535 * 8),),
                                   (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, *wg_tiles),
-                                               np.int64(part_stride)),
+                                               np.int64(part_stride), np.int32(kcrs_vec)),
                                   width * r * s * 4)
     else:
         wg_reduce_kcrs = strided_reduce(0)

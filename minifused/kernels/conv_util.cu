@@ -372,15 +372,16 @@ __device__ void kcrs_blocks(const float* __restrict__ ws, T* __restrict__ dw, fl
 
 // wgrad_reduce's KCRS output (of the partials as it takes them) for filters of RS > 1 taps, coalesced both ways: a
 // block takes one k and 32 * V channels c0.., reads their RS rows of each split's partials (32 * V adjacent floats a
-// row; V = 4 where C and Cp are multiples of 4, as in wgrad_reduce, so that each thread has 16 bytes a split in
-// flight, not 4: the sum is bound by the reads' latency), sums the splits (splits_at) in order into shared memory
-// transposed ([c][rs]), and writes dw's span [k][c0..][0..RS), which is contiguous in KCRS. Dynamic shared memory:
-// 32 * V * RS floats. Blocks stride over the K * ceil(C / (32 * V)) (k, c0) pairs.
+// row; V = `vec`, 4 only where C and Cp are multiples of 4: each thread then has 16 bytes a split in flight, not 4,
+// and the sum is bound by the reads' latency; the host picks 1 where 4 would leave blocks part idle), sums the
+// splits (splits_at) in order into shared memory transposed ([c][rs]), and writes dw's span [k][c0..][0..RS), which
+// is contiguous in KCRS. Dynamic shared memory: 32 * V * RS floats. Blocks stride over the K * ceil(C / (32 * V))
+// (k, c0) pairs.
 extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __restrict__ dw, int splits, int K,
                                              int C, int RS, int Cp, int tile_rows, int n_tiles, int whole,
-                                             int whole_splits, long long stride) {
+                                             int whole_splits, long long stride, int vec) {
     extern __shared__ float tile[];
-    if ((C & 3) == 0 && (Cp & 3) == 0)
+    if (vec == 4)
         kcrs_blocks<4>(ws, dw, tile, splits, K, C, RS, Cp, tile_rows, n_tiles, whole, whole_splits, stride);
     else
         kcrs_blocks<1>(ws, dw, tile, splits, K, C, RS, Cp, tile_rows, n_tiles, whole, whole_splits, stride);
