@@ -16,10 +16,9 @@ reported: ``cudnn`` (its default, TF32) and ``cudnn_strict_fp32``. fp16 / bf16 a
 tensors (``cudnn_channels_last``: x, w and dy, as a channels-last model has them) and ours on the same channels-last
 x, w and dy (``minifused_channels_last``: x and dy read and written without repacks, the weights as their own
 pack, dW written channels-last), and their ratios take each side's faster layout. Ratios compare like with like:
-``fwd_fp32_over_cudnn_<shape>`` (the issue's fp32 target) is our fp32 forward with TF32 enabled over
-cuDNN's fp32 forward with its default, TF32 (the issue's cuDNN fp32 figures are TF32 figures: they exceed
-the GPU's FFMA peak); ``*_fp32_over_cudnn_strict_<shape>`` is our
-default (FFMA) over cuDNN without TF32. ``fwd_fp32_ffma_over_cudnn_tf32_<shape>``, our FFMA default
+``*_fp32_over_cudnn_strict_<shape>`` (the fp32 target, and the fp32 ``_min``) is our default (FFMA) over
+cuDNN without TF32; ``fwd_fp32_over_cudnn_<shape>`` is our fp32 forward with TF32 enabled over cuDNN's fp32
+forward with its default, TF32 (TF32 against TF32: cuDNN's TF32 figures exceed the GPU's FFMA peak). ``fwd_fp32_ffma_over_cudnn_tf32_<shape>``, our FFMA default
 over cuDNN's TF32 default, is listed too.
 
     python bench/conv.py [--quick]
