@@ -124,7 +124,7 @@ class CapturedStep:
     def _capture(self, inputs):
         import cupy
 
-        static = [Tensor._from_array(t._data.copy(), t.requires_grad) for t in inputs]
+        static = [Tensor._from_array(backend.copy(t._data), t.requires_grad) for t in inputs]
         pool = cupy.cuda.MemoryPool()
         stream = self._stream
         stream.synchronize()

@@ -278,13 +278,13 @@ class _AllReduceSum(Function):
 
     @staticmethod
     def forward(ctx, a):
-        out = a.copy()
+        out = backend.copy(a)
         _all_reduce_array(out, "sum")
         return out
 
     @staticmethod
     def backward(ctx, g):
-        g = g.copy()
+        g = backend.copy(g)
         _all_reduce_array(g, "sum")
         return g
 

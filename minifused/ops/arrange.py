@@ -388,7 +388,7 @@ def unravel_index(indices, shape):
     if 0 in shape:
         if flat.size:
             raise InputError(f"{op}: 'shape' cannot have zero dimensions when 'indices' is non-empty, got {shape}")
-        return tuple(Tensor._from_array(flat.copy()) for _ in shape)
+        return tuple(Tensor._from_array(backend.copy(flat)) for _ in shape)
     strides = np.cumprod((shape[1:] + (1,))[::-1])[::-1].tolist()
     return tuple(Tensor._from_array((flat // st) % s) for st, s in zip(strides, shape))
 

@@ -68,7 +68,7 @@ class DiagEmbed(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return _diagonal_view(_xp(g), g, *ctx.meta).copy(), None, None, None
+        return backend.copy(_diagonal_view(_xp(g), g, *ctx.meta)), None, None, None
 
 
 def _diagonal_dims(op, ndim, offset, dim1, dim2):

@@ -161,7 +161,7 @@ class Scatter(Function):
     @staticmethod
     def forward(ctx, x, src, index, axis, reduce, out=None):
         xp = _xp(x)
-        out = x.copy() if out is None else out
+        out = backend.copy(x) if out is None else out
         grid = _grid(index, axis)
         part = src[tuple(slice(0, n) for n in index.shape)] if hasattr(src, "shape") else src
         part = xp.broadcast_to(_as_dtype(part, x.dtype, xp), index.shape)
@@ -200,7 +200,7 @@ class IndexPutAdd(Function):
     @staticmethod
     def forward(ctx, x, value, index, out=None):
         xp = _xp(x)
-        out = x.copy() if out is None else out
+        out = backend.copy(x) if out is None else out
         added = xp.broadcast_to(value, _put_shape(out.shape, index))
         out += accumulate(out.shape, out.dtype, index, added).astype(out.dtype, copy=False)
         ctx.meta = (index, np.shape(value))
@@ -388,7 +388,7 @@ class IndexAdd(Function):
 
     @staticmethod
     def forward(ctx, x, source, index, axis, alpha, out=None):
-        out = x.copy() if out is None else out
+        out = backend.copy(x) if out is None else out
         src = source if alpha == 1 else source * alpha
         out += accumulate(out.shape, out.dtype, _along(axis, index, out.ndim), src.astype(out.dtype, copy=False))
         ctx.meta = (index, axis, alpha)

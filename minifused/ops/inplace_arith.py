@@ -37,7 +37,7 @@ class MulInto(Function):
     def forward(ctx, a, b, out):
         na, nb = ctx.needs_input_grad
         ctx.b_shape = shape_of(b)
-        ctx.old = a.copy() if nb and ctx.recording else None  # a's value, which the product overwrites
+        ctx.old = backend.copy(a) if nb and ctx.recording else None  # a's value, which the product overwrites
         if na:
             ctx.save_for_backward(b)
         out *= b
@@ -59,7 +59,7 @@ class DivInto(Function):
         out /= b
         # the divisor's gradient is -g * quotient / b: a copy of the quotient, which later in-place ops on a may
         # change (as MulInto keeps a's old value)
-        ctx.quotient = out.copy() if ctx.needs_input_grad[1] and ctx.recording else None
+        ctx.quotient = backend.copy(out) if ctx.needs_input_grad[1] and ctx.recording else None
         return out
 
     @staticmethod

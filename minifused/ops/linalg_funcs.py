@@ -37,7 +37,7 @@ def expm(xp, a):
     """exp of each matrix: scaling and squaring on the [13/13] Pade approximant (Higham 2005), each matrix scaled
     by its own power of two."""
     if a.size == 0:
-        return a.copy()
+        return backend.copy(a)
     b, ident = _PADE13, xp.eye(a.shape[-1], dtype=a.dtype)
     s = xp.ceil(xp.log2(xp.maximum(xp.abs(a).sum(-2).max(-1) / _THETA13, 1)))
     s = xp.where(xp.isfinite(s), s, 0).astype(np.int64)  # inf / NaN entries: NaN results, unscaled

@@ -106,7 +106,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002 - PyTorc
         if v is not None and (not isinstance(v, numbers.Real) or isinstance(v, bool)):
             raise InputTypeError(f"nan_to_num(): argument '{arg}' must be a float, not {type(v).__name__}")
     if not backend.is_floating(input.dtype):
-        return _values(lambda xp, x: x.copy(), input)
+        return _values(lambda xp, x: backend.copy(x), input)
     return NanToNum.apply(input, float(nan), posinf, neginf)
 
 

@@ -82,7 +82,7 @@ class MaskedScatter(Function):
     @staticmethod
     def forward(ctx, x, source, mask, out=None):
         xp = _xp(x)
-        out = x.copy() if out is None else out
+        out = backend.copy(x) if out is None else out
         full = xp.broadcast_to(mask, out.shape)
         count = int(full.sum())
         if count > source.size:

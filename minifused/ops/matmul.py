@@ -176,7 +176,7 @@ class Einsum(Function):
         ctx.meta = (terms, output, sizes)
         out = _contract(backend.array_module(arrays[0]), terms, arrays, output)
         if len(arrays) == 1:  # a transpose or a diagonal comes back as a view of the input: own the result
-            out = out.copy()
+            out = backend.copy(out)
         return out.astype(arrays[0].dtype, copy=False)
 
     @staticmethod

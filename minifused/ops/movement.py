@@ -215,7 +215,7 @@ class Flip(Function):
     @staticmethod
     def forward(ctx, x, axes):
         ctx.axes = axes
-        return _xp(x).flip(x, axes).copy() if axes else x.copy()  # a copy, as torch.flip
+        return backend.copy(_xp(x).flip(x, axes)) if axes else backend.copy(x)  # a copy, as torch.flip
 
     @staticmethod
     def backward(ctx, g):
@@ -270,14 +270,14 @@ class Diag(Function):
     def forward(ctx, x, k):
         ctx.meta = (x.shape, k)
         xp = _xp(x)
-        return xp.diag(x, k) if x.ndim == 1 else xp.diagonal(x, k).copy()
+        return xp.diag(x, k) if x.ndim == 1 else backend.copy(xp.diagonal(x, k))
 
     @staticmethod
     def backward(ctx, g):
         shape, k = ctx.meta
         xp = _xp(g)
         if len(shape) == 1:
-            return xp.diagonal(g, k).copy(), None
+            return backend.copy(xp.diagonal(g, k)), None
         out = xp.zeros(shape, g.dtype)
         i = xp.arange(g.shape[0])
         out[i + max(-k, 0), i + max(k, 0)] = g

@@ -39,7 +39,7 @@ def _log_scan(x, axis):
     """log(cumsum(exp(x))) along ``axis`` without overflow: a doubling scan of logaddexp over shifted copies
     (log2(n) whole-array steps, on NumPy and CuPy alike)."""
     xp = _xp(x)
-    y = x.copy()
+    y = backend.copy(x)
     n = x.shape[axis]
     step = 1
     while step < n:

@@ -122,7 +122,7 @@ def _crop(pads, shape):
 
 def _fold(xp, g, d, lo, hi, n, mode):
     """The adjoint of padding dimension ``d`` (size ``n``) by ``(lo, hi)`` in ``mode``."""
-    c = g[_at(g.ndim, d, slice(lo, lo + n))].copy()
+    c = backend.copy(g[_at(g.ndim, d, slice(lo, lo + n))])
     left, right = g[_at(g.ndim, d, slice(0, lo))], g[_at(g.ndim, d, slice(lo + n, lo + n + hi))]
     if mode == "reflect":  # left position i came from input lo - i, right k from n - 2 - k
         c[_at(c.ndim, d, slice(1, lo + 1))] += xp.flip(left, d)

@@ -83,13 +83,13 @@ def _running_extreme(x, axis, largest):
     n = x.shape[axis]
     shape = [1] * x.ndim
     shape[axis] = n
-    values = x.copy()
-    indices = xp.broadcast_to(xp.arange(n).reshape(shape), x.shape).copy()
+    values = backend.copy(x)
+    indices = backend.copy(xp.broadcast_to(xp.arange(n).reshape(shape), x.shape))
     step = 1
     while step < n:
         later = tuple(slice(step, None) if d == axis else slice(None) for d in range(x.ndim))
         earlier = tuple(slice(None, n - step) if d == axis else slice(None) for d in range(x.ndim))
-        prev_v, prev_i = values[earlier].copy(), indices[earlier].copy()  # the slices overlap the writes
+        prev_v, prev_i = backend.copy(values[earlier]), backend.copy(indices[earlier])  # the slices overlap the writes
         better = prev_v > values[later] if largest else prev_v < values[later]
         values[later] = xp.where(better, prev_v, values[later])
         indices[later] = xp.where(better, prev_i, indices[later])

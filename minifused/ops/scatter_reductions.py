@@ -68,8 +68,8 @@ class ScatterReduce(Function):
     def forward(ctx, x, src, index, axis, reduce, include_self, out=None):
         xp = _xp(x)
         grad = any(ctx.needs_input_grad[:2])
-        before = x.copy() if grad and reduce in ("amax", "amin") else None
-        out = x.copy() if out is None else out
+        before = backend.copy(x) if grad and reduce in ("amax", "amin") else None
+        out = backend.copy(x) if out is None else out
         grid = _grid(index, axis)
         part = src[tuple(slice(0, n) for n in index.shape)]
         hit = xp.zeros(out.shape, bool)
@@ -89,7 +89,7 @@ class ScatterReduce(Function):
             else:
                 out[...] = xp.floor_divide(out, count.astype(out.dtype))
         ctx.meta = (index, axis, reduce, include_self, src.shape, hit, count, before, part if before is not None
-                    else None, out.copy() if before is not None else None)
+                    else None, backend.copy(out) if before is not None else None)
         return out
 
     @staticmethod

@@ -150,7 +150,7 @@ class DiagonalScatter(Function):
 
     @staticmethod
     def forward(ctx, x, src, offset, axis1, axis2):
-        out = x.copy()
+        out = backend.copy(x)
         _diagonal_view(_xp(x), out, offset, axis1, axis2)[...] = src
         ctx.meta = (offset, axis1, axis2)
         return out
@@ -159,9 +159,9 @@ class DiagonalScatter(Function):
     def backward(ctx, g):
         offset, axis1, axis2 = ctx.meta
         xp = _xp(g)
-        gx = g.copy()
+        gx = backend.copy(g)
         diag = _diagonal_view(xp, gx, offset, axis1, axis2)
-        gsrc = diag.copy()
+        gsrc = backend.copy(diag)
         diag[...] = 0
         return gx, gsrc, None, None, None
 

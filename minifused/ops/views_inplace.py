@@ -152,7 +152,7 @@ class AsStridedScatter(Function):
         gx[...] = g
         flat, _ = storage_of(gx)
         view = _strided(flat, size, stride, offset)
-        gsrc = view.copy()
+        gsrc = backend.copy(view)
         view[...] = 0
         return gx, gsrc, None, None, None
 

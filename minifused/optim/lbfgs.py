@@ -129,7 +129,7 @@ class LBFGS(Optimizer):
                 self._direction(mem, flat_grad, group["history_size"])
             d = mem["d"]
             if mem["prev_flat_grad"] is None:
-                mem["prev_flat_grad"] = flat_grad.copy()
+                mem["prev_flat_grad"] = backend.copy(flat_grad)
             else:
                 mem["prev_flat_grad"][...] = flat_grad
             mem["prev_loss"] = loss
@@ -140,7 +140,7 @@ class LBFGS(Optimizer):
                 break
             evals = 0
             if group["line_search_fn"] is not None:
-                x0 = [p._data.copy() for p in self._params]
+                x0 = [backend.copy(p._data) for p in self._params]
 
                 def along(x, step, direction):
                     self._add_grad(step, direction)
