@@ -18,8 +18,8 @@ x, w and dy (``minifused_channels_last``: x and dy read and written without repa
 pack, dW written channels-last), and their ratios take each side's faster layout. Ratios compare like with like:
 ``*_fp32_over_cudnn_strict_<shape>`` (the fp32 target, and the fp32 ``_min``) is our default (FFMA) over
 cuDNN without TF32; ``fwd_fp32_over_cudnn_<shape>`` is our fp32 forward with TF32 enabled over cuDNN's fp32
-forward with its default, TF32 (TF32 against TF32: cuDNN's TF32 figures exceed the GPU's FFMA peak). ``fwd_fp32_ffma_over_cudnn_tf32_<shape>``, our FFMA default
-over cuDNN's TF32 default, is listed too.
+forward with its default, TF32 (TF32 against TF32: cuDNN's TF32 figures exceed the GPU's FFMA peak).
+``fwd_fp32_ffma_over_cudnn_tf32_<shape>``, our FFMA default over cuDNN's TF32 default, is listed too.
 
     python bench/conv.py [--quick]
 """
