@@ -457,6 +457,79 @@ def test_captured_fp32_relu_epilogues_run_as_passes(rng, monkeypatch, poisoned_p
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape", [(4099, 264), (1024, 1024), (37, 4104), (8193, 136), (5, 8)])
+def test_vector_relu_passes(rng, monkeypatch, poisoned_pool, dtype, shape):
+    """The ReLU backward passes over rows of 8-element vectors (relu_mask_backward_vec; relu_mask_backward_partials
+    then column_partials_sum), forced at these sizes: dz bit for bit as the element kernels write it, db against
+    float64, on poisoned memory; a NaN whose bit is set passes into dz and db, one whose bit is clear does not."""
+    import cupy
+
+    n, m = shape
+    g = rand(rng, (n, m), dtype)
+    g[0, 1] = g[n - 1, m - 1] = np.nan
+    bits = rng.random((n, m)) < 0.5
+    bits[0, 1], bits[n - 1, m - 1] = True, False
+    mask = np.zeros((n, K.relu_aux_cols(m)), np.uint8)
+    mask[:, :-(-m // 8)] = np.packbits(bits, axis=1, bitorder="little")
+    gd, maskd = dev_array(g, "cuda"), cupy.asarray(mask)
+    expect = np.where(bits, f64(g), 0.0)
+    vector = []
+    real = K._relu_pass
+    monkeypatch.setattr(K, "_relu_pass", lambda name, *a, **kw: (vector.append(name), real(name, *a, **kw))[1])
+
+    def both():
+        dz = K.activation_backward(gd, maskd, "relu")
+        dx = backend.copy(gd)
+        db = cupy.ndarray((m,), gd.dtype)
+        K._relu_mask_backward_sum(dx, maskd, db)
+        return dz, dx, db
+
+    monkeypatch.setattr(K, "VECTOR_PASS_MIN", 0)
+    dz, dx, db = both()
+    assert vector == ["relu_mask_backward_vec", "relu_mask_backward_partials", "column_partials_sum"]
+    monkeypatch.setattr(K, "VECTOR_PASS_MIN", 1 << 62)
+    monkeypatch.setattr(K, "_vector_rows", lambda *a: False)
+    dz_e, dx_e, db_e = both()
+    assert vector[3:] == ["relu_mask_backward_sum"]
+    bits_of = lambda a: host(a).view(np.uint8)  # noqa: E731
+    # (the element pass rounds its NaN through float32, which gives the canonical NaN: the values compared there)
+    assert (bits_of(dz) == bits_of(dz_e)).all() and (bits_of(dz) == bits_of(dx)).all()
+    assert np.array_equal(f64(dx), f64(dx_e), equal_nan=True)
+    ok = ~np.isnan(expect)  # (the NaN at [0, 1], whose bit is set)
+    assert np.isnan(f64(dz)[~ok]).all() and np.array_equal(f64(dz)[ok], expect[ok])
+    got, got_e = f64(db), f64(db_e)
+    assert np.isnan(got[1]) and np.isnan(got_e[1])
+    sums = np.delete(expect, 1, axis=1).sum(0)
+    assert rel(np.delete(got, 1), sums) < TOL[dtype] and rel(np.delete(got_e, 1), sums) < TOL[dtype]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [backend.float16, backend.bfloat16], ids=lambda d: d.name)
+def test_large_relu_data_gradient_runs_as_gemm_and_pass(rng, monkeypatch, poisoned_pool, dtype):
+    """A 16-bit ReLU data gradient of at least DRELU_SPLIT_MIN multiply-adds (lowered here) runs as the plain GEMM
+    and the vector pass: dz and db against float64, as the DRELU_BGRAD epilogue's below the threshold."""
+    import cupy
+
+    n, m, k = 1030, 96, 264  # dy (n, m) @ w (m, k), masked by the producer's k features
+    g, w = rand(rng, (n, m), dtype), rand(rng, (m, k), dtype, 1 / math.sqrt(m))
+    bits = rng.random((n, k)) < 0.5
+    mask = np.zeros((n, K.relu_aux_cols(k)), np.uint8)
+    mask[:, :-(-k // 8)] = np.packbits(bits, axis=1, bitorder="little")
+    expect = (f64(g) @ f64(w)) * bits
+    passes = []
+    real = K._relu_mask_backward_sum
+    monkeypatch.setattr(K, "_relu_mask_backward_sum", lambda *a: (passes.append(1), real(*a)))
+    for threshold, split in ((n * m * k, True), (n * m * k + 1, False)):
+        monkeypatch.setattr(K, "DRELU_SPLIT_MIN", threshold)
+        monkeypatch.setattr(K, "VECTOR_PASS_MIN", 0)
+        dz, db = K.linear_backward_data(dev_array(g, "cuda"), dev_array(w, "cuda"), "relu", cupy.asarray(mask))
+        assert bool(passes) == split
+        assert rel(dz, expect) < TOL[dtype] and rel(db, expect.sum(0)) < TOL[dtype]
+        passes.clear()
+
+
+@pytest.mark.gpu
 def test_clear_plan_cache_releases_and_replans(rng):
     x = dev_array(rand(rng, (8, 16), np.float16), "cuda")
     w = dev_array(rand(rng, (K.NARROW_MAX_OUT + 8, 16), np.float16), "cuda")  # more outputs than the narrow kernel's

@@ -24,7 +24,8 @@ A layer of at most :data:`NARROW_MAX_OUT` outputs without activation (a classifi
 backward): cuBLASLt gives it a tile of mostly idle columns, a split-K and a reduction kernel forward, and three
 GEMMs and an epilogue kernel backward, where one pass each way does (``bench/linear_narrow.py`` times both).
 A captured step's strict fp32 RELU_AUX(_BIAS) and DRELU_BGRAD run as a plain GEMM and a pass of
-``linear_act.cu`` (see ``_split_relu``).
+``linear_act.cu`` (see ``_split_relu``), and so does a 16-bit DRELU_BGRAD of :data:`DRELU_SPLIT_MIN` multiply-adds
+or more (see ``_split_drelu``).
 
 Aux semantics, the same on both devices (the GPU's own layout, so an aux array
 can be handed back to cuBLASLt as is):
@@ -443,7 +444,7 @@ def _linear_backward_data_cuda(dy, w, act, aux, config):
         if m == 0 or n == 0 or k == 0:
             dx = cupy.zeros((n, k), dtype=dtype)
             return dx, (None if act is None else cupy.zeros((k,), dtype=dtype))
-        if act == "relu" and _split_relu(dtype, dev):
+        if act == "relu" and (_split_relu(dtype, dev) or _split_drelu(dtype, n, k, m)):
             dx, _ = _linear_backward_data_cuda(dy, w, None, None, config)
             db = cupy.ndarray((k,), dtype)
             _relu_mask_backward_sum(dx, aux, db)
@@ -531,11 +532,41 @@ def _split_relu(dtype, dev):
             and (dev, _cp.cuda.get_current_stream().ptr) in backend.graph_streams)
 
 
-@functools.lru_cache(maxsize=None)
+_PASS_ARGS = {"relu_mask_forward": 5, "relu_mask_backward_sum": 6, "relu_mask_backward_vec": 6,
+              "relu_mask_backward_partials": 7, "column_partials_sum": 4}
+
+
+#: Multiply-adds (rows x outputs x inputs) from which a 16-bit ReLU data gradient runs as the plain GEMM and a
+#: pass (:func:`_relu_mask_backward_sum`): there cuBLASLt's DRELU_BGRAD kernels ran slower than its plain GEMM by
+#: more than the pass costs (measured on an H200 from 1024 x 2048 x 2048 up, 1.04 to 2.1 times faster; at 1024^3 and
+#: below the epilogue was faster; bench/linear.py times the seed's size)
+DRELU_SPLIT_MIN = 1 << 32
+
+
+def _split_drelu(dtype, n, k, m):
+    """Whether a ReLU data gradient of ``n`` rows, ``m`` outputs and ``k`` inputs runs as the plain GEMM and a pass
+    (see :data:`DRELU_SPLIT_MIN`): 16-bit, large."""
+    return dtype.itemsize == 2 and n * k * m >= DRELU_SPLIT_MIN
+
+
+@functools.lru_cache(maxsize=1024)  # keyed by grid: bounded for workloads of many shapes
 def _relu_pass(name, dtype, grid, block, dev, cluster=1):
+    """The prepared launch of linear_act.cu's pass ``name`` (its arguments all given per call) on ``grid``, an int
+    or a tuple of blocks."""
     opts = (f"-DELEM_T={ctype(dtype)}", f"-DMF_CLUSTER={cluster}")
-    args = 5 if name == "relu_mask_forward" else 6
-    return Prepared(get_kernel("linear_act.cu", name, opts), (grid,), (block,), (ARG,) * args, pdl=True)
+    grid = grid if isinstance(grid, tuple) else (grid,)
+    return Prepared(get_kernel("linear_act.cu", name, opts), grid, (block,), (ARG,) * _PASS_ARGS[name], pdl=True)
+
+
+#: Elements of dx from which the ReLU data gradient's pass moves vectors of 8 (relu_mask_backward_partials and
+#: column_partials_sum, two launches) instead of relu_mask_backward_sum's elements (one launch)
+VECTOR_PASS_MIN = 1 << 20
+
+
+def _vector_rows(*arrays):
+    """Whether these (n, m) C-contiguous arrays' rows are whole vectors of 8 elements, each array aligned to one
+    (linear_act.cu's ``*_vec`` and ``*_partials`` kernels)."""
+    return all(a.shape[1] % 8 == 0 and a.data.ptr % (8 * a.itemsize) == 0 for a in arrays)
 
 
 def _relu_mask_forward(z, mask):
@@ -551,6 +582,16 @@ def _relu_mask_backward_sum(dx, mask, db):
     """``dx *= bit`` of ``mask`` in place and ``db = dx.sum(0)``, one pass (the DRELU_BGRAD epilogue's work)."""
     n, k = dx.shape
     dev = _dev(dx)
+    if n * k >= VECTOR_PASS_MIN and _vector_rows(dx):
+        # blocks of 256 columns and rows_per rows, about one wave of them (8 a SM), each writing its column sums
+        strips = -(-k // 256)
+        rows_per = -(-n // max(1, min(-(-n // 32), 8 * sm_count(dev) // strips)))
+        row_blocks = -(-n // rows_per)
+        part = _cp.cuda.alloc(row_blocks * k * 4)
+        _relu_pass("relu_mask_backward_partials", dx.dtype, (strips, row_blocks), 256, dev)(
+            dx.data.ptr, mask.data.ptr, part.ptr, n, k, mask.shape[1], rows_per)
+        _relu_pass("column_partials_sum", dx.dtype, grid_1d(k, 256), 256, dev)(part.ptr, db.data.ptr, k, row_blocks)
+        return
     col_blocks = -(-k // 32)
     cluster = _backward_cluster(col_blocks, n, dev)
     _relu_pass("relu_mask_backward_sum", dx.dtype, col_blocks * cluster, 512, dev, cluster)(
@@ -574,7 +615,10 @@ def _activation_backward_cuda(dy, aux, activation):
     dev = _dev(dy)
     with _on(dev):
         dz = cupy.ndarray(dy.shape, dy.dtype)
-        if n * m:
+        if n * m and activation == "relu" and _vector_rows(dy, dz):
+            _relu_pass("relu_mask_backward_vec", dy.dtype, min(grid_1d(n * m // 8, 256), 32 * sm_count(dev)), 256,
+                       dev)(dy.data.ptr, aux.data.ptr, dz.data.ptr, n, m, aux.shape[1])
+        elif n * m:
             name = "relu_mask_backward" if activation == "relu" else "gelu_tanh_backward"
             _activation_backward_pass(name, dy.dtype, n * m, dev)(dy.data.ptr, aux.data.ptr, dz.data.ptr, n, m,
                                                                    aux.shape[1])
