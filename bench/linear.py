@@ -102,11 +102,11 @@ def seed_figures(res, n, k, m, sets=2):
         return dx, dx.sum(axis=0)
 
     def epilogue_bwd(dy, cfg):  # cuBLASLt's DRELU_BGRAD epilogue, which linear_backward_data leaves at this size
-        split, K.DRELU_SPLIT_MIN = K.DRELU_SPLIT_MIN, float("inf")
+        split, K.DACT_SPLIT_MIN["relu"] = K.DACT_SPLIT_MIN["relu"], float("inf")
         try:
             return K.linear_backward_data(dy, w2, "relu", mask, config=cfg)
         finally:
-            K.DRELU_SPLIT_MIN = split
+            K.DACT_SPLIT_MIN["relu"] = split
 
     def naive_mul_bwd(dy):  # a stronger unfused baseline: multiply by the mask
         dx = dy @ w2

@@ -140,8 +140,13 @@ def test_backward_weight_and_bias_grad(device, rng, dtype, bias_grad, shape):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("act", ["relu", "gelu"])
-def test_activation_backward(device, rng, dtype, act):
-    n, k, m = 19, 23, 45
+@pytest.mark.parametrize("m", [45, 48, 1024])
+def test_activation_backward(device, rng, dtype, act, m, request):
+    """dz = dy * act'(aux) against float64 (poisoned memory on the GPU): rows of 45 features an element at a time,
+    rows of 48 and 1024 as 8-element vectors."""
+    if device == "cuda":
+        request.getfixturevalue("poisoned_pool")
+    n, k = 19, 23
     x = rand(rng, (n, k), dtype)
     w = rand(rng, (m, k), dtype, 0.3)
     _, aux = K.linear_forward(dev_array(x, device), dev_array(w, device), None, act, aux=True)
@@ -460,9 +465,10 @@ def test_captured_fp32_relu_epilogues_run_as_passes(rng, monkeypatch, poisoned_p
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("shape", [(4099, 264), (1024, 1024), (37, 4104), (8193, 136), (5, 8)])
 def test_vector_relu_passes(rng, monkeypatch, poisoned_pool, dtype, shape):
-    """The ReLU backward passes over rows of 8-element vectors (relu_mask_backward_vec; relu_mask_backward_partials
-    then column_partials_sum), forced at these sizes: dz bit for bit as the element kernels write it, db against
-    float64, on poisoned memory; a NaN whose bit is set passes into dz and db, one whose bit is clear does not."""
+    """The ReLU backward passes over rows of 8-element vectors (relu_mask_backward_vec; columns.cu's
+    relu_mask_backward_partials then column_partials_sum), forced at these sizes: dz bit for bit as the element
+    kernels write it, db against float64, on poisoned memory; a NaN whose bit is set passes into dz and db, one
+    whose bit is clear does not."""
     import cupy
 
     n, m = shape
@@ -475,23 +481,24 @@ def test_vector_relu_passes(rng, monkeypatch, poisoned_pool, dtype, shape):
     gd, maskd = dev_array(g, "cuda"), cupy.asarray(mask)
     expect = np.where(bits, f64(g), 0.0)
     vector = []
-    real = K._relu_pass
-    monkeypatch.setattr(K, "_relu_pass", lambda name, *a, **kw: (vector.append(name), real(name, *a, **kw))[1])
+    real, real_sum = K._act_pass, K.columns.activation_backward_sum
+    monkeypatch.setattr(K, "_act_pass", lambda name, *a, **kw: (vector.append(name), real(name, *a, **kw))[1])
+    monkeypatch.setattr(K.columns, "activation_backward_sum", lambda *a: (vector.append("columns"), real_sum(*a)))
 
     def both():
         dz = K.activation_backward(gd, maskd, "relu")
         dx = backend.copy(gd)
         db = cupy.ndarray((m,), gd.dtype)
-        K._relu_mask_backward_sum(dx, maskd, db)
+        K._activation_backward_sum(dx, maskd, db, "relu")
         return dz, dx, db
 
     monkeypatch.setattr(K, "VECTOR_PASS_MIN", 0)
     dz, dx, db = both()
-    assert vector == ["relu_mask_backward_vec", "relu_mask_backward_partials", "column_partials_sum"]
+    assert vector == ["relu_mask_backward_vec", "columns"]
     monkeypatch.setattr(K, "VECTOR_PASS_MIN", 1 << 62)
-    monkeypatch.setattr(K, "_vector_rows", lambda *a: False)
+    monkeypatch.setattr(K.columns, "vector_rows", lambda *a: False)
     dz_e, dx_e, db_e = both()
-    assert vector[3:] == ["relu_mask_backward_sum"]
+    assert vector[2:] == ["relu_mask_backward_sum"]
     bits_of = lambda a: host(a).view(np.uint8)  # noqa: E731
     # (the element pass rounds its NaN through float32, which gives the canonical NaN: the values compared there)
     assert (bits_of(dz) == bits_of(dz_e)).all() and (bits_of(dz) == bits_of(dx)).all()
@@ -506,24 +513,31 @@ def test_vector_relu_passes(rng, monkeypatch, poisoned_pool, dtype, shape):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [backend.float16, backend.bfloat16], ids=lambda d: d.name)
-def test_large_relu_data_gradient_runs_as_gemm_and_pass(rng, monkeypatch, poisoned_pool, dtype):
-    """A 16-bit ReLU data gradient of at least DRELU_SPLIT_MIN multiply-adds (lowered here) runs as the plain GEMM
-    and the vector pass: dz and db against float64, as the DRELU_BGRAD epilogue's below the threshold."""
+@pytest.mark.parametrize("act", ["relu", "gelu"])
+def test_large_data_gradient_runs_as_gemm_and_pass(rng, monkeypatch, poisoned_pool, dtype, act):
+    """A 16-bit ReLU (GELU) data gradient of at least DACT_SPLIT_MIN multiply-adds (lowered here) runs as the plain
+    GEMM and columns.cu's pass: dz and db against float64, as the DRELU_BGRAD (DGELU_BGRAD) epilogue's below the
+    threshold."""
     import cupy
 
-    n, m, k = 1030, 96, 264  # dy (n, m) @ w (m, k), masked by the producer's k features
+    n, m, k = 1030, 96, 264  # dy (n, m) @ w (m, k), through the producer's activation of k features
     g, w = rand(rng, (n, m), dtype), rand(rng, (m, k), dtype, 1 / math.sqrt(m))
-    bits = rng.random((n, k)) < 0.5
-    mask = np.zeros((n, K.relu_aux_cols(k)), np.uint8)
-    mask[:, :-(-k // 8)] = np.packbits(bits, axis=1, bitorder="little")
-    expect = (f64(g) @ f64(w)) * bits
+    if act == "relu":
+        scale = rng.random((n, k)) < 0.5
+        aux = np.zeros((n, K.relu_aux_cols(k)), np.uint8)
+        aux[:, :-(-k // 8)] = np.packbits(scale, axis=1, bitorder="little")
+        aux = cupy.asarray(aux)
+    else:
+        pre = rand(rng, (n, K.gelu_aux_cols(k)), dtype)
+        scale, aux = dgelu64(f64(pre)), dev_array(pre, "cuda")
+    expect = (f64(g) @ f64(w)) * scale
     passes = []
-    real = K._relu_mask_backward_sum
-    monkeypatch.setattr(K, "_relu_mask_backward_sum", lambda *a: (passes.append(1), real(*a)))
+    real = K.columns.activation_backward_sum
+    monkeypatch.setattr(K.columns, "activation_backward_sum", lambda *a: (passes.append(1), real(*a)))
+    monkeypatch.setattr(K, "VECTOR_PASS_MIN", 0)
     for threshold, split in ((n * m * k, True), (n * m * k + 1, False)):
-        monkeypatch.setattr(K, "DRELU_SPLIT_MIN", threshold)
-        monkeypatch.setattr(K, "VECTOR_PASS_MIN", 0)
-        dz, db = K.linear_backward_data(dev_array(g, "cuda"), dev_array(w, "cuda"), "relu", cupy.asarray(mask))
+        monkeypatch.setitem(K.DACT_SPLIT_MIN, act, threshold)
+        dz, db = K.linear_backward_data(dev_array(g, "cuda"), dev_array(w, "cuda"), act, aux)
         assert bool(passes) == split
         assert rel(dz, expect) < TOL[dtype] and rel(db, expect.sum(0)) < TOL[dtype]
         passes.clear()

@@ -24,8 +24,8 @@ A layer of at most :data:`NARROW_MAX_OUT` outputs without activation (a classifi
 backward): cuBLASLt gives it a tile of mostly idle columns, a split-K and a reduction kernel forward, and three
 GEMMs and an epilogue kernel backward, where one pass each way does (``bench/linear_narrow.py`` times both).
 A captured step's strict fp32 RELU_AUX(_BIAS) and DRELU_BGRAD run as a plain GEMM and a pass of
-``linear_act.cu`` (see ``_split_relu``), and so does a 16-bit DRELU_BGRAD of :data:`DRELU_SPLIT_MIN` multiply-adds
-or more (see ``_split_drelu``).
+``linear_act.cu`` (see ``_split_relu``); a 16-bit DRELU_BGRAD or DGELU_BGRAD of :data:`DACT_SPLIT_MIN`
+multiply-adds or more as a plain GEMM and a pass of ``columns.cu`` (see ``_split_dact``).
 
 Aux semantics, the same on both devices (the GPU's own layout, so an aux array
 can be handed back to cuBLASLt as is):
@@ -59,8 +59,8 @@ import numpy as np
 
 from .. import backend
 from ..backend import tf32_matmul
-from . import (ARG, GELU_C, GELU_CUBIC, Prepared, acc_dtype, aligned_bytes, clear_unset, compute_capability, ctype,
-               gelu_grad_ref, gelu_ref, get_kernel, grid_1d, sm_count)
+from . import (ARG, GELU_C, GELU_CUBIC, Prepared, acc_dtype, aligned_bytes, clear_unset, columns, compute_capability,
+               ctype, gelu_grad_ref, gelu_ref, get_kernel, grid_1d, sm_count)
 from .cublaslt import OP_N, OP_T, PlanError, count, execute, init, unsupported
 
 
@@ -444,10 +444,10 @@ def _linear_backward_data_cuda(dy, w, act, aux, config):
         if m == 0 or n == 0 or k == 0:
             dx = cupy.zeros((n, k), dtype=dtype)
             return dx, (None if act is None else cupy.zeros((k,), dtype=dtype))
-        if act == "relu" and (_split_relu(dtype, dev) or _split_drelu(dtype, n, k, m)):
+        if act is not None and (act == "relu" and _split_relu(dtype, dev) or _split_dact(act, dtype, n, k, m, aux)):
             dx, _ = _linear_backward_data_cuda(dy, w, None, None, config)
             db = cupy.ndarray((k,), dtype)
-            _relu_mask_backward_sum(dx, aux, db)
+            _activation_backward_sum(dx, aux, db, act)
             return dx, db
         dx = cupy.ndarray((n, k), dtype)
         db = None
@@ -533,41 +533,35 @@ def _split_relu(dtype, dev):
 
 
 _PASS_ARGS = {"relu_mask_forward": 5, "relu_mask_backward_sum": 6, "relu_mask_backward_vec": 6,
-              "relu_mask_backward_partials": 7, "column_partials_sum": 4}
+              "gelu_tanh_backward_vec": 6}
 
 
-#: Multiply-adds (rows x outputs x inputs) from which a 16-bit ReLU data gradient runs as the plain GEMM and a
-#: pass (:func:`_relu_mask_backward_sum`): there cuBLASLt's DRELU_BGRAD kernels ran slower than its plain GEMM by
-#: more than the pass costs (measured on an H200 from 1024 x 2048 x 2048 up, 1.04 to 2.1 times faster; at 1024^3 and
-#: below the epilogue was faster; bench/linear.py times the seed's size)
-DRELU_SPLIT_MIN = 1 << 32
+#: Multiply-adds (rows x outputs x inputs) from which a 16-bit ReLU or GELU data gradient runs as the plain GEMM
+#: and a pass (:func:`_activation_backward_sum`): there cuBLASLt's DRELU_BGRAD and DGELU_BGRAD kernels ran slower
+#: than its plain GEMM by more than the pass costs (measured on an H200 from 2^32 up: ReLU 1.04 to 2.1 times
+#: faster, GELU 1.13 to 1.48; even at 2^31; at 1024^3 and below the epilogues were faster; bench/linear.py times
+#: the ReLU's at the seed's size)
+DACT_SPLIT_MIN = {"relu": 1 << 32, "gelu": 1 << 32}
 
 
-def _split_drelu(dtype, n, k, m):
-    """Whether a ReLU data gradient of ``n`` rows, ``m`` outputs and ``k`` inputs runs as the plain GEMM and a pass
-    (see :data:`DRELU_SPLIT_MIN`): 16-bit, large."""
-    return dtype.itemsize == 2 and n * k * m >= DRELU_SPLIT_MIN
+def _split_dact(act, dtype, n, k, m, aux):
+    """Whether the data gradient through ``act`` of ``n`` rows, ``m`` outputs and ``k`` inputs runs as the plain
+    GEMM and a pass (see :data:`DACT_SPLIT_MIN`): 16-bit, large (and for the GELU, its aux rows vectors)."""
+    return (dtype.itemsize == 2 and n * k * m >= DACT_SPLIT_MIN[act]
+            and (act == "relu" or columns.vector_rows(aux) and k % 8 == 0))
 
 
 @functools.lru_cache(maxsize=1024)  # keyed by grid: bounded for workloads of many shapes
-def _relu_pass(name, dtype, grid, block, dev, cluster=1):
-    """The prepared launch of linear_act.cu's pass ``name`` (its arguments all given per call) on ``grid``, an int
-    or a tuple of blocks."""
+def _act_pass(name, dtype, grid, block, dev, cluster=1):
+    """The prepared launch of linear_act.cu's pass ``name`` (its arguments all given per call) on ``grid`` blocks."""
     opts = (f"-DELEM_T={ctype(dtype)}", f"-DMF_CLUSTER={cluster}")
-    grid = grid if isinstance(grid, tuple) else (grid,)
-    return Prepared(get_kernel("linear_act.cu", name, opts), grid, (block,), (ARG,) * _PASS_ARGS[name], pdl=True)
+    return Prepared(get_kernel("linear_act.cu", name, opts), (grid,), (block,), (ARG,) * _PASS_ARGS[name], pdl=True)
 
 
-#: Elements of dx from which the ReLU data gradient's pass moves vectors of 8 (relu_mask_backward_partials and
-#: column_partials_sum, two launches) instead of relu_mask_backward_sum's elements (one launch): measured on an H200,
-#: the two were even at 1024 x 1024 and the vectors faster from 1024 x 2048 up
+#: Elements of dx from which the ReLU data gradient's pass moves vectors of 8 (columns.activation_backward_sum, two
+#: launches) instead of relu_mask_backward_sum's elements (one launch): measured on an H200, the two were even at
+#: 1024 x 1024 and the vectors faster from 1024 x 2048 up
 VECTOR_PASS_MIN = 1 << 21
-
-
-def _vector_rows(*arrays):
-    """Whether these (n, m) C-contiguous arrays' rows are whole vectors of 8 elements, each array aligned to one
-    (linear_act.cu's ``*_vec`` and ``*_partials`` kernels)."""
-    return all(a.shape[1] % 8 == 0 and a.data.ptr % (8 * a.itemsize) == 0 for a in arrays)
 
 
 def _relu_mask_forward(z, mask):
@@ -575,27 +569,28 @@ def _relu_mask_forward(z, mask):
     n, m = z.shape
     words = mask.shape[1] // 4
     dev = _dev(z)
-    _relu_pass("relu_mask_forward", z.dtype, min(-(-n * words // 8), 16 * sm_count(dev)), 256, dev)(
+    _act_pass("relu_mask_forward", z.dtype, min(-(-n * words // 8), 16 * sm_count(dev)), 256, dev)(
         z.data.ptr, mask.data.ptr, n, m, words)
 
 
+def _activation_backward_sum(dx, aux, db, act):
+    """``dx *= act'`` from the producer's ``aux`` in place and ``db = dx.sum(0)``: the DRELU_BGRAD (DGELU_BGRAD)
+    epilogue's work. Rows of 8-element vectors on columns.cu (a GELU's always, a ReLU's from VECTOR_PASS_MIN
+    elements), a ReLU's others on :func:`_relu_mask_backward_sum`."""
+    n, k = dx.shape
+    if (act == "gelu" or n * k >= VECTOR_PASS_MIN) and columns.vector_rows(dx):
+        columns.activation_backward_sum(dx, aux, db, act)
+    else:
+        _relu_mask_backward_sum(dx, aux, db)
+
+
 def _relu_mask_backward_sum(dx, mask, db):
-    """``dx *= bit`` of ``mask`` in place and ``db = dx.sum(0)``, one pass (the DRELU_BGRAD epilogue's work)."""
+    """``dx *= bit`` of ``mask`` in place and ``db = dx.sum(0)``, one launch (an element a lane)."""
     n, k = dx.shape
     dev = _dev(dx)
-    if n * k >= VECTOR_PASS_MIN and _vector_rows(dx):
-        # blocks of 256 columns and rows_per rows, about one wave of them (8 a SM), each writing its column sums
-        strips = -(-k // 256)
-        rows_per = -(-n // max(1, min(-(-n // 32), 8 * sm_count(dev) // strips)))
-        row_blocks = -(-n // rows_per)
-        part = _cp.cuda.alloc(row_blocks * k * 4)
-        _relu_pass("relu_mask_backward_partials", dx.dtype, (strips, row_blocks), 256, dev)(
-            dx.data.ptr, mask.data.ptr, part.ptr, n, k, mask.shape[1], rows_per)
-        _relu_pass("column_partials_sum", dx.dtype, grid_1d(k, 256), 256, dev)(part.ptr, db.data.ptr, k, row_blocks)
-        return
     col_blocks = -(-k // 32)
     cluster = _backward_cluster(col_blocks, n, dev)
-    _relu_pass("relu_mask_backward_sum", dx.dtype, col_blocks * cluster, 512, dev, cluster)(
+    _act_pass("relu_mask_backward_sum", dx.dtype, col_blocks * cluster, 512, dev, cluster)(
         dx.data.ptr, mask.data.ptr, db.data.ptr, n, k, mask.shape[1])
 
 
@@ -616,9 +611,11 @@ def _activation_backward_cuda(dy, aux, activation):
     dev = _dev(dy)
     with _on(dev):
         dz = cupy.ndarray(dy.shape, dy.dtype)
-        if n * m and activation == "relu" and _vector_rows(dy, dz):
-            _relu_pass("relu_mask_backward_vec", dy.dtype, min(grid_1d(n * m // 8, 256), 32 * sm_count(dev)), 256,
-                       dev)(dy.data.ptr, aux.data.ptr, dz.data.ptr, n, m, aux.shape[1])
+        vector = columns.vector_rows(dy, dz) and (activation == "relu" or columns.vector_rows(aux))
+        if n * m and vector:  # (a GELU aux's rows are padded to 8 elements)
+            name = "relu_mask_backward_vec" if activation == "relu" else "gelu_tanh_backward_vec"
+            _act_pass(name, dy.dtype, min(grid_1d(n * m // 8, 256), 32 * sm_count(dev)), 256, dev)(
+                dy.data.ptr, aux.data.ptr, dz.data.ptr, n, m, aux.shape[1])
         elif n * m:
             name = "relu_mask_backward" if activation == "relu" else "gelu_tanh_backward"
             _activation_backward_pass(name, dy.dtype, n * m, dev)(dy.data.ptr, aux.data.ptr, dz.data.ptr, n, m,

@@ -14,14 +14,11 @@
 //   32 columns, each block a range of the rows (its warps in turn); the warps' sums are added in warp order and
 //   the blocks' in rank order by the first block (fixed order: the same bits on every run).
 //
-// Rows of 8-element vectors (m % 8 == 0, the arrays aligned to a vector): a thread takes 8 columns of a row at a
-// time, whose bits are one mask byte, in one load and one store (the kernels above move an element at a time,
-// which large layers' passes pay for at a fraction of the memory bandwidth):
-// relu_mask_backward_vec: relu_mask_backward's dz.
-// relu_mask_backward_partials: relu_mask_backward_sum's dz in place, and the column sums of each block's rows as
-//   fp32 partials, part[blockIdx.y * m + j]; a block takes 256 columns (32 lanes x 8) of rows_per rows, its 8
-//   warps a row each in turn, their sums added in warp order. column_partials_sum adds a column's partials in
-//   row-block order into db (fixed orders: the same bits on every run).
+// relu_mask_backward_vec, gelu_tanh_backward_vec: relu_mask_backward and gelu_tanh_backward over rows of
+//   8-element vectors (m % 8 == 0, the arrays aligned to a vector): a thread takes 8 columns of a row at a time
+//   (for the ReLU one mask byte) in one load and one store each (the kernels above move an element at a time,
+//   which large layers pay for at a fraction of the memory bandwidth). relu_mask_backward_sum's vector form is
+//   columns.cu's relu_mask_backward_partials.
 //
 // nvrtc-check: -DELEM_T=float
 // nvrtc-check: -DELEM_T=__half
@@ -117,7 +114,6 @@ extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(512) relu_mask_backwar
     if (CLUSTER > 1) cluster_sync();
 }
 
-
 extern "C" __global__ void relu_mask_backward_vec(const ELEM_T* __restrict__ dy, const unsigned char* __restrict__ mask,
                                                   ELEM_T* __restrict__ dz, long long n, long long m,
                                                   long long aux_ld) {
@@ -135,48 +131,18 @@ extern "C" __global__ void relu_mask_backward_vec(const ELEM_T* __restrict__ dy,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) relu_mask_backward_partials(
-    ELEM_T* __restrict__ dz, const unsigned char* __restrict__ mask, float* __restrict__ part, int n, int m,
-    long long aux_ld, int rows_per) {
-    __shared__ float sums[8][256];  // [warp][8 * (column % 8) + column / 8 within the block's 256]: no bank conflict
+extern "C" __global__ void gelu_tanh_backward_vec(const ELEM_T* __restrict__ dy, const ELEM_T* __restrict__ pre,
+                                                  ELEM_T* __restrict__ dz, long long n, long long m,
+                                                  long long aux_ld) {
     pdl_entry();
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int c = blockIdx.x * 256 + lane * 8;
-    const int lo = blockIdx.y * rows_per, hi = min(n, lo + rows_per);
-    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    if (c < m) {
-#pragma unroll 4
-        for (int r = lo + warp; r < hi; r += 8) {
-            ELEM_T* p = dz + (long long)r * m + c;
-            const unsigned bits = mask[(long long)r * aux_ld + (c >> 3)];
-            Vec<ELEM_T, 8> v = load_as<Vec<ELEM_T, 8>>(p);
+    const long long per_row = m >> 3, total = n * per_row;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long r = i / per_row, c = (i - r * per_row) << 3;
+        Vec<ELEM_T, 8> v = load_as<Vec<ELEM_T, 8>>(dy + r * m + c);
+        const Vec<ELEM_T, 8> z = load_as<Vec<ELEM_T, 8>>(pre + r * aux_ld + c);
 #pragma unroll
-            for (int k = 0; k < 8; ++k) {
-                if ((bits >> k) & 1u) acc[k] += (float)v.v[k];
-                else v.v[k] = ELEM_T(0.0f);
-            }
-            store_as(p, v);
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < 8; ++k) sums[warp][k * 32 + lane] = acc[k];
-    __syncthreads();
-    const int j = blockIdx.x * 256 + threadIdx.x, at = (threadIdx.x & 7) * 32 + (threadIdx.x >> 3);
-    if (j < m) {
-        float s = 0.0f;
-#pragma unroll
-        for (int v = 0; v < 8; ++v) s += sums[v][at];
-        part[(long long)blockIdx.y * m + j] = s;
-    }
-}
-
-extern "C" __global__ void column_partials_sum(const float* __restrict__ part, ELEM_T* __restrict__ db, int m,
-                                               int rows) {
-    pdl_entry();
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j < m) {
-        float s = 0.0f;
-        for (int b = 0; b < rows; ++b) s += part[(long long)b * m + j];
-        db[j] = ELEM_T(s);
+        for (int k = 0; k < 8; ++k) v.v[k] = ELEM_T((float)v.v[k] * gelu_tanh_grad((float)z.v[k]));
+        store_as(dz + r * m + c, v);
     }
 }

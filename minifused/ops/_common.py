@@ -3,11 +3,13 @@ promotion, Python scalars), the differentiable cast, and reducing a broadcast
 gradient to its input's shape."""
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
 from .. import backend
+from ..kernels import columns
 from ..autograd import Function
 from ..tensor import Tensor
 from ..backend import InputError
@@ -79,9 +81,24 @@ def unbroadcast(grad, shape):
         lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
     if not axes:
         return grad.reshape(shape)
+    lead_sum = leading_sum(grad, len(axes)) if axes == tuple(range(len(axes))) else None
+    if lead_sum is not None:
+        return lead_sum.reshape(shape)
     if grad.dtype in (backend.float16, backend.bfloat16):
         return grad.astype(np.float32).sum(axis=axes, keepdims=True).astype(grad.dtype).reshape(shape)
     return grad.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+def leading_sum(a, lead, scale=1.0):
+    """``a`` summed over its first ``lead`` axes on the GPU's column-sum kernels, times ``scale`` (float32 sums,
+    rounded once; a bandwidth-bound pass where CuPy's reduction over leading axes is not), with the remaining
+    axes' shape; None where they do not take it (not a C-contiguous CUDA array of float32, float16 or bfloat16, or
+    fewer than 8 columns: their lanes would idle)."""
+    rest = a.shape[lead:]
+    if not (backend.is_cuda_array(a) and a.dtype.name in columns.DTYPES and a.flags.c_contiguous
+            and math.prod(rest) >= 8):
+        return None
+    return columns.column_sums(a.reshape(math.prod(a.shape[:lead]), math.prod(rest)), scale=scale).reshape(rest)
 
 
 def broadcast_shape(op, a_shape, b_shape):

@@ -15,7 +15,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import cast, dense, normalize_axis
+from ._common import cast, dense, leading_sum, normalize_axis
 from .shape import Reshape
 from ..backend import InputError, InputTypeError
 
@@ -67,11 +67,21 @@ def _count(shape, axes):
     return int(np.prod([shape[a] for a in axes] if axes is not None else shape, dtype=np.int64))
 
 
+def _leading(x, axes, keepdim, scale=1.0):
+    """``x``'s sum over ``axes`` times ``scale`` on the column-sum kernels where the axes lead and those take x
+    (:func:`._common.leading_sum`), else None."""
+    if axes is None or len(axes) == x.ndim or sorted(axes) != list(range(len(axes))):
+        return None
+    out = leading_sum(x, len(axes), scale)
+    return out.reshape((1,) * len(axes) + out.shape) if out is not None and keepdim else out
+
+
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
         ctx.meta = (x.shape, axes, keepdim)
-        return x.sum(axis=axes, keepdims=keepdim)
+        out = _leading(x, axes, keepdim)
+        return x.sum(axis=axes, keepdims=keepdim) if out is None else out
 
     @staticmethod
     def backward(ctx, g):
@@ -86,7 +96,8 @@ class Mean(Function):
         ctx.meta = (x.shape, axes, keepdim)
         if x.size == 0 and _count(x.shape, axes) == 0:  # the mean of nothing: NaN, silently as PyTorch's
             return backend.array_module(x).full(x.sum(axis=axes, keepdims=keepdim).shape, np.nan, x.dtype)
-        return x.mean(axis=axes, keepdims=keepdim)
+        out = _leading(x, axes, keepdim, 1.0 / builtins.max(_count(x.shape, axes), 1))
+        return x.mean(axis=axes, keepdims=keepdim) if out is None else out
 
     @staticmethod
     def backward(ctx, g):

@@ -1,0 +1,121 @@
+// Column sums of a row-major (n x m) array, in fp32, in two deterministic passes (no atomics, fixed orders: the
+// same bits on every run). ELEM_T is float, __half or __nv_bfloat16 (-DELEM_T=...); MF_VEC is 1 or 8.
+//
+// column_partials: a block takes 32 * MF_VEC columns (a lane's MF_VEC consecutive ones, read as one vector: with
+//   MF_VEC 8, m a multiple of 8 and the array aligned to a vector) of rows_per rows, its 8 warps a row each in
+//   turn, and writes its columns' sums, the warps' added in warp order, to part[blockIdx.y * m + j].
+// relu_mask_backward_partials: the same over dz after dz *= bit of a ReLU mask, in place (bit j % 8 of byte j / 8
+//   of a row's aux_ld bytes; with MF_VEC 8 a lane's vector has one mask byte): the ReLU data gradient's pass
+//   (kernels/linear.py), whose bias gradient the sums are.
+// gelu_backward_partials: the same after dz *= gelu'(pre) in place (the tanh form; pre: the pre-activations,
+//   aux_ld elements a row): the GELU data gradient's pass.
+// column_partials_sum: out[j] = column j's partials added in row-block order, times scale (1, or 1 / n for a
+//   mean), rounded once to ELEM_T.
+//
+// nvrtc-check: -DELEM_T=float -DMF_VEC=1
+// nvrtc-check: -DELEM_T=float -DMF_VEC=8
+// nvrtc-check: -DELEM_T=__half -DMF_VEC=1
+// nvrtc-check: -DELEM_T=__half -DMF_VEC=8
+// nvrtc-check: -DELEM_T=__nv_bfloat16 -DMF_VEC=1
+// nvrtc-check: -DELEM_T=__nv_bfloat16 -DMF_VEC=8
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#include "activation.cuh"
+#include "launch.cuh"
+#include "vec.cuh"
+
+#ifndef ELEM_T
+#define ELEM_T float
+#endif
+#ifndef MF_VEC
+#define MF_VEC 1
+#endif
+
+enum { PLAIN, RELU_MASK, GELU_PRE };  // what a row is multiplied by first, in place (see above)
+
+template <int ACT>
+__device__ __forceinline__ void partials(ELEM_T* __restrict__ a, const void* __restrict__ aux,
+                                         float* __restrict__ part, int n, int m, long long aux_ld, int rows_per) {
+    constexpr int V = MF_VEC, COLS = 32 * V;
+    __shared__ float sums[8][COLS];  // [warp][32 * (column % V) + column / V] of the block's columns: no bank conflict
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int c = blockIdx.x * COLS + lane * V;
+    const int lo = blockIdx.y * rows_per, hi = min(n, lo + rows_per);
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+    if (c < m) {
+#pragma unroll 4
+        for (int r = lo + warp; r < hi; r += 8) {
+            ELEM_T* p = a + (long long)r * m + c;
+            Vec<ELEM_T, V> v = load_as<Vec<ELEM_T, V>>(p);
+            if (ACT == RELU_MASK) {
+                const unsigned bits =
+                    static_cast<const unsigned char*>(aux)[(long long)r * aux_ld + (c >> 3)] >> (c & 7);
+#pragma unroll
+                for (int k = 0; k < V; ++k) {
+                    if ((bits >> k) & 1u) acc[k] += (float)v.v[k];
+                    else v.v[k] = ELEM_T(0.0f);
+                }
+                store_as(p, v);
+            } else if (ACT == GELU_PRE) {
+                const Vec<ELEM_T, V> z =
+                    load_as<Vec<ELEM_T, V>>(static_cast<const ELEM_T*>(aux) + (long long)r * aux_ld + c);
+#pragma unroll
+                for (int k = 0; k < V; ++k) {
+                    v.v[k] = ELEM_T((float)v.v[k] * gelu_tanh_grad((float)z.v[k]));
+                    acc[k] += (float)v.v[k];
+                }
+                store_as(p, v);
+            } else {
+#pragma unroll
+                for (int k = 0; k < V; ++k) acc[k] += (float)v.v[k];
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) sums[warp][k * 32 + lane] = acc[k];
+    __syncthreads();
+    for (int t = threadIdx.x; t < COLS; t += blockDim.x) {
+        const int j = blockIdx.x * COLS + t;
+        if (j < m) {
+            float s = 0.0f;
+#pragma unroll
+            for (int w = 0; w < 8; ++w) s += sums[w][(t % V) * 32 + t / V];
+            part[(long long)blockIdx.y * m + j] = s;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) column_partials(const ELEM_T* __restrict__ a,
+                                                                  float* __restrict__ part, int n, int m,
+                                                                  int rows_per) {
+    pdl_entry();
+    partials<PLAIN>(const_cast<ELEM_T*>(a), nullptr, part, n, m, 0, rows_per);
+}
+
+extern "C" __global__ void __launch_bounds__(256) relu_mask_backward_partials(
+    ELEM_T* __restrict__ dz, const unsigned char* __restrict__ mask, float* __restrict__ part, int n, int m,
+    long long aux_ld, int rows_per) {
+    pdl_entry();
+    partials<RELU_MASK>(dz, mask, part, n, m, aux_ld, rows_per);
+}
+
+extern "C" __global__ void __launch_bounds__(256) gelu_backward_partials(
+    ELEM_T* __restrict__ dz, const ELEM_T* __restrict__ pre, float* __restrict__ part, int n, int m,
+    long long aux_ld, int rows_per) {
+    pdl_entry();
+    partials<GELU_PRE>(dz, pre, part, n, m, aux_ld, rows_per);
+}
+
+extern "C" __global__ void column_partials_sum(const float* __restrict__ part, ELEM_T* __restrict__ out, int m,
+                                               int rows, float scale) {
+    pdl_entry();
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < m) {
+        float s = 0.0f;
+        for (int b = 0; b < rows; ++b) s += part[(long long)b * m + j];
+        out[j] = ELEM_T(s * scale);
+    }
+}

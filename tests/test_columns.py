@@ -1,0 +1,74 @@
+"""kernels/columns.py (columns.cu): column sums on the GPU against float64, and the ops that take them: a
+broadcast add's bias gradient and a sum over leading dimensions."""
+import numpy as np
+import pytest
+
+import minifused as mf
+from conftest import dev_array, f64, host
+from minifused import backend
+from minifused.kernels import columns
+
+DTYPES = [backend.float32, backend.float16, backend.bfloat16]
+# float32 sums; a 16-bit result rounded once (half an ulp, as a norm over the columns)
+TOL = {backend.float32: 1e-5, backend.float16: 2 ** -11, backend.bfloat16: 2 ** -8}
+
+
+def rel(a, b):
+    a = f64(a)
+    assert np.isfinite(a).all()
+    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape", [(1, 8), (3, 5), (1000, 264), (1001, 263), (70000, 16), (33, 4104), (0, 24)])
+def test_column_sums(rng, poisoned_pool, dtype, shape):
+    """Against float64 on poisoned memory, 8-element vectors (m % 8 == 0) and single elements alike; the same
+    bits on a second call (fixed summation orders); an empty column is 0."""
+    a = (rng.standard_normal(shape) + 0.5).astype(dtype)
+    ad = dev_array(a, "cuda")
+    got = columns.column_sums(ad)
+    assert got.dtype == dtype and got.shape == (shape[1],)
+    expect = f64(a).sum(0)
+    if shape[0] == 0:
+        assert (f64(got) == 0).all()
+        return
+    assert rel(got, expect) < TOL[dtype]
+    again = columns.column_sums(ad)
+    assert (host(again).view(np.uint8) == host(got).view(np.uint8)).all()
+    assert rel(columns.column_sums(ad, scale=1 / shape[0]), expect / shape[0]) < TOL[dtype]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_bias_gradient_and_leading_sums_take_the_column_kernels(rng, monkeypatch, dtype):
+    """``x + b``'s bias gradient (b broadcast over leading dimensions), ``x.sum`` and ``x.mean`` over leading
+    dimensions (keepdim or not) run on the column sums: values against float64, the kernel called each time; a trailing
+    broadcast (b of shape (m, 1)) and a non-contiguous x keep CuPy's reduction, with the same values."""
+    calls = []
+    real = columns.column_sums
+    monkeypatch.setattr(columns, "column_sums",
+                        lambda a, out=None, scale=1.0: (calls.append(a.shape), real(a, out, scale))[1])
+    x = rng.standard_normal((6, 50, 40)).astype(dtype)
+    b = rng.standard_normal(40).astype(dtype)
+    g = rng.standard_normal((6, 50, 40)).astype(dtype)
+    xt = mf.Tensor(dev_array(x, "cuda"), requires_grad=True)
+    bt = mf.Tensor(dev_array(b, "cuda"), requires_grad=True)
+    (xt + bt).backward(mf.Tensor(dev_array(g, "cuda")))
+    assert calls == [(300, 40)]
+    assert bt.grad.dtype == dtype and rel(bt.grad, f64(g).sum((0, 1))) < TOL[dtype]
+    assert rel(xt.grad, f64(g)) == 0
+    s = xt.detach().sum(0)
+    assert s.shape == (50, 40) and rel(s, f64(x).sum(0)) < TOL[dtype]
+    s = xt.detach().sum((1, 0), keepdim=True)
+    assert s.shape == (1, 1, 40) and rel(s, f64(x).sum((0, 1), keepdims=True)) < TOL[dtype]
+    m = xt.detach().mean(0, keepdim=True)
+    assert m.shape == (1, 50, 40) and rel(m, f64(x).mean(0, keepdims=True)) < TOL[dtype]
+    assert calls[1:] == [(6, 2000), (300, 40), (6, 2000)]
+    calls.clear()
+    col = mf.Tensor(dev_array(rng.standard_normal((50, 1)).astype(dtype), "cuda"), requires_grad=True)
+    (xt + col).backward(mf.Tensor(dev_array(g, "cuda")))
+    s = xt.detach().transpose(1, 2).sum(0)
+    assert calls == []
+    assert rel(col.grad, f64(g).sum((0, 2))[:, None]) < 8 * TOL[dtype] + 1e-6
+    assert rel(s, f64(x).transpose(0, 2, 1).sum(0)) < 8 * TOL[dtype] + 1e-6
