@@ -114,35 +114,42 @@ extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(512) relu_mask_backwar
     if (CLUSTER > 1) cluster_sync();
 }
 
-extern "C" __global__ void relu_mask_backward_vec(const ELEM_T* __restrict__ dy, const unsigned char* __restrict__ mask,
-                                                  ELEM_T* __restrict__ dz, long long n, long long m,
-                                                  long long aux_ld) {
+enum { RELU_MASK, GELU_PRE };  // what the vector kernels multiply dy by (see above)
+
+template <int ACT>
+__device__ __forceinline__ void act_backward_vec(const ELEM_T* __restrict__ dy, const void* __restrict__ aux,
+                                                 ELEM_T* __restrict__ dz, long long n, long long m,
+                                                 long long aux_ld) {
     pdl_entry();
     const long long per_row = m >> 3, total = n * per_row;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
-        const long long r = i / per_row, c8 = i - r * per_row;
-        const unsigned bits = mask[r * aux_ld + c8];
-        Vec<ELEM_T, 8> v = load_as<Vec<ELEM_T, 8>>(dy + r * m + (c8 << 3));
+        const long long r = i / per_row, c8 = i - r * per_row, c = c8 << 3;
+        Vec<ELEM_T, 8> v;
+        if (ACT == RELU_MASK) {
+            const unsigned bits = static_cast<const unsigned char*>(aux)[r * aux_ld + c8];
+            v = load_as<Vec<ELEM_T, 8>>(dy + r * m + c);
 #pragma unroll
-        for (int k = 0; k < 8; ++k)
-            if (!((bits >> k) & 1u)) v.v[k] = ELEM_T(0.0f);
-        store_as(dz + r * m + (c8 << 3), v);
+            for (int k = 0; k < 8; ++k)
+                if (!((bits >> k) & 1u)) v.v[k] = ELEM_T(0.0f);
+        } else {
+            v = load_as<Vec<ELEM_T, 8>>(dy + r * m + c);
+            const Vec<ELEM_T, 8> z = load_as<Vec<ELEM_T, 8>>(static_cast<const ELEM_T*>(aux) + r * aux_ld + c);
+#pragma unroll
+            for (int k = 0; k < 8; ++k) v.v[k] = ELEM_T((float)v.v[k] * gelu_tanh_grad((float)z.v[k]));
+        }
+        store_as(dz + r * m + c, v);
     }
+}
+
+extern "C" __global__ void relu_mask_backward_vec(const ELEM_T* __restrict__ dy, const unsigned char* __restrict__ mask,
+                                                  ELEM_T* __restrict__ dz, long long n, long long m,
+                                                  long long aux_ld) {
+    act_backward_vec<RELU_MASK>(dy, mask, dz, n, m, aux_ld);
 }
 
 extern "C" __global__ void gelu_tanh_backward_vec(const ELEM_T* __restrict__ dy, const ELEM_T* __restrict__ pre,
                                                   ELEM_T* __restrict__ dz, long long n, long long m,
                                                   long long aux_ld) {
-    pdl_entry();
-    const long long per_row = m >> 3, total = n * per_row;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const long long r = i / per_row, c = (i - r * per_row) << 3;
-        Vec<ELEM_T, 8> v = load_as<Vec<ELEM_T, 8>>(dy + r * m + c);
-        const Vec<ELEM_T, 8> z = load_as<Vec<ELEM_T, 8>>(pre + r * aux_ld + c);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) v.v[k] = ELEM_T((float)v.v[k] * gelu_tanh_grad((float)z.v[k]));
-        store_as(dz + r * m + c, v);
-    }
+    act_backward_vec<GELU_PRE>(dy, pre, dz, n, m, aux_ld);
 }
