@@ -576,9 +576,9 @@ def _relu_mask_forward(z, mask):
 def _activation_backward_sum(dx, aux, db, act):
     """``dx *= act'`` from the producer's ``aux`` in place and ``db = dx.sum(0)``: the DRELU_BGRAD (DGELU_BGRAD)
     epilogue's work. Rows of 8-element vectors on columns.cu (a GELU's always, a ReLU's from VECTOR_PASS_MIN
-    elements), a ReLU's others on :func:`_relu_mask_backward_sum`."""
+    elements), a ReLU's others on :func:`_relu_mask_backward_sum` (a GELU's rows are vectors: see _split_dact)."""
     n, k = dx.shape
-    if (act == "gelu" or n * k >= VECTOR_PASS_MIN) and columns.vector_rows(dx):
+    if act == "gelu" or n * k >= VECTOR_PASS_MIN and columns.vector_rows(dx):
         columns.activation_backward_sum(dx, aux, db, act)
     else:
         _relu_mask_backward_sum(dx, aux, db)
