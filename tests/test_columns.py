@@ -21,7 +21,8 @@ def rel(a, b):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
-@pytest.mark.parametrize("shape", [(1, 8), (3, 5), (1000, 264), (1001, 263), (70000, 16), (33, 4104), (0, 24)])
+@pytest.mark.parametrize("shape", [(1, 8), (3, 5), (1000, 264), (1001, 263), (70000, 16), (33, 4104), (0, 24),
+                                   (5000, 3), (2000, 64), (4099, 40)])
 def test_column_sums(rng, poisoned_pool, dtype, shape):
     """Against float64 on poisoned memory, 8-element vectors (m % 8 == 0) and single elements alike; the same
     bits on a second call (fixed summation orders); an empty column is 0."""
@@ -37,6 +38,30 @@ def test_column_sums(rng, poisoned_pool, dtype, shape):
     again = columns.column_sums(ad)
     assert (host(again).view(np.uint8) == host(got).view(np.uint8)).all()
     assert rel(columns.column_sums(ad, scale=1 / shape[0]), expect / shape[0]) < TOL[dtype]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("n,m,lda", [(1000, 10, 16), (33, 5, 8), (70000, 64, 64), (517, 100, 104), (7, 3, 3),
+                                     (300, 20, 21)])
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "unaligned"])
+def test_strided_sums(rng, poisoned_pool, dtype, n, m, lda, offset):
+    """The sums of the first m columns of rows lda apart (a convolution's packed dy), against float64: the columns
+    past m hold other values, which a vector reads and must drop; vectors (lda % 8 == 0, aligned) and elements (an
+    address one element past a vector's); the same bits on a second call."""
+    import cupy
+
+    a = (rng.standard_normal(n * lda + offset) + 0.5).astype(dtype)
+    ad = dev_array(a, "cuda")
+    part_bytes, run = columns.strided_sums(np.dtype(dtype), n, m, lda, 0)
+    part = cupy.cuda.alloc(part_bytes)
+    out = dev_array(np.full(m + 1, np.nan, dtype), "cuda")  # a poisoned element past the sums: untouched
+    run(ad.data.ptr + offset * a.itemsize, part.ptr, out.data.ptr)
+    expect = f64(a[offset:]).reshape(n, lda)[:, :m].sum(0)
+    assert rel(out[:m], expect) < TOL[dtype] and np.isnan(f64(out[m:])).all()
+    first = host(out).view(np.uint8).copy()
+    run(ad.data.ptr + offset * a.itemsize, part.ptr, out.data.ptr)
+    assert (host(out).view(np.uint8) == first).all()
 
 
 @pytest.mark.gpu

@@ -1,16 +1,20 @@
 // Column sums of a row-major (n x m) array, in fp32, in two deterministic passes (no atomics, fixed orders: the
 // same bits on every run). ELEM_T is float, __half or __nv_bfloat16 (-DELEM_T=...); MF_VEC is 1 or 8.
 //
-// column_partials: a block takes 32 * MF_VEC columns (a lane's MF_VEC consecutive ones, read as one vector: with
-//   MF_VEC 8, m a multiple of 8 and the array aligned to a vector) of rows_per rows, its 8 warps a row each in
-//   turn, and writes its columns' sums, the warps' added in warp order, to part[blockIdx.y * m + j].
+// column_partials: a block takes LW * MF_VEC columns (a lane's MF_VEC consecutive ones, read as one vector: with
+//   MF_VEC 8, the row stride lda a multiple of 8 and the array aligned to a vector) of rows_per rows, and writes
+//   their sums to part[blockIdx.y * m + j]. LW = 2^lane_shift lanes span a row: 32 for rows of 32 vectors or more,
+//   else the power of two that covers m, so that a warp takes 32 / LW rows at once (a narrow m idles no lane); its
+//   8 warps take the rows in turn, and the sums of the warps and their row groups are added in a fixed order.
+//   Rows lie lda >= m elements apart (a convolution's packed dz: m channels of lda, the rest padding); a vector's
+//   columns past m, read where lda reaches them, are summed and dropped.
 // relu_mask_backward_partials: the same over dz after dz *= bit of a ReLU mask, in place (bit j % 8 of byte j / 8
 //   of a row's aux_ld bytes; with MF_VEC 8 a lane's vector has one mask byte): the ReLU data gradient's pass
 //   (kernels/linear.py), whose bias gradient the sums are.
 // gelu_backward_partials: the same after dz *= gelu'(pre) in place (the tanh form; pre: the pre-activations,
 //   aux_ld elements a row): the GELU data gradient's pass.
-// column_partials_sum: out[j] = column j's partials added in row-block order, times scale (1, or 1 / n for a
-//   mean), rounded once to ELEM_T.
+// column_partials_sum: out[j] = column j's partials added in a fixed order (a block's 32 warps take every 32nd row
+//   block, then the warps' sums in warp order), times scale (1, or 1 / n for a mean), rounded once to ELEM_T.
 //
 // nvrtc-check: -DELEM_T=float -DMF_VEC=1
 // nvrtc-check: -DELEM_T=float -DMF_VEC=8
@@ -36,19 +40,21 @@ enum { PLAIN, RELU_MASK, GELU_PRE };  // what a row is multiplied by first, in p
 
 template <int ACT>
 __device__ __forceinline__ void partials(ELEM_T* __restrict__ a, const void* __restrict__ aux,
-                                         float* __restrict__ part, int n, int m, long long aux_ld, int rows_per) {
-    constexpr int V = MF_VEC, COLS = 32 * V;
-    __shared__ float sums[8][COLS];  // [warp][32 * (column % V) + column / V] of the block's columns: no bank conflict
+                                         float* __restrict__ part, int n, int m, long long lda, long long aux_ld,
+                                         int rows_per, int lane_shift) {
+    constexpr int V = MF_VEC;
+    __shared__ float sums[8][32 * V];  // [warp][32 * k + lane], element k of a lane's vector: no bank conflict
+    const int LW = 1 << lane_shift, G = 32 >> lane_shift, COLS = LW * V;  // lanes a row, rows a warp, columns
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int c = blockIdx.x * COLS + lane * V;
+    const int c = blockIdx.x * COLS + (lane & (LW - 1)) * V;
     const int lo = blockIdx.y * rows_per, hi = min(n, lo + rows_per);
     float acc[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = 0.0f;
     if (c < m) {
 #pragma unroll 4
-        for (int r = lo + warp; r < hi; r += 8) {
-            ELEM_T* p = a + (long long)r * m + c;
+        for (int r = lo + warp * G + (lane >> lane_shift); r < hi; r += 8 * G) {
+            ELEM_T* p = a + (long long)r * lda + c;
             Vec<ELEM_T, V> v = load_as<Vec<ELEM_T, V>>(p);
             if (ACT == RELU_MASK) {
                 const unsigned bits =
@@ -77,12 +83,12 @@ __device__ __forceinline__ void partials(ELEM_T* __restrict__ a, const void* __r
 #pragma unroll
     for (int k = 0; k < V; ++k) sums[warp][k * 32 + lane] = acc[k];
     __syncthreads();
-    for (int t = threadIdx.x; t < COLS; t += blockDim.x) {
+    for (int t = threadIdx.x; t < COLS; t += blockDim.x) {  // column t of the block: lane t / V of each row group
         const int j = blockIdx.x * COLS + t;
         if (j < m) {
             float s = 0.0f;
-#pragma unroll
-            for (int w = 0; w < 8; ++w) s += sums[w][(t % V) * 32 + t / V];
+            for (int w = 0; w < 8; ++w)
+                for (int g = 0; g < G; ++g) s += sums[w][(t % V) * 32 + g * LW + t / V];
             part[(long long)blockIdx.y * m + j] = s;
         }
     }
@@ -90,32 +96,43 @@ __device__ __forceinline__ void partials(ELEM_T* __restrict__ a, const void* __r
 
 extern "C" __global__ void __launch_bounds__(256) column_partials(const ELEM_T* __restrict__ a,
                                                                   float* __restrict__ part, int n, int m,
-                                                                  int rows_per) {
+                                                                  long long lda, int rows_per, int lane_shift) {
     pdl_entry();
-    partials<PLAIN>(const_cast<ELEM_T*>(a), nullptr, part, n, m, 0, rows_per);
+    partials<PLAIN>(const_cast<ELEM_T*>(a), nullptr, part, n, m, lda, 0, rows_per, lane_shift);
 }
 
 extern "C" __global__ void __launch_bounds__(256) relu_mask_backward_partials(
     ELEM_T* __restrict__ dz, const unsigned char* __restrict__ mask, float* __restrict__ part, int n, int m,
-    long long aux_ld, int rows_per) {
+    long long aux_ld, int rows_per, int lane_shift) {
     pdl_entry();
-    partials<RELU_MASK>(dz, mask, part, n, m, aux_ld, rows_per);
+    partials<RELU_MASK>(dz, mask, part, n, m, m, aux_ld, rows_per, lane_shift);
 }
 
 extern "C" __global__ void __launch_bounds__(256) gelu_backward_partials(
     ELEM_T* __restrict__ dz, const ELEM_T* __restrict__ pre, float* __restrict__ part, int n, int m,
-    long long aux_ld, int rows_per) {
+    long long aux_ld, int rows_per, int lane_shift) {
     pdl_entry();
-    partials<GELU_PRE>(dz, pre, part, n, m, aux_ld, rows_per);
+    partials<GELU_PRE>(dz, pre, part, n, m, m, aux_ld, rows_per, lane_shift);
 }
 
-extern "C" __global__ void column_partials_sum(const float* __restrict__ part, ELEM_T* __restrict__ out, int m,
-                                               int rows, float scale) {
+// A block of 1024 threads sums 32 columns: warp w the row blocks w, w + 32, ... (32 consecutive columns a read).
+extern "C" __global__ void __launch_bounds__(1024) column_partials_sum(const float* __restrict__ part,
+                                                                      ELEM_T* __restrict__ out, int m, int rows,
+                                                                      float scale) {
     pdl_entry();
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    __shared__ float sums[32][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = blockIdx.x * 32 + lane;
+    float s = 0.0f;
     if (j < m) {
-        float s = 0.0f;
-        for (int b = 0; b < rows; ++b) s += part[(long long)b * m + j];
-        out[j] = ELEM_T(s * scale);
+#pragma unroll 4
+        for (int b = warp; b < rows; b += 32) s += part[(long long)b * m + j];
+    }
+    sums[warp][lane] = s;
+    __syncthreads();
+    if (warp == 0 && j < m) {
+        float t = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 32; ++w) t += sums[w][lane];
+        out[j] = ELEM_T(t * scale);
     }
 }

@@ -5,6 +5,8 @@ PyTorch sums 16-bit tensors. Rows whose m is a multiple of 8, in an array aligne
 
 ``column_sums(a, scale=1.0)``: the sums times ``scale`` (the bias gradient of a broadcast add, a sum or, with
 ``1 / n``, a mean over leading dimensions).
+``strided_sums(dtype, n, m, lda, dev)``: the same sums prepared for raw memory whose rows lie ``lda`` elements apart
+(a convolution's bias gradient from its packed dy, kernels/conv.py).
 ``activation_backward_sum(dz, aux, db, activation)``: ``dz *= act'`` in place from a Linear's aux (the ReLU's
 bit-mask, the GELU's pre-activations) and ``db`` the column sums of the result (the data gradient's pass after a
 plain GEMM, kernels/linear.py); vectors only.
@@ -12,6 +14,8 @@ plain GEMM, kernels/linear.py); vectors only.
 from __future__ import annotations
 
 import functools
+
+import numpy as np
 
 from . import ARG, F32, Prepared, ctype, get_kernel, grid_1d, sm_count
 
@@ -26,15 +30,21 @@ def vector_rows(*arrays):
 
 @functools.lru_cache(maxsize=1024)  # keyed by shape: bounded for workloads of many shapes
 def _plan(name, dtype, vec, n, m, dev):
-    """(the partials' launch, the final sum's launch, rows a block, blocks down the rows): blocks of 32 * vec
-    columns and a range of rows, about one wave of them (8 a SM)."""
-    strips = -(-m // (32 * vec))
-    rows_per = -(-n // max(1, min(-(-n // 32), 8 * sm_count(dev) // strips)))
+    """(the partials' launch, the final sum's launch, rows a block, blocks down the rows): blocks of ``lanes`` * vec
+    columns (32 lanes a row, or for a row of fewer vectors the power of two that spans it, a warp then taking
+    32 / lanes rows at once) and a range of rows, at least two rounds of the block's 8 warps, about one wave of
+    blocks (8 a SM), and at most 4 blocks a SM down the rows (a narrow m's final sum adds every row block's
+    partials: more of them cost it more than their loads in flight save the first pass)."""
+    vectors = -(-m // vec)
+    lanes = 32 if vectors >= 32 else 1 << (vectors - 1).bit_length()
+    strips = -(-m // (lanes * vec))
+    sms = sm_count(dev)
+    rows_per = -(-n // max(1, min(-(-n // (16 * 32 // lanes)), 8 * sms // strips, 4 * sms)))
     row_blocks = -(-n // rows_per)
     opts = (f"-DELEM_T={ctype(dtype)}", f"-DMF_VEC={vec}")
     first = Prepared(get_kernel("columns.cu", name, opts), (strips, row_blocks), (256,),
-                     (ARG,) * (5 if name == "column_partials" else 7), pdl=True)
-    total = Prepared(get_kernel("columns.cu", "column_partials_sum", opts), (grid_1d(m, 256),), (256,),
+                     (ARG,) * (6 if name == "column_partials" else 7) + (np.int32(lanes.bit_length() - 1),), pdl=True)
+    total = Prepared(get_kernel("columns.cu", "column_partials_sum", opts), (grid_1d(m, 32),), (1024,),
                      (ARG,) * 4 + (F32,), pdl=True)
     return first, total, rows_per, row_blocks
 
@@ -52,9 +62,26 @@ def column_sums(a, out=None, scale=1.0):
     first, total, rows_per, row_blocks = _plan("column_partials", a.dtype, 8 if vector_rows(a) else 1, n, m,
                                                a.data.device_id)
     part = cupy.cuda.alloc(row_blocks * m * 4)
-    first(a.data.ptr, part.ptr, n, m, rows_per)
+    first(a.data.ptr, part.ptr, n, m, m, rows_per)
     total(part.ptr, out.data.ptr, m, row_blocks, scale)
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def strided_sums(dtype, n, m, lda, dev):
+    """The column sums of n rows of m elements of ``dtype``, ``lda`` >= m apart, on device ``dev``, prepared once per
+    signature for a caller that brings the memory: ``(part_bytes, run)``, ``run(a, part, out)`` on addresses (the
+    rows; ``part_bytes`` of scratch for the partials; m elements for the sums, rounded to dtype). Rows are read as
+    vectors where lda is a multiple of 8 and ``a`` is aligned to one, else an element a lane. n > 0."""
+    plans = {vec: _plan("column_partials", dtype, vec, n, m, dev) for vec in ((1, 8) if lda % 8 == 0 else (1,))}
+    part_bytes = max(plan[3] for plan in plans.values()) * m * 4
+    vector_bytes = 8 * np.dtype(dtype).itemsize
+
+    def run(a, part, out):
+        first, total, rows_per, row_blocks = plans[8 if 8 in plans and a % vector_bytes == 0 else 1]
+        first(a, part, n, m, lda, rows_per)
+        total(part, out, m, row_blocks, 1.0)
+    return part_bytes, run
 
 
 def activation_backward_sum(dz, aux, db, activation):

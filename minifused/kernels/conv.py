@@ -33,7 +33,7 @@ from . import (ARG, Prepared, aligned_bytes, c_contiguous, empty_channels_last, 
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
                         nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
-from . import conv1x1, conv_depthwise, winograd
+from . import columns, conv1x1, conv_depthwise, winograd
 from .conv_tma import launch_tma, launch_tma_wgrad, tma_plan, tma_wgrad_plan, wgrad_partials
 from .conv_ref import (conv2d_backward_data_ref, conv2d_backward_filter_ref, conv2d_backward_ref, conv2d_forward_ref,
                        pack_mask, unpack_mask)
@@ -340,13 +340,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     pack_dy = None if cl else pack_nhwc_launch(dtype, n, p * q, k, kg, kpad)
     pack_dy_w = None if cl else _backward_pack(dtype, n, p * q, k, kg, kpad, cg * r * s)
     pack_x = None if packed_x or cl else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad)
-    # the bias gradient: column sums of the packed dy in two deterministic passes
-    rows, per_block = n * p * q, 512
-    sum_blocks = grid_1d(rows, per_block)
-    col_partial = Prepared(util_kernel(dtype, "colsum_partial"), (sum_blocks,), (THREADS,),
-                           (ARG, ARG, np.int64(rows), *ints(kg, kpad, per_block)))
-    col_reduce = Prepared(util_kernel(dtype, "colsum_reduce"), (grid_1d(kg, 128),), (128,),
-                          (ARG, ARG, *ints(sum_blocks, kg)))
+    # the bias gradient: the column sums of the packed dy (its first kg channels of kpad)
+    sum_bytes, bias_sums = columns.strided_sums(dtype, n * p * q, kg, kpad, dev_id)
     # dW: conv.cu's GEMM or conv_tma_wgrad writes fp32 split-K partials (dy, x -> partials) and wgrad_reduce sums
     # them into dw; conv_tma_wgrad writes a dw of KRSC memory (a channels-last weight's, a 1x1 filter's) itself
     # where it has one split, and its whole tiles where it has some (then wgrad_reduce sums the rest)
@@ -434,7 +429,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
             for launch in dg_gemms:
                 launch(dza, wca, dza, dxa, dza)
 
-    dz_bytes, part_bytes = 0 if cl else aligned_bytes(n * p * q * kpad * isz), aligned_bytes(sum_blocks * kg * 4)
+    dz_bytes, part_bytes = 0 if cl else aligned_bytes(n * p * q * kpad * isz), aligned_bytes(sum_bytes)
     wc_bytes, xn_bytes = aligned_bytes(cg * r * s * kpad * isz), n * h * wd * cpad * isz
     x_step, w_step, dy_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * p * q * isz
 
@@ -466,8 +461,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                 else:
                     pack_dy(dya + g * dy_step, dza, ma, mw)
             if need_db:
-                col_partial(dza, part)
-                col_reduce(part, db.data.ptr + g * kg * isz)
+                bias_sums(dza, part, db.data.ptr + g * kg * isz)
             # dW first: its packed copy of x is gone before dX is allocated (a lower peak in training)
             if need_dw:
                 if packed_x:

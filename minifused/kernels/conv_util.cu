@@ -10,9 +10,6 @@
 //                 the same sum written as KCRS through a shared-memory transpose (filters of more than one tap)
 //   wgrad_reduce_runs
 //                 the same sum written as KRSC for small filters of many splits, runs of them summed by warps
-//   colsum_partial, colsum_reduce
-//                 the bias gradient: column sums of the packed dz (rows x Cp), in two
-//                 deterministic passes (per-block partial sums, then a fixed-order sum)
 //
 // nvrtc-check: -DCONV_T=__half
 // nvrtc-check: -DCONV_T=__nv_bfloat16
@@ -385,38 +382,4 @@ extern "C" __global__ void wgrad_reduce_kcrs(const float* __restrict__ ws, T* __
         kcrs_blocks<4>(ws, dw, tile, splits, K, C, RS, Cp, tile_rows, n_tiles, whole, whole_splits, stride);
     else
         kcrs_blocks<1>(ws, dw, tile, splits, K, C, RS, Cp, tile_rows, n_tiles, whole, whole_splits, stride);
-}
-
-// Pass 1 of a column sum over a (rows, Cp) matrix, for its first C columns: block b sums rows
-// [b*rows_per_block, ...) into part[b, 0..C). A warp reads 32 adjacent columns of one row
-// (coalesced); the 8 warps take every 8th row and are combined through shared memory.
-extern "C" __global__ void colsum_partial(const T* __restrict__ a, float* __restrict__ part, long long rows,
-                                          int C, int Cp, int rows_per_block) {
-    __shared__ float acc[8][33];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const long long r0 = (long long)blockIdx.x * rows_per_block;
-    const long long r1 = min(rows, r0 + rows_per_block);
-    for (int c0 = 0; c0 < C; c0 += 32) {
-        const int c = c0 + lane;
-        float s = 0.0f;
-        if (c < C)
-            for (long long r = r0 + warp; r < r1; r += 8) s += to_f(a[r * Cp + c]);
-        acc[warp][lane] = s;
-        __syncthreads();
-        if (warp == 0 && c < C) {
-            float t = 0.0f;
-            for (int w = 0; w < 8; ++w) t += acc[w][lane];
-            part[(long long)blockIdx.x * C + c] = t;
-        }
-        __syncthreads();
-    }
-}
-
-// Pass 2: out[c] = sum over blocks of part[b, c], in block order.
-extern "C" __global__ void colsum_reduce(const float* __restrict__ part, T* __restrict__ out, int blocks, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float s = 0.0f;
-    for (int b = 0; b < blocks; ++b) s += part[(long long)b * C + c];
-    out[c] = from_f<T>(s);
 }
