@@ -124,6 +124,30 @@ def test_state_dict_without_num_batches_tracked_loads():
     assert np.all(fresh[1].running_mean.numpy() == 0)
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_versioned_state_dict_needs_num_batches_tracked(version):
+    """As PyTorch's: a dict whose version metadata says the module is of version 2 or later (num_batches_tracked's)
+    must have the key (a strict load fails, nothing copied; a lax one lists it missing); version 1 may lack it."""
+    class VersionedDict(dict):
+        pass
+
+    src = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
+    with mf.no_grad():
+        src[1].running_mean.fill_(0.5)
+    sd = VersionedDict((k, v) for k, v in src.state_dict().items() if not k.endswith("num_batches_tracked"))
+    sd._metadata = {"": {"version": 1}, "0": {"version": 1}, "1": {"version": version}}
+    m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
+    if version == 1:
+        assert m.load_state_dict(sd) == ([], [])
+        assert np.all(m[1].running_mean.numpy() == 0.5)
+        return
+    with pytest.raises(RuntimeError, match=r'Missing key\(s\) in state_dict: "1\.num_batches_tracked"'):
+        m.load_state_dict(sd)
+    assert np.all(m[1].running_mean.numpy() == 0)
+    assert m.load_state_dict(sd, strict=False) == (["1.num_batches_tracked"], [])
+    assert np.all(m[1].running_mean.numpy() == 0.5) and int(m[1].num_batches_tracked.item()) == 0
+
+
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("relu", [False, True])
 def test_gradients_against_finite_differences(rng, training, relu):

@@ -106,6 +106,7 @@ class _BatchNorm(Module):
     (with the batch's when there are none). A following ReLU in a ``Sequential`` (or ``activation='relu'``)
     runs in the same kernel."""
 
+    _version = 2  # (PyTorch's: num_batches_tracked came in version 2)
     _optional_state = ("num_batches_tracked",)  # older checkpoints have none (PyTorch fills it in too)
     _ndims: tuple = ()
     fused_activations = ("relu",)

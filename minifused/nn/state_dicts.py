@@ -71,18 +71,21 @@ def load_own_state(module, state_dict, prefix, local_metadata, strict, missing_k
                    base):
     """``Module._load_from_state_dict``: the module's load pre-hooks, then its parameters, persistent buffers
     and extra state checked against ``state_dict`` (problems into ``error_msgs``, absent keys into
-    ``missing_keys`` unless the class lists them in ``_optional_state``, keys under ``prefix`` that name
-    nothing of this module into ``unexpected_keys``) and staged for the copy."""
+    ``missing_keys`` unless the class lists them in ``_optional_state`` and the dict's version of the module is
+    older than its ``_version`` or unknown, keys under ``prefix`` that name nothing of this module into
+    ``unexpected_keys``) and staged for the copy."""
     for hook in state_hooks(module, "load_pre"):
         hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
     skip = module.__dict__.get("_non_persistent", set())
     local = {name: v for table, kept in ((module._parameters, ()), (module._buffers, skip))
              for name, v in table.items() if v is not None and name not in kept}
     stage = _staged[-1] if _staged else None
+    version = local_metadata.get("version")
+    optional = type(module)._optional_state if version is None or version < module._version else ()
     for name, target in local.items():
         key = prefix + name
         if key not in state_dict:
-            if strict and name not in type(module)._optional_state:
+            if strict and name not in optional:
                 missing_keys.append(key)
             continue
         src = _checked_source(key, target, state_dict[key], error_msgs)
@@ -249,6 +252,8 @@ class StateDicts:
     #: The version a module's state dict records (its ``local_metadata["version"]``), as PyTorch's ``_version``.
     _version = 1
     #: Names of the module's own state that ``load_state_dict`` does not require (absent: kept as it is).
+    #: States this ``_version`` added: a state dict of an older version of the module, or without version metadata
+    #: (``state_dict._metadata``, which PyTorch's dicts carry), may lack them, and they then keep their values.
     _optional_state: tuple = ()
 
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
@@ -285,8 +290,9 @@ class StateDicts:
         each is copied into the existing tensor, cast to its dtype and moved to its device; shapes
         must match. Everything is checked before anything is copied. ``assign`` is accepted for
         PyTorch code; values are always copied. A state a module lists in ``_optional_state`` may be
-        absent, and then keeps its value (BatchNorm's ``num_batches_tracked``, which PyTorch fills in for
-        state dicts without its version metadata: older checkpoints, dicts built by hand).
+        absent from a dict of an older version of the module or without version metadata, and then keeps its
+        value (BatchNorm's ``num_batches_tracked``, which PyTorch fills in for such dicts: older checkpoints,
+        dicts built by hand).
         """
         return load_state_into(self, state_dict, strict)
 
