@@ -97,3 +97,10 @@ def test_bias_gradient_and_leading_sums_take_the_column_kernels(rng, monkeypatch
     assert calls == []
     assert rel(col.grad, f64(g).sum((0, 2))[:, None]) < 8 * TOL[dtype] + 1e-6
     assert rel(s, f64(x).transpose(0, 2, 1).sum(0)) < 8 * TOL[dtype] + 1e-6
+    calls.clear()
+    narrow = rng.standard_normal((4000, 3)).astype(dtype)
+    nb = mf.Tensor(dev_array(narrow[0], "cuda"), requires_grad=True)  # rows of 3 columns: the kernels too
+    (mf.Tensor(dev_array(narrow, "cuda")) + nb).backward(mf.Tensor(dev_array(narrow, "cuda")))
+    s = mf.Tensor(dev_array(narrow, "cuda")).sum(0)
+    assert calls == [(4000, 3), (4000, 3)]
+    assert rel(nb.grad, f64(narrow).sum(0)) < TOL[dtype] and rel(s, f64(narrow).sum(0)) < TOL[dtype]

@@ -92,11 +92,12 @@ def unbroadcast(grad, shape):
 def leading_sum(a, lead, scale=1.0):
     """``a`` summed over its first ``lead`` axes on the GPU's column-sum kernels, times ``scale`` (float32 sums,
     rounded once; a bandwidth-bound pass where CuPy's reduction over leading axes is not), with the remaining
-    axes' shape; None where they do not take it (not a C-contiguous CUDA array of float32, float16 or bfloat16,
-    fewer than 8 columns, whose lanes would idle, or 2^31 rows or more, past the kernels' int rows)."""
+    axes' shape; None where they do not take it (not a C-contiguous CUDA array of float32, float16 or bfloat16, or
+    2^31 rows or more, past the kernels' int rows). Narrow rows too: CuPy's reduction over a leading axis of few
+    columns runs on few threads (tens of times slower from 65536 rows)."""
     rows, cols, rest = math.prod(a.shape[:lead]), math.prod(a.shape[lead:]), a.shape[lead:]
     if not (backend.is_cuda_array(a) and a.dtype.name in columns.DTYPES and a.flags.c_contiguous
-            and cols >= 8 and rows < 2 ** 31):
+            and rows < 2 ** 31):
         return None
     return columns.column_sums(a.reshape(rows, cols), scale=scale).reshape(rest)
 
