@@ -37,25 +37,27 @@ def test_routing_rule():
 
 
 def _fresh_launchers():
-    for cached in (conv_depthwise._plan, conv_depthwise.forward_launcher, conv_depthwise.backward_launcher,
-                   K._forward_launcher, K._backward_launcher):
+    for cached in (conv_depthwise._plan, conv_depthwise._tiled_plan, conv_depthwise.forward_launcher,
+                   conv_depthwise.backward_launcher, K._forward_launcher, K._backward_launcher):
         cached.cache_clear()
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", sorted(_TOL))
-@pytest.mark.parametrize("planes", [True, False], ids=["plane_kernels", "element_kernels"])
-def test_gpu_random_depthwise_all_directions(dtype, planes, poisoned_pool, monkeypatch):
-    """Both kernel families on every shape: the planes in shared memory (these small planes all fit, taken
-    whatever their size) and, with no shared memory allowed them, the thread-per-element kernels."""
+@pytest.mark.parametrize("kernels", ["tiled", "plane", "element"])
+def test_gpu_random_depthwise_all_directions(dtype, kernels, poisoned_pool, monkeypatch):
+    """Every kernel family on every shape: the tiled kernels where they apply (one filter a channel, no mask),
+    the others elsewhere; then, with the tiled ones off, the planes in shared memory (these small planes all fit,
+    taken whatever their size) and, with no shared memory allowed them, the thread-per-element kernels."""
     import cupy
 
     from conftest import rel_norm_error
 
-    if planes:
+    monkeypatch.setattr(conv_depthwise, "TILED", kernels == "tiled")
+    if kernels == "plane":
         monkeypatch.setattr(conv_depthwise, "PLANE_MIN_OUTPUTS", 0)
         monkeypatch.setattr(conv_depthwise, "PLANE_MIN_INPUTS", 0)
-    else:
+    elif kernels == "element":
         monkeypatch.setattr(conv_depthwise, "PLANE_BYTES", 0)
     _fresh_launchers()
     try:
@@ -98,6 +100,53 @@ def _random_depthwise(dtype, rel_norm_error, cupy):
             failures.append(((n, c, h, w, mult, (r, s), st, pd, dl), act, bad))
     assert not failures, f"{len(failures)} configurations failed ({dtype}): {failures[:6]}"
     assert conv_depthwise.forward_launcher.cache_info().misses > launches  # these ran on the depthwise kernels
+
+
+_TILED_SHAPES = [  # (n, c, h, w, (r, s), stride, padding, dilation): MobileNet's, odd ones, several planes a block
+    (4, 8, 56, 56, (3, 3), (1, 1), (1, 1), (1, 1)), (2, 5, 112, 112, (3, 3), (2, 2), (1, 1), (1, 1)),
+    (27, 37, 7, 7, (3, 3), (1, 1), (1, 1), (1, 1)), (5, 19, 14, 14, (3, 3), (2, 2), (1, 1), (1, 1)),
+    (2, 6, 29, 17, (5, 5), (1, 2), (2, 1), (1, 2)), (3, 5, 13, 9, (5, 5), (2, 1), (0, 3), (2, 1)),
+    (1, 3, 31, 33, (3, 3), (3, 3), (2, 0), (1, 1)), (7, 11, 9, 23, (1, 5), (1, 1), (0, 2), (1, 1)),
+    (2, 4, 28, 28, (5, 5), (2, 2), (2, 2), (1, 1)), (33, 3, 5, 6, (3, 3), (1, 1), (1, 1), (1, 1)),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", sorted(_TOL))
+def test_gpu_tiled_depthwise(dtype, poisoned_pool):
+    """The tiled kernels (one filter a channel, no mask) on their own shapes: MobileNet's stride-1 and stride-2
+    3x3, 5x5 and 1x5 filters, strides up to 3, dilations, uneven padding, rows that no strip width divides, small
+    planes several a block (with a last block short of planes), and an input not 16-byte aligned; every direction
+    against float64, on poisoned memory, with bias and ReLU."""
+    import cupy
+
+    from conftest import rel_norm_error
+
+    _fresh_launchers()
+    dt, tol = backend.as_dtype(dtype), _TOL[dtype]
+    rng = np.random.default_rng(11)
+    failures = []
+    for i, (n, c, h, w, (r, s), st, pd, dl) in enumerate(_TILED_SHAPES):
+        xbig = cupy.asarray(rng.standard_normal(n * c * h * w + 1)).astype(dt)
+        x = (xbig[1:] if i % 3 == 2 else xbig[:-1]).reshape(n, c, h, w)  # (every third one misaligned)
+        wt = cupy.asarray(rng.standard_normal((c, 1, r, s))).astype(dt)
+        b = cupy.asarray(rng.standard_normal(c)).astype(dt)
+        act = "relu" if i % 2 else None
+        x64, w64, b64 = x.astype(cupy.float64), wt.astype(cupy.float64), b.astype(cupy.float64)
+        y, mask = K.conv2d_forward(x, wt, b, st, pd, dl, c, act)
+        y_ref, _ = K.conv2d_forward_ref(x64, w64, b64, st, pd, dl, c, act)
+        dy = cupy.asarray(rng.standard_normal(y.shape)).astype(dt)
+        dx, dw, db = K.conv2d_backward(dy, x, wt, st, pd, dl, c, None, True, True, True)
+        rx, rw, rb = K.conv2d_backward_ref(dy.astype(cupy.float64), x64, w64, st, pd, dl, c, None, True, True, True)
+        errs = {"fwd": rel_norm_error(y, y_ref), "bwd_data": rel_norm_error(dx, rx),
+                "bwd_filter": rel_norm_error(dw, rw), "bias": rel_norm_error(db, rb)}
+        bad = {key: v for key, v in errs.items() if not v <= tol}
+        if bad or mask is not None:
+            failures.append(((n, c, h, w, (r, s), st, pd, dl), bad))
+        for direction in (0, 1, 2):  # each direction ran on the tiled kernels
+            assert conv_depthwise._tiled_plan(dt, x.shape, wt.shape, st, pd, dl, direction,
+                                              cupy.cuda.runtime.getDevice()) is not None
+    assert not failures, f"{len(failures)} configurations failed ({dtype}): {failures[:6]}"
 
 
 @pytest.mark.gpu

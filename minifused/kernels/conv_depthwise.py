@@ -22,6 +22,12 @@ PLANE_BYTES = 96 * 1024  # the most shared memory a plane kernel's block takes (
 PLANE_MIN_OUTPUTS, PLANE_MIN_INPUTS = 512, 196
 THREADS = 256  # conv_depthwise.cu's blocks (its warp sums assume 8 warps)
 _INT32 = 2 ** 31
+#: The tiled kernels (conv_depthwise_tiled.cu) take the calls with one filter a channel and no ReLU mask whose
+#: filters have at most TILED_TAPS_MAX taps (a thread keeps R*S + 1 sums) and whose one source plane fits in
+#: TILED_PLANE_BYTES of shared memory; a block takes several planes where they are small, up to TILED_SOURCE
+#: source elements and TILED_BLOCK_BYTES (four blocks an SM).
+TILED = True
+TILED_TAPS_MAX, TILED_PLANE_BYTES, TILED_SOURCE, TILED_BLOCK_BYTES = 25, 100 * 1024, 4096, 48 * 1024
 
 
 def applies(dtype, x_shape, w_shape, groups):
@@ -58,6 +64,64 @@ def _plan(dtype, x_shape, w_shape, stride, padding, dilation):
     return kernels, smem, p, q, geo
 
 
+def _strip(width, step):
+    """Outputs a thread's strip: 8 or 4 where that divides the row (whole vector stores), else a divisor of the row
+    from 5 to 7, else 8 (the last strip cut short); a multiple of ``step`` (the dgrad's column stride)."""
+    for t in (8, 4, 7, 6, 5):
+        if width % t == 0 and t % step == 0:
+            return t
+    return -(-8 // step) * step
+
+
+def _tiled_layout(direction, x_shape, stride, padding, dilation, r, s, p, q):
+    """``(tq, rows, cols, r0, c0)``: the strip width and the shared-memory plane of conv_depthwise_tiled.cu's
+    kernels for ``direction`` (0 forward, 1 input gradient, 2 filter gradient): ``rows x cols`` floats (cols odd),
+    source pixel (i, j) at (i + r0, j + c0). The forward's source is x and each strip reads rows
+    ``p*sh + r*dh`` and columns ``q*sw + s*dw`` of the plane padded by (ph, pw); the input gradient's source is
+    dy, whose rows ``rb + (i + ph - r*dh) // sh`` a block of sh dx rows reads (columns likewise, per strip)."""
+    _, _, h, wd = x_shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    if direction != 1:
+        tq = _strip(q, 1)
+        return tq, (p - 1) * sh + (r - 1) * dh + 1, ((-(-q // tq) * tq - 1) * sw + (s - 1) * dw + 1) | 1, ph, pw
+    tq = _strip(wd, sw)
+    off_min, off_max = (ph - (r - 1) * dh) // sh, (sh - 1 + ph) // sh
+    coff_min, coff_max = (pw - (s - 1) * dw) // sw, (tq - 1 + pw) // sw
+    rows = -(-h // sh) - 1 + off_max - off_min + 1
+    cols = ((-(-wd // tq) - 1) * (tq // sw) + coff_max - coff_min + 1) | 1
+    return tq, rows, cols, -off_min, -coff_min
+
+
+@functools.cache
+def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, dev):
+    """``(kernel, grid, shared bytes, images a block)`` of a tiled direction (the last for the filter gradient,
+    whose blocks each sum a share of the images of one channel), or None where it does not apply."""
+    n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
+    if not TILED or k != c or r * s > TILED_TAPS_MAX or n * c * max(h * wd, p * q) >= _INT32:
+        return None
+    tq, rows, cols, r0, c0 = _tiled_layout(direction, x_shape, stride, padding, dilation, r, s, p, q)
+    source = p * q if direction == 1 else h * wd
+    extra = p * -(-q // tq) * tq if direction == 2 else r * s  # per plane: the dy plane, or its filter
+    plane_bytes = 4 * (rows * cols + extra)
+    if plane_bytes > TILED_PLANE_BYTES:
+        return None
+    # planes a block at once: up to TILED_SOURCE source elements and TILED_BLOCK_BYTES; the forward's and the input
+    # gradient's blocks two an SM at least, the filter gradient's images split so that there are about four
+    per = -(-n // min(n, -(-4 * sm_count(dev) // c)))
+    planes = max(1, min(TILED_SOURCE // source, TILED_BLOCK_BYTES // plane_bytes,
+                        per if direction == 2 else -(-n * c // (2 * sm_count(dev)))))
+    grid = (-(-n // per), c) if direction == 2 else (-(-n * c // planes),)
+    opts = (f"-DCONV_T={ctype(dtype)}", f"-DG_DIR={direction}", f"-DG_R={r}", f"-DG_S={s}",
+            *(f"-DG_{name}={v}" for name, v in zip(("SH", "SW", "PH", "PW", "DH", "DW"),
+                                                    (*stride, *padding, *dilation))),
+            f"-DG_H={h}", f"-DG_W={wd}", f"-DG_P={p}", f"-DG_Q={q}", f"-DG_TQ={tq}", f"-DG_PLANES={planes}",
+            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}")
+    kern = get_kernel("conv_depthwise_tiled.cu", ("dwt_fwd", "dwt_dgrad", "dwt_wgrad")[direction], opts)
+    smem = planes * plane_bytes
+    kern.max_dynamic_shared_size_bytes = max(kern.max_dynamic_shared_size_bytes, smem)
+    return kern, grid, smem, per
+
+
 def _flags(relu, bias):
     return np.int32((1 if relu else 0) | (2 if bias else 0))
 
@@ -78,11 +142,19 @@ def forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation):
     words = (m + 31) // 32
     grid = (grid_1d(m, THREADS), k)
 
+    tiled = _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, 0, cupy.cuda.runtime.getDevice())
+    if tiled is not None:
+        tiled_kern, tiled_grid, tiled_smem, _ = tiled
+        nc = np.int32(n * k)
+
     def run(x, w, bias, relu, want_mask, keep_x=False, packed=None):
         y = cupy.ndarray((n, k, p, q), dtype)
         mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
         flags = _flags(relu, bias is not None)
-        if mask is None and plane_smem:
+        if mask is None and tiled is not None:
+            tiled_kern(tiled_grid, (THREADS,), (x, w, y if bias is None else bias, y, flags, nc, np.int32(k)),
+                       shared_mem=tiled_smem)
+        elif mask is None and plane_smem:
             plane((n * k,), (THREADS,), (x, w, y if bias is None else bias, y, flags, geo), shared_mem=plane_smem)
         else:
             fwd(grid, (THREADS,), (x, w, y if bias is None else bias, y, NULL if mask is None else mask, flags,
@@ -115,11 +187,23 @@ def backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, dev):
     splits = _splits(k, m, dev)
     per = np.int32(-(-m // splits))
     pairs = k * (r * s + 1)
+    tiled_dx = _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, 1, dev)
+    tiled_dw = _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, 2, dev)
+    if tiled_dw is not None:
+        dw_splits, dw_per = tiled_dw[1][0], np.int32(tiled_dw[3])
 
     def run(dy, x, w, mask, need_dx, need_dw, need_db, w_channels_last=False):
         dx = dw = db = None
         ma = NULL if mask is None else mask
-        if need_dw or need_db:
+        if (need_dw or need_db) and mask is None and tiled_dw is not None:
+            dw = cupy.ndarray(w_shape, dtype) if need_dw else None
+            db = cupy.ndarray((k,), dtype) if need_db else None
+            part = cupy.ndarray((dw_splits, pairs), np.float32)
+            tiled_dw[0](tiled_dw[1], (THREADS,), (x, dy, part, np.int32(n), dw_per, np.int32(c)),
+                        shared_mem=tiled_dw[2])
+            reduce((grid_1d(pairs, 128),), (128,), (part, NULL if dw is None else dw, NULL if db is None else db,
+                                                   np.int32(dw_splits), np.int32(k)))
+        elif need_dw or need_db:
             dw = cupy.ndarray(w_shape, dtype) if need_dw else None
             db = cupy.ndarray((k,), dtype) if need_db else None
             part = cupy.ndarray((splits, pairs), np.float32)
@@ -128,7 +212,10 @@ def backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, dev):
                                                    np.int32(splits), np.int32(k)))
         if need_dx:
             dx = cupy.ndarray(x_shape, dtype)
-            if dgrad_smem:
+            if mask is None and tiled_dx is not None:
+                tiled_dx[0](tiled_dx[1], (THREADS,), (dy, w, dx, np.int32(n * c), np.int32(c)),
+                            shared_mem=tiled_dx[2])
+            elif dgrad_smem:
                 kernels["dw_dgrad_plane"]((n * c,), (THREADS,), (dy, w, ma, dx, words, geo), shared_mem=dgrad_smem)
             else:
                 kernels["dw_dgrad"]((grid_1d(n * h * wd, THREADS), c), (THREADS,), (dy, w, ma, dx, words, geo))
