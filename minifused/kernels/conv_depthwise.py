@@ -114,10 +114,10 @@ def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, d
     sms = sm_count(dev)
     per = -(-n // min(n, -(-4 * sms // c)))  # the filter gradient's images a block
     # planes a group: up to TILED_GROUP_BYTES and TILED_BLOCK_BYTES, a multiple of what starts each group of planes
-    # that follow each other 16-byte aligned, and no fewer groups than SMs
+    # that follow each other 4-byte aligned, and no fewer groups than SMs
     planes = max(1, min(TILED_GROUP_BYTES // source, TILED_BLOCK_BYTES // plane_bytes,
                         per if direction == 2 else -(-n * c // sms)))
-    step = 16 // math.gcd(16, (p * q if direction == 1 else h * wd) * isz)
+    step = 4 // math.gcd(4, (p * q if direction == 1 else h * wd) * isz)
     if direction != 2 and planes >= step:
         planes -= planes % step
     opts = (f"-DCONV_T={ctype(dtype)}", f"-DG_DIR={direction}", f"-DG_R={r}", f"-DG_S={s}",

@@ -47,19 +47,20 @@ __device__ __forceinline__ void zero_fill(float* dst, int cells) {
 
 // A group of up to NP planes of PH_ x PW_ elements, copied into shared memory as floats: plane g's pixel (i, j) at
 // dst[(g * ROWS + i + R0) * COLS + j + C0] where that is inside ROWS x COLS (pixels no output reads are left out).
-// `issue` starts the group's first 16-byte loads into registers (up to four a thread, all in flight at once) and
-// `scatter` stores them, then loads and stores the rest four at a time (the loads issued early overlap the
-// computation on the group before; conv_depthwise.py sizes the groups so that there is seldom a rest). The
-// vectors run over the group's
-// elements where the planes follow each other (stride == AREA: the host makes each group start 16-byte aligned),
-// else plane by plane (AREA a multiple of 8 elements and the stride too); otherwise, or where the source is not
-// 16-byte aligned, `scatter` loads the elements one by one itself.
-template <int PH_, int PW_, int NP, int ROWS, int COLS, int R0, int C0>
+// The copy goes by 4-byte words, lane after lane (a warp reads 128 consecutive bytes, and its stores into shared
+// memory fall in distinct banks, or two to a bank for 16-bit types; 16-byte words put eight lanes on a bank).
+// `issue` starts the group's first MAXW words a thread into registers (all in flight at once) and `scatter` stores
+// them, then loads and stores the rest (the loads issued early overlap the computation on the group before;
+// conv_depthwise.py sizes the groups so that there is seldom a rest). The words run over the group's elements
+// where the planes follow each other (stride == AREA: the host makes each group start 4-byte aligned), else plane
+// by plane (AREA and the stride whole words); otherwise, or where the source is not 4-byte aligned, `scatter`
+// loads the elements one by one itself.
+template <int PH_, int PW_, int NP, int ROWS, int COLS, int R0, int C0, int MAXW>
 struct Group {
-    static constexpr int AREA = PH_ * PW_, VE = 16 / sizeof(T);
-    static constexpr int ALL = (NP * AREA + VE * THREADS - 1) / (VE * THREADS);  // vectors a thread, at most
-    static constexpr int PER = ALL < 4 ? ALL : 4;                                  // of which issued early
-    uint4 v[PER];
+    static constexpr int AREA = PH_ * PW_, EW = 4 / sizeof(T);  // elements a word
+    static constexpr int ALL = (NP * AREA + EW * THREADS - 1) / (EW * THREADS);  // words a thread, at most
+    static constexpr int PER = ALL < MAXW ? ALL : MAXW;                            // of which issued early
+    unsigned v[PER];
     bool vec;
 
     __device__ __forceinline__ static void put(float* dst, int g, int e, float val) {
@@ -67,73 +68,66 @@ struct Group {
         if (i >= 0 && i < ROWS && j >= 0 && j < COLS) dst[(g * ROWS + i) * COLS + j] = val;
     }
 
-    // vectors of the group, and where vector `idx` starts (plane, element in the plane, offset from src)
-    __device__ __forceinline__ static int vectors(long long stride, int count) {
-        return stride == AREA ? count * AREA / VE : count * (AREA / VE);
+    // words of the group; where word `idx` starts: its plane g, its element e in the plane, its offset from src
+    __device__ __forceinline__ static int words(long long stride, int count) {
+        return stride == AREA ? count * AREA / EW : count * (AREA / EW);
     }
     __device__ __forceinline__ static long long offset(int idx, long long stride, int& g, int& e) {
         if (stride == AREA) {
-            g = idx * VE / AREA;
-            e = idx * VE - g * AREA;
-            return (long long)idx * VE;
+            g = idx * EW / AREA;
+            e = idx * EW - g * AREA;
+            return (long long)idx * EW;
         }
-        g = idx / (AREA / VE);
-        e = (idx - g * (AREA / VE)) * VE;
+        g = idx / (AREA / EW);
+        e = (idx - g * (AREA / EW)) * EW;
         return g * stride + e;
+    }
+    __device__ __forceinline__ static unsigned load(const T* __restrict__ src, int idx, long long stride) {
+        int g, e;
+        return __ldg(reinterpret_cast<const unsigned*>(src + offset(idx, stride, g, e)));
+    }
+    __device__ __forceinline__ static void store(float* __restrict__ dst, int idx, long long stride, unsigned word) {
+        int g, e;
+        offset(idx, stride, g, e);
+        const T* t = reinterpret_cast<const T*>(&word);
+#pragma unroll
+        for (int k = 0; k < EW; ++k) put(dst, g + (e + k) / AREA, (e + k) % AREA, to_f(t[k]));
     }
 
     __device__ __forceinline__ void issue(const T* __restrict__ src, long long stride, int count) {
-        vec = (reinterpret_cast<unsigned long long>(src) & 15) == 0 &&
-              (stride == AREA || (AREA % VE == 0 && (stride * (long long)sizeof(T)) % 16 == 0));
+        vec = (reinterpret_cast<unsigned long long>(src) & 3) == 0 &&
+              (stride == AREA || (AREA % EW == 0 && (stride * (long long)sizeof(T)) % 4 == 0));
         if (!vec) return;
-        const int nv = vectors(stride, count);
+        const int nw = words(stride, count);
 #pragma unroll
         for (int u = 0; u < PER; ++u) {
             const int idx = threadIdx.x + u * THREADS;
-            int g, e;
-            if (idx < nv) v[u] = __ldg(reinterpret_cast<const uint4*>(src + offset(idx, stride, g, e)));
+            if (idx < nw) v[u] = load(src, idx, stride);
         }
     }
 
     __device__ __forceinline__ void scatter(const T* __restrict__ src, long long stride, int count,
                                             float* __restrict__ dst) const {
-        int tail = 0;  // the elements past the last whole vector (a group of planes that follow each other)
+        int tail = 0;  // the elements past the last whole word (a group of planes that follow each other)
         if (vec) {
-            const int nv = vectors(stride, count);
+            const int nw = words(stride, count);
 #pragma unroll
             for (int u = 0; u < PER; ++u) {
                 const int idx = threadIdx.x + u * THREADS;
-                if (idx < nv) {
-                    int g, e;
-                    offset(idx, stride, g, e);
-                    const T* t = reinterpret_cast<const T*>(&v[u]);
+                if (idx < nw) store(dst, idx, stride, v[u]);
+            }
+            for (int base = threadIdx.x + PER * THREADS; base < nw; base += 8 * THREADS) {  // the rest
+                unsigned rest[8];
 #pragma unroll
-                    for (int k = 0; k < VE; ++k) {
-                        put(dst, g + (e + k) / AREA, (e + k) % AREA, to_f(t[k]));
-                    }
+                for (int u = 0; u < 8; ++u) {
+                    if (base + u * THREADS < nw) rest[u] = load(src, base + u * THREADS, stride);
+                }
+#pragma unroll
+                for (int u = 0; u < 8; ++u) {
+                    if (base + u * THREADS < nw) store(dst, base + u * THREADS, stride, rest[u]);
                 }
             }
-            for (int base = threadIdx.x + PER * THREADS; base < nv; base += 4 * THREADS) {  // the rest
-                uint4 w[4];
-#pragma unroll
-                for (int u = 0; u < 4; ++u) {
-                    int g, e;
-                    const int idx = base + u * THREADS;
-                    if (idx < nv) w[u] = __ldg(reinterpret_cast<const uint4*>(src + offset(idx, stride, g, e)));
-                }
-#pragma unroll
-                for (int u = 0; u < 4; ++u) {
-                    const int idx = base + u * THREADS;
-                    if (idx < nv) {
-                        int g, e;
-                        offset(idx, stride, g, e);
-                        const T* t = reinterpret_cast<const T*>(&w[u]);
-#pragma unroll
-                        for (int k = 0; k < VE; ++k) put(dst, g + (e + k) / AREA, (e + k) % AREA, to_f(t[k]));
-                    }
-                }
-            }
-            tail = stride == AREA ? nv * VE : count * AREA;
+            tail = stride == AREA ? nw * EW : count * AREA;
         }
         for (int idx = tail + threadIdx.x; idx < count * AREA; idx += THREADS) {
             const int g = idx / AREA, e = idx - g * AREA;
@@ -189,7 +183,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_fwd(const T* __restric
     constexpr int P = G_P, Q = G_Q, NSEG = (Q + TQ - 1) / TQ, WC = (TQ - 1) * SW + (S - 1) * DW + 1;
     extern __shared__ float smem[];
     float* taps = smem + PLANES * SR * SC;
-    Group<G_H, G_W, PLANES, SR, SC, G_R0, G_C0> group;
+    Group<G_H, G_W, PLANES, SR, SC, G_R0, G_C0, 16> group;
     constexpr long long AREA = G_H * G_W;
     const int groups = (planes + PLANES - 1) / PLANES;
     zero_fill(smem, PLANES * SR * SC);
@@ -252,7 +246,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_dgrad(const T* __restr
     static_assert(G_R0 == -OFF_MIN && G_C0 == -COFF_MIN, "conv_depthwise.py's layout of the dy planes");
     extern __shared__ float smem[];
     float* taps = smem + PLANES * SR * SC;
-    Group<G_P, G_Q, PLANES, SR, SC, G_R0, G_C0> group;
+    Group<G_P, G_Q, PLANES, SR, SC, G_R0, G_C0, 16> group;
     constexpr long long AREA = G_P * G_Q;
     const int groups = (planes + PLANES - 1) / PLANES;
     zero_fill(smem, PLANES * SR * SC);
@@ -325,8 +319,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_wgrad(const T* __restr
     constexpr int WC = (TQ - 1) * SW + (S - 1) * DW + 1;
     extern __shared__ float smem[];
     float* dzs = smem + PLANES * SR * SC;
-    Group<G_H, G_W, PLANES, SR, SC, G_R0, G_C0> xg;
-    Group<P, Q, PLANES, P, QZ, 0, 0> dg;
+    Group<G_H, G_W, PLANES, SR, SC, G_R0, G_C0, 8> xg;
+    Group<P, Q, PLANES, P, QZ, 0, 0, 8> dg;
     const int c = blockIdx.y, n0 = blockIdx.x * per, n1 = min(images, n0 + per);
     const long long step = (long long)channels * G_H * G_W, dstep = (long long)channels * P * Q;
     const T* xc = x + (long long)c * G_H * G_W;
