@@ -45,6 +45,34 @@ __device__ __forceinline__ void zero_fill(float* dst, int cells) {
     for (int i = threadIdx.x; i < cells; i += THREADS) dst[i] = 0.0f;
 }
 
+// Element k of a 4-byte word of T's, and a word from two outputs (16-bit T's) or one: bit operations, where a
+// pointer cast or a union of a register would put it in local memory. (The tag argument picks the 16-bit type.)
+__device__ __forceinline__ float from_bits(unsigned short b, __half) { return __half2float(__ushort_as_half(b)); }
+__device__ __forceinline__ float from_bits(unsigned short b, __nv_bfloat16) {
+    return __bfloat162float(__ushort_as_bfloat16(b));
+}
+__device__ __forceinline__ float from_bits(unsigned short, float) { return 0.0f; }  // (floats are whole words)
+__device__ __forceinline__ unsigned short to_bits(float v, __half) { return __half_as_ushort(__float2half_rn(v)); }
+__device__ __forceinline__ unsigned short to_bits(float v, __nv_bfloat16) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+__device__ __forceinline__ unsigned short to_bits(float, float) { return 0; }
+
+__device__ __forceinline__ float element(unsigned word, int k) {
+    if constexpr (sizeof(T) == 4) {
+        return __uint_as_float(word);
+    } else {
+        return from_bits((unsigned short)(k ? word >> 16 : word & 0xffffu), T());
+    }
+}
+__device__ __forceinline__ unsigned word_of(const float* acc, int i) {
+    if constexpr (sizeof(T) == 4) {
+        return __float_as_uint(acc[i]);
+    } else {
+        return (unsigned)to_bits(acc[2 * i], T()) | ((unsigned)to_bits(acc[2 * i + 1], T()) << 16);
+    }
+}
+
 // A group of up to NP planes of PH_ x PW_ elements, copied into shared memory as floats: plane g's pixel (i, j) at
 // dst[(g * ROWS + i + R0) * COLS + j + C0] where that is inside ROWS x COLS (pixels no output reads are left out).
 // The copy goes by 4-byte words, lane after lane (a warp reads 128 consecutive bytes, and its stores into shared
@@ -89,9 +117,8 @@ struct Group {
     __device__ __forceinline__ static void store(float* __restrict__ dst, int idx, long long stride, unsigned word) {
         int g, e;
         offset(idx, stride, g, e);
-        const T* t = reinterpret_cast<const T*>(&word);
 #pragma unroll
-        for (int k = 0; k < EW; ++k) put(dst, g + (e + k) / AREA, (e + k) % AREA, to_f(t[k]));
+        for (int k = 0; k < EW; ++k) put(dst, g + (e + k) / AREA, (e + k) % AREA, element(word, k));
     }
 
     __device__ __forceinline__ void issue(const T* __restrict__ src, long long stride, int count) {
@@ -136,33 +163,27 @@ struct Group {
     }
 };
 
-// TQ outputs at row[col0 ..], fewer where the row ends (OW columns); one vector store where every strip is whole
-// and its bytes a multiple of 4 (the rows then start aligned: outputs are fresh, 256-byte aligned arrays).
+// TQ outputs at row[col0 ..], fewer where the row ends (OW columns); vector stores where every strip is whole and
+// its bytes a multiple of 4 (the rows then start aligned: outputs are fresh, 256-byte aligned arrays).
 template <int OW>
 __device__ __forceinline__ void store_strip(T* __restrict__ row, int col0, const float* acc) {
     constexpr int BYTES = TQ * sizeof(T);
     if constexpr (OW % TQ == 0 && BYTES % 4 == 0) {
-        union {
-            T t[TQ];
-            unsigned u[BYTES / 4];
-        } out;
-#pragma unroll
-        for (int t = 0; t < TQ; ++t) out.t[t] = from_f<T>(acc[t]);
         unsigned* dst = reinterpret_cast<unsigned*>(row + col0);
         if constexpr (BYTES % 16 == 0) {
 #pragma unroll
             for (int i = 0; i < BYTES / 16; ++i) {
-                reinterpret_cast<uint4*>(dst)[i] = make_uint4(out.u[4 * i], out.u[4 * i + 1], out.u[4 * i + 2],
-                                                              out.u[4 * i + 3]);
+                reinterpret_cast<uint4*>(dst)[i] = make_uint4(word_of(acc, 4 * i), word_of(acc, 4 * i + 1),
+                                                              word_of(acc, 4 * i + 2), word_of(acc, 4 * i + 3));
             }
         } else if constexpr (BYTES % 8 == 0) {
 #pragma unroll
             for (int i = 0; i < BYTES / 8; ++i) {
-                reinterpret_cast<uint2*>(dst)[i] = make_uint2(out.u[2 * i], out.u[2 * i + 1]);
+                reinterpret_cast<uint2*>(dst)[i] = make_uint2(word_of(acc, 2 * i), word_of(acc, 2 * i + 1));
             }
         } else {
 #pragma unroll
-            for (int i = 0; i < BYTES / 4; ++i) dst[i] = out.u[i];
+            for (int i = 0; i < BYTES / 4; ++i) dst[i] = word_of(acc, i);
         }
     } else {
 #pragma unroll
@@ -319,8 +340,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_wgrad(const T* __restr
     constexpr int WC = (TQ - 1) * SW + (S - 1) * DW + 1;
     extern __shared__ float smem[];
     float* dzs = smem + PLANES * SR * SC;
-    Group<G_H, G_W, PLANES, SR, SC, G_R0, G_C0, 8> xg;
-    Group<P, Q, PLANES, P, QZ, 0, 0, 8> dg;
+    Group<G_H, G_W, PLANES, SR, SC, G_R0, G_C0, 4> xg;
+    Group<P, Q, PLANES, P, QZ, 0, 0, 4> dg;
     const int c = blockIdx.y, n0 = blockIdx.x * per, n1 = min(images, n0 + per);
     const long long step = (long long)channels * G_H * G_W, dstep = (long long)channels * P * Q;
     const T* xc = x + (long long)c * G_H * G_W;
