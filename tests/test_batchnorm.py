@@ -73,7 +73,15 @@ def test_state_dict_keys_are_pytorchs():
     sd = nn.BatchNorm2d(8).state_dict()
     assert list(sd) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
     assert sd["num_batches_tracked"].dtype == mf.int64 and sd["num_batches_tracked"].shape == ()
-    assert repr(nn.BatchNorm2d(8)) == "BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"
+    # PyTorch 2.13's reprs, bias included
+    assert repr(nn.BatchNorm2d(8)) == ("BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, bias=True, "
+                                       "track_running_stats=True)")
+    assert repr(nn.BatchNorm2d(8, bias=False)) == ("BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=True, bias=False, "
+                                                   "track_running_stats=True)")
+    assert repr(nn.InstanceNorm2d(4)) == ("InstanceNorm2d(4, eps=1e-05, momentum=0.1, affine=False, bias=False, "
+                                          "track_running_stats=False)")
+    assert repr(nn.GroupNorm(2, 4, affine=False)) == "GroupNorm(2, 4, eps=1e-05, affine=False, bias=False)"
+    assert repr(nn.GroupNorm(2, 4)) == "GroupNorm(2, 4, eps=1e-05, affine=True, bias=True)"
 
 
 @pytest.mark.parametrize("make", [lambda: nn.BatchNorm2d(3, bias=False), lambda: nn.GroupNorm(3, 3, bias=False),

@@ -2,23 +2,24 @@
 launch forward (bias, ReLU and its mask included), one for the input gradient, two for the filter and bias
 gradients (per-split partial sums, then their fixed-order sum). :mod:`.conv` routes here the C-contiguous fp32 /
 fp16 / bf16 calls whose filters have at most :data:`TAPS_MAX` taps; its grouped GEMM path would run one pack and
-one GEMM per channel. The forward and the backward-data take the kernels that hold a whole image plane in shared
+one GEMM per channel. Calls with one filter a channel and no ReLU mask (MobileNet's) take the tiled kernels of
+``conv_depthwise_tiled.cu`` (planes copied into shared memory with 16-byte loads, strips of outputs from register
+windows); the others, in the forward and the backward-data, the kernels that hold a whole image plane in shared
 memory on large planes (the rules below; the forward not when it writes a ReLU mask), else the thread-per-element
 ones. The launchers' ``run`` functions have :mod:`.conv`'s launcher signatures."""
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
 from . import NULL, ctype, get_kernel, grid_1d, sm_count
 from .conv_plan import GPU_DTYPES, geometry
-from .rows import kernel_occupancy
 
 TAPS_MAX = 64  # R*S at most (the filter gradient keeps R*S + 1 sums per thread in registers)
 PLANE_BYTES = 96 * 1024  # the most shared memory a plane kernel's block takes (two blocks an SM)
-#: Where the plane kernels pay (measured on MobileNetV2's batch-128 layers, H200, fp16 and fp32): the forward at
+#: Where the plane kernels pay (measured on MobileNetV2's batch-128 layers, H200, fp16 and fp32, before the tiled
+#: kernels took the calls without filter multipliers or masks): the forward at
 #: stride 1 from this many output pixels a plane (28x28 and 56x56 faster, 14x14 and 7x7 slower, and the
 #: stride-2 56x56 one), the backward-data from this many input pixels (all but 7x7 faster, up to 5x).
 PLANE_MIN_OUTPUTS, PLANE_MIN_INPUTS = 512, 196
@@ -26,11 +27,10 @@ THREADS = 256  # conv_depthwise.cu's blocks (its warp sums assume 8 warps)
 _INT32 = 2 ** 31
 #: The tiled kernels (conv_depthwise_tiled.cu) take the calls with one filter a channel and no ReLU mask whose
 #: filters have at most TILED_TAPS_MAX taps (a thread keeps R*S + 1 sums) and whose one source plane fits in
-#: TILED_PLANE_BYTES of shared memory; a block takes its planes in groups of up to TILED_GROUP_BYTES of source
-#: (several planes where they are small: each group's loads in flight while the block computes the group before)
-#: and TILED_BLOCK_BYTES of shared memory (four blocks an SM).
+#: TILED_PLANE_BYTES of shared memory; a block takes several planes where they are small, up to TILED_SOURCE
+#: source elements and TILED_BLOCK_BYTES (four blocks an SM).
 TILED = True
-TILED_TAPS_MAX, TILED_PLANE_BYTES, TILED_GROUP_BYTES, TILED_BLOCK_BYTES = 25, 100 * 1024, 16 * 1024, 48 * 1024
+TILED_TAPS_MAX, TILED_PLANE_BYTES, TILED_SOURCE, TILED_BLOCK_BYTES = 25, 100 * 1024, 4096, 48 * 1024
 
 
 def applies(dtype, x_shape, w_shape, groups):
@@ -97,38 +97,31 @@ def _tiled_layout(direction, x_shape, stride, padding, dilation, r, s, p, q):
 
 @functools.cache
 def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, dev):
-    """``(kernel, grid, shared bytes, images a block)`` of a tiled direction, or None where it does not apply.
-    The forward's and the input gradient's blocks are persistent, as many as fit on the GPU at once, each taking
-    every grid-th group of planes; the filter gradient's each sum a share of the images of one channel (the last
-    value), about four blocks an SM."""
+    """``(kernel, grid, shared bytes, images a block)`` of a tiled direction (the last for the filter gradient,
+    whose blocks each sum a share of the images of one channel), or None where it does not apply."""
     n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
     if not TILED or k != c or r * s > TILED_TAPS_MAX or n * c * max(h * wd, p * q) >= _INT32:
         return None
     tq, rows, cols, r0, c0 = _tiled_layout(direction, x_shape, stride, padding, dilation, r, s, p, q)
-    isz = np.dtype(dtype).itemsize
-    source = isz * (p * q if direction == 1 else h * wd + (p * q if direction == 2 else 0))  # bytes a plane loads
-    extra = p * -(-q // tq) * tq if direction == 2 else r * s  # floats a plane: its dy plane, or its filter
+    source = p * q if direction == 1 else h * wd
+    extra = p * -(-q // tq) * tq if direction == 2 else r * s  # per plane: the dy plane, or its filter
     plane_bytes = 4 * (rows * cols + extra)
     if plane_bytes > TILED_PLANE_BYTES:
         return None
-    sms = sm_count(dev)
-    per = -(-n // min(n, -(-4 * sms // c)))  # the filter gradient's images a block
-    # planes a group: up to TILED_GROUP_BYTES and TILED_BLOCK_BYTES, a multiple of what starts each group of planes
-    # that follow each other 4-byte aligned, and no fewer groups than SMs
-    planes = max(1, min(TILED_GROUP_BYTES // source, TILED_BLOCK_BYTES // plane_bytes,
-                        per if direction == 2 else -(-n * c // sms)))
-    step = 4 // math.gcd(4, (p * q if direction == 1 else h * wd) * isz)
-    if direction != 2 and planes >= step:
-        planes -= planes % step
+    # planes a block at once: up to TILED_SOURCE source elements and TILED_BLOCK_BYTES; the forward's and the input
+    # gradient's blocks two an SM at least, the filter gradient's images split so that there are about four
+    per = -(-n // min(n, -(-4 * sm_count(dev) // c)))
+    planes = max(1, min(TILED_SOURCE // source, TILED_BLOCK_BYTES // plane_bytes,
+                        per if direction == 2 else -(-n * c // (2 * sm_count(dev)))))
+    grid = (-(-n // per), c) if direction == 2 else (-(-n * c // planes),)
     opts = (f"-DCONV_T={ctype(dtype)}", f"-DG_DIR={direction}", f"-DG_R={r}", f"-DG_S={s}",
             *(f"-DG_{name}={v}" for name, v in zip(("SH", "SW", "PH", "PW", "DH", "DW"),
                                                     (*stride, *padding, *dilation))),
             f"-DG_H={h}", f"-DG_W={wd}", f"-DG_P={p}", f"-DG_Q={q}", f"-DG_TQ={tq}", f"-DG_PLANES={planes}",
             f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}")
+    kern = get_kernel("conv_depthwise_tiled.cu", ("dwt_fwd", "dwt_dgrad", "dwt_wgrad")[direction], opts)
     smem = planes * plane_bytes
-    kern, resident = kernel_occupancy("conv_depthwise_tiled.cu", ("dwt_fwd", "dwt_dgrad", "dwt_wgrad")[direction],
-                                      opts, THREADS, smem)
-    grid = (-(-n // per), c) if direction == 2 else (min(-(-n * c // planes), resident * sms),)
+    kern.max_dynamic_shared_size_bytes = max(kern.max_dynamic_shared_size_bytes, smem)
     return kern, grid, smem, per
 
 

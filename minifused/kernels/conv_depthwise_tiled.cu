@@ -39,151 +39,83 @@ constexpr int THREADS = 256;
 __host__ __device__ constexpr int fdiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 __host__ __device__ constexpr bool divides(int b, int a) { return a - fdiv(a, b) * b == 0; }
 
-// Zeros into `cells` floats of shared memory: the padding and the strips' overhang, which read zeros. Written once a
-// block: the planes' pixels land on the same cells for every group, and the padding is never written.
+// Zeros into `cells` floats of shared memory (the padding and the strips' overhang read zeros).
 __device__ __forceinline__ void zero_fill(float* dst, int cells) {
     for (int i = threadIdx.x; i < cells; i += THREADS) dst[i] = 0.0f;
 }
 
-// Element k of a 4-byte word of T's, and a word from two outputs (16-bit T's) or one: bit operations, where a
-// pointer cast or a union of a register would put it in local memory. (The tag argument picks the 16-bit type.)
-__device__ __forceinline__ float from_bits(unsigned short b, __half) { return __half2float(__ushort_as_half(b)); }
-__device__ __forceinline__ float from_bits(unsigned short b, __nv_bfloat16) {
-    return __bfloat162float(__ushort_as_bfloat16(b));
-}
-__device__ __forceinline__ float from_bits(unsigned short, float) { return 0.0f; }  // (floats are whole words)
-__device__ __forceinline__ unsigned short to_bits(float v, __half) { return __half_as_ushort(__float2half_rn(v)); }
-__device__ __forceinline__ unsigned short to_bits(float v, __nv_bfloat16) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
-__device__ __forceinline__ unsigned short to_bits(float, float) { return 0; }
-
-__device__ __forceinline__ float element(unsigned word, int k) {
-    if constexpr (sizeof(T) == 4) {
-        return __uint_as_float(word);
-    } else {
-        return from_bits((unsigned short)(k ? word >> 16 : word & 0xffffu), T());
-    }
-}
-__device__ __forceinline__ unsigned word_of(const float* acc, int i) {
-    if constexpr (sizeof(T) == 4) {
-        return __float_as_uint(acc[i]);
-    } else {
-        return (unsigned)to_bits(acc[2 * i], T()) | ((unsigned)to_bits(acc[2 * i + 1], T()) << 16);
-    }
-}
-
-// A group of up to NP planes of PH_ x PW_ elements, copied into shared memory as floats: plane g's pixel (i, j) at
-// dst[(g * ROWS + i + R0) * COLS + j + C0] where that is inside ROWS x COLS (pixels no output reads are left out).
-// The copy goes by 4-byte words, lane after lane (a warp reads 128 consecutive bytes, and its stores into shared
-// memory fall in distinct banks, or two to a bank for 16-bit types; 16-byte words put eight lanes on a bank).
-// `issue` starts the group's first MAXW words a thread into registers (all in flight at once) and `scatter` stores
-// them, then loads and stores the rest (the loads issued early overlap the computation on the group before;
-// conv_depthwise.py sizes the groups so that there is seldom a rest). The words run over the group's elements
-// where the planes follow each other (stride == AREA: the host makes each group start 4-byte aligned), else plane
-// by plane (AREA and the stride whole words); otherwise, or where the source is not 4-byte aligned, `scatter`
-// loads the elements one by one itself.
-template <int PH_, int PW_, int NP, int ROWS, int COLS, int R0, int C0, int MAXW>
-struct Group {
-    static constexpr int AREA = PH_ * PW_, EW = 4 / sizeof(T);  // elements a word
-    static constexpr int ALL = (NP * AREA + EW * THREADS - 1) / (EW * THREADS);  // words a thread, at most
-    static constexpr int PER = ALL < MAXW ? ALL : MAXW;                            // of which issued early
-    unsigned v[PER];
-    bool vec;
-
-    __device__ __forceinline__ static void put(float* dst, int g, int e, float val) {
+// `count` planes of PH_ x PW_ elements, `stride` elements apart from `src` on, into `dst` as floats: plane g's
+// pixel (i, j) at dst[(g * ROWS + i + R0) * COLS + j + C0] where that is inside ROWS x COLS (pixels no output
+// reads are left out). 16-byte loads where the planes allow them, four a thread issued before any is stored.
+template <int PH_, int PW_, int ROWS, int COLS, int R0, int C0>
+__device__ __forceinline__ void load_planes(const T* __restrict__ src, long long stride, int count,
+                                            float* __restrict__ dst) {
+    constexpr int AREA = PH_ * PW_, VE = 16 / sizeof(T);
+    auto put = [&](int g, int e, float v) {
         const int i = e / PW_ + R0, j = e - (e / PW_) * PW_ + C0;
-        if (i >= 0 && i < ROWS && j >= 0 && j < COLS) dst[(g * ROWS + i) * COLS + j] = val;
-    }
-
-    // words of the group; where word `idx` starts: its plane g, its element e in the plane, its offset from src
-    __device__ __forceinline__ static int words(long long stride, int count) {
-        return stride == AREA ? count * AREA / EW : count * (AREA / EW);
-    }
-    __device__ __forceinline__ static long long offset(int idx, long long stride, int& g, int& e) {
-        if (stride == AREA) {
-            g = idx * EW / AREA;
-            e = idx * EW - g * AREA;
-            return (long long)idx * EW;
-        }
-        g = idx / (AREA / EW);
-        e = (idx - g * (AREA / EW)) * EW;
-        return g * stride + e;
-    }
-    __device__ __forceinline__ static unsigned load(const T* __restrict__ src, int idx, long long stride) {
-        int g, e;
-        return __ldg(reinterpret_cast<const unsigned*>(src + offset(idx, stride, g, e)));
-    }
-    __device__ __forceinline__ static void store(float* __restrict__ dst, int idx, long long stride, unsigned word) {
-        int g, e;
-        offset(idx, stride, g, e);
+        if (i >= 0 && i < ROWS && j >= 0 && j < COLS) dst[(g * ROWS + i) * COLS + j] = v;
+    };
+    const bool vec = AREA % VE == 0 && (reinterpret_cast<unsigned long long>(src) & 15) == 0 &&
+                     (stride * (long long)sizeof(T)) % 16 == 0;
+    if (vec) {
+        constexpr int PER = AREA / VE;  // vectors a plane
+        const int total = count * PER;
+        for (int base = threadIdx.x; base < total; base += 4 * THREADS) {
+            uint4 v[4];
 #pragma unroll
-        for (int k = 0; k < EW; ++k) put(dst, g + (e + k) / AREA, (e + k) % AREA, element(word, k));
-    }
-
-    __device__ __forceinline__ void issue(const T* __restrict__ src, long long stride, int count) {
-        vec = (reinterpret_cast<unsigned long long>(src) & 3) == 0 &&
-              (stride == AREA || (AREA % EW == 0 && (stride * (long long)sizeof(T)) % 4 == 0));
-        if (!vec) return;
-        const int nw = words(stride, count);
-#pragma unroll
-        for (int u = 0; u < PER; ++u) {
-            const int idx = threadIdx.x + u * THREADS;
-            if (idx < nw) v[u] = load(src, idx, stride);
-        }
-    }
-
-    __device__ __forceinline__ void scatter(const T* __restrict__ src, long long stride, int count,
-                                            float* __restrict__ dst) const {
-        int tail = 0;  // the elements past the last whole word (a group of planes that follow each other)
-        if (vec) {
-            const int nw = words(stride, count);
-#pragma unroll
-            for (int u = 0; u < PER; ++u) {
-                const int idx = threadIdx.x + u * THREADS;
-                if (idx < nw) store(dst, idx, stride, v[u]);
-            }
-            for (int base = threadIdx.x + PER * THREADS; base < nw; base += 8 * THREADS) {  // the rest
-                unsigned rest[8];
-#pragma unroll
-                for (int u = 0; u < 8; ++u) {
-                    if (base + u * THREADS < nw) rest[u] = load(src, base + u * THREADS, stride);
-                }
-#pragma unroll
-                for (int u = 0; u < 8; ++u) {
-                    if (base + u * THREADS < nw) store(dst, base + u * THREADS, stride, rest[u]);
+            for (int u = 0; u < 4; ++u) {
+                const int idx = base + u * THREADS;
+                if (idx < total) {
+                    const int g = idx / PER;
+                    v[u] = __ldg(reinterpret_cast<const uint4*>(src + g * stride) + (idx - g * PER));
                 }
             }
-            tail = stride == AREA ? nw * EW : count * AREA;
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int idx = base + u * THREADS;
+                if (idx < total) {
+                    const int g = idx / PER, e0 = (idx - g * PER) * VE;
+                    const T* t = reinterpret_cast<const T*>(&v[u]);
+#pragma unroll
+                    for (int e = 0; e < VE; ++e) put(g, e0 + e, to_f(t[e]));
+                }
+            }
         }
-        for (int idx = tail + threadIdx.x; idx < count * AREA; idx += THREADS) {
+    } else {
+        for (int idx = threadIdx.x; idx < count * AREA; idx += THREADS) {
             const int g = idx / AREA, e = idx - g * AREA;
-            put(dst, g, e, to_f(src[g * stride + e]));
+            put(g, e, to_f(src[g * stride + e]));
         }
     }
-};
+}
 
-// TQ outputs at row[col0 ..], fewer where the row ends (OW columns); vector stores where every strip is whole and
-// its bytes a multiple of 4 (the rows then start aligned: outputs are fresh, 256-byte aligned arrays).
+// TQ outputs at row[col0 ..], fewer where the row ends (OW columns); one vector store where every strip is whole
+// and its bytes a multiple of 4 (the rows then start aligned: outputs are fresh, 256-byte aligned arrays).
 template <int OW>
 __device__ __forceinline__ void store_strip(T* __restrict__ row, int col0, const float* acc) {
     constexpr int BYTES = TQ * sizeof(T);
     if constexpr (OW % TQ == 0 && BYTES % 4 == 0) {
+        union {
+            T t[TQ];
+            unsigned u[BYTES / 4];
+        } out;
+#pragma unroll
+        for (int t = 0; t < TQ; ++t) out.t[t] = from_f<T>(acc[t]);
         unsigned* dst = reinterpret_cast<unsigned*>(row + col0);
         if constexpr (BYTES % 16 == 0) {
 #pragma unroll
             for (int i = 0; i < BYTES / 16; ++i) {
-                reinterpret_cast<uint4*>(dst)[i] = make_uint4(word_of(acc, 4 * i), word_of(acc, 4 * i + 1),
-                                                              word_of(acc, 4 * i + 2), word_of(acc, 4 * i + 3));
+                reinterpret_cast<uint4*>(dst)[i] = make_uint4(out.u[4 * i], out.u[4 * i + 1], out.u[4 * i + 2],
+                                                              out.u[4 * i + 3]);
             }
         } else if constexpr (BYTES % 8 == 0) {
 #pragma unroll
             for (int i = 0; i < BYTES / 8; ++i) {
-                reinterpret_cast<uint2*>(dst)[i] = make_uint2(word_of(acc, 2 * i), word_of(acc, 2 * i + 1));
+                reinterpret_cast<uint2*>(dst)[i] = make_uint2(out.u[2 * i], out.u[2 * i + 1]);
             }
         } else {
 #pragma unroll
-            for (int i = 0; i < BYTES / 4; ++i) dst[i] = word_of(acc, i);
+            for (int i = 0; i < BYTES / 4; ++i) dst[i] = out.u[i];
         }
     } else {
 #pragma unroll
@@ -195,68 +127,57 @@ __device__ __forceinline__ void store_strip(T* __restrict__ row, int col0, const
 
 #if G_DIR == 0
 // ---------------------------------------------------------------- forward
-// Persistent blocks: block b takes the groups of PLANES planes (of the N*C) b, b + gridDim.x, ...; flags: 1 = ReLU,
-// 2 = bias. A thread item is (plane, strip, row), rows fastest. Shared memory: PLANES source planes, then their
-// filters (RS floats each).
+// grid (planes / PLANES): block b the planes [b*PLANES, ...) of the N*C; flags: 1 = ReLU, 2 = bias. A thread item
+// is (plane, strip, row), rows fastest. Shared memory: PLANES source planes, then their filters (RS floats each).
 extern "C" __global__ void __launch_bounds__(THREADS) dwt_fwd(const T* __restrict__ x, const T* __restrict__ w,
                                                               const T* __restrict__ bias, T* __restrict__ y,
                                                               int flags, int planes, int channels) {
     constexpr int P = G_P, Q = G_Q, NSEG = (Q + TQ - 1) / TQ, WC = (TQ - 1) * SW + (S - 1) * DW + 1;
     extern __shared__ float smem[];
     float* taps = smem + PLANES * SR * SC;
-    Group<G_H, G_W, PLANES, SR, SC, G_R0, G_C0, 16> group;
-    constexpr long long AREA = G_H * G_W;
-    const int groups = (planes + PLANES - 1) / PLANES;
-    zero_fill(smem, PLANES * SR * SC);
-    int b = blockIdx.x;
-    if (b < groups) group.issue(x + b * PLANES * AREA, AREA, min(PLANES, planes - b * PLANES));
-    for (; b < groups; b += gridDim.x) {
-        const int first = b * PLANES, count = min(PLANES, planes - first);
-        __syncthreads();  // (the previous group's reads are done)
-        group.scatter(x + first * AREA, AREA, count, smem);
-        for (int i = threadIdx.x; i < count * RS; i += THREADS) {
-            const int g = i / RS;
-            taps[i] = to_f(w[((first + g) % channels) * RS + i - g * RS]);
-        }
-        __syncthreads();
-        const int next = b + gridDim.x;
-        if (next < groups) group.issue(x + next * PLANES * AREA, AREA, min(PLANES, planes - next * PLANES));
-        for (int it = threadIdx.x; it < count * NSEG * P; it += THREADS) {
-            const int p = it % P, rest = it / P, seg = rest % NSEG, g = rest / NSEG;
-            const float* base = smem + (g * SR + p * SH) * SC + seg * TQ * SW;
-            const float* tg = taps + g * RS;
-            const float b0 = (flags & 2) ? to_f(bias[(first + g) % channels]) : 0.0f;
-            float acc[TQ];
+    const int first = blockIdx.x * PLANES, count = min(PLANES, planes - first);
+    zero_fill(smem, count * SR * SC);
+    for (int i = threadIdx.x; i < count * RS; i += THREADS) {
+        const int g = i / RS;
+        taps[i] = to_f(w[((first + g) % channels) * RS + i - g * RS]);
+    }
+    __syncthreads();
+    load_planes<G_H, G_W, SR, SC, G_R0, G_C0>(x + (long long)first * G_H * G_W, (long long)G_H * G_W, count, smem);
+    __syncthreads();
+    for (int it = threadIdx.x; it < count * NSEG * P; it += THREADS) {
+        const int p = it % P, rest = it / P, seg = rest % NSEG, g = rest / NSEG;
+        const float* base = smem + (g * SR + p * SH) * SC + seg * TQ * SW;
+        const float* tg = taps + g * RS;
+        const float b0 = (flags & 2) ? to_f(bias[(first + g) % channels]) : 0.0f;
+        float acc[TQ];
 #pragma unroll
-            for (int t = 0; t < TQ; ++t) acc[t] = b0;
+        for (int t = 0; t < TQ; ++t) acc[t] = b0;
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
-                float win[WC];
+        for (int r = 0; r < R; ++r) {
+            float win[WC];
 #pragma unroll
-                for (int j = 0; j < WC; ++j) win[j] = base[r * DH * SC + j];
+            for (int j = 0; j < WC; ++j) win[j] = base[r * DH * SC + j];
 #pragma unroll
-                for (int s = 0; s < S; ++s) {
-                    const float tap = tg[r * S + s];
+            for (int s = 0; s < S; ++s) {
+                const float tap = tg[r * S + s];
 #pragma unroll
-                    for (int t = 0; t < TQ; ++t) acc[t] = fmaf(win[t * SW + s * DW], tap, acc[t]);
-                }
+                for (int t = 0; t < TQ; ++t) acc[t] = fmaf(win[t * SW + s * DW], tap, acc[t]);
             }
-            if (flags & 1) {
-#pragma unroll
-                for (int t = 0; t < TQ; ++t) acc[t] = acc[t] <= 0.0f ? 0.0f : acc[t];  // NaN stays NaN (PyTorch's)
-            }
-            store_strip<Q>(y + ((long long)(first + g) * P + p) * Q, seg * TQ, acc);
         }
+        if (flags & 1) {
+#pragma unroll
+            for (int t = 0; t < TQ; ++t) acc[t] = acc[t] <= 0.0f ? 0.0f : acc[t];  // NaN stays NaN, as PyTorch's
+        }
+        store_strip<Q>(y + ((long long)(first + g) * P + p) * Q, seg * TQ, acc);
     }
 }
 
 #elif G_DIR == 1
 // ---------------------------------------------------------------- input gradient
-// Persistent blocks over groups of planes, as the forward's. The source planes are dy's (G_P x G_Q); a thread
-// item is (plane, strip of TQ columns, block of SH rows), rows fastest. With h = rb*SH + i and w = cb*TQ + j (TQ a
-// multiple of SW), tap (r, s) reaches dx[h, w] from dy row rb + (i + PH - r*DH) / SH and column
-// cb*TQ/SW + (j + PW - s*DW) / SW where those divide exactly: which taps, and where in the window, are constants
-// once the loops unroll.
+// grid (planes / PLANES). The source planes are dy's (G_P x G_Q); a thread item is (plane, strip of TQ columns,
+// block of SH rows), rows fastest. With h = rb*SH + i and w = cb*TQ + j (TQ a multiple of SW), tap (r, s) reaches
+// dx[h, w] from dy row rb + (i + PH - r*DH) / SH and column cb*TQ/SW + (j + PW - s*DW) / SW where those divide
+// exactly: which taps, and where in the window, are constants once the loops unroll.
 extern "C" __global__ void __launch_bounds__(THREADS) dwt_dgrad(const T* __restrict__ dy, const T* __restrict__ w,
                                                                 T* __restrict__ dx, int planes, int channels) {
     constexpr int H = G_H, W = G_W, NRB = (H + SH - 1) / SH, NCB = (W + TQ - 1) / TQ, CS = TQ / SW;
@@ -267,72 +188,62 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_dgrad(const T* __restr
     static_assert(G_R0 == -OFF_MIN && G_C0 == -COFF_MIN, "conv_depthwise.py's layout of the dy planes");
     extern __shared__ float smem[];
     float* taps = smem + PLANES * SR * SC;
-    Group<G_P, G_Q, PLANES, SR, SC, G_R0, G_C0, 16> group;
-    constexpr long long AREA = G_P * G_Q;
-    const int groups = (planes + PLANES - 1) / PLANES;
-    zero_fill(smem, PLANES * SR * SC);
-    int b = blockIdx.x;
-    if (b < groups) group.issue(dy + b * PLANES * AREA, AREA, min(PLANES, planes - b * PLANES));
-    for (; b < groups; b += gridDim.x) {
-        const int first = b * PLANES, count = min(PLANES, planes - first);
-        __syncthreads();  // (the previous group's reads are done)
-        group.scatter(dy + first * AREA, AREA, count, smem);
-        for (int i = threadIdx.x; i < count * RS; i += THREADS) {
-            const int g = i / RS;
-            taps[i] = to_f(w[((first + g) % channels) * RS + i - g * RS]);
+    const int first = blockIdx.x * PLANES, count = min(PLANES, planes - first);
+    zero_fill(smem, count * SR * SC);
+    for (int i = threadIdx.x; i < count * RS; i += THREADS) {
+        const int g = i / RS;
+        taps[i] = to_f(w[((first + g) % channels) * RS + i - g * RS]);
+    }
+    __syncthreads();
+    load_planes<G_P, G_Q, SR, SC, G_R0, G_C0>(dy + (long long)first * G_P * G_Q, (long long)G_P * G_Q, count, smem);
+    __syncthreads();
+    for (int it = threadIdx.x; it < count * NCB * NRB; it += THREADS) {
+        const int rb = it % NRB, rest = it / NRB, cb = rest % NCB, g = rest / NCB;
+        const float* base = smem + (g * SR + rb) * SC + cb * CS;
+        const float* tg = taps + g * RS;
+        float acc[SH][TQ];
+#pragma unroll
+        for (int i = 0; i < SH; ++i) {
+#pragma unroll
+            for (int t = 0; t < TQ; ++t) acc[i][t] = 0.0f;
         }
-        __syncthreads();
-        const int next = b + gridDim.x;
-        if (next < groups) group.issue(dy + next * PLANES * AREA, AREA, min(PLANES, planes - next * PLANES));
-        for (int it = threadIdx.x; it < count * NCB * NRB; it += THREADS) {
-            const int rb = it % NRB, rest = it / NRB, cb = rest % NCB, g = rest / NCB;
-            const float* base = smem + (g * SR + rb) * SC + cb * CS;
-            const float* tg = taps + g * RS;
-            float acc[SH][TQ];
+#pragma unroll
+        for (int a = 0; a < WR; ++a) {
+            float win[WC];
+#pragma unroll
+            for (int j = 0; j < WC; ++j) win[j] = base[a * SC + j];
 #pragma unroll
             for (int i = 0; i < SH; ++i) {
 #pragma unroll
-                for (int t = 0; t < TQ; ++t) acc[i][t] = 0.0f;
-            }
+                for (int r = 0; r < R; ++r) {
+                    const int d = i + PH - r * DH;
+                    if (!divides(SH, d) || fdiv(d, SH) - OFF_MIN != a) continue;
 #pragma unroll
-            for (int a = 0; a < WR; ++a) {
-                float win[WC];
+                    for (int s = 0; s < S; ++s) {
+                        const float tap = tg[r * S + s];
 #pragma unroll
-                for (int j = 0; j < WC; ++j) win[j] = base[a * SC + j];
-#pragma unroll
-                for (int i = 0; i < SH; ++i) {
-#pragma unroll
-                    for (int r = 0; r < R; ++r) {
-                        const int d = i + PH - r * DH;
-                        if (!divides(SH, d) || fdiv(d, SH) - OFF_MIN != a) continue;
-#pragma unroll
-                        for (int s = 0; s < S; ++s) {
-                            const float tap = tg[r * S + s];
-#pragma unroll
-                            for (int t = 0; t < TQ; ++t) {
-                                const int e = t + PW - s * DW;
-                                if (divides(SW, e)) acc[i][t] = fmaf(win[fdiv(e, SW) - COFF_MIN], tap, acc[i][t]);
-                            }
+                        for (int t = 0; t < TQ; ++t) {
+                            const int e = t + PW - s * DW;
+                            if (divides(SW, e)) acc[i][t] = fmaf(win[fdiv(e, SW) - COFF_MIN], tap, acc[i][t]);
                         }
                     }
                 }
             }
+        }
 #pragma unroll
-            for (int i = 0; i < SH; ++i) {
-                const int h = rb * SH + i;
-                if (h < H) store_strip<W>(dx + ((long long)(first + g) * H + h) * W, cb * TQ, acc[i]);
-            }
+        for (int i = 0; i < SH; ++i) {
+            const int h = rb * SH + i;
+            if (h < H) store_strip<W>(dx + ((long long)(first + g) * H + h) * W, cb * TQ, acc[i]);
         }
     }
 }
 
 #else
 // ---------------------------------------------------------------- filter and bias gradients
-// grid (splits, C): block (b, c) sums images [b*per, min(N, b*per + per)) of channel c, PLANES images at a time
-// (the next ones' loads in flight during the sums of these), into part[b, c, 0..RS] (dW's taps, then db). Shared
-// memory: PLANES x planes as the forward lays them, then PLANES dy planes of P x NSEG*TQ floats (zeros past Q).
-// Items as the forward's: each thread keeps its RS + 1 sums over all its items, then the block adds them, warps in
-// order.
+// grid (splits, C): block (b, c) sums images [b*per, min(N, b*per + per)) of channel c, PLANES images at a time,
+// into part[b, c, 0..RS] (dW's taps, then db). Shared memory: PLANES x planes as the forward lays them, then
+// PLANES dy planes of P x NSEG*TQ floats (zeros past Q). Items as the forward's: each thread keeps its RS + 1 sums
+// over all its items, then the block adds them, warps in order.
 extern "C" __global__ void __launch_bounds__(THREADS) dwt_wgrad(const T* __restrict__ x, const T* __restrict__ dy,
                                                                 float* __restrict__ part, int images, int per,
                                                                 int channels) {
@@ -340,31 +251,20 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_wgrad(const T* __restr
     constexpr int WC = (TQ - 1) * SW + (S - 1) * DW + 1;
     extern __shared__ float smem[];
     float* dzs = smem + PLANES * SR * SC;
-    Group<G_H, G_W, PLANES, SR, SC, G_R0, G_C0, 4> xg;
-    Group<P, Q, PLANES, P, QZ, 0, 0, 4> dg;
     const int c = blockIdx.y, n0 = blockIdx.x * per, n1 = min(images, n0 + per);
-    const long long step = (long long)channels * G_H * G_W, dstep = (long long)channels * P * Q;
-    const T* xc = x + (long long)c * G_H * G_W;
-    const T* dc = dy + (long long)c * P * Q;
     float acc[RS + 1];
 #pragma unroll
     for (int i = 0; i <= RS; ++i) acc[i] = 0.0f;
-    zero_fill(smem, PLANES * (SR * SC + P * QZ));
-    if (n0 < n1) {
-        xg.issue(xc + n0 * step, step, min(PLANES, n1 - n0));
-        dg.issue(dc + n0 * dstep, dstep, min(PLANES, n1 - n0));
-    }
     for (int n = n0; n < n1; n += PLANES) {
         const int count = min(PLANES, n1 - n);
         __syncthreads();  // (the previous images' reads are done)
-        xg.scatter(xc + n * step, step, count, smem);
-        dg.scatter(dc + n * dstep, dstep, count, dzs);
+        zero_fill(smem, count * SR * SC);
+        zero_fill(dzs, count * P * QZ);
         __syncthreads();
-        const int next = n + PLANES;
-        if (next < n1) {
-            xg.issue(xc + next * step, step, min(PLANES, n1 - next));
-            dg.issue(dc + next * dstep, dstep, min(PLANES, n1 - next));
-        }
+        const long long step = (long long)channels * G_H * G_W, dstep = (long long)channels * P * Q;
+        load_planes<G_H, G_W, SR, SC, G_R0, G_C0>(x + ((long long)n * channels + c) * G_H * G_W, step, count, smem);
+        load_planes<P, Q, P, QZ, 0, 0>(dy + ((long long)n * channels + c) * P * Q, dstep, count, dzs);
+        __syncthreads();
         for (int it = threadIdx.x; it < count * NSEG * P; it += THREADS) {
             const int p = it % P, rest = it / P, seg = rest % NSEG, g = rest / NSEG;
             const float* base = smem + (g * SR + p * SH) * SC + seg * TQ * SW;
