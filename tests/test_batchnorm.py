@@ -322,6 +322,9 @@ def test_bad_input_changes_nothing(make, x, exc, words):
     (lambda: F.batch_norm(mf.randn(2, 3), None, None, training=False), ValueError, "must be given when training=False"),
     (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), mf.ones(3), training=True, momentum=2.0), ValueError,
      r"batch_norm: momentum must be a number in \[0, 1\], got 2.0"),
+    # PyTorch's F.batch_norm takes no momentum=None (the modules' cumulative average): a TypeError, as its
+    (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), mf.ones(3), training=True, momentum=None), TypeError,
+     r"batch_norm: momentum must be a number in \[0, 1\], got None"),
     (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(4), mf.ones(4)), ValueError,
      r"batch_norm: running_mean must have shape \[3\]"),
     (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), None), ValueError, "both be tensors or both None"),

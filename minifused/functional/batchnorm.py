@@ -131,7 +131,10 @@ def _check_batch_norm_args(op, input, shape, running_mean, running_var, weight, 
         raise InputError(f"{op}: running_mean and running_var must be given when training=False (they "
                          f"normalize in evaluation)")
     if not _real(momentum) or not 0.0 <= momentum <= 1.0:
-        raise InputError(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
+        # a number out of range: ValueError; anything else (None: the modules' cumulative average is theirs alone)
+        # a TypeError, as PyTorch's
+        err = InputError if isinstance(momentum, _numbers.Real) else InputTypeError
+        raise err(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
     if not _real(eps) or eps < 0 or (training and eps == 0):
         raise InputError(f"{op}: eps must be a finite number, > 0 in training (>= 0 in evaluation), got {eps!r}")
     if activation not in (None, "relu"):
