@@ -113,16 +113,26 @@ _TILED_SHAPES = [  # (n, c, h, w, (r, s), stride, padding, dilation): MobileNet'
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", sorted(_TOL))
-def test_gpu_tiled_depthwise(dtype, poisoned_pool):
+@pytest.mark.parametrize("stage", [True, False], ids=["staged", "direct"])
+def test_gpu_tiled_depthwise(dtype, stage, poisoned_pool, monkeypatch):
     """The tiled kernels (one filter a channel, no mask) on their own shapes: MobileNet's stride-1 and stride-2
     3x3, 5x5 and 1x5 filters, strides up to 3, dilations, uneven padding, rows that no strip width divides, small
-    planes several a block (with a last block short of planes), and an input not 16-byte aligned; every direction
-    against float64, on poisoned memory, with bias and ReLU."""
+    planes several a block (with a last block short of planes and blocks whose output span is not 16-byte
+    aligned), and an input not 16-byte aligned; every direction against float64, on poisoned memory, with bias
+    and ReLU; the outputs staged in shared memory and stored straight from registers."""
+    monkeypatch.setattr(conv_depthwise, "TILED_STAGE", stage)
+    _fresh_launchers()
+    try:
+        _tiled_depthwise(dtype)
+    finally:
+        _fresh_launchers()
+
+
+def _tiled_depthwise(dtype):
     import cupy
 
     from conftest import rel_norm_error
 
-    _fresh_launchers()
     dt, tol = backend.as_dtype(dtype), _TOL[dtype]
     rng = np.random.default_rng(11)
     failures = []

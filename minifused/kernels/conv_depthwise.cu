@@ -37,7 +37,7 @@
 typedef CONV_T T;
 
 #include "dtypes.cuh"  // to_f / from_f
-#include "reduce.cuh"  // warp_sum
+#include "reduce.cuh"  // block_sums_to
 
 constexpr int RS = G_R * G_S;
 
@@ -166,20 +166,7 @@ extern "C" __global__ void __launch_bounds__(256) dw_wgrad(const T* __restrict__
             }
         }
     }
-    // the block's sums: each warp's by shuffles, then the warps' in order through shared memory
-    __shared__ float sums[8][RS + 1];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int i = 0; i <= RS; ++i) {
-        const float v = warp_sum(acc[i]);
-        if (lane == 0) sums[warp][i] = v;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i <= RS; i += blockDim.x) {
-        float v = 0.0f;
-        for (int wp = 0; wp < (int)(blockDim.x >> 5); ++wp) v += sums[wp][i];
-        part[((long long)blockIdx.x * g.K + k) * (RS + 1) + i] = v;
-    }
+    block_sums_to<RS + 1, 8>(acc, part + ((long long)blockIdx.x * g.K + k) * (RS + 1));
 }
 
 // dw (K, 1, R, S) and db (K) from `splits` partials, added in split order.

@@ -31,6 +31,11 @@ _INT32 = 2 ** 31
 #: source elements and TILED_BLOCK_BYTES (four blocks an SM).
 TILED = True
 TILED_TAPS_MAX, TILED_PLANE_BYTES, TILED_SOURCE, TILED_BLOCK_BYTES = 25, 100 * 1024, 4096, 48 * 1024
+#: Whether the tiled forward and input gradient stage their output planes in shared memory: None where their
+#: strips would not store whole 32-byte sectors (the kernel file says why), else always (True) or never (False).
+TILED_STAGE = None
+#: The tiled filter gradient splits each channel's images for about this many blocks an SM.
+TILED_WGRAD_BLOCKS_PER_SM = 4
 
 
 def applies(dtype, x_shape, w_shape, groups):
@@ -95,6 +100,13 @@ def _tiled_layout(direction, x_shape, stride, padding, dilation, r, s, p, q):
     return tq, rows, cols, -off_min, -coff_min
 
 
+def _staged(itemsize, tq, width):
+    """Whether the tiled kernels stage an output plane ``width`` wide in shared memory, ``tq``-wide strips."""
+    if TILED_STAGE is not None:
+        return TILED_STAGE
+    return (tq * itemsize) % 32 != 0 or (width * itemsize) % 32 != 0
+
+
 @functools.cache
 def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, dev):
     """``(kernel, grid, shared bytes, images a block)`` of a tiled direction (the last for the filter gradient,
@@ -105,22 +117,28 @@ def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, d
     tq, rows, cols, r0, c0 = _tiled_layout(direction, x_shape, stride, padding, dilation, r, s, p, q)
     source = p * q if direction == 1 else h * wd
     extra = p * -(-q // tq) * tq if direction == 2 else r * s  # per plane: the dy plane, or its filter
-    plane_bytes = 4 * (rows * cols + extra)
-    if plane_bytes > TILED_PLANE_BYTES:
+    floats = rows * cols + extra  # a plane's floats before any staged output
+    if 4 * floats > TILED_PLANE_BYTES:
         return None
+    # the staged output plane (the forward's y, the input gradient's dx), where it pays and fits
+    out_bytes = np.dtype(dtype).itemsize * (h * wd if direction == 1 else p * q)
+    if direction == 2 or 4 * floats + out_bytes > TILED_PLANE_BYTES or \
+            not _staged(np.dtype(dtype).itemsize, tq, wd if direction == 1 else q):
+        out_bytes = 0
     # planes a block at once: up to TILED_SOURCE source elements and TILED_BLOCK_BYTES; the forward's and the input
-    # gradient's blocks two an SM at least, the filter gradient's images split so that there are about four
-    per = -(-n // min(n, -(-4 * sm_count(dev) // c)))
-    planes = max(1, min(TILED_SOURCE // source, TILED_BLOCK_BYTES // plane_bytes,
+    # gradient's blocks two an SM at least, the filter gradient's images split for TILED_WGRAD_BLOCKS_PER_SM
+    per = -(-n // min(n, -(-TILED_WGRAD_BLOCKS_PER_SM * sm_count(dev) // c)))
+    planes = max(1, min(TILED_SOURCE // source, TILED_BLOCK_BYTES // (4 * floats + out_bytes),
                         per if direction == 2 else -(-n * c // (2 * sm_count(dev)))))
     grid = (-(-n // per), c) if direction == 2 else (-(-n * c // planes),)
+    out = -(-planes * floats // 4) * 4 if out_bytes else 0  # the staged planes' float offset, 16-byte aligned
     opts = (f"-DCONV_T={ctype(dtype)}", f"-DG_DIR={direction}", f"-DG_R={r}", f"-DG_S={s}",
             *(f"-DG_{name}={v}" for name, v in zip(("SH", "SW", "PH", "PW", "DH", "DW"),
                                                     (*stride, *padding, *dilation))),
             f"-DG_H={h}", f"-DG_W={wd}", f"-DG_P={p}", f"-DG_Q={q}", f"-DG_TQ={tq}", f"-DG_PLANES={planes}",
-            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}")
+            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}", f"-DG_OUT={out}")
     kern = get_kernel("conv_depthwise_tiled.cu", ("dwt_fwd", "dwt_dgrad", "dwt_wgrad")[direction], opts)
-    smem = planes * plane_bytes
+    smem = 4 * out + planes * out_bytes if out_bytes else 4 * planes * floats
     kern.max_dynamic_shared_size_bytes = max(kern.max_dynamic_shared_size_bytes, smem)
     return kern, grid, smem, per
 

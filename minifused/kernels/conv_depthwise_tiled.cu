@@ -15,11 +15,16 @@
 // G_SH, G_SW, G_PH, G_PW, G_DH, G_DW; the input plane G_H x G_W, the output plane G_P x G_Q; G_TQ outputs a strip;
 // G_PLANES planes a block; and the shared-memory layout that conv_depthwise.py computes (its one home): the source
 // plane of G_SR x G_SC floats (G_SC odd: the threads of a warp take consecutive rows, so their reads fall in
-// distinct banks), source pixel (i, j) at (i + G_R0, j + G_C0).
+// distinct banks), source pixel (i, j) at (i + G_R0, j + G_C0); and G_OUT, where the forward and the input
+// gradient stage their output planes in shared memory (a float offset; 0: none). A warp's strips lie in 32
+// different rows, so stored straight from registers a strip narrower than a 32-byte sector (a 16-bit one of 8)
+// makes the L2 cache merge partial sectors: staged, the block's planes, one contiguous span of the output, leave
+// by whole 16-byte words instead.
 //
-// nvrtc-check: -DCONV_T=__half -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1
-// nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_DIR=1 -DG_R=5 -DG_S=5 -DG_SH=2 -DG_SW=1 -DG_PH=0 -DG_PW=3 -DG_DH=2 -DG_DW=1 -DG_H=13 -DG_W=9 -DG_P=3 -DG_Q=11 -DG_TQ=8 -DG_PLANES=3 -DG_SR=11 -DG_SC=21 -DG_R0=4 -DG_C0=1
-// nvrtc-check: -DCONV_T=float -DG_DIR=2 -DG_R=3 -DG_S=3 -DG_SH=2 -DG_SW=2 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=112 -DG_W=112 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=2 -DG_SR=113 -DG_SC=113 -DG_R0=1 -DG_C0=1
+// nvrtc-check: -DCONV_T=__half -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=3432
+// nvrtc-check: -DCONV_T=float -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=0
+// nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_DIR=1 -DG_R=5 -DG_S=5 -DG_SH=2 -DG_SW=1 -DG_PH=0 -DG_PW=3 -DG_DH=2 -DG_DW=1 -DG_H=13 -DG_W=9 -DG_P=3 -DG_Q=11 -DG_TQ=8 -DG_PLANES=3 -DG_SR=11 -DG_SC=21 -DG_R0=4 -DG_C0=1 -DG_OUT=768
+// nvrtc-check: -DCONV_T=float -DG_DIR=2 -DG_R=3 -DG_S=3 -DG_SH=2 -DG_SW=2 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=112 -DG_W=112 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=2 -DG_SR=113 -DG_SC=113 -DG_R0=1 -DG_C0=1 -DG_OUT=0
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -29,10 +34,10 @@
 typedef CONV_T T;
 
 #include "dtypes.cuh"  // to_f / from_f
-#include "reduce.cuh"  // warp_sum
+#include "reduce.cuh"  // block_sums_to
 
 constexpr int R = G_R, S = G_S, SH = G_SH, SW = G_SW, PH = G_PH, PW = G_PW, DH = G_DH, DW = G_DW;
-constexpr int RS = R * S, TQ = G_TQ, PLANES = G_PLANES, SR = G_SR, SC = G_SC;
+constexpr int RS = R * S, TQ = G_TQ, PLANES = G_PLANES, SR = G_SR, SC = G_SC, OUT = G_OUT;
 constexpr int THREADS = 256;
 
 // floor division and its remainder's test, for the dgrad's tap offsets (negative ones included)
@@ -125,25 +130,61 @@ __device__ __forceinline__ void store_strip(T* __restrict__ row, int col0, const
     }
 }
 
-#if G_DIR == 0
-// ---------------------------------------------------------------- forward
-// grid (planes / PLANES): block b the planes [b*PLANES, ...) of the N*C; flags: 1 = ReLU, 2 = bias. A thread item
-// is (plane, strip, row), rows fastest. Shared memory: PLANES source planes, then their filters (RS floats each).
-extern "C" __global__ void __launch_bounds__(THREADS) dwt_fwd(const T* __restrict__ x, const T* __restrict__ w,
-                                                              const T* __restrict__ bias, T* __restrict__ y,
-                                                              int flags, int planes, int channels) {
-    constexpr int P = G_P, Q = G_Q, NSEG = (Q + TQ - 1) / TQ, WC = (TQ - 1) * SW + (S - 1) * DW + 1;
-    extern __shared__ float smem[];
+// The forward's and the input gradient's shared memory: planes [first, first + count) of the N*C from `src`
+// (PAH x PAW elements each), zero-padded as the layout defines say, then their filters (RS floats a plane).
+template <int PAH, int PAW>
+__device__ __forceinline__ void load_block(const T* __restrict__ src, const T* __restrict__ w, int first, int count,
+                                           int channels, float* __restrict__ smem) {
     float* taps = smem + PLANES * SR * SC;
-    const int first = blockIdx.x * PLANES, count = min(PLANES, planes - first);
     zero_fill(smem, count * SR * SC);
     for (int i = threadIdx.x; i < count * RS; i += THREADS) {
         const int g = i / RS;
         taps[i] = to_f(w[((first + g) % channels) * RS + i - g * RS]);
     }
     __syncthreads();
-    load_planes<G_H, G_W, SR, SC, G_R0, G_C0>(x + (long long)first * G_H * G_W, (long long)G_H * G_W, count, smem);
+    load_planes<PAH, PAW, SR, SC, G_R0, G_C0>(src + (long long)first * PAH * PAW, (long long)PAH * PAW, count, smem);
     __syncthreads();
+}
+
+// Where a block's strips go: its part of the output, or the staging planes in shared memory (the same layout).
+__device__ __forceinline__ T* strip_home(T* __restrict__ out, float* smem) {
+    if constexpr (OUT != 0) return reinterpret_cast<T*>(smem + OUT);
+    return out;
+}
+
+// The staged planes, `elems` elements from shared memory (16-byte aligned), out to `out` by 16-byte words where
+// its address allows; nothing when the strips went straight out.
+__device__ __forceinline__ void write_staged(T* __restrict__ out, const float* smem, int elems) {
+    if constexpr (OUT != 0) {
+        constexpr int VE = 16 / sizeof(T);
+        const T* staged = reinterpret_cast<const T*>(smem + OUT);
+        __syncthreads();
+        if ((reinterpret_cast<unsigned long long>(out) & 15) == 0) {
+            for (int i = threadIdx.x; i < elems / VE; i += THREADS) {
+                reinterpret_cast<uint4*>(out)[i] = reinterpret_cast<const uint4*>(staged)[i];
+            }
+            for (int i = elems / VE * VE + threadIdx.x; i < elems; i += THREADS) out[i] = staged[i];
+        } else {
+            for (int i = threadIdx.x; i < elems; i += THREADS) out[i] = staged[i];
+        }
+    }
+}
+
+#if G_DIR == 0
+// ---------------------------------------------------------------- forward
+// grid (planes / PLANES): block b the planes [b*PLANES, ...) of the N*C; flags: 1 = ReLU, 2 = bias. A thread item
+// is (plane, strip, row), rows fastest. Shared memory: PLANES source planes, their filters (RS floats each), and
+// at G_OUT the staged output planes.
+extern "C" __global__ void __launch_bounds__(THREADS) dwt_fwd(const T* __restrict__ x, const T* __restrict__ w,
+                                                              const T* __restrict__ bias, T* __restrict__ y,
+                                                              int flags, int planes, int channels) {
+    constexpr int P = G_P, Q = G_Q, NSEG = (Q + TQ - 1) / TQ, WC = (TQ - 1) * SW + (S - 1) * DW + 1;
+    extern __shared__ float smem[];
+    const float* taps = smem + PLANES * SR * SC;
+    const int first = blockIdx.x * PLANES, count = min(PLANES, planes - first);
+    load_block<G_H, G_W>(x, w, first, count, channels, smem);
+    T* const out = y + (long long)first * P * Q;
+    T* const home = strip_home(out, smem);
     for (int it = threadIdx.x; it < count * NSEG * P; it += THREADS) {
         const int p = it % P, rest = it / P, seg = rest % NSEG, g = rest / NSEG;
         const float* base = smem + (g * SR + p * SH) * SC + seg * TQ * SW;
@@ -168,8 +209,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_fwd(const T* __restric
 #pragma unroll
             for (int t = 0; t < TQ; ++t) acc[t] = acc[t] <= 0.0f ? 0.0f : acc[t];  // NaN stays NaN, as PyTorch's
         }
-        store_strip<Q>(y + ((long long)(first + g) * P + p) * Q, seg * TQ, acc);
+        store_strip<Q>(home + (g * P + p) * Q, seg * TQ, acc);
     }
+    write_staged(out, smem, count * P * Q);
 }
 
 #elif G_DIR == 1
@@ -187,16 +229,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_dgrad(const T* __restr
     static_assert(TQ % SW == 0, "dgrad strips span whole column strides");
     static_assert(G_R0 == -OFF_MIN && G_C0 == -COFF_MIN, "conv_depthwise.py's layout of the dy planes");
     extern __shared__ float smem[];
-    float* taps = smem + PLANES * SR * SC;
+    const float* taps = smem + PLANES * SR * SC;
     const int first = blockIdx.x * PLANES, count = min(PLANES, planes - first);
-    zero_fill(smem, count * SR * SC);
-    for (int i = threadIdx.x; i < count * RS; i += THREADS) {
-        const int g = i / RS;
-        taps[i] = to_f(w[((first + g) % channels) * RS + i - g * RS]);
-    }
-    __syncthreads();
-    load_planes<G_P, G_Q, SR, SC, G_R0, G_C0>(dy + (long long)first * G_P * G_Q, (long long)G_P * G_Q, count, smem);
-    __syncthreads();
+    load_block<G_P, G_Q>(dy, w, first, count, channels, smem);
+    T* const out = dx + (long long)first * H * W;
+    T* const home = strip_home(out, smem);
     for (int it = threadIdx.x; it < count * NCB * NRB; it += THREADS) {
         const int rb = it % NRB, rest = it / NRB, cb = rest % NCB, g = rest / NCB;
         const float* base = smem + (g * SR + rb) * SC + cb * CS;
@@ -233,9 +270,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_dgrad(const T* __restr
 #pragma unroll
         for (int i = 0; i < SH; ++i) {
             const int h = rb * SH + i;
-            if (h < H) store_strip<W>(dx + ((long long)(first + g) * H + h) * W, cb * TQ, acc[i]);
+            if (h < H) store_strip<W>(home + (g * H + h) * W, cb * TQ, acc[i]);
         }
     }
+    write_staged(out, smem, count * H * W);
 }
 
 #else
@@ -288,19 +326,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_wgrad(const T* __restr
             }
         }
     }
-    __shared__ float sums[THREADS / 32][RS + 1];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int i = 0; i <= RS; ++i) {
-        const float v = warp_sum(acc[i]);
-        if (lane == 0) sums[warp][i] = v;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i <= RS; i += THREADS) {
-        float v = 0.0f;
-#pragma unroll
-        for (int wp = 0; wp < THREADS / 32; ++wp) v += sums[wp][i];
-        part[((long long)blockIdx.x * channels + c) * (RS + 1) + i] = v;
-    }
+    block_sums_to<RS + 1, THREADS / 32>(acc, part + ((long long)blockIdx.x * channels + c) * (RS + 1));
 }
 #endif

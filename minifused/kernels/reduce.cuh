@@ -16,3 +16,24 @@ __device__ __forceinline__ float2 warp_sum2(float2 v) {
     }
     return v;
 }
+
+// The block's sums of each thread's N values, into out[0..N): each warp's by shuffles, then the warps' added in
+// warp order through shared memory, so the bits do not depend on timing. Every thread of a block of WARPS warps
+// calls it.
+template <int N, int WARPS>
+__device__ __forceinline__ void block_sums_to(const float (&acc)[N], float* __restrict__ out) {
+    __shared__ float sums[WARPS][N];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const float v = warp_sum(acc[i]);
+        if (lane == 0) sums[warp][i] = v;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < N; i += WARPS * 32) {
+        float v = 0.0f;
+#pragma unroll
+        for (int wp = 0; wp < WARPS; ++wp) v += sums[wp][i];
+        out[i] = v;
+    }
+}
