@@ -33,9 +33,11 @@ TILED = True
 TILED_TAPS_MAX, TILED_PLANE_BYTES, TILED_SOURCE, TILED_BLOCK_BYTES = 25, 100 * 1024, 4096, 48 * 1024
 #: Whether the tiled forward and input gradient stage their output planes in shared memory: None where their
 #: strips would not store whole 32-byte sectors (the kernel file says why), else always (True) or never (False).
-TILED_STAGE = None
+TILED_STAGE = True
 #: The tiled filter gradient splits each channel's images for about this many blocks an SM.
-TILED_WGRAD_BLOCKS_PER_SM = 4
+TILED_WGRAD_BLOCKS_PER_SM = 8
+#: The bytes of each load of the tiled kernels' plane copies (4, 8 or 16)
+TILED_LOAD_BYTES = 16
 
 
 def applies(dtype, x_shape, w_shape, groups):
@@ -100,13 +102,6 @@ def _tiled_layout(direction, x_shape, stride, padding, dilation, r, s, p, q):
     return tq, rows, cols, -off_min, -coff_min
 
 
-def _staged(itemsize, tq, width):
-    """Whether the tiled kernels stage an output plane ``width`` wide in shared memory, ``tq``-wide strips."""
-    if TILED_STAGE is not None:
-        return TILED_STAGE
-    return (tq * itemsize) % 32 != 0 or (width * itemsize) % 32 != 0
-
-
 @functools.cache
 def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, dev):
     """``(kernel, grid, shared bytes, images a block)`` of a tiled direction (the last for the filter gradient,
@@ -122,8 +117,7 @@ def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, d
         return None
     # the staged output plane (the forward's y, the input gradient's dx), where it pays and fits
     out_bytes = np.dtype(dtype).itemsize * (h * wd if direction == 1 else p * q)
-    if direction == 2 or 4 * floats + out_bytes > TILED_PLANE_BYTES or \
-            not _staged(np.dtype(dtype).itemsize, tq, wd if direction == 1 else q):
+    if direction == 2 or not TILED_STAGE or 4 * floats + out_bytes > TILED_PLANE_BYTES:
         out_bytes = 0
     # planes a block at once: up to TILED_SOURCE source elements and TILED_BLOCK_BYTES; the forward's and the input
     # gradient's blocks two an SM at least, the filter gradient's images split for TILED_WGRAD_BLOCKS_PER_SM
@@ -136,7 +130,7 @@ def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, d
             *(f"-DG_{name}={v}" for name, v in zip(("SH", "SW", "PH", "PW", "DH", "DW"),
                                                     (*stride, *padding, *dilation))),
             f"-DG_H={h}", f"-DG_W={wd}", f"-DG_P={p}", f"-DG_Q={q}", f"-DG_TQ={tq}", f"-DG_PLANES={planes}",
-            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}", f"-DG_OUT={out}")
+            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}", f"-DG_OUT={out}", f"-DG_LB={TILED_LOAD_BYTES}")
     kern = get_kernel("conv_depthwise_tiled.cu", ("dwt_fwd", "dwt_dgrad", "dwt_wgrad")[direction], opts)
     smem = 4 * out + planes * out_bytes if out_bytes else 4 * planes * floats
     kern.max_dynamic_shared_size_bytes = max(kern.max_dynamic_shared_size_bytes, smem)

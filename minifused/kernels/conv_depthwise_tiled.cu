@@ -21,10 +21,10 @@
 // makes the L2 cache merge partial sectors: staged, the block's planes, one contiguous span of the output, leave
 // by whole 16-byte words instead.
 //
-// nvrtc-check: -DCONV_T=__half -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=3432
-// nvrtc-check: -DCONV_T=float -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=0
-// nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_DIR=1 -DG_R=5 -DG_S=5 -DG_SH=2 -DG_SW=1 -DG_PH=0 -DG_PW=3 -DG_DH=2 -DG_DW=1 -DG_H=13 -DG_W=9 -DG_P=3 -DG_Q=11 -DG_TQ=8 -DG_PLANES=3 -DG_SR=11 -DG_SC=21 -DG_R0=4 -DG_C0=1 -DG_OUT=768
-// nvrtc-check: -DCONV_T=float -DG_DIR=2 -DG_R=3 -DG_S=3 -DG_SH=2 -DG_SW=2 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=112 -DG_W=112 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=2 -DG_SR=113 -DG_SC=113 -DG_R0=1 -DG_C0=1 -DG_OUT=0
+// nvrtc-check: -DCONV_T=__half -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=3432 -DG_LB=4
+// nvrtc-check: -DCONV_T=float -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=0 -DG_LB=16
+// nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_DIR=1 -DG_R=5 -DG_S=5 -DG_SH=2 -DG_SW=1 -DG_PH=0 -DG_PW=3 -DG_DH=2 -DG_DW=1 -DG_H=13 -DG_W=9 -DG_P=3 -DG_Q=11 -DG_TQ=8 -DG_PLANES=3 -DG_SR=11 -DG_SC=21 -DG_R0=4 -DG_C0=1 -DG_OUT=768 -DG_LB=8
+// nvrtc-check: -DCONV_T=float -DG_DIR=2 -DG_R=3 -DG_S=3 -DG_SH=2 -DG_SW=2 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=112 -DG_W=112 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=2 -DG_SR=113 -DG_SC=113 -DG_R0=1 -DG_C0=1 -DG_OUT=0 -DG_LB=4
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -49,34 +49,42 @@ __device__ __forceinline__ void zero_fill(float* dst, int cells) {
     for (int i = threadIdx.x; i < cells; i += THREADS) dst[i] = 0.0f;
 }
 
+// Loads of LB bytes (4, 8 or 16): a 16-bit element's float lands 2*LB/4 words past its lane's neighbour's, so each
+// store of a warp puts LB/4 (16-bit types: LB/2) lanes on a bank.
+template <int LB> struct Word;
+template <> struct Word<4> { using type = unsigned; };
+template <> struct Word<8> { using type = uint2; };
+template <> struct Word<16> { using type = uint4; };
+
 // `count` planes of PH_ x PW_ elements, `stride` elements apart from `src` on, into `dst` as floats: plane g's
 // pixel (i, j) at dst[(g * ROWS + i + R0) * COLS + j + C0] where that is inside ROWS x COLS (pixels no output
-// reads are left out). 16-byte loads where the planes allow them, four a thread issued before any is stored.
+// reads are left out). G_LB-byte loads where the planes allow them, 64 bytes a thread issued before any is stored.
 template <int PH_, int PW_, int ROWS, int COLS, int R0, int C0>
 __device__ __forceinline__ void load_planes(const T* __restrict__ src, long long stride, int count,
                                             float* __restrict__ dst) {
-    constexpr int AREA = PH_ * PW_, VE = 16 / sizeof(T);
+    constexpr int AREA = PH_ * PW_, LB = G_LB, VE = LB / sizeof(T), U = 64 / LB;
+    using W = typename Word<LB>::type;
     auto put = [&](int g, int e, float v) {
         const int i = e / PW_ + R0, j = e - (e / PW_) * PW_ + C0;
         if (i >= 0 && i < ROWS && j >= 0 && j < COLS) dst[(g * ROWS + i) * COLS + j] = v;
     };
-    const bool vec = AREA % VE == 0 && (reinterpret_cast<unsigned long long>(src) & 15) == 0 &&
-                     (stride * (long long)sizeof(T)) % 16 == 0;
+    const bool vec = AREA % VE == 0 && (reinterpret_cast<unsigned long long>(src) & (LB - 1)) == 0 &&
+                     (stride * (long long)sizeof(T)) % LB == 0;
     if (vec) {
-        constexpr int PER = AREA / VE;  // vectors a plane
+        constexpr int PER = AREA / VE;  // words a plane
         const int total = count * PER;
-        for (int base = threadIdx.x; base < total; base += 4 * THREADS) {
-            uint4 v[4];
+        for (int base = threadIdx.x; base < total; base += U * THREADS) {
+            W v[U];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
+            for (int u = 0; u < U; ++u) {
                 const int idx = base + u * THREADS;
                 if (idx < total) {
                     const int g = idx / PER;
-                    v[u] = __ldg(reinterpret_cast<const uint4*>(src + g * stride) + (idx - g * PER));
+                    v[u] = __ldg(reinterpret_cast<const W*>(src + g * stride) + (idx - g * PER));
                 }
             }
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
+            for (int u = 0; u < U; ++u) {
                 const int idx = base + u * THREADS;
                 if (idx < total) {
                     const int g = idx / PER, e0 = (idx - g * PER) * VE;
