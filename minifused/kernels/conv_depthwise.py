@@ -3,8 +3,8 @@ launch forward (bias, ReLU and its mask included), one for the input gradient, t
 gradients (per-split partial sums, then their fixed-order sum). :mod:`.conv` routes here the C-contiguous fp32 /
 fp16 / bf16 calls whose filters have at most :data:`TAPS_MAX` taps; its grouped GEMM path would run one pack and
 one GEMM per channel. Calls with one filter a channel and no ReLU mask (MobileNet's) take the tiled kernels of
-``conv_depthwise_tiled.cu`` (planes copied into shared memory with 16-byte loads, strips of outputs from register
-windows); the others, in the forward and the backward-data, the kernels that hold a whole image plane in shared
+``conv_depthwise_tiled.cu`` (planes copied into shared memory with wide loads, strips of outputs from register
+windows, output planes staged there too); the others, in the forward and the backward-data, the kernels that hold a whole image plane in shared
 memory on large planes (the rules below; the forward not when it writes a ReLU mask), else the thread-per-element
 ones. The launchers' ``run`` functions have :mod:`.conv`'s launcher signatures."""
 from __future__ import annotations
@@ -36,8 +36,6 @@ TILED_TAPS_MAX, TILED_PLANE_BYTES, TILED_SOURCE, TILED_BLOCK_BYTES = 25, 100 * 1
 TILED_STAGE = True
 #: The tiled filter gradient splits each channel's images for about this many blocks an SM.
 TILED_WGRAD_BLOCKS_PER_SM = 8
-#: The bytes of each load of the tiled kernels' plane copies (4, 8 or 16)
-TILED_LOAD_BYTES = 16
 
 
 def applies(dtype, x_shape, w_shape, groups):
@@ -130,7 +128,7 @@ def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, d
             *(f"-DG_{name}={v}" for name, v in zip(("SH", "SW", "PH", "PW", "DH", "DW"),
                                                     (*stride, *padding, *dilation))),
             f"-DG_H={h}", f"-DG_W={wd}", f"-DG_P={p}", f"-DG_Q={q}", f"-DG_TQ={tq}", f"-DG_PLANES={planes}",
-            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}", f"-DG_OUT={out}", f"-DG_LB={TILED_LOAD_BYTES}")
+            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}", f"-DG_OUT={out}")
     kern = get_kernel("conv_depthwise_tiled.cu", ("dwt_fwd", "dwt_dgrad", "dwt_wgrad")[direction], opts)
     smem = 4 * out + planes * out_bytes if out_bytes else 4 * planes * floats
     kern.max_dynamic_shared_size_bytes = max(kern.max_dynamic_shared_size_bytes, smem)

@@ -1,8 +1,9 @@
 // Depthwise convolution with one filter a channel (K = C), no ReLU mask, on whole planes in shared memory: the
-// bandwidth-bound path of conv_depthwise.py. A block copies its source planes into shared memory with 16-byte
+// bandwidth-bound path of conv_depthwise.py. A block copies its source planes into shared memory with wide
 // loads (all of a thread's loads in flight before any is stored), as floats, zero-padded, then each thread
 // computes a strip of TQ outputs of one row (dgrad: SH rows) from a window of the plane read into registers, so
-// each input is read from shared memory about once per strip rather than once per tap.
+// each input is read from shared memory about once per strip rather than once per tap; the forward and the input
+// gradient then write their planes out from shared memory too (G_OUT below).
 //
 //   dwt_fwd    y[n,c,p,q] = act(bias[c] + sum_rs x[n, c, p*SH - PH + r*DH, q*SW - PW + s*DW] * w[c,r,s])
 //   dwt_dgrad  dx[n,c,h,w] = sum over the taps whose output pixel (p, q) = ((h + PH - r*DH) / SH,
@@ -17,14 +18,15 @@
 // plane of G_SR x G_SC floats (G_SC odd: the threads of a warp take consecutive rows, so their reads fall in
 // distinct banks), source pixel (i, j) at (i + G_R0, j + G_C0); and G_OUT, where the forward and the input
 // gradient stage their output planes in shared memory (a float offset; 0: none). A warp's strips lie in 32
-// different rows, so stored straight from registers a strip narrower than a 32-byte sector (a 16-bit one of 8)
-// makes the L2 cache merge partial sectors: staged, the block's planes, one contiguous span of the output, leave
-// by whole 16-byte words instead.
+// different rows: stored straight from registers they scatter over the output, and a strip narrower than a
+// 32-byte sector (a 16-bit one of 8) leaves the L2 cache partial sectors to merge. Staged, the block's planes, one
+// contiguous span of the output, leave by whole 16-byte words (faster at all of MobileNetV2's depthwise shapes
+// but its strided forwards, a few percent slower there; bench/conv_depthwise.py).
 //
-// nvrtc-check: -DCONV_T=__half -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=3432 -DG_LB=4
-// nvrtc-check: -DCONV_T=float -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=0 -DG_LB=16
-// nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_DIR=1 -DG_R=5 -DG_S=5 -DG_SH=2 -DG_SW=1 -DG_PH=0 -DG_PW=3 -DG_DH=2 -DG_DW=1 -DG_H=13 -DG_W=9 -DG_P=3 -DG_Q=11 -DG_TQ=8 -DG_PLANES=3 -DG_SR=11 -DG_SC=21 -DG_R0=4 -DG_C0=1 -DG_OUT=768 -DG_LB=8
-// nvrtc-check: -DCONV_T=float -DG_DIR=2 -DG_R=3 -DG_S=3 -DG_SH=2 -DG_SW=2 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=112 -DG_W=112 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=2 -DG_SR=113 -DG_SC=113 -DG_R0=1 -DG_C0=1 -DG_OUT=0 -DG_LB=4
+// nvrtc-check: -DCONV_T=__half -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=3432
+// nvrtc-check: -DCONV_T=float -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=0
+// nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_DIR=1 -DG_R=5 -DG_S=5 -DG_SH=2 -DG_SW=1 -DG_PH=0 -DG_PW=3 -DG_DH=2 -DG_DW=1 -DG_H=13 -DG_W=9 -DG_P=3 -DG_Q=11 -DG_TQ=8 -DG_PLANES=3 -DG_SR=11 -DG_SC=21 -DG_R0=4 -DG_C0=1 -DG_OUT=768
+// nvrtc-check: -DCONV_T=float -DG_DIR=2 -DG_R=3 -DG_S=3 -DG_SH=2 -DG_SW=2 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=112 -DG_W=112 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=2 -DG_SR=113 -DG_SC=113 -DG_R0=1 -DG_C0=1 -DG_OUT=0
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -49,20 +51,21 @@ __device__ __forceinline__ void zero_fill(float* dst, int cells) {
     for (int i = threadIdx.x; i < cells; i += THREADS) dst[i] = 0.0f;
 }
 
-// Loads of LB bytes (4, 8 or 16): a 16-bit element's float lands 2*LB/4 words past its lane's neighbour's, so each
-// store of a warp puts LB/4 (16-bit types: LB/2) lanes on a bank.
-template <int LB> struct Word;
+template <int LB> struct Word;  // the word of an LB-byte load
 template <> struct Word<4> { using type = unsigned; };
 template <> struct Word<8> { using type = uint2; };
 template <> struct Word<16> { using type = uint4; };
 
 // `count` planes of PH_ x PW_ elements, `stride` elements apart from `src` on, into `dst` as floats: plane g's
 // pixel (i, j) at dst[(g * ROWS + i + R0) * COLS + j + C0] where that is inside ROWS x COLS (pixels no output
-// reads are left out). G_LB-byte loads where the planes allow them, 64 bytes a thread issued before any is stored.
+// reads are left out). Loads of 16 bytes, else of 8 or 4 where a plane's bytes are no multiple of 16 (the widest
+// measured fastest; 14 x 14 16-bit planes would otherwise go element by element), 64 bytes a thread issued before
+// any is stored.
 template <int PH_, int PW_, int ROWS, int COLS, int R0, int C0>
 __device__ __forceinline__ void load_planes(const T* __restrict__ src, long long stride, int count,
                                             float* __restrict__ dst) {
-    constexpr int AREA = PH_ * PW_, LB = G_LB, VE = LB / sizeof(T), U = 64 / LB;
+    constexpr int AREA = PH_ * PW_, BYTES = AREA * sizeof(T);
+    constexpr int LB = BYTES % 16 == 0 ? 16 : BYTES % 8 == 0 ? 8 : 4, VE = LB / sizeof(T), U = 64 / LB;
     using W = typename Word<LB>::type;
     auto put = [&](int g, int e, float v) {
         const int i = e / PW_ + R0, j = e - (e / PW_) * PW_ + C0;
