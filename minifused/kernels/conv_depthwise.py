@@ -1,12 +1,12 @@
-"""Depthwise convolutions (``groups`` = input channels, each with its own filters) on ``conv_depthwise.cu``: one
-launch forward (bias, ReLU and its mask included), one for the input gradient, two for the filter and bias
-gradients (per-split partial sums, then their fixed-order sum). :mod:`.conv` routes here the C-contiguous fp32 /
-fp16 / bf16 calls whose filters have at most :data:`TAPS_MAX` taps; its grouped GEMM path would run one pack and
-one GEMM per channel. Calls with one filter a channel and no ReLU mask (MobileNet's) take the tiled kernels of
+"""Depthwise convolutions (``groups`` = input channels, each with its own filters) on ``conv_depthwise.cu``: one launch
+forward (bias, ReLU and its mask included), one for the input gradient, two for the filter and bias gradients
+(per-split partial sums, then their fixed-order sum). :mod:`.conv` routes here the C-contiguous fp32 / fp16 / bf16
+calls whose filters have at most :data:`TAPS_MAX` taps; its grouped GEMM path would run one pack and one GEMM per
+channel. Calls with one filter a channel and no ReLU mask (MobileNet's) take the tiled kernels of
 ``conv_depthwise_tiled.cu`` (planes copied into shared memory with wide loads, strips of outputs from register
-windows, output planes staged there too); the others, in the forward and the backward-data, the kernels that hold a whole image plane in shared
-memory on large planes (the rules below; the forward not when it writes a ReLU mask), else the thread-per-element
-ones. The launchers' ``run`` functions have :mod:`.conv`'s launcher signatures."""
+windows, output planes staged there too); the others, in the forward and the backward-data, the kernels that hold a
+whole image plane in shared memory on large planes (the rules below; the forward not when it writes a ReLU mask),
+else the thread-per-element ones. The launchers' ``run`` functions have :mod:`.conv`'s launcher signatures."""
 from __future__ import annotations
 
 import functools
