@@ -36,6 +36,7 @@ TILED_TAPS_MAX, TILED_PLANE_BYTES, TILED_SOURCE, TILED_BLOCK_BYTES = 25, 100 * 1
 TILED_STAGE = True
 #: The tiled filter gradient splits each channel's images for about this many blocks an SM.
 TILED_WGRAD_BLOCKS_PER_SM = 8
+TILED_WGRAD_MIN_BLOCKS, TILED_WGRAD_SOURCE = 1, 4096
 
 
 def applies(dtype, x_shape, w_shape, groups):
@@ -120,7 +121,7 @@ def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, d
     # planes a block at once: up to TILED_SOURCE source elements and TILED_BLOCK_BYTES; the forward's and the input
     # gradient's blocks two an SM at least, the filter gradient's images split for TILED_WGRAD_BLOCKS_PER_SM
     per = -(-n // min(n, -(-TILED_WGRAD_BLOCKS_PER_SM * sm_count(dev) // c)))
-    planes = max(1, min(TILED_SOURCE // source, TILED_BLOCK_BYTES // (4 * floats + out_bytes),
+    planes = max(1, min((TILED_WGRAD_SOURCE if direction == 2 else TILED_SOURCE) // source, TILED_BLOCK_BYTES // (4 * floats + out_bytes),
                         per if direction == 2 else -(-n * c // (2 * sm_count(dev)))))
     grid = (-(-n // per), c) if direction == 2 else (-(-n * c // planes),)
     out = -(-planes * floats // 4) * 4 if out_bytes else 0  # the staged planes' float offset, 16-byte aligned
@@ -128,7 +129,7 @@ def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, d
             *(f"-DG_{name}={v}" for name, v in zip(("SH", "SW", "PH", "PW", "DH", "DW"),
                                                     (*stride, *padding, *dilation))),
             f"-DG_H={h}", f"-DG_W={wd}", f"-DG_P={p}", f"-DG_Q={q}", f"-DG_TQ={tq}", f"-DG_PLANES={planes}",
-            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}", f"-DG_OUT={out}")
+            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}", f"-DG_OUT={out}", f"-DG_MINB={TILED_WGRAD_MIN_BLOCKS}")
     kern = get_kernel("conv_depthwise_tiled.cu", ("dwt_fwd", "dwt_dgrad", "dwt_wgrad")[direction], opts)
     smem = 4 * out + planes * out_bytes if out_bytes else 4 * planes * floats
     kern.max_dynamic_shared_size_bytes = max(kern.max_dynamic_shared_size_bytes, smem)
