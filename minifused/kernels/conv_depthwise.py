@@ -36,7 +36,7 @@ TILED_TAPS_MAX, TILED_PLANE_BYTES, TILED_SOURCE, TILED_BLOCK_BYTES = 25, 100 * 1
 TILED_STAGE = True
 #: The tiled filter gradient splits each channel's images for about this many blocks an SM.
 TILED_WGRAD_BLOCKS_PER_SM = 8
-TILED_WGRAD_MIN_BLOCKS, TILED_WGRAD_SOURCE = 1, 4096
+TILED_WGRAD_MIN_BLOCKS, TILED_WGRAD_SOURCE = 0, 4096
 
 
 def applies(dtype, x_shape, w_shape, groups):
