@@ -34,9 +34,9 @@ TILED_TAPS_MAX, TILED_PLANE_BYTES, TILED_SOURCE, TILED_BLOCK_BYTES = 25, 100 * 1
 #: Whether the tiled forward and input gradient stage their output planes in shared memory: None where their
 #: strips would not store whole 32-byte sectors (the kernel file says why), else always (True) or never (False).
 TILED_STAGE = True
-#: The tiled filter gradient splits each channel's images for about this many blocks an SM.
-TILED_WGRAD_BLOCKS_PER_SM = 8
-TILED_WGRAD_MIN_BLOCKS, TILED_WGRAD_SOURCE = 0, 4096
+#: The tiled filter gradient splits each channel's images for about this many blocks an SM, and its blocks take
+#: images up to this many source elements at once (its rounds of images run one after the other).
+TILED_WGRAD_BLOCKS_PER_SM, TILED_WGRAD_SOURCE = 8, 8192
 
 
 def applies(dtype, x_shape, w_shape, groups):
@@ -118,8 +118,9 @@ def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, d
     out_bytes = np.dtype(dtype).itemsize * (h * wd if direction == 1 else p * q)
     if direction == 2 or not TILED_STAGE or 4 * floats + out_bytes > TILED_PLANE_BYTES:
         out_bytes = 0
-    # planes a block at once: up to TILED_SOURCE source elements and TILED_BLOCK_BYTES; the forward's and the input
-    # gradient's blocks two an SM at least, the filter gradient's images split for TILED_WGRAD_BLOCKS_PER_SM
+    # planes a block at once: up to TILED_SOURCE (filter gradient: TILED_WGRAD_SOURCE) source elements and
+    # TILED_BLOCK_BYTES; the forward's and the input gradient's blocks two an SM at least, the filter gradient's
+    # images split for TILED_WGRAD_BLOCKS_PER_SM
     per = -(-n // min(n, -(-TILED_WGRAD_BLOCKS_PER_SM * sm_count(dev) // c)))
     planes = max(1, min((TILED_WGRAD_SOURCE if direction == 2 else TILED_SOURCE) // source, TILED_BLOCK_BYTES // (4 * floats + out_bytes),
                         per if direction == 2 else -(-n * c // (2 * sm_count(dev)))))
@@ -129,7 +130,7 @@ def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, d
             *(f"-DG_{name}={v}" for name, v in zip(("SH", "SW", "PH", "PW", "DH", "DW"),
                                                     (*stride, *padding, *dilation))),
             f"-DG_H={h}", f"-DG_W={wd}", f"-DG_P={p}", f"-DG_Q={q}", f"-DG_TQ={tq}", f"-DG_PLANES={planes}",
-            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}", f"-DG_OUT={out}", f"-DG_MINB={TILED_WGRAD_MIN_BLOCKS}")
+            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}", f"-DG_OUT={out}")
     kern = get_kernel("conv_depthwise_tiled.cu", ("dwt_fwd", "dwt_dgrad", "dwt_wgrad")[direction], opts)
     smem = 4 * out + planes * out_bytes if out_bytes else 4 * planes * floats
     kern.max_dynamic_shared_size_bytes = max(kern.max_dynamic_shared_size_bytes, smem)

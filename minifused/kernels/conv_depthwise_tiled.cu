@@ -41,14 +41,6 @@ typedef CONV_T T;
 constexpr int R = G_R, S = G_S, SH = G_SH, SW = G_SW, PH = G_PH, PW = G_PW, DH = G_DH, DW = G_DW;
 constexpr int RS = R * S, TQ = G_TQ, PLANES = G_PLANES, SR = G_SR, SC = G_SC, OUT = G_OUT;
 constexpr int THREADS = 256;
-#ifndef G_MINB
-#define G_MINB 0
-#endif
-#if G_MINB > 0
-#define WGRAD_BOUNDS __launch_bounds__(THREADS, G_MINB)
-#else
-#define WGRAD_BOUNDS __launch_bounds__(THREADS)
-#endif
 
 // floor division and its remainder's test, for the dgrad's tap offsets (negative ones included)
 __host__ __device__ constexpr int fdiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -301,7 +293,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_dgrad(const T* __restr
 // into part[b, c, 0..RS] (dW's taps, then db). Shared memory: PLANES x planes as the forward lays them, then
 // PLANES dy planes of P x NSEG*TQ floats (zeros past Q). Items as the forward's: each thread keeps its RS + 1 sums
 // over all its items, then the block adds them, warps in order.
-extern "C" __global__ void WGRAD_BOUNDS dwt_wgrad(const T* __restrict__ x, const T* __restrict__ dy,
+extern "C" __global__ void __launch_bounds__(THREADS) dwt_wgrad(const T* __restrict__ x, const T* __restrict__ dy,
                                                                 float* __restrict__ part, int images, int per,
                                                                 int channels) {
     constexpr int P = G_P, Q = G_Q, NSEG = (Q + TQ - 1) / TQ, QZ = NSEG * TQ;
