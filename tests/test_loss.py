@@ -103,6 +103,18 @@ def test_all_ignored_mean_is_nan():
     assert np.isnan(out.item())
 
 
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_all_ignored_mean_has_zero_gradient(loss, rng):
+    """As PyTorch's: the mean over no valid row is NaN, but no gradient flows from it (a batch of void labels
+    must not turn the weights into NaN)."""
+    x = cpu(rng.standard_normal((2, 3, 4, 5)), requires_grad=True)
+    t = cpu(np.full((2, 4, 5), -100))
+    out = getattr(F, loss)(F.log_softmax(x, dim=1), t)
+    out.backward()
+    assert np.isnan(out.item())
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros((2, 3, 4, 5)))
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_nll_loss(reduction, rng):
     x = rng.standard_normal((6, 5))

@@ -150,7 +150,8 @@ def nll_backward_ref(target, weight, gout, per_row, denom, shape, dtype, ignore_
     acc = acc_dtype(dtype).type
     m, n = shape
     valid, t, rw = _weights_rows(target, weight, ignore_index, n, xp, acc)
-    sc = _row_scale(gout, per_row, denom, m, xp, acc) * valid
+    with np.errstate(invalid="ignore", divide="ignore"):  # 'mean' over no valid row divides by 0: no gradient
+        sc = xp.where(valid, _row_scale(gout, per_row, denom, m, xp, acc), acc(0))
     g = xp.zeros((m, n), acc)
     xp.put_along_axis(g, t[:, None], (-rw * sc)[:, None], axis=1)
     return g.astype(dtype)
