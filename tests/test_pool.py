@@ -438,3 +438,51 @@ def test_empty_batch(kind, device):
     assert y.shape == (0, 3, 4, 4)
     y.sum().backward()
     assert x.grad.shape == (0, 3, 8, 8)
+
+
+def direct_max_nd(x, k, s, p, d):
+    """Max pooling over the last len(k) dimensions by loops, with PyTorch's scan: a tap inside the input replaces
+    the pick when it is larger, a NaN, or the window's first real tap (so a window of -inf picks its first real
+    pixel, never the padding). (values, flat indices over those dimensions)."""
+    import itertools
+
+    dims = x.shape[-len(k):]
+    out = [(n + 2 * pp - dd * (kk - 1) - 1) // ss + 1 for n, kk, ss, pp, dd in zip(dims, k, s, p, d)]
+    lead = x.shape[:-len(k)]
+    y, arg = np.full(lead + tuple(out), np.nan), np.full(lead + tuple(out), -1, np.int64)
+    for li in itertools.product(*map(range, lead)):
+        for o in itertools.product(*map(range, out)):
+            for t in itertools.product(*map(range, k)):
+                pos = [oo * ss - pp + tt * dd for oo, ss, pp, tt, dd in zip(o, s, p, t, d)]
+                if not all(0 <= q < n for q, n in zip(pos, dims)):
+                    continue
+                v = x[li + tuple(pos)]
+                if arg[li + o] < 0 or v > y[li + o] or np.isnan(v):
+                    y[li + o], arg[li + o] = v, np.ravel_multi_index(pos, dims)
+    return y, arg
+
+
+@pytest.mark.parametrize("case", [  # kernel, stride, padding, dilation over 1, 2 and 3 dimensions
+    ((3,), (1,), (1,), (1,)), ((3, 3), (1, 1), (1, 1), (1, 1)), ((3, 2), (2, 1), (1, 1), (2, 1)),
+    ((3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)), ((3, 2, 3), (2, 1, 2), (1, 1, 1), (2, 1, 1))])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_max_pool_windows_of_minus_inf_pick_their_first_pixel(case, device, rng):
+    """Windows whose real pixels are all -inf (masked features) next to the padding: the value -inf, the index of
+    the window's first real pixel and the gradient there, as PyTorch's (not an index into the padding); on the
+    NumPy path and on the CUDA kernels."""
+    k, s, p, d = case
+    shape = (2, 2) + (7, 6, 5)[:len(k)]
+    x = rng.standard_normal(shape)
+    x[(slice(None), slice(None)) + tuple(slice(0, n // 2) for n in shape[2:])] = -np.inf
+    x[0, 0] = -np.inf
+    want_y, want_idx = direct_max_nd(x, k, s, p, d)
+    fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[len(k)]
+    xt = T(x, True, device)
+    y, idx = fn(xt, k, s, p, dilation=d, return_indices=True)
+    np.testing.assert_array_equal(y.cpu().numpy(), want_y)
+    np.testing.assert_array_equal(idx.cpu().numpy(), want_idx)
+    dy = rng.standard_normal(y.shape)
+    (y * T(dy, device=device)).sum().backward()
+    dx = np.zeros((4, x[0, 0].size))
+    np.add.at(dx, (np.repeat(np.arange(4), dy[0, 0].size), want_idx.ravel()), dy.ravel())
+    np.testing.assert_allclose(xt.grad.cpu().numpy(), dx.reshape(shape))

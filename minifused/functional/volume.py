@@ -108,11 +108,16 @@ def _depth_taps(x, kernel, stride, padding, dilation, out, value):
     return stack(taps, 2)
 
 
-def _first_max(t, dim):
+def _first_max(t, dim, inside=None):
     """The int64 positions (keeping ``dim``, no gradient) of each first maximum of tensor ``t`` along ``dim``
-    (PyTorch's scan: a larger value or a NaN replaces the current pick, so ties keep the first, NaNs the last)."""
+    (PyTorch's scan: a larger value or a NaN replaces the current pick, so ties keep the first, NaNs the last);
+    where ``inside`` (a boolean array broadcasting against ``t``) is given, the first maximum among its True
+    positions: the padding a window reaches never ties with a real -inf."""
     xp, values = t._xp, t._data
-    first = values.argmax(axis=dim)
+    if inside is None:
+        first = values.argmax(axis=dim)
+    else:
+        first = ((values == xp.expand_dims(values.max(axis=dim), dim)) & inside).argmax(axis=dim)
     nans = xp.isnan(values)
     last_nan = values.shape[dim] - 1 - xp.flip(nans, axis=dim).argmax(axis=dim)
     return Tensor._from_array(xp.expand_dims(xp.where(nans.any(axis=dim), last_nan, first).astype(np.int64), dim))
@@ -255,7 +260,9 @@ def _max_pool3d(op, input, kernel_size, stride, padding, dilation, ceil_mode):
     v, i2 = reshape(v, n, c, d, *v.shape[2:]), reshape(i2, n, c, d, *i2.shape[2:])
     args = kernel[0], stride[0], padding[0], dilation[0], out[0]
     taps = _depth_taps(v, *args, -math.inf)
-    pick = _first_max(taps, 2)
+    tap_depth = np.arange(out[0])[:, None] * stride[0] - padding[0] + np.arange(kernel[0])[None, :] * dilation[0]
+    inside = backend.to_device(((tap_depth >= 0) & (tap_depth < d)).T.reshape(kernel[0], out[0], 1, 1), input.device)
+    pick = _first_max(taps, 2, inside)
     values = taps.gather(2, pick).squeeze(2)
     # the flat index: the picked tap's input depth times H*W plus its in-plane index
     depth = pick.squeeze(2) * dilation[0] + Tensor._from_array(

@@ -58,9 +58,10 @@ def _counts(size, kernel, stride, padding, out, include_pad):
 # ---------------------------------------------------------------- references
 def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_indices=True, dilation=(1, 1)):
     """The running maximum over the window positions (``np.maximum``: a NaN wins), then the position: from the
-    last back to the first, each position equal to the maximum takes it, and where the maximum is NaN the last
-    NaN does, as the CUDA kernel's scan (``v > best || isnan(v)``) and PyTorch pick. One strided pass per
-    position and step, no copy of the windows; no index work without ``want_indices``."""
+    last back to the first, each position inside the input and equal to the maximum takes it (so a window of
+    -inf picks its first real pixel, not the padding), and where the maximum is NaN the last NaN does, as the
+    CUDA kernel's scan (``v > best || isnan(v) || no pick yet``) and PyTorch pick. One strided pass per position
+    and step, no copy of the windows; no index work without ``want_indices``."""
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode, dilation[0])
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode, dilation[1])
@@ -78,8 +79,14 @@ def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_ind
         arg = np.full(best.shape, positions - 1, index_dtype(kernel))
         hit = np.empty(best.shape, bool)
         step = np.empty_like(arg)
+        # inside[r][:, i]: output row r's tap i falls in the input (likewise columns): padding never wins
+        inside = [((np.arange(o)[:, None] * st - pd + np.arange(k)[None, :] * dl) >= 0) &
+                  ((np.arange(o)[:, None] * st - pd + np.arange(k)[None, :] * dl) < size)
+                  for o, st, pd, k, dl, size in zip((p, q), stride, padding, kernel, dilation, (h, w))]
         for pos in range(positions - 2, -1, -1):  # arg = pos where hit: arg - (arg - pos) * hit (arg > pos here)
+            i, j = divmod(pos, kernel[1])
             np.equal(at(pos), best, out=hit)
+            hit &= inside[0][:, i, None] & inside[1][None, :, j]
             np.subtract(arg, arg.dtype.type(pos), out=step)
             np.multiply(step, hit, out=step)
             np.subtract(arg, step, out=arg)
