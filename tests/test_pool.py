@@ -486,3 +486,45 @@ def test_max_pool_windows_of_minus_inf_pick_their_first_pixel(case, device, rng)
     dx = np.zeros((4, x[0, 0].size))
     np.add.at(dx, (np.repeat(np.arange(4), dy[0, 0].size), want_idx.ravel()), dy.ravel())
     np.testing.assert_allclose(xt.grad.cpu().numpy(), dx.reshape(shape))
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_max_unpool_output_size_strictly_within_a_stride(dims, rng):
+    """PyTorch's rule: output_size (the spatial sizes, or the whole shape) lies strictly within a stride of the
+    default size; inside it, each value lands at its flat index of the bigger output; at or past the bounds, a
+    ValueError names them (before, an output larger than the bounds came back with its values misplaced)."""
+    pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[dims]
+    unpool = {1: F.max_unpool1d, 2: F.max_unpool2d, 3: F.max_unpool3d}[dims]
+    shape = (2, 3) + (8,) * dims
+    y, idx = pool(T(rng.standard_normal(shape)), 2, return_indices=True)  # default output: 8, bounds (6, 10)
+    for size in (9,):  # (at 7 the pooled indices would not fit: an invalid index, as in PyTorch)
+        out = unpool(y, idx, 2, output_size=(size,) * dims).numpy()
+        want = np.zeros((6, size ** dims))
+        np.put_along_axis(want, idx.numpy().reshape(6, -1), y.numpy().reshape(6, -1), axis=1)
+        np.testing.assert_array_equal(out, want.reshape((2, 3) + (size,) * dims))
+    np.testing.assert_array_equal(unpool(y, idx, 2, output_size=(2, 3) + (9,) * dims).shape, (2, 3) + (9,) * dims)
+    for size in (6, 10, 12):
+        with pytest.raises(ValueError, match=r"invalid output_size .* must be between 6 and 10"):
+            unpool(y, idx, 2, output_size=(size,) * dims)
+
+
+def test_int_arguments_as_pytorch_takes_them(rng):
+    """A 1-tuple stands for every dimension and NumPy integers are ints (PyTorch takes both); a float is an
+    error."""
+    x = T(rng.standard_normal((2, 4, 9, 8)).astype(np.float32))
+    w = T(rng.standard_normal((5, 4, 3, 3)).astype(np.float32))
+    np.testing.assert_array_equal(F.conv2d(x, w, stride=(2,), padding=(1,)).numpy(),
+                                  F.conv2d(x, w, stride=2, padding=1).numpy())
+    np.testing.assert_array_equal(nn.MaxPool2d((2,))(x).numpy(), F.max_pool2d(x, 2).numpy())
+    np.testing.assert_array_equal(nn.AvgPool2d(np.int64(3))(x).numpy(), F.avg_pool2d(x, 3).numpy())
+    assert nn.Conv2d(4, 5, np.int64(3), stride=(2,))(x).shape == (2, 5, 4, 3)
+    with pytest.raises(TypeError, match="kernel_size"):
+        F.max_pool2d(x, 2.0)
+
+
+def test_pool_and_conv1d_reprs_as_pytorch():
+    assert repr(nn.AvgPool1d(3)) == "AvgPool1d(kernel_size=(3,), stride=(3,), padding=(0,))"
+    assert repr(nn.MaxUnpool2d(2)) == "MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))"
+    assert repr(nn.MaxUnpool2d((2, 3), (2, 1))) == "MaxUnpool2d(kernel_size=(2, 3), stride=(2, 1), padding=(0, 0))"
+    assert repr(nn.Conv1d(4, 6, 3, padding=1, bias=False, padding_mode="replicate")) == (
+        "Conv1d(4, 6, kernel_size=(3,), stride=(1,), padding=(1,), bias=False, padding_mode=replicate)")

@@ -3,6 +3,9 @@ what came."""
 from __future__ import annotations
 
 import functools as _functools
+import numbers as _numbers
+
+import numpy as _np
 
 from .. import backend as _backend
 from ..tensor import Tensor as _Tensor
@@ -17,31 +20,57 @@ def _check_tensor(op, input, floating=False):
                              f"got dtype {input.dtype}")
 
 
+def _is_int(v):
+    """An int, a NumPy integer too, but no bool."""
+    return isinstance(v, _numbers.Integral) and not isinstance(v, (bool, _np.bool_))
+
+
 def _single(op, name, value, minimum):
     """A 1-D layer's int argument: an int, or a 1-tuple of one, at least ``minimum``."""
     v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
-    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+    if not _is_int(v) or v < minimum:
         raise InputError(f"{op}: {name} must be an int >= {minimum} (or a 1-tuple), got {value!r}")
-    return v
+    return int(v)
 
 
 def _pair(op, name, value, minimum):
+    """A 2-D layer's int argument: an int or a pair of them (a 1-tuple stands for both, as in PyTorch), each at
+    least ``minimum``."""
     if type(value) is int:  # the common cases first, without the general checks (a bool is no int here)
         pair = (value, value)
     elif type(value) is tuple and len(value) == 2 and type(value[0]) is int and type(value[1]) is int:
         pair = value
     else:
         if isinstance(value, (tuple, list)):
-            if len(value) != 2:
+            if len(value) not in (1, 2):
                 raise InputError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
-            pair = tuple(value)
+            pair = tuple(value) * (3 - len(value))
         else:
             pair = (value, value)
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        if not all(_is_int(v) for v in pair):
             raise InputTypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+        pair = (int(pair[0]), int(pair[1]))
     if pair[0] < minimum or pair[1] < minimum:
         raise InputError(f"{op}: {name} must be >= {minimum}, got {value!r}")
     return pair
+
+
+def _unpool_size(op, default, stride, output_size):
+    """A max unpooling's output size, as PyTorch's: ``default`` per spatial dimension, or ``output_size`` (those
+    sizes, or the whole shape with N and C first), each strictly within a stride of the default."""
+    if output_size is None:
+        return list(default)
+    k = len(default)
+    sizes = list(output_size) if isinstance(output_size, (tuple, list)) else [output_size]
+    if len(sizes) == k + 2:
+        sizes = sizes[2:]
+    if len(sizes) != k or not all(_is_int(v) for v in sizes):
+        raise InputError(f"{op}: output_size should be a sequence of {k} or {k + 2} ints, got {output_size!r}")
+    for d, (size, base, s) in enumerate(zip(sizes, default, stride)):
+        if not base - s < size < base + s:
+            raise InputError(f"{op}: invalid output_size \"{tuple(sizes)}\" (dim {d} must be between {base - s} and "
+                             f"{base + s})")
+    return [int(v) for v in sizes]
 
 
 def _check_image(op, input, what="input"):

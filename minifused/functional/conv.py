@@ -13,7 +13,7 @@ from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
 from ..kernels.pool import out_size as _pool_out_size
-from ._checks import _check_image, _pair, _single, unbatched
+from ._checks import _check_image, _pair, _single, _unpool_size, unbatched
 from ..backend import InputError, InputTypeError
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d",
@@ -357,12 +357,8 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     kernel = _pair(op, "kernel_size", kernel_size, 1)
     stride = kernel if stride is None else _pair(op, "stride", stride, 1)
     padding = _pair(op, "padding", padding, 0)
-    h, w = ((input.shape[-2 + i] - 1) * stride[i] - 2 * padding[i] + kernel[i] for i in (0, 1))
-    if output_size is not None:
-        size = [int(v) for v in output_size][-2:]
-        if len(size) != 2:
-            raise InputError(f"{op}: output_size must end in (H, W), got {output_size!r}")
-        h, w = size
+    h, w = _unpool_size(op, [(input.shape[-2 + i] - 1) * stride[i] - 2 * padding[i] + kernel[i] for i in (0, 1)],
+                        stride, output_size)
     x = input if input.ndim == 4 else _reshape(input, 1, *input.shape)
     idx = indices if indices.ndim == 4 else _reshape(indices, 1, *indices.shape)
     n, c = x.shape[:2]

@@ -11,7 +11,7 @@ from .. import backend as _backend
 from ..ops import where as _where
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
-from ._checks import _pair, _single
+from ._checks import _pair, _single, _unpool_size
 from .conv import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d
 from .layers import _adaptive_max, interpolate
 from ..backend import InputError, InputTypeError
@@ -119,18 +119,7 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
     k = _single(op, "kernel_size", kernel_size, 1)
     s = k if stride is None else _single(op, "stride", stride, 1)
     p = _single(op, "padding", padding, 0)
-    length = (input.shape[-1] - 1) * s - 2 * p + k
-    if output_size is not None:
-        size = [int(v) for v in output_size] if isinstance(output_size, (tuple, list)) else [int(output_size)]
-        if len(size) == input.ndim:  # PyTorch also takes the full shape
-            size = size[-1:]
-        if len(size) != 1:
-            raise InputError(f"{op}: output_size should be a sequence containing 1 or {input.ndim} elements, but "
-                             f"it has a length of '{len(size)}'")
-        if not length - s <= size[0] <= length + s:
-            raise InputError(f"{op}: invalid output_size \"{output_size}\" (dim 0 must be between {length - s} and "
-                             f"{length + s})")
-        length = size[0]
+    length, = _unpool_size(op, [(input.shape[-1] - 1) * s - 2 * p + k], (s,), output_size)
     x = input if input.ndim == 3 else _reshape(input, 1, *input.shape)
     idx = indices if indices.ndim == 3 else _reshape(indices, 1, *indices.shape)
     if idx.numel() and (int(idx.min().item()) < 0 or int(idx.max().item()) >= length):

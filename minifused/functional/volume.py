@@ -16,7 +16,7 @@ from ..ops import cat, stack, where
 from ..ops._common import autocast_lower
 from ..ops.shape import reshape
 from ..tensor import Tensor
-from ._checks import unbatched
+from ._checks import _unpool_size, unbatched
 from .conv import _CONV_DTYPES, avg_pool2d, conv2d, conv_transpose2d, max_pool2d
 from .layers import adaptive_avg_pool2d, adaptive_max_pool2d, pad
 from ..backend import InputError, InputTypeError
@@ -439,19 +439,8 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     kernel = _triple(op, "kernel_size", kernel_size, 1)
     stride = kernel if stride is None else _triple(op, "stride", stride, 1)
     padding = _triple(op, "padding", padding, 0)
-    size = [(input.shape[-3 + i] - 1) * stride[i] - 2 * padding[i] + kernel[i] for i in range(3)]
-    if output_size is not None:
-        given = [int(v) for v in output_size]
-        if len(given) == input.ndim:  # PyTorch also takes the full shape
-            given = given[-3:]
-        if len(given) != 3:
-            raise InputError(f"{op}: output_size should be a sequence containing 3 or {input.ndim} elements, but "
-                             f"it has a length of '{len(given)}'")
-        for i in range(3):
-            if not size[i] - stride[i] <= given[i] <= size[i] + stride[i]:
-                raise InputError(f"{op}: invalid output_size \"{tuple(output_size)}\" (dim {i} must be between "
-                                 f"{size[i] - stride[i]} and {size[i] + stride[i]})")
-        size = given
+    size = _unpool_size(op, [(input.shape[-3 + i] - 1) * stride[i] - 2 * padding[i] + kernel[i] for i in range(3)],
+                        stride, output_size)
     x = input if input.ndim == 5 else reshape(input, 1, *input.shape)
     idx = indices if indices.ndim == 5 else reshape(indices, 1, *indices.shape)
     n, c = x.shape[:2]

@@ -189,9 +189,9 @@ class Conv1d(Module):
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
-        if self.padding_mode != "zeros":
-            s += f", padding_mode={self.padding_mode}"
-        return s + (", bias=False" if self.bias is None else "")
+        if self.bias is None:
+            s += ", bias=False"
+        return s + (f", padding_mode={self.padding_mode}" if self.padding_mode != "zeros" else "")
 
 
 class ConvTranspose2d(Module):

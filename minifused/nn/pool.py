@@ -50,14 +50,16 @@ class AvgPool1d(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.kernel_size = _single(kernel_size)
+        self.stride = _single(stride if stride is not None else kernel_size)
+        self.padding = _single(padding)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, x):
         return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
     def extra_repr(self):
-        return AvgPool2d.extra_repr(self)
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class MaxUnpool2d(Module):
@@ -65,20 +67,26 @@ class MaxUnpool2d(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.kernel_size = _pair(kernel_size)
+        self.stride = _pair(stride if stride is not None else kernel_size)
+        self.padding = _pair(padding)
 
     def forward(self, input, indices, output_size=None):
         return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
 
     def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride if self.stride is not None else self.kernel_size}"
-                f", padding={self.padding}")
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 
 def _single(v):
     """A 1-D layer's int argument as the 1-tuple PyTorch's layers keep (and print)."""
     return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+
+def _pair(v):
+    """A 2-D layer's int argument as the pair PyTorch's layers keep (and print); the functional checks it."""
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
 
 
 class MaxUnpool1d(Module):
