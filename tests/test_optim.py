@@ -123,6 +123,33 @@ def test_params_without_grad_are_skipped_and_groups_have_own_lr():
     assert b.grad is None
 
 
+def test_named_parameters_as_pytorch_2_13():
+    """An optimizer of ``named_parameters()``: the same steps as of the tensors, the names kept in the group and
+    its state dict (``param_names``); names on some parameters or groups only are errors, as PyTorch's."""
+    model = nn.Linear(3, 2).double()
+    plain = nn.Linear(3, 2).double()
+    plain.load_state_dict(model.state_dict())
+    named, unnamed = optim.SGD(model.named_parameters(), lr=0.1, momentum=0.9), optim.SGD(plain.parameters(),
+                                                                                          lr=0.1, momentum=0.9)
+    x = mf.tensor(np.linspace(-1, 1, 12).reshape(4, 3))
+    for _ in range(3):
+        for m, opt in ((model, named), (plain, unnamed)):
+            opt.zero_grad()
+            m(x).pow(2).sum().backward()
+            opt.step()
+    np.testing.assert_array_equal(model.weight.numpy(), plain.weight.numpy())
+    assert named.param_groups[0]["param_names"] == ["weight", "bias"]
+    assert named.state_dict()["param_groups"][0]["param_names"] == ["weight", "bias"]
+    with pytest.raises(ValueError, match="Some param names are missing"):
+        optim.SGD([("w", model.weight), model.bias], lr=0.1)
+    with pytest.raises(ValueError, match="cannot add param group without names"):
+        optim.SGD([{"params": [("w", model.weight)]}, {"params": [model.bias]}], lr=0.1)
+    with pytest.raises(ValueError, match="same parameter more than once"):
+        optim.SGD([model.weight, model.weight], lr=0.1)
+    with pytest.raises(TypeError, match="ordered collections"):
+        optim.SGD([{"params": {model.weight}}], lr=0.1)
+
+
 @pytest.mark.parametrize("make", [lambda ps: optim.Adam(ps, lr=0.01, amsgrad=True),
                                   lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
                                   lambda ps: optim.AdamW(ps, lr=0.01)])

@@ -158,7 +158,21 @@ class Optimizer:
                             f"got {sorted(group) if isinstance(group, dict) else type(group).__name__}")
         group = _Group(group, type(self)._hyper_values)
         params = group["params"]
+        if isinstance(params, set):
+            raise TypeError(f"{type(self).__name__}: optimizer parameters need to be organized in ordered "
+                            f"collections, but the ordering of tensors in sets will change between runs; use a list")
         params = [params] if isinstance(params, Tensor) else list(params)
+        # (name, tensor) pairs, as named_parameters() gives: the names kept in the group as PyTorch keeps them
+        names = [p[0] for p in params if isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], Tensor)]
+        if names:
+            if len(names) != len(params):
+                raise ValueError(f"{type(self).__name__}: all optimizer params should be with/without names. Some "
+                                 f"param names are missing")
+            params = [p[1] for p in params]
+            group["param_names"] = names
+        if self.param_groups and ("param_names" in group) != ("param_names" in self.param_groups[0]):
+            raise ValueError(f"{type(self).__name__}: all optimizer param groups should be with/without names. "
+                             f"cannot add param group {'with' if names else 'without'} names to the optimizer")
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"{type(self).__name__} can only optimize Tensors, got {type(p).__name__}")
@@ -167,8 +181,10 @@ class Optimizer:
             if not backend.is_floating(p.dtype):
                 raise TypeError(f"{type(self).__name__}: can only optimize floating-point tensors, got {p.dtype}")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
-        if any(id(p) in seen for p in params) or len({id(p) for p in params}) != len(params):
+        if any(id(p) in seen for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
+        if len({id(p) for p in params}) != len(params):  # (PyTorch warns and steps such a parameter twice)
+            raise ValueError(f"{type(self).__name__}: a parameter group lists the same parameter more than once")
         group["params"] = params
         for k, v in self.defaults.items():
             group.setdefault(k, v)
