@@ -321,6 +321,23 @@ def test_one_cycle_cycles_momentum_inversely_and_stops_at_total_steps():
         sched.step()
 
 
+@pytest.mark.parametrize("kwargs, match", [
+    ({"max_lr": [0.1]}, "expected 2 values for max_lr"), ({"max_lr": [0.1, 0.2, 0.3]}, "expected 2 values"),
+    ({"total_steps": 10.5}, "positive integer total_steps"), ({"total_steps": 0}, "positive integer total_steps"),
+    ({"epochs": -2, "steps_per_epoch": -5}, "positive integer epochs"),
+    ({"epochs": 2.5, "steps_per_epoch": 4}, "positive integer epochs"),
+    ({"epochs": 2, "steps_per_epoch": 0}, "positive integer steps_per_epoch")])
+def test_one_cycle_checks_its_arguments_as_pytorch(kwargs, match):
+    """A max_lr a group, and whole positive step counts (before, a short max_lr list was a KeyError and -2 * -5
+    epochs ran 10 steps); the optimizer's groups are left untouched."""
+    opt = _opt()
+    before = [dict(g) for g in opt.param_groups]
+    args = {"max_lr": 0.1, **({} if "epochs" in kwargs else {"total_steps": 10}), **kwargs}
+    with pytest.raises(ValueError, match=match):
+        S.OneCycleLR(opt, **args)
+    assert [dict(g) for g in opt.param_groups] == before
+
+
 def test_plateau_accepts_tensor_metrics_and_leaves_lr_at_construction():
     opt = _opt()
     sched = S.ReduceLROnPlateau(opt, patience=0)

@@ -11,6 +11,7 @@ where it has one (as PyTorch does). ``get_last_lr()`` gives the lrs the last ste
 from __future__ import annotations
 
 import math
+import numbers
 import types
 from bisect import bisect_right
 from collections import Counter
@@ -189,12 +190,16 @@ class OneCycleLR(LRScheduler):
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
                  anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
                  div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
+        def positive_int(name, v):
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"OneCycleLR: expected a positive integer {name}, got {v!r}")
+            return int(v)
+
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
-            total_steps = epochs * steps_per_epoch
-        if total_steps <= 0:
-            raise ValueError(f"OneCycleLR: expected a positive total_steps, got {total_steps}")
+            total_steps = positive_int("epochs", epochs) * positive_int("steps_per_epoch", steps_per_epoch)
+        total_steps = positive_int("total_steps", total_steps)
         if not 0 <= pct_start <= 1:
             raise ValueError(f"OneCycleLR: expected pct_start in [0, 1], got {pct_start}")
         if anneal_strategy not in ("cos", "linear"):
@@ -204,6 +209,8 @@ class OneCycleLR(LRScheduler):
         self.cycle_momentum = cycle_momentum
         n = len(optimizer.param_groups)
         max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        if len(max_lrs) != n:
+            raise ValueError(f"OneCycleLR: expected {n} values for max_lr (one a parameter group), got {len(max_lrs)}")
         if three_phase:
             self._schedule_phases = [
                 {"end_step": float(pct_start * self.total_steps) - 1, "start_lr": "initial_lr",
