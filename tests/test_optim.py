@@ -123,21 +123,24 @@ def test_params_without_grad_are_skipped_and_groups_have_own_lr():
     assert b.grad is None
 
 
-def test_named_parameters_as_pytorch_2_13():
-    """An optimizer of ``named_parameters()``: the same steps as of the tensors, the names kept in the group and
-    its state dict (``param_names``); names on some parameters or groups only are errors, as PyTorch's."""
-    model = nn.Linear(3, 2).double()
-    plain = nn.Linear(3, 2).double()
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_named_parameters_as_pytorch_2_13(device):
+    """An optimizer of ``named_parameters()``: the same steps as of the tensors (the fused kernels' too), the
+    names kept in the group and its state dict (``param_names``); names on some parameters or groups only are
+    errors, as PyTorch's."""
+    model = nn.Linear(3, 2).to(device)
+    plain = nn.Linear(3, 2).to(device)
     plain.load_state_dict(model.state_dict())
-    named, unnamed = optim.SGD(model.named_parameters(), lr=0.1, momentum=0.9), optim.SGD(plain.parameters(),
-                                                                                          lr=0.1, momentum=0.9)
-    x = mf.tensor(np.linspace(-1, 1, 12).reshape(4, 3))
+    named, unnamed = optim.Adam(model.named_parameters(), lr=0.1), optim.Adam(plain.parameters(), lr=0.1)
+    x = mf.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), device=device)
+    start = model.weight.cpu().numpy().copy()
     for _ in range(3):
         for m, opt in ((model, named), (plain, unnamed)):
             opt.zero_grad()
             m(x).pow(2).sum().backward()
             opt.step()
-    np.testing.assert_array_equal(model.weight.numpy(), plain.weight.numpy())
+    np.testing.assert_array_equal(model.weight.cpu().numpy(), plain.weight.cpu().numpy())
+    assert np.abs(model.weight.cpu().numpy() - start).min() > 0.1  # (three steps of lr 0.1 moved every weight)
     assert named.param_groups[0]["param_names"] == ["weight", "bias"]
     assert named.state_dict()["param_groups"][0]["param_names"] == ["weight", "bias"]
     with pytest.raises(ValueError, match="Some param names are missing"):
