@@ -147,6 +147,9 @@ def test_bad_input(rng):
         F.cross_entropy(x, cpu(np.array([0, 1, 2, 0])), reduction="avg")
     with pytest.raises(ValueError, match="weight must have shape"):
         F.cross_entropy(x, cpu(np.array([0, 1, 2, 0])), weight=mf.ones(4, device="cpu"))
+    for bad in ("a", None):  # (a bool is a number to PyTorch: True smooths fully)
+        with pytest.raises(TypeError, match="label_smoothing must be a float"):
+            F.cross_entropy(x, cpu(np.array([0, 1, 2, 0])), label_smoothing=bad)
     # ignore_index is not an error
     F.cross_entropy(x, cpu(np.array([0, 1, 7, 0])), ignore_index=7)
 

@@ -523,6 +523,9 @@ def test_int_arguments_as_pytorch_takes_them(rng):
 
 
 def test_pool_and_conv1d_reprs_as_pytorch():
+    assert repr(nn.Unflatten(1, [2, -1])) == "Unflatten(dim=1, unflattened_size=[2, -1])"
+    assert repr(nn.Unflatten(1, (2, -1))) == "Unflatten(dim=1, unflattened_size=(2, -1))"
+    assert nn.Unflatten(1, [2, -1])(T(np.zeros((3, 8)))).shape == (3, 2, 4)
     assert repr(nn.AvgPool1d(3)) == "AvgPool1d(kernel_size=(3,), stride=(3,), padding=(0,))"
     assert repr(nn.MaxUnpool2d(2)) == "MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0))"
     assert repr(nn.MaxUnpool2d((2, 3), (2, 1))) == "MaxUnpool2d(kernel_size=(2, 3), stride=(2, 1), padding=(0, 0))"

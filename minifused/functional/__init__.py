@@ -422,6 +422,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     Labels outside [0, C) raise here for cpu targets; for cuda targets a device
     flag is set (see ``minifused.kernels.softmax.check_label_errors``).
     """
+    if not isinstance(label_smoothing, _numbers.Real):
+        raise InputTypeError(f"cross_entropy: label_smoothing must be a float, got {label_smoothing!r}")
     if not 0.0 <= float(label_smoothing) <= 1.0:
         raise InputError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     input, target, weight = _autocast_float32(input, target, weight)

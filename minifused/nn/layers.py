@@ -325,14 +325,15 @@ class Unflatten(Module):
         if not isinstance(unflattened_size, (tuple, list)) or not all(
                 isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in unflattened_size):
             raise InputTypeError(f"Unflatten: unflattened_size must be a tuple of ints, got {unflattened_size!r}")
-        self.dim, self.unflattened_size = int(dim), tuple(int(s) for s in unflattened_size)
+        # kept as given (a list stays a list, as PyTorch keeps and prints it)
+        self.dim, self.unflattened_size = int(dim), type(unflattened_size)(int(s) for s in unflattened_size)
 
     def forward(self, x):
         nd = x.ndim
         if not -nd <= self.dim < nd:
             raise IndexError(f"Unflatten: dim {self.dim} out of range for a {nd}-D input of shape {tuple(x.shape)}")
         d = self.dim % nd
-        sizes, n = self.unflattened_size, x.shape[d]
+        sizes, n = tuple(self.unflattened_size), x.shape[d]
         known = math.prod(s for s in sizes if s != -1)
         if sizes.count(-1) > 1 or (-1 not in sizes and known != n) or (-1 in sizes and (known == 0 or n % known)):
             raise InputError(f"Unflatten: sizes {sizes} don't multiply up to the size of dimension {d} ({n}) of "
