@@ -2160,9 +2160,7 @@ ACTIVATION_OPS = [
                    E("bce_int_target", lambda: F.binary_cross_entropy(t(2).sigmoid(), mf.tensor([0, 1])), TypeError,
                      "binary_cross_entropy: expected a floating-point target"),
                    E("bce_weight_shape", lambda: F.binary_cross_entropy(t(2, 3).sigmoid(), t(2, 3).sigmoid(), t(2)),
-                     ValueError, r"weight of shape \[2\] does not broadcast to the input's shape \[2, 3\]"),
-                   E("bce_size_average", lambda: F.binary_cross_entropy(t(2).sigmoid(), t(2).sigmoid(), None, True),
-                     ValueError, "size_average and reduce are deprecated"))),
+                     ValueError, r"weight of shape \[2\] does not broadcast to the input's shape \[2, 3\]"))),
     OpInfo("binary_cross_entropy_with_logits", _bce_with_logits, bce_with_logits_ref,
            spelled="F.binary_cross_entropy_with_logits",
            torch=lambda T, x, y, w=None, pw=None, **kw: T.nn.functional.binary_cross_entropy_with_logits(

@@ -521,8 +521,8 @@ def test_margin_loss_layers_follow_their_functions():
     for got, want in pairs:
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert nn.HingeEmbeddingLoss().margin == 1.0 and nn.MarginRankingLoss().margin == 0.0
-    with pytest.raises(ValueError, match="size_average and reduce are deprecated"):
-        nn.TripletMarginLoss(size_average=True)
+    with pytest.warns(UserWarning, match="please use reduction='sum' instead"):
+        assert nn.TripletMarginLoss(size_average=False).reduction == "sum"  # PyTorch's legacy rule
 
 
 def test_unfold_and_fold_layers():

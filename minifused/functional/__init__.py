@@ -28,7 +28,7 @@ from ..ops.shape import reshape as _reshape
 from ..ops.shape import transpose as _transpose
 from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
-from ._checks import _check_tensor
+from ._checks import _check_tensor, _legacy_reduction
 from ..backend import InputError, InputTypeError
 
 # ---- elementwise and activations (foundation)
@@ -355,10 +355,8 @@ def log_softmax(input, dim=None, dtype=None):
     return _softmax_any("log_softmax", input, dim, dtype, log=True)
 
 
-def _check_class_loss(op, input, target, reduction, size_average, reduce):
-    """The checks every class loss makes first (the deprecated arguments, tensors, reduction, input dtype)."""
-    if size_average is not None or reduce is not None:
-        raise InputError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+def _check_class_loss(op, input, target, reduction):
+    """The checks every class loss makes first (tensors, reduction, input dtype)."""
     if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
                              f"{type(target).__name__}")
@@ -368,9 +366,9 @@ def _check_class_loss(op, input, target, reduction, size_average, reduce):
         raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
 
 
-def _class_rows(op, input, target, weight, ignore_index, reduction, size_average, reduce):
+def _class_rows(op, input, target, weight, ignore_index, reduction):
     """Validate, then (input as (M, C), target as (M,), output shape for 'none')."""
-    _check_class_loss(op, input, target, reduction, size_average, reduce)
+    _check_class_loss(op, input, target, reduction)
     if target.dtype.kind not in "iu":
         if _backend.is_floating(target.dtype) and tuple(target.shape) == tuple(input.shape):
             raise NotImplementedError(f"{op}: class-probability targets are not supported; pass class "
@@ -422,6 +420,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     Labels outside [0, C) raise here for cpu targets; for cuda targets a device
     flag is set (see ``minifused.kernels.softmax.check_label_errors``).
     """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     if not isinstance(label_smoothing, _numbers.Real):
         raise InputTypeError(f"cross_entropy: label_smoothing must be a float, got {label_smoothing!r}")
     if not 0.0 <= float(label_smoothing) <= 1.0:
@@ -429,15 +428,13 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     input, target, weight = _autocast_float32(input, target, weight)
     if (isinstance(input, _Tensor) and isinstance(target, _Tensor) and _backend.is_floating(target.dtype)
             and tuple(target.shape) == tuple(input.shape)):
-        return _cross_entropy_probabilities(input, target, weight, reduction, float(label_smoothing),
-                                            size_average, reduce)
-    rows, trows, weight, shape = _class_rows("cross_entropy", input, target, weight, ignore_index, reduction,
-                                             size_average, reduce)
+        return _cross_entropy_probabilities(input, target, weight, reduction, float(label_smoothing))
+    rows, trows, weight, shape = _class_rows("cross_entropy", input, target, weight, ignore_index, reduction)
     out = _loss_ops.cross_entropy_rows(rows, trows, weight, int(ignore_index), float(label_smoothing), reduction)
     return _reshape(out, shape) if reduction == "none" else out
 
 
-def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing, size_average, reduce):
+def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing):
     """cross_entropy with class-probability targets (mixup / cutmix labels), PyTorch's: per sample
     -sum_c weight_c * t_c * log_softmax(input)_c, t smoothed to t * (1 - s) + s / C; 'mean' divides by the
     samples (N times the spatial positions), whatever the weights. Composed of log_softmax (its fused
@@ -445,7 +442,7 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
     from .activation import _reduce
 
     op = "cross_entropy"
-    _check_class_loss(op, input, target, reduction, size_average, reduce)
+    _check_class_loss(op, input, target, reduction)
     if target.device != input.device:
         raise RuntimeError(f"{op}: target is on {target.device} but the input is on {input.device}")
     if input.ndim == 0:
@@ -470,9 +467,9 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of log-probabilities and class indices, as ``torch.nn.functional.nll_loss``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     input, weight = _autocast_float32(input, weight)
-    rows, trows, weight, shape = _class_rows("nll_loss", input, target, weight, ignore_index, reduction,
-                                             size_average, reduce)
+    rows, trows, weight, shape = _class_rows("nll_loss", input, target, weight, ignore_index, reduction)
     out = _loss_ops.nll_rows(rows, trows, weight, int(ignore_index), reduction)
     return _reshape(out, shape) if reduction == "none" else out
 
@@ -503,7 +500,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     of another shape broadcasts with PyTorch's warning; shapes that cannot broadcast raise."""
     from .activation import _loss_operands, _loss_weight, _reduce
 
-    input, target = _loss_operands("mse_loss", input, target, reduction, size_average, reduce)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _loss_operands("mse_loss", input, target, reduction)
     d = input - target
     sq = d * d
     if weight is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools as _functools
 import numbers as _numbers
+import warnings as _warnings
 
 import numpy as _np
 
@@ -18,6 +19,22 @@ def _check_tensor(op, input, floating=False):
     if floating and not _backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input (the result is written into it), "
                              f"got dtype {input.dtype}")
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    """The reduction a loss uses: ``reduction``, or, where PyTorch's deprecated ``size_average`` or ``reduce`` is
+    given (not None), what PyTorch's legacy rule maps them to, with its warning; ``reduction`` is then ignored, as
+    PyTorch ignores it. A missing one counts as True: reduce and size_average give 'mean', reduce alone 'sum', no
+    reduce 'none'."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    mapped = ("mean" if size_average else "sum") if reduce else "none"
+    # stacklevel 3: the loss's caller (the user's line, for a functional loss or a loss module built directly)
+    _warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{mapped}' instead.",
+                   UserWarning, stacklevel=3)
+    return mapped
 
 
 def _is_int(v):

@@ -17,6 +17,7 @@ from ..ops._common import cast as _cast
 from ..ops._common import promote as _promote
 from ..ops.elementwise import where as _where
 from ..tensor import Tensor as _Tensor
+from ._checks import _legacy_reduction
 from ..backend import InputError, InputTypeError
 
 __all__ = ["leaky_relu", "leaky_relu_", "silu", "elu", "elu_", "selu", "selu_", "celu", "celu_", "softplus",
@@ -416,13 +417,11 @@ def _size(shape):
     return f"[{', '.join(map(str, shape))}]"
 
 
-def _loss_operands(op, input, target, reduction, size_average=None, reduce=None, *, broadcast=True,
-                   float_target=False, reductions=_REDUCTIONS):
+def _loss_operands(op, input, target, reduction, *, broadcast=True, float_target=False, reductions=_REDUCTIONS):
     """Check a loss's input and target and give them one floating dtype (float32 inside an autocast region, as
     PyTorch computes its losses there). ``broadcast``: a target of another shape broadcasts with PyTorch's
-    warning (``'silent'``: without it; False: it raises)."""
-    if size_average is not None or reduce is not None:
-        raise InputError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
+    warning (``'silent'``: without it; False: it raises). A loss that takes PyTorch's deprecated ``size_average``
+    and ``reduce`` maps them to its ``reduction`` before this (``_legacy_reduction``)."""
     input, target = _autocast_float32(input, target)
     if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
@@ -470,7 +469,8 @@ def _loss_weight(op, name, weight, input):
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error ``|input - target|``, reduced by ``'mean'``, ``'sum'`` or ``'none'``; ``weight``
     (optional) multiplies the pointwise loss."""
-    input, target = _loss_operands("l1_loss", input, target, reduction, size_average, reduce)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _loss_operands("l1_loss", input, target, reduction)
     loss = (input - target).abs()
     if weight is not None:
         loss = loss * _loss_weight("l1_loss", "weight", weight, loss)
@@ -481,11 +481,12 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input - target``);
     ``beta = 0`` is the L1 loss."""
     op = "smooth_l1_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     beta = _number(op, "beta", beta)
     if beta < 0:
         raise RuntimeError(f"{op}: beta must be >= 0 (smooth_l1_loss does not support negative values for beta), "
                          f"got {beta}")
-    input, target = _loss_operands(op, input, target, reduction, size_average, reduce)
+    input, target = _loss_operands(op, input, target, reduction)
     return _reduce(_A.SmoothL1.apply(input, target, beta, False), reduction)
 
 
@@ -509,7 +510,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     as probabilities, or log-probabilities with ``log_target=True``). ``'batchmean'`` divides the sum by the
     batch size (the KL divergence proper); ``'mean'`` averages over all elements, as PyTorch does."""
     op = "kl_div"
-    input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast="silent",
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _loss_operands(op, input, target, reduction, broadcast="silent",
                                    float_target=True, reductions=("none", "batchmean", "sum", "mean"))
     loss = _A.KLDiv.apply(input, target, bool(log_target))
     if reduction == "batchmean":
@@ -523,12 +525,12 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     ``input`` holds probabilities: values outside [0, 1] raise (checked on the cpu; on cuda they give NaN,
     without a host sync)."""
     op = "binary_cross_entropy"
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     if isinstance(input, _Tensor) and input.device.type in _backend.autocast_dtypes():
         raise RuntimeError(f"{op} is unsafe to autocast (as in PyTorch): inside an autocast region use "
                            f"binary_cross_entropy_with_logits (or BCEWithLogitsLoss) on the logits, which is "
                            f"safe, or leave the region for this loss")
-    input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast=False,
-                                   float_target=True)
+    input, target = _loss_operands(op, input, target, reduction, broadcast=False, float_target=True)
     weight = _loss_weight(op, "weight", weight, input)
     x = input._data
     if not _backend.is_cuda_array(x) and x.size and not ((x >= 0) & (x <= 1)).all():
@@ -542,8 +544,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     """Binary cross-entropy of ``sigmoid(input)``, computed from the logits without overflow.
     ``pos_weight`` weighs the positive term (broadcast along the last dimension, one per class)."""
     op = "binary_cross_entropy_with_logits"
-    input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast=False,
-                                   float_target=True)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _loss_operands(op, input, target, reduction, broadcast=False, float_target=True)
     weight = _loss_weight(op, "weight", weight, input)
     pos_weight = _loss_weight(op, "pos_weight", pos_weight, input)
     return _reduce(_A.BinaryCrossEntropyWithLogits.apply(input, target, weight, pos_weight), reduction)

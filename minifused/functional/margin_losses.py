@@ -11,6 +11,7 @@ from .. import backend as _backend
 from ..ops import gather as _gather
 from ..ops import where as _where
 from ..tensor import Tensor as _Tensor
+from ._checks import _legacy_reduction
 from .activation import _loss_operands, _loss_weight, _number, _reduce, logsigmoid, pairwise_distance, softplus
 from ..backend import InputError, InputTypeError
 
@@ -28,18 +29,20 @@ def _tensors(op, **named):
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """``max(0, -target * (input1 - input2) + margin)``: target 1 ranks input1 first, -1 input2."""
     op = "margin_ranking_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     _tensors(op, input1=input1, input2=input2, target=target)
     if not input1.ndim == input2.ndim == target.ndim:
         raise InputError(f"{op}: All input tensors should have same dimension but got sizes: input1: "
                          f"{tuple(input1.shape)}, input2: {tuple(input2.shape)}, target: {tuple(target.shape)}")
-    diff, target = _loss_operands(op, input1 - input2, target, reduction, size_average, reduce, broadcast="silent")
+    diff, target = _loss_operands(op, input1 - input2, target, reduction, broadcast="silent")
     return _reduce((-target * diff + _number(op, "margin", margin)).clamp(min=0), reduction)
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     """``input`` where target is 1, ``max(0, margin - input)`` where it is -1."""
     op = "hinge_embedding_loss"
-    input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast="silent")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _loss_operands(op, input, target, reduction, broadcast="silent")
     margin = _number(op, "margin", margin)
     zeros = input * 0
     loss = _where(target != 1, (margin - input).clamp(min=0), zeros) + _where(target != -1, input, zeros)
@@ -48,8 +51,8 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """The two-class logistic loss ``log(1 + exp(-target * input))`` (target 1 or -1)."""
-    input, target = _loss_operands("soft_margin_loss", input, target, reduction, size_average, reduce,
-                                   broadcast="silent")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _loss_operands("soft_margin_loss", input, target, reduction, broadcast="silent")
     return _reduce(softplus(-target * input), reduction)
 
 
@@ -57,6 +60,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     """``1 - cos(input1, input2)`` where target is 1, ``max(0, cos - margin)`` where it is -1; rows of (N, D)
     inputs with (N,) targets, or one (D,) pair with a 0-d target."""
     op = "cosine_embedding_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     _tensors(op, input1=input1, input2=input2, target=target)
     if input1.ndim not in (1, 2) or tuple(input1.shape) != tuple(input2.shape):
         raise InputError(f"{op}: expected two (N, D) or (D,) inputs of one shape, got {tuple(input1.shape)} and "
@@ -67,7 +71,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     d = input1.ndim - 1
     eps = 1e-12  # PyTorch's EPSILON on the squared magnitudes
     cos = (input1 * input2).sum(d) / (((input1 * input1).sum(d) + eps) * ((input2 * input2).sum(d) + eps)).sqrt()
-    cos, target = _loss_operands(op, cos, target, reduction, size_average, reduce, broadcast=False)
+    cos, target = _loss_operands(op, cos, target, reduction, broadcast=False)
     zeros = cos * 0
     loss = (_where(target == 1, 1 - cos, zeros)
             + _where(target == -1, (cos - _number(op, "margin", margin)).clamp(min=0), zeros))
@@ -78,7 +82,8 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     """Per-class logistic losses ``-(y log σ(x) + (1 - y) log σ(-x))`` (times ``weight``), averaged over the
     classes (the last dimension), then reduced over the samples."""
     op = "multilabel_soft_margin_loss"
-    input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast=False)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _loss_operands(op, input, target, reduction, broadcast=False)
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:
         loss = loss * _loss_weight(op, "weight", weight, loss)
@@ -92,6 +97,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
     """``max(0, d(anchor, positive) - d(anchor, negative) + margin)`` with ``d`` the ``p``-norm pairwise
     distance; ``swap`` takes the smaller of d(anchor, negative) and d(positive, negative)."""
     op = "triplet_margin_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     _tensors(op, anchor=anchor, positive=positive, negative=negative)
     if not anchor.ndim == positive.ndim == negative.ndim:
         raise RuntimeError(f"{op}: The anchor, positive, and negative tensors are expected to have the same number "
@@ -101,8 +107,6 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
         raise InputTypeError(f"{op}: swap must be a bool, got {swap!r}")
     if reduction not in ("none", "mean", "sum"):
         raise InputError(f"{op}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
-    if size_average is not None or reduce is not None:
-        raise InputError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
     margin = _number(op, "margin", margin)
     d_pos = pairwise_distance(anchor, positive, p, eps)
     d_neg = pairwise_distance(anchor, negative, p, eps)
@@ -117,6 +121,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     """The multi-class hinge loss: for each sample, ``sum over j != y of max(0, margin - x[y] + x[j])**p / C``
     (each term times ``weight[y]``); (N, C) input with (N,) class targets, or (C,) with a 0-d one."""
     op = "multi_margin_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     _tensors(op, input=input, target=target)
     if p not in (1, 2):
         raise InputError(f"{op}: only p == 1 and p == 2 supported, got {p!r}")
@@ -125,8 +130,6 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
                          f"{tuple(input.shape)} and {target.dtype} {tuple(target.shape)}")
     if reduction not in ("none", "mean", "sum"):
         raise InputError(f"{op}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
-    if size_average is not None or reduce is not None:
-        raise InputError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
     x = input if input.ndim == 2 else input.reshape(1, -1)
     y = target.reshape(-1, 1)
     c = x.shape[1]
@@ -170,11 +173,10 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     max(0, 1 - (x[j] - x[i])) / C``. ``target`` (int64, the input's shape) lists each sample's classes, ended
     by the first -1; (N, C) input, or (C,) (0-d: one class)."""
     op = "multilabel_margin_loss"
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     _tensors(op, input=input, target=target)
     if reduction not in ("none", "mean", "sum"):
         raise InputError(f"{op}: {reduction} is not a valid value for reduction")
-    if size_average is not None or reduce is not None:
-        raise InputError(f"{op}: size_average and reduce are deprecated and not supported; use reduction=")
     if input.ndim > 2 or (input.ndim and input.shape[-1] == 0):
         raise RuntimeError(f"{op}: Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
                            f"{list(input.shape)}")
@@ -211,7 +213,8 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     """The negative log-likelihood of ``target`` under a Poisson distribution of rate ``exp(input)``
     (``log_input``) or ``input``; ``full`` adds Stirling's approximation of ``log(target!)`` where target > 1."""
     op = "poisson_nll_loss"
-    input, target = _loss_operands(op, input, target, reduction, size_average, reduce, broadcast="silent")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _loss_operands(op, input, target, reduction, broadcast="silent")
     if log_input:
         loss = input.exp() - target * input
     else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .. import backend
 from .. import functional as F
+from ..functional._checks import _legacy_reduction
 from .loss import _WeightedLoss
 from .. import ops
 from .module import Module, Parameter
@@ -318,16 +319,14 @@ def _check_reduction(name, reduction, allowed=_REDUCTIONS):
 
 
 class _Loss(Module):
-    """The reduction (checked here, at construction) and PyTorch's deprecated arguments (refused)."""
+    """The reduction (checked here, at construction; PyTorch's deprecated arguments mapped to one first)."""
 
     _reductions = _REDUCTIONS
 
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        if size_average is not None or reduce is not None:
-            raise InputError(f"{type(self).__name__}: size_average and reduce are deprecated and not "
-                             f"supported; use reduction=")
-        self.reduction = _check_reduction(type(self).__name__, reduction, self._reductions)
+        self.reduction = _check_reduction(type(self).__name__, _legacy_reduction(size_average, reduce, reduction),
+                                          self._reductions)
 
     def extra_repr(self):  # PyTorch shows nothing; the non-default settings are shown here
         return f"reduction='{self.reduction}'" if self.reduction != "mean" else ""
@@ -384,7 +383,8 @@ class BCELoss(_WeightedLoss):
     """``weight`` (a buffer: it moves with ``.to()`` and is saved) broadcasts to the input's shape."""
 
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(weight, size_average, reduce, _check_reduction("BCELoss", reduction))
+        super().__init__(weight, size_average, reduce, reduction)
+        _check_reduction("BCELoss", self.reduction)
 
     def forward(self, input, target):
         return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
@@ -398,7 +398,8 @@ class BCEWithLogitsLoss(_WeightedLoss):
     dimension."""
 
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
-        super().__init__(weight, size_average, reduce, _check_reduction("BCEWithLogitsLoss", reduction))
+        super().__init__(weight, size_average, reduce, reduction)
+        _check_reduction("BCEWithLogitsLoss", self.reduction)
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):

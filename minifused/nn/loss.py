@@ -5,18 +5,15 @@ from __future__ import annotations
 import warnings
 
 from .. import functional as F
+from ..functional._checks import _legacy_reduction
 from .module import Module
-from ..backend import InputError
 
 
 class _WeightedLoss(Module):
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        if size_average is not None or reduce is not None:
-            raise InputError(f"{type(self).__name__}: size_average and reduce are deprecated and not "
-                             f"supported; use reduction=")
         self.register_buffer("weight", weight)
-        self.reduction = reduction
+        self.reduction = _legacy_reduction(size_average, reduce, reduction)
 
 
 class CrossEntropyLoss(_WeightedLoss):

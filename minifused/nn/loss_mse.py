@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .. import functional as F
+from ..functional._checks import _legacy_reduction
 from .module import Module
 from ..backend import InputError
 
@@ -9,8 +10,7 @@ from ..backend import InputError
 class MSELoss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        if size_average is not None or reduce is not None:
-            raise InputError("MSELoss: size_average and reduce are deprecated and not supported; use reduction=")
+        reduction = _legacy_reduction(size_average, reduce, reduction)
         if reduction not in ("mean", "sum", "none"):
             raise InputError(f"MSELoss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
         self.reduction = reduction
