@@ -136,7 +136,7 @@ CASES = [
      "momentum"),
     ("optim_group_no_params", lambda: optim.SGD([{"lr": 0.1}], lr=0.1), TypeError, "'params' entry"),
     ("optim_duplicate", lambda: optim.SGD([nn.Linear(2, 2).weight] * 2, lr=0.1), ValueError,
-     "more than one parameter group"),
+     "same parameter more than once"),
     ("optim_int_param", lambda: optim.SGD([mf.tensor([1, 2])], lr=0.1), TypeError, "floating-point"),
     ("optim_tensor_not_list", lambda: optim.SGD(nn.Linear(2, 2).weight, lr=0.1), TypeError, "iterable"),
     ("optim_no_params_generator", lambda: optim.Adam(iter([])), ValueError, "empty parameter list"),

@@ -187,18 +187,21 @@ def test_max_pool_index_is_the_first_maximum_or_the_last_nan():
     ((1, 3), (1, 1), (0, 1), True)])
 def test_max_pool_matches_the_kernels_scan(rng, kernel, stride, padding, ceil_mode):
     """Values and indices against a plain scan of each window in row-major order with the CUDA kernel's rule
-    (``v > best || isnan(v)``, padding as -inf), on inputs full of ties, NaNs and infinities."""
+    (``v > best || isnan(v) || no pick yet``, over the taps inside the input: a window of -inf picks its first
+    real pixel, as PyTorch's), on inputs full of ties, NaNs and infinities."""
     x = rng.integers(-2, 3, (2, 3, 7, 8)).astype(np.float32)
     x[rng.random(x.shape) < 0.08] = np.nan
     x[rng.random(x.shape) < 0.08] = -np.inf
     y, idx = pool.max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode)
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
     for n, c, p, q in np.ndindex(*y.shape):
-        best, arg = -np.inf, 0
+        best, arg = -np.inf, None
         for pos in range(kh * kw):
             r, col = p * sh - ph + pos // kw, q * sw - pw + pos % kw
-            v = x[n, c, r, col] if 0 <= r < x.shape[2] and 0 <= col < x.shape[3] else -np.inf
-            if pos == 0 or v > best or np.isnan(v):
+            if not (0 <= r < x.shape[2] and 0 <= col < x.shape[3]):
+                continue
+            v = x[n, c, r, col]
+            if arg is None or v > best or np.isnan(v):
                 best, arg = v, pos
         assert idx[n, c, p, q] == arg and (y[n, c, p, q] == best or (np.isnan(best) and np.isnan(y[n, c, p, q])))
     assert not pool.max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode, want_indices=False)[1]
