@@ -338,6 +338,34 @@ def test_one_cycle_checks_its_arguments_as_pytorch(kwargs, match):
     assert [dict(g) for g in opt.param_groups] == before
 
 
+def _lrs(sched, opt, n=10):
+    out = [sched.get_last_lr()[0]]
+    for _ in range(n):
+        opt.step()
+        sched.step()
+        out.append(sched.get_last_lr()[0])
+    return out
+
+
+def test_sequential_with_a_milestone_at_zero_starts_the_second_scheduler():
+    """As PyTorch: the scheduler that runs at step 0 (bisect of the milestones) takes the first step."""
+    opt = optim.SGD([nn.Parameter(mf.ones(1))], lr=0.1)
+    sched = S.SequentialLR(opt, [S.ConstantLR(opt, 0.5, total_iters=2), S.ExponentialLR(opt, 0.9),
+                                 S.StepLR(opt, 2)], milestones=[0, 3])
+    want = [0.1 * 0.9 ** t if t < 3 else 0.1 * 0.1 ** ((t - 3) // 2) for t in range(11)]
+    np.testing.assert_allclose(_lrs(sched, opt), want, rtol=1e-12)
+
+
+def test_sequential_inside_sequential_as_pytorch():
+    """A SequentialLR as a SequentialLR's first scheduler: its schedulers' construction steps are undone, not its
+    own count. The values are PyTorch 2.13's (recorded from it): its ConstantLR then holds one step only."""
+    opt = optim.SGD([nn.Parameter(mf.ones(1))], lr=0.1)
+    inner = S.SequentialLR(opt, [S.ConstantLR(opt, 0.5, total_iters=2), S.ExponentialLR(opt, 0.9)], milestones=[2])
+    sched = S.SequentialLR(opt, [inner, S.StepLR(opt, 3)], milestones=[6])
+    want = [0.05, 0.1, 0.09, 0.081, 0.0729, 0.06561, 0.1, 0.1, 0.1, 0.01, 0.01]
+    np.testing.assert_allclose(_lrs(sched, opt), want, rtol=1e-9)
+
+
 def test_plateau_accepts_tensor_metrics_and_leaves_lr_at_construction():
     opt = _opt()
     sched = S.ReduceLROnPlateau(opt, patience=0)

@@ -28,10 +28,21 @@ class _Composite(LRScheduler):
             s.load_state_dict(sd)
 
 
+def _undo_construction_steps(schedulers):
+    """Take back the step each scheduler took when it was constructed; a composite's own count stays, its
+    schedulers' go back (PyTorch's recursive undo)."""
+    for s in schedulers:
+        if isinstance(s, _Composite):
+            _undo_construction_steps(s._schedulers)
+        else:
+            s.last_epoch -= 1
+
+
 class SequentialLR(_Composite):
     """Run ``schedulers[0]`` until ``milestones[0]``, then ``schedulers[1]`` (restarted with
     ``step(0)``), and so on. The schedulers must drive ``optimizer``; their construction steps are
-    undone and the lr reset to ``initial_lr`` first, as PyTorch does."""
+    undone (those of a nested SequentialLR's schedulers too) and the lr reset to ``initial_lr`` first,
+    then the scheduler that runs at step 0 takes its first step, as PyTorch does."""
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         _check_optimizer(optimizer)
@@ -41,9 +52,9 @@ class SequentialLR(_Composite):
         for i, s in enumerate(schedulers):
             if not isinstance(s, LRScheduler):
                 raise TypeError(f"SequentialLR: schedulers[{i}] is a {type(s).__name__}, not a scheduler")
-            if isinstance(s, (ReduceLROnPlateau, SequentialLR)):
-                raise ValueError(f"SequentialLR: schedulers[{i}] is a {type(s).__name__}, which cannot be "
-                                 f"sequenced")
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError(f"SequentialLR: schedulers[{i}] is a ReduceLROnPlateau, which cannot be sequenced "
+                                 f"(its step needs a metric)")
             if s.optimizer is not optimizer:
                 raise ValueError(f"SequentialLR: schedulers[{i}] drives another optimizer than the one given")
         if len(milestones) != len(schedulers) - 1:
@@ -55,10 +66,10 @@ class SequentialLR(_Composite):
         self.last_epoch = last_epoch + 1
         for g in optimizer.param_groups:
             g["lr"] = g["initial_lr"]
-        for s in schedulers:  # undo the step each one took when it was constructed
-            s.last_epoch -= 1
-        schedulers[0]._initial_step()
-        self._last_lr = schedulers[0].get_last_lr()
+        _undo_construction_steps(schedulers)
+        first = schedulers[bisect_right(milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
 
     def step(self):
         self.last_epoch += 1
