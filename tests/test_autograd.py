@@ -92,6 +92,30 @@ def test_saved_arrays_are_freed_after_backward():
     assert ctx.saved == () and ctx.freed
 
 
+def test_grad_mode_decorators_hold_inside_generators():
+    """As PyTorch's: a decorated generator function runs each of its steps in the decorator's mode, and the
+    caller's mode holds between them."""
+    w = mf.tensor(np.ones(2), requires_grad=True)
+
+    @mf.no_grad()
+    def outputs(n):
+        for _ in range(n):
+            yield w * 2, mf.is_grad_enabled()
+
+    @mf.inference_mode
+    def inferred(n):
+        for _ in range(n):
+            yield w * 2
+
+    gen = outputs(2)
+    y, mode = next(gen)
+    assert not y.requires_grad and not mode and mf.is_grad_enabled()
+    assert [(y.requires_grad, m) for y, m in gen] == [(False, False)]
+    assert [y.requires_grad for y in inferred(2)] == [False, False]
+    with mf.no_grad():
+        assert [y.requires_grad for y in mf.enable_grad()(lambda: (yield w * 2))()] == [True]
+
+
 def test_no_grad_records_nothing_and_enable_grad_reenables():
     x = leaf([1.0])
     with mf.no_grad():

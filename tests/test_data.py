@@ -567,3 +567,31 @@ def test_tensor_dataset_batches_stay_on_its_device_unless_asked():
     assert loader.device == backend.CPU
     assert all(b.device == backend.CPU for batch in loader for b in batch)
     assert DataLoader(Subset(TensorDataset(x, y), [0, 2]), batch_size=2).device == backend.CPU
+
+
+def test_loader_batches_are_copies_and_read_the_dataset_as_pytorch():
+    """Batches of a TensorDataset are fresh tensors (a batch edited in place leaves the dataset alone); a subclass
+    that transforms or shortens its samples is read through its own __getitem__ / __len__ (a Subset of it too);
+    tensors given to the dataset after the loader was made are the ones batched."""
+    x = mf.tensor(np.arange(8, dtype=np.float32).reshape(4, 2))
+    for (b,) in DataLoader(TensorDataset(x), batch_size=2):
+        b.add_(100)
+    np.testing.assert_array_equal(x.numpy(), np.arange(8).reshape(4, 2))
+
+    class Scaled(TensorDataset):
+        def __getitem__(self, i):
+            return tuple(t[i] * 10 for t in self.tensors)
+
+    class Short(TensorDataset):
+        def __len__(self):
+            return 3
+
+    got = np.concatenate([b.numpy() for (b,) in DataLoader(Scaled(x), batch_size=3)])
+    np.testing.assert_array_equal(got, 10 * np.arange(8).reshape(4, 2))
+    sub = mf.data.Subset(Scaled(x), [3, 1])
+    np.testing.assert_array_equal(next(iter(DataLoader(sub, batch_size=2)))[0].numpy(), [[60, 70], [20, 30]])
+    assert [b.shape[0] for (b,) in DataLoader(Short(x), batch_size=2)] == [2, 1]
+    ds = TensorDataset(x)
+    loader = DataLoader(ds, batch_size=4)
+    ds.tensors = (mf.tensor(np.ones((2, 2), np.float32)),)
+    np.testing.assert_array_equal(next(iter(loader))[0].numpy(), np.ones((2, 2)))

@@ -629,6 +629,35 @@ def test_gumbel_softmax_samples_the_softmax_and_passes_the_soft_gradient():
         F.gumbel_softmax(logits, tau=0.0)
 
 
+def test_container_constructions_and_operators_as_pytorch():
+    """ModuleDict of (name, module) pairs, ModuleList(None), ModuleList + any iterable of modules, Sequential
+    times an int (the same modules again, as PyTorch's); a module assigned over a parameter's name is a
+    TypeError that leaves the parameter in place."""
+    a, b = nn.Linear(2, 2), nn.ReLU()
+    assert list(nn.ModuleDict([("a", a), ("b", b)]).keys()) == ["a", "b"]
+    assert len(nn.ModuleList(None)) == 0
+    both = nn.ModuleList([a]) + [b]
+    assert isinstance(both, nn.ModuleList) and list(both) == [a, b]
+    seq = nn.Sequential(a, b)
+    for twice in (seq * 2, 2 * seq):
+        assert list(twice) == [a, b, a, b] and len(twice) == 4 and twice[3] is b
+    x = mf.tensor(np.ones((1, 2), np.float32))
+    np.testing.assert_array_equal((seq * 2)(x).numpy(), seq(seq(x)).numpy())
+    seq *= 3
+    assert len(seq) == 6
+    with pytest.raises(TypeError, match="multiplied by an int"):
+        seq * 1.5
+    with pytest.raises(ValueError, match="positive int"):
+        seq * 0
+    weight = a.weight
+    with pytest.raises(TypeError, match="cannot assign Linear as parameter 'weight'"):
+        a.weight = nn.Linear(1, 1)
+    assert a.weight is weight and list(a.state_dict()) == ["weight", "bias"]
+    for fn in (mf.randn, mf.rand):
+        with pytest.raises(TypeError, match="expected a floating-point dtype"):
+            fn(2, dtype=mf.int64)
+
+
 @pytest.mark.parametrize("cls", [nn.Sequential, nn.ModuleList])
 def test_containers_set_and_delete_by_index(cls):
     """``c[i] = module`` replaces in place (names kept; negative indices from the end), ``del c[i]``,

@@ -3,6 +3,7 @@ debug checks that ``Function.apply`` and the walk run on every op."""
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 
 from .. import backend
@@ -19,6 +20,42 @@ _mode = _GradMode()
 
 def is_grad_enabled() -> bool:
     return _mode.enabled
+
+
+def _decorated(fn, guard):
+    """``fn`` run inside a fresh ``guard()`` per call; a generator function's body inside one per resume, as
+    PyTorch's (the caller's mode holds between the yields)."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            gen = fn(*args, **kwargs)
+            try:
+                with guard():
+                    value = gen.send(None)
+                while True:
+                    try:
+                        sent = yield value
+                    except GeneratorExit:
+                        with guard():
+                            gen.close()
+                        raise
+                    except BaseException as e:
+                        with guard():
+                            value = gen.throw(e)
+                    else:
+                        with guard():
+                            value = gen.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+        return generator
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with guard():
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 class _GradModeGuard:
@@ -39,13 +76,7 @@ class _GradModeGuard:
 
     def __call__(self, fn):
         cls, mode = type(self), self.mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with _GradModeGuard(mode) if cls is set_grad_enabled else cls():  # a fresh guard per call
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _decorated(fn, lambda: _GradModeGuard(mode) if cls is set_grad_enabled else cls())
 
 
 class set_grad_enabled(_GradModeGuard):
@@ -106,13 +137,7 @@ class inference_mode(_BareDecorator):
 
     def __call__(self, fn):
         flag = self._flag
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with inference_mode(flag):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return _decorated(fn, lambda: inference_mode(flag))
 
 
 def is_inference_mode_enabled() -> bool:

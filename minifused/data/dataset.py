@@ -29,6 +29,16 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
+def batched_on_device(dataset):
+    """Whether the loader may batch ``dataset`` from its ``as_tensors`` (on the device, no ``__getitem__`` per
+    sample): only where the class that gives ``as_tensors`` also gives ``__getitem__`` and ``__len__`` (a
+    subclass that transforms its samples or shortens itself is read sample by sample, as PyTorch reads it)."""
+    cls = type(dataset)
+    owner = next((c for c in cls.__mro__ if "as_tensors" in c.__dict__), None)
+    return (owner is not None and all(getattr(cls, name) is getattr(owner, name) for name in ("__getitem__", "__len__"))
+            and hasattr(dataset, "as_tensors"))  # (a Subset's is absent where its base has none)
+
+
 class Subset(Dataset):
     """The items of ``dataset`` at ``indices``, in that order."""
 
@@ -51,7 +61,9 @@ class Subset(Dataset):
     @property
     def as_tensors(self):
         """The base dataset's whole tensors, cut to these rows (absent when the base has none)."""
-        whole = self.dataset.as_tensors  # AttributeError: hasattr(subset, "as_tensors") is False
+        if not batched_on_device(self.dataset):  # (hasattr(subset, "as_tensors") is then False)
+            raise AttributeError(f"{type(self.dataset).__name__} is read sample by sample")
+        whole = self.dataset.as_tensors
 
         def as_tensors(device=None, dtype=None):
             out = []

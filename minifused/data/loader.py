@@ -17,7 +17,7 @@ import numpy as np
 from .. import backend
 from ..kernels.gather import rows_gatherer
 from ..tensor import Tensor
-from .dataset import Dataset, IterableDataset
+from .dataset import Dataset, IterableDataset, batched_on_device
 from .sampler import BatchSampler, Sampler
 
 
@@ -191,7 +191,9 @@ class DataLoader:
         self.device = backend.device(device if device is not None else getattr(dataset, "device", None))
         self.epoch = 0
         self._tensors = None
-        if hasattr(dataset, "as_tensors") and collate_fn is None and not self._unbatched and not self._iterable:
+        self._dtype = dtype
+        if batched_on_device(dataset) and collate_fn is None and not self._unbatched and not self._iterable:
+            self._source = getattr(dataset, "tensors", None)
             self._tensors = tuple(dataset.as_tensors(self.device, dtype))
         self.n = None if self._iterable else len(dataset) if sampler is None else len(sampler)
 
@@ -257,6 +259,11 @@ class DataLoader:
         self.epoch += 1
         if self._iterable:
             return self._stream_batches()
+        if self._tensors is not None and getattr(self.dataset, "tensors", None) is not self._source:
+            # (a TensorDataset given new tensors since: batches of those, as PyTorch's loader reads them)
+            self._source = self.dataset.tensors
+            self._tensors = tuple(self.dataset.as_tensors(self.device, self._dtype))
+            self.n = len(self.dataset) if self._sampler is None else self.n
         return self._device_batches(epoch) if self._tensors is not None else self._host_batches(epoch)
 
     def _stream_batches(self):
@@ -291,9 +298,9 @@ class DataLoader:
             for b in range(count):
                 idx = perm[b * bs:(b + 1) * bs]
                 yield [Tensor._from_array(a) for a in gather(idx)]
-        else:
+        else:  # copies, not views: a batch edited in place must leave the dataset alone, as PyTorch's
             for b in range(count):
-                yield [Tensor._from_array(t._data[b * bs:(b + 1) * bs]) for t in self._tensors]
+                yield [Tensor._from_array(t._data[b * bs:(b + 1) * bs].copy()) for t in self._tensors]
 
     def _host_batches(self, epoch):
         if self._unbatched:

@@ -10,7 +10,7 @@ from .. import backend
 from ..autograd import is_grad_enabled
 from ..tensor import Tensor
 from .module import Module
-from ..backend import InputTypeError
+from ..backend import InputError, InputTypeError
 
 
 def _builtin(m):
@@ -135,6 +135,20 @@ class Sequential(_ModuleSequence):
     def _of(cls, modules):
         return cls(*modules)
 
+    def __mul__(self, times):
+        """The modules ``times`` over, in a new Sequential (the same module objects: their weights shared)."""
+        if not isinstance(times, int) or isinstance(times, bool):
+            raise InputTypeError(f"Sequential: can only be multiplied by an int, got {type(times).__name__}")
+        if times <= 0:
+            raise InputError(f"Sequential: can only be multiplied by a positive int, got {times}")
+        return type(self)(*(list(self) * times))
+
+    __rmul__ = __mul__
+
+    def __imul__(self, times):
+        self._renumber(list(self.__mul__(times)))
+        return self
+
     def __getitem__(self, idx):
         """A module, or for a slice a Sequential of those modules under their own names (as PyTorch's, so
         that its state dict's keys are the original's)."""
@@ -183,13 +197,18 @@ class Sequential(_ModuleSequence):
 
 
 class ModuleList(_ModuleSequence):
-    def __init__(self, modules=()):
+    def __init__(self, modules=None):
         super().__init__()
-        self.extend(modules)
+        if modules is not None:
+            self.extend(modules)
 
     @classmethod
     def _of(cls, modules):
         return cls(modules)
+
+    def __add__(self, other):
+        """A new ModuleList of these modules, then those of any iterable of modules (as PyTorch's)."""
+        return type(self)([*self, *other])
 
     def __repr__(self):
         """As PyTorch prints a ModuleList: runs of modules that print alike fold into ``(i-j): n x module``."""
@@ -207,9 +226,10 @@ class ModuleList(_ModuleSequence):
 
 class ModuleDict(Module):
     def __init__(self, modules=None):
+        """``modules``: a mapping of names to modules, or an iterable of (name, module) pairs, as PyTorch's."""
         super().__init__()
-        for name, m in (modules or {}).items():
-            self.register_module(name, m)
+        if modules is not None:
+            self.update(modules)
 
     def __getitem__(self, key):
         return self._modules[key]

@@ -95,6 +95,9 @@ class Module(StateDicts):
                 return
             object.__setattr__(self, name, value)
             return
+        if not isinstance(value, Parameter) and name in params:  # (a module never replaces a parameter)
+            raise InputTypeError(f"cannot assign {type(value).__name__} as parameter {name!r} "
+                                 f"(minifused.nn.Parameter or None expected)")
         target = params if isinstance(value, Parameter) else modules
         for store in (params, buffers, modules):
             if store is not target:  # a name re-assigned in its own kind keeps its place (the state dict's order)

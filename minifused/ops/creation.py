@@ -151,6 +151,9 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
 
 
 def _random(kind, size, dtype, device, requires_grad, low=0, high=None, generator=None):
+    if kind != "randint" and dtype is not None and not backend.is_floating(backend.as_dtype(dtype)):
+        raise InputTypeError(f"{kind}: expected a floating-point dtype, got {backend.as_dtype(dtype)} (before any "
+                             f"number is drawn)")
     dev = backend.device(device)
     gen = backend.generator(dev, generator, kind)
     with backend.on_device(dev):
