@@ -519,6 +519,7 @@ def test_subset_concat_and_random_split():
     assert random_split(ds, [7, 3])[1].indices == parts[1].indices  # seeded by manual_seed
     frac = random_split(Squares(11), [0.5, 0.3, 0.2])
     assert [len(p) for p in frac] == [6, 3, 2]  # floors 5, 3, 2; the remainder goes to the first
+    assert [len(p) for p in random_split(ds, [1, 0])] == [10, 0]  # lengths summing to 1 are fractions (PyTorch)
     gen = random_split(ds, [5, 5], generator=np.random.default_rng(0))
     assert sorted(gen[0].indices + gen[1].indices) == list(range(10))
 

@@ -172,7 +172,8 @@ def random_split(dataset, lengths, generator=None):
     """Split ``dataset`` into non-overlapping random :class:`Subset` s of the given ``lengths``.
 
     ``lengths`` are counts summing to ``len(dataset)``, or fractions summing to 1 (PyTorch's
-    rule: floor each share, then hand the remainder out one by one from the first). The order
+    rule: floor each share, then hand the remainder out one by one from the first; lengths that sum to 1
+    are fractions even as ints). The order
     comes from minifused's global generator (``minifused.manual_seed``); ``generator`` may be a
     ``numpy.random.Generator`` instead.
     """
@@ -180,8 +181,10 @@ def random_split(dataset, lengths, generator=None):
         raise TypeError(f"random_split: lengths must be a non-empty list of ints or fractions, "
                         f"got {type(lengths).__name__}")
     n = len(dataset)
-    if all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in lengths) \
-            and not all(isinstance(x, numbers.Integral) for x in lengths):
+    reals = all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in lengths)
+    # PyTorch's test: any lengths summing to 1 are fractions, ints too ([1, 0] of 10 items: all, then none)
+    if reals and (not all(isinstance(x, numbers.Integral) for x in lengths)
+                  or (math.isclose(sum(lengths), 1.0) and sum(lengths) <= 1)):
         if any(x < 0 or x > 1 for x in lengths) or not math.isclose(sum(lengths), 1.0, abs_tol=1e-6):
             raise ValueError(f"random_split: fractions must lie in [0, 1] and sum to 1, got {list(lengths)}")
         counts = [int(math.floor(n * f)) for f in lengths]
