@@ -113,14 +113,19 @@ _TILED_SHAPES = [  # (n, c, h, w, (r, s), stride, padding, dilation): MobileNet'
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", sorted(_TOL))
-@pytest.mark.parametrize("stage", [True, False], ids=["staged", "direct"])
-def test_gpu_tiled_depthwise(dtype, stage, poisoned_pool, monkeypatch):
+@pytest.mark.parametrize("stage,plane16", [(True, False), (False, False), (True, True), (False, True)],
+                         ids=["staged", "direct", "staged-16bit-planes", "direct-16bit-planes"])
+def test_gpu_tiled_depthwise(dtype, stage, plane16, poisoned_pool, monkeypatch):
     """The tiled kernels (one filter a channel, no mask) on their own shapes: MobileNet's stride-1 and stride-2
     3x3, 5x5 and 1x5 filters, strides up to 3, dilations, uneven padding, rows that no strip width divides, small
     planes several a block (with a last block short of planes and blocks whose output span is not 16-byte
     aligned), and an input not 16-byte aligned; every direction against float64, on poisoned memory, with bias
-    and ReLU; the outputs staged in shared memory and stored straight from registers."""
+    and ReLU; the outputs staged in shared memory and stored straight from registers; and the source planes kept
+    as floats and (16-bit dtypes) as 16-bit values in shared memory."""
+    if plane16 and dtype == "float32":
+        pytest.skip("float32 planes are always floats")
     monkeypatch.setattr(conv_depthwise, "TILED_STAGE", stage)
+    monkeypatch.setattr(conv_depthwise, "TILED_PLANE16_OVER", 0 if plane16 else 1 << 30)
     _fresh_launchers()
     try:
         _tiled_depthwise(dtype)

@@ -31,9 +31,12 @@ _INT32 = 2 ** 31
 #: source elements and TILED_BLOCK_BYTES (four blocks an SM).
 TILED = True
 TILED_TAPS_MAX, TILED_PLANE_BYTES, TILED_SOURCE, TILED_BLOCK_BYTES = 25, 100 * 1024, 4096, 48 * 1024
-#: Whether the tiled forward and input gradient stage their output planes in shared memory: None where their
-#: strips would not store whole 32-byte sectors (the kernel file says why), else always (True) or never (False).
+#: Whether the tiled forward and input gradient stage their output planes in shared memory (the kernel file says
+#: why), where they fit.
 TILED_STAGE = True
+#: 16-bit forwards and input gradients keep their source planes as 16-bit values in shared memory where one plane
+#: as floats, with its staged output, would take over this many bytes (fewer than four blocks an SM).
+TILED_PLANE16_OVER = TILED_BLOCK_BYTES
 #: The tiled filter gradient splits each channel's images for about this many blocks an SM, and its blocks take
 #: images up to this many source elements at once (its rounds of images run one after the other).
 TILED_WGRAD_BLOCKS_PER_SM, TILED_WGRAD_SOURCE = 8, 8192
@@ -115,24 +118,29 @@ def _tiled_plan(dtype, x_shape, w_shape, stride, padding, dilation, direction, d
     if 4 * floats > TILED_PLANE_BYTES:
         return None
     # the staged output plane (the forward's y, the input gradient's dx), where it pays and fits
-    out_bytes = np.dtype(dtype).itemsize * (h * wd if direction == 1 else p * q)
+    item = np.dtype(dtype).itemsize
+    out_bytes = item * (h * wd if direction == 1 else p * q)
     if direction == 2 or not TILED_STAGE or 4 * floats + out_bytes > TILED_PLANE_BYTES:
         out_bytes = 0
+    narrow = direction != 2 and item == 2 and 4 * floats + out_bytes > TILED_PLANE16_OVER  # 16-bit source planes
+    plane_bytes = (item if narrow else 4) * rows * cols + 4 * extra + out_bytes  # a plane's share of the block
     # planes a block at once: up to TILED_SOURCE (filter gradient: TILED_WGRAD_SOURCE) source elements and
     # TILED_BLOCK_BYTES; the forward's and the input gradient's blocks two an SM at least, the filter gradient's
     # images split for TILED_WGRAD_BLOCKS_PER_SM
     per = -(-n // min(n, -(-TILED_WGRAD_BLOCKS_PER_SM * sm_count(dev) // c)))
-    planes = max(1, min((TILED_WGRAD_SOURCE if direction == 2 else TILED_SOURCE) // source, TILED_BLOCK_BYTES // (4 * floats + out_bytes),
-                        per if direction == 2 else -(-n * c // (2 * sm_count(dev)))))
+    planes = max(1, min((TILED_WGRAD_SOURCE if direction == 2 else TILED_SOURCE) // source,
+                        TILED_BLOCK_BYTES // plane_bytes, per if direction == 2 else -(-n * c // (2 * sm_count(dev)))))
     grid = (-(-n // per), c) if direction == 2 else (-(-n * c // planes),)
-    out = -(-planes * floats // 4) * 4 if out_bytes else 0  # the staged planes' float offset, 16-byte aligned
+    used = -(-planes * rows * cols * (item if narrow else 4) // 4) + planes * extra  # floats before the staging
+    out = -(-used // 4) * 4 if out_bytes else 0  # the staged planes' float offset, 16-byte aligned
     opts = (f"-DCONV_T={ctype(dtype)}", f"-DG_DIR={direction}", f"-DG_R={r}", f"-DG_S={s}",
             *(f"-DG_{name}={v}" for name, v in zip(("SH", "SW", "PH", "PW", "DH", "DW"),
                                                     (*stride, *padding, *dilation))),
             f"-DG_H={h}", f"-DG_W={wd}", f"-DG_P={p}", f"-DG_Q={q}", f"-DG_TQ={tq}", f"-DG_PLANES={planes}",
-            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}", f"-DG_OUT={out}")
+            f"-DG_SR={rows}", f"-DG_SC={cols}", f"-DG_R0={r0}", f"-DG_C0={c0}", f"-DG_OUT={out}",
+            f"-DG_P16={int(narrow)}")
     kern = get_kernel("conv_depthwise_tiled.cu", ("dwt_fwd", "dwt_dgrad", "dwt_wgrad")[direction], opts)
-    smem = 4 * out + planes * out_bytes if out_bytes else 4 * planes * floats
+    smem = 4 * out + planes * out_bytes if out_bytes else 4 * used
     kern.max_dynamic_shared_size_bytes = max(kern.max_dynamic_shared_size_bytes, smem)
     return kern, grid, smem, per
 

@@ -1,6 +1,6 @@
 // Depthwise convolution with one filter a channel (K = C), no ReLU mask, on whole planes in shared memory: the
 // bandwidth-bound path of conv_depthwise.py. A block copies its source planes into shared memory with wide
-// loads (all of a thread's loads in flight before any is stored), as floats, zero-padded, then each thread
+// loads (all of a thread's loads in flight before any is stored), as floats (or G_P16), zero-padded, then each thread
 // computes a strip of TQ outputs of one row (dgrad: SH rows) from a window of the plane read into registers, so
 // each input is read from shared memory about once per strip rather than once per tap; the forward and the input
 // gradient then write their planes out from shared memory too (G_OUT below).
@@ -15,7 +15,7 @@
 // gradient, 2 filter gradient), so every index below folds to constants, the dgrad's stride parities too: G_R, G_S,
 // G_SH, G_SW, G_PH, G_PW, G_DH, G_DW; the input plane G_H x G_W, the output plane G_P x G_Q; G_TQ outputs a strip;
 // G_PLANES planes a block; and the shared-memory layout that conv_depthwise.py computes (its one home): the source
-// plane of G_SR x G_SC floats (G_SC odd: the threads of a warp take consecutive rows, so their reads fall in
+// plane of G_SR x G_SC elements (G_SC odd: the threads of a warp take consecutive rows, so their reads fall in
 // distinct banks), source pixel (i, j) at (i + G_R0, j + G_C0); and G_OUT, where the forward and the input
 // gradient stage their output planes in shared memory (a float offset; 0: none). A warp's strips lie in 32
 // different rows: stored straight from registers they scatter over the output, and a strip narrower than a
@@ -23,10 +23,11 @@
 // contiguous span of the output, leave by whole 16-byte words (faster at all of MobileNetV2's depthwise shapes
 // but its strided forwards, a few percent slower there; bench/conv_depthwise.py).
 //
-// nvrtc-check: -DCONV_T=__half -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=3432
-// nvrtc-check: -DCONV_T=float -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=0
-// nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_DIR=1 -DG_R=5 -DG_S=5 -DG_SH=2 -DG_SW=1 -DG_PH=0 -DG_PW=3 -DG_DH=2 -DG_DW=1 -DG_H=13 -DG_W=9 -DG_P=3 -DG_Q=11 -DG_TQ=8 -DG_PLANES=3 -DG_SR=11 -DG_SC=21 -DG_R0=4 -DG_C0=1 -DG_OUT=768
-// nvrtc-check: -DCONV_T=float -DG_DIR=2 -DG_R=3 -DG_S=3 -DG_SH=2 -DG_SW=2 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=112 -DG_W=112 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=2 -DG_SR=113 -DG_SC=113 -DG_R0=1 -DG_C0=1 -DG_OUT=0
+// nvrtc-check: -DCONV_T=__half -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=3432 -DG_P16=0
+// nvrtc-check: -DCONV_T=__half -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=2 -DG_SW=2 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=112 -DG_W=112 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=113 -DG_SC=113 -DG_R0=1 -DG_C0=1 -DG_OUT=6396 -DG_P16=1
+// nvrtc-check: -DCONV_T=float -DG_DIR=0 -DG_R=3 -DG_S=3 -DG_SH=1 -DG_SW=1 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=56 -DG_W=56 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=1 -DG_SR=58 -DG_SC=59 -DG_R0=1 -DG_C0=1 -DG_OUT=0 -DG_P16=0
+// nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_DIR=1 -DG_R=5 -DG_S=5 -DG_SH=2 -DG_SW=1 -DG_PH=0 -DG_PW=3 -DG_DH=2 -DG_DW=1 -DG_H=13 -DG_W=9 -DG_P=3 -DG_Q=11 -DG_TQ=8 -DG_PLANES=3 -DG_SR=11 -DG_SC=21 -DG_R0=4 -DG_C0=1 -DG_OUT=768 -DG_P16=0
+// nvrtc-check: -DCONV_T=float -DG_DIR=2 -DG_R=3 -DG_S=3 -DG_SH=2 -DG_SW=2 -DG_PH=1 -DG_PW=1 -DG_DH=1 -DG_DW=1 -DG_H=112 -DG_W=112 -DG_P=56 -DG_Q=56 -DG_TQ=8 -DG_PLANES=2 -DG_SR=113 -DG_SC=113 -DG_R0=1 -DG_C0=1 -DG_OUT=0 -DG_P16=0
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -42,13 +43,36 @@ constexpr int R = G_R, S = G_S, SH = G_SH, SW = G_SW, PH = G_PH, PW = G_PW, DH =
 constexpr int RS = R * S, TQ = G_TQ, PLANES = G_PLANES, SR = G_SR, SC = G_SC, OUT = G_OUT;
 constexpr int THREADS = 256;
 
+// The source planes' element in shared memory: float, or the 16-bit T itself where G_P16 says so (planes so large
+// that as floats they would hold an SM to few blocks; conv_depthwise.py decides). PLANES_END is the float offset
+// where the planes end and the filters (the filter gradient: its dy planes) begin.
+#if G_P16
+typedef T PT;
+static_assert(G_DIR != 2 && sizeof(T) == 2, "16-bit planes: the forward's and the input gradient's");
+#else
+typedef float PT;
+#endif
+constexpr int PLANES_END = (PLANES * SR * SC * (int)sizeof(PT) + 3) / 4;
+static_assert(OUT == 0 || OUT >= PLANES_END + PLANES * RS, "conv_depthwise.py's staging offset");
+
 // floor division and its remainder's test, for the dgrad's tap offsets (negative ones included)
 __host__ __device__ constexpr int fdiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 __host__ __device__ constexpr bool divides(int b, int a) { return a - fdiv(a, b) * b == 0; }
 
-// Zeros into `cells` floats of shared memory (the padding and the strips' overhang read zeros).
-__device__ __forceinline__ void zero_fill(float* dst, int cells) {
-    for (int i = threadIdx.x; i < cells; i += THREADS) dst[i] = 0.0f;
+// Zeros into `cells` elements of shared memory (the padding and the strips' overhang read zeros).
+template <typename D>
+__device__ __forceinline__ void zero_fill(D* dst, int cells) {
+    for (int i = threadIdx.x; i < cells; i += THREADS) dst[i] = from_f<D>(0.0f);
+}
+
+// A source element as a plane keeps it: as a float, or as it is.
+template <typename D>
+__device__ __forceinline__ D plane_value(T v) {
+    if constexpr (sizeof(D) == sizeof(float)) {
+        return to_f(v);
+    } else {
+        return v;
+    }
 }
 
 template <int LB> struct Word;  // the word of an LB-byte load
@@ -56,20 +80,20 @@ template <> struct Word<4> { using type = unsigned; };
 template <> struct Word<8> { using type = uint2; };
 template <> struct Word<16> { using type = uint4; };
 
-// `count` planes of PH_ x PW_ elements, `stride` elements apart from `src` on, into `dst` as floats: plane g's
+// `count` planes of PH_ x PW_ elements, `stride` elements apart from `src` on, into `dst` (as D): plane g's
 // pixel (i, j) at dst[(g * ROWS + i + R0) * COLS + j + C0] where that is inside ROWS x COLS (pixels no output
 // reads are left out). Loads of 16 bytes, else of 8 or 4 where a plane's bytes are no multiple of 16 (the widest
 // measured fastest; 14 x 14 16-bit planes would otherwise go element by element), 64 bytes a thread issued before
 // any is stored.
-template <int PH_, int PW_, int ROWS, int COLS, int R0, int C0>
+template <int PH_, int PW_, int ROWS, int COLS, int R0, int C0, typename D>
 __device__ __forceinline__ void load_planes(const T* __restrict__ src, long long stride, int count,
-                                            float* __restrict__ dst) {
+                                            D* __restrict__ dst) {
     constexpr int AREA = PH_ * PW_, BYTES = AREA * sizeof(T);
     constexpr int LB = BYTES % 16 == 0 ? 16 : BYTES % 8 == 0 ? 8 : 4, VE = LB / sizeof(T), U = 64 / LB;
     using W = typename Word<LB>::type;
-    auto put = [&](int g, int e, float v) {
+    auto put = [&](int g, int e, T v) {
         const int i = e / PW_ + R0, j = e - (e / PW_) * PW_ + C0;
-        if (i >= 0 && i < ROWS && j >= 0 && j < COLS) dst[(g * ROWS + i) * COLS + j] = v;
+        if (i >= 0 && i < ROWS && j >= 0 && j < COLS) dst[(g * ROWS + i) * COLS + j] = plane_value<D>(v);
     };
     const bool vec = AREA % VE == 0 && (reinterpret_cast<unsigned long long>(src) & (LB - 1)) == 0 &&
                      (stride * (long long)sizeof(T)) % LB == 0;
@@ -93,14 +117,14 @@ __device__ __forceinline__ void load_planes(const T* __restrict__ src, long long
                     const int g = idx / PER, e0 = (idx - g * PER) * VE;
                     const T* t = reinterpret_cast<const T*>(&v[u]);
 #pragma unroll
-                    for (int e = 0; e < VE; ++e) put(g, e0 + e, to_f(t[e]));
+                    for (int e = 0; e < VE; ++e) put(g, e0 + e, t[e]);
                 }
             }
         }
     } else {
         for (int idx = threadIdx.x; idx < count * AREA; idx += THREADS) {
             const int g = idx / AREA, e = idx - g * AREA;
-            put(g, e, to_f(src[g * stride + e]));
+            put(g, e, src[g * stride + e]);
         }
     }
 }
@@ -146,14 +170,16 @@ __device__ __forceinline__ void store_strip(T* __restrict__ row, int col0, const
 template <int PAH, int PAW>
 __device__ __forceinline__ void load_block(const T* __restrict__ src, const T* __restrict__ w, int first, int count,
                                            int channels, float* __restrict__ smem) {
-    float* taps = smem + PLANES * SR * SC;
-    zero_fill(smem, count * SR * SC);
+    PT* const planes = reinterpret_cast<PT*>(smem);
+    float* taps = smem + PLANES_END;
+    zero_fill(planes, count * SR * SC);
     for (int i = threadIdx.x; i < count * RS; i += THREADS) {
         const int g = i / RS;
         taps[i] = to_f(w[((first + g) % channels) * RS + i - g * RS]);
     }
     __syncthreads();
-    load_planes<PAH, PAW, SR, SC, G_R0, G_C0>(src + (long long)first * PAH * PAW, (long long)PAH * PAW, count, smem);
+    load_planes<PAH, PAW, SR, SC, G_R0, G_C0>(src + (long long)first * PAH * PAW, (long long)PAH * PAW, count,
+                                              planes);
     __syncthreads();
 }
 
@@ -191,14 +217,15 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_fwd(const T* __restric
                                                               int flags, int planes, int channels) {
     constexpr int P = G_P, Q = G_Q, NSEG = (Q + TQ - 1) / TQ, WC = (TQ - 1) * SW + (S - 1) * DW + 1;
     extern __shared__ float smem[];
-    const float* taps = smem + PLANES * SR * SC;
+    const PT* const source = reinterpret_cast<const PT*>(smem);
+    const float* taps = smem + PLANES_END;
     const int first = blockIdx.x * PLANES, count = min(PLANES, planes - first);
     load_block<G_H, G_W>(x, w, first, count, channels, smem);
     T* const out = y + (long long)first * P * Q;
     T* const home = strip_home(out, smem);
     for (int it = threadIdx.x; it < count * NSEG * P; it += THREADS) {
         const int p = it % P, rest = it / P, seg = rest % NSEG, g = rest / NSEG;
-        const float* base = smem + (g * SR + p * SH) * SC + seg * TQ * SW;
+        const PT* base = source + (g * SR + p * SH) * SC + seg * TQ * SW;
         const float* tg = taps + g * RS;
         const float b0 = (flags & 2) ? to_f(bias[(first + g) % channels]) : 0.0f;
         float acc[TQ];
@@ -208,7 +235,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_fwd(const T* __restric
         for (int r = 0; r < R; ++r) {
             float win[WC];
 #pragma unroll
-            for (int j = 0; j < WC; ++j) win[j] = base[r * DH * SC + j];
+            for (int j = 0; j < WC; ++j) win[j] = to_f(base[r * DH * SC + j]);
 #pragma unroll
             for (int s = 0; s < S; ++s) {
                 const float tap = tg[r * S + s];
@@ -240,14 +267,15 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_dgrad(const T* __restr
     static_assert(TQ % SW == 0, "dgrad strips span whole column strides");
     static_assert(G_R0 == -OFF_MIN && G_C0 == -COFF_MIN, "conv_depthwise.py's layout of the dy planes");
     extern __shared__ float smem[];
-    const float* taps = smem + PLANES * SR * SC;
+    const PT* const source = reinterpret_cast<const PT*>(smem);
+    const float* taps = smem + PLANES_END;
     const int first = blockIdx.x * PLANES, count = min(PLANES, planes - first);
     load_block<G_P, G_Q>(dy, w, first, count, channels, smem);
     T* const out = dx + (long long)first * H * W;
     T* const home = strip_home(out, smem);
     for (int it = threadIdx.x; it < count * NCB * NRB; it += THREADS) {
         const int rb = it % NRB, rest = it / NRB, cb = rest % NCB, g = rest / NCB;
-        const float* base = smem + (g * SR + rb) * SC + cb * CS;
+        const PT* base = source + (g * SR + rb) * SC + cb * CS;
         const float* tg = taps + g * RS;
         float acc[SH][TQ];
 #pragma unroll
@@ -259,7 +287,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_dgrad(const T* __restr
         for (int a = 0; a < WR; ++a) {
             float win[WC];
 #pragma unroll
-            for (int j = 0; j < WC; ++j) win[j] = base[a * SC + j];
+            for (int j = 0; j < WC; ++j) win[j] = to_f(base[a * SC + j]);
 #pragma unroll
             for (int i = 0; i < SH; ++i) {
 #pragma unroll
@@ -299,7 +327,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) dwt_wgrad(const T* __restr
     constexpr int P = G_P, Q = G_Q, NSEG = (Q + TQ - 1) / TQ, QZ = NSEG * TQ;
     constexpr int WC = (TQ - 1) * SW + (S - 1) * DW + 1;
     extern __shared__ float smem[];
-    float* dzs = smem + PLANES * SR * SC;
+    float* dzs = smem + PLANES_END;
     const int c = blockIdx.y, n0 = blockIdx.x * per, n1 = min(images, n0 + per);
     float acc[RS + 1];
 #pragma unroll
