@@ -52,10 +52,19 @@ _sys.modules.setdefault(__name__ + ".nn.functional", functional)
 
 # softmax at the top level and as a Tensor method, through the functional form (where its arguments are
 # checked): the one place above the functional layer that gives Tensor a method.
-softmax, log_softmax = functional.softmax, functional.log_softmax
+# There the third positional argument is dtype (the functional forms': _stacklevel).
+
+
+def softmax(input, dim=None, dtype=None):
+    return functional.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim=None, dtype=None):
+    return functional.log_softmax(input, dim, dtype=dtype)
+
+
 cosine_similarity, pairwise_distance = functional.cosine_similarity, functional.pairwise_distance
-Tensor.softmax = lambda self, dim=None, dtype=None: functional.softmax(self, dim, dtype)
-Tensor.log_softmax = lambda self, dim=None, dtype=None: functional.log_softmax(self, dim, dtype)
+Tensor.softmax, Tensor.log_softmax = softmax, log_softmax
 clip = ops.clamp
 Size = tuple  # shapes are tuples: minifused.Size([2, 3]) == t.shape as torch.Size compares
 from numpy import dtype  # noqa: E402 - dtypes are NumPy's: isinstance(minifused.float32, minifused.dtype)

@@ -2438,9 +2438,7 @@ LAYER_OPS = [
            torch=_tf("alpha_dropout"), samples=(
                S("alpha_dropout_eval", (2, 3, 7)), S("alpha_dropout_p0", (4, 33), p=0.0, training=True)),
            errors=(E("alpha_dropout_p", lambda: F.alpha_dropout(t(3), -0.5, True), ValueError,
-                     "alpha_dropout: dropout probability has to be between 0 and 1"),
-                   E("alpha_dropout_inplace", lambda: F.alpha_dropout(t(3), 0.5, True, True), NotImplementedError,
-                     "inplace"))),
+                     "alpha_dropout: dropout probability has to be between 0 and 1"),)),
     OpInfo("feature_alpha_dropout", F.feature_alpha_dropout, _channel_dropout_ref, spelled="F.feature_alpha_dropout",
            torch=_tf("feature_alpha_dropout"), samples=(
                S("feature_alpha_dropout_eval", (2, 3, 5, 4), p=0.3),

@@ -33,6 +33,8 @@ def f64(*shape, seed=0, requires_grad=True):
     (nn.Hardtanh(-2.0, 3.0, True), "Hardtanh(min_val=-2.0, max_val=3.0, inplace=True)"),
     (nn.ReLU6(), "ReLU6()"), (nn.ReLU6(inplace=True), "ReLU6(inplace=True)"),
     (nn.Hardsigmoid(), "Hardsigmoid()"), (nn.Hardswish(inplace=True), "Hardswish()"), (nn.Mish(), "Mish()"),
+    (nn.Mish(inplace=True), "Mish(inplace=True)"), (nn.Dropout(1), "Dropout(p=1, inplace=False)"),
+    (nn.Dropout2d(0.5), "Dropout2d(p=0.5, inplace=False)"),
     (nn.Softsign(), "Softsign()"), (nn.LogSigmoid(), "LogSigmoid()"), (nn.Tanhshrink(), "Tanhshrink()"),
     (nn.BCELoss(), "BCELoss()"), (nn.BCEWithLogitsLoss(), "BCEWithLogitsLoss()"), (nn.L1Loss(), "L1Loss()"),
     (nn.SmoothL1Loss(), "SmoothL1Loss()"), (nn.HuberLoss(), "HuberLoss()"), (nn.KLDivLoss(), "KLDivLoss()"),
@@ -132,6 +134,83 @@ def test_activations_of_half_types_compute_in_float32():
             y = fn(x)
             assert y.dtype == dtype
             assert rel_err(y.numpy().astype(np.float64), ref(rounded)) <= TOL[np.dtype(dtype)]
+
+
+def test_piecewise_activations_at_their_edges_and_at_nan():
+    """PyTorch's sides at the kinks (hardswish's gradient at -3 and 3, rrelu's at 0 takes the slope), NaN kept by
+    threshold and the shrinks, and a NaN input's gradient passed through as PyTorch passes it."""
+    x = cpu(np.array([-3.0, 3.0]), requires_grad=True)
+    F.hardswish(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.0])
+    nan = cpu(np.array([np.nan]))
+    for y in (nn.Threshold(0.1, 20.0)(nan), F.hardshrink(nan), F.softshrink(nan)):
+        assert np.isnan(y.numpy()).all()
+    for fn, slope in ((F.hardtanh, 1.0), (F.relu6, 1.0), (F.hardshrink, 1.0), (F.softshrink, 1.0),
+                      (lambda v: F.threshold(v, 0.5, 2.0), 1.0), (F.elu, 1.0), (F.celu, 1.0),
+                      (F.selu, 1.0507009873554805)):
+        v = cpu(np.array([np.nan, 0.25]), requires_grad=True)
+        fn(v).sum().backward()
+        np.testing.assert_allclose(v.grad.numpy()[0], slope, rtol=1e-12)
+    z = cpu(np.array([0.0, -2.0, 1.0]), requires_grad=True)
+    F.rrelu(z, 0.2, 0.2, training=True).sum().backward()
+    np.testing.assert_allclose(z.grad.numpy(), [0.2, 0.2, 1.0])
+
+
+def test_sigmoid_and_tanh_of_half_types_round_once():
+    """Computed in float32 and rounded once, as PyTorch's kernels: nearly all values are the correctly rounded
+    float64 result (16-bit arithmetic step by step misses about a quarter of them)."""
+    a = np.linspace(-8, 8, 2001)
+    for dtype in (mf.float16, mf.bfloat16):
+        rounded = a.astype(dtype).astype(np.float64)
+        for fn, ref in ((mf.sigmoid, lambda v: 1 / (1 + np.exp(-v))), (mf.tanh, np.tanh)):
+            x = cpu(a.astype(dtype), requires_grad=True)
+            y = fn(x)
+            y.backward(mf.ones_like(y))
+            assert y.dtype == dtype and x.grad.dtype == dtype
+            yr = ref(rounded)
+            assert np.mean(y.numpy() != yr.astype(dtype)) < 0.02
+            gr = yr.astype(dtype).astype(np.float64)
+            g_ref = (gr * (1 - gr) if fn is mf.sigmoid else 1 - gr * gr).astype(dtype)
+            assert np.mean(x.grad.numpy() != g_ref) < 0.02
+
+
+def test_alpha_dropout_in_place_writes_the_out_of_place_result():
+    base = f64(64, 8)
+    mf.manual_seed(3)
+    want = F.alpha_dropout(base * 1.0, 0.3, training=True)
+    mf.manual_seed(3)
+    x = base * 1.0
+    y = F.alpha_dropout(x, 0.3, training=True, inplace=True)
+    assert y is x
+    np.testing.assert_array_equal(y.detach().numpy(), want.detach().numpy())
+    y.sum().backward()
+    vals, counts = np.unique(want.detach().numpy(), return_counts=True)
+    kept = want.detach().numpy() != vals[np.argmax(counts)]  # the dropped all take one value
+    assert np.all(base.grad.numpy()[kept] == base.grad.numpy()[kept][0]) and np.all(base.grad.numpy()[~kept] == 0)
+    assert F.feature_alpha_dropout(x, 0.3, training=False, inplace=True) is x
+
+
+def test_prelu_shapes_as_pytorchs():
+    assert nn.PReLU()(cpu(np.array(-2.0))).shape == ()
+    np.testing.assert_allclose(F.prelu(cpu(np.array([-1.0, 2.0])), cpu(np.array(0.5))).numpy(), [-0.5, 2.0])
+    with pytest.raises(ValueError, match="prelu"):  # a 1-D input has one channel
+        F.prelu(cpu(np.array([-1.0, 2.0, 3.0])), cpu(np.array([0.1, 0.2, 0.3])))
+    m = nn.PReLU(3, init=0.1)
+    with mf.no_grad():
+        m.weight.fill_(0.7)
+    m.reset_parameters()
+    np.testing.assert_allclose(m.weight.detach().numpy(), 0.1, rtol=1e-6)
+
+
+def test_softmax_arguments_as_pytorchs():
+    x = cpu(np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 1.0]], np.float32))
+    assert F.softmax(x, 1, 3, mf.float64).dtype == mf.float64  # the functional form: (input, dim, _stacklevel, dtype)
+    assert mf.softmax(x, 1, mf.float64).dtype == mf.float64 and x.log_softmax(1, mf.float64).dtype == mf.float64
+    with pytest.warns(UserWarning, match="Implicit dimension choice for softmax"):
+        y = F.softmax(x)
+    np.testing.assert_allclose(y.numpy(), F.softmax(x, 1).numpy())
+    with pytest.raises(TypeError, match="dim"):
+        F.log_softmax(x, (0, 1))
 
 
 # ---------------------------------------------------------------- normalize, one_hot

@@ -7,6 +7,7 @@ below assume valid input.
 from __future__ import annotations
 
 import numbers as _numbers
+import warnings as _warnings
 
 import numpy as _np
 
@@ -314,8 +315,13 @@ def _softmax_dim(op, input, dim, dtype):
         (input,) = _autocast_float32(input)
     if input.dtype not in _NORM_DTYPES:
         raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
-    if dim is None:  # PyTorch's legacy implicit choice
+    if dim is None:  # PyTorch's legacy implicit choice, warned as there
         dim = 0 if input.ndim in (0, 1, 3) else 1
+        name = op.rstrip("_")
+        _warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
+                       f"dim=X as an argument.", UserWarning, stacklevel=4)
+    if isinstance(dim, bool) or not isinstance(dim, _numbers.Integral):
+        raise InputTypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__}")
     nd = max(input.ndim, 1)
     if not -nd <= dim < nd:
         raise IndexError(f"{op}: dim {dim} out of range for a tensor of {input.ndim} dimensions")
@@ -334,7 +340,7 @@ def _softmax_any(op, input, dim, dtype, log):
     return _transpose(_softmax_ops.softmax_last(_transpose(input, dim, last), log), dim, last)
 
 
-def softmax(input, dim=None, dtype=None):
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
     """Softmax along ``dim`` (fused row kernel along the last dimension; other dims are
     transposed there and back). A row of all -inf gives NaN, as in PyTorch."""
     return _softmax_any("softmax", input, dim, dtype, log=False)
@@ -350,7 +356,7 @@ def softmax_(input, dim=None):
     return _softmax_ops.softmax_(input, dim)
 
 
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """Log-softmax along ``dim``; a row of all -inf gives NaN, as in PyTorch."""
     return _softmax_any("log_softmax", input, dim, dtype, log=True)
 

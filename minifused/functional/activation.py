@@ -64,7 +64,7 @@ def leaky_relu_(input, negative_slope=0.01):
 
 def prelu(input, weight):
     """``x`` where ``x > 0``, else ``weight * x``, as ``torch.nn.functional.prelu``: ``weight`` of one value, or
-    one per channel (dimension 1; dimension 0 of a 1-D input), learned."""
+    one per channel (dimension 1; inputs of under 2 dimensions have one channel), learned."""
     op = "prelu"
     if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
@@ -73,12 +73,11 @@ def prelu(input, weight):
         raise InputTypeError(f"{op}: expected a floating-point input, got {input.dtype}")
     if weight.device != input.device:
         raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
-    channels = 1 if input.ndim == 0 else input.shape[1] if input.ndim >= 2 else input.shape[0]
-    if weight.ndim != 1 or weight.shape[0] not in (1, channels):
-        raise InputError(f"{op}: weight must hold 1 value or one per channel ({channels}), got shape "
-                         f"{list(weight.shape)}")
-    slope = weight if weight.shape[0] == 1 or input.ndim < 2 else weight.reshape(
-        (channels,) + (1,) * (input.ndim - 2))
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.ndim > 1 or weight.numel() not in (1, channels):
+        raise InputError(f"{op}: Mismatch of parameter numbers and input channel size: weight must hold 1 value "
+                         f"or one per channel ({channels}), got shape {list(weight.shape)}")
+    slope = weight.reshape(()) if weight.numel() == 1 else weight.reshape((channels,) + (1,) * (input.ndim - 2))
     if slope.dtype != input.dtype:
         slope = _cast(slope, input.dtype)
     return _where(input > 0, input, slope * input)
@@ -218,7 +217,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     _act(op, input)
     from ..ops import rand
 
-    noise = rand(*input.shape, device=input.device)._data * (upper - lower) + lower
+    noise = rand(*input.shape, device=input.device, dtype=input.dtype)._data * (upper - lower) + lower
     return _run(op, _A.RRelu, input, inplace, noise=noise)
 
 

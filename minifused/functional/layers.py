@@ -376,16 +376,13 @@ def _alpha(op, input, p, training, inplace, lead):
         raise InputError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
     if not backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
-    if inplace:
-        raise NotImplementedError(f"{op}: inplace=True is not supported; use the out-of-place form")
     if not training or p == 0.0 or input.numel() == 0:
         return input
-    if p == 1.0:
-        return input * 0.0
     if lead is not None and input.ndim < 2:
         raise InputError(f"{op}: expected an input with a channel dimension (N, C, ...), got shape "
                          f"{tuple(input.shape)}")
-    return R.alpha_dropout(input, float(p), lead)
+    out = input * 0.0 if p == 1.0 else R.alpha_dropout(input, float(p), lead)
+    return input.copy_(out) if inplace else out  # (in place: written over the input, as PyTorch's)
 
 
 def alpha_dropout(input, p=0.5, training=False, inplace=False):

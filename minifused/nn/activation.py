@@ -11,6 +11,7 @@ from ..functional._checks import _legacy_reduction
 from .loss import _WeightedLoss
 from .. import ops
 from .module import Module, Parameter
+from ..autograd import no_grad
 from ..backend import InputError
 
 __all__ = ["LeakyReLU", "SiLU", "ELU", "SELU", "CELU", "Softplus", "Hardtanh", "ReLU6", "Hardsigmoid",
@@ -69,6 +70,10 @@ class PReLU(Module):
             raise InputError(f"PReLU: num_parameters must be a positive int, got {num_parameters!r}")
         self.num_parameters, self.init = num_parameters, init
         self.weight = Parameter(ops.full((num_parameters,), float(init), dtype=dtype, device=device))
+
+    def reset_parameters(self):
+        with no_grad():
+            self.weight.fill_(float(self.init))
 
     def forward(self, input):
         return F.prelu(input, self.weight)
@@ -167,8 +172,11 @@ class Hardswish(Hardsigmoid):
     _fn = staticmethod(F.hardswish)
 
 
-class Mish(Hardsigmoid):
+class Mish(_Activation):
     _fn = staticmethod(F.mish)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class Softplus(Module):

@@ -13,7 +13,7 @@ class Dropout(Module):
         super().__init__()
         if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
             raise InputError(f"Dropout: probability has to be between 0 and 1, but got {p!r}")
-        self.p = float(p)
+        self.p = p  # as given (its repr shows it so, as PyTorch's)
         self.inplace = inplace
 
     def forward(self, x):

@@ -273,7 +273,7 @@ class _ChannelDropout(Module):
         super().__init__()
         if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
             raise InputError(f"{type(self).__name__}: dropout probability has to be between 0 and 1, but got {p!r}")
-        self.p, self.inplace = float(p), bool(inplace)
+        self.p, self.inplace = p, bool(inplace)  # p as given (its repr), as PyTorch
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"

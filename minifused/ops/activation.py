@@ -83,10 +83,10 @@ class LeakyRelu(_Unary):
 
 
 class Hardtanh(_Unary):
-    """Also ReLU6 (0, 6). The gradient passes strictly inside (lo, hi), as in PyTorch."""
+    """Also ReLU6 (0, 6). The gradient passes but at and outside lo and hi (NaN's too), as in PyTorch."""
 
     f = staticmethod(lambda xp, x, lo, hi: xp.clip(x, lo, hi))
-    keep = staticmethod(lambda x, xu, inplace, lo, hi: (x > lo) & (x < hi))
+    keep = staticmethod(lambda x, xu, inplace, lo, hi: ~((x <= lo) | (x >= hi)))
     grad = staticmethod(lambda xp, g, keep, lo, hi: g * keep)
 
 
@@ -97,7 +97,8 @@ class Hardsigmoid(_Unary):
 
 
 class Elu(_Unary):
-    """ELU, SELU and CELU: ``scale * x`` for x > 0, else ``scale * alpha * (exp(x * input_scale) - 1)``."""
+    """ELU, SELU and CELU: ``scale * x`` for x > 0, else ``scale * alpha * (exp(x * input_scale) - 1)`` (a NaN
+    input's gradient takes the ``scale`` side, as PyTorch's)."""
 
     @staticmethod
     def f(xp, x, alpha, scale, input_scale):
@@ -105,7 +106,7 @@ class Elu(_Unary):
 
     @staticmethod
     def grad(xp, g, x, alpha, scale, input_scale):
-        return g * xp.where(x > 0, scale, xp.exp(xp.minimum(x, 0) * input_scale) * (alpha * scale * input_scale))
+        return g * xp.where(x <= 0, xp.exp(xp.minimum(x, 0) * input_scale) * (alpha * scale * input_scale), scale)
 
 
 class Silu(_Unary):
@@ -131,7 +132,7 @@ class Hardswish(_Unary):
 
     @staticmethod
     def grad(xp, g, x):
-        return g * xp.where(x < -3, 0, xp.where(x <= 3, x / 3 + 0.5, 1)).astype(g.dtype, copy=False)
+        return g * xp.where(x <= -3, 0, xp.where(x < 3, x / 3 + 0.5, 1)).astype(g.dtype, copy=False)
 
 
 class Softplus(_Unary):
@@ -172,30 +173,31 @@ class Tanhshrink(_Unary):
 
 
 class RRelu(_Unary):
-    """``x`` where ``x >= 0``, else ``noise * x`` (``noise``: the training mode's random slopes, float32)."""
+    """``noise * x`` where ``x <= 0``, else ``x`` (``noise``: the training mode's random slopes); the gradient at 0
+    takes the slope, as PyTorch's."""
 
-    f = staticmethod(lambda xp, x, noise: xp.where(x >= 0, x, x * noise))
-    keep = staticmethod(lambda x, xu, inplace, noise: x >= 0)
+    f = staticmethod(lambda xp, x, noise: xp.where(x <= 0, x * noise, x))
+    keep = staticmethod(lambda x, xu, inplace, noise: ~(x <= 0))
     grad = staticmethod(lambda xp, g, keep, noise: xp.where(keep, g, g * noise))
 
 
 class Threshold(_Unary):
-    """``x`` where ``x > threshold``, else ``value``; the gradient passes where ``x > threshold``."""
+    """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN); the gradient passes where not replaced."""
 
-    f = staticmethod(lambda xp, x, threshold, value: xp.where(x > threshold, x, value))
-    keep = staticmethod(lambda x, xu, inplace, threshold, value: x > threshold)
+    f = staticmethod(lambda xp, x, threshold, value: xp.where(x <= threshold, value, x))
+    keep = staticmethod(lambda x, xu, inplace, threshold, value: ~(x <= threshold))
     grad = staticmethod(lambda xp, g, keep, threshold, value: g * keep)
 
 
 class Shrink(_Unary):
-    """Hardshrink (``soft=False``: ``x`` where ``|x| > lambd``, else 0) and Softshrink (``x`` moved ``lambd``
-    towards 0 there); the gradient passes where ``|x| > lambd``."""
+    """Hardshrink (``soft=False``: 0 where ``|x| <= lambd``, else ``x``) and Softshrink (``x`` moved ``lambd``
+    towards 0 there); the gradient passes where not zeroed (NaN's too, as PyTorch's)."""
 
     @staticmethod
     def f(xp, x, lambd, soft):
-        return xp.where(xp.abs(x) > lambd, x - xp.sign(x) * lambd if soft else x, 0)
+        return xp.where(xp.abs(x) <= lambd, 0, x - xp.sign(x) * lambd if soft else x)
 
-    keep = staticmethod(lambda x, xu, inplace, lambd, soft: _xp(xu).abs(xu) > lambd)
+    keep = staticmethod(lambda x, xu, inplace, lambd, soft: ~(_xp(xu).abs(xu) <= lambd))
     grad = staticmethod(lambda xp, g, keep, lambd, soft: g * keep)
 
 

@@ -242,33 +242,40 @@ class Abs(Function):
         return g * _xp(x).sign(x)
 
 
+def _wide(a):
+    """``a`` in float32 when a 16-bit float: tanh and sigmoid compute there and round once, as PyTorch's."""
+    return a.astype(np.float32) if a.dtype in (backend.float16, backend.bfloat16) else a
+
+
 class Tanh(Function):
     @staticmethod
     def forward(ctx, x):
-        out = _xp(x).tanh(x)
+        out = _xp(x).tanh(_wide(x)).astype(x.dtype, copy=False)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
-        return g * (1 - out * out)
+        out = _wide(out)
+        return (_wide(g) * (1 - out * out)).astype(g.dtype, copy=False)
 
 
 class Sigmoid(Function):
     @staticmethod
     def forward(ctx, x):
-        xp = _xp(x)
+        xp, xw = _xp(x), _wide(x)
         # exp of a non-positive number only, so no overflow for large |x|
-        e = xp.exp(-xp.abs(x))
-        out = xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+        e = xp.exp(-xp.abs(xw))
+        out = xp.where(xw >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
-        return g * out * (1 - out)
+        out = _wide(out)
+        return (_wide(g) * (1 - out) * out).astype(g.dtype, copy=False)
 
 
 class Relu(Function):
