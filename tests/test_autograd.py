@@ -611,3 +611,104 @@ def test_backward_bad_arguments_change_nothing(call, exc, words):
     assert w.grad is None and b.grad is None
     y1.backward()  # the graph was not consumed
     assert w.grad is not None
+
+
+# ---------------------------------------------------------------- user code's arrays, aliased in-place operands
+def test_in_place_arithmetic_with_an_operand_aliasing_its_target(device):
+    """``y *= y`` and ``y.mul_(y.detach())``: the op overwrites its own operand; the backward uses its old value
+    (PyTorch refuses these backwards; a wrong gradient is never the answer)."""
+    a = np.array([0.5, -1.0, 2.0])
+    for op, want in ((lambda y: y.__imul__(y), 2 * (a + 1)), (lambda y: y.mul_(y.detach()), a + 1),
+                     (lambda y: y.div_(y.detach()[2]), np.full(3, 1 / 3)), (lambda y: y.add_(y), np.full(3, 2.0))):
+        x = leaf(a, device)
+        y = x * 1 + 1
+        op(y)
+        y.sum().backward()
+        np.testing.assert_allclose(x.grad.cpu().numpy(), want)
+
+
+def test_gradients_user_code_saw_stay_as_they_were(device):
+    """A gradient a hook kept, one a custom backward returned (here: its saved input) or a module's backward
+    hook returned never becomes a leaf's own .grad: the next backward's accumulation leaves it alone."""
+    x = leaf([1.0, 2.0], device)
+    seen, seen_mid = [], []
+    x.register_hook(lambda g: seen.append(g))
+    for _ in range(2):
+        h = x * 2
+        mid = h + 0
+        mid.register_hook(lambda g: seen_mid.append(g))
+        mid.sum().backward()
+    np.testing.assert_allclose(seen[0].cpu().numpy(), [2.0, 2.0])
+    np.testing.assert_allclose(seen_mid[0].cpu().numpy(), [1.0, 1.0])
+    np.testing.assert_allclose(x.grad.cpu().numpy(), [4.0, 4.0])
+
+    class PassSaved(Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(b)
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            (b,) = ctx.saved_tensors
+            return b, None
+
+    a, b = leaf([1.0, 1.0], device), mf.tensor([3.0, 4.0], device=device, dtype=mf.float64)
+    for _ in range(2):
+        PassSaved.apply(a, b).sum().backward()
+    np.testing.assert_allclose(b.cpu().numpy(), [3.0, 4.0])
+    np.testing.assert_allclose(a.grad.cpu().numpy(), [6.0, 8.0])
+
+    m = nn.Linear(2, 1).to(device)
+    const = mf.ones(3, 2, device=device)
+    m.register_full_backward_hook(lambda mod, gin, gout: (const,))
+    inp = mf.randn(3, 2, device=device, requires_grad=True)
+    for _ in range(2):
+        m(inp).sum().backward()
+    np.testing.assert_allclose(const.cpu().numpy(), 1.0)
+    np.testing.assert_allclose(inp.grad.cpu().numpy(), 2.0)
+
+
+def test_backward_hook_changing_a_gradient_size_is_refused(device):
+    m = nn.Linear(4, 1).to(device)
+    m.register_full_backward_hook(lambda mod, gin, gout: (mf.ones(1, 4, device=device),))
+    with pytest.raises(RuntimeError, match="changed the size"):
+        m(mf.randn(2, 4, device=device, requires_grad=True)).sum().backward()
+
+
+def test_grad_of_several_outputs_walks_once(device):
+    """autograd.grad([y1, y2], x): one walk, so a (non-linear) hook sees the whole gradient once, as PyTorch's."""
+    x = leaf([1.0, 1.0], device)
+    calls = []
+    h = x * 1
+    h.register_hook(lambda g: calls.append(g.cpu().numpy().copy()) or g.clamp(max=1))
+    (gx,) = mf.autograd.grad([(h * 2).sum(), (h * 3).sum()], x)
+    assert len(calls) == 1
+    np.testing.assert_allclose(calls[0], [5.0, 5.0])
+    np.testing.assert_allclose(gx.cpu().numpy(), [1.0, 1.0])
+
+
+def test_custom_function_integer_outputs_and_unmaterialized_grads(device):
+    class SortBoth(Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.set_materialize_grads(False)
+            values, order = a.sort()
+            ctx.save_for_backward(order)
+            return values, order, a * 3
+
+        @staticmethod
+        def backward(ctx, g_values, g_order, g_three):
+            got.append((g_values is None, g_three is None))
+            (order,) = ctx.saved_tensors
+            out = mf.zeros_like(g_values)
+            out[order] = g_values
+            return out
+
+    got = []
+    a = leaf([3.0, 1.0, 2.0], device)
+    values, order, _ = SortBoth.apply(a)
+    assert not order.requires_grad and order.grad_fn is None and values.requires_grad
+    values.sum().backward()
+    assert got == [(False, True)]
+    np.testing.assert_allclose(a.grad.cpu().numpy(), 1.0)

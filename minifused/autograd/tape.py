@@ -3,6 +3,7 @@ the edges to non-leaf inputs, and :class:`Function`, whose ``apply`` runs a forw
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 
 import numpy as np
@@ -29,6 +30,21 @@ class VersionCounter:
     def bump(self, op: str) -> None:
         self.version += 1
         self.last_op = op
+
+
+class _Shown(threading.local):
+    ids = None  # while a backward walk runs: the ids of the gradient arrays user code has seen
+
+
+_shown = _Shown()
+
+
+def show_to_user(*arrays):
+    """Note gradient arrays that user code sees during a backward walk (hooks, custom backwards): user code may
+    keep them, so none of them becomes a leaf's own ``.grad`` (later accumulation would write into them)."""
+    ids = _shown.ids
+    if ids is not None:
+        ids.update(id(a) for a in arrays if a is not None)
 
 
 def _saved_versions(saved, tensors):
@@ -233,6 +249,12 @@ class Function:
         if not cls.writes_overlap:
             refuse_internal_overlap(op, x._data)
         arrays, needs, any_needs = _unwrap((x, *args), op)
+        if any_needs and _mode.enabled:
+            # an operand that is x or a view of it (``y *= y``, ``y.mul_(y.detach())``) is overwritten by the op
+            # itself: the backward gets a copy of its value (PyTorch's version check would refuse the backward)
+            for i, a in enumerate(args, 1):
+                if isinstance(a, _Tensor) and a._vc is x._vc:
+                    arrays[i] = backend.copy(arrays[i])
         ctx = Context(needs)
         if _on_host(arrays):
             with np.errstate(all="ignore"):
@@ -284,8 +306,9 @@ class FunctionCtx:
         self._non_differentiable = tensors
 
     def set_materialize_grads(self, value):
-        """Accepted as PyTorch's; the engine always gives ``backward`` zeros for outputs that got no gradient."""
+        """False: ``backward`` gets None, not zeros, for the outputs that got no gradient (PyTorch's)."""
         self.materialize_grads = bool(value)
+        self._node.none_for_missing = not value
 
     def mark_dirty(self, *tensors):
         raise NotImplementedError("autograd.Function: mark_dirty (a forward that modifies its inputs in place) is "
@@ -325,7 +348,8 @@ class _Bridge(Function):
         if uctx is None:  # freed by an earlier backward
             raise RuntimeError(_FREED_MESSAGE.format(name=ctx.fn.__name__))
         xp = backend.array_module(next(g for g in grads if g is not None))
-        tensors = [_Tensor._from_array(xp.zeros(shape, dtype) if g is None else g)
+        tensors = [None if g is None and not uctx.materialize_grads else
+                   _Tensor._from_array(xp.zeros(shape, dtype) if g is None else g)
                    for g, (shape, dtype) in zip(grads, ctx.out_meta)]
         with _no_recording():
             result = user.backward(uctx, *tensors)
@@ -333,8 +357,10 @@ class _Bridge(Function):
         if len(result) < n or any(r is not None for r in result[n:]):
             raise RuntimeError(f"function {user.__name__}Backward returned an incorrect number of gradients "
                                f"(expected {n}, got {len(result)})")
-        return tuple(r._data if isinstance(r, _Tensor) else None if r is None else xp.asarray(r)
-                     for r in result[:n])
+        result = tuple(r._data if isinstance(r, _Tensor) else None if r is None else xp.asarray(r)
+                       for r in result[:n])
+        show_to_user(*(t._data for t in tensors if t is not None), *result)
+        return result
 
 
 def _apply_on_tensors(cls, *args, **kwargs):
@@ -342,9 +368,9 @@ def _apply_on_tensors(cls, *args, **kwargs):
     out = cls._bridge.apply(*args, user=cls, args=args, kwargs=kwargs)
     outs = out if isinstance(out, tuple) else (out,)
     node = outs[0]._ctx
-    if node is not None and node.user_ctx._non_differentiable:
+    if node is not None:  # outputs marked non-differentiable, and integer / bool ones (as PyTorch's), leave the graph
         marked = {id(t._data) for t in node.user_ctx._non_differentiable}
-        outs = tuple(o.detach() if id(o._data) in marked else o for o in outs)
+        outs = tuple(o.detach() if id(o._data) in marked or not backend.is_floating(o.dtype) else o for o in outs)
     return outs if isinstance(out, tuple) else outs[0]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import backend
 from ..kernels.elementwise import add as _add  # the sum of two 16-bit gradients in one vectorized kernel
-from .tape import _FREED_MESSAGE, Handoff, _check_versions, _refuse_rewritten
+from .tape import _FREED_MESSAGE, Handoff, _check_versions, _refuse_rewritten, _shown, show_to_user
 from .modes import _check_op, _checks
 
 _Tensor = None  # the Tensor class, registered by minifused.tensor (see the package's _register_tensor_type)
@@ -59,6 +59,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 def _backward(roots, leaves, retain_graph):
     """The core: every node after its consumers turns its outputs' gradients into its inputs'. ``roots``:
     (tensor, gradient) pairs the walk starts from."""
+    outer, _shown.ids = _shown.ids, set()
+    try:
+        _walk(roots, leaves, retain_graph)
+    finally:
+        _shown.ids = outer
+
+
+def _walk(roots, leaves, retain_graph):
     pending, root_ctxs = {}, []
     for root, grad in roots:
         if root._ctx is None:
@@ -143,6 +151,8 @@ def _output_grads(ctx, pending):
 def _prepare_grads(ctx, grads):
     for i, (shape, dtype) in enumerate(ctx.out_meta):
         if grads[i] is None:
+            if ctx.__dict__.get("none_for_missing"):  # a custom Function's set_materialize_grads(False)
+                continue
             grads[i] = backend.array_module(_any_array(grads)).zeros(shape, dtype)
         elif ctx.hooks and i in ctx.hooks:
             grads[i] = _run_hooks(ctx.hooks[i], grads[i])
@@ -214,10 +224,12 @@ def _run_hooks(hooks, grad):
     for hook in hooks:
         if isinstance(grad, np.generic) or not _writeable(grad):
             grad = np.array(grad)  # a hook may write its tensor in place: a NumPy scalar or read-only view drops it
+        show_to_user(grad)
         result = hook(_Tensor._from_array(grad, False))
         if result is None:
             continue
         new = result._data if isinstance(result, _Tensor) else backend.array_module(grad).asarray(result)
+        show_to_user(new)
         if type(new) is not type(grad):
             raise RuntimeError(f"hook {getattr(hook, '__name__', hook)!r} returned a gradient on another device "
                                f"than the tensor's")
@@ -259,14 +271,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             t._grad = None
             if t._ctx is not None:
                 t.retain_grad()
-        for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
-            keep = retain_graph or i + 1 < len(outputs)
-            outer, _callbacks.queue = _callbacks.queue, []
-            try:
-                seed, user_grad = _seed(out, g)
-                _backward([(out, seed)], _Collected((user_grad,), inputs), keep)
-            finally:
-                _callbacks.queue = outer
+        outer, _callbacks.queue = _callbacks.queue, []
+        try:  # one walk from every output: each node and hook runs once, on its whole gradient
+            seeds = [_seed(out, g) for out, g in zip(outputs, grad_outputs)]
+            user_grads = tuple(u for _, u in seeds if u is not None)
+            _backward([(out, seed) for out, (seed, _) in zip(outputs, seeds)], _Collected(user_grads, inputs),
+                      bool(retain_graph))
+        finally:
+            _callbacks.queue = outer
         for t in inputs:
             if t._grad is not None:
                 found[id(t)] = t._grad
@@ -310,9 +322,9 @@ class _LeafGrads:
 
     def owns(self, g, still_held=()):
         """The one leaf-ownership rule: ``g`` may become a leaf's ``.grad`` as it is (no copy) only if
-        nothing else can see it: not the caller's gradient, not a view, not another leaf's ``.grad``,
-        and not held by anything still in the walk (``still_held``)."""
-        if (getattr(g, "base", None) is not None or id(g) in self.given
+        nothing else can see it: not the caller's gradient, not a view, not another leaf's ``.grad``, not one
+        user code saw (:func:`show_to_user`), and not held by anything still in the walk (``still_held``)."""
+        if (getattr(g, "base", None) is not None or id(g) in self.given or _shown.ids and id(g) in _shown.ids
                 or self.user_grads and any(g is u for u in self.user_grads)
                 or still_held and any(h is g for h in still_held)):  # (a training step's are empty: no scans)
             return False

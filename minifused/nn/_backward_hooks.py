@@ -4,6 +4,7 @@ input node's backward sees ``grad_input`` and runs the full backward hooks, whic
 from __future__ import annotations
 
 from ..autograd import Function
+from ..autograd.tape import show_to_user
 from ..tensor import Tensor
 
 
@@ -22,10 +23,17 @@ def _as_arrays(grads, like, what):
         raise RuntimeError(f"backward hook returned {type(grads).__name__} of length "
                            f"{len(grads) if isinstance(grads, tuple) else '-'}, expected a tuple of "
                            f"{len(like)} {what}")
-    return tuple(g._data if isinstance(g, Tensor) else g for g in grads)
+    arrays = tuple(g._data if isinstance(g, Tensor) else g for g in grads)
+    for a, old in zip(arrays, like):
+        if a is not None and old is not None and tuple(a.shape) != tuple(old.shape):
+            raise RuntimeError(f"backward hook has changed the size of a gradient: expected shape "
+                               f"{tuple(old.shape)}, got {tuple(a.shape)}")
+    return arrays
 
 
 def _wrap(arrays):
+    """The gradients as tensors for the hooks (user code: none becomes a leaf's own .grad)."""
+    show_to_user(*arrays)
     return tuple(None if a is None else Tensor._from_array(a) for a in arrays)
 
 
