@@ -36,11 +36,18 @@ class Tensor:
     __array_ufunc__ = None  # NumPy operators defer to Tensor's reflected methods
     __hash__ = object.__hash__
 
-    def __init__(self, data, requires_grad=False):
+    def __init__(self, data=(), *sizes, requires_grad=False):
+        if sizes and (isinstance(data, bool) or not isinstance(data, numbers.Integral)):
+            raise InputTypeError(f"Tensor(): give data, or sizes as ints, got {(data, *sizes)}")
         if isinstance(data, Tensor):
             data = data._data
+        elif isinstance(data, numbers.Integral) and not isinstance(data, bool):  # Tensor(2, 3): zeros of a shape
+            if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in sizes):
+                raise InputTypeError(f"Tensor(): sizes must be ints, got {(data, *sizes)}")
+            data = np.zeros((data, *sizes), backend.get_default_dtype())
         elif not (isinstance(data, np.ndarray) or backend.is_cuda_array(data)):
-            data = np.asarray(data)
+            # PyTorch's legacy constructor: Python data in the default float dtype (NumPy arrays keep theirs)
+            data = np.asarray(data, backend.get_default_dtype())
         self._data = data
         self._requires_grad = False
         self._grad = None
@@ -194,11 +201,21 @@ class Tensor:
         return self._data.shape[0]
 
     # ------------------------------------------------------------ host values
-    def numpy(self) -> np.ndarray:
-        """The array as NumPy; like PyTorch, only for cpu tensors (use ``.cpu()`` first)."""
+    def numpy(self, *, force=False) -> np.ndarray:
+        """The array as NumPy (shared); like PyTorch, only for cpu tensors, unless ``force`` (then a copy, from
+        any device). Unlike PyTorch's, a tensor that requires grad gives its array too."""
+        if force:
+            return np.array(backend.to_device(self._data, backend.CPU))
         if self.is_cuda:
             raise InputTypeError(f"can't convert {self.device} tensor to numpy; use tensor.cpu() first")
         return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        """NumPy's view of a cpu tensor (``np.asarray(t)``, what NumPy-based libraries call), as PyTorch's."""
+        a = self.numpy()
+        if dtype is not None and a.dtype != dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
 
     def item(self):
         if self._data.size != 1:

@@ -264,3 +264,53 @@ def test_python_floats_go_to_a_requested_dtype_without_a_float32_rounding():
     assert mf.as_tensor([0.1], dtype=mf.float64).tolist() == [0.1]
     assert mf.tensor([0.1]).dtype == mf.float32 and mf.tensor([3]).dtype == mf.int64
     assert mf.tensor([1, 2], dtype=mf.float16).dtype == mf.float16
+
+
+# ---------------------------------------------------------------- forms PyTorch scripts use
+def test_reduction_arguments_as_pytorchs():
+    a = np.arange(12.0).reshape(3, 4)
+    x = mf.tensor(a)
+    np.testing.assert_allclose(x.std(False).numpy(), a.std())  # std(input, unbiased): over everything
+    np.testing.assert_allclose(x.var(True).numpy(), a.var(ddof=1))
+    v, m = mf.var_mean(x, False)
+    np.testing.assert_allclose((v.numpy(), m.numpy()), (a.var(), a.mean()))
+    with pytest.raises(TypeError, match="dim"):
+        x.sum(True)
+    for dtype in (mf.int8, mf.int16, mf.int32, mf.uint8):
+        s = mf.tensor(np.array([100, 100, 100, 1])).sum(dtype=dtype)
+        assert s.dtype == dtype and int(s.item()) == np.array(301).astype(dtype)
+
+
+def test_numpy_interop_and_legacy_constructor():
+    t = mf.tensor([[1.0, 2.0], [3.0, 4.0]])
+    a = np.asarray(t)
+    assert type(a) is np.ndarray and a.dtype == np.float32 and np.shares_memory(a, t.numpy())
+    assert np.array(t, dtype=np.float64).dtype == np.float64
+    np.testing.assert_array_equal(t.numpy(force=True), a)
+    for args, shape in ((([1, 2],), (2,)), (([0.5],), (1,)), ((2, 3), (2, 3)), ((), (0,))):
+        u = mf.Tensor(*args)
+        assert u.dtype == mf.float32 and u.shape == shape
+    with pytest.raises(TypeError):
+        mf.Tensor([1.0], 2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_median_and_sort_with_nan(dtype):
+    dt = getattr(mf, dtype)
+    x = mf.tensor([1.0, float("nan"), 3.0, 0.0]).to(dt)
+    assert np.isnan(float(x.median().item()))
+    values, indices = x.median(0)
+    assert np.isnan(float(values.item())) and int(indices.item()) == 1
+    rows = mf.tensor([[1.0, 2.0, 3.0], [4.0, float("nan"), 6.0]]).to(dt).median(1)
+    assert float(rows.values[0].item()) == 2.0 and np.isnan(float(rows.values[1].item()))
+    np.testing.assert_array_equal(rows.indices.numpy(), [1, 1])
+    s = x.sort()
+    np.testing.assert_array_equal(s.values.float().numpy(), [0.0, 1.0, 3.0, np.nan])
+    np.testing.assert_array_equal(s.indices.numpy(), [3, 0, 2, 1])
+
+
+def test_uint8_index_is_a_mask():
+    t = mf.tensor([10, 20, 30])
+    with pytest.warns(UserWarning, match="uint8"):
+        picked = t[mf.tensor(np.array([1, 0, 1], np.uint8))]
+    np.testing.assert_array_equal(picked.numpy(), [10, 30])

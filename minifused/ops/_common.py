@@ -12,7 +12,7 @@ from .. import backend
 from ..kernels import columns
 from ..autograd import Function
 from ..tensor import Tensor
-from ..backend import InputError
+from ..backend import InputError, InputTypeError
 
 
 class Cast(Function):
@@ -203,6 +203,8 @@ def normalize_axis(op, axis, ndim):
     axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
     out = []
     for ax in axes:
+        if isinstance(ax, bool) or not isinstance(ax, numbers.Integral):
+            raise InputTypeError(f"{op}(): argument 'dim' must be an int or a tuple of ints, got {axis!r}")
         if not -max(ndim, 1) <= ax < max(ndim, 1):
             raise IndexError(f"{op}: dimension {ax} out of range for a tensor of {ndim} dimensions")
         out.append(ax % max(ndim, 1))

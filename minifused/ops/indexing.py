@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+import warnings
 
 import numpy as np
 
@@ -59,6 +60,10 @@ def _component(v, x, op):
         if v.device.type == "cuda" and x.device.type == "cpu":
             raise RuntimeError(f"{op}: a {x.device} tensor indexed with a {v.device} tensor")
         v = v._data
+        if v.dtype == np.uint8:  # a mask, as PyTorch's (deprecated there, and warned)
+            warnings.warn("indexing with dtype uint8 is now deprecated, please use a dtype bool instead.",
+                          UserWarning, stacklevel=4)
+            v = v.astype(np.bool_)
     if isinstance(v, slice):  # bounds may be 0-d tensors: plain ints from here on
         try:
             v = slice(*(None if b is None else operator.index(b) for b in (v.start, v.stop, v.step)))

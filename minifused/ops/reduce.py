@@ -199,7 +199,9 @@ def _float_input(x):
 
 def sum(x: Tensor, dim=None, keepdim=False, dtype=None):  # noqa: A001 - PyTorch's name
     x = _int64_if_integral(x, dtype)
-    return Sum.apply(*_axes("sum", dim, x, keepdim))
+    out = Sum.apply(*_axes("sum", dim, x, keepdim))
+    # NumPy sums narrow integers (and bool) in a wider type: an asked-for dtype is the result's, as PyTorch's
+    return out if out.dtype == x.dtype or backend.is_floating(x.dtype) else cast(out, x.dtype)
 
 
 
@@ -278,18 +280,31 @@ def median(x, dim=None, keepdim=False):
     if dim is None:
         _check_nonempty("median", x, None)
         flat = Reshape.apply(x, (x.numel(),))
-        return _pick_along(flat, 0, False, _stable_argsort(flat._data, 0)[(x.numel() - 1) // 2]).values
+        return _pick_along(flat, 0, False, _median_index(flat._data, 0)).values
     axis = dim_index("median", dim, x.ndim)
     if x.ndim == 0:
         return MaxMin(Reshape.apply(x, ()), Tensor._from_array(x._xp.zeros((), np.int64)))
     _check_nonempty("median", x, (axis,))
-    order = _stable_argsort(x._data, axis)
-    return _pick_along(x, axis, keepdim, x._xp.take(order, (x.shape[axis] - 1) // 2, axis=axis))
+    return _pick_along(x, axis, keepdim, _median_index(x._data, axis))
+
+
+def _median_index(a, axis):
+    """Where the lower median of ``a`` along ``axis`` is; in a row with NaN, its first NaN (PyTorch's median)."""
+    xp = backend.array_module(a)
+    at = xp.take(_stable_argsort(a, axis), (a.shape[axis] - 1) // 2, axis=axis)
+    if not backend.is_floating(a.dtype):
+        return at
+    nan = xp.isnan(a)
+    return xp.where(nan.any(axis=axis), nan.argmax(axis=axis), at)
 
 
 def _stable_argsort(a, axis):
     """Ties in their order (CuPy's sort is always stable and takes no other ``kind``)."""
-    return np.argsort(a, axis=axis, kind="stable") if isinstance(a, np.ndarray) else a.argsort(axis=axis)
+    if not isinstance(a, np.ndarray):
+        return a.argsort(axis=axis)
+    if a.dtype == backend.bfloat16:  # NumPy's sort of ml_dtypes' bfloat16 misplaces NaN
+        a = a.astype(np.float32)
+    return np.argsort(a, axis=axis, kind="stable")
 
 
 def _pick_along(x, axis, keepdim, indices):
@@ -309,21 +324,28 @@ def _spread(fn, op, x, dim, unbiased, keepdim, correction):
     return fn.apply(x, axes, correction, keepdim)
 
 
+def _unbiased_first(dim, unbiased):
+    """PyTorch's ``var(input, unbiased)`` form: a bool where ``dim`` goes is ``unbiased`` over all elements."""
+    return (None, dim) if isinstance(dim, bool) and unbiased is None else (dim, unbiased)
+
+
 def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
-    return _spread(Var, "var", x, dim, unbiased, keepdim, correction)
+    return _spread(Var, "var", x, *_unbiased_first(dim, unbiased), keepdim, correction)
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
-    return _spread(Std, "std", x, dim, unbiased, keepdim, correction)
+    return _spread(Std, "std", x, *_unbiased_first(dim, unbiased), keepdim, correction)
 
 
 def var_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
     """``(var, mean)`` over ``dim``, as ``torch.var_mean``."""
+    dim, unbiased = _unbiased_first(dim, unbiased)
     return var(x, dim, unbiased, keepdim, correction), mean(x, dim, keepdim)
 
 
 def std_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
     """``(std, mean)`` over ``dim``, as ``torch.std_mean``."""
+    dim, unbiased = _unbiased_first(dim, unbiased)
     return std(x, dim, unbiased, keepdim, correction), mean(x, dim, keepdim)
 
 

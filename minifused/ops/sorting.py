@@ -33,6 +33,8 @@ def _order(a, axis, descending):
     descending); NaN counts as the largest value, as in PyTorch."""
     xp = backend.array_module(a)
     kind = {"kind": "stable"} if xp is np else {}  # CuPy's sort is always stable
+    if a.dtype == backend.bfloat16 and xp is np:  # NumPy's sort of ml_dtypes' bfloat16 misplaces NaN
+        a = a.astype(np.float32)
     if not descending:
         return xp.argsort(a, axis=axis, **kind)
     # a stable ascending sort of the reversed row, read backwards: descending, ties in their first order
