@@ -245,6 +245,9 @@ class GradScaler:
         self._init = (float(init_scale), 0)  # (scale, growth tracker) until the state exists
         self._state = None  # float32 [scale, inv_scale, found_inf, growth_tracker] on the loss's device
         self._stages = {}  # id(optimizer) -> "unscaled" / "stepped" since the last update(), as PyTorch's
+        # id(optimizer) -> its own [scale, inv_scale, found_inf, -] (found_inf: in its gradients alone, so that
+        # one optimizer's inf skips only its step, as PyTorch's; update() backs off on any)
+        self._per_optimizer = {}
 
     # ------------------------------------------------------------ state
     def _state_on(self, device):
@@ -269,7 +272,10 @@ class GradScaler:
 
     # ------------------------------------------------------------ the three calls of a step
     def scale(self, loss: Tensor) -> Tensor:
-        """``loss * scale`` (the scale is a device value: no host sync)."""
+        """``loss * scale`` (the scale is a device value: no host sync); lists and tuples of losses (nested too)
+        give the same structure scaled, as PyTorch's."""
+        if isinstance(loss, (list, tuple)):
+            return type(loss)(self.scale(t) for t in loss)
         if not isinstance(loss, Tensor):
             raise TypeError(f"GradScaler.scale: expected the loss tensor, got {type(loss).__name__}")
         if not self.enabled:
@@ -282,6 +288,19 @@ class GradScaler:
     @staticmethod
     def _grads(optimizer):
         return [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+
+    def _check_grads(self, optimizer, grads):
+        """``optimizer``'s own state, its found_inf set from ``grads`` alone (and added to the scaler's), on the
+        device: no host sync."""
+        amp = self._per_optimizer.get(id(optimizer))
+        if amp is None or backend.device_of(amp) != backend.device_of(self._state):
+            amp = self._per_optimizer[id(optimizer)] = self._state.copy()
+        amp[...] = self._state
+        amp[2:3] = 0.0
+        K.nonfinite([g._data for g in grads], amp)
+        xp = backend.array_module(amp)
+        xp.maximum(self._state[2:3], amp[2:3], out=self._state[2:3])
+        return amp
 
     def unscale_(self, optimizer):
         """Divide ``optimizer``'s gradients by the scale in place (on the device, no host sync) and mark an
@@ -302,17 +321,20 @@ class GradScaler:
         if any(g.dtype == backend.float16 for g in grads):
             raise ValueError("GradScaler.unscale_: attempting to unscale float16 gradients (the parameters of "
                              "a scaled step should be float32, e.g. under autocast)")
-        K.nonfinite([g._data for g in grads], self._state)
+        amp = self._check_grads(optimizer, grads)
         inv_scale = self._state[1:2].reshape(())
         for g in grads:  # (in float32 for 16-bit gradients, rounded once, as PyTorch's unscale)
             g._data[...] = (g._data * inv_scale).astype(g._data.dtype, copy=False)
             g._bump("GradScaler.unscale_")
+        amp[1:2] = 1.0  # the update's unscale: done
         self._stages[id(optimizer)] = "unscaled"
 
     def step(self, optimizer, closure=None):
-        """Check the gradients for inf/NaN and run ``optimizer``'s update with them unscaled (unless
-        ``unscale_`` did both already); the update changes nothing when one was found. Returns what
-        ``optimizer.step`` returns. Once per optimizer between two ``update()`` calls."""
+        """Check ``optimizer``'s gradients for inf/NaN and unscale them in place (unless ``unscale_`` did),
+        then run its update, which changes nothing when one was found. Float16 gradients (float16 parameters
+        with fp32 master weights) are not unscaled in float16: the fused update unscales them as it reads them,
+        so they stay scaled. Returns what ``optimizer.step`` returns. Once per optimizer between two
+        ``update()`` calls."""
         if not self.enabled:
             return optimizer.step(closure)
         if self._state is None:
@@ -320,22 +342,23 @@ class GradScaler:
         stage = self._stages.get(id(optimizer))
         if stage == "stepped":
             raise RuntimeError("GradScaler.step: step() has already been called since the last update()")
-        if not getattr(type(optimizer), "_supports_amp", False):
-            # no fused unscale-and-skip update (another optimizer, a user's): PyTorch's way, the gradients
-            # unscaled, then the update run only if none was inf/NaN (reading the flag: a host sync)
-            if stage != "unscaled":
-                self.unscale_(optimizer)
-            found = float(backend.to_device(self._state[2:3], backend.CPU)[0])
+        fused = getattr(type(optimizer), "_supports_amp", False)
+        grads = self._grads(optimizer)
+        if stage == "unscaled":
+            amp = self._per_optimizer[id(optimizer)]
+        elif fused and any(g.dtype == backend.float16 for g in grads):
+            amp = self._check_grads(optimizer, grads)  # (its inv_scale: the update unscales)
+        else:
+            self.unscale_(optimizer)
+            amp = self._per_optimizer[id(optimizer)]
+        if not fused:
+            # no fused skip-on-inf update (another optimizer, a user's): PyTorch's way, the update run only if
+            # this optimizer's gradients held no inf/NaN (reading the flag: a host sync)
+            found = float(backend.to_device(amp[2:3], backend.CPU)[0])
             out = None if found else optimizer.step(closure)
             self._stages[id(optimizer)] = "stepped"
             return out
-        if stage == "unscaled":  # checked and unscaled: the update takes its skip flag and a unit scale
-            state = self._state.copy()
-            state[1:2] = 1.0
-        else:
-            K.nonfinite([g._data for g in self._grads(optimizer)], self._state)
-            state = self._state
-        optimizer._amp = state
+        optimizer._amp = amp
         try:
             out = optimizer.step(closure)
         finally:

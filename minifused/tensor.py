@@ -400,9 +400,13 @@ class Tensor:
 
     copy_ = _copy_values_
 
-    def uniform_(self, a=0.0, b=1.0):
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):
         self._check_inplace("uniform_")
-        gen = backend.generator(self.device)
+        if not backend.is_floating(self.dtype):
+            raise InputTypeError(f"uniform_: expected a floating-point tensor, got {self.dtype}")
+        if not a <= b:
+            raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}")
+        gen = backend.generator(self.device, generator, "uniform_")
         r = gen.random(self.shape) if isinstance(gen, np.random.Generator) else gen.random_sample(self.shape)
         self._data[...] = (r * (b - a) + a).astype(self._data.dtype)
         return self._bump("uniform_")
@@ -463,11 +467,13 @@ class Tensor:
             raise InputError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
         return self._draw_("cauchy_", lambda g, n: median + sigma * g.standard_cauchy(n), generator=generator)
 
-    def normal_(self, mean=0.0, std=1.0):
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
         self._check_inplace("normal_")
+        if not backend.is_floating(self.dtype):
+            raise InputTypeError(f"normal_: expected a floating-point tensor, got {self.dtype}")
         if not std >= 0:
             raise InputError(f"normal_: std must be >= 0, got {std}")
-        r = backend.generator(self.device).standard_normal(self.shape)
+        r = backend.generator(self.device, generator, "normal_").standard_normal(self.shape)
         self._data[...] = (r * std + mean).astype(self._data.dtype)
         return self._bump("normal_")
 

@@ -428,7 +428,8 @@ def test_autocast_lower_precision_ops_and_float32_gradients(dtype):
 def test_autocast_float32_ops_nesting_and_devices():
     """Softmax (unless given a dtype), the losses, layer and group norm run in float32 on low-precision
     inputs; a region nests and enabled=False turns it off inside; the state comes back after an exception;
-    a 'cuda' region leaves cpu tensors alone; as a decorator; binary_cross_entropy is refused inside."""
+    a 'cuda' region leaves cpu tensors alone; as a decorator; binary_cross_entropy runs in float32 (refused in a
+    'cuda' region, test_gpu_autocast_refuses_binary_cross_entropy)."""
     h = mf.randn(4, 6).bfloat16()
     with mf.autocast("cpu"):
         assert mf.is_autocast_enabled("cpu") and mf.get_autocast_dtype("cpu") == mf.bfloat16
@@ -437,8 +438,8 @@ def test_autocast_float32_ops_nesting_and_devices():
                     F.cross_entropy(h, mf.tensor([0, 1, 2, 3]))):
             assert out.dtype == mf.float32
         assert F.softmax(h, 1, dtype=mf.bfloat16).dtype == mf.bfloat16
-        with pytest.raises(RuntimeError, match="binary_cross_entropy is unsafe to autocast"):
-            F.binary_cross_entropy(h.float().sigmoid(), mf.rand(4, 6))
+        p, t = h.float().sigmoid(), mf.rand(4, 6)  # refused on cuda only, as PyTorch's; float32 here
+        assert F.binary_cross_entropy(p.bfloat16(), t).dtype == mf.float32
         with mf.autocast("cpu", enabled=False):
             assert not mf.is_autocast_enabled("cpu") and F.linear(mf.randn(2, 6), mf.randn(3, 6)).dtype == mf.float32
         assert F.linear(mf.randn(2, 6), mf.randn(3, 6)).dtype == mf.bfloat16
@@ -487,3 +488,64 @@ def test_gpu_autocast_training_steps_track_float32():
     for g, r, c in zip(gpu, ref, cpu):
         scale = np.abs(r).max() + 1e-3
         assert np.abs(g - r).max() <= 3e-2 * scale and np.abs(g - c).max() <= 3e-2 * scale
+
+
+@pytest.mark.gpu
+def test_gpu_autocast_refuses_binary_cross_entropy():
+    with mf.autocast("cuda"):
+        with pytest.raises(RuntimeError, match="binary_cross_entropy is unsafe to autocast"):
+            F.binary_cross_entropy(mf.rand(4, 6, device="cuda"), mf.rand(4, 6, device="cuda"))
+
+
+def _two_models(device="cpu"):
+    mf.manual_seed(0)
+    a, b = nn.Linear(2, 1).to(device), nn.Linear(2, 1).to(device)
+    return a, b, optim.SGD(a.parameters(), lr=0.1), optim.SGD(b.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_scaler_skips_only_the_optimizer_whose_gradients_overflowed(device):
+    """Two optimizers, an inf in A's gradients: A's step is skipped, B's runs, and update() backs off (PyTorch
+    keeps one found-inf flag per optimizer)."""
+    a, b, oa, ob = _two_models(device)
+    wa, wb = a.weight.detach().cpu().numpy().copy(), b.weight.detach().cpu().numpy().copy()
+    scaler = amp.GradScaler(device, init_scale=8.0)
+    x = mf.ones(1, 2, device=device)
+    scaler.scale(a(x).sum() * float("inf")).backward()
+    scaler.scale(b(x).sum()).backward()
+    scaler.step(oa)
+    scaler.step(ob)
+    scaler.update()
+    np.testing.assert_array_equal(a.weight.detach().cpu().numpy(), wa)
+    np.testing.assert_allclose(b.weight.detach().cpu().numpy(), wb - 0.1 * np.ones((1, 2)), rtol=1e-6)
+    assert scaler.get_scale() == 4.0
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("make", [lambda ps: optim.Adam(ps, lr=0.01), lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+                                  lambda ps: optim.Adagrad(ps, lr=0.1)], ids=["adam", "sgd", "adagrad"])
+def test_scaler_step_leaves_gradients_unscaled(device, make):
+    """After scaler.step (no unscale_ first) the .grad are the true gradients, as PyTorch's, and the update is
+    the unscaled one."""
+    mf.manual_seed(1)
+    ref, m = nn.Linear(3, 2).to(device), nn.Linear(3, 2).to(device)
+    m.load_state_dict(ref.state_dict())
+    x = mf.randn(4, 3, device=device)
+    o_ref, o = make(ref.parameters()), make(m.parameters())
+    ref(x).square().sum().backward()
+    o_ref.step()
+    scaler = amp.GradScaler(device, init_scale=1024.0)
+    scaler.scale(m(x).square().sum()).backward()
+    scaler.step(o)
+    scaler.update()
+    for p, q in zip(m.parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.grad.cpu().numpy(), q.grad.cpu().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().cpu().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_scaler_scales_lists_of_losses():
+    scaler = amp.GradScaler("cpu", init_scale=2.0)
+    out = scaler.scale([mf.tensor([1.0]), (mf.tensor([3.0]),)])
+    assert isinstance(out, list) and isinstance(out[1], tuple)
+    np.testing.assert_array_equal(out[0].numpy(), [2.0])
+    np.testing.assert_array_equal(out[1][0].numpy(), [6.0])

@@ -376,22 +376,29 @@ def test_assigning_to_a_registered_name_keeps_its_kind():
 
 
 def test_trunc_normal_and_orthogonal_inits():
-    """trunc_normal_ draws N(mean, std^2) inside [a, b] (absolute bounds): the truncated normal's moments; an
-    interval in the far tails is an error. orthogonal_ gives orthonormal rows (or columns) times gain, for
+    """trunc_normal_ draws N(mean, std^2) inside [a, b] (absolute bounds): the truncated normal's moments, for a
+    wide interval (values redrawn), a narrow one and one in a tail (the inverse CDF, as PyTorch's); infinite
+    bounds; a generator repeats its draw. orthogonal_ gives orthonormal rows (or columns) times gain, for
     conv-shaped tensors too (flattened after the first dimension)."""
-    mf.manual_seed(3)
-    w = nn.init.trunc_normal_(mf.empty(200_000), mean=1.0, std=2.0, a=-1.0, b=5.0)
-    x = w.numpy().astype(np.float64)
-    assert x.min() >= -1.0 and x.max() <= 5.0 and w._version == 1
     phi = lambda z: math.exp(-z * z / 2) / math.sqrt(2 * math.pi)  # noqa: E731
     cdf = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))  # noqa: E731
-    lo, hi = -1.0, 2.0  # the bounds in standard units
-    mass = cdf(hi) - cdf(lo)
-    mean = 1.0 + 2.0 * (phi(lo) - phi(hi)) / mass
-    var = 4.0 * (1 + (lo * phi(lo) - hi * phi(hi)) / mass - ((phi(lo) - phi(hi)) / mass) ** 2)
-    assert abs(x.mean() - mean) < 0.02 and abs(x.var() - var) < 0.03
-    with pytest.raises(ValueError, match="too far in the tails"):
-        nn.init.trunc_normal_(mf.empty(4), a=30.0, b=31.0)
+    mf.manual_seed(3)
+    for mu, sd, a, b in ((1.0, 2.0, -1.0, 5.0), (0.0, 1.0, -0.1, 0.1), (0.0, 1.0, 2.0, 3.0)):
+        w = nn.init.trunc_normal_(mf.empty(200_000), mean=mu, std=sd, a=a, b=b)
+        x = w.numpy().astype(np.float64)
+        assert x.min() >= a and x.max() <= b and w._version == 1
+        lo, hi = (a - mu) / sd, (b - mu) / sd  # the bounds in standard units
+        mass = cdf(hi) - cdf(lo)
+        mean = mu + sd * (phi(lo) - phi(hi)) / mass
+        var = sd * sd * (1 + (lo * phi(lo) - hi * phi(hi)) / mass - ((phi(lo) - phi(hi)) / mass) ** 2)
+        assert abs(x.mean() - mean) < 0.01 * sd and abs(x.var() / var - 1) < 0.02, (a, b, x.mean(), x.var())
+    far = nn.init.trunc_normal_(mf.empty(50), a=30.0, b=31.0).numpy()
+    assert far.min() >= 30.0 and far.max() <= 31.0
+    half = nn.init.trunc_normal_(mf.empty(10_000), a=0.0, b=float("inf")).numpy()
+    assert half.min() >= 0.0 and abs(half.mean() - math.sqrt(2 / math.pi)) < 0.03
+    draws = [nn.init.trunc_normal_(mf.empty(5), a=-0.5, b=0.5, generator=mf.Generator().manual_seed(7)).numpy()
+             for _ in range(2)]
+    np.testing.assert_array_equal(*draws)
     with pytest.raises(ValueError, match="a < b"):
         nn.init.trunc_normal_(mf.empty(4), a=1.0, b=-1.0)
     for shape, gain in [((3, 5), 1.0), ((6, 2, 2), 2.0), ((4, 4), 0.5)]:
@@ -820,3 +827,16 @@ def test_a_module_under_two_names_is_one_child():
     twice = nn.Sequential(double[0], double[0])
     x = mf.ones(1, 2)
     np.testing.assert_allclose(twice(x).numpy(), double[0](double[0](x)).numpy())
+
+
+def test_random_inits_take_a_generator_and_refuse_what_pytorch_refuses():
+    for init in (nn.init.uniform_, nn.init.normal_, nn.init.xavier_uniform_, nn.init.xavier_normal_,
+                 nn.init.kaiming_uniform_, nn.init.kaiming_normal_, nn.init.orthogonal_):
+        a, b = (init(mf.empty(3, 4), generator=mf.Generator().manual_seed(5)).numpy() for _ in range(2))
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(RuntimeError, match="from=1"):
+        nn.init.uniform_(mf.empty(3), 1.0, 0.0)
+    with pytest.raises(TypeError):
+        nn.init.normal_(mf.zeros(3, dtype=mf.int64))
+    np.testing.assert_allclose(np.abs(nn.init.xavier_uniform_(mf.empty(30, 30), gain=mf.tensor(0.001)).numpy())
+                               .max(), 0.001 * math.sqrt(3.0) * math.sqrt(2 / 60), rtol=0.1)

@@ -525,7 +525,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     without a host sync)."""
     op = "binary_cross_entropy"
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    if isinstance(input, _Tensor) and input.device.type in _backend.autocast_dtypes():
+    if isinstance(input, _Tensor) and input.device.type == "cuda" and "cuda" in _backend.autocast_dtypes():
         raise RuntimeError(f"{op} is unsafe to autocast (as in PyTorch): inside an autocast region use "
                            f"binary_cross_entropy_with_logits (or BCEWithLogitsLoss) on the logits, which is "
                            f"safe, or leave the region for this loss")

@@ -12,7 +12,8 @@ import numpy as np
 
 from .. import backend
 from ..autograd import no_grad
-from ..backend import InputError
+from ..backend import InputError, InputTypeError
+from ..ops.pointwise import _erfinv
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "eye_", "dirac_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
@@ -59,46 +60,60 @@ def _fan(tensor, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(tensor, a=0.0, b=1.0):
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
     with no_grad():
-        return tensor.uniform_(a, b)
+        return tensor.uniform_(a, b, generator=generator)
 
 
-def normal_(tensor, mean=0.0, std=1.0):
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
     with no_grad():
-        return tensor.normal_(mean, std)
+        return tensor.normal_(mean, std, generator=generator)
 
 
-#: Rounds of redrawing in trunc_normal_ before it gives up (each keeps the values already inside [a, b]).
-TRUNC_NORMAL_ROUNDS = 100
+#: Rounds of redrawing in trunc_normal_ where [a, b] holds at least half the normal's mass (each draws the values
+#: still outside again); the rest, and every value of a narrower interval, by the inverse CDF.
+TRUNC_NORMAL_ROUNDS = 64
 
 
-def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
-    """N(mean, std^2) truncated to [a, b] (absolute bounds, as PyTorch's): the values outside are drawn again
-    (the same distribution as PyTorch's inverse-CDF draw). An interval the normal almost never reaches is an
-    error, not a loop without end."""
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """N(mean, std^2) truncated to [a, b] (absolute bounds, infinite ones too, as PyTorch's): where the interval
+    holds at least half the mass, the values outside are drawn again; the rest (and every value of a narrower
+    interval, far in a tail too) come from the inverse CDF, PyTorch's draw."""
     for name, v in (("mean", mean), ("std", std), ("a", a), ("b", b)):
-        if not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v):
-            raise InputError(f"trunc_normal_: {name} must be a finite number, got {v!r}")
+        if not isinstance(v, numbers.Real) or isinstance(v, bool) or math.isnan(v) or (
+                name in ("mean", "std") and not math.isfinite(v)):
+            raise InputError(f"trunc_normal_: {name} must be a {'finite ' if name in ('mean', 'std') else ''}"
+                             f"number, got {v!r}")
     if not a < b or std < 0:
         raise InputError(f"trunc_normal_: expected a < b and std >= 0, got a={a}, b={b}, std={std}")
+    if not backend.is_floating(tensor.dtype):
+        raise InputTypeError(f"trunc_normal_: expected a floating-point tensor, got {tensor.dtype}")
     data = tensor._data
     xp = backend.array_module(data)
-    gen = backend.generator(tensor.device)
-    out = xp.asarray(mean + std * gen.standard_normal(data.shape), dtype=xp.float64)
-    for _ in range(TRUNC_NORMAL_ROUNDS):
-        outside = (out < a) | (out > b)
-        if not bool(outside.any()):
-            break
-        out = xp.where(outside, mean + std * gen.standard_normal(data.shape), out)
+    gen = backend.generator(tensor.device, generator, "trunc_normal_")
+    if std == 0:
+        out = xp.full(data.shape, min(max(mean, a), b), xp.float64)
     else:
-        raise InputError(f"trunc_normal_: [{a}, {b}] lies too far in the tails of N({mean}, {std}^2) to draw from")
+        lo, hi = (0.5 * (1 + math.erf((v - mean) / (std * math.sqrt(2)))) for v in (a, b))
+        out = xp.asarray(mean + std * gen.standard_normal(data.shape), dtype=xp.float64)
+        for _ in range(TRUNC_NORMAL_ROUNDS if hi - lo >= 0.5 else 0):
+            outside = (out < a) | (out > b)
+            count = int(outside.sum())
+            if not count:
+                break
+            out[outside] = mean + std * xp.asarray(gen.standard_normal(count))
+        outside = (out < a) | (out > b)
+        count = int(outside.sum())
+        if count:
+            u = xp.asarray(gen.random(count) if isinstance(gen, np.random.Generator) else gen.random_sample(count))
+            y = _erfinv(xp, (2 * lo - 1) + u * (2 * (hi - lo)))
+            out[outside] = xp.clip(mean + std * math.sqrt(2) * y, a, b)
     with no_grad():
         data[...] = out.astype(data.dtype)
         return tensor._bump("trunc_normal_")
 
 
-def orthogonal_(tensor, gain=1.0):
+def orthogonal_(tensor, gain=1.0, generator=None):
     """A (semi-)orthogonal matrix times ``gain``, PyTorch's: the tensor as (rows, the rest) from the QR
     decomposition of a normal draw, signs fixed by R's diagonal."""
     if tensor.ndim < 2:
@@ -109,7 +124,8 @@ def orthogonal_(tensor, gain=1.0):
     data = tensor._data
     xp = backend.array_module(data)
     rows, cols = data.shape[0], data.size // data.shape[0]
-    flat = xp.asarray(backend.generator(tensor.device).standard_normal((rows, cols)), dtype=xp.float64)
+    flat = xp.asarray(backend.generator(tensor.device, generator, "orthogonal_").standard_normal((rows, cols)),
+                      dtype=xp.float64)
     if rows < cols:
         flat = flat.T
     q, r = xp.linalg.qr(flat)
@@ -162,28 +178,28 @@ def ones_(tensor):
     return constant_(tensor, 1.0)
 
 
-def xavier_uniform_(tensor, gain=1.0):
+def xavier_uniform_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    a = math.sqrt(3.0) * gain * math.sqrt(2.0 / float(fan_in + fan_out))
-    return uniform_(tensor, -a, a)
+    a = math.sqrt(3.0) * float(gain) * math.sqrt(2.0 / float(fan_in + fan_out))
+    return uniform_(tensor, -a, a, generator)
 
 
-def xavier_normal_(tensor, gain=1.0):
+def xavier_normal_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+    return normal_(tensor, 0.0, float(gain) * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
-def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """U(-bound, bound), bound = gain * sqrt(3 / fan). ``a=sqrt(5)`` is Linear's and Conv's default."""
     if 0 in tensor.shape:
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tensor.shape:
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
-    return normal_(tensor, 0.0, std)
+    return normal_(tensor, 0.0, std, generator)
