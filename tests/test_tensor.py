@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import minifused as mf
+from minifused import backend, nn
 
 
 def test_tensor_dtype_defaults():
@@ -314,3 +315,20 @@ def test_uint8_index_is_a_mask():
     with pytest.warns(UserWarning, match="uint8"):
         picked = t[mf.tensor(np.array([1, 0, 1], np.uint8))]
     np.testing.assert_array_equal(picked.numpy(), [10, 30])
+
+
+def test_set_default_dtype_reaches_modules_and_promotions():
+    """float64 as the default: new modules' parameters and buffers, integer true division and transcendental
+    ops, int tensor with a float scalar, linspace, as PyTorch's."""
+    mf.set_default_dtype(mf.float64)
+    try:
+        i, b = mf.tensor([1, 2]), mf.tensor([True, False])
+        outs = (i / i, i + 1.5, i.sqrt(), b * 1.5, mf.linspace(0, 1, 3), mf.logspace(0, 1, 3),
+                nn.Linear(2, 2)(mf.randn(3, 2)), nn.Conv2d(1, 2, 3)(mf.randn(1, 1, 4, 4)))
+        assert all(o.dtype == mf.float64 for o in outs)
+        for m in (nn.BatchNorm2d(2), nn.LayerNorm(3), nn.Embedding(3, 2), nn.PReLU(), nn.ConvTranspose2d(1, 1, 2)):
+            assert all(t.dtype == mf.float64 for t in (*m.parameters(), *[v for v in m.buffers()
+                                                                           if backend.is_floating(v.dtype)]))
+    finally:
+        mf.set_default_dtype(mf.float32)
+    assert nn.Linear(2, 2).weight.dtype == mf.float32 and (mf.tensor([1]) / 2).dtype == mf.float32

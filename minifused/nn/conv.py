@@ -60,7 +60,7 @@ class Conv2d(Module):
             raise InputError(f"Conv2d: padding='same' needs stride 1, got stride={self.stride}")
         self.groups, self.activation = int(groups), activation
         dev = backend.device(device)
-        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
         shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
         with backend.on_device(dev):
@@ -158,7 +158,7 @@ class Conv1d(Module):
             raise InputError(f"Conv1d: padding='same' needs stride 1, got stride={self.stride[0]}")
         self.padding_mode = padding_mode
         dev = backend.device(device)
-        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
         with backend.on_device(dev):
             self.weight = Parameter(xp.empty((self.out_channels, self.in_channels // self.groups,
@@ -217,7 +217,7 @@ class ConvTranspose2d(Module):
         self.output_padding = _pair("ConvTranspose2d", "output_padding", output_padding, 0)
         self.dilation = _pair("ConvTranspose2d", "dilation", dilation, 1)
         dev = backend.device(device)
-        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
         shape = (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
         with backend.on_device(dev):
@@ -304,7 +304,7 @@ class ConvTranspose1d(Module):
                                  ("output_padding", output_padding, 0), ("dilation", dilation, 1)):
             setattr(self, name, (_single("ConvTranspose1d", name, v, minimum),))
         dev = backend.device(device)
-        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
         with backend.on_device(dev):
             self.weight = Parameter(xp.empty((self.in_channels, self.out_channels // self.groups,

@@ -183,7 +183,7 @@ class Embedding(Module):
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if _weight is None:
             dev = backend.device(device)
-            dt = backend.float32 if dtype is None else backend.as_dtype(dtype)
+            dt = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
             with backend.on_device(dev):
                 self.weight = Parameter(backend.xp(dev).empty((self.num_embeddings, self.embedding_dim), dt),
                                         requires_grad=not _freeze)

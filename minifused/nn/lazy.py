@@ -27,7 +27,7 @@ def _placeholder(device, dtype):
     """An empty array on ``device`` of ``dtype``: where an uninitialized tensor keeps its device and dtype (so
     ``Module.to`` moves and casts it like any other)."""
     dev = backend.device(device)
-    dt = backend.float32 if dtype is None else backend.as_dtype(dtype)
+    dt = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
     with backend.on_device(dev):
         return backend.xp(dev).empty(0, dtype=dt)
 

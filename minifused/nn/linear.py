@@ -45,7 +45,7 @@ class Linear(Module):
             raise InputError(f"Linear: feature counts must be >= 0, got in_features={in_features}, "
                              f"out_features={out_features}")
         dev = backend.device(device)
-        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
         self.in_features, self.out_features, self.activation = int(in_features), int(out_features), activation
         self.inplace = bool(inplace)
@@ -93,7 +93,7 @@ class Bilinear(Module):
     def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         dev = backend.device(device)
-        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
         with backend.on_device(dev):

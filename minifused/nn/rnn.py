@@ -84,7 +84,7 @@ class RNNBase(Module):
         self.bidirectional, self.proj_size = bool(bidirectional), proj_size
         dirs, gates, real_hidden = self._dirs, _GATES[mode] * hidden_size, proj_size or hidden_size
         dev = backend.device(device)
-        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
         self._flat_weights_names, self._all_weights = [], []
         with backend.on_device(dev):

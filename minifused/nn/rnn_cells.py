@@ -86,7 +86,7 @@ class RNNCellBase(Module):
         num_chunks = self.num_chunks if num_chunks is None else num_chunks
         self.input_size, self.hidden_size, self.bias = int(input_size), int(hidden_size), bool(bias)
         dev = backend.device(device)
-        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
         xp, gates = backend.xp(dev), num_chunks * self.hidden_size
         with backend.on_device(dev):
             self.weight_ih = new_parameter((gates, self.input_size), dtype, xp)

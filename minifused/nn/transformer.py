@@ -60,7 +60,7 @@ class MultiheadAttention(Module):
         self.num_heads, self.dropout, self.batch_first = num_heads, dropout, batch_first
         self.head_dim = embed_dim // num_heads
         dev = backend.device(device)
-        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
         with backend.on_device(dev):
             def empty(*shape):

@@ -56,7 +56,7 @@ class _Conv3dBase(Module):
         self.stride = _layer_triple(name, "stride", stride, 1)
         self.dilation = _layer_triple(name, "dilation", dilation, 1)
         dev = backend.device(device)
-        dtype = backend.float32 if dtype is None else backend.as_dtype(dtype)
+        dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
         with backend.on_device(dev):
             self.weight = Parameter(xp.empty(weight_shape(self) + self.kernel_size, dtype=dtype))

@@ -148,7 +148,7 @@ def scalar_result_dtype(dtype, scalar):
     if isinstance(scalar, numbers.Integral):
         return backend.int64 if dtype == backend.bool_ else dtype
     if isinstance(scalar, numbers.Real) and not backend.is_floating(dtype):
-        return backend.float32
+        return backend.get_default_dtype()
     return dtype
 
 

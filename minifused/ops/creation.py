@@ -275,9 +275,9 @@ def _steps(name, steps):
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
-    """``steps`` values from ``start`` to ``end`` (both included), evenly spaced; float32 by default."""
+    """``steps`` values from ``start`` to ``end`` (both included), evenly spaced; the default dtype by default."""
     steps = _steps("linspace", steps)
-    dtype = backend.as_dtype(dtype if dtype is not None else backend.float32)
+    dtype = backend.as_dtype(dtype if dtype is not None else backend.get_default_dtype())
     dev = backend.device(device)
     with backend.on_device(dev):
         arr = backend.xp(dev).linspace(float(start), float(end), steps, dtype=np.float64)
@@ -287,9 +287,9 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
 
 
 def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
-    """``base ** linspace(start, end, steps)``; float32 by default."""
+    """``base ** linspace(start, end, steps)``; the default dtype by default."""
     steps = _steps("logspace", steps)
-    dtype = backend.as_dtype(dtype if dtype is not None else backend.float32)
+    dtype = backend.as_dtype(dtype if dtype is not None else backend.get_default_dtype())
     dev = backend.device(device)
     with backend.on_device(dev):
         xp = backend.xp(dev)

@@ -171,13 +171,13 @@ pow = _arith(Pow, "pow")  # noqa: A001 - PyTorch's name
 
 
 def div(a, b):
-    """True division: integer operands give float32, as in PyTorch (the package's ``div`` adds its
+    """True division: integer operands give the default dtype (float32 unless set), as in PyTorch (the package's ``div`` adds its
     ``rounding_mode``)."""
     a, b = binary_operands("div", a, b)
     t = a if isinstance(a, Tensor) else b
     if not backend.is_floating(t.dtype):
-        a = cast(a, backend.float32) if isinstance(a, Tensor) else a
-        b = cast(b, backend.float32) if isinstance(b, Tensor) else b
+        a = cast(a, backend.get_default_dtype()) if isinstance(a, Tensor) else a
+        b = cast(b, backend.get_default_dtype()) if isinstance(b, Tensor) else b
     return _in_tensor_dtype(Div.apply(a, b), a, b)
 
 
@@ -344,7 +344,7 @@ class Clamp(Function):
 def _float_unary(fn, name):
     def op(x, *args):
         if not backend.is_floating(x.dtype):
-            x = cast(x, backend.float32)
+            x = cast(x, backend.get_default_dtype())
         return fn.apply(x, *args)
 
     op.__name__ = name

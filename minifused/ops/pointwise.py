@@ -148,11 +148,11 @@ def _check(name, x):
 
 
 def _float_op(fn, name):
-    """Integer and bool input becomes float32 (PyTorch's default dtype), as in ``torch.sin``."""
+    """Integer and bool input becomes the default dtype (float32 unless set), as in ``torch.sin``."""
     def op(x):
         _check(name, x)
         if not backend.is_floating(x.dtype):
-            x = cast(x, backend.float32)
+            x = cast(x, backend.get_default_dtype())
         return fn.apply(x)
 
     op.__name__ = name
