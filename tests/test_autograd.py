@@ -712,3 +712,20 @@ def test_custom_function_integer_outputs_and_unmaterialized_grads(device):
     values.sum().backward()
     assert got == [(False, True)]
     np.testing.assert_allclose(a.grad.cpu().numpy(), 1.0)
+
+
+def test_in_place_change_of_an_operand_the_backward_does_not_need(device):
+    """``h * 3`` and ``h @ w`` with a frozen ``w`` keep no copy of ``h`` (PyTorch's): changing h in place
+    afterwards is fine; where ``h`` is needed (``w`` requires grad) the backward refuses."""
+    x = leaf(np.ones((2, 3)), device)
+    h = x * 1
+    y = (h * 3).sum() + (h @ mf.ones(3, 2, device=device, dtype=mf.float64)).sum() + (h / 4).sum()
+    h.add_(1)
+    y.backward()
+    np.testing.assert_allclose(x.grad.cpu().numpy(), 3 + 2 + 0.25)
+    h = x * 1
+    w = leaf(np.ones((3, 2)), device)
+    z = h @ w
+    h.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        z.sum().backward()

@@ -81,30 +81,36 @@ class Sub(Function):
 
 
 class Mul(Function):
+    """Saves only what the wanted gradients use (as PyTorch's: ``h * w`` with a frozen ``w`` keeps no ``h``, which
+    may then change in place)."""
+
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        na, nb = ctx.needs_input_grad
+        ctx.shapes = (shape_of(a), shape_of(b))
+        ctx.save_for_backward(b if na else None, a if nb else None)
         return a * b
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
+        b, a = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        return (unbroadcast(g * b, a.shape) if na else None,
-                unbroadcast(g * a, b.shape) if nb else None)
+        return (unbroadcast(g * b, ctx.shapes[0]) if na else None,
+                unbroadcast(g * a, ctx.shapes[1]) if nb else None)
 
 
 class Div(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        ctx.a_shape = shape_of(a)
+        ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b)
         return a / b
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        ga = unbroadcast(g / b, a.shape) if na else None
+        ga = unbroadcast(g / b, ctx.a_shape) if na else None
         gb = unbroadcast(-g * a / (b * b), b.shape) if nb else None
         return ga, gb
 

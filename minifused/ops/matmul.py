@@ -26,30 +26,35 @@ def _mm(a, b):
 
 
 class MatMul(Function):
+    """Saves only what the wanted gradients use: ``h @ w`` with a frozen ``w`` keeps ``w`` alone (PyTorch's)."""
+
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        na, nb = ctx.needs_input_grad
+        ctx.shapes = (a.shape, b.shape)
+        ctx.save_for_backward(a if nb else None, b if na else None)
         return _mm(a, b)
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        if a.ndim == 1 and b.ndim == 1:
+        a_shape, b_shape = ctx.shapes
+        if len(a_shape) == 1 and len(b_shape) == 1:
             return (g * b if na else None), (g * a if nb else None)
         # Lift 1-D operands to matrices so one rule covers every case.
-        a2 = a[None, :] if a.ndim == 1 else a
-        b2 = b[:, None] if b.ndim == 1 else b
+        a2_shape = (1,) + a_shape if len(a_shape) == 1 else a_shape
+        b2_shape = b_shape + (1,) if len(b_shape) == 1 else b_shape
         g2 = g
-        if a.ndim == 1:
+        if len(a_shape) == 1:
             g2 = g2[..., None, :]
-        if b.ndim == 1:
+        if len(b_shape) == 1:
             g2 = g2[..., None]
         ga = gb = None
         if na:
-            ga = unbroadcast(_mm(g2, _swap(b2)), a2.shape).reshape(a.shape)
+            ga = unbroadcast(_mm(g2, _swap(b.reshape(b2_shape))), a2_shape).reshape(a_shape)
         if nb:
-            gb = unbroadcast(_mm(_swap(a2), g2), b2.shape).reshape(b.shape)
+            gb = unbroadcast(_mm(_swap(a.reshape(a2_shape)), g2), b2_shape).reshape(b_shape)
         return ga, gb
 
 
