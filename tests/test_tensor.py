@@ -332,3 +332,15 @@ def test_set_default_dtype_reaches_modules_and_promotions():
     finally:
         mf.set_default_dtype(mf.float32)
     assert nn.Linear(2, 2).weight.dtype == mf.float32 and (mf.tensor([1]) / 2).dtype == mf.float32
+
+
+def test_comparisons_iteration_and_membership_as_pytorchs():
+    t = mf.tensor([1, 2])
+    assert (t == None) is False and (t != None) is True and (t == "a") is False and (t == [1, 2]) is False  # noqa: E711
+    with pytest.raises(TypeError):
+        t < None  # noqa: B015
+    with pytest.raises(TypeError, match="0-d"):
+        list(mf.tensor(3))
+    assert [int(v.item()) for v in t] == [1, 2]
+    assert 2 in t and 5 not in t and mf.tensor([1, 2]) in mf.tensor([[1, 2], [3, 4]])
+    np.testing.assert_array_equal((t == 1).numpy(), [True, False])

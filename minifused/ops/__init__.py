@@ -3,8 +3,10 @@ its operators and methods (the tensor layer sits above the ops and cannot
 import them)."""
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
+import numbers
 
 import numpy as np
 
@@ -143,14 +145,41 @@ def _pin_memory(self):
     return self
 
 
+def _comparison(fn):
+    """``fn`` as an operator: None, strings and Python containers are not comparable with a tensor (PyTorch's
+    ``t == None`` is False, ``t < None`` a TypeError)."""
+    def operator(self, other):
+        if other is None or isinstance(other, (str, list, tuple, dict, set)):
+            return NotImplemented
+        return fn(self, other)
+
+    operator.__name__ = fn.__name__
+    return operator
+
+
+def _iter(self):
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in builtins.range(self.shape[0]))
+
+
+def _contains(self, element):
+    """``element in self``: whether any entry equals it, as PyTorch's."""
+    if not isinstance(element, (Tensor, numbers.Number)):
+        raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                           f"{type(element).__name__}")
+    return bool((self == element).any().item())
+
+
 _METHODS = {
     # arithmetic and comparison operators
     "__add__": add, "__radd__": _swapped(add), "__sub__": sub, "__rsub__": _swapped(sub),
     "__mul__": mul, "__rmul__": _swapped(mul), "__truediv__": div, "__rtruediv__": _swapped(div),
     "__pow__": pow, "__rpow__": _swapped(pow), "__matmul__": matmul, "__rmatmul__": _swapped(matmul),
     "__neg__": neg, "__abs__": abs, "__pos__": lambda self: self,
-    "__eq__": eq, "__ne__": ne, "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge,
-    "__getitem__": getitem, "__setitem__": setitem,
+    "__eq__": _comparison(eq), "__ne__": _comparison(ne), "__lt__": _comparison(lt), "__le__": _comparison(le),
+    "__gt__": _comparison(gt), "__ge__": _comparison(ge),
+    "__getitem__": getitem, "__setitem__": setitem, "__iter__": _iter, "__contains__": _contains,
     # methods
     "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "matmul": matmul, "neg": neg,
     "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "copy_": copy_,

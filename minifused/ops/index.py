@@ -52,14 +52,15 @@ def _check_pending():
             raise exc(f"{op}: index {int(first)} is out of bounds for dimension {dim} with size {n}")
 
 
-def _in_bounds(op, index, n, dim, exc):
-    """``index`` (raw, integer) with negative entries made positive, checked to lie in [-n, n): on the
-    cpu an ``exc`` at once; on the GPU the entries are clipped and the error deferred (no sync; only
-    two device scalars wait for the check)."""
+def _in_bounds(op, index, n, dim, exc, negative=True):
+    """``index`` (raw, integer) with negative entries made positive, checked to lie in [-n, n) (``negative``;
+    else in [0, n), as PyTorch's gather, scatter and index_select / add / copy): on the cpu an ``exc`` at once; on
+    the GPU the entries are clipped and the error deferred (no sync; only two device scalars wait for the
+    check)."""
     xp = _xp(index)
     if index.size == 0:
         return index.astype(np.int64, copy=False)
-    bad = (index < -n) | (index >= n)
+    bad = (index < (-n if negative else 0)) | (index >= n)
     fixed = xp.where(index < 0, index + n, index)
     if xp is np:
         if bad.any():
@@ -93,8 +94,9 @@ def _fits(op, index, axis, shapes):
                                f"{tuple(shape)} in every dimension" + (f" but {skip}" if skip is not None else ""))
 
 
-def _vector_index(op, x, dim, index):
-    """(axis, int64 1-d index array) of index_select / index_add / index_fill."""
+def _vector_index(op, x, dim, index, negative=False):
+    """(axis, int64 1-d index array) of index_select / index_add / index_copy (entries in [0, n)) and
+    index_fill (``negative``: in [-n, n), as PyTorch's)."""
     _tensor(op, "index", index)
     _same_device(op, x, index, "index")
     if index.dtype not in (np.int64, np.int32):
@@ -103,7 +105,7 @@ def _vector_index(op, x, dim, index):
         raise IndexError(f"{op}: index must be a vector (0-d or 1-d), got shape {tuple(index.shape)}")
     (axis,) = normalize_axis(op, dim, x.ndim)
     n = x.shape[axis] if x.ndim else 1
-    return axis, _in_bounds(op, index._data.reshape(-1), n, axis, IndexError)
+    return axis, _in_bounds(op, index._data.reshape(-1), n, axis, IndexError, negative)
 
 
 def _grid(index, axis):
@@ -279,7 +281,7 @@ def gather(input, dim, index, *, sparse_grad=False):  # noqa: A002 - PyTorch's n
     if input.ndim == 0 or index.ndim == 0:
         return reshape(gather(reshape(input, -1), 0, reshape(index, -1)), index.shape)
     _fits("gather", index, axis, [("the input", input.shape, axis)])
-    idx = _in_bounds("gather", index._data, input.shape[axis], axis, RuntimeError)
+    idx = _in_bounds("gather", index._data, input.shape[axis], axis, RuntimeError, negative=False)
     return Gather.apply(input, idx, axis)
 
 
@@ -306,7 +308,8 @@ def _scatter_args(op, input, dim, index, src, value, reduce):
     if input.ndim:
         _fits(op, index, axis, shapes)
     n = input.shape[axis] if input.ndim else 1
-    idx = _in_bounds(op, index._data.reshape(-1) if index.ndim == 0 else index._data, n, axis, RuntimeError)
+    idx = _in_bounds(op, index._data.reshape(-1) if index.ndim == 0 else index._data, n, axis, RuntimeError,
+                     negative=False)
     if isinstance(src, Tensor) and src.ndim < idx.ndim:
         src = reshape(src, -1)
     if reduce == "multiply" and (input.requires_grad or getattr(src, "requires_grad", False)):

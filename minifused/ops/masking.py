@@ -136,13 +136,13 @@ def _index_mask(input, axis, idx):
 
 def index_fill(input, dim, index, value):  # noqa: A002
     _tensor("index_fill", "input", input)
-    axis, idx = _vector_index("index_fill", input, dim, index)
+    axis, idx = _vector_index("index_fill", input, dim, index, negative=True)
     return Fill.apply(input, _value("index_fill", input, value), _index_mask(input, axis, idx))
 
 
 def index_fill_(input, dim, index, value):  # noqa: A002
     _tensor("index_fill_", "input", input)
-    axis, idx = _vector_index("index_fill_", input, dim, index)
+    axis, idx = _vector_index("index_fill_", input, dim, index, negative=True)
     return Fill.apply_("index_fill_", input, _value("index_fill_", input, value), _index_mask(input, axis, idx))
 
 
