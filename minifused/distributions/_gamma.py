@@ -11,6 +11,7 @@ element has converged.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .. import backend
@@ -90,7 +91,10 @@ class StandardGamma(Function):
         alpha = concentration.astype(np.float64)
         with backend.on_device(dev):
             x = backend.generator(dev).standard_gamma(alpha, size=alpha.shape)
-        ctx.save_for_backward(alpha, xp.asarray(x, dtype=np.float64))
+        # at small concentrations a draw may round to 0 in the output dtype: the smallest normal number instead
+        # (PyTorch's clamp), so that Beta's and Dirichlet's ratios of draws are never 0 / 0
+        x = xp.maximum(xp.asarray(x, dtype=np.float64), float(ml_dtypes.finfo(concentration.dtype).tiny))
+        ctx.save_for_backward(alpha, x)
         return x.astype(concentration.dtype)
 
     @staticmethod

@@ -45,6 +45,12 @@ def _sigmoid(xp, x):
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
+def _passed(xp, g, keep):
+    """``g`` where ``keep``, else 0: selected, not multiplied, so an inf or NaN gradient is cut where the
+    activation cuts it (as PyTorch's)."""
+    return xp.where(keep, g, g.dtype.type(0))
+
+
 def _softplus(xp, x):
     """log(1 + exp(x)) without overflow."""
     return xp.logaddexp(x.dtype.type(0), x)
@@ -87,13 +93,13 @@ class Hardtanh(_Unary):
 
     f = staticmethod(lambda xp, x, lo, hi: xp.clip(x, lo, hi))
     keep = staticmethod(lambda x, xu, inplace, lo, hi: ~((x <= lo) | (x >= hi)))
-    grad = staticmethod(lambda xp, g, keep, lo, hi: g * keep)
+    grad = staticmethod(lambda xp, g, keep, lo, hi: _passed(xp, g, keep))
 
 
 class Hardsigmoid(_Unary):
     f = staticmethod(lambda xp, x: xp.clip(x + 3, 0, 6) / 6)
     keep = staticmethod(lambda x, xu, inplace: (x > -3) & (x < 3))
-    grad = staticmethod(lambda xp, g, keep: g * keep / 6)
+    grad = staticmethod(lambda xp, g, keep: _passed(xp, g / 6, keep))
 
 
 class Elu(_Unary):
@@ -186,7 +192,7 @@ class Threshold(_Unary):
 
     f = staticmethod(lambda xp, x, threshold, value: xp.where(x <= threshold, value, x))
     keep = staticmethod(lambda x, xu, inplace, threshold, value: ~(x <= threshold))
-    grad = staticmethod(lambda xp, g, keep, threshold, value: g * keep)
+    grad = staticmethod(lambda xp, g, keep, threshold, value: _passed(xp, g, keep))
 
 
 class Shrink(_Unary):
@@ -198,7 +204,7 @@ class Shrink(_Unary):
         return xp.where(xp.abs(x) <= lambd, 0, x - xp.sign(x) * lambd if soft else x)
 
     keep = staticmethod(lambda x, xu, inplace, lambd, soft: ~(_xp(xu).abs(xu) <= lambd))
-    grad = staticmethod(lambda xp, g, keep, lambd, soft: g * keep)
+    grad = staticmethod(lambda xp, g, keep, lambd, soft: _passed(xp, g, keep))
 
 
 def unary(fn, x, **p):

@@ -342,9 +342,10 @@ class Clamp(Function):
             if lo is not None:
                 below &= ~above  # (hi below lo: hi wins, as the clip gives)
         _, need_lo, need_hi = ctx.needs_input_grad
-        d_lo = unbroadcast(g * below, lo.shape).astype(lo.dtype, copy=False) if need_lo else None
-        d_hi = unbroadcast(g * above, hi.shape).astype(hi.dtype, copy=False) if need_hi else None
-        return g * keep, d_lo, d_hi
+        zero = g.dtype.type(0)  # (selected, not multiplied: an inf or NaN gradient stays out where it is cut, as
+        d_lo = unbroadcast(xp.where(below, g, zero), lo.shape).astype(lo.dtype, copy=False) if need_lo else None
+        d_hi = unbroadcast(xp.where(above, g, zero), hi.shape).astype(hi.dtype, copy=False) if need_hi else None
+        return xp.where(keep, g, zero), d_lo, d_hi  # PyTorch's: clamp(min=0).sqrt() has a zero gradient at 0)
 
 
 def _float_unary(fn, name):
