@@ -433,7 +433,8 @@ def test_cut_gradients_stay_zero_under_inf_upstream():
     x.clamp(min=0).sqrt().sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [0.0, 0.25])
     for fn, cut in ((F.hardtanh, -5.0), (F.relu6, -5.0), (F.hardsigmoid, -5.0), (F.hardshrink, 0.25),
-                    (F.softshrink, 0.25), (lambda v: F.threshold(v, 0.5, 2.0), 0.25), (lambda v: v.clamp(-1.0, 1.0), 5.0)):
+                    (F.softshrink, 0.25), (lambda v: F.threshold(v, 0.5, 2.0), 0.25),
+                    (lambda v: v.clamp(-1.0, 1.0), 5.0)):
         v = cpu(np.array([cut, 0.75]), requires_grad=True)
         (fn(v) * float("inf")).sum().backward()
         assert v.grad.numpy()[0] == 0.0 and np.isinf(v.grad.numpy()[1]), fn
