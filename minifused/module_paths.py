@@ -94,6 +94,16 @@ def register_all():
         _register(f"nn.modules.{sub}", {**layers, **extras.get(sub, {})})
     _register("nn.utils.parametrizations", parametrizations)
     _register("nn.utils.parametrize", parametrize)
+    # torch.nn.utils' own modules, by their dotted names (``from torch.nn.utils.fusion import fuse_conv_bn_eval``)
+    utils = nn.utils
+    _register("nn.utils.fusion", nn.fusion)
+    for sub, names in (("clip_grad", ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
+                                      "clip_grads_with_norm_")),
+                       ("convert_parameters", ("parameters_to_vector", "vector_to_parameters")),
+                       ("weight_norm", ("weight_norm", "remove_weight_norm")),
+                       ("spectral_norm", ("spectral_norm", "remove_spectral_norm")),
+                       ("memory_format", ("convert_conv2d_weight_memory_format",))):
+        _register(f"nn.utils.{sub}", {name: getattr(utils, name) for name in names})
     # torch.distributions.<family>: each family's module by PyTorch's name
     dists = _public(distributions)
     for sub in ("normal", "uniform", "bernoulli", "categorical", "one_hot_categorical", "exponential", "laplace",

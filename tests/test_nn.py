@@ -840,3 +840,17 @@ def test_random_inits_take_a_generator_and_refuse_what_pytorch_refuses():
         nn.init.normal_(mf.zeros(3, dtype=mf.int64))
     np.testing.assert_allclose(np.abs(nn.init.xavier_uniform_(mf.empty(30, 30), gain=mf.tensor(0.001)).numpy())
                                .max(), 0.001 * math.sqrt(3.0) * math.sqrt(2 / 60), rtol=0.1)
+
+
+def test_clip_grads_checks_before_it_changes_and_rounds_once():
+    p = nn.Parameter(mf.ones(2))
+    p.grad = mf.tensor([1.0, 1.0])
+    with pytest.raises(RuntimeError, match="one value"):
+        nn.utils.clip_grads_with_norm_([p], 1.0, mf.tensor([1.0, 4.0]))
+    np.testing.assert_array_equal(p.grad.numpy(), [1.0, 1.0])
+    with pytest.raises(RuntimeError, match="floating"):
+        nn.utils.get_total_norm([mf.tensor([3, 4])])
+    h, f = nn.Parameter(mf.zeros(1, dtype=mf.float16)), nn.Parameter(mf.zeros(1))
+    h.grad, f.grad = mf.tensor([-7.66016], dtype=mf.float16), mf.tensor([1.0])
+    nn.utils.clip_grad_norm_([h, f], 1.0, norm_type="inf")  # the coefficient applied in float32, rounded once
+    assert float(h.grad.item()) == -1.0  # (the coefficient rounded to float16 first gave -0.99951)

@@ -81,15 +81,24 @@ def test_register_assign_chain_and_remove():
     assert "weight" not in dict(lin.named_parameters())
     P.register_parametrization(lin, "weight", Scaled(2.0))  # applied after Symmetric
     np.testing.assert_allclose(lin.weight.detach().numpy(), 2 * w, rtol=1e-6)
-    lin.weight = mf.eye(3) * 4  # stored through the right_inverses
-    np.testing.assert_allclose(lin.weight.detach().numpy(), np.eye(3) * 4, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="Symmetric does not implement right_inverse"):  # (PyTorch's error)
+        lin.weight = mf.eye(3) * 4
     with mf.no_grad(), P.cached():
         kept = lin.weight.numpy().copy()
     P.remove_parametrizations(lin, "weight")
     assert type(lin) is nn.Linear and not P.is_parametrized(lin) and lin.weight is original
     np.testing.assert_allclose(lin.weight.detach().numpy(), kept, rtol=1e-6)
     assert sorted(lin.state_dict()) == ["bias", "weight"]
-    scaled = P.register_parametrization(nn.Linear(2, 2), "weight", Scaled(3.0))
+    base = nn.Linear(2, 2)
+    before, opt = base.weight, mf.optim.SGD(base.parameters(), lr=1.0)  # an optimizer made before registering
+    scaled = P.register_parametrization(base, "weight", Scaled(3.0))
+    assert scaled.parametrizations.weight.original is before  # right_inverse's value in the same parameter
+    scaled.weight = mf.eye(2) * 6  # stored through the right_inverse
+    np.testing.assert_allclose(scaled.weight.detach().numpy(), np.eye(2) * 6, rtol=1e-6)
+    scaled(mf.ones(1, 2)).sum().backward()
+    assert before.grad is not None
+    opt.step()
+    np.testing.assert_allclose(scaled.weight.detach().numpy(), np.eye(2) * 6 - 9, rtol=1e-6)  # 3 * (2I - 3)
     stored = scaled.parametrizations.weight.original.detach().numpy().copy()
     P.remove_parametrizations(scaled, "weight", leave_parametrized=False)
     np.testing.assert_array_equal(scaled.weight.detach().numpy(), stored)
@@ -137,3 +146,27 @@ def test_gpu_weight_norm_parametrization_matches_pytorch(torch):
         np.testing.assert_allclose(getattr(ours.parametrizations.weight, name).grad.cpu().numpy(),
                                    getattr(theirs.parametrizations.weight, name).grad.cpu().numpy(),
                                    rtol=1e-4, atol=1e-6)
+
+
+def test_norm_reparametrizations_dims_as_pytorchs():
+    """spectral_norm's output dimension is 1 for every transposed convolution (both forms); legacy weight_norm's
+    dim=-1 is the whole tensor's norm."""
+    from minifused.nn.utils import parametrizations as PZ
+
+    assert nn.utils.spectral_norm(nn.ConvTranspose1d(3, 4, 3)).weight_u.shape == (4,)
+    assert nn.utils.spectral_norm(nn.Conv1d(3, 4, 3)).weight_u.shape == (4,)
+    m = PZ.spectral_norm(nn.ConvTranspose3d(3, 2, 2))
+    assert m.parametrizations.weight[0]._u.shape == (2,)
+    lin = nn.utils.weight_norm(nn.Linear(3, 4), dim=-1)
+    assert lin.weight_g.shape == ()
+    np.testing.assert_allclose(float(lin.weight_g.item()), np.linalg.norm(lin.weight_v.detach().numpy()), rtol=1e-6)
+
+
+def test_utils_modules_by_their_dotted_names():
+    import importlib
+
+    for sub, name in (("fusion", "fuse_conv_bn_eval"), ("clip_grad", "clip_grad_norm_"),
+                      ("convert_parameters", "parameters_to_vector"), ("weight_norm", "remove_weight_norm"),
+                      ("spectral_norm", "spectral_norm")):
+        module = importlib.import_module(f"minifused.nn.utils.{sub}")
+        assert getattr(module, name) is getattr(nn.utils, name)

@@ -11,6 +11,7 @@ from .. import functional as F
 from .. import ops
 from ..autograd import no_grad
 from .conv import ConvTranspose1d, ConvTranspose2d
+from .volume import ConvTranspose3d
 from .module import Module
 from .parametrize import register_parametrization
 from .reparam import _as_matrix, _norm_except
@@ -94,5 +95,5 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
         raise InputError(f"spectral_norm: module {type(module).__name__} has no parameter or buffer with name "
                          f"{name!r}")
     if dim is None:
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0
+        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0
     return register_parametrization(module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))

@@ -1,15 +1,17 @@
 """``torch.nn.utils.parametrize``: a module's tensor computed by parametrization modules from the tensors they
 were registered on, as PyTorch's. After ``register_parametrization(module, "weight", P())``, ``module.weight``
 is ``P()(original)``, recomputed at each access; the original lives in
-``module.parametrizations.weight.original`` (``original0``, ``original1``, ... where the first
-parametrization's ``right_inverse`` splits it), which is what the state dict and the optimizers see; assigning
-``module.weight = value`` stores ``right_inverse(value)`` there. As in PyTorch the module's class becomes a
+``module.parametrizations.weight.original`` (the registered tensor object itself, holding the first
+parametrization's ``right_inverse`` of it; ``original0``, ``original1``, ... where that splits it), which is what
+the state dict and the optimizers see; assigning ``module.weight = value`` stores ``right_inverse(value)`` there
+(an error where a parametrization has none). As in PyTorch the module's class becomes a
 ``Parametrized<Class>`` subclass holding the properties. ``cached()`` is accepted; it caches nothing (each access
 recomputes, with the same values)."""
 from __future__ import annotations
 
 import contextlib
 
+from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
 from .container import ModuleDict, ModuleList
@@ -32,12 +34,18 @@ class ParametrizationList(ModuleList):
         self.is_tensor = isinstance(new, Tensor)
         self.ntensors = 1 if self.is_tensor else len(new)
         kind = Parameter if isinstance(original, Parameter) else None
-        for name, value in ([("original", new)] if self.is_tensor else
-                            [(f"original{i}", t) for i, t in enumerate(new)]):
-            if value is original:  # kept as it is (an identity right_inverse): the optimizers' tensor still
-                self._register(name, original)
-            else:
-                self._register(name, Parameter(value.detach().clone()) if kind else value.detach().clone())
+        if self.is_tensor:  # the same tensor object holds right_inverse's value (PyTorch's set_): an optimizer made
+            if new is not original:  # before the registration still trains it
+                with no_grad():
+                    if new.shape == original.shape and new.dtype == original.dtype:
+                        original.copy_(new)
+                    else:
+                        original._data = backend.copy(new.detach()._data)
+                        original._bump("register_parametrization")
+            self._register("original", original)
+            return
+        for i, value in enumerate(new):
+            self._register(f"original{i}", Parameter(value.detach().clone()) if kind else value.detach().clone())
 
     def _register(self, name, value):
         if isinstance(value, Parameter):
@@ -59,7 +67,9 @@ class ParametrizationList(ModuleList):
         first)."""
         with no_grad():
             for m in reversed(list(self)):
-                value = m.right_inverse(value) if hasattr(m, "right_inverse") else value
+                if not hasattr(m, "right_inverse"):
+                    raise RuntimeError(f"parametrization {type(m).__name__} does not implement right_inverse.")
+                value = m.right_inverse(value)
             values = [value] if self.is_tensor else list(value)
             if len(values) != self.ntensors:
                 raise InputError(f"right_inverse must return {self.ntensors} tensors, got {len(values)}")

@@ -8,7 +8,8 @@ import numbers
 from .. import functional as F
 from .. import ops
 from ..autograd import no_grad
-from .conv import ConvTranspose2d
+from .conv import ConvTranspose1d, ConvTranspose2d
+from .volume import ConvTranspose3d
 from .module import Parameter
 from ..backend import InputError
 
@@ -45,13 +46,14 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     """``module``'s ``name`` parameter divided by its spectral norm, as ``torch.nn.utils.spectral_norm``: the
     parameter becomes ``<name>_orig``, buffers ``<name>_u`` / ``<name>_v`` hold the power iteration's vectors
     (one iteration per training forward by default; none in evaluation), and ``<name>`` is recomputed before
-    each forward. ``dim`` is the output dimension (1 for ConvTranspose2d, else 0). Returns the module."""
+    each forward. ``dim`` is the output dimension (1 for the transposed convolutions, else 0). Returns the
+    module."""
     weight = module._parameters.get(name)
     if not isinstance(weight, Parameter):
         raise InputError(f"spectral_norm: {type(module).__name__} has no parameter {name!r}")
     if not isinstance(n_power_iterations, numbers.Integral) or n_power_iterations < 1:
         raise InputError(f"spectral_norm: n_power_iterations must be a positive int, got {n_power_iterations!r}")
-    dim = (1 if isinstance(module, ConvTranspose2d) else 0) if dim is None else dim
+    dim = (1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0) if dim is None else dim
     fn = _SpectralNorm(name, int(n_power_iterations), dim, eps)
     matrix = _as_matrix(weight.detach(), dim)
     with no_grad():
@@ -94,7 +96,8 @@ def _norm_except(v, dim):
 def weight_norm(module, name="weight", dim=0):
     """``module``'s ``name`` parameter as ``g * v / ||v||`` (norm over every dimension but ``dim``), as
     ``torch.nn.utils.weight_norm``: parameters ``<name>_g`` and ``<name>_v``, ``<name>`` recomputed before each
-    forward. Returns the module."""
+    forward; ``dim`` None or -1: the norm of the whole tensor. Returns the module."""
+    dim = None if dim == -1 else dim
     weight = module._parameters.get(name)
     if not isinstance(weight, Parameter):
         raise InputError(f"weight_norm: {type(module).__name__} has no parameter {name!r}")

@@ -52,6 +52,8 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
         return Tensor._from_array(np.zeros((), np.float32))
     xp = tensors[0]._xp
     dtypes = [t.dtype for t in tensors]
+    if not all(backend.is_floating(d) for d in dtypes):
+        raise RuntimeError(f"get_total_norm: expected floating-point tensors, got {sorted(set(map(str, dtypes)))}")
     rdtype = _result_dtype(dtypes)
     acc = np.dtype(np.float64) if rdtype == np.float64 else np.dtype(np.float32)
     with no_grad():
@@ -72,14 +74,20 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
         return
     total = total_norm._data if isinstance(total_norm, Tensor) else total_norm
     xp = grads[0]._xp
+    t = xp.asarray(total)
+    if t.size != 1:  # (checked before any gradient changes)
+        raise RuntimeError(f"clip_grads_with_norm_: total_norm must hold one value, got shape {tuple(t.shape)}")
     with no_grad():
-        t = xp.asarray(total)
         dt = t.dtype.type if backend.is_floating(t.dtype) else np.float32
-        coef = xp.minimum(dt(float(max_norm)) / (t.astype(dt) + dt(1e-6)), dt(1.0))
+        coef = xp.minimum(dt(float(max_norm)) / (t.reshape(()).astype(dt) + dt(1e-6)), dt(1.0))
         for g in grads:
             c = backend.to_device(coef, backend.device_of(g._data))
+            a = g._data
             with np.errstate(invalid="ignore"):  # an inf gradient times a coefficient of 0: NaN, as PyTorch's
-                g._data *= c.astype(g._data.dtype)
+                if a.dtype in (backend.float16, backend.bfloat16):  # in float32, rounded once (PyTorch's)
+                    a[...] = (a.astype(np.float32) * c.astype(np.float32)).astype(a.dtype)
+                else:
+                    a *= c.astype(a.dtype)
             g._bump("clip_grad_norm_")
 
 
