@@ -170,3 +170,12 @@ def test_utils_modules_by_their_dotted_names():
                       ("spectral_norm", "spectral_norm")):
         module = importlib.import_module(f"minifused.nn.utils.{sub}")
         assert getattr(module, name) is getattr(nn.utils, name)
+
+
+def test_functional_call_replaces_a_parametrized_tensor():
+    m = P.register_parametrization(nn.Linear(2, 1), "weight", Scaled(3.0))
+    with mf.no_grad():
+        m.bias.zero_()
+    out = mf.func.functional_call(m, {"weight": mf.tensor([[1.0, 2.0]])}, (mf.ones(1, 2),))
+    np.testing.assert_allclose(out.numpy(), [[3.0]])
+    np.testing.assert_allclose(m(mf.ones(1, 2)).detach().numpy(), m.weight.detach().numpy().sum(1, keepdims=True))

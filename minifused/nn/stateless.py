@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..tensor import Tensor
 from .module import Module
+from .parametrize import is_parametrized
 from ..backend import InputError, InputTypeError
 
 __all__ = ["functional_call"]
@@ -62,6 +63,11 @@ def _swap_in(module, given):
     try:
         for name, value in given.items():
             owner, leaf = _owner(module, name)
+            if is_parametrized(owner, leaf):  # the tensor the parametrization computes, as PyTorch's
+                store = owner.__dict__.setdefault("_given_tensors", {})
+                undo.append((store, leaf, store.get(leaf, _ABSENT)))
+                store[leaf] = value
+                continue
             for store in (owner._parameters, owner._buffers):
                 if leaf in store:  # the stores are what attribute access reads: a plain tensor may stand in
                     undo.append((store, leaf, store[leaf]))
