@@ -170,6 +170,8 @@ def test_grad_mode_helpers():
         assert not mf.is_grad_enabled() and (x * 2).grad_fn is None
     with mf.inference_mode(False):
         assert mf.is_grad_enabled()
+    with mf.no_grad(), mf.inference_mode(False):  # it turns grad mode on, as PyTorch's
+        assert mf.is_grad_enabled() and (x * 2).grad_fn is not None
 
     @mf.inference_mode()
     def f():

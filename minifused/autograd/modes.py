@@ -119,11 +119,11 @@ class enable_grad(_BareDecorator):
 
 class inference_mode(_BareDecorator):
     """PyTorch's ``inference_mode``: here the same as :class:`no_grad` (minifused has no separate
-    inference tensors), a context manager and a decorator; ``inference_mode(False)`` leaves grad
-    mode as it is."""
+    inference tensors), a context manager and a decorator; ``inference_mode(False)`` turns grad mode on,
+    as PyTorch's (inside ``no_grad`` too)."""
 
     def __init__(self, mode: bool = True):
-        super().__init__(False if mode else _mode.enabled)
+        super().__init__(not mode)
         self._flag = bool(mode)
         self._prev_inference = None
 
