@@ -107,8 +107,8 @@ def register_all():
     # torch.distributions.<family>: each family's module by PyTorch's name
     dists = _public(distributions)
     for sub in ("normal", "uniform", "bernoulli", "categorical", "one_hot_categorical", "exponential", "laplace",
-                "cauchy", "beta", "log_normal", "gumbel", "poisson", "binomial", "geometric", "multivariate_normal",
-                "independent", "transformed_distribution", "kl"):
+                "cauchy", "beta", "gamma", "dirichlet", "log_normal", "gumbel", "poisson", "binomial", "geometric",
+                "multivariate_normal", "independent", "transformed_distribution", "kl"):
         _register(f"distributions.{sub}", dists)
     # torch.utils.data's modules
     _register("utils.data.sampler", _sampler)

@@ -45,6 +45,21 @@ def _normal_logpdf(x, mu, s):
     return -((x - mu) ** 2) / (2 * s * s) - np.log(s) - 0.5 * math.log(2 * math.pi)
 
 
+def _gammainc_scalar(a, x):
+    """The regularized lower incomplete gamma P(a, x) by its series x^a e^-x / Gamma(a + 1) sum_n x^n / ((a + 1)
+    ... (a + n)) (every term positive: no cancellation), to float64 rounding."""
+    term = total = 1.0
+    n = 0
+    while term > 1e-17 * total:
+        n += 1
+        term *= x / (a + n)
+        total += term
+    return math.exp(a * math.log(x) - x - math.lgamma(a + 1)) * total
+
+
+_gammainc = np.vectorize(_gammainc_scalar, otypes=[np.float64])
+
+
 def _beta_entropy(a, b):
     lbeta = _lgamma(a) + _lgamma(b) - _lgamma(a + b)
     return lbeta - (a - 1) * _digamma(a) - (b - 1) * _digamma(b) + (a + b - 2) * _digamma(a + b)
@@ -80,6 +95,10 @@ CLOSED_FORMS = {
         "log_prob": (POS - 1) * np.log(P3) + (SCALE - 1) * np.log1p(-P3) - _lgamma(POS) - _lgamma(SCALE)
         + _lgamma(POS + SCALE), "entropy": _beta_entropy(POS, SCALE), "mean": POS / (POS + SCALE),
         "variance": POS * SCALE / ((POS + SCALE) ** 2 * (POS + SCALE + 1))}),
+    "Gamma": (lambda: D.Gamma(T(POS), T(SCALE)), POS[::-1], {
+        "log_prob": POS * np.log(SCALE) + (POS - 1) * np.log(POS[::-1]) - SCALE * POS[::-1] - _lgamma(POS),
+        "entropy": POS - np.log(SCALE) + _lgamma(POS) + (1 - POS) * _digamma(POS),
+        "cdf": _gammainc(POS, SCALE * POS[::-1]), "mean": POS / SCALE, "variance": POS / SCALE ** 2}),
     "Bernoulli": (lambda: D.Bernoulli(probs=T(P3)), np.array([1.0, 0.0, 1.0]), {
         "log_prob": np.log([0.2, 0.45, 0.9]), "entropy": -(P3 * np.log(P3) + (1 - P3) * np.log1p(-P3)),
         "mean": P3, "variance": P3 * (1 - P3)}),
@@ -103,9 +122,9 @@ def test_values_match_closed_forms(name):
     for attr, ref in refs.items():
         got = getattr(d, attr)(T(value)) if attr in ("log_prob", "cdf") else getattr(d, attr)
         got = got() if attr == "entropy" else got
-        close(got, ref, 1e-7 if name == "Beta" else 1e-10)  # (the reference digamma is a finite difference)
+        close(got, ref, 1e-7 if name in ("Beta", "Gamma") else 1e-10)  # (the reference digamma: a finite difference)
         assert got.dtype == mf.float64 and tuple(got.shape) == (3,), (attr, got.dtype, got.shape)
-    if "cdf" in refs and name not in ("Gumbel",):
+    if "cdf" in refs and name not in ("Gumbel", "Gamma"):  # (no icdf: PyTorch's Gamma has none either)
         close(d.icdf(d.cdf(T(value))), value, 1e-9)
 
 
@@ -234,7 +253,8 @@ def test_sample_is_detached_rsample_is_not_and_seeds_repeat():
     assert not d.sample().requires_grad and d.rsample().requires_grad
     assert D.Normal.has_rsample and not D.Bernoulli.has_rsample
     for make in (lambda: D.Normal(loc, 1.0), lambda: D.Categorical(logits=mf.zeros(3)), lambda: D.Poisson(3.0),
-                 lambda: D.Binomial(7, mf.tensor(0.3)), lambda: D.Beta(2.0, 3.0), lambda: D.Gumbel(0.0, 1.0)):
+                 lambda: D.Binomial(7, mf.tensor(0.3)), lambda: D.Beta(2.0, 3.0), lambda: D.Gumbel(0.0, 1.0),
+                 lambda: D.Gamma(0.5, 2.0), lambda: D.Dirichlet(mf.tensor([0.3, 1.0, 4.0]))):
         mf.manual_seed(11)
         a = make().sample((5,))
         mf.manual_seed(11)
@@ -255,6 +275,7 @@ MOMENTS = {  # float64 scalar parameters; the Cauchy has no moments, its quantil
     "Beta": lambda: D.Beta(T(0.7), T(2.5)), "Bernoulli": lambda: D.Bernoulli(logits=T(-0.4)),
     "Poisson": lambda: D.Poisson(T(4.5)), "Binomial": lambda: D.Binomial(T(12.0), T(0.3)),
     "Geometric": lambda: D.Geometric(T(0.35)), "Cauchy": lambda: D.Cauchy(T(0.5), T(2.0)),
+    "Gamma": lambda: D.Gamma(T(0.3), T(2.5)), "Gamma_large": lambda: D.Gamma(T(40.0), T(0.5)),
 }
 
 
@@ -346,6 +367,15 @@ GRADIENTS = {
         D.MultivariateNormal(m, covariance_matrix=a @ a.T + I3), D.MultivariateNormal(m.flip(-1), scale_tril=b.tril(
             -1) + I3)), (P(2, 3), P(3, 3), P(3, 3, seed=1))),
     "kl_Beta": (lambda a, b: D.kl_divergence(D.Beta(a, b), D.Beta(b, a)), (P(3, low=0.5), P(3, low=0.5, seed=1))),
+    # (Gamma's cdf with a fixed concentration: it has no gradient in it, as PyTorch's igamma has none)
+    "Gamma": (lambda a, b: D.Gamma(a, b).log_prob(VP) + D.Gamma(a, b).entropy() + D.Gamma(T(POS), b).cdf(VP),
+              (P(3, low=0.5), P(3, low=0.5, seed=1))),
+    "Dirichlet": (lambda a: D.Dirichlet(a).log_prob(T([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3]])) + D.Dirichlet(a).entropy(),
+                  (P(2, 3, low=0.5),)),
+    "kl_Gamma": (lambda a, b, c: D.kl_divergence(D.Gamma(a, b), D.Gamma(c, b.flip(0))),
+                 (P(3, low=0.5), P(3, low=0.5, seed=1), P(3, low=0.5, seed=2))),
+    "kl_Dirichlet": (lambda a, b: D.kl_divergence(D.Dirichlet(a), D.Dirichlet(b)),
+                     (P(2, 3, low=0.5), P(3, low=0.5, seed=1))),
     # reparameterized draws with fixed noise
     "rsample_Normal": (_seeded(lambda a, b: D.Normal(a, b).rsample((2,))), (P(3), P(3, low=0.5))),
     "rsample_Laplace": (_seeded(lambda a, b: D.Laplace(a, b).rsample((2,))), (P(3), P(3, low=0.5))),
@@ -353,6 +383,8 @@ GRADIENTS = {
     "rsample_Exponential": (_seeded(lambda r: D.Exponential(r).rsample((2,))), (P(3, low=0.5),)),
     "rsample_Uniform": (_seeded(lambda a, b: D.Uniform(a, a + b).rsample((2,))), (P(3), P(3, low=0.5))),
     "rsample_Gumbel": (_seeded(lambda a, b: D.Gumbel(a, b).rsample((2,))), (P(3), P(3, low=0.5))),
+    # a fixed concentration: the draw is then the fixed Gamma(alpha, 1) draw over the rate, smooth in it
+    "rsample_Gamma_rate": (_seeded(lambda r: D.Gamma(T([0.3, 1.0, 6.0]), r).rsample((2,))), (P(3, low=0.5),)),
     "rsample_TanhAffine": (_seeded(lambda a, b: D.TransformedDistribution(D.Normal(a, b), [
         D.TanhTransform(), D.AffineTransform(1.0, 2.0)]).rsample((2,))), (P(3), P(3, low=0.5))),
     "rsample_MultivariateNormal": (_seeded(lambda m, a: D.MultivariateNormal(m, a @ a.T + I3).rsample((2,))),
@@ -544,3 +576,153 @@ def test_beta_draws_at_small_concentrations_are_numbers():
         a = mf.full((20_000,), 1e-3, dtype=dtype)
         s = mf.distributions.Beta(a, a).sample().numpy()
         assert not np.isnan(s).any() and abs(s.mean() - 0.5) < 0.03
+
+
+# ---------------------------------------------------------------- Gamma and Dirichlet
+ALPHA = np.array([[0.5, 1.5, 3.0], [2.0, 0.7, 1.2]])  # a batch of 2 Dirichlet laws on the 3-simplex
+SIMPLEX = np.array([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3]])
+
+
+def _dirichlet_logpdf(x, a):
+    return ((a - 1) * np.log(x)).sum(-1) + _lgamma(a.sum(-1)) - _lgamma(a).sum(-1)
+
+
+def test_dirichlet_values_and_shapes():
+    d = D.Dirichlet(T(ALPHA))
+    assert (d.batch_shape, d.event_shape) == ((2,), (3,)) and d.support is constraints.simplex and d.has_rsample
+    total = ALPHA.sum(-1, keepdims=True)
+    close(d.log_prob(T(SIMPLEX)), _dirichlet_logpdf(SIMPLEX, ALPHA))
+    close(d.log_prob(T(SIMPLEX[0])), _dirichlet_logpdf(SIMPLEX[0], ALPHA))  # one value broadcast over the batch
+    a0 = total[:, 0]
+    close(d.entropy(), _lgamma(ALPHA).sum(-1) - _lgamma(a0) + (a0 - 3) * _digamma(a0)
+          - ((ALPHA - 1) * _digamma(ALPHA)).sum(-1), 1e-7)
+    close(d.mean, ALPHA / total)
+    close(d.variance, ALPHA * (total - ALPHA) / (total ** 2 * (total + 1)))
+    # the mode: (alpha - 1)_+ normalized; every concentration below 1: PyTorch's first vertex
+    close(D.Dirichlet(T([[2.0, 3.0, 0.5], [0.5, 0.7, 0.2]])).mode, [[1 / 3, 2 / 3, 0.0], [1.0, 0.0, 0.0]])
+    e = d.expand((4, 2))
+    assert (e.batch_shape, e.event_shape) == ((4, 2), (3,)) and e._validate_args
+    assert tuple(e.sample((5,)).shape) == (5, 4, 2, 3) and tuple(e.log_prob(T(SIMPLEX)).shape) == (4, 2)
+    assert D.Dirichlet(mf.ones(3)).batch_shape == () and D.Dirichlet(mf.ones(3)).sample().dtype == mf.float32
+
+
+def test_gamma_mode_shapes_and_module_paths():
+    g = D.Gamma(T([0.5, 3.0]), T([1.0, 2.0]))
+    close(g.mode, [0.0, 1.0])
+    assert D.Gamma(2.0, 1.0).batch_shape == () and D.Gamma.support is constraints.nonnegative
+    assert D.Gamma(mf.ones(2, 1), mf.ones(3)).batch_shape == (2, 3)
+    e = g.expand((4, 2))
+    assert e.batch_shape == (4, 2) and tuple(e.rsample((3,)).shape) == (3, 4, 2)
+    close(D.Gamma(2.0, 1.0).log_prob(0.5), math.log(0.5) - 0.5, 1e-6)  # a number as the value, as PyTorch's
+    with pytest.raises(NotImplementedError, match="the derivative for 'igamma: input' is not implemented"):
+        D.Gamma(T([1.0], requires_grad=True), 2.0).cdf(T([0.5])).sum().backward()
+    from minifused.distributions.dirichlet import Dirichlet
+    from minifused.distributions.gamma import Gamma
+    assert Gamma is D.Gamma and Dirichlet is D.Dirichlet
+
+
+def test_dirichlet_draws_match_moments():
+    d = D.Dirichlet(T(ALPHA))
+    mf.manual_seed(5)
+    x = npy(d.sample((N,)))
+    assert x.shape == (N, 2, 3) and bool(d.support.check(T(x)).all())
+    mean, var = npy(d.mean), npy(d.variance)
+    for b in range(2):
+        for k in range(3):
+            _within(x[:, b, k].mean(), mean[b, k], math.sqrt(var[b, k] / N), "dirichlet mean")
+            m4 = ((x[:, b, k] - mean[b, k]) ** 4).mean()
+            _within(x[:, b, k].var(), var[b, k], math.sqrt((m4 - var[b, k] ** 2) / N), "dirichlet variance")
+        a0 = ALPHA[b].sum()  # the off-diagonal covariance: -alpha_i alpha_j / (a0^2 (a0 + 1))
+        cov01 = -ALPHA[b, 0] * ALPHA[b, 1] / (a0 ** 2 * (a0 + 1))
+        prod = (x[:, b, 0] - mean[b, 0]) * (x[:, b, 1] - mean[b, 1])
+        _within(prod.mean(), cov01, prod.std() / math.sqrt(N), "dirichlet covariance")
+
+
+def test_draws_at_extreme_parameters_stay_in_the_support():
+    """Gamma draws that underflow over a huge rate, and Dirichlet draws at tiny concentrations, are clamped as
+    PyTorch's (to the smallest normal number, and below 1 by one ulp): positive, finite log densities."""
+    mf.manual_seed(0)
+    for dtype in (mf.float32, mf.float64):
+        tiny, eps = float(mf.finfo(dtype).tiny), float(mf.finfo(dtype).eps)
+        g = D.Gamma(mf.full((1000,), 1e-3, dtype=dtype), mf.tensor(1e30, dtype=dtype))
+        x = g.sample()
+        assert float(x.min()) >= tiny and bool(g.log_prob(x).isfinite().all())
+        d = D.Dirichlet(mf.full((1000, 3), 1e-3, dtype=dtype))
+        s = npy(d.sample())
+        assert not np.isnan(s).any() and s.min() >= tiny and s.max() <= 1 - eps / 2
+        np.testing.assert_allclose(s.sum(-1), 1.0, atol=2 * eps)
+    rate = T([1e300], requires_grad=True)
+    D.Gamma(T([1e-3]), rate).rsample().sum().backward()  # the clamp is not recorded: the gradient is -x / rate
+    assert np.isfinite(npy(rate.grad)).all()
+
+
+def test_gamma_and_dirichlet_kl():
+    """Closed forms against float64 references, then against Monte-Carlo means of log p - log q over draws of p
+    (the log densities in NumPy)."""
+    ap, bp, aq, bq = POS, SCALE, np.array([1.5, 0.8, 2.0]), np.array([0.5, 1.0, 3.0])
+    p, q = D.Gamma(T(ap), T(bp)), D.Gamma(T(aq), T(bq))
+    kl_gamma = D.kl_divergence(p, q)
+    ref = ((ap - aq) * _digamma(ap) - _lgamma(ap) + _lgamma(aq) + aq * np.log(bp / bq) + ap * (bq - bp) / bp)
+    close(kl_gamma, ref, 1e-7)
+    close(D.kl_divergence(p, p), np.zeros(3), 1e-12)
+
+    def gamma_logpdf(x, a, b):
+        return a * np.log(b) + (a - 1) * np.log(x) - b * x - _lgamma(a)
+
+    beta = np.array([2.0, 1.0, 0.4])
+    dp, dq = D.Dirichlet(T(ALPHA)), D.Dirichlet(T(beta))
+    kl_dir = D.kl_divergence(dp, dq)
+    a0, b0 = ALPHA.sum(-1), beta.sum()
+    ref = (_lgamma(a0) - _lgamma(ALPHA).sum(-1) - _lgamma(b0) + _lgamma(beta).sum()
+           + ((ALPHA - beta) * (_digamma(ALPHA) - _digamma(a0)[:, None])).sum(-1))
+    close(kl_dir, ref, 1e-7)
+    close(D.kl_divergence(dp, dp), np.zeros(2), 1e-12)
+    mf.manual_seed(6)
+    xg, xd = npy(p.sample((N,))), npy(dp.sample((N,)))
+    for got, diff in ((kl_gamma, gamma_logpdf(xg, ap, bp) - gamma_logpdf(xg, aq, bq)),
+                      (kl_dir, _dirichlet_logpdf(xd, ALPHA) - _dirichlet_logpdf(xd, beta))):
+        for i, want in enumerate(npy(got)):
+            _within(diff[:, i].mean(), want, diff[:, i].std() / math.sqrt(N), "KL against Monte Carlo")
+
+
+def test_gamma_and_dirichlet_rsample_gradients_are_unbiased():
+    """The implicit gradient of the gamma draws matches finite differences only in expectation (see the Beta
+    test): d E[x] / d alpha = 1 / rate and d E[x] / d rate = -alpha / rate^2 for Gamma(alpha, rate);
+    d E[x_0] / d alpha_j = (delta_0j A - alpha_0) / A^2 (A = sum alpha) for Dirichlet(alpha)."""
+    n = 100_000
+    alpha, rate = T(np.full(n, 0.6), requires_grad=True), T(np.full(n, 2.0), requires_grad=True)
+    mf.manual_seed(8)
+    D.Gamma(alpha, rate).rsample().sum().backward()
+    for g, want in ((npy(alpha.grad), 1 / 2.0), (npy(rate.grad), -0.6 / 4.0)):
+        _within(g.mean(), want, g.std() / math.sqrt(n), "dE[gamma]/dparameter")
+    a = np.array([0.4, 1.0, 2.5])
+    conc = T(np.tile(a, (n, 1)), requires_grad=True)
+    mf.manual_seed(9)
+    D.Dirichlet(conc).rsample()[:, 0].sum().backward()
+    g = npy(conc.grad)
+    for j in range(3):
+        want = ((j == 0) * a.sum() - a[0]) / a.sum() ** 2
+        _within(g[:, j].mean(), want, g[:, j].std() / math.sqrt(n), "dE[dirichlet_0]/dalpha")
+
+
+def test_gamma_and_dirichlet_validation():
+    with pytest.raises(ValueError, match=r"Expected parameter rate \(Tensor of shape \(2,\)\) of distribution Gamma"
+                                         r".* to satisfy the constraint GreaterThan\(lower_bound=0.0\)"):
+        D.Gamma(mf.ones(2), mf.tensor([1.0, -1.0]))
+    with pytest.raises(ValueError, match="parameter concentration"):
+        D.Gamma(mf.tensor([0.0]), 1.0)
+    with pytest.raises(ValueError, match=r"to be within the support \(GreaterThanEq\(lower_bound=0.0\)\)"):
+        D.Gamma(1.0, 1.0).log_prob(mf.tensor(-1.0))
+    with pytest.raises(ValueError, match=r"to be within the support \(GreaterThanEq\(lower_bound=0.0\)\)"):
+        D.Gamma(1.0, 1.0).cdf(mf.tensor([-1.0]))
+    with pytest.raises(ValueError, match=r"Dirichlet\(concentration: \(2,\)\) to satisfy the constraint "
+                                         r"IndependentConstraint\(GreaterThan\(lower_bound=0.0\), 1\)"):
+        D.Dirichlet(mf.tensor([1.0, -1.0]))
+    with pytest.raises(ValueError, match="`concentration` parameter must be at least one-dimensional."):
+        D.Dirichlet(mf.tensor(1.0))
+    with pytest.raises(ValueError, match=r"to be within the support \(Simplex\(\)\)"):
+        D.Dirichlet(mf.ones(2, 3)).log_prob(mf.tensor([0.5, 0.6, 0.1]))
+    with pytest.raises(ValueError, match="The right-most size of value must match event_shape"):
+        D.Dirichlet(mf.ones(3)).log_prob(mf.tensor([0.5, 0.5]))
+    assert D.Gamma(mf.tensor([-1.0]), 1.0, validate_args=False).concentration.item() == -1.0
+    assert D.Dirichlet(mf.ones(2), validate_args=False).log_prob(mf.tensor([0.7, 0.7])).item() == 0.0

@@ -1,7 +1,8 @@
-"""The continuous scalar distributions with closed forms: ``Normal``, ``Uniform``, ``Exponential``, ``Laplace``,
-``Cauchy``, ``Beta``. Each draws through minifused's generator (``rand`` / ``randn`` / the gamma sampler, so
-``manual_seed`` repeats a draw) and reparameterizes the draw (``rsample`` is differentiable in the parameters);
-log_prob, cdf, icdf and entropy are compositions of tensor ops, so their gradients are the ops'."""
+"""The continuous distributions with closed forms: ``Normal``, ``Uniform``, ``Exponential``, ``Laplace``,
+``Cauchy``, ``Beta``, ``Gamma`` and ``Dirichlet`` (on the simplex: event shape (K,)). Each draws through
+minifused's generator (``rand`` / ``randn`` / the gamma sampler, so ``manual_seed`` repeats a draw) and
+reparameterizes the draw (``rsample`` is differentiable in the parameters); log_prob, cdf, icdf and entropy are
+compositions of tensor ops, so their gradients are the ops'."""
 from __future__ import annotations
 
 import math
@@ -12,9 +13,16 @@ from ._gamma import standard_gamma
 from .distribution import Distribution, _nan_full
 from .utils import _is_number, _standard_normal, _tiny_eps, _uniform, broadcast_all
 
-__all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Cauchy", "Beta"]
+__all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Cauchy", "Beta", "Gamma", "Dirichlet"]
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
+
+
+def _clamp_unrecorded(draw, low, high=None):
+    """``draw`` clamped in place outside the autograd graph, as PyTorch clamps its gamma / Dirichlet draws: the
+    value stays off the boundary (log_prob finite) while its gradient is the unclamped map's, never zeroed."""
+    draw.detach().clamp_(min=low, max=high)
+    return draw
 
 
 class _LocScale(Distribution):
@@ -314,3 +322,114 @@ class Beta(Distribution):
         total = a + b
         return (ops.lgamma(a) + ops.lgamma(b) - ops.lgamma(total) - (2 - total) * ops.digamma(total)
                 - (a - 1) * ops.digamma(a) - (b - 1) * ops.digamma(b))
+
+
+class Gamma(Distribution):
+    """The gamma distribution of shape ``concentration`` (alpha) and ``rate`` (beta = 1 / scale). A draw is a
+    Gamma(alpha, 1) draw divided by the rate, reparameterized through the gamma sampler's implicit gradient."""
+
+    arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, concentration, rate, validate_args=None):
+        self.concentration, self.rate = broadcast_all(concentration, rate)
+        super().__init__(tuple(self.concentration.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Gamma, _instance)
+        batch_shape = tuple(batch_shape)
+        new.concentration, new.rate = self.concentration.expand(batch_shape), self.rate.expand(batch_shape)
+        return self._expanded_from(new, batch_shape)
+
+    @property
+    def mean(self):
+        return self.concentration / self.rate
+
+    @property
+    def mode(self):
+        return ((self.concentration - 1) / self.rate).clamp(min=0)
+
+    @property
+    def variance(self):
+        return self.concentration / self.rate.pow(2)
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        value = standard_gamma(self.concentration.expand(shape)) / self.rate.expand(shape)
+        return _clamp_unrecorded(value, _tiny_eps(value.dtype)[0])  # a large rate may underflow the draw to 0
+
+    def log_prob(self, value):
+        value = ops.as_tensor(value, dtype=self.rate.dtype, device=self.rate.device)  # numbers too, as PyTorch's
+        if self._validate_args:
+            self._validate_sample(value)
+        a, rate = self.concentration, self.rate
+        return ops.xlogy(a, rate) + ops.xlogy(a - 1, value) - rate * value - ops.lgamma(a)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return ops.igamma(self.concentration, self.rate * value)  # differentiable in value and rate only
+
+    def entropy(self):
+        a = self.concentration
+        return a - ops.log(self.rate) + ops.lgamma(a) + (1.0 - a) * ops.digamma(a)
+
+
+class Dirichlet(Distribution):
+    """The Dirichlet distribution on the probability simplex of ``concentration``'s last dimension (K, the event
+    shape; the dimensions before it are the batch). A draw is K Gamma(alpha_k, 1) draws normalized to sum 1,
+    reparameterized through the gamma sampler's implicit gradient."""
+
+    arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
+    support = constraints.simplex
+    has_rsample = True
+
+    def __init__(self, concentration, validate_args=None):
+        if concentration.dim() < 1:
+            raise ValueError("`concentration` parameter must be at least one-dimensional.")
+        self.concentration = concentration
+        shape = tuple(concentration.shape)
+        super().__init__(shape[:-1], shape[-1:], validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Dirichlet, _instance)
+        batch_shape = tuple(batch_shape)
+        new.concentration = self.concentration.expand(batch_shape + self._event_shape)
+        return self._expanded_from(new, batch_shape)
+
+    @property
+    def mean(self):
+        return self.concentration / self.concentration.sum(-1, True)
+
+    @property
+    def mode(self):
+        excess = (self.concentration - 1).clamp(min=0.0)
+        mode = excess / excess.sum(-1, True)
+        # all concentrations below 1: the density peaks at every vertex; PyTorch picks the first one
+        all_below_one = (self.concentration < 1).all(-1, keepdim=True)
+        first_vertex = (ops.arange(mode.shape[-1], device=mode.device) == 0).type_as(mode)
+        return ops.where(all_below_one, first_vertex, mode)
+
+    @property
+    def variance(self):
+        total = self.concentration.sum(-1, True)
+        return self.concentration * (total - self.concentration) / (total.pow(2) * (total + 1))
+
+    def rsample(self, sample_shape=()):
+        gammas = standard_gamma(self.concentration.expand(self._extended_shape(sample_shape)))
+        tiny, eps = _tiny_eps(gammas.dtype)
+        # PyTorch's bounds: the smallest normal number and the largest float below 1 (1 - eps / 2)
+        return _clamp_unrecorded(gammas / gammas.sum(-1, True), tiny, 1 - eps / 2)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        a = self.concentration
+        return ops.xlogy(a - 1.0, value).sum(-1) + ops.lgamma(a.sum(-1)) - ops.lgamma(a).sum(-1)
+
+    def entropy(self):
+        a = self.concentration
+        k, total = a.shape[-1], a.sum(-1)
+        return (ops.lgamma(a).sum(-1) - ops.lgamma(total) - (k - total) * ops.digamma(total)
+                - ((a - 1.0) * ops.digamma(a)).sum(-1))

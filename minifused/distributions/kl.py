@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import functional as F
 from .. import ops
-from .continuous import Beta, Cauchy, Exponential, Laplace, Normal, Uniform
+from .continuous import Beta, Cauchy, Dirichlet, Exponential, Gamma, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Categorical, Geometric, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .multivariate_normal import MultivariateNormal, _batch_mahalanobis, _half_log_det
@@ -144,6 +144,23 @@ def _kl_beta_beta(p, q):
     t1 = ops.lgamma(q1) + ops.lgamma(q0) + ops.lgamma(sum_p)
     t2 = ops.lgamma(p1) + ops.lgamma(p0) + ops.lgamma(sum_q)
     return t1 - t2 + (p1 - q1) * ops.digamma(p1) + (p0 - q0) * ops.digamma(p0) + (sum_q - sum_p) * ops.digamma(sum_p)
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p, q):
+    t1 = q.concentration * (p.rate / q.rate).log()
+    t2 = ops.lgamma(q.concentration) - ops.lgamma(p.concentration)
+    t3 = (p.concentration - q.concentration) * ops.digamma(p.concentration)
+    return t1 + t2 + t3 + (q.rate - p.rate) * (p.concentration / p.rate)
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    sum_p, sum_q = p.concentration.sum(-1), q.concentration.sum(-1)
+    t1 = ops.lgamma(sum_p) - ops.lgamma(sum_q)
+    t2 = (ops.lgamma(p.concentration) - ops.lgamma(q.concentration)).sum(-1)
+    t3 = (p.concentration - q.concentration) * (ops.digamma(p.concentration) - ops.digamma(sum_p).unsqueeze(-1))
+    return t1 - t2 + t3.sum(-1)
 
 
 @register_kl(Cauchy, Cauchy)
