@@ -42,12 +42,14 @@ class Tensor:
         if isinstance(data, Tensor):
             data = data._data
         elif isinstance(data, numbers.Integral) and not isinstance(data, bool):  # Tensor(2, 3): zeros of a shape
-            if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in sizes):
-                raise InputTypeError(f"Tensor(): sizes must be ints, got {(data, *sizes)}")
-            data = np.zeros((data, *sizes), backend.get_default_dtype())
+            shape = (data, *sizes)
+            if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in shape) or min(shape) < 0:
+                raise InputError(f"Tensor(): sizes must be non-negative ints, got {shape}")
+            data = np.zeros(shape, backend.get_default_dtype())
+        elif type(self) is Tensor and isinstance(data, np.ndarray):  # PyTorch's legacy constructor: a copy in the
+            data = data.astype(backend.get_default_dtype())  # default float dtype (a Parameter keeps the dtype)
         elif not (isinstance(data, np.ndarray) or backend.is_cuda_array(data)):
-            # PyTorch's legacy constructor: Python data in the default float dtype (NumPy arrays keep theirs)
-            data = np.asarray(data, backend.get_default_dtype())
+            data = np.asarray(data, backend.get_default_dtype())  # Python data, in the default float dtype
         self._data = data
         self._requires_grad = False
         self._grad = None

@@ -12,7 +12,7 @@ from minifused import backend, nn
 from minifused.autograd import no_grad
 from minifused.kernels import cublaslt as LT
 from minifused.ops import linear as L
-from minifused.tensor import Tensor
+import minifused as mf
 
 DTYPES = [backend.float32, backend.float16, backend.bfloat16]
 TOL = {backend.float32: 2e-5, backend.float16: 5e-3, backend.bfloat16: 4e-2}
@@ -27,7 +27,7 @@ C = math.sqrt(2 / math.pi)
 
 
 def tensor(a, device, requires_grad=False):
-    return Tensor(dev_array(a, device), requires_grad=requires_grad)
+    return mf.tensor(dev_array(a, device), requires_grad=requires_grad)
 
 
 def rel(a, b):
@@ -101,11 +101,11 @@ def test_one_dimensional_input_and_float64_on_cpu(rng):
     x = rng.standard_normal(6)
     w = rng.standard_normal((4, 6))
     b = rng.standard_normal(4)
-    xt, wt, bt = (Tensor(a, requires_grad=True) for a in (x, w, b))
+    xt, wt, bt = (mf.tensor(a, requires_grad=True) for a in (x, w, b))
     y = F.linear(xt, wt, bt, "gelu")
     assert y.shape == (4,)
     g = rng.standard_normal(4)
-    y.backward(Tensor(g))
+    y.backward(mf.tensor(g))
     ry, rdx, rdw, rdb = reference(x, w, b, g, "gelu")
     assert rel(y, ry) < 1e-12 and rel(xt.grad, rdx) < 1e-12
     assert rel(wt.grad, rdw) < 1e-12 and rel(bt.grad, rdb) < 1e-12
@@ -372,7 +372,7 @@ def test_bad_input(device, rng):
 
 @pytest.mark.gpu
 def test_device_mismatch():
-    x = Tensor(np.ones((2, 3), np.float32))
+    x = mf.tensor(np.ones((2, 3), np.float32))
     w = tensor(np.ones((4, 3), np.float32), "cuda")
     with pytest.raises(RuntimeError, match="device"):
         F.linear(x, w)

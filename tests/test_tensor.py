@@ -344,3 +344,36 @@ def test_comparisons_iteration_and_membership_as_pytorchs():
     assert [int(v.item()) for v in t] == [1, 2]
     assert 2 in t and 5 not in t and mf.tensor([1, 2]) in mf.tensor([[1, 2], [3, 4]])
     np.testing.assert_array_equal((t == 1).numpy(), [True, False])
+
+
+def test_creation_forms_as_pytorchs():
+    """size= and 0-d tensors as sizes and bounds, NumPy float scalars as floats, the keywords PyTorch's
+    creation functions take (layout, pin_memory, memory_format, out), input= on the *_like forms, rand of a
+    16-bit dtype below 1, and the legacy constructor of a NumPy array in the default dtype."""
+    assert mf.zeros(size=(2, 3)).shape == (2, 3) and mf.rand(size=(4,)).shape == (4,)
+    n = mf.tensor([2, 3]).max()
+    assert mf.arange(n).tolist() == [0, 1, 2] and mf.zeros(n).shape == (3,) and mf.randperm(n).shape == (3,)
+    assert mf.linspace(0, 1, mf.tensor(5)).shape == (5,) and int(mf.randint(high=2, size=(50,)).max()) <= 1
+    np.testing.assert_allclose(mf.arange(0, 1, np.float32(0.25)).numpy(), [0, 0.25, 0.5, 0.75])
+    assert mf.full((2,), np.float64(1.5)).dtype == mf.float32
+    cl = mf.empty(2, 3, 4, 5, memory_format=mf.channels_last, pin_memory=False, layout=mf.strided)
+    assert cl.is_contiguous(memory_format=mf.channels_last)
+    out = mf.empty(1)
+    assert mf.arange(4, out=out) is out and out.tolist() == [0.0, 1.0, 2.0, 3.0]
+    x = mf.ones(2, 3)
+    assert mf.zeros_like(input=x).shape == (2, 3) and float(mf.full_like(input=x, fill_value=2.0)[0, 0]) == 2.0
+    for dtype in (mf.float16, mf.bfloat16):
+        r = mf.rand(200_000, dtype=dtype).float().numpy()
+        assert r.max() < 1.0 and r.min() >= 0.0
+    assert mf.Tensor(np.arange(3)).dtype == mf.float32 and nn.Parameter(mf.zeros(2, dtype=mf.float64)).dtype \
+        == mf.float64
+
+
+def test_as_tensor_and_asarray_keep_a_tensor_in_its_graph():
+    w = mf.tensor([1.0, 2.0], requires_grad=True)
+    out = w * 3
+    (out.sum() + (mf.as_tensor(out, dtype=mf.float32, device="cpu") ** 2).sum()).backward()
+    np.testing.assert_allclose(w.grad.numpy(), [21.0, 39.0])
+    a = mf.asarray(w, copy=True)
+    assert a.requires_grad and a.grad_fn is not None and not np.shares_memory(a.detach().numpy(), w.detach().numpy())
+    assert mf.as_tensor(w) is w

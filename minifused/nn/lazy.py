@@ -107,7 +107,8 @@ class UninitializedBuffer(_Uninitialized, Buffer):
     cls_to_become = Buffer
 
     def __init__(self, requires_grad=False, device=None, dtype=None, persistent=True):
-        super().__init__(Tensor(_placeholder(device, dtype), requires_grad=requires_grad), persistent=persistent)
+        super().__init__(Tensor._from_array(_placeholder(device, dtype)).requires_grad_(requires_grad),
+                         persistent=persistent)
 
 
 def is_lazy(value):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numbers
 
+import ml_dtypes
 import numpy as np
 
 from .. import backend
@@ -60,11 +61,11 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
-    """Like :func:`tensor` but without a copy when ``data`` already fits."""
-    if isinstance(data, Tensor) and dtype is None and device is None:
-        return data
+    """Like :func:`tensor` but without a copy when ``data`` already fits; a tensor stays in its graph (a cast or
+    move of it is recorded, as PyTorch's)."""
     if isinstance(data, Tensor):
-        data = data._data
+        return data.to(device=device if device is not None else data.device,
+                       dtype=dtype if dtype is not None else data.dtype)
     if backend.is_cuda_array(data):
         return _place(data, dtype, device if device is not None else backend.device_of(data), False)
     return _place(_infer_host_array(data, dtype), dtype, device, False)
@@ -79,7 +80,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> 
     dtype and device allow it (``copy=None``), always a copy (``copy=True``), or never one (``copy=False``: an
     error where one would be needed)."""
     if copy:
-        out = tensor(obj, dtype, device)
+        out = as_tensor(obj, dtype, device).clone() if isinstance(obj, Tensor) else tensor(obj, dtype, device)
     else:
         out = as_tensor(obj, dtype, device)
         src = obj._data if isinstance(obj, Tensor) else obj
@@ -112,9 +113,16 @@ def from_dlpack(obj) -> Tensor:
     return Tensor._from_array(cupy.from_dlpack(obj), False)
 
 
+def _host_number(v):
+    """A 0-d tensor as the Python number it holds: PyTorch takes sizes, bounds and steps so
+    (``arange(lengths.max())``)."""
+    return v.item() if isinstance(v, Tensor) and v.ndim == 0 else v
+
+
 def _shape(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
+    size = tuple(_host_number(s) for s in size)
     for s in size:
         if not isinstance(s, numbers.Integral):  # (a type error, as PyTorch's)
             raise InputTypeError(f"expected a shape of non-negative ints, got {size}")
@@ -132,22 +140,55 @@ def _filled(fill, size, dtype, device, requires_grad):
     return _place(arr, None, dev, requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(0, _shape(size), dtype, device, requires_grad)
+def _options(op, size, named):
+    """The size (positional, or PyTorch's ``size=`` keyword) and the keywords PyTorch's creation functions also
+    take: ``layout`` / ``pin_memory`` (accepted: one layout; pinning is moot here), ``memory_format`` and ``out``
+    (applied by :func:`_finish`)."""
+    unknown = set(named) - {"size", "layout", "pin_memory", "memory_format", "out"}
+    if unknown:
+        raise InputTypeError(f"{op}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    if "size" in named:
+        if size:
+            raise InputTypeError(f"{op}(): give the size positionally or as size=, not both")
+        size = (named["size"],)
+    return _shape(size)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(1, _shape(size), dtype, device, requires_grad)
+def _finish(t, named):
+    """``t`` in the asked ``memory_format`` and written into ``out`` where given (returned then, as PyTorch's)."""
+    fmt = named.get("memory_format")
+    if fmt is not None and fmt is not preserve_format:
+        t = t.contiguous(memory_format=fmt)
+    out = named.get("out")
+    if out is None:
+        return t
+    if not isinstance(out, Tensor):
+        raise InputTypeError(f"out must be a Tensor, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(t.shape):  # resized to the result, as PyTorch's out=
+        out._data = backend.array_module(out._data).empty(t.shape, out._data.dtype)
+    out.copy_(t)
+    return out
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(None, _shape(size), dtype, device, requires_grad)
+def zeros(*size, dtype=None, device=None, requires_grad=False, **named):
+    return _finish(_filled(0, _options("zeros", size, named), dtype, device, requires_grad), named)
 
 
-def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+def ones(*size, dtype=None, device=None, requires_grad=False, **named):
+    return _finish(_filled(1, _options("ones", size, named), dtype, device, requires_grad), named)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, **named):
+    return _finish(_filled(None, _options("empty", size, named), dtype, device, requires_grad), named)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False, **named):
+    fill_value = _host_number(fill_value)
+    if isinstance(fill_value, np.generic):  # a NumPy scalar fills as the Python number it is (PyTorch's)
+        fill_value = fill_value.item()
     if dtype is None:
         dtype = _infer_host_array(fill_value).dtype
-    return _filled(fill_value, _shape((size,)), dtype, device, requires_grad)
+    return _finish(_filled(fill_value, _options("full", (size,), named), dtype, device, requires_grad), named)
 
 
 def _random(kind, size, dtype, device, requires_grad, low=0, high=None, generator=None):
@@ -170,22 +211,37 @@ def _random(kind, size, dtype, device, requires_grad, low=0, high=None, generato
                 arr = gen.random(size, dtype=np.float32)
             else:
                 arr = gen.random_sample(size, dtype=np.float32)
-            dtype = dtype if dtype is not None else backend.get_default_dtype()
+            dtype = backend.as_dtype(dtype if dtype is not None else backend.get_default_dtype())
+            if kind == "rand" and dtype in (backend.float16, backend.bfloat16):
+                arr = below_one(arr.astype(dtype))  # a draw near 1 would round up to 1 in 16 bits
     return _place(arr, dtype, dev, requires_grad)
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def below_one(a):
+    """Uniform [0, 1) draws rounded to a 16-bit dtype: those that rounded up to 1 become its largest value
+    below 1, so that the interval stays half-open (PyTorch's draws never give 1)."""
+    top = a.dtype.type(1 - float(ml_dtypes.finfo(a.dtype).epsneg))  # (exact: 1 minus the spacing below 1)
+    return backend.array_module(a).where(a >= 1, top, a)
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, **named):
     """Uniform on [0, 1) (from ``generator``, a cpu :class:`minifused.Generator`, if given)."""
-    return _random("rand", _shape(size), dtype, device, requires_grad, generator=generator)
+    return _finish(_random("rand", _options("rand", size, named), dtype, device, requires_grad,
+                           generator=generator), named)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, **named):
     """Standard normal (from ``generator`` if given)."""
-    return _random("randn", _shape(size), dtype, device, requires_grad, generator=generator)
+    return _finish(_random("randn", _options("randn", size, named), dtype, device, requires_grad,
+                           generator=generator), named)
 
 
-def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None):
-    """Integers in [low, high) (``randint(high, size)`` as in PyTorch when ``size`` is the 2nd arg)."""
+def randint(low=None, high=None, size=(), *, generator=None, dtype=None, device=None, requires_grad=False):
+    """Integers in [low, high) (``randint(high, size)`` as in PyTorch when ``size`` is the 2nd arg; ``low``
+    0 when only ``high=`` is given)."""
+    low, high = _host_number(low), _host_number(high)
+    if low is None:
+        low = 0
     if high is None:
         low, high = 0, low
     elif isinstance(high, (tuple, list)):
@@ -195,10 +251,11 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None)
             raise InputTypeError(f"randint: {name} must be an int, got {type(v).__name__} ({v!r})")
     if high <= low:
         raise InputError(f"randint: expected low < high, got low={low}, high={high}")
-    return _random("randint", _shape((size,)), dtype, device, False, low, high, generator=generator)
+    return _random("randint", _shape((size,)), dtype, device, requires_grad, low, high, generator=generator)
 
 
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False, **named):
+    start, end, step = _host_number(start), _host_number(end), _host_number(step)
     if end is None:
         start, end = 0, start
     for name, v in (("start", start), ("end", end), ("step", step)):
@@ -209,13 +266,14 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if (end - start) * step < 0:
         raise InputError(f"arange: the bounds and the step's sign disagree (start={start}, end={end}, step={step}): "
                          f"a negative step needs end < start")
-    if dtype is None:
-        floating = any(isinstance(v, float) for v in (start, end, step))
+    if dtype is None:  # (NumPy floats count as floats: not Integral)
+        floating = any(not isinstance(v, numbers.Integral) for v in (start, end, step))
         dtype = backend.get_default_dtype() if floating else backend.int64
     dev = backend.device(device)
     with backend.on_device(dev):
         arr = backend.xp(dev).arange(start, end, step, dtype=np.float64 if backend.is_floating(dtype) else np.int64)
-    return _place(arr, dtype, dev, requires_grad)
+    _options("arange", (), named)
+    return _finish(_place(arr, dtype, dev, requires_grad), named)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
@@ -234,12 +292,13 @@ def _in_layout(t, x, fmt, op):
 
 
 def _like(fn):
-    def like(x, *args, dtype=None, device=None, requires_grad=False, memory_format=preserve_format, **kwargs):
-        if fn in (rand, randn) and not backend.is_floating(dtype or x.dtype):
+    def like(input, *args, dtype=None, device=None, requires_grad=False, memory_format=preserve_format,  # noqa: A002
+             **kwargs):
+        if fn in (rand, randn) and not backend.is_floating(dtype or input.dtype):
             raise RuntimeError(f"{fn.__name__}_like: random floats need a floating-point dtype, got "
-                               f"{dtype or x.dtype}")
-        return _in_layout(fn(*args, x.shape, dtype=dtype or x.dtype, device=device or x.device,
-                             requires_grad=requires_grad, **kwargs), x, memory_format, like.__name__)
+                               f"{dtype or input.dtype}")
+        return _in_layout(fn(*args, input.shape, dtype=dtype or input.dtype, device=device or input.device,
+                             requires_grad=requires_grad, **kwargs), input, memory_format, like.__name__)
 
     like.__name__ = fn.__name__ + "_like"
     return like
@@ -252,21 +311,25 @@ rand_like = _like(rand)
 randn_like = _like(randn)
 
 
-def full_like(x, fill_value, dtype=None, device=None, requires_grad=False, memory_format=preserve_format):
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False,  # noqa: A002 - PyTorch's names
+              memory_format=preserve_format):
     if isinstance(fill_value, Tensor) and fill_value.ndim != 0 or not isinstance(fill_value, (numbers.Number, Tensor)):
         shape = tuple(fill_value.shape) if isinstance(fill_value, Tensor) else ""
         raise InputTypeError(f"full_like: fill_value must be a number (or a 0-d tensor), got "
                              f"{type(fill_value).__name__}{shape}")
-    return _in_layout(full(x.shape, fill_value, dtype=dtype or x.dtype, device=device or x.device,
-                           requires_grad=requires_grad), x, memory_format, "full_like")
+    return _in_layout(full(input.shape, fill_value, dtype=dtype or input.dtype, device=device or input.device,
+                           requires_grad=requires_grad), input, memory_format, "full_like")
 
 
-def randint_like(x, low, high=None, dtype=None, device=None, memory_format=preserve_format):
-    return _in_layout(randint(low, high, x.shape, dtype=dtype or x.dtype, device=device or x.device), x,
-                      memory_format, "randint_like")
+def randint_like(input, low=None, high=None, *, generator=None, dtype=None, device=None,  # noqa: A002
+                 memory_format=preserve_format):
+    """``randint(low, high, input.shape)`` in input's dtype and device (``randint_like(input, high)``: from 0)."""
+    return _in_layout(randint(low, high, input.shape, generator=generator, dtype=dtype or input.dtype,
+                              device=device or input.device), input, memory_format, "randint_like")
 
 
 def _steps(name, steps):
+    steps = _host_number(steps)
     if not isinstance(steps, numbers.Integral) or isinstance(steps, bool):
         raise InputTypeError(f"{name}: steps must be an int, got {type(steps).__name__}")
     if steps < 0:
@@ -301,6 +364,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0 .. n-1 (int64 by default), from minifused's generator (``manual_seed``)."""
+    n = _host_number(n)
     if not isinstance(n, numbers.Integral) or isinstance(n, bool):
         raise InputTypeError(f"randperm: n must be an int, got {type(n).__name__}")
     if n < 0:

@@ -51,7 +51,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     with backend.on_device(dev):
         buf = xp.zeros(extent, dtype)
         array = xp.lib.stride_tricks.as_strided(buf, size, tuple(s * dtype.itemsize for s in stride))
-    return Tensor(array, requires_grad=requires_grad)
+    return Tensor._from_array(array).requires_grad_(requires_grad)
 
 
 def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
@@ -59,7 +59,7 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
     ``memoryview`` ...), shared as PyTorch's: writes to one show in the other. A read-only buffer (``bytes``)
     gives a read-only tensor."""
     array = np.frombuffer(buffer, dtype=backend.as_dtype(dtype), count=count, offset=offset)
-    return Tensor(array, requires_grad=requires_grad)
+    return Tensor._from_array(array).requires_grad_(requires_grad)
 
 
 def range(start, end, step=1, *, dtype=None, layout=None, device=None, requires_grad=False):  # noqa: A001
