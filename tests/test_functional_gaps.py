@@ -198,3 +198,24 @@ def test_embedding_bag_gradients_by_hand():
     w.grad = None
     F.embedding_bag(idx, w, offsets, mode="mean", padding_idx=4).sum().backward()
     np.testing.assert_allclose(w.grad.numpy()[:, 0], [0, 0.5, 0.5, 1, 0])
+
+
+def test_grid_sample_edges_nan_points_and_empty_inputs():
+    """'border' padding: a point exactly on the edge gets no coordinate gradient (PyTorch's grid sampler; an
+    identity affine grid puts the edge pixels there); a NaN point gives NaN (bilinear) or 0 (nearest), not an
+    indexing error; an input without pixels is refused by name."""
+    x = mf.tensor(np.arange(6.0).reshape(1, 1, 2, 3) ** 2)
+    g = mf.tensor([[[[1.0, 0.0]]]], dtype=mf.float64, requires_grad=True)
+    F.grid_sample(x, g, padding_mode="border", align_corners=True).sum().backward()
+    assert g.grad.numpy()[0, 0, 0, 0] == 0.0 and g.grad.numpy()[0, 0, 0, 1] != 0.0
+    inner = mf.tensor([[[[0.5, 0.0]]]], dtype=mf.float64, requires_grad=True)
+    F.grid_sample(x, inner, padding_mode="border", align_corners=True).sum().backward()
+    d = 1e-6
+    f = [float(F.grid_sample(x, mf.tensor([[[[0.5 + s, 0.0]]]], dtype=mf.float64), padding_mode="border",
+                             align_corners=True).sum()) for s in (d, -d)]
+    np.testing.assert_allclose(inner.grad.numpy()[0, 0, 0, 0], (f[0] - f[1]) / (2 * d), rtol=1e-5)
+    nan = mf.tensor([[[[float("nan"), 0.0]]]], dtype=mf.float64)
+    assert np.isnan(F.grid_sample(x, nan, align_corners=False).numpy()).all()
+    assert F.grid_sample(x, nan, mode="nearest", align_corners=False).numpy().tolist() == [[[[0.0]]]]
+    with pytest.raises(RuntimeError, match="non-empty spatial"):
+        F.grid_sample(mf.zeros(1, 1, 0, 3), mf.zeros(1, 1, 1, 2), align_corners=False)

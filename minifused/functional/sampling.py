@@ -62,6 +62,13 @@ def _unnormalize(coord, size, align_corners):
     return (coord + 1) / 2 * (size - 1) if align_corners else ((coord + 1) * size - 1) / 2
 
 
+def _clip(coord, limit):
+    """``coord`` clamped to [0, limit] with PyTorch's grid-sampler gradient: it passes strictly inside only (a
+    point on the edge gets none, as clip_coordinates_set_grad gives)."""
+    inside = ((coord > 0) & (coord < limit)).to(coord.dtype)
+    return coord * inside + coord.detach().clamp(0, limit) * (1 - inside)
+
+
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """``input`` (N, C, H, W) sampled at ``grid`` (N, H_out, W_out, 2) of normalized (x, y) points (-1 and 1 the
     edges' pixel centres with ``align_corners``, else their outer edges): ``mode`` 'bilinear' or 'nearest';
@@ -84,15 +91,18 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         raise RuntimeError(f"{op}: expected input and grid of one dtype and device, got {input.dtype} on "
                            f"{input.device} and {grid.dtype} on {grid.device}")
     n, c, h, w = input.shape
+    if h == 0 or w == 0:
+        raise RuntimeError(f"{op}: expected input to have non-empty spatial dimensions, got {list(input.shape)}")
     ho, wo = grid.shape[1:3]
     ix = _unnormalize(grid[..., 0], w, align_corners)
     iy = _unnormalize(grid[..., 1], h, align_corners)
     if padding_mode == "border":
-        ix, iy = ix.clamp(0, w - 1), iy.clamp(0, h - 1)
+        ix, iy = _clip(ix, w - 1), _clip(iy, h - 1)
     flat = input.reshape(n, c, h * w)
 
     def at(xc, yc):
         """input at integer points (xc, yc) (N, H_out, W_out), zero outside, as (N, C, H_out, W_out)."""
+        xc, yc = xc.nan_to_num(-1.0), yc.nan_to_num(-1.0)  # a NaN point reads nothing (no index from NaN)
         inside = ((xc >= 0) & (xc <= w - 1) & (yc >= 0) & (yc <= h - 1)).to(input.dtype)
         idx = (yc.clamp(0, h - 1) * w + xc.clamp(0, w - 1)).long().reshape(n, 1, ho * wo).expand(n, c, ho * wo)
         return _gather(flat, 2, idx).reshape(n, c, ho, wo), inside.reshape(n, 1, ho, wo)
