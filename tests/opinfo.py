@@ -2420,9 +2420,7 @@ LAYER_OPS = [
                    E("embedding_weight_1d", lambda: F.embedding(mf.tensor([0]), t(5)), ValueError,
                      "weight must be 2-D"),
                    E("embedding_padding_idx", lambda: F.embedding(mf.tensor([0]), t(5, 3), padding_idx=5), ValueError,
-                     "padding_idx must be within num_embeddings"),
-                   E("embedding_sparse", lambda: F.embedding(mf.tensor([0]), t(5, 3), sparse=True), NotImplementedError,
-                     "sparse"))),
+                     "padding_idx must be within num_embeddings"))),
     OpInfo("dropout2d", F.dropout2d, _channel_dropout_ref, spelled="F.dropout2d", torch=_tf("dropout2d"), samples=(
         S("dropout2d_p0", (2, 3, 4, 5), p=0.0), S("dropout2d_eval", (2, 3, 5, 3), p=0.5, training=False)),
            errors=(E("dropout2d_p", lambda: F.dropout2d(t(1, 2, 3, 3), 1.5), ValueError,

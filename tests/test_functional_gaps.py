@@ -219,3 +219,22 @@ def test_grid_sample_edges_nan_points_and_empty_inputs():
     assert F.grid_sample(x, nan, mode="nearest", align_corners=False).numpy().tolist() == [[[[0.0]]]]
     with pytest.raises(RuntimeError, match="non-empty spatial"):
         F.grid_sample(mf.zeros(1, 1, 0, 3), mf.zeros(1, 1, 1, 2), align_corners=False)
+
+
+def test_embedding_sparse_flag_reprs_and_bag_checks():
+    """sparse=True gives the dense gradient (PyTorch's sparse one holds the same values); the repr shows every
+    setting; max bags refuse scale_grad_by_freq, as PyTorch's."""
+    w = mf.ones(5, 2, requires_grad=True)
+    F.embedding(mf.tensor([1, 1, 3]), w, sparse=True).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [[0, 0], [2, 2], [0, 0], [1, 1], [0, 0]])
+    e = nn.Embedding(5, 2, max_norm=1.0, norm_type=1.0, scale_grad_by_freq=True, sparse=True)
+    assert repr(e) == "Embedding(5, 2, max_norm=1.0, norm_type=1.0, scale_grad_by_freq=True, sparse=True)"
+    with pytest.raises(ValueError, match="max mode does not support scaling"):
+        F.embedding_bag(mf.tensor([[1, 2]]), mf.ones(5, 2), mode="max", scale_grad_by_freq=True)
+
+
+def test_bilinear_checks_its_sizes():
+    for args, exc in (((0, 2, 5), ValueError), ((-3, 2, 5), ValueError), ((3.0, 2, 5), TypeError)):
+        with pytest.raises(exc, match="in1_features"):
+            nn.Bilinear(*args)
+    assert nn.Bilinear(3, 2, 4)(mf.ones(5, 3), mf.ones(5, 2)).shape == (5, 4)

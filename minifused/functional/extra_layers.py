@@ -135,6 +135,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                              f"{type(weight).__name__}")
     if mode not in _BAG_MODES:
         raise InputError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
+    if mode == "max" and scale_grad_by_freq:
+        raise InputError(f"{op}: max mode does not support scaling the gradient by the frequency")
     _index_dtype("input indices", input)
     if per_sample_weights is not None:
         if mode != "sum":

@@ -296,8 +296,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         raise InputTypeError(f"{op}: expected a floating-point weight, got dtype {weight.dtype}")
     if not _same_device(input._data, weight._data):
         raise RuntimeError(f"{op}: input is on {input.device} but weight is on {weight.device}")
-    if sparse:
-        raise NotImplementedError(f"{op}: sparse=True (sparse gradients) is not supported")
+    # sparse=True: the gradient comes dense (PyTorch's sparse one holds the same values; any optimizer takes it)
     num = weight.shape[0]
     if padding_idx is not None:
         if not _is_int(padding_idx) or not -num <= padding_idx < num:

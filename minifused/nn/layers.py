@@ -176,8 +176,6 @@ class Embedding(Module):
                 raise InputError(f"{name}: padding_idx must be within num_embeddings ([{-num_embeddings}, "
                                  f"{num_embeddings})), got {padding_idx!r}")
             padding_idx = int(padding_idx) % num_embeddings
-        if sparse:
-            raise NotImplementedError(f"{name}: sparse=True (sparse gradients) is not supported")
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
@@ -224,6 +222,12 @@ class Embedding(Module):
             s += f", padding_idx={self.padding_idx}"
         if self.max_norm is not None:
             s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += ", scale_grad_by_freq=True"
+        if self.sparse:
+            s += ", sparse=True"
         return s
 
 

@@ -92,6 +92,12 @@ class Bilinear(Module):
 
     def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
+        sizes = {"in1_features": in1_features, "in2_features": in2_features, "out_features": out_features}
+        for name, v in sizes.items():
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+                raise InputTypeError(f"Bilinear: {name} must be an int, got {v!r}")
+            if v <= 0 if name == "in1_features" else v < 0:  # (in1 > 0, as PyTorch's: its init divides by it)
+                raise InputError(f"Bilinear: {name} must be {'> 0' if name == 'in1_features' else '>= 0'}, got {v}")
         dev = backend.device(device)
         dtype = backend.get_default_dtype() if dtype is None else backend.as_dtype(dtype)
         xp = backend.xp(dev)
