@@ -441,3 +441,13 @@ def test_cuda_matches_cpu(name):
         outs[dev] = [out, *finals, x.grad, *[p.grad for p in m.parameters()]]
     for a, b in zip(outs["cpu"], outs["cuda"]):
         np.testing.assert_allclose(arr(b.to("cpu")), arr(a), rtol=1e-4, atol=1e-5)
+
+
+def test_pad_and_unpad_sequence_dtype_and_lengths():
+    from minifused.nn.utils import rnn as R
+
+    assert R.pad_sequence([mf.ones(2), mf.ones(3, dtype=mf.float64)]).dtype == mf.float32
+    with pytest.raises(ValueError, match="2 lengths for a batch of 3"):
+        R.unpad_sequence(mf.zeros(3, 3, 2), mf.tensor([3, 2]))
+    parts = R.unpad_sequence(mf.zeros(3, 3, 2), mf.tensor([3, 2, 1]))
+    assert [p.shape[0] for p in parts] == [3, 2, 1]

@@ -184,6 +184,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     longest = max(s.shape[0] for s in sequences)
     padded = []
     for s in sequences:
+        s = s if s.dtype == first.dtype else s.to(first.dtype)  # the first sequence's dtype, as PyTorch's
         missing = longest - s.shape[0]
         if missing:
             fill = full((missing,) + rest, padding_value, dtype=s.dtype, device=s.device)
@@ -195,7 +196,10 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
 def unpad_sequence(padded_sequences, lengths, batch_first=False):
     """The list of sequences (L_i, *) in a padded batch (unlike PyTorch, the input is not transposed in place)."""
     x = padded_sequences if batch_first else padded_sequences.transpose(0, 1)
-    return [x[b, :int(n)] for b, n in enumerate(_host_ints(lengths))]
+    lengths = _host_ints(lengths)
+    if len(lengths) != x.shape[0]:  # (PyTorch's strict zip)
+        raise InputError(f"unpad_sequence: got {len(lengths)} lengths for a batch of {x.shape[0]} sequences")
+    return [x[b, :int(n)] for b, n in enumerate(lengths)]
 
 
 def pack_sequence(sequences, enforce_sorted=True):
