@@ -528,3 +528,11 @@ def test_modules_cuda_against_torch(torch, which, rng):
     for name, p in mm.named_parameters():
         np.testing.assert_allclose(p.grad.cpu().numpy(), tp[name].grad.cpu().numpy(), rtol=1e-3, atol=1e-4,
                                    err_msg=name)
+
+
+def test_attention_of_empty_batches_and_queries():
+    import minifused as mf
+
+    assert mf.nn.MultiheadAttention(8, 2)(mf.zeros(4, 0, 8), mf.zeros(5, 0, 8), mf.zeros(5, 0, 8))[0].shape == (4, 0, 8)
+    assert mf.nn.MultiheadAttention(8, 2)(mf.zeros(0, 3, 8), mf.zeros(5, 3, 8), mf.zeros(5, 3, 8))[0].shape == (0, 3, 8)
+    assert mf.nn.TransformerEncoderLayer(8, 2, 16)(mf.zeros(0, 3, 8)).shape == (0, 3, 8)

@@ -346,7 +346,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         if dropout_p > 0.0:
             weights = dropout(weights, p=dropout_p)
         out = _reshape(_transpose(_matmul(weights, v), 0, 1), tgt_len * bsz, embed_dim)
-        out = _reshape(linear(out, out_proj_weight, out_proj_bias), tgt_len, bsz, -1)
+        out = _reshape(linear(out, out_proj_weight, out_proj_bias), tgt_len, bsz, out_proj_weight.shape[0])
         weights = _reshape(weights, bsz, num_heads, tgt_len, src_len)
         if average_attn_weights:
             weights = weights.mean(1)
@@ -357,5 +357,5 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     q, k, v = (_reshape(t, bsz, num_heads, t.shape[1], head_dim) for t in (q, k, v))
     out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
     out = _reshape(out.permute(2, 0, 1, 3), bsz * tgt_len, embed_dim)
-    out = _reshape(linear(out, out_proj_weight, out_proj_bias), tgt_len, bsz, -1)
+    out = _reshape(linear(out, out_proj_weight, out_proj_bias), tgt_len, bsz, out_proj_weight.shape[0])
     return (out if batched else out.squeeze(1)), None
