@@ -27,7 +27,7 @@ C = math.sqrt(2 / math.pi)
 
 
 def tensor(a, device, requires_grad=False):
-    return mf.tensor(dev_array(a, device), requires_grad=requires_grad)
+    return mf.tensor(dev_array(a, device), device=device, requires_grad=requires_grad)
 
 
 def rel(a, b):
@@ -101,11 +101,11 @@ def test_one_dimensional_input_and_float64_on_cpu(rng):
     x = rng.standard_normal(6)
     w = rng.standard_normal((4, 6))
     b = rng.standard_normal(4)
-    xt, wt, bt = (mf.tensor(a, requires_grad=True) for a in (x, w, b))
+    xt, wt, bt = (mf.tensor(a, device="cpu", requires_grad=True) for a in (x, w, b))
     y = F.linear(xt, wt, bt, "gelu")
     assert y.shape == (4,)
     g = rng.standard_normal(4)
-    y.backward(mf.tensor(g))
+    y.backward(mf.tensor(g, device="cpu"))
     ry, rdx, rdw, rdb = reference(x, w, b, g, "gelu")
     assert rel(y, ry) < 1e-12 and rel(xt.grad, rdx) < 1e-12
     assert rel(wt.grad, rdw) < 1e-12 and rel(bt.grad, rdb) < 1e-12
@@ -372,7 +372,7 @@ def test_bad_input(device, rng):
 
 @pytest.mark.gpu
 def test_device_mismatch():
-    x = mf.tensor(np.ones((2, 3), np.float32))
+    x = mf.tensor(np.ones((2, 3), np.float32), device="cpu")
     w = tensor(np.ones((4, 3), np.float32), "cuda")
     with pytest.raises(RuntimeError, match="device"):
         F.linear(x, w)

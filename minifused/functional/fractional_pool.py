@@ -149,8 +149,8 @@ def _fractional(d, input, kernel_size, output_size, output_ratio, _random_sample
                   for j, size, o, k in zip(order, sizes, out_size, kernel)]
         idx = _window_argmax(xp, x._data, starts, kernel)
     flat = _math.prod(out_size)
-    out = _gather(_reshape(x, (n, c, _math.prod(sizes))), 2, _Tensor(idx.reshape(n, c, flat)))
-    out, indices = _reshape(out, (n, c, *out_size)), _Tensor(idx)
+    out = _gather(_reshape(x, (n, c, _math.prod(sizes))), 2, _Tensor._from_array(idx.reshape(n, c, flat)))
+    out, indices = _reshape(out, (n, c, *out_size)), _Tensor._from_array(idx)
     if input.ndim == d + 1:
         return _reshape(out, (c, *out_size)), _reshape(indices, (c, *out_size))
     return out, indices
