@@ -595,18 +595,24 @@ def test_eager_backward_takes_one_launch_where_a_graph_takes_the_passes(rng):
 
 
 # ---------------------------------------------------------------- channels-last inputs
+def _wrap(a, requires_grad=False):
+    """A tensor over array ``a`` as it is (dtype and strides; the legacy ``mf.Tensor(ndarray)`` casts, as
+    PyTorch's)."""
+    return mf.Tensor._from_array(a).requires_grad_(requires_grad)
+
+
 def _bn_in_layout(x, gy, w, b, rm, rv, training, relu, channels_last, device):
     """F.batch_norm of the values x (N, C, H, W) laid out channels-last or C-contiguous on ``device``, then its
     backward from gy (C-contiguous: the op brings it to x's layout). Returns y, the running statistics, and the
     gradients of x (as the op returned it: a leaf's .grad is a copy), w and b, as tensors or raw arrays."""
     xd = dev_array(x, device)
-    xt = mf.Tensor(to_channels_last(xd) if channels_last else xd, requires_grad=True)
+    xt = _wrap(to_channels_last(xd) if channels_last else xd, True)
     seen = []
     xt.register_hook(lambda g: seen.append(g._data))
-    wt, bt = (None if a is None else mf.Tensor(dev_array(a, device), requires_grad=True) for a in (w, b))
-    rmt, rvt = mf.Tensor(dev_array(rm.copy(), device)), mf.Tensor(dev_array(rv.copy(), device))
+    wt, bt = (None if a is None else _wrap(dev_array(a, device), True) for a in (w, b))
+    rmt, rvt = _wrap(dev_array(rm.copy(), device)), _wrap(dev_array(rv.copy(), device))
     y = F.batch_norm(xt, rmt, rvt, wt, bt, training=training, momentum=0.1, activation="relu" if relu else None)
-    y.backward(mf.Tensor(dev_array(gy, device)))
+    y.backward(_wrap(dev_array(gy, device)))
     return y._data, rmt, rvt, seen[0], None if wt is None else wt.grad, None if bt is None else bt.grad
 
 
@@ -636,7 +642,7 @@ def test_other_strided_inputs_come_back_contiguous(rng):
     """A 4-d input that is neither layout is made C-contiguous, as before channels-last existed."""
     x = rng.standard_normal((2, 3, 5, 4)).transpose(0, 1, 3, 2)
     assert not x.flags.c_contiguous and not is_channels_last(x)
-    y = F.batch_norm(mf.Tensor(x), None, None, training=True)
+    y = F.batch_norm(_wrap(x), None, None, training=True)
     assert y._data.flags.c_contiguous
     np.testing.assert_allclose(y.numpy(), F.batch_norm(mf.tensor(x.copy()), None, None, training=True).numpy(),
                                rtol=1e-12, atol=1e-12)
