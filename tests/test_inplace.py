@@ -195,20 +195,32 @@ def test_inplace_arithmetic_with_a_recorded_operand():
     assert gradcheck(chain, args)
 
 
-def test_write_through_a_view_then_using_the_viewed_tensor_raises():
-    """This tape records an in-place write through a view on the view alone (PyTorch also rewrites the viewed
-    tensor's history): the view's own gradients are right, and a recorded op or a backward that would take the
-    viewed tensor raises instead of missing the write; outside autograd it can still be read."""
-    leaf, base = nonleaf(np.array([[-1.0, 2.0], [3.0, -4.0]]))
+def test_write_through_a_view_is_recorded_on_the_viewed_tensor():
+    """An in-place write through an indexed view is written back into the viewed tensor's history (PyTorch
+    rebases it so): the view's own gradient and the viewed tensor's both include it, through a temporary view
+    too (``y[1][1:].mul_(5)``), and a tensor that required no grad takes the history of what was written into
+    it (``buf[0].add_(w)``)."""
+    a = np.array([[-1.0, 2.0], [3.0, -4.0]])
+    leaf, base = nonleaf(a)
     view = base[0]
     view.sin_()
     view.sum().backward()
     np.testing.assert_allclose(leaf.grad.numpy(), [np.cos([-1.0, 2.0]), [0.0, 0.0]])
-    for use in (lambda: base * 2.0, lambda: base.sum().backward()):
-        with pytest.raises(RuntimeError, match=r"written in place through a view of it \(sin_\)"):
-            use()
-    with mf.no_grad():
-        np.testing.assert_allclose((base * 1.0).numpy(), [np.sin([-1.0, 2.0]), [3.0, -4.0]])
+    leaf, base = nonleaf(a)
+    base[0].sin_()
+    (base * 2.0).sum().backward()
+    np.testing.assert_allclose(leaf.grad.numpy(), [2 * np.cos([-1.0, 2.0]), [2.0, 2.0]])
+    leaf, base = nonleaf(a)
+    base[1][1:].mul_(5.0)
+    (base * base).sum().backward()
+    np.testing.assert_allclose(leaf.grad.numpy(), [[-2.0, 4.0], [6.0, -200.0]])
+    w = cpu(np.array(2.0), requires_grad=True)
+    buf = mf.zeros(3, dtype=mf.float64)
+    buf[0].add_(w)
+    v = cpu(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    (buf * v).sum().backward()
+    assert buf.requires_grad and float(w.grad.item()) == 1.0
+    np.testing.assert_allclose(v.grad.numpy(), [2.0, 0.0, 0.0])
 
 
 @pytest.mark.parametrize("name", RECORDED)
@@ -578,7 +590,7 @@ def test_gpu_inplace_gradients_and_sequential(dtype):
 def test_augmented_assignment_through_an_index_of_a_recorded_tensor():
     """``h[i] += v`` on a tensor in the graph (Python: a view of h written in place, then h[i] = that view): the
     setitem records the write on h itself, so h's gradient is right, against the same computation written out
-    of place; a different view written earlier still refuses h."""
+    of place; a different view written earlier is in h's history too."""
     a0, w0 = np.arange(12.0).reshape(3, 4), np.linspace(0.5, 2.0, 4)
 
     def run(in_place):
@@ -602,9 +614,11 @@ def test_augmented_assignment_through_an_index_of_a_recorded_tensor():
     for got, want in zip(run(True), run(False)):
         np.testing.assert_allclose(got, want, rtol=1e-12)
     leaf, h = nonleaf(a0)
-    h[0:2].sin_()  # through a view, and no setitem after it
-    with pytest.raises(RuntimeError, match=r"written in place through a view of it \(sin_\)"):
-        h[2] += 1.0
+    h[0:2].sin_()  # through a view, and no setitem after it: written back into h all the same
+    h[2] += 1.0
+    (h * h).sum().backward()
+    np.testing.assert_allclose(leaf.grad.numpy(), np.concatenate([2 * np.sin(a0[:2]) * np.cos(a0[:2]),
+                                                                  2 * (a0[2:] + 1.0)]), rtol=1e-12)
 
 
 def test_lerp_addcmul_addcdiv_in_place_forms():

@@ -185,6 +185,7 @@ class Function:
     """
 
     is_view = False
+    write_back = None  # a view's: ``write_back(base, ctx, view)`` records an in-place write of the view on its base
     on_arrays = True
     #: ``apply_`` may write into an expanded view (several elements at one memory location): an indexed write,
     #: which PyTorch allows there (see :func:`refuse_internal_overlap`)
@@ -225,7 +226,9 @@ class Function:
             _check_op(cls.__name__, "forward output", [o._data for o in outs], arrays)
         if cls.is_view and isinstance(args[0], T):
             outs[0]._vc = args[0]._vc
-            outs[0]._view = True
+            # a view a recorded in-place op writes back into its base (``write_back``) keeps how it was taken, and
+            # its base (as PyTorch's ._base: ``y[1][1:].mul_(5)`` reaches y through the temporary y[1])
+            outs[0]._view = (args[0], cls, ctx) if cls.write_back is not None else True
             ctx.view_version = outs[0]._vc.version  # (see _refuse_stale_view)
         if record:
             _record(ctx, cls, tuple([a if n else None for a, n in zip(args, needs)]), outs, args)
@@ -273,7 +276,10 @@ class Function:
             inputs = (prev, *[a if n else None for a, n in zip(args, needs[1:])])
             x._requires_grad = True
             _record(ctx, cls, inputs, (x,), (x, *args))  # after the bump: saved arrays are x as it is now
-            if prev is not None:
+            taken = getattr(x, "_view", None)
+            if type(taken) is tuple:  # the write recorded on the base too (PyTorch rebases its history so)
+                taken[1].write_back(taken[0], taken[2], x)
+            elif prev is not None:
                 _mark_viewed(prev._ctx, op, x._data)
         return x
 

@@ -192,6 +192,12 @@ class GetItem(Function):
     is_view = True
 
     @staticmethod
+    def write_back(base, ctx, view):
+        """``y[i].mul_(2)``: the in-place op's result written into ``base`` as ``base[i] = view`` (recorded), so
+        that base's history includes it, as Python's ``y[i] *= 2`` does."""
+        setitem(base, ctx.index, view)
+
+    @staticmethod
     def forward(ctx, x, index):
         ctx.meta = (x.shape, x.dtype)
         ctx.index = index
