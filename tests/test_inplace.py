@@ -619,6 +619,15 @@ def test_augmented_assignment_through_an_index_of_a_recorded_tensor():
     (h * h).sum().backward()
     np.testing.assert_allclose(leaf.grad.numpy(), np.concatenate([2 * np.sin(a0[:2]) * np.cos(a0[:2]),
                                                                   2 * (a0[2:] + 1.0)]), rtol=1e-12)
+    # the closing h[i] = view writes nothing more (PyTorch's version count: the op and one write back);
+    # a detached view of the same memory is a new value there, cutting the gradient of what it replaces
+    leaf, h = nonleaf(a0)
+    h[1] *= 3.0
+    assert h._version == 2
+    h[2] = h[2].detach()
+    assert h._version == 3
+    (h * h).sum().backward()
+    np.testing.assert_allclose(leaf.grad.numpy(), [2 * a0[0], 18 * a0[1], [0.0] * 4], rtol=1e-12)
 
 
 def test_lerp_addcmul_addcdiv_in_place_forms():

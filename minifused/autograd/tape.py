@@ -427,13 +427,19 @@ def _region(a):
     return a.data.ptr, tuple(a.shape), tuple(a.strides)
 
 
+def same_region(a, b):
+    """Whether arrays ``a`` and ``b`` are views of the very same memory, element for element."""
+    region = _region(a)
+    return region is not None and region == _region(b)
+
+
 def settle_view_write(x, value, target):
     """``x[index] = value`` where ``value`` is the very view of x that an in-place op was written through, at
     the region ``target`` (x's array indexed): Python's ``x[index] += v`` ends so. The setitem records the write on
     x itself (value's history carries it), so the mark it left is dropped."""
-    region = _region(value)
-    if region is None or region != _region(target):
+    if not same_region(value, target):
         return
+    region = _region(value)
     left = tuple(mark for mark in x._rewritten if mark[1] != region)
     x._rewritten = left or None
 

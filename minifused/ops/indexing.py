@@ -195,7 +195,7 @@ class GetItem(Function):
     def write_back(base, ctx, view):
         """``y[i].mul_(2)``: the in-place op's result written into ``base`` as ``base[i] = view`` (recorded), so
         that base's history includes it, as Python's ``y[i] *= 2`` does."""
-        setitem(base, ctx.index, view)
+        _write(base, ctx.index, view)
 
     @staticmethod
     def forward(ctx, x, index):
@@ -268,9 +268,26 @@ def _basic(index):
                for p in parts)
 
 
+def _written_back(x, index, value):
+    """``x[index] op= v`` ends with ``x[index] = view``, where ``view`` is x[index] itself, already written in
+    place and its every in-place op already recorded on x (see :meth:`GetItem.write_back`): nothing is left to
+    write or record."""
+    taken = getattr(value, "_view", None) if isinstance(value, Tensor) else None
+    if type(taken) is not tuple or taken[0] is not x or not _basic(index):
+        return False
+    return autograd.same_region(value._data, x._data[index])
+
+
 def setitem(x, index, value):
     """``x[index] = value`` in place (bumping ``x``'s version), recorded on the tape when ``x`` or
     ``value`` requires grad; refused on a leaf that requires grad, as in PyTorch."""
+    if _written_back(x, index, value):
+        autograd.refuse_view_of_grad_leaf("setitem", x)
+        return x
+    return _write(x, index, value)
+
+
+def _write(x, index, value):
     stages = _normalize_index(x, index, "setitem")
     autograd.refuse_view_of_grad_leaf("setitem", x)
     if x._rewritten is not None and isinstance(value, Tensor) and _basic(index):
