@@ -28,6 +28,28 @@ class _HookHandle:
             self._hooks.remove(self._hook)
 
 
+class _Overwrite(autograd.Function):
+    """An in-place write of values that do not depend on the tensor's old ones (see :meth:`Tensor._write_`):
+    the old value's gradient is zero, a 0-d tensor ``value``'s the output's summed."""
+
+    writes_overlap = True  # (Tensor._write_ checks the overlap: a fill may write an expanded view, a draw not)
+
+    @staticmethod
+    def forward(ctx, x, value, out, write):
+        ctx.value_dtype = getattr(value, "dtype", None)
+        write(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        need_x, need_value = ctx.needs_input_grad
+        xp = backend.array_module(g)
+        gv = None
+        if need_value:
+            gv = xp.asarray(g.sum(dtype=np.float64 if g.dtype == np.float64 else np.float32)).astype(ctx.value_dtype)
+        return (xp.zeros_like(g) if need_x else None), gv
+
+
 class Tensor:
     """An n-dimensional array on a device that can record operations for autograd."""
 
@@ -364,10 +386,10 @@ class Tensor:
         """The checks of an unrecorded in-place write by ``op``: not into a tensor that requires grad in grad mode,
         and (unless ``overlap_ok``: a fill writes one value, wherever it lands) not into an expanded view."""
         if self._requires_grad and autograd.is_grad_enabled():
-            kind = "a leaf tensor that requires grad" if self._ctx is None else "a tensor that requires grad"
-            raise RuntimeError(
-                f"{op}: in-place operation on {kind}; wrap it in minifused.no_grad() "
-                f"or use the out-of-place form")
+            kind = "a leaf Variable that requires grad" if self._ctx is None else "a tensor that requires grad"
+            raise RuntimeError(f"{op}: {kind} is being used in an in-place operation; wrap it in minifused.no_grad() "
+                               f"or use the out-of-place form")
+        autograd.refuse_no_grad_view(op, self)
         if not overlap_ok:
             autograd.refuse_internal_overlap(op, self._data)
 
@@ -382,15 +404,35 @@ class Tensor:
         """How many in-place changes this tensor's array has seen (PyTorch's ``_version``)."""
         return self._vc.version
 
+    def _write_(self, op, write, value=None, overlap_ok=False):
+        """``write(array)`` puts values that do not depend on this tensor's old ones into its array in place
+        (``op``: a fill, a draw; ``value``: a 0-d tensor it writes, if any). Where this tensor or value is in the
+        graph (grad mode), the write is recorded: the old value's gradient is zero, value's the sum of the
+        output's, as PyTorch's (a leaf that requires grad refuses). Unless ``overlap_ok`` (a fill writes one
+        value, wherever it lands), an expanded view refuses."""
+        autograd.refuse_no_grad_view(op, self)
+        if not overlap_ok:
+            autograd.refuse_internal_overlap(op, self._data)
+        if autograd.is_grad_enabled() and (self._requires_grad or getattr(value, "_requires_grad", False)):
+            return _Overwrite.apply_(op, self, value, write=write)
+        write(self._data)
+        return self._bump(op)
+
     def zero_(self):
-        self._check_inplace("zero_", overlap_ok=True)
-        self._data.fill(0)
-        return self._bump("zero_")
+        return self._write_("zero_", lambda a: a.fill(0), overlap_ok=True)
 
     def fill_(self, value):
-        self._check_inplace("fill_", overlap_ok=True)
-        self._data.fill(value)
-        return self._bump("fill_")
+        if isinstance(value, Tensor):
+            if value.ndim:
+                raise InputError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} "
+                                 f"dimensions.")
+            if value.device != self.device:
+                value = value.to(self.device) if value._requires_grad else value.item()
+        elif not isinstance(value, numbers.Number):
+            raise InputTypeError(f"fill_(): argument 'value' must be a number or a 0-d tensor, not "
+                                 f"{type(value).__name__}")
+        raw = value._data if isinstance(value, Tensor) else value
+        return self._write_("fill_", lambda a: a.__setitem__(Ellipsis, raw), value, overlap_ok=True)
 
     def _copy_values_(self, src):
         """``src``'s values written into this tensor's array, unrecorded (``copy_``, ops.inplace_arith, records
@@ -403,21 +445,21 @@ class Tensor:
     copy_ = _copy_values_
 
     def uniform_(self, a=0.0, b=1.0, *, generator=None):
-        self._check_inplace("uniform_")
         if not backend.is_floating(self.dtype):
             raise InputTypeError(f"uniform_: expected a floating-point tensor, got {self.dtype}")
         if not a <= b:
             raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}")
         gen = backend.generator(self.device, generator, "uniform_")
-        r = gen.random(self.shape) if isinstance(gen, np.random.Generator) else gen.random_sample(self.shape)
-        self._data[...] = (r * (b - a) + a).astype(self._data.dtype)
-        return self._bump("uniform_")
+
+        def write(out):
+            r = gen.random(out.shape) if isinstance(gen, np.random.Generator) else gen.random_sample(out.shape)
+            out[...] = (r * (b - a) + a).astype(out.dtype)
+        return self._write_("uniform_", write)
 
     def random_(self, *bounds, generator=None, **named):
         """In place, integers drawn uniformly from [from, to - 1], as PyTorch's ``random_(from=0, to=None)`` and
         ``random_(to)``: without ``to``, up to 2**mantissa for a floating dtype (every such integer is exact),
         up to the dtype's largest value for an integer one, 0 or 1 for bool."""
-        self._check_inplace("random_")
         if len(bounds) > 2 or set(named) - {"from", "to"} or (bounds and named):
             raise InputTypeError(f"random_: expected (to), (from, to) or the keywords from / to, got {len(bounds)} "
                                  f"positional and {sorted(named)}")
@@ -434,16 +476,15 @@ class Tensor:
             raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={lo} >= to={hi}")
         gen = backend.generator(self.device, generator, "random_")
         draw = gen.integers if isinstance(gen, np.random.Generator) else gen.randint
-        self._data[...] = draw(lo, min(hi, 2 ** 63 - 1), self.shape).astype(dtype)
-        return self._bump("random_")
+        return self._write_("random_", lambda out: out.__setitem__(
+            Ellipsis, draw(lo, min(hi, 2 ** 63 - 1), out.shape).astype(dtype)))
 
     def _draw_(self, op, draw, *, floating=True, generator=None):
         """``self`` filled in place with ``draw(gen, shape)``, drawn by the device's generator."""
-        self._check_inplace(op)
         if floating and not backend.is_floating(self.dtype):
             raise InputTypeError(f"{op}: expected a floating-point tensor, got {self.dtype}")
-        self._data[...] = draw(backend.generator(self.device, generator, op), self.shape).astype(self._data.dtype)
-        return self._bump(op)
+        gen = backend.generator(self.device, generator, op)
+        return self._write_(op, lambda out: out.__setitem__(Ellipsis, draw(gen, out.shape).astype(out.dtype)))
 
     def exponential_(self, lambd=1.0, *, generator=None):
         """In place, draws of the exponential distribution of rate ``lambd`` (> 0)."""
@@ -470,14 +511,13 @@ class Tensor:
         return self._draw_("cauchy_", lambda g, n: median + sigma * g.standard_cauchy(n), generator=generator)
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
-        self._check_inplace("normal_")
         if not backend.is_floating(self.dtype):
             raise InputTypeError(f"normal_: expected a floating-point tensor, got {self.dtype}")
         if not std >= 0:
             raise InputError(f"normal_: std must be >= 0, got {std}")
-        r = backend.generator(self.device, generator, "normal_").standard_normal(self.shape)
-        self._data[...] = (r * std + mean).astype(self._data.dtype)
-        return self._bump("normal_")
+        gen = backend.generator(self.device, generator, "normal_")
+        return self._write_("normal_", lambda out: out.__setitem__(
+            Ellipsis, (gen.standard_normal(out.shape) * std + mean).astype(out.dtype)))
 
 
 #: How tensors print (``minifused.set_printoptions``, PyTorch's names and defaults but for ``threshold``).

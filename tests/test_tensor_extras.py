@@ -295,7 +295,7 @@ def test_element_callbacks():
     assert x.apply_(lambda v: v * 2) is x and x.tolist() == [2.0, 4.0, 6.0] and x._version == 1
     assert x.map_(mf.tensor([1.0]), lambda a, b: a + b).tolist() == [3.0, 5.0, 7.0]
     assert x.map2_(mf.tensor([1.0, 2.0, 3.0]), mf.tensor(2.0), lambda a, b, c: a - b * c).tolist() == [1, 1, 1]
-    with pytest.raises(RuntimeError, match="in-place operation on a leaf"):
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
         f64(2).apply_(abs)
 
 

@@ -34,8 +34,8 @@ from . import tape as _tape
 from . import walk as _walk
 from .modes import (detect_anomaly, enable_grad, inference_mode, is_anomaly_enabled, is_grad_enabled, no_grad,
                     set_detect_anomaly, set_grad_enabled)
-from .tape import (Context, Function, Handoff, VersionCounter, refuse_internal_overlap, refuse_view_of_grad_leaf,
-                   same_region, settle_view_write)
+from .tape import (Context, Function, Handoff, VersionCounter, refuse_internal_overlap, refuse_no_grad_view,
+                   refuse_view_of_grad_leaf, same_region, settle_view_write)
 from .walk import _post_hooks_used, backward, grad, queue_callback
 from . import functional  # noqa: E402 - torch.autograd.functional: jacobian, vjp
 from .gradcheck import GradcheckError, gradcheck  # noqa: E402 - the function shadows its module, as PyTorch's

@@ -185,7 +185,9 @@ class Function:
     """
 
     is_view = False
-    write_back = None  # a view's: ``write_back(base, ctx, view)`` records an in-place write of the view on its base
+    #: a view's: ``write_back(base, ctx, view, op)`` records ``op``, written in place on the view, on its base too
+    #: (False where it cannot: see :func:`_mark_viewed`); None for views whose writes are never written back
+    write_back = staticmethod(lambda base, ctx, view, op: _write_back(base, view, op))
     on_arrays = True
     #: ``apply_`` may write into an expanded view (several elements at one memory location): an indexed write,
     #: which PyTorch allows there (see :func:`refuse_internal_overlap`)
@@ -249,6 +251,7 @@ class Function:
             raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place "
                                f"operation. Use the out-of-place form, or modify it under no_grad()")
         refuse_view_of_grad_leaf(op, x)
+        refuse_no_grad_view(op, x)
         if not cls.writes_overlap:
             refuse_internal_overlap(op, x._data)
         arrays, needs, any_needs = _unwrap((x, *args), op)
@@ -277,11 +280,68 @@ class Function:
             x._requires_grad = True
             _record(ctx, cls, inputs, (x,), (x, *args))  # after the bump: saved arrays are x as it is now
             taken = getattr(x, "_view", None)
-            if type(taken) is tuple:  # the write recorded on the base too (PyTorch rebases its history so)
-                taken[1].write_back(taken[0], taken[2], x)
+            # the write recorded on the base too (PyTorch rebases its history so)
+            if type(taken) is tuple and taken[1].write_back(taken[0], taken[2], x, op) is not False:
+                pass
             elif prev is not None:
                 _mark_viewed(prev._ctx, op, x._data)
         return x
+
+
+class _ViewWrite(Function):
+    """An in-place op on a view, recorded on the viewed tensor (the base) too: the view's elements of the base
+    already hold the view's new value. The gradient: the base's earlier value gets it outside those elements, the
+    view's new value inside them. ``window`` places the view in the base (see :func:`_window`)."""
+
+    @staticmethod
+    def forward(ctx, base, view, out, window):
+        ctx.window = window
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        need_base, need_view = ctx.needs_input_grad
+        strides, span, offset, shape, view_strides = ctx.window
+        xp = backend.array_module(g)
+        item = g.itemsize
+        flat = xp.empty(span, g.dtype)
+        laid = xp.lib.stride_tricks.as_strided(flat, g.shape, tuple(s * item for s in strides))
+        laid[...] = g  # g laid out as the base is in memory, so that the view's strides find its elements
+        inside = xp.lib.stride_tricks.as_strided(flat[offset:], shape, tuple(s * item for s in view_strides))
+        gv = backend.copy(inside) if need_view else None
+        if need_base:
+            inside[...] = 0
+        return (laid if need_base else None), gv
+
+
+def _window(base, view):
+    """Where ``view``'s elements lie among ``base``'s in memory, in elements: (base's strides, the span of its
+    memory, the view's offset from base's first element, its shape and strides); None where that is no plain
+    window (negative strides, another dtype, an expanded view, whose elements repeat)."""
+    item = base.itemsize
+    if view.dtype != base.dtype or any(s < 0 or s % item for s in base.strides + view.strides):
+        return None
+    if any(s == 0 and n > 1 for a in (base, view) for n, s in zip(a.shape, a.strides)):
+        return None
+    offset = _region(view)[0] - _region(base)[0]
+    if offset < 0 or offset % item:
+        return None
+    span = 1 + sum((n - 1) * s // item for n, s in zip(base.shape, base.strides))
+    return (tuple(s // item for s in base.strides), span, offset // item, view.shape,
+            tuple(s // item for s in view.strides))
+
+
+def _write_back(base, view, op):
+    """``op``, written in place on ``view`` (a view of ``base``), recorded on base (see :class:`_ViewWrite`); False
+    where the view is no plain window of base's memory."""
+    b, v = base._data, view._data
+    if v.size == 0 or not backend.array_module(b).may_share_memory(b, v):
+        return True  # nothing of base was written (a reshape that copied)
+    window = _window(b, v)
+    if window is None:
+        return False
+    _ViewWrite.apply_(op, base, view, window=window)
+    return True
 
 
 # ---------------------------------------------------------------- custom Functions on tensors (users')
@@ -402,8 +462,9 @@ def _on_host(arrays):
 
 
 def _mark_viewed(ctx, op, written):
-    """After ``op`` was recorded on a view (``ctx``: the view's node; ``written``: its array), mark the tensors it
-    views with the write (op, memory region): PyTorch rewrites their history to include it, this tape does not,
+    """After ``op`` was recorded on a view that writes nothing back (``ctx``: the view's node; ``written``: its
+    array: a split's piece, an expanded or strided view, see ``Function.write_back``), mark the tensors it
+    views with the write (op, memory region): PyTorch rewrites their history to include it, here it is not,
     so a recorded op that takes one of them later, or a backward from one, raises (see
     :func:`_refuse_rewritten`) rather than miss the write in its gradient, unless :func:`settle_view_write`
     (``x[i] op= v``'s setitem, which records the write on x itself) settles it first."""
@@ -461,6 +522,17 @@ def refuse_internal_overlap(op, a):
                            f"a single memory location. Please clone() the tensor before performing the operation.")
 
 
+def refuse_no_grad_view(op, x):
+    """PyTorch refuses an in-place write in grad mode through a view taken under no_grad of a tensor that requires
+    grad: the base's history would miss it. Raise, naming ``op``, when ``x`` is such a view."""
+    if not x._requires_grad and _mode.enabled:
+        taken = getattr(x, "_view", None)
+        if type(taken) is tuple and taken[0]._requires_grad:
+            raise RuntimeError(f"{op}: a view was created in no_grad mode and is being modified inplace with grad "
+                               f"mode enabled; its base's gradient would miss the change. Take the view in grad "
+                               f"mode, or modify it under no_grad()")
+
+
 def refuse_view_of_grad_leaf(op, x):
     """PyTorch refuses in-place writes through a view of a leaf that requires grad (they would change the
     leaf behind the tape's back): raise, naming ``op``, when ``x`` is such a view and grad mode is on."""
@@ -480,8 +552,9 @@ def refuse_view_of_grad_leaf(op, x):
 def _refuse_stale_view(where, t):
     """A view taken of a tensor before a recorded in-place op on that tensor holds the new values, but its node
     still derives it from the old ones: PyTorch rebases its history; this tape does not, so using it in a
-    recorded op raises rather than give a gradient that misses the in-place op."""
-    raise RuntimeError(f"{where}: a view that requires grad is used after its base was modified in place "
+    recorded op raises rather than give a gradient that misses the in-place op (so does a view taken unrecorded,
+    of a tensor without history then, since given one by a recorded in-place op)."""
+    raise RuntimeError(f"{where}: a view is used after its base was modified in place "
                        f"({t._vc.last_op}) by a recorded op; its gradient would miss that change. Take the view "
                        f"after the in-place op, or modify the base out of place")
 
@@ -499,7 +572,12 @@ def _unwrap(args, op):
             if a._rewritten is not None and _mode.enabled:
                 _refuse_rewritten(op if isinstance(op, str) else op.__name__, a)
             c = a._ctx
-            if c is not None and c.fn.is_view and a._vc.base_write > c.view_version and _mode.enabled:
+            if c is None:
+                if a._vc.base_write and _mode.enabled:  # an unrecorded view, its base since given a history?
+                    taken = getattr(a, "_view", None)
+                    if type(taken) is tuple and a._vc.base_write > taken[2].view_version:
+                        _refuse_stale_view(op if isinstance(op, str) else op.__name__, a)
+            elif c.fn.is_view and a._vc.base_write > c.view_version and _mode.enabled:
                 _refuse_stale_view(op if isinstance(op, str) else op.__name__, a)
         else:
             arrays.append(a)

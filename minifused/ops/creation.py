@@ -467,9 +467,7 @@ def bernoulli(input, p=None, *, generator=None):  # noqa: A002 - PyTorch's name
 def bernoulli_(self, p=0.5, *, generator=None):
     """``self`` filled in place with 0/1 draws, each 1 with probability ``p`` (stochastic depth's noise)."""
     draws = _bernoulli_draw("bernoulli_", self, p, generator)
-    self._check_inplace("bernoulli_")
-    self._data[...] = draws
-    return self._bump("bernoulli_")
+    return self._write_("bernoulli_", lambda out: out.__setitem__(Ellipsis, draws))
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):  # noqa: A002 - PyTorch's name

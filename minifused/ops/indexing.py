@@ -192,7 +192,7 @@ class GetItem(Function):
     is_view = True
 
     @staticmethod
-    def write_back(base, ctx, view):
+    def write_back(base, ctx, view, op):
         """``y[i].mul_(2)``: the in-place op's result written into ``base`` as ``base[i] = view`` (recorded), so
         that base's history includes it, as Python's ``y[i] *= 2`` does."""
         _write(base, ctx.index, view)

@@ -38,6 +38,7 @@ class Split(Function):
     gradient lays the pieces' gradients back side by side (zeros for pieces that got none)."""
 
     is_view = True
+    write_back = None  # (only the first piece would know its base: a write through any marks x, see _mark_viewed)
 
     @staticmethod
     def forward(ctx, x, axis, sizes, squeeze):
@@ -334,6 +335,7 @@ class UnfoldWindows(Function):
     (overlapping windows sum)."""
 
     is_view = True
+    write_back = None  # (overlapping windows: a write through them marks x instead, see _mark_viewed)
 
     @staticmethod
     def forward(ctx, x, axis, size, step):

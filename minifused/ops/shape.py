@@ -47,6 +47,7 @@ class Permute(Function):
 
 class Expand(Function):
     is_view = True
+    write_back = None  # (its elements repeat: a write through it marks x instead, see _mark_viewed)
 
     @staticmethod
     def forward(ctx, x, shape):

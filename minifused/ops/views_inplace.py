@@ -88,6 +88,7 @@ class AsStrided(Function):
     storage element, read back at x's own elements (divided among x's elements sharing one, as PyTorch's)."""
 
     is_view = True
+    write_back = None  # (its elements may repeat: a write through it marks x instead, see _mark_viewed)
 
     @staticmethod
     def forward(ctx, x, size, stride, offset):

@@ -95,7 +95,7 @@ def nan_to_num_(input, nan=0.0, posinf=None, neginf=None):
 
 
 def fill_(input, value):
-    return _tensor("fill_", input).fill_(_fill_value("fill_", value))
+    return _tensor("fill_", input).fill_(value)
 
 
 def fill(input, value):
