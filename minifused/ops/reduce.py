@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 import math
 import numbers
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -56,6 +57,33 @@ def dim_index(op, dim, ndim):
     return int(dim) % n
 
 
+_HALF = (backend.float16, backend.bfloat16)
+
+
+def _acc_dtype(a):
+    """float32 for a 16-bit float array on the host, None otherwise: NumPy adds bfloat16 (and float16 along any
+    but a contiguous last axis) in the array's own precision, so 1000 bfloat16 ones sum to 256; PyTorch adds them
+    in float32 and rounds the result once. The GPU's reductions are left as they are."""
+    return np.float32 if a.dtype in _HALF and not backend.is_cuda_array(a) else None
+
+
+def _wide_sum(a, axes, keepdims):
+    """``a.sum``, 16-bit floats on the host added in float32 (:func:`_acc_dtype`), in ``a``'s dtype."""
+    acc = _acc_dtype(a)
+    if acc is None:
+        return a.sum(axis=axes, keepdims=keepdims)
+    return a.sum(axis=axes, keepdims=keepdims, dtype=acc).astype(a.dtype)
+
+
+def _alias(op, dim, axis):
+    """``dim``, or ``axis``, PyTorch's NumPy-style alias of it (not both)."""
+    if axis is None:
+        return dim
+    if dim is not None:
+        raise InputTypeError(f"{op}(): got both dim and its alias axis")
+    return axis
+
+
 def _int64_if_integral(x, dtype):
     """``x`` cast to ``dtype`` if given, else integer and bool inputs to int64 (PyTorch's sum, prod, cumsum)."""
     if dtype is not None:
@@ -81,7 +109,7 @@ class Sum(Function):
     def forward(ctx, x, axes, keepdim):
         ctx.meta = (x.shape, axes, keepdim)
         out = _leading(x, axes, keepdim)
-        return x.sum(axis=axes, keepdims=keepdim) if out is None else out
+        return _wide_sum(x, axes, keepdim) if out is None else out
 
     @staticmethod
     def backward(ctx, g):
@@ -97,7 +125,10 @@ class Mean(Function):
         if x.size == 0 and _count(x.shape, axes) == 0:  # the mean of nothing: NaN, silently as PyTorch's
             return backend.array_module(x).full(x.sum(axis=axes, keepdims=keepdim).shape, np.nan, x.dtype)
         out = _leading(x, axes, keepdim, 1.0 / builtins.max(_count(x.shape, axes), 1))
-        return x.mean(axis=axes, keepdims=keepdim) if out is None else out
+        if out is not None:
+            return out
+        acc = _acc_dtype(x)
+        return x.mean(axis=axes, keepdims=keepdim, dtype=acc).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
@@ -148,26 +179,56 @@ class ExtremeAlong(Function):
         return xp.where(onehot, gk, g.dtype.type(0)), None, None, None
 
 
+class Evenly(Function):
+    """A full reduction's value ``out`` (max, min, median of every element), its gradient shared evenly among the
+    elements equal to it, NaN counting as equal to NaN: PyTorch's rule for these (amax and amin compare with
+    == alone, so a NaN result gives NaN gradients there)."""
+
+    @staticmethod
+    def forward(ctx, x, out):
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        xp = backend.array_module(g)
+        hit = x == out
+        if backend.is_floating(x.dtype):
+            hit |= xp.isnan(x) & xp.isnan(out)
+        with np.errstate(divide="ignore", invalid="ignore"):  # (an empty input: an empty gradient)
+            return (hit * (g / hit.sum())).astype(g.dtype, copy=False), None
+
+
 class Var(Function):
     @staticmethod
     def forward(ctx, x, axes, correction, keepdim):
+        return Var.wide(ctx, x, axes, correction, keepdim).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def wide(ctx, x, axes, correction, keepdim):
+        """The variance in float32 for 16-bit inputs (their divisor past 65504 would be inf), summed in float32
+        on the host too (:func:`_acc_dtype`); in the input's dtype otherwise."""
+        xp = backend.array_module(x)
+        wide = np.float32 if x.dtype in _HALF else x.dtype
+        if _acc_dtype(x) is not None:
+            x = x.astype(np.float32)
         mean = x.mean(axis=axes, keepdims=True)
         centered = x - mean
         n = _count(x.shape, axes)
         denom = builtins.max(n - correction, 0)
         ctx.save_for_backward(centered)
         ctx.meta = (axes, keepdim, denom)
-        xp = backend.array_module(x)
         with np.errstate(divide="ignore", invalid="ignore"):
-            out = (centered * centered).sum(axis=axes, keepdims=keepdim) / xp.asarray(denom, x.dtype)
-        return out.astype(x.dtype, copy=False)
+            squares = (centered * centered).sum(axis=axes, keepdims=keepdim)
+            return squares.astype(wide, copy=False) / xp.asarray(denom, wide)
 
     @staticmethod
     def backward(ctx, g):
         (centered,) = ctx.saved_tensors
         axes, keepdim, denom = ctx.meta
-        with np.errstate(divide="ignore", invalid="ignore"):
-            grad = _expand(g, centered.shape, axes, keepdim) * (2.0 / denom if denom else np.inf) * centered
+        with np.errstate(divide="ignore", invalid="ignore"):  # (the scale taken in centered's precision first)
+            grad = centered * (2.0 / denom if denom else np.inf) * _expand(g, centered.shape, axes, keepdim)
         return grad.astype(g.dtype, copy=False)
 
 
@@ -178,7 +239,7 @@ class Std(Var):
     @staticmethod
     def forward(ctx, x, axes, correction, keepdim):
         xp = backend.array_module(x)
-        out = xp.sqrt(Var.forward(ctx, x, axes, correction, keepdim))
+        out = xp.sqrt(Var.wide(ctx, x, axes, correction, keepdim)).astype(x.dtype, copy=False)
         ctx.std = out
         return out
 
@@ -197,7 +258,8 @@ def _float_input(x):
     return x if backend.is_floating(x.dtype) else cast(x, backend.float32)
 
 
-def sum(x: Tensor, dim=None, keepdim=False, dtype=None):  # noqa: A001 - PyTorch's name
+def sum(x: Tensor, dim=None, keepdim=False, dtype=None, *, axis=None):  # noqa: A001 - PyTorch's name
+    dim = _alias("sum", dim, axis)
     x = _int64_if_integral(x, dtype)
     out = Sum.apply(*_axes("sum", dim, x, keepdim))
     # NumPy sums narrow integers (and bool) in a wider type: an asked-for dtype is the result's, as PyTorch's
@@ -220,7 +282,8 @@ def sum_to_size(x, *size):
     return Reshape.apply(sum(x, dims, keepdim=True), size) if dims else x
 
 
-def mean(x: Tensor, dim=None, keepdim=False, dtype=None):
+def mean(x: Tensor, dim=None, keepdim=False, dtype=None, *, axis=None):
+    dim = _alias("mean", dim, axis)
     if dtype is not None:
         x = cast(x, dtype)
     if not backend.is_floating(x.dtype):
@@ -257,30 +320,41 @@ def _extreme_along(op, x, dim, keepdim, largest):
     return _pick_along(x, axis, keepdim, (xp.argmax if largest else xp.argmin)(x._data, axis=axis))
 
 
-def max(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
-    """``max(x)`` is the largest element; ``max(x, dim)`` is ``(values, indices)``."""
-    if isinstance(dim, Tensor):
+def _extreme_all(op, x, largest):
+    """The largest (smallest) element, its gradient shared among the elements equal to it (:class:`Evenly`)."""
+    _check_nonempty(op, x, None)
+    return Evenly.apply(x, x._xp.asarray(x._data.max() if largest else x._data.min()))
+
+
+def max(x, dim=None, keepdim=False, *, other=None):  # noqa: A001 - PyTorch's name
+    """``max(x)`` is the largest element; ``max(x, dim)`` is ``(values, indices)``; ``max(x, other)`` (or
+    ``other=``) the elementwise maximum."""
+    if other is not None or isinstance(dim, Tensor):
         from .elementwise import maximum
 
-        return maximum(x, dim)
-    return amax(x) if dim is None else _extreme_along("max", x, dim, keepdim, True)
+        return maximum(x, dim if other is None else other)
+    return _extreme_all("max", x, True) if dim is None else _extreme_along("max", x, dim, keepdim, True)
 
 
-def min(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
-    if isinstance(dim, Tensor):
+def min(x, dim=None, keepdim=False, *, other=None):  # noqa: A001 - PyTorch's name
+    if other is not None or isinstance(dim, Tensor):
         from .elementwise import minimum
 
-        return minimum(x, dim)
-    return amin(x) if dim is None else _extreme_along("min", x, dim, keepdim, False)
+        return minimum(x, dim if other is None else other)
+    return _extreme_all("min", x, False) if dim is None else _extreme_along("min", x, dim, keepdim, False)
 
 
 def median(x, dim=None, keepdim=False):
-    """``median(x)`` is the lower median of every element; ``median(x, dim)`` is ``(values, indices)``
-    along ``dim``. The gradient goes to the element picked, as in PyTorch."""
+    """``median(x)`` is the lower median of every element (NaN for no element), its gradient shared among the
+    elements equal to it; ``median(x, dim)`` is ``(values, indices)`` along ``dim``, the gradient going to the
+    element picked, as in PyTorch."""
     if dim is None:
+        xp = x._xp
+        if x.numel() == 0 and backend.is_floating(x.dtype):
+            return Evenly.apply(x, xp.full((), np.nan, x.dtype))
         _check_nonempty("median", x, None)
-        flat = Reshape.apply(x, (x.numel(),))
-        return _pick_along(flat, 0, False, _median_index(flat._data, 0)).values
+        flat = x._data.reshape(-1)
+        return Evenly.apply(x, xp.take(flat, _median_index(flat, 0)).reshape(()))
     axis = dim_index("median", dim, x.ndim)
     if x.ndim == 0:
         return MaxMin(Reshape.apply(x, ()), Tensor._from_array(x._xp.zeros((), np.int64)))
@@ -321,6 +395,9 @@ def _spread(fn, op, x, dim, unbiased, keepdim, correction):
         correction = 1 if unbiased in (None, True) else 0
     x = _float_input(x)
     x, axes, keepdim = _axes(op, dim, x, keepdim)
+    if _count(x.shape, axes) - correction <= 0:
+        warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      f"factor (input numel divided by output numel).", UserWarning, stacklevel=3)
     return fn.apply(x, axes, correction, keepdim)
 
 
@@ -329,12 +406,12 @@ def _unbiased_first(dim, unbiased):
     return (None, dim) if isinstance(dim, bool) and unbiased is None else (dim, unbiased)
 
 
-def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
-    return _spread(Var, "var", x, *_unbiased_first(dim, unbiased), keepdim, correction)
+def var(x, dim=None, unbiased=None, keepdim=False, correction=None, *, axis=None):
+    return _spread(Var, "var", x, *_unbiased_first(_alias("var", dim, axis), unbiased), keepdim, correction)
 
 
-def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
-    return _spread(Std, "std", x, *_unbiased_first(dim, unbiased), keepdim, correction)
+def std(x, dim=None, unbiased=None, keepdim=False, correction=None, *, axis=None):
+    return _spread(Std, "std", x, *_unbiased_first(_alias("std", dim, axis), unbiased), keepdim, correction)
 
 
 def var_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
@@ -377,12 +454,12 @@ def _arg(op, x, dim, keepdim, largest):
     return Tensor._from_array(xp.asarray(out).astype(np.int64, copy=False))
 
 
-def argmax(x, dim=None, keepdim=False):
-    return _arg("argmax", x, dim, keepdim, True)
+def argmax(x, dim=None, keepdim=False, *, axis=None):
+    return _arg("argmax", x, _alias("argmax", dim, axis), keepdim, True)
 
 
-def argmin(x, dim=None, keepdim=False):
-    return _arg("argmin", x, dim, keepdim, False)
+def argmin(x, dim=None, keepdim=False, *, axis=None):
+    return _arg("argmin", x, _alias("argmin", dim, axis), keepdim, False)
 
 
 # ---------------------------------------------------------------- prod, logsumexp, the vector norms
@@ -391,7 +468,7 @@ def _prod_of_others(x, axes):
     so zeros in the input need no division (the gradient of prod)."""
     xp = backend.array_module(x)
     axes = tuple(range(x.ndim)) if axes is None else axes
-    if not axes:
+    if not axes or x.size == 0:  # (no element: nothing to multiply, and no -1 to reshape with)
         return xp.ones_like(x)
     dest = tuple(range(x.ndim - len(axes), x.ndim))
     moved = xp.moveaxis(x, axes, dest)
@@ -420,6 +497,9 @@ class LogSumExp(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
         xp = backend.array_module(x)
+        x0 = x
+        if _acc_dtype(x) is not None:  # (16-bit inputs summed in float32 on the host, see _acc_dtype)
+            x = x.astype(np.float32)
         if x.size:
             # shift by the finite maximum: no overflow, and rows of -inf stay -inf instead of NaN
             m = x.max(axis=axes, keepdims=True)
@@ -429,7 +509,8 @@ class LogSumExp(Function):
         with np.errstate(divide="ignore"):
             out = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
         y = out if keepdim else (out.reshape(()) if axes is None else out.squeeze(axes))
-        ctx.save_for_backward(x, y)  # the array returned: an in-place change of the output is then caught
+        y = y.astype(x0.dtype, copy=False)
+        ctx.save_for_backward(x0, y)  # the array returned: an in-place change of the output is then caught
         ctx.meta = (axes, keepdim, out.shape)
         return y
 
@@ -497,9 +578,10 @@ def prod(x: Tensor, dim=None, keepdim=False, dtype=None):
     return Prod.apply(*_axes("prod", dim, x, keepdim))
 
 
-def logsumexp(x: Tensor, dim=None, keepdim=False):
+def logsumexp(x: Tensor, dim=None, keepdim=False, *, axis=None):
     """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so it neither overflows nor underflows;
     integer inputs give float32."""
+    dim = _alias("logsumexp", dim, axis)
     x = _float_input(x)
     return LogSumExp.apply(*_axes("logsumexp", dim, x, keepdim))
 
@@ -523,17 +605,17 @@ def _truth(op, x, dim, keepdim):
     xp = x._xp
     fn = xp.any if op == "any" else xp.all
     x, axes, keepdim = _axes(op, dim, x, keepdim)
-    out = fn(x._data.astype(bool), axis=axes, keepdims=keepdim)
-    return Tensor._from_array(xp.asarray(out))
+    out = xp.asarray(fn(x._data.astype(bool), axis=axes, keepdims=keepdim))
+    return Tensor._from_array(out.astype(np.uint8) if x.dtype == np.uint8 else out)  # (uint8 stays, as PyTorch's)
 
 
 def any(x: Tensor, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
-    """Whether any element (over ``dim``) is nonzero: a bool tensor."""
+    """Whether any element (over ``dim``) is nonzero: a bool tensor (uint8 for uint8 inputs)."""
     return _truth("any", x, dim, keepdim)
 
 
 def all(x: Tensor, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
-    """Whether every element (over ``dim``) is nonzero: a bool tensor."""
+    """Whether every element (over ``dim``) is nonzero: a bool tensor (uint8 for uint8 inputs)."""
     return _truth("all", x, dim, keepdim)
 
 

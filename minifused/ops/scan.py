@@ -8,21 +8,32 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
+from ..backend import InputTypeError
 from ..tensor import Tensor
-from .reduce import _int64_if_integral, dim_index
+from .reduce import _acc_dtype, _alias, _int64_if_integral, dim_index
+
+
+def _running_sum(a, axis):
+    """``cumsum`` in ``a``'s dtype; 16-bit floats on the host added in float32 and each sum rounded once
+    (NumPy's running sum in float16 stops growing at 2048 for ones), as PyTorch's."""
+    xp = backend.array_module(a)
+    acc = _acc_dtype(a)
+    if acc is None:
+        return xp.cumsum(a, axis=axis, dtype=a.dtype)
+    return xp.cumsum(a, axis=axis, dtype=acc).astype(a.dtype)
 
 
 def _flip_cumsum(a, axis):
     """Sums from the end of ``axis`` back (the gradient of cumsum)."""
     xp = backend.array_module(a)
-    return xp.flip(xp.cumsum(xp.flip(a, axis), axis=axis, dtype=a.dtype), axis)
+    return xp.flip(_running_sum(xp.flip(a, axis), axis), axis)
 
 
 class CumSum(Function):
     @staticmethod
     def forward(ctx, x, axis):
         ctx.axis = axis
-        return backend.array_module(x).cumsum(x, axis=axis, dtype=x.dtype)
+        return _running_sum(x, axis)
 
     @staticmethod
     def backward(ctx, g):
@@ -64,8 +75,11 @@ def _scan(fn, op, x, dim, dtype):
     return fn.apply(x, axis)
 
 
-def cumsum(x: Tensor, dim, dtype=None):
-    """Running sums along ``dim``; integer and bool inputs give int64."""
+def cumsum(x: Tensor, dim=None, dtype=None, *, axis=None):
+    """Running sums along ``dim`` (or its alias ``axis``); integer and bool inputs give int64."""
+    dim = _alias("cumsum", dim, axis)
+    if dim is None:
+        raise InputTypeError("cumsum(): missing the required argument 'dim'")
     return _scan(CumSum, "cumsum", x, dim, dtype)
 
 
@@ -77,7 +91,8 @@ def cumprod(x: Tensor, dim, dtype=None):
 
 def _running_extreme(x, axis, largest):
     """(running max or min along ``axis``, the index where each was reached): a doubling scan of shifted
-    comparisons (log2(n) whole-array steps, on NumPy and CuPy alike). On ties the later index wins, as in
+    comparisons (log2(n) whole-array steps, on NumPy and CuPy alike). On ties the later index wins, and NaN
+    beats any number (the running value stays NaN from the first NaN on, indexed by the latest NaN), as in
     PyTorch."""
     xp = backend.array_module(x)
     n = x.shape[axis]
@@ -85,12 +100,16 @@ def _running_extreme(x, axis, largest):
     shape[axis] = n
     values = backend.copy(x)
     indices = backend.copy(xp.broadcast_to(xp.arange(n).reshape(shape), x.shape))
+    nan_aware = backend.is_floating(x.dtype)
     step = 1
     while step < n:
         later = tuple(slice(step, None) if d == axis else slice(None) for d in range(x.ndim))
         earlier = tuple(slice(None, n - step) if d == axis else slice(None) for d in range(x.ndim))
         prev_v, prev_i = backend.copy(values[earlier]), backend.copy(indices[earlier])  # the slices overlap the writes
-        better = prev_v > values[later] if largest else prev_v < values[later]
+        cur = values[later]
+        better = prev_v > cur if largest else prev_v < cur
+        if nan_aware:
+            better |= xp.isnan(prev_v) & ~xp.isnan(cur)
         values[later] = xp.where(better, prev_v, values[later])
         indices[later] = xp.where(better, prev_i, indices[later])
         step *= 2
@@ -112,6 +131,8 @@ class CumExtreme(Function):
         shape, axis = ctx.meta
         xp = backend.array_module(g)
         n = shape[axis]
+        if g.size == 0:  # (no element: no -1 to reshape with)
+            return xp.zeros(shape, g.dtype), None, None
         rows_index = xp.moveaxis(indices, axis, -1).reshape(-1, n)
         grad = xp.zeros(rows_index.shape, g.dtype)
         rows = xp.arange(rows_index.shape[0]).reshape(-1, 1)

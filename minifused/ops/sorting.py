@@ -14,6 +14,7 @@ from ..tensor import Tensor
 from ._common import normalize_axis
 from .elementwise import where
 from .index import Gather
+from .reduce import Evenly
 from .shape import reshape
 from ..backend import InputTypeError
 
@@ -166,23 +167,33 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
 
 def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     """The lower median of the values that are not NaN (NaN where there are none): of every element for
-    ``dim=None``, else ``(values, indices)`` along ``dim``, as ``torch.nanmedian``. The gradient goes to the
-    element picked."""
+    ``dim=None`` (NaN for no element; the gradient shared among the elements equal to it, as PyTorch's), else
+    ``(values, indices)`` along ``dim``, the gradient going to the element picked, as ``torch.nanmedian``."""
     op = "nanmedian"
     _check(op, input)
+    xp = input._xp
     if dim is None:
         if input.numel() == 0:
-            raise RuntimeError(f"{op}() input tensor cannot be empty")
-        return nanmedian(reshape(input, (input.numel(),)), 0).values
+            if not backend.is_floating(input.dtype):
+                raise RuntimeError(f"{op}() input tensor cannot be empty")
+            return Evenly.apply(input, xp.full((), np.nan, input.dtype))
+        flat = input._data.reshape(-1, 1)
+        return Evenly.apply(input, xp.take_along_axis(flat, _nanmedian_index(flat, 0), axis=0).reshape(()))
     if input.ndim == 0:
         _axis(op, input, dim)
         return _scalar_pick(NanmedianResult, input)
     axis = _nonempty_axis(op, input, dim)
-    xp = input._xp
-    order = _order(input._data, axis, False)  # NaN sorts last
-    count = (~xp.isnan(input._data)).sum(axis=axis, keepdims=True)
-    pick = xp.maximum((count - 1) // 2, 0)  # (a row of NaNs: its first)
-    return _pick(NanmedianResult, input, xp.take_along_axis(order, pick, axis=axis).astype(np.int64), axis, keepdim)
+    return _pick(NanmedianResult, input, _nanmedian_index(input._data, axis), axis, keepdim)
+
+
+def _nanmedian_index(a, axis):
+    """Where the lower median of the values that are not NaN is along ``axis`` (a row of NaNs: its first), int64
+    and of size 1 along ``axis``."""
+    xp = backend.array_module(a)
+    order = _order(a, axis, False)  # NaN sorts last
+    count = (~xp.isnan(a)).sum(axis=axis, keepdims=True)
+    pick = xp.maximum((count - 1) // 2, 0)
+    return xp.take_along_axis(order, pick, axis=axis).astype(np.int64)
 
 
 _QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -269,18 +280,25 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  
 
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
     """The distinct values of ``input`` (flattened), ascending, as ``torch.unique``; with ``return_inverse``
-    each element's index among them (``input``'s shape), with ``return_counts`` how often each occurs. Not
-    differentiable, as in PyTorch."""
+    each element's index among them (``input``'s shape), with ``return_counts`` how often each occurs. Every NaN
+    is distinct (NaN != NaN), after the numbers, as PyTorch's. Not differentiable, as in PyTorch."""
     _check("unique", input)
     if dim is not None:
         raise NotImplementedError("unique: dim= (unique slices) is not supported; unique over all elements only")
     xp = input._xp
-    values, inverse, counts = xp.unique(input._data.reshape(-1), return_inverse=True, return_counts=True)
-    out = [Tensor._from_array(values)]
+    flat = input._data.reshape(-1)
+    order = _order(flat, 0, False)  # (stable, NaN last)
+    ranked = flat[order]
+    first = xp.ones(flat.shape, bool)  # where a value differs from the one before it: a new distinct value
+    first[1:] = ranked[1:] != ranked[:-1]
+    out = [Tensor._from_array(ranked[first])]
     if return_inverse:
-        out.append(Tensor._from_array(inverse.reshape(input.shape).astype(np.int64)))
+        inverse = xp.empty(flat.shape, np.int64)
+        inverse[order] = xp.cumsum(first, dtype=np.int64) - 1
+        out.append(Tensor._from_array(inverse.reshape(input.shape)))
     if return_counts:
-        out.append(Tensor._from_array(counts.astype(np.int64)))
+        ends = xp.concatenate([xp.flatnonzero(first), xp.full((1,), flat.size, np.int64)])
+        out.append(Tensor._from_array(xp.diff(ends).astype(np.int64)))
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -322,15 +340,17 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     if lo > hi:
         raise RuntimeError(f"{op}: max must be larger than min, got min={min} and max={max}")
     xp = input._xp
-    x = input._data.reshape(-1).astype(np.float64)
+    x = input._data.reshape(-1)
     if lo == hi and x.size:
         lo, hi = float(x.min()), float(x.max())
     if lo == hi:
         lo, hi = lo - 1, hi + 1
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise RuntimeError(f"{op}: range of [{lo}, {hi}] is not finite")
+    t = x.dtype.type  # each value's bin worked out in the input's dtype, rounded as PyTorch's
+    lo, hi = t(lo), t(hi)
     x = x[(x >= lo) & (x <= hi)]
-    pos = xp.minimum(xp.floor((x - lo) * bins / (hi - lo)).astype(np.int64), bins - 1)
+    pos = xp.clip(((x - lo) * t(bins) / (hi - lo)).astype(np.int64), 0, bins - 1)
     return Tensor._from_array(xp.bincount(pos, minlength=bins)[:bins].astype(input.dtype))
 
 
@@ -355,11 +375,15 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         if tuple(sorter.shape) != tuple(sorted_sequence.shape) or sorter.dtype != backend.int64:
             raise RuntimeError(f"{op}(): sorter must be an int64 tensor of the sorted_sequence's shape "
                                f"{tuple(sorted_sequence.shape)}, got {sorter.dtype} {tuple(sorter.shape)}")
+        n = seq.shape[-1] if seq.ndim else 0
+        if sorter.numel() and bool(((sorter._data < 0) | (sorter._data >= n)).any()):
+            raise RuntimeError(f"{op}(): sorter index out of range: every index must be in [0, {n}), got "
+                               f"{int(sorter.min().item())} to {int(sorter.max().item())}")
         seq = xp.take_along_axis(seq, sorter._data, axis=-1)
     if isinstance(input, Tensor):
         values = input._data
-    elif isinstance(input, numbers.Real) and not isinstance(input, bool):
-        values = xp.asarray(input)
+    elif isinstance(input, numbers.Real):
+        values = xp.asarray(int(input) if isinstance(input, bool) else input)
     else:
         raise InputTypeError(f"{op}(): input must be a Tensor or a number, got {type(input).__name__}")
     if seq.ndim == 0:
@@ -368,13 +392,33 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         raise RuntimeError(f"{op}(): boundaries tensor should be 1 dimension or the first N-1 dimensions of "
                            f"boundaries tensor and input value tensor must match, but we got boundaries tensor "
                            f"{list(seq.shape)} and input value tensor {list(values.shape)}")
-    where_ = "right" if right else "left"
-    if seq.ndim == 1:
-        out = xp.searchsorted(seq, values, side=where_)
+    # a NaN in the sequence takes PyTorch's own search (on the GPU any float sequence: no wait for a NaN check)
+    nan_free = not backend.is_floating(seq.dtype) or (xp is np and not np.isnan(seq).any())
+    if seq.ndim == 1 and nan_free:
+        out = xp.searchsorted(seq, values, side="right" if right else "left")
     else:
-        rows, vals = seq.reshape(-1, seq.shape[-1]), values.reshape(-1, values.shape[-1])
-        out = xp.stack([xp.searchsorted(r, v, side=where_) for r, v in zip(rows, vals)]).reshape(values.shape)
+        out = _binary_search(seq, values, right)
     return Tensor._from_array(xp.asarray(out, dtype=np.int32 if out_int32 else np.int64))
+
+
+def _binary_search(seq, values, right):
+    """PyTorch's binary search of each value in ``seq`` (1-D, or one row per row of ``values``), all values at
+    once: a step right wherever ``not seq[mid] >= value`` (``>`` for ``right``). On a sorted sequence without
+    NaN that is the array modules' ``searchsorted``; a NaN compares false there, so its result on a sequence
+    holding NaN (sort() puts them last) is the search's path: [-1, 0, 2, nan] puts 3 at 4, not 3."""
+    xp = backend.array_module(seq)
+    n = seq.shape[-1]
+    rows = seq.reshape(math.prod(seq.shape[:-1]), n)
+    vals = values.reshape(rows.shape[0], values.shape[-1]) if seq.ndim > 1 else values.reshape(1, -1)
+    lo, hi = xp.zeros(vals.shape, np.int64), xp.full(vals.shape, n, np.int64)
+    for _ in range(n.bit_length()):  # each step at least halves every open range [lo, hi)
+        mid = lo + (hi - lo) // 2
+        at = xp.take_along_axis(rows, xp.minimum(mid, n - 1), axis=1)
+        step_right = ~(at > vals) if right else ~(at >= vals)
+        open_ = lo < hi
+        lo = xp.where(open_ & step_right, mid + 1, lo)
+        hi = xp.where(open_ & ~step_right, mid, hi)
+    return lo.reshape(values.shape)
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):  # noqa: A002

@@ -1,0 +1,211 @@
+"""PyTorch's results where the reductions, scans and sorting ops have edge cases: 16-bit floats added up in float32,
+NaN in cummax / cummin, unique and searchsorted, the gradients of full max / min / median shared among ties, empty
+inputs, uint8 any / all, the degrees-of-freedom warning of var / std, the ``axis`` alias, histc's bins in the input's
+dtype. References are float64 NumPy or worked out by hand."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import minifused as mf
+from tolerances import cpu
+
+nan = math.nan
+
+
+def grad_of(fn, values):
+    x = cpu(np.asarray(values, np.float32), requires_grad=True)
+    fn(x).sum().backward()
+    return x.grad.numpy()
+
+
+# ---------------------------------------------------------------- 16-bit floats add up in float32
+def test_bfloat16_sum_mean_logsumexp_add_in_float32():
+    ones = cpu(np.ones(1000, np.float32)).to(mf.bfloat16)
+    assert ones.sum().item() == 1000.0 and ones.mean().item() == 1.0  # (adding in bfloat16 stops at 256)
+    assert ones.cumsum(0)[-1].item() == 1000.0
+    zeros = cpu(np.zeros((1000, 2), np.float32)).to(mf.bfloat16)
+    ref = np.float32(mf.tensor(math.log(1000.0)).to(mf.bfloat16).item())
+    assert mf.logsumexp(zeros, 0).tolist() == [ref, ref]
+    assert mf.ones(1000, 3, device="cpu", dtype=mf.bfloat16).mean(0).tolist() == [1.0] * 3
+
+
+def test_half_var_std_sum_in_float32_and_round_once():
+    a = (np.arange(3000) / 3000).astype(np.float32)
+    x = cpu(a).to(mf.bfloat16)
+    ref = x.float().numpy().astype(np.float64).var(ddof=1)
+    ulp = 2.0 ** (math.floor(math.log2(ref)) - 7)
+    assert abs(x.var().item() - ref) <= ulp and abs(x.std().item() - math.sqrt(ref)) <= 2 * ulp
+
+
+def test_float16_sums_over_leading_axes_and_cumsum_add_in_float32():
+    x = mf.ones(5000, 2, device="cpu", dtype=mf.float16)
+    assert x.sum(0).tolist() == [5000.0, 5000.0] and x.mean(0).tolist() == [1.0, 1.0]
+    assert mf.nansum(x, 0).tolist() == [5000.0, 5000.0] and mf.nanmean(x, 0).tolist() == [1.0, 1.0]
+    assert x.t().sum(1).tolist() == [5000.0, 5000.0]
+    assert x[:, 0].cumsum(0)[-1].item() == 5000.0
+    y = mf.ones(20000, device="cpu", dtype=mf.float16, requires_grad=True)
+    y.cumsum(0).sum().backward()
+    assert y.grad[0].item() == 20000.0 and y.grad[-1].item() == 1.0
+
+
+def test_float16_var_std_past_65504_elements():
+    a = np.random.default_rng(0).random(70000).astype(np.float16)
+    x = cpu(a, requires_grad=True)
+    ref = a.astype(np.float64).var(ddof=1)
+    v = x.var()
+    assert v.dtype == mf.float16 and abs(v.item() / ref - 1) < 1e-3  # (the divisor in float16 was inf: 0)
+    assert abs(x.std().item() / math.sqrt(ref) - 1) < 1e-3
+    v.backward()
+    g_ref = 2 * (a.astype(np.float64) - a.astype(np.float64).mean()) / (a.size - 1)
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float64), g_ref, atol=1e-7)
+
+
+# ---------------------------------------------------------------- NaN in cummax / cummin
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_cummax_cummin_propagate_nan(op):
+    x = cpu([1.0, nan, 3.0, nan, 2.0], requires_grad=True)
+    values, indices = getattr(mf, op)(x, 0)
+    np.testing.assert_array_equal(values.detach().numpy(), [1.0, nan, nan, nan, nan])
+    assert indices.tolist() == [0, 1, 1, 3, 3]  # each NaN from its index on
+    values.sum().backward()
+    assert x.grad.tolist() == [1.0, 2.0, 0.0, 2.0, 0.0]
+    y = cpu([[2.0, 1.0], [nan, 0.0], [5.0, nan]])
+    assert getattr(mf, op)(y, 0).indices.tolist() == [[0, 0], [1, 1 if op == "cummin" else 0], [1, 2]]
+
+
+# ---------------------------------------------------------------- full reductions: the gradient shared among ties
+def test_full_max_min_gradient_goes_to_nan_or_is_shared_among_ties():
+    np.testing.assert_array_equal(grad_of(lambda x: x.max(), [1.0, nan, nan, 3.0]), [0, 0.5, 0.5, 0])
+    np.testing.assert_array_equal(grad_of(lambda x: x.min(), [1.0, nan, 3.0]), [0, 1, 0])
+    np.testing.assert_array_equal(grad_of(lambda x: x.min(), [1.0, 1.0, 3.0]), [0.5, 0.5, 0])
+
+
+def test_full_median_nanmedian_gradient_shared_among_ties():
+    np.testing.assert_allclose(grad_of(lambda x: x.median(), [2.0, 1.0, 2.0, 2.0, 5.0]), [1 / 3, 0, 1 / 3, 1 / 3, 0])
+    np.testing.assert_array_equal(grad_of(lambda x: x.median(), [1.0, 1.0, 2.0, 5.0]), [0.5, 0.5, 0, 0])
+    np.testing.assert_array_equal(grad_of(lambda x: x.median(), [1.0, nan, nan, 3.0]), [0, 0.5, 0.5, 0])
+    np.testing.assert_array_equal(grad_of(lambda x: mf.nanmedian(x), [1.0, 1.0, nan, 2.0, nan]), [0.5, 0.5, 0, 0, 0])
+    np.testing.assert_array_equal(grad_of(lambda x: mf.nanmedian(x), [nan, nan]), [0.5, 0.5])
+    # along a dim the gradient still goes to the index returned
+    np.testing.assert_array_equal(grad_of(lambda x: x.median(0).values, [1.0, 1.0, 2.0, 5.0]), [0, 1, 0, 0])
+
+
+# ---------------------------------------------------------------- empty inputs
+def test_empty_inputs_prod_cummax_backward_and_median():
+    x = cpu(np.zeros((2, 0), np.float32), requires_grad=True)
+    x.prod(0).sum().backward()
+    assert x.grad.shape == (2, 0)
+    for op in ("cummax", "cummin"):
+        y = cpu(np.zeros(0, np.float32), requires_grad=True)
+        getattr(y, op)(0).values.sum().backward()
+        assert y.grad.shape == (0,)
+    for t in (cpu(np.zeros(0, np.float32)), cpu(np.zeros((2, 0)))):
+        assert math.isnan(t.median().item()) and math.isnan(mf.nanmedian(t).item())
+        assert t.median().dtype == t.dtype
+
+
+# ---------------------------------------------------------------- any / all keep uint8
+def test_any_all_of_uint8_are_uint8():
+    x = cpu(np.array([[0, 1], [2, 3]], np.uint8))
+    assert x.all(1).dtype == mf.uint8 and x.all(1).tolist() == [0, 1]
+    assert x.any().dtype == mf.uint8 and x.any().item() == 1
+    assert x.any(0, keepdim=True).tolist() == [[1, 1]]
+    assert cpu(np.array([0, 1], np.int8)).any().dtype == mf.bool
+
+
+# ---------------------------------------------------------------- unique and searchsorted with NaN
+def test_unique_keeps_every_nan_apart():
+    values, inverse, counts = mf.unique(cpu([1.0, nan, nan, 1.0]), return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(values.numpy(), [1.0, nan, nan])
+    assert inverse.tolist() == [0, 1, 2, 0] and counts.tolist() == [2, 1, 1]
+    values, counts = mf.unique(cpu([2.0, nan, 1.0, 2.0, -1.0, 1.0]).to(mf.bfloat16), return_counts=True)
+    assert values.dtype == mf.bfloat16
+    np.testing.assert_array_equal(values.float().numpy(), [-1.0, 1.0, 2.0, nan])
+    assert counts.tolist() == [1, 2, 2, 1]
+    a = np.random.default_rng(0).integers(-3, 4, (4, 5))
+    values, inverse, counts = mf.unique(cpu(a), return_inverse=True, return_counts=True)
+    ref_v, ref_i, ref_c = np.unique(a, return_inverse=True, return_counts=True)
+    assert values.tolist() == ref_v.tolist() and counts.tolist() == ref_c.tolist()
+    assert inverse.tolist() == ref_i.reshape(a.shape).tolist()
+    empty = mf.unique(cpu(np.zeros(0, np.float32)), return_inverse=True, return_counts=True)
+    assert [tuple(t.shape) for t in empty] == [(0,), (0,), (0,)]
+
+
+def _lower_bound(seq, v, right):
+    """PyTorch's binary search, one value: step right unless ``seq[mid] >= v`` (``>`` for right)."""
+    lo, hi = 0, len(seq)
+    while lo < hi:
+        mid = lo + (hi - lo) // 2
+        if not (seq[mid] > v if right else seq[mid] >= v):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def test_searchsorted_on_a_sequence_ending_in_nan_searches_as_pytorch():
+    assert mf.searchsorted(cpu([-1.0, 0.0, 2.0, nan]), cpu([1.0, 3.0])).tolist() == [2, 4]
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        k = int(rng.integers(1, 5))
+        seq = np.concatenate([np.sort(rng.integers(-3, 4, int(rng.integers(0, 8)))), np.full(k, nan)])
+        vals = np.append(rng.integers(-4, 5, 6).astype(np.float64), nan)
+        for right in (False, True):
+            got = mf.searchsorted(cpu(seq), cpu(vals), right=right).tolist()
+            assert got == [_lower_bound(seq, v, right) for v in vals]
+            rows = mf.searchsorted(cpu(np.stack([seq, seq])), cpu(np.stack([vals, vals[::-1]])), right=right)
+            assert rows.tolist() == [got, [_lower_bound(seq, v, right) for v in vals[::-1]]]
+    seq = np.sort(rng.standard_normal((3, 7)), axis=1)  # without NaN: NumPy's searchsorted, row by row
+    vals = rng.standard_normal((3, 5))
+    got = mf.searchsorted(cpu(seq), cpu(vals), right=True).tolist()
+    assert got == [np.searchsorted(s, v, side="right").tolist() for s, v in zip(seq, vals)]
+
+
+def test_searchsorted_sorter_out_of_range_and_bool_value():
+    with pytest.raises(RuntimeError, match="sorter index out of range"):
+        mf.searchsorted(cpu([1.0, 0.0]), cpu([0.5]), sorter=cpu([1, 2]))
+    with pytest.raises(RuntimeError, match="sorter index out of range"):
+        mf.searchsorted(cpu([1.0, 0.0]), cpu([0.5]), sorter=cpu([-1, 0]))
+    assert mf.searchsorted(cpu([1.0, 0.0]), cpu([0.5]), sorter=cpu([1, 0])).tolist() == [1]
+    assert mf.searchsorted(cpu([0.0, 1.0, 2.0]), True).item() == 1
+
+
+# ---------------------------------------------------------------- var / std: the degrees-of-freedom warning
+def test_var_std_warn_when_degrees_of_freedom_are_not_positive():
+    with pytest.warns(UserWarning, match=r"std\(\): degrees of freedom is <= 0"):
+        cpu([1.0]).std()
+    with pytest.warns(UserWarning, match=r"var\(\): degrees of freedom is <= 0"):
+        out = mf.var(cpu(np.ones((3, 1))), 1)
+    assert np.isnan(out.numpy()).all()
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        mf.var(cpu([1.0, 2.0]), correction=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mf.var(cpu(np.ones((3, 2))), 1).tolist() == [0.0] * 3
+
+
+# ---------------------------------------------------------------- the axis alias of dim
+def test_axis_is_an_alias_of_dim():
+    a = np.random.default_rng(0).standard_normal((3, 4))
+    x = cpu(a)
+    for name in ("sum", "mean", "std", "var", "logsumexp", "argmax", "argmin", "cumsum"):
+        fn = getattr(mf, name)
+        np.testing.assert_array_equal(fn(x, axis=1).numpy(), fn(x, 1).numpy())
+        np.testing.assert_array_equal(getattr(x, name)(axis=0).numpy(), getattr(x, name)(0).numpy())
+    np.testing.assert_allclose(mf.sum(x, axis=1).numpy(), a.sum(1))
+    with pytest.raises(TypeError, match="axis"):
+        mf.sum(x, 1, axis=1)
+    with pytest.raises(TypeError, match="dim"):
+        mf.cumsum(x)
+    assert mf.max(cpu([1.0, -1.0]), other=cpu([0.0, 0.0])).tolist() == [1.0, 0.0]
+    assert mf.min(cpu([1.0, -1.0]), other=cpu([0.0, 0.0])).tolist() == [0.0, -1.0]
+
+
+# ---------------------------------------------------------------- histc
+def test_histc_bins_are_worked_out_in_the_input_dtype():
+    # float32(0.7) * 10 rounds to 7.0 in float32 (bin 7), where float64 gives 6.99999988 (bin 6); so 0.9 (bin 9)
+    x = cpu(np.array([0.7, 0.9, 0.05, 1.0, 1.5], np.float32))
+    assert mf.histc(x, 10, 0, 1).tolist() == [1, 0, 0, 0, 0, 0, 0, 1, 0, 2]
+    assert mf.histc(x.double(), 10, 0, 1).tolist() == [1, 0, 0, 0, 0, 0, 1, 0, 1, 1]
