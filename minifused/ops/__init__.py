@@ -245,6 +245,7 @@ __all__ = creation.__all__ + [n for _family in _FAMILIES for n in _family.__all_
 # naming the function, not an AttributeError from inside (Tensor methods and operators skip the check:
 # their self is a tensor)
 _SCALAR_FIRST_OK = {"add", "sub", "mul", "div", "pow", "remainder", "floor_divide", "fmod", "atan2", "is_tensor",
+                    "multiply", "divide", "subtract", "true_divide",
                     "xlogy", "float_power", "bucketize",
                     "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor",
                     "bitwise_left_shift", "bitwise_right_shift"}

@@ -152,6 +152,55 @@ def scalar_result_dtype(dtype, scalar):
     return dtype
 
 
+_INT_BOUNDS = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
+               for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64)}
+
+
+def wrapped(dtype, value):
+    """A Python integer as an integer dtype's op takes it: wrapped around into the dtype's range, as PyTorch casts
+    the scalar into the tensor's dtype (``uint8 - 1`` wraps, ``int8 + 1000`` is ``int8 + (-24)``, ``uint8 == -1``
+    compares with 255), where NumPy raises OverflowError. Anything else as it is (an integer outside even uint64's
+    range too: NumPy's OverflowError then, as PyTorch's)."""
+    bounds = _INT_BOUNDS.get(dtype)
+    if bounds is None or isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return value
+    lo, hi = bounds
+    if lo <= value <= hi or not -2 ** 63 <= value < 2 ** 64:
+        return value
+    return (int(value) - lo) % (hi - lo + 1) + lo
+
+
+def bfloat16_rounded(dtype, value):
+    """A Python number beside a bfloat16 tensor rounded to bfloat16 first, as PyTorch's comparisons, ``%`` and
+    ``fmod`` take it (``bfloat16 tensor([1.3]) == 1.3`` holds); NumPy would use it unrounded, in float32."""
+    if dtype != backend.bfloat16 or isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return value
+    return float(backend.bfloat16.type(value))
+
+
+def check_integer_divisor(op, a, b):
+    """PyTorch's integer ``//``, ``%``, ``fmod`` and rounded ``div`` raise on a zero divisor ``b`` on the cpu, where
+    NumPy gives 0. Its CUDA kernels do not check, and neither is a device array checked here (that would wait for
+    the device)."""
+    t = a if isinstance(a, Tensor) else b
+    if t.dtype.kind not in "iu" or type(t._data) is not np.ndarray or any(
+            isinstance(v, Tensor) and v._data.size == 0 for v in (a, b)):  # (an empty result divides nothing)
+        return
+    if (b._data == 0).any() if isinstance(b, Tensor) else b == 0:
+        raise RuntimeError(f"{op}: integer division by zero (ZeroDivisionError)")
+
+
+def check_alpha(op, dtype, alpha):
+    """``add`` / ``sub``'s ``alpha`` for a result of ``dtype``, PyTorch's checks: a number; a bool only for a bool
+    result; no float for an integer (or bool) one."""
+    if not isinstance(alpha, numbers.Number) or isinstance(alpha, complex):
+        raise InputTypeError(f"{op}: alpha must be a number, got {type(alpha).__name__}")
+    if isinstance(alpha, bool) and dtype != backend.bool_:
+        raise RuntimeError(f"{op}: Boolean alpha only supported for Boolean results.")
+    if not backend.is_floating(dtype) and not isinstance(alpha, numbers.Integral):
+        raise RuntimeError(f"{op}: For integral input tensors, argument alpha must not be a floating point number.")
+
+
 def as_tensor_like(value, like: Tensor):
     """Arrays and array-likes become tensors on ``like``'s device; Python scalars stay scalars."""
     if isinstance(value, Tensor):
@@ -178,6 +227,8 @@ def binary_operands(op, a, b, broadcast=True):
                 and (type(da) is np.ndarray or da.data.device_id == db.data.device_id)):
             return a, b
     like = a if isinstance(a, Tensor) else b
+    if not isinstance(like, Tensor):
+        raise InputTypeError(f"{op}(): expected a Tensor operand, got {type(a).__name__} and {type(b).__name__}")
     a, b = as_tensor_like(a, like), as_tensor_like(b, like)
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         if type(a._data) is not type(b._data) or a.device != b.device:
@@ -193,6 +244,7 @@ def binary_operands(op, a, b, broadcast=True):
     dtype = scalar_result_dtype(t.dtype, s)
     if dtype != t.dtype:
         t = cast(t, dtype)
+    s = wrapped(dtype, s)
     return (t, s) if isinstance(a, Tensor) else (s, t)
 
 

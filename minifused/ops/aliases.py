@@ -13,7 +13,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import binary_operands, cast, promote, scalar_result_dtype, tensors_result_dtype
+from ._common import (binary_operands, cast, check_alpha, check_integer_divisor, promote, scalar_result_dtype,
+                      tensors_result_dtype)
 from .elementwise import abs, div, eq, ge, gt, le, lt, mul, ne, neg, sub  # noqa: A004
 from .matmul import outer
 from .inplace_arith import AddInto, DivInto, MulInto, _inplace_operand, div_
@@ -41,14 +42,9 @@ def negative(input):  # noqa: A002 - PyTorch's name
 
 
 def subtract(input, other, *, alpha=1):  # noqa: A002 - PyTorch's names
-    """``input - alpha * other`` (``sub``)."""
-    _check("subtract", input)
+    """``input - alpha * other`` (``sub``; either side may be a number)."""
     _not_bool("subtract", input, other)
-    if alpha == 1:
-        return sub(input, other)
-    if not backend.is_floating(input.dtype) and isinstance(alpha, float):
-        raise RuntimeError("subtract: for integral input tensors, argument alpha must not be a floating point number")
-    return sub(input, mul(other, alpha) if isinstance(other, Tensor) else other * alpha)
+    return sub(input, other, alpha=alpha)
 
 
 def _rounding(name, rounding_mode):
@@ -71,9 +67,7 @@ def divide(input, other, *, rounding_mode=None):  # noqa: A002 - PyTorch's names
     a, b = binary_operands("divide", input, other)
     if backend.is_floating((a if isinstance(a, Tensor) else b).dtype):
         return trunc(div(a, b)) if rounding_mode == "trunc" else floor_divide(a, b)
-    # integers: PyTorch raises on a zero divisor (NumPy would give 0 and CuPy garbage)
-    if bool(b == 0) if not isinstance(b, Tensor) else bool(_values(lambda xp, d: xp.asarray((d == 0).any()), b)):
-        raise RuntimeError(f"divide: integer division by zero (rounding_mode={rounding_mode!r})")
+    check_integer_divisor("divide", a, b)
     return floor_divide(a, b) if rounding_mode == "floor" else _values(_int_trunc_div, a, b)
 
 
@@ -112,22 +106,31 @@ def subtract_(self, other, *, alpha=1):
     """``sub_`` (recorded)."""
     _check("subtract_", self)
     _not_bool("subtract_", self, other)
+    check_alpha("subtract_", self.dtype, alpha)
     return AddInto.apply_("subtract_", self, _inplace_operand("subtract_", self, other), -alpha)
 
 
-def divide_(self, other, *, rounding_mode=None):
-    """``div_`` (recorded); with a rounding mode, written into self (integers allowed there)."""
-    _check("divide_", self)
-    _rounding("divide_", rounding_mode)
-    if rounding_mode is None:  # (the operand check's true-division rule goes by the name's "div")
-        return DivInto.apply_("divide_", self, _inplace_operand("divide_", self, other))
-    return written_into("divide_", divide)(self, other, rounding_mode=rounding_mode)
+def _divide_into(name):
+    """``div_`` / ``divide_`` (recorded); with a rounding mode, written into self (integers allowed there)."""
+    def op(self, other, *, rounding_mode=None):
+        _check(name, self)
+        _rounding(name, rounding_mode)
+        if rounding_mode is None:  # (the operand check's true-division rule goes by the name's "div")
+            return DivInto.apply_(name, self, _inplace_operand(name, self, other))
+        return written_into(name, divide)(self, other, rounding_mode=rounding_mode)
+
+    op.__name__ = name
+    return op
+
+
+divide_ = _divide_into("divide_")
 
 
 _COMPARISONS = {"eq": eq, "ne": ne, "lt": lt, "le": le, "gt": gt, "ge": ge, "greater": gt, "greater_equal": ge,
                 "less": lt, "less_equal": le, "not_equal": ne}
 _INPLACE = {name + "_": _compare_(name + "_", fn) for name, fn in _COMPARISONS.items()}
-_INPLACE.update({"multiply_": multiply_, "divide_": divide_, "subtract_": subtract_, "true_divide_": div_})
+_INPLACE.update({"multiply_": multiply_, "divide_": divide_, "div_": _divide_into("div_"), "subtract_": subtract_,
+                 "true_divide_": div_})
 
 
 # ---------------------------------------------------------------- sizes, dtypes and devices
@@ -203,8 +206,7 @@ _INFO = {
 
 def rsub(input, other, alpha=1):  # noqa: A002 - PyTorch's names
     """``other - alpha * input``, as ``torch.rsub`` (``input`` a tensor, ``other`` a tensor or a number)."""
-    return sub(other, mul(input, alpha) if alpha != 1 else input) if isinstance(other, Tensor) else \
-        neg(mul(input, alpha) if alpha != 1 else input) + other
+    return sub(other, input, alpha=alpha)
 
 
 def positive(input):  # noqa: A002 - PyTorch's name

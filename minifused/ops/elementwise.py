@@ -10,8 +10,8 @@ from ..autograd import Function
 from ..kernels import elementwise as K
 from ..kernels import copy_in_layout, is_channels_last
 from ..tensor import Tensor
-from ._common import (binary_operands, broadcast_shape, cast, promote_operands, scalar_result_dtype, shape_of,
-                      unbroadcast)
+from ._common import (bfloat16_rounded, binary_operands, broadcast_shape, cast, check_alpha, promote_operands,
+                      scalar_result_dtype, shape_of, unbroadcast, wrapped)
 from .logic import nonzero
 from .shape import preserve_format, result_channels_last
 from ..backend import InputError, InputTypeError
@@ -160,11 +160,17 @@ def _arith(fn, name):
 def _scaled(name, plain):
     """``a op alpha * b``, PyTorch's ``add`` / ``sub`` with their ``alpha``."""
     def op(a, b, *, alpha=1):
-        if alpha is None or (type(alpha) is int and alpha == 1):  # every '+' and '-' (the ABC check below costs more)
+        if alpha is None or (type(alpha) is int and alpha == 1):  # every '+' and '-' (the checks below cost more)
             return plain(a, b)
-        if not isinstance(alpha, numbers.Number) or isinstance(alpha, complex):
-            raise InputTypeError(f"{name}: alpha must be a number, got {type(alpha).__name__}")
-        return plain(a, (mul(b, alpha) if isinstance(b, Tensor) else b * alpha) if alpha != 1 else b)
+        a, b = binary_operands(name, a, b)
+        dtype = (a if isinstance(a, Tensor) else b).dtype
+        check_alpha(name, dtype, alpha)
+        if alpha == 1:
+            return plain(a, b)
+        if dtype == backend.bool_:  # alpha in the bool result's dtype, as PyTorch's: a + bool(alpha) * b
+            alpha = bool(alpha)
+        return plain(a, mul(b, alpha) if isinstance(b, Tensor) else (b and alpha) if dtype == backend.bool_
+                     else b * alpha)
 
     op.__name__ = name
     return op
@@ -173,7 +179,19 @@ def _scaled(name, plain):
 mul = _arith(Mul, "mul")
 add = _scaled("add", _arith(Add, "add"))
 sub = _scaled("sub", _arith(Sub, "sub"))
-pow = _arith(Pow, "pow")  # noqa: A001 - PyTorch's name
+_pow = _arith(Pow, "pow")
+
+
+def pow(a, b):  # noqa: A001 - PyTorch's name
+    """``a ** b``; an integer tensor refuses a negative integer exponent and one outside its dtype's range, as
+    PyTorch's (the exponent is not wrapped into the dtype as other ops' numbers are)."""
+    if (isinstance(a, Tensor) and isinstance(b, numbers.Integral) and not isinstance(b, bool)
+            and a.dtype.kind in "iu"):
+        if b < 0:
+            raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
+        if wrapped(a.dtype, b) != b:
+            raise RuntimeError(f"pow: value {b} cannot be converted to type {a.dtype} without overflow")
+    return _pow(a, b)
 
 
 def div(a, b):
@@ -245,7 +263,16 @@ class Abs(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * _xp(x).sign(x)
+        return g * sign_of(_xp(x), x)
+
+
+def sign_of(xp, x):
+    """-1, 0 or 1 as ``x``'s sign, 0 at NaN as PyTorch's ``sign`` (NumPy's and CuPy's give NaN there): also abs's
+    gradient, 0 at a NaN input as PyTorch's."""
+    s = xp.sign(x)
+    if not backend.is_floating(s.dtype):
+        return s
+    return xp.where(s != s, s.dtype.type(0), s)
 
 
 def _wide(a):
@@ -318,8 +345,9 @@ class Gelu(Function):
 
 
 class Clamp(Function):
-    """x clipped to [lo, hi] (numbers, arrays or None), in x's dtype (the caller promotes). The gradient goes to
-    x where it lies within the bounds (bounds included), to a tensor bound where it replaced x."""
+    """x clipped to [lo, hi] (numbers, arrays or None), in x's dtype (the caller promotes); where lo > hi the result
+    is hi. Gradients as PyTorch's: x's where lo <= x <= hi (bounds included; none at a NaN x), a tensor bound's where
+    it replaced x: lo's only where lo < hi, hi's also wherever hi < lo (the result is hi there)."""
 
     @staticmethod
     def forward(ctx, x, lo, hi):
@@ -332,20 +360,17 @@ class Clamp(Function):
         (x,) = ctx.saved_tensors
         lo, hi = ctx.bounds
         xp = _xp(x)
-        keep = xp.ones(x.shape, bool)
-        if lo is not None:
-            below = x < lo
-            keep &= ~below
-        if hi is not None:
-            above = x > hi
-            keep &= ~above
-            if lo is not None:
-                below &= ~above  # (hi below lo: hi wins, as the clip gives)
+        keep = (x >= lo) if hi is None else (x <= hi) if lo is None else (x >= lo) & (x <= hi)
         _, need_lo, need_hi = ctx.needs_input_grad
         zero = g.dtype.type(0)  # (selected, not multiplied: an inf or NaN gradient stays out where it is cut, as
-        d_lo = unbroadcast(xp.where(below, g, zero), lo.shape).astype(lo.dtype, copy=False) if need_lo else None
-        d_hi = unbroadcast(xp.where(above, g, zero), hi.shape).astype(hi.dtype, copy=False) if need_hi else None
-        return xp.where(keep, g, zero), d_lo, d_hi  # PyTorch's: clamp(min=0).sqrt() has a zero gradient at 0)
+        d_lo = d_hi = None      # PyTorch's: clamp(min=0).sqrt() has a zero gradient at 0)
+        if need_lo:
+            below = (x < lo) if hi is None else (x < lo) & (lo < hi)
+            d_lo = unbroadcast(xp.where(below, g, zero), lo.shape).astype(lo.dtype, copy=False)
+        if need_hi:
+            above = (x > hi) if lo is None else (x > hi) | (hi < lo)
+            d_hi = unbroadcast(xp.where(above, g, zero), hi.shape).astype(hi.dtype, copy=False)
+        return xp.where(keep, g, zero), d_lo, d_hi
 
 
 def _float_unary(fn, name):
@@ -430,12 +455,14 @@ class Maximum(Function):
     @classmethod
     def backward(cls, ctx, g):
         a, b = ctx.saved_tensors
-        first = (a > b) if cls is Maximum else (a < b)
-        # ties split the gradient evenly, as PyTorch does
-        share = first + 0.5 * (a == b)
+        xp, zero = _xp(g), g.dtype.type(0)
+        # PyTorch's: ties split the gradient evenly; the side that lost gets none; where either is NaN (no order)
+        # both get the whole gradient
+        share = xp.where(a == b, g / 2, g).astype(g.dtype, copy=False)
+        a_lost, b_lost = (a < b, a > b) if cls is Maximum else (a > b, a < b)
         na, nb = ctx.needs_input_grad
-        return (unbroadcast((g * share).astype(g.dtype), a.shape) if na else None,
-                unbroadcast((g * (1 - share)).astype(g.dtype), b.shape) if nb else None)
+        return (unbroadcast(xp.where(a_lost, zero, share), a.shape) if na else None,
+                unbroadcast(xp.where(b_lost, zero, share), b.shape) if nb else None)
 
 
 class Minimum(Maximum):
@@ -516,9 +543,9 @@ def where(condition, input=None, other=None):  # noqa: A002 - PyTorch's names
 def _compare(ufunc_name, name):
     def op(a, b):
         a, b = binary_operands(name, a, b)
-        xa = a._data if isinstance(a, Tensor) else a
-        xb = b._data if isinstance(b, Tensor) else b
         like = a if isinstance(a, Tensor) else b
+        xa = a._data if isinstance(a, Tensor) else bfloat16_rounded(like.dtype, a)
+        xb = b._data if isinstance(b, Tensor) else bfloat16_rounded(like.dtype, b)
         return Tensor._from_array(like._xp.asarray(getattr(like._xp, ufunc_name)(xa, xb)))
 
     op.__name__ = name

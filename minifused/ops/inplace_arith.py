@@ -10,17 +10,27 @@ import numpy as np
 from .. import backend
 from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
-from ._common import broadcast_shape, cast, scalar_result_dtype, shape_of, tensors_result_dtype, unbroadcast
+from ._common import (broadcast_shape, cast, check_alpha, scalar_result_dtype, shape_of, tensors_result_dtype,
+                      unbroadcast, wrapped)
 from ..backend import InputTypeError
 
 
 class AddInto(Function):
-    """``a + alpha * b`` written into ``a``'s array: ``Tensor.add_`` / ``sub_``, ``+=`` / ``-=``."""
+    """``a + alpha * b`` written into ``a``'s array: ``Tensor.add_`` / ``sub_``, ``+=`` / ``-=``. Integers wrap
+    around as PyTorch's (``uint8.sub_(1)`` at 0 gives 255); a bool ``a`` gets ``a | (bool(alpha) & b)``."""
 
     @staticmethod
     def forward(ctx, a, b, alpha, out):
         ctx.b_shape, ctx.alpha = shape_of(b), alpha
-        out += b if alpha == 1 else alpha * b
+        if alpha == 1:
+            out += b
+        elif out.dtype == backend.bool_:
+            if alpha:
+                out += b
+        elif out.dtype.kind in "iu":  # alpha (and a scalar's product) in out's dtype, wrapped as PyTorch casts them
+            out += wrapped(out.dtype, alpha) * b if hasattr(b, "shape") else wrapped(out.dtype, alpha * b)
+        else:
+            out += alpha * b
         return out
 
     @staticmethod
@@ -86,6 +96,7 @@ def _inplace_operand(op, x, other):
         result = tensors_result_dtype(x, other)
     elif isinstance(other, numbers.Number) and not isinstance(other, complex):
         result = scalar_result_dtype(x.dtype, other)
+        other = wrapped(x.dtype, other)  # an integer into an integer tensor's range, as PyTorch casts it
     else:
         raise InputTypeError(f"{op}: expected a tensor or a number, got {type(other).__name__}")
     if op.startswith("div") and not backend.is_floating(result):
@@ -142,11 +153,15 @@ def _check_target(op, x):
 def add_(x, other, alpha=1):
     """``x += alpha * other`` in place (returns x), recorded for autograd as PyTorch's ``add_``."""
     _check_target("add_", x)
+    if not (type(alpha) is int and alpha == 1):
+        check_alpha("add_", x.dtype, alpha)
     return AddInto.apply_("add_", x, _inplace_operand("add_", x, other), alpha)
 
 
 def sub_(x, other, alpha=1):
     _check_target("sub_", x)
+    if not (type(alpha) is int and alpha == 1):
+        check_alpha("sub_", x.dtype, alpha)
     return AddInto.apply_("sub_", x, _inplace_operand("sub_", x, other), -alpha)
 
 

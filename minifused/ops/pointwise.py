@@ -17,9 +17,10 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import binary_operands, cast, unbroadcast
+from ._common import (bfloat16_rounded, binary_operands, cast, check_integer_divisor, promote_operands,
+                      unbroadcast)
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
-from .elementwise import clone, mul, where
+from .elementwise import _in_tensor_dtype, clone, mul, sign_of, where
 from .logic import written_into
 from ..backend import InputTypeError
 
@@ -136,9 +137,18 @@ Frac = _unary("Frac", lambda xp, x: x - xp.trunc(x), lambda xp, g: g, ())
 Floor = _unary("Floor", lambda xp, x: xp.floor(x))
 Ceil = _unary("Ceil", lambda xp, x: xp.ceil(x))
 Trunc = _unary("Trunc", lambda xp, x: xp.trunc(x))
-Sign = _unary("Sign", lambda xp, x: xp.sign(x))
-# NumPy's and CuPy's round: half to even, scaled by 10**decimals, as PyTorch's
-Round = _unary("Round", lambda xp, x, decimals=0: xp.round(x, decimals))
+Sign = _unary("Sign", sign_of)
+
+
+def _round(xp, x, decimals=0):
+    """NumPy's and CuPy's round: half to even, scaled by 10**decimals, as PyTorch's; float16 scaled in float32, as
+    PyTorch computes it (``1234.5 * 100`` overflows float16)."""
+    if decimals and x.dtype == np.float16:
+        return xp.round(x.astype(np.float32), decimals)
+    return xp.round(x, decimals)
+
+
+Round = _unary("Round", _round)
 
 
 # ---------------------------------------------------------------- public unary ops
@@ -208,7 +218,7 @@ def round(x, decimals=0):  # noqa: A001 - PyTorch's name
 
 
 def sign(x):
-    """-1, 0 or 1 in ``x``'s dtype (bool stays bool); zero gradient."""
+    """-1, 0 or 1 in ``x``'s dtype (bool stays bool; 0 at NaN, as PyTorch's); zero gradient."""
     _check("sign", x)
     if x.dtype == backend.bool_:
         return clone(x)
@@ -275,20 +285,24 @@ class Atan2(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
+        xp = _xp(g)
         na, nb = ctx.needs_input_grad
-        r2 = a * a + b * b
-        return (unbroadcast((g * b / r2).astype(g.dtype, copy=False), a.shape) if na else None,
-                unbroadcast((-g * a / r2).astype(g.dtype, copy=False), b.shape) if nb else None)
+        with np.errstate(divide="ignore"):
+            recip = 1 / (a * a + b * b)
+        # PyTorch's: a zero gradient where 1 / (a**2 + b**2) is infinite (at the origin, where the angle is undefined)
+        recip = xp.where(xp.isinf(recip), recip.dtype.type(0), recip)
+        return (unbroadcast((g * b * recip).astype(g.dtype, copy=False), a.shape) if na else None,
+                unbroadcast((-g * a * recip).astype(g.dtype, copy=False), b.shape) if nb else None)
 
 
 def atan2(input, other):  # noqa: A002 - PyTorch's names
-    """The angle of (other, input) in (-pi, pi]; integer tensors give float32."""
+    """The angle of (other, input) in (-pi, pi]; integer tensors give the default dtype (float32 unless set)."""
     for arg, t in (("input", input), ("other", other)):
         if not isinstance(t, Tensor):
             raise InputTypeError(f"atan2(): argument '{arg}' must be Tensor, not {type(t).__name__}")
     a, b = binary_operands("atan2", input, other)
     if not backend.is_floating(a.dtype):
-        a, b = cast(a, backend.float32), cast(b, backend.float32)
+        a, b = cast(a, backend.get_default_dtype()), cast(b, backend.get_default_dtype())
     return Atan2.apply(a, b)
 
 
@@ -336,11 +350,18 @@ class Fmod(_Division):
 
 
 def _division(fn, name):
+    """The op on promoted operands: integers refuse a zero divisor on the cpu as PyTorch's; a bfloat16 tensor with a
+    Python number gives bfloat16, the number rounded to bfloat16 first for ``%`` and ``fmod`` (not for ``//``), as
+    PyTorch computes them."""
     def op(input, other):  # noqa: A002 - PyTorch's names
         a, b = binary_operands(name, input, other)
-        if (a if isinstance(a, Tensor) else b).dtype == backend.bool_:
+        dtype = (a if isinstance(a, Tensor) else b).dtype
+        if dtype == backend.bool_:
             raise InputTypeError(f"{name}: not implemented for bool tensors (cast them with .long() or .float())")
-        return fn.apply(a, b)
+        check_integer_divisor(name, a, b)
+        if dtype == backend.bfloat16 and fn is not FloorDivide:
+            a, b = bfloat16_rounded(dtype, a), bfloat16_rounded(dtype, b)
+        return _in_tensor_dtype(fn.apply(a, b), a, b)
 
     op.__name__ = name
     return op
@@ -370,6 +391,12 @@ def lerp(input, end, weight):  # noqa: A002 - PyTorch's names
     """``input + weight * (end - input)``, with ``torch.lerp``'s two forms: from ``end`` where ``|weight| >= 0.5``
     (``end - (end - input) * (1 - weight)``), so a weight of 1 gives ``end`` exactly."""
     if isinstance(weight, Tensor):
+        _floating_operands("lerp", input=input, end=end)
+        if weight.ndim == 0 and weight.dtype != input.dtype:
+            # a 0-d weight takes part in the promotion as PyTorch's: a float64 (or integer) one beside float32
+            # tensors gives float32
+            dtype = promote_operands(input.dtype, input.ndim == 0 and end.ndim == 0, weight.dtype, True)
+            input, end, weight = cast(input, dtype), cast(end, dtype), cast(weight, dtype)
         _floating_operands("lerp", input=input, end=end, weight=weight)
         diff = end - input
         return where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
@@ -381,9 +408,15 @@ def lerp(input, end, weight):  # noqa: A002 - PyTorch's names
 
 
 def hypot(input, other):  # noqa: A002 - PyTorch's names
-    """``sqrt(input**2 + other**2)``, elementwise (broadcast)."""
-    _floating_operands("hypot", input=input, other=other)
-    return (input * input + other * other).sqrt()
+    """``sqrt(input**2 + other**2)``, elementwise (broadcast; the dtypes promoted, the result floating-point)."""
+    for arg, t in (("input", input), ("other", other)):
+        if not isinstance(t, Tensor):
+            raise InputTypeError(f"hypot(): argument '{arg}' must be Tensor, not {type(t).__name__}")
+    a, b = binary_operands("hypot", input, other)
+    if not backend.is_floating(a.dtype):
+        raise NotImplementedError(f"hypot: not implemented for {np.dtype(a.dtype).name} tensors (expected "
+                                  f"floating-point tensors)")
+    return (a * a + b * b).sqrt()
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002 - PyTorch's names

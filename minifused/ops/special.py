@@ -4,7 +4,7 @@ and the in-place forms PyTorch has that minifused lacked (``exp_``, ``abs_``, ``
 PyTorch's other spellings (``multiply``, ``divide``, ``greater`` ...), the in-place comparisons and the tensor
 queries are ``aliases.py``'s family.
 
-Dtypes follow PyTorch: integer input gives float32 where ``torch.<op>`` does; float16 / bfloat16 compute in
+Dtypes follow PyTorch: integer input gives the default dtype where ``torch.<op>`` does; float16 / bfloat16 compute in
 float32 and round once. An in-place form keeps the tensor's dtype (a float result in an integer tensor is an
 error); it is recorded for autograd (``Function.apply_``) wherever a ``Function`` computes the op, and otherwise
 written into the tensor through ``written_into`` (refused on a tensor that requires grad).
@@ -19,10 +19,10 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import binary_operands, cast, promote, scalar_result_dtype, shape_of, unbroadcast
+from ._common import (binary_operands, broadcast_shape, cast, promote_operands, scalar_result_dtype, shape_of,
+                      unbroadcast)
 from .aliases import _not_bool
-from .elementwise import (Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, clamp, div, maximum,  # noqa: A004
-                          minimum, mul, pow, relu_, where)
+from .elementwise import Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, clamp, div, mul, pow, relu_, where
 from .inplace_arith import _inplace_operand
 from .logic import _values, isnan, logical_not, written_into
 from .pointwise import _check, _float_op, _inplace, _Unary, _unary
@@ -109,10 +109,11 @@ def _eps(name, eps):
 
 
 def logit(input, eps=None):  # noqa: A002 - PyTorch's names
-    """log(x / (1 - x)); with ``eps``, x is first clamped to [eps, 1 - eps]. Integers give float32."""
+    """log(x / (1 - x)); with ``eps``, x is first clamped to [eps, 1 - eps]. Integers give the default dtype (float32
+    unless set)."""
     _check("logit", input)
     eps = _eps("logit", eps)
-    return Logit.apply(input if backend.is_floating(input.dtype) else cast(input, backend.float32), eps)
+    return Logit.apply(input if backend.is_floating(input.dtype) else cast(input, backend.get_default_dtype()), eps)
 
 
 def signbit(input):  # noqa: A002 - PyTorch's name
@@ -196,11 +197,11 @@ class Fmax(_Binary):
 
     @classmethod
     def grad(cls, xp, g, a, b, y):
-        # PyTorch's (maximum's rule): ties split evenly, the smaller (fmin: larger) side gets 0, and where
-        # either is NaN both sides get the whole gradient
-        share = xp.where(a == b, g / 2, g)
-        a_loses, b_loses = (a < b, a > b) if cls is Fmax else (a > b, a < b)
-        return xp.where(a_loses, 0, share), xp.where(b_loses, 0, share)
+        # PyTorch's: the whole gradient to input where it is the result (ties too, and where other is NaN), else
+        # to other (no split, unlike maximum's)
+        to_a = ((a >= b) if cls is Fmax else (a <= b)) | xp.isnan(b)
+        zero = g.dtype.type(0)
+        return xp.where(to_a, g, zero), xp.where(to_a, zero, g)
 
 
 class Fmin(Fmax):
@@ -214,8 +215,9 @@ def _tensors(name, **operands):
 
 
 def _float_binary(fn, name, scalars=True, integers=True):
-    """``fn`` on broadcast, promoted operands; integer results become float32 (``integers=False``: refused, as
-    PyTorch's logaddexp does); ``scalars``: a Python number is allowed on either side."""
+    """``fn`` on broadcast, promoted operands; integer results become the default dtype (float32 unless set;
+    ``integers=False``: refused, as PyTorch's logaddexp does); ``scalars``: a Python number is allowed on either
+    side."""
     def op(input, other):  # noqa: A002 - PyTorch's names
         if scalars:
             if not isinstance(input, Tensor) and not isinstance(other, Tensor):
@@ -229,7 +231,7 @@ def _float_binary(fn, name, scalars=True, integers=True):
             if not integers:
                 raise NotImplementedError(f"{name}: not implemented for {np.dtype(t.dtype).name} tensors (expected "
                                           f"floating-point tensors)")
-            a, b = (cast(v, backend.float32) if isinstance(v, Tensor) else v for v in (a, b))
+            a, b = (cast(v, backend.get_default_dtype()) if isinstance(v, Tensor) else v for v in (a, b))
         return fn.apply(a, b)
 
     op.__name__ = name
@@ -237,7 +239,7 @@ def _float_binary(fn, name, scalars=True, integers=True):
 
 
 xlogy = _float_binary(Xlogy, "xlogy")
-xlogy.__doc__ = "``input * log(other)``, 0 where input == 0 (unless other is NaN); integers give float32."
+xlogy.__doc__ = "``input * log(other)``, 0 where input == 0 (unless other is NaN); integers give the default dtype."
 logaddexp = _float_binary(LogAddExp, "logaddexp", scalars=False, integers=False)
 logaddexp.__doc__ = "``log(exp(input) + exp(other))`` without overflow; floating-point tensors only."
 logaddexp2 = _float_binary(LogAddExp2, "logaddexp2", scalars=False, integers=False)
@@ -245,7 +247,7 @@ logaddexp2.__doc__ = "``log2(2**input + 2**other)`` without overflow; floating-p
 
 
 def copysign(input, other):  # noqa: A002 - PyTorch's names
-    """``|input|`` with ``other``'s sign (``other`` a tensor or a number); integers give float32."""
+    """``|input|`` with ``other``'s sign (``other`` a tensor or a number); integers give the default dtype."""
     _check("copysign", input)
     return _float_binary(Copysign, "copysign")(input, other)
 
@@ -260,11 +262,11 @@ def _selection(fn, name):
 
 
 fmax = _selection(Fmax, "fmax")
-fmax.__doc__ = ("The elementwise maximum, ignoring NaN (NaN only where both are). Gradient as PyTorch's: ties "
-               "split it, and where either side is NaN both get it.")
+fmax.__doc__ = ("The elementwise maximum, ignoring NaN (NaN only where both are). Gradient as PyTorch's: to input "
+               "where it is the result (ties and a NaN other too), else to other.")
 fmin = _selection(Fmin, "fmin")
-fmin.__doc__ = ("The elementwise minimum, ignoring NaN (NaN only where both are). Gradient as PyTorch's: ties "
-               "split it, and where either side is NaN both get it.")
+fmin.__doc__ = ("The elementwise minimum, ignoring NaN (NaN only where both are). Gradient as PyTorch's: to input "
+               "where it is the result (ties and a NaN other too), else to other.")
 
 
 def heaviside(input, values):  # noqa: A002 - PyTorch's names
@@ -292,10 +294,11 @@ def float_power(input, exponent):  # noqa: A002 - PyTorch's names
 
 
 def ldexp(input, other):  # noqa: A002 - PyTorch's names
-    """``input * 2 ** other``; integer operands give float32."""
+    """``input * 2 ** other``, promoted as PyTorch's (a 0-d float64 ``other`` keeps a float32 ``input``'s dtype);
+    integer operands give the default dtype (float32 unless set)."""
     _tensors("ldexp", input=input, other=other)
-    dtype = promote(input.dtype, other.dtype)
-    dtype = dtype if backend.is_floating(dtype) else backend.float32
+    dtype = promote_operands(input.dtype, input.ndim == 0, other.dtype, other.ndim == 0)
+    dtype = dtype if backend.is_floating(dtype) else backend.get_default_dtype()
     return mul(cast(input, dtype), pow(2.0, cast(other, dtype)))
 
 
@@ -320,8 +323,11 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 - PyTo
 
 def _clamp_one(name, side, input, bound):  # noqa: A002 - PyTorch's names
     _check(name, input)
-    if isinstance(bound, Tensor):  # PyTorch's gradients: the bound's too, ties split evenly
-        return (maximum if side == "min" else minimum)(input, bound)
+    if isinstance(bound, Tensor):
+        # clamp's gradients, as PyTorch's: the input's where it is kept (ties too), the bound's where it replaced it;
+        # the bound may broadcast the input to a larger shape, as in maximum
+        shape = tuple(broadcast_shape(name, input.shape, bound.shape))
+        return clamp(input if shape == tuple(input.shape) else input.expand(shape), **{side: bound})
     if not isinstance(bound, numbers.Real) or isinstance(bound, bool):
         raise InputTypeError(f"{name}(): argument '{side}' must be a Tensor or a number, not {type(bound).__name__}")
     # an integer tensor with a float bound gives float32, as PyTorch's (clamp keeps the input's dtype)
@@ -338,12 +344,14 @@ def _open_bounds(x, lo, hi):
 
 
 def clamp_min(input, min):  # noqa: A002 - PyTorch's names
-    """``clamp(input, min=min)``; a tensor bound broadcasts (``maximum``) and gets its gradient."""
+    """``clamp(input, min=min)``; a tensor bound broadcasts (as in ``maximum``) and gets its gradient where it
+    replaced the input (a tie's goes to the input)."""
     return _clamp_one("clamp_min", "min", input, min)
 
 
 def clamp_max(input, max):  # noqa: A002 - PyTorch's names
-    """``clamp(input, max=max)``; a tensor bound broadcasts (``minimum``) and gets its gradient."""
+    """``clamp(input, max=max)``; a tensor bound broadcasts (as in ``minimum``) and gets its gradient where it
+    replaced the input (a tie's goes to the input)."""
     return _clamp_one("clamp_max", "max", input, max)
 
 
@@ -394,11 +402,11 @@ def clip_(self, min=None, max=None):  # noqa: A002 - PyTorch's names
 def pow_(self, exponent):
     """``self ** exponent`` written into self, recorded as ``pow``."""
     _check("pow_", self)
-    exponent = _inplace_operand("pow_", self, exponent)
-    if not backend.is_floating(self.dtype):
+    if not backend.is_floating(self.dtype):  # (checked before the operand check wraps a number into the dtype)
         negative_ = (exponent < 0) if isinstance(exponent, numbers.Real) else bool((exponent < 0).any())
         if negative_:
             raise RuntimeError("pow_: integers to negative integer powers are not allowed")
+    exponent = _inplace_operand("pow_", self, exponent)
     return _PowInto.apply_("pow_", self, exponent)
 
 
@@ -427,6 +435,7 @@ _INPLACE = {
     "logit_": lambda self, eps=None: _inplace(Logit, "logit_")(self, _eps("logit_", eps)),
     "xlogy_": _binary_("xlogy_", Xlogy), "copysign_": _binary_("copysign_", Copysign),
     "ldexp_": written_into("ldexp_", ldexp), "float_power_": written_into("float_power_", float_power),
+    "__ipow__": pow_,
     "heaviside_": written_into("heaviside_", heaviside),
 }
 _INPLACE.update({name + "_": _inplace(fn, name + "_") for name, fn in (

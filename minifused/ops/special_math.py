@@ -4,11 +4,12 @@ PyTorch's ``arc*`` spellings of the inverse trigonometric ones, the gamma family
 ``i1e``, ``erfcx``, ``log_ndtr``, ``ndtri``, ``entr`` and the Hurwitz ``zeta``. The values come from
 ``kernels/special_math.py``.
 
-Dtypes follow PyTorch: integer input gives float32; float16 / bfloat16 compute in float32 (on the cpu in float64)
-and round once. Gradients are PyTorch's formulas (``lgamma' = digamma``, ``i1'(0) = 1/2`` ...); where PyTorch has
-none (``igamma`` / ``igammac`` with respect to ``input``, ``zeta`` with respect to ``input``) the backward raises
-NotImplementedError, as PyTorch's does. In-place forms (``x.lgamma_()``, ``x.atan2_(y)`` ...) are recorded
-(``acosh_`` / ``asinh_`` / ``atanh_`` too, whose backward PyTorch leaves unimplemented).
+Dtypes follow PyTorch: integer input gives the default dtype (float32 unless set); float16 / bfloat16 compute in
+float32 (on the cpu in float64) and round once. Gradients are PyTorch's formulas (``lgamma' = digamma``,
+``i1'(0) = 1/2`` ...); where PyTorch has none (``igamma`` / ``igammac`` with respect to ``input``, ``zeta`` with
+respect to ``input``) the backward raises NotImplementedError, as PyTorch's does. In-place forms (``x.lgamma_()``,
+``x.atan2_(y)`` ...) are recorded (``acosh_`` / ``asinh_`` / ``atanh_`` too, whose backward PyTorch leaves
+unimplemented).
 """
 from __future__ import annotations
 
@@ -128,7 +129,7 @@ for _fn, _doc in ((acosh, "The inverse hyperbolic cosine (NaN below 1)."), (asin
                   (log_ndtr, "log of the standard normal CDF, accurate in both tails."),
                   (ndtri, "The inverse of the standard normal CDF (the argument in [0, 1])."),
                   (entr, "-x log(x) elementwise (0 at 0, -inf below 0).")):
-    _fn.__doc__ = _doc + " Integer input gives float32."
+    _fn.__doc__ = _doc + " Integer input gives the default dtype."
 arccos, arcsin, arctan, arccosh, arcsinh, arctanh, arctan2 = acos, asin, atan, acosh, asinh, atanh, atan2
 
 
@@ -142,11 +143,13 @@ def _order(name, value, arg, least):
 
 
 def _floating(x):
-    return x if backend.is_floating(x.dtype) else cast(x, backend.float32)
+    """Integer input in the default dtype (float32 unless set), as PyTorch's."""
+    return x if backend.is_floating(x.dtype) else cast(x, backend.get_default_dtype())
 
 
 def polygamma(n, input):  # noqa: A002 - PyTorch's names
-    """The n-th derivative of digamma (n >= 0); gradient polygamma(n + 1, x). Integer input gives float32."""
+    """The n-th derivative of digamma (n >= 0); gradient polygamma(n + 1, x). Integer input gives the default
+    dtype."""
     n = _order("polygamma", n, "n", 0)
     _check("polygamma", input)
     return Polygamma.apply(_floating(input), n)
@@ -154,7 +157,7 @@ def polygamma(n, input):  # noqa: A002 - PyTorch's names
 
 def mvlgamma(input, p):  # noqa: A002 - PyTorch's names
     """The log of the multivariate gamma function of dimension p >= 1: sum_j<p lgamma(x - j/2) + p (p-1)/4 log(pi)
-    (PyTorch 2.14 no longer checks x > (p-1)/2: the poles give inf). Integer input gives float32."""
+    (PyTorch 2.14 no longer checks x > (p-1)/2: the poles give inf). Integer input gives the default dtype."""
     _check("mvlgamma", input)
     return Mvlgamma.apply(_floating(input), _order("mvlgamma", p, "p", 1))
 
@@ -214,7 +217,7 @@ gammaincc = _float_binary(Igammac, "gammaincc", scalars=False, integers=False)
 gammaincc.__doc__ = igammac.__doc__
 zeta = _float_binary(Zeta, "zeta")
 zeta.__doc__ = ("The Hurwitz zeta function sum_k>=0 (other + k)**-input; either side may be a number, integers give "
-                "float32. Gradient with respect to other only (PyTorch has none for input).")
+                "the default dtype. Gradient with respect to other only (PyTorch has none for input).")
 
 
 # ---------------------------------------------------------------- in-place forms
