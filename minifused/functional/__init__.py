@@ -289,11 +289,11 @@ def layer_norm_(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """RMS normalization ``x / sqrt(mean(x^2) + eps) * weight`` as ``torch.nn.functional.rms_norm``;
-    ``eps=None`` means the input dtype's machine epsilon, as in PyTorch."""
+    ``eps=None`` means the machine epsilon of the dtype it computes in, as in PyTorch: the input's, float32's
+    for a float16 / bfloat16 input (whose own epsilon, 2**-10 or 2**-7, would swamp small activations)."""
     n = _check_norm_args("rms_norm", input, normalized_shape, {"weight": weight}, wide=True)
     if eps is None:
-        import ml_dtypes as _mld
-        eps = float(_mld.finfo(input.dtype).eps)
+        eps = float(_np.finfo(_np.float64 if input.dtype == _np.float64 else _np.float32).eps)
     if _wide_params(input, weight):
         return _cast(rms_norm(_cast(input, _backend.float32), normalized_shape, weight, eps), input.dtype)
     if input._data.size == 0:

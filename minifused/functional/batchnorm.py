@@ -211,20 +211,26 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if input.ndim < 3:
         raise InputError(f"{op}: expected an input of at least 3 dimensions (N, C, ...), got shape "
                          f"{list(input.shape)}")
-    c, positions = input.shape[1], input.numel() // max(input.shape[0] * input.shape[1], 1)
+    c, positions = input.shape[1], _math.prod(input.shape[2:])
     if (running_mean is None) != (running_var is None):
         raise InputError(f"{op}: running_mean and running_var must be given together")
     _check_channel_vectors(op, input, ("weight", "bias", "running_mean", "running_var"),
                            (weight, bias, running_mean, running_var))
     if momentum is not None and (not _real(momentum) or not 0.0 <= momentum <= 1.0):
         raise InputError(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
-    if not use_input_stats:
-        if running_mean is None:
-            raise InputError(f"{op}: use_input_stats=False normalizes with running_mean and running_var: give them")
-        return batch_norm(input, running_mean, running_var, weight, bias, False, 0.0, eps)
-    if positions <= 1:
+    if not use_input_stats and running_mean is None:
+        raise InputError(f"{op}: use_input_stats=False normalizes with running_mean and running_var: give them")
+    if use_input_stats and positions == 1:  # (PyTorch's rule: no positions at all pass, with an empty result)
         raise InputError(f"{op}: expected more than 1 spatial element per instance, got input size "
                          f"{list(input.shape)}")
+    if input.numel() == 0:  # an empty batch, no channels or no positions: an empty result, the statistics kept
+        y = input * 0
+        for p in (weight, bias):  # (zero gradients for them)
+            if p is not None:
+                y = y + _reshape(p, 1, c, *(1,) * (input.ndim - 2)) * 0
+        return _cast(y, input.dtype)
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, 0.0, eps)
     y = group_norm(input, c, weight, bias, eps)
     if running_mean is not None and momentum:
         from ..autograd import no_grad

@@ -114,8 +114,8 @@ class SiLU(_Activation):
     _fn = staticmethod(F.silu)
 
 
-class ELU(_Activation):
-    _fn = staticmethod(F.elu)
+class _ELUFamily(_Activation):
+    """ELU and CELU's shared ``alpha`` (siblings, as in PyTorch: a CELU is no ELU)."""
 
     def __init__(self, alpha=1.0, inplace=False):
         super().__init__(inplace)
@@ -128,7 +128,11 @@ class ELU(_Activation):
         return f"alpha={self.alpha}{_inplace_suffix(self.inplace)}"
 
 
-class CELU(ELU):
+class ELU(_ELUFamily):
+    _fn = staticmethod(F.elu)
+
+
+class CELU(_ELUFamily):
     _fn = staticmethod(F.celu)
 
 
@@ -161,14 +165,18 @@ class ReLU6(Hardtanh):
         return "inplace=True" if self.inplace else ""
 
 
-class Hardsigmoid(_Activation):
-    _fn = staticmethod(F.hardsigmoid)
+class _Silent(_Activation):
+    """Hardsigmoid and Hardswish (siblings, as in PyTorch), whose repr shows nothing."""
 
     def extra_repr(self):  # PyTorch shows nothing for these three
         return ""
 
 
-class Hardswish(Hardsigmoid):
+class Hardsigmoid(_Silent):
+    _fn = staticmethod(F.hardsigmoid)
+
+
+class Hardswish(_Silent):
     _fn = staticmethod(F.hardswish)
 
 
@@ -239,8 +247,8 @@ class Threshold(_Activation):
         return f"threshold={self.threshold}, value={self.value}{_inplace_suffix(self.inplace)}"
 
 
-class Hardshrink(Module):
-    _fn = staticmethod(F.hardshrink)
+class _Shrink(Module):
+    """Hardshrink and Softshrink's shared ``lambd`` (siblings, as in PyTorch)."""
 
     def __init__(self, lambd=0.5):
         super().__init__()
@@ -253,7 +261,11 @@ class Hardshrink(Module):
         return f"{self.lambd}"
 
 
-class Softshrink(Hardshrink):
+class Hardshrink(_Shrink):
+    _fn = staticmethod(F.hardshrink)
+
+
+class Softshrink(_Shrink):
     _fn = staticmethod(F.softshrink)
 
 
@@ -269,12 +281,16 @@ class GLU(Module):
         return f"dim={self.dim}"
 
 
-class Softmin(GLU):
+class Softmin(Module):
     def __init__(self, dim=None):
-        super().__init__(dim)
+        super().__init__()
+        self.dim = dim
 
     def forward(self, input):
         return F.softmin(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
 
 
 class Softmax2d(Module):

@@ -305,17 +305,18 @@ class Dropout3d(_ChannelDropout):
 
 
 class AlphaDropout(_ChannelDropout):
-    """Alpha dropout (for SELU networks) in training mode."""
+    """Alpha dropout (for SELU networks) in training mode. ``inplace`` is kept (and shown) but, as in PyTorch,
+    the module never writes into its input."""
 
     def forward(self, x):
-        return F.alpha_dropout(x, self.p, self.training, self.inplace)
+        return F.alpha_dropout(x, self.p, self.training)
 
 
 class FeatureAlphaDropout(_ChannelDropout):
-    """Alpha dropout of whole channels in training mode."""
+    """Alpha dropout of whole channels in training mode; ``inplace`` ignored, as in :class:`AlphaDropout`."""
 
     def forward(self, x):
-        return F.feature_alpha_dropout(x, self.p, self.training, self.inplace)
+        return F.feature_alpha_dropout(x, self.p, self.training)
 
 
 # ---------------------------------------------------------------- shapes

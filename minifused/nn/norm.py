@@ -59,7 +59,8 @@ class LayerNorm(Module):
 
 
 class RMSNorm(Module):
-    """``y = x / sqrt(mean(x^2) + eps) * weight``; ``eps=None``: the input dtype's machine epsilon."""
+    """``y = x / sqrt(mean(x^2) + eps) * weight``; ``eps=None``: the machine epsilon of the dtype it computes in
+    (float32 for a float16 / bfloat16 input, see :func:`minifused.functional.rms_norm`)."""
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
         super().__init__()
@@ -110,13 +111,16 @@ class _BatchNorm(Module):
     _optional_state = ("num_batches_tracked",)  # older checkpoints have none (PyTorch fills it in too)
     _ndims: tuple = ()
     fused_activations = ("relu",)
+    _min_features = 1
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
                  dtype=None, activation=None, *, bias=True):
         super().__init__()
         name = type(self).__name__
-        if not isinstance(num_features, numbers.Integral) or isinstance(num_features, bool) or num_features < 1:
-            raise InputError(f"{name}: num_features must be a positive int, got {num_features!r}")
+        if (not isinstance(num_features, numbers.Integral) or isinstance(num_features, bool)
+                or num_features < self._min_features):
+            what = "a positive int" if self._min_features else "an int >= 0"
+            raise InputError(f"{name}: num_features must be {what}, got {num_features!r}")
         if momentum is not None and (not isinstance(momentum, numbers.Real) or isinstance(momentum, bool)
                                      or not 0.0 <= momentum <= 1.0):
             raise InputError(f"{name}: momentum must be a number in [0, 1] or None, got {momentum!r}")
@@ -296,6 +300,7 @@ class _InstanceNorm(_BatchNorm):
 
     _spatial = 0
     fused_activations = ()
+    _min_features = 0  # (PyTorch's InstanceNorm takes num_features=0: its inputs have no channels, its output none)
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
                  dtype=None, *, bias=True):
@@ -362,7 +367,10 @@ class GroupNorm(Module):
         _reset_affine(self)
 
     def forward(self, input):
-        if isinstance(input, ops.Tensor) and input.ndim >= 2 and input.shape[1] != self.num_channels:
+        """Without ``affine`` any channel count that ``num_groups`` divides passes, as in PyTorch (no parameter
+        needs ``num_channels``)."""
+        if (self.affine and isinstance(input, ops.Tensor) and input.ndim >= 2
+                and input.shape[1] != self.num_channels):
             raise InputError(f"GroupNorm: expected {self.num_channels} channels in dimension 1, got input of "
                              f"shape {list(input.shape)}")
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import backend
 from ..autograd import Function
 from ..kernels import dropout as K
+from .inplace_arith import MulInto
 from ..tensor import Tensor
 
 
@@ -29,9 +30,9 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = Fa
     """
     if not training or p == 0.0:
         return x
-    if p == 1.0 and not inplace:
-        return x * 0.0
+    if p == 1.0:  # nothing kept: x * 0 in either form, so inf and NaN give NaN, as PyTorch's (the mask kernel zeroes)
+        return MulInto.apply_("dropout_", x, 0.0) if inplace else x * 0.0
     seed = backend.kernel_seed()
-    if inplace:  # p == 1 too: the kernel keeps nothing and scales by 0
+    if inplace:
         return DropoutFn.apply_("dropout_", x, float(p), seed)
     return DropoutFn.apply(x, float(p), seed)

@@ -1,13 +1,18 @@
-"""``torch.utils.checkpoint``: activation checkpointing. :func:`checkpoint` runs a function without keeping
-its intermediate results for the backward (under ``no_grad``), keeps only its inputs, and runs it again in
-the backward, with the cpu generator's state it had (dropout draws the same mask, on either device), to
-differentiate it there: memory
-for the segment's activations traded for one more forward. The parameters inside get their gradients from
-that second run's backward; its inputs' gradients flow on through the outer graph."""
+"""``torch.utils.checkpoint``: activation checkpointing. :func:`checkpoint` runs a function, keeps only its
+inputs and its outputs, not its intermediate results, and runs it again in the backward, with the cpu
+generator's state it had (dropout draws the same mask, on either device) and its autocast regions, to
+differentiate it there: memory for the segment's activations traded for one more forward.
+
+One tape node stands for the call. Its inputs are the tensor arguments and every tensor from outside that the
+function used and that requires grad (the parameters of a module, a tensor it closes over): the first run
+records its graph to find them (and which outputs are differentiable), then lets that graph go. The backward
+walks the graph of the second run down to those tensors only and hands their gradients to the outer walk, so
+each gets a gradient exactly when the outer backward asks for it (``backward(inputs=...)``, ``autograd.grad``
+leave other ``.grad`` untouched), as with PyTorch's non-reentrant checkpoint."""
 from __future__ import annotations
 
 from .. import backend
-from ..autograd import Function, enable_grad, no_grad
+from ..autograd import Function, enable_grad, tape, walk
 from ..tensor import Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
@@ -15,43 +20,120 @@ __all__ = ["checkpoint", "checkpoint_sequential"]
 
 class _Checkpoint(Function):
     @staticmethod
-    def forward(ctx, *arrays, function, template, kwargs, preserve_rng_state):
-        ctx.function, ctx.template, ctx.kwargs = function, template, kwargs
-        ctx.rng = _cpu_rng_state() if preserve_rng_state else None
-        ctx.save_for_backward(*arrays)
-        with no_grad():
-            out = function(*_fill(template, [Tensor._from_array(a) for a in arrays]), **kwargs)
-        outs = out if isinstance(out, tuple) else (out,)
-        if not outs or not all(isinstance(o, Tensor) for o in outs):
-            raise TypeError(f"checkpoint: the function must return a tensor or a tuple of tensors, got "
-                            f"{type(out).__name__}")
-        ctx.single = not isinstance(out, tuple)
-        return outs[0]._data if ctx.single else tuple(o._data for o in outs)
+    def forward(ctx, *arrays, result, function, template, kwargs, rng, outside, differentiable):
+        ctx.function, ctx.template, ctx.kwargs, ctx.rng = function, template, kwargs, rng
+        ctx.autocast = dict(backend.autocast_dtypes())  # the second run casts as the first did
+        ctx.outside, ctx.differentiable, ctx.single = outside, differentiable, type(result) is not tuple
+        ctx.save_for_backward(*arrays)  # in-place changes to the arguments (or the outside tensors) are refused
+        return result
 
     @staticmethod
     def backward(ctx, *grads):
-        arrays = ctx.saved_tensors
-        inputs = [Tensor._from_array(a, need) for a, need in zip(arrays, ctx.needs_input_grad)]
+        arrays, n = ctx.saved_tensors, len(ctx.needs_input_grad) - len(ctx.outside)
+        args = [Tensor._from_array(a, need) for a, need in zip(arrays[:n], ctx.needs_input_grad)]
         saved = _cpu_rng_state() if ctx.rng is not None else None
+        autocast = backend.autocast_dtypes()
+        outer_autocast = dict(autocast)
         try:
             if ctx.rng is not None:
                 _set_cpu_rng_state(ctx.rng)
+            autocast.clear()
+            autocast.update(ctx.autocast)
+            start = next(tape._recorded)  # the second run's nodes are numbered from here on
             with enable_grad():
-                out = ctx.function(*_fill(ctx.template, inputs), **ctx.kwargs)
-                outs = (out,) if ctx.single else out
-                # one scalar whose gradient is the vector-Jacobian product: sum_i <out_i, grad_i>
-                terms = [(o * Tensor._from_array(g)).sum() for o, g in zip(outs, grads)
-                         if g is not None and o.requires_grad]
+                out = ctx.function(*_fill(ctx.template, args), **ctx.kwargs)
         finally:
             if saved is not None:
                 _set_cpu_rng_state(saved)
-        if terms:
-            total = terms[0]
-            for term in terms[1:]:
-                total = total + term
-            total.backward()
-        return tuple(None if not need or t.grad is None else t.grad._data
-                     for t, need in zip(inputs, ctx.needs_input_grad))
+            autocast.clear()
+            autocast.update(outer_autocast)
+        outs = (out,) if ctx.single else out
+        roots = [(o, g) for o, g, d in zip(outs, grads, ctx.differentiable) if d and g is not None and o.requires_grad]
+        leaves = _Gathered()
+        pending = _walk_inside(roots, start, leaves)
+        return (*[leaves.grads.get(id(t)) if need else None for t, need in zip(args, ctx.needs_input_grad)],
+                *[leaves.grads.get(id(t)) if t._ctx is None else pending.get((id(t._ctx), t._out_index))
+                  for t in ctx.outside])
+
+
+class _Gathered:
+    """The leaves' gradients of the walk inside a checkpoint, kept here (by id): no ``.grad`` is written and no
+    hook of a leaf runs (the outer walk does both, once, with the whole gradient)."""
+
+    def __init__(self):
+        self.grads = {}
+
+    def add(self, leaf, g):
+        if g.shape != leaf._data.shape or g.dtype != leaf._data.dtype:
+            g = walk._fit(g, leaf._data, "a backward's gradient for a leaf")
+        k = id(leaf)
+        self.grads[k] = g if k not in self.grads else walk._sum(self.grads[k], g)
+
+
+def _walk_inside(roots, start, leaves):
+    """The reverse walk of the nodes recorded since ``start`` that ``roots`` (tensor, gradient) reach; the
+    nodes recorded before (the outer graph: the outer walk runs them) are not entered. The gradients of leaves
+    go to ``leaves``; those of earlier nodes' outputs are returned, keyed (id(node), output index)."""
+    pending, seen, stack = {}, set(), []
+    for t, g in roots:
+        if t._ctx is None:
+            leaves.add(t, g)
+            continue
+        key = (id(t._ctx), t._out_index)
+        pending[key] = g if key not in pending else walk._sum(pending[key], g)
+        if t._ctx.seq >= start and id(t._ctx) not in seen:
+            seen.add(id(t._ctx))
+            stack.append(t._ctx)
+    order, consumers = [], {}
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        for t in node.inputs:
+            parent = None if t is None else t._ctx
+            if parent is None or parent.seq < start:  # (an outer output counts no consumer: no Handoff to it)
+                continue
+            key = (id(parent), t._out_index)
+            consumers[key] = consumers.get(key, 0) + 1
+            if id(parent) not in seen:
+                seen.add(id(parent))
+                stack.append(parent)
+    order.sort(key=walk._seq_of, reverse=True)
+    for node in order:
+        walk._run_node(node, pending, leaves, consumers)
+        node._release()
+    return pending
+
+
+def _outside(outs, start, own):
+    """The tensors from outside the call (not among ``own``, the call's wrapped arguments) that require grad and
+    that the graph of ``outs``, recorded since ``start``, reaches: leaves, and outputs of earlier nodes."""
+    found, seen, stack = {}, set(), []
+
+    def visit(t):
+        node = t._ctx
+        if node is None:
+            if id(t) not in own:
+                found.setdefault(("leaf", id(t)), t)
+        elif node.seq < start:
+            key = (id(node), t._out_index)
+            if key not in found:
+                tensor = t._ref() if isinstance(t, tape._Edge) else t
+                if tensor is None:
+                    raise RuntimeError("checkpoint: the function used a tensor that requires grad from outside "
+                                       "and that is gone since; keep a reference to it")
+                found[key] = tensor
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append(node)
+
+    for o in outs:
+        if o.requires_grad:
+            visit(o)
+    while stack:
+        for t in stack.pop().inputs:
+            if t is not None:
+                visit(t)
+    return list(found.values())
 
 
 def _cpu_rng_state():
@@ -73,9 +155,11 @@ def _fill(template, tensors):
 def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default", debug=False,
                preserve_rng_state=True, **kwargs):
     """``function(*args, **kwargs)`` checkpointed (see the module): its result, recorded so that the backward
-    runs ``function`` again. Tensor arguments are its differentiable inputs; others are passed as they are.
-    ``use_reentrant`` (either value) and ``determinism_check`` / ``debug`` are accepted, as PyTorch's;
-    ``context_fn`` is not supported."""
+    runs ``function`` again. Tensor arguments, and the tensors from outside that it uses and that require grad,
+    are its differentiable inputs; other arguments are passed as they are. Outputs of an integer or bool dtype,
+    and detached ones, do not require grad. ``use_reentrant`` (either value: both work as PyTorch's
+    non-reentrant checkpoint) and ``determinism_check`` / ``debug`` are accepted, as PyTorch's; ``context_fn``
+    is not supported."""
     if context_fn is not None:
         raise NotImplementedError("checkpoint: context_fn is not supported")
     if not callable(function):
@@ -84,8 +168,24 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
     tensors = [a for a in args if isinstance(a, Tensor)]
     if not tensors:
         raise ValueError("checkpoint: the function needs at least one tensor argument")
-    return _Checkpoint.apply(*tensors, function=function, template=template, kwargs=kwargs,
-                             preserve_rng_state=bool(preserve_rng_state))
+    rng = _cpu_rng_state() if preserve_rng_state else None
+    own = [Tensor._from_array(t._data, t.requires_grad) for t in tensors]
+    start = next(tape._recorded)  # this run's nodes are numbered from here on
+    out = function(*_fill(template, own), **kwargs)
+    outs = out if isinstance(out, tuple) else (out,)
+    if not outs or not all(isinstance(o, Tensor) for o in outs):
+        raise TypeError(f"checkpoint: the function must return a tensor or a tuple of tensors, got "
+                        f"{type(out).__name__}")
+    outside = _outside(outs, start, {id(t) for t in own})
+    differentiable = tuple(o.requires_grad for o in outs)
+    single = not isinstance(out, tuple)
+    result = outs[0]._data if single else tuple(o._data for o in outs)
+    del out, outs  # the first run's graph goes
+    node_outs = _Checkpoint.apply(*tensors, *outside, result=result, function=function, template=template,
+                                  kwargs=kwargs, rng=rng, outside=outside, differentiable=differentiable)
+    node_outs = (node_outs,) if single else node_outs
+    node_outs = tuple(o if d else o.detach() for o, d in zip(node_outs, differentiable))
+    return node_outs[0] if single else node_outs
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):  # noqa: A002
