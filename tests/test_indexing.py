@@ -80,6 +80,21 @@ def test_getitem_values_and_gradient(name, build, ref):
     np.testing.assert_allclose(x.grad.numpy(), grad.reshape(SHAPE), rtol=1e-12)
 
 
+def test_an_ellipsis_of_no_dimension_keeps_index_tensors_adjacent():
+    """PyTorch's rule: index tensors separated only by a '...' that covers no dimension are adjacent, so their
+    result dimension stays in place (NumPy would move it to the front), in getitem and setitem."""
+    a = np.arange(8.0).reshape(2, 2, 2)
+    x = mf.tensor(a)
+    got = x[:, [0, 1], ..., [1, 0]]
+    np.testing.assert_array_equal(got.numpy(), a[:, [0, 1], [1, 0]])
+    assert tuple(mf.zeros(2, 3, 4, 2)[:, :, [0, 1], ..., [0, 1]].shape) == (2, 3, 2)
+    y = mf.zeros(2, 2, 2)
+    y[:, [0, 1], ..., [1, 0]] = mf.tensor([[1.0, 2.0], [3.0, 4.0]])
+    want = np.zeros((2, 2, 2))
+    want[:, [0, 1], [1, 0]] = [[1.0, 2.0], [3.0, 4.0]]
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
 def test_getitem_numpy_index_arrays_and_views():
     a = _data()
     x = cpu(a)

@@ -732,6 +732,22 @@ def test_views_that_would_miss_a_write_refuse():
     assert y[1].tolist() == [8.0, 10.0, 12.0]
 
 
+def test_writes_through_views_that_write_nothing_back_refuse_the_base():
+    """A write through an expanded, split or strided view (of a temporary view too) is not written back into the
+    base's history (their elements may repeat; PyTorch refuses several of them): using the base afterwards
+    raises instead of giving a gradient that misses the write."""
+    takes = (lambda y: y.unsqueeze(0).expand(4, 2, 3)[0, 1], lambda y: y.view(6).chunk(2)[1][1:],
+             lambda y: y.view(6).unfold(0, 2, 2)[1], lambda y: y.view(6).as_strided((2,), (1,)))
+    for take in takes:
+        x = mf.tensor(np.arange(1.0, 7.0).reshape(2, 3), requires_grad=True)
+        v = mf.tensor(np.array([10.0, 20.0]), requires_grad=True)
+        y = x * 1.0
+        target = take(y)
+        target[:2] = v[:target[:2].shape[0]] if target.ndim else v[0]
+        with pytest.raises(RuntimeError, match=r"written in place through a view of it \(setitem\)"):
+            (y * 2.0).sum()
+
+
 def test_lerp_addcmul_addcdiv_in_place_forms():
     """The EMA / hand-written-optimizer spellings: written into the tensor (its version bumped), refused on a
     leaf that requires grad outside no_grad, as PyTorch's."""

@@ -227,10 +227,10 @@ class Function:
         if _checks.anomaly or backend.is_debug():
             _check_op(cls.__name__, "forward output", [o._data for o in outs], arrays)
         if cls.is_view and isinstance(args[0], T):
-            outs[0]._vc = args[0]._vc
-            # a view a recorded in-place op writes back into its base (``write_back``) keeps how it was taken, and
-            # its base (as PyTorch's ._base: ``y[1][1:].mul_(5)`` reaches y through the temporary y[1])
-            outs[0]._view = (args[0], cls, ctx) if cls.write_back is not None else True
+            # a view keeps its base (as PyTorch's ._base: ``y[1][1:].mul_(5)`` reaches y through the temporary y[1])
+            # and how it was taken, for a recorded in-place op on it to reach the base (``write_back``)
+            for o in outs:
+                o._vc, o._view = args[0]._vc, (args[0], cls, ctx)
             ctx.view_version = outs[0]._vc.version  # (see _refuse_stale_view)
         if record:
             _record(ctx, cls, tuple([a if n else None for a, n in zip(args, needs)]), outs, args)
@@ -280,11 +280,10 @@ class Function:
             x._requires_grad = True
             _record(ctx, cls, inputs, (x,), (x, *args))  # after the bump: saved arrays are x as it is now
             taken = getattr(x, "_view", None)
-            # the write recorded on the base too (PyTorch rebases its history so)
-            if type(taken) is tuple and taken[1].write_back(taken[0], taken[2], x, op) is not False:
-                pass
-            elif prev is not None:
-                _mark_viewed(prev._ctx, op, x._data)
+            if type(taken) is tuple:  # the write recorded on the base too (PyTorch rebases its history so)
+                write_back = taken[1].write_back
+                if write_back is None or write_back(taken[0], taken[2], x, op) is False:
+                    _mark_viewed(x, op)
         return x
 
 
@@ -461,22 +460,18 @@ def _on_host(arrays):
     return bool(arrays) and (type(arrays[0]) is np.ndarray or len(arrays) > 1 and type(arrays[1]) is np.ndarray)
 
 
-def _mark_viewed(ctx, op, written):
-    """After ``op`` was recorded on a view that writes nothing back (``ctx``: the view's node; ``written``: its
-    array: a split's piece, an expanded or strided view, see ``Function.write_back``), mark the tensors it
-    views with the write (op, memory region): PyTorch rewrites their history to include it, here it is not,
-    so a recorded op that takes one of them later, or a backward from one, raises (see
-    :func:`_refuse_rewritten`) rather than miss the write in its gradient, unless :func:`settle_view_write`
-    (``x[i] op= v``'s setitem, which records the write on x itself) settles it first."""
-    region = None
-    while ctx is not None and ctx.fn.is_view and ctx.inputs and ctx.inputs[0] is not None:
-        region = region or _region(written)
-        base = ctx.inputs[0]
-        base = base._ref() if isinstance(base, _Edge) else base
-        if base is None:
-            return
+def _mark_viewed(view, op):
+    """After ``op`` was recorded on a view that writes nothing back (a split's piece, an expanded or strided view,
+    see ``Function.write_back``), mark the tensors it views with the write (op, memory region): PyTorch rewrites
+    their history to include it, here it is not, so a recorded op that takes one of them later, or a backward from
+    one, raises (see :func:`_refuse_rewritten`) rather than miss the write in its gradient, unless
+    :func:`settle_view_write` (``x[i] op= v``'s setitem, which records the write on x itself) settles it first."""
+    region = _region(view._data)
+    taken = view._view
+    while type(taken) is tuple:
+        base = taken[0]
         base._rewritten = (base._rewritten or ()) + ((op, region),)
-        ctx = base._ctx
+        taken = getattr(base, "_view", None)
 
 
 def _region(a):

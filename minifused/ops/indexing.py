@@ -128,6 +128,8 @@ def _normalize_index(x, index, op="getitem"):
         if x.ndim == 0:
             raise IndexError(f"{op}: invalid index of a 0-dim tensor; use tensor.item() to read its value")
         raise IndexError(f"{op}: too many indices for a tensor of dimension {x.ndim} ({consumed} given)")
+    if consumed == x.ndim:  # a '...' of no dimension between index tensors leaves them adjacent (PyTorch's rule)
+        parts = [p for p in parts if p is not Ellipsis]
     dim, out, arrays, ints, empty = 0, [], [], False, []  # dim: the input dimension the next component indexes
     for p in parts:
         if p is Ellipsis:
