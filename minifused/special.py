@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from . import backend
 from . import functional as _F
 from . import ops as _ops
 from .ops import special_math as _special_math
@@ -42,6 +43,9 @@ def xlog1py(input, other):  # noqa: A002
         input = _ops.full_like(other, input)
     if not isinstance(other, _ops.Tensor):
         other = _ops.full_like(input, other)
+    dtype = _ops.result_type(input, other)  # (PyTorch's promotion: a 0-d float64 other keeps float32)
+    if backend.is_floating(dtype):
+        input, other = input.to(dtype), other.to(dtype)
     log = _ops.log1p(other)
     special = (input == 0) & ~_ops.isfinite(log) & ~_ops.isnan(other)
     return input * _ops.where(special, _ops.zeros_like(log), log)

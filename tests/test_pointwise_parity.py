@@ -230,6 +230,9 @@ def test_promotion_of_hypot_lerp_ldexp():
     out = mf.ldexp(cpu([1.0]), cpu(2.0, dtype=mf.float64))
     assert out.dtype == mf.float32 and out.tolist() == [4.0]
     assert mf.ldexp(cpu([1.0]), cpu([2.0], dtype=mf.float64)).dtype == mf.float64
+    out = mf.special.xlog1py(cpu([1.0, 3.0]), cpu(1.0, dtype=mf.float64))
+    assert out.dtype == mf.float32
+    np.testing.assert_allclose(out.numpy(), [math.log(2.0), 3 * math.log(2.0)], rtol=1e-6)
 
 
 def test_integer_input_gives_the_default_dtype():
