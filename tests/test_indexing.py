@@ -356,6 +356,22 @@ def test_gpu_gather_range_error_is_deferred():
 
 
 # ---------------------------------------------------------------- gather / scatter / fill odds and ends
+def test_gather_and_scatters_take_int32_indices():
+    """PyTorch's gather / scatter family take int32 indices as int64 ones (values and gradient)."""
+    a = np.arange(6.0).reshape(2, 3)
+    x = mf.tensor(a, requires_grad=True)
+    for dtype in (mf.int32, mf.int64):
+        i = mf.tensor([[1], [2]], dtype=dtype)
+        x.grad = None
+        got = x.gather(1, i)
+        got.sum().backward()
+        assert got.tolist() == [[1.0], [5.0]] and x.grad.tolist() == [[0, 1, 0], [0, 0, 1]]
+        ones = mf.ones(2, 1, dtype=mf.float64)
+        assert mf.zeros(2, 3, dtype=mf.float64).scatter_add(1, i, ones).tolist() == [[0, 1, 0], [0, 0, 1]]
+        assert mf.zeros(2, 3, dtype=mf.float64).scatter_reduce(1, i, ones * 3, "amax").tolist() == [[0, 3, 0],
+                                                                                                 [0, 0, 3]]
+
+
 def test_scatter_reduce_multiply_and_fill_value_gradient():
     x = cpu(np.ones((2, 3)))
     out = x.scatter(1, mf.tensor([[0, 0], [2, 1]]), 3.0, reduce="multiply")

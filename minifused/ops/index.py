@@ -76,8 +76,8 @@ def _dim_index(op, x, dim, index, name="index"):
     """(axis, int64 index array) of gather / scatter: index has input's number of dimensions."""
     _tensor(op, name, index)
     _same_device(op, x, index, name)
-    if index.dtype != np.int64:
-        raise RuntimeError(f"{op}: expected dtype int64 for {name}, got {index.dtype}")
+    if index.dtype not in (np.int64, np.int32):
+        raise RuntimeError(f"{op}: expected dtype int64 or int32 for {name}, got {index.dtype}")
     (axis,) = normalize_axis(op, dim, x.ndim)
     if max(index.ndim, 1) != max(x.ndim, 1):  # a 0-d tensor counts as 1-d, as in PyTorch
         raise RuntimeError(f"{op}: {name} must have the same number of dimensions as the input "
@@ -358,6 +358,8 @@ def take_along_dim(input, indices, dim=None):  # noqa: A002
     """Gather after broadcasting input and indices in every dimension but ``dim`` (flattened: None)."""
     _tensor("take_along_dim", "input", input)
     _tensor("take_along_dim", "indices", indices)
+    if indices.dtype != np.int64:  # (PyTorch's gather takes int32 too, take_along_dim does not)
+        raise RuntimeError(f"take_along_dim: expected int64 indices, got {indices.dtype}")
     if dim is None:
         return gather(flatten(input), 0, flatten(indices))
     if indices.ndim != input.ndim:
