@@ -3,6 +3,7 @@ and MSE, as ``torch.nn.functional`` spells them. Arguments are validated here; t
 ``minifused/ops/activation.py``."""
 from __future__ import annotations
 
+import math as _math
 import numbers as _numbers
 import warnings as _warnings
 
@@ -102,8 +103,8 @@ def pixel_shuffle(input, upscale_factor):
     *lead, c, h, w = input.shape
     if c % (r * r):
         raise InputError(f"{op}: the channels ({c}) must be divisible by upscale_factor squared ({r * r})")
-    x = input.reshape(-1, c // (r * r), r, r, h, w).permute(0, 1, 4, 2, 5, 3)
-    return x.reshape(*lead, c // (r * r), h * r, w * r)
+    x = input.reshape(_math.prod(lead), c // (r * r), r, r, h, w).permute(0, 1, 4, 2, 5, 3)
+    return _new_memory(input, x.reshape(*lead, c // (r * r), h * r, w * r))
 
 
 def pixel_unshuffle(input, downscale_factor):
@@ -113,8 +114,14 @@ def pixel_unshuffle(input, downscale_factor):
     *lead, c, h, w = input.shape
     if h % r or w % r:
         raise InputError(f"{op}: the height ({h}) and width ({w}) must be divisible by downscale_factor ({r})")
-    x = input.reshape(-1, c, h // r, r, w // r, r).permute(0, 1, 3, 5, 2, 4)
-    return x.reshape(*lead, c * r * r, h // r, w // r)
+    x = input.reshape(_math.prod(lead), c, h // r, r, w // r, r).permute(0, 1, 3, 5, 2, 4)
+    return _new_memory(input, x.reshape(*lead, c * r * r, h // r, w // r))
+
+
+def _new_memory(input, y):
+    """``y``, copied where it is a view of ``input`` (a factor of 1, a single group, blocks of one pixel): PyTorch's
+    shuffles always return new memory, so an in-place change of the result never reaches the input."""
+    return y.clone() if y._xp.may_share_memory(y._data, input._data) else y
 
 
 def silu(input, inplace=False):
@@ -310,7 +317,7 @@ def channel_shuffle(input, groups):
     if c % groups:
         raise InputError(f"{op}: Number of channels must be divisible by groups. Got {c} channels and {groups} "
                          f"groups.")
-    return input.reshape(n, int(groups), c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
+    return _new_memory(input, input.reshape(n, int(groups), c // groups, *rest).transpose(1, 2).reshape(n, c, *rest))
 
 
 # ---------------------------------------------------------------- normalize, cosine_similarity, one_hot

@@ -8,6 +8,7 @@ import numbers as _numbers
 from .. import backend as _backend
 from ..ops import conv as _conv_ops
 from ..ops import pool as _pool_ops
+from ..ops import resample as _resample
 from ..ops._common import autocast_lower as _autocast_lower
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
@@ -286,37 +287,42 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
                    ceil_mode=ceil_mode)
 
 
-def _patch_weight(op, channels, kernel, like):
-    """The one-hot (C*kh*kw, 1, kh, kw) weight whose grouped convolution copies each channel's kernel taps into
-    channels of their own (channel c*kh*kw + i*kw + j holds tap (i, j) of channel c): unfold as conv2d, fold
-    as its transpose, both on the convolution kernels, exactly (products by 1, sums with 0)."""
-    import numpy as np
-
-    kh, kw = kernel
-    w = np.zeros((channels * kh * kw, 1, kh, kw))
-    taps = np.arange(kh * kw)
-    w.reshape(channels, kh * kw, kh * kw)[:, taps, taps] = 1.0
-    return _Tensor._from_array(_backend.to_device(w.astype(like.dtype), like.device))
+def _block_dtype(op, input):
+    """Unfold and fold copy and add, so they take what PyTorch's do: floating, complex and bool tensors."""
+    if not (_backend.is_floating(input.dtype) or input.dtype.kind in "cb"):
+        raise InputTypeError(f"{op}: expected a floating-point, complex or bool input, got {input.dtype}")
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """The sliding local blocks of (N, C, H, W) (or (C, H, W)) input as columns, as ``torch.nn.functional.unfold``:
-    (N, C*kh*kw, L), L the blocks' count, channel-major within a column."""
+    (N, C*kh*kw, L), L the blocks' count, channel-major within a column. Strided copies, one per kernel tap (a
+    product with one-hot weights would spread an inf or NaN, as ``0 * inf``, to other columns)."""
     op = "unfold"
     if not isinstance(input, _Tensor) or input.ndim not in (3, 4):
         raise InputError(f"{op}: Input Error: Only 3D or 4D input Tensors are supported (got "
                          f"{input.ndim if isinstance(input, _Tensor) else type(input).__name__}D)")
     kernel, dilation = _pair(op, "kernel_size", kernel_size, 1), _pair(op, "dilation", dilation, 1)
     padding, stride = _pair(op, "padding", padding, 0), _pair(op, "stride", stride, 1)
+    _block_dtype(op, input)
+    if 0 in input.shape[-3:]:
+        raise InputError(f"{op}: expected a 3-D or 4-D input with possibly 0 batch size and other non-zero "
+                         f"dimensions, got shape {tuple(input.shape)}")
     x = input if input.ndim == 4 else _reshape(input, 1, *input.shape)
-    y = conv2d(x, _patch_weight(op, x.shape[1], kernel, x), None, stride, padding, dilation, x.shape[1])
-    y = _reshape(y, *y.shape[:2], -1)
+    h, w = x.shape[2:]
+    blocks = tuple((size + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1
+                   for i, size in enumerate((h, w)))
+    if min(blocks) < 1:
+        raise InputError(f"{op}: Given input with spatial size ({h}, {w}), kernel_size={kernel}, dilation="
+                         f"{dilation}, padding={padding}, calculated shape of the array of sliding blocks as "
+                         f"{(max(blocks[0], 0), max(blocks[1], 0))}, but its components must be at least one.")
+    y = _resample.UnfoldFn.apply(x, kernel, dilation, padding, stride, blocks)
     return y if input.ndim == 4 else _reshape(y, *y.shape[1:])
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """The inverse arrangement of :func:`unfold`: (N, C*kh*kw, L) (or (C*kh*kw, L)) columns summed into an
-    (N, C, *output_size) image where their blocks overlap, as ``torch.nn.functional.fold``."""
+    (N, C, *output_size) image where their blocks overlap, as ``torch.nn.functional.fold`` (strided adds, one
+    per kernel tap)."""
     op = "fold"
     if not isinstance(input, _Tensor) or input.ndim not in (2, 3):
         raise InputError(f"{op}: Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported (got "
@@ -324,6 +330,10 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     size, kernel = _pair(op, "output_size", output_size, 1), _pair(op, "kernel_size", kernel_size, 1)
     dilation, padding, stride = (_pair(op, "dilation", dilation, 1), _pair(op, "padding", padding, 0),
                                  _pair(op, "stride", stride, 1))
+    _block_dtype(op, input)
+    if 0 in input.shape[-2:]:
+        raise InputError(f"{op}: expected a 2-D or 3-D input with possibly 0 batch size and non-zero dimensions, "
+                         f"got shape {tuple(input.shape)}")
     x = input if input.ndim == 3 else _reshape(input, 1, *input.shape)
     k = kernel[0] * kernel[1]
     if x.shape[1] % k:
@@ -335,12 +345,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                            f"padding={padding}, stride={stride}, expected size of input's dimension 2 to match the "
                            f"calculated number of sliding blocks {blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]}, "
                            f"but got input.size(2)={x.shape[2]}.")
-    c = x.shape[1] // k
-    cols = _reshape(x, x.shape[0], x.shape[1], *blocks)
-    # the transposed convolution's output size is the smallest one; output_padding reaches the rest
-    smallest = [(blocks[i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kernel[i] - 1) + 1 for i in (0, 1)]
-    y = conv_transpose2d(cols, _patch_weight(op, c, kernel, x), None, stride, padding,
-                         tuple(size[i] - smallest[i] for i in (0, 1)), c, dilation)
+    y = _resample.FoldFn.apply(x, size, kernel, dilation, padding, stride, tuple(blocks))
     return y if input.ndim == 3 else _reshape(y, *y.shape[1:])
 
 
@@ -354,6 +359,9 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     if tuple(indices.shape) != tuple(input.shape) or indices.dtype != _backend.int64:
         raise InputError(f"{op}: expected int64 indices of the input's shape {tuple(input.shape)}, got "
                          f"{indices.dtype} {tuple(indices.shape)}")
+    if 0 in input.shape[1:]:  # (PyTorch's rule: an empty batch is fine, an unbatched input's C=0 too)
+        raise InputError(f"{op}: Expected input to have non-zero size for non-batch dimensions, but got "
+                         f"{list(input.shape)}")
     kernel = _pair(op, "kernel_size", kernel_size, 1)
     stride = kernel if stride is None else _pair(op, "stride", stride, 1)
     padding = _pair(op, "padding", padding, 0)
@@ -362,11 +370,11 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     x = input if input.ndim == 4 else _reshape(input, 1, *input.shape)
     idx = indices if indices.ndim == 4 else _reshape(indices, 1, *indices.shape)
     n, c = x.shape[:2]
-    flat_idx = _reshape(idx, n, c, -1)
+    flat_idx = _reshape(idx, n, c, idx.shape[2] * idx.shape[3])
     if flat_idx.numel() and (int(flat_idx.min().item()) < 0 or int(flat_idx.max().item()) >= h * w):
         raise RuntimeError(f"{op}: Found an invalid max index (indices must lie in [0, {h * w}) for an output of "
                            f"{h}x{w})")
-    out = x.new_zeros((n, c, h * w)).scatter(2, flat_idx, _reshape(x, n, c, -1))
+    out = x.new_zeros((n, c, h * w)).scatter(2, flat_idx, _reshape(x, n, c, x.shape[2] * x.shape[3]))
     out = _reshape(out, n, c, h, w)
     return out if input.ndim == 4 else _reshape(out, c, h, w)
 

@@ -436,6 +436,9 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     if tuple(indices.shape) != tuple(input.shape) or indices.dtype != backend.int64:
         raise RuntimeError(f"{op}: expected int64 indices of the input's shape {tuple(input.shape)}, got "
                            f"{indices.dtype} {tuple(indices.shape)}")
+    if 0 in input.shape[1:]:  # (PyTorch's rule: an empty batch is fine, an unbatched input's C=0 too)
+        raise RuntimeError(f"{op}: Expected input to have non-zero size for non-batch dimensions, but got "
+                           f"{list(input.shape)}")
     kernel = _triple(op, "kernel_size", kernel_size, 1)
     stride = kernel if stride is None else _triple(op, "stride", stride, 1)
     padding = _triple(op, "padding", padding, 0)
@@ -445,9 +448,10 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     idx = indices if indices.ndim == 5 else reshape(indices, 1, *indices.shape)
     n, c = x.shape[:2]
     volume = size[0] * size[1] * size[2]
-    flat = reshape(idx, n, c, -1)
+    flat = reshape(idx, n, c, math.prod(idx.shape[2:]))
     if flat.numel() and (int(flat.min().item()) < 0 or int(flat.max().item()) >= volume):
         raise RuntimeError(f"{op}: Found an invalid max index (indices must lie in [0, {volume}) for output volumes "
                            f"of size {size[0]}x{size[1]}x{size[2]})")
-    out = reshape(x.new_zeros((n, c, volume)).scatter(2, flat, reshape(x, n, c, -1)), n, c, *size)
+    values = reshape(x, n, c, math.prod(x.shape[2:]))
+    out = reshape(x.new_zeros((n, c, volume)).scatter(2, flat, values), n, c, *size)
     return out if input.ndim == 5 else reshape(out, *out.shape[1:])

@@ -12,7 +12,9 @@ class MaxPool2d(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        # (as PyTorch's: no stride means windows that tile, so the layer keeps kernel_size as its stride)
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = stride if stride is not None else kernel_size
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, x):
@@ -20,15 +22,16 @@ class MaxPool2d(Module):
                         self.return_indices)
 
     def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride if self.stride is not None else self.kernel_size}"
-                f", padding={self.padding}, dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = stride if stride is not None else kernel_size
         self.ceil_mode, self.count_include_pad, self.divisor_override = ceil_mode, count_include_pad, divisor_override
 
     def forward(self, x):
@@ -36,8 +39,7 @@ class AvgPool2d(Module):
                             self.divisor_override)
 
     def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride if self.stride is not None else self.kernel_size}"
-                f", padding={self.padding}")
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class MaxPool1d(MaxPool2d):

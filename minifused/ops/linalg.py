@@ -49,11 +49,16 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
         return _singular_norm(op, A, ord, rows, cols, keepdim)
     if isinstance(ord, bool) or not isinstance(ord, numbers.Real) or ord not in (1, -1, math.inf, -math.inf):
         raise RuntimeError(f"{op}: ord must be 'fro', 'nuc', inf, -inf, 1, -1, 2 or -2, got {ord!r}")
-    if any(A.shape[d] == 0 for d in (rows, cols)):
-        raise IndexError(f"{op}: cannot take the {ord} norm of an empty matrix, got shape {tuple(A.shape)}")
     summed, kept = (cols, rows) if math.isinf(ord) else (rows, cols)  # +-inf: row sums; +-1: column sums
     sums = sum(abs(A), summed, keepdim=True)
-    out = (amax if ord > 0 else amin)(sums, kept, keepdim=True)
+    if A.shape[kept] == 0:  # no row (column) sums: the largest is 0, as PyTorch's, the smallest does not exist
+        if ord < 0:
+            what = "rows" if kept == rows else "columns"
+            raise IndexError(f"{op}: cannot take the {ord} norm of a matrix without {what}, got shape "
+                             f"{tuple(A.shape)}")
+        out = sum(sums, kept, keepdim=True)
+    else:
+        out = (amax if ord > 0 else amin)(sums, kept, keepdim=True)
     return out if keepdim else out.squeeze((rows, cols))
 
 
@@ -87,7 +92,11 @@ def _singular_norm(op, A, ord, rows, cols, keepdim):  # noqa: A002 - PyTorch's n
     if A.dtype in (backend.float16, backend.bfloat16):
         raise InputTypeError(f"{op}: Low precision dtypes not supported. Got {dtype_name(A.dtype)}")
     s = svdvals(movedim(A, (rows, cols), (-2, -1)))
-    out = sum(s, -1) if ord == "nuc" else (amax if ord == 2 else amin)(s, -1)
+    if s.shape[-1] == 0 and ord == -2:
+        raise IndexError(f"{op}: cannot take the -2 norm of an empty matrix (it has no singular values), got shape "
+                         f"{tuple(A.shape)}")
+    # an empty matrix has no singular values: its nuclear and 2-norms are 0, as PyTorch's
+    out = sum(s, -1) if ord == "nuc" or s.shape[-1] == 0 else (amax if ord == 2 else amin)(s, -1)
     if keepdim:
         for d in sorted((rows, cols)):
             out = unsqueeze(out, d)

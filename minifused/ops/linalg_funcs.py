@@ -14,9 +14,9 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import cast
-from .creation import eye
+from .creation import eye, full_like
 from .diagonals import diagonal as _diagonal
-from .elementwise import clone, mul
+from .elementwise import clone, mul, where
 from .linalg_common import check_dtype, check_matrix, check_same_dtype, dtype_name, solve_quiet, swap
 from .linalg_decomp import inv
 from .matmul import matmul
@@ -91,8 +91,9 @@ def matrix_power(A, n):
         raise InputTypeError(f"{op}(): argument 'n' (position 2) must be int, not {type(n).__name__}")
     n = int(n)
     if n == 0:
-        ident = eye(A.shape[-1], dtype=A.dtype, device=A.device)
-        return clone(expand(ident, *A.shape))
+        ident = clone(expand(eye(A.shape[-1], dtype=A.dtype, device=A.device), *A.shape))
+        # on A's tape, as PyTorch's (A gets a zero gradient): the identity selected over A, never a product A * 0
+        return where(full_like(A, True, dtype=backend.bool_), ident, A)
     if n < 0:
         A, n = inv(A), -n
     result, z = None, A

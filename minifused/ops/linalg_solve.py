@@ -232,7 +232,8 @@ def _kept(xp, s, smax, atol, rtol):
 class Pinv(Function):
     """The pseudo-inverse from the SVD (``hermitian``: the eigendecomposition), singular values at or below
     max(atol, rtol * largest) dropped. The gradient PyTorch's (constant rank): with P = A^+,
-    -P^T g P^T + (I - A P) g^T P P^T + P^T P g^T (I - P A)."""
+    -P^T g P^T + (I - A P) g^T P P^T + P^T P g^T (I - P A), summed over the batch dims that per-matrix atol /
+    rtol broadcast A to."""
 
     @staticmethod
     def forward(ctx, a, atol, rtol, hermitian):
@@ -255,7 +256,8 @@ class Pinv(Function):
     def backward(ctx, g):
         a, p = ctx.saved_tensors
         pt, gt = swap(p), swap(g)
-        return (-(pt @ g @ pt) + (gt - a @ (p @ gt)) @ (p @ pt) + (pt @ p) @ (gt - (gt @ p) @ a)), None, None, None
+        ga = -(pt @ g @ pt) + (gt - a @ (p @ gt)) @ (p @ pt) + (pt @ p) @ (gt - (gt @ p) @ a)
+        return unbroadcast(ga, a.shape), None, None, None
 
 
 def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None):

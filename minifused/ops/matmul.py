@@ -62,6 +62,9 @@ def matmul(a, b):
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
         raise InputTypeError("matmul: both operands must be tensors")
     a, b = autocast_lower(a, b)
+    if a.dtype != b.dtype:  # PyTorch's matmul never promotes
+        raise RuntimeError(f"matmul: expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
+    _no_bool("matmul", a)
     a, b = binary_operands("matmul", a, b, broadcast=False)
     if a.ndim == 0 or b.ndim == 0:
         raise InputError("matmul: both operands must have at least one dimension, got a 0-d tensor")
@@ -74,6 +77,12 @@ def matmul(a, b):
     return MatMul.apply(a, b)
 
 
+def _no_bool(op, a):
+    """Products of bool tensors raise, as PyTorch's (a NotImplementedError, which is a RuntimeError)."""
+    if a.dtype == backend.bool_:
+        raise NotImplementedError(f"{op}: not implemented for bool tensors")
+
+
 # ---------------------------------------------------------------- the fixed-rank forms (PyTorch's checks)
 def _matrices(op, a, b, ndim):
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
@@ -84,6 +93,7 @@ def _matrices(op, a, b, ndim):
         raise RuntimeError(f"{op}: expected both tensors on the same device, got {a.device} and {b.device}")
     if a.dtype != b.dtype:
         raise RuntimeError(f"{op}: expected both tensors to have the same dtype, got {a.dtype} and {b.dtype}")
+    _no_bool(op, a)
 
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
@@ -127,7 +137,7 @@ def outer(a: Tensor, b: Tensor) -> Tensor:
 
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:  # noqa: A002
     """``beta * input + alpha * (mat1 @ mat2)``, ``input`` broadcast to the product's shape; with beta = 0
-    ``input`` is ignored (NaN in it does not propagate), as in PyTorch."""
+    ``input`` is ignored (NaN in it does not propagate), with alpha = 0 the product, as in PyTorch."""
     (input,) = autocast_lower(input)
     out = mm(mat1, mat2)
     if tuple(broadcast_shape("addmm", input.shape, out.shape)) != tuple(out.shape):
@@ -136,11 +146,14 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tens
     def scaled(x, factor):  # by a 0-d tensor of x's dtype: a Python float would widen bfloat16 to float32
         return x if factor == 1 else mul(x, Tensor._from_array(x._xp.asarray(factor, x.dtype)))
 
-    out = scaled(out, alpha)
-    if beta == 0:  # input's values are ignored, but it still gets its (zero) gradient, as in PyTorch
-        from .elementwise import where  # noqa: PLC0415 - one op of the family below, only here
+    from .elementwise import where  # noqa: PLC0415 - one op of the family below, only here
 
-        return add(out, where(Tensor._from_array(input._xp.zeros((), bool)), input, 0))
+    def ignored(x):  # zeros that keep x on the tape (its zero gradient) without reading its values, NaN included
+        return where(Tensor._from_array(x._xp.zeros((), bool)), x, 0)
+
+    out = ignored(out) if alpha == 0 else scaled(out, alpha)
+    if beta == 0:  # input's values are ignored, but it still gets its (zero) gradient, as in PyTorch
+        return add(out, ignored(input))
     return add(scaled(input, beta), out)
 
 
@@ -280,6 +293,8 @@ def einsum(equation: str, *operands) -> Tensor:
             raise RuntimeError(f"einsum: expected all operands on one device, got {first.device} and {o.device}")
         if o.dtype != first.dtype:
             raise RuntimeError(f"einsum: expected all operands to have one dtype, got {first.dtype} and {o.dtype}")
+    if len(operands) > 1:  # (one operand's einsum is a sum, a trace or a transpose: any dtype)
+        _no_bool("einsum", first)
     terms, output, sizes = _einsum_terms(equation, [o.shape for o in operands])
     # a size-1 dim against a larger size broadcasts: squeeze it out of that operand
     squeezed = []

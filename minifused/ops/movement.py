@@ -10,7 +10,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from .reduce import dim_index as _dim
-from .shape import expand, getitem, permute, reshape, transpose, view
+from .shape import expand, getitem, joined_layout, permute, reshape, transpose, view
 from ..backend import InputTypeError
 
 
@@ -56,10 +56,7 @@ class Split(Function):
 def _pieces(x, axis, sizes, squeeze=False):
     if not sizes:
         return ()
-    pieces = Split.apply(x, axis, tuple(sizes), squeeze)
-    for p in pieces:  # views of x: an in-place change through any of them is seen by x's consumers
-        p._vc = x._vc
-    return pieces
+    return Split.apply(x, axis, tuple(sizes), squeeze)  # views of x (sharing its version counter)
 
 
 def _at_least_1d(op, x):
@@ -212,11 +209,24 @@ def triu_(x, diagonal=0):
     return _triangle("triu_", x, diagonal)
 
 
+def _copy_in_order(a):
+    """A dense copy of ``a`` whose strides keep ``a``'s order (PyTorch's ``empty_like`` with preserve_format, as its
+    flip writes into): a transposed or channels-last input gives a transposed or channels-last copy."""
+    order = sorted(range(a.ndim), key=lambda d: -abs(a.strides[d]))  # outermost first (stable for ties)
+    if order == list(range(a.ndim)) or any(s == 0 and n > 1 for s, n in zip(a.strides, a.shape)):
+        # (an expanded input's copy is C-contiguous, as PyTorch's)
+        return backend.copy(a)
+    return backend.copy(a.transpose(order)).transpose(np.argsort(order))
+
+
 class Flip(Function):
+    """A copy, as torch.flip, laid out as the input (so ``rot90``, a flip then a transpose, of a transposed
+    input is C-contiguous, as PyTorch's)."""
+
     @staticmethod
     def forward(ctx, x, axes):
         ctx.axes = axes
-        return backend.copy(_xp(x).flip(x, axes)) if axes else backend.copy(x)  # a copy, as torch.flip
+        return _copy_in_order(_xp(x).flip(x, axes) if axes else x)
 
     @staticmethod
     def backward(ctx, g):
@@ -234,10 +244,14 @@ def flip(x, *dims, **kw):
 
 
 class Roll(Function):
+    """PyTorch's roll joins slices (a ``cat``): channels-last stays channels-last, any other layout comes out
+    C-contiguous (NumPy's and CuPy's roll would keep a transposed one)."""
+
     @staticmethod
     def forward(ctx, x, shifts, axes):
         ctx.meta = (shifts, axes)
-        return _xp(x).roll(x, shifts, axes)
+        out = _xp(x).roll(x, shifts, axes)
+        return out if out.flags.c_contiguous or joined_layout((x,)) else _xp(x).ascontiguousarray(out)
 
     @staticmethod
     def backward(ctx, g):
@@ -311,7 +325,8 @@ def swapaxes(x, axis0, axis1):
 
 
 def diff(x, n=1, dim=-1, prepend=None, append=None):
-    """The ``n``-th forward difference along ``dim`` (``prepend`` / ``append`` joined first), as ``torch.diff``."""
+    """The ``n``-th forward difference along ``dim`` (``prepend`` / ``append`` joined first), as ``torch.diff``:
+    empty where ``n`` reaches the size; of bools, their xor."""
     from .shape import cat
 
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
@@ -325,7 +340,10 @@ def diff(x, n=1, dim=-1, prepend=None, append=None):
                                                    *x.shape[axis + 1:]) for t in parts], axis)
     for _ in range(int(n)):
         length = x.shape[axis]
-        x = narrow(x, axis, 1, max(length - 1, 0)) - narrow(x, axis, 0, max(length - 1, 0))
+        if length == 0:  # (an order at or past the size leaves an empty tensor, as PyTorch's)
+            break
+        later, earlier = narrow(x, axis, 1, length - 1), narrow(x, axis, 0, length - 1)
+        x = (later != earlier) if x.dtype == backend.bool_ else later - earlier  # bools: PyTorch's xor
     return x
 
 

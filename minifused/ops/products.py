@@ -95,17 +95,24 @@ def _scaled(x, factor):
     return x if factor == 1 else mul(x, Tensor._from_array(x._xp.asarray(factor, x.dtype)))
 
 
-def _plus(op, input, product, beta, alpha):  # noqa: A002 - PyTorch's name
+def _ignored(x):
+    """Zeros of ``x``'s shape and dtype that keep ``x`` on the tape (its gradient zero): a select, so a NaN or
+    inf in ``x`` does not propagate as ``0 * x`` would."""
+    return where(Tensor._from_array(x._xp.zeros((), bool)), x, 0)
+
+
+def _plus(op, input, product, beta, alpha, ignore_product=False):  # noqa: A002 - PyTorch's name
     """``beta * input + alpha * product``, input broadcast; with beta = 0 input's values are ignored (NaN in
-    it does not propagate) but it still gets its zero gradient, as in PyTorch."""
+    it does not propagate) but it still gets its zero gradient, as in PyTorch; likewise the product's with
+    alpha = 0 where ``ignore_product`` (PyTorch's addmv and addbmm; its baddbmm and addr multiply by 0)."""
     if not all(isinstance(v, numbers.Real) for v in (beta, alpha)):
         raise InputTypeError(f"{op}: beta and alpha must be real numbers, got {beta!r} and {alpha!r}")
-    product = _scaled(product, alpha)
+    product = _ignored(product) if alpha == 0 and ignore_product else _scaled(product, alpha)
     if beta != 0:
         return add(_scaled(input, beta), product)
     if not backend.is_floating(input.dtype):
         return product
-    return add(product, where(Tensor._from_array(input._xp.zeros((), bool)), input, 0))
+    return add(product, _ignored(input))
 
 
 # ---------------------------------------------------------------- matrix-vector and batched products
@@ -129,7 +136,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002 - PyTorch's name
     input, mat, vec = _operands("addmv", input=input, mat=mat, vec=vec)
     _mv_operands("addmv", mat, vec)
     _input_fits("addmv", input, (mat.shape[0],))
-    return _plus("addmv", input, MatMul.apply(mat, vec), beta, alpha)
+    return _plus("addmv", input, MatMul.apply(mat, vec), beta, alpha, ignore_product=True)
 
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002 - PyTorch's name
@@ -180,7 +187,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002 - PyTorch's
     _input_fits("addbmm", input, (n, p))
     # the sum over the batch is one GEMM: (n, b*k) @ (b*k, p)
     product = MatMul.apply(reshape(permute(batch1, 1, 0, 2), n, b * k), reshape(batch2, b * k, p))
-    return _plus("addbmm", input, product, beta, alpha)
+    return _plus("addbmm", input, product, beta, alpha, ignore_product=True)
 
 
 # ---------------------------------------------------------------- contractions

@@ -1,6 +1,6 @@
 """Spatial resampling and lookup ops on raw arrays, generic over NumPy and CuPy: padding,
-interpolation (nearest, nearest-exact, linear per axis), adaptive pooling, embedding lookup and
-channel dropout. Forwards gather; backwards scatter-add (``np.add.at`` / ``cupyx.scatter_add``),
+interpolation (nearest, nearest-exact, linear per axis), adaptive pooling, sliding blocks (unfold / fold),
+embedding lookup and channel dropout. Forwards gather; backwards scatter-add (``np.add.at`` / ``cupyx.scatter_add``),
 accumulating half-precision gradients in float32. Arguments arrive validated (functional/layers.py)."""
 from __future__ import annotations
 
@@ -254,18 +254,41 @@ def adaptive_bins(in_size, out_size):
     return (i * in_size) // out_size, -((-(i + 1) * in_size) // out_size)
 
 
-def _bin_matrix(in_size, out_size, dtype):
-    """(out, in) averaging matrix of the bins."""
+def _bin_taps(in_size, out_size):
+    """(out, k) positions of each bin, padded to the largest bin ``k`` by repeating its last position, the
+    (out, k) mask of the real ones and the (out,) bin sizes."""
     start, end = adaptive_bins(in_size, out_size)
-    pos = np.arange(in_size)
-    hit = (pos[None, :] >= start[:, None]) & (pos[None, :] < end[:, None])
-    return (hit / (end - start)[:, None]).astype(dtype)
+    pos = start[:, None] + np.arange(int((end - start).max()))
+    return np.minimum(pos, end[:, None] - 1), pos < end[:, None], end - start
+
+
+def _bin_sums(x, axis, taps, mask):
+    """The sum of each bin's elements along ``axis``: gathered (out, k) at a time, the padding taps selected
+    away (not multiplied by 0, so an inf or NaN stays in its own bins)."""
+    xp = _xp(x)
+    out, k = taps.shape
+    win = xp.take(x, taps.reshape(-1), axis=axis).reshape(x.shape[:axis] + (out, k) + x.shape[axis + 1:])
+    keep = mask.reshape(mask.shape + (1,) * (x.ndim - axis - 1))
+    return xp.where(keep, win, x.dtype.type(0)).sum(axis=axis + 1)
+
+
+def _bin_sums_adjoint(g, axis, taps, mask, size):
+    """The adjoint of :func:`_bin_sums` for an input of ``size`` along ``axis``: each bin's gradient added to
+    its elements."""
+    xp = _xp(g)
+    out, k = taps.shape
+    keep = mask.reshape(mask.shape + (1,) * (g.ndim - axis - 1))
+    spread = xp.where(keep, xp.expand_dims(g, axis + 1), g.dtype.type(0))
+    return _scatter_axis(spread.reshape(g.shape[:axis] + (out * k,) + g.shape[axis + 1:]), taps.reshape(-1),
+                         axis, size)
 
 
 class AdaptiveAvgPool2dFn(Function):
     """Two paths: bins that tile the input exactly (global pooling among them) are average pooling with
     windows equal to their strides, on the pooling kernels (one launch each way); overlapping or uneven
-    bins are two small averaging GEMMs. A channels-last input gets a channels-last output and gradient."""
+    bins are summed per bin along H, then W (a gather of each bin's taps and a sum; the backward scatter-adds),
+    so a NaN or inf reaches only the bins that hold it. A channels-last input gets a channels-last output and
+    gradient."""
 
     @staticmethod
     def forward(ctx, x, out_hw):
@@ -279,8 +302,9 @@ class AdaptiveAvgPool2dFn(Function):
             return to_layout(y, ctx.channels_last)
         acc = acc_dtype(x.dtype)
         ctx.window = None
-        (mh,), (mw,) = ctx.bins = device_table(x, _bin_matrix, h, oh, acc), device_table(x, _bin_matrix, w, ow, acc)
-        y = xp.matmul(xp.matmul(mh, x.astype(acc)), mw.T)
+        ctx.bins = rows, cols = device_table(x, _bin_taps, h, oh), device_table(x, _bin_taps, w, ow)
+        y = _bin_sums(_bin_sums(x.astype(acc), 2, *rows[:2]), 3, *cols[:2])
+        y /= (rows[2][:, None] * cols[2][None, :]).astype(acc)
         return to_layout(y.astype(x.dtype, copy=False), ctx.channels_last)
 
     @staticmethod
@@ -289,9 +313,12 @@ class AdaptiveAvgPool2dFn(Function):
         if ctx.window is not None:
             gx = KP.avg_pool2d_backward(xp.ascontiguousarray(g), ctx.x_shape, ctx.window, ctx.window, (0, 0))
             return to_layout(gx, ctx.channels_last), None
-        (mh,), (mw,) = ctx.bins
-        gx = xp.matmul(xp.matmul(mh.T, g.astype(mh.dtype, copy=False)), mw)
-        return to_layout(gx.astype(g.dtype, copy=False), ctx.channels_last), None
+        rows, cols = ctx.bins
+        h, w = ctx.x_shape[2:]
+        dtype, acc = g.dtype, acc_dtype(g.dtype)
+        g = g.astype(acc) / (rows[2][:, None] * cols[2][None, :]).astype(acc)
+        gx = _bin_sums_adjoint(_bin_sums_adjoint(g, 3, *cols[:2], w), 2, *rows[:2], h)
+        return to_layout(gx.astype(dtype, copy=False), ctx.channels_last), None
 
 
 def _bin_windows(in_size, out_size):
@@ -304,7 +331,8 @@ def _bin_windows(in_size, out_size):
 
 def adaptive_max_pool2d_forward(x, out_hw):
     """(y, flat int64 index ``h*W + w`` of each maximum in its plane); the first maximum of a bin
-    in row-major order wins, as PyTorch's."""
+    in row-major order wins, or where the bin holds a NaN its last NaN, as PyTorch's scan
+    (``v > best || isnan(v)``)."""
     xp = _xp(x)
     n, c, h, w = x.shape
     oh, ow = out_hw
@@ -314,6 +342,9 @@ def adaptive_max_pool2d_forward(x, out_hw):
     win = xp.take(win, cols.reshape(-1), axis=4).reshape(n, c, oh, kh, ow, kw)
     win = win.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, oh, ow, kh * kw)
     arg = win.argmax(axis=-1)
+    if kh * kw > 1:  # (a padding tap repeats its bin's last position, so the last NaN names a real one)
+        nan = win != win
+        arg = xp.where(nan.any(axis=-1), kh * kw - 1 - nan[..., ::-1].argmax(axis=-1), arg)
     y = xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
     r = rows[xp.arange(oh)[:, None], arg // kw]
     q = cols[xp.arange(ow)[None, :], arg % kw]
@@ -339,6 +370,73 @@ class AdaptiveMaxPool2dFn(Function):
         gx = xp.zeros(n * c * h * w, acc)
         _add_at(gx, (idx + planes).reshape(-1), g.astype(acc).reshape(-1))
         return to_layout(gx.reshape(n, c, h, w).astype(g.dtype), ctx.channels_last), None
+
+
+# ---------------------------------------------------------------- sliding blocks (unfold / fold)
+def _tap_slices(kernel, dilation, stride, blocks):
+    """Per kernel tap (i, j), row-major: the (rows, cols) slices of the padded image that hold the tap's value in
+    every block, one element per block (so a tap's writes never collide)."""
+    return [(slice(i * dilation[0], i * dilation[0] + stride[0] * (blocks[0] - 1) + 1, stride[0]),
+             slice(j * dilation[1], j * dilation[1] + stride[1] * (blocks[1] - 1) + 1, stride[1]))
+            for i in range(kernel[0]) for j in range(kernel[1])]
+
+
+def im2col(x, kernel, dilation, padding, stride, blocks):
+    """(N, C, H, W) -> (N, C*kh*kw, L) columns of the sliding blocks, channel-major within a column. Copies only
+    (one strided copy per kernel tap): a NaN or inf reaches exactly the columns holding it."""
+    xp = _xp(x)
+    n, c, h, w = x.shape
+    (ph, pw), (bh, bw) = padding, blocks
+    if ph or pw:
+        padded = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), x.dtype)
+        padded[:, :, ph:ph + h, pw:pw + w] = x
+        x = padded
+    cols = xp.empty((n, c, kernel[0] * kernel[1], bh, bw), x.dtype)
+    for t, (rows, columns) in enumerate(_tap_slices(kernel, dilation, stride, blocks)):
+        cols[:, :, t] = x[:, :, rows, columns]
+    return cols.reshape(n, c * kernel[0] * kernel[1], bh * bw)
+
+
+def col2im(cols, size, kernel, dilation, padding, stride, blocks):
+    """The adjoint of :func:`im2col`: (N, C*kh*kw, L) columns summed into an (N, C, *size) image where their
+    blocks overlap (one strided add per kernel tap; half precision accumulates in float32, bools OR)."""
+    xp = _xp(cols)
+    dtype = cols.dtype
+    n, k = cols.shape[0], kernel[0] * kernel[1]
+    c = cols.shape[1] // k
+    (h, w), (ph, pw) = size, padding
+    acc = backend.float32 if dtype in (backend.float16, backend.bfloat16) else dtype
+    cols = cols.reshape(n, c, k, blocks[0], blocks[1])
+    out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), acc)
+    for t, (rows, columns) in enumerate(_tap_slices(kernel, dilation, stride, blocks)):
+        out[:, :, rows, columns] += cols[:, :, t]
+    return xp.ascontiguousarray(out[:, :, ph:ph + h, pw:pw + w]).astype(dtype, copy=False)
+
+
+class UnfoldFn(Function):
+    """``F.unfold`` of an (N, C, H, W) array; its gradient is the fold of the columns' gradient."""
+
+    @staticmethod
+    def forward(ctx, x, kernel, dilation, padding, stride, blocks):
+        ctx.geometry = (x.shape[2:], kernel, dilation, padding, stride, blocks)
+        return im2col(x, kernel, dilation, padding, stride, blocks)
+
+    @staticmethod
+    def backward(ctx, g):
+        return col2im(g, *ctx.geometry), None, None, None, None, None
+
+
+class FoldFn(Function):
+    """``F.fold`` of (N, C*kh*kw, L) columns into (N, C, *size); its gradient is the unfold of the image's."""
+
+    @staticmethod
+    def forward(ctx, cols, size, kernel, dilation, padding, stride, blocks):
+        ctx.geometry = (kernel, dilation, padding, stride, blocks)
+        return col2im(cols, size, kernel, dilation, padding, stride, blocks)
+
+    @staticmethod
+    def backward(ctx, g):
+        return im2col(g, *ctx.geometry), None, None, None, None, None, None
 
 
 # ---------------------------------------------------------------- embedding

@@ -204,6 +204,9 @@ def expand(x, *shape):
     lead = len(shape) - x.ndim
     if lead < 0:
         raise InputError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
+    if -1 in shape[:lead]:  # (-1 keeps an existing dim's size; a new leading dim has none)
+        raise InputError(f"expand: the expanded size of the tensor (-1) isn't allowed in a leading, non-existing "
+                         f"dimension {shape.index(-1)} (expanding shape {tuple(x.shape)} to {shape})")
     full = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
     if broadcast_shape("expand", x.shape, full) != full:
         raise InputError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
@@ -229,11 +232,24 @@ def is_contiguous(x, memory_format=contiguous_format):
 
 
 # ---------------------------------------------------------------- joining
+def joined_layout(arrays):
+    """Whether a join of ``arrays`` keeps their layout: PyTorch's joins come out channels-last where every input is,
+    else C-contiguous (transposed inputs too, so ``.view`` works on the result)."""
+    return all(is_channels_last(a) for a in arrays)
+
+
 class Cat(Function):
     @staticmethod
     def forward(ctx, *arrays, axis):
         ctx.meta = (axis, tuple(a.shape[axis] for a in arrays))
-        return _xp(arrays[0]).concatenate(arrays, axis=axis)
+        xp = _xp(arrays[0])
+        shape = arrays[0].shape[:axis] + (sum(ctx.meta[1]),) + arrays[0].shape[axis + 1:]
+        if joined_layout(arrays):
+            n, c, h, w = shape
+            out = xp.empty((n, h, w, c), arrays[0].dtype).transpose(0, 3, 1, 2)
+        else:
+            out = xp.empty(shape, arrays[0].dtype)
+        return xp.concatenate(arrays, axis=axis, out=out)
 
     @staticmethod
     def backward(ctx, g):
@@ -246,7 +262,11 @@ class Stack(Function):
     @staticmethod
     def forward(ctx, *arrays, axis):
         ctx.axis = axis
-        return _xp(arrays[0]).stack(arrays, axis=axis)
+        xp = _xp(arrays[0])
+        if joined_layout(arrays):
+            return xp.stack(arrays, axis=axis)
+        shape = arrays[0].shape[:axis] + (len(arrays),) + arrays[0].shape[axis:]
+        return xp.stack(arrays, axis=axis, out=xp.empty(shape, arrays[0].dtype))
 
     @staticmethod
     def backward(ctx, g):
