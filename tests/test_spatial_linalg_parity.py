@@ -329,3 +329,18 @@ def test_diff_past_the_size_of_empty_and_of_bools():
     assert mf.diff(cpu(np.array([True, False, False, True]))).tolist() == [True, False, True]
     assert mf.diff(cpu(np.array([True, False, False, True])), 2).tolist() == [True, True]
     assert mf.diff(cpu(np.array([[1, 2, 4], [3, 3, 3]])), 2, dim=1).tolist() == [[1], [0]]
+
+
+def test_adaptive_average_pooling_takes_no_channel_and_rot90_by_zero_is_c_ordered():
+    """PyTorch's adaptive average pooling takes an input of no channel (max pooling refuses one); rot90 by 0 turns
+    (copies) a channels-last tensor into C order, as its other rotations."""
+    assert F.adaptive_avg_pool2d(cpu(np.zeros((1, 0, 3, 7))), 2).shape == (1, 0, 2, 2)
+    assert F.adaptive_avg_pool1d(cpu(np.zeros((1, 0, 7))), 2).shape == (1, 0, 2)
+    assert F.adaptive_avg_pool2d(cpu(np.zeros((0, 3, 7))), 2).shape == (0, 2, 2)
+    with pytest.raises(RuntimeError, match="non-zero size for non-batch dimensions"):
+        F.adaptive_max_pool2d(cpu(np.zeros((1, 0, 3, 7))), 2)
+    a = np.arange(120.0).reshape(2, 3, 4, 5)
+    x = cpu(a).to(memory_format=mf.channels_last)
+    out = mf.rot90(x, 0, (2, 3))
+    assert out.is_contiguous()
+    np.testing.assert_array_equal(out.numpy(), a)

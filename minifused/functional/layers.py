@@ -171,8 +171,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 
 # ---------------------------------------------------------------- adaptive pooling
-def _adaptive_args(op, input, output_size, dims):
-    """(input as 4-D, output (oh, ow), how to restore the result's dimensions)."""
+def _adaptive_args(op, input, output_size, dims, empty_channels=False):
+    """(input as 4-D, output (oh, ow), how to restore the result's dimensions). ``empty_channels``: no channel
+    is fine (average pooling's rule in PyTorch; max pooling's needs one)."""
     _check_tensor(op, input)
     nd = input.ndim
     if nd not in (dims + 1, dims + 2):
@@ -180,7 +181,7 @@ def _adaptive_args(op, input, output_size, dims):
         raise InputError(f"{op}: expected a {dims + 1}-D or {dims + 2}-D input {what}, got shape "
                          f"{tuple(input.shape)}")
     shape = tuple(input.shape)
-    if any(n == 0 for n in shape[nd - dims - 1:]):
+    if any(n == 0 for n in shape[nd - dims - (0 if empty_channels else 1):]):
         raise InputError(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape {shape}")
     if not backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
@@ -225,7 +226,7 @@ def _empty_pool(x, out_hw):
 def adaptive_avg_pool2d(input, output_size):
     """Average over PyTorch's adaptive bins ``[floor(i*H/out), ceil((i+1)*H/out))``; ``output_size`` an
     int, a pair, with None keeping that dimension. ``(1, 1)`` is a plain mean over H and W."""
-    x, out, restore = _adaptive_args("adaptive_avg_pool2d", input, output_size, 2)
+    x, out, restore = _adaptive_args("adaptive_avg_pool2d", input, output_size, 2, empty_channels=True)
     if 0 in out:
         return restore(_empty_pool(x, out))
     return restore(R.AdaptiveAvgPool2dFn.apply(x, out))
@@ -233,7 +234,7 @@ def adaptive_avg_pool2d(input, output_size):
 
 def adaptive_avg_pool1d(input, output_size):
     """:func:`adaptive_avg_pool2d` along the last dimension of a (N, C, L) or (C, L) input."""
-    x, out, restore = _adaptive_args("adaptive_avg_pool1d", input, output_size, 1)
+    x, out, restore = _adaptive_args("adaptive_avg_pool1d", input, output_size, 1, empty_channels=True)
     if 0 in out:
         return restore(_empty_pool(x, out))
     return restore(R.AdaptiveAvgPool2dFn.apply(x, out))

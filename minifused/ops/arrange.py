@@ -20,7 +20,7 @@ from .elementwise import clone
 from .index import IndexSelect, _in_bounds, index_select, meshgrid
 from .movement import _ints, flip, movedim, split, swapaxes
 from .reduce import dim_index as _dim
-from .shape import cat, expand, getitem, reshape, setitem, stack, transpose, unsqueeze
+from .shape import cat, contiguous_format, expand, getitem, reshape, setitem, stack, transpose, unsqueeze
 from ..backend import InputError, InputTypeError
 
 __all__ = ["broadcast_to", "broadcast_tensors", "ravel", "unflatten", "select", "tensor_split", "hsplit", "vsplit",
@@ -323,7 +323,7 @@ def rot90(input, k=1, dims=(0, 1)):  # noqa: A002
         return flip(input, (d0, d1))
     if k == 3:
         return transpose(flip(input, d0), d0, d1)
-    return clone(input)
+    return clone(input, memory_format=contiguous_format)  # (PyTorch's: C order, as its rotations are)
 
 
 # ---------------------------------------------------------------- flat and triangular indices
