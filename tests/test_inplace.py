@@ -359,6 +359,19 @@ def test_sequential_runs_in_place_under_no_grad(monkeypatch):
     calls.clear()
     model(x)  # grad mode on: nothing in place
     assert calls == []
+    # under autocast (an op's result may take another dtype) nothing runs in place either: the same results as
+    # with grad mode on (a bfloat16 LayerNorm input raised against its float32 weights)
+    with mf.autocast("cpu", dtype=mf.bfloat16):
+        want = model(x)
+        with mf.no_grad():
+            got = model(x)
+    assert calls == [] and got.dtype == want.dtype
+    np.testing.assert_array_equal(got.float().numpy(), want.detach().float().numpy())
+    ln = nn.LayerNorm(16)  # float32 weights normalizing a bfloat16 input, in place after a layer: out of place
+    with mf.no_grad():
+        h = cpu(randn(4, 16, seed=3)).to(mf.bfloat16)
+        got = nn.Sequential(nn.ReLU(), nn.ReLU(), ln)(h)
+    np.testing.assert_array_equal(got.float().numpy(), ln(h.relu()).detach().float().numpy())
 
 
 def test_sequential_in_place_training_dropout_and_user_modules(monkeypatch):
@@ -672,7 +685,7 @@ def test_write_through_any_view_is_recorded_on_the_viewed_tensor(case, device):
         out = fn(y)
         y = y if fn is write else out
         (y * y * weights).sum().backward()
-        got.append((y.detach().numpy(), x.grad.numpy()))
+        got.append((y.detach().cpu().numpy(), x.grad.cpu().numpy()))
     for g, w in zip(*got):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15)
 
@@ -694,7 +707,7 @@ def test_fills_and_draws_on_recorded_tensors(device):
         y = x * 2.0
         draw(y)
         (y * x).sum().backward()
-        np.testing.assert_array_equal(x.grad.numpy(), y.detach().numpy())
+        np.testing.assert_array_equal(x.grad.cpu().numpy(), y.detach().cpu().numpy())
     buf = mf.zeros(3, dtype=mf.float64, device=device)
     buf.fill_(v)  # a buffer filled from a tensor in the graph joins it
     (buf * w).sum().backward()

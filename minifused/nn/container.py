@@ -164,12 +164,13 @@ class Sequential(_ModuleSequence):
 
         Under ``no_grad`` a module with an in-place form (``forward_inplace``: ReLU, GELU, Dropout,
         Softmax, LayerNorm) runs it on an intermediate result that only this container holds
-        (see ``_owned``), saving one activation-sized allocation; never on the caller's input.
+        (see ``_owned``), saving one activation-sized allocation; never on the caller's input, nor under autocast
+        (which may give an op's result another dtype than its input's, as LayerNorm's and Softmax's).
         Modules with hooks (``register_forward_hook`` ...), and modules whose class overrides the ``forward``
         of this package's class, are always called, never fused or run in place.
         """
         mods = list(self._modules.values())
-        lean, first, owned = not is_grad_enabled(), x, False
+        lean, first, owned = not is_grad_enabled() and not backend.autocast_dtypes(), x, False
         i, n = 0, len(mods)
         while i < n:
             m = mods[i]

@@ -50,7 +50,10 @@ class LayerNorm(Module):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def forward_inplace(self, input):
-        """``F.layer_norm_`` (inference only: it raises where anything requires grad)."""
+        """``F.layer_norm_`` (inference only: it raises where anything requires grad); out of place where the
+        weights' dtype is not the input's (float32 weights normalize a 16-bit input into float32)."""
+        if self.weight is not None and self.weight.dtype != input.dtype:
+            return self.forward(input)
         return F.layer_norm_(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):

@@ -353,6 +353,8 @@ class Clamp(Function):
     def forward(ctx, x, lo, hi):
         ctx.save_for_backward(x)
         ctx.bounds = (lo, hi)
+        if backend.is_floating(x.dtype):  # a missing bound as -inf / +inf (CuPy's clip refuses None for bfloat16)
+            lo, hi = -np.inf if lo is None else lo, np.inf if hi is None else hi
         return _xp(x).clip(x, lo, hi).astype(x.dtype, copy=False)
 
     @staticmethod

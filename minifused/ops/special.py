@@ -332,15 +332,7 @@ def _clamp_one(name, side, input, bound):  # noqa: A002 - PyTorch's names
         raise InputTypeError(f"{name}(): argument '{side}' must be a Tensor or a number, not {type(bound).__name__}")
     # an integer tensor with a float bound gives float32, as PyTorch's (clamp keeps the input's dtype)
     input = cast(input, scalar_result_dtype(input.dtype, bound))
-    lo, hi = _open_bounds(input, *((bound, None) if side == "min" else (None, bound)))
-    return clamp(input, lo, hi)
-
-
-def _open_bounds(x, lo, hi):
-    """A floating tensor's missing clamp bound as -inf / +inf (CuPy's clip refuses None for bfloat16)."""
-    if not backend.is_floating(x.dtype):
-        return lo, hi
-    return -math.inf if lo is None else lo, math.inf if hi is None else hi
+    return clamp(input, **{side: bound})
 
 
 def clamp_min(input, min):  # noqa: A002 - PyTorch's names
@@ -379,7 +371,7 @@ def _clamp_into(name, self, lo, hi):
     if lo is None and hi is None:
         raise RuntimeError(f"{name}: at least one of min and max must be given")
     lo, hi = (_inplace_operand(name, self, b) if b is not None else None for b in (lo, hi))
-    return _ClampInto.apply_(name, self, *_open_bounds(self, lo, hi))
+    return _ClampInto.apply_(name, self, lo, hi)
 
 
 def clamp_min_(self, min):  # noqa: A002 - PyTorch's names
