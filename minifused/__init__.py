@@ -34,7 +34,7 @@ from . import serialization  # noqa: E402
 # PyTorch's namespaces, reachable after `import minifused` alone, as after `import torch`.
 import sys as _sys  # noqa: E402
 
-from . import cuda, data, nn, optim, utils  # noqa: E402
+from . import accelerator, cuda, data, nn, optim, utils  # noqa: E402
 from . import distributed  # noqa: E402 - torch.distributed (it also gives nn.parallel its DistributedDataParallel)
 from . import func  # noqa: E402 - torch.func: functional_call
 from . import distributions  # noqa: E402 - torch.distributions

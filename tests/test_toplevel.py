@@ -451,3 +451,14 @@ def test_gpu_forms_match_pytorch(torch):
     end.record()
     end.synchronize()
     assert start.elapsed_time(end) >= 0
+
+
+def test_accelerator_names_the_gpu_where_there_is_one():
+    """torch.accelerator, the device-agnostic spelling scripts now use: CUDA where a GPU is present, else none."""
+    if mf.cuda.is_available():
+        assert mf.accelerator.is_available() and mf.accelerator.current_accelerator() == mf.device("cuda")
+        assert mf.accelerator.device_count() == mf.cuda.device_count() >= 1
+        assert mf.accelerator.current_device_index() == mf.cuda.current_device()
+    else:
+        assert not mf.accelerator.is_available() and mf.accelerator.current_accelerator() is None
+        assert mf.accelerator.device_count() == 0
