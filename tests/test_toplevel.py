@@ -462,3 +462,25 @@ def test_accelerator_names_the_gpu_where_there_is_one():
     else:
         assert not mf.accelerator.is_available() and mf.accelerator.current_accelerator() is None
         assert mf.accelerator.device_count() == 0
+
+
+def test_foreach_forms_apply_the_op_to_each_tensor():
+    """torch._foreach_* (EMA updates, hand-written optimizer steps): each tensor of the list takes the op, with a
+    number for all or one operand each, in place for the ``_`` forms."""
+    rng = np.random.default_rng(5)
+    a = [rng.standard_normal(s) for s in ((3,), (2, 4))]
+    b = [rng.standard_normal(s) for s in ((3,), (2, 4))]
+    xs, ys = [mf.tensor(v) for v in a], [mf.tensor(v) for v in b]
+    mf._foreach_lerp_(xs, ys, 0.25)
+    mf._foreach_mul_(xs, [2.0, 3.0])
+    mf._foreach_add_(xs, ys, alpha=0.5)
+    mf._foreach_addcmul_(xs, ys, ys, value=2.0)
+    for x, u, v, k in zip(xs, a, b, (2.0, 3.0)):
+        np.testing.assert_allclose(x.numpy(), (u + 0.25 * (v - u)) * k + 0.5 * v + 2.0 * v * v, rtol=1e-12)
+    got = mf._foreach_sub(ys, 1.0)
+    np.testing.assert_allclose(got[1].numpy(), b[1] - 1.0)
+    np.testing.assert_allclose([n.item() for n in mf._foreach_norm(ys)], [np.linalg.norm(v) for v in b], rtol=1e-12)
+    mf._foreach_zero_(ys)
+    assert all(float(y.abs().sum()) == 0.0 for y in ys)
+    with pytest.raises(RuntimeError, match="expected 2 operands"):
+        mf._foreach_add_(xs, [1.0])

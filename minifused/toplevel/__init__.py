@@ -2,8 +2,8 @@
 torch`` code: the constants (``pi``, ``inf`` ...), the dtypes ``short`` and ``uint16/32/64``, the default device,
 anomaly and inference-mode queries, ``Stream`` / ``Event`` / ``GradScaler``, ``typename``, and the families in
 this package's modules: the functional forms with ATen's signatures (``nn_forms``), the in-place, query and
-``*_copy`` forms of Tensor methods (``tensor_forms``), creation helpers and the trapezoid rule (``creation``),
-and the legacy tensor types (``legacy``). Everything here is a thin spelling over an implementation below; it
+``*_copy`` forms of Tensor methods (``tensor_forms``), the ``_foreach_*`` list forms (``foreach``), creation
+helpers and the trapezoid rule (``creation``), and the legacy tensor types (``legacy``). Everything here is a thin spelling over an implementation below; it
 sits above the functional layer and below nothing."""
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from .. import backend as _backend
 from .. import cuda as _cuda
 from ..autograd.modes import is_inference_mode_enabled
 from ..tensor import Tensor as _Tensor
-from . import creation, extras, legacy, nn_forms, tensor_forms, windows
+from . import creation, extras, foreach, legacy, nn_forms, tensor_forms, windows
 from .creation import *  # noqa: F401,F403
 from .extras import *  # noqa: F401,F403
+from .foreach import *  # noqa: F401,F403
 from .windows import *  # noqa: F401,F403
 from .legacy import *  # noqa: F401,F403
 from .nn_forms import *  # noqa: F401,F403
@@ -91,7 +92,7 @@ def typename(obj, /):
     return qualname if module in ("", "builtins") else f"{module}.{qualname}"
 
 
-__all__ = (creation.__all__ + legacy.__all__ + nn_forms.__all__ + tensor_forms.__all__ + extras.__all__
+__all__ = (creation.__all__ + foreach.__all__ + legacy.__all__ + nn_forms.__all__ + tensor_forms.__all__ + extras.__all__
            + windows.__all__ + [
     "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "Stream", "Event", "GradScaler",
     "get_default_device", "set_default_device", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
