@@ -18,7 +18,9 @@ The JSON tree: JSON numbers, strings, booleans, null and lists stand for
 themselves; any other node is an object with one tag:
 ``{"tensor": "a3", "device": "cuda:0", "dtype": "float32", "requires_grad": false}``,
 ``{"ndarray": "a4", "dtype": ...}``, ``{"dict": [[key, value], ...]}`` (keys are
-strings or integers, order kept), ``{"tuple": [...]}``, ``{"float": "nan"|"inf"|"-inf"}``.
+strings or integers, order kept; ``"odict"`` for an ``OrderedDict``, such as a ``state_dict``),
+``{"tuple": [...]}``, ``{"float": "nan"|"inf"|"-inf"}``, ``{"dtype": "float16"}``, ``{"device": "cuda:0"}``
+and ``{"namespace": {...}}`` (an ``argparse.Namespace``: the script's arguments saved beside its weights).
 Dtypes NumPy cannot store in ``.npy`` (bfloat16) are stored as their bit pattern
 (uint16) and viewed back. ``load`` reads with ``np.load(allow_pickle=False)`` and
 runs no code from the file.
@@ -31,12 +33,14 @@ array's header against the bytes the file holds before allocating the array.
 """
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import math
 import numbers
 import os
 import zipfile
+from collections import OrderedDict
 
 import numpy as np
 
@@ -72,6 +76,12 @@ def _encode(obj, arrays):
     if isinstance(obj, numbers.Real):
         obj = float(obj)
         return obj if math.isfinite(obj) else {"float": repr(obj)}
+    if isinstance(obj, np.dtype):
+        return {"dtype": str(obj)}
+    if isinstance(obj, backend.Device):
+        return {"device": str(obj)}
+    if isinstance(obj, argparse.Namespace):  # a training script's arguments, kept beside its weights
+        return {"namespace": _encode(vars(obj), arrays)}
     if isinstance(obj, dict):
         items = []
         for k, v in obj.items():
@@ -80,13 +90,14 @@ def _encode(obj, arrays):
             if not isinstance(k, (str, int)) or isinstance(k, bool):
                 raise TypeError(f"save: dict keys must be str or int, got {type(k).__name__} ({k!r})")
             items.append([k, _encode(v, arrays)])
-        return {"dict": items}
+        return {"odict" if isinstance(obj, OrderedDict) else "dict": items}
     if isinstance(obj, list):
         return [_encode(v, arrays) for v in obj]
     if isinstance(obj, tuple):
         return {"tuple": [_encode(v, arrays) for v in obj]}
     raise TypeError(f"save: cannot store an object of type {type(obj).__name__}; supported are tensors, "
-                    f"arrays, numbers, strings, booleans, None and dicts/lists/tuples of them")
+                    f"arrays, numbers, strings, booleans, None, dtypes, devices, argparse namespaces and "
+                    f"dicts/lists/tuples of them")
 
 
 def _put(data, arrays):
@@ -263,13 +274,30 @@ def _decode(node, archive, map_location, path, depth=0):
         return t
     if "ndarray" in node:
         return _get(archive, node["ndarray"], node["dtype"], path)
-    if "dict" in node:
-        return {k: _decode(v, archive, map_location, path, depth + 1) for k, v in node["dict"]}
+    if "dict" in node or "odict" in node:
+        pairs = node["dict"] if "dict" in node else node["odict"]
+        items = ((k, _decode(v, archive, map_location, path, depth + 1)) for k, v in pairs)
+        return dict(items) if "dict" in node else OrderedDict(items)
+    if "namespace" in node:
+        return argparse.Namespace(**_decode(node["namespace"], archive, map_location, path, depth + 1))
+    if "dtype" in node and len(node) == 1:
+        return _named_dtype(node["dtype"], path)
+    if "device" in node and len(node) == 1:
+        return backend.Device(node["device"])
     if "tuple" in node:
         return tuple(_decode(v, archive, map_location, path, depth + 1) for v in node["tuple"])
     if "float" in node:
         return float(node["float"])
     raise CheckpointError(f"load: {path} is not a minifused checkpoint (unknown node {sorted(node)[:5]})")
+
+
+def _named_dtype(name, path):
+    if name in _SPECIAL_DTYPES:
+        return _SPECIAL_DTYPES[name][0]
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise CheckpointError(f"load: {path} is damaged: unknown dtype {name!r}") from None
 
 
 def _member_header(archive, name, path):

@@ -1,8 +1,10 @@
 """minifused.save / load: round trips, no pickle, atomic writes, damaged files, and a bitwise resume."""
+import argparse
 import io
 import json
 import os
 import zipfile
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -63,6 +65,21 @@ def test_file_is_npz_without_pickles(tmp_path):
         assert sorted(z.namelist()) == ["__tree__.npy", "a0.npy"]
     data = np.load(tmp_path / "c.ckpt", allow_pickle=False)
     assert data["a0"].tolist() == [1.0, 1.0]
+
+
+def test_checkpoints_keep_arguments_dtypes_devices_and_ordered_dicts(tmp_path):
+    """What training scripts save beside the weights: their argparse arguments, dtypes, devices; a state_dict
+    comes back an OrderedDict, other dicts plain ones, all without pickle."""
+    args = argparse.Namespace(lr=0.1, arch="resnet18", sizes=[1, 2], amp=True)
+    sd = OrderedDict([("b", mf.ones(2)), ("a", mf.zeros(1))])
+    mf.save({"args": args, "model": sd, "dtype": mf.bfloat16, "half": mf.float16, "device": mf.device("cpu"),
+             "plain": {"x": 1}}, tmp_path / "c.ckpt")
+    got = mf.load(tmp_path / "c.ckpt")
+    assert isinstance(got["args"], argparse.Namespace) and vars(got["args"]) == vars(args)
+    assert type(got["model"]) is OrderedDict and list(got["model"]) == ["b", "a"]
+    assert got["model"]["b"].tolist() == [1.0, 1.0]
+    assert got["dtype"] == mf.bfloat16 and got["half"] == mf.float16 and got["device"] == mf.device("cpu")
+    assert type(got["plain"]) is dict and got["plain"] == {"x": 1}
 
 
 def test_unsupported_objects_are_refused(tmp_path):
