@@ -192,10 +192,11 @@ def _fit(g, like, what):
     return g if g.dtype == like.dtype else g.astype(like.dtype)
 
 
-def _backward_order(root_ctxs):
+def _backward_order(root_ctxs, since=-1):
     """Nodes reachable from ``root_ctxs``, each after every node that consumes its outputs, and the number of
     consumers of each node output, keyed ``(id(producer), output index)``. A node is recorded after the nodes
-    that made its inputs, so the order of recording, reversed, is such an order (``Context.seq``)."""
+    that made its inputs, so the order of recording, reversed, is such an order (``Context.seq``). Nodes
+    recorded before ``since`` (a ``seq``) are not entered (a checkpoint's walk inside its own graph)."""
     consumers, seen = {}, {id(c) for c in root_ctxs}
     nodes, stack = list(root_ctxs), list(root_ctxs)
     while stack:
@@ -204,7 +205,7 @@ def _backward_order(root_ctxs):
             raise RuntimeError(_FREED_MESSAGE.format(name=ctx.fn.__name__))
         for t in ctx.inputs:
             parent = None if t is None else t._ctx
-            if parent is None:
+            if parent is None or parent.seq < since:
                 continue
             key = (id(parent), t._out_index)
             consumers[key] = consumers.get(key, 0) + 1

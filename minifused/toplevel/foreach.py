@@ -52,20 +52,20 @@ def _foreach_lerp(self, tensors1, weight):
     return [t.lerp(e, w) for t, e, w in zip(tensors, ends, weights)]
 
 
-def _foreach_addcmul_(self, tensor1, tensor2, value=1):
-    tensors, firsts = _each("_foreach_addcmul_", self, list(tensor1))
-    _, seconds = _each("_foreach_addcmul_", tensors, list(tensor2))
-    _, values = _each("_foreach_addcmul_", tensors, value)
-    for t, a, b, v in zip(tensors, firsts, seconds, values):
-        t.addcmul_(a, b, value=v)
+def _pointwise(name):
+    def inplace(self, tensor1, tensor2, value=1):
+        tensors, firsts = _each(f"_foreach_{name}_", self, list(tensor1))
+        _, seconds = _each(f"_foreach_{name}_", tensors, list(tensor2))
+        _, values = _each(f"_foreach_{name}_", tensors, value)
+        for t, a, b, v in zip(tensors, firsts, seconds, values):
+            getattr(t, f"{name}_")(a, b, value=v)
+
+    inplace.__name__ = f"_foreach_{name}_"
+    return inplace
 
 
-def _foreach_addcdiv_(self, tensor1, tensor2, value=1):
-    tensors, firsts = _each("_foreach_addcdiv_", self, list(tensor1))
-    _, seconds = _each("_foreach_addcdiv_", tensors, list(tensor2))
-    _, values = _each("_foreach_addcdiv_", tensors, value)
-    for t, a, b, v in zip(tensors, firsts, seconds, values):
-        t.addcdiv_(a, b, value=v)
+_foreach_addcmul_ = _pointwise("addcmul")
+_foreach_addcdiv_ = _pointwise("addcdiv")
 
 
 def _foreach_zero_(self):

@@ -74,30 +74,17 @@ def _walk_inside(roots, start, leaves):
     """The reverse walk of the nodes recorded since ``start`` that ``roots`` (tensor, gradient) reach; the
     nodes recorded before (the outer graph: the outer walk runs them) are not entered. The gradients of leaves
     go to ``leaves``; those of earlier nodes' outputs are returned, keyed (id(node), output index)."""
-    pending, seen, stack = {}, set(), []
+    pending, inside = {}, {}
     for t, g in roots:
         if t._ctx is None:
             leaves.add(t, g)
             continue
         key = (id(t._ctx), t._out_index)
         pending[key] = g if key not in pending else walk._sum(pending[key], g)
-        if t._ctx.seq >= start and id(t._ctx) not in seen:
-            seen.add(id(t._ctx))
-            stack.append(t._ctx)
-    order, consumers = [], {}
-    while stack:
-        node = stack.pop()
-        order.append(node)
-        for t in node.inputs:
-            parent = None if t is None else t._ctx
-            if parent is None or parent.seq < start:  # (an outer output counts no consumer: no Handoff to it)
-                continue
-            key = (id(parent), t._out_index)
-            consumers[key] = consumers.get(key, 0) + 1
-            if id(parent) not in seen:
-                seen.add(id(parent))
-                stack.append(parent)
-    order.sort(key=walk._seq_of, reverse=True)
+        if t._ctx.seq >= start:
+            inside[id(t._ctx)] = t._ctx
+    # (an earlier node's output counts no consumer there: no Handoff to it, the outer walk runs that node)
+    order, consumers = walk._backward_order(list(inside.values()), since=start)
     for node in order:
         walk._run_node(node, pending, leaves, consumers)
         node._release()
