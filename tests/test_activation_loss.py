@@ -388,14 +388,14 @@ def test_loss_modules_against_torch(torch, case, dtype):
 
 def test_pointwise_weights_of_regression_losses():
     x, y = f64(3, 4), f64(3, 4, seed=1)
-    w = cpu(np.linspace(0.5, 2.0, 4))
+    w = cpu(np.linspace(0.5, 2.0, 12).reshape(3, 4))  # (PyTorch's weight has the input's size)
     d = x.detach().numpy() - y.detach().numpy()
     for fn, pointwise in ((F.mse_loss, d * d), (F.l1_loss, np.abs(d)),
                           (F.huber_loss, np.where(np.abs(d) < 1, 0.5 * d * d, np.abs(d) - 0.5))):
         np.testing.assert_allclose(fn(x, y, reduction="sum", weight=w).item(), (pointwise * w.numpy()).sum())
         assert gradcheck(lambda a, b: fn(a, b, weight=w), (x, y))
-    with pytest.raises(ValueError, match=r"l1_loss: weight of shape \[3\]"):
-        F.l1_loss(x, y, weight=cpu(np.ones(3)))
+    with pytest.raises(ValueError, match=r"l1_loss: weights and input must have the same size, got \[4\]"):
+        F.l1_loss(x, y, weight=cpu(np.ones(4)))
 
 
 # ---------------------------------------------------------------- fuzzed shapes (the registry's fuzz tables need a Tensor

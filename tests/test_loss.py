@@ -330,3 +330,46 @@ def test_cross_entropy_with_class_probability_targets(rng, reduction, label_smoo
     np.testing.assert_allclose(mod(mf.tensor(x), mf.tensor(t)).numpy(), want, rtol=1e-12, atol=1e-12)
     two_d = F.cross_entropy(mf.tensor(x[:, :, 0]), mf.tensor(t[:, :, 0]), reduction="sum")
     np.testing.assert_allclose(two_d.item(), -(logp[:, :, 0] * t[:, :, 0]).sum(), rtol=1e-12)
+
+
+def test_weighted_mse_l1_means_divide_by_the_weights_sum():
+    """PyTorch's weighted mse_loss / l1_loss 'mean' is sum(w * loss) / sum(w) (huber_loss's the plain mean);
+    a weight not of the input's size refuses."""
+    x = mf.tensor([1.0, 2.0, 3.0], dtype=mf.float64, requires_grad=True)
+    y, w = mf.zeros(3, dtype=mf.float64), mf.tensor([1.0, 2.0, 5.0], dtype=mf.float64)
+    mse, l1 = F.mse_loss(x, y, weight=w), F.l1_loss(x, y, weight=w)
+    huber = F.huber_loss(x, y, weight=w)
+    assert mse.item() == (1 + 8 + 45) / 8 and l1.item() == (1 + 4 + 15) / 8
+    np.testing.assert_allclose(huber.item(), (0.5 + 2 * 1.5 + 5 * 2.5) / 3, rtol=1e-15)
+    (mse + l1).backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.array([1, 2, 3]) * [1, 2, 5] / 8 + np.array([1, 2, 5]) / 8,
+                               rtol=1e-15)
+    assert F.mse_loss(x, y, weight=w, reduction="sum").item() == 54.0
+    for loss in (F.mse_loss, F.l1_loss, F.huber_loss):
+        with pytest.raises(ValueError, match="weights and input must have the same size"):
+            loss(mf.ones(2, 3), mf.zeros(2, 3), weight=mf.ones(3))
+
+
+def test_poisson_full_at_zero_targets_and_gaussian_nll_float_variance():
+    """poisson_nll_loss(full=True) adds Stirling's term only where target > 1 (at 0 it is NaN: selected, not
+    multiplied); gaussian_nll_loss takes a float variance, one for all."""
+    x, t = np.array([0.5, 0.2]), np.array([0.0, 3.0])
+    got = F.poisson_nll_loss(mf.tensor(x), mf.tensor(t), full=True, reduction="sum").item()
+    want = np.sum(np.exp(x) - t * x) + 3 * np.log(3) - 3 + 0.5 * np.log(2 * np.pi * 3)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    a, b = np.array([1.0, 2.0]), np.array([1.5, 1.0])
+    got = F.gaussian_nll_loss(mf.tensor(a), mf.tensor(b), 0.5).item()
+    np.testing.assert_allclose(got, np.mean(0.5 * (np.log(0.5) + (a - b) ** 2 / 0.5)), rtol=1e-12)
+
+
+def test_cosine_similarity_gradient_below_eps_is_the_unclamped_norms():
+    """PyTorch clamps the norms to eps outside autograd: below eps the value divides by eps while the gradient
+    still carries the norm's own derivative (checked against the formula in float64)."""
+    a, b, eps = np.array([0.3, 0.1]), np.array([1.0, 2.0]), 0.5
+    x = mf.tensor(a[None], requires_grad=True)
+    F.cosine_similarity(x, mf.tensor(b[None]), eps=eps).sum().backward()
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    # d/da of (a / (na + (eps - na))) . b / nb, with na's gradient a / na carried by the unclamped norm: the value
+    # divides by eps, and the derivative of na + const is a / na
+    want = b / (eps * nb) - (a @ b) / (eps ** 2 * nb) * (a / na)
+    np.testing.assert_allclose(x.grad.numpy()[0], want, rtol=1e-12)

@@ -503,16 +503,14 @@ def dropout(input, p=0.5, training=True, inplace=False):
 # ---- regression losses
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error ``(input - target)**2`` reduced by ``'mean'``, ``'sum'`` or ``'none'``. A target
-    of another shape broadcasts with PyTorch's warning; shapes that cannot broadcast raise."""
-    from .activation import _loss_operands, _loss_weight, _reduce
+    of another shape broadcasts with PyTorch's warning; shapes that cannot broadcast raise. ``weight`` (of the
+    input's size) multiplies the pointwise loss, and the mean is then over the weights' sum."""
+    from .activation import _loss_operands, _weighted
 
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _loss_operands("mse_loss", input, target, reduction)
     d = input - target
-    sq = d * d
-    if weight is not None:
-        sq = sq * _loss_weight("mse_loss", "weight", weight, sq)
-    return _reduce(sq, reduction)
+    return _weighted("mse_loss", d * d, weight, reduction)
 
 
 # ---- families in their own modules

@@ -17,6 +17,7 @@ from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops._common import cast as _cast
 from ..ops._common import promote as _promote
 from ..ops.elementwise import where as _where
+from ..ops.reduce import vector_norm as _vector_norm
 from ..tensor import Tensor as _Tensor
 from ._checks import _legacy_reduction
 from ..backend import InputError, InputTypeError
@@ -349,8 +350,8 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
-    """The cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcast together); each norm is
-    clamped to at least ``eps``."""
+    """The cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcast together); each norm's value is
+    clamped to at least ``eps``, its gradient not (as PyTorch's)."""
     op = "cosine_similarity"
     for name, x in (("x1", x1), ("x2", x2)):
         if not isinstance(x, _Tensor):
@@ -362,7 +363,11 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     d = _dim(op, x1, dim)
     if x1.ndim == 0:
         return normalize(x1, 2.0, 0, eps) * normalize(x2, 2.0, 0, eps)
-    return (_A.Normalize.apply(x1, 2.0, d, float(eps)) * _A.Normalize.apply(x2, 2.0, d, float(eps))).sum(d)
+
+    def unit(x):  # PyTorch clamps the norm outside autograd: its gradient is the unclamped norm's
+        n = _vector_norm(x, 2.0, d, keepdim=True)
+        return x / (n + (n.detach().clamp(min=float(eps)) - n.detach()))
+    return (unit(x1) * unit(x2)).sum(d)
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
@@ -454,14 +459,17 @@ def _loss_operands(op, input, target, reduction, *, broadcast=True, float_target
     return _cast(input, dtype), _cast(target, dtype)
 
 
-def _loss_weight(op, name, weight, input):
-    """An optional weight that broadcasts to the input's shape, in the input's dtype."""
+def _loss_weight(op, name, weight, input, same_size=False):
+    """An optional weight that broadcasts to the input's shape (``same_size``: has it), in the input's dtype."""
     if weight is None:
         return None
     if not isinstance(weight, _Tensor):
         raise InputTypeError(f"{op}: {name} must be a tensor or None, got {type(weight).__name__}")
     if weight.device != input.device:
         raise RuntimeError(f"{op}: {name} is on {weight.device} but the input is on {input.device}")
+    if same_size and tuple(weight.shape) != tuple(input.shape):
+        raise InputError(f"{op}: weights and input must have the same size, got {_size(weight.shape)} and "
+                         f"{_size(input.shape)}")
     try:
         ok = _np.broadcast_shapes(weight.shape, input.shape) == tuple(input.shape)
     except ValueError:
@@ -472,15 +480,22 @@ def _loss_weight(op, name, weight, input):
     return _cast(weight, input.dtype)
 
 
+def _weighted(op, loss, weight, reduction):
+    """A pointwise loss times ``weight`` (of its size, or None) reduced: PyTorch's weighted mean divides by the
+    weights' sum (mse_loss, l1_loss)."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    w = _loss_weight(op, "weight", weight, loss, same_size=True)
+    loss = loss * w
+    return loss.sum() / w.sum() if reduction == "mean" else _reduce(loss, reduction)
+
+
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error ``|input - target|``, reduced by ``'mean'``, ``'sum'`` or ``'none'``; ``weight``
-    (optional) multiplies the pointwise loss."""
+    (optional, of the input's size) multiplies the pointwise loss, and the mean is then over the weights' sum."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _loss_operands("l1_loss", input, target, reduction)
-    loss = (input - target).abs()
-    if weight is not None:
-        loss = loss * _loss_weight("l1_loss", "weight", weight, loss)
-    return _reduce(loss, reduction)
+    return _weighted("l1_loss", (input - target).abs(), weight, reduction)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
@@ -506,8 +521,8 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
                          f"got {delta}")
     input, target = _loss_operands(op, input, target, reduction)
     loss = _A.SmoothL1.apply(input, target, delta, True)
-    if weight is not None:
-        loss = loss * _loss_weight(op, "weight", weight, loss)
+    if weight is not None:  # (its mean is the plain one, as PyTorch's)
+        loss = loss * _loss_weight(op, "weight", weight, loss, same_size=True)
     return _reduce(loss, reduction)
 
 

@@ -6,8 +6,10 @@ the same order), checks and reductions."""
 from __future__ import annotations
 
 import math as _math
+import numbers as _numbers
 
 from .. import backend as _backend
+from ..ops import full_like as _full_like
 from ..ops import gather as _gather
 from ..ops import where as _where
 from ..tensor import Tensor as _Tensor
@@ -221,7 +223,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
         loss = input - target * (input + _number(op, "eps", eps)).log()
     if full:
         stirling = target * target.log() - target + 0.5 * (2 * _math.pi * target).log()
-        loss = loss + _where(target > 1, stirling, stirling * 0)
+        loss = loss + _where(target > 1, stirling, 0.0)  # (selected: at target 0 the formula is NaN)
     return _reduce(loss, reduction)
 
 
@@ -230,6 +232,8 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     ``var`` (of the input's shape, or one fewer trailing dimension, or 1 there: homoscedastic), the variances
     clamped to at least ``eps`` (the clamp passes gradients, as PyTorch's no-grad clamp of a clone does)."""
     op = "gaussian_nll_loss"
+    if isinstance(var, _numbers.Real) and not isinstance(var, bool):  # one variance for all (PyTorch's float var)
+        var = _full_like(input, float(var))
     _tensors(op, input=input, target=target, var=var)
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):  # one fewer dimension: homoscedastic over the last
