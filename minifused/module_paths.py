@@ -9,6 +9,7 @@ classes, the same flag objects: ``cudnn.benchmark = True`` through either spelli
 at the end of ``minifused/__init__.py`` (this module sits above every other)."""
 from __future__ import annotations
 
+import abc
 import collections.abc
 import itertools
 import sys
@@ -24,7 +25,7 @@ from .data import dataset as _dataset, loader as _loader, sampler as _sampler
 from .nn import parametrizations, parametrize
 from .nn.activation import _Loss
 from .nn.loss import _WeightedLoss
-from .nn.norm import _BatchNorm, _InstanceNorm
+from .nn.norm import _BatchNorm, _InstanceNorm, _NormBase
 from .ops import linalg
 
 _ROOT = __name__.rpartition(".")[0]
@@ -47,6 +48,16 @@ def _once_differentiable(backward):
     return backward
 
 
+class _ConvNd(nn.Module, metaclass=abc.ABCMeta):
+    """PyTorch's ``nn.modules.conv._ConvNd``, for ``isinstance(m, _ConvNd)``: true of every convolution layer,
+    ``Conv1d/2d/3d``, ``ConvTranspose1d/2d/3d`` and their subclasses (the lazy ones), as in PyTorch; minifused's
+    layers do not share a base class, so they are registered here as its virtual subclasses."""
+
+
+class _ConvTransposeNd(_ConvNd):
+    """PyTorch's ``nn.modules.conv._ConvTransposeNd``: true of ``ConvTranspose1d/2d/3d`` and their subclasses."""
+
+
 def _register(path, obj, doc=None, replace=False):
     """``obj`` (a module or other object, or a dict of names made into a module) as ``minifused.<path>``."""
     full = f"{_ROOT}.{path}"
@@ -66,6 +77,9 @@ def _public(module):
 
 
 def register_all():
+    for dims in ("1d", "2d", "3d"):
+        _ConvNd.register(getattr(nn, f"Conv{dims}"))
+        _ConvTransposeNd.register(getattr(nn, f"ConvTranspose{dims}"))
     _register("linalg", linalg)
     for name in ("cudnn", "cuda", "mps"):
         _register(f"backends.{name}", getattr(backends, name))
@@ -84,8 +98,10 @@ def register_all():
                                   "_ratio_any_t": Union[float, tuple], "_maybe_indices_t": Union[object, tuple]})
     layers = _public(nn)
     _register("nn.modules", layers, "``torch.nn.modules``: the layers, as ``minifused.nn`` has them.")
-    extras = {"loss": {"_Loss": _Loss, "_WeightedLoss": _WeightedLoss}, "batchnorm": {"_BatchNorm": _BatchNorm},
-              "instancenorm": {"_InstanceNorm": _InstanceNorm},
+    extras = {"loss": {"_Loss": _Loss, "_WeightedLoss": _WeightedLoss},
+              "batchnorm": {"_BatchNorm": _BatchNorm, "_NormBase": _NormBase},
+              "instancenorm": {"_InstanceNorm": _InstanceNorm, "_NormBase": _NormBase},
+              "conv": {"_ConvNd": _ConvNd, "_ConvTransposeNd": _ConvTransposeNd},
               "utils": {"_ntuple": _ntuple, "_single": _ntuple(1, "_single"), "_pair": _ntuple(2, "_pair"),
                         "_triple": _ntuple(3, "_triple"), "_quadruple": _ntuple(4, "_quadruple")}}
     for sub in ("module", "loss", "conv", "linear", "activation", "batchnorm", "instancenorm", "normalization",

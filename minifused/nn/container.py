@@ -2,6 +2,7 @@
 ``ModuleDict``; the deprecated ``Container``."""
 from __future__ import annotations
 
+import collections.abc
 import functools
 import warnings
 from collections import OrderedDict
@@ -370,7 +371,13 @@ class ParameterDict(Module):
         return "\n  " + "\n  ".join(lines) + "\n" if lines else ""
 
     def update(self, parameters):
-        for key, value in (parameters.items() if hasattr(parameters, "items") else parameters):
+        """The entries of ``parameters``: an ``OrderedDict`` or ``ParameterDict`` in its order, another mapping
+        (a plain dict) in the sorted order of its keys, as PyTorch's; else (key, value) pairs in their order."""
+        items = list(parameters.items()) if hasattr(parameters, "items") else parameters
+        if (isinstance(parameters, collections.abc.Mapping) and not isinstance(parameters, OrderedDict)
+                and all(isinstance(key, str) for key, _ in items)):  # (a key of another type is refused by name)
+            items.sort(key=lambda kv: kv[0])
+        for key, value in items:
             self[key] = value
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import is_grad_enabled, no_grad
-from ..kernels import to_layout
+from ..kernels import copy_in_layout, is_channels_last, to_layout
 from ..ops.shape import channels_last, check_memory_format, preserve_format
 from ..tensor import Tensor
 from ._backward_hooks import wrap_inputs, wrap_outputs
@@ -33,6 +33,16 @@ class Parameter(Tensor):
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo):
+        """A new Parameter of a copy of the data (in its layout) and the same ``requires_grad``, as PyTorch's
+        ``Parameter.__deepcopy__``: no ``.grad`` (a copied model starts with none), no hooks."""
+        found = memo.get(id(self))
+        if found is None:
+            data = self._data
+            found = memo[id(self)] = type(self)._from_array(copy_in_layout(data, is_channels_last(data)),
+                                                            self.requires_grad)
+        return found
 
 
 class Module(StateDicts):

@@ -101,23 +101,19 @@ def _reset_affine(module):
             fill(p)
 
 
-class _BatchNorm(Module):
-    """BatchNorm over channel dimension 1, PyTorch's semantics: ``weight`` (ones) and ``bias`` (zeros) when
-    ``affine`` (no ``bias`` with ``bias=False``); ``running_mean`` (zeros), ``running_var`` (ones) and
-    ``num_batches_tracked`` buffers when
-    ``track_running_stats``. Training normalizes with the batch's statistics and moves the running ones by
-    ``momentum`` (``None``: the cumulative average); evaluation normalizes with the running statistics
-    (with the batch's when there are none). A following ReLU in a ``Sequential`` (or ``activation='relu'``)
-    runs in the same kernel."""
+class _NormBase(Module):
+    """What BatchNorm and InstanceNorm share, as PyTorch's ``_NormBase`` (their common base: an InstanceNorm is
+    no ``_BatchNorm``, so code picking out the BatchNorm layers by class leaves it alone): ``weight`` (ones)
+    and ``bias`` (zeros) when ``affine`` (no ``bias`` with ``bias=False``); ``running_mean`` (zeros),
+    ``running_var`` (ones) and ``num_batches_tracked`` buffers when ``track_running_stats``; their resets and
+    the state-dict versions."""
 
     _version = 2  # (PyTorch's: num_batches_tracked came in version 2)
     _optional_state = ("num_batches_tracked",)  # older checkpoints have none (PyTorch fills it in too)
-    _ndims: tuple = ()
-    fused_activations = ("relu",)
     _min_features = 1
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
-                 dtype=None, activation=None, *, bias=True):
+                 dtype=None, *, bias=True):
         super().__init__()
         name = type(self).__name__
         if (not isinstance(num_features, numbers.Integral) or isinstance(num_features, bool)
@@ -129,10 +125,8 @@ class _BatchNorm(Module):
             raise InputError(f"{name}: momentum must be a number in [0, 1] or None, got {momentum!r}")
         if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not eps >= 0:
             raise InputError(f"{name}: eps must be a number >= 0, got {eps!r}")
-        if activation not in (None, "relu"):
-            raise InputError(f"{name}: activation must be None or 'relu', got {activation!r}")
         self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
-        self.affine, self.track_running_stats, self.activation = affine, track_running_stats, activation
+        self.affine, self.track_running_stats = affine, track_running_stats
         c = self.num_features
         _affine_parameters(self, (c,) if affine else None, bias, dtype, device)
         if track_running_stats:
@@ -155,6 +149,28 @@ class _BatchNorm(Module):
         """The state of a new module: running statistics reset, ``weight`` ones, ``bias`` zeros, in place."""
         self.reset_running_stats()
         _reset_affine(self)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    """BatchNorm over channel dimension 1, PyTorch's semantics (the parameters and buffers of
+    :class:`_NormBase`). Training normalizes with the batch's statistics and moves the running ones by
+    ``momentum`` (``None``: the cumulative average); evaluation normalizes with the running statistics
+    (with the batch's when there are none). A following ReLU in a ``Sequential`` (or ``activation='relu'``)
+    runs in the same kernel."""
+
+    _ndims: tuple = ()
+    fused_activations = ("relu",)
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, activation=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+        if activation not in (None, "relu"):
+            raise InputError(f"{type(self).__name__}: activation must be None or 'relu', got {activation!r}")
+        self.activation = activation
 
     def _check_input(self, input):
         if not isinstance(input, ops.Tensor):
@@ -193,9 +209,7 @@ class _BatchNorm(Module):
                 use_batch, factor, self.eps, activation, self.num_batches_tracked if tracking else None)
 
     def extra_repr(self):
-        act = f", activation={self.activation!r}" if self.activation else ""
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}{act}")
+        return super().extra_repr() + (f", activation={self.activation!r}" if self.activation else "")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -279,7 +293,7 @@ class SyncBatchNorm(_BatchNorm):
     def convert_sync_batchnorm(cls, module, process_group=None):
         """``module`` with every BatchNorm1d/2d/3d in it replaced by a SyncBatchNorm holding the same
         parameters, running statistics and training flag (the module itself when it is one), as PyTorch's."""
-        if isinstance(module, _BatchNorm) and not isinstance(module, (SyncBatchNorm, _InstanceNorm)):
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
             new = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
                       process_group)
             for name in ("weight", "bias"):
@@ -295,14 +309,14 @@ class SyncBatchNorm(_BatchNorm):
         return module
 
 
-class _InstanceNorm(_BatchNorm):
-    """InstanceNorm: ``F.instance_norm`` with PyTorch's defaults (``affine=False``, ``track_running_stats=False``):
+class _InstanceNorm(_NormBase):
+    """InstanceNorm (the parameters and buffers of :class:`_NormBase`, no ``_BatchNorm``, as PyTorch's):
+    ``F.instance_norm`` with PyTorch's defaults (``affine=False``, ``track_running_stats=False``):
     each instance's own statistics normalize in training, and in evaluation unless running statistics are
     tracked; batched or unbatched input. A channel count other than ``num_features`` is an error with
     ``affine`` (the parameters would not match) and a warning without, as in PyTorch."""
 
     _spatial = 0
-    fused_activations = ()
     _min_features = 0  # (PyTorch's InstanceNorm takes num_features=0: its inputs have no channels, its output none)
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
@@ -328,10 +342,6 @@ class _InstanceNorm(_BatchNorm):
                             self.training or not self.track_running_stats,
                             self.momentum if self.momentum is not None else 0.0, self.eps)
         return y.squeeze(0) if unbatched else y
-
-    def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class InstanceNorm1d(_InstanceNorm):

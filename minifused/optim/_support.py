@@ -3,6 +3,7 @@ hyper-parameters, the per-parameter state dict, the argument checks every optimi
 implementation switches, hyper-parameter bounds) and the step hooks."""
 from __future__ import annotations
 
+import collections.abc
 import functools
 import numbers
 
@@ -11,6 +12,7 @@ import numpy as np
 from .. import backend
 from ..kernels import optim as K
 from ..nn.module import pre_hook_arguments
+from ..tensor import Tensor
 
 
 class _Group(dict):
@@ -77,36 +79,100 @@ def _by_device(params):
 
 
 class _ParamState(dict):
-    """``optimizer.state[param]`` -> that parameter's state dict, keyed by the parameter's identity
-    (a Tensor's ``==`` is elementwise, so tensors cannot be plain dict keys)."""
+    """``optimizer.state``: PyTorch's ``defaultdict(dict)`` keyed by the parameters. ``state[p]`` for a parameter
+    with no state yet stores and returns an empty dict (custom optimizers write ``self.state[p]["buf"] = ...``);
+    keys, items and iteration give the parameters; ``setdefault`` / ``update`` store under them. A Tensor's
+    ``==`` is elementwise, so the dict itself is keyed by each tensor's identity (other keys by themselves), and
+    the key objects are kept beside it."""
 
-    def __init__(self):
+    def __init__(self, items=()):
         super().__init__()
-        self._params = {}
+        self._keys = {}  # stored key -> the key given
+        for key, value in items:
+            self[key] = value
 
-    def __getitem__(self, p):
-        return super().__getitem__(id(p))
+    @staticmethod
+    def _id(key):
+        return id(key) if isinstance(key, Tensor) else key
 
-    def __setitem__(self, p, value):
-        self._params[id(p)] = p
-        super().__setitem__(id(p), value)
+    def __getitem__(self, key):
+        i = self._id(key)
+        try:
+            return super().__getitem__(i)
+        except KeyError:
+            value = self[key] = {}
+            return value
 
-    def __contains__(self, p):
-        return super().__contains__(id(p))
+    def __setitem__(self, key, value):
+        i = self._id(key)
+        self._keys[i] = key
+        super().__setitem__(i, value)
 
-    def get(self, p, default=None):
-        return super().get(id(p), default)
+    def __delitem__(self, key):
+        i = self._id(key)
+        super().__delitem__(i)
+        del self._keys[i]
 
-    def pop(self, p, *default):
-        self._params.pop(id(p), None)
-        return super().pop(id(p), *default)
+    def __contains__(self, key):
+        return super().__contains__(self._id(key))
+
+    def __iter__(self):
+        return iter(self._keys.values())
+
+    def keys(self):
+        return collections.abc.KeysView(self)
+
+    def items(self):
+        return _StateItems(self)
+
+    def get(self, key, default=None):
+        return super().get(self._id(key), default)
+
+    def setdefault(self, key, default=None):
+        i = self._id(key)
+        if not super().__contains__(i):
+            self[key] = default
+        return super().__getitem__(i)
+
+    def pop(self, key, *default):
+        i = self._id(key)
+        self._keys.pop(i, None)
+        return super().pop(i, *default)
+
+    def popitem(self):
+        i, value = super().popitem()
+        return self._keys.pop(i), value
+
+    def update(self, other=(), **kwargs):
+        pairs = ((key, other[key]) for key in other.keys()) if hasattr(other, "keys") else other
+        for key, value in pairs:
+            self[key] = value
+        for key, value in kwargs.items():
+            self[key] = value
 
     def clear(self):
-        self._params.clear()
+        self._keys.clear()
         super().clear()
 
-    def params(self):
-        return list(self._params.values())
+    def copy(self):
+        return _ParamState(self.items())
+
+    def __reduce__(self):  # copies and pickles key the copy by the copied parameters
+        return _ParamState, (list(self.items()),)
+
+    def __repr__(self):
+        return "{" + ", ".join(f"{key!r}: {value!r}" for key, value in self.items()) + "}"
+
+
+class _StateItems(collections.abc.ItemsView):
+    """``optimizer.state.items()``; ``(p, st) in`` it asks without creating p's state."""
+
+    def __contains__(self, item):
+        key, value = item
+        if key not in self._mapping:
+            return False
+        v = self._mapping[key]
+        return v is value or v == value
 
 
 #: PyTorch's implementation switches (see :func:`_pytorch_flags`): a PyTorch state dict's groups carry them

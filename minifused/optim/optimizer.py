@@ -3,7 +3,8 @@
 ``state_dict()`` returns ``{"state": {index: {name: value}}, "param_groups": [{hyper..., "params":
 [index, ...]}]}`` where parameters are numbered in group order, as in PyTorch, so a
 checkpoint does not depend on object identities. Tensors in it share memory with
-the live state; ``minifused.save`` writes it as is. Step counts are saved as ints.
+the live state; ``minifused.save`` writes it as is. Step counts are saved as 0-d float32 tensors, as
+PyTorch saves them (copies of the int64 counters the kernels keep).
 ``load_state_dict`` checks every entry against its parameter (shape, a floating dtype, a step
 count) before it changes anything, and copies floating state to the parameter's device and state
 dtype, as PyTorch casts it. ``step`` checks every gradient before its first launch, so a step
@@ -393,9 +394,14 @@ class Optimizer:
                 index[id(p)] = n
                 n += 1
             groups.append(packed)
-        state = {index[pid]: {k: int(v.item()) if k == "step" and isinstance(v, Tensor) else v
-                              for k, v in s.items()}
-                 for pid, s in dict.items(self.state) if pid in index}
+        state = {}
+        for key, s in self.state.items():
+            if isinstance(key, Tensor):  # (a custom optimizer's own keys are kept as they are, as PyTorch's)
+                if id(key) not in index:
+                    continue
+                key = index[id(key)]
+                s = {k: _saved_step(v) if k == "step" else v for k, v in s.items()}
+            state[key] = s
         return {"state": state, "param_groups": groups}
 
     @_with_state_dict_hooks
@@ -430,9 +436,13 @@ class Optimizer:
         for sg, g in zip(saved, self.param_groups):
             for idx, p in zip(sg["params"], g["params"]):
                 by_index[idx] = p
-        new_state = {}
+        new_state, own = {}, []
         for idx, s in state_dict["state"].items():
-            idx = int(idx)
+            try:
+                idx = int(idx)
+            except (TypeError, ValueError):  # a custom optimizer's own key, no parameter's index: kept as it is
+                own.append((idx, s))
+                continue
             if idx not in by_index:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: state for parameter {idx}, "
                                  f"which no group lists")
@@ -444,6 +454,7 @@ class Optimizer:
         self.state.clear()
         for idx, entry in new_state.items():
             self.state[by_index[idx]] = entry
+        self.state.update(own)
         for sg, g in zip(saved, self.param_groups):
             for k, v in sg.items():
                 if k != "params" and k not in _PYTORCH_SWITCHES:
@@ -483,6 +494,13 @@ class Optimizer:
                 if k != "params":
                     lines.append(f"    {k}: {g[k]}")
         return "\n".join(lines) + "\n)"
+
+
+def _saved_step(v):
+    """A step count as a state dict holds it: a counter tensor as a 0-d float32 tensor, as PyTorch's (on the
+    parameter's device; a copy of the int64 counter the kernels read); a number as it is (a custom optimizer's
+    int, or one loaded and not stepped since), as PyTorch keeps it."""
+    return Tensor._from_array(v._data.astype(np.float32)) if isinstance(v, Tensor) else v
 
 
 def _params_with_grad(group):
