@@ -1906,7 +1906,8 @@ INDEX_OPS = [
                     S("nanmedian_nans", (4, 6), fn=lambda a: mf.nanmedian(mf.where(
                         mf.tensor(np.isnan(_with_nans(np.zeros((4, 6)))), device=a.device), float("nan"), a), 1).values,
                       ref=lambda a: nanmedian_ref(_with_nans(a), 1))),
-           errors=(E("nanmedian_empty", lambda: mf.nanmedian(mf.zeros(0, dtype=mf.int64)), RuntimeError, "input tensor cannot be empty"),)),
+           errors=(E("nanmedian_empty", lambda: mf.nanmedian(mf.zeros(0, dtype=mf.int64)), RuntimeError,
+                     "input tensor cannot be empty"),)),
     OpInfo("mode", lambda a, dim=-1, keepdim=False: mf.mode(a, dim, keepdim).values, mode_ref, spelled="mf.mode",
            aliases={"Tensor.mode": lambda a, dim=-1, keepdim=False: a.mode(dim, keepdim).values},
            torch=lambda T, a, dim=-1, keepdim=False: T.mode(a, dim, keepdim).values, samples=(
@@ -2741,7 +2742,8 @@ REDUCE_OPS = [
                S("median_0d", distinct(()), dim=0),
                S("median_indices", distinct((4, 5)), fn=lambda a: a * a.median(-1).indices.unsqueeze(-1),
                  ref=lambda a: a * np.argsort(a, -1)[:, 2:3])),
-           errors=(E("median_empty", lambda: mf.zeros(0, dtype=mf.int64).median(), ValueError, "median: cannot reduce over an empty"),
+           errors=(E("median_empty", lambda: mf.zeros(0, dtype=mf.int64).median(), ValueError,
+                     "median: cannot reduce over an empty"),
                    E("median_dim_tuple", lambda: t(2, 3).median((0, 1)), TypeError, "median: dim must be an int"))),
     OpInfo("any", _ANY, _ANY_REF, spelled="Tensor.any", aliases={"mf.any": lambda a, **kw: _ANY(a, **kw)}, samples=(
         S("any_all", (3, 4)), S("any_dim", (3, 4), dim=1), S("any_dims_keepdim", (2, 3, 4), dim=(0, 2), keepdim=True),

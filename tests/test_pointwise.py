@@ -83,7 +83,7 @@ def test_division_inplace_forms():
     with pytest.raises(RuntimeError, match="__ifloordiv__: result type float32 can't be cast"):
         a //= 0.5
     leaf = mf.ones(2, requires_grad=True)
-    with pytest.raises(RuntimeError, match="fmod_: a leaf Variable that requires grad is being used in an in-place operation"):
+    with pytest.raises(RuntimeError, match="fmod_: a leaf Variable that requires grad is being used in an in-place"):
         leaf.fmod_(2)
 
 

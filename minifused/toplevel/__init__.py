@@ -3,8 +3,8 @@ torch`` code: the constants (``pi``, ``inf`` ...), the dtypes ``short`` and ``ui
 anomaly and inference-mode queries, ``Stream`` / ``Event`` / ``GradScaler``, ``typename``, and the families in
 this package's modules: the functional forms with ATen's signatures (``nn_forms``), the in-place, query and
 ``*_copy`` forms of Tensor methods (``tensor_forms``), the ``_foreach_*`` list forms (``foreach``), creation
-helpers and the trapezoid rule (``creation``), and the legacy tensor types (``legacy``). Everything here is a thin spelling over an implementation below; it
-sits above the functional layer and below nothing."""
+helpers and the trapezoid rule (``creation``), and the legacy tensor types (``legacy``). Everything here is a
+thin spelling over an implementation below; it sits above the functional layer and below nothing."""
 from __future__ import annotations
 
 import math
@@ -92,8 +92,8 @@ def typename(obj, /):
     return qualname if module in ("", "builtins") else f"{module}.{qualname}"
 
 
-__all__ = (creation.__all__ + foreach.__all__ + legacy.__all__ + nn_forms.__all__ + tensor_forms.__all__ + extras.__all__
-           + windows.__all__ + [
+__all__ = (creation.__all__ + foreach.__all__ + legacy.__all__ + nn_forms.__all__ + tensor_forms.__all__
+           + extras.__all__ + windows.__all__ + [
     "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "Stream", "Event", "GradScaler",
     "get_default_device", "set_default_device", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     "set_anomaly_enabled", "is_inference_mode_enabled", "typename"])
