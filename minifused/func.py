@@ -1,10 +1,16 @@
-"""``torch.func``'s stateless call: :func:`functional_call` (the transforms ``grad``, ``vmap``, ``jvp`` ... are
-not part of minifused)."""
+"""``torch.func``: the stateless call :func:`functional_call`, and the reverse-mode transforms built on the tape:
+:func:`grad`, :func:`grad_and_value`, :func:`vjp`, :func:`jacrev`, and :func:`vmap` as a loop over the mapped
+dimension (the same values and gradients as PyTorch's batched rules, one call per sample: per-sample gradients are
+``vmap(grad(loss))``). Forward mode (``jvp``, ``jacfwd``) and transforms of transforms' gradients (``hessian``:
+higher-order gradients) are not supported."""
 from __future__ import annotations
 
+from . import autograd as _autograd
 from .nn.stateless import functional_call as _functional_call
+from .ops import stack as _stack
+from .tensor import Tensor as _Tensor
 
-__all__ = ["functional_call"]
+__all__ = ["functional_call", "grad", "grad_and_value", "jacrev", "vjp", "vmap"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -29,3 +35,130 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         raise TypeError(f"functional_call: expected a dict or a sequence of dicts, got "
                         f"{type(parameter_and_buffer_dicts).__name__}")
     return _functional_call(module, merged, args, kwargs, tie_weights=tie_weights, strict=strict)
+
+
+# ---------------------------------------------------------------- reverse-mode transforms
+def _argnums(op, argnums, args):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums or not all(isinstance(i, int) and -len(args) <= i < len(args) for i in nums):
+        raise RuntimeError(f"{op}: argnums must be an int or a tuple of ints indexing the {len(args)} positional "
+                           f"arguments, got {argnums!r}")
+    for i in nums:
+        if not isinstance(args[i], _Tensor) or not args[i].is_floating_point():
+            raise RuntimeError(f"{op}: the argument {i} to differentiate must be a floating-point tensor, got "
+                               f"{type(args[i]).__name__ if not isinstance(args[i], _Tensor) else args[i].dtype}")
+    return nums
+
+
+def _traced(op, func, args, kwargs, nums, has_aux):
+    """``func`` called with fresh leaves that require grad at ``nums`` (cut from any outer graph): (leaves,
+    output, aux)."""
+    args = list(args)
+    leaves = []
+    for i in nums:
+        args[i] = args[i].detach().requires_grad_()
+        leaves.append(args[i])
+    with _autograd.enable_grad():
+        out = func(*args, **kwargs)
+    aux = None
+    if has_aux:
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise RuntimeError(f"{op}(f)(*args): with has_aux=True, f must return a (output, aux) tuple")
+        out, aux = out
+    return leaves, out, aux
+
+
+def _grads(outputs, leaves, cotangents, retain_graph=False):
+    """The gradients of ``outputs`` (weighted by ``cotangents``) for each leaf: zeros for one they do not reach."""
+    reached = [o for o in outputs if o.requires_grad]
+    got = (_autograd.grad([o for o in reached], leaves, [c for o, c in zip(outputs, cotangents) if o.requires_grad],
+                          retain_graph=retain_graph, allow_unused=True) if reached else [None] * len(leaves))
+    return tuple(leaf.detach() * 0 if g is None else g for leaf, g in zip(leaves, got))
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """``torch.func.grad_and_value``: a function returning (the gradient of ``func``'s scalar output for the
+    arguments at ``argnums``, that output) -- ``(grad, (output, aux))`` with ``has_aux``."""
+    def wrapper(*args, **kwargs):
+        nums = _argnums("grad_and_value", argnums, args)
+        leaves, out, aux = _traced("grad_and_value", func, args, kwargs, nums, has_aux)
+        if not isinstance(out, _Tensor) or out.numel() != 1:
+            raise RuntimeError(f"grad_and_value(f)(*args): expected f(*args) to return a scalar tensor, got "
+                               f"{tuple(out.shape) if isinstance(out, _Tensor) else type(out).__name__}")
+        grads = _grads([out], leaves, [None])
+        g = grads[0] if isinstance(argnums, int) else grads
+        return (g, (out.detach(), aux)) if has_aux else (g, out.detach())
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """``torch.func.grad``: a function returning the gradient of ``func``'s scalar output for the arguments at
+    ``argnums`` (a tuple of them for a tuple ``argnums``; ``(grad, aux)`` with ``has_aux``)."""
+    both = grad_and_value(func, argnums, has_aux)
+
+    def wrapper(*args, **kwargs):
+        g, value = both(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+    return wrapper
+
+
+def vjp(func, *primals, has_aux=False):
+    """``torch.func.vjp``: ``(func(*primals), vjp_fn)`` (with ``aux`` last for ``has_aux``); ``vjp_fn(cotangents)``
+    gives the vector-Jacobian product for every primal, a tuple (callable more than once)."""
+    leaves, out, aux = _traced("vjp", func, primals, {}, tuple(range(len(primals))), has_aux)
+    outs = out if isinstance(out, tuple) else (out,)
+
+    def vjp_fn(*cotangents):
+        cts = cotangents[0] if len(cotangents) == 1 and isinstance(out, tuple) else cotangents
+        if len(cts) != len(outs):
+            raise RuntimeError(f"vjp_fn: expected {len(outs)} cotangents, one per output, got {len(cts)}")
+        return _grads(outs, leaves, cts, retain_graph=True)
+
+    value = tuple(o.detach() for o in outs) if isinstance(out, tuple) else out.detach()
+    return (value, vjp_fn, aux) if has_aux else (value, vjp_fn)
+
+
+def jacrev(func, argnums=0, has_aux=False):
+    """``torch.func.jacrev``: a function returning the Jacobian of ``func``'s tensor output for the arguments at
+    ``argnums`` (shape ``out.shape + arg.shape``; a tuple for a tuple ``argnums``), one backward per output
+    element."""
+    def wrapper(*args, **kwargs):
+        nums = _argnums("jacrev", argnums, args)
+        leaves, out, aux = _traced("jacrev", func, args, kwargs, nums, has_aux)
+        if not isinstance(out, _Tensor):
+            raise RuntimeError(f"jacrev(f)(*args): expected f(*args) to return a tensor, got {type(out).__name__}")
+        flat = out.reshape(-1)
+        rows = [_grads([flat[k]], leaves, [None], retain_graph=True) for k in range(flat.shape[0])]
+        jac = tuple((_stack([r[j] for r in rows]) if rows else leaf.detach().new_zeros((0, *leaf.shape)))
+                    .reshape(*out.shape, *leaf.shape) for j, leaf in enumerate(leaves))
+        jac = jac[0] if isinstance(argnums, int) else jac
+        return (jac, aux) if has_aux else jac
+    return wrapper
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """``torch.func.vmap``: ``func`` mapped over dimension ``in_dims`` of its arguments (an int for all, or one per
+    argument, None for an argument passed whole), the results stacked along ``out_dims``. Here a loop: one call
+    per index of the mapped dimension (random ops draw differently per sample, as ``randomness='different'``)."""
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"vmap: randomness must be 'error', 'different' or 'same', got {randomness!r}")
+
+    def wrapper(*args, **kwargs):
+        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
+        if len(dims) != len(args):
+            raise ValueError(f"vmap: in_dims has {len(dims)} entries for {len(args)} positional arguments")
+        sizes = {a.shape[d] for a, d in zip(args, dims) if d is not None and isinstance(a, _Tensor)}
+        if any(d is not None and not isinstance(a, _Tensor) for a, d in zip(args, dims)):
+            raise ValueError("vmap: an in_dim other than None must map a tensor argument")
+        if len(sizes) != 1:
+            raise ValueError(f"vmap: expected one size along the mapped dimensions, got {sorted(sizes) or 'none'}")
+        (n,) = sizes
+        results = [func(*[a if d is None else a.select(d, i) for a, d in zip(args, dims)], **kwargs)
+                   for i in range(n)]
+        single = not isinstance(results[0], tuple) if results else True
+        columns = [[r] for r in results] if single else [list(r) for r in results]
+        width = len(columns[0]) if columns else 1
+        outs = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * width
+        stacked = tuple(_stack([c[j] for c in columns], outs[j]) for j in range(width))
+        return stacked[0] if single else stacked
+    return wrapper
