@@ -344,3 +344,14 @@ def test_adaptive_average_pooling_takes_no_channel_and_rot90_by_zero_is_c_ordere
     out = mf.rot90(x, 0, (2, 3))
     assert out.is_contiguous()
     np.testing.assert_array_equal(out.numpy(), a)
+
+
+def test_pad_values_as_pytorch_takes_them():
+    """A constant pad value an integer dtype cannot hold refuses (it wrapped: -1 padded uint8 with 255); the
+    non-constant modes take value=0, the fill they would not use, as PyTorch's."""
+    assert F.pad(mf.ones(3, dtype=mf.uint8), (1, 1), value=255).tolist() == [255, 1, 1, 1, 255]
+    with pytest.raises(RuntimeError, match="without overflow"):
+        F.pad(mf.ones(3, dtype=mf.uint8), (1, 1), value=256)
+    a = np.arange(6.0).reshape(1, 2, 3)
+    np.testing.assert_array_equal(F.pad(cpu(a), (1, 1), mode="reflect", value=0.0).numpy(),
+                                  np.pad(a, ((0, 0), (0, 0), (1, 1)), mode="reflect"))

@@ -52,12 +52,17 @@ def pad(input, pad, mode="constant", value=None):
     pairs = [(0, 0)] * (nd - k) + [(int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(k)][::-1]
     if mode == "constant":
         value = 0 if value is None else value
+        if input.dtype.kind in "iu" and isinstance(value, numbers.Real):
+            info = np.iinfo(input.dtype)
+            if not info.min <= int(value) <= info.max:  # (PyTorch refuses rather than wrap)
+                raise RuntimeError(f"{op}: value cannot be converted to type {input.dtype} without overflow, got "
+                                   f"{value!r}")
         for d in range(nd - k, nd):
             if shape[d] + pairs[d][0] + pairs[d][1] < 0:
                 raise InputError(f"{op}: input size {shape[d]} of dimension {d} plus padding {pairs[d]} "
                                  f"gives a negative output size")
     else:
-        if value is not None:
+        if value not in (None, 0):  # (PyTorch takes 0, the default it would fill with, for these modes too)
             raise InputError(f"{op}: mode {mode!r} takes no value argument, got value={value!r}")
         if not 1 <= k <= 3 or nd not in (k + 1, k + 2):
             raise InputError(f"{op}: mode {mode!r} pads the last 1, 2 or 3 dimensions of a {k + 1}-D or "
