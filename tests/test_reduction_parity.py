@@ -21,14 +21,14 @@ def grad_of(fn, values):
 
 
 # ---------------------------------------------------------------- 16-bit floats add up in float32
-def test_bfloat16_sum_mean_logsumexp_add_in_float32():
-    ones = cpu(np.ones(1000, np.float32)).to(mf.bfloat16)
+def test_bfloat16_sum_mean_logsumexp_add_in_float32(device):
+    ones = mf.ones(1000, device=device, dtype=mf.bfloat16)
     assert ones.sum().item() == 1000.0 and ones.mean().item() == 1.0  # (adding in bfloat16 stops at 256)
     assert ones.cumsum(0)[-1].item() == 1000.0
-    zeros = cpu(np.zeros((1000, 2), np.float32)).to(mf.bfloat16)
+    zeros = mf.zeros(1000, 2, device=device, dtype=mf.bfloat16)
     ref = np.float32(mf.tensor(math.log(1000.0)).to(mf.bfloat16).item())
     assert mf.logsumexp(zeros, 0).tolist() == [ref, ref]
-    assert mf.ones(1000, 3, device="cpu", dtype=mf.bfloat16).mean(0).tolist() == [1.0] * 3
+    assert mf.ones(1000, 3, device=device, dtype=mf.bfloat16).mean(0).tolist() == [1.0] * 3
 
 
 def test_half_var_std_sum_in_float32_and_round_once():
@@ -39,13 +39,13 @@ def test_half_var_std_sum_in_float32_and_round_once():
     assert abs(x.var().item() - ref) <= ulp and abs(x.std().item() - math.sqrt(ref)) <= 2 * ulp
 
 
-def test_float16_sums_over_leading_axes_and_cumsum_add_in_float32():
-    x = mf.ones(5000, 2, device="cpu", dtype=mf.float16)
+def test_float16_sums_over_leading_axes_and_cumsum_add_in_float32(device):
+    x = mf.ones(5000, 2, device=device, dtype=mf.float16)
     assert x.sum(0).tolist() == [5000.0, 5000.0] and x.mean(0).tolist() == [1.0, 1.0]
     assert mf.nansum(x, 0).tolist() == [5000.0, 5000.0] and mf.nanmean(x, 0).tolist() == [1.0, 1.0]
     assert x.t().sum(1).tolist() == [5000.0, 5000.0]
     assert x[:, 0].cumsum(0)[-1].item() == 5000.0
-    y = mf.ones(20000, device="cpu", dtype=mf.float16, requires_grad=True)
+    y = mf.ones(20000, device=device, dtype=mf.float16, requires_grad=True)
     y.cumsum(0).sum().backward()
     assert y.grad[0].item() == 20000.0 and y.grad[-1].item() == 1.0
 
@@ -60,6 +60,20 @@ def test_float16_var_std_past_65504_elements():
     v.backward()
     g_ref = 2 * (a.astype(np.float64) - a.astype(np.float64).mean()) / (a.size - 1)
     np.testing.assert_allclose(x.grad.numpy().astype(np.float64), g_ref, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_var_std_square_deviations_in_float32(device, dtype):
+    a = np.zeros(10000, np.float32)
+    a[:2] = (400.0, -400.0)  # (400 ** 2 is past float16's largest value)
+    x = mf.tensor(a, device=device).to(getattr(mf, dtype)).requires_grad_()
+    ref = 2 * 400.0**2 / (a.size - 1)
+    v = x.var()
+    assert v.dtype == getattr(mf, dtype) and abs(v.item() / ref - 1) < 1e-2
+    assert abs(x.std().item() / math.sqrt(ref) - 1) < 1e-2
+    v.backward()
+    g = x.grad.float().cpu().numpy()
+    np.testing.assert_allclose(g[:3], [2 * 400 / (a.size - 1), -2 * 400 / (a.size - 1), 0.0], rtol=1e-2)
 
 
 # ---------------------------------------------------------------- NaN in cummax / cummin

@@ -207,12 +207,11 @@ class Var(Function):
 
     @staticmethod
     def wide(ctx, x, axes, correction, keepdim):
-        """The variance in float32 for 16-bit inputs (their divisor past 65504 would be inf), summed in float32
-        on the host too (:func:`_acc_dtype`); in the input's dtype otherwise."""
+        """The variance in float32 for 16-bit inputs, on either device, as PyTorch's: their divisor past 65504
+        elements, and the square of a deviation past 256 in float16, would be inf."""
         xp = backend.array_module(x)
         wide = np.float32 if x.dtype in _HALF else x.dtype
-        if _acc_dtype(x) is not None:
-            x = x.astype(np.float32)
+        x = x.astype(wide, copy=False)
         mean = x.mean(axis=axes, keepdims=True)
         centered = x - mean
         n = _count(x.shape, axes)
