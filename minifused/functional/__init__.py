@@ -429,8 +429,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if not isinstance(label_smoothing, _numbers.Real):
         raise InputTypeError(f"cross_entropy: label_smoothing must be a float, got {label_smoothing!r}")
-    if not 0.0 <= float(label_smoothing) <= 1.0:
-        raise InputError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if not float(label_smoothing) <= 1.0:  # (NaN too)
+        raise InputError(f"cross_entropy: label_smoothing must be a number <= 1.0 (between 0.0 and 1.0), got "
+                         f"{label_smoothing}")
+    label_smoothing = max(float(label_smoothing), 0.0)  # a negative amount smooths nothing, as in PyTorch
     input, target, weight = _autocast_float32(input, target, weight)
     if (isinstance(input, _Tensor) and isinstance(target, _Tensor) and _backend.is_floating(target.dtype)
             and tuple(target.shape) == tuple(input.shape)):

@@ -127,6 +127,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         key, value = (t if t.ndim < 3 or t.shape[-3] == hq else _repeat_interleave(t, hq // t.shape[-3], dim=-3)
                       for t in (key, value))
     scale = 1.0 / _math.sqrt(E) if scale is None else float(scale)
+    if query.dtype in (_backend.float16, _backend.bfloat16):
+        # scores and softmax in float32, as PyTorch's: float16 scores past 65504 would be inf and the softmax NaN
+        query, key = _cast(query, _backend.float32), _cast(key, _backend.float32)
     scores = _matmul(query * scale, _transpose(key, -2, -1))
     dead = None
     if is_causal:  # key j > query i left out: every row keeps key 0, so no row is empty
@@ -137,7 +140,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     from . import dropout, softmax
 
     weights = softmax(scores, -1)
-    if weights.dtype != value.dtype:  # an autocast region computes softmax in float32
+    if weights.dtype != value.dtype:  # (16-bit inputs: the weights rounded once, to the value's dtype)
         weights = _cast(weights, value.dtype)
     if dead is not None:
         weights = _where(dead, 0.0, weights)

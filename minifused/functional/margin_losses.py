@@ -9,6 +9,7 @@ import math as _math
 import numbers as _numbers
 
 from .. import backend as _backend
+from ..autograd import is_grad_enabled as _is_grad_enabled
 from ..ops import full_like as _full_like
 from ..ops import gather as _gather
 from ..ops import where as _where
@@ -52,9 +53,14 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    """The two-class logistic loss ``log(1 + exp(-target * input))`` (target 1 or -1)."""
+    """The two-class logistic loss ``log(1 + exp(-target * input))`` (target 1 or -1). Not differentiable with
+    respect to ``target``: a target that requires grad raises (while grad mode is on), as in PyTorch."""
+    op = "soft_margin_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _loss_operands("soft_margin_loss", input, target, reduction, broadcast="silent")
+    input, target = _loss_operands(op, input, target, reduction, broadcast="silent")
+    if target.requires_grad and _is_grad_enabled():
+        raise InputError(f"{op}: not differentiable with respect to argument 'target': expected a target that "
+                         f"does not require grad (pass target.detach()), got one with requires_grad=True")
     return _reduce(softplus(-target * input), reduction)
 
 

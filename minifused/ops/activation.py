@@ -293,9 +293,9 @@ class BinaryCrossEntropy(Function):
         gx = gt = None
         if ctx.needs_input_grad[0]:
             gx = _emit(gu * (xu - tu) / xp.maximum((1 - xu) * xu, 1e-12), x.dtype)
-        if ctx.needs_input_grad[1]:
-            lx, l1x = BinaryCrossEntropy._logs(xp, xu)
-            gt = _emit(gu * (l1x - lx), t.dtype)
+        if ctx.needs_input_grad[1]:  # (the logs unclamped, as PyTorch's target gradient: inf at x = 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gt = _emit(gu * (xp.log1p(-xu) - xp.log(xu)), t.dtype)
         return gx, gt, None
 
 
@@ -322,7 +322,8 @@ class BinaryCrossEntropyWithLogits(Function):
             d = s - tu if pw is None else (1 + (_up(pw) - 1) * tu) * s - _up(pw) * tu
             gx = _emit(unbroadcast(gu * d, x.shape), x.dtype)
         if ctx.needs_input_grad[1]:
-            d = -xu if pw is None else (_up(pw) - 1) * _softplus(xp, -xu) - xu
+            # pw softplus(-x) - softplus(x): finite pieces at x = -inf (inf there, as PyTorch's)
+            d = -xu if pw is None else _up(pw) * _softplus(xp, -xu) - _softplus(xp, xu)
             gt = _emit(unbroadcast(gu * d, t.shape), t.dtype)
         return gx, gt, None, None
 
@@ -385,7 +386,7 @@ class KLDiv(Function):
         if ctx.needs_input_grad[0]:
             gx = _emit(unbroadcast(-gu * (xp.exp(tu) if ctx.log_target else tu), x.shape), x.dtype)
         if ctx.needs_input_grad[1]:
-            with np.errstate(divide="ignore"):
-                d = xp.exp(tu) * (tu - xu + 1) if ctx.log_target else xp.log(tu) + 1 - xu
+            with np.errstate(divide="ignore", invalid="ignore"):  # (t / t: NaN at t = 0, as PyTorch's)
+                d = xp.exp(tu) * (tu - xu + 1) if ctx.log_target else xp.log(tu) + tu / tu - xu
             gt = _emit(unbroadcast(gu * d, t.shape), t.dtype)
         return gx, gt, None

@@ -19,7 +19,7 @@ from .elementwise import abs, div, eq, ge, gt, le, lt, mul, ne, neg, sub  # noqa
 from .matmul import outer
 from .inplace_arith import AddInto, DivInto, MulInto, _inplace_operand, div_
 from .logic import _values, written_into
-from .pointwise import _check, floor_divide, trunc
+from .pointwise import _check, floor_divide, trunc_divide
 from ..backend import InputTypeError
 
 
@@ -60,13 +60,13 @@ def _int_trunc_div(xp, a, b):
 
 def divide(input, other, *, rounding_mode=None):  # noqa: A002 - PyTorch's names
     """``div``; ``rounding_mode='trunc'`` rounds the quotient toward zero, ``'floor'`` down (integers stay
-    integers there; the gradient is zero, as PyTorch's)."""
+    integers there; the gradient is zero, as PyTorch's, also where the divisor is 0)."""
     _rounding("divide", rounding_mode)
     if rounding_mode is None:
         return div(input, other)
     a, b = binary_operands("divide", input, other)
     if backend.is_floating((a if isinstance(a, Tensor) else b).dtype):
-        return trunc(div(a, b)) if rounding_mode == "trunc" else floor_divide(a, b)
+        return trunc_divide(a, b) if rounding_mode == "trunc" else floor_divide(a, b)
     check_integer_divisor("divide", a, b)
     return floor_divide(a, b) if rounding_mode == "floor" else _values(_int_trunc_div, a, b)
 

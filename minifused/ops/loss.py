@@ -31,6 +31,15 @@ def _reduce(loss_rows, rw, reduction, dtype):
         return xp.asarray(total / denom).astype(dtype), denom.reshape(1)
 
 
+def _nan_where_no_weight(a, denom, rows=True):
+    """``a`` (the 'mean' loss, or the rows ``rows`` of its gradient) NaN where the targets' weights sum to 0. With
+    label smoothing PyTorch divides its two terms by that sum apart: the target term's 0 / 0 makes the loss and the
+    gradient NaN, where the one quotient of the summed terms would be +-inf. On the device, without a sync."""
+    xp = backend.array_module(a)
+    empty = (denom == 0).reshape(()) & rows
+    return xp.where(empty, xp.asarray(np.nan, np.float32), a).astype(a.dtype, copy=False)
+
+
 class CrossEntropy(Function):
     """Cross-entropy of logits (M, C) and class indices (M,); ``weight`` (C,) or None."""
 
@@ -41,6 +50,8 @@ class CrossEntropy(Function):
         weight = None if weight is None else xp.ascontiguousarray(weight)
         loss_rows, lse, rw, reduced = K.cross_entropy_forward(x, target, weight, ignore_index, label_smoothing, reduction)
         out, denom = reduced or _reduce(loss_rows, rw, reduction, x.dtype)
+        if label_smoothing and denom is not None:
+            out = _nan_where_no_weight(out, denom)
         ctx.save_for_backward(x, target, weight)
         ctx.lse, ctx.denom = lse, denom
         ctx.ignore_index, ctx.eps, ctx.per_row = ignore_index, label_smoothing, reduction == "none"
@@ -54,6 +65,8 @@ class CrossEntropy(Function):
         xp = backend.array_module(x)
         gout = xp.ascontiguousarray(g).reshape(-1) if ctx.per_row else g  # the kernel reads g[0] otherwise
         dx = K.cross_entropy_backward(x, target, weight, ctx.lse, gout, ctx.per_row, ctx.denom, ctx.ignore_index, ctx.eps)
+        if ctx.eps and ctx.denom is not None:
+            dx = _nan_where_no_weight(dx, ctx.denom, (target != ctx.ignore_index)[:, None])
         return dx, None, None
 
 

@@ -307,38 +307,61 @@ def atan2(input, other):  # noqa: A002 - PyTorch's names
 
 
 class _Division(Function):
-    """a // b (``floor``), a % b (Python's sign: the divisor's) and fmod (C's sign: the dividend's).
+    """a // b (``floor``), a % b (Python's sign: the divisor's), fmod (C's sign: the dividend's) and a / b rounded
+    toward zero (``div(rounding_mode='trunc')`` of floating-point operands).
 
     Gradients as PyTorch defines them: 1 for ``a``; ``-quotient`` (rounded the op's way) for ``b``;
-    none for ``floor_divide`` (zero: it is flat almost everywhere)."""
+    zero for the two rounded quotients (``flat``: they are flat almost everywhere, also where ``b`` is 0)."""
+
+    flat = False
+
+    @classmethod
+    def values(cls, xp, a, b):
+        return getattr(xp, cls.ufunc)(a, b)
 
     @classmethod
     def forward(cls, ctx, a, b):
         xp = _xp(a if hasattr(a, "shape") else b)
         ctx.shapes = (getattr(a, "shape", None), getattr(b, "shape", None))
-        if ctx.needs_input_grad[1]:
+        if ctx.needs_input_grad[1] and not cls.flat:
             ctx.save_for_backward(a, b)
         with np.errstate(divide="ignore", invalid="ignore"):  # x // 0 and x % 0 give inf / nan as in PyTorch
-            return getattr(xp, cls.ufunc)(a, b)
+            return cls.values(xp, a, b)
 
     @classmethod
     def backward(cls, ctx, g):
         xp = _xp(g)
         na, nb = ctx.needs_input_grad
-        zero = cls is FloorDivide
         ga = gb = None
         if na:
-            ga = unbroadcast(xp.zeros_like(g) if zero else g, ctx.shapes[0])
-        if nb:
+            ga = unbroadcast(xp.zeros_like(g) if cls.flat else g, ctx.shapes[0])
+        if nb and cls.flat:
+            gb = unbroadcast(xp.zeros_like(g), ctx.shapes[1])
+        elif nb:
             a, b = ctx.saved_tensors
             with np.errstate(divide="ignore", invalid="ignore"):
                 q = xp.floor(a / b) if cls is Remainder else xp.trunc(a / b)
-            gb = unbroadcast(xp.zeros_like(g) if zero else (-g * q).astype(g.dtype, copy=False), ctx.shapes[1])
+            gb = unbroadcast((-g * q).astype(g.dtype, copy=False), ctx.shapes[1])
         return ga, gb
 
 
 class FloorDivide(_Division):
     ufunc = "floor_divide"
+    flat = True
+
+
+class TruncDivide(_Division):
+    """trunc(a / b) of floating-point operands; float16 and bfloat16 divided and truncated in float32 and rounded
+    once (a Python number unrounded), as PyTorch computes them."""
+
+    flat = True
+
+    @classmethod
+    def values(cls, xp, a, b):
+        dtype = (a if hasattr(a, "shape") else b).dtype
+        if dtype.itemsize < 4:
+            a, b = (v.astype(np.float32) if hasattr(v, "shape") else v for v in (a, b))
+        return xp.asarray(xp.trunc(a / b)).astype(dtype, copy=False)
 
 
 class Remainder(_Division):
@@ -351,15 +374,15 @@ class Fmod(_Division):
 
 def _division(fn, name):
     """The op on promoted operands: integers refuse a zero divisor on the cpu as PyTorch's; a bfloat16 tensor with a
-    Python number gives bfloat16, the number rounded to bfloat16 first for ``%`` and ``fmod`` (not for ``//``), as
-    PyTorch computes them."""
+    Python number gives bfloat16, the number rounded to bfloat16 first for ``%`` and ``fmod`` (not for ``//`` or the
+    truncated quotient), as PyTorch computes them."""
     def op(input, other):  # noqa: A002 - PyTorch's names
         a, b = binary_operands(name, input, other)
         dtype = (a if isinstance(a, Tensor) else b).dtype
         if dtype == backend.bool_:
             raise InputTypeError(f"{name}: not implemented for bool tensors (cast them with .long() or .float())")
         check_integer_divisor(name, a, b)
-        if dtype == backend.bfloat16 and fn is not FloorDivide:
+        if dtype == backend.bfloat16 and fn in (Remainder, Fmod):
             a, b = bfloat16_rounded(dtype, a), bfloat16_rounded(dtype, b)
         return _in_tensor_dtype(fn.apply(a, b), a, b)
 
@@ -368,6 +391,7 @@ def _division(fn, name):
 
 
 floor_divide = _division(FloorDivide, "floor_divide")
+trunc_divide = _division(TruncDivide, "divide")  # floating-point operands only (``divide`` routes integers apart)
 remainder = _division(Remainder, "remainder")
 fmod = _division(Fmod, "fmod")
 
@@ -407,6 +431,31 @@ def lerp(input, end, weight):  # noqa: A002 - PyTorch's names
     return input + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
 
 
+class Hypot(Function):
+    """``xp.hypot``: no overflow or underflow of the squares (float16 ``hypot(300, 400)`` is 500, not inf), and
+    ``hypot(inf, nan)`` is inf. Gradients ``a / out`` and ``b / out``: NaN where both are 0 (or both infinite), as
+    PyTorch's."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        out = _wide(lambda xp, a, b: xp.hypot(a, b), a.dtype, a, b)
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b, out = ctx.saved_tensors
+        grads = []
+        for x, needed in zip((a, b), ctx.needs_input_grad):
+            if needed:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    gx = _wide(lambda xp, g, x, out: g * (x / out), g.dtype, g, x, out)
+                grads.append(unbroadcast(gx, x.shape))
+            else:
+                grads.append(None)
+        return tuple(grads)
+
+
 def hypot(input, other):  # noqa: A002 - PyTorch's names
     """``sqrt(input**2 + other**2)``, elementwise (broadcast; the dtypes promoted, the result floating-point)."""
     for arg, t in (("input", input), ("other", other)):
@@ -416,7 +465,7 @@ def hypot(input, other):  # noqa: A002 - PyTorch's names
     if not backend.is_floating(a.dtype):
         raise NotImplementedError(f"hypot: not implemented for {np.dtype(a.dtype).name} tensors (expected "
                                   f"floating-point tensors)")
-    return (a * a + b * b).sqrt()
+    return Hypot.apply(a, b)
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002 - PyTorch's names

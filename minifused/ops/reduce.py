@@ -392,7 +392,9 @@ def _spread(fn, op, x, dim, unbiased, keepdim, correction):
         raise InputError(f"{op}: give unbiased or correction, not both")
     if correction is None:
         correction = 1 if unbiased in (None, True) else 0
-    x = _float_input(x)
+    if not backend.is_floating(x.dtype):
+        raise InputTypeError(f"{op}: only floating point inputs have a variance (as PyTorch's), got {x.dtype}; "
+                             f"cast the input (.float())")
     x, axes, keepdim = _axes(op, dim, x, keepdim)
     if _count(x.shape, axes) - correction <= 0:
         warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
@@ -559,8 +561,8 @@ class VectorNorm(Function):
             return None
         with np.errstate(divide="ignore", invalid="ignore"):
             if order in (math.inf, -math.inf):
-                hit = xp.abs(x) == norm
-                grad = xp.sign(x) * hit * (ge / hit.sum(axis=axes, keepdims=True))
+                hit = xp.abs(x) == norm  # (none where the norm is NaN: a zero gradient, as PyTorch's)
+                grad = xp.where(hit, xp.sign(x) * ge / hit.sum(axis=axes, keepdims=True), zero)
             elif order == 1:
                 grad = xp.sign(x) * ge
             elif order == 2:
