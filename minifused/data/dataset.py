@@ -31,11 +31,14 @@ class Dataset:
 
 def batched_on_device(dataset):
     """Whether the loader may batch ``dataset`` from its ``as_tensors`` (on the device, no ``__getitem__`` per
-    sample): only where the class that gives ``as_tensors`` also gives ``__getitem__`` and ``__len__`` (a
-    subclass that transforms its samples or shortens itself is read sample by sample, as PyTorch reads it)."""
+    sample): only where the class that gives ``as_tensors`` also gives ``__getitem__``, ``__getitems__`` and
+    ``__len__`` (a subclass that transforms its samples or shortens itself is read sample by sample, as PyTorch
+    reads it)."""
     cls = type(dataset)
     owner = next((c for c in cls.__mro__ if "as_tensors" in c.__dict__), None)
-    return (owner is not None and all(getattr(cls, name) is getattr(owner, name) for name in ("__getitem__", "__len__"))
+    return (owner is not None
+            and all(getattr(cls, name, None) is getattr(owner, name, None)
+                    for name in ("__getitem__", "__getitems__", "__len__"))
             and hasattr(dataset, "as_tensors"))  # (a Subset's is absent where its base has none)
 
 
@@ -47,9 +50,19 @@ class Subset(Dataset):
         self.indices = [int(i) for i in _as_index_list("Subset", indices)]
 
     def __getitem__(self, idx):
-        if isinstance(idx, list):
-            return [self.dataset[self.indices[i]] for i in idx]
+        if isinstance(idx, list):  # the base dataset's item at those indices, as PyTorch's
+            return self.dataset[[self.indices[i] for i in idx]]
         return self.dataset[self.indices[idx]]
+
+    def __getitems__(self, indices):
+        """The items at ``indices`` (a list), as PyTorch's batched fetch: through the base dataset's
+        ``__getitems__`` where it has one (through this class's own ``__getitem__`` where a subclass gives one)."""
+        if type(self).__getitem__ is not Subset.__getitem__:
+            return [self[i] for i in indices]
+        getitems = getattr(self.dataset, "__getitems__", None)
+        if callable(getitems):
+            return getitems([self.indices[i] for i in indices])
+        return [self.dataset[self.indices[i]] for i in indices]
 
     def __len__(self):
         return len(self.indices)
@@ -171,21 +184,25 @@ class StackDataset(Dataset):
 def random_split(dataset, lengths, generator=None):
     """Split ``dataset`` into non-overlapping random :class:`Subset` s of the given ``lengths``.
 
-    ``lengths`` are counts summing to ``len(dataset)``, or fractions summing to 1 (PyTorch's
-    rule: floor each share, then hand the remainder out one by one from the first; lengths that sum to 1
-    are fractions even as ints). The order
-    comes from minifused's global generator (``minifused.manual_seed``); ``generator`` may be a
-    ``numpy.random.Generator`` instead.
+    ``lengths`` (a list, tuple or 1-d tensor) are counts summing to ``len(dataset)``, or fractions summing to 1
+    (PyTorch's rule: floor each share, then hand the remainder out one by one from the first; lengths that sum
+    to 1 are fractions even as ints). The order comes from minifused's global generator
+    (``minifused.manual_seed``); ``generator`` may be a ``numpy.random.Generator`` instead.
     """
+    if isinstance(lengths, Tensor):
+        lengths = lengths.tolist()
+    elif isinstance(lengths, np.ndarray) or backend.is_cuda_array(lengths):
+        lengths = backend.to_device(lengths, backend.CPU).tolist()
     if not isinstance(lengths, (list, tuple)) or not lengths:
         raise TypeError(f"random_split: lengths must be a non-empty list of ints or fractions, "
                         f"got {type(lengths).__name__}")
     n = len(dataset)
     reals = all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in lengths)
-    # PyTorch's test: any lengths summing to 1 are fractions, ints too ([1, 0] of 10 items: all, then none)
+    # PyTorch's test: lengths are fractions where their sum is close to 1 (math.isclose's relative 1e-9) and
+    # not above it, ints too ([1, 0] of 10 items: all, then none); any other floats are refused
     if reals and (not all(isinstance(x, numbers.Integral) for x in lengths)
                   or (math.isclose(sum(lengths), 1.0) and sum(lengths) <= 1)):
-        if any(x < 0 or x > 1 for x in lengths) or not math.isclose(sum(lengths), 1.0, abs_tol=1e-6):
+        if any(x < 0 or x > 1 for x in lengths) or not (math.isclose(sum(lengths), 1.0) and sum(lengths) <= 1):
             raise ValueError(f"random_split: fractions must lie in [0, 1] and sum to 1, got {list(lengths)}")
         counts = [int(math.floor(n * f)) for f in lengths]
         for i in range(n - sum(counts)):

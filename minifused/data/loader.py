@@ -1,24 +1,31 @@
 """``DataLoader``: batches of device tensors from a dataset kept whole on the device.
 
-A dataset with ``as_tensors(device, dtype)`` (MNIST, FashionMNIST, :class:`TensorDataset`)
-is moved to the device once, at construction. Each epoch draws one permutation on the
-host (``numpy`` PCG64 seeded by ``(seed, epoch)``), copies it to the device once, and
-every batch is a gather on the device: no per-batch host copy, no synchronization.
-The order depends only on ``seed`` and the epoch number, not on the device, so a run
+A dataset with ``as_tensors(device, dtype)`` (MNIST, FashionMNIST, :class:`TensorDataset`, a
+:class:`Subset` of one) is moved to the device once, at construction. Each epoch draws one
+permutation on the host (``numpy`` PCG64: seeded by ``(seed, epoch)`` where ``seed`` is given,
+else by a seed drawn from the generator when the iteration starts), copies it to the device
+once, and every batch is a gather on the device: no per-batch host copy, no synchronization.
+With ``seed`` the order depends only on it and the epoch number, not on the device, so a run
 resumed at an epoch boundary sees the same batches. Other datasets (``__getitem__``
 returning tuples of tensors / numbers) are collated on the host, batch by batch.
 """
 from __future__ import annotations
 
+import collections.abc
+import copy
+import functools
 import numbers
 
 import numpy as np
 
 from .. import backend
 from ..kernels.gather import rows_gatherer
+from ..ops._common import promote
+from ..ops.shape import stack
 from ..tensor import Tensor
-from .dataset import Dataset, IterableDataset, batched_on_device
-from .sampler import BatchSampler, Sampler
+from .dataset import Dataset, IterableDataset, Subset, batched_on_device
+from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
+                      WeightedRandomSampler)
 
 
 def epoch_order(n: int, seed: int, epoch: int):
@@ -105,7 +112,7 @@ class DistributedSampler:
 
 class _LoaderOrder(Sampler):
     """A DataLoader's own order of indices (no sampler given): PyTorch's SequentialSampler or RandomSampler in
-    its place. Iterated, the order of the next epoch the loader loads; its length, the dataset's."""
+    its place. Iterated, the order of the next epoch the loader loads; its length, the dataset's now."""
 
     def __init__(self, loader):
         self.loader = loader
@@ -114,40 +121,84 @@ class _LoaderOrder(Sampler):
         return iter(self.loader.order().tolist())
 
     def __len__(self):
-        return self.loader.n
+        return len(self.loader.dataset)
+
+
+# Samplers whose whole order the loader takes at once, each epoch (whatever they yield then): one copy to the
+# device per epoch. Any other sampler is drawn from batch by batch, as PyTorch's BatchSampler draws from it.
+_WHOLE_ORDER = (SequentialSampler, RandomSampler, SubsetRandomSampler, WeightedRandomSampler)
+
+
+def _multiprocessing_context(context, num_workers):
+    """PyTorch's check of ``multiprocessing_context``: only with workers; a start method's name becomes its
+    context."""
+    if context is None:
+        return None
+    if num_workers == 0:
+        raise ValueError(f"DataLoader: multiprocessing_context can only be used with multi-process loading "
+                         f"(num_workers > 0), but got num_workers={num_workers}")
+    import multiprocessing
+
+    if isinstance(context, str):
+        methods = multiprocessing.get_all_start_methods()
+        if context not in methods:
+            raise ValueError(f"DataLoader: multiprocessing_context option should specify a valid start method in "
+                             f"{methods!r}, but got multiprocessing_context={context!r}")
+        context = multiprocessing.get_context(context)
+    if not isinstance(context, multiprocessing.context.BaseContext):
+        raise TypeError(f"DataLoader: multiprocessing_context option should be a valid context object or a string "
+                        f"specifying the start method, but got multiprocessing_context={context!r}")
+    return context
+
+
+def _in_range(op, idx, n):
+    """Host int64 ``idx`` as rows of ``n``: negative ones counted from the end, as Python's indexing; IndexError
+    past either end (the device gather assumes rows in range)."""
+    if idx.size and (idx.max() >= n or idx.min() < -n):
+        bad = int(idx[(idx >= n) | (idx < -n)][0])
+        raise IndexError(f"{op}: index {bad} is out of range for {n} samples")
+    return np.where(idx < 0, idx + n, idx)
 
 
 class DataLoader:
     """Iterate over ``dataset`` in batches of ``batch_size`` (PyTorch's arguments, in its order).
 
-    ``shuffle`` draws a new order every epoch from ``seed`` (None: a seed from the global
-    generator); ``drop_last`` drops a final short batch; ``device`` / ``dtype`` say where the
-    batches live (by default: a TensorDataset's device, else the default device) and the floating dtype
-    of the inputs. ``set_epoch(e)`` picks the epoch
-    whose order the next iteration uses (it advances by one after each full iteration).
+    ``shuffle`` draws a new order every epoch; ``drop_last`` drops a final short batch; ``device`` / ``dtype``
+    say where the batches live (by default: a TensorDataset's device, else the default device) and the floating
+    dtype of the inputs. Without ``seed``, as PyTorch's RandomSampler, each iteration draws its order's seed
+    from ``generator`` (a ``numpy.random.Generator`` such as ``minifused.Generator``), else from the global
+    generator, when it starts: re-seeding either before an epoch repeats its order, and building a loader draws
+    nothing. With ``seed`` the order of epoch ``e`` is ``epoch_order(n, seed, e)``, the same on every device, so a
+    run resumed at an epoch boundary sees the same batches; ``set_epoch(e)`` picks the epoch the next iteration
+    uses (it advances by one after each iteration).
     ``sampler`` (instead of ``shuffle``) gives the indices to load: a :class:`DistributedSampler`
     is driven by the loader's epoch (``loader.set_epoch(e)`` reshuffles), any other iterable of
-    indices is iterated afresh each epoch. ``batch_sampler`` gives whole batches of indices
+    indices is iterated afresh each epoch, and every index it yields is loaded (an endless one as far as the
+    loader is iterated). ``batch_sampler`` gives whole batches of indices
     instead (then leave ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last`` alone).
     ``batch_size=None`` turns batching off: each item comes alone, its NumPy arrays made tensors
-    (or passed through ``collate_fn``).
-    ``collate_fn(list_of_items)`` builds each batch on the host; the default stacks tensors,
-    arrays and numbers position by position (tuples, lists and dicts of them too).
+    (or passed through ``collate_fn``). Lengths (``len(loader)``, the samples of an epoch) are read when asked
+    for, so a dataset or sampler that changes size after the loader was made is loaded whole.
+    ``collate_fn(list_of_items)`` builds each batch on the host; the default (:func:`default_collate`, the
+    ``collate_fn`` attribute when none is given) stacks tensors, arrays and numbers position by position
+    (tuples, lists and dicts of them too). A dataset with ``__getitems__`` is asked for a batch's items at once.
     An :class:`IterableDataset` is iterated afresh each epoch and its items batched as they come
     (``shuffle``, ``sampler`` and ``batch_sampler`` must be left unset, as PyTorch's; ``len()`` needs the
     dataset's own ``__len__``).
 
-    A dataset with ``as_tensors`` and no ``collate_fn`` is moved to the device once and
-    batched there. ``num_workers``, ``pin_memory``, ``timeout``, ``worker_init_fn``,
-    ``prefetch_factor`` and ``persistent_workers`` are accepted for PyTorch code and do
-    nothing: loading runs in the calling thread. ``generator`` (a ``numpy.random.Generator``)
-    seeds the shuffled order when ``seed`` is not given.
+    A dataset with ``as_tensors`` (a :class:`Subset` of one too) and the default ``collate_fn`` is moved to the
+    device once and batched there; a Subset's current ``indices`` and the dataset's current tensors are read at
+    each iteration. ``num_workers``, ``pin_memory``, ``timeout``, ``worker_init_fn``,
+    ``multiprocessing_context``, ``prefetch_factor``, ``persistent_workers`` and ``in_order`` are checked and
+    kept as PyTorch's are (the same attributes, the same errors): loading runs in the calling thread, with
+    no worker processes, so ``worker_init_fn`` is never called (per-worker seeds or shards set in it would
+    otherwise apply to the one process that loads everything) and ``get_worker_info()`` is None.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
-                 generator=None, prefetch_factor=None, persistent_workers=False, pin_memory_device="", *,
-                 seed=None, device=None, dtype=None):
+                 multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
+                 pin_memory_device="", in_order=True, seed=None, device=None, dtype=None):
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:  # the stream decides the order: PyTorch refuses these options
             for name, value in (("shuffle", shuffle), ("sampler", sampler), ("batch_sampler", batch_sampler)):
@@ -171,31 +222,61 @@ class DataLoader:
             raise ValueError(f"DataLoader: num_workers must be a non-negative integer, got {num_workers!r}")
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError(f"DataLoader: collate_fn must be callable, got {type(collate_fn).__name__}")
-        self._sampler, self._batch_sampler, self.collate_fn = sampler, batch_sampler, collate_fn
+        # PyTorch's checks of the worker options, though no worker processes run here
+        if timeout < 0:
+            raise ValueError("DataLoader: timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing. "
+                             "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None.")
+        if prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("DataLoader: prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+        if generator is not None and not isinstance(generator, np.random.Generator):
+            raise TypeError(f"DataLoader: generator must be a numpy.random.Generator (minifused.Generator) or "
+                            f"None, got {type(generator).__name__}")
+        if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
+            raise ValueError(f"DataLoader: seed must be a non-negative integer or None, got {seed!r}")
+        self._sampler, self._batch_sampler = sampler, batch_sampler
         self.dataset = dataset
         self.batch_size = None if batch_size is None else int(batch_size)
         self._unbatched = batch_size is None and batch_sampler is None
         self.shuffle = bool(shuffle)
+        if self.shuffle and not self._iterable and len(dataset) == 0:  # (PyTorch's RandomSampler refuses it)
+            raise ValueError("DataLoader: num_samples should be a positive integer value, but got num_samples=0")
         self.drop_last = bool(drop_last)
         self.num_workers = int(num_workers)
-        if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
-            raise ValueError(f"DataLoader: seed must be a non-negative integer or None, got {seed!r}")
-        if seed is None:
-            if generator is not None and not isinstance(generator, np.random.Generator):
-                raise TypeError(f"DataLoader: generator must be a numpy.random.Generator or None, "
-                                f"got {type(generator).__name__}")
-            seed = int((generator or backend.generator(backend.CPU)).integers(0, 2 ** 62))
-        self.seed = int(seed)
+        self.collate_fn = collate_fn if collate_fn is not None else default_convert if self._unbatched \
+            else default_collate
+        self.pin_memory, self.pin_memory_device, self.timeout = pin_memory, pin_memory_device, timeout
+        self.worker_init_fn, self.persistent_workers, self.in_order = worker_init_fn, persistent_workers, in_order
+        self.prefetch_factor = 2 if num_workers > 0 and prefetch_factor is None else prefetch_factor
+        self.multiprocessing_context = _multiprocessing_context(multiprocessing_context, num_workers)
+        self.generator = generator
+        self.seed = None if seed is None else int(seed)
         # As PyTorch's, batches of a TensorDataset stay on its tensors' device unless ``device`` says
         # otherwise; datasets without a device (MNIST) go to the default device.
         self.device = backend.device(device if device is not None else getattr(dataset, "device", None))
         self.epoch = 0
         self._tensors = None
         self._dtype = dtype
-        if batched_on_device(dataset) and collate_fn is None and not self._unbatched and not self._iterable:
-            self._source = getattr(dataset, "tensors", None)
-            self._tensors = tuple(dataset.as_tensors(self.device, dtype))
-        self.n = None if self._iterable else len(dataset) if sampler is None else len(sampler)
+        self._subsets = []  # the Subsets around the dataset whose tensors are batched, outermost first
+        if (batched_on_device(dataset) and self._user_collate() is None and not self._unbatched
+                and not self._iterable):
+            base = dataset
+            while isinstance(base, Subset):
+                self._subsets.append(base)
+                base = base.dataset
+            self._base, self._source = base, getattr(base, "tensors", None)
+            self._tensors = tuple(base.as_tensors(self.device, dtype))
+
+    @property
+    def n(self):
+        """The samples an epoch loads, counted now: the sampler's length where one was given, else the
+        dataset's (None for an IterableDataset)."""
+        if self._iterable:
+            return None
+        return len(self.dataset) if self._sampler is None else len(self._sampler)
 
     def __len__(self):
         if self._iterable:  # len(dataset) raises TypeError for a stream without __len__, as PyTorch's
@@ -205,11 +286,12 @@ class DataLoader:
             return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         if self._batch_sampler is not None:
             return len(self._batch_sampler)
+        n = self.n  # (TypeError for a sampler without __len__, as PyTorch's)
         if self._unbatched:
-            return self.n
+            return n
         if self.drop_last:
-            return self.n // self.batch_size
-        return -(-self.n // self.batch_size)
+            return n // self.batch_size
+        return -(-n // self.batch_size)
 
     @property
     def sampler(self):
@@ -233,44 +315,76 @@ class DataLoader:
             self._sampler.set_epoch(epoch)
 
     def order(self, epoch=None):
-        """The host permutation used for ``epoch`` (identity without shuffle; the sampler's
-        indices with one)."""
+        """The host indices of ``epoch`` (default: the next one), whole: the dataset's in order, shuffled
+        (without ``seed``, each call draws a new order, as an iteration does), or all the sampler's."""
         epoch = self.epoch if epoch is None else epoch
         if self._sampler is not None:
-            if hasattr(self._sampler, "indices") and callable(self._sampler.indices):
-                return np.asarray(self._sampler.indices(epoch))
+            if callable(getattr(self._sampler, "indices", None)):
+                return np.asarray(self._sampler.indices(epoch), dtype=np.int64)
             return np.fromiter((int(i) for i in self._sampler), dtype=np.int64)
+        n = len(self.dataset)
         if not self.shuffle:
-            return np.arange(self.n)
-        return epoch_order(self.n, self.seed, epoch)
+            return np.arange(n)
+        if self.seed is not None:
+            return epoch_order(n, self.seed, epoch)
+        seed = int((self.generator or backend.generator(backend.CPU)).integers(0, 2 ** 62))
+        return np.random.Generator(np.random.PCG64(seed)).permutation(n)
 
-    def _index_batches(self, epoch):
-        """Host index arrays, one per batch."""
+    def _epoch_indices(self, epoch):
+        """The indices of ``epoch``: a host int64 array where the whole order is taken at once (the loader's
+        own, a DistributedSampler's, one of the samplers here), else the sampler's iterator, drawn lazily."""
+        s = self._sampler
+        if s is None or callable(getattr(s, "indices", None)) or type(s) in _WHOLE_ORDER:
+            return self.order(epoch)
+        return iter(s)
+
+    def _index_batches(self, indices):
+        """The batches of ``indices`` (None: the batch sampler's, as it yields them): slices of an array, or
+        lists of what an iterator yields, each batch drawn only when the one before was loaded."""
         if self._batch_sampler is not None:
-            for batch in self._batch_sampler:
-                yield np.asarray(batch, dtype=np.int64).reshape(-1)
+            yield from self._batch_sampler
             return
-        order, bs = self.order(epoch), self.batch_size
-        for b in range(len(self)):
-            yield order[b * bs:(b + 1) * bs]
+        bs = self.batch_size
+        if isinstance(indices, np.ndarray):
+            for start in self._starts(len(indices)):
+                yield indices[start:start + bs]
+            return
+        batch = []
+        for i in indices:
+            batch.append(i)
+            if len(batch) == bs:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def _starts(self, n):
+        """Where the batches of ``n`` indices start (a short last one dropped with drop_last)."""
+        return range(0, n - n % self.batch_size if self.drop_last else n, self.batch_size)
+
+    def _user_collate(self):
+        """The collate_fn given, or None where it is PyTorch's default (then batches are built on the device)."""
+        default = default_convert if self._unbatched else default_collate
+        return None if self.collate_fn is default else self.collate_fn
 
     def __iter__(self):
         epoch = self.epoch
         self.epoch += 1
         if self._iterable:
             return self._stream_batches()
-        if self._tensors is not None and getattr(self.dataset, "tensors", None) is not self._source:
+        if self._tensors is None or self._user_collate() is not None:
+            return self._host_batches(epoch)
+        if getattr(self._base, "tensors", None) is not self._source:
             # (a TensorDataset given new tensors since: batches of those, as PyTorch's loader reads them)
-            self._source = self.dataset.tensors
-            self._tensors = tuple(self.dataset.as_tensors(self.device, self._dtype))
-            self.n = len(self.dataset) if self._sampler is None else self.n
-        return self._device_batches(epoch) if self._tensors is not None else self._host_batches(epoch)
+            self._source = self._base.tensors
+            self._tensors = tuple(self._base.as_tensors(self.device, self._dtype))
+        return self._device_batches(epoch)
 
     def _stream_batches(self):
         """An IterableDataset's items, batched in the order the stream gives them."""
         if self._unbatched:
             for item in self.dataset:
-                yield self.collate_fn(item) if self.collate_fn is not None else _convert(item, self.device)
+                yield self._converted(item)
             return
         items = []
         for item in self.dataset:
@@ -281,41 +395,61 @@ class DataLoader:
         if items and not self.drop_last:
             yield self._collated(items)
 
+    def _converted(self, item):
+        fn = self._user_collate()
+        return fn(item) if fn is not None else _convert(item, self.device)
+
     def _collated(self, items):
-        return self.collate_fn(items) if self.collate_fn is not None else _collate_items(items, self.device)
+        fn = self._user_collate()
+        return fn(items) if fn is not None else _collate_items(items, self.device)
+
+    def _rows(self, idx):
+        """Positions in the dataset (host int64) -> rows of the device tensors, through each Subset's current
+        ``indices``, checked."""
+        for sub in self._subsets:
+            idx = np.asarray(sub.indices, dtype=np.int64).reshape(-1)[_in_range("DataLoader", idx, len(sub))]
+        return _in_range("DataLoader", idx, self._tensors[0].shape[0])
 
     def _device_batches(self, epoch):
-        bs, count = self.batch_size, len(self) if self._batch_sampler is None else 0
         gather = rows_gatherer([t._data for t in self._tensors])  # every tensor's rows, two per launch
-        if self._batch_sampler is not None:
-            for idx in self._index_batches(epoch):
-                with backend.on_device(self.device):
-                    idx = backend.to_device(idx, self.device)
-                yield [Tensor._from_array(a) for a in gather(idx)]
-        elif self.shuffle or self._sampler is not None:
+        bs = self.batch_size
+        if self._batch_sampler is None and self._sampler is None and not self.shuffle and not self._subsets:
+            # copies, not views: a batch edited in place must leave the dataset alone, as PyTorch's
+            for start in self._starts(len(self.dataset)):
+                yield [Tensor._from_array(t._data[start:start + bs].copy()) for t in self._tensors]
+            return
+        indices = None if self._batch_sampler is not None else self._epoch_indices(epoch)
+        if isinstance(indices, np.ndarray):  # the whole epoch: one copy to the device
             with backend.on_device(self.device):
-                perm = backend.to_device(self.order(epoch), self.device)  # one copy per epoch
-            for b in range(count):
-                idx = perm[b * bs:(b + 1) * bs]
-                yield [Tensor._from_array(a) for a in gather(idx)]
-        else:  # copies, not views: a batch edited in place must leave the dataset alone, as PyTorch's
-            for b in range(count):
-                yield [Tensor._from_array(t._data[b * bs:(b + 1) * bs].copy()) for t in self._tensors]
+                perm = backend.to_device(self._rows(indices), self.device)
+            for start in self._starts(len(perm)):
+                yield [Tensor._from_array(a) for a in gather(perm[start:start + bs])]
+            return
+        for idx in self._index_batches(indices):
+            idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+            if not idx.size:  # (PyTorch's default_collate fails on an empty batch)
+                raise IndexError("DataLoader: a batch of no indices: default_collate needs at least one sample")
+            with backend.on_device(self.device):
+                idx = backend.to_device(self._rows(idx), self.device)
+            yield [Tensor._from_array(a) for a in gather(idx)]
 
     def _host_batches(self, epoch):
         if self._unbatched:
-            for i in self.order(epoch):
-                item = self.dataset[int(i)]
-                yield self.collate_fn(item) if self.collate_fn is not None else _convert(item, self.device)
+            indices = self._epoch_indices(epoch)
+            for i in indices.tolist() if isinstance(indices, np.ndarray) else indices:
+                yield self._converted(self.dataset[i])
             return
-        for idx in self._index_batches(epoch):
-            yield self._collated([self.dataset[int(i)] for i in idx])
+        getitems = getattr(self.dataset, "__getitems__", None)  # (PyTorch's fetcher asks for a batch at once)
+        indices = None if self._batch_sampler is not None else self._epoch_indices(epoch)
+        for idx in self._index_batches(indices):
+            idx = idx.tolist() if isinstance(idx, np.ndarray) else list(idx)
+            yield self._collated(getitems(idx) if getitems else [self.dataset[i] for i in idx])
 
 
 def default_collate(batch, device=None):
     """PyTorch's ``default_collate``: a list of samples to one batch, stacking tensors, arrays and
     numbers position by position through tuples, lists and dicts."""
-    return _collate_items(list(batch), backend.device(device))
+    return _collate_items(batch if isinstance(batch, (list, tuple)) else list(batch), backend.device(device))
 
 
 def default_convert(data, device=None):
@@ -340,42 +474,113 @@ def _convert(item, device):
 
 
 def _collate_items(items, device):
+    """PyTorch's ``collate``: the first sample's type decides (tensors, NumPy arrays, NumPy scalars, floats, ints,
+    strings, mappings, named tuples, sequences, in that order); ``items`` is a list, or a tuple of one position
+    of tuple samples (strings come back as that tuple, as PyTorch's)."""
+    if not len(items):
+        raise IndexError("default_collate: the batch is empty: there is no sample to collate")
     first = items[0]
-    if isinstance(first, dict):
-        return {k: _collate_items([it[k] for it in items], device) for k in first}
-    if isinstance(first, (tuple, list)):
+    if isinstance(first, Tensor):
+        return _collate_tensors(items, device)
+    if isinstance(first, np.ndarray):
+        if first.dtype.kind in "SUO":  # strings, bytes, objects: no tensor of them
+            raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
+                            f"found {first.dtype}")
+        return _collate_tensors([_as_tensor_item(v) for v in items], device)
+    if isinstance(first, (np.bool_, np.number)):  # (before float: numpy.float64 is a float)
+        return _collate_numbers(items, None, device)
+    if isinstance(first, float):
+        return _collate_numbers(items, backend.float64, device)
+    if isinstance(first, int):
+        return _collate_numbers(items, None, device)
+    if isinstance(first, (str, bytes)):
+        return items
+    if isinstance(first, collections.abc.Mapping):
+        cols = {k: _collate_items([it[k] for it in items], device) for k in first}
+        try:  # the sample's own mapping type (a defaultdict stays one), as PyTorch's
+            if isinstance(first, collections.abc.MutableMapping):
+                out = copy.copy(first)
+                out.update(cols)
+                return out
+            return type(first)(cols)
+        except TypeError:
+            return cols
+    if isinstance(first, tuple) and hasattr(first, "_fields"):  # a named tuple keeps its type, as PyTorch's
+        return type(first)(*(_collate_items(col, device) for col in zip(*items)))
+    if isinstance(first, collections.abc.Sequence):
         if any(len(it) != len(first) for it in items):
             raise RuntimeError("DataLoader: each element in list of batch should be of equal size")
-        cols = [_collate_items([it[k] for it in items], device) for k in range(len(first))]
-        if hasattr(first, "_fields"):  # a named tuple keeps its type, as PyTorch's
-            return type(first)(*cols)
-        return cols  # (tuples too: PyTorch's batches of tuple samples are lists)
-    if isinstance(first, (str, bytes)):
-        return list(items)
-    if not isinstance(first, (Tensor, np.ndarray, np.generic, numbers.Number)) or isinstance(first, complex):
+        cols = [_collate_items(col, device) for col in zip(*items)]
+        if isinstance(first, tuple):
+            return cols  # (PyTorch's batches of tuple samples are lists)
+        try:
+            if isinstance(first, collections.abc.MutableSequence):
+                out = copy.copy(first)
+                for k, col in enumerate(cols):
+                    out[k] = col
+                return out
+            return type(first)(cols)
+        except TypeError:
+            return cols
+    raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
+                    f"found {type(first).__name__}")
+
+
+def _type_name(v):
+    t = type(v)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
+def _as_tensor_item(v):
+    """One sample of a batch of NumPy arrays as a tensor (PyTorch's ``as_tensor``)."""
+    if isinstance(v, Tensor):
+        return v
+    arr = np.asarray(v)
+    if arr.dtype.kind not in "biufc":
         raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
-                        f"found {type(first).__name__}")
-    return _collate(items, device)
+                        f"found {arr.dtype}")
+    return Tensor._from_array(arr)
 
 
-def _collate(values, device):
-    first = values[0]
-    shapes = {tuple(getattr(v, "shape", ())) for v in values}
+def _collate_tensors(values, device):
+    """``stack(values)`` as PyTorch's collate: its type promotion (int64 beside float32 gives float32) and, for
+    samples that require grad, its graph; on ``device``."""
+    for i, v in enumerate(values):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"default_collate: expected Tensor as element {i} in argument 0, but got {_type_name(v)}")
+    shapes = {tuple(v.shape) for v in values}
     if len(shapes) > 1:
         raise RuntimeError(f"default_collate: stack expects each tensor to be equal size, got shapes "
                            f"{sorted(shapes)[:4]}")
-    if isinstance(first, Tensor):
-        arr = np.stack([backend.to_device(v._data, backend.CPU) for v in values])
-    elif isinstance(first, (np.ndarray, np.generic)):  # NumPy arrays and scalars keep their dtype, as PyTorch's
-        return Tensor._from_array(backend.to_device(np.stack(values), device))
-    elif all(isinstance(v, float) for v in values):  # plain Python floats: float64, as PyTorch collates them
-        arr = np.asarray(values, dtype=np.float64)
-    else:
-        arr = np.asarray(values)
-        if arr.dtype.kind in "iu":
-            arr = arr.astype(np.int64)
-        elif arr.dtype == np.float64:
-            arr = arr.astype(np.float32)
+    return stack(list(values)).to(device)
+
+
+def _number_dtype(v):
+    """The dtype PyTorch's tensor-from-a-list gives this element: NumPy scalars and 0-d tensors or arrays their
+    own, a bool bool, an int int64, a float the default floating dtype."""
+    if isinstance(v, (Tensor, np.ndarray)) and v.ndim == 0 and np.dtype(v.dtype).kind in "biufc":
+        return v.dtype
+    if isinstance(v, (np.bool_, np.number)):
+        return v.dtype
+    if isinstance(v, bool):
+        return backend.bool_
+    if isinstance(v, int):
+        return backend.int64
+    if isinstance(v, float):
+        return backend.get_default_dtype()
+    raise TypeError(f"default_collate: a batch of numbers cannot hold {_type_name(v)}"
+                    + (f" of shape {tuple(v.shape)}" if hasattr(v, "shape") else ""))
+
+
+def _collate_numbers(values, dtype, device):
+    """Numbers (Python's, NumPy scalars) to one tensor: ``dtype`` (float64 for Python floats, as PyTorch's), or
+    the elements' dtypes promoted (``[numpy.float32(1), 2.0]`` is float32, ``[1, 2.5]`` the default dtype)."""
+    dtypes = [_number_dtype(v) for v in values]
+    if dtype is None:
+        dtype = functools.reduce(promote, dtypes)
+    host = [v.item() if isinstance(v, Tensor) else v for v in values]
+    with np.errstate(over="ignore"):  # (a float past the dtype's range is inf, as PyTorch's, without a warning)
+        arr = np.asarray(host, dtype=dtype)
     return Tensor._from_array(backend.to_device(arr, device))
 
 

@@ -55,6 +55,9 @@ class RandomSampler(Sampler):
             raise TypeError(f"RandomSampler: replacement should be a bool, got {replacement!r}")
         self.data_source, self.replacement = data_source, replacement
         self._num_samples = None if num_samples is None else _count("RandomSampler", "num_samples", num_samples)
+        if self.num_samples <= 0:  # (an empty data source: PyTorch's check of num_samples)
+            raise ValueError(f"RandomSampler: num_samples should be a positive integer value, but got "
+                             f"num_samples={self.num_samples}")
         self.generator = _generator("RandomSampler", generator) if generator is not None else None
 
     @property
@@ -63,10 +66,12 @@ class RandomSampler(Sampler):
 
     def __iter__(self):
         n, gen = len(self.data_source), self.generator or backend.generator(backend.CPU)
+        if not n:
+            raise ValueError(f"RandomSampler: cannot draw {self.num_samples} samples from an empty data source")
         if self.replacement:
             return iter(gen.integers(0, n, self.num_samples).tolist())
         # without replacement, num_samples > n walks several permutations, as PyTorch does
-        parts = [gen.permutation(n) for _ in range(-(-self.num_samples // n))] if n else [np.arange(0)]
+        parts = [gen.permutation(n) for _ in range(-(-self.num_samples // n))]
         return iter(np.concatenate(parts)[:self.num_samples].tolist())
 
     def __len__(self):
@@ -92,7 +97,8 @@ class SubsetRandomSampler(Sampler):
 
 class WeightedRandomSampler(Sampler):
     """``num_samples`` indices drawn with probabilities proportional to ``weights`` (PyTorch's
-    ``torch.multinomial`` draw: with ``replacement``, or distinct indices without it)."""
+    ``torch.multinomial`` draw: with ``replacement``, or distinct indices without it: once the indices of
+    non-zero weight are all drawn, those of zero weight follow, in a random order)."""
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
         op = "WeightedRandomSampler"
@@ -110,16 +116,19 @@ class WeightedRandomSampler(Sampler):
             raise ValueError(f"{op}: weights must be finite and non-negative")
         if w.sum() <= 0:
             raise ValueError(f"{op}: the weights sum to zero: nothing to draw")
-        if not replacement and self.num_samples > np.count_nonzero(w):
+        if not replacement and self.num_samples > len(w):
             raise ValueError(f"{op}: cannot draw {self.num_samples} distinct indices without replacement from "
-                             f"{np.count_nonzero(w)} non-zero weights")
+                             f"{len(w)} weights")
         self.weights, self.replacement = w, replacement
         self.generator = _generator(op, generator) if generator is not None else None
 
     def __iter__(self):
-        gen = self.generator or backend.generator(backend.CPU)
-        draw = gen.choice(len(self.weights), size=self.num_samples, replace=self.replacement,
-                          p=self.weights / self.weights.sum())
+        gen, w = self.generator or backend.generator(backend.CPU), self.weights
+        size = self.num_samples if self.replacement else min(self.num_samples, np.count_nonzero(w))
+        draw = gen.choice(len(w), size=size, replace=self.replacement, p=w / w.sum())
+        if size < self.num_samples:  # without replacement, past the non-zero weights: zero ones, as PyTorch's
+            zeros = np.flatnonzero(w == 0)
+            draw = np.concatenate([draw, zeros[gen.permutation(len(zeros))[:self.num_samples - size]]])
         return iter(draw.tolist())
 
     def __len__(self):
