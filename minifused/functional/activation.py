@@ -534,6 +534,10 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _loss_operands(op, input, target, reduction, broadcast="silent",
                                    float_target=True, reductions=("none", "batchmean", "sum", "mean"))
+    if reduction == "mean":  # (PyTorch's warning: a silent 1 / C scale on a distillation loss is easy to miss)
+        _warnings.warn("kl_div: reduction='mean' divides the total loss by both the batch size and the support "
+                       "size; 'batchmean' divides only by the batch size, and aligns with the KL divergence's "
+                       "definition", UserWarning, stacklevel=2)
     loss = _A.KLDiv.apply(input, target, bool(log_target))
     if reduction == "batchmean":
         total = _reduce(loss, "sum")
