@@ -22,7 +22,8 @@ from . import amp, backend, backends, cuda, distributions, nn
 from .autograd import Function
 from .autograd.tape import FunctionCtx
 from .data import dataset as _dataset, loader as _loader, sampler as _sampler
-from .nn import parametrizations, parametrize
+from .nn import module as _module, parametrizations, parametrize
+from .nn.state_dicts import consume_prefix_in_state_dict_if_present
 from .nn.activation import _Loss
 from .nn.loss import _WeightedLoss
 from .nn.norm import _BatchNorm, _InstanceNorm, _NormBase
@@ -103,7 +104,10 @@ def register_all():
               "instancenorm": {"_InstanceNorm": _InstanceNorm, "_NormBase": _NormBase},
               "conv": {"_ConvNd": _ConvNd, "_ConvTransposeNd": _ConvTransposeNd},
               "utils": {"_ntuple": _ntuple, "_single": _ntuple(1, "_single"), "_pair": _ntuple(2, "_pair"),
-                        "_triple": _ntuple(3, "_triple"), "_quadruple": _ntuple(4, "_quadruple")}}
+                        "_triple": _ntuple(3, "_triple"), "_quadruple": _ntuple(4, "_quadruple"),
+                        "consume_prefix_in_state_dict_if_present": consume_prefix_in_state_dict_if_present},
+              "module": {name: getattr(_module, name) for name in
+                         ("register_module_forward_hook", "register_module_forward_pre_hook", "RemovableHandle")}}
     for sub in ("module", "loss", "conv", "linear", "activation", "batchnorm", "instancenorm", "normalization",
                 "pooling", "dropout", "container", "sparse", "rnn", "transformer", "padding", "pixelshuffle",
                 "upsampling", "flatten", "distance", "fold", "channelshuffle", "lazy", "utils"):

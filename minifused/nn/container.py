@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import collections.abc
 import functools
+import operator
 import warnings
 from collections import OrderedDict
 
 from .. import backend
 from ..autograd import is_grad_enabled
 from ..tensor import Tensor
-from .module import Module
+from .module import Module, Parameter, runs_hooks
 from ..backend import InputError, InputTypeError
 
 
@@ -30,8 +31,8 @@ def _own_forward(cls):
 
 def _fuses(layer, names, follower, name):
     """Whether ``follower``, which computes ``name`` (None: nothing fusable), may run inside ``layer``, which can
-    fuse ``names``: neither has hooks and both run this package's ``forward``."""
-    return (name is not None and name in names and layer._call_hooks is None and follower._call_hooks is None
+    fuse ``names``: neither runs hooks and both run this package's ``forward``."""
+    return (name is not None and name in names and not runs_hooks(layer) and not runs_hooks(follower)
             and _own_forward(type(layer)) and _own_forward(type(follower)))
 
 
@@ -157,7 +158,7 @@ class Sequential(_ModuleSequence):
             return type(self)(OrderedDict(list(self._modules.items())[idx]))
         return super().__getitem__(idx)
 
-    def forward(self, x):
+    def forward(self, input):
         """Modules in order; an activation module right after a layer that declares it can fuse it
         (``fused_activations``: Linear, Conv2d with no activation of their own) runs inside that layer's
         GEMM epilog instead, and a norm module right after a layer that declares it (``fused_norms``: Conv2d
@@ -170,6 +171,7 @@ class Sequential(_ModuleSequence):
         Modules with hooks (``register_forward_hook`` ...), and modules whose class overrides the ``forward``
         of this package's class, are always called, never fused or run in place.
         """
+        x = input
         mods = list(self._modules.values())
         lean, first, owned = not is_grad_enabled() and not backend.autocast_dtypes(), x, False
         i, n = 0, len(mods)
@@ -187,14 +189,14 @@ class Sequential(_ModuleSequence):
                   and m.activation is None):
                 x = m.forward_with_activation(x, nxt.fusable_activation)
                 i += 2
-            elif owned and m.forward_inplace is not None and m._call_hooks is None and _own_forward(type(m)):
+            elif owned and m.forward_inplace is not None and not runs_hooks(m) and _own_forward(type(m)):
                 x = m.forward_inplace(x)  # x stays owned: the same tensor, overwritten
                 i += 1
                 continue
             else:
                 x = m(x)
                 i += 1
-            owned = lean and _builtin(m) and m._call_hooks is None and _owned(x, first)  # (a hook may keep x)
+            owned = lean and _builtin(m) and not runs_hooks(m) and _owned(x, first)  # (a hook may keep x)
         return x
 
 
@@ -271,114 +273,208 @@ class ModuleDict(Module):
         return self._modules.items()
 
 
-def _as_parameter(owner, value):
-    from .module import Parameter
-
-    if isinstance(value, Parameter):
-        return value
-    if isinstance(value, Tensor):
-        return Parameter(value)
-    raise InputTypeError(f"{owner}: expected a Parameter or a tensor, got {type(value).__name__}")
+def _entry_repr(key, value, type_name):
+    """One line of PyTorch's ParameterList / ParameterDict repr: a tensor's kind, type (``type_name(value)``) and
+    size (and device, on a GPU), the type of anything else."""
+    if not isinstance(value, Tensor):
+        return f"  ({key}): Object of type: {type(value).__name__}"
+    kind = "Parameter" if isinstance(value, Parameter) else "Tensor"
+    size = "x".join(str(n) for n in value.shape)
+    device = f" ({value.device})" if value.device.type == "cuda" else ""
+    return f"  ({key}): {kind} containing: [{type_name(value)} of size {size}{device}]"
 
 
 class ParameterList(Module):
-    """Parameters registered under '0', '1', ... in order, as PyTorch's (a tensor given becomes a Parameter):
-    ``model.parameters()`` and the state dict see them."""
+    """Values under '0', '1', ... in order, as PyTorch's: a tensor given becomes a Parameter, registered under its
+    index (``model.parameters()`` and the state dict see it); anything else (a number, None) is kept as a plain
+    attribute of that name."""
 
     def __init__(self, values=None):
         super().__init__()
-        for v in values or ():
-            self.append(v)
+        self._size = 0
+        if values is not None:
+            self += values
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_size", len(self._parameters))  # (a list pickled holding Parameters alone)
+
+    def _key(self, idx):
+        """The name of the entry at position ``idx`` (negative: from the end)."""
+        try:
+            idx = operator.index(idx)
+        except TypeError:
+            raise InputTypeError(f"ParameterList indices must be integers or slices, got "
+                                 f"{type(idx).__name__}") from None
+        n = len(self)
+        if not -n <= idx < n:
+            raise IndexError(f"ParameterList: index {idx} is out of range for {n} entries")
+        return str(idx % n)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            out = type(self)()
+            for i in range(*idx.indices(len(self))):
+                out.append(self[i])
+            return out
+        return getattr(self, self._key(idx))
+
+    def __setitem__(self, idx, value):
+        if isinstance(value, Tensor) and not isinstance(value, Parameter):
+            value = Parameter(value)
+        setattr(self, self._key(idx), value)  # (a non-tensor in place of a Parameter is refused there)
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterList should not be called.")
 
     def append(self, value):
-        self.register_parameter(str(len(self._parameters)), _as_parameter("ParameterList", value))
+        self._size += 1
+        self[self._size - 1] = value
         return self
 
     def extend(self, values):
+        if not isinstance(values, collections.abc.Iterable) or isinstance(values, Tensor):
+            raise InputTypeError(f"ParameterList.extend should be called with an iterable, but got "
+                                 f"{type(values).__name__}")
         for v in values:
             self.append(v)
         return self
 
-    def _index(self, idx):
-        n = len(self._parameters)
-        if not isinstance(idx, int) or not -n <= idx < n:
-            raise IndexError(f"ParameterList: index {idx!r} out of range for {n} parameters")
-        return idx % n
-
-    def __getitem__(self, idx):
-        items = list(self._parameters.values())
-        return ParameterList(items[idx]) if isinstance(idx, slice) else items[self._index(idx)]
-
-    def __setitem__(self, idx, value):
-        self.register_parameter(str(self._index(idx)), _as_parameter("ParameterList", value))
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters.values())
-
     def extra_repr(self):
-        lines = [f"({i}): Parameter of shape {tuple(p.shape)}, {p.dtype}" for i, p in enumerate(self)]
-        return "\n  " + "\n  ".join(lines) + "\n" if lines else ""
+        return "\n".join(_entry_repr(i, v, lambda t: str(t.dtype)) for i, v in enumerate(self))
 
 
 class ParameterDict(Module):
-    """Parameters registered under string keys, in insertion order, as PyTorch's (a tensor given becomes a
-    Parameter)."""
+    """Values under string keys, in insertion order, as PyTorch's: a tensor given becomes a Parameter, registered
+    under its key; anything else (a number, None) is kept as a plain attribute of that name. The dict methods,
+    ``|`` and ``|=`` included."""
 
     def __init__(self, parameters=None):
         super().__init__()
-        self.update(parameters or {})
+        self._keys = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_keys", dict.fromkeys(self._parameters))  # (pickled holding Parameters alone)
 
     def __getitem__(self, key):
-        return self._parameters[key]
+        if key not in self._keys:
+            raise KeyError(key)
+        return getattr(self, key)
 
     def __setitem__(self, key, value):
         if not isinstance(key, str):
             raise InputTypeError(f"ParameterDict: keys must be strings, got {type(key).__name__}")
-        self.register_parameter(key, _as_parameter("ParameterDict", value))
+        if key not in self._keys:
+            self._check_name("parameter", key, "_parameters")  # (not a name of the class's: keys(), update ...)
+        if isinstance(value, Tensor) and not isinstance(value, Parameter):
+            value = Parameter(value)
+        setattr(self, key, value)  # (a non-tensor in place of a Parameter is refused there)
+        self._keys[key] = None
 
     def __delitem__(self, key):
-        del self._parameters[key]
+        del self._keys[key]
+        delattr(self, key)
 
     def __contains__(self, key):
-        return key in self._parameters
+        return key in self._keys
 
     def __len__(self):
-        return len(self._parameters)
+        return len(self._keys)
 
     def __iter__(self):
-        return iter(self._parameters)
+        return iter(self._keys)
+
+    def __reversed__(self):
+        return reversed(list(self._keys))
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterDict should not be called.")
+
+    def __or__(self, other):
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ror__(self, other):
+        out = other.copy()
+        out.update(self)
+        return out
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
 
     def keys(self):
-        return self._parameters.keys()
+        return self._keys.keys()
 
     def values(self):
-        return self._parameters.values()
+        return (self[k] for k in self._keys)
 
     def items(self):
-        return self._parameters.items()
+        return ((k, self[k]) for k in self._keys)
 
     def get(self, key, default=None):
-        return self._parameters.get(key, default)
+        return self[key] if key in self else default
 
     def pop(self, key):
-        return self._parameters.pop(key)
+        value = self[key]
+        del self[key]
+        return value
+
+    def popitem(self):
+        """The last (key, value), removed."""
+        if not self._keys:
+            raise KeyError("popitem(): ParameterDict is empty")
+        key = next(reversed(self._keys))
+        return key, self.pop(key)
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def clear(self):
+        for key in list(self._keys):
+            del self[key]
+
+    def copy(self):
+        """A new ParameterDict of the same values (the same Parameter objects)."""
+        return ParameterDict(OrderedDict(self.items()))
+
+    def fromkeys(self, keys, default=None):
+        """A new ParameterDict with ``keys`` all set to ``default``."""
+        return ParameterDict((k, default) for k in keys)
 
     def extra_repr(self):
-        lines = [f"({k}): Parameter of shape {tuple(p.shape)}, {p.dtype}" for k, p in self.items()]
-        return "\n  " + "\n  ".join(lines) + "\n" if lines else ""
+        return "\n".join(_entry_repr(k, v, lambda t: t.type()) for k, v in self.items())
 
     def update(self, parameters):
         """The entries of ``parameters``: an ``OrderedDict`` or ``ParameterDict`` in its order, another mapping
         (a plain dict) in the sorted order of its keys, as PyTorch's; else (key, value) pairs in their order."""
-        items = list(parameters.items()) if hasattr(parameters, "items") else parameters
+        if not isinstance(parameters, collections.abc.Iterable):
+            raise InputTypeError(f"ParameterDict.update should be called with an iterable of key/value pairs, but "
+                                 f"got {type(parameters).__name__}")
+        items = list(parameters.items()) if hasattr(parameters, "items") else list(parameters)
         if (isinstance(parameters, collections.abc.Mapping) and not isinstance(parameters, OrderedDict)
                 and all(isinstance(key, str) for key, _ in items)):  # (a key of another type is refused by name)
             items.sort(key=lambda kv: kv[0])
-        for key, value in items:
-            self[key] = value
+        for i, pair in enumerate(items):
+            if not isinstance(pair, collections.abc.Iterable) or len(pair) != 2:
+                raise InputError(f"ParameterDict update sequence element #{i} should be a (key, value) pair, got "
+                                 f"{pair!r}")
+            self[pair[0]] = pair[1]
 
 
 _CONTAINER_DEPRECATED = ("`nn.Container` is deprecated. All of its functionality is now implemented in `nn.Module`. "

@@ -1,6 +1,7 @@
 """``Module`` and ``Parameter``: attribute registration, traversal, modes, state dicts."""
 from __future__ import annotations
 
+import collections.abc
 import itertools
 import warnings
 import weakref
@@ -186,7 +187,7 @@ class Module(StateDicts):
     _call_hooks = None
 
     def __call__(self, *args, **kwargs):
-        if self._call_hooks is None:
+        if self._call_hooks is None and not (_global_forward_pre_hooks or _global_forward_hooks):
             return self.forward(*args, **kwargs)
         return _call_with_hooks(self, args, kwargs)
 
@@ -199,7 +200,8 @@ class Module(StateDicts):
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
         """``hook(module, args, output)`` (``hook(module, args, kwargs, output)`` with ``with_kwargs``) runs
         after ``forward`` and may return a replacement output; ``always_call`` runs it even when
-        ``forward`` raised (with output None). Returns a handle whose ``remove()`` unregisters it."""
+        anything of the call raised (a pre-hook, ``forward``, an earlier forward hook: with the output so far,
+        None before ``forward`` returned). Returns a handle whose ``remove()`` unregisters it."""
         return self._add_hook("post", (hook, bool(with_kwargs), bool(always_call)), prepend)
 
     def register_full_backward_hook(self, hook, prepend=False):
@@ -213,12 +215,27 @@ class Module(StateDicts):
         return a replacement ``grad_output`` tuple."""
         return self._add_hook("backward_pre", hook, prepend)
 
-    def _add_hook(self, kind, entry, prepend):
+    _forward_pre_hooks = property(lambda self: _HookTable(self, "pre"), lambda self, v: _HookTable(self, "pre").set(v),
+                                  doc="The forward pre-hooks by handle id, as PyTorch's (a live view).")
+    _forward_hooks = property(lambda self: _HookTable(self, "post"), lambda self, v: _HookTable(self, "post").set(v),
+                              doc="The forward hooks by handle id, as PyTorch's (a live view).")
+    _backward_hooks = property(lambda self: _HookTable(self, "backward"),
+                               lambda self, v: _HookTable(self, "backward").set(v),
+                               doc="The full backward hooks by handle id, as PyTorch's (a live view).")
+    _backward_pre_hooks = property(lambda self: _HookTable(self, "backward_pre"),
+                                   lambda self, v: _HookTable(self, "backward_pre").set(v),
+                                   doc="The backward pre-hooks by handle id, as PyTorch's (a live view).")
+
+    def _hook_table(self, kind):
+        """The table of this module's hooks of ``kind`` (made, leaving the fast path, if there is none)."""
         hooks = self.__dict__.get("_call_hooks")
         if hooks is None:
             hooks = _Hooks()
             object.__setattr__(self, "_call_hooks", hooks)
-        table = getattr(hooks, kind)
+        return getattr(hooks, kind)
+
+    def _add_hook(self, kind, entry, prepend):
+        table = self._hook_table(kind)
         handle = RemovableHandle(self, kind)
         table[handle.id] = entry
         if prepend:
@@ -241,12 +258,14 @@ class Module(StateDicts):
     # ------------------------------------------------------------ traversal
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
         """(dotted name, module) of this module and every submodule, depth first, as PyTorch's: a module
-        reached along several paths comes once (the first), unless ``remove_duplicate=False``."""
+        reached along several paths comes once (the first), unless ``remove_duplicate=False``. ``memo``: a set of
+        the modules to leave out, to which those yielded are added (unless ``remove_duplicate=False``)."""
+        if memo is None:
+            memo = set()
+        if self in memo:
+            return
         if remove_duplicate:
-            memo = set() if memo is None else memo
-            if id(self) in memo:
-                return
-            memo.add(id(self))
+            memo.add(self)
         yield prefix, self
         for name, child in self._modules.items():
             if child is not None:
@@ -286,7 +305,11 @@ class Module(StateDicts):
         return type(self).__name__
 
     def get_parameter(self, target: str):
-        return self._get_leaf(target, "_parameters", "an nn.Parameter")
+        """The parameter at dotted path ``target``, as PyTorch's: a name registered as None is not one."""
+        param = self._get_leaf(target, "_parameters", "an nn.Parameter")
+        if not isinstance(param, Parameter):
+            raise AttributeError(f"`{target.rpartition('.')[2]}` is not an nn.Parameter")
+        return param
 
     def get_buffer(self, target: str):
         return self._get_leaf(target, "_buffers", "a buffer")
@@ -355,8 +378,19 @@ class Module(StateDicts):
         return self.train(False)
 
     def requires_grad_(self, requires_grad=True):
+        """Set every parameter's ``requires_grad``; as PyTorch's, a flag that is not a bool is refused (when there
+        is a parameter to set)."""
         for p in self.parameters():
+            if not isinstance(requires_grad, bool):
+                raise InputTypeError(f"requires_grad_(): argument 'requires_grad' must be bool, not "
+                                     f"{type(requires_grad).__name__}")
             p.requires_grad = requires_grad
+        return self
+
+    def share_memory(self):
+        """Returns self. PyTorch moves the parameters and buffers to shared memory for other processes to update;
+        minifused has no shared-memory tensors (tensors cross to other processes by value, see
+        ``minifused.multiprocessing``), so there is nothing to move."""
         return self
 
     def compile(self, *args, **kwargs):
@@ -457,15 +491,23 @@ class Module(StateDicts):
         return ""
 
     def __repr__(self):
-        lines = []
+        """PyTorch's layout: a one-line ``extra_repr`` of a module without children inside the parentheses, else
+        each of its lines and each child on a line of its own, indented."""
         extra = self.extra_repr()
-        for name, child in self._modules.items():
-            body = repr(child).replace("\n", "\n  ")
-            lines.append(f"({name}): {body}")
-        if not lines:
-            return f"{type(self).__name__}({extra})"
-        head = f"{type(self).__name__}(" + (extra + "\n  " if extra else "\n  ")
-        return head + "\n  ".join(lines) + "\n)"
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self._modules.items()]
+        body = ""
+        if len(extra_lines) == 1 and not child_lines:
+            body = extra_lines[0]
+        elif extra_lines or child_lines:
+            body = "\n  " + "\n  ".join(extra_lines + child_lines) + "\n"
+        return f"{self._get_name()}({body})"
+
+    def __dir__(self):
+        """As PyTorch's: the attributes with the parameters, buffers and submodules (names starting with a digit,
+        as a Sequential's, left out)."""
+        keys = {*dir(type(self)), *self.__dict__, *self._parameters, *self._modules, *self._buffers}
+        return sorted(k for k in keys if not k[:1].isdigit())
 
 
 class _Hooks:
@@ -481,10 +523,51 @@ class _Hooks:
         return not (self.pre or self.post or self.backward or self.backward_pre)
 
 
+_NO_HOOKS = _Hooks()  # (what a module without hooks of its own runs with: the global hooks alone)
+
+#: PyTorch's global module hooks (``nn.modules.module``'s, for debugging and profiling): every module's call runs
+#: them before its own hooks. Dicts from handle id to hook, and the ids of the forward hooks with those options.
+_global_forward_pre_hooks = OrderedDict()
+_global_forward_hooks = OrderedDict()
+_global_forward_hooks_with_kwargs = OrderedDict()
+_global_forward_hooks_always_called = OrderedDict()
+
+
+def register_module_forward_pre_hook(hook):
+    """``hook(module, args)`` before every module's ``forward`` (before the module's own pre-hooks), as PyTorch's
+    ``nn.modules.module.register_module_forward_pre_hook``; it may return new args (a tuple, or one value)."""
+    handle = RemovableHandle(None, "pre")
+    _global_forward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """``hook(module, args, output)`` (``hook(module, args, kwargs, output)`` with ``with_kwargs``) after every
+    module's ``forward`` (before the module's own forward hooks), as PyTorch's
+    ``nn.modules.module.register_module_forward_hook``; ``always_call`` as ``Module.register_forward_hook``'s."""
+    handle = RemovableHandle(None, "post")
+    _global_forward_hooks[handle.id] = hook
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+def runs_hooks(module):
+    """Whether calling ``module`` runs hooks (its own or the global ones): then it is to be called as it is, never
+    fused into a neighbour nor run in place."""
+    return module._call_hooks is not None or bool(_global_forward_pre_hooks or _global_forward_hooks)
+
+
 def remove_hook(module, kind, key):
     """Unregister ``module``'s hook of ``kind`` ('pre', 'post', 'backward', 'backward_pre' or a state-dict hook's
-    kind) under the handle id
-    ``key`` (gone already: nothing to do)."""
+    kind) under the handle id ``key`` (module None: the global hook; gone already: nothing to do)."""
+    if module is None:
+        for table in (_global_forward_pre_hooks, _global_forward_hooks, _global_forward_hooks_with_kwargs,
+                      _global_forward_hooks_always_called):
+            table.pop(key, None)
+        return
     if kind in STATE_HOOK_KINDS:
         module.__dict__.get("_state_hooks", {}).get(kind, {}).pop(key, None)
         return
@@ -502,17 +585,66 @@ def forward_pre_hooks(module):
     return [] if hooks is None else [(key, entry[0]) for key, entry in hooks.pre.items()]
 
 
+class _HookTable(collections.abc.MutableMapping):
+    """A module's hooks of one kind from handle id to hook: PyTorch's ``module._forward_hooks``,
+    ``_forward_pre_hooks``, ``_backward_hooks`` and ``_backward_pre_hooks``, which code reads (``len``, ``items``)
+    and edits (``clear``, ``del``, ``[id] = hook``). A live view of the module's hook tables, whose entries carry
+    the options beside each hook; a hook set through it has the default options (kept when it replaces one)."""
+
+    __slots__ = ("_module", "_kind")
+
+    def __init__(self, module, kind):
+        self._module, self._kind = module, kind
+
+    def _table(self):
+        hooks = self._module.__dict__.get("_call_hooks")
+        return getattr(hooks, self._kind) if hooks is not None else {}
+
+    def __getitem__(self, key):
+        entry = self._table()[key]
+        return entry[0] if self._kind in ("pre", "post") else entry
+
+    def __setitem__(self, key, hook):
+        table = self._module._hook_table(self._kind)
+        if self._kind in ("pre", "post"):
+            hook = (hook, *table.get(key, (None, False, False))[1:])
+        table[key] = hook
+
+    def __delitem__(self, key):
+        if key not in self._table():
+            raise KeyError(key)
+        remove_hook(self._module, self._kind, key)
+
+    def __iter__(self):
+        return iter(list(self._table()))
+
+    def __len__(self):
+        return len(self._table())
+
+    def set(self, hooks):
+        """Make the hooks those of the mapping ``hooks`` (``module._forward_hooks = OrderedDict()``)."""
+        items = list(dict(hooks).items())
+        self.clear()
+        self.update(items)
+
+    def __repr__(self):
+        return repr(OrderedDict(self.items()))
+
+
 class RemovableHandle:
     """What a hook registration returns: ``remove()`` unregisters the hook (twice is harmless); as a
-    context manager it removes the hook on leaving the block."""
+    context manager it removes the hook on leaving the block. ``module`` None: a global module hook's."""
 
     _ids = itertools.count()
 
     def __init__(self, module, kind):
         self.id = next(RemovableHandle._ids)
-        self._module, self._kind = weakref.ref(module), kind
+        self._module, self._kind = (None if module is None else weakref.ref(module)), kind
 
     def remove(self):
+        if self._module is None:
+            remove_hook(None, self._kind, self.id)
+            return
         module = self._module()
         if module is not None:
             remove_hook(module, self._kind, self.id)
@@ -536,35 +668,57 @@ def pre_hook_arguments(what, result, args, kwargs):
     return result
 
 
+def _forward_hook_entries(hooks):
+    """(handle id, (hook, with_kwargs, always_call)) of the global forward hooks, then of the module's
+    (``hooks``), in the order they run."""
+    entries = [(key, (hook, key in _global_forward_hooks_with_kwargs, key in _global_forward_hooks_always_called))
+               for key, hook in _global_forward_hooks.items()]
+    return entries + list(hooks.post.items())
+
+
 def _call_with_hooks(module, args, kwargs):
-    """``module.forward`` between its pre-hooks and forward hooks, its inputs and outputs routed
-    through the backward-hook nodes when it has backward hooks."""
-    hooks = module._call_hooks
-    for hook, with_kwargs, _ in list(hooks.pre.values()):
-        if with_kwargs:
-            args, kwargs = pre_hook_arguments("forward pre-hook", hook(module, args, kwargs), args, kwargs)
-        else:
+    """``module.forward`` between the global and the module's pre-hooks and forward hooks, its inputs and outputs
+    routed through the backward-hook nodes when it has backward hooks. As PyTorch's: when anything of it raises
+    (a pre-hook, ``forward``, a forward hook), the ``always_call`` forward hooks that have not run yet run, with
+    the output so far (None before ``forward`` returned), their own errors turned into warnings, and the error
+    is raised again."""
+    hooks = module._call_hooks or _NO_HOOKS
+    output, ran = None, set()
+    try:
+        for hook in list(_global_forward_pre_hooks.values()):
             result = hook(module, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
-    state = None
-    if (hooks.backward or hooks.backward_pre) and is_grad_enabled():
-        args, state = wrap_inputs(module, args)
-    try:
+        for hook, with_kwargs, _ in list(hooks.pre.values()):
+            if with_kwargs:
+                args, kwargs = pre_hook_arguments("forward pre-hook", hook(module, args, kwargs), args, kwargs)
+            else:
+                result = hook(module, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        state = None
+        if (hooks.backward or hooks.backward_pre) and is_grad_enabled():
+            args, state = wrap_inputs(module, args)
         output = module.forward(*args, **kwargs)
-    except Exception:
-        for hook, with_kwargs, always in list(hooks.post.values()):
+        for key, (hook, with_kwargs, always) in _forward_hook_entries(hooks):
             if always:
-                try:
-                    hook(module, args, kwargs, None) if with_kwargs else hook(module, args, None)
-                except Exception as e:  # the forward's error is the one to raise
-                    warnings.warn(f"a forward hook with always_call=True raised an exception that was silenced "
-                                  f"as another error was raised in forward: {e}", stacklevel=2)
+                ran.add(key)
+            result = hook(module, args, kwargs, output) if with_kwargs else hook(module, args, output)
+            if result is not None:
+                output = result
+        if state is not None:
+            output = wrap_outputs(output, state)
+        return output
+    except Exception:
+        for key, (hook, with_kwargs, always) in _forward_hook_entries(hooks):
+            if not always or key in ran:
+                continue
+            try:
+                result = hook(module, args, kwargs, output) if with_kwargs else hook(module, args, output)
+                if result is not None:
+                    output = result
+            except Exception as e:  # the first error is the one to raise
+                where = "global module" if key in _global_forward_hooks else "module"
+                warnings.warn(f"{where} forward hook with ``always_call=True`` raised an exception that was "
+                              f"silenced as another error was raised in forward: {e}", stacklevel=2)
         raise
-    for hook, with_kwargs, _ in list(hooks.post.values()):
-        result = hook(module, args, kwargs, output) if with_kwargs else hook(module, args, output)
-        if result is not None:
-            output = result
-    if state is not None:
-        output = wrap_outputs(output, state)
-    return output

@@ -5,7 +5,8 @@ that overrides either (renaming old checkpoints' keys, keeping extra state) load
 PyTorch's, a load copies nothing until every key and value is checked: each module's ``_load_from_state_dict``
 stages its copies, and they are made only if no module reported an error. Values come from minifused tensors,
 NumPy / CuPy arrays or another library's tensors (DLPack, the array interfaces), cast to the target's dtype and
-moved to its device."""
+moved to its device; with ``assign=True`` the state dict's tensors themselves take the place of the module's, as
+PyTorch's."""
 from __future__ import annotations
 
 import warnings
@@ -73,7 +74,8 @@ def load_own_state(module, state_dict, prefix, local_metadata, strict, missing_k
     and extra state checked against ``state_dict`` (problems into ``error_msgs``, absent keys into
     ``missing_keys`` unless the class lists them in ``_optional_state`` and the dict's version of the module is
     older than its ``_version`` or unknown, keys under ``prefix`` that name nothing of this module into
-    ``unexpected_keys``) and staged for the copy."""
+    ``unexpected_keys``) and staged for the copy, or, with ``local_metadata["assign_to_params_buffers"]``
+    (``load_state_dict(assign=True)``), for the assignment (see :func:`_assigned`)."""
     for hook in state_hooks(module, "load_pre"):
         hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
     skip = module.__dict__.get("_non_persistent", set())
@@ -82,6 +84,7 @@ def load_own_state(module, state_dict, prefix, local_metadata, strict, missing_k
     stage = _staged[-1] if _staged else None
     version = local_metadata.get("version")
     optional = type(module)._optional_state if version is None or version < module._version else ()
+    assign = local_metadata.get("assign_to_params_buffers", False)
     for name, target in local.items():
         key = prefix + name
         if key not in state_dict:
@@ -89,7 +92,13 @@ def load_own_state(module, state_dict, prefix, local_metadata, strict, missing_k
                 missing_keys.append(key)
             continue
         src = _checked_source(key, target, state_dict[key], error_msgs)
-        if src is not None and stage is not None:
+        if src is not None and assign:
+            put = _assigned(module, name, key, target, state_dict[key], src, error_msgs)
+            if put is not None and stage is not None:
+                stage.append((put, None))
+            elif put is not None:
+                put(None)
+        elif src is not None and stage is not None:
             stage.append((target, src))
         elif src is not None:  # called outside load_state_dict (a user's own walk): copy now, as PyTorch does
             _copy_into(target, src)
@@ -138,6 +147,33 @@ def _checked_source(key, target, value, error_msgs):
     return src
 
 
+def _assigned(module, name, key, target, value, src, error_msgs):
+    """For ``load_state_dict(assign=True)``: a function that puts the state dict's ``value`` (checked, its array
+    ``src``) in place of ``module``'s ``target`` under ``name``, as PyTorch's: the tensor itself, its dtype and
+    device kept (an array or another library's tensor wrapped, sharing its memory); for a parameter, a Parameter
+    with the old one's ``requires_grad`` (a Parameter given is itself set so). None, with the problem in
+    ``error_msgs``, when it cannot be (a parameter that requires grad given an integer tensor)."""
+    from .module import Parameter
+
+    tensor = value if isinstance(value, Tensor) and value._data is src else Tensor._from_array(src)
+    if isinstance(target, Parameter):
+        requires_grad = target.requires_grad
+        if requires_grad and not backend.is_floating(src.dtype):
+            error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
+                              f"{tuple(target.shape)} and whose dimensions in the checkpoint are {tuple(src.shape)}, "
+                              f"an exception occurred : only floating-point tensors can require gradients, got "
+                              f"dtype {src.dtype}.")
+            return None
+        if not isinstance(tensor, Parameter):
+            tensor = Parameter(tensor, requires_grad=requires_grad)
+
+        def put(_):
+            tensor.requires_grad = requires_grad
+            setattr(module, name, tensor)
+        return put
+    return lambda _: setattr(module, name, tensor)
+
+
 def _copy_into(target, src):
     with no_grad():
         if src.dtype != target.dtype:  # cast on the host: NumPy (with ml_dtypes) casts every pair
@@ -146,8 +182,9 @@ def _copy_into(target, src):
         target._bump("load_state_dict")
 
 
-def load_state_into(root, state_dict, strict=True):
-    """``root.load_state_dict(state_dict, strict)`` (see its docstring); returns (missing, unexpected) keys."""
+def load_state_into(root, state_dict, strict=True, assign=False):
+    """``root.load_state_dict(state_dict, strict, assign)`` (see its docstring); returns (missing, unexpected)
+    keys."""
     if not isinstance(state_dict, Mapping):
         raise InputTypeError(f"load_state_dict: expected a mapping of names to tensors, got "
                              f"{type(state_dict).__name__}")
@@ -160,7 +197,7 @@ def load_state_into(root, state_dict, strict=True):
     stage = []
     _staged.append(stage)
     try:
-        _load_walk(root, state_dict, "", metadata, missing, unexpected, errors)
+        _load_walk(root, state_dict, "", metadata, missing, unexpected, errors, assign)
     finally:
         _staged.pop()
     if strict:  # (PyTorch's wording, so its users' checks match)
@@ -178,21 +215,39 @@ def load_state_into(root, state_dict, strict=True):
     return _LoadResult(missing, unexpected)
 
 
-def _load_walk(module, state_dict, prefix, metadata, missing, unexpected, errors):
-    """PyTorch's ``load``: the module's ``_load_from_state_dict`` on the keys under its prefix, its children's,
-    then its load post-hooks (which may edit the missing and unexpected keys in place)."""
+def _load_walk(module, state_dict, prefix, metadata, missing, unexpected, errors, assign):
+    """PyTorch's ``load``: the module's ``_load_from_state_dict`` on the keys under its prefix (``assign`` told in
+    its ``local_metadata``, as PyTorch's), its children's, then its load post-hooks (which may edit the missing and
+    unexpected keys in place)."""
     local_metadata = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
+    if assign:
+        local_metadata["assign_to_params_buffers"] = True
     module._load_from_state_dict(state_dict, prefix, local_metadata, True, missing, unexpected, errors)
     for name, child in module._modules.items():
         if child is not None:
             child_prefix = prefix + name + "."
             child_dict = {k: v for k, v in state_dict.items() if k.startswith(child_prefix)}
-            _load_walk(child, child_dict, child_prefix, metadata, missing, unexpected, errors)
+            _load_walk(child, child_dict, child_prefix, metadata, missing, unexpected, errors, assign)
     keys = _LoadResult(missing, unexpected)
     for hook in state_hooks(module, "load_post"):
         if hook(module, keys) is not None:
             raise RuntimeError("Hooks registered with register_load_state_dict_post_hook are not expected to return "
                                "new values; edit incompatible_keys in place instead")
+
+
+def consume_prefix_in_state_dict_if_present(state_dict, prefix):
+    """Strip ``prefix`` (``'module.'``, which ``DataParallel`` / ``DistributedDataParallel`` put before their
+    module's names) from the keys of ``state_dict`` that start with it, in place, and from its ``_metadata`` keys if
+    it has them (``'module'`` too; the wrapper's own ``''`` is left), as PyTorch's
+    ``nn.modules.utils.consume_prefix_in_state_dict_if_present``."""
+    for key in list(state_dict.keys()):
+        if key.startswith(prefix):
+            state_dict[key[len(prefix):]] = state_dict.pop(key)
+    metadata = getattr(state_dict, "_metadata", None)
+    if metadata is not None:
+        for key in list(metadata.keys()):
+            if key and (key == prefix.replace(".", "") or key.startswith(prefix)):
+                metadata[key[len(prefix):]] = metadata.pop(key)
 
 
 def _foreign_array(value):
@@ -288,13 +343,15 @@ class StateDicts:
         Values may be minifused tensors or any array another library hands over (a PyTorch tensor,
         NumPy, CuPy: DLPack, ``__cuda_array_interface__`` or ``__array_interface__``). As in PyTorch
         each is copied into the existing tensor, cast to its dtype and moved to its device; shapes
-        must match. Everything is checked before anything is copied. ``assign`` is accepted for
-        PyTorch code; values are always copied. A state a module lists in ``_optional_state`` may be
+        must match. Everything is checked before anything is copied. With ``assign``, as PyTorch's, the
+        module's parameters and buffers become the state dict's tensors instead (their dtype and device kept,
+        their memory shared; a parameter a Parameter keeping the old one's ``requires_grad``): an optimizer is to
+        be made after such a load. A state a module lists in ``_optional_state`` may be
         absent from a dict of an older version of the module or without version metadata, and then keeps its
         value (BatchNorm's ``num_batches_tracked``, which PyTorch fills in for such dicts: older checkpoints,
         dicts built by hand).
         """
-        return load_state_into(self, state_dict, strict)
+        return load_state_into(self, state_dict, strict, assign)
 
     def get_extra_state(self):
         """Define it (with :meth:`set_extra_state`) to keep any picklable value under ``<prefix>_extra_state``."""
