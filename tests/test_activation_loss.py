@@ -38,8 +38,8 @@ def f64(*shape, seed=0, requires_grad=True):
     (nn.Softsign(), "Softsign()"), (nn.LogSigmoid(), "LogSigmoid()"), (nn.Tanhshrink(), "Tanhshrink()"),
     (nn.BCELoss(), "BCELoss()"), (nn.BCEWithLogitsLoss(), "BCEWithLogitsLoss()"), (nn.L1Loss(), "L1Loss()"),
     (nn.SmoothL1Loss(), "SmoothL1Loss()"), (nn.HuberLoss(), "HuberLoss()"), (nn.KLDivLoss(), "KLDivLoss()"),
-    (nn.MSELoss(), "MSELoss()"), (nn.L1Loss(reduction="sum"), "L1Loss(reduction='sum')"),
-    (nn.KLDivLoss(reduction="batchmean", log_target=True), "KLDivLoss(reduction='batchmean', log_target=True)"),
+    (nn.MSELoss(), "MSELoss()"), (nn.L1Loss(reduction="sum"), "L1Loss()"),
+    (nn.KLDivLoss(reduction="batchmean", log_target=True), "KLDivLoss()"),  # (PyTorch prints no settings)
     (nn.LayerNorm(4), "LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)"),
     (nn.LayerNorm(4, bias=False), "LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=False)"),
     (nn.Conv1d(2, 3, 3, padding="valid"), "Conv1d(2, 3, kernel_size=(3,), stride=(1,), padding=valid)"),

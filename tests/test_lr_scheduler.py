@@ -239,7 +239,7 @@ def test_cyclic_lr_cycles_momentum_and_beta1_the_other_way():
                                    rtol=1e-12)
         if key == "betas":
             assert opt.param_groups[0]["betas"][1] == 0.99
-        assert "_scale_fn_custom" not in sched.state_dict()
+        assert sched.state_dict()["_scale_fn_custom"] is None
     with pytest.raises(ValueError, match="must support momentum or beta1"):
         S.CyclicLR(optim.Adagrad([nn.Parameter(mf.ones(1))]), 0.1, 0.5)
     with pytest.raises(ValueError, match="mode is invalid"):

@@ -116,6 +116,8 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
     if reduction not in ("none", "mean", "sum"):
         raise InputError(f"{op}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
     margin = _number(op, "margin", margin)
+    if margin <= 0:  # (as PyTorch's functional form refuses it too)
+        raise InputError(f"{op}: margin must be greater than 0, got {margin}")
     d_pos = pairwise_distance(anchor, positive, p, eps)
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:

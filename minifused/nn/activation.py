@@ -343,7 +343,8 @@ def _check_reduction(name, reduction, allowed=_REDUCTIONS):
 
 
 class _Loss(Module):
-    """The reduction (checked here, at construction; PyTorch's deprecated arguments mapped to one first)."""
+    """The reduction (checked here, at construction; PyTorch's deprecated arguments mapped to one first). Loss
+    modules print no settings (``MSELoss()`` whatever its arguments), as PyTorch's."""
 
     _reductions = _REDUCTIONS
 
@@ -351,9 +352,6 @@ class _Loss(Module):
         super().__init__()
         self.reduction = _check_reduction(type(self).__name__, _legacy_reduction(size_average, reduce, reduction),
                                           self._reductions)
-
-    def extra_repr(self):  # PyTorch shows nothing; the non-default settings are shown here
-        return f"reduction='{self.reduction}'" if self.reduction != "mean" else ""
 
 
 class L1Loss(_Loss):
@@ -371,9 +369,6 @@ class SmoothL1Loss(_Loss):
     def forward(self, input, target):
         return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
 
-    def extra_repr(self):
-        return ", ".join(s for s in (super().extra_repr(), f"beta={self.beta}" if self.beta != 1.0 else "") if s)
-
 
 class HuberLoss(_Loss):
     def __init__(self, reduction="mean", delta=1.0):
@@ -384,9 +379,6 @@ class HuberLoss(_Loss):
 
     def forward(self, input, target):
         return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
-
-    def extra_repr(self):
-        return ", ".join(s for s in (super().extra_repr(), f"delta={self.delta}" if self.delta != 1.0 else "") if s)
 
 
 class KLDivLoss(_Loss):
@@ -399,9 +391,6 @@ class KLDivLoss(_Loss):
     def forward(self, input, target):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
-    def extra_repr(self):
-        return ", ".join(s for s in (super().extra_repr(), "log_target=True" if self.log_target else "") if s)
-
 
 class BCELoss(_WeightedLoss):
     """``weight`` (a buffer: it moves with ``.to()`` and is saved) broadcasts to the input's shape."""
@@ -412,9 +401,6 @@ class BCELoss(_WeightedLoss):
 
     def forward(self, input, target):
         return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
-
-    def extra_repr(self):
-        return f"reduction='{self.reduction}'" if self.reduction != "mean" else ""
 
 
 class BCEWithLogitsLoss(_WeightedLoss):
@@ -429,6 +415,3 @@ class BCEWithLogitsLoss(_WeightedLoss):
     def forward(self, input, target):
         return F.binary_cross_entropy_with_logits(input, target, weight=self.weight, reduction=self.reduction,
                                                   pos_weight=self.pos_weight)
-
-    def extra_repr(self):
-        return f"reduction='{self.reduction}'" if self.reduction != "mean" else ""

@@ -16,8 +16,8 @@ class Identity(Module):
     def __init__(self, *args, **kwargs):
         super().__init__()
 
-    def forward(self, x):
-        return x
+    def forward(self, input):
+        return input
 
 
 class ReLU(Module):
@@ -29,8 +29,8 @@ class ReLU(Module):
         super().__init__()
         self.inplace = bool(inplace)
 
-    def forward(self, x):
-        return F.relu(x, inplace=self.inplace)
+    def forward(self, input):
+        return F.relu(input, inplace=self.inplace)
 
     def forward_inplace(self, x):
         return F.relu_(x)
@@ -47,8 +47,8 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, x):
-        return F.gelu(x, approximate=self.approximate)
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
 
     def forward_inplace(self, x):
         if not backend.is_floating(x.dtype):  # gelu casts it to float32: no in-place form
@@ -60,13 +60,13 @@ class GELU(Module):
 
 
 class Sigmoid(Module):
-    def forward(self, x):
-        return F.sigmoid(x)
+    def forward(self, input):
+        return F.sigmoid(input)
 
 
 class Tanh(Module):
-    def forward(self, x):
-        return F.tanh(x)
+    def forward(self, input):
+        return F.tanh(input)
 
 
 class Flatten(Module):
@@ -74,8 +74,8 @@ class Flatten(Module):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
 
-    def forward(self, x):
-        return x.flatten(self.start_dim, self.end_dim)
+    def forward(self, input):
+        return input.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

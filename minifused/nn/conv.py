@@ -77,8 +77,8 @@ class Conv2d(Module):
             if self.bias is not None:
                 self.bias.uniform_(-bound, bound)
 
-    def forward(self, x):
-        return self.forward_with_activation(x, self.activation)
+    def forward(self, input):
+        return self.forward_with_activation(input, self.activation)
 
     def forward_with_activation(self, x, activation):
         """The layer with ``activation`` in its epilogue (``Sequential`` fuses a following ReLU)."""
@@ -173,13 +173,13 @@ class Conv1d(Module):
             if self.bias is not None:
                 self.bias.uniform_(-bound, bound)
 
-    def forward(self, x):
+    def forward(self, input):
         padding = self.padding if isinstance(self.padding, str) else self.padding[0]
         if self.padding_mode != "zeros" and padding != "valid":
             total = self.dilation[0] * (self.kernel_size[0] - 1)
             pad = (total // 2, total - total // 2) if padding == "same" else (padding, padding)
-            x, padding = F.pad(x, pad, mode=self.padding_mode), 0
-        return F.conv1d(x, self.weight, self.bias, self.stride[0], padding, self.dilation[0], self.groups)
+            input, padding = F.pad(input, pad, mode=self.padding_mode), 0
+        return F.conv1d(input, self.weight, self.bias, self.stride[0], padding, self.dilation[0], self.groups)
 
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
@@ -232,11 +232,11 @@ class ConvTranspose2d(Module):
             if self.bias is not None:
                 self.bias.uniform_(-bound, bound)
 
-    def forward(self, x, output_size=None):
+    def forward(self, input, output_size=None):
         """``output_size`` (H, W), or a whole shape ending in them (e.g. ``skip.shape``), picks among the sizes a
         stride > 1 makes possible, as PyTorch's does: it sets this call's output padding."""
-        output_padding = self.output_padding if output_size is None else self._output_padding(x, output_size)
-        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding, output_padding,
+        output_padding = self.output_padding if output_size is None else self._output_padding(input, output_size)
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, output_padding,
                                   self.groups, self.dilation)
 
     def _output_padding(self, x, output_size):
@@ -319,11 +319,11 @@ class ConvTranspose1d(Module):
             if self.bias is not None:
                 self.bias.uniform_(-bound, bound)
 
-    def forward(self, x, output_size=None):
+    def forward(self, input, output_size=None):
         """``output_size`` (L,), or a whole shape ending in L, picks the output length as PyTorch's does."""
         output_padding = (self.output_padding if output_size is None
-                          else transposed_output_padding(self, x, output_size))
-        return F.conv_transpose1d(x, self.weight, self.bias, self.stride[0], self.padding[0], output_padding[0],
+                          else transposed_output_padding(self, input, output_size))
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride[0], self.padding[0], output_padding[0],
                                   self.groups, self.dilation[0])
 
     def extra_repr(self):

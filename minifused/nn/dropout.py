@@ -16,8 +16,8 @@ class Dropout(Module):
         self.p = p  # as given (its repr shows it so, as PyTorch's)
         self.inplace = inplace
 
-    def forward(self, x):
-        return F.dropout(x, self.p, self.training, inplace=self.inplace)
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training, inplace=self.inplace)
 
     def forward_inplace(self, x):
         return F.dropout(x, self.p, self.training, inplace=True)

@@ -30,8 +30,8 @@ class Upsample(Module):
                              else float(scale_factor) if scale_factor is not None else None)
         self.recompute_scale_factor = recompute_scale_factor
 
-    def forward(self, x):
-        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+    def forward(self, input):
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
                              recompute_scale_factor=self.recompute_scale_factor)
 
     def extra_repr(self):
@@ -65,26 +65,26 @@ class AdaptiveAvgPool2d(_AdaptivePool):
     def __init__(self, output_size):
         super().__init__(output_size)
 
-    def forward(self, x):
-        return F.adaptive_avg_pool2d(x, self.output_size)
+    def forward(self, input):
+        return F.adaptive_avg_pool2d(input, self.output_size)
 
 
 class AdaptiveAvgPool1d(_AdaptivePool):
     def __init__(self, output_size):
         super().__init__(output_size)
 
-    def forward(self, x):
-        return F.adaptive_avg_pool1d(x, self.output_size)
+    def forward(self, input):
+        return F.adaptive_avg_pool1d(input, self.output_size)
 
 
 class AdaptiveMaxPool2d(_AdaptivePool):
-    def forward(self, x):
-        return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
 class AdaptiveMaxPool1d(_AdaptivePool):
-    def forward(self, x):
-        return F.adaptive_max_pool1d(x, self.output_size, self.return_indices)
+    def forward(self, input):
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 
 
 # ---------------------------------------------------------------- padding
@@ -101,8 +101,8 @@ class _PadNd(Module):
                              f"got {padding!r}")
         self.padding, self.value = padding, value
 
-    def forward(self, x):
-        return F.pad(x, self.padding, self.mode, self.value)
+    def forward(self, input):
+        return F.pad(input, self.padding, self.mode, self.value)
 
     def extra_repr(self):  # (PyTorch's reprs: the padding alone, "padding=..., value=..." for ConstantPad)
         return f"{self.padding}"
@@ -286,37 +286,37 @@ class _ChannelDropout(Module):
 class Dropout2d(_ChannelDropout):
     """Zero whole channels of (N, C, H, W) inputs in training mode (3-D inputs: see ``F.dropout2d``)."""
 
-    def forward(self, x):
-        return F.dropout2d(x, self.p, self.training, self.inplace)
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
 
 
 class Dropout1d(_ChannelDropout):
     """Zero whole channels of (N, C, L) or (C, L) inputs in training mode."""
 
-    def forward(self, x):
-        return F.dropout1d(x, self.p, self.training, self.inplace)
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
 
 
 class Dropout3d(_ChannelDropout):
     """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) inputs in training mode."""
 
-    def forward(self, x):
-        return F.dropout3d(x, self.p, self.training, self.inplace)
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)
 
 
 class AlphaDropout(_ChannelDropout):
     """Alpha dropout (for SELU networks) in training mode. ``inplace`` is kept (and shown) but, as in PyTorch,
     the module never writes into its input."""
 
-    def forward(self, x):
-        return F.alpha_dropout(x, self.p, self.training)
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training)
 
 
 class FeatureAlphaDropout(_ChannelDropout):
     """Alpha dropout of whole channels in training mode; ``inplace`` ignored, as in :class:`AlphaDropout`."""
 
-    def forward(self, x):
-        return F.feature_alpha_dropout(x, self.p, self.training)
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)
 
 
 # ---------------------------------------------------------------- shapes
@@ -333,17 +333,17 @@ class Unflatten(Module):
         # kept as given (a list stays a list, as PyTorch keeps and prints it)
         self.dim, self.unflattened_size = int(dim), type(unflattened_size)(int(s) for s in unflattened_size)
 
-    def forward(self, x):
-        nd = x.ndim
+    def forward(self, input):
+        nd = input.ndim
         if not -nd <= self.dim < nd:
-            raise IndexError(f"Unflatten: dim {self.dim} out of range for a {nd}-D input of shape {tuple(x.shape)}")
+            raise IndexError(f"Unflatten: dim {self.dim} out of range for a {nd}-D input of shape {tuple(input.shape)}")
         d = self.dim % nd
-        sizes, n = tuple(self.unflattened_size), x.shape[d]
+        sizes, n = tuple(self.unflattened_size), input.shape[d]
         known = math.prod(s for s in sizes if s != -1)
         if sizes.count(-1) > 1 or (-1 not in sizes and known != n) or (-1 in sizes and (known == 0 or n % known)):
             raise InputError(f"Unflatten: sizes {sizes} don't multiply up to the size of dimension {d} ({n}) of "
-                             f"the input of shape {tuple(x.shape)}")
-        return x.reshape(tuple(x.shape[:d]) + sizes + tuple(x.shape[d + 1:]))
+                             f"the input of shape {tuple(input.shape)}")
+        return input.reshape(tuple(input.shape[:d]) + sizes + tuple(input.shape[d + 1:]))
 
     def extra_repr(self):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

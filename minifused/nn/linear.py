@@ -62,8 +62,8 @@ class Linear(Module):
             if self.bias is not None:
                 self.bias.uniform_(-bound, bound)
 
-    def forward(self, x):
-        return self.forward_with_activation(x, self.activation)
+    def forward(self, input):
+        return self.forward_with_activation(input, self.activation)
 
     def forward_with_activation(self, x, activation):
         """The layer with ``activation`` in its epilog (``Sequential`` fuses a following ReLU)."""

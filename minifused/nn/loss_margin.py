@@ -5,11 +5,23 @@ from __future__ import annotations
 from .. import functional as F
 from .activation import PairwiseDistance, _Loss
 from .loss import _WeightedLoss
-from ..backend import InputError
+from ..backend import InputError, InputTypeError
 
 __all__ = ["MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss", "CosineEmbeddingLoss",
            "MultiLabelSoftMarginLoss", "TripletMarginLoss", "MultiMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss",
            "MultiLabelMarginLoss", "TripletMarginWithDistanceLoss"]
+
+
+def _positive_margin(name, margin):
+    """``margin`` for a triplet loss, which PyTorch's constructors refuse unless it is greater than 0 (their
+    ``margin <= 0`` test, so a NaN passes)."""
+    try:
+        bad = margin <= 0
+    except TypeError:
+        raise InputTypeError(f"{name}: expected margin to be a number, got {type(margin).__name__}") from None
+    if bad:
+        raise InputError(f"{name}: expected margin to be greater than 0, got {margin} instead")
+    return margin
 
 
 class _MarginLoss(_Loss):
@@ -53,7 +65,7 @@ class TripletMarginLoss(_MarginLoss):
     _default_margin = 1.0
 
     def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(margin, size_average, reduce, reduction)
+        super().__init__(_positive_margin("TripletMarginLoss", margin), size_average, reduce, reduction)
         self.p, self.eps, self.swap = p, eps, swap
 
     def forward(self, anchor, positive, negative):
@@ -105,9 +117,7 @@ class TripletMarginWithDistanceLoss(_Loss):
 
     def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
         super().__init__(reduction=reduction)
-        if margin <= 0:
-            raise InputError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
-                             f"instead")
+        _positive_margin("TripletMarginWithDistanceLoss", margin)
         self.distance_function = distance_function if distance_function is not None else PairwiseDistance()
         self.margin, self.swap = margin, swap
 

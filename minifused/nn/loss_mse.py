@@ -17,6 +17,3 @@ class MSELoss(Module):
 
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
-
-    def extra_repr(self):
-        return f"reduction='{self.reduction}'" if self.reduction != "mean" else ""

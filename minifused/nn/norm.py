@@ -78,8 +78,8 @@ class RMSNorm(Module):
     def reset_parameters(self):
         _reset_affine(self)
 
-    def forward(self, input):
-        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+    def forward(self, x):  # (PyTorch names this one's input x)
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

@@ -17,8 +17,8 @@ class MaxPool2d(Module):
         self.stride = stride if stride is not None else kernel_size
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
-    def forward(self, x):
-        return self._fn(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+    def forward(self, input):
+        return self._fn(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
                         self.return_indices)
 
     def extra_repr(self):
@@ -34,8 +34,8 @@ class AvgPool2d(Module):
         self.stride = stride if stride is not None else kernel_size
         self.ceil_mode, self.count_include_pad, self.divisor_override = ceil_mode, count_include_pad, divisor_override
 
-    def forward(self, x):
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+    def forward(self, input):
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
                             self.divisor_override)
 
     def extra_repr(self):
@@ -57,8 +57,8 @@ class AvgPool1d(Module):
         self.padding = _single(padding)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
-    def forward(self, x):
-        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"

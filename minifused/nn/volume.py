@@ -111,11 +111,11 @@ class Conv3d(_Conv3dBase):
             raise InputError(f"Conv3d: padding='same' is not supported for strided convolutions, got stride "
                              f"{self.stride}")
 
-    def forward(self, x):
+    def forward(self, input):
         padding = self.padding
         if self.padding_mode != "zeros" and padding != "valid":
-            x, padding = F.pad(x, self._explicit_padding(), mode=self.padding_mode), 0
-        return F.conv3d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+            input, padding = F.pad(input, self._explicit_padding(), mode=self.padding_mode), 0
+        return F.conv3d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def _explicit_padding(self):
         """F.pad's (left, right, top, bottom, front, back) of this layer's padding ('same': the odd one after)."""
@@ -141,9 +141,9 @@ class ConvTranspose3d(_Conv3dBase):
         self._setup(in_channels, out_channels, kernel_size, stride, dilation, groups, bias, device, dtype,
                     lambda m: (m.in_channels, m.out_channels // m.groups))
 
-    def forward(self, x, output_size=None):
-        output_padding = self.output_padding if output_size is None else self._output_padding(x, output_size)
-        return F.conv_transpose3d(x, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups,
+    def forward(self, input, output_size=None):
+        output_padding = self.output_padding if output_size is None else self._output_padding(input, output_size)
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups,
                                   self.dilation)
 
     def _output_padding(self, x, output_size):
@@ -157,8 +157,8 @@ class MaxPool3d(Module):
         self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
         self.padding, self.dilation, self.return_indices, self.ceil_mode = padding, dilation, return_indices, ceil_mode
 
-    def forward(self, x):
-        return F.max_pool3d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+    def forward(self, input):
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
                             self.return_indices)
 
     def extra_repr(self):
@@ -174,8 +174,8 @@ class AvgPool3d(Module):
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
         self.divisor_override = divisor_override
 
-    def forward(self, x):
-        return F.avg_pool3d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+    def forward(self, input):
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
                             self.divisor_override)
 
     def extra_repr(self):
@@ -187,8 +187,8 @@ class AdaptiveAvgPool3d(Module):
         super().__init__()
         self.output_size = output_size
 
-    def forward(self, x):
-        return F.adaptive_avg_pool3d(x, self.output_size)
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
 
     def extra_repr(self):
         return f"output_size={self.output_size!r}"
@@ -199,8 +199,8 @@ class AdaptiveMaxPool3d(AdaptiveAvgPool3d):
         super().__init__(output_size)
         self.return_indices = return_indices
 
-    def forward(self, x):
-        return F.adaptive_max_pool3d(x, self.output_size, self.return_indices)
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 
 
 class LPPool3d(Module):

@@ -14,6 +14,8 @@ def _check_optimizer(optimizer):
 
 class LRScheduler:
     _is_initial = False  # True during the step a constructor takes (not a step of the schedule)
+    # True while a step computes the lrs: PyTorch's flag, which its state dicts hold (False) once a step ran
+    _get_lr_called_within_step = False
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
         _check_optimizer(optimizer)
@@ -49,13 +51,17 @@ class LRScheduler:
         self._update_lr(epoch)
 
     def _update_lr(self, epoch=None):
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:  # PyTorch's deprecated form: the closed form at ``epoch`` where there is one
-            self.last_epoch = epoch
-            closed = getattr(self, "_get_closed_form_lr", None)
-            values = closed() if closed is not None else self.get_lr()
+        self._get_lr_called_within_step = True
+        try:
+            if epoch is None:
+                self.last_epoch += 1
+                values = self.get_lr()
+            else:  # PyTorch's deprecated form: the closed form at ``epoch`` where there is one
+                self.last_epoch = epoch
+                closed = getattr(self, "_get_closed_form_lr", None)
+                values = closed() if closed is not None else self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
         for g, lr in zip(self.optimizer.param_groups, values):
             g["lr"] = lr
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]

@@ -205,7 +205,7 @@ class OneCycleLR(LRScheduler):
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
         self.total_steps = int(total_steps)
-        self.anneal_strategy = anneal_strategy
+        self._anneal_func_type = anneal_strategy  # (PyTorch's attribute names: its state dicts load here)
         self.cycle_momentum = cycle_momentum
         n = len(optimizer.param_groups)
         max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
@@ -230,13 +230,13 @@ class OneCycleLR(LRScheduler):
                 g["initial_lr"] = lr / div_factor
                 g["max_lr"] = lr
                 g["min_lr"] = g["initial_lr"] / final_div_factor
-        self._use_beta1 = "betas" in optimizer.defaults
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
                 raise ValueError("OneCycleLR: optimizer has no momentum or betas to cycle")
+            self.use_beta1 = "betas" in optimizer.defaults
             for g in optimizer.param_groups:
                 if last_epoch == -1:
-                    if self._use_beta1:
+                    if self.use_beta1:
                         g["betas"] = (max_momentum, *g["betas"][1:])
                     else:
                         g["momentum"] = max_momentum
@@ -244,9 +244,20 @@ class OneCycleLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start, end, pct):
-        if self.anneal_strategy == "cos":
+        if self._anneal_func_type == "cos":
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
+
+    def load_state_dict(self, state_dict):
+        """Also a state dict saved by this package before it took PyTorch's names for two entries."""
+        state_dict = dict(state_dict)
+        if "anneal_strategy" in state_dict:
+            state_dict.setdefault("_anneal_func_type", state_dict.pop("anneal_strategy"))
+        if "_use_beta1" in state_dict:
+            use_beta1 = state_dict.pop("_use_beta1")
+            if "use_beta1" in self.__dict__:
+                state_dict.setdefault("use_beta1", use_beta1)
+        super().load_state_dict(state_dict)
 
     def get_lr(self):
         step = self.last_epoch
@@ -266,7 +277,7 @@ class OneCycleLR(LRScheduler):
                 start_step = phase["end_step"]
             lrs.append(lr)
             if self.cycle_momentum:
-                if self._use_beta1:
+                if self.use_beta1:
                     g["betas"] = (mom, *g["betas"][1:])
                 else:
                     g["momentum"] = mom
@@ -351,11 +362,26 @@ class CyclicLR(LRScheduler):
                 self._set_momentum(g, top - (top - base) * factor * scale)
         return lrs
 
-    def state_dict(self):  # a custom scale function is not state (PyTorch leaves it out too)
-        return {k: v for k, v in super().state_dict().items() if k != "_scale_fn_custom"}
+    def state_dict(self):
+        """A custom ``scale_fn`` as PyTorch saves it: None for a plain function, a callable object's
+        ``__dict__`` (which loading copies back into the object)."""
+        sd = super().state_dict()
+        fn = sd.pop("_scale_fn_custom")
+        sd["_scale_fn_custom"] = None if fn is None or isinstance(fn, types.FunctionType) else dict(fn.__dict__)
+        return sd
 
     def load_state_dict(self, state_dict):
-        super().load_state_dict({k: v for k, v in state_dict.items() if k != "_scale_fn_custom"})
+        state_dict = dict(state_dict)
+        attrs = state_dict.pop("_scale_fn_custom", None)
+        if attrs is not None and not isinstance(attrs, dict):
+            raise ValueError(f"CyclicLR.load_state_dict: '_scale_fn_custom' must be None or the dict of a scale "
+                             f"function's attributes, got {type(attrs).__name__}; nothing was loaded")
+        if attrs is not None and self._scale_fn_custom is None:
+            raise ValueError("CyclicLR.load_state_dict: the state dict holds a custom scale_fn's attributes, but "
+                             "this scheduler has no scale_fn; nothing was loaded")
+        super().load_state_dict(state_dict)
+        if attrs is not None:
+            self._scale_fn_custom.__dict__.update(attrs)
 
 
 from .lr_scheduler_more import (ChainedScheduler, ConstantLR, CosineAnnealingWarmRestarts,  # noqa: E402,F401

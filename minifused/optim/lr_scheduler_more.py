@@ -126,7 +126,12 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+        self._get_lr_called_within_step = True
+        try:
+            values = self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+        for g, lr in zip(self.optimizer.param_groups, values):
             g["lr"] = lr
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 

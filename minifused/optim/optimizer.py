@@ -487,13 +487,36 @@ class Optimizer:
         return Tensor._from_array(arr)
 
     def __repr__(self):
+        """PyTorch's layout: each group's entries sorted, a blank line between groups. PyTorch's optimizers also
+        keep their implementation switches in every group; the constructors here accept them and keep none (they
+        change nothing: see ``_pytorch_flags``), so those PyTorch's class of the same name takes are shown, with
+        PyTorch's defaults."""
+        switches = _repr_switches(type(self))
         lines = [f"{type(self).__name__} ("]
         for i, g in enumerate(self.param_groups):
+            if i:
+                lines.append("")
             lines.append(f"Parameter Group {i}")
-            for k in sorted(g):
-                if k != "params":
-                    lines.append(f"    {k}: {g[k]}")
+            entries = {**switches, **{k: v for k, v in g.items() if k != "params"}}
+            lines += [f"    {k}: {entries[k]}" for k in sorted(entries)]
         return "\n".join(lines) + "\n)"
+
+
+#: PyTorch's implementation switches with their defaults, and those its optimizers of these names do not take
+#: (though the constructors here accept them)
+_SWITCH_DEFAULTS = {"foreach": None, "fused": None, "capturable": False, "differentiable": False}
+_SWITCHES_NOT_TAKEN = {"SGD": ("capturable",), "Adagrad": ("capturable",), "Adadelta": ("fused",),
+                       "RMSprop": ("fused",)}
+
+
+def _repr_switches(cls):
+    """The switches ``print(optimizer)`` shows for optimizer class ``cls``: those its constructor accepts that
+    PyTorch's optimizer of the same name (that of the nearest class of this package, for a user's subclass)
+    takes, with PyTorch's defaults."""
+    accepted = inspect.signature(cls.__init__).parameters
+    ours = next((c.__name__ for c in cls.__mro__ if c.__module__.startswith(__package__)), "")
+    return {k: v for k, v in _SWITCH_DEFAULTS.items()
+            if k in accepted and k not in _SWITCHES_NOT_TAKEN.get(ours, ())}
 
 
 def _saved_step(v):

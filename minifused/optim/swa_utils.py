@@ -198,11 +198,18 @@ class SWALR(LRScheduler):
                              f"{anneal_strategy!r}")
         if not isinstance(anneal_epochs, int) or isinstance(anneal_epochs, bool) or anneal_epochs < 0:
             raise ValueError(f"SWALR: anneal_epochs must be equal or greater than 0, got {anneal_epochs!r}")
-        self.anneal_strategy, self.anneal_epochs = anneal_strategy, anneal_epochs
+        self._anneal_strategy, self.anneal_epochs = anneal_strategy, anneal_epochs  # (PyTorch's names)
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, t):
-        return (1 - math.cos(math.pi * t)) / 2 if self.anneal_strategy == "cos" else t
+        return (1 - math.cos(math.pi * t)) / 2 if self._anneal_strategy == "cos" else t
+
+    def load_state_dict(self, state_dict):
+        """Also a state dict saved by this package before it took PyTorch's name ``_anneal_strategy``."""
+        state_dict = dict(state_dict)
+        if "anneal_strategy" in state_dict:
+            state_dict.setdefault("_anneal_strategy", state_dict.pop("anneal_strategy"))
+        super().load_state_dict(state_dict)
 
     def get_lr(self):
         # the lr before annealing started, recovered from the current one (PyTorch's chainable form)
