@@ -151,12 +151,14 @@ def test_set_detect_anomaly_function_and_context():
     assert not autograd.is_anomaly_enabled()
     with autograd.set_detect_anomaly(True):
         assert autograd.is_anomaly_enabled()
-        with pytest.raises(RuntimeError, match="not finite"), np.errstate(invalid="ignore"):
-            mf.log(_t([-1.0]))
+        with pytest.raises(RuntimeError, match="Sqrt backward gradient"), np.errstate(invalid="ignore"):
+            (_t([0.0], True).sqrt() * 0).sum().backward()  # (a NaN gradient: 0 / 0)
         with autograd.set_detect_anomaly(False):
             assert not autograd.is_anomaly_enabled()
-            with np.errstate(invalid="ignore"):
-                assert np.isnan(mf.log(_t([-1.0])).numpy()[0])
+            x = _t([0.0], True)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                (x.sqrt() * 0).sum().backward()
+            assert np.isnan(x.grad.numpy()[0])
         assert autograd.is_anomaly_enabled()
     assert not autograd.is_anomaly_enabled()
     autograd.set_detect_anomaly(True)  # a plain call switches it, as PyTorch's
@@ -165,8 +167,12 @@ def test_set_detect_anomaly_function_and_context():
     finally:
         autograd.set_detect_anomaly(False)
     assert not autograd.is_anomaly_enabled()
-    with autograd.set_detect_anomaly(True, check_nan=False):
-        assert not autograd.is_anomaly_enabled()
+    with autograd.set_detect_anomaly(True, check_nan=False):  # (on, without the NaN check: PyTorch's)
+        assert autograd.is_anomaly_enabled() and not autograd.is_anomaly_check_nan_enabled()
+        x = _t([0.0], True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            (x.sqrt() * 0).sum().backward()
+        assert np.isnan(x.grad.numpy()[0])
     with pytest.raises(TypeError, match="set_detect_anomaly: mode and check_nan must be bools"):
         autograd.set_detect_anomaly(1)
 

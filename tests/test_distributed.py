@@ -73,7 +73,11 @@ def test_post_hook_writing_its_grad_leaves_a_shared_gradient_alone():
     # add's backward hands one array to both inputs: the hooked one must get its own copy
     a = mf.tensor(np.zeros(3), device="cpu", requires_grad=True)
     b = mf.tensor(np.zeros(3), device="cpu", requires_grad=True)
-    a.register_post_accumulate_grad_hook(lambda p: p.grad._data.__imul__(10))
+
+    def scale(p):
+        p.grad._data *= 10  # (returns None: a post-accumulate hook returning a value is refused, as PyTorch's)
+
+    a.register_post_accumulate_grad_hook(scale)
     (a + b).sum().backward()
     np.testing.assert_array_equal(a.grad.numpy(), np.full(3, 10.0))
     np.testing.assert_array_equal(b.grad.numpy(), np.ones(3))

@@ -25,26 +25,29 @@ which records the op's name for the error a broken backward raises.
 
 The package: ``modes`` (grad mode, anomaly and debug checks), ``tape`` (version counters, the node,
 recording) and ``walk`` (the reverse walk, leaf gradients, hooks); around them PyTorch's user-facing extras:
-``functional`` (jacobian, vjp), ``gradcheck`` and the legacy ``Variable``. It sits below ``tensor.py``: it never
-imports ``Tensor``. The tensor module registers its class here with :func:`_register_tensor_type`.
+``functional`` (jacobian, vjp, jvp), ``gradcheck`` and the legacy ``Variable``; ``grad_mode`` and
+``anomaly_mode`` hold the modes where PyTorch keeps them. It sits below ``tensor.py``: it never imports ``Tensor``.
+The tensor module registers its class here with :func:`_register_tensor_type`.
 """
 from __future__ import annotations
 
 from . import tape as _tape
 from . import walk as _walk
-from .modes import (detect_anomaly, enable_grad, inference_mode, is_anomaly_enabled, is_grad_enabled, no_grad,
-                    set_detect_anomaly, set_grad_enabled)
+from .modes import (detect_anomaly, enable_grad, inference_mode, is_anomaly_check_nan_enabled, is_anomaly_enabled,
+                    is_grad_enabled, no_grad, set_detect_anomaly, set_grad_enabled)
 from .tape import (Context, Function, Handoff, VersionCounter, refuse_internal_overlap, refuse_no_grad_view,
                    refuse_view_of_grad_leaf, same_region, settle_view_write)
 from .walk import _post_hooks_used, backward, grad, queue_callback
 from . import functional  # noqa: E402 - torch.autograd.functional: jacobian, vjp
-from .gradcheck import GradcheckError, gradcheck  # noqa: E402 - the function shadows its module, as PyTorch's
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402 - shadows its module, as PyTorch's
 from .variable import Variable  # noqa: E402
+from . import anomaly_mode, grad_mode  # noqa: E402 - PyTorch's module paths of the modes
 
-__all__ = ["Context", "Function", "GradcheckError", "Handoff", "Variable", "VersionCounter", "backward",
-           "detect_anomaly", "enable_grad", "functional", "grad", "gradcheck", "inference_mode", "is_anomaly_enabled",
-           "is_grad_enabled", "no_grad", "queue_callback", "refuse_internal_overlap", "refuse_view_of_grad_leaf",
-           "set_detect_anomaly", "set_grad_enabled"]
+__all__ = ["Context", "Function", "GradcheckError", "Handoff", "Variable", "VersionCounter", "anomaly_mode", "backward",
+           "detect_anomaly", "enable_grad", "functional", "grad", "grad_mode", "gradcheck", "gradgradcheck",
+           "inference_mode", "is_anomaly_check_nan_enabled", "is_anomaly_enabled", "is_grad_enabled", "no_grad",
+           "queue_callback", "refuse_internal_overlap", "refuse_view_of_grad_leaf", "set_detect_anomaly",
+           "set_grad_enabled"]
 
 
 def _register_tensor_type(cls) -> None:

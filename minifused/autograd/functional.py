@@ -1,9 +1,9 @@
 """``torch.autograd.functional``'s reverse-mode products: :func:`jacobian` and :func:`vjp`, one backward per
-output element (jacobian) or one in all (vjp), through :func:`minifused.autograd.grad`.
+output element (jacobian) or one in all (vjp), through :func:`minifused.autograd.grad`; :func:`jvp` from the
+Jacobian's rows (PyTorch computes it by the double-backward trick, which needs ``create_graph``).
 
-``hessian``, ``jvp``, ``hvp`` and ``vhp`` need the gradient of a gradient (PyTorch computes ``jvp`` by the
-double-backward trick); minifused has no ``create_graph``, so they are left out, and ``create_graph=True`` here
-raises NotImplementedError.
+``hessian``, ``hvp`` and ``vhp`` need the gradient of a gradient; minifused has no ``create_graph``, so they raise
+NotImplementedError, as ``create_graph=True`` does here.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from . import tape as _tape
 from .modes import enable_grad
 from .walk import grad
 
-__all__ = ["jacobian", "vjp"]
+__all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
 
 
 def _as_tuple(value, what, fn):
@@ -73,21 +73,78 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
     T = _tape._Tensor
     result = []
     for i, out in enumerate(outputs):
-        rows = [inp._xp.zeros((out._data.size,) + inp._data.shape, inp._data.dtype) for inp in inputs]
-        if out.requires_grad:
-            for k in range(out._data.size):
-                onehot = out._xp.zeros(out._data.shape, out._data.dtype)
-                onehot.reshape(-1)[k] = 1
-                grads = grad(out, inputs, T._from_array(onehot), retain_graph=True, allow_unused=True)
-                _check_strict("jacobian", grads, i, True, strict)
-                for j, g in enumerate(grads):
-                    if g is not None:
-                        rows[j][k] = g._data
-        else:
-            _check_strict("jacobian", [None] * len(inputs), i, False, strict)
+        rows = _rows("jacobian", out, i, inputs, strict)
         jac = tuple(T._from_array(r.reshape(out._data.shape + inp._data.shape)) for r, inp in zip(rows, inputs))
         result.append(_post(jac, is_inputs_tuple))
     return _post(tuple(result), is_outputs_tuple)
+
+
+def _rows(fn, out, i, inputs, strict):
+    """The Jacobian of output ``out`` (output ``i``) with respect to each of ``inputs``: one array per input, of
+    shape ``(out.size,) + input.shape``, row k from one backward of the k-th one-hot vector (zeros for an input
+    ``out`` does not depend on; ``strict``: a RuntimeError)."""
+    T = _tape._Tensor
+    rows = [inp._xp.zeros((out._data.size,) + inp._data.shape, inp._data.dtype) for inp in inputs]
+    if not out.requires_grad:
+        _check_strict(fn, [None] * len(inputs), i, False, strict)
+        return rows
+    for k in range(out._data.size):
+        onehot = out._xp.zeros(out._data.shape, out._data.dtype)
+        onehot.reshape(-1)[k] = 1
+        grads = grad(out, inputs, T._from_array(onehot), retain_graph=True, allow_unused=True)
+        _check_strict(fn, grads, i, True, strict)
+        for j, g in enumerate(grads):
+            if g is not None:
+                rows[j][k] = g._data
+    return rows
+
+
+def jvp(func, inputs, v=None, create_graph=False, strict=False):
+    """``(func(*inputs), Jv)``: the outputs (detached) and the Jacobian-vector product, shaped as the outputs (a
+    tuple when they are). ``v`` matches ``inputs``; it may be None only for a single one-element input. minifused
+    has no forward mode: Jv comes from the Jacobian's rows, one backward per output element. An input an output
+    does not depend on contributes nothing (``strict=True``: a RuntimeError)."""
+    is_inputs_tuple, inputs, is_outputs_tuple, outputs = _prepare("jvp", func, inputs, create_graph)
+    T = _tape._Tensor
+    if v is None:
+        if len(inputs) != 1 or inputs[0]._data.size != 1:
+            raise RuntimeError("jvp: the vector v can only be None if the input to the user-provided function is a "
+                               "single Tensor with a single element")
+        vs = (T._from_array(inputs[0]._xp.ones(inputs[0]._data.shape, inputs[0]._data.dtype)),)
+    else:
+        _, vs = _as_tuple(v, "v", "jvp")
+        if len(vs) != len(inputs):
+            raise RuntimeError(f"jvp: v is a tuple of invalid length: should be {len(inputs)} but got {len(vs)}")
+        for inp, vi in zip(inputs, vs):
+            if tuple(vi.shape) != tuple(inp.shape):
+                raise RuntimeError(f"jvp: v has invalid size: should be {tuple(inp.shape)} but got "
+                                   f"{tuple(vi.shape)}")
+    products = []
+    for i, out in enumerate(outputs):
+        rows = _rows("jvp", out, i, inputs, strict)
+        flat = sum(r.reshape(out._data.size, -1) @ vi._data.reshape(-1) for r, vi in zip(rows, vs))
+        products.append(T._from_array(flat.reshape(out._data.shape).astype(out._data.dtype, copy=False)))
+    return _post(tuple(o.detach() for o in outputs), is_outputs_tuple), _post(tuple(products), is_outputs_tuple)
+
+
+def _second_order(fn):
+    raise NotImplementedError(f"{fn}: second derivatives need backward(create_graph=True), which minifused does not "
+                              f"support; autograd.functional.jacobian and vjp / jvp give first-order products")
+
+
+def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, outer_jacobian_strategy="reverse-mode"):
+    """PyTorch's ``hessian`` (its signature): raises NotImplementedError (no second derivatives here)."""
+    _second_order("hessian")
+
+
+def hvp(func, inputs, v=None, create_graph=False, strict=False):
+    """PyTorch's ``hvp`` (its signature): raises NotImplementedError (no second derivatives here)."""
+    _second_order("hvp")
+
+
+def vhp(func, inputs, v=None, create_graph=False, strict=False):
+    """PyTorch's ``vhp`` (its signature): raises NotImplementedError (no second derivatives here)."""
+    _second_order("vhp")
 
 
 def vjp(func, inputs, v=None, create_graph=False, strict=False):

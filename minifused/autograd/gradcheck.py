@@ -12,7 +12,7 @@ from .functional import _as_tuple
 from .modes import enable_grad, no_grad
 from .walk import grad
 
-__all__ = ["GradcheckError", "gradcheck"]
+__all__ = ["GradcheckError", "gradcheck", "gradgradcheck"]
 
 
 class GradcheckError(RuntimeError):
@@ -120,3 +120,13 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                                      f"worst at (output element, input element) {worst}: analytic "
                                      f"{a[worst]:.8g}, numeric {n[worst]:.8g}\nnumerical:{n}\nanalytical:{a}")
     return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0,
+                  check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
+                  check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False, masked=False):
+    """PyTorch's ``gradgradcheck`` (its signature): it checks second-order gradients, which need a backward
+    that records a graph of its own (``create_graph``); minifused has none, so it raises NotImplementedError."""
+    raise NotImplementedError("gradgradcheck: second-order gradients need backward(create_graph=True), which "
+                              "minifused does not support; check first-order gradients with gradcheck")

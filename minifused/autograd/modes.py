@@ -148,41 +148,48 @@ def is_inference_mode_enabled() -> bool:
 # ---------------------------------------------------------------- anomaly and debug modes
 class _Checks(threading.local):
     anomaly = False
+    nan = True  # whether anomaly mode checks the backward's gradients for NaN (PyTorch's check_nan)
 
 
 _checks = _Checks()
 
 
-class detect_anomaly:
-    """Inside, every op's forward outputs and backward gradients are checked: the first
-    non-finite one raises a RuntimeError naming the op and the shapes (costs a sync per op)."""
+class detect_anomaly:  # noqa: N801 - PyTorch's name
+    """``torch.autograd.detect_anomaly(check_nan=True)``: inside, every backward's gradients are checked (with
+    ``check_nan``): the first holding a NaN raises a RuntimeError naming the op and the shapes (costs a sync per
+    node). As PyTorch's, forward outputs are not checked and infinities pass: ``-inf`` in an attention mask or an
+    infinite gradient (``sqrt`` at 0) are legitimate values."""
+
+    def __init__(self, check_nan=True):
+        self.check_nan = check_nan
+        self.prev = None
 
     def __enter__(self):
-        self.prev = _checks.anomaly
-        _checks.anomaly = True
+        self.prev = _checks.anomaly, _checks.nan
+        _checks.anomaly, _checks.nan = True, self.check_nan
         return self
 
     def __exit__(self, *exc):
-        _checks.anomaly = self.prev
+        _checks.anomaly, _checks.nan = self.prev
         return False
 
 
 class set_detect_anomaly:  # noqa: N801 - PyTorch's name
     """``torch.autograd.set_detect_anomaly(mode, check_nan=True)``: turns :class:`detect_anomaly`'s checks on or
     off as soon as it is called (so a plain call works), and, used as a context manager, restores the previous
-    mode on exit. minifused's anomaly mode is its non-finite checks, so ``check_nan=False`` leaves them off."""
+    mode on exit. ``check_nan=False`` keeps anomaly mode on without its NaN checks, as PyTorch's."""
 
     def __init__(self, mode, check_nan=True):
         if not isinstance(mode, bool) or not isinstance(check_nan, bool):
             raise TypeError(f"set_detect_anomaly: mode and check_nan must be bools, got {mode!r} and {check_nan!r}")
-        self.prev = _checks.anomaly
-        _checks.anomaly = mode and check_nan
+        self.prev = _checks.anomaly, _checks.nan
+        _checks.anomaly, _checks.nan = mode, check_nan
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        _checks.anomaly = self.prev
+        _checks.anomaly, _checks.nan = self.prev
         return False
 
 
@@ -191,15 +198,23 @@ def is_anomaly_enabled() -> bool:
     return _checks.anomaly
 
 
+def is_anomaly_check_nan_enabled() -> bool:
+    """Whether anomaly detection checks gradients for NaN (``torch.is_anomaly_check_nan_enabled``); True outside
+    anomaly mode too, as PyTorch's."""
+    return _checks.nan
+
+
 def _check_op(name, stage, arrays, inputs):
-    """Under ``detect_anomaly``, raise on the first non-finite array of ``arrays``, naming the op and the
-    shapes of its ``inputs``; in debug mode, synchronize after each op so errors surface where they happen."""
+    """In debug mode, synchronize after each op so errors surface where they happen; under ``detect_anomaly``
+    (with ``check_nan``), raise on the first of a backward's gradients ``arrays`` that holds a NaN, naming the op
+    and the shapes of its ``inputs``. Forward outputs are not checked (a -inf mask is no anomaly)."""
+    if backend.is_debug():
+        backend.synchronize()
+    if not (_checks.anomaly and _checks.nan) or not stage.startswith("backward"):
+        return
     for i, a in enumerate(arrays):
-        if a is None or not hasattr(a, "dtype"):
+        if a is None or not hasattr(a, "dtype") or not backend.is_floating(a.dtype):
             continue
-        if backend.is_debug():
-            backend.synchronize()
-        if _checks.anomaly and backend.is_floating(a.dtype) and not bool(
-                backend.array_module(a).isfinite(a).all()):
-            raise RuntimeError(f"detect_anomaly: {name} {stage} {i} (shape {tuple(a.shape)}) is not "
-                               f"finite; the op's inputs had shapes {[tuple(x.shape) for x in inputs if hasattr(x, 'shape')]}")
+        if bool(backend.array_module(a).isnan(a).any()):
+            raise RuntimeError(f"detect_anomaly: {name} {stage} {i} (shape {tuple(a.shape)}) has NaN values; "
+                               f"the op's inputs had shapes {[tuple(x.shape) for x in inputs if hasattr(x, 'shape')]}")

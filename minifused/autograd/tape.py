@@ -9,7 +9,7 @@ import weakref
 import numpy as np
 
 from .. import backend
-from .modes import _check_op, _checks, _mode
+from .modes import _check_op, _mode
 
 _Tensor = None  # the Tensor class, registered by minifused.tensor (see the package's _register_tensor_type)
 
@@ -81,11 +81,12 @@ class Context:
 
     ``needs_input_grad[i]`` says whether input ``i`` wants a gradient; ``recording`` whether the
     call goes on the tape; ``save_for_backward`` / ``saved_tensors`` keep arrays checked against
-    in-place changes; anything else (masks, mean/rstd) is a plain attribute.
+    in-place changes; anything else (masks, mean/rstd) is a plain attribute. ``user_ctx``: a custom
+    Function's :class:`FunctionCtx` (it outlives ``_free``: a backward that saved nothing may run again).
     """
 
-    __slots__ = ("fn", "inputs", "needs_input_grad", "_consumers", "saved", "versions",
-                 "out_meta", "hooks", "retained", "freed", "view_version", "seq", "__dict__", "__weakref__")
+    __slots__ = ("fn", "inputs", "needs_input_grad", "_consumers", "saved", "versions", "out_meta", "hooks",
+                 "retained", "freed", "view_version", "seq", "user_ctx", "__dict__", "__weakref__")
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
@@ -224,7 +225,7 @@ class Function:
             outs = tuple(T._from_array(_as_array(o), record) for o in out)
         else:
             outs = (T._from_array(_as_array(out), record),)
-        if _checks.anomaly or backend.is_debug():
+        if backend.is_debug():  # (anomaly mode checks only the backward's gradients, as PyTorch's)
             _check_op(cls.__name__, "forward output", [o._data for o in outs], arrays)
         if cls.is_view and isinstance(args[0], T):
             # a view keeps its base (as PyTorch's ._base: ``y[1][1:].mul_(5)`` reaches y through the temporary y[1])
@@ -272,7 +273,7 @@ class Function:
         x._vc.bump(op)
         if any_needs and _mode.enabled and not getattr(x, "_view", False):
             x._vc.base_write = x._vc.version  # views taken of x before now are stale (see _refuse_stale_view)
-        if _checks.anomaly or backend.is_debug():
+        if backend.is_debug():
             _check_op(op, "forward output", [x._data], arrays)
         if any_needs and _mode.enabled:
             prev = _stand_in(x) if x._requires_grad else None
@@ -346,25 +347,33 @@ def _write_back(base, view, op):
 # ---------------------------------------------------------------- custom Functions on tensors (users')
 class FunctionCtx:
     """The ``ctx`` a custom Function on tensors gets (PyTorch's): what ``forward`` / ``setup_context`` put on it
-    (``save_for_backward``, any attribute) is there in ``backward``."""
+    (``save_for_backward``, any attribute) is there in ``backward``. The saved tensors live on the tape node, so
+    a backward without ``retain_graph`` lets them go; the other attributes stay, as PyTorch's."""
 
     def __init__(self, node):
-        self._node, self._saved, self._non_differentiable = node, (), ()
+        self._node, self._non_differentiable = node, ()
         self.materialize_grads = True
+        self._tensor_args = ()  # which positional arguments were tensors (a gradient for another one is refused)
+        self._positions = None  # a tuple output: (its length, the positions of its tensors); None: one tensor
 
     @property
     def needs_input_grad(self):
         return self._node.needs_input_grad
 
     def save_for_backward(self, *tensors):
-        self._saved = tensors
-        self._node.save_for_backward(*[t._data for t in tensors if isinstance(t, _Tensor)])
+        """Keep ``tensors`` (or None) for ``backward``; an in-place change to one of them (or to a tensor it views,
+        or that views it) before the backward makes the backward raise."""
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, _Tensor):
+                raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
+                                f"{type(t).__name__}")
+        self._node.save_for_backward(*tensors)
 
     @property
     def saved_tensors(self):
         if self._node.freed:
             raise RuntimeError(_FREED_MESSAGE.format(name=self._node.fn.__name__))
-        return self._saved
+        return self._node.saved
 
     def mark_non_differentiable(self, *tensors):
         """These outputs get no gradient (their gradients reach ``backward`` as zeros)."""
@@ -373,7 +382,6 @@ class FunctionCtx:
     def set_materialize_grads(self, value):
         """False: ``backward`` gets None, not zeros, for the outputs that got no gradient (PyTorch's)."""
         self.materialize_grads = bool(value)
-        self._node.none_for_missing = not value
 
     def mark_dirty(self, *tensors):
         raise NotImplementedError("autograd.Function: mark_dirty (a forward that modifies its inputs in place) is "
@@ -387,41 +395,53 @@ def _user_forward(user, uctx, args, kwargs):
             user.setup_context(uctx, args, out)
         else:
             out = user.forward(uctx, *args, **kwargs)
-    outs = out if isinstance(out, tuple) else (out,)
-    if not outs or not all(isinstance(o, _Tensor) for o in outs):
-        raise TypeError(f"{user.__name__}.forward must return a Tensor or a tuple of Tensors, got "
-                        f"{type(out).__name__}")
     return out
 
 
 class _Bridge(Function):
-    """The node a custom Function on tensors puts on the tape: its forward and backward call the user's."""
+    """The node a custom Function on tensors puts on the tape: its forward and backward call the user's. Only the
+    tensors among a tuple output are the node's outputs: anything else (a number, a list) passes through, with
+    no gradient, as in PyTorch."""
 
     on_arrays = True
 
     user = None  # the custom Function class (each has a subclass of its own)
 
     @staticmethod
-    def forward(ctx, *arrays, user, args, kwargs):
+    def forward(ctx, *arrays, user, args, kwargs, box):
         uctx = ctx.user_ctx = FunctionCtx(ctx)
+        uctx._tensor_args = tuple(isinstance(a, _Tensor) for a in args)
         out = _user_forward(user, uctx, args, kwargs)
-        return tuple(o._data for o in out) if isinstance(out, tuple) else out._data
+        box.append((uctx, out))
+        if isinstance(out, _Tensor):
+            return out._data
+        if type(out) is not tuple:
+            return ()
+        uctx._positions = (len(out), tuple(i for i, o in enumerate(out) if isinstance(o, _Tensor)))
+        return tuple(out[i]._data for i in uctx._positions[1])
 
     @staticmethod
     def backward(ctx, *grads):
-        user, n, uctx = ctx.fn.user, len(ctx.needs_input_grad), ctx.__dict__.get("user_ctx")
-        if uctx is None:  # freed by an earlier backward
-            raise RuntimeError(_FREED_MESSAGE.format(name=ctx.fn.__name__))
+        user, n, uctx = ctx.fn.user, len(ctx.needs_input_grad), ctx.user_ctx
         xp = backend.array_module(next(g for g in grads if g is not None))
         tensors = [None if g is None and not uctx.materialize_grads else
                    _Tensor._from_array(xp.zeros(shape, dtype) if g is None else g)
                    for g, (shape, dtype) in zip(grads, ctx.out_meta)]
+        given = tensors
+        if uctx._positions is not None:  # one gradient per output, None for those that are no tensor
+            given = [None] * uctx._positions[0]
+            for i, t in zip(uctx._positions[1], tensors):
+                given[i] = t
         with _no_recording():
-            result = user.backward(uctx, *tensors)
+            result = user.backward(uctx, *given)
         result = result if isinstance(result, tuple) else (result,)
         if len(result) < n or any(r is not None for r in result[n:]):
             raise RuntimeError(f"function {user.__name__}Backward returned an incorrect number of gradients "
                                f"(expected {n}, got {len(result)})")
+        for i, (r, is_tensor) in enumerate(zip(result, uctx._tensor_args)):
+            if r is not None and not is_tensor:
+                raise RuntimeError(f"function {user.__name__}Backward returned a gradient different than None at "
+                                   f"position {i + 1}, but the corresponding forward input was not a Variable")
         result = tuple(r._data if isinstance(r, _Tensor) else None if r is None else xp.asarray(r)
                        for r in result[:n])
         show_to_user(*(t._data for t in tensors if t is not None), *result)
@@ -430,13 +450,28 @@ class _Bridge(Function):
 
 def _apply_on_tensors(cls, *args, **kwargs):
     """``cls.apply`` for a custom Function on tensors: one :class:`_Bridge` node around the user's methods."""
-    out = cls._bridge.apply(*args, user=cls, args=args, kwargs=kwargs)
+    box = []
+    out = cls._bridge.apply(*args, user=cls, args=args, kwargs=kwargs, box=box)
+    uctx, user_out = box[0]
     outs = out if isinstance(out, tuple) else (out,)
-    node = outs[0]._ctx
-    if node is not None:  # outputs marked non-differentiable, and integer / bool ones (as PyTorch's), leave the graph
-        marked = {id(t._data) for t in node.user_ctx._non_differentiable}
+    mine = (user_out,) if isinstance(user_out, _Tensor) else [user_out[i] for i in uctx._positions[1]] if outs else ()
+    for o, u in zip(outs, mine):  # the same memory: an in-place change to either (or a view of it) counts
+        o._vc = u._vc
+    node = uctx._node
+    if outs and outs[0]._ctx is node:  # recorded
+        if node.saved:  # each saved tensor's counter (a view shares its base's), checked by the backward
+            node.versions = tuple([(t._vc, t._vc.version) for t in node.saved if t is not None])
+        # outputs marked non-differentiable, and integer / bool ones (as PyTorch's), leave the graph
+        marked = {id(t._data) for t in uctx._non_differentiable}
         outs = tuple(o.detach() if id(o._data) in marked or not backend.is_floating(o.dtype) else o for o in outs)
-    return outs if isinstance(out, tuple) else outs[0]
+    if isinstance(user_out, _Tensor):
+        return outs[0]
+    if type(user_out) is not tuple:
+        return user_out
+    full = list(user_out)
+    for i, o in zip(uctx._positions[1], outs):
+        full[i] = o
+    return tuple(full)
 
 
 def _overrides_setup_context(user):

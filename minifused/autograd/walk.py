@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import operator
 import threading
+import warnings
 
 import numpy as np
 
 from .. import backend
 from ..kernels.elementwise import add as _add  # the sum of two 16-bit gradients in one vectorized kernel
 from .tape import _FREED_MESSAGE, Handoff, _check_versions, _refuse_rewritten, _shown, show_to_user
-from .modes import _check_op, _checks
+from .modes import _check_op, _checks, _mode
 
 _Tensor = None  # the Tensor class, registered by minifused.tensor (see the package's _register_tensor_type)
 
@@ -26,7 +27,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     ``.grad`` is written as soon as it is complete. Without ``retain_graph``, each node's
     saved arrays and inputs are let go as soon as its backward has run (as PyTorch does:
     after an error the nodes already walked cannot be walked again). Callbacks queued by
-    hooks (:func:`queue_callback`) run at the end.
+    hooks (:func:`queue_callback`) run at the end. The walk, its hooks and callbacks run with
+    grad mode off, as PyTorch's (a hook's arithmetic records nothing; a post-accumulate-grad
+    hook may update its parameter in place).
     """
     if create_graph:
         raise NotImplementedError("backward: create_graph=True (higher-order gradients) is not supported")
@@ -44,29 +47,32 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             raise TypeError(f"backward: expected tensors to differentiate, got {type(t).__name__}")
     wanted = _backward_inputs(inputs)
     outer, _callbacks.queue = _callbacks.queue, []
+    grad_mode, _mode.enabled = _mode.enabled, False
     try:
         seeds = [_seed(t, g) for t, g in zip(roots, grads)]
         user_grads = tuple(u for _, u in seeds if u is not None)
         leaves = _LeafGrads(user_grads) if wanted is None else _Only(user_grads, wanted)
-        _backward([(t, g) for t, (g, _) in zip(roots, seeds)], leaves, bool(retain_graph))
+        _backward([(t, g) for t, (g, _) in zip(roots, seeds)], leaves, bool(retain_graph), wanted)
         queue = _callbacks.queue
         while queue:
             queue.pop(0)()
     finally:
         _callbacks.queue = outer
+        _mode.enabled = grad_mode
 
 
-def _backward(roots, leaves, retain_graph):
+def _backward(roots, leaves, retain_graph, wanted=None):
     """The core: every node after its consumers turns its outputs' gradients into its inputs'. ``roots``:
-    (tensor, gradient) pairs the walk starts from."""
+    (tensor, gradient) pairs the walk starts from; ``wanted``: the tensors whose gradients are asked for (None:
+    every leaf's), see :func:`_prune`."""
     outer, _shown.ids = _shown.ids, set()
     try:
-        _walk(roots, leaves, retain_graph)
+        _walk(roots, leaves, retain_graph, wanted)
     finally:
         _shown.ids = outer
 
 
-def _walk(roots, leaves, retain_graph):
+def _walk(roots, leaves, retain_graph, wanted=None):
     pending, root_ctxs = {}, []
     for root, grad in roots:
         if root._ctx is None:
@@ -79,9 +85,15 @@ def _walk(roots, leaves, retain_graph):
     order = []
     if root_ctxs:
         order, consumers = _backward_order(root_ctxs)
+        stops = ()
+        if wanted is not None:
+            order, stops = _prune(order, wanted)
         early = _early_commits(order) if _post_hooks_used[0] else {}
         for i, ctx in enumerate(order):
-            _run_node(ctx, pending, leaves, consumers)
+            if stops and id(ctx) in stops:
+                _output_grads(ctx, pending)  # its output's hooks and retained grad; nothing below is wanted
+            else:
+                _run_node(ctx, pending, leaves, consumers)
             if i in early:
                 leaves.commit_early(early.pop(i), pending)
             if not retain_graph:
@@ -151,7 +163,7 @@ def _output_grads(ctx, pending):
 def _prepare_grads(ctx, grads):
     for i, (shape, dtype) in enumerate(ctx.out_meta):
         if grads[i] is None:
-            if ctx.__dict__.get("none_for_missing"):  # a custom Function's set_materialize_grads(False)
+            if getattr(ctx, "user_ctx", None) is not None:  # a custom Function's: it materializes its own
                 continue
             grads[i] = backend.array_module(_any_array(grads)).zeros(shape, dtype)
         elif ctx.hooks and i in ctx.hooks:
@@ -178,10 +190,11 @@ def _seed(root, gradient):
                 f"backward(): grad can be implicitly created only for scalar outputs, got shape "
                 f"{tuple(root.shape)}; pass gradient= of that shape")
         return backend.ones_like(root._data), None
-    if isinstance(gradient, _Tensor) and gradient.device != root.device:
+    if not isinstance(gradient, _Tensor):
+        raise TypeError(f"backward(): gradients can be either Tensors or None, but got {type(gradient).__name__}")
+    if gradient.device != root.device:
         raise RuntimeError(f"backward(): gradient is on {gradient.device} but the tensor is on {root.device}")
-    given = gradient._data if isinstance(gradient, _Tensor) else root._xp.asarray(gradient)
-    return _fit(given, root._data, "backward(): gradient"), given
+    return _fit(gradient._data, root._data, "backward(): gradient"), gradient._data
 
 
 def _fit(g, like, what):
@@ -220,8 +233,31 @@ def _backward_order(root_ctxs, since=-1):
 _seq_of = operator.attrgetter("seq")
 
 
+def _prune(order, wanted):
+    """``order`` (see :func:`_backward_order`) less the nodes that lead to none of the ``wanted`` tensors (the
+    inputs of ``autograd.grad`` or ``backward(inputs=...)``): their backwards, hooks and retained grads do not run,
+    as in PyTorch. Also the ids of the nodes kept only because they produce a wanted non-leaf tensor (as it is
+    now: one changed in place since is another node's output): their output's gradient is taken, their backward
+    does not run."""
+    leaf_ids = {id(t) for t in wanted if t._ctx is None}
+    targets = {(id(t._ctx), t._out_index) for t in wanted if t._ctx is not None}
+    producers = {key[0] for key in targets}
+    leading = set()
+    for ctx in reversed(order):  # every producer before its consumers
+        for t in ctx.inputs:
+            if t is None:
+                continue
+            p = t._ctx
+            if id(t) in leaf_ids if p is None else (id(p) in leading or (id(p), t._out_index) in targets):
+                leading.add(id(ctx))
+                break
+    kept = [ctx for ctx in order if id(ctx) in leading or id(ctx) in producers]
+    return kept, {id(ctx) for ctx in kept if id(ctx) not in leading}
+
+
 def _run_hooks(hooks, grad):
-    """Each hook sees the gradient and may return a replacement: checked for shape, device and cast to its dtype."""
+    """Each hook sees the gradient and may return a replacement: a tensor of the same shape, dtype and device
+    (else an error, as PyTorch's)."""
     for hook in hooks:
         if isinstance(grad, np.generic) or not _writeable(grad):
             grad = np.array(grad)  # a hook may write its tensor in place: a NumPy scalar or read-only view drops it
@@ -229,12 +265,20 @@ def _run_hooks(hooks, grad):
         result = hook(_Tensor._from_array(grad, False))
         if result is None:
             continue
-        new = result._data if isinstance(result, _Tensor) else backend.array_module(grad).asarray(result)
+        name = getattr(hook, "__name__", hook)
+        if not isinstance(result, _Tensor):
+            raise TypeError(f"hook {name!r} returned {type(result).__name__}; a tensor hook must return a Tensor "
+                            f"or None")
+        new = result._data
         show_to_user(new)
         if type(new) is not type(grad):
-            raise RuntimeError(f"hook {getattr(hook, '__name__', hook)!r} returned a gradient on another device "
-                               f"than the tensor's")
-        grad = _fit(new, grad, f"hook {getattr(hook, '__name__', hook)!r} returned a gradient that")
+            raise RuntimeError(f"hook {name!r} returned a gradient on another device than the tensor's")
+        if new.dtype != grad.dtype:
+            raise RuntimeError(f"hook {name!r} has changed the type of value (was {grad.dtype} got {new.dtype})")
+        if new.shape != grad.shape:
+            raise RuntimeError(f"hook {name!r} has changed the size of value (was {tuple(grad.shape)} got "
+                               f"{tuple(new.shape)})")
+        grad = new
     return grad
 
 
@@ -243,16 +287,30 @@ def _writeable(g):
     return type(g) is not np.ndarray or g.flags.writeable
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
-         materialize_grads=False):
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """The gradients of ``outputs`` (weighted by ``grad_outputs``) with respect to ``inputs``, returned as a
-    tuple, PyTorch's ``torch.autograd.grad``: no ``.grad`` anywhere is changed. ``retain_graph`` defaults to
-    False (as ``create_graph``, which minifused does not support: no higher-order gradients)."""
+    tuple, PyTorch's ``torch.autograd.grad``: no ``.grad`` anywhere is changed, and only the part of the graph
+    that leads to ``inputs`` runs (hooks elsewhere do not fire). ``retain_graph`` defaults to False (as
+    ``create_graph``, which minifused does not support: no higher-order gradients; nor ``is_grads_batched``).
+    ``only_inputs`` is deprecated and ignored, as in PyTorch."""
     if create_graph:
         raise NotImplementedError("autograd.grad: create_graph=True (higher-order gradients) is not supported")
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad: is_grads_batched=True is not supported; call grad once per "
+                                  "grad_outputs, or use minifused.func.vmap over a function that calls it")
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
+                      "gradient for other parts of the graph, please use autograd.backward.", FutureWarning,
+                      stacklevel=2)
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, but got: "
+                         "allow_unused=False.")
     single = isinstance(outputs, _Tensor)
     outputs = [outputs] if single else list(outputs)
     inputs = [inputs] if isinstance(inputs, _Tensor) else list(inputs)
+    if not inputs:
+        raise RuntimeError("autograd.grad: `inputs` argument to `grad()` cannot be empty.")
     if grad_outputs is None or isinstance(grad_outputs, _Tensor):
         grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
     grad_outputs = list(grad_outputs)
@@ -273,13 +331,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             if t._ctx is not None:
                 t.retain_grad()
         outer, _callbacks.queue = _callbacks.queue, []
+        grad_mode, _mode.enabled = _mode.enabled, False  # (as backward's walk)
         try:  # one walk from every output: each node and hook runs once, on its whole gradient
             seeds = [_seed(out, g) for out, g in zip(outputs, grad_outputs)]
             user_grads = tuple(u for _, u in seeds if u is not None)
             _backward([(out, seed) for out, (seed, _) in zip(outputs, seeds)], _Collected(user_grads, inputs),
-                      bool(retain_graph))
+                      bool(retain_graph), inputs)
         finally:
             _callbacks.queue = outer
+            _mode.enabled = grad_mode
         for t in inputs:
             if t._grad is not None:
                 found[id(t)] = t._grad
@@ -341,8 +401,7 @@ class _LeafGrads:
                 continue
             g = _run_hooks(leaf._hooks, entry[1]) if leaf._hooks else entry[1]
             leaf._accumulate_grad(g, self.owns(g, (*pending.values(), *(e[1] for e in self.grads.values()))))
-            for hook in tuple(leaf._post_hooks):
-                hook(leaf)
+            _run_post_hooks(leaf)
 
     def commit_all(self):
         """Every remaining leaf's hooks, then every ``.grad`` written, then the post-accumulate hooks."""
@@ -353,8 +412,16 @@ class _LeafGrads:
         for leaf, g in updates:
             leaf._accumulate_grad(g, self.owns(g))
         for leaf, _ in updates:
-            for hook in tuple(leaf._post_hooks or ()):
-                hook(leaf)
+            if leaf._post_hooks:
+                _run_post_hooks(leaf)
+
+
+def _run_post_hooks(leaf):
+    """A leaf's post-accumulate-grad hooks (``hook(leaf)``), which must return None, as PyTorch's."""
+    for hook in tuple(leaf._post_hooks):
+        if hook(leaf) is not None:
+            raise RuntimeError(f"post-accumulate-grad hook {getattr(hook, '__name__', hook)!r} returned a value: "
+                               f"Tensor post accumulate grad hooks should return None")
 
 
 # ---------------------------------------------------------------- hooks for data parallelism

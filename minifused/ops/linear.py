@@ -77,8 +77,10 @@ class LinearFn(Function):
         need = ctx.recording
         y2, aux = K.linear_forward(x2, w, bias, activation, aux=need)
         if need:
-            ctx.save_for_backward(x, weight)
-            ctx.x2, ctx.w = x2, w
+            # checked against in-place changes: only what a wanted gradient reads (x for dW, the weight for dX), so
+            # a frozen weight's input, or an input without grad's weight, may change before the backward
+            ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, weight if ctx.needs_input_grad[0] else None)
+            ctx.x2, ctx.w, ctx.x_shape = x2, w, x.shape
             ctx.activation, ctx.aux = activation, aux
         stats["forward"] += 1
         return y2 if x.ndim == 2 else y2.reshape(*x.shape[:-1], w.shape[0])
@@ -134,7 +136,7 @@ def _data_grad(ctx, producer, dx, dbx):
         stats["dgrad_fused_" + producer.activation] += 1
         return PreActivationGrad(dx, dbx)  # rows as the producer's (n, k) output
     stats["dgrad_plain"] += 1
-    shape = ctx.saved[0].shape  # x's
+    shape = ctx.x_shape
     return dx if len(shape) == 2 else dx.reshape(shape)
 
 

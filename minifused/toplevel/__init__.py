@@ -70,13 +70,13 @@ def is_anomaly_enabled():
 
 
 def is_anomaly_check_nan_enabled():
-    """The same as :func:`is_anomaly_enabled`: minifused's anomaly mode is its non-finite checks."""
-    return _autograd.is_anomaly_enabled()
+    """Whether anomaly mode's check of backward gradients for NaN is on in this thread."""
+    return _autograd.is_anomaly_check_nan_enabled()
 
 
 def set_anomaly_enabled(enabled, check_nan=True):
-    """Turn anomaly detection on or off in this thread (``check_nan=False`` leaves it off: its checks are the
-    non-finite ones)."""
+    """Turn anomaly detection on or off in this thread; ``check_nan=False`` leaves out its check of backward
+    gradients for NaN."""
     _autograd.set_detect_anomaly(enabled, check_nan)
 
 
