@@ -1,6 +1,9 @@
 """Creating tensors: from data, filled, random, ranges, and the ``*_like`` forms."""
 from __future__ import annotations
 
+import collections.abc
+import functools
+import math
 import numbers
 
 import ml_dtypes
@@ -9,6 +12,7 @@ import numpy as np
 from .. import backend
 from ..kernels import copy_in_layout
 from ..tensor import Tensor
+from ._common import promote
 from .shape import preserve_format, result_channels_last
 from ..backend import InputError, InputTypeError
 
@@ -28,22 +32,151 @@ def _place(array, dtype, device, requires_grad):
     return t
 
 
+# NumPy dtypes a tensor may be made from: PyTorch's (``torch.from_numpy``'s list) and minifused's bfloat16
+_ARRAY_DTYPES = tuple(np.dtype(d) for d in (
+    np.float64, np.float32, np.float16, ml_dtypes.bfloat16, np.complex64, np.complex128, np.int64, np.int32, np.int16,
+    np.int8, np.uint64, np.uint32, np.uint16, np.uint8, np.bool_))
+_WIDE_UNSIGNED = tuple(np.dtype(d) for d in (np.uint16, np.uint32, np.uint64))
+_SEQUENCES = (list, tuple, range, collections.abc.Sequence)  # (str and bytes are sequences too: not of numbers)
+
+
+def _checked_array_dtype(op, dtype):
+    """``dtype`` (of a NumPy array or scalar) in native byte order, or an error if a tensor cannot have it."""
+    native = dtype.newbyteorder("=")
+    if native not in _ARRAY_DTYPES:
+        what = " (not numeric)" if dtype.kind in "USOMmV" else ""
+        raise InputTypeError(f"{op}: can't convert np.ndarray of type {dtype}{what}. The only supported types are: "
+                             f"{', '.join(str(d) for d in _ARRAY_DTYPES)}")
+    return native
+
+
+def _promote_data_dtypes(a, b):
+    """PyTorch's ``promoteTypes`` for the dtypes in one piece of data: as its ops promote, except that uint16,
+    uint32 and uint64 promote only with themselves and with floats."""
+    if a == b:
+        return a
+    if a.kind == "c" or b.kind == "c":  # complex with an integer stays that complex; with a float as wide as both
+        return np.result_type(a, b) if backend.is_floating(a) or backend.is_floating(b) or a.kind == b.kind else \
+            (a if a.kind == "c" else b)
+    for wide, other in ((a, b), (b, a)):
+        if wide in _WIDE_UNSIGNED and not backend.is_floating(other):
+            raise InputTypeError(f"tensor: promotion for uint16, uint32, uint64 types is not supported, attempted to "
+                                 f"promote {a} and {b}")
+    return promote(a, b)
+
+
+def _leaf_dtype(v):
+    """The dtype PyTorch infers for one number of the data (not a sequence): a NumPy scalar's or a tensor's own,
+    int64 for a Python int, the default dtype for a Python float."""
+    if isinstance(v, (np.generic, np.ndarray)):  # (NumPy floats are Python floats too: first)
+        return _checked_array_dtype("tensor", v.dtype)
+    if isinstance(v, Tensor):
+        return v.dtype
+    if isinstance(v, bool):
+        return backend.bool_
+    if isinstance(v, int):
+        return backend.int64
+    if isinstance(v, float):
+        return backend.get_default_dtype()
+    if isinstance(v, complex):
+        return np.dtype(np.complex128 if backend.get_default_dtype() == backend.float64 else np.complex64)
+    if isinstance(v, (str, bytes)):
+        raise InputTypeError(f"tensor: invalid data type {type(v).__name__!r}: not numeric (expected numbers, "
+                             f"sequences of numbers, arrays or tensors)")
+    raise InputTypeError(f"tensor: could not infer dtype of {type(v).__name__}")
+
+
+def _data_dtypes(data):
+    """The dtypes of the numbers in Python data (nested sequences of numbers, NumPy scalars and arrays, one-element
+    tensors), and whether tensors are among them. Each sequence's types are taken at once, so that a long list of
+    Python numbers costs little; an empty sequence counts as the default dtype, as PyTorch's."""
+    if type(data) not in (list, tuple) and (not isinstance(data, _SEQUENCES) or isinstance(data, (str, bytes))):
+        return {_leaf_dtype(data)}, isinstance(data, Tensor)
+    dtypes, tensors, pending = set(), False, [data]
+    while pending:
+        seq = pending.pop()
+        if not len(seq):
+            dtypes.add(backend.get_default_dtype())
+        for kind in set(map(type, seq)):
+            if kind is float or kind is int or kind is bool:  # (the common case first: Python numbers)
+                dtypes.add(_leaf_dtype(kind()))
+            elif kind is list or kind is tuple or issubclass(kind, _SEQUENCES) and not issubclass(kind, (str, bytes)):
+                pending.extend(v for v in seq if type(v) is kind)
+            elif issubclass(kind, (np.ndarray, Tensor)):
+                dtypes.update(_leaf_dtype(v) for v in seq if type(v) is kind)
+                tensors = tensors or issubclass(kind, Tensor)
+            else:
+                dtypes.add(_leaf_dtype(next(v for v in seq if type(v) is kind)))
+    return dtypes, tensors
+
+
+def _items(data):
+    """Data with each tensor in it replaced by the number it holds (PyTorch takes only one-element tensors there)."""
+    if isinstance(data, Tensor):
+        if data.numel() != 1:
+            raise InputError(f"tensor: only one element tensors can be converted to Python scalars, got a tensor of "
+                             f"shape {tuple(data.shape)} in the data")
+        return data.item()
+    if isinstance(data, _SEQUENCES) and not isinstance(data, (str, bytes)):
+        return [_items(v) for v in data]
+    return data
+
+
+def _from_python(data, dtype, floats):
+    """NumPy array of ``dtype`` from Python data, each number converted as PyTorch's ``tensor()`` stores it: into
+    an integer dtype an error where it does not fit (a negative int into an unsigned dtype wraps, down to minus its
+    largest value; a float is truncated toward zero, NaN refused), a Python int beyond int64 refused; into a
+    floating dtype rounded once (beyond its range: infinity). ``floats``: whether the data holds floating numbers."""
+    try:
+        if dtype == backend.float64 or dtype.kind in "bc" or dtype in _WIDE_UNSIGNED:
+            return np.asarray(data, dtype=dtype)
+        if backend.is_floating(dtype):  # (bfloat16 from float64: NumPy would round through float32 first)
+            with np.errstate(over="ignore"):
+                return np.asarray(data, dtype=dtype if dtype.kind == "f" else np.float64).astype(dtype, copy=False)
+        if dtype == backend.int64 and not floats:
+            return np.asarray(data, dtype=np.int64)
+        info = np.iinfo(dtype)
+        if floats:
+            values = np.asarray(data, dtype=np.float64)
+            top = values >= 2.0 ** 63 if dtype.itemsize == 8 else values > info.max
+            bad = top | (values < info.min) | np.isnan(values)
+        else:
+            values = np.asarray(data, dtype=np.int64)
+            bad = (values > info.max) | (values < (-info.max if dtype.kind == "u" else info.min))
+    except OverflowError:
+        target = "int64 (Overflow when unpacking long long)" if dtype.kind in "iu" else str(dtype)
+        raise InputError(f"tensor: a Python int in the data is too large to convert to {target}; give "
+                         f"dtype=float64 to keep a large one approximately") from None
+    except ValueError:
+        raise InputError("tensor: expected a rectangular nested sequence (the same length at each depth), got "
+                         "ragged data") from None
+    except TypeError as e:
+        raise InputTypeError(f"tensor: cannot convert the data to {dtype}: {e}") from None
+    if bad.any():
+        raise InputError(f"tensor: value cannot be converted to type {dtype} without overflow (first: "
+                         f"{values[bad].flat[0]!r})")
+    with np.errstate(invalid="ignore"):
+        return values.astype(dtype)
+
+
 def _infer_host_array(data, dtype=None):
-    """NumPy array for Python data, with PyTorch's defaults (float32 for floats, int64 for ints) unless ``dtype``
-    is given: Python floats then go to it from float64, not through a float32 rounding."""
+    """NumPy array for host data, with PyTorch's ``tensor()`` rules: a NumPy array as it is (in native byte order;
+    its values cast to ``dtype`` by the caller, wrapping as PyTorch's); other data (Python numbers, NumPy scalars,
+    nested sequences of them, of arrays and of one-element tensors) in ``dtype``, else in the dtype PyTorch
+    infers from all its numbers' types (float32 for Python floats, int64 for ints, a NumPy scalar's, array's or
+    tensor's own dtype, promoted together), converted with PyTorch's overflow checks."""
+    if type(data) not in (list, tuple) and not isinstance(data, (np.ndarray, np.generic, Tensor)) \
+            and hasattr(data, "__array__"):
+        data = np.asarray(data)  # (array-likes: a data frame, an image)
     if isinstance(data, np.ndarray):
-        arr = data
-    else:
-        arr = np.asarray(data)
-        if dtype is None and arr.dtype == np.float64 and not isinstance(data, np.generic):
-            arr = arr.astype(backend.get_default_dtype())
-        elif dtype is None and arr.dtype.kind in "iu":
-            arr = arr.astype(np.int64)
-        elif arr.dtype == object:
-            raise InputTypeError(f"tensor: cannot make a tensor from {type(data).__name__} data of mixed types")
-    if arr.dtype.kind in "USOMm":  # strings, bytes, objects, dates: not numbers
-        raise InputTypeError(f"tensor: cannot make a tensor from data of dtype {arr.dtype} (not numeric)")
-    return arr
+        arr = data if data.dtype.isnative else data.astype(data.dtype.newbyteorder("="))
+        _checked_array_dtype("tensor", arr.dtype)
+        return arr
+    dtypes, tensors = _data_dtypes(data)
+    if dtype is None:
+        dtype = functools.reduce(_promote_data_dtypes, sorted(dtypes, key=str) if len(dtypes) > 1 else dtypes)
+    floats = any(d.kind in "fcV" for d in dtypes)  # (V: bfloat16)
+    return _from_python(_items(data) if tensors else data, backend.as_dtype(dtype), floats)
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -54,8 +187,6 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         arr = backend.copy(data)
         device = device if device is not None else backend.device_of(data)
     else:
-        if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):
-            data = [v.tolist() if isinstance(v, Tensor) else v for v in data]
         arr = np.array(_infer_host_array(data, dtype), copy=True)
     return _place(arr, dtype, device, requires_grad)
 
@@ -94,9 +225,23 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> 
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
-    """A cpu tensor sharing memory with ``array``."""
+    """A cpu tensor sharing memory with ``array``: refused, as PyTorch's, where the memory cannot be shared as a
+    tensor's (a dtype that is not a number type of a tensor, a byte order not the machine's, a negative stride or
+    one that is not a whole number of elements)."""
     if not isinstance(array, np.ndarray):
         raise InputTypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    _checked_array_dtype("from_numpy", array.dtype)
+    if not array.dtype.isnative:
+        raise InputError(f"from_numpy: given numpy array has byte order different from the native byte order "
+                         f"({array.dtype.str}). Conversion between byte orders is currently not supported (copy it "
+                         f"with array.astype(array.dtype.newbyteorder('=')))")
+    if any(s < 0 for s in array.strides):
+        raise InputError(f"from_numpy: at least one stride in the given numpy array is negative (strides "
+                         f"{array.strides}), and tensors with negative strides are not supported (copy it with "
+                         f"array.copy())")
+    if any(s % array.itemsize for s in array.strides):
+        raise InputError(f"from_numpy: given numpy array strides {array.strides} are not a multiple of the element "
+                         f"byte size {array.itemsize}. Copy the numpy array to reallocate the memory")
     return Tensor._from_array(array, False)
 
 
@@ -134,7 +279,7 @@ def _shape(size):
 def _filled(fill, size, dtype, device, requires_grad):
     dev = backend.device(device)
     dtype = backend.as_dtype(dtype if dtype is not None else backend.get_default_dtype())
-    with backend.on_device(dev):
+    with backend.on_device(dev), np.errstate(over="ignore"):  # (a float beyond float16's range fills infinity)
         xp = backend.xp(dev)
         arr = xp.empty(size, dtype) if fill is None else xp.full(size, fill, dtype)
     return _place(arr, None, dev, requires_grad)
@@ -182,12 +327,47 @@ def empty(*size, dtype=None, device=None, requires_grad=False, **named):
     return _finish(_filled(None, _options("empty", size, named), dtype, device, requires_grad), named)
 
 
+def _scalar_overflows(v, dtype, checked_floats):
+    """Whether the number ``v`` does not fit ``dtype``, by PyTorch's check of a scalar argument: an integer dtype
+    takes floats within its range (not NaN) and ints within its range, an unsigned one also negative ints down to
+    minus its largest value (they wrap); of the floating dtypes only those in ``checked_floats`` are checked (and
+    infinity and NaN always fit); bool takes anything."""
+    if dtype == backend.bool_:
+        return False
+    if backend.is_floating(dtype):
+        return dtype in checked_floats and math.isfinite(v) and abs(float(v)) > float(ml_dtypes.finfo(dtype).max)
+    if dtype.kind not in "iu":
+        return False
+    info = np.iinfo(dtype)
+    if isinstance(v, float):
+        return not info.min <= v <= info.max  # (NaN too)
+    return v > info.max or v < (-info.max if dtype.kind == "u" else info.min)
+
+
+def _fill_value(op, value, dtype):
+    """``value`` (a number, NumPy scalar or 0-d tensor) and ``dtype`` (None: inferred from it, as PyTorch's: the
+    default dtype for a float, int64 for an int) for a tensor filled with it: the number as it is written into
+    dtype (truncated toward zero for an integer dtype, a negative one wrapped into an unsigned one), an error where
+    PyTorch's full() refuses it (a value outside an integer dtype's range or float32's; an int beyond 64 bits)."""
+    value = _host_number(value)
+    if isinstance(value, np.generic):  # a NumPy scalar fills as the Python number it is (PyTorch's)
+        value = value.item()
+    if not isinstance(value, numbers.Number):
+        raise InputTypeError(f"{op}: fill_value must be a number, got {type(value).__name__}")
+    dtype = backend.as_dtype(dtype if dtype is not None else _leaf_dtype(value))
+    if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 64:
+        raise InputError(f"{op}: int too big to convert: {value} (scalars hold at most 64 bits)")
+    if isinstance(value, numbers.Real) and _scalar_overflows(value, dtype, (backend.float32,)):
+        raise InputError(f"{op}: value cannot be converted to type {dtype} without overflow (got {value!r})")
+    if dtype == backend.bool_:
+        return bool(value), dtype
+    if dtype.kind in "iu" and isinstance(value, numbers.Real):
+        return int(value) % 2 ** (8 * dtype.itemsize) if value < 0 and dtype.kind == "u" else int(value), dtype
+    return value, dtype
+
+
 def full(size, fill_value, dtype=None, device=None, requires_grad=False, **named):
-    fill_value = _host_number(fill_value)
-    if isinstance(fill_value, np.generic):  # a NumPy scalar fills as the Python number it is (PyTorch's)
-        fill_value = fill_value.item()
-    if dtype is None:
-        dtype = _infer_host_array(fill_value).dtype
+    fill_value, dtype = _fill_value("full", fill_value, dtype)
     return _finish(_filled(fill_value, _options("full", (size,), named), dtype, device, requires_grad), named)
 
 
@@ -317,7 +497,8 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False,  
         shape = tuple(fill_value.shape) if isinstance(fill_value, Tensor) else ""
         raise InputTypeError(f"full_like: fill_value must be a number (or a 0-d tensor), got "
                              f"{type(fill_value).__name__}{shape}")
-    return _in_layout(full(input.shape, fill_value, dtype=dtype or input.dtype, device=device or input.device,
+    fill_value, dtype = _fill_value("full_like", fill_value, dtype or input.dtype)
+    return _in_layout(full(input.shape, fill_value, dtype=dtype, device=device or input.device,
                            requires_grad=requires_grad), input, memory_format, "full_like")
 
 
@@ -337,10 +518,21 @@ def _steps(name, steps):
     return int(steps)
 
 
+def _check_ends(op, dtype, steps, start, end):
+    """PyTorch's check of linspace's and logspace's bounds: those it writes (none for 0 steps, start for 1) must
+    fit ``dtype`` (float16, bfloat16 and float32 checked too)."""
+    for v in (start, end)[:min(steps, 2)]:
+        v = _host_number(v)
+        v = v.item() if isinstance(v, np.generic) else v
+        if isinstance(v, numbers.Real) and _scalar_overflows(v, dtype, backend.FLOAT_DTYPES):
+            raise InputError(f"{op}: value cannot be converted to type {dtype} without overflow (got {v!r})")
+
+
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     """``steps`` values from ``start`` to ``end`` (both included), evenly spaced; the default dtype by default."""
     steps = _steps("linspace", steps)
     dtype = backend.as_dtype(dtype if dtype is not None else backend.get_default_dtype())
+    _check_ends("linspace", dtype, steps, start, end)
     dev = backend.device(device)
     with backend.on_device(dev):
         arr = backend.xp(dev).linspace(float(start), float(end), steps, dtype=np.float64)
@@ -353,6 +545,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
     """``base ** linspace(start, end, steps)``; the default dtype by default."""
     steps = _steps("logspace", steps)
     dtype = backend.as_dtype(dtype if dtype is not None else backend.get_default_dtype())
+    _check_ends("logspace", dtype, steps, start, end)
     dev = backend.device(device)
     with backend.on_device(dev):
         xp = backend.xp(dev)
@@ -410,7 +603,8 @@ new_empty = _new(empty)
 
 
 def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
-    return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
+    fill_value, dtype = _fill_value("new_full", fill_value, self.dtype if dtype is None else dtype)
+    return full(size, fill_value, dtype=dtype,
                 device=self.device if device is None else device, requires_grad=requires_grad)
 
 
