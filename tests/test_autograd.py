@@ -544,8 +544,14 @@ def test_checkpoint_recomputes_with_the_same_values_gradients_and_dropout_masks(
     np.testing.assert_allclose(out.detach().numpy(), seq(x).detach().numpy(), rtol=1e-15)
     out.sum().backward()
     assert x.grad is not None and all(p.grad is not None for p in seq.parameters())
-    with pytest.raises(TypeError, match="must return a tensor or a tuple of tensors"):
+    with pytest.raises(TypeError, match="the function's result holds no tensor"):
         checkpoint(lambda t: 3, x)
+    # results as PyTorch's checkpoint returns them: tuples, lists, dicts, with other values passed through
+    x.grad = None
+    got = checkpoint(lambda t: {"a": t * 2, "b": [t * t, 5, None]}, x, use_reentrant=False)
+    assert got["b"][1:] == [5, None] and type(got["b"]) is list
+    (got["a"].sum() + got["b"][0].sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 + 2 * x.detach().numpy(), rtol=1e-15)
 
 
 # ---------------------------------------------------------------- torch.autograd.backward's signature

@@ -23,7 +23,7 @@ class _Checkpoint(Function):
     def forward(ctx, *arrays, result, function, template, kwargs, rng, outside, differentiable):
         ctx.function, ctx.template, ctx.kwargs, ctx.rng = function, template, kwargs, rng
         ctx.autocast = dict(backend.autocast_dtypes())  # the second run casts as the first did
-        ctx.outside, ctx.differentiable, ctx.single = outside, differentiable, type(result) is not tuple
+        ctx.outside, ctx.differentiable = outside, differentiable
         ctx.save_for_backward(*arrays)  # in-place changes to the arguments (or the outside tensors) are refused
         return result
 
@@ -47,7 +47,7 @@ class _Checkpoint(Function):
                 _set_cpu_rng_state(saved)
             autocast.clear()
             autocast.update(outer_autocast)
-        outs = (out,) if ctx.single else out
+        outs = _flatten(out)[0]
         roots = [(o, g) for o, g, d in zip(outs, grads, ctx.differentiable) if d and g is not None and o.requires_grad]
         leaves = _Gathered()
         pending = _walk_inside(roots, start, leaves)
@@ -159,20 +159,38 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
     own = [Tensor._from_array(t._data, t.requires_grad) for t in tensors]
     start = next(tape._recorded)  # this run's nodes are numbered from here on
     out = function(*_fill(template, own), **kwargs)
-    outs = out if isinstance(out, tuple) else (out,)
-    if not outs or not all(isinstance(o, Tensor) for o in outs):
-        raise TypeError(f"checkpoint: the function must return a tensor or a tuple of tensors, got "
-                        f"{type(out).__name__}")
+    outs, rebuild = _flatten(out)
+    if not outs:
+        raise TypeError(f"checkpoint: the function's result holds no tensor (got {type(out).__name__})")
     outside = _outside(outs, start, {id(t) for t in own})
     differentiable = tuple(o.requires_grad for o in outs)
-    single = not isinstance(out, tuple)
-    result = outs[0]._data if single else tuple(o._data for o in outs)
+    result = tuple(o._data for o in outs)
     del out, outs  # the first run's graph goes
     node_outs = _Checkpoint.apply(*tensors, *outside, result=result, function=function, template=template,
                                   kwargs=kwargs, rng=rng, outside=outside, differentiable=differentiable)
-    node_outs = (node_outs,) if single else node_outs
-    node_outs = tuple(o if d else o.detach() for o, d in zip(node_outs, differentiable))
-    return node_outs[0] if single else node_outs
+    node_outs = (node_outs,) if isinstance(node_outs, Tensor) else node_outs
+    return rebuild(iter(o if d else o.detach() for o, d in zip(node_outs, differentiable)))
+
+
+def _flatten(out):
+    """The tensors in ``out`` (a tensor, or tuples, lists and dicts of them and of other values, as PyTorch's
+    checkpoint returns them) in order, and a function that builds the same structure from an iterator of
+    tensors in their places."""
+    if isinstance(out, Tensor):
+        return [out], next
+    if isinstance(out, (tuple, list)):
+        parts = [_flatten(o) for o in out]
+        kind = type(out)
+
+        def rebuild(it):
+            items = [build(it) for _, build in parts]
+            return kind(*items) if hasattr(kind, "_fields") else kind(items)  # (a namedtuple by its fields)
+        return [t for ts, _ in parts for t in ts], rebuild
+    if isinstance(out, dict):
+        parts = {k: _flatten(v) for k, v in out.items()}
+        return ([t for ts, _ in parts.values() for t in ts],
+                lambda it: type(out)((k, build(it)) for k, (_, build) in parts.items()))
+    return [], lambda it: out
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):  # noqa: A002
