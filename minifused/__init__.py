@@ -37,6 +37,7 @@ import sys as _sys  # noqa: E402
 from . import accelerator, cuda, data, nn, optim, utils  # noqa: E402
 from . import distributed  # noqa: E402 - torch.distributed (it also gives nn.parallel its DistributedDataParallel)
 from . import func  # noqa: E402 - torch.func: functional_call
+from . import jit  # noqa: E402 - torch.jit's decorators and queries (no TorchScript: script/trace refuse)
 from . import distributions  # noqa: E402 - torch.distributions
 from . import multiprocessing  # noqa: E402 - torch.multiprocessing: Python's, with PyTorch's spawn
 from .graphed import make_graphed_callables as _make_graphed_callables  # noqa: E402
@@ -70,11 +71,30 @@ Size = tuple  # shapes are tuples: minifused.Size([2, 3]) == t.shape as torch.Si
 from numpy import dtype  # noqa: E402 - dtypes are NumPy's: isinstance(minifused.float32, minifused.dtype)
 
 
-def finfo(dtype=None):
-    """Machine limits of a floating dtype (eps, max, min, tiny, bits), as ``torch.finfo``; bfloat16 too."""
-    import ml_dtypes
+class finfo:  # noqa: N801 - torch.finfo
+    """Machine limits of a floating dtype, as ``torch.finfo`` (bfloat16 too): ``bits`` an int; ``eps``, ``max``,
+    ``min``, ``tiny`` (= ``smallest_normal``) and ``resolution`` Python floats, as PyTorch's (a NumPy float16 scalar
+    would overflow in arithmetic: ``finfo(float16).max + 100``); ``dtype`` the dtype's name."""
 
-    return ml_dtypes.finfo(get_default_dtype() if dtype is None else backend.as_dtype(dtype))
+    def __init__(self, dtype=None):
+        import builtins
+
+        import ml_dtypes
+
+        dtype = get_default_dtype() if dtype is None else backend.as_dtype(dtype)
+        if not backend.is_floating(dtype):
+            raise TypeError(f"finfo() requires a floating point dtype, got {dtype}; use minifused.iinfo for integer "
+                            f"dtypes")
+        info, to_float = ml_dtypes.finfo(dtype), builtins.float  # (this module's float is minifused.float32)
+        self.bits = builtins.int(info.bits)
+        self.eps, self.max, self.min = to_float(info.eps), to_float(info.max), to_float(info.min)
+        self.tiny = self.smallest_normal = to_float(info.smallest_normal)
+        self.resolution = 10.0 ** -builtins.int(info.precision)
+        self.dtype = dtype.name
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, dtype={self.dtype})")
 
 
 def iinfo(dtype):

@@ -438,8 +438,18 @@ class Tensor:
         """``src``'s values written into this tensor's array, unrecorded (``copy_``, ops.inplace_arith, records
         it where autograd needs it)."""
         self._check_inplace("copy_")
-        src = src.to(self.device)._data if isinstance(src, Tensor) else src
-        self._xp.copyto(self._data, self._xp.asarray(src).astype(self._data.dtype, copy=False))
+        src = self._xp.asarray(src.to(self.device)._data if isinstance(src, Tensor) else src)
+        try:
+            self._xp.copyto(self._data, src.astype(self._data.dtype, copy=False))
+        except ValueError:  # NumPy's and CuPy's error names neither the op nor which side is which
+            try:
+                fits = tuple(np.broadcast_shapes(self.shape, src.shape)) == tuple(self.shape)
+            except ValueError:
+                fits = False
+            if fits:
+                raise
+            raise RuntimeError(f"copy_: the source's shape {list(src.shape)} does not broadcast to the "
+                               f"destination's {list(self.shape)}") from None
         return self._bump("copy_")
 
     copy_ = _copy_values_

@@ -126,6 +126,13 @@ def _category(dtype):
     return 2 if backend.is_floating(dtype) else 0 if dtype == backend.bool_ else 1
 
 
+def can_cast(src, dst) -> bool:
+    """Whether an in-place op may write a result of dtype ``src`` into a tensor of ``dst``, PyTorch's rule: not a
+    float into an integer or bool tensor, nor an integer into a bool one; a narrower dtype of the same kind is fine
+    (``float32.addcmul_(float64, float64)``, ``int8 &= int64``)."""
+    return _category(src) <= _category(dst)
+
+
 def tensors_result_dtype(a, b):
     """dtype of ``a <op> b`` for two tensors (see :func:`promote_operands`)."""
     return promote_operands(a.dtype, a.ndim == 0, b.dtype, b.ndim == 0)
@@ -214,6 +221,13 @@ def as_tensor_like(value, like: Tensor):
     return Tensor._from_array(arr, False)
 
 
+def _refuse_containers(op, a, b):
+    for v in (a, b):
+        if isinstance(v, (list, tuple)):
+            raise InputTypeError(f"{op}(): expected a tensor or a number operand, got {type(v).__name__} (make it a "
+                                 f"tensor first: minifused.tensor(...))")
+
+
 def binary_operands(op, a, b, broadcast=True):
     """Check devices and shapes and promote dtypes of a binary op's operands.
 
@@ -229,6 +243,7 @@ def binary_operands(op, a, b, broadcast=True):
     like = a if isinstance(a, Tensor) else b
     if not isinstance(like, Tensor):
         raise InputTypeError(f"{op}(): expected a Tensor operand, got {type(a).__name__} and {type(b).__name__}")
+    _refuse_containers(op, a, b)  # (PyTorch's TypeError: a list is no operand of tensor arithmetic)
     a, b = as_tensor_like(a, like), as_tensor_like(b, like)
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         if type(a._data) is not type(b._data) or a.device != b.device:
@@ -246,6 +261,71 @@ def binary_operands(op, a, b, broadcast=True):
         t = cast(t, dtype)
     s = wrapped(dtype, s)
     return (t, s) if isinstance(a, Tensor) else (s, t)
+
+
+_FLOATS = frozenset(backend.FLOAT_DTYPES)
+_HALF, _WIDE_FLOATS = (backend.float16, backend.bfloat16), (backend.float32, backend.float64)
+
+
+def _result_dtype(a, b, floating):
+    """The dtype of an op on ``a`` and ``b`` (one a tensor, the other a tensor or a Python number); ``floating``:
+    the default float dtype where that is no float (true division)."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        dtype = tensors_result_dtype(a, b)
+    else:
+        t, s = (a, b) if isinstance(a, Tensor) else (b, a)
+        dtype = scalar_result_dtype(t.dtype, s)
+    return backend.get_default_dtype() if floating and not backend.is_floating(dtype) else dtype
+
+
+def _as_operands(op, a, b):
+    """``a`` and ``b`` with arrays made tensors, as :func:`binary_operands` takes them (unchanged where neither is a
+    tensor: binary_operands refuses them)."""
+    like = a if isinstance(a, Tensor) else b
+    if not isinstance(like, Tensor):
+        return a, b
+    _refuse_containers(op, a, b)
+    return as_tensor_like(a, like), as_tensor_like(b, like)
+
+
+def float_operands(op, a, b):
+    """:func:`binary_operands` for an op whose result is floating whatever its operands (true division, atan2,
+    copysign, xlogy): integer and bool tensors are cast straight to the result's dtype (the default float dtype
+    where no operand is floating), never first to a promoted integer dtype, and a Python int is not wrapped into
+    one, as PyTorch computes them (``int8 / 300`` is 0.01 and ``uint8 / -1`` is -3, where the wrapped 44 and 255
+    would divide)."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype == b._data.dtype and \
+            a._data.dtype in _FLOATS:
+        return binary_operands(op, a, b)
+    a, b = _as_operands(op, a, b)
+    if any(isinstance(v, Tensor) and not backend.is_floating(v.dtype) for v in (a, b)):
+        dtype = _result_dtype(a, b, True)
+        a, b = (cast(v, dtype) if isinstance(v, Tensor) and not backend.is_floating(v.dtype) else v for v in (a, b))
+    return binary_operands(op, a, b)
+
+
+def opmath_operands(op, a, b, floating=False):
+    """:func:`binary_operands` (:func:`float_operands` where ``floating``) for a product or a true quotient, and the
+    dtype to round its result to (None: none). As PyTorch computes them, a float16 / bfloat16 result with a number
+    (a Python number on either side, ``2 * x`` being ``x * 2``; a 0-d tensor of another dtype as the second operand)
+    is computed in float32 and rounded once: NumPy and CuPy would round the number into the 16-bit dtype first
+    (``float16 / 70000.`` would divide by inf, ``float16 * 0.1`` be one ulp off on a third of the values)."""
+    if isinstance(a, Tensor):  # the common cases first: nothing to widen or cast
+        if isinstance(b, Tensor):
+            if a._data.dtype == b._data.dtype and (not floating or a._data.dtype in _FLOATS):
+                return (*binary_operands(op, a, b), None)
+        elif type(b) in (float, int) and a._data.dtype in _WIDE_FLOATS:
+            return (*binary_operands(op, a, b), None)
+    elif isinstance(b, Tensor) and type(a) in (float, int) and b._data.dtype in _WIDE_FLOATS:
+        return (*binary_operands(op, a, b), None)
+    a, b = _as_operands(op, a, b)
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        dtype = _result_dtype(a, b, floating)
+        if dtype in _HALF and (not isinstance(b, Tensor) or not isinstance(a, Tensor) or
+                               b.ndim == 0 and b.dtype != dtype):
+            wide = (cast(v, backend.float32) if isinstance(v, Tensor) else v for v in (a, b))
+            return (*binary_operands(op, *wide), dtype)
+    return (*(float_operands if floating else binary_operands)(op, a, b), None)
 
 
 def normalize_axis(op, axis, ndim):

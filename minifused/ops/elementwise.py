@@ -10,8 +10,8 @@ from ..autograd import Function
 from ..kernels import elementwise as K
 from ..kernels import copy_in_layout, is_channels_last
 from ..tensor import Tensor
-from ._common import (bfloat16_rounded, binary_operands, broadcast_shape, cast, check_alpha, promote_operands,
-                      scalar_result_dtype, shape_of, unbroadcast, wrapped)
+from ._common import (bfloat16_rounded, binary_operands, broadcast_shape, cast, check_alpha, opmath_operands,
+                      promote_operands, scalar_result_dtype, shape_of, unbroadcast, wrapped)
 from .logic import nonzero
 from .shape import preserve_format, result_channels_last
 from ..backend import InputError, InputTypeError
@@ -148,13 +148,56 @@ def _in_tensor_dtype(out, a, b):
     return cast(out, t.dtype)
 
 
-def _arith(fn, name):
+def _additive(fn, name):
+    """``add`` / ``sub`` without ``alpha``: a Python number beside a bfloat16 tensor is rounded to bfloat16 first, as
+    PyTorch's (and as NumPy takes one beside float16); a bool operand of ``sub`` is refused, as PyTorch's."""
     def op(a, b):
+        if fn is Sub and _any_bool(a, b):
+            _refuse_bool_sub(a, b)
         a, b = binary_operands(name, a, b)
+        if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+            dtype = (a if isinstance(a, Tensor) else b).dtype
+            a, b = bfloat16_rounded(dtype, a), bfloat16_rounded(dtype, b)
         return _in_tensor_dtype(fn.apply(a, b), a, b)
 
     op.__name__ = name
     return op
+
+
+def _is_bool(v):
+    return type(v) is bool or isinstance(v, Tensor) and v._data.dtype == backend.bool_
+
+
+def _any_bool(a, b):
+    return (type(a) is bool or type(b) is bool or isinstance(a, Tensor) and a._data.dtype == backend.bool_ or
+            isinstance(b, Tensor) and b._data.dtype == backend.bool_)
+
+
+def _refuse_bool_sub(a, b):
+    """PyTorch refuses a bool tensor (or Python bool) on either side of a subtraction."""
+    bools = (_is_bool(a), _is_bool(b))
+    if bools[0] and bools[1]:
+        raise RuntimeError("sub: Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` "
+                           "or `logical_xor()` operator instead.")
+    if bools[0] or bools[1]:
+        raise RuntimeError("sub: Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                           "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+class AddScaled(Function):
+    """``a + alpha * b`` of two float16 / bfloat16 arrays as PyTorch computes it: in float32, alpha rounded to their
+    dtype, the sum rounded once; b's gradient ``g * alpha`` in float32 too, rounded once."""
+
+    @staticmethod
+    def forward(ctx, a, b, alpha):
+        ctx.shapes, ctx.alpha = (a.shape, b.shape), alpha
+        return (a.astype(np.float32) + float(a.dtype.type(alpha)) * b.astype(np.float32)).astype(a.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        na, nb, _ = ctx.needs_input_grad
+        return (unbroadcast(g, ctx.shapes[0]) if na else None,
+                unbroadcast((g.astype(np.float32) * ctx.alpha).astype(g.dtype), ctx.shapes[1]) if nb else None, None)
 
 
 def _scaled(name, plain):
@@ -162,6 +205,8 @@ def _scaled(name, plain):
     def op(a, b, *, alpha=1):
         if alpha is None or (type(alpha) is int and alpha == 1):  # every '+' and '-' (the checks below cost more)
             return plain(a, b)
+        if name == "sub":
+            _refuse_bool_sub(a, b)
         a, b = binary_operands(name, a, b)
         dtype = (a if isinstance(a, Tensor) else b).dtype
         check_alpha(name, dtype, alpha)
@@ -169,6 +214,8 @@ def _scaled(name, plain):
             return plain(a, b)
         if dtype == backend.bool_:  # alpha in the bool result's dtype, as PyTorch's: a + bool(alpha) * b
             alpha = bool(alpha)
+        if dtype in (backend.float16, backend.bfloat16) and isinstance(a, Tensor) and isinstance(b, Tensor):
+            return AddScaled.apply(a, b, alpha if name == "add" else -alpha)
         return plain(a, mul(b, alpha) if isinstance(b, Tensor) else (b and alpha) if dtype == backend.bool_
                      else b * alpha)
 
@@ -176,15 +223,32 @@ def _scaled(name, plain):
     return op
 
 
-mul = _arith(Mul, "mul")
-add = _scaled("add", _arith(Add, "add"))
-sub = _scaled("sub", _arith(Sub, "sub"))
-_pow = _arith(Pow, "pow")
+def mul(a, b):
+    """``a * b``; a float16 / bfloat16 tensor times a number computed in float32 and rounded once, as PyTorch's (see
+    ``opmath_operands``)."""
+    a, b, dtype = opmath_operands("mul", a, b)
+    out = Mul.apply(a, b)
+    return _in_tensor_dtype(out, a, b) if dtype is None else cast(out, dtype)
+
+
+add = _scaled("add", _additive(Add, "add"))
+sub = _scaled("sub", _additive(Sub, "sub"))
+
+
+def _pow(a, b):
+    a, b = binary_operands("pow", a, b)
+    return _in_tensor_dtype(Pow.apply(a, b), a, b)
 
 
 def pow(a, b):  # noqa: A001 - PyTorch's name
     """``a ** b``; an integer tensor refuses a negative integer exponent and one outside its dtype's range, as
-    PyTorch's (the exponent is not wrapped into the dtype as other ops' numbers are)."""
+    PyTorch's (the exponent is not wrapped into the dtype as other ops' numbers are). A bool result is PyTorch's:
+    a bool tensor to a Python bool power is a bool tensor (``x ** True`` is x, ``x ** False`` all True); other bool
+    powers (of two bool tensors, a Python bool to a bool tensor's) are not implemented."""
+    if _is_bool(b) and _is_bool(a):
+        if not isinstance(a, Tensor) or not isinstance(b, bool):
+            raise NotImplementedError("pow: not implemented for bool tensors (cast them with .long() or .float())")
+        return clone(a) if b else Tensor._from_array(a._xp.ones(a.shape, backend.bool_))
     if (isinstance(a, Tensor) and isinstance(b, numbers.Integral) and not isinstance(b, bool)
             and a.dtype.kind in "iu"):
         if b < 0:
@@ -195,14 +259,22 @@ def pow(a, b):  # noqa: A001 - PyTorch's name
 
 
 def div(a, b):
-    """True division: integer operands give the default dtype (float32 unless set), as in PyTorch (the package's ``div`` adds its
-    ``rounding_mode``)."""
-    a, b = binary_operands("div", a, b)
-    t = a if isinstance(a, Tensor) else b
-    if not backend.is_floating(t.dtype):
-        a = cast(a, backend.get_default_dtype()) if isinstance(a, Tensor) else a
-        b = cast(b, backend.get_default_dtype()) if isinstance(b, Tensor) else b
-    return _in_tensor_dtype(Div.apply(a, b), a, b)
+    """True division: integer operands give the default dtype (float32 unless set), as in PyTorch (the package's
+    ``div`` adds its ``rounding_mode``); integer tensors and numbers are cast straight to it (``int8 / 300`` is
+    0.01), and a float16 / bfloat16 tensor divided by a number is computed in float32 and rounded once (see
+    ``opmath_operands``). A Python number divided by a tensor is the tensor's reciprocal times the number, as
+    PyTorch's ``__rtruediv__`` computes it (so that ``2 / x`` rounds as there)."""
+    if isinstance(b, Tensor) and not isinstance(a, Tensor) and isinstance(a, numbers.Number):
+        from .pointwise import reciprocal  # (pointwise imports this module)
+
+        return mul(reciprocal(b), a)
+    return _true_div(a, b)
+
+
+def _true_div(a, b):
+    a, b, dtype = opmath_operands("div", a, b, floating=True)
+    out = Div.apply(a, b)
+    return _in_tensor_dtype(out, a, b) if dtype is None else cast(out, dtype)
 
 
 # ---------------------------------------------------------------- unary math
@@ -386,6 +458,9 @@ def _float_unary(fn, name):
 
 
 def neg(x):
+    if x.dtype == backend.bool_:
+        raise RuntimeError("neg: Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+                           "invert a mask, use the `~` or `logical_not()` operator instead.")
     return Neg.apply(x)
 
 
@@ -393,6 +468,8 @@ exp = _float_unary(Exp, "exp")
 log = _float_unary(Log, "log")
 sqrt = _float_unary(Sqrt, "sqrt")
 def abs(x):  # noqa: A001 - PyTorch's name
+    if x.dtype == backend.bool_:
+        raise NotImplementedError("abs: not implemented for bool tensors (cast them with .long() or .float())")
     return Abs.apply(x)
 
 
@@ -441,6 +518,9 @@ def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
             dtype = promote_operands(dtype, x.ndim == 0, bound.dtype, bound.ndim == 0)
         elif bound is not None:
             dtype = scalar_result_dtype(dtype, bound)
+    if dtype == backend.bool_ and any(b is not None and not isinstance(b, Tensor) for b in (min, max)):
+        raise NotImplementedError("clamp: not implemented for a bool tensor with Python bool bounds (give the bounds "
+                                  "as bool tensors, or cast the input with .long() or .float())")
     if dtype != x.dtype:
         x = cast(x, dtype)
     min, max = (cast(b, dtype) if isinstance(b, Tensor) and b.dtype != dtype else b for b in (min, max))
@@ -543,7 +623,14 @@ def where(condition, input=None, other=None):  # noqa: A002 - PyTorch's names
 
 # ---------------------------------------------------------------- comparisons (no gradient)
 def _compare(ufunc_name, name):
+    """An ordering (``lt`` ... ``ge``) refuses a NumPy array as PyTorch's (``x < array`` is a TypeError there;
+    ``x == array`` compares)."""
+    ordering = name not in ("eq", "ne")
+
     def op(a, b):
+        if ordering and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
+            raise InputTypeError(f"{name}(): expected a tensor or a number, got numpy.ndarray (make it a tensor "
+                                 f"first: minifused.from_numpy(...))")
         a, b = binary_operands(name, a, b)
         like = a if isinstance(a, Tensor) else b
         xa = a._data if isinstance(a, Tensor) else bfloat16_rounded(like.dtype, a)

@@ -10,34 +10,71 @@ import numpy as np
 from .. import backend
 from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
-from ._common import (broadcast_shape, cast, check_alpha, scalar_result_dtype, shape_of, tensors_result_dtype,
-                      unbroadcast, wrapped)
+from ._common import (bfloat16_rounded, broadcast_shape, can_cast, cast, check_alpha, scalar_result_dtype, shape_of,
+                      tensors_result_dtype, unbroadcast, wrapped)
 from ..backend import InputTypeError
+
+
+_FLOATS, _WIDE_FLOATS = frozenset(backend.FLOAT_DTYPES), (backend.float32, backend.float64)
+_HALF = (backend.float16, backend.bfloat16)
+
+
+def _wide(g):
+    """``g`` in float32 where a float16 / bfloat16 array: a product with a number computes there, rounded once."""
+    return g.astype(np.float32) if g.dtype in _HALF else g
+
+
+def _target(out, b):
+    """The array an in-place op on ``out`` computes into: ``out`` itself, or, where the operand ``b`` is of a wider
+    float dtype (see :func:`_inplace_operand`), a copy of ``out`` in that dtype, to be written back into ``out``
+    (:func:`_written`), rounded once."""
+    dtype = getattr(b, "dtype", None)
+    if dtype is None or dtype == out.dtype or not backend.is_floating(out.dtype):
+        return out
+    return out.astype(dtype)
+
+
+def _written(out, dst):
+    """``out`` with ``dst``'s values (see :func:`_target`), cast first as the package's other writes across dtypes
+    are."""
+    if dst is not out:
+        out[...] = dst.astype(out.dtype)
+    return out
 
 
 class AddInto(Function):
     """``a + alpha * b`` written into ``a``'s array: ``Tensor.add_`` / ``sub_``, ``+=`` / ``-=``. Integers wrap
-    around as PyTorch's (``uint8.sub_(1)`` at 0 gives 255); a bool ``a`` gets ``a | (bool(alpha) & b)``."""
+    around as PyTorch's (``uint8.sub_(1)`` at 0 gives 255); a bool ``a`` gets ``a | (bool(alpha) & b)``; a float16
+    / bfloat16 ``a`` with a tensor ``b`` and an ``alpha`` computes in float32 with alpha rounded to a's dtype and
+    rounds once, as PyTorch's (an optimizer's ``p.add_(g, alpha=-lr)``)."""
 
     @staticmethod
     def forward(ctx, a, b, alpha, out):
-        ctx.b_shape, ctx.alpha = shape_of(b), alpha
+        ctx.b_meta, ctx.alpha = (shape_of(b), getattr(b, "dtype", None)), alpha
+        dst = _target(out, b)
+        if alpha != 1 and dst.dtype in _HALF and hasattr(b, "shape"):
+            alpha = float(dst.dtype.type(alpha))
+            dst, b = dst.astype(np.float32), b.astype(np.float32)
         if alpha == 1:
-            out += b
-        elif out.dtype == backend.bool_:
+            dst += b
+        elif dst.dtype == backend.bool_:
             if alpha:
-                out += b
-        elif out.dtype.kind in "iu":  # alpha (and a scalar's product) in out's dtype, wrapped as PyTorch casts them
-            out += wrapped(out.dtype, alpha) * b if hasattr(b, "shape") else wrapped(out.dtype, alpha * b)
+                dst += b
+        elif dst.dtype.kind in "iu":  # alpha (and a scalar's product) in out's dtype, wrapped as PyTorch casts them
+            dst += wrapped(dst.dtype, alpha) * b if hasattr(b, "shape") else wrapped(dst.dtype, alpha * b)
         else:
-            out += alpha * b
-        return out
+            dst += alpha * b
+        return _written(out, dst)
 
     @staticmethod
     def backward(ctx, g):
         na, nb, _ = ctx.needs_input_grad
-        gb = g if ctx.alpha == 1 else (g * ctx.alpha).astype(g.dtype, copy=False)
-        return g if na else None, unbroadcast(gb, ctx.b_shape) if nb else None, None
+        gb = None
+        if nb:
+            shape, dtype = ctx.b_meta
+            gb = unbroadcast(g if ctx.alpha == 1 else (_wide(g) * ctx.alpha).astype(g.dtype, copy=False), shape)
+            gb = gb.astype(dtype, copy=False)
+        return g if na else None, gb, None
 
 
 class MulInto(Function):
@@ -46,17 +83,20 @@ class MulInto(Function):
     @staticmethod
     def forward(ctx, a, b, out):
         na, nb = ctx.needs_input_grad
-        ctx.b_shape = shape_of(b)
+        ctx.b_meta = (shape_of(b), getattr(b, "dtype", None))
         ctx.old = backend.copy(a) if nb and ctx.recording else None  # a's value, which the product overwrites
         if na:
             ctx.save_for_backward(b)
-        out *= b
-        return out
+        dst = _target(out, b)
+        dst *= b
+        return _written(out, dst)
 
     @staticmethod
     def backward(ctx, g):
         na, nb = ctx.needs_input_grad
-        return (g * ctx.saved_tensors[0] if na else None, unbroadcast(g * ctx.old, ctx.b_shape) if nb else None)
+        shape, dtype = ctx.b_meta
+        return ((g * ctx.saved_tensors[0]).astype(g.dtype, copy=False) if na else None,
+                unbroadcast(g * ctx.old, shape).astype(dtype, copy=False) if nb else None)
 
 
 class DivInto(Function):
@@ -64,27 +104,49 @@ class DivInto(Function):
 
     @staticmethod
     def forward(ctx, a, b, out):
-        ctx.b_shape = shape_of(b)
+        ctx.b_meta = (shape_of(b), getattr(b, "dtype", None))
         ctx.save_for_backward(b)
-        out /= b
+        dst = _target(out, b)
+        dst /= b
         # the divisor's gradient is -g * quotient / b: a copy of the quotient, which later in-place ops on a may
-        # change (as MulInto keeps a's old value)
-        ctx.quotient = backend.copy(out) if ctx.needs_input_grad[1] and ctx.recording else None
-        return out
+        # change (as MulInto keeps a's old value); a wider quotient is a new array already
+        ctx.quotient = None
+        if ctx.needs_input_grad[1] and ctx.recording:
+            ctx.quotient = backend.copy(dst) if dst is out else dst
+        return _written(out, dst)
 
     @staticmethod
     def backward(ctx, g):
         na, nb = ctx.needs_input_grad
         (b,) = ctx.saved_tensors
-        return g / b if na else None, unbroadcast(-g * ctx.quotient / b, ctx.b_shape) if nb else None
+        shape, dtype = ctx.b_meta
+        return ((g / b).astype(g.dtype, copy=False) if na else None,
+                unbroadcast(-g * ctx.quotient / b, shape).astype(dtype, copy=False) if nb else None)
 
 
 def _inplace_operand(op, x, other):
     """``other`` as x's in-place arithmetic takes it: a number, or a tensor on x's device that broadcasts to x's
-    shape, cast (recorded) to x's dtype; the result type must keep x's kind, as PyTorch's in-place ops require
-    (no float into an integer tensor, nothing but bool into a bool one)."""
+    shape. The result type must keep x's kind, as PyTorch's in-place ops require (no float into an integer tensor,
+    nothing but bool into a bool one). The op computes in the dtype PyTorch computes it in, and its result is written
+    into x, rounded once: a tensor of a wider dtype stays so (``float16.add_(float32)``); a float16 / bfloat16 x
+    multiplied or divided by a number (a Python number, a 0-d tensor of another dtype) computes in float32, the
+    number given as a float32 NumPy scalar; other numbers take x's dtype (integers wrapped into its range, bfloat16's
+    rounded, as PyTorch casts them). ``op``'s name says the op: ``add``..., ``sub``..., ``mul``..., ``div``...; other
+    ops (``clamp_``, ``pow_``, ``xlogy_`` ...) get a tensor cast (recorded) to x's dtype and a number as it is."""
+    xd = x._data
+    if isinstance(other, Tensor):  # the common cases first: a float tensor of x's dtype, shape and device
+        od = other._data
+        if (od.dtype == xd.dtype and od.shape == xd.shape and type(od) is type(xd) and od.dtype in _FLOATS
+                and (type(od) is np.ndarray or od.data.device_id == xd.data.device_id)):
+            return other
+    elif type(other) in (float, int) and xd.dtype in _WIDE_FLOATS:  # a number into a float32 / float64 x
+        return other
     if isinstance(other, np.generic):
         other = other.item()
+    if op.startswith("sub") and (isinstance(other, bool) or x.dtype == backend.bool_ or
+                                 isinstance(other, Tensor) and other.dtype == backend.bool_):
+        raise RuntimeError(f"{op}: Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                           f"trying to invert a mask, use the `~` or `logical_not()` operator instead.")
     if isinstance(other, Tensor):
         if other.device != x.device:
             raise RuntimeError(f"{op}: expected all tensors on the same device, got {x.device} and {other.device}")
@@ -94,20 +156,28 @@ def _inplace_operand(op, x, other):
                 raise RuntimeError(f"{op}: output with shape {list(x.shape)} doesn't match the broadcast shape "
                                    f"{list(shape)}")
         result = tensors_result_dtype(x, other)
+        number = other.ndim == 0 and other.dtype != result
     elif isinstance(other, numbers.Number) and not isinstance(other, complex):
-        result = scalar_result_dtype(x.dtype, other)
+        result, number = scalar_result_dtype(x.dtype, other), True
         other = wrapped(x.dtype, other)  # an integer into an integer tensor's range, as PyTorch casts it
     else:
         raise InputTypeError(f"{op}: expected a tensor or a number, got {type(other).__name__}")
     if op.startswith("div") and not backend.is_floating(result):
         result = backend.float32  # true division
-    if (backend.is_floating(result) and not backend.is_floating(x.dtype)) or (
-            x.dtype == backend.bool_ and result != backend.bool_):
+    if not can_cast(result, x.dtype):
         raise RuntimeError(f"{op}: result type {np.dtype(result).name} can't be cast to the desired output type "
                            f"{np.dtype(x.dtype).name}")
-    if isinstance(other, Tensor) and other.dtype != x.dtype:
-        other = cast(other, x.dtype)
-    return other
+    if not op.startswith(("add", "sub", "mul", "div")):  # (clamp_, pow_ ... compute in x's dtype)
+        return cast(other, x.dtype) if isinstance(other, Tensor) and other.dtype != x.dtype else other
+    if number and result in (backend.float16, backend.bfloat16) and op.startswith(("mul", "div")):
+        result = backend.float32
+    if isinstance(other, Tensor):
+        if not backend.is_floating(x.dtype):  # (integers wrap the same way, cast first or after)
+            result = x.dtype
+        return other if other.dtype == result else cast(other, result)
+    if result != x.dtype:
+        return np.float32(other)
+    return bfloat16_rounded(x.dtype, other)
 
 
 class CopyInto(Function):
@@ -131,9 +201,11 @@ class CopyInto(Function):
 
 def copy_(x, src, non_blocking=False):
     """``x.copy_(src)``: src's values (broadcast to x's shape, cast to its dtype, brought to its device) written
-    into x (returned); recorded for autograd, as PyTorch's, where src or x requires grad in grad mode."""
+    into x (returned); recorded for autograd, as PyTorch's, where src or x requires grad in grad mode and x is
+    floating (an integer or bool copy carries no gradient)."""
     _check_target("copy_", x)
-    if isinstance(src, Tensor) and (src.requires_grad or x.requires_grad) and is_grad_enabled():
+    if isinstance(src, Tensor) and (src.requires_grad or x.requires_grad) and is_grad_enabled() and \
+            backend.is_floating(x.dtype):
         try:
             fits = tuple(np.broadcast_shapes(x.shape, src.shape)) == tuple(x.shape)
         except ValueError:

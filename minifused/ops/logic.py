@@ -15,7 +15,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function, no_grad
 from ..tensor import Tensor
-from ._common import binary_operands, broadcast_shape, normalize_axis
+from ._common import binary_operands, broadcast_shape, can_cast, normalize_axis
 from ..backend import InputTypeError
 
 
@@ -215,10 +215,15 @@ def bitwise_not(input):  # noqa: A002 - PyTorch's name
 
 def written_into(name, fn):
     """``a &= b`` and the like: ``fn(a, b, ...)`` written into ``a`` (its dtype and shape kept, as PyTorch's
-    in-place ops do). Not recorded for autograd: a tensor that requires grad is refused."""
+    in-place ops do: a result of a wider dtype of a's kind is cast into it, rounded once, as
+    ``float32.addcmul_(float64, float64)``; one of a higher kind, a float into an integer tensor, is refused;
+    ``float_power_``, as PyTorch's, takes only its float64 result's own dtype). Not recorded for autograd: a tensor
+    that requires grad is refused."""
+    exact = name == "float_power_"
+
     def op(self, *args, **kwargs):
         out = fn(self, *args, **kwargs)
-        if out.dtype != self.dtype:
+        if out.dtype != self.dtype and (exact or not can_cast(out.dtype, self.dtype)):
             raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired output type "
                                f"{self.dtype}")
         if out.shape != self.shape:

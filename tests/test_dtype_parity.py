@@ -1,0 +1,266 @@
+"""Dtypes in arithmetic as PyTorch computes them: integer true division by numbers outside the integer dtype,
+float16 / bfloat16 products and quotients with a number in float32 rounded once ("opmath"), ``add``'s alpha there,
+in-place ops with a wider operand (computed wide, rounded once; a narrower dtype of the same kind accepted),
+``copy_`` into integer tensors (no gradient), ``finfo``'s Python floats, Python containers and NumPy arrays as
+operands, ``copy_``'s shape error, and the bool arithmetic PyTorch refuses. Expected values are hand-computed or
+computed with NumPy (in float32 where PyTorch computes in float32, then rounded to the tensor's dtype)."""
+import numpy as np
+import pytest
+
+import minifused as mf
+from minifused import backend
+from minifused.ops._common import float_operands
+from tolerances import cpu
+
+F16, BF16 = np.dtype(np.float16), backend.bfloat16
+
+
+def values(dtype, n=600, seed=0):
+    """``n`` numbers of many magnitudes (and a few edge values) in ``dtype``, as a NumPy array."""
+    rng = np.random.default_rng(seed)
+    v = np.clip(rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 4.5, n), -65504, 65504)
+    return np.concatenate([v, [6e4, -6e4, 1e-3, 0.0, 1.0, 3000.0]]).astype(np.float32).astype(dtype)
+
+
+def opmath(x, fn, s):
+    """``fn(x, s)`` as PyTorch computes it for a 16-bit x: in float32 with the number in float32, rounded once."""
+    with np.errstate(all="ignore"):
+        return fn(x.astype(np.float32), np.float32(s)).astype(x.dtype)
+
+
+def same(got, want):
+    np.testing.assert_array_equal(got.float().numpy(), np.asarray(want).astype(np.float32))
+
+
+# ---------------------------------------------------------------- integer true division
+def test_integer_true_division_by_numbers_outside_the_dtype():
+    three = np.float32(3)
+    same(cpu([3], dtype=mf.int32) / 2 ** 40, [three / np.float32(2 ** 40)])  # 2.7e-12, not 3 / wrapped 0
+    same(cpu([3], dtype=mf.uint8) / -1, [-3.0])  # not 3 / 255
+    same(cpu([3], dtype=mf.int8) / 300, [three / np.float32(300)])  # not 3 / 44
+    same(cpu([3], dtype=mf.int8) / cpu(300), [three / np.float32(300)])  # a 0-d int64 tensor: not cast to int8
+    same(cpu([3], dtype=mf.int8).div(cpu(-1000)), [three / np.float32(-1000)])
+    assert (cpu([3], dtype=mf.int8) / 300).dtype == mf.float32
+
+
+def test_float_operands_cast_integers_straight_to_float():
+    """The operands that atan2, copysign and xlogy need: no integer wrapped first."""
+    a, b = float_operands("atan2", cpu([3], dtype=mf.uint8), cpu(-1))
+    assert a.dtype == b.dtype == mf.float32 and b.item() == -1.0 and a.tolist() == [3.0]
+    a, b = float_operands("copysign", cpu([3], dtype=mf.uint8), -1)
+    assert a.dtype == mf.float32 and b == -1
+    a, b = float_operands("xlogy", cpu([1, 2], dtype=mf.int32), cpu(0.5, dtype=mf.float64))
+    assert a.dtype == b.dtype == mf.float64  # a 0-d float tensor beside integers sets the dtype
+
+
+# ---------------------------------------------------------------- float16 / bfloat16 with numbers
+def test_float16_with_numbers_hand_values():
+    h = mf.float16
+    assert (cpu([3000.0], dtype=h) / 70000.0).tolist() == [0.0428466796875]
+    assert (cpu([1e-3], dtype=h) * 70000.0).tolist() == [70.0]  # not inf: 70000 is no float16
+    assert (cpu([6e4], dtype=h) / 1e5).tolist() == [0.60009765625]
+    assert (cpu([6e4], dtype=h) / 100000).tolist() == [0.60009765625]
+    assert (cpu([6e4], dtype=h) * 1e-8).tolist() == [0.0005998611450195312]
+    assert (cpu([6e4], dtype=h) / cpu(1e5)).tolist() == [0.60009765625]  # a 0-d float32 tensor as the number
+    assert (cpu([1e-3], dtype=h) * cpu(100000)).tolist() == [100.0625]  # a 0-d int64 tensor
+    assert (cpu(1e-8) * cpu([6e4], dtype=h)).tolist() == [0.0]  # a 0-d tensor first: cast to float16, as PyTorch
+    # a number over a tensor is the tensor's reciprocal (rounded to float16) times the number
+    # (1 / 60000 in float16: 280 * 2**-24; times 1e5 in float32: 1.66893..., to float16: 1.6689453125; 1e5 / 6e4
+    # rounded once would be 1.6669921875)
+    assert (1e5 / cpu([6e4], dtype=h)).tolist() == [1.6689453125]
+    # add and sub take the number rounded to the tensor's dtype first
+    assert (cpu([-6e4], dtype=h) + 7e4).tolist() == [float("inf")]
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+@pytest.mark.parametrize("s", [0.1, 0.3, 1.0039, 7e4, 1e-8, 33333, 100000])
+def test_16bit_products_and_quotients_with_a_number_round_once(dtype, s):
+    x = values(dtype)
+    t = cpu(x)
+    same(t * s, opmath(x, np.multiply, s))
+    same(s * t, opmath(x, np.multiply, s))
+    same(t / s, opmath(x, np.divide, s))
+    same(t / cpu(s, dtype=mf.float32 if isinstance(s, float) else mf.int64), opmath(x, np.divide, s))
+    same(t.clone().mul_(s), opmath(x, np.multiply, s))
+    same(t.clone().div_(s), opmath(x, np.divide, s))
+    same(t.clone().mul_(cpu(s, dtype=mf.float32)), opmath(x, np.multiply, np.float32(s)))
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+@pytest.mark.parametrize("s", [0.1, 1.0039, 0.3, 257])
+def test_16bit_sums_with_a_number_round_it_first(dtype, s):
+    x = values(dtype)
+    s16 = np.float32(np.asarray(s, np.float32).astype(dtype))
+    with np.errstate(all="ignore"):
+        same(cpu(x) + s, (x.astype(np.float32) + s16).astype(dtype))
+        same(cpu(x) - s, (x.astype(np.float32) - s16).astype(dtype))
+        same(cpu(x).add_(s), (x.astype(np.float32) + s16).astype(dtype))
+    # bfloat16 256 + 1.0039: the number is 1.0 in bfloat16, 257 a tie, to even: 256 (258 from 1.0039 unrounded)
+    assert (cpu([256.0], dtype=mf.bfloat16) + 1.0039).tolist() == [256.0]
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16])
+@pytest.mark.parametrize("alpha", [0.1, 0.3, 1.0039])
+def test_16bit_add_with_alpha_rounds_once(dtype, alpha):
+    x, y = values(dtype, 512), values(dtype, 512, seed=1)
+    al = np.float32(np.asarray(alpha, np.float32).astype(dtype))  # alpha in the tensors' dtype, as PyTorch
+    with np.errstate(all="ignore"):
+        want = (x.astype(np.float32) + al * y.astype(np.float32)).astype(dtype)
+        want_sub = (x.astype(np.float32) - al * y.astype(np.float32)).astype(dtype)
+    same(mf.add(cpu(x), cpu(y), alpha=alpha), want)
+    same(cpu(x).add_(cpu(y), alpha=alpha), want)
+    same(mf.sub(cpu(x), cpu(y), alpha=alpha), want_sub)
+    # the gradient of the scaled operand: g * alpha in float32, rounded once
+    a, b = cpu(x.astype(np.float32)).to(dtype).requires_grad_(), cpu(y.astype(np.float32)).to(dtype).requires_grad_()
+    g = values(dtype, 512, seed=2)
+    mf.add(a, b, alpha=alpha).backward(cpu(g))
+    same(b.grad, (g.astype(np.float32) * np.float32(alpha)).astype(dtype))
+    same(a.grad, g)
+
+
+def test_float32_number_over_tensor_is_reciprocal_times_number():
+    x = np.random.default_rng(3).uniform(0.1, 10, 4096).astype(np.float32)
+    same(3.0 / cpu(x), (np.float32(1) / x) * np.float32(3))
+    same(7 / cpu([1, 2, 3, 6]), (np.float32(1) / np.float32([1, 2, 3, 6])) * np.float32(7))
+
+
+def test_16bit_product_gradient():
+    x = cpu([6e4, 1e-3, 2.0], dtype=mf.float16, requires_grad=True)
+    (x / 1e5).backward(cpu([1.0, 1.0, 3.0], dtype=mf.float16))
+    same(x.grad, (np.float32([1.0, 1.0, 3.0]) / np.float32(1e5)).astype(F16))
+    assert x.grad.dtype == mf.float16
+
+
+# ---------------------------------------------------------------- in-place with a wider operand
+@pytest.mark.parametrize("dtype", [F16, BF16])
+def test_inplace_with_a_wider_operand_rounds_once(dtype):
+    x = values(dtype, 400)
+    y = np.random.default_rng(4).uniform(0.5, 2, x.size).astype(np.float32)
+    with np.errstate(all="ignore"):
+        for method, ref in (("add_", np.add), ("sub_", np.subtract), ("mul_", np.multiply),
+                            ("div_", np.divide)):
+            same(getattr(cpu(x), method)(cpu(y)), ref(x.astype(np.float32), y).astype(dtype))
+        t = cpu(x)
+        t += cpu(y)
+        same(t, (x.astype(np.float32) + y).astype(dtype))
+    assert cpu([1.0], dtype=mf.float16).add_(cpu([1.001])).tolist() == [2.001953125]  # not 2.0 (1.001 as float16)
+
+
+def test_inplace_wider_operand_gradients():
+    y = cpu([1.001, 2.5, -3.0], requires_grad=True)
+    x = cpu([1.0, 2.0, 4.0], dtype=mf.float16, requires_grad=True)
+    out = x.clone().add_(y)
+    same(out, (np.float32([1.0, 2.0, 4.0]) + np.float32([1.001, 2.5, -3.0])).astype(F16))  # 2.001953125, not 2
+    out.mul_(y).backward(cpu([1.0, 1.0, 1.0], dtype=mf.float16))
+    assert out.dtype == x.grad.dtype == mf.float16 and y.grad.dtype == mf.float32
+    # d(out * y)/dy = out_before + y (out_before = x + y, rounded to float16); d/dx = y, rounded to float16
+    before = (np.float32([1.0, 2.0, 4.0]) + np.float32([1.001, 2.5, -3.0])).astype(F16).astype(np.float32)
+    np.testing.assert_allclose(y.grad.numpy(), before + np.float32([1.001, 2.5, -3.0]), rtol=2e-3)
+    same(x.grad, np.float32([1.001, 2.5, -3.0]).astype(F16))
+
+
+def test_inplace_accepts_a_narrower_dtype_of_the_same_kind():
+    assert mf.ones(2).addcmul_(mf.ones(2, dtype=mf.float64), mf.ones(2, dtype=mf.float64), value=0.5).tolist() == \
+        [1.5, 1.5]
+    assert mf.ones(2, dtype=mf.bfloat16).addcdiv_(mf.ones(2), mf.ones(2), value=0.5).tolist() == [1.5, 1.5]
+    assert mf.full((2,), 5.0).fmod_(mf.full((2,), 3.0, dtype=mf.float64)).tolist() == [2.0, 2.0]
+    assert mf.full((2,), 5.0).remainder_(mf.full((2,), 3.0, dtype=mf.float64)).tolist() == [2.0, 2.0]
+    assert mf.full((2,), 5.0).floor_divide_(mf.full((2,), 3.0, dtype=mf.float64)).tolist() == [1.0, 1.0]
+    t = mf.full((2,), 5, dtype=mf.int32).floor_divide_(mf.full((2,), 3))
+    assert t.tolist() == [1, 1] and t.dtype == mf.int32
+    t = mf.ones(2, dtype=mf.int8)
+    t &= mf.ones(2, dtype=mf.int64)
+    assert t.tolist() == [1, 1] and t.dtype == mf.int8
+    # a higher kind still refused
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        mf.full((2,), 5, dtype=mf.int32).fmod_(mf.full((2,), 3.0))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        mf.ones(2, dtype=mf.bool).__ior__(mf.ones(2, dtype=mf.int8))
+
+
+# ---------------------------------------------------------------- copy_
+@pytest.mark.parametrize("dtype", [mf.int64, mf.bool])
+def test_copy_into_a_non_floating_tensor_records_nothing(dtype):
+    w = cpu([1.5, 2.0], requires_grad=True)
+    x = mf.zeros(2, dtype=dtype)
+    x.copy_(w)
+    assert not x.requires_grad and x.grad_fn is None
+    (x.float() * w).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.array([1.5, 2.0]).astype(dtype).astype(np.float32))
+
+
+def test_copy_shape_mismatch_names_the_op_and_shapes():
+    with pytest.raises(RuntimeError, match=r"copy_: the source's shape \[3\] does not broadcast to the "
+                                           r"destination's \[2\]"):
+        mf.zeros(2).copy_(mf.ones(3))
+    with pytest.raises(RuntimeError, match=r"copy_.*\[2\].*\[2, 3\]"):
+        mf.zeros(2, 3).copy_(mf.ones(2))
+    assert mf.zeros(2, 3).copy_(mf.ones(3)).tolist() == [[1.0] * 3] * 2  # broadcasting still works
+
+
+# ---------------------------------------------------------------- finfo
+def test_finfo_gives_python_floats():
+    f = mf.finfo(mf.float16)
+    assert f.max + 100 == 65604.0  # a NumPy float16 would overflow to inf
+    assert (f.bits, f.eps, f.max, f.min, f.tiny, f.smallest_normal) == (16, 2.0 ** -10, 65504.0, -65504.0,
+                                                                          2.0 ** -14, 2.0 ** -14)
+    assert type(f.eps) is float and type(f.bits) is int and f.resolution == 0.001 and f.dtype == "float16"
+    b = mf.finfo(mf.bfloat16)
+    assert (b.eps, b.resolution, b.max) == (2.0 ** -7, 0.01, float((2 - 2.0 ** -7) * 2.0 ** 127))
+    assert mf.finfo().dtype == "float32" and mf.finfo(mf.float64).eps == np.finfo(np.float64).eps
+    assert type(mf.finfo(mf.float32).tiny) is float
+    with pytest.raises(TypeError, match="iinfo"):
+        mf.finfo(mf.int32)
+
+
+# ---------------------------------------------------------------- containers and arrays as operands
+@pytest.mark.parametrize("fn", [lambda x: x + [1, 2], lambda x: x * [1, 2], lambda x: x - (1, 2),
+                                lambda x: x / [1, 2], lambda x: mf.add(x, [1, 2]), lambda x: x.mul([1, 2]),
+                                lambda x: [1, 2] + x])
+def test_python_containers_are_no_operands(fn):
+    with pytest.raises(TypeError):
+        fn(mf.ones(2))
+
+
+def test_ordering_with_a_numpy_array_refused_equality_compares():
+    x, a = mf.ones(2), np.array([1.0, 2.0])
+    for fn in (lambda: x < a, lambda: x >= a, lambda: a < x, lambda: mf.lt(x, a)):
+        with pytest.raises(TypeError):
+            fn()
+    assert (x == a).tolist() == [True, False]
+    assert (x < np.float64(2.0)).tolist() == [True, True]  # a NumPy scalar is a number
+    assert (x + a).tolist() == [2.0, 3.0]
+
+
+# ---------------------------------------------------------------- bool arithmetic PyTorch refuses
+def b():
+    return mf.tensor([True, False])
+
+
+@pytest.mark.parametrize("fn", [lambda: b() - 1, lambda: 1 - b(), lambda: b() - b(), lambda: b() - True,
+                                lambda: mf.ones(2) - b(), lambda: mf.ones(2) - True, lambda: mf.sub(b(), 1, alpha=2),
+                                lambda: b().sub_(b()), lambda: mf.ones(2).sub_(True),
+                                lambda: mf.ones(2).sub_(b(), alpha=2), lambda: b().__isub__(b()), lambda: -b()])
+def test_bool_subtraction_and_negation_refused(fn):
+    with pytest.raises(RuntimeError, match="bool tensor"):
+        fn()
+
+
+@pytest.mark.parametrize("fn", [lambda: b() ** b(), lambda: True ** b(), lambda: b() ** mf.tensor(True),
+                                lambda: mf.pow(b(), b()), lambda: b().abs(), lambda: mf.abs(b()),
+                                lambda: b().clamp(min=False), lambda: b().clamp(False, True),
+                                lambda: b().clamp(max=True)])
+def test_bool_ops_not_implemented(fn):
+    with pytest.raises(NotImplementedError):
+        fn()
+
+
+def test_bool_ops_that_stay_allowed():
+    assert (b() ** True).tolist() == [True, False] and (b() ** True).dtype == mf.bool
+    assert (b() ** False).tolist() == [True, True] and (b() ** False).dtype == mf.bool
+    assert (b() ** 2).tolist() == [1, 0] and (b() ** 2).dtype == mf.int64
+    assert b().clamp(0, 1).tolist() == [1, 0] and b().clamp(0, 1).dtype == mf.int64
+    assert b().clamp(min=b()).tolist() == [True, False]
+    assert b().add_(b(), alpha=-1).tolist() == [True, False]
+    assert (b() + b()).tolist() == [True, False] and (b() * 2).tolist() == [2, 0]
+    assert (b() / mf.tensor([True, True])).tolist() == [1.0, 0.0]
