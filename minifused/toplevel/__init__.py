@@ -92,8 +92,14 @@ def typename(obj, /):
     return qualname if module in ("", "builtins") else f"{module}.{qualname}"
 
 
+def _assert(condition, message):
+    """Python's ``assert condition, message`` as a function (``torch._assert``, which model code calls to check
+    shapes): AssertionError when ``condition`` (a bool or one-element tensor) is false."""
+    assert condition, message
+
+
 __all__ = (creation.__all__ + foreach.__all__ + legacy.__all__ + nn_forms.__all__ + tensor_forms.__all__
            + extras.__all__ + windows.__all__ + [
     "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "Stream", "Event", "GradScaler",
     "get_default_device", "set_default_device", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
-    "set_anomaly_enabled", "is_inference_mode_enabled", "typename"])
+    "set_anomaly_enabled", "is_inference_mode_enabled", "typename", "_assert"])
