@@ -225,3 +225,28 @@ def test_inf_norm_gradient_is_zero_where_the_norm_is_nan():
     y = cpu([1.0, -3.0, 3.0], requires_grad=True)  # (ties share the gradient)
     mf.linalg.vector_norm(y, inf).backward()
     assert y.grad.tolist() == [0.0, -0.5, 0.5]
+
+
+# ---------------------------------------------------------------- division's gradient, integer powers
+def test_division_gradient_for_the_divisor_in_float16():
+    """-g (a / b) / b, as PyTorch's: b * b first underflows below 2.4e-4 (and overflows past 256) in float16."""
+    a = cpu(np.array([1e-4], np.float16))
+    b = cpu(np.array([3e-4], np.float16), requires_grad=True)
+    (a / b).backward()
+    q = np.float16(np.float16(1e-4) / np.float16(3e-4))
+    assert b.grad.item() == float(-np.float16(q / np.float16(3e-4)))
+    x = cpu(np.array([-12.0, -11.0, -10.0], np.float16), requires_grad=True)
+    e = x.exp()
+    (e / e.sum())[0].backward()  # a softmax written out in float16 (its gradient was NaN)
+    s = np.exp(np.array([-12.0, -11.0, -10.0]))
+    s /= s.sum()
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float64), s[0] * ((np.arange(3) == 0) - s), atol=2e-3)
+
+
+def test_integer_powers_with_negative_exponents():
+    """PyTorch's integer pow: 1 for a base of 1, +-1 for -1 by the exponent's parity, 0 for other bases."""
+    base = cpu(np.array([0, 2, 1, -1, -1, 3]))
+    assert (base ** cpu(np.array([-1, -1, -3, -3, -2, 2]))).tolist() == [0, 0, 1, -1, 1, 9]
+    assert (2 ** cpu(np.array([-1, 2]))).tolist() == [0, 4]
+    small = cpu(np.array([2, 3], np.int8)) ** cpu(np.array([-1, 3], np.int8))
+    assert small.dtype == mf.int8 and small.tolist() == [0, 27]

@@ -111,16 +111,27 @@ class Div(Function):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
         ga = unbroadcast(g / b, ctx.a_shape) if na else None
-        gb = unbroadcast(-g * a / (b * b), b.shape) if nb else None
+        gb = unbroadcast(-g * ((a / b) / b), b.shape) if nb else None  # (b * b would overflow or underflow first)
         return ga, gb
 
 
 class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
-        out = a ** b
+        out = Pow._integer_power(a, b) if getattr(b, "dtype", None) is not None and b.dtype.kind == "i" else a ** b
         ctx.save_for_backward(a, b, out)
         return out
+
+    @staticmethod
+    def _integer_power(a, b):
+        """``a ** b`` for integer exponents of which some may be negative, as PyTorch's integer pow (NumPy
+        refuses them): 1 for a base of 1, +-1 for -1 (by the exponent's parity), 0 for any other base."""
+        xp = backend.array_module(b)
+        neg = b < 0
+        out = xp.asarray(a) ** xp.where(neg, 0, b).astype(b.dtype)
+        ones = xp.asarray(a) * 0 + 1
+        unit = xp.where(a == 1, ones, xp.where(a == -1, xp.where(b % 2 == 0, ones, -ones), ones * 0))
+        return xp.where(neg, unit, out).astype(out.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
