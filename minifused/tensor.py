@@ -9,7 +9,9 @@ recorded ops check in backward.
 """
 from __future__ import annotations
 
+import math
 import numbers
+import operator
 import weakref
 
 import numpy as np
@@ -17,6 +19,42 @@ import numpy as np
 from . import autograd, backend
 from .kernels import c_contiguous, empty_like_layout, is_channels_last
 from .backend import InputError, InputTypeError
+
+
+class Size(tuple):
+    """A tensor's shape, as PyTorch's ``torch.Size``: a tuple of ints (equal to the plain tuple) that knows its
+    ``numel()``, stays a Size when sliced, added to or repeated, and whose repr is ``minifused.Size([2, 3])``. The
+    legacy constructors read one as sizes, not data (``FloatTensor(x.size())`` is a tensor of x's shape)."""
+
+    __slots__ = ()
+
+    def __new__(cls, sizes=()):
+        return tuple.__new__(cls, (operator.index(n) for n in sizes))  # (a one-element tensor counts as its int)
+
+    def numel(self) -> int:
+        return math.prod(self)
+
+    def __getitem__(self, index):
+        item = tuple.__getitem__(self, index)
+        return tuple.__new__(Size, item) if isinstance(index, slice) else item
+
+    def __add__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return tuple.__new__(Size, tuple.__add__(self, other))
+
+    def __mul__(self, times):
+        return tuple.__new__(Size, tuple.__mul__(self, times))
+
+    __rmul__ = __mul__
+
+    def __repr__(self):
+        return f"minifused.Size({list(self)})"
+
+    __str__ = tuple.__repr__  # (formatted into messages and printed, a shape reads as the tuple it is)
+
+    def __reduce__(self):
+        return Size, (tuple(self),)
 
 
 class _HookHandle:
@@ -61,7 +99,9 @@ class Tensor:
     def __init__(self, data=(), *sizes, requires_grad=False):
         if sizes and (isinstance(data, bool) or not isinstance(data, numbers.Integral)):
             raise InputTypeError(f"Tensor(): give data, or sizes as ints, got {(data, *sizes)}")
-        if isinstance(data, Tensor):
+        if isinstance(data, Size) and not sizes:  # Tensor(x.size()): zeros of that shape, as PyTorch's
+            data = np.zeros(data, backend.get_default_dtype())
+        elif isinstance(data, Tensor):
             data = data._data
         elif isinstance(data, numbers.Integral) and not isinstance(data, bool):  # Tensor(2, 3): zeros of a shape
             shape = (data, *sizes)
@@ -157,8 +197,8 @@ class Tensor:
         self._grad = value
 
     @property
-    def shape(self) -> tuple:
-        return self._data.shape
+    def shape(self) -> Size:
+        return tuple.__new__(Size, self._data.shape)
 
     @property
     def dtype(self):
@@ -192,7 +232,7 @@ class Tensor:
         return self._data.ndim
 
     def size(self, dim=None):
-        return self._data.shape if dim is None else self._data.shape[dim]
+        return tuple.__new__(Size, self._data.shape) if dim is None else self._data.shape[dim]
 
     def stride(self, dim=None):
         """The step in elements from one element to the next along each dimension (``dim``: along that

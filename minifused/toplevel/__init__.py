@@ -18,7 +18,7 @@ from .. import backend as _backend
 from .. import cuda as _cuda
 from ..autograd.modes import is_inference_mode_enabled
 from ..tensor import Tensor as _Tensor
-from . import creation, extras, foreach, legacy, nn_forms, tensor_forms, windows
+from . import creation, extras, foreach, legacy, nn_forms, out_forms, tensor_forms, windows
 from .creation import *  # noqa: F401,F403
 from .extras import *  # noqa: F401,F403
 from .foreach import *  # noqa: F401,F403
@@ -26,6 +26,7 @@ from .windows import *  # noqa: F401,F403
 from .legacy import *  # noqa: F401,F403
 from .nn_forms import *  # noqa: F401,F403
 from .tensor_forms import *  # noqa: F401,F403
+from .out_forms import *  # noqa: F401,F403,A004 - add, div... with out=
 
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 newaxis = None  # x[:, minifused.newaxis] as NumPy's and PyTorch's
@@ -98,7 +99,7 @@ def _assert(condition, message):
     assert condition, message
 
 
-__all__ = (creation.__all__ + foreach.__all__ + legacy.__all__ + nn_forms.__all__ + tensor_forms.__all__
+__all__ = (creation.__all__ + out_forms.__all__ + foreach.__all__ + legacy.__all__ + nn_forms.__all__ + tensor_forms.__all__
            + extras.__all__ + windows.__all__ + [
     "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "Stream", "Event", "GradScaler",
     "get_default_device", "set_default_device", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numbers
 
 from .. import backend, ops
-from ..tensor import Tensor
+from ..tensor import Size, Tensor
 from ..backend import InputTypeError
 
 _LEGACY = {"FloatTensor": backend.float32, "DoubleTensor": backend.float64, "HalfTensor": backend.float16,
@@ -33,6 +33,8 @@ class _LegacyTensorType(type):
             return ops.zeros(0, dtype=cls.dtype, device="cpu")
         if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
             return ops.zeros(*args, dtype=cls.dtype, device="cpu")  # a size
+        if len(args) == 1 and isinstance(args[0], Size):  # FloatTensor(x.size()): a size too, as PyTorch's
+            return ops.zeros(*args[0], dtype=cls.dtype, device="cpu")
         if len(args) != 1:
             raise InputTypeError(f"{name}(): expected a size (ints), one sequence of data or one tensor, got "
                                  f"{args!r}")
