@@ -25,6 +25,12 @@ def test_bfloat16_sum_mean_logsumexp_add_in_float32(device):
     ones = mf.ones(1000, device=device, dtype=mf.bfloat16)
     assert ones.sum().item() == 1000.0 and ones.mean().item() == 1.0  # (adding in bfloat16 stops at 256)
     assert ones.cumsum(0)[-1].item() == 1000.0
+    halves = mf.full((9,), 0.5, device=device, dtype=mf.bfloat16, requires_grad=True)
+    prods = halves.cumprod(0)  # (in float32, rounded once; CuPy's bfloat16 scans did not compile)
+    assert prods.dtype == mf.bfloat16 and prods.float().tolist() == [0.5**k for k in range(1, 10)]
+    prods.sum().backward()
+    np.testing.assert_allclose(halves.grad.float().cpu().numpy(),
+                               [sum(0.5**k for k in range(i, 9)) for i in range(9)], rtol=1e-2)
     zeros = mf.zeros(1000, 2, device=device, dtype=mf.bfloat16)
     ref = np.float32(mf.tensor(math.log(1000.0)).to(mf.bfloat16).item())
     assert mf.logsumexp(zeros, 0).tolist() == [ref, ref]

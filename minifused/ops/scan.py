@@ -10,17 +10,27 @@ from .. import backend
 from ..autograd import Function
 from ..backend import InputTypeError
 from ..tensor import Tensor
-from .reduce import _acc_dtype, _alias, _int64_if_integral, dim_index
+from .reduce import _alias, _int64_if_integral, dim_index
 
 
 def _running_sum(a, axis):
-    """``cumsum`` in ``a``'s dtype; 16-bit floats on the host added in float32 and each sum rounded once
-    (NumPy's running sum in float16 stops growing at 2048 for ones), as PyTorch's."""
+    """``cumsum`` in ``a``'s dtype; 16-bit floats added in float32 and each sum rounded once, as PyTorch's, on
+    either device (NumPy's running sum in float16 stops growing at 2048 for ones; CuPy's scan kernel does not
+    compile for bfloat16)."""
     xp = backend.array_module(a)
-    acc = _acc_dtype(a)
+    acc = np.float32 if a.dtype in (backend.float16, backend.bfloat16) else None
     if acc is None:
         return xp.cumsum(a, axis=axis, dtype=a.dtype)
     return xp.cumsum(a, axis=axis, dtype=acc).astype(a.dtype)
+
+
+def _running_product(a, axis):
+    """``cumprod`` in ``a``'s dtype; 16-bit floats multiplied in float32 and rounded once (as :func:`_running_sum`
+    adds them)."""
+    xp = backend.array_module(a)
+    if a.dtype in (backend.float16, backend.bfloat16):
+        return xp.cumprod(a, axis=axis, dtype=np.float32).astype(a.dtype)
+    return xp.cumprod(a, axis=axis, dtype=a.dtype)
 
 
 def _flip_cumsum(a, axis):
@@ -47,7 +57,7 @@ class CumProd(Function):
 
     @staticmethod
     def forward(ctx, x, axis):
-        out = backend.array_module(x).cumprod(x, axis=axis, dtype=x.dtype)
+        out = _running_product(x, axis)
         ctx.save_for_backward(x, out)
         ctx.axis = axis
         return out
@@ -62,7 +72,7 @@ class CumProd(Function):
         first = (x == 0) & (zeros_seen == 1)
         one, zero = x.dtype.type(1), x.dtype.type(0)
         grad = xp.where(before, _flip_cumsum(g * out, axis) / xp.where(before, x, one), zero)
-        at_zero = _flip_cumsum(g * xp.cumprod(xp.where(first, one, x), axis=axis, dtype=x.dtype), axis)
+        at_zero = _flip_cumsum(g * _running_product(xp.where(first, one, x), axis), axis)
         grad = xp.where(first, at_zero, grad)
         return grad.astype(g.dtype, copy=False), None
 
