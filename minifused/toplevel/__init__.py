@@ -99,8 +99,8 @@ def _assert(condition, message):
     assert condition, message
 
 
-__all__ = (creation.__all__ + out_forms.__all__ + foreach.__all__ + legacy.__all__ + nn_forms.__all__ + tensor_forms.__all__
-           + extras.__all__ + windows.__all__ + [
+__all__ = (creation.__all__ + out_forms.__all__ + foreach.__all__ + legacy.__all__ + nn_forms.__all__
+           + tensor_forms.__all__ + extras.__all__ + windows.__all__ + [
     "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "Stream", "Event", "GradScaler",
     "get_default_device", "set_default_device", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     "set_anomaly_enabled", "is_inference_mode_enabled", "typename", "_assert"])
