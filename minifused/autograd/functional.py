@@ -99,6 +99,23 @@ def _rows(fn, out, i, inputs, strict):
     return rows
 
 
+def _vectors(op, v, like, single):
+    """``v`` as a tuple of tensors shaped as ``like`` (jvp's inputs, vjp's outputs), checked as PyTorch checks it;
+    None (ones) only where ``like`` is one one-element tensor (``single`` says of what, in the error)."""
+    if v is None:
+        if len(like) != 1 or like[0]._data.size != 1:
+            raise RuntimeError(f"{op}: the vector v can only be None if {single} a single Tensor with a single "
+                               f"element")
+        return (_tape._Tensor._from_array(like[0]._xp.ones(like[0]._data.shape, like[0]._data.dtype)),)
+    _, vs = _as_tuple(v, "v", op)
+    if len(vs) != len(like):
+        raise RuntimeError(f"{op}: v is a tuple of invalid length: should be {len(like)} but got {len(vs)}")
+    for ref, vi in zip(like, vs):
+        if tuple(vi.shape) != tuple(ref.shape):
+            raise RuntimeError(f"{op}: v has invalid size: should be {tuple(ref.shape)} but got {tuple(vi.shape)}")
+    return vs
+
+
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(*inputs), Jv)``: the outputs (detached) and the Jacobian-vector product, shaped as the outputs (a
     tuple when they are). ``v`` matches ``inputs``; it may be None only for a single one-element input. minifused
@@ -106,19 +123,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     does not depend on contributes nothing (``strict=True``: a RuntimeError)."""
     is_inputs_tuple, inputs, is_outputs_tuple, outputs = _prepare("jvp", func, inputs, create_graph)
     T = _tape._Tensor
-    if v is None:
-        if len(inputs) != 1 or inputs[0]._data.size != 1:
-            raise RuntimeError("jvp: the vector v can only be None if the input to the user-provided function is a "
-                               "single Tensor with a single element")
-        vs = (T._from_array(inputs[0]._xp.ones(inputs[0]._data.shape, inputs[0]._data.dtype)),)
-    else:
-        _, vs = _as_tuple(v, "v", "jvp")
-        if len(vs) != len(inputs):
-            raise RuntimeError(f"jvp: v is a tuple of invalid length: should be {len(inputs)} but got {len(vs)}")
-        for inp, vi in zip(inputs, vs):
-            if tuple(vi.shape) != tuple(inp.shape):
-                raise RuntimeError(f"jvp: v has invalid size: should be {tuple(inp.shape)} but got "
-                                   f"{tuple(vi.shape)}")
+    vs = _vectors("jvp", v, inputs, "the input to the user-provided function is")
     products = []
     for i, out in enumerate(outputs):
         rows = _rows("jvp", out, i, inputs, strict)
@@ -153,19 +158,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     one-element tensor. An input the outputs do not depend on gets zeros (``strict=True``: a RuntimeError)."""
     is_inputs_tuple, inputs, is_outputs_tuple, outputs = _prepare("vjp", func, inputs, create_graph)
     T = _tape._Tensor
-    if v is None:
-        if len(outputs) != 1 or outputs[0]._data.size != 1:
-            raise RuntimeError("vjp: the vector v can only be None if the user-provided function returns a single "
-                               "Tensor with a single element")
-        vs = (T._from_array(outputs[0]._xp.ones(outputs[0]._data.shape, outputs[0]._data.dtype)),)
-    else:
-        _, vs = _as_tuple(v, "v", "vjp")
-        if len(vs) != len(outputs):
-            raise RuntimeError(f"vjp: v is a tuple of invalid length: should be {len(outputs)} but got {len(vs)}")
-        for out, vi in zip(outputs, vs):
-            if tuple(vi.shape) != tuple(out.shape):
-                raise RuntimeError(f"vjp: v has invalid size: should be {tuple(out.shape)} but got "
-                                   f"{tuple(vi.shape)}")
+    vs = _vectors("vjp", v, outputs, "the user-provided function returns")
     live = [(o, vi) for o, vi in zip(outputs, vs) if o.requires_grad]
     for i, o in enumerate(outputs):
         if not o.requires_grad:
