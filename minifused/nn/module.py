@@ -1,4 +1,4 @@
-"""``Module`` and ``Parameter``: attribute registration, traversal, modes, state dicts."""
+"""``Module``: attribute registration, traversal, modes, hooks, state dicts (``Parameter`` from its own module)."""
 from __future__ import annotations
 
 import collections.abc
@@ -7,43 +7,18 @@ import warnings
 import weakref
 from collections import OrderedDict
 
-import numpy as np
-
 from .. import backend
 from ..autograd import is_grad_enabled, no_grad
-from ..kernels import copy_in_layout, is_channels_last, to_layout
+from ..kernels import to_layout
 from ..ops.shape import channels_last, check_memory_format, preserve_format
 from ..tensor import Tensor
 from ._backward_hooks import wrap_inputs, wrap_outputs
+from .parameter import Parameter
 from .state_dicts import STATE_HOOK_KINDS, StateDicts
 from ..backend import InputError, InputTypeError
 
 
 _MISSING = object()  # (a default no stored value can be)
-
-
-class Parameter(Tensor):
-    """A tensor that a Module registers as a learnable parameter (requires grad by default)."""
-
-    __slots__ = ()
-
-    def __init__(self, data=None, requires_grad=True):
-        if data is None:
-            data = np.empty(0, backend.float32)
-        super().__init__(data._data if isinstance(data, Tensor) else data, requires_grad=requires_grad)
-
-    def __repr__(self):
-        return "Parameter containing:\n" + super().__repr__()
-
-    def __deepcopy__(self, memo):
-        """A new Parameter of a copy of the data (in its layout) and the same ``requires_grad``, as PyTorch's
-        ``Parameter.__deepcopy__``: no ``.grad`` (a copied model starts with none), no hooks."""
-        found = memo.get(id(self))
-        if found is None:
-            data = self._data
-            found = memo[id(self)] = type(self)._from_array(copy_in_layout(data, is_channels_last(data)),
-                                                            self.requires_grad)
-        return found
 
 
 class Module(StateDicts):

@@ -18,6 +18,7 @@ import numpy as np
 from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
+from .parameter import Parameter
 from ..backend import InputTypeError
 
 EXTRA_STATE = "_extra_state"
@@ -153,8 +154,6 @@ def _assigned(module, name, key, target, value, src, error_msgs):
     device kept (an array or another library's tensor wrapped, sharing its memory); for a parameter, a Parameter
     with the old one's ``requires_grad`` (a Parameter given is itself set so). None, with the problem in
     ``error_msgs``, when it cannot be (a parameter that requires grad given an integer tensor)."""
-    from .module import Parameter
-
     tensor = value if isinstance(value, Tensor) and value._data is src else Tensor._from_array(src)
     if isinstance(target, Parameter):
         requires_grad = target.requires_grad

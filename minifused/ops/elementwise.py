@@ -276,9 +276,7 @@ def div(a, b):
     ``opmath_operands``). A Python number divided by a tensor is the tensor's reciprocal times the number, as
     PyTorch's ``__rtruediv__`` computes it (so that ``2 / x`` rounds as there)."""
     if isinstance(b, Tensor) and not isinstance(a, Tensor) and isinstance(a, numbers.Number):
-        from .pointwise import reciprocal  # (pointwise imports this module)
-
-        return mul(reciprocal(b), a)
+        return mul(_true_div(1.0, b), a)  # (1.0 / b: the reciprocal, rounded once)
     return _true_div(a, b)
 
 
