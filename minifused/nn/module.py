@@ -1,4 +1,4 @@
-"""``Module``: attribute registration, traversal, modes, hooks, state dicts (``Parameter`` from its own module)."""
+"""``Module``: attribute registration, traversal, modes, hooks, state dicts (``Parameter`` from nn.param)."""
 from __future__ import annotations
 
 import collections.abc
@@ -13,7 +13,7 @@ from ..kernels import to_layout
 from ..ops.shape import channels_last, check_memory_format, preserve_format
 from ..tensor import Tensor
 from ._backward_hooks import wrap_inputs, wrap_outputs
-from .parameter import Parameter
+from .param import Parameter
 from .state_dicts import STATE_HOOK_KINDS, StateDicts
 from ..backend import InputError, InputTypeError
 

@@ -18,7 +18,7 @@ import numpy as np
 from .. import backend
 from ..autograd import no_grad
 from ..tensor import Tensor
-from .parameter import Parameter
+from .param import Parameter
 from ..backend import InputTypeError
 
 EXTRA_STATE = "_extra_state"

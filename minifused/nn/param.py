@@ -1,4 +1,4 @@
-"""``Parameter``: a tensor that a Module registers as learnable (its own module, as ``torch.nn.parameter``, so that
+"""``Parameter``: a tensor that a Module registers as learnable (its own module, so that
 the state-dict code beneath Module can make one)."""
 from __future__ import annotations
 
