@@ -21,6 +21,7 @@ import numpy as np
 from .. import backend
 from ..kernels.gather import rows_gatherer
 from ..ops._common import promote
+from ..ops.creation import number_dtype
 from ..ops.shape import stack
 from ..tensor import Tensor
 from .dataset import Dataset, IterableDataset, Subset, batched_on_device
@@ -556,18 +557,11 @@ def _collate_tensors(values, device):
 
 
 def _number_dtype(v):
-    """The dtype PyTorch's tensor-from-a-list gives this element: NumPy scalars and 0-d tensors or arrays their
-    own, a bool bool, an int int64, a float the default floating dtype."""
-    if isinstance(v, (Tensor, np.ndarray)) and v.ndim == 0 and np.dtype(v.dtype).kind in "biufc":
-        return v.dtype
-    if isinstance(v, (np.bool_, np.number)):
-        return v.dtype
-    if isinstance(v, bool):
-        return backend.bool_
-    if isinstance(v, int):
-        return backend.int64
-    if isinstance(v, float):
-        return backend.get_default_dtype()
+    """The dtype PyTorch's tensor-from-a-list gives this element (:func:`number_dtype`, as ``tensor()`` infers it),
+    for the numbers a batch of them may hold: Python's, NumPy scalars, 0-d tensors or arrays."""
+    if (isinstance(v, (Tensor, np.ndarray)) and v.ndim == 0 and np.dtype(v.dtype).kind in "biufc"
+            or isinstance(v, (np.bool_, np.number, bool, int, float))):
+        return number_dtype(v)
     raise TypeError(f"default_collate: a batch of numbers cannot hold {_type_name(v)}"
                     + (f" of shape {tuple(v.shape)}" if hasattr(v, "shape") else ""))
 

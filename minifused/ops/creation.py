@@ -65,7 +65,7 @@ def _promote_data_dtypes(a, b):
     return promote(a, b)
 
 
-def _leaf_dtype(v):
+def number_dtype(v):
     """The dtype PyTorch infers for one number of the data (not a sequence): a NumPy scalar's or a tensor's own,
     int64 for a Python int, the default dtype for a Python float."""
     if isinstance(v, (np.generic, np.ndarray)):  # (NumPy floats are Python floats too: first)
@@ -91,7 +91,7 @@ def _data_dtypes(data):
     tensors), and whether tensors are among them. Each sequence's types are taken at once, so that a long list of
     Python numbers costs little; an empty sequence counts as the default dtype, as PyTorch's."""
     if type(data) not in (list, tuple) and (not isinstance(data, _SEQUENCES) or isinstance(data, (str, bytes))):
-        return {_leaf_dtype(data)}, isinstance(data, Tensor)
+        return {number_dtype(data)}, isinstance(data, Tensor)
     dtypes, tensors, pending = set(), False, [data]
     while pending:
         seq = pending.pop()
@@ -99,14 +99,14 @@ def _data_dtypes(data):
             dtypes.add(backend.get_default_dtype())
         for kind in set(map(type, seq)):
             if kind is float or kind is int or kind is bool:  # (the common case first: Python numbers)
-                dtypes.add(_leaf_dtype(kind()))
+                dtypes.add(number_dtype(kind()))
             elif kind is list or kind is tuple or issubclass(kind, _SEQUENCES) and not issubclass(kind, (str, bytes)):
                 pending.extend(v for v in seq if type(v) is kind)
             elif issubclass(kind, (np.ndarray, Tensor)):
-                dtypes.update(_leaf_dtype(v) for v in seq if type(v) is kind)
+                dtypes.update(number_dtype(v) for v in seq if type(v) is kind)
                 tensors = tensors or issubclass(kind, Tensor)
             else:
-                dtypes.add(_leaf_dtype(next(v for v in seq if type(v) is kind)))
+                dtypes.add(number_dtype(next(v for v in seq if type(v) is kind)))
     return dtypes, tensors
 
 
@@ -354,7 +354,7 @@ def _fill_value(op, value, dtype):
         value = value.item()
     if not isinstance(value, numbers.Number):
         raise InputTypeError(f"{op}: fill_value must be a number, got {type(value).__name__}")
-    dtype = backend.as_dtype(dtype if dtype is not None else _leaf_dtype(value))
+    dtype = backend.as_dtype(dtype if dtype is not None else number_dtype(value))
     if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 64:
         raise InputError(f"{op}: int too big to convert: {value} (scalars hold at most 64 bits)")
     if isinstance(value, numbers.Real) and _scalar_overflows(value, dtype, (backend.float32,)):
