@@ -110,7 +110,8 @@ def register_all():
                          ("register_module_forward_hook", "register_module_forward_pre_hook", "RemovableHandle")}}
     for sub in ("module", "loss", "conv", "linear", "activation", "batchnorm", "instancenorm", "normalization",
                 "pooling", "dropout", "container", "sparse", "rnn", "transformer", "padding", "pixelshuffle",
-                "upsampling", "flatten", "distance", "fold", "channelshuffle", "lazy", "utils"):
+                "upsampling", "flatten", "distance", "fold", "channelshuffle", "lazy", "utils",
+                "linear_cross_entropy_options"):
         _register(f"nn.modules.{sub}", {**layers, **extras.get(sub, {})})
     _register("nn.utils.parametrizations", parametrizations)
     _register("nn.utils.parametrize", parametrize)

@@ -1041,6 +1041,15 @@ OPS = [
                    E("softmax_inplace_dim", lambda: F.softmax_(t(2, 3), 2), IndexError, "softmax_"))),
     OpInfo("log_softmax", F.log_softmax, log_softmax_ref, spelled="F.log_softmax", gpu_tol=1e-4,
            torch=_tf("log_softmax"), samples=(S("log_softmax", (3, 33), dim=-1), S("log_softmax_dim0", (5, 2), dim=0))),
+    OpInfo("linear_cross_entropy", F.linear_cross_entropy,
+           lambda x, w, target, **kw: cross_entropy_ref(linear_ref(x, w.reshape(-1, w.shape[-1])).reshape(
+               x.shape[:-1] + w.shape[:-1]), target, **kw),
+           spelled="F.linear_cross_entropy", gpu_tol=1e-4, torch=_tf("linear_cross_entropy"), samples=(
+               S("linear_cross_entropy", (6, 3), (5, 3), index((6,), 5)),
+               S("linear_cross_entropy_bias_sum", (6, 3), (5, 3), index((6,), 5), (5,), const(pos((5,))),
+                 fn=lambda x, w, t, b, cw: F.linear_cross_entropy(x, w, t, linear_bias=b, weight=cw, reduction="sum"),
+                 ref=lambda x, w, t, b, cw: cross_entropy_ref(linear_ref(x, w, b), t, cw, reduction="sum")),
+               S("linear_cross_entropy_kdim_none", (2, 3), (4, 2, 3), index((2, 2), 4), reduction="none"))),
     OpInfo("cross_entropy", F.cross_entropy, cross_entropy_ref, spelled="F.cross_entropy", gpu_tol=1e-4,
            torch=_tf("cross_entropy"), samples=(
                S("cross_entropy", (6, 5), index((6,), 5)),

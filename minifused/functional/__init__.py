@@ -527,6 +527,7 @@ from .pooling import *  # noqa: E402,F401,F403 - lp_pool1d/2d, max_unpool1d, the
 from .extra_layers import *  # noqa: E402,F401,F403 - bilinear, embedding_bag
 from .fractional_pool import *  # noqa: E402,F401,F403 - fractional_max_pool2d/3d(_with_indices)
 from .ctc import *  # noqa: E402,F401,F403 - ctc_loss
+from .linear_loss import *  # noqa: E402,F401,F403 - linear_cross_entropy
 from .volume import *  # noqa: E402,F401,F403 - conv3d, conv_transpose3d, the 3-D poolings
 from .attention import *  # noqa: E402,F401,F403 - scaled_dot_product_attention, multi_head_attention_forward
 from .attention import _canonical_mask, _none_or_dtype  # noqa: E402,F401 - PyTorch's F._canonical_mask

@@ -25,6 +25,7 @@ from .loss_ctc import CTCLoss  # noqa: F401,E402
 from . import parallel  # noqa: F401,E402 - nn.parallel.DataParallel / DistributedDataParallel
 from .parallel import DataParallel  # noqa: F401,E402
 from .adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401,E402
+from .linear_cross_entropy import LinearCrossEntropyLoss, LinearCrossEntropyOptions  # noqa: F401,E402
 from .container import Container  # noqa: F401,E402 - deprecated, as PyTorch's
 from .loss import NLLLoss2d  # noqa: F401,E402 - deprecated alias of NLLLoss
 from .norm import CrossMapLRN2d  # noqa: F401,E402
