@@ -9,6 +9,7 @@ recorded ops check in backward.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 import operator
@@ -58,12 +59,25 @@ class Size(tuple):
 
 
 class _HookHandle:
+    """What ``register_hook`` and ``register_post_accumulate_grad_hook`` return, as PyTorch's ``RemovableHandle``:
+    ``remove()`` unregisters the hook (twice is harmless); ``id`` tells handles apart; as a context manager it
+    removes the hook on leaving the block."""
+
+    _ids = itertools.count()
+
     def __init__(self, hooks: list, hook):
+        self.id = next(_HookHandle._ids)
         self._hooks, self._hook = hooks, hook
 
     def remove(self):
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
 
 
 class _Overwrite(autograd.Function):
@@ -122,8 +136,8 @@ class Tensor:
         self._retain = None
         self._post_hooks = None
         self._rewritten = None
-        if requires_grad:
-            self.requires_grad = True
+        if requires_grad is not False:
+            self.requires_grad = requires_grad
 
     @classmethod
     def _from_array(cls, array, requires_grad=False):
@@ -164,7 +178,8 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag):
-        flag = bool(flag)
+        if not isinstance(flag, bool):  # (PyTorch's: 1, a NumPy bool or a tensor is refused, not read as a truth value)
+            raise InputTypeError(f"requires_grad must be a bool, got {_type_name(flag)}")
         if flag and not backend.is_floating(self._data.dtype):
             raise InputTypeError(
                 f"only floating-point tensors can require gradients, got dtype {self._data.dtype}")
@@ -173,6 +188,9 @@ class Tensor:
         self._requires_grad = flag
 
     def requires_grad_(self, requires_grad=True):
+        if not isinstance(requires_grad, bool):
+            raise InputTypeError(f"requires_grad_(): argument 'requires_grad' must be bool, not "
+                                 f"{_type_name(requires_grad)}")
         self.requires_grad = requires_grad
         return self
 
@@ -399,7 +417,10 @@ class Tensor:
         return bool(self._retain) and self._ctx is not None
 
     def retain_grad(self):
-        """Keep ``.grad`` on this non-leaf tensor after backward."""
+        """Keep ``.grad`` on this non-leaf tensor after backward (a leaf keeps it anyway; a tensor that requires no
+        grad has none to keep, and refuses, as PyTorch's)."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self._ctx is None:
             return
         if self._ctx.retained is None:
@@ -471,6 +492,9 @@ class Tensor:
         elif not isinstance(value, numbers.Number):
             raise InputTypeError(f"fill_(): argument 'value' must be a number or a 0-d tensor, not "
                                  f"{type(value).__name__}")
+        else:
+            from .ops.creation import integer_fill  # (the ops sit above this layer, loaded before any tensor fills)
+            value = integer_fill("fill_", value, self._data.dtype)
         raw = value._data if isinstance(value, Tensor) else value
         return self._write_("fill_", lambda a: a.__setitem__(Ellipsis, raw), value, overlap_ok=True)
 
@@ -592,6 +616,12 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
     if sci_mode is not None and not isinstance(sci_mode, bool):
         raise InputTypeError(f"set_printoptions: sci_mode must be None or a bool, got {sci_mode!r}")
     PRINT_OPTIONS["sci_mode"] = sci_mode
+
+
+def _type_name(value):
+    """``value``'s type as PyTorch's argument errors name it: ``int``, ``numpy.bool``, ``Tensor``."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ in ("builtins", __name__) else f"{kind.__module__}.{kind.__name__}"
 
 
 def _host(array):

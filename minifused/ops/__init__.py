@@ -157,6 +157,28 @@ def _comparison(fn):
     return operator
 
 
+#: Operands no tensor operator takes: Python's sequences (and None, dicts, sets). PyTorch's operators return
+#: NotImplemented for them, so Python falls back to the other side: ``[0] * t`` and ``t * (1, 2)`` repeat the
+#: sequence ``int(t)`` times (through ``Tensor.__index__``: a one-element integer tensor), ``t + [1]`` is a TypeError.
+_NOT_OPERANDS = (list, tuple, str, bytes, bytearray, range, dict, set, frozenset, type(None))
+
+
+def _operator(fn):
+    """``fn`` as a binary operator (``+``, ``*``, ``&`` ..., and their reflected forms): NotImplemented for an operand
+    in :data:`_NOT_OPERANDS`, as PyTorch's."""
+    def operator(self, other):
+        if isinstance(other, _NOT_OPERANDS):
+            return NotImplemented
+        return fn(self, other)
+
+    operator.__name__ = getattr(fn, "__name__", "operator")
+    return operator
+
+
+_BINARY_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
+                     "rshift")
+
+
 def _iter(self):
     if self.ndim == 0:
         raise TypeError("iteration over a 0-d tensor")
@@ -225,6 +247,9 @@ _FAMILIES = (pointwise, logic, index, masking, sorting, activation, resample, pr
              views_inplace)
 for _family in _FAMILIES:
     _METHODS.update(_family.METHODS)
+for _op in _BINARY_OPERATORS:
+    for _name in (f"__{_op}__", f"__r{_op}__"):
+        _METHODS[_name] = _operator(_METHODS[_name])
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 

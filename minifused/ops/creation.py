@@ -27,8 +27,8 @@ def _place(array, dtype, device, requires_grad):
     if dtype is not None:
         array = array.astype(backend.as_dtype(dtype), copy=False)
     t = Tensor._from_array(backend.to_device(array, dev), False)
-    if requires_grad:
-        t.requires_grad = True
+    if requires_grad is not False and requires_grad is not None:  # (None: the default, as PyTorch's factories take
+        t.requires_grad = requires_grad                              # it; the setter refuses anything but a bool)
     return t
 
 
@@ -181,6 +181,8 @@ def _infer_host_array(data, dtype=None):
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, scalars, NumPy/CuPy arrays, Tensors)."""
+    if not isinstance(requires_grad, bool):  # (None too: PyTorch's tensor() has no default to fall back on)
+        raise InputTypeError(f"tensor(): argument 'requires_grad' must be a bool, got {type(requires_grad).__name__}")
     if isinstance(data, Tensor):
         data = data._data
     if backend.is_cuda_array(data):
@@ -219,8 +221,8 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False) -> 
                                   and type(src) is type(out._data) and _address(src) == _address(out._data)):
             raise InputError(f"asarray: copy=False, but {type(obj).__name__} data as a tensor of dtype "
                              f"{out.dtype} on {out.device} needs a copy")
-    if requires_grad:
-        out = out.detach().requires_grad_()
+    if requires_grad is not False and requires_grad is not None:
+        out = out.detach().requires_grad_(requires_grad)
     return out
 
 
@@ -364,6 +366,16 @@ def _fill_value(op, value, dtype):
     if dtype.kind in "iu" and isinstance(value, numbers.Real):
         return int(value) % 2 ** (8 * dtype.itemsize) if value < 0 and dtype.kind == "u" else int(value), dtype
     return value, dtype
+
+
+def integer_fill(op, value, dtype):
+    """A number that ``op`` (setitem, fill_, masked_fill, index_fill) writes into a tensor of integer or bool
+    ``dtype``, as :func:`_fill_value` takes it: the number it writes, or PyTorch's error where it does not fit (NaN,
+    infinity, beyond the dtype's range; NumPy would raise its own error or wrap it). A tensor, or any value for a
+    floating dtype, is returned as it is."""
+    if backend.is_floating(dtype) or not isinstance(value, (numbers.Number, np.generic)):
+        return value
+    return _fill_value(op, value, dtype)[0]
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False, **named):

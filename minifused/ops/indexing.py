@@ -303,9 +303,10 @@ def _write(x, index, value):
             value = value._data.astype(x.dtype, copy=False)
         elif value.dtype != x.dtype:
             value = cast(value, x.dtype)
-    elif isinstance(value, np.generic):
-        value = value.item()
-    elif not isinstance(value, numbers.Number):
+    elif isinstance(value, (numbers.Number, np.generic)):
+        from .creation import integer_fill  # (creation sits above indexing)
+        value = integer_fill("setitem", value.item() if isinstance(value, np.generic) else value, x.dtype)
+    else:
         value = backend.to_device(np.asarray(value), x.device).astype(x.dtype, copy=False)
     raw = value._data if isinstance(value, Tensor) else value
     if hasattr(raw, "shape") and _xp(x._data).may_share_memory(x._data, raw):

@@ -9,6 +9,7 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import broadcast_shape, unbroadcast
+from .creation import integer_fill
 from .index import _as_dtype, _same_device, _tensor, _value, _vector_index, _xp
 from .shape import expand, getitem, reshape
 
@@ -40,6 +41,12 @@ class Fill(Function):
         return gx, gv, None
 
 
+def _written_value(op, x, value):
+    """The value ``op`` writes into ``x``: a Python scalar or a 0-d tensor on x's device; a number that does not fit
+    an integer x is refused, as PyTorch's (see ``creation.integer_fill``)."""
+    return _value(op, x, integer_fill(op, value, x.dtype))
+
+
 def _mask(op, x, mask, inplace=False):
     _tensor(op, "mask", mask)
     if mask.dtype != np.bool_:
@@ -55,12 +62,12 @@ def _mask(op, x, mask, inplace=False):
 
 def masked_fill(input, mask, value):  # noqa: A002
     _tensor("masked_fill", "input", input)
-    return Fill.apply(input, _value("masked_fill", input, value), _mask("masked_fill", input, mask))
+    return Fill.apply(input, _written_value("masked_fill", input, value), _mask("masked_fill", input, mask))
 
 
 def masked_fill_(input, mask, value):  # noqa: A002
     _tensor("masked_fill_", "input", input)
-    return Fill.apply_("masked_fill_", input, _value("masked_fill_", input, value),
+    return Fill.apply_("masked_fill_", input, _written_value("masked_fill_", input, value),
                        _mask("masked_fill_", input, mask, inplace=True))
 
 
@@ -137,13 +144,13 @@ def _index_mask(input, axis, idx):
 def index_fill(input, dim, index, value):  # noqa: A002
     _tensor("index_fill", "input", input)
     axis, idx = _vector_index("index_fill", input, dim, index, negative=True)
-    return Fill.apply(input, _value("index_fill", input, value), _index_mask(input, axis, idx))
+    return Fill.apply(input, _written_value("index_fill", input, value), _index_mask(input, axis, idx))
 
 
 def index_fill_(input, dim, index, value):  # noqa: A002
     _tensor("index_fill_", "input", input)
     axis, idx = _vector_index("index_fill_", input, dim, index, negative=True)
-    return Fill.apply_("index_fill_", input, _value("index_fill_", input, value), _index_mask(input, axis, idx))
+    return Fill.apply_("index_fill_", input, _written_value("index_fill_", input, value), _index_mask(input, axis, idx))
 
 
 def _method(fn):

@@ -19,7 +19,7 @@ from ..autograd import Function
 from ..tensor import Tensor
 from ._common import (bfloat16_rounded, binary_operands, cast, check_integer_divisor, promote_operands,
                       unbroadcast)
-from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
+from .creation import integer_fill, is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
 from .elementwise import _in_tensor_dtype, clone, mul, sign_of, where
 from .logic import written_into
 from ..backend import InputTypeError
@@ -129,7 +129,6 @@ Log10 = _unary("Log10", lambda xp, x: xp.log10(x), lambda xp, g, x: g / (x * mat
 Log1p = _unary("Log1p", lambda xp, x: xp.log1p(x), lambda xp, g, x: g / (1 + x), "x")
 Expm1 = _unary("Expm1", lambda xp, x: xp.expm1(x), lambda xp, g, y: g * (y + 1), "y")
 Rsqrt = _unary("Rsqrt", lambda xp, x: 1 / xp.sqrt(x), lambda xp, g, y: -0.5 * g * y * y * y, "y")
-Reciprocal = _unary("Reciprocal", lambda xp, x: 1 / x, lambda xp, g, y: -g * y * y, "y")
 Square = _unary("Square", lambda xp, x: x * x, lambda xp, g, x: 2 * g * x, "x")
 Erf = _unary("Erf", _erf, lambda xp, g, x: g * (2 / _SQRT_PI) * xp.exp(-x * x), "x")
 Erfinv = _unary("Erfinv", _erfinv, lambda xp, g, y: g * (_SQRT_PI / 2) * xp.exp(y * y), "y")
@@ -149,6 +148,24 @@ def _round(xp, x, decimals=0):
 
 
 Round = _unary("Round", _round)
+
+
+class Reciprocal(_Unary):
+    """1 / x. Its gradient is PyTorch's ``-g * (y * y)``, each product rounded in the dtype (bfloat16's in float32,
+    rounded after each): y squared first, so that at a tiny x it overflows to infinity as there (``(-g * y) * y``
+    would stay finite for a small g)."""
+
+    saves = ("y",)
+
+    @staticmethod
+    def f(xp, x):
+        return 1 / x
+
+    @classmethod
+    def backward(cls, ctx, g):
+        y, = ctx.saved_tensors
+        square = _wide(lambda xp, y: y * y, y.dtype, y)
+        return (_wide(lambda xp, g, square: -g * square, g.dtype, g, square),)
 
 
 # ---------------------------------------------------------------- public unary ops
@@ -411,9 +428,27 @@ def _floating_operands(name, **tensors):
                            f"{', '.join(f'{k} {v.dtype}' for k, v in tensors.items())}")
 
 
+def _opmath(dtype):
+    """The dtype PyTorch's lerp, addcmul and addcdiv kernels compute a floating dtype in: float32 for float16 and
+    bfloat16 (the result rounded back once, and no overflow of an intermediate), the dtype itself otherwise."""
+    return backend.float32 if dtype in (backend.float16, backend.bfloat16) else dtype
+
+
+def _fma(a, b, c):
+    """``a * b + c`` as the fused multiply-add of PyTorch's lerp and addcmul kernels rounds it: ``b`` and ``c``
+    float32 tensors (``a`` one too, or a number that float32 holds exactly) multiplied exactly and added in float64,
+    rounded to float32 once. float64 operands (no wider dtype here) are multiplied and added apart."""
+    if b.dtype != backend.float32:
+        return a * b + c
+    wide = backend.float64
+    return cast(cast(a, wide) * cast(b, wide) + cast(c, wide) if isinstance(a, Tensor) else
+                a * cast(b, wide) + cast(c, wide), backend.float32)
+
+
 def lerp(input, end, weight):  # noqa: A002 - PyTorch's names
-    """``input + weight * (end - input)``, with ``torch.lerp``'s two forms: from ``end`` where ``|weight| >= 0.5``
-    (``end - (end - input) * (1 - weight)``), so a weight of 1 gives ``end`` exactly."""
+    """``input + weight * (end - input)`` as ``torch.lerp`` computes it: ``weight * (end - input) + input`` where
+    ``|weight| < 0.5``, else ``(weight - 1) * (end - input) + end`` (so a weight of 1 gives ``end`` exactly), in one
+    fused multiply-add (:func:`_fma`); float16 and bfloat16 in float32, rounded once (:func:`_opmath`)."""
     if isinstance(weight, Tensor):
         _floating_operands("lerp", input=input, end=end)
         if weight.ndim == 0 and weight.dtype != input.dtype:
@@ -422,13 +457,23 @@ def lerp(input, end, weight):  # noqa: A002 - PyTorch's names
             dtype = promote_operands(input.dtype, input.ndim == 0 and end.ndim == 0, weight.dtype, True)
             input, end, weight = cast(input, dtype), cast(end, dtype), cast(weight, dtype)
         _floating_operands("lerp", input=input, end=end, weight=weight)
-        diff = end - input
-        return where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
-    if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+    elif isinstance(weight, bool) or not isinstance(weight, numbers.Real):
         raise InputTypeError(f"lerp(): argument 'weight' must be a number or a Tensor, got {type(weight).__name__}")
-    _floating_operands("lerp", input=input, end=end)
-    diff = end - input
-    return input + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
+    else:
+        _floating_operands("lerp", input=input, end=end)
+    dtype = input.dtype
+    wide = _opmath(dtype)
+    start, stop = cast(input, wide), cast(end, wide)
+    diff = stop - start
+    if isinstance(weight, Tensor):
+        w = cast(weight, wide)
+        small = w.abs() < 0.5
+        out = _fma(where(small, w, w - 1), diff, where(small, start, stop))
+    else:
+        w = wide.type(weight)  # (the weight in the computing dtype, as PyTorch's kernel takes it)
+        small = abs(w) < 0.5
+        out = _fma(float(w if small else w - wide.type(1)), diff, start if small else stop)
+    return cast(out, dtype)
 
 
 class Hypot(Function):
@@ -468,14 +513,44 @@ def hypot(input, other):  # noqa: A002 - PyTorch's names
     return Hypot.apply(a, b)
 
 
+def _addc(name, input, tensor1, tensor2, value, divide):  # noqa: A002 - PyTorch's names
+    """``input + value * tensor1 * tensor2`` (``/ tensor2`` where ``divide``) as PyTorch's addcmul / addcdiv kernels
+    compute it: in the three tensors' promoted dtype (float16 and bfloat16 in float32, rounded once), ``value *
+    tensor1`` first; addcmul's multiply-add fused (:func:`_fma`). An integer result takes the value truncated into
+    its dtype, as PyTorch casts it (NaN or a value out of range refused); bool tensors are refused, and so is
+    addcdiv of integer tensors."""
+    for arg, t in (("input", input), ("tensor1", tensor1), ("tensor2", tensor2)):
+        if not isinstance(t, Tensor):
+            raise InputTypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(t).__name__}")
+    if divide and not backend.is_floating(tensor1.dtype) and not backend.is_floating(tensor2.dtype):
+        raise RuntimeError("addcdiv: integer division with addcdiv is no longer supported (tensor1 and tensor2 are "
+                           f"{tensor1.dtype} and {tensor2.dtype}); for the historic behavior use (input + value * "
+                           "trunc(tensor1 / tensor2)).to(input.dtype), for true division input + value * tensor1 / "
+                           "tensor2")
+    both_0d = tensor1.ndim == 0 and tensor2.ndim == 0
+    dtype = promote_operands(tensor1.dtype, tensor1.ndim == 0, tensor2.dtype, tensor2.ndim == 0)
+    dtype = promote_operands(input.dtype, input.ndim == 0, dtype, both_0d)
+    if dtype == backend.bool_:
+        raise NotImplementedError(f"{name}: not implemented for bool tensors (cast them with .long() or .float())")
+    wide = _opmath(dtype) if backend.is_floating(dtype) else dtype
+    value = integer_fill(name, value, dtype)  # (truncated into an integer dtype, refused where it does not fit)
+    base, t1, t2 = cast(input, wide), cast(tensor1, wide), cast(tensor2, wide)
+    scaled = t1 if type(value) in (int, float) and value == 1 else t1 * value
+    if divide:
+        out = base + scaled / t2
+    else:
+        out = _fma(scaled, t2, base) if backend.is_floating(wide) else base + scaled * t2
+    return cast(out, dtype)
+
+
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002 - PyTorch's names
-    """``input + value * (tensor1 * tensor2)``."""
-    return input + value * (tensor1 * tensor2)
+    """``input + value * tensor1 * tensor2`` (see :func:`_addc`)."""
+    return _addc("addcmul", input, tensor1, tensor2, value, False)
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002 - PyTorch's names
-    """``input + value * (tensor1 / tensor2)``."""
-    return input + value * (tensor1 / tensor2)
+    """``input + value * tensor1 / tensor2`` (see :func:`_addc`)."""
+    return _addc("addcdiv", input, tensor1, tensor2, value, True)
 
 
 __all__ = ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "floor", "ceil", "round", "trunc",
