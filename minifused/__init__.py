@@ -37,6 +37,8 @@ import sys as _sys  # noqa: E402
 from . import accelerator, cuda, data, nn, optim, utils  # noqa: E402
 from . import distributed  # noqa: E402 - torch.distributed (it also gives nn.parallel its DistributedDataParallel)
 from . import func  # noqa: E402 - torch.func: functional_call
+from .func import vmap  # noqa: E402,F401 - torch.vmap is torch.func.vmap
+from . import cpu, random  # noqa: E402 - torch.cpu (device-agnostic code's cpu module), torch.random (fork_rng)
 from . import jit  # noqa: E402 - torch.jit's decorators and queries (no TorchScript: script/trace refuse)
 from . import distributions  # noqa: E402 - torch.distributions
 from . import multiprocessing  # noqa: E402 - torch.multiprocessing: Python's, with PyTorch's spawn

@@ -484,3 +484,11 @@ def set_rng_state(state: dict) -> None:
     global _generators
     _generators = _Generators(state["seed"])
     _generators.cpu.bit_generator.state = state["cpu"]
+
+
+def restore_cpu_rng_state(state: dict) -> None:
+    """Put back the seed and the cpu generator's state from :func:`get_rng_state`, leaving the CUDA generators
+    as they are (:func:`set_rng_state` restarts them from the seed): ``fork_rng`` restores the cpu so, and the
+    CUDA devices it was asked to fork through their own states."""
+    _generators.seed = int(state["seed"])
+    _generators.cpu.bit_generator.state = state["cpu"]

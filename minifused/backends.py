@@ -1,25 +1,233 @@
 """PyTorch's ``torch.backends`` switches under PyTorch's names, so ``torch.backends.cuda.matmul.allow_tf32 =
 True`` ports with the import changed. ``cudnn`` names the convolution kernels' switches (minifused has no
-cuDNN; the names are PyTorch's). The TF32 switches themselves live in :mod:`minifused.backend`."""
+cuDNN; the names are PyTorch's). The TF32 switches themselves live in :mod:`minifused.backend`.
+``cuda`` also holds the scaled-dot-product-attention backend switches (``enable_flash_sdp`` ... and the
+deprecated ``sdp_kernel``; ``minifused.nn.attention.sdpa_kernel`` sets them too)."""
 from __future__ import annotations
 
 import contextlib
+import warnings
 from types import SimpleNamespace
 
 from .backend import InputError, InputTypeError, tf32_conv, tf32_matmul
 
-cuda = SimpleNamespace(matmul=tf32_matmul)
+
+class _FP32Precision:
+    """``fp32_precision``, PyTorch's newer spelling of a TF32 switch (``backends.cuda.matmul`` for the GEMMs,
+    ``backends.cudnn.conv`` for the convolutions): 'tf32' turns the switch on, 'ieee' off; 'none' (the start)
+    defers to the levels above, which minifused does not have, so it means the default: full float32 for both
+    families here (PyTorch's convolutions default to TF32, so its ``cudnn.conv`` reads 'tf32' at the start). It
+    reads back the value last set while the switch still agrees with it, else what the switch says ('tf32' /
+    'ieee'): ``allow_tf32`` and this name set one switch."""
+
+    __slots__ = ("backend", "op", "_switch", "_set")
+
+    def __init__(self, backend, op, switch):
+        self.backend, self.op, self._switch, self._set = backend, op, switch, "none"
+
+    @property
+    def fp32_precision(self) -> str:
+        on = bool(self._switch.allow_tf32)
+        if (self._set == "tf32") == on:
+            return self._set
+        return "tf32" if on else "ieee"
+
+    @fp32_precision.setter
+    def fp32_precision(self, value):
+        if not isinstance(value, str):
+            raise InputTypeError(f"fp32_precision: expected a str ('ieee', 'tf32' or 'none'), got "
+                                 f"{type(value).__name__}")
+        if value == "bf16":
+            raise InputError(f"backend '{self.backend}' does not support precision 'bf16'")
+        if value not in ("ieee", "tf32", "none"):
+            raise InputError(f"Unknown precision: {value}")
+        self._switch.allow_tf32 = value == "tf32"
+        self._set = value
+
+    def _record(self, value):
+        """What a legacy switch (``allow_tf32``, ``set_float32_matmul_precision``) set, as PyTorch records it."""
+        self._set = value
+
+
+class _CuBLAS:
+    """``torch.backends.cuda.matmul``: ``allow_tf32`` (the GEMMs' TF32 switch, :data:`minifused.backend.tf32_matmul`)
+    and ``fp32_precision`` (the same switch, PyTorch's newer spelling), and the reduced-precision-reduction flags.
+
+    ``allow_fp16_reduced_precision_reduction`` / ``allow_bf16_reduced_precision_reduction`` (True at the start,
+    as PyTorch's; a bool, or PyTorch's (allow, allow_split_k) pair, read back apart as ``..._split_k``) are
+    recorded only. In PyTorch they let cuBLAS add a 16-bit GEMM's split-K partial sums in the 16-bit output type.
+    minifused's 16-bit Linear GEMMs multiply-accumulate in float32 (cuBLASLt's CUBLAS_COMPUTE_32F, float64 on the
+    NumPy path); the algorithm cuBLASLt's heuristic picks first may still be a split-K that reduces in the output
+    type (what True allows), and the timed alternatives never are (``kernels.cublaslt``). So the default's
+    behaviour is what runs, and False does not rule that first choice out."""
+
+    __slots__ = ("_fp16", "_bf16", "_precision")
+
+    def __init__(self):
+        self._fp16, self._bf16 = (True, True), (True, True)
+        self._precision = _FP32Precision("cuda", "matmul", tf32_matmul)
+
+    @property
+    def allow_tf32(self) -> bool:
+        return tf32_matmul.allow_tf32
+
+    @allow_tf32.setter
+    def allow_tf32(self, flag):
+        tf32_matmul.allow_tf32 = bool(flag)
+        self._precision._record("tf32" if flag else "ieee")
+
+    @property
+    def fp32_precision(self) -> str:
+        return self._precision.fp32_precision
+
+    @fp32_precision.setter
+    def fp32_precision(self, value):
+        self._precision.fp32_precision = value
+
+    @staticmethod
+    def _reduction(value, name):
+        """PyTorch's parse: a bool, or a list / tuple of one or two bools (allow, allow_split_k)."""
+        if isinstance(value, bool):
+            return value, True
+        if not isinstance(value, (list, tuple)):
+            raise InputTypeError(f"{name} expects a bool or a tuple/list of bools, but got {type(value)!r}")
+        if not value:
+            raise InputTypeError(f"{name} expects at least one boolean argument")
+        if len(value) > 2:
+            raise InputTypeError(f"{name} expects at most two boolean arguments")
+        for item, which in zip(value, ("allow_reduced_precision", "allow_splitk")):
+            if not isinstance(item, bool):
+                raise InputTypeError(f"{name} expects a bool for {which}, but got {type(item)!r}")
+        return value[0], value[1] if len(value) == 2 else True
+
+    @property
+    def allow_fp16_reduced_precision_reduction(self) -> bool:
+        return self._fp16[0]
+
+    @allow_fp16_reduced_precision_reduction.setter
+    def allow_fp16_reduced_precision_reduction(self, value):
+        self._fp16 = self._reduction(value, "allow_fp16_reduced_precision_reduction")
+
+    @property
+    def allow_fp16_reduced_precision_reduction_split_k(self) -> bool:
+        return self._fp16[1]
+
+    @property
+    def allow_bf16_reduced_precision_reduction(self) -> bool:
+        return self._bf16[0]
+
+    @allow_bf16_reduced_precision_reduction.setter
+    def allow_bf16_reduced_precision_reduction(self, value):
+        self._bf16 = self._reduction(value, "allow_bf16_reduced_precision_reduction")
+
+    @property
+    def allow_bf16_reduced_precision_reduction_split_k(self) -> bool:
+        return self._bf16[1]
+
+    def __repr__(self):
+        return (f"backends.cuda.matmul(allow_tf32={self.allow_tf32}, fp32_precision={self.fp32_precision!r}, "
+                f"allow_fp16_reduced_precision_reduction={self._fp16[0]}, "
+                f"allow_bf16_reduced_precision_reduction={self._bf16[0]})")
+
+
+# ---------------------------------------------------------------- scaled dot product attention backends
+#: PyTorch's attention backends by their switch names, with their ``SDPBackend`` values; all on at the start
+SDP_BACKENDS = {"flash": 1, "mem_efficient": 2, "math": 0, "cudnn": 3, "overrideable": 4}
+_sdp = dict.fromkeys(SDP_BACKENDS, True)
+_sdp_priority = [1, 2, 0, 3, 4]  # PyTorch's default order (``sdpa_kernel(..., set_priority=True)`` sets it)
+_sdp_math_low_precision = [False]
+
+
+def _sdp_switch(name):
+    """The query and the setter of one attention backend's switch (what they mean: :func:`check_sdp_backends`)."""
+    def query() -> bool:
+        return _sdp[name]
+
+    def enable(enabled):
+        if not isinstance(enabled, bool):
+            raise InputTypeError(f"enable_{name}_sdp expects a bool, but got {type(enabled).__name__}")
+        _sdp[name] = enabled
+
+    query.__name__ = query.__qualname__ = f"{name}_sdp_enabled"
+    enable.__name__ = enable.__qualname__ = f"enable_{name}_sdp"
+    query.__doc__ = f"Whether the {name} attention backend is enabled (see :func:`check_sdp_backends`)."
+    enable.__doc__ = f"Enable or disable the {name} attention backend (see :func:`check_sdp_backends`)."
+    return query, enable
+
+
+flash_sdp_enabled, enable_flash_sdp = _sdp_switch("flash")
+mem_efficient_sdp_enabled, enable_mem_efficient_sdp = _sdp_switch("mem_efficient")
+math_sdp_enabled, enable_math_sdp = _sdp_switch("math")
+cudnn_sdp_enabled, enable_cudnn_sdp = _sdp_switch("cudnn")
+
+
+def allow_fp16_bf16_reduction_math_sdp(enabled):
+    """Recorded only: minifused's attention computes the scores and softmax of float16 / bfloat16 inputs in
+    float32 whatever this says (PyTorch's math backend does so while it is False, its default)."""
+    if not isinstance(enabled, bool):
+        raise InputTypeError(f"allow_fp16_bf16_reduction_math_sdp expects a bool, but got {type(enabled).__name__}")
+    _sdp_math_low_precision[0] = enabled
+
+
+def fp16_bf16_reduction_math_sdp_allowed() -> bool:
+    return _sdp_math_low_precision[0]
+
+
+def check_sdp_backends(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa=False):
+    """Raise PyTorch's error where the enabled attention backends leave ``scaled_dot_product_attention`` none
+    that would run on these inputs. minifused has one implementation (softmax of the full score matrix): it
+    stands in for whichever enabled backend PyTorch would pick, as their results agree up to rounding. That is
+    'math' on any input; 'flash' on the cpu where PyTorch's cpu flash kernel takes the inputs (4-D query, key
+    and value of one batch size and head count, GQA aside, one head size, a 2-D or 4-D mask, no dropout); and
+    'flash', 'mem_efficient' or 'cudnn' on cuda for any input (PyTorch's fused kernels each take only some
+    inputs: a dtype, a head size, a GPU generation). 'overrideable' (backends of other devices) runs nothing."""
+    if _sdp["math"]:
+        return
+    if query.device.type == "cuda" and (_sdp["flash"] or _sdp["mem_efficient"] or _sdp["cudnn"]):
+        return
+    if query.device.type == "cpu" and _sdp["flash"]:
+        q, k, v = query.shape, key.shape, value.shape
+        heads_ok = k[1] == v[1] and (q[1] == k[1] or enable_gqa) if len(q) == len(k) == len(v) == 4 else False
+        if (heads_ok and q[0] == k[0] == v[0] and q[3] == k[3] == v[3] and not dropout_p > 0.0
+                and (attn_mask is None or attn_mask.ndim in (2, 4))):
+            return
+        raise InputError("No available kernel.  Aborting execution.")
+    raise InputError("No viable backend for scaled_dot_product_attention was found. This is likely due to turning "
+                     "off both the math kernel and the fused kernels.")
+
+
+def sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True, enable_cudnn=True):
+    """``torch.backends.cuda.sdp_kernel``, deprecated (PyTorch's FutureWarning): ``sdpa_kernel`` with the
+    backends whose arguments are True (a context manager; the switches come back on exit)."""
+    from .nn.attention import SDPBackend, sdpa_kernel
+
+    warnings.warn("`minifused.backends.cuda.sdp_kernel()` is deprecated. In the future, this context manager will "
+                  "be removed. Please see `minifused.nn.attention.sdpa_kernel()` for the new context manager, with "
+                  "updated signature.", FutureWarning, stacklevel=2)
+    chosen = [b for on, b in ((enable_flash, SDPBackend.FLASH_ATTENTION),
+                              (enable_mem_efficient, SDPBackend.EFFICIENT_ATTENTION),
+                              (enable_math, SDPBackend.MATH), (enable_cudnn, SDPBackend.CUDNN_ATTENTION)) if on]
+    return sdpa_kernel(chosen)
+
+
+cuda = SimpleNamespace(
+    matmul=_CuBLAS(), sdp_kernel=sdp_kernel, flash_sdp_enabled=flash_sdp_enabled, enable_flash_sdp=enable_flash_sdp,
+    mem_efficient_sdp_enabled=mem_efficient_sdp_enabled, enable_mem_efficient_sdp=enable_mem_efficient_sdp,
+    math_sdp_enabled=math_sdp_enabled, enable_math_sdp=enable_math_sdp, cudnn_sdp_enabled=cudnn_sdp_enabled,
+    enable_cudnn_sdp=enable_cudnn_sdp, allow_fp16_bf16_reduction_math_sdp=allow_fp16_bf16_reduction_math_sdp,
+    fp16_bf16_reduction_math_sdp_allowed=fp16_bf16_reduction_math_sdp_allowed)
 #: ``torch.backends.mps`` (Apple's GPUs): never available here, so device pickers written for PyTorch fall through
 mps = SimpleNamespace(is_available=lambda: False, is_built=lambda: False)
 
 
 class _Cudnn:
-    """``torch.backends.cudnn``. ``allow_tf32`` is the convolutions' TF32 switch. ``benchmark`` and
-    ``deterministic`` are accepted and change nothing: the convolution kernels pick their launch
-    configuration from the shapes alone (no timing-based choice) and give the same bits on every
-    run. ``enabled`` is accepted likewise (there is no cuDNN to turn off)."""
+    """``torch.backends.cudnn``. ``allow_tf32`` is the convolutions' TF32 switch (``conv.fp32_precision`` its
+    newer spelling). ``benchmark`` and ``deterministic`` are accepted and change nothing: the convolution kernels
+    pick their launch configuration from the shapes alone (no timing-based choice) and give the same bits on
+    every run. ``enabled`` is accepted likewise (there is no cuDNN to turn off)."""
 
     __slots__ = ("benchmark", "deterministic", "enabled")
+    conv = _FP32Precision("cuda", "conv", tf32_conv)
 
     def __init__(self):
         self.benchmark, self.deterministic, self.enabled = False, False, True
@@ -31,6 +239,7 @@ class _Cudnn:
     @allow_tf32.setter
     def allow_tf32(self, flag):
         tf32_conv.allow_tf32 = bool(flag)
+        self.conv._record("tf32" if flag else "none")  # (what PyTorch's conv.fp32_precision then reads)
 
     @staticmethod
     def is_available() -> bool:
@@ -72,6 +281,7 @@ def set_float32_matmul_precision(precision):
         raise ValueError(f"set_float32_matmul_precision: expected 'highest', 'high' or 'medium', got {precision!r}")
     tf32_matmul.allow_tf32 = precision != "highest"
     _matmul_precision[0] = precision
+    cuda.matmul._precision._record("ieee" if precision == "highest" else "tf32")
 
 
 def get_float32_matmul_precision():

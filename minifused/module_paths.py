@@ -142,3 +142,8 @@ def register_all():
                         "_size": tuple, "_dtype": np.dtype, "_device": backend.Device,
                         "Device": Union[backend.Device, str, int, None]},
               "``torch.types``: the type aliases annotations use.")
+    # torch.cpu.amp: the deprecated cpu spellings of autocast / GradScaler (``from torch.cpu.amp import autocast``)
+    cpu_amp = sys.modules[f"{_ROOT}.cpu"].amp
+    _register("cpu.amp", {"autocast": cpu_amp.autocast, "GradScaler": cpu_amp.GradScaler},
+              "``torch.cpu.amp``: autocast (bfloat16) and GradScaler on 'cpu', PyTorch's deprecated spellings.",
+              replace=True)

@@ -390,3 +390,40 @@ def load(f, map_location=None, weights_only=None, format=None, mmap=None):
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OSError, zipfile.BadZipFile, EOFError,
             RecursionError) as e:  # a tree or an array entry that does not hold what it claims (e.g. a CRC error)
         raise CheckpointError(f"load: {name} is damaged: {type(e).__name__}: {e}") from e
+
+
+# ---------------------------------------------------------------- PyTorch's weights_only allowlist
+_safe_globals = {}  # what add_safe_globals was given (as a dict: insertion order, set semantics)
+
+
+def add_safe_globals(safe_globals):
+    """``torch.serialization.add_safe_globals``: mark classes / functions (or ``(obj, "module.name")`` pairs)
+    as safe for PyTorch's ``weights_only`` unpickler. :func:`load` never unpickles (it runs no code from the file
+    whatever the file holds), so loading never needs them: the list is kept as PyTorch keeps it, for
+    :func:`get_safe_globals`, and is otherwise unused."""
+    _safe_globals.update(dict.fromkeys(safe_globals))
+
+
+def get_safe_globals():
+    """What :func:`add_safe_globals` (and an open :class:`safe_globals` block) marked safe, as a new list."""
+    return list(_safe_globals)
+
+
+def clear_safe_globals():
+    """Forget everything :func:`add_safe_globals` marked safe."""
+    _safe_globals.clear()
+
+
+class safe_globals:  # noqa: N801 - PyTorch's name
+    """``with safe_globals([...]):`` marks the globals safe inside the block and removes them on exit (also ones
+    that were marked before it, as PyTorch's). As :func:`add_safe_globals`: :func:`load` never needs them."""
+
+    def __init__(self, safe_globals):
+        self.safe_globals = safe_globals
+
+    def __enter__(self):
+        add_safe_globals(self.safe_globals)
+
+    def __exit__(self, *exc):
+        for item in self.safe_globals:
+            _safe_globals.pop(item, None)

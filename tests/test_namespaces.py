@@ -106,7 +106,12 @@ def test_backends_cudnn_flags():
             cudnn.no_such_flag = 1
     finally:
         cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = saved
-    assert mf.backends.cuda.matmul is backend.tf32_matmul
+    saved = backend.tf32_matmul.allow_tf32
+    try:  # backends.cuda.matmul's allow_tf32 is the switch the GEMMs read
+        mf.backends.cuda.matmul.allow_tf32 = not saved
+        assert backend.tf32_matmul.allow_tf32 is (not saved)
+    finally:
+        backend.tf32_matmul.allow_tf32 = saved
 
 
 def test_matmul_precision_and_deterministic_switches():

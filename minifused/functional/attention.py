@@ -13,6 +13,7 @@ import warnings as _warnings
 import numpy as _np
 
 from .. import backend as _backend
+from .. import backends as _backends
 from ..ops import cast as _cast
 from ..ops import cat as _cat
 from ..ops import chunk as _chunk
@@ -122,6 +123,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     if attn_mask is not None:
         _check_mask(op, attn_mask, query, tuple(batch) + (L, S))
+    _backends.check_sdp_backends(query, key, value, attn_mask, dropout_p, enable_gqa)  # sdpa_kernel's choice
     if enable_gqa and query.ndim >= 3:
         hq = query.shape[-3]
         key, value = (t if t.ndim < 3 or t.shape[-3] == hq else _repeat_interleave(t, hq // t.shape[-3], dim=-3)

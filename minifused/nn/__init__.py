@@ -34,3 +34,4 @@ from .rnn import GRU, LSTM, RNN, RNNBase  # noqa: F401,E402
 from .rnn_cells import GRUCell, LSTMCell, RNNCell, RNNCellBase  # noqa: F401,E402
 from .transformer import (MultiheadAttention, Transformer, TransformerDecoder,  # noqa: F401,E402
                           TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
+from . import attention  # noqa: F401,E402 - torch.nn.attention: SDPBackend, sdpa_kernel
