@@ -210,6 +210,30 @@ def array_module(array):
     return cupy if is_cuda_array(array) else np
 
 
+def where(condition, a, b):
+    """``xp.where(condition, a, b)`` on NumPy or CuPy arrays (``a`` or ``b`` may be a scalar). CuPy's where has no
+    bfloat16 loop and would widen the result to float32: there, bfloat16 operands are selected as their 16-bit
+    patterns (exact), a scalar first made a 0-d bfloat16 array. Mixed with a wider dtype, PyTorch's promotion
+    widens too, and CuPy's where does the same."""
+    on_gpu = [v for v in (condition, a, b) if is_cuda_array(v)]
+    if not on_gpu:
+        return np.where(condition, a, b)
+    if not is_cuda_array(condition) and np.ndim(condition) == 0:  # a bool (CuPy's where calls its astype)
+        condition = cupy.full((), bool(condition))
+    if bfloat16 in (getattr(a, "dtype", None), getattr(b, "dtype", None)):
+        a, b = (_bf16_bits(v) for v in (a, b))
+        if a is not None and b is not None:
+            return cupy.where(condition, a, b).view(bfloat16)
+    return cupy.where(condition, a, b)
+
+
+def _bf16_bits(v):
+    """``v`` (a bfloat16 array, or a scalar made one) as uint16 bits; None for an array of another dtype."""
+    if hasattr(v, "shape") and not isinstance(v, np.generic):
+        return v.view(np.uint16) if v.dtype == bfloat16 else None
+    return cupy.full((), int(np.asarray(v, bfloat16).view(np.uint16)), np.uint16)  # (a fill: no host copy)
+
+
 _ONE = {}  # (device, dtype) -> a device array holding 1, the source of ones_like's copies
 
 

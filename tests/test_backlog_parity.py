@@ -230,3 +230,17 @@ def test_tensor_hook_handles_have_ids_and_remove_on_leaving_a_with_block():
         (x * 3).sum().backward()
     (x * 3).sum().backward()
     assert seen == [[2.0, 2.0], ("y", [1.0, 1.0]), "post"]
+
+
+def test_fractional_norm_gradient_of_float16_keeps_tiny_ratios():
+    """d/dx of the p = 0.5 norm is sign(x) (|x| / norm) ** -0.5: a float16 |x| / norm far below 1 is subnormal, so
+    the ratio is formed in float32 and the gradient rounded once (to within float16's rounding of float64)."""
+    rng = np.random.default_rng(0)
+    v = (rng.standard_normal(120) * 3).astype(np.float16)
+    v[5] = np.float16(0.004)
+    x = mf.tensor(v, requires_grad=True)
+    mf.linalg.vector_norm(x, 0.5).backward()
+    x64 = v.astype(np.float64)
+    norm = (np.abs(x64) ** 0.5).sum() ** 2
+    expected = np.sign(x64) * (np.abs(x64) / norm) ** -0.5
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float64), expected, rtol=2e-3)

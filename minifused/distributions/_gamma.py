@@ -46,17 +46,17 @@ def _continued_fraction(xp, a, x):
     the modified Lentz method with each quantity's derivative in a carried along."""
     tiny = 1e-300
     b = x + 1 - a
-    f = xp.where(b == 0, tiny, b)
+    f = backend.where(b == 0, tiny, b)
     df = -xp.ones_like(x)
     c, dc, d, dd = f, df, xp.zeros_like(x), xp.zeros_like(x)
     for i in range(1, _MAX_TERMS):
         an, dan = -i * (i - a), float(i)
         b = b + 2
         d_new, dd_new = b + an * d, -1 + dan * d + an * dd
-        d_new = xp.where(d_new == 0, tiny, d_new)
+        d_new = backend.where(d_new == 0, tiny, d_new)
         c_new = b + an / c
         dc_new = -1 + dan / c - an * dc / (c * c)
-        c_new = xp.where(c_new == 0, tiny, c_new)
+        c_new = backend.where(c_new == 0, tiny, c_new)
         d, dd = 1 / d_new, -dd_new / (d_new * d_new)
         c, dc = c_new, dc_new
         delta, ddelta = c * d, dc * d + c * dd
@@ -72,12 +72,12 @@ def standard_gamma_grad(a, x):
     low = x < a + 1
     with np.errstate(divide="ignore", invalid="ignore"):
         log_x = xp.log(x)
-        s, ds = _series(xp, a, xp.where(low, x, 0.0))
+        s, ds = _series(xp, a, backend.where(low, x, 0.0))
         from_series = -(x / a) * (s * (log_x - digamma(a + 1)) + ds)
-        c, dc = _continued_fraction(xp, a, xp.where(low, a + 2, x))
+        c, dc = _continued_fraction(xp, a, backend.where(low, a + 2, x))
         from_fraction = x * (c * (log_x - digamma(a)) + dc)
-    grad = xp.where(low, from_series, from_fraction)
-    return xp.where(x > 0, grad, 0.0)  # a draw that underflowed to 0 stays there
+    grad = backend.where(low, from_series, from_fraction)
+    return backend.where(x > 0, grad, 0.0)  # a draw that underflowed to 0 stays there
 
 
 class StandardGamma(Function):

@@ -93,7 +93,7 @@ def _padded_targets(xp, targets, batch, tl, blank):
     if flat.shape[0] == 0:
         return xp.full((batch, s), blank, dtype=xp.int64)
     picked = xp.take(xp.asarray(flat).astype(xp.int64), xp.asarray(at))
-    return xp.where(xp.asarray(inside), picked, blank)
+    return _backend.where(xp.asarray(inside), picked, blank)
 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):

@@ -97,7 +97,7 @@ def _window_argmax(xp, x, starts, kernel):
     nan = xp.isnan(vals)
     # unconditionally: asking whether any NaN is there would wait for the GPU, which PyTorch's kernel never does
     last_nan = taps - 1 - nan[..., ::-1].argmax(-1)
-    pick = xp.where(nan.any(-1), last_nan, pick)
+    pick = _backend.where(nan.any(-1), last_nan, pick)
     return xp.take_along_axis(win, pick[..., None], axis=-1)[..., 0]
 
 

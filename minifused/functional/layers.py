@@ -277,7 +277,7 @@ def _renorm_rows(weight, flat, max_norm, norm_type):
         rows = xp.unique(flat)
         w = weight._data[rows].astype(np.float64 if weight.dtype == backend.float64 else np.float32)
         norms = xp.linalg.norm(w, ord=norm_type, axis=1) if norm_type != 2 else xp.sqrt((w * w).sum(axis=1))
-        scale = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(w.dtype)
+        scale = backend.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(w.dtype)
         weight._data[rows] = (w * scale[:, None]).astype(weight.dtype)
         weight._bump("embedding_renorm_")
 

@@ -72,7 +72,8 @@ def _clip(coord, limit):
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """``input`` (N, C, H, W) sampled at ``grid`` (N, H_out, W_out, 2) of normalized (x, y) points (-1 and 1 the
     edges' pixel centres with ``align_corners``, else their outer edges): ``mode`` 'bilinear' or 'nearest';
-    points outside read zeros (``padding_mode='zeros'``) or the nearest edge pixel ('border')."""
+    points outside read zeros (``padding_mode='zeros'``) or the nearest edge pixel ('border'). float16 and
+    bfloat16 are computed in float32 and rounded once."""
     op = "grid_sample"
     align_corners = _align(op, align_corners)
     for name, t in (("input", input), ("grid", grid)):
@@ -93,6 +94,9 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     n, c, h, w = input.shape
     if h == 0 or w == 0:
         raise RuntimeError(f"{op}: expected input to have non-empty spatial dimensions, got {list(input.shape)}")
+    if input.dtype in (_backend.float16, _backend.bfloat16):  # points and weights in float32, as PyTorch's
+        # opmath: a 16-bit pixel coordinate keeps too few fraction bits for the weights (rounded once at the end)
+        return grid_sample(input.float(), grid.float(), mode, padding_mode, align_corners).to(input.dtype)
     ho, wo = grid.shape[1:3]
     ix = _unnormalize(grid[..., 0], w, align_corners)
     iy = _unnormalize(grid[..., 1], h, align_corners)

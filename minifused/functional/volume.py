@@ -120,7 +120,7 @@ def _first_max(t, dim, inside=None):
         first = ((values == xp.expand_dims(values.max(axis=dim), dim)) & inside).argmax(axis=dim)
     nans = xp.isnan(values)
     last_nan = values.shape[dim] - 1 - xp.flip(nans, axis=dim).argmax(axis=dim)
-    return Tensor._from_array(xp.expand_dims(xp.where(nans.any(axis=dim), last_nan, first).astype(np.int64), dim))
+    return Tensor._from_array(xp.expand_dims(backend.where(nans.any(axis=dim), last_nan, first).astype(np.int64), dim))
 
 
 # ---------------------------------------------------------------- convolution

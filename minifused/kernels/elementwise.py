@@ -99,7 +99,7 @@ def relu_forward(x, out=None):
         if x.dtype not in CTYPE:  # integers, bool: CuPy's own ops
             import cupy
 
-            return _into(out, cupy.where(x > 0, x, x.dtype.type(0)))
+            return _into(out, backend.where(x > 0, x, x.dtype.type(0)))
         return _unary_cuda("relu_fwd", x, out, 16 // x.dtype.itemsize)
     return np.maximum(x, x.dtype.type(0), out=out)
 

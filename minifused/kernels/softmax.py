@@ -69,9 +69,9 @@ def _check_labels_host(target, n, ignore_index, op):
 
 def _weights_rows(target, weight, ignore_index, n, xp, acc):
     valid = target != ignore_index
-    t = xp.where(valid, target, 0)
+    t = backend.where(valid, target, 0)
     wt = weight.astype(acc)[t] if weight is not None else xp.ones(t.shape, acc)
-    return valid, t, xp.where(valid, wt, acc(0))
+    return valid, t, backend.where(valid, wt, acc(0))
 
 
 def cross_entropy_forward_ref(x, target, weight=None, ignore_index=-100, label_smoothing=0.0):
@@ -96,7 +96,7 @@ def cross_entropy_forward_ref(x, target, weight=None, ignore_index=-100, label_s
             w = weight.astype(acc) if weight is not None else xp.ones(n, acc)
             smooth = (w[None, :] * ((mx - xf) + ls)).sum(axis=-1)
             loss = loss + eps / n * smooth
-    loss = xp.where(valid, loss, acc(0))
+    loss = backend.where(valid, loss, acc(0))
     return loss.astype(acc), xp.concatenate([mx, ls], axis=1).astype(acc), rw.astype(acc)
 
 
@@ -129,7 +129,7 @@ def cross_entropy_backward_ref(x, target, weight, lse, gout, per_row, denom, ign
     if label_smoothing:
         w = weight.astype(acc) if weight is not None else xp.ones(n, acc)
         g = g + eps / n * (w.sum() * p - w[None, :])
-    g = xp.where(valid[:, None], g * sc[:, None], acc(0))
+    g = backend.where(valid[:, None], g * sc[:, None], acc(0))
     return g.astype(x.dtype)
 
 
@@ -142,7 +142,7 @@ def nll_forward_ref(x, target, weight=None, ignore_index=-100):
         _check_labels_host(target, n, ignore_index, "nll_loss")
     valid, t, rw = _weights_rows(target, weight, ignore_index, n, xp, acc)
     x_t = xp.take_along_axis(x.astype(acc), t[:, None], axis=1)[:, 0]
-    return xp.where(valid, -rw * x_t, acc(0)).astype(acc), rw.astype(acc)
+    return backend.where(valid, -rw * x_t, acc(0)).astype(acc), rw.astype(acc)
 
 
 def nll_backward_ref(target, weight, gout, per_row, denom, shape, dtype, ignore_index=-100):
@@ -151,7 +151,7 @@ def nll_backward_ref(target, weight, gout, per_row, denom, shape, dtype, ignore_
     m, n = shape
     valid, t, rw = _weights_rows(target, weight, ignore_index, n, xp, acc)
     with np.errstate(invalid="ignore", divide="ignore"):  # 'mean' over no valid row divides by 0: no gradient
-        sc = xp.where(valid, _row_scale(gout, per_row, denom, m, xp, acc), acc(0))
+        sc = backend.where(valid, _row_scale(gout, per_row, denom, m, xp, acc), acc(0))
     g = xp.zeros((m, n), acc)
     xp.put_along_axis(g, t[:, None], (-rw * sc)[:, None], axis=1)
     return g.astype(dtype)

@@ -71,7 +71,7 @@ def _sinpi(x):
     xp = _xp(x)
     n = xp.round(x)
     r = x - n
-    return xp.where(xp.fmod(n, 2) == 0, 1.0, -1.0) * xp.sin(math.pi * r)
+    return backend.where(xp.fmod(n, 2) == 0, 1.0, -1.0) * xp.sin(math.pi * r)
 
 
 def _polynomial(coefficients, z):
@@ -128,7 +128,7 @@ def lgamma(x):
     """log|Gamma(x)|: +inf at 0, the negative integers and +-inf, as PyTorch's."""
     if _xp(x) is not np:
         out = _on_device("gammaln", x)
-        return _xp(x).where(x == -np.inf, np.inf, out).astype(x.dtype, copy=False)
+        return backend.where(x == -np.inf, np.inf, out).astype(x.dtype, copy=False)
     return _in_float64(_lgamma64, x)
 
 
@@ -152,7 +152,7 @@ def digamma(x):
     """psi(x) = d log Gamma(x) / dx: -inf at +0, +inf at -0, NaN at the negative integers and -inf."""
     if _xp(x) is not np:
         out = _on_device("digamma", x)
-        return _xp(x).where(x == 0, _xp(x).copysign(np.inf, -x), out).astype(x.dtype, copy=False)
+        return backend.where(x == 0, _xp(x).copysign(np.inf, -x), out).astype(x.dtype, copy=False)
     return _in_float64(_digamma64, x)
 
 
@@ -350,10 +350,10 @@ def _bessel64(x, order, scaled):
         asymptotic = asymptotic + coefficient * power
     scaled_big = asymptotic / xp.sqrt(2 * math.pi * big)
     if scaled:
-        out = xp.where(ax <= _BESSEL_SWITCH, series * xp.exp(-small), scaled_big)
+        out = backend.where(ax <= _BESSEL_SWITCH, series * xp.exp(-small), scaled_big)
     else:
         half = xp.exp(big / 2)  # e**x as two factors: finite wherever the product is
-        out = xp.where(ax <= _BESSEL_SWITCH, series, half * (half * scaled_big))
+        out = backend.where(ax <= _BESSEL_SWITCH, series, half * (half * scaled_big))
     return xp.copysign(out, x) if order else out
 
 
@@ -361,7 +361,7 @@ def _bessel(name, order, scaled, x):
     xp = _xp(x)
     if xp is not np and not scaled:
         # PyTorch's value at +-inf (Cephes' exp(x) c / sqrt(x)) is NaN, as below; CUDA's cyl_bessel_i0 / i1 need not be
-        return xp.where(xp.isinf(x), xp.nan, _on_device(name, x)).astype(x.dtype, copy=False)
+        return backend.where(xp.isinf(x), xp.nan, _on_device(name, x)).astype(x.dtype, copy=False)
     wide = x.astype(np.float64)
     return _bessel64(wide, order, scaled).astype(x.dtype)
 
@@ -483,5 +483,6 @@ def entr(x):
     """-x log(x) for x > 0, 0 at 0, -inf below 0 (NaN stays NaN)."""
     xp = _xp(x)
     wide = x.astype(np.float32) if x.dtype in _HALF else x
-    out = xp.where(wide > 0, -wide * xp.log(xp.where(wide > 0, wide, 1)), xp.where(wide == 0, 0.0, -xp.inf))
-    return xp.where(xp.isnan(wide), xp.nan, out).astype(x.dtype)
+    out = backend.where(wide > 0, -wide * xp.log(backend.where(wide > 0, wide, 1)),
+                        backend.where(wide == 0, 0.0, -xp.inf))
+    return backend.where(xp.isnan(wide), xp.nan, out).astype(x.dtype)

@@ -42,13 +42,13 @@ def _emit(y, dtype, out=None):
 
 def _sigmoid(xp, x):
     e = xp.exp(-xp.abs(x))  # exp of a non-positive number: no overflow
-    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+    return backend.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
 def _passed(xp, g, keep):
     """``g`` where ``keep``, else 0: selected, not multiplied, so an inf or NaN gradient is cut where the
     activation cuts it (as PyTorch's)."""
-    return xp.where(keep, g, g.dtype.type(0))
+    return backend.where(keep, g, g.dtype.type(0))
 
 
 def _softplus(xp, x):
@@ -83,9 +83,9 @@ class _Unary(Function):
 
 
 class LeakyRelu(_Unary):
-    f = staticmethod(lambda xp, x, slope: xp.where(x > 0, x, x * slope))
+    f = staticmethod(lambda xp, x, slope: backend.where(x > 0, x, x * slope))
     keep = staticmethod(lambda x, xu, inplace, slope: x > 0)  # a bool mask, 1 byte per element
-    grad = staticmethod(lambda xp, g, keep, slope: xp.where(keep, g, g * slope))
+    grad = staticmethod(lambda xp, g, keep, slope: backend.where(keep, g, g * slope))
 
 
 class Hardtanh(_Unary):
@@ -108,11 +108,11 @@ class Elu(_Unary):
 
     @staticmethod
     def f(xp, x, alpha, scale, input_scale):
-        return xp.where(x > 0, x * scale, xp.expm1(xp.minimum(x, 0) * input_scale) * (alpha * scale))
+        return backend.where(x > 0, x * scale, xp.expm1(xp.minimum(x, 0) * input_scale) * (alpha * scale))
 
     @staticmethod
     def grad(xp, g, x, alpha, scale, input_scale):
-        return g * xp.where(x <= 0, xp.exp(xp.minimum(x, 0) * input_scale) * (alpha * scale * input_scale), scale)
+        return g * backend.where(x <= 0, xp.exp(xp.minimum(x, 0) * input_scale) * (alpha * scale * input_scale), scale)
 
 
 class Silu(_Unary):
@@ -138,7 +138,7 @@ class Hardswish(_Unary):
 
     @staticmethod
     def grad(xp, g, x):
-        return g * xp.where(x <= -3, 0, xp.where(x < 3, x / 3 + 0.5, 1)).astype(g.dtype, copy=False)
+        return g * backend.where(x <= -3, 0, backend.where(x < 3, x / 3 + 0.5, 1)).astype(g.dtype, copy=False)
 
 
 class Softplus(_Unary):
@@ -147,12 +147,12 @@ class Softplus(_Unary):
     @staticmethod
     def f(xp, x, beta, threshold):
         bx = x * beta
-        return xp.where(bx > threshold, x, _softplus(xp, bx) / beta)
+        return backend.where(bx > threshold, x, _softplus(xp, bx) / beta)
 
     @staticmethod
     def grad(xp, g, x, beta, threshold):
         bx = x * beta
-        return xp.where(bx > threshold, g, g * _sigmoid(xp, bx))
+        return backend.where(bx > threshold, g, g * _sigmoid(xp, bx))
 
 
 class Softsign(_Unary):
@@ -182,15 +182,15 @@ class RRelu(_Unary):
     """``noise * x`` where ``x <= 0``, else ``x`` (``noise``: the training mode's random slopes); the gradient at 0
     takes the slope, as PyTorch's."""
 
-    f = staticmethod(lambda xp, x, noise: xp.where(x <= 0, x * noise, x))
+    f = staticmethod(lambda xp, x, noise: backend.where(x <= 0, x * noise, x))
     keep = staticmethod(lambda x, xu, inplace, noise: ~(x <= 0))
-    grad = staticmethod(lambda xp, g, keep, noise: xp.where(keep, g, g * noise))
+    grad = staticmethod(lambda xp, g, keep, noise: backend.where(keep, g, g * noise))
 
 
 class Threshold(_Unary):
     """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN); the gradient passes where not replaced."""
 
-    f = staticmethod(lambda xp, x, threshold, value: xp.where(x <= threshold, value, x))
+    f = staticmethod(lambda xp, x, threshold, value: backend.where(x <= threshold, value, x))
     keep = staticmethod(lambda x, xu, inplace, threshold, value: ~(x <= threshold))
     grad = staticmethod(lambda xp, g, keep, threshold, value: _passed(xp, g, keep))
 
@@ -201,7 +201,7 @@ class Shrink(_Unary):
 
     @staticmethod
     def f(xp, x, lambd, soft):
-        return xp.where(xp.abs(x) <= lambd, 0, x - xp.sign(x) * lambd if soft else x)
+        return backend.where(xp.abs(x) <= lambd, 0, x - xp.sign(x) * lambd if soft else x)
 
     keep = staticmethod(lambda x, xu, inplace, lambd, soft: ~(_xp(xu).abs(xu) <= lambd))
     grad = staticmethod(lambda xp, g, keep, lambd, soft: _passed(xp, g, keep))
@@ -251,8 +251,8 @@ class Normalize(Function):
         xp, xu, gu = _xp(g), _up(x), _up(g)
         d = xp.maximum(n, eps)
         # the norm's own gradient reaches x only where it is not clamped to eps (there n >= eps > 0)
-        s = xp.where(n >= eps, (gu * xu).sum(dim, keepdims=True) / (d * d), 0)
-        safe = xp.where(n > 0, n, 1)
+        s = backend.where(n >= eps, (gu * xu).sum(dim, keepdims=True) / (d * d), 0)
+        safe = backend.where(n > 0, n, 1)
         if p == 2:
             dn = xu / safe
         elif p == 1:
@@ -338,11 +338,11 @@ class SmoothL1(Function):
         d = _up(x) - _up(t)
         ad = xp.abs(d)
         if huber:
-            loss = xp.where(ad < beta, 0.5 * d * d, beta * (ad - 0.5 * beta))
+            loss = backend.where(ad < beta, 0.5 * d * d, beta * (ad - 0.5 * beta))
         elif beta == 0:
             loss = ad
         else:
-            loss = xp.where(ad < beta, 0.5 * d * d / beta, ad - 0.5 * beta)
+            loss = backend.where(ad < beta, 0.5 * d * d / beta, ad - 0.5 * beta)
         ctx.save_for_backward(x, t)
         ctx.args = (beta, huber)
         return _emit(loss, x.dtype)
@@ -355,9 +355,9 @@ class SmoothL1(Function):
         d = _up(x) - _up(t)
         inside = xp.abs(d) < beta
         if huber:
-            gd = gu * xp.where(inside, d, beta * xp.sign(d))
+            gd = gu * backend.where(inside, d, beta * xp.sign(d))
         else:
-            gd = gu * xp.where(inside, d / (beta or 1), xp.sign(d))
+            gd = gu * backend.where(inside, d / (beta or 1), xp.sign(d))
         na, nb = ctx.needs_input_grad[:2]
         return (_emit(unbroadcast(gd, x.shape), x.dtype) if na else None,
                 _emit(unbroadcast(-gd, t.shape), t.dtype) if nb else None, None, None)
@@ -373,7 +373,7 @@ class KLDiv(Function):
             loss = xp.exp(tu) * (tu - xu)
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
-                loss = xp.where(tu == 0, 0, tu * xp.log(tu)) - tu * xu  # xlogy(t, t): NaN for t < 0
+                loss = backend.where(tu == 0, 0, tu * xp.log(tu)) - tu * xu  # xlogy(t, t): NaN for t < 0
         ctx.save_for_backward(x, t)
         ctx.log_target = log_target
         return _emit(loss, x.dtype)

@@ -413,7 +413,7 @@ def below_one(a):
     """Uniform [0, 1) draws rounded to a 16-bit dtype: those that rounded up to 1 become its largest value
     below 1, so that the interval stays half-open (PyTorch's draws never give 1)."""
     top = a.dtype.type(1 - float(ml_dtypes.finfo(a.dtype).epsneg))  # (exact: 1 minus the spacing below 1)
-    return backend.array_module(a).where(a >= 1, top, a)
+    return backend.where(a >= 1, top, a)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, **named):

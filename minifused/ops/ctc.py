@@ -29,7 +29,7 @@ def _shift(xp, a, k):
 
 def _logsumexp3(xp, a, b, c):
     m = xp.maximum(xp.maximum(a, b), c)
-    m = xp.where(m == -np.inf, 0, m)  # all three -inf: the sum is -inf, not NaN
+    m = backend.where(m == -np.inf, 0, m)  # all three -inf: the sum is -inf, not NaN
     return m + xp.log(xp.exp(a - m) + xp.exp(b - m) + xp.exp(c - m))
 
 
@@ -52,12 +52,12 @@ def _alpha(xp, lpe, valid, skip, input_lengths):
     alpha = xp.empty_like(lpe)
     first = xp.full_like(lpe[0], -np.inf)
     first[:, :2] = lpe[0, :, :2]
-    alpha[0] = xp.where(valid, first, -np.inf)
+    alpha[0] = backend.where(valid, first, -np.inf)
     for t in range(1, t_max):
         prev = alpha[t - 1]
-        two_back = xp.where(skip, _shift(xp, prev, 2), -np.inf)
-        new = xp.where(valid, _logsumexp3(xp, prev, _shift(xp, prev, 1), two_back) + lpe[t], -np.inf)
-        alpha[t] = xp.where((t < input_lengths)[:, None], new, prev)
+        two_back = backend.where(skip, _shift(xp, prev, 2), -np.inf)
+        new = backend.where(valid, _logsumexp3(xp, prev, _shift(xp, prev, 1), two_back) + lpe[t], -np.inf)
+        alpha[t] = backend.where((t < input_lengths)[:, None], new, prev)
     return alpha
 
 
@@ -67,10 +67,10 @@ def _log_likelihood(xp, alpha_end, input_lengths, target_lengths):
     last = (2 * target_lengths)[:, None]
     end = xp.take_along_axis(alpha_end, last, axis=1)[:, 0]
     before = xp.take_along_axis(alpha_end, xp.maximum(last - 1, 0), axis=1)[:, 0]
-    before = xp.where(target_lengths > 0, before, -np.inf)
+    before = backend.where(target_lengths > 0, before, -np.inf)
     ll = xp.logaddexp(end, before)
-    empty = xp.where(target_lengths == 0, 0.0, -np.inf).astype(ll.dtype)
-    return xp.where(input_lengths == 0, empty, ll)
+    empty = backend.where(target_lengths == 0, 0.0, -np.inf).astype(ll.dtype)
+    return backend.where(input_lengths == 0, empty, ll)
 
 
 def _beta(xp, lpe, valid, skip, input_lengths, target_lengths):
@@ -84,11 +84,11 @@ def _beta(xp, lpe, valid, skip, input_lengths, target_lengths):
     skip_next[:, :-2] = skip[:, 2:]
     nxt = xp.full_like(lpe[0], -np.inf)
     for t in range(t_max - 1, -1, -1):
-        two_on = xp.where(skip_next, _shift(xp, nxt, -2), -np.inf)
-        step = xp.where(valid, _logsumexp3(xp, nxt, _shift(xp, nxt, -1), two_on) + lpe[t], -np.inf)
-        last = xp.where(ends, lpe[t], -np.inf)
-        nxt = xp.where((t == input_lengths - 1)[:, None], last,
-                       xp.where((t < input_lengths - 1)[:, None], step, -np.inf))
+        two_on = backend.where(skip_next, _shift(xp, nxt, -2), -np.inf)
+        step = backend.where(valid, _logsumexp3(xp, nxt, _shift(xp, nxt, -1), two_on) + lpe[t], -np.inf)
+        last = backend.where(ends, lpe[t], -np.inf)
+        nxt = backend.where((t == input_lengths - 1)[:, None], last,
+                       backend.where((t < input_lengths - 1)[:, None], step, -np.inf))
         beta[t] = nxt
     return beta
 
@@ -109,7 +109,7 @@ class CTCLoss(Function):
             ctx.save_for_backward(log_probs)
             ctx.alpha, ctx.lpe, ctx.layout, ctx.nll = alpha, lpe, (ext, valid, skip), nll
             ctx.lengths, ctx.zero_infinity = (input_lengths, target_lengths), zero_infinity
-        return xp.where(nll == np.inf, 0, nll) if zero_infinity else nll
+        return backend.where(nll == np.inf, 0, nll) if zero_infinity else nll
 
     @staticmethod
     def backward(ctx, g):
@@ -125,12 +125,12 @@ class CTCLoss(Function):
                       (xp.arange(t_max)[:, None, None], xp.arange(n)[None, :, None], ext[None]))
         occupation = accumulate((t_max, n, c), log_probs.dtype, index, gamma)
         # PyTorch divides the occupation by exp(log_probs) in log space: a -inf log-probability's gradient is NaN
-        grad = xp.where(log_probs == -np.inf, np.nan, xp.exp(log_probs) - occupation)
+        grad = backend.where(log_probs == -np.inf, np.nan, xp.exp(log_probs) - occupation)
         # an impossible alignment's gradient is NaN, as PyTorch's (0 with zero_infinity)
         inf = (nll == np.inf)[None, :, None]
-        grad = xp.where(inf, 0.0 if ctx.zero_infinity else np.nan, grad)
+        grad = backend.where(inf, 0.0 if ctx.zero_infinity else np.nan, grad)
         inside = (xp.arange(t_max)[:, None] < input_lengths[None, :])[..., None]
-        grad = xp.where(inside, grad, 0.0) * xp.asarray(g).reshape(1, n, 1)
+        grad = backend.where(inside, grad, 0.0) * xp.asarray(g).reshape(1, n, 1)
         return grad.astype(log_probs.dtype, copy=False)
 
 

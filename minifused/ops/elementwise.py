@@ -128,10 +128,10 @@ class Pow(Function):
         refuses them): 1 for a base of 1, +-1 for -1 (by the exponent's parity), 0 for any other base."""
         xp = backend.array_module(b)
         neg = b < 0
-        out = xp.asarray(a) ** xp.where(neg, 0, b).astype(b.dtype)
+        out = xp.asarray(a) ** backend.where(neg, 0, b).astype(b.dtype)
         ones = xp.asarray(a) * 0 + 1
-        unit = xp.where(a == 1, ones, xp.where(a == -1, xp.where(b % 2 == 0, ones, -ones), ones * 0))
-        return xp.where(neg, unit, out).astype(out.dtype, copy=False)
+        unit = backend.where(a == 1, ones, backend.where(a == -1, backend.where(b % 2 == 0, ones, -ones), ones * 0))
+        return backend.where(neg, unit, out).astype(out.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
@@ -143,10 +143,10 @@ class Pow(Function):
         # a == 0), d/db is 0 where a == 0 and b >= 0; a negative base gives NaN for d/db (log a)
         with np.errstate(divide="ignore", invalid="ignore"):
             if na:
-                ga = unbroadcast(g * xp.where(xp.asarray(b) == 0, 0, b * a ** (b - 1)), a.shape)
+                ga = unbroadcast(g * backend.where(xp.asarray(b) == 0, 0, b * a ** (b - 1)), a.shape)
             if nb:
                 a_ = xp.asarray(a)
-                gb = unbroadcast(g * xp.where((a_ == 0) & (xp.asarray(b) >= 0), 0, out * xp.log(a_)), b.shape)
+                gb = unbroadcast(g * backend.where((a_ == 0) & (xp.asarray(b) >= 0), 0, out * xp.log(a_)), b.shape)
         return ga, gb
 
 
@@ -353,7 +353,7 @@ def sign_of(xp, x):
     s = xp.sign(x)
     if not backend.is_floating(s.dtype):
         return s
-    return xp.where(s != s, s.dtype.type(0), s)
+    return backend.where(s != s, s.dtype.type(0), s)
 
 
 def _wide(a):
@@ -381,7 +381,7 @@ class Sigmoid(Function):
         xp, xw = _xp(x), _wide(x)
         # exp of a non-positive number only, so no overflow for large |x|
         e = xp.exp(-xp.abs(xw))
-        out = xp.where(xw >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+        out = backend.where(xw >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
         ctx.save_for_backward(out)
         return out
 
@@ -449,11 +449,11 @@ class Clamp(Function):
         d_lo = d_hi = None      # PyTorch's: clamp(min=0).sqrt() has a zero gradient at 0)
         if need_lo:
             below = (x < lo) if hi is None else (x < lo) & (lo < hi)
-            d_lo = unbroadcast(xp.where(below, g, zero), lo.shape).astype(lo.dtype, copy=False)
+            d_lo = unbroadcast(backend.where(below, g, zero), lo.shape).astype(lo.dtype, copy=False)
         if need_hi:
             above = (x > hi) if lo is None else (x > hi) | (hi < lo)
-            d_hi = unbroadcast(xp.where(above, g, zero), hi.shape).astype(hi.dtype, copy=False)
-        return xp.where(keep, g, zero), d_lo, d_hi
+            d_hi = unbroadcast(backend.where(above, g, zero), hi.shape).astype(hi.dtype, copy=False)
+        return backend.where(keep, g, zero), d_lo, d_hi
 
 
 def _float_unary(fn, name):
@@ -549,11 +549,11 @@ class Maximum(Function):
         xp, zero = _xp(g), g.dtype.type(0)
         # PyTorch's: ties split the gradient evenly; the side that lost gets none; where either is NaN (no order)
         # both get the whole gradient
-        share = xp.where(a == b, g / 2, g).astype(g.dtype, copy=False)
+        share = backend.where(a == b, g / 2, g).astype(g.dtype, copy=False)
         a_lost, b_lost = (a < b, a > b) if cls is Maximum else (a > b, a < b)
         na, nb = ctx.needs_input_grad
-        return (unbroadcast(xp.where(a_lost, zero, share), a.shape) if na else None,
-                unbroadcast(xp.where(b_lost, zero, share), b.shape) if nb else None)
+        return (unbroadcast(backend.where(a_lost, zero, share), a.shape) if na else None,
+                unbroadcast(backend.where(b_lost, zero, share), b.shape) if nb else None)
 
 
 class Minimum(Maximum):
@@ -575,7 +575,7 @@ class Where(Function):
     def forward(ctx, cond, a, b):
         ctx.save_for_backward(cond)
         ctx.shapes = (shape_of(a), shape_of(b))
-        return _xp(cond).where(cond, a, b)
+        return backend.where(cond, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -583,8 +583,8 @@ class Where(Function):
         _, na, nb = ctx.needs_input_grad
         zero = g.dtype.type(0)
         return (None,
-                unbroadcast(_xp(g).where(cond, g, zero), ctx.shapes[0]) if na else None,
-                unbroadcast(_xp(g).where(cond, zero, g), ctx.shapes[1]) if nb else None)
+                unbroadcast(backend.where(cond, g, zero), ctx.shapes[0]) if na else None,
+                unbroadcast(backend.where(cond, zero, g), ctx.shapes[1]) if nb else None)
 
 
 def _scalar_where_dtype(a, b):

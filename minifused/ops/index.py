@@ -61,7 +61,7 @@ def _in_bounds(op, index, n, dim, exc, negative=True):
     if index.size == 0:
         return index.astype(np.int64, copy=False)
     bad = (index < (-n if negative else 0)) | (index >= n)
-    fixed = xp.where(index < 0, index + n, index)
+    fixed = backend.where(index < 0, index + n, index)
     if xp is np:
         if bad.any():
             raise exc(f"{op}: index {int(index[bad].ravel()[0])} is out of bounds for dimension {dim} with size {n}")

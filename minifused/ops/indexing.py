@@ -102,7 +102,7 @@ def _check_array(v, dim, n, op):
     if bool(bad.any()):
         raise IndexError(f"{op}: index {int(v[bad].ravel()[0])} is out of bounds for dimension {dim} with size "
                          f"{n} (out of range [{-n}, {n}))")
-    return xp.where(v < 0, v + n, v).astype(np.int64, copy=False)
+    return backend.where(v < 0, v + n, v).astype(np.int64, copy=False)
 
 
 def _list_as_tuple(index):

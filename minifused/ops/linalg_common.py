@@ -78,7 +78,7 @@ def set_diagonal(a, value):
     """Square matrices ``a`` with their diagonals replaced by ``value`` (a scalar or the (..., n) diagonals)."""
     xp = _xp(a)
     value = xp.asarray(value, a.dtype)
-    return xp.where(xp.eye(a.shape[-1], dtype=bool), value[..., None, :] if value.ndim else value, a)
+    return backend.where(xp.eye(a.shape[-1], dtype=bool), value[..., None, :] if value.ndim else value, a)
 
 
 # ---------------------------------------------------------------- calling LAPACK / cuSOLVER, and their failures

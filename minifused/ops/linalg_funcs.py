@@ -40,7 +40,7 @@ def expm(xp, a):
         return backend.copy(a)
     b, ident = _PADE13, xp.eye(a.shape[-1], dtype=a.dtype)
     s = xp.ceil(xp.log2(xp.maximum(xp.abs(a).sum(-2).max(-1) / _THETA13, 1)))
-    s = xp.where(xp.isfinite(s), s, 0).astype(np.int64)  # inf / NaN entries: NaN results, unscaled
+    s = backend.where(xp.isfinite(s), s, 0).astype(np.int64)  # inf / NaN entries: NaN results, unscaled
     a = a / (2.0 ** s).astype(a.dtype)[..., None, None]
     a2 = a @ a
     a4 = a2 @ a2
@@ -49,7 +49,7 @@ def expm(xp, a):
     v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * ident
     r = solve_quiet(xp, v - u, v + u)
     for i in range(int(s.max())):
-        r = xp.where((s > i)[..., None, None], r @ r, r)
+        r = backend.where((s > i)[..., None, None], r @ r, r)
     return r
 
 

@@ -243,11 +243,11 @@ class Pinv(Function):
         elif hermitian:
             w, v = xp.linalg.eigh(a)
             s = xp.abs(w)
-            w_inv = xp.where(_kept(xp, s, s.max(-1), atol, rtol), 1 / w, 0)
+            w_inv = backend.where(_kept(xp, s, s.max(-1), atol, rtol), 1 / w, 0)
             p = (v * w_inv[..., None, :]) @ swap(v)
         else:
             u, s, vh = xp.linalg.svd(a, full_matrices=False)
-            s_inv = xp.where(_kept(xp, s, s[..., 0], atol, rtol), 1 / s, 0)
+            s_inv = backend.where(_kept(xp, s, s[..., 0], atol, rtol), 1 / s, 0)
             p = swap(vh) @ (s_inv[..., :, None] * swap(u))
         ctx.save_for_backward(a, p)
         return p

@@ -88,9 +88,9 @@ class NanToNum(Function):
         # bfloat16 through float32 (exact both ways): CuPy implements few functions for bfloat16
         wide = x.astype(np.float32) if x.dtype == backend.bfloat16 else x
         t = wide.dtype.type
-        y = xp.where(xp.isnan(wide), t(nan), wide)
-        y = xp.where(xp.isposinf(wide), t(posinf), y)
-        return xp.where(xp.isneginf(wide), t(neginf), y).astype(x.dtype, copy=False)
+        y = backend.where(xp.isnan(wide), t(nan), wide)
+        y = backend.where(xp.isposinf(wide), t(posinf), y)
+        return backend.where(xp.isneginf(wide), t(neginf), y).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):

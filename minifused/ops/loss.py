@@ -37,7 +37,7 @@ def _nan_where_no_weight(a, denom, rows=True):
     gradient NaN, where the one quotient of the summed terms would be +-inf. On the device, without a sync."""
     xp = backend.array_module(a)
     empty = (denom == 0).reshape(()) & rows
-    return xp.where(empty, xp.asarray(np.nan, np.float32), a).astype(a.dtype, copy=False)
+    return backend.where(empty, xp.asarray(np.nan, np.float32), a).astype(a.dtype, copy=False)
 
 
 class CrossEntropy(Function):

@@ -25,7 +25,7 @@ class Fill(Function):
         xp = _xp(x)
         v = _as_dtype(value, x.dtype, xp)
         if out is None:
-            out = xp.where(mask, v, x)
+            out = backend.where(mask, v, x)
         else:
             xp.copyto(out, xp.broadcast_to(v, out.shape), where=xp.broadcast_to(mask, out.shape))
         ctx.meta = (x.shape, mask)
@@ -36,8 +36,8 @@ class Fill(Function):
         shape, mask = ctx.meta
         xp = _xp(g)
         zero = g.dtype.type(0)
-        gx = unbroadcast(xp.where(mask, zero, g), shape) if ctx.needs_input_grad[0] else None
-        gv = xp.where(mask, g, zero).sum().astype(g.dtype) if ctx.needs_input_grad[1] else None
+        gx = unbroadcast(backend.where(mask, zero, g), shape) if ctx.needs_input_grad[0] else None
+        gv = backend.where(mask, g, zero).sum().astype(g.dtype) if ctx.needs_input_grad[1] else None
         return gx, gv, None
 
 
@@ -102,7 +102,7 @@ class MaskedScatter(Function):
     def backward(ctx, g):
         shape, full, count, src_shape = ctx.meta
         xp = _xp(g)
-        gx = unbroadcast(xp.where(full, g.dtype.type(0), g), shape) if ctx.needs_input_grad[0] else None
+        gx = unbroadcast(backend.where(full, g.dtype.type(0), g), shape) if ctx.needs_input_grad[0] else None
         gsrc = None
         if ctx.needs_input_grad[1]:
             gsrc = xp.zeros(int(np.prod(src_shape, dtype=np.int64)), g.dtype)

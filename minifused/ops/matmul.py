@@ -20,7 +20,11 @@ def _swap(a):
 
 
 def _mm(a, b):
-    """``a @ b`` in the operands' dtype (NumPy multiplies bfloat16 into float32)."""
+    """``a @ b`` in the operands' dtype (NumPy multiplies bfloat16 into float32). CuPy has no batched bfloat16
+    GEMM: there the operands are widened to float32 (exactly) and the product rounded once, as PyTorch's
+    float32-accumulating bfloat16 GEMM rounds it."""
+    if a.dtype == backend.bfloat16 and (a.ndim > 2 or b.ndim > 2) and backend.is_cuda_array(a):
+        return backend.array_module(a).matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
     out = backend.array_module(a).matmul(a, b)
     return out if out.dtype == a.dtype else out.astype(a.dtype)
 

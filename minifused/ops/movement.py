@@ -172,11 +172,11 @@ class Masked(Function):
     @staticmethod
     def forward(ctx, x, mask, out=None):
         ctx.mask = mask
-        return _xp(x).where(mask, x, x.dtype.type(0))
+        return backend.where(mask, x, x.dtype.type(0))
 
     @staticmethod
     def backward(ctx, g):
-        return _xp(g).where(ctx.mask, g, g.dtype.type(0)), None
+        return backend.where(ctx.mask, g, g.dtype.type(0)), None
 
 
 def _triangle(op, x, diagonal):

@@ -72,7 +72,7 @@ class LogCumSumExp(Function):
         lowest = np.finfo(y.dtype).min  # PyTorch's stand-in for log(0): finite
 
         def part(mask):
-            log_g = xp.where(mask, xp.log(xp.abs(xp.where(mask, wide, 1))), lowest)
+            log_g = backend.where(mask, xp.log(xp.abs(backend.where(mask, wide, 1))), lowest)
             return xp.exp(xp.flip(_log_scan(xp.flip(log_g - y, axis), axis), axis) + x)
         return (part(wide > 0) - part(wide < 0)).astype(g.dtype, copy=False), None
 
@@ -168,10 +168,10 @@ def _shift(xp, a, b, left):
     # PyTorch's: a shift by a negative amount or by the width or more gives 0 (right: the sign, -1 or 0)
     bits = 8 * a.dtype.itemsize
     ok = (b >= 0) & (b < bits)
-    amount = xp.where(ok, b, 0).astype(a.dtype, copy=False)
+    amount = backend.where(ok, b, 0).astype(a.dtype, copy=False)
     if left:
-        return xp.where(ok, xp.left_shift(a, amount), 0)
-    return xp.where(ok, xp.right_shift(a, amount), xp.where(a < 0, -1, 0))
+        return backend.where(ok, xp.left_shift(a, amount), 0)
+    return backend.where(ok, xp.right_shift(a, amount), backend.where(a < 0, -1, 0))
 
 
 gcd = _integer_op("gcd", lambda xp, a, b: xp.gcd(a, b), scalars=False)
@@ -224,11 +224,11 @@ def _nextafter(xp, a, b):
         return xp.nextafter(a, b)
     wa, wb = a.astype(np.float32), b.astype(np.float32)
     bits = a.view(np.uint16).astype(np.int32)
-    step = xp.where(wb > wa, 1, -1) * xp.where(wa < 0, -1, 1)
-    out = xp.where(wa == 0, xp.where(wb > 0, 1, 0x8001), bits + step)  # from +-0: the smallest subnormal
+    step = backend.where(wb > wa, 1, -1) * backend.where(wa < 0, -1, 1)
+    out = backend.where(wa == 0, backend.where(wb > 0, 1, 0x8001), bits + step)  # from +-0: the smallest subnormal
     out = out.astype(np.uint16).view(a.dtype)
-    out = xp.where((wa == wb) | xp.isnan(wb), b, out)
-    return xp.where(xp.isnan(wa), a, out)
+    out = backend.where((wa == wb) | xp.isnan(wb), b, out)
+    return backend.where(xp.isnan(wa), a, out)
 
 
 class NextAfter(Function):

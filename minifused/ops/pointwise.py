@@ -307,7 +307,7 @@ class Atan2(Function):
         with np.errstate(divide="ignore"):
             recip = 1 / (a * a + b * b)
         # PyTorch's: a zero gradient where 1 / (a**2 + b**2) is infinite (at the origin, where the angle is undefined)
-        recip = xp.where(xp.isinf(recip), recip.dtype.type(0), recip)
+        recip = backend.where(xp.isinf(recip), recip.dtype.type(0), recip)
         return (unbroadcast((g * b * recip).astype(g.dtype, copy=False), a.shape) if na else None,
                 unbroadcast((-g * a * recip).astype(g.dtype, copy=False), b.shape) if nb else None)
 

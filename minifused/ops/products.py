@@ -340,7 +340,7 @@ def _pnorm_grad(xp, diff, d, p):
         else:
             h = diff * xp.abs(diff) ** (p - 2) / d ** (p - 1)
     masked = (d == 0) | (diff == 0) if p < 1 else d == 0
-    return xp.where(masked, 0, h)
+    return backend.where(masked, 0, h)
 
 
 class Cdist(Function):
@@ -374,7 +374,7 @@ class Cdist(Function):
             return xp.zeros_like(x1), xp.zeros_like(x2), None, None
         if use_mm:  # sum_j G_ij (a_i - b_j), G = g / d (0 where d = 0)
             with np.errstate(divide="ignore", invalid="ignore"):
-                G = xp.where(d == 0, 0, g / d)  # noqa: N806 - a matrix
+                G = backend.where(d == 0, 0, g / d)  # noqa: N806 - a matrix
             ga = a * G.sum(-1)[..., None] - xp.matmul(G, b)
             gb = b * G.sum(-2)[..., None] - xp.matmul(_swap(G), a)
         else:

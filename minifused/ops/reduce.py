@@ -176,7 +176,7 @@ class ExtremeAlong(Function):
         positions = xp.arange(shape[axis]).reshape([-1 if i == axis else 1 for i in range(len(shape))])
         onehot = positions == xp.expand_dims(indices, axis)
         gk = g if keepdim else xp.expand_dims(g, axis)
-        return xp.where(onehot, gk, g.dtype.type(0)), None, None, None
+        return backend.where(onehot, gk, g.dtype.type(0)), None, None, None
 
 
 class Evenly(Function):
@@ -246,7 +246,7 @@ class Std(Var):
     def backward(ctx, g):
         std = ctx.std
         with np.errstate(divide="ignore", invalid="ignore"):
-            g_var = backend.array_module(g).where(std == 0, g.dtype.type(0), g / (2 * std))
+            g_var = backend.where(std == 0, g.dtype.type(0), g / (2 * std))
         return Var.backward(ctx, g_var.astype(g.dtype, copy=False))
 
 
@@ -368,15 +368,15 @@ def _median_index(a, axis):
     if not backend.is_floating(a.dtype):
         return at
     nan = xp.isnan(a)
-    return xp.where(nan.any(axis=axis), nan.argmax(axis=axis), at)
+    return backend.where(nan.any(axis=axis), nan.argmax(axis=axis), at)
 
 
 def _stable_argsort(a, axis):
     """Ties in their order (CuPy's sort is always stable and takes no other ``kind``)."""
+    if a.dtype == backend.bfloat16:  # (exact) NumPy's sort of it misplaces NaN, CuPy's has no bfloat16
+        a = a.astype(np.float32)
     if not isinstance(a, np.ndarray):
         return a.argsort(axis=axis)
-    if a.dtype == backend.bfloat16:  # NumPy's sort of ml_dtypes' bfloat16 misplaces NaN
-        a = a.astype(np.float32)
     return np.argsort(a, axis=axis, kind="stable")
 
 
@@ -471,6 +471,8 @@ def _prod_of_others(x, axes):
     axes = tuple(range(x.ndim)) if axes is None else axes
     if not axes or x.size == 0:  # (no element: nothing to multiply, and no -1 to reshape with)
         return xp.ones_like(x)
+    if x.dtype in (backend.float16, backend.bfloat16):  # products in float32, rounded once (CuPy has no bf16 scan)
+        return _prod_of_others(x.astype(np.float32), axes).astype(x.dtype)
     dest = tuple(range(x.ndim - len(axes), x.ndim))
     moved = xp.moveaxis(x, axes, dest)
     flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
@@ -504,7 +506,7 @@ class LogSumExp(Function):
         if x.size:
             # shift by the finite maximum: no overflow, and rows of -inf stay -inf instead of NaN
             m = x.max(axis=axes, keepdims=True)
-            m = xp.where(xp.isfinite(m), m, x.dtype.type(0))
+            m = backend.where(xp.isfinite(m), m, x.dtype.type(0))
         else:
             m = xp.zeros(x.sum(axis=axes, keepdims=True).shape, x.dtype)
         with np.errstate(divide="ignore"):
@@ -562,14 +564,15 @@ class VectorNorm(Function):
         with np.errstate(divide="ignore", invalid="ignore"):
             if order in (math.inf, -math.inf):
                 hit = xp.abs(x) == norm  # (none where the norm is NaN: a zero gradient, as PyTorch's)
-                grad = xp.where(hit, xp.sign(x) * ge / hit.sum(axis=axes, keepdims=True), zero)
+                grad = backend.where(hit, xp.sign(x) * ge / hit.sum(axis=axes, keepdims=True), zero)
             elif order == 1:
                 grad = xp.sign(x) * ge
             elif order == 2:
-                grad = xp.where(norm == 0, zero, x / norm) * ge
+                grad = backend.where(norm == 0, zero, x / norm) * ge
             else:
-                scaled = xp.sign(x) * (xp.abs(x) / norm) ** (order - 1)
-                grad = xp.where((norm == 0) | (x == 0), zero, scaled) * ge
+                wide = np.float32 if x.dtype.itemsize < 4 else x.dtype  # a 16-bit |x| / norm can be subnormal
+                scaled = (xp.sign(x) * (xp.abs(x.astype(wide)) / norm.astype(wide)) ** (order - 1)).astype(x.dtype)
+                grad = backend.where((norm == 0) | (x == 0), zero, scaled) * ge
         return grad.astype(g.dtype, copy=False)
 
 

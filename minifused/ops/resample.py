@@ -269,7 +269,7 @@ def _bin_sums(x, axis, taps, mask):
     out, k = taps.shape
     win = xp.take(x, taps.reshape(-1), axis=axis).reshape(x.shape[:axis] + (out, k) + x.shape[axis + 1:])
     keep = mask.reshape(mask.shape + (1,) * (x.ndim - axis - 1))
-    return xp.where(keep, win, x.dtype.type(0)).sum(axis=axis + 1)
+    return backend.where(keep, win, x.dtype.type(0)).sum(axis=axis + 1)
 
 
 def _bin_sums_adjoint(g, axis, taps, mask, size):
@@ -278,7 +278,7 @@ def _bin_sums_adjoint(g, axis, taps, mask, size):
     xp = _xp(g)
     out, k = taps.shape
     keep = mask.reshape(mask.shape + (1,) * (g.ndim - axis - 1))
-    spread = xp.where(keep, xp.expand_dims(g, axis + 1), g.dtype.type(0))
+    spread = backend.where(keep, xp.expand_dims(g, axis + 1), g.dtype.type(0))
     return _scatter_axis(spread.reshape(g.shape[:axis] + (out * k,) + g.shape[axis + 1:]), taps.reshape(-1),
                          axis, size)
 
@@ -344,7 +344,7 @@ def adaptive_max_pool2d_forward(x, out_hw):
     arg = win.argmax(axis=-1)
     if kh * kw > 1:  # (a padding tap repeats its bin's last position, so the last NaN names a real one)
         nan = win != win
-        arg = xp.where(nan.any(axis=-1), kh * kw - 1 - nan[..., ::-1].argmax(axis=-1), arg)
+        arg = backend.where(nan.any(axis=-1), kh * kw - 1 - nan[..., ::-1].argmax(axis=-1), arg)
     y = xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
     r = rows[xp.arange(oh)[:, None], arg // kw]
     q = cols[xp.arange(ow)[None, :], arg % kw]

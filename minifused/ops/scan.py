@@ -10,6 +10,7 @@ from .. import backend
 from ..autograd import Function
 from ..backend import InputTypeError
 from ..tensor import Tensor
+from .indexing import accumulate
 from .reduce import _alias, _int64_if_integral, dim_index
 
 
@@ -71,9 +72,9 @@ class CumProd(Function):
         before = zeros_seen == 0
         first = (x == 0) & (zeros_seen == 1)
         one, zero = x.dtype.type(1), x.dtype.type(0)
-        grad = xp.where(before, _flip_cumsum(g * out, axis) / xp.where(before, x, one), zero)
-        at_zero = _flip_cumsum(g * _running_product(xp.where(first, one, x), axis), axis)
-        grad = xp.where(first, at_zero, grad)
+        grad = backend.where(before, _flip_cumsum(g * out, axis) / backend.where(before, x, one), zero)
+        at_zero = _flip_cumsum(g * _running_product(backend.where(first, one, x), axis), axis)
+        grad = backend.where(first, at_zero, grad)
         return grad.astype(g.dtype, copy=False), None
 
 
@@ -120,8 +121,8 @@ def _running_extreme(x, axis, largest):
         better = prev_v > cur if largest else prev_v < cur
         if nan_aware:
             better |= xp.isnan(prev_v) & ~xp.isnan(cur)
-        values[later] = xp.where(better, prev_v, values[later])
-        indices[later] = xp.where(better, prev_i, indices[later])
+        values[later] = backend.where(better, prev_v, values[later])
+        indices[later] = backend.where(better, prev_i, indices[later])
         step *= 2
     return values, indices
 
@@ -144,9 +145,8 @@ class CumExtreme(Function):
         if g.size == 0:  # (no element: no -1 to reshape with)
             return xp.zeros(shape, g.dtype), None, None
         rows_index = xp.moveaxis(indices, axis, -1).reshape(-1, n)
-        grad = xp.zeros(rows_index.shape, g.dtype)
         rows = xp.arange(rows_index.shape[0]).reshape(-1, 1)
-        xp.add.at(grad, (rows, rows_index), xp.moveaxis(g, axis, -1).reshape(-1, n))
+        grad = accumulate(rows_index.shape, g.dtype, (rows, rows_index), xp.moveaxis(g, axis, -1).reshape(-1, n))
         moved_shape = tuple(s for d, s in enumerate(shape) if d != axis) + (n,)
         return xp.moveaxis(grad.reshape(moved_shape), -1, axis), None, None
 

@@ -102,7 +102,7 @@ class ScatterReduce(Function):
             raise NotImplementedError("scatter_reduce: the gradient of reduce='prod' is not implemented")
         if reduce in ("sum", "mean"):
             share = g if count is None else g / count.astype(g.dtype)
-            own = share if include_self else xp.where(hit, 0, share).astype(g.dtype)
+            own = share if include_self else backend.where(hit, 0, share).astype(g.dtype)
             picked = share[grid]
         else:  # amax / amin: shared evenly among the values equal to the result
             # (input's own value counts among them even where include_self left it out, as in PyTorch, which then
@@ -112,8 +112,8 @@ class ScatterReduce(Function):
             ties = own_is.astype(g.dtype) + accumulate(g.shape, g.dtype, grid, src_is.astype(g.dtype)).astype(
                 g.dtype, copy=False)
             share = g / xp.maximum(ties, 1)
-            own = xp.where(own_is if include_self else own_is & ~hit, share, 0).astype(g.dtype)
-            picked = xp.where(src_is, share[grid], 0).astype(g.dtype)
+            own = backend.where(own_is if include_self else own_is & ~hit, share, 0).astype(g.dtype)
+            picked = backend.where(src_is, share[grid], 0).astype(g.dtype)
         gsrc = None
         if ctx.needs_input_grad[1]:
             gsrc = xp.zeros(src_shape, g.dtype)

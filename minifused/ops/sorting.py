@@ -34,7 +34,7 @@ def _order(a, axis, descending):
     descending); NaN counts as the largest value, as in PyTorch."""
     xp = backend.array_module(a)
     kind = {"kind": "stable"} if xp is np else {}  # CuPy's sort is always stable
-    if a.dtype == backend.bfloat16 and xp is np:  # NumPy's sort of ml_dtypes' bfloat16 misplaces NaN
+    if a.dtype == backend.bfloat16:  # (exact) NumPy's sort of it misplaces NaN, CuPy's has no bfloat16
         a = a.astype(np.float32)
     if not descending:
         return xp.argsort(a, axis=axis, **kind)
@@ -416,8 +416,8 @@ def _binary_search(seq, values, right):
         at = xp.take_along_axis(rows, xp.minimum(mid, n - 1), axis=1)
         step_right = ~(at > vals) if right else ~(at >= vals)
         open_ = lo < hi
-        lo = xp.where(open_ & step_right, mid + 1, lo)
-        hi = xp.where(open_ & ~step_right, mid, hi)
+        lo = backend.where(open_ & step_right, mid + 1, lo)
+        hi = backend.where(open_ & ~step_right, mid, hi)
     return lo.reshape(values.shape)
 
 

@@ -54,7 +54,7 @@ def _erfc(xp, x):
 def _sinc_grad(xp, g, x):
     with np.errstate(divide="ignore", invalid="ignore"):
         d = (xp.cos(math.pi * x) - xp.sinc(x)) / x
-    return g * xp.where(x == 0, 0, d)  # 0 at x == 0, as PyTorch (sinc is flat there)
+    return g * backend.where(x == 0, 0, d)  # 0 at x == 0, as PyTorch (sinc is flat there)
 
 
 # ---------------------------------------------------------------- unary Functions (pointwise's _Unary protocol)
@@ -91,7 +91,7 @@ class Logit(_Unary):
         def grad(xp, g, x):
             lo, hi = (0.0, 1.0) if eps is None else (eps, 1 - eps)
             with np.errstate(divide="ignore", invalid="ignore"):
-                return xp.where((x < lo) | (x > hi), math.nan if eps is None else 0.0, g / (x * (1 - x)))
+                return backend.where((x < lo) | (x > hi), math.nan if eps is None else 0.0, g / (x * (1 - x)))
         return (_f32(grad)(_xp(g), g, x).astype(g.dtype, copy=False), None)
 
 
@@ -155,12 +155,12 @@ class Xlogy(_Binary):
     @staticmethod
     def f(xp, a, b):
         # 0 where a == 0 (even where b == 0), unless b is NaN
-        return xp.where((a == 0) & ~xp.isnan(b), 0, a * xp.log(b))
+        return backend.where((a == 0) & ~xp.isnan(b), 0, a * xp.log(b))
 
     @staticmethod
     def grad(xp, g, a, b, y):
         # PyTorch's: xlogy(g, b) for a, but 0 where a == 0 and b <= 0 (log b is -inf or NaN there)
-        return xp.where((a == 0) & (b <= 0), 0, Xlogy.f(xp, g, b)), g * a / b
+        return backend.where((a == 0) & (b <= 0), 0, Xlogy.f(xp, g, b)), g * a / b
 
 
 class LogAddExp(_Binary):
@@ -187,7 +187,7 @@ class Copysign(_Binary):
 
     @staticmethod
     def grad(xp, g, a, b, y):  # PyTorch's: y / a (0 where a == 0) for a; zero for b
-        return g * xp.where(a == 0, 0, y / a), xp.zeros_like(g * b)
+        return g * backend.where(a == 0, 0, y / a), xp.zeros_like(g * b)
 
 
 class Fmax(_Binary):
@@ -201,7 +201,7 @@ class Fmax(_Binary):
         # to other (no split, unlike maximum's)
         to_a = ((a >= b) if cls is Fmax else (a <= b)) | xp.isnan(b)
         zero = g.dtype.type(0)
-        return xp.where(to_a, g, zero), xp.where(to_a, zero, g)
+        return backend.where(to_a, g, zero), backend.where(to_a, zero, g)
 
 
 class Fmin(Fmax):
@@ -280,7 +280,7 @@ def heaviside(input, values):  # noqa: A002 - PyTorch's names
 
     def step(xp, x, v):
         wide = [u.astype(np.float32) if u.dtype in _HALF else u for u in (x, v)]
-        return xp.asarray(xp.where(wide[0] == 0, wide[1], wide[0] > 0)).astype(x.dtype)
+        return xp.asarray(backend.where(wide[0] == 0, wide[1], wide[0] > 0)).astype(x.dtype)
     return _values(step, a, b)
 
 

@@ -51,9 +51,9 @@ I0 = _unary("I0", _values(kernels.i0), _f32(lambda xp, g, x: g * kernels.i1(x)),
 I0e = _unary("I0e", _values(kernels.i0e), _f32(lambda xp, g, x, y: g * (kernels.i1e(x) - xp.sign(x) * y)), ("x", "y"))
 # at 0 the limits, 1/2, as PyTorch's
 I1 = _unary("I1", _values(kernels.i1),
-            _f32(lambda xp, g, x, y: g * xp.where(x == 0, 0.5, kernels.i0(x) - y / x)), ("x", "y"))
+            _f32(lambda xp, g, x, y: g * backend.where(x == 0, 0.5, kernels.i0(x) - y / x)), ("x", "y"))
 I1e = _unary("I1e", _values(kernels.i1e),
-             _f32(lambda xp, g, x, y: g * xp.where(x == 0, 0.5, kernels.i0e(x) - y * (xp.sign(x) + 1 / x))),
+             _f32(lambda xp, g, x, y: g * backend.where(x == 0, 0.5, kernels.i0e(x) - y * (xp.sign(x) + 1 / x))),
              ("x", "y"))
 Erfcx = _unary("Erfcx", _values(kernels.erfcx), _f32(lambda xp, g, x, y: g * (2 * x * y - 2 / _SQRT_PI)), ("x", "y"))
 # PyTorch's form: exp(-x**2/2) / (sqrt(2 pi) ndtr(x)) with ndtr as exp(log_ndtr), finite far into the left tail

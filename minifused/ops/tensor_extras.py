@@ -205,7 +205,7 @@ class Angle(Function):
     @staticmethod
     def forward(ctx, x, dtype):
         xp = _xp(x)
-        return xp.where(x < 0, np.pi, xp.where(x != x, x, 0)).astype(dtype)
+        return backend.where(x < 0, np.pi, backend.where(x != x, x, 0)).astype(dtype)
 
     @staticmethod
     def backward(ctx, g):

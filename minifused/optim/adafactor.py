@@ -163,4 +163,4 @@ def _lerp(start, end, weight):
     (chosen on the device)."""
     xp = backend.array_module(start)
     diff = end - start
-    return xp.where(xp.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
+    return backend.where(xp.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
