@@ -221,9 +221,9 @@ def where(condition, a, b):
     if not is_cuda_array(condition) and np.ndim(condition) == 0:  # a bool (CuPy's where calls its astype)
         condition = cupy.full((), bool(condition))
     if bfloat16 in (getattr(a, "dtype", None), getattr(b, "dtype", None)):
-        a, b = (_bf16_bits(v) for v in (a, b))
-        if a is not None and b is not None:
-            return cupy.where(condition, a, b).view(bfloat16)
+        bits_a, bits_b = _bf16_bits(a), _bf16_bits(b)
+        if bits_a is not None and bits_b is not None:
+            return cupy.where(condition, bits_a, bits_b).view(bfloat16)
     return cupy.where(condition, a, b)
 
 

@@ -168,6 +168,17 @@ def _tf(name, **fixed):
     return lambda T, *a, **kw: getattr(T.nn.functional, name)(*a, **kw, **fixed)
 
 
+def _torch_linear_cross_entropy(T, x, w, target, linear_bias=None, **kw):
+    """PyTorch's linear_cross_entropy; where it has none (before 2.13: the GPU machine's 2.11), the composition its
+    documentation defines it as, cross_entropy of linear's logits."""
+    F_ = T.nn.functional
+    if hasattr(F_, "linear_cross_entropy"):
+        return F_.linear_cross_entropy(x, w, target, linear_bias=linear_bias, **kw)
+    rows = w.reshape(-1, w.shape[-1])
+    logits = F_.linear(x, rows, None if linear_bias is None else linear_bias.reshape(-1))
+    return F_.cross_entropy(logits.reshape(x.shape[:-1] + w.shape[:-1]), target, **kw)
+
+
 def _torch_lp_pool(dims):
     """PyTorch's lp_pool{1,2}d; a norm_type of +-inf as PyTorch 2.14 defines it (the max of |x| over the window, or
     the min), which PyTorch 2.11 (the GPU machine's) computes as (sum |x|^inf)^(1/inf) = 1."""
@@ -1044,7 +1055,7 @@ OPS = [
     OpInfo("linear_cross_entropy", F.linear_cross_entropy,
            lambda x, w, target, **kw: cross_entropy_ref(linear_ref(x, w.reshape(-1, w.shape[-1])).reshape(
                x.shape[:-1] + w.shape[:-1]), target, **kw),
-           spelled="F.linear_cross_entropy", gpu_tol=1e-4, torch=_tf("linear_cross_entropy"), samples=(
+           spelled="F.linear_cross_entropy", gpu_tol=1e-4, torch=_torch_linear_cross_entropy, samples=(
                S("linear_cross_entropy", (6, 3), (5, 3), index((6,), 5)),
                S("linear_cross_entropy_bias_sum", (6, 3), (5, 3), index((6,), 5), (5,), const(pos((5,))),
                  fn=lambda x, w, t, b, cw: F.linear_cross_entropy(x, w, t, linear_bias=b, weight=cw, reduction="sum"),

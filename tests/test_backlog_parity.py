@@ -244,3 +244,25 @@ def test_fractional_norm_gradient_of_float16_keeps_tiny_ratios():
     norm = (np.abs(x64) ** 0.5).sum() ** 2
     expected = np.sign(x64) * (np.abs(x64) / norm) ** -0.5
     np.testing.assert_allclose(x.grad.numpy().astype(np.float64), expected, rtol=2e-3)
+
+
+def test_a_gradient_reaches_its_input_in_the_inputs_dtype():
+    """A backward that returns a wider gradient (a custom one, or an array op that widens) hands its input the
+    gradient in that input's dtype, as PyTorch's engine casts it: the hook of the float32 intermediate sees
+    float32."""
+    class Widen(mf.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return (g * 2).double()
+
+    seen = []
+    x = mf.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 3
+    h.register_hook(lambda g: seen.append(g.dtype))
+    Widen.apply(h).sum().backward()
+    assert seen == [mf.float32] and x.grad.dtype == mf.float32
+    np.testing.assert_array_equal(x.grad.numpy(), [6.0, 6.0])

@@ -129,6 +129,11 @@ def _run_node(ctx, pending, leaves, consumers):
     for t, g in zip(ctx.inputs, in_grads):
         if t is None or g is None:
             continue
+        # a gradient in its input's dtype, as PyTorch's engine casts it (an array op can widen one: CuPy computes
+        # bfloat16 with a Python number in float32)
+        dtype = t.dtype if t._ctx is None else t._ctx.out_meta[t._out_index][1]
+        if getattr(g, "dtype", dtype) != dtype:
+            g = g.astype(dtype)
         if t._ctx is None:
             leaves.add(t, g)
         else:
