@@ -266,3 +266,12 @@ def test_a_gradient_reaches_its_input_in_the_inputs_dtype():
     Widen.apply(h).sum().backward()
     assert seen == [mf.float32] and x.grad.dtype == mf.float32
     np.testing.assert_array_equal(x.grad.numpy(), [6.0, 6.0])
+
+
+@pytest.mark.parametrize("other", ["ab", b"ab", None])
+def test_functional_arithmetic_refuses_strings_and_none(other):
+    """``add(t, 'ab')`` built a tensor of strings; PyTorch raises a TypeError naming the argument."""
+    t = mf.tensor([1.0, 2.0])
+    for call in (lambda: mf.add(t, other), lambda: t.add(other), lambda: mf.mul(t, other)):
+        with pytest.raises(TypeError, match="expected a tensor or a number"):
+            call()

@@ -223,7 +223,7 @@ def as_tensor_like(value, like: Tensor):
 
 def _refuse_containers(op, a, b):
     for v in (a, b):
-        if isinstance(v, (list, tuple)):
+        if isinstance(v, (list, tuple, str, bytes, type(None))):
             raise InputTypeError(f"{op}(): expected a tensor or a number operand, got {type(v).__name__} (make it a "
                                  f"tensor first: minifused.tensor(...))")
 
