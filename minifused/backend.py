@@ -210,6 +210,14 @@ def array_module(array):
     return cupy if is_cuda_array(array) else np
 
 
+def astype(array, dtype):
+    """``array.astype(dtype)``, float64 into float16 through float32 as PyTorch converts it (its half type is
+    made from a float: a double rounds twice, so 8.941406670208732 is 8.9375, not NumPy's 8.9453125)."""
+    if dtype == np.float16 and array.dtype == np.float64:
+        array = array.astype(np.float32)
+    return array.astype(dtype)
+
+
 def where(condition, a, b):
     """``xp.where(condition, a, b)`` on NumPy or CuPy arrays (``a`` or ``b`` may be a scalar). CuPy's where has no
     bfloat16 loop and would widen the result to float32: there, bfloat16 operands are selected as their 16-bit

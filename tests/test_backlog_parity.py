@@ -275,3 +275,20 @@ def test_functional_arithmetic_refuses_strings_and_none(other):
     for call in (lambda: mf.add(t, other), lambda: t.add(other), lambda: mf.mul(t, other)):
         with pytest.raises(TypeError, match="expected a tensor or a number"):
             call()
+
+
+def test_float64_to_float16_rounds_through_float32():
+    """PyTorch's half is made from a float: a double rounds to float32, then to float16 (a tie there goes to even).
+    8.941406670208732 is 8.94140625 in float32, halfway between float16's 8.9375 and 8.9453125: 8.9375, where
+    a direct rounding gives 8.9453125; 1 + 2**-11 + 2**-30 likewise gives 1.0."""
+    values = [8.941406670208732, 1 + 2.0 ** -11 + 2.0 ** -30, 1 + 2.0 ** -8 + 2.0 ** -30, 1e300]
+    expected = [8.9375, 1.0, 1.00390625, np.inf]
+    x = mf.tensor(values, dtype=mf.float64, requires_grad=True)
+    for got in (x.half(), x.to(mf.float16), mf.tensor(values, dtype=mf.float16),
+                mf.tensor(np.array(values), dtype=mf.float16)):
+        assert got.dtype == mf.float16
+        np.testing.assert_array_equal(got.double().detach().numpy(), expected)
+    g = mf.tensor(values, dtype=mf.float64)
+    h = mf.tensor([1.0] * 4, dtype=mf.float16, requires_grad=True)
+    (h.double() * g).sum().backward()  # the float64 gradient reaches the float16 input the same way
+    np.testing.assert_array_equal(h.grad.double().numpy(), expected)

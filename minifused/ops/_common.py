@@ -19,11 +19,11 @@ class Cast(Function):
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.in_dtype = x.dtype
-        return x.astype(dtype)
+        return backend.astype(x, dtype)
 
     @staticmethod
     def backward(ctx, g):
-        return g.astype(ctx.in_dtype)
+        return backend.astype(g, ctx.in_dtype)
 
 
 def cast(x: Tensor, dtype) -> Tensor:

@@ -25,7 +25,8 @@ __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros
 def _place(array, dtype, device, requires_grad):
     dev = backend.device(device)
     if dtype is not None:
-        array = array.astype(backend.as_dtype(dtype), copy=False)
+        dtype = backend.as_dtype(dtype)
+        array = array if array.dtype == dtype else backend.astype(array, dtype)
     t = Tensor._from_array(backend.to_device(array, dev), False)
     if requires_grad is not False and requires_grad is not None:  # (None: the default, as PyTorch's factories take
         t.requires_grad = requires_grad                              # it; the setter refuses anything but a bool)
@@ -130,9 +131,9 @@ def _from_python(data, dtype, floats):
     try:
         if dtype == backend.float64 or dtype.kind in "bc" or dtype in _WIDE_UNSIGNED:
             return np.asarray(data, dtype=dtype)
-        if backend.is_floating(dtype):  # (bfloat16 from float64: NumPy would round through float32 first)
+        if backend.is_floating(dtype):  # float64, then as a cast makes it (float16 through float32, as PyTorch's)
             with np.errstate(over="ignore"):
-                return np.asarray(data, dtype=dtype if dtype.kind == "f" else np.float64).astype(dtype, copy=False)
+                return backend.astype(np.asarray(data, dtype=np.float64), dtype)
         if dtype == backend.int64 and not floats:
             return np.asarray(data, dtype=np.int64)
         info = np.iinfo(dtype)
