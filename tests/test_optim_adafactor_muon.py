@@ -86,6 +86,16 @@ def _adafactor_reference(kw, w0, grads, lrs, eps1_of=np.float64):
     return [[run[t] for run in runs] for t in range(len(grads))]
 
 
+def _resume(opt, params, grads, expected):
+    """Steps of a reloaded optimizer over the remaining gradients: it ends where the uninterrupted run did."""
+    for g in grads:
+        for p, gi in zip(params, g):
+            p.grad = mf.tensor(gi.astype(np.float32))
+        opt.step()
+    for p, w in zip(params, expected):
+        np.testing.assert_array_equal(p.numpy(), w.astype(np.float32))
+
+
 @pytest.mark.parametrize("lrs", [None, LRS], ids=["fixed_lr", "lr_schedule"])
 @pytest.mark.parametrize("kw", ADAFACTOR, ids=[str(i) for i in range(len(ADAFACTOR))])
 def test_adafactor_float64_steps_follow_pytorchs_formulas(kw, lrs):
@@ -171,12 +181,7 @@ def test_adafactor_state_dict_round_trip_and_pytorchs_layout(tmp_path):
         opt2 = optim.Adafactor(params, **kw)
         opt2.load_state_dict(state_dict)
         assert "foreach" not in opt2.param_groups[0]
-        for g in grads[3:]:
-            for p, gi in zip(params, g):
-                p.grad = mf.tensor(gi.astype(np.float32))
-            opt2.step()
-        for p, w in zip(params, full[-1]):
-            np.testing.assert_array_equal(p.numpy(), w.astype(np.float32))
+        _resume(opt2, params, grads[3:], full[-1])
 
 
 def test_adafactor_load_state_dict_checks_factor_shapes():
@@ -307,12 +312,7 @@ def test_muon_state_and_param_groups_are_pytorchs(tmp_path):
     params = [nn.Parameter(mf.tensor(w.astype(np.float32))) for w in first[-1]]
     opt2 = optim.Muon(params, **kw)
     opt2.load_state_dict(mf.load(tmp_path / "o"))
-    for g in grads[3:]:
-        for p, gi in zip(params, g):
-            p.grad = mf.tensor(gi.astype(np.float32))
-        opt2.step()
-    for p, w in zip(params, full[-1]):
-        np.testing.assert_array_equal(p.numpy(), w.astype(np.float32))
+    _resume(opt2, params, grads[3:], full[-1])
 
 
 @pytest.mark.parametrize("shape", [(4,), (), (2, 3, 4)])
