@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
+import numbers
 import os
 import threading
 
@@ -208,6 +210,48 @@ def is_cuda_array(array) -> bool:
 
 def array_module(array):
     return cupy if is_cuda_array(array) else np
+
+
+def scalar_overflows(v, dtype, checked_floats):
+    """Whether the number ``v`` does not fit ``dtype``, by PyTorch's check of a scalar argument: an integer dtype
+    takes floats within its range (not NaN) and ints within its range, an unsigned one also negative ints down to
+    minus its largest value (they wrap); of the floating dtypes only those in ``checked_floats`` are checked (and
+    infinity and NaN always fit); bool takes anything."""
+    if dtype == bool_:
+        return False
+    if is_floating(dtype):
+        return dtype in checked_floats and math.isfinite(v) and abs(float(v)) > float(ml_dtypes.finfo(dtype).max)
+    if dtype.kind not in "iu":
+        return False
+    info = np.iinfo(dtype)
+    if isinstance(v, float):
+        return not info.min <= v <= info.max  # (NaN too)
+    return v > info.max or v < (-info.max if dtype.kind == "u" else info.min)
+
+
+def fit_number(op, value, dtype):
+    """The Python number ``value`` as ``op`` writes it into ``dtype``: truncated toward zero for an integer dtype (a
+    negative one wrapped into an unsigned one), True for any nonzero number in bool, as it is otherwise; PyTorch's
+    error where it does not fit (an integer dtype's range or float32's; an int beyond 64 bits)."""
+    if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 64:
+        raise InputError(f"{op}: int too big to convert: {value} (scalars hold at most 64 bits)")
+    if isinstance(value, numbers.Real) and scalar_overflows(value, dtype, (float32,)):
+        raise InputError(f"{op}: value cannot be converted to type {dtype} without overflow (got {value!r})")
+    if dtype == bool_:
+        return bool(value)
+    if dtype.kind in "iu" and isinstance(value, numbers.Real):
+        return int(value) % 2 ** (8 * dtype.itemsize) if value < 0 and dtype.kind == "u" else int(value)
+    return value
+
+
+def integer_fill(op, value, dtype):
+    """A number that ``op`` (setitem, fill_, masked_fill, index_fill) writes into a tensor of integer or bool
+    ``dtype`` (:func:`fit_number`): the number it writes, or PyTorch's error where it does not fit (NaN, infinity,
+    beyond the dtype's range; NumPy would raise its own error or wrap it). A tensor, or any value for a floating
+    dtype, is returned as it is."""
+    if is_floating(dtype) or not isinstance(value, (numbers.Number, np.generic)):
+        return value
+    return fit_number(op, value.item() if isinstance(value, np.generic) else value, dtype)
 
 
 def astype(array, dtype):

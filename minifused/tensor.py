@@ -493,8 +493,7 @@ class Tensor:
             raise InputTypeError(f"fill_(): argument 'value' must be a number or a 0-d tensor, not "
                                  f"{type(value).__name__}")
         else:
-            from .ops.creation import integer_fill  # (the ops sit above this layer, loaded before any tensor fills)
-            value = integer_fill("fill_", value, self._data.dtype)
+            value = backend.integer_fill("fill_", value, self._data.dtype)
         raw = value._data if isinstance(value, Tensor) else value
         return self._write_("fill_", lambda a: a.__setitem__(Ellipsis, raw), value, overlap_ok=True)
 

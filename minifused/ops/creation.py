@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import collections.abc
 import functools
-import math
 import numbers
 
 import ml_dtypes
@@ -330,23 +329,6 @@ def empty(*size, dtype=None, device=None, requires_grad=False, **named):
     return _finish(_filled(None, _options("empty", size, named), dtype, device, requires_grad), named)
 
 
-def _scalar_overflows(v, dtype, checked_floats):
-    """Whether the number ``v`` does not fit ``dtype``, by PyTorch's check of a scalar argument: an integer dtype
-    takes floats within its range (not NaN) and ints within its range, an unsigned one also negative ints down to
-    minus its largest value (they wrap); of the floating dtypes only those in ``checked_floats`` are checked (and
-    infinity and NaN always fit); bool takes anything."""
-    if dtype == backend.bool_:
-        return False
-    if backend.is_floating(dtype):
-        return dtype in checked_floats and math.isfinite(v) and abs(float(v)) > float(ml_dtypes.finfo(dtype).max)
-    if dtype.kind not in "iu":
-        return False
-    info = np.iinfo(dtype)
-    if isinstance(v, float):
-        return not info.min <= v <= info.max  # (NaN too)
-    return v > info.max or v < (-info.max if dtype.kind == "u" else info.min)
-
-
 def _fill_value(op, value, dtype):
     """``value`` (a number, NumPy scalar or 0-d tensor) and ``dtype`` (None: inferred from it, as PyTorch's: the
     default dtype for a float, int64 for an int) for a tensor filled with it: the number as it is written into
@@ -358,25 +340,7 @@ def _fill_value(op, value, dtype):
     if not isinstance(value, numbers.Number):
         raise InputTypeError(f"{op}: fill_value must be a number, got {type(value).__name__}")
     dtype = backend.as_dtype(dtype if dtype is not None else number_dtype(value))
-    if isinstance(value, int) and not -2 ** 63 <= value < 2 ** 64:
-        raise InputError(f"{op}: int too big to convert: {value} (scalars hold at most 64 bits)")
-    if isinstance(value, numbers.Real) and _scalar_overflows(value, dtype, (backend.float32,)):
-        raise InputError(f"{op}: value cannot be converted to type {dtype} without overflow (got {value!r})")
-    if dtype == backend.bool_:
-        return bool(value), dtype
-    if dtype.kind in "iu" and isinstance(value, numbers.Real):
-        return int(value) % 2 ** (8 * dtype.itemsize) if value < 0 and dtype.kind == "u" else int(value), dtype
-    return value, dtype
-
-
-def integer_fill(op, value, dtype):
-    """A number that ``op`` (setitem, fill_, masked_fill, index_fill) writes into a tensor of integer or bool
-    ``dtype``, as :func:`_fill_value` takes it: the number it writes, or PyTorch's error where it does not fit (NaN,
-    infinity, beyond the dtype's range; NumPy would raise its own error or wrap it). A tensor, or any value for a
-    floating dtype, is returned as it is."""
-    if backend.is_floating(dtype) or not isinstance(value, (numbers.Number, np.generic)):
-        return value
-    return _fill_value(op, value, dtype)[0]
+    return backend.fit_number(op, value, dtype), dtype
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False, **named):
@@ -537,7 +501,7 @@ def _check_ends(op, dtype, steps, start, end):
     for v in (start, end)[:min(steps, 2)]:
         v = _host_number(v)
         v = v.item() if isinstance(v, np.generic) else v
-        if isinstance(v, numbers.Real) and _scalar_overflows(v, dtype, backend.FLOAT_DTYPES):
+        if isinstance(v, numbers.Real) and backend.scalar_overflows(v, dtype, backend.FLOAT_DTYPES):
             raise InputError(f"{op}: value cannot be converted to type {dtype} without overflow (got {v!r})")
 
 

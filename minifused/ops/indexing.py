@@ -304,8 +304,7 @@ def _write(x, index, value):
         elif value.dtype != x.dtype:
             value = cast(value, x.dtype)
     elif isinstance(value, (numbers.Number, np.generic)):
-        from .creation import integer_fill  # (creation sits above indexing)
-        value = integer_fill("setitem", value.item() if isinstance(value, np.generic) else value, x.dtype)
+        value = backend.integer_fill("setitem", value.item() if isinstance(value, np.generic) else value, x.dtype)
     else:
         value = backend.to_device(np.asarray(value), x.device).astype(x.dtype, copy=False)
     raw = value._data if isinstance(value, Tensor) else value

@@ -9,7 +9,6 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import broadcast_shape, unbroadcast
-from .creation import integer_fill
 from .index import _as_dtype, _same_device, _tensor, _value, _vector_index, _xp
 from .shape import expand, getitem, reshape
 
@@ -43,8 +42,8 @@ class Fill(Function):
 
 def _written_value(op, x, value):
     """The value ``op`` writes into ``x``: a Python scalar or a 0-d tensor on x's device; a number that does not fit
-    an integer x is refused, as PyTorch's (see ``creation.integer_fill``)."""
-    return _value(op, x, integer_fill(op, value, x.dtype))
+    an integer x is refused, as PyTorch's (see ``backend.integer_fill``)."""
+    return _value(op, x, backend.integer_fill(op, value, x.dtype))
 
 
 def _mask(op, x, mask, inplace=False):

@@ -19,7 +19,7 @@ from ..autograd import Function
 from ..tensor import Tensor
 from ._common import (bfloat16_rounded, binary_operands, cast, check_integer_divisor, promote_operands,
                       unbroadcast)
-from .creation import integer_fill, is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
+from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
 from .elementwise import _in_tensor_dtype, clone, mul, sign_of, where
 from .logic import written_into
 from ..backend import InputTypeError
@@ -533,7 +533,7 @@ def _addc(name, input, tensor1, tensor2, value, divide):  # noqa: A002 - PyTorch
     if dtype == backend.bool_:
         raise NotImplementedError(f"{name}: not implemented for bool tensors (cast them with .long() or .float())")
     wide = _opmath(dtype) if backend.is_floating(dtype) else dtype
-    value = integer_fill(name, value, dtype)  # (truncated into an integer dtype, refused where it does not fit)
+    value = backend.integer_fill(name, value, dtype)  # (truncated into an integer dtype, refused where it does not fit)
     base, t1, t2 = cast(input, wide), cast(tensor1, wide), cast(tensor2, wide)
     scaled = t1 if type(value) in (int, float) and value == 1 else t1 * value
     if divide:
