@@ -95,8 +95,8 @@ def test_unique():
     assert mf.unique(t).tolist() == [1, 2, 3]
     values, inverse, counts = t.unique(return_inverse=True, return_counts=True)
     assert values.tolist() == [1, 2, 3] and inverse.tolist() == [[2, 0], [2, 1]] and counts.tolist() == [1, 1, 2]
-    with pytest.raises(NotImplementedError, match="dim="):
-        mf.unique(t, dim=0)
+    rows, inverse = mf.unique(mf.tensor([[1, 2], [0, 5], [1, 2]]), dim=0, return_inverse=True)
+    assert rows.tolist() == [[0, 5], [1, 2]] and inverse.tolist() == [1, 0, 1]
 
 
 def test_multinomial_frequencies_and_errors():

@@ -1,7 +1,8 @@
 """``scatter_reduce``: ``src``'s entries reduced into a copy of ``input`` at ``index`` along ``dim`` ('sum',
 'prod', 'mean', 'amax', 'amin'), with or without ``input``'s own values (``include_self``), as PyTorch's. The
 gradients are PyTorch's: 'sum' and 'mean' pass it back (divided by each position's count for 'mean'), 'amax' and
-'amin' share it evenly among the values equal to the result; 'prod' has none here (a clear error)."""
+'amin' share it evenly among the values equal to the result, 'prod' gives each value the product of the others at its
+position (found without dividing by a zero)."""
 from __future__ import annotations
 
 import numpy as np
@@ -68,7 +69,7 @@ class ScatterReduce(Function):
     def forward(ctx, x, src, index, axis, reduce, include_self, out=None):
         xp = _xp(x)
         grad = any(ctx.needs_input_grad[:2])
-        before = backend.copy(x) if grad and reduce in ("amax", "amin") else None
+        before = backend.copy(x) if grad and reduce in ("amax", "amin", "prod") else None
         out = backend.copy(x) if out is None else out
         grid = _grid(index, axis)
         part = src[tuple(slice(0, n) for n in index.shape)]
@@ -99,8 +100,8 @@ class ScatterReduce(Function):
         grid = _grid(index, axis)
         slices = tuple(slice(0, n) for n in index.shape)
         if reduce == "prod":
-            raise NotImplementedError("scatter_reduce: the gradient of reduce='prod' is not implemented")
-        if reduce in ("sum", "mean"):
+            own, picked = _prod_grads(g, before, part, result, grid, hit, include_self)
+        elif reduce in ("sum", "mean"):
             share = g if count is None else g / count.astype(g.dtype)
             own = share if include_self else backend.where(hit, 0, share).astype(g.dtype)
             picked = share[grid]
@@ -121,15 +122,42 @@ class ScatterReduce(Function):
         return own if ctx.needs_input_grad[0] else None, gsrc, None, None, None, None
 
 
+def _prod_into(base, grid, part, hit, include_self):
+    """A copy of ``base`` with ``part`` multiplied in at ``grid`` (``base``'s own values left out where
+    ``include_self`` is False): the forward product, over other operands."""
+    out = backend.copy(base)
+    if not include_self:
+        out[hit] = 1
+    _reduce_at(out, grid, part, "prod")
+    return out
+
+
+def _prod_grads(g, x, part, result, grid, hit, include_self):
+    """(input's, src's reached entries') gradients of a 'prod' scatter, as PyTorch's: each value gets the product
+    of the others at its position. Dividing the result by the value would divide by zero where it is 0, so input's
+    zeros count as 1 in a second product (which is then that of the others), and so does a zero of src that is the
+    only one of src at its position; where src has two or more zeros at a position, each one's gradient is 0."""
+    one = g.dtype.type(1)
+    self_zero = x == 0
+    masked_self = backend.where(self_zero, one, x).astype(g.dtype, copy=False)
+    own = g * _prod_into(masked_self, grid, part, hit, include_self) / masked_self
+    if not include_self:
+        own = backend.where(hit, g.dtype.type(0), own).astype(g.dtype, copy=False)
+    src_zero = part == 0
+    zeros_there = accumulate(g.shape, np.int32, grid, src_zero.astype(np.int32))[grid]
+    single = src_zero & (zeros_there == 1)
+    others = _prod_into(x, grid, backend.where(single, one, part).astype(g.dtype, copy=False), hit, include_self)
+    divided = (g * result)[grid] / backend.where(src_zero, one, part).astype(g.dtype, copy=False)
+    picked = backend.where(single, (g * others)[grid], divided).astype(g.dtype, copy=False)
+    return own.astype(g.dtype, copy=False), picked
+
+
 def _args(op, input, dim, index, src, reduce):
     if not isinstance(src, Tensor):
         raise InputTypeError(f"{op}: src must be a Tensor, got {type(src).__name__}")
     if reduce not in _REDUCTIONS:
         raise InputError(f"{op}: reduce argument must be either sum, prod, mean, amax or amin, got {reduce!r}")
-    axis, idx, src = _scatter_args(op, input, dim, index, src, None, None)
-    if reduce == "prod" and (input.requires_grad or src.requires_grad):
-        raise NotImplementedError(f"{op}: the gradient of reduce='prod' is not implemented")
-    return axis, idx, src
+    return _scatter_args(op, input, dim, index, src, None, None)
 
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noqa: A002 - PyTorch's names

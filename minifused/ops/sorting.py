@@ -281,10 +281,12 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
     """The distinct values of ``input`` (flattened), ascending, as ``torch.unique``; with ``return_inverse``
     each element's index among them (``input``'s shape), with ``return_counts`` how often each occurs. Every NaN
-    is distinct (NaN != NaN), after the numbers, as PyTorch's. Not differentiable, as in PyTorch."""
+    is distinct (NaN != NaN), after the numbers, as PyTorch's. Not differentiable, as in PyTorch. With ``dim``: the
+    distinct slices along ``dim``, in lexicographic order of the flattened slices (always sorted, as PyTorch's);
+    ``return_inverse`` gives each slice's index among them (one per slice), ``return_counts`` how often each occurs."""
     _check("unique", input)
     if dim is not None:
-        raise NotImplementedError("unique: dim= (unique slices) is not supported; unique over all elements only")
+        return _unique_dim(input, dim, return_inverse, return_counts)
     xp = input._xp
     flat = input._data.reshape(-1)
     order = _order(flat, 0, False)  # (stable, NaN last)
@@ -298,6 +300,62 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
         out.append(Tensor._from_array(inverse.reshape(input.shape)))
     if return_counts:
         ends = xp.concatenate([xp.flatnonzero(first), xp.full((1,), flat.size, np.int64)])
+        out.append(Tensor._from_array(xp.diff(ends).astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _dense_rank(cols):
+    """Each column's dense ranks (int64; equal values share one, in ascending order, NaN last and each NaN a rank of
+    its own, as NaN != NaN), with the stable order that sorts each column and where a new rank starts there."""
+    xp = backend.array_module(cols)
+    order = _order(cols, 0, False)
+    ranked = xp.take_along_axis(cols, order, 0)
+    first = xp.ones(cols.shape, bool)
+    first[1:] = ranked[1:] != ranked[:-1]
+    rank = xp.empty(cols.shape, np.int64)
+    rank[order, xp.arange(cols.shape[1])] = xp.cumsum(first, axis=0, dtype=np.int64) - 1
+    return rank, order, first
+
+
+def _unique_dim(input, dim, return_inverse, return_counts):
+    """:func:`unique` of the slices along ``dim``. The slices are flattened to rows; each column is ranked, then
+    neighbouring columns' ranks are paired into one key (``left * rows + right``, order-preserving) and ranked again,
+    halving the columns until one rank per row remains: the rows' lexicographic rank, with no per-column sort loop.
+    A NaN ranks after the numbers and apart from every other value, so a slice holding one is never merged, as in
+    PyTorch, whose order of such slices follows from a comparison that is no order (NaN neither below nor above) and
+    so from its sort algorithm (CPU and CUDA differ): here NaN sorts last, as in ``sort`` and ``unique`` without
+    ``dim``."""
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+        raise InputTypeError(f"unique(): argument 'dim' must be int, not {type(dim).__name__}")
+    if input.ndim == 0:
+        raise IndexError(f"unique: dimension specified as {dim} but tensor has no dimensions")
+    axis = _axis("unique", input, dim)
+    if np.dtype(input.dtype).kind == "c":
+        raise NotImplementedError(f"unique: dim= is not implemented for complex tensors, got {input.dtype}")
+    xp, a = input._xp, input._data
+    n = a.shape[axis]
+    if a.size == 0:
+        if n != 0 or a.shape.count(0) > 1:
+            raise RuntimeError("unique: " + ("there are 0 sized dimensions, and they aren't selected, so unique cannot "
+                                             "be applied" if n else "number of zero sized dimensions is more than one, "
+                                             "so unique cannot be applied"))
+        out = [Tensor._from_array(xp.empty(a.shape, a.dtype))]
+        out += [Tensor._from_array(xp.zeros((0,), np.int64)) for _ in range(return_inverse + return_counts)]
+        return out[0] if len(out) == 1 else tuple(out)
+    rows = xp.moveaxis(a, axis, 0).reshape(n, -1)
+    if rows.dtype in (bool, backend.bfloat16):  # (exact) ranked as 0 and 1, and on float32 keys as sort() does
+        rows = rows.astype(np.uint8 if rows.dtype == bool else np.float32)
+    rank, order, first = _dense_rank(rows)
+    while rank.shape[1] > 1:
+        if rank.shape[1] % 2:  # (an odd column out pairs with a constant one)
+            rank = xp.concatenate([rank, xp.zeros((n, 1), np.int64)], axis=1)
+        rank, order, first = _dense_rank(rank[:, 0::2] * n + rank[:, 1::2])
+    order, first = order[:, 0], first[:, 0]
+    out = [Tensor._from_array(xp.take(a, order[first], axis=axis))]  # (each first in input's order: the stable sort)
+    if return_inverse:
+        out.append(Tensor._from_array(rank[:, 0]))
+    if return_counts:
+        ends = xp.concatenate([xp.flatnonzero(first), xp.full((1,), n, np.int64)])
         out.append(Tensor._from_array(xp.diff(ends).astype(np.int64)))
     return out[0] if len(out) == 1 else tuple(out)
 
