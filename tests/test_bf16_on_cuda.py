@@ -116,3 +116,17 @@ def test_grid_sample_in_16_bits_rounds_once(dtype):
     ref = F.grid_sample(x.float(), g.float(), align_corners=False).to(low)
     assert got.dtype == low
     np.testing.assert_array_equal(got.float().cpu().numpy(), ref.float().cpu().numpy())
+
+
+def test_gradients_keep_their_inputs_dtype_through_a_softmax():
+    """A backward that widens a bfloat16 gradient (an array op with a Python number) hands it on in bfloat16: the
+    fused softmax backward downstream reads it as such (it used to read float32 bytes: values of 1e34)."""
+    a, b = data(4, 9, grad=True), data(4, 9, seed=1, grad=True)
+
+    def run(device):
+        x, y = a(device), b(device)
+        out = F.softmax(mf.lerp(x, y, 0.25) * 3, -1).log().mean(0)
+        out.float().sum().backward()
+        return out, x.grad, y.grad
+
+    run_both(run)
