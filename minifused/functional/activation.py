@@ -166,11 +166,35 @@ def softplus(input, beta=1.0, threshold=20.0):
     return _run("softplus", _A.Softplus, input, False, beta=beta, threshold=threshold)
 
 
+def _integer_input(op, input):
+    """Whether ``input`` is an integer tensor, which the clamping activations take as PyTorch's do (bool is
+    refused, as there)."""
+    if not isinstance(input, _Tensor) or _backend.is_floating(input.dtype):
+        return False
+    if input.dtype == _np.bool_:
+        raise InputTypeError(f"{op}: Bool inputs not supported for {op}")
+    return _np.dtype(input.dtype).kind in "iu"
+
+
+def _int_bound(op, dtype, value):
+    """A number for an integer input: truncated toward zero, as PyTorch casts it; one outside the dtype's range
+    is an error, as there."""
+    info = _np.iinfo(dtype)
+    if not _math.isfinite(value) or not info.min <= _math.trunc(value) <= info.max:
+        raise InputError(f"{op}: value {value} cannot be converted to type {_np.dtype(dtype).name} without "
+                         f"overflow")
+    return int(_math.trunc(value))
+
+
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    """``input`` clamped to ``[min_val, max_val]``; the gradient passes strictly inside."""
+    """``input`` clamped to ``[min_val, max_val]``; the gradient passes strictly inside. An integer input is
+    clamped to the bounds truncated toward zero, in its dtype, as PyTorch's."""
     lo, hi = _number("hardtanh", "min_val", min_val), _number("hardtanh", "max_val", max_val)
     if lo > hi:
         raise InputError(f"hardtanh: min_val cannot be greater than max_val, got min_val={lo}, max_val={hi}")
+    if _integer_input("hardtanh", input):
+        lo, hi = _int_bound("hardtanh", input.dtype, lo), _int_bound("hardtanh", input.dtype, hi)
+        return input.clamp_(lo, hi) if inplace else input.clamp(lo, hi)
     return _run("hardtanh", _A.Hardtanh, input, inplace, lo=lo, hi=hi)
 
 
@@ -179,7 +203,9 @@ def hardtanh_(input, min_val=-1.0, max_val=1.0):
 
 
 def relu6(input, inplace=False):
-    """``min(max(x, 0), 6)``."""
+    """``min(max(x, 0), 6)`` (of an integer input too, in its dtype)."""
+    if _integer_input("hardtanh", input):
+        return hardtanh(input, 0.0, 6.0, inplace)
     return _run("relu6", _A.Hardtanh, input, inplace, lo=0.0, hi=6.0)
 
 
@@ -234,10 +260,15 @@ def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
 
 
 def threshold(input, threshold, value, inplace=False):
-    """``input`` where it is greater than ``threshold``, else ``value``."""
+    """``input`` where it is greater than ``threshold``, else ``value``. For an integer input both numbers are
+    truncated toward zero first, in its dtype, as PyTorch casts them."""
     op = "threshold"
-    return _run(op, _A.Threshold, input, inplace, threshold=_number(op, "threshold", threshold),
-                value=_number(op, "value", value))
+    th, value = _number(op, "threshold", threshold), _number(op, "value", value)
+    if _integer_input(op, input):
+        below = input <= _int_bound(op, input.dtype, th)
+        value = _int_bound(op, input.dtype, value)
+        return input.masked_fill_(below, value) if inplace else input.masked_fill(below, value)
+    return _run(op, _A.Threshold, input, inplace, threshold=th, value=value)
 
 
 def threshold_(input, threshold, value):

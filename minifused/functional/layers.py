@@ -178,7 +178,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 # ---------------------------------------------------------------- adaptive pooling
 def _adaptive_args(op, input, output_size, dims, empty_channels=False):
     """(input as 4-D, output (oh, ow), how to restore the result's dimensions). ``empty_channels``: no channel
-    is fine (average pooling's rule in PyTorch; max pooling's needs one)."""
+    is fine (average pooling's rule in PyTorch; max pooling's needs one unless they are the first dimension, that
+    of an unbatched input)."""
     _check_tensor(op, input)
     nd = input.ndim
     if nd not in (dims + 1, dims + 2):
@@ -186,7 +187,7 @@ def _adaptive_args(op, input, output_size, dims, empty_channels=False):
         raise InputError(f"{op}: expected a {dims + 1}-D or {dims + 2}-D input {what}, got shape "
                          f"{tuple(input.shape)}")
     shape = tuple(input.shape)
-    if any(n == 0 for n in shape[nd - dims - (0 if empty_channels else 1):]):
+    if any(n == 0 for n in shape[nd - dims if empty_channels else 1:]):
         raise InputError(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape {shape}")
     if not backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
@@ -330,10 +331,10 @@ def _channel_dropout(op, input, p, training, inplace, lead=2):
     _check_tensor(op, input)
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
         raise InputError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
+    if not training or p == 0.0:  # the input itself, of any dtype, as PyTorch's
+        return input
     if not backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
-    if not training or p == 0.0:
-        return input
     return R.feature_dropout(input, float(p), bool(inplace), lead)
 
 
@@ -379,10 +380,10 @@ def _alpha(op, input, p, training, inplace, lead):
     _check_tensor(op, input)
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
         raise InputError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
+    if not training or p == 0.0 or input.numel() == 0:  # the input itself, of any dtype, as PyTorch's
+        return input
     if not backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
-    if not training or p == 0.0 or input.numel() == 0:
-        return input
     if lead is not None and input.ndim < 2:
         raise InputError(f"{op}: expected an input with a channel dimension (N, C, ...), got shape "
                          f"{tuple(input.shape)}")

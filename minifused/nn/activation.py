@@ -5,6 +5,8 @@ The layers with an in-place form (``inplace=True``) also give it to ``Sequential
 ``forward_inplace`` (see ``nn/basic.py``)."""
 from __future__ import annotations
 
+import warnings
+
 from .. import backend
 from .. import functional as F
 from ..functional._checks import _legacy_reduction
@@ -143,8 +145,14 @@ class SELU(_Activation):
 class Hardtanh(_Activation):
     _fn = staticmethod(F.hardtanh)
 
-    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False, min_value=None, max_value=None):
         super().__init__(inplace)
+        for old, new, v in (("min_value", "min_val", min_value), ("max_value", "max_val", max_value)):
+            if v is not None:  # (PyTorch's deprecated spellings, still taken there)
+                warnings.warn(f"keyword argument `{old}` is deprecated and renamed to `{new}`", FutureWarning,
+                              stacklevel=2)
+        min_val = min_val if min_value is None else min_value
+        max_val = max_val if max_value is None else max_value
         if min_val > max_val:
             raise InputError(f"Hardtanh: min_val cannot be greater than max_val, got min_val={min_val}, "
                              f"max_val={max_val}")

@@ -13,9 +13,40 @@ from ..functional.batchnorm import _conv2d_batch_norm
 from ..ops.shape import channels_last
 from ..tensor import Tensor
 from .module import Module, Parameter
+from .norm import _BatchNorm
 from ..backend import InputError, InputTypeError
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")  # Conv2d's, as PyTorch's
+
+
+def conv_attributes(module, transposed):
+    """Set PyTorch's ``_ConvNd`` attributes that code built on its layers reads: ``transposed``, ``padding_mode``
+    ('zeros' for a transposed convolution), ``output_padding`` (zeros for a convolution) and
+    ``_reversed_padding_repeated_twice``, F.pad's padding of the input (last dimension first) for a padding mode
+    other than zeros, which the layer's forward uses, as PyTorch's ('same': the odd one after; a list for a
+    string padding, a tuple otherwise, as there)."""
+    dims = len(module.kernel_size)
+    module.transposed = transposed
+    if transposed:
+        module.padding_mode = "zeros"
+    else:
+        module.output_padding = (0,) * dims
+    if isinstance(module.padding, str):
+        rev = [0, 0] * dims
+        if module.padding == "same":
+            for i, (d, k) in enumerate(zip(module.dilation, module.kernel_size)):
+                total = d * (k - 1)
+                j = 2 * (dims - 1 - i)
+                rev[j], rev[j + 1] = total // 2, total - total // 2
+    else:
+        rev = tuple(p for p in reversed(module.padding) for _ in range(2))
+    module._reversed_padding_repeated_twice = rev
+
+
+def overrides_conv_forward(module, base):
+    """Whether ``module``'s class replaces ``base``'s ``_conv_forward`` (PyTorch's hook for a layer that transforms
+    its weight first): then its forward must go through it."""
+    return type(module)._conv_forward is not base._conv_forward
 
 
 class Conv2d(Module):
@@ -66,6 +97,7 @@ class Conv2d(Module):
         with backend.on_device(dev):
             self.weight = Parameter(xp.empty(shape, dtype=dtype))
             self.bias = Parameter(xp.empty((self.out_channels,), dtype=dtype)) if bias else None
+        conv_attributes(self, transposed=False)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -81,15 +113,27 @@ class Conv2d(Module):
         return self.forward_with_activation(input, self.activation)
 
     def forward_with_activation(self, x, activation):
-        """The layer with ``activation`` in its epilogue (``Sequential`` fuses a following ReLU)."""
-        x, padding = self._input_and_padding(x)
-        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups, activation)
+        """The layer with ``activation`` in its epilogue (``Sequential`` fuses a following ReLU). A subclass's own
+        ``_conv_forward`` runs as it is, the activation after it."""
+        if overrides_conv_forward(self, Conv2d):
+            y = self._conv_forward(x, self.weight, self.bias)
+            return y if activation is None else F.relu(y)
+        return self._conv_forward(x, self.weight, self.bias, activation)
+
+    def _conv_forward(self, input, weight, bias, activation=None):
+        """The convolution of ``input`` with ``weight`` and ``bias`` (PyTorch's: what a subclass that transforms
+        its weight calls, and may override), ``padding_mode`` applied; ``activation`` in the epilogue."""
+        x, padding = self._input_and_padding(input)
+        return F.conv2d(x, weight, bias, self.stride, padding, self.dilation, self.groups, activation)
 
     def forward_with_norm(self, x, norm, activation):
         """``norm.forward_with_activation(self(x), activation)`` for a BatchNorm2d ``norm``, recorded as one op
         (``Sequential`` fuses Conv2d, BatchNorm2d and a ReLU so): the same checks and kernels, so the same numbers
-        and errors; the two calls themselves for an unbatched input or under autocast."""
-        if not isinstance(x, Tensor) or x.ndim != 4 or backend.autocast_dtypes():
+        and errors; the two calls themselves for an unbatched input, under autocast, for a subclass with its
+        own ``_conv_forward`` or a norm with its own ``_check_input_dim``."""
+        if (not isinstance(x, Tensor) or x.ndim != 4 or backend.autocast_dtypes()
+                or overrides_conv_forward(self, Conv2d)
+                or type(norm)._check_input_dim is not _BatchNorm._check_input_dim):
             return norm.forward_with_activation(self.forward(x), activation)
         x, padding = self._input_and_padding(x)
         return _conv2d_batch_norm(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups,
@@ -106,12 +150,7 @@ class Conv2d(Module):
 
     def _explicit_padding(self):
         """F.pad's (left, right, top, bottom) of this layer's padding (for 'same': the odd pixel after)."""
-        if self.padding == "same":
-            total = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
-            (th, tw) = total
-            return (tw // 2, tw - tw // 2, th // 2, th - th // 2)
-        ph, pw = self.padding
-        return (pw, pw, ph, ph)
+        return tuple(self._reversed_padding_repeated_twice)
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}")
@@ -164,6 +203,7 @@ class Conv1d(Module):
             self.weight = Parameter(xp.empty((self.out_channels, self.in_channels // self.groups,
                                               self.kernel_size[0]), dtype=dtype))
             self.bias = Parameter(xp.empty((self.out_channels,), dtype=dtype)) if bias else None
+        conv_attributes(self, transposed=False)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -174,12 +214,15 @@ class Conv1d(Module):
                 self.bias.uniform_(-bound, bound)
 
     def forward(self, input):
+        return self._conv_forward(input, self.weight, self.bias)
+
+    def _conv_forward(self, input, weight, bias):
+        """The convolution of ``input`` with ``weight`` and ``bias`` (PyTorch's: what a subclass that transforms
+        its weight calls, and may override), ``padding_mode`` applied."""
         padding = self.padding if isinstance(self.padding, str) else self.padding[0]
         if self.padding_mode != "zeros" and padding != "valid":
-            total = self.dilation[0] * (self.kernel_size[0] - 1)
-            pad = (total // 2, total - total // 2) if padding == "same" else (padding, padding)
-            input, padding = F.pad(input, pad, mode=self.padding_mode), 0
-        return F.conv1d(input, self.weight, self.bias, self.stride[0], padding, self.dilation[0], self.groups)
+            input, padding = F.pad(input, tuple(self._reversed_padding_repeated_twice), mode=self.padding_mode), 0
+        return F.conv1d(input, weight, bias, self.stride[0], padding, self.dilation[0], self.groups)
 
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
@@ -223,6 +266,7 @@ class ConvTranspose2d(Module):
         with backend.on_device(dev):
             self.weight = Parameter(xp.empty(shape, dtype=dtype))
             self.bias = Parameter(xp.empty((self.out_channels,), dtype=dtype)) if bias else None
+        conv_attributes(self, transposed=True)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -310,6 +354,7 @@ class ConvTranspose1d(Module):
             self.weight = Parameter(xp.empty((self.in_channels, self.out_channels // self.groups,
                                               self.kernel_size[0]), dtype=dtype))
             self.bias = Parameter(xp.empty((self.out_channels,), dtype=dtype)) if bias else None
+        conv_attributes(self, transposed=True)
         self.reset_parameters()
 
     def reset_parameters(self):

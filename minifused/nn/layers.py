@@ -25,6 +25,7 @@ class Upsample(Module):
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
                  recompute_scale_factor=None):
         super().__init__()
+        self.name = type(self).__name__  # (PyTorch's attribute)
         self.size, self.mode, self.align_corners = size, mode, align_corners
         self.scale_factor = (tuple(float(s) for s in scale_factor) if isinstance(scale_factor, (tuple, list))
                              else float(scale_factor) if scale_factor is not None else None)
@@ -196,7 +197,12 @@ class Embedding(Module):
     def reset_parameters(self):
         with no_grad():
             self.weight.normal_(0.0, 1.0)
-            if self.padding_idx is not None:
+        self._fill_padding_idx_with_zero()
+
+    def _fill_padding_idx_with_zero(self):
+        """The ``padding_idx`` row zeroed in place (PyTorch's helper, which subclasses' initialisations call)."""
+        if self.padding_idx is not None:
+            with no_grad():
                 self.weight._data[self.padding_idx] = 0
                 self.weight._bump("Embedding.reset_parameters")
 
@@ -343,6 +349,8 @@ class Unflatten(Module):
         if sizes.count(-1) > 1 or (-1 not in sizes and known != n) or (-1 in sizes and (known == 0 or n % known)):
             raise InputError(f"Unflatten: sizes {sizes} don't multiply up to the size of dimension {d} ({n}) of "
                              f"the input of shape {tuple(input.shape)}")
+        # the -1 resolved from dimension d alone (a reshape could not infer it where another dimension is 0)
+        sizes = tuple(n // known if s == -1 else s for s in sizes)
         return input.reshape(tuple(input.shape[:d]) + sizes + tuple(input.shape[d + 1:]))
 
     def extra_repr(self):

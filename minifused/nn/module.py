@@ -146,6 +146,11 @@ class Module(StateDicts):
         else:
             self.__dict__.get("_non_persistent", set()).discard(name)
 
+    _non_persistent_buffers_set = property(
+        lambda self: self.__dict__.setdefault("_non_persistent", set()),
+        lambda self, names: self.__dict__.__setitem__("_non_persistent", set(names)),
+        doc="The names of the buffers the state dict leaves out, as PyTorch's (the set itself: edits take effect).")
+
     def register_module(self, name, module):
         if module is not None and not isinstance(module, Module):
             raise InputTypeError(f"{type(self).__name__}: {name!r} is a {type(module).__name__}, not a Module")

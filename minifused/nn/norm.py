@@ -175,14 +175,30 @@ class _BatchNorm(_NormBase):
     def _check_input(self, input):
         if not isinstance(input, ops.Tensor):
             raise InputTypeError(f"{type(self).__name__}: expected a tensor input, got {type(input).__name__}")
-        self._check_shape(input.shape)
+        self._check_input_dim(input)
+        self._check_channels(input.shape)
+
+    def _check_input_dim(self, input):
+        """The check of the input's number of dimensions, as PyTorch's (a subclass may override it to take other
+        inputs: the forward calls it)."""
+        self._check_ndim(input.shape)
 
     def _check_shape(self, shape):
         """The module's own checks of its input's ``shape`` (a fused op checks the shape it will normalize)."""
-        name = type(self).__name__
+        self._check_ndim(shape)
+        self._check_channels(shape)
+
+    def _check_ndim(self, shape):
         if len(shape) not in self._ndims:
             want = " or ".join(f"{d}-D" for d in self._ndims)
-            raise InputError(f"{name}: expected {want} input, got {len(shape)}-D input of shape {list(shape)}")
+            raise InputError(f"{type(self).__name__}: expected {want} input, got {len(shape)}-D input of shape "
+                             f"{list(shape)}")
+
+    def _check_channels(self, shape):
+        name = type(self).__name__
+        if len(shape) < 2:
+            raise InputError(f"{name}: expected an input with a channel dimension (N, C, ...), got shape "
+                             f"{list(shape)}")
         if shape[1] != self.num_features:
             raise InputError(f"{name}: expected {self.num_features} channels (num_features) in dimension 1, got "
                              f"input of shape {list(shape)}")
@@ -323,13 +339,43 @@ class _InstanceNorm(_NormBase):
                  dtype=None, *, bias=True):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
+    def _get_no_batch_dim(self):
+        """The number of dimensions of an unbatched input (PyTorch's helper)."""
+        return self._spatial + 1
+
+    def _check_input_dim(self, input):
+        """The check of the input's number of dimensions, as PyTorch's (a subclass may override it: the forward
+        calls it)."""
+        spatial = self._spatial
+        if input.ndim not in (spatial + 1, spatial + 2):
+            raise InputError(f"{type(self).__name__}: expected {spatial + 1}-D (unbatched) or {spatial + 2}-D input, "
+                             f"got {input.ndim}-D input of shape {list(input.shape)}")
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """As PyTorch's: running statistics in a state dict without version metadata (saved before InstanceNorm
+        stopped tracking them by default) are an error for a layer that tracks none, whatever ``strict``."""
+        if local_metadata.get("version") is None and not self.track_running_stats:
+            keys = [prefix + n for n in ("running_mean", "running_var") if prefix + n in state_dict]
+            if keys:
+                name = type(self).__name__
+                error_msgs.append(
+                    "Unexpected running stats buffer(s) " + " and ".join(f'"{k}"' for k in keys) + f" for {name} with "
+                    f"track_running_stats=False. If state_dict is a checkpoint saved before 0.4.0, this may be "
+                    f"expected because {name} does not track running stats by default since 0.4.0. Please remove "
+                    f"these keys from state_dict. If the running stats are actually needed, instead set "
+                    f"track_running_stats=True in {name} to enable them. See the documentation of {name} for "
+                    f"details.")
+                for k in keys:
+                    state_dict.pop(k)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
     def forward(self, input):
         name, spatial = type(self).__name__, self._spatial
         if not isinstance(input, ops.Tensor):
             raise InputTypeError(f"{name}: expected a tensor input, got {type(input).__name__}")
-        if input.ndim not in (spatial + 1, spatial + 2):
-            raise InputError(f"{name}: expected {spatial + 1}-D (unbatched) or {spatial + 2}-D input, got "
-                             f"{input.ndim}-D input of shape {list(input.shape)}")
+        self._check_input_dim(input)
         unbatched = input.ndim == spatial + 1
         x = input.unsqueeze(0) if unbatched else input
         if x.shape[1] != self.num_features:

@@ -53,6 +53,8 @@ def module_state_dict(module, destination, prefix, keep_vars):
     """``Module.state_dict``'s walk: pre-hooks, the module's own state, its children's, post-hooks (a hook
     registered through the private ``_register_state_dict_hook`` may return a new dict, as PyTorch's)."""
     local_metadata = {"version": module._version}
+    if hasattr(destination, "_metadata"):  # each module's version under its dotted name, as PyTorch's
+        destination._metadata[prefix[:-1]] = local_metadata
     for hook in state_hooks(module, "save_pre"):
         hook(module, prefix, keep_vars)
     module._save_to_state_dict(destination, prefix, keep_vars)
@@ -323,7 +325,11 @@ class StateDicts:
             keep_vars = args[2] if len(args) > 2 and keep_vars is False else keep_vars
         if not isinstance(prefix, str):
             raise InputTypeError(f"state_dict: prefix must be a string, got {type(prefix).__name__}")
-        return module_state_dict(self, OrderedDict() if destination is None else destination, prefix, keep_vars)
+        if destination is None:
+            destination = OrderedDict()
+            # every module's ``{"version": _version}`` by name, as PyTorch's dicts carry it (a load reads it)
+            destination._metadata = OrderedDict()
+        return module_state_dict(self, destination, prefix, keep_vars)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         """This module's own state (not its children's) into ``destination``; override to save more."""

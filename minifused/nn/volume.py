@@ -10,7 +10,7 @@ from .. import backend
 from .. import functional as F
 from ..autograd import no_grad
 from ..functional.volume import _triple
-from .conv import PADDING_MODES, transposed_output_padding
+from .conv import PADDING_MODES, conv_attributes, transposed_output_padding
 from .layers import CircularPad1d, ConstantPad1d, ReflectionPad1d, ReplicationPad1d, ZeroPad1d
 from .module import Module, Parameter
 from ..backend import InputError, InputTypeError
@@ -34,7 +34,7 @@ class _Conv3dBase(Module):
     = weight.shape[1]·kD·kH·kW), as nn.Conv2d does it."""
 
     def _setup(self, in_channels, out_channels, kernel_size, stride, dilation, groups, bias, device, dtype,
-               weight_shape):
+               weight_shape, transposed):
         name = type(self).__name__
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
                    for v in (in_channels, out_channels, groups)):
@@ -61,6 +61,7 @@ class _Conv3dBase(Module):
         with backend.on_device(dev):
             self.weight = Parameter(xp.empty(weight_shape(self) + self.kernel_size, dtype=dtype))
             self.bias = Parameter(xp.empty((self.out_channels,), dtype=dtype)) if bias else None
+        conv_attributes(self, transposed)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -76,7 +77,7 @@ class _Conv3dBase(Module):
             s += f", padding={self.padding}"
         if self.dilation != (1, 1, 1):
             s += f", dilation={self.dilation}"
-        if getattr(self, "output_padding", (0, 0, 0)) != (0, 0, 0):
+        if self.output_padding != (0, 0, 0):
             s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
@@ -106,23 +107,22 @@ class Conv3d(_Conv3dBase):
         else:
             self.padding = _layer_triple("Conv3d", "padding", padding, 0)
         self._setup(in_channels, out_channels, kernel_size, stride, dilation, groups, bias, device, dtype,
-                    lambda m: (m.out_channels, m.in_channels // m.groups))
+                    lambda m: (m.out_channels, m.in_channels // m.groups), transposed=False)
         if self.padding == "same" and self.stride != (1, 1, 1):
             raise InputError(f"Conv3d: padding='same' is not supported for strided convolutions, got stride "
                              f"{self.stride}")
 
     def forward(self, input):
+        return self._conv_forward(input, self.weight, self.bias)
+
+    def _conv_forward(self, input, weight, bias):
+        """The convolution of ``input`` with ``weight`` and ``bias`` (PyTorch's: what a subclass that transforms
+        its weight calls, and may override), ``padding_mode`` applied (F.pad by
+        ``_reversed_padding_repeated_twice``: (left, right, top, bottom, front, back), 'same' the odd one after)."""
         padding = self.padding
         if self.padding_mode != "zeros" and padding != "valid":
-            input, padding = F.pad(input, self._explicit_padding(), mode=self.padding_mode), 0
-        return F.conv3d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
-
-    def _explicit_padding(self):
-        """F.pad's (left, right, top, bottom, front, back) of this layer's padding ('same': the odd one after)."""
-        if self.padding == "same":
-            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
-            return tuple(v for t in reversed(totals) for v in (t // 2, t - t // 2))
-        return tuple(v for p in reversed(self.padding) for v in (p, p))
+            input, padding = F.pad(input, tuple(self._reversed_padding_repeated_twice), mode=self.padding_mode), 0
+        return F.conv3d(input, weight, bias, self.stride, padding, self.dilation, self.groups)
 
 
 class ConvTranspose3d(_Conv3dBase):
@@ -139,7 +139,7 @@ class ConvTranspose3d(_Conv3dBase):
         self.padding = _layer_triple("ConvTranspose3d", "padding", padding, 0)
         self.output_padding = _layer_triple("ConvTranspose3d", "output_padding", output_padding, 0)
         self._setup(in_channels, out_channels, kernel_size, stride, dilation, groups, bias, device, dtype,
-                    lambda m: (m.in_channels, m.out_channels // m.groups))
+                    lambda m: (m.in_channels, m.out_channels // m.groups), transposed=True)
 
     def forward(self, input, output_size=None):
         output_padding = self.output_padding if output_size is None else self._output_padding(input, output_size)
