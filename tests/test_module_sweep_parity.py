@@ -313,3 +313,21 @@ def test_adaptive_max_pool_of_an_unbatched_input_without_channels():
     assert tuple(nn.AdaptiveMaxPool2d(3)(cpu(np.zeros((0, 4, 10)))).shape) == (0, 3, 3)
     with pytest.raises(InputError, match="non-zero size"):
         F.adaptive_max_pool1d(cpu(np.zeros((2, 0, 10))), 3)
+
+
+def test_soft_margin_loss_broadcasts_only_the_target():
+    """A (3,) target beside a (2, 3) input broadcasts (mean of softplus(-y x)); a (2, 3) target beside a (3,) input
+    is refused, as PyTorch's (it used to give a (2, 3) loss silently)."""
+    x = mf.tensor([[0.5, -1.0, 2.0], [1.0, 0.0, -0.5]], dtype=mf.float64)
+    y = mf.tensor([1.0, -1.0, 1.0], dtype=mf.float64)
+    expected = np.log1p(np.exp(-(y.numpy() * x.numpy()))).mean()
+    np.testing.assert_allclose(mf.nn.functional.soft_margin_loss(x, y).item(), expected, rtol=1e-12)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        mf.nn.functional.soft_margin_loss(x[0], mf.ones(2, 3, dtype=mf.float64))
+
+
+def test_functional_dropout_passes_an_integer_input_when_nothing_is_dropped():
+    x = mf.tensor([1, 2, 3])
+    assert F.dropout(x, 0.5, training=False) is x and F.dropout(x, 0.0) is x
+    with pytest.raises(TypeError, match="floating-point"):
+        F.dropout(x, 0.5, training=True)

@@ -498,6 +498,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if not 0.0 <= p <= 1.0:
         raise InputError(f"dropout: probability has to be between 0 and 1, but got {p}")
     if not _backend.is_floating(input.dtype):
+        if not training or p == 0:  # nothing dropped: the input itself, any dtype (PyTorch's)
+            return input
         raise InputTypeError(f"dropout: expected a floating-point input, got dtype {input.dtype}")
     return _dropout(input, float(p), bool(training), bool(inplace))
 

@@ -58,6 +58,10 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     op = "soft_margin_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _loss_operands(op, input, target, reduction, broadcast="silent")
+    if target.ndim > input.ndim or any(t not in (1, i) for t, i in zip(target.shape[::-1], input.shape[::-1])):
+        # PyTorch's writes into an array of the input's shape: only the target broadcasts
+        raise InputError(f"{op}: output with shape {list(input.shape)} doesn't match the broadcast shape of the "
+                         f"input and the target {list(target.shape)}")
     if target.requires_grad and _is_grad_enabled():
         raise InputError(f"{op}: not differentiable with respect to argument 'target': expected a target that "
                          f"does not require grad (pass target.detach()), got one with requires_grad=True")
