@@ -18,7 +18,7 @@ from .. import backend
 from ..tensor import Tensor
 from .elementwise import clone
 from .index import IndexSelect, _in_bounds, index_select, meshgrid
-from .movement import _ints, flip, movedim, split, swapaxes
+from .movement import _ints, flip, movedim, swapaxes
 from .reduce import dim_index as _dim
 from .shape import cat, contiguous_format, expand, getitem, reshape, setitem, stack, transpose, unsqueeze
 from ..backend import InputError, InputTypeError
@@ -183,7 +183,9 @@ def _boundaries(op, spec, n):
 
 def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None):  # noqa: A002
     """``input`` cut along ``dim`` into ``sections`` near-equal pieces (an int: the first ``size % sections`` one
-    larger), or at ``indices`` (a list, or a 0-d / 1-d int64 tensor), as ``torch.tensor_split``; views."""
+    larger), or at ``indices`` (a list, or a 0-d / 1-d int64 tensor), as ``torch.tensor_split``; views. Each piece
+    is a slice of its own (not one ``split``'s outputs): as in PyTorch, a piece may be written in place, and the
+    write reaches ``input`` and its gradient."""
     op = "tensor_split"
     given = [v for v in (indices_or_sections, sections, indices) if v is not None]
     if len(given) != 1:
@@ -194,8 +196,6 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
     n = input.shape[axis]
     starts = [0] + _boundaries(op, given[0], n)
     ends = starts[1:] + [n]
-    if all(s <= e for s, e in zip(starts, ends)):  # consecutive pieces: one split, whose backward joins them
-        return split(input, [e - s for s, e in zip(starts, ends)], axis)
     return tuple(getitem(input, (slice(None),) * axis + (slice(s, max(s, e)),)) for s, e in zip(starts, ends))
 
 

@@ -663,7 +663,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):  # no
     if replacement:
         cdf = xp.cumsum(w, axis=1)
         cdf /= cdf[:, -1:]
-        out = xp.stack([xp.searchsorted(cdf[i], u[i], side="right") for i in range(w.shape[0])])
+        out = xp.stack([xp.searchsorted(cdf[i], u[i], side="right") for i in range(w.shape[0])]) if len(w) else \
+            xp.zeros((0, num_samples), np.int64)  # (a 2-D input of no rows: no draws, as PyTorch's)
         out = xp.minimum(out, k - 1)
     else:
         with np.errstate(divide="ignore"):

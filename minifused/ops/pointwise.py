@@ -288,6 +288,16 @@ _INPLACE.update({name: _inplace(fn, name + "_", exact=True) for name, fn in (
     ("floor", Floor), ("ceil", Ceil), ("trunc", Trunc), ("round", Round), ("sign", Sign), ("sgn", Sign))})
 
 
+def _square_(x):
+    """``x.square_()``: an integer tensor squared in its dtype (``x.mul_(x)``, as PyTorch's); bool refused."""
+    if x.dtype.kind in "iu":
+        return x.mul_(x)
+    return _inplace(Square, "square_")(x)
+
+
+_INPLACE["square"] = _square_
+
+
 def _round_(x, decimals=0):
     return _INPLACE["round"](x, _round_args("round_", x, decimals))
 

@@ -135,7 +135,7 @@ def reshape(x, *shape):
     if (-1 in shape and (total == 0 or x.numel() % total)) or (-1 not in shape and total != x.numel()):
         raise InputError(f"reshape: shape {shape} is invalid for a tensor of shape {tuple(x.shape)} "
                          f"({x.numel()} elements)")
-    return x if shape == x.shape else Reshape.apply(x, shape)
+    return Reshape.apply(x, shape)  # (a new tensor even for x's own shape, as PyTorch's: ``y is not x``)
 
 
 def view(x, *shape):
@@ -152,7 +152,7 @@ def view(x, *shape):
         if not _xp(a).may_share_memory(r, a):
             raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
                                "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
-    return x if shape == x.shape else Reshape.apply(x, shape)
+    return Reshape.apply(x, shape)  # (a view even of x's own shape: a tensor of its own, not x, as PyTorch's)
 
 
 def flatten(x, start_dim=0, end_dim=-1):

@@ -230,6 +230,8 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
         shape = tuple(input.shape) or (1,)
         out_shape = tuple(1 if i == axis else n for i, n in enumerate(shape)) if keepdim else \
             tuple(n for i, n in enumerate(shape) if i != axis)
+        if input.ndim == 0:  # (a 0-d input's quantile along dim 0 is 0-d, keepdim or not, as PyTorch's)
+            out_shape = ()
         x = reshape(input, shape).movedim(axis, -1)
         x = reshape(x, (-1, x.shape[-1]))
     n = x.shape[-1]

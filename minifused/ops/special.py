@@ -392,12 +392,15 @@ def clip_(self, min=None, max=None):  # noqa: A002 - PyTorch's names
 
 
 def pow_(self, exponent):
-    """``self ** exponent`` written into self, recorded as ``pow``."""
+    """``self ** exponent`` written into self, recorded as ``pow``. An integer tensor refuses a negative number
+    as the exponent, as PyTorch's; an integer tensor of exponents may hold negative ones (``pow``'s integer
+    results: 1 for a base of 1, +-1 for -1, 0 for others)."""
     _check("pow_", self)
-    if not backend.is_floating(self.dtype):  # (checked before the operand check wraps a number into the dtype)
-        negative_ = (exponent < 0) if isinstance(exponent, numbers.Real) else bool((exponent < 0).any())
-        if negative_:
-            raise RuntimeError("pow_: integers to negative integer powers are not allowed")
+    if not backend.is_floating(self.dtype) and isinstance(exponent, numbers.Real) and exponent < 0:
+        # (checked before the operand check wraps a number into the dtype)
+        raise RuntimeError("pow_: integers to negative integer powers are not allowed")
+    if self.dtype == backend.bool_ and isinstance(exponent, Tensor):
+        raise NotImplementedError("pow_: not implemented for bool tensors (cast them with .long() or .float())")
     exponent = _inplace_operand("pow_", self, exponent)
     return _PowInto.apply_("pow_", self, exponent)
 
