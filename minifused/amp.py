@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -53,33 +54,57 @@ class autocast:  # noqa: N801 - PyTorch's name
     """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``, a context manager or a
     decorator: inside it, on tensors of ``device_type`` ('cuda': float16 by default, 'cpu': bfloat16),
 
-    * linear, conv2d, conv_transpose2d, matmul / mm / bmm / addmm cast their floating inputs (weights and
-      bias included) to ``dtype`` and compute in it;
-    * softmax / log_softmax (unless given a dtype), cross_entropy, nll_loss, the other losses, layer_norm and
-      group_norm cast float16 / bfloat16 inputs up to float32 and give float32 (binary_cross_entropy refuses
-      to run, as PyTorch's does: use the logits form);
+    * linear, the convolutions, prelu, scaled_dot_product_attention, matmul / mm / bmm / addmm cast their
+      floating inputs (weights and bias included) to ``dtype`` and compute in it;
+    * cross_entropy, nll_loss and the other losses cast float16 / bfloat16 inputs up to float32 and give
+      float32 (on 'cuda' binary_cross_entropy refuses to run, as PyTorch's does: use the logits form);
+    * PyTorch's cpu and cuda lists differ, and each device follows its own: on 'cuda' softmax / log_softmax
+      (unless given a dtype), layer_norm, group_norm, rms_norm, softplus, cosine_similarity and interpolate
+      run in float32 too, on 'cpu' they keep the input's dtype; on 'cpu' the 3-d and fractional max pools,
+      max_unpool, reflect (1-d, 2-d) and replicate padding and grid_sample run in float32;
     * everything else runs in its inputs' dtypes, promoted as usual (float32 + bfloat16 is float32; batch_norm
       takes a low-precision input with float32 parameters as it is).
 
     The casts are recorded ops: float32 parameters get float32 gradients, and backward may run inside or
     outside the region. A weight is cast again at each use (``cache_enabled`` is accepted; the region keeps no
     cache). Regions nest; ``enabled=False`` turns a region off inside another. The alternative this package's
-    recipe uses (a bfloat16 model with float32 master weights, see above) casts each weight once per step."""
+    recipe uses (a bfloat16 model with float32 master weights, see above) casts each weight once per step.
+
+    As PyTorch's, ``dtype`` defaults to :func:`get_autocast_dtype` (the enclosing region's), is checked only
+    when enabled, and on 'cpu' a dtype other than bfloat16 / float16 turns the region off with a warning ('cuda'
+    takes float32 too: its lower-precision ops then compute in float32)."""
 
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if not isinstance(device_type, str):
+            raise ValueError(f"autocast: expected `device_type` of type `str`, got: `{type(device_type).__name__}`")
         if device_type not in _AUTOCAST_DEFAULTS:
             raise ValueError(f"autocast: device_type must be 'cuda' or 'cpu', got {device_type!r}")
-        dtype = _AUTOCAST_DEFAULTS[device_type] if dtype is None else backend.as_dtype(dtype)
-        if dtype not in (backend.float16, backend.bfloat16):
-            raise ValueError(f"autocast: dtype must be float16 or bfloat16, got {np.dtype(dtype).name}")
+        dtype = get_autocast_dtype(device_type) if dtype is None else backend.as_dtype(dtype)
         if not isinstance(enabled, bool):
             raise TypeError(f"autocast: enabled must be a bool, got {enabled!r}")
-        self.device_type, self.dtype, self.enabled, self.cache_enabled = device_type, dtype, enabled, cache_enabled
+        if enabled and dtype not in (backend.float16, backend.bfloat16):
+            if device_type == "cpu":
+                warnings.warn(f"In CPU autocast, but the target dtype is not supported. Disabling autocast.\nCPU "
+                              f"Autocast only supports dtypes of bfloat16, float16 currently (got "
+                              f"{np.dtype(dtype).name}).", UserWarning, stacklevel=2)
+                enabled = False
+            elif dtype != backend.float32:
+                raise ValueError(f"autocast: dtype must be float16, bfloat16 or float32 on 'cuda', got "
+                                 f"{np.dtype(dtype).name}")
+        self.device_type, self.dtype, self.enabled = device_type, dtype, enabled
+        self.cache_enabled = True if cache_enabled is None else bool(cache_enabled)
         self._saved = []
 
+    # PyTorch's attribute names
+    fast_dtype = property(lambda self: self.dtype)
+    device = property(lambda self: self.device_type)
+    _enabled = property(lambda self: self.enabled)
+    _cache_enabled = property(lambda self: self.cache_enabled)
+
     def __enter__(self):
-        dtypes = backend.autocast_dtypes()
-        self._saved.append(dtypes.get(self.device_type))
+        dtypes, named = backend.autocast_dtypes(), backend.autocast_set_dtypes()
+        self._saved.append((dtypes.get(self.device_type), named.get(self.device_type)))
+        named[self.device_type] = self.dtype  # (get_autocast_dtype answers it, on or off, as PyTorch's)
         if self.enabled:
             dtypes[self.device_type] = self.dtype
         else:
@@ -87,11 +112,12 @@ class autocast:  # noqa: N801 - PyTorch's name
         return self
 
     def __exit__(self, *exc):
-        dtypes, prev = backend.autocast_dtypes(), self._saved.pop()
-        if prev is None:
-            dtypes.pop(self.device_type, None)
-        else:
-            dtypes[self.device_type] = prev
+        (prev, prev_named), device = self._saved.pop(), self.device_type
+        for table, value in ((backend.autocast_dtypes(), prev), (backend.autocast_set_dtypes(), prev_named)):
+            if value is None:
+                table.pop(device, None)
+            else:
+                table[device] = value
         return False
 
     def __call__(self, fn):
@@ -108,10 +134,11 @@ def is_autocast_enabled(device_type="cuda"):
 
 
 def get_autocast_dtype(device_type):
-    """The dtype an autocast region on ``device_type`` casts to (its default when none is on)."""
+    """The dtype the innermost autocast region on ``device_type`` names, on or off (its default when there is
+    none), as ``torch.get_autocast_dtype``."""
     if device_type not in _AUTOCAST_DEFAULTS:
         raise ValueError(f"get_autocast_dtype: device_type must be 'cuda' or 'cpu', got {device_type!r}")
-    return backend.autocast_dtypes().get(device_type, _AUTOCAST_DEFAULTS[device_type])
+    return backend.autocast_set_dtypes().get(device_type, _AUTOCAST_DEFAULTS[device_type])
 
 
 # PyTorch's device types: is_autocast_available answers False for these (no autocast here) and raises for others

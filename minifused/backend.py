@@ -379,6 +379,7 @@ def refuse_sync(what: str) -> None:
 class _Autocast(threading.local):
     def __init__(self):
         self.dtypes = {}  # device type ('cuda', 'cpu') -> the lower-precision dtype of the region on it
+        self.set_dtypes = {}  # device type -> the dtype the innermost region names, on or off (get_autocast_dtype)
 
 
 _autocast = _Autocast()
@@ -388,6 +389,12 @@ def autocast_dtypes() -> dict:
     """The device types an autocast region (``minifused.autocast``) is on now, with its dtype each (the
     thread's own: the dict ``minifused.amp.autocast`` sets and restores)."""
     return _autocast.dtypes
+
+
+def autocast_set_dtypes() -> dict:
+    """The dtype the innermost autocast region of each device type names, whether it is on or off (a region
+    with ``enabled=False`` sets it too, as PyTorch's): what ``get_autocast_dtype`` answers."""
+    return _autocast.set_dtypes
 
 
 # ---------------------------------------------------------------- debug mode, deferred checks

@@ -426,17 +426,19 @@ def test_autocast_lower_precision_ops_and_float32_gradients(dtype):
 
 
 def test_autocast_float32_ops_nesting_and_devices():
-    """Softmax (unless given a dtype), the losses, layer and group norm run in float32 on low-precision
-    inputs; a region nests and enabled=False turns it off inside; the state comes back after an exception;
+    """The losses run in float32 on low-precision inputs; softmax, layer and group norm keep bfloat16 on the cpu
+    (PyTorch's cpu list has them not; cuda's has); a region nests and enabled=False turns it off inside; the
+    state comes back after an exception;
     a 'cuda' region leaves cpu tensors alone; as a decorator; binary_cross_entropy runs in float32 (refused in a
     'cuda' region, test_gpu_autocast_refuses_binary_cross_entropy)."""
     h = mf.randn(4, 6).bfloat16()
     with mf.autocast("cpu"):
         assert mf.is_autocast_enabled("cpu") and mf.get_autocast_dtype("cpu") == mf.bfloat16
-        for out in (F.softmax(h, 1), F.log_softmax(h, 1), F.layer_norm(h, (6,)), F.group_norm(h, 2),
-                    F.mse_loss(h, h * 0.5), F.l1_loss(h, h), F.binary_cross_entropy_with_logits(h, h.sigmoid()),
+        for out in (F.mse_loss(h, h * 0.5), F.l1_loss(h, h), F.binary_cross_entropy_with_logits(h, h.sigmoid()),
                     F.cross_entropy(h, mf.tensor([0, 1, 2, 3]))):
             assert out.dtype == mf.float32
+        for out in (F.softmax(h, 1), F.log_softmax(h, 1), F.layer_norm(h, (6,)), F.group_norm(h, 2)):
+            assert out.dtype == mf.bfloat16
         assert F.softmax(h, 1, dtype=mf.bfloat16).dtype == mf.bfloat16
         p, t = h.float().sigmoid(), mf.rand(4, 6)  # refused on cuda only, as PyTorch's; float32 here
         assert F.binary_cross_entropy(p.bfloat16(), t).dtype == mf.float32
@@ -459,10 +461,12 @@ def test_autocast_float32_ops_nesting_and_devices():
     assert product(mf.randn(2, 2), mf.randn(2, 2)).dtype == mf.float16 and not mf.is_autocast_enabled("cpu")
     assert mf.cuda.amp.autocast().dtype == mf.float16 and amp.autocast("cuda", mf.bfloat16).dtype == mf.bfloat16
     for args, exc, words in [(("tpu",), ValueError, "device_type must be 'cuda' or 'cpu'"),
-                             (("cpu", mf.float32), ValueError, "dtype must be float16 or bfloat16"),
                              (("cpu", None, "yes"), TypeError, "enabled must be a bool")]:
         with pytest.raises(exc, match=words):
             mf.autocast(*args)
+    with pytest.warns(UserWarning, match="Disabling autocast"):  # another cpu dtype: the region is off
+        with mf.autocast("cpu", mf.float32):
+            assert not mf.is_autocast_enabled("cpu")
 
 
 @pytest.mark.gpu

@@ -201,6 +201,7 @@ def square_matmul_(x, weight, transpose=False, *, bias=None, activation=None):
 # ---- normalization
 
 
+_CUDA = ("cuda",)  # where softmax and the norms are on PyTorch's autocast float32 list (its cpu list lacks them)
 _NORM_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16, _backend.float64})
 
 
@@ -262,7 +263,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     One fused kernel each way on the GPU: fp32 statistics, mean/rstd kept for
     backward; ``weight``/``bias`` (shape ``normalized_shape``) optional.
     """
-    input, weight, bias = _autocast_float32(input, weight, bias)
+    input, weight, bias = _autocast_float32(input, weight, bias, devices=_CUDA)
     n = _check_norm_args("layer_norm", input, normalized_shape, {"weight": weight, "bias": bias}, wide=True)
     if _wide_params(input, weight, bias):
         return _cast(layer_norm(_cast(input, _backend.float32), normalized_shape, weight, bias, eps), input.dtype)
@@ -290,7 +291,9 @@ def layer_norm_(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """RMS normalization ``x / sqrt(mean(x^2) + eps) * weight`` as ``torch.nn.functional.rms_norm``;
     ``eps=None`` means the machine epsilon of the dtype it computes in, as in PyTorch: the input's, float32's
-    for a float16 / bfloat16 input (whose own epsilon, 2**-10 or 2**-7, would swamp small activations)."""
+    for a float16 / bfloat16 input (whose own epsilon, 2**-10 or 2**-7, would swamp small activations).
+    Float32 inside a cuda autocast region, as PyTorch's."""
+    input, weight = _autocast_float32(input, weight, devices=_CUDA)
     n = _check_norm_args("rms_norm", input, normalized_shape, {"weight": weight}, wide=True)
     if eps is None:
         eps = float(_np.finfo(_np.float64 if input.dtype == _np.float64 else _np.float32).eps)
@@ -311,8 +314,8 @@ def _softmax_dim(op, input, dim, dtype):
         raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if dtype is not None:
         input = _cast(input, dtype)
-    elif op != "softmax_":  # an autocast region computes softmax in float32 unless a dtype is asked for
-        (input,) = _autocast_float32(input)
+    elif op != "softmax_":  # a cuda autocast region computes softmax in float32 unless a dtype is asked for
+        (input,) = _autocast_float32(input, devices=_CUDA)
     if input.dtype not in _NORM_DTYPES:
         raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
     if dim is None:  # PyTorch's legacy implicit choice, warned as there

@@ -13,7 +13,7 @@ from .. import backend as _backend
 from ..ops import activation as _A
 from ..ops._common import binary_operands as _binary_operands
 from ..ops._common import broadcast_shape as _broadcast_shape
-from ..ops._common import autocast_float32 as _autocast_float32
+from ..ops._common import autocast_float32 as _autocast_float32, autocast_lower as _autocast_lower
 from ..ops._common import cast as _cast
 from ..ops._common import promote as _promote
 from ..ops.elementwise import where as _where
@@ -68,6 +68,7 @@ def prelu(input, weight):
     """``x`` where ``x > 0``, else ``weight * x``, as ``torch.nn.functional.prelu``: ``weight`` of one value, or
     one per channel (dimension 1; inputs of under 2 dimensions have one channel), learned."""
     op = "prelu"
+    input, weight = _autocast_lower(input, weight)  # (on PyTorch's autocast lower-precision lists)
     if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
                              f"{type(weight).__name__}")
@@ -163,6 +164,7 @@ def celu_(input, alpha=1.0):
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta``, and ``x`` itself where ``beta x > threshold``."""
     beta, threshold = _number("softplus", "beta", beta), _number("softplus", "threshold", threshold)
+    (input,) = _autocast_float32(input, devices=("cuda",))  # (on PyTorch's cuda autocast float32 list)
     return _run("softplus", _A.Softplus, input, False, beta=beta, threshold=threshold)
 
 
@@ -388,6 +390,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
         if not isinstance(x, _Tensor):
             raise InputTypeError(f"{op}: expected tensors for x1 and x2, got {type(x).__name__} for {name}")
         _act(op, x)
+    x1, x2 = _autocast_float32(x1, x2, devices=("cuda",))  # (on PyTorch's cuda autocast float32 list)
     x1, x2 = _binary_operands(op, x1, x2)
     shape = _broadcast_shape(op, x1.shape, x2.shape)
     x1, x2 = (x if tuple(x.shape) == tuple(shape) else x.expand(*shape) for x in (x1, x2))
@@ -459,12 +462,14 @@ def _size(shape):
     return f"[{', '.join(map(str, shape))}]"
 
 
-def _loss_operands(op, input, target, reduction, *, broadcast=True, float_target=False, reductions=_REDUCTIONS):
+def _loss_operands(op, input, target, reduction, *, broadcast=True, float_target=False, reductions=_REDUCTIONS,
+                   autocast_devices=None):
     """Check a loss's input and target and give them one floating dtype (float32 inside an autocast region, as
-    PyTorch computes its losses there). ``broadcast``: a target of another shape broadcasts with PyTorch's
-    warning (``'silent'``: without it; False: it raises). A loss that takes PyTorch's deprecated ``size_average``
-    and ``reduce`` maps them to its ``reduction`` before this (``_legacy_reduction``)."""
-    input, target = _autocast_float32(input, target)
+    PyTorch computes its losses there; ``autocast_devices``: only on those device types, for a loss that
+    PyTorch composes of ops whose float32 rule holds on cuda alone). ``broadcast``: a target of another shape
+    broadcasts with PyTorch's warning (``'silent'``: without it; False: it raises). A loss that takes PyTorch's
+    deprecated ``size_average`` and ``reduce`` maps them to its ``reduction`` before this (``_legacy_reduction``)."""
+    input, target = _autocast_float32(input, target, devices=autocast_devices)
     if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
                              f"{type(target).__name__}")

@@ -165,9 +165,15 @@ def _bump_running(op, training, running_mean, running_var, count):
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Group normalization as ``torch.nn.functional.group_norm``: the C channels of ``input`` (N, C, ...)
     in ``num_groups`` groups, each (sample, group) normalized over its channels and positions (biased
-    variance), then the per-channel ``weight`` and ``bias``."""
+    variance), then the per-channel ``weight`` and ``bias``. Float32 inside a cuda autocast region (PyTorch's
+    float32 list there; its cpu list lacks it)."""
+    input, weight, bias = _autocast_float32(input, weight, bias, devices=("cuda",))
+    return _group_norm(input, num_groups, weight, bias, eps)
+
+
+def _group_norm(input, num_groups, weight, bias, eps):
+    """:func:`group_norm` without autocast's cast (instance_norm, on no autocast list, keeps its dtype)."""
     op = "group_norm"
-    input, weight, bias = _autocast_float32(input, weight, bias)
     _check_input(op, input)
     if not isinstance(num_groups, _numbers.Integral) or isinstance(num_groups, bool) or num_groups < 1:
         raise InputError(f"{op}: num_groups must be a positive int, got {num_groups!r}")
@@ -231,7 +237,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         return _cast(y, input.dtype)
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, 0.0, eps)
-    y = group_norm(input, c, weight, bias, eps)
+    y = _group_norm(input, c, weight, bias, eps)
     if running_mean is not None and momentum:
         from ..autograd import no_grad
 

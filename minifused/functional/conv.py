@@ -9,7 +9,7 @@ from .. import backend as _backend
 from ..ops import conv as _conv_ops
 from ..ops import pool as _pool_ops
 from ..ops import resample as _resample
-from ..ops._common import autocast_lower as _autocast_lower
+from ..ops._common import autocast_float32 as _autocast_float32, autocast_lower as _autocast_lower
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
@@ -354,6 +354,7 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     each value put back at its index (``h*W + w`` of its plane), zeros elsewhere; the output (H, W) is
     ``(H_in - 1) * stride - 2 * padding + kernel_size``, or ``output_size``."""
     op = "max_unpool2d"
+    (input,) = _autocast_float32(input, devices=("cpu",))  # (on PyTorch's cpu autocast float32 list)
     if not isinstance(input, _Tensor) or not isinstance(indices, _Tensor) or input.ndim not in (3, 4):
         raise InputError(f"{op}: expected a 3-D or 4-D input tensor and its indices")
     if tuple(indices.shape) != tuple(input.shape) or indices.dtype != _backend.int64:

@@ -11,6 +11,7 @@ from .. import backend as _backend
 from ..ops import index_add as _index_add
 from ..ops import matmul as _matmul
 from ..ops import where as _where
+from ..ops._common import autocast_off as _autocast_off, autocast_promote as _autocast_promote
 from ..ops.shape import permute as _permute
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
@@ -31,6 +32,8 @@ def bilinear(input1, input2, weight, bias=None):
     (out, in1, in2), bias (out,) or None. One GEMM against weight laid out (in1, out * in2), then a product
     with input2 summed over in2."""
     op = "bilinear"
+    # inside a cuda autocast region the wider of the dtypes (PyTorch's promote list), computed in it
+    input1, input2, weight, bias = _autocast_promote(input1, input2, weight, bias, devices=("cuda",))
     for name, t in (("input1", input1), ("input2", input2), ("weight", weight)):
         if not isinstance(t, _Tensor):
             raise InputTypeError(f"{op}(): expected a tensor for {name}, got {type(t).__name__}")
@@ -67,7 +70,8 @@ def bilinear(input1, input2, weight, bias=None):
                            f"{', '.join(str(t.device) for t in tensors)}")
     lead = tuple(input1.shape[:-1])
     w = _reshape(_permute(weight, (1, 0, 2)), in1, out * in2)  # (in1, out * in2): one GEMM for every o
-    t = _reshape(_matmul(_reshape(input1, -1, in1), w), -1, out, in2)
+    with _autocast_off():  # (one op in PyTorch, in its inputs' dtype: no lower-precision GEMM inside)
+        t = _reshape(_matmul(_reshape(input1, -1, in1), w), -1, out, in2)
     y = (t * _reshape(input2, -1, 1, in2)).sum(-1)
     if bias is not None:
         y = y + bias

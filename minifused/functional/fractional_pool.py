@@ -12,6 +12,7 @@ import numbers as _numbers
 from .. import backend as _backend
 from ..ops import gather as _gather
 from ..ops import rand as _rand
+from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import InputError, InputTypeError
@@ -108,6 +109,8 @@ def _fractional(d, input, kernel_size, output_size, output_ratio, _random_sample
     """``(output, indices)`` of the ``d``-dimensional fractional max pooling of (N, C, *spatial) or (C,
     *spatial) input: the checks, the window starts from the samples, the argmax, the gather."""
     op = f"fractional_max_pool{d}d"
+    # float32 inside a cpu autocast region (PyTorch's cpu float32 list), the samples as the input
+    input, _random_samples = _autocast_float32(input, _random_samples, devices=("cpu",))
     if not isinstance(input, _Tensor):
         raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if input.ndim not in (d + 1, d + 2):

@@ -12,6 +12,7 @@ from .. import backend
 from ..autograd import no_grad
 from ..ops import resample as R
 from ..ops import clone
+from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops.shape import reshape, squeeze, unsqueeze
 from ..tensor import Tensor
 from ..backend import same_device as _same_device
@@ -82,6 +83,8 @@ def pad(input, pad, mode="constant", value=None):
             if n + min(lo, 0) + min(hi, 0) < 0:
                 raise InputError(f"{op}: input size {n} of dimension {d} plus padding {(lo, hi)} gives a "
                                  f"negative output size")
+        if mode == "replicate" or (mode == "reflect" and k < 3):  # (PyTorch's cpu autocast float32 list)
+            (input,) = _autocast_float32(input, devices=("cpu",))
     if all(p == (0, 0) for p in pairs):
         return clone(input)  # a new tensor, as PyTorch's
     return R.PadFn.apply(input, tuple(pairs), mode, value)
@@ -144,6 +147,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     need = {"linear": 3, "bilinear": 4, "bicubic": 4, "trilinear": 5}.get(mode)
     if need is not None and input.ndim != need:
         raise NotImplementedError(f"{op}: got {input.ndim}D input, but {mode} mode needs {need}D input")
+    if mode != "area":  # (the upsampling kernels are on PyTorch's cuda autocast float32 list)
+        (input,) = _autocast_float32(input, devices=("cuda",))
     if mode == "area" and input.ndim == 5:
         raise NotImplementedError(f"{op}: mode 'area' takes a 3-D or 4-D input here, got a 5-D one (use "
                                   f"adaptive_avg_pool3d)")

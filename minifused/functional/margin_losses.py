@@ -2,7 +2,8 @@
 ``hinge_embedding_loss``, ``soft_margin_loss``, ``cosine_embedding_loss``, ``multilabel_soft_margin_loss``,
 ``triplet_margin_loss``, ``triplet_margin_with_distance_loss``, ``multi_margin_loss``, ``multilabel_margin_loss``,
 ``poisson_nll_loss`` and ``gaussian_nll_loss``, composed from recorded ops with PyTorch's formulas (the same terms in
-the same order), checks and reductions."""
+the same order), checks and reductions. Inside an autocast region they compute in float32 as PyTorch's (its
+lists: ``multilabel_soft_margin_loss`` and ``gaussian_nll_loss`` on cuda only, where their sum or log is)."""
 from __future__ import annotations
 
 import math as _math
@@ -13,6 +14,7 @@ from ..autograd import is_grad_enabled as _is_grad_enabled
 from ..ops import full_like as _full_like
 from ..ops import gather as _gather
 from ..ops import where as _where
+from ..ops._common import autocast_float32 as _autocast_float32
 from ..tensor import Tensor as _Tensor
 from ._checks import _legacy_reduction
 from .activation import _loss_operands, _loss_weight, _number, _reduce, logsigmoid, pairwise_distance, softplus
@@ -21,6 +23,9 @@ from ..backend import InputError, InputTypeError
 __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "cosine_embedding_loss",
            "multilabel_soft_margin_loss", "triplet_margin_loss", "multi_margin_loss", "poisson_nll_loss",
            "gaussian_nll_loss", "triplet_margin_with_distance_loss", "multilabel_margin_loss"]
+
+
+_CUDA = ("cuda",)
 
 
 def _tensors(op, **named):
@@ -95,7 +100,8 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     classes (the last dimension), then reduced over the samples."""
     op = "multilabel_soft_margin_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _loss_operands(op, input, target, reduction, broadcast=False)
+    # float32 in a cuda autocast region (PyTorch's sum there is on its float32 list), the input's dtype on cpu
+    input, target = _loss_operands(op, input, target, reduction, broadcast=False, autocast_devices=_CUDA)
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:
         loss = loss * _loss_weight(op, "weight", weight, loss)
@@ -111,6 +117,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
     op = "triplet_margin_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _tensors(op, anchor=anchor, positive=positive, negative=negative)
+    anchor, positive, negative = _autocast_float32(anchor, positive, negative)
     if not anchor.ndim == positive.ndim == negative.ndim:
         raise RuntimeError(f"{op}: The anchor, positive, and negative tensors are expected to have the same number "
                            f"of dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
@@ -137,6 +144,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     op = "multi_margin_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _tensors(op, input=input, target=target)
+    input, weight = _autocast_float32(input, weight)
     if p not in (1, 2):
         raise InputError(f"{op}: only p == 1 and p == 2 supported, got {p!r}")
     if input.ndim not in (1, 2) or target.ndim != input.ndim - 1 or target.dtype != _backend.int64:
@@ -189,6 +197,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     op = "multilabel_margin_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _tensors(op, input=input, target=target)
+    (input,) = _autocast_float32(input)
     if reduction not in ("none", "mean", "sum"):
         raise InputError(f"{op}: {reduction} is not a valid value for reduction")
     if input.ndim > 2 or (input.ndim and input.shape[-1] == 0):
@@ -256,7 +265,8 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         raise InputError(f"{op}: {reduction} is not a valid value for reduction")
     if bool((var < 0).any().item()):
         raise InputError(f"{op}: var has negative entry/entries")
-    input, target = _loss_operands(op, input, target, reduction, broadcast="silent")
+    # float32 in a cuda autocast region (PyTorch's log and pow there are on its float32 list), the input's dtype on cpu
+    input, target = _loss_operands(op, input, target, reduction, broadcast="silent", autocast_devices=_CUDA)
     var = var + (var.detach().clamp(min=_number(op, "eps", eps)) - var.detach())
     loss = 0.5 * (var.log() + (input - target) ** 2 / var)
     if full:

@@ -14,6 +14,7 @@ from ..ops import gather as _gather
 from ..ops import linspace as _linspace
 from ..ops import ones as _ones
 from ..ops import stack as _stack
+from ..ops._common import autocast_float32 as _autocast_float32, autocast_promote as _autocast_promote
 from ..tensor import Tensor as _Tensor
 from ..backend import InputError, InputTypeError
 
@@ -143,6 +144,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     or the input mirrored about its edges ('reflection'; bicubic reads each of its 16 taps so). float16 and
     bfloat16 are computed in float32 and rounded once."""
     op = "grid_sample"
+    # inside an autocast region: float32 on cpu, the wider of the two dtypes on cuda (PyTorch's lists)
+    input, grid = _autocast_promote(*_autocast_float32(input, grid, devices=("cpu",)), devices=("cuda",))
     align_corners = _align(op, align_corners)
     for name, t in (("input", input), ("grid", grid)):
         if not isinstance(t, _Tensor) or not _backend.is_floating(t.dtype):

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import backend
 from ..ops import cat, stack, where
-from ..ops._common import autocast_lower
+from ..ops._common import autocast_float32, autocast_lower
 from ..ops.shape import reshape
 from ..tensor import Tensor
 from ._checks import _unpool_size, unbatched
@@ -24,6 +24,8 @@ from ..backend import InputError, InputTypeError
 __all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "max_pool3d_with_indices", "avg_pool3d",
            "adaptive_avg_pool3d", "adaptive_max_pool3d", "adaptive_max_pool3d_with_indices", "lp_pool3d",
            "max_unpool3d"]
+
+_CPU = ("cpu",)  # the pools on PyTorch's cpu autocast float32 list (a region computes them in float32 there)
 
 
 # ---------------------------------------------------------------- argument helpers
@@ -253,6 +255,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
 def _max_pool3d(op, input, kernel_size, stride, padding, dilation, ceil_mode):
     """(output, indices) of a (N, C, D, H, W) max pooling: the 2-D pool of every plane, then per output depth the
     first tap holding the maximum (its value gathered, so the gradient reaches that one element, as PyTorch's)."""
+    (input,) = autocast_float32(input, devices=_CPU)
     kernel, stride, padding, dilation, out = _check_pool(op, input, kernel_size, stride, padding, dilation,
                                                          ceil_mode)
     n, c, d, h, w = input.shape
@@ -304,6 +307,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     summed over the depth taps) over PyTorch's divisor (``count_include_pad``; ``ceil_mode``'s clipped edge
     windows; or ``divisor_override``, a nonzero int)."""
     op = "avg_pool3d"
+    (input,) = autocast_float32(input, devices=_CPU)
     if divisor_override is not None and (not isinstance(divisor_override, numbers.Integral)
                                          or isinstance(divisor_override, bool)):
         raise InputTypeError(f"{op}: divisor_override must be an int or None, got {divisor_override!r}")
@@ -362,6 +366,7 @@ def adaptive_avg_pool3d(input, output_size):
     """Average over PyTorch's adaptive bins, as ``torch.nn.functional.adaptive_avg_pool3d``; ``output_size`` an
     int or a triple, None keeping that dimension. The depth bins' means (one per output depth), then the 2-D
     adaptive pool of every plane."""
+    (input,) = autocast_float32(input, devices=_CPU)
     out = _adaptive3d("adaptive_avg_pool3d", input, output_size)
     if 0 in out:
         return _empty(input, out)
@@ -373,6 +378,7 @@ def adaptive_avg_pool3d(input, output_size):
 
 
 def _adaptive_max3d(op, input, output_size):
+    (input,) = autocast_float32(input, devices=_CPU)
     out = _adaptive3d(op, input, output_size)
     if 0 in out:
         return _empty(input, out), Tensor._from_array(input._xp.zeros(input.shape[:2] + out, np.int64))
@@ -427,6 +433,7 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     each value put back at its index (``d*H*W + h*W + w`` of its volume), zeros elsewhere; the output (D, H, W)
     is ``(in - 1) * stride - 2 * padding + kernel_size`` per dimension, or ``output_size`` (within a stride)."""
     op = "max_unpool3d"
+    (input,) = autocast_float32(input, devices=_CPU)
     if not isinstance(input, Tensor) or not isinstance(indices, Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and indices, got {type(input).__name__} and "
                              f"{type(indices).__name__}")

@@ -35,14 +35,18 @@ def cast(x: Tensor, dtype) -> Tensor:
     return Cast.apply(x, dtype)
 
 
-def autocast_lower(*tensors):
+def autocast_lower(*tensors, devices=None):
     """``tensors`` as the lower-precision ops take them inside an autocast region on their device
     (``minifused.autocast``: linear, the convolutions, the matrix products): each floating tensor of
     another dtype cast to the region's (a recorded cast, so float32 weights get float32 gradients), the
-    rest as they are. Outside a region, ``tensors`` unchanged."""
+    rest as they are. Outside a region, ``tensors`` unchanged. ``devices`` (device types, None for all)
+    names where the op is on PyTorch's lower-precision list, whose cpu and cuda lists differ (``mv``,
+    ``addr``: cuda only); on other devices its tensors are left as they are."""
     dtypes = backend.autocast_dtypes()
     if not dtypes:
         return tensors
+    if devices is not None:
+        dtypes = {k: v for k, v in dtypes.items() if k in devices}
     return tuple(_autocast_cast(t, dtypes) for t in tensors)
 
 
@@ -53,14 +57,50 @@ def _autocast_cast(t, dtypes):
     return t if dtype is None or t.dtype == dtype else cast(t, dtype)
 
 
-def autocast_float32(*tensors):
-    """``tensors`` as the float32 ops take them inside an autocast region on their device (softmax, the
-    losses, layer and group norm): float16 / bfloat16 tensors cast up to float32; outside, unchanged."""
+def autocast_float32(*tensors, devices=None):
+    """``tensors`` as the float32 ops take them inside an autocast region on their device (the losses, and
+    on cuda softmax, layer and group norm): float16 / bfloat16 tensors cast up to float32; outside,
+    unchanged. ``devices`` (device types, None for all) names where the op is on PyTorch's float32 list,
+    whose cpu and cuda lists differ (softmax: cuda only; the 3-d pools: cpu only); on other devices a
+    low-precision tensor stays as it is."""
     dtypes = backend.autocast_dtypes()
     if not dtypes:
         return tensors
     return tuple(cast(t, backend.float32) if isinstance(t, Tensor) and t.device.type in dtypes
+                 and (devices is None or t.device.type in devices)
                  and t.dtype in (backend.float16, backend.bfloat16) else t for t in tensors)
+
+
+def autocast_promote(*tensors, devices=None):
+    """``tensors`` as the promote ops take them inside an autocast region on their device (cuda:
+    grid_sample, addcmul, ...; cpu: cat, stack, index_copy): the floating tensors (float64 aside) cast to
+    float32 if any of them is float32, else left in the region's dtype; outside, unchanged. ``devices`` as
+    for :func:`autocast_float32`."""
+    dtypes = backend.autocast_dtypes()
+    if not dtypes:
+        return tensors
+    eligible = [isinstance(t, Tensor) and t.device.type in dtypes and (devices is None or t.device.type in devices)
+                and t.dtype in (backend.float32, backend.float16, backend.bfloat16) for t in tensors]
+    if not any(ok and t.dtype == backend.float32 for ok, t in zip(eligible, tensors)):
+        return tensors
+    return tuple(cast(t, backend.float32) if ok else t for ok, t in zip(eligible, tensors))
+
+
+class autocast_off:  # noqa: N801 - a context manager, as minifused.autocast
+    """A region with every autocast region off, for an op that PyTorch runs as one kernel whose dtypes are
+    decided once (bilinear): its inner products then compute in the dtypes it gave them."""
+
+    def __enter__(self):
+        dtypes = backend.autocast_dtypes()
+        self._saved = dict(dtypes)
+        dtypes.clear()
+        return self
+
+    def __exit__(self, *exc):
+        dtypes = backend.autocast_dtypes()
+        dtypes.clear()
+        dtypes.update(self._saved)
+        return False
 
 
 def dense(a):
