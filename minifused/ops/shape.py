@@ -11,6 +11,7 @@ from ..autograd import Function
 from ..kernels import channels_last_strided, is_channels_last, to_layout
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast
+from .linalg_common import dtype_name
 from .indexing import GatherItem, GetItem, SetItem, accumulate, getitem, setitem  # noqa: F401 - shape's API
 from ..backend import InputError, InputTypeError
 
@@ -138,8 +139,22 @@ def reshape(x, *shape):
     return Reshape.apply(x, shape)  # (a new tensor even for x's own shape, as PyTorch's: ``y is not x``)
 
 
-def view(x, *shape):
-    """``reshape`` that never copies: as in PyTorch, a shape the strides cannot express raises."""
+def view(x, *shape, dtype=None, size=None):
+    """``reshape`` that never copies: as in PyTorch, a shape the strides cannot express raises. ``view(dtype)`` (or
+    ``view(dtype=...)``) reads x's memory as another dtype instead (see :func:`view_dtype`); ``size=`` is the
+    shape as a keyword, as PyTorch's."""
+    if dtype is not None or size is not None or (len(shape) == 1 and isinstance(shape[0], np.dtype)):
+        if dtype is not None and not shape and size is None:
+            return view_dtype(x, dtype)
+        if len(shape) == 1 and isinstance(shape[0], np.dtype) and dtype is None and size is None:
+            return view_dtype(x, shape[0])
+        if size is None or shape or dtype is not None:
+            kind = lambda a: "dtype" if isinstance(a, np.dtype) else type(a).__name__  # noqa: E731
+            given = [kind(a) for a in shape] + [f"{k}={kind(v)}" for k, v in (("dtype", dtype), ("size", size))
+                                                if v is not None]
+            raise InputTypeError(f"view() received an invalid combination of arguments - got ({', '.join(given)}), "
+                                 f"but expected one of: (dtype dtype) or (tuple of ints size)")
+        shape = (size,)
     shape = _sizes(shape, "view")
     known = [s for s in shape if s != -1]
     total = math.prod(known)
@@ -153,6 +168,63 @@ def view(x, *shape):
             raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
                                "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
     return Reshape.apply(x, shape)  # (a view even of x's own shape: a tensor of its own, not x, as PyTorch's)
+
+
+_VIEW_DTYPES = frozenset(backend.DTYPE_NAMES.values())
+
+
+def view_dtype(x, dtype):
+    """``x.view(dtype)``: x's memory read as ``dtype``, bit for bit, as PyTorch's. Another element size rescales
+    the last dimension (x's last stride must be 1; a larger element must divide the last size, the storage offset
+    and the other strides, counted in x's elements), PyTorch's messages otherwise. The result shares x's memory and
+    its version counter (an in-place write through either bumps both, so a backward that saved the other refuses)
+    but not its history: as PyTorch's, it never requires grad, and it is no autograd view of x (a write through it
+    is not recorded on x, nor refused where x is a leaf that requires grad)."""
+    if not isinstance(dtype, np.dtype) or dtype not in _VIEW_DTYPES:
+        raise InputTypeError(f"view: expected a dtype (one of {', '.join(sorted({d.name for d in _VIEW_DTYPES}))}) "
+                             f"or sizes, got {dtype!r}")
+    a = x._data
+    old, new = a.itemsize, dtype.itemsize
+    shape = a.shape
+    if old != new:
+        what = f"to view {dtype_name(a.dtype)} as {dtype_name(dtype)} (different element sizes)"
+        if a.ndim == 0:
+            raise InputError(f"self.dim() cannot be 0 {what}")
+        steps = x.stride()  # (PyTorch's steps, also where x has no elements)
+        if new > old:
+            ratio = new // old
+            if shape[-1] % ratio:
+                raise InputError(f"self.size(-1) must be divisible by {ratio} {what}, but got {shape[-1]}")
+            offset = _byte_offset(a) // old
+            if offset % ratio:
+                raise InputError(f"self.storage_offset() must be divisible by {ratio} {what}, but got {offset}")
+        if steps[-1] != 1:
+            raise InputError(f"self.stride(-1) must be 1 {what}, but got {steps[-1]}")
+        if new > old:
+            for i, s in enumerate(steps[:-1]):
+                if s % ratio:
+                    raise InputError(f"self.stride({i}) must be divisible by {ratio} {what}, but got {s}")
+        shape = shape[:-1] + (shape[-1] * old // new,)
+    if a.size == 0:
+        out = _xp(a).empty(shape, dtype)  # (no memory to share)
+    elif old == new or a.flags.c_contiguous or isinstance(a, np.ndarray):
+        out = a.view(dtype)
+    else:  # (CuPy changes the element size of a C-contiguous array only: the same memory, the bytes' strides kept)
+        out = _xp(a).ndarray(shape, dtype, a.data, a.strides[:-1] + (new,))
+    t = Tensor._from_array(out, False)
+    t._vc = x._vc
+    return t
+
+
+def _byte_offset(a):
+    """How many bytes into its storage array ``a`` starts: into the NumPy array that owns its memory, or into
+    CuPy's allocation."""
+    if not isinstance(a, np.ndarray):
+        return a.data.ptr - a.data.mem.ptr
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
 
 
 def flatten(x, start_dim=0, end_dim=-1):
