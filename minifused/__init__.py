@@ -27,6 +27,10 @@ from . import testing
 from .graphs import CapturedStep, capture_step, compile  # noqa: A004 - torch.compile, accepted
 from . import amp  # noqa: E402 - mixed precision: GradScaler, autocast, the master-weights recipe
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401 - torch.autocast
+from .amp import (clear_autocast_cache, get_autocast_cpu_dtype, get_autocast_gpu_dtype,  # noqa: E402,F401
+                  is_autocast_cache_enabled, is_autocast_cpu_enabled, set_autocast_cache_enabled,
+                  set_autocast_cpu_dtype, set_autocast_cpu_enabled, set_autocast_dtype, set_autocast_enabled,
+                  set_autocast_gpu_dtype)  # PyTorch's autocast state functions
 from .serialization import load, save  # noqa: E402
 from .toplevel import *  # noqa: E402,F401,F403,A004 - PyTorch's other top-level spellings (constants, x_ forms...)
 from . import serialization  # noqa: E402

@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import threading
 import warnings
 
 import numpy as np
@@ -61,14 +62,17 @@ class autocast:  # noqa: N801 - PyTorch's name
     * PyTorch's cpu and cuda lists differ, and each device follows its own: on 'cuda' softmax / log_softmax
       (unless given a dtype), layer_norm, group_norm, rms_norm, softplus, cosine_similarity and interpolate
       run in float32 too, on 'cpu' they keep the input's dtype; on 'cpu' the 3-d and fractional max pools,
-      max_unpool, reflect (1-d, 2-d) and replicate padding and grid_sample run in float32;
+      max_unpool, reflect (1-d, 2-d) and replicate padding, grid_sample, prod, quantile and the linalg
+      factorizations and solvers (det and slogdet aside) run in float32; mv, addmv, addr and dist are cuda's only,
+      einsum is lowered on 'cpu' where it contracts two operands (on 'cuda' always);
     * everything else runs in its inputs' dtypes, promoted as usual (float32 + bfloat16 is float32; batch_norm
       takes a low-precision input with float32 parameters as it is).
 
     The casts are recorded ops: float32 parameters get float32 gradients, and backward may run inside or
-    outside the region. A weight is cast again at each use (``cache_enabled`` is accepted; the region keeps no
-    cache). Regions nest; ``enabled=False`` turns a region off inside another. The alternative this package's
-    recipe uses (a bfloat16 model with float32 master weights, see above) casts each weight once per step.
+    outside the region. A weight is cast again at each use (``cache_enabled``, by default
+    :func:`is_autocast_cache_enabled`, is set inside the region; it keeps no cache). Regions nest;
+    ``enabled=False`` turns a region off inside another. The alternative this package's recipe uses (a
+    bfloat16 model with float32 master weights, see above) casts each weight once per step.
 
     As PyTorch's, ``dtype`` defaults to :func:`get_autocast_dtype` (the enclosing region's), is checked only
     when enabled, and on 'cpu' a dtype other than bfloat16 / float16 turns the region off with a warning ('cuda'
@@ -92,7 +96,7 @@ class autocast:  # noqa: N801 - PyTorch's name
                 raise ValueError(f"autocast: dtype must be float16, bfloat16 or float32 on 'cuda', got "
                                  f"{np.dtype(dtype).name}")
         self.device_type, self.dtype, self.enabled = device_type, dtype, enabled
-        self.cache_enabled = True if cache_enabled is None else bool(cache_enabled)
+        self.cache_enabled = is_autocast_cache_enabled() if cache_enabled is None else bool(cache_enabled)
         self._saved = []
 
     # PyTorch's attribute names
@@ -103,7 +107,8 @@ class autocast:  # noqa: N801 - PyTorch's name
 
     def __enter__(self):
         dtypes, named = backend.autocast_dtypes(), backend.autocast_set_dtypes()
-        self._saved.append((dtypes.get(self.device_type), named.get(self.device_type)))
+        self._saved.append((dtypes.get(self.device_type), named.get(self.device_type), _cache.enabled))
+        _cache.enabled = self.cache_enabled
         named[self.device_type] = self.dtype  # (get_autocast_dtype answers it, on or off, as PyTorch's)
         if self.enabled:
             dtypes[self.device_type] = self.dtype
@@ -112,7 +117,7 @@ class autocast:  # noqa: N801 - PyTorch's name
         return self
 
     def __exit__(self, *exc):
-        (prev, prev_named), device = self._saved.pop(), self.device_type
+        (prev, prev_named, _cache.enabled), device = self._saved.pop(), self.device_type
         for table, value in ((backend.autocast_dtypes(), prev), (backend.autocast_set_dtypes(), prev_named)):
             if value is None:
                 table.pop(device, None)
@@ -129,8 +134,15 @@ class autocast:  # noqa: N801 - PyTorch's name
 
 
 def is_autocast_enabled(device_type="cuda"):
-    """Whether an autocast region is on for ``device_type`` here (``torch.is_autocast_enabled``)."""
-    return device_type in backend.autocast_dtypes()
+    """Whether an autocast region is on for ``device_type`` here (``torch.is_autocast_enabled``; a string that
+    names no device type raises, as PyTorch's)."""
+    if not isinstance(device_type, str):
+        raise TypeError(f"is_autocast_enabled(): argument 'device_type' must be str, not {type(device_type).__name__}")
+    device = device_type.split(":")[0]
+    if device not in _TORCH_DEVICE_TYPES:
+        raise RuntimeError(f"is_autocast_enabled: expected one of {', '.join(_TORCH_DEVICE_TYPES)} device type at "
+                           f"start of device string: {device_type}")
+    return device in backend.autocast_dtypes()
 
 
 def get_autocast_dtype(device_type):
@@ -155,6 +167,116 @@ def is_autocast_available(device_type):
         raise RuntimeError(f"is_autocast_available: expected one of {', '.join(_TORCH_DEVICE_TYPES)} device type "
                            f"at start of device string: {device_type}")
     return device_type.split(":")[0] in _AUTOCAST_DEFAULTS
+
+
+class _Cache(threading.local):
+    enabled = True  # torch.is_autocast_cache_enabled: the thread's own, set by each region (its cache_enabled)
+
+
+_cache = _Cache()
+
+
+def is_autocast_cache_enabled():
+    """``torch.is_autocast_cache_enabled``: the flag a region's ``cache_enabled`` defaults to and sets inside it
+    (this package casts a weight at each use: there is no cache, the flag is kept for code that reads it)."""
+    return _cache.enabled
+
+
+def set_autocast_cache_enabled(enabled):
+    """``torch.set_autocast_cache_enabled``: sets the flag :func:`is_autocast_cache_enabled` answers."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool (got {type(enabled).__name__})")
+    _cache.enabled = enabled
+
+
+def clear_autocast_cache():
+    """``torch.clear_autocast_cache``: there is no cache of cast weights here, so nothing to clear."""
+
+
+def _state_device(what, device_type):
+    """The device type of ``device_type`` ('cuda:0' is 'cuda') for the state functions: PyTorch's error for a
+    string that names no device type; the device types other than 'cpu' and 'cuda' have no autocast here."""
+    if not isinstance(device_type, str):
+        raise TypeError(f"{what}(): argument 'device_type' must be str, not {type(device_type).__name__}")
+    device = device_type.split(":")[0]
+    if device not in _TORCH_DEVICE_TYPES:
+        raise RuntimeError(f"{what}: expected one of {', '.join(_TORCH_DEVICE_TYPES)} device type at start of device "
+                           f"string: {device_type}")
+    if device not in _AUTOCAST_DEFAULTS:
+        raise RuntimeError(f"{what}: autocast is only available for 'cpu' and 'cuda' here, got {device_type!r}")
+    return device
+
+
+def set_autocast_enabled(device_type=None, enabled=None):
+    """``torch.set_autocast_enabled(device_type, enabled)`` (or ``(enabled)``: 'cuda'): turns autocast on or off
+    for ``device_type`` with the dtype :func:`get_autocast_dtype` answers, outside any region too (a region
+    restores the state it found when it exits). Only 'cpu' and 'cuda' can be turned on."""
+    if enabled is None:
+        device_type, enabled = "cuda", device_type
+    elif device_type is None:
+        device_type = "cuda"
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_autocast_enabled(): argument 'enabled' must be bool, not {type(enabled).__name__}")
+    if not enabled and isinstance(device_type, str) and device_type.split(":")[0] in _TORCH_DEVICE_TYPES:
+        backend.autocast_dtypes().pop(device_type.split(":")[0], None)  # (off: so it is on every device type)
+        return
+    device_type = _state_device("set_autocast_enabled", device_type)
+    if enabled:
+        backend.autocast_dtypes()[device_type] = get_autocast_dtype(device_type)
+    else:
+        backend.autocast_dtypes().pop(device_type, None)
+
+
+def set_autocast_dtype(device_type, dtype):
+    """``torch.set_autocast_dtype``: the dtype :func:`get_autocast_dtype` answers for ``device_type``, which a
+    region without a dtype takes and, while autocast is on there, the lower-precision ops compute in. A floating
+    dtype (PyTorch takes any; a lower-precision op here casts to it)."""
+    device_type = _state_device("set_autocast_dtype", device_type)
+    if not isinstance(dtype, np.dtype) or not backend.is_floating(dtype):
+        raise TypeError(f"set_autocast_dtype(): argument 'dtype' must be a floating dtype, got {dtype!r}")
+    backend.autocast_set_dtypes()[device_type] = dtype
+    if device_type in backend.autocast_dtypes():
+        backend.autocast_dtypes()[device_type] = dtype
+
+
+def _deprecated(old, new):
+    warnings.warn(f"torch.{old} is deprecated. Please use torch.{new} instead.", DeprecationWarning, stacklevel=3)
+
+
+def is_autocast_cpu_enabled():
+    """``torch.is_autocast_cpu_enabled`` (deprecated, with PyTorch's warning): ``is_autocast_enabled('cpu')``."""
+    _deprecated("is_autocast_cpu_enabled()", "is_autocast_enabled('cpu')")
+    return is_autocast_enabled("cpu")
+
+
+def set_autocast_cpu_enabled(enabled):
+    """``torch.set_autocast_cpu_enabled`` (deprecated): ``set_autocast_enabled('cpu', enabled)``."""
+    _deprecated("set_autocast_cpu_enabled(enabled)", "set_autocast_enabled('cpu', enabled)")
+    set_autocast_enabled("cpu", enabled)
+
+
+def get_autocast_cpu_dtype():
+    """``torch.get_autocast_cpu_dtype`` (deprecated): ``get_autocast_dtype('cpu')``."""
+    _deprecated("get_autocast_cpu_dtype()", "get_autocast_dtype('cpu')")
+    return get_autocast_dtype("cpu")
+
+
+def set_autocast_cpu_dtype(dtype):
+    """``torch.set_autocast_cpu_dtype`` (deprecated): ``set_autocast_dtype('cpu', dtype)``."""
+    _deprecated("set_autocast_cpu_dtype(dtype)", "set_autocast_dtype('cpu', dtype)")
+    set_autocast_dtype("cpu", dtype)
+
+
+def get_autocast_gpu_dtype():
+    """``torch.get_autocast_gpu_dtype`` (deprecated): ``get_autocast_dtype('cuda')``."""
+    _deprecated("get_autocast_gpu_dtype()", "get_autocast_dtype('cuda')")
+    return get_autocast_dtype("cuda")
+
+
+def set_autocast_gpu_dtype(dtype):
+    """``torch.set_autocast_gpu_dtype`` (deprecated): ``set_autocast_dtype('cuda', dtype)``."""
+    _deprecated("set_autocast_gpu_dtype(dtype)", "set_autocast_dtype('cuda', dtype)")
+    set_autocast_dtype("cuda", dtype)
 
 
 def _check_device_type(what, device_type):

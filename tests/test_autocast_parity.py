@@ -1,6 +1,8 @@
 """Autocast's op lists as PyTorch's, device by device: its cpu list lacks softmax and the norms (they keep the
 input's dtype there) but holds the 3-d pools, padding and grid_sample (float32); the losses run in float32 on
-both; the region's dtype rules (a cpu dtype other than bfloat16 / float16 turns it off with a warning)."""
+both; the region's dtype rules (a cpu dtype other than bfloat16 / float16 turns it off with a warning); the cpu
+list's products (mv / addmv / addr stay float32, einsum and vecdot lowered), its float32 linalg, prod and quantile,
+index_copy's promotion; PyTorch's top-level autocast state functions."""
 import warnings
 
 import numpy as np
@@ -182,3 +184,172 @@ def test_device_policy_helpers():
         assert a.dtype == b.dtype == mf.float32 and none is None
         assert [t.dtype for t in autocast_promote(h, h)] == [mf.bfloat16, mf.bfloat16]
         assert autocast_promote(f, h, devices=("cuda",))[1].dtype == mf.bfloat16
+
+
+def test_cpu_matrix_vector_products_and_dist_as_the_cpu_list():
+    """mv, addmv, addr (and vdot, as dot) are on cuda's lower-precision list only: on cpu float32 inputs stay
+    float32 (they were rounded to bfloat16); dist is on cuda's float32 list only: on cpu bfloat16 stays bfloat16."""
+    m, v, w = _x((3, 4), 0), _x((4,), 1), _x((3,), 2)
+    m64, v64, w64 = (a.astype(np.float64) for a in (m, v, w))
+    with mf.autocast("cpu"):
+        outs = [(mf.mv(cpu(m), cpu(v)), m64 @ v64), (mf.addmv(cpu(w), cpu(m), cpu(v)), w64 + m64 @ v64),
+                (mf.addr(cpu(m), cpu(w), cpu(v)), m64 + np.outer(w64, v64)), (mf.vdot(cpu(v), cpu(v)), v64 @ v64)]
+        d = mf.dist(cpu(m).to(mf.bfloat16), cpu(m + 1.5).to(mf.bfloat16))
+    for out, want in outs:
+        assert out.dtype == mf.float32
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
+    assert d.dtype == mf.bfloat16
+    np.testing.assert_allclose(d.float().item(), np.linalg.norm(_low(m + 1.5) - _low(m)), rtol=1e-2)
+
+
+def test_cpu_einsum_and_vecdot_lowered_as_the_cpu_list():
+    """On cpu einsum is lowered where it contracts a subscript shared by two operands (its batched products are
+    on the cpu list), a mixed float32 / bfloat16 pair included; one that only multiplies or sums one operand stays
+    float32. linalg.vecdot is on the cpu list."""
+    a, b = _x((3, 4), 0), _x((4, 2), 1)
+    with mf.autocast("cpu"):
+        prod = mf.einsum("ij,jk->ik", cpu(a), cpu(b))
+        mixed = mf.einsum("ij,jk->ik", cpu(a).to(mf.bfloat16), cpu(b))
+        hadamard = mf.einsum("ij,ij->ij", cpu(a), cpu(a))
+        total = mf.einsum("ij->", cpu(a))
+        vd = mf.linalg.vecdot(cpu(a), cpu(a))
+    want = _low(a) @ _low(b)
+    for out in (prod, mixed):
+        assert out.dtype == mf.bfloat16
+        np.testing.assert_allclose(out.float().numpy(), want, rtol=2e-2, atol=2e-2)
+    assert hadamard.dtype == total.dtype == mf.float32
+    np.testing.assert_allclose(hadamard.numpy(), a.astype(np.float64) ** 2, rtol=1e-6)
+    np.testing.assert_allclose(total.item(), a.astype(np.float64).sum(), rtol=1e-5)
+    assert vd.dtype == mf.bfloat16
+    np.testing.assert_allclose(vd.float().numpy(), (_low(a) ** 2).sum(1), rtol=2e-2)
+
+
+def test_cpu_float32_list_prod_and_quantile():
+    """prod, quantile and nanquantile are on PyTorch's cpu float32 list: a bfloat16 input (and q) gives float32,
+    computed from the bfloat16 values in float32 (quantile refused bfloat16)."""
+    a = _x((3, 5), 3)
+    a[1, 2] = np.nan
+    h, la = cpu(a).to(mf.bfloat16), _low(a)
+    with mf.autocast("cpu"):
+        outs = [(mf.prod(h[0]), la[0].prod()), (h.prod(1), la.prod(1)),
+                (mf.quantile(h[0], 0.3), np.quantile(la[0], 0.3)),
+                (mf.quantile(h, cpu(np.array([0.25, 0.5], np.float32)).to(mf.bfloat16), dim=1),
+                 np.quantile(la, [0.25, 0.5], axis=1)),
+                (mf.nanquantile(h, 0.5, dim=1), np.nanquantile(la, 0.5, axis=1))]
+    for out, want in outs:
+        assert out.dtype == mf.float32
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-6, atol=1e-7)
+
+
+def test_cpu_float32_list_linalg():
+    """The factorizations and solvers on PyTorch's cpu float32 list take a bfloat16 input in float32 (they raised):
+    inv, solve, cholesky, qr, svd, svdvals, eigh, eigvalsh, lstsq, matrix_rank, cond, cholesky_solve / _inverse,
+    torch.inverse / pinverse / svd; det and slogdet are not on it and still refuse bfloat16."""
+    g = _x((4, 4), 4)
+    a = (g @ g.T / 4 + np.eye(4)).astype(np.float32)
+    b = _x((4, 2), 5)
+    la, lb = _low(a), _low(b)
+    h, hb = cpu(a).to(mf.bfloat16), cpu(b).to(mf.bfloat16)
+    low = np.linalg.cholesky(la)
+    s = np.linalg.svd(la, compute_uv=False)
+    with mf.autocast("cpu"):
+        L = mf.linalg.cholesky(h)
+        outs = {
+            "inv": (mf.linalg.inv(h), np.linalg.inv(la)), "inverse": (mf.inverse(h), np.linalg.inv(la)),
+            "inv_ex": (mf.linalg.inv_ex(h).inverse, np.linalg.inv(la)), "cholesky": (L, low),
+            "solve": (mf.linalg.solve(h, hb), np.linalg.solve(la, lb)),
+            "qr": (mf.linalg.qr(h).R.abs(), np.abs(np.linalg.qr(la)[1])),
+            "svdvals": (mf.linalg.svdvals(h), s), "svd": (mf.linalg.svd(h).S, s),
+            "torch.svd": (mf.svd(h, compute_uv=False).S, s), "eigvalsh": (mf.linalg.eigvalsh(h), s[::-1]),
+            "eigh": (mf.linalg.eigh(h).eigenvalues, s[::-1]), "cond": (mf.linalg.cond(h), s[0] / s[-1]),
+            "lstsq": (mf.linalg.lstsq(h, hb).solution, np.linalg.solve(la, lb)),
+            "pinverse": (mf.pinverse(h), np.linalg.inv(la)),
+            "cholesky_solve": (mf.cholesky_solve(hb, L.to(mf.bfloat16)), np.linalg.solve(
+                _low(low) @ _low(low).T, lb)),
+            "cholesky_inverse": (mf.cholesky_inverse(L.to(mf.bfloat16)), np.linalg.inv(_low(low) @ _low(low).T)),
+        }
+        rank = mf.linalg.matrix_rank(h)
+        for op in (mf.linalg.det, mf.linalg.slogdet):
+            with pytest.raises(TypeError, match="BFloat16"):
+                op(h)
+    assert rank.dtype == mf.int64 and rank.item() == 4
+    for name, (out, want) in outs.items():
+        assert out.dtype == mf.float32, name
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_cpu_index_copy_promotes():
+    """index_copy is on PyTorch's cpu promote list: a bfloat16 input with a float32 source (or the reverse) gives
+    float32 (it raised); all-bfloat16 stays bfloat16; the in-place form is not on the list and still refuses."""
+    f = _x((3, 2), 6)
+    src = _x((1, 2), 7)
+    idx = cpu(np.array([1]))
+    want = _low(f).copy()
+    want[1] = src
+    with mf.autocast("cpu"):
+        out = mf.index_copy(cpu(f).to(mf.bfloat16), 0, idx, cpu(src))
+        method = cpu(src).expand(3, 2).index_copy(0, idx, cpu(f[1:2]).to(mf.bfloat16))
+        same = mf.index_copy(cpu(f).to(mf.bfloat16), 0, idx, cpu(src).to(mf.bfloat16))
+        with pytest.raises(RuntimeError, match="same dtype"):
+            cpu(f).index_copy_(0, idx, cpu(src).to(mf.bfloat16))
+    assert out.dtype == method.dtype == mf.float32 and same.dtype == mf.bfloat16
+    np.testing.assert_array_equal(out.numpy(), want)
+    np.testing.assert_array_equal(method.numpy(), np.stack([src[0], _low(f[1]), src[0]]))
+    np.testing.assert_array_equal(same.float().numpy(), np.where(np.arange(3)[:, None] == 1, _low(src), _low(f)))
+
+
+def test_autocast_state_functions():
+    """PyTorch's top-level state functions: the cache flag (a region's cache_enabled defaults to it and sets it
+    inside), set_autocast_enabled / set_autocast_dtype outside a region (a region restores what it found), and
+    the deprecated cpu / gpu spellings with their DeprecationWarning."""
+    a, b = _x((2, 3), 0), _x((3, 2), 1)
+    assert mf.is_autocast_cache_enabled() is True
+    try:
+        mf.set_autocast_cache_enabled(False)
+        with mf.autocast("cpu") as region:
+            assert region._cache_enabled is False and mf.is_autocast_cache_enabled() is False
+        mf.set_autocast_cache_enabled(True)
+        with mf.autocast("cpu", cache_enabled=False):
+            assert mf.is_autocast_cache_enabled() is False
+        assert mf.is_autocast_cache_enabled() is True and mf.clear_autocast_cache() is None
+        with pytest.raises(TypeError, match="must be a bool"):
+            mf.set_autocast_cache_enabled(1)
+
+        mf.set_autocast_dtype("cpu", mf.float16)
+        mf.set_autocast_enabled("cpu", True)
+        assert mf.is_autocast_enabled("cpu") and mf.get_autocast_dtype("cpu") == mf.float16
+        out = cpu(a) @ cpu(b)
+        assert out.dtype == mf.float16
+        np.testing.assert_allclose(out.float().numpy(), a.astype(np.float16).astype(np.float64) @ b.astype(
+            np.float16), rtol=2e-3, atol=2e-3)
+        with mf.autocast("cpu", enabled=False):
+            assert not mf.is_autocast_enabled("cpu")
+        assert mf.is_autocast_enabled("cpu")
+        mf.set_autocast_dtype("cpu", mf.float32)  # (the lower-precision ops then compute in float32)
+        np.testing.assert_allclose((cpu(a) @ cpu(b)).numpy(), a.astype(np.float64) @ b, rtol=1e-6)
+        with pytest.raises(RuntimeError, match="device string"):
+            mf.set_autocast_enabled("foo", True)
+        with pytest.raises(TypeError, match="bool"):
+            mf.set_autocast_enabled("cpu", 1)
+    finally:
+        mf.set_autocast_enabled("cpu", False)
+        mf.set_autocast_dtype("cpu", mf.bfloat16)
+        mf.set_autocast_cache_enabled(True)
+    assert not mf.is_autocast_enabled("cpu") and (cpu(a) @ cpu(b)).dtype == mf.float32
+    with pytest.warns(DeprecationWarning, match=r"is_autocast_enabled\('cpu'\)"):
+        assert mf.is_autocast_cpu_enabled() is False
+    with pytest.warns(DeprecationWarning, match=r"get_autocast_dtype\('cpu'\)"):
+        assert mf.get_autocast_cpu_dtype() == mf.bfloat16
+    with pytest.warns(DeprecationWarning, match=r"get_autocast_dtype\('cuda'\)"):
+        assert mf.get_autocast_gpu_dtype() == mf.float16
+    with pytest.raises(RuntimeError, match="device string"):
+        mf.is_autocast_enabled("foo")
+
+
+def test_cpu_trace_runs_in_float32():
+    """trace is on PyTorch's cpu float32 list: a bfloat16 matrix's trace is float32 (exactly the float32 sum of
+    its diagonal); an int64 one stays int64."""
+    m = mf.tensor([[1.5, 2.0], [3.0, 2.25]]).bfloat16()
+    with mf.autocast("cpu"):
+        t, i = mf.trace(m), mf.trace(mf.tensor([[1, 2], [3, 4]]))
+    assert t.dtype == mf.float32 and t.item() == 3.75 and i.dtype == mf.int64 and i.item() == 5

@@ -8,7 +8,7 @@ import functools
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import cast, promote
+from ._common import autocast_float32, cast, promote
 from .creation import zeros
 from .products import _int, _tensors
 from .reduce import dim_index
@@ -103,6 +103,7 @@ def trace(input):  # noqa: A002 - PyTorch's name
         raise RuntimeError(f"trace: expected a matrix, but got a tensor of {input.ndim} dimensions")
     if input.dtype == backend.bool_:
         raise NotImplementedError("trace: not implemented for bool tensors")
+    (input,) = autocast_float32(input, devices=("cpu",))  # on PyTorch's cpu float32 list
     return _sum(Diagonal.apply(input, 0, 0, 1))
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import broadcast_shape, cast, normalize_axis, unbroadcast
+from ._common import autocast_promote, broadcast_shape, cast, normalize_axis, unbroadcast
 from .indexing import accumulate, setitem
 from .creation import arange
 from .shape import expand, flatten, reshape
@@ -454,8 +454,10 @@ def index_copy_(input, dim, index, source):  # noqa: A002 - PyTorch's names
 
 
 def index_copy(input, dim, index, source):  # noqa: A002
-    """:func:`index_copy_` on a copy of ``input``."""
+    """:func:`index_copy_` on a copy of ``input``. Under autocast on cpu float32 and lower-precision operands
+    widen to float32 (PyTorch's cpu promote list; the in-place form is not on it)."""
     _tensor("index_copy", "input", input)
+    input, source = autocast_promote(input, source, devices=("cpu",))
     return index_copy_(input.clone(), dim, index, source)
 
 

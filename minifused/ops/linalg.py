@@ -9,7 +9,7 @@ import numbers
 
 from .. import backend
 from ..tensor import Tensor
-from ._common import cast, normalize_axis
+from ._common import autocast_float32, cast, normalize_axis
 from .elementwise import abs, mul, where  # noqa: A004
 from .linalg_common import LinAlgError, check_matrix, dtype_name
 from .linalg_decomp import cholesky, cholesky_ex, det, eigh, eigvalsh, inv, inv_ex, qr, slogdet, svd, svdvals
@@ -108,6 +108,7 @@ def cond(A, p=None):
     smallest singular value), -2 (its inverse), for any matrix; 'fro', 'nuc', inf, -inf, 1, -1 (norm(A) times
     norm(A^-1)) for square ones, inf where A is singular."""
     op = "linalg.cond"
+    (A,) = autocast_float32(A, devices=("cpu",))  # (on PyTorch's cpu float32 list)
     if p not in (None, 2, -2, "fro", "nuc", math.inf, -math.inf, 1, -1) or isinstance(p, bool):
         raise InputError(f"linalg.cond got an invalid norm type: {p}")
     if p in (None, 2, -2):

@@ -2,7 +2,9 @@
 ``cholesky`` / ``cholesky_ex``, ``qr``, ``eigh`` / ``eigvalsh``, ``svd`` / ``svdvals``. Each op is one ``Function`` on
 raw arrays through ``xp.linalg`` (NumPy's LAPACK on the cpu, CuPy's cuSOLVER / cuBLAS on cuda, both batched over the
 leading dims) whose backward is PyTorch's formula; failures and checks as ``linalg_common.py`` describes. float32 and
-float64 only: float16 / bfloat16 and integers raise InputTypeError, as PyTorch's CPU kernels refuse them."""
+float64 only: float16 / bfloat16 and integers raise InputTypeError, as PyTorch's CPU kernels refuse them. Under
+autocast on cpu inv, cholesky, qr, eigh, eigvalsh, svd, svdvals (and their _ex forms) take a float16 / bfloat16
+input in float32, as PyTorch's cpu float32 list (det and slogdet are not on it)."""
 from __future__ import annotations
 
 from collections import namedtuple
@@ -10,6 +12,7 @@ from collections import namedtuple
 from .. import backend
 from ..autograd import Function
 from ..backend import InputError
+from ._common import autocast_float32
 from .linalg_common import (check_matrix, cholesky_info, converged, detached, factor, inv_quiet, lu_info,
                             not_pd_message, set_diagonal, singular_message, swap, tri_solve)
 
@@ -231,6 +234,7 @@ class SVD(Function):
 # ---------------------------------------------------------------- the public functions
 def inv(A):
     """``torch.linalg.inv``: the inverse of each square matrix; a singular one raises :class:`LinAlgError`."""
+    (A,) = autocast_float32(A, devices=("cpu",))
     check_matrix("linalg.inv", A)
     return Inv.apply(A, "linalg.inv", True)[0]
 
@@ -238,6 +242,7 @@ def inv(A):
 def inv_ex(A, *, check_errors=False):
     """``torch.linalg.inv_ex``: (inverse, info): info 0, or LAPACK's (the first zero pivot, counted from 1) for a
     singular matrix, whose inverse is then NaN; ``check_errors`` raises instead."""
+    (A,) = autocast_float32(A, devices=("cpu",))
     check_matrix("linalg.inv_ex", A)
     inverse, info = Inv.apply(A, "linalg.inv_ex", check_errors)
     return InvExResult(inverse, detached(info))
@@ -259,6 +264,7 @@ def slogdet(A):
 def cholesky(A, *, upper=False):
     """``torch.linalg.cholesky``: L lower-triangular with A = L L^T (or U = L^T with ``upper``); a matrix that is
     not positive-definite raises :class:`LinAlgError` naming its first such leading minor."""
+    (A,) = autocast_float32(A, devices=("cpu",))
     check_matrix("linalg.cholesky", A)
     return Cholesky.apply(A, bool(upper), "linalg.cholesky", True)[0]
 
@@ -266,6 +272,7 @@ def cholesky(A, *, upper=False):
 def cholesky_ex(A, *, upper=False, check_errors=False):
     """``torch.linalg.cholesky_ex``: (L, info), info the order of the first leading minor that is not
     positive-definite (0: none; L is NaN there); ``check_errors`` raises instead."""
+    (A,) = autocast_float32(A, devices=("cpu",))
     check_matrix("linalg.cholesky_ex", A)
     low, info = Cholesky.apply(A, bool(upper), "linalg.cholesky_ex", check_errors)
     return CholeskyExResult(low, detached(info))
@@ -277,6 +284,7 @@ def qr(A, mode="reduced"):
     if mode not in ("reduced", "complete", "r"):
         raise InputError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', or "
                          f"'complete'")
+    (A,) = autocast_float32(A, devices=("cpu",))
     check_matrix("linalg.qr", A, square=False)
     return QRResult(*QR.apply(A, mode))
 
@@ -290,12 +298,14 @@ def _uplo(UPLO):  # noqa: N803 - PyTorch's name
 def eigh(A, UPLO="L"):  # noqa: N803 - PyTorch's name
     """``torch.linalg.eigh``: (eigenvalues ascending, eigenvectors as columns) of symmetric matrices, read from
     their lower (``UPLO='L'``) or upper triangle."""
+    (A,) = autocast_float32(A, devices=("cpu",))
     check_matrix("linalg.eigh", A)
     return EighResult(*Eigh.apply(A, _uplo(UPLO), True, "linalg.eigh"))
 
 
 def eigvalsh(A, UPLO="L"):  # noqa: N803 - PyTorch's name
     """``torch.linalg.eigvalsh``: the eigenvalues (ascending) of symmetric matrices."""
+    (A,) = autocast_float32(A, devices=("cpu",))
     check_matrix("linalg.eigvalsh", A)
     return Eigh.apply(A, _uplo(UPLO), False, "linalg.eigvalsh")
 
@@ -313,6 +323,7 @@ def _driver(op, A, driver):
 def svd(A, full_matrices=True, *, driver=None):
     """``torch.linalg.svd``: (U, S, Vh) with A = U diag(S) Vh, S descending. ``driver`` (cuda only, as PyTorch's)
     is accepted; CuPy picks its own (gesvdj for batches of small matrices, gesvd otherwise)."""
+    (A,) = autocast_float32(A, devices=("cpu",))
     check_matrix("linalg.svd", A, square=False)
     _driver("linalg.svd", A, driver)
     return SVDResult(*SVD.apply(A, bool(full_matrices), True, "linalg.svd"))
@@ -320,6 +331,7 @@ def svd(A, full_matrices=True, *, driver=None):
 
 def svdvals(A, *, driver=None):
     """``torch.linalg.svdvals``: the singular values, descending; differentiable (through U and Vh)."""
+    (A,) = autocast_float32(A, devices=("cpu",))
     check_matrix("linalg.svdvals", A, square=False)
     _driver("linalg.svdvals", A, driver)
     return SVD.apply(A, False, False, "linalg.svdvals")

@@ -13,7 +13,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import cast
+from ._common import autocast_lower, cast
 from .creation import eye, full_like
 from .diagonals import diagonal as _diagonal
 from .elementwise import clone, mul, where
@@ -199,11 +199,12 @@ def cross(input, other, *, dim=-1):  # noqa: A002 - PyTorch's names
 
 def vecdot(x, y, *, dim=-1):
     """``torch.linalg.vecdot``: the dot product of vectors along ``dim``, batch dims broadcast (real tensors: no
-    conjugation)."""
+    conjugation). Lowered by autocast on cpu, as on PyTorch's cpu list."""
     op = "linalg.vecdot"
     for name, t in (("x", x), ("y", y)):
         if not isinstance(t, Tensor):
             raise InputTypeError(f"{op}(): argument '{name}' must be Tensor, not {type(t).__name__}")
+    x, y = autocast_lower(x, y, devices=("cpu",))
     if not backend.is_floating(x.dtype):
         raise InputTypeError(f"{op}: Expected a floating point or complex tensor as input. Got {dtype_name(x.dtype)}")
     check_same_dtype(op, x, y, names=("x", "y"))

@@ -14,7 +14,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import unbroadcast
+from ._common import autocast_float32, unbroadcast
 from .creation import eye
 from .elementwise import mul, sub
 from .linalg_common import (check_matrix, check_same_dtype, detached, factor, lu_info, set_diagonal, solve_quiet, swap,
@@ -91,7 +91,8 @@ def _solve(op, A, B, left, check):
 def solve(A, B, *, left=True):
     """``torch.linalg.solve``: X with A X = B (``left=False``: X A = B). B is a vector (or a batch of them) when it is
     1-D or has A's shape without the last dim, else matrices; batch dims broadcast. A singular A raises
-    :class:`LinAlgError`."""
+    :class:`LinAlgError`. Under autocast on cpu in float32 (PyTorch's cpu float32 list; solve_ex is not on it)."""
+    A, B = autocast_float32(A, B, devices=("cpu",))
     return _solve("linalg.solve", A, B, left, True)[0]
 
 
@@ -186,8 +187,9 @@ def _cholesky_solve(xp, factor_, b, upper):
 
 def cholesky_solve(B, L, upper=False):
     """``torch.cholesky_solve``: X with A X = B for A = L L^T given its Cholesky factor L (``upper``: A = U^T U);
-    B is (*, n, k), batch dims broadcast."""
+    B is (*, n, k), batch dims broadcast. Under autocast on cpu in float32, as cholesky_inverse."""
     op = "cholesky_solve"
+    B, L = autocast_float32(B, L, devices=("cpu",))
     check_matrix(op, L, "L")
     check_same_dtype(op, L, B, names=("A", "b"))
     if B.ndim < 2:
@@ -202,6 +204,7 @@ def cholesky_solve(B, L, upper=False):
 def cholesky_inverse(L, upper=False):
     """``torch.cholesky_inverse``: A^-1 for A = L L^T given L (``upper``: A = U^T U); the gradient is
     cholesky_solve's for B = I, as PyTorch's."""
+    (L,) = autocast_float32(L, devices=("cpu",))
     check_matrix("cholesky_inverse", L, "A")
     n = L.shape[-1]
     return CholeskySolve.apply(eye(n, dtype=L.dtype, device=L.device), L, bool(upper))
@@ -278,6 +281,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):
     """``torch.linalg.matrix_rank``: how many singular values (``hermitian``: |eigenvalues|) are above
     max(atol, rtol * the largest), as int64; tolerances as :func:`pinv`'s. ``tol`` (the older spelling) is atol."""
     op = "linalg.matrix_rank"
+    (A,) = autocast_float32(A, devices=("cpu",))  # (on PyTorch's cpu float32 list, as lstsq)
     check_matrix(op, A, square=False)
     if tol is not None:
         if atol is not None or rtol is not None:
@@ -307,6 +311,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     A of full rank. Values, not LAPACK's algorithms: the solution is pinv(A, rtol=rcond) @ B (rcond: eps * max(m, n)
     by default), so gradients follow pinv's."""
     op = "linalg.lstsq"
+    A, B = autocast_float32(A, B, devices=("cpu",))
     check_matrix(op, A, name="input", square=False)
     check_same_dtype(op, A, B, names=("input", "other"))
     if driver is None:

@@ -13,6 +13,7 @@ from collections import namedtuple
 
 from ..tensor import Tensor
 from . import linalg
+from ._common import autocast_float32
 from .elementwise import where
 from .linalg_common import check_matrix
 from .linalg_funcs import chain_matmul
@@ -48,7 +49,8 @@ def inverse(input):  # noqa: A002 - PyTorch's name
 
 def pinverse(input, rcond=1e-15):  # noqa: A002 - PyTorch's name
     """``torch.pinverse``: :func:`minifused.linalg.pinv` with singular values at or below ``rcond`` times the largest
-    dropped."""
+    dropped. Under autocast on cpu in float32 (PyTorch's cpu float32 list has pinverse, not linalg.pinv)."""
+    (input,) = autocast_float32(input, devices=("cpu",))
     return linalg.pinv(input, rtol=rcond)
 
 
@@ -82,7 +84,9 @@ def qr(input, some=True):  # noqa: A002 - PyTorch's name
 
 def svd(input, some=True, compute_uv=True):  # noqa: A002 - PyTorch's name
     """``torch.svd``: (U, S, V) with A = U diag(S) V^T (V, not linalg.svd's Vh); ``some``: the reduced
-    factorization. Without ``compute_uv``, U and V are zeros of the full shapes and S alone is computed."""
+    factorization. Without ``compute_uv``, U and V are zeros of the full shapes and S alone is computed. Under
+    autocast on cpu in float32, as linalg.svd."""
+    (input,) = autocast_float32(input, devices=("cpu",))
     if not compute_uv:
         check_matrix("svd", input, square=False)
         m, n = input.shape[-2:]

@@ -295,11 +295,19 @@ def einsum(equation: str, *operands) -> Tensor:
     for o in operands[1:]:
         if o.device != first.device:
             raise RuntimeError(f"einsum: expected all operands on one device, got {first.device} and {o.device}")
+    terms, output, sizes = _einsum_terms(equation, [o.shape for o in operands])
+    # autocast: cuda's list lowers einsum; cpu's lowers the batched products einsum contracts pairs of operands
+    # with, so there only an einsum that sums a subscript shared by two operands is lowered (one that only
+    # multiplies, or sums within single operands, is not)
+    joined = "".join(terms)
+    shared_sum = any(c not in output and sum(c in term for term in terms) > 1 for c in set(joined))
+    operands = autocast_lower(*operands, devices=None if shared_sum else ("cuda",))
+    first = operands[0]
+    for o in operands[1:]:
         if o.dtype != first.dtype:
             raise RuntimeError(f"einsum: expected all operands to have one dtype, got {first.dtype} and {o.dtype}")
     if len(operands) > 1:  # (one operand's einsum is a sum, a trace or a transpose: any dtype)
         _no_bool("einsum", first)
-    terms, output, sizes = _einsum_terms(equation, [o.shape for o in operands])
     # a size-1 dim against a larger size broadcasts: squeeze it out of that operand
     squeezed = []
     for term, o in zip(terms, operands):

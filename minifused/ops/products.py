@@ -45,10 +45,11 @@ def _name(dtype):
     return np.dtype(dtype).name
 
 
-def _operands(op, **named):
-    """The tensors checked (:func:`_tensors`), autocast as the matrix products are, of one dtype, not bool."""
+def _operands(op, devices=None, **named):
+    """The tensors checked (:func:`_tensors`), autocast as the matrix products are (on ``devices``, as
+    :func:`autocast_lower`), of one dtype, not bool."""
     _tensors(op, **named)
-    tensors = autocast_lower(*named.values())
+    tensors = autocast_lower(*named.values(), devices=devices)
     _same_dtype(op, *tensors)
     return tensors
 
@@ -125,15 +126,16 @@ def _mv_operands(op, mat, vec):
 
 
 def mv(input, vec):  # noqa: A002 - PyTorch's name
-    """The product of a matrix (n, m) and a vector (m,): shape (n,), one dtype."""
-    input, vec = _operands("mv", input=input, vec=vec)
+    """The product of a matrix (n, m) and a vector (m,): shape (n,), one dtype. Lowered by autocast on cuda only
+    (PyTorch's cpu list leaves it out, as addmv and addr)."""
+    input, vec = _operands("mv", ("cuda",), input=input, vec=vec)
     _mv_operands("mv", input, vec)
     return MatMul.apply(input, vec)
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002 - PyTorch's name
     """``beta * input + alpha * (mat @ vec)``; input (n,), (1,) or 0-d; one dtype."""
-    input, mat, vec = _operands("addmv", input=input, mat=mat, vec=vec)
+    input, mat, vec = _operands("addmv", ("cuda",), input=input, mat=mat, vec=vec)
     _mv_operands("addmv", mat, vec)
     _input_fits("addmv", input, (mat.shape[0],))
     return _plus("addmv", input, MatMul.apply(mat, vec), beta, alpha, ignore_product=True)
@@ -143,7 +145,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002 - PyTorch's name
     """``beta * input + alpha * outer(vec1, vec2)``, input broadcast to (n, m); dtypes promote. Integer results
     take integer beta and alpha only; bool ones are logical (and / or), as in PyTorch."""
     _tensors("addr", input=input, vec1=vec1, vec2=vec2)
-    input, vec1, vec2 = autocast_lower(input, vec1, vec2)
+    input, vec1, vec2 = autocast_lower(input, vec1, vec2, devices=("cuda",))
     for arg, v in (("vec1", vec1), ("vec2", vec2)):
         if v.ndim != 1:
             raise RuntimeError(f"addr: expected 1-D argument {arg}, but got {v.ndim}-D")
@@ -255,7 +257,7 @@ def inner(input, other):  # noqa: A002 - PyTorch's name
 
 def vdot(input, other):  # noqa: A002 - PyTorch's name
     """The dot product of two 1-D tensors of one size and dtype (real tensors: no conjugation to do)."""
-    input, other = _operands("vdot", input=input, other=other)
+    input, other = _operands("vdot", ("cuda",), input=input, other=other)  # (as dot: not lowered on cpu)
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"vdot: 1-D tensors expected, but got {input.ndim}-D and {other.ndim}-D tensors")
     if input.shape != other.shape:
@@ -431,10 +433,11 @@ def pdist(input, p=2):  # noqa: A002 - PyTorch's name
 
 
 def dist(input, other, p=2):  # noqa: A002 - PyTorch's name
-    """The p-norm of ``input - other`` (broadcast, dtypes promoted): a 0-d tensor; p any number, +-inf."""
+    """The p-norm of ``input - other`` (broadcast, dtypes promoted): a 0-d tensor; p any number, +-inf. In float32
+    under autocast on cuda (PyTorch's cpu list leaves it out)."""
     _tensors("dist", input=input, other=other)
     p = _number("dist", p)
-    input, other = autocast_float32(input, other)
+    input, other = autocast_float32(input, other, devices=("cuda",))
     dtype = promote(input.dtype, other.dtype)
     if not backend.is_floating(dtype):
         raise RuntimeError(f"dist: expected floating point inputs, got {_name(input.dtype)} and "

@@ -16,7 +16,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import cast, dense, leading_sum, normalize_axis
+from ._common import autocast_float32, cast, dense, leading_sum, normalize_axis
 from .shape import Reshape
 from ..backend import InputError, InputTypeError
 
@@ -577,7 +577,9 @@ class VectorNorm(Function):
 
 
 def prod(x: Tensor, dim=None, keepdim=False, dtype=None):
-    """The product over ``dim`` (one dim as in PyTorch; a tuple is accepted too) or every element."""
+    """The product over ``dim`` (one dim as in PyTorch; a tuple is accepted too) or every element. In float32
+    under autocast on cpu (PyTorch's cpu float32 list)."""
+    (x,) = autocast_float32(x, devices=("cpu",))
     x = _int64_if_integral(x, dtype)
     return Prod.apply(*_axes("prod", dim, x, keepdim))
 

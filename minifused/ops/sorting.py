@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import backend
 from ..tensor import Tensor
-from ._common import normalize_axis
+from ._common import autocast_float32, normalize_axis
 from .elementwise import where
 from .index import Gather
 from .reduce import Evenly
@@ -201,6 +201,7 @@ _QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 
 def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
     _check(op, input)
+    input, q = autocast_float32(input, q, devices=("cpu",))  # (both on PyTorch's cpu float32 list)
     if input.dtype not in (backend.float32, backend.float64):
         raise RuntimeError(f"{op}() input tensor must be either float or double dtype, got {input.dtype}")
     if interpolation not in _QUANTILE_MODES:
