@@ -136,13 +136,7 @@ class autocast:  # noqa: N801 - PyTorch's name
 def is_autocast_enabled(device_type="cuda"):
     """Whether an autocast region is on for ``device_type`` here (``torch.is_autocast_enabled``; a string that
     names no device type raises, as PyTorch's)."""
-    if not isinstance(device_type, str):
-        raise TypeError(f"is_autocast_enabled(): argument 'device_type' must be str, not {type(device_type).__name__}")
-    device = device_type.split(":")[0]
-    if device not in _TORCH_DEVICE_TYPES:
-        raise RuntimeError(f"is_autocast_enabled: expected one of {', '.join(_TORCH_DEVICE_TYPES)} device type at "
-                           f"start of device string: {device_type}")
-    return device in backend.autocast_dtypes()
+    return _device_type("is_autocast_enabled", device_type) in backend.autocast_dtypes()
 
 
 def get_autocast_dtype(device_type):
@@ -161,12 +155,7 @@ _TORCH_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl"
 def is_autocast_available(device_type):
     """Whether :class:`autocast` supports ``device_type`` ('cpu' and 'cuda' do, as in PyTorch, whether or not a
     GPU is present); an unknown device type raises RuntimeError, as PyTorch's."""
-    if not isinstance(device_type, str):
-        raise TypeError(f"is_autocast_available: device_type must be a str, got {type(device_type).__name__}")
-    if device_type.split(":")[0] not in _TORCH_DEVICE_TYPES:
-        raise RuntimeError(f"is_autocast_available: expected one of {', '.join(_TORCH_DEVICE_TYPES)} device type "
-                           f"at start of device string: {device_type}")
-    return device_type.split(":")[0] in _AUTOCAST_DEFAULTS
+    return _device_type("is_autocast_available", device_type) in _AUTOCAST_DEFAULTS
 
 
 class _Cache(threading.local):
@@ -193,15 +182,22 @@ def clear_autocast_cache():
     """``torch.clear_autocast_cache``: there is no cache of cast weights here, so nothing to clear."""
 
 
-def _state_device(what, device_type):
-    """The device type of ``device_type`` ('cuda:0' is 'cuda') for the state functions: PyTorch's error for a
-    string that names no device type; the device types other than 'cpu' and 'cuda' have no autocast here."""
+def _device_type(what, device_type):
+    """The device type of ``device_type`` ('cuda:0' is 'cuda'); PyTorch's errors for a non-string and for a
+    string that names no device type."""
     if not isinstance(device_type, str):
         raise TypeError(f"{what}(): argument 'device_type' must be str, not {type(device_type).__name__}")
     device = device_type.split(":")[0]
     if device not in _TORCH_DEVICE_TYPES:
         raise RuntimeError(f"{what}: expected one of {', '.join(_TORCH_DEVICE_TYPES)} device type at start of device "
                            f"string: {device_type}")
+    return device
+
+
+def _state_device(what, device_type):
+    """:func:`_device_type` for the state functions: the device types other than 'cpu' and 'cuda' have no
+    autocast here."""
+    device = _device_type(what, device_type)
     if device not in _AUTOCAST_DEFAULTS:
         raise RuntimeError(f"{what}: autocast is only available for 'cpu' and 'cuda' here, got {device_type!r}")
     return device
