@@ -267,8 +267,7 @@ def where(condition, a, b):
     bfloat16 loop and would widen the result to float32: there, bfloat16 operands are selected as their 16-bit
     patterns (exact), a scalar first made a 0-d bfloat16 array. Mixed with a wider dtype, PyTorch's promotion
     widens too, and CuPy's where does the same."""
-    on_gpu = [v for v in (condition, a, b) if is_cuda_array(v)]
-    if not on_gpu:
+    if not (is_cuda_array(condition) or is_cuda_array(a) or is_cuda_array(b)):
         return np.where(condition, a, b)
     if not is_cuda_array(condition) and np.ndim(condition) == 0:  # a bool (CuPy's where calls its astype)
         condition = cupy.full((), bool(condition))
