@@ -250,3 +250,36 @@ def test_integer_powers_with_negative_exponents():
     assert (2 ** cpu(np.array([-1, 2]))).tolist() == [0, 4]
     small = cpu(np.array([2, 3], np.int8)) ** cpu(np.array([-1, 3], np.int8))
     assert small.dtype == mf.int8 and small.tolist() == [0, 27]
+
+
+# ---------------------------------------------------------------- normalize in 16 bits, sinc's gradient
+@pytest.mark.parametrize("dtype", [mf.float16, mf.bfloat16])
+def test_normalize_clamps_in_the_input_dtype(dtype):
+    """PyTorch's normalize divides by ``norm.clamp_min(eps)``, a tensor of the input's dtype: eps=1e-12 rounds to 0
+    in float16, so a zero row is 0/0 = NaN in value and gradient; bfloat16 holds 1e-12, so there the row is 0 and
+    its gradient 1/eps rounded. A nonzero row is x / ||x||, its gradient (I - u u^T) / ||x|| applied to ones."""
+    x = np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 2.0]])
+    t = cpu(x, dtype=dtype, requires_grad=True)
+    y = F.normalize(t, dim=1)
+    y.sum().backward()
+    got, grad = y.float().numpy().astype(np.float64), t.grad.float().numpy().astype(np.float64)
+    u = x[1] / 3.0
+    np.testing.assert_allclose(got[1], u, rtol=1e-2)
+    np.testing.assert_allclose(grad[1], (1 - u * u.sum()) / 3.0, rtol=2e-2, atol=1e-2)
+    if dtype == mf.float16:
+        assert np.isnan(got[0]).all() and np.isnan(grad[0]).all()
+    else:
+        np.testing.assert_array_equal(got[0], 0.0)
+        eps = float(np.float32(1e-12).astype(backend.bfloat16))
+        np.testing.assert_allclose(grad[0], 1 / eps, rtol=1e-2)
+
+
+def test_sinc_gradient_float32_is_accurate():
+    """sinc'(x) = (pi x cos(pi x) - sin(pi x)) / (pi x^2): the float32 gradient is the float64 value rounded once
+    (a difference formed in float32 cancels to about 1e-5 relative)."""
+    x = (np.random.default_rng(0).standard_normal(2000) * 2).astype(np.float32)
+    t = cpu(x, requires_grad=True)
+    mf.sinc(t).sum().backward()
+    w = x.astype(np.float64)
+    want = (math.pi * w * np.cos(math.pi * w) - np.sin(math.pi * w)) / (math.pi * w * w)
+    assert np.abs(t.grad.numpy() - want).max() < 1e-6 * np.abs(want).max()

@@ -240,6 +240,9 @@ class Normalize(Function):
             n = _norm(xp, xu, p, dim)
         else:  # the max of nothing: an empty dim has norm 0
             n = xp.zeros(xu.shape[:dim] + (1,) + xu.shape[dim + 1:], xu.dtype)
+        if x.dtype in _HALF:  # PyTorch's norm and its clamp are tensors of x's dtype: eps=1e-12 is 0 in float16
+            n = n.astype(x.dtype).astype(xu.dtype)
+            eps = float(np.float32(eps).astype(x.dtype))
         ctx.save_for_backward(x, n)
         ctx.args = (p, dim, eps)
         return _emit(xu / xp.maximum(n, eps), x.dtype)
