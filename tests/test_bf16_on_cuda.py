@@ -130,3 +130,24 @@ def test_gradients_keep_their_inputs_dtype_through_a_softmax():
         return out, x.grad, y.grad
 
     run_both(run)
+
+
+@pytest.mark.parametrize("dtype", [mf.bfloat16, mf.float16])
+@pytest.mark.parametrize("nonlinearity", ["relu", "tanh"])
+def test_rnn_pre_activation_rounds_once(dtype, nonlinearity):
+    """A 16-bit RNN on cuda computes in float32 as PyTorch's cuDNN RNN: with W_ih x = 1 and W_hh h =
+    (1 - 2^-7)(1 + 2^-7) = 1 - 2^-14 (all inputs exact in 16 bits), the pre-activation is 2^-14; rounding the
+    recurrent product to 16 bits first would give 1 - 1 = 0, a dead ReLU and a zero gradient."""
+    m = mf.nn.RNN(1, 1, nonlinearity=nonlinearity, bias=False).to("cuda", dtype)
+    with mf.no_grad():
+        m.weight_ih_l0.fill_(1.0)
+        m.weight_hh_l0.fill_(-(1 - 2 ** -7))
+    x = mf.tensor([[[1.0]]], device="cuda", dtype=dtype, requires_grad=True)
+    y, h = m(x, mf.tensor([[[1 + 2 ** -7]]], device="cuda", dtype=dtype))
+    y.sum().backward()
+    assert y.dtype == h.dtype == x.grad.dtype == m.weight_hh_l0.grad.dtype == dtype
+    pre = 2.0 ** -14
+    want = pre if nonlinearity == "relu" else np.tanh(pre)
+    np.testing.assert_allclose(float(y.float().item()), want, rtol=1e-2)
+    np.testing.assert_allclose(float(h.float().item()), want, rtol=1e-2)
+    np.testing.assert_allclose(float(x.grad.float().item()), 1.0, rtol=1e-2)

@@ -227,6 +227,10 @@ class RNNBase(Module):
         """All layers over the rows ``x`` (grouped by time step); returns the last layer's outputs and the final
         states, each stacked (num_layers * directions, batch, size)."""
         finals = [[] for _ in hs]
+        dtype = x.dtype
+        # PyTorch's cuda RNNs (cuDNN) compute 16-bit layers in float32 and round each layer's outputs once; three
+        # roundings of a pre-activation (its two GEMMs and their sum) can flip a ReLU where the two nearly cancel
+        wide = dtype in (backend.float16, backend.bfloat16) and x.device.type == "cuda"
         for layer in range(self.num_layers):
             if layer and self.dropout and self.training:  # between layers only, as PyTorch
                 x = F.dropout(x, self.dropout, True)
@@ -234,11 +238,15 @@ class RNNBase(Module):
             for direction in range(self._dirs):
                 k = layer * self._dirs + direction
                 params = self._layer_params(k)
+                state0 = tuple(h[k] for h in hs)
+                if wide:
+                    params = {n: p.float() for n, p in params.items()}
+                    x, state0 = x.float(), tuple(s.float() for s in state0)
                 gi = F.linear(x, params["weight_ih"], params.get("bias_ih"))  # all time steps in one GEMM
-                y, state = _run_direction(self._step(params), gi, batch_sizes, tuple(h[k] for h in hs), direction)
-                outs.append(y)
+                y, state = _run_direction(self._step(params), gi, batch_sizes, state0, direction)
+                outs.append(y.to(dtype))
                 for i, s in enumerate(state):
-                    finals[i].append(s)
+                    finals[i].append(s.to(dtype))
             x = outs[0] if len(outs) == 1 else cat(outs, 1)
         return x, [stack(f, 0) for f in finals]
 
