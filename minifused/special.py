@@ -11,6 +11,7 @@ from . import backend
 from . import functional as _F
 from . import ops as _ops
 from .ops import special_math as _special_math
+from .ops._common import autocast_off as _autocast_off
 
 expit = _ops.sigmoid
 logit = _ops.logit
@@ -46,7 +47,8 @@ def xlog1py(input, other):  # noqa: A002
     dtype = _ops.result_type(input, other)  # (PyTorch's promotion: a 0-d float64 other keeps float32)
     if backend.is_floating(dtype):
         input, other = input.to(dtype), other.to(dtype)
-    log = _ops.log1p(other)
+    with _autocast_off():  # (one op in PyTorch: not log1p's autocast rule)
+        log = _ops.log1p(other)
     special = (input == 0) & ~_ops.isfinite(log) & ~_ops.isnan(other)
     return input * _ops.where(special, _ops.zeros_like(log), log)
 

@@ -353,3 +353,63 @@ def test_cpu_trace_runs_in_float32():
     with mf.autocast("cpu"):
         t, i = mf.trace(m), mf.trace(mf.tensor([[1, 2], [3, 4]]))
     assert t.dtype == mf.float32 and t.item() == 3.75 and i.dtype == mf.int64 and i.item() == 5
+
+
+# ---------------------------------------------------------------- the cuda float32 list's math, sums and norms
+def _cuda_list_cases(L, x, xp):
+    """(name, result, float64 reference of the bfloat16 values or None, widens) under a bfloat16 region."""
+    a, ap = _low(x.float().cpu().numpy()), _low(xp.float().cpu().numpy())
+    return [
+        ("exp", x.exp(), np.exp(a), True), ("log", L.log(xp), np.log(ap), True),
+        ("rsqrt", xp.rsqrt(), 1 / np.sqrt(ap), True), ("reciprocal", L.reciprocal(xp), 1 / ap, True),
+        ("rdiv", 2 / xp, 2 / ap, True), ("pow", x ** 2, a ** 2, True), ("rpow", 2 ** x, 2.0 ** a, True),
+        ("square", L.square(x), a * a, True), ("sum", x.sum(), a.sum(), True),
+        ("cumsum", x.cumsum(1), np.cumsum(a, 1), True), ("prod", xp.prod(1), ap.prod(1), True),
+        ("logsumexp", x.logsumexp(1), np.log(np.exp(a).sum(1)), True),
+        ("norm", x.norm(), np.sqrt((a * a).sum()), True),
+        ("vector_norm", L.linalg.vector_norm(x, dim=1), np.sqrt((a * a).sum(1)), True),
+        ("normalize", F.normalize(x) if L is mf else None, a / np.sqrt((a * a).sum(1, keepdims=True)), True),
+        ("sum_dtype", x.sum(dtype=BF16), None, False), ("mean", x.mean(), None, False),
+        ("nansum", L.nansum(x), None, False), ("sigmoid", L.sigmoid(x), None, False),
+        ("xlog1py", L.special.xlog1py(xp, xp), None, False), ("exp_", x.clone().exp_(), None, False),
+    ]
+
+
+def _check_cuda_list(cases):
+    for name, got, want, widens in cases:
+        assert got.dtype == (np.float32 if widens else BF16), name
+        if want is not None:  # computed in float32 from the bfloat16 values: float32 rounding only
+            np.testing.assert_allclose(got.cpu().numpy(), want, rtol=2e-6, atol=1e-6, err_msg=name)
+
+
+def test_cuda_float32_list_as_a_cpu_simulation(monkeypatch):
+    """PyTorch's cuda autocast list computes exp, log, rsqrt, reciprocal (and so a number divided by a tensor), pow
+    (and square, its pow(x, 2)), logsumexp, the norms and, where no dtype is given, sum / cumsum / prod in float32;
+    an explicit dtype, mean, nansum, sigmoid, xlog1py and in-place ops keep bfloat16. The rules are the cuda
+    list's, run here on the cpu by naming the cpu a device of that list."""
+    from minifused.ops import _common
+    monkeypatch.setattr(_common, "_CUDA_ONLY", ("cuda", "cpu"))
+    x = cpu(_x((4, 6))).to(BF16)
+    xp = cpu(_x((4, 6), 1, positive=True)).to(BF16)
+    with mf.autocast("cpu", dtype=BF16):
+        cases = [c for c in _cuda_list_cases(mf, x, xp) if c[0] != "normalize"]  # (normalize: cuda's own rule)
+    _check_cuda_list(cases)
+
+
+def test_cuda_float32_list_is_cuda_only():
+    """On the cpu, PyTorch's cpu list leaves these ops in bfloat16 (prod aside: float32 on both lists)."""
+    x = cpu(_x((4, 6))).to(BF16)
+    with mf.autocast("cpu", dtype=BF16):
+        assert x.exp().dtype == BF16 and (x ** 2).dtype == BF16 and x.sum().dtype == BF16
+        assert x.cumsum(1).dtype == BF16 and x.norm().dtype == BF16 and (2 / x).dtype == BF16
+
+
+@pytest.mark.gpu
+def test_cuda_float32_list_on_cuda():
+    x = mf.tensor(_x((4, 6)), device="cuda").to(BF16)
+    xp = mf.tensor(_x((4, 6), 1, positive=True), device="cuda").to(BF16)
+    with mf.autocast("cuda", dtype=BF16):
+        cases = _cuda_list_cases(mf, x, xp)
+        w = mf.tensor(_x((3, 6, 6), 2), device="cuda").to(BF16)
+        cases.append(("bilinear", F.bilinear(x, x, w), None, False))
+    _check_cuda_list(cases)

@@ -369,6 +369,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``input / max(||input||_p, eps)`` along ``dim``. ``p`` is >= 0 or ``inf``."""
     op = "normalize"
     _act(op, input)
+    (input,) = _autocast_float32(input, devices=("cuda",))  # (PyTorch's divides by norm: float32 under cuda autocast)
     if out is not None:
         raise NotImplementedError(f"{op}: out= is not supported; use the returned tensor")
     p = _number(op, "p", p)

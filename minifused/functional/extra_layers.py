@@ -72,7 +72,7 @@ def bilinear(input1, input2, weight, bias=None):
     w = _reshape(_permute(weight, (1, 0, 2)), in1, out * in2)  # (in1, out * in2): one GEMM for every o
     with _autocast_off():  # (one op in PyTorch, in its inputs' dtype: no lower-precision GEMM inside)
         t = _reshape(_matmul(_reshape(input1, -1, in1), w), -1, out, in2)
-    y = (t * _reshape(input2, -1, 1, in2)).sum(-1)
+        y = (t * _reshape(input2, -1, 1, in2)).sum(-1)
     if bias is not None:
         y = y + bias
     return _reshape(y, *lead, out)

@@ -71,6 +71,17 @@ def autocast_float32(*tensors, devices=None):
                  and t.dtype in (backend.float16, backend.bfloat16) else t for t in tensors)
 
 
+_CUDA_ONLY = ("cuda",)
+
+
+def autocast_float32_on_cuda(*tensors):
+    """:func:`autocast_float32` for the ops only PyTorch's cuda list widens: the pointwise math (exp, log, pow,
+    rsqrt, reciprocal, ...), logsumexp, renorm, pdist, and the sums, products and norms that are not given a
+    dtype (sum, prod, cumsum, cumprod, norm, vector and matrix norms). Like PyTorch's autocast, it applies where
+    a user's code calls the op, so compositions written with these ops widen as PyTorch's Python ones do."""
+    return autocast_float32(*tensors, devices=_CUDA_ONLY)
+
+
 def autocast_promote(*tensors, devices=None):
     """``tensors`` as the promote ops take them inside an autocast region on their device (cuda:
     grid_sample, addcmul, ...; cpu: cat, stack, index_copy): the floating tensors (float64 aside) cast to

@@ -10,8 +10,8 @@ from ..autograd import Function
 from ..kernels import elementwise as K
 from ..kernels import copy_in_layout, is_channels_last
 from ..tensor import Tensor
-from ._common import (bfloat16_rounded, binary_operands, broadcast_shape, cast, check_alpha, opmath_operands,
-                      promote_operands, scalar_result_dtype, shape_of, unbroadcast, wrapped)
+from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, broadcast_shape, cast, check_alpha,
+                      opmath_operands, promote_operands, scalar_result_dtype, shape_of, unbroadcast, wrapped)
 from .logic import nonzero
 from .shape import preserve_format, result_channels_last
 from ..backend import InputError, InputTypeError
@@ -266,6 +266,7 @@ def pow(a, b):  # noqa: A001 - PyTorch's name
             raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
         if wrapped(a.dtype, b) != b:
             raise RuntimeError(f"pow: value {b} cannot be converted to type {a.dtype} without overflow")
+    a, b = autocast_float32_on_cuda(a, b)  # (on PyTorch's cuda autocast float32 list)
     return _pow(a, b)
 
 
@@ -276,6 +277,7 @@ def div(a, b):
     ``opmath_operands``). A Python number divided by a tensor is the tensor's reciprocal times the number, as
     PyTorch's ``__rtruediv__`` computes it (so that ``2 / x`` rounds as there)."""
     if isinstance(b, Tensor) and not isinstance(a, Tensor) and isinstance(a, numbers.Number):
+        (b,) = autocast_float32_on_cuda(b)  # (a reciprocal: on PyTorch's cuda autocast float32 list)
         return mul(_true_div(1.0, b), a)  # (1.0 / b: the reciprocal, rounded once)
     return _true_div(a, b)
 
@@ -456,8 +458,10 @@ class Clamp(Function):
         return backend.where(keep, g, zero), d_lo, d_hi
 
 
-def _float_unary(fn, name):
+def _float_unary(fn, name, cuda_float32=False):
     def op(x, *args):
+        if cuda_float32:  # (on PyTorch's cuda autocast float32 list)
+            (x,) = autocast_float32_on_cuda(x)
         if not backend.is_floating(x.dtype):
             x = cast(x, backend.get_default_dtype())
         return fn.apply(x, *args)
@@ -473,8 +477,8 @@ def neg(x):
     return Neg.apply(x)
 
 
-exp = _float_unary(Exp, "exp")
-log = _float_unary(Log, "log")
+exp = _float_unary(Exp, "exp", cuda_float32=True)
+log = _float_unary(Log, "log", cuda_float32=True)
 sqrt = _float_unary(Sqrt, "sqrt")
 def abs(x):  # noqa: A001 - PyTorch's name
     if x.dtype == backend.bool_:

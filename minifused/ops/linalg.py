@@ -9,7 +9,7 @@ import numbers
 
 from .. import backend
 from ..tensor import Tensor
-from ._common import autocast_float32, cast, normalize_axis
+from ._common import autocast_float32, autocast_float32_on_cuda, cast, normalize_axis
 from .elementwise import abs, mul, where  # noqa: A004
 from .linalg_common import LinAlgError, check_matrix, dtype_name
 from .linalg_decomp import cholesky, cholesky_ex, det, eigh, eigvalsh, inv, inv_ex, qr, slogdet, svd, svdvals
@@ -34,6 +34,8 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # no
         raise InputTypeError(f"{op}: expected a Tensor, got {type(A).__name__}")
     if dtype is not None:
         A = cast(A, dtype)
+    else:  # (on PyTorch's cuda autocast float32 list where no dtype is given)
+        (A,) = autocast_float32_on_cuda(A)
     if not backend.is_floating(A.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input, got dtype {A.dtype}")
     if A.ndim < 2:

@@ -14,7 +14,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import binary_operands, cast, unbroadcast
+from ._common import autocast_float32_on_cuda, binary_operands, cast, unbroadcast
 from .elementwise import where
 from .logic import _values, bitwise_not, logical_and, logical_not, logical_or, logical_xor, written_into
 from .pointwise import _check, hypot
@@ -120,6 +120,7 @@ def renorm(input, p, dim, maxnorm):  # noqa: A002 - PyTorch's names
     if not backend.is_floating(input.dtype):
         raise RuntimeError(f"renorm: expected a floating-point input, got {_dtype_name(input.dtype)}")
     axis = dim_index("renorm", dim, input.ndim)
+    (input,) = autocast_float32_on_cuda(input)  # (on PyTorch's cuda autocast float32 list)
     wide = cast(input, backend.float32) if input.dtype in _HALF else input
     norm = vector_norm(wide, float(p), tuple(d for d in range(input.ndim) if d != axis), keepdim=True)
     factor = where(norm > maxnorm, float(maxnorm) / (norm + 1e-7), 1.0)

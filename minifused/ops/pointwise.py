@@ -17,8 +17,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import (bfloat16_rounded, binary_operands, cast, check_integer_divisor, promote_operands,
-                      unbroadcast)
+from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, cast, check_integer_divisor,
+                      promote_operands, unbroadcast)
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
 from .elementwise import _in_tensor_dtype, clone, mul, sign_of, where
 from .logic import written_into
@@ -174,10 +174,12 @@ def _check(name, x):
         raise InputTypeError(f"{name}(): argument 'input' must be Tensor, not {type(x).__name__}")
 
 
-def _float_op(fn, name):
+def _float_op(fn, name, cuda_float32=False):
     """Integer and bool input becomes the default dtype (float32 unless set), as in ``torch.sin``."""
     def op(x):
         _check(name, x)
+        if cuda_float32:  # (on PyTorch's cuda autocast float32 list)
+            (x,) = autocast_float32_on_cuda(x)
         if not backend.is_floating(x.dtype):
             x = cast(x, backend.get_default_dtype())
         return fn.apply(x)
@@ -200,20 +202,20 @@ def _exact_op(fn, name):
 
 sin = _float_op(Sin, "sin")
 cos = _float_op(Cos, "cos")
-tan = _float_op(Tan, "tan")
-asin = _float_op(Asin, "asin")
-acos = _float_op(Acos, "acos")
+tan = _float_op(Tan, "tan", cuda_float32=True)
+asin = _float_op(Asin, "asin", cuda_float32=True)
+acos = _float_op(Acos, "acos", cuda_float32=True)
 atan = _float_op(Atan, "atan")
-sinh = _float_op(Sinh, "sinh")
-cosh = _float_op(Cosh, "cosh")
-log2 = _float_op(Log2, "log2")
-log10 = _float_op(Log10, "log10")
-log1p = _float_op(Log1p, "log1p")
-expm1 = _float_op(Expm1, "expm1")
-rsqrt = _float_op(Rsqrt, "rsqrt")
-reciprocal = _float_op(Reciprocal, "reciprocal")
+sinh = _float_op(Sinh, "sinh", cuda_float32=True)
+cosh = _float_op(Cosh, "cosh", cuda_float32=True)
+log2 = _float_op(Log2, "log2", cuda_float32=True)
+log10 = _float_op(Log10, "log10", cuda_float32=True)
+log1p = _float_op(Log1p, "log1p", cuda_float32=True)
+expm1 = _float_op(Expm1, "expm1", cuda_float32=True)
+rsqrt = _float_op(Rsqrt, "rsqrt", cuda_float32=True)
+reciprocal = _float_op(Reciprocal, "reciprocal", cuda_float32=True)
 erf = _float_op(Erf, "erf")
-erfinv = _float_op(Erfinv, "erfinv")
+erfinv = _float_op(Erfinv, "erfinv", cuda_float32=True)
 floor = _exact_op(Floor, "floor")
 ceil = _exact_op(Ceil, "ceil")
 trunc = _exact_op(Trunc, "trunc")
@@ -253,8 +255,10 @@ def frac(x):
 
 
 def square(x):
-    """x * x; integers stay integers and bool becomes int64, as in PyTorch."""
+    """x * x; integers stay integers and bool becomes int64, as in PyTorch (whose square is pow(x, 2): on its
+    cuda autocast float32 list)."""
     _check("square", x)
+    (x,) = autocast_float32_on_cuda(x)
     if x.dtype == backend.bool_:
         x = cast(x, backend.int64)
     if not backend.is_floating(x.dtype):

@@ -18,7 +18,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
-from ._common import autocast_float32, autocast_lower, cast, promote
+from ._common import autocast_float32, autocast_float32_on_cuda, autocast_lower, autocast_off, cast, promote
 from .elementwise import add, clone, mul, sub, where
 from .matmul import MatMul, _swap, addmm
 from .movement import roll
@@ -429,7 +429,9 @@ def pdist(input, p=2):  # noqa: A002 - PyTorch's name
 
     n = input.shape[0]
     rows, cols = triu_indices(n, n, 1, device=input.device)
-    return cdist(input, input, p, "donot_use_mm_for_euclid_dist")[rows, cols]
+    (input,) = autocast_float32_on_cuda(input)  # (on PyTorch's cuda autocast float32 list; cdist's cpu rule not)
+    with autocast_off():
+        return cdist(input, input, p, "donot_use_mm_for_euclid_dist")[rows, cols]
 
 
 def dist(input, other, p=2):  # noqa: A002 - PyTorch's name

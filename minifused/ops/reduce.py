@@ -16,7 +16,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import autocast_float32, cast, dense, leading_sum, normalize_axis
+from ._common import autocast_float32, autocast_float32_on_cuda, cast, dense, leading_sum, normalize_axis
 from .shape import Reshape
 from ..backend import InputError, InputTypeError
 
@@ -259,6 +259,8 @@ def _float_input(x):
 
 def sum(x: Tensor, dim=None, keepdim=False, dtype=None, *, axis=None):  # noqa: A001 - PyTorch's name
     dim = _alias("sum", dim, axis)
+    if dtype is None:  # (on PyTorch's cuda autocast float32 list where no dtype is given)
+        (x,) = autocast_float32_on_cuda(x)
     x = _int64_if_integral(x, dtype)
     out = Sum.apply(*_axes("sum", dim, x, keepdim))
     # NumPy sums narrow integers (and bool) in a wider type: an asked-for dtype is the result's, as PyTorch's
@@ -578,8 +580,10 @@ class VectorNorm(Function):
 
 def prod(x: Tensor, dim=None, keepdim=False, dtype=None):
     """The product over ``dim`` (one dim as in PyTorch; a tuple is accepted too) or every element. In float32
-    under autocast on cpu (PyTorch's cpu float32 list)."""
+    under autocast on cpu (PyTorch's cpu float32 list), and on cuda where no dtype is given."""
     (x,) = autocast_float32(x, devices=("cpu",))
+    if dtype is None:
+        (x,) = autocast_float32_on_cuda(x)
     x = _int64_if_integral(x, dtype)
     return Prod.apply(*_axes("prod", dim, x, keepdim))
 
@@ -588,14 +592,18 @@ def logsumexp(x: Tensor, dim=None, keepdim=False, *, axis=None):
     """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so it neither overflows nor underflows;
     integer inputs give float32."""
     dim = _alias("logsumexp", dim, axis)
+    (x,) = autocast_float32_on_cuda(x)  # (on PyTorch's cuda autocast float32 list)
     x = _float_input(x)
     return LogSumExp.apply(*_axes("logsumexp", dim, x, keepdim))
 
 
 def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002 - PyTorch's name
-    """``torch.linalg.vector_norm``: ord any number, inf or -inf, over ``dim`` (int, tuple or None)."""
+    """``torch.linalg.vector_norm``: ord any number, inf or -inf, over ``dim`` (int, tuple or None); in float32
+    under autocast on cuda where no dtype is given."""
     if dtype is not None:
         x = cast(x, dtype)
+    else:
+        (x,) = autocast_float32_on_cuda(x)
     if not backend.is_floating(x.dtype):
         raise InputTypeError(f"vector_norm: expected a floating point input, got {x.dtype}")
     if isinstance(ord, bool) or not isinstance(ord, numbers.Real):

@@ -10,6 +10,7 @@ from .. import backend
 from ..autograd import Function
 from ..backend import InputTypeError
 from ..tensor import Tensor
+from ._common import autocast_float32_on_cuda
 from .indexing import accumulate
 from .reduce import _alias, _int64_if_integral, dim_index
 
@@ -79,6 +80,8 @@ class CumProd(Function):
 
 
 def _scan(fn, op, x, dim, dtype):
+    if dtype is None and fn in (CumSum, CumProd):  # (on PyTorch's cuda autocast float32 list without a dtype)
+        (x,) = autocast_float32_on_cuda(x)
     x = _int64_if_integral(x, dtype)
     axis = dim_index(op, dim, x.ndim)
     if x.ndim == 0:

@@ -309,6 +309,7 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 - PyTor
     _check("nansum", input)
     if backend.is_floating(input.dtype):
         input = where(isnan(input), 0.0, input)
+        dtype = input.dtype if dtype is None else dtype  # (one op in PyTorch: not sum's autocast rule)
     return input.sum(dim=dim, keepdim=keepdim, dtype=dtype)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from .. import backend
 from ..kernels import special_math as kernels
 from ..tensor import Tensor
-from ._common import _category, cast
+from ._common import _category, autocast_float32_on_cuda, cast
 from .elementwise import clone
 from .inplace_arith import CopyInto
 from .pointwise import Acos, Asin, Atan, _check, _float_op, _inplace, _Unary, _unary, _wide, acos, asin, atan, atan2
@@ -159,6 +159,7 @@ def mvlgamma(input, p):  # noqa: A002 - PyTorch's names
     """The log of the multivariate gamma function of dimension p >= 1: sum_j<p lgamma(x - j/2) + p (p-1)/4 log(pi)
     (PyTorch 2.14 no longer checks x > (p-1)/2: the poles give inf). Integer input gives the default dtype."""
     _check("mvlgamma", input)
+    (input,) = autocast_float32_on_cuda(input)  # (PyTorch's sums its lgammas: float32 under cuda autocast)
     return Mvlgamma.apply(_floating(input), _order("mvlgamma", p, "p", 1))
 
 
