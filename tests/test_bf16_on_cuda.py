@@ -151,3 +151,21 @@ def test_rnn_pre_activation_rounds_once(dtype, nonlinearity):
     np.testing.assert_allclose(float(y.float().item()), want, rtol=1e-2)
     np.testing.assert_allclose(float(h.float().item()), want, rtol=1e-2)
     np.testing.assert_allclose(float(x.grad.float().item()), 1.0, rtol=1e-2)
+
+
+@pytest.mark.parametrize("cls", [mf.nn.RNN, mf.nn.LSTM, mf.nn.GRU])
+def test_rnn_under_autocast_runs_in_float16(cls):
+    """PyTorch's cuDNN RNN under autocast casts input, states and weights to float16, whatever the region's dtype:
+    a float32 model with a float32 input gives float16 outputs within float16 rounding of the float32 run, and its
+    float32 weights get float32 gradients."""
+    mf.manual_seed(0)
+    m = cls(5, 6, num_layers=2).to("cuda")
+    x = mf.tensor(np.random.default_rng(0).standard_normal((7, 3, 5)).astype(np.float32), device="cuda")
+    ref = m(x)[0]
+    with mf.autocast("cuda", dtype=mf.bfloat16):
+        y, h = m(x)
+    h = h[0] if isinstance(h, tuple) else h
+    assert y.dtype == h.dtype == mf.float16
+    np.testing.assert_allclose(y.float().cpu().numpy(), ref.detach().cpu().numpy(), rtol=1e-2, atol=2e-3)
+    y.float().sum().backward()
+    assert m.weight_hh_l0.grad.dtype == mf.float32

@@ -9,6 +9,7 @@ import warnings
 from .. import backend
 from .. import functional as F
 from ..ops import cat, split, stack, zeros
+from ..ops._common import autocast_off
 from ..tensor import Tensor
 from .module import Module
 from .rnn_cells import NONLINEARITIES, check_dtype, gru_step, lstm_step, new_parameter, rnn_step, uniform_init
@@ -45,6 +46,13 @@ def _run_direction(step, gi, batch_sizes, state0, reverse):
             state = step(chunks[t], state)
             outs[t] = state[0]
     return (outs[0] if len(outs) == 1 else cat(outs, 0)), state
+
+
+def _autocast_half(x):
+    """Whether ``x`` runs as PyTorch's cuDNN RNN runs it under autocast: cast to float16 (input, states and
+    weights), whatever the region's dtype."""
+    return (x.device.type == "cuda" and backend.autocast_dtypes().get("cuda") is not None
+            and x.dtype in (backend.float32, backend.float16, backend.bfloat16))
 
 
 class RNNBase(Module):
@@ -203,7 +211,8 @@ class RNNBase(Module):
         if x.shape[-1] != self.input_size:
             raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, "
                                f"got {x.shape[-1]}")
-        check_dtype(name, x, self.weight_ih_l0)
+        if not _autocast_half(x):
+            check_dtype(name, x, self.weight_ih_l0)
         if not batch_sizes:
             raise RuntimeError(f"{name}: expected a sequence of at least one time step, got 0")
         if hs is None:
@@ -226,11 +235,17 @@ class RNNBase(Module):
     def _layers(self, x, batch_sizes, hs):
         """All layers over the rows ``x`` (grouped by time step); returns the last layer's outputs and the final
         states, each stacked (num_layers * directions, batch, size)."""
+        cuda = x.device.type == "cuda"
+        if _autocast_half(x):
+            with autocast_off():
+                return self._run_layers(x, batch_sizes, hs, backend.float16, cuda)
+        return self._run_layers(x, batch_sizes, hs, x.dtype, cuda)
+
+    def _run_layers(self, x, batch_sizes, hs, dtype, cuda):
         finals = [[] for _ in hs]
-        dtype = x.dtype
         # PyTorch's cuda RNNs (cuDNN) compute 16-bit layers in float32 and round each layer's outputs once; three
         # roundings of a pre-activation (its two GEMMs and their sum) can flip a ReLU where the two nearly cancel
-        wide = dtype in (backend.float16, backend.bfloat16) and x.device.type == "cuda"
+        wide = dtype in (backend.float16, backend.bfloat16) and cuda
         for layer in range(self.num_layers):
             if layer and self.dropout and self.training:  # between layers only, as PyTorch
                 x = F.dropout(x, self.dropout, True)
@@ -239,9 +254,9 @@ class RNNBase(Module):
                 k = layer * self._dirs + direction
                 params = self._layer_params(k)
                 state0 = tuple(h[k] for h in hs)
-                if wide:
-                    params = {n: p.float() for n, p in params.items()}
-                    x, state0 = x.float(), tuple(s.float() for s in state0)
+                if wide:  # (under autocast: rounded to float16 first, as PyTorch casts them)
+                    params = {n: p.to(dtype).float() for n, p in params.items()}
+                    x, state0 = x.to(dtype).float(), tuple(s.to(dtype).float() for s in state0)
                 gi = F.linear(x, params["weight_ih"], params.get("bias_ih"))  # all time steps in one GEMM
                 y, state = _run_direction(self._step(params), gi, batch_sizes, state0, direction)
                 outs.append(y.to(dtype))
