@@ -243,9 +243,12 @@ class RNNBase(Module):
 
     def _run_layers(self, x, batch_sizes, hs, dtype, cuda):
         finals = [[] for _ in hs]
-        # PyTorch's cuda RNNs (cuDNN) compute 16-bit layers in float32 and round each layer's outputs once; three
-        # roundings of a pre-activation (its two GEMMs and their sum) can flip a ReLU where the two nearly cancel
+        # PyTorch's cuda RNNs (cuDNN) compute 16-bit layers in float32 and round only the results (the last layer's
+        # outputs and the final states): rounding a pre-activation's parts (its two GEMMs, their sum, the layer
+        # below's outputs) to 16 bits can flip a ReLU where they nearly cancel
         wide = dtype in (backend.float16, backend.bfloat16) and cuda
+        if wide:  # (under autocast: rounded to float16 first, as PyTorch casts them)
+            x, hs = x.to(dtype).float(), [h.to(dtype).float() for h in hs]
         for layer in range(self.num_layers):
             if layer and self.dropout and self.training:  # between layers only, as PyTorch
                 x = F.dropout(x, self.dropout, True)
@@ -254,16 +257,15 @@ class RNNBase(Module):
                 k = layer * self._dirs + direction
                 params = self._layer_params(k)
                 state0 = tuple(h[k] for h in hs)
-                if wide:  # (under autocast: rounded to float16 first, as PyTorch casts them)
+                if wide:
                     params = {n: p.to(dtype).float() for n, p in params.items()}
-                    x, state0 = x.to(dtype).float(), tuple(s.to(dtype).float() for s in state0)
                 gi = F.linear(x, params["weight_ih"], params.get("bias_ih"))  # all time steps in one GEMM
                 y, state = _run_direction(self._step(params), gi, batch_sizes, state0, direction)
-                outs.append(y.to(dtype))
+                outs.append(y)
                 for i, s in enumerate(state):
                     finals[i].append(s.to(dtype))
             x = outs[0] if len(outs) == 1 else cat(outs, 1)
-        return x, [stack(f, 0) for f in finals]
+        return x.to(dtype), [stack(f, 0) for f in finals]
 
 
 class RNN(RNNBase):
