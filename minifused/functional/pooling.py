@@ -65,8 +65,6 @@ def _lp_pool(op, dims, input, norm_type, kernel_size, stride, ceil_mode):
     if input.ndim not in (dims + 1, dims + 2):
         raise RuntimeError(f"{op}: Expected {dims + 1} to {dims + 2} dimensions, but got {input.ndim}-dimensional "
                            f"tensor (shape {tuple(input.shape)})")
-    if not _backend.is_floating(input.dtype):
-        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     def convert(name, value):  # a tuple of ``dims`` ints
         return (_single(op, name, value, 1),) if dims == 1 else _pair(op, name, value, 1)
     kernel = convert("kernel_size", kernel_size)
@@ -82,8 +80,12 @@ def _lp_pool(op, dims, input, norm_type, kernel_size, stride, ceil_mode):
             -pool(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
     pool = avg_pool1d if dims == 1 else avg_pool2d
     # PyTorch's composition: the window's mean of x^p times the kernel's size (with ceil_mode a clipped last
-    # window keeps avg_pool's smaller divisor, as there), then the 1/p power
-    total = pool(input.pow(p), kernel_size, stride, 0, ceil_mode) * _math.prod(kernel)
+    # window keeps avg_pool's smaller divisor, as there), then the 1/p power. An integer or bool input is raised
+    # as PyTorch's ``input.pow(norm_type)`` raises it: to the default float dtype by a float norm_type, to an
+    # integer dtype by an int one (which the average pooling then takes or refuses, as there)
+    integral = not _backend.is_floating(input.dtype) and isinstance(norm_type, _numbers.Integral)
+    total = pool(input.pow(int(norm_type) if integral else p), kernel_size, stride, 0, ceil_mode) * \
+        _math.prod(kernel)
     # where a window's sum is 0 the result is 0 ** (1/p) and its gradient 0 (PyTorch's sign * relu(abs)
     # masks the infinite derivative of the power); negative sums with fractional 1/p give NaN, as there
     zero = total == 0

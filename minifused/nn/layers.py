@@ -2,6 +2,7 @@
 channel dropout (``Dropout1d``, ``Dropout2d``) and ``Unflatten``; each a one-liner over ``F``."""
 from __future__ import annotations
 
+import collections.abc
 import math
 import numbers
 
@@ -90,16 +91,19 @@ class AdaptiveMaxPool1d(_AdaptivePool):
 
 # ---------------------------------------------------------------- padding
 class _PadNd(Module):
+    """An int pads each side of the last ``dims`` dimensions; a sequence is kept as a tuple and checked by
+    ``F.pad`` against each input, as PyTorch's modules do: ``ZeroPad2d((1, 2))`` pads the last dimension alone,
+    and an odd length fails at the call."""
     mode, dims = "constant", 1
 
     def __init__(self, padding, value=None):
         super().__init__()
         if isinstance(padding, numbers.Integral) and not isinstance(padding, bool):
             padding = (int(padding),) * (2 * self.dims)
-        padding = tuple(padding)
-        if len(padding) != 2 * self.dims:
-            raise InputError(f"{type(self).__name__}: padding must be an int or a {2 * self.dims}-tuple, "
-                             f"got {padding!r}")
+        elif isinstance(padding, collections.abc.Iterable):
+            padding = tuple(padding)
+        else:  # (repeated as PyTorch's _ntuple does: F.pad refuses a non-int)
+            padding = (padding,) * (2 * self.dims)
         self.padding, self.value = padding, value
 
     def forward(self, input):

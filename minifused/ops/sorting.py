@@ -145,7 +145,9 @@ def _pick(result, input, idx, axis, keepdim):
 
 def mode(input, dim=-1, keepdim=False):  # noqa: A002
     """The most frequent value along ``dim`` (the smallest of those equally frequent) and the index of its last
-    occurrence, as ``torch.mode``."""
+    occurrence, as ``torch.mode``. A NaN equals nothing, so each counts once (NaNs sort last). PyTorch's CPU kernel
+    sorts a row with ``<``, which NaN leaves unordered, so its result for a row holding NaN follows no rule; and
+    for rows longer than 16 its unstable sort leaves which of the tied occurrences it names unspecified."""
     op = "mode"
     _check(op, input)
     if input.ndim == 0:
