@@ -18,7 +18,8 @@ The JSON tree: JSON numbers, strings, booleans, null and lists stand for
 themselves; any other node is an object with one tag:
 ``{"tensor": "a3", "device": "cuda:0", "dtype": "float32", "requires_grad": false}``,
 ``{"ndarray": "a4", "dtype": ...}``, ``{"dict": [[key, value], ...]}`` (keys are
-strings or integers, order kept; ``"odict"`` for an ``OrderedDict``, such as a ``state_dict``),
+strings or integers, order kept; ``"odict"`` for an ``OrderedDict``, such as a ``state_dict``, with
+``"metadata"`` beside it for a state_dict's ``_metadata``),
 ``{"tuple": [...]}``, ``{"float": "nan"|"inf"|"-inf"}``, ``{"dtype": "float16"}``, ``{"device": "cuda:0"}``
 and ``{"namespace": {...}}`` (an ``argparse.Namespace``: the script's arguments saved beside its weights).
 Dtypes NumPy cannot store in ``.npy`` (bfloat16) are stored as their bit pattern
@@ -90,7 +91,12 @@ def _encode(obj, arrays):
             if not isinstance(k, (str, int)) or isinstance(k, bool):
                 raise TypeError(f"save: dict keys must be str or int, got {type(k).__name__} ({k!r})")
             items.append([k, _encode(v, arrays)])
-        return {"odict" if isinstance(obj, OrderedDict) else "dict": items}
+        if not isinstance(obj, OrderedDict):
+            return {"dict": items}
+        node = {"odict": items}
+        if getattr(obj, "_metadata", None) is not None:  # a state_dict's module versions, kept as torch.save keeps them
+            node["metadata"] = _encode(obj._metadata, arrays)
+        return node
     if isinstance(obj, list):
         return [_encode(v, arrays) for v in obj]
     if isinstance(obj, tuple):
@@ -277,7 +283,12 @@ def _decode(node, archive, map_location, path, depth=0):
     if "dict" in node or "odict" in node:
         pairs = node["dict"] if "dict" in node else node["odict"]
         items = ((k, _decode(v, archive, map_location, path, depth + 1)) for k, v in pairs)
-        return dict(items) if "dict" in node else OrderedDict(items)
+        if "dict" in node:
+            return dict(items)
+        out = OrderedDict(items)
+        if "metadata" in node:
+            out._metadata = _decode(node["metadata"], archive, map_location, path, depth + 1)
+        return out
     if "namespace" in node:
         return argparse.Namespace(**_decode(node["namespace"], archive, map_location, path, depth + 1))
     if "dtype" in node and len(node) == 1:

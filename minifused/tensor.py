@@ -9,10 +9,12 @@ recorded ops check in backward.
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import numbers
 import operator
+import warnings
 import weakref
 
 import numpy as np
@@ -243,6 +245,23 @@ class Tensor:
         return None if self._ctx is None else self._ctx.fn
 
     @property
+    def _base(self):
+        """The tensor this view views (PyTorch's ``._base``): the start of its chain of views, so never a view
+        itself (``x[1:][1:]._base is x``); None for a tensor that is no view. A view op that copied (``reshape``
+        of a transposed tensor) starts a chain of its own; ``view(dtype)``, ``detach()`` and ``.data`` share
+        memory but are no views, as in PyTorch."""
+        base, a = None, self._data
+        taken = getattr(self, "_view", None)
+        while type(taken) is tuple and _shares(a, taken[0]._data):
+            base = taken[0]
+            a, taken = base._data, getattr(base, "_view", None)
+        return base
+
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (PyTorch's ``_is_view()``: ``_base`` is not None)."""
+        return self._base is not None
+
+    @property
     def _xp(self):
         return backend.array_module(self._data)
 
@@ -353,6 +372,30 @@ class Tensor:
             return str(self)
         raise InputTypeError(f"unsupported format string passed to Tensor.__format__ (format spec {spec!r} needs a "
                              f"one-element tensor, got shape {tuple(self.shape)})")
+
+    # ------------------------------------------------------------ copies and pickles
+    def __reduce_ex__(self, protocol):
+        """Pickles (and ``copy.copy``) as PyTorch's: the values and ``requires_grad``, as a leaf whatever made this
+        tensor, without ``.grad``, history or hooks (a hook left behind warns); a subclass's attributes too."""
+        for hook in self._hooks:
+            warnings.warn(f"backward hook {hook!r} on tensor will not be serialized", stacklevel=2)
+        return _rebuild_tensor, (type(self), self._data, self._requires_grad), getattr(self, "__dict__", None) or None
+
+    def __deepcopy__(self, memo):
+        """``copy.deepcopy`` as PyTorch's: of a leaf only; a copy of the values with ``requires_grad`` and a deep copy
+        of ``.grad`` (no hooks); tensors sharing an array in one deep copy share the copy."""
+        if self._ctx is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol at the moment; detach() (or clone().detach()) the tensor first")
+        found = memo.get(id(self))
+        if found is None:
+            found = memo[id(self)] = type(self)._from_array(copy.deepcopy(self._data, memo), self._requires_grad)
+            if self._grad is not None:
+                found._grad = copy.deepcopy(self._grad, memo)
+            state = getattr(self, "__dict__", None)
+            if state:
+                found.__dict__.update(copy.deepcopy(state, memo))
+        return found
 
     # ------------------------------------------------------------ DLPack
     def __dlpack__(self, **kwargs):
@@ -633,3 +676,14 @@ autograd._register_tensor_type(Tensor)
 def _copy_into(out, a):
     out[...] = a
     return out
+
+
+def _shares(a, b):
+    """Whether array ``a``, taken by a view op from ``b``, views b's memory (the op did not copy); an empty one
+    counts as a view, having no memory to tell by."""
+    return not (a.size and b.size) or backend.array_module(a).may_share_memory(a, b)
+
+
+def _rebuild_tensor(cls, data, requires_grad):
+    """A pickled tensor, rebuilt (see :meth:`Tensor.__reduce_ex__`)."""
+    return cls._from_array(data, requires_grad)

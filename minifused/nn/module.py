@@ -12,7 +12,7 @@ from ..autograd import is_grad_enabled, no_grad
 from ..kernels import to_layout
 from ..ops.shape import channels_last, check_memory_format, preserve_format
 from ..tensor import Tensor
-from ._backward_hooks import wrap_inputs, wrap_outputs
+from ._backward_hooks import _as_arrays, _wrap, wrap_inputs, wrap_outputs
 from .param import Parameter
 from .state_dicts import STATE_HOOK_KINDS, StateDicts
 from ..backend import InputError, InputTypeError
@@ -45,6 +45,8 @@ class Module(StateDicts):
     #: PyTorch's class switches, kept for code that sets them (minifused's __init__ needs no arguments).
     call_super_init = False
     dump_patches = False
+    #: PyTorch's: which kind of backward hooks the module took, full (True) or deprecated (False); None: none yet.
+    _is_full_backward_hook = None
 
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -188,7 +190,25 @@ class Module(StateDicts):
         """``hook(module, grad_input, grad_output)`` runs when the gradients with respect to the module's
         positional inputs are computed (``grad_input`` has one entry per positional argument, None where
         it is not a tensor requiring grad) and may return a replacement ``grad_input`` tuple."""
+        if self._is_full_backward_hook is False:
+            raise RuntimeError(_MIXED_BACKWARD_HOOKS)
+        self.__dict__["_is_full_backward_hook"] = True
         return self._add_hook("backward", hook, prepend)
+
+    def register_backward_hook(self, hook):
+        """PyTorch's deprecated form of :meth:`register_full_backward_hook`, as PyTorch runs it: ``hook(module,
+        grad_input, grad_output)`` runs in the backward of the op that made the first tensor of the module's output
+        (the last op of its forward), with that op's output gradients and its input gradients (one per input of the
+        op that takes a gradient, up to the last), and may return replacement ``grad_input``. PyTorch warns on each
+        call (FutureWarning) where that op's inputs are not the module's inputs alone. The op is minifused's, which
+        need not be PyTorch's: for a one-op module of the input alone (ReLU, Sigmoid, Softmax, pooling) or of
+        (input, weight, bias) (Conv2d, BatchNorm, LayerNorm) grad_input is PyTorch's, but Linear is one op of
+        (input, weight, bias) here, PyTorch's last op ``addmm(bias, input, weight.t())`` (on 2-d input; a view of
+        its result on more dims). A module takes one kind of backward hooks, full or not, as in PyTorch."""
+        if self._is_full_backward_hook is True:
+            raise RuntimeError(_MIXED_BACKWARD_HOOKS)
+        self.__dict__["_is_full_backward_hook"] = False
+        return self._add_hook("old_backward", hook, False)
 
     def register_full_backward_pre_hook(self, hook, prepend=False):
         """``hook(module, grad_output)`` runs when the gradients of the module's outputs are known and may
@@ -199,9 +219,10 @@ class Module(StateDicts):
                                   doc="The forward pre-hooks by handle id, as PyTorch's (a live view).")
     _forward_hooks = property(lambda self: _HookTable(self, "post"), lambda self, v: _HookTable(self, "post").set(v),
                               doc="The forward hooks by handle id, as PyTorch's (a live view).")
-    _backward_hooks = property(lambda self: _HookTable(self, "backward"),
-                               lambda self, v: _HookTable(self, "backward").set(v),
-                               doc="The full backward hooks by handle id, as PyTorch's (a live view).")
+    _backward_hooks = property(lambda self: _HookTable(self, _backward_kind(self)),
+                               lambda self, v: _HookTable(self, _backward_kind(self)).set(v),
+                               doc="The backward hooks (full, or the deprecated ones where the module took those) by "
+                                   "handle id, as PyTorch's (a live view).")
     _backward_pre_hooks = property(lambda self: _HookTable(self, "backward_pre"),
                                    lambda self, v: _HookTable(self, "backward_pre").set(v),
                                    doc="The backward pre-hooks by handle id, as PyTorch's (a live view).")
@@ -493,14 +514,15 @@ class Module(StateDicts):
 class _Hooks:
     """One module's hooks by kind, each an ordered dict from handle id to the hook (and its options)."""
 
-    __slots__ = ("pre", "post", "backward", "backward_pre")
+    __slots__ = ("pre", "post", "backward", "backward_pre", "old_backward")
 
     def __init__(self):
         self.pre, self.post = OrderedDict(), OrderedDict()
         self.backward, self.backward_pre = OrderedDict(), OrderedDict()
+        self.old_backward = OrderedDict()  # (register_backward_hook's)
 
     def empty(self):
-        return not (self.pre or self.post or self.backward or self.backward_pre)
+        return not (self.pre or self.post or self.backward or self.backward_pre or self.old_backward)
 
 
 _NO_HOOKS = _Hooks()  # (what a module without hooks of its own runs with: the global hooks alone)
@@ -688,6 +710,8 @@ def _call_with_hooks(module, args, kwargs):
                 output = result
         if state is not None:
             output = wrap_outputs(output, state)
+        if hooks.old_backward and is_grad_enabled():
+            _hook_last_node(module, args, output, hooks.old_backward)
         return output
     except Exception:
         for key, (hook, with_kwargs, always) in _forward_hook_entries(hooks):
@@ -702,3 +726,112 @@ def _call_with_hooks(module, args, kwargs):
                 warnings.warn(f"{where} forward hook with ``always_call=True`` raised an exception that was "
                               f"silenced as another error was raised in forward: {e}", stacklevel=2)
         raise
+
+
+# ---------------------------------------------------------------- register_backward_hook (deprecated)
+_MIXED_BACKWARD_HOOKS = ("Cannot use both regular backward hooks and full backward hooks on a single Module. "
+                         "Please use only one of them.")
+
+
+def _backward_kind(module):
+    """The kind of the backward hooks ``module._backward_hooks`` shows: the deprecated ones where it took those."""
+    return "old_backward" if module._is_full_backward_hook is False else "backward"
+
+
+#: a tape node -> (module weakref, hook) of the deprecated backward hooks its backward runs
+_NODE_HOOKS = weakref.WeakKeyDictionary()
+#: a Function -> its subclass whose backward also runs those hooks (what a hooked node's ``fn`` becomes)
+_HOOKED_FNS = {}
+
+
+def _first_tensor(output):
+    """The tensor whose node the deprecated hooks go on, PyTorch's pick: the output, or its first entry (a dict's
+    first tensor value), nested; None where there is none."""
+    while not isinstance(output, Tensor):
+        if isinstance(output, dict):
+            output = next((v for v in output.values() if isinstance(v, Tensor)), None)
+        elif isinstance(output, (tuple, list)) and output:
+            output = output[0]
+        else:
+            return None
+    return output
+
+
+def _hook_last_node(module, args, output, hooks):
+    """The deprecated backward ``hooks`` of this call of ``module`` put on the node of its output's first tensor,
+    with PyTorch's FutureWarnings where they miss gradients."""
+    var = _first_tensor(output)
+    node = None if var is None else var._ctx
+    if node is None:
+        return
+    ref = weakref.ref(module)
+    _NODE_HOOKS.setdefault(node, []).extend((ref, hook) for hook in hooks.values())
+    node.fn = _hooked_fn(node.fn)
+    _warn_partial_hooks(args, output, node)
+
+
+def _hooked_fn(fn):
+    """``fn``'s subclass of the same name whose backward also runs the node's deprecated hooks (one per Function)."""
+    if "_unhooked" in fn.__dict__:
+        return fn
+    cls = _HOOKED_FNS.get(fn)
+    if cls is None:
+        cls = _HOOKED_FNS[fn] = type(fn.__name__, (fn,), {
+            "backward": staticmethod(_hooked_backward(fn)), "on_arrays": fn.on_arrays, "_unhooked": fn,
+            "__module__": fn.__module__, "__qualname__": fn.__qualname__})
+    return cls
+
+
+def _hooked_backward(fn):
+    def backward(ctx, *grads):
+        ctx._consumers = None  # (so that the op hands no producer a Handoff: the hooks see gradients as arrays)
+        got = fn.backward(ctx, *grads)
+        got = got if isinstance(got, tuple) else (got,)
+        n, needs = len(got), ctx.needs_input_grad
+        while n > 1 and got[n - 1] is None and not needs[n - 1]:  # (its arguments that are no tensor, as a rule)
+            n -= 1
+        grad_input, grad_output = _wrap(got[:n]), _wrap(grads)
+        for ref, hook in list(_NODE_HOOKS.get(ctx, ())):
+            module = ref()
+            if module is None:
+                raise RuntimeError("You are trying to call the hook of a dead Module!")
+            result = hook(module, grad_input, grad_output)
+            if result is not None:
+                result = tuple(result) if isinstance(result, list) else result
+                grad_input = _wrap(_as_arrays(result, grad_input, "gradients (one per input of the module's last op)"))
+        return tuple(None if g is None else g._data for g in grad_input) + got[n:]
+    return backward
+
+
+def _warn_partial_hooks(args, result, node):
+    """PyTorch's FutureWarnings for deprecated backward hooks that miss gradients (``Module``'s
+    ``_maybe_warn_non_full_backward_hook``): ``node`` (the output's first tensor's) is not the module's only last
+    op, or its inputs are not the module's inputs (a module of several ops, or of parameters too)."""
+    if isinstance(result, Tensor):
+        result = (result,)
+    elif not (isinstance(result, tuple) and all(isinstance(r, Tensor) for r in result)):
+        warnings.warn("Using non-full backward hooks on a Module that does not return a single Tensor or a tuple of "
+                      "Tensors is deprecated and will be removed in future versions. This hook will be missing some "
+                      "of the grad_output. Please use register_full_backward_hook to get the documented behavior.",
+                      FutureWarning, stacklevel=4)
+        return
+    if not all(isinstance(a, Tensor) for a in args):
+        warnings.warn("Using non-full backward hooks on a Module that does not take as input a single Tensor or a "
+                      "tuple of Tensors is deprecated and will be removed in future versions. This hook will be "
+                      "missing some of the grad_input. Please use register_full_backward_hook to get the documented "
+                      "behavior.", FutureWarning, stacklevel=4)
+        return
+    out_nodes = {id(r._ctx) for r in result if r._ctx is not None}
+    if len(out_nodes) > 1:
+        warnings.warn("Using a non-full backward hook when outputs are generated by different autograd Nodes is "
+                      "deprecated and will be removed in future versions. This hook will be missing some grad_output. "
+                      "Please use register_full_backward_hook to get the documented behavior.", FutureWarning,
+                      stacklevel=4)
+        return
+    # the op's inputs, as PyTorch's next_functions: a non-leaf's node, a leaf (its AccumulateGrad), None
+    next_nodes = {None if t is None else id(t._ctx) if t._ctx is not None else ("leaf", id(t)) for t in node.inputs}
+    if {id(a._ctx) for a in args if a._ctx is not None} != next_nodes:
+        warnings.warn("Using a non-full backward hook when the forward contains multiple autograd Nodes is "
+                      "deprecated and will be removed in future versions. This hook will be missing some grad_input. "
+                      "Please use register_full_backward_hook to get the documented behavior.", FutureWarning,
+                      stacklevel=4)

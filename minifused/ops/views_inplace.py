@@ -33,11 +33,22 @@ def _address(a):
     return a.data.ptr if backend.is_cuda_array(a) else a.__array_interface__["data"][0]
 
 
+def _owner(a):
+    """The array that owns ``a``'s memory: the end of its ``base`` chain, followed also through the wrapper that
+    NumPy's ``as_strided`` / ``broadcast_to`` put between a view and the array it views (an expanded tensor's)."""
+    root = a
+    while True:
+        b = root.base
+        if not isinstance(b, type(a)):
+            b = getattr(b, "base", None)
+            if not isinstance(b, type(a)):
+                return root
+        root = b
+
+
 def storage_of(a):
     """(the 1-d array of ``a``'s whole storage, ``a``'s offset in it), both in elements of ``a``'s dtype."""
-    root = a
-    while isinstance(root.base, type(a)):
-        root = root.base
+    root = _owner(a)
     steps = [s // a.itemsize for s in root.strides]
     if root.dtype != a.dtype or any(s < 0 or s * a.itemsize != b for s, b in zip(steps, root.strides)):
         raise NotImplementedError(f"storage of an array whose memory is owned as dtype {root.dtype} with strides "
@@ -189,8 +200,10 @@ def _dense(a):
 
 
 def storage_offset(self):
-    """The index of this tensor's first element in its storage (PyTorch's ``storage_offset``)."""
-    return storage_of(self._data)[1]
+    """The index of this tensor's first element in its storage (PyTorch's ``storage_offset``), counted in elements
+    of this tensor's dtype also where the memory is owned as another dtype (a ``view(dtype)``, sliced)."""
+    a = self._data
+    return (_address(a) - _address(_owner(a))) // a.itemsize if a.size else 0
 
 
 # ---------------------------------------------------------------- in-place view ops
