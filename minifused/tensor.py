@@ -350,9 +350,16 @@ class Tensor:
         digits, sci = opts["precision"], opts["sci_mode"]
         formatter = None if sci is None else {"float_kind": (lambda v: f"{v:.{digits}e}") if sci else
                                               (lambda v: f"{v:.{digits}f}")}
-        body = np.array2string(_host(self._data), separator=", ", precision=digits, prefix="tensor(",
+        values = _host(self._data)
+        if values.dtype == backend.bfloat16:  # (NumPy formats it as no float: widened exactly, it prints as one)
+            values = values.astype(np.float32)
+        # PyTorch's float format: whole numbers as "1.", otherwise every value with ``precision`` digits
+        finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+        fixed = values.dtype.kind == "f" and bool((finite != np.round(finite)).any())
+        body = np.array2string(values, separator=", ", precision=digits, prefix="tensor(",
                                threshold=opts["threshold"], edgeitems=opts["edgeitems"],
-                               max_line_width=opts["linewidth"], formatter=formatter)
+                               max_line_width=opts["linewidth"], formatter=formatter,
+                               floatmode="fixed" if fixed else "maxprec")
         extras = []
         if self.is_cuda:
             extras.append(f"device='{self.device}'")

@@ -233,6 +233,8 @@ def flatten(x, start_dim=0, end_dim=-1):
     (s, e) = normalize_axis("flatten", (start_dim, end_dim), x.ndim)
     if s > e:
         raise InputError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    if s == e:  # nothing to flatten: the tensor itself, as PyTorch's
+        return x
     shape = x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:]
     return reshape(x, shape)
 
@@ -268,7 +270,7 @@ def squeeze(x, dim=None):
     else:
         axes = normalize_axis("squeeze", dim, x.ndim)
         shape = tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1))
-    return x if shape == x.shape else Reshape.apply(x, shape)
+    return Reshape.apply(x, shape)  # (a view also where nothing is squeezed, as PyTorch's)
 
 
 def expand(x, *shape):

@@ -52,7 +52,7 @@ class Adam(Optimizer):
     def _state(self, p, amsgrad):
         st = self.state.get(p)
         if st is None or not st:
-            st = {"exp_avg": self._new_state(p), "exp_avg_sq": self._new_state(p)}
+            st = {"step": 0, "exp_avg": self._new_state(p), "exp_avg_sq": self._new_state(p)}  # (PyTorch's order)
             self.state[p] = st
         if amsgrad and "max_exp_avg_sq" not in st:
             st["max_exp_avg_sq"] = self._new_state(p)
