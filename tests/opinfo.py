@@ -4120,8 +4120,8 @@ VOLUME_OPS = [
                      "max_pool3d: dilation must be >= 1"),
                    E("max_pool3d_kernel_pair", lambda: F.max_pool3d(t(1, 1, 4, 4, 4), (2, 2)), RuntimeError,
                      "max_pool3d: kernel_size must be an int or a tuple of three ints"),
-                   E("max_pool3d_int", lambda: F.max_pool3d(mf.ones(1, 1, 2, 2, 2, dtype=mf.int64), 2), TypeError,
-                     "max_pool3d: expected a floating-point input"))),
+                   E("max_pool3d_bool", lambda: F.max_pool3d(mf.ones(1, 1, 2, 2, 2, dtype=mf.bool), 2), TypeError,
+                     r"max_pool3d: expected a floating-point or integer \(not bool\) input"))),
     OpInfo("max_pool3d_with_indices", _output_of("max_pool3d_with_indices"), _pool3d_ref("max"),
            spelled="F.max_pool3d_with_indices", torch=_torch_output_of("max_pool3d_with_indices"), samples=(
                S("max_pool3d_with_indices", distinct((1, 2, 4, 4, 5)), kernel_size=2, stride=(1, 2, 2)),)),

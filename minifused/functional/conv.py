@@ -205,12 +205,27 @@ def _no_window(size, kernel, stride, padding, dilation, ceil_mode):
     return _pool_out_size(size, kernel, stride, padding, ceil_mode, dilation) < 1
 
 
-def _pool_args(op, input, kernel_size, stride, padding, dilation=(1, 1), ceil_mode=False):
+_MAX_POOL_INTEGERS = frozenset({_backend.int8, _backend.uint8, _backend.int16, _backend.int32, _backend.int64})
+
+
+def _check_integer_pool(op, input, maximum):
+    """An input of a pooling whose dtype is not floating, as PyTorch's kernels take it: on the cpu, max pooling
+    (``maximum``) every integer dtype but bool and average pooling int64 alone; on cuda none (PyTorch's cuda
+    pooling kernels take floating-point inputs only)."""
+    if input.device.type != "cpu":
+        raise InputTypeError(f"{op}: expected a floating-point input on {input.device} (integer inputs are pooled "
+                             f"on the cpu only), got {input.dtype}")
+    if input.dtype not in (_MAX_POOL_INTEGERS if maximum else (_backend.int64,)):
+        raise InputTypeError(f"{op}: expected a floating-point or {'integer (not bool)' if maximum else 'int64'} "
+                             f"input, got {input.dtype}")
+
+
+def _pool_args(op, input, kernel_size, stride, padding, dilation=(1, 1), ceil_mode=False, maximum=True):
     """(kernel, stride, padding) pairs, checked; ``dilation`` (max pooling's, a checked pair) spaces a window's
-    taps, so the window spans (k - 1) * d + 1."""
+    taps, so the window spans (k - 1) * d + 1. ``maximum``: max pooling's dtypes (else average pooling's)."""
     _check_image(op, input)
     if not _backend.is_floating(input.dtype):
-        raise InputTypeError(f"{op}: expected a floating-point input, got {input.dtype}")
+        _check_integer_pool(op, input, maximum)
     kernel = _pair(op, "kernel_size", kernel_size, 1)
     stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
         _pair(op, "stride", stride, 1)
@@ -245,7 +260,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     if divisor_override is not None and (not isinstance(divisor_override, _numbers.Integral)
                                          or isinstance(divisor_override, bool) or divisor_override == 0):
         raise InputError(f"avg_pool2d: divisor_override must be a nonzero int or None, got {divisor_override!r}")
-    kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding, ceil_mode=ceil_mode)
+    kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding, ceil_mode=ceil_mode,
+                                         maximum=False)
     return _pool_ops.avg_pool2d(input, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override or 0)
 
 
@@ -275,7 +291,14 @@ def _pool1d(op, pool, input, kernel_size, stride, padding, *rest, dilation=1, ce
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """Max pooling along L as ``torch.nn.functional.max_pool1d`` (``dilation``: the spacing of a window's taps)."""
+    """Max pooling along L as ``torch.nn.functional.max_pool1d`` (``dilation``: the spacing of a window's taps).
+    An integer input is pooled (on the cpu) with ``return_indices`` only, as PyTorch's, whose max_pool1d without
+    indices is implemented for floating-point inputs alone."""
+    if isinstance(input, _Tensor) and not _backend.is_floating(input.dtype):
+        if not return_indices:
+            raise InputTypeError(f"max_pool1d: expected a floating-point input (an integer one is pooled with "
+                                 f"return_indices=True only), got {input.dtype}")
+        _check_integer_pool("max_pool1d", input, True)
     d = _single("max_pool1d", "dilation", dilation, 1)
     return _pool1d("max_pool1d", max_pool2d, input, kernel_size, stride, padding, (1, d), ceil_mode, return_indices,
                    dilation=d, ceil_mode=ceil_mode)
@@ -283,6 +306,8 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     """Average pooling along L as ``torch.nn.functional.avg_pool1d``."""
+    if isinstance(input, _Tensor) and not _backend.is_floating(input.dtype):
+        _check_integer_pool("avg_pool1d", input, False)
     return _pool1d("avg_pool1d", avg_pool2d, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                    ceil_mode=ceil_mode)
 

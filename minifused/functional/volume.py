@@ -6,6 +6,7 @@ pick) across those taps. So autograd and both devices come from the 2-D ops; err
 PyTorch's exception types, so the 2-D ops underneath never see an argument they would refuse."""
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -17,7 +18,7 @@ from ..ops._common import autocast_float32, autocast_lower
 from ..ops.shape import reshape
 from ..tensor import Tensor
 from ._checks import _unpool_size, unbatched
-from .conv import _CONV_DTYPES, avg_pool2d, conv2d, conv_transpose2d, max_pool2d
+from .conv import _CONV_DTYPES, _check_integer_pool, avg_pool2d, conv2d, conv_transpose2d, max_pool2d
 from .layers import adaptive_avg_pool2d, adaptive_max_pool2d, pad
 from ..backend import InputError, InputTypeError
 
@@ -77,11 +78,15 @@ def _pooled_size(n, k, s, p, d, ceil_mode):
     return out
 
 
-def _check_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode):
-    """(kernel, stride, padding, dilation, output (D, H, W)) of a 3-D pooling, checked as PyTorch's."""
+def _check_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, integers=None):
+    """(kernel, stride, padding, dilation, output (D, H, W)) of a 3-D pooling, checked as PyTorch's. ``integers``:
+    'max' or 'avg' where the pooling takes that pooling's integer dtypes on the cpu, 'any' where the poolings it
+    runs check the dtype (None: floating-point only)."""
     _check_volume(op, input)
-    if not backend.is_floating(input.dtype):
-        raise InputTypeError(f"{op}: expected a floating-point input, got {input.dtype}")
+    if integers != "any" and not backend.is_floating(input.dtype):
+        if integers is None:
+            raise InputTypeError(f"{op}: expected a floating-point input, got {input.dtype}")
+        _check_integer_pool(op, input, integers == "max")
     if 0 in input.shape[-4:]:
         raise RuntimeError(f"{op}: expected a non-empty input (C, D, H, W), got shape {tuple(input.shape)}")
     kernel = _triple(op, "kernel_size", kernel_size, 1)
@@ -257,12 +262,13 @@ def _max_pool3d(op, input, kernel_size, stride, padding, dilation, ceil_mode):
     first tap holding the maximum (its value gathered, so the gradient reaches that one element, as PyTorch's)."""
     (input,) = autocast_float32(input, devices=_CPU)
     kernel, stride, padding, dilation, out = _check_pool(op, input, kernel_size, stride, padding, dilation,
-                                                         ceil_mode)
+                                                         ceil_mode, "max")
     n, c, d, h, w = input.shape
     v, i2 = max_pool2d(_planes(input), kernel[1:], stride[1:], padding[1:], dilation[1:], ceil_mode, True)
     v, i2 = reshape(v, n, c, d, *v.shape[2:]), reshape(i2, n, c, d, *i2.shape[2:])
     args = kernel[0], stride[0], padding[0], dilation[0], out[0]
-    taps = _depth_taps(v, *args, -math.inf)
+    # (an integer input's depth padding: its dtype's least value, which ``inside`` keeps from being picked)
+    taps = _depth_taps(v, *args, -math.inf if backend.is_floating(input.dtype) else int(np.iinfo(input.dtype).min))
     tap_depth = np.arange(out[0])[:, None] * stride[0] - padding[0] + np.arange(kernel[0])[None, :] * dilation[0]
     inside = backend.to_device(((tap_depth >= 0) & (tap_depth < d)).T.reshape(kernel[0], out[0], 1, 1), input.device)
     pick = _first_max(taps, 2, inside)
@@ -305,7 +311,8 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
                divisor_override=None):
     """Average pooling as ``torch.nn.functional.avg_pool3d``: the window sums (the 2-D pool's sums of every plane,
     summed over the depth taps) over PyTorch's divisor (``count_include_pad``; ``ceil_mode``'s clipped edge
-    windows; or ``divisor_override``, a nonzero int)."""
+    windows; or ``divisor_override``, a nonzero int). An int64 input (on the cpu) keeps int64 sums, divided as C
+    divides integers (truncating toward zero), as PyTorch's cpu kernel."""
     op = "avg_pool3d"
     (input,) = autocast_float32(input, devices=_CPU)
     if divisor_override is not None and (not isinstance(divisor_override, numbers.Integral)
@@ -313,32 +320,45 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
         raise InputTypeError(f"{op}: divisor_override must be an int or None, got {divisor_override!r}")
     if divisor_override == 0:
         raise RuntimeError(f"{op}: divisor must be not zero, got divisor_override=0")
-    kernel, stride, padding, _, out = _check_pool(op, input, kernel_size, stride, padding, 1, ceil_mode)
+    kernel, stride, padding, _, out = _check_pool(op, input, kernel_size, stride, padding, 1, ceil_mode, "avg")
     n, c, d, h, w = input.shape
     sums = avg_pool2d(_planes(input), kernel[1:], stride[1:], padding[1:], ceil_mode, True, 1)
     sums = reshape(sums, n, c, d, *sums.shape[2:])
     total = _depth_taps(sums, kernel[0], stride[0], padding[0], 1, out[0], 0.0).sum(dim=2)
+    floating = backend.is_floating(input.dtype)
     if divisor_override is not None:
-        return total / float(divisor_override)
+        return total / float(divisor_override) if floating else total.div(int(divisor_override), rounding_mode="trunc")
     dz, dy, dx = (_avg_divisor(sz, k, s, p, o, count_include_pad)
                   for sz, k, s, p, o in zip((d, h, w), kernel, stride, padding, out))
     divisor = dz[:, None, None] * dy[None, :, None] * dx[None, None, :]
-    return total / Tensor._from_array(backend.to_device(divisor.astype(np.dtype(input.dtype)), input.device))
+    divisor = Tensor._from_array(backend.to_device(divisor.astype(np.dtype(input.dtype)), input.device))
+    return total / divisor if floating else total.div(divisor, rounding_mode="trunc")
 
 
 # ---------------------------------------------------------------- adaptive pooling
+def _nonempty_features(fn):
+    """An adaptive 3-D pooling checking PyTorch's rule on its input as given, before ``_unbatched`` makes a
+    (C, D, H, W) one a batch of one: every dimension but the first is nonzero (a batch may be empty, and so may
+    an unbatched input's channels)."""
+    @functools.wraps(fn)
+    def checked(input, *args, **kwargs):
+        if isinstance(input, Tensor) and input.ndim in (4, 5) and 0 in input.shape[1:]:
+            raise RuntimeError(f"{fn.__name__}: Expected input to have non-zero size for non-batch dimensions, but "
+                               f"got shape {tuple(input.shape)}")
+        return fn(input, *args, **kwargs)
+    return checked
+
+
 def _adaptive3d(op, input, output_size):
-    """(input as 5-D, output (D, H, W)) of an adaptive pooling, checked as PyTorch's."""
+    """(output (D, H, W)) of an adaptive pooling of a 5-D ``input``, checked as PyTorch's (its sizes by
+    :func:`_nonempty_features`)."""
     if not isinstance(input, Tensor):
         raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if input.ndim not in (4, 5):
         raise RuntimeError(f"{op}: Expected 4D or 5D tensor (C, D, H, W) or (N, C, D, H, W), but got shape "
                            f"{tuple(input.shape)}")
-    if 0 in input.shape[-4:]:
-        raise RuntimeError(f"{op}: Expected input to have non-zero size for non-batch dimensions, but got shape "
-                           f"{tuple(input.shape)}")
-    if not backend.is_floating(input.dtype):
-        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    if not backend.is_floating(input.dtype):  # (PyTorch's adaptive pools take no integers, on either device)
+        raise InputTypeError(f"{op}: not implemented for dtype {input.dtype} (expected a floating-point input)")
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 3
     if len(sizes) != 3:
         raise RuntimeError(f"{op}: output_size must be an int or a triple (None keeps a dimension), got "
@@ -361,6 +381,7 @@ def _empty(x, out):
     return reshape(reshape(x, -1)[:0], *x.shape[:2], *out)
 
 
+@_nonempty_features
 @_unbatched
 def adaptive_avg_pool3d(input, output_size):
     """Average over PyTorch's adaptive bins, as ``torch.nn.functional.adaptive_avg_pool3d``; ``output_size`` an
@@ -368,7 +389,7 @@ def adaptive_avg_pool3d(input, output_size):
     adaptive pool of every plane."""
     (input,) = autocast_float32(input, devices=_CPU)
     out = _adaptive3d("adaptive_avg_pool3d", input, output_size)
-    if 0 in out:
+    if 0 in out or input.numel() == 0:  # (an empty batch, or an unbatched input's zero channels)
         return _empty(input, out)
     n, c, d = input.shape[:3]
     x = input if out[0] == d else cat([input[:, :, lo:hi].mean(dim=2, keepdim=True) for lo, hi in
@@ -380,7 +401,7 @@ def adaptive_avg_pool3d(input, output_size):
 def _adaptive_max3d(op, input, output_size):
     (input,) = autocast_float32(input, devices=_CPU)
     out = _adaptive3d(op, input, output_size)
-    if 0 in out:
+    if 0 in out or input.numel() == 0:
         return _empty(input, out), Tensor._from_array(input._xp.zeros(input.shape[:2] + out, np.int64))
     n, c, d, h, w = input.shape
     v, i2 = adaptive_max_pool2d(_planes(input), out[1:], True)
@@ -393,6 +414,7 @@ def _adaptive_max3d(op, input, output_size):
     return cat(values, 2), cat(indices, 2)
 
 
+@_nonempty_features
 @_unbatched
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     """Maximum over PyTorch's adaptive bins, as ``torch.nn.functional.adaptive_max_pool3d``; with
@@ -401,6 +423,7 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
     return (y, idx) if return_indices else y
 
 
+@_nonempty_features
 @_unbatched
 def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
     """``(output, indices)`` of :func:`adaptive_max_pool3d`."""
@@ -417,11 +440,16 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     p = float(norm_type)
     if p == 0:
         raise InputError(f"{op}: norm_type must be a non-zero value, but got {norm_type}")
-    kernel, *_ = _check_pool(op, input, kernel_size, stride, 0, 1, ceil_mode)
+    # (the dtype is the poolings' to check: an integer input is raised to the power as PyTorch's
+    # ``input.pow(norm_type)`` raises it, to the default float dtype by a float norm_type, to an integer dtype by
+    # an int one, which avg_pool3d then takes or refuses, as there)
+    kernel, *_ = _check_pool(op, input, kernel_size, stride, 0, 1, ceil_mode, "any")
     if math.isinf(p):
         return max_pool3d(input.abs(), kernel_size, stride, 0, 1, ceil_mode) if p > 0 else \
             -max_pool3d(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
-    total = avg_pool3d(input.pow(p), kernel_size, stride, 0, ceil_mode) * math.prod(kernel)
+    integral = not backend.is_floating(input.dtype) and isinstance(norm_type, numbers.Integral)
+    total = avg_pool3d(input.pow(int(norm_type) if integral else p), kernel_size, stride, 0, ceil_mode) * \
+        math.prod(kernel)
     # a window summing to 0 gives 0 ** (1/p) with a zero gradient (PyTorch's sign * relu(abs) masks the infinite
     # derivative of the power); negative sums with fractional 1/p give NaN, as there
     zero = total == 0

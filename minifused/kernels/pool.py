@@ -13,7 +13,9 @@ integer type that holds every position (:func:`index_dtype`: uint8 up to 256 pos
 pool keeps 1 byte per output instead of 4). The backward decodes it with the window's origin
 ``(p*sh - ph, q*sw - pw)`` and the dilation.
 :func:`indices_to_flat` converts them to PyTorch's flat int64 ``h*W + w`` on demand.
-NumPy arrays go to the references (``*_ref``), CuPy arrays (every float dtype) to ``pool.cu``.
+NumPy arrays go to the references (``*_ref``), CuPy arrays (every float dtype) to ``pool.cu``. The forward
+references also take integer arrays (max pooling any integer dtype, average pooling int64), computed in their own
+dtype: the max exact, the average's sum divided with C's truncation toward zero, as PyTorch's cpu kernels.
 Inputs are assumed valid and C-contiguous.
 """
 from __future__ import annotations
@@ -65,7 +67,9 @@ def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_ind
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode, dilation[0])
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode, dilation[1])
-    win = _windows(x.astype(acc_dtype(x.dtype), copy=False), kernel, stride, padding, (p, q), -np.inf, dilation)
+    integer = x.dtype.kind in "iu"  # (exact in its own dtype; its padding, the dtype's least value, never picked)
+    win = _windows(x if integer else x.astype(acc_dtype(x.dtype), copy=False), kernel, stride, padding, (p, q),
+                   np.iinfo(x.dtype).min if integer else -np.inf, dilation)
     positions = kernel[0] * kernel[1]
 
     def at(pos):
@@ -90,8 +94,8 @@ def max_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, want_ind
             np.subtract(arg, arg.dtype.type(pos), out=step)
             np.multiply(step, hit, out=step)
             np.subtract(arg, step, out=arg)
-        nan = np.isnan(best)
-        if nan.any():
+        nan = None if integer else np.isnan(best)
+        if nan is not None and nan.any():
             for pos in range(positions):
                 np.copyto(arg, pos, where=np.logical_and(nan, np.isnan(at(pos)), out=hit), casting="unsafe")
     return best.astype(x.dtype, copy=False), arg
@@ -162,11 +166,18 @@ def _divisors(h, w, p, q, kernel, stride, padding, count_include_pad, divisor):
 
 
 def avg_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True, divisor=0):
+    """Each window's sum over its divisor; an int64 ``x``'s sum (int64) divided as C divides integers, truncating
+    toward zero (the mean of -3 and -4 is -3), as PyTorch's cpu kernel."""
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
-    win = _windows(x.astype(acc_dtype(x.dtype)), kernel, stride, padding, (p, q), 0)
+    integer = x.dtype.kind in "iu"
+    win = _windows(x if integer else x.astype(acc_dtype(x.dtype)), kernel, stride, padding, (p, q), 0)
     cnt = _divisors(h, w, p, q, kernel, stride, padding, count_include_pad, divisor)
+    if integer:
+        total = win.sum(axis=(-2, -1), dtype=x.dtype)
+        quotient = total // cnt  # floor; one up where the signs differ and it leaves a remainder
+        return (quotient + ((quotient * cnt != total) & ((total < 0) != (cnt < 0)))).astype(x.dtype)
     return (win.sum(axis=(-2, -1)) / cnt).astype(x.dtype)
 
 
