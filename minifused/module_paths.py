@@ -129,8 +129,13 @@ def register_all():
     dists = _public(distributions)
     for sub in ("normal", "uniform", "bernoulli", "categorical", "one_hot_categorical", "exponential", "laplace",
                 "cauchy", "beta", "gamma", "dirichlet", "log_normal", "gumbel", "poisson", "binomial", "geometric",
-                "multivariate_normal", "independent", "transformed_distribution", "kl"):
+                "multivariate_normal", "independent", "transformed_distribution", "kl", "half_normal", "half_cauchy",
+                "chi2", "studentT", "pareto", "weibull", "kumaraswamy", "inverse_gamma", "multinomial",
+                "negative_binomial", "mixture_same_family", "continuous_bernoulli"):
         _register(f"distributions.{sub}", dists)
+    relaxed = {**dists, **_public(sys.modules[f"{_ROOT}.distributions.relaxed"])}  # (+ the Logit / Exp helpers)
+    for sub in ("relaxed_bernoulli", "relaxed_categorical"):
+        _register(f"distributions.{sub}", relaxed)
     # torch.utils.data's modules
     _register("utils.data.sampler", _sampler)
     _register("utils.data.dataset", {**_public(_dataset), "TensorDataset": _loader.TensorDataset})

@@ -1,7 +1,7 @@
 """The continuous distributions with closed forms: ``Normal``, ``Uniform``, ``Exponential``, ``Laplace``,
-``Cauchy``, ``Beta``, ``Gamma`` and ``Dirichlet`` (on the simplex: event shape (K,)). Each draws through
-minifused's generator (``rand`` / ``randn`` / the gamma sampler, so ``manual_seed`` repeats a draw) and
-reparameterizes the draw (``rsample`` is differentiable in the parameters); log_prob, cdf, icdf and entropy are
+``Cauchy``, ``Beta``, ``Gamma``, ``Chi2``, ``StudentT`` and ``Dirichlet`` (on the simplex: event shape (K,)). Each
+draws through minifused's generator (``rand`` / ``randn`` / the gamma sampler, so ``manual_seed`` repeats a draw)
+and reparameterizes the draw (``rsample`` is differentiable in the parameters); log_prob, cdf, icdf and entropy are
 compositions of tensor ops, so their gradients are the ops'."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ._gamma import standard_gamma
 from .distribution import Distribution, _nan_full
 from .utils import _is_number, _standard_normal, _tiny_eps, _uniform, broadcast_all
 
-__all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Cauchy", "Beta", "Gamma", "Dirichlet"]
+__all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Cauchy", "Beta", "Gamma", "Chi2", "StudentT", "Dirichlet"]
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
@@ -433,3 +433,77 @@ class Dirichlet(Distribution):
         k, total = a.shape[-1], a.sum(-1)
         return (ops.lgamma(a).sum(-1) - ops.lgamma(total) - (k - total) * ops.digamma(total)
                 - ((a - 1.0) * ops.digamma(a)).sum(-1))
+
+
+class Chi2(Gamma):
+    """The chi-squared distribution of ``df`` degrees of freedom: Gamma(df / 2, 1 / 2)."""
+
+    arg_constraints = {"df": constraints.positive}
+
+    def __init__(self, df, validate_args=None):
+        super().__init__(0.5 * df, 0.5, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Chi2, _instance)
+        return super().expand(batch_shape, new)
+
+    @property
+    def df(self):
+        return self.concentration * 2
+
+
+class StudentT(Distribution):
+    """Student's t-distribution of ``df`` degrees of freedom, location ``loc`` and scale ``scale``. A draw is
+    loc + scale X / sqrt(Z / df) for X standard normal and Z ~ Chi2(df), reparameterized through both."""
+
+    arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
+        self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
+        self._chi2 = Chi2(self.df)
+        super().__init__(tuple(self.df.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(StudentT, _instance)
+        batch_shape = tuple(batch_shape)
+        new.df, new.loc, new.scale = (self.df.expand(batch_shape), self.loc.expand(batch_shape),
+                                      self.scale.expand(batch_shape))
+        new._chi2 = self._chi2.expand(batch_shape)
+        return self._expanded_from(new, batch_shape)
+
+    @property
+    def mean(self):
+        return ops.where(self.df <= 1, math.nan, self.loc)  # undefined for df <= 1
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        df = self.df
+        above_two = df > 2
+        safe_df = ops.where(above_two, df, 3.0)  # the formula only where it holds: finite gradients elsewhere
+        finite = self.scale.pow(2) * safe_df / (safe_df - 2)
+        return ops.where(above_two, finite, ops.where(df > 1, math.inf, math.nan))  # infinite, then undefined
+
+    def rsample(self, sample_shape=()):
+        x = _standard_normal(self._extended_shape(sample_shape), self.df)
+        z = self._chi2.rsample(sample_shape)
+        return self.loc + self.scale * (x * ops.rsqrt(z / self.df))
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        y = (value - self.loc) / self.scale
+        z = (self.scale.log() + 0.5 * self.df.log() + 0.5 * math.log(math.pi) + ops.lgamma(0.5 * self.df)
+             - ops.lgamma(0.5 * (self.df + 1.0)))
+        return -0.5 * (self.df + 1.0) * ops.log1p(y ** 2.0 / self.df) - z
+
+    def entropy(self):
+        df = self.df
+        lbeta = ops.lgamma(0.5 * df) + math.lgamma(0.5) - ops.lgamma(0.5 * (df + 1))
+        return (self.scale.log() + 0.5 * (df + 1) * (ops.digamma(0.5 * (df + 1)) - ops.digamma(0.5 * df))
+                + 0.5 * df.log() + lbeta)

@@ -1,8 +1,9 @@
 """The discrete distributions: ``Bernoulli``, ``Categorical``, ``OneHotCategorical``, ``Poisson``, ``Binomial``,
-``Geometric``. Those given ``probs`` or ``logits`` keep the one given and compute the other on first use (a
-``lazy_property``, recorded for autograd), so log_prob and entropy are differentiable in whichever parameter
-came. Draws come from minifused's generator (``bernoulli``, ``multinomial``, ``rand``, and the generator's own
-Poisson and binomial samplers), so ``manual_seed`` repeats them; they carry no gradient."""
+``Geometric``, ``Multinomial`` and ``NegativeBinomial``. Those given ``probs`` or ``logits`` keep the one given
+and compute the other on first use (a ``lazy_property``, recorded for autograd), so log_prob and entropy are
+differentiable in whichever parameter came. Draws come from minifused's generator (``bernoulli``,
+``multinomial``, ``rand``, the gamma sampler, and the generator's own Poisson and binomial samplers), so
+``manual_seed`` repeats them; they carry no gradient."""
 from __future__ import annotations
 
 import math
@@ -12,11 +13,13 @@ from .. import functional as F
 from .. import ops
 from ..autograd import no_grad
 from . import constraints
+from .continuous import Gamma
 from .distribution import Distribution, _nan_full
 from .utils import (_draw, _finfo, _is_number, _tiny_eps, _uniform, broadcast_all, lazy_property, logits_to_probs,
                     probs_to_logits)
 
-__all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "Poisson", "Binomial", "Geometric"]
+__all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "Poisson", "Binomial", "Geometric", "Multinomial",
+           "NegativeBinomial"]
 
 
 def _one_of(probs, logits):
@@ -407,3 +410,146 @@ class Geometric(_Binary):
 
     def entropy(self):
         return F.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none") / self.probs
+
+
+class Multinomial(Distribution):
+    """The counts of ``total_count`` draws (an int, one for the whole batch) of a :class:`Categorical` of
+    ``probs`` or ``logits`` (normalized over the last dim, the K categories: the event shape (K,)). log_prob
+    takes the count from the value, so any ``total_count`` does for it."""
+
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+
+    def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
+        if not isinstance(total_count, int):
+            raise NotImplementedError("inhomogeneous total_count is not supported")
+        self.total_count = total_count
+        self._categorical = Categorical(probs=probs, logits=logits)
+        self._binomial = Binomial(total_count=total_count, probs=self.probs)
+        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:],
+                         validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Multinomial, _instance)
+        new.total_count = self.total_count
+        new._categorical = self._categorical.expand(batch_shape)
+        new._binomial = Binomial(total_count=self.total_count, probs=new.probs, validate_args=False)
+        return self._expanded_from(new, tuple(batch_shape))
+
+    @constraints.dependent_property(is_discrete=True, event_dim=1)
+    def support(self):
+        return constraints.multinomial(self.total_count)
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
+
+    @property
+    def mean(self):
+        return self.probs * self.total_count
+
+    @property
+    def variance(self):
+        return self.total_count * self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape=()):
+        sample_shape = tuple(sample_shape)
+        with no_grad():
+            draws = self._categorical.sample((self.total_count,) + sample_shape)  # one category per trial
+            draws = draws.permute(tuple(range(1, draws.ndim)) + (0,))  # the trials last
+            counts = ops.zeros(self._extended_shape(sample_shape), dtype=draws.dtype, device=draws.device)
+            counts.scatter_add_(-1, draws, ops.ones_like(draws))
+            return counts.type_as(self.probs)
+
+    def entropy(self):
+        n = self.total_count
+        term1 = n * self._categorical.entropy() - math.lgamma(n + 1)
+        support = self._binomial.enumerate_support(expand=False)[1:]  # the counts 1 .. n of each category
+        binomial_probs = ops.exp(self._binomial.log_prob(support))
+        return term1 + (binomial_probs * ops.lgamma(support + 1)).sum([0, -1])
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        logits, value = broadcast_all(self.logits, value)
+        log_factorial_n = ops.lgamma(value.sum(-1) + 1)
+        log_factorial_xs = ops.lgamma(value + 1).sum(-1)
+        logits = ops.where((value == 0) & (logits == -math.inf), 0.0, logits)  # 0 * log(0) is 0
+        return log_factorial_n - log_factorial_xs + (logits * value).sum(-1)
+
+
+class NegativeBinomial(Distribution):
+    """The number of successes before ``total_count`` failures (a real count will do) in trials of success
+    probability ``probs`` (or ``sigmoid(logits)``). A draw is Poisson of a Gamma(total_count, e^-logits) rate."""
+
+    arg_constraints = {"total_count": constraints.greater_than_eq(0),
+                       "probs": constraints.half_open_interval(0.0, 1.0), "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, total_count, probs=None, logits=None, validate_args=None):
+        _one_of(probs, logits)
+        total_count, param = broadcast_all(total_count, probs if probs is not None else logits)
+        self.total_count = total_count.type_as(param)
+        setattr(self, "probs" if probs is not None else "logits", param)
+        self._param = param
+        super().__init__(tuple(param.shape), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(NegativeBinomial, _instance)
+        batch_shape = tuple(batch_shape)
+        new.total_count = self.total_count.expand(batch_shape)
+        for name in ("probs", "logits"):
+            if name in self.__dict__:
+                setattr(new, name, getattr(self, name).expand(batch_shape))
+                new._param = getattr(new, name)
+        return self._expanded_from(new, batch_shape)
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        return tuple(self._param.shape)
+
+    @property
+    def mean(self):
+        return self.total_count * ops.exp(self.logits)
+
+    @property
+    def mode(self):
+        return ((self.total_count - 1) * self.logits.exp()).floor().clamp(min=0.0)
+
+    @property
+    def variance(self):
+        return self.mean / ops.sigmoid(-self.logits)
+
+    @lazy_property
+    def _gamma(self):
+        return Gamma(concentration=self.total_count, rate=ops.exp(-self.logits), validate_args=False)
+
+    def sample(self, sample_shape=()):
+        with no_grad():
+            rate = self._gamma.sample(sample_shape)
+            return _draw("poisson", tuple(rate.shape), rate, rate)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        log_unnormalized = self.total_count * F.logsigmoid(-self.logits) + value * F.logsigmoid(self.logits)
+        log_normalization = -ops.lgamma(self.total_count + value) + ops.lgamma(1.0 + value) + ops.lgamma(
+            self.total_count)
+        # no trials and no successes: the mass 1 (the lgamma terms would give inf - inf)
+        log_normalization = log_normalization.masked_fill(self.total_count + value == 0.0, 0.0)
+        return log_unnormalized - log_normalization

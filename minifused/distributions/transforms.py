@@ -1,7 +1,11 @@
 """``torch.distributions.transforms``: invertible maps with the log of their Jacobian determinant, which
-``TransformedDistribution`` pushes a base distribution through. ``ExpTransform``, ``AffineTransform``,
-``SigmoidTransform``, ``TanhTransform``, ``SoftplusTransform``, their inverses (``t.inv``) and compositions
-(``ComposeTransform``); each is a composition of tensor ops, so the gradients are the ops'."""
+``TransformedDistribution`` pushes a base distribution through. The elementwise ``ExpTransform``,
+``AffineTransform``, ``SigmoidTransform``, ``TanhTransform``, ``SoftplusTransform``, ``PowerTransform`` and
+``AbsTransform`` (not invertible), the vector ones onto the simplex (``SoftmaxTransform``,
+``StickBreakingTransform``), onto triangular and positive definite matrices (``LowerCholeskyTransform``,
+``PositiveDefiniteTransform``), ``CumulativeDistributionTransform``, and the functors: inverses (``t.inv``),
+compositions (``ComposeTransform``), ``IndependentTransform``, ``ReshapeTransform``, ``CatTransform`` and
+``StackTransform``. Each is a composition of tensor ops, so the gradients are the ops'."""
 from __future__ import annotations
 
 import functools
@@ -12,12 +16,14 @@ import numpy as np
 
 from .. import functional as F
 from .. import ops
-from ..tensor import Tensor
+from ..tensor import Size, Tensor
 from . import constraints
-from .utils import _finfo, _is_number, _sum_rightmost
+from .utils import _finfo, _is_number, _sum_rightmost, broadcast_all
 
-__all__ = ["Transform", "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
-           "SoftplusTransform", "identity_transform"]
+__all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "CumulativeDistributionTransform",
+           "ExpTransform", "IndependentTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform",
+           "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftplusTransform", "TanhTransform",
+           "SoftmaxTransform", "StackTransform", "StickBreakingTransform", "Transform", "identity_transform"]
 
 
 class Transform:
@@ -397,3 +403,416 @@ class TanhTransform(Transform):
 
     def log_abs_det_jacobian(self, x, y):
         return 2.0 * (math.log(2.0) - x - F.softplus(-2.0 * x))
+
+
+class PowerTransform(Transform):
+    """y = x ** exponent on the positive reals; ``exponent`` a number or a tensor (broadcast with x)."""
+
+    domain = constraints.positive
+    codomain = constraints.positive
+    bijective = True
+
+    def __init__(self, exponent, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        (self.exponent,) = broadcast_all(exponent)
+
+    def with_cache(self, cache_size=1):
+        return self if self._cache_size == cache_size else PowerTransform(self.exponent, cache_size=cache_size)
+
+    @property
+    def sign(self):
+        return self.exponent.sign()
+
+    def __eq__(self, other):
+        return isinstance(other, PowerTransform) and bool(self.exponent.eq(other.exponent).all())
+
+    def _call(self, x):
+        return x.pow(self.exponent)
+
+    def _inverse(self, y):
+        return y.pow(1 / self.exponent)
+
+    def log_abs_det_jacobian(self, x, y):
+        return (self.exponent * y / x).abs().log()
+
+    def forward_shape(self, shape):
+        return np.broadcast_shapes(tuple(shape), _shape_of(self.exponent))
+
+    def inverse_shape(self, shape):
+        return np.broadcast_shapes(tuple(shape), _shape_of(self.exponent))
+
+
+class AbsTransform(Transform):
+    """y = |x|: not injective, so no log-determinant; the "inverse" is the identity on the non-negative reals
+    (the half laws that use it give their own log_prob)."""
+
+    domain = constraints.real
+    codomain = constraints.positive
+
+    def __eq__(self, other):
+        return isinstance(other, AbsTransform)
+
+    def _call(self, x):
+        return x.abs()
+
+    def _inverse(self, y):
+        return y
+
+
+def _too_few_dims(shape, n):
+    if len(shape) < n:
+        raise ValueError("Too few dimensions on input")
+
+
+class SoftmaxTransform(Transform):
+    """Real vectors to the simplex by exp then normalization over the last dim. Not bijective (a constant shift
+    of x gives the same y), so no log-determinant; the inverse is the log."""
+
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    def __eq__(self, other):
+        return isinstance(other, SoftmaxTransform)
+
+    def _call(self, x):
+        probs = (x - x.max(-1, True)[0]).exp()
+        return probs / probs.sum(-1, True)
+
+    def _inverse(self, y):
+        return y.log()
+
+    def forward_shape(self, shape):
+        _too_few_dims(shape, 1)
+        return shape
+
+    def inverse_shape(self, shape):
+        _too_few_dims(shape, 1)
+        return shape
+
+
+def _stick_offset(x):
+    """log(K - k) for k = 0 .. K-1 (K = x.shape[-1]): the shift that maps x = 0 to the simplex's center."""
+    return (x.shape[-1] + 1 - x.new_ones(x.shape[-1]).cumsum(-1)).log()
+
+
+class StickBreakingTransform(Transform):
+    """Real vectors of length K to the simplex of length K + 1, bijectively: each sigmoid takes its fraction of
+    the stick left over by the ones before it."""
+
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+    bijective = True
+
+    def __eq__(self, other):
+        return isinstance(other, StickBreakingTransform)
+
+    def _call(self, x):
+        z = _clipped_sigmoid(x - _stick_offset(x))
+        z_cumprod = (1 - z).cumprod(-1)
+        return F.pad(z, [0, 1], value=1) * F.pad(z_cumprod, [1, 0], value=1)
+
+    def _inverse(self, y):
+        y_crop = y[..., :-1]
+        offset = (y.shape[-1] - y.new_ones(y_crop.shape[-1]).cumsum(-1)).log()
+        # the stick left may round to 0 or below when y[-1] is tiny: the smallest normal number instead
+        sf = (1 - y_crop.cumsum(-1)).clamp(min=float(_finfo(y.dtype).tiny))
+        return y_crop.log() - sf.log() + offset
+
+    def log_abs_det_jacobian(self, x, y):
+        x = x - _stick_offset(x)
+        return (-x + F.logsigmoid(x) + y[..., :-1].log()).sum(-1)  # 1 - sigmoid(x) = exp(-x) sigmoid(x)
+
+    def forward_shape(self, shape):
+        _too_few_dims(shape, 1)
+        return tuple(shape[:-1]) + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape):
+        _too_few_dims(shape, 1)
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+
+class LowerCholeskyTransform(Transform):
+    """Square matrices to lower triangular ones with a positive diagonal: the strict lower triangle kept, the
+    diagonal exponentiated."""
+
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.lower_cholesky
+
+    def __eq__(self, other):
+        return isinstance(other, LowerCholeskyTransform)
+
+    def _call(self, x):
+        return x.tril(-1) + ops.diag_embed(x.diagonal(dim1=-2, dim2=-1).exp())
+
+    def _inverse(self, y):
+        return y.tril(-1) + ops.diag_embed(y.diagonal(dim1=-2, dim2=-1).log())
+
+
+class PositiveDefiniteTransform(Transform):
+    """Square matrices to positive definite ones: L L^T for L the ``LowerCholeskyTransform`` of x."""
+
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.positive_definite
+
+    def __eq__(self, other):
+        return isinstance(other, PositiveDefiniteTransform)
+
+    def _call(self, x):
+        x = LowerCholeskyTransform()(x)
+        return x @ x.mT
+
+    def _inverse(self, y):
+        return LowerCholeskyTransform().inv(ops.linalg.cholesky(y))
+
+
+class IndependentTransform(Transform):
+    """``base_transform`` with ``reinterpreted_batch_ndims`` more rightmost dims made part of the event: the same
+    map, its log-determinant summed over those dims."""
+
+    def __init__(self, base_transform, reinterpreted_batch_ndims, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.base_transform = base_transform.with_cache(cache_size)
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return IndependentTransform(self.base_transform, self.reinterpreted_batch_ndims, cache_size=cache_size)
+
+    @constraints.dependent_property(is_discrete=False)
+    def domain(self):
+        return constraints.independent(self.base_transform.domain, self.reinterpreted_batch_ndims)
+
+    @constraints.dependent_property(is_discrete=False)
+    def codomain(self):
+        return constraints.independent(self.base_transform.codomain, self.reinterpreted_batch_ndims)
+
+    @property
+    def bijective(self):
+        return self.base_transform.bijective
+
+    @property
+    def sign(self):
+        return self.base_transform.sign
+
+    def _call(self, x):
+        _too_few_dims(x.shape, self.domain.event_dim)
+        return self.base_transform(x)
+
+    def _inverse(self, y):
+        _too_few_dims(y.shape, self.codomain.event_dim)
+        return self.base_transform.inv(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return _sum_rightmost(self.base_transform.log_abs_det_jacobian(x, y), self.reinterpreted_batch_ndims)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.base_transform!r}, {self.reinterpreted_batch_ndims})"
+
+    def forward_shape(self, shape):
+        return self.base_transform.forward_shape(shape)
+
+    def inverse_shape(self, shape):
+        return self.base_transform.inverse_shape(shape)
+
+
+class ReshapeTransform(Transform):
+    """The rightmost ``in_shape`` dims reshaped to ``out_shape`` (as many elements): log-determinant 0."""
+
+    bijective = True
+
+    def __init__(self, in_shape, out_shape, cache_size=0):
+        self.in_shape, self.out_shape = Size(in_shape), Size(out_shape)
+        if math.prod(self.in_shape) != math.prod(self.out_shape):
+            raise ValueError("in_shape, out_shape have different numbers of elements")
+        super().__init__(cache_size=cache_size)
+
+    @constraints.dependent_property
+    def domain(self):
+        return constraints.independent(constraints.real, len(self.in_shape))
+
+    @constraints.dependent_property
+    def codomain(self):
+        return constraints.independent(constraints.real, len(self.out_shape))
+
+    def with_cache(self, cache_size=1):
+        return self if self._cache_size == cache_size else ReshapeTransform(self.in_shape, self.out_shape,
+                                                                            cache_size=cache_size)
+
+    def _call(self, x):
+        return x.reshape(tuple(x.shape[:x.ndim - len(self.in_shape)]) + self.out_shape)
+
+    def _inverse(self, y):
+        return y.reshape(tuple(y.shape[:y.ndim - len(self.out_shape)]) + self.in_shape)
+
+    def log_abs_det_jacobian(self, x, y):
+        return x.new_zeros(tuple(x.shape[:x.ndim - len(self.in_shape)]))
+
+    @staticmethod
+    def _reshaped(shape, old, new):
+        _too_few_dims(shape, len(old))
+        cut = len(shape) - len(old)
+        if tuple(shape[cut:]) != tuple(old):
+            raise ValueError(f"Shape mismatch: expected {Size(shape[cut:])} but got {old}")
+        return Size(tuple(shape[:cut]) + tuple(new))
+
+    def forward_shape(self, shape):
+        return self._reshaped(shape, self.in_shape, self.out_shape)
+
+    def inverse_shape(self, shape):
+        return self._reshaped(shape, self.out_shape, self.in_shape)
+
+
+def _check_joined(t, dim, expected, where, name, what):
+    """PyTorch's asserts of the joining functors: ``dim`` is a dim of ``t`` (``where`` in the message, ``name``
+    its size's name) of size ``expected`` (``what``)."""
+    if not -t.ndim <= dim < t.ndim:
+        raise AssertionError(f"dim {dim} out of range for {where} with {t.ndim} dimensions")
+    if t.shape[dim] != expected:
+        raise AssertionError(f"{name}.size({dim}) = {t.shape[dim]} must equal {what} {expected}")
+
+
+class CatTransform(Transform):
+    """The transforms ``tseq`` applied to consecutive slices of ``lengths`` (1 each by default) along ``dim``,
+    the results joined as ``cat`` joins them."""
+
+    def __init__(self, tseq, dim=0, lengths=None, cache_size=0):
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise AssertionError("All elements of tseq must be Transform instances")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = list(tseq)
+        self.lengths = [1] * len(self.transforms) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.transforms):
+            raise AssertionError(f"lengths ({len(self.lengths)}) must match transforms ({len(self.transforms)})")
+        self.dim = dim
+
+    @property
+    def event_dim(self):
+        return max(t.event_dim for t in self.transforms)
+
+    @property
+    def length(self):
+        return sum(self.lengths)
+
+    def with_cache(self, cache_size=1):
+        return self if self._cache_size == cache_size else CatTransform(self.transforms, self.dim, self.lengths,
+                                                                        cache_size)
+
+    def _map(self, z, inverse):
+        _check_joined(z, self.dim, self.length, "tensor", "y" if inverse else "x", "length")
+        out, start = [], 0
+        for t, length in zip(self.transforms, self.lengths):
+            part = z.narrow(self.dim, start, length)
+            out.append(t.inv(part) if inverse else t(part))
+            start += length
+        return ops.cat(out, self.dim)
+
+    def _call(self, x):
+        return self._map(x, False)
+
+    def _inverse(self, y):
+        return self._map(y, True)
+
+    def log_abs_det_jacobian(self, x, y):
+        _check_joined(x, self.dim, self.length, "x", "x", "length")
+        _check_joined(y, self.dim, self.length, "y", "y", "length")
+        terms, start = [], 0
+        for t, length in zip(self.transforms, self.lengths):
+            term = t.log_abs_det_jacobian(x.narrow(self.dim, start, length), y.narrow(self.dim, start, length))
+            if t.event_dim < self.event_dim:
+                term = _sum_rightmost(term, self.event_dim - t.event_dim)
+            terms.append(term)
+            start += length
+        dim = (self.dim - x.ndim if self.dim >= 0 else self.dim) + self.event_dim
+        # the dim joined still there after the event dims are summed: the terms join; else they add up
+        return ops.cat(terms, dim) if dim < 0 else functools.reduce(operator.add, terms)
+
+    @property
+    def bijective(self):
+        return all(t.bijective for t in self.transforms)
+
+    @constraints.dependent_property
+    def domain(self):
+        return constraints.cat([t.domain for t in self.transforms], self.dim, self.lengths)
+
+    @constraints.dependent_property
+    def codomain(self):
+        return constraints.cat([t.codomain for t in self.transforms], self.dim, self.lengths)
+
+
+class StackTransform(Transform):
+    """The transforms ``tseq`` applied to the slices along ``dim`` (one each), the results joined as ``stack``
+    joins them."""
+
+    def __init__(self, tseq, dim=0, cache_size=0):
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise AssertionError("All elements of tseq must be Transform instances")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = list(tseq)
+        self.dim = dim
+
+    def with_cache(self, cache_size=1):
+        return self if self._cache_size == cache_size else StackTransform(self.transforms, self.dim, cache_size)
+
+    def _slice(self, z):
+        return [ops.select(z, self.dim, i) for i in range(z.shape[self.dim])]
+
+    def _call(self, x):
+        _check_joined(x, self.dim, len(self.transforms), "tensor", "x", "len(transforms)")
+        return ops.stack([t(part) for part, t in zip(self._slice(x), self.transforms)], self.dim)
+
+    def _inverse(self, y):
+        _check_joined(y, self.dim, len(self.transforms), "tensor", "y", "len(transforms)")
+        return ops.stack([t.inv(part) for part, t in zip(self._slice(y), self.transforms)], self.dim)
+
+    def log_abs_det_jacobian(self, x, y):
+        _check_joined(x, self.dim, len(self.transforms), "x", "x", "len(transforms)")
+        _check_joined(y, self.dim, len(self.transforms), "y", "y", "len(transforms)")
+        return ops.stack([t.log_abs_det_jacobian(a, b) for a, b, t in zip(self._slice(x), self._slice(y),
+                                                                          self.transforms)], self.dim)
+
+    @property
+    def bijective(self):
+        return all(t.bijective for t in self.transforms)
+
+    @constraints.dependent_property
+    def domain(self):
+        return constraints.stack([t.domain for t in self.transforms], self.dim)
+
+    @constraints.dependent_property
+    def codomain(self):
+        return constraints.stack([t.codomain for t in self.transforms], self.dim)
+
+
+class CumulativeDistributionTransform(Transform):
+    """y = distribution.cdf(x), onto the unit interval; the log-determinant is the log density at x."""
+
+    bijective = True
+    codomain = constraints.unit_interval
+    sign = +1
+
+    def __init__(self, distribution, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self):
+        return self.distribution.support
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
