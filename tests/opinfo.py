@@ -4637,6 +4637,55 @@ LINALG_OPS = [
                S("multi_dot_vectors", (5,), (5, 2), (2,), fn=lambda a, b, c: mf.linalg.multi_dot([a, b, c]),
                  ref=lambda a, b, c: a @ b @ c))),
 ]
+
+
+def _np_lu(a):
+    """(P^T A's L U packed, perm) of each matrix: elimination with the first largest pivot (LAPACK's getf2)."""
+    a = np.array(a, np.float64)
+    flat = a.reshape((-1,) + a.shape[-2:])
+    m, n = a.shape[-2:]
+    perms = np.tile(np.arange(m), (flat.shape[0], 1))
+    for x, perm in zip(flat, perms):
+        for j in range(min(m, n)):
+            p = j + int(np.argmax(np.abs(x[j:, j])))
+            x[[j, p]], perm[[j, p]] = x[[p, j]], perm[[p, j]]
+            x[j + 1:, j] /= x[j, j]
+            x[j + 1:, j + 1:] -= np.outer(x[j + 1:, j], x[j, j + 1:])
+    return flat.reshape(a.shape), perms.reshape(a.shape[:-1])
+
+
+def _np_householder(a, tau):
+    m = a.shape[-2]
+    q = np.broadcast_to(np.eye(m), a.shape[:-2] + (m, m))
+    for i in range(tau.shape[-1]):
+        v = np.concatenate([np.zeros(a.shape[:-2] + (i,)), np.ones(a.shape[:-2] + (1,)), a[..., i + 1:, i]], -1)
+        q = q - (q @ v[..., :, None]) * (tau[..., i, None, None] * v[..., None, :])
+    return q[..., :, :a.shape[-1]]
+
+
+LINALG_OPS += [
+    OpInfo("lu", _deprecated(lambda a: mf.lu(a)[0]), lambda a: _np_lu(a)[0], dtypes=LINALG_DTYPES, spelled="mf.lu",
+           aliases={"Tensor.lu": _deprecated(lambda a: a.lu()[0]),
+                    "mf.linalg.lu_factor": lambda a: mf.linalg.lu_factor(a).LU}, gpu_tol=1e-4,
+           torch=lambda T, a: T.linalg.lu_factor(a).LU,
+           samples=(S("lu", (4, 4)), S("lu_batched", (2, 3, 3)), S("lu_tall", (4, 3)), S("lu_wide", (3, 5)))),
+    OpInfo("lu_unpack", lambda a: mf.lu_unpack(*mf.linalg.lu_factor(a)).L @ mf.lu_unpack(*mf.linalg.lu_factor(a)).U,
+           lambda a: np.take_along_axis(a, _np_lu(a)[1][..., :, None], -2), dtypes=LINALG_DTYPES,
+           spelled="mf.lu_unpack", gpu_tol=1e-4,
+           torch=lambda T, a: (lambda p, l, u: l @ u)(*T.lu_unpack(*T.linalg.lu_factor(a))),
+           samples=(S("lu_unpack", (4, 4)), S("lu_unpack_tall_batched", (2, 4, 3)))),
+    OpInfo("lu_solve", _deprecated(lambda b, a: mf.lu_solve(b, *mf.linalg.lu_factor(a))),
+           lambda b, a: np.linalg.solve(a, b), dtypes=LINALG_DTYPES, spelled="mf.lu_solve",
+           aliases={"Tensor.lu_solve": _deprecated(lambda b, a: b.lu_solve(*mf.linalg.lu_factor(a))),
+                    "mf.linalg.lu_solve": lambda b, a: mf.linalg.lu_solve(*mf.linalg.lu_factor(a), b)},
+           gpu_tol=1e-4, torch=lambda T, b, a: T.linalg.lu_solve(*T.linalg.lu_factor(a), b),
+           samples=(S("lu_solve", (4, 2), (4, 4)), S("lu_solve_broadcast", (2, 3, 2), (3, 3)))),
+    OpInfo("orgqr", lambda a, tau: mf.orgqr(a, tau), _np_householder, dtypes=LINALG_DTYPES, spelled="mf.orgqr",
+           aliases={"Tensor.orgqr": _method("orgqr"), "mf.linalg.householder_product": mf.linalg.householder_product},
+           gpu_tol=1e-4, torch=lambda T, a, tau: T.linalg.householder_product(a, tau),
+           samples=(S("orgqr", (5, 3), (2,)), S("orgqr_batched_full", (2, 3, 3), (2, 3)))),
+]
+
 OPS += LINALG_OPS
 
 # ---------------------------------------------------------------- special functions and numeric odds and ends

@@ -1,7 +1,7 @@
 """``minifused.linalg``: PyTorch's ``torch.linalg``. The norms (``vector_norm``, ``matrix_norm``, ``norm``) and
 ``cond`` live here, composed of the reductions and of ``svdvals`` / ``inv_ex``, so their gradients are theirs; the
-factorizations come from ``linalg_decomp.py``, the solvers from ``linalg_solve.py``, the matrix functions and
-products from ``linalg_funcs.py``."""
+factorizations come from ``linalg_decomp.py``, the LU family from ``linalg_lu.py``, the solvers from
+``linalg_solve.py``, the matrix functions and products from ``linalg_funcs.py``."""
 from __future__ import annotations
 
 import math
@@ -12,9 +12,12 @@ from ..tensor import Tensor
 from ._common import autocast_float32, autocast_float32_on_cuda, cast, normalize_axis
 from .elementwise import abs, mul, where  # noqa: A004
 from .linalg_common import LinAlgError, check_matrix, dtype_name
-from .linalg_decomp import cholesky, cholesky_ex, det, eigh, eigvalsh, inv, inv_ex, qr, slogdet, svd, svdvals
-from .linalg_funcs import cross, diagonal, linalg_matmul as matmul, matrix_exp, matrix_power, multi_dot, vecdot
-from .linalg_solve import lstsq, matrix_rank, pinv, solve, solve_ex, solve_triangular
+from .linalg_decomp import (cholesky, cholesky_ex, det, eigh, eigvalsh, inv, inv_ex, qr, slogdet, svd, svdvals,
+                            tensorinv)
+from .linalg_funcs import (cross, diagonal, householder_product, linalg_matmul as matmul, matrix_exp, matrix_power,
+                           multi_dot, vander, vecdot)
+from .linalg_lu import lu, lu_factor, lu_factor_ex, lu_solve
+from .linalg_solve import lstsq, matrix_rank, pinv, solve, solve_ex, solve_triangular, tensorsolve
 from .movement import movedim
 from .reduce import amax, amin, sum, vector_norm  # noqa: A004
 from .shape import unsqueeze
@@ -22,7 +25,8 @@ from ..backend import InputError, InputTypeError
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "cond", "LinAlgError", "inv", "inv_ex", "det", "slogdet", "cholesky",
            "cholesky_ex", "qr", "eigh", "eigvalsh", "svd", "svdvals", "solve", "solve_ex", "solve_triangular", "pinv",
-           "matrix_rank", "lstsq", "matrix_exp", "matrix_power", "multi_dot", "cross", "vecdot", "diagonal", "matmul"]
+           "matrix_rank", "lstsq", "matrix_exp", "matrix_power", "multi_dot", "cross", "vecdot", "diagonal", "matmul",
+           "vander", "tensorinv", "tensorsolve", "lu_factor", "lu_factor_ex", "lu", "lu_solve", "householder_product"]
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002 - PyTorch's names

@@ -1,18 +1,23 @@
 """``torch.linalg``'s factorizations and what they give directly: ``inv`` / ``inv_ex``, ``det``, ``slogdet``,
-``cholesky`` / ``cholesky_ex``, ``qr``, ``eigh`` / ``eigvalsh``, ``svd`` / ``svdvals``. Each op is one ``Function`` on
-raw arrays through ``xp.linalg`` (NumPy's LAPACK on the cpu, CuPy's cuSOLVER / cuBLAS on cuda, both batched over the
-leading dims) whose backward is PyTorch's formula; failures and checks as ``linalg_common.py`` describes. float32 and
-float64 only: float16 / bfloat16 and integers raise InputTypeError, as PyTorch's CPU kernels refuse them. Under
-autocast on cpu inv, cholesky, qr, eigh, eigvalsh, svd, svdvals (and their _ex forms) take a float16 / bfloat16
-input in float32, as PyTorch's cpu float32 list (det and slogdet are not on it)."""
+``cholesky`` / ``cholesky_ex``, ``qr``, ``eigh`` / ``eigvalsh``, ``svd`` / ``svdvals``, and ``tensorinv`` (inv of the
+tensor seen as a matrix). Each op is one ``Function`` on raw arrays through ``xp.linalg`` (NumPy's LAPACK on the cpu,
+CuPy's cuSOLVER / cuBLAS on cuda, both batched over the leading dims) whose backward is PyTorch's formula; failures
+and checks as ``linalg_common.py`` describes. float32 and float64 only: float16 / bfloat16 and integers raise
+InputTypeError, as PyTorch's CPU kernels refuse them. Under autocast on cpu inv, cholesky, qr, eigh, eigvalsh, svd,
+svdvals (and their _ex forms) and tensorinv take a float16 / bfloat16 input in float32, as PyTorch's cpu float32 list
+(det and slogdet are not on it)."""
 from __future__ import annotations
 
+import math
+import numbers
 from collections import namedtuple
 
 from .. import backend
 from ..autograd import Function
-from ..backend import InputError
+from ..tensor import Tensor
+from ..backend import InputError, InputTypeError
 from ._common import autocast_float32
+from .shape import reshape
 from .linalg_common import (check_matrix, cholesky_info, converged, detached, factor, inv_quiet, lu_info,
                             not_pd_message, set_diagonal, singular_message, swap, tri_solve)
 
@@ -246,6 +251,31 @@ def inv_ex(A, *, check_errors=False):
     check_matrix("linalg.inv_ex", A)
     inverse, info = Inv.apply(A, "linalg.inv_ex", check_errors)
     return InvExResult(inverse, detached(info))
+
+
+def tensorinv(input, ind=2):  # noqa: A002 - PyTorch's name
+    """``torch.linalg.tensorinv``: the inverse of ``input`` for tensordot over its first ``ind`` dims, shaped
+    input.shape[ind:] + input.shape[:ind]; the two products of dims must be equal. A singular one raises
+    :class:`LinAlgError`, as inv. Under autocast on cpu in float32 (PyTorch's cpu float32 list)."""
+    op = "linalg.tensorinv"
+    if not isinstance(input, Tensor):
+        raise InputTypeError(f"linalg_tensorinv(): argument 'input' (position 1) must be Tensor, not "
+                             f"{type(input).__name__}")
+    if isinstance(ind, bool) or not isinstance(ind, numbers.Integral):
+        raise InputTypeError(f"linalg_tensorinv(): argument 'ind' must be int, not {type(ind).__name__}")
+    if ind <= 0:
+        raise InputError(f"{op}: Expected a strictly positive integer for 'ind', but got {ind}")
+    if ind > input.ndim:
+        raise InputError(f"{op}: 'ind' must be at most input.ndim ({input.ndim}), but got {ind}")
+    (input,) = autocast_float32(input, devices=("cpu",))
+    start, end = input.shape[:ind], input.shape[ind:]
+    rows, cols = math.prod(start), math.prod(end)
+    if rows != cols:
+        raise InputError(f"{op}: Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                         f"prod(self.shape[:ind]), but got {cols} != {rows}")
+    matrix = reshape(input, (rows, cols))
+    check_matrix(op, matrix)
+    return reshape(Inv.apply(matrix, op, True)[0], tuple(end) + tuple(start))
 
 
 def det(A):

@@ -1,7 +1,7 @@
 """``torch.linalg``'s matrix functions and products: ``matrix_exp`` (a ``Function``: scaling and squaring of a Pade
 approximant forward, the block-triangular identity backward), ``matrix_power`` and ``multi_dot`` (compositions of
-matmul, so gradients, dtypes and autocast are matmul's), ``chain_matmul``, and the thin ``cross``, ``vecdot``,
-``diagonal``, ``matmul``."""
+matmul, so gradients, dtypes and autocast are matmul's), ``chain_matmul``, ``vander`` and ``householder_product``
+(compositions too), and the thin ``cross``, ``vecdot``, ``diagonal``, ``matmul``."""
 from __future__ import annotations
 
 import math
@@ -13,8 +13,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import autocast_lower, cast
-from .creation import eye, full_like
+from ._common import autocast_float32, autocast_lower, cast
+from .creation import eye, full_like, ones
 from .diagonals import diagonal as _diagonal
 from .elementwise import clone, mul, where
 from .linalg_common import check_dtype, check_matrix, check_same_dtype, dtype_name, solve_quiet, swap
@@ -22,7 +22,8 @@ from .linalg_decomp import inv
 from .matmul import matmul
 from .products import cross as _cross
 from .reduce import sum as _sum
-from .shape import expand, squeeze, unsqueeze
+from .scan import cumprod
+from .shape import cat, expand, squeeze, unsqueeze
 from ..backend import InputError, InputTypeError
 
 _xp = backend.array_module
@@ -174,6 +175,68 @@ def chain_matmul(*matrices):
     if len(matrices) == 1:
         return clone(matrices[0])
     return multi_dot(matrices)
+
+
+def vander(x, *, N=None):  # noqa: N803 - PyTorch's name
+    """``torch.linalg.vander``: the Vandermonde matrix of the last dim of ``x`` (a 0-d x as one entry), columns the
+    powers 0 .. N - 1 (N: that dim's size by default, at least 2), as the running product of x, so its gradient is
+    cumprod's. Integer inputs give int64 (cumprod's), as PyTorch's; bool, float16 and bfloat16 are refused."""
+    op = "linalg.vander"
+    if not isinstance(x, Tensor):
+        raise InputTypeError(f"linalg_vander(): argument 'x' (position 1) must be Tensor, not {type(x).__name__}")
+    if x.dtype in (backend.bool_, backend.float16, backend.bfloat16) or not (
+            backend.is_floating(x.dtype) or np.issubdtype(x.dtype, np.integer)):
+        raise InputTypeError(f"{op} supports floating point, complex, and integer tensors, but got "
+                             f"{dtype_name(x.dtype)}")
+    if N is not None and (isinstance(N, bool) or not isinstance(N, numbers.Integral)):
+        raise InputTypeError(f"linalg_vander(): argument 'N' must be int, not {type(N).__name__}")
+    x = unsqueeze(x, -1) if x.ndim == 0 else x
+    n = x.shape[-1] if N is None else int(N)
+    if n <= 1:
+        raise InputError(f"{op}: N must be greater than 1, got N={n}")
+    powers = cumprod(expand(unsqueeze(x, -1), *x.shape, n - 1), -1)
+    return cat([ones(*x.shape, 1, dtype=powers.dtype, device=x.device), powers], -1)
+
+
+def householder_product(input, tau):  # noqa: A002 - PyTorch's names
+    """``torch.linalg.householder_product``: the first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i
+    the i-th column of ``input`` (m, n) below its diagonal, 1 on it and 0 above (LAPACK's orgqr; ``input`` and
+    ``tau`` as geqrf gives them). The reflectors applied one by one to I's first n columns: a composition of
+    matmuls, so its gradients are theirs. Under autocast on cpu in float32, as PyTorch's cpu float32 list."""
+    op = "torch.linalg.householder_product"
+    for name, t in (("input", input), ("tau", tau)):
+        if not isinstance(t, Tensor):
+            raise InputTypeError(f"linalg_householder_product(): argument '{name}' must be Tensor, not "
+                                 f"{type(t).__name__}")
+    input, tau = autocast_float32(input, tau, devices=("cpu",))
+    if input.ndim < 2:
+        raise InputError(f"{op}: input must have at least 2 dimensions.")
+    if tau.ndim != input.ndim - 1:
+        raise InputError(f"{op}: Expected tau to have one dimension less than input, but got tau.ndim equal to "
+                         f"{tau.ndim} and input.ndim is equal to {input.ndim}")
+    m, n = input.shape[-2:]
+    k = tau.shape[-1]
+    if m < n:
+        raise InputError(f"{op}: input.shape[-2] must be greater than or equal to input.shape[-1]")
+    if n < k:
+        raise InputError(f"{op}: input.shape[-1] must be greater than or equal to tau.shape[-1]")
+    if tuple(tau.shape[:-1]) != tuple(input.shape[:-2]):
+        raise InputError(f"{op}: Expected batch dimensions of tau to be equal to input.shape[:-2], but got "
+                         f"{list(tau.shape[:-1])}")
+    if tau.dtype != input.dtype:
+        raise InputTypeError(f"{op}: tau dtype {dtype_name(tau.dtype)} does not match input dtype "
+                             f"{dtype_name(input.dtype)}")
+    check_dtype(op, input)
+    xp = input._xp
+    ident = Tensor._from_array(xp.eye(m, n, dtype=input.dtype))
+    below = Tensor._from_array(xp.tri(m, n, -1, dtype=bool))
+    v = where(below, input, ident)  # the reflectors' vectors, as columns
+    # I's first n columns, on input's tape (a zero gradient where no reflector reads it, as PyTorch's)
+    q = where(Tensor._from_array(xp.zeros((), bool)), input, ident)
+    for i in range(k - 1, -1, -1):  # H_i (H_{i+1} ... H_k I)
+        vi = v[..., :, i:i + 1]
+        q = q - vi @ (unsqueeze(tau[..., i:i + 1], -1) * (vi.mT @ q))
+    return q
 
 
 # ---------------------------------------------------------------- the thin ones

@@ -1,11 +1,12 @@
-"""``torch.linalg``'s solvers: ``solve`` / ``solve_ex`` (``left``), ``solve_triangular``, ``cholesky_solve`` /
-``cholesky_inverse``, ``pinv``, ``matrix_rank``, ``lstsq``.
+"""``torch.linalg``'s solvers: ``solve`` / ``solve_ex`` (``left``), ``tensorsolve`` (solve of the tensor seen as a
+matrix), ``solve_triangular``, ``cholesky_solve`` / ``cholesky_inverse``, ``pinv``, ``matrix_rank``, ``lstsq``.
 
 ``Function`` s where PyTorch has its own backward (solve, the triangular and Cholesky solves, pinv); lstsq is a
 composition through pinv. Batch dims broadcast where PyTorch's do; the arrays go to ``xp.linalg`` broadcast to one
 batch shape (CuPy's solvers take no broadcasting) and the gradients are summed back over the broadcast dims."""
 from __future__ import annotations
 
+import math
 import numbers
 from collections import namedtuple
 
@@ -20,8 +21,9 @@ from .elementwise import mul, sub
 from .linalg_common import (check_matrix, check_same_dtype, detached, factor, lu_info, set_diagonal, solve_quiet, swap,
                             tri_solve)
 from .matmul import MatMul
+from .movement import movedim
 from .reduce import sum as _sum
-from .shape import expand, squeeze, unsqueeze
+from .shape import expand, reshape, squeeze, unsqueeze
 from ..backend import InputError, InputTypeError
 
 _xp = backend.array_module
@@ -99,6 +101,35 @@ def solve(A, B, *, left=True):
 def solve_ex(A, B, *, left=True, check_errors=False):
     """``torch.linalg.solve_ex``: (result, info), info LAPACK's for a singular A (whose result is NaN)."""
     return SolveExResult(*_solve("linalg.solve_ex", A, B, left, check_errors))
+
+
+def tensorsolve(input, other, dims=None):  # noqa: A002 - PyTorch's names
+    """``torch.linalg.tensorsolve``: X with tensordot(input, X, X.ndim) = other, X shaped input.shape[other.ndim:]
+    (after the dims ``dims`` of input are moved to its end); the products of other's and X's dims must be equal.
+    A solve of input as a square matrix, so a singular one raises :class:`LinAlgError` and gradients are solve's.
+    Under autocast on cpu in float32 (PyTorch's cpu float32 list)."""
+    op = "linalg.tensorsolve"
+    for i, (name, t) in enumerate((("input", input), ("other", other))):
+        if not isinstance(t, Tensor):
+            raise InputTypeError(f"linalg_tensorsolve(): argument '{name}' (position {i + 1}) must be Tensor, not "
+                                 f"{type(t).__name__}")
+    if dims is not None:
+        if not isinstance(dims, (tuple, list)) or any(isinstance(d, bool) or not isinstance(d, numbers.Integral)
+                                                      for d in dims):
+            raise InputTypeError(f"linalg_tensorsolve(): argument 'dims' must be tuple of ints, not "
+                                 f"{type(dims).__name__}")
+        input = movedim(input, tuple(dims), tuple(range(input.ndim - len(dims), input.ndim)))
+    input, other = autocast_float32(input, other, devices=("cpu",))
+    if other.ndim > input.ndim:
+        raise InputError(f"{op}: expected other to have at most input.ndim ({input.ndim}) dimensions, got "
+                         f"{other.ndim}")
+    shape = tuple(input.shape[other.ndim:])
+    size, other_size = math.prod(shape), math.prod(other.shape)
+    if size != other_size:
+        raise InputError(f"{op}: Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
+                         f"prod(self.shape[:other.ndim]), but got {size} != {other_size}")
+    X = _solve(op, reshape(input, (size, size)), reshape(other, (size,)), True, True)[0]
+    return reshape(X, shape)
 
 
 def _triangle(xp, a, upper, unit):
