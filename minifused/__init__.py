@@ -117,7 +117,7 @@ double = float64
 long = int64
 int = int32  # noqa: A001 - torch.int is int32
 
-__version__ = "0.1.0"
+from .toplevel.version import __version__  # noqa: E402 - one place for it (torch.version has it too)
 
 # PyTorch's module paths (torch.nn.modules.loss, torch.utils.data.sampler, torch.backends.cudnn ...) under this name
 from .module_paths import register_all as _register_module_paths  # noqa: E402

@@ -16,13 +16,16 @@ Before that first call it reports the current use.
 Also without a device: ``is_initialized()`` and ``is_tf32_supported()`` are False, ``stream(None)``,
 ``set_stream(None)`` and ``device_of(cpu_tensor)`` do nothing, and ``init``, ``ExternalStream``,
 ``can_device_access_peer``, ``profiler.start`` and ``make_graphed_callables`` raise. ``nvtx`` (CuPy's NVTX
-binding) works wherever CuPy has it, a device or not, as PyTorch's. Left out, having nothing to stand on:
-``ipc_collect`` (minifused shares no tensor through CUDA IPC), ``reset_accumulated_memory_stats`` (the pool
-counts no allocations, so there is nothing accumulated to reset) and ``memory_snapshot`` (the pool cannot list
-its blocks).
+binding) works wherever CuPy has it, a device or not, as PyTorch's. ``ipc_collect`` (minifused shares no tensor
+through CUDA IPC) and ``reset_accumulated_memory_stats`` (the pool counts no allocations) do nothing;
+``set_sync_debug_mode`` records a mode that nothing acts on. The NVML readings (``utilization``, ``temperature``,
+``power_draw`` ..., ``list_gpu_processes``) come from nvidia-ml-py (``pynvml``) where it is installed, and raise
+(or, for ``list_gpu_processes``, say) as PyTorch's where it is not. Left out, having nothing to stand on:
+``memory_snapshot`` (the pool cannot list its blocks).
 """
 from __future__ import annotations
 
+import numbers
 import sys as _sys
 from types import SimpleNamespace
 
@@ -38,7 +41,9 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "get_
            "max_memory_cached", "memory_stats", "memory_summary", "set_per_process_memory_fraction",
            "get_per_process_memory_fraction", "OutOfMemoryError", "set_stream", "StreamContext", "ExternalStream",
            "device_of", "init", "is_initialized", "is_tf32_supported", "can_device_access_peer",
-           "nvtx", "profiler"]
+           "nvtx", "profiler", "memory_stats_as_nested_dict", "reset_accumulated_memory_stats", "ipc_collect",
+           "set_sync_debug_mode", "get_sync_debug_mode", "list_gpu_processes", "utilization", "memory_usage",
+           "temperature", "power_draw", "clock_rate", "device_memory_used"]
 
 
 def is_available() -> bool:
@@ -243,6 +248,122 @@ def empty_cache() -> None:
     """Give the pool's cached, unused blocks back to the driver."""
     if is_available():
         backend.cupy.get_default_memory_pool().free_all_blocks()
+
+
+def memory_stats_as_nested_dict(device=None) -> dict:
+    """:func:`memory_stats` nested at its dots (``{'allocated_bytes': {'all': {'current': ...}}}``), PyTorch's
+    form of the same numbers; {} without CUDA."""
+    nested = {}
+    for key, value in memory_stats(device).items():
+        *path, last = key.split(".")
+        node = nested
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return nested
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    """Nothing to reset: PyTorch's accumulated statistics are allocation and free counts, which CuPy's pool does
+    not keep and :func:`memory_stats` does not report (its peaks are reset by :func:`reset_peak_memory_stats`)."""
+
+
+def ipc_collect() -> None:
+    """Nothing to collect: PyTorch frees here the memory of CUDA tensors other processes received through CUDA
+    IPC, and minifused sends tensors to other processes by value, never through IPC."""
+
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+_sync_debug_mode = [0]
+
+
+def set_sync_debug_mode(debug_mode) -> None:
+    """Record PyTorch's synchronization debug mode: 0 or 'default', 1 or 'warn', 2 or 'error';
+    :func:`get_sync_debug_mode` returns it. minifused does not act on it: host-device synchronizations neither warn
+    nor raise (except inside a captured step, which refuses them always), and the first call of a mode that asks
+    for it says so in a warning."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    elif isinstance(debug_mode, bool) or not isinstance(debug_mode, numbers.Integral):
+        raise RuntimeError("invalid argument to set_sync_debug_mode")
+    if not 0 <= debug_mode <= 2:
+        raise RuntimeError("invalid value of debug_mode, expected one of 0,1,2")
+    if debug_mode:
+        from .toplevel.runtime import warn_once
+
+        warn_once("set_sync_debug_mode", "minifused.cuda.set_sync_debug_mode: the mode is recorded, but minifused "
+                  "does not detect synchronizing operations (none warns or raises)")
+    _sync_debug_mode[0] = int(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    """The mode :func:`set_sync_debug_mode` recorded (0 until it is called)."""
+    return _sync_debug_mode[0]
+
+
+def _nvml():
+    """``pynvml`` (nvidia-ml-py), initialized, or PyTorch's errors without it or without a driver."""
+    try:
+        import pynvml
+    except ImportError as e:
+        raise ModuleNotFoundError("nvidia-ml-py does not seem to be installed or it can't be imported.") from e
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_DriverNotLoaded as e:
+        raise RuntimeError("cuda driver can't be loaded, is cuda enabled?") from e
+    return pynvml
+
+
+def _nvml_handle(pynvml, device, op):
+    """NVML's handle of the CUDA device ``device`` (found by its PCI bus id, so CUDA_VISIBLE_DEVICES is heeded)."""
+    bus_id = _require(op).cuda.Device(_index(device)).pci_bus_id
+    return pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+
+
+def list_gpu_processes(device=None) -> str:
+    """The processes running on ``device`` and the device memory each uses, as NVML (``nvidia-smi``) reports them,
+    in PyTorch's words; without nvidia-ml-py or a driver, the sentence saying so."""
+    try:
+        pynvml = _nvml()
+    except ModuleNotFoundError:
+        return "pynvml module not found, please install nvidia-ml-py"
+    except RuntimeError as e:
+        return str(e)
+    handle = _nvml_handle(pynvml, device, "list_gpu_processes")
+    procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    lines = [f"GPU:{pynvml.nvmlDeviceGetIndex(handle)}"]
+    if not procs:
+        lines.append("no processes are running")
+    for p in procs:
+        used = p.usedGpuMemory  # None where NVML cannot tell (no permission to see the process)
+        amount = "an unknown amount of" if used is None else f"{used / (1024 * 1024):>12.3f} MB"
+        lines.append(f"process {p.pid:>10d} uses {amount} GPU memory")
+    return "\n".join(lines)
+
+
+def _nvml_reading(op, read):
+    def reading(device=None) -> int:
+        pynvml = _nvml()
+        return read(pynvml, _nvml_handle(pynvml, device, op))
+
+    reading.__name__ = reading.__qualname__ = op
+    return reading
+
+
+utilization = _nvml_reading("utilization", lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).gpu)
+utilization.__doc__ = "The percent of time over NVML's last sample period that a kernel ran on ``device``."
+memory_usage = _nvml_reading("memory_usage", lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).memory)
+memory_usage.__doc__ = "The percent of time over NVML's last sample period that ``device``'s memory was in use."
+temperature = _nvml_reading("temperature", lambda nv, h: nv.nvmlDeviceGetTemperature(h, 0))
+temperature.__doc__ = "``device``'s GPU die temperature in degrees Celsius (NVML's sensor 0)."
+power_draw = _nvml_reading("power_draw", lambda nv, h: nv.nvmlDeviceGetPowerUsage(h))
+power_draw.__doc__ = "``device``'s power draw in milliwatts, as NVML reports it."
+clock_rate = _nvml_reading("clock_rate", lambda nv, h: nv.nvmlDeviceGetClockInfo(h, 1))
+clock_rate.__doc__ = "``device``'s streaming-multiprocessor clock in MHz (NVML's clock 1)."
+device_memory_used = _nvml_reading("device_memory_used", lambda nv, h: nv.nvmlDeviceGetMemoryInfo(h).used)
+device_memory_used.__doc__ = "The bytes of ``device``'s memory in use by every process, as NVML reports them."
 
 
 # ---------------------------------------------------------------- streams and events

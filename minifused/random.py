@@ -8,8 +8,9 @@ import warnings
 from . import backend
 from .amp import _TORCH_DEVICE_TYPES
 from .backend import get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .toplevel.runtime import default_generator  # (torch.random.default_generator is torch's)
 
-__all__ = ["set_rng_state", "get_rng_state", "manual_seed", "seed", "initial_seed", "fork_rng",
+__all__ = ["default_generator", "set_rng_state", "get_rng_state", "manual_seed", "seed", "initial_seed", "fork_rng",
            "thread_safe_generator"]
 
 _warned = [False]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from ..backend import InputError, InputTypeError
 from ..ops.pointwise import _erfinv
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "eye_", "dirac_",
-           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_"]
+           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_"]
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -203,3 +204,48 @@ def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", gen
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     return normal_(tensor, 0.0, std, generator)
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """A 2-D tensor as a sparse matrix (Martens, 2010), as PyTorch's: every value drawn from N(0, std^2), then in
+    each column ``ceil(sparsity * rows)`` of them, at random rows, set to zero. The values come from ``generator``
+    (or the device's); which rows are zeroed, from the device's generator, as PyTorch's (which takes a
+    ``randperm`` per column from the global generator): here one draw of random keys for the whole tensor,
+    whose smallest ``ceil(sparsity * rows)`` in each column mark the zeros."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    zeros = len(range(rows)[:math.ceil(sparsity * rows)])  # as PyTorch's randperm(rows)[:num_zeros] counts them
+    normal_(tensor, 0, std, generator)
+    if zeros and cols:
+        data = tensor._data
+        xp = backend.array_module(data)
+        gen = backend.generator(tensor.device, None, "sparse_")
+        with backend.on_device(tensor.device):
+            keys = xp.asarray(gen.random((rows, cols)) if isinstance(gen, np.random.Generator)
+                              else gen.random_sample((rows, cols)))
+            ranks = xp.argsort(xp.argsort(keys, axis=0), axis=0)  # each entry's place in its column's random order
+            with no_grad():
+                data[...] = backend.where(ranks < zeros, 0, data)
+                tensor._bump("sparse_")
+    return tensor
+
+
+def _deprecated(new):
+    """PyTorch's old spelling of ``new`` (its name without the trailing underscore): warns, then calls it."""
+    old = new.__name__[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.", FutureWarning,
+                      stacklevel=2)
+        return new(*args, **kwargs)
+
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old
+    deprecated_init.__doc__ = f"{old}(...): deprecated, :func:`{new.__name__}` (it warns, as PyTorch's)."
+    return deprecated_init
+
+
+uniform, normal, constant, eye, dirac = (_deprecated(f) for f in (uniform_, normal_, constant_, eye_, dirac_))
+xavier_uniform, xavier_normal = _deprecated(xavier_uniform_), _deprecated(xavier_normal_)
+kaiming_uniform, kaiming_normal = _deprecated(kaiming_uniform_), _deprecated(kaiming_normal_)
+orthogonal, sparse = _deprecated(orthogonal_), _deprecated(sparse_)

@@ -2,11 +2,12 @@
 ``unique_consecutive``, ``put`` / ``put_``, ``index_reduce`` / ``index_reduce_``, ``diagonal_scatter``, the
 complex-number spellings on real tensors (``real``, ``conj`` ... as PyTorch answers them for a real dtype),
 ``angle``, ``adjoint``, the layout and backend queries (``layout``, ``is_sparse`` ..., all a dense strided
-tensor's answers), ``dim_order``, ``output_nr``, the cpu-only element callbacks ``apply_`` / ``map_`` / ``map2_``
-and ``record_stream``."""
+tensor's answers), ``dim_order``, ``output_nr``, the cpu-only element callbacks ``apply_`` / ``map_`` / ``map2_``,
+``record_stream`` and ``share_memory_`` / ``is_shared``."""
 from __future__ import annotations
 
 import numbers
+import weakref
 
 import numpy as np
 
@@ -313,6 +314,38 @@ def record_stream(self, stream):
     _in_use.append((event, self._data))
 
 
+_shared = {}  # id -> weak reference of each cpu array (a buffer owner) that share_memory_ was called on
+
+
+def _owner(array):
+    """The array that owns ``array``'s buffer (its views all lead to it)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def share_memory_(self):
+    """``Tensor.share_memory_``: returns the tensor. PyTorch moves a cpu tensor's storage into shared memory, so
+    that processes it is sent to write the same memory; minifused's tensors cross to other processes by value
+    (see :mod:`minifused.multiprocessing`), so nothing is moved and writes in another process stay there. The
+    call is remembered for :meth:`is_shared`. A CUDA tensor is left as it is, as in PyTorch."""
+    if not self.is_cuda:
+        owner = _owner(self._data)
+        _shared[id(owner)] = weakref.ref(owner, lambda _, key=id(owner): _shared.pop(key, None))
+    return self
+
+
+def is_shared(self):
+    """``Tensor.is_shared``, PyTorch's answers: True for a CUDA tensor; for a cpu tensor, whether
+    :meth:`share_memory_` was called on it or on a tensor viewing the same memory (which here marks the tensor
+    only: its memory is not shared with other processes)."""
+    if self.is_cuda:
+        return True
+    owner = _owner(self._data)
+    ref = _shared.get(id(owner))
+    return ref is not None and ref() is owner
+
+
 def _false(self):
     return False
 
@@ -328,6 +361,7 @@ METHODS.update({
     "real": property(real), "imag": property(imag), "layout": property(lambda self: strided),
     "output_nr": property(lambda self: self._out_index), "dim_order": dim_order,
     "apply_": apply_, "map_": map_, "map2_": map2_, "record_stream": record_stream,
+    "share_memory_": share_memory_, "is_shared": is_shared,
 })
 METHODS.update({name: property(_false) for name in ("is_meta", "is_sparse", "is_sparse_csr", "is_quantized",
                                                     "is_mkldnn", "is_nested", "is_xpu", "is_mps")})

@@ -3,12 +3,16 @@ torch`` code: the constants (``pi``, ``inf`` ...), the dtypes ``short`` and ``ui
 anomaly and inference-mode queries, ``Stream`` / ``Event`` / ``GradScaler``, ``typename``, and the families in
 this package's modules: the functional forms with ATen's signatures (``nn_forms``), the in-place, query and
 ``*_copy`` forms of Tensor methods (``tensor_forms``), the ``_foreach_*`` list forms (``foreach``), creation
-helpers and the trapezoid rule (``creation``), and the legacy tensor types (``legacy``). Everything here is a
-thin spelling over an implementation below; it sits above the functional layer and below nothing."""
+helpers and the trapezoid rule (``creation``), the legacy tensor types (``legacy``), the numerical ``gradient``
+(``differences``), the deprecated ``ctc_loss`` / ``frobenius_norm`` / ``nuclear_norm`` / ``matrix_rank``
+(``deprecated``), the process-wide switches and ``default_generator`` (``runtime``) and the ``version`` module.
+Everything here is a thin spelling over an implementation below; it sits above the functional layer and below
+nothing."""
 from __future__ import annotations
 
 import math
 import os
+import sys
 
 import numpy as np
 
@@ -18,7 +22,8 @@ from .. import backend as _backend
 from .. import cuda as _cuda
 from ..autograd.modes import is_inference_mode_enabled
 from ..tensor import Tensor as _Tensor
-from . import creation, extras, foreach, legacy, nn_forms, out_forms, tensor_forms, windows
+from . import creation, deprecated, extras, foreach, legacy, nn_forms, out_forms, runtime, tensor_forms, version
+from . import windows
 from .creation import *  # noqa: F401,F403
 from .extras import *  # noqa: F401,F403
 from .foreach import *  # noqa: F401,F403
@@ -27,6 +32,12 @@ from .legacy import *  # noqa: F401,F403
 from .nn_forms import *  # noqa: F401,F403
 from .tensor_forms import *  # noqa: F401,F403
 from .out_forms import *  # noqa: F401,F403,A004 - add, div... with out=
+from .deprecated import *  # noqa: F401,F403
+from .differences import gradient  # noqa: F401
+from .runtime import *  # noqa: F401,F403
+
+# minifused.version is torch.version: importable by its name too (`from minifused.version import cuda`)
+sys.modules.setdefault(__name__.rpartition(".")[0] + ".version", version)
 
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 newaxis = None  # x[:, minifused.newaxis] as NumPy's and PyTorch's
@@ -100,7 +111,8 @@ def _assert(condition, message):
 
 
 __all__ = (creation.__all__ + out_forms.__all__ + foreach.__all__ + legacy.__all__ + nn_forms.__all__
-           + tensor_forms.__all__ + extras.__all__ + windows.__all__ + [
+           + tensor_forms.__all__ + extras.__all__ + windows.__all__ + deprecated.__all__ + runtime.__all__ + [
+    "gradient", "version",
     "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "Stream", "Event", "GradScaler",
     "get_default_device", "set_default_device", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     "set_anomaly_enabled", "is_inference_mode_enabled", "typename", "_assert"])

@@ -1,0 +1,112 @@
+"""PyTorch's process-wide switches and handles at the top level: ``set_warn_always`` / ``is_warn_always_enabled``
+(and :func:`warn_once`, the once-per-process warnings they govern), ``set_flush_denormal``, ``default_generator``
+(the global cpu generator as a :class:`minifused.Generator`) and ``to_dlpack``."""
+from __future__ import annotations
+
+import numbers
+import warnings
+
+from .. import backend
+from ..tensor import Tensor
+from ..backend import InputTypeError
+
+__all__ = ["set_warn_always", "is_warn_always_enabled", "set_flush_denormal", "default_generator", "to_dlpack"]
+
+_warn_always = [False]
+_warned = set()  # the keys warn_once has warned about
+
+
+def set_warn_always(b, /):
+    """When False (the default) the warnings PyTorch gives once per process (the deprecated ``frobenius_norm``,
+    ``nuclear_norm`` ...) are given once; True gives them on every call, which helps when debugging."""
+    if not isinstance(b, bool):
+        raise RuntimeError(f"setWarnOnlyOnce expects a bool, but got {type(b).__name__}")
+    _warn_always[0] = b
+
+
+def is_warn_always_enabled():
+    """Whether :func:`set_warn_always` turned the once-per-process warnings into every-call ones."""
+    return _warn_always[0]
+
+
+def warn_once(key, message, category=UserWarning, stacklevel=3):
+    """Warn ``message`` the first time ``key`` comes (PyTorch's ``TORCH_WARN_ONCE``), or every time while
+    :func:`set_warn_always` is on."""
+    if _warn_always[0] or key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, category, stacklevel=stacklevel)
+
+
+_flush_denormal = [False]
+
+
+def set_flush_denormal(mode):
+    """Whether denormal floats may be flushed to zero on the cpu: PyTorch sets the cpu's FTZ/DAZ flags and
+    returns True where the cpu supports them. minifused's cpu tensors are NumPy arrays, whose arithmetic keeps
+    denormals and has no such switch, so asking to flush returns False (PyTorch's answer on a cpu without the
+    flags) and changes nothing; ``set_flush_denormal(False)``, the state minifused is always in, returns True.
+    CUDA kernels are unaffected, as in PyTorch."""
+    if not isinstance(mode, bool):
+        raise RuntimeError(f"flush_denormal expects a bool, but got {type(mode).__name__}")
+    return not mode
+
+
+class _DefaultGenerator(backend.Generator):
+    """``torch.default_generator``: the global cpu generator, the one ``minifused.manual_seed`` seeds and random
+    ops draw from without ``generator=``. Every draw and state read goes to that generator as it is at the call
+    (``manual_seed`` replaces it), so ``randn(3, generator=default_generator)`` continues the global stream.
+    ``manual_seed(s)`` is :func:`minifused.manual_seed` (which seeds the CUDA generators too, minifused seeding
+    all devices from one seed) and returns the generator; ``initial_seed()`` is :func:`minifused.initial_seed`."""
+
+    _OWN = frozenset(("manual_seed", "initial_seed", "seed", "get_state", "set_state", "device", "_seed", "_OWN"))
+
+    def __init__(self):
+        super().__init__()
+
+    def __getattribute__(self, name):
+        if name.startswith("__") or name in _DefaultGenerator._OWN:
+            return object.__getattribute__(self, name)
+        return getattr(backend._generators.get(backend.CPU), name)
+
+    def manual_seed(self, seed):
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise RuntimeError(f"manual_seed expected a long, but got {type(seed).__name__}")
+        seed = int(seed)
+        if not -2 ** 63 <= seed < 2 ** 64:
+            raise ValueError("Overflow when unpacking long long")
+        backend.manual_seed(seed % 2 ** 64)  # a negative seed as its two's complement, as PyTorch's
+        return self
+
+    def initial_seed(self):
+        return backend.initial_seed()
+
+    def seed(self):
+        """Seed from the operating system's entropy (:func:`minifused.seed`); returns the seed."""
+        return backend.seed()
+
+    def __repr__(self):
+        return "<minifused.Generator: the default cpu generator>"
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        """Pickled (or deep-copied): a separate generator in the global one's present state and seed."""
+        return _generator_copy, (backend.initial_seed(), self.get_state())
+
+
+def _generator_copy(seed, state):
+    copy = backend.Generator()
+    copy._seed = seed
+    return copy.set_state(state)
+
+
+default_generator = _DefaultGenerator()
+
+
+def to_dlpack(tensor):
+    """The tensor's data as a DLPack capsule (``tensor.__dlpack__()``), which ``from_dlpack`` of minifused, NumPy,
+    CuPy or PyTorch takes without a copy."""
+    if not isinstance(tensor, Tensor):
+        raise InputTypeError(f"to_dlpack(): argument 'tensor' (position 1) must be Tensor, not "
+                             f"{type(tensor).__name__}")
+    return tensor.__dlpack__()
