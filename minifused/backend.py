@@ -12,6 +12,7 @@ import math
 import numbers
 import os
 import threading
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -403,6 +404,31 @@ class _Debug(threading.local):
 
 _debug = _Debug()
 _deferred = []
+
+
+_warn_always = [False]
+_warned = set()  # the keys warn_once has warned about
+
+
+def set_warn_always(b, /):
+    """``torch.set_warn_always``: when False (the default) the warnings PyTorch gives once per process (the
+    deprecated ``frobenius_norm``, ``nuclear_norm`` ...) are given once; True gives them on every call."""
+    if not isinstance(b, bool):
+        raise RuntimeError(f"setWarnOnlyOnce expects a bool, but got {type(b).__name__}")
+    _warn_always[0] = b
+
+
+def is_warn_always_enabled():
+    """Whether :func:`set_warn_always` turned the once-per-process warnings into every-call ones."""
+    return _warn_always[0]
+
+
+def warn_once(key, message, category=UserWarning, stacklevel=3):
+    """Warn ``message`` the first time ``key`` comes (PyTorch's ``TORCH_WARN_ONCE``), or every time while
+    :func:`set_warn_always` is on."""
+    if _warn_always[0] or key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, category, stacklevel=stacklevel)
 
 
 def set_debug(flag: bool) -> None:

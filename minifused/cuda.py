@@ -291,9 +291,7 @@ def set_sync_debug_mode(debug_mode) -> None:
     if not 0 <= debug_mode <= 2:
         raise RuntimeError("invalid value of debug_mode, expected one of 0,1,2")
     if debug_mode:
-        from .toplevel.runtime import warn_once
-
-        warn_once("set_sync_debug_mode", "minifused.cuda.set_sync_debug_mode: the mode is recorded, but minifused "
+        backend.warn_once("set_sync_debug_mode", "minifused.cuda.set_sync_debug_mode: the mode is recorded, but minifused "
                   "does not detect synchronizing operations (none warns or raises)")
     _sync_debug_mode[0] = int(debug_mode)
 

@@ -485,7 +485,7 @@ class Multinomial(Distribution):
         return log_factorial_n - log_factorial_xs + (logits * value).sum(-1)
 
 
-class NegativeBinomial(Distribution):
+class NegativeBinomial(_Binary):
     """The number of successes before ``total_count`` failures (a real count will do) in trials of success
     probability ``probs`` (or ``sigmoid(logits)``). A draw is Poisson of a Gamma(total_count, e^-logits) rate."""
 
@@ -505,23 +505,8 @@ class NegativeBinomial(Distribution):
         new = self._get_checked_instance(NegativeBinomial, _instance)
         batch_shape = tuple(batch_shape)
         new.total_count = self.total_count.expand(batch_shape)
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                setattr(new, name, getattr(self, name).expand(batch_shape))
-                new._param = getattr(new, name)
+        self._expand_params(new, batch_shape)
         return self._expanded_from(new, batch_shape)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return tuple(self._param.shape)
 
     @property
     def mean(self):

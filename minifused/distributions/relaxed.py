@@ -8,16 +8,16 @@ from __future__ import annotations
 import math
 
 from . import constraints
-from .discrete import Categorical
+from .discrete import Categorical, _Binary
 from .distribution import Distribution
 from .transformed import TransformedDistribution
 from .transforms import ExpTransform, SigmoidTransform
-from .utils import _is_number, _uniform, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
+from .utils import _is_number, _uniform, broadcast_all, clamp_probs
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli", "ExpRelaxedCategorical", "RelaxedOneHotCategorical"]
 
 
-class LogitRelaxedBernoulli(Distribution):
+class LogitRelaxedBernoulli(_Binary):
     """The logit of a :class:`RelaxedBernoulli` draw: (logit(p) + logistic noise) / ``temperature``, with
     ``probs`` or ``logits`` (not both) the log-odds of 1."""
 
@@ -38,23 +38,8 @@ class LogitRelaxedBernoulli(Distribution):
         new = self._get_checked_instance(LogitRelaxedBernoulli, _instance)
         batch_shape = tuple(batch_shape)
         new.temperature = self.temperature
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                setattr(new, name, getattr(self, name).expand(batch_shape))
-                new._param = getattr(new, name)
+        self._expand_params(new, batch_shape)
         return self._expanded_from(new, batch_shape)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return tuple(self._param.shape)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import numbers
-import warnings
 
 from .. import backend
 from ..tensor import Tensor
@@ -12,29 +11,7 @@ from ..backend import InputTypeError
 
 __all__ = ["set_warn_always", "is_warn_always_enabled", "set_flush_denormal", "default_generator", "to_dlpack"]
 
-_warn_always = [False]
-_warned = set()  # the keys warn_once has warned about
-
-
-def set_warn_always(b, /):
-    """When False (the default) the warnings PyTorch gives once per process (the deprecated ``frobenius_norm``,
-    ``nuclear_norm`` ...) are given once; True gives them on every call, which helps when debugging."""
-    if not isinstance(b, bool):
-        raise RuntimeError(f"setWarnOnlyOnce expects a bool, but got {type(b).__name__}")
-    _warn_always[0] = b
-
-
-def is_warn_always_enabled():
-    """Whether :func:`set_warn_always` turned the once-per-process warnings into every-call ones."""
-    return _warn_always[0]
-
-
-def warn_once(key, message, category=UserWarning, stacklevel=3):
-    """Warn ``message`` the first time ``key`` comes (PyTorch's ``TORCH_WARN_ONCE``), or every time while
-    :func:`set_warn_always` is on."""
-    if _warn_always[0] or key not in _warned:
-        _warned.add(key)
-        warnings.warn(message, category, stacklevel=stacklevel)
+from ..backend import is_warn_always_enabled, set_warn_always, warn_once  # noqa: E402,F401 - (kept in backend)
 
 
 _flush_denormal = [False]
