@@ -159,8 +159,19 @@ def test_losses_take_reduction_as_an_int(rng):
     lp = t(np.log(rng.dirichlet(np.ones(5), 3)))
     tp = t(rng.dirichlet(np.ones(5), 3))
     elem = tp.numpy() * (np.log(tp.numpy()) - lp.numpy())
-    close(mf.kl_div(lp, tp), elem.mean())  # 1: the mean over every element
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (ATen's mean gives no warning, F.kl_div's 'mean' does)
+        close(mf.kl_div(lp, tp, 1), elem.mean())  # 1: the mean over every element
     close(mf.kl_div(lp, tp, 0), elem)
+    # left out, PyTorch's binding reads ATen's default reduction as 0: per-element losses
+    close(mf.kl_div(lp, tp), elem)
+    y = t(np.sign(rng.standard_normal(3)))
+    close(mf.binary_cross_entropy_with_logits(lp, tp), F.binary_cross_entropy_with_logits(lp, tp, reduction="none"))
+    close(mf.cosine_embedding_loss(lp, tp, y), F.cosine_embedding_loss(lp, tp, y, reduction="none"))
+    close(mf.hinge_embedding_loss(lp, tp), F.hinge_embedding_loss(lp, tp, reduction="none"))
+    close(mf.margin_ranking_loss(lp[0], tp[0], y.repeat(2)[:5]),
+          F.margin_ranking_loss(lp[0], tp[0], y.repeat(2)[:5], reduction="none"))
+    close(mf.triplet_margin_loss(lp, tp, tp.flip(0)), F.triplet_margin_loss(lp, tp, tp.flip(0), reduction="none"))
     close(mf.kl_div(lp, mf.log(tp), 2, log_target=True), elem.sum())
     y = t(np.sign(rng.standard_normal(3)))
     for red, name in enumerate(("none", "mean", "sum")):

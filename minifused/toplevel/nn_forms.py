@@ -273,31 +273,36 @@ def _reduction(op, reduction):
     return _REDUCTIONS[reduction]
 
 
-def kl_div(input, target, reduction=1, *, log_target=False):
-    """``torch.kl_div``: reduction 1 is the mean over every element (not F's 'batchmean')."""
-    return F.kl_div(input, target, reduction=_reduction("kl_div", reduction), log_target=log_target)
+# The losses below take ATen's int reduction. PyTorch 2.13's Python binding reads their ATen default (Mean) as 0:
+# left out, the reduction is none (per-element losses), so the defaults here are 0.
+def kl_div(input, target, reduction=0, *, log_target=False):
+    """``torch.kl_div``: reduction 1 is the mean over every element (not F's 'batchmean'), without F's warning
+    about it (ATen's op gives none)."""
+    red = _reduction("kl_div", reduction)
+    loss = F.kl_div(input, target, reduction="none" if red == "mean" else red, log_target=log_target)
+    return loss.mean() if red == "mean" else loss
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=1):
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=0):
     red = _reduction("binary_cross_entropy_with_logits", reduction)
     return F.binary_cross_entropy_with_logits(input, target, weight, reduction=red, pos_weight=pos_weight)
 
 
-def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=1):
+def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=0):
     red = _reduction("cosine_embedding_loss", reduction)
     return F.cosine_embedding_loss(input1, input2, target, margin, reduction=red)
 
 
-def hinge_embedding_loss(input, target, margin=1.0, reduction=1):
+def hinge_embedding_loss(input, target, margin=1.0, reduction=0):
     return F.hinge_embedding_loss(input, target, margin, reduction=_reduction("hinge_embedding_loss", reduction))
 
 
-def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=1):
+def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=0):
     red = _reduction("margin_ranking_loss", reduction)
     return F.margin_ranking_loss(input1, input2, target, margin, reduction=red)
 
 
-def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction=1):
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction=0):
     red = _reduction("triplet_margin_loss", reduction)
     return F.triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, reduction=red)
 
