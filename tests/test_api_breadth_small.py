@@ -424,3 +424,10 @@ def test_nvml_readings_through_nvidia_ml_py(monkeypatch):
 def test_version_and_default_generator_have_one_home():
     assert mf.__version__ == mf.version.__version__
     assert mf.random.default_generator is mf.default_generator
+
+
+def test_module_share_memory_marks_parameters_and_buffers():
+    m = mf.nn.BatchNorm1d(3)
+    assert not m.weight.is_shared()
+    assert m.share_memory() is m
+    assert m.weight.is_shared() and m.bias.is_shared() and m.running_mean.is_shared()

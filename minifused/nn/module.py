@@ -389,9 +389,14 @@ class Module(StateDicts):
         return self
 
     def share_memory(self):
-        """Returns self. PyTorch moves the parameters and buffers to shared memory for other processes to update;
-        minifused has no shared-memory tensors (tensors cross to other processes by value, see
-        ``minifused.multiprocessing``), so there is nothing to move."""
+        """Returns self after ``share_memory_()`` on every parameter, gradient and buffer, as PyTorch's. PyTorch
+        moves them to shared memory for other processes to update; minifused has no shared-memory tensors (tensors
+        cross to other processes by value, see ``minifused.multiprocessing``): nothing moves, ``is_shared()`` says
+        the call was made."""
+        for t in itertools.chain(self.parameters(), self.buffers()):
+            t.share_memory_()
+            if t.grad is not None:
+                t.grad.share_memory_()
         return self
 
     def compile(self, *args, **kwargs):
