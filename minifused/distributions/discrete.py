@@ -184,7 +184,24 @@ class Categorical(Distribution):
         return values.expand((-1,) + self._batch_shape) if expand else values
 
 
-class OneHotCategorical(Distribution):
+class _OverCategorical(Distribution):
+    """A law over the K classes of a :class:`Categorical` it keeps as ``_categorical``: its ``probs``,
+    ``logits`` and ``param_shape`` are that Categorical's."""
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
+
+
+class OneHotCategorical(_OverCategorical):
     """A :class:`Categorical` whose draws are one-hot vectors of length K (event shape (K,))."""
 
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
@@ -204,18 +221,6 @@ class OneHotCategorical(Distribution):
     @property
     def _param(self):
         return self._categorical._param
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     @property
     def mean(self):
@@ -412,7 +417,7 @@ class Geometric(_Binary):
         return F.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none") / self.probs
 
 
-class Multinomial(Distribution):
+class Multinomial(_OverCategorical):
     """The counts of ``total_count`` draws (an int, one for the whole batch) of a :class:`Categorical` of
     ``probs`` or ``logits`` (normalized over the last dim, the K categories: the event shape (K,)). log_prob
     takes the count from the value, so any ``total_count`` does for it."""
@@ -438,18 +443,6 @@ class Multinomial(Distribution):
     @constraints.dependent_property(is_discrete=True, event_dim=1)
     def support(self):
         return constraints.multinomial(self.total_count)
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     @property
     def mean(self):

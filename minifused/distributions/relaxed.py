@@ -8,13 +8,28 @@ from __future__ import annotations
 import math
 
 from . import constraints
-from .discrete import Categorical, _Binary
-from .distribution import Distribution
+from .discrete import Categorical, _Binary, _OverCategorical
 from .transformed import TransformedDistribution
 from .transforms import ExpTransform, SigmoidTransform
 from .utils import _is_number, _uniform, broadcast_all, clamp_probs
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli", "ExpRelaxedCategorical", "RelaxedOneHotCategorical"]
+
+
+class _Relaxed(TransformedDistribution):
+    """A relaxed law: a transform of its ``base_dist``, whose ``temperature``, ``logits`` and ``probs`` it has."""
+
+    @property
+    def temperature(self):
+        return self.base_dist.temperature
+
+    @property
+    def logits(self):
+        return self.base_dist.logits
+
+    @property
+    def probs(self):
+        return self.base_dist.probs
 
 
 class LogitRelaxedBernoulli(_Binary):
@@ -55,7 +70,7 @@ class LogitRelaxedBernoulli(_Binary):
         return self.temperature.log() + diff - 2 * diff.exp().log1p()
 
 
-class RelaxedBernoulli(TransformedDistribution):
+class RelaxedBernoulli(_Relaxed):
     """A relaxed Bernoulli on (0, 1) of ``temperature`` and ``probs`` or ``logits``: the sigmoid of a
     :class:`LogitRelaxedBernoulli` draw."""
 
@@ -71,20 +86,8 @@ class RelaxedBernoulli(TransformedDistribution):
         new = self._get_checked_instance(RelaxedBernoulli, _instance)
         return super().expand(batch_shape, _instance=new)
 
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
 
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
-
-
-class ExpRelaxedCategorical(Distribution):
+class ExpRelaxedCategorical(_OverCategorical):
     """The log of a :class:`RelaxedOneHotCategorical` draw: log_softmax((logits + Gumbel noise) / temperature),
     with ``probs`` or ``logits`` (not both) over the last dim (event shape (K,))."""
 
@@ -104,18 +107,6 @@ class ExpRelaxedCategorical(Distribution):
         new._categorical = self._categorical.expand(batch_shape)
         return self._expanded_from(new, tuple(batch_shape))
 
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         uniforms = clamp_probs(_uniform(shape, self.logits))
@@ -133,7 +124,7 @@ class ExpRelaxedCategorical(Distribution):
         return (score - score.logsumexp(dim=-1, keepdim=True)).sum(-1) + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_Relaxed):
     """A relaxed one-hot categorical on the simplex of ``temperature`` and ``probs`` or ``logits``: the exp of an
     :class:`ExpRelaxedCategorical` draw (the Gumbel-softmax)."""
 
@@ -149,14 +140,3 @@ class RelaxedOneHotCategorical(TransformedDistribution):
         new = self._get_checked_instance(RelaxedOneHotCategorical, _instance)
         return super().expand(batch_shape, _instance=new)
 
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
