@@ -437,3 +437,73 @@ def test_cut_gradients_stay_zero_under_inf_upstream():
         v = cpu(np.array([cut, 0.75]), requires_grad=True)
         (fn(v) * float("inf")).sum().backward()
         assert v.grad.numpy()[0] == 0.0 and np.isinf(v.grad.numpy()[1]), fn
+
+
+# ---------------------------------------------------------------- the fused CUDA activations (one pass each way)
+FUSED_ACTIVATIONS = {  # name: (the call, its parameters, whether it has an in-place form)
+    "silu": (F.silu, {}, True), "mish": (F.mish, {}, True), "elu": (F.elu, {"alpha": 0.7}, True),
+    "selu": (F.selu, {}, True), "celu": (F.celu, {"alpha": 2.0}, True), "hardswish": (F.hardswish, {}, True),
+    "softplus": (F.softplus, {"beta": 2.0, "threshold": 3.0}, False),
+    "leaky_relu": (F.leaky_relu, {"negative_slope": 0.2}, True),
+    "hardtanh": (F.hardtanh, {"min_val": -0.5, "max_val": 2.0}, True), "relu6": (F.relu6, {}, True),
+    "hardsigmoid": (F.hardsigmoid, {}, True), "threshold": (F.threshold, {"threshold": 0.25, "value": -1.5}, True),
+    "sigmoid": (F.sigmoid, {}, False), "tanh": (F.tanh, {}, False),
+}
+
+
+def _fused_case(name, dtype, seed=0):
+    """An odd-sized input in ``dtype`` with the kinks, zeros, ±inf and NaN among normal values, rounded to
+    ``dtype`` (as float64), and an upstream gradient."""
+    a = np.random.default_rng(seed).standard_normal(1031) * 4
+    a[:9] = [0.0, -3.0, 3.0, -0.5, 2.0, 0.25, np.inf, -np.inf, np.nan]
+    g = np.random.default_rng(seed + 1).standard_normal(a.size)
+    dt = backend.as_dtype(dtype)
+    return a.astype(np.float32).astype(dt).astype(np.float64), g.astype(np.float32).astype(dt).astype(np.float64)
+
+
+def _value_and_grad(fn, kw, a, g, device, dtype, inplace=False):
+    dtype = getattr(mf, dtype)
+    x = mf.tensor(a, device=device).to(dtype).requires_grad_()
+    y = fn(x * 1, inplace=True, **kw) if inplace else fn(x, **kw)
+    y.backward(mf.tensor(g, device=device).to(dtype))
+    return y.detach().double().cpu().numpy(), x.grad.double().cpu().numpy()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name", list(FUSED_ACTIVATIONS))
+def test_fused_activations_on_cuda_match_the_float64_path(name, dtype):
+    """The CUDA kernels' value and gradient (out of place and in place) against the float64 NumPy path on the
+    same rounded values: within the dtype's rounding, NaN and inf in the same places, cut gradients 0."""
+    fn, kw, has_inplace = FUSED_ACTIVATIONS[name]
+    a, g = _fused_case(name, dtype)
+    want_y, want_dx = _value_and_grad(fn, kw, a, g, "cpu", "float64")
+    tol = 4 * TOL[backend.as_dtype(dtype)]
+    for inplace in (False, True) if has_inplace else (False,):
+        y, dx = _value_and_grad(fn, kw, a, g, "cuda", dtype, inplace)
+        assert rel_err(y, want_y.astype(np.float32).astype(backend.as_dtype(dtype))) < tol, inplace
+        assert rel_err(dx, want_dx) < tol, inplace
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["silu", "leaky_relu", "sigmoid"])
+def test_fused_activations_keep_layouts_and_take_strided_inputs(name):
+    """A channels-last input gives a channels-last result (and gradient), a transposed one the right values, and
+    under no_grad (nothing kept) the same values."""
+    fn, kw, _ = FUSED_ACTIVATIONS[name]
+    a = randn(2, 3, 5, 7, seed=3, dtype=np.float64)
+    g = randn(2, 3, 5, 7, seed=4, dtype=np.float64)
+    want_y, want_dx = _value_and_grad(fn, kw, a, g, "cpu", "float64")
+    x = mf.tensor(a, device="cuda").float().to(memory_format=mf.channels_last).requires_grad_()
+    y = fn(x, **kw)
+    assert y.is_contiguous(memory_format=mf.channels_last)
+    y.backward(mf.tensor(g, device="cuda").float())
+    assert rel_err(y.detach().double().cpu().numpy(), want_y) < 4 * TOL[np.dtype(np.float32)]
+    assert rel_err(x.grad.double().cpu().numpy(), want_dx) < 4 * TOL[np.dtype(np.float32)]
+    xt = mf.tensor(a.transpose(3, 1, 2, 0).copy(), device="cuda").float().requires_grad_()
+    yt = fn(xt.transpose(0, 3), **kw)
+    yt.backward(mf.tensor(g, device="cuda").float())
+    assert rel_err(yt.detach().double().cpu().numpy(), want_y) < 4 * TOL[np.dtype(np.float32)]
+    assert rel_err(xt.grad.transpose(0, 3).double().cpu().numpy(), want_dx) < 4 * TOL[np.dtype(np.float32)]
+    with mf.no_grad():
+        assert rel_err(fn(x.detach(), **kw).double().cpu().numpy(), want_y) < 4 * TOL[np.dtype(np.float32)]

@@ -25,3 +25,66 @@ __device__ __forceinline__ float gelu_erf_grad(float z) {
     const float pdf = MF_INV_SQRT_2PI * expf(-0.5f * z * z);
     return cdf + z * pdf;
 }
+
+// The other activations of ops/activation.py (and sigmoid, tanh), in PyTorch's cuda formulas, for
+// elementwise.cu's act_* kernels; kinds numbered as elementwise.py's ACTIVATIONS and KEEP_ACTIVATIONS.
+// act_value is f(v) with the parameters a, b, c; act_grad is g f'(v) from what the op keeps: its input,
+// but sigmoid's and tanh's output.
+enum ActKind { ACT_SILU, ACT_MISH, ACT_ELU, ACT_HARDSWISH, ACT_SOFTPLUS, ACT_SIGMOID, ACT_TANH };
+
+__device__ __forceinline__ float act_value(int kind, float v, float a, float b, float c) {
+    switch (kind) {
+    case ACT_SILU: return v / (1.0f + expf(-v));
+    case ACT_MISH: return v * tanhf(log1pf(expf(v)));
+    case ACT_ELU: return v > 0.0f ? v * b : expm1f(v * c) * (a * b);  // a alpha, b scale, c input scale
+    case ACT_HARDSWISH: {
+        const float t = v + 3.0f;  // (NaN stays NaN)
+        return v * (t < 0.0f ? 0.0f : t > 6.0f ? 6.0f : t) / 6.0f;
+    }
+    case ACT_SOFTPLUS: return v * a > b ? v : log1pf(expf(v * a)) / a;  // a beta, b threshold
+    case ACT_SIGMOID: return 1.0f / (1.0f + expf(-v));
+    default: return tanhf(v);
+    }
+}
+
+__device__ __forceinline__ float act_grad(int kind, float g, float v, float a, float b, float c) {
+    switch (kind) {
+    case ACT_SILU: {
+        const float s = 1.0f / (1.0f + expf(-v));
+        return g * s * (1.0f + v * (1.0f - s));
+    }
+    case ACT_MISH: {
+        const float s = 1.0f / (1.0f + expf(-v)), t = tanhf(log1pf(expf(v)));
+        return g * (t + v * s * (1.0f - t * t));
+    }
+    case ACT_ELU: return v <= 0.0f ? g * c * (a * b) * expf(v * c) : g * b;  // (NaN takes the scale side)
+    case ACT_HARDSWISH: return v <= -3.0f ? 0.0f : v < 3.0f ? g * (v / 3.0f + 0.5f) : g;
+    case ACT_SOFTPLUS: {
+        const float z = expf(v * a);
+        return v * a > b ? g : g * z / (z + 1.0f);
+    }
+    case ACT_SIGMOID: return g * (1.0f - v) * v;  // v: the output
+    default: return g * (1.0f - v * v);           // tanh, v: the output
+    }
+}
+
+// The piecewise ones keep whether the gradient passes at each element (a bool, taken before an in-place
+// form overwrites the input); act_keep_value returns f(v) and sets keep.
+enum KeepKind { KEEP_LEAKY_RELU, KEEP_HARDTANH, KEEP_HARDSIGMOID, KEEP_THRESHOLD };
+
+__device__ __forceinline__ float act_keep_value(int kind, float v, float a, float b, bool& keep) {
+    switch (kind) {
+    case KEEP_LEAKY_RELU:  // a: the negative slope (a NaN takes it)
+        keep = v > 0.0f;
+        return keep ? v : v * a;
+    case KEEP_HARDTANH:  // a, b: the bounds; the gradient passes at NaN, not at the bounds
+        keep = !(v <= a || v >= b);
+        return v < a ? a : v > b ? b : v;
+    case KEEP_HARDSIGMOID:
+        keep = v > -3.0f && v < 3.0f;
+        return v <= -3.0f ? 0.0f : v >= 3.0f ? 1.0f : (v + 3.0f) / 6.0f;
+    default:  // threshold: a the threshold, b the value put where v <= a
+        keep = !(v <= a);
+        return keep ? v : b;
+    }
+}

@@ -1,4 +1,5 @@
-// ReLU and GELU (both forms), forward and backward; ReLU that keeps a bit-packed mask for its
+// ReLU and GELU (both forms), forward and backward; the other activations (activation.cuh's
+// act_value / act_grad / act_keep_value), forward and backward; ReLU that keeps a bit-packed mask for its
 // backward, and the backward of any op whose gradient is "grad * scale where a mask bit is set,
 // else 0" (ReLU: scale 1; dropout: scale 1 / (1 - p)); the same-shape add of two arrays. Every
 // kernel loops over the C-order flat array (grid-stride). The activations compute in float for
@@ -56,6 +57,38 @@ extern "C" __global__ void gelu_bwd_erf(const T* __restrict__ g, const T* __rest
 extern "C" __global__ void gelu_bwd_tanh(const T* __restrict__ g, const T* __restrict__ x, T* __restrict__ dx,
                                          long long n) {
     GRID_LOOP(i, n) dx[i] = from_acc<T>(to_acc<float>(g[i]) * gelu_tanh_grad(to_acc<float>(x[i])));
+}
+
+// The activations of activation.cuh's act_value / act_grad (kind: ActKind), and the piecewise ones that
+// keep a bool per element (act_fwd_keep, kind: KeepKind; keep may be null: nothing recorded) with the
+// backward of them all, keep_bwd: dx = g * pass where kept, else g * cut (cut_multiplies) or 0 (selected,
+// not multiplied, so an inf or NaN gradient stays out where the activation cuts it). The forwards may run
+// in place (y == x).
+extern "C" __global__ void act_fwd(const T* x, T* y, long long n, int kind, float a, float b, float c) {
+    GRID_LOOP(i, n) y[i] = from_acc<T>(act_value(kind, to_acc<float>(x[i]), a, b, c));
+}
+
+extern "C" __global__ void act_bwd(const T* __restrict__ g, const T* __restrict__ kept, T* __restrict__ dx,
+                                   long long n, int kind, float a, float b, float c) {
+    GRID_LOOP(i, n) dx[i] = from_acc<T>(act_grad(kind, to_acc<float>(g[i]), to_acc<float>(kept[i]), a, b, c));
+}
+
+extern "C" __global__ void act_fwd_keep(const T* x, T* y, bool* __restrict__ keep, long long n, int kind, float a,
+                                        float b) {
+    GRID_LOOP(i, n) {
+        bool k;
+        const float v = act_keep_value(kind, to_acc<float>(x[i]), a, b, k);
+        if (keep) keep[i] = k;
+        y[i] = from_acc<T>(v);
+    }
+}
+
+extern "C" __global__ void keep_bwd(const T* __restrict__ g, const bool* __restrict__ keep, T* __restrict__ dx,
+                                    long long n, float pass, float cut, int cut_multiplies) {
+    GRID_LOOP(i, n) {
+        const float gi = to_acc<float>(g[i]);
+        dx[i] = from_acc<T>(keep[i] ? gi * pass : cut_multiplies ? gi * cut : 0.0f);
+    }
 }
 
 // Does nothing: the launch-overhead floor that bench/norms.py times.

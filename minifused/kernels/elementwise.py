@@ -1,5 +1,6 @@
 """Fused elementwise primitives: ReLU and GELU (both forms), forward and backward, the
-bit-packed masks that ReLU and dropout keep for their backward, and the same-shape add of
+bit-packed masks that ReLU and dropout keep for their backward, the other activations of
+ops/activation.py (and sigmoid, tanh) in one pass each way, and the same-shape add of
 16-bit arrays.
 
 Each takes raw arrays; the CuPy versions are single fused kernels computing in
@@ -23,7 +24,7 @@ import numpy as np
 
 from .. import backend
 from . import (ARG, CTYPE, Prepared, acc_dtype, c_contiguous, clear_unset, ctype, empty_channels_last, gelu_grad_ref,
-               gelu_ref, get_kernel, is_channels_last, to_channels_last)
+               gelu_ref, get_kernel, is_channels_last, layout_like, to_channels_last)
 
 
 def _dense(x):
@@ -56,16 +57,15 @@ def _into(out, y):
     return out
 
 
-def _unary_cuda(name, x, out, per_thread=1):
+def _unary_cuda(name, x, out, per_thread=1, tail=()):
     """``name``(x) of elementwise.cu into ``out`` or a new array; a non-contiguous ``x`` or ``out`` goes
     through a contiguous copy / temporary (``out`` may be ``x``: in place). ``per_thread``: the elements
-    the kernel takes a thread (a 16-byte chunk's for relu_fwd)."""
-    import cupy
-
+    the kernel takes a thread (a 16-byte chunk's for relu_fwd); ``tail``: the kernel's arguments after the
+    element count."""
     xc = _dense(x)
     y = out if _writes_direct(out, x, xc) else _empty_as(xc)
     if x.size:
-        _kernel(x.dtype, name)(grid(-(-x.size // per_thread)), (256,), (xc, y, np.int64(x.size)))
+        _kernel(x.dtype, name)(grid(-(-x.size // per_thread)), (256,), (xc, y, np.int64(x.size), *tail))
     if out is not None and y is not out:
         out[...] = y
         y = out
@@ -91,6 +91,75 @@ def gelu_backward(grad, x, approximate="none"):
                                        np.int64(x.size)))
         return dx
     return (grad.astype(np.float64) * gelu_grad_ref(x, approximate)).astype(x.dtype)
+
+
+# ---------------------------------------------------------------- the other activations
+# The kinds of activation.cuh's ActKind and KeepKind: the activations whose backward reads what the op keeps (the
+# input; sigmoid's and tanh's output), and the piecewise ones that keep a bool of where the gradient passes.
+ACTIVATIONS = {"silu": 0, "mish": 1, "elu": 2, "hardswish": 3, "softplus": 4, "sigmoid": 5, "tanh": 6}
+KEEP_ACTIVATIONS = {"leaky_relu": 0, "hardtanh": 1, "hardsigmoid": 2, "threshold": 3}
+_ACTIVATION_DTYPES = (backend.float16, backend.bfloat16, backend.float32)
+
+
+def fuses_activation(*arrays):
+    """Whether the activation kernels take these arrays: CuPy arrays of one dtype, float32 or a 16-bit float (in
+    float64 the ops stay on the array library's functions, which compute in double)."""
+    return all(backend.is_cuda_array(a) and a.dtype == arrays[0].dtype for a in arrays) \
+        and arrays[0].dtype in _ACTIVATION_DTYPES
+
+
+def _floats(params, count):
+    return tuple(np.float32(p) for p in params) + (np.float32(0),) * (count - len(params))
+
+
+def activation_forward(kind, x, params=(), out=None):
+    """``kind`` (a key of ACTIVATIONS) of CUDA array ``x`` in one pass, computed in float32; ``params`` its
+    numbers (ELU: alpha, scale, input scale; softplus: beta, threshold); ``out`` may be ``x`` (in place)."""
+    return _unary_cuda("act_fwd", x, out, tail=(np.int32(ACTIVATIONS[kind]), *_floats(params, 3)))
+
+
+def activation_backward(kind, grad, kept, params=()):
+    """``grad`` times the derivative of ``kind`` at ``kept`` (the input; sigmoid's and tanh's output), in one
+    pass; the result is laid out as ``kept``."""
+    kept = _dense(kept)
+    grad = layout_like(grad, kept)
+    dx = _empty_as(kept)
+    if kept.size:
+        _kernel(kept.dtype, "act_bwd")(grid(kept.size), (256,), (grad, kept, dx, np.int64(kept.size),
+                                                                 np.int32(ACTIVATIONS[kind]), *_floats(params, 3)))
+    return dx
+
+
+def activation_keep_forward(kind, x, params=(), out=None, keep=True):
+    """``(y, passes)`` of the piecewise ``kind`` (a key of KEEP_ACTIVATIONS; leaky_relu: the slope, hardtanh: the
+    bounds, threshold: the threshold and value) of CUDA array ``x``: ``passes`` is a bool array laid out as ``x``'s
+    dense form, whether the gradient passes at each element (None for ``keep=False``), taken before ``out`` (which
+    may be ``x``) is written."""
+    import cupy
+
+    xc = _dense(x)
+    y = out if _writes_direct(out, x, xc) else _empty_as(xc)
+    passes = _empty_as(xc, cupy.bool_) if keep else None
+    if x.size:
+        _kernel(x.dtype, "act_fwd_keep")(grid(x.size), (256,), (
+            xc, y, passes if keep else np.uint64(0), np.int64(x.size), np.int32(KEEP_ACTIVATIONS[kind]),
+            *_floats(params, 2)))
+    if out is not None and y is not out:
+        out[...] = y
+        y = out
+    return y, passes
+
+
+def keep_backward(grad, passes, scale=1.0, cut=None):
+    """``grad * scale`` where ``passes``, else ``grad * cut`` (leaky_relu's slope) or, for ``cut`` None, 0
+    (selected: an inf or NaN gradient stays out); laid out as ``passes``."""
+    grad = layout_like(grad, passes)
+    dx = _empty_as(passes, grad.dtype)
+    if passes.size:
+        _kernel(grad.dtype, "keep_bwd")(grid(passes.size), (256,), (
+            grad, passes, dx, np.int64(passes.size), np.float32(scale), np.float32(cut or 0),
+            np.int32(cut is not None)))
+    return dx
 
 
 def relu_forward(x, out=None):

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
+from ..kernels import elementwise as K
 from ._common import unbroadcast
 
 __all__ = []  # PyTorch has none of these at top level beyond mf.sigmoid / mf.tanh (elementwise.py)
@@ -62,10 +63,23 @@ class _Unary(Function):
 
     ``keep`` is what the backward needs (the input by default: a copy when it is about to be
     overwritten), ``grad`` the input gradient from it and the upstream gradient.
+
+    ``fused``: the activation's name in the CUDA kernels (kernels/elementwise.py), which take float32 and 16-bit
+    CuPy arrays in one pass each way (the array library's functions take a pass per step of ``f`` and ``grad``);
+    ``numbers(**p)`` its parameters there. The piecewise ones (KEEP_ACTIVATIONS) keep the same bool as their
+    ``keep``, and their gradient is ``g * scale`` where it passes, else ``g * cut`` (``cut`` None: 0), with
+    ``(scale, cut) = passing(**p)``.
     """
+
+    fused = None
+    numbers = staticmethod(lambda **p: ())
+    passing = staticmethod(lambda **p: (1.0, None))
 
     @classmethod
     def forward(cls, ctx, x, out=None, **p):
+        ctx.fused = cls.fused is not None and K.fuses_activation(x)
+        if ctx.fused:
+            return cls._fused_forward(ctx, x, out, p)
         xu = _up(x)
         if ctx.recording:
             ctx.save_for_backward(cls.keep(x, xu, out is x, **p))
@@ -73,8 +87,25 @@ class _Unary(Function):
         return _emit(cls.f(_xp(x), xu, **p), x.dtype, out)
 
     @classmethod
+    def _fused_forward(cls, ctx, x, out, p):
+        if ctx.recording:
+            ctx.p = p
+        if cls.fused in K.KEEP_ACTIVATIONS:
+            y, passes = K.activation_keep_forward(cls.fused, x, cls.numbers(**p), out, keep=ctx.recording)
+            if ctx.recording:
+                ctx.save_for_backward(passes)
+            return y
+        if ctx.recording:
+            ctx.save_for_backward(cls.keep(x, None, out is x, **p))
+        return K.activation_forward(cls.fused, x, cls.numbers(**p), out)
+
+    @classmethod
     def backward(cls, ctx, g):
         (kept,) = ctx.saved_tensors
+        if ctx.fused and cls.fused in K.KEEP_ACTIVATIONS and K.fuses_activation(g):
+            return K.keep_backward(g, kept, *cls.passing(**ctx.p))
+        if ctx.fused and K.fuses_activation(g, kept):
+            return K.activation_backward(cls.fused, g, kept, cls.numbers(**ctx.p))
         return _emit(cls.grad(_xp(g), _up(g), _up(kept), **ctx.p), g.dtype)
 
     @staticmethod
@@ -83,6 +114,9 @@ class _Unary(Function):
 
 
 class LeakyRelu(_Unary):
+    fused = "leaky_relu"
+    numbers = staticmethod(lambda slope: (slope,))
+    passing = staticmethod(lambda slope: (1.0, slope))
     f = staticmethod(lambda xp, x, slope: backend.where(x > 0, x, x * slope))
     keep = staticmethod(lambda x, xu, inplace, slope: x > 0)  # a bool mask, 1 byte per element
     grad = staticmethod(lambda xp, g, keep, slope: backend.where(keep, g, g * slope))
@@ -91,12 +125,17 @@ class LeakyRelu(_Unary):
 class Hardtanh(_Unary):
     """Also ReLU6 (0, 6). The gradient passes but at and outside lo and hi (NaN's too), as in PyTorch."""
 
+    fused = "hardtanh"
+    numbers = staticmethod(lambda lo, hi: (lo, hi))
+
     f = staticmethod(lambda xp, x, lo, hi: xp.clip(x, lo, hi))
     keep = staticmethod(lambda x, xu, inplace, lo, hi: ~((x <= lo) | (x >= hi)))
     grad = staticmethod(lambda xp, g, keep, lo, hi: _passed(xp, g, keep))
 
 
 class Hardsigmoid(_Unary):
+    fused = "hardsigmoid"
+    passing = staticmethod(lambda: (1 / 6, None))
     f = staticmethod(lambda xp, x: xp.clip(x + 3, 0, 6) / 6)
     keep = staticmethod(lambda x, xu, inplace: (x > -3) & (x < 3))
     grad = staticmethod(lambda xp, g, keep: _passed(xp, g / 6, keep))
@@ -105,6 +144,9 @@ class Hardsigmoid(_Unary):
 class Elu(_Unary):
     """ELU, SELU and CELU: ``scale * x`` for x > 0, else ``scale * alpha * (exp(x * input_scale) - 1)`` (a NaN
     input's gradient takes the ``scale`` side, as PyTorch's)."""
+
+    fused = "elu"
+    numbers = staticmethod(lambda alpha, scale, input_scale: (alpha, scale, input_scale))
 
     @staticmethod
     def f(xp, x, alpha, scale, input_scale):
@@ -116,6 +158,7 @@ class Elu(_Unary):
 
 
 class Silu(_Unary):
+    fused = "silu"
     f = staticmethod(lambda xp, x: x * _sigmoid(xp, x))
 
     @staticmethod
@@ -125,6 +168,7 @@ class Silu(_Unary):
 
 
 class Mish(_Unary):
+    fused = "mish"
     f = staticmethod(lambda xp, x: x * xp.tanh(_softplus(xp, x)))
 
     @staticmethod
@@ -134,6 +178,7 @@ class Mish(_Unary):
 
 
 class Hardswish(_Unary):
+    fused = "hardswish"
     f = staticmethod(lambda xp, x: x * xp.clip(x + 3, 0, 6) / 6)
 
     @staticmethod
@@ -143,6 +188,9 @@ class Hardswish(_Unary):
 
 class Softplus(_Unary):
     """``log(1 + exp(beta x)) / beta``, linear where ``beta x > threshold``."""
+
+    fused = "softplus"
+    numbers = staticmethod(lambda beta, threshold: (beta, threshold))
 
     @staticmethod
     def f(xp, x, beta, threshold):
@@ -189,6 +237,9 @@ class RRelu(_Unary):
 
 class Threshold(_Unary):
     """``value`` where ``x <= threshold``, else ``x`` (NaN stays NaN); the gradient passes where not replaced."""
+
+    fused = "threshold"
+    numbers = staticmethod(lambda threshold, value: (threshold, value))
 
     f = staticmethod(lambda xp, x, threshold, value: backend.where(x <= threshold, value, x))
     keep = staticmethod(lambda x, xu, inplace, threshold, value: ~(x <= threshold))
