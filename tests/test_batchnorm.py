@@ -283,6 +283,38 @@ def test_group_norm_16_bit_input_with_float32_affine_keeps_the_input_dtype(devic
         np.testing.assert_allclose(f64(got), ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("groups,shape,affine", [(8, (5, 64, 7, 5), "both"), (1, (3, 40, 3), "weight"),
+                                                 (2, (6, 12), "bias"), (16, (2, 16, 9, 9), None),
+                                                 (2, (2, 6000, 3), "both"), (1, (2, 4100, 2), "both")])
+def test_group_norm_on_cuda_against_float64(rng, dtype, groups, shape, affine):
+    """The fused kernels (and, for groups of more than MAX_GROUP_CHANNELS channels, the rows-and-affine path): the
+    output and every gradient against the float64 cpu path of the same rounded values, in the input's dtype with
+    weight and bias of that dtype, either left out; odd positions, one position (2-d input), one channel a group
+    (instance norm's case)."""
+    dt = getattr(mf, dtype)
+    x = mf.tensor(rng.standard_normal(shape) * 3 + 1.5, dtype=dt, device="cuda", requires_grad=True)
+    c = shape[1]
+    w = mf.tensor(rng.uniform(0.5, 1.5, c), dtype=dt, device="cuda", requires_grad=True) \
+        if affine in ("both", "weight") else None
+    b = mf.tensor(rng.standard_normal(c), dtype=dt, device="cuda", requires_grad=True) \
+        if affine in ("both", "bias") else None
+    y = F.group_norm(x, groups, w, b)
+    gy = mf.tensor(rng.standard_normal(shape), dtype=dt, device="cuda")
+    (y * gy).sum().backward()
+    ins = [None if t is None else mf.tensor(f64(t), requires_grad=True) for t in (x, w, b)]
+    want = F.group_norm(ins[0], groups, ins[1], ins[2])
+    (want * mf.tensor(f64(gy))).sum().backward()
+    assert y.dtype == dt and y.shape == shape
+    tol = TOL[dt]
+    pairs = [(y, want), (x.grad, ins[0].grad)] + [(t.grad, r.grad) for t, r in zip((w, b), ins[1:]) if t is not None]
+    for got, ref in pairs:
+        ref = f64(ref.detach())
+        # (the weight's and bias's gradients sum N * positions terms, rounded once to the dtype)
+        np.testing.assert_allclose(f64(got), ref, rtol=2 * tol, atol=2 * tol * np.abs(ref).max())
+
+
 # ---------------------------------------------------------------- bad input: clear errors, nothing changed
 def _bn_state(mod):
     return {k: v.cpu().numpy().copy() for k, v in mod.state_dict().items()}

@@ -1,5 +1,5 @@
-"""``batch_norm`` (fused kernels, optionally with its ReLU) and ``group_norm`` (the fused LayerNorm rows
-kernel over each group, then the per-channel affine)."""
+"""``batch_norm`` (fused kernels, optionally with its ReLU) and ``group_norm`` (on CUDA its fused kernels, elsewhere
+the LayerNorm rows over each group, then the per-channel affine)."""
 from __future__ import annotations
 
 import math as _math
@@ -8,6 +8,7 @@ import numbers as _numbers
 from .. import backend as _backend
 from ..kernels.conv import out_size
 from ..ops import batchnorm as _bn_ops
+from ..ops import norm as _norm_ops
 from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops._common import cast as _cast
 from .conv import _conv2d_args
@@ -186,6 +187,8 @@ def _group_norm(input, num_groups, weight, bias, eps):
     if n * c // num_groups * _math.prod(input.shape[2:]) == 1:  # PyTorch's rule (one image, one value per group)
         raise InputError(f"{op}: expected more than 1 value per group, got input size {list(input.shape)} with "
                          f"num_groups={num_groups}")
+    if _norm_ops.fused_group_norm(input, weight, bias, num_groups):
+        return _norm_ops.group_norm(input, weight, bias, num_groups, eps)
     from . import layer_norm
 
     # weight and bias wider than the input (fp32 ones over a 16-bit input, mixed precision): normalized and

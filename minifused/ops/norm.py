@@ -1,4 +1,4 @@
-"""LayerNorm and RMSNorm over the trailing dimensions: one Function, the fused kernels.
+"""LayerNorm and RMSNorm over the trailing dimensions: one Function, the fused kernels; GroupNorm's on CUDA.
 
 Forward keeps mean and rstd (fp32) on the context, so backward never
 recomputes the statistics; backward asks the kernel only for the gradients
@@ -11,6 +11,7 @@ from __future__ import annotations
 from .. import backend
 from ..autograd import Function
 from ..kernels import acc_dtype
+from ..kernels import groupnorm as KG
 from ..kernels import norm as K
 
 
@@ -63,3 +64,32 @@ def norm(x, weight, bias, n, eps, rms=False):
 def norm_(x, weight, bias, n, eps, rms=False):
     """``norm`` written into ``x`` (returned); not recordable, arguments unchecked."""
     return Norm.apply_("rms_norm_" if rms else "layer_norm_", x, weight, bias, n=n, eps=eps, rms=rms)
+
+
+class GroupNorm(Function):
+    """GroupNorm of a CUDA array (N, C, ...) that ``KG.fuses``: one kernel each way; keeps the input (C-contiguous)
+    and the float32 statistics, and asks the backward kernel only for the gradients wanted."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, *, groups, eps):
+        y, ctx.mean, ctx.rstd, xc = KG.group_norm_forward(x, weight, bias, groups, eps)
+        ctx.save_for_backward(xc, weight)
+        ctx.groups, ctx.bias_dtype = groups, None if bias is None else bias.dtype
+        return y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, gy):
+        xc, weight = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad
+        return KG.group_norm_backward(gy, xc, weight, ctx.bias_dtype, ctx.mean, ctx.rstd, ctx.groups, need_x,
+                                      need_w, need_b)
+
+
+def group_norm(x, weight, bias, groups, eps):
+    """GroupNorm of tensor ``x`` where ``KG.fuses`` (arguments checked by the caller)."""
+    return GroupNorm.apply(x, weight, bias, groups=groups, eps=eps)
+
+
+def fused_group_norm(x, weight, bias, groups) -> bool:
+    """Whether :func:`group_norm` takes these tensors."""
+    return KG.fuses(x._data, None if weight is None else weight._data, None if bias is None else bias._data, groups)
