@@ -553,3 +553,46 @@ def test_scaler_scales_lists_of_losses():
     assert isinstance(out, list) and isinstance(out[1], tuple)
     np.testing.assert_array_equal(out[0].numpy(), [2.0])
     np.testing.assert_array_equal(out[1][0].numpy(), [6.0])
+
+
+# ---------------------------------------------------------------- the cast kernel (GPU)
+_FLOATS = ["float32", "float16", "bfloat16"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("src", _FLOATS)
+@pytest.mark.parametrize("dst", _FLOATS)
+def test_cast_kernel_rounds_as_numpy_in_every_layout(src, dst):
+    """kernels.elementwise.cast against NumPy's astype of the same values (round to nearest even; NaN, ±inf,
+    subnormals, overflow to inf in float16, ties), bit for bit: a C-contiguous odd size, a view that starts
+    mid-vector, a channels-last array (kept so), a 0-d one, an empty one; and the recorded cast's gradient."""
+    import cupy
+
+    from minifused.kernels.elementwise import cast
+
+    s, d = backend.as_dtype(src), backend.as_dtype(dst)
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal(4103) * np.exp(rng.uniform(-20, 12, 4103))).astype(np.float32)
+    a[:10] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, 70000.0, 1.0 + 2.0**-8, 1.0 + 3 * 2.0**-11, 65520.0]
+    host = a.astype(s)
+
+    def check(got, want):
+        got, want = cupy.asnumpy(got).astype(np.float64), want.astype(np.float64)
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+
+    x = cupy.asarray(host)
+    y = cast(x, d)
+    assert y.dtype == d and y.shape == x.shape
+    check(y, host.astype(d))
+    check(cast(x[3:], d), host[3:].astype(d))  # (an address 3 elements past an aligned one)
+    x4 = cupy.asarray(host[:2 * 3 * 8 * 5].reshape(2, 3, 8, 5)).transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)
+    y4 = cast(x4, d)
+    assert y4.strides == tuple(st // s.itemsize * d.itemsize for st in x4.strides)  # channels-last kept
+    check(y4, cupy.asnumpy(x4).astype(d))
+    check(cast(x[5], d), host[5:6].astype(d).reshape(()))
+    assert cast(x[:0], d).shape == (0,)
+    t = mf.tensor(host.astype(np.float32), device="cuda").to(s).requires_grad_()
+    u = t.to(d)
+    u.backward(mf.tensor(np.ones(a.size, np.float32), device="cuda").to(d))
+    assert t.grad.dtype == s and np.array_equal(t.grad.float().cpu().numpy(), np.ones(a.size, np.float32))

@@ -264,6 +264,31 @@ def mask_apply(grad, mask, scale=1.0, channels_last=False):
     return dx
 
 
+# ---------------------------------------------------------------- casts among the float types
+_CAST_DTYPES = (backend.float32, backend.float16, backend.bfloat16)
+
+
+@functools.lru_cache(maxsize=1024)  # keyed by size, as _chunk_launch
+def _cast_launch(src, dst, size, dev):
+    kern = get_kernel("cast.cu", "cast", (f"-DCAST_FROM={ctype(src)}", f"-DCAST_TO={ctype(dst)}"))
+    return Prepared(kern, grid(-(-size // 8)), (256,), (ARG, ARG, np.int64(size)))
+
+
+def cast(x, dtype):
+    """``x`` in ``dtype``: a CUDA array of float32, float16 or bfloat16 into another of them, C-contiguous or
+    channels-last (kept), in one vectorized pass (cast.cu; CuPy's astype moves an element a thread and costs more
+    host time: autocast casts every weight, and activations and gradients both ways, each step); anything else
+    through ``backend.astype``."""
+    dtype = backend.as_dtype(dtype)
+    if not (backend.is_cuda_array(x) and x.dtype in _CAST_DTYPES and dtype in _CAST_DTYPES and x.dtype != dtype
+            and (c_contiguous(x) or is_channels_last(x))):
+        return backend.astype(x, dtype)
+    y = _empty_as(x, dtype)
+    if x.size:
+        _cast_launch(x.dtype, dtype, x.size, x.data.device_id)(x.data.ptr, y.data.ptr)
+    return y
+
+
 # ---------------------------------------------------------------- same-shape add
 _ADD_DTYPES = (backend.float16, backend.bfloat16, backend.float32)
 
