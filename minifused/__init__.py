@@ -44,6 +44,7 @@ from . import func  # noqa: E402 - torch.func: functional_call
 from .func import vmap  # noqa: E402,F401 - torch.vmap is torch.func.vmap
 from . import cpu, random  # noqa: E402 - torch.cpu (device-agnostic code's cpu module), torch.random (fork_rng)
 from . import jit  # noqa: E402 - torch.jit's decorators and queries (no TorchScript: script/trace refuse)
+from . import compiler  # noqa: E402 - torch.compiler's queries (False) and decorators (the function as it is)
 from . import distributions  # noqa: E402 - torch.distributions
 from . import multiprocessing  # noqa: E402 - torch.multiprocessing: Python's, with PyTorch's spawn
 from .graphed import make_graphed_callables as _make_graphed_callables  # noqa: E402

@@ -5,7 +5,9 @@ converts to one. A metaclass gives the classes these, so none of them is a subcl
 PyTorch, where they are not either)."""
 from __future__ import annotations
 
+import importlib
 import numbers
+import os
 
 from .. import backend, ops
 from ..tensor import Size, Tensor
@@ -15,7 +17,7 @@ _LEGACY = {"FloatTensor": backend.float32, "DoubleTensor": backend.float64, "Hal
            "BFloat16Tensor": backend.bfloat16, "LongTensor": backend.int64, "IntTensor": backend.int32,
            "ShortTensor": backend.int16, "CharTensor": backend.int8, "ByteTensor": backend.uint8,
            "BoolTensor": backend.bool_}
-__all__ = list(_LEGACY)
+__all__ = list(_LEGACY) + ["set_default_tensor_type", "is_storage"]
 
 
 class _LegacyTensorType(type):
@@ -57,3 +59,63 @@ for _name, _dtype in _LEGACY.items():
         "dtype": _dtype, "is_cuda": False, "__module__": "minifused",
         "__doc__": f"The legacy cpu {_dtype} tensor type: ``{_name}(*size)``, ``{_name}(data)``, "
                    f"``isinstance(t, {_name})``."})
+
+
+_TYPE_MODULES = ("torch", "minifused", "torch.cuda", "minifused.cuda")
+_NOT_FLOATING = "only floating-point types are supported as the default type"
+_replaced_device = []  # the default-device setting (MINIFUSED_DEVICE, or None) a cuda tensor type replaced
+
+
+def _import_dotted_name(name):
+    """The object a dotted name imports, as PyTorch resolves it (``torch`` read as minifused)."""
+    first, *rest = name.split(".")
+    obj = importlib.import_module(backend.__name__.rpartition(".")[0] if first == "torch" else first)
+    for component in rest:
+        obj = getattr(obj, component)
+    return obj
+
+
+def _tensor_type(t):
+    """(name, dtype, is_cuda) of a legacy tensor type or its name; None for another object."""
+    if isinstance(t, str):
+        module, _, kind = t.rpartition(".")
+        if module in _TYPE_MODULES and kind in _LEGACY:
+            return t, _LEGACY[kind], module.endswith("cuda")
+        t = _import_dotted_name(t)  # AttributeError / ModuleNotFoundError for a name that is not there
+    if isinstance(t, _LegacyTensorType):
+        return f"minifused.{t.__name__}", t.dtype, t.is_cuda
+    return None
+
+
+def set_default_tensor_type(t, /):
+    """``torch.set_default_tensor_type`` (deprecated since PyTorch 2.1, warned once as there): ``t``, a floating
+    legacy tensor type or its name (``minifused.DoubleTensor``, ``'torch.DoubleTensor'``,
+    ``'torch.cuda.FloatTensor'``), makes its dtype the default (:func:`minifused.set_default_dtype`). A cuda type
+    also makes ``cuda`` the default device (:func:`minifused.set_default_device`), as PyTorch's does; a cpu type
+    after one restores the default device it replaced. A cpu type otherwise leaves the default device as it is
+    (minifused's own is ``cuda`` when usable)."""
+    resolved = _tensor_type(t)
+    backend.warn_once("set_default_tensor_type", "torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, "
+                      "please use torch.set_default_dtype() and torch.set_default_device() as alternatives.")
+    if resolved is None:
+        raise TypeError(f"set_default_tensor_type: invalid type object: {_NOT_FLOATING}, got {t!r}")
+    name, dtype, is_cuda = resolved
+    if is_cuda and not backend.cuda_available():
+        raise TypeError(f"set_default_tensor_type: type {name} not available: no usable CUDA device")
+    if not backend.is_floating(dtype):
+        raise TypeError(f"set_default_tensor_type: {_NOT_FLOATING}, got {name}")
+    backend.set_default_dtype(dtype)
+    from . import set_default_device  # (the package above, loaded by the time this runs)
+
+    if is_cuda:
+        if not _replaced_device:
+            _replaced_device.append(os.environ.get("MINIFUSED_DEVICE"))
+        set_default_device("cuda")
+    elif _replaced_device:
+        set_default_device(_replaced_device.pop())
+
+
+def is_storage(obj, /):
+    """``torch.is_storage``: False, whatever ``obj`` is: minifused has no storage objects (a tensor's memory is
+    its array's)."""
+    return False

@@ -1,15 +1,17 @@
 """PyTorch's process-wide switches and handles at the top level: ``set_warn_always`` / ``is_warn_always_enabled``
 (and :func:`warn_once`, the once-per-process warnings they govern), ``set_flush_denormal``, ``default_generator``
-(the global cpu generator as a :class:`minifused.Generator`) and ``to_dlpack``."""
+(the global cpu generator as a :class:`minifused.Generator`), ``to_dlpack`` and ``get_deterministic_debug_mode`` /
+``set_deterministic_debug_mode``."""
 from __future__ import annotations
 
 import numbers
 
-from .. import backend
+from .. import backend, backends
 from ..tensor import Tensor
-from ..backend import InputTypeError
+from ..backend import InputError, InputTypeError
 
-__all__ = ["set_warn_always", "is_warn_always_enabled", "set_flush_denormal", "default_generator", "to_dlpack"]
+__all__ = ["set_warn_always", "is_warn_always_enabled", "set_flush_denormal", "default_generator", "to_dlpack",
+           "get_deterministic_debug_mode", "set_deterministic_debug_mode"]
 
 from ..backend import is_warn_always_enabled, set_warn_always, warn_once  # noqa: E402,F401 - (kept in backend)
 
@@ -87,3 +89,31 @@ def to_dlpack(tensor):
         raise InputTypeError(f"to_dlpack(): argument 'tensor' (position 1) must be Tensor, not "
                              f"{type(tensor).__name__}")
     return tensor.__dlpack__()
+
+
+_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_deterministic_debug_mode(debug_mode):
+    """PyTorch's other spelling of :func:`minifused.use_deterministic_algorithms`: ``"default"`` or 0 turns it
+    off, ``"warn"`` or 1 on with ``warn_only=True``, ``"error"`` or 2 on."""
+    if not isinstance(debug_mode, (int, str)):
+        raise InputTypeError(f"set_deterministic_debug_mode: debug_mode must be str or int, but got "
+                             f"{type(debug_mode).__name__}")
+    if isinstance(debug_mode, str):
+        if debug_mode not in _DEBUG_MODES:
+            raise InputError(f"set_deterministic_debug_mode: invalid value of debug_mode, expected one of "
+                             f"`default`, `warn`, `error`, but got {debug_mode}")
+        debug_mode = _DEBUG_MODES[debug_mode]
+    if debug_mode not in (0, 1, 2):
+        raise InputError(f"set_deterministic_debug_mode: invalid value of debug_mode, expected 0, 1, or 2, but "
+                         f"got {debug_mode}")
+    backends.use_deterministic_algorithms(debug_mode != 0, warn_only=debug_mode == 1)
+
+
+def get_deterministic_debug_mode():
+    """0, 1 or 2 (see :func:`set_deterministic_debug_mode`), read from
+    :func:`minifused.use_deterministic_algorithms`'s state, whichever function set it."""
+    if not backends.are_deterministic_algorithms_enabled():
+        return 0
+    return 1 if backends.is_deterministic_algorithms_warn_only_enabled() else 2
