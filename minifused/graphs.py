@@ -151,7 +151,7 @@ def capture_step(step_fn=None, *, warmup=2):
 
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,  # noqa: A001
-            disable=False):
+            name=None, disable=False, recompile_limit=None, isolate_recompiles=False, shapes_spec=None):
     """``torch.compile``, accepted so that code calling it runs: ``model`` (a module or a function) comes back as
     it is, and with no ``model`` a decorator that does the same. minifused has no compiler: its layers already
     run fused kernels, and a whole training step runs as one CUDA graph through :func:`capture_step`."""

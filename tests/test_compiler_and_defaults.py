@@ -193,3 +193,14 @@ def test_deterministic_debug_mode_bad_input(bad, error, match, restore_determini
 def test_is_storage_is_false():
     for obj in (cpu([1.0]), mf.nn.Parameter(cpu([1.0])), [1, 2], None, np.zeros(2)):
         assert mf.is_storage(obj) is False
+
+
+def test_compile_takes_pytorchs_keywords():
+    """torch.compile's keywords (PyTorch 2.13's name / recompile_limit / isolate_recompiles / shapes_spec among them)
+    are accepted; the model comes back as it is."""
+    def f(x):
+        return x + 1
+
+    assert mf.compile(f, name="step", recompile_limit=4, isolate_recompiles=True, shapes_spec=None, mode="max-autotune",
+                      fullgraph=True, dynamic=False) is f
+    assert mf.compiler.compile(f, name="step") is f
