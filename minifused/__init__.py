@@ -47,6 +47,7 @@ from . import jit  # noqa: E402 - torch.jit's decorators and queries (no TorchSc
 from . import compiler  # noqa: E402 - torch.compiler's queries (False) and decorators (the function as it is)
 from . import distributions  # noqa: E402 - torch.distributions
 from . import multiprocessing  # noqa: E402 - torch.multiprocessing: Python's, with PyTorch's spawn
+from . import profiler  # noqa: E402 - torch.profiler: record_function, profile, schedule (host-timed)
 from .graphed import make_graphed_callables as _make_graphed_callables  # noqa: E402
 
 cuda.make_graphed_callables = _make_graphed_callables  # (above nn and cuda: graphed modules)

@@ -18,7 +18,7 @@ from typing import Union
 
 import numpy as np
 
-from . import amp, backend, backends, cuda, distributions, nn
+from . import amp, backend, backends, cuda, distributions, nn, profiler
 from .autograd import Function
 from .autograd.tape import FunctionCtx
 from .data import dataset as _dataset, loader as _loader, sampler as _sampler
@@ -91,6 +91,10 @@ def register_all():
               replace=True)
     _register("autograd.function", {"Function": Function, "FunctionCtx": FunctionCtx,
                                      "once_differentiable": _once_differentiable})
+    # torch.autograd.profiler: the legacy profile (its table lists every event) and the one record_function
+    _register("autograd.profiler", {"profile": profiler._AutogradProfile, "record_function": profiler.record_function,
+                                     "EventList": profiler.EventList, "FunctionEvent": profiler.FunctionEvent,
+                                     "FunctionEventAvg": profiler.FunctionEventAvg})
     # torch.nn.parameter, torch.nn.common_types, torch.nn.modules and its submodules
     _register("nn.parameter", {name: getattr(nn, name) for name in
                                ("Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer")})
