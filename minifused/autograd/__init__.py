@@ -31,6 +31,7 @@ The tensor module registers its class here with :func:`_register_tensor_type`.
 """
 from __future__ import annotations
 
+from . import higher as _higher
 from . import tape as _tape
 from . import walk as _walk
 from .modes import (detect_anomaly, enable_grad, inference_mode, is_anomaly_check_nan_enabled, is_anomaly_enabled,
@@ -54,3 +55,4 @@ def _register_tensor_type(cls) -> None:
     """The Tensor class, for the modules that wrap arrays (tensor.py calls this once it is defined)."""
     _tape._Tensor = cls
     _walk._Tensor = cls
+    _higher._Tensor = cls

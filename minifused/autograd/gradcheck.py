@@ -1,5 +1,5 @@
-"""``torch.autograd.gradcheck``: every output's analytic Jacobian (one backward per output element) against
-float64 central differences, input by input, as PyTorch's slow mode does."""
+"""``torch.autograd.gradcheck`` and ``gradgradcheck``: every output's analytic Jacobian (one backward per output
+element) against float64 central differences, input by input, as PyTorch's slow mode does."""
 from __future__ import annotations
 
 import warnings
@@ -126,7 +126,36 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
                   gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0,
                   check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
                   check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False, masked=False):
-    """PyTorch's ``gradgradcheck`` (its signature): it checks second-order gradients, which need a backward
-    that records a graph of its own (``create_graph``); minifused has none, so it raises NotImplementedError."""
-    raise NotImplementedError("gradgradcheck: second-order gradients need backward(create_graph=True), which "
-                              "minifused does not support; check first-order gradients with gradcheck")
+    """Check second-order gradients (PyTorch's ``gradgradcheck``, its signature): :func:`gradcheck` of the function
+    that maps (inputs, grad_outputs) to the gradients of ``func``'s floating outputs, weighted by grad_outputs, with
+    respect to the inputs that require grad, taken with ``create_graph=True``. ``grad_outputs`` default to standard
+    normal draws (fixed seed) in the outputs' dtypes, which require grad, so the check covers both arguments."""
+    for name, value in (("check_batched_grad", check_batched_grad), ("check_fwd_over_rev", check_fwd_over_rev)):
+        if value:
+            raise NotImplementedError(f"gradgradcheck: {name}=True is not supported (minifused has no vmap or "
+                                      f"forward-mode autograd)")
+    if masked:
+        raise NotImplementedError("gradgradcheck: masked=True is not supported")
+    if not check_rev_over_rev:
+        return True
+    T = _tape._Tensor
+    inputs = (inputs,) if isinstance(inputs, T) else tuple(inputs)
+    wanted = [i for i, t in enumerate(inputs) if isinstance(t, T) and t.requires_grad]
+    if grad_outputs is None:
+        with enable_grad():
+            _, outputs = _as_tuple(func(*inputs), "outputs of the user-provided function", "gradgradcheck")
+        rng = np.random.default_rng(0)
+        grad_outputs = tuple(T._from_array(backend.to_device(rng.standard_normal(o.shape).astype(o.dtype), o.device),
+                                           True) for o in _differentiable(outputs))
+    grad_outputs = (grad_outputs,) if isinstance(grad_outputs, T) else tuple(grad_outputs)
+    n = len(grad_outputs)
+
+    def first_gradients(*args):
+        with enable_grad():  # (also where gradcheck's differences call it under no_grad)
+            _, outs = _as_tuple(func(*args[:-n]), "outputs of the user-provided function", "gradgradcheck")
+            grads = grad(_differentiable(outs), [args[i] for i in wanted], list(args[-n:]), create_graph=True,
+                         allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck(first_gradients, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception, check_grad_dtypes=check_grad_dtypes)

@@ -126,6 +126,30 @@ class Context:
             return None
         return p
 
+    def graph_input(self, i, value):
+        """Input ``i`` as a tensor of the graph, for a ``backward_graph`` (see :mod:`.higher`): ``value`` is its
+        array as saved (a number passes as it is). One that wants a gradient is the leaf itself, or a stand-in
+        through which a gradient reaches the node that made it; any other is a constant."""
+        t = self.inputs[i]
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
+        elif not hasattr(value, "shape"):
+            return value
+        if t is None:
+            return _Tensor._from_array(value, False)
+        if t._ctx is None:
+            return t
+        s = _Tensor._from_array(value, True)
+        s._ctx, s._out_index = t._ctx, t._out_index
+        return s
+
+    def graph_output(self, value, k=0):
+        """Output ``k`` (its array ``value``, as saved) as a tensor of the graph whose gradient reaches this node,
+        for a ``backward_graph`` whose gradient is written with the op's output (exp's, tanh's)."""
+        s = _Tensor._from_array(value, True)
+        s._ctx, s._out_index = self, k
+        return s
+
     def _free(self):
         """Drop saved arrays and aux data; a later backward through this node raises."""
         if self.saved or self.__dict__:

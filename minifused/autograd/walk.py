@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import backend
 from ..kernels.elementwise import add as _add  # the sum of two 16-bit gradients in one vectorized kernel
+from . import higher
 from .tape import _FREED_MESSAGE, Handoff, _check_versions, _refuse_rewritten, _shown, show_to_user
 from .modes import _check_op, _checks, _mode
 
@@ -31,8 +32,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     grad mode off, as PyTorch's (a hook's arithmetic records nothing; a post-accumulate-grad
     hook may update its parameter in place).
     """
-    if create_graph:
-        raise NotImplementedError("backward: create_graph=True (higher-order gradients) is not supported")
     single = not isinstance(tensors, (list, tuple))
     roots = [tensors] if single else list(tensors)
     grads = grad_tensors if grad_tensors is not None else grad_variables
@@ -49,6 +48,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     outer, _callbacks.queue = _callbacks.queue, []
     grad_mode, _mode.enabled = _mode.enabled, False
     try:
+        if create_graph:
+            found = higher.walk([(t, _graph_seed(t, g)) for t, g in zip(roots, grads)], wanted,
+                                create_graph if retain_graph is None else retain_graph)
+            _graph_leaf_grads(found, wanted)
+            queue = _callbacks.queue
+            while queue:
+                queue.pop(0)()
+            return
         seeds = [_seed(t, g) for t, g in zip(roots, grads)]
         user_grads = tuple(u for _, u in seeds if u is not None)
         leaves = _LeafGrads(user_grads) if wanted is None else _Only(user_grads, wanted)
@@ -202,6 +209,31 @@ def _seed(root, gradient):
     return _fit(gradient._data, root._data, "backward(): gradient"), gradient._data
 
 
+def _graph_seed(root, gradient):
+    """:func:`_seed` for a walk that records itself: the gradient as a tensor (the caller's own, which may require
+    grad: a Hessian-vector product differentiates through it)."""
+    array, _ = _seed(root, gradient)
+    if gradient is None or array is not gradient._data:
+        return _Tensor._from_array(array) if gradient is None else gradient.to(root.dtype)
+    return gradient
+
+
+def _graph_leaf_grads(found, wanted):
+    """The leaves' gradient tensors of a walk that recorded itself, into ``.grad`` (out of place, as PyTorch
+    accumulates a gradient that has a graph), after the leaves' hooks; then the post-accumulate hooks."""
+    ids = None if wanted is None else {id(t) for t in wanted}
+    done = []
+    for leaf, g in found.values():
+        if leaf._ctx is not None or ids is not None and id(leaf) not in ids:
+            continue
+        g = higher.run_hooks(leaf._hooks, g) if leaf._hooks else g
+        leaf._grad = g if leaf._grad is None else leaf._grad + g
+        done.append(leaf)
+    for leaf in done:
+        if leaf._post_hooks:
+            _run_post_hooks(leaf)
+
+
 def _fit(g, like, what):
     """``g`` as a gradient of ``like``: the same shape (else a RuntimeError naming ``what``), cast to its dtype as
     PyTorch casts (a float64 or integer gradient never reaches a float32 tensor)."""
@@ -299,8 +331,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     that leads to ``inputs`` runs (hooks elsewhere do not fire). ``retain_graph`` defaults to False (as
     ``create_graph``, which minifused does not support: no higher-order gradients; nor ``is_grads_batched``).
     ``only_inputs`` is deprecated and ignored, as in PyTorch."""
-    if create_graph:
-        raise NotImplementedError("autograd.grad: create_graph=True (higher-order gradients) is not supported")
     if is_grads_batched:
         raise NotImplementedError("autograd.grad: is_grads_batched=True is not supported; call grad once per "
                                   "grad_outputs, or use minifused.func.vmap over a function that calls it")
@@ -328,6 +358,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t in inputs:
         if not t.requires_grad:
             raise RuntimeError("autograd.grad: one of the inputs does not require grad")
+    if create_graph:
+        found = _grad_graph(outputs, inputs, grad_outputs, create_graph if retain_graph is None else retain_graph)
+        return _grad_results(inputs, found, allow_unused, materialize_grads)
     saved = [(t, t._grad, getattr(t, "_retain", False)) for t in inputs]
     found = {}
     try:
@@ -355,6 +388,24 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 t._retain = False
                 if t._ctx.retained is not None:
                     t._ctx.retained.pop(t._out_index, None)
+    return _grad_results(inputs, found, allow_unused, materialize_grads)
+
+
+def _grad_graph(outputs, inputs, grad_outputs, retain_graph):
+    """:func:`grad`'s walk that records itself (``create_graph``): {id(input): gradient tensor}, the leaves'
+    after their hooks."""
+    outer, _callbacks.queue = _callbacks.queue, []
+    try:
+        roots = [(out, _graph_seed(out, g)) for out, g in zip(outputs, grad_outputs)]
+        found = higher.walk(roots, inputs, retain_graph)
+    finally:
+        _callbacks.queue = outer
+    wanted = {id(t) for t in inputs}
+    return {key: higher.run_hooks(t._hooks, g) if t._ctx is None and t._hooks else g
+            for key, (t, g) in found.items() if key in wanted}
+
+
+def _grad_results(inputs, found, allow_unused, materialize_grads):
     result = []
     for t in inputs:
         g = found.get(id(t))

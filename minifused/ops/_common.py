@@ -28,6 +28,10 @@ class Cast(Function):
     def backward(ctx, g):
         return _ew.cast(g, ctx.in_dtype)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        return cast(g, ctx.in_dtype)
+
 
 def cast(x: Tensor, dtype) -> Tensor:
     dtype = backend.as_dtype(dtype)
@@ -122,6 +126,11 @@ def dense(a):
     ``ascontiguousarray`` turn a 0-d array into a 1-d one."""
     out = backend.array_module(a).ascontiguousarray(a)
     return out if out.ndim == a.ndim else out.reshape(a.shape)
+
+
+def unbroadcast_graph(grad, shape):
+    """:func:`unbroadcast` of a gradient tensor, recorded (for a ``backward_graph``)."""
+    return grad if tuple(grad.shape) == tuple(shape) else grad.sum_to_size(tuple(shape))
 
 
 def unbroadcast(grad, shape):

@@ -11,7 +11,8 @@ from ..kernels import elementwise as K
 from ..kernels import copy_in_layout, is_channels_last
 from ..tensor import Tensor
 from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, broadcast_shape, cast, check_alpha,
-                      opmath_operands, promote_operands, scalar_result_dtype, shape_of, unbroadcast, wrapped)
+                      opmath_operands, promote_operands, scalar_result_dtype, shape_of, unbroadcast, unbroadcast_graph,
+                      wrapped)
 from .logic import nonzero
 from .shape import preserve_format, result_channels_last
 from ..backend import InputError, InputTypeError
@@ -32,6 +33,10 @@ class ToDevice(Function):
     def backward(ctx, g):
         return backend.to_device(g, backend.Device(ctx.in_device))
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        return g.to(ctx.in_device)
+
 
 def to_device(x: Tensor, device) -> Tensor:
     device = backend.device(device)
@@ -46,6 +51,8 @@ class Clone(Function):
     @staticmethod
     def backward(ctx, g):
         return g
+
+    backward_graph = backward
 
 
 def clone(x: Tensor, *, memory_format=preserve_format) -> Tensor:
@@ -66,6 +73,12 @@ class Add(Function):
         return (unbroadcast(g, ctx.shapes[0]) if na else None,
                 unbroadcast(g, ctx.shapes[1]) if nb else None)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast_graph(g, ctx.shapes[0]) if na else None,
+                unbroadcast_graph(g, ctx.shapes[1]) if nb else None)
+
 
 class Sub(Function):
     @staticmethod
@@ -78,6 +91,12 @@ class Sub(Function):
         na, nb = ctx.needs_input_grad
         return (unbroadcast(g, ctx.shapes[0]) if na else None,
                 unbroadcast(-g, ctx.shapes[1]) if nb else None)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast_graph(g, ctx.shapes[0]) if na else None,
+                unbroadcast_graph(-g, ctx.shapes[1]) if nb else None)
 
 
 class Mul(Function):
@@ -98,6 +117,13 @@ class Mul(Function):
         return (unbroadcast(g * b, ctx.shapes[0]) if na else None,
                 unbroadcast(g * a, ctx.shapes[1]) if nb else None)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        b, a = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast_graph(g * ctx.graph_input(1, b), ctx.shapes[0]) if na else None,
+                unbroadcast_graph(g * ctx.graph_input(0, a), ctx.shapes[1]) if nb else None)
+
 
 class Div(Function):
     @staticmethod
@@ -112,6 +138,15 @@ class Div(Function):
         na, nb = ctx.needs_input_grad
         ga = unbroadcast(g / b, ctx.a_shape) if na else None
         gb = unbroadcast(-g * ((a / b) / b), b.shape) if nb else None  # (b * b would overflow or underflow first)
+        return ga, gb
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        bt = ctx.graph_input(1, b)
+        ga = unbroadcast_graph(g / bt, ctx.a_shape) if na else None
+        gb = unbroadcast_graph(-g * ((ctx.graph_input(0, a) / bt) / bt), b.shape) if nb else None
         return ga, gb
 
 
@@ -298,6 +333,8 @@ class Neg(Function):
     def backward(ctx, g):
         return -g
 
+    backward_graph = backward
+
 
 class Exp(Function):
     @staticmethod
@@ -311,6 +348,10 @@ class Exp(Function):
         (out,) = ctx.saved_tensors
         return g * out
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        return g * ctx.graph_output(ctx.saved_tensors[0])
+
 
 class Log(Function):
     @staticmethod
@@ -322,6 +363,10 @@ class Log(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g / x
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return g / ctx.graph_input(0, ctx.saved_tensors[0])
 
 
 class Sqrt(Function):
@@ -383,6 +428,11 @@ class Tanh(Function):
         out = _wide(out)
         return (_wide(g) * (1 - out * out)).astype(g.dtype, copy=False)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        y = ctx.graph_output(ctx.saved_tensors[0])
+        return g * (1 - y * y)
+
 
 class Sigmoid(Function):
     """As :class:`Tanh`."""
@@ -407,6 +457,11 @@ class Sigmoid(Function):
             return K.activation_backward("sigmoid", g, out)
         out = _wide(out)
         return (_wide(g) * (1 - out) * out).astype(g.dtype, copy=False)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        y = ctx.graph_output(ctx.saved_tensors[0])
+        return g * (1 - y) * y
 
 
 class Relu(Function):

@@ -117,6 +117,11 @@ class Sum(Function):
         xp = backend.array_module(g)
         return dense(xp.broadcast_to(_expand(g, shape, axes, keepdim), shape))
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        shape, axes, keepdim = ctx.meta
+        return _expand(g, shape, axes, keepdim).expand(shape)
+
 
 class Mean(Function):
     @staticmethod
@@ -136,6 +141,11 @@ class Mean(Function):
         xp = backend.array_module(g)
         scale = 1.0 / builtins.max(_count(shape, axes), 1)
         return dense(xp.broadcast_to(_expand(g, shape, axes, keepdim) * scale, shape))
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        shape, axes, keepdim = ctx.meta
+        return (_expand(g, shape, axes, keepdim) * (1.0 / builtins.max(_count(shape, axes), 1))).expand(shape)
 
 
 class Extreme(Function):

@@ -10,7 +10,7 @@ from .. import backend
 from ..autograd import Function
 from ..kernels import channels_last_strided, is_channels_last, to_layout
 from ..tensor import Tensor
-from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast
+from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast, unbroadcast_graph
 from .linalg_common import dtype_name
 from .indexing import GatherItem, GetItem, SetItem, accumulate, getitem, setitem  # noqa: F401 - shape's API
 from ..backend import InputError, InputTypeError
@@ -32,6 +32,8 @@ class Reshape(Function):
     def backward(ctx, g):
         return g.reshape(ctx.in_shape), None
 
+    backward_graph = backward
+
 
 class Permute(Function):
     is_view = True
@@ -44,6 +46,10 @@ class Permute(Function):
     @staticmethod
     def backward(ctx, g):
         return g.transpose(tuple(np.argsort(ctx.dims))), None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return g.permute(tuple(int(d) for d in np.argsort(ctx.dims))), None
 
 
 class Expand(Function):
@@ -63,6 +69,10 @@ class Expand(Function):
     @staticmethod
     def backward(ctx, g):
         return unbroadcast(g, ctx.in_shape), None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return unbroadcast_graph(g, ctx.in_shape), None
 
 
 class memory_format:  # noqa: N801 - torch.memory_format
@@ -115,6 +125,8 @@ class Contiguous(Function):
     @staticmethod
     def backward(ctx, g):
         return g
+
+    backward_graph = backward
 
 
 def _sizes(args, op):

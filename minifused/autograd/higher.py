@@ -1,0 +1,140 @@
+"""``create_graph=True``: the reverse walk that records itself, so that a gradient has a graph of its own and can be
+differentiated again (PyTorch's double backward: gradient penalties, Hessian-vector products, PDE residuals).
+
+The walk is the array walk's (:mod:`.walk`: the same order, pruning, hooks and retained grads) with tensors for
+gradients and grad mode on. Each node runs its op's ``backward_graph(ctx, *grads)``: the outputs' gradients come as
+tensors and the inputs' go back as tensors, computed with recorded tensor ops. It reaches the op's inputs and
+outputs as tensors of the graph through :meth:`~.tape.Context.graph_input` and :meth:`~.tape.Context.graph_output`,
+so a second walk through those ops reaches the first graph's nodes (which is why the graph is retained). An op whose
+backward_graph uses only ops that have one of their own can be differentiated any number of times. An op without
+one raises NotImplementedError naming it: its gradient would miss its second-order terms.
+"""
+from __future__ import annotations
+
+from .modes import _mode
+from .tape import _check_versions, _recorded
+
+_Tensor = None  # the Tensor class, registered by minifused.tensor (see the package's _register_tensor_type)
+
+
+def differentiate(build, inputs, grads):
+    """For a ``backward_graph`` that rebuilds its op's forward from recorded ops (a fused op: a norm, a loss): the
+    gradients of ``build(*inputs)`` (a tensor or a tuple of them), weighted by ``grads`` (one tensor per output),
+    with respect to each of ``inputs`` that requires grad (graph tensors from ``ctx.graph_input``: a constant one, a
+    number or None pass to build as they are and get None), as tensors of the graph, None where none flows. The walk enters only the
+    nodes the rebuild recorded, not the graph below its inputs."""
+    since = next(_recorded)
+    outs = build(*inputs)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    wanted = [t for t in inputs if isinstance(t, _Tensor) and t.requires_grad]
+    roots = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+    found = walk(roots, wanted, True, since) if roots and wanted else {}
+    return tuple(found[id(t)][1] if isinstance(t, _Tensor) and id(t) in found else None for t in inputs)
+
+
+def walk(roots, wanted, retain_graph=True, since=-1):
+    """The gradients of ``roots`` ((tensor, gradient tensor) pairs) as tensors that carry their own graph:
+    {id(tensor): (tensor, gradient)} for every leaf reached (``wanted``: None) or for the ``wanted`` tensors too
+    (leaves or not). Hooks run on the gradient tensors; retained grads get them. Without ``retain_graph`` the
+    walked nodes are freed at the end (the new gradients' graph then cannot reach them). Nodes recorded before
+    ``since`` (a ``seq``) are not entered: a wanted tensor made by one gets what reached it."""
+    from .walk import _backward_order, _prune  # (walk imports this module)
+
+    grad_mode, _mode.enabled = _mode.enabled, True
+    try:
+        pending, found, root_ctxs = {}, {}, []
+        for root, g in roots:
+            if root._ctx is None:
+                _add_found(found, root, g)
+                continue
+            _add_pending(pending, (id(root._ctx), root._out_index), g)
+            if root._ctx.seq >= since and not any(c is root._ctx for c in root_ctxs):
+                root_ctxs.append(root._ctx)
+        targets = {} if wanted is None else {(id(t._ctx), t._out_index): t for t in wanted if t._ctx is not None}
+        order, stops = _backward_order(root_ctxs, since)[0] if root_ctxs else [], ()
+        if wanted is not None and order:
+            order, stops = _prune(order, wanted)
+        for ctx in order:
+            grads = _output_grads(ctx, pending, found, targets)
+            if grads is None or id(ctx) in stops:
+                continue
+            _run_node(ctx, grads, pending, found)
+        for key, t in targets.items():  # made by a node not entered (see since)
+            if key in pending:
+                found[id(t)] = (t, pending.pop(key))
+        if not retain_graph:
+            for ctx in order:
+                ctx._free()
+        return found
+    finally:
+        _mode.enabled = grad_mode
+
+
+def _run_node(ctx, grads, pending, found):
+    run = getattr(ctx.fn, "backward_graph", None)
+    if run is None:
+        raise NotImplementedError(f"{ctx.fn.__name__}: differentiating its gradient (create_graph=True, a gradient "
+                                  f"of a gradient) is not supported for this op")
+    if ctx.versions:
+        _check_versions(ctx)
+    in_grads = run(ctx, *grads)
+    if not isinstance(in_grads, tuple):
+        in_grads = (in_grads,)
+    for t, g in zip(ctx.inputs, in_grads):
+        if t is None or g is None:
+            continue
+        dtype = t.dtype if t._ctx is None else t._ctx.out_meta[t._out_index][1]
+        if g.dtype != dtype:
+            g = g.to(dtype)
+        if t._ctx is None:
+            _add_found(found, t, g)
+        else:
+            _add_pending(pending, (id(t._ctx), t._out_index), g)
+
+
+def _add_pending(pending, key, g):
+    pending[key] = g if key not in pending else pending[key] + g
+
+
+def _add_found(found, t, g):
+    entry = found.get(id(t))
+    found[id(t)] = (t, g if entry is None else entry[1] + g)
+
+
+def _output_grads(ctx, pending, found, targets):
+    """``ctx``'s outputs' gradient tensors (zeros for those that got none; None if none got one), after their
+    hooks; retained grads and wanted non-leaf tensors get theirs."""
+    grads = [pending.pop((id(ctx), i), None) for i in range(len(ctx.out_meta))]
+    if all(g is None for g in grads):
+        return None
+    like = next(g for g in grads if g is not None)
+    for i, (shape, dtype) in enumerate(ctx.out_meta):
+        if grads[i] is None:
+            grads[i] = _Tensor._from_array(like._xp.zeros(shape, dtype))
+        if ctx.hooks and i in ctx.hooks:
+            grads[i] = run_hooks(ctx.hooks[i], grads[i])
+        if ctx.retained and i in ctx.retained:
+            kept = ctx.retained[i]()
+            if kept is not None:
+                kept._grad = grads[i] if kept._grad is None else kept._grad + grads[i]
+        wanted = targets.get((id(ctx), i))
+        if wanted is not None:
+            found[id(wanted)] = (wanted, grads[i])
+    return grads
+
+
+def run_hooks(hooks, g):
+    """Each hook sees the gradient tensor and may return a replacement of the same shape and dtype."""
+    for hook in hooks:
+        result = hook(g)
+        if result is None:
+            continue
+        name = getattr(hook, "__name__", hook)
+        if not isinstance(result, _Tensor):
+            raise TypeError(f"hook {name!r} returned {type(result).__name__}; a tensor hook must return a Tensor "
+                            f"or None")
+        if result.dtype != g.dtype or tuple(result.shape) != tuple(g.shape):
+            raise RuntimeError(f"hook {name!r} has changed the type or size of value (was {g.dtype} "
+                               f"{tuple(g.shape)}, got {result.dtype} {tuple(result.shape)})")
+        g = result
+    return g
