@@ -1,9 +1,10 @@
-"""``torch.autograd.functional``'s reverse-mode products: :func:`jacobian` and :func:`vjp`, one backward per
-output element (jacobian) or one in all (vjp), through :func:`minifused.autograd.grad`; :func:`jvp` from the
-Jacobian's rows (PyTorch computes it by the double-backward trick, which needs ``create_graph``).
+"""``torch.autograd.functional``: :func:`jacobian` and :func:`vjp` (one backward per output element, or one in
+all), :func:`jvp` (the Jacobian's rows; with ``create_graph`` PyTorch's double-backward trick), :func:`hessian`,
+:func:`vhp` and :func:`hvp` (gradients of the gradient, taken with ``create_graph``), all through
+:func:`minifused.autograd.grad`.
 
-``hessian``, ``hvp`` and ``vhp`` need the gradient of a gradient; minifused has no ``create_graph``, so they raise
-NotImplementedError, as ``create_graph=True`` does here.
+Without ``create_graph`` the inputs are differentiated as fresh leaves and the results carry no graph; with it the
+inputs stay in the caller's graph and the results have graphs of their own, as PyTorch's.
 """
 from __future__ import annotations
 
@@ -30,18 +31,21 @@ def _post(values, is_tuple):
 
 
 def _prepare(fn, func, inputs, create_graph):
-    if create_graph:
-        raise NotImplementedError(f"{fn}: create_graph=True needs double backward, which minifused does not "
-                                  f"support")
     if not callable(func):
         raise TypeError(f"{fn}: func must be callable, got {type(func).__name__}")
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn)
-    # fresh leaves sharing the inputs' memory: the caller's graph is neither extended nor given gradients
-    inputs = tuple(t.detach().requires_grad_(True) for t in inputs)
+    # without create_graph: fresh leaves sharing the inputs' memory, so the caller's graph is neither extended nor
+    # given gradients; with it an input that requires grad stays in the caller's graph (a view of it, as PyTorch's)
+    inputs = tuple(t.view_as(t) if create_graph and t.requires_grad else t.detach().requires_grad_(True)
+                   for t in inputs)
     with enable_grad():
         out = func(*inputs)
     is_outputs_tuple, outputs = _as_tuple(out, "outputs of the user-provided function", fn)
     return is_inputs_tuple, inputs, is_outputs_tuple, outputs
+
+
+def _outputs(outputs, create_graph):
+    return outputs if create_graph else tuple(o.detach() for o in outputs)
 
 
 def _check_strict(fn, grads, out_index, out_requires_grad, strict):
@@ -70,32 +74,38 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
         raise NotImplementedError("jacobian: strategy='forward-mode' is not supported (minifused has no "
                                   "forward-mode autograd)")
     is_inputs_tuple, inputs, is_outputs_tuple, outputs = _prepare("jacobian", func, inputs, create_graph)
-    T = _tape._Tensor
     result = []
     for i, out in enumerate(outputs):
-        rows = _rows("jacobian", out, i, inputs, strict)
-        jac = tuple(T._from_array(r.reshape(out._data.shape + inp._data.shape)) for r, inp in zip(rows, inputs))
+        rows = _rows("jacobian", out, i, inputs, strict, create_graph)
+        jac = tuple(r.reshape(out._data.shape + inp._data.shape) for r, inp in zip(rows, inputs))
         result.append(_post(jac, is_inputs_tuple))
     return _post(tuple(result), is_outputs_tuple)
 
 
-def _rows(fn, out, i, inputs, strict):
-    """The Jacobian of output ``out`` (output ``i``) with respect to each of ``inputs``: one array per input, of
+def _rows(fn, out, i, inputs, strict, create_graph=False):
+    """The Jacobian of output ``out`` (output ``i``) with respect to each of ``inputs``: one tensor per input, of
     shape ``(out.size,) + input.shape``, row k from one backward of the k-th one-hot vector (zeros for an input
-    ``out`` does not depend on; ``strict``: a RuntimeError)."""
+    ``out`` does not depend on; ``strict``: a RuntimeError). With ``create_graph`` each row is written into the
+    tensor by a recorded setitem, so the Jacobian differentiates."""
     T = _tape._Tensor
-    rows = [inp._xp.zeros((out._data.size,) + inp._data.shape, inp._data.dtype) for inp in inputs]
+    rows = [T._from_array(inp._xp.zeros((out._data.size,) + inp._data.shape, inp._data.dtype)) for inp in inputs]
     if not out.requires_grad:
         _check_strict(fn, [None] * len(inputs), i, False, strict)
         return rows
     for k in range(out._data.size):
         onehot = out._xp.zeros(out._data.shape, out._data.dtype)
         onehot.reshape(-1)[k] = 1
-        grads = grad(out, inputs, T._from_array(onehot), retain_graph=True, allow_unused=True)
+        grads = grad(out, inputs, T._from_array(onehot), retain_graph=True, create_graph=create_graph,
+                     allow_unused=True)
         _check_strict(fn, grads, i, True, strict)
         for j, g in enumerate(grads):
-            if g is not None:
-                rows[j][k] = g._data
+            if g is None:
+                continue
+            if create_graph:
+                with enable_grad():
+                    rows[j][k] = g
+            else:
+                rows[j]._data[k] = g._data
     return rows
 
 
@@ -124,32 +134,101 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     is_inputs_tuple, inputs, is_outputs_tuple, outputs = _prepare("jvp", func, inputs, create_graph)
     T = _tape._Tensor
     vs = _vectors("jvp", v, inputs, "the input to the user-provided function is")
+    if create_graph:
+        products = _jvp_double_backward(outputs, inputs, vs, strict)
+        return _post(_outputs(outputs, True), is_outputs_tuple), _post(products, is_outputs_tuple)
     products = []
     for i, out in enumerate(outputs):
         rows = _rows("jvp", out, i, inputs, strict)
-        flat = sum(r.reshape(out._data.size, -1) @ vi._data.reshape(-1) for r, vi in zip(rows, vs))
+        flat = sum(r._data.reshape(out._data.size, -1) @ vi._data.reshape(-1) for r, vi in zip(rows, vs))
         products.append(T._from_array(flat.reshape(out._data.shape).astype(out._data.dtype, copy=False)))
-    return _post(tuple(o.detach() for o in outputs), is_outputs_tuple), _post(tuple(products), is_outputs_tuple)
+    return _post(_outputs(outputs, False), is_outputs_tuple), _post(tuple(products), is_outputs_tuple)
 
 
-def _second_order(fn):
-    raise NotImplementedError(f"{fn}: second derivatives need backward(create_graph=True), which minifused does not "
-                              f"support; autograd.functional.jacobian and vjp / jvp give first-order products")
+def _jvp_double_backward(outputs, inputs, vs, strict):
+    """Jv as PyTorch takes it with ``create_graph``: the vJ-product's gradient with respect to its vector u (zeros
+    that require grad), weighted by v: vᵀ(uᵀJ)' = Jv, a tensor per output with a graph of its own."""
+    T = _tape._Tensor
+    live = [o for o in outputs if o.requires_grad]
+    us = [T._from_array(o._xp.zeros(o._data.shape, o._data.dtype), True) for o in live]
+    products = [None] * len(outputs)
+    if live:
+        grads = grad(live, inputs, us, create_graph=True, allow_unused=True)
+        pairs = [(g, vi) for g, vi in zip(grads, vs) if g is not None]
+        if pairs:
+            found = grad([g for g, _ in pairs], us, [vi for _, vi in pairs], create_graph=True, allow_unused=True)
+            by_id = dict(zip((id(o) for o in live), found))
+            products = [by_id.get(id(o)) for o in outputs]
+    for i, (o, p) in enumerate(zip(outputs, products)):
+        if p is None:
+            if strict:
+                raise RuntimeError(f"jvp: output {i} of the user-provided function is independent of the inputs. "
+                                   f"This is not allowed in strict mode")
+            products[i] = T._from_array(o._xp.zeros(o._data.shape, o._data.dtype))
+    return tuple(products)
+
+
+def _scalar_output(fn, func, inputs, create_graph):
+    """``func``'s output, which must be a single-element tensor (the Hessian's functions), and its gradient with
+    respect to each input, taken with ``create_graph`` (zeros for an input it does not depend on)."""
+    is_inputs_tuple, inputs, _, outputs = _prepare(fn, func, inputs, create_graph)
+    if len(outputs) != 1 or outputs[0]._data.size != 1:
+        raise RuntimeError(f"{fn}: the Tensor returned by the function given to {fn} should contain a single element")
+    out = outputs[0]
+    grads = grad(out, inputs, create_graph=True, allow_unused=True) if out.requires_grad else (None,) * len(inputs)
+    return is_inputs_tuple, inputs, out, grads
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, outer_jacobian_strategy="reverse-mode"):
-    """PyTorch's ``hessian`` (its signature): raises NotImplementedError (no second derivatives here)."""
-    _second_order("hessian")
-
-
-def hvp(func, inputs, v=None, create_graph=False, strict=False):
-    """PyTorch's ``hvp`` (its signature): raises NotImplementedError (no second derivatives here)."""
-    _second_order("hvp")
+    """The Hessian of ``func`` (which returns a single-element tensor) at ``inputs``: for inputs ``i`` and ``j`` a
+    tensor of shape ``in_i.shape + in_j.shape``, nested as PyTorch's (a tuple of tuples when ``inputs`` is a
+    tuple). The Jacobian of the gradient, taken with ``create_graph``: one backward per element of the gradient.
+    An input the output does not depend on gets zeros (``strict=True``: a RuntimeError). ``vectorize`` is
+    accepted (same result); ``outer_jacobian_strategy='forward-mode'`` is not supported."""
+    if outer_jacobian_strategy != "reverse-mode":
+        raise NotImplementedError("hessian: outer_jacobian_strategy='forward-mode' is not supported (minifused has "
+                                  "no forward-mode autograd)")
+    is_inputs_tuple, inputs, _, grads = _scalar_output("hessian", func, inputs, create_graph)
+    T = _tape._Tensor
+    result = []
+    for i, (g, inp) in enumerate(zip(grads, inputs)):
+        if g is None:
+            _check_strict("hessian", [None], 0, True, strict)
+            g = T._from_array(inp._xp.zeros(inp._data.shape, inp._data.dtype))
+        rows = _rows("hessian", g, i, inputs, strict, create_graph)
+        result.append(tuple(r.reshape(inp._data.shape + other._data.shape) for r, other in zip(rows, inputs)))
+    return _post(tuple(_post(r, is_inputs_tuple) for r in result), is_inputs_tuple)
 
 
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
-    """PyTorch's ``vhp`` (its signature): raises NotImplementedError (no second derivatives here)."""
-    _second_order("vhp")
+    """``(func(*inputs), vᵀH)``: the output (detached unless ``create_graph``) and the vector-Hessian product,
+    shaped as ``inputs``, one gradient of the gradient. ``func`` returns a single-element tensor; ``v`` matches
+    ``inputs`` and may be None only for a single one-element input."""
+    return _hessian_product("vhp", func, inputs, v, create_graph, strict)
+
+
+def hvp(func, inputs, v=None, create_graph=False, strict=False):
+    """``(func(*inputs), Hv)``, shaped as ``inputs``. The Hessian of a twice continuously differentiable function
+    is symmetric, so Hv is vᵀH (:func:`vhp`), taken by one gradient of the gradient."""
+    return _hessian_product("hvp", func, inputs, v, create_graph, strict)
+
+
+def _hessian_product(fn, func, inputs, v, create_graph, strict):
+    is_inputs_tuple, inputs, out, grads = _scalar_output(fn, func, inputs, create_graph)
+    T = _tape._Tensor
+    vs = _vectors(fn, v, inputs, "the input to the user-provided function is")
+    pairs = [(g, vi) for g, vi in zip(grads, vs) if g is not None]
+    found = [None] * len(inputs)
+    if pairs:
+        found = list(grad([g for g, _ in pairs], inputs, [vi for _, vi in pairs], create_graph=create_graph,
+                          allow_unused=True))
+    for j, g in enumerate(found):
+        if g is None:
+            if strict:
+                raise RuntimeError(f"{fn}: the gradient of the user-provided function is independent of input {j}. "
+                                   f"This is not allowed in strict mode")
+            found[j] = T._from_array(inputs[j]._xp.zeros(inputs[j]._data.shape, inputs[j]._data.dtype))
+    return _outputs((out,), create_graph)[0], _post(tuple(found), is_inputs_tuple)
 
 
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
@@ -165,11 +244,12 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
             _check_strict("vjp", [], i, False, strict)
     grads = [None] * len(inputs)
     if live:
-        grads = list(grad([o for o, _ in live], inputs, [vi for _, vi in live], allow_unused=True))
+        grads = list(grad([o for o, _ in live], inputs, [vi for _, vi in live], create_graph=create_graph,
+                          allow_unused=True))
         for j, g in enumerate(grads):
             if g is None and strict:
                 raise RuntimeError(f"vjp: the output of the user-provided function is independent of input {j}. "
                                    f"This is not allowed in strict mode")
     products = tuple(g if g is not None else T._from_array(inp._xp.zeros_like(inp._data))
                      for g, inp in zip(grads, inputs))
-    return _post(tuple(o.detach() for o in outputs), is_outputs_tuple), _post(products, is_inputs_tuple)
+    return _post(_outputs(outputs, create_graph), is_outputs_tuple), _post(products, is_inputs_tuple)

@@ -446,18 +446,36 @@ class _Bridge(Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        user, n, uctx = ctx.fn.user, len(ctx.needs_input_grad), ctx.user_ctx
         xp = backend.array_module(next(g for g in grads if g is not None))
-        tensors = [None if g is None and not uctx.materialize_grads else
-                   _Tensor._from_array(xp.zeros(shape, dtype) if g is None else g)
-                   for g, (shape, dtype) in zip(grads, ctx.out_meta)]
+        tensors = [None if g is None else _Tensor._from_array(g) for g in grads]
+        with _no_recording():
+            result = _Bridge._user_backward(ctx, tensors, xp)
+        result = tuple(r._data if isinstance(r, _Tensor) else None if r is None else xp.asarray(r) for r in result)
+        show_to_user(*(t._data for t in tensors if t is not None), *result)
+        return result
+
+    @staticmethod
+    def backward_graph(ctx, *grads):
+        """Under ``create_graph``: the user's backward on the gradient tensors, recorded (as PyTorch runs it with
+        grad mode on), so its result differentiates through its ops and the tensors the forward saved."""
+        xp = next(g for g in grads if g is not None)._xp
+        result = _Bridge._user_backward(ctx, list(grads), xp)
+        return tuple(r if r is None or isinstance(r, _Tensor) else _Tensor._from_array(xp.asarray(r)) for r in result)
+
+    @staticmethod
+    def _user_backward(ctx, tensors, xp):
+        """The user's ``backward`` on one gradient tensor per output (zeros for those that got none, unless the
+        forward turned materializing off), its result checked: one gradient (or None) per input."""
+        user, n, uctx = ctx.fn.user, len(ctx.needs_input_grad), ctx.user_ctx
+        tensors = [None if t is None and not uctx.materialize_grads else
+                   _Tensor._from_array(xp.zeros(shape, dtype)) if t is None else t
+                   for t, (shape, dtype) in zip(tensors, ctx.out_meta)]
         given = tensors
         if uctx._positions is not None:  # one gradient per output, None for those that are no tensor
             given = [None] * uctx._positions[0]
             for i, t in zip(uctx._positions[1], tensors):
                 given[i] = t
-        with _no_recording():
-            result = user.backward(uctx, *given)
+        result = user.backward(uctx, *given)
         result = result if isinstance(result, tuple) else (result,)
         if len(result) < n or any(r is not None for r in result[n:]):
             raise RuntimeError(f"function {user.__name__}Backward returned an incorrect number of gradients "
@@ -466,10 +484,7 @@ class _Bridge(Function):
             if r is not None and not is_tensor:
                 raise RuntimeError(f"function {user.__name__}Backward returned a gradient different than None at "
                                    f"position {i + 1}, but the corresponding forward input was not a Variable")
-        result = tuple(r._data if isinstance(r, _Tensor) else None if r is None else xp.asarray(r)
-                       for r in result[:n])
-        show_to_user(*(t._data for t in tensors if t is not None), *result)
-        return result
+        return result[:n]
 
 
 def _apply_on_tensors(cls, *args, **kwargs):

@@ -12,7 +12,7 @@ from .. import backend
 from ..kernels.elementwise import add as _add  # the sum of two 16-bit gradients in one vectorized kernel
 from . import higher
 from .tape import _FREED_MESSAGE, Handoff, _check_versions, _refuse_rewritten, _shown, show_to_user
-from .modes import _check_op, _checks, _mode
+from .modes import _check_op, _checks, _mode, enable_grad
 
 _Tensor = None  # the Tensor class, registered by minifused.tensor (see the package's _register_tensor_type)
 
@@ -223,12 +223,16 @@ def _graph_leaf_grads(found, wanted):
     accumulates a gradient that has a graph), after the leaves' hooks; then the post-accumulate hooks."""
     ids = None if wanted is None else {id(t) for t in wanted}
     done = []
-    for leaf, g in found.values():
-        if leaf._ctx is not None or ids is not None and id(leaf) not in ids:
-            continue
-        g = higher.run_hooks(leaf._hooks, g) if leaf._hooks else g
-        leaf._grad = g if leaf._grad is None else leaf._grad + g
-        done.append(leaf)
+    grad_mode, _mode.enabled = _mode.enabled, True  # (the hooks' and the sums' ops are recorded)
+    try:
+        for leaf, g in found.values():
+            if leaf._ctx is not None or ids is not None and id(leaf) not in ids:
+                continue
+            g = higher.run_hooks(leaf._hooks, g) if leaf._hooks else g
+            leaf._grad = g if leaf._grad is None else leaf._grad + g
+            done.append(leaf)
+    finally:
+        _mode.enabled = grad_mode
     for leaf in done:
         if leaf._post_hooks:
             _run_post_hooks(leaf)
@@ -398,11 +402,12 @@ def _grad_graph(outputs, inputs, grad_outputs, retain_graph):
     try:
         roots = [(out, _graph_seed(out, g)) for out, g in zip(outputs, grad_outputs)]
         found = higher.walk(roots, inputs, retain_graph)
+        wanted = {id(t) for t in inputs}
+        with enable_grad():  # (the leaves' hooks are recorded)
+            return {key: higher.run_hooks(t._hooks, g) if t._ctx is None and t._hooks else g
+                    for key, (t, g) in found.items() if key in wanted}
     finally:
         _callbacks.queue = outer
-    wanted = {id(t) for t in inputs}
-    return {key: higher.run_hooks(t._hooks, g) if t._ctx is None and t._hooks else g
-            for key, (t, g) in found.items() if key in wanted}
 
 
 def _grad_results(inputs, found, allow_unused, materialize_grads):

@@ -1,0 +1,210 @@
+"""Higher-order gradients (``create_graph=True``): the walk that records itself, its hooks, retained grads, leaf
+accumulation and errors, custom Functions, ``gradgradcheck`` and ``autograd.functional``'s second-order products,
+against hand-derived float64 formulas and central differences."""
+import numpy as np
+import pytest
+
+import minifused as mf
+from minifused import autograd
+from minifused.autograd import Function
+
+F = autograd.functional
+
+
+def leaf(values):
+    return mf.tensor(np.asarray(values, dtype=np.float64), requires_grad=True)
+
+
+def values(t):
+    return t.detach().numpy()
+
+
+X = [0.3, -0.7, 1.2]
+
+
+def test_second_and_third_derivatives_match_the_formulas():
+    x = leaf(X)
+    xv = np.array(X)
+    t, e = np.tanh(xv), np.exp(xv)
+    (g,) = autograd.grad((mf.tanh(x) * x.exp()).sum(), x, create_graph=True)
+    assert g.requires_grad and g.grad_fn is not None
+    np.testing.assert_allclose(values(g), (1 - t * t) * e + t * e, rtol=1e-12)
+    (h,) = autograd.grad(g.sum(), x, create_graph=True)
+    np.testing.assert_allclose(values(h), -2 * t * (1 - t * t) * e + 2 * (1 - t * t) * e + t * e, rtol=1e-12)
+    (third,) = autograd.grad((x * x * x * x).sum(), x, create_graph=True)
+    for _ in range(2):
+        (third,) = autograd.grad(third.sum(), x, create_graph=True)
+    np.testing.assert_allclose(values(third), 24 * xv, rtol=1e-12)
+
+
+def test_backward_with_create_graph_leaves_a_grad_that_differentiates():
+    x = leaf(X)
+    xv = np.array(X)
+    (x * x * x).sum().backward(create_graph=True)
+    assert x.grad.grad_fn is not None
+    np.testing.assert_allclose(values(x.grad), 3 * xv ** 2, rtol=1e-12)
+    first = x.grad
+    (x * x * x).sum().backward(create_graph=True)  # accumulates out of place: a new tensor with a graph
+    assert x.grad is not first and x.grad.grad_fn is not None
+    np.testing.assert_allclose(values(x.grad), 6 * xv ** 2, rtol=1e-12)
+    np.testing.assert_allclose(values(first), 3 * xv ** 2, rtol=1e-12)
+    x.grad.sum().backward()  # d/dx of 6x^2 summed, added into .grad
+    np.testing.assert_allclose(values(x.grad), 6 * xv ** 2 + 12 * xv, rtol=1e-12)
+
+
+def test_backward_with_create_graph_and_inputs_gives_only_those_grads():
+    x, w = leaf(X), leaf([2.0, 0.5, -1.0])
+    (w * x * x).sum().backward(create_graph=True, inputs=[x])
+    assert w.grad is None
+    np.testing.assert_allclose(values(x.grad), 2 * np.array([2.0, 0.5, -1.0]) * np.array(X), rtol=1e-12)
+    (gw,) = autograd.grad(x.grad.sum(), w)  # d/dw of 2 w x
+    np.testing.assert_allclose(gw.numpy(), 2 * np.array(X), rtol=1e-12)
+
+
+def test_gradient_penalty_weight_gradient_matches_finite_differences():
+    """A WGAN-GP style penalty on a tiny tanh network: the gradient of (|d critic / d x| - 1)^2 with respect to the
+    weights, against central differences of the penalty itself."""
+    rng = np.random.default_rng(0)
+    xv, w1v, w2v = rng.standard_normal((4, 3)), rng.standard_normal((3, 5)), rng.standard_normal((5, 1))
+
+    def penalty(w1, w2, create_graph=True):
+        x = mf.tensor(xv, requires_grad=True)
+        critic = (mf.tanh(x @ w1) @ w2).sum()
+        (g,) = autograd.grad(critic, x, create_graph=create_graph)
+        return (((g * g).sum(1) + 1e-12).log().mul(0.5).exp().sub(1) ** 2).mean()
+
+    w1, w2 = mf.tensor(w1v, requires_grad=True), mf.tensor(w2v, requires_grad=True)
+    penalty(w1, w2).backward()
+    eps = 1e-6
+    for w, wv, other in ((w1, w1v, w2v), (w2, w2v, w1v)):
+        numeric = np.zeros_like(wv)
+        for i in np.ndindex(wv.shape):
+            vals = []
+            for step in (eps, -eps):
+                moved = wv.copy()
+                moved[i] += step
+                args = (moved, other) if w is w1 else (other, moved)
+                vals.append(penalty(*(mf.tensor(a) for a in args), create_graph=False).item())
+            numeric[i] = (vals[0] - vals[1]) / (2 * eps)
+        np.testing.assert_allclose(w.grad.numpy(), numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_hooks_and_retained_grads_see_gradient_tensors():
+    x = leaf(X)
+    h = x * x
+    h.retain_grad()
+    seen = []
+    h.register_hook(lambda g: seen.append(g) or g * 2)
+    (g,) = autograd.grad((h * h).sum(), x, create_graph=True)
+    assert len(seen) == 1 and isinstance(seen[0], mf.Tensor)
+    xv = np.array(X)
+    np.testing.assert_allclose(values(g), 2 * (2 * xv ** 2) * 2 * xv, rtol=1e-12)  # the hook doubled dL/dh
+    (gg,) = autograd.grad(g.sum(), x)  # the hook fires again where the second walk passes h (as PyTorch's)
+    assert len(seen) == 2
+    np.testing.assert_allclose(gg.numpy(), 40 * xv ** 2, rtol=1e-12)
+
+
+def test_grad_with_respect_to_a_non_leaf_and_a_grad_output_that_requires_grad():
+    x = leaf(X)
+    h = x.exp()
+    v = leaf([1.0, 2.0, 3.0])
+    (gh,) = autograd.grad((h * h).sum(), h, create_graph=True)  # 2h
+    np.testing.assert_allclose(values(gh), 2 * np.exp(X), rtol=1e-12)
+    (gx,) = autograd.grad(gh.sum(), x)
+    np.testing.assert_allclose(gx.numpy(), 2 * np.exp(X), rtol=1e-12)
+    (g,) = autograd.grad(x.exp(), x, grad_outputs=v, create_graph=True)  # v e^x: differentiates in v too
+    (gv,) = autograd.grad(g.sum(), v)
+    np.testing.assert_allclose(gv.numpy(), np.exp(X), rtol=1e-12)
+
+
+class _ArrayOp(Function):
+    """An op on arrays with a backward but no backward_graph."""
+    on_arrays = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g * ctx.saved_tensors[0]
+
+
+def test_an_op_without_backward_graph_raises_and_changes_nothing():
+    x = leaf(X)
+    y = _ArrayOp.apply(x).sum()
+    with pytest.raises(NotImplementedError, match="_ArrayOp: differentiating its gradient"):
+        y.backward(create_graph=True)
+    assert x.grad is None
+    y.backward()  # the first-order gradient still works
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.array(X))
+
+
+class _Cube(Function):
+    """A user's custom Function on tensors: its backward, written with tensor ops, differentiates again."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x * x
+
+
+def test_custom_function_backward_is_recorded_under_create_graph():
+    x = leaf(X)
+    (g,) = autograd.grad(_Cube.apply(x).sum(), x, create_graph=True)
+    (h,) = autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(h.numpy(), 6 * np.array(X), rtol=1e-12)
+
+
+def test_a_freed_graph_cannot_be_differentiated_again():
+    x = leaf(X)
+    (g,) = autograd.grad(x.exp().sum(), x, create_graph=True, retain_graph=False)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        autograd.grad(g.sum(), x)
+
+
+def test_gradgradcheck_passes_and_catches_a_wrong_second_derivative():
+    rng = np.random.default_rng(1)
+    a, b = mf.tensor(rng.standard_normal((3, 4)), requires_grad=True), mf.tensor(rng.standard_normal(4), requires_grad=True)
+    assert autograd.gradgradcheck(lambda a, b: (mf.tanh(a * b) / (b.exp() + 1) - a.sigmoid()).sum(1), (a, b))
+
+    class WrongSecond(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 2 * x.detach()  # right values, but a gradient whose own derivative misses x
+
+    assert autograd.gradcheck(WrongSecond.apply, (a,))
+    assert not autograd.gradgradcheck(WrongSecond.apply, (a,), raise_exception=False)
+
+
+def test_functional_second_order_products():
+    xv, vv = np.array(X), np.array([0.5, -1.0, 2.0])
+    x, v = leaf(X), mf.tensor(vv)
+    f = lambda a: (a.exp() * a).sum()  # noqa: E731 - d2/da2 = (a + 2) e^a on the diagonal
+    diag = (xv + 2) * np.exp(xv)
+    np.testing.assert_allclose(F.hessian(f, x).numpy(), np.diag(diag), rtol=1e-12)
+    for fn in (F.hvp, F.vhp):
+        value, product = fn(f, x, v)
+        np.testing.assert_allclose(value.item(), (np.exp(xv) * xv).sum(), rtol=1e-12)
+        np.testing.assert_allclose(product.numpy(), diag * vv, rtol=1e-12)
+    two = F.hessian(lambda a, b: (a * a * b).sum(), (x, v))
+    np.testing.assert_allclose(two[0][1].numpy(), np.diag(2 * xv), rtol=1e-12)
+    np.testing.assert_allclose(two[1][1].numpy(), np.zeros((3, 3)))
+    _, jv = F.jvp(lambda a: a.exp() * 2, x, v, create_graph=True)
+    np.testing.assert_allclose(values(jv), 2 * np.exp(xv) * vv, rtol=1e-12)
+    (gx,) = autograd.grad(jv.sum(), x)  # the product has a graph of its own
+    np.testing.assert_allclose(gx.numpy(), 2 * np.exp(xv) * vv, rtol=1e-12)
+    with pytest.raises(RuntimeError, match="should contain a single element"):
+        F.hessian(lambda a: a * 2, x)
