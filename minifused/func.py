@@ -1,8 +1,10 @@
 """``torch.func``: the stateless call :func:`functional_call`, and the reverse-mode transforms built on the tape:
 :func:`grad`, :func:`grad_and_value`, :func:`vjp`, :func:`jacrev`, and :func:`vmap` as a loop over the mapped
 dimension (the same values and gradients as PyTorch's batched rules, one call per sample: per-sample gradients are
-``vmap(grad(loss))``). Forward mode (``jvp``, ``jacfwd``) and transforms of transforms' gradients (``hessian``:
-higher-order gradients) are not supported."""
+``vmap(grad(loss))``). The transforms nest (``grad(grad(f))``, :func:`hessian` as ``jacrev(jacrev(f))``): an
+argument that requires grad in grad mode stays in the outer graph and the gradients are taken with
+``create_graph``, as PyTorch's transforms compose with autograd. Forward mode (``jvp``, ``jacfwd``) is not
+supported."""
 from __future__ import annotations
 
 from . import autograd as _autograd
@@ -10,7 +12,7 @@ from .nn.stateless import functional_call as _functional_call
 from .ops import stack as _stack
 from .tensor import Tensor as _Tensor
 
-__all__ = ["functional_call", "grad", "grad_and_value", "jacrev", "vjp", "vmap"]
+__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacrev", "vjp", "vmap"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -51,12 +53,15 @@ def _argnums(op, argnums, args):
 
 
 def _traced(op, func, args, kwargs, nums, has_aux):
-    """``func`` called with fresh leaves that require grad at ``nums`` (cut from any outer graph): (leaves,
-    output, aux)."""
+    """``func`` called with tensors that require grad at ``nums``: (those tensors, output, aux). Each is a fresh
+    leaf, cut from any outer graph, unless the argument requires grad in grad mode (an outer transform's, or a
+    graph the caller differentiates): then a view of it, so the gradients taken (with ``create_graph``, see
+    :func:`_nested`) differentiate further."""
     args = list(args)
     leaves = []
     for i in nums:
-        args[i] = args[i].detach().requires_grad_()
+        a = args[i]
+        args[i] = a.view_as(a) if a.requires_grad and _autograd.is_grad_enabled() else a.detach().requires_grad_()
         leaves.append(args[i])
     with _autograd.enable_grad():
         out = func(*args, **kwargs)
@@ -68,11 +73,20 @@ def _traced(op, func, args, kwargs, nums, has_aux):
     return leaves, out, aux
 
 
+def _nested(leaves):
+    """Whether the transform runs inside another one (or on a graph the caller differentiates): one of its
+    tensors is a view of an argument that requires grad, no fresh leaf."""
+    return _autograd.is_grad_enabled() and any(leaf._ctx is not None for leaf in leaves)
+
+
 def _grads(outputs, leaves, cotangents, retain_graph=False):
-    """The gradients of ``outputs`` (weighted by ``cotangents``) for each leaf: zeros for one they do not reach."""
+    """The gradients of ``outputs`` (weighted by ``cotangents``) for each leaf: zeros for one they do not reach;
+    nested (see :func:`_traced`), with graphs of their own."""
     reached = [o for o in outputs if o.requires_grad]
+    nested = _nested(leaves)
     got = (_autograd.grad([o for o in reached], leaves, [c for o, c in zip(outputs, cotangents) if o.requires_grad],
-                          retain_graph=retain_graph, allow_unused=True) if reached else [None] * len(leaves))
+                          retain_graph=retain_graph or nested, create_graph=nested, allow_unused=True)
+           if reached else [None] * len(leaves))
     return tuple(leaf.detach() * 0 if g is None else g for leaf, g in zip(leaves, got))
 
 
@@ -87,7 +101,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
                                f"{tuple(out.shape) if isinstance(out, _Tensor) else type(out).__name__}")
         grads = _grads([out], leaves, [None])
         g = grads[0] if isinstance(argnums, int) else grads
-        return (g, (out.detach(), aux)) if has_aux else (g, out.detach())
+        value = out if _nested(leaves) else out.detach()
+        return (g, (value, aux)) if has_aux else (g, value)
     return wrapper
 
 
@@ -134,6 +149,12 @@ def jacrev(func, argnums=0, has_aux=False):
         jac = jac[0] if isinstance(argnums, int) else jac
         return (jac, aux) if has_aux else jac
     return wrapper
+
+
+def hessian(func, argnums=0):
+    """``torch.func.hessian``: the Jacobian of the Jacobian, ``jacrev(jacrev(func))`` (PyTorch's takes the outer
+    one in forward mode; the values are the same)."""
+    return jacrev(jacrev(func, argnums), argnums)
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):

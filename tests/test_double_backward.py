@@ -208,3 +208,20 @@ def test_functional_second_order_products():
     np.testing.assert_allclose(gx.numpy(), 2 * np.exp(xv) * vv, rtol=1e-12)
     with pytest.raises(RuntimeError, match="should contain a single element"):
         F.hessian(lambda a: a * 2, x)
+
+
+def test_func_transforms_nest():
+    from minifused import func
+
+    xv = np.array(X)
+    f = lambda a: (a.exp() * a).sum()  # noqa: E731
+    x = mf.tensor(xv)
+    np.testing.assert_allclose(func.grad(lambda a: func.grad(f)(a).sum())(x).numpy(), (xv + 2) * np.exp(xv),
+                               rtol=1e-12)
+    np.testing.assert_allclose(func.hessian(f)(x).numpy(), np.diag((xv + 2) * np.exp(xv)), rtol=1e-12)
+    # a MAML-style inner step on a parameter that requires grad: the outer gradient has the second-order term
+    w = leaf(X)
+    inner = func.grad(lambda p: (p * p * p).sum())(w)  # 3 w^2, differentiable in w
+    adapted = w - 0.1 * inner
+    (adapted * adapted).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * (xv - 0.3 * xv ** 2) * (1 - 0.6 * xv), rtol=1e-12)
