@@ -225,3 +225,25 @@ def test_func_transforms_nest():
     adapted = w - 0.1 * inner
     (adapted * adapted).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), 2 * (xv - 0.3 * xv ** 2) * (1 - 0.6 * xv), rtol=1e-12)
+
+
+def test_in_place_writes_through_views_and_running_sums_differentiate_twice():
+    rng = np.random.default_rng(2)
+    x = mf.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+
+    def written(x):
+        y = x * 1.5 + 0.2
+        y.t().mul_(y.t() * 0 + 2)  # through a transposed view
+        y[1].mul_(x[0])
+        y.view(-1)[2:7].mul_(x.view(-1)[:5].sin())  # through a reshaped, sliced view
+        return y * x
+
+    assert autograd.gradgradcheck(written, (x,))
+    assert autograd.gradgradcheck(lambda x: (x.cumsum(1) ** 2).cumsum(0), (x,))
+
+
+def test_a_zero_dimensional_output_as_its_gradient_formula_uses_it():
+    v = leaf(0.4)
+    (g,) = autograd.grad(v.exp() * v, v, create_graph=True)
+    (h,) = autograd.grad(g, v)
+    np.testing.assert_allclose(h.item(), (0.4 + 2) * np.exp(0.4), rtol=1e-12)

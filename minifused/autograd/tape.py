@@ -146,7 +146,7 @@ class Context:
     def graph_output(self, value, k=0):
         """Output ``k`` (its array ``value``, as saved) as a tensor of the graph whose gradient reaches this node,
         for a ``backward_graph`` whose gradient is written with the op's output (exp's, tanh's)."""
-        s = _Tensor._from_array(value, True)
+        s = _Tensor._from_array(np.asarray(value) if isinstance(value, np.generic) else value, True)
         s._ctx, s._out_index = self, k
         return s
 
@@ -336,6 +336,18 @@ class _ViewWrite(Function):
         if need_base:
             inside[...] = 0
         return (laid if need_base else None), gv
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        need_base, need_view = ctx.needs_input_grad
+        strides, span, offset, shape, view_strides = ctx.window
+        laid = g.new_zeros(span).as_strided_scatter(g, tuple(g.shape), strides)  # as backward's, recorded
+        gv = laid.as_strided(shape, view_strides, offset) if need_view else None
+        gb = None
+        if need_base:
+            gb = laid.as_strided_scatter(g.new_zeros(shape), shape, view_strides, offset).as_strided(
+                tuple(g.shape), strides, 0)
+        return gb, gv
 
 
 def _window(base, view):

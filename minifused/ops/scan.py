@@ -51,6 +51,10 @@ class CumSum(Function):
     def backward(ctx, g):
         return _flip_cumsum(g, ctx.axis), None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        return CumSum.apply(g.flip(ctx.axis), ctx.axis).flip(ctx.axis), None
+
 
 class CumProd(Function):
     """Where the input has no zero before position i, d out_k / d x_i = out_k / x_i; at the first zero of a
