@@ -103,6 +103,12 @@ class _Overwrite(autograd.Function):
             gv = xp.asarray(g.sum(dtype=np.float64 if g.dtype == np.float64 else np.float32)).astype(ctx.value_dtype)
         return (xp.zeros_like(g) if need_x else None), gv
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        need_x, need_value = ctx.needs_input_grad
+        gv = g.sum(dtype=np.float64 if g.dtype == np.float64 else np.float32).to(ctx.value_dtype) if need_value else None
+        return (Tensor._from_array(g._xp.zeros_like(g._data)) if need_x else None), gv
+
 
 class Tensor:
     """An n-dimensional array on a device that can record operations for autograd."""

@@ -247,3 +247,39 @@ def test_a_zero_dimensional_output_as_its_gradient_formula_uses_it():
     (g,) = autograd.grad(v.exp() * v, v, create_graph=True)
     (h,) = autograd.grad(g, v)
     np.testing.assert_allclose(h.item(), (0.4 + 2) * np.exp(0.4), rtol=1e-12)
+
+
+def test_module_backward_hooks_fills_and_checkpoints_differentiate_twice():
+    from minifused.utils.checkpoint import checkpoint
+
+    rng = np.random.default_rng(3)
+    lin = mf.nn.Linear(3, 4).double()
+    seen = []
+    lin.register_full_backward_hook(lambda m, gin, gout: seen.append(gout[0].requires_grad))
+    x = mf.tensor(rng.standard_normal((2, 3)), requires_grad=True)
+
+    def plain(x):
+        return (mf.tanh(lin(x)) * x.sum(1, keepdim=True)).sum()
+
+    def checkpointed(x):
+        return checkpoint(lambda a: mf.tanh(lin(a)) * a.sum(1, keepdim=True), x, use_reentrant=False).sum()
+
+    firsts = [autograd.grad(f(x), x, create_graph=True)[0] for f in (plain, checkpointed)]
+    assert seen and all(seen)  # the hook saw gradient tensors with a graph
+    seconds = [autograd.grad((g * g).sum(), [x, lin.weight]) for g in firsts]
+    for a, b in zip(*seconds):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
+    assert autograd.gradgradcheck(plain, (x,))
+
+    v = leaf(0.5)
+
+    def filled(x):
+        y = x * x
+        y[1:].fill_(v * v)  # a recorded fill: x's old values get no gradient, v the written ones'
+        return (y * x).sum()
+
+    xv = np.array(X)
+    y0 = leaf(X)
+    (g,) = autograd.grad(filled(y0), y0, create_graph=True)
+    np.testing.assert_allclose(values(g), [3 * xv[0] ** 2, 0.25, 0.25], rtol=1e-12)
+    np.testing.assert_allclose(autograd.grad(g.sum(), v)[0].item(), 2.0, rtol=1e-12)

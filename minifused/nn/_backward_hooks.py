@@ -18,17 +18,18 @@ class _CallState:
         self.grad_output, self.input_node = None, False
 
 
-def _as_arrays(grads, like, what):
+def _checked(grads, like, what):
+    """A hook's replacement gradients, as tensors (None kept), after the checks PyTorch makes."""
     if not isinstance(grads, tuple) or len(grads) != len(like):
         raise RuntimeError(f"backward hook returned {type(grads).__name__} of length "
                            f"{len(grads) if isinstance(grads, tuple) else '-'}, expected a tuple of "
                            f"{len(like)} {what}")
-    arrays = tuple(g._data if isinstance(g, Tensor) else g for g in grads)
-    for a, old in zip(arrays, like):
-        if a is not None and old is not None and tuple(a.shape) != tuple(old.shape):
+    grads = tuple(g if g is None or isinstance(g, Tensor) else Tensor._from_array(g) for g in grads)
+    for g, old in zip(grads, like):
+        if g is not None and old is not None and tuple(g.shape) != tuple(old.shape):
             raise RuntimeError(f"backward hook has changed the size of a gradient: expected shape "
-                               f"{tuple(old.shape)}, got {tuple(a.shape)}")
-    return arrays
+                               f"{tuple(old.shape)}, got {tuple(g.shape)}")
+    return grads
 
 
 def _wrap(arrays):
@@ -37,45 +38,58 @@ def _wrap(arrays):
     return tuple(None if a is None else Tensor._from_array(a) for a in arrays)
 
 
+def _arrays(grads):
+    arrays = tuple(None if g is None else g._data for g in grads)
+    show_to_user(*arrays)
+    return arrays
+
+
 class _HookNode(Function):
-    """Passes its arrays through; its backward runs the module's hooks (``state``: the call's)."""
+    """Passes its arrays through; its backward runs the module's hooks (``state``: the call's) on the gradients
+    as tensors: wrapped arrays, or under ``create_graph`` the graph's own tensors (``backward_graph``)."""
 
     @staticmethod
     def forward(ctx, *arrays, state):
         ctx.state = state
         return tuple(arrays)
 
+    @classmethod
+    def backward(cls, ctx, *grads):
+        return _arrays(cls.hooks(ctx.state, _wrap(grads)))
+
+    @classmethod
+    def backward_graph(cls, ctx, *grads):
+        return cls.hooks(ctx.state, grads)
+
 
 class _InputNode(_HookNode):
     @staticmethod
-    def backward(ctx, *grads):
-        state = ctx.state
+    def hooks(state, grads):
         grad_input = [None] * state.n_args
         for pos, g in zip(state.tensor_positions, grads):
             grad_input[pos] = g
-        grad_input = _wrap(grad_input)
+        grad_input = tuple(grad_input)
         for hook in list(state.module._call_hooks.backward.values()) if state.module._call_hooks else ():
             result = hook(state.module, grad_input, state.grad_output)
             if result is not None:
-                grad_input = _wrap(_as_arrays(tuple(result), grad_input, "gradients (one per positional input)"))
-        return tuple(None if grad_input[pos] is None else grad_input[pos]._data for pos in state.tensor_positions)
+                grad_input = _checked(tuple(result), grad_input, "gradients (one per positional input)")
+        return tuple(grad_input[pos] for pos in state.tensor_positions)
 
 
 class _OutputNode(_HookNode):
     @staticmethod
-    def backward(ctx, *grads):
-        state = ctx.state
+    def hooks(state, grads):
         hooks = state.module._call_hooks
-        grad_output = _wrap(grads)
+        grad_output = tuple(grads)
         for hook in list(hooks.backward_pre.values()) if hooks else ():
             result = hook(state.module, grad_output)
             if result is not None:
-                grad_output = _wrap(_as_arrays(tuple(result), grad_output, "gradients (one per output)"))
+                grad_output = _checked(tuple(result), grad_output, "gradients (one per output)")
         state.grad_output = grad_output
         if not state.input_node and hooks:  # no input requires grad: the hooks see grad_input of Nones
             for hook in list(hooks.backward.values()):
                 hook(state.module, (None,) * state.n_args, grad_output)
-        return tuple(g._data for g in grad_output)
+        return grad_output
 
 
 def wrap_inputs(module, args):

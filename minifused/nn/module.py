@@ -12,7 +12,7 @@ from ..autograd import is_grad_enabled, no_grad
 from ..kernels import to_layout
 from ..ops.shape import channels_last, check_memory_format, preserve_format
 from ..tensor import Tensor
-from ._backward_hooks import _as_arrays, _wrap, wrap_inputs, wrap_outputs
+from ._backward_hooks import _arrays, _checked, _wrap, wrap_inputs, wrap_outputs
 from .param import Parameter
 from .state_dicts import STATE_HOOK_KINDS, StateDicts
 from ..backend import InputError, InputTypeError
@@ -803,8 +803,8 @@ def _hooked_backward(fn):
             result = hook(module, grad_input, grad_output)
             if result is not None:
                 result = tuple(result) if isinstance(result, list) else result
-                grad_input = _wrap(_as_arrays(result, grad_input, "gradients (one per input of the module's last op)"))
-        return tuple(None if g is None else g._data for g in grad_input) + got[n:]
+                grad_input = _checked(result, grad_input, "gradients (one per input of the module's last op)")
+        return _arrays(grad_input) + got[n:]
     return backward
 
 

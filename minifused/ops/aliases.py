@@ -83,6 +83,10 @@ class _Overwrite(Function):
     def backward(ctx, g):
         return _xp(g).zeros_like(g), None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        return Tensor._from_array(g._xp.zeros_like(g._data)), None
+
 
 def _compare_(name, fn):
     def op(self, other):

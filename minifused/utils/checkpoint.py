@@ -12,7 +12,7 @@ leave other ``.grad`` untouched), as with PyTorch's non-reentrant checkpoint."""
 from __future__ import annotations
 
 from .. import backend
-from ..autograd import Function, enable_grad, tape, walk
+from ..autograd import Function, enable_grad, higher, tape, walk
 from ..tensor import Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
@@ -31,6 +31,29 @@ class _Checkpoint(Function):
     def backward(ctx, *grads):
         arrays, n = ctx.saved_tensors, len(ctx.needs_input_grad) - len(ctx.outside)
         args = [Tensor._from_array(a, need) for a, need in zip(arrays[:n], ctx.needs_input_grad)]
+        roots, start = _Checkpoint._rerun(ctx, args, grads)
+        leaves = _Gathered()
+        pending = _walk_inside(roots, start, leaves)
+        return (*[leaves.grads.get(id(t)) if need else None for t, need in zip(args, ctx.needs_input_grad)],
+                *[leaves.grads.get(id(t)) if t._ctx is None else pending.get((id(t._ctx), t._out_index))
+                  for t in ctx.outside])
+
+    @staticmethod
+    def backward_graph(ctx, *grads):
+        """Under ``create_graph``: the second run on the arguments as graph tensors, differentiated with a walk
+        that records itself (the outer graph's nodes are not entered)."""
+        arrays, n = ctx.saved_tensors, len(ctx.needs_input_grad) - len(ctx.outside)
+        args = [ctx.graph_input(i, a) for i, a in enumerate(arrays[:n])]
+        roots, start = _Checkpoint._rerun(ctx, args, grads)
+        wanted = [t for t in (*args, *ctx.outside) if t.requires_grad]
+        found = higher.walk(roots, wanted, True, start) if roots and wanted else {}
+        return tuple(found[id(t)][1] if need and id(t) in found else None
+                     for t, need in zip((*args, *ctx.outside), ctx.needs_input_grad))
+
+    @staticmethod
+    def _rerun(ctx, args, grads):
+        """The function run again on ``args`` as the first run ran it (its random state and autocast): the
+        (output, gradient) pairs to walk from, and the ``seq`` its nodes are numbered from."""
         saved = _cpu_rng_state() if ctx.rng is not None else None
         autocast = backend.autocast_dtypes()
         outer_autocast = dict(autocast)
@@ -49,11 +72,7 @@ class _Checkpoint(Function):
             autocast.update(outer_autocast)
         outs = _flatten(out)[0]
         roots = [(o, g) for o, g, d in zip(outs, grads, ctx.differentiable) if d and g is not None and o.requires_grad]
-        leaves = _Gathered()
-        pending = _walk_inside(roots, start, leaves)
-        return (*[leaves.grads.get(id(t)) if need else None for t, need in zip(args, ctx.needs_input_grad)],
-                *[leaves.grads.get(id(t)) if t._ctx is None else pending.get((id(t._ctx), t._out_index))
-                  for t in ctx.outside])
+        return roots, start
 
 
 class _Gathered:
