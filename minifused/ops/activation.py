@@ -5,6 +5,10 @@ activations, a bool mask of where the gradient passes, taken before an in-place 
 the input); the losses keep their inputs, never intermediates. float16 and bfloat16 are computed
 in float32 and rounded once, as PyTorch's kernels do. Arguments are checked by the functional
 layer (``minifused/functional/activation.py``); these assume valid input.
+
+Under ``create_graph`` (see :mod:`minifused.autograd.higher`) the piecewise-linear activations pass the gradient
+through their kept mask with an op that is its own gradient (:class:`_Passing`); the others, ``normalize`` and the
+losses write their gradient with recorded tensor ops on the graph's inputs, masks and signs as constants.
 """
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..kernels import elementwise as K
-from ._common import unbroadcast
+from ..tensor import Tensor
+from ._common import unbroadcast, unbroadcast_graph
+from .elementwise import where
 
 __all__ = []  # PyTorch has none of these at top level beyond mf.sigmoid / mf.tanh (elementwise.py)
 METHODS = {}  # nor as Tensor methods
@@ -57,6 +63,42 @@ def _softplus(xp, x):
     return xp.logaddexp(x.dtype.type(0), x)
 
 
+# ---------------------------------------------------------------- for backward_graph (create_graph=True)
+def _wide(t):
+    """Tensor ``t`` in its compute dtype, as :func:`_up` (a recorded cast)."""
+    return t.float() if t.dtype in _HALF else t
+
+
+def _const(a):
+    """Array ``a`` (a mask, a sign: piecewise constant) as a tensor the graph does not differentiate."""
+    return None if a is None else Tensor._from_array(a, False)
+
+
+def _softplus_graph(x):
+    """softplus of tensor ``x``, recorded: -logsigmoid(-x), whose gradient graph is all smooth ops."""
+    return -LogSigmoid.apply(-x)
+
+
+class _Passing(Function):
+    """The input gradient of a piecewise-linear activation, ``g`` passed, scaled or cut as its kept mask says (the
+    activation's own array backward, fused or not): linear in ``g`` with a constant mask, so it is its own
+    gradient, to any order."""
+
+    @staticmethod
+    def forward(ctx, g, unary, kept, fused, p):
+        ctx.unary, ctx.fused, ctx.p = unary, fused, p
+        ctx.save_for_backward(kept)
+        return unary.backward(ctx, g)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.unary.backward(ctx, g), None, None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return _Passing.apply(g, ctx.unary, ctx.saved_tensors[0], ctx.fused, ctx.p), None, None, None, None
+
+
 # ---------------------------------------------------------------- activations
 class _Unary(Function):
     """``y = f(x)``; ``out`` may be ``x`` (the in-place forms, through ``Function.apply_``).
@@ -74,6 +116,9 @@ class _Unary(Function):
     fused = None
     numbers = staticmethod(lambda **p: ())
     passing = staticmethod(lambda **p: (1.0, None))
+    #: ``grad_graph(g, x, **p)``: ``grad`` written with recorded tensor ops (for ``create_graph``); None for the
+    #: piecewise-linear ones, whose kept mask (fused or not) is all their gradient needs (see :class:`_Passing`)
+    grad_graph = None
 
     @classmethod
     def forward(cls, ctx, x, out=None, **p):
@@ -107,6 +152,13 @@ class _Unary(Function):
         if ctx.fused and K.fuses_activation(g, kept):
             return K.activation_backward(cls.fused, g, kept, cls.numbers(**ctx.p))
         return _emit(cls.grad(_xp(g), _up(g), _up(kept), **ctx.p), g.dtype)
+
+    @classmethod
+    def backward_graph(cls, ctx, g):
+        (kept,) = ctx.saved_tensors
+        if cls.grad_graph is None:
+            return _Passing.apply(g, cls, kept, ctx.fused, ctx.p)
+        return cls.grad_graph(_wide(g), _wide(ctx.graph_input(0, kept)), **ctx.p)
 
     @staticmethod
     def keep(x, xu, inplace, **p):
@@ -156,6 +208,11 @@ class Elu(_Unary):
     def grad(xp, g, x, alpha, scale, input_scale):
         return g * backend.where(x <= 0, xp.exp(xp.minimum(x, 0) * input_scale) * (alpha * scale * input_scale), scale)
 
+    @staticmethod
+    def grad_graph(g, x, alpha, scale, input_scale):
+        neg = x <= 0  # min(x, 0) as a selection: the exp never overflows where its gradient is cut
+        return g * where(neg, (where(neg, x, 0) * input_scale).exp() * (alpha * scale * input_scale), scale)
+
 
 class Silu(_Unary):
     fused = "silu"
@@ -164,6 +221,11 @@ class Silu(_Unary):
     @staticmethod
     def grad(xp, g, x):
         s = _sigmoid(xp, x)
+        return g * s * (1 + x * (1 - s))
+
+    @staticmethod
+    def grad_graph(g, x):
+        s = x.sigmoid()
         return g * s * (1 + x * (1 - s))
 
 
@@ -176,6 +238,11 @@ class Mish(_Unary):
         t = xp.tanh(_softplus(xp, x))
         return g * (t + x * _sigmoid(xp, x) * (1 - t * t))
 
+    @staticmethod
+    def grad_graph(g, x):
+        t = _softplus_graph(x).tanh()
+        return g * (t + x * x.sigmoid() * (1 - t * t))
+
 
 class Hardswish(_Unary):
     fused = "hardswish"
@@ -184,6 +251,10 @@ class Hardswish(_Unary):
     @staticmethod
     def grad(xp, g, x):
         return g * backend.where(x <= -3, 0, backend.where(x < 3, x / 3 + 0.5, 1)).astype(g.dtype, copy=False)
+
+    @staticmethod
+    def grad_graph(g, x):
+        return g * where(x <= -3, 0, where(x < 3, x / 3 + 0.5, 1))
 
 
 class Softplus(_Unary):
@@ -202,6 +273,11 @@ class Softplus(_Unary):
         bx = x * beta
         return backend.where(bx > threshold, g, g * _sigmoid(xp, bx))
 
+    @staticmethod
+    def grad_graph(g, x, beta, threshold):
+        bx = x * beta
+        return where(bx > threshold, g, g * bx.sigmoid())
+
 
 class Softsign(_Unary):
     f = staticmethod(lambda xp, x: x / (1 + xp.abs(x)))
@@ -211,10 +287,16 @@ class Softsign(_Unary):
         d = 1 + xp.abs(x)
         return g / (d * d)
 
+    @staticmethod
+    def grad_graph(g, x):
+        d = 1 + x.abs()
+        return g / (d * d)
+
 
 class LogSigmoid(_Unary):
     f = staticmethod(lambda xp, x: -_softplus(xp, -x))
     grad = staticmethod(lambda xp, g, x: g * _sigmoid(xp, -x))
+    grad_graph = staticmethod(lambda g, x: g * (-x).sigmoid())
 
 
 class Tanhshrink(_Unary):
@@ -223,6 +305,11 @@ class Tanhshrink(_Unary):
     @staticmethod
     def grad(xp, g, x):
         t = xp.tanh(x)
+        return g * t * t
+
+    @staticmethod
+    def grad_graph(g, x):
+        t = x.tanh()
         return g * t * t
 
 
@@ -320,6 +407,35 @@ class Normalize(Function):
             dn = xp.sign(xu) * (xp.abs(xu) / safe) ** (p - 1)
         return _emit(gu / d - s * dn, g.dtype)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        """``backward`` with the norm recomputed from the graph's ``x`` (its derivative ``dn`` too: the second
+        derivative runs through both); where the norm is 0 it is 1 in the graph, so no 0/0 reaches it."""
+        x, n = ctx.saved_tensors
+        p, dim, eps = ctx.args
+        xu, nu = _up(x), _up(n)
+        xt, g = _wide(ctx.graph_input(0, x)), _wide(g)
+        pos, sgn = _const(nu > 0), _const(_xp(xu).sign(xu))
+        if p == np.inf:  # (ties share the norm's derivative, as in backward)
+            hit = _xp(xu).abs(xu) == nu
+            sgn = _const(_xp(xu).sign(xu) * hit / _xp(xu).maximum(hit.sum(dim, keepdims=True), 1))
+        if p == 0:  # (a count: a constant)
+            safe = _const(backend.where(nu > 0, nu, 1))
+        elif p == 2:
+            safe = where(pos, (xt * xt).sum(dim, keepdim=True), 1).sqrt()
+        elif p == 1 or p == np.inf:
+            safe = where(pos, (xt * sgn).sum(dim, keepdim=True), 1)
+        else:
+            safe = where(pos, ((xt * sgn) ** p).sum(dim, keepdim=True), 1) ** (1 / p)
+        if x.dtype in _HALF:  # (the forward's norm is rounded to x's dtype)
+            safe = safe.to(x.dtype).float()
+        unclamped = nu >= eps
+        d = where(_const(unclamped & (nu > 0)), safe, eps)
+        if p == 0:
+            return g / d
+        dn = xt / safe if p == 2 else sgn if p in (1, np.inf) else sgn * (xt * sgn / safe) ** (p - 1)
+        return g / d - where(_const(unclamped), (g * xt).sum(dim, keepdim=True) / (d * d), 0) * dn
+
 
 # ---------------------------------------------------------------- losses (elementwise; reduced by the caller)
 class BinaryCrossEntropy(Function):
@@ -352,6 +468,20 @@ class BinaryCrossEntropy(Function):
                 gt = _emit(gu * (xp.log1p(-xu) - xp.log(xu)), t.dtype)
         return gx, gt, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        x, t, w = ctx.saved_tensors
+        xu, g = _up(x), _wide(g)
+        xt, tt = _wide(ctx.graph_input(0, x)), _wide(ctx.graph_input(1, t))
+        if w is not None:  # (a constant: the loss has no gradient for it)
+            g = g * _const(_up(w))
+        gx = gt = None
+        if ctx.needs_input_grad[0]:
+            gx = g * (xt - tt) / where(_const((1 - xu) * xu > 1e-12), (1 - xt) * xt, 1e-12)
+        if ctx.needs_input_grad[1]:
+            gt = g * ((-xt).log1p() - xt.log())
+        return gx, gt, None
+
 
 class BinaryCrossEntropyWithLogits(Function):
     """``w ((1 - t) x + (1 + (pos_weight - 1) t) softplus(-x))``, stable for any ``x``; keeps the inputs only."""
@@ -379,6 +509,23 @@ class BinaryCrossEntropyWithLogits(Function):
             # pw softplus(-x) - softplus(x): finite pieces at x = -inf (inf there, as PyTorch's)
             d = -xu if pw is None else _up(pw) * _softplus(xp, -xu) - _softplus(xp, xu)
             gt = _emit(unbroadcast(gu * d, t.shape), t.dtype)
+        return gx, gt, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        x, t, w, pw = ctx.saved_tensors
+        xt, tt, g = _wide(ctx.graph_input(0, x)), _wide(ctx.graph_input(1, t)), _wide(g)
+        pw = _const(_up(pw))  # (the weights are constants: the loss has no gradient for them)
+        if w is not None:
+            g = g * _const(_up(w))
+        gx = gt = None
+        if ctx.needs_input_grad[0]:
+            s = xt.sigmoid()
+            d = s - tt if pw is None else (1 + (pw - 1) * tt) * s - pw * tt
+            gx = unbroadcast_graph(g * d, x.shape)
+        if ctx.needs_input_grad[1]:
+            d = -xt if pw is None else pw * _softplus_graph(-xt) - _softplus_graph(xt)
+            gt = unbroadcast_graph(g * d, t.shape)
         return gx, gt, None, None
 
 
@@ -416,6 +563,18 @@ class SmoothL1(Function):
         return (_emit(unbroadcast(gd, x.shape), x.dtype) if na else None,
                 _emit(unbroadcast(-gd, t.shape), t.dtype) if nb else None, None, None)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        x, t = ctx.saved_tensors
+        beta, huber = ctx.args
+        du = _up(x) - _up(t)
+        d = _wide(ctx.graph_input(0, x)) - _wide(ctx.graph_input(1, t))
+        inside, sgn = _const(_xp(du).abs(du) < beta), _const(_xp(du).sign(du))
+        gd = _wide(g) * (where(inside, d, sgn * beta) if huber else where(inside, d / (beta or 1), sgn))
+        na, nb = ctx.needs_input_grad[:2]
+        return (unbroadcast_graph(gd, x.shape) if na else None, unbroadcast_graph(-gd, t.shape) if nb else None,
+                None, None)
+
 
 class KLDiv(Function):
     """Pointwise KL divergence: ``t (log t - x)`` (0 where t == 0), or ``exp(t) (t - x)`` for log targets."""
@@ -443,4 +602,16 @@ class KLDiv(Function):
             with np.errstate(divide="ignore", invalid="ignore"):  # (t / t: NaN at t = 0, as PyTorch's)
                 d = xp.exp(tu) * (tu - xu + 1) if ctx.log_target else xp.log(tu) + tu / tu - xu
             gt = _emit(unbroadcast(gu * d, t.shape), t.dtype)
+        return gx, gt, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        x, t = ctx.saved_tensors
+        xt, tt, g = _wide(ctx.graph_input(0, x)), _wide(ctx.graph_input(1, t)), _wide(g)
+        gx = gt = None
+        if ctx.needs_input_grad[0]:
+            gx = unbroadcast_graph(-g * (tt.exp() if ctx.log_target else tt), x.shape)
+        if ctx.needs_input_grad[1]:
+            d = tt.exp() * (tt - xt + 1) if ctx.log_target else tt.log() + tt / tt - xt
+            gt = unbroadcast_graph(g * d, t.shape)
         return gx, gt, None

@@ -3,15 +3,19 @@
 The kernels take (N, C, ...) arrays as they come (no reshapes on the hot path), C-contiguous or channels-last: a
 channels-last x stays so (y and dx come back channels-last; the gradient is brought to x's layout), anything else
 is made C-contiguous. Forward keeps the per-channel mean and rstd and, with the ReLU, its 1-bit mask on the
-context, so the backward never recomputes the statistics; the running statistics (and a module's batch counter)
-are raw arrays updated in place by the forward's statistics pass.
+context, so the backward never recomputes the statistics (``backward_graph``, for create_graph=True, does: see
+:func:`_graph_grads`); the running statistics (and a module's batch counter) are raw arrays updated in place by the
+forward's statistics pass.
 """
 from __future__ import annotations
 
 from ..autograd import Context, Function
+from ..autograd.higher import differentiate
 from ..kernels import batchnorm as K
 from ..kernels import is_channels_last, to_layout
+from ..tensor import Tensor
 from .conv import Conv2dFn
+from .norm import _wide, normalized
 
 
 class BatchNormFn(Function):
@@ -21,7 +25,7 @@ class BatchNormFn(Function):
         y, mean, rstd, mask = K.batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor,
                                                    eps, relu, count)
         ctx.save_for_backward(x, weight)
-        ctx.mean, ctx.rstd, ctx.mask, ctx.batch_stats = mean, rstd, mask, training
+        ctx.mean, ctx.rstd, ctx.mask, ctx.batch_stats, ctx.eps = mean, rstd, mask, training, eps
         # dw and db come in the parameters' dtype (weight's and bias's, one), which need not be x's: a bias alone
         # sets it too
         ctx.wdtype = next((p.dtype for p in (weight, bias) if p is not None), None)
@@ -35,6 +39,38 @@ class BatchNormFn(Function):
         dx, dw, db = K.batch_norm_backward(gy, x, weight, ctx.mean, ctx.rstd, ctx.mask, ctx.batch_stats,
                                            need_dx=need_x, need_dw=need_w or need_b, wdtype=ctx.wdtype)
         return dx, dw if need_w else None, db if need_b else None
+
+    @staticmethod
+    def backward_graph(ctx, gy):
+        """See :func:`_graph_grads`."""
+        x, weight = ctx.saved_tensors
+        return _graph_grads(ctx, gy, ctx.graph_input(0, x), ctx.graph_input(1, weight))
+
+
+def _graph_grads(ctx, gy, x, weight):
+    """BatchNormFn's gradients as tensors of the graph, for its input ``x`` and ``weight`` as graph tensors: the
+    ReLU's mask (a constant) applied to ``gy``, then the forward rebuilt from recorded ops and differentiated. In
+    training the batch statistics are recomputed from x (the gradient of the gradient carries their terms); in
+    evaluation the running ones are constants, as the forward's mean and rstd."""
+    g = _wide(gy)
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)  # a channel's vector along x's dimension 1
+    if ctx.mask is not None:
+        saved = ctx.saved_tensors[0]  # (the mask's bits are in the order of its memory)
+        on = K._from3(K.unpack_bits(ctx.mask, (saved.size,)), saved.shape, is_channels_last(saved))
+        g = g * Tensor._from_array(on.astype(g.dtype), False)
+
+    def build(x, w):
+        x = _wide(x)
+        if ctx.batch_stats:
+            y = normalized(x, axes, ctx.eps)
+        else:
+            mean, rstd = (Tensor._from_array(a.reshape(shape), False) for a in (ctx.mean, ctx.rstd))
+            y = (x - mean) * rstd
+        return y if w is None else y * _wide(w).reshape(shape)
+
+    dx, dw = differentiate(build, (x, weight), (g,))
+    return dx, dw, g.sum(axes) if ctx.needs_input_grad[2] else None
 
 
 def batch_norm(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False, count=None):
@@ -66,6 +102,25 @@ class ConvBatchNormFn(Function):
         conv_ctx, norm_ctx = ctx.parts
         dy, d_bn_weight, d_bn_bias = BatchNormFn.backward(norm_ctx, gy)
         dx, dw, db = Conv2dFn.backward(conv_ctx, dy) if dy is not None else (None, None, None)
+        return dx, dw, db, d_bn_weight, d_bn_bias
+
+    @staticmethod
+    def backward_graph(ctx, gy):
+        """The two ops' as on the tape: the convolution's part becomes a node of the graph (the producer of the
+        BatchNorm's input, which the gradient of this gradient reaches), then BatchNormFn's and Conv2dFn's
+        backward_graph in reverse."""
+        conv_ctx, norm_ctx = ctx.parts
+        run = getattr(Conv2dFn, "backward_graph", None)
+        if run is None:
+            raise NotImplementedError("ConvBatchNormFn: differentiating its gradient (create_graph=True) needs "
+                                      "Conv2dFn's, which is not supported")
+        y = norm_ctx.saved_tensors[0]
+        if not hasattr(conv_ctx, "fn"):  # (once: a later walk through this node finds it made)
+            conv_ctx.fn, conv_ctx.seq, conv_ctx.inputs = Conv2dFn, ctx.seq, ctx.inputs[:3]
+            conv_ctx.out_meta = ((y.shape, y.dtype),)
+        dy, d_bn_weight, d_bn_bias = _graph_grads(norm_ctx, gy, conv_ctx.graph_output(y),
+                                                  ctx.graph_input(3, norm_ctx.saved_tensors[1]))
+        dx, dw, db = run(conv_ctx, dy) if dy is not None else (None, None, None)
         return dx, dw, db, d_bn_weight, d_bn_bias
 
 

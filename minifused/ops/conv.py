@@ -23,6 +23,8 @@ from .. import backend
 from ..autograd import Function
 from ..kernels import conv as K
 from ..kernels import c_contiguous, is_channels_last, to_layout
+from ..tensor import Tensor
+from .resample import PadFn
 
 
 class _PackedCopies:
@@ -94,6 +96,95 @@ class Conv2dFn(Function):
                                        need_dx=needs[0], need_dw=needs[1], need_db=len(needs) > 2 and needs[2])
         return dx, dw, db
 
+    @staticmethod
+    def backward_graph(ctx, dy):
+        """As :meth:`backward`, with recorded ops: the ReLU mask (a constant) on dy, then the data gradient as a
+        transposed convolution of it by the weight, the filter gradient as :class:`Conv2dWeightGradFn` of x and
+        it, the bias gradient as its sum; each differentiates again in all its operands."""
+        saved = ctx.saved_tensors
+        x, weight = (_unpacked(ctx.x), saved[0]) if len(saved) == 1 else saved
+        needs = ctx.needs_input_grad
+        geometry = dict(zip(("stride", "padding", "dilation", "groups"), ctx.geometry))
+        if ctx.mask is not None:
+            mask = K.unpack_mask(ctx.mask, tuple(dy.shape)).astype(dy.dtype)
+            dy = dy * Tensor._from_array(mask, False)
+        w = ctx.graph_input(1, weight)
+        dx = ConvTranspose2dFn.apply(dy, w, out_shape=tuple(x.shape), **geometry) if needs[0] else None
+        dw = Conv2dWeightGradFn.apply(ctx.graph_input(0, x), dy, w_shape=tuple(weight.shape), **geometry) \
+            if needs[1] else None
+        return dx, dw, dy.sum((0, 2, 3)) if len(needs) > 2 and needs[2] else None
+
+
+def _unpacked(packed):
+    """x's values from the packed copy its forward kept in its place (as the GEMM read them: TF32-rounded where
+    it ran TF32): x itself where it was channels-last, else its (N, H, W, C padded) pack."""
+    a = packed.array
+    if a.ndim == 4:
+        return a
+    n, c, h, w = packed.shape
+    return a.reshape(n, h, w, -1)[..., :c].transpose(0, 3, 1, 2)
+
+
+def _zero_padded(x, rows):
+    """``x`` (N, C, H, W) with zero rows and columns after its own up to ``rows`` (H', W') (copied as bits: any
+    float dtype); ``x`` itself where it has that size."""
+    if tuple(rows) == tuple(x.shape[2:]):
+        return x
+    xp = backend.array_module(x)
+    bits = {2: "uint16", 4: "uint32", 8: "uint64"}[x.itemsize]
+    padded = xp.zeros(x.shape[:2] + tuple(rows), bits)
+    padded[:, :, :x.shape[2], :x.shape[3]] = x.view(bits)
+    return padded.view(x.dtype)
+
+
+def _cropped(t, shape):
+    """Tensor ``t`` (N, C, H', W') cut to ``shape``'s (H, W), recorded (a negative constant padding)."""
+    (h, w), (ht, wt) = shape[2:], t.shape[2:]
+    return t if (ht, wt) == (h, w) else PadFn.apply(t, ((0, 0), (0, 0), (0, h - ht), (0, w - wt)), "constant", 0)
+
+
+class Conv2dWeightGradFn(Function):
+    """The filter gradient of a convolution as an op: ``(x, dy) -> dw`` for x convolved by a weight of ``w_shape``
+    whose output's gradient is dy. It is bilinear: its gradients are the data gradient of dy by the incoming
+    one (a transposed convolution) for x, and the convolution of x by it for dy, so a gradient of a convolution
+    taken with create_graph differentiates again. A dy smaller than the convolution's output (a transposed
+    convolution's output_padding of the stride or more) has zeros in the rows and columns it lacks."""
+
+    @staticmethod
+    def forward(ctx, x, dy, *, w_shape, stride, padding, dilation, groups):
+        xp = backend.array_module(x)
+        x, dy = xp.ascontiguousarray(x), xp.ascontiguousarray(dy)
+        rows = tuple(K.out_size(x.shape[2 + i], w_shape[2 + i], stride[i], padding[i], dilation[i]) for i in (0, 1))
+        ctx.geometry, ctx.rows = (stride, padding, dilation, groups), rows
+        ctx.x_shape, ctx.dy_shape = x.shape, dy.shape
+        ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, dy if ctx.needs_input_grad[0] else None)
+        return K.conv2d_backward_filter(_zero_padded(dy, rows), x, w_shape, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, gw):
+        x, dy = ctx.saved_tensors
+        gw = backend.array_module(gw).ascontiguousarray(gw)
+        gx = gdy = None
+        if ctx.needs_input_grad[0]:
+            gx = K.conv2d_backward_data(_zero_padded(dy, ctx.rows), gw, ctx.x_shape, *ctx.geometry)
+        if ctx.needs_input_grad[1]:
+            gdy = K.conv2d_forward(x, gw, None, *ctx.geometry)[0]
+            h, w = ctx.dy_shape[2:]
+            gdy = backend.array_module(gdy).ascontiguousarray(gdy[:, :, :h, :w])
+        return gx, gdy
+
+    @staticmethod
+    def backward_graph(ctx, gw):
+        x, dy = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.geometry
+        geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        gx = gdy = None
+        if ctx.needs_input_grad[0]:
+            gx = ConvTranspose2dFn.apply(ctx.graph_input(1, dy), gw, out_shape=ctx.x_shape, **geometry)
+        if ctx.needs_input_grad[1]:
+            gdy = _cropped(Conv2dFn.apply(ctx.graph_input(0, x), gw, None, activation=None, **geometry), ctx.dy_shape)
+        return gx, gdy
+
 
 def conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, activation=None):
     # only a tape tensor's copy is shared: an activation, which nothing but in-place ops (which bump it) changes
@@ -144,6 +235,24 @@ class ConvTranspose2dFn(Function):
             dx = to_layout(dx, ctx.channels_last[0])
         dw = K.conv2d_backward_filter(x, gy, weight.shape, stride, padding, dilation, groups) if need_w else None
         return dx, None if dw is None else to_layout(dw, ctx.channels_last[1])
+
+    @staticmethod
+    def backward_graph(ctx, gy):
+        """As :meth:`backward`, with recorded ops: the convolution of gy by the weight, and
+        :class:`Conv2dWeightGradFn` with gy as the convolution's input and x as its output's gradient."""
+        x, weight = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.geometry
+        geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        need_x, need_w = ctx.needs_input_grad
+        h, w = ctx.x_shape[2:]
+        dx = dw = None
+        if need_x:
+            dx = _cropped(Conv2dFn.apply(gy, ctx.graph_input(1, weight), None, activation=None, **geometry),
+                          ctx.x_shape)
+        if need_w:
+            dw = Conv2dWeightGradFn.apply(gy, ctx.graph_input(0, x[:, :, :h, :w]), w_shape=tuple(weight.shape),
+                                          **geometry)
+        return dx, dw
 
 
 def conv_transpose2d(x, weight, out_shape, stride, padding, dilation, groups):

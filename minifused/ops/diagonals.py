@@ -51,17 +51,24 @@ class Diagonal(Function):
         _diagonal_view(xp, out, offset, axis1, axis2)[...] = g
         return out, None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        shape, offset, axis1, axis2 = ctx.meta
+        return DiagEmbed.apply(g, offset, axis1, axis2, shape=shape), None, None, None
+
 
 class DiagEmbed(Function):
-    """x's last dim onto a diagonal of zeros (``diag_embed``), the inverse of :class:`Diagonal`."""
+    """x's last dim onto a diagonal of zeros (``diag_embed``), the inverse of :class:`Diagonal`; the zeros of the
+    square (over axis1, axis2) that fits the diagonal, or of ``shape`` (Diagonal's gradient: any input's)."""
 
     @staticmethod
-    def forward(ctx, x, offset, axis1, axis2):
+    def forward(ctx, x, offset, axis1, axis2, shape=None):
         xp = _xp(x)
         ctx.meta = (offset, axis1, axis2)
-        n = x.shape[-1] + abs(offset) if x.ndim else 1
-        lead = iter(x.shape[:-1])
-        shape = tuple(n if i in (axis1, axis2) else next(lead) for i in range(x.ndim + 1))
+        if shape is None:
+            n = x.shape[-1] + abs(offset) if x.ndim else 1
+            lead = iter(x.shape[:-1])
+            shape = tuple(n if i in (axis1, axis2) else next(lead) for i in range(x.ndim + 1))
         out = xp.zeros(shape, x.dtype)
         _diagonal_view(xp, out, offset, axis1, axis2)[...] = x
         return out
@@ -69,6 +76,10 @@ class DiagEmbed(Function):
     @staticmethod
     def backward(ctx, g):
         return backend.copy(_diagonal_view(_xp(g), g, *ctx.meta)), None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return Diagonal.apply(g, *ctx.meta), None, None, None
 
 
 def _diagonal_dims(op, ndim, offset, dim1, dim2):

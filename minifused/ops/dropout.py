@@ -20,6 +20,23 @@ class DropoutFn(Function):
     def backward(ctx, g):
         return K.dropout_backward(g, ctx.mask, ctx.p), None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        return _Dropped.apply(g, ctx.mask, ctx.p), None, None
+
+
+class _Dropped(Function):
+    """Dropout's input gradient ``g * mask / (1 - p)`` (the array backward): linear in ``g`` with a constant
+    mask, so it is its own gradient, to any order."""
+
+    @staticmethod
+    def forward(ctx, g, mask, p):
+        ctx.mask, ctx.p = mask, p
+        return K.dropout_backward(g, mask, p)
+
+    backward = staticmethod(DropoutFn.backward)
+    backward_graph = staticmethod(DropoutFn.backward_graph)
+
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)`` when training.

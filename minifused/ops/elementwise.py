@@ -1,6 +1,7 @@
 """Elementwise ops: arithmetic with broadcasting, unary math, activations, casts."""
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -184,6 +185,41 @@ class Pow(Function):
                 gb = unbroadcast(g * backend.where((a_ == 0) & (xp.asarray(b) >= 0), 0, out * xp.log(a_)), b.shape)
         return ga, gb
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        a, b, out = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        xp = g._xp
+        at, bt = ctx.graph_input(0, a), ctx.graph_input(1, b)
+        ga = gb = None
+        with np.errstate(divide="ignore", invalid="ignore"):  # (the conventions of backward, masks as constants)
+            if na and not isinstance(bt, Tensor) and bt == 0:  # (x ** 0: a constant, as PyTorch's)
+                ga = _zeros_graph(g, a.shape)
+            elif na:
+                ga = unbroadcast_graph(g * _zero_where(xp.asarray(b) == 0, bt * at ** (bt - 1)), a.shape)
+            if nb:
+                a_ = xp.asarray(a)
+                log_a = log(at) if isinstance(at, Tensor) else float(np.log(np.float64(a)))  # (a number's: -inf at 0)
+                gb = unbroadcast_graph(g * _zero_where((a_ == 0) & (xp.asarray(b) >= 0), ctx.graph_output(out) * log_a),
+                                       b.shape)
+        return ga, gb
+
+
+def _const(array):
+    """An array (a mask, a sign, a rounded quotient: piecewise constant) as a tensor of no graph, for a
+    ``backward_graph``."""
+    return Tensor._from_array(backend.array_module(array).asarray(array), False)
+
+
+def _zeros_graph(like, shape):
+    """Zeros of ``shape`` in ``like``'s dtype and device as a tensor of no graph (a flat op's gradient)."""
+    return Tensor._from_array(like._xp.zeros(shape, like.dtype), False)
+
+
+def _zero_where(mask, t):
+    """``t`` with 0 selected where the array ``mask`` holds (not multiplied: an inf or NaN there stays out)."""
+    return where(_const(mask), 0, t)
+
 
 def _in_tensor_dtype(out, a, b):
     """``out`` of a float tensor and a Python scalar in the tensor's dtype, as PyTorch gives: NumPy's rules
@@ -244,6 +280,13 @@ class AddScaled(Function):
         na, nb, _ = ctx.needs_input_grad
         return (unbroadcast(g, ctx.shapes[0]) if na else None,
                 unbroadcast((g.astype(np.float32) * ctx.alpha).astype(g.dtype), ctx.shapes[1]) if nb else None, None)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        na, nb, _ = ctx.needs_input_grad
+        return (unbroadcast_graph(g, ctx.shapes[0]) if na else None,
+                unbroadcast_graph(cast(cast(g, np.float32) * ctx.alpha, g.dtype), ctx.shapes[1]) if nb else None,
+                None)
 
 
 def _scaled(name, plain):
@@ -381,6 +424,10 @@ class Sqrt(Function):
         (out,) = ctx.saved_tensors
         return g / (2 * out)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        return g / (2 * ctx.graph_output(ctx.saved_tensors[0]))
+
 
 class Abs(Function):
     @staticmethod
@@ -392,6 +439,11 @@ class Abs(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return g * sign_of(_xp(x), x)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * _const(sign_of(_xp(x), x))
 
 
 def sign_of(xp, x):
@@ -480,6 +532,12 @@ class Relu(Function):
     def backward(ctx, g):
         return K.mask_apply(g, ctx.mask, channels_last=ctx.channels_last)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        shape, dtype = ctx.out_meta[0]
+        passes = K.mask_apply(g._xp.ones(shape, dtype), ctx.mask, channels_last=ctx.channels_last) != 0
+        return where(_const(passes), g, 0)
+
 
 class Gelu(Function):
     """Saves ``x``; the in-place form (``out`` is ``x``), when recorded, saves a copy of ``x``
@@ -495,6 +553,20 @@ class Gelu(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return K.gelu_backward(g, x, ctx.approximate), None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        x = ctx.graph_input(0, ctx.saved_tensors[0])
+        if x.dtype in (backend.float16, backend.bfloat16):  # (in float32, as the kernels compute it)
+            x = cast(x, np.float32)
+        if ctx.approximate == "tanh":
+            k, c = math.sqrt(2 / math.pi), 0.044715
+            t = tanh(k * (x + c * x * x * x))
+            return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (k * (1 + 3 * c * x * x))), None
+        from .pointwise import erf  # (pointwise imports this module)
+
+        cdf = 0.5 * (1 + erf(x * math.sqrt(0.5)))
+        return g * (cdf + x * exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))), None
 
 
 class Clamp(Function):
@@ -526,6 +598,21 @@ class Clamp(Function):
             above = (x > hi) if lo is None else (x > hi) | (hi < lo)
             d_hi = unbroadcast(backend.where(above, g, zero), hi.shape).astype(hi.dtype, copy=False)
         return backend.where(keep, g, zero), d_lo, d_hi
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        (x,) = ctx.saved_tensors
+        lo, hi = ctx.bounds
+        _, need_lo, need_hi = ctx.needs_input_grad
+        keep = (x >= lo) if hi is None else (x <= hi) if lo is None else (x >= lo) & (x <= hi)
+        d_lo = d_hi = None
+        if need_lo:
+            below = (x < lo) if hi is None else (x < lo) & (lo < hi)
+            d_lo = unbroadcast_graph(where(_const(below), g, 0), lo.shape)
+        if need_hi:
+            above = (x > hi) if lo is None else (x > hi) | (hi < lo)
+            d_hi = unbroadcast_graph(where(_const(above), g, 0), hi.shape)
+        return where(_const(keep), g, 0), d_lo, d_hi
 
 
 def _float_unary(fn, name, cuda_float32=False):
@@ -629,6 +716,15 @@ class Maximum(Function):
         return (unbroadcast(backend.where(a_lost, zero, share), a.shape) if na else None,
                 unbroadcast(backend.where(b_lost, zero, share), b.shape) if nb else None)
 
+    @classmethod
+    def backward_graph(cls, ctx, g):
+        a, b = ctx.saved_tensors
+        share = where(_const(a == b), g / 2, g)
+        a_lost, b_lost = (a < b, a > b) if cls is Maximum else (a > b, a < b)
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast_graph(_zero_where(a_lost, share), a.shape) if na else None,
+                unbroadcast_graph(_zero_where(b_lost, share), b.shape) if nb else None)
+
 
 class Minimum(Maximum):
     pass
@@ -659,6 +755,14 @@ class Where(Function):
         return (None,
                 unbroadcast(backend.where(cond, g, zero), ctx.shapes[0]) if na else None,
                 unbroadcast(backend.where(cond, zero, g), ctx.shapes[1]) if nb else None)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        cond = _const(ctx.saved_tensors[0])
+        _, na, nb = ctx.needs_input_grad
+        return (None,
+                unbroadcast_graph(where(cond, g, 0), ctx.shapes[0]) if na else None,
+                unbroadcast_graph(where(cond, 0, g), ctx.shapes[1]) if nb else None)
 
 
 def _scalar_where_dtype(a, b):

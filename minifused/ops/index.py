@@ -13,8 +13,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import autocast_promote, broadcast_shape, cast, normalize_axis, unbroadcast
-from .indexing import accumulate, setitem
+from ._common import autocast_promote, broadcast_shape, cast, normalize_axis, unbroadcast, unbroadcast_graph
+from .indexing import EmbedItem, GatherItem, accumulate, setitem
 from .creation import arange
 from .shape import expand, flatten, reshape
 from ..backend import InputError, InputTypeError
@@ -154,6 +154,11 @@ class Gather(Function):
         shape, dtype, index, axis = ctx.meta
         return accumulate(shape, dtype, _grid(index, axis), g), None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        shape, _, index, axis = ctx.meta
+        return EmbedItem.apply(g, shape, _grid(index, axis), True), None, None
+
 
 class Scatter(Function):
     """``out[i][index[i][j]] = src[i][j]`` (or ``+=`` with reduce='add', ``*=`` with 'multiply'); ``src``
@@ -194,6 +199,23 @@ class Scatter(Function):
             gsrc[tuple(slice(0, n) for n in index.shape)] = g[grid]
         return gx, gsrc, None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        index, axis, reduce, src_shape = ctx.meta
+        grid = _grid(index, axis)
+        gx = gsrc = None
+        if ctx.needs_input_grad[0]:
+            gx = g
+            if reduce is None:
+                kept = g._xp.ones(g.shape, g.dtype)  # (a constant: the positions written got none of x's gradient)
+                kept[grid] = 0
+                gx = g * Tensor._from_array(kept)
+        if ctx.needs_input_grad[1]:
+            gsrc = GatherItem.apply(g, grid)
+            if tuple(src_shape) != tuple(index.shape):
+                gsrc = EmbedItem.apply(gsrc, src_shape, tuple(slice(0, n) for n in index.shape), False)
+        return gx, gsrc, None, None, None
+
 
 class IndexPutAdd(Function):
     """``out[index] += value`` with repeated positions adding up (``index_put_(..., accumulate=True)``): the
@@ -212,6 +234,14 @@ class IndexPutAdd(Function):
     def backward(ctx, g):
         index, value_shape = ctx.meta
         gv = unbroadcast(g[index], value_shape).reshape(value_shape) if ctx.needs_input_grad[1] else None
+        return g, gv, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        index, value_shape = ctx.meta
+        gv = None
+        if ctx.needs_input_grad[1]:
+            gv = unbroadcast_graph(GatherItem.apply(g, index), value_shape).reshape(value_shape)
         return g, gv, None
 
 
@@ -387,6 +417,11 @@ class IndexSelect(Function):
         shape, dtype, index, axis = ctx.meta
         return accumulate(shape, dtype, _along(axis, index, len(shape)), g), None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        shape, _, index, axis = ctx.meta
+        return EmbedItem.apply(g, shape, _along(axis, index, len(shape)), True), None, None
+
 
 class IndexAdd(Function):
     """``out[..., index[i], ...] += alpha * source[..., i, ...]`` along ``axis``."""
@@ -406,6 +441,15 @@ class IndexAdd(Function):
         if ctx.needs_input_grad[1]:
             gsrc = _xp(g).take(g, index, axis=axis)
             gsrc = gsrc if alpha == 1 else gsrc * g.dtype.type(alpha)
+        return g, gsrc, None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        index, axis, alpha = ctx.meta
+        gsrc = None
+        if ctx.needs_input_grad[1]:
+            gsrc = IndexSelect.apply(g, index, axis)
+            gsrc = gsrc if alpha == 1 else gsrc * alpha
         return g, gsrc, None, None, None
 
 

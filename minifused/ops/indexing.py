@@ -14,7 +14,7 @@ import numpy as np
 from .. import autograd, backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import cast, unbroadcast
+from ._common import cast, unbroadcast, unbroadcast_graph
 from ..backend import InputError
 
 
@@ -212,6 +212,10 @@ class GetItem(Function):
         out[ctx.index] = g
         return out, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        return EmbedItem.apply(g, ctx.meta[0], ctx.index, False), None
+
 
 class GatherItem(GetItem):
     """Advanced indexing: a copy; repeated indices accumulate their gradients."""
@@ -222,6 +226,43 @@ class GatherItem(GetItem):
     def backward(ctx, g):
         shape, dtype = ctx.meta
         return accumulate(shape, dtype, ctx.index, g), None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return EmbedItem.apply(g, ctx.meta[0], ctx.index, True), None
+
+
+class EmbedItem(Function):
+    """``g`` laid into zeros of ``shape`` at ``index`` (a basic index, or an ``advanced`` one whose repeated
+    positions add up): the adjoint of :class:`GetItem` / :class:`GatherItem`, recorded by the backward_graph of the
+    ops whose gradient scatters (indexing, gather, index_select ...), so that the gradient differentiates again."""
+
+    @staticmethod
+    def forward(ctx, g, shape, index, advanced):
+        ctx.meta = (index, advanced)
+        if advanced:
+            return accumulate(shape, g.dtype, index, g)
+        out = _xp(g).zeros(shape, g.dtype)
+        out[index] = g
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        index, advanced = ctx.meta
+        return g[index], None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        index, advanced = ctx.meta
+        return (GatherItem if advanced else GetItem).apply(g, index), None, None, None
+
+
+def _pick(g, stages):
+    """``g`` indexed by ``stages`` (:func:`_normalize_index`'s), recorded: the gradient tensor read where it was
+    written (setitem's value gets it)."""
+    for stage, advanced in stages:
+        g = (GatherItem if advanced else GetItem).apply(g, stage)
+    return g
 
 
 def getitem(x, index):
@@ -260,6 +301,20 @@ class SetItem(Function):
             # NumPy lets a value carry extra leading 1s beyond the indexed shape's dimensions
             lead = max(len(value_shape) - picked.ndim, 0)
             gv = unbroadcast(picked, tuple(value_shape[lead:])).reshape(value_shape)
+        return gx, gv, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        stages, value_shape = ctx.meta
+        gx = gv = None
+        if ctx.needs_input_grad[0]:
+            kept = g._xp.ones(g.shape, g.dtype)  # (a constant: the positions written got none of x's gradient)
+            _select(kept, stages[:-1])[stages[-1][0]] = 0
+            gx = g * Tensor._from_array(kept)
+        if ctx.needs_input_grad[1]:
+            picked = _pick(g, stages)
+            lead = max(len(value_shape) - picked.ndim, 0)
+            gv = unbroadcast_graph(picked, tuple(value_shape[lead:])).reshape(value_shape)
         return gx, gv, None
 
 

@@ -11,7 +11,8 @@ from .. import backend
 from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
 from ._common import (bfloat16_rounded, broadcast_shape, can_cast, cast, check_alpha, scalar_result_dtype, shape_of,
-                      tensors_result_dtype, unbroadcast, wrapped)
+                      tensors_result_dtype, unbroadcast, unbroadcast_graph, wrapped)
+from .elementwise import _zeros_graph
 from ..backend import InputTypeError
 
 
@@ -76,6 +77,17 @@ class AddInto(Function):
             gb = gb.astype(dtype, copy=False)
         return g if na else None, gb, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        na, nb, _ = ctx.needs_input_grad
+        gb = None
+        if nb:
+            gb = g
+            if ctx.alpha != 1:
+                gb = cast(cast(g, np.float32) * ctx.alpha, g.dtype) if g.dtype in _HALF else g * ctx.alpha
+            gb = unbroadcast_graph(gb, ctx.b_meta[0])
+        return g if na else None, gb, None
+
 
 class MulInto(Function):
     """``a * b`` written into ``a``'s array: ``Tensor.mul_``, ``*=``."""
@@ -97,6 +109,13 @@ class MulInto(Function):
         shape, dtype = ctx.b_meta
         return ((g * ctx.saved_tensors[0]).astype(g.dtype, copy=False) if na else None,
                 unbroadcast(g * ctx.old, shape).astype(dtype, copy=False) if nb else None)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        # input 0 is a stand-in for a's value before the product: ctx.old, a copy of it
+        na, nb = ctx.needs_input_grad
+        return (g * ctx.graph_input(1, ctx.saved_tensors[0]) if na else None,
+                unbroadcast_graph(g * ctx.graph_input(0, ctx.old), ctx.b_meta[0]) if nb else None)
 
 
 class DivInto(Function):
@@ -122,6 +141,14 @@ class DivInto(Function):
         shape, dtype = ctx.b_meta
         return ((g / b).astype(g.dtype, copy=False) if na else None,
                 unbroadcast(-g * ctx.quotient / b, shape).astype(dtype, copy=False) if nb else None)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        # the quotient is the output (its copy): its graph reaches a through this node
+        na, nb = ctx.needs_input_grad
+        b = ctx.graph_input(1, ctx.saved_tensors[0])
+        return (g / b if na else None,
+                unbroadcast_graph(-g * ctx.graph_output(ctx.quotient) / b, ctx.b_meta[0]) if nb else None)
 
 
 def _inplace_operand(op, x, other):
@@ -197,6 +224,12 @@ class CopyInto(Function):
         need_x, need_src = ctx.needs_input_grad
         return (backend.array_module(g).zeros_like(g) if need_x else None,
                 unbroadcast(g, shape).astype(dtype, copy=False) if need_src else None)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        need_x, need_src = ctx.needs_input_grad
+        return (_zeros_graph(g, g.shape) if need_x else None,
+                unbroadcast_graph(g, ctx.src_meta[0]) if need_src else None)
 
 
 def copy_(x, src, non_blocking=False):

@@ -28,7 +28,11 @@ from collections import Counter
 
 from .. import autograd, backend
 from ..autograd import Function
+from ..kernels import GELU_C, GELU_CUBIC
 from ..kernels import linear as K
+from ..tensor import Tensor
+from .matmul import MatMul
+from .shape import reshape, transpose
 
 #: Which paths ran, for tests and debugging (never read on the hot path):
 #: ``forward``; ``backward_narrow`` (a layer of few outputs: dW, db and dX in one kernel); ``dgrad_plain``;
@@ -82,6 +86,8 @@ class LinearFn(Function):
             ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, weight if ctx.needs_input_grad[0] else None)
             ctx.x2, ctx.w, ctx.x_shape = x2, w, x.shape
             ctx.activation, ctx.aux = activation, aux
+            if activation == "gelu":  # (a reference: a gradient of the gradient recomputes the pre-activation)
+                ctx.bias = bias
         stats["forward"] += 1
         return y2 if x.ndim == 2 else y2.reshape(*x.shape[:-1], w.shape[0])
 
@@ -127,6 +133,32 @@ class LinearFn(Function):
             dx, dbx = K.linear_backward_data(dz, w, *((producer.activation, producer.aux) if producer else ()))
             gx = _data_grad(ctx, producer, dx, dbx)
         return gx, gw, gb
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        """As :meth:`backward`, with recorded ops (never a handoff): ``dz = g * act'(z)``, then ``dz @ weight``,
+        ``dzᵀ x`` and ``Σ dz``. ReLU's mask, unpacked from the aux, is a constant; GELU's derivative is taken
+        of ``z = x @ weight.T + bias`` rebuilt from the graph's tensors, so a second derivative reaches all three
+        (the aux, a saved array, would cut it there)."""
+        ctx.saved_tensors  # raises if freed
+        need_x, need_w = ctx.needs_input_grad[:2]
+        need_b = len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2]
+        (n, k), m = ctx.x2.shape, ctx.w.shape[0]
+        x = reshape(ctx.graph_input(0, ctx.x2.reshape(ctx.x_shape)), n, k)
+        w = ctx.graph_input(1, ctx.w)
+        dz = reshape(g, n, m)
+        if ctx.activation == "relu":
+            ones = backend.array_module(ctx.w).ones((n, m), g.dtype)
+            dz = dz * Tensor._from_array(K.activation_backward(ones, ctx.aux, "relu"), False)
+        elif ctx.activation == "gelu":
+            z = MatMul.apply(x, transpose(w, 0, 1))
+            if ctx.bias is not None:
+                z = z + ctx.graph_input(2, ctx.bias)
+            t = (GELU_C * (z + GELU_CUBIC * z * z * z)).tanh()
+            dz = dz * (0.5 * (1 + t) + 0.5 * z * (1 - t * t) * GELU_C * (1 + 3 * GELU_CUBIC * z * z))
+        gx = reshape(MatMul.apply(dz, w), *ctx.x_shape) if need_x else None
+        gw = MatMul.apply(transpose(dz, 0, 1), x) if need_w else None
+        return gx, gw, dz.sum(0) if need_b else None
 
 
 def _data_grad(ctx, producer, dx, dbx):

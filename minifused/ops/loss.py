@@ -4,7 +4,9 @@ CrossEntropy's forward reads the logits once (per-row loss and logsumexp);
 the context keeps the logits, targets, logsumexp (fp32, M floats) and the
 'mean' denominator as a device scalar, so nothing syncs with the host.
 Backward reads the logits once more and writes the gradient, scaled on the
-device by the upstream gradient: the softmax matrix is never stored.
+device by the upstream gradient: the softmax matrix is never stored
+(``backward_graph``, for create_graph=True, writes the gradient with the
+recorded softmax of the logits and constants of the targets and weights).
 """
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
+from ..kernels import acc_dtype
 from ..kernels import loss_reduce as R
 from ..kernels import softmax as K
+from ..tensor import Tensor
+from .softmax import Softmax
 
 
 def _reduce(loss_rows, rw, reduction, dtype):
@@ -69,6 +74,52 @@ class CrossEntropy(Function):
             dx = _nan_where_no_weight(dx, ctx.denom, (target != ctx.ignore_index)[:, None])
         return dx, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        """backward's gradient as ``(softmax(x) * B - A) * scale`` per row, with the constants of the targets
+        and weights: A, each row's weights of its classes (the target's, and the smoothing's), B its sums
+        (the weights are no input to differentiate); softmax(x) a recorded op, so the gradient of this gradient
+        reaches x through it."""
+        x, target, weight = ctx.saved_tensors
+        if not ctx.needs_input_grad[0]:
+            return None, None, None
+        xp = backend.array_module(x)
+        acc = acc_dtype(x.dtype).type
+        m, n = x.shape
+        valid, t, rw = K._weights_rows(target, weight, ctx.ignore_index, n, xp, acc)
+        a = _at_targets(t, (1 - acc(ctx.eps)) * rw, n)
+        if ctx.eps:
+            a = a + acc(ctx.eps) / n * (weight.astype(acc) if weight is not None else xp.ones(n, acc))
+        a = a * valid[:, None]
+        p = Softmax.apply(ctx.graph_input(0, x).to(acc), log=False)
+        dx = (p * Tensor._from_array(a.sum(axis=1, keepdims=True), False) - Tensor._from_array(a, False))
+        dx = dx * _rows_scaled(g.to(acc), _rows_scale(valid, ctx.denom, acc), ctx.per_row)
+        if ctx.eps and ctx.denom is not None:  # NaN rows as backward's: a constant NaN (or 0) added
+            dx = dx + Tensor._from_array(_nan_where_no_weight(xp.zeros((m, 1), acc), ctx.denom, valid[:, None]),
+                                         False)
+        return dx, None, None
+
+
+def _at_targets(t, values, n):
+    """An (M, n) array of ``values`` (one per row) at the rows' target columns ``t``, zeros elsewhere (picked, not
+    multiplied: an inf value leaves the other columns 0)."""
+    xp = backend.array_module(t)
+    return backend.where(xp.arange(n)[None, :] == t[:, None], values[:, None], values.dtype.type(0))
+
+
+def _rows_scale(valid, denom, acc):
+    """What scales each row's gradient besides the upstream gradient: 1 on the valid rows, or 1 / denom ('mean';
+    inf for no weight, as backward's quotient); 0 on the ignored."""
+    if denom is None:
+        return valid.astype(acc)
+    with np.errstate(divide="ignore"):
+        return backend.where(valid, 1 / denom.astype(acc).reshape(()), acc(0))
+
+
+def _rows_scaled(g, scale, per_row):
+    """The upstream gradient tensor ``g`` (one per row, or one) times the rows' ``scale``, as an (M, 1) column."""
+    return ((g if per_row else g.reshape(())) * Tensor._from_array(scale, False)).reshape(-1, 1)
+
 
 class NLLLoss(Function):
     """Negative log-likelihood of log-probabilities (M, C) and class indices (M,)."""
@@ -93,6 +144,23 @@ class NLLLoss(Function):
         xp = backend.array_module(target)
         dx = K.nll_backward(target, weight, xp.ascontiguousarray(g).reshape(-1), ctx.per_row, ctx.denom,
                        ctx.shape, ctx.dtype, ctx.ignore_index)
+        return dx, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        """backward's gradient, a constant of the targets and weights (scattered as backward's) times the
+        upstream gradient: NLL is linear in x."""
+        target, weight = ctx.saved_tensors
+        if not ctx.needs_input_grad[0]:
+            return None, None, None
+        xp = backend.array_module(target)
+        acc = acc_dtype(ctx.dtype).type
+        n = ctx.shape[1]
+        valid, t, rw = K._weights_rows(target, weight, ctx.ignore_index, n, xp, acc)
+        with np.errstate(invalid="ignore"):  # (a 0 weight over a 0 denominator: NaN, as backward's)
+            a = _at_targets(t, -rw * _rows_scale(valid, ctx.denom, acc), n)
+        g = g.to(acc)
+        dx = Tensor._from_array(a, False) * (g if ctx.per_row else g.reshape(())).reshape(-1, 1)
         return dx, None, None
 
 

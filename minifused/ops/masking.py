@@ -8,8 +8,9 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import broadcast_shape, unbroadcast
+from ._common import broadcast_shape, unbroadcast, unbroadcast_graph
 from .index import _as_dtype, _same_device, _tensor, _value, _vector_index, _xp
+from .indexing import EmbedItem, GatherItem
 from .shape import expand, getitem, reshape
 
 __all__ = ["masked_fill", "masked_select", "masked_scatter", "index_fill"]
@@ -37,6 +38,16 @@ class Fill(Function):
         zero = g.dtype.type(0)
         gx = unbroadcast(backend.where(mask, zero, g), shape) if ctx.needs_input_grad[0] else None
         gv = backend.where(mask, g, zero).sum().astype(g.dtype) if ctx.needs_input_grad[1] else None
+        return gx, gv, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        shape, mask = ctx.meta
+        gx = gv = None
+        if ctx.needs_input_grad[0]:
+            gx = unbroadcast_graph(g * Tensor._from_array((~mask).astype(g.dtype)), shape)
+        if ctx.needs_input_grad[1]:
+            gv = (g * Tensor._from_array(mask.astype(g.dtype))).sum()
         return gx, gv, None
 
 
@@ -107,6 +118,18 @@ class MaskedScatter(Function):
             gsrc = xp.zeros(int(np.prod(src_shape, dtype=np.int64)), g.dtype)
             gsrc[:count] = g[full]
             gsrc = gsrc.reshape(src_shape)
+        return gx, gsrc, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        shape, full, count, src_shape = ctx.meta
+        gx = gsrc = None
+        if ctx.needs_input_grad[0]:
+            gx = unbroadcast_graph(g * Tensor._from_array((~full).astype(g.dtype)), shape)
+        if ctx.needs_input_grad[1]:
+            picked = GatherItem.apply(g, _xp(full).nonzero(full))
+            size = int(np.prod(src_shape, dtype=np.int64))
+            gsrc = EmbedItem.apply(picked, (size,), (slice(0, count),), False).reshape(src_shape)
         return gx, gsrc, None
 
 

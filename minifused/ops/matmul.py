@@ -9,7 +9,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import autocast_lower, binary_operands, broadcast_shape, dense, unbroadcast
+from ._common import autocast_lower, binary_operands, broadcast_shape, dense, unbroadcast, unbroadcast_graph
 from .elementwise import add, mul
 from .shape import reshape, transpose
 from ..backend import InputError, InputTypeError
@@ -59,6 +59,32 @@ class MatMul(Function):
             ga = unbroadcast(_mm(g2, _swap(b.reshape(b2_shape))), a2_shape).reshape(a_shape)
         if nb:
             gb = unbroadcast(_mm(_swap(a.reshape(a2_shape)), g2), b2_shape).reshape(b_shape)
+        return ga, gb
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        """As :meth:`backward`, with recorded products (each the other operand's gradient's own MatMul)."""
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        a_shape, b_shape = ctx.shapes
+        at = ctx.graph_input(0, a) if nb else None
+        bt = ctx.graph_input(1, b) if na else None
+        if len(a_shape) == 1 and len(b_shape) == 1:
+            return (g * bt if na else None), (g * at if nb else None)
+        a2_shape = (1,) + a_shape if len(a_shape) == 1 else a_shape
+        b2_shape = b_shape + (1,) if len(b_shape) == 1 else b_shape
+        g2 = g
+        if len(a_shape) == 1:
+            g2 = reshape(g2, *g2.shape[:-1], 1, g2.shape[-1])
+        if len(b_shape) == 1:
+            g2 = reshape(g2, *g2.shape, 1)
+        ga = gb = None
+        if na:
+            ga = reshape(unbroadcast_graph(MatMul.apply(g2, transpose(reshape(bt, *b2_shape), -1, -2)), a2_shape),
+                         *a_shape)
+        if nb:
+            gb = reshape(unbroadcast_graph(MatMul.apply(transpose(reshape(at, *a2_shape), -1, -2), g2), b2_shape),
+                         *b_shape)
         return ga, gb
 
 
@@ -224,6 +250,38 @@ class Einsum(Function):
                 full[tuple(grid[c] for c in term)] = gi
                 gi = full
             grads.append(dense(gi).astype(a.dtype, copy=False))
+        return tuple(grads)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        """As :meth:`backward`, each gradient one recorded Einsum of g and the other operands (so it differentiates
+        again): a subscript only its operand has comes from a constant vector of ones, and a repeat of a subscript
+        in its operand (a diagonal) gets a fresh letter tied to the first by a constant identity matrix."""
+        arrays = ctx.saved_tensors
+        terms, output, sizes = ctx.meta
+        xp = backend.array_module(arrays[0])
+        ts = [ctx.graph_input(i, a) for i, a in enumerate(arrays)]
+        spare = iter(c for c in string.ascii_letters if c not in sizes)
+        grads = []
+        for i, term in enumerate(terms):
+            if not ctx.needs_input_grad[i]:
+                grads.append(None)
+                continue
+            ops = [(output, g)] + [(u, t) for j, (u, t) in enumerate(zip(terms, ts)) if j != i]
+            known = set(output).union(*[u for u, _ in ops])
+            sizes_i, target = dict(sizes), ""
+            for c in term:
+                if c in target:
+                    d = next(spare)
+                    sizes_i[d] = sizes[c]
+                    ops.append((c + d, xp.eye(sizes[c], dtype=g.dtype)))
+                    target += d
+                else:
+                    if c not in known:
+                        ops.append((c, xp.ones(sizes[c], g.dtype)))
+                    target += c
+            ops = [(u, t if isinstance(t, Tensor) else Tensor._from_array(t, False)) for u, t in ops]
+            grads.append(Einsum.apply(*[t for _, t in ops], terms=[u for u, _ in ops], output=target, sizes=sizes_i))
         return tuple(grads)
 
 

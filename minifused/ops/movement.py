@@ -9,8 +9,10 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
+from ..tensor import Tensor
 from .reduce import dim_index as _dim
-from .shape import expand, getitem, joined_layout, permute, reshape, transpose, view
+from .indexing import EmbedItem
+from .shape import Cat, Stack, expand, getitem, joined_layout, permute, reshape, transpose, view
 from ..backend import InputTypeError
 
 
@@ -51,6 +53,11 @@ class Split(Function):
         axis, squeeze = ctx.meta
         xp = _xp(grads[0])
         return (xp.stack(grads, axis) if squeeze else xp.concatenate(grads, axis)), None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, *grads):
+        axis, squeeze = ctx.meta
+        return (Stack if squeeze else Cat).apply(*grads, axis=axis), None, None, None
 
 
 def _pieces(x, axis, sizes, squeeze=False):
@@ -136,6 +143,12 @@ class Repeat(Function):
         interleaved = [n for pair in zip(repeats, shape) for n in pair]  # (r0, s0, r1, s1, ...)
         return g.reshape(interleaved).sum(axis=tuple(range(0, 2 * len(shape), 2))).reshape(in_shape), None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        in_shape, shape, repeats = ctx.meta
+        interleaved = [n for pair in zip(repeats, shape) for n in pair]
+        return g.reshape(interleaved).sum(tuple(range(0, 2 * len(shape), 2))).reshape(in_shape), None
+
 
 def repeat(x, *sizes):
     """``x`` repeated ``sizes[i]`` times along each dim (new leading dims where there are more sizes)."""
@@ -177,6 +190,10 @@ class Masked(Function):
     @staticmethod
     def backward(ctx, g):
         return backend.where(ctx.mask, g, g.dtype.type(0)), None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return g * Tensor._from_array(ctx.mask.astype(g.dtype)), None
 
 
 def _triangle(op, x, diagonal):
@@ -232,6 +249,10 @@ class Flip(Function):
     def backward(ctx, g):
         return (_xp(g).flip(g, ctx.axes) if ctx.axes else g), None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        return (Flip.apply(g, ctx.axes) if ctx.axes else g), None
+
 
 def flip(x, *dims, **kw):
     """``x`` reversed along ``dims`` (a tuple, ints: ``x.flip(0, 1)``, or the keyword ``dims=``)."""
@@ -258,6 +279,11 @@ class Roll(Function):
         shifts, axes = ctx.meta
         back = -shifts if axes is None else tuple(-s for s in shifts)
         return _xp(g).roll(g, back, axes), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        shifts, axes = ctx.meta
+        return Roll.apply(g, -shifts if axes is None else tuple(-s for s in shifts), axes), None, None
 
 
 def roll(x, shifts, dims=None):
@@ -297,6 +323,14 @@ class Diag(Function):
         i = xp.arange(g.shape[0])
         out[i + max(-k, 0), i + max(k, 0)] = g
         return out, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        shape, k = ctx.meta
+        if len(shape) == 1:
+            return Diag.apply(g, k), None
+        i = g._xp.arange(g.shape[0])
+        return EmbedItem.apply(g, shape, (i + max(-k, 0), i + max(k, 0)), True), None
 
 
 def diag(x, diagonal=0):
@@ -376,6 +410,18 @@ class UnfoldWindows(Function):
                                 backend.device_of(g))
         picked = xp.moveaxis(g, -1, axis + 1).reshape(shape[:axis] + (windows * size,) + shape[axis + 1:])
         return accumulate(shape, dtype, _along(axis, idx, len(shape)), picked), None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        from .index import _along
+
+        shape, _, axis, size, step, windows = ctx.meta
+        idx = backend.to_device((np.arange(windows)[:, None] * step + np.arange(size)[None, :]).reshape(-1),
+                                g.device)
+        dims = list(range(g.ndim - 1))
+        dims.insert(axis + 1, g.ndim - 1)  # each window's elements after its index, as x lays them
+        picked = g.permute(dims).reshape(shape[:axis] + (windows * size,) + shape[axis + 1:])
+        return EmbedItem.apply(picked, shape, _along(axis, idx, len(shape)), True), None, None, None
 
 
 def unfold(x, dimension, size, step):

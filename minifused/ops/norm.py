@@ -2,7 +2,9 @@
 
 Forward keeps mean and rstd (fp32) on the context, so backward never
 recomputes the statistics; backward asks the kernel only for the gradients
-``needs_input_grad`` wants. The in-place form (``Function.apply_``, ``out`` is
+``needs_input_grad`` wants. ``backward_graph`` (create_graph=True) does recompute
+them from x, with recorded ops: they are functions of x, whose terms the gradient
+of the gradient needs. The in-place form (``Function.apply_``, ``out`` is
 ``x``) is for inference: its backward would need the x it overwrites, so it
 refuses to be recorded (see ``functional.layer_norm_``).
 """
@@ -10,9 +12,24 @@ from __future__ import annotations
 
 from .. import backend
 from ..autograd import Function
+from ..autograd.higher import differentiate
 from ..kernels import acc_dtype
 from ..kernels import groupnorm as KG
 from ..kernels import norm as K
+
+
+def normalized(x, axes, eps, rms=False):
+    """``x`` normalized over ``axes`` with recorded ops, as the kernels compute it (biased variance; ``rms``: no
+    mean taken), in x's dtype: the rebuild a ``backward_graph`` differentiates. The statistics are functions of x
+    here, so the gradient of the gradient carries their terms."""
+    if not rms:
+        x = x - x.mean(axes, keepdim=True)
+    return x / ((x * x).mean(axes, keepdim=True) + eps).sqrt()
+
+
+def _wide(t):
+    """Tensor ``t`` (or None) in the dtype the kernels compute in (float32 for a 16-bit one)."""
+    return t if t is None else t.to(acc_dtype(t.dtype))
 
 
 def _flat(a, n):
@@ -36,7 +53,7 @@ class Norm(Function):
         y, mean, rstd = K.norm_forward(x_c.reshape(-1, n), w, b, eps, rms,
                                    out=out.reshape(-1, n) if direct else None)
         ctx.save_for_backward(x_c, weight)
-        ctx.mean, ctx.rstd, ctx.n, ctx.rms = mean, rstd, n, rms
+        ctx.mean, ctx.rstd, ctx.n, ctx.rms, ctx.eps = mean, rstd, n, rms, eps
         ctx.bias_like = None if bias is None else (bias.shape, bias.dtype)
         return out if direct else y.reshape(x.shape)
 
@@ -54,6 +71,22 @@ class Norm(Function):
         return (None if dx is None else dx.reshape(x.shape),
                 None if dw is None else dw.reshape(weight.shape),
                 None if db is None else db.reshape(ctx.bias_like[0]))
+
+    @staticmethod
+    def backward_graph(ctx, gy):
+        """The forward rebuilt from recorded ops on x and the weight (the statistics recomputed from x), then
+        differentiated; the bias's gradient is gy's sum over the rows."""
+        x, weight = ctx.saved_tensors
+        n, eps, rms = ctx.n, ctx.eps, ctx.rms
+
+        def build(x, w):
+            y = normalized(_wide(x).reshape(-1, n), -1, eps, rms)
+            return y if w is None else y * _wide(w).reshape(n)
+
+        g = _wide(gy).reshape(-1, n)
+        dx, dw = differentiate(build, (ctx.graph_input(0, x), ctx.graph_input(1, weight)), (g,))
+        db = g.sum(0).reshape(ctx.bias_like[0]) if ctx.needs_input_grad[2] else None
+        return dx, dw, db
 
 
 def norm(x, weight, bias, n, eps, rms=False):
@@ -74,7 +107,7 @@ class GroupNorm(Function):
     def forward(ctx, x, weight, bias, *, groups, eps):
         y, ctx.mean, ctx.rstd, xc = KG.group_norm_forward(x, weight, bias, groups, eps)
         ctx.save_for_backward(xc, weight)
-        ctx.groups, ctx.bias_dtype = groups, None if bias is None else bias.dtype
+        ctx.groups, ctx.bias_dtype, ctx.eps = groups, None if bias is None else bias.dtype, eps
         return y.reshape(x.shape)
 
     @staticmethod
@@ -83,6 +116,22 @@ class GroupNorm(Function):
         need_x, need_w, need_b = ctx.needs_input_grad
         return KG.group_norm_backward(gy, xc, weight, ctx.bias_dtype, ctx.mean, ctx.rstd, ctx.groups, need_x,
                                       need_w, need_b)
+
+    @staticmethod
+    def backward_graph(ctx, gy):
+        """As Norm's: the forward rebuilt from recorded ops (in float32, as the kernels) and differentiated."""
+        xc, weight = ctx.saved_tensors
+        shape = (1, xc.shape[1]) + (1,) * (xc.ndim - 2)  # a channel's vector along x's dimension 1
+
+        def build(x, w):
+            x = _wide(x)
+            y = normalized(x.reshape(x.shape[0], ctx.groups, -1), -1, ctx.eps).reshape(x.shape)
+            return y if w is None else y * _wide(w).reshape(shape)
+
+        g = _wide(gy)
+        dx, dw = differentiate(build, (ctx.graph_input(0, xc), ctx.graph_input(1, weight)), (g,))
+        db = g.sum(tuple(i for i in range(g.ndim) if i != 1)) if ctx.needs_input_grad[2] else None
+        return dx, dw, db
 
 
 def group_norm(x, weight, bias, groups, eps):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import types
 
 import numpy as np
 
@@ -18,9 +19,9 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, cast, check_integer_divisor,
-                      promote_operands, unbroadcast)
+                      promote_operands, unbroadcast, unbroadcast_graph)
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
-from .elementwise import _in_tensor_dtype, clone, mul, sign_of, where
+from .elementwise import _const, _in_tensor_dtype, _zeros_graph, clone, exp, log, mul, sign_of, sqrt, where
 from .logic import written_into
 from ..backend import InputTypeError
 
@@ -67,10 +68,15 @@ def _erfinv(xp, y):
 # ---------------------------------------------------------------- unary Functions
 class _Unary(Function):
     """y = f(x) elementwise. ``saves`` names what ``grad`` reads ("x" and/or "y"); ``flat``: a zero
-    gradient (rounding and sign are flat almost everywhere; PyTorch defines their gradient as 0)."""
+    gradient (rounding and sign are flat almost everywhere; PyTorch defines their gradient as 0).
+
+    Under ``create_graph`` the same ``grad`` runs on graph tensors, with :data:`_TENSOR_MATH` (the array module's
+    functions it calls, as recorded tensor ops) for ``xp``; ``graph_grad``, where set, replaces it there (a formula
+    that calls kernels on arrays: lgamma's digamma ...)."""
 
     saves = ()
     flat = False
+    graph_grad = None
 
     @staticmethod
     def f(xp, x, *params):
@@ -97,6 +103,22 @@ class _Unary(Function):
         else:
             gx = _wide(cls.grad, g.dtype, g, *ctx.saved_tensors)
         return (gx,) + (None,) * ctx.n_params
+
+    @classmethod
+    def backward_graph(cls, ctx, g):
+        if cls.flat:
+            return (_zeros_graph(g, g.shape),) + (None,) * ctx.n_params
+        saved = [ctx.graph_input(0, s) if name == "x" else ctx.graph_output(s)
+                 for name, s in zip(cls.saves, ctx.saved_tensors)]
+        return (cls.graph_gradient(g, *saved),) + (None,) * ctx.n_params
+
+    @classmethod
+    def graph_gradient(cls, g, *saved):
+        """``grad`` (or ``graph_grad``) on graph tensors; 16-bit floats in float32 (the result is cast back to the
+        input's dtype by the walk)."""
+        half = (backend.float16, backend.bfloat16)
+        g, *saved = [cast(t, backend.float32) if isinstance(t, Tensor) and t.dtype in half else t for t in (g, *saved)]
+        return (cls.graph_grad or cls.grad)(_TENSOR_MATH, g, *saved)
 
 
 def _wide(fn, dtype, *arrays):
@@ -166,6 +188,10 @@ class Reciprocal(_Unary):
         y, = ctx.saved_tensors
         square = _wide(lambda xp, y: y * y, y.dtype, y)
         return (_wide(lambda xp, g, square: -g * square, g.dtype, g, square),)
+
+    @staticmethod
+    def graph_grad(xp, g, y):
+        return -g * (y * y)
 
 
 # ---------------------------------------------------------------- public unary ops
@@ -246,6 +272,9 @@ def sign(x):
 
 sgn = sign  # the same for real tensors (PyTorch's sgn differs for complex ones only)
 
+# the array module's functions that the _Unary gradients call, as recorded tensor ops (see _Unary)
+_TENSOR_MATH = types.SimpleNamespace(sin=sin, cos=cos, sinh=sinh, cosh=cosh, sqrt=sqrt, exp=exp, log=log, sign=sign)
+
 
 def frac(x):
     _check("frac", x)
@@ -325,6 +354,17 @@ class Atan2(Function):
         return (unbroadcast((g * b * recip).astype(g.dtype, copy=False), a.shape) if na else None,
                 unbroadcast((-g * a * recip).astype(g.dtype, copy=False), b.shape) if nb else None)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        at, bt = ctx.graph_input(0, a), ctx.graph_input(1, b)
+        with np.errstate(divide="ignore"):
+            origin = _xp(a).isinf(1 / (a * a + b * b))
+        recip = where(_const(origin), 0, 1 / (at * at + bt * bt))
+        return (unbroadcast_graph(g * bt * recip, a.shape) if na else None,
+                unbroadcast_graph(-g * at * recip, b.shape) if nb else None)
+
 
 def atan2(input, other):  # noqa: A002 - PyTorch's names
     """The angle of (other, input) in (-pi, pi]; integer tensors give the default dtype (float32 unless set)."""
@@ -373,6 +413,22 @@ class _Division(Function):
             with np.errstate(divide="ignore", invalid="ignore"):
                 q = xp.floor(a / b) if cls is Remainder else xp.trunc(a / b)
             gb = unbroadcast((-g * q).astype(g.dtype, copy=False), ctx.shapes[1])
+        return ga, gb
+
+    @classmethod
+    def backward_graph(cls, ctx, g):
+        na, nb = ctx.needs_input_grad
+        ga = gb = None
+        if na:
+            ga = _zeros_graph(g, ctx.shapes[0]) if cls.flat else unbroadcast_graph(g, ctx.shapes[0])
+        if nb and cls.flat:
+            gb = _zeros_graph(g, ctx.shapes[1])
+        elif nb:
+            a, b = ctx.saved_tensors
+            xp = g._xp
+            with np.errstate(divide="ignore", invalid="ignore"):  # (the quotient: piecewise constant)
+                q = xp.floor(a / b) if cls is Remainder else xp.trunc(a / b)
+            gb = unbroadcast_graph(-g * _const(q), ctx.shapes[1])
         return ga, gb
 
 
@@ -513,6 +569,13 @@ class Hypot(Function):
             else:
                 grads.append(None)
         return tuple(grads)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        a, b, out = ctx.saved_tensors
+        y = ctx.graph_output(out)
+        return tuple(unbroadcast_graph(g * (ctx.graph_input(i, x) / y), x.shape) if needed else None
+                     for i, (x, needed) in enumerate(zip((a, b), ctx.needs_input_grad)))
 
 
 def hypot(input, other):  # noqa: A002 - PyTorch's names

@@ -9,6 +9,7 @@ from ..autograd import Function
 from ..kernels import is_channels_last, to_layout
 from ..kernels import pool as K
 from ..tensor import Tensor
+from .resample import LinearMap, take_planes
 
 
 class MaxPool2dFn(Function):
@@ -32,6 +33,16 @@ class MaxPool2dFn(Function):
         dy = backend.array_module(dy).ascontiguousarray(dy)
         return to_layout(K.max_pool2d_backward(dy, ctx.indices, ctx.x_shape, *ctx.geometry), ctx.channels_last)
 
+    @staticmethod
+    def backward_graph(ctx, dy):
+        """The backward's scatter to the maxima's positions, a constant of the graph (the gradient is linear in
+        dy there): a :class:`LinearMap` whose adjoint gathers at those positions."""
+        idx, x_shape, geometry, cl = ctx.indices, ctx.x_shape, ctx.geometry, ctx.channels_last
+        flat = K.indices_to_flat(idx, x_shape, *geometry)
+        return LinearMap.apply(dy, lambda g: to_layout(K.max_pool2d_backward(_contiguous(g), idx, x_shape, *geometry),
+                                                       cl),
+                               lambda g: to_layout(take_planes(g, flat), cl))
+
 
 class AvgPool2dFn(Function):
     @staticmethod
@@ -41,6 +52,8 @@ class AvgPool2dFn(Function):
         ctx.x_shape = tuple(x.shape)
         ctx.geometry = (kernel, stride, padding)
         ctx.count_include_pad, ctx.divisor = count_include_pad, divisor
+        if ctx.recording:  # (the forward again, for a gradient of the gradient)
+            ctx.ceil_mode = ceil_mode
         y = K.avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
         return to_layout(y, ctx.channels_last)
 
@@ -49,6 +62,21 @@ class AvgPool2dFn(Function):
         dy = backend.array_module(dy).ascontiguousarray(dy)
         dx = K.avg_pool2d_backward(dy, ctx.x_shape, *ctx.geometry, ctx.count_include_pad, ctx.divisor)
         return to_layout(dx, ctx.channels_last)
+
+    @staticmethod
+    def backward_graph(ctx, dy):
+        """The backward as a :class:`LinearMap` (average pooling is linear): its adjoint is the pooling itself."""
+        x_shape, (kernel, stride, padding), cl = ctx.x_shape, ctx.geometry, ctx.channels_last
+        ceil_mode, include, divisor = ctx.ceil_mode, ctx.count_include_pad, ctx.divisor
+        return LinearMap.apply(
+            dy, lambda g: to_layout(K.avg_pool2d_backward(_contiguous(g), x_shape, kernel, stride, padding, include,
+                                                          divisor), cl),
+            lambda g: to_layout(K.avg_pool2d_forward(_contiguous(g), kernel, stride, padding, ceil_mode, include,
+                                                     divisor), cl))
+
+
+def _contiguous(a):
+    return backend.array_module(a).ascontiguousarray(a)
 
 
 def max_pool2d(x, kernel, stride, padding, ceil_mode=False, return_indices=False, dilation=(1, 1)):

@@ -384,6 +384,45 @@ class Cdist(Function):
             ga, gb = t.sum(-2), -t.sum(-3)
         return ga.astype(x1.dtype, copy=False), gb.astype(x2.dtype, copy=False), None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        """As :meth:`backward`, with recorded ops on x1, x2 and the distance (the output); what is piecewise
+        constant (signs, which coordinate is the inf norm's, where a distance or difference is 0) a constant.
+        ``d(dist)/d(diff) = sign(diff) (|diff| / dist)^(p-1)``: PyTorch's two forms (p < 2 and p > 2) in one."""
+        x1, x2, d = ctx.saved_tensors
+        p, use_mm = ctx.meta
+        xp = _xp(d)
+        needs = ctx.needs_input_grad
+        if p == 0 or x1.shape[-1] == 0:
+            return (Tensor._from_array(xp.zeros_like(x1)) if needs[0] else None,
+                    Tensor._from_array(xp.zeros_like(x2)) if needs[1] else None, None, None)
+
+        def const(a):
+            return Tensor._from_array(xp.asarray(a, d.dtype), False)
+
+        a, b = ctx.graph_input(0, x1), ctx.graph_input(1, x2)
+        dist = ctx.graph_output(d) + const(d == 0)  # (1 where it is 0: a gradient masked there, not NaN)
+        if use_mm:  # sum_j G_ij (a_i - b_j), G = g / d (0 where d = 0)
+            G = g * const(d != 0) / dist  # noqa: N806 - a matrix
+            ga = a * G.sum(-1, keepdim=True) - MatMul.apply(G, b) if needs[0] else None
+            gb = b * G.sum(-2).unsqueeze(-1) - MatMul.apply(G.transpose(-1, -2), a) if needs[1] else None
+            return ga, gb, None, None
+        (*batch, n1, m), n2 = x1.shape, x2.shape[-2]
+        diff_array = x1[..., :, None, :] - x2[..., None, :, :]
+        sign = xp.sign(diff_array)
+        if p == 1:
+            h = const(sign)
+        elif p == math.inf:
+            h = const(sign * (xp.abs(diff_array) == d[..., None]))
+        else:
+            diff = reshape(a, *batch, n1, 1, m) - reshape(b, *batch, 1, n2, m)
+            keep = (d != 0)[..., None] & (diff_array != 0) if p < 1 else xp.broadcast_to((d != 0)[..., None],
+                                                                                            diff_array.shape)
+            ratio = (diff.abs() + const(~keep)) / reshape(dist, *batch, n1, n2, 1)
+            h = const(sign * keep) * (ratio if p == 2 else ratio ** (p - 1))
+        t = h * reshape(g, *batch, n1, n2, 1)
+        return t.sum(-2) if needs[0] else None, -t.sum(-3) if needs[1] else None, None, None
+
 
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distance (p >= 0, inf too) of every row of x1 (B..., P, M) to every row of x2 (B..., R, M):
@@ -461,6 +500,8 @@ class _WriteBack(Function):
     @staticmethod
     def backward(ctx, g):
         return None, g
+
+    backward_graph = backward
 
 
 def _inplace(name, fn):

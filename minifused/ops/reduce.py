@@ -17,7 +17,7 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import autocast_float32, autocast_float32_on_cuda, cast, dense, leading_sum, normalize_axis
-from .shape import Reshape
+from .shape import Reshape, cat
 from ..backend import InputError, InputTypeError
 
 
@@ -166,6 +166,14 @@ class Extreme(Function):
         count = hit.sum(axis=axes, keepdims=True)
         return (hit * (_expand(g, x.shape, axes, keepdim) / count)).astype(g.dtype)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        x, out = ctx.saved_tensors
+        axes, keepdim = ctx.meta
+        hit = x == _expand(out, x.shape, axes, keepdim)
+        count = hit.sum(axis=axes, keepdims=True)
+        return _constant(hit, g.dtype) * (_expand(g, x.shape, axes, keepdim) / _constant(count, g.dtype))
+
 
 class ExtremeAlong(Function):
     """max/min along one axis; the gradient goes to the index returned (as in PyTorch)."""
@@ -188,6 +196,15 @@ class ExtremeAlong(Function):
         gk = g if keepdim else xp.expand_dims(g, axis)
         return backend.where(onehot, gk, g.dtype.type(0)), None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        (indices,) = ctx.saved_tensors
+        shape, axis, keepdim = ctx.meta
+        xp = backend.array_module(indices)
+        positions = xp.arange(shape[axis]).reshape([-1 if i == axis else 1 for i in range(len(shape))])
+        onehot = positions == xp.expand_dims(indices, axis)
+        return (g if keepdim else g.unsqueeze(axis)) * _constant(onehot, g.dtype), None, None, None
+
 
 class Evenly(Function):
     """A full reduction's value ``out`` (max, min, median of every element), its gradient shared evenly among the
@@ -208,6 +225,15 @@ class Evenly(Function):
             hit |= xp.isnan(x) & xp.isnan(out)
         with np.errstate(divide="ignore", invalid="ignore"):  # (an empty input: an empty gradient)
             return (hit * (g / hit.sum())).astype(g.dtype, copy=False), None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        x, out = ctx.saved_tensors
+        xp = backend.array_module(x)
+        hit = x == out
+        if backend.is_floating(x.dtype):
+            hit |= xp.isnan(x) & xp.isnan(out)
+        return _constant(hit, g.dtype) * (g / _constant(hit.sum(), g.dtype)), None
 
 
 class Var(Function):
@@ -240,6 +266,16 @@ class Var(Function):
             grad = centered * (2.0 / denom if denom else np.inf) * _expand(g, centered.shape, axes, keepdim)
         return grad.astype(g.dtype, copy=False)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        (centered,) = ctx.saved_tensors
+        axes, keepdim, denom = ctx.meta
+        # x as a graph tensor: its values enter only through x - mean(x), which centering again leaves as it is,
+        # so the saved deviations stand in for them (x itself is not kept)
+        x = cast(ctx.graph_input(0, centered), centered.dtype)
+        grad = (x - x.mean(axes, keepdim=True)) * (2.0 / denom if denom else math.inf)
+        return cast(grad * _expand(g, centered.shape, axes, keepdim), g.dtype)
+
 
 class Std(Var):
     """The square root of :class:`Var`, with PyTorch's gradient where it is 0: zero (the chain rule
@@ -259,8 +295,20 @@ class Std(Var):
             g_var = backend.where(std == 0, g.dtype.type(0), g / (2 * std))
         return Var.backward(ctx, g_var.astype(g.dtype, copy=False))
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        value = backend.array_module(ctx.std).asarray(ctx.std)  # (a full reduction's is a NumPy scalar)
+        zero = value == 0
+        std = ctx.graph_output(value) + _constant(zero, value.dtype)  # (1 where it is 0: no division by 0)
+        return Var.backward_graph(ctx, g / (2 * std) * _constant(~zero, g.dtype))
+
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])  # what max, min and median along a dim return
+
+
+def _constant(a, dtype):
+    """Array ``a`` (a mask, a count) as a constant tensor of ``dtype``, for a backward_graph."""
+    return Tensor._from_array(backend.array_module(a).asarray(a).astype(dtype, copy=False))
 
 
 def _float_input(x):
@@ -494,6 +542,31 @@ def _prod_of_others(x, axes):
     return xp.moveaxis((left * right).reshape(moved.shape), dest, axes)
 
 
+def _prod_of_others_graph(x, axes):
+    """:func:`_prod_of_others` of a tensor, recorded (Prod's backward_graph): the products of the elements before
+    and after each one along the flattened ``axes``, scanned by doubling (log2(n) products of shifted copies), so
+    zeros need no division and every order of derivative follows."""
+    axes = tuple(range(x.ndim)) if axes is None else axes
+    if not axes or x.numel() == 0:
+        return Tensor._from_array(x._xp.ones(x.shape, x.dtype))
+    dims = [d for d in range(x.ndim) if d not in axes] + list(axes)
+    moved = x.permute(dims)
+    lead = tuple(moved.shape[:x.ndim - len(axes)])
+    flat = moved.reshape(lead + (-1,))
+    n, last = flat.shape[-1], len(lead)
+
+    def ones(k):
+        return Tensor._from_array(x._xp.ones(lead + (k,), x.dtype))
+
+    before, after = cat([ones(1), flat[..., :-1]], last), cat([flat[..., 1:], ones(1)], last)
+    step = 1
+    while step < n:
+        before = before * cat([ones(step), before[..., :-step]], last)
+        after = after * cat([after[..., step:], ones(step)], last)
+        step *= 2
+    return (before * after).reshape(moved.shape).permute(np.argsort(dims).tolist())
+
+
 class Prod(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
@@ -506,6 +579,12 @@ class Prod(Function):
         (x,) = ctx.saved_tensors
         axes, keepdim = ctx.meta
         return (_expand(g, x.shape, axes, keepdim) * _prod_of_others(x, axes)).astype(g.dtype, copy=False)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        (x,) = ctx.saved_tensors
+        axes, keepdim = ctx.meta
+        return _expand(g, x.shape, axes, keepdim) * _prod_of_others_graph(ctx.graph_input(0, x), axes)
 
 
 class LogSumExp(Function):
@@ -535,6 +614,13 @@ class LogSumExp(Function):
         axes, keepdim, kept_shape = ctx.meta
         xp = backend.array_module(g)
         return (_expand(g, x.shape, axes, keepdim) * xp.exp(x - y.reshape(kept_shape))).astype(g.dtype, copy=False)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        x, y = ctx.saved_tensors
+        axes, keepdim, kept_shape = ctx.meta
+        shifted = ctx.graph_input(0, x) - ctx.graph_output(y).reshape(kept_shape)
+        return _expand(g, x.shape, axes, keepdim) * shifted.exp()
 
 
 class VectorNorm(Function):
@@ -586,6 +672,30 @@ class VectorNorm(Function):
                 scaled = (xp.sign(x) * (xp.abs(x.astype(wide)) / norm.astype(wide)) ** (order - 1)).astype(x.dtype)
                 grad = backend.where((norm == 0) | (x == 0), zero, scaled) * ge
         return grad.astype(g.dtype, copy=False)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        x, out = ctx.saved_tensors
+        order, axes, keepdim = ctx.meta
+        if order == 0:
+            return None
+        xp = backend.array_module(x)
+        ge, norm = _expand(g, x.shape, axes, keepdim), _expand(out, x.shape, axes, keepdim)
+        sign = _constant(xp.sign(x), g.dtype)
+        if order in (math.inf, -math.inf):  # the elements at the norm, a constant selection
+            hit = xp.abs(x) == norm
+            return _constant(hit, g.dtype) * sign * (ge / _constant(hit.sum(axis=axes, keepdims=True), g.dtype))
+        if order == 1:
+            return sign * ge
+        # where the norm is 0 (x is 0 there) it divides 1 instead: the gradient is 0, as the array backward's
+        zero = norm == 0
+        norm_t = _expand(ctx.graph_output(out), x.shape, axes, keepdim) + _constant(zero, out.dtype)
+        xt = ctx.graph_input(0, x)
+        if order == 2:
+            return xt / norm_t * ge
+        off = zero | (x == 0)  # (|x| / norm) ** (order - 1) taken at 1 there, then zeroed
+        ratio = xt * sign / norm_t + _constant(off, x.dtype)
+        return sign * ratio ** (order - 1) * _constant(~off, g.dtype) * ge
 
 
 def prod(x: Tensor, dim=None, keepdim=False, dtype=None):

@@ -13,6 +13,7 @@ from ..autograd import Function
 from ..kernels import acc_dtype, is_channels_last, to_layout
 from ..kernels import dropout as KD
 from ..kernels import pool as KP
+from ..tensor import Tensor
 
 __all__ = []
 METHODS = {}  # Tensor methods and operators this module adds (ops/__init__ attaches them)
@@ -71,6 +72,34 @@ def device_table(like, fn, *args):
     return hit
 
 
+class _Saved:
+    """A stand-in for a node's context, holding what one of its op's forward or backward reads."""
+
+    def __init__(self, **saved):
+        self.__dict__.update(saved)
+
+
+class LinearMap(Function):
+    """``apply(x, fwd, adj)``: ``fwd(x)`` for ``fwd`` a linear map of arrays and ``adj`` its adjoint (the two fixed
+    by a node's saved geometry, positions or weights). Its gradient is ``adj`` of the output's, recorded as the
+    LinearMap the other way round: the ``backward_graph`` of a linear op (or of one linear given its saved
+    positions, max pooling's) that differentiates any number of times."""
+
+    @staticmethod
+    def forward(ctx, x, fwd, adj):
+        ctx.maps = (fwd, adj)
+        return fwd(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.maps[1](g), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        fwd, adj = ctx.maps
+        return LinearMap.apply(g, adj, fwd), None, None
+
+
 # ---------------------------------------------------------------- padding
 _NP_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
@@ -114,6 +143,17 @@ class PadFn(Function):
         if cropped and mode == "circular":
             g = xp.pad(g, uncrop)
         return xp.ascontiguousarray(g.astype(dtype, copy=False)), None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        """Constant padding's gradient is the constant padding by the opposite pads; the other modes' is the
+        adjoint of their (linear) padding, a :class:`LinearMap`."""
+        inner, pads, mode = ctx.meta
+        if mode == "constant":
+            return PadFn.apply(g, tuple((-lo, -hi) for lo, hi in pads), "constant", 0), None, None, None
+        meta = ctx.meta
+        return LinearMap.apply(g, lambda a: PadFn.backward(_Saved(meta=meta), a)[0],
+                               lambda a: PadFn.forward(_Saved(), a, pads, mode, 0)), None, None, None
 
 
 def _crop(pads, shape):
@@ -243,6 +283,13 @@ class ResampleFn(Function):
                 g = _scatter_axis(g * (1 - lam), i0, axis, n) + _scatter_axis(g * lam, i1, axis, n)
         return _xp(g).ascontiguousarray(g.astype(dtype, copy=False)), None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        """Interpolation is linear: its backward as a :class:`LinearMap`, whose adjoint is the forward again."""
+        plan, steps = ctx.plan, ctx.plan[0]
+        return LinearMap.apply(g, lambda a: ResampleFn.backward(_Saved(plan=plan), a)[0],
+                               lambda a: ResampleFn.forward(_Saved(), a, steps)), None
+
 
 _TABLES = {"nearest": nearest_index, "linear": linear_weights, "cubic": cubic_weights}
 
@@ -320,6 +367,14 @@ class AdaptiveAvgPool2dFn(Function):
         gx = _bin_sums_adjoint(_bin_sums_adjoint(g, 3, *cols[:2], w), 2, *rows[:2], h)
         return to_layout(gx.astype(dtype, copy=False), ctx.channels_last), None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        """The (linear) backward as a :class:`LinearMap`, whose adjoint is the forward again."""
+        saved = _Saved(**ctx.__dict__)
+        out_hw = tuple(g.shape[2:])
+        return LinearMap.apply(g, lambda a: AdaptiveAvgPool2dFn.backward(saved, a)[0],
+                               lambda a: AdaptiveAvgPool2dFn.forward(_Saved(), a, out_hw)), None
+
 
 def _bin_windows(in_size, out_size):
     """(out, k) positions of each bin, padded to the largest bin ``k`` by repeating its last position
@@ -351,6 +406,15 @@ def adaptive_max_pool2d_forward(x, out_hw):
     return xp.ascontiguousarray(y), (r * w + q).astype(np.int64)
 
 
+def take_planes(x, flat):
+    """``x`` (N, C, H, W) at the flat positions ``flat`` (N, C, P, Q) (``h*W + w``) of its planes: the pooled
+    values of a max pooling whose maxima are at ``flat``."""
+    xp = _xp(x)
+    n, c, p, q = flat.shape
+    planes = xp.ascontiguousarray(x).reshape(n, c, -1)
+    return xp.take_along_axis(planes, flat.reshape(n, c, p * q), axis=2).reshape(n, c, p, q)
+
+
 class AdaptiveMaxPool2dFn(Function):
     @staticmethod
     def forward(ctx, x, out_hw, found=None):
@@ -370,6 +434,14 @@ class AdaptiveMaxPool2dFn(Function):
         gx = xp.zeros(n * c * h * w, acc)
         _add_at(gx, (idx + planes).reshape(-1), g.astype(acc).reshape(-1))
         return to_layout(gx.reshape(n, c, h, w).astype(g.dtype), ctx.channels_last), None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        """The backward's scatter to the maxima's positions (constants of the graph) as a :class:`LinearMap`,
+        whose adjoint gathers at them."""
+        saved, idx, cl = _Saved(**ctx.__dict__), ctx.indices, ctx.channels_last
+        return LinearMap.apply(g, lambda a: AdaptiveMaxPool2dFn.backward(saved, a)[0],
+                               lambda a: to_layout(take_planes(a, idx), cl)), None
 
 
 # ---------------------------------------------------------------- sliding blocks (unfold / fold)
@@ -425,6 +497,10 @@ class UnfoldFn(Function):
     def backward(ctx, g):
         return col2im(g, *ctx.geometry), None, None, None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        return FoldFn.apply(g, *ctx.geometry), None, None, None, None, None
+
 
 class FoldFn(Function):
     """``F.fold`` of (N, C*kh*kw, L) columns into (N, C, *size); its gradient is the unfold of the image's."""
@@ -437,6 +513,10 @@ class FoldFn(Function):
     @staticmethod
     def backward(ctx, g):
         return im2col(g, *ctx.geometry), None, None, None, None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return UnfoldFn.apply(g, *ctx.geometry), None, None, None, None, None, None
 
 
 # ---------------------------------------------------------------- embedding
@@ -466,6 +546,25 @@ class EmbeddingFn(Function):
         if padding_idx is not None:
             gw[padding_idx] = 0
         return None, gw.astype(g.dtype), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        """The backward's scatter-add (linear in g, its positions constants) as a :class:`LinearMap`, whose
+        adjoint gathers the rows again, scaled and masked as the backward scales and masks them."""
+        saved = _Saved(meta=ctx.meta)
+        flat, (v, _), padding_idx, by_freq = ctx.meta
+        shape = tuple(g.shape)
+
+        def gather(a):
+            xp = _xp(a)
+            rows = xp.take(a, flat, axis=0)
+            if by_freq:
+                rows = rows / xp.bincount(flat, minlength=v).astype(a.dtype)[flat][:, None]
+            if padding_idx is not None:
+                rows = backend.where((flat == padding_idx)[:, None], a.dtype.type(0), rows)
+            return rows.astype(a.dtype, copy=False).reshape(shape)
+
+        return None, LinearMap.apply(g, lambda a: EmbeddingFn.backward(saved, a)[1], gather), None, None
 
 
 _index_flags = {}
@@ -515,6 +614,10 @@ class FeatureDropoutFn(Function):
     def backward(ctx, g):
         return g * ctx.scale, None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        return g * Tensor._from_array(ctx.scale, False), None, None, None
+
 
 def feature_dropout(x, p, inplace, lead=2):
     """``x`` with each channel (an index into its ``lead`` leading dimensions) zeroed with probability
@@ -549,6 +652,10 @@ class AlphaDropoutFn(Function):
     @staticmethod
     def backward(ctx, g):
         return g * ctx.noise, None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return g * Tensor._from_array(ctx.noise, False), None, None, None
 
 
 def alpha_dropout(x, p, lead=None):

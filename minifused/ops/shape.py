@@ -343,6 +343,12 @@ class Cat(Function):
         bounds = np.cumsum(sizes)[:-1].tolist()
         return tuple(_xp(g).split(g, bounds, axis=axis))
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        axis, sizes = ctx.meta
+        ends = np.cumsum(sizes).tolist()
+        return tuple(GetItem.apply(g, (slice(None),) * axis + (slice(end - n, end),)) for n, end in zip(sizes, ends))
+
 
 class Stack(Function):
     @staticmethod
@@ -358,6 +364,10 @@ class Stack(Function):
     def backward(ctx, g):
         xp = _xp(g)
         return tuple(xp.take(g, i, axis=ctx.axis) for i in range(g.shape[ctx.axis]))
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return tuple(GetItem.apply(g, (slice(None),) * ctx.axis + (i,)) for i in range(g.shape[ctx.axis]))
 
 
 def _joinable(op, tensors):

@@ -1,7 +1,8 @@
 """Softmax and log-softmax over the last dimension: one Function, the fused kernels.
 
 Forward saves its output (the backward of both needs only y), so backward is
-one read of y and dy and one write of dx. The in-place form (``Function.apply_``,
+one read of y and dy and one write of dx (``backward_graph``, for create_graph=True, the same
+formulas with recorded ops). The in-place form (``Function.apply_``,
 ``out`` is ``x``) writes y over x and saves it: x's array is y then, so an
 in-place change of the result after the op is still detected.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from .. import backend
 from ..autograd import Function
+from ..kernels import acc_dtype
 from ..kernels import softmax as K
 
 
@@ -42,6 +44,21 @@ class Softmax(Function):
         dx = K.softmax_backward(xp.ascontiguousarray(gy).reshape(-1, ctx.n),
                            xp.ascontiguousarray(y).reshape(-1, ctx.n), ctx.log).reshape(y.shape)
         return dx if ctx.dim is None else xp.moveaxis(dx, -1, ctx.dim)
+
+    @staticmethod
+    def backward_graph(ctx, gy):
+        """backward's formulas on the output as a tensor of the graph (its gradient reaches x through this node
+        again), along the op's axis where it is (the in-place form's ``dim``); in float32 for 16-bit arrays, as
+        the kernels."""
+        y = ctx.graph_output(ctx.saved_tensors[0])
+        if y.ndim == 0:  # one element: y is constant (1, or 0 for log_softmax)
+            return gy * 0
+        dim = -1 if ctx.dim is None else ctx.dim
+        acc = acc_dtype(y.dtype)
+        y, gy = y.to(acc), gy.to(acc)
+        if ctx.log:
+            return gy - y.exp() * gy.sum(dim, keepdim=True)
+        return y * (gy - (gy * y).sum(dim, keepdim=True))
 
 
 def softmax_last(x, log=False):

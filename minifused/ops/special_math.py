@@ -21,8 +21,8 @@ import numpy as np
 from .. import backend
 from ..kernels import special_math as kernels
 from ..tensor import Tensor
-from ._common import _category, autocast_float32_on_cuda, cast
-from .elementwise import clone
+from ._common import _category, autocast_float32_on_cuda, cast, unbroadcast_graph
+from .elementwise import clone, exp, log, where
 from .inplace_arith import CopyInto
 from .pointwise import Acos, Asin, Atan, _check, _float_op, _inplace, _Unary, _unary, _wide, acos, asin, atan, atan2
 from .special import _f32, _Binary, _binary_, _float_binary
@@ -61,6 +61,13 @@ LogNdtr = _unary("LogNdtr", _values(kernels.log_ndtr),
                  _f32(lambda xp, g, x, y: g * xp.exp(-(y + x * x / 2)) / _SQRT_2PI), ("x", "y"))
 Ndtri = _unary("Ndtri", _values(kernels.ndtri), _f32(lambda xp, g, y: g * _SQRT_2PI * xp.exp(y * y / 2)), "y")
 Entr = _unary("Entr", _values(kernels.entr), _f32(lambda xp, g, x: -g * (xp.log(x) + 1)), "x")
+# the gradients that call kernels, written with the ops (see _Unary's graph_grad)
+Lgamma.graph_grad = staticmethod(lambda xp, g, x: g * digamma(x))
+Digamma.graph_grad = staticmethod(lambda xp, g, x: g * polygamma(1, x))
+I0.graph_grad = staticmethod(lambda xp, g, x: g * i1(x))
+I0e.graph_grad = staticmethod(lambda xp, g, x, y: g * (i1e(x) - xp.sign(x) * y))
+I1.graph_grad = staticmethod(lambda xp, g, x, y: g * where(x == 0, 0.5, i0(x) - y / x))
+I1e.graph_grad = staticmethod(lambda xp, g, x, y: g * where(x == 0, 0.5, i0e(x) - y * (xp.sign(x) + 1 / x)))
 
 
 class _Parametrized(_Unary):
@@ -79,6 +86,10 @@ class _Parametrized(_Unary):
         grad = _f32(lambda xp, g, x: cls.grad(xp, g, x, ctx.param))
         return _wide(grad, g.dtype, g, x), None
 
+    @classmethod
+    def backward_graph(cls, ctx, g):
+        return cls.graph_gradient(g, ctx.graph_input(0, ctx.saved_tensors[0]), ctx.param), None
+
 
 class Polygamma(_Parametrized):
     @staticmethod
@@ -88,6 +99,10 @@ class Polygamma(_Parametrized):
     @staticmethod
     def grad(xp, g, x, n):
         return g * kernels.polygamma(n + 1, x)
+
+    @staticmethod
+    def graph_grad(xp, g, x, n):
+        return g * polygamma(n + 1, x)
 
 
 class Mvlgamma(_Parametrized):
@@ -102,6 +117,10 @@ class Mvlgamma(_Parametrized):
     @staticmethod
     def grad(xp, g, x, p):
         return g * sum(kernels.digamma(x - j / 2) for j in range(p))
+
+    @staticmethod
+    def graph_grad(xp, g, x, p):
+        return g * sum(digamma(x - j / 2) for j in range(p))
 
 
 # ---------------------------------------------------------------- public unary ops
@@ -184,6 +203,15 @@ class Igamma(_Binary):
             raise NotImplementedError(f"the derivative for '{cls.name}: input' is not implemented.")
         return super().backward(ctx, g)
 
+    @classmethod
+    def backward_graph(cls, ctx, g):
+        if ctx.needs_input_grad[0]:
+            raise NotImplementedError(f"the derivative for '{cls.name}: input' is not implemented.")
+        a, x, _ = ctx.saved_tensors
+        a, x = ctx.graph_input(0, a), ctx.graph_input(1, x)
+        d = g * exp((a - 1) * log(x) - x - lgamma(a))  # (kernels.gamma_pdf_log's density)
+        return None, unbroadcast_graph(-d if cls.upper else d, ctx.shapes[1])
+
 
 class Igammac(Igamma):
     name, upper = "igammac", True
@@ -205,6 +233,14 @@ class Zeta(_Binary):
         if ctx.needs_input_grad[0]:
             raise NotImplementedError("the derivative for 'zeta' is not implemented.")
         return super().backward(ctx, g)
+
+    @classmethod
+    def backward_graph(cls, ctx, g):
+        if ctx.needs_input_grad[0]:
+            raise NotImplementedError("the derivative for 'zeta' is not implemented.")
+        x, q, _ = ctx.saved_tensors
+        x = ctx.graph_input(0, x)
+        return None, unbroadcast_graph(-g * x * zeta(x + 1, ctx.graph_input(1, q)), ctx.shapes[1])
 
 
 igamma = _float_binary(Igamma, "igamma", scalars=False, integers=False)

@@ -19,7 +19,7 @@ from .. import autograd, backend
 from ..autograd import Function
 from ..autograd.tape import _stand_in
 from ..tensor import Tensor
-from .indexing import accumulate
+from .indexing import EmbedItem, GatherItem, accumulate
 from ._common import normalize_axis
 from .shape import Permute, Reshape, _sizes, channels_last, check_memory_format, contiguous_format, squeeze, unsqueeze
 from ..backend import InputTypeError
@@ -119,6 +119,18 @@ class AsStrided(Function):
             gx = (gx / count[mine]).astype(g.dtype, copy=False)
         return gx, None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        shape, steps, own, n, size, stride, offset = ctx.meta
+        xp = g._xp
+        total = EmbedItem.apply(g.reshape(-1), (n,), (_positions(xp, size, stride, offset).reshape(-1),), True)
+        mine = _positions(xp, shape, steps, own)
+        gx = GatherItem.apply(total, (mine,))
+        if _may_overlap(shape, steps):
+            count = accumulate((n,), g.dtype, (mine.reshape(-1),), xp.ones(mine.size, g.dtype))
+            gx = gx / Tensor._from_array(count[mine])
+        return gx, None, None, None
+
 
 def _may_overlap(shape, steps):
     """Whether two elements of the geometry (shape, steps) may share a storage element: PyTorch's conservative
@@ -166,6 +178,22 @@ class AsStridedScatter(Function):
         view = _strided(flat, size, stride, offset)
         gsrc = backend.copy(view)
         view[...] = 0
+        return gx, gsrc, None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        size, stride, offset, x = ctx.meta
+        xp = g._xp
+        where = _like(x, np.int64)  # each element's index in x, laid out as the forward's copy of x
+        where[...] = xp.arange(x.size, dtype=np.int64).reshape(x.shape)
+        written = backend.copy(_strided(storage_of(where)[0], size, stride, offset))
+        gx = gsrc = None
+        if ctx.needs_input_grad[0]:
+            kept = xp.ones(x.size, g.dtype)
+            kept[written.reshape(-1)] = 0
+            gx = g * Tensor._from_array(kept.reshape(x.shape))
+        if ctx.needs_input_grad[1]:
+            gsrc = GatherItem.apply(g.reshape(-1), (written,))
         return gx, gsrc, None, None, None
 
 
