@@ -17,7 +17,11 @@ from ..autograd import Function
 from ..tensor import Tensor
 from ..backend import InputError, InputTypeError
 from ._common import autocast_float32
-from .shape import reshape
+from .diagonals import diag_embed
+from .elementwise import where
+from .linalg_solve import SolveTriangular
+from .movement import tril
+from .shape import cat, reshape
 from .linalg_common import (check_matrix, cholesky_info, converged, detached, factor, inv_quiet, lu_info,
                             not_pd_message, set_diagonal, singular_message, swap, tri_solve)
 
@@ -49,6 +53,21 @@ class Inv(Function):
         t = swap(inverse)
         return -(t @ g @ t), None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, _):
+        t = ctx.graph_output(ctx.saved_tensors[0]).mT
+        return -(t @ g @ t), None, None
+
+
+def _const(array):
+    """An array (a mask, an identity, a sign: constant near the point) as a tensor of no graph."""
+    return Tensor._from_array(array, False)
+
+
+def _matrices(t):
+    """A tensor of one number per matrix, shaped to scale its matrices."""
+    return reshape(t, tuple(t.shape) + (1, 1))
+
 
 def adjugate_t(xp, a):
     """adj(A)^T = det(A) A^-T, also where A is singular: from A = U S Vh, det(U) det(Vh) U diag(prod_{j != i} s_j) Vh
@@ -76,6 +95,31 @@ class Det(Function):
         (a,) = ctx.saved_tensors
         return _xp(g).asarray(g)[..., None, None] * adjugate_t(_xp(g), a)
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        """g det(A) A^-T, as PyTorch's double backward takes it (through an inverse, not the SVD, which is not
+        differentiable where singular values repeat: at the identity, say); the matrices that are exactly singular
+        take :func:`adjugate_t`'s SVD formula, recorded (differentiable where their singular values are distinct),
+        each path fed a harmless constant in place of the other path's matrices. The check for a singular one
+        waits for the device."""
+        (a,) = ctx.saved_tensors
+        xp, n = _xp(a), a.shape[-1]
+        at = ctx.graph_input(0, a)
+        d = xp.linalg.det(a)  # (the forward's value, for the node's output)
+        scaled = _matrices(g * ctx.graph_output(d))
+        singular = xp.asarray(d == 0)
+        if not bool(singular.any()):
+            return scaled * Inv.apply(at, "linalg.det", False)[0].mT
+        mask = _const(singular[..., None, None])
+        ident = xp.eye(n, dtype=a.dtype)
+        regular = scaled * Inv.apply(where(mask, _const(ident), at), "linalg.det", False)[0].mT
+        u, s, vh = SVD.apply(where(mask, at, _const(ident * xp.arange(1, n + 1, dtype=a.dtype))), False, True,
+                             "linalg.det")
+        sign = _const(xp.asarray(xp.linalg.det(u._data) * xp.linalg.det(vh._data)))
+        others = where(_const(ident.astype(bool)), 1.0, s.unsqueeze(-2)).prod(-1)  # prod_{j != i} s_j
+        adjugate = (u * others.unsqueeze(-2)) @ vh * _matrices(sign)
+        return where(mask, _matrices(g) * adjugate, regular)
+
 
 class SLogDet(Function):
     """(log|det A|, sign det A); the gradient of the log g A^-T (the sign has none)."""
@@ -91,6 +135,11 @@ class SLogDet(Function):
         (a,) = ctx.saved_tensors
         xp = _xp(g)
         return xp.asarray(g)[..., None, None] * swap(inv_quiet(xp, a))
+
+    @staticmethod
+    def backward_graph(ctx, g, _):
+        (a,) = ctx.saved_tensors
+        return _matrices(g) * Inv.apply(ctx.graph_input(0, a), "linalg.slogdet", False)[0].mT
 
 
 class Cholesky(Function):
@@ -117,6 +166,17 @@ class Cholesky(Function):
         left = tri_solve(xp, lt, phi, upper=True)  # L^-T Phi, then (L^-T (L^-T Phi)^T)^T = L^-T Phi L^-1
         return swap(tri_solve(xp, lt, xp.ascontiguousarray(swap(left)), upper=True)), None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g, _):
+        """As :meth:`backward`, with L the node's output and recorded triangular solves."""
+        (low,) = ctx.saved_tensors
+        out = ctx.graph_output(swap(low) if ctx.upper else low)
+        low, g = (out.mT, g.mT) if ctx.upper else (out, g)
+        phi = tril(low.mT @ g)
+        phi = 0.5 * (phi + tril(phi, -1).mT)
+        left = SolveTriangular.apply(low.mT, phi, True, False)  # L^-T Phi, then (L^-T (L^-T Phi)^T)^T
+        return SolveTriangular.apply(low.mT, left.mT, True, False).mT, None, None, None
+
 
 def copyltu(m):
     """The symmetric matrix whose lower triangle is m's."""
@@ -129,6 +189,13 @@ def qr_grad(q, r, gq, gr):
     xp = _xp(q)
     b = gq + q @ copyltu(r @ swap(gr) - swap(gq) @ q)
     return swap(tri_solve(xp, r, xp.ascontiguousarray(swap(b)), upper=True))
+
+
+def qr_grad_graph(q, r, gq, gr):
+    """:func:`qr_grad` of graph tensors, with recorded ops."""
+    m = r @ gr.mT - gq.mT @ q
+    b = gq + q @ (tril(m) + tril(m, -1).mT)
+    return SolveTriangular.apply(r, b.mT, True, False).mT
 
 
 class QR(Function):
@@ -163,6 +230,21 @@ class QR(Function):
         gx = qr_grad(q, r[..., :m], gq + q @ (r[..., m:] @ swap(gv)), gu)
         return xp.concatenate([gx, q @ gv], -1), None
 
+    @staticmethod
+    def backward_graph(ctx, gq, gr):
+        if ctx.mode == "r":
+            return QR.backward(ctx, gq, gr)  # (raises PyTorch's error)
+        q, r = ctx.saved_tensors
+        m, n = q.shape[-2], r.shape[-1]
+        if ctx.mode == "complete" and m > n:
+            return QR.backward(ctx, gq, gr)  # (raises too)
+        q, r = ctx.graph_output(q, 0), ctx.graph_output(r, 1)
+        if m >= n:
+            return qr_grad_graph(q, r, gq, gr), None
+        gu, gv = gr[..., :m], gr[..., m:]
+        gx = qr_grad_graph(q, r[..., :m], gq + q @ (r[..., m:] @ gv.mT), gu)
+        return cat([gx, q @ gv], -1), None
+
 
 class Eigh(Function):
     """Eigenvalues (ascending) and, with ``vectors``, eigenvectors of a symmetric A read from its ``uplo`` triangle.
@@ -175,6 +257,7 @@ class Eigh(Function):
             return converged(op, xp.linalg.eigvalsh, a, UPLO=uplo)
         w, v = converged(op, xp.linalg.eigh, a, UPLO=uplo)
         ctx.save_for_backward(w, v)
+        ctx.meta = (uplo, op)
         return (w, v) if vectors else w
 
     @staticmethod
@@ -188,6 +271,21 @@ class Eigh(Function):
             e = set_diagonal(w[..., None, :] - w[..., :, None], 1)
             inner = 0.5 * (x - swap(x)) / e
         return v @ set_diagonal(inner, gw) @ swap(v), None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, gw, gv=None):
+        """As :meth:`backward`, with w and V the node's outputs; eigvalsh's V (not an output) from a recorded eigh of
+        A (a stand-in valued V diag(w) V^T where A is not a leaf: only its ``uplo`` triangle is read)."""
+        w, v = ctx.saved_tensors
+        if gv is None:
+            uplo, op = ctx.meta
+            v = Eigh.apply(ctx.graph_input(0, (v * w[..., None, :]) @ swap(v)), uplo, True, op)[1]
+            return (v * gw.unsqueeze(-2)) @ v.mT, None, None, None
+        w, v = ctx.graph_output(w, 0), ctx.graph_output(v, 1)
+        x = v.mT @ gv
+        e = w.unsqueeze(-2) - w.unsqueeze(-1) + _const(_xp(x._data).eye(x.shape[-1], dtype=x.dtype))  # (1 on its 0s)
+        inner = 0.5 * (x - x.mT) / e + diag_embed(gw)  # (x - x^T: 0 on the diagonal)
+        return v @ inner @ v.mT, None, None, None
 
 
 def svd_grad(u, s, vh, gu, gs, gvh):
@@ -212,6 +310,24 @@ def svd_grad(u, s, vh, gu, gs, gvh):
     return u @ inner @ vh
 
 
+def svd_grad_graph(u, s, vh, gu, gs, gvh):
+    """:func:`svd_grad` of graph tensors (U, Vh thin, all gradients given), with recorded ops."""
+    m, n, k = u.shape[-2], vh.shape[-1], s.shape[-1]
+    v, gv = vh.mT, gvh.mT
+    uhgu, vhgv = u.mT @ gu, v.mT @ gv
+    uhgu, vhgv = uhgu - uhgu.mT, vhgv - vhgv.mT  # (0 on the diagonal)
+    s2 = s * s
+    e = s2.unsqueeze(-2) - s2.unsqueeze(-1) + _const(_xp(s._data).eye(k, dtype=s.dtype))  # (1 on its 0s)
+    inner = (uhgu * s.unsqueeze(-2) + s.unsqueeze(-1) * vhgv) / e + diag_embed(gs)
+    if m > k:
+        gus = gu / s.unsqueeze(-2)
+        return (u @ inner + gus - u @ (u.mT @ gus)) @ vh
+    if n > k:
+        sgvh = gvh / s.unsqueeze(-1)
+        return u @ (inner @ vh + sgvh - (sgvh @ v) @ vh)
+    return u @ inner @ vh
+
+
 class SVD(Function):
     """(U, S, Vh) of A = U diag(S) Vh (S descending), or with ``vectors`` False S alone. ``full``: U and Vh square;
     their extra columns / rows carry no gradient (PyTorch narrows them away too)."""
@@ -224,6 +340,7 @@ class SVD(Function):
         u, s, vh = converged(op, xp.linalg.svd, a, full_matrices=full and vectors)
         ctx.save_for_backward(u, s, vh)
         ctx.vectors = vectors
+        ctx.op = op
         return (u, s, vh) if vectors else s
 
     @staticmethod
@@ -234,6 +351,19 @@ class SVD(Function):
             return svd_grad(u, s, vh, None, grads[0], None), None, None, None
         gu, gs, gvh = grads
         return svd_grad(u[..., :k], s, vh[..., :k, :], gu[..., :k], gs, gvh[..., :k, :]), None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, *grads):
+        """As :meth:`backward`, with U, S, Vh the node's outputs; svdvals' U and Vh (not outputs) from a recorded svd
+        of A (a stand-in valued U diag(S) Vh where A is not a leaf)."""
+        u, s, vh = ctx.saved_tensors
+        k = s.shape[-1]
+        if not ctx.vectors:
+            u, _, vh = SVD.apply(ctx.graph_input(0, (u * s[..., None, :]) @ vh), False, True, ctx.op)
+            return (u * grads[0].unsqueeze(-2)) @ vh, None, None, None
+        u, s, vh = (ctx.graph_output(x, i) for i, x in enumerate((u, s, vh)))
+        gu, gs, gvh = grads
+        return svd_grad_graph(u[..., :k], s, vh[..., :k, :], gu[..., :k], gs, gvh[..., :k, :]), None, None, None
 
 
 # ---------------------------------------------------------------- the public functions

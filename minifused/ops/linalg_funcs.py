@@ -71,6 +71,13 @@ class MatrixExp(Function):
         block[..., :n, n:] = g
         return expm(xp, block)[..., :n, n:]
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        (a,) = ctx.saved_tensors
+        n, at = a.shape[-1], ctx.graph_input(0, a).mT
+        zeros = Tensor._from_array(_xp(a).zeros(g.shape, g.dtype))
+        return MatrixExp.apply(cat([cat([at, g], -1), cat([zeros, at], -1)], -2))[..., :n, n:]
+
 
 def matrix_exp(A):
     """``torch.linalg.matrix_exp``: the matrix exponential of each square matrix; float16 / bfloat16 computed in

@@ -22,9 +22,9 @@ from ..tensor import Tensor
 from .elementwise import where
 from .index import take_along_dim
 from .linalg_common import check_dtype, check_matrix, detached, dtype_name, swap, tri_solve
-from .linalg_solve import solve_triangular
+from .linalg_solve import SolveTriangular, solve_triangular
 from .movement import tril, triu
-from .shape import reshape
+from .shape import cat, reshape
 from ..backend import InputError, InputTypeError
 
 _xp = backend.array_module
@@ -111,6 +111,32 @@ def lu_grad(lu, perm, g):
     return xp.take_along_axis(top, inverse[..., :, None], -2)
 
 
+def lu_grad_graph(lu, perm, g):
+    """:func:`lu_grad` of graph tensors (``perm`` an array), with recorded ops."""
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    xp = _xp(perm)
+    low = tril(lu[..., :k, :k], -1) + Tensor._from_array(xp.eye(k, dtype=lu.dtype))
+    up, g1 = triu(lu[..., :k, :k]), g[..., :k, :k]
+    lower, upper = low.mT @ g1, g1 @ up.mT
+    if n > k:
+        lower = lower - g[..., :k, k:] @ lu[..., :k, k:].mT
+    if m > k:
+        upper = upper - lu[..., k:, :k].mT @ g[..., k:, :k]
+    inner = tril(lower, -1) + triu(upper)
+
+    def right_ut(b):  # b U1^-T
+        return SolveTriangular.apply(up, b.mT, True, False).mT
+
+    top = right_ut(SolveTriangular.apply(low.mT, inner, True, True))
+    if n > k:
+        top = cat([top, SolveTriangular.apply(low.mT, g[..., :k, k:], True, True)], -1)
+    if m > k:
+        top = cat([top, right_ut(g[..., k:, :k])], -2)
+    inverse = xp.argsort(perm, axis=-1)
+    return take_along_dim(top, Tensor._from_array(xp.ascontiguousarray(inverse[..., :, None])), -2)
+
+
 class LUFactor(Function):
     """(LU, pivots, info, perm) of A (see :func:`getrf`); the gradient :func:`lu_grad`. With ``check`` a zero pivot
     raises PyTorch's RuntimeError (a wait for the device on cuda, as PyTorch's checked form)."""
@@ -137,6 +163,10 @@ class LUFactor(Function):
     def backward(ctx, g, *_):
         (lu,) = ctx.saved_tensors
         return lu_grad(lu, ctx.perm, g), None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, *_):
+        return lu_grad_graph(ctx.graph_output(ctx.saved_tensors[0]), ctx.perm, g), None, None, None
 
 
 # ---------------------------------------------------------------- the public functions

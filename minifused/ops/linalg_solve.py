@@ -15,13 +15,13 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import autocast_float32, unbroadcast
+from ._common import autocast_float32, unbroadcast, unbroadcast_graph
 from .creation import eye
 from .elementwise import mul, sub
 from .linalg_common import (check_matrix, check_same_dtype, detached, factor, lu_info, set_diagonal, solve_quiet, swap,
                             tri_solve)
 from .matmul import MatMul
-from .movement import movedim
+from .movement import movedim, tril, triu
 from .reduce import sum as _sum
 from .shape import expand, reshape, squeeze, unsqueeze
 from ..backend import InputError, InputTypeError
@@ -35,6 +35,13 @@ LstsqResult = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "sing
 def _batched(xp, shape, *arrays):
     """The stacks of matrices ``arrays`` broadcast to the batch ``shape``, C-contiguous."""
     return [xp.ascontiguousarray(xp.broadcast_to(a, tuple(shape) + a.shape[-2:])) for a in arrays]
+
+
+def _narrowed(a, shape):
+    """A view of ``a``, broadcast by :func:`_batched`, with the batch of ``shape`` again (its first element along
+    each dim that broadcasting added or stretched): the input's values for a ``backward_graph``."""
+    lead = a.ndim - len(shape)
+    return a[(0,) * lead + tuple(slice(0, 1) if n == 1 else slice(None) for n in shape[:-2])]
 
 
 def _batch(op, *tensors):
@@ -67,6 +74,14 @@ class Solve(Function):
         gb = solve_quiet(xp, at, xp.ascontiguousarray(g))
         ga = unbroadcast(-(gb @ swap(x)), a.shape) if ctx.needs_input_grad[0] else None
         return ga, unbroadcast(gb, ctx.b_shape), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g, _):
+        a, x = ctx.saved_tensors
+        at = ctx.graph_input(0, a)
+        gb = Solve.apply(at.mT, g, "linalg.solve", False)[0]
+        ga = unbroadcast_graph(-(gb @ ctx.graph_output(x).mT), a.shape) if ctx.needs_input_grad[0] else None
+        return ga, unbroadcast_graph(gb, ctx.b_shape), None, None
 
 
 def _solve(op, A, B, left, check):
@@ -163,6 +178,21 @@ class SolveTriangular(Function):
             ga = unbroadcast(ga, a_shape)
         return ga, unbroadcast(gb, b_shape), None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        """As :meth:`backward`, recorded: A a stand-in valued T where it is not a leaf (only the triangle is
+        read), X the node's output."""
+        t, x = ctx.saved_tensors
+        upper, unit, a_shape, b_shape = ctx.meta
+        at = ctx.graph_input(0, _narrowed(t, a_shape))
+        gb = SolveTriangular.apply(at.mT, g, not upper, unit)  # T^-T g
+        ga = None
+        if ctx.needs_input_grad[0]:
+            ga = -(gb @ ctx.graph_output(x).mT)
+            ga = triu(ga, 1 if unit else 0) if upper else tril(ga, -1 if unit else 0)
+            ga = unbroadcast_graph(ga, a_shape)
+        return ga, unbroadcast_graph(gb, b_shape), None, None
+
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     """``torch.linalg.solve_triangular``: X with T X = B (``left=False``: X T = B), T the upper or lower triangle of
@@ -207,6 +237,19 @@ class CholeskySolve(Function):
             common = common + swap(common)
             gl = unbroadcast(-(lb @ common if upper else common @ lb), l_shape)
         return unbroadcast(gb, b_shape), gl, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        lb, x = ctx.saved_tensors
+        upper, b_shape, l_shape = ctx.meta
+        low = ctx.graph_input(1, _narrowed(lb, l_shape))
+        gb = CholeskySolve.apply(g, low, upper)
+        gl = None
+        if ctx.needs_input_grad[1]:
+            common = gb @ ctx.graph_output(x).mT
+            common = common + common.mT
+            gl = unbroadcast_graph(-(low @ common if upper else common @ low), l_shape)
+        return unbroadcast_graph(gb, b_shape), gl, None
 
 
 def _cholesky_solve(xp, factor_, b, upper):
@@ -292,6 +335,14 @@ class Pinv(Function):
         pt, gt = swap(p), swap(g)
         ga = -(pt @ g @ pt) + (gt - a @ (p @ gt)) @ (p @ pt) + (pt @ p) @ (gt - (gt @ p) @ a)
         return unbroadcast(ga, a.shape), None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        a, p = ctx.saved_tensors
+        at, p = ctx.graph_input(0, a), ctx.graph_output(p)
+        pt, gt = p.mT, g.mT
+        ga = -(pt @ g @ pt) + (gt - at @ (p @ gt)) @ (p @ pt) + (pt @ p) @ (gt - (gt @ p) @ at)
+        return unbroadcast_graph(ga, a.shape), None, None, None
 
 
 def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None):
