@@ -119,8 +119,12 @@ def test_gradient_penalty_under_autocast_matches_pytorch(dtype):
         gp = ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
         (score.mean() + 10 * gp).backward()
         results.append([gp] + [p.grad for p in model.parameters()])
-    tol = {"rtol": 2e-4, "atol": 2e-5} if dtype == "float32" else {"rtol": 0.1, "atol": 0.03}
-    close(*results, **tol)
+    if dtype == "float32":
+        close(*results)
+        return
+    for a, b in zip(*results):  # bf16 rounds differently inside each framework: the whole gradient within 3 %
+        a, b = (t.detach().cpu().double().numpy() for t in (a, b))
+        assert np.linalg.norm(a - b) <= 0.03 * np.linalg.norm(b)
 
 
 def cnn(T):
