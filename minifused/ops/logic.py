@@ -97,6 +97,11 @@ class NanToNum(Function):
         (finite,) = ctx.saved_tensors
         return g * finite, None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        (finite,) = ctx.saved_tensors  # (a constant: where the input is finite)
+        return g * Tensor._from_array(_xp(finite).asarray(finite, g.dtype), False), None, None, None
+
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002 - PyTorch's names
     """NaN -> ``nan``, +inf -> ``posinf`` (default: the dtype's largest), -inf -> ``neginf`` (its

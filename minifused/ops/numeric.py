@@ -14,8 +14,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import autocast_float32_on_cuda, binary_operands, cast, unbroadcast
-from .elementwise import where
+from ._common import autocast_float32_on_cuda, binary_operands, cast, unbroadcast, unbroadcast_graph
+from .elementwise import _const, _zeros_graph, abs as _abs, exp, log, where
 from .logic import _values, bitwise_not, logical_and, logical_not, logical_or, logical_xor, written_into
 from .pointwise import _check, hypot
 from .reduce import dim_index, vector_norm
@@ -75,6 +75,20 @@ class LogCumSumExp(Function):
             log_g = backend.where(mask, xp.log(xp.abs(backend.where(mask, wide, 1))), lowest)
             return xp.exp(xp.flip(_log_scan(xp.flip(log_g - y, axis), axis), axis) + x)
         return (part(wide > 0) - part(wide < 0)).astype(g.dtype, copy=False), None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        x, y = ctx.saved_tensors
+        axis = ctx.axis
+        wide = cast(g, y.dtype)
+        x, y = cast(ctx.graph_input(0, x), y.dtype), ctx.graph_output(y)
+        lowest = float(np.finfo(y.dtype).min)
+
+        def part(mask):  # backward's, with the ops (the signs of g: constants)
+            mask = _const(mask)
+            log_g = where(mask, log(_abs(where(mask, wide, 1.0))), lowest)
+            return exp(LogCumSumExp.apply((log_g - y).flip(axis), axis).flip(axis) + x)
+        return part(wide._data > 0) - part(wide._data < 0), None
 
 
 def logcumsumexp(input, dim):  # noqa: A002 - PyTorch's names
@@ -205,6 +219,11 @@ class FrexpMantissa(Function):
         wide = g.astype(np.float32) if g.dtype in _HALF else g
         return (wide / _xp(g).exp2(ctx.exponent.astype(wide.dtype))).astype(g.dtype, copy=False), None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        wide = cast(g, np.float32) if g.dtype in _HALF else g
+        return wide / _const(g._xp.exp2(ctx.exponent.astype(wide.dtype))), None
+
 
 def frexp(input):  # noqa: A002 - PyTorch's name
     """``(mantissa, exponent)`` with input = mantissa * 2**exponent, |mantissa| in [0.5, 1) (0, inf and NaN kept,
@@ -245,6 +264,12 @@ class NextAfter(Function):
         na, nb = ctx.needs_input_grad
         return (unbroadcast(g, ctx.shapes[0]) if na else None,
                 unbroadcast(_xp(g).zeros_like(g), ctx.shapes[1]) if nb else None)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast_graph(g, ctx.shapes[0]) if na else None,
+                _zeros_graph(g, ctx.shapes[1]) if nb else None)
 
 
 def _nextafter_operands(name, input, other):

@@ -10,9 +10,11 @@ from .. import backend
 from ..autograd import Function
 from ..backend import InputTypeError
 from ..tensor import Tensor
-from ._common import autocast_float32_on_cuda
-from .indexing import accumulate
+from ._common import autocast_float32_on_cuda, cast
+from .index import _grid
+from .indexing import EmbedItem, GetItem, accumulate
 from .reduce import _alias, _int64_if_integral, dim_index
+from .shape import Cat
 
 
 def _running_sum(a, axis):
@@ -81,6 +83,35 @@ class CumProd(Function):
         at_zero = _flip_cumsum(g * _running_product(backend.where(first, one, x), axis), axis)
         grad = backend.where(first, at_zero, grad)
         return grad.astype(g.dtype, copy=False), None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        """The gradient ``prod(x[:i]) * t[i]`` with ``t[i] = g[i] + x[i + 1] * t[i + 1]`` (the sum over k >= i of
+        ``g[k] * prod(x[i + 1:k + 1])``), which divides by no x: the same function at zeros as elsewhere, so that its
+        derivatives are exact there too. t by a doubling scan of that recurrence (log2(n) whole-tensor steps, no host
+        sync): after each step ``t[i] = total[i] + coef[i] * t[i + step]``, t being 0 past the end."""
+        x, out = ctx.saved_tensors
+        axis, n = ctx.axis, x.shape[ctx.axis]
+        half = (backend.float16, backend.bfloat16)  # (in float32, as the forward multiplies)
+        g, x, out = (cast(t, np.float32) if t.dtype in half else t
+                     for t in (g, ctx.graph_input(0, x), ctx.graph_output(out)))
+        total, coef, step = g, _shifted(x, 1, axis, 0.0), 1
+        while step < n:
+            total = total + coef * _shifted(total, step, axis, 0.0)
+            if 2 * step < n:
+                coef = coef * _shifted(coef, step, axis, 0.0)
+            step *= 2
+        return _shifted(out, -1, axis, 1.0) * total, None
+
+
+def _shifted(t, step, axis, fill):
+    """``t`` moved back by ``step`` along ``axis`` (element i is t's i + step; a negative step moves it on),
+    ``fill`` where that is past an end; recorded."""
+    n = t.shape[axis]
+    k = min(abs(step), n)
+    pad = Tensor._from_array(t._xp.full(t.shape[:axis] + (k,) + t.shape[axis + 1:], fill, t.dtype), False)
+    kept = GetItem.apply(t, (slice(None),) * axis + (slice(k, None) if step > 0 else slice(0, n - k),))
+    return Cat.apply(*([kept, pad] if step > 0 else [pad, kept]), axis=axis)
 
 
 def _scan(fn, op, x, dim, dtype):
@@ -156,6 +187,12 @@ class CumExtreme(Function):
         grad = accumulate(rows_index.shape, g.dtype, (rows, rows_index), xp.moveaxis(g, axis, -1).reshape(-1, n))
         moved_shape = tuple(s for d, s in enumerate(shape) if d != axis) + (n,)
         return xp.moveaxis(grad.reshape(moved_shape), -1, axis), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        (indices,) = ctx.saved_tensors
+        shape, axis = ctx.meta
+        return EmbedItem.apply(g, shape, _grid(indices, axis), True), None, None
 
 
 CumMax = namedtuple("CumMax", ["values", "indices"])

@@ -11,8 +11,9 @@ from .. import backend
 from ..autograd import Function
 from ..backend import InputError, InputTypeError
 from ..tensor import Tensor
+from .elementwise import _const, _zero_where, where
 from .index import _grid, _no_0d, _scatter_args
-from .indexing import accumulate
+from .indexing import EmbedItem, GatherItem, GetItem, accumulate
 from .shape import reshape
 
 __all__ = ["scatter_reduce"]
@@ -91,6 +92,8 @@ class ScatterReduce(Function):
                 out[...] = xp.floor_divide(out, count.astype(out.dtype))
         ctx.meta = (index, axis, reduce, include_self, src.shape, hit, count, before, part if before is not None
                     else None, backend.copy(out) if before is not None else None)
+        if reduce == "prod" and ctx.recording:
+            ctx.src = src  # (for backward_graph: src as a tensor of the graph)
         return out
 
     @staticmethod
@@ -119,6 +122,34 @@ class ScatterReduce(Function):
         if ctx.needs_input_grad[1]:
             gsrc = xp.zeros(src_shape, g.dtype)
             gsrc[slices] = picked
+        return own if ctx.needs_input_grad[0] else None, gsrc, None, None, None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        """backward's gradients with the ops: 'prod' through :func:`_prod_graph_grads`, the others linear in g
+        with constant factors (counts, ties, where each value went)."""
+        index, axis, reduce, include_self, src_shape, hit, count, before, part, result = ctx.meta
+        xp = g._xp
+        grid = _grid(index, axis)
+        slices = tuple(slice(0, n) for n in index.shape)
+        if reduce == "prod":
+            own, picked = _prod_graph_grads(ctx, g, grid, slices)
+        elif reduce in ("sum", "mean"):
+            share = g if count is None else g / _const(count.astype(g.dtype))
+            own = share if include_self else _zero_where(hit, share)
+            picked = GatherItem.apply(share, grid)
+        else:  # amax / amin
+            own_is = before == result
+            src_is = part == result[grid]
+            ties = own_is.astype(g.dtype) + accumulate(g.shape, g.dtype, grid, src_is.astype(g.dtype)).astype(
+                g.dtype, copy=False)
+            share = g / _const(xp.maximum(ties, 1))
+            own = _zero_where(~(own_is if include_self else own_is & ~hit), share)
+            picked = _zero_where(~src_is, GatherItem.apply(share, grid))
+        gsrc = None
+        if ctx.needs_input_grad[1]:
+            gsrc = picked if tuple(src_shape) == tuple(index.shape) else EmbedItem.apply(picked, src_shape, slices,
+                                                                                           False)
         return own if ctx.needs_input_grad[0] else None, gsrc, None, None, None, None
 
 
@@ -150,6 +181,33 @@ def _prod_grads(g, x, part, result, grid, hit, include_self):
     divided = (g * result)[grid] / backend.where(src_zero, one, part).astype(g.dtype, copy=False)
     picked = backend.where(single, (g * others)[grid], divided).astype(g.dtype, copy=False)
     return own.astype(g.dtype, copy=False), picked
+
+
+def _prod_graph_grads(ctx, g, grid, slices):
+    """:func:`_prod_grads` with the ops, each gradient a function of input and src that divides by none of their
+    zeros (so exact there too): input's is g times the product of src's values at its position; a nonzero value of
+    src gets ``g * result / value``; a zero of src the product of the others, which is ``others`` (the product with
+    src's zeros taken as 1) where it is the only zero at its position, that times the other zero where there are
+    two, and 0 (to the second order) where there are more."""
+    index, axis, reduce, include_self, src_shape, hit, count, before, part, result = ctx.meta
+    xp = g._xp
+    x, src = ctx.graph_input(0, before), ctx.graph_input(1, ctx.src)
+    s = src if tuple(src_shape) == tuple(index.shape) else GetItem.apply(src, slices)
+    if include_self:
+        ones = Tensor._from_array(xp.ones(g.shape, g.dtype), False)
+        own = g * ScatterReduce.apply(ones, s, index, axis, "prod", True)
+    else:
+        own = _zero_where(hit, g)
+    src_zero = part == 0
+    zeros_there = accumulate(g.shape, np.int32, grid, src_zero.astype(np.int32))[grid]
+    nonzero = _const(~src_zero)
+    divided = GatherItem.apply(g * ctx.graph_output(result), grid) / where(nonzero, s, 1.0)
+    others = ScatterReduce.apply(x, where(nonzero, s, 1.0), index, axis, "prod", include_self)
+    zero_sum = ScatterReduce.apply(Tensor._from_array(xp.zeros(g.shape, g.dtype), False), _zero_where(~src_zero, s),
+                                   index, axis, "sum", True)  # (the other zero, where there are two: their sum - s)
+    other_zero = where(_const(zeros_there == 2), GatherItem.apply(zero_sum, grid) - s, 1.0)
+    at_zero = _zero_where(zeros_there > 2, GatherItem.apply(g * others, grid) * other_zero)
+    return own, where(nonzero, divided, at_zero)
 
 
 def _args(op, input, dim, index, src, reduce):

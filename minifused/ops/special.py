@@ -20,9 +20,10 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import (binary_operands, broadcast_shape, cast, promote_operands, scalar_result_dtype, shape_of,
-                      unbroadcast)
+                      unbroadcast, unbroadcast_graph)
 from .aliases import _not_bool
-from .elementwise import Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, clamp, div, mul, pow, relu_, where
+from .elementwise import (Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, _const, _zero_where, _zeros_graph, clamp,
+                          div, mul, pow, relu_, sigmoid, where)
 from .inplace_arith import _inplace_operand
 from .logic import _values, isnan, logical_not, written_into
 from .pointwise import _check, _float_op, _inplace, _Unary, _unary
@@ -49,6 +50,12 @@ def _erfc(xp, x):
     import cupyx.scipy.special
 
     return cupyx.scipy.special.erfc(x)
+
+
+def _wide_graph(t):
+    """A graph tensor of float16 / bfloat16 in float32, as the array gradients compute (the walk casts the result
+    back); anything else as it is."""
+    return cast(t, np.float32) if isinstance(t, Tensor) and t.dtype in _HALF else t
 
 
 def _sinc_grad(xp, g, x):
@@ -96,12 +103,33 @@ class Logit(_Unary):
                 return backend.where((x < lo) | (x > hi), math.nan if eps is None else 0.0, g / (x * (1 - x)))
         return (_f32(grad)(_xp(g), g, x).astype(g.dtype, copy=False), None)
 
+    @classmethod
+    def backward_graph(cls, ctx, g):
+        (x,) = ctx.saved_tensors
+        lo, hi = (0.0, 1.0) if ctx.eps is None else (ctx.eps, 1 - ctx.eps)
+        outside = (x < lo) | (x > hi)
+        # (the formula at 0.5 where the result is cut: no division by 0 in the branch not selected, nor in its gradient)
+        z = where(_const(outside), 0.5, _wide_graph(ctx.graph_input(0, x)))
+        return where(_const(outside), math.nan if ctx.eps is None else 0.0, _wide_graph(g) / (z * (1 - z))), None
+
 
 erfc = _float_op(Erfc, "erfc")
 exp2 = _float_op(Exp2, "exp2")
 sinc = _float_op(Sinc, "sinc")
 deg2rad = _float_op(Deg2rad, "deg2rad")
 rad2deg = _float_op(Rad2deg, "rad2deg")
+
+
+def _sinc_graph_grad(xp, g, x):
+    """_sinc_grad with the ops. At x == 0 it is the derivative's first Taylor term, -pi**2 / 3 * x: 0 as there, and
+    its own derivative right (PyTorch's is NaN there); the quotient runs at 1 instead, so that its gradient, which
+    where cuts, divides no 0 by 0."""
+    at_zero = _const(x._data == 0)
+    w = where(at_zero, 1.0, x)
+    return g * where(at_zero, x * (-math.pi ** 2 / 3), (xp.cos(math.pi * w) - sinc(w)) / w)
+
+
+Sinc.graph_grad = staticmethod(_sinc_graph_grad)
 
 
 def _eps(name, eps):
@@ -152,6 +180,18 @@ class _Binary(Function):
         return tuple(unbroadcast(d.astype(g.dtype, copy=False), s) if n else None
                      for d, s, n in zip(grads, ctx.shapes, ctx.needs_input_grad))
 
+    @classmethod
+    def backward_graph(cls, ctx, g):
+        """``graph_grad(g, a, b, arrays)`` gives both gradients as graph tensors of the graph tensors ``a`` and
+        ``b`` (16-bit floats in float32); ``arrays``: the saved (a, b, y), for masks (constants)."""
+        a, b, y = ctx.saved_tensors
+        at, bt = (_wide_graph(ctx.graph_input(i, v)) for i, v in enumerate((a, b)))
+        arrays = [v.astype(np.float32) if v.dtype in _HALF else v for v in (a, b, y)]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            grads = cls.graph_grad(_wide_graph(g), at, bt, arrays)
+        return tuple(unbroadcast_graph(d, s) if n else None
+                     for d, s, n in zip(grads, ctx.shapes, ctx.needs_input_grad))
+
 
 class Xlogy(_Binary):
     @staticmethod
@@ -163,6 +203,11 @@ class Xlogy(_Binary):
     def grad(xp, g, a, b, y):
         # PyTorch's: xlogy(g, b) for a, but 0 where a == 0 and b <= 0 (log b is -inf or NaN there)
         return backend.where((a == 0) & (b <= 0), 0, Xlogy.f(xp, g, b)), g * a / b
+
+    @staticmethod
+    def graph_grad(g, a, b, arrays):
+        cut = (arrays[0] == 0) & (arrays[1] <= 0)  # (b at 1 there: no log of 0 in the branch cut, nor its gradient)
+        return _zero_where(cut, Xlogy.apply(g, where(_const(cut), 1.0, b))), g * a / b
 
 
 class LogAddExp(_Binary):
@@ -176,6 +221,12 @@ class LogAddExp(_Binary):
     def grad(cls, xp, g, a, b, y):  # PyTorch's form: an overflow gives 0; an infinite input its whole share
         exp = xp.exp if cls.base == math.e else xp.exp2
         return g / (1 + exp(b - a)), g / (1 + exp(a - b))
+
+    @classmethod
+    def graph_grad(cls, g, a, b, arrays):
+        # the same shares as sigmoids (of the difference times ln 2 for base 2), whose gradients do not overflow
+        d = a - b if cls.base == math.e else (a - b) * math.log(2)
+        return g * sigmoid(d), g * sigmoid(-d)
 
 
 class LogAddExp2(LogAddExp):
@@ -191,6 +242,11 @@ class Copysign(_Binary):
     def grad(xp, g, a, b, y):  # PyTorch's: y / a (0 where a == 0) for a; zero for b
         return g * backend.where(a == 0, 0, y / a), xp.zeros_like(g * b)
 
+    @staticmethod
+    def graph_grad(g, a, b, arrays):
+        a, _, y = arrays  # (y / a: a sign, piecewise constant)
+        return g * _const(backend.where(a == 0, 0, y / a).astype(g.dtype, copy=False)), _zeros_graph(g, g.shape)
+
 
 class Fmax(_Binary):
     @classmethod
@@ -204,6 +260,12 @@ class Fmax(_Binary):
         to_a = ((a >= b) if cls is Fmax else (a <= b)) | xp.isnan(b)
         zero = g.dtype.type(0)
         return backend.where(to_a, g, zero), backend.where(to_a, zero, g)
+
+    @classmethod
+    def graph_grad(cls, g, a, b, arrays):
+        a, b, _ = arrays
+        to_a = _const(((a >= b) if cls is Fmax else (a <= b)) | _xp(b).isnan(b))
+        return where(to_a, g, 0), where(to_a, 0, g)
 
 
 class Fmin(Fmax):

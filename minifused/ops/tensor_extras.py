@@ -15,8 +15,8 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from .creation import multinomial as _multinomial, new_empty, tensor as _new_tensor
-from .diagonals import _diagonal_dims, _diagonal_view
-from .elementwise import cast
+from .diagonals import Diagonal, _diagonal_dims, _diagonal_view
+from .elementwise import _zeros_graph, cast
 from .index import _in_bounds, index_put
 from .movement import split
 from .scatter_reductions import scatter_reduce
@@ -166,6 +166,13 @@ class DiagonalScatter(Function):
         diag[...] = 0
         return gx, gsrc, None, None, None
 
+    @staticmethod
+    def backward_graph(ctx, g):
+        offset, axis1, axis2 = ctx.meta
+        gsrc = Diagonal.apply(g, offset, axis1, axis2)
+        gx = DiagonalScatter.apply(g, _zeros_graph(g, gsrc.shape), *ctx.meta) if ctx.needs_input_grad[0] else None
+        return gx, gsrc if ctx.needs_input_grad[1] else None, None, None, None
+
 
 def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):  # noqa: A002 - PyTorch's names
     """A copy of ``input`` with ``src`` as its diagonal (``offset``, ``dim1``, ``dim2`` as :func:`diagonal`)."""
@@ -211,6 +218,10 @@ class Angle(Function):
     @staticmethod
     def backward(ctx, g):
         return _xp(g).zeros_like(g), None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return _zeros_graph(g, g.shape), None
 
 
 def angle(input):  # noqa: A002
