@@ -51,14 +51,15 @@ def walk(roots, wanted, retain_graph=True, since=-1):
             if root._ctx.seq >= since and not any(c is root._ctx for c in root_ctxs):
                 root_ctxs.append(root._ctx)
         targets = {} if wanted is None else {(id(t._ctx), t._out_index): t for t in wanted if t._ctx is not None}
-        order, stops = _backward_order(root_ctxs, since)[0] if root_ctxs else [], ()
+        order, stops, useful = _backward_order(root_ctxs, since)[0] if root_ctxs else [], (), {}
         if wanted is not None and order:
             order, stops = _prune(order, wanted)
+            useful = _useful_inputs(order, wanted, targets)
         for ctx in order:
             grads = _output_grads(ctx, pending, found, targets)
             if grads is None or id(ctx) in stops:
                 continue
-            _run_node(ctx, grads, pending, found)
+            _run_node(ctx, grads, pending, found, useful.get(id(ctx)))
         for key, t in targets.items():  # made by a node not entered (see since)
             if key in pending:
                 found[id(t)] = (t, pending.pop(key))
@@ -70,14 +71,35 @@ def walk(roots, wanted, retain_graph=True, since=-1):
         _mode.enabled = grad_mode
 
 
-def _run_node(ctx, grads, pending, found):
+def _useful_inputs(order, wanted, targets):
+    """{id(node): which of its inputs lead to a ``wanted`` tensor} (``order``: every producer after its consumers):
+    a backward_graph computes only those (``grad(critic, x, create_graph=True)`` records no weight gradients)."""
+    leaf_ids = {id(t) for t in wanted if t._ctx is None}
+    leading, useful = set(), {}
+    for ctx in reversed(order):
+        flags = tuple(t is not None and (id(t) in leaf_ids if t._ctx is None else
+                                         id(t._ctx) in leading or (id(t._ctx), t._out_index) in targets)
+                      for t in ctx.inputs)
+        if True in flags:
+            leading.add(id(ctx))
+        useful[id(ctx)] = flags
+    return useful
+
+
+def _run_node(ctx, grads, pending, found, useful=None):
     run = getattr(ctx.fn, "backward_graph", None)
     if run is None:
         raise NotImplementedError(f"{ctx.fn.__name__}: differentiating its gradient (create_graph=True, a gradient "
                                   f"of a gradient) is not supported for this op")
     if ctx.versions:
         _check_versions(ctx)
-    in_grads = run(ctx, *grads)
+    needs = ctx.needs_input_grad
+    if useful is not None and False in useful:
+        ctx.needs_input_grad = tuple(n and u for n, u in zip(needs, useful))
+    try:
+        in_grads = run(ctx, *grads)
+    finally:
+        ctx.needs_input_grad = needs
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     for t, g in zip(ctx.inputs, in_grads):

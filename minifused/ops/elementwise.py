@@ -474,16 +474,44 @@ class Tanh(Function):
 
     @staticmethod
     def backward(ctx, g):
-        (out,) = ctx.saved_tensors
-        if K.fuses_activation(g, out):
-            return K.activation_backward("tanh", g, out)
-        out = _wide(out)
-        return (_wide(g) * (1 - out * out)).astype(g.dtype, copy=False)
+        return _tanh_grad(g, ctx.saved_tensors[0])
 
     @staticmethod
     def backward_graph(ctx, g):
-        y = ctx.graph_output(ctx.saved_tensors[0])
-        return g * (1 - y * y)
+        return TanhGrad.apply(g, ctx.graph_output(ctx.saved_tensors[0]))
+
+
+def _tanh_grad(g, out):
+    """``g * (1 - out²)``, in one fused pass where the kernels take the arrays."""
+    if K.fuses_activation(g, out):
+        return K.activation_backward("tanh", g, out)
+    out = _wide(out)
+    return (_wide(g) * (1 - out * out)).astype(g.dtype, copy=False)
+
+
+class TanhGrad(Function):
+    """tanh's gradient ``g * (1 - y²)`` as one op of the graph (what a ``create_graph`` backward records, as
+    PyTorch's ``tanh_backward``: a PINN's derivatives are chains of it): one fused pass forward; d/dg is the same
+    op, d/dy is ``-2 g y``."""
+
+    @staticmethod
+    def forward(ctx, g, y):
+        ctx.save_for_backward(g if ctx.needs_input_grad[1] else None, y)
+        return _tanh_grad(g, y)
+
+    @staticmethod
+    def backward(ctx, gg):
+        g, y = ctx.saved_tensors
+        need_g, need_y = ctx.needs_input_grad
+        return (_tanh_grad(gg, y) if need_g else None,
+                (-2 * _wide(gg) * _wide(g) * _wide(y)).astype(gg.dtype, copy=False) if need_y else None)
+
+    @staticmethod
+    def backward_graph(ctx, gg):
+        g, y = ctx.saved_tensors
+        need_g, need_y = ctx.needs_input_grad
+        yt = ctx.graph_input(1, y)
+        return (TanhGrad.apply(gg, yt) if need_g else None, -2 * gg * ctx.graph_input(0, g) * yt if need_y else None)
 
 
 class Sigmoid(Function):

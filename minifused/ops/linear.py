@@ -144,9 +144,9 @@ class LinearFn(Function):
         need_x, need_w = ctx.needs_input_grad[:2]
         need_b = len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2]
         (n, k), m = ctx.x2.shape, ctx.w.shape[0]
-        x = reshape(ctx.graph_input(0, ctx.x2.reshape(ctx.x_shape)), n, k)
+        x = _reshaped(ctx.graph_input(0, ctx.x2.reshape(ctx.x_shape)), n, k)
         w = ctx.graph_input(1, ctx.w)
-        dz = reshape(g, n, m)
+        dz = _reshaped(g, n, m)
         if ctx.activation == "relu":
             ones = backend.array_module(ctx.w).ones((n, m), g.dtype)
             dz = dz * Tensor._from_array(K.activation_backward(ones, ctx.aux, "relu"), False)
@@ -156,9 +156,14 @@ class LinearFn(Function):
                 z = z + ctx.graph_input(2, ctx.bias)
             t = (GELU_C * (z + GELU_CUBIC * z * z * z)).tanh()
             dz = dz * (0.5 * (1 + t) + 0.5 * z * (1 - t * t) * GELU_C * (1 + 3 * GELU_CUBIC * z * z))
-        gx = reshape(MatMul.apply(dz, w), *ctx.x_shape) if need_x else None
+        gx = _reshaped(MatMul.apply(dz, w), *ctx.x_shape) if need_x else None
         gw = MatMul.apply(transpose(dz, 0, 1), x) if need_w else None
         return gx, gw, dz.sum(0) if need_b else None
+
+
+def _reshaped(t, *shape):
+    """``t`` reshaped to ``shape``, recorded only where the shape changes (a graph's backward of a 2-D Linear)."""
+    return t if tuple(t.shape) == shape else reshape(t, *shape)
 
 
 def _data_grad(ctx, producer, dx, dbx):
