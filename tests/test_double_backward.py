@@ -283,3 +283,27 @@ def test_module_backward_hooks_fills_and_checkpoints_differentiate_twice():
     (g,) = autograd.grad(filled(y0), y0, create_graph=True)
     np.testing.assert_allclose(values(g), [3 * xv[0] ** 2, 0.25, 0.25], rtol=1e-12)
     np.testing.assert_allclose(autograd.grad(g.sum(), v)[0].item(), 2.0, rtol=1e-12)
+
+
+def test_the_graph_walk_computes_only_the_gradients_asked_for():
+    seen = []
+
+    class Scale(Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(tuple(ctx.needs_input_grad))
+            x, w = ctx.saved_tensors
+            return g * w, (g * x).sum() if ctx.needs_input_grad[1] else None
+
+    x, w = leaf(X), leaf(2.0)
+    (g,) = autograd.grad(Scale.apply(x * x, w).sum(), x, create_graph=True)
+    assert seen == [(True, False)]  # w requires grad, but its gradient leads nowhere asked for
+    np.testing.assert_allclose(values(g), 4 * np.array(X), rtol=1e-12)
+    (gw,) = autograd.grad(g.sum(), w)  # the gradient still differentiates in w
+    np.testing.assert_allclose(gw.item(), 2 * np.sum(X), rtol=1e-12)
+    assert Scale.apply(x, w).requires_grad and seen[-1] == (True, False)
