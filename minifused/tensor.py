@@ -106,7 +106,8 @@ class _Overwrite(autograd.Function):
     @staticmethod
     def backward_graph(ctx, g):
         need_x, need_value = ctx.needs_input_grad
-        gv = g.sum(dtype=np.float64 if g.dtype == np.float64 else np.float32).to(ctx.value_dtype) if need_value else None
+        wide = np.float64 if g.dtype == np.float64 else np.float32
+        gv = g.sum(dtype=wide).to(ctx.value_dtype) if need_value else None
         return (Tensor._from_array(g._xp.zeros_like(g._data)) if need_x else None), gv
 
 

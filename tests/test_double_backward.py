@@ -171,7 +171,8 @@ def test_a_freed_graph_cannot_be_differentiated_again():
 
 def test_gradgradcheck_passes_and_catches_a_wrong_second_derivative():
     rng = np.random.default_rng(1)
-    a, b = mf.tensor(rng.standard_normal((3, 4)), requires_grad=True), mf.tensor(rng.standard_normal(4), requires_grad=True)
+    a = mf.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    b = mf.tensor(rng.standard_normal(4), requires_grad=True)
     assert autograd.gradgradcheck(lambda a, b: (mf.tanh(a * b) / (b.exp() + 1) - a.sigmoid()).sum(1), (a, b))
 
     class WrongSecond(Function):
