@@ -20,9 +20,9 @@ _Tensor = None  # the Tensor class, registered by minifused.tensor (see the pack
 def differentiate(build, inputs, grads):
     """For a ``backward_graph`` that rebuilds its op's forward from recorded ops (a fused op: a norm, a loss): the
     gradients of ``build(*inputs)`` (a tensor or a tuple of them), weighted by ``grads`` (one tensor per output),
-    with respect to each of ``inputs`` that requires grad (graph tensors from ``ctx.graph_input``: a constant one, a
-    number or None pass to build as they are and get None), as tensors of the graph, None where none flows. The walk enters only the
-    nodes the rebuild recorded, not the graph below its inputs."""
+    with respect to each of ``inputs`` that requires grad (graph tensors from ``ctx.graph_input``: a constant
+    one, a number or None pass to build as they are and get None), as tensors of the graph, None where none
+    flows. The walk enters only the nodes the rebuild recorded, not the graph below its inputs."""
     since = next(_recorded)
     outs = build(*inputs)
     outs = outs if isinstance(outs, tuple) else (outs,)
