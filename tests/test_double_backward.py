@@ -308,3 +308,14 @@ def test_the_graph_walk_computes_only_the_gradients_asked_for():
     (gw,) = autograd.grad(g.sum(), w)  # the gradient still differentiates in w
     np.testing.assert_allclose(gw.item(), 2 * np.sum(X), rtol=1e-12)
     assert Scale.apply(x, w).requires_grad and seen[-1] == (True, False)
+
+
+@pytest.mark.parametrize("fn", [mf.relu, mf.abs, lambda t: mf.nn.functional.leaky_relu(t, 0.1),
+                                mf.nn.functional.hardtanh, lambda t: mf.relu(t.clone()).relu_()])
+def test_piecewise_linear_gradients_differentiate_to_zeros(fn):
+    """As PyTorch's: the gradient of relu, abs, leaky_relu or hardtanh reaches x in the graph, and its own
+    gradient is zeros (not an error that nothing requires grad)."""
+    x = leaf([0.5, -1.0, 2.0])
+    (g,) = autograd.grad(fn(x).sum(), x, create_graph=True)
+    assert g.requires_grad
+    np.testing.assert_array_equal(autograd.grad(g.sum(), x)[0].numpy(), np.zeros(3))

@@ -19,7 +19,7 @@ from ..autograd import Function
 from ..kernels import elementwise as K
 from ..tensor import Tensor
 from ._common import unbroadcast, unbroadcast_graph
-from .elementwise import where
+from .elementwise import where, zero_linked
 
 __all__ = []  # PyTorch has none of these at top level beyond mf.sigmoid / mf.tanh (elementwise.py)
 METHODS = {}  # nor as Tensor methods
@@ -157,7 +157,7 @@ class _Unary(Function):
     def backward_graph(cls, ctx, g):
         (kept,) = ctx.saved_tensors
         if cls.grad_graph is None:
-            return _Passing.apply(g, cls, kept, ctx.fused, ctx.p)
+            return zero_linked(_Passing.apply(g, cls, kept, ctx.fused, ctx.p), ctx, 0, kept)
         return cls.grad_graph(_wide(g), _wide(ctx.graph_input(0, kept)), **ctx.p)
 
     @staticmethod

@@ -443,7 +443,7 @@ class Abs(Function):
     @staticmethod
     def backward_graph(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * _const(sign_of(_xp(x), x))
+        return zero_linked(g * _const(sign_of(_xp(x), x)), ctx, 0, x)
 
 
 def sign_of(xp, x):
@@ -564,7 +564,33 @@ class Relu(Function):
     def backward_graph(ctx, g):
         shape, dtype = ctx.out_meta[0]
         passes = K.mask_apply(g._xp.ones(shape, dtype), ctx.mask, channels_last=ctx.channels_last) != 0
-        return where(_const(passes), g, 0)
+        return zero_linked(where(_const(passes), g, 0), ctx, 0, passes)
+
+
+class _ZeroLink(Function):
+    """``g`` as it is, tied to ``x`` with a zero gradient. A piecewise-linear op's gradient (relu's) depends on its
+    input only through a constant mask, yet PyTorch's reaches the input in the graph: differentiating it again
+    gives zeros, not an error that nothing requires grad. Only x's shape is read."""
+
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, g, x):
+        return g
+
+    @staticmethod
+    def backward(ctx, gg):
+        return gg, _xp(gg).zeros_like(gg)
+
+    @staticmethod
+    def backward_graph(ctx, gg):
+        return gg, Tensor._from_array(gg._xp.zeros_like(gg._data))
+
+
+def zero_linked(g, ctx, i, like):
+    """``g`` tied to input ``i`` of ``ctx`` where that input wants a gradient (see :class:`_ZeroLink`); ``like``:
+    an array of the input's shape, whatever its values."""
+    return g if ctx.inputs[i] is None else _ZeroLink.apply(g, ctx.graph_input(i, like))
 
 
 class Gelu(Function):
