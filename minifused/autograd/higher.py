@@ -149,14 +149,20 @@ def run_hooks(hooks, g):
     """Each hook sees the gradient tensor and may return a replacement of the same shape and dtype."""
     for hook in hooks:
         result = hook(g)
-        if result is None:
-            continue
-        name = getattr(hook, "__name__", hook)
-        if not isinstance(result, _Tensor):
-            raise TypeError(f"hook {name!r} returned {type(result).__name__}; a tensor hook must return a Tensor "
-                            f"or None")
-        if result.dtype != g.dtype or tuple(result.shape) != tuple(g.shape):
-            raise RuntimeError(f"hook {name!r} has changed the type or size of value (was {g.dtype} "
-                               f"{tuple(g.shape)}, got {result.dtype} {tuple(result.shape)})")
-        g = result
+        if result is not None:
+            g = checked_hook_result(hook, result, g)
     return g
+
+
+def checked_hook_result(hook, result, g):
+    """A tensor hook's replacement for gradient ``g`` (an array or a tensor), refused as PyTorch refuses it unless
+    it is a tensor of g's dtype and shape."""
+    name = getattr(hook, "__name__", hook)
+    if not isinstance(result, _Tensor):
+        raise TypeError(f"hook {name!r} returned {type(result).__name__}; a tensor hook must return a Tensor or None")
+    if result.dtype != g.dtype:
+        raise RuntimeError(f"hook {name!r} has changed the type of value (was {g.dtype} got {result.dtype})")
+    if tuple(result.shape) != tuple(g.shape):
+        raise RuntimeError(f"hook {name!r} has changed the size of value (was {tuple(g.shape)} got "
+                           f"{tuple(result.shape)})")
+    return result

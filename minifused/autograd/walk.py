@@ -306,20 +306,11 @@ def _run_hooks(hooks, grad):
         result = hook(_Tensor._from_array(grad, False))
         if result is None:
             continue
-        name = getattr(hook, "__name__", hook)
-        if not isinstance(result, _Tensor):
-            raise TypeError(f"hook {name!r} returned {type(result).__name__}; a tensor hook must return a Tensor "
-                            f"or None")
-        new = result._data
-        show_to_user(new)
-        if type(new) is not type(grad):
-            raise RuntimeError(f"hook {name!r} returned a gradient on another device than the tensor's")
-        if new.dtype != grad.dtype:
-            raise RuntimeError(f"hook {name!r} has changed the type of value (was {grad.dtype} got {new.dtype})")
-        if new.shape != grad.shape:
-            raise RuntimeError(f"hook {name!r} has changed the size of value (was {tuple(grad.shape)} got "
-                               f"{tuple(new.shape)})")
-        grad = new
+        if isinstance(result, _Tensor) and type(result._data) is not type(grad):
+            raise RuntimeError(f"hook {getattr(hook, '__name__', hook)!r} returned a gradient on another device than "
+                               f"the tensor's")
+        grad = higher.checked_hook_result(hook, result, grad)._data
+        show_to_user(grad)
     return grad
 
 

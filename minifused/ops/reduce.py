@@ -188,22 +188,23 @@ class ExtremeAlong(Function):
 
     @staticmethod
     def backward(ctx, g):
-        (indices,) = ctx.saved_tensors
-        shape, axis, keepdim = ctx.meta
-        xp = backend.array_module(g)
-        positions = xp.arange(shape[axis]).reshape([-1 if i == axis else 1 for i in range(len(shape))])
-        onehot = positions == xp.expand_dims(indices, axis)
-        gk = g if keepdim else xp.expand_dims(g, axis)
+        onehot, axis, keepdim = ExtremeAlong._picked(ctx)
+        gk = g if keepdim else backend.array_module(g).expand_dims(g, axis)
         return backend.where(onehot, gk, g.dtype.type(0)), None, None, None
 
     @staticmethod
     def backward_graph(ctx, g):
+        onehot, axis, keepdim = ExtremeAlong._picked(ctx)
+        return (g if keepdim else g.unsqueeze(axis)) * _constant(onehot, g.dtype), None, None, None
+
+    @staticmethod
+    def _picked(ctx):
+        """Where along the axis each picked element was (a bool array of x's shape), the axis and keepdim."""
         (indices,) = ctx.saved_tensors
         shape, axis, keepdim = ctx.meta
         xp = backend.array_module(indices)
         positions = xp.arange(shape[axis]).reshape([-1 if i == axis else 1 for i in range(len(shape))])
-        onehot = positions == xp.expand_dims(indices, axis)
-        return (g if keepdim else g.unsqueeze(axis)) * _constant(onehot, g.dtype), None, None, None
+        return positions == xp.expand_dims(indices, axis), axis, keepdim
 
 
 class Evenly(Function):
