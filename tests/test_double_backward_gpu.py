@@ -94,13 +94,17 @@ def test_hessian_vector_product_of_a_classifier_loss_matches_pytorch():
     results = []
     for T, model in ((mf, mine), (torch, theirs)):
         x, y = tensors(T, data, labels)
-        loss = T.nn.functional.cross_entropy(model(x), y, label_smoothing=0.1)
-        params = list(model.parameters())
-        grads = T.autograd.grad(loss, params, create_graph=True)
-        dot = sum((g * v).sum() for g, v in zip(grads, tensors(T, *vectors)))
-        hv = T.autograd.grad(dot, params)
-        results.append([loss, *grads, *hv])
+        results.append(loss_gradients_and_hvp(T, model, T.nn.functional.cross_entropy(model(x), y, label_smoothing=0.1),
+                                              vectors))
     close(*results, rtol=1e-3, atol=1e-4)
+
+
+def loss_gradients_and_hvp(T, model, loss, vectors):
+    """[loss, its gradients for the parameters, the Hessian's products with ``vectors``]."""
+    params = list(model.parameters())
+    grads = T.autograd.grad(loss, params, create_graph=True)
+    dot = sum((g * v).sum() for g, v in zip(grads, tensors(T, *vectors)))
+    return [loss, *grads, *T.autograd.grad(dot, params)]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -145,10 +149,5 @@ def test_hessian_vector_product_through_batch_norm_group_norm_and_pooling_matche
     results = []
     for T, model in ((mf, mine), (torch, theirs)):
         x, y = tensors(T, data, labels)
-        loss = T.nn.functional.cross_entropy(model(x), y)
-        params = list(model.parameters())
-        grads = T.autograd.grad(loss, params, create_graph=True)
-        dot = sum((g * v).sum() for g, v in zip(grads, tensors(T, *vectors)))
-        hv = T.autograd.grad(dot, params)
-        results.append([loss, *grads, *hv])
+        results.append(loss_gradients_and_hvp(T, model, T.nn.functional.cross_entropy(model(x), y), vectors))
     close(*results, rtol=1e-3, atol=1e-4)

@@ -219,22 +219,22 @@ class Evenly(Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        xp = backend.array_module(g)
-        hit = x == out
-        if backend.is_floating(x.dtype):
-            hit |= xp.isnan(x) & xp.isnan(out)
+        hit = Evenly._hits(*ctx.saved_tensors)
         with np.errstate(divide="ignore", invalid="ignore"):  # (an empty input: an empty gradient)
             return (hit * (g / hit.sum())).astype(g.dtype, copy=False), None
 
     @staticmethod
     def backward_graph(ctx, g):
-        x, out = ctx.saved_tensors
-        xp = backend.array_module(x)
+        hit = Evenly._hits(*ctx.saved_tensors)
+        return _constant(hit, g.dtype) * (g / _constant(hit.sum(), g.dtype)), None
+
+    @staticmethod
+    def _hits(x, out):
         hit = x == out
         if backend.is_floating(x.dtype):
+            xp = backend.array_module(x)
             hit |= xp.isnan(x) & xp.isnan(out)
-        return _constant(hit, g.dtype) * (g / _constant(hit.sum(), g.dtype)), None
+        return hit
 
 
 class Var(Function):
