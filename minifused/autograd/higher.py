@@ -12,6 +12,7 @@ one raises NotImplementedError naming it: its gradient would miss its second-ord
 from __future__ import annotations
 
 from .modes import _mode
+from .order import _backward_order, _prune
 from .tape import _check_versions, _recorded
 
 _Tensor = None  # the Tensor class, registered by minifused.tensor (see the package's _register_tensor_type)
@@ -38,8 +39,6 @@ def walk(roots, wanted, retain_graph=True, since=-1):
     (leaves or not). Hooks run on the gradient tensors; retained grads get them. Without ``retain_graph`` the
     walked nodes are freed at the end (the new gradients' graph then cannot reach them). Nodes recorded before
     ``since`` (a ``seq``) are not entered: a wanted tensor made by one gets what reached it."""
-    from .walk import _backward_order, _prune  # (walk imports this module)
-
     grad_mode, _mode.enabled = _mode.enabled, True
     try:
         pending, found, root_ctxs = {}, {}, []

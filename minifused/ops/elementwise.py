@@ -617,9 +617,7 @@ class Gelu(Function):
             k, c = math.sqrt(2 / math.pi), 0.044715
             t = tanh(k * (x + c * x * x * x))
             return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (k * (1 + 3 * c * x * x))), None
-        from .pointwise import erf  # (pointwise imports this module)
-
-        cdf = 0.5 * (1 + erf(x * math.sqrt(0.5)))
+        cdf = 0.5 * (1 + (x * math.sqrt(0.5)).erf())  # (the method: pointwise, erf's module, imports this one)
         return g * (cdf + x * exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))), None
 
 
