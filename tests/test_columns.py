@@ -68,8 +68,9 @@ def test_strided_sums(rng, poisoned_pool, dtype, n, m, lda, offset):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_bias_gradient_and_leading_sums_take_the_column_kernels(rng, monkeypatch, dtype):
     """``x + b``'s bias gradient (b broadcast over leading dimensions), ``x.sum`` and ``x.mean`` over leading
-    dimensions (keepdim or not) run on the column sums: values against float64, the kernel called each time; a trailing
-    broadcast (b of shape (m, 1)) and a non-contiguous x keep CuPy's reduction, with the same values."""
+    dimensions (keepdim or not) run on the column sums: values against float64, the kernel called each time; a
+    broadcast over leading and trailing dimensions (b of shape (m, 1), a per-channel (1, C, 1, 1)) sums the trailing
+    ones first, then takes the column sums; a non-contiguous x keeps CuPy's reduction, with the same values."""
     calls = []
     real = columns.column_sums
     monkeypatch.setattr(columns, "column_sums",
@@ -94,8 +95,8 @@ def test_bias_gradient_and_leading_sums_take_the_column_kernels(rng, monkeypatch
     col = mf.Tensor(dev_array(rng.standard_normal((50, 1)).astype(dtype), "cuda"), requires_grad=True)
     (xt + col).backward(mf.Tensor(dev_array(g, "cuda")))
     s = xt.detach().transpose(1, 2).sum(0)
-    assert calls == []
-    assert rel(col.grad, f64(g).sum((0, 2))[:, None]) < 8 * TOL[dtype] + 1e-6
+    assert calls == [(6, 50)]
+    assert rel(col.grad, f64(g).sum((0, 2))[:, None]) < TOL[dtype]
     assert rel(s, f64(x).transpose(0, 2, 1).sum(0)) < 8 * TOL[dtype] + 1e-6
     calls.clear()
     narrow = rng.standard_normal((4000, 3)).astype(dtype)
@@ -104,3 +105,11 @@ def test_bias_gradient_and_leading_sums_take_the_column_kernels(rng, monkeypatch
     s = mf.Tensor(dev_array(narrow, "cuda")).sum(0)
     assert calls == [(4000, 3), (4000, 3)]
     assert rel(nb.grad, f64(narrow).sum(0)) < TOL[dtype] and rel(s, f64(narrow).sum(0)) < TOL[dtype]
+    calls.clear()
+    images = rng.standard_normal((16, 3, 20, 24)).astype(dtype)
+    for bias_shape in [(1, 3, 1, 1), (3, 1, 1)]:
+        bias = mf.Tensor(dev_array(rng.standard_normal(bias_shape).astype(dtype), "cuda"), requires_grad=True)
+        (mf.Tensor(dev_array(images, "cuda")) + bias).backward(mf.Tensor(dev_array(images, "cuda")))
+        assert bias.grad.shape == bias_shape and bias.grad.dtype == dtype
+        assert rel(bias.grad, f64(images).sum((0, 2, 3)).reshape(bias_shape)) < TOL[dtype]
+    assert calls == [(16, 3), (16, 3)]

@@ -144,7 +144,7 @@ def unbroadcast(grad, shape):
         lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
     if not axes:
         return grad.reshape(shape)
-    lead_sum = leading_sum(grad, len(axes)) if axes == tuple(range(len(axes))) else None
+    lead_sum = leading_sum(grad, len(axes)) if axes == tuple(range(len(axes))) else _around_sum(grad, axes)
     if lead_sum is not None:
         return lead_sum.reshape(shape)
     if grad.dtype in (backend.float16, backend.bfloat16):
@@ -163,6 +163,21 @@ def leading_sum(a, lead, scale=1.0):
             and rows < 2 ** 31):
         return None
     return columns.column_sums(a.reshape(rows, cols), scale=scale).reshape(rest)
+
+
+def _around_sum(a, axes):
+    """``a`` summed over leading and trailing axes around kept middle ones (a per-channel bias's gradient, (N, C,
+    H, W) to C) in two passes, float32 sums rounded once: the trailing axes' row sums, then their column sums
+    (:func:`leading_sum`); CuPy's one reduction there runs a block per kept element, few for few channels. None
+    where the kernels do not take ``a`` (as leading_sum) or ``axes`` have another pattern."""
+    lead = next((i for i in range(len(axes)) if axes[i] != i), len(axes))
+    trail = a.ndim - (len(axes) - lead)
+    if not (0 < lead < trail and axes[lead:] == tuple(range(trail, a.ndim)) and backend.is_cuda_array(a)
+            and a.dtype.name in columns.DTYPES and a.flags.c_contiguous and a.size):
+        return None
+    rows = a.reshape(math.prod(a.shape[:trail]), -1).sum(axis=1, dtype=np.float32)
+    out = leading_sum(rows.reshape(math.prod(a.shape[:lead]), -1), 1)
+    return None if out is None else out.astype(a.dtype, copy=False)
 
 
 def broadcast_shape(op, a_shape, b_shape):
