@@ -169,11 +169,13 @@ def _around_sum(a, axes):
     """``a`` summed over leading and trailing axes around kept middle ones (a per-channel bias's gradient, (N, C,
     H, W) to C) in two passes, float32 sums rounded once: the trailing axes' row sums, then their column sums
     (:func:`leading_sum`); CuPy's one reduction there runs a block per kept element, few for few channels. None
-    where the kernels do not take ``a`` (as leading_sum) or ``axes`` have another pattern."""
+    where the kernels do not take ``a`` (as leading_sum), ``axes`` have another pattern, or 128 or more elements
+    are kept (CuPy's block per kept element then fills the GPU, and its one pass is the faster)."""
     lead = next((i for i in range(len(axes)) if axes[i] != i), len(axes))
     trail = a.ndim - (len(axes) - lead)
     if not (0 < lead < trail and axes[lead:] == tuple(range(trail, a.ndim)) and backend.is_cuda_array(a)
-            and a.dtype.name in columns.DTYPES and a.flags.c_contiguous and a.size):
+            and a.dtype.name in columns.DTYPES and a.flags.c_contiguous and a.size
+            and math.prod(a.shape[lead:trail]) < 128):
         return None
     rows = a.reshape(math.prod(a.shape[:trail]), -1).sum(axis=1, dtype=np.float32)
     out = leading_sum(rows.reshape(math.prod(a.shape[:lead]), -1), 1)
