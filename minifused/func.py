@@ -3,8 +3,8 @@
 dimension (the same values and gradients as PyTorch's batched rules, one call per sample: per-sample gradients are
 ``vmap(grad(loss))``). The transforms nest (``grad(grad(f))``, :func:`hessian` as ``jacrev(jacrev(f))``): an
 argument that requires grad in grad mode stays in the outer graph and the gradients are taken with
-``create_graph``, as PyTorch's transforms compose with autograd. Forward mode (``jvp``, ``jacfwd``) is not
-supported."""
+``create_graph``, as PyTorch's transforms compose with autograd. There is no forward mode: :func:`jvp` takes
+reverse mode twice (the double-backward trick) and :func:`jacfwd` is :func:`jacrev` (the same values)."""
 from __future__ import annotations
 
 from . import autograd as _autograd
@@ -12,7 +12,7 @@ from .nn.stateless import functional_call as _functional_call
 from .ops import stack as _stack
 from .tensor import Tensor as _Tensor
 
-__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacrev", "vjp", "vmap"]
+__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "vjp", "vmap"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -149,6 +149,46 @@ def jacrev(func, argnums=0, has_aux=False):
         jac = jac[0] if isinstance(argnums, int) else jac
         return (jac, aux) if has_aux else jac
     return wrapper
+
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """``torch.func.jvp``: ``(func(*primals), J·tangents)`` (with ``aux`` last for ``has_aux``), the product shaped
+    as the output (a tuple for a tuple output). Reverse mode twice: with u zeros that require grad, uᵀJ is
+    differentiated with respect to u, weighted by the tangents."""
+    for name, value in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(value, tuple):
+            raise RuntimeError(f"jvp(f, primals, tangents): Expected {name} to be a tuple. E.g. it should be valid to "
+                               f"call f(*primals).")
+    if len(primals) != len(tangents):
+        raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have the same python "
+                           f"structure: got {len(primals)} primals and {len(tangents)} tangents")
+    for p, t in zip(primals, tangents):
+        if not isinstance(t, _Tensor) or tuple(t.shape) != tuple(p.shape):
+            raise RuntimeError(f"jvp(f, primals, tangents): each tangent must be a tensor of its primal's size "
+                               f"{list(p.shape)}, got {list(t.shape) if isinstance(t, _Tensor) else type(t).__name__}")
+    leaves, out, aux = _traced("jvp", func, primals, {}, _argnums("jvp", tuple(range(len(primals))), primals),
+                               has_aux)
+    outs = out if isinstance(out, tuple) else (out,)
+    nested = _nested(leaves)
+    live = [o for o in outs if o.requires_grad]
+    us = [o.detach().new_zeros(o.shape).requires_grad_() for o in live]
+    products = {}
+    if live:
+        grads = _autograd.grad(live, leaves, us, create_graph=True, allow_unused=True)
+        pairs = [(g, t) for g, t in zip(grads, tangents) if g is not None]
+        if pairs:
+            found = _autograd.grad([g for g, _ in pairs], us, [t for _, t in pairs], create_graph=nested,
+                                   allow_unused=True)
+            products = {id(o): f for o, f in zip(live, found) if f is not None}
+    jv = tuple(products.get(id(o), o.detach() * 0) for o in outs)
+    value = outs if nested else tuple(o.detach() for o in outs)
+    value, jv = (value, jv) if isinstance(out, tuple) else (value[0], jv[0])
+    return (value, jv, aux) if has_aux else (value, jv)
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """``torch.func.jacfwd``: the Jacobian, as :func:`jacrev` takes it (no forward mode here; the same values)."""
+    return jacrev(func, argnums, has_aux)
 
 
 def hessian(func, argnums=0):

@@ -319,3 +319,23 @@ def test_piecewise_linear_gradients_differentiate_to_zeros(fn):
     (g,) = autograd.grad(fn(x).sum(), x, create_graph=True)
     assert g.requires_grad
     np.testing.assert_array_equal(autograd.grad(g.sum(), x)[0].numpy(), np.zeros(3))
+
+
+def test_func_jvp_and_jacfwd_by_reverse_mode_twice():
+    from minifused import func
+
+    xv, tv = np.array(X), np.array([1.0, -2.0, 0.5])
+    x, t = mf.tensor(xv), mf.tensor(tv)
+    value, product = func.jvp(lambda a: a.exp() * a, (x,), (t,))
+    np.testing.assert_allclose(value.numpy(), np.exp(xv) * xv, rtol=1e-12)
+    np.testing.assert_allclose(product.numpy(), (xv + 1) * np.exp(xv) * tv, rtol=1e-12)
+    _, (p1, p2) = func.jvp(lambda a, b: ((a * b).sum(), a * 2), (x, t), (t, x * 0))
+    np.testing.assert_allclose(p1.item(), (tv * tv).sum(), rtol=1e-12)
+    np.testing.assert_allclose(p2.numpy(), 2 * tv, rtol=1e-12)
+    _, hvp = func.jvp(func.grad(lambda a: (a * a * a).sum()), (x,), (t,))  # forward-over-reverse
+    np.testing.assert_allclose(hvp.numpy(), 6 * xv * tv, rtol=1e-12)
+    np.testing.assert_allclose(func.jacfwd(lambda a: a.sin())(x).numpy(), np.diag(np.cos(xv)), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="Expected primals to be a tuple"):
+        func.jvp(lambda a: a, x, (t,))
+    with pytest.raises(RuntimeError, match="tangent must be a tensor of its primal's size"):
+        func.jvp(lambda a: a, (x,), (mf.ones(2),))
