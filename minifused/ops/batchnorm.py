@@ -15,6 +15,7 @@ from ..kernels import batchnorm as K
 from ..kernels import is_channels_last, to_layout
 from ..tensor import Tensor
 from .conv import Conv2dFn
+from .elementwise import where, zero_tied
 from .norm import _wide, normalized
 
 
@@ -44,21 +45,24 @@ class BatchNormFn(Function):
     def backward_graph(ctx, gy):
         """See :func:`_graph_grads`."""
         x, weight = ctx.saved_tensors
-        return _graph_grads(ctx, gy, ctx.graph_input(0, x), ctx.graph_input(1, weight))
+        bias = ctx.graph_input(2, ctx.rstd) if ctx.mask is not None else None  # (rstd: an array of its shape)
+        return _graph_grads(ctx, gy, ctx.graph_input(0, x), ctx.graph_input(1, weight), bias)
 
 
-def _graph_grads(ctx, gy, x, weight):
-    """BatchNormFn's gradients as tensors of the graph, for its input ``x`` and ``weight`` as graph tensors: the
-    ReLU's mask (a constant) applied to ``gy``, then the forward rebuilt from recorded ops and differentiated. In
-    training the batch statistics are recomputed from x (the gradient of the gradient carries their terms); in
-    evaluation the running ones are constants, as the forward's mean and rstd."""
+def _graph_grads(ctx, gy, x, weight, bias=None):
+    """BatchNormFn's gradients as tensors of the graph, for its input ``x``, ``weight`` and ``bias`` as graph
+    tensors: the ReLU's mask (a constant) applied to ``gy``, then the forward rebuilt from recorded ops and
+    differentiated. In training the batch statistics are recomputed from x (the gradient of the gradient carries
+    their terms); in evaluation the running ones are constants, as the forward's mean and rstd."""
     g = _wide(gy)
     axes = (0,) + tuple(range(2, x.ndim))
     shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)  # a channel's vector along x's dimension 1
     if ctx.mask is not None:
         saved = ctx.saved_tensors[0]  # (the mask's bits are in the order of its memory)
         on = K._from3(K.unpack_bits(ctx.mask, (saved.size,)), saved.shape, is_channels_last(saved))
-        g = g * Tensor._from_array(on.astype(g.dtype), False)
+        # selected, as a separate relu's gradient (an inf or NaN gy is cut where the ReLU cuts), and tied to the
+        # inputs as that one is to its input
+        g = zero_tied(where(Tensor._from_array(on != 0, False), g, 0), x, weight, bias)
 
     def build(x, w):
         x = _wide(x)
@@ -115,13 +119,24 @@ class ConvBatchNormFn(Function):
             raise NotImplementedError("ConvBatchNormFn: differentiating its gradient (create_graph=True) needs "
                                       "Conv2dFn's, which is not supported")
         y = norm_ctx.saved_tensors[0]
-        if not hasattr(conv_ctx, "fn"):  # (once: a later walk through this node finds it made)
-            conv_ctx.fn, conv_ctx.seq, conv_ctx.inputs = Conv2dFn, ctx.seq, ctx.inputs[:3]
-            conv_ctx.out_meta = ((y.shape, y.dtype),)
-        dy, d_bn_weight, d_bn_bias = _graph_grads(norm_ctx, gy, conv_ctx.graph_output(y),
-                                                  ctx.graph_input(3, norm_ctx.saved_tensors[1]))
-        dx, dw, db = run(conv_ctx, dy) if dy is not None else (None, None, None)
+        node = ctx.__dict__.get("conv_node")
+        if node is None:  # (once: a later walk through this node finds it made)
+            node = ctx.conv_node = _conv_node(ctx, conv_ctx, y)
+        bias = ctx.graph_input(4, norm_ctx.rstd) if norm_ctx.mask is not None else None
+        dy, d_bn_weight, d_bn_bias = _graph_grads(norm_ctx, gy, node.graph_output(y),
+                                                  ctx.graph_input(3, norm_ctx.saved_tensors[1]), bias)
+        dx, dw, db = run(node, dy) if dy is not None else (None, None, None)
         return dx, dw, db, d_bn_weight, d_bn_bias
+
+
+def _conv_node(ctx, conv_ctx, y):
+    """The convolution's part of ``ctx`` (a ConvBatchNormFn node) as a Conv2dFn node of its own: the same saved
+    arrays, in a context of its own, so that a walk without retain_graph, which frees each node it passes, frees
+    the two apart (this node first leaves ConvBatchNormFn's own backward what it needs)."""
+    node = Context(conv_ctx.needs_input_grad)
+    node.saved, node.__dict__ = conv_ctx.saved, dict(conv_ctx.__dict__)
+    node.fn, node.seq, node.inputs, node.out_meta = Conv2dFn, ctx.seq, ctx.inputs[:3], ((y.shape, y.dtype),)
+    return node
 
 
 def conv_batch_norm(x, weight, bias, bn_weight, bn_bias, stride, padding, dilation, groups, running_mean, running_var,

@@ -24,6 +24,7 @@ from ..autograd import Function
 from ..kernels import conv as K
 from ..kernels import c_contiguous, is_channels_last, to_layout
 from ..tensor import Tensor
+from .elementwise import where, zero_tied
 from .resample import PadFn
 
 
@@ -105,13 +106,14 @@ class Conv2dFn(Function):
         x, weight = (_unpacked(ctx.x), saved[0]) if len(saved) == 1 else saved
         needs = ctx.needs_input_grad
         geometry = dict(zip(("stride", "padding", "dilation", "groups"), ctx.geometry))
-        if ctx.mask is not None:
-            mask = K.unpack_mask(ctx.mask, tuple(dy.shape)).astype(dy.dtype)
-            dy = dy * Tensor._from_array(mask, False)
-        w = ctx.graph_input(1, weight)
+        w, xg = ctx.graph_input(1, weight), ctx.graph_input(0, x)
+        if ctx.mask is not None:  # selected as backward's (an inf or NaN dy is cut where the ReLU cuts), and tied
+            # to the inputs, as a separate relu's gradient to the convolution's output
+            passes = Tensor._from_array(K.unpack_mask(ctx.mask, tuple(dy.shape)) != 0, False)
+            bias = ctx.graph_input(2, weight[:, 0, 0, 0]) if len(needs) > 2 and needs[2] else None
+            dy = zero_tied(where(passes, dy, 0), xg, w, bias)
         dx = ConvTranspose2dFn.apply(dy, w, out_shape=tuple(x.shape), **geometry) if needs[0] else None
-        dw = Conv2dWeightGradFn.apply(ctx.graph_input(0, x), dy, w_shape=tuple(weight.shape), **geometry) \
-            if needs[1] else None
+        dw = Conv2dWeightGradFn.apply(xg, dy, w_shape=tuple(weight.shape), **geometry) if needs[1] else None
         return dx, dw, dy.sum((0, 2, 3)) if len(needs) > 2 and needs[2] else None
 
 

@@ -570,27 +570,37 @@ class Relu(Function):
 class _ZeroLink(Function):
     """``g`` as it is, tied to ``x`` with a zero gradient. A piecewise-linear op's gradient (relu's) depends on its
     input only through a constant mask, yet PyTorch's reaches the input in the graph: differentiating it again
-    gives zeros, not an error that nothing requires grad. Only x's shape is read."""
+    gives zeros, not an error that nothing requires grad. Only x's shape is read (it need not be g's)."""
 
     is_view = True
 
     @staticmethod
     def forward(ctx, g, x):
+        ctx.shape = x.shape
         return g
 
     @staticmethod
     def backward(ctx, gg):
-        return gg, _xp(gg).zeros_like(gg)
+        return gg, _xp(gg).zeros(ctx.shape, gg.dtype)
 
     @staticmethod
     def backward_graph(ctx, gg):
-        return gg, Tensor._from_array(gg._xp.zeros_like(gg._data))
+        return gg, Tensor._from_array(gg._xp.zeros(ctx.shape, gg.dtype))
 
 
 def zero_linked(g, ctx, i, like):
     """``g`` tied to input ``i`` of ``ctx`` where that input wants a gradient (see :class:`_ZeroLink`); ``like``:
     an array of the input's shape, whatever its values."""
     return g if ctx.inputs[i] is None else _ZeroLink.apply(g, ctx.graph_input(i, like))
+
+
+def zero_tied(g, *tensors):
+    """``g`` tied (see :class:`_ZeroLink`) to each of ``tensors`` (graph tensors, or None) that requires grad: a
+    fused op's ReLU mask on its inputs, as a separate relu's gradient is tied to its input, made from them."""
+    for t in tensors:
+        if t is not None and t.requires_grad:
+            g = _ZeroLink.apply(g, t)
+    return g
 
 
 class Gelu(Function):

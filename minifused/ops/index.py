@@ -16,6 +16,7 @@ from ..tensor import Tensor
 from ._common import autocast_promote, broadcast_shape, cast, normalize_axis, unbroadcast, unbroadcast_graph
 from .indexing import EmbedItem, GatherItem, accumulate, setitem
 from .creation import arange
+from .elementwise import where
 from .shape import expand, flatten, reshape
 from ..backend import InputError, InputTypeError
 
@@ -207,9 +208,9 @@ class Scatter(Function):
         if ctx.needs_input_grad[0]:
             gx = g
             if reduce is None:
-                kept = g._xp.ones(g.shape, g.dtype)  # (a constant: the positions written got none of x's gradient)
-                kept[grid] = 0
-                gx = g * Tensor._from_array(kept)
+                kept = g._xp.ones(g.shape, bool)  # (a constant: the positions written got none of x's gradient)
+                kept[grid] = False
+                gx = where(Tensor._from_array(kept), g, 0)  # selected, as backward's: an inf or NaN is cut too
         if ctx.needs_input_grad[1]:
             gsrc = GatherItem.apply(g, grid)
             if tuple(src_shape) != tuple(index.shape):

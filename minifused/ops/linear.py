@@ -31,6 +31,7 @@ from ..autograd import Function
 from ..kernels import GELU_C, GELU_CUBIC
 from ..kernels import linear as K
 from ..tensor import Tensor
+from .elementwise import where, zero_tied
 from .matmul import MatMul
 from .shape import reshape, transpose
 
@@ -147,9 +148,10 @@ class LinearFn(Function):
         x = _reshaped(ctx.graph_input(0, ctx.x2.reshape(ctx.x_shape)), n, k)
         w = ctx.graph_input(1, ctx.w)
         dz = _reshaped(g, n, m)
-        if ctx.activation == "relu":
+        if ctx.activation == "relu":  # the mask selects, as backward's (an inf or NaN g is cut where it cuts)
             ones = backend.array_module(ctx.w).ones((n, m), g.dtype)
-            dz = dz * Tensor._from_array(K.activation_backward(ones, ctx.aux, "relu"), False)
+            passes = Tensor._from_array(K.activation_backward(ones, ctx.aux, "relu") != 0, False)
+            dz = zero_tied(where(passes, dz, 0), x, w, ctx.graph_input(2, ctx.w[:, 0]) if need_b else None)
         elif ctx.activation == "gelu":
             z = MatMul.apply(x, transpose(w, 0, 1))
             if ctx.bias is not None:

@@ -18,6 +18,7 @@ from ..kernels import acc_dtype
 from ..kernels import loss_reduce as R
 from ..kernels import softmax as K
 from ..tensor import Tensor
+from .elementwise import where
 from .softmax import Softmax
 
 
@@ -93,7 +94,8 @@ class CrossEntropy(Function):
         a = a * valid[:, None]
         p = Softmax.apply(ctx.graph_input(0, x).to(acc), log=False)
         dx = (p * Tensor._from_array(a.sum(axis=1, keepdims=True), False) - Tensor._from_array(a, False))
-        dx = dx * _rows_scaled(g.to(acc), _rows_scale(valid, ctx.denom, acc), ctx.per_row)
+        scale = _rows_scaled(g.to(acc), _rows_scale(valid, ctx.denom, acc), ctx.per_row)
+        dx = dx * where(Tensor._from_array(valid[:, None], False), scale, 0)  # ignored rows 0 for any g, as backward's
         if ctx.eps and ctx.denom is not None:  # NaN rows as backward's: a constant NaN (or 0) added
             dx = dx + Tensor._from_array(_nan_where_no_weight(xp.zeros((m, 1), acc), ctx.denom, valid[:, None]),
                                          False)
@@ -161,7 +163,9 @@ class NLLLoss(Function):
             a = _at_targets(t, -rw * _rows_scale(valid, ctx.denom, acc), n)
         g = g.to(acc)
         dx = Tensor._from_array(a, False) * (g if ctx.per_row else g.reshape(())).reshape(-1, 1)
-        return dx, None, None
+        # backward's scattered elements; the others are 0 even for an inf or NaN g, as backward's
+        picked = (xp.arange(n)[None, :] == t[:, None]) & valid[:, None]
+        return where(Tensor._from_array(picked, False), dx, 0), None, None
 
 
 def cross_entropy_rows(x, target, weight, ignore_index, label_smoothing, reduction):

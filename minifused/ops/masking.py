@@ -10,6 +10,7 @@ from ..autograd import Function
 from ..tensor import Tensor
 from ._common import broadcast_shape, unbroadcast, unbroadcast_graph
 from .index import _as_dtype, _same_device, _tensor, _value, _vector_index, _xp
+from .elementwise import where
 from .indexing import EmbedItem, GatherItem
 from .shape import expand, getitem, reshape
 
@@ -44,10 +45,10 @@ class Fill(Function):
     def backward_graph(ctx, g):
         shape, mask = ctx.meta
         gx = gv = None
-        if ctx.needs_input_grad[0]:
-            gx = unbroadcast_graph(g * Tensor._from_array((~mask).astype(g.dtype)), shape)
+        if ctx.needs_input_grad[0]:  # (selected, as backward's: an inf or NaN gradient is cut where it is cut)
+            gx = unbroadcast_graph(where(Tensor._from_array(mask), 0, g), shape)
         if ctx.needs_input_grad[1]:
-            gv = (g * Tensor._from_array(mask.astype(g.dtype))).sum()
+            gv = where(Tensor._from_array(mask), g, 0).sum()
         return gx, gv, None
 
 
@@ -124,8 +125,8 @@ class MaskedScatter(Function):
     def backward_graph(ctx, g):
         shape, full, count, src_shape = ctx.meta
         gx = gsrc = None
-        if ctx.needs_input_grad[0]:
-            gx = unbroadcast_graph(g * Tensor._from_array((~full).astype(g.dtype)), shape)
+        if ctx.needs_input_grad[0]:  # (selected, as backward's)
+            gx = unbroadcast_graph(where(Tensor._from_array(full), 0, g), shape)
         if ctx.needs_input_grad[1]:
             picked = GatherItem.apply(g, _xp(full).nonzero(full))
             size = int(np.prod(src_shape, dtype=np.int64))

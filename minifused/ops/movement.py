@@ -11,6 +11,7 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from .reduce import dim_index as _dim
+from .elementwise import where
 from .indexing import EmbedItem
 from .shape import Cat, Stack, expand, getitem, joined_layout, permute, reshape, transpose, view
 from ..backend import InputTypeError
@@ -193,7 +194,7 @@ class Masked(Function):
 
     @staticmethod
     def backward_graph(ctx, g):
-        return g * Tensor._from_array(ctx.mask.astype(g.dtype)), None
+        return where(Tensor._from_array(ctx.mask), g, 0), None  # (selected, as backward's)
 
 
 def _triangle(op, x, diagonal):

@@ -9,6 +9,7 @@ from ..autograd import Function
 from ..kernels import is_channels_last, to_layout
 from ..kernels import pool as K
 from ..tensor import Tensor
+from .elementwise import zero_linked
 from .resample import LinearMap, take_planes
 
 
@@ -39,9 +40,10 @@ class MaxPool2dFn(Function):
         dy there): a :class:`LinearMap` whose adjoint gathers at those positions."""
         idx, x_shape, geometry, cl = ctx.indices, ctx.x_shape, ctx.geometry, ctx.channels_last
         flat = K.indices_to_flat(idx, x_shape, *geometry)
-        return LinearMap.apply(dy, lambda g: to_layout(K.max_pool2d_backward(_contiguous(g), idx, x_shape, *geometry),
-                                                       cl),
-                               lambda g: to_layout(take_planes(g, flat), cl))
+        gx = LinearMap.apply(dy, lambda g: to_layout(K.max_pool2d_backward(_contiguous(g), idx, x_shape, *geometry),
+                                                     cl),
+                             lambda g: to_layout(take_planes(g, flat), cl))
+        return zero_linked(gx, ctx, 0, gx._data)  # (tied to x, as relu's gradient: PyTorch's reaches it)
 
 
 class AvgPool2dFn(Function):

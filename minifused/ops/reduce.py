@@ -17,6 +17,7 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import autocast_float32, autocast_float32_on_cuda, cast, dense, leading_sum, normalize_axis
+from .elementwise import where, zero_linked
 from .shape import Reshape, cat
 from ..backend import InputError, InputTypeError
 
@@ -195,7 +196,7 @@ class ExtremeAlong(Function):
     @staticmethod
     def backward_graph(ctx, g):
         onehot, axis, keepdim = ExtremeAlong._picked(ctx)
-        return (g if keepdim else g.unsqueeze(axis)) * _constant(onehot, g.dtype), None, None, None
+        return where(Tensor._from_array(onehot), g if keepdim else g.unsqueeze(axis), 0), None, None, None
 
     @staticmethod
     def _picked(ctx):
@@ -686,8 +687,8 @@ class VectorNorm(Function):
         if order in (math.inf, -math.inf):  # the elements at the norm, a constant selection
             hit = xp.abs(x) == norm
             return _constant(hit, g.dtype) * sign * (ge / _constant(hit.sum(axis=axes, keepdims=True), g.dtype))
-        if order == 1:
-            return sign * ge
+        if order == 1:  # (tied to x, as abs's gradient)
+            return zero_linked(sign * ge, ctx, 0, x)
         # where the norm is 0 (x is 0 there) it divides 1 instead: the gradient is 0, as the array backward's
         zero = norm == 0
         norm_t = _expand(ctx.graph_output(out), x.shape, axes, keepdim) + _constant(zero, out.dtype)

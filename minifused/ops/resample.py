@@ -14,6 +14,7 @@ from ..kernels import acc_dtype, is_channels_last, to_layout
 from ..kernels import dropout as KD
 from ..kernels import pool as KP
 from ..tensor import Tensor
+from .elementwise import zero_linked
 
 __all__ = []
 METHODS = {}  # Tensor methods and operators this module adds (ops/__init__ attaches them)
@@ -440,8 +441,9 @@ class AdaptiveMaxPool2dFn(Function):
         """The backward's scatter to the maxima's positions (constants of the graph) as a :class:`LinearMap`,
         whose adjoint gathers at them."""
         saved, idx, cl = _Saved(**ctx.__dict__), ctx.indices, ctx.channels_last
-        return LinearMap.apply(g, lambda a: AdaptiveMaxPool2dFn.backward(saved, a)[0],
-                               lambda a: to_layout(take_planes(a, idx), cl)), None
+        gx = LinearMap.apply(g, lambda a: AdaptiveMaxPool2dFn.backward(saved, a)[0],
+                             lambda a: to_layout(take_planes(a, idx), cl))
+        return zero_linked(gx, ctx, 0, gx._data), None  # (tied to x, as relu's gradient: PyTorch's reaches it)
 
 
 # ---------------------------------------------------------------- sliding blocks (unfold / fold)
