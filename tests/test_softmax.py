@@ -74,9 +74,10 @@ def test_gradcheck(log, rng):
 def test_dims_and_modules(rng):
     x = rng.standard_normal((2, 3, 4)).astype(np.float32)
     for dim in (0, 1, 2, -1):
-        y = F.softmax(cpu(x), dim=dim).numpy()
+        y = F.softmax(cpu(x), dim=dim)
+        assert y.is_contiguous() and F.log_softmax(cpu(x), dim=dim).is_contiguous()  # as PyTorch's: y.view works
         ref = np.moveaxis(softmax64(np.moveaxis(x, dim, -1)), -1, dim)
-        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(y.view(-1).numpy(), ref.reshape(-1), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(nn.LogSoftmax(dim=1)(cpu(x)).numpy(),
                                np.moveaxis(softmax64(np.moveaxis(x, 1, -1), True), -1, 1), rtol=1e-5, atol=1e-6)
     assert nn.Softmax(dim=-1)(cpu(x)).shape == x.shape

@@ -24,6 +24,7 @@ from ..ops import softmax as _softmax_ops
 from ..ops.dropout import dropout as _dropout
 from ..ops.linear import LinearFn as _LinearFn
 from ..ops.norm import norm as _layer_norm, norm_ as _layer_norm_  # (minifused.norm is torch.norm)
+from ..ops.shape import contiguous as _contiguous
 from ..ops.shape import permute as _permute
 from ..ops.shape import reshape as _reshape
 from ..ops.shape import transpose as _transpose
@@ -340,7 +341,8 @@ def _softmax_any(op, input, dim, dtype, log):
     last = input.ndim - 1
     if dim == last:
         return _softmax_ops.softmax_last(input, log)
-    return _transpose(_softmax_ops.softmax_last(_transpose(input, dim, last), log), dim, last)
+    # C-contiguous, as PyTorch's (``F.softmax(x, 1).view(n, -1)`` works), whatever x's layout
+    return _contiguous(_transpose(_softmax_ops.softmax_last(_transpose(input, dim, last), log), dim, last))
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
