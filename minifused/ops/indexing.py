@@ -308,10 +308,9 @@ class SetItem(Function):
         stages, value_shape = ctx.meta
         gx = gv = None
         if ctx.needs_input_grad[0]:
-            from .elementwise import where  # (elementwise imports this module through shape)
-            kept = g._xp.ones(g.shape, bool)  # (a constant: the positions written got none of x's gradient)
-            _select(kept, stages[:-1])[stages[-1][0]] = False
-            gx = where(Tensor._from_array(kept), g, 0)  # selected, as backward's: an inf or NaN there is cut too
+            written = g._xp.zeros(g.shape, bool)  # (a constant: the positions written got none of x's gradient)
+            _select(written, stages[:-1])[stages[-1][0]] = True
+            gx = g.masked_fill(Tensor._from_array(written), 0)  # selected, as backward's: an inf or NaN is cut too
         if ctx.needs_input_grad[1]:
             picked = _pick(g, stages)
             lead = max(len(value_shape) - picked.ndim, 0)
