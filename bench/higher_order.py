@@ -18,7 +18,6 @@ same weights and batches, their losses' largest relative difference.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -30,8 +29,7 @@ import numpy as np  # noqa: E402
 
 import minifused as mf  # noqa: E402
 from harness import Results, torch_or_none  # noqa: E402
-from resnet import steps_per_s  # noqa: E402
-from zoo import events  # noqa: E402
+from zoo import compare_eager  # noqa: E402
 
 
 def critic(T):
@@ -116,18 +114,8 @@ def main(argv=None):
     res = Results("higher_order")
     for name in ("wgan_gp", "pinn"):
         res.add(f"{name} fp32 loss after 3 steps", "relative difference", loss_difference(torch, name), "")
-        mf.cuda.reset_peak_memory_stats()
-        torch.cuda.reset_peak_memory_stats()
-        _, mine, my_batches = make(mf, name, True)
-        _, their, their_batches = make(torch, name, True)
-        rounds = [(steps_per_s(mine, my_batches, args.steps, 1, mf.cuda.synchronize, events(mf)),
-                   steps_per_s(their, their_batches, args.steps, 1, torch.cuda.synchronize, events(torch)))
-                  for _ in range(args.rounds)]
-        res.add(f"{name} fp32", "minifused eager", statistics.median(a for a, _ in rounds), "steps/s")
-        res.add(f"{name} fp32", "torch eager", statistics.median(b for _, b in rounds), "steps/s")
-        res.add(f"{name} fp32 peak memory", "minifused", mf.cuda.max_memory_allocated() / 2**20, "MiB")
-        res.add(f"{name} fp32 peak memory", "torch", torch.cuda.max_memory_allocated() / 2**20, "MiB")
-        res.ratio(f"higher_{name}_eager_over_torch_eager", statistics.median(a / b for a, b in rounds))
+        compare_eager(res, torch, f"{name} fp32", f"higher_{name}_eager_over_torch_eager",
+                      lambda T: make(T, name, True)[1:], args.steps, args.rounds)
         res.write()
     print("done")
 

@@ -291,6 +291,23 @@ def events(T):
     return lambda: (T.cuda.Event(enable_timing=True), T.cuda.Event(enable_timing=True))
 
 
+def compare_eager(res, torch, case, ratio, build, steps, rounds):
+    """Both frameworks' eager steps (``build(T)``: (step, batches)) timed in alternating ``rounds`` of ``steps``
+    steps: steps/s and peak-memory rows for ``case``, and the ratio ``ratio``, the median of the rounds' own."""
+    mf.cuda.reset_peak_memory_stats()
+    torch.cuda.reset_peak_memory_stats()
+    mine, my_batches = build(mf)
+    their, their_batches = build(torch)
+    times = [(steps_per_s(mine, my_batches, steps, 1, mf.cuda.synchronize, events(mf)),
+              steps_per_s(their, their_batches, steps, 1, torch.cuda.synchronize, events(torch)))
+             for _ in range(rounds)]
+    res.add(case, "minifused eager", statistics.median(a for a, _ in times), "steps/s")
+    res.add(case, "torch eager", statistics.median(b for _, b in times), "steps/s")
+    res.add(f"{case} peak memory", "minifused", mf.cuda.max_memory_allocated() / 2**20, "MiB")
+    res.add(f"{case} peak memory", "torch", torch.cuda.max_memory_allocated() / 2**20, "MiB")
+    res.ratio(ratio, statistics.median(a / b for a, b in times))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS))
@@ -304,19 +321,8 @@ def main(argv=None):
     for name in args.models.split(","):
         res.add(f"{name} fp32 loss after 3 steps", "relative difference", loss_difference(torch, name), "")
         for dtype in ("fp32", "bf16"):
-            mf.cuda.reset_peak_memory_stats()
-            torch.cuda.reset_peak_memory_stats()
-            _, mine, my_batches = make(mf, name, dtype, True)
-            _, their, their_batches = make(torch, name, dtype, True)
-            rounds = [(steps_per_s(mine, my_batches, args.steps, 1, mf.cuda.synchronize, events(mf)),
-                       steps_per_s(their, their_batches, args.steps, 1, torch.cuda.synchronize, events(torch)))
-                      for _ in range(args.rounds)]
-            res.add(f"{name} {dtype}", "minifused eager", statistics.median(a for a, _ in rounds), "steps/s")
-            res.add(f"{name} {dtype}", "torch eager", statistics.median(b for _, b in rounds), "steps/s")
-            res.add(f"{name} {dtype} peak memory", "minifused", mf.cuda.max_memory_allocated() / 2**20, "MiB")
-            res.add(f"{name} {dtype} peak memory", "torch", torch.cuda.max_memory_allocated() / 2**20, "MiB")
-            res.ratio(f"zoo_{name}_{dtype}_eager_over_torch_eager", statistics.median(a / b for a, b in rounds))
-            del mine, their, my_batches, their_batches
+            compare_eager(res, torch, f"{name} {dtype}", f"zoo_{name}_{dtype}_eager_over_torch_eager",
+                          lambda T: make(T, name, dtype, True)[1:], args.steps, args.rounds)
             mf.cuda.empty_cache()
             torch.cuda.empty_cache()
         res.write()
