@@ -2,10 +2,14 @@
 // launch (a dataset's inputs and targets): array a in pieces of UNIT_A bytes, array b in pieces of UNIT_B
 // bytes (the widest that each row's bytes and base addresses allow). Indices are assumed valid; an absent
 // second array has total_b = 0. copy_pair: two contiguous arrays copied in one launch (a captured step's
-// batch into its graph's inputs), in the same pieces.
+// batch into its graph's inputs), in the same pieces. copy_rows: a block of rows of pieces from rows src_pitch
+// pieces apart into rows dst_pitch apart (a join of dense arrays along one axis, and its split: see join.py), in
+// pieces of UNIT_A bytes, with 32-bit indices where the block allows (a 64-bit division costs several times more).
 // nvrtc-check: -DUNIT_A=16 -DUNIT_B=8
 // nvrtc-check: -DUNIT_A=1 -DUNIT_B=2
 // nvrtc-check: -DUNIT_A=4 -DUNIT_B=4
+// nvrtc-check: -DUNIT_A=8 -DUNIT_B=16
+// nvrtc-check: -DUNIT_A=2 -DUNIT_B=1
 #ifndef UNIT_A
 #define UNIT_A 16
 #endif
@@ -48,5 +52,28 @@ extern "C" __global__ void copy_pair(const void* __restrict__ src_a, void* __res
          i += (long long)gridDim.x * blockDim.x) {
         if (i < total_a) static_cast<A*>(out_a)[i] = static_cast<const A*>(src_a)[i];
         else static_cast<B*>(out_b)[i - total_a] = static_cast<const B*>(src_b)[i - total_a];
+    }
+}
+
+template <typename U, typename I>
+__device__ __forceinline__ void copy_row_pieces(const U* __restrict__ src, U* __restrict__ dst, I n, I width,
+                                                I src_pitch, I dst_pitch) {
+    const I step = (I)gridDim.x * blockDim.x;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+        const I r = i / width, j = i - r * width;
+        dst[r * dst_pitch + j] = src[r * src_pitch + j];
+    }
+}
+
+extern "C" __global__ void copy_rows(const void* __restrict__ src, void* __restrict__ dst, long long rows,
+                                     long long width, long long src_pitch, long long dst_pitch) {
+    typedef typename Piece<UNIT_A>::T U;
+    const U* s = static_cast<const U*>(src);
+    U* d = static_cast<U*>(dst);
+    const long long n = rows * width;
+    if (n < (1LL << 31) && rows * src_pitch < (1LL << 31) && rows * dst_pitch < (1LL << 31)) {
+        copy_row_pieces<U, unsigned>(s, d, (unsigned)n, (unsigned)width, (unsigned)src_pitch, (unsigned)dst_pitch);
+    } else {
+        copy_row_pieces<U, long long>(s, d, n, width, src_pitch, dst_pitch);
     }
 }

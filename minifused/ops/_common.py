@@ -412,6 +412,8 @@ def normalize_axis(op, axis, ndim):
     """``axis`` (int, tuple or None) as a tuple of non-negative ints, checked against ``ndim``."""
     if axis is None:
         return None
+    if type(axis) is int and -ndim <= axis < ndim:  # the common case first (the checks below cost more)
+        return (axis % ndim,)
     axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
     out = []
     for ax in axes:

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
-from ..kernels import channels_last_strided, is_channels_last, to_layout
+from ..kernels import channels_last_strided, is_channels_last, join, to_layout
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast, unbroadcast_graph
 from .linalg_common import dtype_name
@@ -335,13 +335,12 @@ class Cat(Function):
             out = xp.empty((n, h, w, c), arrays[0].dtype).transpose(0, 3, 1, 2)
         else:
             out = xp.empty(shape, arrays[0].dtype)
-        return xp.concatenate(arrays, axis=axis, out=out)
+        return join.concatenate(arrays, axis, out)
 
     @staticmethod
     def backward(ctx, g):
         axis, sizes = ctx.meta
-        bounds = np.cumsum(sizes)[:-1].tolist()
-        return tuple(_xp(g).split(g, bounds, axis=axis))
+        return tuple(join.split(g, sizes, axis))
 
     @staticmethod
     def backward_graph(ctx, g):
@@ -378,10 +377,12 @@ def _joinable(op, tensors):
         raise InputError(f"{op}: expected a non-empty sequence of tensors")
     if any(not isinstance(t, Tensor) for t in tensors):
         raise InputTypeError(f"{op}: expected a sequence of Tensors")
-    devices = {t.device for t in tensors}
-    if len(devices) > 1:
+    first = tensors[0]._data
+    if not all(backend.same_device(first, t._data) for t in tensors):
         raise RuntimeError(f"{op}: expected all tensors on the same device, got "
-                           + " and ".join(sorted(map(str, devices))))
+                           + " and ".join(sorted({str(t.device) for t in tensors})))
+    if all(t._data.dtype == first.dtype for t in tensors):  # (the common case: nothing to promote)
+        return tensors
     dtype = tensors[0].dtype
     for t in tensors[1:]:
         dtype = promote(dtype, t.dtype)
