@@ -103,3 +103,18 @@ def test_gpu_cat_forward_and_gradient(channels_last, poisoned_pool):
     (y * mf.tensor(weight).cuda()).sum().backward()
     for t, ref in zip(ts, np.split(weight, [4, 6], 1)):
         np.testing.assert_array_equal(t.grad.cpu().numpy(), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim", (0, 1, 2, -1))
+def test_gpu_stack_forward_and_gradient(dim, poisoned_pool):
+    rng = np.random.default_rng(5)
+    hosts = [rng.standard_normal((3, 5, 7)).astype(np.float16) for _ in range(4)]
+    ts = [mf.tensor(h).cuda().requires_grad_() for h in hosts]
+    y = mf.stack(ts, dim)
+    ref = np.stack(hosts, dim)
+    np.testing.assert_array_equal(y.detach().cpu().numpy(), ref)
+    weight = rng.standard_normal(ref.shape).astype(np.float16)
+    (y * mf.tensor(weight).cuda()).sum().backward()
+    for i, t in enumerate(ts):
+        np.testing.assert_array_equal(t.grad.cpu().numpy(), np.take(weight, i, axis=dim))

@@ -356,13 +356,14 @@ class Stack(Function):
         xp = _xp(arrays[0])
         if joined_layout(arrays):
             return xp.stack(arrays, axis=axis)
+        one = arrays[0].shape[:axis] + (1,) + arrays[0].shape[axis:]
         shape = arrays[0].shape[:axis] + (len(arrays),) + arrays[0].shape[axis:]
-        return xp.stack(arrays, axis=axis, out=xp.empty(shape, arrays[0].dtype))
+        return join.concatenate([a.reshape(one) for a in arrays], axis, xp.empty(shape, arrays[0].dtype))
 
     @staticmethod
     def backward(ctx, g):
-        xp = _xp(g)
-        return tuple(xp.take(g, i, axis=ctx.axis) for i in range(g.shape[ctx.axis]))
+        shape = g.shape[:ctx.axis] + g.shape[ctx.axis + 1:]
+        return tuple(piece.reshape(shape) for piece in join.split(g, (1,) * g.shape[ctx.axis], ctx.axis))
 
     @staticmethod
     def backward_graph(ctx, g):
