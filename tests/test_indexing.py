@@ -407,15 +407,69 @@ def test_setitem_leaves_earlier_consumers_alone():
     np.testing.assert_array_equal(leaf.grad.numpy(), [1.0, 2.0, 2.0])  # PyTorch's
 
 
-def test_deferred_bound_check_reads_the_first_failure():
-    """What the GPU path leaves for the next sync point (two device scalars per call), read on the host."""
-    from minifused.ops import index as ops_index
+@pytest.mark.gpu
+def test_deferred_bound_checks_raise_the_first_failure_at_the_next_sync():
+    """Index reads on the GPU check their bounds without a sync: clipped entries are read, and the first call whose
+    index was out of range raises at the next sync point, naming its first bad entry; the checks are then gone."""
+    from minifused.kernels import gather as K
 
-    ops_index._pending.extend([("index_select", 0, 4, IndexError, np.array(False), np.array(0)),
-                               ("gather", 1, 3, RuntimeError, np.array(True), np.array(7))])
-    with pytest.raises(RuntimeError, match="gather: index 7 is out of bounds for dimension 1 with size 3"):
-        ops_index._check_pending()
-    assert not ops_index._pending
+    try:  # (an earlier test's checks out of the way)
+        K.check_pending()
+    except (IndexError, RuntimeError):
+        pass
+    x = mf.arange(12.0, device="cuda").reshape(3, 4)
+    fine = mf.index_select(x, 0, mf.tensor([2, 0], device="cuda"))
+    bad = mf.index_select(x, 1, mf.tensor([1, 9, 4, -1], device="cuda"))
+    worse = x.gather(0, mf.tensor([[5, 0, 0, 0]], device="cuda"))
+    assert len(K._pending) == 3
+    # a device's checks fill its slots: one past them reads the first ones (a sync) and raises there
+    for _ in range(K.SLOTS - len(K._pending)):
+        mf.index_select(x, 0, mf.tensor([0], device="cuda"))
+    with pytest.raises(IndexError, match="index_select: index 9"):
+        mf.index_select(x, 0, mf.tensor([0], device="cuda"))
+    assert not K._pending
+    bad = mf.index_select(x, 1, mf.tensor([1, 9, 4, -1], device="cuda"))
+    with pytest.raises(IndexError, match="index_select: index 9 is out of bounds for dimension 1 with size 4"):
+        bad.sum().item()
+    assert not K._pending
+    np.testing.assert_array_equal(fine.cpu().numpy(), [[8, 9, 10, 11], [0, 1, 2, 3]])
+    assert worse.shape == (1, 4)
+    with pytest.raises(IndexError, match=r"getitem: index -5 is out of bounds for dimension 0 with size 3 "
+                                         r"\(out of range \[-3, 3\)\)"):
+        x[mf.tensor([[0, 2], [1, -5]], device="cuda")].sum().item()
+    np.testing.assert_array_equal(x[mf.tensor([-1, 1], device="cuda", dtype=mf.int32)].cpu().numpy(),
+                                  [[8, 9, 10, 11], [4, 5, 6, 7]])
+    with pytest.raises(IndexError, match=r"embedding: index 7 at position 2 is out of range \[0, 3\)"):
+        mf.nn.functional.embedding(mf.tensor([[0, 1], [7, -2]], device="cuda"), x[:, :2]).sum().item()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", (np.int64, np.int32, np.int16, np.uint8, np.uint64))
+def test_gpu_checked_index_fixes_and_flags_entries(dtype, poisoned_pool):
+    """kernels.gather.checked_index against NumPy: negatives wrapped, everything clipped into [0, n), the first
+    entry outside the range found, for each integer width."""
+    import cupy
+
+    from minifused.kernels import gather as K
+
+    rng = np.random.default_rng(0)
+    lo = 0 if np.dtype(dtype).kind == "u" else -9
+    host = rng.integers(lo, 9, 1000).astype(dtype)
+    for negative, n in ((True, 7), (False, 7), (True, 0)):
+        errors = []
+        fixed = K.checked_index(cupy.asarray(host)[::2], n, negative, lambda v, i: errors.append((v, i)))
+        got = cupy.asnumpy(fixed)
+        raw = host[::2].astype(np.int64)
+        want = np.clip(np.where(raw < 0, raw + n, raw), 0, max(n - 1, 0))
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == np.int64
+        bad = np.flatnonzero((raw < (-n if negative else 0)) | (raw >= n))
+        K._pending[-1] = K._pending[-1][:2] + (lambda v, i: IndexError(f"{v} {i}"),)  # (raise, not append)
+        if bad.size:
+            with pytest.raises(IndexError, match=f"^{raw[bad[0]]} {bad[0]}$"):
+                K.check_pending()
+        else:
+            K.check_pending()
 
 
 def test_scatter_reduce_prod_and_integer_mean_as_pytorch():

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import no_grad
+from ..kernels.gather import checked_index
 from ..ops import resample as R
 from ..ops import clone
 from ..ops._common import autocast_float32 as _autocast_float32
@@ -323,7 +324,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
             raise IndexError(f"{op}: index {int(idx.reshape(-1)[i])} at position {i} is out of range "
                              f"[0, {num}) (num_embeddings={num})")
     elif idx.size:
-        R.flag_bad_indices(idx, num)
+        idx = checked_index(idx, num, False, lambda v, i: IndexError(
+            f"{op}: index {v} at position {i} is out of range [0, {num}) (num_embeddings={num})"))
     if idx.dtype != backend.int64:
         idx = idx.astype(np.int64)
     if max_norm is not None:

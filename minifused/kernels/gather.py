@@ -1,6 +1,7 @@
 """Row gather along the first axis: ``gather_rows(src, idx) -> src[idx]``, and ``rows_gatherer(srcs)``, which
 gathers several arrays by one index with each source planned once (a DataLoader's batches); ``copy_pair``, two
-contiguous arrays copied in one launch.
+contiguous arrays copied in one launch; ``checked_index``, a CUDA index array made safe to gather with in one
+launch, its bounds check deferred to the next sync point.
 
 CuPy arrays go to gather.cu, two arrays per launch, each row moved in the widest pieces (16, 8, 4, 2 or 1
 bytes) that its size and the base addresses allow: less host time than a ``cupy.take`` per array. NumPy
@@ -14,7 +15,7 @@ import math
 import numpy as np
 
 from .. import backend
-from . import ARG, NULL, Prepared, get_kernel, grid_1d, sm_count
+from . import ARG, NULL, Prepared, c_contiguous, get_kernel, grid_1d, sm_count
 
 _THREADS = 256
 
@@ -95,3 +96,77 @@ def copy_pair(dst_a, src_a, dst_b, src_b):
     dev = src_a.data.device_id
     grid = min(grid_1d(ta + tb, _THREADS), 4 * sm_count(dev))
     _copy_launch(ua, ub, grid, dev)(src_a.data.ptr, dst_a.data.ptr, ta, src_b.data.ptr, dst_b.data.ptr, tb)
+
+
+# ---------------------------------------------------------------- index arrays checked without a sync
+#: Waiting checks, one a call of :func:`checked_index`: (where its first bad position lies, its index array, its
+#: error). Where: (a device's :class:`_Slots`, the slot's number), or (None, a one-slot array of its own) for a
+#: call recorded into a CUDA graph (whose replays write it again).
+_pending = []
+_slots = {}  # device id -> _Slots
+SLOTS = 256  # the checks a device holds before the next one reads them all first (a sync)
+
+
+class _Slots:
+    """One int64 array of the first-bad-position slots of a device's waiting checks, read in one copy."""
+
+    def __init__(self):
+        import cupy
+
+        self.array, self.used = cupy.ndarray((SLOTS,), np.int64), 0
+
+
+@functools.lru_cache(maxsize=256)  # keyed by size
+def _index_fix_launch(itemsize, signed, count, dev):
+    kern = get_kernel("gather.cu", "index_fix", (f"-DINDEX_BYTES={itemsize}", f"-DINDEX_SIGNED={int(signed)}"))
+    return Prepared(kern, (min(grid_1d(count, _THREADS), 32 * sm_count(dev)),), (_THREADS,),
+                    (ARG, ARG, np.int64(count), ARG, ARG, ARG))
+
+
+def checked_index(index, n, negative, error):
+    """``index`` (a non-empty CUDA integer array) as an int64 array of its shape with negative entries plus ``n``,
+    clipped into [0, n): safe to gather with at once. Whether every entry lay in [-n, n) (``negative``) or [0, n) is
+    known at the next sync point (``backend.defer_check``), where ``error(value, position)`` (of the first entry
+    outside) is raised."""
+    import cupy
+
+    if not c_contiguous(index):
+        index = cupy.ascontiguousarray(index)
+    dev = index.data.device_id
+    if backend.is_capturing():
+        where = (None, cupy.ndarray((1,), np.int64))
+        first = where[1].data.ptr
+    else:
+        slots = _slots.get(dev)
+        if slots is None:
+            slots = _slots[dev] = _Slots()
+        if slots.used == SLOTS:
+            check_pending()
+        where = (slots, slots.used)
+        first = slots.array.data.ptr + 8 * slots.used
+        slots.used += 1
+    cupy.cuda.runtime.memsetAsync(first, 0xFF, 8, cupy.cuda.get_current_stream().ptr)  # all ones: no bad entry
+    out = cupy.ndarray(index.shape, np.int64)
+    _index_fix_launch(index.itemsize, index.dtype.kind == "i", index.size, dev)(
+        index.data.ptr, out.data.ptr, -n if negative else 0, n, first)
+    _pending.append((where, index, error))
+    backend.defer_check(check_pending)
+    return out
+
+
+def check_pending():
+    """Read the waiting checks of :func:`checked_index` (one copy a device) and raise the first failure's error."""
+    import cupy
+
+    checks = _pending[:]
+    _pending.clear()
+    read = {}
+    for dev, slots in _slots.items():
+        if slots.used:
+            with cupy.cuda.Device(dev):
+                read[id(slots)] = slots.array[:slots.used].get()
+            slots.used = 0
+    for (slots, k), index, error in checks:
+        pos = int(read[id(slots)][k] if slots is not None else k.get()[0])
+        if pos >= 0:
+            raise error(int(index.reshape(-1)[pos]), pos)

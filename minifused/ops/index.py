@@ -19,6 +19,7 @@ from .creation import arange
 from .elementwise import where
 from .shape import expand, flatten, reshape
 from ..backend import InputError, InputTypeError
+from ..kernels.gather import checked_index
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "take_along_dim", "repeat_interleave",
            "meshgrid", "index_put", "index_copy"]
@@ -40,37 +41,20 @@ def _same_device(op, x, other, name):
         raise RuntimeError(f"{op}: expected {name} on {x.device} like the input, got {other.device}")
 
 
-_pending = []  # GPU bound checks not read yet: (op, dim, n, exception type, any-bad flag, first bad entry)
-
-
-def _check_pending():
-    """Read the GPU bound checks (at the next sync point, see ``backend.defer_check``); raise on the first
-    that failed."""
-    checks = _pending[:]
-    _pending.clear()
-    for op, dim, n, exc, flag, first in checks:
-        if bool(flag):
-            raise exc(f"{op}: index {int(first)} is out of bounds for dimension {dim} with size {n}")
-
-
 def _in_bounds(op, index, n, dim, exc, negative=True):
     """``index`` (raw, integer) with negative entries made positive, checked to lie in [-n, n) (``negative``;
     else in [0, n), as PyTorch's gather, scatter and index_select / add / copy): on the cpu an ``exc`` at once; on
-    the GPU the entries are clipped and the error deferred (no sync; only two device scalars wait for the
-    check)."""
+    the GPU the entries are clipped and the error deferred (no sync: ``kernels.gather.checked_index``)."""
     xp = _xp(index)
     if index.size == 0:
         return index.astype(np.int64, copy=False)
-    bad = (index < (-n if negative else 0)) | (index >= n)
-    fixed = backend.where(index < 0, index + n, index)
     if xp is np:
+        bad = (index < (-n if negative else 0)) | (index >= n)
         if bad.any():
             raise exc(f"{op}: index {int(index[bad].ravel()[0])} is out of bounds for dimension {dim} with size {n}")
-        return fixed.astype(np.int64, copy=False)
-    flat = bad.ravel()
-    _pending.append((op, dim, n, exc, flat.any(), index.ravel()[flat.argmax()]))
-    backend.defer_check(_check_pending)
-    return xp.clip(fixed, 0, max(n - 1, 0)).astype(np.int64, copy=False)
+        return backend.where(index < 0, index + n, index).astype(np.int64, copy=False)
+    return checked_index(index, n, negative,
+                         lambda v, _: exc(f"{op}: index {v} is out of bounds for dimension {dim} with size {n}"))
 
 
 def _dim_index(op, x, dim, index, name="index"):

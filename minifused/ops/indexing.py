@@ -16,6 +16,7 @@ from ..autograd import Function
 from ..tensor import Tensor
 from ._common import cast, unbroadcast, unbroadcast_graph
 from ..backend import InputError
+from ..kernels.gather import checked_index
 
 
 def _xp(x):
@@ -88,7 +89,8 @@ def _component(v, x, op):
         raise IndexError(f"{op}: tensors used as indices must be integer or bool, got {v.dtype}")
     if v.ndim == 0:
         return bool(v) if v.dtype == np.bool_ else int(v)
-    return backend.to_device(v, x.device)
+    # a host array stays there until checked (an error at once), then goes to x's device (_normalize_index)
+    return v if isinstance(v, np.ndarray) else backend.to_device(v, x.device)
 
 
 def _check_array(v, dim, n, op):
@@ -96,8 +98,10 @@ def _check_array(v, dim, n, op):
     if v.size == 0:
         return v.astype(np.int64, copy=False)
     if backend.is_cuda_array(v):
+        if op == "getitem":  # a read: clipped entries are safe to gather with, the error waits for the next sync
+            return checked_index(v, n, True, lambda value, _: IndexError(
+                f"{op}: index {value} is out of bounds for dimension {dim} with size {n} (out of range [{-n}, {n}))"))
         backend.refuse_sync(f"{op} with an index tensor (its bounds check)")
-    xp = backend.array_module(v)
     bad = (v < -n) | (v >= n)
     if bool(bad.any()):
         raise IndexError(f"{op}: index {int(v[bad].ravel()[0])} is out of bounds for dimension {dim} with size "
@@ -143,13 +147,13 @@ def _normalize_index(x, index, op="getitem"):
             if p.shape != want:
                 raise IndexError(f"{op}: the shape of the mask {tuple(p.shape)} does not match the shape "
                                  f"{tuple(want)} of the indexed tensor at dimension {dim}")
-            found = p.nonzero()
+            found = tuple(backend.to_device(f, x.device) for f in p.nonzero())
             out.extend(found)
             arrays.extend(found)
             dim += p.ndim
             continue
         elif hasattr(p, "dtype"):
-            p = _check_array(p, dim, x.shape[dim], op)
+            p = backend.to_device(_check_array(p, dim, x.shape[dim], op), x.device)
             arrays.append(p)
             dim += 1
         elif _is_int(p):

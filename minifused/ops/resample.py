@@ -569,32 +569,6 @@ class EmbeddingFn(Function):
         return None, LinearMap.apply(g, lambda a: EmbeddingFn.backward(saved, a)[1], gather), None, None
 
 
-_index_flags = {}
-
-
-def check_embedding_indices():
-    """Raise IndexError if an embedding lookup on a CUDA device saw an index out of range since the
-    last check (reads the device flag: a sync; run at the next ``.item()``, as deferred checks are)."""
-    for dev, flag in list(_index_flags.items()):
-        bad = int(flag.get()[0])
-        if bad:
-            flag.fill(0)
-            raise IndexError("embedding: an index was out of range [0, num_embeddings) on "
-                             f"cuda:{dev} (index out of range in self)")
-
-
-def flag_bad_indices(indices, num):
-    """Device-side range check of CUDA indices: sets a flag read later by :func:`check_embedding_indices`."""
-    import cupy
-
-    dev = indices.device.id
-    if dev not in _index_flags:
-        _index_flags[dev] = cupy.zeros(1, np.int32)
-    flag = _index_flags[dev]
-    cupy.maximum(flag, ((indices < 0) | (indices >= num)).any().astype(np.int32), out=flag)
-    backend.defer_check(check_embedding_indices)
-
-
 # ---------------------------------------------------------------- channel (feature) dropout
 class FeatureDropoutFn(Function):
     """Whole channels zeroed: one keep/scale factor per channel of the ``lead`` leading dimensions
