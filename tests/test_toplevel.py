@@ -378,6 +378,37 @@ def test_legacy_tensor_types():
         x.type("torch.FooTensor")
 
 
+def test_cuda_legacy_tensor_types_are_their_cpu_twins_on_cuda():
+    """``minifused.cuda.FloatTensor`` ...: the types, their dtypes and names, isinstance by dtype and device; on a
+    machine without CUDA calling one is refused as PyTorch refuses it."""
+    for name in ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
+                 "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"):
+        cpu_type, cuda_type = getattr(mf, name), getattr(mf.cuda, name)
+        assert cuda_type.dtype == cpu_type.dtype and cuda_type.is_cuda and not cpu_type.is_cuda
+        assert repr(cuda_type) == f"<class 'minifused.cuda.{name}'>"
+        assert not isinstance(mf.zeros(1, dtype=cpu_type.dtype, device="cpu"), cuda_type)
+    if not mf.cuda.is_available():
+        with pytest.raises(TypeError, match="minifused.cuda.FloatTensor not available"):
+            mf.cuda.FloatTensor(2, 3)
+    assert mf.OutOfMemoryError is mf.cuda.OutOfMemoryError  # (torch.OutOfMemoryError, PyTorch 2.5 on)
+
+
+@pytest.mark.gpu
+def test_cuda_legacy_tensor_types_make_cuda_tensors():
+    Tensor = mf.cuda.FloatTensor  # the pattern of older scripts (GAN examples): real / fake labels
+    valid = Tensor(4, 1).fill_(1.0)
+    assert valid.is_cuda and valid.dtype == mf.float32 and valid.cpu().tolist() == [[1.0]] * 4
+    assert isinstance(valid, Tensor) and not isinstance(valid, mf.FloatTensor)
+    labels = mf.cuda.LongTensor([3, 1])
+    assert labels.is_cuda and labels.dtype == mf.int64 and labels.cpu().tolist() == [3, 1]
+    assert mf.cuda.LongTensor(labels) is labels
+    with pytest.raises(TypeError, match="expected a cuda tensor of dtype int64"):
+        mf.cuda.LongTensor(labels.cpu())
+    x = mf.tensor([1.5, 2.0]).type(mf.cuda.HalfTensor)
+    assert x.is_cuda and x.dtype == mf.float16 and x.type() == "minifused.cuda.HalfTensor"
+    assert x.type(mf.DoubleTensor).device.type == "cpu"
+
+
 # ---------------------------------------------------------------- runtime switches and names
 def test_default_device_and_mode_queries(monkeypatch):
     monkeypatch.setenv("MINIFUSED_DEVICE", "cpu")  # restored after the test

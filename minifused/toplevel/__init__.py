@@ -104,6 +104,10 @@ def typename(obj, /):
     return qualname if module in ("", "builtins") else f"{module}.{qualname}"
 
 
+#: ``torch.OutOfMemoryError``: what running out of device memory raises (``minifused.cuda.OutOfMemoryError``).
+OutOfMemoryError = _cuda.OutOfMemoryError
+
+
 def _assert(condition, message):
     """Python's ``assert condition, message`` as a function (``torch._assert``, which model code calls to check
     shapes): AssertionError when ``condition`` (a bool or one-element tensor) is false."""
@@ -115,4 +119,4 @@ __all__ = (creation.__all__ + out_forms.__all__ + foreach.__all__ + legacy.__all
     "gradient", "version",
     "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "Stream", "Event", "GradScaler",
     "get_default_device", "set_default_device", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
-    "set_anomaly_enabled", "is_inference_mode_enabled", "typename", "_assert"])
+    "set_anomaly_enabled", "is_inference_mode_enabled", "typename", "_assert", "OutOfMemoryError"])

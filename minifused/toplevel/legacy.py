@@ -1,8 +1,10 @@
 """PyTorch's legacy tensor types (``FloatTensor``, ``LongTensor`` ...): called, they make a cpu tensor of their
 dtype (``LongTensor([1, 2])`` from data, ``FloatTensor(2, 3)`` of a size, zeros where PyTorch leaves memory
 uninitialized); ``isinstance(t, FloatTensor)`` asks whether ``t`` is a cpu float32 tensor; ``t.type(FloatTensor)``
-converts to one. A metaclass gives the classes these, so none of them is a subclass of ``Tensor`` (as in
-PyTorch, where they are not either)."""
+converts to one. Their cuda twins (``minifused.cuda.FloatTensor`` ..., set on that module here) do the same on the
+current cuda device (``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor``, a pattern of older
+scripts). A metaclass gives the classes these, so none of them is a subclass of ``Tensor`` (as in PyTorch, where
+they are not either)."""
 from __future__ import annotations
 
 import importlib
@@ -10,6 +12,7 @@ import numbers
 import os
 
 from .. import backend, ops
+from .. import cuda as _cuda_module
 from ..tensor import Size, Tensor
 from ..backend import InputTypeError
 
@@ -24,41 +27,49 @@ class _LegacyTensorType(type):
     """The type of each legacy tensor type: calling one makes a tensor, ``isinstance`` checks dtype and device."""
 
     def __instancecheck__(cls, obj):
-        return isinstance(obj, Tensor) and obj.dtype == cls.dtype and obj.device.type == "cpu"
+        return isinstance(obj, Tensor) and obj.dtype == cls.dtype and obj.device.type == cls._device
 
     def __call__(cls, *args, device=None):
-        name = cls.__name__
-        if device is not None and backend.Device(device).type != "cpu":
-            raise RuntimeError(f"{name}: legacy constructor expects device type: cpu but device type: "
+        name, where = f"{cls.__module__}.{cls.__name__}", cls._device
+        if device is not None and backend.Device(device).type != where:
+            raise RuntimeError(f"{name}: legacy constructor expects device type: {where} but device type: "
                                f"{backend.Device(device).type} was passed")
+        if where == "cuda" and not backend.cuda_available():
+            raise TypeError(f"type {name} not available: no usable CUDA device")
         if not args:
-            return ops.zeros(0, dtype=cls.dtype, device="cpu")
+            return ops.zeros(0, dtype=cls.dtype, device=where)
         if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
-            return ops.zeros(*args, dtype=cls.dtype, device="cpu")  # a size
+            return ops.zeros(*args, dtype=cls.dtype, device=where)  # a size
         if len(args) == 1 and isinstance(args[0], Size):  # FloatTensor(x.size()): a size too, as PyTorch's
-            return ops.zeros(*args[0], dtype=cls.dtype, device="cpu")
+            return ops.zeros(*args[0], dtype=cls.dtype, device=where)
         if len(args) != 1:
             raise InputTypeError(f"{name}(): expected a size (ints), one sequence of data or one tensor, got "
                                  f"{args!r}")
         data = args[0]
         if isinstance(data, Tensor):  # the tensor itself, when it is one of this type, as PyTorch's alias
             if not isinstance(data, cls):
-                raise InputTypeError(f"{name}(): expected a cpu tensor of dtype {cls.dtype}, got one of dtype "
+                raise InputTypeError(f"{name}(): expected a {where} tensor of dtype {cls.dtype}, got one of dtype "
                                      f"{data.dtype} on {data.device} (convert it with .to(dtype))")
             return data
         if isinstance(data, (numbers.Number, str, bytes)):
             raise InputTypeError(f"{name}(): data must be a sequence (got {type(data).__name__})")
-        return ops.tensor(data, dtype=cls.dtype, device="cpu")
+        return ops.tensor(data, dtype=cls.dtype, device=where)
 
     def __repr__(cls):
-        return f"<class 'minifused.{cls.__name__}'>"
+        return f"<class '{cls.__module__}.{cls.__name__}'>"
+
+
+def _legacy_type(name, dtype, cuda):
+    where = "cuda" if cuda else "cpu"
+    return _LegacyTensorType(name, (), {
+        "dtype": dtype, "is_cuda": cuda, "_device": where, "__module__": "minifused.cuda" if cuda else "minifused",
+        "__doc__": f"The legacy {where} {dtype} tensor type: ``{name}(*size)``, ``{name}(data)``, "
+                   f"``isinstance(t, {name})``."})
 
 
 for _name, _dtype in _LEGACY.items():
-    globals()[_name] = _LegacyTensorType(_name, (), {
-        "dtype": _dtype, "is_cuda": False, "__module__": "minifused",
-        "__doc__": f"The legacy cpu {_dtype} tensor type: ``{_name}(*size)``, ``{_name}(data)``, "
-                   f"``isinstance(t, {_name})``."})
+    globals()[_name] = _legacy_type(_name, _dtype, False)
+    setattr(_cuda_module, _name, _legacy_type(_name, _dtype, True))
 
 
 _TYPE_MODULES = ("torch", "minifused", "torch.cuda", "minifused.cuda")
@@ -83,7 +94,7 @@ def _tensor_type(t):
             return t, _LEGACY[kind], module.endswith("cuda")
         t = _import_dotted_name(t)  # AttributeError / ModuleNotFoundError for a name that is not there
     if isinstance(t, _LegacyTensorType):
-        return f"minifused.{t.__name__}", t.dtype, t.is_cuda
+        return f"{t.__module__}.{t.__name__}", t.dtype, t.is_cuda
     return None
 
 
