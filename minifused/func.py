@@ -12,7 +12,8 @@ from .nn.stateless import functional_call as _functional_call
 from .ops import stack as _stack
 from .tensor import Tensor as _Tensor
 
-__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "vjp", "vmap"]
+__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "vjp", "vmap",
+           "stack_module_state"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -197,10 +198,21 @@ def hessian(func, argnums=0):
     return jacrev(jacrev(func, argnums), argnums)
 
 
+def _tree_map(fn, tree):
+    """``fn`` applied to every leaf of ``tree`` (dicts, lists and tuples of leaves, nested), the structure kept."""
+    if isinstance(tree, dict):
+        return type(tree)((k, _tree_map(fn, v)) for k, v in tree.items())
+    if isinstance(tree, (list, tuple)) and not hasattr(tree, "_fields"):
+        return type(tree)(_tree_map(fn, v) for v in tree)
+    return fn(tree)
+
+
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     """``torch.func.vmap``: ``func`` mapped over dimension ``in_dims`` of its arguments (an int for all, or one per
-    argument, None for an argument passed whole), the results stacked along ``out_dims``. Here a loop: one call
-    per index of the mapped dimension (random ops draw differently per sample, as ``randomness='different'``)."""
+    argument, None for an argument passed whole; an argument may be a dict, list or tuple of tensors, every one
+    mapped: the stacked parameters of :func:`stack_module_state`), the results stacked along ``out_dims``. Here a
+    loop: one call per index of the mapped dimension (random ops draw differently per sample, as
+    ``randomness='different'``)."""
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"vmap: randomness must be 'error', 'different' or 'same', got {randomness!r}")
 
@@ -208,13 +220,24 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
         if len(dims) != len(args):
             raise ValueError(f"vmap: in_dims has {len(dims)} entries for {len(args)} positional arguments")
-        sizes = {a.shape[d] for a, d in zip(args, dims) if d is not None and isinstance(a, _Tensor)}
-        if any(d is not None and not isinstance(a, _Tensor) for a, d in zip(args, dims)):
-            raise ValueError("vmap: an in_dim other than None must map a tensor argument")
+        sizes = set()
+
+        def size_of(d):
+            def leaf(t):
+                if not isinstance(t, _Tensor):
+                    raise ValueError(f"vmap: an in_dim other than None must map tensors, got a "
+                                     f"{type(t).__name__}")
+                sizes.add(t.shape[d])
+            return leaf
+
+        for a, d in zip(args, dims):
+            if d is not None:
+                _tree_map(size_of(d), a)
         if len(sizes) != 1:
             raise ValueError(f"vmap: expected one size along the mapped dimensions, got {sorted(sizes) or 'none'}")
         (n,) = sizes
-        results = [func(*[a if d is None else a.select(d, i) for a, d in zip(args, dims)], **kwargs)
+        results = [func(*[a if d is None else _tree_map(lambda t, d=d: t.select(d, i), a)
+                          for a, d in zip(args, dims)], **kwargs)
                    for i in range(n)]
         single = not isinstance(results[0], tuple) if results else True
         columns = [[r] for r in results] if single else [list(r) for r in results]
@@ -223,3 +246,30 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         stacked = tuple(_stack([c[j] for c in columns], outs[j]) for j in range(width))
         return stacked[0] if single else stacked
     return wrapper
+
+
+def stack_module_state(models):
+    """``torch.func.stack_module_state``: the parameters and the buffers of ``models`` (modules of one class, in one
+    mode) stacked along a new first dimension, as two dicts by name, for :func:`vmap` over :func:`functional_call`
+    (model ensembling). Stacked parameters are new leaves that require grad (an optimizer may take them), where the
+    models' do; a name's tensors must agree in that."""
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if len({m.training for m in models}) != 1:
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
+    if any(type(m) is not type(models[0]) for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+
+    def stacked(named):
+        tables = [dict(named(m)) for m in models]
+        out = {}
+        for name in tables[0]:
+            tensors = [t[name] for t in tables]
+            wants = {t.requires_grad for t in tensors}
+            if len(wants) != 1:
+                raise RuntimeError(f"Expected {name} from each model to have the same .requires_grad")
+            out[name] = _stack(tensors).detach().requires_grad_() if wants.pop() else _stack(tensors)
+        return out
+
+    return stacked(lambda m: m.named_parameters()), stacked(lambda m: m.named_buffers())

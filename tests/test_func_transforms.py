@@ -59,3 +59,40 @@ def test_vmap_of_grad_gives_per_sample_gradients(device):
     assert tuple(t.shape) == (3, 4)
     with pytest.raises(ValueError, match="one size along the mapped dimensions"):
         func.vmap(lambda p, q: p + q)(mf.ones(2), mf.ones(3))
+
+
+def test_model_ensembling_with_stack_module_state_and_vmap():
+    """PyTorch's model-ensembling recipe: the models' parameters stacked (new leaves that require grad), vmap over
+    functional_call with dict arguments; each model's slice of the outputs and of the stacked parameters' gradients
+    is that model's own (float64 formulas of the two-layer MLP)."""
+    rng = np.random.default_rng(0)
+    models = [mf.nn.Sequential(mf.nn.Linear(5, 4), mf.nn.ReLU(), mf.nn.Linear(4, 3)).double() for _ in range(3)]
+    x = rng.standard_normal((6, 5))
+    params, buffers = func.stack_module_state(models)
+    assert sorted(params) == ["0.bias", "0.weight", "2.bias", "2.weight"] and buffers == {}
+    assert all(p.shape[0] == 3 and p.requires_grad and p.is_leaf for p in params.values())
+    out = func.vmap(lambda p, b, data: func.functional_call(models[0], (p, b), (data,)), in_dims=(0, 0, None))(
+        params, buffers, mf.tensor(x))
+    out.sum().backward()
+    for i, m in enumerate(models):
+        w1, b1, w2, b2 = (t.detach().numpy() for t in m.parameters())
+        h = x @ w1.T + b1
+        np.testing.assert_allclose(out[i].detach().numpy(), np.maximum(h, 0) @ w2.T + b2, rtol=1e-12)
+        np.testing.assert_allclose(params["2.weight"].grad.numpy()[i], np.ones((3, 6)) @ np.maximum(h, 0),
+                                   rtol=1e-12)
+        np.testing.assert_allclose(params["0.bias"].grad.numpy()[i], ((h > 0) * (np.ones((6, 3)) @ w2)).sum(0),
+                                   rtol=1e-12)
+        assert m[0].weight.grad is None  # the stacked parameters are new leaves
+    with pytest.raises(RuntimeError, match="at least one model"):
+        func.stack_module_state([])
+    models[1].eval()
+    with pytest.raises(RuntimeError, match="same training/eval mode"):
+        func.stack_module_state(models)
+    with pytest.raises(ValueError, match="must map tensors"):
+        func.vmap(lambda d: d["a"], in_dims=0)({"a": mf.ones(2), "b": 3})
+
+
+def test_module_to_a_device_minifused_lacks_names_the_device():
+    """The recipe's ``base_model.to('meta')``: minifused has no meta device, and says so (not 'unknown dtype')."""
+    with pytest.raises(ValueError, match="unknown device 'meta'"):
+        mf.nn.Linear(2, 2).to("meta")

@@ -21,6 +21,10 @@ from ..backend import InputError, InputTypeError
 _MISSING = object()  # (a default no stored value can be)
 
 
+#: PyTorch's device types that minifused has none of (``Module.to('meta')`` names a device, not a dtype)
+_OTHER_DEVICES = ("meta", "mps", "xpu", "hip", "xla", "ipu", "mtia", "hpu", "vulkan", "privateuseone")
+
+
 class Module(StateDicts):
     """Base class of layers and models; subclasses set attributes in ``__init__`` and write ``forward``."""
 
@@ -439,6 +443,8 @@ class Module(StateDicts):
         for a in args:
             if isinstance(a, backend.Device) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
                 device = a
+            elif isinstance(a, str) and a.split(":")[0] in _OTHER_DEVICES:  # (not a dtype either)
+                backend.device(a)  # refused, naming the devices there are
             else:
                 dtype = a
         if device is not None:
