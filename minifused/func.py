@@ -8,12 +8,13 @@ reverse mode twice (the double-backward trick) and :func:`jacfwd` is :func:`jacr
 from __future__ import annotations
 
 from . import autograd as _autograd
+from .nn.norm import _BatchNorm
 from .nn.stateless import functional_call as _functional_call
 from .ops import stack as _stack
 from .tensor import Tensor as _Tensor
 
 __all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "vjp", "vmap",
-           "stack_module_state"]
+           "stack_module_state", "replace_all_batch_norm_modules_"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -273,3 +274,14 @@ def stack_module_state(models):
         return out
 
     return stacked(lambda m: m.named_parameters()), stacked(lambda m: m.named_buffers())
+
+
+def replace_all_batch_norm_modules_(root):
+    """``torch.func.replace_all_batch_norm_modules_``: every BatchNorm module of ``root`` (itself included) that
+    tracks running statistics stops, in place (its running mean, variance and batch count become None), so that
+    it normalizes by the batch's statistics in either mode, as a vmapped model's must; returns ``root``."""
+    for module in root.modules():
+        if isinstance(module, _BatchNorm) and module.track_running_stats:
+            module.running_mean = module.running_var = module.num_batches_tracked = None
+            module.track_running_stats = False
+    return root

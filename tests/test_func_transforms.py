@@ -96,3 +96,17 @@ def test_module_to_a_device_minifused_lacks_names_the_device():
     """The recipe's ``base_model.to('meta')``: minifused has no meta device, and says so (not 'unknown dtype')."""
     with pytest.raises(ValueError, match="unknown device 'meta'"):
         mf.nn.Linear(2, 2).to("meta")
+
+
+def test_replace_all_batch_norm_modules_stops_running_statistics():
+    """As PyTorch's: BatchNorm modules (not InstanceNorm) lose their running statistics and normalize by the batch's
+    in evaluation too (float64 formula)."""
+    m = mf.nn.Sequential(mf.nn.BatchNorm2d(3), mf.nn.Conv2d(3, 3, 1),
+                         mf.nn.InstanceNorm2d(3, track_running_stats=True)).double()
+    assert func.replace_all_batch_norm_modules_(m) is m
+    assert m[0].running_mean is None and m[0].num_batches_tracked is None and not m[0].track_running_stats
+    assert sorted(dict(m.named_buffers())) == ["2.num_batches_tracked", "2.running_mean", "2.running_var"]
+    x = np.random.default_rng(1).standard_normal((4, 3, 2, 2))
+    y = m[0].eval()(mf.tensor(x)).detach().numpy()
+    mean, var = x.mean((0, 2, 3), keepdims=True), x.var((0, 2, 3), keepdims=True)
+    np.testing.assert_allclose(y, (x - mean) / np.sqrt(var + 1e-5), rtol=1e-10)
