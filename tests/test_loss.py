@@ -373,3 +373,66 @@ def test_cosine_similarity_gradient_below_eps_is_the_unclamped_norms():
     # divides by eps, and the derivative of na + const is a / na
     want = b / (eps * nb) - (a @ b) / (eps ** 2 * nb) * (a / na)
     np.testing.assert_allclose(x.grad.numpy()[0], want, rtol=1e-12)
+
+
+def _mse_reference(x, t, reduction):
+    """mse_loss and its gradients for x and t in float64 (NumPy)."""
+    d = x.astype(np.float64) - t.astype(np.float64)
+    loss = (d * d).mean() if reduction == "mean" else (d * d).sum()
+    norm = 2.0 / d.size if reduction == "mean" else 2.0
+    return loss, norm * d, -norm * d
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("dtype", DTYPES + [np.float64])
+def test_mse_loss_fused_against_float64(reduction, dtype, rng):
+    x = rng.standard_normal((6, 11)).astype(np.float32)
+    t = rng.standard_normal((6, 11)).astype(np.float32)
+    mx, mt = cpu(x).to(dtype).requires_grad_(), cpu(t).to(dtype).requires_grad_()
+    out = F.mse_loss(mx, mt, reduction=reduction)
+    assert out.grad_fn.__name__ == "MseLoss" and out.dtype == mx.dtype and out.shape == ()
+    out.backward(cpu(np.float32(0.75)).to(dtype))
+    loss, gx, gt = _mse_reference(mx.detach().double().numpy(), mt.detach().double().numpy(), reduction)
+    tol = TOL[backend.as_dtype(dtype)] * 4
+    assert rel_err(out.double().item(), loss) < tol
+    assert rel_err(mx.grad.double().numpy(), 0.75 * gx) < tol
+    assert rel_err(mt.grad.double().numpy(), 0.75 * gt) < tol
+
+
+def test_mse_loss_fused_double_backward(rng):
+    x = cpu(rng.standard_normal(5)).requires_grad_()
+    t = cpu(rng.standard_normal(5))
+    (g,) = mf.autograd.grad(F.mse_loss(x, t), x, create_graph=True)
+    (g * g).sum().backward()  # d/dx sum((2/n (x - t))^2) = 2 (2/n)^2 (x - t)
+    ref = 2 * (2 / 5) ** 2 * (x.detach().numpy() - t.numpy())
+    assert rel_err(x.grad.numpy(), ref) < 1e-12
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 257, 5000, (1 << 20) + 3])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_mse_loss_kernels_against_torch(n, dtype, reduction):
+    """The squared-error kernels (partials of up to 1024 blocks, summed by loss_reduce; the backward's one pass)
+    against PyTorch's mse_loss in float64, sizes from one element to several blocks' worth per partial; the
+    gradient of the target only where asked."""
+    torch = pytest.importorskip("torch")
+    import cupy as cp
+
+    rng = np.random.default_rng(n)
+    x = mf.tensor(cp.asarray(rng.standard_normal(n).astype(np.float32))).to(dtype).requires_grad_()
+    t = mf.tensor(cp.asarray(rng.standard_normal(n).astype(np.float32))).to(dtype)
+    out = F.mse_loss(x, t, reduction=reduction)
+    out.backward(mf.tensor(cp.asarray(np.float32(1.5))).to(dtype))
+    tx = torch.from_dlpack(x._data.astype(np.float32)).double().requires_grad_()
+    tt = torch.from_dlpack(t._data.astype(np.float32)).double()
+    tout = torch.nn.functional.mse_loss(tx, tt, reduction=reduction)
+    tout.backward(torch.tensor(1.5, dtype=torch.float64, device=tx.device))
+    tol = TOL[backend.as_dtype(dtype)] * 4
+    assert out.dtype == x.dtype and t.grad is None
+    assert rel_err(float(out.float().item()), tout.item()) < tol
+    assert rel_err(x.grad._data.astype(np.float32).get(), tx.grad.cpu().numpy()) < tol
+    both = mf.tensor(cp.asarray(rng.standard_normal(n).astype(np.float32))).to(dtype).requires_grad_()
+    F.mse_loss(x.detach(), both, reduction=reduction).backward()
+    d = x._data.astype(np.float64).get() - both._data.astype(np.float64).get()
+    assert rel_err(both.grad._data.astype(np.float32).get(), -(2.0 / n if reduction == "mean" else 2.0) * d) < tol

@@ -16,6 +16,7 @@ from .. import kernels as _kernels
 from ..ops import (abs, clamp, exp, gelu, log, matmul, maximum, minimum, sigmoid, sqrt,  # noqa: F401,A004
                   tanh, where)
 from ..autograd import is_grad_enabled as _grad_on
+from ..ops import activation as _A
 from ..ops import elementwise as _ew_ops
 from ..ops import cast as _cast
 from ..ops._common import autocast_float32 as _autocast_float32, autocast_lower as _autocast_lower
@@ -518,6 +519,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _loss_operands("mse_loss", input, target, reduction)
+    if weight is None and reduction != "none" and input.shape == target.shape and input._data.size:
+        return _A.MseLoss.apply(input, target, reduction == "mean")
     d = input - target
     return _weighted("mse_loss", d * d, weight, reduction)
 

@@ -17,6 +17,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..kernels import elementwise as K
+from ..kernels import loss_reduce as R
 from ..tensor import Tensor
 from ._common import unbroadcast, unbroadcast_graph
 from .elementwise import where, zero_linked
@@ -574,6 +575,33 @@ class SmoothL1(Function):
         na, nb = ctx.needs_input_grad[:2]
         return (unbroadcast_graph(gd, x.shape) if na else None, unbroadcast_graph(-gd, t.shape) if nb else None,
                 None, None)
+
+
+class MseLoss(Function):
+    """``mse_loss`` of one shape and dtype reduced by 'mean' (``mean``) or 'sum', fused: the loss in one pass and
+    its gradients ``norm * (x - t) * g`` in another (``kernels.loss_reduce``), where composing it records three ops
+    (a difference, a square, a reduction) and launches more."""
+
+    @staticmethod
+    def forward(ctx, x, t, mean):
+        ctx.save_for_backward(x, t)
+        ctx.mean = mean
+        return R.squared_error(x, t, mean)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, t = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad[:2]
+        return (*R.squared_error_backward(x, t, g, ctx.mean, na, nb), None)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        x, t = ctx.saved_tensors
+        norm = 2.0 / x.size if ctx.mean else 2.0
+        d = _wide(ctx.graph_input(0, x)) - _wide(ctx.graph_input(1, t))
+        gd = d * norm * _wide(g)
+        na, nb = ctx.needs_input_grad[:2]
+        return (gd.to(x.dtype) if na else None), ((-gd).to(x.dtype) if nb else None), None
 
 
 class KLDiv(Function):
