@@ -6,6 +6,7 @@ below assume valid input.
 """
 from __future__ import annotations
 
+import math as _math
 import numbers as _numbers
 import warnings as _warnings
 
@@ -223,40 +224,47 @@ def _check_norm_args(op, input, normalized_shape, params, wide=False):
         raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
     if isinstance(normalized_shape, _numbers.Integral):
         normalized_shape = (int(normalized_shape),)
-    normalized_shape = tuple(int(s) for s in normalized_shape)
+    normalized_shape = tuple(map(int, normalized_shape))
     k = len(normalized_shape)
-    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != normalized_shape:
+    data = input._data
+    if k == 0 or data.ndim < k or data.shape[data.ndim - k:] != normalized_shape:
         raise InputError(f"{op}: normalized_shape {list(normalized_shape)} must match the trailing dimensions "
                          f"of the input, got input of shape {list(input.shape)}")
-    if input.dtype not in _NORM_DTYPES:
-        raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {input.dtype}")
+    dtype = data.dtype
+    if dtype not in _NORM_DTYPES:
+        raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input, got {dtype}")
+    given = []  # (name, dtype) of the parameters given
     for name, p in params.items():
         if p is None:
             continue
         if not isinstance(p, _Tensor):
             raise InputTypeError(f"{op}: {name} must be a tensor or None, got {type(p).__name__}")
-        if tuple(p.shape) != normalized_shape:
+        if p._data.shape != normalized_shape:
             raise InputError(f"{op}: {name} must have shape {list(normalized_shape)} (normalized_shape), "
                              f"got {list(p.shape)}")
-        mixed = wide and p.dtype == _backend.float32 and input.dtype.itemsize == 2
-        if p.dtype != input.dtype and not mixed:
+        pdtype = p._data.dtype
+        if pdtype != dtype and not (wide and pdtype == _backend.float32 and dtype.itemsize == 2):
             rule = "the input's dtype, or float32 with a 16-bit input; " if wide else ""
-            raise InputTypeError(f"{op}: {name} dtype {p.dtype} differs from input dtype {input.dtype} "
+            raise InputTypeError(f"{op}: {name} dtype {pdtype} differs from input dtype {dtype} "
                                  f"({rule}no implicit casts; convert one with .to(dtype))")
-        if p.device != input.device:
+        if not _backend.same_device(data, p._data):
             raise RuntimeError(f"{op}: {name} is on {p.device} but the input is on {input.device}")
-    given = [(name, p.dtype) for name, p in params.items() if p is not None]
-    if len({dt for _, dt in given}) > 1:
+        given.append((name, pdtype))
+    if len(given) > 1 and any(dt != given[0][1] for _, dt in given):
         raise InputTypeError(f"{op}: {' and '.join(name for name, _ in given)} must share one dtype, got "
                              f"{', '.join(str(dt) for _, dt in given)}")
-    return int(_np.prod(normalized_shape))
+    return _math.prod(normalized_shape)
 
 
 def _wide_params(input, *params):
     """Whether the (checked) parameters are float32 over a 16-bit input: the norm then runs on the input in
     float32 and rounds its result once to the input's dtype, as PyTorch computes it (the parameters'
     gradients stay float32)."""
-    return any(p is not None and p.dtype != input.dtype for p in params)
+    dtype = input._data.dtype
+    for p in params:
+        if p is not None and p._data.dtype != dtype:
+            return True
+    return False
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
