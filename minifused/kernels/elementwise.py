@@ -96,7 +96,8 @@ def gelu_backward(grad, x, approximate="none"):
 # ---------------------------------------------------------------- the other activations
 # The kinds of activation.cuh's ActKind and KeepKind: the activations whose backward reads what the op keeps (the
 # input; sigmoid's and tanh's output), and the piecewise ones that keep a bool of where the gradient passes.
-ACTIVATIONS = {"silu": 0, "mish": 1, "elu": 2, "hardswish": 3, "softplus": 4, "sigmoid": 5, "tanh": 6}
+ACTIVATIONS = {"silu": 0, "mish": 1, "elu": 2, "hardswish": 3, "softplus": 4, "sigmoid": 5, "tanh": 6, "scale": 7,
+               "divide": 8}
 KEEP_ACTIVATIONS = {"leaky_relu": 0, "hardtanh": 1, "hardsigmoid": 2, "threshold": 3}
 _ACTIVATION_DTYPES = (backend.float16, backend.bfloat16, backend.float32)
 
@@ -116,6 +117,15 @@ def activation_forward(kind, x, params=(), out=None):
     """``kind`` (a key of ACTIVATIONS) of CUDA array ``x`` in one pass, computed in float32; ``params`` its
     numbers (ELU: alpha, scale, input scale; softplus: beta, threshold); ``out`` may be ``x`` (in place)."""
     return _unary_cuda("act_fwd", x, out, tail=(np.int32(ACTIVATIONS[kind]), *_floats(params, 3)))
+
+
+def scale(x, s, divide):
+    """A float16 / bfloat16 array times (``divide``: divided by) the number ``s``, computed in float32 and rounded
+    once: one pass on the GPU (act_fwd), NumPy's float32 arithmetic on the cpu."""
+    if backend.is_cuda_array(x) and x.size:
+        return activation_forward("divide" if divide else "scale", x, (s,))
+    wide, s = x.astype(np.float32), np.float32(s)
+    return (wide / s if divide else wide * s).astype(x.dtype)
 
 
 def activation_backward(kind, grad, kept, params=()):
