@@ -285,3 +285,38 @@ def test_16bit_products_and_quotients_with_a_number_on_the_gpu(dtype, s):
     m = mf.tensor(x[:600].reshape(20, 30), device="cuda").t()  # a strided view
     np.testing.assert_array_equal((m * s).float().cpu().numpy(),
                                   opmath(x[:600].reshape(20, 30).T, np.multiply, s).astype(np.float32))
+
+
+# ---------------------------------------------------------------- complex operands
+@pytest.mark.parametrize("dtype, number, want", [
+    (mf.float32, 2j, mf.complex64), (mf.float64, 2j, mf.complex128), (mf.bfloat16, 2j, mf.complex64),
+    (mf.int64, 2j, mf.complex64), (mf.bool_, 1j, mf.complex64), (mf.complex128, 2.0, mf.complex128),
+    (mf.complex64, 3, mf.complex64)])
+def test_complex_numbers_promote_as_pytorch(dtype, number, want):
+    """A real tensor with a Python complex is complex (PyTorch's dtypes); the values keep the imaginary part (they
+    lost it once: ``ones(2) * 2j`` was 0)."""
+    t = cpu([1.0, 2.0]).to(dtype)
+    for got in (t * number, number * t, t + number):
+        assert got.dtype == want
+    np.testing.assert_array_equal((t * number).numpy(), t.numpy().astype(want) * number)
+    np.testing.assert_array_equal((t + number).numpy(), t.numpy().astype(want) + number)
+
+
+@pytest.mark.parametrize("a, b, want", [
+    ((mf.float32, 1), (mf.complex64, 1), mf.complex64), ((mf.float64, 1), (mf.complex64, 1), mf.complex128),
+    ((mf.int64, 1), (mf.complex128, 1), mf.complex128), ((mf.bfloat16, 1), (mf.complex64, 1), mf.complex64),
+    ((mf.float32, 1), (mf.complex128, 0), mf.complex64), ((mf.float64, 1), (mf.complex64, 0), mf.complex128),
+    ((mf.int32, 1), (mf.complex128, 0), mf.complex128), ((mf.complex64, 1), (mf.float64, 0), mf.complex64)])
+def test_complex_tensors_promote_as_pytorch(a, b, want):
+    """Two tensors, one complex (``(dtype, ndim)``; a 0-d operand beside a dimensioned one as PyTorch counts it)."""
+    x = cpu([1.0, 2.0]).to(a[0])
+    values = ([1 + 2j, 3j], 2 - 1j) if b[0].kind == "c" else ([1.5, 3.0], 2.0)
+    y = cpu(values[0] if b[1] else values[1]).to(b[0])
+    got = x * y
+    assert got.dtype == want
+    np.testing.assert_allclose(got.numpy(), x.numpy().astype(np.complex128) * y.numpy(), rtol=1e-6)
+
+
+def test_float16_with_a_complex_number_raises():
+    with pytest.raises(TypeError, match="complex32"):
+        cpu([1.0]).to(mf.float16) * 2j

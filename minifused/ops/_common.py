@@ -190,8 +190,21 @@ def broadcast_shape(op, a_shape, b_shape):
             f"{op}: shapes {tuple(a_shape)} and {tuple(b_shape)} cannot be broadcast together") from None
 
 
+_COMPLEX128 = np.dtype(np.complex128)
+
+
+def _complex_of(dtype, complex_dtype):
+    """The complex dtype of an op on real ``dtype`` and ``complex_dtype`` (PyTorch's: float64 makes it
+    complex128; integers, bool and the narrower floats keep the complex one)."""
+    return _COMPLEX128 if dtype == backend.float64 else complex_dtype
+
+
 def promote(a_dtype, b_dtype):
-    """PyTorch's rule: a float beats an integer; otherwise the wider type."""
+    """PyTorch's rule: a complex beats a float, a float beats an integer; otherwise the wider type."""
+    if a_dtype.kind == "c" or b_dtype.kind == "c":
+        if a_dtype.kind == b_dtype.kind:
+            return np.result_type(a_dtype, b_dtype)
+        return _complex_of(b_dtype, a_dtype) if a_dtype.kind == "c" else _complex_of(a_dtype, b_dtype)
     fa, fb = backend.is_floating(a_dtype), backend.is_floating(b_dtype)
     if fa and not fb:
         return a_dtype
@@ -203,7 +216,7 @@ def promote(a_dtype, b_dtype):
 
 
 def _category(dtype):
-    return 2 if backend.is_floating(dtype) else 0 if dtype == backend.bool_ else 1
+    return 3 if dtype.kind == "c" else 2 if backend.is_floating(dtype) else 0 if dtype == backend.bool_ else 1
 
 
 def can_cast(src, dst) -> bool:
@@ -224,7 +237,11 @@ def promote_operands(a_dtype, a_zero_dim, b_dtype, b_zero_dim):
     float32; ``int_x * tensor(0.5)`` is float32); else :func:`promote`."""
     if a_zero_dim != b_zero_dim:
         (dim, zero) = (b_dtype, a_dtype) if a_zero_dim else (a_dtype, b_dtype)
-        return dim if _category(zero) <= _category(dim) else zero
+        if _category(zero) <= _category(dim):
+            return dim
+        # a 0-d complex beside dimensioned floats takes their width (float32 and a 0-d complex128: complex64)
+        return (np.dtype(np.complex64) if zero.kind == "c" and backend.is_floating(dim) and dim != backend.float64
+                else _complex_of(dim, zero) if zero.kind == "c" and dim == backend.float64 else zero)
     return promote(a_dtype, b_dtype)
 
 
@@ -234,8 +251,15 @@ def scalar_result_dtype(dtype, scalar):
         return dtype
     if isinstance(scalar, numbers.Integral):
         return backend.int64 if dtype == backend.bool_ else dtype
-    if isinstance(scalar, numbers.Real) and not backend.is_floating(dtype):
-        return backend.get_default_dtype()
+    if isinstance(scalar, numbers.Real):
+        return dtype if backend.is_floating(dtype) or dtype.kind == "c" else backend.get_default_dtype()
+    if isinstance(scalar, numbers.Complex) and dtype.kind != "c":
+        if dtype == backend.float16:
+            raise InputTypeError("a float16 tensor with a complex number would be complex32 (PyTorch's ComplexHalf), "
+                                 "which minifused does not have; convert the tensor with .float() first")
+        if backend.is_floating(dtype):
+            return _complex_of(dtype, np.dtype(np.complex64))
+        return _COMPLEX128 if backend.get_default_dtype() == backend.float64 else np.dtype(np.complex64)
     return dtype
 
 

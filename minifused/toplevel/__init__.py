@@ -1,8 +1,8 @@
 """PyTorch's top-level spellings that the layers below do not name themselves, gathered for ``import minifused as
-torch`` code: the constants (``pi``, ``inf`` ...), the dtypes ``short`` and ``uint16/32/64``, the default device,
-anomaly and inference-mode queries, ``Stream`` / ``Event`` / ``GradScaler``, ``typename``, and the families in
-this package's modules: the functional forms with ATen's signatures (``nn_forms``), the in-place, query and
-``*_copy`` forms of Tensor methods (``tensor_forms``), the ``_foreach_*`` list forms (``foreach``), creation
+torch`` code: the constants (``pi``, ``inf`` ...), the dtypes ``short``, ``uint16/32/64`` and ``complex64/128``,
+the default device, anomaly and inference-mode queries, ``Stream`` / ``Event`` / ``GradScaler``, ``typename``, and
+the families in this package's modules: the functional forms with ATen's signatures (``nn_forms``), the in-place,
+query and ``*_copy`` forms of Tensor methods (``tensor_forms``), the ``_foreach_*`` list forms (``foreach``), creation
 helpers and the trapezoid rule (``creation``), the legacy tensor types (``legacy``), the numerical ``gradient``
 (``differences``), the deprecated ``ctc_loss`` / ``frobenius_norm`` / ``nuclear_norm`` / ``matrix_rank``
 (``deprecated``), the process-wide switches and ``default_generator`` (``runtime``) and the ``version`` module.
@@ -43,6 +43,8 @@ pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 newaxis = None  # x[:, minifused.newaxis] as NumPy's and PyTorch's
 short = _backend.int16
 uint16, uint32, uint64 = np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64)
+complex64 = cfloat = np.dtype(np.complex64)  # the complex tensors complex data makes (no complex32)
+complex128 = cdouble = np.dtype(np.complex128)
 
 Stream = _cuda.Stream  # torch.Stream(device, *, priority): the CUDA stream (minifused has no other accelerator)
 GradScaler = _amp.GradScaler  # torch.GradScaler is torch.amp.GradScaler
@@ -117,6 +119,6 @@ def _assert(condition, message):
 __all__ = (creation.__all__ + out_forms.__all__ + foreach.__all__ + legacy.__all__ + nn_forms.__all__
            + tensor_forms.__all__ + extras.__all__ + windows.__all__ + deprecated.__all__ + runtime.__all__ + [
     "gradient", "version",
-    "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "Stream", "Event", "GradScaler",
+    "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "complex64", "cfloat", "complex128", "cdouble", "Stream", "Event", "GradScaler",
     "get_default_device", "set_default_device", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     "set_anomaly_enabled", "is_inference_mode_enabled", "typename", "_assert", "OutOfMemoryError"])
