@@ -119,6 +119,7 @@ def _assert(condition, message):
 __all__ = (creation.__all__ + out_forms.__all__ + foreach.__all__ + legacy.__all__ + nn_forms.__all__
            + tensor_forms.__all__ + extras.__all__ + windows.__all__ + deprecated.__all__ + runtime.__all__ + [
     "gradient", "version",
-    "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "complex64", "cfloat", "complex128", "cdouble", "Stream", "Event", "GradScaler",
+    "pi", "e", "inf", "nan", "newaxis", "short", "uint16", "uint32", "uint64", "Stream", "Event", "GradScaler",
+    "complex64", "cfloat", "complex128", "cdouble",
     "get_default_device", "set_default_device", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     "set_anomaly_enabled", "is_inference_mode_enabled", "typename", "_assert", "OutOfMemoryError"])
