@@ -320,3 +320,29 @@ def test_complex_tensors_promote_as_pytorch(a, b, want):
 def test_float16_with_a_complex_number_raises():
     with pytest.raises(TypeError, match="complex32"):
         cpu([1.0]).to(mf.float16) * 2j
+
+
+def test_complex_tensors_keep_their_imaginary_parts():
+    """A complex tensor's sum, real and imag parts (views, as PyTorch's) and conjugate; it had summed through int64
+    (``(ones(2) * (3 + 4j)).sum()`` was 6) and ``real`` returned it whole."""
+    z = cpu([1.0, 2.0]) * (3 + 4j)
+    assert z.sum().dtype == mf.complex64 and z.sum().item() == 9 + 12j
+    np.testing.assert_array_equal(z.real.numpy(), [3.0, 6.0])
+    np.testing.assert_array_equal(z.imag.numpy(), [4.0, 8.0])
+    np.testing.assert_array_equal(z.conj().numpy(), [3 - 4j, 6 - 8j])
+    z.real[0] = 0.0  # a view of z's memory
+    assert z[0].item() == 4j
+    x = cpu([1.0, 2.0])
+    assert mf.real(x) is x and mf.conj(x) is x
+    with pytest.raises(RuntimeError, match="non-complex"):
+        x.imag
+
+
+def test_complex_result_of_a_tensor_that_requires_grad_raises():
+    """minifused's autograd is real: a complex result of a tensor that requires grad raises (it silently dropped
+    requires_grad before); under no_grad it is a plain complex tensor."""
+    x = cpu([1.0, 2.0], requires_grad=True)
+    with pytest.raises(TypeError, match="no complex numbers"):
+        x * 1j
+    with mf.no_grad():
+        assert (x * 1j).dtype == mf.complex64

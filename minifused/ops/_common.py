@@ -11,7 +11,7 @@ import numpy as np
 from .. import backend
 from ..kernels import columns
 from ..kernels import elementwise as _ew
-from ..autograd import Function
+from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
 from ..backend import InputError, InputTypeError
 
@@ -38,6 +38,9 @@ def cast(x: Tensor, dtype) -> Tensor:
     if x.dtype == dtype:
         return x
     if x.requires_grad and not backend.is_floating(dtype):
+        if dtype.kind == "c" and is_grad_enabled():
+            raise InputTypeError(f"cannot make a {dtype} tensor of one that requires grad: minifused's autograd has "
+                                 f"no complex numbers (detach() the tensor, or compute under no_grad())")
         return Tensor._from_array(x._data.astype(dtype), False)
     return Cast.apply(x, dtype)
 

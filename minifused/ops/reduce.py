@@ -89,7 +89,7 @@ def _int64_if_integral(x, dtype):
     """``x`` cast to ``dtype`` if given, else integer and bool inputs to int64 (PyTorch's sum, prod, cumsum)."""
     if dtype is not None:
         return cast(x, dtype)
-    return x if backend.is_floating(x.dtype) else cast(x, backend.int64)
+    return x if backend.is_floating(x.dtype) or x.dtype.kind == "c" else cast(x, backend.int64)
 
 
 def _count(shape, axes):

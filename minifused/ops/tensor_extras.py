@@ -187,24 +187,37 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):  # noqa: A002 - PyTo
     return DiagonalScatter.apply(input, cast(src.to(input.device), input.dtype), offset, axis1, axis2)
 
 
-# ---------------------------------------------------------------- complex spellings on real tensors
+# ---------------------------------------------------------------- complex parts (complex tensors hold data: no grad)
+def _complex_part(op, input, part):
+    """``part`` (NumPy's real / imag / conj) of a complex tensor, as a tensor that shares its memory where NumPy's
+    result does (real and imag are views, as PyTorch's); None for a real tensor."""
+    _tensor(op, "input", input)
+    if input._data.dtype.kind != "c":
+        return None
+    return Tensor._from_array(part(input._data))
+
+
 def real(input):  # noqa: A002 - PyTorch's name
-    """``input`` itself: a real tensor is its own real part."""
-    return _tensor("real", "input", input)
+    """The real part of a complex tensor (a view); a real tensor is its own."""
+    out = _complex_part("real", input, backend.array_module(input._data).real)
+    return input if out is None else out
 
 
 def imag(input):  # noqa: A002
-    _tensor("imag", "input", input)
-    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    out = _complex_part("imag", input, backend.array_module(input._data).imag)
+    if out is None:
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return out
 
 
 def conj(input):  # noqa: A002
-    """``input`` itself: a real tensor is its own conjugate."""
-    return _tensor("conj", "input", input)
+    """The complex conjugate (a copy); a real tensor is its own."""
+    out = _complex_part("conj", input, backend.array_module(input._data).conj)
+    return input if out is None else out
 
 
 def conj_physical(input):  # noqa: A002
-    return _tensor("conj_physical", "input", input)
+    return conj(input)
 
 
 class Angle(Function):
