@@ -242,9 +242,9 @@ def promote_operands(a_dtype, a_zero_dim, b_dtype, b_zero_dim):
         (dim, zero) = (b_dtype, a_dtype) if a_zero_dim else (a_dtype, b_dtype)
         if _category(zero) <= _category(dim):
             return dim
-        # a 0-d complex beside dimensioned floats takes their width (float32 and a 0-d complex128: complex64)
-        return (np.dtype(np.complex64) if zero.kind == "c" and backend.is_floating(dim) and dim != backend.float64
-                else _complex_of(dim, zero) if zero.kind == "c" and dim == backend.float64 else zero)
+        if zero.kind == "c" and backend.is_floating(dim):  # their width (float32 and a 0-d complex128: complex64)
+            return _complex_of(dim, np.dtype(np.complex64))
+        return zero
     return promote(a_dtype, b_dtype)
 
 
