@@ -336,6 +336,62 @@ def test_gpu_random_configs_all_directions(dtype, tuning, poisoned_pool, monkeyp
     assert not failures, f"{len(failures)} configurations failed ({dtype}): {failures[:6]}"
 
 
+_GROUPED_CASES = [  # (N, C, H, W, K, R, S, stride, padding, dilation, groups)
+    (2, 16, 9, 9, 24, 3, 3, (1, 1), (1, 1), (1, 1), 4),
+    (3, 32, 12, 12, 32, 3, 3, (2, 2), (1, 1), (1, 1), 8),  # backward-data: residue classes times groups
+    (2, 12, 7, 7, 18, 1, 1, (1, 1), (0, 0), (1, 1), 3),  # 4 and 6 channels a group: padded
+    (2, 64, 10, 10, 64, 3, 3, (1, 1), (1, 1), (1, 1), 32),  # 2 channels a group
+    (1, 10, 11, 8, 15, 5, 3, (1, 2), (2, 1), (1, 1), 5),
+    (2, 8, 10, 10, 8, 3, 3, (1, 1), (2, 2), (2, 2), 2),
+    (16, 32, 32, 32, 64, 3, 3, (1, 1), (1, 1), (1, 1), 8),  # many filter-gradient splits a group
+    (4, 256, 8, 8, 256, 3, 3, (2, 2), (1, 1), (1, 1), 2),  # 128 channels a group: 128-wide tiles
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
+@pytest.mark.parametrize("tuning", [{}, {"tile_row_bytes": 128, "nchw_forward": False},
+                                   {"tile_n": 32, "tile_row_bytes": 128, "nchw_forward": False},
+                                   {"tile_row_bytes": 64, "tile_m": 64}])
+def test_gpu_grouped_convolutions_all_directions(dtype, tuning, poisoned_pool, monkeypatch):
+    """Grouped convolutions, every group's GEMM in one launch (grid z): forward with bias + ReLU + mask, backward-data
+    (strided: the residue classes times the groups along z), backward-filter (split-K partials of all groups summed
+    as one GEMM's) and the bias gradient, against the float64 reference: 2 to 32 groups, padded group channels,
+    strides, dilation, many splits, wide tiles; the default tiles, wgmma's 128-byte rows, 32-wide and 64-row tiles."""
+    import cupy
+
+    monkeypatch.setattr(backend.tf32_conv, "allow_tf32", dtype == "tf32")
+    config = ConvConfig(**tuning)
+    dt = backend.float32 if dtype == "tf32" else backend.as_dtype(dtype)
+    rng = np.random.default_rng(5)
+    failures = []
+    for cfg in _GROUPED_CASES:
+        n, c, h, w, k, r, s, st, pd, dl, g = cfg
+        x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
+        wt = cupy.asarray(rng.standard_normal((k, c // g, r, s))).astype(dt)
+        b = cupy.asarray(rng.standard_normal(k)).astype(dt)
+        x64, w64, b64 = x.astype(cupy.float64), wt.astype(cupy.float64), b.astype(cupy.float64)
+        y, mask = K.conv2d_forward(x, wt, b, st, pd, dl, g, "relu", want_mask=True, config=config)
+        y_ref, mask_ref = K.conv2d_forward_ref(x64, w64, b64, st, pd, dl, g, "relu", want_mask=True)
+        pre, _ = K.conv2d_forward_ref(x64, w64, b64, st, pd, dl, g)
+        diff = K.unpack_mask(mask, y.shape) != (pre > 0)
+        errs = {"fwd": _rel(y, y_ref),
+                "mask": float((diff & (cupy.abs(pre) > 1e-2 * float(cupy.abs(pre).max()))).sum())}
+        dy = cupy.asarray(rng.standard_normal(y.shape)).astype(dt)
+        for m in (mask_ref, None):  # (the reference's mask for both: a pre-activation near 0 may land either side)
+            dx, dw, db = K.conv2d_backward(dy, x, wt, st, pd, dl, g, m, True, True, True, config=config)
+            rx, rw, rb = K.conv2d_backward_ref(dy.astype(cupy.float64), x64, w64, st, pd, dl, g, m, True, True, True)
+            tag = "masked " if m is not None else ""
+            errs.update({tag + "bwd_data": _rel(dx, rx), tag + "bwd_filter": _rel(dw, rw),
+                         tag + "bias": _rel(db, rb)})
+        dw_only = K.conv2d_backward(dy, x, wt, st, pd, dl, g, None, False, True, False, config=config)[1]
+        errs["bwd_filter alone"] = _rel(dw_only, rw)
+        bad = {key: v for key, v in errs.items() if (v > 0 if key == "mask" else v > _GPU_TOL[dtype])}
+        if bad:
+            failures.append((cfg, bad))
+    assert not failures, f"{len(failures)} configurations failed ({dtype}): {failures[:6]}"
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("rows_m,row_bytes", [(None, None), (64, None), (None, 128)])
@@ -437,7 +493,7 @@ def test_gpu_forward_weight_pack_matches_numpy(dtype, poisoned_pool):
             w = (w.view(np.uint32) | np.uint32(0x1000) * rng.integers(0, 2, w.shape).astype(np.uint32)).view(np.float32)
         wd = cupy.asarray(w).astype(dt)
         out = cupy.full(k * r * r * cp_, np.nan, dt)
-        pack = ((1, 1, 3), P.ints(0, c, c, 1, cp_, k, r * r, 0, dtype == "tf32"), 0, 0)
+        pack = ((1, 1, 3), P.ints(0, c, c, 1, cp_, k, r * r, 0, 1, dtype == "tf32"), 0, 0)
         _weight_pack(np.dtype(dt), pack)(wd.data.ptr, out.data.ptr, wd.data.ptr, out.data.ptr)
         want = np.zeros((k, r * r, cp_), np.float64)
         src = wd.get().astype(np.float64).reshape(k, c, r * r).transpose(0, 2, 1)
@@ -1781,3 +1837,42 @@ def test_gpu_pack_backward_matches_numpy(dtype, poisoned_pool):
                 expect[..., :k] *= keep[k_off:k_off + k].reshape(k, n, h, w).transpose(1, 2, 3, 0)
             assert np.array_equal(out.get().astype(np.float64), expect), (n, ktot, h, w, k_off, k, mask_words)
             assert np.array_equal(w_out.get().astype(np.float64), want_w), (n, k, j)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_grouped_packs_match_numpy(dtype, poisoned_pool):
+    """pack_nhwc and pack_backward over G groups in one launch: group g's C channels (from channel g * C, times the
+    ReLU mask's rows of that group) packed to (G, N, H, W, Cp), one group's images after another's, and the groups'
+    KCRS weights each transposed to (J, Kp); padded channels, odd pixel counts (the 16-bit tiles' fall-back for
+    some groups' starts), more images than a grid's z."""
+    import cupy
+
+    dt = getattr(backend, dtype)
+    rng = np.random.default_rng(13)
+    for n, groups, c, h, w, j in [(3, 4, 6, 8, 8, 54), (2, 8, 16, 7, 9, 144), (5, 3, 64, 4, 4, 576),
+                                  (1, 32, 2, 12, 12, 18)]:
+        ctot = groups * c
+        a, mask, words, keep, _ = _pack_case(rng, dt, n, ctot, h, w, 0, ctot, False)
+        cp_ = P.padded_channels(c, dt)
+        full = a.get().astype(np.float64).reshape(n, groups, c, h, w)
+        bits = keep.reshape(groups, c, n, h, w).transpose(0, 2, 3, 4, 1)
+        want = np.zeros((groups, n, h, w, cp_), np.float64)
+        want[..., :c] = full.transpose(1, 0, 3, 4, 2)
+        wt = cupy.asarray(rng.standard_normal((ctot, j))).astype(dt)
+        want_w = np.zeros((groups, j, cp_), np.float64)
+        want_w[..., :c] = wt.get().astype(np.float64).reshape(groups, c, j).transpose(0, 2, 1)
+        pack = K.pack_nhwc_launch(np.dtype(dt), n, h * w, ctot, c, cp_, groups)
+        both = K._backward_pack(np.dtype(dt), n, h * w, ctot, c, cp_, j, groups)
+        for mask_words in (0, words):
+            expect = want.copy()
+            if mask_words:
+                expect[..., :c] *= bits
+            src, m = a.data.ptr, mask.data.ptr if mask_words else a.data.ptr
+            out = cupy.ndarray((groups, n, h, w, cp_), dt)
+            pack(src, out.data.ptr, m, mask_words)
+            assert np.array_equal(out.get().astype(np.float64), expect), (n, groups, c, h, w, mask_words)
+            out, w_out = cupy.ndarray((groups, n, h, w, cp_), dt), cupy.ndarray((groups, j, cp_), dt)
+            both(src, out.data.ptr, m, mask_words, wt.data.ptr, w_out.data.ptr)
+            assert np.array_equal(out.get().astype(np.float64), expect), (n, groups, c, h, w, mask_words)
+            assert np.array_equal(w_out.get().astype(np.float64), want_w), (groups, c, j)

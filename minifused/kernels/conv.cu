@@ -126,7 +126,7 @@ constexpr int LDK = WGMMA ? BK : BK + VEC;  // m-major A[m][k], n-major B[n][k]
 constexpr int LDA2 = WGMMA ? BM : BM + VEC, LDB2 = WGMMA ? BN : BN + VEC;  // k-major A[k][m], B[k][n]
 constexpr int A_ELEMS = CONV_A_KMAJOR ? BK * LDA2 : BM * LDK;
 constexpr int STAGE_ELEMS = A_ELEMS + (CONV_B_KMAJOR ? BK * LDB2 : BN * LDK);
-constexpr int PRM_PER_CLASS = 35;  // launch-time constants per residue class (conv_plan.PARAMS_PER_CLASS)
+constexpr int PRM_PER_CLASS = 39;  // launch-time constants per residue class (conv_plan.PARAMS_PER_CLASS)
 constexpr int LDC = MODE != 2 ? BM + 4 : BN + 4;  // epilogue tile (fp32): col-major (0/1/3), row-major (2)
 
 static_assert(NT % BM == 0 || MODE == 2, "epilogue maps one m per thread");
@@ -242,12 +242,12 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 // Kernel arguments: A_src (gathered/streamed operand A), B_src (operand B), bias, out, mask, prm, flags.
 // prm holds the launch-time constants, in this order: M, N, Kred, IH, IW, ICp, OH, OW, R, S, sh, sw, ph, pw,
 // dh, dw, ohw_mul, ohw_shr, ow_mul, ow_shr, out_C, lda_m, tiles_per_split, OHc, OWc, rh, rw, hstep, wstep, r0,
-// s0, rstep, sstep, Rc, Sc, where
+// s0, rstep, sstep, Rc, Sc, G, A_gs, B_gs, out_gs, where
 //   M, N, Kred: the GEMM.
 //   IH, IW, ICp: the NHWC tensor that is gathered (channels padded to ICp).
 //   OH, OW: output spatial size (modes 0/1), dy's P, Q (mode 2).
 //   ohw_mul/shr: magic for dividing by OH*OW; ow_mul/shr: by OW.
-//   out_C: channel count of the NCHW output (modes 0/1; out already offset to the group);
+//   out_C: channel count of the NCHW output (modes 0/1: all groups');
 //   lda_m: row length of dY_nhwk (mode 2, padded K); tiles_per_split (mode 2);
 //   flags: 1 apply max(., 0), 2 add bias, 4 write the ReLU mask (rows of ceil(M / 32) uint32 words).
 //   Modes 0/1 cover one residue class of output pixels: row m -> (n, hh, ww) over (OHc, OWc), output pixel
@@ -257,13 +257,29 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 //   taps that land on an input pixel are in its reduction. ohw_mul/shr then divide by OHc*OWc, ow_* by OWc.
 //   Those classes run in one launch: grid z picks the class, whose constants follow the previous class's in
 //   prm; a class's M may fall short of the grid's rows, and its blocks past M leave at once.
-//   Element offsets of the NHWC operands fit in 32 bits (the host checks).
+//   G groups run in one launch, the group fastest along grid z (z = g + G * class or split): group g's
+//   operands start A_gs and B_gs elements past group 0's (the packs lay the groups out one after another),
+//   its output out_gs elements past (modes 0/1: its first channel of the NCHW output; mode 2 needs none, as
+//   the split's partials at z * M * N are then [split][G * M][N], one GEMM's of all the groups' rows), its bias
+//   N and its mask rows N * ceil(M / 32) words past. One group: G = 1.
+//   Element offsets of the NHWC operands fit in 32 bits (the host checks), within a group.
 extern "C" __global__ void __launch_bounds__(NT, CONV_MIN_BLOCKS)
 conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __restrict__ bias,
            void* __restrict__ out_ptr, unsigned* __restrict__ mask, const int* __restrict__ prm, int flags) {
     // the launch-time constants, one small device array per configuration (few kernel arguments:
     // the host's launch cost grows with their count)
-    if (MODE == 1) prm += blockIdx.z * PRM_PER_CLASS;
+    // the group, and the residue class (mode 1) or split (mode 2)
+    const int groups = prm[35], group = blockIdx.z % groups, zc = blockIdx.z / groups;
+    if (MODE == 1) prm += zc * PRM_PER_CLASS;
+    if (MODE < 3 && group) {
+        A_src += (long long)group * prm[36];
+        B_src += (long long)group * prm[37];
+        if (MODE < 2) {
+            out_ptr = reinterpret_cast<T*>(out_ptr) + (long long)group * prm[38];
+            bias += (long long)group * prm[1];
+            mask += (long long)group * prm[1] * ((prm[0] + 31) >> 5);
+        }
+    }
     const int M = prm[0], N = prm[1], Kred = prm[2], IH = prm[3], IW = prm[4], ICp = prm[5], OH = prm[6],
               OW = prm[7];
     const int R = prm[8], S = prm[9], sh = prm[10], sw = prm[11], ph = prm[12], pw = prm[13], dh = prm[14],
@@ -286,7 +302,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     const int numK_all = (Kred + BK - 1) / BK;
     int kt_begin = 0, kt_end = numK_all;
     if (MODE == 2) {
-        kt_begin = blockIdx.z * tiles_per_split;
+        kt_begin = zc * tiles_per_split;
         kt_end = min(numK_all, kt_begin + tiles_per_split);
     }
 
@@ -430,7 +446,7 @@ conv_igemm(const T* __restrict__ A_src, const T* __restrict__ B_src, const T* __
     const U* __restrict__ Araw = reinterpret_cast<const U*>(A_src);
     // per reduction index k = (c, r, s): x offset c*IH*IW + r*dh*IW + s*dw, and the tap r*S + s
     // (63, a tap no pixel has, past C*R*S: the host allows R*S <= 63)
-    const int2* __restrict__ ktab = reinterpret_cast<const int2*>(prm + 36);
+    const int2* __restrict__ ktab = reinterpret_cast<const int2*>(prm + PRM_PER_CLASS + 1);
     const int ml = tid % MW, kl0 = tid / MW, jc = tid % CPR;
     int a_base[PIX];
     unsigned long long a_taps[PIX];  // bit r*S + s: tap (r, s) of this pixel is inside the image

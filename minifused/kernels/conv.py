@@ -75,29 +75,29 @@ class PackedInput:
 
 
 @functools.cache
-def pack_nhwc_launch(dtype, n, hw, ctot, cols, cpad):
-    """conv_util.cu's pack of ``cols`` of the ``ctot`` channels of an (N, C, H, W) array of ``hw`` pixels per
-    image to (N, H, W, ``cpad``), zero-padded, times a ReLU mask if given; per call the addresses of the first
-    packed channel, of the output and of the mask's first word (any address without one), and the mask's
-    words per channel (0: no mask)."""
+def pack_nhwc_launch(dtype, n, hw, ctot, cols, cpad, groups=1):
+    """conv_util.cu's pack of ``groups`` slices of ``cols`` of the ``ctot`` channels of an (N, C, H, W) array of
+    ``hw`` pixels per image to (groups, N, H, W, ``cpad``), zero-padded, times a ReLU mask if given; per call the
+    addresses of the first packed channel, of the output and of the mask's first word (any address without one),
+    and the mask's words per channel (0: no mask)."""
     tile = pack_tile(dtype)
-    grid = (-(-hw // tile), -(-cpad // tile), min(n, GRID_Z))
+    grid = (-(-hw // tile), -(-cpad // tile), min(groups * n, GRID_Z))
     return Prepared(util_kernel(dtype, "pack_nhwc"), grid, (32, 8, 1),
-                    (ARG, ARG, ARG, *ints(cols, ctot, hw, cpad), ARG, np.int32(n)))
+                    (ARG, ARG, ARG, *ints(cols, ctot, hw, cpad), ARG, *ints(n, groups)))
 
 
-def _backward_pack(dtype, n, pq, ktot, k, kpad, j):
-    """conv_util.cu's pack_backward: dy's pack as :func:`pack_nhwc_launch` (``k`` of the ``ktot`` channels, ``pq``
-    pixels per image, to ``kpad``) and one group's KCRS weight (K, ``j`` = C*R*S) transposed to (j, ``kpad``), in
-    one launch; per call the addresses of dy, its pack, the mask's first word (any address without one), the
-    mask's words per channel (0: no mask), the weight and its pack."""
+def _backward_pack(dtype, n, pq, ktot, k, kpad, j, groups=1):
+    """conv_util.cu's pack_backward: dy's pack as :func:`pack_nhwc_launch` (``groups`` slices of ``k`` of the
+    ``ktot`` channels, ``pq`` pixels per image, to ``kpad``) and the groups' KCRS weights (K, ``j`` = C*R*S) each
+    transposed to (j, ``kpad``), in one launch; per call the addresses of dy, its pack, the mask's first word (any
+    address without one), the mask's words per channel (0: no mask), the weight and its pack."""
     tile = pack_tile(dtype)
     gx, gy = -(-pq // tile), -(-kpad // tile)
-    weight_tiles = -(-j // 32) * -(-kpad // 32)
+    weight_tiles = groups * -(-j // 32) * -(-kpad // 32)
     weight_layers = min(-(-weight_tiles // (gx * gy)), 4096)  # about one 32 x 32 tile a block
-    zd = min(n, GRID_Z - weight_layers)
+    zd = min(groups * n, GRID_Z - weight_layers)
     return Prepared(util_kernel(dtype, "pack_backward"), (gx, gy, zd + weight_layers), (32, 8, 1),
-                    (ARG,) * 6 + ints(n, k, ktot, pq, kpad, j, zd))
+                    (ARG,) * 6 + ints(n, k, ktot, pq, kpad, j, zd, groups))
 
 
 # ---------------------------------------------------------------- forward
@@ -106,7 +106,7 @@ def _weight_pack(dtype, pack):
     pack_forward with no image blocks (ZX = 0), from the forward's ``pack`` (gemm_plan's extra)."""
     grid, args, _, _ = pack
     return Prepared(util_kernel(dtype, "pack_forward"), (*grid[:2], grid[2] - args[7]), (32, 8, 1),
-                    (ARG,) * 4 + args[:7] + (np.int32(0), args[8]))
+                    (ARG,) * 4 + args[:7] + (np.int32(0), *args[8:]))
 
 
 @functools.cache
@@ -147,7 +147,6 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
                              flags[relu][bias is not None][mask is not None]), smem)
             return (y, mask, None) if keep_x else (y, mask)
         return run
-    kg = k // groups
     ((kern, grid, block, smem, prm, pack),) = gemm_plan(ConvMode.FORWARD, dtype, x_shape, w_shape, stride, padding,
                                                         dilation, groups, dev_id, config, tf32)
     pack_grid, pack_ints, xn_elems, total = pack
@@ -155,9 +154,8 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
     # (x, packed x, w, packed w) and (packed x, packed w, bias, y, mask, flags): addresses per call
     pack_x_w = Prepared(util_kernel(dtype, "pack_forward"), pack_grid, (32, 8, 1), (ARG,) * 4 + pack_ints)
     pack_w = _weight_pack(dtype, pack)  # for an x packed by an earlier forward
-    gemm = Prepared(kern, grid, block, (ARG,) * 5 + (prm, ARG), smem)
+    gemm = Prepared(kern, grid, block, (ARG,) * 5 + (prm, ARG), smem)  # every group's (grid z)
     isz = np.dtype(dtype).itemsize
-    x_step, w_step, b_step, y_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * isz, kg * p * q * isz
 
     # a 1x1 KCRS weight whose channels need no padding nor TF32 rounding is its own KRSC pack (one group)
     unpacked = groups == 1 and r * s == 1 and pack_ints[4] == cg and not tf32
@@ -173,35 +171,33 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
         xa, wa, ya = x.data.ptr, w.data.ptr, y.data.ptr
         ba = 0 if bias is None else bias.data.ptr
         reuse = packed is not None and reusable(packed)
-        for g in range(groups):
-            # both packed operands in one allocation and one launch (measured no slower on the device than two
-            # of each, and one launch less of host time before the GEMM's); a packed x kept for the filter
-            # gradient has an allocation of its own, so that the weights' pack does not outlive the call
-            if reuse and unpacked:  # x as an earlier forward packed it, and w its own pack: nothing to pack
-                xn, kept, xna, wka = None, packed, packed.array.data.ptr, wa
-            elif reuse:  # x as an earlier forward packed it (one group): only the weights to pack
-                # (the weights' pack as raw memory: less host time than an array, and only its address is read)
-                xn, wk, kept = None, cupy.cuda.alloc((total - xn_elems) * isz), packed
-                xna, wka = packed.array.data.ptr, wk.ptr
-            elif keep_x and groups == 1:
-                xn, wk = cupy.ndarray(xn_elems, dtype), cupy.cuda.alloc((total - xn_elems) * isz)
-                kept = PackedInput(xn, x_shape, tf32)
-                xna, wka = xn.data.ptr, wk.ptr
-            else:
-                xn = cupy.cuda.alloc(total * isz)
-                xna = xn.ptr
-                wka = xna + xn_elems * isz
-            if reuse:
-                if not unpacked:
-                    pack_w(wa, wka, wa, wka)
-            else:
-                pack_x_w(xa + g * x_step, xna, wa + g * w_step, wka)
-            if tma is not None and mask is None:  # one group (tma_plan's rule)
-                launch_tma(tma, xna, wka, ya, ba, flag)
-            else:
-                gemm(xna, wka, ba + g * b_step if bias is not None else ya, ya + g * y_step,
-                     mask.data.ptr + g * kg * words * 4 if mask is not None else ya, flag)
-            del xn
+        # both packed operands in one allocation and one launch (measured no slower on the device than two of
+        # each, and one launch less of host time before the GEMM's); a packed x kept for the filter gradient has
+        # an allocation of its own, so that the weights' pack does not outlive the call
+        if reuse and unpacked:  # x as an earlier forward packed it, and w its own pack: nothing to pack
+            xn, kept, xna, wka = None, packed, packed.array.data.ptr, wa
+        elif reuse:  # x as an earlier forward packed it (one group): only the weights to pack
+            # (the weights' pack as raw memory: less host time than an array, and only its address is read)
+            xn, wk, kept = None, cupy.cuda.alloc((total - xn_elems) * isz), packed
+            xna, wka = packed.array.data.ptr, wk.ptr
+        elif keep_x and groups == 1:
+            xn, wk = cupy.ndarray(xn_elems, dtype), cupy.cuda.alloc((total - xn_elems) * isz)
+            kept = PackedInput(xn, x_shape, tf32)
+            xna, wka = xn.data.ptr, wk.ptr
+        else:
+            xn = cupy.cuda.alloc(total * isz)
+            xna = xn.ptr
+            wka = xna + xn_elems * isz
+        if reuse:
+            if not unpacked:
+                pack_w(wa, wka, wa, wka)
+        else:
+            pack_x_w(xa, xna, wa, wka)
+        if tma is not None and mask is None:  # one group (tma_plan's rule)
+            launch_tma(tma, xna, wka, ya, ba, flag)
+        else:
+            gemm(xna, wka, ba if bias is not None else ya, ya, mask.data.ptr if mask is not None else ya, flag)
+        del xn
         return (y, mask, kept) if keep_x else (y, mask)
     return run
 
@@ -315,11 +311,12 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     forward's :class:`PackedInput`) as ``run(dy, x, w, mask, need_dx, need_dw, need_db) -> (dx, dw, db)``, which
     only allocates and launches: every launch prepared here, once, as the forward's (:func:`_forward_launcher`).
 
-    Per group: dy (times the ReLU mask) packed to (N, P, Q, Kp); the bias gradient as its column sums; dW (split-K
-    fp32 partials, then their fixed-order sum), from x packed to (N, H, W, Cp) unless the forward kept it so; dX
-    from the weights packed to (Cg, R, S, Kp). ``channels_last``: dy and x are channels-last and read as they are
-    (no packs, no ReLU mask), and dx comes back channels-last (written so by the TMA kernel, else laid out so
-    after the GEMMs); None where they would need packs still (as :func:`_channels_last_forward_launcher`)."""
+    Every group in each launch: dy (times the ReLU mask) packed to (G, N, P, Q, Kp); the bias gradient as its column
+    sums (a launch per group); dW (split-K fp32 partials, then their fixed-order sum), from x packed to
+    (G, N, H, W, Cp) unless the forward kept it so; dX from the weights packed to (G, Cg, R, S, Kp).
+    ``channels_last``: dy and x are channels-last and read as they are (no packs, no ReLU mask), and dx comes back
+    channels-last (written so by the TMA kernel, else laid out so after the GEMMs); None where they would need
+    packs still (as :func:`_channels_last_forward_launcher`)."""
     import cupy
 
     depthwise = not channels_last and conv_depthwise.applies(dtype, x_shape, w_shape, groups)  # C-contiguous dy, x
@@ -337,13 +334,14 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     if cl and (groups != 1 or kpad != k or cpad != c or direct_dw):
         return None
 
-    pack_dy = None if cl else pack_nhwc_launch(dtype, n, p * q, k, kg, kpad)
-    pack_dy_w = None if cl else _backward_pack(dtype, n, p * q, k, kg, kpad, cg * r * s)
-    pack_x = None if packed_x or cl else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad)
+    pack_dy = None if cl else pack_nhwc_launch(dtype, n, p * q, k, kg, kpad, groups)
+    pack_dy_w = None if cl else _backward_pack(dtype, n, p * q, k, kg, kpad, cg * r * s, groups)
+    pack_x = None if packed_x or cl else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad, groups)
     # the bias gradient: the column sums of the packed dy (its first kg channels of kpad)
     sum_bytes, bias_sums = columns.strided_sums(dtype, n * p * q, kg, kpad, dev_id)
     # dW: conv.cu's GEMM or conv_tma_wgrad writes fp32 split-K partials (dy, x -> partials) and wgrad_reduce sums
-    # them into dw; conv_tma_wgrad writes a dw of KRSC memory (a channels-last weight's, a 1x1 filter's) itself
+    # them into dw (the groups' partials of a split as one GEMM's of all k rows: see conv.cu's prm); conv_tma_wgrad
+    # writes a dw of KRSC memory (a channels-last weight's, a 1x1 filter's) itself
     # where it has one split, and its whole tiles where it has some (then wgrad_reduce sums the rest)
     wg_tma = tma_wgrad_plan(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config)
     dg_tma = tma_plan(ConvMode.BACKWARD_DATA, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id,
@@ -365,7 +363,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
 
         def wgrad(dza, xna, wsa):
             wg_gemm(dza, xna, dza, wsa, dza)
-    part_stride, ws_bytes = wgrad_partials(kg, r * s * cpad, wg_tiles, splits)
+    part_stride, ws_bytes = wgrad_partials(k, r * s * cpad, wg_tiles, splits)
     unsplit_tma = wg_tma is not None and splits == 1 and wg_tiles[2] == 0
     # unsplit whole tiles written into dW by the kernel where KRSC, and with its fixup the split tiles too
     whole_tiles = wg_tma is not None and (wg_tiles[2] > 0 or wg_tma.fixup > 0) and wg_tiles[3] == 1
@@ -375,19 +373,19 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     # through a transpose in shared memory, RS floats for each of a block's 32 or 128 channels, where that fits in
     # the default 48 KiB)
     def strided_reduce(krsc, done=0):  # wgrad_reduce: the partials' order, dW KRSC (krsc) or KCRS by strided writes
-        rows = kg - wg_tiles[2] // wg_tiles[1] * wg_tiles[0] if done else kg  # (done: from the first split tile's)
+        rows = k - wg_tiles[2] // wg_tiles[1] * wg_tiles[0] if done else k  # (done: from the first split tile's)
         return Prepared(util_kernel(dtype, "wgrad_reduce"), _blocks(rows * cg * r * s // wgrad_reduce_vec(cg, cpad)),
-                        (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, krsc, *wg_tiles, done),
+                        (THREADS,), (ARG, ARG, *ints(splits, k, cg, r * s, cpad, krsc, *wg_tiles, done),
                                      np.int64(part_stride)))
 
-    items = kg * cg // 4  # (of 4 channels)
+    items = k * cg // 4  # (of 4 channels)
     if (r * s == 1 and wg_tiles[2] == 0 and wgrad_reduce_vec(cg, cpad) == 4 and splits >= 16
             and items < sm_count(dev_id) * THREADS):
         # a small 1x1 filter of many splits: runs of the splits summed by warps (wgrad_reduce_runs), at more
         # reads in flight than one thread per 4 channels has (1x1 only: KCRS is the same memory, so a
         # channels-last weight's dW and a contiguous one's are summed in one order, bit for bit alike)
         wg_reduce_krsc = Prepared(util_kernel(dtype, "wgrad_reduce_runs"), (min(-(-items // 32), 65535 * 8),),
-                                  (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad)))
+                                  (THREADS,), (ARG, ARG, *ints(splits, k, cg, r * s, cpad)))
     else:
         wg_reduce_krsc = strided_reduce(1)
     wg_reduce_rest = strided_reduce(1, done=1) if whole_tiles and not fixup else None  # the split tiles' alone
@@ -398,8 +396,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     if r * s == 1:
         wg_reduce_kcrs = wg_reduce_krsc
     elif width * r * s * 4 <= 48 * 1024:
-        wg_reduce_kcrs = Prepared(util_kernel(dtype, "wgrad_reduce_kcrs"), (min(kg * -(-cg // width), 65535 * 8),),
-                                  (THREADS,), (ARG, ARG, *ints(splits, kg, cg, r * s, cpad, *wg_tiles),
+        wg_reduce_kcrs = Prepared(util_kernel(dtype, "wgrad_reduce_kcrs"), (min(k * -(-cg // width), 65535 * 8),),
+                                  (THREADS,), (ARG, ARG, *ints(splits, k, cg, r * s, cpad, *wg_tiles),
                                                np.int64(part_stride), np.int32(kcrs_vec)),
                                   width * r * s * 4)
     else:
@@ -429,9 +427,9 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
             for launch in dg_gemms:
                 launch(dza, wca, dza, dxa, dza)
 
-    dz_bytes, part_bytes = 0 if cl else aligned_bytes(n * p * q * kpad * isz), aligned_bytes(sum_bytes)
-    wc_bytes, xn_bytes = aligned_bytes(cg * r * s * kpad * isz), n * h * wd * cpad * isz
-    x_step, w_step, dy_step = cg * h * wd * isz, kg * cg * r * s * isz, kg * p * q * isz
+    dz_group = n * p * q * kpad * isz  # bytes of one group's packed dy
+    dz_bytes, part_bytes = 0 if cl else aligned_bytes(groups * dz_group), aligned_bytes(sum_bytes)
+    wc_bytes, xn_bytes = aligned_bytes(groups * cg * r * s * kpad * isz), groups * n * h * wd * cpad * isz
 
     def run(dy, x, w, mask, need_dx, need_dw, need_db, w_channels_last=False):
         dx = None
@@ -446,54 +444,53 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
             if not need_dx:
                 return dx, dw, db
         dya = dy.data.ptr
-        for g in range(groups):
-            # the packed dy, the bias gradient's partial sums and the packed weights: one allocation
-            tmp = cupy.cuda.alloc(dz_bytes + (part_bytes if need_db else 0) + w_pack_bytes)
-            part = tmp.ptr + dz_bytes
-            wca = part + (part_bytes if need_db else 0)
-            if cl:  # dy is its own packed form
-                dza = dya
+        # the packed dy, the bias gradient's partial sums and the packed weights: one allocation
+        tmp = cupy.cuda.alloc(dz_bytes + (part_bytes if need_db else 0) + w_pack_bytes)
+        part = tmp.ptr + dz_bytes
+        wca = part + (part_bytes if need_db else 0)
+        if cl:  # dy is its own packed form
+            dza = dya
+        else:
+            dza = tmp.ptr
+            ma, mw = (mask.data.ptr, words) if mask is not None else (dya, 0)
+            if need_dx:  # dy's pack and the weights' for dX in one launch
+                pack_dy_w(dya, dza, ma, mw, w.data.ptr, wca)
             else:
-                dza = tmp.ptr
-                ma, mw = (mask.data.ptr + g * kg * words * 4, words) if mask is not None else (dya, 0)
-                if need_dx:  # dy's pack and the weights' for dX in one launch
-                    pack_dy_w(dya + g * dy_step, dza, ma, mw, w.data.ptr + g * w_step, wca)
-                else:
-                    pack_dy(dya + g * dy_step, dza, ma, mw)
-            if need_db:
-                bias_sums(dza, part, db.data.ptr + g * kg * isz)
-            # dW first: its packed copy of x is gone before dX is allocated (a lower peak in training)
-            if need_dw:
-                if packed_x:
-                    xna = x.array.data.ptr
-                elif cl:
-                    xna = x.data.ptr
-                else:
-                    xn = cupy.cuda.alloc(xn_bytes)
-                    xna = xn.ptr
-                    pack_x(x.data.ptr + g * x_step, xna, x.data.ptr, 0)
-                if unsplit_tma and (krsc or r * s == 1):  # (one group)
-                    launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr)
-                elif whole_tiles and (krsc or r * s == 1):  # (one group) whole tiles into dw, the rest summed
-                    ws = cupy.cuda.alloc(ws_bytes)
-                    launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr, ws=ws.ptr)
-                    if wg_reduce_rest is not None:  # (else the kernel's fixup summed them)
-                        wg_reduce_rest(ws.ptr, dw.data.ptr)
-                else:
-                    ws = cupy.cuda.alloc(ws_bytes)
-                    wgrad(dza, xna, ws.ptr)
-                    (wg_reduce_krsc if krsc else wg_reduce_kcrs)(ws.ptr, dw.data.ptr + g * w_step)
-                xn = ws = None
-            if need_dx:
-                if dx is None:
-                    dx = empty_channels_last(x_shape, dtype) if cl and dg_tma else cupy.ndarray(x_shape, dtype)
-                if own_w:  # (one group)
-                    launch_tma(dg_krsc, dza, w.data.ptr, dx.data.ptr, 0, np.int32(0))
-                else:
-                    if cl:  # (else packed with dy above)
-                        pack_w(w.data.ptr + g * w_step, wca, r * s if krsc else 0)
-                    dgrad(dza, wca, dx.data.ptr + g * x_step)
-            del tmp
+                pack_dy(dya, dza, ma, mw)
+        if need_db:
+            for g in range(groups):
+                bias_sums(dza + g * dz_group, part, db.data.ptr + g * kg * isz)
+        # dW first: its packed copy of x is gone before dX is allocated (a lower peak in training)
+        if need_dw:
+            if packed_x:
+                xna = x.array.data.ptr
+            elif cl:
+                xna = x.data.ptr
+            else:
+                xn = cupy.cuda.alloc(xn_bytes)
+                xna = xn.ptr
+                pack_x(x.data.ptr, xna, x.data.ptr, 0)
+            if unsplit_tma and (krsc or r * s == 1):  # (one group)
+                launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr)
+            elif whole_tiles and (krsc or r * s == 1):  # (one group) whole tiles into dw, the rest summed
+                ws = cupy.cuda.alloc(ws_bytes)
+                launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr, ws=ws.ptr)
+                if wg_reduce_rest is not None:  # (else the kernel's fixup summed them)
+                    wg_reduce_rest(ws.ptr, dw.data.ptr)
+            else:
+                ws = cupy.cuda.alloc(ws_bytes)
+                wgrad(dza, xna, ws.ptr)
+                (wg_reduce_krsc if krsc else wg_reduce_kcrs)(ws.ptr, dw.data.ptr)
+            xn = ws = None
+        if need_dx:
+            dx = empty_channels_last(x_shape, dtype) if cl and dg_tma else cupy.ndarray(x_shape, dtype)
+            if own_w:  # (one group)
+                launch_tma(dg_krsc, dza, w.data.ptr, dx.data.ptr, 0, np.int32(0))
+            else:
+                if cl:  # (else packed with dy above)
+                    pack_w(w.data.ptr, wca, r * s if krsc else 0)
+                dgrad(dza, wca, dx.data.ptr)
+        del tmp
         if cl and dx is not None and not dg_tma:
             dx = to_channels_last(dx)
         return dx, dw, db

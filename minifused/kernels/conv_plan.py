@@ -7,7 +7,8 @@ Paths (float16 / bfloat16 / float32 CuPy arrays):
   the GEMM's epilogue. float32 runs on FFMA unless ``backend.tf32_conv.allow_tf32`` is set (then on TF32
   tensor cores, as cuDNN's default). On an sm_90 GPU the forward and the fp16/bf16 backward-data and
   backward-filter GEMMs with 128-byte tile rows run on Hopper's wgmma, the rest on mma.sync (:class:`Mma`).
-  groups > 1 runs one GEMM per group. Where Hopper's TMA kernels of ``conv_tma.cu`` apply (``conv_tma.py``:
+  groups > 1 runs every group's GEMM in one launch (grid z), on packs that lay the groups out one after
+  another. Where Hopper's TMA kernels of ``conv_tma.cu`` apply (``conv_tma.py``:
   fp16/bf16, channels in multiples of 64, gathers the TMA unit's im2col mode takes) they take the forward,
   the backward-data (a stride of 2 as residue classes) and the backward-filter on the same packed operands
   (onto at most 64 output channels the forward / stride-1 backward-data on ``conv_tma_narrow.cu``).
@@ -146,7 +147,7 @@ GRID_Z = 65535  # the most blocks along a grid's z (the packs loop over the imag
 DIRECT_CRS_MAX = 32  # conv_direct.cu's CRS_MAX: C*R*S at most this runs direct
 DIRECT_K_MAX = 64  # conv_direct.cu's K_MAX: the filter gradient's limit on K
 _STAGES = 3
-PARAMS_PER_CLASS = 35  # conv.cu's launch-time constants of one residue class (its prm)
+PARAMS_PER_CLASS = 39  # conv.cu's launch-time constants of one residue class (its prm)
 _INT32_LIMIT = 1 << 31
 
 
@@ -194,7 +195,8 @@ def fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
     n, c, h, wd, k, cg, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
     kg = k // groups
     return (n * h * wd * padded_channels(cg, dtype) < _INT32_LIMIT
-            and n * p * q * padded_channels(kg, dtype) < _INT32_LIMIT)
+            and n * p * q * padded_channels(kg, dtype) < _INT32_LIMIT
+            and groups * stride[0] * stride[1] <= GRID_Z // 2)  # (the groups along grid z: see _gemm_launches)
 
 
 # ---------------------------------------------------------------- conv.cu configurations
@@ -255,12 +257,13 @@ def _params(values):
     return cupy.asarray(np.array([int(v) for v in values], dtype=np.int64).astype(np.uint32))
 
 
-def _whole_grid(m, cols, kred, h, wd, ch, p, q, conv, mid):
+def _whole_grid(m, cols, kred, h, wd, ch, p, q, conv, mid, group=(1, 0, 0, 0)):
     """conv.cu's launch-time constants (in its order) for a GEMM over every output pixel, the identity
-    residue class: ``conv`` is (R, S, stride, padding, dilation), ``mid`` (out_C, lda_m, tiles_per_split)."""
+    residue class: ``conv`` is (R, S, stride, padding, dilation), ``mid`` (out_C, lda_m, tiles_per_split),
+    ``group`` (G, A_gs, B_gs, out_gs)."""
     r, s = conv[0], conv[1]
     return (*ints(m, cols, kred, h, wd, ch, p, q), *conv, *(np.uint32(v) for v in (*magic(p * q), *magic(q))),
-            *mid, *ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s))
+            *mid, *ints(p, q, 0, 0, 1, 1, 0, 0, 1, 1, r, s), *ints(*group))
 
 
 def _tile_n(config, m, n, sms):
@@ -297,7 +300,7 @@ def _wgmma_applies(mode, mma, itemsize, bkb):
 
 
 def gemm_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, tf32):
-    """The launches of one group's GEMM(s) of ``mode`` (see :func:`_gemm_launches`)."""
+    """The launches of the GEMM(s) of ``mode``, every group's (see :func:`_gemm_launches`)."""
     wg_stages = (config.wgmma_stages or -1) if wgmma_on(config, dev_id) else 0
     return _gemm_launches(mode, np.dtype(dtype), tuple(x_shape), tuple(w_shape), stride, padding, dilation, groups,
                           mma_for(dtype, tf32), sm_count(dev_id), config, wg_stages)
@@ -305,8 +308,9 @@ def gemm_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, 
 
 @functools.cache
 def _gemm_launches(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, mma, sms, config, wg_stages):
-    """Everything static about one group's GEMM(s) of ``mode``: a tuple of (kernel, grid, block, smem, params
-    array, extra) per launch. ``wg_stages`` allows the wgmma path where :func:`_wgmma_applies`: 0 never, -1
+    """Everything static about the GEMM(s) of ``mode``: a tuple of (kernel, grid, block, smem, params array,
+    extra) per launch, each of which runs every group's GEMM (grid z: the group fastest, fits_int32 keeps it
+    within the grid). ``wg_stages`` allows the wgmma path where :func:`_wgmma_applies`: 0 never, -1
     with the depth by grid size, else that depth."""
     geo = geometry(x_shape, w_shape, stride, padding, dilation)
     conv = ints(*geo[6:8], *stride, *padding, *dilation)
@@ -353,16 +357,19 @@ def _forward_launch(dtype, geo, groups, conv, mma, sms, config, kernel):
     bn = 64 if mma == Mma.FFMA and not config.tile_n else _tile_n(config, m, kg, sms)
     bm, bkb = _tile_m(config), _bkb(kred, np.dtype(dtype).itemsize, config.tile_row_bytes)
     kern, block, smem, bn = kernel(ConvMode.FORWARD, bm, bn, bkb, m, kg)
-    grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, 1)
-    # pack_forward: x's tiles in z < N, the weight's grid-stride blocks above them
-    xn_elems, w_elems = n * h * wd * cpad, kg * r * s * cpad
+    grid = ((m + bm - 1) // bm, (kg + bn - 1) // bn, groups)
+    # pack_forward: x's tiles in z < G * N (group by group), the weights' grid-stride blocks above them
+    group_x, group_w = n * h * wd * cpad, kg * r * s * cpad
+    xn_elems, w_elems = groups * group_x, groups * group_w
     tile = pack_tile(dtype)
     gx, gy = -(-h * wd // tile), -(-cpad // tile)
     zw = (min((w_elems + 255) // 256, 1024) + gx * gy - 1) // (gx * gy)
-    zx = min(n, GRID_Z - zw)
+    zx = min(groups * n, GRID_Z - zw)
     tf32 = dtype == backend.float32 and mma != Mma.FFMA  # TF32 operands rounded once, in the pack
-    pack = ((gx, gy, zx + zw), ints(n, cg, c, h * wd, cpad, kg, r * s, zx, tf32), xn_elems, xn_elems + w_elems)
-    return kern, grid, block, smem, _params(_whole_grid(m, kg, kred, h, wd, cpad, p, q, conv, (k, 0, 0))), pack
+    pack = ((gx, gy, zx + zw), ints(n, cg, c, h * wd, cpad, k, r * s, zx, groups, tf32), xn_elems,
+            xn_elems + w_elems)
+    group = (groups, group_x, group_w, kg * p * q)
+    return kern, grid, block, smem, _params(_whole_grid(m, kg, kred, h, wd, cpad, p, q, conv, (k, 0, 0), group)), pack
 
 
 def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv, mma, sms, config, kernel):
@@ -390,13 +397,14 @@ def _backward_data_launches(dtype, geo, groups, stride, padding, dilation, conv,
         rows, depth = max(rows, m), max(depth, kred)
         head = (*ints(m, cg, kred, p, q, kpad, h, wd), *conv,
                 *(np.uint32(v) for v in (*magic(ohc * owc), *magic(owc))))
-        params += [*head, c, 0, 0, *ints(ohc, owc, rh, rw, steps[0], steps[1], r0, s0, steps[0], steps[1], rc, sc)]
+        params += [*head, c, 0, 0, *ints(ohc, owc, rh, rw, steps[0], steps[1], r0, s0, steps[0], steps[1], rc, sc),
+                   *ints(groups, n * p * q * kpad, cg * r * s * kpad, cg * h * wd)]
     bn, bkb = _tile_n(config, n * h * wd, cg, sms), _bkb(depth, np.dtype(dtype).itemsize, config.tile_row_bytes)
     # FFMA under 128-wide tiles: 64 rows (twice the blocks over a stride's classes of few pixels each; measured
     # 1.1-1.4x on the fp32 ResNet stride-2 shapes of over 64 input channels)
     bm = 64 if mma == Mma.FFMA and bn == 128 and not config.tile_m else _tile_m(config)
     kern, block, smem, bn = kernel(ConvMode.BACKWARD_DATA, bm, bn, bkb, n * h * wd, cg)
-    grid = ((rows + bm - 1) // bm, (cg + bn - 1) // bn, len(params) // PARAMS_PER_CLASS)
+    grid = ((rows + bm - 1) // bm, (cg + bn - 1) // bn, len(params) // PARAMS_PER_CLASS * groups)
     return ((kern, grid, block, smem, _params(params), None),)
 
 
@@ -422,12 +430,13 @@ def _backward_filter_launch(dtype, geo, groups, conv, mma, sms, config, wg_stage
         per_sm, min_tiles = config.split_k_blocks_per_sm or 4, 1
     bk = bkb // itemsize
     tiles = (npq + bk - 1) // bk
-    base = ((kg + bm - 1) // bm) * ((ncol + bn - 1) // bn)
-    splits = max(1, min(-(-tiles // min_tiles), (per_sm * sms + base - 1) // base, 256))
+    base = groups * ((kg + bm - 1) // bm) * ((ncol + bn - 1) // bn)  # blocks a split
+    splits = max(1, min(-(-tiles // min_tiles), (per_sm * sms + base - 1) // base, 256, GRID_Z // groups))
     per = (tiles + splits - 1) // splits
     splits = (tiles + per - 1) // per
-    grid = ((kg + bm - 1) // bm, (ncol + bn - 1) // bn, splits)
-    prm = _params(_whole_grid(kg, ncol, npq, h, wd, cpad, p, q, conv, (0, kpad, per)))
+    grid = ((kg + bm - 1) // bm, (ncol + bn - 1) // bn, splits * groups)
+    group = (groups, npq * kpad, n * h * wd * cpad, 0)
+    prm = _params(_whole_grid(kg, ncol, npq, h, wd, cpad, p, q, conv, (0, kpad, per), group))
     return kern, grid, block, smem, prm, splits
 
 

@@ -1,7 +1,7 @@
 // Layout helpers of the implicit-GEMM convolution (conv.cu):
-//   pack_nhwc     NCHW (one group's channel slice) -> NHWC with channels zero-padded to Cp,
-//                 optionally multiplied by a bit-packed ReLU mask (the backward's dz); a block packs
-//                 64x64 (16-bit T) or 32x32 tiles (float)
+//   pack_nhwc     NCHW (G groups' channel slices) -> NHWC with channels zero-padded to Cp, one group's
+//                 packed image after another's, optionally multiplied by a bit-packed ReLU mask (the
+//                 backward's dz); a block packs 64x64 (16-bit T) or 32x32 tiles (float)
 //   transpose_pad the backward-data's weight: KCRS as (K, C*R*S) (or KRSC) -> CRSK (C*R*S, Kp), 32x32 tiles
 //   pack_forward  the forward's pack_nhwc of x and its KRSC pack of w (channels zero-padded to Cp) in
 //                 one launch (optionally rounding float to TF32)
@@ -124,12 +124,23 @@ __device__ __forceinline__ void pack_nhwc_block(const T* __restrict__ in, T* __r
     }
 }
 
-// grid (ceil(HW/PACK_TILE), ceil(Cp/PACK_TILE), min(N, 65535)), block (32, 8): block z packs images z,
-// z + gridDim.z, ...
+// Image n of group g (C channels each, from channel g * C of Ctot) packed to (G, N, HW, Cp): group g's
+// (N, HW, Cp) after group g - 1's, as conv.cu reads them (its prm's group strides).
+__device__ __forceinline__ void pack_group_image(const T* __restrict__ in, T* __restrict__ out,
+                                                 const unsigned* __restrict__ mask, int C, int Ctot, int HW, int Cp,
+                                                 int mask_words, int N, int image, bool tf32 = false) {
+    const int g = image / N, n = image - g * N;
+    pack_nhwc_block(in + (long long)g * C * HW, out + (long long)g * N * HW * Cp,
+                    mask_words ? mask + (long long)g * C * mask_words : mask, C, Ctot, HW, Cp, mask_words, n, tf32);
+}
+
+// grid (ceil(HW/PACK_TILE), ceil(Cp/PACK_TILE), min(G * N, 65535)), block (32, 8): block z packs images z,
+// z + gridDim.z, ... of the G groups' G * N (pack_group_image)
 extern "C" __global__ void __launch_bounds__(256)
 pack_nhwc(const T* __restrict__ in, T* __restrict__ out, const unsigned* __restrict__ mask,
-          int C, int Ctot, int HW, int Cp, int mask_words, int N) {
-    for (int n = blockIdx.z; n < N; n += gridDim.z) pack_nhwc_block(in, out, mask, C, Ctot, HW, Cp, mask_words, n);
+          int C, int Ctot, int HW, int Cp, int mask_words, int N, int G) {
+    for (int i = blockIdx.z; i < G * N; i += gridDim.z)
+        pack_group_image(in, out, mask, C, Ctot, HW, Cp, mask_words, N, i);
 }
 
 // out (A, RS, Bp): out[a, rs, b] = b < B ? w[a*sa + b*sb + rs] : 0, elements first, first + step, ...
@@ -183,32 +194,38 @@ extern "C" __global__ void __launch_bounds__(256) transpose_pad(const T* __restr
 }
 
 // The backward's two packs in one launch (one launch less of host time per convolution of an eager step): dy
-// (NCHW, times the ReLU mask if mask_words > 0) -> (N, PQ, Kp) as pack_nhwc, and one group's KCRS weight w
-// (K, J = C*R*S) -> (J, Kp) as transpose_pad. grid (ceil(PQ/PACK_TILE), ceil(Kp/PACK_TILE), ZD + ZW), block
-// (32, 8): block z < ZD packs images z, z + ZD, ...; the blocks of z >= ZD take the weight's 32 x 32 tiles in turn.
+// (NCHW, times the ReLU mask if mask_words > 0) -> (G, N, PQ, Kp) as pack_nhwc, and the G groups' KCRS weights w
+// (G * K, J = C*R*S) -> (G, J, Kp) as transpose_pad. grid (ceil(PQ/PACK_TILE), ceil(Kp/PACK_TILE), ZD + ZW),
+// block (32, 8): block z < ZD packs images z, z + ZD, ... of the G * N; the blocks of z >= ZD take the weights'
+// 32 x 32 tiles in turn.
 extern "C" __global__ void __launch_bounds__(256)
 pack_backward(const T* __restrict__ dy, T* __restrict__ dyout, const unsigned* __restrict__ mask, int mask_words,
-              const T* __restrict__ w, T* __restrict__ wout, int N, int K, int Ktot, int PQ, int Kp, int J, int ZD) {
+              const T* __restrict__ w, T* __restrict__ wout, int N, int K, int Ktot, int PQ, int Kp, int J, int ZD,
+              int G) {
     if ((int)blockIdx.z < ZD) {
-        for (int n = blockIdx.z; n < N; n += ZD) pack_nhwc_block(dy, dyout, mask, K, Ktot, PQ, Kp, mask_words, n);
+        for (int i = blockIdx.z; i < G * N; i += ZD)
+            pack_group_image(dy, dyout, mask, K, Ktot, PQ, Kp, mask_words, N, i);
         return;
     }
     const int tiles_j = (J + 31) / 32, tiles = tiles_j * ((Kp + 31) / 32);
     const int blocks = (gridDim.z - ZD) * gridDim.y * gridDim.x;
-    for (int t = ((blockIdx.z - ZD) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x; t < tiles; t += blocks)
-        transpose_pad_tile(w, wout, K, J, Kp, J, Kp, (t % tiles_j) * 32, (t / tiles_j) * 32);
+    for (int t = ((blockIdx.z - ZD) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x; t < G * tiles; t += blocks) {
+        const int g = t / tiles, u = t - g * tiles;
+        transpose_pad_tile(w + (long long)g * K * J, wout + (long long)g * J * Kp, K, J, Kp, J, Kp,
+                           (u % tiles_j) * 32, (u / tiles_j) * 32);
+    }
 }
 
-// The forward's two packs in one launch: x (NCHW, one group's C channels) -> (N, HW, Cp) as pack_nhwc,
-// and w (K, C, RS) -> (K, RS, Cp) by pack_weight_range with sa = C*RS, sb = RS.
+// The forward's two packs in one launch: x (NCHW, G groups of C channels) -> (G, N, HW, Cp) as pack_nhwc,
+// and w (K, C, RS) -> (K, RS, Cp) by pack_weight_range with sa = C*RS, sb = RS (K: the G groups' rows).
 // grid (ceil(HW/PACK_TILE), ceil(Cp/PACK_TILE), ZX + ZW), block (32, 8): block z < ZX packs images z, z + ZX,
-// ...; the blocks of z >= ZX pack the weight.
+// ... of the G * N; the blocks of z >= ZX pack the weight.
 extern "C" __global__ void __launch_bounds__(256)
 pack_forward(const T* __restrict__ x, T* __restrict__ xout, const T* __restrict__ w, T* __restrict__ wout,
-             int N, int C, int Ctot, int HW, int Cp, int K, int RS, int ZX, int tf32) {
+             int N, int C, int Ctot, int HW, int Cp, int K, int RS, int ZX, int G, int tf32) {
     if ((int)blockIdx.z < ZX) {
-        for (int n = blockIdx.z; n < N; n += ZX)
-            pack_nhwc_block(x, xout, nullptr, C, Ctot, HW, Cp, 0, n, tf32);
+        for (int i = blockIdx.z; i < G * N; i += ZX)
+            pack_group_image(x, xout, nullptr, C, Ctot, HW, Cp, 0, N, i, tf32);
         return;
     }
     const long long block = ((long long)(blockIdx.z - ZX) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
