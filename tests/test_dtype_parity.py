@@ -267,11 +267,11 @@ def test_bool_ops_that_stay_allowed():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [F16, BF16])
+@pytest.mark.parametrize("dtype", [F16, BF16, np.dtype(np.float32)])
 @pytest.mark.parametrize("s", [0.1, 1.0039, 7e4, 1e-8, 100000])
-def test_16bit_products_and_quotients_with_a_number_on_the_gpu(dtype, s):
-    """ScaleHalf's one kernel (act_fwd's scale / divide) gives the float32 opmath values bit for bit, forward and
-    backward, C-contiguous and strided."""
+def test_products_and_quotients_with_a_number_on_the_gpu(dtype, s):
+    """ScaleByNumber's one kernel (act_fwd's scale / divide) gives the float32 opmath values bit for bit, forward and
+    backward, C-contiguous and strided (float32: CuPy's and NumPy's float32 product and quotient)."""
     x = values(dtype)
     t = mf.tensor(x, device="cuda").requires_grad_()
     for fn, ref in ((lambda a: a * s, np.multiply), (lambda a: s * a, np.multiply), (lambda a: a / s, np.divide)):
@@ -279,7 +279,7 @@ def test_16bit_products_and_quotients_with_a_number_on_the_gpu(dtype, s):
         y = fn(t)
         g = values(dtype, seed=2)
         y.backward(mf.tensor(g, device="cuda"))
-        assert y.grad_fn.__name__ == "ScaleHalf" and y.dtype == t.dtype
+        assert y.grad_fn.__name__ == "ScaleByNumber" and y.dtype == t.dtype
         np.testing.assert_array_equal(y.detach().float().cpu().numpy(), opmath(x, ref, s).astype(np.float32))
         np.testing.assert_array_equal(t.grad.float().cpu().numpy(), opmath(g, ref, s).astype(np.float32))
     m = mf.tensor(x[:600].reshape(20, 30), device="cuda").t()  # a strided view

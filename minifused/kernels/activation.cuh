@@ -29,7 +29,7 @@ __device__ __forceinline__ float gelu_erf_grad(float z) {
 // The other activations of ops/activation.py (and sigmoid, tanh), in PyTorch's cuda formulas, for
 // elementwise.cu's act_* kernels; kinds numbered as elementwise.py's ACTIVATIONS and KEEP_ACTIVATIONS.
 // act_value is f(v) with the parameters a, b, c; act_grad is g f'(v) from what the op keeps: its input,
-// but sigmoid's and tanh's output. ACT_SCALE and ACT_DIVIDE (v * a, v / a: a 16-bit tensor and a number in
+// but sigmoid's and tanh's output. ACT_SCALE and ACT_DIVIDE (v * a, v / a: a floating tensor and a number in
 // float32) are their own gradients' form (g * a, g / a), so they have no act_grad.
 enum ActKind { ACT_SILU, ACT_MISH, ACT_ELU, ACT_HARDSWISH, ACT_SOFTPLUS, ACT_SIGMOID, ACT_TANH, ACT_SCALE, ACT_DIVIDE };
 

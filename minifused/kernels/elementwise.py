@@ -120,12 +120,12 @@ def activation_forward(kind, x, params=(), out=None):
 
 
 def scale(x, s, divide):
-    """A float16 / bfloat16 array times (``divide``: divided by) the number ``s``, computed in float32 and rounded
-    once: one pass on the GPU (act_fwd), NumPy's float32 arithmetic on the cpu."""
+    """A float32 / float16 / bfloat16 array times (``divide``: divided by) the number ``s``, computed in float32 and
+    rounded once: one pass on the GPU (act_fwd), NumPy's float32 arithmetic on the cpu."""
     if backend.is_cuda_array(x) and x.size:
         return activation_forward("divide" if divide else "scale", x, (s,))
-    wide, s = x.astype(np.float32), np.float32(s)
-    return (wide / s if divide else wide * s).astype(x.dtype)
+    wide, s = x.astype(np.float32, copy=False), np.float32(s)
+    return backend.array_module(x).asarray(wide / s if divide else wide * s).astype(x.dtype, copy=False)
 
 
 def activation_backward(kind, grad, kept, params=()):

@@ -312,10 +312,11 @@ def _scaled(name, plain):
     return op
 
 
-class ScaleHalf(Function):
-    """A float16 / bfloat16 tensor times (``divide``: divided by) a Python number, computed in float32 and rounded
-    once as PyTorch's opmath does, in one op and one launch each way (composed, it records a cast to float32, the
-    product and a cast back). Its gradient is the same scaling of the incoming one."""
+class ScaleByNumber(Function):
+    """A float32, float16 or bfloat16 tensor times (``divide``: divided by) a Python number, computed in float32 and
+    rounded once as PyTorch's opmath does, in one op and one launch each way (composed, a 16-bit tensor's records a
+    cast to float32, the product and a cast back; a float32 one's, CuPy's ufunc, costs more host time). Its gradient
+    is the same scaling of the incoming one."""
 
     @staticmethod
     def forward(ctx, x, s, divide):
@@ -329,16 +330,16 @@ class ScaleHalf(Function):
     @staticmethod
     def backward_graph(ctx, g):
         s, divide = ctx.args
-        return ScaleHalf.apply(g, s, divide), None, None
+        return ScaleByNumber.apply(g, s, divide), None, None
 
 
-_HALF = (backend.float16, backend.bfloat16)
+_SCALED = (backend.float32, backend.float16, backend.bfloat16)
 
 
-def _half_and_number(a, b):
-    """(tensor, number) where ``a`` is a float16 / bfloat16 tensor and ``b`` a Python float or an int that float32
-    holds exactly (not a bool), else None: :class:`ScaleHalf`'s operands."""
-    if (isinstance(a, Tensor) and a._data.dtype in _HALF
+def _float_and_number(a, b):
+    """(tensor, number) where ``a`` is a float32 / float16 / bfloat16 tensor and ``b`` a Python float or an int that
+    float32 holds exactly (not a bool), else None: :class:`ScaleByNumber`'s operands."""
+    if (isinstance(a, Tensor) and a._data.dtype in _SCALED
             and (type(b) is float or type(b) is int and -(1 << 24) <= b <= 1 << 24)):
         return a, b
     return None
@@ -346,10 +347,10 @@ def _half_and_number(a, b):
 
 def mul(a, b):
     """``a * b``; a float16 / bfloat16 tensor times a number computed in float32 and rounded once, as PyTorch's (see
-    ``opmath_operands``; one op, :class:`ScaleHalf`, for a Python number)."""
-    fused = _half_and_number(a, b) or _half_and_number(b, a)
+    ``opmath_operands``; one op, :class:`ScaleByNumber`, for a floating tensor and a Python number)."""
+    fused = _float_and_number(a, b) or _float_and_number(b, a)
     if fused is not None:
-        return ScaleHalf.apply(*fused, False)
+        return ScaleByNumber.apply(*fused, False)
     a, b, dtype = opmath_operands("mul", a, b)
     out = Mul.apply(a, b)
     return _in_tensor_dtype(out, a, b) if dtype is None else cast(out, dtype)
@@ -396,9 +397,9 @@ def div(a, b):
 
 
 def _true_div(a, b):
-    fused = _half_and_number(a, b)
+    fused = _float_and_number(a, b)
     if fused is not None:
-        return ScaleHalf.apply(*fused, True)
+        return ScaleByNumber.apply(*fused, True)
     a, b, dtype = opmath_operands("div", a, b, floating=True)
     out = Div.apply(a, b)
     return _in_tensor_dtype(out, a, b) if dtype is None else cast(out, dtype)
