@@ -287,6 +287,38 @@ def test_products_and_quotients_with_a_number_on_the_gpu(dtype, s):
                                   opmath(x[:600].reshape(20, 30).T, np.multiply, s).astype(np.float32))
 
 
+def _sums_and_differences(dtype, s):
+    """(op, its value computed as PyTorch does: the number rounded to the tensor's dtype, the sum or difference in
+    float32 rounded once, and the input gradient's sign) of AddNumber's four forms."""
+    with np.errstate(over="ignore"):  # (1e5 beside float16)
+        r = float(np.asarray(s).astype(dtype).astype(np.float32))
+    return ((lambda a: a + s, lambda x: opmath(x, np.add, r), 1), (lambda a: s + a, lambda x: opmath(x, np.add, r), 1),
+            (lambda a: a - s, lambda x: opmath(x, np.subtract, r), 1),
+            (lambda a: s - a, lambda x: opmath(x, lambda u, v: v - u, r), -1))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("dtype", [F16, BF16, np.dtype(np.float32)])
+@pytest.mark.parametrize("s", [0.1, 1.0039, 7e4, 1e-8, 3, 1e5])
+def test_sums_and_differences_with_a_number(device, dtype, s):
+    """A floating tensor plus or minus a Python number (either side), AddNumber's one op (act_fwd's shift on the GPU):
+    PyTorch's values bit for bit (the number rounded to the tensor's dtype first: 1e5 is inf beside float16), the
+    gradient passed on (negated for ``s - x``), C-contiguous and strided."""
+    x = values(dtype)
+    t = mf.tensor(x, device=device).requires_grad_()
+    g = values(dtype, seed=2)
+    for fn, ref, sign in _sums_and_differences(dtype, s):
+        t.grad = None
+        y = fn(t)
+        y.backward(mf.tensor(g, device=device))
+        assert y.grad_fn.__name__ == "AddNumber" and y.dtype == t.dtype
+        np.testing.assert_array_equal(y.detach().float().cpu().numpy(), ref(x).astype(np.float32))
+        np.testing.assert_array_equal(t.grad.float().cpu().numpy(), (sign * g.astype(np.float32)))
+    m = mf.tensor(x[:600].reshape(20, 30), device=device).t()  # a strided view
+    for fn, ref, _ in _sums_and_differences(dtype, s):
+        np.testing.assert_array_equal(fn(m).float().cpu().numpy(), ref(x[:600].reshape(20, 30).T).astype(np.float32))
+
+
 # ---------------------------------------------------------------- complex operands
 @pytest.mark.parametrize("dtype, number, want", [
     (mf.float32, 2j, mf.complex64), (mf.float64, 2j, mf.complex128), (mf.bfloat16, 2j, mf.complex64),

@@ -30,8 +30,11 @@ __device__ __forceinline__ float gelu_erf_grad(float z) {
 // elementwise.cu's act_* kernels; kinds numbered as elementwise.py's ACTIVATIONS and KEEP_ACTIVATIONS.
 // act_value is f(v) with the parameters a, b, c; act_grad is g f'(v) from what the op keeps: its input,
 // but sigmoid's and tanh's output. ACT_SCALE and ACT_DIVIDE (v * a, v / a: a floating tensor and a number in
-// float32) are their own gradients' form (g * a, g / a), so they have no act_grad.
-enum ActKind { ACT_SILU, ACT_MISH, ACT_ELU, ACT_HARDSWISH, ACT_SOFTPLUS, ACT_SIGMOID, ACT_TANH, ACT_SCALE, ACT_DIVIDE };
+// float32) are their own gradients' form (g * a, g / a), and ACT_SHIFT's (v + a, or with b < 0 a - v) is g or -g,
+// so they have no act_grad.
+enum ActKind {
+    ACT_SILU, ACT_MISH, ACT_ELU, ACT_HARDSWISH, ACT_SOFTPLUS, ACT_SIGMOID, ACT_TANH, ACT_SCALE, ACT_DIVIDE, ACT_SHIFT
+};
 
 __device__ __forceinline__ float act_value(int kind, float v, float a, float b, float c) {
     switch (kind) {
@@ -46,6 +49,7 @@ __device__ __forceinline__ float act_value(int kind, float v, float a, float b, 
     case ACT_SIGMOID: return 1.0f / (1.0f + expf(-v));
     case ACT_SCALE: return v * a;
     case ACT_DIVIDE: return v / a;
+    case ACT_SHIFT: return b < 0.f ? a - v : v + a;
     default: return tanhf(v);
     }
 }

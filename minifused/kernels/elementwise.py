@@ -97,7 +97,7 @@ def gelu_backward(grad, x, approximate="none"):
 # The kinds of activation.cuh's ActKind and KeepKind: the activations whose backward reads what the op keeps (the
 # input; sigmoid's and tanh's output), and the piecewise ones that keep a bool of where the gradient passes.
 ACTIVATIONS = {"silu": 0, "mish": 1, "elu": 2, "hardswish": 3, "softplus": 4, "sigmoid": 5, "tanh": 6, "scale": 7,
-               "divide": 8}
+               "divide": 8, "shift": 9}
 KEEP_ACTIVATIONS = {"leaky_relu": 0, "hardtanh": 1, "hardsigmoid": 2, "threshold": 3}
 _ACTIVATION_DTYPES = (backend.float16, backend.bfloat16, backend.float32)
 
@@ -126,6 +126,15 @@ def scale(x, s, divide):
         return activation_forward("divide" if divide else "scale", x, (s,))
     wide, s = x.astype(np.float32, copy=False), np.float32(s)
     return backend.array_module(x).asarray(wide / s if divide else wide * s).astype(x.dtype, copy=False)
+
+
+def shift(x, s, negate):
+    """A float32 / float16 / bfloat16 array plus the number ``s`` (``negate``: ``s`` minus the array), computed in
+    float32 and rounded once: one pass on the GPU (act_fwd), NumPy's float32 arithmetic on the cpu."""
+    if backend.is_cuda_array(x) and x.size:
+        return activation_forward("shift", x, (s, -1.0 if negate else 1.0))
+    wide, s = x.astype(np.float32, copy=False), np.float32(s)
+    return backend.array_module(x).asarray(s - wide if negate else wide + s).astype(x.dtype, copy=False)
 
 
 def activation_backward(kind, grad, kept, params=()):

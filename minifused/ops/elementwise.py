@@ -232,10 +232,17 @@ def _in_tensor_dtype(out, a, b):
 
 def _additive(fn, name):
     """``add`` / ``sub`` without ``alpha``: a Python number beside a bfloat16 tensor is rounded to bfloat16 first, as
-    PyTorch's (and as NumPy takes one beside float16); a bool operand of ``sub`` is refused, as PyTorch's."""
+    PyTorch's (and as NumPy takes one beside float16); a bool operand of ``sub`` is refused, as PyTorch's. A
+    floating tensor and a Python number: one op, :class:`AddNumber`."""
     def op(a, b):
         if fn is Sub and _any_bool(a, b):
             _refuse_bool_sub(a, b)
+        fused = _float_and_number(a, b)
+        if fused is not None:
+            return AddNumber.apply(fused[0], _number_in(fused[0].dtype, fused[1] if fn is Add else -fused[1]), False)
+        fused = _float_and_number(b, a)
+        if fused is not None:
+            return AddNumber.apply(fused[0], _number_in(fused[0].dtype, fused[1]), fn is Sub)
         a, b = binary_operands(name, a, b)
         if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
             dtype = (a if isinstance(a, Tensor) else b).dtype
@@ -331,6 +338,33 @@ class ScaleByNumber(Function):
     def backward_graph(ctx, g):
         s, divide = ctx.args
         return ScaleByNumber.apply(g, s, divide), None, None
+
+
+class AddNumber(Function):
+    """A float32, float16 or bfloat16 tensor plus a Python number (``negate``: the number minus the tensor), the
+    number already in the tensor's dtype (:func:`_number_in`), the sum computed in float32 and rounded once, in one op
+    and one launch (composed, a bfloat16 tensor's records the sum in float32 and a cast back). Its gradient is the
+    incoming one (``negate``: negated)."""
+
+    @staticmethod
+    def forward(ctx, x, s, negate):
+        ctx.negate = negate
+        return K.shift(x, s, negate)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (K.scale(g, -1.0, False) if ctx.negate else g), None, None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return (ScaleByNumber.apply(g, -1.0, False) if ctx.negate else g), None, None
+
+
+def _number_in(dtype, s):
+    """The number ``s`` rounded to ``dtype`` (float32, float16 or bfloat16), as PyTorch takes a number beside a
+    tensor of that dtype in ``+`` and ``-`` (NumPy likewise beside float32 and float16)."""
+    with np.errstate(over="ignore"):  # (a number beyond float16's range is inf there)
+        return float(dtype.type(s))
 
 
 _SCALED = (backend.float32, backend.float16, backend.bfloat16)
