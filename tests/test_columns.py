@@ -66,6 +66,77 @@ def test_strided_sums(rng, poisoned_pool, dtype, n, m, lda, offset):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape", [(1, 8), (3, 5), (1000, 264), (1001, 263), (70000, 16), (33, 4104), (5000, 3),
+                                   (2, 50001), (9, 1)])
+def test_row_sums(rng, poisoned_pool, dtype, shape):
+    """columns.cu's row sums (a warp a row) against float64 on poisoned memory, 8-element vectors (m % 8 == 0) and
+    single elements, a misaligned start (single elements), long and one-element rows; the same bits on a second
+    call; scaled for a mean."""
+    a = (rng.standard_normal((shape[0] * shape[1] + 1,)) + 0.5).astype(dtype)
+    expect = f64(a[:-1]).reshape(shape).sum(1)
+    for start in (0, 1):
+        ad = dev_array(a, "cuda")[start:start + shape[0] * shape[1]].reshape(shape)
+        got = columns.row_sums(ad)
+        assert got.dtype == dtype and got.shape == (shape[0],)
+        want = f64(a[start:start + shape[0] * shape[1]]).reshape(shape).sum(1)
+        assert rel(got, want) < TOL[dtype], start
+        assert (host(columns.row_sums(ad)).view(np.uint8) == host(got).view(np.uint8)).all()
+    assert rel(columns.row_sums(dev_array(a, "cuda")[:-1].reshape(shape), scale=1 / shape[1]),
+               expect / shape[1]) < TOL[dtype]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_sums_and_means_over_trailing_dimensions_take_the_row_kernel(rng, monkeypatch, dtype):
+    """``x.sum`` / ``x.mean`` over trailing dimensions (a global average pool's (2, 3), the last dim; keepdim or
+    not) run on the row sums: values and gradients against float64, the kernel called each time; long rows that
+    are few, and a non-contiguous x, keep CuPy's reduction, with the same values."""
+    calls, spreads = [], []
+    real, spread = columns.row_sums, columns.row_broadcast
+    monkeypatch.setattr(columns, "row_sums", lambda a, scale=1.0: (calls.append(a.shape), real(a, scale))[1])
+    monkeypatch.setattr(columns, "row_broadcast",
+                        lambda g, m, scale=1.0: (spreads.append((g.shape, m)), spread(g, m, scale))[1])
+    x = rng.standard_normal((16, 32, 7, 7)).astype(dtype)
+    xt = mf.Tensor(dev_array(x, "cuda"), requires_grad=True)
+    m = xt.mean((2, 3))
+    assert m.shape == (16, 32) and m.dtype == dtype and rel(m, f64(x).mean((2, 3))) < TOL[dtype]
+    g = rng.standard_normal((16, 32)).astype(dtype)
+    m.backward(mf.Tensor(dev_array(g, "cuda")))
+    assert rel(xt.grad, np.broadcast_to(f64(g)[:, :, None, None] / 49, x.shape)) < TOL[dtype]
+    xt.grad = None
+    s = xt.sum((3, 2), keepdim=True)
+    assert s.shape == (16, 32, 1, 1) and rel(s, f64(x).sum((2, 3), keepdims=True)) < TOL[dtype]
+    s.backward(mf.Tensor(dev_array(g.reshape(16, 32, 1, 1), "cuda")))
+    assert rel(xt.grad, np.broadcast_to(f64(g)[:, :, None, None], x.shape)) == 0
+    assert spreads == [((512,), 49), ((512,), 49)]
+    last = xt.detach().mean(-1, keepdim=True)
+    assert last.shape == (16, 32, 7, 1) and rel(last, f64(x).mean(-1, keepdims=True)) < TOL[dtype]
+    assert rel(xt.detach().sum(-1), f64(x).sum(-1)) < TOL[dtype]
+    assert calls == [(512, 49), (512, 49), (3584, 7), (3584, 7)]
+    calls.clear()
+    few_long = rng.standard_normal((2, 8200)).astype(dtype)
+    assert rel(mf.Tensor(dev_array(few_long, "cuda")).sum(1), f64(few_long).sum(1)) < TOL[dtype]
+    strided = xt.detach().transpose(0, 1)
+    assert rel(strided.mean((2, 3)), f64(x).transpose(1, 0, 2, 3).mean((2, 3))) < TOL[dtype]
+    assert calls == []
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (70000, 16), (5, 50001)])
+def test_row_broadcast(rng, poisoned_pool, dtype, shape):
+    """columns.cu's row_broadcast: g[i] * scale in every element of row i, the float32 product rounded once."""
+    g = rng.standard_normal(shape[0]).astype(dtype)
+    for scale in (1.0, 1 / 49):
+        got = columns.row_broadcast(dev_array(g, "cuda"), shape[1], scale)
+        want = (g.astype(np.float32) * np.float32(scale)).astype(dtype)
+        assert got.shape == shape and got.dtype == dtype
+        want = np.ascontiguousarray(np.broadcast_to(want[:, None], shape))
+        assert (host(got).view(np.uint8) == want.view(np.uint8)).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 def test_bias_gradient_and_leading_sums_take_the_column_kernels(rng, monkeypatch, dtype):
     """``x + b``'s bias gradient (b broadcast over leading dimensions), ``x.sum`` and ``x.mean`` over leading
     dimensions (keepdim or not) run on the column sums: values against float64, the kernel called each time; a

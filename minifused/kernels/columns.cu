@@ -15,6 +15,11 @@
 //   aux_ld elements a row): the GELU data gradient's pass.
 // column_partials_sum: out[j] = column j's partials added in a fixed order (a block's 32 warps take every 32nd row
 //   block, then the warps' sums in warp order), times scale (1, or 1 / n for a mean), rounded once to ELEM_T.
+// row_sums: out[i] = row i's sum times scale, rounded once to ELEM_T: a warp a row (8 rows a block), each lane adding
+//   the row's MF_VEC-element vectors lane, lane + 32, ... (MF_VEC 8: m a multiple of 8 and the array aligned to a
+//   vector), then the lanes' sums in a fixed butterfly order (the same bits on every run).
+// row_broadcast: out[i, j] = g[i] * scale (n rows of m), rounded once to ELEM_T: the gradient of row_sums' sum or
+//   mean, in one pass (a grid-stride loop of element per thread).
 //
 // nvrtc-check: -DELEM_T=float -DMF_VEC=1
 // nvrtc-check: -DELEM_T=float -DMF_VEC=8
@@ -113,6 +118,33 @@ extern "C" __global__ void __launch_bounds__(256) gelu_backward_partials(
     long long aux_ld, int rows_per, int lane_shift) {
     pdl_entry();
     partials<GELU_PRE>(dz, pre, part, n, m, m, aux_ld, rows_per, lane_shift);
+}
+
+extern "C" __global__ void __launch_bounds__(256) row_sums(const ELEM_T* __restrict__ a, ELEM_T* __restrict__ out,
+                                                           long long n, int m, float scale) {
+    pdl_entry();
+    const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (row >= n) return;
+    const ELEM_T* r = a + row * m;
+    float s = 0.0f;
+#pragma unroll 4
+    for (int j = lane * MF_VEC; j < m; j += 32 * MF_VEC) {
+        const Vec<ELEM_T, MF_VEC> v = load_as<Vec<ELEM_T, MF_VEC>>(r + j);
+#pragma unroll
+        for (int k = 0; k < MF_VEC; ++k) s += (float)v.v[k];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) out[row] = ELEM_T(s * scale);
+}
+
+extern "C" __global__ void __launch_bounds__(256) row_broadcast(const ELEM_T* __restrict__ g,
+                                                                ELEM_T* __restrict__ out, long long total, int m,
+                                                                float scale) {
+    pdl_entry();
+    for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < total; i += (long long)gridDim.x * 256)
+        out[i] = ELEM_T((float)g[i / m] * scale);
 }
 
 // A block of 1024 threads sums 32 columns: warp w the row blocks w, w + 32, ... (32 consecutive columns a read).

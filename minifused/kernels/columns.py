@@ -7,6 +7,9 @@ PyTorch sums 16-bit tensors. Rows whose m is a multiple of 8, in an array aligne
 ``1 / n``, a mean over leading dimensions).
 ``strided_sums(dtype, n, m, lda, dev)``: the same sums prepared for raw memory whose rows lie ``lda`` elements apart
 (a convolution's bias gradient from its packed dy, kernels/conv.py).
+``row_sums(a, scale=1.0)``: the sums along the rows, a warp a row (a sum or mean over trailing dimensions), where
+the rows are enough or short enough to fill the GPU so (:func:`row_sums_apply`).
+``row_broadcast(g, m, scale=1.0)``: their gradient, g (n,) times ``scale`` along rows of m, in one pass.
 ``activation_backward_sum(dz, aux, db, activation)``: ``dz *= act'`` in place from a Linear's aux (the ReLU's
 bit-mask, the GELU's pre-activations) and ``db`` the column sums of the result (the data gradient's pass after a
 plain GEMM, kernels/linear.py); vectors only.
@@ -64,6 +67,51 @@ def column_sums(a, out=None, scale=1.0):
     part = cupy.cuda.alloc(row_blocks * m * 4)
     first(a.data.ptr, part.ptr, n, m, m, rows_per)
     total(part.ptr, out.data.ptr, m, row_blocks, scale)
+    return out
+
+
+@functools.lru_cache(maxsize=1024)  # keyed by shape, as _plan
+def _row_plan(dtype, vec, n, dev):
+    opts = (f"-DELEM_T={ctype(dtype)}", f"-DMF_VEC={vec}")
+    return Prepared(get_kernel("columns.cu", "row_sums", opts), (-(-n // 8),), (256,),
+                    (ARG, ARG, np.int64(n), ARG, F32), pdl=True)
+
+
+#: Row lengths a warp a row reads at the bandwidth of the GPU however few the rows; longer rows go to the
+#: kernel where they are at least ROW_WARPS_PER_SM warps a SM (else CuPy's reduction, whose blocks share a row).
+ROW_SUMS_M_MAX, ROW_WARPS_PER_SM = 4096, 32
+
+
+def row_sums_apply(n, m, dev):
+    """Whether :func:`row_sums` takes n rows of m elements (n, m > 0)."""
+    return n > 0 and 0 < m < 2 ** 31 and (m <= ROW_SUMS_M_MAX or n >= ROW_WARPS_PER_SM * sm_count(dev))
+
+
+def row_sums(a, scale=1.0):
+    """The sums along the rows of ``a`` (n, m), C-contiguous, of a dtype in :data:`DTYPES`, on the GPU, times
+    ``scale`` (float32 sums, rounded once): an (n,) array of a's dtype. n, m > 0."""
+    import cupy
+
+    n, m = a.shape
+    out = cupy.ndarray((n,), a.dtype)
+    _row_plan(a.dtype, 8 if vector_rows(a) else 1, n, a.data.device_id)(a.data.ptr, out.data.ptr, m, scale)
+    return out
+
+
+@functools.lru_cache(maxsize=1024)  # keyed by shape, as _plan
+def _broadcast_plan(dtype, total, m, dev):
+    kern = get_kernel("columns.cu", "row_broadcast", (f"-DELEM_T={ctype(dtype)}", "-DMF_VEC=1"))
+    return Prepared(kern, (min(grid_1d(total, 256), 32 * sm_count(dev)),), (256,),
+                    (ARG, ARG, np.int64(total), np.int32(m), F32), pdl=True)
+
+
+def row_broadcast(g, m, scale=1.0):
+    """``g`` (n,), C-contiguous, of a dtype in :data:`DTYPES`, times ``scale`` repeated along rows of ``m``: an (n, m)
+    array of g's dtype (the gradient of :func:`row_sums`). n, m > 0."""
+    import cupy
+
+    out = cupy.ndarray((g.shape[0], m), g.dtype)
+    _broadcast_plan(g.dtype, out.size, m, g.data.device_id)(g.data.ptr, out.data.ptr, scale)
     return out
 
 

@@ -168,6 +168,28 @@ def leading_sum(a, lead, scale=1.0):
     return columns.column_sums(a.reshape(rows, cols), scale=scale).reshape(rest)
 
 
+def trailing_sum(a, trail, scale=1.0):
+    """``a`` summed over its last ``trail`` axes on the GPU's row-sum kernel, times ``scale`` (float32 sums, rounded
+    once; one launch where CuPy's reduction costs several times its host time), with the leading axes' shape; None
+    where it does not take ``a`` (as :func:`leading_sum`, and :func:`columns.row_sums_apply`)."""
+    lead = a.shape[:a.ndim - trail]
+    rows, cols = math.prod(lead), math.prod(a.shape[a.ndim - trail:])
+    if not (backend.is_cuda_array(a) and a.dtype.name in columns.DTYPES and a.flags.c_contiguous
+            and columns.row_sums_apply(rows, cols, a.data.device_id)):
+        return None
+    return columns.row_sums(a.reshape(rows, cols), scale=scale).reshape(lead)
+
+
+def trailing_broadcast(g, shape, trail, scale=1.0):
+    """The gradient of :func:`trailing_sum`: ``g`` (the kept axes' values, with or without the reduced axes as 1s)
+    times ``scale`` repeated over the last ``trail`` axes of ``shape``, in one pass on the GPU (where CuPy's product
+    and copy of a broadcast take two); None where the kernel does not take ``g``."""
+    m = math.prod(shape[len(shape) - trail:])
+    if not (backend.is_cuda_array(g) and g.dtype.name in columns.DTYPES and g.flags.c_contiguous and g.size and m):
+        return None
+    return columns.row_broadcast(g.reshape(-1), m, scale).reshape(shape)
+
+
 def _around_sum(a, axes):
     """``a`` summed over leading and trailing axes around kept middle ones (a per-channel bias's gradient, (N, C,
     H, W) to C) in two passes, float32 sums rounded once: the trailing axes' row sums, then their column sums

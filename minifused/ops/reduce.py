@@ -16,7 +16,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import autocast_float32, autocast_float32_on_cuda, cast, dense, leading_sum, normalize_axis
+from ._common import (autocast_float32, autocast_float32_on_cuda, cast, dense, leading_sum, normalize_axis,
+                      trailing_broadcast, trailing_sum)
 from .elementwise import where, zero_linked
 from .shape import Reshape, cat
 from ..backend import InputError, InputTypeError
@@ -96,25 +97,42 @@ def _count(shape, axes):
     return int(np.prod([shape[a] for a in axes] if axes is not None else shape, dtype=np.int64))
 
 
-def _leading(x, axes, keepdim, scale=1.0):
+def _trailing(ndim, axes):
+    """How many trailing axes ``axes`` are, where they are those of an ``ndim``-d array but not all of its axes; else
+    0."""
+    if axes is None or not 0 < len(axes) < ndim or sorted(axes) != list(range(ndim - len(axes), ndim)):
+        return 0
+    return len(axes)
+
+
+def _kernel_sum(x, axes, keepdim, scale=1.0):
     """``x``'s sum over ``axes`` times ``scale`` on the column-sum kernels where the axes lead and those take x
-    (:func:`._common.leading_sum`), else None."""
-    if axes is None or len(axes) == x.ndim or sorted(axes) != list(range(len(axes))):
+    (:func:`._common.leading_sum`), or on the row-sum kernel where they trail (:func:`._common.trailing_sum`), else
+    None."""
+    if axes is None or len(axes) == x.ndim:
         return None
-    out = leading_sum(x, len(axes), scale)
-    return out.reshape((1,) * len(axes) + out.shape) if out is not None and keepdim else out
+    if sorted(axes) == list(range(len(axes))):
+        out = leading_sum(x, len(axes), scale)
+        return out.reshape((1,) * len(axes) + out.shape) if out is not None and keepdim else out
+    trail = _trailing(x.ndim, axes)
+    out = trailing_sum(x, trail, scale) if trail else None
+    return out.reshape(out.shape + (1,) * trail) if out is not None and keepdim else out
 
 
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
         ctx.meta = (x.shape, axes, keepdim)
-        out = _leading(x, axes, keepdim)
+        out = _kernel_sum(x, axes, keepdim)
         return _wide_sum(x, axes, keepdim) if out is None else out
 
     @staticmethod
     def backward(ctx, g):
         shape, axes, keepdim = ctx.meta
+        trail = _trailing(len(shape), axes)
+        out = trailing_broadcast(g, shape, trail) if trail else None
+        if out is not None:
+            return out
         xp = backend.array_module(g)
         return dense(xp.broadcast_to(_expand(g, shape, axes, keepdim), shape))
 
@@ -130,7 +148,7 @@ class Mean(Function):
         ctx.meta = (x.shape, axes, keepdim)
         if x.size == 0 and _count(x.shape, axes) == 0:  # the mean of nothing: NaN, silently as PyTorch's
             return backend.array_module(x).full(x.sum(axis=axes, keepdims=keepdim).shape, np.nan, x.dtype)
-        out = _leading(x, axes, keepdim, 1.0 / builtins.max(_count(x.shape, axes), 1))
+        out = _kernel_sum(x, axes, keepdim, 1.0 / builtins.max(_count(x.shape, axes), 1))
         if out is not None:
             return out
         acc = _acc_dtype(x)
@@ -139,8 +157,12 @@ class Mean(Function):
     @staticmethod
     def backward(ctx, g):
         shape, axes, keepdim = ctx.meta
-        xp = backend.array_module(g)
         scale = 1.0 / builtins.max(_count(shape, axes), 1)
+        trail = _trailing(len(shape), axes)
+        out = trailing_broadcast(g, shape, trail, scale) if trail else None
+        if out is not None:
+            return out
+        xp = backend.array_module(g)
         return dense(xp.broadcast_to(_expand(g, shape, axes, keepdim) * scale, shape))
 
     @staticmethod
