@@ -14,6 +14,7 @@ from minifused import backend
 from minifused.kernels import conv as K
 from minifused.kernels import conv_plan as P
 from minifused.kernels.conv import ConvConfig
+from minifused.ops.conv import _unpacked
 from minifused.tensor import Tensor
 from minifused.testing import gradcheck
 
@@ -55,6 +56,15 @@ CASES = [  # (N, C, H, W, K, R, S, stride, padding, dilation, groups)
     (1, 2, 9, 9, 2, 7, 7, (1, 1), (3, 3), (1, 1), 1),
     (2, 4, 5, 5, 4, 3, 3, (1, 2), (1, 1), (1, 1), 4),
 ]
+
+
+@pytest.mark.parametrize("groups, cpad", [(1, 8), (3, 8), (4, 2)])
+def test_unpacked_input_is_x(groups, cpad, rng):
+    """A kept packed input, (groups, N, H, W, C / groups padded), unpacked for the double backward is x itself."""
+    x = rng.standard_normal((2, 2 * groups, 3, 5))
+    packed = np.zeros((groups, 2, 3, 5, cpad))
+    packed[..., :2] = x.reshape(2, groups, 2, 3, 5).transpose(1, 0, 3, 4, 2)
+    assert np.array_equal(_unpacked(K.PackedInput(packed.reshape(-1), x.shape, False, groups)), x)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -386,6 +396,11 @@ def test_gpu_grouped_convolutions_all_directions(dtype, tuning, poisoned_pool, m
                          tag + "bias": _rel(db, rb)})
         dw_only = K.conv2d_backward(dy, x, wt, st, pd, dl, g, None, False, True, False, config=config)[1]
         errs["bwd_filter alone"] = _rel(dw_only, rw)
+        # x as the forward packed it (all groups), kept for the filter gradient in place of x
+        _, _, kept = K.conv2d_forward(x, wt, b, st, pd, dl, g, keep_packed_x=True, config=config)
+        assert kept.groups == g and _rel(_unpacked(kept), x64) < (_GPU_TOL[dtype] if dtype == "tf32" else 1e-12)
+        dx, dw, _ = K.conv2d_backward(dy, kept, wt, st, pd, dl, g, None, True, True, False, config=config)
+        errs.update({"packed x bwd_data": _rel(dx, rx), "packed x bwd_filter": _rel(dw, rw)})
         bad = {key: v for key, v in errs.items() if (v > 0 if key == "mask" else v > _GPU_TOL[dtype])}
         if bad:
             failures.append((cfg, bad))

@@ -64,14 +64,14 @@ def _flags(relu, bias, mask=False):
 
 
 class PackedInput:
-    """x as the GEMM forward packed it, (N, H, W, C padded) (channels rounded to TF32 where ``tf32``), kept in
-    place of x for the filter gradient, which then skips packing x again; another forward of the same x may take
-    it in place of its own pack (``conv2d_forward``'s ``packed_x``)."""
+    """x as the GEMM forward packed it, (groups, N, H, W, C / groups padded) (channels rounded to TF32 where
+    ``tf32``), kept in place of x for the filter gradient, which then skips packing x again; another forward of the
+    same x and groups may take it in place of its own pack (``conv2d_forward``'s ``packed_x``)."""
 
-    __slots__ = ("array", "shape", "tf32", "__weakref__")
+    __slots__ = ("array", "shape", "tf32", "groups", "__weakref__")
 
-    def __init__(self, array, shape, tf32):
-        self.array, self.shape, self.tf32 = array, tuple(shape), bool(tf32)
+    def __init__(self, array, shape, tf32, groups=1):
+        self.array, self.shape, self.tf32, self.groups = array, tuple(shape), bool(tf32), groups
 
 
 @functools.cache
@@ -160,8 +160,9 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
     # a 1x1 KCRS weight whose channels need no padding nor TF32 rounding is its own KRSC pack (one group)
     unpacked = groups == 1 and r * s == 1 and pack_ints[4] == cg and not tf32
 
-    def reusable(packed):  # x as this forward would pack it: one group, same shape, dtype and TF32 rounding
-        return groups == 1 and packed.shape == x_shape and packed.tf32 == tf32 and packed.array.dtype == dtype
+    def reusable(packed):  # x as this forward would pack it: same groups, shape, dtype and TF32 rounding
+        return (packed.groups == groups and packed.shape == x_shape and packed.tf32 == tf32
+                and packed.array.dtype == dtype)
 
     def run(x, w, bias, relu, want_mask, keep_x=False, packed=None):
         y = cupy.ndarray(y_shape, dtype)
@@ -176,13 +177,13 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
         # an allocation of its own, so that the weights' pack does not outlive the call
         if reuse and unpacked:  # x as an earlier forward packed it, and w its own pack: nothing to pack
             xn, kept, xna, wka = None, packed, packed.array.data.ptr, wa
-        elif reuse:  # x as an earlier forward packed it (one group): only the weights to pack
+        elif reuse:  # x as an earlier forward packed it: only the weights to pack
             # (the weights' pack as raw memory: less host time than an array, and only its address is read)
             xn, wk, kept = None, cupy.cuda.alloc((total - xn_elems) * isz), packed
             xna, wka = packed.array.data.ptr, wk.ptr
-        elif keep_x and groups == 1:
+        elif keep_x:
             xn, wk = cupy.ndarray(xn_elems, dtype), cupy.cuda.alloc((total - xn_elems) * isz)
-            kept = PackedInput(xn, x_shape, tf32)
+            kept = PackedInput(xn, x_shape, tf32, groups)
             xna, wka = xn.data.ptr, wk.ptr
         else:
             xn = cupy.cuda.alloc(total * isz)
@@ -502,7 +503,7 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
                    want_mask=False, keep_packed_x=False, packed_x=None, *, config=DEFAULT_CONFIG):
     """``act(conv2d(x, w) + bias)`` and, for activation 'relu' with ``want_mask``, its bit-packed mask; with
     ``keep_packed_x`` also x as the forward packed it (a :class:`PackedInput`, for :func:`conv2d_backward` in
-    place of x), or None where this path packs nothing (NumPy, the direct and NCHW forwards, groups > 1).
+    place of x), or None where this path packs nothing (NumPy, the direct and NCHW forwards).
     ``packed_x``: a :class:`PackedInput` an earlier forward kept of this same x (the caller vouches that x has
     not changed since), which a forward that would pack x in that form takes instead (and keeps, if asked).
     A channels-last x gives a channels-last y."""

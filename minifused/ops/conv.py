@@ -119,12 +119,15 @@ class Conv2dFn(Function):
 
 def _unpacked(packed):
     """x's values from the packed copy its forward kept in its place (as the GEMM read them: TF32-rounded where
-    it ran TF32): x itself where it was channels-last, else its (N, H, W, C padded) pack."""
+    it ran TF32): x itself where it was channels-last, else its (groups, N, H, W, C / groups padded) pack."""
     a = packed.array
     if a.ndim == 4:
         return a
     n, c, h, w = packed.shape
-    return a.reshape(n, h, w, -1)[..., :c].transpose(0, 3, 1, 2)
+    if packed.groups == 1:
+        return a.reshape(n, h, w, -1)[..., :c].transpose(0, 3, 1, 2)
+    g = packed.groups
+    return a.reshape(g, n, h, w, -1)[..., :c // g].transpose(1, 0, 4, 2, 3).reshape(n, c, h, w)
 
 
 def _zero_padded(x, rows):
