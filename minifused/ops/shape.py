@@ -141,6 +141,8 @@ def _sizes(args, op):
 
 def reshape(x, *shape):
     shape = _sizes(shape, "reshape")
+    if -1 not in shape and min(shape, default=0) >= 0 and math.prod(shape) == x._data.size:  # (the common case)
+        return Reshape.apply(x, shape)
     known = [s for s in shape if s != -1]
     if shape.count(-1) > 1 or any(s < -1 for s in shape):
         raise InputError(f"reshape: invalid shape {shape}")
@@ -240,15 +242,19 @@ def _byte_offset(a):
 
 
 def flatten(x, start_dim=0, end_dim=-1):
-    if x.ndim == 0:
+    dims = x._data.shape
+    n = len(dims)
+    if n == 0:
         return reshape(x, 1)
-    (s, e) = normalize_axis("flatten", (start_dim, end_dim), x.ndim)
+    if type(start_dim) is int and type(end_dim) is int and -n <= start_dim < n and -n <= end_dim < n:
+        s, e = start_dim % n, end_dim % n  # (the common case, without normalize_axis's checks)
+    else:
+        (s, e) = normalize_axis("flatten", (start_dim, end_dim), n)
     if s > e:
         raise InputError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     if s == e:  # nothing to flatten: the tensor itself, as PyTorch's
         return x
-    shape = x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:]
-    return reshape(x, shape)
+    return Reshape.apply(x, dims[:s] + (math.prod(dims[s:e + 1]),) + dims[e + 1:])
 
 
 def permute(x, *dims):
