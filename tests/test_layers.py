@@ -567,6 +567,33 @@ def test_interpolate_2d_matches_pytorch(torch, mode, kw, align):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("mode,kw", [("nearest", dict(scale_factor=2)), ("nearest", dict(size=(5, 17))),
+                                     ("nearest", dict(scale_factor=(0.6, 2.3))),
+                                     ("nearest-exact", dict(scale_factor=1.3)), ("nearest", dict(size=(1, 1)))])
+def test_interpolate_nearest_2d_runs_one_kernel_each_way(torch, monkeypatch, poisoned_pool, dtype, mode, kw):
+    """A 4-D nearest (or nearest-exact) resampling runs resample.cu's gather forward and window-sum backward, one
+    launch each: PyTorch's values (the forward bit for bit; the backward's float32 window sums rounded once), over
+    thousands of planes (the grid-stride loop), upsampling, downsampling (inputs no output reads get 0) and mixed."""
+    from minifused.kernels import resample as KR
+
+    calls = []
+    for name in ("nearest_forward", "nearest_backward"):
+        real = getattr(KR, name)
+        monkeypatch.setattr(KR, name, lambda *a, _real=real, _name=name: (calls.append(_name), _real(*a))[1])
+    x_np = np.random.default_rng(3).standard_normal((16, 300, 9, 7)).astype(dtype)
+    x = mf.tensor(x_np, device="cuda", requires_grad=True)
+    tx = torch.tensor(x_np, device="cuda", requires_grad=True)
+    y, ty = F.interpolate(x, mode=mode, **kw), torch.nn.functional.interpolate(tx, mode=mode, **kw)
+    assert np.array_equal(y.detach().cpu().numpy(), ty.detach().cpu().numpy())
+    g = np.random.default_rng(4).standard_normal(tuple(y.shape)).astype(dtype)
+    y.backward(mf.tensor(g, device="cuda"))
+    ty.backward(torch.tensor(g, device="cuda"))
+    assert _rel(x.grad.float().cpu().numpy(), tx.grad.float().cpu().numpy()) < (1e-6 if dtype == np.float32 else 1e-3)
+    assert calls == ["nearest_forward", "nearest_backward"]
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode,kw", [("nearest", dict(scale_factor=2.5)), ("nearest", dict(size=4)),
                                      ("nearest-exact", dict(size=11)), ("linear", dict(size=13)),
                                      ("linear", dict(scale_factor=0.6)), ("area", dict(size=3))])

@@ -13,6 +13,7 @@ from ..autograd import Function
 from ..kernels import acc_dtype, is_channels_last, to_layout
 from ..kernels import dropout as KD
 from ..kernels import pool as KP
+from ..kernels import resample as KR
 from ..tensor import Tensor
 from .elementwise import zero_linked
 
@@ -255,6 +256,13 @@ class ResampleFn(Function):
         xp = _xp(x)
         dtype, acc = x.dtype, acc_dtype(x.dtype)
         on = [device_table(x, _TABLES[s[0]], *s[2:]) for s in steps]
+        nearest = _nearest_2d(x, steps)
+        if nearest is not None:  # resample.cu's one launch each way
+            (rows, row_starts), (cols, col_starts) = nearest
+            (_, _, w, q, *_), (_, _, h, p, *_) = steps
+            ctx.plan = (steps, on, [x.shape, x.shape[:3] + (q,), x.shape[:2] + (p, q)], dtype)
+            ctx.nearest = (row_starts, col_starts, (h, w))
+            return KR.nearest_forward(x, rows, cols, (p, q))
         y = x if all(s[0] == "nearest" for s in steps) else x.astype(acc)
         shape = [x.shape]
         for (kind, axis, *_), arrays in zip(steps, on):
@@ -276,6 +284,9 @@ class ResampleFn(Function):
     @staticmethod
     def backward(ctx, g):
         steps, on, shapes, dtype = ctx.plan
+        nearest = getattr(ctx, "nearest", None)
+        if nearest is not None and g.dtype == dtype:
+            return KR.nearest_backward(_xp(g).ascontiguousarray(g), *nearest), None
         g = g.astype(acc_dtype(dtype))
         for (kind, axis, *_), arrays, shape in zip(steps[::-1], on[::-1], shapes[-2::-1]):
             n = shape[axis]
@@ -300,6 +311,19 @@ class ResampleFn(Function):
 
 
 _TABLES = {"nearest": nearest_index, "linear": linear_weights, "cubic": cubic_weights}
+
+
+def _nearest_tables(in_size, out_size, scale, exact):
+    return KR.nearest_tables(nearest_index(in_size, out_size, scale, exact), in_size)
+
+
+def _nearest_2d(x, steps):
+    """((row index, row starts), (column index, column starts)) on x's device, where ``steps`` resample the two
+    spatial dims of a 4-D ``x`` by nearest (or nearest-exact) neighbours and resample.cu takes x; else None."""
+    if len(steps) != 2 or steps[0][0] != "nearest" or steps[1][0] != "nearest" or not KR.applies(x):
+        return None
+    (_, _, w, q, sw, exact), (_, _, h, p, sh, _) = steps
+    return device_table(x, _nearest_tables, h, p, sh, exact), device_table(x, _nearest_tables, w, q, sw, exact)
 
 
 # ---------------------------------------------------------------- adaptive pooling
