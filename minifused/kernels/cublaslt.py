@@ -186,9 +186,10 @@ class _Plan:
         lt = _lt
         self.pref = lt.matmul_preference_create()
         P = lt.MatmulPreferenceAttribute
+        out = aligns[2] if len(aligns) > 2 else 256  # (a new output array's is 256 bytes, a batch's may be less)
         for attr, val in ((P.MAX_WORKSPACE_BYTES, ws_bytes), (P.MIN_ALIGNMENT_A_BYTES, aligns[0]),
-                          (P.MIN_ALIGNMENT_B_BYTES, aligns[1]), (P.MIN_ALIGNMENT_C_BYTES, 256),
-                          (P.MIN_ALIGNMENT_D_BYTES, 256)):
+                          (P.MIN_ALIGNMENT_B_BYTES, aligns[1]), (P.MIN_ALIGNMENT_C_BYTES, out),
+                          (P.MIN_ALIGNMENT_D_BYTES, out)):
             buf = np.array([val], dtype=lt.get_matmul_preference_attribute_dtype(attr))
             lt.matmul_preference_set_attribute(self.pref, attr, buf.ctypes.data, buf.itemsize)
 
@@ -458,13 +459,13 @@ def strided_batched(a, b, d, count, strides, transa, transb, m, n, k, lda, ldb, 
     import cupy
 
     dev, stream = d.data.device_id, cupy.cuda.get_current_stream().ptr
-    aligns = tuple(_alignment(arr.data.ptr | 4 * stride) for arr, stride in zip((a, b), strides))
+    aligns = tuple(alignment(arr.data.ptr | 4 * stride) for arr, stride in zip((a, b), strides))
     key = (dev, stream, "batched", backend.float32, transa, transb, m, n, k, lda, ldb, ldd, aligns, count, strides)
     args = (backend.float32, transa, transb, m, n, k, lda, ldb, ldd, "DEFAULT", 0, aligns, False, (count, *strides))
     execute(key, args, a.data.ptr, b.data.ptr, d)
 
 
-def _alignment(address):
+def alignment(address):
     """The largest power of two up to 256 that divides ``address`` (a pointer OR-ed with the strides it steps)."""
     address |= 256
     return address & -address

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
+from ..kernels.matmul import matmul as cuda_matmul
 from ..tensor import Tensor
 from ._common import autocast_lower, binary_operands, broadcast_shape, dense, unbroadcast, unbroadcast_graph
 from .elementwise import add, mul
@@ -20,9 +21,14 @@ def _swap(a):
 
 
 def _mm(a, b):
-    """``a @ b`` in the operands' dtype (NumPy multiplies bfloat16 into float32). CuPy has no batched bfloat16
-    GEMM: there the operands are widened to float32 (exactly) and the product rounded once, as PyTorch's
-    float32-accumulating bfloat16 GEMM rounds it."""
+    """``a @ b`` in the operands' dtype (NumPy multiplies bfloat16 into float32): on the GPU one cuBLASLt GEMM
+    (:mod:`..kernels.matmul`) where the operands fit it, else CuPy's, which has no batched bfloat16 GEMM: there
+    the operands are widened to float32 (exactly) and the product rounded once, as PyTorch's float32-accumulating
+    bfloat16 GEMM rounds it."""
+    if backend.is_cuda_array(a):
+        out = cuda_matmul(a, b)  # one cuBLASLt GEMM where the operands fit
+        if out is not None:
+            return out
     if a.dtype == backend.bfloat16 and (a.ndim > 2 or b.ndim > 2) and backend.is_cuda_array(a):
         return backend.array_module(a).matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
     out = backend.array_module(a).matmul(a, b)
