@@ -71,9 +71,31 @@ def rows_gatherer(srcs):
     return gather
 
 
+@functools.lru_cache(maxsize=256)
+def _gather_launch(unit, grid, dev):
+    """One source's gather (the kernel's second array absent), prepared once per piece size and grid."""
+    return Prepared(_kernel(unit, 1), (grid,), (_THREADS,), (ARG,) * 5 + (NULL, NULL, np.int64(1), np.int64(0)))
+
+
 def gather_rows(src, idx):
-    """``src[idx]`` for a 1-D integer ``idx``: rows of ``src`` along its first axis."""
-    return rows_gatherer([src])(idx)[0]
+    """``src[idx]`` for a 1-D integer ``idx``: rows of ``src`` along its first axis (one launch of a prepared
+    kernel: less host time than ``take``, whose launch converts its arguments every call)."""
+    plan = _plan(src)
+    if plan is None:
+        return gather_rows_ref(src, idx)
+    import cupy
+
+    if idx.dtype != np.int64 or not idx.flags.c_contiguous:
+        idx = cupy.ascontiguousarray(idx, dtype=np.int64)
+    n = idx.shape[0]
+    out = cupy.ndarray((n, *src.shape[1:]), src.dtype)
+    unit, units = plan
+    total = n * units
+    if total:
+        dev = src.data.device_id
+        _gather_launch(unit, min(grid_1d(total, _THREADS), 16 * sm_count(dev)), dev)(
+            idx.data.ptr, src.data.ptr, out.data.ptr, units, total)
+    return out
 
 
 def _unit(a, b):

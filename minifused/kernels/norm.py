@@ -133,9 +133,11 @@ def _norm_forward_cuda(x, weight, bias, eps, rms, config=None, out=None):
     import cupy
 
     m, n = x.shape
-    y = cupy.empty_like(x) if out is None else out  # out may be x: each row is read before it is written
-    mean = None if rms else cupy.empty(m, np.float32)
-    rstd = cupy.empty(m, np.float32)
+    y = cupy.ndarray(x.shape, x.dtype) if out is None else out  # out may be x: each row is read before it is written
+    if rms:
+        mean, rstd = None, cupy.ndarray((m,), np.float32)
+    else:  # one allocation for both (each costs host time)
+        mean, rstd = cupy.ndarray((2, m), np.float32)
     if m == 0:
         return y, mean, rstd
     pdl = pdl_active()

@@ -19,7 +19,7 @@ from .creation import arange
 from .elementwise import where
 from .shape import expand, flatten, reshape
 from ..backend import InputError, InputTypeError
-from ..kernels.gather import checked_index
+from ..kernels.gather import checked_index, gather_rows
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "take_along_dim", "repeat_interleave",
            "meshgrid", "index_put", "index_copy"]
@@ -395,6 +395,8 @@ class IndexSelect(Function):
     @staticmethod
     def forward(ctx, x, index, axis):
         ctx.meta = (x.shape, x.dtype, index, axis)
+        if axis == 0 and x.ndim:
+            return gather_rows(x, index)
         return _xp(x).take(x, index, axis=axis)
 
     @staticmethod

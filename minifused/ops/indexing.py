@@ -16,7 +16,7 @@ from ..autograd import Function
 from ..tensor import Tensor
 from ._common import cast, unbroadcast, unbroadcast_graph
 from ..backend import InputError
-from ..kernels.gather import checked_index
+from ..kernels.gather import checked_index, gather_rows
 
 
 def _xp(x):
@@ -222,9 +222,19 @@ class GetItem(Function):
 
 
 class GatherItem(GetItem):
-    """Advanced indexing: a copy; repeated indices accumulate their gradients."""
+    """Advanced indexing: a copy; repeated indices accumulate their gradients. One index array (on the first
+    dim) of a CUDA array is a row gather (one launch of :func:`gather_rows`)."""
 
     is_view = False
+
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.meta = (x.shape, x.dtype)
+        ctx.index = index
+        rows = index[0] if type(index) is tuple and len(index) == 1 else None
+        if backend.is_cuda_array(rows) and rows.dtype.kind in "iu" and x.ndim:
+            return gather_rows(x, rows.reshape(-1)).reshape(rows.shape + x.shape[1:])
+        return x[index]
 
     @staticmethod
     def backward(ctx, g):

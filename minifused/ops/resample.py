@@ -14,6 +14,7 @@ from ..kernels import acc_dtype, is_channels_last, to_layout
 from ..kernels import dropout as KD
 from ..kernels import pool as KP
 from ..kernels import resample as KR
+from ..kernels.gather import gather_rows
 from ..tensor import Tensor
 from .elementwise import zero_linked
 
@@ -560,10 +561,9 @@ class EmbeddingFn(Function):
 
     @staticmethod
     def forward(ctx, indices, weight, padding_idx, scale_grad_by_freq):
-        xp = _xp(weight)
         flat = indices.reshape(-1)
         ctx.meta = (flat, weight.shape, padding_idx, scale_grad_by_freq)
-        return xp.take(weight, flat, axis=0).reshape(indices.shape + weight.shape[1:])
+        return gather_rows(weight, flat).reshape(indices.shape + weight.shape[1:])
 
     @staticmethod
     def backward(ctx, g):
