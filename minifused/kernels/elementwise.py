@@ -124,8 +124,13 @@ def scale(x, s, divide):
     rounded once: one pass on the GPU (act_fwd), NumPy's float32 arithmetic on the cpu."""
     if backend.is_cuda_array(x) and x.size:
         return activation_forward("divide" if divide else "scale", x, (s,))
-    wide, s = x.astype(np.float32, copy=False), np.float32(s)
-    return backend.array_module(x).asarray(wide / s if divide else wide * s).astype(x.dtype, copy=False)
+    return _with_number_ref(x, s, (lambda v, s: v / s) if divide else (lambda v, s: v * s))
+
+
+def _with_number_ref(x, s, op):
+    """``op(x, s)`` in float32 (x widened, s a float32), rounded once to x's dtype: scale's and shift's reference."""
+    wide = x.astype(np.float32, copy=False)
+    return backend.array_module(x).asarray(op(wide, np.float32(s))).astype(x.dtype, copy=False)
 
 
 def shift(x, s, negate):
@@ -133,8 +138,7 @@ def shift(x, s, negate):
     float32 and rounded once: one pass on the GPU (act_fwd), NumPy's float32 arithmetic on the cpu."""
     if backend.is_cuda_array(x) and x.size:
         return activation_forward("shift", x, (s, -1.0 if negate else 1.0))
-    wide, s = x.astype(np.float32, copy=False), np.float32(s)
-    return backend.array_module(x).asarray(s - wide if negate else wide + s).astype(x.dtype, copy=False)
+    return _with_number_ref(x, s, (lambda v, s: s - v) if negate else (lambda v, s: v + s))
 
 
 def activation_backward(kind, grad, kept, params=()):

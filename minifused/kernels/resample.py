@@ -13,8 +13,7 @@ import numpy as np
 
 from .. import backend
 from . import ARG, Prepared, ctype, get_kernel, grid_1d, sm_count
-
-DTYPES = ("float32", "float16", "bfloat16")
+from .columns import DTYPES
 
 
 def applies(x):
