@@ -94,14 +94,18 @@ def matmul(a, b):
     item = dtype.itemsize
     # row-major out (rows x cols) is column-major (cols x rows): out^T = b^T @ a^T, b the GEMM's "A" operand
     (op_b, ld_b), (op_a, ld_a) = mat_b, mat_a
+    gemm_rows = rows
+    if count > 1 and stride_b == 0 and op_a == OP_N and stride_a == rows * ld_a:
+        # one b for a batch of row-major matrices that follow each other: one GEMM of all their rows (x @ W)
+        gemm_rows, count, stride_a = count * rows, 1, 0
     stride_d = rows * cols if count > 1 else 0
     aligns = (alignment(b.data.ptr | item * stride_b), alignment(a.data.ptr | item * stride_a),
               alignment(out.data.ptr | item * stride_d))
     tf32 = dtype == backend.float32 and tf32_matmul.allow_tf32
     batched = None if count == 1 else (count, stride_b, stride_a, stride_d)
     stream = cupy.cuda.get_current_stream().ptr
-    key = (dev, stream, "matmul", dtype, op_b, op_a, cols, rows, inner, ld_b, ld_a, aligns, tf32, batched)
-    args = (dtype, op_b, op_a, cols, rows, inner, ld_b, ld_a, cols, "DEFAULT", 0, aligns, tf32, batched)
+    key = (dev, stream, "matmul", dtype, op_b, op_a, cols, gemm_rows, inner, ld_b, ld_a, aligns, tf32, batched)
+    args = (dtype, op_b, op_a, cols, gemm_rows, inner, ld_b, ld_a, cols, "DEFAULT", 0, aligns, tf32, batched)
     try:
         execute(key, args, b.data.ptr, a.data.ptr, out, config=MATMUL_CONFIG)
     except PlanError:

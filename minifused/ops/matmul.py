@@ -63,7 +63,9 @@ class MatMul(Function):
         ga = gb = None
         if na:
             ga = unbroadcast(_mm(g2, _swap(b.reshape(b2_shape))), a2_shape).reshape(a_shape)
-        if nb:
+        if nb and len(b_shape) == 2 and len(a_shape) > 2:  # a shared weight: one product over every row
+            gb = _mm(_swap(a.reshape(-1, a_shape[-1])), g2.reshape(-1, b_shape[-1]))
+        elif nb:
             gb = unbroadcast(_mm(_swap(a.reshape(a2_shape)), g2), b2_shape).reshape(b_shape)
         return ga, gb
 
