@@ -1,10 +1,11 @@
 """Batched and plain matrix products (``torch.bmm`` / ``@``) on the GPU: minifused against PyTorch, device time.
 
 Shapes of attention (scores Q·Kᵀ and their product with V: 64 heads x batch of 256 or 1024 tokens, head size
-64) and a plain (4096 x 1024)·(1024 x 1024), in bfloat16, float16 and float32 (PyTorch's default float32
-matmul: no TF32, as minifused's default). Each call is timed as ``harness.kernel_ms`` times it (the L2 flushed
-before each call, host overhead outside the events), through the public op on tensors that do not require
-grad; TFLOP/s count 2·m·n·k per product. Ratios ``matmul_<case>_<dtype>_over_torch`` (above 1: faster).
+64; the scores also as ``einsum("bhqd,bhkd->bhqk")``) and a plain (4096 x 1024)·(1024 x 1024), in bfloat16,
+float16 and float32 (PyTorch's default float32 matmul: no TF32, as minifused's default). Each call is timed as
+``harness.kernel_ms`` times it (the L2 flushed before each call, host overhead outside the events), through the
+public op on tensors that do not require grad; TFLOP/s count 2·m·n·k per product. Ratios
+``matmul_<case>_<dtype>_over_torch`` and ``einsum_scores_t1024_<dtype>_over_torch`` (above 1: faster).
 Usage (GPU machine): python3 bench/matmul.py
 """
 import minifused as mf
@@ -30,6 +31,16 @@ def operands(T, case, dtype_name, seed):
     return pairs
 
 
+EINSUM, EINSUM_SHAPE = "bhqd,bhkd->bhqk", (4, 16, 1024, 64)
+EINSUM_FLOP = 2 * 4 * 16 * 1024 * 1024 * 64
+
+
+def einsum_operands(T, dtype_name):
+    T.manual_seed(2)
+    return [tuple(T.randn(*EINSUM_SHAPE, device="cuda").to(getattr(T, dtype_name)) for _ in range(2))
+            for _ in range(SETS)]
+
+
 def flop(case):
     shape_a, shape_b = CASES[case]
     batch = shape_a[0] if len(shape_a) == 3 else 1
@@ -50,6 +61,13 @@ def main():
                 ref = kernel_ms(lambda a, b: a @ b, operands(torch, case, dtype, 1))
                 res.add(f"{case} {dtype}", "torch", flop(case) / ref / 1e9, "TFLOP/s")
                 res.ratio(f"matmul_{case}_{dtype}_over_torch", ref / ms)
+        # attention's scores written as an einsum over (batch, heads, tokens, head size)
+        ms = kernel_ms(lambda q, k: mf.einsum(EINSUM, q, k), einsum_operands(mf, dtype))
+        res.add(f"einsum {EINSUM} {dtype}", "minifused", EINSUM_FLOP / ms / 1e9, "TFLOP/s")
+        if torch is not None:
+            ref = kernel_ms(lambda q, k: torch.einsum(EINSUM, q, k), einsum_operands(torch, dtype))
+            res.add(f"einsum {EINSUM} {dtype}", "torch", EINSUM_FLOP / ref / 1e9, "TFLOP/s")
+            res.ratio(f"einsum_scores_t1024_{dtype}_over_torch", ref / ms)
     res.write()
 
 

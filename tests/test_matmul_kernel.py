@@ -1,5 +1,7 @@
 """kernels.matmul: ``a @ b`` as one cuBLASLt (strided-batched) GEMM, for every operand layout it takes, against a
 float64 product; and the layouts it leaves to CuPy (None)."""
+import importlib
+
 import numpy as np
 import pytest
 
@@ -126,3 +128,62 @@ def test_gpu_bmm_and_its_gradients_match_pytorch(dtype):
         for mine, theirs in ((y, ty), (a.grad, ta.grad), (b.grad, tb.grad)):
             ref = theirs.detach().float().cpu().numpy()
             np.testing.assert_allclose(mine.float().cpu().numpy(), ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.gpu
+def test_gpu_matmul_of_more_matrices_than_a_grid_dim_holds():
+    """70000 products of 3x2 by 2x5 (a batch past 65535, the grid's y and z limit) and 70000 x-rows by one W."""
+    import cupy
+
+    from minifused.kernels.matmul import matmul
+
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((70000, 3, 2)), rng.standard_normal((70000, 2, 5))
+    got = matmul(cupy.asarray(a, np.float32), cupy.asarray(b, np.float32))
+    assert got is not None
+    np.testing.assert_allclose(cupy.asnumpy(got), np.matmul(a, b), rtol=0, atol=1e-5)
+    w = rng.standard_normal((2, 5))
+    got = matmul(cupy.asarray(a, np.float32), cupy.asarray(w, np.float32))  # folded into one GEMM of 210000 rows
+    np.testing.assert_allclose(cupy.asnumpy(got), np.matmul(a, w), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("bhqd,bhkd->bhqk", [(2, 3, 5, 4), (2, 3, 6, 4)]), ("bhqk,bhkd->bhqd", [(2, 3, 5, 6), (2, 3, 6, 4)]),
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("ij,kj->ki", [(3, 4), (5, 4)]), ("i,j->ij", [(3,), (4,)]),
+    ("bi,bi->b", [(6, 4), (6, 4)]), ("abc,cd->dba", [(2, 3, 4), (4, 5)]), ("nct,cd->ndt", [(2, 3, 4), (3, 5)]),
+    ("ij,ij->ij", [(3, 4), (3, 4)]), ("ij,jk->i", [(3, 4), (4, 5)]), ("ii,ij->j", [(3, 3), (3, 4)])])
+def test_einsum_pairs_as_one_product(equation, shapes, monkeypatch):
+    """The CUDA path's folding of two operands into one batched product (here with NumPy's matmul as the
+    product): the same values as NumPy's einsum, or None where the equation needs more (a sum within one
+    operand, a repeated subscript)."""
+    M = importlib.import_module("minifused.ops.matmul")  # (the package's name matmul is the function)
+    monkeypatch.setattr(M, "cuda_matmul", lambda a, b: np.matmul(a, b))
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s) for s in shapes]
+    lhs, target = equation.split("->")
+    got = M._pair_product(lhs.split(","), arrays, target)
+    if equation in ("ij,jk->i", "ii,ij->j"):
+        assert got is None
+    else:
+        np.testing.assert_allclose(got, np.einsum(equation, *arrays), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("equation,shapes", [("bhqd,bhkd->bhqk", [(2, 3, 17, 8), (2, 3, 9, 8)]),
+                                             ("abc,cd->dba", [(2, 5, 4), (4, 7)]), ("i,j->ij", [(3,), (5,)])])
+def test_gpu_einsum_and_its_gradients_match_pytorch(dtype, equation, shapes):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    hosts = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    theirs = [torch.tensor(h, device="cuda").to(getattr(torch, dtype)).requires_grad_() for h in hosts]
+    ours = [mf.tensor(h, device="cuda").to(getattr(mf, dtype)).requires_grad_() for h in hosts]
+    ty, y = torch.einsum(equation, *theirs), mf.einsum(equation, *ours)
+    g = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    ty.backward(torch.tensor(g, device="cuda").to(ty.dtype))
+    y.backward(mf.tensor(g, device="cuda").to(y.dtype))
+    tol = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}[dtype]
+    for mine, ref in [(y, ty)] + [(a.grad, t.grad) for a, t in zip(ours, theirs)]:
+        assert mine.dtype == getattr(mf, dtype)
+        ref = ref.detach().float().cpu().numpy()
+        np.testing.assert_allclose(mine.float().cpu().numpy(), ref, rtol=tol, atol=tol * np.abs(ref).max())

@@ -2,6 +2,7 @@
 fixed-rank forms mm, bmm, dot, outer, addmm and t; einsum."""
 from __future__ import annotations
 
+import math
 import string
 
 import numpy as np
@@ -203,9 +204,42 @@ def t(x: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- einsum
+def _pair_product(terms, arrays, target):
+    """``einsum`` of two CUDA operands as one (batched) matrix product (:mod:`..kernels.matmul`): the subscripts in
+    both and in ``target`` are the batch, those in both only are summed, the others (each operand's own, all in
+    ``target``) are the rows and the columns. None where that does not fit (a subscript repeated in an operand or
+    summed within one operand, an empty operand, a dtype the kernel does not take)."""
+    (t1, t2), (a1, a2) = terms, arrays
+    if len(set(t1)) != len(t1) or len(set(t2)) != len(t2) or not set(t1) ^ set(t2) <= set(target):
+        return None
+    size, size2 = dict(zip(t1, a1.shape)), dict(zip(t2, a2.shape))
+    if any(size[c] != n for c, n in size2.items() if c in size):  # (a broadcast '...' dim)
+        return None
+    size.update(size2)
+    batch = [c for c in target if c in t1 and c in t2]
+    summed = [c for c in t1 if c in t2 and c not in target]
+    rows = [c for c in t1 if c not in t2]
+    cols = [c for c in t2 if c not in t1]
+
+    def folded(a, term, first, second):  # a's dims as (batch, first, second), the letters of each folded into one
+        a = a.transpose([term.index(c) for c in batch + first + second])
+        return a.reshape([math.prod(size[c] for c in group) for group in (batch, first, second)])
+
+    out = cuda_matmul(folded(a1, t1, rows, summed), folded(a2, t2, summed, cols))
+    if out is None:
+        return None
+    order = batch + rows + cols
+    return out.reshape([size[c] for c in order]).transpose([order.index(c) for c in target])
+
+
 def _contract(xp, terms, arrays, target):
     """``einsum`` of ``terms -> target``, 0-d operands (empty subscripts) multiplied in afterwards
-    (bfloat16 in float32: NumPy's einsum loops do not take it)."""
+    (bfloat16 in float32: NumPy's einsum loops do not take it); two CUDA operands as one matrix product where
+    they fit (:func:`_pair_product`)."""
+    if len(arrays) == 2 and all(terms) and xp is not np:
+        out = _pair_product(terms, arrays, target)
+        if out is not None:
+            return out
     if arrays[0].dtype == backend.bfloat16:
         arrays = [a.astype(np.float32) for a in arrays]
     scale, keep = None, []
