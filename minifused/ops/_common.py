@@ -461,8 +461,11 @@ def normalize_axis(op, axis, ndim):
     """``axis`` (int, tuple or None) as a tuple of non-negative ints, checked against ``ndim``."""
     if axis is None:
         return None
-    if type(axis) is int and -ndim <= axis < ndim:  # the common case first (the checks below cost more)
+    if type(axis) is int and -ndim <= axis < ndim:  # the common cases first (the checks below cost more)
         return (axis % ndim,)
+    n = ndim or 1
+    if type(axis) is tuple and all(type(ax) is int and -n <= ax < n for ax in axis):
+        return tuple([ax % n for ax in axis])
     axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
     out = []
     for ax in axes:
