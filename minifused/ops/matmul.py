@@ -30,8 +30,8 @@ def _mm(a, b):
         out = cuda_matmul(a, b)  # one cuBLASLt GEMM where the operands fit
         if out is not None:
             return out
-    if a.dtype == backend.bfloat16 and (a.ndim > 2 or b.ndim > 2) and backend.is_cuda_array(a):
-        return backend.array_module(a).matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+        if a.dtype == backend.bfloat16 and (a.ndim > 2 or b.ndim > 2):
+            return backend.array_module(a).matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
     out = backend.array_module(a).matmul(a, b)
     return out if out.dtype == a.dtype else out.astype(a.dtype)
 
