@@ -1,5 +1,6 @@
 """The tape: accumulation, retain_graph, grad mode, hooks, version counters, errors that
 leave every .grad untouched, and custom Functions."""
+import gc
 import math
 
 import numpy as np
@@ -176,6 +177,44 @@ def test_inplace_change_of_saved_tensor_is_detected():
     with pytest.raises(RuntimeError, match="Mul.*in-place|in-place.*Mul"):
         y.backward()
     assert w.grad is None
+
+
+def test_inplace_change_of_any_saved_tensor_is_detected():
+    # Mul saves both operands: a change to the second is caught as one to the first is (above)
+    w = leaf([1.0, 2.0])
+    x = mf.tensor([3.0, 4.0], dtype=mf.float64)
+    y = (w * x).sum()
+    x.mul_(2.0)
+    with pytest.raises(RuntimeError, match="saved it at version 0 and it is now at version 1"):
+        y.backward()
+    assert w.grad is None
+
+
+def test_a_recorded_op_keeps_few_objects_for_the_cyclic_garbage_collector():
+    # Every object a node keeps alive is tracked by Python's cyclic collector; each full collection scans all
+    # of them, and the nodes alive across a forward make those collections come sooner (the tape's _out_meta).
+    # A chain of matmul, relu and add nodes (their intermediate tensors gone) keeps about 4 objects a node: the
+    # node, its inputs' tuple, an edge and the saved versions.
+    x = leaf(np.ones((4, 4)))
+    w = leaf(np.ones((4, 4)) / 8)
+    z = x * 1.0
+    gc.collect()
+    before = len(gc.get_objects())
+    for _ in range(100):
+        z = mf.nn.functional.relu(z @ w) + z
+    gc.collect()
+    assert (len(gc.get_objects()) - before) / 300 < 4.5
+    # the nodes' edges compare by identity (not as the tensors they refer to) and reach a live tensor's attributes
+    a = z @ w
+    b = a[:2] * 2
+    edges = (a[:2] + b)._ctx.inputs
+    assert edges[0] == edges[0] and edges[0] != edges[1] and len({edges[0], edges[1]}) == 2
+    assert edges[1].shape == (2, 4)
+    del b
+    with pytest.raises(AttributeError, match="no longer alive"):
+        edges[1].shape
+    z.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((4, 4), 1.5 ** 100))  # each step: g + g @ w.T = 1.5 g
 
 
 def test_inplace_through_a_view_is_detected():

@@ -48,18 +48,21 @@ def show_to_user(*arrays):
 
 
 def _saved_versions(saved, tensors):
-    """(counter, version) of every tensor among ``tensors`` whose array was saved, for the in-place check."""
+    """counter, version, counter, version ... of every tensor among ``tensors`` whose array was saved, for the
+    in-place check: one flat tuple (a pair per tensor would be one more object per saved tensor for the cyclic
+    garbage collector to track while the tape lives; see :func:`_out_meta`)."""
     found, ts = [], [t for t in tensors if isinstance(t, _Tensor)]
     for s in saved:
         for t in ts:
             if t._data is s:
-                found.append((t._vc, t._vc.version))
+                found += (t._vc, t._vc.version)
                 break
     return tuple(found)
 
 
 def _check_versions(ctx):
-    for counter, version in ctx.versions:
+    pairs = ctx.versions
+    for counter, version in zip(pairs[::2], pairs[1::2]):
         if counter.version != version:
             by = f" (last by {counter.last_op})" if counter.last_op else ""
             raise RuntimeError(
@@ -165,20 +168,25 @@ class Context:
         self._consumers = None
 
 
-class _Edge:
+class _Edge(weakref.ref):
     """A non-leaf input as its consumer recorded it: the producer and the output index *at record time*
     (an in-place op later moves the tensor to a new node; this consumer's gradient still belongs to the
-    old one), and a weak reference to the tensor for its other attributes. The tape never keeps an
-    intermediate tensor alive: what a backward needs, its op saved, so an activation that no backward
-    reads (the inputs of an add, say) goes as soon as the user's code lets it go, as in PyTorch."""
+    old one), and a weak reference to the tensor (the edge is one: one object per edge for the cyclic garbage
+    collector, see :func:`_out_meta`) for its other attributes. The tape never keeps an intermediate tensor
+    alive: what a backward needs, its op saved, so an activation that no backward reads (the inputs of an add,
+    say) goes as soon as the user's code lets it go, as in PyTorch. Edges compare and hash by identity (a weak
+    reference's would compare the tensors)."""
 
-    __slots__ = ("_ctx", "_out_index", "_ref")
+    __slots__ = ("_ctx", "_out_index")
+    __eq__, __ne__, __hash__ = object.__eq__, object.__ne__, object.__hash__
 
-    def __init__(self, t):
-        self._ctx, self._out_index, self._ref = t._ctx, t._out_index, weakref.ref(t)
+    def __new__(cls, t):
+        self = super().__new__(cls, t)
+        self._ctx, self._out_index = t._ctx, t._out_index
+        return self
 
     def __getattr__(self, name):  # the tensor's other attributes (shape, requires_grad ...) while it lives
-        tensor = object.__getattribute__(self, "_ref")()
+        tensor = self()
         if tensor is None:
             raise AttributeError(f"a tensor no longer alive has no {name!r}")
         return getattr(tensor, name)
@@ -511,7 +519,7 @@ def _apply_on_tensors(cls, *args, **kwargs):
     node = uctx._node
     if outs and outs[0]._ctx is node:  # recorded
         if node.saved:  # each saved tensor's counter (a view shares its base's), checked by the backward
-            node.versions = tuple([(t._vc, t._vc.version) for t in node.saved if t is not None])
+            node.versions = tuple(v for t in node.saved if t is not None for v in (t._vc, t._vc.version))
         # outputs marked non-differentiable, and integer / bool ones (as PyTorch's), leave the graph
         marked = {id(t._data) for t in uctx._non_differentiable}
         outs = tuple(o.detach() if id(o._data) in marked or not backend.is_floating(o.dtype) else o for o in outs)
@@ -686,12 +694,32 @@ def _record(ctx, cls, inputs, outs, args):
         ctx.versions = _saved_versions(ctx.saved, (*args, *outs))
     if len(outs) == 1:  # the common case, without the loops
         o = outs[0]
-        ctx.out_meta = ((o._data.shape, o._data.dtype),)
+        ctx.out_meta = _out_meta(o._data)
         o._ctx, o._out_index = ctx, 0
         return
     ctx.out_meta = tuple([(o._data.shape, o._data.dtype) for o in outs])
     for i, o in enumerate(outs):
         o._ctx, o._out_index = ctx, i
+
+
+_OUT_METAS = {}  # (shape, dtype) -> ((shape, dtype),), shared by the nodes of single-output ops
+_OUT_METAS_MAX = 4096
+
+
+def _out_meta(a):
+    """A single-output node's ``out_meta``: ``((shape, dtype),)`` of its output array ``a``, one shared tuple per
+    shape and dtype. Shared, because every object a node keeps for its life is one that the cyclic garbage
+    collector tracks: the objects alive across a forward (nodes, edges, these tuples) are promoted into the
+    oldest generation at each of its collections during the step, and each full collection (triggered by that
+    growth) scans every tracked object of the process, at best a few milliseconds, or a hundred and more
+    beside another framework's imports. Fewer objects per node make such collections rarer."""
+    key = (a.shape, a.dtype)
+    meta = _OUT_METAS.get(key)
+    if meta is None:
+        if len(_OUT_METAS) >= _OUT_METAS_MAX:  # (many shapes: start over rather than grow without bound)
+            _OUT_METAS.clear()
+        meta = _OUT_METAS[key] = (key,)
+    return meta
 
 
 def _stand_in(x):

@@ -123,7 +123,7 @@ def _outside(outs, start, own):
         elif node.seq < start:
             key = (id(node), t._out_index)
             if key not in found:
-                tensor = t._ref() if isinstance(t, tape._Edge) else t
+                tensor = t() if isinstance(t, tape._Edge) else t
                 if tensor is None:
                     raise RuntimeError("checkpoint: the function used a tensor that requires grad from outside "
                                        "and that is gone since; keep a reference to it")
