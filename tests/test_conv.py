@@ -165,6 +165,44 @@ def test_conv_config_is_a_hashable_value_and_cpu_ignores_it(rng):
     np.testing.assert_array_equal(K.conv2d_backward_filter(dy, x, w.shape, *geo, config=a),
                                   K.conv2d_backward_filter_ref(dy, x, w.shape, *geo))
 
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_block_diagonal_weight_gives_the_grouped_convolution(dtype, rng):
+    """The dense convolution over block_diagonal's weight is the grouped one, forward and both gradients, and its
+    weight gradient's diagonal blocks are the grouped weight's gradient (the GPU plan of small groups)."""
+    x = rng.standard_normal((2, 12, 7, 6)).astype(dtype)
+    w = rng.standard_normal((18, 4, 3, 3)).astype(dtype)
+    dense = K.block_diagonal(w, 3)
+    assert dense.shape == (18, 12, 3, 3) and dense.dtype == dtype
+    np.testing.assert_array_equal(K.diagonal_blocks(dense, 3), w)
+    np.testing.assert_array_equal(dense.reshape(3, 6, 3, 4, 3, 3)[0, :, 1], 0)  # (an off-diagonal block)
+    x64, w64, d64 = x.astype(np.float64), w.astype(np.float64), dense.astype(np.float64)
+    geo, dgeo = ((2, 1), (1, 1), (1, 2), 3), ((2, 1), (1, 1), (1, 2), 1)
+    y = K.conv2d_forward_ref(x64, w64, None, *geo)[0]
+    np.testing.assert_allclose(K.conv2d_forward_ref(x64, d64, None, *dgeo)[0], y, rtol=1e-12, atol=1e-12)
+    dy = rng.standard_normal(y.shape)
+    dx, dw, _ = K.conv2d_backward_ref(dy, x64, w64, *geo)
+    ddx, ddw, _ = K.conv2d_backward_ref(dy, x64, d64, *dgeo)
+    np.testing.assert_allclose(ddx, dx, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(K.diagonal_blocks(ddw, 3), dw, rtol=1e-12, atol=1e-12)
+    wcl = np.ascontiguousarray(w.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)  # a channels-last weight
+    np.testing.assert_array_equal(K.block_diagonal(wcl, 3), dense)
+
+
+def test_block_diagonal_plan_rule():
+    """Measured (bench/conv_grouped.py): 16-bit floats, at most 8 groups of 2 to 32 channels; the config forces it
+    on or off."""
+    bf16, applies = backend.bfloat16, P.block_diagonal_applies
+    default = P.DEFAULT_CONFIG
+    assert applies(bf16, (128, 16, 3, 3), 8, default) and applies(np.float16, (64, 32, 3, 3), 2, default)
+    assert not applies(np.float32, (128, 16, 3, 3), 8, default)  # (not measured: fp32's kernels differ)
+    assert not applies(bf16, (512, 64, 3, 3), 8, default)  # 64 channels a group: the grouped GEMMs are faster
+    assert not applies(bf16, (512, 16, 3, 3), 32, default) and not applies(bf16, (8, 1, 3, 3), 8, default)
+    assert not applies(bf16, (128, 16, 3, 3), 1, ConvConfig(block_diagonal=True))
+    assert applies(np.float32, (512, 64, 3, 3), 8, ConvConfig(block_diagonal=True))
+    assert not applies(bf16, (128, 16, 3, 3), 8, ConvConfig(block_diagonal=False))
+
+
 @pytest.mark.parametrize("kwargs,shape,wshape,match", [
     ({}, (1, 3, 8, 8), (4, 2, 3, 3), "channels"),
     ({}, (8, 8), (4, 3, 3, 3), "4-D"),
@@ -360,14 +398,18 @@ _GROUPED_CASES = [  # (N, C, H, W, K, R, S, stride, padding, dilation, groups)
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "tf32"])
-@pytest.mark.parametrize("tuning", [{}, {"tile_row_bytes": 128, "nchw_forward": False},
-                                   {"tile_n": 32, "tile_row_bytes": 128, "nchw_forward": False},
-                                   {"tile_row_bytes": 64, "tile_m": 64}])
+@pytest.mark.parametrize("tuning", [{}, {"block_diagonal": True}, {"block_diagonal": False},
+                                   {"tile_row_bytes": 128, "nchw_forward": False, "block_diagonal": False},
+                                   {"tile_n": 32, "tile_row_bytes": 128, "nchw_forward": False,
+                                    "block_diagonal": False},
+                                   {"tile_row_bytes": 64, "tile_m": 64, "block_diagonal": False}])
 def test_gpu_grouped_convolutions_all_directions(dtype, tuning, poisoned_pool, monkeypatch):
     """Grouped convolutions, every group's GEMM in one launch (grid z): forward with bias + ReLU + mask, backward-data
     (strided: the residue classes times the groups along z), backward-filter (split-K partials of all groups summed
     as one GEMM's) and the bias gradient, against the float64 reference: 2 to 32 groups, padded group channels,
-    strides, dilation, many splits, wide tiles; the default tiles, wgmma's 128-byte rows, 32-wide and 64-row tiles."""
+    strides, dilation, many splits, wide tiles; the default tiles, wgmma's 128-byte rows, 32-wide and 64-row tiles.
+    By default small groups of 16-bit floats run as the dense convolution over the block-diagonal weight; forced
+    on, every case does (any dtype)."""
     import cupy
 
     monkeypatch.setattr(backend.tf32_conv, "allow_tf32", dtype == "tf32")
@@ -398,7 +440,9 @@ def test_gpu_grouped_convolutions_all_directions(dtype, tuning, poisoned_pool, m
         errs["bwd_filter alone"] = _rel(dw_only, rw)
         # x as the forward packed it (all groups), kept for the filter gradient in place of x
         _, _, kept = K.conv2d_forward(x, wt, b, st, pd, dl, g, keep_packed_x=True, config=config)
-        assert kept.groups == g and _rel(_unpacked(kept), x64) < (_GPU_TOL[dtype] if dtype == "tf32" else 1e-12)
+        dense = P.block_diagonal_applies(dt, wt.shape, g, config)
+        assert kept.groups == (1 if dense else g)
+        assert _rel(_unpacked(kept), x64) < (_GPU_TOL[dtype] if dtype == "tf32" else 1e-12)
         dx, dw, _ = K.conv2d_backward(dy, kept, wt, st, pd, dl, g, None, True, True, False, config=config)
         errs.update({"packed x bwd_data": _rel(dx, rx), "packed x bwd_filter": _rel(dw, rw)})
         bad = {key: v for key, v in errs.items() if (v > 0 if key == "mask" else v > _GPU_TOL[dtype])}

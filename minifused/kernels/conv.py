@@ -31,8 +31,8 @@ from .. import backend
 from . import (ARG, Prepared, aligned_bytes, c_contiguous, empty_channels_last, grid_1d, is_channels_last,
                sm_count, to_channels_last)
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
-                        direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry, ints, is_direct,
-                        nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
+                        block_diagonal_applies, direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry,
+                        ints, is_direct, nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
 from . import columns, conv1x1, conv_depthwise, winograd
 from .conv_tma import launch_tma, launch_tma_wgrad, tma_plan, tma_wgrad_plan, wgrad_partials
 from .conv_ref import (conv2d_backward_data_ref, conv2d_backward_filter_ref, conv2d_backward_ref, conv2d_forward_ref,
@@ -45,6 +45,29 @@ __all__ = ["ConvConfig", "DEFAULT_CONFIG", "conv2d_forward", "conv2d_backward", 
 
 def _on_gpu(a):
     return backend.is_cuda_array(a) and a.dtype in GPU_DTYPES
+
+
+def block_diagonal(w, groups):
+    """Grouped weights (K, C/groups, R, S) as the dense convolution's (K, C, R, S): group g's filters on its own
+    input channels, zeros on the other groups' (either array module; moved as raw bits, any float dtype)."""
+    xp = backend.array_module(w)
+    k, cg, r, s = w.shape
+    bits = np.dtype(f"u{w.dtype.itemsize}")
+    dense = xp.zeros((groups, k // groups, groups, cg, r, s), bits)
+    g = xp.arange(groups)
+    dense[g, :, g] = w.view(bits).reshape(groups, k // groups, cg, r, s)
+    return dense.view(w.dtype).reshape(k, groups * cg, r, s)
+
+
+def diagonal_blocks(dw, groups):
+    """The gradient (K, C, R, S) of :func:`block_diagonal`'s dense weight as the grouped weights' (K, C/groups, R, S):
+    its diagonal blocks."""
+    xp = backend.array_module(dw)
+    k, c, r, s = dw.shape
+    bits = np.dtype(f"u{dw.dtype.itemsize}")
+    g = xp.arange(groups)
+    blocks = dw.view(bits).reshape(groups, k // groups, groups, c // groups, r, s)[g, :, g]
+    return blocks.view(dw.dtype).reshape(k, c // groups, r, s)
 
 
 def _blocks(total):
@@ -508,6 +531,9 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
     not changed since), which a forward that would pack x in that form takes instead (and keeps, if asked).
     A channels-last x gives a channels-last y."""
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
+    if groups > 1 and _on_gpu(x) and block_diagonal_applies(x.dtype, w.shape, groups, config):
+        return conv2d_forward(x, block_diagonal(w, groups), bias, stride, padding, dilation, 1, activation, want_mask,
+                              keep_packed_x, packed_x, config=config)
     out = None
     xp = backend.array_module(x)
     if not c_contiguous(w) and not (is_channels_last(w) and is_channels_last(x)):
@@ -572,6 +598,14 @@ def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mas
     """(dx, dw, db) of the GPU launchers where they reach, else of the references; x (or w) may be None where dW
     (or dX) is not needed. A channels-last dy gives a channels-last dx: read as it is where the TMA kernels take
     the call (x then read channels-last too), else through the C-contiguous path."""
+    if groups > 1 and _on_gpu(dy) and block_diagonal_applies(dy.dtype, w_shape, groups, config):
+        # the dense convolution's, its weight gradient's diagonal blocks then laid out as the weight
+        w_cl = w_channels_last or (w is not None and not c_contiguous(w) and is_channels_last(w))
+        dx, dw, db = _backward(dy, x, None if w is None else block_diagonal(w, groups), x_shape,
+                               (w_shape[0], x_shape[1], *w_shape[2:]), stride, padding, dilation, 1, mask, need_dx,
+                               need_dw, need_db, config)
+        dw = None if dw is None else diagonal_blocks(dw, groups)
+        return dx, to_channels_last(dw) if w_cl and dw is not None else dw, db
     geo = (stride, padding, dilation, groups)
     on_gpu = _on_gpu(dy) and fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dy.dtype)
     packed = isinstance(x, PackedInput)

@@ -116,6 +116,9 @@ class ConvConfig:
     #: The fp32 (no TF32) 1x1 forward and backward-data as batched cuBLASLt GEMMs (conv1x1.py): None where it
     #: applies with at least 32 input and output channels, True at any channel count, False never.
     conv1x1: bool | None = None
+    #: A grouped convolution as the dense one over a block-diagonal weight (:func:`block_diagonal_applies`): None
+    #: where it applies, True for every grouped one (tests), False never.
+    block_diagonal: bool | None = None
     #: Over 64 output channels the forward from NCHW gathers A once per 128-wide tile of them, and its kernel
     #: runs longer than the repacked GEMM; it saves the packs' launch, allocation and pass over x, which wins
     #: up to this many gathered elements.
@@ -297,6 +300,19 @@ def _wgmma_applies(mode, mma, itemsize, bkb):
     backward-data (its packs do not round to TF32) and backward-filter (TF32 has no MN-major operands)."""
     return mma != Mma.FFMA and bkb == 128 and (
         mode == ConvMode.FORWARD or (mode in (ConvMode.BACKWARD_DATA, ConvMode.BACKWARD_FILTER) and itemsize == 2))
+
+
+def block_diagonal_applies(dtype, w_shape, groups, config):
+    """Whether a grouped convolution of 16-bit floats with few channels a group runs as the dense one over the
+    block-diagonal weight (``groups`` times the multiply-adds): at most 8 groups of 2 to 32 input and output
+    channels. There the grouped GEMMs' tiles are mostly padding and their reductions a few tiles deep; the dense
+    kernels ran all three directions 1.3-2.7x faster on ResNeXt's 8 groups of 16 and 32 channels (except the
+    filter gradient at 32, within a tenth), and slower at 64 (bench/conv_grouped.py)."""
+    if groups == 1 or config.block_diagonal is False:
+        return False
+    kg, cg = w_shape[0] // groups, w_shape[1]
+    return bool(config.block_diagonal) or (np.dtype(dtype).itemsize == 2 and groups <= 8 and 1 < cg <= 32
+                                           and kg <= 32)
 
 
 def gemm_plan(mode, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, tf32):
