@@ -141,7 +141,7 @@ class Tensor:
         self._ctx = None
         self._out_index = 0
         self._vc = autograd.VersionCounter()
-        self._hooks = []
+        self._hooks = None  # the gradient hooks, a list once one is registered
         self._retain = None
         self._post_hooks = None
         self._rewritten = None
@@ -158,7 +158,7 @@ class Tensor:
         t._ctx = None
         t._out_index = 0
         t._vc = autograd.VersionCounter()
-        t._hooks = []
+        t._hooks = None  # (an empty list each would be one more object for the cyclic collector: see autograd.tape)
         t._retain = None
         t._post_hooks = None
         t._rewritten = None  # the in-place op written through a view of it since its node (see autograd.tape)
@@ -391,7 +391,7 @@ class Tensor:
     def __reduce_ex__(self, protocol):
         """Pickles (and ``copy.copy``) as PyTorch's: the values and ``requires_grad``, as a leaf whatever made this
         tensor, without ``.grad``, history or hooks (a hook left behind warns); a subclass's attributes too."""
-        for hook in self._hooks:
+        for hook in self._hooks or ():
             warnings.warn(f"backward hook {hook!r} on tensor will not be serialized", stacklevel=2)
         return _rebuild_tensor, (type(self), self._data, self._requires_grad), getattr(self, "__dict__", None) or None
 
@@ -442,6 +442,8 @@ class Tensor:
         """``hook(grad) -> Tensor | None`` runs when this tensor's gradient is computed."""
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require grad")
+        if self._hooks is None:
+            self._hooks = []
         if self._ctx is None:
             hooks = self._hooks
         else:

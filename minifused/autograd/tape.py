@@ -180,10 +180,8 @@ class _Edge(weakref.ref):
     __slots__ = ("_ctx", "_out_index")
     __eq__, __ne__, __hash__ = object.__eq__, object.__ne__, object.__hash__
 
-    def __new__(cls, t):
-        self = super().__new__(cls, t)
+    def __init__(self, t):  # (weakref.ref's __new__ made the reference to t)
         self._ctx, self._out_index = t._ctx, t._out_index
-        return self
 
     def __getattr__(self, name):  # the tensor's other attributes (shape, requires_grad ...) while it lives
         tensor = self()
@@ -694,7 +692,8 @@ def _record(ctx, cls, inputs, outs, args):
         ctx.versions = _saved_versions(ctx.saved, (*args, *outs))
     if len(outs) == 1:  # the common case, without the loops
         o = outs[0]
-        ctx.out_meta = _out_meta(o._data)
+        key = (o._data.shape, o._data.dtype)
+        ctx.out_meta = _OUT_METAS.get(key) or _out_meta(key)
         o._ctx, o._out_index = ctx, 0
         return
     ctx.out_meta = tuple([(o._data.shape, o._data.dtype) for o in outs])
@@ -706,19 +705,17 @@ _OUT_METAS = {}  # (shape, dtype) -> ((shape, dtype),), shared by the nodes of s
 _OUT_METAS_MAX = 4096
 
 
-def _out_meta(a):
-    """A single-output node's ``out_meta``: ``((shape, dtype),)`` of its output array ``a``, one shared tuple per
-    shape and dtype. Shared, because every object a node keeps for its life is one that the cyclic garbage
-    collector tracks: the objects alive across a forward (nodes, edges, these tuples) are promoted into the
-    oldest generation at each of its collections during the step, and each full collection (triggered by that
-    growth) scans every tracked object of the process, at best a few milliseconds, or a hundred and more
-    beside another framework's imports. Fewer objects per node make such collections rarer."""
-    key = (a.shape, a.dtype)
-    meta = _OUT_METAS.get(key)
-    if meta is None:
-        if len(_OUT_METAS) >= _OUT_METAS_MAX:  # (many shapes: start over rather than grow without bound)
-            _OUT_METAS.clear()
-        meta = _OUT_METAS[key] = (key,)
+def _out_meta(key):
+    """A single-output node's new ``out_meta``: ``(key,)``, ``key`` its output's (shape, dtype), one tuple shared
+    by every node of that shape and dtype (``_record`` looks it up in ``_OUT_METAS`` first). Shared, because every
+    object a node keeps for its life is one that the cyclic garbage collector tracks: the objects alive across a
+    forward (nodes, edges, these tuples) are promoted into the oldest generation at each of its collections
+    during the step, and each full collection (triggered by that growth) scans every tracked object of the
+    process, at best a few milliseconds, or a hundred and more beside another framework's imports. Fewer objects
+    per node make such collections rarer."""
+    if len(_OUT_METAS) >= _OUT_METAS_MAX:  # (many shapes: start over rather than grow without bound)
+        _OUT_METAS.clear()
+    meta = _OUT_METAS[key] = (key,)
     return meta
 
 
@@ -727,7 +724,7 @@ def _stand_in(x):
     move to it, so the op's backward routes the gradient there."""
     prev = _Tensor._from_array(x._data, True)
     prev._ctx, prev._out_index, prev._vc = x._ctx, x._out_index, x._vc
-    prev._hooks, prev._retain, x._hooks, x._retain = x._hooks, x._retain, [], None
+    prev._hooks, prev._retain, x._hooks, x._retain = x._hooks, x._retain, None, None
     return prev
 
 
