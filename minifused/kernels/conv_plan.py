@@ -305,9 +305,9 @@ def _wgmma_applies(mode, mma, itemsize, bkb):
 def block_diagonal_applies(dtype, w_shape, groups, config):
     """Whether a grouped convolution of 16-bit floats with few channels a group runs as the dense one over the
     block-diagonal weight (``groups`` times the multiply-adds): at most 8 groups of 2 to 32 input and output
-    channels. There the grouped GEMMs' tiles are mostly padding and their reductions a few tiles deep; the dense
-    kernels ran all three directions 1.3-2.7x faster on ResNeXt's 8 groups of 16 and 32 channels (except the
-    filter gradient at 32, within a tenth), and slower at 64 (bench/conv_grouped.py)."""
+    channels. There the grouped GEMMs' tiles are mostly padding and their reductions a few tiles deep; over
+    ResNeXt's 8 groups of 16 and 32 channels the dense kernels ran the three directions 1.02-3.4x as fast as the
+    grouped GEMMs, and slower over 64 channels in a scratch sweep (bench/conv_grouped.py's ratios)."""
     if groups == 1 or config.block_diagonal is False:
         return False
     kg, cg = w_shape[0] // groups, w_shape[1]
