@@ -32,7 +32,8 @@ from . import (ARG, Prepared, aligned_bytes, c_contiguous, empty_channels_last, 
                sm_count, to_channels_last)
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         block_diagonal_applies, direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry,
-                        ints, is_direct, nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward, util_kernel)
+                        ints, is_direct, nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward,
+                        util_kernel)
 from . import columns, conv1x1, conv_depthwise, winograd
 from .conv_tma import launch_tma, launch_tma_wgrad, tma_plan, tma_wgrad_plan, wgrad_partials
 from .conv_ref import (conv2d_backward_data_ref, conv2d_backward_filter_ref, conv2d_backward_ref, conv2d_forward_ref,
