@@ -10,19 +10,22 @@ batches in turn).
 * PyTorch at its strongest for eager steps: channels_last for the CNNs, ``cudnn.benchmark``, fused optimizers, TF32
   off (fp32 is strict fp32, as ours), ``autocast`` for bf16.
 
-Eager steps only (the whole-step CUDA graph against PyTorch's is bench/resnet.py's). Steps/s are timed with CUDA
-events over ``--steps`` steps after a warm-up, the two frameworks in alternating rounds; each ratio
-``zoo_<model>_<dtype>_eager_over_torch_eager`` (> 1: minifused is faster) is the median of the rounds' own
-ratios.
+Eager steps, and whole steps replayed from CUDA graphs: ours through ``capture_step``, PyTorch's captured as it
+documents (static inputs, capturable optimizers: foreach SGD, fused capturable Adam/AdamW; autocast's cache off).
+Steps/s are timed with CUDA events over ``--steps`` steps after a warm-up, the two frameworks in alternating
+rounds; each ratio ``zoo_<model>_<dtype>_<eager|graph>_over_torch_<eager|graph>`` (> 1: minifused is faster) is
+the median of the rounds' own ratios.
 Peak memory is each allocator's peak over the model's run. The ``fp32 loss after 3 steps`` rows check the same
 math: both frameworks from the same weights and batches (dropout off, plain optimizers), their losses' largest
 relative difference.
 
-    python bench/zoo.py [--models mlp_ln,vgg11,...] [--steps 20] [--rounds 5]
+    python bench/zoo.py [--models mlp_ln,vgg11,...] [--modes eager,graph] [--steps 20] [--rounds 5]
 """
 from __future__ import annotations
 
 import argparse
+import gc
+import itertools
 import statistics
 import sys
 from pathlib import Path
@@ -236,9 +239,10 @@ MODELS = {  # name: (builder, one sample's shape, batch, optimizer, loss)
 }
 
 
-def make(T, name, dtype, strongest, p=0.1, seed=0):
+def make(T, name, dtype, strongest, p=0.1, seed=0, graph=False):
     """(model, step, batches) of ``name`` in framework ``T``; ``strongest``: PyTorch's eager settings (above) and
-    fused optimizers (ours too: the same math), else plain optimizers."""
+    fused optimizers (ours too: the same math), else plain optimizers. ``graph``: the whole step replayed from a
+    CUDA graph (ours through ``capture_step``; PyTorch's captured as it documents, with capturable optimizers)."""
     build, shape, batch, optname, lossname = MODELS[name]
     T.manual_seed(seed)
     model = build(T, p).cuda()
@@ -249,6 +253,8 @@ def make(T, name, dtype, strongest, p=0.1, seed=0):
     if channels_last:
         model = model.to(memory_format=T.channels_last)
     kw = {"fused": True} if strongest else {}
+    if graph and T is not mf:  # PyTorch's capturable forms: foreach SGD (no state to capture), fused Adam(W)
+        kw = {"foreach": True} if optname == "sgd" else {"fused": True, "capturable": True}
     if optname == "sgd":
         opt = T.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4, **kw)
     else:
@@ -256,8 +262,10 @@ def make(T, name, dtype, strongest, p=0.1, seed=0):
     F = T.nn.functional
 
     def step(x, y):
-        opt.zero_grad(set_to_none=True)
-        with T.autocast("cuda", dtype=T.bfloat16, enabled=dtype == "bf16"):
+        opt.zero_grad(set_to_none=not graph or T is mf)
+        # (PyTorch's captures need autocast's cast cache off, as its CUDA graph notes say)
+        with T.autocast("cuda", dtype=T.bfloat16, enabled=dtype == "bf16",
+                        **({"cache_enabled": False} if graph and T is not mf else {})):
             out = model(x)
             loss = F.cross_entropy(out, y) if lossname == "ce" else F.mse_loss(out.float(), x.float())
         loss.backward()
@@ -272,7 +280,31 @@ def make(T, name, dtype, strongest, p=0.1, seed=0):
         if channels_last:
             x = x.to(memory_format=T.channels_last)
         batches.append((x, T.tensor(rng.integers(0, 10, batch)).cuda()))
+    if graph:
+        step = mf.capture_step(step) if T is mf else torch_graphed(T, step, batches[0])
     return model, step, batches
+
+
+def torch_graphed(torch, step, sample):
+    """PyTorch's documented whole-step capture of ``step``: warm-up on a side stream, capture on static inputs,
+    then each call copies its batch in and replays."""
+    static = [t.clone() for t in sample]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step(*static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss = step(*static)
+
+    def replay(x, y):
+        static[0].copy_(x)
+        static[1].copy_(y)
+        graph.replay()
+        return loss
+    return replay
 
 
 def loss_difference(torch, name):
@@ -291,9 +323,10 @@ def events(T):
     return lambda: (T.cuda.Event(enable_timing=True), T.cuda.Event(enable_timing=True))
 
 
-def compare_eager(res, torch, case, ratio, build, steps, rounds):
-    """Both frameworks' eager steps (``build(T)``: (step, batches)) timed in alternating ``rounds`` of ``steps``
-    steps: steps/s and peak-memory rows for ``case``, and the ratio ``ratio``, the median of the rounds' own."""
+def compare(res, torch, case, how, ratio, build, steps, rounds):
+    """Both frameworks' ``how`` ("eager" or "graph") steps (``build(T)``: (step, batches)) timed in alternating
+    ``rounds`` of ``steps`` steps: steps/s and peak-memory rows for ``case``, and the ratio ``ratio``, the median
+    of the rounds' own."""
     mf.cuda.reset_peak_memory_stats()
     torch.cuda.reset_peak_memory_stats()
     mine, my_batches = build(mf)
@@ -301,10 +334,11 @@ def compare_eager(res, torch, case, ratio, build, steps, rounds):
     times = [(steps_per_s(mine, my_batches, steps, 1, mf.cuda.synchronize, events(mf)),
               steps_per_s(their, their_batches, steps, 1, torch.cuda.synchronize, events(torch)))
              for _ in range(rounds)]
-    res.add(case, "minifused eager", statistics.median(a for a, _ in times), "steps/s")
-    res.add(case, "torch eager", statistics.median(b for _, b in times), "steps/s")
-    res.add(f"{case} peak memory", "minifused", mf.cuda.max_memory_allocated() / 2**20, "MiB")
-    res.add(f"{case} peak memory", "torch", torch.cuda.max_memory_allocated() / 2**20, "MiB")
+    res.add(case, f"minifused {how}", statistics.median(a for a, _ in times), "steps/s")
+    res.add(case, f"torch {how}", statistics.median(b for _, b in times), "steps/s")
+    suffix = "" if how == "eager" else f" {how}"
+    res.add(f"{case} peak memory{suffix}", "minifused", mf.cuda.max_memory_allocated() / 2**20, "MiB")
+    res.add(f"{case} peak memory{suffix}", "torch", torch.cuda.max_memory_allocated() / 2**20, "MiB")
     res.ratio(ratio, statistics.median(a / b for a, b in times))
 
 
@@ -313,6 +347,7 @@ def main(argv=None):
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--modes", default="eager,graph", help="eager, graph (the whole step from a CUDA graph) or both")
     args = p.parse_args(argv)
     torch = torch_or_none()
     if torch is None:
@@ -320,9 +355,10 @@ def main(argv=None):
     res = Results("zoo")
     for name in args.models.split(","):
         res.add(f"{name} fp32 loss after 3 steps", "relative difference", loss_difference(torch, name), "")
-        for dtype in ("fp32", "bf16"):
-            compare_eager(res, torch, f"{name} {dtype}", f"zoo_{name}_{dtype}_eager_over_torch_eager",
-                          lambda T: make(T, name, dtype, True)[1:], args.steps, args.rounds)
+        for dtype, how in itertools.product(("fp32", "bf16"), args.modes.split(",")):
+            compare(res, torch, f"{name} {dtype}", how, f"zoo_{name}_{dtype}_{how}_over_torch_{how}",
+                    lambda T: make(T, name, dtype, True, graph=how == "graph")[1:], args.steps, args.rounds)
+            gc.collect()  # (a graph's step keeps its pool until its cycles are collected)
             mf.cuda.empty_cache()
             torch.cuda.empty_cache()
         res.write()
