@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import NULL, acc_dtype, get_kernel, has_pdl, launch, pdl_active, rows
+from . import ARG, F32, Prepared, acc_dtype, get_kernel, has_pdl, pdl_active, rows
 from .rows import ceil_div, row_blocks, vec_width
 
 # ---------------------------------------------------------------- references
@@ -129,6 +129,15 @@ def _forward_launch(dtype, n, vec, rms, config=None, pdl=False):
     return kern, plan.nt, plan.rows, cap, wb
 
 
+@functools.lru_cache(maxsize=1024)  # keyed by the row count too (the grid), as the elementwise launches by size
+def _forward_prepared(dtype, m, n, vec, rms, n_wb, config, pdl, dev):
+    """The forward's :class:`Prepared` launch for M rows: (x, w, b, y, mean, rstd, eps) per call; ``n_wb``: how
+    many of w and b the call has (those the kernel stages in shared memory)."""
+    kern, nt, rpb, cap, wb = _forward_launch(dtype, n, vec, rms, config, pdl)
+    return Prepared(kern, (row_blocks(m, rpb, cap),), (nt,), (ARG,) * 6 + (np.int32(m), np.int32(n), F32),
+                    (n_wb if wb else 0) * n * np.dtype(dtype).itemsize, pdl=True)
+
+
 def _norm_forward_cuda(x, weight, bias, eps, rms, config=None, out=None):
     import cupy
 
@@ -136,17 +145,16 @@ def _norm_forward_cuda(x, weight, bias, eps, rms, config=None, out=None):
     y = cupy.ndarray(x.shape, x.dtype) if out is None else out  # out may be x: each row is read before it is written
     if rms:
         mean, rstd = None, cupy.ndarray((m,), np.float32)
-    else:  # one allocation for both (each costs host time)
-        mean, rstd = cupy.ndarray((2, m), np.float32)
+    else:  # one allocation for both (each costs host time), two arrays on it
+        stats = cupy.cuda.alloc(8 * m)
+        mean = cupy.ndarray((m,), np.float32, stats)
+        rstd = cupy.ndarray((m,), np.float32, stats + 4 * m)
     if m == 0:
         return y, mean, rstd
-    pdl = pdl_active()
-    kern, nt, rpb, cap, wb = _forward_launch(x.dtype, n, vec_width(x.dtype, n, x, weight, bias, y), rms,
-                                             config, pdl)
-    staged = (weight is not None) + (bias is not None and not rms) if wb else 0
-    launch(kern, (row_blocks(m, rpb, cap),), (nt,), (x, _p(weight), _p(bias), y, _p(mean), rstd, np.int32(m),
-                                                    np.int32(n), np.float32(eps)),
-           shared_mem=staged * n * x.itemsize, pdl=pdl)
+    run = _forward_prepared(x.dtype, m, n, vec_width(x.dtype, n, x, weight, bias, y), rms,
+                            (weight is not None) + (bias is not None and not rms), config, pdl_active(),
+                            x.data.device_id)
+    run(x.data.ptr, _addr(weight), _addr(bias), y.data.ptr, _addr(mean), rstd.data.ptr, eps)
     return y, mean, rstd
 
 
@@ -196,33 +204,44 @@ def _backward_launch(dtype, n, vec, rms, want_w, clusters, config=None):
     return kern, plan.nt, plan.rows, cap, plan.smem, plan.cluster
 
 
+@functools.lru_cache(maxsize=1024)  # keyed by the row count (the grid), as the forward's
+def _backward_prepared(dtype, wdtype, m, n, vec, rms, want_w, config, dev):
+    """The backward's :class:`Prepared` launches for M rows: the row kernel, (dy, x, w, mean, rstd, dx, partial
+    sums) per call, and where w's gradients are wanted the reduce of its partial sums, (partial sums, dw, db);
+    and the partial sums' row count (0 without them)."""
+    kern, nt, rpb, cap, smem, cluster = _backward_launch(dtype, n, vec, rms, want_w, has_pdl(dev), config)
+    grid = row_blocks(m, rpb * cluster, cap) * cluster if cluster > 1 else row_blocks(m, rpb, cap)
+    n_partial = grid // cluster if want_w else 0  # rows of partial sums
+    rows_kernel = Prepared(kern, (grid,), (nt,), (ARG,) * 7 + (np.int32(m), np.int32(n)), smem, pdl=True)
+    reduce = None
+    if want_w:
+        # A second launch, not a reduce by the kernel's last blocks: that measured slower from N = 3072 up,
+        # its reducers being narrower than this full-width pass.
+        reduce = Prepared(_reduce_kernel(wdtype, rms), (ceil_div(2 * n, 32),), (32, 32),
+                          (ARG, np.int32(n_partial), np.int32(n), ARG, ARG), pdl=True)
+    return rows_kernel, reduce, n_partial
+
+
 def _norm_backward_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_db, config=None):
     import cupy
 
     m, n = x.shape
-    dx = cupy.empty_like(x) if need_dx else None
+    dx = cupy.ndarray(x.shape, x.dtype) if need_dx else None
     want_w = weight is not None and (need_dw or (need_db and not rms))
     if m == 0 or n == 0:
         z = cupy.zeros(n, weight.dtype) if want_w else None
         return dx, (z if need_dw else None), (z.copy() if want_w and need_db and not rms else None)
     vec = vec_width(x.dtype, n, x, dy, weight, dx)
-    pdl = pdl_active()
-    kern, nt, rpb, cap, smem, cluster = _backward_launch(x.dtype, n, vec, rms, want_w, has_pdl(x.device.id),
-                                                         config)
-    grid = row_blocks(m, rpb * cluster, cap) * cluster if cluster > 1 else row_blocks(m, rpb, cap)
-    n_partial = grid // cluster  # rows of partial sums
-    partial = cupy.empty((n_partial, 2, n), np.float32) if want_w else None
-    launch(kern, (grid,), (nt,), (dy, x, _p(weight), _p(mean), rstd, _p(dx), _p(partial), np.int32(m),
-                                  np.int32(n)), shared_mem=smem, pdl=pdl)
+    rows_kernel, reduce, n_partial = _backward_prepared(x.dtype, None if weight is None else weight.dtype, m, n,
+                                                        vec, rms, want_w, config, x.data.device_id)
+    partial = cupy.cuda.alloc(n_partial * 2 * n * 4) if want_w else None
+    rows_kernel(dy.data.ptr, x.data.ptr, _addr(weight), _addr(mean), rstd.data.ptr, _addr(dx),
+                0 if partial is None else partial.ptr)
     dw = db = None
     if want_w:
-        dw = cupy.empty(n, weight.dtype)
-        db = cupy.empty(n, weight.dtype) if (need_db and not rms) else None
-        # A second launch, not a reduce by the kernel's last blocks: that measured slower from N = 3072 up,
-        # its reducers being narrower than this full-width pass.
-        red = _reduce_kernel(weight.dtype, rms)
-        launch(red, (ceil_div(2 * n, 32),), (32, 32), (partial, np.int32(n_partial), np.int32(n), dw,
-                                                            _p(db)), pdl=pdl)
+        dw = cupy.ndarray((n,), weight.dtype)
+        db = cupy.ndarray((n,), weight.dtype) if (need_db and not rms) else None
+        reduce(partial.ptr, dw.data.ptr, _addr(db))
         if not need_dw:
             dw = None
     return dx, dw, db
@@ -233,8 +252,8 @@ def _reduce_kernel(dtype, rms):
     return get_kernel("norm.cu", "norm_bwd_reduce", _opts(dtype, 1, 1, 32, 256, rms))
 
 
-def _p(a):
-    return NULL if a is None else a
+def _addr(a):
+    return 0 if a is None else a.data.ptr
 
 
 # ---------------------------------------------------------------- dispatch

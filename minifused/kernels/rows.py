@@ -75,8 +75,11 @@ def row_blocks(m: int, rows_per_block: int, cap: int) -> int:
 def vec_width(dtype, n, *arrays):
     """Elements per 16-byte access when N and every pointer allow it, else 1."""
     v = 16 // np.dtype(dtype).itemsize
-    if n % v or any(a is not None and a.data.ptr % 16 for a in arrays):
+    if n % v:
         return 1
+    for a in arrays:  # (a loop, not any() over a generator: every row op of a step asks)
+        if a is not None and a.data.ptr % 16:
+            return 1
     return v
 
 

@@ -29,7 +29,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import ARG, F32, NULL, Prepared, acc_dtype, get_kernel, launch, rows
+from . import ARG, F32, NULL, Prepared, acc_dtype, get_kernel, rows
 from .rows import ceil_div, row_blocks, vec_width
 
 
@@ -225,9 +225,20 @@ def _softmax_forward_cuda(x, log, config=None, out=None):
     y = cupy.empty_like(x) if out is None else out  # out may be x: each row is read before it is written
     if m == 0 or n == 0:
         return y
-    kern, cap, nt, rpb = _softmax_launch("softmax_fwd", x.dtype, n, vec_width(x.dtype, n, x, y), log, config)
-    launch(kern, (row_blocks(m, rpb, cap),), (nt,), (x, y, np.int32(m), np.int32(n)))
+    _softmax_prepared("softmax_fwd", x.dtype, m, n, vec_width(x.dtype, n, x, y), log, config, x.data.device_id)(
+        x.data.ptr, y.data.ptr)
     return y
+
+
+@functools.lru_cache(maxsize=1024)  # keyed by the row count too (the grid), as the elementwise launches by size
+def _softmax_prepared(name, dtype, m, n, vec, log, config, dev):
+    """The :class:`Prepared` launch of ``name`` for M rows: (x, y) per call for the forward, (dy, y, dx) for the
+    backward (which CuPy launched, never with programmatic dependent launch: it does not wait for one)."""
+    kern, cap, nt, rpb = _softmax_launch(name, dtype, n, vec, log, config)
+    forward = name == "softmax_fwd"
+    return Prepared(kern, (row_blocks(m, rpb, cap),), (nt,), (ARG,) * (2 if forward else 3) + (np.int32(m),
+                                                                                            np.int32(n)),
+                    pdl=forward)
 
 
 def _softmax_backward_cuda(dy, y, log):
@@ -237,8 +248,8 @@ def _softmax_backward_cuda(dy, y, log):
     dx = cupy.empty_like(y)
     if m == 0 or n == 0:
         return dx
-    kern, cap, nt, rpb = _softmax_launch("softmax_bwd", y.dtype, n, vec_width(y.dtype, n, y, dy, dx), log)
-    kern((row_blocks(m, rpb, cap),), (nt,), (dy, y, dx, np.int32(m), np.int32(n)))
+    _softmax_prepared("softmax_bwd", y.dtype, m, n, vec_width(y.dtype, n, y, dy, dx), log, None, y.data.device_id)(
+        dy.data.ptr, y.data.ptr, dx.data.ptr)
     return dx
 
 

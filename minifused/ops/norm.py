@@ -13,7 +13,7 @@ from __future__ import annotations
 from .. import backend
 from ..autograd import Function
 from ..autograd.higher import differentiate
-from ..kernels import acc_dtype
+from ..kernels import acc_dtype, c_contiguous
 from ..kernels import groupnorm as KG
 from ..kernels import norm as K
 
@@ -33,8 +33,24 @@ def _wide(t):
 
 
 def _flat(a, n):
-    """``a`` as a C-contiguous (M, n) array (a view when it already is contiguous)."""
-    return backend.array_module(a).ascontiguousarray(a).reshape(-1, n)
+    """``a`` as a C-contiguous (M, n) array: ``a`` itself when it already is one, else a view of it when it is
+    contiguous, else a copy (the reshapes and copies skipped where they would change nothing: every LayerNorm of
+    a step comes here)."""
+    if not c_contiguous(a):
+        a = backend.array_module(a).ascontiguousarray(a)
+    return a if a.ndim == 2 and a.shape[1] == n else a.reshape(-1, n)
+
+
+def _vector(a, n):
+    """``a`` (a weight or bias of the normalized shape) as a C-contiguous vector of its ``n`` elements."""
+    if a.ndim == 1 and c_contiguous(a):
+        return a
+    return backend.array_module(a).ascontiguousarray(a).reshape(n)
+
+
+def _shaped(a, shape):
+    """``a`` reshaped to ``shape`` (itself when it has that shape already)."""
+    return a if a.shape == shape else a.reshape(shape)
 
 
 class Norm(Function):
@@ -42,35 +58,33 @@ class Norm(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, *, n, eps, rms, out=None):
-        xp = backend.array_module(x)
         if out is not None and ctx.recording:
             raise RuntimeError("norm: the in-place form cannot be recorded (backward needs the input it "
                                "overwrites)")
-        x_c = xp.ascontiguousarray(x)
-        w = None if weight is None else xp.ascontiguousarray(weight).reshape(n)
-        b = None if bias is None else xp.ascontiguousarray(bias).reshape(n)
-        direct = out is not None and x.flags.c_contiguous and out.flags.c_contiguous  # else via a temporary
-        y, mean, rstd = K.norm_forward(x_c.reshape(-1, n), w, b, eps, rms,
-                                   out=out.reshape(-1, n) if direct else None)
+        x_c = x if c_contiguous(x) else backend.array_module(x).ascontiguousarray(x)
+        w = None if weight is None else _vector(weight, n)
+        b = None if bias is None else _vector(bias, n)
+        direct = out is not None and c_contiguous(x) and c_contiguous(out)  # else via a temporary
+        y, mean, rstd = K.norm_forward(_flat(x_c, n), w, b, eps, rms, out=_flat(out, n) if direct else None)
         ctx.save_for_backward(x_c, weight)
         ctx.mean, ctx.rstd, ctx.n, ctx.rms, ctx.eps = mean, rstd, n, rms, eps
         ctx.bias_like = None if bias is None else (bias.shape, bias.dtype)
-        return out if direct else y.reshape(x.shape)
+        return out if direct else _shaped(y, x.shape)
 
     @staticmethod
     def backward(ctx, gy):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
-        w = None if weight is None else weight.reshape(ctx.n)
+        w = None if weight is None else _shaped(weight, (ctx.n,))
         g = _flat(gy, ctx.n)
-        dx, dw, db = K.norm_backward(g, x.reshape(-1, ctx.n), w, ctx.mean, ctx.rstd, ctx.rms,
-                                need_dx=need_x, need_dw=need_w, need_db=need_b and w is not None)
+        dx, dw, db = K.norm_backward(g, _flat(x, ctx.n), w, ctx.mean, ctx.rstd, ctx.rms,
+                                     need_dx=need_x, need_dw=need_w, need_db=need_b and w is not None)
         if need_b and w is None:  # a bias without a weight: the kernels' sums come with dw's; its own sum here
             shape, dtype = ctx.bias_like
             db = g.sum(axis=0, dtype=acc_dtype(g.dtype)).astype(dtype)
-        return (None if dx is None else dx.reshape(x.shape),
-                None if dw is None else dw.reshape(weight.shape),
-                None if db is None else db.reshape(ctx.bias_like[0]))
+        return (None if dx is None else _shaped(dx, x.shape),
+                None if dw is None else _shaped(dw, weight.shape),
+                None if db is None else _shaped(db, ctx.bias_like[0]))
 
     @staticmethod
     def backward_graph(ctx, gy):
