@@ -358,8 +358,10 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     plan, c, words = _plan(x.shape, nhwc, x.dtype, wdtype, xa % 16 == 0, False, training, relu, x.data.device_id)
     # outputs by cupy.ndarray (less host time than cupy.empty); the kernels write every element
     y = empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)
-    mean = cupy.ndarray((c,), np.float32)
-    rstd = cupy.ndarray((c,), np.float32)
+    half = aligned_bytes(4 * c)  # one allocation for mean and rstd (each costs host time), each part aligned
+    stats = cupy.cuda.alloc(2 * half)
+    mean = cupy.ndarray((c,), np.float32, stats)
+    rstd = cupy.ndarray((c,), np.float32, stats + half)
     mask = cupy.ndarray((words,), np.uint32) if relu else None
     update = running_mean is not None
     ya, ma, ra = y.data.ptr, mean.data.ptr, rstd.data.ptr

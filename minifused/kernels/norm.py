@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import ARG, F32, Prepared, acc_dtype, get_kernel, has_pdl, pdl_active, rows
+from . import ARG, F32, Prepared, acc_dtype, aligned_bytes, get_kernel, has_pdl, pdl_active, rows
 from .rows import ceil_div, row_blocks, vec_width
 
 # ---------------------------------------------------------------- references
@@ -145,10 +145,11 @@ def _norm_forward_cuda(x, weight, bias, eps, rms, config=None, out=None):
     y = cupy.ndarray(x.shape, x.dtype) if out is None else out  # out may be x: each row is read before it is written
     if rms:
         mean, rstd = None, cupy.ndarray((m,), np.float32)
-    else:  # one allocation for both (each costs host time), two arrays on it
-        stats = cupy.cuda.alloc(8 * m)
+    else:  # one allocation for both (each costs host time), two arrays on it, each part aligned
+        half = aligned_bytes(4 * m)
+        stats = cupy.cuda.alloc(2 * half)
         mean = cupy.ndarray((m,), np.float32, stats)
-        rstd = cupy.ndarray((m,), np.float32, stats + 4 * m)
+        rstd = cupy.ndarray((m,), np.float32, stats + half)
     if m == 0:
         return y, mean, rstd
     run = _forward_prepared(x.dtype, m, n, vec_width(x.dtype, n, x, weight, bias, y), rms,
