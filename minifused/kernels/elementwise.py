@@ -23,7 +23,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import (ARG, CTYPE, Prepared, acc_dtype, c_contiguous, clear_unset, ctype, empty_channels_last, gelu_grad_ref,
+from . import (ARG, CTYPE, F32, Prepared, acc_dtype, c_contiguous, clear_unset, ctype, empty_channels_last, gelu_grad_ref,
                gelu_ref, get_kernel, is_channels_last, layout_like, to_channels_last)
 
 
@@ -57,15 +57,16 @@ def _into(out, y):
     return out
 
 
-def _unary_cuda(name, x, out, per_thread=1, tail=()):
+def _unary_cuda(name, x, out, per_thread=1, consts=(), floats=()):
     """``name``(x) of elementwise.cu into ``out`` or a new array; a non-contiguous ``x`` or ``out`` goes
     through a contiguous copy / temporary (``out`` may be ``x``: in place). ``per_thread``: the elements
-    the kernel takes a thread (a 16-byte chunk's for relu_fwd); ``tail``: the kernel's arguments after the
-    element count."""
+    the kernel takes a thread (a 16-byte chunk's for relu_fwd); the kernel's arguments after the element count:
+    the NumPy scalars ``consts``, then the numbers ``floats`` (float32)."""
     xc = _dense(x)
     y = out if _writes_direct(out, x, xc) else _empty_as(xc)
     if x.size:
-        _kernel(x.dtype, name)(grid(-(-x.size // per_thread)), (256,), (xc, y, np.int64(x.size), *tail))
+        _prepared(name, x.dtype, xc.data.device_id, -(-x.size // per_thread),
+                  (ARG, ARG, np.int64(x.size), *consts) + (F32,) * len(floats))(xc.data.ptr, y.data.ptr, *floats)
     if out is not None and y is not out:
         out[...] = y
         y = out
@@ -86,9 +87,10 @@ def gelu_backward(grad, x, approximate="none"):
 
         dx = cupy.ndarray(x.shape, x.dtype)
         if x.size:
-            _kernel(x.dtype, "gelu_bwd_erf" if approximate == "none" else "gelu_bwd_tanh")(
-                grid(x.size), (256,), (cupy.ascontiguousarray(grad, x.dtype), cupy.ascontiguousarray(x), dx,
-                                       np.int64(x.size)))
+            grad = grad if grad.dtype == x.dtype and c_contiguous(grad) else cupy.ascontiguousarray(grad, x.dtype)
+            x = x if c_contiguous(x) else cupy.ascontiguousarray(x)
+            _prepared("gelu_bwd_erf" if approximate == "none" else "gelu_bwd_tanh", x.dtype, x.data.device_id, x.size,
+                      (ARG, ARG, ARG, np.int64(x.size)))(grad.data.ptr, x.data.ptr, dx.data.ptr)
         return dx
     return (grad.astype(np.float64) * gelu_grad_ref(x, approximate)).astype(x.dtype)
 
@@ -110,13 +112,15 @@ def fuses_activation(*arrays):
 
 
 def _floats(params, count):
-    return tuple(np.float32(p) for p in params) + (np.float32(0),) * (count - len(params))
+    """``params`` as ``count`` float32 kernel arguments (zeros after them; rounded through NumPy's float32, which
+    makes a number beyond its range infinite where the launch's packing would refuse it)."""
+    return tuple(float(np.float32(p)) for p in params) + (0.0,) * (count - len(params))
 
 
 def activation_forward(kind, x, params=(), out=None):
     """``kind`` (a key of ACTIVATIONS) of CUDA array ``x`` in one pass, computed in float32; ``params`` its
     numbers (ELU: alpha, scale, input scale; softplus: beta, threshold); ``out`` may be ``x`` (in place)."""
-    return _unary_cuda("act_fwd", x, out, tail=(np.int32(ACTIVATIONS[kind]), *_floats(params, 3)))
+    return _unary_cuda("act_fwd", x, out, consts=(np.int32(ACTIVATIONS[kind]),), floats=_floats(params, 3))
 
 
 def scale(x, s, divide):
@@ -148,8 +152,9 @@ def activation_backward(kind, grad, kept, params=()):
     grad = layout_like(grad, kept)
     dx = _empty_as(kept)
     if kept.size:
-        _kernel(kept.dtype, "act_bwd")(grid(kept.size), (256,), (grad, kept, dx, np.int64(kept.size),
-                                                                 np.int32(ACTIVATIONS[kind]), *_floats(params, 3)))
+        _prepared("act_bwd", kept.dtype, kept.data.device_id, kept.size,
+                  (ARG, ARG, ARG, np.int64(kept.size), np.int32(ACTIVATIONS[kind]), F32, F32, F32))(
+            grad.data.ptr, kept.data.ptr, dx.data.ptr, *_floats(params, 3))
     return dx
 
 
@@ -164,9 +169,9 @@ def activation_keep_forward(kind, x, params=(), out=None, keep=True):
     y = out if _writes_direct(out, x, xc) else _empty_as(xc)
     passes = _empty_as(xc, cupy.bool_) if keep else None
     if x.size:
-        _kernel(x.dtype, "act_fwd_keep")(grid(x.size), (256,), (
-            xc, y, passes if keep else np.uint64(0), np.int64(x.size), np.int32(KEEP_ACTIVATIONS[kind]),
-            *_floats(params, 2)))
+        _prepared("act_fwd_keep", x.dtype, xc.data.device_id, x.size,
+                  (ARG, ARG, ARG, np.int64(x.size), np.int32(KEEP_ACTIVATIONS[kind]), F32, F32))(
+            xc.data.ptr, y.data.ptr, passes.data.ptr if keep else 0, *_floats(params, 2))
     if out is not None and y is not out:
         out[...] = y
         y = out
@@ -179,9 +184,9 @@ def keep_backward(grad, passes, scale=1.0, cut=None):
     grad = layout_like(grad, passes)
     dx = _empty_as(passes, grad.dtype)
     if passes.size:
-        _kernel(grad.dtype, "keep_bwd")(grid(passes.size), (256,), (
-            grad, passes, dx, np.int64(passes.size), np.float32(scale), np.float32(cut or 0),
-            np.int32(cut is not None)))
+        _prepared("keep_bwd", grad.dtype, passes.data.device_id, passes.size,
+                  (ARG, ARG, ARG, np.int64(passes.size), F32, F32, np.int32(cut is not None)))(
+            grad.data.ptr, passes.data.ptr, dx.data.ptr, *_floats((scale, cut or 0), 2))
     return dx
 
 
@@ -189,8 +194,6 @@ def relu_forward(x, out=None):
     """max(x, 0) in one pass; ``out`` may be ``x`` (in place)."""
     if backend.is_cuda_array(x):
         if x.dtype not in CTYPE:  # integers, bool: CuPy's own ops
-            import cupy
-
             return _into(out, backend.where(x > 0, x, x.dtype.type(0)))
         return _unary_cuda("relu_fwd", x, out, 16 // x.dtype.itemsize)
     return np.maximum(x, x.dtype.type(0), out=out)
@@ -225,6 +228,15 @@ def _kernel(dtype, name):
 def grid(n):
     """Blocks of 256 threads for n elements (grid-stride loops past 65535 * 8)."""
     return (max(1, min(-(-n // 256), 65535 * 8)),)
+
+
+@functools.lru_cache(maxsize=1024)  # keyed by size: bounded for workloads of many shapes
+def _prepared(name, dtype, dev, threads, params):
+    """The prepared launch of elementwise.cu's ``name`` for ``dtype`` on device ``dev`` (CuPy's launch converts
+    every argument on every call: more host time than the launch): blocks of 256 for ``threads`` threads,
+    ``params`` as :class:`Prepared` takes them (the element count among the constants, the numbers that may
+    differ from call to call as F32)."""
+    return Prepared(_kernel(dtype, name), grid(threads), (256,), params)
 
 
 @functools.lru_cache(maxsize=1024)  # keyed by size: bounded for workloads of many shapes
