@@ -23,8 +23,8 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import (ARG, CTYPE, F32, Prepared, acc_dtype, c_contiguous, clear_unset, ctype, empty_channels_last, gelu_grad_ref,
-               gelu_ref, get_kernel, is_channels_last, layout_like, to_channels_last)
+from . import (ARG, CTYPE, F32, Prepared, acc_dtype, c_contiguous, clear_unset, ctype, empty_channels_last,
+               gelu_grad_ref, gelu_ref, get_kernel, is_channels_last, layout_like, to_channels_last)
 
 
 def _dense(x):
