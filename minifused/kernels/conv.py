@@ -55,8 +55,7 @@ def block_diagonal(w, groups):
     k, cg, r, s = w.shape
     bits = np.dtype(f"u{w.dtype.itemsize}")
     dense = xp.zeros((groups, k // groups, groups, cg, r, s), bits)
-    g = xp.arange(groups)
-    dense[g, :, g] = w.view(bits).reshape(groups, k // groups, cg, r, s)
+    xp.copyto(_diagonal(dense), w.view(bits).reshape(groups, k // groups, cg, r, s))
     return dense.view(w.dtype).reshape(k, groups * cg, r, s)
 
 
@@ -66,9 +65,18 @@ def diagonal_blocks(dw, groups):
     xp = backend.array_module(dw)
     k, c, r, s = dw.shape
     bits = np.dtype(f"u{dw.dtype.itemsize}")
-    g = xp.arange(groups)
-    blocks = dw.view(bits).reshape(groups, k // groups, groups, c // groups, r, s)[g, :, g]
+    blocks = xp.ascontiguousarray(_diagonal(dw.view(bits).reshape(groups, k // groups, groups, c // groups, r, s)))
     return blocks.view(dw.dtype).reshape(k, c // groups, r, s)
+
+
+def _diagonal(dense):
+    """The (G, K/G, C/G, R, S) view of a (G, K/G, G, C/G, R, S) array's diagonal blocks ``[g, :, g]``: one strided
+    view (a copy through it is one kernel; fancy indexing by ``arange(G)`` costs an eager step several launches and
+    more host time)."""
+    g, kg, _, cg, r, s = dense.shape
+    st = dense.strides
+    return backend.array_module(dense).lib.stride_tricks.as_strided(
+        dense, (g, kg, cg, r, s), (st[0] + st[2], st[1], st[3], st[4], st[5]))
 
 
 def _blocks(total):
