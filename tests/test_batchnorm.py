@@ -347,6 +347,8 @@ def test_bad_input_changes_nothing(make, x, exc, words):
 @pytest.mark.parametrize("fn,exc,words", [
     (lambda: nn.BatchNorm2d(3, momentum=1.5), ValueError, r"BatchNorm2d: momentum must be a number in \[0, 1\] or None, got 1.5"),
     (lambda: nn.BatchNorm2d(3, momentum=-0.1), ValueError, "momentum must be a number in"),
+    # not a number: a TypeError, as F.batch_norm's (and PyTorch's) for the same value
+    (lambda: nn.BatchNorm2d(3, momentum="0.1"), TypeError, r"BatchNorm2d: momentum must be a number in \[0, 1\]"),
     (lambda: nn.BatchNorm2d(0), ValueError, "BatchNorm2d: num_features must be a positive int, got 0"),
     (lambda: nn.GroupNorm(3, 4), ValueError, r"GroupNorm: num_groups \(3\) must divide num_channels \(4\)"),
     (lambda: F.group_norm(mf.randn(2, 6, 3), 4), ValueError, r"group_norm: num_groups \(4\) must divide the number of channels \(6\)"),

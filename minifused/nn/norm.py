@@ -122,7 +122,9 @@ class _NormBase(Module):
             raise InputError(f"{name}: num_features must be {what}, got {num_features!r}")
         if momentum is not None and (not isinstance(momentum, numbers.Real) or isinstance(momentum, bool)
                                      or not 0.0 <= momentum <= 1.0):
-            raise InputError(f"{name}: momentum must be a number in [0, 1] or None, got {momentum!r}")
+            # a number out of range: ValueError; anything else a TypeError, as F.batch_norm (and PyTorch) raise
+            err = InputError if isinstance(momentum, numbers.Real) else InputTypeError
+            raise err(f"{name}: momentum must be a number in [0, 1] or None, got {momentum!r}")
         if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not eps >= 0:
             raise InputError(f"{name}: eps must be a number >= 0, got {eps!r}")
         self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
