@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import ARG, F32, NULL, Prepared, ctype, get_kernel, grid_1d, sm_count
+from . import ARG, F32, Prepared, ctype, get_kernel, grid_1d, sm_count
 
 _KERNEL_DTYPES = (np.dtype(np.float32), backend.float16, backend.bfloat16)
 _PARTIAL_THREADS = 256  # squared_error_partials' block (loss_reduce.cu)
@@ -37,12 +37,20 @@ def loss_reduce(loss_rows, row_weights, mean, dtype):
     import cupy
 
     dtype = np.dtype(dtype)
-    out = cupy.empty((), dtype)
-    denom = cupy.empty((1,), np.float32) if mean else None
-    kern = get_kernel("loss_reduce.cu", "loss_reduce", (f"-DOUT_T={ctype(dtype)}",))
-    kern((1,), (1024,), (loss_rows, row_weights if mean else loss_rows, out,
-                         denom if mean else NULL, np.int64(loss_rows.size), np.int32(bool(mean))))
+    out = cupy.ndarray((), dtype)
+    denom = cupy.ndarray((1,), np.float32) if mean else None
+    _reduce_launch(dtype, loss_rows.size, bool(mean), loss_rows.data.device_id)(
+        loss_rows.data.ptr, (row_weights if mean else loss_rows).data.ptr, out.data.ptr,
+        denom.data.ptr if mean else 0)
     return out, denom
+
+
+@functools.lru_cache(maxsize=256)  # keyed by size
+def _reduce_launch(dtype, size, mean, dev):
+    """loss_reduce's :class:`Prepared` launch (one block) for ``size`` rows: (rows, row weights, out, denominator)
+    per call (CuPy's launch converted its six arguments on every call)."""
+    return Prepared(get_kernel("loss_reduce.cu", "loss_reduce", (f"-DOUT_T={ctype(dtype)}",)), (1,), (1024,),
+                    (ARG, ARG, ARG, ARG, np.int64(size), np.int32(mean)))
 
 
 def _on_kernels(x, t):

@@ -380,11 +380,24 @@ def _nll_forward_cuda(x, target, weight, ignore_index):
     rw = cupy.empty(m, np.float32)
     if m == 0:
         return loss, rw
-    kern = get_kernel("softmax.cu", "nll_fwd", _opts(x.dtype, tt=target.dtype))
-    kern((ceil_div(m, 256),), (256,), (x, target, _p(weight), loss, rw, _flag(), np.int32(m), np.int32(n),
-                                            np.int64(ignore_index)))
+    dev = x.data.device_id
+    _nll_prepared("nll_fwd", x.dtype, target.dtype, m, n, False, dev)(
+        x.data.ptr, target.data.ptr, _addr(weight), loss.data.ptr, rw.data.ptr, _flag(dev).data.ptr, ignore_index)
     backend.defer_check(check_label_errors)
     return loss, rw
+
+
+@functools.lru_cache(maxsize=256)  # keyed by the row count (the grid)
+def _nll_prepared(name, dtype, tt, m, n, per_row, dev):
+    """The :class:`Prepared` launch of ``nll_fwd`` (x, target, weight, loss, row weights, the label-error flag,
+    ignore_index per call) or ``nll_bwd`` (target, weight, the output gradient, the mean's denominator, dx,
+    ignore_index) for M rows of N classes (CuPy's launch converted its nine arguments on every call)."""
+    kern = get_kernel("softmax.cu", name, _opts(dtype, tt=tt))
+    if name == "nll_fwd":
+        return Prepared(kern, (ceil_div(m, 256),), (256,), (ARG,) * 6 + (np.int32(m), np.int32(n), ARG))
+    grid = min(ceil_div(m * n, 256), rows.current_sm_count() * 16)
+    return Prepared(kern, (grid,), (256,), (ARG, ARG, ARG, np.int32(bool(per_row)), ARG, ARG, np.int32(m),
+                                            np.int32(n), ARG))
 
 
 def _nll_backward_cuda(target, weight, gout, per_row, denom, shape, dtype, ignore_index):
@@ -394,10 +407,9 @@ def _nll_backward_cuda(target, weight, gout, per_row, denom, shape, dtype, ignor
     dx = cupy.empty(shape, dtype)
     if m * n == 0:
         return dx
-    kern = get_kernel("softmax.cu", "nll_bwd", _opts(dtype, tt=target.dtype))
-    grid = min(ceil_div(m * n, 256), rows.current_sm_count() * 16)
-    kern((grid,), (256,), (target, _p(weight), gout.astype(dtype, copy=False), np.int32(bool(per_row)),
-                           _p(denom), dx, np.int32(m), np.int32(n), np.int64(ignore_index)))
+    gout = gout.astype(dtype, copy=False)
+    _nll_prepared("nll_bwd", np.dtype(dtype), target.dtype, m, n, bool(per_row), dx.data.device_id)(
+        target.data.ptr, _addr(weight), gout.data.ptr, _addr(denom), dx.data.ptr, ignore_index)
     return dx
 
 
