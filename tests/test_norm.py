@@ -113,6 +113,29 @@ def test_bias_without_weight_gets_its_gradient(device, dtype, rng):
 
 
 @pytest.mark.parametrize("rms", [False, True])
+def test_strided_weight_and_bias(device, rms, rng):
+    """A weight (and bias) that is a strided view (every other element of a larger leaf) gives the gradients its
+    contiguous copy gives: the kernels read parameters as dense vectors, so the op hands them dense ones both
+    ways."""
+    x = rng.standard_normal((5, 16)).astype(np.float32)
+    dy = rng.standard_normal((5, 16)).astype(np.float32)
+    w0, b0 = rng.standard_normal(32).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    grads = []
+    for dense in (False, True):
+        big_w = mf.tensor(w0, device=device).requires_grad_(True)
+        big_b = mf.tensor(b0, device=device).requires_grad_(True)
+        xt = mf.tensor(x, device=device).requires_grad_(True)
+        w, b = big_w[::2], big_b[1::2]
+        if dense:
+            w, b = w.contiguous(), b.contiguous()
+        y = F.rms_norm(xt, (16,), w, eps=1e-5) if rms else F.layer_norm(xt, (16,), w, b)
+        (y * mf.tensor(dy, device=device)).sum().backward()
+        grads.append([t.grad.cpu().numpy() for t in ((xt, big_w) if rms else (xt, big_w, big_b))])
+    for strided, dense in zip(*grads):
+        np.testing.assert_allclose(strided, dense, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rms", [False, True])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_float32_parameters_of_a_16_bit_input(device, dtype, rms, rng):
     """PyTorch's mixed precision: float32 weight (and bias) over a 16-bit input normalize in float32 and round

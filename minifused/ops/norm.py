@@ -75,7 +75,7 @@ class Norm(Function):
     def backward(ctx, gy):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
-        w = None if weight is None else _shaped(weight, (ctx.n,))
+        w = None if weight is None else _vector(weight, ctx.n)  # (dense: a strided view's elements are not)
         g = _flat(gy, ctx.n)
         dx, dw, db = K.norm_backward(g, _flat(x, ctx.n), w, ctx.mean, ctx.rstd, ctx.rms,
                                      need_dx=need_x, need_dw=need_w, need_db=need_b and w is not None)
