@@ -229,6 +229,35 @@ def _real_batch(shape):
     return tuple(d or 2 for d in shape)
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_strided_channel_vectors(device, rng, training):
+    """F.batch_norm and F.group_norm with weight, bias and running statistics that are strided views (every other
+    element of larger tensors) give what their contiguous copies give: outputs, gradients, and running statistics
+    updated through the views (the kernels read and write the vectors as dense ones)."""
+    x = rng.standard_normal((4, 6, 3, 3)).astype(np.float32)
+    dy = rng.standard_normal((4, 6, 3, 3)).astype(np.float32)
+    big = {k: rng.standard_normal(12).astype(np.float32) for k in ("w", "b", "rm")}
+    big["rv"] = rng.uniform(0.5, 2.0, 12).astype(np.float32)
+    results = []
+    for dense in (False, True):
+        t = {k: mf.tensor(v, device=device) for k, v in big.items()}
+        for k in ("w", "b"):
+            t[k].requires_grad_(True)
+        w, b, rm, rv = (t[k][::2] for k in ("w", "b", "rm", "rv"))
+        if dense:
+            w, b = w.contiguous(), b.contiguous()
+            rm, rv = rm.contiguous(), rv.contiguous()
+        xt = mf.tensor(x, device=device).requires_grad_(True)
+        y = F.batch_norm(xt, rm, rv, w, b, training=training, momentum=0.3) + F.group_norm(xt, 3, w, b)
+        (y * mf.tensor(dy, device=device)).sum().backward()
+        # the running statistics as the kernels left them (the dense copies hold them in the second run)
+        stats = [a.cpu().numpy() for a in ((t["rm"][::2], t["rv"][::2]) if not dense else (rm, rv))]
+        results.append([y.detach().cpu().numpy(), xt.grad.cpu().numpy(), t["w"].grad.cpu().numpy(),
+                        t["b"].grad.cpu().numpy(), *stats, t["rm"][1::2].cpu().numpy()])
+    for strided, dense in zip(*results):
+        np.testing.assert_allclose(strided, dense, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("shape", [(0, 3), (0, 3, 5), (0, 3, 4, 4), (2, 3, 0, 4)])
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("momentum", [0.1, None])

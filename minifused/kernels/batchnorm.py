@@ -45,8 +45,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import backend
-from . import (ARG, F32, SM_SHARED_BYTES, Prepared, acc_dtype, aligned_bytes, ctype, empty_channels_last, get_kernel,
-               has_pdl, is_channels_last, l2_bytes, sm_count)
+from . import (ARG, F32, SM_SHARED_BYTES, Prepared, acc_dtype, aligned_bytes, c_contiguous, ctype, empty_channels_last,
+               get_kernel, has_pdl, is_channels_last, l2_bytes, sm_count)
 
 # ---------------------------------------------------------------- references
 
@@ -444,7 +444,22 @@ def batch_norm_forward(x, weight, bias, running_mean, running_var, training, fac
         y, mean, rstd, mask = batch_norm_forward_ref(_as3(x, nhwc), weight, bias, running_mean, running_var,
                                                      training, factor, eps, relu, count)
         return _from3(y, x.shape, nhwc), mean, rstd, mask
+    weight, bias = _dense_vector(weight), _dense_vector(bias)
+    if running_mean is not None and not (c_contiguous(running_mean) and c_contiguous(running_var)):
+        # strided running statistics (a view): the kernels read and write dense vectors, so they update dense
+        # copies, written back
+        rm, rv = _dense_vector(running_mean), _dense_vector(running_var)
+        out = _batch_norm_forward_cuda(x, weight, bias, rm, rv, training, factor, eps, relu, count)
+        if training:
+            running_mean[...], running_var[...] = rm, rv
+        return out
     return _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
+
+
+def _dense_vector(a):
+    """``a`` (a channel vector, or None) where its elements are dense, else a contiguous copy: the kernels read
+    the vectors as dense (a strided view's elements are not)."""
+    return a if a is None or c_contiguous(a) else backend.array_module(a).ascontiguousarray(a)
 
 
 def batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True, wdtype=None):
@@ -453,4 +468,5 @@ def batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=Tr
         dx, dw, db = batch_norm_backward_ref(_as3(dy, nhwc), _as3(x, nhwc), weight, mean, rstd, mask, batch_stats,
                                              need_dx, need_dw, wdtype)
         return None if dx is None else _from3(dx, x.shape, nhwc), dw, db
-    return _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw, wdtype)
+    return _batch_norm_backward_cuda(dy, x, _dense_vector(weight), mean, rstd, mask, batch_stats, need_dx, need_dw,
+                                     wdtype)

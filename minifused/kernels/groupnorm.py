@@ -33,7 +33,9 @@ def fuses(x, weight, bias, groups) -> bool:
     if not (backend.is_cuda_array(x) and x.dtype in _DTYPES and x.size and x.shape[1] // groups <= MAX_GROUP_CHANNELS):
         return False
     w = _affine_dtype(x, weight, bias)
-    return w is not None and w in (x.dtype, backend.float32)
+    # (the kernels read weight and bias as dense vectors: strided views go the composed way)
+    return (w is not None and w in (x.dtype, backend.float32)
+            and all(a is None or a.flags.c_contiguous for a in (weight, bias)))
 
 
 @functools.cache
