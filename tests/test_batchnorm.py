@@ -231,7 +231,7 @@ def _real_batch(shape):
 
 @pytest.mark.parametrize("training", [True, False])
 def test_strided_channel_vectors(device, rng, training):
-    """F.batch_norm and F.group_norm with weight, bias and running statistics that are strided views (every other
+    """F.batch_norm and F.group_norm (and F.conv2d's bias) with weight, bias and running statistics that are strided views (every other
     element of larger tensors) give what their contiguous copies give: outputs, gradients, and running statistics
     updated through the views (the kernels read and write the vectors as dense ones)."""
     x = rng.standard_normal((4, 6, 3, 3)).astype(np.float32)
@@ -248,7 +248,8 @@ def test_strided_channel_vectors(device, rng, training):
             w, b = w.contiguous(), b.contiguous()
             rm, rv = rm.contiguous(), rv.contiguous()
         xt = mf.tensor(x, device=device).requires_grad_(True)
-        y = F.batch_norm(xt, rm, rv, w, b, training=training, momentum=0.3) + F.group_norm(xt, 3, w, b)
+        y = (F.batch_norm(xt, rm, rv, w, b, training=training, momentum=0.3) + F.group_norm(xt, 3, w, b)
+             + F.conv2d(xt, mf.tensor(np.ones((6, 6, 1, 1), np.float32) / 6, device=device), b))
         (y * mf.tensor(dy, device=device)).sum().backward()
         # the running statistics as the kernels left them (the dense copies hold them in the second run)
         stats = [a.cpu().numpy() for a in ((t["rm"][::2], t["rv"][::2]) if not dense else (rm, rv))]

@@ -547,6 +547,8 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
     xp = backend.array_module(x)
     if not c_contiguous(w) and not (is_channels_last(w) and is_channels_last(x)):
         w = xp.ascontiguousarray(w)  # a channels-last weight goes as it is to the channels-last forward alone
+    if bias is not None and not c_contiguous(bias):
+        bias = xp.ascontiguousarray(bias)  # (the kernels read it as a dense vector: a strided view's are not)
     if x.shape[0] == 0:  # an empty batch: an empty output (and mask), as PyTorch gives
         p, q = (out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in (0, 1))
         mask = xp.empty((w.shape[0], 0), np.uint32) if activation == "relu" and want_mask else None
