@@ -231,9 +231,10 @@ def _real_batch(shape):
 
 @pytest.mark.parametrize("training", [True, False])
 def test_strided_channel_vectors(device, rng, training):
-    """F.batch_norm and F.group_norm (and F.conv2d's bias) with weight, bias and running statistics that are strided views (every other
-    element of larger tensors) give what their contiguous copies give: outputs, gradients, and running statistics
-    updated through the views (the kernels read and write the vectors as dense ones)."""
+    """F.batch_norm and F.group_norm (and F.conv2d's bias) with weight, bias and running statistics that are
+    strided views (every other element of larger tensors) give what their contiguous copies give: outputs,
+    gradients, and running statistics updated through the views (the kernels read and write the vectors as dense
+    ones)."""
     x = rng.standard_normal((4, 6, 3, 3)).astype(np.float32)
     dy = rng.standard_normal((4, 6, 3, 3)).astype(np.float32)
     big = {k: rng.standard_normal(12).astype(np.float32) for k in ("w", "b", "rm")}
