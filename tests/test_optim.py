@@ -679,6 +679,20 @@ def test_bad_hyper_parameters_name_optimizer_and_argument(make, pattern):
         make([nn.Parameter(mf.ones(2))])
 
 
+@pytest.mark.parametrize("key,value", [("lr", None), ("weight_decay", "0.1"), ("betas", (None, 0.999)),
+                                       ("eps", None)])
+def test_group_entry_set_to_no_number_raises_at_step(key, value):
+    """A group's hyper-parameter set to None or a string after construction raises a TypeError naming it at the
+    step (as PyTorch's step fails), the parameters unchanged, rather than stepping with NaN or a parsed string."""
+    p = nn.Parameter(mf.tensor([1.0, -2.0]))
+    opt = optim.Adam([p], lr=0.1)
+    opt.param_groups[0][key] = value
+    (p * p).sum().backward()
+    with pytest.raises(TypeError, match=f"group entry '{key}' must be a number, got"):
+        opt.step()
+    np.testing.assert_array_equal(p.detach().numpy(), [1.0, -2.0])
+
+
 def test_adadelta_accepts_rho_one_and_zero():
     for rho in (0.0, 1.0):
         optim.Adadelta([nn.Parameter(mf.ones(2))], rho=rho)

@@ -15,6 +15,9 @@ from ..nn.module import pre_hook_arguments
 from ..tensor import Tensor
 
 
+_MISSING = object()
+
+
 class _Group(dict):
     """A parameter group: a dict, as in PyTorch. On CUDA its float hyper-parameters are mirrored,
     in the fused kernel's order, in a small float64 array per device that the kernel reads; setting
@@ -31,12 +34,32 @@ class _Group(dict):
         return _Group, (dict(self), self._pack)
 
     def __setitem__(self, key, value):
+        old = self.get(key, _MISSING)
         super().__setitem__(key, value)
         if self._dev:
-            self._write()
+            try:
+                self._write()
+            except TypeError:  # (not a number: the group left as it was, its device mirror too)
+                if old is _MISSING:
+                    super().__delitem__(key)
+                else:
+                    super().__setitem__(key, old)
+                raise
+
+    def _values(self):
+        """The packed hyper-parameters, each checked to be a real number: one set to None or a string after
+        construction (a group is a plain dict to its user) raises a TypeError naming it, as PyTorch's step
+        does, rather than step with NaN or a parsed string."""
+        values = self._pack(self)
+        for v in values:
+            if type(v) is not float and not isinstance(v, numbers.Real):
+                key = next((k for k, w in self.items() if w is v or (type(w) is tuple and any(x is v for x in w))),
+                           "a hyper-parameter")
+                raise TypeError(f"optimizer step: group entry {key!r} must be a number, got {v!r}")
+        return values
 
     def _write(self):
-        values = self._pack(self)
+        values = self._values()
         if values == self._mirrored:
             return
         if backend.is_capturing():
@@ -49,9 +72,10 @@ class _Group(dict):
     def hyper(self, device):
         """The hyper-parameter array the kernels read on ``device`` (NumPy on the CPU)."""
         if device.type == "cpu":
-            return np.array(self._pack(self), np.float64)
+            return np.array(self._values(), np.float64)
         buf = self._dev.get(device.index)
         if buf is None:
+            self._values()  # (checked first: a failed check leaves no mirror of unwritten values behind)
             _refuse_in_capture("creating an optimizer's device hyper-parameters")
             import cupy
 
