@@ -448,3 +448,26 @@ def test_load_state_dict_checks_every_value_before_applying(bad, words):
     with pytest.raises(ValueError, match=words):
         sched.load_state_dict({**before, **bad})
     assert sched.state_dict() == before
+
+
+def _first_lrs(sched, opt, steps):
+    out = []
+    for _ in range(steps):
+        out.append(sched.get_last_lr()[0])
+        opt.step()
+        sched.step()
+    return out
+
+
+def test_non_integer_step_size_and_milestones_as_given():
+    """A computed step size (10/3) or milestone (2.5) is used as given, as PyTorch uses it: the lr changes only
+    at an epoch that is an exact multiple (never, for 10/3 over 7 epochs) or equal to a milestone (4.0, not
+    2.5); not truncated to int first. A state dict's milestones come back as such numbers."""
+    opt = optim.SGD([nn.Parameter(mf.zeros(1))], lr=0.1)
+    assert _first_lrs(S.StepLR(opt, step_size=10 / 3), opt, 7) == [0.1] * 7
+    opt = optim.SGD([nn.Parameter(mf.zeros(1))], lr=0.1)
+    sched = S.MultiStepLR(opt, milestones=[2.5, 4.0])
+    assert np.allclose(_first_lrs(sched, opt, 6), [0.1, 0.1, 0.1, 0.1, 0.01, 0.01])
+    other = S.MultiStepLR(optim.SGD([nn.Parameter(mf.zeros(1))], lr=0.1), milestones=[1])
+    other.load_state_dict({**sched.state_dict(), "milestones": {"2.5": 1, "4": 1}})
+    assert dict(other.milestones) == {2.5: 1, 4: 1}

@@ -21,11 +21,20 @@ from ._scheduler_base import LRScheduler, _check_optimizer  # noqa: F401 - the b
 _LRScheduler = LRScheduler  # PyTorch's older name of the base, which custom schedulers still subclass
 
 
+def _number(key):
+    """A milestone from a state dict: a number as saved, or its text (keys that went through a text format)."""
+    if isinstance(key, str):
+        value = float(key)
+        return int(value) if value.is_integer() else value
+    return key
+
+
 class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
-        self.step_size, self.gamma = int(step_size), float(gamma)
+        # (kept as given, as PyTorch keeps it: a computed non-integer step size decays only at its exact multiples)
+        self.step_size, self.gamma = step_size, float(gamma)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -41,7 +50,7 @@ class MultiStepLR(LRScheduler):
     """Multiply the lr by ``gamma`` at each milestone epoch (by ``gamma**k`` at one listed k times)."""
 
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
-        self.milestones = Counter(int(m) for m in milestones)
+        self.milestones = Counter(milestones)  # (as given, as PyTorch's: a milestone of 2.5 is never reached)
         self.gamma = float(gamma)
         super().__init__(optimizer, last_epoch)
 
@@ -56,7 +65,7 @@ class MultiStepLR(LRScheduler):
 
     def load_state_dict(self, state_dict):
         super().load_state_dict(state_dict)
-        self.milestones = Counter({int(k): int(v) for k, v in dict(self.milestones).items()})
+        self.milestones = Counter({_number(k): int(v) for k, v in dict(self.milestones).items()})
 
 
 class ExponentialLR(LRScheduler):
