@@ -309,6 +309,17 @@ def test_cross_entropy_against_torch(cfg, dtype):
     assert rel_err(x.grad._data.astype(np.float32).get(), tx.grad.cpu().numpy()) < tol
 
 
+def test_cross_entropy_probability_targets_refuse_ignore_index():
+    """PyTorch's rule: a class-probability target has no class index to ignore, so an ignore_index other than the
+    default raises (for the module too) rather than be dropped silently."""
+    x, t = mf.zeros(2, 3), mf.full((2, 3), 1 / 3)
+    with pytest.raises(ValueError, match="cross_entropy: ignore_index is not supported for class-probability"):
+        F.cross_entropy(x, t, ignore_index=1)
+    with pytest.raises(ValueError, match="ignore_index is not supported"):
+        nn.CrossEntropyLoss(ignore_index=0)(x, t)
+    np.testing.assert_allclose(float(F.cross_entropy(x, t)), np.log(3), rtol=1e-6)
+
+
 @pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.15])
 def test_cross_entropy_with_class_probability_targets(rng, reduction, label_smoothing):

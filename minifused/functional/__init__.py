@@ -450,6 +450,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     input, target, weight = _autocast_float32(input, target, weight)
     if (isinstance(input, _Tensor) and isinstance(target, _Tensor) and _backend.is_floating(target.dtype)
             and tuple(target.shape) == tuple(input.shape)):
+        if ignore_index != -100:  # (PyTorch's rule: there is no class index to ignore)
+            raise InputError(f"cross_entropy: ignore_index is not supported for class-probability (floating-point) "
+                             f"targets, got ignore_index={ignore_index!r}")
         return _cross_entropy_probabilities(input, target, weight, reduction, float(label_smoothing))
     rows, trows, weight, shape = _class_rows("cross_entropy", input, target, weight, ignore_index, reduction)
     out = _loss_ops.cross_entropy_rows(rows, trows, weight, int(ignore_index), float(label_smoothing), reduction)
