@@ -318,6 +318,9 @@ def test_cross_entropy_probability_targets_refuse_ignore_index():
     with pytest.raises(ValueError, match="ignore_index is not supported"):
         nn.CrossEntropyLoss(ignore_index=0)(x, t)
     np.testing.assert_allclose(float(F.cross_entropy(x, t)), np.log(3), rtol=1e-6)
+    # probabilities of the wrong shape: said so, not "expected integer class indices"
+    with pytest.raises(ValueError, match=r"class probabilities and must have the input's shape \[2, 3\], got \[2, 2\]"):
+        F.cross_entropy(x, mf.full((2, 2), 0.5))
 
 
 @pytest.mark.parametrize("reduction", ["none", "sum", "mean"])

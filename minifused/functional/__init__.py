@@ -393,6 +393,9 @@ def _class_rows(op, input, target, weight, ignore_index, reduction):
         if _backend.is_floating(target.dtype) and tuple(target.shape) == tuple(input.shape):
             raise NotImplementedError(f"{op}: class-probability targets are not supported; pass class "
                                       f"indices (int64)")
+        if _backend.is_floating(target.dtype) and target.ndim == input.ndim and op == "cross_entropy":
+            raise InputError(f"{op}: a floating-point target is class probabilities and must have the input's shape "
+                             f"{list(input.shape)}, got {list(target.shape)} (or pass class indices, int64)")
         raise InputTypeError(f"{op}: expected integer class indices as target (int64), got dtype {target.dtype}")
     if target.device != input.device:
         raise RuntimeError(f"{op}: target is on {target.device} but the input is on {input.device}")
