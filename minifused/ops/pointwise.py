@@ -433,8 +433,20 @@ class _Division(Function):
 
 
 class FloorDivide(_Division):
+    """floor(a / b); float16 and bfloat16 divided in float32 and rounded once, as PyTorch computes them (not left to
+    the array library's 16-bit ufunc: ml_dtypes 0.7's bfloat16 floor_divide floors a quotient rounded to bfloat16
+    first, so -4.8125 // 0.3 gave -16, not -17)."""
+
     ufunc = "floor_divide"
     flat = True
+
+    @classmethod
+    def values(cls, xp, a, b):
+        dtype = (a if hasattr(a, "shape") else b).dtype
+        if dtype.itemsize < 4 and backend.is_floating(dtype):
+            a, b = (v.astype(np.float32) if hasattr(v, "shape") else v for v in (a, b))
+            return xp.asarray(xp.floor_divide(a, b)).astype(dtype, copy=False)
+        return xp.floor_divide(a, b)
 
 
 class TruncDivide(_Division):
