@@ -281,6 +281,11 @@ def test_loader_sampler_and_batch_sampler_as_pytorchs():
     assert DataLoader(_data(), None).batch_sampler is None
     given = mf.utils.data.SequentialSampler(range(5))
     assert DataLoader(_data(), 2, sampler=given).sampler is given
+    # the loader's own order is the sampler class PyTorch's loader makes (code checks it with isinstance)
+    S = mf.utils.data
+    assert isinstance(dl.sampler, S.RandomSampler) and not isinstance(dl.sampler, S.SequentialSampler)
+    assert isinstance(plain.sampler, S.SequentialSampler) and not isinstance(plain.sampler, S.RandomSampler)
+    assert dl.sampler.replacement is False and dl.sampler.num_samples == 103 and dl.sampler.data_source is dl.dataset
 
 
 def test_loader_order_depends_on_seed_and_epoch_only():

@@ -113,16 +113,32 @@ class DistributedSampler:
 
 class _LoaderOrder(Sampler):
     """A DataLoader's own order of indices (no sampler given): PyTorch's SequentialSampler or RandomSampler in
-    its place. Iterated, the order of the next epoch the loader loads; its length, the dataset's now."""
+    its place (and an instance of that class, below, as code that checks ``loader.sampler`` expects). Iterated,
+    the order of the next epoch the loader loads; its length, the dataset's now."""
 
     def __init__(self, loader):
         self.loader = loader
+        self.data_source = loader.dataset
 
     def __iter__(self):
         return iter(self.loader.order().tolist())
 
     def __len__(self):
         return len(self.loader.dataset)
+
+
+class _SequentialOrder(_LoaderOrder, SequentialSampler):
+    """A DataLoader's own order without ``shuffle``: a SequentialSampler."""
+
+
+class _RandomOrder(_LoaderOrder, RandomSampler):
+    """A DataLoader's own order with ``shuffle``: a RandomSampler (a permutation, the loader's generator)."""
+
+    replacement, _num_samples = False, None
+
+    @property
+    def generator(self):
+        return self.loader.generator
 
 
 # Samplers whose whole order the loader takes at once, each epoch (whatever they yield then): one copy to the
@@ -300,7 +316,7 @@ class DataLoader:
         (:class:`_LoaderOrder`); None for an IterableDataset or with a batch_sampler."""
         if self._sampler is not None or self._iterable or self._batch_sampler is not None:
             return self._sampler
-        return _LoaderOrder(self)
+        return (_RandomOrder if self.shuffle else _SequentialOrder)(self)
 
     @property
     def batch_sampler(self):
