@@ -54,6 +54,11 @@ def ctype(dtype) -> str:
     return CTYPE[np.dtype(dtype)]
 
 
+def address(a) -> int:
+    """The device address of CuPy array ``a``, 0 for None: a :class:`Prepared` launch's pointer argument."""
+    return 0 if a is None else a.data.ptr
+
+
 def aligned_bytes(nbytes: int) -> int:
     """``nbytes`` rounded up to 256: the offset of the next part of one allocation shared by several buffers,
     which then starts aligned as an allocation of its own does."""

@@ -45,8 +45,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import backend
-from . import (ARG, F32, SM_SHARED_BYTES, Prepared, acc_dtype, aligned_bytes, c_contiguous, ctype, empty_channels_last,
-               get_kernel, has_pdl, is_channels_last, l2_bytes, sm_count)
+from . import (ARG, F32, SM_SHARED_BYTES, Prepared, acc_dtype, address as _addr, aligned_bytes, c_contiguous, ctype,
+               empty_channels_last, get_kernel, has_pdl, is_channels_last, l2_bytes, sm_count)
 
 # ---------------------------------------------------------------- references
 
@@ -329,10 +329,6 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
         finalize = prepared("bn_finalize_forward", words, (32,), (ARG,) * 7 + (n_, c_, s_, ARG, F32, F32, ARG, ARG))
         apply = prepared("bn_apply", blocks, (_THREADS,), (ARG,) * 7 + (total, c_, s_))
     return _Launches(None, partial, finalize, apply, split, fold, rows)
-
-
-def _addr(a):
-    return 0 if a is None else a.data.ptr
 
 
 @functools.cache

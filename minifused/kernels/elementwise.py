@@ -239,13 +239,11 @@ def _prepared(name, dtype, dev, threads, params):
     return Prepared(_kernel(dtype, name), grid(threads), (256,), params)
 
 
-@functools.lru_cache(maxsize=1024)  # keyed by size: bounded for workloads of many shapes
 def _chunk_launch(name, dtype, size, dev, *tail):
     """The prepared launch of a kernel that moves a 16-byte chunk per thread (relu_fwd_mask, mask_apply,
     add_same) over ``size`` elements of ``dtype`` on device ``dev``: blocks of 256 threads for the chunks; the
     arguments three addresses, then the element count and the constants ``tail``."""
-    return Prepared(_kernel(dtype, name), grid(-(-size * dtype.itemsize // 16)), (256,),
-                    (ARG, ARG, ARG, np.int64(size), *tail))
+    return _prepared(name, dtype, dev, -(-size * dtype.itemsize // 16), (ARG, ARG, ARG, np.int64(size), *tail))
 
 
 def relu_mask(x, out=None):

@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import ARG, F32, Prepared, acc_dtype, aligned_bytes, get_kernel, has_pdl, pdl_active, rows
+from . import ARG, F32, Prepared, acc_dtype, address as _addr, aligned_bytes, get_kernel, has_pdl, pdl_active, rows
 from .rows import ceil_div, row_blocks, vec_width
 
 # ---------------------------------------------------------------- references
@@ -251,10 +251,6 @@ def _norm_backward_cuda(dy, x, weight, mean, rstd, rms, need_dx, need_dw, need_d
 @functools.cache
 def _reduce_kernel(dtype, rms):
     return get_kernel("norm.cu", "norm_bwd_reduce", _opts(dtype, 1, 1, 32, 256, rms))
-
-
-def _addr(a):
-    return 0 if a is None else a.data.ptr
 
 
 # ---------------------------------------------------------------- dispatch

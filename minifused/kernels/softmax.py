@@ -29,7 +29,7 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import ARG, F32, NULL, Prepared, acc_dtype, get_kernel, rows
+from . import ARG, F32, NULL, Prepared, acc_dtype, address as _addr, get_kernel, rows
 from .rows import ceil_div, row_blocks, vec_width
 
 
@@ -415,11 +415,6 @@ def _nll_backward_cuda(target, weight, gout, per_row, denom, shape, dtype, ignor
 
 def _p(a):
     return NULL if a is None else a
-
-
-def _addr(a):
-    """The address of array ``a``, 0 for None (a :class:`Prepared` argument)."""
-    return 0 if a is None else a.data.ptr
 
 
 # ---------------------------------------------------------------- dispatch
