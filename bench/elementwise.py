@@ -36,7 +36,7 @@ def main():
 
     xs = tensors((ROWS, COLS), requires_grad=True, seed=3)
     outs = [x.relu() for x in xs]
-    grads = [g._data for g in tensors((ROWS, COLS), seed=4)]
+    grads = tensors((ROWS, COLS), seed=4)  # (backward takes Tensor gradients, as PyTorch's)
 
     def relu_backward(x, y, g):
         x.grad = None
@@ -58,7 +58,7 @@ def main():
     res.ratio("add_bwd_bias_over_copy", gbs((n + COLS) * item, ms) / copy)
 
     # correctness of what was timed, once
-    cupy.testing.assert_allclose(bias[0].grad._data, grads[0].sum(0), rtol=1e-4, atol=1e-2)
+    cupy.testing.assert_allclose(bias[0].grad._data, grads[0]._data.sum(0), rtol=1e-4, atol=1e-2)
     res.write()
 
 

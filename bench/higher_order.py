@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 import minifused as mf  # noqa: E402
 from harness import Results, torch_or_none  # noqa: E402
-from zoo import compare_eager  # noqa: E402
+from zoo import compare  # noqa: E402
 
 
 def critic(T):
@@ -114,8 +114,8 @@ def main(argv=None):
     res = Results("higher_order")
     for name in ("wgan_gp", "pinn"):
         res.add(f"{name} fp32 loss after 3 steps", "relative difference", loss_difference(torch, name), "")
-        compare_eager(res, torch, f"{name} fp32", f"higher_{name}_eager_over_torch_eager",
-                      lambda T: make(T, name, True)[1:], args.steps, args.rounds)
+        compare(res, torch, f"{name} fp32", "eager", f"higher_{name}_eager_over_torch_eager",
+                lambda T: make(T, name, True)[1:], args.steps, args.rounds)
         res.write()
     print("done")
 
