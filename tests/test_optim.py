@@ -1086,16 +1086,19 @@ def test_grad_scaler_unscales_and_skips_for_new_optimizers(name):
 
 @pytest.mark.parametrize("decoupled,weight_decay,maximize,beta1", [(False, 0.0, False, 0.9), (True, 0.01, False, 0.9),
                                                                    (False, 0.1, True, 0.3)])
-def test_adam_cpu_fast_path_is_the_reference_bit_for_bit(decoupled, weight_decay, maximize, beta1):
+@pytest.mark.parametrize("chunks", [0, 2])
+def test_adam_cpu_fast_path_is_the_reference_bit_for_bit(decoupled, weight_decay, maximize, beta1, chunks):
     """The in-place cpu path of a plain float32 parameter takes the reference's operations in its order: the
-    same bits as the general path (forced here by an identity gradient scale)."""
+    same bits as the general path (forced here by an identity gradient scale), also where it updates a large
+    parameter chunk by chunk (``chunks`` whole chunks of ``ADAM_CHUNK`` elements and a part of one)."""
     from minifused.kernels import optim as KO
 
+    shape = (1000,) if chunks == 0 else (chunks * KO.ADAM_CHUNK // 64 + 1, 64)
     rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal(1000).astype(np.float32) for _ in range(2)]
+    arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(2)]
     runs = []
     for amp in (None, np.array([1.0, 1.0, 0.0, 0.0], np.float32)):
-        p, m, v = arrays[0].copy(), np.zeros(1000, np.float32), np.zeros(1000, np.float32)
+        p, m, v = arrays[0].copy(), np.zeros(shape, np.float32), np.zeros(shape, np.float32)
         steps = [np.zeros((), np.int64)]
         for k in range(3):
             g = (arrays[1] * (k + 1)).astype(np.float32)
