@@ -57,6 +57,7 @@ CASES = {
     "LinearLR": (lambda M, o: M.LinearLR(o, start_factor=0.2, total_iters=10), None),
     "ConstantLR": (lambda M, o: M.ConstantLR(o, factor=0.4, total_iters=6), None),
     "PolynomialLR": (lambda M, o: M.PolynomialLR(o, total_iters=15, power=2.0), None),
+    "PolynomialLR_float_total_iters": (lambda M, o: M.PolynomialLR(o, total_iters=7.5, power=1.5), None),
     "ChainedScheduler": (lambda M, o: M.ChainedScheduler([M.ConstantLR(o, factor=0.1, total_iters=3),
                                                           M.ExponentialLR(o, gamma=0.9)]), None),
     "OneCycleLR": (lambda M, o: M.OneCycleLR(o, max_lr=[0.3, 0.2], total_steps=N + 1), None),
@@ -162,6 +163,9 @@ def _reference(name):
         return [[b * (0.4 if t < 6 else 1.0) for b in BASES] for t in ts]
     if name == "PolynomialLR":
         return [[b * (1 - min(t, 15) / 15) ** 2 for b in BASES] for t in ts]
+    if name == "PolynomialLR_float_total_iters":
+        # (after the last step within total_iters, t = 7, the lr holds there, as PyTorch's)
+        return [[b * (1 - min(t, 7) / 7.5) ** 1.5 for b in BASES] for t in ts]
     if name == "ChainedScheduler":  # each scales what the one before left: the product of their factors
         return [[b * (0.1 if t < 3 else 1.0) * 0.9 ** t for b in BASES] for t in ts]
     if name == "SequentialLR":

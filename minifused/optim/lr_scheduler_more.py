@@ -4,6 +4,7 @@ them from ``minifused.optim.lr_scheduler``."""
 from __future__ import annotations
 
 import math
+import numbers
 from bisect import bisect_right
 
 from ._scheduler_base import LRScheduler, _check_optimizer
@@ -246,8 +247,9 @@ class PolynomialLR(LRScheduler):
     """The lr decayed as ``(1 - t / total_iters) ** power`` over ``total_iters`` steps, then held."""
 
     def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
-        if not isinstance(total_iters, int) or total_iters < 1:
-            raise ValueError(f"PolynomialLR: total_iters must be a positive int, got {total_iters!r}")
+        # (a float too, as PyTorch's: the decay is a function of t / total_iters)
+        if isinstance(total_iters, bool) or not isinstance(total_iters, numbers.Real) or not total_iters > 0:
+            raise ValueError(f"PolynomialLR: total_iters must be a positive number, got {total_iters!r}")
         self.total_iters, self.power = total_iters, power
         super().__init__(optimizer, last_epoch)
 
