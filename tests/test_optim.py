@@ -688,7 +688,7 @@ def test_group_entry_set_to_no_number_raises_at_step(key, value):
     opt = optim.Adam([p], lr=0.1)
     opt.param_groups[0][key] = value
     (p * p).sum().backward()
-    with pytest.raises(TypeError, match=f"group entry '{key}' must be a number, got"):
+    with pytest.raises(TypeError, match=f"group entry '{key}' must be a number or a one-element tensor, got"):
         opt.step()
     np.testing.assert_array_equal(p.detach().numpy(), [1.0, -2.0])
 

@@ -428,3 +428,18 @@ def set_scalars(dst, values):
     vals = [np.float64(v) for v in values] + [np.float64(0)] * (8 - len(values))
     with cupy.cuda.Device(dst.device.id):
         _kernel("set_scalars", np.float32, 4)((1,), (1,), (dst, np.int32(len(values)), *vals))
+
+
+def copy_scalar(dst, i, src):
+    """``dst[i] = src`` (a one-element array of any real dtype, on dst's device), cast to float64 on the stream:
+    a tensor hyper-parameter's value at the moment the step runs, with no read on the host."""
+    if not backend.is_cuda_array(dst):
+        dst[i] = src.reshape(-1)[0]
+        return
+    import cupy
+
+    src = src.reshape(1)
+    with cupy.cuda.Device(dst.device.id):
+        if src.dtype == backend.bfloat16:  # (no bfloat16 loop in copyto; exact in float32)
+            src = src.astype(np.float32)
+        cupy.copyto(dst[i:i + 1], src, casting="unsafe")

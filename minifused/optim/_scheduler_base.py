@@ -4,7 +4,23 @@ from __future__ import annotations
 
 import numbers
 
+from ..tensor import Tensor
 from .optimizer import Optimizer
+
+
+def _group_values(optimizer, key="lr"):
+    """``[group[key]]`` over the optimizer's groups, a tensor (PyTorch's Tensor lr) cloned: what a scheduler keeps
+    must not change with the value it sets in place."""
+    return [g[key].clone() if isinstance(g[key], Tensor) else g[key] for g in optimizer.param_groups]
+
+
+def _set_lr(group, value):
+    """``group["lr"] = value``, or where the group's lr is a tensor, its value filled in place (PyTorch's rule: the
+    tensor that the optimizer, and maybe its user, hold stays the one the step reads)."""
+    if isinstance(group["lr"], Tensor):
+        group["lr"].fill_(float(value))
+    else:
+        group["lr"] = value
 
 
 def _check_optimizer(optimizer):
@@ -22,13 +38,13 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for g in optimizer.param_groups:
-                g.setdefault("initial_lr", g["lr"])
+                g.setdefault("initial_lr", g["lr"].clone() if isinstance(g["lr"], Tensor) else g["lr"])
         else:
             for i, g in enumerate(optimizer.param_groups):
                 if "initial_lr" not in g:
                     raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
                                    f"when resuming an optimizer")
-        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
+        self.base_lrs = _group_values(optimizer, "initial_lr")
         self.last_epoch = last_epoch
         self._initial_step()
 
@@ -63,8 +79,8 @@ class LRScheduler:
         finally:
             self._get_lr_called_within_step = False
         for g, lr in zip(self.optimizer.param_groups, values):
-            g["lr"] = lr
-        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+            _set_lr(g, lr)
+        self._last_lr = _group_values(self.optimizer)
 
     def state_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
@@ -83,7 +99,7 @@ class LRScheduler:
         self.__dict__.update(state_dict)
 
     def _lrs(self):
-        return [g["lr"] for g in self.optimizer.param_groups]
+        return _group_values(self.optimizer)
 
 
 def _is_number(v):

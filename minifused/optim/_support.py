@@ -22,13 +22,17 @@ class _Group(dict):
     """A parameter group: a dict, as in PyTorch. On CUDA its float hyper-parameters are mirrored,
     in the fused kernel's order, in a small float64 array per device that the kernel reads; setting
     one of them (a scheduler, the user) rewrites that array on the stream, so a step replayed from a
-    CUDA graph uses the value of the moment it runs."""
+    CUDA graph uses the value of the moment it runs. A hyper-parameter may also be a one-element tensor (PyTorch
+    takes a Tensor lr): each step then copies its value into the array on the device (:meth:`refresh`, issued
+    with the step's launches and captured with them), so changing it in place (a scheduler's ``fill_``) takes
+    effect at the next step, replayed or not, with no read on the host."""
 
     def __init__(self, group=(), pack=None):
         super().__init__(group)
         self._pack = pack  # group -> tuple of floats in the kernel's order (None: nothing mirrored)
         self._dev = {}  # CUDA device index -> float64 array
         self._mirrored = None
+        self._tensors = ()  # (position in the packed values, one-element tensor) of the tensor hyper-parameters
 
     def __reduce__(self):  # copies and pickles leave the device mirror behind (made again on use)
         return _Group, (dict(self), self._pack)
@@ -47,32 +51,50 @@ class _Group(dict):
                 raise
 
     def _values(self):
-        """The packed hyper-parameters, each checked to be a real number: one set to None or a string after
-        construction (a group is a plain dict to its user) raises a TypeError naming it, as PyTorch's step
-        does, rather than step with NaN or a parsed string."""
+        """The packed hyper-parameters, each checked to be a real number or a one-element real tensor: one set
+        to None or a string after construction (a group is a plain dict to its user) raises a TypeError naming
+        it, as PyTorch's step does, rather than step with NaN or a parsed string."""
         values = self._pack(self)
         for v in values:
-            if type(v) is not float and not isinstance(v, numbers.Real):
+            if type(v) is not float and not isinstance(v, numbers.Real) and not is_scalar_tensor(v):
                 key = next((k for k, w in self.items() if w is v or (type(w) is tuple and any(x is v for x in w))),
                            "a hyper-parameter")
-                raise TypeError(f"optimizer step: group entry {key!r} must be a number, got {v!r}")
+                raise TypeError(f"optimizer step: group entry {key!r} must be a number or a one-element tensor, "
+                                f"got {v!r}")
         return values
 
     def _write(self):
         values = self._values()
-        if values == self._mirrored:
+        # a tensor is compared by identity (its value is the device's to read) and written by refresh
+        key = tuple(("tensor", id(v)) if isinstance(v, Tensor) else v for v in values)
+        if key == self._mirrored:
             return
         if backend.is_capturing():
             raise RuntimeError(f"optimizer hyper-parameters changed to {values} inside a captured step: a CUDA "
                                f"graph would replay that write every step; change them between steps")
+        self._tensors = tuple((i, v) for i, v in enumerate(values) if isinstance(v, Tensor))
         for buf in self._dev.values():
-            K.set_scalars(buf, values)
-        self._mirrored = values
+            K.set_scalars(buf, [0.0 if isinstance(v, Tensor) else v for v in values])
+        self._mirrored = key
+
+    def refresh(self):
+        """Copy the tensor hyper-parameters' values into every device array (no launch when there are none)."""
+        for i, t in self._tensors:
+            for buf in self._dev.values():
+                a = t._data
+                if backend.is_cuda_array(a) and a.data.device_id == buf.data.device_id:
+                    K.copy_scalar(buf, i, a)
+                    continue
+                if backend.is_capturing():
+                    raise RuntimeError(f"a tensor hyper-parameter on {t.device} inside a captured step on cuda:"
+                                       f"{buf.data.device_id}: the graph could not read its later values; keep it "
+                                       f"on the parameters' device")
+                K.set_scalars(buf[i:], [float(t)])  # (read on the host: another device's, or the cpu's)
 
     def hyper(self, device):
-        """The hyper-parameter array the kernels read on ``device`` (NumPy on the CPU)."""
+        """The hyper-parameter array the kernels read on ``device`` (NumPy on the CPU), tensor values current."""
         if device.type == "cpu":
-            return np.array(self._values(), np.float64)
+            return np.array([float(v) for v in self._values()], np.float64)
         buf = self._dev.get(device.index)
         if buf is None:
             self._values()  # (checked first: a failed check leaves no mirror of unwritten values behind)
@@ -83,7 +105,15 @@ class _Group(dict):
                 buf = self._dev[device.index] = cupy.zeros(8, cupy.float64)
             self._mirrored = None
             self._write()
+        self.refresh()
         return buf
+
+
+def is_scalar_tensor(v):
+    """``v`` is a one-element tensor of a real, non-bool dtype: what PyTorch's optimizers take for a learning rate
+    and its schedulers fill in place."""
+    return (isinstance(v, Tensor) and v.numel() == 1 and v.dtype != np.bool_
+            and (backend.is_floating(v.dtype) or np.issubdtype(np.dtype(v.dtype), np.integer)))
 
 
 def _refuse_in_capture(what):
@@ -227,6 +257,20 @@ def _check_hyper(opt, what, value, upper=None, closed=False):
     if not ok:
         bound = ">= 0" if upper is None else f"in [0, {upper}]" if closed else f"in [0, {upper})"
         raise ValueError(f"{opt}: invalid {what} {value!r}; expected {'' if number else 'a number '}{bound}")
+
+
+def _check_lr(opt, lr):
+    """A learning rate: a real number >= 0, or a one-element real tensor whose value is (PyTorch's optimizers take
+    one and keep it in the group; see :class:`_Group`)."""
+    if isinstance(lr, Tensor):
+        if not is_scalar_tensor(lr):
+            raise ValueError(f"{opt}: a Tensor lr must be a one-element tensor of a real dtype, got shape "
+                             f"{tuple(lr.shape)} and dtype {lr.dtype}")
+        value = float(lr)
+        if not value >= 0.0:
+            raise ValueError(f"{opt}: invalid learning rate {lr!r}; expected >= 0")
+        return
+    _check_hyper(opt, "learning rate", lr)
 
 
 class _Handle:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim_adaptive as K
-from ._support import _check_hyper, _pytorch_flags
+from ._support import _check_hyper, _check_lr, _pytorch_flags
 from .optimizer import Optimizer
 
 
@@ -17,7 +17,7 @@ class Adadelta(Optimizer):
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False,
                  master_weights=False, foreach=None, fused=None, capturable=False, differentiable=False):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
-        _check_hyper("Adadelta", "learning rate", lr)
+        _check_lr("Adadelta", lr)
         _check_hyper("Adadelta", "rho", rho, upper=1.0, closed=True)
         _check_hyper("Adadelta", "epsilon", eps)
         _check_hyper("Adadelta", "weight_decay", weight_decay)

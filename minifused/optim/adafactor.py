@@ -12,7 +12,7 @@ from .. import backend
 from ..autograd import no_grad
 from ..kernels import acc_dtype
 from ..tensor import Tensor
-from ._support import _check_hyper, _pytorch_flags
+from ._support import _check_hyper, _check_lr, _pytorch_flags
 from .optimizer import Optimizer
 
 
@@ -43,7 +43,7 @@ class Adafactor(Optimizer):
     def __init__(self, params, lr=1e-2, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0, weight_decay=0.0, *,
                  foreach=None, maximize=False, master_weights=False):
         _pytorch_flags(type(self).__name__, foreach, None, False, False)
-        _check_hyper("Adafactor", "learning rate", lr)
+        _check_lr("Adafactor", lr)
         if not (isinstance(beta2_decay, numbers.Real) and not isinstance(beta2_decay, bool) and beta2_decay <= 0.0):
             raise ValueError(f"Adafactor: invalid beta2_decay {beta2_decay!r}; expected a number <= 0")
         if not (isinstance(eps, (tuple, list)) and len(eps) == 2):

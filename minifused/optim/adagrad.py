@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim_adaptive as K
-from ._support import _check_hyper, _pytorch_flags
+from ._support import _check_hyper, _check_lr, _pytorch_flags
 from .optimizer import Optimizer
 
 
@@ -20,7 +20,8 @@ class Adagrad(Optimizer):
                  maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
                  differentiable=False):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
-        for what, value in (("learning rate", lr), ("lr_decay", lr_decay), ("weight_decay", weight_decay),
+        _check_lr("Adagrad", lr)
+        for what, value in (("lr_decay", lr_decay), ("weight_decay", weight_decay),
                             ("initial_accumulator_value", initial_accumulator_value), ("epsilon", eps)):
             _check_hyper("Adagrad", what, value)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim as K
-from ._support import _check_hyper, _pytorch_flags
+from ._support import _check_hyper, _check_lr, _pytorch_flags
 from .optimizer import Optimizer
 
 
 def check_adam_hyper(name, lr, betas, eps, weight_decay):
     """The arguments the Adam family shares, checked as PyTorch checks them."""
-    _check_hyper(name, "learning rate", lr)
+    _check_lr(name, lr)
     _check_hyper(name, "epsilon", eps)
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
         raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim_extra as K
-from ._support import _check_hyper, _pytorch_flags
+from ._support import _check_hyper, _check_lr, _pytorch_flags
 from .optimizer import Optimizer
 
 
@@ -19,7 +19,7 @@ class ASGD(Optimizer):
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0, foreach=None,
                  maximize=False, differentiable=False, capturable=False, *, master_weights=False):
         _pytorch_flags(type(self).__name__, foreach, None, capturable, differentiable)
-        _check_hyper("ASGD", "learning rate", lr)
+        _check_lr("ASGD", lr)
         _check_hyper("ASGD", "weight_decay", weight_decay)
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
                                       maximize=maximize), master_weights)

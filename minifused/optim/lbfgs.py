@@ -11,7 +11,7 @@ from ..autograd import no_grad
 from ..kernels import acc_dtype
 from ..tensor import Tensor
 from ._line_search import strong_wolfe
-from ._support import _check_hyper
+from ._support import _check_lr
 from .optimizer import Optimizer
 
 
@@ -41,7 +41,7 @@ class LBFGS(Optimizer):
 
     def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7, tolerance_change=1e-9,
                  history_size=100, line_search_fn=None, *, maximize=False):
-        _check_hyper("LBFGS", "learning rate", lr)
+        _check_lr("LBFGS", lr)
         if max_eval is None:
             max_eval = max_iter * 5 // 4
         super().__init__(params, dict(lr=lr, max_iter=max_iter, max_eval=max_eval, tolerance_grad=tolerance_grad,
@@ -117,7 +117,7 @@ class LBFGS(Optimizer):
 
     def _iterate(self, closure, group, state, mem, loss, flat_grad):
         """The iterations of one step: ``mem`` holds (and receives) the state as arrays and floats."""
-        lr, max_iter, max_eval = group["lr"], group["max_iter"], group["max_eval"]
+        lr, max_iter, max_eval = float(group["lr"]), group["max_iter"], group["max_eval"]  # (a tensor lr read)
         tolerance_change, maximize = group["tolerance_change"], group["maximize"]
         current_evals, n_iter = 1, 0
         while n_iter < max_iter:

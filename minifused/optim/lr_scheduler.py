@@ -17,6 +17,7 @@ from bisect import bisect_right
 from collections import Counter
 
 from ._scheduler_base import LRScheduler, _check_optimizer  # noqa: F401 - the base, re-exported here
+from ._scheduler_base import _set_lr
 
 _LRScheduler = LRScheduler  # PyTorch's older name of the base, which custom schedulers still subclass
 
@@ -317,7 +318,7 @@ class CyclicLR(LRScheduler):
         base_lrs = _per_group("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, g in zip(base_lrs, optimizer.param_groups):
-                g["lr"] = lr
+                _set_lr(g, lr)
         self.max_lrs = _per_group("max_lr", optimizer, max_lr)
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up

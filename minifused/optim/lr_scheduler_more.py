@@ -7,7 +7,7 @@ import math
 import numbers
 from bisect import bisect_right
 
-from ._scheduler_base import LRScheduler, _check_optimizer
+from ._scheduler_base import LRScheduler, _check_optimizer, _group_values, _set_lr
 
 
 class _Composite(LRScheduler):
@@ -66,7 +66,7 @@ class SequentialLR(_Composite):
         self._milestones = milestones
         self.last_epoch = last_epoch + 1
         for g in optimizer.param_groups:
-            g["lr"] = g["initial_lr"]
+            _set_lr(g, g["initial_lr"])
         _undo_construction_steps(schedulers)
         first = schedulers[bisect_right(milestones, 0)]
         first._initial_step()
@@ -133,8 +133,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         finally:
             self._get_lr_called_within_step = False
         for g, lr in zip(self.optimizer.param_groups, values):
-            g["lr"] = lr
-        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+            _set_lr(g, lr)
+        self._last_lr = _group_values(self.optimizer)
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -161,7 +161,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.patience, self.cooldown, self.cooldown_counter = patience, cooldown, 0
         self.eps = eps
         self.last_epoch = 0
-        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+        self._last_lr = _group_values(optimizer)
         self._init_is_better(mode, threshold, threshold_mode)
         self._reset()
 
@@ -201,7 +201,7 @@ class ReduceLROnPlateau(LRScheduler):
             self._reduce_lr()
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
-        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+        self._last_lr = _group_values(self.optimizer)
 
     def _reduce_lr(self):
         groups = self.optimizer.param_groups
@@ -214,7 +214,7 @@ class ReduceLROnPlateau(LRScheduler):
             old = float(g["lr"])
             new = max(old * self.factor, floor)
             if old - new > self.eps:
-                g["lr"] = new
+                _set_lr(g, new)
 
     def load_state_dict(self, state_dict):
         super().load_state_dict(state_dict)

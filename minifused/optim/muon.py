@@ -9,7 +9,7 @@ import numpy as np
 from .. import backend
 from ..autograd import no_grad
 from ..kernels import acc_dtype
-from ._support import _check_hyper
+from ._support import _check_hyper, _check_lr
 from .adafactor import rounding
 from .optimizer import Optimizer
 
@@ -78,7 +78,7 @@ class Muon(Optimizer):
     def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
                  ns_coefficients=(DEFAULT_A, DEFAULT_B, DEFAULT_C), eps=EPS, ns_steps=DEFAULT_NS_STEPS,
                  adjust_lr_fn=None, *, master_weights=False):
-        _check_hyper("Muon", "learning rate", lr)
+        _check_lr("Muon", lr)
         _check_hyper("Muon", "momentum", momentum)
         _check_hyper("Muon", "weight_decay", weight_decay)
         if adjust_lr_fn is not None and adjust_lr_fn not in ("original", "match_rms_adamw"):

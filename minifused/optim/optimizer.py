@@ -286,6 +286,8 @@ class Optimizer:
                 or [k for k, _ in items] != rec.keys
                 or not all(map(operator.is_, [t._data for t in rec.tensors], rec.arrays))):
             return False
+        for g in self.param_groups:  # (tensor hyper-parameters' values, read on the device as a full step reads them)
+            g.refresh()
         rec.replay([arrays[i] for i in rec.order])
         for p in rec.replay.params:
             p._bump(name)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim_adaptive as K
-from ._support import _check_hyper, _pytorch_flags
+from ._support import _check_hyper, _check_lr, _pytorch_flags
 from .optimizer import Optimizer
 
 
@@ -23,7 +23,8 @@ class RMSprop(Optimizer):
                  maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
                  differentiable=False):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
-        for what, value in (("learning rate", lr), ("epsilon", eps), ("momentum", momentum),
+        _check_lr("RMSprop", lr)
+        for what, value in (("epsilon", eps), ("momentum", momentum),
                             ("weight_decay", weight_decay), ("alpha", alpha)):
             _check_hyper("RMSprop", what, value)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,

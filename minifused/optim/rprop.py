@@ -5,7 +5,7 @@ import numbers
 
 from ..autograd import no_grad
 from ..kernels import optim_extra as K
-from ._support import _check_hyper, _pytorch_flags
+from ._support import _check_lr, _pytorch_flags
 from .optimizer import Optimizer
 
 
@@ -21,7 +21,7 @@ class Rprop(Optimizer):
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable=False, foreach=None,
                  maximize=False, differentiable=False, master_weights=False):
         _pytorch_flags(type(self).__name__, foreach, None, capturable, differentiable)
-        _check_hyper("Rprop", "learning rate", lr)
+        _check_lr("Rprop", lr)
         if not (isinstance(etas, (tuple, list)) and len(etas) == 2
                 and all(isinstance(e, numbers.Real) and not isinstance(e, bool) for e in etas)
                 and 0.0 < etas[0] < 1.0 < etas[1]):
@@ -40,7 +40,8 @@ class Rprop(Optimizer):
     def _state(self, p, lr):
         st = self.state.get(p)
         if not st:
-            st = self.state[p] = {"step": 0, "prev": self._new_state(p), "step_size": self._new_state(p, fill=lr)}
+            st = self.state[p] = {"step": 0, "prev": self._new_state(p),
+                                  "step_size": self._new_state(p, fill=float(lr))}
         return st
 
     def step(self, closure=None):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim as K
-from ._support import _check_hyper, _pytorch_flags
+from ._support import _check_hyper, _check_lr, _pytorch_flags
 from .optimizer import Optimizer
 
 
@@ -20,7 +20,7 @@ class SGD(Optimizer):
                  maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
                  differentiable=False):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
-        _check_hyper("SGD", "learning rate", lr)
+        _check_lr("SGD", lr)
         _check_hyper("SGD", "momentum", momentum)
         _check_hyper("SGD", "weight_decay", weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
