@@ -11,7 +11,7 @@ One step = forward, cross-entropy, backward, SGD with momentum 0.9 and weight de
   with bf16 autocast;
   its whole-step CUDA graph (captured by hand as its documentation shows); ``torch.compile`` of the
   whole step (``--compile``: max-autotune compiles for minutes, so it is opt-in, and such a run writes
-  ``resnet_compile.json``, its compile time as a row; ``--dtypes bf16 --rounds 0`` keeps it short).
+  ``resnet_compile_b<B>.json`` per batch, its compile time as a row; ``--dtypes bf16 --rounds 0`` keeps it short).
 
 Steps/s are timed with CUDA events around ``--steps`` steps after a warm-up (and a capture), median of
 ``--repeats``; peak memory is each framework's allocator peak over its run. Ratios:
@@ -234,8 +234,10 @@ def main(argv=None):
     p.add_argument("--compile", action="store_true", help="also time torch.compile(mode='max-autotune')")
     args = p.parse_args(argv)
     torch = torch_or_none()
-    res = Results("resnet_compile" if args.compile else "resnet")
+    res = Results("resnet")
     for batch in (int(b) for b in args.batches.split(",")):
+        if args.compile:  # a file per batch: compiling takes minutes a batch, so batches run in separate calls
+            res = Results(f"resnet_compile_b{batch}")
         rates = {}
         for dtype in args.dtypes.split(","):
             for captured in (False, True):

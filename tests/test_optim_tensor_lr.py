@@ -179,3 +179,28 @@ def test_capture_refuses_a_cpu_tensor_lr():
     with pytest.raises(RuntimeError, match="tensor hyper-parameter on cpu"):
         scheduled_training("cuda", True, lambda ps: optim.Adam(ps, lr=mf.tensor(0.05)),
                            lambda opt: S.ExponentialLR(opt, gamma=0.7), 4)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "NAdam", "RAdam", "Adamax"])
+def test_tensor_betas_step_as_float_betas(name, device):
+    """Adam's betas as one-element tensors (PyTorch's Adam takes them): the float betas' steps bit for bit, beta1
+    changed in place between steps included."""
+    def run(tensors):
+        p = nn.Parameter(mf.tensor(W0.astype(np.float32), device=device))
+        betas = tuple(mf.tensor(b, device=device) if tensors else b for b in (0.875, 0.9375))
+        opt = getattr(optim, name)([p], lr=LR, betas=betas, weight_decay=0.01)
+        out = []
+        for i in range(5):
+            if i == 3:
+                if tensors:
+                    betas[0].fill_(0.75)
+                else:
+                    opt.param_groups[0]["betas"] = (0.75, 0.9375)
+            p.grad = mf.tensor(np.cos(W0 * (i + 1)).astype(np.float32), device=device)
+            opt.step()
+            out.append(p.detach().cpu().numpy().copy())
+        return out
+
+    for a, b in zip(run(True), run(False)):
+        np.testing.assert_array_equal(a, b)

@@ -247,30 +247,28 @@ def _pytorch_flags(opt, foreach, fused, capturable, differentiable):
         raise NotImplementedError(f"{opt}: differentiable=True (autograd through the update) is not supported")
 
 
-def _check_hyper(opt, what, value, upper=None, closed=False):
+def _check_hyper(opt, what, value, upper=None, closed=False, tensor=False):
     """``value`` a real number in [0, upper) ([0, upper] when ``closed``; any upper bound when None),
-    as PyTorch's optimizers check them; NaN is rejected."""
+    as PyTorch's optimizers check them; NaN is rejected. With ``tensor``, also a one-element real tensor whose value
+    is (PyTorch's optimizers take one for the lr and Adam's betas; the group keeps it: see :class:`_Group`)."""
+    shown = value
+    if tensor and isinstance(value, Tensor):
+        if not is_scalar_tensor(value):
+            raise ValueError(f"{opt}: a Tensor {what} must be a one-element tensor of a real dtype, got shape "
+                             f"{tuple(value.shape)} and dtype {value.dtype}")
+        value = float(value)
     number = isinstance(value, numbers.Real) and not isinstance(value, bool)
     ok = number and 0.0 <= value
     if ok and upper is not None:
         ok = value <= upper if closed else value < upper
     if not ok:
         bound = ">= 0" if upper is None else f"in [0, {upper}]" if closed else f"in [0, {upper})"
-        raise ValueError(f"{opt}: invalid {what} {value!r}; expected {'' if number else 'a number '}{bound}")
+        raise ValueError(f"{opt}: invalid {what} {shown!r}; expected {'' if number else 'a number '}{bound}")
 
 
 def _check_lr(opt, lr):
-    """A learning rate: a real number >= 0, or a one-element real tensor whose value is (PyTorch's optimizers take
-    one and keep it in the group; see :class:`_Group`)."""
-    if isinstance(lr, Tensor):
-        if not is_scalar_tensor(lr):
-            raise ValueError(f"{opt}: a Tensor lr must be a one-element tensor of a real dtype, got shape "
-                             f"{tuple(lr.shape)} and dtype {lr.dtype}")
-        value = float(lr)
-        if not value >= 0.0:
-            raise ValueError(f"{opt}: invalid learning rate {lr!r}; expected >= 0")
-        return
-    _check_hyper(opt, "learning rate", lr)
+    """A learning rate: a real number >= 0 or a one-element tensor of one."""
+    _check_hyper(opt, "learning rate", lr, tensor=True)
 
 
 class _Handle:

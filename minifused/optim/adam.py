@@ -14,7 +14,7 @@ def check_adam_hyper(name, lr, betas, eps, weight_decay):
     if not isinstance(betas, (tuple, list)) or len(betas) != 2:
         raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
     for i, b in enumerate(betas):
-        _check_hyper(name, f"beta parameter at index {i}", b, upper=1.0)
+        _check_hyper(name, f"beta parameter at index {i}", b, upper=1.0, tensor=True)
     _check_hyper(name, "weight_decay", weight_decay)
 
 
