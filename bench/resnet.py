@@ -15,7 +15,8 @@ One step = forward, cross-entropy, backward, SGD with momentum 0.9 and weight de
 
 Steps/s are timed with CUDA events around ``--steps`` steps after a warm-up (and a capture), median of
 ``--repeats``; peak memory is each framework's allocator peak over its run. Ratios:
-``resnet_graph_over_torch_best_b<B>`` (minifused captured bf16 over the best PyTorch bf16 step) and
+``resnet_graph_over_torch_best_b<B>`` (minifused captured bf16 over the best PyTorch bf16 step the run timed:
+eager and graph in ``resnet.json``, compile too in ``resnet_compile_b<B>.json``) and
 ``resnet_eager_over_torch_eager_b<B>`` (eager bf16 over eager bf16 autocast), > 1: minifused is faster.
 Eager steps at these sizes are bound by host time, which drifts on a shared machine by more than the
 difference measured (one framework's rounds timed minutes apart from the other's can land in different
