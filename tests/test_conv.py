@@ -1938,3 +1938,31 @@ def test_gpu_grouped_packs_match_numpy(dtype, poisoned_pool):
             both(src, out.data.ptr, m, mask_words, wt.data.ptr, w_out.data.ptr)
             assert np.array_equal(out.get().astype(np.float64), expect), (n, groups, c, h, w, mask_words)
             assert np.array_equal(w_out.get().astype(np.float64), want_w), (groups, c, j)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_relayout_transposes_both_ways_exactly(dtype):
+    """kernels.conv.relayout: a C-contiguous array to channels-last and back, bit for bit what CuPy's copies give,
+    at odd sizes (the 32 x 32 tiles), 64-multiples (the 16-byte tiles), from views at an offset of one image (not
+    16-byte aligned at the odd sizes); an array already in the layout comes back itself, a strided view as a copy
+    of its values, an empty batch as an empty array."""
+    import cupy
+
+    from minifused.kernels import c_contiguous, channels_last_strided
+
+    dt = getattr(backend, dtype)
+    rng = np.random.default_rng(5)
+    for n, c, h, w in [(2, 3, 7, 5), (3, 64, 8, 8), (1, 130, 9, 16), (4, 8, 1, 1), (2, 1, 6, 6)]:
+        a = cupy.asarray(rng.standard_normal((n + 1, c, h, w))).astype(dt)[1:]  # (at an offset of one image)
+        cl = K.relayout(a, True)
+        assert channels_last_strided(cl) and cl.shape == a.shape
+        assert np.array_equal(cl.get(), a.get()), (n, c, h, w)
+        assert K.relayout(cl, True) is cl
+        back = K.relayout(cl, False)
+        assert c_contiguous(back) and np.array_equal(back.get(), a.get()), (n, c, h, w)
+        assert K.relayout(back, False) is back
+    view = cupy.asarray(rng.standard_normal((2, 6, 5, 4))).astype(dt)[:, ::2]
+    assert np.array_equal(K.relayout(view, True).get(), view.get())
+    assert np.array_equal(K.relayout(view, False).get(), view.get())
+    assert K.relayout(cupy.zeros((0, 4, 3, 3), dt), True).shape == (0, 4, 3, 3)

@@ -28,8 +28,8 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import (ARG, Prepared, aligned_bytes, c_contiguous, empty_channels_last, grid_1d, is_channels_last,
-               sm_count, to_channels_last)
+from . import (ARG, Prepared, aligned_bytes, c_contiguous, channels_last_strided, empty_channels_last, grid_1d,
+               is_channels_last, sm_count, to_channels_last, to_layout)
 from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
                         block_diagonal_applies, direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry,
                         ints, is_direct, nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward,
@@ -107,15 +107,41 @@ class PackedInput:
 
 
 @functools.cache
-def pack_nhwc_launch(dtype, n, hw, ctot, cols, cpad, groups=1):
+def pack_nhwc_launch(dtype, n, hw, ctot, cols, cpad, groups=1, dev=None):
     """conv_util.cu's pack of ``groups`` slices of ``cols`` of the ``ctot`` channels of an (N, C, H, W) array of
     ``hw`` pixels per image to (groups, N, H, W, ``cpad``), zero-padded, times a ReLU mask if given; per call the
     addresses of the first packed channel, of the output and of the mask's first word (any address without one),
-    and the mask's words per channel (0: no mask)."""
+    and the mask's words per channel (0: no mask). Made on the current device, which ``dev`` names (a key of the
+    cache: a launch holds its device's kernel)."""
     tile = pack_tile(dtype)
     grid = (-(-hw // tile), -(-cpad // tile), min(groups * n, GRID_Z))
     return Prepared(util_kernel(dtype, "pack_nhwc"), grid, (32, 8, 1),
                     (ARG, ARG, ARG, *ints(cols, ctot, hw, cpad), ARG, *ints(n, groups)))
+
+
+def relayout(a, channels_last):
+    """``a`` (N, C, H, W) laid out channels-last (``channels_last``) or C-contiguous: ``a`` itself where it already
+    is. On the GPU, from the other dense layout, the copy is pack_nhwc's tiled transpose (NCHW as (N, C, HW) to
+    (N, HW, C), or the reverse with the roles of C and HW swapped): CuPy's copy of a transposed view reaches a
+    fraction of the copy bandwidth, and the channels-last paths that fall back to the C-contiguous kernels pay
+    such a copy of their input and of their output."""
+    if channels_last_strided(a) if channels_last else c_contiguous(a):
+        return a
+    dense = channels_last_strided(a) if not channels_last else c_contiguous(a)
+    if not (_on_gpu(a) and dense and a.ndim == 4 and a.size):
+        return to_layout(a, channels_last)
+    import cupy
+
+    n, c, h, w = a.shape
+    dev = a.data.device_id
+    with cupy.cuda.Device(dev):
+        if channels_last:
+            out, launch = empty_channels_last(a.shape, a.dtype), pack_nhwc_launch(a.dtype, n, h * w, c, c, c, 1, dev)
+        else:
+            hw = h * w
+            out, launch = cupy.ndarray(a.shape, a.dtype), pack_nhwc_launch(a.dtype, n, c, hw, hw, hw, 1, dev)
+        launch(a.data.ptr, out.data.ptr, a.data.ptr, 0)  # (no ReLU mask: its address unread, 0 words)
+    return out
 
 
 def _backward_pack(dtype, n, pq, ktot, k, kpad, j, groups=1):
@@ -283,7 +309,7 @@ def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, di
             y = cupy.ndarray((n, k, p, q), dtype)
             gemm(x.data.ptr, wk.ptr, ba or y.data.ptr, y.data.ptr, y.data.ptr if mask is None else mask.data.ptr,
                  flag)
-            y = to_channels_last(y)
+            y = relayout(y, True)
         return y, mask, (PackedInput(x, x_shape, False) if keep_x else None)
     return run
 
@@ -367,9 +393,9 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     if cl and (groups != 1 or kpad != k or cpad != c or direct_dw):
         return None
 
-    pack_dy = None if cl else pack_nhwc_launch(dtype, n, p * q, k, kg, kpad, groups)
+    pack_dy = None if cl else pack_nhwc_launch(dtype, n, p * q, k, kg, kpad, groups, dev_id)
     pack_dy_w = None if cl else _backward_pack(dtype, n, p * q, k, kg, kpad, cg * r * s, groups)
-    pack_x = None if packed_x or cl else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad, groups)
+    pack_x = None if packed_x or cl else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad, groups, dev_id)
     # the bias gradient: the column sums of the packed dy (its first kg channels of kpad)
     sum_bytes, bias_sums = columns.strided_sums(dtype, n * p * q, kg, kpad, dev_id)
     # dW: conv.cu's GEMM or conv_tma_wgrad writes fp32 split-K partials (dy, x -> partials) and wgrad_reduce sums
@@ -441,7 +467,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     pack_w = Prepared(util_kernel(dtype, "transpose_pad"), (r * s * -(-cg // 32), (kpad + 31) // 32), (32, 8, 1),
                       (ARG, ARG, *ints(kg, j, kpad), ARG))
     if dg_tma is not None and dg_tma.nchw_via_nhwc:  # (one group) dX written NHWC, then transposed by pack_nhwc's
-        to_nchw = pack_nhwc_launch(dtype, n, c, h * wd, h * wd, h * wd)  # kernel, (pixels, channels) per image
+        # kernel, (pixels, channels) per image
+        to_nchw = pack_nhwc_launch(dtype, n, c, h * wd, h * wd, h * wd, 1, dev_id)
 
         def dgrad(dza, wca, dxa):
             nhwc = cupy.cuda.alloc(n * h * wd * c * isz)
@@ -525,7 +552,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
                 dgrad(dza, wca, dx.data.ptr)
         del tmp
         if cl and dx is not None and not dg_tma:
-            dx = to_channels_last(dx)
+            dx = relayout(dx, True)
         return dx, dw, db
     return run
 
@@ -563,9 +590,9 @@ def conv2d_forward(x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 
             y, mask, kept = run(x, w, bias, activation == "relu", want_mask, keep_packed_x)
             return (y, mask, kept) if keep_packed_x else (y, mask)
         # the C-contiguous path, its output then laid out as x
-        y, *rest = conv2d_forward(xp.ascontiguousarray(x), xp.ascontiguousarray(w), bias, stride, padding,
+        y, *rest = conv2d_forward(relayout(x, False), xp.ascontiguousarray(w), bias, stride, padding,
                                   dilation, groups, activation, want_mask, keep_packed_x, config=config)
-        return (to_channels_last(y), *rest)
+        return (relayout(y, True), *rest)
     elif _on_gpu(x):
         path = _forward_gemm_path(x, w, stride, padding, dilation, groups, activation, want_mask, config)
         if path is not None:
@@ -631,7 +658,7 @@ def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mas
         if on_gpu and mask is None and gemm_path is None:  # a GEMM path's dy is C-contiguous: the path below
             run = _backward_launcher(dy.dtype, x_shape, w_shape, *geo, dy.data.device_id, config, tf32, packed, True)
         if run is not None:  # a channels-last weight is read as it is, and gets a channels-last dW
-            return run(dy, x if x is None or packed else to_channels_last(x), w, None, need_dx, need_dw, need_db,
+            return run(dy, x if x is None or packed else relayout(x, True), w, None, need_dx, need_dw, need_db,
                        w_cl)
     if w is not None and not c_contiguous(w):
         w = xp.ascontiguousarray(w)
@@ -639,9 +666,9 @@ def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mas
         dx, dw, db = _backward(dy, x, w, x_shape, w_shape, *geo, mask, need_dx, need_dw, need_db, config)
         return dx, None if dw is None else to_channels_last(dw), db
     if is_channels_last(dy):
-        dx, dw, db = _backward(xp.ascontiguousarray(dy), x if x is None or packed else xp.ascontiguousarray(x), w,
+        dx, dw, db = _backward(relayout(dy, False), x if x is None or packed else relayout(x, False), w,
                                x_shape, w_shape, *geo, mask, need_dx, need_dw, need_db, config)
-        return None if dx is None else to_channels_last(dx), dw, db
+        return None if dx is None else relayout(dx, True), dw, db
     if on_gpu:
         run = _backward_launcher(dy.dtype, x_shape, w_shape, *geo, dy.data.device_id, config, tf32, packed)
         path = gemm_path

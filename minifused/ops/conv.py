@@ -92,7 +92,7 @@ class Conv2dFn(Function):
         x, weight = (ctx.x, saved[0]) if len(saved) == 1 else saved
         stride, padding, dilation, groups = ctx.geometry
         needs = ctx.needs_input_grad
-        dy = to_layout(dy, ctx.channels_last)
+        dy = K.relayout(dy, ctx.channels_last)
         dx, dw, db = K.conv2d_backward(dy, x, weight, stride, padding, dilation, groups, ctx.mask,
                                        need_dx=needs[0], need_dw=needs[1], need_db=len(needs) > 2 and needs[2])
         return dx, dw, db
@@ -208,7 +208,7 @@ class ConvTranspose2dFn(Function):
         xp = backend.array_module(x)
         # the kernels take C-contiguous arrays; y, dx and dw come back in their layouts (channels-last in, out)
         ctx.channels_last = is_channels_last(x), is_channels_last(weight)
-        x, weight = xp.ascontiguousarray(x), xp.ascontiguousarray(weight)
+        x, weight = K.relayout(x, False), xp.ascontiguousarray(weight)
         ctx.x_shape = x.shape
         # An output_padding of the stride or more (allowed below the dilation) makes out_shape's convolution
         # output, the shape the kernels take x in, larger than x: x is zero-padded to it (its extra rows and
@@ -223,13 +223,13 @@ class ConvTranspose2dFn(Function):
         y = K.conv2d_backward_data(x, weight, out_shape, stride, padding, dilation, groups)
         ctx.geometry = (stride, padding, dilation, groups)
         ctx.save_for_backward(x, weight)
-        return to_layout(y, ctx.channels_last[0])
+        return K.relayout(y, ctx.channels_last[0])
 
     @staticmethod
     def backward(ctx, gy):
         x, weight = ctx.saved_tensors
         stride, padding, dilation, groups = ctx.geometry
-        gy = backend.array_module(gy).ascontiguousarray(gy)
+        gy = K.relayout(gy, False)
         need_x, need_w = ctx.needs_input_grad
         dx = None
         if need_x:
@@ -237,7 +237,7 @@ class ConvTranspose2dFn(Function):
             h, w = ctx.x_shape[2:]
             if dx.shape[2:] != (h, w):  # (x was padded: see forward)
                 dx = backend.array_module(dx).ascontiguousarray(dx[:, :, :h, :w])
-            dx = to_layout(dx, ctx.channels_last[0])
+            dx = K.relayout(dx, ctx.channels_last[0])
         dw = K.conv2d_backward_filter(x, gy, weight.shape, stride, padding, dilation, groups) if need_w else None
         return dx, None if dw is None else to_layout(dw, ctx.channels_last[1])
 
