@@ -310,14 +310,16 @@ def test_cross_entropy_against_torch(cfg, dtype):
 
 
 def test_cross_entropy_probability_targets_refuse_ignore_index():
-    """PyTorch's rule: a class-probability target has no class index to ignore, so an ignore_index other than the
-    default raises (for the module too) rather than be dropped silently."""
+    """PyTorch's rule: a class-probability target has no class index to ignore, so an ignore_index that could name
+    a class (>= 0) raises (for the module too) rather than be dropped silently; a negative one names none, and the
+    loss is the one without it."""
     x, t = mf.zeros(2, 3), mf.full((2, 3), 1 / 3)
     with pytest.raises(ValueError, match="cross_entropy: ignore_index is not supported for class-probability"):
         F.cross_entropy(x, t, ignore_index=1)
     with pytest.raises(ValueError, match="ignore_index is not supported"):
         nn.CrossEntropyLoss(ignore_index=0)(x, t)
-    np.testing.assert_allclose(float(F.cross_entropy(x, t)), np.log(3), rtol=1e-6)
+    for ignore_index in (-100, -1, -7):
+        np.testing.assert_allclose(float(F.cross_entropy(x, t, ignore_index=ignore_index)), np.log(3), rtol=1e-6)
     # probabilities of the wrong shape: said so, not "expected integer class indices"
     with pytest.raises(ValueError, match=r"class probabilities and must have the input's shape \[2, 3\], got \[2, 2\]"):
         F.cross_entropy(x, mf.full((2, 2), 0.5))
@@ -454,3 +456,48 @@ def test_mse_loss_kernels_against_torch(n, dtype, reduction):
     F.mse_loss(x.detach(), both, reduction=reduction).backward()
     d = x._data.astype(np.float64).get() - both._data.astype(np.float64).get()
     assert rel_err(both.grad._data.astype(np.float32).get(), -(2.0 / n if reduction == "mean" else 2.0) * d) < tol
+
+
+@pytest.mark.parametrize("case", ["cross_entropy", "nll_loss", "bce", "bce_logits", "pos_weight", "multi_margin"])
+def test_loss_weights_that_require_grad_raise_as_in_pytorch(case):
+    """PyTorch does not differentiate these losses' class or element weights: one that requires grad raises (while
+    grad mode is on) rather than have its gradient silently dropped; under no_grad, or detached, it weighs as ever.
+    A class-probability cross_entropy does differentiate its weight, as PyTorch's."""
+    x = mf.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+    w = mf.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    idx, ones = mf.tensor([2]), mf.ones(1, 3)
+    call, name = {
+        "cross_entropy": (lambda w: F.cross_entropy(x, idx, weight=w), "weight"),
+        "nll_loss": (lambda w: F.nll_loss(x, idx, weight=w), "weight"),
+        "bce": (lambda w: F.binary_cross_entropy(x.sigmoid(), ones, weight=w), "weight"),
+        "bce_logits": (lambda w: F.binary_cross_entropy_with_logits(x, ones, weight=w), "weight"),
+        "pos_weight": (lambda w: F.binary_cross_entropy_with_logits(x, ones, pos_weight=w), "pos_weight"),
+        "multi_margin": (lambda w: F.multi_margin_loss(x, idx, weight=w), "weight"),
+    }[case]
+    with pytest.raises(RuntimeError, match=f"not differentiable with respect to argument '{name}'"):
+        call(w)
+    want = float(call(w.detach()))
+    with mf.no_grad():
+        assert float(call(w)) == want
+    probs = F.cross_entropy(x, mf.tensor([[0.2, 0.3, 0.5]]), weight=w)
+    probs.backward()
+    log_p = np.array([1.0, 2.0, 3.0]) - np.log(np.exp([1.0, 2.0, 3.0]).sum())
+    np.testing.assert_allclose(w.grad.numpy(), -np.array([0.2, 0.3, 0.5]) * log_p, rtol=1e-6)
+
+
+@pytest.mark.parametrize("var_shape,ok", [((4, 1, 5, 5), True), ((1, 3, 5, 5), True), ((4, 3, 5, 1), True),
+                                          ((4, 3, 5), True), ((4, 3, 5, 5), True), ((4, 3, 1, 1), False),
+                                          ((1, 1, 1, 1), False), ((3, 5, 5), False), ((4, 2, 5, 5), False)])
+def test_gaussian_nll_loss_var_shapes_as_pytorch(var_shape, ok):
+    """PyTorch's rule for var: the input's shape, one fewer trailing dimension, or as many dimensions with exactly
+    one of them 1 where the input's is not (shared along it); other shapes raise. Values against float64 NumPy."""
+    rng = np.random.default_rng(3)
+    x, t = rng.standard_normal((4, 3, 5, 5)), rng.standard_normal((4, 3, 5, 5))
+    v = rng.random(var_shape) + 0.1
+    if not ok:
+        with pytest.raises(ValueError, match="var is of incorrect size"):
+            F.gaussian_nll_loss(mf.tensor(x), mf.tensor(t), mf.tensor(v))
+        return
+    got = float(F.gaussian_nll_loss(mf.tensor(x), mf.tensor(t), mf.tensor(v)))
+    vb = v.reshape(*v.shape, 1) if len(var_shape) == 3 else v
+    np.testing.assert_allclose(got, np.mean(0.5 * (np.log(vb) + (x - t) ** 2 / vb)), rtol=1e-12)

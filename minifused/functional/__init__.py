@@ -32,7 +32,7 @@ from ..ops.shape import reshape as _reshape
 from ..ops.shape import transpose as _transpose
 from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
-from ._checks import _check_tensor, _legacy_reduction
+from ._checks import _check_tensor, _legacy_reduction, _not_differentiable
 from ..backend import InputError, InputTypeError
 
 # ---- elementwise and activations (foundation)
@@ -453,10 +453,11 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     input, target, weight = _autocast_float32(input, target, weight)
     if (isinstance(input, _Tensor) and isinstance(target, _Tensor) and _backend.is_floating(target.dtype)
             and tuple(target.shape) == tuple(input.shape)):
-        if ignore_index != -100:  # (PyTorch's rule: there is no class index to ignore)
+        if ignore_index >= 0:  # (PyTorch's rule: there is no class index to ignore; a negative one ignores none)
             raise InputError(f"cross_entropy: ignore_index is not supported for class-probability (floating-point) "
                              f"targets, got ignore_index={ignore_index!r}")
         return _cross_entropy_probabilities(input, target, weight, reduction, float(label_smoothing))
+    _not_differentiable("cross_entropy", "weight", weight)  # (with class indices; probabilities differentiate it)
     rows, trows, weight, shape = _class_rows("cross_entropy", input, target, weight, ignore_index, reduction)
     out = _loss_ops.cross_entropy_rows(rows, trows, weight, int(ignore_index), float(label_smoothing), reduction)
     return _reshape(out, shape) if reduction == "none" else out
@@ -496,6 +497,7 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of log-probabilities and class indices, as ``torch.nn.functional.nll_loss``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    _not_differentiable("nll_loss", "weight", weight)
     input, weight = _autocast_float32(input, weight)
     rows, trows, weight, shape = _class_rows("nll_loss", input, target, weight, ignore_index, reduction)
     out = _loss_ops.nll_rows(rows, trows, weight, int(ignore_index), reduction)

@@ -9,6 +9,7 @@ import warnings as _warnings
 import numpy as _np
 
 from .. import backend as _backend
+from ..autograd import is_grad_enabled as _is_grad_enabled
 from ..tensor import Tensor as _Tensor
 from ..backend import InputError, InputTypeError
 
@@ -19,6 +20,14 @@ def _check_tensor(op, input, floating=False):
     if floating and not _backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input (the result is written into it), "
                              f"got dtype {input.dtype}")
+
+
+def _not_differentiable(op, name, value):
+    """PyTorch's rule for the loss arguments it does not differentiate (class and element weights, some targets):
+    one that requires grad raises while grad mode is on, rather than have its gradient silently dropped."""
+    if isinstance(value, _Tensor) and value.requires_grad and _is_grad_enabled():
+        raise InputError(f"{op}: not differentiable with respect to argument '{name}': expected a tensor that does "
+                         f"not require grad (pass {name}.detach()), got one with requires_grad=True")
 
 
 def _legacy_reduction(size_average, reduce, reduction):

@@ -19,7 +19,7 @@ from ..ops._common import promote as _promote
 from ..ops.elementwise import where as _where
 from ..ops.reduce import vector_norm as _vector_norm
 from ..tensor import Tensor as _Tensor
-from ._checks import _legacy_reduction
+from ._checks import _legacy_reduction, _not_differentiable
 from ..backend import InputError, InputTypeError
 
 __all__ = ["leaky_relu", "leaky_relu_", "silu", "elu", "elu_", "selu", "selu_", "celu", "celu_", "softplus",
@@ -593,6 +593,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                            f"binary_cross_entropy_with_logits (or BCEWithLogitsLoss) on the logits, which is "
                            f"safe, or leave the region for this loss")
     input, target = _loss_operands(op, input, target, reduction, broadcast=False, float_target=True)
+    _not_differentiable(op, "weight", weight)
     weight = _loss_weight(op, "weight", weight, input)
     x = input._data
     if not _backend.is_cuda_array(x) and x.size and not ((x >= 0) & (x <= 1)).all():
@@ -608,6 +609,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     op = "binary_cross_entropy_with_logits"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _loss_operands(op, input, target, reduction, broadcast=False, float_target=True)
+    _not_differentiable(op, "weight", weight)
+    _not_differentiable(op, "pos_weight", pos_weight)
     weight = _loss_weight(op, "weight", weight, input)
     pos_weight = _loss_weight(op, "pos_weight", pos_weight, input)
     return _reduce(_A.BinaryCrossEntropyWithLogits.apply(input, target, weight, pos_weight), reduction)

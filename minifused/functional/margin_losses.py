@@ -10,13 +10,12 @@ import math as _math
 import numbers as _numbers
 
 from .. import backend as _backend
-from ..autograd import is_grad_enabled as _is_grad_enabled
 from ..ops import full_like as _full_like
 from ..ops import gather as _gather
 from ..ops import where as _where
 from ..ops._common import autocast_float32 as _autocast_float32
 from ..tensor import Tensor as _Tensor
-from ._checks import _legacy_reduction
+from ._checks import _legacy_reduction, _not_differentiable
 from .activation import _loss_operands, _loss_weight, _number, _reduce, logsigmoid, pairwise_distance, softplus
 from ..backend import InputError, InputTypeError
 
@@ -67,9 +66,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
         # PyTorch's writes into an array of the input's shape: only the target broadcasts
         raise InputError(f"{op}: output with shape {list(input.shape)} doesn't match the broadcast shape of the "
                          f"input and the target {list(target.shape)}")
-    if target.requires_grad and _is_grad_enabled():
-        raise InputError(f"{op}: not differentiable with respect to argument 'target': expected a target that "
-                         f"does not require grad (pass target.detach()), got one with requires_grad=True")
+    _not_differentiable(op, "target", target)
     return _reduce(softplus(-target * input), reduction)
 
 
@@ -144,6 +141,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     op = "multi_margin_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _tensors(op, input=input, target=target)
+    _not_differentiable(op, "weight", weight)
     input, weight = _autocast_float32(input, weight)
     if p not in (1, 2):
         raise InputError(f"{op}: only p == 1 and p == 2 supported, got {p!r}")
@@ -250,8 +248,9 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """The negative log-likelihood of ``target`` under normal distributions of means ``input`` and variances
-    ``var`` (of the input's shape, or one fewer trailing dimension, or 1 there: homoscedastic), the variances
-    clamped to at least ``eps`` (the clamp passes gradients, as PyTorch's no-grad clamp of a clone does)."""
+    ``var`` (of the input's shape, or one fewer trailing dimension, or as many dimensions with one of them 1 where
+    the input's is not: shared along it), the variances clamped to at least ``eps`` (the clamp passes gradients,
+    as PyTorch's no-grad clamp of a clone does)."""
     op = "gaussian_nll_loss"
     if isinstance(var, _numbers.Real) and not isinstance(var, bool):  # one variance for all (PyTorch's float var)
         var = _full_like(input, float(var))
@@ -259,7 +258,8 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):  # one fewer dimension: homoscedastic over the last
             var = var.reshape(*var.shape, 1)
-        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+        elif not (var.ndim == input.ndim and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1):
+            # (PyTorch's rule: the sizes of var where it differs from the input sum to 1, so one of them, 1)
             raise InputError(f"{op}: var is of incorrect size {tuple(var.shape)} for input {tuple(input.shape)}")
     if reduction not in ("none", "mean", "sum"):
         raise InputError(f"{op}: {reduction} is not a valid value for reduction")
