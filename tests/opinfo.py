@@ -2333,6 +2333,8 @@ LAYER_OPS = [
                    E("pad_negative_size", lambda: F.pad(t(2, 3), (-2, -2)), ValueError, "negative output size"),
                    E("pad_value_overflow", lambda: F.pad(mf.ones(3, dtype=mf.uint8), (1, 1), value=-1), RuntimeError,
                      "value cannot be converted to type uint8 without overflow"),
+                   E("pad_value_infinite", lambda: F.pad(mf.ones(3, dtype=mf.int64), (1, 1), value=float("inf")),
+                     RuntimeError, "value cannot be converted to type int64 without overflow"),
                    E("pad_float_entries", lambda: F.pad(t(2, 3), (1.0, 1)), TypeError,
                      "pad: pad must be a tuple of ints"))),
     OpInfo("interpolate", F.interpolate, interpolate_ref, spelled="F.interpolate", torch=_tf("interpolate"), samples=(

@@ -56,7 +56,8 @@ def pad(input, pad, mode="constant", value=None):
         value = 0 if value is None else value
         if input.dtype.kind in "iu" and isinstance(value, numbers.Real):
             info = np.iinfo(input.dtype)
-            if not info.min <= int(value) <= info.max:  # (PyTorch refuses rather than wrap)
+            # (PyTorch refuses rather than wrap; an infinity or NaN has no integer value either)
+            if not (math.isfinite(value) and info.min <= int(value) <= info.max):
                 raise RuntimeError(f"{op}: value cannot be converted to type {input.dtype} without overflow, got "
                                    f"{value!r}")
         for d in range(nd - k, nd):
