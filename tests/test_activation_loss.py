@@ -224,6 +224,22 @@ def test_normalize_zero_vector_is_zero_with_finite_gradient():
     assert gradcheck(lambda t: F.normalize(t, p=1.5, dim=0), (f64(3, 4),))
 
 
+@pytest.mark.parametrize("p", [0.5, 0.3])
+def test_normalize_below_p_one_zero_entries_take_no_norm_gradient(p):
+    """For p < 1 the norm's derivative |x|^(p-1) is infinite at a zero entry: PyTorch takes that entry's term as 0,
+    so its gradient is 1/n times g (no NaN), and an all-zero row's is g / eps. Against the closed form in float64."""
+    x = np.array([[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]])
+    g = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
+    t = cpu(x, requires_grad=True)
+    F.normalize(t, p=p).backward(cpu(g))
+    row = x[0]
+    n = (np.abs(row) ** p).sum() ** (1 / p)
+    dn = np.sign(row) * (np.where(row != 0, np.abs(row), n) / n) ** (p - 1)  # (0 where the entry is)
+    want = g[0] / n - (g[0] * row).sum() / n ** 2 * dn
+    np.testing.assert_allclose(t.grad.numpy()[0], want, rtol=1e-12)
+    np.testing.assert_allclose(t.grad.numpy()[1], g[1] / 1e-12)
+
+
 def test_one_hot_shapes_and_inferred_classes():
     i = mf.tensor([[2, 0], [1, 2]])
     out = F.one_hot(i)

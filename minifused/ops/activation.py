@@ -404,8 +404,9 @@ class Normalize(Function):
             dn = xp.sign(xu) * hit / xp.maximum(hit.sum(dim, keepdims=True), 1)
         elif p == 0:
             dn = xp.zeros_like(xu)
-        else:
-            dn = xp.sign(xu) * (xp.abs(xu) / safe) ** (p - 1)
+        else:  # (a zero element's term is 0, as PyTorch's: for p < 1 its power would be 0 ** negative)
+            mag = xp.abs(xu) / safe
+            dn = xp.sign(xu) * backend.where(mag > 0, mag, 1) ** (p - 1)
         return _emit(gu / d - s * dn, g.dtype)
 
     @staticmethod
