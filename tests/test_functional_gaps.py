@@ -200,6 +200,18 @@ def test_embedding_bag_gradients_by_hand():
     np.testing.assert_allclose(w.grad.numpy()[:, 0], [0, 0.5, 0.5, 1, 0])
 
 
+@pytest.mark.parametrize("mode", ["max", "sum", "mean"])
+def test_embedding_bag_of_no_entries_is_zeros_on_the_weights_graph(mode):
+    """No entries at all (every bag empty): zeros that still depend on the weight, whose gradient is then zeros
+    (PyTorch's; 'max' gave a tensor off the graph, so backward raised)."""
+    w = mf.tensor(np.ones((3, 2)), requires_grad=True)
+    out = F.embedding_bag(mf.zeros(0, dtype=mf.int64), w, mf.tensor([0, 0]), mode=mode)
+    assert out.requires_grad and out.shape == (2, 2)
+    np.testing.assert_array_equal(out.detach().numpy(), np.zeros((2, 2)))
+    out.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros((3, 2)))
+
+
 def test_grid_sample_edges_nan_points_and_empty_inputs():
     """'border' padding: a point exactly on the edge gets no coordinate gradient (PyTorch's grid sampler; an
     identity affine grid puts the edge pixels there); a NaN point gives NaN (bilinear) or 0 (nearest), not an

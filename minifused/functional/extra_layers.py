@@ -189,8 +189,8 @@ def _bag_max(rows, bag, keep, nbags, dim, xp):
     filled = _np.arange(longest)[None, :] < counts[:, None]
     entries = _np.flatnonzero(keep)
     pos[filled] = entries[_np.argsort(bag[entries], kind="stable")]
-    if rows.shape[0] == 0:
-        return rows.new_zeros((nbags, dim))
+    if rows.shape[0] == 0:  # zeros, still of the weight's graph (its gradient zeros), as PyTorch's
+        return _index_add(rows.new_zeros((nbags, dim)), 0, _Tensor._from_array(xp.zeros(0, _np.int64)), rows)
     dense = rows[_Tensor._from_array(xp.asarray(pos))]  # (bags, longest, D)
     gap = _Tensor._from_array(xp.asarray(~filled)).reshape(nbags, longest, 1)
     best = _where(gap, float("-inf"), dense).max(1).values
