@@ -141,7 +141,6 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     op = "multi_margin_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _tensors(op, input=input, target=target)
-    _not_differentiable(op, "weight", weight)
     input, weight = _autocast_float32(input, weight)
     if p not in (1, 2):
         raise InputError(f"{op}: only p == 1 and p == 2 supported, got {p!r}")
