@@ -378,3 +378,32 @@ def test_complex_result_of_a_tensor_that_requires_grad_raises():
         x * 1j
     with mf.no_grad():
         assert (x * 1j).dtype == mf.complex64
+
+
+@pytest.mark.parametrize("op,a,b,want", [
+    ("copysign", (-4, "int32"), ([2], "uint8"), [4.0]),
+    ("atan2", ([3, 4], "uint8"), (-2, "int64"), np.arctan2([3.0, 4.0], -2.0).tolist()),
+    ("xlogy", (-3, "int32"), ([6], "uint8"), [-3 * np.log(6.0)]),
+    ("copysign", ([3], "uint8"), -2, [-3.0]),
+])
+def test_integer_operands_of_float_ops_keep_their_values(op, a, b, want):
+    """An op that computes integer operands in the default float dtype casts each operand's own values, as PyTorch
+    does: the promoted integer dtype (uint8 beside a 0-d int tensor) would wrap a -4 to 252 first."""
+    def make(spec):  # (value, dtype name): a tensor (0-d for a number); else a Python number as it is
+        return mf.tensor(spec[0], dtype=getattr(mf, spec[1])) if isinstance(spec, tuple) else spec
+
+    out = getattr(mf, op)(make(a), make(b))
+    assert out.dtype == mf.float32
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])
+def test_python_int_to_an_integer_tensors_power_keeps_its_dtype(dtype):
+    """``2 ** t`` and ``pow(3, t)`` for an integer tensor t come in t's dtype, as PyTorch's (a Python number does
+    not widen a tensor of its kind); negative exponents as PyTorch's integer pow (1, +-1 or 0)."""
+    t = mf.tensor([3, 0, 2], dtype=getattr(mf, dtype))
+    for out, want in ((2 ** t, [8, 1, 4]), (mf.pow(3, t), [27, 1, 9])):
+        assert out.dtype == t.dtype and out.tolist() == want
+    if dtype != "uint8":
+        out = (-1) ** mf.tensor([-3, 2, -2], dtype=getattr(mf, dtype))
+        assert out.dtype == getattr(mf, dtype) and out.tolist() == [-1, 1, 1]

@@ -167,7 +167,8 @@ class Pow(Function):
         out = xp.asarray(a) ** backend.where(neg, 0, b).astype(b.dtype)
         ones = xp.asarray(a) * 0 + 1
         unit = backend.where(a == 1, ones, backend.where(a == -1, backend.where(b % 2 == 0, ones, -ones), ones * 0))
-        return backend.where(neg, unit, out).astype(out.dtype, copy=False)
+        # a Python int base takes the exponent tensor's dtype, as PyTorch's (asarray made it an int64 array)
+        return backend.where(neg, unit, out).astype(out.dtype if hasattr(a, "dtype") else b.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):

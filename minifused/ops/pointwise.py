@@ -372,8 +372,9 @@ def atan2(input, other):  # noqa: A002 - PyTorch's names
         if not isinstance(t, Tensor):
             raise InputTypeError(f"atan2(): argument '{arg}' must be Tensor, not {type(t).__name__}")
     a, b = binary_operands("atan2", input, other)
-    if not backend.is_floating(a.dtype):
-        a, b = cast(a, backend.get_default_dtype()), cast(b, backend.get_default_dtype())
+    if not backend.is_floating(a.dtype):  # (each operand's own values, as _float_binary's in ops/special.py)
+        dtype = backend.get_default_dtype()
+        a, b = binary_operands("atan2", cast(input, dtype), cast(other, dtype))
     return Atan2.apply(a, b)
 
 

@@ -295,7 +295,10 @@ def _float_binary(fn, name, scalars=True, integers=True):
             if not integers:
                 raise NotImplementedError(f"{name}: not implemented for {np.dtype(t.dtype).name} tensors (expected "
                                           f"floating-point tensors)")
-            a, b = (cast(v, backend.get_default_dtype()) if isinstance(v, Tensor) else v for v in (a, b))
+            # each operand's own values in the default dtype, not the promoted integer type's (a -4 beside a
+            # uint8 tensor would wrap to 252 there), as PyTorch computes them
+            a, b = binary_operands(name, *(cast(v, backend.get_default_dtype()) if isinstance(v, Tensor) else v
+                                           for v in (input, other)))
         return fn.apply(a, b)
 
     op.__name__ = name
