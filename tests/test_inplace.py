@@ -783,6 +783,35 @@ def test_lerp_addcmul_addcdiv_in_place_forms():
     np.testing.assert_allclose(p.detach().numpy(), 0.5 * b.numpy(), rtol=1e-6)
 
 
+def test_in_place_forms_of_tensors_in_the_graph_are_recorded():
+    """On a non-leaf that requires grad (or with an operand that does), addcmul_ / addcdiv_ / lerp_ / remainder_ /
+    fmod_ / div_(rounding_mode=) write in place and carry the out-of-place form's gradients, as PyTorch's: to the
+    old value and to the operands, even where the backward needs the overwritten values (remainder's by its
+    divisor). Against the closed forms."""
+    x0, o0 = np.array([1.5, -2.0, 3.0]), np.array([0.7, 1.3, -0.4])
+    w = np.array([1.0, 2.0, 3.0])
+    cases = {  # name: (in-place call, its value, d/dx, d/do)
+        "addcmul_": (lambda y, o: y.addcmul_(o, o, value=0.5), x0 + 0.5 * o0 * o0, w, w * o0),
+        "addcdiv_": (lambda y, o: y.addcdiv_(o, o + 3, value=2.0), x0 + 2 * o0 / (o0 + 3), w,
+                     w * 2 * 3 / (o0 + 3) ** 2),
+        "lerp_": (lambda y, o: y.lerp_(o, 0.3), x0 + 0.3 * (o0 - x0), 0.7 * w, 0.3 * w),
+        "remainder_": (lambda y, o: y.remainder_(o), np.mod(x0, o0), w, -np.floor(x0 / o0) * w),
+        "fmod_": (lambda y, o: y.fmod_(o), np.fmod(x0, o0), w, -np.trunc(x0 / o0) * w),
+        "div_floor": (lambda y, o: y.div_(o, rounding_mode="floor"), np.floor(x0 / o0), 0 * w, 0 * w),
+    }
+    for name, (call, value, dx, do) in cases.items():
+        x, o = mf.tensor(x0, requires_grad=True), mf.tensor(o0, requires_grad=True)
+        y = x * 1
+        assert call(y, o) is y and y._version == 1, name
+        np.testing.assert_allclose(y.detach().numpy(), value, rtol=1e-12, err_msg=name)
+        (y * mf.tensor(w)).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), dx, rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(o.grad.numpy(), do, rtol=1e-12, err_msg=name)
+    t, z = mf.tensor([5.0, -5.0]), mf.tensor([3.0, 3.0], requires_grad=True)
+    t.remainder_(z).sum().backward()  # (t itself needs no grad: its write is recorded for z's)
+    np.testing.assert_array_equal(z.grad.numpy(), [-1.0, 2.0])
+
+
 def test_copy_is_recorded_as_pytorchs():
     """x.copy_(src) where src (or x) requires grad is an op of the tape: src gets the output's gradient
     (summed over a broadcast, in its dtype), x's old value a zero one; a leaf that requires grad is refused;

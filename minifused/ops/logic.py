@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 
 from .. import backend
-from ..autograd import Function, no_grad
+from ..autograd import Function, is_grad_enabled, no_grad
 from ..tensor import Tensor
 from ._common import binary_operands, broadcast_shape, can_cast, normalize_axis
 from ..backend import InputTypeError
@@ -222,18 +222,27 @@ def written_into(name, fn):
     """``a &= b`` and the like: ``fn(a, b, ...)`` written into ``a`` (its dtype and shape kept, as PyTorch's
     in-place ops do: a result of a wider dtype of a's kind is cast into it, rounded once, as
     ``float32.addcmul_(float64, float64)``; one of a higher kind, a float into an integer tensor, is refused;
-    ``float_power_``, as PyTorch's, takes only its float64 result's own dtype). Not recorded for autograd: a tensor
-    that requires grad is refused."""
+    ``float_power_``, as PyTorch's, takes only its float64 result's own dtype). Where the result is in the graph
+    (grad mode, a floating ``a``, ``a`` or an operand requiring grad), ``fn`` runs on a clone of ``a`` (its
+    backward may keep the operand, which the write overwrites) and the write is ``copy_``'s recorded one: the
+    gradient reaches ``a``'s old value through the clone, as PyTorch's in-place forms give it; a leaf that requires
+    grad is refused there."""
     exact = name == "float_power_"
 
     def op(self, *args, **kwargs):
-        out = fn(self, *args, **kwargs)
+        recorded = (backend.is_floating(self.dtype) and is_grad_enabled()
+                    and any(isinstance(v, Tensor) and v.requires_grad for v in (self, *args, *kwargs.values())))
+        if recorded and self.requires_grad and self.is_leaf:
+            self._check_inplace(name)  # (refused, named as the op)
+        out = fn(self.clone() if recorded else self, *args, **kwargs)
         if out.dtype != self.dtype and (exact or not can_cast(out.dtype, self.dtype)):
             raise RuntimeError(f"{name}: result type {out.dtype} can't be cast to the desired output type "
                                f"{self.dtype}")
         if out.shape != self.shape:
             raise RuntimeError(f"{name}: output with shape {self.shape} doesn't match the broadcast shape "
                                f"{out.shape}")
+        if recorded:
+            return self.copy_(out)
         self._check_inplace(name)
         self.copy_(out)
         return self
