@@ -187,3 +187,19 @@ def test_gpu_einsum_and_its_gradients_match_pytorch(dtype, equation, shapes):
         assert mine.dtype == getattr(mf, dtype)
         ref = ref.detach().float().cpu().numpy()
         np.testing.assert_allclose(mine.float().cpu().numpy(), ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((4, 4, 2), (2, 0)), ((4, 4, 0), (0, 3)), ((0, 4, 2), (2, 3)),
+                                             ((3, 5, 2), (2, 4))])
+def test_batched_times_matrix_gradients_with_zero_sizes(a_shape, b_shape):
+    """A batched operand times a shared matrix, with a zero size anywhere: its gradients are the NumPy products
+    (zeros where a size is 0; the matrix's was a reshape error for an empty output), on the CPU."""
+    rng = np.random.default_rng(0)
+    a0, b0 = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
+    g = rng.standard_normal(a_shape[:-1] + b_shape[-1:])
+    a, b = mf.tensor(a0, requires_grad=True), mf.tensor(b0, requires_grad=True)
+    (a @ b).backward(mf.tensor(g))
+    np.testing.assert_allclose(a.grad.numpy(), g @ b0.T, atol=1e-12)
+    rows = int(np.prod(a_shape[:-1]))
+    np.testing.assert_allclose(b.grad.numpy(), a0.reshape(rows, a_shape[-1]).T @ g.reshape(rows, b_shape[-1]),
+                               atol=1e-12)

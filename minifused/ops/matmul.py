@@ -65,7 +65,8 @@ class MatMul(Function):
         if na:
             ga = unbroadcast(_mm(g2, _swap(b.reshape(b2_shape))), a2_shape).reshape(a_shape)
         if nb and len(b_shape) == 2 and len(a_shape) > 2:  # a shared weight: one product over every row
-            gb = _mm(_swap(a.reshape(-1, a_shape[-1])), g2.reshape(-1, b_shape[-1]))
+            rows = math.prod(a_shape[:-1])  # (not -1: a reshape cannot infer it beside a zero size)
+            gb = _mm(_swap(a.reshape(rows, a_shape[-1])), g2.reshape(rows, b_shape[-1]))
         elif nb:
             gb = unbroadcast(_mm(_swap(a.reshape(a2_shape)), g2), b2_shape).reshape(b_shape)
         return ga, gb
