@@ -407,3 +407,17 @@ def test_python_int_to_an_integer_tensors_power_keeps_its_dtype(dtype):
     if dtype != "uint8":
         out = (-1) ** mf.tensor([-3, 2, -2], dtype=getattr(mf, dtype))
         assert out.dtype == getattr(mf, dtype) and out.tolist() == [-1, 1, 1]
+
+
+def test_integer_clamp_takes_number_bounds_as_pytorch_writes_them():
+    """A number bound of an integer clamp is written into the dtype as PyTorch writes numbers: a negative one wraps
+    into an unsigned dtype (uint8: -3 is 253), one beyond the range raises naming clamp (NumPy's raw
+    OverflowError before); a float bound promotes to float32."""
+    t = mf.tensor([0, 4, 3], dtype=mf.uint8)
+    assert t.clamp_max(-3).tolist() == [0, 4, 3] and t.clamp_min(-3).tolist() == [253, 253, 253]
+    assert t.clamp(-1, 2).tolist() == [2, 2, 2] and t.clamp(1, 3).tolist() == [1, 3, 3]
+    for call in (lambda: t.clamp(max=300), lambda: mf.tensor([1, 2], dtype=mf.int8).clamp(max=1000)):
+        with pytest.raises(RuntimeError, match="clamp: value cannot be converted to type u?int8 without overflow"):
+            call()
+    out = mf.tensor([1, -5, 9]).clamp(2.5)
+    assert out.dtype == mf.float32 and out.tolist() == [2.5, 2.5, 9.0]

@@ -830,6 +830,9 @@ def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     if dtype != x.dtype:
         x = cast(x, dtype)
     min, max = (cast(b, dtype) if isinstance(b, Tensor) and b.dtype != dtype else b for b in (min, max))
+    if dtype.kind in "iu":  # a number bound as PyTorch writes it into the dtype: wrapped into an unsigned one,
+        # PyTorch's error beyond the range (NumPy raised its own)
+        min, max = (backend.fit_number("clamp", b, dtype) if isinstance(b, numbers.Real) else b for b in (min, max))
     return Clamp.apply(x, min, max)
 
 
