@@ -105,7 +105,8 @@ def test_schedulers_fill_a_tensor_lr_in_place(make):
 
 
 @pytest.mark.parametrize("bad,match", [(mf.tensor([0.1, 0.2]), "one-element"), (mf.tensor(True), "real dtype"),
-                                       (mf.tensor(-0.1), "invalid learning rate"), (mf.tensor(float("nan")), "invalid")])
+                                       (mf.tensor(-0.1), "invalid learning rate"),
+                                       (mf.tensor(float("nan")), "invalid")])
 def test_bad_tensor_lr_is_refused(bad, match):
     for name in OPTIMIZERS:
         with pytest.raises(ValueError, match=match):
