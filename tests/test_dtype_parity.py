@@ -421,3 +421,14 @@ def test_integer_clamp_takes_number_bounds_as_pytorch_writes_them():
             call()
     out = mf.tensor([1, -5, 9]).clamp(2.5)
     assert out.dtype == mf.float32 and out.tolist() == [2.5, 2.5, 9.0]
+
+
+def test_any_and_all_over_an_empty_dim_list_reduce_nothing():
+    """PyTorch's any/all with ``dim=()`` keep every element (each as a bool), where its sum and mean reduce them
+    all; a dim list that names dimensions reduces those."""
+    t = mf.tensor([[1, 0], [1, 1]])
+    for op in (mf.any, mf.all, lambda x, dim: x.any(dim=dim)):
+        out = op(t, dim=())
+        assert out.dtype == mf.bool and out.tolist() == [[True, False], [True, True]]
+    assert t.any(dim=(0, 1)).item() is True and t.all(dim=(0,)).tolist() == [True, False]
+    assert t.sum(dim=()).item() == 3
