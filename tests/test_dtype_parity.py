@@ -431,4 +431,5 @@ def test_any_and_all_over_an_empty_dim_list_reduce_nothing():
         out = op(t, dim=())
         assert out.dtype == mf.bool and out.tolist() == [[True, False], [True, True]]
     assert t.any(dim=(0, 1)).item() is True and t.all(dim=(0,)).tolist() == [True, False]
+    assert mf.tensor(3).any(dim=()).shape == () and mf.tensor([[1, 0]], dtype=mf.uint8).all(dim=()).tolist() == [[1, 0]]
     assert t.sum(dim=()).item() == 3

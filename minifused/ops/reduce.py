@@ -762,10 +762,11 @@ def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # noqa:
 def _truth(op, x, dim, keepdim):
     xp = x._xp
     fn = xp.any if op == "any" else xp.all
-    x, axes, keepdim = _axes(op, dim, x, keepdim)
-    if isinstance(dim, (tuple, list)) and not dim:  # (an empty dim list reduces nothing in PyTorch's any/all, where
-        axes = ()  # its sum and mean reduce everything)
-    out = xp.asarray(fn(x._data.astype(bool), axis=axes, keepdims=keepdim))
+    if isinstance(dim, (tuple, list)) and not dim:  # an empty dim list reduces nothing in PyTorch's any/all (its
+        out = x._data.astype(bool)  # sum and mean reduce everything): each element's truth
+    else:
+        x, axes, keepdim = _axes(op, dim, x, keepdim)
+        out = xp.asarray(fn(x._data.astype(bool), axis=axes, keepdims=keepdim))
     return Tensor._from_array(out.astype(np.uint8) if x.dtype == np.uint8 else out)  # (uint8 stays, as PyTorch's)
 
 
