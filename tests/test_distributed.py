@@ -577,6 +577,53 @@ def test_sampler_shards(n, world, drop_last):
     assert list(samplers[0]) == samplers[0].indices(1).tolist()
 
 
+def test_loader_follows_the_samplers_own_epoch(monkeypatch):
+    """PyTorch's idiom: ``sampler.set_epoch(e)`` before each epoch picks the order the loader then loads (a resumed
+    run starting at epoch 5 sees epoch 5's), and without it every pass has epoch 0's order; torch.utils.data's
+    DistributedSampler(dataset) takes the process group's world size and rank, and is a Sampler."""
+    from minifused.utils.data.distributed import DistributedSampler as TorchPath
+
+    n = 23
+    ds = TensorDataset(mf.tensor(np.arange(n), device="cpu"))
+    sampler = DistributedSampler(ds, 2, 0, seed=3)
+    loader = DataLoader(ds, 100, sampler=sampler, device="cpu")
+    first, again = (np.concatenate([b[0].numpy() for b in loader]) for _ in range(2))
+    np.testing.assert_array_equal(first, sampler.indices(0))
+    np.testing.assert_array_equal(again, first)  # (no set_epoch: the same order)
+    sampler.set_epoch(5)
+    got = np.concatenate([b[0].numpy() for b in loader])
+    np.testing.assert_array_equal(got, sampler.indices(5))
+    assert not np.array_equal(got, first)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    with pytest.raises(RuntimeError, match="not initialized"):
+        TorchPath(ds)
+    dist.init_process_group("cpu")
+    try:
+        own = TorchPath(ds)
+        assert (own.num_replicas, own.rank, len(own)) == (1, 0, n)
+        assert isinstance(own, mf.utils.data.Sampler) and TorchPath is DistributedSampler
+    finally:
+        dist.destroy_process_group()
+
+
+def test_custom_sampler_with_an_indices_attribute_is_iterated():
+    """A sampler of the user's is iterated, whatever attributes it has (an ``indices`` method too)."""
+    class Mine(mf.utils.data.Sampler):
+        def indices(self, *args):
+            return [0, 0, 0]
+
+        def __iter__(self):
+            return iter([3, 1])
+
+        def __len__(self):
+            return 2
+
+    ds = TensorDataset(mf.tensor(np.arange(10, 20), device="cpu"))
+    got = [b[0].tolist() for b in DataLoader(ds, 2, sampler=Mine(), device="cpu")]
+    assert got == [[13, 11]]
+
+
 def test_dataloader_with_sampler_yields_this_ranks_shard():
     n, world = 23, 2
     x = mf.tensor(np.arange(n, dtype=np.float32)[:, None], device="cpu")

@@ -66,7 +66,12 @@ class TensorDataset(Dataset):
         return tuple(out)
 
 
-class DistributedSampler:
+#: ``() -> (world size, rank)`` of the default process group, which ``minifused.distributed`` sets when imported
+#: (the data layer does not import the distributed one); it raises where no group was initialized
+process_group = None
+
+
+class DistributedSampler(Sampler):
     """This rank's share of a dataset's indices, for data-parallel training (PyTorch's semantics).
 
     Every rank draws the same order for an epoch (``seed`` must agree across ranks; the
@@ -74,12 +79,19 @@ class DistributedSampler:
     shards are disjoint and every rank gets the same count, ``len(self)``. When the dataset
     does not split evenly, ``drop_last=False`` pads the order with its own first indices
     (a few samples are seen twice per epoch) and ``drop_last=True`` drops its tail.
-    ``set_epoch(e)`` reshuffles; a ``DataLoader(sampler=...)`` calls it for you.
-    ``num_replicas`` / ``rank`` are given here; ``minifused.distributed.DistributedSampler``
-    defaults them to the process group's (the data layer does not import the distributed one).
+    ``set_epoch(e)`` picks the epoch's order, as PyTorch's (without it every epoch has epoch 0's order);
+    ``DataLoader.set_epoch(e)`` calls it too. ``num_replicas`` / ``rank`` default to the process group's world
+    size and rank (``minifused.distributed.init_process_group``), as PyTorch's.
     """
 
-    def __init__(self, dataset, num_replicas, rank, shuffle=True, seed=0, drop_last=False):
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
+        if num_replicas is None or rank is None:
+            if process_group is None:
+                raise RuntimeError("DistributedSampler: give num_replicas and rank, or initialize the process group "
+                                   "(minifused.distributed.init_process_group) first")
+            world, own = process_group()
+            num_replicas = world if num_replicas is None else num_replicas
+            rank = own if rank is None else rank
         if num_replicas < 1 or not 0 <= rank < num_replicas:
             raise ValueError(f"DistributedSampler: expected 0 <= rank < num_replicas, got rank {rank}, "
                              f"num_replicas {num_replicas}")
@@ -188,8 +200,8 @@ class DataLoader:
     nothing. With ``seed`` the order of epoch ``e`` is ``epoch_order(n, seed, e)``, the same on every device, so a
     run resumed at an epoch boundary sees the same batches; ``set_epoch(e)`` picks the epoch the next iteration
     uses (it advances by one after each iteration).
-    ``sampler`` (instead of ``shuffle``) gives the indices to load: a :class:`DistributedSampler`
-    is driven by the loader's epoch (``loader.set_epoch(e)`` reshuffles), any other iterable of
+    ``sampler`` (instead of ``shuffle``) gives the indices to load: a :class:`DistributedSampler`'s order is that
+    of its epoch (its ``set_epoch(e)``, or the loader's, which calls it), any other iterable of
     indices is iterated afresh each epoch, and every index it yields is loaded (an endless one as far as the
     loader is iterated). ``batch_sampler`` gives whole batches of indices
     instead (then leave ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last`` alone).
@@ -334,10 +346,10 @@ class DataLoader:
     def order(self, epoch=None):
         """The host indices of ``epoch`` (default: the next one), whole: the dataset's in order, shuffled
         (without ``seed``, each call draws a new order, as an iteration does), or all the sampler's."""
+        if isinstance(self._sampler, DistributedSampler):  # (its own epoch unless one is given, as PyTorch's)
+            return np.asarray(self._sampler.indices(epoch), dtype=np.int64)
         epoch = self.epoch if epoch is None else epoch
         if self._sampler is not None:
-            if callable(getattr(self._sampler, "indices", None)):
-                return np.asarray(self._sampler.indices(epoch), dtype=np.int64)
             return np.fromiter((int(i) for i in self._sampler), dtype=np.int64)
         n = len(self.dataset)
         if not self.shuffle:
@@ -349,9 +361,12 @@ class DataLoader:
 
     def _epoch_indices(self, epoch):
         """The indices of ``epoch``: a host int64 array where the whole order is taken at once (the loader's
-        own, a DistributedSampler's, one of the samplers here), else the sampler's iterator, drawn lazily."""
+        own, one of the samplers here; a DistributedSampler's of its own epoch), else the sampler's iterator, drawn
+        lazily."""
         s = self._sampler
-        if s is None or callable(getattr(s, "indices", None)) or type(s) in _WHOLE_ORDER:
+        if isinstance(s, DistributedSampler):
+            return self.order()
+        if s is None or type(s) in _WHOLE_ORDER:
             return self.order(epoch)
         return iter(s)
 

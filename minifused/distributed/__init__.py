@@ -368,13 +368,9 @@ class _SyncCollectives:
     sum_recorded = staticmethod(lambda tensor: all_reduce_sum_recorded(tensor))
 
 
-class DistributedSampler(_loader.DistributedSampler):
-    """:class:`minifused.data.DistributedSampler` with ``num_replicas`` and ``rank`` defaulting to
-    this process group's world size and rank, as PyTorch's does."""
-
-    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
-        super().__init__(dataset, get_world_size() if num_replicas is None else num_replicas,
-                         get_rank() if rank is None else rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
+# the data layer's sampler, its num_replicas and rank defaulting to this process group's (as PyTorch's)
+DistributedSampler = _loader.DistributedSampler
+_loader.process_group = lambda: (get_world_size(), get_rank())
 from .ddp import DistributedDataParallel  # noqa: E402
 from ..nn import parallel as _nn_parallel  # noqa: E402
 
