@@ -129,12 +129,15 @@ def _is_file(f):
     return hasattr(f, "write") or hasattr(f, "read")
 
 
-def save(obj, f, format=None, metadata=None):
+def save(obj, f, format=None, metadata=None, *, pickle_module=None, pickle_protocol=None,
+         _use_new_zipfile_serialization=True, _disable_byteorder_record=False):
     """Write ``obj`` to ``f`` (a path, written atomically, or a binary file object); returns ``f``.
 
     ``format`` is ``'safetensors'`` (a flat ``{name: tensor}`` dict; ``metadata`` a ``{str: str}``
     dict stored in its header), ``'npz'`` (nested dicts/lists/tuples of tensors, arrays, numbers,
-    strings), or None: safetensors for a path ending in ``.safetensors``, npz otherwise.
+    strings), or None: safetensors for a path ending in ``.safetensors``, npz otherwise. PyTorch's keywords of
+    its pickle file (``pickle_module``, ``pickle_protocol``, ``_use_new_zipfile_serialization``,
+    ``_disable_byteorder_record``) are accepted and change nothing: nothing is pickled.
     """
     if not (_is_file(f) or isinstance(f, (str, os.PathLike))):
         raise TypeError(f"save: f must be a path or a binary file object, got {type(f).__name__}")

@@ -67,6 +67,22 @@ def test_file_is_npz_without_pickles(tmp_path):
     assert data["a0"].tolist() == [1.0, 1.0]
 
 
+def test_pytorchs_pickle_keywords_are_accepted_and_nothing_is_pickled(tmp_path):
+    """torch.save's keywords of its pickle file (a protocol, the legacy format, a pickle module) change nothing:
+    the file is the same npz, without pickles, and loads back the same values."""
+    import pickle
+
+    obj = {"w": mf.tensor(np.arange(6.0).reshape(2, 3)), "step": 3}
+    for kw in ({"pickle_protocol": 4}, {"_use_new_zipfile_serialization": False}, {"pickle_module": pickle},
+               {"_disable_byteorder_record": True}):
+        path = tmp_path / "ck.pt"
+        mf.save(obj, path, **kw)
+        with np.load(path, allow_pickle=False) as z:  # (raises on an object array)
+            assert all(z[k].dtype != object for k in z.files)
+        back = mf.load(path)
+        assert back["step"] == 3 and np.array_equal(back["w"].numpy(), obj["w"].numpy())
+
+
 def test_checkpoints_keep_arguments_dtypes_devices_and_ordered_dicts(tmp_path):
     """What training scripts save beside the weights: their argparse arguments, dtypes, devices; a state_dict
     comes back an OrderedDict, other dicts plain ones, all without pickle."""
