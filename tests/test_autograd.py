@@ -169,6 +169,22 @@ def test_retain_grad():
     np.testing.assert_allclose(y.grad.numpy(), 2 * y.detach().numpy())
 
 
+@pytest.mark.parametrize("write", ["whole", "through_a_view", "twice"])
+def test_retained_grad_follows_the_tensor_through_in_place_ops(write):
+    """PyTorch's rule: after an in-place op, a retained grad is the gradient of the tensor's new value (it held the
+    old value's), and the tensor still retains it."""
+    x = leaf([1.0, 2.0, 3.0])
+    y = x * 2
+    y.retain_grad()
+    new = {"whole": lambda: y.mul_(3), "through_a_view": lambda: y[:2].mul_(3),
+           "twice": lambda: y.add_(1).mul_(2)}[write]
+    new()
+    value = y.detach().numpy().copy()
+    (y * y).sum().backward()
+    assert y.retains_grad
+    np.testing.assert_allclose(y.grad.numpy(), 2 * value)
+
+
 def test_inplace_change_of_saved_tensor_is_detected():
     w = leaf([1.0, 2.0])
     x = mf.tensor([3.0, 4.0], dtype=mf.float64)

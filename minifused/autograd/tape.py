@@ -310,6 +310,7 @@ class Function:
             inputs = (prev, *[a if n else None for a, n in zip(args, needs[1:])])
             x._requires_grad = True
             _record(ctx, cls, inputs, (x,), (x, *args))  # after the bump: saved arrays are x as it is now
+            _follow_retain(prev, x)
             taken = getattr(x, "_view", None)
             if type(taken) is tuple:  # the write recorded on the base too (PyTorch rebases its history so)
                 write_back = taken[1].write_back
@@ -726,6 +727,18 @@ def _stand_in(x):
     prev._ctx, prev._out_index, prev._vc = x._ctx, x._out_index, x._vc
     prev._hooks, prev._retain, x._hooks, x._retain = x._hooks, x._retain, None, None
     return prev
+
+
+def _follow_retain(prev, x):
+    """A retained grad follows the tensor to the value an in-place op gave it (``x``, on its new node), as
+    PyTorch's: the stand-in ``prev`` of its old value keeps no retained grad (hooks stay with the old value)."""
+    if prev is None or not prev._retain:
+        return
+    old = prev._ctx
+    if old is not None and old.retained:
+        old.retained.pop(prev._out_index, None)
+    prev._retain = None
+    x.retain_grad()
 
 
 def _as_array(o):
