@@ -421,3 +421,33 @@ def test_post_accumulate_hook_returning_a_value_raises():
     x.register_post_accumulate_grad_hook(lambda p: p.grad * 2)
     with pytest.raises(RuntimeError, match="post accumulate grad hooks should return None"):
         (x * 2).sum().backward()
+
+
+@pytest.mark.parametrize("grad,want", [
+    (lambda g: g * 3, [3.0, 3.0, 3.0]),  # (the input's shape)
+    (lambda g: g.unsqueeze(0) * 3, [3.0, 3.0, 3.0]),  # (one the input broadcasts to: summed down to it)
+    (lambda g: g.expand(2, 3), [2.0, 2.0, 2.0]),
+    (lambda g: g.sum(), None),  # (any other shape: PyTorch's error, not a gradient broadcast into the graph)
+    (lambda g: g[:2], None),
+])
+def test_custom_backward_gradient_shapes_as_pytorch_checks_them(grad, want):
+    """A custom backward's gradient must have its input's shape or one that shape broadcasts to (then it is summed
+    down); any other raises naming the Function, where it broadcast silently into a wrong gradient before."""
+    class Scale(mf.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return grad(g)
+
+    x = mf.tensor([1.0, 2.0, 3.0], dtype=mf.float64, requires_grad=True)
+    out = Scale.apply(x.exp()).sum()
+    if want is None:
+        with pytest.raises(RuntimeError, match=r"ScaleBackward returned an invalid gradient at index 0 - got "
+                                               r"\[.*\] but expected shape compatible with \[3\]"):
+            out.backward()
+        return
+    out.backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.array(want) * np.exp([1.0, 2.0, 3.0]), rtol=1e-12)

@@ -397,6 +397,7 @@ class FunctionCtx:
         self._node, self._non_differentiable = node, ()
         self.materialize_grads = True
         self._tensor_args = ()  # which positional arguments were tensors (a gradient for another one is refused)
+        self._input_shapes = ()  # their shapes (None for the others): a gradient must reduce to its input's
         self._positions = None  # a tuple output: (its length, the positions of its tensors); None: one tensor
 
     @property
@@ -454,6 +455,7 @@ class _Bridge(Function):
     def forward(ctx, *arrays, user, args, kwargs, box):
         uctx = ctx.user_ctx = FunctionCtx(ctx)
         uctx._tensor_args = tuple(isinstance(a, _Tensor) for a in args)
+        uctx._input_shapes = tuple(tuple(a.shape) if isinstance(a, _Tensor) else None for a in args)
         out = _user_forward(user, uctx, args, kwargs)
         box.append((uctx, out))
         if isinstance(out, _Tensor):
@@ -503,7 +505,24 @@ class _Bridge(Function):
             if r is not None and not is_tensor:
                 raise RuntimeError(f"function {user.__name__}Backward returned a gradient different than None at "
                                    f"position {i + 1}, but the corresponding forward input was not a Variable")
-        return result[:n]
+        return tuple(_Bridge._input_shaped(user, i, r, want) for i, (r, want) in
+                     enumerate(zip(result[:n], uctx._input_shapes)))
+
+    @staticmethod
+    def _input_shaped(user, i, r, want):
+        """Gradient ``r`` of input ``i`` (of shape ``want``) as PyTorch takes it from a custom backward: its input's
+        shape, or one that input broadcasts to, then summed down to it; any other shape raises (it would
+        otherwise broadcast through the rest of the graph into a wrong gradient)."""
+        if not isinstance(r, _Tensor) or want is None or tuple(r.shape) == want:
+            return r
+        try:
+            ok = np.broadcast_shapes(want, tuple(r.shape)) == tuple(r.shape)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"Function {user.__name__}Backward returned an invalid gradient at index {i} - got "
+                               f"{list(r.shape)} but expected shape compatible with {list(want)}")
+        return r.sum_to_size(*want) if want else r.sum()
 
 
 def _apply_on_tensors(cls, *args, **kwargs):
