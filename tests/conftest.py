@@ -130,6 +130,15 @@ def poisoned_pool():
     cupy.cuda.set_allocator(pool.malloc)
 
 
+def doubling_function(backward, name="Doubling"):
+    """A custom Function ``name`` computing 2a whose backward is ``backward(g)`` (tests give it deliberately wrong
+    ones)."""
+    import minifused as mf
+
+    return type(name, (mf.autograd.Function,), {"forward": staticmethod(lambda ctx, a: a * 2),
+                                                "backward": staticmethod(lambda ctx, g: backward(g))})
+
+
 def scheduled_training(device, graphed, make_opt, make_sched, steps):
     """A small MLP trained ``steps`` steps on one batch, the lr changed by a scheduler after each step, the
     step run eagerly or under ``capture_step``: a graph that baked the step count or the lr into its kernels

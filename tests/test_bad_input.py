@@ -14,6 +14,7 @@ import pytest
 import minifused as mf
 import minifused.functional as F
 from minifused import nn, optim
+from conftest import doubling_function
 from opinfo import bad_inputs
 from opinfo import cpu_randn as t
 
@@ -508,21 +509,15 @@ def test_hook_result_is_checked(device):
     assert leaf.grad is None
 
 
-def _doubling(backward):
-    """A Function computing 2a whose backward is ``backward(g)`` (a deliberately wrong one)."""
-    return type("Doubling", (mf.Function,), {"forward": staticmethod(lambda ctx, a: a * 2),
-                                             "backward": staticmethod(lambda ctx, g: backward(g))})
-
-
 def test_a_custom_backward_never_puts_another_dtype_on_a_leaf(device):
     x = mf.tensor([1.0, 2.0], device=device, requires_grad=True)
-    _doubling(lambda g: (g * 2).double()).apply(x).sum().backward()
+    doubling_function(lambda g: (g * 2).double()).apply(x).sum().backward()
     assert x.grad.dtype == mf.float32
     np.testing.assert_array_equal(x.grad.cpu().numpy(), [2.0, 2.0])
     w = mf.tensor([1.0, 2.0], device=device, requires_grad=True)
     with pytest.raises(RuntimeError, match=r"DoublingBackward returned an invalid gradient at index 0 - got \[1\] but "
                                            r"expected shape compatible with \[2\]"):
-        (_doubling(lambda g: g[:1]).apply(w) + w).sum().backward()
+        (doubling_function(lambda g: g[:1]).apply(w) + w).sum().backward()
     assert w.grad is None
 
 
