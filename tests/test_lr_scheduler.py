@@ -325,6 +325,37 @@ def test_one_cycle_cycles_momentum_inversely_and_stops_at_total_steps():
         sched.step()
 
 
+def test_one_cycle_takes_one_momentum_range_per_group():
+    """base_momentum / max_momentum as lists, one per group (PyTorch's): each group cycles its own range, in the
+    closed form (cos annealing, pct_start 0.3 of 10 steps: max at step 0, base at step 2); a list of the wrong
+    length raises."""
+    groups = [{"params": [nn.Parameter(mf.ones(1))]} for _ in range(2)]
+    opt = optim.SGD(groups, lr=0.1, momentum=0.9)
+    sched = S.OneCycleLR(opt, 0.1, total_steps=10, base_momentum=[0.8, 0.85], max_momentum=[0.9, 0.95])
+    assert [g["momentum"] for g in opt.param_groups] == [0.9, 0.95]
+    for _ in range(2):
+        opt.step()
+        sched.step()
+    assert [g["momentum"] for g in opt.param_groups] == pytest.approx([0.8, 0.85])
+    with pytest.raises(ValueError, match="max_momentum must have the same length as optimizer.param_groups"):
+        S.OneCycleLR(opt, 0.1, total_steps=10, max_momentum=[0.9])
+
+
+@pytest.mark.parametrize("last_epoch", [0, 1, 3, 7])
+def test_polynomial_lr_resumed_keeps_the_lr_at_construction(last_epoch):
+    """Constructed at last_epoch >= 0 (resuming), PolynomialLR leaves the lr as it is, as PyTorch's (its
+    constructor's step decayed it once more); the steps after it decay by the chainable factor."""
+    opt = optim.SGD([nn.Parameter(mf.ones(1))], lr=0.1)
+    opt.param_groups[0]["initial_lr"] = 0.1
+    sched = S.PolynomialLR(opt, total_iters=8, power=2.0, last_epoch=last_epoch)
+    assert opt.param_groups[0]["lr"] == 0.1
+    opt.step()
+    sched.step()
+    t = last_epoch + 2  # (the constructor's step counted one epoch)
+    want = 0.1 * ((1 - t / 8) / (1 - (t - 1) / 8)) ** 2 if t <= 8 else 0.1
+    assert opt.param_groups[0]["lr"] == pytest.approx(want, rel=1e-12)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"max_lr": [0.1]}, "expected 2 values for max_lr"), ({"max_lr": [0.1, 0.2, 0.3]}, "expected 2 values"),
     ({"total_steps": 10.5}, "positive integer total_steps"), ({"total_steps": 0}, "positive integer total_steps"),

@@ -244,13 +244,15 @@ class OneCycleLR(LRScheduler):
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
                 raise ValueError("OneCycleLR: optimizer has no momentum or betas to cycle")
             self.use_beta1 = "betas" in optimizer.defaults
-            for g in optimizer.param_groups:
+            tops = _per_group("max_momentum", optimizer, max_momentum)  # (one for all, or one per group)
+            bases = _per_group("base_momentum", optimizer, base_momentum)
+            for g, top, base in zip(optimizer.param_groups, tops, bases):
                 if last_epoch == -1:
                     if self.use_beta1:
-                        g["betas"] = (max_momentum, *g["betas"][1:])
+                        g["betas"] = (top, *g["betas"][1:])
                     else:
-                        g["momentum"] = max_momentum
-                    g["max_momentum"], g["base_momentum"] = max_momentum, base_momentum
+                        g["momentum"] = top
+                    g["max_momentum"], g["base_momentum"] = top, base
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start, end, pct):

@@ -255,7 +255,7 @@ class PolynomialLR(LRScheduler):
 
     def get_lr(self):
         t, n = self.last_epoch, self.total_iters
-        if t == 0 or t > n:
+        if self._is_initial or t > n:  # (the constructor's step, at whatever last_epoch, keeps the lr: PyTorch's)
             return self._lrs()
         decay = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
         return [lr * decay for lr in self._lrs()]
