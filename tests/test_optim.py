@@ -1240,3 +1240,21 @@ def test_replayed_steps_equal_full_steps(monkeypatch, name, kw, dtype, device="c
     # steps after the other changes (3, 4, 6, 7, 8, 9) are full
     first = [] if name == "SGD" and kw.get("momentum") else [1]
     assert replayed == first + [2, 5, 10, 11], replayed
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adam_steps_a_zero_dimensional_parameter_as_a_one_element_one(name, dtype):
+    """A 0-d parameter (a learned scalar: a temperature, a scale) takes the cpu fast path as a one-element view:
+    the same bits as a (1,) parameter given the same gradients (NumPy's 0-d ufunc results are scalars, which the
+    in-place update could not write into: it raised)."""
+    def run(shape):
+        p = nn.Parameter(mf.tensor(np.full(shape, 1.0, dtype)))
+        opt = getattr(optim, name)([p], lr=0.1, weight_decay=0.1)
+        for i in range(3):
+            p.grad = mf.tensor(np.full(shape, 0.5 * (i + 1), dtype))
+            opt.step()
+        return p.detach().numpy(), opt.state[p]["exp_avg"].numpy()
+
+    (p0, m0), (p1, m1) = run(()), run((1,))
+    assert p0.shape == () and p0.reshape(1).tobytes() == p1.tobytes() and m0.reshape(1).tobytes() == m1.tobytes()

@@ -140,6 +140,8 @@ def _adam_in_place(p, g, m, v, s, lr, beta1, beta2, eps, weight_decay, decoupled
     cache across the update's dozen operations, so each array crosses the memory bus once, not once per
     operation (each element sees the same operations either way)."""
     arrays = (p, g, m, v)
+    if p.ndim == 0:  # as one-element views: NumPy's ufuncs give 0-d operands a scalar, which out= cannot take
+        p, g, m, v = (a.reshape(1) for a in arrays)
     if p.size <= ADAM_CHUNK or not all(a.flags.c_contiguous for a in arrays):
         _adam_update(p, g, m, v, s, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, ss, bc)
         return
