@@ -1258,3 +1258,20 @@ def test_adam_steps_a_zero_dimensional_parameter_as_a_one_element_one(name, dtyp
 
     (p0, m0), (p1, m1) = run(()), run((1,))
     assert p0.shape == () and p0.reshape(1).tobytes() == p1.tobytes() and m0.reshape(1).tobytes() == m1.tobytes()
+
+
+def test_adagrad_fills_every_accumulator_with_the_constructors_value():
+    """PyTorch's Adagrad fills ``sum`` with the constructor's initial_accumulator_value for every parameter, also
+    in groups that give their own or are added later (the group keeps its entry, unused): the first step is then
+    the same for all three parameters."""
+    a, b, c = (nn.Parameter(mf.tensor(np.ones(2))) for _ in range(3))
+    opt = optim.Adagrad([{"params": [a]}, {"params": [b], "initial_accumulator_value": 5.0}], lr=0.1,
+                        initial_accumulator_value=0.5)
+    opt.add_param_group({"params": [c], "initial_accumulator_value": 3.0})
+    for p in (a, b, c):
+        p.grad = mf.tensor(np.full(2, 0.5))
+    opt.step()
+    for p in (a, b, c):
+        np.testing.assert_array_equal(opt.state[p]["sum"].numpy(), [0.75, 0.75])
+        np.testing.assert_allclose(p.detach().numpy(), 1 - 0.1 * 0.5 / (np.sqrt(0.75) + 1e-10), rtol=1e-15)
+    assert opt.param_groups[1]["initial_accumulator_value"] == 5.0

@@ -40,8 +40,8 @@ class Adagrad(Optimizer):
         if not st:
             st = self.state[p] = {"step": 0}
             self._step_count(p, st)
-        if "sum" not in st:
-            st["sum"] = self._new_state(p, fill=float(group["initial_accumulator_value"]))
+        if "sum" not in st:  # (PyTorch's: the constructor's value, whatever a group's own says)
+            st["sum"] = self._new_state(p, fill=float(self.defaults["initial_accumulator_value"]))
         return st
 
     def step(self, closure=None):
