@@ -19,7 +19,7 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, cast, check_integer_divisor,
-                      promote_operands, unbroadcast, unbroadcast_graph)
+                      float_operands, promote_operands, unbroadcast, unbroadcast_graph)
 from .creation import is_floating_point, new_empty, new_full, new_ones, new_tensor, new_zeros
 from .elementwise import _const, _in_tensor_dtype, _zeros_graph, clone, exp, log, mul, sign_of, sqrt, where
 from .logic import written_into
@@ -371,11 +371,7 @@ def atan2(input, other):  # noqa: A002 - PyTorch's names
     for arg, t in (("input", input), ("other", other)):
         if not isinstance(t, Tensor):
             raise InputTypeError(f"atan2(): argument '{arg}' must be Tensor, not {type(t).__name__}")
-    a, b = binary_operands("atan2", input, other)
-    if not backend.is_floating(a.dtype):  # (each operand's own values, as _float_binary's in ops/special.py)
-        dtype = backend.get_default_dtype()
-        a, b = binary_operands("atan2", cast(input, dtype), cast(other, dtype))
-    return Atan2.apply(a, b)
+    return Atan2.apply(*float_operands("atan2", input, other))
 
 
 class _Division(Function):

@@ -19,8 +19,8 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import (binary_operands, broadcast_shape, cast, promote_operands, scalar_result_dtype, shape_of,
-                      unbroadcast, unbroadcast_graph)
+from ._common import (binary_operands, broadcast_shape, cast, float_operands, promote_operands, scalar_result_dtype,
+                      shape_of, unbroadcast, unbroadcast_graph)
 from .aliases import _not_bool
 from .elementwise import (Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, _const, _zero_where, _zeros_graph, clamp,
                           div, mul, pow, relu_, sigmoid, where)
@@ -295,10 +295,7 @@ def _float_binary(fn, name, scalars=True, integers=True):
             if not integers:
                 raise NotImplementedError(f"{name}: not implemented for {np.dtype(t.dtype).name} tensors (expected "
                                           f"floating-point tensors)")
-            # each operand's own values in the default dtype, not the promoted integer type's (a -4 beside a
-            # uint8 tensor would wrap to 252 there), as PyTorch computes them
-            a, b = binary_operands(name, *(cast(v, backend.get_default_dtype()) if isinstance(v, Tensor) else v
-                                           for v in (input, other)))
+            a, b = float_operands(name, input, other)  # (each operand's own values: a -4 beside uint8 stays -4)
         return fn.apply(a, b)
 
     op.__name__ = name
