@@ -731,39 +731,51 @@ def test_channels_last_mask_follows_the_memory(rng):
 
 
 def test_channels_last_split():
-    """bn_partial_nhwc's grid: about four blocks per SM (one round at its four resident blocks) once the input
-    is large, never more; at least 4096 elements per block; wide C in tiles of 256 vectors."""
+    """bn_partial_nhwc's grid: a tile spans a 128-byte line of a row (the whole row where shorter); about four
+    blocks per SM (one round at its four resident blocks) once the input is large, never more; each slice at
+    least 128 rows, so that its partials weigh a thirty-second of its bytes or less."""
     split = K._split_nhwc
-    assert split(64, 16, 4, 132) == (1, 1)
-    assert split(512 * 32 * 32, 512, 8, 132) == (528, 1)
-    assert split(128 * 16 * 16, 64, 4, 132) == (512, 1)
-    assert split(2 * 3 * 3, 1030, 1, 132) == (1, 5)
-    assert split(64 * 16 * 16, 2056, 4, 132) == (176, 3)
+    assert split(64, 16, 4, 4, 132) == (1, 1, 4)
+    assert split(512 * 32 * 32, 64, 8, 2, 132) == (528, 1, 8)
+    assert split(512 * 4 * 4, 512, 8, 2, 132) == (64, 8, 8)  # (ResNet-18's last stage at batch 512)
+    assert split(512 * 8 * 8, 256, 8, 2, 132) == (132, 4, 8)
+    assert split(2 * 3 * 3, 1030, 1, 2, 132) == (1, 17, 64)
+    assert split(64 * 16 * 16, 2056, 4, 4, 132) == (8, 65, 8)
     for m in (64, 147, 4096, 32768, 512 * 32 * 32):
-        for c, vec in ((16, 4), (16, 8), (3, 1), (64, 8), (512, 4), (512, 8)):
-            p, tiles = split(m, c, vec, 132)
-            cols = min(c // vec, 256)
+        for c, vec, size in ((16, 4, 4), (16, 8, 2), (3, 1, 4), (64, 8, 2), (512, 4, 4), (512, 8, 2), (24, 1, 4)):
+            p, tiles, cols = split(m, c, vec, size, 132)
+            assert cols * vec * size <= 128 and (cols == c // vec or cols * vec * size == 128)
+            assert tiles == -(-(c // vec) // cols)
             assert 1 <= p * tiles <= 4 * 132
-            assert p == 1 or m * cols * vec // p >= 4096
-            if m * c >= 4 * 132 * 4096:  # enough for every SM: the GPU is full
+            assert p == 1 or m // p >= 128
+            if m >= 4 * 132 * 128 and c * size >= 128:  # enough rows for every SM: the GPU is full
                 assert p * tiles >= 3 * 132
 
 
 def test_channels_last_elementwise_grid():
-    """One vector per thread up to four blocks per SM; past that the grid's stride is a whole number of rows
-    (each thread stays on its channels)."""
+    """One vector per thread (or two, a stride apart) up to four blocks per SM; past that the grid's stride is a
+    whole number of rows (each thread stays on its channels); with two vectors a trip it is even where one trip
+    covers the input."""
     grid = K._grid_nhwc
     assert grid(100, 4, 132) == 1 and grid(256 * 300, 3, 132) == 300
-    for total, d in ((2 ** 20, 8), (327680, 5), (16 * 64 * 1030, 1030), (2 ** 22, 257), (10 ** 6, 3000)):
-        blocks = grid(total, d, 132)
-        assert blocks * 256 < total and blocks * 256 % d == 0 and blocks <= max(4 * 132, d)
+    assert grid(512 * 100, 3, 132, 2) == 102  # (100 blocks cover it; the stride a multiple of 3 rows)
+    for per_trip in (1, 2):
+        for total, d in ((2 ** 20, 8), (327680, 5), (16 * 64 * 1030, 1030), (2 ** 22, 257), (10 ** 6, 3000)):
+            blocks = grid(total, d, 132, per_trip)
+            assert blocks * 256 * per_trip < total and blocks * 256 % d == 0 and blocks <= max(4 * 132, d)
+        for total, d in ((5000, 3), (8 * 64, 8), (77 * 5, 5)):
+            blocks = grid(total, d, 132, per_trip)
+            assert blocks * 256 * per_trip >= total and (per_trip == 1 or blocks * 256 % d == 0)
 
 
 CL_SHAPES = [(4, 64, 8, 8), (3, 64, 7, 7), (8, 16, 4, 4), (2, 3, 5, 5), (3, 5, 7, 7), (128, 64, 16, 16),
              # C past one tile of 256 vectors: scalar (C % 8 != 0) and 16-byte vectors
              (2, 1030, 3, 3), (2, 2056, 2, 3),
              # elementwise passes of several trips per thread, their stride a multiple of an odd row
-             (64, 5, 32, 32), (16, 1030, 8, 8)]
+             (64, 5, 32, 32), (16, 1030, 8, 8),
+             # several tiles of a 128-byte line and slices of 128 rows (ResNet's last stages); channels that fill
+             # a block's threads unevenly (24 fp32 columns: ten rows of them, sixteen threads idle)
+             (64, 512, 4, 4), (32, 256, 16, 16), (6, 24, 9, 9)]
 
 
 def _channels_last_unaligned(a):

@@ -12,12 +12,13 @@
 // Flat element i is at channel (i / S) % C; the ReLU mask holds bit i % 32 of word i / 32.
 //
 // MF_NHWC=1 (channels-last): flat (memory) element i is at channel i % C, and the mask's bit i is memory
-// element i (the forward and the backward read the same order). bn_partial_nhwc and bn_fold_nhwc replace
-// bn_partial (the fold leaves one row of partials per channel: the finalize kernels' serial loop over the
-// rows, one thread per channel, would be slow over the hundreds of row slices a channels-last pass needs);
-// the finalize kernels run unchanged with N = M, S = 1 (the shift x[c * S] is then x[n=0, h=0, w=0, c], as
-// in NCHW) and P = 1. The cached-channel kernels are left out. VEC divides C there (16-byte vectors run
-// along the channels).
+// element i (the forward and the backward read the same order). bn_partial_nhwc replaces bn_partial, and
+// bn_fold_forward_nhwc / bn_fold_backward_nhwc the finalize kernels of the batch statistics: they add the
+// row slices' partials in parallel (the finalize kernels' serial loop over the rows, one thread per channel,
+// would be slow over the hundreds of slices a channels-last pass needs) and finalize each channel with the
+// same per-channel functions (N = M, S = 1: the shift x[c * S] is then x[n=0, h=0, w=0, c], as in NCHW).
+// bn_finalize_forward still serves evaluation. The cached-channel kernels are left out. VEC divides C there
+// (16-byte vectors run along the channels).
 //
 // nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0
 // nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0
@@ -66,8 +67,10 @@ constexpr int CH = MF_NHWC ? VEC : 1;
 
 typedef Vec<T, VEC> TV;  // one vector access
 
-__device__ __forceinline__ bool kept(const unsigned* mask, long long i) {
-    return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u);
+// The ReLU mask's bits of the vector at flat index i (a multiple of VEC), bit k for element i + k: one load,
+// as VEC divides 32 (the vector's bits lie in one word); all set without a mask.
+__device__ __forceinline__ unsigned vector_bits(const unsigned* mask, long long i) {
+    return mask ? mask[i >> 5] >> (i & 31) : ~0u;
 }
 
 // The partial-sum terms of the vector at flat index i: forward (dy null) v and v*v, v = x - shift; backward g and
@@ -80,10 +83,11 @@ __device__ __forceinline__ void add_terms(const T* __restrict__ x, const T* __re
     const TV xv = *reinterpret_cast<const TV*>(x + i);
     if (dy) {
         const TV gv = *reinterpret_cast<const TV*>(dy + i);
+        const unsigned bits = vector_bits(mask, i);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
             const int e = PER_ELEMENT ? k : 0;
-            const float g = kept(mask, i + k) ? to_f(gv.v[k]) : 0.f;
+            const float g = (bits >> k) & 1u ? to_f(gv.v[k]) : 0.f;
             a[e] += g;
             b[e] += g * (to_f(xv.v[k]) - shift[e]);
         }
@@ -136,9 +140,28 @@ extern "C" __global__ void bn_partial(const T* __restrict__ x, const T* __restri
         }
     }
 }
-#else
-#include "batchnorm_nhwc.cuh"
 #endif
+
+// Channel c's statistics from its sums a (of v) and b (of v*v), v = x - shift (x[c * S], its first element),
+// over M = N*S elements: writes mean[c] and rstd[c] (fp32) and, when `update`, moves the running statistics by
+// `factor` towards the mean and the unbiased variance (and counts the batch).
+__device__ __forceinline__ void finalize_forward_channel(long long c, double a, double b, const T* __restrict__ x,
+                                                         W* running_mean, W* running_var, long long* count,
+                                                         float* __restrict__ mean, float* __restrict__ rstd,
+                                                         double M, long long S, float eps, float factor, int update) {
+    const double mu = a / M;
+    const double var = fmax(b / M - mu * mu, 0.0);
+    const double m = (double)to_f(x[c * S]) + mu;
+    mean[c] = (float)m;
+    rstd[c] = 1.0f / sqrtf((float)var + eps);
+    if (update) {
+        const double unbiased = M > 1.0 ? var * M / (M - 1.0) : var;
+        const double f = factor;
+        running_mean[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_mean[c]) + f * m);
+        running_var[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_var[c]) + f * unbiased);
+        if (count && c == 0) *count += 1;
+    }
+}
 
 // One thread per channel. batch: mean and biased variance from the partials (and the running statistics
 // moved by `factor` towards the mean and the unbiased variance when `update`); otherwise from the running
@@ -160,19 +183,8 @@ extern "C" __global__ void bn_finalize_forward(const float* __restrict__ part, c
         a += part[(c * P + p) * 2];
         b += part[(c * P + p) * 2 + 1];
     }
-    const double M = (double)N * (double)S;
-    const double mu = a / M;
-    const double var = fmax(b / M - mu * mu, 0.0);
-    const double m = (double)to_f(x[c * S]) + mu;
-    mean[c] = (float)m;
-    rstd[c] = 1.0f / sqrtf((float)var + eps);
-    if (update) {
-        const double unbiased = M > 1.0 ? var * M / (M - 1.0) : var;
-        const double f = factor;
-        running_mean[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_mean[c]) + f * m);
-        running_var[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_var[c]) + f * unbiased);
-        if (count && c == 0) *count += 1;
-    }
+    finalize_forward_channel(c, a, b, x, running_mean, running_var, count, mean, rstd, (double)N * (double)S, S, eps,
+                             factor, update);
 }
 
 // The channel of vector v's first element: NCHW (v / D) % C, D = S / VEC vectors per run; channels-last
@@ -188,23 +200,51 @@ __device__ __forceinline__ I vector_channel(I v, I C, I D) {
 #endif
 }
 
+// y of the vector xv at vector index v (live: in range), its channels' factors in m, scale, bc, and, with a mask,
+// its word: each thread's VEC bits gathered from 32 / VEC neighbouring lanes (so every lane of the warp calls).
+__device__ __forceinline__ void apply_vector(const TV& xv, long long v, bool live, const float* m,
+                                             const float* scale, const float* bc, T* __restrict__ y,
+                                             unsigned* __restrict__ mask) {
+    unsigned bits = 0u;
+    if (live) {
+        TV yv;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const int e = MF_NHWC ? k : 0;
+            float o = (to_f(xv.v[k]) - m[e]) * scale[e] + bc[e];
+            if (mask) {
+                if (!(o <= 0.f)) bits |= 1u << k;
+                else o = 0.f;
+            }
+            yv.v[k] = from_f<T>(o);
+        }
+        reinterpret_cast<TV*>(y)[v] = yv;
+    }
+    if (mask) {  // lanes 32/VEC apart hold the words' first bits
+        unsigned word = bits;
+#pragma unroll
+        for (int k = 1; k < 32 / VEC; ++k) word |= __shfl_down_sync(0xffffffffu, bits, k) << (k * VEC);
+        if ((threadIdx.x & 31) % (32 / VEC) == 0 && live) mask[(v * VEC) >> 5] = word;
+    }
+}
+
 // y = (x - mean) * rstd * w + b, then the ReLU (NaN kept with its gradient, as in PyTorch) and its mask: a
-// grid-stride loop over vectors whose trips are warp-uniform; each thread's VEC bits are gathered from
-// 32 / VEC neighbouring lanes into one word.
+// grid-stride loop over vectors whose trips are warp-uniform. Channels-last, a thread takes two vectors a grid's
+// stride apart per trip, as bn_backward_dx does (the same channels; their loads issued together).
 extern "C" __global__ void bn_apply(const T* __restrict__ x, const float* __restrict__ mean,
                                     const float* __restrict__ rstd, const W* __restrict__ w,
                                     const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask,
                                     long long total_, long long C_, long long S_) {
     pdl_entry();
     const I vectors = (I)(total_ / VEC), C = (I)C_, D = (I)((MF_NHWC ? C_ : S_) / VEC);
-    const I stride = (I)gridDim.x * blockDim.x;
-    const int lane = threadIdx.x & 31;
+    const I stride = (I)gridDim.x * blockDim.x, trip = MF_NHWC ? 2 * stride : stride;
+    const TV* xs = reinterpret_cast<const TV*>(x);
     float m[CH], scale[CH], bc[CH];
     I held = ~(I)0;  // the channel whose factors m, scale, bc hold
-    for (I base = (I)blockIdx.x * blockDim.x; base < vectors; base += stride) {
+    for (I base = (I)blockIdx.x * blockDim.x; base < vectors; base += trip) {
         const I v = base + threadIdx.x;
-        const bool live = v < vectors;
-        unsigned bits = 0u;
+        const bool live = v < vectors, live2 = MF_NHWC && v + stride < vectors;
+        TV x0, x1;
         if (live) {
             const I c = vector_channel(v, C, D);
             if (!MF_NHWC || c != held) {
@@ -216,31 +256,30 @@ extern "C" __global__ void bn_apply(const T* __restrict__ x, const float* __rest
                     bc[e] = b ? to_acc<float>(b[c + e]) : 0.f;
                 }
             }
-            const TV xv = reinterpret_cast<const TV*>(x)[v];
-            TV yv;
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) {
-                const int e = MF_NHWC ? k : 0;
-                float o = (to_f(xv.v[k]) - m[e]) * scale[e] + bc[e];
-                if (mask) {
-                    if (!(o <= 0.f)) bits |= 1u << k;
-                    else o = 0.f;
-                }
-                yv.v[k] = from_f<T>(o);
-            }
-            reinterpret_cast<TV*>(y)[v] = yv;
+            x0 = xs[v];
+            if (live2) x1 = xs[v + stride];
         }
-        if (mask) {  // lanes 32/VEC apart hold the words' first bits
-            unsigned word = bits;
-#pragma unroll
-            for (int k = 1; k < 32 / VEC; ++k) word |= __shfl_down_sync(0xffffffffu, bits, k) << (k * VEC);
-            if (lane % (32 / VEC) == 0 && live) mask[((long long)v * VEC) >> 5] = word;
-        }
+        apply_vector(x0, v, live, m, scale, bc, y, mask);
+        if (MF_NHWC) apply_vector(x1, (long long)v + stride, live2, m, scale, bc, y, mask);
     }
 }
 
-// One thread per channel: from the partials (sum g, sum g*(x - mean)) the weight and bias gradients and the
+// Channel c's weight and bias gradients from its sums a (of g) and b (of g*(x - mean)) over M elements, and the
 // coefficients of dx = k0*g - k1 - (x - mean)*k2 (k1 = k2 = 0 when the statistics were constants).
+__device__ __forceinline__ void finalize_backward_channel(long long c, double a, double b, const W* __restrict__ w,
+                                                          const float* __restrict__ rstd, W* __restrict__ dw,
+                                                          W* __restrict__ db, float* __restrict__ coef, double M,
+                                                          int batch) {
+    const double r = rstd[c];
+    if (dw) dw[c] = from_acc<W>(b * r);
+    if (db) db[c] = from_acc<W>(a);
+    const double k0 = r * (w ? to_acc<double>(w[c]) : 1.0);
+    coef[c * 3] = (float)k0;
+    coef[c * 3 + 1] = batch ? (float)(k0 * a / M) : 0.f;
+    coef[c * 3 + 2] = batch ? (float)(k0 * r * r * b / M) : 0.f;
+}
+
+// One thread per channel: finalize_backward_channel from the partials (sum g, sum g*(x - mean)).
 extern "C" __global__ void bn_finalize_backward(const float* __restrict__ part, const W* __restrict__ w,
                                                 const float* __restrict__ rstd, W* __restrict__ dw,
                                                 W* __restrict__ db, float* __restrict__ coef, long long N,
@@ -253,26 +292,43 @@ extern "C" __global__ void bn_finalize_backward(const float* __restrict__ part, 
         a += part[(c * P + p) * 2];
         b += part[(c * P + p) * 2 + 1];
     }
-    const double r = rstd[c];
-    if (dw) dw[c] = from_acc<W>(b * r);
-    if (db) db[c] = from_acc<W>(a);
-    const double M = (double)N * (double)S;
-    const double k0 = r * (w ? to_acc<double>(w[c]) : 1.0);
-    coef[c * 3] = (float)k0;
-    coef[c * 3 + 1] = batch ? (float)(k0 * a / M) : 0.f;
-    coef[c * 3 + 2] = batch ? (float)(k0 * r * r * b / M) : 0.f;
+    finalize_backward_channel(c, a, b, w, rstd, dw, db, coef, (double)N * (double)S, batch);
 }
 
+#if MF_NHWC
+#include "batchnorm_nhwc.cuh"  // (after the per-channel finalize functions, which its folds call)
+#endif
+
+// dx of the vectors gv (dy) and xv (x) at flat index i, their channels' coefficients in k0, k1, k2 and mean m.
+__device__ __forceinline__ TV dx_of(const TV& gv, const TV& xv, const unsigned* __restrict__ mask, long long i,
+                                    const float* k0, const float* k1, const float* k2, const float* m) {
+    const unsigned bits = vector_bits(mask, i);
+    TV out;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+        const int e = MF_NHWC ? k : 0;
+        const float g = (bits >> k) & 1u ? to_f(gv.v[k]) : 0.f;
+        out.v[k] = from_f<T>(k0[e] * g - k1[e] - (to_f(xv.v[k]) - m[e]) * k2[e]);
+    }
+    return out;
+}
+
+// Channels-last, a thread takes two vectors a grid's stride apart per trip, their loads issued together (the
+// same channels: the host makes the stride a multiple of the row's vectors, batchnorm.py's _grid_nhwc): that grid
+// holds few blocks, and one vector of dy and of x in flight per thread left the loads latency-bound.
 extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __restrict__ x,
                                           const unsigned* __restrict__ mask, const float* __restrict__ mean,
                                           const float* __restrict__ coef, T* __restrict__ dx, long long total_,
                                           long long C_, long long S_) {
     pdl_entry();
     const I vectors = (I)(total_ / VEC), C = (I)C_, D = (I)((MF_NHWC ? C_ : S_) / VEC);
-    const I stride = (I)gridDim.x * blockDim.x;
+    const I stride = (I)gridDim.x * blockDim.x, trip = MF_NHWC ? 2 * stride : stride;
+    const TV* g = reinterpret_cast<const TV*>(dy);
+    const TV* xs = reinterpret_cast<const TV*>(x);
+    TV* out = reinterpret_cast<TV*>(dx);
     float k0[CH], k1[CH], k2[CH], m[CH];
     I held = ~(I)0;  // the channel whose coefficients k0, k1, k2, m hold
-    for (I v = (I)blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += stride) {
+    for (I v = (I)blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += trip) {
         const I c = vector_channel(v, C, D);
         if (!MF_NHWC || c != held) {
             held = c;
@@ -284,15 +340,14 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
                 m[e] = mean[c + e];
             }
         }
-        const TV gv = reinterpret_cast<const TV*>(dy)[v], xv = reinterpret_cast<const TV*>(x)[v];
-        TV out;
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-            const int e = MF_NHWC ? k : 0;
-            const float g = kept(mask, (long long)v * VEC + k) ? to_f(gv.v[k]) : 0.f;
-            out.v[k] = from_f<T>(k0[e] * g - k1[e] - (to_f(xv.v[k]) - m[e]) * k2[e]);
+        const TV g0 = g[v], x0 = xs[v];
+        if (MF_NHWC && v + stride < vectors) {
+            const TV g1 = g[v + stride], x1 = xs[v + stride];
+            out[v] = dx_of(g0, x0, mask, (long long)v * VEC, k0, k1, k2, m);
+            out[v + stride] = dx_of(g1, x1, mask, (long long)(v + stride) * VEC, k0, k1, k2, m);
+        } else {
+            out[v] = dx_of(g0, x0, mask, (long long)v * VEC, k0, k1, k2, m);
         }
-        reinterpret_cast<TV*>(dx)[v] = out;
     }
 }
 

@@ -30,10 +30,10 @@ arrays take the reference (written for either array module). Inputs are assumed 
 channels-last (the functional layer checks).
 
 A channels-last x (``kernels.is_channels_last``) is read as its memory, (M, C) rows with M = N*H*W, by the
-kernels compiled with ``MF_NHWC=1``: ``bn_partial_nhwc`` (a block sums a slice of the rows over all channels, or
-a tile of them, see :func:`_split_nhwc`), ``bn_fold_nhwc`` (adds the slices' sums in a fixed order, in parallel,
-into one row of partials per channel), the same finalize kernels, and the elementwise passes with vectors
-along the channels (:func:`_grid_nhwc`); no cached-channel launch (a channel is strided there). The references
+kernels compiled with ``MF_NHWC=1``: ``bn_partial_nhwc`` (a block sums a slice of the rows over a tile of the
+channels, see :func:`_split_nhwc`), ``bn_fold_forward_nhwc`` / ``bn_fold_backward_nhwc`` (add the slices' sums in a
+fixed order, in parallel, and finalize each channel as the finalize kernels do), and the elementwise passes with
+vectors along the channels (:func:`_grid_nhwc`); no cached-channel launch (a channel is strided there). The references
 take the same (M, C, 1) view, so their flat order, and the mask's, is the memory's.
 """
 from __future__ import annotations
@@ -166,7 +166,7 @@ def _kernels(dtype, wdtype, vec, wide, cluster=1, nhwc=False, min_blocks=1):
     opts = (f"-DMF_T={ctype(dtype)}", f"-DMF_W={ctype(wdtype)}", f"-DMF_VEC={vec}", f"-DMF_WIDE={int(wide)}",
             f"-DMF_CLUSTER={cluster}", f"-DMF_CHANNEL_BLOCKS={min_blocks}") + (("-DMF_NHWC=1",) if nhwc else ())
     names = ("bn_finalize_forward", "bn_apply", "bn_finalize_backward", "bn_backward_dx")
-    names += (("bn_partial_nhwc", "bn_fold_nhwc") if nhwc
+    names += (("bn_partial_nhwc", "bn_fold_forward_nhwc", "bn_fold_backward_nhwc") if nhwc
               else ("bn_partial", "bn_channel_forward", "bn_channel_backward"))
     kernels = {name: get_kernel("batchnorm.cu", name, opts) for name in names}
     if not nhwc:
@@ -235,17 +235,25 @@ def _split(n, c, s, sms):
     return int(max(1, min(want, per_channel // 4096, 1024)))
 
 
-def _split_nhwc(m, c, vec, sms):
-    """(slices of the rows, channel tiles) of ``bn_partial_nhwc`` over a channels-last input of ``m`` rows of
-    ``c`` channels: a tile is up to :data:`_THREADS` vectors of ``vec`` channels (one tile unless C is large).
-    The kernel's launch bounds fit four blocks on an SM, so slices x tiles of about four blocks per SM fill the
-    GPU in one round of equal blocks; fewer for small inputs, each block summing at least 4096 elements (its
-    reduction and the fold's share of its sums are paid per block). A fixed function of the shape and device
-    (so sums are reproducible)."""
-    cols = min(c // vec, _THREADS)
-    tiles = -(-(c // vec) // cols)
-    slices = min(4 * sms // tiles, m * cols * vec // 4096, 1024)
-    return int(max(1, slices)), int(tiles)
+#: Bytes of a row that a tile of ``bn_partial_nhwc`` spans: a 128-byte line
+_TILE_BYTES = 128
+#: Rows that a slice of ``bn_partial_nhwc`` sums at least: its partials (two floats a channel) then weigh a
+#: thirty-second of the slice's bytes or less, so that writing and folding them stays small beside the pass
+_MIN_ROWS = 128
+
+
+def _split_nhwc(m, c, vec, itemsize, sms):
+    """(slices of the rows, channel tiles, vector columns per tile) of ``bn_partial_nhwc`` over a channels-last
+    input of ``m`` rows of ``c`` channels of ``itemsize`` bytes, ``vec`` per vector: a tile spans
+    :data:`_TILE_BYTES` of a row (fewer where the row is shorter), so that the tiles, not the slices, spread a
+    wide row over the GPU and a slice keeps :data:`_MIN_ROWS` rows (fewer for small inputs). The kernel's launch
+    bounds fit four blocks on an SM, so slices x tiles of about four blocks per SM fill the GPU in one round of
+    equal blocks. A fixed function of the shape and device (so sums are reproducible)."""
+    cv = c // vec
+    cols = max(1, min(cv, _TILE_BYTES // (vec * itemsize), _THREADS))
+    tiles = -(-cv // cols)
+    slices = min(4 * sms // tiles, m // _MIN_ROWS, 1024)
+    return int(max(1, slices)), int(tiles), int(cols)
 
 
 def _grid(total, sms):
@@ -253,16 +261,19 @@ def _grid(total, sms):
     return int(max(1, min(-(-total // _THREADS), 32 * sms)))
 
 
-def _grid_nhwc(total, d, sms):
-    """Blocks of the channels-last elementwise passes over ``total`` vectors, ``d`` per row: one vector per
-    thread up to four blocks per SM; past that grid-stride, with the stride a multiple of ``d`` (the blocks a
-    multiple of d / gcd(d, threads)), so that each thread stays on its channels and loads their factors once
-    (per-vector loads of VEC channels' factors cost more than the vector's own traffic; more blocks, fewer
-    trips per thread to share those loads)."""
-    need, step = -(-total // _THREADS), d // math.gcd(d, _THREADS)
+def _grid_nhwc(total, d, sms, per_trip=1):
+    """Blocks of the channels-last elementwise passes over ``total`` vectors, ``d`` per row, ``per_trip`` vectors
+    a grid's stride apart per thread and trip: up to four blocks per SM; past that grid-stride, with the stride a
+    multiple of ``d`` (the blocks a multiple of d / gcd(d, threads)), so that each thread stays on its channels and
+    loads their factors once (per-vector loads of VEC channels' factors cost more than the vector's own traffic;
+    more blocks, fewer trips per thread to share those loads). With two vectors a trip the stride is such a multiple
+    even where one trip covers the input (the two share their channels)."""
+    need, step = -(-total // (per_trip * _THREADS)), d // math.gcd(d, _THREADS)
     blocks = min(need, 4 * sms)
     if blocks < need:
         blocks = max(step, blocks // step * step)
+    elif per_trip > 1:
+        blocks = -(-blocks // step) * step
     return int(max(1, blocks))
 
 
@@ -275,8 +286,9 @@ class _Launches(NamedTuple):
     finalize: Prepared | None  # the per-channel statistics (forward) or coefficients (backward) from them
     apply: Prepared | None  # y (forward) or dx (backward), elementwise
     split: int  # blocks per channel (row slices channels-last) of the partial-sums pass
-    fold: Prepared | None = None  # channels-last: the slices' sums into one row per channel (raw, partials)
-    rows: int = 0  # rows of partials per channel that the finalize reads: split, or 1 after the fold
+    #: channels-last training: the slices' sums folded and finalized in one launch, the forward's (raw, x,
+    #: running mean, running var, count, mean, rstd, eps, factor, update), the backward's as its finalize
+    fold: Prepared | None = None
 
 
 @functools.cache
@@ -299,9 +311,9 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
     k = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel else 1, nhwc,
                  channel.min_blocks if channel else 1)
     n_, c_, s_, total = np.int64(n), np.int64(c), np.int64(s), np.int64(n * c * s)
-    split, tiles = _split_nhwc(n, c, vec, sms) if nhwc else (_split(n, c, s, sms), 1)
-    rows = 1 if nhwc else split
-    blocks = (_grid_nhwc(n * c // vec, c // vec, sms) if nhwc else _grid(n * c * s // vec, sms),)
+    split, tiles, cols = _split_nhwc(n, c, vec, dtype.itemsize, sms) if nhwc else (_split(n, c, s, sms), c, 0)
+    # (channels-last the elementwise passes take two vectors a trip: see bn_apply and bn_backward_dx)
+    blocks = (_grid_nhwc(n * c // vec, c // vec, sms, 2) if nhwc else _grid(n * c * s // vec, sms),)
 
     def prepared(name, grid, block, params, smem=0):
         return Prepared(k[name], grid, block, params, smem, pdl=True)
@@ -315,20 +327,24 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
                            (ARG,) * 10 + (n_, c_, s_, np.int64(channel.chunk), F32, F32, ARG), channel.slice_bytes)
         return _Launches(one, None, None, None, split)
     fold = None
-    if nhwc:  # (x, dy, mask, mean, raw partials), rows, channels; then (raw, partials), channels, slices
-        partial = prepared("bn_partial_nhwc", (split, tiles), (_THREADS,), (ARG,) * 5 + (n_, c_, np.int32(split)))
-        fold = prepared("bn_fold_nhwc", (-(-2 * c // 32),), (1024,), (ARG, ARG, c_, np.int32(split)))
-    else:
-        partial = prepared("bn_partial", (split, c), (_THREADS,), (ARG,) * 5 + (n_, c_, s_, np.int32(split)))
+    if nhwc:  # (x, dy, mask, mean, raw partials), rows, channels, slices, vector columns per tile
+        partial = prepared("bn_partial_nhwc", (split, tiles), (_THREADS,),
+                           (ARG,) * 5 + (n_, c_, np.int32(split), np.int32(cols)))
+        folds = (-(-2 * c // 32),), (1024,)
+        fold = (prepared("bn_fold_backward_nhwc", *folds, (ARG,) * 6 + (n_, c_, np.int32(split), ARG)) if backward
+                else prepared("bn_fold_forward_nhwc", *folds, (ARG,) * 7 + (n_, c_, np.int32(split), F32, F32, ARG)))
+    else:  # (x, dy, mask, mean, partials), N, C, S, rows
+        partial = prepared("bn_partial", (split, tiles), (_THREADS,), (ARG,) * 5 + (n_, c_, s_, np.int32(split)))
     words = (_words(c),)
     if backward:  # (partials, w, rstd, dw, db, coefficients), batch statistics; then (dy, x, mask, mean, coef, dx)
-        finalize = prepared("bn_finalize_backward", words, (32,), (ARG,) * 6 + (n_, c_, s_, np.int32(rows), ARG))
+        finalize = (fold if nhwc else
+                    prepared("bn_finalize_backward", words, (32,), (ARG,) * 6 + (n_, c_, s_, np.int32(split), ARG)))
         apply = prepared("bn_backward_dx", blocks, (_THREADS,), (ARG,) * 6 + (total, c_, s_))
     else:  # (partials, x, running mean, running var, count, mean, rstd), blocks, eps, factor, update, training;
         # then (x, mean, rstd, w, b, y, mask)
         finalize = prepared("bn_finalize_forward", words, (32,), (ARG,) * 7 + (n_, c_, s_, ARG, F32, F32, ARG, ARG))
         apply = prepared("bn_apply", blocks, (_THREADS,), (ARG,) * 7 + (total, c_, s_))
-    return _Launches(None, partial, finalize, apply, split, fold, rows)
+    return _Launches(None, partial, finalize, apply, split, fold)
 
 
 @functools.cache
@@ -369,13 +385,12 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
         plan.channel(xa, rm, rv, cnt, wa, ba, ya, ka, ma, ra, eps, factor, int(update))
         return y, mean, rstd, mask
     if training:
-        raw = aligned_bytes(c * plan.split * 2 * 4) if plan.fold else 0
-        tmp = cupy.cuda.alloc(raw + c * plan.rows * 2 * 4)  # channels-last the raw partials; the (C, rows, 2) sums
-        part = tmp.ptr + raw
-        plan.partial(xa, 0, 0, 0, tmp.ptr)
+        part = cupy.cuda.alloc(c * plan.split * 2 * 4)  # the partial sums: (C, rows, 2), channels-last (rows, C, 2)
+        plan.partial(xa, 0, 0, 0, part.ptr)
         if plan.fold:
-            plan.fold(tmp.ptr, part)
-        plan.finalize(part, xa, rm, rv, cnt, ma, ra, plan.rows, eps, factor, int(update), 1)
+            plan.fold(part.ptr, xa, rm, rv, cnt, ma, ra, eps, factor, int(update))
+        else:
+            plan.finalize(part.ptr, xa, rm, rv, cnt, ma, ra, plan.split, eps, factor, int(update), 1)
     else:
         plan.finalize(0, xa, running_mean.data.ptr, running_var.data.ptr, 0, ma, ra, 0, eps, 0.0, 0, 0)
     plan.apply(xa, ma, ra, wa, ba, ya, ka)
@@ -399,15 +414,11 @@ def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need
     if plan.channel:  # one launch: the sums, dw, db and dx
         plan.channel(dya, xa, ka, ma, ra, wa, dxa, dwa, dba, int(batch_stats))
         return dx, dw, db
-    raw = aligned_bytes(c * plan.split * 2 * 4) if plan.fold else 0
-    part_bytes = aligned_bytes(c * plan.rows * 2 * 4)
-    # channels-last the raw partials; the (C, rows, 2) partial sums, then (C, 3) coefficients
-    tmp = cupy.cuda.alloc(raw + part_bytes + c * 3 * 4)
-    part, coef = tmp.ptr + raw, tmp.ptr + raw + part_bytes
-    plan.partial(xa, dya, ka, ma, tmp.ptr)
-    if plan.fold:
-        plan.fold(tmp.ptr, part)
-    plan.finalize(part, wa, ra, dwa, dba, coef, int(batch_stats))
+    part_bytes = aligned_bytes(c * plan.split * 2 * 4)
+    tmp = cupy.cuda.alloc(part_bytes + c * 3 * 4)  # the partial sums (as the forward's), then (C, 3) coefficients
+    part, coef = tmp.ptr, tmp.ptr + part_bytes
+    plan.partial(xa, dya, ka, ma, part)
+    plan.finalize(part, wa, ra, dwa, dba, coef, int(batch_stats))  # (channels-last: the fold, finalizing)
     if need_dx:
         plan.apply(dya, xa, ka, ma, coef, dxa)
     return dx, dw, db
