@@ -183,7 +183,9 @@ SHAPES = [  # (N, C, H, W, K, kernel, stride): TMA-read ones (channels multiples
     (2, 128, 4, 4, 128, 3, 1),
     (2, 64, 14, 14, 64, 3, 1),  # tiles not whole rows: the GEMM path, reading x as it is
     (2, 64, 14, 14, 128, 3, 2),
-    (2, 3, 16, 16, 64, 3, 1),
+    (2, 3, 16, 16, 64, 3, 1),  # a first layer: the direct forward, channels-last; dW with x padded, dy as it is
+    (3, 1, 9, 7, 16, 5, 2),
+    (2, 3, 8, 8, 12, 3, 1),  # (12 outputs: not whole 16-byte runs of channels, the C-contiguous direct forward)
     (3, 24, 9, 7, 40, 3, 2),
 ]
 
@@ -271,6 +273,39 @@ def test_gpu_channels_last_reads_without_packs(rng):
     # the backward-data of 128 channels (not conv_tma_narrow.cu's) reads a channels-last weight as it is, unpacked
     assert K.tma_plan(K.ConvMode.BACKWARD_DATA, x.dtype, (4, 128, 16, 16), (64, 128, 3, 3), (1, 1), (1, 1), (1, 1),
                       1, x.device.id, K.DEFAULT_CONFIG, nhwc_out=True, b_krsc=True).b_krsc
+
+
+@pytest.mark.gpu
+def test_gpu_channels_last_first_layer_reads_without_relayouts(rng):
+    """A first layer (3 channels in, the direct forward) channels-last: the forward reads x and writes y in that
+    layout, and the filter gradient reads dy as it is (only x, small, is packed to padded channels); dX, which a
+    first layer seldom needs, goes through the C-contiguous path."""
+    import cupy
+
+    x = to_channels_last(_cuda(rng.standard_normal((4, 3, 16, 16)), "bfloat16"))
+    geo = ((1, 1), (1, 1), (1, 1), 1)
+    args = (x.dtype, x.shape, (64, 3, 3, 3), *geo, x.device.id, K.DEFAULT_CONFIG, False)
+    assert K._channels_last_forward_launcher(*args) is not None
+    assert K._backward_launcher(*args, False, True, True) is not None  # (no dX)
+    assert K._backward_launcher(*args, False, True, False) is None
+    assert K._channels_last_forward_launcher(x.dtype, x.shape, (12, 3, 3, 3), *geo, x.device.id, K.DEFAULT_CONFIG,
+                                             False) is None  # (12 channels out: not whole runs of 8)
+    calls, relayout = [], K.relayout
+
+    def moves(a, cl):  # (the layout changes only)
+        if not (channels_last_strided(a) if cl else a.flags.c_contiguous):
+            calls.append((a.shape, cl))
+        return relayout(a, cl)
+
+    try:
+        K.relayout = moves
+        wt = _cuda(rng.standard_normal((64, 3, 3, 3)), "bfloat16")
+        y = K.conv2d_forward(x, wt, None, *geo)[0]
+        dw = K.conv2d_backward(to_channels_last(cupy.ones_like(y)), x, wt, *geo, need_dx=False)[1]
+    finally:
+        K.relayout = relayout
+    assert is_channels_last(y) and dw.shape == wt.shape
+    assert calls == [(x.shape, False)]  # (x alone, laid out C-contiguous for the pack of its padded channels)
 
 
 @pytest.mark.gpu

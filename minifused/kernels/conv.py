@@ -272,8 +272,16 @@ def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, di
     import cupy
 
     n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
-    if (groups != 1 or padded_channels(c, dtype) != c or config.nchw_forward or is_direct(w_shape, groups, config)
-            or not fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype)):
+    if not fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
+        return None
+    if is_direct(w_shape, groups, config):  # (a first layer: its x has too few channels for the GEMMs)
+        if k % 8:
+            return None
+        direct = _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, True)
+        # (its weights read as KCRS: a channels-last weight's memory is KRSC)
+        return lambda x, w, bias, relu, want_mask, keep_x: direct(x, to_layout(w, False), bias, relu, want_mask,
+                                                                   True)
+    if groups != 1 or padded_channels(c, dtype) != c or config.nchw_forward:
         return None
     tma = tma_plan(ConvMode.FORWARD, dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config,
                    nhwc_out=True)
@@ -314,11 +322,12 @@ def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, di
     return run
 
 
-def _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation):
-    """``run`` of :func:`_forward_launcher` on conv_direct.cu's forward (one launch from NCHW)."""
+def _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, channels_last=False):
+    """``run`` of :func:`_forward_launcher` on conv_direct.cu's forward (one launch from NCHW; ``channels_last``:
+    from a channels-last x into a channels-last y, with the same sums)."""
     import cupy
 
-    fwd, _, _, p, q, geo = direct_plan(dtype, x_shape, w_shape, stride, padding, dilation)
+    fwd, _, _, p, q, geo = direct_plan(dtype, x_shape, w_shape, stride, padding, dilation, channels_last)
     n, k = x_shape[0], w_shape[0]
     m = n * p * q
     words = (m + 31) // 32
@@ -327,7 +336,7 @@ def _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation)
     launch = Prepared(fwd, (grid_1d(m, THREADS),), (THREADS,), (ARG,) * 6 + (*ints(words), geo))
 
     def run(x, w, bias, relu, want_mask, keep_x=False, packed=None):
-        y = cupy.ndarray((n, k, p, q), dtype)
+        y = empty_channels_last((n, k, p, q), dtype) if channels_last else cupy.ndarray((n, k, p, q), dtype)
         mask = cupy.ndarray((k, words), np.uint32) if (relu and want_mask) else None
         ya = y.data.ptr
         launch(x.data.ptr, w.data.ptr, ya if bias is None else bias.data.ptr, ya,
@@ -365,7 +374,7 @@ def _direct_filter_launches(dtype, x_shape, w_shape, stride, padding, dilation, 
 
 @functools.cache
 def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups, dev_id, config, tf32, packed_x,
-                       channels_last=False):
+                       channels_last=False, pad_x=False):
     """The GPU backward of one call signature, ``config``, TF32 setting and input form (``packed_x``: the
     forward's :class:`PackedInput`) as ``run(dy, x, w, mask, need_dx, need_dw, need_db) -> (dx, dw, db)``, which
     only allocates and launches: every launch prepared here, once, as the forward's (:func:`_forward_launcher`).
@@ -375,7 +384,9 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     (G, N, H, W, Cp) unless the forward kept it so; dX from the weights packed to (G, Cg, R, S, Kp).
     ``channels_last``: dy and x are channels-last and read as they are (no packs, no ReLU mask), and dx comes back
     channels-last (written so by the TMA kernel, else laid out so after the GEMMs); None where they would need
-    packs still (as :func:`_channels_last_forward_launcher`)."""
+    packs still (as :func:`_channels_last_forward_launcher`). ``pad_x`` (channels-last, for the filter gradient
+    alone): x's channels may need padding (a first layer's 3-channel image), and x is then packed from its
+    C-contiguous form as the C-contiguous path packs it (a small array beside dy, which is read as it is)."""
     import cupy
 
     depthwise = not channels_last and conv_depthwise.applies(dtype, x_shape, w_shape, groups)  # C-contiguous dy, x
@@ -390,12 +401,14 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     isz = np.dtype(dtype).itemsize
     direct_dw = direct_filter_gradient(w_shape, groups, dtype, tf32, config)
     cl = channels_last
-    if cl and (groups != 1 or kpad != k or cpad != c or direct_dw):
+    if cl and (groups != 1 or kpad != k or (cpad != c and not pad_x) or direct_dw):
         return None
+    pad_x = cl and cpad != c  # (dy read as it is, x packed)
 
     pack_dy = None if cl else pack_nhwc_launch(dtype, n, p * q, k, kg, kpad, groups, dev_id)
     pack_dy_w = None if cl else _backward_pack(dtype, n, p * q, k, kg, kpad, cg * r * s, groups)
-    pack_x = None if packed_x or cl else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad, groups, dev_id)
+    pack_x = None if packed_x or (cl and not pad_x) else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad, groups,
+                                                                            dev_id)
     # the bias gradient: the column sums of the packed dy (its first kg channels of kpad)
     sum_bytes, bias_sums = columns.strided_sums(dtype, n * p * q, kg, kpad, dev_id)
     # dW: conv.cu's GEMM or conv_tma_wgrad writes fp32 split-K partials (dy, x -> partials) and wgrad_reduce sums
@@ -524,12 +537,14 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
         if need_dw:
             if packed_x:
                 xna = x.array.data.ptr
-            elif cl:
+            elif cl and not pad_x:
                 xna = x.data.ptr
             else:
+                xc = relayout(x, False) if pad_x else x  # (pack_x reads NCHW)
                 xn = cupy.cuda.alloc(xn_bytes)
                 xna = xn.ptr
-                pack_x(x.data.ptr, xna, x.data.ptr, 0)
+                pack_x(xc.data.ptr, xna, xc.data.ptr, 0)
+                xc = None
             if unsplit_tma and (krsc or r * s == 1):  # (one group)
                 launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr)
             elif whole_tiles and (krsc or r * s == 1):  # (one group) whole tiles into dw, the rest summed
@@ -656,7 +671,8 @@ def _backward(dy, x, w, x_shape, w_shape, stride, padding, dilation, groups, mas
     if is_channels_last(dy):
         run = None
         if on_gpu and mask is None and gemm_path is None:  # a GEMM path's dy is C-contiguous: the path below
-            run = _backward_launcher(dy.dtype, x_shape, w_shape, *geo, dy.data.device_id, config, tf32, packed, True)
+            run = _backward_launcher(dy.dtype, x_shape, w_shape, *geo, dy.data.device_id, config, tf32, packed, True,
+                                     not need_dx)
         if run is not None:  # a channels-last weight is read as it is, and gets a channels-last dW
             return run(dy, x if x is None or packed else relayout(x, True), w, None, need_dx, need_dw, need_db,
                        w_cl)

@@ -11,7 +11,10 @@
 //
 // Layouts as conv.py: x (N, C, H, W), w (K, C, R, S), y / dy (N, K, P, Q); the mask is uint32
 // (K, words), bit m % 32 of word [k, m / 32] for m = n*P*Q + p*Q + q. Index math is 32-bit
-// (conv_plan.py routes here only what fits).
+// (conv_plan.py routes here only what fits). G_NHWC=1 (the forward of a channels-last x): x's memory
+// is (N, H, W, C) and y's (N, P, Q, K), K a multiple of 8 (a thread stores its pixel's channels
+// eight at a time: 16 bytes of fp16 / bf16; one channel a store, the warp's 32 stores would land
+// on 32 sectors).
 //
 // conv_plan.py compiles one module per filter shape: C, R and S arrive as defines (G_C, G_R, G_S),
 // so the reduction loops run exactly C*R*S steps instead of CRS_MAX predicated ones and the
@@ -23,6 +26,8 @@
 // nvrtc-check: -DCONV_T=__half -DG_C=1 -DG_R=3 -DG_S=3
 // nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_C=3 -DG_R=3 -DG_S=2
 // nvrtc-check: -DCONV_T=float -DG_C=2 -DG_R=4 -DG_S=4
+// nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_C=3 -DG_R=3 -DG_S=3 -DG_NHWC=1
+// nvrtc-check: -DCONV_T=float -DG_C=1 -DG_R=5 -DG_S=5 -DG_NHWC=1
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -30,8 +35,12 @@
 #define CONV_T float
 #endif
 typedef CONV_T T;
+#ifndef G_NHWC
+#define G_NHWC 0
+#endif
 
 #include "dtypes.cuh"  // to_f / from_f
+#include "vec.cuh"
 
 #define CRS_MAX 32  // longest reduction handled here (conv_plan.py's DIRECT_CRS_MAX)
 #define K_MAX 64    // most output channels of the filter gradient kernel
@@ -59,7 +68,8 @@ __device__ __forceinline__ void gather(const T* __restrict__ x, const Geometry& 
             const int c = i / (g.R * g.S), rs = i - c * g.R * g.S;
             const int r = rs / g.S, s = rs - r * g.S;
             const int h = h0 + r * g.dh, w = w0 + s * g.dw;
-            if (h >= 0 && h < g.H && w >= 0 && w < g.W) val = to_f(x[((n * g.C + c) * g.H + h) * g.W + w]);
+            if (h >= 0 && h < g.H && w >= 0 && w < g.W)
+                val = to_f(x[G_NHWC ? ((n * g.H + h) * g.W + w) * g.C + c : ((n * g.C + c) * g.H + h) * g.W + w]);
         }
         v[i] = val;
     }
@@ -94,24 +104,38 @@ extern "C" __global__ void __launch_bounds__(256) conv_direct_fwd(const T* __res
         }
         for (int i = threadIdx.x; i < kn; i += blockDim.x) bs[i] = (flags & 2) ? to_f(bias[k0 + i]) : 0.0f;
         __syncthreads();
-        for (int kk = 0; kk < kn; ++kk) {
-            float acc = bs[kk];
-            const float4* wk = reinterpret_cast<const float4*>(ws + kk * CRSP);
+        constexpr int GROUP = G_NHWC ? 8 : 1;  // channels a trip: NHWC stores eight together (kn is a multiple)
+        for (int kg = 0; kg < kn; kg += GROUP) {
+            float out[GROUP];
 #pragma unroll
-            for (int i = 0; i < CRSP / 4; ++i) {
-                const float4 q = wk[i];
-                acc = fmaf(v[4 * i], q.x, acc);
-                acc = fmaf(v[4 * i + 1], q.y, acc);
-                acc = fmaf(v[4 * i + 2], q.z, acc);
-                acc = fmaf(v[4 * i + 3], q.w, acc);
+            for (int e = 0; e < GROUP; ++e) {
+                const int kk = kg + e;
+                float acc = bs[kk];
+                const float4* wk = reinterpret_cast<const float4*>(ws + kk * CRSP);
+#pragma unroll
+                for (int i = 0; i < CRSP / 4; ++i) {
+                    const float4 q = wk[i];
+                    acc = fmaf(v[4 * i], q.x, acc);
+                    acc = fmaf(v[4 * i + 1], q.y, acc);
+                    acc = fmaf(v[4 * i + 2], q.z, acc);
+                    acc = fmaf(v[4 * i + 3], q.w, acc);
+                }
+                const bool pos = !(acc <= 0.0f);  // NaN stays NaN and keeps its gradient, as in PyTorch
+                if (flags & 1) acc = pos ? acc : 0.0f;
+                out[e] = acc;
+                if (mask != nullptr) {
+                    const unsigned bits = __ballot_sync(0xffffffffu, live && pos);
+                    if ((threadIdx.x & 31) == 0 && m < M) mask[(long long)(k0 + kk) * words + (m >> 5)] = bits;
+                }
             }
-            const bool pos = !(acc <= 0.0f);  // NaN stays NaN and keeps its gradient, as in PyTorch
-            if (flags & 1) acc = pos ? acc : 0.0f;
-            const int k = k0 + kk;
-            if (live) y[(n * g.K + k) * pq + rem] = from_f<T>(acc);
-            if (mask != nullptr) {
-                const unsigned bits = __ballot_sync(0xffffffffu, live && pos);
-                if ((threadIdx.x & 31) == 0 && m < M) mask[(long long)k * words + (m >> 5)] = bits;
+            if (!live) continue;
+            if (G_NHWC) {
+                Vec<T, GROUP> o;
+#pragma unroll
+                for (int e = 0; e < GROUP; ++e) o.v[e] = from_f<T>(out[e]);
+                *reinterpret_cast<Vec<T, GROUP>*>(y + (long long)m * g.K + k0 + kg) = o;
+            } else {
+                y[(n * g.K + k0 + kg) * pq + rem] = from_f<T>(out[0]);
             }
         }
     }

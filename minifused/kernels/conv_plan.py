@@ -534,19 +534,23 @@ def direct_filter_gradient(w_shape, groups, dtype, tf32, config):
 
 
 @functools.cache
-def _direct_kernel(dtype, name, crs):
-    """A direct kernel compiled for one filter shape ``crs`` = (C, R, S) (constant reduction loops)."""
+def _direct_kernel(dtype, name, crs, nhwc=False):
+    """A direct kernel compiled for one filter shape ``crs`` = (C, R, S) (constant reduction loops), channels-last
+    (``nhwc``) or C-contiguous."""
     c, r, s = crs
-    return get_kernel("conv_direct.cu", name, (f"-DCONV_T={ctype(dtype)}", f"-DG_C={c}", f"-DG_R={r}", f"-DG_S={s}"))
+    return get_kernel("conv_direct.cu", name, (f"-DCONV_T={ctype(dtype)}", f"-DG_C={c}", f"-DG_R={r}", f"-DG_S={s}",
+                                               f"-DG_NHWC={int(nhwc)}"))
 
 
 @functools.cache
-def direct_plan(dtype, x_shape, w_shape, stride, padding, dilation):
+def direct_plan(dtype, x_shape, w_shape, stride, padding, dilation, nhwc=False):
     """(forward kernel, filter-gradient kernel, reduce kernel, P, Q, the geometry as a device int32
-    array in conv_direct.cu's order, made once per configuration)."""
+    array in conv_direct.cu's order, made once per configuration). ``nhwc``: the forward of a channels-last x
+    into a channels-last y (conv_direct.cu's G_NHWC; K a multiple of 8), and no filter-gradient kernels (None)."""
     import cupy
 
     n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
-    names = ("conv_direct_fwd", "conv_direct_wgrad", "conv_direct_reduce")
+    names = ("conv_direct_fwd",) if nhwc else ("conv_direct_fwd", "conv_direct_wgrad", "conv_direct_reduce")
     geo = cupy.asarray(np.array([n, c, h, wd, k, r, s, p, q, *stride, *padding, *dilation], np.int32))
-    return (*(_direct_kernel(dtype, name, (c, r, s)) for name in names), p, q, geo)
+    kernels = tuple(_direct_kernel(dtype, name, (c, r, s), nhwc) for name in names)
+    return (*(kernels + (None, None) if nhwc else kernels), p, q, geo)
