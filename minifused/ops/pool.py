@@ -1,13 +1,15 @@
 """Max and average pooling. Max pooling keeps, on the tape, each maximum's position inside its window
 (uint8 for windows of up to 256 positions; see ``kernels.pool``) for its backward; asked for them, it
 also returns them as PyTorch does (flat int64 ``h*W + w``, no gradient). The kernels run on C-contiguous
-arrays; a channels-last input gets a channels-last output and gradient, as PyTorch's (``to_layout``)."""
+arrays; a channels-last input gets a channels-last output and gradient, as PyTorch's (``relayout``: on the GPU
+the convolutions' tiled transpose, which a copy of a transposed view reaches a fraction of the speed of)."""
 from __future__ import annotations
 
 from .. import autograd, backend
 from ..autograd import Function
 from ..kernels import is_channels_last, to_layout
 from ..kernels import pool as K
+from ..kernels.conv import relayout
 from ..tensor import Tensor
 from .elementwise import zero_linked
 from .resample import LinearMap, take_planes
@@ -18,7 +20,7 @@ class MaxPool2dFn(Function):
     def forward(ctx, x, *, kernel, stride, padding, ceil_mode, dilation=(1, 1), found=None):
         """``found``, a dict if given, receives the window positions as ``found["indices"]``."""
         ctx.channels_last = is_channels_last(x)
-        x = backend.array_module(x).ascontiguousarray(x)
+        x = relayout(x, False)
         grad = autograd.is_grad_enabled() and ctx.needs_input_grad[0]
         y, idx = K.max_pool2d_forward(x, kernel, stride, padding, ceil_mode, want_indices=grad or found is not None,
                                       dilation=dilation)
@@ -27,12 +29,12 @@ class MaxPool2dFn(Function):
         ctx.indices = idx
         ctx.x_shape = tuple(x.shape)
         ctx.geometry = (kernel, stride, padding, dilation)
-        return to_layout(y, ctx.channels_last)
+        return relayout(y, ctx.channels_last)
 
     @staticmethod
     def backward(ctx, dy):
-        dy = backend.array_module(dy).ascontiguousarray(dy)
-        return to_layout(K.max_pool2d_backward(dy, ctx.indices, ctx.x_shape, *ctx.geometry), ctx.channels_last)
+        dy = relayout(dy, False)
+        return relayout(K.max_pool2d_backward(dy, ctx.indices, ctx.x_shape, *ctx.geometry), ctx.channels_last)
 
     @staticmethod
     def backward_graph(ctx, dy):
@@ -50,20 +52,20 @@ class AvgPool2dFn(Function):
     @staticmethod
     def forward(ctx, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor):
         ctx.channels_last = is_channels_last(x)
-        x = backend.array_module(x).ascontiguousarray(x)
+        x = relayout(x, False)
         ctx.x_shape = tuple(x.shape)
         ctx.geometry = (kernel, stride, padding)
         ctx.count_include_pad, ctx.divisor = count_include_pad, divisor
         if ctx.recording:  # (the forward again, for a gradient of the gradient)
             ctx.ceil_mode = ceil_mode
         y = K.avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
-        return to_layout(y, ctx.channels_last)
+        return relayout(y, ctx.channels_last)
 
     @staticmethod
     def backward(ctx, dy):
-        dy = backend.array_module(dy).ascontiguousarray(dy)
+        dy = relayout(dy, False)
         dx = K.avg_pool2d_backward(dy, ctx.x_shape, *ctx.geometry, ctx.count_include_pad, ctx.divisor)
-        return to_layout(dx, ctx.channels_last)
+        return relayout(dx, ctx.channels_last)
 
     @staticmethod
     def backward_graph(ctx, dy):
