@@ -161,6 +161,41 @@ def test_hooks_on_leaf_and_intermediate():
     np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
 
 
+@pytest.mark.parametrize("dtype", [mf.float32, mf.bfloat16])
+@pytest.mark.parametrize("watch", [None, "hook", "retain_grad", "third_reader"])
+def test_relu_output_read_twice_adds_its_two_gradients_in_its_own_pass(monkeypatch, dtype, watch):
+    """A ReLU whose output two ops read (a residual block's output) gets the two gradients apart and adds them in
+    its mask pass (Relu.backward_sum), with the gradient of the summed one; with a hook or a retained grad on the
+    output, or a third gradient, the engine adds them first and the ReLU runs its plain backward."""
+    from minifused.ops import elementwise as OE
+
+    rng = np.random.default_rng(0)
+    xv, a, b, c = (rng.standard_normal((6, 7)).astype(dtype) for _ in range(4))
+    sums = []
+    plain = OE.Relu.backward_sum
+    monkeypatch.setattr(OE.Relu, "backward_sum", staticmethod(lambda ctx, *g: sums.append(len(g)) or plain(ctx, *g)))
+    x = mf.tensor(xv, requires_grad=True)
+    h = x * 1.0
+    y = mf.relu(h)
+    if watch == "hook":
+        y.register_hook(lambda g: g)
+    elif watch == "retain_grad":
+        y.retain_grad()
+    loss = (y * mf.tensor(a)).sum() + (y * mf.tensor(b)).sum()
+    if watch == "third_reader":
+        loss = loss + (y * mf.tensor(c)).sum()
+    loss.backward()
+    def add(p, q):  # rounded once
+        return (p.astype(np.float64) + q.astype(np.float64)).astype(dtype)
+
+    # (the gradients arrive from the last reader first)
+    g = add(add(c, b), a) if watch == "third_reader" else add(b, a)
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(xv > 0, g, np.zeros((), dtype)))
+    if watch == "retain_grad":
+        np.testing.assert_array_equal(y.grad.numpy(), g)
+    assert sums == ([2] if watch is None else [])
+
+
 def test_retain_grad():
     x = leaf([1.0, 2.0])
     y = x * 2

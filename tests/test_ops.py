@@ -254,6 +254,35 @@ def test_gpu_same_shape_add_against_float64(dtype, n, offset, poisoned_pool):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [mf.float16, mf.bfloat16, mf.float32], ids=str)
+@pytest.mark.parametrize("n", [1, 33, 257, 4097, 3_000_003])
+@pytest.mark.parametrize("offset", [0, 1])  # 1: views that start mid-vector
+def test_gpu_mask_add_apply_is_add_then_mask_apply(dtype, n, offset, poisoned_pool):
+    """The ReLU backward of a sum of two gradients in one pass equals add_same then mask_apply bit for bit (the sum
+    rounded once, then selected; a masked-out NaN or inf sum gives 0), C-contiguous and channels-last."""
+    from conftest import dev_array, host
+    from minifused.kernels import elementwise as KE
+    from minifused.kernels import to_channels_last
+
+    a, b = _add_operands(n, dtype, n + 1)
+    keep = np.random.default_rng(n).random(n) < 0.5
+    mask = dev_array(KE.pack_mask_ref(keep), "cuda")
+    da = dev_array(np.concatenate([a[:offset], a]), "cuda")[offset:]
+    db = dev_array(np.concatenate([b[:offset], b]), "cuda")[offset:]
+    assert KE.mask_add_fuses(da, db)
+    want = np.where(keep, _add_ref(a, b), np.zeros((), dtype))
+    _same_bits(host(KE.mask_add_apply(da, db, mask)), want)
+    _same_bits(host(KE.mask_add_apply(da, db, mask)), host(KE.mask_apply(KE.add(da, db), mask)))
+    if n % 33 == 0:  # (n, c, h, w) channels-last, the mask in its memory's order
+        shape = (n // 33, 3, 1, 11)
+        ca, cb = (to_channels_last(dev_array(v, "cuda").reshape(shape)) for v in (a, b))
+        assert KE.mask_add_fuses(ca, cb, True) and not KE.mask_add_fuses(ca, cb.copy(), True)
+        got = KE.mask_add_apply(ca, cb, mask, channels_last=True)
+        _same_bits(host(got).transpose(0, 2, 3, 1).reshape(-1), want)
+        _same_bits(host(got), host(KE.mask_apply(KE.add(ca, cb), mask, channels_last=True)))
+
+
+@pytest.mark.gpu
 def test_gpu_add_routes_and_fallbacks(monkeypatch):
     """Tensor ``+`` and the sums of gradients take the kernel for same-shape float32 and 16-bit operands and
     give the float64 reference rounded once; other operands keep CuPy's ``a + b``."""

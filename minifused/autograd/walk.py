@@ -86,7 +86,7 @@ def _walk(roots, leaves, retain_graph, wanted=None):
             leaves.add(root, grad)
             continue
         key = (id(root._ctx), root._out_index)
-        pending[key] = grad if key not in pending else _sum(pending[key], grad)
+        pending[key] = grad if key not in pending else _sum(_total(pending[key]), grad)
         if not any(c is root._ctx for c in root_ctxs):
             root_ctxs.append(root._ctx)
     order = []
@@ -124,11 +124,14 @@ def _run_node(ctx, pending, leaves, consumers):
     if ctx.versions:
         _check_versions(ctx)
     ctx._consumers = consumers  # for sole_producer; _release drops it
+    # (a _GradSum's two gradients go to the backward that adds them in its own pass)
+    backward, grads = ((ctx.fn.backward_sum, (grads[0].a, grads[0].b)) if type(grads[0]) is _GradSum
+                       else (ctx.fn.backward, grads))
     if type(grads[0]) is np.ndarray:  # NumPy's floating-point warnings silenced, as in the forward (tape._on_host)
         with np.errstate(all="ignore"):
-            in_grads = ctx.fn.backward(ctx, *grads)
+            in_grads = backward(ctx, *grads)
     else:
-        in_grads = ctx.fn.backward(ctx, *grads)
+        in_grads = backward(ctx, *grads)
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     if _checks.anomaly or backend.is_debug():
@@ -145,7 +148,7 @@ def _run_node(ctx, pending, leaves, consumers):
             leaves.add(t, g)
         else:
             key = (id(t._ctx), t._out_index)
-            pending[key] = g if key not in pending else _sum(pending[key], g)
+            pending[key] = g if key not in pending else _sum_for(t._ctx, pending[key], g)
 
 
 def _sum(a, b):
@@ -156,11 +159,40 @@ def _sum(a, b):
     return _add(a, b)
 
 
+class _GradSum:
+    """The two gradients of a node's single output, not yet added: that node's backward adds them in its own pass
+    (its Function's ``backward_sum(ctx, a, b)``, where ``takes_sum(ctx, a, b)`` says it does: a ReLU's mask pass),
+    which saves the sum's write and its read. Only the inline path of :func:`_run_node` hands one to a backward;
+    everything else (hooks, retained grads, a third gradient) sees the sum (:func:`_total`)."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+def _total(g):
+    return _sum(g.a, g.b) if type(g) is _GradSum else g
+
+
+def _sum_for(ctx, a, b):
+    """The pending gradient of ``ctx``'s output after ``b`` joins ``a``: a :class:`_GradSum` where ctx's backward
+    takes the sum (one output, no hooks or retained grad on it, no anomaly or debug checks, which read each
+    gradient), else the sum."""
+    if (type(a) is not _GradSum and not isinstance(a, Handoff) and not isinstance(b, Handoff)
+            and len(ctx.out_meta) == 1 and not ctx.hooks and not ctx.retained
+            and not (_checks.anomaly or backend.is_debug())):
+        takes = getattr(ctx.fn, "takes_sum", None)
+        if takes is not None and takes(ctx, a, b):
+            return _GradSum(a, b)
+    return _sum(_total(a), b)
+
+
 def _output_grads(ctx, pending):
     """The gradients of ``ctx``'s outputs (None when none reached it): zeros for outputs that got none,
     then the outputs' hooks and retained grads."""
     if len(ctx.out_meta) == 1:
-        grads = [pending.pop((id(ctx), 0), None)]
+        grads = [_total(pending.pop((id(ctx), 0), None))]
         if grads[0] is None:
             return None
     else:
@@ -402,7 +434,8 @@ class _LeafGrads:
             if entry is None:
                 continue
             g = _run_hooks(leaf._hooks, entry[1]) if leaf._hooks else entry[1]
-            leaf._accumulate_grad(g, self.owns(g, (*pending.values(), *(e[1] for e in self.grads.values()))))
+            held = (h for p in pending.values() for h in ((p.a, p.b) if type(p) is _GradSum else (p,)))
+            leaf._accumulate_grad(g, self.owns(g, (*held, *(e[1] for e in self.grads.values()))))
             _run_post_hooks(leaf)
 
     def commit_all(self):

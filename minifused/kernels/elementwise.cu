@@ -216,3 +216,24 @@ extern "C" __global__ void add_same(const T* __restrict__ a, const T* __restrict
         store_chunk(out, i0, n, vec, r);
     }
 }
+
+// dx = (a + b) where the mask bit of an element is set, else 0: the backward of a ReLU whose output got two
+// gradients (a residual block's output, read by the next block's body and its shortcut), their sum
+// rounded once to T as add_same rounds it, so that the result is add_same's then mask_apply's, bit for bit,
+// in one pass instead of two.
+extern "C" __global__ void mask_add_apply(const T* __restrict__ a, const T* __restrict__ b,
+                                          const unsigned* __restrict__ mask, T* __restrict__ dx, long long n) {
+    constexpr int L = 32 / V;
+    const bool vec = aligned16(a) && aligned16(b) && aligned16(dx);
+    GRID_LOOP(c, (n + V - 1) / V) {
+        const long long i0 = c * V;
+        const unsigned bits = mask[c / L] >> ((int)(c % L) * V);
+        const VT u = load_chunk(a, i0, n, vec), w = load_chunk(b, i0, n, vec);
+        VT r;
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+            r.v[k] = (bits >> k) & 1u ? round_exact<T>(add_exact(widen_exact(u.v[k]), widen_exact(w.v[k])))
+                                      : from_acc<T>((S)0);
+        store_chunk(dx, i0, n, vec, r);
+    }
+}

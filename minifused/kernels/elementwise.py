@@ -23,8 +23,9 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import (ARG, CTYPE, F32, Prepared, acc_dtype, c_contiguous, clear_unset, ctype, empty_channels_last,
-               gelu_grad_ref, gelu_ref, get_kernel, is_channels_last, layout_like, to_channels_last)
+from . import (ARG, CTYPE, F32, Prepared, acc_dtype, c_contiguous, channels_last_strided, clear_unset, ctype,
+               empty_channels_last, gelu_grad_ref, gelu_ref, get_kernel, is_channels_last, layout_like,
+               to_channels_last)
 
 
 def _dense(x):
@@ -340,3 +341,26 @@ def add(a, b):
     if a.size:
         _chunk_launch("add_same", a.dtype, a.size, a.data.device_id)(a.data.ptr, b.data.ptr, out.data.ptr)
     return out
+
+
+def mask_add_fuses(a, b, channels_last=False):
+    """Whether :func:`mask_add_apply` takes ``a`` and ``b`` in one pass: two arrays of one shape and dtype, NumPy
+    (the reference) or CUDA ones that :func:`add` takes to add_same, laid out in the mask's order (channels-last
+    with ``channels_last``, else C-contiguous)."""
+    if type(a) is not type(b) or a.shape != b.shape or a.dtype != b.dtype or a.strides != b.strides:
+        return False
+    if not backend.is_cuda_array(a):
+        return isinstance(a, np.ndarray)
+    return a.dtype in _ADD_DTYPES and (channels_last_strided(a) if channels_last else c_contiguous(a))
+
+
+def mask_add_apply(a, b, mask, channels_last=False):
+    """``mask_apply(add(a, b), mask)``, in one pass (the kernel rounds the sum once, as add_same does, so the
+    result is the two ops' bit for bit) where :func:`mask_add_fuses`, else those two ops."""
+    if not (backend.is_cuda_array(a) and mask_add_fuses(a, b, channels_last)):
+        return mask_apply(add(a, b), mask, channels_last=channels_last)
+    dx = _empty_as(a)
+    if a.size:
+        _prepared("mask_add_apply", a.dtype, a.data.device_id, -(-a.size * a.dtype.itemsize // 16),
+                  (ARG, ARG, ARG, ARG, np.int64(a.size)))(a.data.ptr, b.data.ptr, mask.data.ptr, dx.data.ptr)
+    return dx

@@ -635,6 +635,18 @@ class Relu(Function):
         return K.mask_apply(g, ctx.mask, channels_last=ctx.channels_last)
 
     @staticmethod
+    def takes_sum(ctx, a, b):
+        """Whether :meth:`backward_sum` adds ``a`` and ``b`` in its own pass (the engine then keeps the two
+        gradients of the output apart for it: see ``autograd.walk``)."""
+        return K.mask_add_fuses(a, b, ctx.channels_last)
+
+    @staticmethod
+    def backward_sum(ctx, a, b):
+        """The backward of the gradient ``a + b``, the sum in the mask's pass (a residual block's output ReLU,
+        whose output the next block's body and shortcut both read)."""
+        return K.mask_add_apply(a, b, ctx.mask, channels_last=ctx.channels_last)
+
+    @staticmethod
     def backward_graph(ctx, g):
         shape, dtype = ctx.out_meta[0]
         passes = K.mask_apply(g._xp.ones(shape, dtype), ctx.mask, channels_last=ctx.channels_last) != 0
