@@ -214,6 +214,18 @@ def test_pdl_kernels_in_graph_match_eager(n, monkeypatch):
         cp.testing.assert_array_equal(g, e)
 
 
+def test_replays_copy_batches_laid_out_alike_as_bytes():
+    """A replay copies a batch into its static input as bytes where the two lay their elements out alike in dense
+    memory (C-contiguous, or both channels-last); otherwise element by element."""
+    from minifused.graphs import _dense_alike
+
+    nchw = np.zeros((2, 3, 4, 5), np.float32)
+    cl = np.zeros((2, 4, 5, 3), np.float32).transpose(0, 3, 1, 2)
+    assert _dense_alike(nchw, nchw.copy()) and _dense_alike(cl, cl.copy(order="K"))
+    assert not _dense_alike(cl, nchw) and not _dense_alike(nchw, cl)
+    assert not _dense_alike(nchw[:, :, ::2], nchw[:, :, ::2].copy())  # (a strided view: not dense)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("make_opt", ["sgd", "adam"])
 def test_gpu_channels_last_model_captured_matches_eager(make_opt):

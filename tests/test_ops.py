@@ -262,7 +262,7 @@ def test_gpu_mask_add_apply_is_add_then_mask_apply(dtype, n, offset, poisoned_po
     rounded once, then selected; a masked-out NaN or inf sum gives 0), C-contiguous and channels-last."""
     from conftest import dev_array, host
     from minifused.kernels import elementwise as KE
-    from minifused.kernels import to_channels_last
+    from minifused.kernels import is_channels_last
 
     a, b = _add_operands(n, dtype, n + 1)
     keep = np.random.default_rng(n).random(n) < 0.5
@@ -272,11 +272,12 @@ def test_gpu_mask_add_apply_is_add_then_mask_apply(dtype, n, offset, poisoned_po
     assert KE.mask_add_fuses(da, db)
     want = np.where(keep, _add_ref(a, b), np.zeros((), dtype))
     _same_bits(host(KE.mask_add_apply(da, db, mask)), want)
+    _same_bits(host(KE.mask_apply(da, mask)), np.where(keep, a, np.zeros((), dtype)))  # (subnormals kept)
     _same_bits(host(KE.mask_add_apply(da, db, mask)), host(KE.mask_apply(KE.add(da, db), mask)))
-    if n % 33 == 0:  # (n, c, h, w) channels-last, the mask in its memory's order
-        shape = (n // 33, 3, 1, 11)
-        ca, cb = (to_channels_last(dev_array(v, "cuda").reshape(shape)) for v in (a, b))
-        assert KE.mask_add_fuses(ca, cb, True) and not KE.mask_add_fuses(ca, cb.copy(), True)
+    if n % 33 == 0:  # channels-last (n, 3, 1, 11) arrays whose memory holds a and b: the mask in its order
+        ca, cb = (dev_array(v, "cuda").reshape(n // 33, 1, 11, 3).transpose(0, 3, 1, 2) for v in (a, b))
+        assert is_channels_last(ca) and KE.mask_add_fuses(ca, cb, True) and not KE.mask_add_fuses(ca, cb, False)
+        assert not KE.mask_add_fuses(ca, cb.copy(), True)  # (one of them C-contiguous)
         got = KE.mask_add_apply(ca, cb, mask, channels_last=True)
         _same_bits(host(got).transpose(0, 2, 3, 1).reshape(-1), want)
         _same_bits(host(got), host(KE.mask_apply(KE.add(ca, cb), mask, channels_last=True)))

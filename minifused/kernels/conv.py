@@ -385,8 +385,8 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     ``channels_last``: dy and x are channels-last and read as they are (no packs, no ReLU mask), and dx comes back
     channels-last (written so by the TMA kernel, else laid out so after the GEMMs); None where they would need
     packs still (as :func:`_channels_last_forward_launcher`). ``pad_x`` (channels-last, for the filter gradient
-    alone): x's channels may need padding (a first layer's 3-channel image), and x is then packed from its
-    C-contiguous form as the C-contiguous path packs it (a small array beside dy, which is read as it is)."""
+    alone): x's channels may need padding (a first layer's 3-channel image), and x, a small array beside dy
+    (which is read as it is), is then copied into zero-padded NHWC rows."""
     import cupy
 
     depthwise = not channels_last and conv_depthwise.applies(dtype, x_shape, w_shape, groups)  # C-contiguous dy, x
@@ -407,8 +407,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
 
     pack_dy = None if cl else pack_nhwc_launch(dtype, n, p * q, k, kg, kpad, groups, dev_id)
     pack_dy_w = None if cl else _backward_pack(dtype, n, p * q, k, kg, kpad, cg * r * s, groups)
-    pack_x = None if packed_x or (cl and not pad_x) else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad, groups,
-                                                                            dev_id)
+    pack_x = None if packed_x or cl else pack_nhwc_launch(dtype, n, h * wd, c, cg, cpad, groups, dev_id)
     # the bias gradient: the column sums of the packed dy (its first kg channels of kpad)
     sum_bytes, bias_sums = columns.strided_sums(dtype, n * p * q, kg, kpad, dev_id)
     # dW: conv.cu's GEMM or conv_tma_wgrad writes fp32 split-K partials (dy, x -> partials) and wgrad_reduce sums
@@ -540,11 +539,16 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
             elif cl and not pad_x:
                 xna = x.data.ptr
             else:
-                xc = relayout(x, False) if pad_x else x  # (pack_x reads NCHW)
                 xn = cupy.cuda.alloc(xn_bytes)
                 xna = xn.ptr
-                pack_x(xc.data.ptr, xna, xc.data.ptr, 0)
-                xc = None
+                if pad_x:  # x's NHWC memory into the padded rows (CuPy's strided copy: pack_nhwc's tiles of a
+                    # 3-channel transpose would sit nearly empty)
+                    padded = cupy.ndarray((n, h, wd, cpad), dtype, xn)
+                    padded[..., c:] = 0
+                    padded[..., :c] = x.transpose(0, 2, 3, 1)
+                    padded = None
+                else:
+                    pack_x(x.data.ptr, xna, x.data.ptr, 0)
             if unsplit_tma and (krsc or r * s == 1):  # (one group)
                 launch_tma_wgrad(wg_tma, dza, xna, dw.data.ptr)
             elif whole_tiles and (krsc or r * s == 1):  # (one group) whole tiles into dw, the rest summed

@@ -12,9 +12,8 @@
 // Layouts as conv.py: x (N, C, H, W), w (K, C, R, S), y / dy (N, K, P, Q); the mask is uint32
 // (K, words), bit m % 32 of word [k, m / 32] for m = n*P*Q + p*Q + q. Index math is 32-bit
 // (conv_plan.py routes here only what fits). G_NHWC=1 (the forward of a channels-last x): x's memory
-// is (N, H, W, C) and y's (N, P, Q, K), K a multiple of 8 (a thread stores its pixel's channels
-// eight at a time: 16 bytes of fp16 / bf16; one channel a store, the warp's 32 stores would land
-// on 32 sectors).
+// is (N, H, W, C) and y's (N, P, Q, K), K a multiple of 8 (fp16 / bf16 outputs go out through shared
+// memory, fp32 ones eight channels a store: see conv_direct_fwd).
 //
 // conv_plan.py compiles one module per filter shape: C, R and S arrive as defines (G_C, G_R, G_S),
 // so the reduction loops run exactly C*R*S steps instead of CRS_MAX predicated ones and the
@@ -88,6 +87,13 @@ extern "C" __global__ void __launch_bounds__(256) conv_direct_fwd(const T* __res
     constexpr int CRSP = (G_C * G_R * G_S + 3) / 4 * 4;
     __shared__ __align__(16) float ws[K_MAX * CRSP];
     __shared__ float bs[K_MAX];
+    // STAGED (NHWC, 16-bit T): the block's outputs gathered in shared memory, a pixel's row of TILE_ROW
+    // elements (33 words: a warp's pair stores, 33 words apart, fall in distinct banks), then written out in
+    // 4-byte words by consecutive threads (its pixels' rows are consecutive in y: coalesced). A thread's own
+    // stores (16 bytes, K * 2 bytes apart across a warp) each touched 32 sectors.
+    constexpr bool STAGED = G_NHWC && sizeof(T) == 2;
+    constexpr int TILE_ROW = K_MAX + 2;
+    __shared__ __align__(16) T tile[STAGED ? 256 * TILE_ROW : 1];
     const int crs = g.C * g.R * g.S;
     const int M = g.N * g.P * g.Q, pq = g.P * g.Q;
     const int m = blockIdx.x * blockDim.x + threadIdx.x;
@@ -104,7 +110,8 @@ extern "C" __global__ void __launch_bounds__(256) conv_direct_fwd(const T* __res
         }
         for (int i = threadIdx.x; i < kn; i += blockDim.x) bs[i] = (flags & 2) ? to_f(bias[k0 + i]) : 0.0f;
         __syncthreads();
-        constexpr int GROUP = G_NHWC ? 8 : 1;  // channels a trip: NHWC stores eight together (kn is a multiple)
+        // channels a trip (kn is a multiple): NHWC stores pairs into the tile, or 16-byte runs of fp32
+        constexpr int GROUP = STAGED ? 2 : G_NHWC ? 8 : 1;
         for (int kg = 0; kg < kn; kg += GROUP) {
             float out[GROUP];
 #pragma unroll
@@ -133,9 +140,20 @@ extern "C" __global__ void __launch_bounds__(256) conv_direct_fwd(const T* __res
                 Vec<T, GROUP> o;
 #pragma unroll
                 for (int e = 0; e < GROUP; ++e) o.v[e] = from_f<T>(out[e]);
-                *reinterpret_cast<Vec<T, GROUP>*>(y + (long long)m * g.K + k0 + kg) = o;
+                T* at = STAGED ? tile + threadIdx.x * TILE_ROW + kg : y + (long long)m * g.K + k0 + kg;
+                *reinterpret_cast<Vec<T, GROUP>*>(at) = o;
             } else {
                 y[(n * g.K + k0 + kg) * pq + rem] = from_f<T>(out[0]);
+            }
+        }
+        if (STAGED) {  // the block's pixels' channels k0 .. k0 + kn, a word (two channels) a thread at a time
+            __syncthreads();
+            const int words_a_row = kn / 2, m0 = blockIdx.x * blockDim.x;
+            for (int i = threadIdx.x; i < (int)blockDim.x * words_a_row; i += blockDim.x) {
+                const int r = i / words_a_row, q = i - r * words_a_row;
+                if (m0 + r < M)
+                    *reinterpret_cast<unsigned*>(y + (long long)(m0 + r) * g.K + k0 + 2 * q) =
+                        *reinterpret_cast<const unsigned*>(tile + r * TILE_ROW + 2 * q);
             }
         }
     }

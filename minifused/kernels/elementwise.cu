@@ -165,13 +165,16 @@ extern "C" __global__ void mask_apply(const T* __restrict__ g, const unsigned* _
                                       T* __restrict__ dx, long long n, S scale) {
     constexpr int L = 32 / V;
     const bool vec = aligned16(g) && aligned16(dx);
+    // a scale of 1 (ReLU) passes the kept elements as they are: through a product, -ftz=true would flush their
+    // subnormals to zero (PyTorch's ReLU backward selects, and keeps them)
+    const bool unit = scale == (S)1;
     GRID_LOOP(c, (n + V - 1) / V) {
         const long long i0 = c * V;
         const unsigned bits = mask[c / L] >> ((int)(c % L) * V);
         VT a = load_chunk(g, i0, n, vec);
 #pragma unroll
         for (int k = 0; k < V; ++k)
-            a.v[k] = (bits >> k) & 1u ? from_acc<T>(to_acc<S>(a.v[k]) * scale) : from_acc<T>((S)0);
+            a.v[k] = (bits >> k) & 1u ? (unit ? a.v[k] : from_acc<T>(to_acc<S>(a.v[k]) * scale)) : from_acc<T>((S)0);
         store_chunk(dx, i0, n, vec, a);
     }
 }

@@ -110,9 +110,9 @@ def _copy_launch(unit_a, unit_b, grid, dev):
 
 
 def copy_pair(dst_a, src_a, dst_b, src_b):
-    """``dst_a[...] = src_a`` and ``dst_b[...] = src_b`` in one launch on the current stream: C-contiguous CuPy arrays
-    of one device, each destination of its source's size (one launch costs less host time, and a GPU running
-    launches back to back less idle time between them, than two copies)."""
+    """``dst_a[...] = src_a`` and ``dst_b[...] = src_b`` in one launch on the current stream: CuPy arrays of one
+    device, each destination laid out as its source in dense memory (copied as bytes; one launch costs less host
+    time, and a GPU running launches back to back less idle time between them, than two copies)."""
     ua, ub = _unit(src_a, dst_a), _unit(src_b, dst_b)
     ta, tb = src_a.nbytes // ua, src_b.nbytes // ub
     dev = src_a.data.device_id
