@@ -489,3 +489,21 @@ def test_scatter_reduce_prod_and_integer_mean_as_pytorch():
                                                      include_self=False).tolist() == [False, False, False]
     assert mf.ones(3, dtype=mf.bool).scatter_reduce(0, mf.tensor([0, 0]), trues, "amin",
                                                     include_self=False).tolist() == [True, True, True]
+
+
+def test_index_add_casts_alpha_to_the_input_dtype_and_wants_its_dtype():
+    """PyTorch casts alpha to self's dtype before scaling: an integer input truncates a float alpha toward zero,
+    an unsigned one wraps a negative alpha (-1 as 255: 10 * 255 = 246 mod 256); source must be self's dtype."""
+    x = cpu(np.zeros(3, np.int64))
+    for alpha, want in ((0.5, 0), (2.7, 20), (-1.5, -10)):
+        assert x.index_add(0, mf.tensor([1]), mf.tensor([10]), alpha=alpha).tolist() == [0, want, 0]
+        assert x.clone().index_add_(0, mf.tensor([1]), mf.tensor([10]), alpha=alpha).tolist() == [0, want, 0]
+    u8 = cpu(np.zeros(3, np.uint8)).index_add_(0, mf.tensor([1]), cpu(np.array([10], np.uint8)), alpha=-1)
+    assert u8.tolist() == [0, (10 * 255) % 256, 0]
+    f = cpu(np.zeros(3, np.float32)).index_add(0, mf.tensor([1]), cpu(np.array([3.0], np.float32)), alpha=0.5)
+    assert f.tolist() == [0.0, 1.5, 0.0]
+    with pytest.raises(RuntimeError, match=r"index_add_: self \(float32\) and source \(float64\) must have the same"):
+        cpu(np.zeros(3, np.float32)).index_add_(0, mf.tensor([1]), cpu(np.ones(1)))
+    with pytest.raises(RuntimeError, match=r"index_add: self \(int64\) and source \(float32\)"):
+        x.index_add(0, mf.tensor([1]), cpu(np.ones(1, np.float32)))
+

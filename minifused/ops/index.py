@@ -451,6 +451,8 @@ def index_select(input, dim, index):  # noqa: A002
 def _index_add_args(op, input, dim, index, source):
     _tensor(op, "input", input)
     _tensor(op, "source", source)
+    if op.startswith("index_add") and source.dtype != input.dtype:  # (index_copy_ names its own dtype error)
+        raise RuntimeError(f"{op}: self ({input.dtype}) and source ({source.dtype}) must have the same dtype")
     axis, idx = _vector_index(op, input, dim, index)
     _same_device(op, input, source, "source")
     want = tuple(input.shape[:axis]) + (idx.shape[0],) + tuple(input.shape[axis + 1:]) if input.ndim else idx.shape
@@ -460,8 +462,21 @@ def _index_add_args(op, input, dim, index, source):
     return axis, idx, reshape(source, want) if source.ndim == 0 else source
 
 
+def _alpha(input, alpha):
+    """``alpha`` as PyTorch applies it: cast to the input's dtype first, so an integer input takes a float alpha
+    truncated toward zero (0.5 adds nothing, -1.5 subtracts once; into an unsigned dtype it wraps, -1 to 255)
+    and a bool input any nonzero alpha as True."""
+    kind = np.dtype(input.dtype).kind
+    if kind in "iu":
+        return np.array(int(alpha)).astype(input.dtype).item()
+    return bool(alpha) if kind == "b" else alpha
+
+
 def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
+    """``input`` with ``alpha * source``'s slices added at ``index`` along ``dim`` (``source`` of the input's
+    dtype, as PyTorch's)."""
     axis, idx, source = _index_add_args("index_add", input, dim, index, source)
+    alpha = _alpha(input, alpha)
     if input.ndim == 0:
         return reshape(IndexAdd.apply(reshape(input, 1), source, idx, 0, alpha), ())
     return IndexAdd.apply(input, source, idx, axis, alpha)
@@ -470,6 +485,7 @@ def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
 def index_add_(input, dim, index, source, *, alpha=1):  # noqa: A002
     axis, idx, source = _index_add_args("index_add_", input, dim, index, source)
     _no_0d("index_add_", input)
+    alpha = _alpha(input, alpha)
     return IndexAdd.apply_("index_add_", input, source, idx, axis, alpha)
 
 
