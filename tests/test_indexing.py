@@ -507,3 +507,12 @@ def test_index_add_casts_alpha_to_the_input_dtype_and_wants_its_dtype():
     with pytest.raises(RuntimeError, match=r"index_add: self \(int64\) and source \(float32\)"):
         x.index_add(0, mf.tensor([1]), cpu(np.ones(1, np.float32)))
 
+
+def test_index_select_of_a_0d_input_is_0d_and_takes_one_index():
+    x = mf.tensor(5.0)
+    for index in (mf.tensor(0), mf.tensor([0])):
+        y = mf.index_select(x, 0, index)
+        assert y.shape == () and y.item() == 5.0
+    for index in (mf.tensor([], dtype=mf.int64), mf.tensor([0, 0])):
+        with pytest.raises(RuntimeError, match="index_select: a 0-d input takes exactly 1 index"):
+            x.index_select(0, index)

@@ -441,10 +441,14 @@ class IndexAdd(Function):
 
 
 def index_select(input, dim, index):  # noqa: A002
+    """``input``'s slices ``index`` along ``dim``. A 0-d input takes exactly one index and stays 0-d, as
+    PyTorch's (whose result there has the input's shape, not the index's)."""
     _tensor("index_select", "input", input)
     axis, idx = _vector_index("index_select", input, dim, index)
     if input.ndim == 0:
-        return reshape(IndexSelect.apply(reshape(input, 1), idx, 0), idx.shape if index.ndim else ())
+        if idx.shape[0] != 1:
+            raise RuntimeError(f"index_select: a 0-d input takes exactly 1 index, got {idx.shape[0]}")
+        return reshape(IndexSelect.apply(reshape(input, 1), idx, 0), ())
     return IndexSelect.apply(input, idx, axis)
 
 
