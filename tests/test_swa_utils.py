@@ -70,6 +70,31 @@ def test_ema_with_buffers_follows_the_recurrence(device, rng, per_tensor):
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("average", ["swa", "ema"])
+def test_integer_buffers_take_pytorchs_float32_formula_truncated(device, average):
+    """num_batches_tracked under use_buffers=True: PyTorch averages integer tensors with its own formulas (SWA
+    on the CPU: avg + (cur - avg) / (n + 1); EMA: avg * decay + cur * (1 - decay)), whose int-by-float ops
+    compute in the default dtype (float32), and copy_ truncates the result. Each sequence below has a step where
+    float32 and float64 land on opposite sides of an integer (float64 gives 8, not 9; 14, not 13)."""
+    f = np.float32
+    bn = nn.BatchNorm1d(2).to(device)
+    kw = {} if average == "swa" else {"multi_avg_fn": swa.get_ema_multi_avg_fn(0.9)}
+    avg = swa.AveragedModel(bn, use_buffers=True, **kw)
+    want, got = None, []
+    for n, count in enumerate([1, 1, 25, 14, 14, 30] if average == "swa" else [14, 14, 14, 30]):
+        bn.num_batches_tracked.fill_(count)
+        avg.update_parameters(bn)
+        got.append(int(avg.module.num_batches_tracked.item()))
+        if want is None:
+            want = [count]
+        elif average == "swa":
+            want.append(int(f(want[-1]) + f(count - want[-1]) / f(n + 1)))
+        else:
+            want.append(int(f(want[-1]) * f(0.9) + f(count) * f(1 - 0.9)))
+    assert got == want
+    assert got == ([1, 1, 9, 10, 10, 13] if average == "swa" else [14, 13, 13, 14])
+
+
 def test_custom_multi_avg_fn_gets_lists_and_the_count(device):
     calls = []
 

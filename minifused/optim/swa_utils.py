@@ -4,7 +4,8 @@ an averaged model) and the ``SWALR`` schedule.
 
 The built-in averages update the averaged parameters in place, in their accumulation dtype (float32 for 16-bit
 parameters), with ``torch.lerp``'s formula, as PyTorch's ``_foreach_lerp_`` does; integer buffers (with
-``use_buffers=True``) take the float result truncated, as PyTorch's ``copy_`` gives them.
+``use_buffers=True``), which lerp does not take, get PyTorch's formulas computed in the default dtype and
+truncated, as its ``copy_`` gives them.
 """
 from __future__ import annotations
 
@@ -28,15 +29,24 @@ __all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn", "get_s
 
 
 def _lerp_(avg, cur, weight):
-    """``avg += weight * (cur - avg)`` in place on raw arrays, as ``torch.lerp`` computes it (two branches, in
-    the accumulation dtype); integer arrays in float64, truncated back."""
-    if not backend.is_floating(avg.dtype):
-        avg[...] = (avg * (1.0 - weight) + cur * weight).astype(avg.dtype)
-        return
+    """``avg += weight * (cur - avg)`` in place on raw floating arrays, as ``torch.lerp`` computes it (two
+    branches, in the accumulation dtype)."""
     acc = acc_dtype(avg.dtype)
     a, b, w = avg.astype(acc, copy=False), cur.astype(acc, copy=False), acc.type(weight)
     out = a + w * (b - a) if weight < 0.5 else b - (b - a) * (acc.type(1) - w)
     avg[...] = out.astype(avg.dtype, copy=False)
+
+
+def _set_truncated_(avg, value):
+    """Store ``value`` (a float array) into the integer array ``avg``, truncated, as PyTorch's ``copy_`` does."""
+    avg[...] = value.astype(avg.dtype)
+
+
+def _as_default_float(a):
+    """An integer array as PyTorch's arithmetic between an integer tensor and a Python float (or a true division)
+    sees it: in the default dtype (float32), each op rounded there. The float64 result can land on the other side
+    of an integer (8.9999 where PyTorch's float32 gives 9.0), and truncation then keeps the difference."""
+    return a.astype(backend.get_default_dtype())
 
 
 def _check_decay(decay):
@@ -50,7 +60,12 @@ def get_ema_multi_avg_fn(decay=0.999):
 
     def ema_update(ema_params, current_params, _num_averaged):
         for e, c in zip(ema_params, current_params):
-            _lerp_(e._data, c._data, 1.0 - decay)
+            if backend.is_floating(e.dtype):
+                _lerp_(e._data, c._data, 1.0 - decay)
+            else:  # PyTorch's formula for what lerp does not take (num_batches_tracked)
+                f = backend.get_default_dtype().type
+                ema, cur = _as_default_float(e._data), _as_default_float(c._data)
+                _set_truncated_(e._data, ema * f(decay) + cur * f(1 - decay))
 
     return ema_update
 
@@ -60,7 +75,12 @@ def get_swa_multi_avg_fn():
     def swa_update(averaged_params, current_params, num_averaged):
         n = int(num_averaged.item()) if isinstance(num_averaged, Tensor) else int(num_averaged)
         for a, c in zip(averaged_params, current_params):
-            _lerp_(a._data, c._data, 1.0 / (n + 1))
+            if backend.is_floating(a.dtype):
+                _lerp_(a._data, c._data, 1.0 / (n + 1))
+            else:  # PyTorch's get_swa_avg_fn, what its CPU AveragedModel gives integer buffers
+                f = backend.get_default_dtype().type
+                avg, diff = _as_default_float(a._data), _as_default_float(c._data - a._data)
+                _set_truncated_(a._data, avg + diff / f(n + 1))
 
     return swa_update
 
