@@ -20,8 +20,9 @@ themselves; any other node is an object with one tag:
 ``{"ndarray": "a4", "dtype": ...}``, ``{"dict": [[key, value], ...]}`` (keys are
 strings or integers, order kept; ``"odict"`` for an ``OrderedDict``, such as a ``state_dict``, with
 ``"metadata"`` beside it for a state_dict's ``_metadata``),
-``{"tuple": [...]}``, ``{"float": "nan"|"inf"|"-inf"}``, ``{"dtype": "float16"}``, ``{"device": "cuda:0"}``
-and ``{"namespace": {...}}`` (an ``argparse.Namespace``: the script's arguments saved beside its weights).
+``{"tuple": [...]}``, ``{"float": "nan"|"inf"|"-inf"}``, ``{"dtype": "float16"}``, ``{"device": "cuda:0"}``,
+``{"namespace": {...}}`` (an ``argparse.Namespace``: the script's arguments saved beside its weights) and
+``{"path": "runs/exp1"}`` (a ``pathlib`` path, as arguments declared ``type=Path`` hold; it loads as a ``Path``).
 Dtypes NumPy cannot store in ``.npy`` (bfloat16) are stored as their bit pattern
 (uint16) and viewed back. ``load`` reads with ``np.load(allow_pickle=False)`` and
 runs no code from the file.
@@ -40,6 +41,7 @@ import json
 import math
 import numbers
 import os
+import pathlib
 import zipfile
 from collections import OrderedDict
 
@@ -83,6 +85,8 @@ def _encode(obj, arrays):
         return {"device": str(obj)}
     if isinstance(obj, argparse.Namespace):  # a training script's arguments, kept beside its weights
         return {"namespace": _encode(vars(obj), arrays)}
+    if isinstance(obj, pathlib.PurePath):  # one of those arguments, declared type=Path
+        return {"path": str(obj)}
     if isinstance(obj, dict):
         items = []
         for k, v in obj.items():
@@ -102,7 +106,7 @@ def _encode(obj, arrays):
     if isinstance(obj, tuple):
         return {"tuple": [_encode(v, arrays) for v in obj]}
     raise TypeError(f"save: cannot store an object of type {type(obj).__name__}; supported are tensors, "
-                    f"arrays, numbers, strings, booleans, None, dtypes, devices, argparse namespaces and "
+                    f"arrays, numbers, strings, booleans, None, dtypes, devices, paths, argparse namespaces and "
                     f"dicts/lists/tuples of them")
 
 
@@ -298,6 +302,8 @@ def _decode(node, archive, map_location, path, depth=0):
         return _named_dtype(node["dtype"], path)
     if "device" in node and len(node) == 1:
         return backend.Device(node["device"])
+    if "path" in node and len(node) == 1 and isinstance(node["path"], str):
+        return pathlib.Path(node["path"])
     if "tuple" in node:
         return tuple(_decode(v, archive, map_location, path, depth + 1) for v in node["tuple"])
     if "float" in node:

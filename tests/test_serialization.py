@@ -5,6 +5,7 @@ import json
 import os
 import zipfile
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -84,14 +85,15 @@ def test_pytorchs_pickle_keywords_are_accepted_and_nothing_is_pickled(tmp_path):
 
 
 def test_checkpoints_keep_arguments_dtypes_devices_and_ordered_dicts(tmp_path):
-    """What training scripts save beside the weights: their argparse arguments, dtypes, devices; a state_dict
-    comes back an OrderedDict, other dicts plain ones, all without pickle."""
-    args = argparse.Namespace(lr=0.1, arch="resnet18", sizes=[1, 2], amp=True)
+    """What training scripts save beside the weights: their argparse arguments (paths too), dtypes, devices; a
+    state_dict comes back an OrderedDict, other dicts plain ones, all without pickle."""
+    args = argparse.Namespace(lr=0.1, arch="resnet18", sizes=[1, 2], amp=True, out=Path("runs") / "exp1")
     sd = OrderedDict([("b", mf.ones(2)), ("a", mf.zeros(1))])
     mf.save({"args": args, "model": sd, "dtype": mf.bfloat16, "half": mf.float16, "device": mf.device("cpu"),
              "plain": {"x": 1}}, tmp_path / "c.ckpt")
     got = mf.load(tmp_path / "c.ckpt")
     assert isinstance(got["args"], argparse.Namespace) and vars(got["args"]) == vars(args)
+    assert isinstance(got["args"].out, Path) and got["args"].out == Path("runs/exp1")  # an argument of type=Path
     assert type(got["model"]) is OrderedDict and list(got["model"]) == ["b", "a"]
     assert got["model"]["b"].tolist() == [1.0, 1.0]
     assert got["dtype"] == mf.bfloat16 and got["half"] == mf.float16 and got["device"] == mf.device("cpu")
