@@ -432,3 +432,22 @@ def test_cummax_cummin_ties_ints_and_gradients():
     y = t64([2.0, 1.0, 2.0, 3.0])
     y.cummax(0).values.backward(mf.tensor([1.0, 10.0, 100.0, 1000.0], dtype=mf.float64))
     np.testing.assert_array_equal(y.grad.numpy(), [11, 0, 100, 1000])
+
+
+def test_shape_methods_take_pytorchs_keywords_and_tile_separate_ints():
+    """``Tensor.tile(2, 1)`` (the method takes the dims as separate ints, as repeat does) and the keyword names of
+    PyTorch's signatures: permute(dims=), reshape(shape=), expand(size=), repeat(repeats=), tile(dims=)."""
+    a = np.arange(6.0).reshape(2, 3)
+    x = mf.tensor(a)
+    np.testing.assert_array_equal(x.tile(2, 1).numpy(), np.tile(a, (2, 1)))
+    np.testing.assert_array_equal(x.tile(dims=(2, 1, 1)).numpy(), np.tile(a, (2, 1, 1)))
+    np.testing.assert_array_equal(mf.tile(x, (2,)).numpy(), np.tile(a, (1, 2)))
+    np.testing.assert_array_equal(x.permute(dims=(1, 0)).numpy(), a.T)
+    np.testing.assert_array_equal(mf.permute(x, dims=[1, 0]).numpy(), a.T)
+    np.testing.assert_array_equal(x.reshape(shape=(3, 2)).numpy(), a.reshape(3, 2))
+    np.testing.assert_array_equal(x.expand(size=(2, 2, 3)).numpy(), np.broadcast_to(a, (2, 2, 3)))
+    np.testing.assert_array_equal(x.repeat(repeats=(2, 1)).numpy(), np.tile(a, (2, 1)))
+    with pytest.raises(TypeError, match="permute\\(\\) got multiple values for argument 'dims'"):
+        x.permute(1, 0, dims=(1, 0))
+    with pytest.raises(TypeError, match="tile: dims must be ints"):
+        x.tile(2, 1.5)

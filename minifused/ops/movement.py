@@ -13,7 +13,7 @@ from ..tensor import Tensor
 from .reduce import dim_index as _dim
 from .elementwise import where
 from .indexing import EmbedItem
-from .shape import Cat, Stack, expand, getitem, joined_layout, permute, reshape, transpose, view
+from .shape import Cat, Stack, _by_keyword, expand, getitem, joined_layout, permute, reshape, transpose, view
 from ..backend import InputTypeError
 
 
@@ -151,8 +151,10 @@ class Repeat(Function):
         return g.reshape(interleaved).sum(tuple(range(0, 2 * len(shape), 2))).reshape(in_shape), None
 
 
-def repeat(x, *sizes):
-    """``x`` repeated ``sizes[i]`` times along each dim (new leading dims where there are more sizes)."""
+def repeat(x, *sizes, repeats=None):
+    """``x`` repeated ``sizes[i]`` times along each dim (new leading dims where there are more sizes); the
+    sizes as ints, one tuple or PyTorch's keyword ``repeats=``."""
+    sizes = _by_keyword("repeat", sizes, "repeats", repeats)
     sizes = _ints("repeat", "repeats", sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list))
                   else sizes)
     if len(sizes) < x.ndim:
@@ -162,9 +164,11 @@ def repeat(x, *sizes):
     return Repeat.apply(x, sizes)
 
 
-def tile(x, dims):
-    """As ``repeat``, ``dims`` padded with leading 1s when it is shorter than ``x``'s dims."""
-    dims = _ints("tile", "dims", dims)
+def tile(x, *sizes, dims=None):
+    """As ``repeat``, ``dims`` padded with leading 1s when it is shorter than ``x``'s dims. The dims as one tuple,
+    the keyword ``dims=`` or separate ints (``Tensor.tile(2, 1)``, as PyTorch's method takes them)."""
+    sizes = _by_keyword("tile", sizes, "dims", dims)
+    dims = _ints("tile", "dims", sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes)
     return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
 
 

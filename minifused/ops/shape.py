@@ -139,8 +139,18 @@ def _sizes(args, op):
     return tuple(int(a) for a in args)
 
 
-def reshape(x, *shape):
-    shape = _sizes(shape, "reshape")
+def _by_keyword(op, args, name, value):
+    """The sizes given either positionally (``args``) or as PyTorch's keyword ``name`` (``value``), not both."""
+    if value is None:
+        return args
+    if args:
+        raise InputTypeError(f"{op}() got multiple values for argument '{name}'")
+    return (value,)
+
+
+def reshape(x, *sizes, shape=None):
+    """``x`` in ``shape`` (ints or one tuple; the keyword ``shape=`` as PyTorch's), a view where strides allow."""
+    shape = _sizes(_by_keyword("reshape", sizes, "shape", shape), "reshape")
     if -1 not in shape and min(shape, default=0) >= 0 and math.prod(shape) == x._data.size:  # (the common case)
         return Reshape.apply(x, shape)
     known = [s for s in shape if s != -1]
@@ -257,8 +267,9 @@ def flatten(x, start_dim=0, end_dim=-1):
     return Reshape.apply(x, dims[:s] + (math.prod(dims[s:e + 1]),) + dims[e + 1:])
 
 
-def permute(x, *dims):
-    dims = normalize_axis("permute", _sizes(dims, "permute"), x.ndim)
+def permute(x, *order, dims=None):
+    """``x`` with its dims reordered (ints or one tuple; the keyword ``dims=`` as PyTorch's), a view."""
+    dims = normalize_axis("permute", _sizes(_by_keyword("permute", order, "dims", dims), "permute"), x.ndim)
     if sorted(dims) != list(range(x.ndim)):
         raise InputError(f"permute: dims {dims} are not a permutation of {x.ndim} dimensions")
     return Permute.apply(x, dims)
@@ -291,8 +302,9 @@ def squeeze(x, dim=None):
     return Reshape.apply(x, shape)  # (a view also where nothing is squeezed, as PyTorch's)
 
 
-def expand(x, *shape):
-    shape = _sizes(shape, "expand")
+def expand(x, *sizes, size=None):
+    """``x`` broadcast to ``sizes`` (ints or one tuple; the keyword ``size=`` as PyTorch's), a view."""
+    shape = _sizes(_by_keyword("expand", sizes, "size", size), "expand")
     lead = len(shape) - x.ndim
     if lead < 0:
         raise InputError(f"expand: cannot expand shape {tuple(x.shape)} to {shape}")
