@@ -451,3 +451,17 @@ def test_shape_methods_take_pytorchs_keywords_and_tile_separate_ints():
         x.permute(1, 0, dims=(1, 0))
     with pytest.raises(TypeError, match="tile: dims must be ints"):
         x.tile(2, 1.5)
+
+
+def test_repeat_interleave_takes_int32_counts_and_keeps_their_dtype():
+    """PyTorch's repeat_interleave takes int32 as well as int64 repeats; the counts-only form returns indices in
+    the counts' dtype (int32 in, int32 out). Other integer dtypes are refused, as PyTorch's."""
+    a = np.arange(3.0)
+    counts = mf.tensor([1, 2, 0], dtype=mf.int32)
+    np.testing.assert_array_equal(mf.tensor(a).repeat_interleave(counts).numpy(), np.repeat(a, [1, 2, 0]))
+    np.testing.assert_array_equal(mf.tensor(a).repeat_interleave(mf.tensor(2, dtype=mf.int32)).numpy(), np.repeat(a, 2))
+    idx = mf.repeat_interleave(counts)
+    assert idx.dtype == mf.int32 and idx.tolist() == [0, 1, 1]
+    assert mf.repeat_interleave(mf.tensor([1, 2])).dtype == mf.int64
+    with pytest.raises(RuntimeError, match="repeat_interleave: repeats must be an int or a 0-d / 1-d int64 or int32"):
+        mf.tensor(a).repeat_interleave(mf.tensor([1, 2, 0], dtype=mf.int16))

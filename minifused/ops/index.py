@@ -514,21 +514,24 @@ def index_copy(input, dim, index, source):  # noqa: A002
 
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # noqa: A002
     """Each element (``dim`` None: of the flattened input) or slice along ``dim`` repeated ``repeats`` times (an
-    int, or a 1-D int64 tensor of one count each), as ``torch.repeat_interleave``; with ``repeats`` left out,
-    ``input`` is the counts and the result the indices they repeat. Differentiable as an index_select."""
+    int, or a 1-D int64 or int32 tensor of one count each), as ``torch.repeat_interleave``; with ``repeats`` left
+    out, ``input`` is the counts and the result the indices they repeat (in the counts' dtype, as PyTorch's).
+    Differentiable as an index_select."""
     op = "repeat_interleave"
     if repeats is None:  # torch.repeat_interleave(counts)
         counts = input
         _tensor(op, "repeats", counts)
-        return repeat_interleave(arange(counts.shape[0] if counts.ndim else 1, device=counts.device), counts, 0)
+        positions = arange(counts.shape[0] if counts.ndim else 1, device=counts.device,
+                           dtype=counts.dtype if counts.dtype == backend.int32 else backend.int64)
+        return repeat_interleave(positions, counts, 0)
     _tensor(op, "input", input)
     x = reshape(input, -1) if dim is None else input
     axis = 0 if dim is None else normalize_axis(op, dim, max(x.ndim, 1))[0]
     n = x.shape[axis] if x.ndim else 1
     if isinstance(repeats, Tensor):
-        if repeats.dtype != backend.int64 or repeats.ndim > 1:
-            raise RuntimeError(f"{op}: repeats must be an int or a 0-d / 1-d int64 tensor, got {repeats.dtype} "
-                               f"{tuple(repeats.shape)}")
+        if repeats.dtype not in (backend.int64, backend.int32) or repeats.ndim > 1:
+            raise RuntimeError(f"{op}: repeats must be an int or a 0-d / 1-d int64 or int32 tensor, got "
+                               f"{repeats.dtype} {tuple(repeats.shape)}")
         counts = backend.to_device(repeats._data, backend.CPU).reshape(-1)
     elif isinstance(repeats, numbers.Integral) and not isinstance(repeats, bool):
         counts = np.array([int(repeats)])
