@@ -465,3 +465,16 @@ def test_repeat_interleave_takes_int32_counts_and_keeps_their_dtype():
     assert mf.repeat_interleave(mf.tensor([1, 2])).dtype == mf.int64
     with pytest.raises(RuntimeError, match="repeat_interleave: repeats must be an int or a 0-d / 1-d int64 or int32"):
         mf.tensor(a).repeat_interleave(mf.tensor([1, 2, 0], dtype=mf.int16))
+
+
+def test_narrow_takes_a_0d_integer_tensor_start():
+    """PyTorch documents narrow's ``start`` as an int or a 0-dim integral tensor (a bool, float or 1-element 1-D
+    tensor is refused); narrow_copy follows."""
+    a = np.arange(6.0)
+    x = mf.tensor(a)
+    np.testing.assert_array_equal(x.narrow(0, mf.tensor(1), 2).numpy(), a[1:3])
+    np.testing.assert_array_equal(x.narrow(0, mf.tensor(-2, dtype=mf.int32), 2).numpy(), a[-2:])
+    np.testing.assert_array_equal(mf.narrow_copy(x, 0, mf.tensor(3), mf.tensor(2)).numpy(), a[3:5])
+    for bad in (mf.tensor([1]), mf.tensor(1.0), mf.tensor(True)):
+        with pytest.raises(RuntimeError, match="narrow: start must be a 0-dim integral Tensor"):
+            x.narrow(0, bad, 2)

@@ -113,9 +113,16 @@ def unbind(x, dim=0):
 
 
 def narrow(x, dim, start, length):
-    """``length`` elements of ``dim`` from ``start`` (negative: from the end), a view."""
+    """``length`` elements of ``dim`` from ``start`` (negative: from the end), a view. ``start`` and ``length`` may
+    be 0-d integer tensors, as PyTorch's (``narrow(0, i, n)`` with ``i`` a computed index)."""
     _at_least_1d("narrow", x)
     axis = _dim("narrow", dim, x.ndim)
+    if isinstance(start, Tensor) or isinstance(length, Tensor):
+        for name, value in (("start", start), ("length", length)):
+            if isinstance(value, Tensor) and (value.ndim or np.dtype(value.dtype).kind not in "iu"):
+                raise RuntimeError(f"narrow: {name} must be a 0-dim integral Tensor, got {value.dtype} of shape "
+                                   f"{tuple(value.shape)}")
+        start, length = (int(v.item()) if isinstance(v, Tensor) else v for v in (start, length))
     start, length = _ints("narrow", "start and length", (start, length))
     n = x.shape[axis]
     if not -n <= start <= n:
