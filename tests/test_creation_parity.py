@@ -207,3 +207,18 @@ def test_linspace_and_logspace_check_the_bounds_they_write():
     _is(mf.linspace(0, 300, 1, dtype=mf.uint8, device="cpu"), mf.uint8, [0])
     _is(mf.linspace(0, 255, 2, dtype=mf.uint8, device="cpu"), mf.uint8, [0, 255])
     _is(mf.linspace(-1, 3, 2, dtype=mf.uint8, device="cpu"), mf.uint8, [255, 3])
+
+
+def test_integer_dtype_casts_the_bounds_before_spacing_them():
+    """For an integer dtype PyTorch casts arange's start/end/step and linspace's/logspace's start/end to it first
+    (toward zero), then spaces them: arange(0.5, 3.7) is arange(0, 3); linspace(0.9, 4.9, 9) spaces 0 to 4 (the
+    float values 0.9, 1.4, ... would truncate to 0, 1, 1, 2, ...); logspace's base stays a float."""
+    assert mf.arange(0.5, 3.7, dtype=mf.int64).tolist() == list(range(0, 3))
+    assert mf.arange(0.5, 3.7, dtype=mf.float32).tolist() == [0.5, 1.5, 2.5, 3.5]
+    with pytest.raises(Exception, match="step must be nonzero"):
+        mf.arange(0.5, 3.7, 0.9, dtype=mf.int64)  # (the step truncates to 0)
+    assert mf.linspace(0.9, 4.9, 9, dtype=mf.int64).tolist() == np.trunc(np.linspace(0, 4, 9)).tolist()
+    assert mf.linspace(-1.5, 1.5, 4, dtype=mf.int32).tolist() == np.trunc(np.linspace(-1, 1, 4)).tolist()
+    assert mf.logspace(0.5, 2.5, 3, base=2.5, dtype=mf.int64).tolist() == np.trunc(2.5 ** np.arange(3.0)).tolist()
+    with pytest.warns(UserWarning, match="deprecated"):
+        assert mf.range(6, 2.26, -2, dtype=mf.int8).tolist() == [6, 4, 2]

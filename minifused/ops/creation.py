@@ -411,6 +411,15 @@ def randint(low=None, high=None, size=(), *, generator=None, dtype=None, device=
     return _random("randint", _shape((size,)), dtype, device, requires_grad, low, high, generator=generator)
 
 
+def integer_bounds(dtype, *values):
+    """``values`` (bounds, steps) as PyTorch's arange, range, linspace and logspace take them for an integer
+    ``dtype``: cast to it first (truncated toward zero), then spaced; so ``arange(0.5, 3.7, dtype=int64)`` is
+    ``[0, 1, 2]`` and int64 ``linspace(0.9, 4.9, 9)`` spaces 0 to 4. Floating dtypes keep them as given."""
+    if dtype is None or backend.is_floating(backend.as_dtype(dtype)):
+        return values
+    return tuple(int(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else v for v in values)
+
+
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False, **named):
     start, end, step = _host_number(start), _host_number(end), _host_number(step)
     if end is None:
@@ -418,6 +427,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     for name, v in (("start", start), ("end", end), ("step", step)):
         if not isinstance(v, numbers.Real) or isinstance(v, bool):
             raise InputTypeError(f"arange: {name} must be a number, got {type(v).__name__}")
+    start, end, step = integer_bounds(dtype, start, end, step)
     if step == 0:
         raise InputError("arange: step must be nonzero")
     if (end - start) * step < 0:
@@ -510,6 +520,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     steps = _steps("linspace", steps)
     dtype = backend.as_dtype(dtype if dtype is not None else backend.get_default_dtype())
     _check_ends("linspace", dtype, steps, start, end)
+    start, end = integer_bounds(dtype, _host_number(start), _host_number(end))
     dev = backend.device(device)
     with backend.on_device(dev):
         arr = backend.xp(dev).linspace(float(start), float(end), steps, dtype=np.float64)
@@ -523,6 +534,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
     steps = _steps("logspace", steps)
     dtype = backend.as_dtype(dtype if dtype is not None else backend.get_default_dtype())
     _check_ends("logspace", dtype, steps, start, end)
+    start, end = integer_bounds(dtype, _host_number(start), _host_number(end))  # (not base: it stays a float)
     dev = backend.device(device)
     with backend.on_device(dev):
         xp = backend.xp(dev)

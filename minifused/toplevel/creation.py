@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import backend, ops
 from ..tensor import Tensor
+from ..ops.creation import integer_bounds
 from ..backend import InputError, InputTypeError
 
 __all__ = ["scalar_tensor", "empty_strided", "frombuffer", "range", "broadcast_shapes", "trapezoid", "trapz",
@@ -71,6 +72,7 @@ def range(start, end, step=1, *, dtype=None, layout=None, device=None, requires_
     for name, v in (("start", start), ("end", end), ("step", step)):
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise InputTypeError(f"range(): argument '{name}' must be a number, not {type(v).__name__}")
+    start, end, step = integer_bounds(dtype, start, end, step)
     if step == 0:
         raise InputError("range: step must be nonzero")
     if (end - start) / step < 0:
