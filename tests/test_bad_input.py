@@ -531,7 +531,7 @@ def test_a_custom_backward_never_puts_another_dtype_on_a_leaf(device):
     (lambda: F.relu([1.0]), TypeError, "relu: expected a tensor input, got list"),
     (lambda: mf.cat(mf.randn(2, device="cpu")), TypeError, "cat: expected a sequence .* of Tensors, got Tensor"),
     (lambda: mf.clamp(mf.randn(3, device="cpu"), mf.randn(4, device="cpu")), ValueError,
-     r"clamp: min of shape \(4,\) does not broadcast to the input's shape \(3,\)"),
+     r"clamp: shapes \(3,\) and \(4,\) cannot be broadcast together"),
     (lambda: mf.clamp(mf.randn(3, device="cpu"), "0"), TypeError, "clamp: min must be a number, a tensor or None"),
     (lambda: mf.full_like(mf.randn(3, device="cpu"), mf.randn(4, device="cpu")), TypeError,
      r"full_like: fill_value must be a number .* got Tensor\(4,\)"),

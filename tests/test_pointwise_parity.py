@@ -100,6 +100,34 @@ def test_clamp_min_max_tensor_bound_tie_goes_to_input():
     assert_grads(grads(mf.clamp_min, [[1.0, 5.0]], [[0.0], [2.0]]), [[[1, 2]], [[0], [1]]])
 
 
+def test_clamp_tensor_bounds_broadcast_the_input_and_promote_all_three():
+    """PyTorch broadcasts input, min and max together (the result may be larger than the input) and promotes the
+    three as a binary op does; the in-place form keeps the input's shape and dtype, or raises."""
+    x, lo, hi = [1.0, 5.0, 3.0], [[2.0], [0.0]], [4.0]
+    out = mf.clamp(cpu(x), min=cpu(lo), max=cpu(hi))
+    np.testing.assert_array_equal(out.numpy(), np.minimum(np.maximum(x, lo), hi))
+    assert out.shape == (2, 3) and mf.tensor([1, 5]).clamp(cpu(lo)).shape == (2, 2)
+    # x's gradient summed over the copies the broadcast made; each bound's reduced to its own shape
+    assert_grads(grads(mf.clamp, x, lo, hi), [[1, 0, 2], [[1], [0]], [2]])
+    rng = np.random.default_rng(0)
+    xs = [cpu(rng.normal(size=s), requires_grad=True) for s in ((3,), (2, 1), (1, 3))]
+    assert mf.testing.gradcheck(lambda a, b, c: mf.clamp(a, b + 0.2, c + 1.5), xs)
+    # dtype: dimensioned tensors promote together, a 0-d one counts only where of a higher kind
+    i8, u8, i16, f64 = mf.tensor([1], dtype=mf.int8), mf.tensor([2], dtype=mf.uint8), mf.tensor(3, dtype=mf.int16), \
+        mf.tensor(2.5, dtype=mf.float64)
+    assert mf.clamp(i8, min=u8).dtype == mf.int16
+    assert mf.clamp(mf.tensor(1, dtype=mf.int8), u8, i16).dtype == mf.uint8
+    assert mf.clamp(mf.tensor([1, 2]), min=f64).dtype == mf.float64
+    assert mf.clamp(mf.tensor([1.0, 2.0]), min=f64, max=mf.tensor(5)).dtype == mf.float32
+    assert mf.clamp(mf.tensor(3, dtype=mf.int32), min=mf.tensor([2, 4])).tolist() == [3, 4]
+    with pytest.raises(RuntimeError, match=r"clamp_: output with shape \[3\] doesn't match the broadcast shape "
+                                           r"\[2, 3\]"):
+        cpu(x).clamp_(min=cpu(lo))
+    with pytest.raises(RuntimeError, match="clamp_: result type float32 can't be cast to the desired output type"):
+        mf.tensor([1, 5]).clamp_(min=mf.tensor([2.5]))
+    assert mf.tensor([1.0, 5.0]).clamp_(min=mf.tensor([2.5], dtype=mf.float64)).dtype == mf.float32
+
+
 def test_atan2_gradient_at_the_origin_is_zero():
     y, x = [0.0, 0.0, 1.0, 3.0], [0.0, -0.0, 0.0, 4.0]
     gy, gx = grads(mf.atan2, y, x)

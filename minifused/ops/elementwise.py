@@ -1,6 +1,7 @@
 """Elementwise ops: arithmetic with broadcasting, unary math, activations, casts."""
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -12,8 +13,8 @@ from ..kernels import elementwise as K
 from ..kernels import copy_in_layout, is_channels_last
 from ..tensor import Tensor
 from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operands, broadcast_shape, cast, check_alpha,
-                      opmath_operands, promote_operands, scalar_result_dtype, shape_of, unbroadcast, unbroadcast_graph,
-                      wrapped)
+                      opmath_operands, promote, promote_operands, scalar_result_dtype, shape_of, unbroadcast,
+                      unbroadcast_graph, wrapped)
 from .logic import nonzero
 from .shape import preserve_format, result_channels_last
 from ..backend import InputError, InputTypeError
@@ -815,32 +816,43 @@ def gelu(x, approximate="none"):
     return _float_unary(Gelu, "gelu")(x, approximate)
 
 
+def _tensors_dtype(tensors):
+    """The dtype PyTorch's op on several tensors gives: the dimensioned ones promoted together, the 0-d ones
+    together, the 0-d ones' counting only where of a higher kind (:func:`promote_operands`, taken group by group
+    rather than pair by pair, which would let a 0-d tensor's dtype count beside a dimensioned one)."""
+    groups = [[t.dtype for t in tensors if t.ndim], [t.dtype for t in tensors if not t.ndim]]
+    dims, zeros = (None if not g else functools.reduce(promote, g) for g in groups)
+    if dims is None or zeros is None:
+        return zeros if dims is None else dims
+    return promote_operands(dims, False, zeros, True)
+
+
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
+    """x clipped to [min, max]. Tensor bounds broadcast with x, as PyTorch's: the result may be larger than x (x
+    expanded to it, so x's gradient sums over the copies), its dtype the three promoted as in a binary op."""
     if min is None and max is None:
         raise InputError("clamp: at least one of min and max must be given")
+    shape = tuple(x.shape)
     for name, bound in (("min", min), ("max", max)):
         if isinstance(bound, Tensor):
             if bound.device != x.device:
                 raise RuntimeError(f"clamp: {name} is on {bound.device} but the input is on {x.device}")
-            fits = len(bound.shape) <= x.ndim and all(b in (1, s) for b, s in zip(bound.shape[::-1], x.shape[::-1]))
-            if not fits:
-                raise InputError(f"clamp: {name} of shape {tuple(bound.shape)} does not broadcast to the input's "
-                                 f"shape {tuple(x.shape)}")
+            shape = tuple(broadcast_shape("clamp", shape, bound.shape))
         elif bound is not None and not isinstance(bound, numbers.Real):
             raise InputTypeError(f"clamp: {name} must be a number, a tensor or None, got {type(bound).__name__}")
-    # the result's dtype as PyTorch's: the input's, promoted by the bounds (an integer input with a float bound
-    # is float32), then every operand in it
-    dtype = x.dtype
+    # the result's dtype as PyTorch's: the input's and the tensor bounds' promoted together, then by the number
+    # bounds (an integer input with a float bound is float32); every operand in it
+    dtype = _tensors_dtype([x] + [b for b in (min, max) if isinstance(b, Tensor)])
     for bound in (min, max):
-        if isinstance(bound, Tensor):
-            dtype = promote_operands(dtype, x.ndim == 0, bound.dtype, bound.ndim == 0)
-        elif bound is not None:
+        if bound is not None and not isinstance(bound, Tensor):
             dtype = scalar_result_dtype(dtype, bound)
     if dtype == backend.bool_ and any(b is not None and not isinstance(b, Tensor) for b in (min, max)):
         raise NotImplementedError("clamp: not implemented for a bool tensor with Python bool bounds (give the bounds "
                                   "as bool tensors, or cast the input with .long() or .float())")
     if dtype != x.dtype:
         x = cast(x, dtype)
+    if shape != tuple(x.shape):
+        x = x.expand(shape)
     min, max = (cast(b, dtype) if isinstance(b, Tensor) and b.dtype != dtype else b for b in (min, max))
     if dtype.kind in "iu":  # a number bound as PyTorch writes it into the dtype: wrapped into an unsigned one,
         # PyTorch's error beyond the range (NumPy raised its own)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import (binary_operands, broadcast_shape, cast, float_operands, promote_operands, scalar_result_dtype,
+from ._common import (binary_operands, cast, float_operands, promote_operands, scalar_result_dtype,
                       shape_of, unbroadcast, unbroadcast_graph)
 from .aliases import _not_bool
 from .elementwise import (Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, _const, _zero_where, _zeros_graph, clamp,
@@ -390,9 +390,8 @@ def _clamp_one(name, side, input, bound):  # noqa: A002 - PyTorch's names
     _check(name, input)
     if isinstance(bound, Tensor):
         # clamp's gradients, as PyTorch's: the input's where it is kept (ties too), the bound's where it replaced it;
-        # the bound may broadcast the input to a larger shape, as in maximum
-        shape = tuple(broadcast_shape(name, input.shape, bound.shape))
-        return clamp(input if shape == tuple(input.shape) else input.expand(shape), **{side: bound})
+        # the bound may broadcast the input to a larger shape, as in maximum (clamp broadcasts them)
+        return clamp(input, **{side: bound})
     if not isinstance(bound, numbers.Real) or isinstance(bound, bool):
         raise InputTypeError(f"{name}(): argument '{side}' must be a Tensor or a number, not {type(bound).__name__}")
     # an integer tensor with a float bound gives float32, as PyTorch's (clamp keeps the input's dtype)
