@@ -128,6 +128,27 @@ def test_clamp_tensor_bounds_broadcast_the_input_and_promote_all_three():
     assert mf.tensor([1.0, 5.0]).clamp_(min=mf.tensor([2.5], dtype=mf.float64)).dtype == mf.float32
 
 
+def test_clamp_min_max_take_bool_bounds_as_pytorchs():
+    """A Python bool bound is a number (True is 1); a bool tensor bound promotes as any tensor. PyTorch clamps a
+    bool tensor only with one tensor bound: a number bound, or both bounds, are not implemented for bool."""
+    f, i, b = [0.5, 2.0], [-1, 2], mf.tensor([True, False])
+    assert mf.clamp_min(cpu(f), True).tolist() == [1.0, 2.0] and mf.tensor(i).clamp_max(False).tolist() == [-1, 0]
+    assert mf.tensor(i, dtype=mf.uint8).clamp_max(True).tolist() == [1, 1]
+    assert cpu(f).clamp_min_(True).tolist() == [1.0, 2.0] and mf.tensor(i).clamp_max_(False).tolist() == [-1, 0]
+    assert_grads(grads(lambda x: mf.clamp_min(x, True), f), [[0, 1]])
+    assert mf.clamp_min(cpu(f), b).tolist() == [1.0, 2.0] and mf.clamp_max(mf.tensor(i), b).tolist() == [-1, 0]
+    out = mf.clamp_max(mf.tensor([1, -2, 3], dtype=mf.int8), mf.tensor([[True], [False]]))
+    assert out.dtype == mf.int8 and out.tolist() == [[1, -2, 1], [0, -2, 0]]
+    assert mf.clamp_min(b, mf.tensor(True)).tolist() == [True, True] and mf.clamp_max(b, b).dtype == mf.bool
+    assert mf.clamp(mf.tensor([0, 2]), b, b).tolist() == [1, 0]  # (promoted to int64: both bounds are fine there)
+    for fn in (lambda: mf.clamp_min(b.clone(), True), lambda: b.clone().clamp_max(False),
+               lambda: b.clone().clamp_min_(True), lambda: mf.clamp(b, b, b), lambda: b.clone().clamp_(b, b)):
+        with pytest.raises(NotImplementedError, match="clamp(_min|_max)?_?: not implemented for bool"):
+            fn()
+    with pytest.raises(RuntimeError, match="clamp_min_: result type int64 can't be cast to the desired output type"):
+        b.clone().clamp_min_(mf.tensor([1, 0]))
+
+
 def test_atan2_gradient_at_the_origin_is_zero():
     y, x = [0.0, 0.0, 1.0, 3.0], [0.0, -0.0, 0.0, 4.0]
     gy, gx = grads(mf.atan2, y, x)

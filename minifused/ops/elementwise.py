@@ -827,6 +827,15 @@ def _tensors_dtype(tensors):
     return promote_operands(dims, False, zeros, True)
 
 
+def _bool_clamp(op, dtype, lo=None, hi=None):
+    """PyTorch clamps in bool only with one tensor bound (its clamp_min / clamp_max of two tensors): a number
+    bound, or both bounds, are not implemented for bool."""
+    if dtype == backend.bool_ and (any(b is not None and not isinstance(b, Tensor) for b in (lo, hi))
+                                   or lo is not None and hi is not None):
+        raise NotImplementedError(f"{op}: not implemented for bool with a number bound or with both bounds (give one "
+                                  f"bound as a bool tensor, or cast the input with .long() or .float())")
+
+
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     """x clipped to [min, max]. Tensor bounds broadcast with x, as PyTorch's: the result may be larger than x (x
     expanded to it, so x's gradient sums over the copies), its dtype the three promoted as in a binary op."""
@@ -846,9 +855,7 @@ def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     for bound in (min, max):
         if bound is not None and not isinstance(bound, Tensor):
             dtype = scalar_result_dtype(dtype, bound)
-    if dtype == backend.bool_ and any(b is not None and not isinstance(b, Tensor) for b in (min, max)):
-        raise NotImplementedError("clamp: not implemented for a bool tensor with Python bool bounds (give the bounds "
-                                  "as bool tensors, or cast the input with .long() or .float())")
+    _bool_clamp("clamp", dtype, min, max)
     if dtype != x.dtype:
         x = cast(x, dtype)
     if shape != tuple(x.shape):

@@ -22,8 +22,8 @@ from ..tensor import Tensor
 from ._common import (binary_operands, cast, float_operands, promote_operands, scalar_result_dtype,
                       shape_of, unbroadcast, unbroadcast_graph)
 from .aliases import _not_bool
-from .elementwise import (Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, _const, _zero_where, _zeros_graph, clamp,
-                          div, mul, pow, relu_, sigmoid, where)
+from .elementwise import (Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, _bool_clamp, _const, _zero_where,
+                          _zeros_graph, clamp, div, mul, pow, relu_, sigmoid, where)
 from .inplace_arith import _inplace_operand
 from .logic import _values, isnan, logical_not, written_into
 from .pointwise import _check, _float_op, _inplace, _Unary, _unary
@@ -392,8 +392,9 @@ def _clamp_one(name, side, input, bound):  # noqa: A002 - PyTorch's names
         # clamp's gradients, as PyTorch's: the input's where it is kept (ties too), the bound's where it replaced it;
         # the bound may broadcast the input to a larger shape, as in maximum (clamp broadcasts them)
         return clamp(input, **{side: bound})
-    if not isinstance(bound, numbers.Real) or isinstance(bound, bool):
+    if not isinstance(bound, numbers.Real):  # (a Python bool is a number: True is 1, as PyTorch takes it)
         raise InputTypeError(f"{name}(): argument '{side}' must be a Tensor or a number, not {type(bound).__name__}")
+    _bool_clamp(name, input.dtype, **{"lo" if side == "min" else "hi": bound})
     # an integer tensor with a float bound gives float32, as PyTorch's (clamp keeps the input's dtype)
     input = cast(input, scalar_result_dtype(input.dtype, bound))
     return clamp(input, **{side: bound})
@@ -434,6 +435,7 @@ def _clamp_into(name, self, lo, hi):
     _check(name, self)
     if lo is None and hi is None:
         raise RuntimeError(f"{name}: at least one of min and max must be given")
+    _bool_clamp(name, self.dtype, lo, hi)
     lo, hi = (_inplace_operand(name, self, b) if b is not None else None for b in (lo, hi))
     return _ClampInto.apply_(name, self, lo, hi)
 
