@@ -196,6 +196,19 @@ def test_unique_consecutive():
     assert mf.unique_consecutive(mf.zeros(0)).shape == (0,)
 
 
+def test_unique_consecutive_dim_refuses_a_zero_dimension_it_does_not_select():
+    """As unique(dim=) and PyTorch's: with dim, only the selected dimension of an empty tensor may be 0."""
+    values, counts = mf.zeros(0, 3).unique_consecutive(dim=0, return_counts=True)
+    assert values.shape == (0, 3) and counts.shape == (0,) and counts.dtype == mf.int64
+    assert mf.unique_consecutive(mf.zeros(2, 0, 3), dim=1).shape == (2, 0, 3)
+    for shape, dim in (((0, 3), 1), ((3, 0), 0), ((2, 0, 3), 2)):
+        with pytest.raises(RuntimeError, match="unique_consecutive: there are 0 sized dimensions, and they aren't "
+                                               "selected"):
+            mf.unique_consecutive(mf.zeros(*shape), dim=dim)
+    with pytest.raises(RuntimeError, match="unique_consecutive: number of zero sized dimensions is more than one"):
+        mf.zeros(0, 0).unique_consecutive(dim=0)
+
+
 # ---------------------------------------------------------------- put, index_reduce, diagonal_scatter
 def test_put_and_put_():
     a = np.arange(6.0).reshape(2, 3)

@@ -283,6 +283,15 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  
     return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
 
 
+def _check_empty_dims(op, shape, axis):
+    """PyTorch's unique / unique_consecutive with ``dim`` on an empty tensor: only the selected dimension may be 0
+    (other slices along it would be compared by no element)."""
+    if shape[axis] != 0 or list(shape).count(0) > 1:
+        raise RuntimeError(f"{op}: " + ("there are 0 sized dimensions, and they aren't selected, so unique cannot be "
+                                        "applied" if shape[axis] else "number of zero sized dimensions is more than "
+                                        "one, so unique cannot be applied"))
+
+
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
     """The distinct values of ``input`` (flattened), ascending, as ``torch.unique``; with ``return_inverse``
     each element's index among them (``input``'s shape), with ``return_counts`` how often each occurs. Every NaN
@@ -340,10 +349,7 @@ def _unique_dim(input, dim, return_inverse, return_counts):
     xp, a = input._xp, input._data
     n = a.shape[axis]
     if a.size == 0:
-        if n != 0 or a.shape.count(0) > 1:
-            raise RuntimeError("unique: " + ("there are 0 sized dimensions, and they aren't selected, so unique cannot "
-                                             "be applied" if n else "number of zero sized dimensions is more than one, "
-                                             "so unique cannot be applied"))
+        _check_empty_dims("unique", a.shape, axis)
         out = [Tensor._from_array(xp.empty(a.shape, a.dtype))]
         out += [Tensor._from_array(xp.zeros((0,), np.int64)) for _ in range(return_inverse + return_counts)]
         return out[0] if len(out) == 1 else tuple(out)

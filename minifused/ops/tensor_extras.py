@@ -21,6 +21,7 @@ from .index import _in_bounds, index_put
 from .movement import split
 from .scatter_reductions import scatter_reduce
 from .shape import expand, reshape, transpose
+from .sorting import _check_empty_dims
 from .special_math import recorded_into
 from ..backend import InputTypeError
 
@@ -80,6 +81,8 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
         if not -max(a.ndim, 1) <= dim < max(a.ndim, 1) or a.ndim == 0:
             raise IndexError(f"unique_consecutive: dimension {dim} out of range for a tensor of {a.ndim} dimensions")
         axis = dim % a.ndim
+        if a.size == 0:  # (as unique(dim=): a 0 dimension other than dim is refused)
+            _check_empty_dims("unique_consecutive", a.shape, axis)
     moved = xp.moveaxis(a, axis, 0).reshape(a.shape[axis], a.size // max(a.shape[axis], 1))
     n = moved.shape[0]
     changed = (moved[1:] != moved[:-1]).any(axis=1) if moved.shape[1] else xp.zeros(max(n - 1, 0), bool)
