@@ -135,6 +135,31 @@ def test_any_all_of_uint8_are_uint8():
     assert cpu(np.array([0, 1], np.int8)).any().dtype == mf.bool
 
 
+# ---------------------------------------------------------------- bool inputs of the selections
+@pytest.mark.parametrize("op,call,exc", [
+    ("argmax", lambda b: b.argmax(), RuntimeError), ("argmax", lambda b: mf.argmax(b, dim=1), RuntimeError),
+    ("argmin", lambda b: mf.argmin(b), RuntimeError), ("argmin", lambda b: b.argmin(0, keepdim=True), RuntimeError),
+    ("median", lambda b: mf.median(b), NotImplementedError), ("median", lambda b: b.median(1), NotImplementedError),
+    ("nanmedian", lambda b: mf.nanmedian(b), NotImplementedError),
+    ("nanmedian", lambda b: b.nanmedian(dim=0), NotImplementedError),
+    ("kthvalue", lambda b: mf.kthvalue(b, 2, dim=1), NotImplementedError),
+    ("kthvalue", lambda b: b.kthvalue(1), NotImplementedError)])
+def test_argmax_argmin_median_kthvalue_refuse_bool_as_pytorch(op, call, exc):
+    """PyTorch has no bool kernel for these: argmax / argmin raise a RuntimeError, the medians and kthvalue a
+    NotImplementedError."""
+    with pytest.raises(exc, match=f"{op}: expected a tensor of a numeric dtype, got a bool tensor"):
+        call(mf.tensor([[True, False, True], [False, False, True]]))
+
+
+def test_mode_of_bool_keeps_bool_as_pytorch():
+    """mode takes bool (the most frequent value, the smaller of those as frequent, at its last occurrence)."""
+    values, indices = mf.tensor([[True, False, True], [False, False, True], [True, False, False]]).mode(1)
+    assert values.dtype == mf.bool and values.tolist() == [True, False, False]
+    assert indices.dtype == mf.int64 and indices.tolist() == [2, 1, 2]
+    # against the same rows as integers
+    assert mf.tensor([[1, 0, 1], [0, 0, 1], [1, 0, 0]]).mode(1).indices.tolist() == [2, 1, 2]
+
+
 # ---------------------------------------------------------------- unique and searchsorted with NaN
 def test_unique_keeps_every_nan_apart():
     values, inverse, counts = mf.unique(cpu([1.0, nan, nan, 1.0]), return_inverse=True, return_counts=True)

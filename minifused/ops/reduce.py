@@ -427,10 +427,18 @@ def min(x, dim=None, keepdim=False, *, other=None):  # noqa: A001 - PyTorch's na
     return _extreme_all("min", x, False) if dim is None else _extreme_along("min", x, dim, keepdim, False)
 
 
+def refuse_bool(op, x, exc=NotImplementedError):
+    """PyTorch has no bool kernel for some selections: argmax / argmin raise a RuntimeError, median / nanmedian /
+    kthvalue a NotImplementedError (mode, max, min and sort take bool)."""
+    if isinstance(x, Tensor) and x.dtype == backend.bool_:
+        raise exc(f"{op}: expected a tensor of a numeric dtype, got a bool tensor (cast it with .long() or .float())")
+
+
 def median(x, dim=None, keepdim=False):
     """``median(x)`` is the lower median of every element (NaN for no element), its gradient shared among the
     elements equal to it; ``median(x, dim)`` is ``(values, indices)`` along ``dim``, the gradient going to the
     element picked, as in PyTorch."""
+    refuse_bool("median", x)
     if dim is None:
         xp = x._xp
         if x.numel() == 0 and backend.is_floating(x.dtype):
@@ -520,6 +528,7 @@ def aminmax(x, *, dim=None, keepdim=False):
 
 
 def _arg(op, x, dim, keepdim, largest):
+    refuse_bool(op, x, RuntimeError)
     xp = x._xp
     fn = xp.argmax if largest else xp.argmin
     if dim is None:

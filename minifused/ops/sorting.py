@@ -14,7 +14,7 @@ from ..tensor import Tensor
 from ._common import autocast_float32, normalize_axis
 from .elementwise import where
 from .index import Gather
-from .reduce import Evenly
+from .reduce import Evenly, refuse_bool
 from .shape import reshape
 from ..backend import InputTypeError
 
@@ -109,6 +109,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
 def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     """The ``k``-th smallest entry (1-based) along ``dim`` and its index."""
     _check("kthvalue", input)
+    refuse_bool("kthvalue", input)
     axis = _axis("kthvalue", input, dim)
     n = input.shape[axis] if input.ndim else 1
     k = _k("kthvalue", k, n, low=1)
@@ -173,6 +174,7 @@ def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     ``(values, indices)`` along ``dim``, the gradient going to the element picked, as ``torch.nanmedian``."""
     op = "nanmedian"
     _check(op, input)
+    refuse_bool(op, input)
     xp = input._xp
     if dim is None:
         if input.numel() == 0:
