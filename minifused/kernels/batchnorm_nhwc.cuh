@@ -32,7 +32,7 @@ bn_partial_nhwc(const T* __restrict__ x, const T* __restrict__ dy, const unsigne
 #pragma unroll 2  // two rows' loads of dy and x in flight per thread (four would spill under the launch bounds)
             for (long long j = j0; j < j1; j += R) add_terms<true>(x, dy, mask, j * C + cv * VEC, shift, a, b);
         } else {
-#pragma unroll 4  // four rows' loads of x in flight per thread: with two the pass was latency-bound
+#pragma unroll 4  // four rows' loads of x in flight per thread (two left the pass well under the bandwidth)
             for (long long j = j0; j < j1; j += R) add_terms<true>(x, nullptr, nullptr, j * C + cv * VEC, shift, a, b);
         }
     }
