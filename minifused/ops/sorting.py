@@ -94,8 +94,9 @@ def _k(op, k, n, low=0):
 
 def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     """The ``k`` largest (smallest: ``largest=False``) entries along ``dim`` and their indices, in
-    order (``sorted=False`` gives them in order too)."""
+    order (``sorted=False`` gives them in order too). Bool is refused, as PyTorch's CPU and CUDA kernels do."""
     _check("topk", input)
+    refuse_bool("topk", input, RuntimeError)
     axis = _axis("topk", input, dim)
     if input.ndim == 0:  # one entry: k is 1
         _k("topk", k, 1, low=1)
