@@ -853,7 +853,14 @@ OPS = [
                S("clamp", distinct((4, 5)), min=-0.5, max=0.5),
                S("clamp_min", distinct((4, 5)), fn=lambda a: mf.clamp(a, min=0.1), ref=lambda a: np.maximum(a, 0.1)),
                S("clamp_max_odd", distinct((33,)), max=0.2)),
-           errors=(E("clamp_no_bounds", lambda: t(3).clamp(), ValueError, "at least one of min and max"),)),
+           errors=(E("clamp_no_bounds", lambda: t(3).clamp(), ValueError, "at least one of min and max"),
+                   E("clamp_number_min_tensor_max", lambda: mf.clamp(t(2, 3), min=0.0, max=t(3)), TypeError,
+                     r"clamp: expected min and max both numbers or both tensors, got max a tensor of shape \(3,\) "
+                     "and min a number"),
+                   E("clamp_tensor_min_number_max", lambda: t(3).clip(t(1), 1), TypeError,
+                     r"clamp: expected min and max both numbers or both tensors, got min a tensor of shape \(1,\)"),
+                   E("clamp_grad_0d_min_number_max", lambda: t(3).clamp(t(requires_grad=True), 1.0), TypeError,
+                     r"got min a tensor of shape \(\) that requires grad and max a number"))),
     # ---- reductions
     OpInfo("sum", lambda a, **kw: a.sum(**kw), _reduce(np.sum), spelled="Tensor.sum", fuzz="reduction",
            aliases={"mf.sum": mf.sum}, torch=SAME, samples=(
@@ -3577,7 +3584,9 @@ SPECIAL_OPS = [
                      r"clamp_min\(\): argument 'min' must be a Tensor or a number, not str"),
                    E("clamp_min_int_float_inplace", lambda: mf.tensor([1, 2]).clamp_min_(0.5), RuntimeError,
                      "clamp_min_: result type float32 can't be cast to the desired output type int64"),
-                   E("clip_no_bounds", lambda: t(2).clip_(), RuntimeError, "clip_: at least one of min and max"))),
+                   E("clip_no_bounds", lambda: t(2).clip_(), RuntimeError, "clip_: at least one of min and max"),
+                   E("clamp_inplace_number_min_tensor_max", lambda: t(2).clamp_(0, t(2)), TypeError,
+                     "clamp_: expected min and max both numbers or both tensors, got max a tensor"))),
     OpInfo("clamp_max", mf.clamp_max, lambda a, b=None, max=None: np.minimum(a, max if b is None else b),
            spelled="mf.clamp_max", aliases={"Tensor.clamp_max": _method("clamp_max")},
            torch=lambda T, *a, **kw: T.clamp_max(*a, **kw), samples=(

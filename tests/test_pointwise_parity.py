@@ -128,6 +128,18 @@ def test_clamp_tensor_bounds_broadcast_the_input_and_promote_all_three():
     assert mf.tensor([1.0, 5.0]).clamp_(min=mf.tensor([2.5], dtype=mf.float64)).dtype == mf.float32
 
 
+def test_clamp_mixes_a_number_only_with_a_0d_tensor_without_grad_as_pytorch():
+    """PyTorch takes both bounds as numbers or both as tensors: a 0-d tensor that needs no gradient stands for a
+    number; any other tensor beside a number is a TypeError (clamp, clip, clamp_, clip_)."""
+    x = cpu([-1.0, 0.5, 3.0])
+    assert mf.clamp(x, mf.tensor(0.0), 1.0).tolist() == [0.0, 0.5, 1.0]
+    assert x.clone().clip_(0, mf.tensor(1)).tolist() == [0.0, 0.5, 1.0]
+    for fn in (lambda: mf.clamp(x, min=0.0, max=cpu([1.0])), lambda: x.clip(cpu([0.0]), 1.0),
+               lambda: x.clone().clamp_(mf.tensor(0.0, requires_grad=True), 1.0), lambda: mf.clip_(x.clone(), 0, x)):
+        with pytest.raises(TypeError, match="(clip|clamp)_?: expected min and max both numbers or both tensors"):
+            fn()
+
+
 def test_clamp_min_max_take_bool_bounds_as_pytorchs():
     """A Python bool bound is a number (True is 1); a bool tensor bound promotes as any tensor. PyTorch clamps a
     bool tensor only with one tensor bound: a number bound, or both bounds, are not implemented for bool."""

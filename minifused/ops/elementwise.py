@@ -836,6 +836,21 @@ def _bool_clamp(op, dtype, lo=None, hi=None):
                                   f"bound as a bool tensor, or cast the input with .long() or .float())")
 
 
+def _mixed_bounds(op, lo, hi):
+    """PyTorch's clamp takes its two bounds both as numbers or both as tensors: a number beside a tensor is a
+    TypeError, save a 0-d tensor that needs no gradient, which PyTorch reads as a number."""
+    if lo is None or hi is None or isinstance(lo, Tensor) == isinstance(hi, Tensor):
+        return
+    side, b = ("min", lo) if isinstance(lo, Tensor) else ("max", hi)
+    if b.ndim == 0 and not b.requires_grad:
+        return
+    other = "max" if side == "min" else "min"
+    grad = " that requires grad" if b.ndim == 0 else ""
+    raise InputTypeError(f"{op}: expected min and max both numbers or both tensors, got {side} a tensor of shape "
+                         f"{tuple(b.shape)}{grad} and {other} a number (only a 0-d tensor without grad may stand "
+                         f"for a number)")
+
+
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     """x clipped to [min, max]. Tensor bounds broadcast with x, as PyTorch's: the result may be larger than x (x
     expanded to it, so x's gradient sums over the copies), its dtype the three promoted as in a binary op."""
@@ -849,6 +864,7 @@ def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
             shape = tuple(broadcast_shape("clamp", shape, bound.shape))
         elif bound is not None and not isinstance(bound, numbers.Real):
             raise InputTypeError(f"clamp: {name} must be a number, a tensor or None, got {type(bound).__name__}")
+    _mixed_bounds("clamp", min, max)
     # the result's dtype as PyTorch's: the input's and the tensor bounds' promoted together, then by the number
     # bounds (an integer input with a float bound is float32); every operand in it
     dtype = _tensors_dtype([x] + [b for b in (min, max) if isinstance(b, Tensor)])

@@ -22,8 +22,8 @@ from ..tensor import Tensor
 from ._common import (binary_operands, cast, float_operands, promote_operands, scalar_result_dtype,
                       shape_of, unbroadcast, unbroadcast_graph)
 from .aliases import _not_bool
-from .elementwise import (Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, _bool_clamp, _const, _zero_where,
-                          _zeros_graph, clamp, div, mul, pow, relu_, sigmoid, where)
+from .elementwise import (Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, _bool_clamp, _const, _mixed_bounds,
+                          _zero_where, _zeros_graph, clamp, div, mul, pow, relu_, sigmoid, where)
 from .inplace_arith import _inplace_operand
 from .logic import _values, isnan, logical_not, written_into
 from .pointwise import _check, _float_op, _inplace, _Unary, _unary
@@ -435,6 +435,7 @@ def _clamp_into(name, self, lo, hi):
     _check(name, self)
     if lo is None and hi is None:
         raise RuntimeError(f"{name}: at least one of min and max must be given")
+    _mixed_bounds(name, lo, hi)
     _bool_clamp(name, self.dtype, lo, hi)
     lo, hi = (_inplace_operand(name, self, b) if b is not None else None for b in (lo, hi))
     return _ClampInto.apply_(name, self, lo, hi)
