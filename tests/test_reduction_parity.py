@@ -160,6 +160,17 @@ def test_mode_of_bool_keeps_bool_as_pytorch():
     assert mf.tensor([[1, 0, 1], [0, 0, 1], [1, 0, 0]]).mode(1).indices.tolist() == [2, 1, 2]
 
 
+# ---------------------------------------------------------------- a dim not given
+def test_keepdim_needs_a_dim_as_pytorch():
+    """PyTorch's sum / mean take keepdim only beside a dim (dim=None, or the axis alias, will do)."""
+    x = cpu(np.ones((2, 3)))
+    assert x.sum(None, True).shape == (1, 1) and mf.mean(x, dim=None, keepdim=True).shape == (1, 1)
+    assert x.sum(axis=0, keepdim=True).shape == (1, 3) and x.mean(dtype=mf.float64).dtype == mf.float64
+    for call in (lambda: x.sum(keepdim=True), lambda: mf.mean(x, dtype=mf.float64, keepdim=True)):
+        with pytest.raises(TypeError, match="(sum|mean): expected a dim with keepdim=True"):
+            call()
+
+
 # ---------------------------------------------------------------- unique and searchsorted with NaN
 def test_unique_keeps_every_nan_apart():
     values, inverse, counts = mf.unique(cpu([1.0, nan, nan, 1.0]), return_inverse=True, return_counts=True)

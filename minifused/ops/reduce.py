@@ -86,6 +86,20 @@ def _alias(op, dim, axis):
     return axis
 
 
+_NO_DIM = object()  # a dim not given (PyTorch's sum / mean take keepdim only with a dim, None included)
+
+
+def _dim_given(op, dim, axis, keepdim=False):
+    """``dim`` (or its alias ``axis``), None for every dimension where neither is given; but as PyTorch's,
+    keepdim=True without a dim is a TypeError."""
+    if dim is _NO_DIM:
+        if axis is None and keepdim:
+            raise InputTypeError(f"{op}: expected a dim with keepdim=True (dim=None reduces every dimension), got "
+                                 f"keepdim without a dim")
+        dim = None
+    return _alias(op, dim, axis)
+
+
 def _int64_if_integral(x, dtype):
     """``x`` cast to ``dtype`` if given, else integer and bool inputs to int64 (PyTorch's sum, prod, cumsum)."""
     if dtype is not None:
@@ -339,8 +353,8 @@ def _float_input(x):
     return x if backend.is_floating(x.dtype) else cast(x, backend.float32)
 
 
-def sum(x: Tensor, dim=None, keepdim=False, dtype=None, *, axis=None):  # noqa: A001 - PyTorch's name
-    dim = _alias("sum", dim, axis)
+def sum(x: Tensor, dim=_NO_DIM, keepdim=False, dtype=None, *, axis=None):  # noqa: A001 - PyTorch's name
+    dim = _dim_given("sum", dim, axis, keepdim)
     if dtype is None:  # (on PyTorch's cuda autocast float32 list where no dtype is given)
         (x,) = autocast_float32_on_cuda(x)
     x = _int64_if_integral(x, dtype)
@@ -365,8 +379,8 @@ def sum_to_size(x, *size):
     return Reshape.apply(sum(x, dims, keepdim=True), size) if dims else x
 
 
-def mean(x: Tensor, dim=None, keepdim=False, dtype=None, *, axis=None):
-    dim = _alias("mean", dim, axis)
+def mean(x: Tensor, dim=_NO_DIM, keepdim=False, dtype=None, *, axis=None):
+    dim = _dim_given("mean", dim, axis, keepdim)
     if dtype is not None:
         x = cast(x, dtype)
     if not backend.is_floating(x.dtype):
