@@ -2724,7 +2724,9 @@ REDUCE_OPS = [
                S("logsumexp_dims", (2, 3, 4), dim=(0, 2)), S("logsumexp_0d", (), dim=0),
                S("logsumexp_large", (3, 4), fn=lambda a: (a * 1000).logsumexp(1),
                  ref=lambda a: _logsumexp_ref(a * 1000, 1), check={"eps": 1e-9})),
-           errors=(E("logsumexp_dim_range", lambda: t(2, 3).logsumexp(-3), IndexError, "logsumexp: dimension -3"),)),
+           errors=(E("logsumexp_dim_range", lambda: t(2, 3).logsumexp(-3), IndexError, "logsumexp: dimension -3"),
+                   E("logsumexp_without_dim", lambda: mf.logsumexp(t(2, 3), keepdim=True), TypeError,
+                     r"logsumexp: expected a dim \(an int or a tuple of ints\), got none"))),
     OpInfo("norm", lambda a, **kw: a.norm(**kw), _norm_ref, spelled="Tensor.norm", aliases={"mf.norm": mf.norm},
            torch=SAME, samples=(
                S("norm_fro", (3, 4)), S("norm_fro_dims", (2, 3, 4), dim=(0, 2)),

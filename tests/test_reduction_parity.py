@@ -171,6 +171,15 @@ def test_keepdim_needs_a_dim_as_pytorch():
             call()
 
 
+def test_logsumexp_needs_a_dim_as_pytorch():
+    """PyTorch's logsumexp has no form without a dim (here dim=None, as the axis alias, still works)."""
+    x = cpu(np.ones((2, 3)))
+    assert x.logsumexp(axis=1).shape == (2,) and mf.logsumexp(x, None).shape == ()
+    for call in (lambda: x.logsumexp(), lambda: mf.logsumexp(x, keepdim=True)):
+        with pytest.raises(TypeError, match=r"logsumexp: expected a dim \(an int or a tuple of ints\), got none"):
+            call()
+
+
 # ---------------------------------------------------------------- unique and searchsorted with NaN
 def test_unique_keeps_every_nan_apart():
     values, inverse, counts = mf.unique(cpu([1.0, nan, nan, 1.0]), return_inverse=True, return_counts=True)

@@ -86,13 +86,15 @@ def _alias(op, dim, axis):
     return axis
 
 
-_NO_DIM = object()  # a dim not given (PyTorch's sum / mean take keepdim only with a dim, None included)
+_NO_DIM = object()  # a dim not given (PyTorch's sum / mean take keepdim only with a dim, logsumexp needs one)
 
 
-def _dim_given(op, dim, axis, keepdim=False):
+def _dim_given(op, dim, axis, keepdim=False, needed=False):
     """``dim`` (or its alias ``axis``), None for every dimension where neither is given; but as PyTorch's,
-    keepdim=True without a dim is a TypeError."""
+    keepdim=True without a dim, or no dim where the op needs one, is a TypeError."""
     if dim is _NO_DIM:
+        if axis is None and needed:
+            raise InputTypeError(f"{op}: expected a dim (an int or a tuple of ints), got none")
         if axis is None and keepdim:
             raise InputTypeError(f"{op}: expected a dim with keepdim=True (dim=None reduces every dimension), got "
                                  f"keepdim without a dim")
@@ -755,10 +757,10 @@ def prod(x: Tensor, dim=None, keepdim=False, dtype=None):
     return Prod.apply(*_axes("prod", dim, x, keepdim))
 
 
-def logsumexp(x: Tensor, dim=None, keepdim=False, *, axis=None):
+def logsumexp(x: Tensor, dim=_NO_DIM, keepdim=False, *, axis=None):
     """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so it neither overflows nor underflows;
-    integer inputs give float32."""
-    dim = _alias("logsumexp", dim, axis)
+    integer inputs give float32. A dim is needed, as PyTorch's (dim=None reduces every dimension here)."""
+    dim = _dim_given("logsumexp", dim, axis, needed=True)
     (x,) = autocast_float32_on_cuda(x)  # (on PyTorch's cuda autocast float32 list)
     x = _float_input(x)
     return LogSumExp.apply(*_axes("logsumexp", dim, x, keepdim))
