@@ -2736,7 +2736,11 @@ REDUCE_OPS = [
                S("norm_0d", distinct(())), S("norm_size1", (1, 1), p=2, dim=0)),
            errors=(E("norm_p_string", lambda: t(2, 3).norm(p="fr"), RuntimeError, "norm: p must be 'fro', 'nuc'"),
                    E("norm_int", lambda: mf.tensor([1, 2]).norm(), TypeError, "vector_norm: expected a floating"),
-                   E("norm_inf_empty", lambda: mf.zeros(0).norm(math.inf), ValueError, "empty"))),
+                   E("norm_inf_empty", lambda: mf.zeros(0).norm(math.inf), ValueError, "empty"),
+                   E("norm_fro_three_dims", lambda: mf.norm(t(2, 3, 4), dim=(0, 1, 2)), RuntimeError,
+                     r"norm: expected at most 2 dims for p='fro', got dim \(0, 1, 2\)"),
+                   E("norm_fro_four_dims", lambda: t(2, 2, 2, 2).norm("fro", [0, 1, 2, 3], keepdim=True), RuntimeError,
+                     r"norm: expected at most 2 dims for p='fro', got dim \(0, 1, 2, 3\)"))),
     OpInfo("vector_norm", lambda a, **kw: mf.linalg.vector_norm(a, **kw), _vector_norm_ref,
            spelled="mf.linalg.vector_norm", aliases={"mf.linalg": lambda a, **kw: mf.linalg.vector_norm(a, **kw)},
            torch=lambda T, a, **kw: T.linalg.vector_norm(a, **kw), samples=(

@@ -266,6 +266,11 @@ def test_norm_p_forms():
         x.norm("nuc", dim=0)
     with pytest.raises(TypeError, match="norm: p must be 'fro' or a number"):
         x.norm([2])
+    # 'fro' over more than 2 dims is PyTorch's matrix norm, refused; p=None or 2 is the 2-norm over any dims
+    np.testing.assert_allclose(mf.norm(t64(b), None, dim=(0, 1, 2)).item(), np.linalg.norm(b.ravel()))
+    np.testing.assert_allclose(t64(b).norm(2, dim=[0, 1, 2]).item(), np.linalg.norm(b.ravel()))
+    with pytest.raises(RuntimeError, match=r"norm: expected at most 2 dims for p='fro', got dim \(0, 1, 2\)"):
+        t64(b).norm(dim=(0, 1, 2))
 
 
 # ---------------------------------------------------------------- einsum

@@ -13,8 +13,9 @@ __all__ = ["norm"]
 
 
 def norm(x: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
-    """``torch.norm``: 'fro' (the 2-norm of the elements over ``dim``), 'nuc' (the nuclear norm of the matrices
-    over the two dims ``dim``, the last two by default: ``linalg.matrix_norm``), or any number, inf or -inf."""
+    """``torch.norm``: 'fro' (the 2-norm of the elements over ``dim``, at most 2 dims of it, as PyTorch's), 'nuc'
+    (the nuclear norm of the matrices over the two dims ``dim``, the last two by default: ``linalg.matrix_norm``),
+    or any number, inf or -inf."""
     if isinstance(p, str):
         if p == "nuc":
             dims = tuple(range(x.ndim)) if dim is None else (dim,) if isinstance(dim, numbers.Integral) else dim
@@ -23,6 +24,9 @@ def norm(x: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
             return matrix_norm(x, "nuc", dims, keepdim, dtype=dtype)
         if p != "fro":
             raise RuntimeError(f"norm: p must be 'fro', 'nuc' or a number, got {p!r}")
+        if isinstance(dim, (tuple, list)) and len(dim) > 2:  # PyTorch's: a matrix norm then, of 2 dims only
+            raise InputError(f"norm: expected at most 2 dims for p='fro', got dim {tuple(dim)} (as PyTorch's: "
+                             f"linalg.matrix_norm: dim must be a 2-tuple; p=2 takes any dims)")
         p = 2
     elif p is None:
         p = 2
