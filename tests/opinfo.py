@@ -1272,7 +1272,11 @@ MATH_OPS = [
            errors=(E("repeat_interleave_size", lambda: mf.repeat_interleave(t(3), mf.tensor([1, 2])), RuntimeError,
                      "repeat_interleave: repeats must have the same size as input along dim"),
                    E("repeat_interleave_negative", lambda: mf.repeat_interleave(t(2), mf.tensor([1, -1])),
-                     RuntimeError, "repeats can not be negative"))),
+                     RuntimeError, "repeats can not be negative"),
+                   E("repeat_interleave_0d_dim", lambda: t().repeat_interleave(2, dim=0), IndexError,
+                     "repeat_interleave: expected a tensor of at least 1 dimension for dim=0, got a 0-d tensor"),
+                   E("repeat_interleave_0d_dim_counts", lambda: mf.repeat_interleave(t(), mf.tensor([2]), -1),
+                     IndexError, "repeat_interleave: expected a tensor of at least 1 dimension for dim=-1"))),
     OpInfo("meshgrid", lambda a, b, indexing="ij": mf.stack(mf.meshgrid(a, b, indexing=indexing)),
            lambda a, b, indexing="ij": np.stack(np.meshgrid(a, b, indexing=indexing)), spelled="mf.meshgrid",
            torch=lambda T, a, b, indexing="ij": T.stack(T.meshgrid(a, b, indexing=indexing)), samples=(

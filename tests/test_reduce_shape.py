@@ -470,6 +470,10 @@ def test_repeat_interleave_takes_int32_counts_and_keeps_their_dtype():
     assert mf.repeat_interleave(mf.tensor([1, 2])).dtype == mf.int64
     with pytest.raises(RuntimeError, match="repeat_interleave: repeats must be an int or a 0-d / 1-d int64 or int32"):
         mf.tensor(a).repeat_interleave(mf.tensor([1, 2, 0], dtype=mf.int16))
+    # a 0-d input: its element repeated without a dim, any dim refused (PyTorch's IndexError, for 0 and -1 too)
+    assert mf.tensor(5).repeat_interleave(mf.tensor([2])).tolist() == [5, 5]
+    with pytest.raises(IndexError, match="repeat_interleave: expected a tensor of at least 1 dimension for dim=0"):
+        mf.tensor(5).repeat_interleave(2, 0)
 
 
 def test_narrow_takes_a_0d_integer_tensor_start():

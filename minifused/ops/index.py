@@ -516,7 +516,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # no
     """Each element (``dim`` None: of the flattened input) or slice along ``dim`` repeated ``repeats`` times (an
     int, or a 1-D int64 or int32 tensor of one count each), as ``torch.repeat_interleave``; with ``repeats`` left
     out, ``input`` is the counts and the result the indices they repeat (in the counts' dtype, as PyTorch's).
-    Differentiable as an index_select."""
+    A 0-d input takes no ``dim``, as PyTorch's. Differentiable as an index_select."""
     op = "repeat_interleave"
     if repeats is None:  # torch.repeat_interleave(counts)
         counts = input
@@ -525,8 +525,11 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # no
                            dtype=counts.dtype if counts.dtype == backend.int32 else backend.int64)
         return repeat_interleave(positions, counts, 0)
     _tensor(op, "input", input)
+    if dim is not None and input.ndim == 0:  # (PyTorch's IndexError for any dim, 0 and -1 too)
+        raise IndexError(f"{op}: expected a tensor of at least 1 dimension for dim={dim}, got a 0-d tensor (leave "
+                         f"dim out to repeat its element)")
     x = reshape(input, -1) if dim is None else input
-    axis = 0 if dim is None else normalize_axis(op, dim, max(x.ndim, 1))[0]
+    axis = 0 if dim is None else normalize_axis(op, dim, x.ndim)[0]
     n = x.shape[axis] if x.ndim else 1
     if isinstance(repeats, Tensor):
         if repeats.dtype not in (backend.int64, backend.int32) or repeats.ndim > 1:
