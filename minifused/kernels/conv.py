@@ -403,7 +403,7 @@ def _backward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, group
     cl = channels_last
     if cl and (groups != 1 or kpad != k or (cpad != c and not pad_x) or direct_dw):
         return None
-    pad_x = cl and cpad != c  # (dy read as it is, x packed)
+    pad_x = cl and cpad != c  # (dy read as it is, x copied into padded rows)
 
     pack_dy = None if cl else pack_nhwc_launch(dtype, n, p * q, k, kg, kpad, groups, dev_id)
     pack_dy_w = None if cl else _backward_pack(dtype, n, p * q, k, kg, kpad, cg * r * s, groups)
