@@ -1,6 +1,7 @@
 """Tuning sweep for the cached-channel BatchNorm plans (GPU only).
 
     python3 bench/bn_sweep.py [--what fwd,bwd] [--maps 8,32]
+    python3 bench/bn_sweep.py --layout cl [--batches 128,256,512]
 
 For each of bench/norms.py's BatchNorm shapes (N=256, C=64..512, fp16 and bf16) it times the three
 passes and every cached-channel plan that fits the shared memory (blocks per channel 1..16, 256/512/1024
@@ -9,6 +10,11 @@ inputs much larger than the L2, as bench/norms.py times them; each result is che
 plan's, and the default and the six fastest print per shape. ``kernels.batchnorm._per_channel``'s rules
 come from these tables; the sweep is kept to re-derive them on another GPU. Full results:
 ``$OUT/bn_sweep.json``.
+
+``--layout cl``: the channels-last cached-tile plans (``kernels.batchnorm._per_tile``) at ResNet-18's BatchNorm
+shapes (bf16, the stages' 64x32x32 ... 512x4x4 maps at each batch): the passes and every tile of 2, 4 or 8 vectors
+with 1 to 16 blocks per tile that fits, forward (with and without the ReLU's mask) and backward, timed and checked
+the same way. Full results: ``$OUT/bn_sweep_cl.json``.
 """
 import json
 import os
@@ -20,6 +26,7 @@ import cupy
 import minifused as mf
 from harness import gbs, graph_ms, warm_gpu
 from minifused.kernels import batchnorm as KB
+from minifused.kernels import to_channels_last
 
 SHAPES = [(256, c, hw) for hw in (8, 32) for c in (64, 128, 256, 512)]
 GRAPH_BYTES = 256 << 20  # as bench/norms.py: the input sets together much larger than the L2
@@ -50,7 +57,73 @@ def plans(n, s, tensors):
     return out
 
 
+def tile_plans(m, c, tensors, relu):
+    """(label, plan) of the passes (None) and of every cached-tile plan that fits."""
+    out = [("passes", None)]
+    for cols in (2, 4, 8):
+        if (c // VEC) % cols or (relu and cols * VEC % 32):
+            continue
+        for k in (1, 2, 4, 8, 16):
+            chunk = -(-m // k)
+            if chunk * cols * 16 * tensors <= KB.TILE_SLICE_BYTES:
+                threads = min(512, max(64, -(-chunk * cols // 32) * 32))
+                out.append((f"cols{cols} k{k}", KB.TilePlan(c // VEC // cols, cols, k, threads, chunk,
+                                                            chunk * cols * 16 * tensors)))
+    return out
+
+
+def main_channels_last():
+    batches = [int(v) for v in arg("--batches", "128,256,512").split(",")]
+    default_plan = KB._per_tile
+    forced = {}
+    KB._per_tile = lambda *a, **k: forced["plan"] if "plan" in forced else default_plan(*a, **k)
+    warm_gpu()
+    results = []
+    for n in batches:
+        for c, hw in ((64, 32), (128, 16), (256, 8), (512, 4)):
+            shape, m = (n, c, hw, hw), n * hw * hw
+            sets = max(3, -(-GRAPH_BYTES // (n * c * hw * hw * 2)))
+            xs = [to_channels_last(rand(shape, mf.bfloat16, 7 * c + i)) for i in range(sets)]
+            dys = [to_channels_last(rand(shape, mf.bfloat16, 9 * c + i)) for i in range(sets)]
+            w, b = rand((c,), cupy.float32, 3) * 0.1 + 1, rand((c,), cupy.float32, 4)
+            rm, rv = cupy.zeros(c, cupy.float32), cupy.ones(c, cupy.float32)
+            _, mean, rstd, mask = KB.batch_norm_forward(xs[0], w, b, rm, rv, True, 0.1, 1e-5, True)
+            for direction in ("fwd", "fwd+relu", "bwd"):
+                relu = direction == "fwd+relu"
+                if direction == "bwd":
+                    fn, args = (lambda dy, x: KB.batch_norm_backward(dy, x, w, mean, rstd, mask, True)[0],
+                                list(zip(dys, xs)))
+                else:
+                    fn, args = (lambda x: KB.batch_norm_forward(x, w, b, rm, rv, True, 0.1, 1e-5, relu)[0],
+                                [(x,) for x in xs])
+                rows, ref = [], None
+                for label, plan in [("default", None)] + tile_plans(m, c, 2 if direction == "bwd" else 1, relu):
+                    forced.clear()
+                    if label != "default":
+                        forced["plan"] = plan
+                    KB._plan.cache_clear()
+                    KB._launches.cache_clear()
+                    got = fn(*args[0]).astype(cupy.float32)
+                    ref = got if ref is None else ref
+                    rows.append((graph_ms(fn, args) * 1e3, label, float(cupy.abs(got - ref).max())))
+                forced.clear()
+                KB._plan.cache_clear()
+                KB._launches.cache_clear()
+                rows.sort()
+                chosen = default_plan(m, c, 2, VEC, True, 132, 2 if direction == "bwd" else 1, relu)
+                line = {"shape": list(shape), "dir": direction, "default": str(chosen),
+                        "default_us": next(r[0] for r in rows if r[1] == "default"),
+                        "top": rows[:8], "max_abs_diff": max(r[2] for r in rows)}
+                print(json.dumps(line), flush=True)
+                results.append(line)
+            del xs, dys
+            cupy.get_default_memory_pool().free_all_blocks()
+    Path(os.environ.get("OUT", "/tmp"), "bn_sweep_cl.json").write_text(json.dumps(results, indent=1))
+
+
 def main():
+    if arg("--layout", "nchw") == "cl":
+        return main_channels_last()
     what = arg("--what", "fwd,bwd").split(",")
     maps = [int(v) for v in arg("--maps", "8,32").split(",")]
     default_plan = KB._per_channel

@@ -796,16 +796,30 @@ def _assert_mask_is_sign(mask, y, order):
     assert not np.any(wrong & (y != 0)) and wrong.sum() <= 4
 
 
+@pytest.fixture
+def without_tiles(monkeypatch):
+    """The channels-last passes wherever a test would take the cached-tile kernels."""
+    monkeypatch.setattr(K, "_per_tile", lambda *a, **k: None)
+    K._launches.cache_clear()
+    K._plan.cache_clear()
+    yield
+    K._launches.cache_clear()
+    K._plan.cache_clear()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, mf.bfloat16])
 @pytest.mark.parametrize("shape", CL_SHAPES)
 @pytest.mark.parametrize("relu", [False, True])
-def test_cuda_channels_last_matches_contiguous(rng, poisoned_pool, dtype, shape, relu):
-    """The channels-last kernels (16-byte vectors and, unaligned, scalar) against the C-contiguous ones on the
-    same values: y, statistics, running statistics, counter, mask (its bits follow the NHWC memory) and dx, dw,
-    db, in training and eval; y and dx channels-last."""
+@pytest.mark.parametrize("tiles", [True, False])
+def test_cuda_channels_last_matches_contiguous(rng, poisoned_pool, request, dtype, shape, relu, tiles):
+    """The channels-last kernels (16-byte vectors and, unaligned, scalar; the cached tiles where they fit, and the
+    passes) against the C-contiguous ones on the same values: y, statistics, running statistics, counter, mask (its
+    bits follow the NHWC memory) and dx, dw, db, in training and eval; y and dx channels-last."""
     import cupy
 
+    if not tiles:
+        request.getfixturevalue("without_tiles")
     c = shape[1]
     x = (rng.standard_normal(shape) * 2 + 3).astype(dtype)
     dy = rng.standard_normal(shape).astype(dtype)
@@ -841,13 +855,100 @@ def test_cuda_channels_last_matches_contiguous(rng, poisoned_pool, dtype, shape,
 
 
 @pytest.mark.gpu
-def test_cuda_channels_last_statistics_are_deterministic(rng):
+@pytest.mark.parametrize("shape", [(64, 96, 17, 17), (128, 256, 8, 8)])  # the passes; a cluster of cached tiles
+def test_cuda_channels_last_statistics_are_deterministic(rng, shape):
     import cupy
 
-    x = to_channels_last(cupy.asarray(rng.standard_normal((64, 96, 17, 17)).astype(np.float16)))
+    x = to_channels_last(cupy.asarray(rng.standard_normal(shape).astype(np.float16)))
     runs = [K.batch_norm_forward(x, None, None, None, None, True, 0.1, 1e-5)[1:3] for _ in range(3)]
     for mean, rstd in runs[1:]:
         assert cupy.array_equal(mean, runs[0][0]) and cupy.array_equal(rstd, runs[0][1])
+    dy = to_channels_last(cupy.asarray(rng.standard_normal(shape).astype(np.float16)))
+    grads = [K.batch_norm_backward(dy, x, None, runs[0][0], runs[0][1], None, True) for _ in range(3)]
+    for dx, _, db in grads[1:]:
+        assert cupy.array_equal(dx, grads[0][0]) and cupy.array_equal(db, grads[0][2])
+
+
+def test_cached_tile_plans():
+    """Which channels-last inputs the cached-tile kernels take and how: whole 16-byte vectors only; a tile of 4 or 8
+    vectors of a row, the fewest blocks per tile that hold it first (a cluster on sm_90+, up to 16; without clusters
+    one block), then the widest; with a ReLU's mask in the forward a tile of 32 channels or more; the blocks per tile
+    doubled while the grid leaves half the SMs idle and each block keeps two rows of vectors per thread; none where
+    no tile fits. ResNet-18's shapes in 16 bits: at a batch of 512 the 4x4 stage's forward and backward, at 256 the
+    8x8 stage's forward too."""
+    plan, T = K._per_tile, K.TilePlan
+    full = K.TILE_SLICE_BYTES
+    assert plan(8192, 512, 2, 8, True, 132, 1, True) == T(16, 4, 8, 512, 1024, 65536)
+    assert plan(8192, 512, 2, 8, True, 132, 2) == T(16, 4, 16, 512, 512, 65536)
+    assert plan(32768, 256, 2, 8, True, 132) is None and plan(32768, 256, 2, 8, True, 132, 2) is None
+    assert plan(16384, 256, 2, 8, True, 132, 1, True) == T(8, 4, 16, 512, 1024, 65536)
+    assert plan(16384, 256, 2, 8, True, 132, 2) is None
+    # spread: a 4x4 map of a batch of 128 fits one block a tile, and takes eight
+    assert plan(2048, 512, 2, 8, True, 132, 1, True) == T(16, 4, 8, 512, 256, 16384)
+    # fp32: 4 channels a vector, the ReLU's tile of 8 vectors, else 4 (64 bytes: four blocks, spread to 16); 24
+    # channels: no tile
+    assert plan(4096, 64, 4, 4, True, 132, 1, True) == T(2, 8, 16, 512, 256, 32768)
+    assert plan(4096, 64, 4, 4, True, 132) == T(4, 4, 16, 512, 256, 16384)
+    assert plan(486, 24, 4, 4, True, 132) is None
+    # small inputs: one block of at least 64 threads (a thread per channel of the tile in the reduction)
+    assert plan(3, 64, 2, 8, True, 132, 1, True) == T(1, 8, 1, 64, 3, 3 * 128)
+    # no vectors (unaligned or channels not whole vectors), nothing, or too large
+    assert plan(8192, 512, 2, 1, True, 132) is None and plan(0, 64, 2, 8, True, 132) is None
+    assert plan(1 << 20, 64, 2, 8, True, 132) is None
+    # without clusters one block a tile holds at most TILE_SLICE_BYTES
+    assert plan(full // 64, 64, 2, 8, False, 132) == T(2, 4, 1, 512, full // 64, full)
+    assert plan(full // 64 + 1, 64, 2, 8, False, 132) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, mf.bfloat16])
+@pytest.mark.parametrize("shape", [(2, 64, 4, 4), (3, 64, 7, 7), (33, 96, 5, 5), (64, 512, 4, 4), (128, 256, 8, 8),
+                                   (64, 64, 16, 16), (256, 256, 8, 8)])
+def test_cached_tiles_match_reference(rng, poisoned_pool, dtype, shape):
+    """The cached-tile kernels (one block a tile; clusters of 2 to 16 blocks, the last block with fewer rows) against
+    the float64 reference on the memory's (M, C, 1) view: y, statistics, running statistics, counter, the ReLU's mask
+    and dx (masked and not), dw, db; each launch checked to be the one-launch path."""
+    import cupy
+
+    c, m = shape[1], shape[0] * shape[2] * shape[3]
+    x = (rng.standard_normal(shape) * 2 + 3).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    w, b = rng.uniform(0.5, 2, c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    rm, rv = rng.standard_normal(c).astype(np.float32), rng.uniform(0.5, 2, c).astype(np.float32)
+    xd, dyd = to_channels_last(dev_array(x, "cuda")), to_channels_last(dev_array(dy, "cuda"))
+    # the references in float64: over the (M, C, 1) view NumPy adds the M rows one by one, in fp32 off by 1e-5
+    x3, dy3 = f64(K._as3(x, True)), f64(K._as3(dy, True))
+    tol = 1e-5 if dtype == np.float32 else 1e-2
+    for relu in (False, True):
+        launches, _, _ = K._plan(shape, True, xd.dtype, np.dtype(np.float32), True, False, True, relu, xd.device.id)
+        fits = K._per_tile(m, c, xd.dtype.itemsize, 16 // xd.dtype.itemsize, True, 132, 1, relu) is not None
+        assert (launches.channel is not None) == fits
+        rm_d, rv_d, count = cupy.asarray(rm), cupy.asarray(rv), cupy.full((), 41, np.int64)
+        y, mean, rstd, mask = K.batch_norm_forward(xd, cupy.asarray(w), cupy.asarray(b), rm_d, rv_d, True, 0.1, 1e-5,
+                                                   relu, count)
+        rm_h, rv_h = rm.copy(), rv.copy()
+        y_r, mean_r, rstd_r, _ = K.batch_norm_forward_ref(x3, w.astype(np.float64), b, rm_h, rv_h, True, 0.1, 1e-5,
+                                                          relu)
+        assert int(count) == 42 and is_channels_last(y)
+        np.testing.assert_allclose(f64(K._as3(y, True)), f64(y_r), rtol=tol, atol=tol)
+        np.testing.assert_allclose(host(mean), mean_r, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(host(rstd), rstd_r, rtol=1e-5)
+        np.testing.assert_allclose(host(rm_d), rm_h, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(host(rv_d), rv_h, rtol=1e-5)
+        if relu:
+            _assert_mask_is_sign(mask, y, (0, 2, 3, 1))
+        back, _, _ = K._plan(shape, True, xd.dtype, np.dtype(np.float32), True, True, True, False, xd.device.id, False)
+        assert (back.channel is not None) == (K._per_tile(m, c, xd.dtype.itemsize, 16 // xd.dtype.itemsize, True, 132,
+                                                           2) is not None)
+        for batch in (True, False):
+            dx, dw, db = K.batch_norm_backward(dyd, xd, cupy.asarray(w), mean, rstd, mask, batch)
+            dx_r, dw_r, db_r = K.batch_norm_backward_ref(dy3, x3, w.astype(np.float64), host(mean), host(rstd),
+                                                         None if mask is None else host(mask), batch)
+            assert is_channels_last(dx)
+            np.testing.assert_allclose(f64(K._as3(dx, True)), f64(dx_r), rtol=tol,
+                                       atol=tol * (np.abs(f64(dx_r)).max() + 1))
+            np.testing.assert_allclose(host(dw), dw_r, rtol=1e-4, atol=1e-3)
+            np.testing.assert_allclose(host(db), db_r, rtol=1e-4, atol=1e-3)
 
 
 def test_instance_norm_against_float64(rng):

@@ -17,8 +17,9 @@
 // row slices' partials in parallel (the finalize kernels' serial loop over the rows, one thread per channel,
 // would be slow over the hundreds of slices a channels-last pass needs) and finalize each channel with the
 // same per-channel functions (N = M, S = 1: the shift x[c * S] is then x[n=0, h=0, w=0, c], as in NCHW).
-// bn_finalize_forward still serves evaluation. The cached-channel kernels are left out. VEC divides C there
-// (16-byte vectors run along the channels).
+// bn_finalize_forward still serves evaluation. The cached-channel kernels are left out (a channel is strided);
+// bn_tile_forward / bn_tile_backward cache a tile of the channels instead. VEC divides C there (16-byte vectors run
+// along the channels).
 //
 // nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0
 // nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0
@@ -29,6 +30,8 @@
 // nvrtc-check: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=0 -DMF_NHWC=1
 // nvrtc-check: -DMF_T=__half -DMF_W=float -DMF_VEC=8 -DMF_WIDE=1 -DMF_NHWC=1
 // nvrtc-check: -DMF_T=__nv_bfloat16 -DMF_W=__nv_bfloat16 -DMF_VEC=1 -DMF_WIDE=0 -DMF_NHWC=1
+// nvrtc-check[sm_90]: -DMF_T=__nv_bfloat16 -DMF_W=float -DMF_VEC=8 -DMF_WIDE=0 -DMF_NHWC=1 -DMF_CLUSTER=16
+// nvrtc-check[sm_90]: -DMF_T=float -DMF_W=float -DMF_VEC=4 -DMF_WIDE=1 -DMF_NHWC=1 -DMF_CLUSTER=4
 #include "dtypes.cuh"
 #include "launch.cuh"
 #include "vec.cuh"
@@ -66,6 +69,7 @@ constexpr int VEC = MF_VEC;
 constexpr int CH = MF_NHWC ? VEC : 1;
 
 typedef Vec<T, VEC> TV;  // one vector access
+typedef Vec<float, 2> F2;  // a pair of sums
 
 // The ReLU mask's bits of the vector at flat index i (a multiple of VEC), bit k for element i + k: one load,
 // as VEC divides 32 (the vector's bits lie in one word); all set without a mask.
@@ -142,25 +146,39 @@ extern "C" __global__ void bn_partial(const T* __restrict__ x, const T* __restri
 }
 #endif
 
+// A channel's mean (shift + the mean of v), biased variance and rstd from its sums a (of v) and b (of v*v),
+// v = x - shift, over M elements.
+struct ChannelStats {
+    double mean, var;
+    float rstd;
+};
+__device__ __forceinline__ ChannelStats channel_stats(double a, double b, double shift, double M, float eps) {
+    const double mu = a / M;
+    const double var = fmax(b / M - mu * mu, 0.0);
+    return {shift + mu, var, 1.0f / sqrtf((float)var + eps)};
+}
+
+// Moves channel c's running statistics by `factor` towards the batch's mean and unbiased variance over M elements
+// (and counts the batch).
+__device__ __forceinline__ void update_running(long long c, const ChannelStats& st, W* running_mean, W* running_var,
+                                               long long* count, double M, float factor) {
+    const double unbiased = M > 1.0 ? st.var * M / (M - 1.0) : st.var;
+    const double f = factor;
+    running_mean[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_mean[c]) + f * st.mean);
+    running_var[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_var[c]) + f * unbiased);
+    if (count && c == 0) *count += 1;
+}
+
 // Channel c's statistics from its sums a (of v) and b (of v*v), v = x - shift (x[c * S], its first element),
-// over M = N*S elements: writes mean[c] and rstd[c] (fp32) and, when `update`, moves the running statistics by
-// `factor` towards the mean and the unbiased variance (and counts the batch).
+// over M = N*S elements: writes mean[c] and rstd[c] (fp32) and, when `update`, moves the running statistics.
 __device__ __forceinline__ void finalize_forward_channel(long long c, double a, double b, const T* __restrict__ x,
                                                          W* running_mean, W* running_var, long long* count,
                                                          float* __restrict__ mean, float* __restrict__ rstd,
                                                          double M, long long S, float eps, float factor, int update) {
-    const double mu = a / M;
-    const double var = fmax(b / M - mu * mu, 0.0);
-    const double m = (double)to_f(x[c * S]) + mu;
-    mean[c] = (float)m;
-    rstd[c] = 1.0f / sqrtf((float)var + eps);
-    if (update) {
-        const double unbiased = M > 1.0 ? var * M / (M - 1.0) : var;
-        const double f = factor;
-        running_mean[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_mean[c]) + f * m);
-        running_var[c] = from_acc<W>((1.0 - f) * to_acc<double>(running_var[c]) + f * unbiased);
-        if (count && c == 0) *count += 1;
-    }
+    const ChannelStats st = channel_stats(a, b, (double)to_f(x[c * S]), M, eps);
+    mean[c] = (float)st.mean;
+    rstd[c] = st.rstd;
+    if (update) update_running(c, st, running_mean, running_var, count, M, factor);
 }
 
 // One thread per channel. batch: mean and biased variance from the partials (and the running statistics
@@ -264,8 +282,18 @@ extern "C" __global__ void bn_apply(const T* __restrict__ x, const float* __rest
     }
 }
 
-// Channel c's weight and bias gradients from its sums a (of g) and b (of g*(x - mean)) over M elements, and the
-// coefficients of dx = k0*g - k1 - (x - mean)*k2 (k1 = k2 = 0 when the statistics were constants).
+// The coefficients of dx = k0*g - k1 - (x - mean)*k2 of a channel with sums a (of g) and b (of g*(x - mean)) over
+// M elements, rstd r and weight wc (k1 = k2 = 0 when the statistics were constants).
+struct DxCoef {
+    float k0, k1, k2;
+};
+__device__ __forceinline__ DxCoef dx_coefficients(double a, double b, double r, double wc, double M, int batch) {
+    const double k0 = r * wc;
+    return {(float)k0, batch ? (float)(k0 * a / M) : 0.f, batch ? (float)(k0 * r * r * b / M) : 0.f};
+}
+
+// Channel c's weight and bias gradients from its sums a (of g) and b (of g*(x - mean)) over M elements, and its
+// dx coefficients.
 __device__ __forceinline__ void finalize_backward_channel(long long c, double a, double b, const W* __restrict__ w,
                                                           const float* __restrict__ rstd, W* __restrict__ dw,
                                                           W* __restrict__ db, float* __restrict__ coef, double M,
@@ -273,10 +301,10 @@ __device__ __forceinline__ void finalize_backward_channel(long long c, double a,
     const double r = rstd[c];
     if (dw) dw[c] = from_acc<W>(b * r);
     if (db) db[c] = from_acc<W>(a);
-    const double k0 = r * (w ? to_acc<double>(w[c]) : 1.0);
-    coef[c * 3] = (float)k0;
-    coef[c * 3 + 1] = batch ? (float)(k0 * a / M) : 0.f;
-    coef[c * 3 + 2] = batch ? (float)(k0 * r * r * b / M) : 0.f;
+    const DxCoef k = dx_coefficients(a, b, r, w ? to_acc<double>(w[c]) : 1.0, M, batch);
+    coef[c * 3] = k.k0;
+    coef[c * 3 + 1] = k.k1;
+    coef[c * 3 + 2] = k.k2;
 }
 
 // One thread per channel: finalize_backward_channel from the partials (sum g, sum g*(x - mean)).
@@ -294,10 +322,6 @@ extern "C" __global__ void bn_finalize_backward(const float* __restrict__ part, 
     }
     finalize_backward_channel(c, a, b, w, rstd, dw, db, coef, (double)N * (double)S, batch);
 }
-
-#if MF_NHWC
-#include "batchnorm_nhwc.cuh"  // (after the per-channel finalize functions, which its folds call)
-#endif
 
 // dx of the vectors gv (dy) and xv (x) at flat index i, their channels' coefficients in k0, k1, k2 and mean m.
 __device__ __forceinline__ TV dx_of(const TV& gv, const TV& xv, const unsigned* __restrict__ mask, long long i,
@@ -351,6 +375,10 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
     }
 }
 
+#if MF_NHWC
+#include "batchnorm_nhwc.cuh"  // (after the per-channel functions and the vector passes' helpers, which it calls)
+#endif
+
 // ---------------------------------------------------------------- a channel cached in shared memory
 #if !MF_NHWC
 // Where a channel's N*S elements fit in the shared memory of one block, or of a thread-block cluster of
@@ -367,8 +395,6 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
 // two shared-memory stages (cp.async for the next channel while the current one is reduced and written, the sums
 // exchanged by st.async onto mbarriers, no cluster barrier per channel). One block an SM keeps too few bytes in
 // flight, and at 128 KiB a block only 15 clusters of 8 fit the GPU at once.
-
-typedef Vec<float, 2> F2;
 
 __device__ __forceinline__ F2 warp_sum2(F2 v) {
     return F2{{warp_sum(v.v[0]), warp_sum(v.v[1])}};

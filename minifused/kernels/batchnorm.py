@@ -33,8 +33,10 @@ A channels-last x (``kernels.is_channels_last``) is read as its memory, (M, C) r
 kernels compiled with ``MF_NHWC=1``: ``bn_partial_nhwc`` (a block sums a slice of the rows over a tile of the
 channels, see :func:`_split_nhwc`), ``bn_fold_forward_nhwc`` / ``bn_fold_backward_nhwc`` (add the slices' sums in a
 fixed order, in parallel, and finalize each channel as the finalize kernels do), and the elementwise passes with
-vectors along the channels (:func:`_grid_nhwc`); no cached-channel launch (a channel is strided there). The references
-take the same (M, C, 1) view, so their flat order, and the mask's, is the memory's.
+vectors along the channels (:func:`_grid_nhwc`). No cached-channel launch (a channel is strided there): where a tile of
+the channels over all M rows fits the shared memory of a cluster (:func:`_per_tile`), ``bn_tile_forward`` /
+``bn_tile_backward`` take one launch instead, as the cached-channel kernels do NCHW. The references take the same
+(M, C, 1) view, so their flat order, and the mask's, is the memory's.
 """
 from __future__ import annotations
 
@@ -166,15 +168,14 @@ def _kernels(dtype, wdtype, vec, wide, cluster=1, nhwc=False, min_blocks=1):
     opts = (f"-DMF_T={ctype(dtype)}", f"-DMF_W={ctype(wdtype)}", f"-DMF_VEC={vec}", f"-DMF_WIDE={int(wide)}",
             f"-DMF_CLUSTER={cluster}", f"-DMF_CHANNEL_BLOCKS={min_blocks}") + (("-DMF_NHWC=1",) if nhwc else ())
     names = ("bn_finalize_forward", "bn_apply", "bn_finalize_backward", "bn_backward_dx")
-    names += (("bn_partial_nhwc", "bn_fold_forward_nhwc", "bn_fold_backward_nhwc") if nhwc
-              else ("bn_partial", "bn_channel_forward", "bn_channel_backward"))
-    kernels = {name: get_kernel("batchnorm.cu", name, opts) for name in names}
-    if not nhwc:
-        for name in ("bn_channel_forward", "bn_channel_backward"):
-            kernels[name].max_dynamic_shared_size_bytes = SLICE_BYTES
-            if cluster > 8:  # past the portable cluster size (sm_90 takes 16)
-                from cupy_backends.cuda.api.driver import funcSetAttribute
-                funcSetAttribute(kernels[name].kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+    cached = ("bn_tile_forward", "bn_tile_backward") if nhwc else ("bn_channel_forward", "bn_channel_backward")
+    names += (("bn_partial_nhwc", "bn_fold_forward_nhwc", "bn_fold_backward_nhwc") if nhwc else ("bn_partial",))
+    kernels = {name: get_kernel("batchnorm.cu", name, opts) for name in names + cached}
+    for name in cached:
+        kernels[name].max_dynamic_shared_size_bytes = TILE_SLICE_BYTES if nhwc else SLICE_BYTES
+        if cluster > 8:  # past the portable cluster size (sm_90 takes 16)
+            from cupy_backends.cuda.api.driver import funcSetAttribute
+            funcSetAttribute(kernels[name].kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
     return kernels
 
 
@@ -225,6 +226,57 @@ def _per_channel(shape, itemsize, vec, clusters, sms, tensors=1, l2=0):
     chunk = _chunk(vectors, k)
     threads = 1024 if c * k <= sms and chunk >= 2048 else 512
     return ChannelPlan(k, int(min(threads, chunk)), chunk, chunk * vbytes, 2 if c * k > 2 * sms else 1)
+
+
+#: Shared memory per block of the cached-tile kernels (channels-last): two blocks fit an SM, as their launch bounds
+#: do (the 64 registers a thread that their sums of VEC channels take without spilling)
+TILE_SLICE_BYTES = 88 * 1024
+_TILE_THREADS = 512
+
+
+class TilePlan(NamedTuple):
+    """The cached-tile kernels' launch (channels-last): ``tiles`` tiles of ``cols`` vectors of a row (16 bytes each),
+    ``cluster`` blocks per tile (a thread-block cluster when more than one), ``threads`` per block, ``chunk`` rows
+    per block (the last block fewer) and the dynamic shared memory per block."""
+    tiles: int
+    cols: int
+    cluster: int
+    threads: int
+    chunk: int
+    slice_bytes: int
+
+
+def _per_tile(m, c, itemsize, vec, clusters, sms, tensors=1, relu=False):
+    """The :class:`TilePlan` of the cached-tile kernels for a channels-last input of ``m`` rows of ``c`` channels,
+    caching ``tensors`` arrays (the forward x, the backward dy and x) in :data:`TILE_SLICE_BYTES` per block, or None
+    where no tile fits. A tile is 4 or 8 whole 16-byte vectors of a row (64 or 128 bytes: tiles of 32, one sector a
+    row, measured slower than the passes at ResNet-18's 8x8 maps of a batch of 256 and 512), and in a forward with a
+    ReLU whole mask words (32 channels or more: a word's bits then lie in one row of one tile). The fewest blocks per
+    tile first (``clusters``: a device that has them; the fewer a cluster's blocks, the cheaper its barrier), then the
+    widest tile. Each tile's blocks double while the grid leaves half the SMs idle and each block keeps two rows of
+    vectors per thread (bench/bn_sweep.py --layout cl times the alternatives). A fixed function of the shape and
+    device (so sums are reproducible)."""
+    if vec * itemsize != 16 or m == 0:
+        return None
+    cv, top = c // vec, MAX_CLUSTER if clusters else 1
+    fits = []
+    for cols in (8, 4):
+        if cv % cols or (relu and cols * vec % 32):
+            continue
+        row, k = cols * 16 * tensors, 1
+        while k < top and -(-m // k) * row > TILE_SLICE_BYTES:
+            k *= 2
+        if -(-m // k) * row <= TILE_SLICE_BYTES:
+            fits.append((k, -cols))
+    if not fits:
+        return None
+    k, cols = min(fits)
+    cols, tiles = -cols, cv // -cols
+    while k < top and 2 * tiles * k <= sms and -(-m // (2 * k)) * cols >= 2 * _TILE_THREADS:
+        k *= 2
+    chunk = -(-m // k)
+    threads = min(_TILE_THREADS, max(64, -(-chunk * cols // 32) * 32))
+    return TilePlan(tiles, cols, k, threads, chunk, chunk * cols * 16 * tensors)
 
 
 def _split(n, c, s, sms):
@@ -281,7 +333,7 @@ class _Launches(NamedTuple):
     """A call's launches, prepared once per signature (the shape, dtypes, vector width, mode and device):
     settling them per call cost host time comparable to the launch's (eager training steps are bound by host
     time). Arrays are passed by address (0 for an absent one)."""
-    channel: Prepared | None  # the one-launch cached-channel path, or None for the passes
+    channel: Prepared | None  # the one-launch path (a cached channel, channels-last a cached tile), or None: passes
     partial: Prepared | None  # the passes: per-block partial sums (x, dy, mask, mean, partials)
     finalize: Prepared | None  # the per-channel statistics (forward) or coefficients (backward) from them
     apply: Prepared | None  # y (forward) or dx (backward), elementwise
@@ -301,14 +353,17 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
     n, c, s = shape
     sms = sm_count(dev)
     wide = n * c * s >= 2 ** 32
+    tile = None
     if nhwc:
         channel = None
+        if training or backward:
+            tile = _per_tile(n, c, dtype.itemsize, vec, has_pdl(dev), sms, 2 if backward else 1, relu and not backward)
     elif backward:
         channel = _per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms, 2, 0 if eager else l2_bytes(dev))
     else:
         channel = (_per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms)
                    if training and (not relu or s % 32 == 0) else None)
-    k = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel else 1, nhwc,
+    k = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel else tile.cluster if tile else 1, nhwc,
                  channel.min_blocks if channel else 1)
     n_, c_, s_, total = np.int64(n), np.int64(c), np.int64(s), np.int64(n * c * s)
     split, tiles, cols = _split_nhwc(n, c, vec, dtype.itemsize, sms) if nhwc else (_split(n, c, s, sms), c, 0)
@@ -326,6 +381,13 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
             one = prepared("bn_channel_forward", (c * channel.cluster,), (channel.threads,),
                            (ARG,) * 10 + (n_, c_, s_, np.int64(channel.chunk), F32, F32, ARG), channel.slice_bytes)
         return _Launches(one, None, None, None, split)
+    if tile:  # one launch, as the cached-channel kernels' (the same arguments): rows, channels, tile, rows per block
+        grid, block, geometry = (tile.tiles * tile.cluster,), (tile.threads,), (n_, c_, np.int32(tile.cols),
+                                                                                 np.int32(tile.chunk))
+        one = (prepared("bn_tile_backward", grid, block, (ARG,) * 9 + geometry + (ARG,), tile.slice_bytes)
+               if backward else
+               prepared("bn_tile_forward", grid, block, (ARG,) * 10 + geometry + (F32, F32, ARG), tile.slice_bytes))
+        return _Launches(one, None, None, None, 0)
     fold = None
     if nhwc:  # (x, dy, mask, mean, raw partials), rows, channels, slices, vector columns per tile
         partial = prepared("bn_partial_nhwc", (split, tiles), (_THREADS,),

@@ -112,3 +112,213 @@ bn_fold_backward_nhwc(const float* __restrict__ raw, const W* __restrict__ w, co
     const long long c = fold_columns(raw, C, P, a, b);
     if (c >= 0) finalize_backward_channel(c, a, b, w, rstd, dw, db, coef, (double)M, batch);
 }
+
+// ---------------------------------------------------------------- a tile of channels cached in shared memory
+// Where a tile of the channels (COLS vectors of each row: TC = COLS * VEC channels, COLS 4 or 8) over all M rows
+// fits the shared memory of one block, or of a thread-block cluster of CLUSTER blocks (sm_90+; batchnorm.py's
+// _per_tile), one launch does what the passes and the fold do, as the cached-channel kernels do for an NCHW channel:
+// block `rank` of tile t's cluster (blocks t * CLUSTER ...) loads rows [lo, lo + CHUNK) of the tile once (the last
+// block fewer), the cluster adds the tile's per-channel sums over distributed shared memory, and each block writes
+// its rows once. A thread keeps one vector column (the block is a multiple of COLS threads): its VEC channels' sums
+// and factors stay in registers, with no per-vector channel arithmetic.
+constexpr int TILE_THREADS = 512;  // the block at most (batchnorm.py's _per_tile)
+constexpr int TILE_MAX = 8 * VEC;  // channels of the widest tile: 8 vectors, a 128-byte line of a row
+
+typedef Vec<double, 2> D2;
+
+// The tile's per-channel totals over the cluster of this thread's sums a[k], b[k] (channel k of its column), in
+// float64 (a tile's rows are summed by far fewer threads than a pass's, each over far more of them: in fp32 the sums
+// of the larger tiles measured off by a part in 1e5): the lanes of a column added by xor shuffles, then the warps'
+// sums in shared memory and the blocks' over distributed shared memory, each in a fixed order, so every block gets
+// the same totals (deterministic). Thread j < TC gets channel j's; every thread has then arrived at the cluster's
+// barrier (the caller waits there before it exits, so that no block's `mine` goes while another may read it).
+__device__ __forceinline__ D2 tile_totals(const float* a, const float* b, int COLS, D2* warp_sums, D2* mine) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, TC = COLS * VEC;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {  // (a channel at a time: two doubles live, not 2 * VEC)
+        D2 s = {{a[k], b[k]}};
+        for (int off = 16; off >= COLS; off >>= 1) {
+            s.v[0] += __shfl_xor_sync(0xffffffffu, s.v[0], off);
+            s.v[1] += __shfl_xor_sync(0xffffffffu, s.v[1], off);
+        }
+        if (lane < COLS) warp_sums[warp * TC + lane * VEC + k] = s;
+    }
+    __syncthreads();
+    D2 t = {};
+    const int j = threadIdx.x;
+    if (j < TC) {
+        for (int q = 0; q < (int)(blockDim.x >> 5); ++q) {
+            t.v[0] += warp_sums[q * TC + j].v[0];
+            t.v[1] += warp_sums[q * TC + j].v[1];
+        }
+        mine[j] = t;
+    }
+    if (CLUSTER > 1) {
+        cluster_sync();
+        if (j < TC) {
+            t = D2{};
+            const unsigned addr = (unsigned)__cvta_generic_to_shared(mine + j);
+            for (int q = 0; q < CLUSTER; ++q) {
+                const D2 u = load_cluster_pair(addr, q);
+                t.v[0] += u.v[0];
+                t.v[1] += u.v[1];
+            }
+        }
+    }
+    cluster_arrive();  // this block has read the others' sums
+    return t;
+}
+
+// The training forward: statistics (the sums of v and v*v, v = x - x[row 0], as bn_partial_nhwc's, finalized as
+// the fold does), the running statistics and the count (block 0 of each cluster), y and, with `mask`, the ReLU's bits
+// (each word lies in one row of the tile: the host takes COLS * VEC a multiple of 32 and C too).
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(TILE_THREADS, 2)
+bn_tile_forward(const T* __restrict__ x, W* running_mean, W* running_var, long long* count, const W* __restrict__ w,
+                const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask, float* __restrict__ mean,
+                float* __restrict__ rstd, long long M, long long C, int COLS, int CHUNK, float eps, float factor,
+                int update) {
+    pdl_entry();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    TV* cache = reinterpret_cast<TV*>(smem_raw);
+    __shared__ D2 warp_sums[TILE_THREADS / 32 * TILE_MAX];
+    __shared__ D2 mine[TILE_MAX];
+    __shared__ float fm[TILE_MAX], fs[TILE_MAX], fb[TILE_MAX];
+    const unsigned rank = cluster_rank();
+    const long long CV = C / VEC, c0 = (long long)(blockIdx.x / CLUSTER) * COLS * VEC;  // the tile's first channel
+    const int col = threadIdx.x % COLS, row = threadIdx.x / COLS;
+    const long long lo = min(M, (long long)rank * CHUNK), step = (long long)(blockDim.x / COLS) * CV;
+    const int n_own = (int)(min(M, lo + CHUNK) - lo) * COLS;  // the block's vectors (CHUNK fits the shared memory)
+    const TV* xs = reinterpret_cast<const TV*>(x);
+    const long long v0 = (lo + row) * CV + c0 / VEC + col;  // this thread's first vector
+    const TV first = xs[c0 / VEC + col];
+    float shift[VEC], a[VEC], q[VEC];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+        shift[k] = to_f(first.v[k]);
+        a[k] = q[k] = 0.f;
+    }
+    long long v = v0;
+#pragma unroll 4  // several loads in flight per thread
+    for (int j = threadIdx.x; j < n_own; j += blockDim.x, v += step) {
+        const TV xv = xs[v];
+        cache[j] = xv;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const float d = to_f(xv.v[k]) - shift[k];
+            a[k] += d;
+            q[k] += d * d;
+        }
+    }
+    const D2 t = tile_totals(a, q, COLS, warp_sums, mine);
+    if ((int)threadIdx.x < COLS * VEC) {
+        const int j = threadIdx.x;
+        const long long c = c0 + j;
+        const ChannelStats st = channel_stats(t.v[0], t.v[1], (double)to_f(x[c]), (double)M, eps);
+        fm[j] = (float)st.mean;
+        fs[j] = st.rstd * (w ? to_acc<float>(w[c]) : 1.f);
+        fb[j] = b ? to_acc<float>(b[c]) : 0.f;
+        if (rank == 0) {
+            mean[c] = (float)st.mean;
+            rstd[c] = st.rstd;
+            if (update) update_running(c, st, running_mean, running_var, count, (double)M, factor);
+        }
+    }
+    __syncthreads();
+    float m[VEC], scale[VEC], bc[VEC];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+        m[k] = fm[col * VEC + k];
+        scale[k] = fs[col * VEC + k];
+        bc[k] = fb[col * VEC + k];
+    }
+    v = v0;
+    for (int base = 0; base < n_own; base += blockDim.x, v += step) {  // warp-uniform trips (the mask's shuffles)
+        const int j = base + threadIdx.x;
+        TV xv;
+        if (j < n_own) xv = load_as<TV>(cache + j);
+        apply_vector(xv, v, j < n_own, m, scale, bc, y, mask);
+    }
+    cluster_wait();  // no block exits while another may still read its sums
+}
+
+// The backward: the sums of g and g*(x - mean), g = dy where the ReLU kept it, else 0 (as bn_partial_nhwc's), then
+// dw and db (block 0 of each cluster) and dx = k0*g - k1 - (x - mean)*k2, as the fold and bn_backward_dx compute
+// them. Block `rank` caches its rows of dy (masked) and of x.
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(TILE_THREADS, 2)
+bn_tile_backward(const T* __restrict__ dy, const T* __restrict__ x, const unsigned* __restrict__ mask,
+                 const float* __restrict__ mean, const float* __restrict__ rstd, const W* __restrict__ w,
+                 T* __restrict__ dx, W* __restrict__ dw, W* __restrict__ db, long long M, long long C, int COLS,
+                 int CHUNK, int batch) {
+    pdl_entry();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __shared__ D2 warp_sums[TILE_THREADS / 32 * TILE_MAX];
+    __shared__ D2 mine[TILE_MAX];
+    __shared__ float fk[3][TILE_MAX];
+    const unsigned rank = cluster_rank();
+    const long long CV = C / VEC, c0 = (long long)(blockIdx.x / CLUSTER) * COLS * VEC;
+    const int col = threadIdx.x % COLS, row = threadIdx.x / COLS;
+    const long long lo = min(M, (long long)rank * CHUNK), step = (long long)(blockDim.x / COLS) * CV;
+    const int n_own = (int)(min(M, lo + CHUNK) - lo) * COLS;
+    TV* gc = reinterpret_cast<TV*>(smem_raw);
+    TV* xc = gc + (long long)CHUNK * COLS;
+    const TV* g = reinterpret_cast<const TV*>(dy);
+    const TV* xs = reinterpret_cast<const TV*>(x);
+    const long long v0 = (lo + row) * CV + c0 / VEC + col;
+    float m[VEC], a[VEC], p[VEC];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+        m[k] = mean[c0 + col * VEC + k];
+        a[k] = p[k] = 0.f;
+    }
+    long long v = v0;
+#pragma unroll 2
+    for (int j = threadIdx.x; j < n_own; j += blockDim.x, v += step) {
+        TV gv = g[v];
+        const TV xv = xs[v];
+        const unsigned bits = vector_bits(mask, v * VEC);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            if (!((bits >> k) & 1u)) gv.v[k] = from_f<T>(0.f);
+            const float gk = to_f(gv.v[k]);
+            a[k] += gk;
+            p[k] += gk * (to_f(xv.v[k]) - m[k]);
+        }
+        gc[j] = gv;
+        xc[j] = xv;
+    }
+    const D2 t = tile_totals(a, p, COLS, warp_sums, mine);
+    if ((int)threadIdx.x < COLS * VEC) {
+        const int j = threadIdx.x;
+        const long long c = c0 + j;
+        const double r = rstd[c];
+        if (rank == 0) {
+            if (dw) dw[c] = from_acc<W>(t.v[1] * r);
+            if (db) db[c] = from_acc<W>(t.v[0]);
+        }
+        const DxCoef k = dx_coefficients(t.v[0], t.v[1], r, w ? to_acc<double>(w[c]) : 1.0, (double)M, batch);
+        fk[0][j] = k.k0;
+        fk[1][j] = k.k1;
+        fk[2][j] = k.k2;
+    }
+    __syncthreads();
+    if (dx) {
+        float k0[VEC], k1[VEC], k2[VEC];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            k0[k] = fk[0][col * VEC + k];
+            k1[k] = fk[1][col * VEC + k];
+            k2[k] = fk[2][col * VEC + k];
+        }
+        TV* out = reinterpret_cast<TV*>(dx);
+        v = v0;
+        for (int j = threadIdx.x; j < n_own; j += blockDim.x, v += step) {
+            const TV gv = load_as<TV>(gc + j), xv = load_as<TV>(xc + j);
+            TV o;
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                o.v[k] = from_f<T>(k0[k] * to_f(gv.v[k]) - k1[k] - (to_f(xv.v[k]) - m[k]) * k2[k]);
+            out[v] = o;
+        }
+    }
+    cluster_wait();  // no block exits while another may still read its sums
+}

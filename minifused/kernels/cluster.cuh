@@ -2,6 +2,7 @@
 // A kernel declared with CLUSTER_DIMS is launched on a grid that is a multiple of CLUSTER; its blocks meet
 // at cluster barriers and read each other's shared memory (load_cluster).
 #pragma once
+#include "vec.cuh"
 
 #ifndef MF_CLUSTER
 #define MF_CLUSTER 1
@@ -54,6 +55,16 @@ template <typename V> __device__ __forceinline__ V load_cluster(unsigned addr, u
         asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(a.v[0]), "=f"(a.v[1]) : "r"(remote) : "memory");
     else
         asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(a.v[0]) : "r"(remote) : "memory");
+#endif
+    return a;
+}
+// The same for a pair of doubles (16 bytes).
+__device__ __forceinline__ Vec<double, 2> load_cluster_pair(unsigned addr, unsigned rank) {
+    Vec<double, 2> a = {};
+#if MF_CLUSTER > 1
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+    asm volatile("ld.shared::cluster.v2.f64 {%0, %1}, [%2];" : "=d"(a.v[0]), "=d"(a.v[1]) : "r"(remote) : "memory");
 #endif
     return a;
 }
