@@ -57,6 +57,25 @@ def plans(n, s, tensors):
     return out
 
 
+def time_plans(fn, args, labelled_plans, forced, score):
+    """(score of graph_ms, label, max abs difference from the default's output) of the default plan and of each
+    (label, plan), the plan in ``forced`` while it runs (the patched plan function returns it)."""
+    rows, ref = [], None
+    for label, plan in [("default", None)] + labelled_plans:
+        forced.clear()
+        if label != "default":
+            forced["plan"] = plan
+        KB._plan.cache_clear()  # (it holds the launches of a signature)
+        KB._launches.cache_clear()
+        got = fn(*args[0]).astype(cupy.float32)
+        ref = got if ref is None else ref
+        rows.append((score(graph_ms(fn, args)), label, float(cupy.abs(got - ref).max())))
+    forced.clear()
+    KB._plan.cache_clear()
+    KB._launches.cache_clear()
+    return rows
+
+
 def tile_plans(m, c, tensors, relu):
     """(label, plan) of the passes (None) and of every cached-tile plan that fits."""
     out = [("passes", None)]
@@ -96,20 +115,8 @@ def main_channels_last():
                 else:
                     fn, args = (lambda x: KB.batch_norm_forward(x, w, b, rm, rv, True, 0.1, 1e-5, relu)[0],
                                 [(x,) for x in xs])
-                rows, ref = [], None
-                for label, plan in [("default", None)] + tile_plans(m, c, 2 if direction == "bwd" else 1, relu):
-                    forced.clear()
-                    if label != "default":
-                        forced["plan"] = plan
-                    KB._plan.cache_clear()
-                    KB._launches.cache_clear()
-                    got = fn(*args[0]).astype(cupy.float32)
-                    ref = got if ref is None else ref
-                    rows.append((graph_ms(fn, args) * 1e3, label, float(cupy.abs(got - ref).max())))
-                forced.clear()
-                KB._plan.cache_clear()
-                KB._launches.cache_clear()
-                rows.sort()
+                rows = sorted(time_plans(fn, args, tile_plans(m, c, 2 if direction == "bwd" else 1, relu), forced,
+                                         lambda ms: ms * 1e3))
                 chosen = default_plan(m, c, 2, VEC, True, 132, 2 if direction == "bwd" else 1, relu)
                 line = {"shape": list(shape), "dir": direction, "default": str(chosen),
                         "default_us": next(r[0] for r in rows if r[1] == "default"),
@@ -147,21 +154,8 @@ def main():
                 else:
                     fn, args, nbytes = (lambda dy, x: KB.batch_norm_backward(dy, x, w, *saved, None, True)[0],
                                         list(zip(dys, xs)), 3 * n * c * s * 2)
-                rows, ref = [], None
-                for label, plan in [("default", None)] + plans(n, s, 1 if direction == "fwd" else 2):
-                    forced.clear()
-                    if label != "default":
-                        forced["plan"] = plan
-                    KB._plan.cache_clear()  # (it holds the launches of a signature)
-                    KB._launches.cache_clear()
-                    got = fn(*args[0]).astype(cupy.float32)
-                    ref = got if ref is None else ref
-                    err = float(cupy.abs(got - ref).max())
-                    rows.append((gbs(nbytes, graph_ms(fn, args)), label, err))
-                forced.clear()
-                KB._plan.cache_clear()
-                KB._launches.cache_clear()
-                rows.sort(reverse=True)
+                rows = sorted(time_plans(fn, args, plans(n, s, 1 if direction == "fwd" else 2), forced,
+                                         lambda ms: gbs(nbytes, ms)), reverse=True)
                 line = {"shape": [n, c, hw], "dtype": name, "dir": direction,
                         "default": next(r[0] for r in rows if r[1] == "default"),
                         "top": rows[:6], "max_abs_diff": max(r[2] for r in rows)}
