@@ -506,3 +506,38 @@ def test_non_integer_step_size_and_milestones_as_given():
     other = S.MultiStepLR(optim.SGD([nn.Parameter(mf.zeros(1))], lr=0.1), milestones=[1])
     other.load_state_dict({**sched.state_dict(), "milestones": {"2.5": 1, "4": 1}})
     assert dict(other.milestones) == {2.5: 1, 4: 1}
+
+
+@pytest.mark.parametrize("make,fails_at", [
+    (lambda o: S.LambdaLR(o, lambda e: 0.9 ** e), 1),
+    (lambda o: S.MultiplicativeLR(o, lambda e: 0.9), 1),
+    (lambda o: S.CyclicLR(o, 0.01, 0.1, step_size_up=2), 1),
+    (lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3), 1),
+    (lambda o: S.CosineAnnealingLR(o, T_max=3), 2),  # (its restart at T_max + 1 reads base_lrs)
+])
+def test_a_group_added_after_the_scheduler_is_refused_where_the_schedule_has_none_for_it(make, fails_at):
+    """Schedules that keep a value per group from their construction (base_lrs, lr_lambdas) have no lr for a
+    group added later: PyTorch's refuse the step (ValueError); the added group's lr was left as it was."""
+    opt = _opt()
+    sched = make(opt)
+    for _ in range(2):
+        opt.step()
+        sched.step()
+    opt.add_param_group({"params": [nn.Parameter(mf.ones(1))], "lr": 0.5})
+    for _ in range(fails_at - 1):
+        opt.step()
+        sched.step()
+    with pytest.raises(ValueError, match=r"gives 2 lrs, one per parameter group it was built with, but the "
+                                         r"optimizer has 3 groups"):
+        sched.step()
+
+
+def test_schedules_that_follow_the_groups_take_a_group_added_after_them():
+    """StepLR (and the other chainable ones) scale every group's current lr: an added group is scaled too."""
+    opt = _opt()
+    sched = S.StepLR(opt, step_size=2, gamma=0.5)
+    opt.add_param_group({"params": [nn.Parameter(mf.ones(1))], "lr": 0.5})
+    for _ in range(2):
+        opt.step()
+        sched.step()
+    assert sched.get_last_lr() == [BASES[0] * 0.5, BASES[1] * 0.5, 0.25]

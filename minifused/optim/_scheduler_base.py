@@ -78,7 +78,17 @@ class LRScheduler:
                 values = closed() if closed is not None else self.get_lr()
         finally:
             self._get_lr_called_within_step = False
-        for g, lr in zip(self.optimizer.param_groups, values):
+        self._set_lrs(values)
+
+    def _set_lrs(self, values):
+        """One lr for each of the optimizer's groups; a schedule that keeps one value per group from its
+        construction (base_lrs, lr_lambdas) has too few once a group is added, which PyTorch's refuses too."""
+        groups = self.optimizer.param_groups
+        if len(values) != len(groups):
+            raise ValueError(f"{type(self).__name__}.step: the schedule gives {len(values)} lrs, one per parameter "
+                             f"group it was built with, but the optimizer has {len(groups)} groups (a group "
+                             f"added since needs a new scheduler)")
+        for g, lr in zip(groups, values):
             _set_lr(g, lr)
         self._last_lr = _group_values(self.optimizer)
 

@@ -132,9 +132,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             values = self.get_lr()
         finally:
             self._get_lr_called_within_step = False
-        for g, lr in zip(self.optimizer.param_groups, values):
-            _set_lr(g, lr)
-        self._last_lr = _group_values(self.optimizer)
+        self._set_lrs(values)
 
 
 class ReduceLROnPlateau(LRScheduler):
