@@ -504,6 +504,24 @@ def test_clip_grad_norm_edge_cases():
     assert q.grad.tolist() == [2.0]
 
 
+@pytest.mark.filterwarnings("error")  # (a float16 norm past 65504 overflows without a NumPy warning)
+def test_total_norm_rounds_each_tensors_norm_to_its_dtype():
+    """PyTorch's total norm is the norm of the per-tensor norms, each in its tensor's dtype: float16 ones are
+    rounded (or overflow to inf) before the outer norm."""
+    a, b = np.array([5.0, 8.0], np.float16), np.array([6.0, 1.0, 4.0], np.float16)
+    rounded = [np.float16(np.linalg.norm(g.astype(np.float64))) for g in (a, b)]  # 9.44, 7.28
+    expected = np.float16(np.hypot(*np.array(rounded, np.float64)))
+    assert expected != np.float16(np.linalg.norm(np.r_[a, b].astype(np.float64)))  # (the case tells them apart)
+    got = nn.utils.get_total_norm([cpu(a), cpu(b)])
+    assert got.dtype == mf.float16 and got.item() == float(expected)
+    big = nn.Parameter(mf.zeros(100, dtype=mf.float16, device="cpu"))
+    big.grad = mf.full((100,), 1e4, dtype=mf.float16, device="cpu")  # norm 1e5: inf in float16
+    small = nn.Parameter(mf.zeros(2, device="cpu"))
+    small.grad = mf.ones(2, device="cpu")
+    total = nn.utils.clip_grad_norm_([big, small], 1.0)
+    assert total.dtype == mf.float32 and float(total) == np.inf
+
+
 @pytest.mark.filterwarnings("error")  # PyTorch is silent in these cases; no NumPy warning may leak
 def test_nan_results_are_silent():
     """An inf gradient clipped (coefficient 0: inf * 0 = NaN) and the mean of nothing (an empty batch's

@@ -56,10 +56,11 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
         raise RuntimeError(f"get_total_norm: expected floating-point tensors, got {sorted(set(map(str, dtypes)))}")
     rdtype = _result_dtype(dtypes)
     acc = np.dtype(np.float64) if rdtype == np.float64 else np.dtype(np.float32)
-    with no_grad():
+    with no_grad(), np.errstate(over="ignore"):
         dev = backend.device_of(tensors[0]._data)
-        norms = [_vector_norm(xp, backend.to_device(t._data, dev), norm_type, acc) for t in tensors]
-        total = _vector_norm(xp, xp.stack(norms), norm_type, acc).astype(rdtype)
+        # each tensor's norm rounded to its dtype, as PyTorch's per-tensor norms (a float16 one past 65504 is inf)
+        norms = [_vector_norm(xp, backend.to_device(t._data, dev), norm_type, acc).astype(t.dtype) for t in tensors]
+        total = _vector_norm(xp, xp.stack([n.astype(rdtype) for n in norms]), norm_type, acc).astype(rdtype)
     if error_if_nonfinite and not bool(xp.isfinite(total.astype(acc))):
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite "
                            f"({float(total)}), so it cannot be clipped. To disable this error and scale the "
