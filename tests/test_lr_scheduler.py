@@ -541,3 +541,45 @@ def test_schedules_that_follow_the_groups_take_a_group_added_after_them():
         opt.step()
         sched.step()
     assert sched.get_last_lr() == [BASES[0] * 0.5, BASES[1] * 0.5, 0.25]
+
+
+def _warnings_of(fn):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message) for w in seen if w.category is UserWarning]
+
+
+def test_scheduler_step_before_the_optimizer_step_warns_once_as_pytorch():
+    """PyTorch's rule: the first scheduler.step() after construction warns if optimizer.step() has not run since
+    the optimizer got a scheduler (the old order skips the schedule's first value); later steps never do."""
+    def loop(first, opt_step_before=False):
+        opt = _opt()
+        if opt_step_before:
+            opt.step()  # (before the scheduler: does not count)
+        sched = S.StepLR(opt, step_size=2)
+        for _ in range(3):
+            (sched.step(), opt.step()) if first == "scheduler" else (opt.step(), sched.step())
+    assert _warnings_of(lambda: loop("optimizer")) == []
+    for words in (_warnings_of(lambda: loop("scheduler")), _warnings_of(lambda: loop("scheduler", True))):
+        assert len(words) == 1 and "lr_scheduler.step()` before `optimizer.step()" in words[0]
+    opt = _opt()
+    chained = S.ChainedScheduler([S.ConstantLR(opt, 0.5, 2), S.ExponentialLR(opt, 0.9)])
+    assert len(_warnings_of(chained.step)) == 2  # (each chained scheduler's own first step)
+
+
+def test_step_with_an_epoch_warns_of_its_deprecation_and_get_lr_outside_a_step_warns():
+    opt = _opt()
+    sched = S.StepLR(opt, step_size=2)
+    opt.step()
+    assert _warnings_of(sched.step) == []
+    words = _warnings_of(lambda: sched.step(4))
+    assert len(words) == 1 and words[0].startswith("The epoch parameter in `scheduler.step()` was not necessary")
+    assert len(_warnings_of(lambda: S.ReduceLROnPlateau(opt).step(1.0, 3))) == 1
+    warm = S.CosineAnnealingWarmRestarts(opt, T_0=3)
+    assert _warnings_of(lambda: warm.step(0.5)) == []  # (its fractional epoch is the documented use)
+    words = _warnings_of(sched.get_lr)
+    assert words == ["To get the last learning rate computed by the scheduler, please use `get_last_lr()`."]
+    assert _warnings_of(sched.get_last_lr) == []

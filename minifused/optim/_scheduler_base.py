@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 from ..tensor import Tensor
 from .optimizer import Optimizer
@@ -23,6 +24,21 @@ def _set_lr(group, value):
         group["lr"] = value
 
 
+#: PyTorch's warning for ``step(epoch)``, which its schedulers keep for old code
+EPOCH_DEPRECATION_WARNING = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. Please use "
+    "`scheduler.step()` to step the scheduler. During the deprecation, if epoch is different from None, the closed "
+    "form is used instead of the new chainable form, where available.")
+
+
+def _warn_outside_step(scheduler):
+    """A scheduler's ``get_lr`` gives the lrs of the step being taken (computed from those in force): called from
+    outside a step, it is not the lr in force, and PyTorch's warn of it."""
+    if not scheduler._get_lr_called_within_step:
+        warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
+                      UserWarning, stacklevel=3)
+
+
 def _check_optimizer(optimizer):
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
@@ -36,6 +52,8 @@ class LRScheduler:
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
         _check_optimizer(optimizer)
         self.optimizer = optimizer
+        # from now on the optimizer's step marks itself called, for the first step's check (PyTorch's attribute)
+        optimizer.__dict__.setdefault("_opt_called", False)
         if last_epoch == -1:
             for g in optimizer.param_groups:
                 g.setdefault("initial_lr", g["lr"].clone() if isinstance(g["lr"], Tensor) else g["lr"])
@@ -63,7 +81,14 @@ class LRScheduler:
         return list(self._last_lr)
 
     def step(self, epoch=None):
+        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
+            # the old order (scheduler first) skips the schedule's first lr; PyTorch's warns of it
+            warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`: call `optimizer.step()` "
+                          "first (the order since PyTorch 1.1.0), or the first value of the learning rate schedule "
+                          "is skipped", UserWarning, stacklevel=2)
         self._step_count += 1
+        if epoch is not None:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
         self._update_lr(epoch)
 
     def _update_lr(self, epoch=None):

@@ -286,6 +286,8 @@ def _with_step_hooks(step):
     post-hooks after it, as PyTorch's ``register_step_pre_hook`` / ``register_step_post_hook``."""
     @functools.wraps(step)
     def hooked(self, *args, **kwargs):
+        if "_opt_called" in self.__dict__:  # (a scheduler drives this optimizer: see LRScheduler.step)
+            self._opt_called = True
         hooks = self.__dict__.get("_step_hooks")
         if not hooks or hooks.get("running"):  # (a subclass's step calling super().step() runs them once)
             return step(self, *args, **kwargs)

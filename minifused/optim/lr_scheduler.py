@@ -17,7 +17,7 @@ from bisect import bisect_right
 from collections import Counter
 
 from ._scheduler_base import LRScheduler, _check_optimizer  # noqa: F401 - the base, re-exported here
-from ._scheduler_base import _set_lr
+from ._scheduler_base import _set_lr, _warn_outside_step
 
 _LRScheduler = LRScheduler  # PyTorch's older name of the base, which custom schedulers still subclass
 
@@ -39,6 +39,7 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_outside_step(self)
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
@@ -56,6 +57,7 @@ class MultiStepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_outside_step(self)
         if self.last_epoch not in self.milestones:
             return self._lrs()
         return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
@@ -77,6 +79,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_outside_step(self)
         if self._is_initial:
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
@@ -128,6 +131,7 @@ class LambdaLR(_LambdaState, LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_outside_step(self)
         return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
 
 
@@ -140,6 +144,7 @@ class MultiplicativeLR(_LambdaState, LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_outside_step(self)
         if self._is_initial:
             return self._lrs()
         return [lr * f(self.last_epoch) for f, lr in zip(self.lr_lambdas, self._lrs())]
@@ -153,6 +158,7 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_outside_step(self)
         t, T, lo = self.last_epoch, self.T_max, self.eta_min
         if self._is_initial:
             return self._lrs()
@@ -179,6 +185,7 @@ class LinearLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_outside_step(self)
         t, s, e, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
         if t == 0:
             return [lr * s for lr in self._lrs()]
@@ -272,6 +279,7 @@ class OneCycleLR(LRScheduler):
         super().load_state_dict(state_dict)
 
     def get_lr(self):
+        _warn_outside_step(self)
         step = self.last_epoch
         if step > self.total_steps:
             raise ValueError(f"OneCycleLR: tried to step {step} times, more than total_steps={self.total_steps}")
@@ -364,6 +372,7 @@ class CyclicLR(LRScheduler):
         return self.gamma ** x
 
     def get_lr(self):
+        _warn_outside_step(self)
         cycle = math.floor(1 + self.last_epoch / self.total_size)
         x = 1.0 + self.last_epoch / self.total_size - cycle
         factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)

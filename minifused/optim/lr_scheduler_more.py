@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from bisect import bisect_right
 
-from ._scheduler_base import LRScheduler, _check_optimizer, _group_values, _set_lr
+from ._scheduler_base import (EPOCH_DEPRECATION_WARNING, LRScheduler, _check_optimizer, _group_values, _set_lr,
+                              _warn_outside_step)
 
 
 class _Composite(LRScheduler):
@@ -101,6 +103,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_outside_step(self)
         return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
                 for base in self.base_lrs]
 
@@ -187,6 +190,8 @@ class ReduceLROnPlateau(LRScheduler):
 
     def step(self, metrics, epoch=None):
         current = float(metrics)  # a 0-d tensor too
+        if epoch is not None:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
         self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         if self._is_better(current, self.best):
             self.best, self.num_bad_epochs = current, 0
@@ -229,6 +234,7 @@ class ConstantLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_outside_step(self)
         t = self.last_epoch
         if t == 0:
             return [lr * self.factor for lr in self._lrs()]
@@ -252,6 +258,7 @@ class PolynomialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_outside_step(self)
         t, n = self.last_epoch, self.total_iters
         if self._is_initial or t > n:  # (the constructor's step, at whatever last_epoch, keeps the lr: PyTorch's)
             return self._lrs()

@@ -22,7 +22,7 @@ from ..kernels import acc_dtype
 from ..nn.module import Module
 from ..nn.norm import _BatchNorm
 from ..tensor import Tensor
-from ._scheduler_base import LRScheduler
+from ._scheduler_base import LRScheduler, _warn_outside_step
 
 __all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn", "get_swa_multi_avg_fn",
            "get_ema_avg_fn", "get_swa_avg_fn"]
@@ -232,6 +232,7 @@ class SWALR(LRScheduler):
         super().load_state_dict(state_dict)
 
     def get_lr(self):
+        _warn_outside_step(self)
         # the lr before annealing started, recovered from the current one (PyTorch's chainable form)
         step = self._step_count - 1
         if self.anneal_epochs == 0:
