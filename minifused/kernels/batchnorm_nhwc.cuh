@@ -127,8 +127,8 @@ constexpr int TILE_MAX = 8 * VEC;  // channels of the widest tile: 8 vectors, a 
 typedef Vec<double, 2> D2;
 
 // The tile's per-channel totals over the cluster of this thread's sums a[k], b[k] (channel k of its column), in
-// float64 (a tile's rows are summed by far fewer threads than a pass's, each over far more of them: in fp32 the sums
-// of the larger tiles measured off by a part in 1e5): the lanes of a column added by xor shuffles, then the warps'
+// float64, as the folds add the passes' fp32 partials (a thread's fp32 sums cover a few rows; the rounding of their
+// thousands of terms then stays out of the statistics): the lanes of a column added by xor shuffles, then the warps'
 // sums in shared memory and the blocks' over distributed shared memory, each in a fixed order, so every block gets
 // the same totals (deterministic). Thread j < TC gets channel j's; every thread has then arrived at the cluster's
 // barrier (the caller waits there before it exits, so that no block's `mine` goes while another may read it).
