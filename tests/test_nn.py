@@ -808,6 +808,17 @@ def test_sequential_slice_keeps_its_modules_names():
     assert list(nn.ModuleList(list(s))[1:]._modules) == ["0", "1"]  # a ModuleList renumbers, as PyTorch's
 
 
+
+def test_a_modulelist_subclass_prints_its_own_name():
+    """PyTorch's ModuleList repr names the module's class, as Sequential's and ModuleDict's do."""
+    class Blocks(nn.ModuleList):
+        pass
+
+    assert repr(Blocks([nn.ReLU(), nn.ReLU(), nn.Tanh()])) == "Blocks(\n  (0-1): 2 x ReLU()\n  (2): Tanh()\n)"
+    assert repr(Blocks()) == "Blocks()"
+    wn = nn.utils.parametrizations.weight_norm(nn.Linear(2, 2))
+    assert "(weight): ParametrizationList(" in repr(wn)
+
 def test_a_module_under_two_names_is_one_child():
     """children() / named_children() list a module registered twice once (under its first name), so apply() and
     train() reach it once, as PyTorch's; a Sequential holding it twice still runs it twice."""

@@ -218,14 +218,14 @@ class ModuleList(_ModuleSequence):
         """As PyTorch prints a ModuleList: runs of modules that print alike fold into ``(i-j): n x module``."""
         bodies = [repr(m).replace("\n", "\n  ") for m in self._modules.values()]
         if not bodies:
-            return "ModuleList()"
+            return f"{self._get_name()}()"
         lines, start = [], 0
         for i in range(1, len(bodies) + 1):
             if i == len(bodies) or bodies[i] != bodies[start]:
                 n = i - start
                 lines.append(f"({start}): {bodies[start]}" if n == 1 else f"({start}-{i - 1}): {n} x {bodies[start]}")
                 start = i
-        return "ModuleList(\n  " + "\n  ".join(lines) + "\n)"
+        return f"{self._get_name()}(\n  " + "\n  ".join(lines) + "\n)"
 
 
 class ModuleDict(Module):
