@@ -123,6 +123,21 @@ def test_params_without_grad_are_skipped_and_groups_have_own_lr():
     assert b.grad is None
 
 
+def test_zero_grad_keeping_the_tensors_cuts_a_create_graph_gradient_from_its_graph():
+    """zero_grad(set_to_none=False) zeroes each gradient in place; one built by backward(create_graph=True)
+    first leaves its graph (PyTorch's detach_): a leaf that requires no grad, so the next backward adds into
+    plain zeros instead of growing the old graph."""
+    p = nn.Parameter(mf.ones(3, dtype=mf.float64))
+    (p ** 3).sum().backward(create_graph=True)
+    grad = p.grad
+    assert grad.requires_grad and grad.grad_fn is not None
+    optim.SGD([p], lr=0.1).zero_grad(set_to_none=False)
+    assert p.grad is grad and not grad.requires_grad and grad.grad_fn is None
+    np.testing.assert_array_equal(grad.numpy(), [0.0, 0.0, 0.0])
+    (p * 2).sum().backward()
+    np.testing.assert_array_equal(p.grad.numpy(), [2.0, 2.0, 2.0])
+
+
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_named_parameters_as_pytorch_2_13(device):
     """An optimizer of ``named_parameters()``: the same steps as of the tensors (the fused kernels' too), the

@@ -198,7 +198,8 @@ class Optimizer:
                     continue
                 if set_to_none:
                     p.grad = None
-                else:
+                else:  # (a gradient built by backward(create_graph=True) leaves its graph first, as PyTorch's)
+                    p.grad.detach_()
                     p.grad._data.fill(0)
 
     def step(self, closure=None):
