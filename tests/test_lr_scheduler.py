@@ -583,3 +583,14 @@ def test_step_with_an_epoch_warns_of_its_deprecation_and_get_lr_outside_a_step_w
     words = _warnings_of(sched.get_lr)
     assert words == ["To get the last learning rate computed by the scheduler, please use `get_last_lr()`."]
     assert _warnings_of(sched.get_last_lr) == []
+
+
+def test_constant_lr_undoes_its_factor_with_pytorchs_rounding():
+    """At total_iters the chainable form multiplies by 1 / factor (PyTorch's), which rounds differently from
+    dividing by factor: 0.9 * 0.1 * (1 / 0.1) is 0.9000000000000001, and so is PyTorch's lr there."""
+    opt = optim.SGD([nn.Parameter(mf.zeros(1))], lr=0.9)
+    sched = S.ConstantLR(opt, factor=0.1, total_iters=2)
+    for _ in range(2):
+        opt.step()
+        sched.step()
+    assert sched.get_last_lr() == [0.9 * 0.1 * (1.0 / 0.1)] and 0.9 * 0.1 * (1.0 / 0.1) != 0.9

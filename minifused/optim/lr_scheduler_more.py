@@ -240,7 +240,7 @@ class ConstantLR(LRScheduler):
             return [lr * self.factor for lr in self._lrs()]
         if t != self.total_iters:
             return self._lrs()
-        return [lr / self.factor for lr in self._lrs()]
+        return [lr * (1.0 / self.factor) for lr in self._lrs()]  # (PyTorch's rounding: not lr / factor)
 
     def _get_closed_form_lr(self):
         done = self.last_epoch >= self.total_iters
