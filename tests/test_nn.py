@@ -819,6 +819,22 @@ def test_a_modulelist_subclass_prints_its_own_name():
     wn = nn.utils.parametrizations.weight_norm(nn.Linear(2, 2))
     assert "(weight): ParametrizationList(" in repr(wn)
 
+
+def test_module_zero_grad_keeping_the_tensors_cuts_a_create_graph_gradient_from_its_graph():
+    """Module.zero_grad(set_to_none=False) as the optimizers' (PyTorch's): the gradient zeroed in place (its version
+    bumped) after it leaves the graph backward(create_graph=True) built, so the next backward adds into plain zeros."""
+    m = nn.Linear(2, 1).double()
+    (m.weight ** 3).sum().backward(create_graph=True)
+    grad = m.weight.grad
+    assert grad.requires_grad and grad.grad_fn is not None
+    version = grad._version
+    m.zero_grad(set_to_none=False)
+    assert m.weight.grad is grad and not grad.requires_grad and grad.grad_fn is None
+    assert grad._version > version
+    np.testing.assert_array_equal(grad.numpy(), [[0.0, 0.0]])
+    (m.weight * 2).sum().backward()
+    np.testing.assert_array_equal(m.weight.grad.numpy(), [[2.0, 2.0]])
+
 def test_a_module_under_two_names_is_one_child():
     """children() / named_children() list a module registered twice once (under its first name), so apply() and
     train() reach it once, as PyTorch's; a Sequential holding it twice still runs it twice."""

@@ -412,8 +412,9 @@ class Module(StateDicts):
                 continue
             if set_to_none:
                 p.grad = None
-            else:
-                p.grad._data.fill(0)
+            else:  # (a gradient built by backward(create_graph=True) leaves its graph first, as PyTorch's)
+                p.grad.detach_()
+                p.grad.zero_()
 
     def _apply(self, fn):
         """Replace every parameter's and buffer's array by ``fn(array)`` in place (same objects)."""
