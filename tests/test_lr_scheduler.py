@@ -428,6 +428,9 @@ def test_plateau_accepts_tensor_metrics_and_leaves_lr_at_construction():
     (lambda o: S.SequentialLR(o, [S.ReduceLROnPlateau(o)], []), ValueError, "cannot be sequenced"),
     (lambda o: S.SequentialLR(o, [S.ExponentialLR(_opt(), 0.9)], []), ValueError, "another optimizer"),
     (lambda o: S.SequentialLR(o, [object()], []), TypeError, "not a scheduler"),
+    (lambda o: S.ChainedScheduler([S.ExponentialLR(o, 0.9), S.ReduceLROnPlateau(o)]), ValueError,
+     r"schedulers\[1\] is a ReduceLROnPlateau, which cannot be chained"),
+    (lambda o: S.ChainedScheduler([S.ExponentialLR(o, 0.9), object()]), TypeError, "not a scheduler"),
 ])
 def test_bad_scheduler_arguments(make, exc, pattern):
     with pytest.raises(exc, match=pattern):

@@ -280,8 +280,11 @@ class ChainedScheduler(_Composite):
             raise ValueError("ChainedScheduler: expected at least one scheduler, got none")
         optimizer = optimizer or schedulers[0].optimizer
         for i, s in enumerate(schedulers):
-            if not isinstance(s, LRScheduler) or isinstance(s, ReduceLROnPlateau):
-                raise TypeError(f"ChainedScheduler: schedulers[{i}] is a {type(s).__name__}, which cannot be chained")
+            if isinstance(s, ReduceLROnPlateau):  # (a ValueError, as PyTorch's: the kind is right, not its use)
+                raise ValueError(f"ChainedScheduler: schedulers[{i}] is a ReduceLROnPlateau, which cannot be chained "
+                                 f"(its step needs a metric)")
+            if not isinstance(s, LRScheduler):
+                raise TypeError(f"ChainedScheduler: schedulers[{i}] is a {type(s).__name__}, not a scheduler")
             if s.optimizer is not optimizer:
                 raise ValueError(f"ChainedScheduler: schedulers[{i}] drives another optimizer than the others")
         self.optimizer, self._schedulers = optimizer, schedulers
