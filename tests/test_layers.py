@@ -58,9 +58,27 @@ def test_interpolate_linear_copies_where_no_size_changes():
         g = np.random.default_rng(3).standard_normal(shape)
         (y * cpu(g)).sum().backward()
         np.testing.assert_array_equal(x.grad.numpy(), g)
-    # one size changing: both axes resample, with 1/scale as the step
+    # one size changing: that axis resamples with 1/scale as the step (the other one: the next test)
     x = cpu(np.arange(9.0).reshape(1, 1, 3, 3))
     assert F.interpolate(x, scale_factor=(1.2, 1.5), mode="bilinear").shape == (1, 1, 3, 4)
+
+
+@pytest.mark.parametrize("mode,scale,same", [("bilinear", (1.2, 1.5), (1.0, 1.5)), ("nearest", (1.2, 2.1), (1.0, 2.0)),
+                                             ("linear", 1.2, 1.0), ("nearest", 1.2, 1.2)])
+def test_interpolate_cpu_ignores_the_scale_along_an_axis_that_keeps_its_size(mode, scale, same):
+    """PyTorch's cpu kernels copy along an axis whose size does not change (1.2 on 3 or 4 positions rounds down
+    to the same size) whatever the scale, in the linear modes and in 2-D nearest; 2-D nearest also takes a
+    doubled size (2.1 on 4 gives 8) as an exact 2x. Its 1-D nearest forward keeps the scale (1/1.2 steps)."""
+    shape = (1, 2, 3, 4) if isinstance(scale, tuple) else (1, 2, 4)
+    x = cpu(rnd(*shape), requires_grad=True)
+    y = F.interpolate(x, scale_factor=scale, mode=mode)
+    np.testing.assert_allclose(y.detach().numpy(), interpolate_ref(x.detach().numpy(), scale_factor=same, mode=mode),
+                               rtol=1e-12, atol=1e-12)
+    g = rnd(*y.shape, seed=1)
+    (y * cpu(g)).sum().backward()
+    x2 = cpu(x.detach().numpy(), requires_grad=True)
+    (F.interpolate(x2, scale_factor=same, mode=mode) * cpu(g)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), x2.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
 def test_interpolate_bicubic_at_the_given_scale_on_the_cpu():

@@ -175,6 +175,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     kind = "cubic" if mode == "bicubic" else "linear"
     for axis in range(input.ndim - 1, 1, -1):
         n, m, s = spatial[axis - 2], out[axis - 2], scales[axis - 2]
+        if not input.is_cuda and (weighted and kind == "linear" and m == n
+                                  or mode == "nearest" and input.ndim == 4 and m in (n, 2 * n)):
+            # PyTorch's cpu kernels ignore the scale factor along a dimension that keeps its size (the linear modes;
+            # nearest in 2-D, which also takes a doubled size as an exact 2x): its sizes give the same indices
+            s = None
         if weighted:
             steps.append((kind, axis, n, m, s, bool(align_corners), wdtype))
         else:
