@@ -135,7 +135,7 @@ def _interp_sizes(op, input, size, scale_factor, recompute_scale_factor):
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resize a (N, C, L), (N, C, H, W) or (N, C, D, H, W) input as ``torch.nn.functional.interpolate``:
-    ``'nearest'`` and ``'nearest-exact'`` (3-D to 5-D), ``'area'`` (3-D or 4-D), ``'linear'`` (3-D),
+    ``'nearest'``, ``'nearest-exact'`` and ``'area'`` (3-D to 5-D), ``'linear'`` (3-D),
     ``'bilinear'`` and ``'bicubic'`` (4-D), ``'trilinear'`` (5-D), with PyTorch's source-index arithmetic
     (``align_corners`` and a given ``scale_factor`` as its kernels use them, unless ``recompute_scale_factor``)
     and its bicubic kernel (Keys' cubic convolution, a = -0.75, the border repeated)."""
@@ -151,9 +151,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError(f"{op}: got {input.ndim}D input, but {mode} mode needs {need}D input")
     if mode != "area":  # (the upsampling kernels are on PyTorch's cuda autocast float32 list)
         (input,) = _autocast_float32(input, devices=("cuda",))
-    if mode == "area" and input.ndim == 5:
-        raise NotImplementedError(f"{op}: mode 'area' takes a 3-D or 4-D input here, got a 5-D one (use "
-                                  f"adaptive_avg_pool3d)")
     weighted = need is not None  # linear, bilinear, bicubic, trilinear
     if align_corners is not None and not weighted:
         raise InputError(f"{op}: align_corners can only be set with the interpolating modes linear | bilinear | "
@@ -162,7 +159,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError(f"{op}: antialias=True is not supported")
     out, scales = _interp_sizes(op, input, size, scale_factor, recompute_scale_factor)
     if mode == "area":
-        return (adaptive_avg_pool1d if input.ndim == 3 else adaptive_avg_pool2d)(input, out)
+        from .volume import adaptive_avg_pool3d  # (volume.py imports this module)
+
+        return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[input.ndim - 3](input, out)
     if weighted and not backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: mode {mode!r} needs a floating-point input, got dtype {input.dtype}")
     spatial = tuple(input.shape[2:])
