@@ -22,7 +22,7 @@ from . import amp, backend, backends, cuda, distributions, nn, profiler
 from .autograd import Function
 from .autograd.tape import FunctionCtx
 from .data import dataset as _dataset, loader as _loader, sampler as _sampler
-from .nn import module as _module, parametrizations, parametrize
+from .nn import layers as _layers, module as _module, parametrizations, parametrize, pool as _pool
 from .nn.state_dicts import consume_prefix_in_state_dict_if_present
 from .nn.activation import _Loss
 from .nn.loss import _WeightedLoss
@@ -107,6 +107,9 @@ def register_all():
               "batchnorm": {"_BatchNorm": _BatchNorm, "_NormBase": _NormBase},
               "instancenorm": {"_InstanceNorm": _InstanceNorm, "_NormBase": _NormBase},
               "conv": {"_ConvNd": _ConvNd, "_ConvTransposeNd": _ConvTransposeNd},
+              "pooling": {"_MaxPoolNd": _pool._MaxPoolNd, "_LPPoolNd": _pool._LPPoolNd},
+              "padding": {name: getattr(_layers, name) for name in
+                          ("_ConstantPadNd", "_ReflectionPadNd", "_ReplicationPadNd", "_CircularPadNd")},
               "utils": {"_ntuple": _ntuple, "_single": _ntuple(1, "_single"), "_pair": _ntuple(2, "_pair"),
                         "_triple": _ntuple(3, "_triple"), "_quadruple": _ntuple(4, "_quadruple"),
                         "consume_prefix_in_state_dict_if_present": consume_prefix_in_state_dict_if_present},

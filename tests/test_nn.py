@@ -835,6 +835,28 @@ def test_module_zero_grad_keeping_the_tensors_cuts_a_create_graph_gradient_from_
     (m.weight * 2).sum().backward()
     np.testing.assert_array_equal(m.weight.grad.numpy(), [[2.0, 2.0]])
 
+
+def test_no_layer_is_a_subclass_of_another_kind_as_pytorchs():
+    """isinstance as in PyTorch's hierarchy (init loops and model surgery test it): a 1-d or 3-d layer is no 2-d
+    one, an EmbeddingBag no Embedding, a Fold no Unfold; ZeroPad<n>d is a ConstantPad<n>d; the private bases
+    under PyTorch's module paths."""
+    from minifused.nn.modules.padding import _ConstantPadNd, _ReflectionPadNd
+    from minifused.nn.modules.pooling import _LPPoolNd, _MaxPoolNd
+
+    for layer, other in ((nn.MaxPool1d(2), nn.MaxPool2d), (nn.LPPool1d(2, 2), nn.LPPool2d),
+                         (nn.FractionalMaxPool3d(2, output_ratio=0.5), nn.FractionalMaxPool2d),
+                         (nn.AdaptiveMaxPool3d(1), nn.AdaptiveAvgPool3d), (nn.EmbeddingBag(3, 2), nn.Embedding),
+                         (nn.Fold(4, 2), nn.Unfold), (nn.ZeroPad2d(1), nn.ZeroPad1d),
+                         (nn.ZeroPad3d(1), nn.ConstantPad1d), (nn.ConstantPad2d(1, 0.5), nn.ConstantPad1d),
+                         (nn.ReflectionPad2d(1), nn.ReflectionPad1d), (nn.ReplicationPad3d(1), nn.ReplicationPad1d),
+                         (nn.CircularPad2d(1), nn.CircularPad1d)):
+        assert not isinstance(layer, other), (layer, other)
+    assert isinstance(nn.ZeroPad2d(1), nn.ConstantPad2d) and isinstance(nn.ZeroPad3d(1), nn.ConstantPad3d)
+    assert nn.ZeroPad2d(1).value == 0.0 and repr(nn.ZeroPad2d(1)) == "ZeroPad2d((1, 1, 1, 1))"
+    assert all(isinstance(m, _MaxPoolNd) for m in (nn.MaxPool1d(2), nn.MaxPool2d(2), nn.MaxPool3d(2)))
+    assert all(isinstance(m, _LPPoolNd) for m in (nn.LPPool1d(2, 2), nn.LPPool2d(2, 2), nn.LPPool3d(2, 2)))
+    assert isinstance(nn.ZeroPad1d(1), _ConstantPadNd) and isinstance(nn.ReflectionPad3d(1), _ReflectionPadNd)
+
 def test_a_module_under_two_names_is_one_child():
     """children() / named_children() list a module registered twice once (under its first name), so apply() and
     train() reach it once, as PyTorch's; a Sequential holding it twice still runs it twice."""

@@ -113,7 +113,10 @@ class _PadNd(Module):
         return f"{self.padding}"
 
 
-class ConstantPad1d(_PadNd):
+class _ConstantPadNd(_PadNd):
+    """PyTorch's base of the constant padding layers (``ConstantPad1d/2d/3d``; ``ZeroPad<n>d`` a subclass of
+    ``ConstantPad<n>d``)."""
+
     def __init__(self, padding, value):
         if not isinstance(value, numbers.Real):  # (kept as given: PyTorch's repr shows it so)
             raise InputTypeError(f"{type(self).__name__}: value must be a number, got {type(value).__name__}")
@@ -123,11 +126,9 @@ class ConstantPad1d(_PadNd):
         return f"padding={self.padding}, value={self.value}"
 
 
-class ConstantPad2d(ConstantPad1d):
-    dims = 2
+class _ZeroPadding:
+    """What ``ZeroPad<n>d`` adds to its ``ConstantPad<n>d``: the value 0, and the padding alone in the repr."""
 
-
-class ZeroPad1d(ConstantPad1d):
     def __init__(self, padding):
         super().__init__(padding, 0.0)
 
@@ -135,38 +136,62 @@ class ZeroPad1d(ConstantPad1d):
         return f"{self.padding}"
 
 
-class ZeroPad2d(ZeroPad1d):
+class ConstantPad1d(_ConstantPadNd):
+    pass
+
+
+class ConstantPad2d(_ConstantPadNd):
     dims = 2
 
 
-class ReflectionPad1d(_PadNd):
+class ZeroPad1d(_ZeroPadding, ConstantPad1d):
+    pass
+
+
+class ZeroPad2d(_ZeroPadding, ConstantPad2d):
+    pass
+
+
+class _ReflectionPadNd(_PadNd):
     mode = "reflect"
 
 
-class ReflectionPad2d(ReflectionPad1d):
+class ReflectionPad1d(_ReflectionPadNd):
+    pass
+
+
+class ReflectionPad2d(_ReflectionPadNd):
     dims = 2
 
 
-class ReplicationPad1d(_PadNd):
+class _ReplicationPadNd(_PadNd):
     mode = "replicate"
 
 
-class ReplicationPad2d(ReplicationPad1d):
+class ReplicationPad1d(_ReplicationPadNd):
+    pass
+
+
+class ReplicationPad2d(_ReplicationPadNd):
     dims = 2
 
 
-class CircularPad1d(_PadNd):
+class _CircularPadNd(_PadNd):
     mode = "circular"
 
 
-class CircularPad2d(CircularPad1d):
+class CircularPad1d(_CircularPadNd):
+    pass
+
+
+class CircularPad2d(_CircularPadNd):
     dims = 2
 
 
 # ---------------------------------------------------------------- embedding
-class Embedding(Module):
-    """A lookup table of ``num_embeddings`` rows of size ``embedding_dim``, initialised N(0, 1) as in
-    PyTorch, the ``padding_idx`` row zeroed (and given no gradient)."""
+class _EmbeddingTable(Module):
+    """The table of :class:`Embedding` and :class:`EmbeddingBag` (neither a subclass of the other, as in PyTorch):
+    ``num_embeddings`` rows of size ``embedding_dim``, initialised N(0, 1), the ``padding_idx`` row zeroed."""
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
                  scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
@@ -210,6 +235,11 @@ class Embedding(Module):
                 self.weight._data[self.padding_idx] = 0
                 self.weight._bump("Embedding.reset_parameters")
 
+
+class Embedding(_EmbeddingTable):
+    """A lookup table of ``num_embeddings`` rows of size ``embedding_dim``, initialised N(0, 1) as in
+    PyTorch, the ``padding_idx`` row zeroed (and given no gradient)."""
+
     def forward(self, input):
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                            self.scale_grad_by_freq, self.sparse)
@@ -241,7 +271,7 @@ class Embedding(Module):
         return s
 
 
-class EmbeddingBag(Embedding):
+class EmbeddingBag(_EmbeddingTable):
     """Sums, means or maxima of bags of embeddings (``F.embedding_bag``); the table as :class:`Embedding`'s
     (N(0, 1), the ``padding_idx`` row zeroed), with PyTorch's argument order."""
 
@@ -376,16 +406,17 @@ class Unfold(Module):
                 f"stride={self.stride}")
 
 
-class Fold(Unfold):
+class Fold(Module):
     """``F.fold``: (N, C*kh*kw, L) columns summed back into (N, C, *output_size)."""
 
     def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__(kernel_size, dilation, padding, stride)
+        super().__init__()
         self.output_size = output_size
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
 
     def forward(self, input):
         return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
 
     def extra_repr(self):
-        return f"output_size={self.output_size}, " + super().extra_repr()
+        return f"output_size={self.output_size}, " + Unfold.extra_repr(self)
 

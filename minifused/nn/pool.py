@@ -7,8 +7,8 @@ from .module import Module
 from ..backend import InputError
 
 
-class MaxPool2d(Module):
-    _fn = staticmethod(F.max_pool2d)
+class _MaxPoolNd(Module):
+    """PyTorch's base of the max pooling layers (none of them a subclass of another); ``_fn``: the functional."""
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
@@ -24,6 +24,10 @@ class MaxPool2d(Module):
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool2d(_MaxPoolNd):
+    _fn = staticmethod(F.max_pool2d)
 
 
 class AvgPool2d(Module):
@@ -42,7 +46,7 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class MaxPool1d(MaxPool2d):
+class MaxPool1d(_MaxPoolNd):
     """Max pooling along L of (N, C, L) or (C, L) input."""
     _fn = staticmethod(F.max_pool1d)
 
@@ -107,9 +111,9 @@ class MaxUnpool1d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class LPPool2d(Module):
-    """Power-average pooling ``(sum over the window of x^p) ^ (1/p)`` (``F.lp_pool2d``)."""
-    _fn = staticmethod(F.lp_pool2d)
+class _LPPoolNd(Module):
+    """PyTorch's base of the power-average pooling layers ``(sum over the window of x^p) ^ (1/p)``; ``_fn``: the
+    functional."""
 
     def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
         super().__init__()
@@ -123,18 +127,20 @@ class LPPool2d(Module):
                 f"ceil_mode={self.ceil_mode}")
 
 
-class LPPool1d(LPPool2d):
+class LPPool2d(_LPPoolNd):
+    """Power-average pooling (``F.lp_pool2d``)."""
+    _fn = staticmethod(F.lp_pool2d)
+
+
+class LPPool1d(_LPPoolNd):
     """Power-average pooling along L (``F.lp_pool1d``)."""
     _fn = staticmethod(F.lp_pool1d)
 
 
-class FractionalMaxPool2d(Module):
-    """``F.fractional_max_pool2d``: max pooling over ``kernel_size`` windows at pseudo-random steps, to
-    ``output_size`` or ``output_ratio`` (in (0, 1)) of the input; ``_random_samples`` (a buffer, as in PyTorch)
-    fixes the windows."""
-
-    _d = 2
-    _fn = staticmethod(F.fractional_max_pool2d)
+class _FractionalMaxPoolNd(Module):
+    """Max pooling over ``kernel_size`` windows at pseudo-random steps, to ``output_size`` or ``output_ratio`` (in
+    (0, 1)) of the input; ``_random_samples`` (a buffer, as in PyTorch) fixes the windows. ``_d``: the dimensions
+    pooled, ``_fn``: the functional."""
 
     def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
                  _random_samples=None):
@@ -158,7 +164,14 @@ class FractionalMaxPool2d(Module):
                         _random_samples=self._random_samples)
 
 
-class FractionalMaxPool3d(FractionalMaxPool2d):
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """``F.fractional_max_pool2d`` (see :class:`_FractionalMaxPoolNd`)."""
+
+    _d = 2
+    _fn = staticmethod(F.fractional_max_pool2d)
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
     """``F.fractional_max_pool3d``: :class:`FractionalMaxPool2d` over (N, C, T, H, W) or (C, T, H, W) input;
     ``kernel_size``, ``output_size`` and ``output_ratio`` an int (a number) or a triple."""
 

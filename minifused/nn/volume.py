@@ -11,8 +11,9 @@ from .. import functional as F
 from ..autograd import no_grad
 from ..functional.volume import _triple
 from .conv import PADDING_MODES, conv_attributes, transposed_output_padding
-from .layers import CircularPad1d, ConstantPad1d, ReflectionPad1d, ReplicationPad1d, ZeroPad1d
+from .layers import _CircularPadNd, _ConstantPadNd, _ReflectionPadNd, _ReplicationPadNd, _ZeroPadding
 from .module import Module, Parameter
+from .pool import _LPPoolNd, _MaxPoolNd
 from ..backend import InputError, InputTypeError
 
 __all__ = ["Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
@@ -151,19 +152,8 @@ class ConvTranspose3d(_Conv3dBase):
 
 
 # ---------------------------------------------------------------- pooling
-class MaxPool3d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        super().__init__()
-        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
-        self.padding, self.dilation, self.return_indices, self.ceil_mode = padding, dilation, return_indices, ceil_mode
-
-    def forward(self, input):
-        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
-                            self.return_indices)
-
-    def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+class MaxPool3d(_MaxPoolNd):
+    _fn = staticmethod(F.max_pool3d)
 
 
 class AvgPool3d(Module):
@@ -194,28 +184,20 @@ class AdaptiveAvgPool3d(Module):
         return f"output_size={self.output_size!r}"
 
 
-class AdaptiveMaxPool3d(AdaptiveAvgPool3d):
+class AdaptiveMaxPool3d(Module):
     def __init__(self, output_size, return_indices=False):
-        super().__init__(output_size)
-        self.return_indices = return_indices
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
 
     def forward(self, input):
         return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 
+    extra_repr = AdaptiveAvgPool3d.extra_repr
 
-class LPPool3d(Module):
-    """Power-average pooling ``(sum over the window of x^p) ^ (1/p)`` (``F.lp_pool3d``)."""
 
-    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
-        super().__init__()
-        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
-
-    def forward(self, input):
-        return F.lp_pool3d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
-
-    def extra_repr(self):
-        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"ceil_mode={self.ceil_mode}")
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling (``F.lp_pool3d``)."""
+    _fn = staticmethod(F.lp_pool3d)
 
 
 class MaxUnpool3d(Module):
@@ -235,21 +217,21 @@ class MaxUnpool3d(Module):
 
 
 # ---------------------------------------------------------------- padding (F.pad pads 3 dimensions in every mode)
-class ZeroPad3d(ZeroPad1d):
+class ConstantPad3d(_ConstantPadNd):
     dims = 3
 
 
-class ConstantPad3d(ConstantPad1d):
+class ZeroPad3d(_ZeroPadding, ConstantPad3d):
+    pass
+
+
+class ReflectionPad3d(_ReflectionPadNd):
     dims = 3
 
 
-class ReflectionPad3d(ReflectionPad1d):
+class ReplicationPad3d(_ReplicationPadNd):
     dims = 3
 
 
-class ReplicationPad3d(ReplicationPad1d):
-    dims = 3
-
-
-class CircularPad3d(CircularPad1d):
+class CircularPad3d(_CircularPadNd):
     dims = 3
