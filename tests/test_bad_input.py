@@ -128,7 +128,7 @@ CASES = [
     ("sequential_non_module", lambda: nn.Sequential(nn.Linear(2, 2), 5), TypeError, "'1' is a int, not a Module"),
     ("module_to_int", lambda: nn.Linear(2, 2).to(mf.int64), TypeError, "only floating dtypes"),
     # optimizers
-    ("optim_lr_string", lambda: optim.SGD(nn.Linear(2, 2).parameters(), lr="0.1"), ValueError,
+    ("optim_lr_string", lambda: optim.SGD(nn.Linear(2, 2).parameters(), lr="0.1"), TypeError,
      "invalid learning rate '0.1'"),
     ("optim_betas_single", lambda: optim.Adam(nn.Linear(2, 2).parameters(), betas=(0.9,)), ValueError,
      "betas must be a pair"),

@@ -678,7 +678,6 @@ def test_adagrad_creates_its_state_in_the_constructor():
     (lambda p: optim.Adagrad(p, eps=-1), "Adagrad: invalid epsilon"),
     (lambda p: optim.Adagrad(p, weight_decay=-1), "Adagrad: invalid weight_decay"),
     (lambda p: optim.Adadelta(p, rho=1.5), r"Adadelta: invalid rho 1\.5; expected in \[0, 1\.0\]"),
-    (lambda p: optim.Adadelta(p, lr="1"), "Adadelta: invalid learning rate '1'; expected a number >= 0"),
     (lambda p: optim.Adadelta(p, eps=-1), "Adadelta: invalid epsilon"),
     (lambda p: optim.Adamax(p, betas=(0.9, 1.0)), r"Adamax: invalid beta parameter at index 1 1\.0; expected in"),
     (lambda p: optim.NAdam(p, momentum_decay=-1), "NAdam: invalid momentum_decay -1"),
@@ -691,6 +690,20 @@ def test_adagrad_creates_its_state_in_the_constructor():
 ])
 def test_bad_hyper_parameters_name_optimizer_and_argument(make, pattern):
     with pytest.raises(ValueError, match=pattern):
+        make([nn.Parameter(mf.ones(2))])
+
+
+@pytest.mark.parametrize("make,pattern", [
+    (lambda p: optim.Adadelta(p, lr="1"), "Adadelta: invalid learning rate '1'; expected a number >= 0"),
+    (lambda p: optim.SGD(p, lr=None), "SGD: invalid learning rate None; expected a number >= 0"),
+    (lambda p: optim.Adam(p, weight_decay="0"), "Adam: invalid weight_decay '0'; expected a number >= 0"),
+    (lambda p: optim.RMSprop(p, momentum=[0.9]), r"RMSprop: invalid momentum \[0\.9\]; expected a number"),
+    (lambda p: optim.Adam(p, 0.1, 0.9), r"Adam: betas must be a pair \(beta1, beta2\), got 0\.9"),
+])
+def test_hyper_parameters_that_are_no_numbers_raise_type_error_as_pytorch(make, pattern):
+    """PyTorch's checks compare the value with a bound, which raises TypeError for no number at all (a value out
+    of range is a ValueError: above)."""
+    with pytest.raises(TypeError, match=pattern):
         make([nn.Parameter(mf.ones(2))])
 
 

@@ -263,7 +263,9 @@ def _check_hyper(opt, what, value, upper=None, closed=False, tensor=False):
         ok = value <= upper if closed else value < upper
     if not ok:
         bound = ">= 0" if upper is None else f"in [0, {upper}]" if closed else f"in [0, {upper})"
-        raise ValueError(f"{opt}: invalid {what} {shown!r}; expected {'' if number else 'a number '}{bound}")
+        # (no number at all: a TypeError, as PyTorch's comparison of it with a bound raises)
+        raise (ValueError if number else TypeError)(f"{opt}: invalid {what} {shown!r}; expected "
+                                                    f"{'' if number else 'a number '}{bound}")
 
 
 def _check_lr(opt, lr):
