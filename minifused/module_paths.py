@@ -22,7 +22,7 @@ from . import amp, backend, backends, cuda, distributions, nn, profiler
 from .autograd import Function
 from .autograd.tape import FunctionCtx
 from .data import dataset as _dataset, loader as _loader, sampler as _sampler
-from .nn import layers as _layers, module as _module, parametrizations, parametrize, pool as _pool
+from .nn import dropout as _dropout, layers as _layers, module as _module, parametrizations, parametrize, pool as _pool
 from .nn.state_dicts import consume_prefix_in_state_dict_if_present
 from .nn.activation import _Loss
 from .nn.loss import _WeightedLoss
@@ -108,6 +108,7 @@ def register_all():
               "instancenorm": {"_InstanceNorm": _InstanceNorm, "_NormBase": _NormBase},
               "conv": {"_ConvNd": _ConvNd, "_ConvTransposeNd": _ConvTransposeNd},
               "pooling": {"_MaxPoolNd": _pool._MaxPoolNd, "_LPPoolNd": _pool._LPPoolNd},
+              "dropout": {"_DropoutNd": _dropout._DropoutNd},
               "padding": {name: getattr(_layers, name) for name in
                           ("_ConstantPadNd", "_ReflectionPadNd", "_ReplicationPadNd", "_CircularPadNd")},
               "utils": {"_ntuple": _ntuple, "_single": _ntuple(1, "_single"), "_pair": _ntuple(2, "_pair"),

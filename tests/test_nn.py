@@ -857,6 +857,19 @@ def test_no_layer_is_a_subclass_of_another_kind_as_pytorchs():
     assert all(isinstance(m, _LPPoolNd) for m in (nn.LPPool1d(2, 2), nn.LPPool2d(2, 2), nn.LPPool3d(2, 2)))
     assert isinstance(nn.ZeroPad1d(1), _ConstantPadNd) and isinstance(nn.ReflectionPad3d(1), _ReflectionPadNd)
 
+
+def test_every_dropout_layer_is_a_dropoutnd():
+    """PyTorch's _DropoutNd is the base of every dropout layer (code toggling dropout alone, as MC dropout, tests
+    it); p and inplace are kept as given."""
+    from minifused.nn.modules.dropout import _DropoutNd
+
+    layers = (nn.Dropout(), nn.Dropout1d(), nn.Dropout2d(), nn.Dropout3d(), nn.AlphaDropout(), nn.FeatureAlphaDropout())
+    assert all(isinstance(m, _DropoutNd) for m in layers)
+    assert not isinstance(nn.ReLU(), _DropoutNd)
+    assert repr(nn.Dropout2d(1, inplace=1)) == "Dropout2d(p=1, inplace=1)"
+    with pytest.raises(ValueError, match="Dropout2d: dropout probability has to be between 0 and 1, but got 1.5"):
+        nn.Dropout2d(1.5)
+
 def test_a_module_under_two_names_is_one_child():
     """children() / named_children() list a module registered twice once (under its first name), so apply() and
     train() reach it once, as PyTorch's; a Sequential holding it twice still runs it twice."""

@@ -8,19 +8,23 @@ from .module import Module
 from ..backend import InputError
 
 
-class Dropout(Module):
+class _DropoutNd(Module):
+    """PyTorch's base of the dropout layers (``Dropout``, ``Dropout1d/2d/3d``, the alpha dropouts): the probability
+    ``p`` and ``inplace``, kept as given (the repr shows them so)."""
+
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
-            raise InputError(f"Dropout: probability has to be between 0 and 1, but got {p!r}")
-        self.p = p  # as given (its repr shows it so, as PyTorch's)
-        self.inplace = inplace
+            raise InputError(f"{type(self).__name__}: dropout probability has to be between 0 and 1, but got {p!r}")
+        self.p, self.inplace = p, inplace
 
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
     def forward(self, input):
         return F.dropout(input, self.p, self.training, inplace=self.inplace)
 
     def forward_inplace(self, x):
         return F.dropout(x, self.p, self.training, inplace=True)
-
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"

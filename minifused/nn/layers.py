@@ -10,6 +10,7 @@ from .. import backend
 from .. import functional as F
 from ..autograd import no_grad
 from ..tensor import Tensor
+from .dropout import _DropoutNd
 from .module import Module, Parameter
 from ..backend import InputError, InputTypeError
 
@@ -312,39 +313,28 @@ class EmbeddingBag(_EmbeddingTable):
 
 
 # ---------------------------------------------------------------- channel dropout
-class _ChannelDropout(Module):
-    def __init__(self, p=0.5, inplace=False):
-        super().__init__()
-        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
-            raise InputError(f"{type(self).__name__}: dropout probability has to be between 0 and 1, but got {p!r}")
-        self.p, self.inplace = p, bool(inplace)  # p as given (its repr), as PyTorch
-
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"
-
-
-class Dropout2d(_ChannelDropout):
+class Dropout2d(_DropoutNd):
     """Zero whole channels of (N, C, H, W) inputs in training mode (3-D inputs: see ``F.dropout2d``)."""
 
     def forward(self, input):
         return F.dropout2d(input, self.p, self.training, self.inplace)
 
 
-class Dropout1d(_ChannelDropout):
+class Dropout1d(_DropoutNd):
     """Zero whole channels of (N, C, L) or (C, L) inputs in training mode."""
 
     def forward(self, input):
         return F.dropout1d(input, self.p, self.training, self.inplace)
 
 
-class Dropout3d(_ChannelDropout):
+class Dropout3d(_DropoutNd):
     """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) inputs in training mode."""
 
     def forward(self, input):
         return F.dropout3d(input, self.p, self.training, self.inplace)
 
 
-class AlphaDropout(_ChannelDropout):
+class AlphaDropout(_DropoutNd):
     """Alpha dropout (for SELU networks) in training mode. ``inplace`` is kept (and shown) but, as in PyTorch,
     the module never writes into its input."""
 
@@ -352,7 +342,7 @@ class AlphaDropout(_ChannelDropout):
         return F.alpha_dropout(input, self.p, self.training)
 
 
-class FeatureAlphaDropout(_ChannelDropout):
+class FeatureAlphaDropout(_DropoutNd):
     """Alpha dropout of whole channels in training mode; ``inplace`` ignored, as in :class:`AlphaDropout`."""
 
     def forward(self, input):
