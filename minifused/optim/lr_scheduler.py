@@ -16,6 +16,7 @@ import types
 from bisect import bisect_right
 from collections import Counter
 
+from ..tensor import Tensor
 from ._scheduler_base import LRScheduler, _check_optimizer  # noqa: F401 - the base, re-exported here
 from ._scheduler_base import _set_lr, _warn_outside_step
 
@@ -30,12 +31,20 @@ def _number(key):
     return key
 
 
+def _real(where, what, value):
+    """A number argument of a schedule as a float (a one-element tensor too); anything else (a string from a command
+    line) a TypeError, where PyTorch's fails at the first step that computes with it."""
+    if isinstance(value, str) or not isinstance(value, (numbers.Real, Tensor)):
+        raise TypeError(f"{where}: expected a number {what}, got {value!r}")
+    return float(value)
+
+
 class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
         # (kept as given, as PyTorch keeps it: a computed non-integer step size decays only at its exact multiples)
-        self.step_size, self.gamma = step_size, float(gamma)
+        self.step_size, self.gamma = step_size, _real("StepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -53,7 +62,7 @@ class MultiStepLR(LRScheduler):
 
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
         self.milestones = Counter(milestones)  # (as given, as PyTorch's: a milestone of 2.5 is never reached)
-        self.gamma = float(gamma)
+        self.gamma = _real("MultiStepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -75,7 +84,7 @@ class ExponentialLR(LRScheduler):
     """Multiply the lr by ``gamma`` every epoch."""
 
     def __init__(self, optimizer, gamma, last_epoch=-1):
-        self.gamma = float(gamma)
+        self.gamma = _real("ExponentialLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -154,7 +163,7 @@ class CosineAnnealingLR(LRScheduler):
     """``eta_min + (base - eta_min)(1 + cos(pi t / T_max)) / 2``, computed recursively as PyTorch does."""
 
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):  # noqa: N803 - PyTorch's name
-        self.T_max, self.eta_min = T_max, float(eta_min)
+        self.T_max, self.eta_min = T_max, _real("CosineAnnealingLR", "eta_min", eta_min)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
