@@ -584,21 +584,27 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """``-weight * (target log(input) + (1 - target) log(1 - input))``, each log clamped to >= -100.
-    ``input`` holds probabilities: values outside [0, 1] raise (checked on the cpu; on cuda they give NaN,
-    without a host sync)."""
+    ``input`` and ``target`` hold probabilities, of one dtype: values outside [0, 1] raise on the cpu (on cuda,
+    without a host sync, an input there gives NaN)."""
     op = "binary_cross_entropy"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if isinstance(input, _Tensor) and input.device.type == "cuda" and "cuda" in _backend.autocast_dtypes():
         raise RuntimeError(f"{op} is unsafe to autocast (as in PyTorch): inside an autocast region use "
                            f"binary_cross_entropy_with_logits (or BCEWithLogitsLoss) on the logits, which is "
                            f"safe, or leave the region for this loss")
+    input, target = _autocast_float32(input, target)
+    if (isinstance(input, _Tensor) and isinstance(target, _Tensor) and input.dtype != target.dtype
+            and _backend.is_floating(input.dtype) and _backend.is_floating(target.dtype)):
+        # (PyTorch's kernel takes one dtype; its other losses promote)
+        raise RuntimeError(f"{op}: expected a target of the input's dtype {input.dtype}, got {target.dtype} (no "
+                           f"implicit casts; convert one with .to(dtype))")
     input, target = _loss_operands(op, input, target, reduction, broadcast=False, float_target=True)
     _not_differentiable(op, "weight", weight)
     weight = _loss_weight(op, "weight", weight, input)
-    x = input._data
-    if not _backend.is_cuda_array(x) and x.size and not ((x >= 0) & (x <= 1)).all():
-        raise RuntimeError(f"{op}: all elements of input should be between 0 and 1 (probabilities; use "
-                           f"binary_cross_entropy_with_logits for logits)")
+    for name, a in (("input", input._data), ("target", target._data)):
+        if not _backend.is_cuda_array(a) and a.size and not ((a >= 0) & (a <= 1)).all():
+            raise RuntimeError(f"{op}: all elements of {name} should be between 0 and 1 (probabilities" +
+                               ("; use binary_cross_entropy_with_logits for logits)" if name == "input" else ")"))
     return _reduce(_A.BinaryCrossEntropy.apply(input, target, weight), reduction)
 
 
