@@ -168,6 +168,24 @@ def test_mse_loss():
         nn.MSELoss(reduction="avg")
 
 
+
+def test_every_loss_module_is_a_loss_as_pytorchs():
+    """PyTorch's _Loss is the base of every loss module, _WeightedLoss of those with a weight argument
+    (BCEWithLogitsLoss keeps its own weight buffer): code tells a criterion by isinstance(m, _Loss)."""
+    from minifused.nn.modules.loss import _Loss, _WeightedLoss
+
+    weighted = (nn.CrossEntropyLoss(), nn.NLLLoss(), nn.BCELoss(), nn.MultiMarginLoss(), nn.MultiLabelSoftMarginLoss())
+    for loss in weighted + (nn.MSELoss(), nn.L1Loss(), nn.BCEWithLogitsLoss(), nn.KLDivLoss(), nn.CTCLoss()):
+        assert isinstance(loss, _Loss), loss
+    assert all(isinstance(loss, _WeightedLoss) for loss in weighted)
+    assert not isinstance(nn.BCEWithLogitsLoss(), _WeightedLoss) and not isinstance(nn.MSELoss(), _WeightedLoss)
+    assert list(nn.BCEWithLogitsLoss(weight=mf.ones(2), pos_weight=mf.ones(2)).state_dict()) == ["weight",
+                                                                                                "pos_weight"]
+    with pytest.warns(UserWarning, match="reduction='sum'"):  # (the legacy arguments, as before)
+        assert nn.CrossEntropyLoss(size_average=False).reduction == "sum"
+    with pytest.raises(ValueError, match="CrossEntropyLoss: reduction must be one of"):
+        nn.CrossEntropyLoss(reduction="avg")
+
 # ---------------------------------------------------------------- custom modules
 class TwoLayer(nn.Module):
     def __init__(self):

@@ -9,8 +9,7 @@ import warnings
 
 from .. import backend
 from .. import functional as F
-from ..functional._checks import _legacy_reduction
-from .loss import _WeightedLoss
+from .loss import _Loss, _WeightedLoss
 from .. import ops
 from .module import Module, Parameter
 from ..autograd import no_grad
@@ -341,27 +340,6 @@ class PairwiseDistance(Module):
 
 
 # ---------------------------------------------------------------- losses
-_REDUCTIONS = ("none", "mean", "sum")
-
-
-def _check_reduction(name, reduction, allowed=_REDUCTIONS):
-    if reduction not in allowed:
-        raise InputError(f"{name}: reduction must be one of {', '.join(map(repr, allowed))}, got {reduction!r}")
-    return reduction
-
-
-class _Loss(Module):
-    """The reduction (checked here, at construction; PyTorch's deprecated arguments mapped to one first). Loss
-    modules print no settings (``MSELoss()`` whatever its arguments), as PyTorch's."""
-
-    _reductions = _REDUCTIONS
-
-    def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        super().__init__()
-        self.reduction = _check_reduction(type(self).__name__, _legacy_reduction(size_average, reduce, reduction),
-                                          self._reductions)
-
-
 class L1Loss(_Loss):
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
@@ -405,19 +383,18 @@ class BCELoss(_WeightedLoss):
 
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
         super().__init__(weight, size_average, reduce, reduction)
-        _check_reduction("BCELoss", self.reduction)
 
     def forward(self, input, target):
         return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
 
 
-class BCEWithLogitsLoss(_WeightedLoss):
+class BCEWithLogitsLoss(_Loss):
     """``weight`` and ``pos_weight`` are buffers; ``pos_weight`` (one per class) broadcasts along the last
-    dimension."""
+    dimension. A ``_Loss`` with weights of its own, as PyTorch's (no ``_WeightedLoss``)."""
 
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
-        super().__init__(weight, size_average, reduce, reduction)
-        _check_reduction("BCEWithLogitsLoss", self.reduction)
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):

@@ -1,4 +1,5 @@
-"""Loss layers: ``CrossEntropyLoss`` (fused softmax-cross-entropy), ``NLLLoss`` (and its deprecated alias
+"""Loss layers: PyTorch's bases ``_Loss`` (the reduction) and ``_WeightedLoss`` (and a ``weight`` buffer) of every
+loss module, ``CrossEntropyLoss`` (fused softmax-cross-entropy), ``NLLLoss`` (and its deprecated alias
 ``NLLLoss2d``)."""
 from __future__ import annotations
 
@@ -7,13 +8,36 @@ import warnings
 from .. import functional as F
 from ..functional._checks import _legacy_reduction
 from .module import Module
+from ..backend import InputError
 
 
-class _WeightedLoss(Module):
-    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _check_reduction(name, reduction, allowed=_REDUCTIONS):
+    if reduction not in allowed:
+        raise InputError(f"{name}: reduction must be one of {', '.join(map(repr, allowed))}, got {reduction!r}")
+    return reduction
+
+
+class _Loss(Module):
+    """The reduction (checked here, at construction; PyTorch's deprecated arguments mapped to one first). Loss
+    modules print no settings (``MSELoss()`` whatever its arguments), as PyTorch's."""
+
+    _reductions = _REDUCTIONS
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
+        self.reduction = _check_reduction(type(self).__name__, _legacy_reduction(size_average, reduce, reduction),
+                                          self._reductions)
+
+
+class _WeightedLoss(_Loss):
+    """A loss with a ``weight`` buffer (None: no weights), as PyTorch's (a ``_Loss`` too)."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
-        self.reduction = _legacy_reduction(size_average, reduce, reduction)
 
 
 class CrossEntropyLoss(_WeightedLoss):
