@@ -351,6 +351,24 @@ def test_cross_entropy_with_class_probability_targets(rng, reduction, label_smoo
     np.testing.assert_allclose(two_d.item(), -(logp[:, :, 0] * t[:, :, 0]).sum(), rtol=1e-12)
 
 
+def test_cross_entropy_probability_targets_promote_the_dtypes(rng):
+    """PyTorch composes the class-probability loss of log_softmax(input), the (smoothed) target and the weight,
+    so their dtypes promote: float32 logits with float64 mixup labels give a float64 loss, of the float32
+    log-probabilities times the float64 labels; the logits' gradient stays float32."""
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    t = rng.random((3, 4))
+    t /= t.sum(1, keepdims=True)
+    xt = mf.tensor(x, requires_grad=True)
+    got = F.cross_entropy(xt, mf.tensor(t), label_smoothing=0.1)
+    assert got.dtype == mf.float64
+    logp = F.log_softmax(mf.tensor(x), 1).numpy().astype(np.float64)
+    np.testing.assert_allclose(got.item(), -(logp * (t * 0.9 + 0.1 / 4)).sum(1).mean(), rtol=1e-13)
+    got.backward()
+    assert xt.grad.dtype == mf.float32
+    weighted = F.cross_entropy(mf.tensor(x), mf.tensor(t.astype(np.float32)), weight=mf.tensor(np.ones(4)))
+    assert weighted.dtype == mf.float64
+
+
 def test_weighted_mse_l1_means_divide_by_the_weights_sum():
     """PyTorch's weighted mse_loss / l1_loss 'mean' is sum(w * loss) / sum(w) (huber_loss's the plain mean);
     a weight not of the input's size refuses."""

@@ -478,8 +478,7 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
         raise InputError(f"{op}: input must have a class dimension, got a 0-d tensor")
     dim = 0 if input.ndim == 1 else 1
     c = input.shape[dim]
-    if target.dtype != input.dtype:
-        target = _cast(target, input.dtype)
+    # (the input, target and weight dtypes promote in the products below, as in PyTorch's composition)
     if label_smoothing:
         target = target * (1.0 - label_smoothing) + label_smoothing / c
     terms = log_softmax(input, dim) * target
@@ -489,8 +488,7 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
                              f"{list(weight.shape) if isinstance(weight, _Tensor) else type(weight).__name__}")
         if weight.device != input.device:
             raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
-        w = weight if weight.dtype == input.dtype else _cast(weight, input.dtype)
-        terms = terms * _reshape(w, (c,) + (1,) * (input.ndim - dim - 1))
+        terms = terms * _reshape(weight, (c,) + (1,) * (input.ndim - dim - 1))
     return _reduce(-terms.sum(dim), reduction)
 
 
