@@ -1,5 +1,6 @@
 """nn.init, Dropout (fused mask on the tape), MSELoss, a custom Module that trains, state dicts."""
 import math
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -817,6 +818,13 @@ def test_registration_checks_names_and_values_as_pytorch():
     m.register_buffer("b", mf.ones(1))
     m.register_buffer("b", mf.zeros(2))  # (a name of its own kind may be registered again)
     assert m.b.shape == (2,)
+
+
+def test_sequential_takes_an_ordered_dict_not_a_plain_one():
+    s = nn.Sequential(OrderedDict([("b", nn.ReLU()), ("a", nn.Tanh())]))
+    assert list(s._modules) == ["b", "a"]
+    with pytest.raises(TypeError, match="dict"):  # PyTorch's "dict is not a Module subclass"
+        nn.Sequential({"b": nn.ReLU(), "a": nn.Tanh()})
 
 
 def test_sequential_slice_keeps_its_modules_names():

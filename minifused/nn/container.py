@@ -126,7 +126,7 @@ class Sequential(_ModuleSequence):
 
     def __init__(self, *modules):
         super().__init__()
-        if len(modules) == 1 and isinstance(modules[0], (OrderedDict, dict)):
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):  # (a plain dict is refused, as PyTorch's)
             for name, m in modules[0].items():
                 self.register_module(name, m)
         else:
