@@ -1303,3 +1303,24 @@ def test_adagrad_fills_every_accumulator_with_the_constructors_value():
         np.testing.assert_array_equal(opt.state[p]["sum"].numpy(), [0.75, 0.75])
         np.testing.assert_allclose(p.detach().numpy(), 1 - 0.1 * 0.5 / (np.sqrt(0.75) + 1e-10), rtol=1e-15)
     assert opt.param_groups[1]["initial_accumulator_value"] == 5.0
+
+
+@pytest.mark.parametrize("make,zeros", [
+    (lambda ps: optim.SGD(ps, lr=0.1), ("momentum", "dampening", "weight_decay")),
+    (lambda ps: optim.Adam(ps), ("weight_decay",)),
+    (lambda ps: optim.RMSprop(ps), ("weight_decay", "momentum")),
+    (lambda ps: optim.Adagrad(ps), ("lr_decay", "weight_decay", "initial_accumulator_value")),
+    (lambda ps: optim.Adadelta(ps), ("weight_decay",)),
+    (lambda ps: optim.Adamax(ps), ("weight_decay",)),
+    (lambda ps: optim.NAdam(ps), ("weight_decay",)),
+    (lambda ps: optim.RAdam(ps), ("weight_decay",)),
+    (lambda ps: optim.ASGD(ps), ("weight_decay",)),
+])
+def test_zero_defaults_are_the_int_0_of_pytorchs_signatures(make, zeros):
+    """PyTorch's documented signatures default these to the int 0 (SGD(params, lr=0.001, momentum=0, dampening=0,
+    weight_decay=0, ...)): groups, state dicts and print(optimizer) show ``momentum: 0``, not ``0.0``."""
+    opt = make([nn.Parameter(mf.ones(2))])
+    for key in zeros:
+        value = opt.param_groups[0][key]
+        assert value == 0 and type(value) is int, (key, value)
+        assert f"\n    {key}: 0\n" in repr(opt)

@@ -14,7 +14,7 @@ class Adadelta(Optimizer):
 
     _supports_amp = True
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False,
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, *, maximize=False,
                  master_weights=False, foreach=None, fused=None, capturable=False, differentiable=False):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         _check_lr("Adadelta", lr)

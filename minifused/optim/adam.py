@@ -33,7 +33,7 @@ class Adam(Optimizer):
     _supports_amp = True  # step() honours self._amp (GradScaler: unscale, skip on inf/NaN)
     _step_name = "Adam.step"  # names the step in the in-place error of a backward it breaks
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
                  maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
                  differentiable=False, decoupled_weight_decay=False):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)

@@ -58,7 +58,7 @@ class Adamax(_AdamVariant):
 
     _moments = ("exp_avg", "exp_inf")
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, foreach=None, *,
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
                  maximize=False, differentiable=False, capturable=False, master_weights=False):
         super().__init__(params, lr, betas, eps, weight_decay, foreach, maximize, capturable, differentiable,
                          master_weights)
@@ -75,7 +75,7 @@ class NAdam(_AdamVariant):
 
     _scalar_states = ("mu_product",)
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, momentum_decay=4e-3,
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, master_weights=False):
         _check_hyper("NAdam", "momentum_decay", momentum_decay)
@@ -98,7 +98,7 @@ class RAdam(_AdamVariant):
     """``torch.optim.RAdam``: Adam whose adaptive step is rectified by the variance of its estimate, and taken
     as SGD with momentum while that is intractable (the first steps)."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled_weight_decay=False,
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
                  *, foreach=None, maximize=False, capturable=False, differentiable=False, master_weights=False):
         super().__init__(params, lr, betas, eps, weight_decay, foreach, maximize, capturable, differentiable,
                          master_weights, decoupled_weight_decay=bool(decoupled_weight_decay))

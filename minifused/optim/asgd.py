@@ -16,7 +16,7 @@ class ASGD(Optimizer):
     _supports_amp = True  # step() honours self._amp (GradScaler: unscale, skip on inf/NaN)
     _scalar_states = ("eta", "mu")
 
-    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0, foreach=None,
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None,
                  maximize=False, differentiable=False, capturable=False, *, master_weights=False):
         _pytorch_flags(type(self).__name__, foreach, None, capturable, differentiable)
         _check_lr("ASGD", lr)
