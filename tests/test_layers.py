@@ -456,6 +456,22 @@ def test_full_backward_hook_with_inputs_that_need_no_grad():
     assert seen[0][0] == (None,) and seen[0][1].tolist() == [1.0, 1.0]
 
 
+def test_full_backward_hook_gives_zeros_for_a_tensor_input_that_needs_no_grad_beside_one_that_does():
+    """PyTorch's grad_input: a tensor input that needs no gradient, beside one that does, gets zeros of its shape
+    and dtype (None is for the arguments that are no tensor, or when no input needs a gradient)."""
+    class Pick(nn.Module):
+        def forward(self, a, idx, scale):
+            return a[idx] * scale
+
+    m, seen = Pick(), []
+    m.register_full_backward_hook(lambda mod, gi, go: seen.append(gi))
+    a = cpu([2.0, 3.0], requires_grad=True)
+    m(a, mf.tensor([1, 1]), 2.0).sum().backward()
+    grad_a, grad_idx, grad_scale = seen[0]
+    assert grad_a.tolist() == [0.0, 4.0] and grad_scale is None
+    assert grad_idx.dtype == mf.int64 and grad_idx.tolist() == [0, 0]
+    np.testing.assert_array_equal(a.grad.numpy(), [0.0, 4.0])
+
 def test_apply_visits_children_first_and_returns_self():
     seq = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU(), nn.Linear(2, 1)))
     order = []

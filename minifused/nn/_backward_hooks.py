@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from ..autograd import Function
 from ..autograd.tape import show_to_user
+from ..ops.creation import zeros
 from ..tensor import Tensor
 
 
 class _CallState:
     """What one call's two nodes share."""
 
-    __slots__ = ("module", "n_args", "tensor_positions", "grad_output", "input_node")
+    __slots__ = ("module", "n_args", "tensor_positions", "constants", "grad_output", "input_node")
 
-    def __init__(self, module, n_args, tensor_positions):
+    def __init__(self, module, n_args, tensor_positions, constants=()):
         self.module, self.n_args, self.tensor_positions = module, n_args, tensor_positions
+        self.constants = constants  # (position, shape, dtype, device) of the tensor inputs that need no gradient
         self.grad_output, self.input_node = None, False
 
 
@@ -68,6 +70,8 @@ class _InputNode(_HookNode):
         grad_input = [None] * state.n_args
         for pos, g in zip(state.tensor_positions, grads):
             grad_input[pos] = g
+        for pos, shape, dtype, device in state.constants:  # zeros, as PyTorch's (its hook node's outputs for them
+            grad_input[pos] = zeros(shape, dtype=dtype, device=device)  # are non-differentiable, their grads zeros)
         grad_input = tuple(grad_input)
         for hook in list(state.module._call_hooks.backward.values()) if state.module._call_hooks else ():
             result = hook(state.module, grad_input, state.grad_output)
@@ -95,7 +99,9 @@ class _OutputNode(_HookNode):
 def wrap_inputs(module, args):
     """``args`` with the tensors that require grad passed through the input node."""
     positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad)
-    state = _CallState(module, len(args), positions)
+    constants = tuple((i, a.shape, a.dtype, a.device) for i, a in enumerate(args)
+                      if isinstance(a, Tensor) and not a.requires_grad)
+    state = _CallState(module, len(args), positions, constants)
     if positions:
         passed = _InputNode.apply(*[args[i] for i in positions], state=state)
         args = list(args)
