@@ -1324,3 +1324,32 @@ def test_zero_defaults_are_the_int_0_of_pytorchs_signatures(make, zeros):
         value = opt.param_groups[0][key]
         assert value == 0 and type(value) is int, (key, value)
         assert f"\n    {key}: 0\n" in repr(opt)
+
+
+def test_a_custom_optimizer_with_a_required_lr_as_pytorchs_optimizer_required():
+    """``from torch.optim.optimizer import Optimizer, required`` (optimizers written for older PyTorch, LARS ...):
+    ``lr=required`` in the signature; a group without an lr of its own is refused (PyTorch's ValueError), one with
+    it takes its own."""
+    from minifused.optim.optimizer import Optimizer, required
+
+    class PlainSGD(Optimizer):
+        def __init__(self, params, lr=required):
+            if lr is not required and lr < 0.0:
+                raise ValueError(f"Invalid learning rate: {lr}")
+            super().__init__(params, dict(lr=lr))
+
+        @mf.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    p.add_(p.grad, alpha=-group["lr"])
+
+    a, b = nn.Parameter(mf.ones(2, dtype=mf.float64)), nn.Parameter(mf.ones(1, dtype=mf.float64))
+    with pytest.raises(ValueError, match="PlainSGD: parameter group didn't specify a value of required optimization "
+                                         "parameter lr"):
+        PlainSGD([a])
+    opt = PlainSGD([{"params": [a], "lr": 0.5}, {"params": [b], "lr": 0.25}])
+    a.grad, b.grad = mf.ones(2, dtype=mf.float64), mf.ones(1, dtype=mf.float64)
+    opt.step()
+    assert a.tolist() == [0.5, 0.5] and b.tolist() == [0.75]
+    assert repr(required) == "<required parameter>" and opt.defaults["lr"] is required

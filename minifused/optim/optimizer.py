@@ -75,6 +75,23 @@ class _Recorded(NamedTuple):
     order: list
 
 
+class _RequiredParameter:
+    """The default of a hyper-parameter that every group must give: a custom optimizer's ``lr=required`` (PyTorch's
+    ``torch.optim.optimizer.required``, which optimizers written for older PyTorch import)."""
+
+    def __repr__(self):
+        return "<required parameter>"
+
+    def __deepcopy__(self, memo):  # (the one sentinel, also in a copied optimizer's defaults)
+        return self
+
+    def __reduce__(self):
+        return "required"
+
+
+required = _RequiredParameter()
+
+
 class Optimizer:
     """Base class: subclasses define ``defaults`` through ``__init__`` and implement ``step`` (which runs the
     registered step hooks around it)."""
@@ -188,6 +205,9 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}: a parameter group lists the same parameter more than once")
         group["params"] = params
         for k, v in self.defaults.items():
+            if v is required and k not in group:
+                raise ValueError(f"{type(self).__name__}: parameter group didn't specify a value of required "
+                                 f"optimization parameter {k}")
             group.setdefault(k, v)
         self.param_groups.append(group)
 
