@@ -1353,3 +1353,29 @@ def test_a_custom_optimizer_with_a_required_lr_as_pytorchs_optimizer_required():
     opt.step()
     assert a.tolist() == [0.5, 0.5] and b.tolist() == [0.75]
     assert repr(required) == "<required parameter>" and opt.defaults["lr"] is required
+
+
+def test_a_custom_optimizers_setstate_calls_the_base_as_pytorchs():
+    """Optimizers written for PyTorch (copies of its old SGD: LARS ...) override ``__setstate__`` to fill in group
+    entries and call ``super().__setstate__(state)`` first; a deep copy or an unpickled one then works."""
+    import copy
+    import pickle
+
+    p = nn.Parameter(mf.ones(2, dtype=mf.float64))
+    opt = _SetstateSGD([p], lr=0.5, momentum=0.9)
+    for clone in (copy.deepcopy(opt), pickle.loads(pickle.dumps(opt))):
+        assert clone.param_groups[0]["nesterov"] is False and clone.param_groups[0]["lr"] == 0.5
+        assert clone.state_dict()["state"][0]["momentum_buffer"].tolist() == [1.0, 1.0]
+
+
+class _SetstateSGD(optim.SGD):  # (at module level: pickled by name)
+    def __init__(self, params, **kwargs):
+        super().__init__(params, **kwargs)
+        self.param_groups[0]["params"][0].grad = mf.ones(2, dtype=mf.float64)
+        self.step()
+        del self.param_groups[0]["nesterov"]
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("nesterov", False)

@@ -249,6 +249,9 @@ class Optimizer:
         d.pop("_recorded", None)
         return d
 
+    def __setstate__(self, state):  # (custom optimizers written for PyTorch override it and call it first)
+        self.__dict__.update(state)
+
     def _record(self, replay, complete):
         """Keep ``replay``, the launches of the step that just ran, if ``complete`` (they hold nothing that only
         this step wanted) and they cover every parameter with a gradient."""
