@@ -1140,12 +1140,12 @@ def test_adam_cpu_fast_path_is_the_reference_bit_for_bit(decoupled, weight_decay
 def test_pytorch_implementation_flags_are_accepted():
     """foreach / fused / capturable, which PyTorch code passes for its fastest updates, are accepted by every
     optimizer (minifused's updates are always fused multi-tensor kernels, and capturable); the same steps
-    result; differentiable=True and non-bool flags are refused."""
+    result; differentiable=True, non-bool flags and foreach with fused (PyTorch's RuntimeError) are refused."""
     w0 = np.array([1.0, -2.0, 3.0], np.float32)
     for cls, kw in [(optim.SGD, dict(lr=0.1, momentum=0.9)), (optim.Adam, dict(lr=0.1)), (optim.AdamW, dict(lr=0.1)),
                     (optim.RMSprop, dict(lr=0.01)), (optim.Adagrad, dict(lr=0.1)), (optim.Adadelta, dict(lr=1.0))]:
         results = []
-        for flags in ({}, dict(foreach=True, fused=True, capturable=True)):
+        for flags in ({}, dict(foreach=True, capturable=True), dict(fused=True, capturable=True)):
             p = nn.Parameter(mf.tensor(w0))
             opt = cls([p], **kw, **flags)
             for _ in range(2):
@@ -1154,6 +1154,9 @@ def test_pytorch_implementation_flags_are_accepted():
                 opt.step()
             results.append(p.detach().numpy())
         np.testing.assert_array_equal(results[0], results[1])
+        np.testing.assert_array_equal(results[0], results[2])
+        with pytest.raises(RuntimeError, match="`fused` and `foreach` cannot be `True` together"):
+            cls([nn.Parameter(mf.tensor(w0))], **kw, foreach=True, fused=True)
         with pytest.raises(NotImplementedError, match="differentiable=True"):
             cls([nn.Parameter(mf.tensor(w0))], **kw, differentiable=True)
         with pytest.raises(TypeError, match="fused must be None or a bool"):

@@ -243,6 +243,8 @@ def _pytorch_flags(opt, foreach, fused, capturable, differentiable):
     for name, flag in (("capturable", capturable), ("differentiable", differentiable)):
         if not isinstance(flag, bool):
             raise TypeError(f"{opt}: {name} must be a bool, got {flag!r}")
+    if foreach and fused:  # (PyTorch's refuses the pair, though neither changes anything here)
+        raise RuntimeError(f"{opt}: `fused` and `foreach` cannot be `True` together")
     if differentiable:
         raise NotImplementedError(f"{opt}: differentiable=True (autograd through the update) is not supported")
 
