@@ -4169,7 +4169,9 @@ VOLUME_OPS = [
                    E("avg_pool3d_padding", lambda: F.avg_pool3d(t(1, 1, 4, 4, 4), 2, padding=2), RuntimeError,
                      "avg_pool3d: pad should be smaller than or equal to half of kernel size"),
                    E("avg_pool3d_stride_zero", lambda: F.avg_pool3d(t(1, 1, 4, 4, 4), 2, stride=0), RuntimeError,
-                     "avg_pool3d: stride must be >= 1"))),
+                     "avg_pool3d: stride must be >= 1"),
+                   E("avg_pool3d_small_input", lambda: F.avg_pool3d(t(1, 1, 1, 4, 4), 3, padding=1), RuntimeError,
+                     r"avg_pool3d: input image \(T: 1 H: 4 W: 4\) smaller than kernel size \(kT: 3 kH: 3 kW: 3\)"))),
     OpInfo("adaptive_avg_pool3d", F.adaptive_avg_pool3d, _adaptive(np.mean, 3), spelled="F.adaptive_avg_pool3d",
            torch=_tf("adaptive_avg_pool3d"), samples=(
                S("adaptive_avg_pool3d", (2, 3, 5, 7, 6), output_size=(2, 3, 4)),

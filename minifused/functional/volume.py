@@ -322,6 +322,9 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
         raise RuntimeError(f"{op}: divisor must be not zero, got divisor_override=0")
     kernel, stride, padding, _, out = _check_pool(op, input, kernel_size, stride, padding, 1, ceil_mode, "avg")
     n, c, d, h, w = input.shape
+    if d < kernel[0] or h < kernel[1] or w < kernel[2]:  # (PyTorch's avg_pool3d rule, whatever the padding)
+        raise InputError(f"{op}: input image (T: {d} H: {h} W: {w}) smaller than kernel size (kT: {kernel[0]} "
+                         f"kH: {kernel[1]} kW: {kernel[2]})")
     sums = avg_pool2d(_planes(input), kernel[1:], stride[1:], padding[1:], ceil_mode, True, 1)
     sums = reshape(sums, n, c, d, *sums.shape[2:])
     total = _depth_taps(sums, kernel[0], stride[0], padding[0], 1, out[0], 0.0).sum(dim=2)
