@@ -31,6 +31,15 @@ def test_fans_and_gains():
     assert nn.init.calculate_gain("conv2d") == 1
     with pytest.raises(ValueError, match="unsupported"):
         nn.init.calculate_gain("swish")
+    # PyTorch's private helpers, which code imports: the mode in any case, as PyTorch lower-cases it
+    assert nn.init._calculate_correct_fan(mf.empty(64, 32, 3, 3), "FAN_OUT") == 64 * 9
+    bound = math.sqrt(3) * math.sqrt(2 / (64 * 9))  # kaiming's relu gain over the fan_out
+    w = nn.init.kaiming_uniform_(mf.empty(64, 32, 3, 3), mode="Fan_Out", nonlinearity="relu").numpy()
+    assert bound * 0.99 <= np.abs(w).max() <= bound
+    with pytest.raises(ValueError, match="not supported"):
+        nn.init._calculate_correct_fan(mf.empty(2, 2), "fan")
+    t = nn.init._no_grad_trunc_normal_(mf.empty(1000), 0.5, 1.0, 0.0, 1.0)
+    assert 0.0 <= t.numpy().min() and t.numpy().max() <= 1.0
 
 
 @pytest.mark.parametrize("fn,kw,bound,std", [

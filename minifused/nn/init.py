@@ -54,7 +54,9 @@ def _calculate_fan_in_and_fan_out(tensor):
     return tensor.shape[1] * receptive, tensor.shape[0] * receptive
 
 
-def _fan(tensor, mode):
+def _calculate_correct_fan(tensor, mode):
+    """The fan of ``mode``, 'fan_in' or 'fan_out' in any case (PyTorch's helper, which code imports)."""
+    mode = mode.lower() if isinstance(mode, str) else mode
     if mode not in ("fan_in", "fan_out"):
         raise InputError(f"mode {mode!r} not supported, please use one of 'fan_in', 'fan_out'")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
@@ -112,6 +114,11 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     with no_grad():
         data[...] = out.astype(data.dtype)
         return tensor._bump("trunc_normal_")
+
+
+def _no_grad_trunc_normal_(tensor, mean, std, a, b, generator=None):
+    """PyTorch's helper behind ``trunc_normal_`` (older ViT code imports it): the same draw."""
+    return trunc_normal_(tensor, mean, std, a, b, generator)
 
 
 def orthogonal_(tensor, gain=1.0, generator=None):
@@ -194,7 +201,7 @@ def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", ge
     """U(-bound, bound), bound = gain * sqrt(3 / fan). ``a=sqrt(5)`` is Linear's and Conv's default."""
     if 0 in tensor.shape:
         return tensor
-    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
     return uniform_(tensor, -bound, bound, generator)
 
@@ -202,7 +209,7 @@ def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", ge
 def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tensor.shape:
         return tensor
-    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
     return normal_(tensor, 0.0, std, generator)
 
 
