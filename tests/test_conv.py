@@ -283,6 +283,16 @@ def test_bad_bias_and_dtype():
         F.conv2d(x, w, activation="gelu")
 
 
+def test_numpy_integer_arguments(rng):
+    """NumPy integers (a groups or stride computed with NumPy) are ints, as PyTorch takes them: the grouped
+    convolution of a NumPy groups equals that of the int, both ways."""
+    x, w, wt = (T(rng.standard_normal(s)) for s in ((1, 4, 6, 6), (6, 2, 3, 3), (4, 3, 3, 3)))
+    np.testing.assert_array_equal(F.conv2d(x, w, None, np.int64(2), 1, 1, np.int64(2)).numpy(),
+                                  F.conv2d(x, w, None, 2, 1, 1, 2).numpy())
+    np.testing.assert_array_equal(F.conv_transpose2d(x, wt, None, 2, groups=np.int32(2)).numpy(),
+                                  F.conv_transpose2d(x, wt, None, 2, groups=2).numpy())
+
+
 def test_padding_strings(rng):
     x, w = T(rng.standard_normal((1, 2, 6, 6))), T(rng.standard_normal((3, 2, 3, 3)))
     assert F.conv2d(x, w, padding="same").shape == (1, 3, 6, 6)

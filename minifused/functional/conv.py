@@ -34,8 +34,9 @@ def _check_conv_args(op, input, weight, groups, layout):
         raise InputTypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
     if weight.ndim != 4:
         raise InputError(f"{op}: weight must be 4-D {layout}, got shape {tuple(weight.shape)}")
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+    if not isinstance(groups, _numbers.Integral) or isinstance(groups, bool) or groups < 1:
         raise InputError(f"{op}: groups must be a positive int, got {groups!r}")
+    return int(groups)  # (a NumPy integer too, as PyTorch takes it)
 
 
 @_unbatched
@@ -57,7 +58,7 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
     stride, padding, dilation, groups)``, the input padded where 'same' pads unevenly."""
     op = "conv2d"
     input, weight, bias = _autocast_lower(input, weight, bias)
-    _check_conv_args(op, input, weight, groups, "(out_channels, in_channels/groups, kH, kW)")
+    groups = _check_conv_args(op, input, weight, groups, "(out_channels, in_channels/groups, kH, kW)")
     if activation not in CONV_ACTIVATIONS:
         raise InputError(f"{op}: activation must be None or 'relu', got {activation!r}")
     n, c, h, w = input.shape
@@ -143,7 +144,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     dilation*(kH-1) + output_padding + 1, ...). It runs the convolution's data-gradient kernels forward."""
     op = "conv_transpose2d"
     input, weight, bias = _autocast_lower(input, weight, bias)
-    _check_conv_args(op, input, weight, groups, "(in_channels, out_channels/groups, kH, kW)")
+    groups = _check_conv_args(op, input, weight, groups, "(in_channels, out_channels/groups, kH, kW)")
     stride = _pair(op, "stride", stride, 1)
     padding = _pair(op, "padding", padding, 0)
     dilation = _pair(op, "dilation", dilation, 1)
