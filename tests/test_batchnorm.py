@@ -60,6 +60,21 @@ def test_momentum_none_is_the_cumulative_average(rng):
     assert int(mod.num_batches_tracked.item()) == 3
 
 
+def test_without_a_batch_count_momentum_none_leaves_the_running_stats(rng):
+    """PyTorch's factor with momentum=None is 1 / num_batches_tracked, and 0 when that buffer is None: the running
+    statistics stay; a momentum still moves them."""
+    for momentum in (None, 0.3):
+        mod = nn.BatchNorm1d(4, momentum=momentum, dtype=mf.float64)
+        mod.num_batches_tracked = None
+        x = rng.standard_normal((6, 4)) * 2 + 1
+        mean, var, unbiased = batch_stats(x)
+        np.testing.assert_allclose(mod(mf.tensor(x)).numpy(), bn_ref(x, mean, var, np.ones(4), np.zeros(4), 1e-5),
+                                   rtol=1e-10, atol=1e-12)
+        m = 0.0 if momentum is None else momentum
+        np.testing.assert_allclose(mod.running_mean.numpy(), m * mean, rtol=1e-12)
+        np.testing.assert_allclose(mod.running_var.numpy(), (1 - m) + m * unbiased, rtol=1e-12)
+        assert mod.num_batches_tracked is None
+
 def test_without_running_stats_eval_uses_the_batch(rng):
     mod = nn.BatchNorm2d(3, affine=False, track_running_stats=False, dtype=mf.float64).eval()
     assert mod.running_mean is None and mod.weight is None

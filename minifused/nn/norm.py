@@ -217,8 +217,8 @@ class _BatchNorm(_NormBase):
         training, momentum, running_mean = self.training, self.momentum, self.running_mean
         tracking = training and self.track_running_stats
         factor = 0.0 if momentum is None else momentum
-        if tracking and momentum is None:  # the cumulative average over the batches seen, this one too
-            factor = 1.0 / (int(self.num_batches_tracked.item()) + 1)
+        if tracking and momentum is None and self.num_batches_tracked is not None:  # the cumulative average over
+            factor = 1.0 / (int(self.num_batches_tracked.item()) + 1)  # the batches seen, this one too (no count: 0)
         use_batch = training or running_mean is None
         keep = not training or self.track_running_stats
         # num_batches_tracked goes up in the running statistics' kernel (after the call's checks: a refused
