@@ -360,6 +360,24 @@ def test_sequential_inplace_mlp_matches_out_of_place():
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
+def test_sequential_runs_a_forward_given_to_an_instance():
+    """``module.forward = f`` (wrappers, LoRA-style patches): PyTorch's call runs f, so a Sequential neither fuses
+    that module with a neighbour nor runs it in place."""
+    lin = nn.Linear(2, 2)
+    lin.forward = lambda x: x * 0 - 1  # then ReLU gives zeros
+    relu = nn.ReLU()
+    relu.forward = lambda x: x * 0 + 5
+    conv, bn = nn.Conv2d(1, 1, 1), nn.BatchNorm2d(1)
+    bn.forward = lambda x: x * 0 - 1
+    drop = nn.Dropout(0.5)
+    drop.forward = lambda x: x * 0 + 7
+    x = mf.ones(1, 2)
+    assert nn.Sequential(lin, nn.ReLU())(x).tolist() == [[0.0, 0.0]]
+    assert nn.Sequential(nn.Linear(2, 2), relu)(x).tolist() == [[5.0, 5.0]]
+    assert float(nn.Sequential(conv, bn, nn.ReLU())(mf.ones(2, 1, 2, 2)).sum()) == 0.0
+    with mf.no_grad():
+        assert nn.Sequential(nn.Linear(2, 2), nn.ReLU(), drop)(x).tolist() == [[7.0, 7.0]]
+
 def test_assigning_to_a_registered_name_keeps_its_kind():
     """PyTorch's Module.__setattr__: a buffer assigned a tensor stays a buffer (``count += 1``, ``self.avg = ...``:
     still in the state dict), None clears a registered name, and a value of the wrong kind for a parameter,

@@ -29,11 +29,18 @@ def _own_forward(cls):
     return owner.__module__.startswith("minifused.nn.")
 
 
+def runs_own_forward(module):
+    """Whether calling ``module`` runs this package's ``forward``, which its fused and in-place forms stand for:
+    neither a user's subclass overrides it nor the instance was given a ``forward`` of its own (``m.forward =
+    ...``, which PyTorch's call runs)."""
+    return "forward" not in module.__dict__ and _own_forward(type(module))
+
+
 def _fuses(layer, names, follower, name):
     """Whether ``follower``, which computes ``name`` (None: nothing fusable), may run inside ``layer``, which can
     fuse ``names``: neither runs hooks and both run this package's ``forward``."""
     return (name is not None and name in names and not runs_hooks(layer) and not runs_hooks(follower)
-            and _own_forward(type(layer)) and _own_forward(type(follower)))
+            and runs_own_forward(layer) and runs_own_forward(follower))
 
 
 def _owned(y, x):
@@ -168,8 +175,8 @@ class Sequential(_ModuleSequence):
         Softmax, LayerNorm) runs it on an intermediate result that only this container holds
         (see ``_owned``), saving one activation-sized allocation; never on the caller's input, nor under autocast
         (which may give an op's result another dtype than its input's, as LayerNorm's and Softmax's).
-        Modules with hooks (``register_forward_hook`` ...), and modules whose class overrides the ``forward``
-        of this package's class, are always called, never fused or run in place.
+        Modules with hooks (``register_forward_hook`` ...), and modules whose class or instance overrides the
+        ``forward`` of this package's class, are always called, never fused or run in place.
         """
         x = input
         mods = list(self._modules.values())
@@ -189,7 +196,7 @@ class Sequential(_ModuleSequence):
                   and m.activation is None):
                 x = m.forward_with_activation(x, nxt.fusable_activation)
                 i += 2
-            elif owned and m.forward_inplace is not None and not runs_hooks(m) and _own_forward(type(m)):
+            elif owned and m.forward_inplace is not None and not runs_hooks(m) and runs_own_forward(m):
                 x = m.forward_inplace(x)  # x stays owned: the same tensor, overwritten
                 i += 1
                 continue

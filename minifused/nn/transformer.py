@@ -16,7 +16,7 @@ from ..autograd import is_grad_enabled
 from ..tensor import Tensor
 from . import init
 from .basic import GELU, ReLU
-from .container import ModuleList
+from .container import ModuleList, runs_own_forward
 from .dropout import Dropout
 from .linear import Linear
 from .module import Module, Parameter, runs_hooks
@@ -144,8 +144,8 @@ def _feed_forward(layer, x):
     """``linear2(dropout(activation(linear1(x))))``; a ReLU (F.relu or a hook-free nn.ReLU) runs in linear1's
     GEMM epilog when linear1 is a plain, hook-free Linear."""
     act, lin = layer.activation, layer.linear1
-    relu = act is F.relu or (type(act) is ReLU and not runs_hooks(act))
-    if relu and type(lin) is Linear and not runs_hooks(lin) and lin.activation is None:
+    relu = act is F.relu or (type(act) is ReLU and not runs_hooks(act) and runs_own_forward(act))
+    if relu and type(lin) is Linear and not runs_hooks(lin) and runs_own_forward(lin) and lin.activation is None:
         h = lin.forward_with_activation(x, "relu")
     else:
         h = act(lin(x))
