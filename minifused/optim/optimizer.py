@@ -171,9 +171,10 @@ class Optimizer:
             self.add_param_group(g)
 
     def add_param_group(self, group: dict):
-        if not isinstance(group, dict) or "params" not in group:
-            raise TypeError(f"{type(self).__name__}: a parameter group must be a dict with a 'params' entry, "
-                            f"got {sorted(group) if isinstance(group, dict) else type(group).__name__}")
+        if not isinstance(group, dict) or "params" not in group:  # (a dict without it: PyTorch's KeyError)
+            raise (KeyError if isinstance(group, dict) else TypeError)(
+                f"{type(self).__name__}: a parameter group must be a dict with a 'params' entry, "
+                f"got {sorted(group) if isinstance(group, dict) else type(group).__name__}")
         group = _Group(group, type(self)._hyper_values)
         params = group["params"]
         if isinstance(params, set):
