@@ -1382,3 +1382,33 @@ class _SetstateSGD(optim.SGD):  # (at module level: pickled by name)
         super().__setstate__(state)
         for group in self.param_groups:
             group.setdefault("nesterov", False)
+
+
+def test_global_step_hooks_run_around_every_optimizers_own():
+    """optim.optimizer.register_optimizer_step_pre_hook / _post_hook, as PyTorch's: on every optimizer, the global
+    pre-hooks before its own, the global post-hooks after its own (a global pre-hook may replace the arguments);
+    once for a subclass's step that calls its base; handle.remove() stops them."""
+    from minifused.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    class Mine(optim.SGD):
+        def step(self, closure=None):
+            return super().step(closure)
+
+    calls = []
+    p = nn.Parameter(mf.ones(2, dtype=mf.float64))
+    sgd, mine = optim.SGD([p], lr=0.5), Mine([p], lr=0.5)
+    sgd.register_step_pre_hook(lambda o, args, kwargs: calls.append("pre"))
+    sgd.register_step_post_hook(lambda o, args, kwargs: calls.append("post"))
+    handles = [register_optimizer_step_pre_hook(lambda o, args, kwargs: calls.append(("global pre", type(o).__name__))),
+               register_optimizer_step_post_hook(lambda o, args, kwargs: calls.append("global post"))]
+    try:
+        p.grad = mf.ones(2, dtype=mf.float64)
+        sgd.step()
+        mine.step()
+    finally:
+        for h in handles:
+            h.remove()
+    sgd.step()
+    assert calls == [("global pre", "SGD"), "pre", "post", "global post", ("global pre", "Mine"), "global post",
+                     "pre", "post"]
+    assert p.tolist() == [-0.5, -0.5]

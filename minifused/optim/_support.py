@@ -285,22 +285,30 @@ class _Handle:
         self._hooks.pop(self._key, None)
 
 
+#: the step hooks of every optimizer (``optim.optimizer.register_optimizer_step_pre_hook`` / ``_post_hook``, as
+#: PyTorch's): the pre-hooks run before an optimizer's own, the post-hooks after its own
+_GLOBAL_STEP_HOOKS = {"pre": {}, "post": {}}
+
+
 def _with_step_hooks(step):
     """``step`` running the optimizer's step pre-hooks (which may replace its arguments) before it and its
-    post-hooks after it, as PyTorch's ``register_step_pre_hook`` / ``register_step_post_hook``."""
+    post-hooks after it, as PyTorch's ``register_step_pre_hook`` / ``register_step_post_hook``, with the global
+    ones around them."""
     @functools.wraps(step)
     def hooked(self, *args, **kwargs):
         if "_opt_called" in self.__dict__:  # (a scheduler drives this optimizer: see LRScheduler.step)
             self._opt_called = True
         hooks = self.__dict__.get("_step_hooks")
+        if hooks is None and (_GLOBAL_STEP_HOOKS["pre"] or _GLOBAL_STEP_HOOKS["post"]):
+            hooks = self.__dict__["_step_hooks"] = {"pre": {}, "post": {}, "next": 0}  # (for its running flag)
         if not hooks or hooks.get("running"):  # (a subclass's step calling super().step() runs them once)
             return step(self, *args, **kwargs)
         hooks["running"] = True
         try:
-            for hook in list(hooks["pre"].values()):
+            for hook in list(_GLOBAL_STEP_HOOKS["pre"].values()) + list(hooks["pre"].values()):
                 args, kwargs = pre_hook_arguments("optimizer step pre-hook", hook(self, args, kwargs), args, kwargs)
             out = step(self, *args, **kwargs)
-            for hook in list(hooks["post"].values()):
+            for hook in list(hooks["post"].values()) + list(_GLOBAL_STEP_HOOKS["post"].values()):
                 hook(self, args, kwargs)
         finally:
             hooks["running"] = False

@@ -35,8 +35,8 @@ import numpy as np
 from .. import backend
 from ..kernels import c_contiguous, empty_like_layout, layout_like
 from ..tensor import Tensor
-from ._support import (_PYTORCH_SWITCHES, _by_device, _Group, _Handle, _ParamState, _pytorch_flags,
-                       _refuse_in_capture, _with_state_dict_hooks, _with_step_hooks)
+from ._support import (_GLOBAL_STEP_HOOKS, _PYTORCH_SWITCHES, _by_device, _Group, _Handle, _ParamState,
+                       _pytorch_flags, _refuse_in_capture, _with_state_dict_hooks, _with_step_hooks)
 
 _LOW_PRECISION = (backend.float16, backend.bfloat16)
 _PAIRS = ("betas", "etas", "step_sizes")  # hyper-parameters kept as tuples, as PyTorch's (a loaded list converted)
@@ -73,6 +73,24 @@ class _Recorded(NamedTuple):
     tensors: list
     arrays: list
     order: list
+
+
+_global_hook_ids = iter(range(1, 1 << 62))
+
+
+def register_optimizer_step_pre_hook(hook):
+    """``hook(optimizer, args, kwargs)`` before every optimizer's step (before its own pre-hooks); it may return
+    ``(new_args, new_kwargs)``. Returns a handle whose ``remove()`` unregisters it."""
+    key = next(_global_hook_ids)
+    _GLOBAL_STEP_HOOKS["pre"][key] = hook
+    return _Handle(_GLOBAL_STEP_HOOKS["pre"], key)
+
+
+def register_optimizer_step_post_hook(hook):
+    """``hook(optimizer, args, kwargs)`` after every optimizer's step (after its own post-hooks)."""
+    key = next(_global_hook_ids)
+    _GLOBAL_STEP_HOOKS["post"][key] = hook
+    return _Handle(_GLOBAL_STEP_HOOKS["post"], key)
 
 
 class _RequiredParameter:
