@@ -201,9 +201,20 @@ class _BatchNorm(_NormBase):
         if len(shape) < 2:
             raise InputError(f"{name}: expected an input with a channel dimension (N, C, ...), got shape "
                              f"{list(shape)}")
-        if shape[1] != self.num_features:
-            raise InputError(f"{name}: expected {self.num_features} channels (num_features) in dimension 1, got "
+        channels = self._tensor_channels()
+        if channels is not None and shape[1] != channels:
+            raise InputError(f"{name}: expected {channels} channels (num_features) in dimension 1, got "
                              f"input of shape {list(shape)}")
+
+    def _tensor_channels(self):
+        """The channel count the input must have: the size of the running statistics the op reads, else of the
+        weight or bias, as PyTorch's checks (not ``num_features``: model surgery may resize the tensors alone);
+        None where there are none."""
+        keep = not self.training or self.track_running_stats
+        for t in (self.running_mean if keep else None, self.weight, self.bias):
+            if t is not None:
+                return t.numel()
+        return None
 
     def forward(self, input):
         return self.forward_with_activation(input, self.activation)
@@ -282,7 +293,7 @@ class SyncBatchNorm(_BatchNorm):
         return self._synced(input, dist)
 
     def _synced(self, input, dist):
-        c = self.num_features
+        c = input.shape[1]
         shape = (1, c) + (1,) * (input.ndim - 2)
         dims = (0,) + tuple(range(2, input.ndim))
         x = input.float() if input.dtype in (backend.float16, backend.bfloat16) else input
