@@ -99,6 +99,17 @@ def test_channels_are_checked_against_the_tensors_not_num_features(rng):
     with pytest.raises(ValueError, match=r"expected 3 channels \(num_features\)"):
         nn.BatchNorm2d(3, affine=False)(mf.tensor(x))
 
+def test_group_norm_checks_the_channels_against_its_weight_not_num_channels(rng):
+    mod = nn.GroupNorm(2, 4, dtype=mf.float64)
+    w, b = rng.standard_normal(6), rng.standard_normal(6)
+    mod.weight, mod.bias = nn.Parameter(mf.tensor(w)), nn.Parameter(mf.tensor(b))  # (resized alone, as PyTorch takes)
+    x = rng.standard_normal((2, 6, 3))
+    g = x.reshape(2, 2, 9)
+    ref = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)).reshape(2, 6, 3)
+    np.testing.assert_allclose(mod(mf.tensor(x)).numpy(), ref * w[:, None] + b[:, None], rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match=r"GroupNorm: expected 6 channels in dimension 1"):
+        mod(mf.tensor(rng.standard_normal((2, 4, 3))))
+
 def test_without_running_stats_eval_uses_the_batch(rng):
     mod = nn.BatchNorm2d(3, affine=False, track_running_stats=False, dtype=mf.float64).eval()
     assert mod.running_mean is None and mod.weight is None

@@ -439,11 +439,12 @@ class GroupNorm(Module):
         _reset_affine(self)
 
     def forward(self, input):
-        """Without ``affine`` any channel count that ``num_groups`` divides passes, as in PyTorch (no parameter
-        needs ``num_channels``)."""
-        if (self.affine and isinstance(input, ops.Tensor) and input.ndim >= 2
-                and input.shape[1] != self.num_channels):
-            raise InputError(f"GroupNorm: expected {self.num_channels} channels in dimension 1, got input of "
+        """The input's channels are checked against the weight's (or bias's) size, as in PyTorch, not
+        ``num_channels`` (model surgery may resize the parameters alone); without ``affine`` any channel count that
+        ``num_groups`` divides passes."""
+        channels = next((t.numel() for t in (self.weight, self.bias) if t is not None), None)
+        if channels is not None and isinstance(input, ops.Tensor) and input.ndim >= 2 and input.shape[1] != channels:
+            raise InputError(f"GroupNorm: expected {channels} channels in dimension 1, got input of "
                              f"shape {list(input.shape)}")
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
