@@ -81,14 +81,17 @@ def test_interpolate_cpu_ignores_the_scale_along_an_axis_that_keeps_its_size(mod
     np.testing.assert_allclose(x.grad.numpy(), x2.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
-def _antialias_ref(n, m, step, cubic):
+def _antialias_ref(n, m, step, mode):
     """Antialiased resampling as PIL and PyTorch define it, one axis, float64: output i centred at step * (i + 0.5)
-    weighs every input j by the filter (triangle, or cubic with a = -0.5) at (j + 0.5 - centre), the filter
-    stretched by the step when it shrinks; the weights normalized."""
+    weighs every input j by the filter (triangle, cubic with a = -0.5, or Lanczos-3) at (j + 0.5 - centre), the
+    filter stretched by the step when it shrinks; the weights normalized."""
     def f(d):
         d = abs(d)
-        if not cubic:
+        if mode == "bilinear":
             return max(1 - d, 0.0)
+        if mode == "lanczos":
+            return 1.0 if d == 0 else (3 * math.sin(math.pi * d) * math.sin(math.pi * d / 3) / (math.pi * d) ** 2
+                                       if d < 3 else 0.0)
         if d < 1:
             return 1.5 * d ** 3 - 2.5 * d ** 2 + 1
         return -0.5 * d ** 3 + 2.5 * d ** 2 - 4 * d + 2 if d < 2 else 0.0
@@ -96,11 +99,12 @@ def _antialias_ref(n, m, step, cubic):
     return w / w.sum(1, keepdims=True)
 
 
-@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "lanczos"])
 def test_interpolate_antialias(mode):
     """antialias=True low-pass filters as it shrinks (PyTorch's, for torchvision-style resizing): 4 -> 2 with
     the triangle weighs [0, 1, 2, 3] by [3, 3, 1, 0] / 7 and [0, 1, 3, 3] / 7; against the float64 reference on
-    both axes (one shrinking, one growing at a given scale), with the gradient its transpose."""
+    both axes (one shrinking, one growing at a given scale), with the gradient its transpose. PyTorch's 'lanczos'
+    mode is this with the Lanczos-3 filter, and needs antialias=True."""
     x = cpu(np.arange(4.0).reshape(1, 1, 1, 4))
     if mode == "bilinear":
         np.testing.assert_allclose(F.interpolate(x, size=(1, 2), mode=mode, antialias=True).numpy().ravel(),
@@ -109,13 +113,15 @@ def test_interpolate_antialias(mode):
     xt = cpu(a, requires_grad=True)
     y = F.interpolate(xt, scale_factor=(0.3, 1.5), mode=mode, antialias=True)
     assert y.shape == (2, 3, 3, 7)
-    wh, ww = _antialias_ref(11, 3, 1 / 0.3, mode == "bicubic"), _antialias_ref(5, 7, 1 / 1.5, mode == "bicubic")
+    wh, ww = _antialias_ref(11, 3, 1 / 0.3, mode), _antialias_ref(5, 7, 1 / 1.5, mode)
     np.testing.assert_allclose(y.detach().numpy(), wh @ a @ ww.T, rtol=1e-12, atol=1e-12)
     g = rnd(*y.shape, seed=1)
     y.backward(cpu(g))
     np.testing.assert_allclose(xt.grad.numpy(), wh.T @ g @ ww, rtol=1e-12, atol=1e-12)
-    with pytest.raises(ValueError, match="antialias=True is restricted to the bilinear and bicubic modes"):
+    with pytest.raises(ValueError, match="antialias=True is restricted to the bilinear, bicubic and lanczos modes"):
         F.interpolate(x, size=2, mode="nearest", antialias=True)
+    with pytest.raises(ValueError, match="mode 'lanczos' needs antialias=True"):
+        F.interpolate(x, size=2, mode="lanczos")
 
 
 def test_interpolate_bicubic_at_the_given_scale_on_the_cpu():

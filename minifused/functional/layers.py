@@ -94,7 +94,7 @@ def pad(input, pad, mode="constant", value=None):
 
 
 # ---------------------------------------------------------------- interpolate
-_INTERP_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "area", "bicubic", "trilinear")
+_INTERP_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "area", "bicubic", "trilinear", "lanczos")
 
 
 def _per_dim(op, name, value, dim, kind):
@@ -140,7 +140,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     ``'bilinear'`` and ``'bicubic'`` (4-D), ``'trilinear'`` (5-D), with PyTorch's source-index arithmetic
     (``align_corners`` and a given ``scale_factor`` as its kernels use them, unless ``recompute_scale_factor``)
     and its bicubic kernel (Keys' cubic convolution, a = -0.75, the border repeated). ``antialias=True`` (bilinear
-    and bicubic, 4-D) filters as PyTorch's (and PIL's) when shrinking: see :func:`_antialias_matrix`."""
+    and bicubic, 4-D; ``'lanczos'`` needs it) filters as PyTorch's (and PIL's) when shrinking: see
+    :func:`_antialias_matrix`."""
     op = "interpolate"
     _check_tensor(op, input)
     if mode not in _INTERP_MODES:
@@ -154,17 +155,21 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode != "area":  # (the upsampling kernels are on PyTorch's cuda autocast float32 list)
         (input,) = _autocast_float32(input, devices=("cuda",))
     weighted = need is not None  # linear, bilinear, bicubic, trilinear
-    if align_corners is not None and not weighted:
+    if align_corners is not None and not weighted and mode != "lanczos":
         raise InputError(f"{op}: align_corners can only be set with the interpolating modes linear | bilinear | "
                          f"bicubic | trilinear, got mode {mode!r}")
-    if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
-        raise InputError(f"{op}: antialias=True is restricted to the bilinear and bicubic modes and needs a 4-D "
-                         f"input, got mode {mode!r} and a {input.ndim}-D input")
+    if antialias and (mode not in ("bilinear", "bicubic", "lanczos") or input.ndim != 4):
+        raise InputError(f"{op}: antialias=True is restricted to the bilinear, bicubic and lanczos modes and needs a "
+                         f"4-D input, got mode {mode!r} and a {input.ndim}-D input")
+    if mode == "lanczos" and not antialias:
+        raise InputError(f"{op}: mode 'lanczos' needs antialias=True (it is an antialiasing filter)")
+    if mode == "lanczos" and align_corners:
+        raise InputError(f"{op}: mode 'lanczos' does not support align_corners=True")
     out, scales = _interp_sizes(op, input, size, scale_factor, recompute_scale_factor)
     if antialias:
         if not backend.is_floating(input.dtype):
             raise InputTypeError(f"{op}: mode {mode!r} needs a floating-point input, got dtype {input.dtype}")
-        return _antialiased(input, out, scales, mode == "bicubic", bool(align_corners))
+        return _antialiased(input, out, scales, mode, bool(align_corners))
     if mode == "area":
         from .volume import adaptive_avg_pool3d  # (volume.py imports this module)
 
@@ -193,24 +198,27 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     return R.ResampleFn.apply(input, tuple(steps))
 
 
-def _antialias_matrix(n, m, scale, align_corners, cubic):
+def _antialias_matrix(n, m, scale, align_corners, mode):
     """PyTorch's antialiased resampling of one axis of size ``n`` to ``m``, as an (m, n) matrix: output ``i``
     centred at ``s * (i + 0.5)`` (``s`` the input step: ``1/scale`` when a scale factor is used, else ``n/m``, or
-    ``(n-1)/(m-1)`` with align_corners) takes the inputs within the filter's support (1 for the triangle, 2 for
-    the cubic, a = -0.5), both stretched by ``s`` when it shrinks; each row's weights normalized to sum to 1."""
+    ``(n-1)/(m-1)`` with align_corners) takes the inputs within the filter's support (1 for bilinear's triangle,
+    2 for bicubic's cubic, a = -0.5, 3 for lanczos' sinc(d) sinc(d / 3)), both stretched by ``s`` when it shrinks;
+    each row's weights normalized to sum to 1."""
     if align_corners:
         s = (n - 1) / (m - 1) if m > 1 else 0.0
     else:
         s = 1.0 / scale if scale else n / m
-    support = (2.0 if cubic else 1.0) * max(s, 1.0)
+    support = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0}[mode] * max(s, 1.0)
     stretch = 1.0 / s if s >= 1.0 else 1.0
     w = np.zeros((m, n))
     for i in range(m):
         center = s * (i + 0.5)
         lo, hi = max(int(center - support + 0.5), 0), min(int(center + support + 0.5), n)
         d = np.abs((np.arange(lo, hi) - center + 0.5) * stretch)
-        if cubic:
+        if mode == "bicubic":
             row = np.where(d < 1, (1.5 * d - 2.5) * d * d + 1, np.where(d < 2, ((-0.5 * d + 2.5) * d - 4) * d + 2, 0.0))
+        elif mode == "lanczos":
+            row = np.where(d < 3, np.sinc(d) * np.sinc(d / 3), 0.0)
         else:
             row = np.maximum(1.0 - d, 0.0)
         total = row.sum()
@@ -218,7 +226,7 @@ def _antialias_matrix(n, m, scale, align_corners, cubic):
     return w
 
 
-def _antialiased(input, out, scales, cubic, align_corners):
+def _antialiased(input, out, scales, mode, align_corners):
     """``interpolate(..., antialias=True)`` of a 4-D input: each axis that changes size multiplied by its
     :func:`_antialias_matrix` (PyTorch's cpu kernel leaves an axis that keeps its size, whatever the scale), in the
     input's dtype (the products bypass matmul's autocast, as PyTorch's kernel is not on its lists)."""
@@ -227,7 +235,7 @@ def _antialiased(input, out, scales, cubic, align_corners):
         n, m = input.shape[axis], out[axis - 2]
         if n == m:
             continue
-        w = Tensor._from_array(input._xp.asarray(_antialias_matrix(n, m, scales[axis - 2], align_corners, cubic)
+        w = Tensor._from_array(input._xp.asarray(_antialias_matrix(n, m, scales[axis - 2], align_corners, mode)
                                                  .astype(input.dtype)))
         y = MatMul.apply(y, w.T) if axis == 3 else MatMul.apply(w, y)
     return clone(input) if y is input else y
