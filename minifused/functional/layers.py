@@ -235,8 +235,8 @@ def _antialiased(input, out, scales, mode, align_corners):
         n, m = input.shape[axis], out[axis - 2]
         if n == m:
             continue
-        w = Tensor._from_array(input._xp.asarray(_antialias_matrix(n, m, scales[axis - 2], align_corners, mode)
-                                                 .astype(input.dtype)))
+        w = _antialias_matrix(n, m, scales[axis - 2], align_corners, mode).astype(input.dtype)
+        w = Tensor._from_array(backend.to_device_bits(w, input.device))
         y = MatMul.apply(y, w.T) if axis == 3 else MatMul.apply(w, y)
     return clone(input) if y is input else y
 
