@@ -107,7 +107,9 @@ def register_all():
               "batchnorm": {"_BatchNorm": _BatchNorm, "_NormBase": _NormBase},
               "instancenorm": {"_InstanceNorm": _InstanceNorm, "_NormBase": _NormBase},
               "conv": {"_ConvNd": _ConvNd, "_ConvTransposeNd": _ConvTransposeNd},
-              "pooling": {"_MaxPoolNd": _pool._MaxPoolNd, "_LPPoolNd": _pool._LPPoolNd},
+              "pooling": {"_MaxPoolNd": _pool._MaxPoolNd, "_AvgPoolNd": _pool._AvgPoolNd, "_LPPoolNd": _pool._LPPoolNd,
+                          "_MaxUnpoolNd": _pool._MaxUnpoolNd, "_AdaptiveAvgPoolNd": _layers._AdaptiveAvgPoolNd,
+                          "_AdaptiveMaxPoolNd": _layers._AdaptiveMaxPoolNd},
               "dropout": {"_DropoutNd": _dropout._DropoutNd},
               "padding": {name: getattr(_layers, name) for name in
                           ("_ConstantPadNd", "_ReflectionPadNd", "_ReplicationPadNd", "_CircularPadNd")},

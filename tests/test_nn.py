@@ -894,7 +894,8 @@ def test_no_layer_is_a_subclass_of_another_kind_as_pytorchs():
     one, an EmbeddingBag no Embedding, a Fold no Unfold; ZeroPad<n>d is a ConstantPad<n>d; the private bases
     under PyTorch's module paths."""
     from minifused.nn.modules.padding import _ConstantPadNd, _ReflectionPadNd
-    from minifused.nn.modules.pooling import _LPPoolNd, _MaxPoolNd
+    from minifused.nn.modules.pooling import (_AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _AvgPoolNd, _LPPoolNd,
+                                              _MaxPoolNd, _MaxUnpoolNd)
 
     for layer, other in ((nn.MaxPool1d(2), nn.MaxPool2d), (nn.LPPool1d(2, 2), nn.LPPool2d),
                          (nn.FractionalMaxPool3d(2, output_ratio=0.5), nn.FractionalMaxPool2d),
@@ -909,6 +910,13 @@ def test_no_layer_is_a_subclass_of_another_kind_as_pytorchs():
     assert all(isinstance(m, _MaxPoolNd) for m in (nn.MaxPool1d(2), nn.MaxPool2d(2), nn.MaxPool3d(2)))
     assert all(isinstance(m, _LPPoolNd) for m in (nn.LPPool1d(2, 2), nn.LPPool2d(2, 2), nn.LPPool3d(2, 2)))
     assert isinstance(nn.ZeroPad1d(1), _ConstantPadNd) and isinstance(nn.ReflectionPad3d(1), _ReflectionPadNd)
+    assert all(isinstance(m, _AvgPoolNd) for m in (nn.AvgPool1d(2), nn.AvgPool2d(2), nn.AvgPool3d(2)))
+    assert all(isinstance(m, _MaxUnpoolNd) for m in (nn.MaxUnpool1d(2), nn.MaxUnpool2d(2), nn.MaxUnpool3d(2)))
+    avg = (nn.AdaptiveAvgPool1d(2), nn.AdaptiveAvgPool2d(2), nn.AdaptiveAvgPool3d(2))
+    top = (nn.AdaptiveMaxPool1d(2), nn.AdaptiveMaxPool2d(2), nn.AdaptiveMaxPool3d(2, return_indices=True))
+    assert all(isinstance(m, _AdaptiveAvgPoolNd) and not isinstance(m, _AdaptiveMaxPoolNd) for m in avg)
+    assert all(isinstance(m, _AdaptiveMaxPoolNd) and not isinstance(m, _AdaptiveAvgPoolNd) for m in top)
+    assert repr(top[2]) == "AdaptiveMaxPool3d(output_size=2)" and top[2].return_indices
 
 
 def test_every_dropout_layer_is_a_dropoutnd():

@@ -62,30 +62,35 @@ class _AdaptivePool(Module):
         return f"output_size={self.output_size!r}"
 
 
-class AdaptiveAvgPool2d(_AdaptivePool):
-    """Average over PyTorch's adaptive bins; ``AdaptiveAvgPool2d(1)`` (global pooling) is a mean over H, W."""
+class _AdaptiveAvgPoolNd(_AdaptivePool):
+    """PyTorch's base of the adaptive average pooling layers."""
 
     def __init__(self, output_size):
         super().__init__(output_size)
+
+
+class _AdaptiveMaxPoolNd(_AdaptivePool):
+    """PyTorch's base of the adaptive max pooling layers."""
+
+
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
+    """Average over PyTorch's adaptive bins; ``AdaptiveAvgPool2d(1)`` (global pooling) is a mean over H, W."""
 
     def forward(self, input):
         return F.adaptive_avg_pool2d(input, self.output_size)
 
 
-class AdaptiveAvgPool1d(_AdaptivePool):
-    def __init__(self, output_size):
-        super().__init__(output_size)
-
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
     def forward(self, input):
         return F.adaptive_avg_pool1d(input, self.output_size)
 
 
-class AdaptiveMaxPool2d(_AdaptivePool):
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     def forward(self, input):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
-class AdaptiveMaxPool1d(_AdaptivePool):
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
     def forward(self, input):
         return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 

@@ -30,7 +30,11 @@ class MaxPool2d(_MaxPoolNd):
     _fn = staticmethod(F.max_pool2d)
 
 
-class AvgPool2d(Module):
+class _AvgPoolNd(Module):
+    """PyTorch's base of the average pooling layers (none of them a subclass of another)."""
+
+
+class AvgPool2d(_AvgPoolNd):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
@@ -51,7 +55,7 @@ class MaxPool1d(_MaxPoolNd):
     _fn = staticmethod(F.max_pool1d)
 
 
-class AvgPool1d(Module):
+class AvgPool1d(_AvgPoolNd):
     """Average pooling along L of (N, C, L) or (C, L) input."""
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -68,7 +72,11 @@ class AvgPool1d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class MaxUnpool2d(Module):
+class _MaxUnpoolNd(Module):
+    """PyTorch's base of the max unpooling layers."""
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
     """``F.max_unpool2d``: the values of a ``MaxPool2d(return_indices=True)`` put back at their places."""
 
     def __init__(self, kernel_size, stride=None, padding=0):
@@ -95,7 +103,7 @@ def _pair(v):
     return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
 
 
-class MaxUnpool1d(Module):
+class MaxUnpool1d(_MaxUnpoolNd):
     """``F.max_unpool1d``: the values of a ``MaxPool1d(return_indices=True)`` put back at their places."""
 
     def __init__(self, kernel_size, stride=None, padding=0):

@@ -11,9 +11,10 @@ from .. import functional as F
 from ..autograd import no_grad
 from ..functional.volume import _triple
 from .conv import PADDING_MODES, conv_attributes, transposed_output_padding
-from .layers import _CircularPadNd, _ConstantPadNd, _ReflectionPadNd, _ReplicationPadNd, _ZeroPadding
+from .layers import (_AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _CircularPadNd, _ConstantPadNd, _ReflectionPadNd,
+                     _ReplicationPadNd, _ZeroPadding)
 from .module import Module, Parameter
-from .pool import _LPPoolNd, _MaxPoolNd
+from .pool import _AvgPoolNd, _LPPoolNd, _MaxPoolNd, _MaxUnpoolNd
 from ..backend import InputError, InputTypeError
 
 __all__ = ["Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
@@ -156,7 +157,7 @@ class MaxPool3d(_MaxPoolNd):
     _fn = staticmethod(F.max_pool3d)
 
 
-class AvgPool3d(Module):
+class AvgPool3d(_AvgPoolNd):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
@@ -172,27 +173,14 @@ class AvgPool3d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AdaptiveAvgPool3d(Module):
-    def __init__(self, output_size):
-        super().__init__()
-        self.output_size = output_size
-
+class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
     def forward(self, input):
         return F.adaptive_avg_pool3d(input, self.output_size)
 
-    def extra_repr(self):
-        return f"output_size={self.output_size!r}"
 
-
-class AdaptiveMaxPool3d(Module):
-    def __init__(self, output_size, return_indices=False):
-        super().__init__()
-        self.output_size, self.return_indices = output_size, return_indices
-
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     def forward(self, input):
         return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
-
-    extra_repr = AdaptiveAvgPool3d.extra_repr
 
 
 class LPPool3d(_LPPoolNd):
@@ -200,7 +188,7 @@ class LPPool3d(_LPPoolNd):
     _fn = staticmethod(F.lp_pool3d)
 
 
-class MaxUnpool3d(Module):
+class MaxUnpool3d(_MaxUnpoolNd):
     """``F.max_unpool3d``: the values of a ``MaxPool3d(return_indices=True)`` put back at their places."""
 
     def __init__(self, kernel_size, stride=None, padding=0):
