@@ -120,13 +120,17 @@ tf32_conv = TF32Switch(False)
 
 # ---------------------------------------------------------------- devices
 class Device:
-    """An immutable device: ``Device('cpu')``, ``Device('cuda')``, ``Device('cuda:1')``."""
+    """An immutable device: ``Device('cpu')``, ``Device('cuda')``, ``Device('cuda:1')`` (``Device(1)``)."""
 
     __slots__ = ("type", "index")
 
     def __init__(self, spec="cpu", index=None):
         if isinstance(spec, Device):
             spec, index = spec.type, spec.index
+        elif isinstance(spec, numbers.Integral) and not isinstance(spec, bool):  # PyTorch's: an index is the GPU's
+            if spec < 0:
+                raise InputError(f"Device index must not be negative, got {spec}")
+            spec, index = "cuda", int(spec)
         kind, _, idx = str(spec).partition(":")
         if kind not in ("cpu", "cuda"):
             raise ValueError(f"unknown device {spec!r}; expected 'cpu', 'cuda' or 'cuda:N'")

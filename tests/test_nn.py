@@ -931,6 +931,22 @@ def test_every_dropout_layer_is_a_dropoutnd():
     with pytest.raises(ValueError, match="Dropout2d: dropout probability has to be between 0 and 1, but got 1.5"):
         nn.Dropout2d(1.5)
 
+def test_an_int_device_is_that_gpus_index_as_pytorchs():
+    """model.cuda(args.gpu), model.to(local_rank), x.cuda(rank), x.to(rank): an int is the GPU of that index (it
+    was taken for a dtype: "Cannot interpret '0' as a data type")."""
+    assert mf.device(0) == mf.device("cuda:0") and str(mf.device(2)) == "cuda:2"
+    with pytest.raises(ValueError, match="must not be negative"):
+        mf.device(-1)
+    moves = (lambda: nn.Linear(2, 2).cuda(0).weight, lambda: nn.Linear(2, 2).to(0).weight,
+             lambda: mf.ones(2).cuda(0), lambda: mf.ones(2).to(0, non_blocking=True))
+    for move in moves:
+        if backend.cuda_available():
+            assert move().device == mf.device("cuda:0")
+        else:
+            with pytest.raises(RuntimeError, match="cuda:0 requested but no usable CUDA device"):
+                move()
+    assert nn.Linear(2, 2).to(mf.float64).weight.dtype == mf.float64  # (a dtype is still one)
+
 def test_a_module_under_two_names_is_one_child():
     """children() / named_children() list a module registered twice once (under its first name), so apply() and
     train() reach it once, as PyTorch's; a Sequential holding it twice still runs it twice."""

@@ -442,8 +442,8 @@ class Module(StateDicts):
                 if m.channels_last_input is not None:
                     m.channels_last_input = fmt is channels_last
         for a in args:
-            if isinstance(a, backend.Device) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
-                device = a
+            if isinstance(a, (backend.Device, int)) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
+                device = a  # (an int: the GPU of that index, as PyTorch's model.to(local_rank))
             elif isinstance(a, str) and a.split(":")[0] in _OTHER_DEVICES:  # (not a dtype either)
                 backend.device(a)  # refused, naming the devices there are
             else:

@@ -87,7 +87,7 @@ def _to(self, *args, **kwargs):
     for a in args[:len(args) - len(bools)]:
         if isinstance(a, Tensor):
             device, dtype = a.device, a.dtype
-        elif isinstance(a, backend.Device) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
+        elif isinstance(a, (backend.Device, int)) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
             device = a
         elif isinstance(a, str) and a.lower() not in backend.DTYPE_NAMES:
             raise InputError(f"to(): unknown device {a!r}; expected 'cpu', 'cuda' or 'cuda:N' (or a dtype name: "
