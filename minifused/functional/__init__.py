@@ -541,7 +541,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
 # ---- families in their own modules
 from .activation import *  # noqa: E402,F401,F403 - activations, normalize, one_hot, the losses beyond these
-from .layers import *  # noqa: E402,F401,F403 - pad, interpolate, adaptive pooling, embedding, dropout2d
+from .layers import *  # noqa: E402,F401,F403 - pad, adaptive pooling, embedding, dropout2d
 from .batchnorm import *  # noqa: E402,F401,F403 - batch_norm, group_norm
 from .conv import *  # noqa: E402,F401,F403 - conv2d, conv_transpose2d, max_pool2d, avg_pool2d
 from .conv import CONV_ACTIVATIONS  # noqa: E402,F401 - what nn.Conv2d may fuse
@@ -553,6 +553,7 @@ from .fractional_pool import *  # noqa: E402,F401,F403 - fractional_max_pool2d/3
 from .ctc import *  # noqa: E402,F401,F403 - ctc_loss
 from .linear_loss import *  # noqa: E402,F401,F403 - linear_cross_entropy
 from .volume import *  # noqa: E402,F401,F403 - conv3d, conv_transpose3d, the 3-D poolings
+from .resize import *  # noqa: E402,F401,F403 - interpolate
 from .attention import *  # noqa: E402,F401,F403 - scaled_dot_product_attention, multi_head_attention_forward
 from .attention import _canonical_mask, _none_or_dtype  # noqa: E402,F401 - PyTorch's F._canonical_mask
 from ..ops import pdist  # noqa: E402,F401 - torch.nn.functional.pdist is torch.pdist

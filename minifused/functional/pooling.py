@@ -13,7 +13,8 @@ from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ._checks import _pair, _single, _unpool_size
 from .conv import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d
-from .layers import _adaptive_max, interpolate
+from .layers import _adaptive_max
+from .resize import interpolate
 from ..backend import InputError, InputTypeError
 
 __all__ = ["max_pool1d_with_indices", "max_pool2d_with_indices", "adaptive_max_pool1d_with_indices",
