@@ -11,7 +11,7 @@ import pytest
 
 import minifused as mf
 from minifused import backend
-from minifused.data import (DataLoader, Dataset, RandomSampler, Sampler, Subset, SubsetRandomSampler,
+from minifused.data import (BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, Subset, SubsetRandomSampler,
                             TensorDataset, WeightedRandomSampler, default_collate, default_convert,
                             get_worker_info, random_split)
 
@@ -97,6 +97,15 @@ def test_endless_sampler_without_len_is_iterated_lazily(fast):
 
 def test_sampler_of_keys_reaches_the_dataset_as_they_are():
     assert [b.tolist() for b in DataLoader({"a": 1, "b": 2}, batch_size=2, sampler=["b", "a"])] == [[2, 1]]
+
+
+def test_batch_sampler_keeps_the_indices_its_sampler_yields():
+    """PyTorch's BatchSampler lists what the sampler yields: a dict dataset's keys too, not only ints."""
+    assert list(BatchSampler(["b", "a", "c"], 2, False)) == [["b", "a"], ["c"]]
+    loader = DataLoader({"a": 1, "b": 2, "c": 3}, batch_sampler=BatchSampler(["c", "a", "b"], 2, False))
+    assert [b.tolist() for b in loader] == [[3, 1], [2]]
+    ds = TensorDataset(mf.arange(4.0))  # (NumPy ints from a sampler of an array still index the device rows)
+    assert rows(DataLoader(ds, batch_sampler=BatchSampler(np.array([3, 0, 2]), 2, False))) == [[3.0, 0.0], [2.0]]
 
 
 # ---------------------------------------------------------------- Subsets of device-batched datasets

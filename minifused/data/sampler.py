@@ -136,7 +136,8 @@ class WeightedRandomSampler(Sampler):
 
 
 class BatchSampler(Sampler):
-    """Lists of ``batch_size`` indices from ``sampler`` (the last one shorter unless ``drop_last``)."""
+    """Lists of ``batch_size`` indices from ``sampler`` (the last one shorter unless ``drop_last``), each index as
+    the sampler yields it (a dataset's keys need not be ints), as PyTorch's."""
 
     def __init__(self, sampler, batch_size, drop_last):
         self.batch_size = _count("BatchSampler", "batch_size", batch_size)
@@ -147,7 +148,7 @@ class BatchSampler(Sampler):
     def __iter__(self):
         batch = []
         for i in self.sampler:
-            batch.append(int(i))
+            batch.append(i)
             if len(batch) == self.batch_size:
                 yield batch
                 batch = []
