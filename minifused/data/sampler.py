@@ -112,12 +112,13 @@ class WeightedRandomSampler(Sampler):
             raise TypeError(f"{op}: weights should be a sequence of numbers, got {type(weights).__name__}") from e
         if w.ndim != 1:
             raise ValueError(f"{op}: weights should be a 1d sequence but given weights have shape {w.shape}")
+        # RuntimeError for weights no draw can come from, as PyTorch's torch.multinomial raises
         if not np.isfinite(w).all() or (w < 0).any():
-            raise ValueError(f"{op}: weights must be finite and non-negative")
+            raise RuntimeError(f"{op}: weights must be finite and non-negative")
         if w.sum() <= 0:
-            raise ValueError(f"{op}: the weights sum to zero: nothing to draw")
+            raise RuntimeError(f"{op}: the weights sum to zero: nothing to draw")
         if not replacement and self.num_samples > len(w):
-            raise ValueError(f"{op}: cannot draw {self.num_samples} distinct indices without replacement from "
+            raise RuntimeError(f"{op}: cannot draw {self.num_samples} distinct indices without replacement from "
                              f"{len(w)} weights")
         self.weights, self.replacement = w, replacement
         self.generator = _generator(op, generator) if generator is not None else None
