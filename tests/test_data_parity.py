@@ -273,6 +273,23 @@ def test_collated_samples_keep_requires_grad_as_torch_stack():
     np.testing.assert_array_equal(leaves[0].grad.numpy(), [1.0, 2.0])
 
 
+@pytest.mark.parametrize("subset", [False, True])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_tensor_dataset_that_requires_grad_gives_batches_on_its_graph(subset, shuffle):
+    """PyTorch's batches of a TensorDataset are stacks of its rows: they require grad where its tensor does
+    (a PINN's collocation points), and backward reaches that tensor's rows."""
+    x = mf.tensor(np.arange(8.0).reshape(4, 2), requires_grad=True)
+    ds = TensorDataset(x, mf.arange(4))
+    ds = Subset(ds, [3, 1, 0, 2]) if subset else ds
+    xb, yb = next(iter(DataLoader(ds, batch_size=2, shuffle=shuffle)))
+    assert xb.requires_grad and not yb.requires_grad and yb.dtype == mf.int64
+    (xb * xb).sum().backward()
+    rows_in = yb.tolist()  # (the labels are the row numbers)
+    want = np.zeros((4, 2))
+    want[rows_in] = 2 * np.arange(8.0).reshape(4, 2)[rows_in]
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
 # ---------------------------------------------------------------- datasets and samplers
 def test_random_split_lengths_as_pytorch():
     assert [len(s) for s in random_split(range(10), mf.tensor([3, 7]))] == [3, 7]

@@ -216,12 +216,13 @@ class DataLoader:
     dataset's own ``__len__``).
 
     A dataset with ``as_tensors`` (a :class:`Subset` of one too) and the default ``collate_fn`` is moved to the
-    device once and batched there; a Subset's current ``indices`` and the dataset's current tensors are read at
-    each iteration. ``num_workers``, ``pin_memory``, ``timeout``, ``worker_init_fn``,
-    ``multiprocessing_context``, ``prefetch_factor``, ``persistent_workers`` and ``in_order`` are checked and
-    kept as PyTorch's are (the same attributes, the same errors): loading runs in the calling thread, with
-    no worker processes, so ``worker_init_fn`` is never called (per-worker seeds or shards set in it would
-    otherwise apply to the one process that loads everything) and ``get_worker_info()`` is None.
+    device once and batched there (sample by sample where its tensors require grad, to keep the graph); a Subset's
+    current ``indices`` and the dataset's current tensors are read at each iteration. ``num_workers``,
+    ``pin_memory``, ``timeout``, ``worker_init_fn``, ``multiprocessing_context``, ``prefetch_factor``,
+    ``persistent_workers`` and ``in_order`` are checked and kept as PyTorch's are (the same attributes, the same
+    errors): loading runs in the calling thread, with no worker processes, so ``worker_init_fn`` is never called
+    (per-worker seeds or shards set in it would otherwise apply to the one process that loads everything) and
+    ``get_worker_info()`` is None.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
@@ -410,6 +411,10 @@ class DataLoader:
             # (a TensorDataset given new tensors since: batches of those, as PyTorch's loader reads them)
             self._source = self._base.tensors
             self._tensors = tuple(self._base.as_tensors(self.device, self._dtype))
+        if any(t.requires_grad for t in self._tensors):
+            # a gather of raw rows would drop the graph: stack the samples, whose batches require grad through
+            # the dataset's tensors, as PyTorch's collate gives them
+            return self._host_batches(epoch)
         return self._device_batches(epoch)
 
     def _stream_batches(self):
