@@ -20,8 +20,9 @@ from minifused import backend
 PORTED = Path(__file__).parent / "ported"
 SCRIPTS = ("mnist_cnn", "nn_tutorial", "polynomial_regression", "stn", "word_transformer")
 # trained on the CPU only, no PyTorch parity run: resnet_idioms (bfloat16 autocast), vae_distributions (its samples
-# come from each framework's own generator), training_loop_idioms (its split and shuffling too)
-CPU_SCRIPTS = SCRIPTS + ("resnet_idioms", "vae_distributions", "training_loop_idioms")
+# come from each framework's own generator), training_loop_idioms (its split and shuffling too), cifar_tricks (its
+# shuffling, crops, flips, mixup and cutmix too)
+CPU_SCRIPTS = SCRIPTS + ("resnet_idioms", "vae_distributions", "training_loop_idioms", "cifar_tricks")
 
 _IMPORT_LINE = re.compile(r"\s*(import|from)\s")
 _BARE = re.compile(r"\s*import torch\s*")  # import torch
@@ -82,6 +83,7 @@ CPU_ARGS = {
     "word_transformer": ["--steps", "30", "--seed", "0"],
     "vae_distributions": ["--steps", "80", "--seed", "0"],
     "training_loop_idioms": ["--steps", "12", "--seed", "0"],
+    "cifar_tricks": ["--steps", "16", "--seed", "0"],
 }
 
 
