@@ -264,6 +264,20 @@ def test_default_collate_containers_as_pytorchs():
     assert default_collate([["a", 1], ["b", 2]])[0] == ("a", "b")
 
 
+def test_default_convert_containers_as_pytorchs():
+    """PyTorch's default_convert keeps a mapping's or a sequence's own type (a copy of a mutable one), makes plain
+    tuples lists, and converts complex arrays too."""
+    out = default_convert(collections.defaultdict(list, {"x": np.arange(2, dtype=np.int32), "s": "ab"}))
+    assert type(out) is collections.defaultdict and out.default_factory is list and out["s"] == "ab"
+    assert out["x"].dtype == mf.int32 and out["x"].tolist() == [0, 1]
+    out = default_convert(collections.deque([np.float32(1.5), ("q", np.ones(1))]))
+    assert type(out) is collections.deque and out[0].dtype == mf.float32 and out[0].item() == 1.5
+    assert type(out[1]) is list and out[1][0] == "q" and out[1][1].tolist() == [1.0]
+    assert default_convert(range(3)) == [0, 1, 2]  # (a range cannot be built from a list)
+    out = default_convert(np.array([1 + 2j], dtype=np.complex64))
+    assert isinstance(out, mf.Tensor) and out.dtype == mf.complex64
+
+
 def test_collated_samples_keep_requires_grad_as_torch_stack():
     leaves = [mf.tensor([1.0, 2.0], requires_grad=True), mf.tensor([3.0, 4.0])]
     loader = DataLoader(Items(leaves), batch_size=2)

@@ -491,23 +491,43 @@ def default_collate(batch, device=None):
 
 def default_convert(data, device=None):
     """PyTorch's ``default_convert`` (what an unbatched loader applies to each item): NumPy arrays and NumPy
-    scalars of numbers or bools become tensors, through dicts, named tuples, tuples (which become lists, as
-    PyTorch's) and lists; nothing is stacked, everything else is passed as it is."""
+    scalars of numbers or bools become tensors, through mappings and sequences of their own type (a defaultdict, a
+    deque, a named tuple; plain tuples become lists, as PyTorch's); nothing is stacked, everything else is passed
+    as it is."""
     return _convert(data, backend.device(device))
 
 
 def _convert(item, device):
     if isinstance(item, (np.ndarray, np.number, np.bool_)):
-        if item.dtype.kind not in "biuf":  # strings, objects: left alone
+        if item.dtype.kind not in "biufc":  # strings, objects, dates: left alone
             return item
         return Tensor._from_array(backend.to_device(np.asarray(item), device))
-    if isinstance(item, dict):
-        return type(item)({k: _convert(v, device) for k, v in item.items()})
+    if isinstance(item, (str, bytes)):
+        return item
+    if isinstance(item, collections.abc.Mapping):
+        return _rebuilt(item, {k: _convert(v, device) for k, v in item.items()})
     if isinstance(item, tuple) and hasattr(item, "_fields"):  # a named tuple keeps its type
         return type(item)(*(_convert(v, device) for v in item))
-    if isinstance(item, (tuple, list)):
-        return [_convert(v, device) for v in item]
+    if isinstance(item, tuple):
+        return [_convert(v, device) for v in item]  # (a list, as PyTorch's)
+    if isinstance(item, collections.abc.Sequence):
+        return _rebuilt(item, [_convert(v, device) for v in item])
     return item
+
+
+def _rebuilt(item, values):
+    """``values`` (a dict for a mapping, a list for a sequence) in a container of ``item``'s own type, as PyTorch's:
+    a copy of a mutable one given them (a defaultdict keeps its default), else the type built from them; where
+    that type cannot be built so (a range), ``values`` as they are."""
+    try:
+        if isinstance(item, (collections.abc.MutableMapping, collections.abc.MutableSequence)):
+            out = copy.copy(item)
+            for k, v in values.items() if isinstance(values, dict) else enumerate(values):
+                out[k] = v
+            return out
+        return type(item)(values)
+    except TypeError:
+        return values
 
 
 def _collate_items(items, device):
