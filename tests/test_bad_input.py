@@ -49,6 +49,8 @@ CASES = [
     ("bool_ambiguous", lambda: bool(t(3)), RuntimeError, "ambiguous"),
     ("dtype_name", lambda: mf.zeros(2, dtype="float12"), TypeError, "unknown dtype"),
     ("randint_range", lambda: mf.randint(5, 5, (2,)), ValueError, "low < high"),
+    ("randint_no_size", lambda: mf.randint(2, 5), TypeError, r"randint: size must be a tuple of ints, got NoneType"),
+    ("randint_int_size", lambda: mf.randint(0, 5, 3), TypeError, r"randint: size must be a tuple of ints, got int \(3\)"),
     ("arange_step", lambda: mf.arange(0, 3, 0), ValueError, "step must be nonzero"),
     ("arange_step_sign", lambda: mf.arange(0, 5, -1), ValueError, r"arange: the bounds and the step's sign disagree"),
     ("arange_step_sign_float", lambda: mf.arange(5.0, 0.0, 0.5), ValueError, "a negative step needs end < start"),

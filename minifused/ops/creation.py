@@ -393,7 +393,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, *
                            generator=generator), named)
 
 
-def randint(low=None, high=None, size=(), *, generator=None, dtype=None, device=None, requires_grad=False):
+def randint(low=None, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
     """Integers in [low, high) (``randint(high, size)`` as in PyTorch when ``size`` is the 2nd arg; ``low``
     0 when only ``high=`` is given)."""
     low, high = _host_number(low), _host_number(high)
@@ -403,6 +403,9 @@ def randint(low=None, high=None, size=(), *, generator=None, dtype=None, device=
         low, high = 0, low
     elif isinstance(high, (tuple, list)):
         low, high, size = 0, low, high
+    # PyTorch's size is a required tuple: randint(2, 5) is no single draw from [2, 5), randint(0, 5, 3) no shape
+    if not isinstance(size, (tuple, list)):
+        raise InputTypeError(f"randint: size must be a tuple of ints, got {type(size).__name__} ({size!r})")
     for name, v in (("low", low), ("high", high)):
         if not isinstance(v, numbers.Integral) or isinstance(v, bool):
             raise InputTypeError(f"randint: {name} must be an int, got {type(v).__name__} ({v!r})")
