@@ -11,9 +11,10 @@ import pytest
 
 import minifused as mf
 from minifused import backend
-from minifused.data import (BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, Subset, SubsetRandomSampler,
-                            TensorDataset, WeightedRandomSampler, default_collate, default_convert,
-                            get_worker_info, random_split)
+from minifused.data import (BatchSampler, ChainDataset, ConcatDataset, DataLoader, Dataset, DistributedSampler,
+                            IterableDataset, RandomSampler, Sampler, SequentialSampler, StackDataset, Subset,
+                            SubsetRandomSampler, TensorDataset, WeightedRandomSampler, default_collate,
+                            default_convert, get_worker_info, random_split)
 
 
 @pytest.fixture(autouse=True)
@@ -106,6 +107,33 @@ def test_batch_sampler_keeps_the_indices_its_sampler_yields():
     assert [b.tolist() for b in loader] == [[3, 1], [2]]
     ds = TensorDataset(mf.arange(4.0))  # (NumPy ints from a sampler of an array still index the device rows)
     assert rows(DataLoader(ds, batch_sampler=BatchSampler(np.array([3, 0, 2]), 2, False))) == [[3.0, 0.0], [2.0]]
+
+
+def test_generic_classes_subscript_as_pytorchs():
+    """PyTorch's Dataset, Sampler, DataLoader (and the datasets of any item type) are typing generics: typed code
+    subclasses Dataset[tuple] and annotates DataLoader[...]; the samplers of ints and TensorDataset are not."""
+    class Pairs(Dataset[tuple]):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            return mf.full((2,), float(i)), i
+
+    class Odd(Sampler[int]):
+        def __iter__(self):
+            return iter([1])
+
+    def first(loader: DataLoader[tuple]) -> list:
+        return next(iter(loader))
+
+    x, y = first(DataLoader(Pairs(), batch_size=2, sampler=Odd()))
+    assert x.tolist() == [[1.0, 1.0]] and y.tolist() == [1]
+    for cls in (Dataset, IterableDataset, Subset, ConcatDataset, StackDataset, ChainDataset, Sampler, DataLoader,
+                DistributedSampler):
+        assert cls[int].__origin__ is cls
+    for cls in (TensorDataset, RandomSampler, SequentialSampler, BatchSampler):
+        with pytest.raises(TypeError, match="is not a generic class"):
+            cls[int]
 
 
 # ---------------------------------------------------------------- Subsets of device-batched datasets

@@ -12,14 +12,18 @@ from __future__ import annotations
 import bisect
 import math
 import numbers
+from typing import Generic, TypeVar
 
 import numpy as np
 
 from .. import backend
 from ..tensor import Tensor
 
+#: the type of a dataset's items: ``Dataset[T]``, as PyTorch's generic classes (``class Pairs(Dataset[tuple])``)
+T_co = TypeVar("T_co", covariant=True)
 
-class Dataset:
+
+class Dataset(Generic[T_co]):
     """The base class of map-style datasets: subclasses define ``__getitem__`` and ``__len__``."""
 
     def __getitem__(self, index):
@@ -42,7 +46,7 @@ def batched_on_device(dataset):
             and hasattr(dataset, "as_tensors"))  # (a Subset's is absent where its base has none)
 
 
-class Subset(Dataset):
+class Subset(Dataset[T_co]):
     """The items of ``dataset`` at ``indices``, in that order."""
 
     def __init__(self, dataset, indices):
@@ -89,7 +93,7 @@ class Subset(Dataset):
         return as_tensors
 
 
-class IterableDataset(Dataset):
+class IterableDataset(Dataset[T_co]):
     """The base class of iterable-style datasets: subclasses define ``__iter__`` (``__len__`` optionally)."""
 
     def __iter__(self):
@@ -99,7 +103,7 @@ class IterableDataset(Dataset):
         return ChainDataset([self, other])
 
 
-class ChainDataset(IterableDataset):
+class ChainDataset(IterableDataset[T_co]):
     """Several iterable datasets, one after the other (chained lazily, as ``itertools.chain``)."""
 
     def __init__(self, datasets):
@@ -120,7 +124,7 @@ class ChainDataset(IterableDataset):
         return total
 
 
-class ConcatDataset(Dataset):
+class ConcatDataset(Dataset[T_co]):
     """Several datasets, one after the other."""
 
     def __init__(self, datasets):
@@ -151,7 +155,7 @@ class ConcatDataset(Dataset):
         return self.datasets[which][idx - start]
 
 
-class StackDataset(Dataset):
+class StackDataset(Dataset[T_co]):
     """Datasets of equal length zipped: item ``i`` is ``tuple(d[i] for d in args)``, or with keyword datasets
     ``{name: d[i]}`` (PyTorch's ``StackDataset(*args, **kwargs)``, one form or the other)."""
 

@@ -15,6 +15,7 @@ import collections.abc
 import copy
 import functools
 import numbers
+from typing import Generic
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from ..ops._common import promote
 from ..ops.creation import number_dtype
 from ..ops.shape import stack
 from ..tensor import Tensor
-from .dataset import Dataset, IterableDataset, Subset, batched_on_device
+from .dataset import Dataset, IterableDataset, Subset, T_co, batched_on_device
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
                       WeightedRandomSampler)
 
@@ -34,7 +35,7 @@ def epoch_order(n: int, seed: int, epoch: int):
     return np.random.Generator(np.random.PCG64([int(seed), int(epoch)])).permutation(n)
 
 
-class TensorDataset(Dataset):
+class TensorDataset(Dataset[tuple]):
     """Tensors of equal first dimension, indexed together."""
 
     def __init__(self, *tensors):
@@ -71,7 +72,7 @@ class TensorDataset(Dataset):
 process_group = None
 
 
-class DistributedSampler(Sampler):
+class DistributedSampler(Sampler[T_co]):
     """This rank's share of a dataset's indices, for data-parallel training (PyTorch's semantics).
 
     Every rank draws the same order for an epoch (``seed`` must agree across ranks; the
@@ -189,7 +190,7 @@ def _in_range(op, idx, n):
     return np.where(idx < 0, idx + n, idx)
 
 
-class DataLoader:
+class DataLoader(Generic[T_co]):
     """Iterate over ``dataset`` in batches of ``batch_size`` (PyTorch's arguments, in its order).
 
     ``shuffle`` draws a new order every epoch; ``drop_last`` drops a final short batch; ``device`` / ``dtype``

@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import numbers
+from typing import Generic, TypeVar
 
 import numpy as np
 
 from .. import backend
 
+#: the type of what a sampler yields: ``Sampler[T]``, as PyTorch's generic classes
+T_co = TypeVar("T_co", covariant=True)
 
-class Sampler:
+
+class Sampler(Generic[T_co]):
     """The base class: subclasses define ``__iter__`` (the indices) and usually ``__len__``."""
 
     def __init__(self, data_source=None):
@@ -34,7 +38,7 @@ def _count(op, name, value):
     return int(value)
 
 
-class SequentialSampler(Sampler):
+class SequentialSampler(Sampler[int]):
     """``0, 1, ..., len(data_source) - 1``."""
 
     def __init__(self, data_source):
@@ -47,7 +51,7 @@ class SequentialSampler(Sampler):
         return len(self.data_source)
 
 
-class RandomSampler(Sampler):
+class RandomSampler(Sampler[int]):
     """A random permutation, or ``num_samples`` draws with ``replacement=True``."""
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
@@ -78,7 +82,7 @@ class RandomSampler(Sampler):
         return self.num_samples
 
 
-class SubsetRandomSampler(Sampler):
+class SubsetRandomSampler(Sampler[int]):
     """The given ``indices`` in a random order."""
 
     def __init__(self, indices, generator=None):
@@ -95,7 +99,7 @@ class SubsetRandomSampler(Sampler):
         return len(self.indices)
 
 
-class WeightedRandomSampler(Sampler):
+class WeightedRandomSampler(Sampler[int]):
     """``num_samples`` indices drawn with probabilities proportional to ``weights`` (PyTorch's
     ``torch.multinomial`` draw: with ``replacement``, or distinct indices without it: once the indices of
     non-zero weight are all drawn, those of zero weight follow, in a random order)."""
@@ -136,7 +140,7 @@ class WeightedRandomSampler(Sampler):
         return self.num_samples
 
 
-class BatchSampler(Sampler):
+class BatchSampler(Sampler[list]):
     """Lists of ``batch_size`` indices from ``sampler`` (the last one shorter unless ``drop_last``), each index as
     the sampler yields it (a dataset's keys need not be ints), as PyTorch's."""
 
