@@ -61,6 +61,8 @@ _SPECIAL_DTYPES = {"bfloat16": (backend.bfloat16, np.uint16)}
 
 
 def _encode(obj, arrays):
+    if isinstance(obj, np.generic):  # a NumPy scalar as the Python one it holds: np.True_ a bool, not the int 1
+        obj = obj.item()
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, Tensor):
@@ -72,8 +74,6 @@ def _encode(obj, arrays):
     if isinstance(obj, np.ndarray) or backend.is_cuda_array(obj):
         data = backend.to_device(obj, backend.CPU)
         return {"ndarray": _put(data, arrays), "dtype": str(data.dtype)}
-    if isinstance(obj, np.generic):
-        obj = obj.item()
     if isinstance(obj, numbers.Integral):
         return int(obj)
     if isinstance(obj, numbers.Real):

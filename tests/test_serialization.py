@@ -43,6 +43,14 @@ def test_round_trip_nested(tmp_path):
     assert list(got) == list(obj)
 
 
+def test_numpy_scalars_come_back_as_the_python_scalars_they_hold(tmp_path):
+    """A flag computed by NumPy (``is_best = acc > best`` on arrays) stays a boolean, as ``np.True_.item()`` is."""
+    obj = {"is_best": np.bool_(True), "stop": np.bool_(False), "epoch": np.int64(3), "acc": np.float64(91.5)}
+    got = mf.load(mf.save(obj, tmp_path / "c.ckpt"))
+    assert got == {"is_best": True, "stop": False, "epoch": 3, "acc": 91.5}
+    assert [type(v) for v in got.values()] == [bool, bool, int, float]
+
+
 def test_zero_dimensional_tensors_keep_their_shape(tmp_path):
     """0-d tensors and arrays (BatchNorm's num_batches_tracked, a step count, a loss) come back 0-d in both formats,
     so a whole model's state dict saved and loaded goes back into the model."""
