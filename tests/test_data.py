@@ -550,6 +550,10 @@ def test_subset_concat_and_random_split():
     (lambda ds: DataLoader(ds, 2, num_workers=-1), ValueError, "DataLoader: num_workers must be a non-negative"),
     (lambda ds: DataLoader(ds, 2, collate_fn=3), TypeError, "DataLoader: collate_fn must be callable"),
     (lambda ds: DataLoader(ds, 2, generator=5), TypeError, "DataLoader: generator must be"),
+    # PyTorch's loader hands drop_last to its BatchSampler, which takes only a bool
+    (lambda ds: DataLoader(ds, 2, drop_last=None), ValueError, "DataLoader: drop_last should be a boolean value, "
+                                                                 "but got drop_last=None"),
+    (lambda ds: DataLoader(ds, 2, drop_last=1), ValueError, "drop_last should be a boolean value"),
 ])
 def test_bad_data_arguments(call, exc, match):
     with pytest.raises(exc, match=match):

@@ -247,6 +247,8 @@ class DataLoader(Generic[T_co]):
                                  "exclusive with drop_last")
         elif not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size <= 0:
             raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
+        elif not isinstance(drop_last, bool):  # (PyTorch's BatchSampler refuses it: 0, None, "yes")
+            raise ValueError(f"DataLoader: drop_last should be a boolean value, but got drop_last={drop_last!r}")
         if sampler is not None and shuffle:
             raise ValueError("DataLoader: sampler and shuffle=True are exclusive (the sampler shuffles)")
         if not isinstance(num_workers, numbers.Integral) or isinstance(num_workers, bool) or num_workers < 0:
