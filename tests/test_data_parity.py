@@ -100,6 +100,25 @@ def test_sampler_of_keys_reaches_the_dataset_as_they_are():
     assert [b.tolist() for b in DataLoader({"a": 1, "b": 2}, batch_size=2, sampler=["b", "a"])] == [[2, 1]]
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_loader_iterator_has_the_loaders_length(fast):
+    """PyTorch's iter(loader) has a len(): ceil(5 / 2) batches, then StopIteration."""
+    ds = TensorDataset(mf.arange(5.0)) if fast else Items([0.0, 1.0, 2.0, 3.0, 4.0])
+    it = iter(DataLoader(ds, batch_size=2))
+    assert len(it) == 3 and iter(it) is it
+    assert [next(it)[0].tolist() if fast else next(it).tolist() for _ in range(len(it))][-1] == [4.0]
+    with pytest.raises(StopIteration):
+        next(it)
+    assert len(iter(DataLoader(ds, batch_size=2, drop_last=True))) == 2
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(3))
+
+    with pytest.raises(TypeError):  # (a stream without __len__: no length, as PyTorch's)
+        len(iter(DataLoader(Stream(), batch_size=2)))
+
+
 def test_batch_sampler_keeps_the_indices_its_sampler_yields():
     """PyTorch's BatchSampler lists what the sampler yields: a dict dataset's keys too, not only ints."""
     assert list(BatchSampler(["b", "a", "c"], 2, False)) == [["b", "a"], ["c"]]

@@ -404,6 +404,10 @@ class DataLoader(Generic[T_co]):
         return None if self.collate_fn is default else self.collate_fn
 
     def __iter__(self):
+        return _LoaderIterator(self, self._batches())
+
+    def _batches(self):
+        """This epoch's batches (a generator), by the path that fits the dataset; the epoch counter moves on."""
         epoch = self.epoch
         self.epoch += 1
         if self._iterable:
@@ -484,6 +488,23 @@ class DataLoader(Generic[T_co]):
         for idx in self._index_batches(indices):
             idx = idx.tolist() if isinstance(idx, np.ndarray) else list(idx)
             yield self._collated(getitems(idx) if getitems else [self.dataset[i] for i in idx])
+
+
+class _LoaderIterator:
+    """An epoch's iterator over a loader's batches: ``len()`` is the loader's, as PyTorch's iterator has
+    (``for _ in range(len(it)): next(it)``)."""
+
+    def __init__(self, loader, batches):
+        self._loader, self._batches = loader, batches
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._batches)
+
+    def __len__(self):
+        return len(self._loader)
 
 
 def default_collate(batch, device=None):
