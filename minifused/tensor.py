@@ -577,6 +577,7 @@ class Tensor:
     copy_ = _copy_values_
 
     def uniform_(self, a=0.0, b=1.0, *, generator=None):
+        a, b = _float_arg("uniform_", "from", a), _float_arg("uniform_", "to", b)
         if not backend.is_floating(self.dtype):
             raise InputTypeError(f"uniform_: expected a floating-point tensor, got {self.dtype}")
         if not a <= b:
@@ -643,6 +644,7 @@ class Tensor:
         return self._draw_("cauchy_", lambda g, n: median + sigma * g.standard_cauchy(n), generator=generator)
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        mean, std = _float_arg("normal_", "mean", mean), _float_arg("normal_", "std", std)
         if not backend.is_floating(self.dtype):
             raise InputTypeError(f"normal_: expected a floating-point tensor, got {self.dtype}")
         if not std >= 0:
@@ -674,6 +676,17 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
     if sci_mode is not None and not isinstance(sci_mode, bool):
         raise InputTypeError(f"set_printoptions: sci_mode must be None or a bool, got {sci_mode!r}")
     PRINT_OPTIONS["sci_mode"] = sci_mode
+
+
+def _float_arg(op, name, value):
+    """A float argument as PyTorch takes it: a number, or a 0-d tensor that needs no grad, as the number it holds
+    (torchvision's RandomResizedCrop draws ``uniform_(log_ratio[0], log_ratio[1])``)."""
+    if not isinstance(value, Tensor):
+        return value
+    if value.ndim or value.requires_grad:
+        raise InputTypeError(f"{op}(): argument '{name}' must be float, not a Tensor of shape {list(value.shape)}"
+                             f"{' that requires grad' if value.requires_grad else ''}")
+    return value.item()
 
 
 def _type_name(value):

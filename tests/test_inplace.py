@@ -721,6 +721,23 @@ def test_fills_and_draws_on_recorded_tensors(device):
         (x * 1.0).fill_(w)
 
 
+def test_draw_bounds_may_be_0d_tensors():
+    """uniform_ / normal_ take a 0-d tensor that needs no grad as the float it holds (PyTorch's argument parser;
+    torchvision's RandomResizedCrop draws ``uniform_(log_ratio[0], log_ratio[1])``), the same draws as the
+    numbers give; a 1-element 1-D tensor, or one that requires grad, is refused (TypeError, as PyTorch's)."""
+    for draw, bounds in (("uniform_", (0.25, 0.75)), ("normal_", (3.0, 0.5))):
+        mf.manual_seed(7)
+        want = getattr(mf.empty(64), draw)(*bounds).numpy()
+        mf.manual_seed(7)
+        got = getattr(mf.empty(64), draw)(*(mf.tensor(v) for v in bounds)).numpy()
+        np.testing.assert_array_equal(got, want)
+    assert mf.empty(1000).uniform_(mf.tensor(0.25), mf.tensor(0.75)).min().item() >= 0.25
+    with pytest.raises(TypeError, match=r"uniform_\(\): argument 'from' must be float, not a Tensor of shape \[1\]"):
+        mf.empty(3).uniform_(mf.tensor([0.1]), 1.0)
+    with pytest.raises(TypeError, match=r"argument 'std' must be float, not a Tensor of shape \[\] that requires grad"):
+        mf.empty(3).normal_(0.0, mf.tensor(1.0, requires_grad=True))
+
+
 def test_views_that_would_miss_a_write_refuse():
     """A view taken of a tensor without history, which a recorded in-place op then gives one, would derive
     nothing from it (PyTorch rebases the view): using it raises. A view taken under no_grad of a tensor that
