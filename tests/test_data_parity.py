@@ -172,6 +172,20 @@ def test_subset_loader_sees_later_edits_of_its_base():
     np.testing.assert_array_equal(next(iter(loader))[0].numpy(), np.full((2, 2), 5.0))
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_subset_keeps_the_list_it_was_given(fast):
+    """PyTorch's Subset holds the indices list itself: one appended later (active learning's labelled pool) is
+    in the subset and its loader."""
+    ds = TensorDataset(mf.arange(6.0)) if fast else Items([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    pool = [0, 2]
+    sub = Subset(ds, pool)
+    loader = DataLoader(sub, batch_size=4)
+    assert sub.indices is pool and rows(loader) == [[0.0, 2.0]]
+    pool.append(5)
+    assert len(sub) == 3 and rows(loader) == [[0.0, 2.0, 5.0]]
+    assert Subset(ds, np.array([1, 3])).indices == [1, 3]  # (other sequences: a list of their ints)
+
+
 def test_random_split_loaders_shuffle_the_current_rows():
     x = mf.arange(10.0)
     mf.manual_seed(0)

@@ -51,7 +51,9 @@ class Subset(Dataset[T_co]):
 
     def __init__(self, dataset, indices):
         self.dataset = dataset
-        self.indices = [int(i) for i in _as_index_list("Subset", indices)]
+        checked = [int(i) for i in _as_index_list("Subset", indices)]
+        # a list given is kept, not copied, as PyTorch's: indices appended to it later are in the subset
+        self.indices = indices if type(indices) is list else checked
 
     def __getitem__(self, idx):
         if isinstance(idx, list):  # the base dataset's item at those indices, as PyTorch's
