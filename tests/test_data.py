@@ -519,6 +519,9 @@ def test_subset_concat_and_random_split():
     assert len(Squares(2) + Squares(1)) == 3
     with pytest.raises(IndexError, match="ConcatDataset: index 5 out of range"):
         both[5]
+    assert both[-5][1] == 0 and [y for _, y in both] == [0, 1, 0, 1, 2]  # (the IndexError past the end ends it)
+    with pytest.raises(ValueError, match="absolute value of index should not exceed dataset length, got index -6"):
+        both[-6]  # (PyTorch's ValueError)
     mf.manual_seed(1)
     parts = random_split(ds, [7, 3])
     assert [len(p) for p in parts] == [7, 3]

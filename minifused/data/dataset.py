@@ -147,8 +147,9 @@ class ConcatDataset(Dataset[T_co]):
     def __getitem__(self, idx):
         n = len(self)
         if idx < 0:
-            if -idx > n:
-                raise IndexError(f"ConcatDataset: index {idx} out of range for length {n}")
+            if -idx > n:  # (ValueError, as PyTorch's; past the end is an IndexError, which ends a for loop)
+                raise ValueError(f"ConcatDataset: absolute value of index should not exceed dataset length, "
+                                 f"got index {idx} for length {n}")
             idx += n
         if idx >= n:
             raise IndexError(f"ConcatDataset: index {idx} out of range for length {n}")
