@@ -490,6 +490,15 @@ def test_weighted_random_sampler():
             WeightedRandomSampler(*args)
     with pytest.raises(ValueError, match="replacement should be a boolean"):
         WeightedRandomSampler([1.0], 1, replacement=1)
+    # PyTorch's sampler.weights is a float64 tensor; one put in its place (or edited) sets the next epoch's draws
+    sampler = WeightedRandomSampler([1, 0, 3], 6)
+    assert isinstance(sampler.weights, mf.Tensor) and sampler.weights.dtype == mf.float64
+    assert sampler.weights.tolist() == [1.0, 0.0, 3.0]
+    sampler.weights = mf.tensor([0.0, 1.0, 0.0])
+    assert list(sampler) == [1] * 6
+    sampler.weights[1] = 0.0
+    sampler.weights[2] = 2.0
+    assert list(sampler) == [2] * 6
 
 
 @pytest.mark.parametrize("fast", [True, False])

@@ -9,6 +9,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from .. import backend
+from ..tensor import Tensor
 
 #: the type of what a sampler yields: ``Sampler[T]``, as PyTorch's generic classes
 T_co = TypeVar("T_co", covariant=True)
@@ -123,12 +124,15 @@ class WeightedRandomSampler(Sampler[int]):
             raise RuntimeError(f"{op}: the weights sum to zero: nothing to draw")
         if not replacement and self.num_samples > len(w):
             raise RuntimeError(f"{op}: cannot draw {self.num_samples} distinct indices without replacement from "
-                             f"{len(w)} weights")
-        self.weights, self.replacement = w, replacement
+                               f"{len(w)} weights")
+        self.weights = Tensor._from_array(w)  # a float64 tensor, as PyTorch's (which a new one may replace)
+        self.replacement = replacement
         self.generator = _generator(op, generator) if generator is not None else None
 
     def __iter__(self):
         gen, w = self.generator or backend.generator(backend.CPU), self.weights
+        w = backend.to_device(w._data, backend.CPU) if isinstance(w, Tensor) else np.asarray(w)
+        w = w.astype(np.float64)
         size = self.num_samples if self.replacement else min(self.num_samples, np.count_nonzero(w))
         draw = gen.choice(len(w), size=size, replace=self.replacement, p=w / w.sum())
         if size < self.num_samples:  # without replacement, past the non-zero weights: zero ones, as PyTorch's
