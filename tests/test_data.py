@@ -276,13 +276,15 @@ def test_loader_sampler_and_batch_sampler_as_pytorchs():
     batches = list(dl.batch_sampler)
     assert [i for b in batches for i in b] == list(dl.sampler)[:100] and sorted(dl.sampler) == list(range(103))
     assert [y.tolist() for _, y in dl] == batches  # (y is the index: _data's targets are 0 .. 102)
+    S = mf.utils.data
     plain = DataLoader(_data(), 4)
     assert list(plain.sampler) == list(range(103)) and list(plain.batch_sampler)[-1] == [100, 101, 102]
     assert DataLoader(_data(), None).batch_sampler is None
     given = mf.utils.data.SequentialSampler(range(5))
     assert DataLoader(_data(), 2, sampler=given).sampler is given
+    with_batches = DataLoader(_data(), batch_sampler=[[5, 1]])  # (PyTorch makes an unused sequential sampler)
+    assert isinstance(with_batches.sampler, S.SequentialSampler) and len(with_batches.sampler) == 103
     # the loader's own order is the sampler class PyTorch's loader makes (code checks it with isinstance)
-    S = mf.utils.data
     assert isinstance(dl.sampler, S.RandomSampler) and not isinstance(dl.sampler, S.SequentialSampler)
     assert isinstance(plain.sampler, S.SequentialSampler) and not isinstance(plain.sampler, S.RandomSampler)
     assert dl.sampler.replacement is False and dl.sampler.num_samples == 103 and dl.sampler.data_source is dl.dataset

@@ -329,8 +329,9 @@ class DataLoader(Generic[T_co]):
     @property
     def sampler(self):
         """The indices it loads, as PyTorch's ``loader.sampler``: the sampler given, else the loader's own order
-        (:class:`_LoaderOrder`); None for an IterableDataset or with a batch_sampler."""
-        if self._sampler is not None or self._iterable or self._batch_sampler is not None:
+        (:class:`_LoaderOrder`; with a batch_sampler, the unused sequential one PyTorch makes, whose length is the
+        dataset's); None for an IterableDataset."""
+        if self._sampler is not None or self._iterable:
             return self._sampler
         return (_RandomOrder if self.shuffle else _SequentialOrder)(self)
 
