@@ -243,6 +243,19 @@ def test_pad_gradient_folds_back():
     assert x.grad.tolist() == [[[0.0, 1.0, 1.0, 1.0]]]
 
 
+def test_pad_amounts_may_be_integer_tensors_of_one_element():
+    """A pad computed from tensors (``max_len - lengths[i]``) is taken as its int, as PyTorch's; a float or a
+    many-element tensor is refused."""
+    x = np.arange(12.0).reshape(1, 3, 4)
+    lengths = mf.tensor([4, 6])
+    got = F.pad(cpu(x), (1, lengths.max() - 4), mode="reflect")
+    np.testing.assert_array_equal(got.numpy(), pad_ref(x, (1, 2), mode="reflect"))
+    np.testing.assert_array_equal(F.pad(cpu(x), (mf.tensor([2]), 0)).numpy(), pad_ref(x, (2, 0)))
+    for bad in (mf.tensor(1.0), mf.tensor([1, 2])):
+        with pytest.raises(TypeError, match=r"pad: pad must be a tuple of ints, got \(tensor"):
+            F.pad(cpu(x), (bad, 1))
+
+
 # ---------------------------------------------------------------- embedding
 def test_embedding_init_padding_and_repr():
     mf.manual_seed(0)

@@ -40,8 +40,11 @@ def pad(input, pad, mode="constant", value=None):
     ``'circular'`` pad the last 1, 2 or 3 of a (batched or unbatched) input. Negative pads crop."""
     op = "pad"
     _check_tensor(op, input)
+    given = pad
+    if isinstance(pad, (tuple, list)):  # an integer tensor of one element is its int, as in PyTorch (max_len - n)
+        pad = [p.__index__() if isinstance(p, Tensor) and p.numel() == 1 and p.dtype.kind in "iu" else p for p in pad]
     if not isinstance(pad, (tuple, list)) or not all(_is_int(p) for p in pad):
-        raise InputTypeError(f"{op}: pad must be a tuple of ints, got {pad!r}")
+        raise InputTypeError(f"{op}: pad must be a tuple of ints, got {given!r}")
     if mode not in _PAD_MODES:
         raise InputError(f"{op}: mode must be one of {', '.join(map(repr, _PAD_MODES))}, got {mode!r}")
     if len(pad) % 2:
