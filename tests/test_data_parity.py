@@ -100,6 +100,25 @@ def test_sampler_of_keys_reaches_the_dataset_as_they_are():
     assert [b.tolist() for b in DataLoader({"a": 1, "b": 2}, batch_size=2, sampler=["b", "a"])] == [[2, 1]]
 
 
+@pytest.mark.parametrize("subset", [False, True])
+def test_sampler_of_index_lists_gives_samples_of_those_rows(subset):
+    """A BatchSampler given as ``sampler`` yields lists: PyTorch's loader batches dataset[list] samples, so with
+    the default batch_size=1 each batch is (1, len(list), ...) and with batch_size=2 (2, len(list), ...)."""
+    x = np.arange(14.0, dtype=np.float32).reshape(7, 2)
+    ds = TensorDataset(mf.tensor(x), mf.arange(7))
+    ds = Subset(ds, list(range(7))) if subset else ds
+    lists = BatchSampler(SequentialSampler(range(7)), 3, False)
+    got = [(xb.numpy(), yb.numpy()) for xb, yb in DataLoader(ds, sampler=lists)]
+    assert [xb.shape for xb, _ in got] == [(1, 3, 2), (1, 3, 2), (1, 1, 2)]
+    np.testing.assert_array_equal(got[1][0], x[None, [3, 4, 5]])
+    np.testing.assert_array_equal(got[2][1], [[6]])
+    got = [xb.numpy() for xb, _ in DataLoader(ds, sampler=lists, batch_size=2)]
+    assert [xb.shape for xb in got] == [(2, 3, 2), (1, 1, 2)]
+    np.testing.assert_array_equal(got[0], x[[[0, 1, 2], [3, 4, 5]]])
+    unbatched = [xb.numpy() for xb, _ in DataLoader(ds, sampler=lists, batch_size=None)]  # (the fast pattern)
+    assert [xb.shape for xb in unbatched] == [(3, 2), (3, 2), (1, 2)]
+
+
 @pytest.mark.parametrize("fast", [True, False])
 def test_loader_iterator_has_the_loaders_length(fast):
     """PyTorch's iter(loader) has a len(): ceil(5 / 2) batches, then StopIteration."""

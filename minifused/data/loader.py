@@ -471,12 +471,15 @@ class DataLoader(Generic[T_co]):
                 yield [Tensor._from_array(a) for a in gather(perm[start:start + bs])]
             return
         for idx in self._index_batches(indices):
-            idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+            idx = np.atleast_1d(np.asarray(idx, dtype=np.int64))
             if not idx.size:  # (PyTorch's default_collate fails on an empty batch)
                 raise IndexError("DataLoader: a batch of no indices: default_collate needs at least one sample")
+            # a sampler of index lists (a BatchSampler given as sampler): each sample is the rows at its list,
+            # as PyTorch's dataset[list], so the batch is (batch_size, len(list), ...)
+            shape = idx.shape
             with backend.on_device(self.device):
-                idx = backend.to_device(self._rows(idx), self.device)
-            yield [Tensor._from_array(a) for a in gather(idx)]
+                idx = backend.to_device(self._rows(idx.reshape(-1)), self.device)
+            yield [Tensor._from_array(a.reshape(shape + a.shape[1:])) for a in gather(idx)]
 
     def _host_batches(self, epoch):
         if self._unbatched:
