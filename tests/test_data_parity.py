@@ -312,6 +312,10 @@ def test_collate_fn_given_as_the_default_still_batches_on_the_device():
     ([1, np.float64(2.5)], np.float64),
     ([1, True], np.int64),
     ([True, False], np.bool_),
+    # an array first: the other samples made tensors as PyTorch's as_tensor makes them (Python floats: float32)
+    ([np.ones(2, np.float32), [1.0, 2.0]], np.float32),
+    ([np.ones((), np.float16), 1.5], np.float32),
+    ([np.ones(2, np.int32), [1, 2]], np.int64),
 ])
 def test_default_collate_dtypes_as_pytorchs(batch, dtype):
     out = default_collate(batch)

@@ -22,7 +22,7 @@ import numpy as np
 from .. import backend
 from ..kernels.gather import rows_gatherer
 from ..ops._common import promote
-from ..ops.creation import number_dtype
+from ..ops.creation import as_tensor, number_dtype
 from ..ops.shape import stack
 from ..tensor import Tensor
 from .dataset import Dataset, IterableDataset, Subset, T_co, batched_on_device
@@ -624,7 +624,9 @@ def _as_tensor_item(v):
     if arr.dtype.kind not in "biufc":
         raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
                         f"found {arr.dtype}")
-    return Tensor._from_array(arr)
+    if isinstance(v, np.ndarray):
+        return Tensor._from_array(arr)
+    return as_tensor(v, device=backend.CPU)  # (a list of Python floats is float32, as PyTorch's as_tensor)
 
 
 def _collate_tensors(values, device):
