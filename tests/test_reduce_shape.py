@@ -487,3 +487,25 @@ def test_narrow_takes_a_0d_integer_tensor_start():
     for bad in (mf.tensor([1]), mf.tensor(1.0), mf.tensor(True)):
         with pytest.raises(RuntimeError, match="narrow: start must be a 0-dim integral Tensor"):
             x.narrow(0, bad, 2)
+
+
+def test_integer_0d_tensors_serve_as_sizes_and_counts():
+    """A size, count or k computed by tensors (``n = lengths.max()``) goes where an int goes, as in PyTorch
+    (its ``__index__``); a 0-d float tensor is refused as a float is."""
+    a = np.arange(24.0).reshape(4, 6)
+    x, n = mf.tensor(a), mf.tensor(2)
+    np.testing.assert_array_equal(x.view(n, -1).numpy(), a.reshape(2, 12))
+    np.testing.assert_array_equal(x.reshape(-1, n).numpy(), a.reshape(-1, 2))
+    np.testing.assert_array_equal(mf.ones(1, 3).expand(n, -1).numpy(), np.ones((2, 3)))
+    np.testing.assert_array_equal(x.repeat(n, 1).numpy(), np.tile(a, (2, 1)))
+    np.testing.assert_array_equal(x.split(n)[1].numpy(), a[2:])
+    np.testing.assert_array_equal(x.chunk(n, 1)[0].numpy(), a[:, :3])
+    np.testing.assert_array_equal(x.roll(n, 1).numpy(), np.roll(a, 2, 1))
+    np.testing.assert_array_equal(x.topk(n, 1).values.numpy(), a[:, :-3:-1])
+    np.testing.assert_array_equal(x.kthvalue(n, 1).values.numpy(), a[:, 1])
+    y = mf.tensor([0, 2, 1])
+    np.testing.assert_array_equal(mf.functional.one_hot(y, y.max() + 1).numpy(), np.eye(3, dtype=np.int64)[[0, 2, 1]])
+    with pytest.raises(TypeError, match=r"view: sizes must be ints, got \(tensor\(2\.\), -1\)"):
+        x.view(mf.tensor(2.0), -1)
+    with pytest.raises(TypeError, match="topk: k must be an int, got Tensor"):
+        x.topk(mf.tensor(2.0))

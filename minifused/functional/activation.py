@@ -13,6 +13,7 @@ from .. import backend as _backend
 from ..ops import activation as _A
 from ..ops._common import binary_operands as _binary_operands
 from ..ops._common import broadcast_shape as _broadcast_shape
+from ..ops._common import host_int as _host_int
 from ..ops._common import autocast_float32 as _autocast_float32, autocast_lower as _autocast_lower
 from ..ops._common import cast as _cast
 from ..ops._common import promote as _promote
@@ -428,6 +429,7 @@ def one_hot(tensor, num_classes=-1):
     if tensor.dtype != _backend.int64:
         raise InputTypeError(f"{op}: one_hot is only applicable to index tensors of type int64, got dtype "
                              f"{tensor.dtype}")
+    num_classes = _host_int(num_classes)
     if isinstance(num_classes, bool) or not isinstance(num_classes, _numbers.Integral) or num_classes < -1:
         raise InputError(f"{op}: num_classes must be an int >= -1 (-1: inferred), got {num_classes!r}")
     a = tensor._data

@@ -16,6 +16,14 @@ from ..tensor import Tensor
 from ..backend import InputError, InputTypeError
 
 
+def host_int(v):
+    """A 0-d integer tensor as the int it holds, as PyTorch takes one wherever an int goes (``x.view(n, -1)``,
+    ``topk(k)``, ``one_hot(y, y.max() + 1)``); anything else as it is, for the caller's own check."""
+    if isinstance(v, Tensor) and v.ndim == 0 and v.dtype.kind in "iu":
+        return v.item()
+    return v
+
+
 class Cast(Function):
     """``x`` in another dtype, and the gradient back in x's (one kernel each way among the CUDA float types)."""
 

@@ -10,6 +10,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
+from ._common import host_int
 from .reduce import dim_index as _dim
 from .elementwise import where
 from .indexing import EmbedItem
@@ -23,7 +24,7 @@ def _xp(x):
 
 def _ints(op, what, values):
     """``values`` (an int or a sequence of ints) as a tuple of ints."""
-    values = tuple(values) if isinstance(values, (tuple, list)) else (values,)
+    values = tuple(host_int(v) for v in (values if isinstance(values, (tuple, list)) else (values,)))
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
         raise InputTypeError(f"{op}: {what} must be ints, got {values}")
     return tuple(int(v) for v in values)

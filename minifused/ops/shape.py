@@ -10,7 +10,7 @@ from .. import backend
 from ..autograd import Function
 from ..kernels import channels_last_strided, is_channels_last, join, to_layout
 from ..tensor import Tensor
-from ._common import broadcast_shape, cast, normalize_axis, promote, unbroadcast, unbroadcast_graph
+from ._common import broadcast_shape, cast, host_int, normalize_axis, promote, unbroadcast, unbroadcast_graph
 from .linalg_common import dtype_name
 from .indexing import GatherItem, GetItem, SetItem, accumulate, getitem, setitem  # noqa: F401 - shape's API
 from ..backend import InputError, InputTypeError
@@ -134,6 +134,7 @@ def _sizes(args, op):
         args = tuple(args[0])
     if all(type(a) is int for a in args):  # the common case, without the abstract-class checks
         return args
+    args = tuple(host_int(a) for a in args)
     if not all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
         raise InputTypeError(f"{op}: sizes must be ints, got {args}")
     return tuple(int(a) for a in args)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import backend
 from ..tensor import Tensor
-from ._common import autocast_float32, normalize_axis
+from ._common import autocast_float32, host_int, normalize_axis
 from .elementwise import where
 from .index import Gather
 from .reduce import Evenly, refuse_bool
@@ -85,6 +85,7 @@ def msort(input):  # noqa: A002
 
 
 def _k(op, k, n, low=0):
+    k = host_int(k)
     if not isinstance(k, numbers.Integral) or isinstance(k, bool):
         raise InputTypeError(f"{op}: k must be an int, got {type(k).__name__}")
     if not low <= k <= n:
