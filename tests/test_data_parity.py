@@ -266,6 +266,17 @@ def test_building_a_loader_leaves_the_global_generator_alone(shuffle):
 
 
 # ---------------------------------------------------------------- PyTorch's worker options
+def test_batching_attributes_are_fixed_once_built_as_pytorchs():
+    loader = DataLoader(Items([1, 2, 3]), batch_size=2)
+    for name, value in (("batch_size", 3), ("dataset", Items([1])), ("drop_last", True), ("sampler", [0]),
+                        ("batch_sampler", [[0]]), ("persistent_workers", True)):
+        with pytest.raises(ValueError, match=f"DataLoader: {name} attribute should not be set after DataLoader is "
+                                             f"initialized"):
+            setattr(loader, name, value)
+    loader.collate_fn = len  # (the others may change, as PyTorch's)
+    assert loader.batch_size == 2 and list(loader) == [2, 1]
+
+
 def test_worker_options_are_kept_and_checked_as_pytorchs():
     loader = DataLoader(TensorDataset(mf.ones(4)))
     assert (loader.pin_memory, loader.timeout, loader.worker_init_fn, loader.prefetch_factor,

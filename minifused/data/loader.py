@@ -302,6 +302,15 @@ class DataLoader(Generic[T_co]):
                 base = base.dataset
             self._base, self._source = base, getattr(base, "tensors", None)
             self._tensors = tuple(base.as_tensors(self.device, dtype))
+        self._initialized = True
+
+    # what PyTorch's loader refuses to have set once built (its batching is fixed then)
+    _FIXED = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers")
+
+    def __setattr__(self, name, value):
+        if name in self._FIXED and getattr(self, "_initialized", False):
+            raise ValueError(f"DataLoader: {name} attribute should not be set after DataLoader is initialized")
+        super().__setattr__(name, value)
 
     @property
     def n(self):
