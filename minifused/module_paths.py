@@ -150,7 +150,8 @@ def register_all():
     _register("utils.data.sampler", _sampler)
     _register("utils.data.dataset", {**_public(_dataset), "TensorDataset": _loader.TensorDataset})
     _register("utils.data.dataloader", _loader)
-    collate = {"default_collate": _loader.default_collate, "default_convert": _loader.default_convert}
+    collate = {name: getattr(_loader, name)
+               for name in ("default_collate", "default_convert", "collate", "default_collate_fn_map")}
     _register("utils.data._utils", {"collate": types.SimpleNamespace(**collate)})
     _register("utils.data._utils.collate", collate, replace=True)
     _register("types", {"Number": Union[int, float, bool], "_int": int, "_float": float, "_bool": bool,

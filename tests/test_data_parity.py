@@ -359,6 +359,33 @@ def test_default_collate_containers_as_pytorchs():
     assert default_collate([["a", 1], ["b", 2]])[0] == ("a", "b")
 
 
+def test_collate_fn_map_handlers_as_pytorchs(monkeypatch):
+    """PyTorch's extension of default_collate: a handler in default_collate_fn_map collates its type at any depth
+    (in the loader too); collate() takes a map of its own."""
+    from minifused.utils.data._utils.collate import collate, default_collate_fn_map
+
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    def collate_boxes(batch, *, collate_fn_map=None):
+        assert collate_fn_map is default_collate_fn_map
+        return mf.tensor([b.v for b in batch], dtype=mf.float64)
+
+    monkeypatch.setitem(default_collate_fn_map, Box, collate_boxes)
+    out = default_collate([{"b": Box(1.0), "x": 1}, {"b": Box(2.5), "x": 2}])
+    assert out["b"].dtype == mf.float64 and out["b"].tolist() == [1.0, 2.5] and out["x"].tolist() == [1, 2]
+    batches = list(DataLoader(Items([(Box(0.5), np.float32(2))] * 3), batch_size=2))
+    assert [b[0].tolist() for b in batches] == [[0.5, 0.5], [0.5]] and batches[0][1].dtype == mf.float32
+
+    def upper(batch, *, collate_fn_map=None):
+        return [s.upper() for s in batch]
+
+    out = collate([("a", 1), ("b", 2)], collate_fn_map={str: upper})  # (other types: the default rules)
+    assert out[0] == ["A", "B"] and out[1].tolist() == [1, 2]
+    assert default_collate([("a", 1)])[0] == ("a",)  # (the map given to collate was its own)
+
+
 def test_default_convert_containers_as_pytorchs():
     """PyTorch's default_convert keeps a mapping's or a sequence's own type (a copy of a mutable one), makes plain
     tuples lists, and converts complex arrays too."""

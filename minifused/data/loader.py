@@ -455,7 +455,7 @@ class DataLoader(Generic[T_co]):
 
     def _collated(self, items):
         fn = self._user_collate()
-        return fn(items) if fn is not None else _collate_items(items, self.device)
+        return fn(items) if fn is not None else _collate_items(items, self.device, default_collate_fn_map)
 
     def _rows(self, idx):
         """Positions in the dataset (host int64) -> rows of the device tensors, through each Subset's current
@@ -520,10 +520,22 @@ class _LoaderIterator:
         return len(self._loader)
 
 
+#: PyTorch's ``default_collate_fn_map``: handlers ``fn(batch, *, collate_fn_map)`` by sample type (a type or a tuple
+#: of them) that default_collate asks before its own rules, at any depth: add a custom sample type to it
+default_collate_fn_map = {}
+
+
 def default_collate(batch, device=None):
     """PyTorch's ``default_collate``: a list of samples to one batch, stacking tensors, arrays and
-    numbers position by position through tuples, lists and dicts."""
-    return _collate_items(batch if isinstance(batch, (list, tuple)) else list(batch), backend.device(device))
+    numbers position by position through tuples, lists and dicts (:data:`default_collate_fn_map` first)."""
+    return collate(batch, collate_fn_map=default_collate_fn_map, device=device)
+
+
+def collate(batch, *, collate_fn_map=None, device=None):
+    """PyTorch's ``collate``: :func:`default_collate`'s rules, with the handlers of ``collate_fn_map`` first (a sample
+    of a type in it, or an instance of one, is collated by its handler, given the same map)."""
+    items = batch if isinstance(batch, (list, tuple)) else list(batch)
+    return _collate_items(items, backend.device(device), collate_fn_map)
 
 
 def default_convert(data, device=None):
@@ -567,13 +579,17 @@ def _rebuilt(item, values):
         return values
 
 
-def _collate_items(items, device):
-    """PyTorch's ``collate``: the first sample's type decides (tensors, NumPy arrays, NumPy scalars, floats, ints,
-    strings, mappings, named tuples, sequences, in that order); ``items`` is a list, or a tuple of one position
-    of tuple samples (strings come back as that tuple, as PyTorch's)."""
+def _collate_items(items, device, fn_map=None):
+    """PyTorch's ``collate``: the first sample's type decides (a handler of ``fn_map`` for it, else tensors, NumPy
+    arrays, NumPy scalars, floats, ints, strings, mappings, named tuples, sequences, in that order); ``items`` is a
+    list, or a tuple of one position of tuple samples (strings come back as that tuple, as PyTorch's)."""
     if not len(items):
         raise IndexError("default_collate: the batch is empty: there is no sample to collate")
     first = items[0]
+    if fn_map:  # (the exact type's handler, else the first one whose type the sample is an instance of)
+        handler = fn_map.get(type(first)) or next((fn for t, fn in fn_map.items() if isinstance(first, t)), None)
+        if handler is not None:
+            return handler(items, collate_fn_map=fn_map)
     if isinstance(first, Tensor):
         return _collate_tensors(items, device)
     if isinstance(first, np.ndarray):
@@ -590,7 +606,7 @@ def _collate_items(items, device):
     if isinstance(first, (str, bytes)):
         return items
     if isinstance(first, collections.abc.Mapping):
-        cols = {k: _collate_items([it[k] for it in items], device) for k in first}
+        cols = {k: _collate_items([it[k] for it in items], device, fn_map) for k in first}
         try:  # the sample's own mapping type (a defaultdict stays one), as PyTorch's
             if isinstance(first, collections.abc.MutableMapping):
                 out = copy.copy(first)
@@ -600,11 +616,11 @@ def _collate_items(items, device):
         except TypeError:
             return cols
     if isinstance(first, tuple) and hasattr(first, "_fields"):  # a named tuple keeps its type, as PyTorch's
-        return type(first)(*(_collate_items(col, device) for col in zip(*items)))
+        return type(first)(*(_collate_items(col, device, fn_map) for col in zip(*items)))
     if isinstance(first, collections.abc.Sequence):
         if any(len(it) != len(first) for it in items):
             raise RuntimeError("DataLoader: each element in list of batch should be of equal size")
-        cols = [_collate_items(col, device) for col in zip(*items)]
+        cols = [_collate_items(col, device, fn_map) for col in zip(*items)]
         if isinstance(first, tuple):
             return cols  # (PyTorch's batches of tuple samples are lists)
         try:
