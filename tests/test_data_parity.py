@@ -266,6 +266,12 @@ def test_building_a_loader_leaves_the_global_generator_alone(shuffle):
 
 
 # ---------------------------------------------------------------- PyTorch's worker options
+def test_distributed_sampler_keeps_its_dataset_as_pytorchs():
+    ds = Items(list(range(7)))
+    sampler = DistributedSampler(ds, num_replicas=2, rank=1, shuffle=False)
+    assert sampler.dataset is ds and len(sampler.dataset) == 7 and list(sampler) == [1, 3, 5, 0]
+
+
 def test_batching_attributes_are_fixed_once_built_as_pytorchs():
     loader = DataLoader(Items([1, 2, 3]), batch_size=2)
     for name, value in (("batch_size", 3), ("dataset", Items([1])), ("drop_last", True), ("sampler", [0]),

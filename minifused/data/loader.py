@@ -96,7 +96,7 @@ class DistributedSampler(Sampler[T_co]):
         if num_replicas < 1 or not 0 <= rank < num_replicas:
             raise ValueError(f"DistributedSampler: expected 0 <= rank < num_replicas, got rank {rank}, "
                              f"num_replicas {num_replicas}")
-        self.n = len(dataset)
+        self.dataset, self.n = dataset, len(dataset)
         self.num_replicas, self.rank = int(num_replicas), int(rank)
         self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
         self.epoch = 0
