@@ -379,13 +379,14 @@ class Tensor:
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
 
     def __format__(self, spec):
-        # PyTorch formats a 0-d tensor as its value; a format spec also works on any one-element tensor.
-        if self._data.ndim == 0 or (spec and self._data.size == 1):
+        # PyTorch formats a 0-d tensor as its value; any other takes no format spec, one element or not
+        # (f"{acc1:.2f}" on top-k's (1,) result is a TypeError there: acc1.item(), or acc1[0])
+        if self._data.ndim == 0:
             return format(self.item(), spec)
         if not spec:
             return str(self)
         raise InputTypeError(f"unsupported format string passed to Tensor.__format__ (format spec {spec!r} needs a "
-                             f"one-element tensor, got shape {tuple(self.shape)})")
+                             f"0-d tensor, got shape {tuple(self.shape)})")
 
     # ------------------------------------------------------------ copies and pickles
     def __reduce_ex__(self, protocol):
