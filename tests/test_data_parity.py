@@ -205,6 +205,16 @@ def test_subset_keeps_the_list_it_was_given(fast):
     assert Subset(ds, np.array([1, 3])).indices == [1, 3]  # (other sequences: a list of their ints)
 
 
+def test_subset_random_sampler_keeps_the_list_it_was_given():
+    """As PyTorch's: a labelled pool grown after the sampler was made is drawn from whole."""
+    pool = [0, 2, 5]
+    sampler = SubsetRandomSampler(pool)
+    pool.append(4)
+    assert sampler.indices is pool and len(sampler) == 4 and sorted(sampler) == [0, 2, 4, 5]
+    loader = DataLoader(TensorDataset(mf.arange(6.0)), batch_size=6, sampler=sampler)
+    assert sorted(next(iter(loader))[0].tolist()) == [0.0, 2.0, 4.0, 5.0]
+
+
 def test_random_split_loaders_shuffle_the_current_rows():
     x = mf.arange(10.0)
     mf.manual_seed(0)

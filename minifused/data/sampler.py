@@ -89,7 +89,9 @@ class SubsetRandomSampler(Sampler[int]):
     def __init__(self, indices, generator=None):
         from .dataset import _as_index_list
 
-        self.indices = _as_index_list("SubsetRandomSampler", indices)
+        checked = _as_index_list("SubsetRandomSampler", indices)
+        # a list given is kept, not copied, as PyTorch's: indices appended to it later are drawn too
+        self.indices = indices if type(indices) is list else checked
         self.generator = _generator("SubsetRandomSampler", generator) if generator is not None else None
 
     def __iter__(self):
