@@ -13,7 +13,7 @@ come from these tables; the sweep is kept to re-derive them on another GPU. Full
 
 ``--layout cl``: the channels-last cached-tile plans (``kernels.batchnorm._per_tile``) at ResNet-18's BatchNorm
 shapes (bf16, the stages' 64x32x32 ... 512x4x4 maps at each batch): the passes and every tile of 2, 4 or 8 vectors
-with 1 to 16 blocks per tile that fits, forward (with and without the ReLU's mask) and backward, timed and checked
+with 1 to 16 blocks per tile that fits, forward (with and without the ReLU) and backward (with it), timed and checked
 the same way. Full results: ``$OUT/bn_sweep_cl.json``.
 """
 import json
@@ -76,11 +76,11 @@ def time_plans(fn, args, labelled_plans, forced, score):
     return rows
 
 
-def tile_plans(m, c, tensors, relu):
+def tile_plans(m, c, tensors):
     """(label, plan) of the passes (None) and of every cached-tile plan that fits."""
     out = [("passes", None)]
     for cols in (2, 4, 8):
-        if (c // VEC) % cols or (relu and cols * VEC % 32):
+        if (c // VEC) % cols:
             continue
         for k in (1, 2, 4, 8, 16):
             chunk = -(-m // k)
@@ -106,18 +106,18 @@ def main_channels_last():
             dys = [to_channels_last(rand(shape, mf.bfloat16, 9 * c + i)) for i in range(sets)]
             w, b = rand((c,), cupy.float32, 3) * 0.1 + 1, rand((c,), cupy.float32, 4)
             rm, rv = cupy.zeros(c, cupy.float32), cupy.ones(c, cupy.float32)
-            _, mean, rstd, mask = KB.batch_norm_forward(xs[0], w, b, rm, rv, True, 0.1, 1e-5, True)
+            _, mean, rstd, factors = KB.batch_norm_forward(xs[0], w, b, rm, rv, True, 0.1, 1e-5, True)
             for direction in ("fwd", "fwd+relu", "bwd"):
                 relu = direction == "fwd+relu"
                 if direction == "bwd":
-                    fn, args = (lambda dy, x: KB.batch_norm_backward(dy, x, w, mean, rstd, mask, True)[0],
+                    fn, args = (lambda dy, x: KB.batch_norm_backward(dy, x, w, mean, rstd, factors, True)[0],
                                 list(zip(dys, xs)))
                 else:
                     fn, args = (lambda x: KB.batch_norm_forward(x, w, b, rm, rv, True, 0.1, 1e-5, relu)[0],
                                 [(x,) for x in xs])
-                rows = sorted(time_plans(fn, args, tile_plans(m, c, 2 if direction == "bwd" else 1, relu), forced,
-                                         lambda ms: ms * 1e3))
-                chosen = default_plan(m, c, 2, VEC, True, 132, 2 if direction == "bwd" else 1, relu)
+                tensors = 2 if direction == "bwd" else 1
+                rows = sorted(time_plans(fn, args, tile_plans(m, c, tensors), forced, lambda ms: ms * 1e3))
+                chosen = default_plan(m, c, 2, VEC, True, 132, tensors)
                 line = {"shape": list(shape), "dir": direction, "default": str(chosen),
                         "default_us": next(r[0] for r in rows if r[1] == "default"),
                         "top": rows[:8], "max_abs_diff": max(r[2] for r in rows)}

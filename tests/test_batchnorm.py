@@ -271,7 +271,7 @@ def test_bias_without_weight_keeps_its_own_dtype(device, rng, dtype, training, r
     want = np.maximum(want, 0) if relu else want
     assert y.dtype == dt and b.grad.dtype == mf.float32
     np.testing.assert_allclose(f64(y), want, rtol=TOL[dt], atol=TOL[dt] * np.abs(want).max())
-    passed = f64(y) > 0 if relu else 1  # (the ReLU's mask: ours)
+    passed = f64(y) > 0 if relu else 1  # (where the ReLU passed: ours)
     np.testing.assert_allclose(f64(b.grad), (f64(gy) * passed).sum(axis=(0, 2)), rtol=1e-5)
 
 
@@ -481,7 +481,7 @@ def test_refused_functional_call_keeps_running_stats():
 # ---------------------------------------------------------------- CUDA kernels against the reference
 SHAPES = [(4, 3, 5), (2, 64, 1024), (256, 7, 1), (3, 1, 777), (1, 2, 40000), (33, 130, 9),
           # a channel cached in shared memory (kernels.batchnorm._per_channel): one block (8x8 maps, runs of
-          # 32, a ReLU on a run the mask words cannot follow, so its forward takes the three passes), or in
+          # 32, 48, 100), or in
           # the forward on sm_90+ a cluster of 2, 4 or 8 (an odd run whose last block holds a shorter slice;
           # a ReLU over a cluster), the backward then taking the three passes (these fit the L2; its
           # clusters: test_cluster_backward_matches_reference)
@@ -506,23 +506,23 @@ def test_cuda_kernels_match_reference(rng, poisoned_pool, dtype, shape, relu):
         rm_d, rv_d = cupy.asarray(rm), cupy.asarray(rv)
         rm_h, rv_h = rm.copy(), rv.copy()
         count = cupy.full((), 41, np.int64)  # a module's num_batches_tracked: one more in training
-        y, mean, rstd, mask = K.batch_norm_forward(dev_array(x, "cuda"), cupy.asarray(w), cupy.asarray(b), rm_d, rv_d,
-                                                   training, 0.1, 1e-5, relu, count)
+        y, mean, rstd, factors = K.batch_norm_forward(dev_array(x, "cuda"), cupy.asarray(w), cupy.asarray(b), rm_d,
+                                                      rv_d, training, 0.1, 1e-5, relu, count)
         assert int(count) == (42 if training else 41)
-        y_r, mean_r, rstd_r, mask_r = K.batch_norm_forward_ref(x, w, b, rm_h, rv_h, training, 0.1, 1e-5, relu)
+        y_r, mean_r, rstd_r, _ = K.batch_norm_forward_ref(x, w, b, rm_h, rv_h, training, 0.1, 1e-5, relu)
         tol = 1e-5 if dtype == np.float32 else 1e-2
         np.testing.assert_allclose(f64(y), f64(y_r), rtol=tol, atol=tol)
         np.testing.assert_allclose(host(mean), mean_r, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(host(rstd), rstd_r, rtol=1e-5)
         np.testing.assert_allclose(host(rm_d), rm_h, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(host(rv_d), rv_h, rtol=1e-5)
-        if relu:  # the mask is the output's sign, every word written
-            np.testing.assert_array_equal(K.unpack_bits(host(mask), shape), f64(y) > 0)
+        if relu:
+            _assert_relu_decisions(x, y, mean, rstd, factors, w, b)
         dy = rng.standard_normal(shape).astype(dtype)
         dx, dw, db = K.batch_norm_backward(dev_array(dy, "cuda"), dev_array(x, "cuda"), cupy.asarray(w), mean, rstd,
-                                           mask, training)
+                                           factors, training)
         dx_r, dw_r, db_r = K.batch_norm_backward_ref(dy, x, w, host(mean), host(rstd),
-                                                     None if mask is None else host(mask), training)
+                                                     None if factors is None else host(factors), training)
         scale = np.abs(f64(dx_r)).max() + 1
         np.testing.assert_allclose(f64(dx), f64(dx_r), rtol=tol, atol=tol * scale)
         np.testing.assert_allclose(host(dw), dw_r, rtol=1e-4, atol=1e-3)
@@ -647,7 +647,7 @@ _BIG = [(64, 8, 1024), (33, 4, 999), (9, 2, 4000), (5, 3, 4100)]
 def test_cluster_backward_matches_reference(rng, poisoned_pool, monkeypatch, dtype, shape):
     """The backward's cached-channel cluster (taken on inputs that overflow the L2, here forced with an L2 of
     no bytes; or where a block per channel would leave half the SMs idle): dx, dw, db against the reference,
-    with a ReLU mask, over slices whose last is shorter."""
+    with a ReLU and without, over slices whose last is shorter."""
     import cupy
 
     monkeypatch.setattr(K, "l2_bytes", lambda dev: 0)
@@ -657,14 +657,14 @@ def test_cluster_backward_matches_reference(rng, poisoned_pool, monkeypatch, dty
         x = (rng.standard_normal(shape) * 2 + 3).astype(dtype)
         dy = rng.standard_normal(shape).astype(dtype)
         xd = dev_array(x, "cuda")
-        channel = K._plan(shape, False, xd.dtype, np.dtype(np.float32), xd.data.ptr % 16 == 0, True, True, False,
+        channel = K._plan(shape, False, xd.dtype, np.dtype(np.float32), xd.data.ptr % 16 == 0, True, True,
                           xd.device.id)[0].channel
         assert channel is not None and channel._dims[0] > shape[1]  # a cluster: more blocks than channels
         c = shape[1]
         w = rng.uniform(0.5, 2, c).astype(np.float32)
-        _, mean, rstd, mask = K.batch_norm_forward(dev_array(x, "cuda"), cupy.asarray(w), None, None, None, True,
+        _, mean, rstd, factors = K.batch_norm_forward(dev_array(x, "cuda"), cupy.asarray(w), None, None, None, True,
                                                    0.1, 1e-5, True)
-        for m in (mask, None):
+        for m in (factors, None):
             dx, dw, db = K.batch_norm_backward(dev_array(dy, "cuda"), dev_array(x, "cuda"), cupy.asarray(w), mean,
                                                rstd, m, True)
             dx_r, dw_r, db_r = K.batch_norm_backward_ref(dy, x, w, host(mean), host(rstd),
@@ -690,16 +690,16 @@ def test_eager_backward_takes_one_launch_where_a_graph_takes_the_passes(rng):
     dy = rng.standard_normal(shape).astype(dtype)
     w = rng.uniform(0.5, 2, shape[1]).astype(np.float32)
     xd, dyd, wd = dev_array(x, "cuda"), dev_array(dy, "cuda"), cupy.asarray(w)
-    args = (shape, False, xd.dtype, np.dtype(np.float32), True, True, True, False, xd.device.id)
+    args = (shape, False, xd.dtype, np.dtype(np.float32), True, True, True, xd.device.id)
     assert K._plan(*args, True)[0].channel is not None and K._plan(*args, False)[0].channel is None
-    _, mean, rstd, mask = K.batch_norm_forward(xd, wd, None, None, None, True, 0.1, 1e-5, True)
-    want = K.batch_norm_backward_ref(dy, x, w, host(mean), host(rstd), host(mask), True)
-    eager = K.batch_norm_backward(dyd, xd, wd, mean, rstd, mask, True)
+    _, mean, rstd, factors = K.batch_norm_forward(xd, wd, None, None, None, True, 0.1, 1e-5, True)
+    want = K.batch_norm_backward_ref(dy, x, w, host(mean), host(rstd), host(factors), True)
+    eager = K.batch_norm_backward(dyd, xd, wd, mean, rstd, factors, True)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         with backend.capturing("test"):
             stream.begin_capture()
-            captured = K.batch_norm_backward(dyd, xd, wd, mean, rstd, mask, True)
+            captured = K.batch_norm_backward(dyd, xd, wd, mean, rstd, factors, True)
             graph = stream.end_capture()
         graph.launch(stream)
         stream.synchronize()
@@ -763,18 +763,20 @@ def test_other_strided_inputs_come_back_contiguous(rng):
                                rtol=1e-12, atol=1e-12)
 
 
-def test_channels_last_mask_follows_the_memory(rng):
-    """The ReLU mask of a channels-last input holds bit i for memory (NHWC) element i, and its backward reads it
-    so: the references agree with the C-contiguous ones element for element."""
+def test_channels_last_relu_follows_the_memory(rng):
+    """A channels-last input's ReLU: the references over its memory's (M, C, 1) view agree with the C-contiguous ones
+    element for element, y and the backward's recomputed decisions alike."""
     x = rng.standard_normal((2, 3, 5, 7)).astype(np.float32)
     xl = to_channels_last(x)
-    y, mean, rstd, mask = K.batch_norm_forward(xl, None, None, None, None, True, 0.1, 1e-5, relu=True)
+    w, b = rng.uniform(0.5, 2, 3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    y, mean, rstd, factors = K.batch_norm_forward(xl, w, b, None, None, True, 0.1, 1e-5, relu=True)
     assert is_channels_last(y)
-    np.testing.assert_array_equal(K.unpack_bits(mask, (2, 5, 7, 3)), y.transpose(0, 2, 3, 1) > 0)
+    _assert_relu_decisions(x, y, mean, rstd, factors, w, b)
     dy = rng.standard_normal(x.shape).astype(np.float32)
-    dx, _, db = K.batch_norm_backward(to_channels_last(dy), xl, None, mean, rstd, mask, True)
-    y_c, mean_c, rstd_c, mask_c = K.batch_norm_forward(x, None, None, None, None, True, 0.1, 1e-5, relu=True)
-    dx_c, _, db_c = K.batch_norm_backward(dy, x, None, mean_c, rstd_c, mask_c, True)
+    dx, _, db = K.batch_norm_backward(to_channels_last(dy), xl, w, mean, rstd, factors, True)
+    y_c, mean_c, rstd_c, factors_c = K.batch_norm_forward(x, w, b, None, None, True, 0.1, 1e-5, relu=True)
+    np.testing.assert_allclose(y, y_c, rtol=1e-5, atol=1e-5)
+    dx_c, _, db_c = K.batch_norm_backward(dy, x, w, mean_c, rstd_c, factors_c, True)
     assert is_channels_last(dx)
     np.testing.assert_allclose(dx, dx_c, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(db, db_c, rtol=1e-5, atol=1e-5)
@@ -838,12 +840,18 @@ def _channels_last_unaligned(a):
     return nhwc.transpose(0, 3, 1, 2)
 
 
-def _assert_mask_is_sign(mask, y, order):
-    """The ReLU mask is y > 0 with its bits in memory order (y's axes in ``order``), every word written; a few
-    positive sums that round to zero in a 16-bit y may keep their bit."""
-    y = f64(y).transpose(order)
-    wrong = K.unpack_bits(host(mask), y.shape) != (y > 0)
-    assert not np.any(wrong & (y != 0)) and wrong.sum() <= 4
+def _assert_relu_decisions(x, y, mean, rstd, factors, w, b):
+    """The ReLU's factors that the forward (an (N, C, ...) ``x`` to ``y``, either layout) kept are the float32 rstd * w
+    and b exactly, and the decisions recomputed from them as the backward recomputes them (``relu_passes``) are y's
+    sign: y is 0 where the ReLU cut and above 0 where it passed (but for a few positive sums that round to zero in
+    a 16-bit y)."""
+    f = host(factors)
+    np.testing.assert_array_equal(f[0], host(rstd) * host(w).astype(np.float32))
+    np.testing.assert_array_equal(f[1], host(b).astype(np.float32))
+    xs, ys = host(x), f64(y)
+    passes = K.relu_passes(xs.reshape(xs.shape[0], xs.shape[1], -1), host(mean), f).reshape(xs.shape)
+    assert not np.any(~passes & (ys != 0))
+    assert np.sum(passes & ~(ys > 0)) <= 4
 
 
 @pytest.fixture
@@ -864,8 +872,8 @@ def without_tiles(monkeypatch):
 @pytest.mark.parametrize("tiles", [True, False])
 def test_cuda_channels_last_matches_contiguous(rng, poisoned_pool, request, dtype, shape, relu, tiles):
     """The channels-last kernels (16-byte vectors and, unaligned, scalar; the cached tiles where they fit, and the
-    passes) against the C-contiguous ones on the same values: y, statistics, running statistics, counter, mask (its
-    bits follow the NHWC memory) and dx, dw, db, in training and eval; y and dx channels-last."""
+    passes) against the C-contiguous ones on the same values: y, statistics, running statistics, counter, the ReLU's
+    factors and decisions, and dx, dw, db, in training and eval; y and dx channels-last."""
     import cupy
 
     if not tiles:
@@ -883,12 +891,12 @@ def test_cuda_channels_last_matches_contiguous(rng, poisoned_pool, request, dtyp
         for layout in (lambda a: a, to_channels_last, _channels_last_unaligned):
             rm_d, rv_d, count = cupy.asarray(rm), cupy.asarray(rv), cupy.full((), 41, np.int64)
             xin = layout(xd)
-            y, mean, rstd, mask = K.batch_norm_forward(xin, w, b, rm_d, rv_d, training, 0.1, 1e-5, relu, count)
+            y, mean, rstd, factors = K.batch_norm_forward(xin, w, b, rm_d, rv_d, training, 0.1, 1e-5, relu, count)
             assert int(count) == (42 if training else 41)
-            dx, dw, db = K.batch_norm_backward(layout(dyd), xin, w, mean, rstd, mask, training)
+            dx, dw, db = K.batch_norm_backward(layout(dyd), xin, w, mean, rstd, factors, training)
             runs.append((y, mean, rstd, rm_d, rv_d, dx, dw, db))
             if relu:
-                _assert_mask_is_sign(mask, y, (0, 2, 3, 1) if is_channels_last(y) else (0, 1, 2, 3))
+                _assert_relu_decisions(x, y, mean, rstd, factors, w, b)
         (y_r, mean_r, rstd_r, rm_r, rv_r, dx_r, dw_r, db_r) = runs[0]
         assert y_r.flags.c_contiguous and dx_r.flags.c_contiguous
         scale = np.abs(f64(dx_r)).max() + 1
@@ -922,26 +930,24 @@ def test_cuda_channels_last_statistics_are_deterministic(rng, shape):
 def test_cached_tile_plans():
     """Which channels-last inputs the cached-tile kernels take and how: whole 16-byte vectors only; a tile of 4 or 8
     vectors of a row, the fewest blocks per tile that hold it first (a cluster on sm_90+, up to 16; without clusters
-    one block), then the widest; with a ReLU's mask in the forward a tile of 32 channels or more; the blocks per tile
+    one block), then the widest; the blocks per tile
     doubled while the grid leaves half the SMs idle and each block keeps two rows of vectors per thread; none where
     no tile fits. ResNet-18's shapes in 16 bits: at a batch of 512 the 4x4 stage's forward and backward, at 256 the
     8x8 stage's forward too."""
     plan, T = K._per_tile, K.TilePlan
     full = K.TILE_SLICE_BYTES
-    assert plan(8192, 512, 2, 8, True, 132, 1, True) == T(16, 4, 8, 512, 1024, 65536)
+    assert plan(8192, 512, 2, 8, True, 132) == T(16, 4, 8, 512, 1024, 65536)
     assert plan(8192, 512, 2, 8, True, 132, 2) == T(16, 4, 16, 512, 512, 65536)
     assert plan(32768, 256, 2, 8, True, 132) is None and plan(32768, 256, 2, 8, True, 132, 2) is None
-    assert plan(16384, 256, 2, 8, True, 132, 1, True) == T(8, 4, 16, 512, 1024, 65536)
+    assert plan(16384, 256, 2, 8, True, 132) == T(8, 4, 16, 512, 1024, 65536)
     assert plan(16384, 256, 2, 8, True, 132, 2) is None
     # spread: a 4x4 map of a batch of 128 fits one block a tile, and takes eight
-    assert plan(2048, 512, 2, 8, True, 132, 1, True) == T(16, 4, 8, 512, 256, 16384)
-    # fp32: 4 channels a vector, the ReLU's tile of 8 vectors, else 4 (64 bytes: four blocks, spread to 16); 24
-    # channels: no tile
-    assert plan(4096, 64, 4, 4, True, 132, 1, True) == T(2, 8, 16, 512, 256, 32768)
+    assert plan(2048, 512, 2, 8, True, 132) == T(16, 4, 8, 512, 256, 16384)
+    # fp32: 4 channels a vector, a tile of 4 vectors (64 bytes: four blocks, spread to 16); 24 channels: no tile
     assert plan(4096, 64, 4, 4, True, 132) == T(4, 4, 16, 512, 256, 16384)
     assert plan(486, 24, 4, 4, True, 132) is None
     # small inputs: one block of at least 64 threads (a thread per channel of the tile in the reduction)
-    assert plan(3, 64, 2, 8, True, 132, 1, True) == T(1, 8, 1, 64, 3, 3 * 128)
+    assert plan(3, 64, 2, 8, True, 132) == T(1, 8, 1, 64, 3, 3 * 128)
     # no vectors (unaligned or channels not whole vectors), nothing, or too large
     assert plan(8192, 512, 2, 1, True, 132) is None and plan(0, 64, 2, 8, True, 132) is None
     assert plan(1 << 20, 64, 2, 8, True, 132) is None
@@ -956,8 +962,8 @@ def test_cached_tile_plans():
                                    (64, 64, 16, 16), (256, 256, 8, 8)])
 def test_cached_tiles_match_reference(rng, poisoned_pool, dtype, shape):
     """The cached-tile kernels (one block a tile; clusters of 2 to 16 blocks, the last block with fewer rows) against
-    the float64 reference on the memory's (M, C, 1) view: y, statistics, running statistics, counter, the ReLU's mask
-    and dx (masked and not), dw, db; each launch checked to be the one-launch path."""
+    the float64 reference on the memory's (M, C, 1) view: y, statistics, running statistics, counter, the ReLU's
+    factors and decisions, and dx (through the ReLU and not), dw, db; each launch checked to be the one-launch path."""
     import cupy
 
     c, m = shape[1], shape[0] * shape[2] * shape[3]
@@ -970,12 +976,12 @@ def test_cached_tiles_match_reference(rng, poisoned_pool, dtype, shape):
     x3, dy3 = f64(K._as3(x, True)), f64(K._as3(dy, True))
     tol = 1e-5 if dtype == np.float32 else 1e-2
     for relu in (False, True):
-        launches, _, _ = K._plan(shape, True, xd.dtype, np.dtype(np.float32), True, False, True, relu, xd.device.id)
-        fits = K._per_tile(m, c, xd.dtype.itemsize, 16 // xd.dtype.itemsize, True, 132, 1, relu) is not None
+        launches, _ = K._plan(shape, True, xd.dtype, np.dtype(np.float32), True, False, True, xd.device.id)
+        fits = K._per_tile(m, c, xd.dtype.itemsize, 16 // xd.dtype.itemsize, True, 132, 1) is not None
         assert (launches.channel is not None) == fits
         rm_d, rv_d, count = cupy.asarray(rm), cupy.asarray(rv), cupy.full((), 41, np.int64)
-        y, mean, rstd, mask = K.batch_norm_forward(xd, cupy.asarray(w), cupy.asarray(b), rm_d, rv_d, True, 0.1, 1e-5,
-                                                   relu, count)
+        y, mean, rstd, factors = K.batch_norm_forward(xd, cupy.asarray(w), cupy.asarray(b), rm_d, rv_d, True, 0.1,
+                                                      1e-5, relu, count)
         rm_h, rv_h = rm.copy(), rv.copy()
         y_r, mean_r, rstd_r, _ = K.batch_norm_forward_ref(x3, w.astype(np.float64), b, rm_h, rv_h, True, 0.1, 1e-5,
                                                           relu)
@@ -986,14 +992,14 @@ def test_cached_tiles_match_reference(rng, poisoned_pool, dtype, shape):
         np.testing.assert_allclose(host(rm_d), rm_h, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(host(rv_d), rv_h, rtol=1e-5)
         if relu:
-            _assert_mask_is_sign(mask, y, (0, 2, 3, 1))
-        back, _, _ = K._plan(shape, True, xd.dtype, np.dtype(np.float32), True, True, True, False, xd.device.id, False)
+            _assert_relu_decisions(x, y, mean, rstd, factors, w, b)
+        back, _ = K._plan(shape, True, xd.dtype, np.dtype(np.float32), True, True, True, xd.device.id, False)
         assert (back.channel is not None) == (K._per_tile(m, c, xd.dtype.itemsize, 16 // xd.dtype.itemsize, True, 132,
                                                            2) is not None)
         for batch in (True, False):
-            dx, dw, db = K.batch_norm_backward(dyd, xd, cupy.asarray(w), mean, rstd, mask, batch)
+            dx, dw, db = K.batch_norm_backward(dyd, xd, cupy.asarray(w), mean, rstd, factors, batch)
             dx_r, dw_r, db_r = K.batch_norm_backward_ref(dy3, x3, w.astype(np.float64), host(mean), host(rstd),
-                                                         None if mask is None else host(mask), batch)
+                                                         None if factors is None else host(factors), batch)
             assert is_channels_last(dx)
             np.testing.assert_allclose(f64(K._as3(dx, True)), f64(dx_r), rtol=tol,
                                        atol=tol * (np.abs(f64(dx_r)).max() + 1))

@@ -9,10 +9,13 @@
 // section), MF_CHANNEL_BLOCKS the 1024-thread blocks per SM their registers must allow (2: at most 32 a
 // thread, which puts three blocks of 512 on an SM where the backward's otherwise put two). Arithmetic is
 // fp32; the per-channel combination of the partial sums is fp64, in a fixed order (deterministic, no atomics).
-// Flat element i is at channel (i / S) % C; the ReLU mask holds bit i % 32 of word i / 32.
+// Flat element i is at channel (i / S) % C.
 //
-// MF_NHWC=1 (channels-last): flat (memory) element i is at channel i % C, and the mask's bit i is memory
-// element i (the forward and the backward read the same order). bn_partial_nhwc replaces bn_partial, and
+// The fused ReLU keeps no mask: its forward writes the channels' affine factors (`relu`: C scales, then C shifts,
+// fp32), and the backward recomputes each element's decision from x, the mean and those factors with the forward's
+// own expression (affine, relu_passes), bit for bit.
+//
+// MF_NHWC=1 (channels-last): flat (memory) element i is at channel i % C. bn_partial_nhwc replaces bn_partial, and
 // bn_fold_forward_nhwc / bn_fold_backward_nhwc the finalize kernels of the batch statistics: they add the
 // row slices' partials in parallel (the finalize kernels' serial loop over the rows, one thread per channel,
 // would be slow over the hundreds of slices a channels-last pass needs) and finalize each channel with the
@@ -71,29 +74,44 @@ constexpr int CH = MF_NHWC ? VEC : 1;
 typedef Vec<T, VEC> TV;  // one vector access
 typedef Vec<float, 2> F2;  // a pair of sums
 
-// The ReLU mask's bits of the vector at flat index i (a multiple of VEC), bit k for element i + k: one load,
-// as VEC divides 32 (the vector's bits lie in one word); all set without a mask.
-__device__ __forceinline__ unsigned vector_bits(const unsigned* mask, long long i) {
-    return mask ? mask[i >> 5] >> (i & 31) : ~0u;
+// The affine of an element of a channel, d = x - mean its distance from the mean: d * scale + shift with one
+// rounding (fmaf, not left to the compiler's contraction), so that the backward's recomputation is the forward's.
+__device__ __forceinline__ float affine(float d, float scale, float shift) { return fmaf(d, scale, shift); }
+
+// Whether the ReLU passes an element of affine o (NaN kept with its gradient, as in PyTorch).
+__device__ __forceinline__ bool relu_passes(float o) { return !(o <= 0.f); }
+
+// Channel c's affine factors from its rstd r: scale = r * w[c] (r without a weight), shift = b[c] (0 without).
+__device__ __forceinline__ float affine_scale(long long c, float r, const W* __restrict__ w) {
+    return r * (w ? to_acc<float>(w[c]) : 1.f);
+}
+__device__ __forceinline__ float affine_shift(long long c, const W* __restrict__ b) {
+    return b ? to_acc<float>(b[c]) : 0.f;
+}
+
+// The ReLU's gradient of an element: g where the forward's ReLU passed it (its affine recomputed from d = x - mean
+// and the channel's factors rs, rt), else 0; g itself without a ReLU.
+__device__ __forceinline__ float relu_gradient(float g, float d, bool relu, float rs, float rt) {
+    return !relu || relu_passes(affine(d, rs, rt)) ? g : 0.f;
 }
 
 // The partial-sum terms of the vector at flat index i: forward (dy null) v and v*v, v = x - shift; backward g and
-// g*(x - shift), g = dy where the ReLU kept it, else 0. PER_ELEMENT: element k's terms go to a[k], b[k] with
-// shift[k] (the channels of a channels-last vector), else all to a[0], b[0] with shift[0] (one channel's run).
+// g*(x - shift), g = dy where the ReLU passed it (relu_gradient: shift is then the mean, rs and rt the ReLU's
+// factors). PER_ELEMENT: element k's terms go to a[k], b[k] with shift[k], rs[k], rt[k] (the channels of a
+// channels-last vector), else all to a[0], b[0] with shift[0], rs[0], rt[0] (one channel's run).
 template <bool PER_ELEMENT>
-__device__ __forceinline__ void add_terms(const T* __restrict__ x, const T* __restrict__ dy,
-                                          const unsigned* __restrict__ mask, long long i, const float* shift,
-                                          float* a, float* b) {
+__device__ __forceinline__ void add_terms(const T* __restrict__ x, const T* __restrict__ dy, bool relu, long long i,
+                                          const float* shift, const float* rs, const float* rt, float* a, float* b) {
     const TV xv = *reinterpret_cast<const TV*>(x + i);
     if (dy) {
         const TV gv = *reinterpret_cast<const TV*>(dy + i);
-        const unsigned bits = vector_bits(mask, i);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
             const int e = PER_ELEMENT ? k : 0;
-            const float g = (bits >> k) & 1u ? to_f(gv.v[k]) : 0.f;
+            const float d = to_f(xv.v[k]) - shift[e];
+            const float g = relu_gradient(to_f(gv.v[k]), d, relu, rs[e], rt[e]);
             a[e] += g;
-            b[e] += g * (to_f(xv.v[k]) - shift[e]);
+            b[e] += g * d;
         }
     } else {
 #pragma unroll
@@ -109,21 +127,22 @@ __device__ __forceinline__ void add_terms(const T* __restrict__ x, const T* __re
 #if !MF_NHWC
 // Block (p, c) sums the p-th of P equal slices of channel c's N*S elements (j = n*S + s).
 // Forward (dy null): sums of v and v*v, v = x - x[n=0, c, s=0] (the shift keeps the squares from
-// cancelling). Backward: sums of g and g*(x - mean[c]), g = dy where the ReLU kept it, else 0.
-// Writes part[c, p, 0..1].
+// cancelling). Backward: sums of g and g*(x - mean[c]), g = dy where the ReLU (factors `relu`, or null) passed it,
+// else 0. Writes part[c, p, 0..1].
 extern "C" __global__ void bn_partial(const T* __restrict__ x, const T* __restrict__ dy,
-                                      const unsigned* __restrict__ mask, const float* __restrict__ mean,
+                                      const float* __restrict__ relu, const float* __restrict__ mean,
                                       float* __restrict__ part, long long N, long long C, long long S, int P) {
     pdl_entry();
     const long long c = blockIdx.y, p = blockIdx.x, SV = S / VEC, M = N * SV;  // M vectors per channel
     const long long j0 = M * p / P, j1 = M * (p + 1) / P;
     const float shift = dy ? mean[c] : to_f(x[c * S]);
+    const float rs = relu ? relu[c] : 0.f, rt = relu ? relu[C + c] : 0.f;
     float a = 0.f, b = 0.f;
     // (n, vector s) of this thread's first vector, then advanced without a division per vector
     long long j = j0 + threadIdx.x, n = j / SV, s = j - n * SV;
     const long long step_n = blockDim.x / SV, step_s = blockDim.x - step_n * SV;
     for (; j < j1; j += blockDim.x) {
-        add_terms<false>(x, dy, mask, (n * C + c) * S + s * VEC, &shift, &a, &b);
+        add_terms<false>(x, dy, relu, (n * C + c) * S + s * VEC, &shift, &rs, &rt, &a, &b);
         n += step_n;
         s += step_s;
         if (s >= SV) { s -= SV; ++n; }
@@ -169,31 +188,47 @@ __device__ __forceinline__ void update_running(long long c, const ChannelStats& 
     if (count && c == 0) *count += 1;
 }
 
+// Writes channel c's mean and rstd and, with a ReLU (`relu` not null), its affine factors, relu[c] the scale and
+// relu[C + c] the shift, from which the backward recomputes the ReLU's decisions.
+__device__ __forceinline__ void store_stats(long long c, long long C, float mu, float r, const W* __restrict__ w,
+                                            const W* __restrict__ bias, float* __restrict__ mean,
+                                            float* __restrict__ rstd, float* __restrict__ relu) {
+    mean[c] = mu;
+    rstd[c] = r;
+    if (relu) {
+        relu[c] = affine_scale(c, r, w);
+        relu[C + c] = affine_shift(c, bias);
+    }
+}
+
 // Channel c's statistics from its sums a (of v) and b (of v*v), v = x - shift (x[c * S], its first element),
-// over M = N*S elements: writes mean[c] and rstd[c] (fp32) and, when `update`, moves the running statistics.
-__device__ __forceinline__ void finalize_forward_channel(long long c, double a, double b, const T* __restrict__ x,
-                                                         W* running_mean, W* running_var, long long* count,
-                                                         float* __restrict__ mean, float* __restrict__ rstd,
+// over M = N*S elements: store_stats and, when `update`, the running statistics moved.
+__device__ __forceinline__ void finalize_forward_channel(long long c, long long C, double a, double b,
+                                                         const T* __restrict__ x, W* running_mean, W* running_var,
+                                                         long long* count, const W* __restrict__ w,
+                                                         const W* __restrict__ bias, float* __restrict__ mean,
+                                                         float* __restrict__ rstd, float* __restrict__ relu,
                                                          double M, long long S, float eps, float factor, int update) {
     const ChannelStats st = channel_stats(a, b, (double)to_f(x[c * S]), M, eps);
-    mean[c] = (float)st.mean;
-    rstd[c] = st.rstd;
+    store_stats(c, C, (float)st.mean, st.rstd, w, bias, mean, rstd, relu);
     if (update) update_running(c, st, running_mean, running_var, count, M, factor);
 }
 
 // One thread per channel. batch: mean and biased variance from the partials (and the running statistics
 // moved by `factor` towards the mean and the unbiased variance when `update`); otherwise from the running
-// statistics. Writes mean[c] and rstd[c] (fp32).
+// statistics. store_stats.
 extern "C" __global__ void bn_finalize_forward(const float* __restrict__ part, const T* __restrict__ x,
-                                               W* running_mean, W* running_var, long long* count, float* __restrict__ mean,
-                                               float* __restrict__ rstd, long long N, long long C, long long S,
-                                               int P, float eps, float factor, int update, int batch) {
+                                               W* running_mean, W* running_var, long long* count,
+                                               const W* __restrict__ w, const W* __restrict__ bias,
+                                               float* __restrict__ mean, float* __restrict__ rstd,
+                                               float* __restrict__ relu, long long N, long long C, long long S, int P,
+                                               float eps, float factor, int update, int batch) {
     pdl_entry();
     const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     if (!batch) {
-        mean[c] = to_acc<float>(running_mean[c]);
-        rstd[c] = 1.0f / sqrtf(to_acc<float>(running_var[c]) + eps);
+        store_stats(c, C, to_acc<float>(running_mean[c]), 1.0f / sqrtf(to_acc<float>(running_var[c]) + eps), w, bias,
+                    mean, rstd, relu);
         return;
     }
     double a = 0.0, b = 0.0;
@@ -201,8 +236,8 @@ extern "C" __global__ void bn_finalize_forward(const float* __restrict__ part, c
         a += part[(c * P + p) * 2];
         b += part[(c * P + p) * 2 + 1];
     }
-    finalize_forward_channel(c, a, b, x, running_mean, running_var, count, mean, rstd, (double)N * (double)S, S, eps,
-                             factor, update);
+    finalize_forward_channel(c, C, a, b, x, running_mean, running_var, count, w, bias, mean, rstd, relu,
+                             (double)N * (double)S, S, eps, factor, update);
 }
 
 // The channel of vector v's first element: NCHW (v / D) % C, D = S / VEC vectors per run; channels-last
@@ -218,67 +253,54 @@ __device__ __forceinline__ I vector_channel(I v, I C, I D) {
 #endif
 }
 
-// y of the vector xv at vector index v (live: in range), its channels' factors in m, scale, bc, and, with a mask,
-// its word: each thread's VEC bits gathered from 32 / VEC neighbouring lanes (so every lane of the warp calls).
-__device__ __forceinline__ void apply_vector(const TV& xv, long long v, bool live, const float* m,
-                                             const float* scale, const float* bc, T* __restrict__ y,
-                                             unsigned* __restrict__ mask) {
-    unsigned bits = 0u;
-    if (live) {
-        TV yv;
+// y of the vector xv: its channels' mean m and affine factors scale, bc, then the ReLU when `relu`.
+__device__ __forceinline__ TV apply_vector(const TV& xv, const float* m, const float* scale, const float* bc,
+                                           bool relu) {
+    TV yv;
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-            const int e = MF_NHWC ? k : 0;
-            float o = (to_f(xv.v[k]) - m[e]) * scale[e] + bc[e];
-            if (mask) {
-                if (!(o <= 0.f)) bits |= 1u << k;
-                else o = 0.f;
-            }
-            yv.v[k] = from_f<T>(o);
-        }
-        reinterpret_cast<TV*>(y)[v] = yv;
+    for (int k = 0; k < VEC; ++k) {
+        const int e = MF_NHWC ? k : 0;
+        const float o = affine(to_f(xv.v[k]) - m[e], scale[e], bc[e]);
+        yv.v[k] = from_f<T>(relu && !relu_passes(o) ? 0.f : o);
     }
-    if (mask) {  // lanes 32/VEC apart hold the words' first bits
-        unsigned word = bits;
-#pragma unroll
-        for (int k = 1; k < 32 / VEC; ++k) word |= __shfl_down_sync(0xffffffffu, bits, k) << (k * VEC);
-        if ((threadIdx.x & 31) % (32 / VEC) == 0 && live) mask[(v * VEC) >> 5] = word;
-    }
+    return yv;
 }
 
-// y = (x - mean) * rstd * w + b, then the ReLU (NaN kept with its gradient, as in PyTorch) and its mask: a
-// grid-stride loop over vectors whose trips are warp-uniform. Channels-last, a thread takes two vectors a grid's
-// stride apart per trip, as bn_backward_dx does (the same channels; their loads issued together).
+// y = (x - mean) * rstd * w + b (affine), then the ReLU where `relu` (the factors the finalize wrote; only whether
+// there are is read here: the same factors come from affine_scale and affine_shift): a grid-stride loop over
+// vectors. Channels-last, a thread takes two vectors a grid's stride apart per trip, as bn_backward_dx does (the same
+// channels; their loads issued together).
 extern "C" __global__ void bn_apply(const T* __restrict__ x, const float* __restrict__ mean,
                                     const float* __restrict__ rstd, const W* __restrict__ w,
-                                    const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask,
+                                    const W* __restrict__ b, T* __restrict__ y, const float* __restrict__ relu,
                                     long long total_, long long C_, long long S_) {
     pdl_entry();
     const I vectors = (I)(total_ / VEC), C = (I)C_, D = (I)((MF_NHWC ? C_ : S_) / VEC);
     const I stride = (I)gridDim.x * blockDim.x, trip = MF_NHWC ? 2 * stride : stride;
     const TV* xs = reinterpret_cast<const TV*>(x);
+    TV* out = reinterpret_cast<TV*>(y);
+    const bool on = relu != nullptr;
     float m[CH], scale[CH], bc[CH];
     I held = ~(I)0;  // the channel whose factors m, scale, bc hold
-    for (I base = (I)blockIdx.x * blockDim.x; base < vectors; base += trip) {
-        const I v = base + threadIdx.x;
-        const bool live = v < vectors, live2 = MF_NHWC && v + stride < vectors;
-        TV x0, x1;
-        if (live) {
-            const I c = vector_channel(v, C, D);
-            if (!MF_NHWC || c != held) {
-                held = c;
+    for (I v = (I)blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += trip) {
+        const I c = vector_channel(v, C, D);
+        if (!MF_NHWC || c != held) {
+            held = c;
 #pragma unroll
-                for (int e = 0; e < CH; ++e) {
-                    m[e] = mean[c + e];
-                    scale[e] = rstd[c + e] * (w ? to_acc<float>(w[c + e]) : 1.f);
-                    bc[e] = b ? to_acc<float>(b[c + e]) : 0.f;
-                }
+            for (int e = 0; e < CH; ++e) {
+                m[e] = mean[c + e];
+                scale[e] = affine_scale(c + e, rstd[c + e], w);
+                bc[e] = affine_shift(c + e, b);
             }
-            x0 = xs[v];
-            if (live2) x1 = xs[v + stride];
         }
-        apply_vector(x0, v, live, m, scale, bc, y, mask);
-        if (MF_NHWC) apply_vector(x1, (long long)v + stride, live2, m, scale, bc, y, mask);
+        const TV x0 = xs[v];
+        if (MF_NHWC && v + stride < vectors) {
+            const TV x1 = xs[v + stride];
+            out[v] = apply_vector(x0, m, scale, bc, on);
+            out[v + stride] = apply_vector(x1, m, scale, bc, on);
+        } else {
+            out[v] = apply_vector(x0, m, scale, bc, on);
+        }
     }
 }
 
@@ -287,6 +309,8 @@ extern "C" __global__ void bn_apply(const T* __restrict__ x, const float* __rest
 struct DxCoef {
     float k0, k1, k2;
 };
+// (k0 = rstd * w: the float product of two floats, which the double one rounds to, so a channel's k0 is its ReLU's
+// scale, affine_scale's)
 __device__ __forceinline__ DxCoef dx_coefficients(double a, double b, double r, double wc, double M, int batch) {
     const double k0 = r * wc;
     return {(float)k0, batch ? (float)(k0 * a / M) : 0.f, batch ? (float)(k0 * r * r * b / M) : 0.f};
@@ -323,16 +347,17 @@ extern "C" __global__ void bn_finalize_backward(const float* __restrict__ part, 
     finalize_backward_channel(c, a, b, w, rstd, dw, db, coef, (double)N * (double)S, batch);
 }
 
-// dx of the vectors gv (dy) and xv (x) at flat index i, their channels' coefficients in k0, k1, k2 and mean m.
-__device__ __forceinline__ TV dx_of(const TV& gv, const TV& xv, const unsigned* __restrict__ mask, long long i,
-                                    const float* k0, const float* k1, const float* k2, const float* m) {
-    const unsigned bits = vector_bits(mask, i);
+// dx of the vectors gv (dy) and xv (x), their channels' coefficients in k0, k1, k2, mean m and, with a ReLU, its
+// shifts rt: its scales are the k0 (rstd * w, the same float product: see dx_coefficients).
+__device__ __forceinline__ TV dx_of(const TV& gv, const TV& xv, bool relu, const float* k0, const float* k1,
+                                    const float* k2, const float* m, const float* rt) {
     TV out;
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
         const int e = MF_NHWC ? k : 0;
-        const float g = (bits >> k) & 1u ? to_f(gv.v[k]) : 0.f;
-        out.v[k] = from_f<T>(k0[e] * g - k1[e] - (to_f(xv.v[k]) - m[e]) * k2[e]);
+        const float d = to_f(xv.v[k]) - m[e];
+        const float g = relu_gradient(to_f(gv.v[k]), d, relu, k0[e], rt[e]);
+        out.v[k] = from_f<T>(k0[e] * g - k1[e] - d * k2[e]);
     }
     return out;
 }
@@ -341,7 +366,7 @@ __device__ __forceinline__ TV dx_of(const TV& gv, const TV& xv, const unsigned* 
 // same channels: the host makes the stride a multiple of the row's vectors, batchnorm.py's _grid_nhwc): that grid
 // holds few blocks, and one vector of dy and of x in flight per thread left the loads latency-bound.
 extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __restrict__ x,
-                                          const unsigned* __restrict__ mask, const float* __restrict__ mean,
+                                          const float* __restrict__ relu, const float* __restrict__ mean,
                                           const float* __restrict__ coef, T* __restrict__ dx, long long total_,
                                           long long C_, long long S_) {
     pdl_entry();
@@ -350,7 +375,8 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
     const TV* g = reinterpret_cast<const TV*>(dy);
     const TV* xs = reinterpret_cast<const TV*>(x);
     TV* out = reinterpret_cast<TV*>(dx);
-    float k0[CH], k1[CH], k2[CH], m[CH];
+    const bool on = relu != nullptr;
+    float k0[CH], k1[CH], k2[CH], m[CH], rt[CH];
     I held = ~(I)0;  // the channel whose coefficients k0, k1, k2, m hold
     for (I v = (I)blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += trip) {
         const I c = vector_channel(v, C, D);
@@ -364,13 +390,17 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
                 m[e] = mean[c + e];
             }
         }
+        // The ReLU's shifts loaded every trip (from the L1), not held with the coefficients: channels-last, the
+        // registers of both took blocks of 256 threads off an SM
+#pragma unroll
+        for (int e = 0; e < CH; ++e) rt[e] = on ? relu[C + c + e] : 0.f;
         const TV g0 = g[v], x0 = xs[v];
         if (MF_NHWC && v + stride < vectors) {
             const TV g1 = g[v + stride], x1 = xs[v + stride];
-            out[v] = dx_of(g0, x0, mask, (long long)v * VEC, k0, k1, k2, m);
-            out[v + stride] = dx_of(g1, x1, mask, (long long)(v + stride) * VEC, k0, k1, k2, m);
+            out[v] = dx_of(g0, x0, on, k0, k1, k2, m, rt);
+            out[v + stride] = dx_of(g1, x1, on, k0, k1, k2, m, rt);
         } else {
-            out[v] = dx_of(g0, x0, mask, (long long)v * VEC, k0, k1, k2, m);
+            out[v] = dx_of(g0, x0, on, k0, k1, k2, m, rt);
         }
     }
 }
@@ -387,9 +417,7 @@ extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __r
 // (every block adds the blocks' sums from their shared memory in rank order, so all get the same
 // statistics, in a fixed order: deterministic) and each block writes its slice once. Block `rank` holds
 // vectors [lo, lo + CHUNK) of the channel's N*S/VEC, lo = rank*CHUNK, CHUNK a multiple of 32 (given by the
-// host, which sizes the shared memory by it), the last block fewer. With a ReLU mask, S is a multiple of
-// 32 (the host checks): a mask word then holds 32 elements of one channel's run, assembled from 32 / VEC
-// neighbouring lanes as in bn_apply.
+// host, which sizes the shared memory by it), the last block fewer.
 // A block loads, then stores: its loads and stores do not overlap, only those of the blocks an SM holds. Measured
 // slower at every 32x32 and 8x8 bench shape: a persistent grid whose clusters stream consecutive channels through
 // two shared-memory stages (cp.async for the next channel while the current one is reduced and written, the sums
@@ -458,7 +486,7 @@ struct ChannelWalk {
 
 extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024, MF_CHANNEL_BLOCKS)
 bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, long long* count, const W* __restrict__ w,
-                   const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask, float* __restrict__ mean,
+                   const W* __restrict__ b, T* __restrict__ y, float* __restrict__ relu, float* __restrict__ mean,
                    float* __restrict__ rstd, long long N, long long C, long long S, long long CHUNK, float eps,
                    float factor, int update) {
     pdl_entry();
@@ -478,7 +506,7 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
     // The channel's factors, loaded now: after the reduction their latency would stand between it and the first
     // store. (The running statistics, read by one thread, stay after it: held across the loop they spill
     // under the 32-register cap.)
-    const float wc = w ? to_acc<float>(w[c]) : 1.f, bc = b ? to_acc<float>(b[c]) : 0.f;
+    const float wc = w ? to_acc<float>(w[c]) : 1.f, bc = affine_shift(c, b);
     float a = 0.f, q = 0.f;
     ChannelWalk at(lo + threadIdx.x, blockDim.x, SV, C, c);
 #pragma unroll 4  // several loads in flight per thread: a block alone on its SM is bound by their latency
@@ -497,8 +525,7 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
     const float d_mean = t.v[0] / M, var = fmaxf(t.v[1] / M - d_mean * d_mean, 0.f);
     const float mu = shift + d_mean, r = 1.0f / sqrtf(var + eps);
     if (threadIdx.x == 0 && rank == 0) {
-        mean[c] = mu;
-        rstd[c] = r;
+        store_stats(c, C, mu, r, w, b, mean, rstd, relu);
         if (update) {
             const double Md = (double)M, unbiased = Md > 1.0 ? (double)var * Md / (Md - 1.0) : (double)var;
             const double f = factor;
@@ -507,44 +534,27 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
             if (count && c == 0) *count += 1;
         }
     }
-    const float scale = r * wc;
-    const int lane = threadIdx.x & 31;
+    const float scale = r * wc;  // (affine_scale's product)
+    const bool on = relu != nullptr;
     ChannelWalk out_at(lo + threadIdx.x, blockDim.x, SV, C, c);
-    for (int base = 0; base < n_own; base += blockDim.x, out_at.next()) {  // warp-uniform trips (the mask's shuffles)
-        const int j = base + threadIdx.x;
-        const bool live = j < n_own;
-        unsigned bits = 0u;
-        long long i = 0;
-        if (live) {
-            i = out_at.index();
-            const TV v = load_as<TV>(cache + j);  // one 16-byte load (elementwise reads conflict 4-way)
-            TV out;
+    for (int j = threadIdx.x; j < n_own; j += blockDim.x, out_at.next()) {
+        const TV v = load_as<TV>(cache + j);  // one 16-byte load (elementwise reads conflict 4-way)
+        TV out;
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) {
-                float o = (to_f(v.v[k]) - mu) * scale + bc;
-                if (mask) {
-                    if (!(o <= 0.f)) bits |= 1u << k;
-                    else o = 0.f;
-                }
-                out.v[k] = from_f<T>(o);
-            }
-            *reinterpret_cast<TV*>(y + i) = out;
+        for (int k = 0; k < VEC; ++k) {
+            const float o = affine(to_f(v.v[k]) - mu, scale, bc);
+            out.v[k] = from_f<T>(on && !relu_passes(o) ? 0.f : o);
         }
-        if (mask) {
-            unsigned word = bits;
-#pragma unroll
-            for (int k = 1; k < 32 / VEC; ++k) word |= __shfl_down_sync(0xffffffffu, bits, k) << (k * VEC);
-            if (lane % (32 / VEC) == 0 && live) mask[i >> 5] = word;
-        }
+        *reinterpret_cast<TV*>(y + out_at.index()) = out;
     }
     cluster_wait();  // no block exits while another may still read its sums
 }
 
-// dx, dw, db of channel c from its dy (masked) and x, cached: the sums of g and g*(x - mean) over the cluster,
+// dx, dw, db of channel c from its dy (where the ReLU passed it) and x, cached: the sums of g and g*(x - mean) over the cluster,
 // then dx = k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them. Block `rank` of
 // the channel's cluster caches vectors [lo, lo + CHUNK) of dy and of x, as bn_channel_forward does x.
 extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024, MF_CHANNEL_BLOCKS)
-bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const unsigned* __restrict__ mask,
+bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const float* __restrict__ relu,
                     const float* __restrict__ mean, const float* __restrict__ rstd, const W* __restrict__ w,
                     T* __restrict__ dx, W* __restrict__ dw, W* __restrict__ db, long long N, long long C, long long S,
                     long long CHUNK, int batch) {
@@ -561,6 +571,8 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
     // rstd loaded with the mean, before the loop: after the reduction its latency would stand between it and the
     // first store (w's stays there: held across the loop too, it measured slower where 32 registers are the cap)
     const float m = mean[c], rs = rstd[c];
+    const bool on = relu != nullptr;
+    const float rscale = on ? relu[c] : 0.f, rshift = on ? relu[C + c] : 0.f;  // the ReLU's factors
     float a = 0.f, p = 0.f;
     ChannelWalk at(lo + threadIdx.x, blockDim.x, SV, C, c);
 #pragma unroll 2  // with 4, the 16-bit float build took 43 registers: two blocks an SM, not three
@@ -568,13 +580,13 @@ bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const uns
         const long long i = at.index();
         TV gv = *reinterpret_cast<const TV*>(dy + i);
         const TV xv = *reinterpret_cast<const TV*>(x + i);
-        const unsigned bits = mask ? mask[i >> 5] >> (i & 31) : ~0u;  // the vector's bits lie in one word
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
-            if (!((bits >> k) & 1u)) gv.v[k] = from_f<T>(0.f);
+            const float d = to_f(xv.v[k]) - m;
+            if (on && !relu_passes(affine(d, rscale, rshift))) gv.v[k] = from_f<T>(0.f);  // (cached so)
             const float g = to_f(gv.v[k]);
             a += g;
-            p += g * (to_f(xv.v[k]) - m);
+            p += g * d;
         }
         gc[j] = gv;
         xc[j] = xv;

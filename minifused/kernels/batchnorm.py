@@ -2,14 +2,17 @@
 over N and the S trailing positions, fused with the affine and ReLU.
 
 ``batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count)
--> (y, mean, rstd, mask)``: in training the batch's mean and biased variance normalize, and the running
+-> (y, mean, rstd, factors)``: in training the batch's mean and biased variance normalize, and the running
 statistics (when given) move by ``factor`` towards the mean and the *unbiased* variance, in place (PyTorch's
 rule), and ``count`` (an int64 scalar array, the module's ``num_batches_tracked``), when given, goes up by
 one in the same kernel; otherwise the running statistics normalize. ``mean``/``rstd`` (fp32, fp64 for fp64
-input, one per channel) are what the backward needs; ``mask`` is the ReLU's bit-mask (bit ``i % 32`` of word ``i // 32`` for
-flat element ``i`` of the memory: NCHW order, or NHWC for a channels-last x) when ``relu``. y comes back in x's layout.
+input, one per channel) are what the backward needs, and with ``relu`` the ReLU's ``factors``: a (2, C) array
+(mean's dtype) of each channel's scale (rstd * weight) and shift (bias), y = relu((x - mean) * scale + shift). No mask:
+the backward recomputes where the ReLU passed from x, the mean and the factors, as the forward decided (the kernels'
+expression, one rounding; the references': :func:`relu_passes`), so that a BatchNorm+ReLU keeps nothing beside the x
+its backward needs anyway. y comes back in x's layout.
 
-``batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw, wdtype) -> (dx, dw, db)``:
+``batch_norm_backward(dy, x, weight, mean, rstd, factors, batch_stats, need_dx, need_dw, wdtype) -> (dx, dw, db)``:
 with ``batch_stats`` (training) dx carries the terms of the mean and variance; otherwise they were constants.
 dy is in x's layout, and so is dx. dw and db come in ``wdtype``, the parameters' dtype (weight and bias share
 one; a bias without a weight has one too, which need not be x's), by default weight's, else x's.
@@ -21,7 +24,7 @@ The CUDA path: a partial-sums pass (a grid of (blocks per channel, channel); eve
 slice of its channel, shifted by the channel's first element so the squares do not cancel) writes one row
 of partials per block; a per-channel pass combines the rows in a fixed order in float64 (deterministic, no
 atomics) into mean/rstd and the running statistics, or into dw/db and the dx coefficients; an elementwise
-pass writes y (and the mask) or dx. A channel small enough for the shared memory of one block, or of a
+pass writes y or dx. A channel small enough for the shared memory of one block, or of a
 thread-block cluster of up to :data:`MAX_CLUSTER` blocks on sm_90+ (:data:`SLICE_BYTES` each), takes one
 launch instead: each block caches its slice of the channel (the backward's of dy and x), the cluster reduces
 the slices over distributed shared memory, and each block writes its slice (the inputs are read once, not
@@ -36,7 +39,7 @@ fixed order, in parallel, and finalize each channel as the finalize kernels do),
 vectors along the channels (:func:`_grid_nhwc`). No cached-channel launch (a channel is strided there): where a tile of
 the channels over all M rows fits the shared memory of a cluster (:func:`_per_tile`), ``bn_tile_forward`` /
 ``bn_tile_backward`` take one launch instead, as the cached-channel kernels do NCHW. The references take the same
-(M, C, 1) view, so their flat order, and the mask's, is the memory's.
+(M, C, 1) view, so their flat order is the memory's.
 """
 from __future__ import annotations
 
@@ -53,24 +56,21 @@ from . import (ARG, F32, SM_SHARED_BYTES, Prepared, acc_dtype, address as _addr,
 # ---------------------------------------------------------------- references
 
 
-def _words(n):
-    return -(-n // 32)
+def _affine(xf, mean, factors):
+    """(x - mean) * scale + shift of an (N, C, S) ``xf`` in the statistics' dtype, as the kernels compute it: a float32
+    difference, then the product and the sum with one rounding (the kernels' fmaf), here in float64 (the product of
+    two floats is exact there, and the sum's sign, which the ReLU reads, is the exact sum's); float64 statistics
+    (float64 input) in float64."""
+    scale, shift = (a[None, :, None] for a in factors)
+    d = xf - mean[None, :, None]
+    return (d.astype(np.float64) * scale + shift).astype(xf.dtype) if xf.dtype != np.float64 else d * scale + shift
 
 
-def pack_bits(positive):
-    """Flat booleans -> uint32 words, bit i % 32 of word i // 32 (either array module)."""
-    xp = backend.array_module(positive)
-    flat = positive.reshape(-1)
-    bits = xp.zeros(_words(flat.size) * 32, np.uint32)
-    bits[:flat.size] = flat
-    return (bits.reshape(-1, 32) << xp.arange(32, dtype=np.uint32)).sum(axis=1, dtype=np.uint32)
-
-
-def unpack_bits(mask, shape):
-    xp = backend.array_module(mask)
-    n = int(np.prod(shape))
-    bits = (mask[:, None] >> xp.arange(32, dtype=np.uint32)) & np.uint32(1)
-    return bits.reshape(-1)[:n].reshape(shape).astype(bool)
+def relu_passes(x, mean, factors):
+    """Where a BatchNorm's fused ReLU passed its input (an element's affine above zero, or NaN, which keeps its
+    gradient as in PyTorch), from an (N, C, S) ``x`` (or the channels-last (M, C, 1) view) and its statistics: the
+    kernels' decision, recomputed as the backward recomputes it (either array module)."""
+    return ~(_affine(x.astype(mean.dtype), mean, factors) <= 0)
 
 
 # an inf or NaN in x gives NaN statistics for its channel, as on the GPU and in PyTorch: no NumPy warning about it
@@ -96,16 +96,13 @@ def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training,
     else:
         mean, var = running_mean.astype(acc), running_var.astype(acc)
     rstd = (1 / xp.sqrt(var + acc(eps))).astype(acc)
-    y = (xf - mean[None, :, None]) * rstd[None, :, None]
-    if weight is not None:
-        y = y * weight.astype(acc)[None, :, None]
-    if bias is not None:
-        y = y + bias.astype(acc)[None, :, None]
-    mask = None
+    mean = mean.astype(acc)
+    factors = xp.stack([rstd if weight is None else rstd * weight.astype(acc),
+                        xp.zeros_like(rstd) if bias is None else bias.astype(acc)])
+    y = _affine(xf, mean, factors)
     if relu:
-        y = xp.maximum(y, 0)
-        mask = pack_bits(~(y <= 0))  # NaN kept with its gradient, as in PyTorch
-    return y.astype(x.dtype), mean.astype(acc), rstd, mask
+        y = backend.where(y <= 0, acc(0), y)  # (NaN kept, as relu_passes keeps its gradient)
+    return y.astype(x.dtype), mean, rstd, factors if relu else None
 
 
 def _grad_dtype(wdtype, weight, x):
@@ -114,13 +111,12 @@ def _grad_dtype(wdtype, weight, x):
 
 
 @np.errstate(invalid="ignore", over="ignore")
-def batch_norm_backward_ref(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True,
+def batch_norm_backward_ref(dy, x, weight, mean, rstd, factors, batch_stats, need_dx=True, need_dw=True,
                             wdtype=None):
-    xp = backend.array_module(x)
     acc = acc_dtype(x.dtype).type
     g = dy.astype(acc)
-    if mask is not None:
-        g = g * unpack_bits(mask, dy.shape)
+    if factors is not None:
+        g = backend.where(relu_passes(x, mean, factors), g, acc(0))
     xhat = (x.astype(acc) - mean[None, :, None]) * rstd[None, :, None]
     sum_g = g.sum(axis=(0, 2))
     sum_gx = (g * xhat).sum(axis=(0, 2))
@@ -153,8 +149,8 @@ MAX_CLUSTER = 16
 
 class ChannelPlan(NamedTuple):
     """The cached-channel kernels' launch: ``cluster`` blocks per channel (a thread-block cluster when more
-    than one), ``threads`` per block, ``chunk`` vectors of the channel per block (a multiple of 32: the
-    mask words stay within one block), the dynamic shared memory per block, and ``min_blocks``: the
+    than one), ``threads`` per block, ``chunk`` vectors of the channel per block (a multiple of 32), the dynamic
+    shared memory per block, and ``min_blocks``: the
     1024-thread blocks per SM the kernel's registers must allow (2 caps them at 32 a thread)."""
     cluster: int
     threads: int
@@ -246,12 +242,11 @@ class TilePlan(NamedTuple):
     slice_bytes: int
 
 
-def _per_tile(m, c, itemsize, vec, clusters, sms, tensors=1, relu=False):
+def _per_tile(m, c, itemsize, vec, clusters, sms, tensors=1):
     """The :class:`TilePlan` of the cached-tile kernels for a channels-last input of ``m`` rows of ``c`` channels,
     caching ``tensors`` arrays (the forward x, the backward dy and x) in :data:`TILE_SLICE_BYTES` per block, or None
     where no tile fits. A tile is 4 or 8 whole 16-byte vectors of a row (64 or 128 bytes: tiles of 32, one sector a
-    row, measured slower than the passes at ResNet-18's 8x8 maps of a batch of 256 and 512), and in a forward with a
-    ReLU whole mask words (32 channels or more: a word's bits then lie in one row of one tile). The fewest blocks per
+    row, measured slower than the passes at ResNet-18's 8x8 maps of a batch of 256 and 512). The fewest blocks per
     tile first (``clusters``: a device that has them; the fewer a cluster's blocks, the cheaper its barrier), then the
     widest tile. Each tile's blocks double while the grid leaves half the SMs idle and each block keeps two rows of
     vectors per thread (bench/bn_sweep.py --layout cl times the alternatives). A fixed function of the shape and
@@ -261,7 +256,7 @@ def _per_tile(m, c, itemsize, vec, clusters, sms, tensors=1, relu=False):
     cv, top = c // vec, MAX_CLUSTER if clusters else 1
     fits = []
     for cols in (8, 4):
-        if cv % cols or (relu and cols * vec % 32):
+        if cv % cols:
             continue
         row, k = cols * 16 * tensors, 1
         while k < top and -(-m // k) * row > TILE_SLICE_BYTES:
@@ -334,7 +329,7 @@ class _Launches(NamedTuple):
     settling them per call cost host time comparable to the launch's (eager training steps are bound by host
     time). Arrays are passed by address (0 for an absent one)."""
     channel: Prepared | None  # the one-launch path (a cached channel, channels-last a cached tile), or None: passes
-    partial: Prepared | None  # the passes: per-block partial sums (x, dy, mask, mean, partials)
+    partial: Prepared | None  # the passes: per-block partial sums (x, dy, factors, mean, partials)
     finalize: Prepared | None  # the per-channel statistics (forward) or coefficients (backward) from them
     apply: Prepared | None  # y (forward) or dx (backward), elementwise
     split: int  # blocks per channel (row slices channels-last) of the partial-sums pass
@@ -344,7 +339,7 @@ class _Launches(NamedTuple):
 
 
 @functools.cache
-def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=False, eager=False):
+def _launches(shape, dtype, wdtype, vec, backward, training, dev, nhwc=False, eager=False):
     """``shape`` (N, C, S); channels-last (``nhwc``) it is (N*H*W, C, 1), which the finalize kernels then read
     right (their shift x[c * S] is x[n=0, h=0, w=0, c] and N*S the count). ``eager``: launched outside a graph
     capture, where the backward takes the cached-channel launch wherever a channel fits it, even where dy and x
@@ -357,12 +352,11 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
     if nhwc:
         channel = None
         if training or backward:
-            tile = _per_tile(n, c, dtype.itemsize, vec, has_pdl(dev), sms, 2 if backward else 1, relu and not backward)
+            tile = _per_tile(n, c, dtype.itemsize, vec, has_pdl(dev), sms, 2 if backward else 1)
     elif backward:
         channel = _per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms, 2, 0 if eager else l2_bytes(dev))
     else:
-        channel = (_per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms)
-                   if training and (not relu or s % 32 == 0) else None)
+        channel = _per_channel(shape, dtype.itemsize, vec, has_pdl(dev), sms) if training else None
     k = _kernels(dtype, wdtype, vec, wide, channel.cluster if channel else tile.cluster if tile else 1, nhwc,
                  channel.min_blocks if channel else 1)
     n_, c_, s_, total = np.int64(n), np.int64(c), np.int64(s), np.int64(n * c * s)
@@ -374,10 +368,10 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
         return Prepared(k[name], grid, block, params, smem, pdl=True)
 
     if channel:  # one launch
-        if backward:  # (dy, x, mask, mean, rstd, w, dx, dw, db), batch statistics
+        if backward:  # (dy, x, factors, mean, rstd, w, dx, dw, db), batch statistics
             one = prepared("bn_channel_backward", (c * channel.cluster,), (channel.threads,),
                            (ARG,) * 9 + (n_, c_, s_, np.int64(channel.chunk), ARG), channel.slice_bytes)
-        else:  # (x, running mean, running var, count, w, b, y, mask, mean, rstd), eps, factor, update
+        else:  # (x, running mean, running var, count, w, b, y, factors, mean, rstd), eps, factor, update
             one = prepared("bn_channel_forward", (c * channel.cluster,), (channel.threads,),
                            (ARG,) * 10 + (n_, c_, s_, np.int64(channel.chunk), F32, F32, ARG), channel.slice_bytes)
         return _Launches(one, None, None, None, split)
@@ -389,29 +383,29 @@ def _launches(shape, dtype, wdtype, vec, backward, training, relu, dev, nhwc=Fal
                prepared("bn_tile_forward", grid, block, (ARG,) * 10 + geometry + (F32, F32, ARG), tile.slice_bytes))
         return _Launches(one, None, None, None, 0)
     fold = None
-    if nhwc:  # (x, dy, mask, mean, raw partials), rows, channels, slices, vector columns per tile
+    if nhwc:  # (x, dy, factors, mean, raw partials), rows, channels, slices, vector columns per tile
         partial = prepared("bn_partial_nhwc", (split, tiles), (_THREADS,),
                            (ARG,) * 5 + (n_, c_, np.int32(split), np.int32(cols)))
         folds = (-(-2 * c // 32),), (1024,)
         fold = (prepared("bn_fold_backward_nhwc", *folds, (ARG,) * 6 + (n_, c_, np.int32(split), ARG)) if backward
-                else prepared("bn_fold_forward_nhwc", *folds, (ARG,) * 7 + (n_, c_, np.int32(split), F32, F32, ARG)))
-    else:  # (x, dy, mask, mean, partials), N, C, S, rows
+                else prepared("bn_fold_forward_nhwc", *folds, (ARG,) * 10 + (n_, c_, np.int32(split), F32, F32, ARG)))
+    else:  # (x, dy, factors, mean, partials), N, C, S, rows
         partial = prepared("bn_partial", (split, tiles), (_THREADS,), (ARG,) * 5 + (n_, c_, s_, np.int32(split)))
-    words = (_words(c),)
-    if backward:  # (partials, w, rstd, dw, db, coefficients), batch statistics; then (dy, x, mask, mean, coef, dx)
+    warps = (-(-c // 32),)  # (a thread per channel)
+    if backward:  # (partials, w, rstd, dw, db, coefficients), batch statistics; then (dy, x, factors, mean, coef, dx)
         finalize = (fold if nhwc else
-                    prepared("bn_finalize_backward", words, (32,), (ARG,) * 6 + (n_, c_, s_, np.int32(split), ARG)))
+                    prepared("bn_finalize_backward", warps, (32,), (ARG,) * 6 + (n_, c_, s_, np.int32(split), ARG)))
         apply = prepared("bn_backward_dx", blocks, (_THREADS,), (ARG,) * 6 + (total, c_, s_))
-    else:  # (partials, x, running mean, running var, count, mean, rstd), blocks, eps, factor, update, training;
-        # then (x, mean, rstd, w, b, y, mask)
-        finalize = prepared("bn_finalize_forward", words, (32,), (ARG,) * 7 + (n_, c_, s_, ARG, F32, F32, ARG, ARG))
+    else:  # (partials, x, running mean, running var, count, w, b, mean, rstd, factors), blocks, eps, factor,
+        # update, training; then (x, mean, rstd, w, b, y, factors)
+        finalize = prepared("bn_finalize_forward", warps, (32,), (ARG,) * 10 + (n_, c_, s_, ARG, F32, F32, ARG, ARG))
         apply = prepared("bn_apply", blocks, (_THREADS,), (ARG,) * 7 + (total, c_, s_))
     return _Launches(None, partial, finalize, apply, split, fold)
 
 
 @functools.cache
-def _plan(shape, nhwc, dtype, wdtype, aligned, backward, training, relu, dev, eager=False):
-    """(the :class:`_Launches`, C, the mask's words) of a call on an array of ``shape``, channels-last (``nhwc``)
+def _plan(shape, nhwc, dtype, wdtype, aligned, backward, training, dev, eager=False):
+    """(the :class:`_Launches`, C) of a call on an array of ``shape``, channels-last (``nhwc``)
     or C-contiguous, whose operands all start 16-byte ``aligned`` (or not): the kernels' (N, C, S) (channels-last
     the memory's (N*H*W, C, 1)), the elements per 16-byte vector (1 where a row of S elements, or of C channels-last,
     is not whole vectors, or an operand is unaligned) and :func:`_launches`, settled once per signature (every call
@@ -420,7 +414,7 @@ def _plan(shape, nhwc, dtype, wdtype, aligned, backward, training, relu, dev, ea
     geometry, run = ((size // c, c, 1), c) if nhwc else ((n, c, size // (n * c)), size // (n * c))
     vec = 16 // dtype.itemsize
     vec = vec if aligned and run % vec == 0 else 1
-    return _launches(geometry, dtype, wdtype, vec, backward, training, relu, dev, nhwc, eager), c, _words(size)
+    return _launches(geometry, dtype, wdtype, vec, backward, training, dev, nhwc, eager), c
 
 
 def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, training, factor, eps, relu, count):
@@ -429,60 +423,60 @@ def _batch_norm_forward_cuda(x, weight, bias, running_mean, running_var, trainin
     first = weight if weight is not None else bias if bias is not None else running_mean  # (they share a dtype)
     wdtype = x.dtype if first is None else first.dtype
     xa, nhwc = x.data.ptr, is_channels_last(x)
-    plan, c, words = _plan(x.shape, nhwc, x.dtype, wdtype, xa % 16 == 0, False, training, relu, x.data.device_id)
+    plan, c = _plan(x.shape, nhwc, x.dtype, wdtype, xa % 16 == 0, False, training, x.data.device_id)
     # outputs by cupy.ndarray (less host time than cupy.empty); the kernels write every element
     y = empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)
-    half = aligned_bytes(4 * c)  # one allocation for mean and rstd (each costs host time), each part aligned
-    stats = cupy.cuda.alloc(2 * half)
+    # one allocation for mean, rstd and the ReLU's factors (each costs host time), each part aligned
+    part_bytes = aligned_bytes(4 * c)
+    stats = cupy.cuda.alloc(part_bytes * (4 if relu else 2))
     mean = cupy.ndarray((c,), np.float32, stats)
-    rstd = cupy.ndarray((c,), np.float32, stats + half)
-    mask = cupy.ndarray((words,), np.uint32) if relu else None
+    rstd = cupy.ndarray((c,), np.float32, stats + part_bytes)
+    factors = cupy.ndarray((2, c), np.float32, stats + 2 * part_bytes) if relu else None
     update = running_mean is not None
     ya, ma, ra = y.data.ptr, mean.data.ptr, rstd.data.ptr
     wa = 0 if weight is None else weight.data.ptr
     ba = 0 if bias is None else bias.data.ptr
-    ka = 0 if mask is None else mask.data.ptr
+    fa = _addr(factors)
     rm, rv, cnt = (running_mean.data.ptr, running_var.data.ptr, _addr(count)) if update else (0, 0, 0)
-    if plan.channel:  # one launch: statistics, running statistics, y and the mask
-        plan.channel(xa, rm, rv, cnt, wa, ba, ya, ka, ma, ra, eps, factor, int(update))
-        return y, mean, rstd, mask
+    if plan.channel:  # one launch: statistics, running statistics, the factors and y
+        plan.channel(xa, rm, rv, cnt, wa, ba, ya, fa, ma, ra, eps, factor, int(update))
+        return y, mean, rstd, factors
     if training:
         part = cupy.cuda.alloc(c * plan.split * 2 * 4)  # the partial sums: (C, rows, 2), channels-last (rows, C, 2)
         plan.partial(xa, 0, 0, 0, part.ptr)
         if plan.fold:
-            plan.fold(part.ptr, xa, rm, rv, cnt, ma, ra, eps, factor, int(update))
+            plan.fold(part.ptr, xa, rm, rv, cnt, wa, ba, ma, ra, fa, eps, factor, int(update))
         else:
-            plan.finalize(part.ptr, xa, rm, rv, cnt, ma, ra, plan.split, eps, factor, int(update), 1)
+            plan.finalize(part.ptr, xa, rm, rv, cnt, wa, ba, ma, ra, fa, plan.split, eps, factor, int(update), 1)
     else:
-        plan.finalize(0, xa, running_mean.data.ptr, running_var.data.ptr, 0, ma, ra, 0, eps, 0.0, 0, 0)
-    plan.apply(xa, ma, ra, wa, ba, ya, ka)
-    return y, mean, rstd, mask
+        plan.finalize(0, xa, running_mean.data.ptr, running_var.data.ptr, 0, wa, ba, ma, ra, fa, 0, eps, 0.0, 0, 0)
+    plan.apply(xa, ma, ra, wa, ba, ya, fa)
+    return y, mean, rstd, factors
 
 
-def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, mask, batch_stats, need_dx, need_dw, wdtype):
+def _batch_norm_backward_cuda(dy, x, weight, mean, rstd, factors, batch_stats, need_dx, need_dw, wdtype):
     import cupy
 
     wdtype = _grad_dtype(wdtype, weight, x)
     dya, xa, nhwc = dy.data.ptr, x.data.ptr, is_channels_last(x)
-    plan, c, _ = _plan(x.shape, nhwc, x.dtype, wdtype, (xa | dya) % 16 == 0, True, True, False, x.data.device_id,
-                       not backend.is_capturing())
+    plan, c = _plan(x.shape, nhwc, x.dtype, wdtype, (xa | dya) % 16 == 0, True, True, x.data.device_id,
+                    not backend.is_capturing())
     dx = (empty_channels_last(x.shape, x.dtype) if nhwc else cupy.ndarray(x.shape, x.dtype)) if need_dx else None
     dw = cupy.ndarray((c,), wdtype) if need_dw and weight is not None else None
     db = cupy.ndarray((c,), wdtype) if need_dw else None
-    ka = 0 if mask is None else mask.data.ptr
-    ma, ra = mean.data.ptr, rstd.data.ptr
+    fa, ma, ra = _addr(factors), mean.data.ptr, rstd.data.ptr
     wa = 0 if weight is None else weight.data.ptr
     dxa, dwa, dba = _addr(dx), _addr(dw), _addr(db)
     if plan.channel:  # one launch: the sums, dw, db and dx
-        plan.channel(dya, xa, ka, ma, ra, wa, dxa, dwa, dba, int(batch_stats))
+        plan.channel(dya, xa, fa, ma, ra, wa, dxa, dwa, dba, int(batch_stats))
         return dx, dw, db
     part_bytes = aligned_bytes(c * plan.split * 2 * 4)
     tmp = cupy.cuda.alloc(part_bytes + c * 3 * 4)  # the partial sums (as the forward's), then (C, 3) coefficients
     part, coef = tmp.ptr, tmp.ptr + part_bytes
-    plan.partial(xa, dya, ka, ma, part)
+    plan.partial(xa, dya, fa, ma, part)
     plan.finalize(part, wa, ra, dwa, dba, coef, int(batch_stats))  # (channels-last: the fold, finalizing)
     if need_dx:
-        plan.apply(dya, xa, ka, ma, coef, dxa)
+        plan.apply(dya, xa, fa, ma, coef, dxa)
     return dx, dw, db
 
 
@@ -492,7 +486,7 @@ def _on_kernels(x):
 
 def _as3(a, nhwc):
     """(N, C, ...) as (N, C, S), or a channels-last (N, C, H, W) as the (N*H*W, C, 1) view of its memory (the
-    references' views: their flat order is the memory's, as the mask's bits are)."""
+    references' views: their flat order is the memory's)."""
     if nhwc:
         n, c, h, w = a.shape
         return a.transpose(0, 2, 3, 1).reshape(n * h * w, c, 1)
@@ -510,9 +504,9 @@ def _from3(a, shape, nhwc):
 def batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor, eps, relu=False, count=None):
     if not _on_kernels(x) or x.size == 0:
         nhwc = is_channels_last(x)
-        y, mean, rstd, mask = batch_norm_forward_ref(_as3(x, nhwc), weight, bias, running_mean, running_var,
-                                                     training, factor, eps, relu, count)
-        return _from3(y, x.shape, nhwc), mean, rstd, mask
+        y, mean, rstd, factors = batch_norm_forward_ref(_as3(x, nhwc), weight, bias, running_mean, running_var,
+                                                        training, factor, eps, relu, count)
+        return _from3(y, x.shape, nhwc), mean, rstd, factors
     weight, bias = _dense_vector(weight), _dense_vector(bias)
     if running_mean is not None and not (c_contiguous(running_mean) and c_contiguous(running_var)):
         # strided running statistics (a view): the kernels read and write dense vectors, so they update dense
@@ -531,11 +525,11 @@ def _dense_vector(a):
     return a if a is None or c_contiguous(a) else backend.array_module(a).ascontiguousarray(a)
 
 
-def batch_norm_backward(dy, x, weight, mean, rstd, mask, batch_stats, need_dx=True, need_dw=True, wdtype=None):
+def batch_norm_backward(dy, x, weight, mean, rstd, factors, batch_stats, need_dx=True, need_dw=True, wdtype=None):
     if not _on_kernels(x) or x.size == 0:
         nhwc = is_channels_last(x)
-        dx, dw, db = batch_norm_backward_ref(_as3(dy, nhwc), _as3(x, nhwc), weight, mean, rstd, mask, batch_stats,
-                                             need_dx, need_dw, wdtype)
+        dx, dw, db = batch_norm_backward_ref(_as3(dy, nhwc), _as3(x, nhwc), weight, mean, rstd, factors,
+                                             batch_stats, need_dx, need_dw, wdtype)
         return None if dx is None else _from3(dx, x.shape, nhwc), dw, db
-    return _batch_norm_backward_cuda(dy, x, _dense_vector(weight), mean, rstd, mask, batch_stats, need_dx, need_dw,
-                                     wdtype)
+    return _batch_norm_backward_cuda(dy, x, _dense_vector(weight), mean, rstd, factors, batch_stats, need_dx,
+                                     need_dw, wdtype)

@@ -13,7 +13,7 @@ constexpr int NHWC_THREADS = 256;  // the block of bn_partial_nhwc (batchnorm.py
 // as bn_partial's (forward: the shift is x[n=0, h=0, w=0, c] = x[c]); writes raw[p, c, 0..1], row p of a
 // (P, 2C) array, for the folds. The launch bounds keep four blocks on an SM (_split_nhwc counts on it).
 extern "C" __global__ void __launch_bounds__(NHWC_THREADS, 4)
-bn_partial_nhwc(const T* __restrict__ x, const T* __restrict__ dy, const unsigned* __restrict__ mask,
+bn_partial_nhwc(const T* __restrict__ x, const T* __restrict__ dy, const float* __restrict__ relu,
                 const float* __restrict__ mean, float* __restrict__ raw, long long M, long long C, int P, int CB) {
     pdl_entry();
     const int CV = (int)(C / VEC), R = NHWC_THREADS / CB;
@@ -24,16 +24,26 @@ bn_partial_nhwc(const T* __restrict__ x, const T* __restrict__ dy, const unsigne
 #pragma unroll
     for (int k = 0; k < VEC; ++k) a[k] = b[k] = 0.f;
     if (live) {
-        float shift[VEC];
+        float shift[VEC], rs[VEC], rt[VEC];
+        const bool on = dy && relu;
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) shift[k] = dy ? mean[cv * VEC + k] : to_f(x[cv * VEC + k]);
+        for (int k = 0; k < VEC; ++k) {
+            const long long c = cv * VEC + k;
+            shift[k] = dy ? mean[c] : to_f(x[c]);
+            rs[k] = on ? relu[c] : 0.f;
+            rt[k] = on ? relu[C + c] : 0.f;
+        }
         const long long j0 = M * p / P + r, j1 = M * (p + 1) / P;
-        if (dy) {
+        if (on) {  // (one row at a time: two, beside the ReLU's factors, spilled under the launch bounds)
+#pragma unroll 1
+            for (long long j = j0; j < j1; j += R) add_terms<true>(x, dy, true, j * C + cv * VEC, shift, rs, rt, a, b);
+        } else if (dy) {
 #pragma unroll 2  // two rows' loads of dy and x in flight per thread (four would spill under the launch bounds)
-            for (long long j = j0; j < j1; j += R) add_terms<true>(x, dy, mask, j * C + cv * VEC, shift, a, b);
+            for (long long j = j0; j < j1; j += R) add_terms<true>(x, dy, false, j * C + cv * VEC, shift, rs, rt, a, b);
         } else {
 #pragma unroll 4  // four rows' loads of x in flight per thread (two left the pass well under the bandwidth)
-            for (long long j = j0; j < j1; j += R) add_terms<true>(x, nullptr, nullptr, j * C + cv * VEC, shift, a, b);
+            for (long long j = j0; j < j1; j += R)
+                add_terms<true>(x, nullptr, false, j * C + cv * VEC, shift, rs, rt, a, b);
         }
     }
     // red[k][t] and red[VEC + k][t]: thread t's sums of channel k of its vector (consecutive threads,
@@ -93,13 +103,14 @@ __device__ __forceinline__ long long fold_columns(const float* __restrict__ raw,
 // The forward's fold: each channel's sums of bn_partial_nhwc's slices, then finalize_forward_channel over M rows.
 extern "C" __global__ void __launch_bounds__(32 * FOLD_ROWS)
 bn_fold_forward_nhwc(const float* __restrict__ raw, const T* __restrict__ x, W* running_mean, W* running_var,
-                     long long* count, float* __restrict__ mean, float* __restrict__ rstd, long long M, long long C,
-                     int P, float eps, float factor, int update) {
+                     long long* count, const W* __restrict__ w, const W* __restrict__ bias, float* __restrict__ mean,
+                     float* __restrict__ rstd, float* __restrict__ relu, long long M, long long C, int P, float eps,
+                     float factor, int update) {
     pdl_entry();
     double a, b;
     const long long c = fold_columns(raw, C, P, a, b);
-    if (c >= 0) finalize_forward_channel(c, a, b, x, running_mean, running_var, count, mean, rstd, (double)M, 1, eps,
-                                         factor, update);
+    if (c >= 0) finalize_forward_channel(c, C, a, b, x, running_mean, running_var, count, w, bias, mean, rstd, relu,
+                                         (double)M, 1, eps, factor, update);
 }
 
 // The backward's fold: each channel's sums, then finalize_backward_channel (dw, db and dx's coefficients).
@@ -170,11 +181,11 @@ __device__ __forceinline__ D2 tile_totals(const float* a, const float* b, int CO
 }
 
 // The training forward: statistics (the sums of v and v*v, v = x - x[row 0], as bn_partial_nhwc's, finalized as
-// the fold does), the running statistics and the count (block 0 of each cluster), y and, with `mask`, the ReLU's bits
-// (each word lies in one row of the tile: the host takes COLS * VEC a multiple of 32 and C too).
+// the fold does), the running statistics and the count (block 0 of each cluster), y and, with `relu`, the ReLU (and
+// its factors, store_stats).
 extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(TILE_THREADS, 2)
 bn_tile_forward(const T* __restrict__ x, W* running_mean, W* running_var, long long* count, const W* __restrict__ w,
-                const W* __restrict__ b, T* __restrict__ y, unsigned* __restrict__ mask, float* __restrict__ mean,
+                const W* __restrict__ b, T* __restrict__ y, float* __restrict__ relu, float* __restrict__ mean,
                 float* __restrict__ rstd, long long M, long long C, int COLS, int CHUNK, float eps, float factor,
                 int update) {
     pdl_entry();
@@ -215,11 +226,10 @@ bn_tile_forward(const T* __restrict__ x, W* running_mean, W* running_var, long l
         const long long c = c0 + j;
         const ChannelStats st = channel_stats(t.v[0], t.v[1], (double)to_f(x[c]), (double)M, eps);
         fm[j] = (float)st.mean;
-        fs[j] = st.rstd * (w ? to_acc<float>(w[c]) : 1.f);
-        fb[j] = b ? to_acc<float>(b[c]) : 0.f;
+        fs[j] = affine_scale(c, st.rstd, w);
+        fb[j] = affine_shift(c, b);
         if (rank == 0) {
-            mean[c] = (float)st.mean;
-            rstd[c] = st.rstd;
+            store_stats(c, C, (float)st.mean, st.rstd, w, b, mean, rstd, relu);
             if (update) update_running(c, st, running_mean, running_var, count, (double)M, factor);
         }
     }
@@ -231,21 +241,18 @@ bn_tile_forward(const T* __restrict__ x, W* running_mean, W* running_var, long l
         scale[k] = fs[col * VEC + k];
         bc[k] = fb[col * VEC + k];
     }
+    TV* out = reinterpret_cast<TV*>(y);
     v = v0;
-    for (int base = 0; base < n_own; base += blockDim.x, v += step) {  // warp-uniform trips (the mask's shuffles)
-        const int j = base + threadIdx.x;
-        TV xv;
-        if (j < n_own) xv = load_as<TV>(cache + j);
-        apply_vector(xv, v, j < n_own, m, scale, bc, y, mask);
-    }
+    for (int j = threadIdx.x; j < n_own; j += blockDim.x, v += step)
+        out[v] = apply_vector(load_as<TV>(cache + j), m, scale, bc, relu != nullptr);
     cluster_wait();  // no block exits while another may still read its sums
 }
 
-// The backward: the sums of g and g*(x - mean), g = dy where the ReLU kept it, else 0 (as bn_partial_nhwc's), then
-// dw and db (block 0 of each cluster) and dx = k0*g - k1 - (x - mean)*k2, as the fold and bn_backward_dx compute
-// them. Block `rank` caches its rows of dy (masked) and of x.
+// The backward: the sums of g and g*(x - mean), g = dy where the ReLU (factors `relu`, or null) passed it, else 0 (as
+// bn_partial_nhwc's), then dw and db (block 0 of each cluster) and dx = k0*g - k1 - (x - mean)*k2, as the fold and
+// bn_backward_dx compute them. Block `rank` caches its rows of g and of x.
 extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(TILE_THREADS, 2)
-bn_tile_backward(const T* __restrict__ dy, const T* __restrict__ x, const unsigned* __restrict__ mask,
+bn_tile_backward(const T* __restrict__ dy, const T* __restrict__ x, const float* __restrict__ relu,
                  const float* __restrict__ mean, const float* __restrict__ rstd, const W* __restrict__ w,
                  T* __restrict__ dx, W* __restrict__ dw, W* __restrict__ db, long long M, long long C, int COLS,
                  int CHUNK, int batch) {
@@ -264,10 +271,14 @@ bn_tile_backward(const T* __restrict__ dy, const T* __restrict__ x, const unsign
     const TV* g = reinterpret_cast<const TV*>(dy);
     const TV* xs = reinterpret_cast<const TV*>(x);
     const long long v0 = (lo + row) * CV + c0 / VEC + col;
-    float m[VEC], a[VEC], p[VEC];
+    const bool on = relu != nullptr;
+    float m[VEC], a[VEC], p[VEC], rs[VEC], rt[VEC];
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
-        m[k] = mean[c0 + col * VEC + k];
+        const long long c = c0 + col * VEC + k;
+        m[k] = mean[c];
+        rs[k] = on ? relu[c] : 0.f;
+        rt[k] = on ? relu[C + c] : 0.f;
         a[k] = p[k] = 0.f;
     }
     long long v = v0;
@@ -275,13 +286,13 @@ bn_tile_backward(const T* __restrict__ dy, const T* __restrict__ x, const unsign
     for (int j = threadIdx.x; j < n_own; j += blockDim.x, v += step) {
         TV gv = g[v];
         const TV xv = xs[v];
-        const unsigned bits = vector_bits(mask, v * VEC);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
-            if (!((bits >> k) & 1u)) gv.v[k] = from_f<T>(0.f);
+            const float d = to_f(xv.v[k]) - m[k];
+            if (on && !relu_passes(affine(d, rs[k], rt[k]))) gv.v[k] = from_f<T>(0.f);  // (cached so)
             const float gk = to_f(gv.v[k]);
             a[k] += gk;
-            p[k] += gk * (to_f(xv.v[k]) - m[k]);
+            p[k] += gk * d;
         }
         gc[j] = gv;
         xc[j] = xv;

@@ -2,8 +2,9 @@
 
 The kernels take (N, C, ...) arrays as they come (no reshapes on the hot path), C-contiguous or channels-last: a
 channels-last x stays so (y and dx come back channels-last; the gradient is brought to x's layout), anything else
-is made C-contiguous. Forward keeps the per-channel mean and rstd and, with the ReLU, its 1-bit mask on the
-context, so the backward never recomputes the statistics (``backward_graph``, for create_graph=True, does: see
+is made C-contiguous. Forward keeps the per-channel mean and rstd and, with the ReLU, its per-channel factors on
+the context (no mask: the backward recomputes the ReLU's decisions from x, which it keeps anyway), so the backward
+never recomputes the statistics (``backward_graph``, for create_graph=True, does: see
 :func:`_graph_grads`); the running statistics (and a module's batch counter) are raw arrays updated in place by the
 forward's statistics pass.
 """
@@ -23,10 +24,10 @@ class BatchNormFn(Function):
     @staticmethod
     def forward(ctx, x, weight, bias, *, running_mean, running_var, training, factor, eps, relu, count):
         x = to_layout(x, is_channels_last(x))
-        y, mean, rstd, mask = K.batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor,
-                                                   eps, relu, count)
+        y, mean, rstd, factors = K.batch_norm_forward(x, weight, bias, running_mean, running_var, training, factor,
+                                                      eps, relu, count)
         ctx.save_for_backward(x, weight)
-        ctx.mean, ctx.rstd, ctx.mask, ctx.batch_stats, ctx.eps = mean, rstd, mask, training, eps
+        ctx.mean, ctx.rstd, ctx.factors, ctx.batch_stats, ctx.eps = mean, rstd, factors, training, eps
         # dw and db come in the parameters' dtype (weight's and bias's, one), which need not be x's: a bias alone
         # sets it too
         ctx.wdtype = next((p.dtype for p in (weight, bias) if p is not None), None)
@@ -37,7 +38,7 @@ class BatchNormFn(Function):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
         gy = to_layout(gy, is_channels_last(x))
-        dx, dw, db = K.batch_norm_backward(gy, x, weight, ctx.mean, ctx.rstd, ctx.mask, ctx.batch_stats,
+        dx, dw, db = K.batch_norm_backward(gy, x, weight, ctx.mean, ctx.rstd, ctx.factors, ctx.batch_stats,
                                            need_dx=need_x, need_dw=need_w or need_b, wdtype=ctx.wdtype)
         return dx, dw if need_w else None, db if need_b else None
 
@@ -45,21 +46,22 @@ class BatchNormFn(Function):
     def backward_graph(ctx, gy):
         """See :func:`_graph_grads`."""
         x, weight = ctx.saved_tensors
-        bias = ctx.graph_input(2, ctx.rstd) if ctx.mask is not None else None  # (rstd: an array of its shape)
+        bias = ctx.graph_input(2, ctx.rstd) if ctx.factors is not None else None  # (rstd: an array of its shape)
         return _graph_grads(ctx, gy, ctx.graph_input(0, x), ctx.graph_input(1, weight), bias)
 
 
 def _graph_grads(ctx, gy, x, weight, bias=None):
     """BatchNormFn's gradients as tensors of the graph, for its input ``x``, ``weight`` and ``bias`` as graph
-    tensors: the ReLU's mask (a constant) applied to ``gy``, then the forward rebuilt from recorded ops and
+    tensors: the ReLU's decisions (a constant, recomputed as the backward does) applied to ``gy``, then the forward rebuilt from recorded ops and
     differentiated. In training the batch statistics are recomputed from x (the gradient of the gradient carries
     their terms); in evaluation the running ones are constants, as the forward's mean and rstd."""
     g = _wide(gy)
     axes = (0,) + tuple(range(2, x.ndim))
     shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)  # a channel's vector along x's dimension 1
-    if ctx.mask is not None:
-        saved = ctx.saved_tensors[0]  # (the mask's bits are in the order of its memory)
-        on = K._from3(K.unpack_bits(ctx.mask, (saved.size,)), saved.shape, is_channels_last(saved))
+    if ctx.factors is not None:
+        saved = ctx.saved_tensors[0]
+        nhwc = is_channels_last(saved)
+        on = K._from3(K.relu_passes(K._as3(saved, nhwc), ctx.mean, ctx.factors), saved.shape, nhwc)
         # selected, as a separate relu's gradient (an inf or NaN gy is cut where the ReLU cuts), and tied to the
         # inputs as that one is to its input
         g = zero_tied(where(Tensor._from_array(on != 0, False), g, 0), x, weight, bias)
@@ -122,7 +124,7 @@ class ConvBatchNormFn(Function):
         node = ctx.__dict__.get("conv_node")
         if node is None:  # (once: a later walk through this node finds it made)
             node = ctx.conv_node = _conv_node(ctx, conv_ctx, y)
-        bias = ctx.graph_input(4, norm_ctx.rstd) if norm_ctx.mask is not None else None
+        bias = ctx.graph_input(4, norm_ctx.rstd) if norm_ctx.factors is not None else None
         dy, d_bn_weight, d_bn_bias = _graph_grads(norm_ctx, gy, node.graph_output(y),
                                                   ctx.graph_input(3, norm_ctx.saved_tensors[1]), bias)
         dx, dw, db = run(node, dy) if dy is not None else (None, None, None)
