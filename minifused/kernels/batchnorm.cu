@@ -364,8 +364,10 @@ __device__ __forceinline__ TV dx_of(const TV& gv, const TV& xv, bool relu, const
 
 // Channels-last, a thread takes two vectors a grid's stride apart per trip, their loads issued together (the
 // same channels: the host makes the stride a multiple of the row's vectors, batchnorm.py's _grid_nhwc): that grid
-// holds few blocks, and one vector of dy and of x in flight per thread left the loads latency-bound.
-extern "C" __global__ void bn_backward_dx(const T* __restrict__ dy, const T* __restrict__ x,
+// holds few blocks, and one vector of dy and of x in flight per thread left the loads latency-bound. The launch
+// bounds keep the four blocks an SM that the grid counts on (the coefficients and the ReLU's factors of VEC
+// channels, held, took more registers: the few that spill are loop-invariant, reloaded from the L1).
+extern "C" __global__ void __launch_bounds__(256, 4) bn_backward_dx(const T* __restrict__ dy, const T* __restrict__ x,
                                           const float* __restrict__ relu, const float* __restrict__ mean,
                                           const float* __restrict__ coef, T* __restrict__ dx, long long total_,
                                           long long C_, long long S_) {

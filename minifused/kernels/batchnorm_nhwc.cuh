@@ -34,12 +34,9 @@ bn_partial_nhwc(const T* __restrict__ x, const T* __restrict__ dy, const float* 
             rt[k] = on ? relu[C + c] : 0.f;
         }
         const long long j0 = M * p / P + r, j1 = M * (p + 1) / P;
-        if (on) {  // (one row at a time: two, beside the ReLU's factors, spilled under the launch bounds)
-#pragma unroll 1
-            for (long long j = j0; j < j1; j += R) add_terms<true>(x, dy, true, j * C + cv * VEC, shift, rs, rt, a, b);
-        } else if (dy) {
+        if (dy) {
 #pragma unroll 2  // two rows' loads of dy and x in flight per thread (four would spill under the launch bounds)
-            for (long long j = j0; j < j1; j += R) add_terms<true>(x, dy, false, j * C + cv * VEC, shift, rs, rt, a, b);
+            for (long long j = j0; j < j1; j += R) add_terms<true>(x, dy, on, j * C + cv * VEC, shift, rs, rt, a, b);
         } else {
 #pragma unroll 4  // four rows' loads of x in flight per thread (two left the pass well under the bandwidth)
             for (long long j = j0; j < j1; j += R)
