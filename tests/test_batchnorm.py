@@ -782,6 +782,26 @@ def test_channels_last_relu_follows_the_memory(rng):
     np.testing.assert_allclose(db, db_c, rtol=1e-5, atol=1e-5)
 
 
+def test_relu_keeps_nothing_per_element(rng):
+    """BatchNorm with its ReLU keeps, beside the x and weight its backward needs anyway, per-channel arrays only: the
+    mean, rstd and the ReLU's two factors (no mask: the backward recomputes the decisions from x, in float32 here as
+    the kernels do); its gradients are those of a separate ReLU after the BatchNorm."""
+    x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+    fused = nn.Sequential(nn.BatchNorm2d(3), nn.ReLU())
+    plain = nn.BatchNorm2d(3)
+    xa, xb = mf.tensor(x, requires_grad=True), mf.tensor(x, requires_grad=True)
+    ya, yb = fused(xa), F.relu(plain(xb))
+    ctx = ya._ctx
+    assert [a.shape for a in ctx.saved_tensors] == [(4, 3, 5, 5), (3,)]
+    assert sorted(v.shape for v in vars(ctx).values() if isinstance(v, np.ndarray)) == [(2, 3), (3,), (3,)]
+    gy = mf.tensor(rng.standard_normal(x.shape).astype(np.float32))
+    (ya * gy).sum().backward()
+    (yb * gy).sum().backward()
+    np.testing.assert_allclose(ya.numpy(), yb.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(xa.grad.numpy(), xb.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fused[0].weight.grad.numpy(), plain.weight.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_channels_last_split():
     """bn_partial_nhwc's grid: a tile spans a 128-byte line of a row (the whole row where shorter); about four
     blocks per SM (one round at its four resident blocks) once the input is large, never more; each slice at

@@ -78,7 +78,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     ``torch.nn.functional.batch_norm``: in training the batch's statistics normalize (biased variance) and
     the running statistics, when given, move by ``momentum`` towards the mean and the unbiased variance, in
     place; otherwise the running statistics normalize. ``activation='relu'`` runs the ReLU in the same
-    kernel (its mask kept as bits for the backward)."""
+    kernel (no mask kept: the backward recomputes the ReLU's decisions from the input)."""
     return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps, activation)
 
 
