@@ -1062,6 +1062,20 @@ def test_instance_norm_against_float64(rng):
         nn.InstanceNorm2d(3)(mf.randn(3, 3))
 
 
+@pytest.mark.parametrize("use_input_stats", [True, False])
+def test_instance_norm_refuses_a_bad_eps_or_momentum_by_its_own_name(use_input_stats):
+    """F.instance_norm's own errors (not group_norm's or batch_norm's, which it calls) for a negative eps; a momentum
+    of None (or any non-number) is a TypeError as in PyTorch, not a call that skips the running statistics; the
+    running statistics stay as they were."""
+    x, rm, rv = mf.randn(2, 3, 4), mf.zeros(3), mf.ones(3)
+    with pytest.raises(ValueError, match="^instance_norm: eps"):
+        F.instance_norm(x, rm, rv, use_input_stats=use_input_stats, eps=-1.0)
+    for momentum in (None, "0.1"):
+        with pytest.raises(TypeError, match="^instance_norm: momentum"):
+            F.instance_norm(x, rm, rv, use_input_stats=use_input_stats, momentum=momentum)
+    assert (rm.numpy() == 0).all() and (rv.numpy() == 1).all()
+
+
 # ---------------------------------------------------------------- Sequential's Conv2d + BatchNorm2d (+ ReLU): one op
 def _graph_kinds(out):
     kinds, stack = [], [out._ctx]

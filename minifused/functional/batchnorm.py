@@ -225,8 +225,13 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         raise InputError(f"{op}: running_mean and running_var must be given together")
     _check_channel_vectors(op, input, ("weight", "bias", "running_mean", "running_var"),
                            (weight, bias, running_mean, running_var))
-    if momentum is not None and (not _real(momentum) or not 0.0 <= momentum <= 1.0):
-        raise InputError(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
+    if not _real(momentum) or not 0.0 <= momentum <= 1.0:
+        # a number out of range: ValueError; anything else (None too: the modules pass 0.0 for theirs, as PyTorch's)
+        # a TypeError, as PyTorch's, rather than a call that silently leaves the running statistics
+        err = InputError if isinstance(momentum, _numbers.Real) else InputTypeError
+        raise err(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
+    if not _real(eps) or eps < 0:  # (here, so that the error names this op, not group_norm or batch_norm)
+        raise InputError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
     if not use_input_stats and running_mean is None:
         raise InputError(f"{op}: use_input_stats=False normalizes with running_mean and running_var: give them")
     if use_input_stats and positions == 1:  # (PyTorch's rule: no positions at all pass, with an empty result)
