@@ -110,6 +110,19 @@ def test_group_norm_checks_the_channels_against_its_weight_not_num_channels(rng)
     with pytest.raises(ValueError, match=r"GroupNorm: expected 6 channels in dimension 1"):
         mod(mf.tensor(rng.standard_normal((2, 4, 3))))
 
+
+@pytest.mark.parametrize("make", [lambda v: F.group_norm(mf.randn(2, 4, 3), v), lambda v: nn.GroupNorm(v, 4),
+                                  lambda v: nn.GroupNorm(1, v), lambda v: F.local_response_norm(mf.randn(2, 4, 3), v),
+                                  lambda v: nn.CrossMapLRN2d(v)])
+def test_a_group_count_or_lrn_size_that_is_no_int_is_a_type_error(make):
+    """As PyTorch's argument parser: a float or bool group count (or LRN size) is a TypeError; an int below 1 a
+    ValueError."""
+    for v in (2.0, True):
+        with pytest.raises(TypeError, match="must be a positive int"):
+            make(v)
+    with pytest.raises(ValueError, match="must be a positive int"):
+        make(0)
+
 def test_without_running_stats_eval_uses_the_batch(rng):
     mod = nn.BatchNorm2d(3, affine=False, track_running_stats=False, dtype=mf.float64).eval()
     assert mod.running_mean is None and mod.weight is None

@@ -66,6 +66,15 @@ def _check_channel_vectors(op, input, names, vectors, shape=None):
 _BN_VECTORS = ("running_mean", "running_var", "weight", "bias")
 
 
+def _check_positive_int(op, name, v):
+    """``v`` a positive int: anything else (a float, a bool) a TypeError, as PyTorch's argument parser raises; an int
+    below 1 a ValueError."""
+    if isinstance(v, bool) or not isinstance(v, _numbers.Integral):
+        raise InputTypeError(f"{op}: {name} must be a positive int, got {v!r}")
+    if v < 1:
+        raise InputError(f"{op}: {name} must be a positive int, got {v!r}")
+
+
 def _real(v):
     if type(v) is float:  # the common case, without the abstract-class check
         return _math.isfinite(v)
@@ -176,8 +185,7 @@ def _group_norm(input, num_groups, weight, bias, eps):
     """:func:`group_norm` without autocast's cast (instance_norm, on no autocast list, keeps its dtype)."""
     op = "group_norm"
     _check_input(op, input)
-    if not isinstance(num_groups, _numbers.Integral) or isinstance(num_groups, bool) or num_groups < 1:
-        raise InputError(f"{op}: num_groups must be a positive int, got {num_groups!r}")
+    _check_positive_int(op, "num_groups", num_groups)
     n, c = input.shape[0], input.shape[1]
     if c % num_groups:
         raise InputError(f"{op}: num_groups ({num_groups}) must divide the number of channels ({c})")
@@ -269,8 +277,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
         raise InputError(f"{op}: Expected 3D or higher dimensionality input (got {input.ndim} dimensions)")
     if not _backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input, got {input.dtype}")
-    if isinstance(size, bool) or not isinstance(size, _numbers.Integral) or size < 1:
-        raise InputError(f"{op}: size must be a positive int, got {size!r}")
+    _check_positive_int(op, "size", size)
     if input.numel() == 0:
         return input
     from . import avg_pool2d, pad

@@ -8,7 +8,7 @@ import warnings
 from .. import backend, ops
 from .. import functional as F
 from ..autograd import no_grad
-from ..functional.batchnorm import _batch_norm
+from ..functional.batchnorm import _batch_norm, _check_positive_int
 from ..tensor import Tensor
 from . import init
 from .module import Module, Parameter
@@ -428,8 +428,7 @@ class GroupNorm(Module):
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
         super().__init__()
         for what, v in (("num_groups", num_groups), ("num_channels", num_channels)):
-            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
-                raise InputError(f"GroupNorm: {what} must be a positive int, got {v!r}")
+            _check_positive_int("GroupNorm", what, v)
         if num_channels % num_groups:
             raise InputError(f"GroupNorm: num_groups ({num_groups}) must divide num_channels ({num_channels})")
         self.num_groups, self.num_channels, self.eps, self.affine = int(num_groups), int(num_channels), eps, affine
@@ -479,8 +478,7 @@ class CrossMapLRN2d(Module):
 
     def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
         super().__init__()
-        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
-            raise InputError(f"CrossMapLRN2d: size must be a positive int, got {size!r}")
+        _check_positive_int("CrossMapLRN2d", "size", size)
         self.size, self.alpha, self.beta, self.k = int(size), alpha, beta, k
 
     def forward(self, input):
