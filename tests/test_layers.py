@@ -399,6 +399,18 @@ def test_unflatten():
     assert nn.Flatten()(x).shape == (2, 36)
 
 
+def test_flatten_of_a_scalar_checks_its_dims_as_one_dimension():
+    # PyTorch wraps a 0-d tensor's dims as one dimension's, [-1, 0]: flatten(x, 1) (nn.Flatten's default, a
+    # ResNet head's call) is an IndexError for a scalar rather than a silent (1,) tensor
+    s = cpu(np.array(3.0))
+    for start, end in ((0, -1), (-1, 0), (0, 0)):
+        np.testing.assert_array_equal(mf.flatten(s, start, end).numpy(), [3.0])
+    for call in (lambda: mf.flatten(s, 1), lambda: s.flatten(0, 1), lambda: nn.Flatten()(s),
+                 lambda: mf.flatten(s, -2)):
+        with pytest.raises(IndexError, match="flatten"):
+            call()
+
+
 # ---------------------------------------------------------------- hooks
 class Affine(nn.Module):
     def __init__(self):

@@ -255,7 +255,8 @@ def _byte_offset(a):
 def flatten(x, start_dim=0, end_dim=-1):
     dims = x._data.shape
     n = len(dims)
-    if n == 0:
+    if n == 0:  # a scalar's dims are checked as one dimension's ([-1, 0]), as PyTorch's: flatten(x, 1) is an error
+        normalize_axis("flatten", (start_dim, end_dim), 0)
         return reshape(x, 1)
     if type(start_dim) is int and type(end_dim) is int and -n <= start_dim < n and -n <= end_dim < n:
         s, e = start_dim % n, end_dim % n  # (the common case, without normalize_axis's checks)
