@@ -1095,6 +1095,43 @@ def test_sync_batch_norm_equals_batch_norm_on_the_whole_batch(world):
         assert o[6] == 1 and o[7]
 
 
+def _converted_bn_rank(rank, world, x_all, kwargs):
+    """One rank's share of x_all through a converted BatchNorm2d(**kwargs) in training, then backward of sum(y**3)."""
+    per = x_all.shape[0] // world
+    x = mf.tensor(x_all[rank * per:(rank + 1) * per], requires_grad=True)
+    m = nn.SyncBatchNorm.convert_sync_batchnorm(nn.BatchNorm2d(x_all.shape[1], dtype=mf.float64, **kwargs))
+    with mf.no_grad():
+        m.weight.copy_(mf.tensor(np.linspace(0.5, 1.5, x_all.shape[1])))
+    y = m(x)
+    (y ** 3).sum().backward()
+    return y.detach().numpy(), x.grad.numpy(), m.weight.grad.numpy(), m.running_var.numpy(), sorted(m.state_dict())
+
+
+@pytest.mark.parametrize("kwargs", [dict(bias=False), dict(activation="relu")])
+def test_converted_sync_batch_norm_keeps_bias_false_and_its_relu_over_ranks(kwargs):
+    """A BatchNorm with bias=False converts to a SyncBatchNorm with no bias (PyTorch's: the same state-dict keys)
+    and one with activation='relu' keeps its ReLU; over 2 ranks both equal the formula on the whole batch (the
+    bias-free one used to fail on the missing bias)."""
+    rng = np.random.default_rng(5)
+    x_all = rng.standard_normal((4, 3, 2, 3))
+    outs = ok(run_ranks(_converted_bn_rank, 2, x_all, kwargs))
+    mean, var = x_all.mean((0, 2, 3), keepdims=True), x_all.var((0, 2, 3), keepdims=True)
+    want = (x_all - mean) / np.sqrt(var + 1e-5) * np.linspace(0.5, 1.5, 3).reshape(1, 3, 1, 1)
+    if kwargs.get("activation"):
+        want = np.maximum(want, 0)
+    np.testing.assert_allclose(np.concatenate([o[0] for o in outs]), want, rtol=1e-10, atol=1e-12)
+    ref = nn.BatchNorm2d(3, dtype=mf.float64, **kwargs)  # (one process: the gradients of the whole batch)
+    with mf.no_grad():
+        ref.weight.copy_(mf.tensor(np.linspace(0.5, 1.5, 3)))
+    x = mf.tensor(x_all, requires_grad=True)
+    (ref(x) ** 3).sum().backward()
+    np.testing.assert_allclose(np.concatenate([o[1] for o in outs]), x.grad.numpy(), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(outs[0][2] + outs[1][2], ref.weight.grad.numpy(), rtol=1e-9)
+    np.testing.assert_allclose(outs[0][3], 0.9 + 0.1 * x_all.var((0, 2, 3), ddof=1), rtol=1e-10)
+    assert outs[0][4] == sorted(ref.state_dict())
+    assert ("bias" in outs[0][4]) == kwargs.get("bias", True)
+
+
 def test_sync_batch_norm_alone_is_batch_norm_and_converts_models():
     """Without a process group SyncBatchNorm is BatchNorm (training and evaluation); convert_sync_batchnorm
     swaps every BatchNorm of a model for one holding the same parameters, buffers and mode."""

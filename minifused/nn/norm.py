@@ -307,8 +307,12 @@ class SyncBatchNorm(_BatchNorm):
         centred = x - mean.reshape(shape)
         var = dist.sum_recorded((centred * centred).sum(dims)) / n
         y = centred * (var + self.eps).rsqrt().reshape(shape)
-        if self.weight is not None:
-            y = y * self.weight.reshape(shape).to(y.dtype) + self.bias.reshape(shape).to(y.dtype)
+        if self.weight is not None:  # (affine with bias=False has a weight and no bias)
+            y = y * self.weight.reshape(shape).to(y.dtype)
+        if self.bias is not None:
+            y = y + self.bias.reshape(shape).to(y.dtype)
+        if self.activation == "relu":  # (a converted BatchNorm's own ReLU)
+            y = y.relu()
         if self.track_running_stats:
             with no_grad():
                 self.num_batches_tracked += 1
@@ -321,10 +325,12 @@ class SyncBatchNorm(_BatchNorm):
     @classmethod
     def convert_sync_batchnorm(cls, module, process_group=None):
         """``module`` with every BatchNorm1d/2d/3d in it replaced by a SyncBatchNorm holding the same
-        parameters, running statistics and training flag (the module itself when it is one), as PyTorch's."""
+        parameters, running statistics and training flag (the module itself when it is one), as PyTorch's; a
+        BatchNorm's ``activation='relu'`` stays."""
         if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
             new = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
-                      process_group)
+                      process_group, bias=module.bias is not None)
+            new.activation = module.activation
             for name in ("weight", "bias"):
                 if getattr(module, name) is not None:
                     setattr(new, name, getattr(module, name))
