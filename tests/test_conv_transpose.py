@@ -112,6 +112,16 @@ def test_output_size_picks_the_output_padding(rng):
             m(x, output_size=size)
 
 
+def test_empty_batch_or_unbatched_input_gives_the_shapes_of_pytorch(rng):
+    """An empty batch is fine (an empty output); an unbatched 1-D input is a batch of one."""
+    assert F.conv_transpose2d(mf.randn(0, 4, 3, 3), mf.randn(4, 2, 3, 3)).shape == (0, 2, 5, 5)
+    assert F.conv_transpose1d(mf.randn(0, 4, 3), mf.randn(4, 2, 3), stride=2).shape == (0, 2, 7)
+    x, w, b = rng.standard_normal((4, 5)), rng.standard_normal((4, 3, 2)), rng.standard_normal(6)
+    y = F.conv_transpose1d(mf.tensor(x), mf.tensor(w), mf.tensor(b), 2, 1, 1, 2, 2)
+    np.testing.assert_allclose(y.numpy(), conv_transpose1d_ref(x[None], w, b, 2, 1, 1, 2, 2)[0], rtol=1e-10,
+                               atol=1e-12)
+
+
 def test_output_size_1d_takes_the_length_or_the_whole_shape_only(rng):
     """ConvTranspose1d's ``output_size``: (L,) or the whole shape, batched or not, as PyTorch's; another length
     (even one whose last element is a valid size) or a bare int is an error, not its last element read as L."""
@@ -140,7 +150,28 @@ def test_output_size_1d_takes_the_length_or_the_whole_shape_only(rng):
     (lambda: F.conv_transpose1d(mf.randn(1, 4, 4), mf.randn(4, 2, 3), stride=2, output_padding=2), ValueError,
      r"conv_transpose1d: output_padding \(2\) must be smaller than stride \(2\) or dilation \(1\)"),
     (lambda: F.conv_transpose2d(mf.randn(1, 4, 4, 4), mf.randn(4, 2, 3, 3, dtype=mf.float64)), TypeError,
-     "one dtype")])
+     "one dtype"),
+    # an empty image (not an empty batch or no channel) is an error, as PyTorch's, not an output of bias alone
+    (lambda: F.conv_transpose2d(mf.randn(2, 4, 0, 3), mf.randn(4, 2, 3, 3)), ValueError,
+     r"conv_transpose2d: expected an input of non-zero spatial size .* got shape \(2, 4, 0, 3\)"),
+    (lambda: F.conv_transpose3d(mf.randn(2, 4, 2, 0, 3), mf.randn(4, 2, 1, 3, 3)), RuntimeError,
+     r"conv_transpose3d: expected an input of non-zero spatial size .* got shape \(2, 4, 2, 0, 3\)"),
+    # conv_transpose1d's errors name it and its 1-D shapes, not the (N, C, 1, L) view it runs conv_transpose2d on
+    (lambda: F.conv_transpose1d(mf.randn(4, 0), mf.randn(4, 2, 3)), ValueError,
+     r"conv_transpose1d: expected an input of non-zero length .* got shape \(4, 0\)"),
+    (lambda: F.conv_transpose1d(mf.randn(2, 3, 5), mf.randn(4, 2, 3)), ValueError,
+     r"conv_transpose1d: input has 3 channels \(shape \(2, 3, 5\)\) but weight of shape \(4, 2, 3\) expects 4"),
+    (lambda: F.conv_transpose1d(mf.randn(3, 5), mf.randn(4, 2, 3)), ValueError,
+     r"conv_transpose1d: input has 3 channels \(shape \(3, 5\)\)"),
+    (lambda: F.conv_transpose1d(mf.randn(2, 4, 1), mf.randn(4, 2, 3), padding=3), ValueError,
+     r"conv_transpose1d: the output would be empty .* output length -3"),
+    (lambda: F.conv_transpose1d(mf.randn(2, 4, 5), mf.randn(4, 0, 3)), ValueError,
+     r"conv_transpose1d: expected a weight with at least one input and one output channel, got weight of shape "
+     r"\(4, 0, 3\)"),
+    (lambda: F.conv_transpose1d(mf.randn(2, 4, 5), mf.randn(4, 2, 3), groups=3), ValueError,
+     "conv_transpose1d: in_channels=4 is not divisible by groups=3"),
+    (lambda: F.conv_transpose1d(mf.randn(2, 4, 5), mf.randn(4, 2, 3), mf.randn(3)), ValueError,
+     r"conv_transpose1d: bias must have shape \(2,\)")])
 def test_bad_input(fn, exc, words):
     with pytest.raises(exc, match=words):
         fn()

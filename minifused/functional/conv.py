@@ -142,7 +142,12 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """2-D transposed convolution as ``torch.nn.functional.conv_transpose2d``: ``input`` (N, C_in, H, W),
     ``weight`` (C_in, C_out/groups, kH, kW); the output is (N, C_out, (H-1)*stride - 2*padding +
     dilation*(kH-1) + output_padding + 1, ...). It runs the convolution's data-gradient kernels forward."""
-    op = "conv_transpose2d"
+    return _conv_transpose2d("conv_transpose2d", input, weight, bias, stride, padding, output_padding, groups,
+                             dilation)
+
+
+def _conv_transpose2d(op, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    """:func:`conv_transpose2d` of a 4-D input, its errors naming ``op`` (conv_transpose1d runs on it too)."""
     input, weight, bias = _autocast_lower(input, weight, bias)
     groups = _check_conv_args(op, input, weight, groups, "(in_channels, out_channels/groups, kH, kW)")
     stride = _pair(op, "stride", stride, 1)
@@ -156,13 +161,19 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                          f"{tuple(weight.shape)} expects {kin}")
     if k % groups:
         raise InputError(f"{op}: in_channels={k} is not divisible by groups={groups}")
+    if h == 0 or w == 0:  # (an empty batch or no channel is fine, an empty image is not: PyTorch's rule)
+        raise InputError(f"{op}: expected an input of non-zero spatial size (only the batch or channel dimension may "
+                         f"be empty), got shape {tuple(input.shape)}")
     for i in (0, 1):
         if output_padding[i] >= max(stride[i], dilation[i]):
             raise InputError(f"{op}: output_padding {output_padding} must be smaller than stride {stride} or "
                              f"dilation {dilation} in each dimension")
     out = tuple((size - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kk - 1) + output_padding[i] + 1
                 for i, (size, kk) in enumerate(((h, r), (w, s))))
-    if min(out) < 1 or k == 0 or cg == 0:
+    if k == 0 or cg == 0:
+        raise InputError(f"{op}: expected a weight with at least one input and one output channel, got weight of "
+                         f"shape {tuple(weight.shape)}")
+    if min(out) < 1:
         raise InputError(f"{op}: the output would be empty (input {tuple(input.shape)}, weight {tuple(weight.shape)}, "
                          f"stride {stride}, padding {padding}: output size {out})")
     dtype = input.dtype
@@ -193,9 +204,28 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     if output_padding >= max(stride, dilation):  # checked here so the message names this op and its 1-D values
         raise InputError(f"{op}: output_padding ({output_padding}) must be smaller than stride ({stride}) or "
                          f"dilation ({dilation})")
+    # the checks whose messages show shapes, on the 1-D ones (the 2-D op would show its (N, C, 1, L) view)
+    (c, length), (cin, _, k) = input.shape[-2:], weight.shape
+    if c != cin:
+        raise InputError(f"{op}: input has {c} channels (shape {tuple(input.shape)}) but weight of shape "
+                         f"{tuple(weight.shape)} expects {cin}")
+    if cin == 0 or weight.shape[1] == 0:
+        raise InputError(f"{op}: expected a weight with at least one input and one output channel, got weight of "
+                         f"shape {tuple(weight.shape)}")
+    if length == 0:
+        raise InputError(f"{op}: expected an input of non-zero length (only the batch or channel dimension may be "
+                         f"empty), got shape {tuple(input.shape)}")
+    out = (length - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1
+    if out < 1:
+        raise InputError(f"{op}: the output would be empty (input {tuple(input.shape)}, weight {tuple(weight.shape)}, "
+                         f"stride {stride}, padding {padding}: output length {out})")
+    if input.ndim == 2:  # unbatched (C_in, L): a batch of one, as conv_transpose2d's decorator makes it
+        y = conv_transpose1d(_reshape(input, 1, *input.shape), weight, bias, stride, padding, output_padding, groups,
+                             dilation)
+        return _reshape(y, *y.shape[1:])
     x = _reshape(input, *input.shape[:-1], 1, input.shape[-1])
     w = _reshape(weight, *weight.shape[:2], 1, weight.shape[2])
-    y = conv_transpose2d(x, w, bias, (1, stride), (0, padding), (0, output_padding), groups, (1, dilation))
+    y = _conv_transpose2d(op, x, w, bias, (1, stride), (0, padding), (0, output_padding), groups, (1, dilation))
     return _reshape(y, *y.shape[:-2], y.shape[-1])
 
 

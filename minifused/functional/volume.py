@@ -232,6 +232,9 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
                            f"{cin} channels, but got input of shape {tuple(input.shape)}")
     if cin % groups:
         raise RuntimeError(f"{op}: in_channels={cin} is not divisible by groups={groups}")
+    if min(d, h, w) == 0:  # (an empty batch or no channel is fine, an empty volume is not: PyTorch's rule)
+        raise RuntimeError(f"{op}: expected an input of non-zero spatial size (only the batch or channel dimension "
+                           f"may be empty), got shape {tuple(input.shape)}")
     if any(op_ >= max(s, dl) for op_, s, dl in zip(output_padding, stride, dilation)):
         raise RuntimeError(f"{op}: output padding must be smaller than either stride or dilation, got "
                            f"output_padding {output_padding}, stride {stride}, dilation {dilation}")
