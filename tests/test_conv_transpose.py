@@ -112,6 +112,18 @@ def test_output_size_picks_the_output_padding(rng):
             m(x, output_size=size)
 
 
+@pytest.mark.parametrize("cls", [nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d])
+def test_channel_and_group_counts_that_are_no_ints_are_type_errors(cls):
+    """PyTorch's layers refuse a float or bool channel or group count with a TypeError (its torch.empty of the
+    weight's shape does), a bad int value with a ValueError."""
+    for args, kw in (((4.0, 6, 3), {}), ((4, 6.0, 3), {}), ((True, 6, 3), {}), ((4, 6, 3), {"groups": 2.0})):
+        with pytest.raises(TypeError, match=f"{cls.__name__}: in_channels, out_channels and groups must be ints"):
+            cls(*args, **kw)
+    for kw in ({"groups": 0}, {"groups": 4}):
+        with pytest.raises(ValueError, match=cls.__name__):
+            cls(4, 6, 3, **kw)
+
+
 def test_empty_batch_or_unbatched_input_gives_the_shapes_of_pytorch(rng):
     """An empty batch is fine (an empty output); an unbatched 1-D input is a batch of one."""
     assert F.conv_transpose2d(mf.randn(0, 4, 3, 3), mf.randn(4, 2, 3, 3)).shape == (0, 2, 5, 5)

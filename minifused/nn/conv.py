@@ -237,6 +237,14 @@ class Conv1d(Module):
         return s + (f", padding_mode={self.padding_mode}" if self.padding_mode != "zeros" else "")
 
 
+def _check_channel_ints(name, in_channels, out_channels, groups):
+    """A TypeError for a channel count or group count that is no int (a float, a bool), as PyTorch's (its
+    ``torch.empty`` of the weight's shape refuses them)."""
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (in_channels, out_channels, groups)):
+        raise InputTypeError(f"{name}: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
+                             f"{out_channels!r} and {groups!r}")
+
+
 class ConvTranspose2d(Module):
     """``conv_transpose2d(x, weight) + bias`` with weight (in_channels, out_channels/groups, kH, kW), PyTorch's
     arguments and initialisation (U(-1/√fan_in, 1/√fan_in), fan_in = out_channels/groups·kH·kW)."""
@@ -246,8 +254,8 @@ class ConvTranspose2d(Module):
         super().__init__()
         if padding_mode != "zeros":
             raise InputError(f"ConvTranspose2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
-        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
-                   for v in (in_channels, out_channels, groups)) or min(in_channels, out_channels, groups) < 1:
+        _check_channel_ints("ConvTranspose2d", in_channels, out_channels, groups)
+        if min(in_channels, out_channels, groups) < 1:
             raise InputError(f"ConvTranspose2d: in_channels, out_channels and groups must be positive ints, got "
                              f"{in_channels!r}, {out_channels!r} and {groups!r}")
         if in_channels % groups or out_channels % groups:
@@ -339,8 +347,8 @@ class ConvTranspose1d(Module):
         super().__init__()
         if padding_mode != "zeros":
             raise InputError(f"ConvTranspose1d: only padding_mode='zeros' is supported, got {padding_mode!r}")
-        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1
-                   for v in (in_channels, out_channels, groups)) or in_channels % groups or out_channels % groups:
+        _check_channel_ints("ConvTranspose1d", in_channels, out_channels, groups)
+        if min(in_channels, out_channels, groups) < 1 or in_channels % groups or out_channels % groups:
             raise InputError(f"ConvTranspose1d: in_channels={in_channels!r} and out_channels={out_channels!r} must "
                              f"be positive ints divisible by groups={groups!r}")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
