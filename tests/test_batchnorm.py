@@ -123,6 +123,14 @@ def test_a_group_count_or_lrn_size_that_is_no_int_is_a_type_error(make):
     with pytest.raises(ValueError, match="must be a positive int"):
         make(0)
 
+
+def test_group_norm_eps_that_is_no_number_is_a_type_error():
+    with pytest.raises(TypeError, match="^group_norm: eps must be a finite number >= 0, got None"):
+        F.group_norm(mf.randn(2, 4, 3), 2, eps=None)
+    with pytest.raises(ValueError, match="^group_norm: eps must be a finite number >= 0, got -1"):
+        F.group_norm(mf.randn(2, 4, 3), 2, eps=-1)
+
+
 def test_without_running_stats_eval_uses_the_batch(rng):
     mod = nn.BatchNorm2d(3, affine=False, track_running_stats=False, dtype=mf.float64).eval()
     assert mod.running_mean is None and mod.weight is None
@@ -1083,6 +1091,8 @@ def test_instance_norm_refuses_a_bad_eps_or_momentum_by_its_own_name(use_input_s
     x, rm, rv = mf.randn(2, 3, 4), mf.zeros(3), mf.ones(3)
     with pytest.raises(ValueError, match="^instance_norm: eps"):
         F.instance_norm(x, rm, rv, use_input_stats=use_input_stats, eps=-1.0)
+    with pytest.raises(TypeError, match="^instance_norm: eps"):  # (no number: a TypeError, as PyTorch's)
+        F.instance_norm(x, rm, rv, use_input_stats=use_input_stats, eps=None)
     for momentum in (None, "0.1"):
         with pytest.raises(TypeError, match="^instance_norm: momentum"):
             F.instance_norm(x, rm, rv, use_input_stats=use_input_stats, momentum=momentum)

@@ -75,6 +75,14 @@ def _check_positive_int(op, name, v):
         raise InputError(f"{op}: {name} must be a positive int, got {v!r}")
 
 
+def _check_eps(op, eps):
+    """``eps`` a finite number >= 0: a number out of range a ValueError; anything else (None, a string) a TypeError,
+    as PyTorch's argument parser raises."""
+    if not _real(eps) or eps < 0:
+        err = InputError if isinstance(eps, _numbers.Real) and not isinstance(eps, bool) else InputTypeError
+        raise err(f"{op}: eps must be a finite number >= 0, got {eps!r}")
+
+
 def _real(v):
     if type(v) is float:  # the common case, without the abstract-class check
         return _math.isfinite(v)
@@ -190,8 +198,7 @@ def _group_norm(input, num_groups, weight, bias, eps):
     if c % num_groups:
         raise InputError(f"{op}: num_groups ({num_groups}) must divide the number of channels ({c})")
     _check_channel_vectors(op, input, ("weight", "bias"), (weight, bias))
-    if not _real(eps) or eps < 0:
-        raise InputError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
+    _check_eps(op, eps)
     if n * c // num_groups * _math.prod(input.shape[2:]) == 1:  # PyTorch's rule (one image, one value per group)
         raise InputError(f"{op}: expected more than 1 value per group, got input size {list(input.shape)} with "
                          f"num_groups={num_groups}")
@@ -238,8 +245,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         # a TypeError, as PyTorch's, rather than a call that silently leaves the running statistics
         err = InputError if isinstance(momentum, _numbers.Real) else InputTypeError
         raise err(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
-    if not _real(eps) or eps < 0:  # (here, so that the error names this op, not group_norm or batch_norm)
-        raise InputError(f"{op}: eps must be a finite number >= 0, got {eps!r}")
+    _check_eps(op, eps)  # (here, so that the error names this op, not group_norm or batch_norm)
     if not use_input_stats and running_mean is None:
         raise InputError(f"{op}: use_input_stats=False normalizes with running_mean and running_var: give them")
     if use_input_stats and positions == 1:  # (PyTorch's rule: no positions at all pass, with an empty result)
