@@ -1537,3 +1537,18 @@ def test_float64_parameters_of_two_dtypes_are_refused(device):
     w, b = mf.ones(3, device=device, dtype=mf.float64), mf.zeros(3, device=device, dtype=mf.float32)
     with pytest.raises(TypeError, match=r"must share one dtype, got \['float32', 'float64'\]"):
         F.batch_norm(x, None, None, w, b, training=True)
+
+
+def test_float32_statistics_on_cpu_are_the_float64_sums_rounded_once(rng):
+    """A float32 input's batch mean is the float64 mean rounded once (PyTorch's CPU kernel sums in double): a
+    float32 sum over (N, S) strayed up to 3 ulps, which a large mean over a unit spread carried into every output
+    (1.7e-5 off here, PyTorch 6.5e-6)."""
+    x = (rng.standard_normal((64, 8, 32, 32)) + 100).astype(np.float32)
+    mod = nn.BatchNorm2d(8, momentum=1.0)  # (momentum 1: running_mean is the batch mean, unbiased var the batch's)
+    y = mod(mf.tensor(x)).numpy()
+    xs = x.astype(np.float64)
+    mean, var = xs.mean(axis=(0, 2, 3)), xs.var(axis=(0, 2, 3))
+    assert (np.abs(mod.running_mean.numpy() - mean) <= np.spacing(np.float32(100)) / 2).all()
+    np.testing.assert_allclose(mod.running_var.numpy(), var * (x.size / 8) / (x.size / 8 - 1), rtol=1e-6)
+    want = (xs - mean[None, :, None, None]) / np.sqrt(var[None, :, None, None] + 1e-5)
+    assert np.abs(y - want).max() < 8e-6

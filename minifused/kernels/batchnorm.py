@@ -82,9 +82,11 @@ def batch_norm_forward_ref(x, weight, bias, running_mean, running_var, training,
     xf = x.astype(acc)
     m = x.shape[0] * x.shape[2]
     if training:
-        # an empty batch: zeros stand in for its statistics (no element reads them)
-        mean = xf.mean(axis=(0, 2)) if m else xp.zeros(x.shape[1], acc)
-        var = ((xf - mean[None, :, None]) ** 2).mean(axis=(0, 2)) if m else mean
+        # an empty batch: zeros stand in for its statistics (no element reads them). Summed in float64, as
+        # PyTorch's CPU kernel sums a float32 input in double: a float32 sum over (N, S) strays by a few ulps of
+        # the mean, which a large mean over a small spread magnifies in every output
+        mean = xf.mean(axis=(0, 2), dtype=np.float64).astype(acc) if m else xp.zeros(x.shape[1], acc)
+        var = ((xf - mean[None, :, None]) ** 2).mean(axis=(0, 2), dtype=np.float64).astype(acc) if m else mean
         if running_mean is not None and m:
             unbiased = var * (m / (m - 1)) if m > 1 else var
             running_mean[...] = ((1 - factor) * running_mean.astype(np.float64)
