@@ -452,6 +452,14 @@ def test_bad_input_changes_nothing(make, x, exc, words):
     # not a number: a TypeError, as F.batch_norm's (and PyTorch's) for the same value
     (lambda: nn.BatchNorm2d(3, momentum="0.1"), TypeError, r"BatchNorm2d: momentum must be a number in \[0, 1\]"),
     (lambda: nn.BatchNorm2d(0), ValueError, "BatchNorm2d: num_features must be a positive int, got 0"),
+    # no int or no number at all: a TypeError, as PyTorch's (its factories refuse a float size; its argument parser a
+    # string eps)
+    (lambda: nn.BatchNorm2d(3.0), TypeError, "BatchNorm2d: num_features must be a positive int, got 3.0"),
+    (lambda: nn.SyncBatchNorm(True), TypeError, "SyncBatchNorm: num_features must be a positive int, got True"),
+    (lambda: nn.BatchNorm1d(3, eps="1e-5"), TypeError, "BatchNorm1d: eps must be a number >= 0, got '1e-5'"),
+    (lambda: nn.BatchNorm1d(3, eps=-1.0), ValueError, "BatchNorm1d: eps must be a number >= 0, got -1.0"),
+    (lambda: F.batch_norm(mf.randn(2, 3), mf.zeros(3), mf.ones(3), eps=None), TypeError,
+     r"batch_norm: eps must be a finite number, > 0 in training \(>= 0 in evaluation\), got None"),
     (lambda: nn.GroupNorm(3, 4), ValueError, r"GroupNorm: num_groups \(3\) must divide num_channels \(4\)"),
     (lambda: F.group_norm(mf.randn(2, 6, 3), 4), ValueError, r"group_norm: num_groups \(4\) must divide the number of channels \(6\)"),
     (lambda: nn.GroupNorm(2, 4)(mf.randn(2, 6, 3)), ValueError, "GroupNorm: expected 4 channels"),

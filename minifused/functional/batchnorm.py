@@ -154,7 +154,9 @@ def _check_batch_norm_args(op, input, shape, running_mean, running_var, weight, 
         err = InputError if isinstance(momentum, _numbers.Real) else InputTypeError
         raise err(f"{op}: momentum must be a number in [0, 1], got {momentum!r}")
     if not _real(eps) or eps < 0 or (training and eps == 0):
-        raise InputError(f"{op}: eps must be a finite number, > 0 in training (>= 0 in evaluation), got {eps!r}")
+        # a number out of range: ValueError; anything else (None, a string) a TypeError, as PyTorch's argument parser
+        err = InputError if isinstance(eps, _numbers.Real) and not isinstance(eps, bool) else InputTypeError
+        raise err(f"{op}: eps must be a finite number, > 0 in training (>= 0 in evaluation), got {eps!r}")
     if activation not in (None, "relu"):
         raise InputError(f"{op}: activation must be None or 'relu', got {activation!r}")
     per_channel = _math.prod(shape) // max(shape[1], 1)

@@ -119,14 +119,19 @@ class _NormBase(Module):
         if (not isinstance(num_features, numbers.Integral) or isinstance(num_features, bool)
                 or num_features < self._min_features):
             what = "a positive int" if self._min_features else "an int >= 0"
-            raise InputError(f"{name}: num_features must be {what}, got {num_features!r}")
+            # an int out of range: ValueError; no int at all (a float, a bool) a TypeError, as PyTorch's factories
+            integral = isinstance(num_features, numbers.Integral) and not isinstance(num_features, bool)
+            raise (InputError if integral else InputTypeError)(f"{name}: num_features must be {what}, got "
+                                                               f"{num_features!r}")
         if momentum is not None and (not isinstance(momentum, numbers.Real) or isinstance(momentum, bool)
                                      or not 0.0 <= momentum <= 1.0):
             # a number out of range: ValueError; anything else a TypeError, as F.batch_norm (and PyTorch) raise
             err = InputError if isinstance(momentum, numbers.Real) else InputTypeError
             raise err(f"{name}: momentum must be a number in [0, 1] or None, got {momentum!r}")
         if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not eps >= 0:
-            raise InputError(f"{name}: eps must be a number >= 0, got {eps!r}")
+            # (a number out of range: ValueError; anything else a TypeError, as F.batch_norm's)
+            real = isinstance(eps, numbers.Real) and not isinstance(eps, bool)
+            raise (InputError if real else InputTypeError)(f"{name}: eps must be a number >= 0, got {eps!r}")
         self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         c = self.num_features
