@@ -124,6 +124,21 @@ def test_channel_and_group_counts_that_are_no_ints_are_type_errors(cls):
             cls(4, 6, 3, **kw)
 
 
+def test_float_or_bool_arguments_of_the_functionals_are_type_errors():
+    """PyTorch refuses a float or bool stride / padding / groups of F.conv_transpose1d/2d/3d with a TypeError (it
+    takes tuples of ints and an int); a bad int value stays a ValueError (or RuntimeError)."""
+    calls = ((F.conv_transpose1d, (1, 4, 5), (4, 2, 3)), (F.conv_transpose2d, (1, 4, 5, 5), (4, 2, 3, 3)),
+             (F.conv_transpose3d, (1, 4, 3, 3, 3), (4, 2, 2, 2, 2)))
+    for fn, xs, ws in calls:
+        x, w = mf.randn(*xs), mf.randn(*ws)
+        for kw in ({"stride": 2.0}, {"stride": True}, {"padding": "same"}, {"groups": 2.0}):
+            with pytest.raises(TypeError, match=fn.__name__):
+                fn(x, w, **kw)
+        for kw in ({"stride": 0}, {"groups": 0}):
+            with pytest.raises(RuntimeError, match=fn.__name__):
+                fn(x, w, **kw)
+
+
 def test_empty_batch_or_unbatched_input_gives_the_shapes_of_pytorch(rng):
     """An empty batch is fine (an empty output); an unbatched 1-D input is a batch of one."""
     assert F.conv_transpose2d(mf.randn(0, 4, 3, 3), mf.randn(4, 2, 3, 3)).shape == (0, 2, 5, 5)

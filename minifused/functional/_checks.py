@@ -54,6 +54,8 @@ def _is_int(v):
 def _single(op, name, value, minimum):
     """A 1-D layer's int argument: an int, or a 1-tuple of one, at least ``minimum``."""
     v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+    if not _is_int(v) and not isinstance(v, (tuple, list)):  # (a float, a bool, a string: PyTorch's TypeError)
+        raise InputTypeError(f"{op}: {name} must be an int >= {minimum} (or a 1-tuple), got {value!r}")
     if not _is_int(v) or v < minimum:
         raise InputError(f"{op}: {name} must be an int >= {minimum} (or a 1-tuple), got {value!r}")
     return int(v)

@@ -34,7 +34,9 @@ def _check_conv_args(op, input, weight, groups, layout):
         raise InputTypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
     if weight.ndim != 4:
         raise InputError(f"{op}: weight must be 4-D {layout}, got shape {tuple(weight.shape)}")
-    if not isinstance(groups, _numbers.Integral) or isinstance(groups, bool) or groups < 1:
+    if not isinstance(groups, _numbers.Integral) or isinstance(groups, bool):  # (a float: PyTorch's TypeError)
+        raise InputTypeError(f"{op}: groups must be a positive int, got {groups!r}")
+    if groups < 1:
         raise InputError(f"{op}: groups must be a positive int, got {groups!r}")
     return int(groups)  # (a NumPy integer too, as PyTorch takes it)
 

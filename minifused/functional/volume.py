@@ -137,7 +137,9 @@ def _check_conv3d(op, input, weight, bias, groups, layout, out_channels):
         raise InputTypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
     if weight.ndim != 5:
         raise RuntimeError(f"{op}: weight must be 5-D {layout}, got shape {tuple(weight.shape)}")
-    if not isinstance(groups, numbers.Integral) or isinstance(groups, bool) or groups < 1:
+    if not isinstance(groups, numbers.Integral) or isinstance(groups, bool):  # (a float: PyTorch's TypeError)
+        raise InputTypeError(f"{op}: groups must be a positive int, got {groups!r}")
+    if groups < 1:
         raise RuntimeError(f"{op}: groups must be a positive int, got {groups!r}")
     dtype = input.dtype
     if dtype not in _CONV_DTYPES:
