@@ -139,6 +139,35 @@ def test_float_or_bool_arguments_of_the_functionals_are_type_errors():
                 fn(x, w, **kw)
 
 
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_output_padding_takes_pytorchs_arguments_for_a_subclass_forward(rng, dims):
+    """A subclass whose forward is PyTorch's, copied (weight standardisation here), calls ``_output_padding(input,
+    output_size, stride, padding, kernel_size, num_spatial_dims, dilation)``: the given geometry wins, a missing
+    dilation counts as 1 and no output_size gives the layer's own output padding, as PyTorch's."""
+    base, conv = getattr(nn, f"ConvTranspose{dims}d"), getattr(F, f"conv_transpose{dims}d")
+
+    class Standardised(base):
+        def forward(self, input, output_size=None):
+            output_padding = self._output_padding(input, output_size, self.stride, self.padding, self.kernel_size,
+                                                  dims, self.dilation)
+            return conv(input, self.weight - self.weight.mean(), self.bias, self.stride, self.padding,
+                        output_padding, self.groups, self.dilation)
+
+    m = Standardised(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, dtype=mf.float64)
+    x = mf.tensor(rng.standard_normal((2, 4) + (5,) * dims))
+    w = m.weight.numpy() - m.weight.numpy().mean()
+    for size, pad in ((None, 1), ((9,) * dims, 0), ((2, 6) + (10,) * dims, 1)):
+        want = conv(x, mf.tensor(w), m.bias, 2, 1, pad, 2)
+        np.testing.assert_allclose(m(x, size).numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"valid sizes range from \[9(, 9)*\] to \[10(, 10)*\]"):
+        m(x, (11,) * dims)
+    d = base(4, 6, 3, dilation=2)
+    assert tuple(d._output_padding(x, (16,) * dims, [3] * dims, [0] * dims, [2] * dims, dims)) == (2,) * dims
+    assert tuple(d._output_padding(x, (16,) * dims, [3] * dims, [0] * dims, [2] * dims, dims, [2] * dims)) == (
+        1,) * dims
+    assert tuple(d._output_padding(x, None, [3] * dims, [0] * dims, [2] * dims, dims)) == (0,) * dims
+
+
 def test_empty_batch_or_unbatched_input_gives_the_shapes_of_pytorch(rng):
     """An empty batch is fine (an empty output); an unbatched 1-D input is a batch of one."""
     assert F.conv_transpose2d(mf.randn(0, 4, 3, 3), mf.randn(4, 2, 3, 3)).shape == (0, 2, 5, 5)

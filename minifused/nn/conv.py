@@ -240,7 +240,8 @@ class Conv1d(Module):
 def _check_channel_ints(name, in_channels, out_channels, groups):
     """A TypeError for a channel count or group count that is no int (a float, a bool), as PyTorch's (its
     ``torch.empty`` of the weight's shape refuses them)."""
-    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (in_channels, out_channels, groups)):
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+               for v in (in_channels, out_channels, groups)):
         raise InputTypeError(f"{name}: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
                              f"{out_channels!r} and {groups!r}")
 
@@ -291,8 +292,9 @@ class ConvTranspose2d(Module):
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, output_padding,
                                   self.groups, self.dilation)
 
-    def _output_padding(self, x, output_size):
-        return transposed_output_padding(self, x, output_size)
+    def _output_padding(self, input, output_size, stride=None, padding=None, kernel_size=None, num_spatial_dims=None,
+                        dilation=None):
+        return transposed_output_padding(self, input, output_size, stride, padding, kernel_size, dilation)
 
     def extra_repr(self):
         return transposed_repr(self)
@@ -310,14 +312,21 @@ def transposed_repr(module):
     return s + (", bias=False" if module.bias is None else "")
 
 
-def transposed_output_padding(module, x, output_size):
+def transposed_output_padding(module, x, output_size, stride=None, padding=None, kernel_size=None, dilation=None):
     """The output padding that makes a transposed convolution (``module``: its stride, padding, dilation and
     kernel size, one per spatial dimension) of ``x`` come out at ``output_size`` (its spatial sizes, or with the
     batch and channel dimensions too), as PyTorch's ``forward(x, output_size)`` picks it; the module's own when x
-    is no input it takes (the functional refuses it)."""
+    is no input it takes (the functional refuses it) or ``output_size`` is None. The layers' ``_output_padding``,
+    with PyTorch's arguments (a subclass's forward copied from PyTorch's passes the geometry, which wins over the
+    module's)."""
     name, dims = type(module).__name__, len(module.stride)
-    if not isinstance(x, Tensor) or x.ndim not in (dims + 1, dims + 2):
+    if output_size is None or not isinstance(x, Tensor) or x.ndim not in (dims + 1, dims + 2):
         return module.output_padding
+    if stride is not None and dilation is None:  # (PyTorch's call without dilation counts a dilation of 1)
+        dilation = (1,) * dims
+    stride, padding, kernel_size, dilation = (module_value if value is None else tuple(value) for value, module_value
+                                              in ((stride, module.stride), (padding, module.padding),
+                                                  (kernel_size, module.kernel_size), (dilation, module.dilation)))
     try:
         size = [int(v) for v in output_size]
     except (TypeError, ValueError):
@@ -328,9 +337,9 @@ def transposed_output_padding(module, x, output_size):
     if len(size) != dims:
         raise InputError(f"{name}: for a {x.ndim}-D input, output_size must have {dims} or {x.ndim} elements, got "
                          f"{len(size)} ({output_size!r})")
-    smallest = [(x.shape[lead + i] - 1) * module.stride[i] - 2 * module.padding[i]
-                + module.dilation[i] * (module.kernel_size[i] - 1) + 1 for i in range(dims)]
-    largest = [smallest[i] + module.stride[i] - 1 for i in range(dims)]
+    smallest = [(x.shape[lead + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kernel_size[i] - 1) + 1
+                for i in range(dims)]
+    largest = [smallest[i] + stride[i] - 1 for i in range(dims)]
     if any(not smallest[i] <= size[i] <= largest[i] for i in range(dims)):
         raise InputError(f"{name}: requested an output size of {size}, but valid sizes range from {smallest} to "
                          f"{largest} (for an input of {list(x.shape[lead:])})")
@@ -374,10 +383,11 @@ class ConvTranspose1d(Module):
 
     def forward(self, input, output_size=None):
         """``output_size`` (L,), or a whole shape ending in L, picks the output length as PyTorch's does."""
-        output_padding = (self.output_padding if output_size is None
-                          else transposed_output_padding(self, input, output_size))
+        output_padding = self.output_padding if output_size is None else self._output_padding(input, output_size)
         return F.conv_transpose1d(input, self.weight, self.bias, self.stride[0], self.padding[0], output_padding[0],
                                   self.groups, self.dilation[0])
+
+    _output_padding = ConvTranspose2d._output_padding
 
     def extra_repr(self):
         return transposed_repr(self)

@@ -10,7 +10,7 @@ from .. import backend
 from .. import functional as F
 from ..autograd import no_grad
 from ..functional.volume import _triple
-from .conv import PADDING_MODES, conv_attributes, transposed_output_padding
+from .conv import PADDING_MODES, ConvTranspose2d, conv_attributes
 from .layers import (_AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _CircularPadNd, _ConstantPadNd, _ReflectionPadNd,
                      _ReplicationPadNd, _ZeroPadding)
 from .module import Module, Parameter
@@ -148,8 +148,7 @@ class ConvTranspose3d(_Conv3dBase):
         return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups,
                                   self.dilation)
 
-    def _output_padding(self, x, output_size):
-        return transposed_output_padding(self, x, output_size)
+    _output_padding = ConvTranspose2d._output_padding
 
 
 # ---------------------------------------------------------------- pooling
