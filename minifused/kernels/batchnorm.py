@@ -120,8 +120,9 @@ def batch_norm_backward_ref(dy, x, weight, mean, rstd, factors, batch_stats, nee
     if factors is not None:
         g = backend.where(relu_passes(x, mean, factors), g, acc(0))
     xhat = (x.astype(acc) - mean[None, :, None]) * rstd[None, :, None]
-    sum_g = g.sum(axis=(0, 2))
-    sum_gx = (g * xhat).sum(axis=(0, 2))
+    # summed in float64, as the forward's statistics (channels-last, the (M, C, 1) view's rows add one by one)
+    sum_g = g.sum(axis=(0, 2), dtype=np.float64).astype(acc)
+    sum_gx = (g * xhat).sum(axis=(0, 2), dtype=np.float64).astype(acc)
     dx = dw = db = None
     if need_dx:
         scale = rstd if weight is None else rstd * weight.astype(acc)
