@@ -194,6 +194,18 @@ def test_output_size_1d_takes_the_length_or_the_whole_shape_only(rng):
             m(x, output_size=size)
 
 
+def test_output_size_must_hold_ints(rng):
+    """A float or string output size is refused, as PyTorch's, rather than truncated (7.5 read as 7) or parsed;
+    NumPy integers and one-element integer tensors are ints."""
+    m = nn.ConvTranspose2d(4, 2, 3)
+    x = mf.randn(1, 4, 5, 5)
+    for size in ((7.5, 7), (7.0, 7), ("7", 7)):
+        with pytest.raises(TypeError, match=r"ConvTranspose2d: output_size must be a sequence of ints"):
+            m(x, output_size=size)
+    for size in ((np.int64(7), 7), (mf.tensor(7), 7), [7, 7]):
+        assert m(x, output_size=size).shape == (1, 2, 7, 7)
+
+
 @pytest.mark.parametrize("fn,exc,words", [
     (lambda: F.conv_transpose2d(mf.randn(1, 3, 4, 4), mf.randn(4, 2, 3, 3)), ValueError,
      r"conv_transpose2d: input has 3 channels .* expects 4"),

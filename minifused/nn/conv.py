@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 
 from .. import backend
 from .. import functional as F
@@ -327,9 +328,9 @@ def transposed_output_padding(module, x, output_size, stride=None, padding=None,
     stride, padding, kernel_size, dilation = (module_value if value is None else tuple(value) for value, module_value
                                               in ((stride, module.stride), (padding, module.padding),
                                                   (kernel_size, module.kernel_size), (dilation, module.dilation)))
-    try:
-        size = [int(v) for v in output_size]
-    except (TypeError, ValueError):
+    try:  # (index, not int: a float or a string is refused, as PyTorch's, rather than truncated or parsed)
+        size = [operator.index(v) for v in output_size]
+    except TypeError:
         raise InputTypeError(f"{name}: output_size must be a sequence of ints, got {output_size!r}") from None
     lead = x.ndim - dims
     if len(size) == x.ndim:
