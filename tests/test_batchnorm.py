@@ -1586,3 +1586,20 @@ def test_float32_channels_last_gradients_on_cpu_are_float64_sums(rng):
     db, dw = gs.sum(axis=(0, 2, 3)), (gs * xhat).sum(axis=(0, 2, 3))
     assert np.abs(mod.bias.grad.numpy() - db).max() < 1e-6 * np.abs(db).max()
     assert np.abs(mod.weight.grad.numpy() - dw).max() < 2e-5 * np.abs(dw).max()  # (xhat itself is float32)
+
+
+def test_convert_sync_batchnorm_refuses_an_uninitialized_lazy_batchnorm():
+    """An uninitialized LazyBatchNorm has no size to give the SyncBatchNorm: a clear error naming it, not
+    "num_features must be a positive int, got 0"; once initialized it converts with its values."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.LazyBatchNorm2d())
+    with pytest.raises(ValueError, match=r"^convert_sync_batchnorm: expected initialized BatchNorm layers, got an "
+                                         r"uninitialized LazyBatchNorm2d \(run a forward"):
+        nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    assert isinstance(model[1], nn.LazyBatchNorm2d)
+    x = mf.tensor(np.arange(48.0, dtype=np.float32).reshape(2, 3, 2, 4))
+    model(x)
+    model.eval()
+    want = model(x).numpy()
+    nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    assert isinstance(model[1], nn.SyncBatchNorm) and model[1].num_features == 4
+    np.testing.assert_allclose(model(x).numpy(), want, rtol=1e-6)

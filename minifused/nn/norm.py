@@ -333,6 +333,9 @@ class SyncBatchNorm(_BatchNorm):
         parameters, running statistics and training flag (the module itself when it is one), as PyTorch's; a
         BatchNorm's ``activation='relu'`` stays."""
         if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            if getattr(module, "has_uninitialized_params", lambda: False)():  # (PyTorch's copy fails at its forward)
+                raise InputError(f"convert_sync_batchnorm: expected initialized BatchNorm layers, got an uninitialized "
+                                 f"{type(module).__name__} (run a forward or load a state dict first)")
             new = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
                       process_group, bias=module.bias is not None)
             new.activation = module.activation
