@@ -144,7 +144,8 @@ def _check_batch_norm_args(op, input, shape, running_mean, running_var, weight, 
     """BatchNorm's arguments against the ``shape`` it normalizes, on ``input``'s device (see :func:`_batch_norm`)."""
     _check_channel_vectors(op, input, _BN_VECTORS, (running_mean, running_var, weight, bias), shape)
     if (running_mean is None) != (running_var is None):
-        raise InputError(f"{op}: running_mean and running_var must both be tensors or both None")
+        given = "running_mean" if running_var is None else "running_var"
+        raise InputError(f"{op}: running_mean and running_var must both be tensors or both None, got {given} alone")
     if not training and running_mean is None:
         raise InputError(f"{op}: running_mean and running_var must be given when training=False (they "
                          f"normalize in evaluation)")

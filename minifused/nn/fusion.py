@@ -65,8 +65,9 @@ def fuse_conv_bn_eval(conv, bn, transpose=False):
         raise InputError(f"fuse_conv_bn_eval: a {type(conv).__name__} needs transpose={transposed}, got "
                          f"transpose={transpose}")
     if conv.training or bn.training:
-        raise InputError("fuse_conv_bn_eval: both modules must be in evaluation mode (training BatchNorm uses "
-                         "the batch's statistics, which no fixed weight can fold)")
+        raise InputError(f"fuse_conv_bn_eval: both modules must be in evaluation mode (training BatchNorm uses "
+                         f"the batch's statistics, which no fixed weight can fold), got conv.training={conv.training}, "
+                         f"bn.training={bn.training}")
     if bn.running_mean is None:
         raise InputError("fuse_conv_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
     if getattr(conv, "activation", None) is not None:
@@ -100,7 +101,8 @@ def fuse_linear_bn_eval(linear, bn):
         raise InputTypeError(f"fuse_linear_bn_eval: expected a Linear and a BatchNorm, got {type(linear).__name__} and "
                              f"{type(bn).__name__}")
     if linear.training or bn.training:
-        raise InputError("fuse_linear_bn_eval: both modules must be in evaluation mode (fusion only for eval)")
+        raise InputError(f"fuse_linear_bn_eval: both modules must be in evaluation mode (fusion only for eval), got "
+                         f"linear.training={linear.training}, bn.training={bn.training}")
     if bn.running_mean is None:
         raise InputError("fuse_linear_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
     if linear.activation is not None:

@@ -286,7 +286,8 @@ class SyncBatchNorm(_BatchNorm):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
                  process_group=None, device=None, dtype=None, *, bias=True):
         if process_group is not None:
-            raise NotImplementedError("SyncBatchNorm: process_group must be None (minifused has one group)")
+            raise NotImplementedError(f"SyncBatchNorm: process_group must be None (minifused has one group), got "
+                                      f"{type(process_group).__name__}")
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
         self.process_group = None
 
