@@ -171,6 +171,17 @@ def test_global_average_pool_is_a_mean():
     assert nn.AdaptiveAvgPool2d(1)(cpu(rnd(3, 4, 4))).shape == (3, 1, 1)  # unbatched
 
 
+def test_adaptive_pool_modules_attributes_as_pytorch():
+    # only the max poolings have return_indices (code tells the two kinds apart by it, as PyTorch's layers allow)
+    for cls in (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d):
+        m = cls((2, None) if cls is not nn.AdaptiveAvgPool1d else 2)
+        assert not hasattr(m, "return_indices") and m.output_size == ((2, None) if cls is not nn.AdaptiveAvgPool1d
+                                                                      else 2)
+    for cls in (nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d):
+        assert cls(2).return_indices is False and cls(2, True).return_indices is True
+        assert repr(cls(3, return_indices=True)) == f"{cls.__name__}(output_size=3)"
+
+
 def test_adaptive_pool_to_zero_size_is_empty():
     x = cpu(rnd(2, 3, 4, 4), requires_grad=True)
     y = F.adaptive_avg_pool2d(x, (0, 2))

@@ -54,9 +54,9 @@ class UpsamplingBilinear2d(Upsample):
 
 # ---------------------------------------------------------------- adaptive pooling
 class _AdaptivePool(Module):
-    def __init__(self, output_size, return_indices=False):
+    def __init__(self, output_size):
         super().__init__()
-        self.output_size, self.return_indices = output_size, return_indices
+        self.output_size = output_size
 
     def extra_repr(self):
         return f"output_size={self.output_size!r}"
@@ -70,7 +70,11 @@ class _AdaptiveAvgPoolNd(_AdaptivePool):
 
 
 class _AdaptiveMaxPoolNd(_AdaptivePool):
-    """PyTorch's base of the adaptive max pooling layers."""
+    """PyTorch's base of the adaptive max pooling layers (only these have ``return_indices``, as PyTorch's)."""
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(output_size)
+        self.return_indices = return_indices
 
 
 class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
