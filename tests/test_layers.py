@@ -182,6 +182,20 @@ def test_adaptive_pool_modules_attributes_as_pytorch():
         assert repr(cls(3, return_indices=True)) == f"{cls.__name__}(output_size=3)"
 
 
+def test_adaptive_pool_sizes_may_be_integer_tensors():
+    # as PyTorch takes them (sizes computed as tensors): one-element integer tensors, alone or in the tuple
+    x = rnd(2, 3, 7, 9)
+    want = adaptive_avg_pool_ref(x, (2, 4))
+    np.testing.assert_allclose(F.adaptive_avg_pool2d(cpu(x), (mf.tensor(2), mf.tensor(4))).numpy(), want)
+    np.testing.assert_array_equal(F.adaptive_max_pool2d(cpu(x), (mf.tensor(2), 4)).numpy(),
+                                  adaptive_avg_pool_ref(x, (2, 4), np.max))
+    np.testing.assert_allclose(F.adaptive_avg_pool1d(cpu(x[0]), mf.tensor(4)).numpy(),
+                               adaptive_avg_pool_ref(x[0], (4,)))
+    assert F.adaptive_max_pool3d(cpu(x[:, :, None]), (1, mf.tensor(3), None)).shape == (2, 3, 1, 3, 9)
+    with pytest.raises(TypeError, match="adaptive_avg_pool1d: output_size must be ints"):
+        F.adaptive_avg_pool1d(cpu(x[0]), mf.tensor(2.0))
+
+
 def test_adaptive_pool_to_zero_size_is_empty():
     x = cpu(rnd(2, 3, 4, 4), requires_grad=True)
     y = F.adaptive_avg_pool2d(x, (0, 2))

@@ -96,6 +96,17 @@ def pad(input, pad, mode="constant", value=None):
 
 
 # ---------------------------------------------------------------- adaptive pooling
+def _int_tensors_as_ints(output_size):
+    """``output_size`` with each one-element integer tensor in it (or it, if one) as its int: PyTorch takes them,
+    e.g. sizes computed as tensors."""
+    def as_int(v):
+        return v.__index__() if isinstance(v, Tensor) and v.numel() == 1 and v.dtype.kind in "iu" else v
+
+    if isinstance(output_size, (tuple, list)):
+        return type(output_size)(as_int(v) for v in output_size)
+    return as_int(output_size)
+
+
 def _adaptive_args(op, input, output_size, dims, empty_channels=False):
     """(input as 4-D, output (oh, ow), how to restore the result's dimensions). ``empty_channels``: no channel
     is fine (average pooling's rule in PyTorch; max pooling's needs one unless they are the first dimension, that
@@ -111,6 +122,7 @@ def _adaptive_args(op, input, output_size, dims, empty_channels=False):
         raise InputError(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape {shape}")
     if not backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+    output_size = _int_tensors_as_ints(output_size)
     if dims == 1:
         if isinstance(output_size, (tuple, list)):
             if len(output_size) != 1:

@@ -19,7 +19,7 @@ from ..ops.shape import reshape
 from ..tensor import Tensor
 from ._checks import _unpool_size, unbatched
 from .conv import _CONV_DTYPES, _check_integer_pool, avg_pool2d, conv2d, conv_transpose2d, max_pool2d
-from .layers import adaptive_avg_pool2d, adaptive_max_pool2d, pad
+from .layers import _int_tensors_as_ints, adaptive_avg_pool2d, adaptive_max_pool2d, pad
 from ..backend import InputError, InputTypeError
 
 __all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "max_pool3d_with_indices", "avg_pool3d",
@@ -367,6 +367,7 @@ def _adaptive3d(op, input, output_size):
                            f"{tuple(input.shape)}")
     if not backend.is_floating(input.dtype):  # (PyTorch's adaptive pools take no integers, on either device)
         raise InputTypeError(f"{op}: not implemented for dtype {input.dtype} (expected a floating-point input)")
+    output_size = _int_tensors_as_ints(output_size)
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 3
     if len(sizes) != 3:
         raise RuntimeError(f"{op}: output_size must be an int or a triple (None keeps a dimension), got "
