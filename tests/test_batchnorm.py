@@ -1611,3 +1611,15 @@ def test_convert_sync_batchnorm_refuses_an_uninitialized_lazy_batchnorm():
     nn.SyncBatchNorm.convert_sync_batchnorm(model)
     assert isinstance(model[1], nn.SyncBatchNorm) and model[1].num_features == 4
     np.testing.assert_allclose(model(x).numpy(), want, rtol=1e-6)
+
+
+def test_sync_batchnorm_alone_takes_any_input_of_at_least_2_dimensions(rng):
+    """As PyTorch's SyncBatchNorm (and its docstring): (N, C, ...) of any number of dimensions from 2 on (a 6-D input
+    was refused), normalized per channel over everything else; 1-D refused by name."""
+    x = rng.standard_normal((3, 2, 2, 3, 2, 2))
+    y = nn.SyncBatchNorm(2, dtype=mf.float64)(mf.tensor(x))
+    axes = (0, 2, 3, 4, 5)
+    want = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match=r"^SyncBatchNorm: expected at least 2-D input, got 1-D input of shape \[2\]"):
+        nn.SyncBatchNorm(2)(mf.randn(2))

@@ -280,8 +280,12 @@ class SyncBatchNorm(_BatchNorm):
     None (minifused has one group). Inputs (N, C, ...) of at least 2 dimensions; statistics in float32 for
     16-bit inputs. ``convert_sync_batchnorm(module)`` swaps every BatchNorm of a model for one."""
 
-    _ndims = (2, 3, 4, 5)
     fused_activations = ()
+
+    def _check_ndim(self, shape):
+        if len(shape) < 2:  # (any number from 2 on, as PyTorch's and the docstring say)
+            raise InputError(f"SyncBatchNorm: expected at least 2-D input, got {len(shape)}-D input of shape "
+                             f"{list(shape)}")
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
                  process_group=None, device=None, dtype=None, *, bias=True):
