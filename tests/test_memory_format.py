@@ -127,6 +127,29 @@ def test_pooling_and_conv_transpose_keep_channels_last(op, device, rng):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("x_cl,w_cl", [(False, True), (True, False)])
+def test_conv_transpose2d_output_is_channels_last_where_input_or_weight_is(x_cl, w_cl, device, rng):
+    """PyTorch's rule for convolutions: a channels-last weight (a model made channels-last) gives a channels-last
+    output even from a contiguous input; each gradient keeps its own tensor's layout. Values as all-contiguous."""
+    x = rng.standard_normal((2, 4, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 6, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((2, 6, 11, 11)).astype(np.float32)
+    runs = []
+    for xf, wf in ((mf.contiguous_format, mf.contiguous_format),
+                   (mf.channels_last if x_cl else mf.contiguous_format, mf.channels_last if w_cl else
+                    mf.contiguous_format)):
+        xt = mf.tensor(x, device=device).to(memory_format=xf).requires_grad_(True)
+        wt = mf.tensor(w, device=device).to(memory_format=wf).requires_grad_(True)
+        y = F.conv_transpose2d(xt, wt, stride=2)
+        (y * mf.tensor(g, device=device)).sum().backward()
+        runs.append([t.detach().cpu().numpy() for t in (y, xt.grad, wt.grad)])
+    assert y.is_contiguous(memory_format=mf.channels_last) and not y.is_contiguous()
+    assert xt.grad.is_contiguous(memory_format=mf.channels_last) == x_cl and xt.grad.is_contiguous() != x_cl
+    assert wt.grad.is_contiguous(memory_format=mf.channels_last) == w_cl and wt.grad.is_contiguous() != w_cl
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
+
+
 def test_channels_last_weights_train_as_contiguous_ones(device, rng):
     """A model made channels-last (weights, gradients and optimizer state in that layout, the state made before
     the switch following it) trains as the C-contiguous one: SGD with momentum, Adam and a state dict round

@@ -206,7 +206,8 @@ class ConvTranspose2dFn(Function):
     @staticmethod
     def forward(ctx, x, weight, *, out_shape, stride, padding, dilation, groups):
         xp = backend.array_module(x)
-        # the kernels take C-contiguous arrays; y, dx and dw come back in their layouts (channels-last in, out)
+        # the kernels take C-contiguous arrays; dx and dw come back in their layouts (channels-last in, out), y
+        # channels-last where x or the weight is, as PyTorch's convolutions pick it
         ctx.channels_last = is_channels_last(x), is_channels_last(weight)
         x, weight = K.relayout(x, False), xp.ascontiguousarray(weight)
         ctx.x_shape = x.shape
@@ -223,7 +224,7 @@ class ConvTranspose2dFn(Function):
         y = K.conv2d_backward_data(x, weight, out_shape, stride, padding, dilation, groups)
         ctx.geometry = (stride, padding, dilation, groups)
         ctx.save_for_backward(x, weight)
-        return K.relayout(y, ctx.channels_last[0])
+        return K.relayout(y, any(ctx.channels_last))  # (a channels-last weight too makes y so, as PyTorch's)
 
     @staticmethod
     def backward(ctx, gy):
