@@ -127,6 +127,19 @@ def test_pooling_and_conv_transpose_keep_channels_last(op, device, rng):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
 
 
+def test_adaptive_max_pool2d_indices_take_the_output_layout(rng):
+    """PyTorch returns a channels-last input's indices channels-last too, as its output; their values are the
+    contiguous run's (flat positions h*W + w in each plane)."""
+    x = rng.standard_normal((2, 5, 7, 6))
+    y0, i0 = F.adaptive_max_pool2d(mf.tensor(x), (3, 4), return_indices=True)
+    y, idx = F.adaptive_max_pool2d(mf.tensor(x).to(memory_format=mf.channels_last), (3, 4), return_indices=True)
+    assert idx.is_contiguous(memory_format=mf.channels_last) and not idx.is_contiguous()
+    assert i0.is_contiguous() and idx.dtype == mf.int64
+    np.testing.assert_array_equal(idx.numpy(), i0.numpy())
+    np.testing.assert_array_equal(np.take_along_axis(x.reshape(2, 5, -1), idx.numpy().reshape(2, 5, -1), 2),
+                                  y.numpy().reshape(2, 5, -1))
+
+
 @pytest.mark.parametrize("x_cl,w_cl", [(False, True), (True, False)])
 def test_conv_transpose2d_output_is_channels_last_where_input_or_weight_is(x_cl, w_cl, device, rng):
     """PyTorch's rule for convolutions: a channels-last weight (a model made channels-last) gives a channels-last

@@ -451,9 +451,9 @@ class AdaptiveMaxPool2dFn(Function):
     @staticmethod
     def forward(ctx, x, out_hw, found=None):
         y, idx = adaptive_max_pool2d_forward(x, out_hw)
-        if found is not None:
-            found["indices"] = idx
         ctx.indices, ctx.x_shape, ctx.channels_last = idx, x.shape, is_channels_last(x)
+        if found is not None:  # (in the output's layout, as PyTorch's)
+            found["indices"] = to_layout(idx, ctx.channels_last)
         return to_layout(y, ctx.channels_last)
 
     @staticmethod
