@@ -552,9 +552,9 @@ bn_channel_forward(const T* __restrict__ x, W* running_mean, W* running_var, lon
     cluster_wait();  // no block exits while another may still read its sums
 }
 
-// dx, dw, db of channel c from its dy (where the ReLU passed it) and x, cached: the sums of g and g*(x - mean) over the cluster,
-// then dx = k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them. Block `rank` of
-// the channel's cluster caches vectors [lo, lo + CHUNK) of dy and of x, as bn_channel_forward does x.
+// dx, dw, db of channel c from its dy (where the ReLU passed it) and x, cached: the sums of g and g*(x - mean)
+// over the cluster, then dx = k0*g - k1 - (x - mean)*k2 as bn_finalize_backward and bn_backward_dx compute them.
+// Block `rank` of the channel's cluster caches vectors [lo, lo + CHUNK) of g and of x, as bn_channel_forward does x.
 extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024, MF_CHANNEL_BLOCKS)
 bn_channel_backward(const T* __restrict__ dy, const T* __restrict__ x, const float* __restrict__ relu,
                     const float* __restrict__ mean, const float* __restrict__ rstd, const W* __restrict__ w,

@@ -52,9 +52,10 @@ class BatchNormFn(Function):
 
 def _graph_grads(ctx, gy, x, weight, bias=None):
     """BatchNormFn's gradients as tensors of the graph, for its input ``x``, ``weight`` and ``bias`` as graph
-    tensors: the ReLU's decisions (a constant, recomputed as the backward does) applied to ``gy``, then the forward rebuilt from recorded ops and
-    differentiated. In training the batch statistics are recomputed from x (the gradient of the gradient carries
-    their terms); in evaluation the running ones are constants, as the forward's mean and rstd."""
+    tensors: the ReLU's decisions (a constant, recomputed as the backward does) applied to ``gy``, then the forward
+    rebuilt from recorded ops and differentiated. In training the batch statistics are recomputed from x (the
+    gradient of the gradient carries their terms); in evaluation the running ones are constants, as the forward's
+    mean and rstd."""
     g = _wide(gy)
     axes = (0,) + tuple(range(2, x.ndim))
     shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)  # a channel's vector along x's dimension 1
