@@ -531,3 +531,17 @@ def test_pool_and_conv1d_reprs_as_pytorch():
     assert repr(nn.MaxUnpool2d((2, 3), (2, 1))) == "MaxUnpool2d(kernel_size=(2, 3), stride=(2, 1), padding=(0, 0))"
     assert repr(nn.Conv1d(4, 6, 3, padding=1, bias=False, padding_mode="replicate")) == (
         "Conv1d(4, 6, kernel_size=(3,), stride=(1,), padding=(1,), bias=False, padding_mode=replicate)")
+
+
+def test_max_pool2d_indices_of_a_channels_last_input_are_channels_last(rng):
+    """PyTorch returns max_pool2d's indices in the output's layout: channels-last for a channels-last input; their
+    values are the contiguous run's (flat positions h*W + w in each plane)."""
+    x = rng.standard_normal((2, 3, 7, 8))
+    y0, i0 = F.max_pool2d(mf.tensor(x), 3, 2, 1, return_indices=True)
+    y, idx = F.max_pool2d(mf.tensor(x).to(memory_format=mf.channels_last), 3, 2, 1, return_indices=True)
+    assert y.is_contiguous(memory_format=mf.channels_last) and not y.is_contiguous()
+    assert idx.is_contiguous(memory_format=mf.channels_last) and not idx.is_contiguous()
+    assert i0.is_contiguous() and idx.dtype == mf.int64
+    np.testing.assert_array_equal(idx.numpy(), i0.numpy())
+    np.testing.assert_array_equal(np.take_along_axis(x.reshape(2, 3, -1), idx.numpy().reshape(2, 3, -1), 2),
+                                  y.numpy().reshape(2, 3, -1))

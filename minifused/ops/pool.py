@@ -91,7 +91,8 @@ def max_pool2d(x, kernel, stride, padding, ceil_mode=False, return_indices=False
                           dilation=dilation, found=found)
     if not return_indices:
         return y
-    return y, Tensor._from_array(K.indices_to_flat(found["indices"], x.shape, kernel, stride, padding, dilation))
+    flat = K.indices_to_flat(found["indices"], x.shape, kernel, stride, padding, dilation)
+    return y, Tensor._from_array(to_layout(flat, is_channels_last(x._data)))  # (in the output's layout, as PyTorch's)
 
 
 def avg_pool2d(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True, divisor=0):
