@@ -157,9 +157,9 @@ def test_1d_ceil_mode_window_overhanging_padded_input():
         F.max_pool1d(T(x), 5, 2, 1)
 
 
-@pytest.mark.parametrize("bad", [0, 2.0, True, "2"])
-def test_bad_divisor_override(bad):
-    with pytest.raises(ValueError, match=r"avg_pool2d: divisor_override must be a nonzero int or None, got"):
+@pytest.mark.parametrize("bad,error", [(0, RuntimeError), (2.0, TypeError), (True, TypeError), ("2", TypeError)])
+def test_bad_divisor_override(bad, error):  # (PyTorch's types: a non-int is a TypeError, zero a RuntimeError)
+    with pytest.raises(error, match=r"avg_pool2d: divisor_override must be a nonzero int or None, got"):
         nn.AvgPool2d(2, divisor_override=bad)(mf.randn(1, 2, 4, 4))
 
 
@@ -545,3 +545,18 @@ def test_max_pool2d_indices_of_a_channels_last_input_are_channels_last(rng):
     np.testing.assert_array_equal(idx.numpy(), i0.numpy())
     np.testing.assert_array_equal(np.take_along_axis(x.reshape(2, 3, -1), idx.numpy().reshape(2, 3, -1), 2),
                                   y.numpy().reshape(2, 3, -1))
+
+
+@pytest.mark.parametrize("fn,shape", [(F.max_pool2d, (1, 0, 4, 4)), (F.max_pool2d, (0, 4, 4)), (F.avg_pool2d, (2, 3, 0, 4)),
+                                      (F.max_pool1d, (1, 0, 4)), (F.avg_pool1d, (0, 4)), (F.avg_pool1d, (2, 3, 0)),
+                                      (F.lp_pool2d, (1, 0, 4, 4)), (F.lp_pool1d, (0, 4))])
+def test_empty_channel_or_spatial_dimension_is_an_error(fn, shape):
+    """PyTorch's 1-D and 2-D pools take an empty batch only: an empty channel or spatial dimension is a
+    RuntimeError naming the op, not an empty result."""
+    args = (2, 2) if fn in (F.lp_pool2d, F.lp_pool1d) else (1,)
+    with pytest.raises(RuntimeError, match=fn.__name__):
+        fn(mf.tensor(np.ones(shape)), *args)
+    spatial = 2 if fn in (F.max_pool2d, F.avg_pool2d, F.lp_pool2d) else 1
+    y = fn(mf.tensor(np.ones((0, 2) + (4,) * spatial)), *args)  # (an empty batch is fine)
+    assert tuple(y.shape) == (0, 2) + ((4 // args[-1]),) * spatial
+

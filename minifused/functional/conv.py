@@ -253,10 +253,18 @@ def _check_integer_pool(op, input, maximum):
                              f"input, got {input.dtype}")
 
 
+def _check_pool_nonempty(op, input, spatial):
+    """PyTorch's pools take an empty batch but no empty channel or spatial dimension (an unbatched input's C too)."""
+    if 0 in input.shape[-spatial - 1:]:
+        raise InputError(f"{op}: expected a {spatial + 1}-D or {spatial + 2}-D (batch mode) input with optional 0 dim "
+                         f"batch size and non-zero other dimensions, got shape {tuple(input.shape)}")
+
+
 def _pool_args(op, input, kernel_size, stride, padding, dilation=(1, 1), ceil_mode=False, maximum=True):
     """(kernel, stride, padding) pairs, checked; ``dilation`` (max pooling's, a checked pair) spaces a window's
     taps, so the window spans (k - 1) * d + 1. ``maximum``: max pooling's dtypes (else average pooling's)."""
     _check_image(op, input)
+    _check_pool_nonempty(op, input, 2)
     if not _backend.is_floating(input.dtype):
         _check_integer_pool(op, input, maximum)
     kernel = _pair(op, "kernel_size", kernel_size, 1)
@@ -291,7 +299,9 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     """Average pooling as ``torch.nn.functional.avg_pool2d`` (``count_include_pad=True`` by default;
     ``divisor_override``, a nonzero int, divides every window's sum in place of its size)."""
     if divisor_override is not None and (not isinstance(divisor_override, _numbers.Integral)
-                                         or isinstance(divisor_override, bool) or divisor_override == 0):
+                                         or isinstance(divisor_override, bool)):  # (a float: PyTorch's TypeError)
+        raise InputTypeError(f"avg_pool2d: divisor_override must be a nonzero int or None, got {divisor_override!r}")
+    if divisor_override == 0:
         raise InputError(f"avg_pool2d: divisor_override must be a nonzero int or None, got {divisor_override!r}")
     kernel, stride, padding = _pool_args("avg_pool2d", input, kernel_size, stride, padding, ceil_mode=ceil_mode,
                                          maximum=False)
@@ -305,6 +315,7 @@ def _pool1d(op, pool, input, kernel_size, stride, padding, *rest, dilation=1, ce
     if not isinstance(input, _Tensor) or input.ndim not in (2, 3):
         raise InputError(f"{op}: expected a 3-D input (N, C, L) or a 2-D unbatched one (C, L), got "
                          f"{tuple(input.shape) if isinstance(input, _Tensor) else type(input).__name__}")
+    _check_pool_nonempty(op, input, 1)
     k = _single(op, "kernel_size", kernel_size, 1)
     s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
         _single(op, "stride", stride, 1)

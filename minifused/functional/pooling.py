@@ -12,7 +12,7 @@ from ..ops import where as _where
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ._checks import _pair, _single, _unpool_size
-from .conv import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d
+from .conv import _check_pool_nonempty, avg_pool1d, avg_pool2d, max_pool1d, max_pool2d
 from .layers import _adaptive_max
 from .resize import interpolate
 from ..backend import InputError, InputTypeError
@@ -66,6 +66,7 @@ def _lp_pool(op, dims, input, norm_type, kernel_size, stride, ceil_mode):
     if input.ndim not in (dims + 1, dims + 2):
         raise RuntimeError(f"{op}: Expected {dims + 1} to {dims + 2} dimensions, but got {input.ndim}-dimensional "
                            f"tensor (shape {tuple(input.shape)})")
+    _check_pool_nonempty(op, input, dims)
     def convert(name, value):  # a tuple of ``dims`` ints
         return (_single(op, name, value, 1),) if dims == 1 else _pair(op, name, value, 1)
     kernel = convert("kernel_size", kernel_size)
