@@ -1976,3 +1976,24 @@ def test_relayout_transposes_both_ways_exactly(dtype):
     assert np.array_equal(K.relayout(view, True).get(), view.get())
     assert np.array_equal(K.relayout(view, False).get(), view.get())
     assert K.relayout(cupy.zeros((0, 4, 3, 3), dt), True).shape == (0, 4, 3, 3)
+
+
+def test_conv2d_channels_last_weight_gives_channels_last_output():
+    """PyTorch's rule: a channels-last weight (a model made channels-last) fed a contiguous input gives a
+    channels-last output; the input's gradient stays contiguous, the weight's channels-last. Values as the
+    all-contiguous run's."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 6, 7))
+    w = rng.standard_normal((4, 3, 3, 3))
+    g = rng.standard_normal((2, 4, 4, 5))
+    runs = []
+    for fmt in (mf.contiguous_format, mf.channels_last):
+        xt = mf.tensor(x, requires_grad=True)
+        wt = mf.tensor(w).to(memory_format=fmt).requires_grad_(True)
+        y = F.conv2d(xt, wt, stride=(1, 1), padding=(0, 0))
+        (y * mf.tensor(g)).sum().backward()
+        runs.append([t.detach().numpy() for t in (y, xt.grad, wt.grad)])
+    assert y.is_contiguous(memory_format=mf.channels_last) and not y.is_contiguous()
+    assert xt.grad.is_contiguous() and wt.grad.is_contiguous(memory_format=mf.channels_last)
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)

@@ -62,10 +62,10 @@ class Conv2dFn(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias=None, *, stride, padding, dilation, groups, activation, source=None):
-        cl = is_channels_last(x)
+        cl, w_cl = is_channels_last(x), is_channels_last(weight)
         if not (cl or c_contiguous(x)):
             x = backend.array_module(x).ascontiguousarray(x)
-        if not (c_contiguous(weight) or is_channels_last(weight)):  # a channels-last weight goes as it is
+        if not (c_contiguous(weight) or w_cl):  # a channels-last weight goes as it is
             weight = backend.array_module(weight).ascontiguousarray(weight)
         grad = ctx.recording
         keep = grad and ctx.needs_input_grad[1]
@@ -84,7 +84,9 @@ class Conv2dFn(Function):
             ctx.save_for_backward(weight)
         else:
             ctx.save_for_backward(x, weight)
-        return y
+        # y comes in x's layout; a channels-last weight (a model made channels-last) makes it channels-last from a
+        # contiguous x too, as PyTorch's convolutions pick it (backward brings dy back to x's layout)
+        return K.relayout(y, True) if w_cl and not cl else y
 
     @staticmethod
     def backward(ctx, dy):
