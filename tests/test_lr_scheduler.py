@@ -435,6 +435,23 @@ def test_plateau_accepts_tensor_metrics_and_leaves_lr_at_construction():
     (lambda o: S.ChainedScheduler([S.ExponentialLR(o, 0.9), S.ReduceLROnPlateau(o)]), ValueError,
      r"schedulers\[1\] is a ReduceLROnPlateau, which cannot be chained"),
     (lambda o: S.ChainedScheduler([S.ExponentialLR(o, 0.9), object()]), TypeError, "not a scheduler"),
+    # arguments PyTorch's take and fail on at a later step (a modulo by zero, a string's TypeError, None * lr)
+    (lambda o: S.ChainedScheduler([1]), TypeError, r"schedulers\[0\] is a int, not a scheduler"),
+    (lambda o: S.StepLR(o, 0), ValueError, "StepLR: expected a positive number step_size, got 0"),
+    (lambda o: S.StepLR(o, "3"), TypeError, "StepLR: expected a positive number step_size, got '3'"),
+    (lambda o: S.CosineAnnealingLR(o, 0), ValueError, "CosineAnnealingLR: expected a positive number T_max, got 0"),
+    (lambda o: S.CosineAnnealingLR(o, None), TypeError, "CosineAnnealingLR: expected a positive number T_max"),
+    (lambda o: S.MultiStepLR(o, 5), TypeError, "MultiStepLR: milestones must be a list of epochs, got 5"),
+    (lambda o: S.MultiStepLR(o, ["10"]), TypeError, "MultiStepLR: milestones must be numbers"),
+    (lambda o: S.OneCycleLR(o, "0.1", total_steps=5), TypeError, "OneCycleLR: expected a number max_lr"),
+    (lambda o: S.LambdaLR(o, lambda e: None), TypeError, "LambdaLR: lr_lambda returned None for epoch 0"),
+    (lambda o: S.MultiplicativeLR(o, lambda e: "0.9").step(), TypeError, "MultiplicativeLR: lr_lambda returned"),
+    (lambda o: S.ReduceLROnPlateau(o, factor="0.5"), TypeError, "ReduceLROnPlateau: expected a number factor"),
+    (lambda o: S.ReduceLROnPlateau(o, min_lr=[0, "1e-4"]), TypeError, "ReduceLROnPlateau: expected a number min_lr"),
+    (lambda o: S.ReduceLROnPlateau(o).step(None), TypeError, "ReduceLROnPlateau.step: expected the metric"),
+    (lambda o: S.ReduceLROnPlateau(o).step("low"), ValueError, "ReduceLROnPlateau.step: expected the metric"),
+    (lambda o: S.ReduceLROnPlateau(o).step(mf.tensor([1.0, 2.0])), ValueError, "one-element tensor"),
+    (lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3).step("1"), TypeError, "expected a number epoch, got '1'"),
 ])
 def test_bad_scheduler_arguments(make, exc, pattern):
     with pytest.raises(exc, match=pattern):

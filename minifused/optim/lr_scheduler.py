@@ -39,12 +39,32 @@ def _real(where, what, value):
     return float(value)
 
 
+def _period(where, what, value):
+    """A period of a schedule (StepLR's step_size, CosineAnnealingLR's T_max): a number > 0, kept as given. PyTorch's
+    takes anything and fails at a later step (a modulo by zero, a string's TypeError); here the constructor names
+    it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{where}: expected a positive number {what}, got {value!r}")
+    if not value > 0:
+        raise ValueError(f"{where}: expected a positive number {what}, got {value!r}")
+    return value
+
+
+def _factor(where, f, epoch):
+    """What an lr function returned for ``epoch``: a number (or a one-element tensor), checked so that a function
+    returning None or a string fails naming the scheduler, not in the product with the lr."""
+    value = f(epoch)
+    if isinstance(value, (str, bool)) or not isinstance(value, (numbers.Real, Tensor)):
+        raise TypeError(f"{where}: lr_lambda returned {value!r} for epoch {epoch}; expected a number")
+    return value
+
+
 class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
         # (kept as given, as PyTorch keeps it: a computed non-integer step size decays only at its exact multiples)
-        self.step_size, self.gamma = step_size, _real("StepLR", "gamma", gamma)
+        self.step_size, self.gamma = _period("StepLR", "step_size", step_size), _real("StepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -61,6 +81,13 @@ class MultiStepLR(LRScheduler):
     """Multiply the lr by ``gamma`` at each milestone epoch (by ``gamma**k`` at one listed k times)."""
 
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        # (None: no milestones, as PyTorch's Counter(None) gives; a milestone that is no number, a string from a
+        # config file, would never be reached: refused)
+        if milestones is not None and (isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__")):
+            raise TypeError(f"MultiStepLR: milestones must be a list of epochs, got {milestones!r}")
+        bad = [m for m in milestones or () if isinstance(m, bool) or not isinstance(m, numbers.Real)]
+        if bad:
+            raise TypeError(f"MultiStepLR: milestones must be numbers (epochs), got {bad[0]!r} in {milestones!r}")
         self.milestones = Counter(milestones)  # (as given, as PyTorch's: a milestone of 2.5 is never reached)
         self.gamma = _real("MultiStepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
@@ -141,7 +168,7 @@ class LambdaLR(_LambdaState, LRScheduler):
 
     def get_lr(self):
         _warn_outside_step(self)
-        return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
+        return [base * _factor("LambdaLR", f, self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
 
 
 class MultiplicativeLR(_LambdaState, LRScheduler):
@@ -156,14 +183,15 @@ class MultiplicativeLR(_LambdaState, LRScheduler):
         _warn_outside_step(self)
         if self._is_initial:
             return self._lrs()
-        return [lr * f(self.last_epoch) for f, lr in zip(self.lr_lambdas, self._lrs())]
+        return [lr * _factor("MultiplicativeLR", f, self.last_epoch) for f, lr in zip(self.lr_lambdas, self._lrs())]
 
 
 class CosineAnnealingLR(LRScheduler):
     """``eta_min + (base - eta_min)(1 + cos(pi t / T_max)) / 2``, computed recursively as PyTorch does."""
 
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):  # noqa: N803 - PyTorch's name
-        self.T_max, self.eta_min = T_max, _real("CosineAnnealingLR", "eta_min", eta_min)
+        self.T_max = _period("CosineAnnealingLR", "T_max", T_max)
+        self.eta_min = _real("CosineAnnealingLR", "eta_min", eta_min)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -237,6 +265,9 @@ class OneCycleLR(LRScheduler):
         max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
         if len(max_lrs) != n:
             raise ValueError(f"OneCycleLR: expected {n} values for max_lr (one a parameter group), got {len(max_lrs)}")
+        for v in max_lrs:  # (kept as given; a string from a config file would fail in lr / div_factor)
+            if isinstance(v, (str, bool)) or not isinstance(v, (numbers.Real, Tensor)):
+                raise TypeError(f"OneCycleLR: expected a number max_lr (or one per parameter group), got {max_lr!r}")
         if three_phase:
             self._schedule_phases = [
                 {"end_step": float(pct_start * self.total_steps) - 1, "start_lr": "initial_lr",

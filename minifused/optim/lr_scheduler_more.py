@@ -8,6 +8,7 @@ import numbers
 import warnings
 from bisect import bisect_right
 
+from ..tensor import Tensor
 from ._scheduler_base import (EPOCH_DEPRECATION_WARNING, LRScheduler, _check_optimizer, _group_values, _set_lr,
                               _warn_outside_step)
 
@@ -117,6 +118,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_cur = self.T_cur % self.T_i
                 self.T_i = self.T_i * self.T_mult
         else:
+            if isinstance(epoch, (str, bool)) or not isinstance(epoch, (numbers.Real, Tensor)):
+                raise TypeError(f"CosineAnnealingWarmRestarts.step: expected a number epoch, got {epoch!r}")
             if epoch < 0:
                 raise ValueError(f"CosineAnnealingWarmRestarts: expected a non-negative epoch, got {epoch}")
             if epoch >= self.T_0:
@@ -147,6 +150,10 @@ class ReduceLROnPlateau(LRScheduler):
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
                  cooldown=0, min_lr=0, eps=1e-8):
         _check_optimizer(optimizer)
+        for what, v in [("factor", factor)] + [("min_lr", m) for m in (min_lr if isinstance(min_lr, (list, tuple))
+                                                                          else [min_lr])]:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):  # (PyTorch's: a raw error at a comparison)
+                raise TypeError(f"ReduceLROnPlateau: expected a number {what}, got {v!r}")
         if not factor < 1.0:
             raise ValueError(f"ReduceLROnPlateau: factor should be < 1.0, got {factor}")
         self.factor = factor
@@ -189,7 +196,12 @@ class ReduceLROnPlateau(LRScheduler):
         return a > best * (self.threshold + 1.0) if self.threshold_mode == "rel" else a > best + self.threshold
 
     def step(self, metrics, epoch=None):
-        current = float(metrics)  # a 0-d tensor too
+        try:
+            current = float(metrics)  # a 0-d tensor too
+        except (TypeError, ValueError) as e:  # (None, a string, several values: named here, the kind kept)
+            raise (TypeError if isinstance(e, TypeError) else ValueError)(
+                f"ReduceLROnPlateau.step: expected the metric as a number or a one-element tensor, "
+                f"got {metrics!r}") from e
         if epoch is not None:
             warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
         self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
@@ -278,6 +290,8 @@ class ChainedScheduler(_Composite):
         schedulers = list(schedulers)
         if not schedulers:
             raise ValueError("ChainedScheduler: expected at least one scheduler, got none")
+        if not isinstance(schedulers[0], LRScheduler):  # (checked before its optimizer is read)
+            raise TypeError(f"ChainedScheduler: schedulers[0] is a {type(schedulers[0]).__name__}, not a scheduler")
         optimizer = optimizer or schedulers[0].optimizer
         for i, s in enumerate(schedulers):
             if isinstance(s, ReduceLROnPlateau):  # (a ValueError, as PyTorch's: the kind is right, not its use)
