@@ -1997,3 +1997,22 @@ def test_conv2d_channels_last_weight_gives_channels_last_output():
     assert xt.grad.is_contiguous() and wt.grad.is_contiguous(memory_format=mf.channels_last)
     for a, b in zip(*runs):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["zeros", "reflect", "replicate", "circular"])
+def test_conv2d_padding_modes_keep_a_channels_last_input_channels_last(mode):
+    """PyTorch's F.pad keeps a channels-last input's layout (constant, reflect, replicate; circular's output is
+    contiguous), so a Conv2d of any padding_mode gives a channels-last output for a channels-last input. Values as
+    the contiguous run's."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 6, 7))
+    conv = nn.Conv2d(3, 4, 3, padding=1, padding_mode=mode, dtype=mf.float64)
+    y0 = conv(mf.tensor(x))
+    y = conv(mf.tensor(x).to(memory_format=mf.channels_last))
+    assert y.is_contiguous(memory_format=mf.channels_last) and not y.is_contiguous()
+    np.testing.assert_allclose(y.detach().numpy(), y0.detach().numpy(), rtol=1e-12, atol=1e-12)
+    xl = mf.tensor(x).to(memory_format=mf.channels_last)
+    padded = F.pad(xl, (1, 2, 1, 1), mode="constant" if mode == "zeros" else mode)
+    assert padded.is_contiguous(memory_format=mf.channels_last) != (mode == "circular")
+    np.testing.assert_array_equal(padded.numpy(), F.pad(mf.tensor(x), (1, 2, 1, 1), mode="constant" if mode ==
+                                                        "zeros" else mode).numpy())

@@ -116,6 +116,8 @@ class PadFn(Function):
     @staticmethod
     def forward(ctx, x, pads, mode, value):
         xp = _xp(x)
+        # PyTorch's constant, reflect and replicate pads keep a channels-last input's layout, circular's does not
+        keep_cl = mode != "circular" and is_channels_last(x)
         grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
         crop_first = mode == "circular"
         if crop_first:
@@ -131,7 +133,7 @@ class PadFn(Function):
         if not crop_first:
             y = y[_crop(pads, y.shape)]
         ctx.meta = (x.shape, pads, mode)  # x.shape: the shape the pads were folded onto
-        return xp.ascontiguousarray(y)
+        return to_layout(y, True) if keep_cl else xp.ascontiguousarray(y)
 
     @staticmethod
     def backward(ctx, g):
