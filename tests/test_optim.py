@@ -209,6 +209,22 @@ def test_optimizer_load_state_dict_errors():
         opt.load_state_dict({"state": {}, "param_groups": [{"params": [0]}, {"params": [1]}]})
     with pytest.raises(ValueError, match="expected a dict"):
         opt.load_state_dict({"weights": 1})
+    # the layout itself, checked before anything is read (PyTorch's: a raw KeyError / TypeError / AttributeError)
+    groups = r"Adam\.load_state_dict: expected 'param_groups' to be a list of dicts with a 'params' list"
+    with pytest.raises(ValueError, match=groups + r".*got \[\{'lr': 0\.1\}\]"):
+        opt.load_state_dict({"state": {}, "param_groups": [{"lr": 0.1}]})
+    with pytest.raises(ValueError, match=groups + ".*got 3"):
+        opt.load_state_dict({"state": {}, "param_groups": 3})
+    with pytest.raises(ValueError, match="expected 'state' to be a dict of parameter indices to their state, got 3"):
+        opt.load_state_dict({"state": 3, "param_groups": [{"params": [0, 1]}]})
+    assert opt.state_dict()["param_groups"][0]["lr"] == 1e-3 and not opt.state
+
+
+@pytest.mark.parametrize("params,kind", [(None, "NoneType"), (3, "int")])
+def test_optimizer_params_not_iterable(params, kind):
+    with pytest.raises(TypeError, match=f"SGD: params argument given to the optimizer should be an iterable of "
+                                        f"Tensors or dicts, but got {kind}"):
+        optim.SGD(params, lr=0.1)
 
 
 def test_state_dict_with_scheduler_keys_resumes():
@@ -717,6 +733,20 @@ def test_group_entry_set_to_no_number_raises_at_step(key, value):
     opt.param_groups[0][key] = value
     (p * p).sum().backward()
     with pytest.raises(TypeError, match=f"group entry '{key}' must be a number or a one-element tensor, got"):
+        opt.step()
+    np.testing.assert_array_equal(p.detach().numpy(), [1.0, -2.0])
+
+
+@pytest.mark.parametrize("name,key,value", [("Adam", "betas", None), ("AdamW", "betas", (0.9,)),
+                                            ("NAdam", "betas", 0.9), ("Rprop", "etas", (0.5, 1.2, 2.0))])
+def test_group_pair_set_to_no_pair_raises_at_step(name, key, value):
+    """A pair hyper-parameter (betas, etas) set by hand to no pair raises a TypeError naming it, the parameters
+    unchanged, rather than a raw subscript error from inside the step."""
+    p = nn.Parameter(mf.tensor([1.0, -2.0]))
+    opt = getattr(optim, name)([p], lr=0.1)
+    opt.param_groups[0][key] = value
+    (p * p).sum().backward()
+    with pytest.raises(TypeError, match=f"group entry '{key}' must be a pair of numbers, got"):
         opt.step()
     np.testing.assert_array_equal(p.detach().numpy(), [1.0, -2.0])
 

@@ -109,6 +109,16 @@ class _Group(dict):
         return buf
 
 
+def group_pair(g, key):
+    """``g[key]``, a pair of hyper-parameters (Adam's betas, Rprop's etas), checked: a group is a plain dict to its
+    user, and one set to None or a 1-tuple after construction would fail as a raw subscript error at the step (its
+    entries are checked as numbers with the others, by :meth:`_Group._values`)."""
+    v = g[key]
+    if not isinstance(v, (tuple, list)) or len(v) != 2:
+        raise TypeError(f"optimizer step: group entry {key!r} must be a pair of numbers, got {v!r}")
+    return v
+
+
 def is_scalar_tensor(v):
     """``v`` is a one-element tensor of a real, non-bool dtype: what PyTorch's optimizers take for a learning rate
     and its schedulers fill in place."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim as K
-from ._support import _check_hyper, _check_lr, _pytorch_flags
+from ._support import _check_hyper, _check_lr, _pytorch_flags, group_pair
 from .optimizer import Optimizer
 
 
@@ -44,7 +44,7 @@ class Adam(Optimizer):
 
     @staticmethod
     def _hyper_values(g):
-        return (g["lr"], g["betas"][0], g["betas"][1], g["eps"], g["weight_decay"])
+        return (g["lr"], *group_pair(g, "betas"), g["eps"], g["weight_decay"])
 
     @staticmethod
     def _flags(g):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..kernels import optim_adaptive as K
-from ._support import _check_hyper, _pytorch_flags
+from ._support import _check_hyper, _pytorch_flags, group_pair
 from .adam import check_adam_hyper
 from .optimizer import Optimizer
 
@@ -26,7 +26,7 @@ class _AdamVariant(Optimizer):
 
     @staticmethod
     def _hyper_values(g):
-        return (g["lr"], g["betas"][0], g["betas"][1], g["eps"], g["weight_decay"])
+        return (g["lr"], *group_pair(g, "betas"), g["eps"], g["weight_decay"])
 
     def _state(self, p):
         st = self.state.get(p)

@@ -180,7 +180,11 @@ class Optimizer:
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors "
                             "or dicts, but got a Tensor")
-        groups = list(params)
+        try:
+            groups = list(params)
+        except TypeError:  # (None, a number: PyTorch's raw "object is not iterable")
+            raise TypeError(f"{type(self).__name__}: params argument given to the optimizer should be an iterable of "
+                            f"Tensors or dicts, but got {type(params).__name__}") from None
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
         if not isinstance(groups[0], dict):
@@ -457,7 +461,16 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}.load_state_dict: expected a dict with 'state' and "
                              f"'param_groups' (from Optimizer.state_dict()), got "
                              f"{sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__}")
-        saved = state_dict["param_groups"]
+        saved, states = state_dict["param_groups"], state_dict["state"]
+        # the layout itself (a checkpoint of another kind, hand-edited or truncated): checked before anything is read,
+        # where PyTorch's fails with a raw KeyError / TypeError / AttributeError
+        if not isinstance(saved, (list, tuple)) or not all(
+                isinstance(sg, dict) and isinstance(sg.get("params"), (list, tuple)) for sg in saved):
+            raise ValueError(f"{type(self).__name__}.load_state_dict: expected 'param_groups' to be a list of dicts "
+                             f"with a 'params' list of parameter indices, got {_short(saved)}")
+        if not isinstance(states, dict):
+            raise ValueError(f"{type(self).__name__}.load_state_dict: expected 'state' to be a dict of parameter "
+                             f"indices to their state, got {_short(states)}")
         if len(saved) != len(self.param_groups):
             raise ValueError(f"{type(self).__name__}.load_state_dict: the state dict has {len(saved)} parameter "
                              f"groups, the optimizer {len(self.param_groups)}")
@@ -482,7 +495,7 @@ class Optimizer:
             for idx, p in zip(sg["params"], g["params"]):
                 by_index[idx] = p
         new_state, own = {}, []
-        for idx, s in state_dict["state"].items():
+        for idx, s in states.items():
             try:
                 idx = int(idx)
             except (TypeError, ValueError):  # a custom optimizer's own key, no parameter's index: kept as it is
@@ -562,6 +575,12 @@ def _repr_switches(cls):
     ours = next((c.__name__ for c in cls.__mro__ if c.__module__.startswith(__package__)), "")
     return {k: v for k, v in _SWITCH_DEFAULTS.items()
             if k in accepted and k not in _SWITCHES_NOT_TAKEN.get(ours, ())}
+
+
+def _short(v, limit=80):
+    """``repr(v)`` cut to ``limit`` characters, for an error message about a state dict's entry."""
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _saved_step(v):

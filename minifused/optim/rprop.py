@@ -5,7 +5,7 @@ import numbers
 
 from ..autograd import no_grad
 from ..kernels import optim_extra as K
-from ._support import _check_lr, _pytorch_flags
+from ._support import _check_lr, _pytorch_flags, group_pair
 from .optimizer import Optimizer
 
 
@@ -35,7 +35,7 @@ class Rprop(Optimizer):
 
     @staticmethod
     def _hyper_values(g):
-        return (g["lr"], g["etas"][0], g["etas"][1], g["step_sizes"][0], g["step_sizes"][1])
+        return (g["lr"], *group_pair(g, "etas"), *group_pair(g, "step_sizes"))
 
     def _state(self, p, lr):
         st = self.state.get(p)
