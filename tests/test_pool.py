@@ -560,3 +560,19 @@ def test_empty_channel_or_spatial_dimension_is_an_error(fn, shape):
     y = fn(mf.tensor(np.ones((0, 2) + (4,) * spatial)), *args)  # (an empty batch is fine)
     assert tuple(y.shape) == (0, 2) + ((4 // args[-1]),) * spatial
 
+
+
+@pytest.mark.parametrize("output_size", [None, (7, 7)])
+def test_max_unpool2d_of_a_channels_last_input_is_channels_last(output_size, rng):
+    """PyTorch's max_unpool2d gives its output the input's layout (the indices' layout does not matter); the values
+    are the contiguous run's: each pooled value back at its index, zeros elsewhere."""
+    x = rng.standard_normal((2, 3, 6, 6))
+    y, idx = F.max_pool2d(mf.tensor(x), 2, return_indices=True)
+    out0 = F.max_unpool2d(y, idx, 2, output_size=output_size)
+    out = F.max_unpool2d(y.contiguous(memory_format=mf.channels_last), idx, 2, output_size=output_size)
+    assert out0.is_contiguous() and out.is_contiguous(memory_format=mf.channels_last) and not out.is_contiguous()
+    h, w = output_size or (6, 6)
+    want = np.zeros((2, 3, h * w))
+    np.put_along_axis(want, idx.numpy().reshape(2, 3, -1), y.numpy().reshape(2, 3, -1), 2)
+    np.testing.assert_array_equal(out.numpy(), want.reshape(2, 3, h, w))
+    np.testing.assert_array_equal(out0.numpy(), want.reshape(2, 3, h, w))

@@ -10,9 +10,10 @@ from ..ops import conv as _conv_ops
 from ..ops import pool as _pool_ops
 from ..ops import resample as _resample
 from ..ops._common import autocast_float32 as _autocast_float32, autocast_lower as _autocast_lower
-from ..ops.shape import reshape as _reshape
+from ..ops.shape import channels_last as _channels_last, reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
+from ..kernels import is_channels_last as _is_channels_last
 from ..kernels.pool import out_size as _pool_out_size
 from ._checks import _check_image, _pair, _single, _unpool_size, unbatched
 from ..backend import InputError, InputTypeError
@@ -446,5 +447,7 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
                            f"{h}x{w})")
     out = x.new_zeros((n, c, h * w)).scatter(2, flat_idx, _reshape(x, n, c, x.shape[2] * x.shape[3]))
     out = _reshape(out, n, c, h, w)
+    if input.ndim == 4 and _is_channels_last(input._data):
+        out = out.contiguous(memory_format=_channels_last)  # (the input's layout, as PyTorch's)
     return out if input.ndim == 4 else _reshape(out, c, h, w)
 
