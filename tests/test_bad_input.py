@@ -528,7 +528,7 @@ def test_a_custom_backward_never_puts_another_dtype_on_a_leaf(device):
 # ---------------------------------------------------------------- a non-tensor or a mismatched argument to a public op:
 # PyTorch's exception type and a message naming the op, never an AttributeError or NumPy's words
 @pytest.mark.parametrize("fn,exc,words", [
-    (lambda: mf.sum([1.0, 2.0]), TypeError, r"sum\(\): argument 'x' must be a Tensor, not list"),
+    (lambda: mf.sum([1.0, 2.0]), TypeError, r"sum\(\): argument 'input' must be a Tensor, not list"),
     (lambda: mf.exp(None), TypeError, r"exp\(\): argument '\w+' must be a Tensor, not NoneType"),
     (lambda: mf.zeros_like([1, 2]), TypeError, r"zeros_like\(\): argument '\w+' must be a Tensor, not list"),
     (lambda: mf.tril("x"), TypeError, r"tril\(\): argument '\w+' must be a Tensor, not str"),

@@ -63,6 +63,12 @@ def div(input, other, *, rounding_mode=None):  # noqa: A002 - PyTorch's names
     return aliases.divide(input, other, rounding_mode=rounding_mode)
 
 
+def _split_method(self, split_size, dim=0):
+    """``Tensor.split(split_size, dim=0)``: :func:`split` (whose second parameter is ``split_size_or_sections``)
+    under the method's name for it, as PyTorch's."""
+    return split(self, split_size, dim)
+
+
 def _swapped(fn):
     return lambda self, other: fn(other, self)
 
@@ -216,11 +222,11 @@ _METHODS = {
     "norm": norm, "count_nonzero": count_nonzero, "median": median, "cumsum": cumsum, "cumprod": cumprod, "cummax": cummax,
     "cummin": cummin,
     "mm": mm, "bmm": bmm, "dot": dot, "outer": outer, "addmm": addmm, "t": t,
-    "split": split, "chunk": chunk, "unbind": unbind, "narrow": narrow, "repeat": repeat, "tile": tile,
+    "split": _split_method, "chunk": chunk, "unbind": unbind, "narrow": narrow, "repeat": repeat, "tile": tile,
     "expand_as": expand_as, "view_as": view_as, "reshape_as": reshape_as, "tril": tril, "triu": triu,
     "tril_": tril_, "triu_": triu_, "narrow_copy": narrow_copy,
     "flip": flip, "roll": roll, "diag": diag, "movedim": movedim, "moveaxis": movedim,
-    "swapaxes": swapaxes, "swapdims": swapaxes,
+    "swapaxes": swapaxes, "swapdims": arrange.swapdims,
     "reshape": reshape, "view": view, "flatten": flatten, "permute": permute, "transpose": transpose,
     "unsqueeze": unsqueeze, "squeeze": squeeze, "expand": expand, "contiguous": contiguous,
     "is_contiguous": is_contiguous, "clone": clone,

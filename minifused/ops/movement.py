@@ -73,51 +73,51 @@ def _at_least_1d(op, x):
         raise RuntimeError(f"{op}: expected a tensor of at least 1 dimension, got a 0-d tensor")
 
 
-def split(x, split_size_or_sections, dim=0):
+def split(tensor, split_size_or_sections, dim=0):
     """Pieces of ``split_size`` along ``dim`` (the last one smaller), or of the sizes in a list."""
-    _at_least_1d("split", x)
-    axis = _dim("split", dim, x.ndim)
-    n = x.shape[axis]
+    _at_least_1d("split", tensor)
+    axis = _dim("split", dim, tensor.ndim)
+    n = tensor.shape[axis]
     if isinstance(split_size_or_sections, (tuple, list)):
         sizes = _ints("split", "split sizes", split_size_or_sections)
         if any(s < 0 for s in sizes) or sum(sizes) != n:
             raise RuntimeError(f"split: split sizes must be non-negative and sum to the size {n} of dim {dim}, "
                                f"got {list(sizes)}")
-        return _pieces(x, axis, sizes)
+        return _pieces(tensor, axis, sizes)
     (size,) = _ints("split", "split_size", split_size_or_sections)
     if size < 0 or (size == 0 and n):
         raise RuntimeError(f"split: split_size must be positive, got {size}")
     if n == 0:
-        return _pieces(x, axis, [0])
-    return _pieces(x, axis, [size] * (n // size) + ([n % size] if n % size else []))
+        return _pieces(tensor, axis, [0])
+    return _pieces(tensor, axis, [size] * (n // size) + ([n % size] if n % size else []))
 
 
-def chunk(x, chunks, dim=0):
+def chunk(input, chunks, dim=0):
     """At most ``chunks`` pieces of ``ceil(size / chunks)`` along ``dim``, as ``torch.chunk``."""
-    _at_least_1d("chunk", x)
+    _at_least_1d("chunk", input)
     (chunks,) = _ints("chunk", "chunks", chunks)
     if chunks <= 0:
         raise RuntimeError(f"chunk: chunks must be greater than 0, got {chunks}")
-    axis = _dim("chunk", dim, x.ndim)
-    n = x.shape[axis]
+    axis = _dim("chunk", dim, input.ndim)
+    n = input.shape[axis]
     if n == 0:
-        return _pieces(x, axis, [0] * chunks)
-    return split(x, -(-n // chunks), axis)
+        return _pieces(input, axis, [0] * chunks)
+    return split(input, -(-n // chunks), axis)
 
 
-def unbind(x, dim=0):
-    """The slices of ``x`` along ``dim``, that dim removed."""
-    if x.ndim == 0:
+def unbind(input, dim=0):
+    """The slices of ``input`` along ``dim``, that dim removed."""
+    if input.ndim == 0:
         raise IndexError("unbind: a 0-d tensor has no dimension to unbind")
-    axis = _dim("unbind", dim, x.ndim)
-    return _pieces(x, axis, [1] * x.shape[axis], squeeze=True)
+    axis = _dim("unbind", dim, input.ndim)
+    return _pieces(input, axis, [1] * input.shape[axis], squeeze=True)
 
 
-def narrow(x, dim, start, length):
+def narrow(input, dim, start, length):
     """``length`` elements of ``dim`` from ``start`` (negative: from the end), a view. ``start`` and ``length`` may
     be 0-d integer tensors, as PyTorch's (``narrow(0, i, n)`` with ``i`` a computed index)."""
-    _at_least_1d("narrow", x)
-    axis = _dim("narrow", dim, x.ndim)
+    _at_least_1d("narrow", input)
+    axis = _dim("narrow", dim, input.ndim)
     if isinstance(start, Tensor) or isinstance(length, Tensor):
         for name, value in (("start", start), ("length", length)):
             if isinstance(value, Tensor) and (value.ndim or np.dtype(value.dtype).kind not in "iu"):
@@ -125,13 +125,13 @@ def narrow(x, dim, start, length):
                                    f"{tuple(value.shape)}")
         start, length = (int(v.item()) if isinstance(v, Tensor) else v for v in (start, length))
     start, length = _ints("narrow", "start and length", (start, length))
-    n = x.shape[axis]
+    n = input.shape[axis]
     if not -n <= start <= n:
         raise IndexError(f"narrow: start {start} is out of range for dim {dim} of size {n}")
     start = start + n if start < 0 else start
     if length < 0 or start + length > n:
         raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds the size {n} of dim {dim}")
-    return getitem(x, (slice(None),) * axis + (slice(start, start + length),))
+    return getitem(input, (slice(None),) * axis + (slice(start, start + length),))
 
 
 def narrow_copy(x, dim, start, length):
@@ -172,12 +172,12 @@ def repeat(x, *sizes, repeats=None):
     return Repeat.apply(x, sizes)
 
 
-def tile(x, *sizes, dims=None):
-    """As ``repeat``, ``dims`` padded with leading 1s when it is shorter than ``x``'s dims. The dims as one tuple,
-    the keyword ``dims=`` or separate ints (``Tensor.tile(2, 1)``, as PyTorch's method takes them)."""
+def tile(input, *sizes, dims=None):
+    """As ``repeat``, ``dims`` padded with leading 1s when it is shorter than ``input``'s dims. The dims as one
+    tuple, the keyword ``dims=`` or separate ints (``Tensor.tile(2, 1)``, as PyTorch's method takes them)."""
     sizes = _by_keyword("tile", sizes, "dims", dims)
     dims = _ints("tile", "dims", sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes)
-    return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
+    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
 def expand_as(x, other):
@@ -219,14 +219,14 @@ def _triangle(op, x, diagonal):
     return Masked.apply_(op, x, keep) if op.endswith("_") else Masked.apply(x, keep)
 
 
-def tril(x, diagonal=0):
+def tril(input, diagonal=0):
     """The lower triangle of the last two dims (on and below ``diagonal``), the rest 0."""
-    return _triangle("tril", x, diagonal)
+    return _triangle("tril", input, diagonal)
 
 
-def triu(x, diagonal=0):
+def triu(input, diagonal=0):
     """The upper triangle of the last two dims (on and above ``diagonal``), the rest 0."""
-    return _triangle("triu", x, diagonal)
+    return _triangle("triu", input, diagonal)
 
 
 def tril_(x, diagonal=0):
@@ -267,14 +267,14 @@ class Flip(Function):
         return (Flip.apply(g, ctx.axes) if ctx.axes else g), None
 
 
-def flip(x, *dims, **kw):
-    """``x`` reversed along ``dims`` (a tuple, ints: ``x.flip(0, 1)``, or the keyword ``dims=``)."""
+def flip(input, *dims, **kw):
+    """``input`` reversed along ``dims`` (a tuple, ints: ``input.flip(0, 1)``, or the keyword ``dims=``)."""
     if kw:
         if set(kw) != {"dims"} or dims:
             raise InputTypeError(f"flip: expected dims as positional ints, a tuple, or dims=, got {sorted(kw)}")
         dims = (kw["dims"],)
     dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
-    return Flip.apply(x, _dims("flip", dims, x.ndim))
+    return Flip.apply(input, _dims("flip", dims, input.ndim))
 
 
 class Roll(Function):
@@ -299,22 +299,22 @@ class Roll(Function):
         return Roll.apply(g, -shifts if axes is None else tuple(-s for s in shifts), axes), None, None
 
 
-def roll(x, shifts, dims=None):
+def roll(input, shifts, dims=None):
     """Elements shifted along ``dims`` (wrapping around); without ``dims`` over the flattened tensor."""
     shifts = _ints("roll", "shifts", shifts)
     if dims is None:
         if len(shifts) != 1:
             raise RuntimeError(f"roll: without dims, shifts must be one int, got {shifts}")
-        if x.ndim == 0:
-            return Flip.apply(x, ())
-        return Roll.apply(x, shifts[0], None)
+        if input.ndim == 0:
+            return Flip.apply(input, ())
+        return Roll.apply(input, shifts[0], None)
     dims = _ints("roll", "dims", dims)
     if len(shifts) != len(dims):
         raise RuntimeError(f"roll: shifts and dims must have the same length, got {len(shifts)} and {len(dims)}")
-    axes = tuple(_dim("roll", d, x.ndim) for d in dims)
-    if x.ndim == 0:
-        return Flip.apply(x, ())
-    return Roll.apply(x, shifts, axes)
+    axes = tuple(_dim("roll", d, input.ndim) for d in dims)
+    if input.ndim == 0:
+        return Flip.apply(input, ())
+    return Roll.apply(input, shifts, axes)
 
 
 class Diag(Function):
@@ -346,52 +346,52 @@ class Diag(Function):
         return EmbedItem.apply(g, shape, (i + max(-k, 0), i + max(k, 0)), True), None
 
 
-def diag(x, diagonal=0):
+def diag(input, diagonal=0):
     """1-D input: the square matrix with it on the ``diagonal``-th diagonal; 2-D: that diagonal."""
-    if x.ndim not in (1, 2):
-        raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got a {x.ndim}-d tensor")
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got a {input.ndim}-d tensor")
     (k,) = _ints("diag", "diagonal", diagonal)
-    return Diag.apply(x, k)
+    return Diag.apply(input, k)
 
 
-def movedim(x, source, destination):
+def movedim(input, source, destination):
     """Dims ``source`` moved to positions ``destination``; the others keep their order."""
-    src, dst = _dims("movedim", source, x.ndim), _dims("movedim", destination, x.ndim)
+    src, dst = _dims("movedim", source, input.ndim), _dims("movedim", destination, input.ndim)
     if len(_ints("movedim", "source", source)) != len(_ints("movedim", "destination", destination)):
         raise RuntimeError(f"movedim: source and destination must name as many dims, got {source} and "
                            f"{destination}")
-    if x.ndim == 0:
-        return x
-    rest = iter(d for d in range(x.ndim) if d not in src)
+    if input.ndim == 0:
+        return input
+    rest = iter(d for d in range(input.ndim) if d not in src)
     placed = dict(zip(dst, src))
-    return permute(x, *[placed[i] if i in placed else next(rest) for i in range(x.ndim)])
+    return permute(input, *[placed[i] if i in placed else next(rest) for i in range(input.ndim)])
 
 
-def swapaxes(x, axis0, axis1):
-    return transpose(x, axis0, axis1)
+def swapaxes(input, axis0, axis1):
+    return transpose(input, axis0, axis1)
 
 
-def diff(x, n=1, dim=-1, prepend=None, append=None):
+def diff(input, n=1, dim=-1, prepend=None, append=None):
     """The ``n``-th forward difference along ``dim`` (``prepend`` / ``append`` joined first), as ``torch.diff``:
     empty where ``n`` reaches the size; of bools, their xor."""
     from .shape import cat
 
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
         raise RuntimeError(f"diff: order must be non-negative, got {n!r}")
-    if x.ndim == 0:
+    if input.ndim == 0:
         raise RuntimeError("diff: diff expects input to be at least one-dimensional")
-    axis = _dim("diff", dim, x.ndim)
-    parts = [t for t in (prepend, x, append) if t is not None]
+    axis = _dim("diff", dim, input.ndim)
+    parts = [t for t in (prepend, input, append) if t is not None]
     if len(parts) > 1:
-        x = cat([t if t.ndim == x.ndim else expand(reshape(t, *([1] * x.ndim)), *x.shape[:axis], 1,
-                                                   *x.shape[axis + 1:]) for t in parts], axis)
+        input = cat([t if t.ndim == input.ndim else expand(reshape(t, *([1] * input.ndim)), *input.shape[:axis], 1,
+                                                   *input.shape[axis + 1:]) for t in parts], axis)
     for _ in range(int(n)):
-        length = x.shape[axis]
+        length = input.shape[axis]
         if length == 0:  # (an order at or past the size leaves an empty tensor, as PyTorch's)
             break
-        later, earlier = narrow(x, axis, 1, length - 1), narrow(x, axis, 0, length - 1)
-        x = (later != earlier) if x.dtype == backend.bool_ else later - earlier  # bools: PyTorch's xor
-    return x
+        later, earlier = narrow(input, axis, 1, length - 1), narrow(input, axis, 0, length - 1)
+        input = (later != earlier) if input.dtype == backend.bool_ else later - earlier  # bools: PyTorch's xor
+    return input
 
 
 class UnfoldWindows(Function):

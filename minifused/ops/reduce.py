@@ -355,20 +355,24 @@ def _float_input(x):
     return x if backend.is_floating(x.dtype) else cast(x, backend.float32)
 
 
-def sum(x: Tensor, dim=_NO_DIM, keepdim=False, dtype=None, *, axis=None):  # noqa: A001 - PyTorch's name
+def sum(input: Tensor, dim=_NO_DIM, keepdim=False, dtype=None, *, axis=None):  # noqa: A001 - PyTorch's name
     dim = _dim_given("sum", dim, axis, keepdim)
     if dtype is None:  # (on PyTorch's cuda autocast float32 list where no dtype is given)
-        (x,) = autocast_float32_on_cuda(x)
-    x = _int64_if_integral(x, dtype)
-    out = Sum.apply(*_axes("sum", dim, x, keepdim))
+        (input,) = autocast_float32_on_cuda(input)
+    input = _int64_if_integral(input, dtype)
+    out = Sum.apply(*_axes("sum", dim, input, keepdim))
     # NumPy sums narrow integers (and bool) in a wider type: an asked-for dtype is the result's, as PyTorch's
-    return out if out.dtype == x.dtype or backend.is_floating(x.dtype) else cast(out, x.dtype)
+    return out if out.dtype == input.dtype or backend.is_floating(input.dtype) else cast(out, input.dtype)
 
 
 
-def sum_to_size(x, *size):
+def sum_to_size(x, *size, **kw):
     """``x`` summed down to ``size``, a shape that broadcasts to x's (the leading dimensions it lacks, and
-    those where it has 1, summed), as ``Tensor.sum_to_size``."""
+    those where it has 1, summed), as ``Tensor.sum_to_size``; the shape as ints, one tuple or ``size=``."""
+    if kw:
+        if set(kw) != {"size"} or size:
+            raise InputTypeError(f"sum_to_size: expected the size as ints, a tuple or size=, got {sorted(kw)}")
+        size = (kw["size"],)
     size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
     try:
         expandable = len(size) <= x.ndim and np.broadcast_shapes(size, x.shape) == tuple(x.shape)
@@ -381,14 +385,14 @@ def sum_to_size(x, *size):
     return Reshape.apply(sum(x, dims, keepdim=True), size) if dims else x
 
 
-def mean(x: Tensor, dim=_NO_DIM, keepdim=False, dtype=None, *, axis=None):
+def mean(input: Tensor, dim=_NO_DIM, keepdim=False, dtype=None, *, axis=None):
     dim = _dim_given("mean", dim, axis, keepdim)
     if dtype is not None:
-        x = cast(x, dtype)
-    if not backend.is_floating(x.dtype):
-        raise InputTypeError(f"mean: could not infer output dtype; input dtype must be floating point, got {x.dtype} "
-                             f"(pass dtype= or cast the input)")
-    return Mean.apply(*_axes("mean", dim, x, keepdim))
+        input = cast(input, dtype)
+    if not backend.is_floating(input.dtype):
+        raise InputTypeError(f"mean: could not infer output dtype; input dtype must be floating point, got "
+                             f"{input.dtype} (pass dtype= or cast the input)")
+    return Mean.apply(*_axes("mean", dim, input, keepdim))
 
 
 def _check_nonempty(op, x, axes):
@@ -398,16 +402,16 @@ def _check_nonempty(op, x, axes):
         raise InputError(f"{op}: cannot reduce over an empty dimension of a tensor of shape {tuple(x.shape)}")
 
 
-def amax(x, dim=None, keepdim=False):
-    x, axes, keepdim = _axes("amax", dim, x, keepdim)
-    _check_nonempty("amax", x, axes)
-    return Extreme.apply(x, axes, keepdim, True)
+def amax(input, dim=None, keepdim=False):
+    input, axes, keepdim = _axes("amax", dim, input, keepdim)
+    _check_nonempty("amax", input, axes)
+    return Extreme.apply(input, axes, keepdim, True)
 
 
-def amin(x, dim=None, keepdim=False):
-    x, axes, keepdim = _axes("amin", dim, x, keepdim)
-    _check_nonempty("amin", x, axes)
-    return Extreme.apply(x, axes, keepdim, False)
+def amin(input, dim=None, keepdim=False):
+    input, axes, keepdim = _axes("amin", dim, input, keepdim)
+    _check_nonempty("amin", input, axes)
+    return Extreme.apply(input, axes, keepdim, False)
 
 
 def _extreme_along(op, x, dim, keepdim, largest):
@@ -425,22 +429,22 @@ def _extreme_all(op, x, largest):
     return Evenly.apply(x, x._xp.asarray(x._data.max() if largest else x._data.min()))
 
 
-def max(x, dim=None, keepdim=False, *, other=None):  # noqa: A001 - PyTorch's name
+def max(input, dim=None, keepdim=False, *, other=None):  # noqa: A001 - PyTorch's name
     """``max(x)`` is the largest element; ``max(x, dim)`` is ``(values, indices)``; ``max(x, other)`` (or
     ``other=``) the elementwise maximum."""
     if other is not None or isinstance(dim, Tensor):
         from .elementwise import maximum
 
-        return maximum(x, dim if other is None else other)
-    return _extreme_all("max", x, True) if dim is None else _extreme_along("max", x, dim, keepdim, True)
+        return maximum(input, dim if other is None else other)
+    return _extreme_all("max", input, True) if dim is None else _extreme_along("max", input, dim, keepdim, True)
 
 
-def min(x, dim=None, keepdim=False, *, other=None):  # noqa: A001 - PyTorch's name
+def min(input, dim=None, keepdim=False, *, other=None):  # noqa: A001 - PyTorch's name
     if other is not None or isinstance(dim, Tensor):
         from .elementwise import minimum
 
-        return minimum(x, dim if other is None else other)
-    return _extreme_all("min", x, False) if dim is None else _extreme_along("min", x, dim, keepdim, False)
+        return minimum(input, dim if other is None else other)
+    return _extreme_all("min", input, False) if dim is None else _extreme_along("min", input, dim, keepdim, False)
 
 
 def refuse_bool(op, x, exc=NotImplementedError):
@@ -450,23 +454,23 @@ def refuse_bool(op, x, exc=NotImplementedError):
         raise exc(f"{op}: expected a tensor of a numeric dtype, got a bool tensor (cast it with .long() or .float())")
 
 
-def median(x, dim=None, keepdim=False):
+def median(input, dim=None, keepdim=False):
     """``median(x)`` is the lower median of every element (NaN for no element), its gradient shared among the
     elements equal to it; ``median(x, dim)`` is ``(values, indices)`` along ``dim``, the gradient going to the
     element picked, as in PyTorch."""
-    refuse_bool("median", x)
+    refuse_bool("median", input)
     if dim is None:
-        xp = x._xp
-        if x.numel() == 0 and backend.is_floating(x.dtype):
-            return Evenly.apply(x, xp.full((), np.nan, x.dtype))
-        _check_nonempty("median", x, None)
-        flat = x._data.reshape(-1)
-        return Evenly.apply(x, xp.take(flat, _median_index(flat, 0)).reshape(()))
-    axis = dim_index("median", dim, x.ndim)
-    if x.ndim == 0:
-        return MaxMin(Reshape.apply(x, ()), Tensor._from_array(x._xp.zeros((), np.int64)))
-    _check_nonempty("median", x, (axis,))
-    return _pick_along(x, axis, keepdim, _median_index(x._data, axis))
+        xp = input._xp
+        if input.numel() == 0 and backend.is_floating(input.dtype):
+            return Evenly.apply(input, xp.full((), np.nan, input.dtype))
+        _check_nonempty("median", input, None)
+        flat = input._data.reshape(-1)
+        return Evenly.apply(input, xp.take(flat, _median_index(flat, 0)).reshape(()))
+    axis = dim_index("median", dim, input.ndim)
+    if input.ndim == 0:
+        return MaxMin(Reshape.apply(input, ()), Tensor._from_array(input._xp.zeros((), np.int64)))
+    _check_nonempty("median", input, (axis,))
+    return _pick_along(input, axis, keepdim, _median_index(input._data, axis))
 
 
 def _median_index(a, axis):
@@ -515,32 +519,32 @@ def _unbiased_first(dim, unbiased):
     return (None, dim) if isinstance(dim, bool) and unbiased is None else (dim, unbiased)
 
 
-def var(x, dim=None, unbiased=None, keepdim=False, correction=None, *, axis=None):
-    return _spread(Var, "var", x, *_unbiased_first(_alias("var", dim, axis), unbiased), keepdim, correction)
+def var(input, dim=None, unbiased=None, keepdim=False, correction=None, *, axis=None):
+    return _spread(Var, "var", input, *_unbiased_first(_alias("var", dim, axis), unbiased), keepdim, correction)
 
 
-def std(x, dim=None, unbiased=None, keepdim=False, correction=None, *, axis=None):
-    return _spread(Std, "std", x, *_unbiased_first(_alias("std", dim, axis), unbiased), keepdim, correction)
+def std(input, dim=None, unbiased=None, keepdim=False, correction=None, *, axis=None):
+    return _spread(Std, "std", input, *_unbiased_first(_alias("std", dim, axis), unbiased), keepdim, correction)
 
 
-def var_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
+def var_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
     """``(var, mean)`` over ``dim``, as ``torch.var_mean``."""
     dim, unbiased = _unbiased_first(dim, unbiased)
-    return var(x, dim, unbiased, keepdim, correction), mean(x, dim, keepdim)
+    return var(input, dim, unbiased, keepdim, correction), mean(input, dim, keepdim)
 
 
-def std_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
+def std_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
     """``(std, mean)`` over ``dim``, as ``torch.std_mean``."""
     dim, unbiased = _unbiased_first(dim, unbiased)
-    return std(x, dim, unbiased, keepdim, correction), mean(x, dim, keepdim)
+    return std(input, dim, unbiased, keepdim, correction), mean(input, dim, keepdim)
 
 
 _MinMax = namedtuple("aminmax", ["min", "max"])
 
 
-def aminmax(x, *, dim=None, keepdim=False):
+def aminmax(input, *, dim=None, keepdim=False):
     """``(min, max)`` over ``dim`` (all elements when None), as ``torch.aminmax``."""
-    return _MinMax(amin(x, dim, keepdim), amax(x, dim, keepdim))
+    return _MinMax(amin(input, dim, keepdim), amax(input, dim, keepdim))
 
 
 def _arg(op, x, dim, keepdim, largest):
@@ -564,12 +568,12 @@ def _arg(op, x, dim, keepdim, largest):
     return Tensor._from_array(xp.asarray(out).astype(np.int64, copy=False))
 
 
-def argmax(x, dim=None, keepdim=False, *, axis=None):
-    return _arg("argmax", x, _alias("argmax", dim, axis), keepdim, True)
+def argmax(input, dim=None, keepdim=False, *, axis=None):
+    return _arg("argmax", input, _alias("argmax", dim, axis), keepdim, True)
 
 
-def argmin(x, dim=None, keepdim=False, *, axis=None):
-    return _arg("argmin", x, _alias("argmin", dim, axis), keepdim, False)
+def argmin(input, dim=None, keepdim=False, *, axis=None):
+    return _arg("argmin", input, _alias("argmin", dim, axis), keepdim, False)
 
 
 # ---------------------------------------------------------------- prod, logsumexp, the vector norms
@@ -747,40 +751,40 @@ class VectorNorm(Function):
         return sign * ratio ** (order - 1) * _constant(~off, g.dtype) * ge
 
 
-def prod(x: Tensor, dim=None, keepdim=False, dtype=None):
+def prod(input: Tensor, dim=None, keepdim=False, dtype=None):
     """The product over ``dim`` (one dim as in PyTorch; a tuple is accepted too) or every element. In float32
     under autocast on cpu (PyTorch's cpu float32 list), and on cuda where no dtype is given."""
-    (x,) = autocast_float32(x, devices=("cpu",))
+    (input,) = autocast_float32(input, devices=("cpu",))
     if dtype is None:
-        (x,) = autocast_float32_on_cuda(x)
-    x = _int64_if_integral(x, dtype)
-    return Prod.apply(*_axes("prod", dim, x, keepdim))
+        (input,) = autocast_float32_on_cuda(input)
+    input = _int64_if_integral(input, dtype)
+    return Prod.apply(*_axes("prod", dim, input, keepdim))
 
 
-def logsumexp(x: Tensor, dim=_NO_DIM, keepdim=False, *, axis=None):
+def logsumexp(input: Tensor, dim=_NO_DIM, keepdim=False, *, axis=None):
     """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so it neither overflows nor underflows;
     integer inputs give float32. A dim is needed, as PyTorch's (dim=None reduces every dimension here)."""
     dim = _dim_given("logsumexp", dim, axis, needed=True)
-    (x,) = autocast_float32_on_cuda(x)  # (on PyTorch's cuda autocast float32 list)
-    x = _float_input(x)
-    return LogSumExp.apply(*_axes("logsumexp", dim, x, keepdim))
+    (input,) = autocast_float32_on_cuda(input)  # (on PyTorch's cuda autocast float32 list)
+    input = _float_input(input)
+    return LogSumExp.apply(*_axes("logsumexp", dim, input, keepdim))
 
 
-def vector_norm(x: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002 - PyTorch's name
+def vector_norm(input: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002 - PyTorch's name
     """``torch.linalg.vector_norm``: ord any number, inf or -inf, over ``dim`` (int, tuple or None); in float32
     under autocast on cuda where no dtype is given."""
     if dtype is not None:
-        x = cast(x, dtype)
+        input = cast(input, dtype)
     else:
-        (x,) = autocast_float32_on_cuda(x)
-    if not backend.is_floating(x.dtype):
-        raise InputTypeError(f"vector_norm: expected a floating point input, got {x.dtype}")
+        (input,) = autocast_float32_on_cuda(input)
+    if not backend.is_floating(input.dtype):
+        raise InputTypeError(f"vector_norm: expected a floating point input, got {input.dtype}")
     if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
         raise InputTypeError(f"vector_norm: ord must be a number, got {ord!r}")
-    x, axes, keepdim = _axes("vector_norm", dim, x, keepdim)
+    input, axes, keepdim = _axes("vector_norm", dim, input, keepdim)
     if math.isinf(ord):
-        _check_nonempty("vector_norm", x, axes)
-    return VectorNorm.apply(x, float(ord), axes, keepdim)
+        _check_nonempty("vector_norm", input, axes)
+    return VectorNorm.apply(input, float(ord), axes, keepdim)
 
 
 # ---------------------------------------------------------------- any, all, count_nonzero (not differentiable)
@@ -795,19 +799,19 @@ def _truth(op, x, dim, keepdim):
     return Tensor._from_array(out.astype(np.uint8) if x.dtype == np.uint8 else out)  # (uint8 stays, as PyTorch's)
 
 
-def any(x: Tensor, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+def any(input: Tensor, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
     """Whether any element (over ``dim``) is nonzero: a bool tensor (uint8 for uint8 inputs)."""
-    return _truth("any", x, dim, keepdim)
+    return _truth("any", input, dim, keepdim)
 
 
-def all(x: Tensor, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+def all(input: Tensor, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
     """Whether every element (over ``dim``) is nonzero: a bool tensor (uint8 for uint8 inputs)."""
-    return _truth("all", x, dim, keepdim)
+    return _truth("all", input, dim, keepdim)
 
 
-def count_nonzero(x: Tensor, dim=None):
+def count_nonzero(input: Tensor, dim=None):
     """The number of nonzero elements over ``dim``, as int64."""
-    x, axes, _ = _axes("count_nonzero", dim, x, False)
-    out = (x._data != 0).sum(axis=axes)
-    return Tensor._from_array(x._xp.asarray(out).astype(np.int64, copy=False))
+    input, axes, _ = _axes("count_nonzero", dim, input, False)
+    out = (input._data != 0).sum(axis=axes)
+    return Tensor._from_array(input._xp.asarray(out).astype(np.int64, copy=False))
 

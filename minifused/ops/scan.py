@@ -124,17 +124,17 @@ def _scan(fn, op, x, dim, dtype):
     return fn.apply(x, axis)
 
 
-def cumsum(x: Tensor, dim=None, dtype=None, *, axis=None):
+def cumsum(input: Tensor, dim=None, dtype=None, *, axis=None):
     """Running sums along ``dim`` (or its alias ``axis``); integer and bool inputs give int64."""
     dim = _alias("cumsum", dim, axis)
     if dim is None:
         raise InputTypeError("cumsum(): missing the required argument 'dim'")
-    return _scan(CumSum, "cumsum", x, dim, dtype)
+    return _scan(CumSum, "cumsum", input, dim, dtype)
 
 
-def cumprod(x: Tensor, dim, dtype=None):
+def cumprod(input: Tensor, dim, dtype=None):
     """Running products along ``dim``; integer and bool inputs give int64. Zeros in the input are fine."""
-    return _scan(CumProd, "cumprod", x, dim, dtype)
+    return _scan(CumProd, "cumprod", input, dim, dtype)
 
 
 
@@ -207,11 +207,11 @@ def _cum_extreme(op, x, dim, largest):
     return CumMax(CumExtreme.apply(x, axis, indices), Tensor._from_array(indices.astype(np.int64, copy=False)))
 
 
-def cummax(x: Tensor, dim):
+def cummax(input: Tensor, dim):
     """``(values, indices)``: the running maximum along ``dim`` and where each was reached."""
-    return _cum_extreme("cummax", x, dim, True)
+    return _cum_extreme("cummax", input, dim, True)
 
 
-def cummin(x: Tensor, dim):
+def cummin(input: Tensor, dim):
     """``(values, indices)``: the running minimum along ``dim`` and where each was reached."""
-    return _cum_extreme("cummin", x, dim, False)
+    return _cum_extreme("cummin", input, dim, False)

@@ -149,19 +149,19 @@ def _by_keyword(op, args, name, value):
     return (value,)
 
 
-def reshape(x, *sizes, shape=None):
-    """``x`` in ``shape`` (ints or one tuple; the keyword ``shape=`` as PyTorch's), a view where strides allow."""
+def reshape(input, *sizes, shape=None):
+    """``input`` in ``shape`` (ints or one tuple; the keyword ``shape=`` as PyTorch's), a view where strides allow."""
     shape = _sizes(_by_keyword("reshape", sizes, "shape", shape), "reshape")
-    if -1 not in shape and min(shape, default=0) >= 0 and math.prod(shape) == x._data.size:  # (the common case)
-        return Reshape.apply(x, shape)
+    if -1 not in shape and min(shape, default=0) >= 0 and math.prod(shape) == input._data.size:  # (the common case)
+        return Reshape.apply(input, shape)
     known = [s for s in shape if s != -1]
     if shape.count(-1) > 1 or any(s < -1 for s in shape):
         raise InputError(f"reshape: invalid shape {shape}")
     total = math.prod(known)
-    if (-1 in shape and (total == 0 or x.numel() % total)) or (-1 not in shape and total != x.numel()):
-        raise InputError(f"reshape: shape {shape} is invalid for a tensor of shape {tuple(x.shape)} "
-                         f"({x.numel()} elements)")
-    return Reshape.apply(x, shape)  # (a new tensor even for x's own shape, as PyTorch's: ``y is not x``)
+    if (-1 in shape and (total == 0 or input.numel() % total)) or (-1 not in shape and total != input.numel()):
+        raise InputError(f"reshape: shape {shape} is invalid for a tensor of shape {tuple(input.shape)} "
+                         f"({input.numel()} elements)")
+    return Reshape.apply(input, shape)  # (a new tensor even for x's own shape, as PyTorch's: ``y is not x``)
 
 
 def view(x, *shape, dtype=None, size=None):
@@ -252,12 +252,12 @@ def _byte_offset(a):
     return a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
 
 
-def flatten(x, start_dim=0, end_dim=-1):
-    dims = x._data.shape
+def flatten(input, start_dim=0, end_dim=-1):
+    dims = input._data.shape
     n = len(dims)
     if n == 0:  # a scalar's dims are checked as one dimension's ([-1, 0]), as PyTorch's: flatten(x, 1) is an error
         normalize_axis("flatten", (start_dim, end_dim), 0)
-        return reshape(x, 1)
+        return reshape(input, 1)
     if type(start_dim) is int and type(end_dim) is int and -n <= start_dim < n and -n <= end_dim < n:
         s, e = start_dim % n, end_dim % n  # (the common case, without normalize_axis's checks)
     else:
@@ -265,43 +265,43 @@ def flatten(x, start_dim=0, end_dim=-1):
     if s > e:
         raise InputError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     if s == e:  # nothing to flatten: the tensor itself, as PyTorch's
-        return x
-    return Reshape.apply(x, dims[:s] + (math.prod(dims[s:e + 1]),) + dims[e + 1:])
+        return input
+    return Reshape.apply(input, dims[:s] + (math.prod(dims[s:e + 1]),) + dims[e + 1:])
 
 
-def permute(x, *order, dims=None):
-    """``x`` with its dims reordered (ints or one tuple; the keyword ``dims=`` as PyTorch's), a view."""
-    dims = normalize_axis("permute", _sizes(_by_keyword("permute", order, "dims", dims), "permute"), x.ndim)
-    if sorted(dims) != list(range(x.ndim)):
-        raise InputError(f"permute: dims {dims} are not a permutation of {x.ndim} dimensions")
-    return Permute.apply(x, dims)
+def permute(input, *order, dims=None):
+    """``input`` with its dims reordered (ints or one tuple; the keyword ``dims=`` as PyTorch's), a view."""
+    dims = normalize_axis("permute", _sizes(_by_keyword("permute", order, "dims", dims), "permute"), input.ndim)
+    if sorted(dims) != list(range(input.ndim)):
+        raise InputError(f"permute: dims {dims} are not a permutation of {input.ndim} dimensions")
+    return Permute.apply(input, dims)
 
 
-def transpose(x, dim0, dim1):
-    if x.ndim < 2 and (dim0, dim1) in ((0, 0), (0, -1), (-1, 0), (-1, -1)):
-        return x
-    d0, d1 = normalize_axis("transpose", (dim0, dim1), x.ndim)
-    dims = list(range(x.ndim))
+def transpose(input, dim0, dim1):
+    if input.ndim < 2 and (dim0, dim1) in ((0, 0), (0, -1), (-1, 0), (-1, -1)):
+        return input
+    d0, d1 = normalize_axis("transpose", (dim0, dim1), input.ndim)
+    dims = list(range(input.ndim))
     dims[d0], dims[d1] = dims[d1], dims[d0]
-    return Permute.apply(x, tuple(dims))
+    return Permute.apply(input, tuple(dims))
 
 
 def T(x):
     return x if x.ndim < 2 else Permute.apply(x, tuple(reversed(range(x.ndim))))
 
 
-def unsqueeze(x, dim):
-    (d,) = normalize_axis("unsqueeze", dim, x.ndim + 1)
-    return Reshape.apply(x, x.shape[:d] + (1,) + x.shape[d:])
+def unsqueeze(input, dim):
+    (d,) = normalize_axis("unsqueeze", dim, input.ndim + 1)
+    return Reshape.apply(input, input.shape[:d] + (1,) + input.shape[d:])
 
 
-def squeeze(x, dim=None):
+def squeeze(input, dim=None):
     if dim is None:
-        shape = tuple(s for s in x.shape if s != 1)
+        shape = tuple(s for s in input.shape if s != 1)
     else:
-        axes = normalize_axis("squeeze", dim, x.ndim)
-        shape = tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1))
-    return Reshape.apply(x, shape)  # (a view also where nothing is squeezed, as PyTorch's)
+        axes = normalize_axis("squeeze", dim, input.ndim)
+        shape = tuple(s for i, s in enumerate(input.shape) if not (i in axes and s == 1))
+    return Reshape.apply(input, shape)  # (a view also where nothing is squeezed, as PyTorch's)
 
 
 def expand(x, *sizes, size=None):

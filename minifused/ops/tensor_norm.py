@@ -12,16 +12,16 @@ from ..backend import InputError, InputTypeError
 __all__ = ["norm"]
 
 
-def norm(x: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
+def norm(input: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
     """``torch.norm``: 'fro' (the 2-norm of the elements over ``dim``, at most 2 dims of it, as PyTorch's), 'nuc'
     (the nuclear norm of the matrices over the two dims ``dim``, the last two by default: ``linalg.matrix_norm``),
     or any number, inf or -inf."""
     if isinstance(p, str):
         if p == "nuc":
-            dims = tuple(range(x.ndim)) if dim is None else (dim,) if isinstance(dim, numbers.Integral) else dim
+            dims = tuple(range(input.ndim)) if dim is None else (dim,) if isinstance(dim, numbers.Integral) else dim
             if len(dims) != 2:
                 raise InputError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(map(str, dims))}")
-            return matrix_norm(x, "nuc", dims, keepdim, dtype=dtype)
+            return matrix_norm(input, "nuc", dims, keepdim, dtype=dtype)
         if p != "fro":
             raise RuntimeError(f"norm: p must be 'fro', 'nuc' or a number, got {p!r}")
         if isinstance(dim, (tuple, list)) and len(dim) > 2:  # PyTorch's: a matrix norm then, of 2 dims only
@@ -32,4 +32,4 @@ def norm(x: Tensor, p="fro", dim=None, keepdim=False, dtype=None):
         p = 2
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
         raise InputTypeError(f"norm: p must be 'fro' or a number, got {p!r}")
-    return vector_norm(x, p, dim, keepdim, dtype)
+    return vector_norm(input, p, dim, keepdim, dtype)
