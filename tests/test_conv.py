@@ -2017,3 +2017,28 @@ def test_conv2d_padding_modes_keep_a_channels_last_input_channels_last(mode):
     assert padded.is_contiguous(memory_format=mf.channels_last) != (mode == "circular")
     np.testing.assert_array_equal(padded.numpy(), F.pad(mf.tensor(x), (1, 2, 1, 1), mode="constant" if mode ==
                                                         "zeros" else mode).numpy())
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda x: F.conv1d(x, mf.ones(3, 3, 2, dtype=mf.float64)),
+     r"conv1d: input has 4 channels \(shape \(2, 4, 9\)\) but weight of shape \(3, 3, 2\) with groups=1 expects 3"),
+    (lambda x: F.conv1d(x, mf.ones(3, 2, 2, dtype=mf.float64), groups=2),
+     r"conv1d: out_channels=3 \(weight shape \(3, 2, 2\)\) is not divisible by groups=2"),
+    (lambda x: F.conv1d(x, mf.ones(3, 4, 6, dtype=mf.float64), dilation=2),
+     r"conv1d: kernel 6 \(dilation 2, effective 11\) is larger than the padded input 9 \(input shape \(2, 4, 9\)\)"),
+    (lambda x: F.conv1d(x, mf.ones(3, 4, 2, dtype=mf.float64), stride=2, padding="same"),
+     r"conv1d: padding='same' needs stride 1, got stride=2"),
+    (lambda x: F.conv1d(x, mf.ones(3, 4, 2, dtype=mf.float64), mf.ones(4, dtype=mf.float64)),
+     r"conv1d: bias must have shape \(3,\) to match out_channels, got \(4,\)"),
+    (lambda x: F.conv1d(x, mf.ones(3, 4, 2, dtype=mf.float64), groups=0), r"conv1d: groups must be a positive int"),
+    (lambda x: F.conv1d(x.long(), mf.ones(3, 4, 2, dtype=mf.int64)), r"conv1d: unsupported dtype int64"),
+    (lambda x: nn.Conv1d(3, 2, 2, dtype=mf.float64)(x),
+     r"conv1d: input has 4 channels \(shape \(2, 4, 9\)\) but weight of shape \(2, 3, 2\) with groups=1 expects 3"),
+])
+def test_conv1d_errors_name_it_and_show_the_1d_shapes(call, message):
+    """conv1d runs as conv2d over a height of one; its errors name conv1d and show the shapes as given (not the
+    (N, C, 1, L) view), each a RuntimeError as PyTorch's."""
+    with pytest.raises(RuntimeError, match=message):
+        call(mf.tensor(np.ones((2, 4, 9))))
+    y = F.conv1d(mf.tensor(np.ones((2, 4, 9))), mf.ones(3, 4, 6, dtype=mf.float64), padding="same", dilation=2)
+    assert tuple(y.shape) == (2, 3, 9)  # (the padded length counts for 'same')

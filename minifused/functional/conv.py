@@ -127,12 +127,47 @@ def _check_1d(op, input, weight, channels, layout):
         raise InputError(f"{op}: weight must be 3-D {layout}, got shape {tuple(weight.shape)}")
 
 
+def _check_conv_args_1d(op, input, weight, bias, stride, padding, dilation, groups):
+    """conv1d's checks whose messages show shapes or the geometry, on the 1-D ones (conv2d, which runs it over a
+    height of one, would name itself and show its (N, C, 1, L) view); the rest stay conv2d's. The groups, checked."""
+    if not isinstance(groups, _numbers.Integral) or isinstance(groups, bool):  # (a float: PyTorch's TypeError)
+        raise InputTypeError(f"{op}: groups must be a positive int, got {groups!r}")
+    if groups < 1:
+        raise InputError(f"{op}: groups must be a positive int, got {groups!r}")
+    if isinstance(padding, str):
+        if padding not in ("valid", "same"):
+            raise InputError(f"{op}: padding must be an int, 'valid' or 'same', got {padding!r}")
+        if padding == "same" and stride != 1:
+            raise InputError(f"{op}: padding='same' needs stride 1, got stride={stride}")
+    (c, length), (k, cg, r) = input.shape[-2:], weight.shape
+    if c != cg * groups:
+        raise InputError(f"{op}: input has {c} channels (shape {tuple(input.shape)}) but weight of shape "
+                         f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
+    if k % groups:
+        raise InputError(f"{op}: out_channels={k} (weight shape {tuple(weight.shape)}) is not divisible by "
+                         f"groups={groups}")
+    if c == 0 or k == 0:
+        raise InputError(f"{op}: empty input or weight (input {tuple(input.shape)}, weight {tuple(weight.shape)})")
+    pad = 0 if padding == "valid" else dilation * (r - 1) if padding == "same" else 2 * _single(op, "padding",
+                                                                                               padding, 0)
+    if dilation * (r - 1) + 1 > length + pad:
+        raise InputError(f"{op}: kernel {r} (dilation {dilation}, effective {dilation * (r - 1) + 1}) is larger than "
+                         f"the padded input {length + pad} (input shape {tuple(input.shape)})")
+    if isinstance(bias, _Tensor) and tuple(bias.shape) != (k,):
+        raise InputError(f"{op}: bias must have shape ({k},) to match out_channels, got {tuple(bias.shape)}")
+    if input.dtype not in _CONV_DTYPES:  # (autocast casts floating inputs only: this holds under it too)
+        raise InputTypeError(f"{op}: unsupported dtype {input.dtype}; expected float32, float16, bfloat16 or "
+                             f"float64")
+    return int(groups)
+
+
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D convolution as ``torch.nn.functional.conv1d``: ``input`` (N, C, L) or (C, L), ``weight``
     (K, C/groups, k); run as conv2d over a height of one (the same kernels), its arguments checked there."""
     op = "conv1d"
     _check_1d(op, input, weight, "C", "(out_channels, in_channels/groups, k)")
     stride, dilation = _single(op, "stride", stride, 1), _single(op, "dilation", dilation, 1)
+    groups = _check_conv_args_1d(op, input, weight, bias, stride, padding, dilation, groups)
     padding = padding if isinstance(padding, str) else (0, _single(op, "padding", padding, 0))
     x = _reshape(input, *input.shape[:-1], 1, input.shape[-1])
     w = _reshape(weight, *weight.shape[:2], 1, weight.shape[2])
