@@ -452,10 +452,41 @@ def test_plateau_accepts_tensor_metrics_and_leaves_lr_at_construction():
     (lambda o: S.ReduceLROnPlateau(o).step("low"), ValueError, "ReduceLROnPlateau.step: expected the metric"),
     (lambda o: S.ReduceLROnPlateau(o).step(mf.tensor([1.0, 2.0])), ValueError, "one-element tensor"),
     (lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3).step("1"), TypeError, "expected a number epoch, got '1'"),
+    (lambda o: S.LinearLR(o, start_factor="0.1"), TypeError, "LinearLR: expected a number start_factor, got '0.1'"),
+    (lambda o: S.LinearLR(o, total_iters=None), TypeError, "LinearLR: expected a number total_iters, got None"),
+    (lambda o: S.ConstantLR(o, factor="0.5"), TypeError, "ConstantLR: expected a number factor, got '0.5'"),
+    (lambda o: S.ConstantLR(o, total_iters="5"), TypeError, "ConstantLR: expected a number total_iters"),
+    (lambda o: S.PolynomialLR(o, power="2"), TypeError, "PolynomialLR: expected a number power, got '2'"),
+    (lambda o: S.OneCycleLR(o, 0.1, total_steps=9, pct_start="0.3"), TypeError, "expected a number pct_start"),
+    (lambda o: S.OneCycleLR(o, 0.1, total_steps=9, div_factor="25"), TypeError, "expected a number div_factor"),
+    (lambda o: S.ReduceLROnPlateau(o, patience="2"), TypeError, "ReduceLROnPlateau: expected a number patience"),
+    (lambda o: S.ReduceLROnPlateau(o, eps=None), TypeError, "ReduceLROnPlateau: expected a number eps, got None"),
+    (lambda o: S.SequentialLR(o, [S.ExponentialLR(o, 0.9)] * 2, 3), TypeError, "milestones must be a list of epochs"),
+    (lambda o: S.SequentialLR(o, [S.ExponentialLR(o, 0.9)] * 2, ["3"]), TypeError,
+     r"SequentialLR: expected a number milestones\[0\], got '3'"),
 ])
 def test_bad_scheduler_arguments(make, exc, pattern):
     with pytest.raises(exc, match=pattern):
         make(_opt())
+
+
+def test_constant_lr_factor_zero():
+    """Factor 0 holds the lr at 0 (a frozen start); PyTorch's divides by it at total_iters to restore the lr (a
+    ZeroDivisionError): here a ValueError that says why. Ended by a SequentialLR before then, it runs."""
+    opt = _opt()
+    sched = S.ConstantLR(opt, factor=0.0, total_iters=3)
+    seen = [sched.get_last_lr()]
+    for _ in range(2):
+        opt.step()
+        sched.step()
+        seen.append(sched.get_last_lr())
+    assert seen == [[0.0, 0.0]] * 3
+    opt.step()
+    with pytest.raises(ValueError, match="ConstantLR: a factor of 0 cannot be undone at total_iters=3"):
+        sched.step()
+    opt = _opt()
+    seq = S.SequentialLR(opt, [S.ConstantLR(opt, factor=0.0, total_iters=3), S.ExponentialLR(opt, 0.5)], [3])
+    assert _lrs(seq, opt, 4) == pytest.approx([0.0, 0.0, 0.0, 0.1, 0.05], rel=1e-15)
 
 
 def test_scheduled_lr_reaches_a_new_optimizer_kernel():

@@ -220,6 +220,19 @@ def test_optimizer_load_state_dict_errors():
     assert opt.state_dict()["param_groups"][0]["lr"] == 1e-3 and not opt.state
 
 
+def test_step_with_a_loss_instead_of_a_closure():
+    """optimizer.step(loss): PyTorch's raises a raw "'Tensor' object is not callable"; here the step says what a
+    closure is, before anything changes."""
+    p = nn.Parameter(mf.tensor([1.0, -2.0]))
+    opt = optim.SGD([p], lr=0.1)
+    loss = (p * p).sum()
+    loss.backward()
+    with pytest.raises(TypeError, match="SGD.step: closure must be a function that reevaluates the model and "
+                                        "returns the loss, got Tensor"):
+        opt.step(loss)
+    np.testing.assert_array_equal(p.detach().numpy(), [1.0, -2.0])
+
+
 @pytest.mark.parametrize("params,kind", [(None, "NoneType"), (3, "int")])
 def test_optimizer_params_not_iterable(params, kind):
     with pytest.raises(TypeError, match=f"SGD: params argument given to the optimizer should be an iterable of "

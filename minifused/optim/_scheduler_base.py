@@ -39,6 +39,15 @@ def _warn_outside_step(scheduler):
                       UserWarning, stacklevel=3)
 
 
+def _numbers(where, **values):
+    """Each keyword's value a number (or a one-element tensor), else a TypeError naming it: PyTorch's schedulers
+    compare or compute with such an argument and fail with the operator's raw TypeError, at construction or at a
+    later step. The values are kept as given."""
+    for what, value in values.items():
+        if isinstance(value, (str, bool)) or not isinstance(value, (numbers.Real, Tensor)):
+            raise TypeError(f"{where}: expected a number {what}, got {value!r}")
+
+
 def _check_optimizer(optimizer):
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")

@@ -18,7 +18,7 @@ from collections import Counter
 
 from ..tensor import Tensor
 from ._scheduler_base import LRScheduler, _check_optimizer  # noqa: F401 - the base, re-exported here
-from ._scheduler_base import _set_lr, _warn_outside_step
+from ._scheduler_base import _numbers, _set_lr, _warn_outside_step
 
 _LRScheduler = LRScheduler  # PyTorch's older name of the base, which custom schedulers still subclass
 
@@ -216,6 +216,7 @@ class LinearLR(LRScheduler):
     """Scale the lr linearly from ``start_factor`` to ``end_factor`` over ``total_iters`` steps (warm-up)."""
 
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
+        _numbers("LinearLR", start_factor=start_factor, end_factor=end_factor, total_iters=total_iters)
         if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
             raise ValueError("LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1]")
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
@@ -254,6 +255,7 @@ class OneCycleLR(LRScheduler):
                 raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
             total_steps = positive_int("epochs", epochs) * positive_int("steps_per_epoch", steps_per_epoch)
         total_steps = positive_int("total_steps", total_steps)
+        _numbers("OneCycleLR", pct_start=pct_start, div_factor=div_factor, final_div_factor=final_div_factor)
         if not 0 <= pct_start <= 1:
             raise ValueError(f"OneCycleLR: expected pct_start in [0, 1], got {pct_start}")
         if anneal_strategy not in ("cos", "linear"):

@@ -9,8 +9,8 @@ import warnings
 from bisect import bisect_right
 
 from ..tensor import Tensor
-from ._scheduler_base import (EPOCH_DEPRECATION_WARNING, LRScheduler, _check_optimizer, _group_values, _set_lr,
-                              _warn_outside_step)
+from ._scheduler_base import (EPOCH_DEPRECATION_WARNING, LRScheduler, _check_optimizer, _group_values, _numbers,
+                              _set_lr, _warn_outside_step)
 
 
 class _Composite(LRScheduler):
@@ -50,7 +50,10 @@ class SequentialLR(_Composite):
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         _check_optimizer(optimizer)
+        if isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__"):
+            raise TypeError(f"SequentialLR: milestones must be a list of epochs, got {milestones!r}")
         schedulers, milestones = list(schedulers), list(milestones)
+        _numbers("SequentialLR", **{f"milestones[{i}]": m for i, m in enumerate(milestones)})
         if not schedulers:
             raise ValueError("SequentialLR: expected at least one scheduler, got none")
         for i, s in enumerate(schedulers):
@@ -154,6 +157,7 @@ class ReduceLROnPlateau(LRScheduler):
                                                                           else [min_lr])]:
             if isinstance(v, bool) or not isinstance(v, numbers.Real):  # (PyTorch's: a raw error at a comparison)
                 raise TypeError(f"ReduceLROnPlateau: expected a number {what}, got {v!r}")
+        _numbers("ReduceLROnPlateau", patience=patience, threshold=threshold, cooldown=cooldown, eps=eps)
         if not factor < 1.0:
             raise ValueError(f"ReduceLROnPlateau: factor should be < 1.0, got {factor}")
         self.factor = factor
@@ -240,6 +244,7 @@ class ConstantLR(LRScheduler):
     """The lr times ``factor`` for the first ``total_iters`` steps, then as it was (a warm-up)."""
 
     def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+        _numbers("ConstantLR", factor=factor, total_iters=total_iters)
         if not 0 <= factor <= 1:
             raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor!r}")
         self.factor, self.total_iters = factor, total_iters
@@ -252,6 +257,11 @@ class ConstantLR(LRScheduler):
             return [lr * self.factor for lr in self._lrs()]
         if t != self.total_iters:
             return self._lrs()
+        if self.factor == 0:  # (PyTorch's divides by zero here; a factor 0 that is never undone, ended by a
+            # SequentialLR before total_iters, is fine)
+            raise ValueError(f"ConstantLR: a factor of 0 cannot be undone at total_iters={self.total_iters} (the "
+                             f"lr is restored by dividing by the factor); use a small positive factor, or end this "
+                             f"scheduler before then (SequentialLR)")
         return [lr * (1.0 / self.factor) for lr in self._lrs()]  # (PyTorch's rounding: not lr / factor)
 
     def _get_closed_form_lr(self):
@@ -266,6 +276,7 @@ class PolynomialLR(LRScheduler):
         # (a float too, as PyTorch's: the decay is a function of t / total_iters)
         if isinstance(total_iters, bool) or not isinstance(total_iters, numbers.Real) or not total_iters > 0:
             raise ValueError(f"PolynomialLR: total_iters must be a positive number, got {total_iters!r}")
+        _numbers("PolynomialLR", power=power)
         self.total_iters, self.power = total_iters, power
         super().__init__(optimizer, last_epoch)
 

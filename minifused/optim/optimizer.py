@@ -427,6 +427,9 @@ class Optimizer:
     def _closure(self, closure):
         if closure is None:
             return None
+        if not callable(closure):  # (optimizer.step(loss): PyTorch's raw "'Tensor' object is not callable")
+            raise TypeError(f"{type(self).__name__}.step: closure must be a function that reevaluates the model and "
+                            f"returns the loss, got {type(closure).__name__}")
         from ..autograd import enable_grad
 
         with enable_grad():
