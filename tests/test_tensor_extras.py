@@ -320,7 +320,7 @@ def test_element_callbacks_refuse_cuda_operands():
         is_cuda = True
 
     x, other = mf.tensor([1.0, 2.0]), OnCuda._from_array(np.ones(2, np.float32))
-    with pytest.raises(TypeError, match="map_: expected a cpu tensor for 'tensor'"):
+    with pytest.raises(TypeError, match="map_: expected a cpu tensor for 'other'"):
         x.map_(other, lambda a, b: a + b)
     with pytest.raises(TypeError, match="map2_: expected a cpu tensor for 'y'"):
         x.map2_(mf.tensor([1.0]), other, lambda a, b, c: a)

@@ -420,19 +420,19 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     return d.norm(p, dim=-1, keepdim=keepdim) if d.ndim else d.abs()
 
 
-def one_hot(tensor, num_classes=-1):
-    """int64 ``(*tensor.shape, num_classes)``: 1 at each class index, 0 elsewhere. ``num_classes=-1``
+def one_hot(input, num_classes=-1):
+    """int64 ``(*input.shape, num_classes)``: 1 at each class index, 0 elsewhere. ``num_classes=-1``
     takes the largest index + 1. Not differentiable."""
     op = "one_hot"
-    if not isinstance(tensor, _Tensor):
-        raise InputTypeError(f"{op}: expected a tensor, got {type(tensor).__name__}")
-    if tensor.dtype != _backend.int64:
+    if not isinstance(input, _Tensor):
+        raise InputTypeError(f"{op}: expected a tensor, got {type(input).__name__}")
+    if input.dtype != _backend.int64:
         raise InputTypeError(f"{op}: one_hot is only applicable to index tensors of type int64, got dtype "
-                             f"{tensor.dtype}")
+                             f"{input.dtype}")
     num_classes = _host_int(num_classes)
     if isinstance(num_classes, bool) or not isinstance(num_classes, _numbers.Integral) or num_classes < -1:
         raise InputError(f"{op}: num_classes must be an int >= -1 (-1: inferred), got {num_classes!r}")
-    a = tensor._data
+    a = input._data
     xp = _backend.array_module(a)
     if a.size == 0:
         if num_classes == -1:

@@ -57,9 +57,9 @@ class Clone(Function):
     backward_graph = backward
 
 
-def clone(x: Tensor, *, memory_format=preserve_format) -> Tensor:
-    """A copy of ``x``, laid out as ``memory_format`` says (by default as x: channels-last stays so)."""
-    return Clone.apply(x, result_channels_last("clone", x, memory_format))
+def clone(input: Tensor, *, memory_format=preserve_format) -> Tensor:
+    """A copy of ``input``, laid out as ``memory_format`` says (by default as the input: channels-last stays so)."""
+    return Clone.apply(input, result_channels_last("clone", input, memory_format))
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -300,22 +300,22 @@ class AddScaled(Function):
 
 def _scaled(name, plain):
     """``a op alpha * b``, PyTorch's ``add`` / ``sub`` with their ``alpha``."""
-    def op(a, b, *, alpha=1):
+    def op(input, other, *, alpha=1):
         if alpha is None or (type(alpha) is int and alpha == 1):  # every '+' and '-' (the checks below cost more)
-            return plain(a, b)
+            return plain(input, other)
         if name == "sub":
-            _refuse_bool_sub(a, b)
-        a, b = binary_operands(name, a, b)
-        dtype = (a if isinstance(a, Tensor) else b).dtype
+            _refuse_bool_sub(input, other)
+        input, other = binary_operands(name, input, other)
+        dtype = (input if isinstance(input, Tensor) else other).dtype
         check_alpha(name, dtype, alpha)
         if alpha == 1:
-            return plain(a, b)
+            return plain(input, other)
         if dtype == backend.bool_:  # alpha in the bool result's dtype, as PyTorch's: a + bool(alpha) * b
             alpha = bool(alpha)
-        if dtype in (backend.float16, backend.bfloat16) and isinstance(a, Tensor) and isinstance(b, Tensor):
-            return AddScaled.apply(a, b, alpha if name == "add" else -alpha)
-        return plain(a, mul(b, alpha) if isinstance(b, Tensor) else (b and alpha) if dtype == backend.bool_
-                     else b * alpha)
+        if dtype in (backend.float16, backend.bfloat16) and isinstance(input, Tensor) and isinstance(other, Tensor):
+            return AddScaled.apply(input, other, alpha if name == "add" else -alpha)
+        return plain(input, mul(other, alpha) if isinstance(other, Tensor)
+                     else (other and alpha) if dtype == backend.bool_ else other * alpha)
 
     op.__name__ = name
     return op
@@ -381,15 +381,15 @@ def _float_and_number(a, b):
     return None
 
 
-def mul(a, b):
-    """``a * b``; a float16 / bfloat16 tensor times a number computed in float32 and rounded once, as PyTorch's (see
-    ``opmath_operands``; one op, :class:`ScaleByNumber`, for a floating tensor and a Python number)."""
-    fused = _float_and_number(a, b) or _float_and_number(b, a)
+def mul(input, other):
+    """``input * other``; a float16 / bfloat16 tensor times a number computed in float32 and rounded once, as
+    PyTorch's (see ``opmath_operands``; one op, :class:`ScaleByNumber`, for a floating tensor and a Python number)."""
+    fused = _float_and_number(input, other) or _float_and_number(other, input)
     if fused is not None:
         return ScaleByNumber.apply(*fused, False)
-    a, b, dtype = opmath_operands("mul", a, b)
-    out = Mul.apply(a, b)
-    return _in_tensor_dtype(out, a, b) if dtype is None else cast(out, dtype)
+    input, other, dtype = opmath_operands("mul", input, other)
+    out = Mul.apply(input, other)
+    return _in_tensor_dtype(out, input, other) if dtype is None else cast(out, dtype)
 
 
 add = _scaled("add", _additive(Add, "add"))
@@ -401,35 +401,35 @@ def _pow(a, b):
     return _in_tensor_dtype(Pow.apply(a, b), a, b)
 
 
-def pow(a, b):  # noqa: A001 - PyTorch's name
-    """``a ** b``; an integer tensor refuses a negative integer exponent and one outside its dtype's range, as
-    PyTorch's (the exponent is not wrapped into the dtype as other ops' numbers are). A bool result is PyTorch's:
-    a bool tensor to a Python bool power is a bool tensor (``x ** True`` is x, ``x ** False`` all True); other bool
-    powers (of two bool tensors, a Python bool to a bool tensor's) are not implemented."""
-    if _is_bool(b) and _is_bool(a):
-        if not isinstance(a, Tensor) or not isinstance(b, bool):
+def pow(input, exponent):  # noqa: A001 - PyTorch's name
+    """``input ** exponent``; an integer tensor refuses a negative integer exponent and one outside its dtype's
+    range, as PyTorch's (the exponent is not wrapped into the dtype as other ops' numbers are). A bool result is
+    PyTorch's: a bool tensor to a Python bool power is a bool tensor (``x ** True`` is x, ``x ** False`` all True);
+    other bool powers (of two bool tensors, a Python bool to a bool tensor's) are not implemented."""
+    if _is_bool(exponent) and _is_bool(input):
+        if not isinstance(input, Tensor) or not isinstance(exponent, bool):
             raise NotImplementedError("pow: not implemented for bool tensors (cast them with .long() or .float())")
-        return clone(a) if b else Tensor._from_array(a._xp.ones(a.shape, backend.bool_))
-    if (isinstance(a, Tensor) and isinstance(b, numbers.Integral) and not isinstance(b, bool)
-            and a.dtype.kind in "iu"):
-        if b < 0:
+        return clone(input) if exponent else Tensor._from_array(input._xp.ones(input.shape, backend.bool_))
+    if (isinstance(input, Tensor) and isinstance(exponent, numbers.Integral) and not isinstance(exponent, bool)
+            and input.dtype.kind in "iu"):
+        if exponent < 0:
             raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
-        if wrapped(a.dtype, b) != b:
-            raise RuntimeError(f"pow: value {b} cannot be converted to type {a.dtype} without overflow")
-    a, b = autocast_float32_on_cuda(a, b)  # (on PyTorch's cuda autocast float32 list)
-    return _pow(a, b)
+        if wrapped(input.dtype, exponent) != exponent:
+            raise RuntimeError(f"pow: value {exponent} cannot be converted to type {input.dtype} without overflow")
+    input, exponent = autocast_float32_on_cuda(input, exponent)  # (on PyTorch's cuda autocast float32 list)
+    return _pow(input, exponent)
 
 
-def div(a, b):
+def div(input, other):
     """True division: integer operands give the default dtype (float32 unless set), as in PyTorch (the package's
     ``div`` adds its ``rounding_mode``); integer tensors and numbers are cast straight to it (``int8 / 300`` is
     0.01), and a float16 / bfloat16 tensor divided by a number is computed in float32 and rounded once (see
     ``opmath_operands``). A Python number divided by a tensor is the tensor's reciprocal times the number, as
     PyTorch's ``__rtruediv__`` computes it (so that ``2 / x`` rounds as there)."""
-    if isinstance(b, Tensor) and not isinstance(a, Tensor) and isinstance(a, numbers.Number):
-        (b,) = autocast_float32_on_cuda(b)  # (a reciprocal: on PyTorch's cuda autocast float32 list)
-        return mul(_true_div(1.0, b), a)  # (1.0 / b: the reciprocal, rounded once)
-    return _true_div(a, b)
+    if isinstance(other, Tensor) and not isinstance(input, Tensor) and isinstance(input, numbers.Number):
+        (other,) = autocast_float32_on_cuda(other)  # (a reciprocal: on PyTorch's cuda autocast float32 list)
+        return mul(_true_div(1.0, other), input)  # (1.0 / b: the reciprocal, rounded once)
+    return _true_div(input, other)
 
 
 def _true_div(a, b):
@@ -765,37 +765,37 @@ class Clamp(Function):
 
 
 def _float_unary(fn, name, cuda_float32=False):
-    def op(x, *args):
+    def op(input, *args):
         if cuda_float32:  # (on PyTorch's cuda autocast float32 list)
-            (x,) = autocast_float32_on_cuda(x)
-        if not backend.is_floating(x.dtype):
-            x = cast(x, backend.get_default_dtype())
-        return fn.apply(x, *args)
+            (input,) = autocast_float32_on_cuda(input)
+        if not backend.is_floating(input.dtype):
+            input = cast(input, backend.get_default_dtype())
+        return fn.apply(input, *args)
 
     op.__name__ = name
     return op
 
 
-def neg(x):
-    if x.dtype == backend.bool_:
+def neg(input):
+    if input.dtype == backend.bool_:
         raise RuntimeError("neg: Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
                            "invert a mask, use the `~` or `logical_not()` operator instead.")
-    return Neg.apply(x)
+    return Neg.apply(input)
 
 
 exp = _float_unary(Exp, "exp", cuda_float32=True)
 log = _float_unary(Log, "log", cuda_float32=True)
 sqrt = _float_unary(Sqrt, "sqrt")
-def abs(x):  # noqa: A001 - PyTorch's name
-    if x.dtype == backend.bool_:
+def abs(input):  # noqa: A001 - PyTorch's name
+    if input.dtype == backend.bool_:
         raise NotImplementedError("abs: not implemented for bool tensors (cast them with .long() or .float())")
-    return Abs.apply(x)
+    return Abs.apply(input)
 
 
 tanh = _float_unary(Tanh, "tanh")
 sigmoid = _float_unary(Sigmoid, "sigmoid")
-def relu(x):
-    return Relu.apply(x)
+def relu(input):
+    return Relu.apply(input)
 
 
 def relu_(x):
@@ -810,10 +810,10 @@ def gelu_(x, approximate="none"):
     return Gelu.apply_("gelu_", x, approximate)
 
 
-def gelu(x, approximate="none"):
+def gelu(input, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise InputError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _float_unary(Gelu, "gelu")(x, approximate)
+    return _float_unary(Gelu, "gelu")(input, approximate)
 
 
 def _tensors_dtype(tensors):
@@ -851,36 +851,36 @@ def _mixed_bounds(op, lo, hi):
                          f"for a number)")
 
 
-def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
+def clamp(input, min=None, max=None):  # noqa: A002 - PyTorch's names
     """x clipped to [min, max]. Tensor bounds broadcast with x, as PyTorch's: the result may be larger than x (x
     expanded to it, so x's gradient sums over the copies), its dtype the three promoted as in a binary op."""
     if min is None and max is None:
         raise InputError("clamp: at least one of min and max must be given")
-    shape = tuple(x.shape)
+    shape = tuple(input.shape)
     for name, bound in (("min", min), ("max", max)):
         if isinstance(bound, Tensor):
-            if bound.device != x.device:
-                raise RuntimeError(f"clamp: {name} is on {bound.device} but the input is on {x.device}")
+            if bound.device != input.device:
+                raise RuntimeError(f"clamp: {name} is on {bound.device} but the input is on {input.device}")
             shape = tuple(broadcast_shape("clamp", shape, bound.shape))
         elif bound is not None and not isinstance(bound, numbers.Real):
             raise InputTypeError(f"clamp: {name} must be a number, a tensor or None, got {type(bound).__name__}")
     _mixed_bounds("clamp", min, max)
     # the result's dtype as PyTorch's: the input's and the tensor bounds' promoted together, then by the number
     # bounds (an integer input with a float bound is float32); every operand in it
-    dtype = _tensors_dtype([x] + [b for b in (min, max) if isinstance(b, Tensor)])
+    dtype = _tensors_dtype([input] + [b for b in (min, max) if isinstance(b, Tensor)])
     for bound in (min, max):
         if bound is not None and not isinstance(bound, Tensor):
             dtype = scalar_result_dtype(dtype, bound)
     _bool_clamp("clamp", dtype, min, max)
-    if dtype != x.dtype:
-        x = cast(x, dtype)
-    if shape != tuple(x.shape):
-        x = x.expand(shape)
+    if dtype != input.dtype:
+        input = cast(input, dtype)
+    if shape != tuple(input.shape):
+        input = input.expand(shape)
     min, max = (cast(b, dtype) if isinstance(b, Tensor) and b.dtype != dtype else b for b in (min, max))
     if dtype.kind in "iu":  # a number bound as PyTorch writes it into the dtype: wrapped into an unsigned one,
         # PyTorch's error beyond the range (NumPy raised its own)
         min, max = (backend.fit_number("clamp", b, dtype) if isinstance(b, numbers.Real) else b for b in (min, max))
-    return Clamp.apply(x, min, max)
+    return Clamp.apply(input, min, max)
 
 
 # ---------------------------------------------------------------- binary selections
@@ -916,14 +916,14 @@ class Minimum(Maximum):
     pass
 
 
-def maximum(a, b):
-    a, b = binary_operands("maximum", a, b)
-    return Maximum.apply(a, b)
+def maximum(input, other):
+    input, other = binary_operands("maximum", input, other)
+    return Maximum.apply(input, other)
 
 
-def minimum(a, b):
-    a, b = binary_operands("minimum", a, b)
-    return Minimum.apply(a, b)
+def minimum(input, other):
+    input, other = binary_operands("minimum", input, other)
+    return Minimum.apply(input, other)
 
 
 class Where(Function):
@@ -1000,14 +1000,14 @@ def _compare(ufunc_name, name):
     ``x == array`` compares)."""
     ordering = name not in ("eq", "ne")
 
-    def op(a, b):
-        if ordering and (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
+    def op(input, other):
+        if ordering and (isinstance(input, np.ndarray) or isinstance(other, np.ndarray)):
             raise InputTypeError(f"{name}(): expected a tensor or a number, got numpy.ndarray (make it a tensor "
                                  f"first: minifused.from_numpy(...))")
-        a, b = binary_operands(name, a, b)
-        like = a if isinstance(a, Tensor) else b
-        xa = a._data if isinstance(a, Tensor) else bfloat16_rounded(like.dtype, a)
-        xb = b._data if isinstance(b, Tensor) else bfloat16_rounded(like.dtype, b)
+        input, other = binary_operands(name, input, other)
+        like = input if isinstance(input, Tensor) else other
+        xa = input._data if isinstance(input, Tensor) else bfloat16_rounded(like.dtype, input)
+        xb = other._data if isinstance(other, Tensor) else bfloat16_rounded(like.dtype, other)
         return Tensor._from_array(like._xp.asarray(getattr(like._xp, ufunc_name)(xa, xb)))
 
     op.__name__ = name

@@ -232,22 +232,22 @@ class CopyInto(Function):
                 unbroadcast_graph(g, ctx.src_meta[0]) if need_src else None)
 
 
-def copy_(x, src, non_blocking=False):
-    """``x.copy_(src)``: src's values (broadcast to x's shape, cast to its dtype, brought to its device) written
-    into x (returned); recorded for autograd, as PyTorch's, where src or x requires grad in grad mode and x is
+def copy_(x, other, non_blocking=False):
+    """``x.copy_(other)``: other's values (broadcast to x's shape, cast to its dtype, brought to its device) written
+    into x (returned); recorded for autograd, as PyTorch's, where other or x requires grad in grad mode and x is
     floating (an integer or bool copy carries no gradient)."""
     _check_target("copy_", x)
-    if isinstance(src, Tensor) and (src.requires_grad or x.requires_grad) and is_grad_enabled() and \
+    if isinstance(other, Tensor) and (other.requires_grad or x.requires_grad) and is_grad_enabled() and \
             backend.is_floating(x.dtype):
         try:
-            fits = tuple(np.broadcast_shapes(x.shape, src.shape)) == tuple(x.shape)
+            fits = tuple(np.broadcast_shapes(x.shape, other.shape)) == tuple(x.shape)
         except ValueError:
             fits = False
         if not fits:
-            raise RuntimeError(f"copy_: the source's shape {list(src.shape)} does not broadcast to the "
+            raise RuntimeError(f"copy_: the source's shape {list(other.shape)} does not broadcast to the "
                                f"destination's {list(x.shape)}")
-        return CopyInto.apply_("copy_", x, src.to(x.device))
-    return x._copy_values_(src)
+        return CopyInto.apply_("copy_", x, other.to(x.device))
+    return x._copy_values_(other)
 
 
 def _check_target(op, x):

@@ -98,23 +98,24 @@ class MatMul(Function):
         return ga, gb
 
 
-def matmul(a, b):
-    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+def matmul(input, other):
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)):
         raise InputTypeError("matmul: both operands must be tensors")
-    a, b = autocast_lower(a, b)
-    if a.dtype != b.dtype:  # PyTorch's matmul never promotes
-        raise RuntimeError(f"matmul: expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
-    _no_bool("matmul", a)
-    a, b = binary_operands("matmul", a, b, broadcast=False)
-    if a.ndim == 0 or b.ndim == 0:
+    input, other = autocast_lower(input, other)
+    if input.dtype != other.dtype:  # PyTorch's matmul never promotes
+        raise RuntimeError(f"matmul: expected m1 and m2 to have the same dtype, but got: {input.dtype} != "
+                           f"{other.dtype}")
+    _no_bool("matmul", input)
+    input, other = binary_operands("matmul", input, other, broadcast=False)
+    if input.ndim == 0 or other.ndim == 0:
         raise InputError("matmul: both operands must have at least one dimension, got a 0-d tensor")
-    k_a = a.shape[-1]
-    k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    k_a = input.shape[-1]
+    k_b = other.shape[0] if other.ndim == 1 else other.shape[-2]
     if k_a != k_b:
-        raise InputError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
+        raise InputError(f"matmul: shapes {tuple(input.shape)} and {tuple(other.shape)} cannot be multiplied "
                          f"({k_a} != {k_b})")
-    broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
-    return MatMul.apply(a, b)
+    broadcast_shape("matmul", input.shape[:-2], other.shape[:-2])
+    return MatMul.apply(input, other)
 
 
 def _no_bool(op, a):
@@ -136,43 +137,43 @@ def _matrices(op, a, b, ndim):
     _no_bool(op, a)
 
 
-def mm(a: Tensor, b: Tensor) -> Tensor:
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """The matrix product of two 2-D tensors (no broadcasting, one dtype)."""
-    a, b = autocast_lower(a, b)
-    _matrices("mm", a, b, 2)
-    if a.shape[1] != b.shape[0]:
-        raise RuntimeError(f"mm: shapes ({a.shape[0]}x{a.shape[1]}) and ({b.shape[0]}x{b.shape[1]}) cannot be "
-                           f"multiplied ({a.shape[1]} != {b.shape[0]})")
-    return MatMul.apply(a, b)
+    input, mat2 = autocast_lower(input, mat2)
+    _matrices("mm", input, mat2, 2)
+    if input.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mm: shapes ({input.shape[0]}x{input.shape[1]}) and ({mat2.shape[0]}x{mat2.shape[1]}) "
+                           f"cannot be multiplied ({input.shape[1]} != {mat2.shape[0]})")
+    return MatMul.apply(input, mat2)
 
 
-def bmm(a: Tensor, b: Tensor) -> Tensor:
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched matrix products of two 3-D tensors with equal batch sizes (no broadcasting, one dtype)."""
-    a, b = autocast_lower(a, b)
-    _matrices("bmm", a, b, 3)
-    if a.shape[0] != b.shape[0]:
-        raise RuntimeError(f"bmm: batch sizes differ: {a.shape[0]} and {b.shape[0]}")
-    if a.shape[2] != b.shape[1]:
-        raise RuntimeError(f"bmm: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
-                           f"({a.shape[2]} != {b.shape[1]})")
-    return MatMul.apply(a, b)
+    input, mat2 = autocast_lower(input, mat2)
+    _matrices("bmm", input, mat2, 3)
+    if input.shape[0] != mat2.shape[0]:
+        raise RuntimeError(f"bmm: batch sizes differ: {input.shape[0]} and {mat2.shape[0]}")
+    if input.shape[2] != mat2.shape[1]:
+        raise RuntimeError(f"bmm: shapes {tuple(input.shape)} and {tuple(mat2.shape)} cannot be multiplied "
+                           f"({input.shape[2]} != {mat2.shape[1]})")
+    return MatMul.apply(input, mat2)
 
 
-def dot(a: Tensor, b: Tensor) -> Tensor:
+def dot(input: Tensor, tensor: Tensor) -> Tensor:
     """The inner product of two 1-D tensors of one size and dtype."""
-    _matrices("dot", a, b, 1)
-    if a.shape != b.shape:
-        raise RuntimeError(f"dot: expected vectors of one size, got {a.shape[0]} and {b.shape[0]}")
-    return MatMul.apply(a, b)
+    _matrices("dot", input, tensor, 1)
+    if input.shape != tensor.shape:
+        raise RuntimeError(f"dot: expected vectors of one size, got {input.shape[0]} and {tensor.shape[0]}")
+    return MatMul.apply(input, tensor)
 
 
-def outer(a: Tensor, b: Tensor) -> Tensor:
-    """``a[i] * b[j]`` for two 1-D tensors (dtypes promoted as ``*`` does)."""
-    for name, v in (("first", a), ("second", b)):
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """``input[i] * vec2[j]`` for two 1-D tensors (dtypes promoted as ``*`` does)."""
+    for name, v in (("first", input), ("second", vec2)):
         if not isinstance(v, Tensor) or v.ndim != 1:
             raise RuntimeError(f"outer: expected 1-D tensors, the {name} operand is "
                                f"{f'{v.ndim}-D' if isinstance(v, Tensor) else type(v).__name__}")
-    return mul(reshape(a, -1, 1), reshape(b, 1, -1))
+    return mul(reshape(input, -1, 1), reshape(vec2, 1, -1))
 
 
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:  # noqa: A002
@@ -197,11 +198,11 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tens
     return add(scaled(input, beta), out)
 
 
-def t(x: Tensor) -> Tensor:
+def t(input: Tensor) -> Tensor:
     """The transpose of a tensor of at most 2 dims (0-d and 1-d ones are returned as they are)."""
-    if x.ndim > 2:
-        raise RuntimeError(f"t: expects a tensor with at most 2 dimensions, got a {x.ndim}-D tensor")
-    return transpose(x, 0, -1) if x.ndim == 2 else x
+    if input.ndim > 2:
+        raise RuntimeError(f"t: expects a tensor with at most 2 dimensions, got a {input.ndim}-D tensor")
+    return transpose(input, 0, -1) if input.ndim == 2 else input
 
 
 # ---------------------------------------------------------------- einsum

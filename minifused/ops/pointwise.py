@@ -202,13 +202,13 @@ def _check(name, x):
 
 def _float_op(fn, name, cuda_float32=False):
     """Integer and bool input becomes the default dtype (float32 unless set), as in ``torch.sin``."""
-    def op(x):
-        _check(name, x)
+    def op(input):
+        _check(name, input)
         if cuda_float32:  # (on PyTorch's cuda autocast float32 list)
-            (x,) = autocast_float32_on_cuda(x)
-        if not backend.is_floating(x.dtype):
-            x = cast(x, backend.get_default_dtype())
-        return fn.apply(x)
+            (input,) = autocast_float32_on_cuda(input)
+        if not backend.is_floating(input.dtype):
+            input = cast(input, backend.get_default_dtype())
+        return fn.apply(input)
 
     op.__name__ = name
     return op
@@ -216,11 +216,11 @@ def _float_op(fn, name, cuda_float32=False):
 
 def _exact_op(fn, name):
     """Integers stay integers (nothing to round); bool too, except where PyTorch says otherwise."""
-    def op(x, *params):
-        _check(name, x)
-        if not backend.is_floating(x.dtype):
-            return clone(x)
-        return fn.apply(x, *params)
+    def op(input, *params):
+        _check(name, input)
+        if not backend.is_floating(input.dtype):
+            return clone(input)
+        return fn.apply(input, *params)
 
     op.__name__ = name
     return op
@@ -256,18 +256,18 @@ def _round_args(name, x, decimals):
     return int(decimals)
 
 
-def round(x, decimals=0):  # noqa: A001 - PyTorch's name
+def round(input, decimals=0):  # noqa: A001 - PyTorch's name
     """Half to even; ``decimals`` digits after the point (negative: before it)."""
-    decimals = _round_args("round", x, decimals)
-    return Round.apply(x, decimals) if backend.is_floating(x.dtype) else clone(x)
+    decimals = _round_args("round", input, decimals)
+    return Round.apply(input, decimals) if backend.is_floating(input.dtype) else clone(input)
 
 
-def sign(x):
-    """-1, 0 or 1 in ``x``'s dtype (bool stays bool; 0 at NaN, as PyTorch's); zero gradient."""
-    _check("sign", x)
-    if x.dtype == backend.bool_:
-        return clone(x)
-    return Sign.apply(x)
+def sign(input):
+    """-1, 0 or 1 in ``input``'s dtype (bool stays bool; 0 at NaN, as PyTorch's); zero gradient."""
+    _check("sign", input)
+    if input.dtype == backend.bool_:
+        return clone(input)
+    return Sign.apply(input)
 
 
 sgn = sign  # the same for real tensors (PyTorch's sgn differs for complex ones only)
@@ -276,23 +276,23 @@ sgn = sign  # the same for real tensors (PyTorch's sgn differs for complex ones 
 _TENSOR_MATH = types.SimpleNamespace(sin=sin, cos=cos, sinh=sinh, cosh=cosh, sqrt=sqrt, exp=exp, log=log, sign=sign)
 
 
-def frac(x):
-    _check("frac", x)
-    if not backend.is_floating(x.dtype):
-        raise RuntimeError(f"frac: only floating-point tensors are supported, got {x.dtype}")
-    return Frac.apply(x)
+def frac(input):
+    _check("frac", input)
+    if not backend.is_floating(input.dtype):
+        raise RuntimeError(f"frac: only floating-point tensors are supported, got {input.dtype}")
+    return Frac.apply(input)
 
 
-def square(x):
+def square(input):
     """x * x; integers stay integers and bool becomes int64, as in PyTorch (whose square is pow(x, 2): on its
     cuda autocast float32 list)."""
-    _check("square", x)
-    (x,) = autocast_float32_on_cuda(x)
-    if x.dtype == backend.bool_:
-        x = cast(x, backend.int64)
-    if not backend.is_floating(x.dtype):
-        return mul(x, x)
-    return Square.apply(x)
+    _check("square", input)
+    (input,) = autocast_float32_on_cuda(input)
+    if input.dtype == backend.bool_:
+        input = cast(input, backend.int64)
+    if not backend.is_floating(input.dtype):
+        return mul(input, input)
+    return Square.apply(input)
 
 
 def _inplace(fn, name, exact=False):

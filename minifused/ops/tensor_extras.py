@@ -302,12 +302,12 @@ def apply_(self, callable):  # noqa: A002 - PyTorch's name
     return self._bump("apply_")
 
 
-def map_(self, tensor, callable):  # noqa: A002
-    """Each element replaced by ``callable(element, other)`` with ``tensor`` broadcast to this one; cpu only."""
+def map_(self, other, callable):  # noqa: A002
+    """Each element replaced by ``callable(element, other)`` with ``other`` broadcast to this one; cpu only."""
     _host_only("map_", self)
-    _host_tensor("map_", "tensor", tensor)
+    _host_tensor("map_", "other", other)
     a = self._data
-    a[...] = np.vectorize(callable, otypes=[a.dtype])(a, np.broadcast_to(tensor._data, a.shape)) if a.size else a
+    a[...] = np.vectorize(callable, otypes=[a.dtype])(a, np.broadcast_to(other._data, a.shape)) if a.size else a
     return self._bump("map_")
 
 
