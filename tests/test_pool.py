@@ -576,3 +576,26 @@ def test_max_unpool2d_of_a_channels_last_input_is_channels_last(output_size, rng
     np.put_along_axis(want, idx.numpy().reshape(2, 3, -1), y.numpy().reshape(2, 3, -1), 2)
     np.testing.assert_array_equal(out.numpy(), want.reshape(2, 3, h, w))
     np.testing.assert_array_equal(out0.numpy(), want.reshape(2, 3, h, w))
+
+
+def test_one_element_integer_tensors_as_int_arguments(rng):
+    """PyTorch's int and int-tuple arguments take one-element integer tensors (sizes computed as tensors): a
+    kernel size, a stride, a padding, divisor_override, conv's groups; lp_pool2d takes an empty stride as none.
+    The results are those of the plain ints."""
+    x = mf.tensor(rng.standard_normal((1, 4, 6, 6)))
+    two, three = mf.tensor(2), mf.tensor(3)
+    np.testing.assert_array_equal(F.max_pool2d(x, (two, 3), stride=[two], padding=mf.tensor(1)).numpy(),
+                                  F.max_pool2d(x, (2, 3), stride=2, padding=1).numpy())
+    np.testing.assert_allclose(F.avg_pool2d(x, two, divisor_override=three).numpy(),
+                               F.avg_pool2d(x, 2).numpy() * 4 / 3, rtol=1e-12)
+    np.testing.assert_array_equal(F.max_pool1d(x[0], three, two).numpy(), F.max_pool1d(x[0], 3, 2).numpy())
+    w = mf.tensor(rng.standard_normal((2, 2, 3, 3)))
+    np.testing.assert_array_equal(F.conv2d(x, w, groups=two, stride=(two, 1)).numpy(),
+                                  F.conv2d(x, w, groups=2, stride=(2, 1)).numpy())
+    np.testing.assert_array_equal(F.conv1d(x[0, :, 0], w[:, :, 0], groups=two).numpy(),
+                                  F.conv1d(x[0, :, 0], w[:, :, 0], groups=2).numpy())
+    np.testing.assert_array_equal(F.lp_pool2d(x, 2, 3, []).numpy(), F.lp_pool2d(x, 2, 3).numpy())
+    with pytest.raises(TypeError, match="max_pool2d: kernel_size"):
+        F.max_pool2d(x, mf.tensor(2.0))  # (a floating tensor is no int, as there)
+    y = F.max_pool3d(x[None], (1, two, two), stride=[1, two, 2])
+    np.testing.assert_array_equal(y.numpy(), F.max_pool3d(x[None], (1, 2, 2)).numpy())

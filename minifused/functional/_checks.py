@@ -51,8 +51,20 @@ def _is_int(v):
     return isinstance(v, _numbers.Integral) and not isinstance(v, (bool, _np.bool_))
 
 
+def _tensor_ints(value):
+    """``value`` (or each element of a tuple or list) with a one-element integer tensor as its int: PyTorch's int
+    and int-tuple arguments (a kernel size, a stride) take them."""
+    def as_int(v):
+        return v.__index__() if isinstance(v, _Tensor) and v.numel() == 1 and v.dtype.kind in "iu" else v
+
+    if isinstance(value, (tuple, list)):
+        return type(value)(as_int(v) for v in value)
+    return as_int(value)
+
+
 def _single(op, name, value, minimum):
     """A 1-D layer's int argument: an int, or a 1-tuple of one, at least ``minimum``."""
+    value = _tensor_ints(value)
     v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
     if not _is_int(v) and not isinstance(v, (tuple, list)):  # (a float, a bool, a string: PyTorch's TypeError)
         raise InputTypeError(f"{op}: {name} must be an int >= {minimum} (or a 1-tuple), got {value!r}")
@@ -69,6 +81,7 @@ def _pair(op, name, value, minimum):
     elif type(value) is tuple and len(value) == 2 and type(value[0]) is int and type(value[1]) is int:
         pair = value
     else:
+        value = _tensor_ints(value)
         if isinstance(value, (tuple, list)):
             if len(value) not in (1, 2):
                 raise InputError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")

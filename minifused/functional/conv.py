@@ -15,7 +15,7 @@ from ..tensor import Tensor as _Tensor
 from ..backend import same_device as _same_device
 from ..kernels import is_channels_last as _is_channels_last
 from ..kernels.pool import out_size as _pool_out_size
-from ._checks import _check_image, _pair, _single, _unpool_size, unbatched
+from ._checks import _check_image, _pair, _single, _tensor_ints, _unpool_size, unbatched
 from ..backend import InputError, InputTypeError
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d",
@@ -35,11 +35,12 @@ def _check_conv_args(op, input, weight, groups, layout):
         raise InputTypeError(f"{op}: expected a tensor weight, got {type(weight).__name__}")
     if weight.ndim != 4:
         raise InputError(f"{op}: weight must be 4-D {layout}, got shape {tuple(weight.shape)}")
+    groups = _tensor_ints(groups)
     if not isinstance(groups, _numbers.Integral) or isinstance(groups, bool):  # (a float: PyTorch's TypeError)
         raise InputTypeError(f"{op}: groups must be a positive int, got {groups!r}")
     if groups < 1:
         raise InputError(f"{op}: groups must be a positive int, got {groups!r}")
-    return int(groups)  # (a NumPy integer too, as PyTorch takes it)
+    return int(groups)  # (a NumPy integer or a one-element integer tensor too, as PyTorch takes them)
 
 
 @_unbatched
@@ -130,6 +131,7 @@ def _check_1d(op, input, weight, channels, layout):
 def _check_conv_args_1d(op, input, weight, bias, stride, padding, dilation, groups):
     """conv1d's checks whose messages show shapes or the geometry, on the 1-D ones (conv2d, which runs it over a
     height of one, would name itself and show its (N, C, 1, L) view); the rest stay conv2d's. The groups, checked."""
+    groups = _tensor_ints(groups)
     if not isinstance(groups, _numbers.Integral) or isinstance(groups, bool):  # (a float: PyTorch's TypeError)
         raise InputTypeError(f"{op}: groups must be a positive int, got {groups!r}")
     if groups < 1:
@@ -334,6 +336,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
                divisor_override=None):
     """Average pooling as ``torch.nn.functional.avg_pool2d`` (``count_include_pad=True`` by default;
     ``divisor_override``, a nonzero int, divides every window's sum in place of its size)."""
+    divisor_override = _tensor_ints(divisor_override)
     if divisor_override is not None and (not isinstance(divisor_override, _numbers.Integral)
                                          or isinstance(divisor_override, bool)):  # (a float: PyTorch's TypeError)
         raise InputTypeError(f"avg_pool2d: divisor_override must be a nonzero int or None, got {divisor_override!r}")

@@ -70,7 +70,9 @@ def _lp_pool(op, dims, input, norm_type, kernel_size, stride, ceil_mode):
     def convert(name, value):  # a tuple of ``dims`` ints
         return (_single(op, name, value, 1),) if dims == 1 else _pair(op, name, value, 1)
     kernel = convert("kernel_size", kernel_size)
-    steps = kernel if stride is None else convert("stride", stride)
+    # (no stride, or an empty one, as PyTorch's avg_pool takes it: windows that tile)
+    steps = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
+        convert("stride", stride)
     sizes = tuple(input.shape[-dims:])
     out = tuple(_pooled_size(n, k, s, ceil_mode) for n, k, s in zip(sizes, kernel, steps))
     if min(out) < 1:

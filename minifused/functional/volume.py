@@ -17,7 +17,7 @@ from ..ops import cat, stack, where
 from ..ops._common import autocast_float32, autocast_lower
 from ..ops.shape import reshape
 from ..tensor import Tensor
-from ._checks import _unpool_size, unbatched
+from ._checks import _tensor_ints, _unpool_size, unbatched
 from .conv import _CONV_DTYPES, _check_integer_pool, avg_pool2d, conv2d, conv_transpose2d, max_pool2d
 from .layers import _int_tensors_as_ints, adaptive_avg_pool2d, adaptive_max_pool2d, pad
 from ..backend import InputError, InputTypeError
@@ -32,6 +32,7 @@ _CPU = ("cpu",)  # the pools on PyTorch's cpu autocast float32 list (a region co
 # ---------------------------------------------------------------- argument helpers
 def _triple(op, name, value, minimum):
     """An int or a 3-sequence of ints, each >= ``minimum`` (PyTorch: TypeError for non-ints, RuntimeError else)."""
+    value = _tensor_ints(value)  # (one-element integer tensors as their ints, as PyTorch takes them)
     vals = tuple(value) if isinstance(value, (tuple, list)) else (value,) * 3
     if len(vals) == 1:
         vals = vals * 3
