@@ -581,8 +581,12 @@ def is_floating_point(input) -> bool:  # noqa: A002 - PyTorch's name
 
 # ---- Tensor.new_*: a new tensor with this tensor's dtype and device unless given
 def _new(fn):
-    def new(self, *size, dtype=None, device=None, requires_grad=False):
-        return fn(*size, dtype=self.dtype if dtype is None else dtype,
+    def new(self, *sizes, size=None, dtype=None, device=None, requires_grad=False):
+        if size is not None:  # PyTorch's keyword: x.new_zeros(size=(2, 3))
+            if sizes:
+                raise InputTypeError(f"new_{fn.__name__}() got multiple values for argument 'size'")
+            sizes = (size,)
+        return fn(*sizes, dtype=self.dtype if dtype is None else dtype,
                   device=self.device if device is None else device, requires_grad=requires_grad)
 
     new.__name__ = "new_" + fn.__name__

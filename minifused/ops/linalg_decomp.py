@@ -421,20 +421,20 @@ def slogdet(A):
     return SlogdetResult(detached(sign), logabsdet)
 
 
-def cholesky(A, *, upper=False):
+def cholesky(input, *, upper=False):
     """``torch.linalg.cholesky``: L lower-triangular with A = L L^T (or U = L^T with ``upper``); a matrix that is
     not positive-definite raises :class:`LinAlgError` naming its first such leading minor."""
-    (A,) = autocast_float32(A, devices=("cpu",))
-    check_matrix("linalg.cholesky", A)
-    return Cholesky.apply(A, bool(upper), "linalg.cholesky", True)[0]
+    (input,) = autocast_float32(input, devices=("cpu",))
+    check_matrix("linalg.cholesky", input)
+    return Cholesky.apply(input, bool(upper), "linalg.cholesky", True)[0]
 
 
-def cholesky_ex(A, *, upper=False, check_errors=False):
+def cholesky_ex(input, *, upper=False, check_errors=False):
     """``torch.linalg.cholesky_ex``: (L, info), info the order of the first leading minor that is not
     positive-definite (0: none; L is NaN there); ``check_errors`` raises instead."""
-    (A,) = autocast_float32(A, devices=("cpu",))
-    check_matrix("linalg.cholesky_ex", A)
-    low, info = Cholesky.apply(A, bool(upper), "linalg.cholesky_ex", check_errors)
+    (input,) = autocast_float32(input, devices=("cpu",))
+    check_matrix("linalg.cholesky_ex", input)
+    low, info = Cholesky.apply(input, bool(upper), "linalg.cholesky_ex", check_errors)
     return CholeskyExResult(low, detached(info))
 
 
@@ -455,19 +455,19 @@ def _uplo(UPLO):  # noqa: N803 - PyTorch's name
     return UPLO.upper()
 
 
-def eigh(A, UPLO="L"):  # noqa: N803 - PyTorch's name
+def eigh(input, UPLO="L"):  # noqa: N803 - PyTorch's name
     """``torch.linalg.eigh``: (eigenvalues ascending, eigenvectors as columns) of symmetric matrices, read from
     their lower (``UPLO='L'``) or upper triangle."""
-    (A,) = autocast_float32(A, devices=("cpu",))
-    check_matrix("linalg.eigh", A)
-    return EighResult(*Eigh.apply(A, _uplo(UPLO), True, "linalg.eigh"))
+    (input,) = autocast_float32(input, devices=("cpu",))
+    check_matrix("linalg.eigh", input)
+    return EighResult(*Eigh.apply(input, _uplo(UPLO), True, "linalg.eigh"))
 
 
-def eigvalsh(A, UPLO="L"):  # noqa: N803 - PyTorch's name
+def eigvalsh(input, UPLO="L"):  # noqa: N803 - PyTorch's name
     """``torch.linalg.eigvalsh``: the eigenvalues (ascending) of symmetric matrices."""
-    (A,) = autocast_float32(A, devices=("cpu",))
-    check_matrix("linalg.eigvalsh", A)
-    return Eigh.apply(A, _uplo(UPLO), False, "linalg.eigvalsh")
+    (input,) = autocast_float32(input, devices=("cpu",))
+    check_matrix("linalg.eigvalsh", input)
+    return Eigh.apply(input, _uplo(UPLO), False, "linalg.eigvalsh")
 
 
 def _driver(op, A, driver):

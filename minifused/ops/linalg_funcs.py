@@ -79,38 +79,38 @@ class MatrixExp(Function):
         return MatrixExp.apply(cat([cat([at, g], -1), cat([zeros, at], -1)], -2))[..., :n, n:]
 
 
-def matrix_exp(A):
+def matrix_exp(input):
     """``torch.linalg.matrix_exp``: the matrix exponential of each square matrix; float16 / bfloat16 computed in
     float32 and rounded once."""
     op = "linalg.matrix_exp"
-    check_matrix(op, A, dtype=False)
-    if A.dtype in (backend.float16, backend.bfloat16):
-        return cast(MatrixExp.apply(cast(A, backend.float32)), A.dtype)
-    check_dtype(op, A)
-    return MatrixExp.apply(A)
+    check_matrix(op, input, dtype=False)
+    if input.dtype in (backend.float16, backend.bfloat16):
+        return cast(MatrixExp.apply(cast(input, backend.float32)), input.dtype)
+    check_dtype(op, input)
+    return MatrixExp.apply(input)
 
 
-def matrix_power(A, n):
+def matrix_power(input, n):
     """``torch.linalg.matrix_power``: A^n by repeated squaring (matmuls, so any dtype matmul takes); n < 0: of
     inv(A); n = 0: the identity."""
     op = "linalg.matrix_power"
-    check_matrix(op, A, dtype=False)
+    check_matrix(op, input, dtype=False)
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
         raise InputTypeError(f"{op}(): argument 'n' (position 2) must be int, not {type(n).__name__}")
     n = int(n)
     if n == 0:
-        ident = clone(expand(eye(A.shape[-1], dtype=A.dtype, device=A.device), *A.shape))
+        ident = clone(expand(eye(input.shape[-1], dtype=input.dtype, device=input.device), *input.shape))
         # on A's tape, as PyTorch's (A gets a zero gradient): the identity selected over A, never a product A * 0
-        return where(full_like(A, True, dtype=backend.bool_), ident, A)
+        return where(full_like(input, True, dtype=backend.bool_), ident, input)
     if n < 0:
-        A, n = inv(A), -n
-    result, z = None, A
+        input, n = inv(input), -n
+    result, z = None, input
     while True:
         if n & 1:
             result = z if result is None else matmul(result, z)
         n >>= 1
         if not n:
-            return clone(result) if result is A else result
+            return clone(result) if result is input else result
         z = matmul(z, z)
 
 

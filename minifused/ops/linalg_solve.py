@@ -194,22 +194,22 @@ class SolveTriangular(Function):
         return ga, unbroadcast_graph(gb, b_shape), None, None
 
 
-def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+def solve_triangular(input, B, *, upper, left=True, unitriangular=False):
     """``torch.linalg.solve_triangular``: X with T X = B (``left=False``: X T = B), T the upper or lower triangle of
     A (the other one is not read), with ones on its diagonal if ``unitriangular``; batch dims broadcast. A zero on
     T's diagonal gives inf / NaN, not an error, as PyTorch's."""
     op = "linalg.solve_triangular"
-    check_matrix(op, A)
-    check_same_dtype(op, A, B)
+    check_matrix(op, input)
+    check_same_dtype(op, input, B)
     check_matrix(op, B, "B", square=False)
-    n = A.shape[-1]
+    n = input.shape[-1]
     if B.shape[-2 if left else -1] != n:
         raise InputError(f"{op}: Incompatible shapes of A and B for the equation {'AX = B' if left else 'XA = B'} "
                          f"({n}x{n} and {B.shape[-2]}x{B.shape[-1]})")
-    _batch(op, A, B)
+    _batch(op, input, B)
     if left:
-        return SolveTriangular.apply(A, B, bool(upper), bool(unitriangular))
-    return SolveTriangular.apply(A.mT, B.mT, not upper, bool(unitriangular)).mT
+        return SolveTriangular.apply(input, B, bool(upper), bool(unitriangular))
+    return SolveTriangular.apply(input.mT, B.mT, not upper, bool(unitriangular)).mT
 
 
 class CholeskySolve(Function):
@@ -259,29 +259,29 @@ def _cholesky_solve(xp, factor_, b, upper):
     return tri_solve(xp, upper_, tri_solve(xp, lower, b, upper=False), upper=True)
 
 
-def cholesky_solve(B, L, upper=False):
+def cholesky_solve(input, input2, upper=False):
     """``torch.cholesky_solve``: X with A X = B for A = L L^T given its Cholesky factor L (``upper``: A = U^T U);
     B is (*, n, k), batch dims broadcast. Under autocast on cpu in float32, as cholesky_inverse."""
     op = "cholesky_solve"
-    B, L = autocast_float32(B, L, devices=("cpu",))
-    check_matrix(op, L, "L")
-    check_same_dtype(op, L, B, names=("A", "b"))
-    if B.ndim < 2:
-        raise InputError(f"{op}: b should have at least 2 dimensions, but has {B.ndim} dimensions instead")
-    if B.shape[-2] != L.shape[-1]:
-        raise InputError(f"{op}: Incompatible matrix sizes for cholesky_solve: each A matrix is {L.shape[-1]} by "
-                         f"{L.shape[-1]} but each b matrix is {B.shape[-2]} by {B.shape[-1]}")
-    _batch(op, L, B)
-    return CholeskySolve.apply(B, L, bool(upper))
+    input, input2 = autocast_float32(input, input2, devices=("cpu",))
+    check_matrix(op, input2, "L")
+    check_same_dtype(op, input2, input, names=("A", "b"))
+    if input.ndim < 2:
+        raise InputError(f"{op}: b should have at least 2 dimensions, but has {input.ndim} dimensions instead")
+    if input.shape[-2] != input2.shape[-1]:
+        raise InputError(f"{op}: Incompatible matrix sizes for cholesky_solve: each A matrix is {input2.shape[-1]} by "
+                         f"{input2.shape[-1]} but each b matrix is {input.shape[-2]} by {input.shape[-1]}")
+    _batch(op, input2, input)
+    return CholeskySolve.apply(input, input2, bool(upper))
 
 
-def cholesky_inverse(L, upper=False):
+def cholesky_inverse(input, upper=False):
     """``torch.cholesky_inverse``: A^-1 for A = L L^T given L (``upper``: A = U^T U); the gradient is
     cholesky_solve's for B = I, as PyTorch's."""
-    (L,) = autocast_float32(L, devices=("cpu",))
-    check_matrix("cholesky_inverse", L, "A")
-    n = L.shape[-1]
-    return CholeskySolve.apply(eye(n, dtype=L.dtype, device=L.device), L, bool(upper))
+    (input,) = autocast_float32(input, devices=("cpu",))
+    check_matrix("cholesky_inverse", input, "A")
+    n = input.shape[-1]
+    return CholeskySolve.apply(eye(n, dtype=input.dtype, device=input.device), input, bool(upper))
 
 
 # ---------------------------------------------------------------- pinv, matrix_rank, lstsq
@@ -345,39 +345,39 @@ class Pinv(Function):
         return unbroadcast_graph(ga, a.shape), None, None, None
 
 
-def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None):
+def pinv(input, rcond=None, hermitian=False, *, atol=None, rtol=None):
     """``torch.linalg.pinv``: the Moore-Penrose pseudo-inverse, singular values at or below max(atol, rtol * the
     largest) dropped (rtol's default eps * max(m, n), 0 once atol is given); ``hermitian``: A symmetric, through
     its eigenvalues. ``rcond`` (PyTorch's older spelling) is rtol."""
     op = "linalg.pinv"
-    check_matrix(op, A, square=False)
+    check_matrix(op, input, square=False)
     if rcond is not None:
         if atol is not None or rtol is not None:
             raise InputTypeError(f"{op}: rcond (the older spelling of rtol) cannot be combined with atol or rtol")
         rtol = rcond
-    atol, rtol = _tolerances(op, A, atol, rtol)
-    return Pinv.apply(A, atol, rtol, bool(hermitian))
+    atol, rtol = _tolerances(op, input, atol, rtol)
+    return Pinv.apply(input, atol, rtol, bool(hermitian))
 
 
-def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):
+def matrix_rank(input, tol=None, hermitian=False, *, atol=None, rtol=None):
     """``torch.linalg.matrix_rank``: how many singular values (``hermitian``: |eigenvalues|) are above
     max(atol, rtol * the largest), as int64; tolerances as :func:`pinv`'s. ``tol`` (the older spelling) is atol."""
     op = "linalg.matrix_rank"
-    (A,) = autocast_float32(A, devices=("cpu",))  # (on PyTorch's cpu float32 list, as lstsq)
-    check_matrix(op, A, square=False)
+    (input,) = autocast_float32(input, devices=("cpu",))  # (on PyTorch's cpu float32 list, as lstsq)
+    check_matrix(op, input, square=False)
     if tol is not None:
         if atol is not None or rtol is not None:
             raise InputTypeError(f"{op}: tol (the older spelling of atol) cannot be combined with atol or rtol")
         atol, rtol = tol, 0.0
-    atol, rtol = _tolerances(op, A, atol, rtol)
-    xp = A._xp
-    if min(A.shape[-2:]) == 0:
-        return Tensor._from_array(xp.zeros(A.shape[:-2], np.int64))
+    atol, rtol = _tolerances(op, input, atol, rtol)
+    xp = input._xp
+    if min(input.shape[-2:]) == 0:
+        return Tensor._from_array(xp.zeros(input.shape[:-2], np.int64))
     if hermitian:
-        s = xp.abs(xp.linalg.eigvalsh(A._data))
+        s = xp.abs(xp.linalg.eigvalsh(input._data))
         smax = s.max(-1)
     else:
-        s = xp.linalg.svd(A._data, compute_uv=False)
+        s = xp.linalg.svd(input._data, compute_uv=False)
         smax = s[..., 0]
     return Tensor._from_array(_kept(xp, s, smax, atol, rtol).sum(-1).astype(np.int64))
 
@@ -385,7 +385,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None):
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
-def lstsq(A, B, rcond=None, *, driver=None):
+def lstsq(input, b, rcond=None, *, driver=None):
     """``torch.linalg.lstsq``: the least-squares solution of A X = B, minimum-norm where A is rank-deficient, as
     (solution, residuals, rank, singular_values) with PyTorch's rules: ``driver`` 'gelsy' (the cpu's default; 'gels'
     the cuda's and its only one) gives the rank, 'gelsd' / 'gelss' the rank and singular values, the others are
@@ -393,36 +393,37 @@ def lstsq(A, B, rcond=None, *, driver=None):
     A of full rank. Values, not LAPACK's algorithms: the solution is pinv(A, rtol=rcond) @ B (rcond: eps * max(m, n)
     by default), so gradients follow pinv's."""
     op = "linalg.lstsq"
-    A, B = autocast_float32(A, B, devices=("cpu",))
-    check_matrix(op, A, name="input", square=False)
-    check_same_dtype(op, A, B, names=("input", "other"))
+    input, b = autocast_float32(input, b, devices=("cpu",))
+    check_matrix(op, input, name="input", square=False)
+    check_same_dtype(op, input, b, names=("input", "other"))
     if driver is None:
-        driver = "gels" if A.device.type == "cuda" else "gelsy"
+        driver = "gels" if input.device.type == "cuda" else "gelsy"
     if driver not in _DRIVERS:
         raise InputError(f"torch.linalg.lstsq: parameter `driver` should be one of ({', '.join(_DRIVERS)})")
-    if A.device.type == "cuda" and driver != "gels":
+    if input.device.type == "cuda" and driver != "gels":
         raise InputError(f"torch.linalg.lstsq: `driver` other than `gels` is not supported on CUDA, got {driver!r}")
-    vector = B.ndim == A.ndim - 1
-    Bm = unsqueeze(B, -1) if vector else B
-    if Bm.ndim < 2 or Bm.shape[-2] != A.shape[-2]:
-        raise InputError(f"torch.linalg.lstsq: input.size(-2) should match other.size(-2), got {list(A.shape)} and "
-                         f"{list(B.shape)}")
-    batch = _batch(op, A, Bm)
-    m, n = A.shape[-2:]
-    eps_rtol = float(np.finfo(A.dtype).eps) * max(m, n)
+    vector = b.ndim == input.ndim - 1
+    Bm = unsqueeze(b, -1) if vector else b
+    if Bm.ndim < 2 or Bm.shape[-2] != input.shape[-2]:
+        raise InputError(f"torch.linalg.lstsq: input.size(-2) should match other.size(-2), got {list(input.shape)} and "
+                         f"{list(b.shape)}")
+    batch = _batch(op, input, Bm)
+    m, n = input.shape[-2:]
+    eps_rtol = float(np.finfo(input.dtype).eps) * max(m, n)
     rtol = 0.0 if driver == "gels" else (eps_rtol if rcond is None or rcond < 0 else float(rcond))
-    X = MatMul.apply(Pinv.apply(A, 0.0, rtol, False), Bm)
-    xp, empty = A._xp, lambda dtype: Tensor._from_array(A._xp.zeros((0,), dtype))
-    rank, values = empty(np.int64), empty(A.dtype)
+    X = MatMul.apply(Pinv.apply(input, 0.0, rtol, False), Bm)
+    xp, empty = input._xp, lambda dtype: Tensor._from_array(input._xp.zeros((0,), dtype))
+    rank, values = empty(np.int64), empty(input.dtype)
     if driver != "gels":
-        s = xp.linalg.svd(A._data, compute_uv=False) if min(m, n) else xp.zeros(A.shape[:-2] + (0,), A.dtype)
-        smax = s[..., 0] if min(m, n) else xp.zeros(A.shape[:-2], A.dtype)
+        s = (xp.linalg.svd(input._data, compute_uv=False) if min(m, n)
+             else xp.zeros(input.shape[:-2] + (0,), input.dtype))
+        smax = s[..., 0] if min(m, n) else xp.zeros(input.shape[:-2], input.dtype)
         rank = Tensor._from_array(_kept(xp, s, smax, 0.0, rtol).sum(-1).astype(np.int64))
         if driver in ("gelsd", "gelss"):
             values = Tensor._from_array(s)
-    residuals = empty(A.dtype)
+    residuals = empty(input.dtype)
     if m > n and driver != "gelsy" and (driver == "gels" or bool((rank._data == n).all())):
-        r = sub(MatMul.apply(A, X), Bm)
+        r = sub(MatMul.apply(input, X), Bm)
         residuals = _sum(mul(r, r), -2)
         if residuals.shape[:-1] != batch:
             residuals = expand(residuals, *batch, residuals.shape[-1])

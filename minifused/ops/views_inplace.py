@@ -304,10 +304,15 @@ def _contiguous_steps(shape, fmt):
     return tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
 
 
-def resize_(self, *sizes, memory_format=None):
-    """This tensor given the shape ``sizes`` in place, as PyTorch's ``resize_``: where the elements fit in its
-    storage from its offset it becomes a contiguous view of them (sharing the memory); else a new storage holds
-    the old one's elements and zeros after them. Refused on a tensor that requires grad."""
+def resize_(self, *sizes, size=None, memory_format=None):
+    """This tensor given the shape ``sizes`` (or PyTorch's keyword ``size=``) in place, as PyTorch's ``resize_``:
+    where the elements fit in its storage from its offset it becomes a contiguous view of them (sharing the
+    memory); else a new storage holds the old one's elements and zeros after them. Refused on a tensor that
+    requires grad."""
+    if size is not None:
+        if sizes:
+            raise InputTypeError("resize_() got multiple values for argument 'size'")
+        sizes = (size,)
     if self._requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
     shape = _sizes(sizes, "resize_")
