@@ -85,19 +85,12 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
         else:
             raise InputError(f"{op}: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
     padding = _pair(op, "padding", padding, 0)
-    if c != cg * groups:
-        raise InputError(f"{op}: input has {c} channels (shape {tuple(input.shape)}) but weight of shape "
-                         f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
-    if k % groups:
-        raise InputError(f"{op}: out_channels={k} (weight shape {tuple(weight.shape)}) is not divisible by "
-                         f"groups={groups}")
+    _check_channels(op, input, weight, c, groups)
     eff = (dilation[0] * (r - 1) + 1, dilation[1] * (s - 1) + 1)
     if eff[0] > h + 2 * padding[0] or eff[1] > w + 2 * padding[1]:
         raise InputError(f"{op}: kernel {r}x{s} (dilation {dilation}, effective {eff[0]}x{eff[1]}) is larger than "
                          f"the padded input {h + 2 * padding[0]}x{w + 2 * padding[1]} (input shape "
                          f"{tuple(input.shape)}, padding {padding})")
-    if c == 0 or k == 0:  # (an empty batch, n == 0, is fine: an empty output)
-        raise InputError(f"{op}: empty input or weight (input {tuple(input.shape)}, weight {tuple(weight.shape)})")
     dtype = input.dtype
     if dtype not in _CONV_DTYPES:
         raise InputTypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
@@ -114,6 +107,20 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
         devs = [str(input.device), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
         raise RuntimeError(f"{op}: expected input, weight and bias on one device, got {', '.join(devs)}")
     return input, weight, bias, stride, padding, dilation, groups
+
+
+def _check_channels(op, input, weight, c, groups):
+    """A convolution's channels: the input's ``c`` those of the weight's groups, its out channels whole groups, neither
+    empty (an empty batch is fine: an empty output)."""
+    k, cg = weight.shape[:2]
+    if c != cg * groups:
+        raise InputError(f"{op}: input has {c} channels (shape {tuple(input.shape)}) but weight of shape "
+                         f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
+    if k % groups:
+        raise InputError(f"{op}: out_channels={k} (weight shape {tuple(weight.shape)}) is not divisible by "
+                         f"groups={groups}")
+    if c == 0 or k == 0:
+        raise InputError(f"{op}: empty input or weight (input {tuple(input.shape)}, weight {tuple(weight.shape)})")
 
 
 def _check_1d(op, input, weight, channels, layout):
@@ -141,15 +148,8 @@ def _check_conv_args_1d(op, input, weight, bias, stride, padding, dilation, grou
             raise InputError(f"{op}: padding must be an int, 'valid' or 'same', got {padding!r}")
         if padding == "same" and stride != 1:
             raise InputError(f"{op}: padding='same' needs stride 1, got stride={stride}")
-    (c, length), (k, cg, r) = input.shape[-2:], weight.shape
-    if c != cg * groups:
-        raise InputError(f"{op}: input has {c} channels (shape {tuple(input.shape)}) but weight of shape "
-                         f"{tuple(weight.shape)} with groups={groups} expects {cg * groups}")
-    if k % groups:
-        raise InputError(f"{op}: out_channels={k} (weight shape {tuple(weight.shape)}) is not divisible by "
-                         f"groups={groups}")
-    if c == 0 or k == 0:
-        raise InputError(f"{op}: empty input or weight (input {tuple(input.shape)}, weight {tuple(weight.shape)})")
+    (c, length), (k, r) = input.shape[-2:], (weight.shape[0], weight.shape[2])
+    _check_channels(op, input, weight, c, groups)
     pad = 0 if padding == "valid" else dilation * (r - 1) if padding == "same" else 2 * _single(op, "padding",
                                                                                                padding, 0)
     if dilation * (r - 1) + 1 > length + pad:
