@@ -373,3 +373,26 @@ def test_module_repr_puts_a_multi_line_extra_repr_and_children_on_their_own_line
     assert repr(WithExtra(True)) == "WithExtra(\n  a=1\n  (relu): ReLU()\n)"
     assert repr(TwoLines()) == "TwoLines(\n  a=1\n  b=2\n)"
     assert repr(nn.Module()) == "Module()"
+
+
+def test_plain_values_may_be_set_before_module_init_but_not_parameters_or_modules():
+    # PyTorch's __setattr__: before Module.__init__ a plain value (a config number, a tensor) is an ordinary
+    # attribute; a Parameter, a Module or an nn.Buffer has no table to go in yet (AttributeError)
+    class Early(nn.Module):
+        def __init__(self):
+            self.width = 3
+            self.scale = mf.ones(1)
+            super().__init__()
+            self.lin = nn.Linear(self.width, 1)
+
+    m = Early()
+    assert m.width == 3 and m.scale.tolist() == [1.0]
+    assert list(m.state_dict()) == ["lin.weight", "lin.bias"]
+
+    for value in (nn.Parameter(mf.ones(1)), nn.ReLU(), nn.Buffer(mf.ones(1))):
+        class TooEarly(nn.Module):
+            def __init__(self):
+                self.x = value
+
+        with pytest.raises(AttributeError, match="before Module.__init__"):
+            TooEarly()

@@ -61,7 +61,14 @@ class Module(StateDicts):
     # ------------------------------------------------------------ registration
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
-            raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called")
+            # as PyTorch's: a plain value (a config number, a tensor) may be set before super().__init__();
+            # a parameter or a submodule has no table to go in yet
+            if isinstance(value, (Parameter, Module)) or getattr(value, "_is_buffer", False):
+                kind = ("parameters" if isinstance(value, Parameter) else "module" if isinstance(value, Module)
+                        else "buffer")
+                raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
+            object.__setattr__(self, name, value)
+            return
         if isinstance(getattr(type(self), name, None), property):  # a parametrized tensor (nn.utils.parametrize)
             object.__setattr__(self, name, value)
             return
