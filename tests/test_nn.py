@@ -993,3 +993,38 @@ def test_clip_grads_checks_before_it_changes_and_rounds_once():
     h.grad, f.grad = mf.tensor([-7.66016], dtype=mf.float16), mf.tensor([1.0])
     nn.utils.clip_grad_norm_([h, f], 1.0, norm_type="inf")  # the coefficient applied in float32, rounded once
     assert float(h.grad.item()) == -1.0  # (the coefficient rounded to float16 first gave -0.99951)
+
+
+def test_containers_take_numpy_and_tensor_integer_indices_and_add_as_plain_containers():
+    """As PyTorch's (operator.index): a NumPy integer or a one-element integer tensor indexes, sets, deletes, pops and
+    inserts; ``+`` and ``*`` of a subclass give a plain Sequential / ModuleList (the subclass's __init__ may take
+    other arguments), and a Sequential adds only a Sequential (ValueError otherwise)."""
+    a, b, c = nn.ReLU(), nn.Tanh(), nn.Sigmoid()
+    seq = nn.Sequential(a, b)
+    seq[np.int64(1)] = c
+    assert seq[mf.tensor(1)] is c
+    seq.insert(np.int64(0), b)
+    assert list(seq) == [b, a, c]
+    del seq[np.int64(0)]
+    assert seq.pop(np.int64(-1)) is c and list(seq) == [a]
+    lst = nn.ModuleList([a, b])
+    lst[np.int64(0)] = c
+    del lst[np.int64(1)]
+    assert list(lst) == [c]
+    with pytest.raises(TypeError, match="got str"):
+        seq["0"] = b
+
+    class Block(nn.Sequential):
+        def __init__(self, width):
+            super().__init__(nn.Linear(width, width), nn.ReLU())
+
+    class Blocks(nn.ModuleList):
+        def __init__(self, n):
+            super().__init__([nn.ReLU() for _ in range(n)])
+
+    block = Block(2)
+    assert type(block + nn.Sequential(c)) is nn.Sequential and len(block + nn.Sequential(c)) == 3
+    assert type(block * 2) is nn.Sequential and list(block * 2) == [*block, *block]
+    assert type(Blocks(1) + [c]) is nn.ModuleList
+    with pytest.raises(ValueError, match="only objects of Sequential class"):
+        block + [c]

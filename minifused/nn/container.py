@@ -53,6 +53,15 @@ def _owned(y, x):
     return not (type(xa) is type(y._data) and backend.array_module(y._data).may_share_memory(y._data, xa))
 
 
+def _as_index(idx, what):
+    """``idx`` as an int, as PyTorch's containers take it (``operator.index``: NumPy integers and one-element
+    integer tensors too); ``what`` starts the error that names anything else."""
+    try:
+        return operator.index(idx)
+    except TypeError:
+        raise InputTypeError(f"{what} {type(idx).__name__}") from None
+
+
 class _ModuleSequence(Module):
     """Modules in order, named "0", "1", ... (a Sequential built from a dict keeps its names until an insertion
     or deletion renumbers them): the list methods of PyTorch's Sequential and ModuleList."""
@@ -89,7 +98,8 @@ class _ModuleSequence(Module):
     def insert(self, index, module):
         """``module`` placed before position ``index`` (negative: from the end; ``len(self)``: last)."""
         n = len(self._modules)
-        if not isinstance(index, int) or isinstance(index, bool) or not -n <= index <= n:
+        index = _as_index(index, f"{type(self).__name__}.insert: the index must be an integer, got")
+        if not -n <= index <= n:
             raise IndexError(f"{type(self).__name__}.insert: index {index!r} is out of range for {n} modules")
         items = list(self._modules.values())
         items.insert(index, module)
@@ -103,9 +113,11 @@ class _ModuleSequence(Module):
         return popped
 
     def __add__(self, other):
-        if not isinstance(other, type(self)):
-            return NotImplemented
-        return type(self)._of([*self, *other])
+        """A new Sequential of these modules, then ``other``'s (a Sequential), as PyTorch's: a plain Sequential
+        even for a subclass, whose own ``__init__`` may take other arguments."""
+        if not isinstance(other, Sequential):
+            raise InputError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
+        return Sequential(*self, *other)
 
     def __iadd__(self, other):
         return self.extend(other)
@@ -113,8 +125,7 @@ class _ModuleSequence(Module):
     def _key_at(self, idx):
         """The name of the module at position ``idx`` (negative: from the end)."""
         keys = list(self._modules)
-        if not isinstance(idx, int) or isinstance(idx, bool):
-            raise InputTypeError(f"{type(self).__name__} indices must be integers or slices, got {type(idx).__name__}")
+        idx = _as_index(idx, f"{type(self).__name__} indices must be integers or slices, got")
         if not -len(keys) <= idx < len(keys):
             raise IndexError(f"{type(self).__name__}: index {idx} is out of range for {len(keys)} modules")
         return keys[idx]
@@ -145,12 +156,13 @@ class Sequential(_ModuleSequence):
         return cls(*modules)
 
     def __mul__(self, times):
-        """The modules ``times`` over, in a new Sequential (the same module objects: their weights shared)."""
+        """The modules ``times`` over, in a new Sequential (the same module objects: their weights shared; a plain
+        Sequential even for a subclass, as PyTorch's)."""
         if not isinstance(times, int) or isinstance(times, bool):
             raise InputTypeError(f"Sequential: can only be multiplied by an int, got {type(times).__name__}")
         if times <= 0:
             raise InputError(f"Sequential: can only be multiplied by a positive int, got {times}")
-        return type(self)(*(list(self) * times))
+        return Sequential(*(list(self) * times))
 
     __rmul__ = __mul__
 
@@ -218,8 +230,9 @@ class ModuleList(_ModuleSequence):
         return cls(modules)
 
     def __add__(self, other):
-        """A new ModuleList of these modules, then those of any iterable of modules (as PyTorch's)."""
-        return type(self)([*self, *other])
+        """A new ModuleList of these modules, then those of any iterable of modules (a plain ModuleList even for a
+        subclass, as PyTorch's)."""
+        return ModuleList([*self, *other])
 
     def __repr__(self):
         """As PyTorch prints a ModuleList: runs of modules that print alike fold into ``(i-j): n x module``."""
