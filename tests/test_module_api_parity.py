@@ -396,3 +396,17 @@ def test_plain_values_may_be_set_before_module_init_but_not_parameters_or_module
 
         with pytest.raises(AttributeError, match="before Module.__init__"):
             TooEarly()
+
+
+def test_module_type_takes_legacy_tensor_types_and_their_names():
+    # PyTorch's Module.type runs Tensor.type on every parameter and buffer: a dtype, a legacy tensor type or its
+    # name ('torch.DoubleTensor', unchanged by an import swap) casts all of them, integer buffers too
+    for dst in ("torch.DoubleTensor", "minifused.DoubleTensor", mf.DoubleTensor, mf.float64):
+        bn = nn.BatchNorm1d(2, device="cpu")
+        assert bn.type(dst) is bn
+        assert {str(v.dtype) for v in bn.state_dict().values()} == {"float64"}
+        assert bn.weight.device.type == "cpu"
+    lin = _linear()
+    with pytest.raises(ValueError, match="invalid type"):
+        lin.type("torch.FooTensor")
+    assert lin.weight.dtype == mf.float32

@@ -469,7 +469,14 @@ class Module(StateDicts):
         return self
 
     def type(self, dst_type):
-        """Every parameter and buffer (integer ones too, and gradients) cast to ``dst_type``, in place."""
+        """Every parameter and buffer (integer ones too, and gradients) cast to ``dst_type``, in place. As
+        PyTorch's (``Tensor.type`` on each), ``dst_type`` may also be a legacy tensor type (``minifused.DoubleTensor``)
+        or its name (``'torch.DoubleTensor'``, ``'torch.cuda.FloatTensor'``), which also moves them to its device."""
+        if (isinstance(dst_type, str) and dst_type.endswith("Tensor")) or isinstance(dst_type, type) and hasattr(
+                dst_type, "is_cuda"):
+            probe = Tensor._from_array(backend.xp(backend.CPU).zeros(0, backend.float32)).type(dst_type)
+            self.to(probe.device)  # (Tensor.type resolves the name, refusing a bad one before anything changes)
+            dst_type = probe.dtype
         dt = backend.as_dtype(dst_type)
         return self._apply(lambda a: a.astype(dt, copy=False))
 
