@@ -146,6 +146,8 @@ def register_all():
     relaxed = {**dists, **_public(sys.modules[f"{_ROOT}.distributions.relaxed"])}  # (+ the Logit / Exp helpers)
     for sub in ("relaxed_bernoulli", "relaxed_categorical"):
         _register(f"distributions.{sub}", relaxed)
+    # torch.utils.hooks: the handle type hook registrations return (``-> RemovableHandle`` annotations)
+    _register("utils.hooks", {"RemovableHandle": _module.RemovableHandle})
     # torch.utils.data's modules
     _register("utils.data.sampler", _sampler)
     _register("utils.data.dataset", {**_public(_dataset), "TensorDataset": _loader.TensorDataset})

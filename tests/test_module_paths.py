@@ -38,6 +38,7 @@ IMPORTS = [
     ("minifused.distributions.multivariate_normal", ["MultivariateNormal"]),
     ("minifused.distributions.kl", ["kl_divergence", "register_kl"]),
     ("minifused.types", ["Number"]),
+    ("minifused.utils.hooks", ["RemovableHandle"]),
 ]
 
 
@@ -106,3 +107,10 @@ def test_custom_loss_and_scheduler_written_against_the_private_bases():
         sched.step()
         lrs.append(opt.param_groups[0]["lr"])
     np.testing.assert_allclose(lrs, [0.1, 0.2, 0.3, 0.4, 0.4])
+
+
+def test_hook_handles_are_utils_hooks_removable_handles():
+    from minifused.utils.hooks import RemovableHandle
+
+    handle = mf.nn.Linear(1, 1, device="cpu").register_forward_hook(lambda *args: None)
+    assert isinstance(handle, RemovableHandle)
