@@ -455,6 +455,19 @@ def test_trunc_normal_and_orthogonal_inits():
         nn.init.orthogonal_(mf.empty(4))
 
 
+def test_orthogonal_on_integers_and_kaiming_on_empty_tensors():
+    """orthogonal_ of an integer tensor raises, as PyTorch's normal_ draw does (it filled it with the truncated
+    floats: zeros), its state unchanged; kaiming_* of a zero-element tensor warns that it is a no-op, as PyTorch's."""
+    t = mf.full((3, 3), 7, dtype=mf.int64)
+    with pytest.raises(TypeError, match="floating-point"):
+        nn.init.orthogonal_(t)
+    assert t._version == 0 and (t.numpy() == 7).all()
+    assert nn.init.orthogonal_(mf.empty(0, 3, dtype=mf.int64)).shape == (0, 3)  # nothing to draw: as PyTorch's
+    for init in (nn.init.kaiming_uniform_, nn.init.kaiming_normal_):
+        with pytest.warns(UserWarning, match="zero-element tensors is a no-op"):
+            assert init(mf.empty(0, 3)).shape == (0, 3)
+
+
 def test_spectral_norm_and_weight_norm():
     """nn.utils.spectral_norm: one power iteration per training forward from the stored vectors (checked
     against NumPy), the weight divided by u . W v, converging to the largest singular value; gradients reach

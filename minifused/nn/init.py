@@ -129,6 +129,8 @@ def orthogonal_(tensor, gain=1.0, generator=None):
                          f"{tuple(tensor.shape)}")
     if tensor.numel() == 0:
         return tensor
+    if not backend.is_floating(tensor.dtype):  # PyTorch's normal_ draw refuses it; the QR's floats would truncate
+        raise InputTypeError(f"orthogonal_: expected a floating-point tensor, got {tensor.dtype}")
     data = tensor._data
     xp = backend.array_module(data)
     rows, cols = data.shape[0], data.size // data.shape[0]
@@ -200,6 +202,7 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
 def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """U(-bound, bound), bound = gain * sqrt(3 / fan). ``a=sqrt(5)`` is Linear's and Conv's default."""
     if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op")  # PyTorch's warning
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
@@ -208,6 +211,7 @@ def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", ge
 
 def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op")  # PyTorch's warning
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
     return normal_(tensor, 0.0, std, generator)
