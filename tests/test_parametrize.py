@@ -179,3 +179,129 @@ def test_functional_call_replaces_a_parametrized_tensor():
     out = mf.func.functional_call(m, {"weight": mf.tensor([[1.0, 2.0]])}, (mf.ones(1, 2),))
     np.testing.assert_allclose(out.numpy(), [[3.0]])
     np.testing.assert_allclose(m(mf.ones(1, 2)).detach().numpy(), m.weight.detach().numpy().sum(1, keepdims=True))
+
+
+def _householder_q(x):
+    """Reference for the householder map: the product of I - tau v v^T over x's columns (v: the column below the
+    diagonal with a 1 on it, tau = 2 / |v|^2), each column times the sign of x's diagonal."""
+    n, k = x.shape
+    q = np.eye(n)
+    for j in range(k):
+        v = np.zeros(n)
+        v[j], v[j + 1:] = 1.0, x[j + 1:, j]
+        q = q @ (np.eye(n) - 2.0 / (v @ v) * np.outer(v, v))
+    return q[:, :k] * np.sign(np.diagonal(x))
+
+
+def _expm(a):
+    """exp(a) by scaling and squaring a Taylor series (float64)."""
+    s = max(0, int(np.ceil(np.log2(max(np.abs(a).sum(1).max(), 1e-300)))) + 1)
+    b, term, out = a / 2.0 ** s, np.eye(len(a)), np.eye(len(a))
+    for i in range(1, 30):
+        term = term @ b / i
+        out = out + term
+    for _ in range(s):
+        out = out @ out
+    return out
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (4, 4), (2, 3, 3), (2, 2, 5)])
+@pytest.mark.parametrize("orthogonal_map", ["matrix_exp", "cayley", "householder"])
+def test_orthogonal_parametrization(shape, orthogonal_map):
+    """parametrizations.orthogonal, PyTorch's: trivialized (the default), the weight starts as the orthogonal
+    factor of its QR decomposition (R's diagonal positive; for a square weight exactly that), the original reset to
+    minus the identity and ``base`` a buffer; without trivialization the map itself, checked against NumPy
+    formulas (householder's original the reflectors of the weight's QR decomposition), and assigning to the matrix_exp / cayley maps raises (registering does not). Results have
+    orthonormal columns (rows where wide); the gradient reaches the original."""
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal(shape)
+
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(mf.tensor(w0, dtype=mf.float64))
+
+    def orthonormal(w):
+        g = np.swapaxes(w, -1, -2) @ w if w.shape[-2] >= w.shape[-1] else w @ np.swapaxes(w, -1, -2)
+        np.testing.assert_allclose(g, np.broadcast_to(np.eye(g.shape[-1]), g.shape), atol=1e-12)
+
+    m = PZ.orthogonal(Holder(), "weight", orthogonal_map)
+    assert sorted(m.state_dict()) == ["parametrizations.weight.0.base", "parametrizations.weight.original"]
+    w = m.weight.detach().numpy()
+    orthonormal(w)
+    eye = np.zeros(shape)
+    for i in range(min(shape[-2:])):
+        eye[..., i, i] = -1.0
+    np.testing.assert_array_equal(m.parametrizations.weight.original.detach().numpy(), eye)
+    if shape[-2] == shape[-1]:  # no random completion: the QR factor itself
+        q, r = np.linalg.qr(w0)
+        np.testing.assert_allclose(w, q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :], atol=1e-12)
+    (m.weight ** 3).sum().backward()
+    assert m.parametrizations.weight.original.grad is not None
+    q = np.linalg.qr(rng.standard_normal(shape if shape[-2] >= shape[-1] else shape[:-2] + shape[-1:-3:-1]))[0]
+    q = q if shape[-2] >= shape[-1] else np.swapaxes(q, -1, -2)
+    with mf.no_grad():
+        m.weight = mf.tensor(q, dtype=mf.float64)
+    np.testing.assert_allclose(m.weight.detach().numpy(), q, atol=1e-12)
+
+    m = PZ.orthogonal(Holder(), "weight", orthogonal_map, use_trivialization=False)
+    assert sorted(m.state_dict()) == ["parametrizations.weight.original"]
+    w = m.weight.detach().numpy()
+    orthonormal(w)
+    # registering stores right_inverse(weight): for householder the reflectors of its QR decomposition (so the
+    # weight becomes its orthogonal factor, R's diagonal positive), for the others the weight itself
+    orig = m.parametrizations.weight.original.detach().numpy()
+    for x, w1, got in zip(orig.reshape(-1, *shape[-2:]), w0.reshape(-1, *shape[-2:]), w.reshape(-1, *shape[-2:])):
+        wide = x.shape[0] < x.shape[1]
+        x, w1, got = (x.T, w1.T, got.T) if wide else (x, w1, got)
+        n, k = x.shape
+        if orthogonal_map == "householder":
+            want = _householder_q(x)
+            q1, r1 = np.linalg.qr(w1)
+            np.testing.assert_allclose(got, q1 * np.sign(np.diagonal(r1)), atol=1e-12)
+        else:
+            low = np.concatenate([np.tril(x), np.zeros((n, n - k))], axis=1)
+            a = low - low.T
+            want = _expm(a) if orthogonal_map == "matrix_exp" else np.linalg.solve(np.eye(n) - a / 2, np.eye(n) + a / 2)
+            want = want[:, :k]
+        np.testing.assert_allclose(got, want, atol=1e-10)
+    if orthogonal_map == "householder":  # assigning stores the reflectors of the value's QR decomposition
+        with mf.no_grad():
+            m.weight = mf.tensor(q, dtype=mf.float64)
+        np.testing.assert_allclose(m.weight.detach().numpy(), q, atol=1e-12)
+    else:
+        with pytest.raises(NotImplementedError):
+            m.weight = mf.tensor(q, dtype=mf.float64)
+
+
+def test_orthogonal_parametrization_defaults_and_bad_input():
+    """The default map is matrix_exp for a square weight, householder otherwise; a 1-d tensor, a missing name and
+    an unknown map raise ValueError, as PyTorch's."""
+    assert PZ.orthogonal(nn.Linear(3, 3)).parametrizations.weight[0].orthogonal_map == "matrix_exp"
+    assert PZ.orthogonal(nn.Linear(3, 5)).parametrizations.weight[0].orthogonal_map == "householder"
+    for kwargs in ({"name": "bias"}, {"name": "nothing"}, {"orthogonal_map": "svd"}):
+        with pytest.raises(ValueError):
+            PZ.orthogonal(nn.Linear(3, 3), **kwargs)
+
+
+def test_cached_computes_each_parametrized_tensor_once():
+    """Within cached() a parametrized tensor is computed at its first access and the same tensor returned after
+    (one graph, gradients as PyTorch's), until the outermost context exits; outside it every access recomputes."""
+    calls = []
+
+    class Counted(Scaled):
+        def forward(self, x):
+            calls.append(1)
+            return super().forward(x)
+
+    m = nn.Linear(3, 3)
+    P.register_parametrization(m, "weight", Counted(2.0))
+    calls.clear()
+    with P.cached():
+        a = m.weight
+        with P.cached():
+            assert m.weight is a
+        assert m.weight is a and len(calls) == 1
+        (a.sum() + m.weight.sum()).backward()
+    np.testing.assert_array_equal(m.parametrizations.weight.original.grad.numpy(), np.full((3, 3), 4.0))
+    assert m.weight is not m.weight and len(calls) == 3

@@ -5,8 +5,7 @@ is ``P()(original)``, recomputed at each access; the original lives in
 parametrization's ``right_inverse`` of it; ``original0``, ``original1``, ... where that splits it), which is what
 the state dict and the optimizers see; assigning ``module.weight = value`` stores ``right_inverse(value)`` there
 (an error where a parametrization has none). As in PyTorch the module's class becomes a
-``Parametrized<Class>`` subclass holding the properties. ``cached()`` is accepted; it caches nothing (each access
-recomputes, with the same values)."""
+``Parametrized<Class>`` subclass holding the properties. Within ``cached()`` each tensor is computed once."""
 from __future__ import annotations
 
 import contextlib
@@ -30,7 +29,10 @@ class ParametrizationList(ModuleList):
         self.unsafe = unsafe
         first = modules[0]
         with no_grad():
-            new = first.right_inverse(original) if hasattr(first, "right_inverse") else original
+            try:
+                new = first.right_inverse(original) if hasattr(first, "right_inverse") else original
+            except NotImplementedError:  # PyTorch's: a right_inverse that cannot run keeps the original as it is
+                new = original  # (orthogonal's matrix_exp and cayley maps without trivialization)
         self.is_tensor = isinstance(new, Tensor)
         self.ntensors = 1 if self.is_tensor else len(new)
         kind = Parameter if isinstance(original, Parameter) else None
@@ -89,6 +91,12 @@ def _parametrized_property(name):
         given = self.__dict__.get("_given_tensors")  # functional_call's tensors stand in for the parametrized one
         if given and name in given:
             return given[name]
+        if _cache_depth:  # inside cached(): computed once per module and tensor, as PyTorch's
+            key = (id(self), name)
+            value = _cache.get(key)
+            if value is None:
+                value = _cache[key] = self.parametrizations[name]()
+            return value
         return self.parametrizations[name]()
 
     def put(self, value):
@@ -170,7 +178,20 @@ def remove_parametrizations(module, tensor_name, leave_parametrized=True):
     return module
 
 
+#: cached()'s nesting depth and the parametrized tensors computed within it, by (id(module), tensor name)
+_cache_depth = 0
+_cache = {}
+
+
 @contextlib.contextmanager
 def cached():
-    """PyTorch's caching context for parametrized tensors; here every access recomputes (the same values)."""
-    yield
+    """PyTorch's caching context: within it each parametrized tensor is computed once, at its first access (the
+    same tensor, one graph, afterwards), until the outermost ``cached()`` exits."""
+    global _cache_depth
+    _cache_depth += 1
+    try:
+        yield
+    finally:
+        _cache_depth -= 1
+        if not _cache_depth:
+            _cache.clear()
