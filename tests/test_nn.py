@@ -455,6 +455,24 @@ def test_trunc_normal_and_orthogonal_inits():
         nn.init.orthogonal_(mf.empty(4))
 
 
+def test_trunc_normal_far_in_one_tail():
+    """trunc_normal_ on an interval far in one tail (8 to 10 std, either side; beyond the mean with an infinite
+    bound): the truncated normal's mean and spread, none of the values stuck at a bound (the inverse CDF through
+    erfinv(2p - 1) rounded p to 1e-16 there, leaving about one value in eleven at the far bound)."""
+    phi = lambda z: math.exp(-z * z / 2) / math.sqrt(2 * math.pi)  # noqa: E731
+    mf.manual_seed(5)
+    for a, b in ((-10.0, -8.0), (8.0, 10.0), (7.0, math.inf), (-math.inf, -7.0)):
+        s = 1.0 if a > 0 else -1.0  # the mirrored interval [lo, hi] lies in the upper tail
+        lo, hi = sorted((s * a, s * b))
+        mass = 0.5 * (math.erfc(lo / math.sqrt(2)) - math.erfc(hi / math.sqrt(2)))
+        ph = phi(hi) if math.isfinite(hi) else 0.0
+        mean = (phi(lo) - ph) / mass
+        var = 1 + (lo * phi(lo) - (hi * ph if math.isfinite(hi) else 0.0)) / mass - mean * mean
+        x = s * nn.init.trunc_normal_(mf.empty(100_000, dtype=mf.float64), a=a, b=b).numpy()
+        assert x.min() >= lo and x.max() <= hi and (x == lo).sum() + (x == hi).sum() <= 1, (a, b)
+        assert abs(x.mean() - mean) < 0.005 and abs(x.var() / var - 1) < 0.03, (a, b, x.mean(), mean, x.var(), var)
+
+
 def test_orthogonal_on_integers_and_kaiming_on_empty_tensors():
     """orthogonal_ of an integer tensor raises, as PyTorch's normal_ draw does (it filled it with the truncated
     floats: zeros), its state unchanged; kaiming_* of a zero-element tensor warns that it is a no-op, as PyTorch's."""

@@ -14,7 +14,7 @@ import numpy as np
 from .. import backend
 from ..autograd import no_grad
 from ..backend import InputError, InputTypeError
-from ..ops.pointwise import _erfinv
+from ..kernels.special_math import ndtri
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "eye_", "dirac_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_"]
@@ -108,9 +108,15 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         outside = (out < a) | (out > b)
         count = int(outside.sum())
         if count:
+            # the inverse CDF on the side of the interval's centre nearer the lower tail (mirrored when above the
+            # mean), where its probabilities keep their precision: erfinv(2p - 1) near -1 or 1 rounds p to
+            # multiples of 1e-16, which beyond ~8 std left values at the bounds (clipped infinities)
+            flip = (a - mean) + (b - mean) > 0
+            za, zb = sorted(((mean - v) if flip else (v - mean)) / std for v in (a, b))
+            plo, phi = (0.5 * math.erfc(-z / math.sqrt(2)) for z in (za, zb))
             u = xp.asarray(gen.random(count) if isinstance(gen, np.random.Generator) else gen.random_sample(count))
-            y = _erfinv(xp, (2 * lo - 1) + u * (2 * (hi - lo)))
-            out[outside] = xp.clip(mean + std * math.sqrt(2) * y, a, b)
+            y = ndtri(xp.asarray(plo + u * (phi - plo), dtype=xp.float64))
+            out[outside] = xp.clip(mean + std * (-y if flip else y), a, b)
     with no_grad():
         data[...] = out.astype(data.dtype)
         return tensor._bump("trunc_normal_")
