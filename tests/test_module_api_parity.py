@@ -410,3 +410,12 @@ def test_module_type_takes_legacy_tensor_types_and_their_names():
     with pytest.raises(ValueError, match="invalid type"):
         lin.type("torch.FooTensor")
     assert lin.weight.dtype == mf.float32
+
+
+def test_module_to_an_unknown_string_names_it_a_device():
+    # PyTorch reads a string given to Module.to as a device ('gpu': RuntimeError naming the device types); it was
+    # reported as an unknown dtype here
+    lin = _linear()
+    with pytest.raises(RuntimeError, match="unknown device 'gpu'"):
+        lin.to("gpu")
+    assert lin.weight.dtype == mf.float32 and lin.to("cpu") is lin

@@ -453,6 +453,9 @@ class Module(StateDicts):
                 device = a  # (an int: the GPU of that index, as PyTorch's model.to(local_rank))
             elif isinstance(a, str) and a.split(":")[0] in _OTHER_DEVICES:  # (not a dtype either)
                 backend.device(a)  # refused, naming the devices there are
+            elif isinstance(a, str) and a.lower() not in backend.DTYPE_NAMES:  # ('gpu': a device, as Tensor.to's)
+                raise InputError(f"Module.to: unknown device {a!r}; expected 'cpu', 'cuda' or 'cuda:N' (or a dtype "
+                                 f"name: {', '.join(sorted(backend.DTYPE_NAMES))})")
             else:
                 dtype = a
         if device is not None:
