@@ -198,6 +198,32 @@ def test_global_module_hooks_run_before_each_modules_own():
     assert log == []  # removed
 
 
+def test_global_full_backward_hooks_run_before_each_modules_own():
+    # PyTorch's nn.modules.module.register_module_full_backward_(pre_)hook: on every module's backward, the global
+    # hooks first (they may replace the gradients); ReLU's grad_input is grad_output where its input is positive
+    from minifused.nn.modules.module import register_module_full_backward_hook, register_module_full_backward_pre_hook
+
+    lin, log = _linear(), []
+    lin.register_full_backward_pre_hook(lambda mod, grad_output: log.append("own pre"))
+    lin.register_full_backward_hook(lambda mod, grad_input, grad_output: log.append("own"))
+    pre = register_module_full_backward_pre_hook(lambda mod, grad_output: log.append(("pre", type(mod).__name__)))
+    post = register_module_full_backward_hook(
+        lambda mod, grad_input, grad_output: log.append(type(mod).__name__) or (grad_input[0] * 10,))
+    x = cpu(np.array([[1.0, -3.0]]), dtype=mf.float32, requires_grad=True)
+    try:
+        nn.Sequential(lin, nn.ReLU())(x).sum().backward()
+    finally:
+        pre.remove()
+        post.remove()
+    assert log == [("pre", "Sequential"), ("pre", "ReLU"), "ReLU", ("pre", "Linear"), "own pre", "Linear", "own",
+                   "Sequential"]
+    relu_mask = (np.array([[1.0, -3.0]]) @ W.T + B > 0).astype(np.float64)  # (both positive here)
+    np.testing.assert_allclose(x.grad.numpy(), 1000 * (relu_mask @ W), rtol=1e-6)  # x10 at each of three modules
+    log.clear()
+    lin(x).sum().backward()
+    assert log == ["own pre", "own"]  # removed
+
+
 # ---------------------------------------------------------------- share_memory, consume_prefix
 def test_share_memory_returns_the_module_unchanged():
     m = _linear()

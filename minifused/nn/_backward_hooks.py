@@ -9,6 +9,19 @@ from ..ops.creation import zeros
 from ..tensor import Tensor
 
 
+#: PyTorch's global full backward hooks and pre-hooks (``nn.modules.module.register_module_full_backward_hook``
+#: and ``..._pre_hook``): dicts from handle id to hook, run on every module's call before the module's own.
+global_backward_hooks = {}
+global_backward_pre_hooks = {}
+
+
+def _backward_hooks_of(module, kind):
+    """The global then ``module``'s own hooks of ``kind`` ('backward' or 'backward_pre'), in the order they run."""
+    own = module._call_hooks
+    glob = global_backward_hooks if kind == "backward" else global_backward_pre_hooks
+    return [*glob.values(), *(getattr(own, kind).values() if own else ())]
+
+
 class _CallState:
     """What one call's two nodes share."""
 
@@ -73,7 +86,7 @@ class _InputNode(_HookNode):
         for pos, shape, dtype, device in state.constants:  # zeros, as PyTorch's (its hook node's outputs for them
             grad_input[pos] = zeros(shape, dtype=dtype, device=device)  # are non-differentiable, their grads zeros)
         grad_input = tuple(grad_input)
-        for hook in list(state.module._call_hooks.backward.values()) if state.module._call_hooks else ():
+        for hook in _backward_hooks_of(state.module, "backward"):
             result = hook(state.module, grad_input, state.grad_output)
             if result is not None:
                 grad_input = _checked(tuple(result), grad_input, "gradients (one per positional input)")
@@ -83,15 +96,14 @@ class _InputNode(_HookNode):
 class _OutputNode(_HookNode):
     @staticmethod
     def hooks(state, grads):
-        hooks = state.module._call_hooks
         grad_output = tuple(grads)
-        for hook in list(hooks.backward_pre.values()) if hooks else ():
+        for hook in _backward_hooks_of(state.module, "backward_pre"):
             result = hook(state.module, grad_output)
             if result is not None:
                 grad_output = _checked(tuple(result), grad_output, "gradients (one per output)")
         state.grad_output = grad_output
-        if not state.input_node and hooks:  # no input requires grad: the hooks see grad_input of Nones
-            for hook in list(hooks.backward.values()):
+        if not state.input_node:  # no input requires grad: the hooks see grad_input of Nones
+            for hook in _backward_hooks_of(state.module, "backward"):
                 hook(state.module, (None,) * state.n_args, grad_output)
         return grad_output
 

@@ -12,7 +12,8 @@ from ..autograd import is_grad_enabled, no_grad
 from ..kernels import to_layout
 from ..ops.shape import channels_last, check_memory_format, preserve_format
 from ..tensor import Tensor
-from ._backward_hooks import _arrays, _checked, _wrap, wrap_inputs, wrap_outputs
+from ._backward_hooks import (_arrays, _checked, _wrap, global_backward_hooks as _global_backward_hooks,
+                              global_backward_pre_hooks as _global_backward_pre_hooks, wrap_inputs, wrap_outputs)
 from .param import Parameter
 from .state_dicts import STATE_HOOK_KINDS, StateDicts
 from ..backend import InputError, InputTypeError
@@ -180,7 +181,8 @@ class Module(StateDicts):
     _call_hooks = None
 
     def __call__(self, *args, **kwargs):
-        if self._call_hooks is None and not (_global_forward_pre_hooks or _global_forward_hooks):
+        if self._call_hooks is None and not (_global_forward_pre_hooks or _global_forward_hooks
+                                             or _global_backward_hooks or _global_backward_pre_hooks):
             return self.forward(*args, **kwargs)
         return _call_with_hooks(self, args, kwargs)
 
@@ -585,10 +587,29 @@ def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
     return handle
 
 
+def register_module_full_backward_pre_hook(hook):
+    """``hook(module, grad_output)`` when the gradients of every module's outputs are known (before the module's
+    own backward pre-hooks), as PyTorch's ``nn.modules.module.register_module_full_backward_pre_hook``; it may
+    return a replacement ``grad_output`` tuple."""
+    handle = RemovableHandle(None, "backward_pre")
+    _global_backward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_hook(hook):
+    """``hook(module, grad_input, grad_output)`` when the gradients with respect to every module's positional
+    inputs are computed (before the module's own full backward hooks), as PyTorch's
+    ``nn.modules.module.register_module_full_backward_hook``; it may return a replacement ``grad_input`` tuple."""
+    handle = RemovableHandle(None, "backward")
+    _global_backward_hooks[handle.id] = hook
+    return handle
+
+
 def runs_hooks(module):
     """Whether calling ``module`` runs hooks (its own or the global ones): then it is to be called as it is, never
     fused into a neighbour nor run in place."""
-    return module._call_hooks is not None or bool(_global_forward_pre_hooks or _global_forward_hooks)
+    return module._call_hooks is not None or bool(_global_forward_pre_hooks or _global_forward_hooks
+                                                  or _global_backward_hooks or _global_backward_pre_hooks)
 
 
 def remove_hook(module, kind, key):
@@ -596,7 +617,7 @@ def remove_hook(module, kind, key):
     kind) under the handle id ``key`` (module None: the global hook; gone already: nothing to do)."""
     if module is None:
         for table in (_global_forward_pre_hooks, _global_forward_hooks, _global_forward_hooks_with_kwargs,
-                      _global_forward_hooks_always_called):
+                      _global_forward_hooks_always_called, _global_backward_hooks, _global_backward_pre_hooks):
             table.pop(key, None)
         return
     if kind in STATE_HOOK_KINDS:
@@ -728,7 +749,8 @@ def _call_with_hooks(module, args, kwargs):
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
         state = None
-        if (hooks.backward or hooks.backward_pre) and is_grad_enabled():
+        if (hooks.backward or hooks.backward_pre or _global_backward_hooks or _global_backward_pre_hooks) and \
+                is_grad_enabled():
             args, state = wrap_inputs(module, args)
         output = module.forward(*args, **kwargs)
         for key, (hook, with_kwargs, always) in _forward_hook_entries(hooks):
