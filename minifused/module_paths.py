@@ -118,7 +118,9 @@ def register_all():
                         "consume_prefix_in_state_dict_if_present": consume_prefix_in_state_dict_if_present},
               "module": {name: getattr(_module, name) for name in
                          ("register_module_forward_hook", "register_module_forward_pre_hook", "RemovableHandle",
-                          "register_module_full_backward_hook", "register_module_full_backward_pre_hook")}}
+                          "register_module_full_backward_hook", "register_module_full_backward_pre_hook",
+                          "register_module_buffer_registration_hook", "register_module_module_registration_hook",
+                          "register_module_parameter_registration_hook")}}
     for sub in ("module", "loss", "conv", "linear", "activation", "batchnorm", "instancenorm", "normalization",
                 "pooling", "dropout", "container", "sparse", "rnn", "transformer", "padding", "pixelshuffle",
                 "upsampling", "flatten", "distance", "fold", "channelshuffle", "lazy", "utils",

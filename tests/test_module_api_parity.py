@@ -224,6 +224,39 @@ def test_global_full_backward_hooks_run_before_each_modules_own():
     assert log == ["own pre", "own"]  # removed
 
 
+def test_global_registration_hooks_see_and_may_replace_what_modules_register():
+    # PyTorch's nn.modules.module.register_module_{buffer,module,parameter}_registration_hook: hook(module, name,
+    # value) on every registration (a parameter only when not None), whose return value, if any, is registered
+    from minifused.nn.modules.module import (register_module_buffer_registration_hook,
+                                             register_module_module_registration_hook,
+                                             register_module_parameter_registration_hook)
+
+    log = []
+    handles = [
+        register_module_buffer_registration_hook(lambda m, n, b: log.append(("b", n, b if b is None else b.tolist()))),
+        register_module_parameter_registration_hook(lambda m, n, p: log.append(("p", n))),
+        register_module_module_registration_hook(lambda m, n, s: log.append(("m", n)) or (
+            nn.Tanh() if isinstance(s, nn.ReLU) else None))]
+    try:
+        m = nn.Module()
+        m.register_buffer("x", mf.ones(1))
+        m.x = mf.zeros(1)
+        m.x = None
+        m.p = nn.Parameter(mf.ones(1))
+        m.p = None
+        m.register_parameter("q", None)
+        m.act = nn.ReLU()
+        m.add_module("none", None)
+    finally:
+        for h in handles:
+            h.remove()
+    assert log == [("b", "x", [1.0]), ("b", "x", [0.0]), ("b", "x", None), ("p", "p"), ("m", "act"), ("m", "none")]
+    assert isinstance(m.act, nn.Tanh)  # replaced by the hook
+    log.clear()
+    nn.Sequential(nn.ReLU())
+    assert log == []  # removed
+
+
 # ---------------------------------------------------------------- share_memory, consume_prefix
 def test_share_memory_returns_the_module_unchanged():
     m = _linear()

@@ -86,6 +86,9 @@ class Module(StateDicts):
                                              f"expected)")
                     if getattr(value, "_is_buffer", False):  # an nn.Buffer brings its own persistence
                         break
+                    if store is not params:  # (PyTorch's registration hooks see a module or a buffer set here)
+                        value = _registered(_global_module_registration_hooks if store is modules
+                                            else _global_buffer_registration_hooks, self, name, value)
                     store[name] = value
                     return
             if getattr(value, "_is_buffer", False):  # nn.Buffer (nn.lazy): registers as a buffer, as PyTorch's
@@ -99,6 +102,8 @@ class Module(StateDicts):
             raise InputTypeError(f"cannot assign {type(value).__name__} as parameter {name!r} "
                                  f"(minifused.nn.Parameter or None expected)")
         target = params if isinstance(value, Parameter) else modules
+        value = _registered(_global_parameter_registration_hooks if target is params
+                            else _global_module_registration_hooks, self, name, value)
         for store in (params, buffers, modules):
             if store is not target:  # a name re-assigned in its own kind keeps its place (the state dict's order)
                 store.pop(name, None)
@@ -154,7 +159,7 @@ class Module(StateDicts):
         if tensor is not None and not isinstance(tensor, Tensor):
             raise InputTypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (Tensor or None "
                                  f"required)")
-        self._buffers[name] = tensor
+        self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name, tensor)
         if not persistent:
             self.__dict__.setdefault("_non_persistent", set()).add(name)
         else:
@@ -169,7 +174,7 @@ class Module(StateDicts):
         if module is not None and not isinstance(module, Module):
             raise InputTypeError(f"{type(self).__name__}: {name!r} is a {type(module).__name__}, not a Module")
         self._check_name("module", name, "_modules")
-        self._modules[name] = module
+        self._modules[name] = _registered(_global_module_registration_hooks, self, name, module)
 
     add_module = register_module
 
@@ -605,6 +610,46 @@ def register_module_full_backward_hook(hook):
     return handle
 
 
+#: PyTorch's global registration hooks: ``hook(module, name, value)`` as a module registers a buffer, a module or a
+#: parameter (not None), which it may replace by returning another.
+_global_buffer_registration_hooks = OrderedDict()
+_global_module_registration_hooks = OrderedDict()
+_global_parameter_registration_hooks = OrderedDict()
+
+
+def _registered(hooks, module, name, value):
+    """``value`` after the registration ``hooks`` (each may return a replacement)."""
+    for hook in list(hooks.values()):
+        output = hook(module, name, value)
+        if output is not None:
+            value = output
+    return value
+
+
+def _registration_hook(table, hook):
+    handle = RemovableHandle(None, "registration")
+    table[handle.id] = hook
+    return handle
+
+
+def register_module_buffer_registration_hook(hook):
+    """``hook(module, name, buffer)`` whenever any module registers a buffer (``register_buffer``, an assignment to
+    a buffer's name, an ``nn.Buffer``), as PyTorch's; it may return a replacement buffer."""
+    return _registration_hook(_global_buffer_registration_hooks, hook)
+
+
+def register_module_module_registration_hook(hook):
+    """``hook(module, name, submodule)`` whenever any module registers a submodule (``add_module``, assignment), as
+    PyTorch's; it may return a replacement module."""
+    return _registration_hook(_global_module_registration_hooks, hook)
+
+
+def register_module_parameter_registration_hook(hook):
+    """``hook(module, name, param)`` whenever any module registers a parameter (not None), as PyTorch's; it may
+    return a replacement parameter."""
+    return _registration_hook(_global_parameter_registration_hooks, hook)
+
+
 def runs_hooks(module):
     """Whether calling ``module`` runs hooks (its own or the global ones): then it is to be called as it is, never
     fused into a neighbour nor run in place."""
@@ -617,7 +662,9 @@ def remove_hook(module, kind, key):
     kind) under the handle id ``key`` (module None: the global hook; gone already: nothing to do)."""
     if module is None:
         for table in (_global_forward_pre_hooks, _global_forward_hooks, _global_forward_hooks_with_kwargs,
-                      _global_forward_hooks_always_called, _global_backward_hooks, _global_backward_pre_hooks):
+                      _global_forward_hooks_always_called, _global_backward_hooks, _global_backward_pre_hooks,
+                      _global_buffer_registration_hooks, _global_module_registration_hooks,
+                      _global_parameter_registration_hooks):
             table.pop(key, None)
         return
     if kind in STATE_HOOK_KINDS:
