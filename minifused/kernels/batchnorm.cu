@@ -95,21 +95,19 @@ __device__ __forceinline__ float relu_gradient(float g, float d, bool relu, floa
     return !relu || relu_passes(affine(d, rs, rt)) ? g : 0.f;
 }
 
-// The partial-sum terms of the vector at flat index i: forward (dy null) v and v*v, v = x - shift; backward g and
+// The partial-sum terms of the vector xv (gv its dy, or null): forward v and v*v, v = x - shift; backward g and
 // g*(x - shift), g = dy where the ReLU passed it (relu_gradient: shift is then the mean, rs and rt the ReLU's
 // factors). PER_ELEMENT: element k's terms go to a[k], b[k] with shift[k], rs[k], rt[k] (the channels of a
 // channels-last vector), else all to a[0], b[0] with shift[0], rs[0], rt[0] (one channel's run).
 template <bool PER_ELEMENT>
-__device__ __forceinline__ void add_terms(const T* __restrict__ x, const T* __restrict__ dy, bool relu, long long i,
-                                          const float* shift, const float* rs, const float* rt, float* a, float* b) {
-    const TV xv = *reinterpret_cast<const TV*>(x + i);
-    if (dy) {
-        const TV gv = *reinterpret_cast<const TV*>(dy + i);
+__device__ __forceinline__ void add_vector_terms(const TV& xv, const TV* gv, bool relu, const float* shift,
+                                                 const float* rs, const float* rt, float* a, float* b) {
+    if (gv) {
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
             const int e = PER_ELEMENT ? k : 0;
             const float d = to_f(xv.v[k]) - shift[e];
-            const float g = relu_gradient(to_f(gv.v[k]), d, relu, rs[e], rt[e]);
+            const float g = relu_gradient(to_f(gv->v[k]), d, relu, rs[e], rt[e]);
             a[e] += g;
             b[e] += g * d;
         }
@@ -121,6 +119,19 @@ __device__ __forceinline__ void add_terms(const T* __restrict__ x, const T* __re
             a[e] += v;
             b[e] += v * v;
         }
+    }
+}
+
+// add_vector_terms of the vector at flat index i of x (and of dy, when not null).
+template <bool PER_ELEMENT>
+__device__ __forceinline__ void add_terms(const T* __restrict__ x, const T* __restrict__ dy, bool relu, long long i,
+                                          const float* shift, const float* rs, const float* rt, float* a, float* b) {
+    const TV xv = *reinterpret_cast<const TV*>(x + i);
+    if (dy) {
+        const TV gv = *reinterpret_cast<const TV*>(dy + i);
+        add_vector_terms<PER_ELEMENT>(xv, &gv, relu, shift, rs, rt, a, b);
+    } else {
+        add_vector_terms<PER_ELEMENT>(xv, nullptr, relu, shift, rs, rt, a, b);
     }
 }
 

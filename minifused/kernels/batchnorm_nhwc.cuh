@@ -4,6 +4,31 @@
 
 constexpr int NHWC_THREADS = 256;  // the block of bn_partial_nhwc (batchnorm.py's _THREADS)
 
+// Rows of a vector column that bn_partial_nhwc's forward threads load before they add their terms: two rows' loads
+// in flight per thread, issued before the sums (an unrolled one-row loop left them behind the sums, and the pass,
+// one vector a row, read well under the bandwidth; four rows spilled in the bf16 build and measured slower).
+constexpr int PARTIAL_ROWS_FORWARD = 2;
+
+// The forward's add_vector_terms of rows j0, j0 + R, ... < j1 of x at column offset `at` (row length C), U rows a
+// trip, their loads issued before their sums. Indices in I (32-bit unless the tensor needs 64): the registers of
+// 64-bit row arithmetic spilled.
+template <int U>
+__device__ __forceinline__ void add_rows(const T* __restrict__ x, long long j0, long long j1, int R, long long C,
+                                         long long at, const float* shift, float* a, float* b) {
+    const I rows = j1 > j0 ? (I)((j1 - j0 + R - 1) / R) : 0, first = (I)(j0 * C + at), step = (I)R * (I)C;
+    for (I t = 0; t < rows; t += U) {
+        TV xv[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (t + u < rows) xv[u] = *reinterpret_cast<const TV*>(x + first + (t + u) * step);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (t + u < rows) add_vector_terms<true>(xv[u], nullptr, false, shift, nullptr, nullptr, a, b);
+        }
+    }
+}
+
 // Channels-last: block (p, t) sums the p-th of P equal slices of the M rows over the t-th tile of CB
 // vector columns (CB from the host, at most NHWC_THREADS; a tile spans about a 128-byte line of a row, so that
 // a slice holds enough rows for its partials to be few beside x: batchnorm.py's _split_nhwc). Its threads form
@@ -33,17 +58,14 @@ bn_partial_nhwc(const T* __restrict__ x, const T* __restrict__ dy, const float* 
             rs[k] = on ? relu[c] : 0.f;
             rt[k] = on ? relu[C + c] : 0.f;
         }
-        const long long j0 = M * p / P + r, j1 = M * (p + 1) / P;
+        const long long j0 = M * p / P + r, j1 = M * (p + 1) / P, at = cv * VEC;
         if (dy) {
-            // two rows' loads of dy and x in flight per thread (four would spill under the launch bounds; with the
-            // ReLU's factors two spill a few loop-invariant bytes: one row a trip measured no faster in ResNet-18's
-            // step)
-#pragma unroll 2
-            for (long long j = j0; j < j1; j += R) add_terms<true>(x, dy, on, j * C + cv * VEC, shift, rs, rt, a, b);
+            // a row of dy and x a trip (two loads in flight): with the ReLU's factors held, two rows spilled under
+            // the launch bounds and measured slower
+#pragma unroll 1
+            for (long long j = j0; j < j1; j += R) add_terms<true>(x, dy, on, j * C + at, shift, rs, rt, a, b);
         } else {
-#pragma unroll 4  // four rows' loads of x in flight per thread (two left the pass well under the bandwidth)
-            for (long long j = j0; j < j1; j += R)
-                add_terms<true>(x, nullptr, false, j * C + cv * VEC, shift, rs, rt, a, b);
+            add_rows<PARTIAL_ROWS_FORWARD>(x, j0, j1, R, C, at, shift, a, b);
         }
     }
     // red[k][t] and red[VEC + k][t]: thread t's sums of channel k of its vector (consecutive threads,
