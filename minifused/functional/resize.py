@@ -121,7 +121,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             steps.append((kind, axis, n, m, s, bool(align_corners), wdtype))
         else:
             steps.append(("nearest", axis, n, m, s, mode == "nearest-exact"))
-    return R.ResampleFn.apply(input, tuple(steps))
+    grad_steps = None
+    if mode == "nearest" and not input.is_cuda and input.ndim != 4:
+        # PyTorch's cpu nearest backward (1-D and 3-D; 2-D's forward too, above) ignores the scale along a dimension
+        # that keeps its size or doubles it, where its forward does not: its gradient reads other source indices
+        grad_steps = tuple(st[:4] + (None if st[3] in (st[2], 2 * st[2]) else st[4],) + st[5:] for st in steps)
+    return R.ResampleFn.apply(input, tuple(steps), grad_steps)
 
 
 def _antialias_matrix(n, m, scale, align_corners, mode):

@@ -253,13 +253,15 @@ class ResampleFn(Function):
     """Interpolation as a sequence of per-axis steps, last axis first (PyTorch's bilinear sums the
     two width neighbours of each row first): ``("nearest", axis, in, out, scale, exact)`` or
     ``("linear", axis, in, out, scale, align_corners, weight_dtype)`` or ``("cubic", ...)`` with the same
-    arguments (four weighted taps); a forward gathers, a backward scatter-adds, along each axis."""
+    arguments (four weighted taps); a forward gathers, a backward scatter-adds, along each axis. ``grad_steps``
+    (the same steps, other scales) are the backward's where its source indices differ from the forward's."""
 
     @staticmethod
-    def forward(ctx, x, steps):
+    def forward(ctx, x, steps, grad_steps=None):
         xp = _xp(x)
         dtype, acc = x.dtype, acc_dtype(x.dtype)
         on = [device_table(x, _TABLES[s[0]], *s[2:]) for s in steps]
+        back = on if grad_steps is None else [device_table(x, _TABLES[s[0]], *s[2:]) for s in grad_steps]
         nearest = _nearest_2d(x, steps)
         if nearest is not None:  # resample.cu's one launch each way
             (rows, row_starts), (cols, col_starts) = nearest
@@ -282,7 +284,7 @@ class ResampleFn(Function):
                 lam = lam.astype(acc, copy=False).reshape((-1,) + (1,) * (y.ndim - axis - 1))
                 y = xp.take(y, i0, axis=axis) * (1 - lam) + xp.take(y, i1, axis=axis) * lam
             shape.append(y.shape)
-        ctx.plan = (steps, on, shape, dtype)
+        ctx.plan = (steps, back, shape, dtype)
         return xp.ascontiguousarray(y.astype(dtype, copy=False))
 
     @staticmethod
@@ -290,7 +292,7 @@ class ResampleFn(Function):
         steps, on, shapes, dtype = ctx.plan
         nearest = getattr(ctx, "nearest", None)
         if nearest is not None and g.dtype == dtype:
-            return KR.nearest_backward(_xp(g).ascontiguousarray(g), *nearest), None
+            return KR.nearest_backward(_xp(g).ascontiguousarray(g), *nearest), None, None
         g = g.astype(acc_dtype(dtype))
         for (kind, axis, *_), arrays, shape in zip(steps[::-1], on[::-1], shapes[-2::-1]):
             n = shape[axis]
@@ -304,14 +306,14 @@ class ResampleFn(Function):
                 i0, i1, lam = arrays
                 lam = lam.astype(g.dtype, copy=False).reshape((-1,) + (1,) * (g.ndim - axis - 1))
                 g = _scatter_axis(g * (1 - lam), i0, axis, n) + _scatter_axis(g * lam, i1, axis, n)
-        return _xp(g).ascontiguousarray(g.astype(dtype, copy=False)), None
+        return _xp(g).ascontiguousarray(g.astype(dtype, copy=False)), None, None
 
     @staticmethod
     def backward_graph(ctx, g):
         """Interpolation is linear: its backward as a :class:`LinearMap`, whose adjoint is the forward again."""
         plan, steps = ctx.plan, ctx.plan[0]
         return LinearMap.apply(g, lambda a: ResampleFn.backward(_Saved(plan=plan), a)[0],
-                               lambda a: ResampleFn.forward(_Saved(), a, steps)), None
+                               lambda a: ResampleFn.forward(_Saved(), a, steps)), None, None
 
 
 _TABLES = {"nearest": nearest_index, "linear": linear_weights, "cubic": cubic_weights}

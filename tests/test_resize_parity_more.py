@@ -1,0 +1,43 @@
+"""interpolate / grid_sample corners that PyTorch's kernels treat specially, against NumPy float64 references written
+from ATen's CPU kernels (UpSampleKernel.cpp, UpSample.h; each checked against torch 2.x by hand)."""
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+
+
+def _nearest_src(n, m, scale):
+    """ATen's nearest_neighbor_compute_source_index: floor(dst * s), s = 1/scale (float32), clamped."""
+    s = np.float32(1.0 / scale) if scale else np.float32(n) / np.float32(m)
+    return np.minimum(np.floor(np.arange(m, dtype=np.float32) * s).astype(np.int64), n - 1)
+
+
+def _nearest_backward_src(n, m, scale):
+    """ATen's nearest_idx, which its cpu nearest backward uses: a kept size copies, a doubled one halves (the scale
+    ignored), else as the forward."""
+    return _nearest_src(n, m, None if m in (n, 2 * n) else scale)
+
+
+@pytest.mark.parametrize("shape,scale", [((1, 2, 3), (1.3,)), ((1, 1, 5), (2.1,)), ((2, 1, 3, 4, 3), (1.3, 2.2, 0.9)),
+                                         ((1, 1, 4, 3, 2), (1.1, 2.0, 1.7))])
+def test_nearest_1d_3d_backward_ignores_scale_on_kept_or_doubled_sizes(shape, scale):
+    rng = np.random.default_rng(0)
+    x = mf.tensor(rng.standard_normal(shape), requires_grad=True)
+    y = F.interpolate(x, scale_factor=scale, mode="nearest")
+    spatial = shape[2:]
+    out = [int(np.floor(n * s)) for n, s in zip(spatial, scale)]
+    ref = x.detach().numpy()
+    for axis, (n, m, s) in enumerate(zip(spatial, out, scale)):  # the forward: the scale as given
+        ref = np.take(ref, _nearest_src(n, m, s), axis=axis + 2)
+    np.testing.assert_array_equal(y.detach().numpy(), ref)
+    g = rng.standard_normal(y.shape)
+    y.backward(mf.tensor(g))
+    want = g
+    for axis in reversed(range(len(spatial))):  # the scatter-add of the backward's own indices
+        n, m, s = spatial[axis], out[axis], scale[axis]
+        moved = np.moveaxis(want, axis + 2, 0)
+        acc = np.zeros((n,) + moved.shape[1:])
+        np.add.at(acc, _nearest_backward_src(n, m, s), moved)
+        want = np.moveaxis(acc, 0, axis + 2)
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12, atol=1e-12)
