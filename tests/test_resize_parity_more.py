@@ -41,3 +41,14 @@ def test_nearest_1d_3d_backward_ignores_scale_on_kept_or_doubled_sizes(shape, sc
         np.add.at(acc, _nearest_backward_src(n, m, s), moved)
         want = np.moveaxis(acc, 0, axis + 2)
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape,kw", [((2, 1, 3, 8), dict(scale_factor=0.33)), ((1, 1, 3), dict(size=0)),
+                                      ((1, 1, 3, 4, 5), dict(size=(0, 2, 2)))])
+def test_area_to_an_empty_size_is_empty(shape, kw):
+    # PyTorch's 'area' is adaptive average pooling, which takes an output size of 0; the other modes raise
+    y = F.interpolate(mf.zeros(*shape), mode="area", **kw)
+    spatial = [int(np.floor(n * kw["scale_factor"])) for n in shape[2:]] if "scale_factor" in kw else kw["size"]
+    assert y.shape == shape[:2] + tuple(np.atleast_1d(spatial))
+    with pytest.raises(Exception, match="interpolate: input and output sizes must be greater than 0"):
+        F.interpolate(mf.zeros(*shape), mode="nearest", **kw)

@@ -34,7 +34,7 @@ def _per_dim(op, name, value, dim, kind):
     return (value,) * dim
 
 
-def _interp_sizes(op, input, size, scale_factor, recompute_scale_factor):
+def _interp_sizes(op, input, size, scale_factor, recompute_scale_factor, mode):
     dim = input.ndim - 2
     spatial = tuple(input.shape[2:])
     if (size is None) == (scale_factor is None):
@@ -55,7 +55,8 @@ def _interp_sizes(op, input, size, scale_factor, recompute_scale_factor):
             raise InputError(f"{op}: scale_factor must be positive and finite, got {scale_factor!r}")
         out = tuple(int(math.floor(float(n) * float(s))) for n, s in zip(spatial, scales))
         scales = (None,) * dim if recompute_scale_factor else tuple(float(s) for s in scales)
-    if min(out) <= 0 or min(spatial) <= 0:
+    # (PyTorch's 'area' goes to the adaptive poolings unchecked: an empty output size gives an empty output there)
+    if (min(out) <= 0 and mode != "area") or min(out) < 0 or min(spatial) <= 0:
         raise InputError(f"{op}: input and output sizes must be greater than 0, got input {spatial} and "
                          f"output {tuple(out)}")
     return tuple(int(s) for s in out), scales
@@ -93,7 +94,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise InputError(f"{op}: mode 'lanczos' needs antialias=True (it is an antialiasing filter)")
     if mode == "lanczos" and align_corners:
         raise InputError(f"{op}: mode 'lanczos' does not support align_corners=True")
-    out, scales = _interp_sizes(op, input, size, scale_factor, recompute_scale_factor)
+    out, scales = _interp_sizes(op, input, size, scale_factor, recompute_scale_factor, mode)
     if antialias:
         if not backend.is_floating(input.dtype):
             raise InputTypeError(f"{op}: mode {mode!r} needs a floating-point input, got dtype {input.dtype}")
