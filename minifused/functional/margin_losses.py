@@ -144,9 +144,15 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     input, weight = _autocast_float32(input, weight)
     if p not in (1, 2):
         raise InputError(f"{op}: only p == 1 and p == 2 supported, got {p!r}")
-    if input.ndim not in (1, 2) or target.ndim != input.ndim - 1 or target.dtype != _backend.int64:
+    # PyTorch's shapes: (N, C) or (C,) or 0-d (one class) input; a target of N elements, 0-d or (N,)
+    nframe = input.shape[0] if input.ndim == 2 else 1
+    if (input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0) or target.ndim > 1
+            or target.numel() != nframe or target.dtype != _backend.int64):
         raise InputError(f"{op}: expected (N, C) input and (N,) int64 targets (or (C,) and a 0-d one), got "
                          f"{tuple(input.shape)} and {target.dtype} {tuple(target.shape)}")
+    if weight is not None and (not isinstance(weight, _Tensor) or weight.ndim != 1):
+        raise InputError(f"{op}: weight must be one-dimensional, got "
+                         f"{list(weight.shape) if isinstance(weight, _Tensor) else type(weight).__name__}")
     if reduction not in ("none", "mean", "sum"):
         raise InputError(f"{op}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
     x = input if input.ndim == 2 else input.reshape(1, -1)
@@ -161,7 +167,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         z = z * _gather(weight.reshape(1, -1).expand(x.shape[0], c), 1, y)
     others = (y != _arange_like(x, c)).to(x.dtype)  # the classes j != y
     loss = (z * others).sum(1) / c
-    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction)
+    return _reduce(loss if target.ndim else loss.reshape(()), reduction)  # 'none': the target's shape, as PyTorch's
 
 
 def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,

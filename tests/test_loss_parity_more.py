@@ -1,0 +1,40 @@
+"""Loss functions against NumPy float64 references of PyTorch's definitions, on the edge cases its
+kernels settle: target shapes, ties, zero vectors, empty inputs."""
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+
+
+def _multi_margin64(x, y, margin=1.0):
+    """PyTorch's multi_margin_loss (p=1) per sample: sum over j != y of max(0, margin - x[y] + x[j]) / C."""
+    x = np.atleast_2d(x)
+    z = np.maximum(0, margin - x[np.arange(len(y)), y][:, None] + x)
+    z[np.arange(len(y)), y] = 0
+    return z.sum(1) / x.shape[1]
+
+
+# ---------------------------------------------------------------- multi_margin_loss
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_multi_margin_target_of_n_elements(reduction):
+    """The target may be 0-d or (N,) whatever the input's dimensions (N elements); 'none' has its shape."""
+    x = np.array([[0.3, -1.2, 0.8, 0.1]])
+    ref = _multi_margin64(x, np.array([2]))
+    for inp, tgt in ((x, np.array(2)), (x[0], np.array([2])), (x, np.array([2])), (x[0], np.array(2))):
+        out = F.multi_margin_loss(mf.tensor(inp), mf.tensor(tgt), reduction=reduction)
+        want = {"none": ref.reshape(tgt.shape), "mean": ref.mean(), "sum": ref.sum()}[reduction]
+        assert out.shape == want.shape
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
+    # a 0-d input is one class: nothing to compare the target with
+    assert F.multi_margin_loss(mf.tensor(0.5), mf.tensor(0), reduction=reduction).item() == 0.0
+
+
+def test_multi_margin_bad_shapes():
+    x = mf.tensor(np.zeros((2, 3)))
+    with pytest.raises(Exception, match="multi_margin_loss"):
+        F.multi_margin_loss(x, mf.tensor(np.array([[0, 1]])))  # a 2-D target
+    with pytest.raises(Exception, match="multi_margin_loss"):
+        F.multi_margin_loss(x, mf.tensor(np.array([0, 1, 2])))  # three targets for two samples
+    with pytest.raises(Exception, match="multi_margin_loss: weight must be one-dimensional"):
+        F.multi_margin_loss(x, mf.tensor(np.array([0, 1])), weight=mf.tensor(np.ones((1, 3))))
