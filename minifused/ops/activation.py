@@ -186,12 +186,16 @@ class Hardtanh(_Unary):
     grad = staticmethod(lambda xp, g, keep, lo, hi: _passed(xp, g, keep))
 
 
+# PyTorch's hardsigmoid backward multiplies by the float literal 1.0f / 6.0f in every dtype (float64 too)
+_ONE_SIXTH = float(np.float32(1 / 6))
+
+
 class Hardsigmoid(_Unary):
     fused = "hardsigmoid"
-    passing = staticmethod(lambda: (1 / 6, None))
+    passing = staticmethod(lambda: (_ONE_SIXTH, None))
     f = staticmethod(lambda xp, x: xp.clip(x + 3, 0, 6) / 6)
     keep = staticmethod(lambda x, xu, inplace: (x > -3) & (x < 3))
-    grad = staticmethod(lambda xp, g, keep: _passed(xp, g / 6, keep))
+    grad = staticmethod(lambda xp, g, keep: _passed(xp, g * g.dtype.type(_ONE_SIXTH), keep))
 
 
 class Elu(_Unary):
