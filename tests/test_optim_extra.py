@@ -208,7 +208,7 @@ def test_lbfgs_unknown_line_search_is_refused_at_step():
 def test_pytorch_switches_are_accepted():
     for cls in (optim.Rprop, optim.ASGD):
         opt = cls([nn.Parameter(mf.ones(2))], foreach=True, capturable=True)
-        assert "foreach" not in opt.param_groups[0]
+        assert opt.param_groups[0]["foreach"] is True and opt.param_groups[0]["capturable"] is True
 
 
 # ---------------------------------------------------------------- GPU: fused kernels vs reference

@@ -14,14 +14,15 @@ class Adadelta(Optimizer):
 
     _supports_amp = True
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, *, maximize=False,
-                 master_weights=False, foreach=None, fused=None, capturable=False, differentiable=False):
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, maximize=False,
+                 master_weights=False, fused=None, capturable=False, differentiable=False):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         _check_lr("Adadelta", lr)
         _check_hyper("Adadelta", "rho", rho, upper=1.0, closed=True)
         _check_hyper("Adadelta", "epsilon", eps)
         _check_hyper("Adadelta", "weight_decay", weight_decay)
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize),
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                                      capturable=capturable, foreach=foreach, differentiable=differentiable),
                          master_weights)
 
     @staticmethod

@@ -55,7 +55,7 @@ class Adafactor(Optimizer):
             raise ValueError(f"Adafactor: invalid clipping threshold d {d!r}; expected a number >= 1")
         _check_hyper("Adafactor", "weight_decay", weight_decay)
         super().__init__(params, dict(lr=lr, beta2_decay=beta2_decay, eps=tuple(eps), d=d,
-                                      weight_decay=weight_decay, maximize=maximize), master_weights)
+                                      weight_decay=weight_decay, foreach=foreach, maximize=maximize), master_weights)
 
     def _state(self, p):
         st = self.state[p]

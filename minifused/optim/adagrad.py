@@ -16,8 +16,8 @@ class Adagrad(Optimizer):
 
     _supports_amp = True
 
-    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10, *,
-                 maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
+                 foreach=None, *, maximize=False, master_weights=False, fused=None, capturable=False,
                  differentiable=False):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         _check_lr("Adagrad", lr)
@@ -25,7 +25,8 @@ class Adagrad(Optimizer):
                             ("initial_accumulator_value", initial_accumulator_value), ("epsilon", eps)):
             _check_hyper("Adagrad", what, value)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value, maximize=maximize),
+                                      initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable, fused=fused),
                          master_weights)
         for g in self.param_groups:
             for p in g["params"]:

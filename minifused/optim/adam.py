@@ -39,7 +39,8 @@ class Adam(Optimizer):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         check_adam_hyper(type(self).__name__, lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize,
+                                      amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable, fused=fused,
                                       decoupled_weight_decay=bool(decoupled_weight_decay)), master_weights)
 
     @staticmethod
@@ -89,6 +90,6 @@ class AdamW(Adam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
                  maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
                  differentiable=False):
-        _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
+                         fused=fused, capturable=capturable, differentiable=differentiable,
                          master_weights=master_weights, decoupled_weight_decay=True)

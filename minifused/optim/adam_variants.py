@@ -22,7 +22,8 @@ class _AdamVariant(Optimizer):
         _pytorch_flags(type(self).__name__, foreach, None, capturable, differentiable)
         check_adam_hyper(type(self).__name__, lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize, **more), master_weights)
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable, **more), master_weights)
 
     @staticmethod
     def _hyper_values(g):

@@ -22,7 +22,8 @@ class ASGD(Optimizer):
         _check_lr("ASGD", lr)
         _check_hyper("ASGD", "weight_decay", weight_decay)
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
-                                      maximize=maximize), master_weights)
+                                      foreach=foreach, maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable), master_weights)
 
     @staticmethod
     def _hyper_values(g):

@@ -479,8 +479,8 @@ class Optimizer:
                              f"groups, the optimizer {len(self.param_groups)}")
         name = f"{type(self).__name__}.load_state_dict"
         for i, (sg, g) in enumerate(zip(saved, self.param_groups)):
-            # a PyTorch optimizer's state dict: its implementation switches are checked as the constructor's, and
-            # dropped (they change nothing here)
+            # PyTorch's implementation switches are checked as the constructor's (they change nothing here, but
+            # are loaded into the groups, as PyTorch's)
             _pytorch_flags(name, sg.get("foreach"), sg.get("fused"), bool(sg.get("capturable", False)),
                            bool(sg.get("differentiable", False)))
             # keys of the group's own (a scheduler's initial_lr or max_lr, a user's name) load as PyTorch's do;
@@ -518,7 +518,7 @@ class Optimizer:
         self.state.update(own)
         for sg, g in zip(saved, self.param_groups):
             for k, v in sg.items():
-                if k != "params" and k not in _PYTORCH_SWITCHES:
+                if k != "params":
                     g[k] = tuple(v) if isinstance(v, list) and k in _PAIRS else copy.deepcopy(v)
 
     def _loaded_value(self, idx, p, key, v):
@@ -548,36 +548,14 @@ class Optimizer:
         return Tensor._from_array(arr)
 
     def __repr__(self):
-        """PyTorch's layout: each group's entries sorted, a blank line between groups. PyTorch's optimizers also
-        keep their implementation switches in every group; the constructors here accept them and keep none (they
-        change nothing: see ``_pytorch_flags``), so those PyTorch's class of the same name takes are shown, with
-        PyTorch's defaults."""
-        switches = _repr_switches(type(self))
+        """PyTorch's layout: each group's entries sorted, a blank line between groups."""
         lines = [f"{type(self).__name__} ("]
         for i, g in enumerate(self.param_groups):
             if i:
                 lines.append("")
             lines.append(f"Parameter Group {i}")
-            entries = {**switches, **{k: v for k, v in g.items() if k != "params"}}
-            lines += [f"    {k}: {entries[k]}" for k in sorted(entries)]
+            lines += [f"    {k}: {g[k]}" for k in sorted(k for k in g if k != "params")]
         return "\n".join(lines) + "\n)"
-
-
-#: PyTorch's implementation switches with their defaults, and those its optimizers of these names do not take
-#: (though the constructors here accept them)
-_SWITCH_DEFAULTS = {"foreach": None, "fused": None, "capturable": False, "differentiable": False}
-_SWITCHES_NOT_TAKEN = {"SGD": ("capturable",), "Adagrad": ("capturable",), "Adadelta": ("fused",),
-                       "RMSprop": ("fused",)}
-
-
-def _repr_switches(cls):
-    """The switches ``print(optimizer)`` shows for optimizer class ``cls``: those its constructor accepts that
-    PyTorch's optimizer of the same name (that of the nearest class of this package, for a user's subclass)
-    takes, with PyTorch's defaults."""
-    accepted = inspect.signature(cls.__init__).parameters
-    ours = next((c.__name__ for c in cls.__mro__ if c.__module__.startswith(__package__)), "")
-    return {k: v for k, v in _SWITCH_DEFAULTS.items()
-            if k in accepted and k not in _SWITCHES_NOT_TAKEN.get(ours, ())}
 
 
 def _short(v, limit=80):

@@ -19,16 +19,17 @@ class RMSprop(Optimizer):
 
     _supports_amp = True  # step() honours self._amp (GradScaler: unscale, skip on inf/NaN)
 
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False, *,
-                 maximize=False, master_weights=False, foreach=None, fused=None, capturable=False,
-                 differentiable=False):
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
+                 capturable=False, foreach=None, maximize=False, differentiable=False, *, master_weights=False,
+                 fused=None):
         _pytorch_flags(type(self).__name__, foreach, fused, capturable, differentiable)
         _check_lr("RMSprop", lr)
         for what, value in (("epsilon", eps), ("momentum", momentum),
                             ("weight_decay", weight_decay), ("alpha", alpha)):
             _check_hyper("RMSprop", what, value)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, maximize=maximize), master_weights)
+                                      centered=centered, capturable=capturable, foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable), master_weights)
 
     @staticmethod
     def _hyper_values(g):

@@ -30,7 +30,8 @@ class Rprop(Optimizer):
         if not (isinstance(step_sizes, (tuple, list)) and len(step_sizes) == 2
                 and all(isinstance(s, numbers.Real) and not isinstance(s, bool) for s in step_sizes)):
             raise ValueError(f"Rprop: invalid step_sizes {step_sizes!r}; expected a pair (min, max) of numbers")
-        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize),
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable, capturable=capturable),
                          master_weights)
 
     @staticmethod

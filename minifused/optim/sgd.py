@@ -26,7 +26,8 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize),
+                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                                      foreach=foreach, differentiable=differentiable, fused=fused),
                          master_weights)
 
     @staticmethod
