@@ -38,3 +38,19 @@ def test_multi_margin_bad_shapes():
         F.multi_margin_loss(x, mf.tensor(np.array([0, 1, 2])))  # three targets for two samples
     with pytest.raises(Exception, match="multi_margin_loss: weight must be one-dimensional"):
         F.multi_margin_loss(x, mf.tensor(np.array([0, 1])), weight=mf.tensor(np.ones((1, 3))))
+
+
+# ---------------------------------------------------------------- triplet losses
+@pytest.mark.parametrize("fn", ["triplet_margin_loss", "triplet_margin_with_distance_loss"])
+def test_triplet_swap_tie_shares_gradient(fn):
+    """positive == anchor makes d(a, n) == d(p, n): PyTorch's min gives each half the gradient."""
+    rng = np.random.default_rng(0)
+    a, n = rng.standard_normal((2, 3, 4))
+    ta, tp, tn = (mf.tensor(v.copy(), requires_grad=True) for v in (a, a, n))
+    getattr(F, fn)(ta, tp, tn, margin=10.0, swap=True, reduction="sum").backward()
+    eps = 1e-6  # pairwise_distance's
+    u = (a - n + eps) / np.linalg.norm(a - n + eps, axis=1, keepdims=True)  # d(a, n)'s gradient in a
+    d = 1 / np.sqrt(a.shape[1])  # d(a, p)'s in a, all of a - p being eps
+    np.testing.assert_allclose(ta.grad.numpy(), d - 0.5 * u, rtol=1e-9)
+    np.testing.assert_allclose(tp.grad.numpy(), -d - 0.5 * u, rtol=1e-9)
+    np.testing.assert_allclose(tn.grad.numpy(), u, rtol=1e-9)

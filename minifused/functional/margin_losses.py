@@ -12,6 +12,7 @@ import numbers as _numbers
 from .. import backend as _backend
 from ..ops import full_like as _full_like
 from ..ops import gather as _gather
+from ..ops import minimum as _minimum
 from ..ops import where as _where
 from ..ops._common import autocast_float32 as _autocast_float32
 from ..tensor import Tensor as _Tensor
@@ -129,8 +130,8 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
     d_pos = pairwise_distance(anchor, positive, p, eps)
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
-        d_swap = pairwise_distance(positive, negative, p, eps)
-        d_neg = _where(d_swap < d_neg, d_swap, d_neg)
+        # a tie shares the gradient between the two distances, and NaN propagates, as PyTorch's min
+        d_neg = _minimum(d_neg, pairwise_distance(positive, negative, p, eps))
     return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction)
 
 
@@ -188,8 +189,7 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     distance = pairwise_distance if distance_function is None else distance_function
     d_pos, d_neg = distance(anchor, positive), distance(anchor, negative)
     if swap:
-        d_swap = distance(positive, negative)
-        d_neg = _where(d_swap < d_neg, d_swap, d_neg)
+        d_neg = _minimum(d_neg, distance(positive, negative))  # (as triplet_margin_loss's)
     return _reduce((float(margin) + d_pos - d_neg).clamp(min=0), reduction)
 
 
