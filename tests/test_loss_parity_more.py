@@ -54,3 +54,13 @@ def test_triplet_swap_tie_shares_gradient(fn):
     np.testing.assert_allclose(ta.grad.numpy(), d - 0.5 * u, rtol=1e-9)
     np.testing.assert_allclose(tp.grad.numpy(), -d - 0.5 * u, rtol=1e-9)
     np.testing.assert_allclose(tn.grad.numpy(), u, rtol=1e-9)
+
+
+# ---------------------------------------------------------------- cosine_embedding_loss
+def test_cosine_embedding_zero_vector_gradient():
+    """PyTorch's EPSILON on the squared magnitudes is the float32 1e-12; it sets a zero vector's gradient."""
+    x2 = np.array([[0.5, -1.0, 2.0]])
+    t1 = mf.tensor(np.zeros((1, 3)), requires_grad=True)
+    F.cosine_embedding_loss(t1, mf.tensor(x2), mf.tensor(np.array([1.0]))).backward()
+    eps = float(np.float32(1e-12))
+    np.testing.assert_allclose(t1.grad.numpy(), -x2 / np.sqrt(eps * ((x2 * x2).sum() + eps)), rtol=1e-12)

@@ -84,7 +84,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
         raise InputError(f"{op}: {input1.ndim}D target tensor expects {input1.ndim - 1}D target tensor, got "
                          f"{target.ndim}D")
     d = input1.ndim - 1
-    eps = 1e-12  # PyTorch's EPSILON on the squared magnitudes
+    eps = 9.999999960041972e-13  # PyTorch's EPSILON on the squared magnitudes: 1e-12 as a float32
     cos = (input1 * input2).sum(d) / (((input1 * input1).sum(d) + eps) * ((input2 * input2).sum(d) + eps)).sqrt()
     cos, target = _loss_operands(op, cos, target, reduction, broadcast=False)
     zeros = cos * 0
