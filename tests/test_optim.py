@@ -1223,14 +1223,14 @@ def test_step_hooks_run_around_every_optimizer_step():
         post = opt.register_step_post_hook(lambda o, args, kwargs: calls.append(("post", o is opt, args)))
         p.grad = mf.ones(2)
         opt.step()
-        assert calls == [("pre", True, ()), ("post", True, ())], (type(opt).__name__, calls)
+        assert calls == [("pre", True, (opt,)), ("post", True, (opt,))], (type(opt).__name__, calls)
         pre.remove()
         post.remove()
         opt.step()
         assert len(calls) == 2
     p = nn.Parameter(mf.ones(1))
     opt = optim.SGD([p], lr=0.1)
-    opt.register_step_pre_hook(lambda o, args, kwargs: ((lambda: mf.tensor(3.0),), {}))  # swaps in a closure
+    opt.register_step_pre_hook(lambda o, args, kwargs: ((o, lambda: mf.tensor(3.0)), {}))  # swaps in a closure
     p.grad = mf.ones(1)
     assert float(opt.step()) == 3.0
     opt.register_step_pre_hook(lambda o, args, kwargs: "bad")

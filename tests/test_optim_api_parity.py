@@ -66,3 +66,28 @@ def test_foreach_is_positional_where_pytorchs_is():
     assert optim.Adadelta([p], 1.0, 0.9, 1e-6, 0, True).param_groups[0]["foreach"] is True
     g = optim.RMSprop([p], 0.01, 0.99, 1e-8, 0, 0, False, True, False, True).param_groups[0]
     assert (g["capturable"], g["foreach"], g["maximize"]) == (True, False, True)
+
+
+def test_step_hooks_see_the_optimizer_first_in_args():
+    """PyTorch's step hooks get ``(optimizer, args, kwargs)`` where ``args`` is step's whole argument list, the
+    optimizer first; a pre-hook's new args replace that list (one without the optimizer is refused here, before
+    anything changes); handles have an ``id`` and remove their hook on leaving a ``with`` block."""
+    p = nn.Parameter(mf.ones(2))
+    opt = optim.SGD([p], lr=0.5)
+    calls = []
+    opt.register_step_pre_hook(lambda o, args, kwargs: calls.append(("pre", args, kwargs)))
+    opt.register_step_post_hook(lambda o, args, kwargs: calls.append(("post", args, kwargs)))
+    p.grad = mf.ones(2)
+    opt.step(closure=None)
+    opt.step(None)
+    assert calls == [("pre", (opt,), {"closure": None}), ("post", (opt,), {"closure": None}),
+                     ("pre", (opt, None), {}), ("post", (opt, None), {})]
+    with opt.register_step_pre_hook(lambda o, args, kwargs: ((o, lambda: mf.tensor(7.0)), kwargs)) as handle:
+        assert isinstance(handle.id, int)
+        assert float(opt.step()) == 7.0
+    assert opt.step() is None  # (removed on leaving the block)
+    opt.register_step_pre_hook(lambda o, args, kwargs: ((lambda: mf.tensor(7.0),), {}))
+    before = p.detach().numpy().copy()
+    with pytest.raises(RuntimeError, match="optimizer step pre-hook: the new args must start with the optimizer"):
+        opt.step()
+    np.testing.assert_array_equal(p.detach().numpy(), before)

@@ -286,13 +286,21 @@ def _check_lr(opt, lr):
 
 
 class _Handle:
-    """A hook's removable handle (``handle.remove()``), as PyTorch's RemovableHandle."""
+    """A hook's removable handle, as PyTorch's RemovableHandle: ``remove()``, its ``id``, and as a context manager
+    it removes the hook on leaving the block."""
 
     def __init__(self, hooks, key):
-        self._hooks, self._key = hooks, key
+        self._hooks, self.id = hooks, key
 
     def remove(self):
-        self._hooks.pop(self._key, None)
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
 
 
 #: the step hooks of every optimizer (``optim.optimizer.register_optimizer_step_pre_hook`` / ``_post_hook``, as
@@ -303,7 +311,8 @@ _GLOBAL_STEP_HOOKS = {"pre": {}, "post": {}}
 def _with_step_hooks(step):
     """``step`` running the optimizer's step pre-hooks (which may replace its arguments) before it and its
     post-hooks after it, as PyTorch's ``register_step_pre_hook`` / ``register_step_post_hook``, with the global
-    ones around them."""
+    ones around them. As PyTorch's, the hooks see ``args`` with the optimizer first (step's own ``self``), and
+    new arguments a pre-hook returns are step's whole argument list."""
     @functools.wraps(step)
     def hooked(self, *args, **kwargs):
         if "_opt_called" in self.__dict__:  # (a scheduler drives this optimizer: see LRScheduler.step)
@@ -314,10 +323,14 @@ def _with_step_hooks(step):
         if not hooks or hooks.get("running"):  # (a subclass's step calling super().step() runs them once)
             return step(self, *args, **kwargs)
         hooks["running"] = True
+        args = (self, *args)
         try:
             for hook in list(_GLOBAL_STEP_HOOKS["pre"].values()) + list(hooks["pre"].values()):
                 args, kwargs = pre_hook_arguments("optimizer step pre-hook", hook(self, args, kwargs), args, kwargs)
-            out = step(self, *args, **kwargs)
+            if not args or args[0] is not self:  # (PyTorch's would call step without its optimizer)
+                raise RuntimeError(f"optimizer step pre-hook: the new args must start with the optimizer, as the "
+                                   f"args it was given do, got {_short(args)}")
+            out = step(*args, **kwargs)
             for hook in list(hooks["post"].values()) + list(_GLOBAL_STEP_HOOKS["post"].values()):
                 hook(self, args, kwargs)
         finally:
@@ -325,6 +338,11 @@ def _with_step_hooks(step):
         return out
     hooked._with_step_hooks = True
     return hooked
+
+
+def _short(v, limit=80):
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _with_state_dict_hooks(method):
