@@ -22,3 +22,28 @@ def test_hardsigmoid_grad_uses_float32_one_sixth():
     sixth = float(np.float32(1 / 6))
     np.testing.assert_array_equal(g.numpy(), [sixth, -2 * sixth, 3 * sixth, 0.0, 0.0])
     assert g.numpy()[0] == 0.1666666716337204
+
+
+def _f16(a):
+    return np.asarray(a, np.float32).astype(np.float16)
+
+
+def test_softsign_tanhshrink_round_each_step_in_float16():
+    # PyTorch composes them (x / (|x| + 1), x - tanh(x)): in float16 each step rounds to float16
+    x = _f16([0.1, -1.8309, 0.5, 3.0, -2.0])
+    y = F.softsign(mf.tensor(x)).numpy()
+    np.testing.assert_array_equal(y, x / (np.abs(x) + np.float16(1)))
+    assert y[0] == np.float16(0.0909423828125)  # rounded once from float32 it would be 0.09088
+    t = np.tanh(x.astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(F.tanhshrink(mf.tensor(x)).numpy(), x - t)
+
+
+def test_softsign_tanhshrink_of_integers_and_infinities():
+    x = mf.tensor([-3, 0, 2, 7], dtype=mf.int64)  # composite ops: float results, as PyTorch's
+    np.testing.assert_allclose(F.softsign(x).numpy(), [-0.75, 0.0, 2 / 3, 0.875], rtol=1e-7)
+    assert F.softsign(x).dtype == mf.float32 and F.tanhshrink(x).dtype == mf.float32
+    np.testing.assert_allclose(F.tanhshrink(x).numpy(), np.array([-3, 0, 2, 7]) - np.tanh([-3, 0, 2, 7]), rtol=1e-6)
+    g = _grad(F.softsign, [np.inf, -np.inf, 1.0], [1.0, 1.0, 1.0], mf.float64).numpy()
+    assert np.isnan(g[:2]).all() and g[2] == 0.25  # inf / inf in the quotient's gradient, as PyTorch's
+    with pytest.raises(TypeError, match="softsign"):
+        F.softsign(mf.tensor([True, False]))

@@ -227,9 +227,20 @@ def mish(input, inplace=False):
     return _run("mish", _A.Mish, input, inplace)
 
 
+def _composite(op, input):
+    """A tensor input, of any dtype: PyTorch writes softsign and tanhshrink as composite ops, so an integer input
+    gives a float result and a 16-bit float one rounds at each step, as they are composed here too."""
+    if not isinstance(input, _Tensor):
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if input.dtype == _np.bool_:
+        raise InputTypeError(f"{op}: expected a numeric input, got dtype bool")
+    return input
+
+
 def softsign(input):
-    """``x / (1 + |x|)``."""
-    return _run("softsign", _A.Softsign, input, False)
+    """``x / (1 + |x|)``, as PyTorch composes it (its gradient at +-inf is NaN there too)."""
+    input = _composite("softsign", input)
+    return input / (input.abs() + 1)
 
 
 def logsigmoid(input):
@@ -238,8 +249,9 @@ def logsigmoid(input):
 
 
 def tanhshrink(input):
-    """``x - tanh(x)``."""
-    return _run("tanhshrink", _A.Tanhshrink, input, False)
+    """``x - tanh(x)``, as PyTorch composes it."""
+    input = _composite("tanhshrink", input)
+    return input - input.tanh()
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):

@@ -284,38 +284,10 @@ class Softplus(_Unary):
         return where(bx > threshold, g, g * bx.sigmoid())
 
 
-class Softsign(_Unary):
-    f = staticmethod(lambda xp, x: x / (1 + xp.abs(x)))
-
-    @staticmethod
-    def grad(xp, g, x):
-        d = 1 + xp.abs(x)
-        return g / (d * d)
-
-    @staticmethod
-    def grad_graph(g, x):
-        d = 1 + x.abs()
-        return g / (d * d)
-
-
 class LogSigmoid(_Unary):
     f = staticmethod(lambda xp, x: -_softplus(xp, -x))
     grad = staticmethod(lambda xp, g, x: g * _sigmoid(xp, -x))
     grad_graph = staticmethod(lambda g, x: g * (-x).sigmoid())
-
-
-class Tanhshrink(_Unary):
-    f = staticmethod(lambda xp, x: x - xp.tanh(x))
-
-    @staticmethod
-    def grad(xp, g, x):
-        t = xp.tanh(x)
-        return g * t * t
-
-    @staticmethod
-    def grad_graph(g, x):
-        t = x.tanh()
-        return g * t * t
 
 
 class RRelu(_Unary):
@@ -444,6 +416,9 @@ class Normalize(Function):
 
 
 # ---------------------------------------------------------------- losses (elementwise; reduced by the caller)
+_BCE_EPS = 9.999999960041972e-13  # PyTorch's EPSILON clamping x (1 - x) in the gradient: 1e-12 as a float32
+
+
 class BinaryCrossEntropy(Function):
     """``-w (t log x + (1 - t) log(1 - x))``, each log clamped to >= -100 as in PyTorch."""
 
@@ -468,7 +443,7 @@ class BinaryCrossEntropy(Function):
             gu = gu * _up(w)
         gx = gt = None
         if ctx.needs_input_grad[0]:
-            gx = _emit(gu * (xu - tu) / xp.maximum((1 - xu) * xu, 1e-12), x.dtype)
+            gx = _emit(gu * (xu - tu) / xp.maximum((1 - xu) * xu, _BCE_EPS), x.dtype)
         if ctx.needs_input_grad[1]:  # (the logs unclamped, as PyTorch's target gradient: inf at x = 0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 gt = _emit(gu * (xp.log1p(-xu) - xp.log(xu)), t.dtype)
@@ -483,7 +458,7 @@ class BinaryCrossEntropy(Function):
             g = g * _const(_up(w))
         gx = gt = None
         if ctx.needs_input_grad[0]:
-            gx = g * (xt - tt) / where(_const((1 - xu) * xu > 1e-12), (1 - xt) * xt, 1e-12)
+            gx = g * (xt - tt) / where(_const((1 - xu) * xu > _BCE_EPS), (1 - xt) * xt, _BCE_EPS)
         if ctx.needs_input_grad[1]:
             gt = g * ((-xt).log1p() - xt.log())
         return gx, gt, None
