@@ -64,3 +64,13 @@ def test_cosine_embedding_zero_vector_gradient():
     F.cosine_embedding_loss(t1, mf.tensor(x2), mf.tensor(np.array([1.0]))).backward()
     eps = float(np.float32(1e-12))
     np.testing.assert_allclose(t1.grad.numpy(), -x2 / np.sqrt(eps * ((x2 * x2).sum() + eps)), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- binary_cross_entropy
+def test_binary_cross_entropy_clamped_gradient():
+    """At x = 0 or 1 the gradient (x - t) / max(x (1 - x), EPSILON) takes PyTorch's float32 1e-12."""
+    x, t = np.array([0.0, 1.0, 0.5]), np.array([0.3, 0.6, 0.2])
+    tx = mf.tensor(x, requires_grad=True)
+    F.binary_cross_entropy(tx, mf.tensor(t), reduction="sum").backward()
+    eps = float(np.float32(1e-12))
+    np.testing.assert_allclose(tx.grad.numpy(), (x - t) / np.maximum(x * (1 - x), eps), rtol=1e-12)
