@@ -47,3 +47,20 @@ def test_softsign_tanhshrink_of_integers_and_infinities():
     assert np.isnan(g[:2]).all() and g[2] == 0.25  # inf / inf in the quotient's gradient, as PyTorch's
     with pytest.raises(TypeError, match="softsign"):
         F.softsign(mf.tensor([True, False]))
+
+
+@pytest.mark.parametrize("dtype", [mf.float16, mf.bfloat16])
+def test_logsigmoid_grad_reads_the_rounded_buffer(dtype):
+    # PyTorch keeps exp(-|x|) in the input's 16-bit dtype for the backward: sigmoid(-x) from that rounded value
+    x = np.array([-1.0, 6.0, 20.0, 1.5, 5.0, -0.1, 0.0], np.float32)
+    g = np.array([1.0, -1.0, -1.0, 0.25, 0.5, 2.0, 1.0], np.float32)
+    xr = mf.tensor(x).to(dtype).float().numpy()
+    b = mf.tensor(np.exp(-np.abs(xr))).to(dtype).float().numpy()
+    want = np.where(xr < 0, 1 - b / (1 + b), b / (1 + b)) * mf.tensor(g).to(dtype).float().numpy()
+    got = _grad(F.logsigmoid, x, g, dtype)
+    np.testing.assert_array_equal(got.float().numpy(), mf.tensor(want).to(dtype).float().numpy())
+
+
+def test_logsigmoid_grad_at_extremes():
+    g = _grad(F.logsigmoid, [np.nan, np.inf, -np.inf, 0.0, 1e5, -1e5], np.ones(6), mf.float64).numpy()
+    np.testing.assert_array_equal(g, [np.nan, 0.0, 1.0, 0.5, 0.0, 1.0])

@@ -286,8 +286,17 @@ class Softplus(_Unary):
 
 class LogSigmoid(_Unary):
     f = staticmethod(lambda xp, x: -_softplus(xp, -x))
-    grad = staticmethod(lambda xp, g, x: g * _sigmoid(xp, -x))
     grad_graph = staticmethod(lambda g, x: g * (-x).sigmoid())
+
+    @classmethod
+    def backward(cls, ctx, g):
+        # sigmoid(-x) as PyTorch's CPU kernel writes it, from its forward's buffer exp(-|x|) kept in x's dtype (a
+        # 16-bit one rounds it: the gradient reads the rounded value)
+        (x,) = ctx.saved_tensors
+        xp, xu = _xp(x), _up(x)
+        b = _up(xp.exp(-xp.abs(xu)).astype(x.dtype, copy=False))
+        s = b / (1 + b)
+        return _emit(backend.where(xu < 0, 1 - s, s) * _up(g), g.dtype)
 
 
 class RRelu(_Unary):
