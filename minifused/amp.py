@@ -33,6 +33,7 @@ and the ``step`` that follows does not unscale them again.
 """
 from __future__ import annotations
 
+import collections.abc
 import functools
 import math
 import numbers
@@ -418,17 +419,18 @@ class GradScaler:
     # ------------------------------------------------------------ the three calls of a step
     def scale(self, loss: Tensor) -> Tensor:
         """``loss * scale`` (the scale is a device value: no host sync); lists and tuples of losses (nested too)
-        give the same structure scaled, as PyTorch's."""
-        if isinstance(loss, (list, tuple)):
-            return type(loss)(self.scale(t) for t in loss)
-        if not isinstance(loss, Tensor):
-            raise TypeError(f"GradScaler.scale: expected the loss tensor, got {type(loss).__name__}")
+        give the same structure scaled, other iterables a lazy ``map``, as PyTorch's. Disabled: ``loss`` itself,
+        whatever it is."""
         if not self.enabled:
             return loss
-        if not backend.is_floating(loss.dtype):
-            raise TypeError(f"GradScaler.scale: expected a floating-point loss, got dtype {loss.dtype}")
-        state = self._state_on(loss.device)
-        return loss * Tensor._from_array(state[0:1].reshape(()))
+        if isinstance(loss, Tensor):
+            state = self._state_on(loss.device)
+            return loss * Tensor._from_array(state[0:1].reshape(()))
+        if isinstance(loss, (list, tuple)):
+            return type(loss)(self.scale(t) for t in loss)
+        if isinstance(loss, collections.abc.Iterable) and not isinstance(loss, (str, bytes)):
+            return map(self.scale, loss)
+        raise TypeError(f"GradScaler.scale: expected the loss tensor, got {type(loss).__name__}")
 
     @staticmethod
     def _grads(optimizer):
@@ -474,14 +476,18 @@ class GradScaler:
         amp[1:2] = 1.0  # the update's unscale: done
         self._stages[id(optimizer)] = "unscaled"
 
-    def step(self, optimizer, closure=None):
+    def step(self, optimizer, *args, **kwargs):
         """Check ``optimizer``'s gradients for inf/NaN and unscale them in place (unless ``unscale_`` did),
         then run its update, which changes nothing when one was found. Float16 gradients (float16 parameters
         with fp32 master weights) are not unscaled in float16: the fused update unscales them as it reads them,
-        so they stay scaled. Returns what ``optimizer.step`` returns. Once per optimizer between two
-        ``update()`` calls."""
+        so they stay scaled. ``args`` and ``kwargs`` go to ``optimizer.step``, whose result it returns; a
+        ``closure=`` is refused, as PyTorch refuses it (it would recompute the gradients after their check). Once
+        per optimizer between two ``update()`` calls."""
         if not self.enabled:
-            return optimizer.step(closure)
+            return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs:
+            raise RuntimeError("GradScaler.step: closure use is not supported while the GradScaler is enabled "
+                               "(as PyTorch's)")
         if self._state is None:
             raise RuntimeError("GradScaler.step: call scale(loss) and backward() before step()")
         stage = self._stages.get(id(optimizer))
@@ -500,12 +506,12 @@ class GradScaler:
             # no fused skip-on-inf update (another optimizer, a user's): PyTorch's way, the update run only if
             # this optimizer's gradients held no inf/NaN (reading the flag: a host sync)
             found = float(backend.to_device(amp[2:3], backend.CPU)[0])
-            out = None if found else optimizer.step(closure)
+            out = None if found else optimizer.step(*args, **kwargs)
             self._stages[id(optimizer)] = "stepped"
             return out
         optimizer._amp = amp
         try:
-            out = optimizer.step(closure)
+            out = optimizer.step(*args, **kwargs)
         finally:
             optimizer._amp = None
         self._stages[id(optimizer)] = "stepped"
@@ -514,10 +520,18 @@ class GradScaler:
     def update(self, new_scale=None):
         """Back off the scale after a found inf/NaN, grow it after ``growth_interval`` clean steps;
         clears the found flag for the next step. Call once per iteration, after ``step``. ``new_scale`` (a
-        number, or a one-element float32 tensor) sets the scale instead, as PyTorch's."""
-        self._stages.clear()
-        if not self.enabled or self._state is None:
+        number, or a one-element float32 tensor) sets the scale instead, as PyTorch's. As PyTorch's, it needs
+        ``scale()`` first, and (without ``new_scale``) a ``step`` or ``unscale_`` since the last update: one with
+        no gradients checked would count as a clean step."""
+        if not self.enabled:
             return
+        if self._state is None:
+            raise RuntimeError("GradScaler.update: no scale() call yet: call scale(loss) and backward() (and step) "
+                               "before update()")
+        if new_scale is None and not self._stages:
+            raise RuntimeError("GradScaler.update: no inf checks were recorded since the last update(): call "
+                               "step(optimizer) (or unscale_) before update()")
+        self._stages.clear()
         if new_scale is None:
             K.scaler_update(self._state, self.growth_factor, self.backoff_factor, self.growth_interval)
             return
@@ -575,7 +589,10 @@ class GradScaler:
                 "growth_interval": self.growth_interval, "_growth_tracker": tracker}
 
     def load_state_dict(self, state: dict):
-        """Every value is checked (the rules of ``__init__``) before any is applied."""
+        """Every value is checked (the rules of ``__init__``) before any is applied; disabled, it does nothing, as
+        PyTorch's."""
+        if not self.enabled:
+            return
         what = "GradScaler.load_state_dict"
         keys = {"scale", "growth_factor", "backoff_factor", "growth_interval"}
         if not isinstance(state, dict) or (state and not keys <= set(state)):

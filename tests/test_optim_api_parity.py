@@ -91,3 +91,97 @@ def test_step_hooks_see_the_optimizer_first_in_args():
     with pytest.raises(RuntimeError, match="optimizer step pre-hook: the new args must start with the optimizer"):
         opt.step()
     np.testing.assert_array_equal(p.detach().numpy(), before)
+
+
+# ---------------------------------------------------------------- GradScaler (CPU)
+def _scaled_step(scaler, opt, p, grad_factor=1.0):
+    opt.zero_grad()
+    scaler.scale((p * mf.tensor([grad_factor, 1.0])).sum()).backward()
+    return scaler.step(opt)
+
+
+def test_scaler_trajectory_of_scales_and_skips():
+    """PyTorch's values (init_scale 8, growth_interval 2, SGD lr 0.1 on p = [1, 2]): an inf or NaN gradient
+    skips the step and halves the scale, two clean steps double it."""
+    from minifused import amp
+
+    p = nn.Parameter(mf.tensor([1.0, 2.0]))
+    opt = optim.SGD([p], lr=0.1)
+    scaler = amp.GradScaler("cpu", init_scale=8.0, growth_interval=2)
+    seen = []
+    for g in [1.0, np.inf, 1.0, 1.0, np.nan, 1.0]:
+        assert _scaled_step(scaler, opt, p, g) is None
+        scaler.update()
+        seen.append((scaler.get_scale(), scaler.state_dict()["_growth_tracker"], round(float(p[0]), 6)))
+    assert seen == [(8.0, 1, 0.9), (4.0, 0, 0.9), (4.0, 1, 0.8), (8.0, 0, 0.7), (4.0, 0, 0.7), (4.0, 1, 0.6)]
+    assert scaler.state_dict() == {"scale": 4.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2,
+                                   "_growth_tracker": 1}
+
+
+def test_scaler_scale_takes_what_pytorchs_takes():
+    """Disabled, scale() returns its argument itself, whatever it is; enabled, lists and tuples keep their type,
+    other iterables come back as a lazy map, integer tensors are scaled to float32, as PyTorch's."""
+    from minifused import amp
+
+    off = amp.GradScaler("cpu", enabled=False)
+    losses = [mf.tensor(1.0)]
+    assert off.scale(losses) is losses and off.scale(3.0) == 3.0
+    on = amp.GradScaler("cpu", init_scale=4.0)
+    assert [float(t) for t in on.scale(iter([mf.tensor(1.0), mf.tensor(2.0)]))] == [4.0, 8.0]
+    nested = on.scale([mf.tensor(1.0), (mf.tensor(2.0),)])
+    assert type(nested[1]) is tuple and float(nested[1][0]) == 8.0
+    scaled = on.scale(mf.tensor(3))
+    assert scaled.dtype == mf.float32 and float(scaled) == 12.0
+    with pytest.raises(TypeError, match="GradScaler.scale: expected the loss tensor, got float"):
+        on.scale(1.0)
+
+
+def test_scaler_step_forwards_arguments_and_refuses_a_closure_keyword():
+    """step(opt, *args, **kwargs) passes them to opt.step; a ``closure=`` keyword is refused while enabled (as
+    PyTorch's RuntimeError) and passed through while disabled."""
+    from minifused import amp
+
+    p = nn.Parameter(mf.tensor([1.0, 2.0]))
+    opt = optim.SGD([p], lr=0.1)
+    scaler = amp.GradScaler("cpu", init_scale=8.0)
+    scaler.scale(p.sum()).backward()
+    with pytest.raises(RuntimeError, match="GradScaler.step: closure use is not supported"):
+        scaler.step(opt, closure=lambda: mf.tensor(1.0))
+    np.testing.assert_array_equal(p.detach().numpy(), [1.0, 2.0])  # nothing stepped
+    assert float(scaler.step(opt, lambda: mf.tensor(5.0))) == 5.0  # (positional: forwarded, as PyTorch's)
+    off = amp.GradScaler("cpu", enabled=False)
+    assert float(off.step(opt, closure=lambda: mf.tensor(6.0))) == 6.0
+
+
+def test_scaler_update_needs_a_recorded_step():
+    """As PyTorch's: update() before any scale() raises, and update() without new_scale needs a step (or
+    unscale_) since the last update, rather than count an unchecked iteration as clean; the scale is unchanged."""
+    from minifused import amp
+
+    scaler = amp.GradScaler("cpu", init_scale=8.0, growth_interval=1)
+    with pytest.raises(RuntimeError, match="GradScaler.update: no scale\\(\\) call yet"):
+        scaler.update()
+    with pytest.raises(RuntimeError, match="GradScaler.update: no scale\\(\\) call yet"):
+        scaler.update(4.0)
+    p = nn.Parameter(mf.tensor([1.0, 2.0]))
+    opt = optim.SGD([p], lr=0.1)
+    scaler.scale(p.sum()).backward()
+    with pytest.raises(RuntimeError, match="no inf checks were recorded since the last update"):
+        scaler.update()
+    assert scaler.state_dict()["_growth_tracker"] == 0 and scaler.get_scale() == 8.0
+    scaler.update(2.0)  # a new scale needs no step
+    assert scaler.get_scale() == 2.0
+    scaler.unscale_(opt)
+    scaler.update()  # unscale_ recorded the check: a clean iteration, the scale grows
+    assert scaler.get_scale() == 4.0
+    amp.GradScaler("cpu", enabled=False).update()  # disabled: nothing to check
+
+
+def test_disabled_scaler_load_state_dict_does_nothing():
+    from minifused import amp
+
+    off = amp.GradScaler("cpu", enabled=False)
+    off.load_state_dict({"scale": 3.0, "growth_factor": 5.0, "backoff_factor": 0.1, "growth_interval": 7,
+                         "_growth_tracker": 1})
+    off.load_state_dict({"anything": 1})
+    assert off.state_dict() == {} and off.get_scale() == 1.0 and off.get_growth_factor() == 2.0
