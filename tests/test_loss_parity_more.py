@@ -74,3 +74,16 @@ def test_binary_cross_entropy_clamped_gradient():
     F.binary_cross_entropy(tx, mf.tensor(t), reduction="sum").backward()
     eps = float(np.float32(1e-12))
     np.testing.assert_allclose(tx.grad.numpy(), (x - t) / np.maximum(x * (1 - x), eps), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- multilabel_soft_margin_loss
+def test_multilabel_soft_margin_target_broadcasts():
+    """Composed as PyTorch's: a target of one row broadcasts over the samples (no warning); a 0-d input raises."""
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((3, 4)), (rng.random(4) > 0.5) * 1.0
+    ls = lambda v: -np.logaddexp(0, -v)  # log sigmoid
+    ref = (-(y * ls(x) + (1 - y) * ls(-x))).sum(1) / 4
+    out = F.multilabel_soft_margin_loss(mf.tensor(x), mf.tensor(y), reduction="none")
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12)
+    with pytest.raises(IndexError, match="multilabel_soft_margin_loss"):
+        F.multilabel_soft_margin_loss(mf.tensor(0.3), mf.tensor(1.0))

@@ -99,13 +99,14 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     op = "multilabel_soft_margin_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     # float32 in a cuda autocast region (PyTorch's sum there is on its float32 list), the input's dtype on cpu
-    input, target = _loss_operands(op, input, target, reduction, broadcast=False, autocast_devices=_CUDA)
+    # (composed as PyTorch's: the target broadcasts silently, the sum is over the input's last dimension)
+    input, target = _loss_operands(op, input, target, reduction, broadcast="silent", autocast_devices=_CUDA)
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:
         loss = loss * _loss_weight(op, "weight", weight, loss)
-    if input.ndim:
-        loss = loss.sum(input.ndim - 1) / input.shape[-1]
-    return _reduce(loss, reduction)
+    if not input.ndim:  # (PyTorch's sum over dim -1 raises)
+        raise IndexError(f"{op}: expected an input with a class dimension (at least 1-D), got a 0-d tensor")
+    return _reduce(loss.sum(input.ndim - 1) / input.shape[-1], reduction)
 
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None,
