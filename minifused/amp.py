@@ -82,6 +82,9 @@ class autocast:  # noqa: N801 - PyTorch's name
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         if not isinstance(device_type, str):
             raise ValueError(f"autocast: expected `device_type` of type `str`, got: `{type(device_type).__name__}`")
+        base, colon, index = device_type.partition(":")
+        if colon and base in _AUTOCAST_DEFAULTS and index.isdigit():  # ('cuda:0', str(device): PyTorch's takes it)
+            device_type = base
         if device_type not in _AUTOCAST_DEFAULTS:
             raise ValueError(f"autocast: device_type must be 'cuda' or 'cpu', got {device_type!r}")
         dtype = get_autocast_dtype(device_type) if dtype is None else backend.as_dtype(dtype)

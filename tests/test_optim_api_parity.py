@@ -185,3 +185,16 @@ def test_disabled_scaler_load_state_dict_does_nothing():
                          "_growth_tracker": 1})
     off.load_state_dict({"anything": 1})
     assert off.state_dict() == {} and off.get_scale() == 1.0 and off.get_growth_factor() == 2.0
+
+
+def test_autocast_takes_a_device_string_with_an_index():
+    """``autocast(str(device))`` with 'cpu:0' / 'cuda:0' autocasts that device type, as PyTorch's; a bad index or
+    an unknown type is refused."""
+    lin = nn.Linear(2, 2)
+    with mf.autocast("cpu:0"):
+        assert mf.is_autocast_enabled("cpu") and lin(mf.ones(1, 2)).dtype == mf.bfloat16
+    with mf.autocast("cuda:0"):
+        assert not mf.is_autocast_enabled("cpu") and lin(mf.ones(1, 2)).dtype == mf.float32
+    for bad in ("cuda:x", "gpu"):
+        with pytest.raises(ValueError, match="autocast: device_type must be 'cuda' or 'cpu'"):
+            mf.autocast(bad)
