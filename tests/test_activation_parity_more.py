@@ -64,3 +64,14 @@ def test_logsigmoid_grad_reads_the_rounded_buffer(dtype):
 def test_logsigmoid_grad_at_extremes():
     g = _grad(F.logsigmoid, [np.nan, np.inf, -np.inf, 0.0, 1e5, -1e5], np.ones(6), mf.float64).numpy()
     np.testing.assert_array_equal(g, [np.nan, 0.0, 1.0, 0.5, 0.0, 1.0])
+
+
+def test_sigmoid_grad_rounds_each_step_in_float16():
+    # PyTorch's CPU sigmoid backward computes float16 as (g * (1 - y)) * y in float16 (bfloat16 in float32)
+    x = np.array([-1.0, 3.0, -2.0, -0.1, 1.5, -1.5], np.float32)
+    g = np.array([1.0, -0.3, 0.7, -0.45, 0.2, 0.3], np.float32)
+    y = mf.sigmoid(mf.tensor(x).half()).numpy()
+    want = g.astype(np.float16) * (np.float16(1) - y) * y
+    np.testing.assert_array_equal(_grad(mf.sigmoid, x, g, mf.float16).numpy(), want)
+    wide = (g.astype(np.float16).astype(np.float32) * (1 - y.astype(np.float32)) * y).astype(np.float16)
+    assert (want != wide).any()  # (the rounding this pins differs from a float32 computation here)

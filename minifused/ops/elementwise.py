@@ -610,6 +610,9 @@ class Sigmoid(Function):
         (out,) = ctx.saved_tensors
         if K.fuses_activation(g, out):
             return K.activation_backward("sigmoid", g, out)
+        if out.dtype == g.dtype == np.float16 and not backend.is_cuda_array(out):
+            # PyTorch's CPU kernel computes float16 (not bfloat16) in float16, rounding each step
+            return g * (np.float16(1) - out) * out
         out = _wide(out)
         return (_wide(g) * (1 - out) * out).astype(g.dtype, copy=False)
 
