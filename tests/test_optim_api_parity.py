@@ -198,3 +198,31 @@ def test_autocast_takes_a_device_string_with_an_index():
     for bad in ("cuda:x", "gpu"):
         with pytest.raises(ValueError, match="autocast: device_type must be 'cuda' or 'cpu'"):
             mf.autocast(bad)
+
+
+def test_pytorchs_helpers_for_optimizers_written_for_it():
+    """``from torch.optim.optimizer import Optimizer, ParamsT, _use_grad_for_differentiable, _get_value`` (as
+    custom optimizers copied from PyTorch's do): the decorated step runs without grad mode, which is restored."""
+    from minifused.optim.optimizer import Optimizer, ParamsT, StateDict, _get_value, _use_grad_for_differentiable
+
+    assert ParamsT is not None and StateDict is not None
+    modes = []
+
+    class Plain(Optimizer):
+        def __init__(self, params: ParamsT, lr=0.5):
+            super().__init__(params, dict(lr=lr, differentiable=False))
+
+        @_use_grad_for_differentiable
+        def step(self, closure=None):
+            modes.append(mf.is_grad_enabled())
+            for g in self.param_groups:
+                for p in g["params"]:
+                    p.add_(p.grad, alpha=-_get_value(g["lr"]))
+
+    p = nn.Parameter(mf.ones(2))
+    opt = Plain([p], lr=mf.tensor(0.25))
+    p.grad = mf.ones(2)
+    opt.step()
+    assert modes == [False] and mf.is_grad_enabled() and Plain.step.__name__ == "step"
+    np.testing.assert_array_equal(p.detach().numpy(), [0.75, 0.75])
+    assert _get_value(mf.tensor(2.0)) == 2.0 and _get_value(3) == 3

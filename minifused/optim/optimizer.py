@@ -24,11 +24,13 @@ mixed-precision recipe of ``minifused.amp``.
 """
 from __future__ import annotations
 
+import collections.abc
 import copy
+import functools
 import inspect
 import numbers
 import operator
-from typing import NamedTuple
+from typing import Any, NamedTuple, Union
 
 import numpy as np
 
@@ -108,6 +110,28 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
+
+# PyTorch's type aliases, which optimizers written for it annotate with (``params: ParamsT``)
+ParamsT = Union[collections.abc.Iterable[Tensor], collections.abc.Iterable[dict[str, Any]],
+                collections.abc.Iterable[tuple[str, Tensor]]]
+StateDict = dict[str, Any]
+
+
+def _use_grad_for_differentiable(func):
+    """PyTorch's decorator of a step that optimizers written for it copy: ``func`` runs with grad mode set to the
+    optimizer's ``differentiable`` default (off unless it has one that is True), the previous mode restored."""
+    @functools.wraps(func)
+    def _use_grad(self, *args, **kwargs):
+        from ..autograd import set_grad_enabled
+
+        with set_grad_enabled(bool(self.defaults.get("differentiable", False))):
+            return func(self, *args, **kwargs)
+    return _use_grad
+
+
+def _get_value(x):
+    """PyTorch's helper: a tensor's number (``x.item()``), anything else as it is."""
+    return x.item() if isinstance(x, Tensor) else x
 
 
 class Optimizer:
