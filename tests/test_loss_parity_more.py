@@ -87,3 +87,16 @@ def test_multilabel_soft_margin_target_broadcasts():
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12)
     with pytest.raises(IndexError, match="multilabel_soft_margin_loss"):
         F.multilabel_soft_margin_loss(mf.tensor(0.3), mf.tensor(1.0))
+
+
+# ---------------------------------------------------------------- result dtypes
+def test_compared_targets_keep_the_input_dtype():
+    """hinge_embedding_loss and cosine_embedding_loss only compare the target with 1 and -1: a float64 target
+    leaves a float32 loss, as PyTorch's."""
+    x = np.array([[0.5, -0.2], [0.1, 0.3]], np.float32)
+    y = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    out = F.hinge_embedding_loss(mf.tensor(x), mf.tensor(y), reduction="none")
+    assert out.dtype == mf.float32
+    np.testing.assert_array_equal(out.numpy(), np.where(y == 1, x, np.maximum(0, np.float32(1) - x)))
+    out = F.cosine_embedding_loss(mf.tensor(x), mf.tensor(x[::-1].copy()), mf.tensor(np.array([1.0, -1.0])))
+    assert out.dtype == mf.float32

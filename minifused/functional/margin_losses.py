@@ -50,7 +50,8 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     """``input`` where target is 1, ``max(0, margin - input)`` where it is -1."""
     op = "hinge_embedding_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _loss_operands(op, input, target, reduction, broadcast="silent")
+    _, target = _loss_operands(op, input, target, reduction, broadcast="silent")
+    (input,) = _autocast_float32(input)  # (the target is only compared: the loss keeps the input's dtype, as PyTorch's)
     margin = _number(op, "margin", margin)
     zeros = input * 0
     loss = _where(target != 1, (margin - input).clamp(min=0), zeros) + _where(target != -1, input, zeros)
@@ -84,9 +85,10 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
         raise InputError(f"{op}: {input1.ndim}D target tensor expects {input1.ndim - 1}D target tensor, got "
                          f"{target.ndim}D")
     d = input1.ndim - 1
+    input1, input2 = _autocast_float32(input1, input2)
     eps = 9.999999960041972e-13  # PyTorch's EPSILON on the squared magnitudes: 1e-12 as a float32
     cos = (input1 * input2).sum(d) / (((input1 * input1).sum(d) + eps) * ((input2 * input2).sum(d) + eps)).sqrt()
-    cos, target = _loss_operands(op, cos, target, reduction, broadcast=False)
+    _, target = _loss_operands(op, cos, target, reduction, broadcast=False)  # (compared only: cos keeps its dtype)
     zeros = cos * 0
     loss = (_where(target == 1, 1 - cos, zeros)
             + _where(target == -1, (cos - _number(op, "margin", margin)).clamp(min=0), zeros))
