@@ -88,3 +88,22 @@ def test_bicubic_kept_sizes_backward_copies():
     g = rng.standard_normal(y.shape)
     y.backward(mf.tensor(g))
     np.testing.assert_array_equal(x.grad.numpy(), g)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("point", [(np.nan, 0.3), (np.inf, -0.2), (-np.inf, 0.1), (0.5, np.nan)])
+def test_grid_sample_nan_point_gives_the_input_no_gradient(mode, point):
+    # PyTorch's cpu kernel: a NaN or infinite point is outside, its taps neither read nor receive gradient (the
+    # bilinear output is still NaN there: its masked loads times NaN weights); a finite point beside it is unharmed
+    rng = np.random.default_rng(3)
+    x = mf.tensor(rng.standard_normal((1, 2, 3, 4)), requires_grad=True)
+    grid = mf.tensor(np.array([point, (0.0, 0.0)]).reshape(1, 1, 2, 2))
+    y = F.grid_sample(x, grid, mode=mode, padding_mode="zeros", align_corners=False)
+    y.sum().backward()
+    grad = x.grad.numpy()
+    assert np.isfinite(grad).all()
+    # the finite point (0, 0) is at pixel (1, 1.5): halfway between (1, 1) and (1, 2), bilinear's weights
+    want = {"bilinear": [[0, 0, 0, 0], [0, .5, .5, 0], [0, 0, 0, 0]]}.get(mode)
+    if want is not None:
+        np.testing.assert_allclose(grad, np.broadcast_to(want, grad.shape))
+    assert np.isclose(grad.sum(), 2.0)  # each channel's weights sum to 1, the NaN point's none

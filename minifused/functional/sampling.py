@@ -14,6 +14,7 @@ from ..ops import gather as _gather
 from ..ops import linspace as _linspace
 from ..ops import ones as _ones
 from ..ops import stack as _stack
+from ..ops import where as _where
 from ..ops._common import autocast_float32 as _autocast_float32, autocast_promote as _autocast_promote
 from ..tensor import Tensor as _Tensor
 from ..backend import InputError, InputTypeError
@@ -119,7 +120,7 @@ def _sample_taps(input, taps):
     n, c = input.shape[:2]
     sizes = input.shape[:1:-1]  # (W, H[, D]), the grid's coordinate order
     out = taps[0][1].shape[1:]
-    flat, weights = [], []
+    flat, weights, insides = [], [], []
     for point, weight in taps:
         index, stride, inside = None, 1, None
         for coord, size in zip(point, sizes):
@@ -129,10 +130,14 @@ def _sample_taps(input, taps):
             term = coord.clamp(0, size - 1) * stride
             index, stride = term if index is None else index + term, stride * size
         flat.append(index)
-        weights.append(weight * inside.to(input.dtype))
+        weights.append(weight)
+        insides.append(inside)
     k, p = len(taps), _math.prod(out)
     idx = _stack(flat, 1).long().reshape(n, 1, k * p).expand(n, c, k * p)
     values = _gather(input.reshape(n, c, _math.prod(sizes)), 2, idx).reshape(n, c, k, p)
+    # the outside taps' values zeroed, their weights kept: a NaN weight (a NaN or infinite point) makes the output
+    # NaN, as PyTorch's masked loads times its weights, yet gives the input no gradient, as its masked scatter
+    values = _where(_stack(insides, 1).reshape(n, 1, k, p), values, 0.0)
     return (values * _stack(weights, 1).reshape(n, 1, k, p)).sum(2).reshape(n, c, *out)
 
 
