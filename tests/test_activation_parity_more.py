@@ -75,3 +75,30 @@ def test_sigmoid_grad_rounds_each_step_in_float16():
     np.testing.assert_array_equal(_grad(mf.sigmoid, x, g, mf.float16).numpy(), want)
     wide = (g.astype(np.float16).astype(np.float32) * (1 - y.astype(np.float32)) * y).astype(np.float16)
     assert (want != wide).any()  # (the rounding this pins differs from a float32 computation here)
+
+
+@pytest.mark.parametrize("dtype", [mf.float16, mf.bfloat16])
+def test_glu_of_half_types_rounds_once_and_backward_reads_rounded_gate(dtype):
+    # PyTorch's glu kernel: a / (1 + exp(-b)) in float32, rounded once; its backward uses sigmoid(b) rounded first
+    x = np.array([[0.5, -1.0], [3.0, 0.1], [-2.2, 2.5], [1.7, -0.1], [7.0, -3.0], [-100.0, 5.2]], np.float32)
+    g = np.array([[1.0], [-0.7], [0.3], [2.0], [-1.3], [0.9]], np.float32)
+    xr = mf.tensor(x).to(dtype).float().numpy().astype(np.float64)
+    gr = mf.tensor(g).to(dtype).float().numpy().astype(np.float64)
+    a, b = xr[:, :1], xr[:, 1:]
+    y = F.glu(mf.tensor(x).to(dtype))
+    np.testing.assert_array_equal(y.float().numpy(), mf.tensor(a / (1 + np.exp(-b))).to(dtype).float().numpy())
+    s = mf.tensor(1 / (1 + np.exp(-b))).to(dtype).float().numpy().astype(np.float64)
+    want = np.concatenate([s * gr, (1 - s) * s * a * gr], 1)
+    got = _grad(F.glu, x, g, dtype)
+    np.testing.assert_array_equal(got.float().numpy(), mf.tensor(want).to(dtype).float().numpy())
+
+
+def test_glu_double_backward_float64():
+    x = np.random.default_rng(0).standard_normal((3, 6))
+    t = mf.tensor(x).requires_grad_()
+    (g,) = mf.autograd.grad(F.glu(t, 1), t, mf.ones(3, 3, dtype=mf.float64), create_graph=True)
+    g.sum().backward()
+    a, b = x[:, :3], x[:, 3:]
+    s = 1 / (1 + np.exp(-b))
+    ds = s * (1 - s)  # d/da of (s, ds * a) summed: (0, ds); d/db: (ds, a ds (1 - 2 s))
+    np.testing.assert_allclose(t.grad.numpy(), np.concatenate([ds, ds + a * ds * (1 - 2 * s)], 1), rtol=1e-12)

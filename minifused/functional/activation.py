@@ -311,8 +311,7 @@ def glu(input, dim=-1):
     d = _dim("glu", input, dim)
     if input.shape[d] % 2:
         raise RuntimeError(f"glu: Halving dimension must be even, but dimension {d} is size {input.shape[d]}")
-    a, b = input.chunk(2, d)
-    return a * b.sigmoid()
+    return _A.Glu.apply(input, d)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
@@ -478,19 +477,21 @@ def _size(shape):
 
 
 def _loss_operands(op, input, target, reduction, *, broadcast=True, float_target=False, reductions=_REDUCTIONS,
-                   autocast_devices=None):
+                   autocast_devices=None, int_input=False):
     """Check a loss's input and target and give them one floating dtype (float32 inside an autocast region, as
     PyTorch computes its losses there; ``autocast_devices``: only on those device types, for a loss that
     PyTorch composes of ops whose float32 rule holds on cuda alone). ``broadcast``: a target of another shape
     broadcasts with PyTorch's warning (``'silent'``: without it; False: it raises). A loss that takes PyTorch's
-    deprecated ``size_average`` and ``reduce`` maps them to its ``reduction`` before this (``_legacy_reduction``)."""
+    deprecated ``size_average`` and ``reduce`` maps them to its ``reduction`` before this (``_legacy_reduction``).
+    ``int_input``: an integer input is taken when the target makes the pair floating (PyTorch's kernels promote)."""
     input, target = _autocast_float32(input, target, devices=autocast_devices)
     if not isinstance(input, _Tensor) or not isinstance(target, _Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and target, got {type(input).__name__} and "
                              f"{type(target).__name__}")
     if reduction not in reductions:
         raise InputError(f"{op}: reduction must be one of {', '.join(map(repr, reductions))}, got {reduction!r}")
-    if not _backend.is_floating(input.dtype):
+    int_ok = int_input and input.dtype.kind in "iu" and _backend.is_floating(target.dtype)
+    if not _backend.is_floating(input.dtype) and not int_ok:
         raise InputTypeError(f"{op}: expected a floating-point input (float32, float16, bfloat16 or float64), "
                              f"got dtype {input.dtype}")
     if float_target and not _backend.is_floating(target.dtype):
@@ -545,7 +546,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     """Mean absolute error ``|input - target|``, reduced by ``'mean'``, ``'sum'`` or ``'none'``; ``weight``
     (optional, of the input's size) multiplies the pointwise loss, and the mean is then over the weights' sum."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _loss_operands("l1_loss", input, target, reduction)
+    input, target = _loss_operands("l1_loss", input, target, reduction, int_input=True)
     return _weighted("l1_loss", (input - target).abs(), weight, reduction)
 
 
@@ -558,7 +559,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     if beta < 0:
         raise RuntimeError(f"{op}: beta must be >= 0 (smooth_l1_loss does not support negative values for beta), "
                          f"got {beta}")
-    input, target = _loss_operands(op, input, target, reduction)
+    input, target = _loss_operands(op, input, target, reduction, int_input=True)
     return _reduce(_A.SmoothL1.apply(input, target, beta, False), reduction)
 
 
@@ -570,8 +571,10 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if not delta > 0:
         raise RuntimeError(f"{op}: delta must be > 0 (huber_loss does not support non-positive values for delta), "
                          f"got {delta}")
+    out_dtype = _autocast_float32(input)[0].dtype if isinstance(input, _Tensor) else None
     input, target = _loss_operands(op, input, target, reduction)
-    loss = _A.SmoothL1.apply(input, target, delta, True)
+    # computed in the promoted dtype and written in the input's, as PyTorch's kernel
+    loss = _cast(_A.SmoothL1.apply(input, target, delta, True), out_dtype)
     if weight is not None:  # (its mean is the plain one, as PyTorch's)
         loss = loss * _loss_weight(op, "weight", weight, loss, same_size=True)
     return _reduce(loss, reduction)

@@ -331,6 +331,39 @@ class Shrink(_Unary):
     grad = staticmethod(lambda xp, g, keep, lambd, soft: _passed(xp, g, keep))
 
 
+class Glu(Function):
+    """``a * sigmoid(b)`` of ``x``'s halves along ``dim`` in one pass, as PyTorch's kernel: ``a / (1 + exp(-b))``,
+    in float32 for the 16-bit floats and rounded once. Its backward reads ``sigmoid(b)`` rounded to x's dtype (PyTorch
+    writes it into the gradient's buffer first) and scales ``g`` by it."""
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = _xp(x)
+        a, b = xp.split(_up(x), 2, axis=dim)
+        with np.errstate(over="ignore"):  # (exp(-b) = inf for b << 0: the gate is 0)
+            y = a * (1 / (1 + xp.exp(-b)))
+        ctx.save_for_backward(x)
+        ctx.dim = dim
+        return _emit(y, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        xp, gu = _xp(g), _up(g)
+        a, b = xp.split(_up(x), 2, axis=ctx.dim)
+        s = _up(_sigmoid(xp, b).astype(x.dtype, copy=False))
+        return _emit(xp.concatenate([s * gu, (1 - s) * s * a * gu], axis=ctx.dim), g.dtype), None
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        from .shape import cat
+
+        (x,) = ctx.saved_tensors
+        a, b = _wide(ctx.graph_input(0, x)).chunk(2, ctx.dim)
+        s, g = b.sigmoid(), _wide(g)
+        return cat([s * g, (1 - s) * s * a * g], ctx.dim), None
+
+
 def unary(fn, x, **p):
     return fn.apply(x, **p)
 
