@@ -532,7 +532,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     from .activation import _loss_operands, _weighted
 
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _loss_operands("mse_loss", input, target, reduction)
+    input, target = _loss_operands("mse_loss", input, target, reduction, int_input=True)
     if weight is None and reduction != "none" and input.shape == target.shape and input._data.size:
         return _A.MseLoss.apply(input, target, reduction == "mean")
     d = input - target

@@ -243,7 +243,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     (``log_input``) or ``input``; ``full`` adds Stirling's approximation of ``log(target!)`` where target > 1."""
     op = "poisson_nll_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    input, target = _loss_operands(op, input, target, reduction, broadcast="silent")
+    input, target = _loss_operands(op, input, target, reduction, broadcast="silent", int_input=True)
     if log_input:
         loss = input.exp() - target * input
     else:
@@ -274,7 +274,8 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     if bool((var < 0).any().item()):
         raise InputError(f"{op}: var has negative entry/entries")
     # float32 in a cuda autocast region (PyTorch's log and pow there are on its float32 list), the input's dtype on cpu
-    input, target = _loss_operands(op, input, target, reduction, broadcast="silent", autocast_devices=_CUDA)
+    input, target = _loss_operands(op, input, target, reduction, broadcast="silent", autocast_devices=_CUDA,
+                                   int_input=True)
     var = var + (var.detach().clamp(min=_number(op, "eps", eps)) - var.detach())
     loss = 0.5 * (var.log() + (input - target) ** 2 / var)
     if full:
