@@ -100,3 +100,37 @@ def test_compared_targets_keep_the_input_dtype():
     np.testing.assert_array_equal(out.numpy(), np.where(y == 1, x, np.maximum(0, np.float32(1) - x)))
     out = F.cosine_embedding_loss(mf.tensor(x), mf.tensor(x[::-1].copy()), mf.tensor(np.array([1.0, -1.0])))
     assert out.dtype == mf.float32
+
+
+def test_integer_input_with_a_floating_target():
+    """PyTorch's mse / l1 / smooth_l1 / poisson_nll / gaussian_nll promote an integer input with a floating
+    target (e.g. the arguments swapped); huber_loss and the rest refuse it."""
+    x, y = np.array([[1, 3], [0, 2]]), np.array([[0.5, 2.0], [1.5, 2.0]], np.float32)
+    d = x - y.astype(np.float64)
+    want = {"mse_loss": (d * d).mean(), "l1_loss": np.abs(d).mean(),
+            "smooth_l1_loss": np.where(np.abs(d) < 1, 0.5 * d * d, np.abs(d) - 0.5).mean(),
+            "poisson_nll_loss": (np.exp(x) - y * x).mean()}
+    for fn, ref in want.items():
+        out = getattr(F, fn)(mf.tensor(x), mf.tensor(y))
+        assert out.dtype == mf.float32, fn
+        np.testing.assert_allclose(out.item(), ref, rtol=1e-6, err_msg=fn)
+    out = F.gaussian_nll_loss(mf.tensor(x), mf.tensor(y), mf.tensor(np.ones((2, 2), np.float32)))
+    np.testing.assert_allclose(out.item(), 0.5 * (d * d).mean(), rtol=1e-6)
+    for fn in ("huber_loss", "binary_cross_entropy_with_logits", "soft_margin_loss"):
+        with pytest.raises(TypeError, match=fn):
+            getattr(F, fn)(mf.tensor(x), mf.tensor(y))
+
+
+def test_output_dtype_of_mixed_operands():
+    """huber_loss writes into the input's dtype; binary_cross_entropy_with_logits into the target's (PyTorch's
+    ``(1 - target).mul_(input)``); both compute in the promoted dtype."""
+    x = np.array([0.3, -2.5, 1.0])
+    y = np.array([0.1, 0.5, 3.0])
+    out = F.huber_loss(mf.tensor(x.astype(np.float32)), mf.tensor(y), reduction="none")
+    assert out.dtype == mf.float32
+    d = np.abs(x.astype(np.float32).astype(np.float64) - y)
+    np.testing.assert_array_equal(out.numpy(), np.where(d < 1, 0.5 * d * d, d - 0.5).astype(np.float32))
+    out = F.binary_cross_entropy_with_logits(mf.tensor(x), mf.tensor(y.astype(np.float32) / 3), reduction="none")
+    assert out.dtype == mf.float32
+    t = (y.astype(np.float32) / 3).astype(np.float64)
+    np.testing.assert_allclose(out.numpy(), (1 - t) * x + np.logaddexp(0, -x), rtol=1e-6)

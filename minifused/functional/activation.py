@@ -631,9 +631,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     ``pos_weight`` weighs the positive term (broadcast along the last dimension, one per class)."""
     op = "binary_cross_entropy_with_logits"
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    out_dtype = _autocast_float32(target)[0].dtype if isinstance(target, _Tensor) else None
     input, target = _loss_operands(op, input, target, reduction, broadcast=False, float_target=True)
     _not_differentiable(op, "weight", weight)
     _not_differentiable(op, "pos_weight", pos_weight)
     weight = _loss_weight(op, "weight", weight, input)
     pos_weight = _loss_weight(op, "pos_weight", pos_weight, input)
-    return _reduce(_A.BinaryCrossEntropyWithLogits.apply(input, target, weight, pos_weight), reduction)
+    loss = _A.BinaryCrossEntropyWithLogits.apply(input, target, weight, pos_weight)
+    return _reduce(_cast(loss, out_dtype), reduction)  # in the target's dtype: PyTorch's writes into 1 - target
