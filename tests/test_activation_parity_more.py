@@ -102,3 +102,14 @@ def test_glu_double_backward_float64():
     s = 1 / (1 + np.exp(-b))
     ds = s * (1 - s)  # d/da of (s, ds * a) summed: (0, ds); d/db: (ds, a ds (1 - 2 s))
     np.testing.assert_allclose(t.grad.numpy(), np.concatenate([ds, ds + a * ds * (1 - 2 * s)], 1), rtol=1e-12)
+
+
+def test_relu_of_bool_and_gelu_of_integers_raise():
+    # PyTorch: "Boolean inputs not supported for relu"; gelu has no integer kernel (no silent cast to float)
+    for fn in (mf.relu, lambda x: x.relu_(), lambda x: F.relu(x, inplace=True), mf.nn.ReLU()):
+        with pytest.raises(RuntimeError, match="Boolean inputs not supported for relu"):
+            fn(mf.tensor([True, False]))
+    np.testing.assert_array_equal(mf.relu(mf.tensor([-2, 3])).numpy(), [0, 3])  # integers are fine
+    for dtype in (mf.int64, mf.uint8, mf.bool_):
+        with pytest.raises(TypeError, match="gelu: expected a floating-point input"):
+            F.gelu(mf.tensor([1, 0]).to(dtype))

@@ -797,12 +797,19 @@ def abs(input):  # noqa: A001 - PyTorch's name
 
 tanh = _float_unary(Tanh, "tanh")
 sigmoid = _float_unary(Sigmoid, "sigmoid")
+def _no_bool_relu(x):
+    if x.dtype == backend.bool_:  # (PyTorch refuses it rather than return the input)
+        raise InputTypeError("relu: Boolean inputs not supported for relu")
+
+
 def relu(input):
+    _no_bool_relu(input)
     return Relu.apply(input)
 
 
 def relu_(x):
     """ReLU written into ``x`` (returned; see ``Function.apply_``)."""
+    _no_bool_relu(x)
     return Relu.apply_("relu_", x)
 
 
@@ -816,7 +823,10 @@ def gelu_(x, approximate="none"):
 def gelu(input, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise InputError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _float_unary(Gelu, "gelu")(input, approximate)
+    if not backend.is_floating(input.dtype):  # (PyTorch's kernel has no integer form: no silent cast)
+        raise InputTypeError(f"gelu: expected a floating-point input (float32, float16, bfloat16 or float64), got "
+                             f"dtype {input.dtype}")
+    return Gelu.apply(input, approximate)
 
 
 def _tensors_dtype(tensors):
