@@ -107,3 +107,19 @@ def test_grid_sample_nan_point_gives_the_input_no_gradient(mode, point):
     if want is not None:
         np.testing.assert_allclose(grad, np.broadcast_to(want, grad.shape))
     assert np.isclose(grad.sum(), 2.0)  # each channel's weights sum to 1, the NaN point's none
+
+
+@pytest.mark.parametrize("mode,kw", [("nearest", {}), ("nearest-exact", {}), ("bilinear", {}), ("bicubic", {}),
+                                     ("bilinear", dict(antialias=True)), ("bicubic", dict(antialias=True))])
+@pytest.mark.parametrize("size", [(7, 3), (5, 4), (2, 2)])
+def test_upsampling_keeps_channels_last(mode, kw, size):
+    # PyTorch's upsampling kernels write a channels-last output for a channels-last input; the values are the same
+    rng = np.random.default_rng(4)
+    x = mf.tensor(rng.standard_normal((2, 3, 5, 4)))
+    want = F.interpolate(x, size=size, mode=mode, **kw).numpy()
+    xc = x.contiguous(memory_format=mf.channels_last).requires_grad_()
+    y = F.interpolate(xc, size=size, mode=mode, **kw)
+    assert y.is_contiguous(memory_format=mf.channels_last) and not y.is_contiguous()
+    np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-12, atol=1e-12)
+    y.sum().backward()
+    assert xc.grad.is_contiguous(memory_format=mf.channels_last)

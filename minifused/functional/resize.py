@@ -11,6 +11,8 @@ from .. import backend
 from ..ops import resample as R
 from ..ops import clone
 from ..ops.matmul import MatMul
+from ..ops.shape import channels_last
+from ..kernels import is_channels_last
 from ..ops._common import autocast_float32 as _autocast_float32
 from ..tensor import Tensor
 from ._checks import _check_tensor
@@ -177,4 +179,7 @@ def _antialiased(input, out, scales, mode, align_corners):
             continue
         w = Tensor._from_array(backend.to_device_bits(w, input.device))
         y = MatMul.apply(y, w.T) if axis == 3 else MatMul.apply(w, y)
-    return clone(input) if y is input else y
+    if y is input:
+        return clone(input)
+    # (PyTorch's antialiased kernel keeps a channels-last layout; the products give a contiguous one)
+    return y.contiguous(memory_format=channels_last) if is_channels_last(input._data) else y

@@ -262,13 +262,14 @@ class ResampleFn(Function):
         dtype, acc = x.dtype, acc_dtype(x.dtype)
         on = [device_table(x, _TABLES[s[0]], *s[2:]) for s in steps]
         back = on if grad_steps is None else [device_table(x, _TABLES[s[0]], *s[2:]) for s in grad_steps]
+        cl = ctx.channels_last = is_channels_last(x)  # (PyTorch's upsampling keeps a channels-last layout)
         nearest = _nearest_2d(x, steps)
         if nearest is not None:  # resample.cu's one launch each way
             (rows, row_starts), (cols, col_starts) = nearest
             (_, _, w, q, *_), (_, _, h, p, *_) = steps
             ctx.plan = (steps, on, [x.shape, x.shape[:3] + (q,), x.shape[:2] + (p, q)], dtype)
             ctx.nearest = (row_starts, col_starts, (h, w))
-            return KR.nearest_forward(x, rows, cols, (p, q))
+            return to_layout(KR.nearest_forward(x, rows, cols, (p, q)), cl)
         y = x if all(s[0] == "nearest" for s in steps) else x.astype(acc)
         shape = [x.shape]
         for (kind, axis, *_), arrays in zip(steps, on):
@@ -285,14 +286,15 @@ class ResampleFn(Function):
                 y = xp.take(y, i0, axis=axis) * (1 - lam) + xp.take(y, i1, axis=axis) * lam
             shape.append(y.shape)
         ctx.plan = (steps, back, shape, dtype)
-        return xp.ascontiguousarray(y.astype(dtype, copy=False))
+        return to_layout(y.astype(dtype, copy=False), cl)
 
     @staticmethod
     def backward(ctx, g):
         steps, on, shapes, dtype = ctx.plan
         nearest = getattr(ctx, "nearest", None)
         if nearest is not None and g.dtype == dtype:
-            return KR.nearest_backward(_xp(g).ascontiguousarray(g), *nearest), None, None
+            gx = KR.nearest_backward(_xp(g).ascontiguousarray(g), *nearest)
+            return to_layout(gx, getattr(ctx, "channels_last", False)), None, None
         g = g.astype(acc_dtype(dtype))
         for (kind, axis, *_), arrays, shape in zip(steps[::-1], on[::-1], shapes[-2::-1]):
             n = shape[axis]
@@ -306,7 +308,7 @@ class ResampleFn(Function):
                 i0, i1, lam = arrays
                 lam = lam.astype(g.dtype, copy=False).reshape((-1,) + (1,) * (g.ndim - axis - 1))
                 g = _scatter_axis(g * (1 - lam), i0, axis, n) + _scatter_axis(g * lam, i1, axis, n)
-        return _xp(g).ascontiguousarray(g.astype(dtype, copy=False)), None, None
+        return to_layout(g.astype(dtype, copy=False), getattr(ctx, "channels_last", False)), None, None
 
     @staticmethod
     def backward_graph(ctx, g):
