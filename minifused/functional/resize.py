@@ -129,8 +129,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         # PyTorch's cpu nearest backward (1-D and 3-D; 2-D's forward too, above) ignores the scale along a dimension
         # that keeps its size or doubles it, where its forward does not: its gradient reads other source indices
         grad_steps = tuple(st[:4] + (None if st[3] in (st[2], 2 * st[2]) else st[4],) + st[5:] for st in steps)
-    elif mode == "bicubic" and tuple(out) == spatial:  # (the cpu kernel's, see above): its backward copies
-        grad_steps = tuple(st[:4] + (None,) + st[5:] for st in steps)
     return R.ResampleFn.apply(input, tuple(steps), grad_steps)
 
 
