@@ -113,3 +113,12 @@ def test_upsampling_keeps_channels_last(mode, kw, size):
     np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-12, atol=1e-12)
     y.sum().backward()
     assert xc.grad.is_contiguous(memory_format=mf.channels_last)
+
+
+@pytest.mark.parametrize("shape,mode", [((1, 0, 4), "linear"), ((1, 0, 4, 4), "nearest"), ((1, 0, 4, 4), "bicubic"),
+                                        ((1, 0, 4, 4, 4), "trilinear")])
+def test_no_channels_raises_but_an_empty_batch_passes(shape, mode):
+    with pytest.raises(ValueError, match=r"interpolate: Non-empty \dD data tensor expected"):
+        F.interpolate(mf.zeros(*shape), size=2, mode=mode)
+    empty_batch = (0, 1) + shape[2:]
+    assert F.interpolate(mf.zeros(*empty_batch), size=2, mode=mode).shape == (0, 1) + (2,) * (len(shape) - 2)

@@ -97,6 +97,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode == "lanczos" and align_corners:
         raise InputError(f"{op}: mode 'lanczos' does not support align_corners=True")
     out, scales = _interp_sizes(op, input, size, scale_factor, recompute_scale_factor, mode)
+    if mode != "area" and input.shape[1] == 0:  # (PyTorch's upsampling checks; an empty batch passes)
+        raise InputError(f"{op}: Non-empty {input.ndim}D data tensor expected but got a tensor with sizes "
+                         f"{list(input.shape)} (no channels)")
     if antialias:
         if not backend.is_floating(input.dtype):
             raise InputTypeError(f"{op}: mode {mode!r} needs a floating-point input, got dtype {input.dtype}")
