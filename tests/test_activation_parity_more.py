@@ -113,3 +113,13 @@ def test_relu_of_bool_and_gelu_of_integers_raise():
     for dtype in (mf.int64, mf.uint8, mf.bool_):
         with pytest.raises(TypeError, match="gelu: expected a floating-point input"):
             F.gelu(mf.tensor([1, 0]).to(dtype))
+
+
+def test_softshrink_lambda_range_is_the_input_dtypes():
+    # PyTorch refuses a lambda outside [0, the dtype's largest value]: inf, NaN, and 1e5 for float16
+    for x, lambd in ((mf.ones(2), float("inf")), (mf.ones(2), float("nan")), (mf.ones(2), -0.5),
+                     (mf.ones(2, dtype=mf.float16), 1e5)):
+        with pytest.raises(RuntimeError, match="softshrink: lambda must be greater or equal to 0 and at most"):
+            F.softshrink(x, lambd)
+    np.testing.assert_array_equal(F.softshrink(mf.ones(2, dtype=mf.float16), 65504.0).numpy(), [0, 0])
+    np.testing.assert_array_equal(F.softshrink(mf.tensor([0.5, -0.75, 2.0]), 0.5).numpy(), [0, -0.25, 1.5])

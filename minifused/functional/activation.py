@@ -298,8 +298,10 @@ def hardshrink(input, lambd=0.5):
 def softshrink(input, lambd=0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0; ``lambd`` >= 0."""
     lambd = _number("softshrink", "lambd", lambd)
-    if lambd < 0:
-        raise InputError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}")
+    top = float(_np.finfo(_act("softshrink", input).dtype).max)  # (PyTorch's range: inf and NaN are refused too)
+    if not 0 <= lambd <= top:
+        raise InputError(f"softshrink: lambda must be greater or equal to 0 and at most {top:g} (the largest "
+                         f"{input.dtype}), but found {lambd}")
     return _run("softshrink", _A.Shrink, input, False, lambd=lambd, soft=True)
 
 
