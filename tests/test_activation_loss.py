@@ -194,7 +194,7 @@ def test_alpha_dropout_in_place_writes_the_out_of_place_result():
 
 
 def test_prelu_shapes_as_pytorchs():
-    assert nn.PReLU()(cpu(np.array(-2.0))).shape == ()
+    assert nn.PReLU()(cpu(np.array(-2.0, np.float32))).shape == ()
     np.testing.assert_allclose(F.prelu(cpu(np.array([-1.0, 2.0])), cpu(np.array(0.5))).numpy(), [-0.5, 2.0])
     with pytest.raises(ValueError, match="prelu"):  # a 1-D input has one channel
         F.prelu(cpu(np.array([-1.0, 2.0, 3.0])), cpu(np.array([0.1, 0.2, 0.3])))

@@ -123,3 +123,23 @@ def test_softshrink_lambda_range_is_the_input_dtypes():
             F.softshrink(x, lambd)
     np.testing.assert_array_equal(F.softshrink(mf.ones(2, dtype=mf.float16), 65504.0).numpy(), [0, 0])
     np.testing.assert_array_equal(F.softshrink(mf.tensor([0.5, -0.75, 2.0]), 0.5).numpy(), [0, -0.25, 1.5])
+
+
+def test_prelu_weight_dtype_and_rank_as_pytorchs():
+    x = mf.tensor([[-1.0, 2.0, -3.0]])
+    with pytest.raises(RuntimeError, match="prelu: Type promoting not supported"):  # no silent cast of the weight
+        F.prelu(x, mf.tensor([0.5], dtype=mf.float64))
+    with pytest.raises(RuntimeError, match="prelu: Type promoting not supported"):
+        mf.nn.PReLU()(x.double())
+    with pytest.raises(ValueError, match="prelu: Expected `weight` to be a scalar or 1D tensor"):
+        F.prelu(x, mf.ones(1, 3))
+    np.testing.assert_array_equal(F.prelu(x, mf.tensor([0.5, 0.25, 0.125])).numpy(), [[-0.5, 2.0, -0.375]])
+
+
+def test_prelu_channels_last_per_channel():
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    w = np.array([0.1, 0.2, 0.3], np.float32)
+    t = mf.tensor(x).to(memory_format=mf.channels_last)
+    y = F.prelu(t, mf.tensor(w))
+    np.testing.assert_array_equal(y.numpy(), np.where(x > 0, x, w[:, None, None] * x))
+    assert y.is_contiguous(memory_format=mf.channels_last)  # (as PyTorch's output)

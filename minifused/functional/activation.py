@@ -77,13 +77,16 @@ def prelu(input, weight):
         raise InputTypeError(f"{op}: expected a floating-point input, got {input.dtype}")
     if weight.device != input.device:
         raise RuntimeError(f"{op}: weight is on {weight.device} but the input is on {input.device}")
+    if weight.dtype != input.dtype:  # (outside autocast; PyTorch casts neither)
+        raise InputTypeError(f"{op}: Type promoting not supported. Got {input.dtype} input and {weight.dtype} weight "
+                             f"(convert one with .to(dtype))")
+    if weight.ndim > 1:
+        raise InputError(f"{op}: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}")
     channels = input.shape[1] if input.ndim >= 2 else 1
-    if weight.ndim > 1 or weight.numel() not in (1, channels):
+    if weight.numel() not in (1, channels):
         raise InputError(f"{op}: Mismatch of parameter numbers and input channel size: weight must hold 1 value "
                          f"or one per channel ({channels}), got shape {list(weight.shape)}")
     slope = weight.reshape(()) if weight.numel() == 1 else weight.reshape((channels,) + (1,) * (input.ndim - 2))
-    if slope.dtype != input.dtype:
-        slope = _cast(slope, input.dtype)
     return _where(input > 0, input, slope * input)
 
 
