@@ -143,3 +143,10 @@ def test_prelu_channels_last_per_channel():
     y = F.prelu(t, mf.tensor(w))
     np.testing.assert_array_equal(y.numpy(), np.where(x > 0, x, w[:, None, None] * x))
     assert y.is_contiguous(memory_format=mf.channels_last)  # (as PyTorch's output)
+
+
+def test_hardtanh_module_refuses_equal_bounds():
+    # nn.Hardtanh asserts max_val > min_val; F.hardtanh only refuses min_val > max_val
+    with pytest.raises(ValueError, match=r"max_val \(1.0\) must be greater than min_val \(1.0\)"):
+        mf.nn.Hardtanh(1.0, 1.0)
+    np.testing.assert_array_equal(F.hardtanh(mf.tensor([-2.0, 3.0]), 1.0, 1.0).numpy(), [1.0, 1.0])

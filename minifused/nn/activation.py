@@ -152,9 +152,9 @@ class Hardtanh(_Activation):
                               stacklevel=2)
         min_val = min_val if min_value is None else min_value
         max_val = max_val if max_value is None else max_value
-        if min_val > max_val:
-            raise InputError(f"Hardtanh: min_val cannot be greater than max_val, got min_val={min_val}, "
-                             f"max_val={max_val}")
+        if not max_val > min_val:  # (the module, unlike F.hardtanh, refuses equal bounds too, as PyTorch's)
+            raise InputError(f"Hardtanh: min_val cannot be greater than max_val, and max_val ({max_val}) must be "
+                             f"greater than min_val ({min_val})")
         self.min_val, self.max_val = min_val, max_val
 
     def args(self):
