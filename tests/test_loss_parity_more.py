@@ -134,3 +134,21 @@ def test_output_dtype_of_mixed_operands():
     assert out.dtype == mf.float32
     t = (y.astype(np.float32) / 3).astype(np.float64)
     np.testing.assert_allclose(out.numpy(), (1 - t) * x + np.logaddexp(0, -x), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- cross_entropy / nll_loss without classes
+@pytest.mark.parametrize("shape", [(0, 0), (0, 0, 3)])
+def test_class_losses_of_no_classes(shape):
+    """No samples and no classes: PyTorch's 'none' is empty, 'mean' NaN (0 / 0), 'sum' 0 (NaN with label
+    smoothing, its 0 sum scaled by label_smoothing / C); the gradient is empty."""
+    target = mf.tensor(np.zeros((0,) + shape[2:], np.int64))
+    for fn, kw in ((F.cross_entropy, {}), (F.nll_loss, {}), (F.cross_entropy, {"label_smoothing": 0.2})):
+        x = mf.tensor(np.zeros(shape), requires_grad=True)
+        assert fn(x, target, reduction="none", **kw).shape == target.shape
+        assert np.isnan(fn(x, target, **kw).item())
+        out = fn(x, target, reduction="sum", **kw)
+        assert np.isnan(out.item()) if kw else out.item() == 0.0
+        out.backward()
+        assert x.grad.shape == shape
+    out = F.cross_entropy(mf.tensor(np.zeros(shape)), mf.tensor(np.zeros(shape)), label_smoothing=0.2, reduction="sum")
+    assert out.item() == 0.0  # (probabilities: an empty sum)

@@ -429,7 +429,8 @@ def _class_rows(op, input, target, weight, ignore_index, reduction):
         rows, trows = input, target
     else:
         moved = _permute(input, (0, *range(2, input.ndim), 1))  # (N, d..., C)
-        rows, trows = _reshape(moved, (-1, c)), _reshape(target, (-1,))
+        m = target.numel()  # (not -1: the rows of an input without classes are not inferable)
+        rows, trows = _reshape(moved, (m, c)), _reshape(target, (m,))
     return rows, trows, weight, expected
 
 
@@ -480,7 +481,7 @@ def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothi
     c = input.shape[dim]
     # (the input, target and weight dtypes promote in the products below, as in PyTorch's composition)
     if label_smoothing:
-        target = target * (1.0 - label_smoothing) + label_smoothing / c
+        target = target * (1.0 - label_smoothing) + label_smoothing / max(c, 1)  # (c = 0: no elements)
     terms = log_softmax(input, dim) * target
     if weight is not None:
         if not isinstance(weight, _Tensor) or tuple(weight.shape) != (c,):

@@ -170,9 +170,19 @@ class NLLLoss(Function):
 
 def cross_entropy_rows(x, target, weight, ignore_index, label_smoothing, reduction):
     """Fused cross-entropy on tensors (x: (M, C) contiguous logits); arguments unchecked."""
+    if x.shape[1] == 0:  # no classes, so no rows (a target would be out of range): nothing for the kernels to read
+        return _no_classes(x, label_smoothing, reduction)
     return CrossEntropy.apply(x, target, weight, ignore_index=ignore_index,
                               label_smoothing=label_smoothing, reduction=reduction)
 
 
 def nll_rows(x, target, weight, ignore_index, reduction):
     return NLLLoss.apply(x, target, weight, ignore_index=ignore_index, reduction=reduction)
+
+
+def _no_classes(x, label_smoothing, reduction):
+    """PyTorch's loss of (0, 0) logits: 'none' empty, 'mean' NaN (0 / 0), 'sum' 0, or NaN with label smoothing
+    (its smoothing term scales a 0 sum by label_smoothing / C = inf)."""
+    if reduction == "none":
+        return x.sum(1)
+    return x.sum() * (np.nan if reduction == "mean" or label_smoothing else 1.0)
