@@ -150,3 +150,18 @@ def test_hardtanh_module_refuses_equal_bounds():
     with pytest.raises(ValueError, match=r"max_val \(1.0\) must be greater than min_val \(1.0\)"):
         mf.nn.Hardtanh(1.0, 1.0)
     np.testing.assert_array_equal(F.hardtanh(mf.tensor([-2.0, 3.0]), 1.0, 1.0).numpy(), [1.0, 1.0])
+
+
+@pytest.mark.parametrize("fn,alpha,scale,input_scale", [
+    (lambda x: F.elu(x, 0.7), 0.7, 1.0, 1.0), (F.selu, 1.6732632423543772, 1.0507009873554805, 1.0),
+    (lambda x: F.celu(x, 1.5), 1.5, 1.0, 1 / 1.5)])
+def test_elu_family_second_derivative_is_zero_at_zero(fn, alpha, scale, input_scale):
+    # PyTorch's elu double backward masks with x < 0: at x = 0 the slope is a constant (the first derivative
+    # there is still the exp side's, alpha * scale * input_scale)
+    x = np.array([-1.0, 0.0, 0.5])
+    t = mf.tensor(x).requires_grad_()
+    (g,) = mf.autograd.grad(fn(t), t, mf.ones(3, dtype=mf.float64), create_graph=True)
+    coef = alpha * scale * input_scale
+    np.testing.assert_allclose(g.detach().numpy(), [coef * np.exp(-input_scale), coef, scale], rtol=1e-12)
+    g.sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), [coef * input_scale * np.exp(-input_scale), 0.0, 0.0], rtol=1e-12)

@@ -215,8 +215,10 @@ class Elu(_Unary):
 
     @staticmethod
     def grad_graph(g, x, alpha, scale, input_scale):
-        neg = x <= 0  # min(x, 0) as a selection: the exp never overflows where its gradient is cut
-        return g * where(neg, (where(neg, x, 0) * input_scale).exp() * (alpha * scale * input_scale), scale)
+        # the slope at x = 0 is the exp side's, a constant there: PyTorch's second derivative takes x < 0 only
+        # (min(x, 0) as a selection: the exp never overflows where its gradient is cut)
+        neg, coef = x < 0, alpha * scale * input_scale
+        return g * where(x <= 0, where(neg, (where(neg, x, 0) * input_scale).exp() * coef, coef), scale)
 
 
 class Silu(_Unary):
