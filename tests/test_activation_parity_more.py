@@ -165,3 +165,17 @@ def test_elu_family_second_derivative_is_zero_at_zero(fn, alpha, scale, input_sc
     np.testing.assert_allclose(g.detach().numpy(), [coef * np.exp(-input_scale), coef, scale], rtol=1e-12)
     g.sum().backward()
     np.testing.assert_allclose(t.grad.numpy(), [coef * input_scale * np.exp(-input_scale), 0.0, 0.0], rtol=1e-12)
+
+
+def test_softmin_warns_and_raises_in_its_own_name():
+    x = mf.tensor([[1.0, 2.0], [3.0, 5.0]])
+    with pytest.warns(UserWarning, match="Implicit dimension choice for softmin"):
+        y = F.softmin(x)
+    e = np.exp(-np.array([[1.0, 2.0], [3.0, 5.0]]))
+    np.testing.assert_allclose(y.numpy(), e / e.sum(1, keepdims=True), rtol=1e-6)  # (dim 1 for 2-D)
+    with pytest.raises(IndexError, match="softmin: dim 2 out of range"):
+        F.softmin(x, 2)
+    with pytest.raises(TypeError, match="softmin: expected a float32"):
+        F.softmin(mf.tensor([1, 2]), 0)
+    np.testing.assert_allclose(F.softmin(mf.tensor([1, 2]), 0, dtype=mf.float32).numpy(),
+                               [1 / (1 + np.exp(-1)), 1 / (1 + np.exp(1))], rtol=1e-6)

@@ -320,12 +320,21 @@ def glu(input, dim=-1):
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
-    """``softmax(-input)`` along ``dim``."""
+    """``softmax(-input)`` along ``dim`` (negated before any cast to ``dtype``, as PyTorch's); its warnings and errors
+    name softmin."""
     from . import softmax
 
+    op = "softmin"
     if not isinstance(input, _Tensor):
-        raise InputTypeError(f"softmin: expected a tensor input, got {type(input).__name__}")
-    return softmax(-input, dim, dtype=dtype)
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if dtype is None and not _backend.is_floating(input.dtype):
+        raise InputTypeError(f"{op}: expected a float32, float16, bfloat16 or float64 input (or a dtype=), got "
+                             f"{input.dtype}")
+    if dim is None:  # PyTorch's legacy implicit choice, warned as there
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+        _warnings.warn(f"Implicit dimension choice for {op} has been deprecated. Change the call to include dim=X "
+                       f"as an argument.", UserWarning, stacklevel=_stacklevel)
+    return softmax(-input, _dim(op, input, dim), dtype=dtype)
 
 
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
