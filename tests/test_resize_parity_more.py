@@ -122,3 +122,45 @@ def test_no_channels_raises_but_an_empty_batch_passes(shape, mode):
         F.interpolate(mf.zeros(*shape), size=2, mode=mode)
     empty_batch = (0, 1) + shape[2:]
     assert F.interpolate(mf.zeros(*empty_batch), size=2, mode=mode).shape == (0, 1) + (2,) * (len(shape) - 2)
+
+
+def _bf16_nearest_bilinear_ref(x, grid, bf16):
+    """PyTorch's cpu fallback grid sampler in a 16-bit type, align_corners=True, every point well inside: each
+    operation rounded to the type (NumPy's ml_dtypes arithmetic does so), the four products added in order."""
+    gx, gy = grid[..., 0].astype(bf16), grid[..., 1].astype(bf16)
+    h, w = x.shape[2:]
+    ix, iy = (gx + 1) / bf16(2) * bf16(w - 1), (gy + 1) / bf16(2) * bf16(h - 1)  # grid_sampler_unnormalize
+    n = np.arange(x.shape[0])[:, None, None, None]
+    c = np.arange(x.shape[1])[None, :, None, None]
+
+    def at(yy, xx):
+        return x[n, c, yy.astype(np.int64)[:, None], xx.astype(np.int64)[:, None]]
+    nearest = at(np.rint(iy), np.rint(ix))
+    x0, y0 = np.floor(ix), np.floor(iy)
+    x1, y1 = x0 + bf16(1), y0 + bf16(1)
+    products = [at(y0, x0) * ((x1 - ix) * (y1 - iy))[:, None], at(y0, x1) * ((ix - x0) * (y1 - iy))[:, None],
+                at(y1, x0) * ((x1 - ix) * (iy - y0))[:, None], at(y1, x1) * ((ix - x0) * (iy - y0))[:, None]]
+    bilinear = ((products[0] + products[1]) + products[2]) + products[3]
+    return nearest, bilinear
+
+
+@pytest.mark.parametrize("dtype", [np.float16, mf.bfloat16])
+def test_grid_sample_16_bit_on_the_cpu_rounds_each_operation(dtype):
+    # PyTorch's cpu kernel computes a 16-bit grid_sample in that type (its scalar fallback): the rounded pixel
+    # coordinate can pick another pixel than float32 arithmetic would (bfloat16: 3.7 off at such points before)
+    rng = np.random.default_rng(5)
+    bf16 = np.dtype(mf.backend.bfloat16 if dtype is mf.bfloat16 else np.float16).type
+    x = rng.standard_normal((2, 3, 9, 13)).astype(bf16)
+    grid = rng.uniform(-0.8, 0.8, (2, 6, 40, 2)).astype(bf16)
+    near_ref, bil_ref = _bf16_nearest_bilinear_ref(x, grid, bf16)
+    xt, gt = mf.tensor(x.astype(np.float32)).to(dtype), mf.tensor(grid.astype(np.float32)).to(dtype)
+    near = F.grid_sample(xt, gt, mode="nearest", align_corners=True)
+    bil = F.grid_sample(xt, gt, mode="bilinear", align_corners=True)
+    np.testing.assert_array_equal(near.float().numpy(), near_ref.astype(np.float32))
+    np.testing.assert_array_equal(bil.float().numpy(), bil_ref.astype(np.float32))
+    # (float32 arithmetic rounded once would differ here: the bilinear values, and bfloat16's nearest picks)
+    once = F.grid_sample(xt.float(), gt.float(), mode="bilinear", align_corners=True).to(dtype).float().numpy()
+    assert (once != bil_ref.astype(np.float32)).any()
+    if dtype is mf.bfloat16:
+        once = F.grid_sample(xt.float(), gt.float(), mode="nearest", align_corners=True).numpy()
+        assert (once != near_ref.astype(np.float32)).any()

@@ -110,13 +110,23 @@ def _cubic(t):
 
     def far(s):
         return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a
-    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    back = 1 - t
+    return [far(t + 1), near(t), near(back), far(back + 1)]  # (2 - t as PyTorch's: 1 - t, rounded, plus 1)
 
 
-def _sample_taps(input, taps):
+def _in_order(terms):
+    """``terms[0] + terms[1] + ...`` left to right: in 16 bits each partial sum rounds, as PyTorch's cpu kernel's."""
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
+def _sample_taps(input, taps, in_order=False, rows=None):
     """The sum over taps of weight * input at an integer point: ``taps`` a list of (point, weight) with point the
     (x, y[, z]) index tensors of shape (N, *out) and weight of that shape; a point outside reads zero (a NaN
-    index too, without indexing from it). Returns (N, C, *out)."""
+    index too, without indexing from it). Returns (N, C, *out). ``in_order``: the products added one by one;
+    ``rows`` (bicubic's y weights, the taps' weights then its x weights): the taps summed row by row first."""
     n, c = input.shape[:2]
     sizes = input.shape[:1:-1]  # (W, H[, D]), the grid's coordinate order
     out = taps[0][1].shape[1:]
@@ -138,7 +148,12 @@ def _sample_taps(input, taps):
     # the outside taps' values zeroed, their weights kept: a NaN weight (a NaN or infinite point) makes the output
     # NaN, as PyTorch's masked loads times its weights, yet gives the input no gradient, as its masked scatter
     values = _where(_stack(insides, 1).reshape(n, 1, k, p), values, 0.0)
-    return (values * _stack(weights, 1).reshape(n, 1, k, p)).sum(2).reshape(n, c, *out)
+    if not in_order:
+        return (values * _stack(weights, 1).reshape(n, 1, k, p)).sum(2).reshape(n, c, *out)
+    products = [values[:, :, i] * weights[i].reshape(n, 1, p) for i in range(k)]
+    if rows is not None:  # cubic_interp1d along x for each of the 4 rows, then along y over the rows
+        products = [_in_order(products[4 * i:4 * i + 4]) * rows[i].reshape(n, 1, p) for i in range(4)]
+    return _in_order(products).reshape(n, c, *out)
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
@@ -147,7 +162,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     (N, D_out, H_out, W_out, 3) of (x, y, z) points: ``mode`` 'bilinear' (trilinear for 5-D), 'nearest' or
     'bicubic' (4-D only); points outside read zeros (``padding_mode='zeros'``), the nearest edge pixel ('border')
     or the input mirrored about its edges ('reflection'; bicubic reads each of its 16 taps so). float16 and
-    bfloat16 are computed in float32 and rounded once."""
+    bfloat16 are computed in float32 and rounded once on CUDA, in their own type on the CPU (PyTorch's kernels)."""
     op = "grid_sample"
     # inside an autocast region: float32 on cpu, the wider of the two dtypes on cuda (PyTorch's lists)
     input, grid = _autocast_promote(*_autocast_float32(input, grid, devices=("cpu",)), devices=("cuda",))
@@ -173,9 +188,11 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
                            f"{input.device} and {grid.dtype} on {grid.device}")
     if min(input.shape[2:]) == 0:
         raise RuntimeError(f"{op}: expected input to have non-empty spatial dimensions, got {list(input.shape)}")
-    if input.dtype in (_backend.float16, _backend.bfloat16):  # points and weights in float32, as PyTorch's
-        # opmath: a 16-bit pixel coordinate keeps too few fraction bits for the weights (rounded once at the end)
+    half = input.dtype in (_backend.float16, _backend.bfloat16)
+    if half and input.is_cuda:  # points and weights in float32, as PyTorch's CUDA opmath (rounded once at the end)
         return grid_sample(input.float(), grid.float(), mode, padding_mode, align_corners).to(input.dtype)
+    # (on the CPU PyTorch's scalar fallback kernel computes in the 16-bit type itself, each operation rounded: the
+    # same formulas here, their products added in its order; a coordinate's rounding can pick another pixel)
     sizes = input.shape[:1:-1]  # (W, H[, D]), the order of the grid's coordinates
     coords = [_unnormalize(grid[..., i], s, align_corners) for i, s in enumerate(sizes)]
     if mode == "bicubic":  # 4x4 taps around the unpadded point, each read through the padding as PyTorch's
@@ -184,10 +201,13 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         cx, cy = (_cubic(u - b) for u, b in zip(coords, base))
         tap_x, tap_y = ([_pad_coordinate(b + (j - 1), s, padding_mode, align_corners).floor() for j in range(4)]
                         for b, s in zip(base, sizes))
+        if half:
+            return _sample_taps(input, [([tap_x[j], tap_y[i]], cx[j]) for i in range(4) for j in range(4)], True, cy)
         return _sample_taps(input, [([tap_x[j], tap_y[i]], cy[i] * cx[j]) for i in range(4) for j in range(4)])
     coords = [_pad_coordinate(u, s, padding_mode, align_corners) for u, s in zip(coords, sizes)]
     if mode == "nearest":  # round half to even, as PyTorch's nearbyint; the grid's gradient is zero
-        return _sample_taps(input, [([u.detach().round() for u in coords], grid[..., 0].nan_to_num(0.0) * 0 + 1)])
+        return _sample_taps(input, [([u.detach().round() for u in coords], grid[..., 0].nan_to_num(0.0) * 0 + 1)],
+                            half)
     base = [u.detach().floor() for u in coords]
     taps = []
     for corner in _itertools.product((0, 1), repeat=nd):
@@ -197,4 +217,4 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             w = u - b if up else b + 1 - u
             weight = w if weight is None else weight * w
         taps.append(([b + up for b, up in zip(base, corner)], weight))
-    return _sample_taps(input, taps)
+    return _sample_taps(input, taps, half)
