@@ -152,3 +152,14 @@ def test_class_losses_of_no_classes(shape):
         assert x.grad.shape == shape
     out = F.cross_entropy(mf.tensor(np.zeros(shape)), mf.tensor(np.zeros(shape)), label_smoothing=0.2, reduction="sum")
     assert out.item() == 0.0  # (probabilities: an empty sum)
+
+
+def test_margin_losses_name_themselves_in_shape_errors():
+    one = lambda *s: mf.tensor(np.ones(s))
+    with pytest.raises(ValueError, match=r"margin_ranking_loss: shapes \(5,\) and \(3,\)"):
+        F.margin_ranking_loss(one(5), one(3), one(5))
+    with pytest.raises(ValueError, match=r"triplet_margin_loss: shapes \(4, 5\) and \(3, 5\)"):
+        F.triplet_margin_loss(one(4, 5), one(4, 5), one(3, 5))
+    assert F.triplet_margin_loss(one(4, 5), one(1, 5), one(4, 5)).item() == 1.0  # (rows broadcast, as PyTorch's)
+    with pytest.raises(ValueError, match=r"multi_margin_loss: inconsistent weight size, expected 5"):
+        F.multi_margin_loss(one(4, 5), mf.tensor(np.zeros(4, np.int64)), weight=one(3))

@@ -15,6 +15,7 @@ from ..ops import gather as _gather
 from ..ops import minimum as _minimum
 from ..ops import where as _where
 from ..ops._common import autocast_float32 as _autocast_float32
+from ..ops._common import broadcast_shape as _broadcast_shape
 from ..tensor import Tensor as _Tensor
 from ._checks import _legacy_reduction, _not_differentiable
 from .activation import _loss_operands, _loss_weight, _number, _reduce, logsigmoid, pairwise_distance, softplus
@@ -42,6 +43,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
     if not input1.ndim == input2.ndim == target.ndim:
         raise InputError(f"{op}: All input tensors should have same dimension but got sizes: input1: "
                          f"{tuple(input1.shape)}, input2: {tuple(input2.shape)}, target: {tuple(target.shape)}")
+    _broadcast_shape(op, input1.shape, input2.shape)  # (an error naming this loss, not the subtraction)
     diff, target = _loss_operands(op, input1 - input2, target, reduction, broadcast="silent")
     return _reduce((-target * diff + _number(op, "margin", margin)).clamp(min=0), reduction)
 
@@ -130,6 +132,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
     margin = _number(op, "margin", margin)
     if margin <= 0:  # (as PyTorch's functional form refuses it too)
         raise InputError(f"{op}: margin must be greater than 0, got {margin}")
+    _broadcast_shape(op, _broadcast_shape(op, anchor.shape, positive.shape), negative.shape)  # (named errors)
     d_pos = pairwise_distance(anchor, positive, p, eps)
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
@@ -157,6 +160,9 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if weight is not None and (not isinstance(weight, _Tensor) or weight.ndim != 1):
         raise InputError(f"{op}: weight must be one-dimensional, got "
                          f"{list(weight.shape) if isinstance(weight, _Tensor) else type(weight).__name__}")
+    c = input.shape[-1] if input.ndim else 1
+    if weight is not None and weight.shape[0] != c:
+        raise InputError(f"{op}: inconsistent weight size, expected {c} (one per class) but got {list(weight.shape)}")
     if reduction not in ("none", "mean", "sum"):
         raise InputError(f"{op}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
     x = input if input.ndim == 2 else input.reshape(1, -1)
