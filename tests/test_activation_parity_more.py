@@ -179,3 +179,30 @@ def test_softmin_warns_and_raises_in_its_own_name():
         F.softmin(mf.tensor([1, 2]), 0)
     np.testing.assert_allclose(F.softmin(mf.tensor([1, 2]), 0, dtype=mf.float32).numpy(),
                                [1 / (1 + np.exp(-1)), 1 / (1 + np.exp(1))], rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [mf.float16, mf.bfloat16])
+def test_elu_in_place_backward_reads_the_rounded_result(dtype):
+    # PyTorch's elu_ backward: g * input_scale * (y + alpha * scale) from the result y (in x's dtype) where y <= 0
+    x = np.array([-1.9130435, -0.8695652, -0.5217391, -2.6086957, -1.2173913, 0.5], np.float32)
+    g = np.arange(1, 7, dtype=np.float32)
+    t = mf.tensor(x).to(dtype).requires_grad_()
+    y = t * 1
+    F.elu_(y, 0.7)
+    y.backward(mf.tensor(g).to(dtype))
+    yr = y.detach().float().numpy()
+    gr = mf.tensor(g).to(dtype).float().numpy()
+    want = np.where(yr <= 0, gr * np.float32(1) * (yr + np.float32(0.7) * np.float32(1)), gr)
+    np.testing.assert_array_equal(t.grad.float().numpy(), mf.tensor(want).to(dtype).float().numpy())
+
+
+def test_elu_in_place_negative_alpha_backward_raises():
+    t = mf.tensor([-1.0, 2.0]).requires_grad_()
+    y = t * 1
+    F.elu_(y, -1.0)  # (the forward is fine, as PyTorch's)
+    with pytest.raises(RuntimeError, match="In-place elu backward calculation is triggered with a negative slope"):
+        y.sum().backward()
+    z = t * 1
+    F.elu_(z, 0.0)
+    z.sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), [0.0, 1.0])

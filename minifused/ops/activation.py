@@ -220,6 +220,45 @@ class Elu(_Unary):
         neg, coef = x < 0, alpha * scale * input_scale
         return g * where(x <= 0, where(neg, (where(neg, x, 0) * input_scale).exp() * coef, coef), scale)
 
+    # In place (elu_, selu_, celu_), PyTorch's backward reads the result ``y`` (rounded to x's dtype), not the
+    # input: ``g * input_scale * (y + alpha * scale)`` where ``y <= 0``. The fused CUDA path keeps the input.
+    @classmethod
+    def forward(cls, ctx, x, out=None, **p):
+        ctx.result = out is x and ctx.recording and not (cls.fused and K.fuses_activation(x))
+        if not ctx.result:
+            return super().forward(ctx, x, out, **p)
+        ctx.fused, ctx.p = False, p
+        y = _emit(cls.f(_xp(x), _up(x), **p), x.dtype, out)
+        ctx.save_for_backward(backend.copy(y))  # (a copy, as the input's was: a view's write-back bumps x's version)
+        return y
+
+    @classmethod
+    def backward(cls, ctx, g):
+        if not ctx.result:
+            return super().backward(ctx, g)
+        (y,) = ctx.saved_tensors
+        alpha, scale, input_scale = ctx.p["alpha"], ctx.p["scale"], ctx.p["input_scale"]
+        if alpha < 0:
+            raise RuntimeError("In-place elu backward calculation is triggered with a negative slope which is not "
+                               "supported. This is caused by calling in-place forward function with a negative "
+                               "slope, please call out-of-place version instead.")
+        yu, gu = _up(y), _up(g)
+        t = yu.dtype.type  # (the coefficients in the compute dtype, as PyTorch's kernel takes them)
+        d = backend.where(yu <= 0, gu * t(input_scale) * (yu + t(alpha) * t(scale)), gu * t(scale))
+        return _emit(d, g.dtype)
+
+    @classmethod
+    def backward_graph(cls, ctx, g):
+        if not ctx.result:
+            return super().backward_graph(ctx, g)
+        if ctx.p["alpha"] < 0:
+            return cls.backward(ctx, g._data)  # (raises)
+        alpha, scale, input_scale = ctx.p["alpha"], ctx.p["scale"], ctx.p["input_scale"]
+        y = _wide(ctx.graph_output(ctx.saved_tensors[0]))
+        neg = y < 0  # (PyTorch's second derivative masks with result < 0)
+        return _wide(g) * where(y <= 0, where(neg, (y + alpha * scale) * input_scale, alpha * scale * input_scale),
+                                scale)
+
 
 class Silu(_Unary):
     fused = "silu"
