@@ -206,3 +206,17 @@ def test_elu_in_place_negative_alpha_backward_raises():
     F.elu_(z, 0.0)
     z.sum().backward()
     np.testing.assert_array_equal(t.grad.numpy(), [0.0, 1.0])
+
+
+@pytest.mark.parametrize("inplace", [lambda y: F.leaky_relu_(y, -0.5), lambda y: F.rrelu_(y, -0.5, -0.2),
+                                     lambda y: mf.nn.LeakyReLU(-0.5, inplace=True)(y)])
+def test_leaky_relu_in_place_negative_slope_backward_raises(inplace):
+    t = mf.tensor([-1.0, 2.0]).requires_grad_()
+    y = t * 1
+    inplace(y)
+    np.testing.assert_array_equal(y.detach().numpy()[1], 2.0)
+    with pytest.raises(RuntimeError, match="In-place leakyReLu backward calculation is triggered with a negative"):
+        y.sum().backward()
+    z = t * 1
+    F.leaky_relu(z, -0.5).sum().backward()  # out of place it is fine, as in PyTorch
+    np.testing.assert_array_equal(t.grad.numpy(), [-0.5, 1.0])

@@ -174,6 +174,29 @@ class LeakyRelu(_Unary):
     keep = staticmethod(lambda x, xu, inplace, slope: x > 0)  # a bool mask, 1 byte per element
     grad = staticmethod(lambda xp, g, keep, slope: backend.where(keep, g, g * slope))
 
+    # PyTorch's leaky_relu_ backward reads the result, whose sign a negative slope flips: it refuses that
+    @classmethod
+    def forward(cls, ctx, x, out=None, **p):
+        ctx.in_place = out is x
+        return super().forward(ctx, x, out, **p)
+
+    @staticmethod
+    def _refuse(ctx):
+        if getattr(ctx, "in_place", False) and ctx.p["slope"] < 0:
+            raise RuntimeError("In-place leakyReLu backward calculation is triggered with a negative slope which is "
+                               "not supported. This is caused by calling in-place forward function with a negative "
+                               "slope, please call out-of-place version instead.")
+
+    @classmethod
+    def backward(cls, ctx, g):
+        cls._refuse(ctx)
+        return super().backward(ctx, g)
+
+    @classmethod
+    def backward_graph(cls, ctx, g):
+        cls._refuse(ctx)
+        return super().backward_graph(ctx, g)
+
 
 class Hardtanh(_Unary):
     """Also ReLU6 (0, 6). The gradient passes but at and outside lo and hi (NaN's too), as in PyTorch."""
