@@ -163,3 +163,15 @@ def test_margin_losses_name_themselves_in_shape_errors():
     assert F.triplet_margin_loss(one(4, 5), one(1, 5), one(4, 5)).item() == 1.0  # (rows broadcast, as PyTorch's)
     with pytest.raises(ValueError, match=r"multi_margin_loss: inconsistent weight size, expected 5"):
         F.multi_margin_loss(one(4, 5), mf.tensor(np.zeros(4, np.int64)), weight=one(3))
+
+
+# ---------------------------------------------------------------- hinge kinks
+def test_multi_margin_losses_take_no_gradient_at_the_kink():
+    """PyTorch's multi_margin / multilabel_margin kernels sum the terms z > 0: one at z = 0 has no gradient
+    (the composed hinge losses clamp, whose gradient at the kink is 1: those stay as they are)."""
+    x = mf.tensor(np.array([[1.0, 1.0, 0.0]]), requires_grad=True)
+    F.multi_margin_loss(x, mf.tensor(np.array([0]))).backward()  # z = (1, 1, 0): only class 1 counts
+    np.testing.assert_array_equal(x.grad.numpy(), [[-1 / 3, 1 / 3, 0]])
+    x = mf.tensor(np.array([1.0, 1.0, 0.0]), requires_grad=True)
+    F.multilabel_margin_loss(x, mf.tensor(np.array([0, -1, 0]))).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [-1 / 3, 1 / 3, 0])

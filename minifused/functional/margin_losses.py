@@ -170,7 +170,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     c = x.shape[1]
     if y.numel() and (int(y.min().item()) < 0 or int(y.max().item()) >= c):
         raise IndexError(f"{op}: target out of range for {c} classes")
-    z = (_number(op, "margin", margin) - _gather(x, 1, y) + x).clamp(min=0)
+    # relu, not clamp: PyTorch's kernel takes the terms z > 0 only, so a term at the kink gets no gradient
+    z = (_number(op, "margin", margin) - _gather(x, 1, y) + x).relu()
     if p == 2:
         z = z * z
     if weight is not None:
@@ -232,7 +233,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     # a (N, C + 1) mask of each row's target classes: unlisted entries are scattered to the spare column C
     spare = x.new_zeros((x.shape[0], c + 1)).scatter(1, _where(listed, y, y * 0 + c), x.new_ones(y.shape))
     others = 1 - spare[:, :c]
-    z = (1 - _gather(x, 1, picked).reshape(-1, c, 1) + x.reshape(-1, 1, c)).clamp(min=0)  # (N, j, i)
+    # (N, j, i); relu as multi_margin_loss's: no gradient at the kink, as PyTorch's kernel
+    z = (1 - _gather(x, 1, picked).reshape(-1, c, 1) + x.reshape(-1, 1, c)).relu()
     loss = (z * listed.to(x.dtype).reshape(-1, c, 1) * others.reshape(-1, 1, c)).sum((1, 2)) / c
     return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction)
 
