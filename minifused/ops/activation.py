@@ -339,8 +339,12 @@ class Softplus(_Unary):
 
     @staticmethod
     def grad(xp, g, x, beta, threshold):
+        # PyTorch's g * z / (z + 1), z = exp(beta x), for its rounding; g (the limit) where z overflows, there NaN
         bx = x * beta
-        return backend.where(bx > threshold, g, g * _sigmoid(xp, bx))
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = xp.exp(bx)
+            d = g * z / (z + 1)
+        return backend.where(bx > threshold, g, backend.where(xp.isinf(z), g, d))
 
     @staticmethod
     def grad_graph(g, x, beta, threshold):
