@@ -164,3 +164,23 @@ def test_grid_sample_16_bit_on_the_cpu_rounds_each_operation(dtype):
     if dtype is mf.bfloat16:
         once = F.grid_sample(xt.float(), gt.float(), mode="nearest", align_corners=True).numpy()
         assert (once != near_ref.astype(np.float32)).any()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, mf.bfloat16])
+def test_linear_16_bit_weights_are_stored_in_the_inputs_type(dtype):
+    # PyTorch's cpu kernel keeps a 16-bit input's lambdas in its type: lambda1 rounded, lambda0 = 1 - lambda1 in
+    # that type; the sum in float32, rounded once (float32 lambdas differed from it in 44 of 120 bfloat16 values)
+    t = np.dtype(mf.backend.bfloat16 if dtype is mf.bfloat16 else np.float16).type
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 9)).astype(t)
+    n, m = 9, 20
+    s = np.float32(1 / 2.3)
+    src = np.maximum(s * (np.arange(m, dtype=np.float32) + np.float32(0.5)) - np.float32(0.5), np.float32(0))
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    i1 = np.minimum(i0 + 1, n - 1)
+    lam1 = np.clip(src - i0, 0, 1).astype(t)
+    lam0 = t(1) - lam1
+    xf = x.astype(np.float32)
+    want = (xf[..., i0] * lam0.astype(np.float32) + xf[..., i1] * lam1.astype(np.float32)).astype(t)
+    got = F.interpolate(mf.tensor(xf).to(dtype), scale_factor=2.3, mode="linear")
+    np.testing.assert_array_equal(got.float().numpy(), want.astype(np.float32))

@@ -271,19 +271,28 @@ class ResampleFn(Function):
             ctx.nearest = (row_starts, col_starts, (h, w))
             return to_layout(KR.nearest_forward(x, rows, cols, (p, q)), cl)
         y = x if all(s[0] == "nearest" for s in steps) else x.astype(acc)
+        # PyTorch's cpu kernels store a 16-bit input's weights in its type (summing in float32): rounded here too,
+        # but where its bilinear takes its vectorized kernel (float32 weights): an output of H + W <= 128, or a
+        # channels-last input of more than 3 channels
+        vectorized = steps[0][0] == "linear" and x.ndim == 4 and (sum(st[3] for st in steps) <= 128
+                                                                  or cl and x.shape[1] > 3)
+        half = xp is np and x.dtype in (np.dtype(np.float16), np.dtype(backend.bfloat16)) and not vectorized
+
+        def stored(w):
+            return w.astype(x.dtype).astype(acc) if half else w
         shape = [x.shape]
         for (kind, axis, *_), arrays in zip(steps, on):
             if kind == "nearest":
                 y = xp.take(y, arrays[0], axis=axis)
             elif kind == "cubic":
                 index, weights = arrays
-                weights = weights.astype(acc, copy=False).reshape(weights.shape + (1,) * (y.ndim - axis - 1))
+                weights = stored(weights.astype(acc, copy=False)).reshape(weights.shape + (1,) * (y.ndim - axis - 1))
                 taps = [xp.take(y, index[k], axis=axis) * weights[k] for k in range(4)]
                 y = taps[0] + taps[1] + taps[2] + taps[3]  # (PyTorch's order of the sum)
             else:
                 i0, i1, lam = arrays
                 lam = lam.astype(acc, copy=False).reshape((-1,) + (1,) * (y.ndim - axis - 1))
-                y = xp.take(y, i0, axis=axis) * (1 - lam) + xp.take(y, i1, axis=axis) * lam
+                y = xp.take(y, i0, axis=axis) * stored(1 - stored(lam)) + xp.take(y, i1, axis=axis) * stored(lam)
             shape.append(y.shape)
         ctx.plan = (steps, back, shape, dtype)
         return to_layout(y.astype(dtype, copy=False), cl)
