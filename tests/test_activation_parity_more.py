@@ -236,3 +236,15 @@ def test_softplus_grad_in_pytorchs_order():
     assert (want[:5] != stable.astype(np.float16)[:5]).all()
     big = _grad(lambda t: F.softplus(t, 1.0, 1e6), [100.0, 1000.0], [1.0, 1.0], mf.float32).numpy()
     np.testing.assert_array_equal(big, [1.0, 1.0])  # (exp overflows: the limit, where PyTorch gives NaN)
+
+
+def test_number_arguments_take_0d_tensors():
+    # PyTorch's Scalar arguments take a 0-d tensor (not one that requires grad, nor one of more dimensions)
+    x = mf.tensor([-1.0, 2.0])
+    np.testing.assert_allclose(F.elu(x, mf.tensor(0.5)).numpy(), [0.5 * np.expm1(-1.0), 2.0], rtol=1e-6)
+    np.testing.assert_array_equal(F.leaky_relu(x, mf.tensor(0.25)).numpy(), [-0.25, 2.0])
+    np.testing.assert_array_equal(F.hardtanh(x, mf.tensor(-0.5), 0.5).numpy(), [-0.5, 0.5])
+    np.testing.assert_array_equal(F.threshold(x, mf.tensor(0.0), 3.0).numpy(), [3.0, 2.0])
+    for bad in (mf.tensor([0.5]), mf.tensor(0.5).requires_grad_()):
+        with pytest.raises(TypeError, match="elu: alpha must be a number, got Tensor"):
+            F.elu(x, bad)

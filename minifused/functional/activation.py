@@ -42,6 +42,8 @@ def _act(op, input):
 
 
 def _number(op, name, value):
+    if isinstance(value, _Tensor) and value.ndim == 0 and not value.requires_grad:
+        value = float(value.item())  # (PyTorch takes a 0-d tensor for a number; not one that requires grad)
     if isinstance(value, bool) or not isinstance(value, _numbers.Real):
         raise InputTypeError(f"{op}: {name} must be a number, got {type(value).__name__}")
     return float(value)
@@ -581,6 +583,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)`` (``d = input - target``);
     ``delta > 0``."""
     op = "huber_loss"
+    reduction = _legacy_reduction(None, None, reduction)  # (the deprecated 'elementwise_mean')
     delta = _number(op, "delta", delta)
     if not delta > 0:
         raise RuntimeError(f"{op}: delta must be > 0 (huber_loss does not support non-positive values for delta), "
@@ -599,10 +602,12 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     as probabilities, or log-probabilities with ``log_target=True``). ``'batchmean'`` divides the sum by the
     batch size (the KL divergence proper); ``'mean'`` averages over all elements, as PyTorch does."""
     op = "kl_div"
+    # PyTorch warns of a 'mean' asked for by name only (not of one the legacy arguments or 'elementwise_mean' give)
+    mean_named = reduction == "mean" and size_average is None and reduce is None
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _loss_operands(op, input, target, reduction, broadcast="silent",
                                    float_target=True, reductions=("none", "batchmean", "sum", "mean"))
-    if reduction == "mean":  # (PyTorch's warning: a silent 1 / C scale on a distillation loss is easy to miss)
+    if mean_named:  # (PyTorch's warning: a silent 1 / C scale on a distillation loss is easy to miss)
         _warnings.warn("kl_div: reduction='mean' divides the total loss by both the batch size and the support "
                        "size; 'batchmean' divides only by the batch size, and aligns with the KL divergence's "
                        "definition", UserWarning, stacklevel=2)
