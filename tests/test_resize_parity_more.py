@@ -184,3 +184,54 @@ def test_linear_16_bit_weights_are_stored_in_the_inputs_type(dtype):
     want = (xf[..., i0] * lam0.astype(np.float32) + xf[..., i1] * lam1.astype(np.float32)).astype(t)
     got = F.interpolate(mf.tensor(xf).to(dtype), scale_factor=2.3, mode="linear")
     np.testing.assert_array_equal(got.float().numpy(), want.astype(np.float32))
+
+
+def _rounded_passes(x, ww, wh):
+    """Separable float64 resampling of a uint8 image, the width first, each pass rounded half up and clamped to
+    0..255: PIL's (and PyTorch's) fixed-point rule wherever the weights are exact in its int16 scaling."""
+    y = np.clip(np.floor(x.astype(np.float64) @ ww.T + 0.5), 0, 255)
+    return np.clip(np.floor(np.einsum("oh,nchw->ncow", wh, y) + 0.5), 0, 255)
+
+
+def _bilinear_x2(n):  # bilinear upsampling by 2, align_corners=False: weights 0.75 / 0.25, the border repeated
+    w = np.zeros((2 * n, n))
+    for i in range(2 * n):
+        src = max((i + 0.5) / 2 - 0.5, 0.0)
+        lo = min(int(src), n - 1)
+        hi, lam = min(lo + 1, n - 1), src - lo
+        w[i, lo] += 1 - lam
+        w[i, hi] += lam
+    return w
+
+
+def _aa_half(n):  # antialiased bilinear shrinking by 2: the triangle of half-width 2, taps 1/8, 3/8, 3/8, 1/8
+    w = np.zeros((n // 2, n))
+    for i in range(n // 2):
+        taps = {2 * i - 1: 1, 2 * i: 3, 2 * i + 1: 3, 2 * i + 2: 1}
+        taps = {j: v for j, v in taps.items() if 0 <= j < n}
+        total = sum(taps.values())
+        for j, v in taps.items():
+            w[i, j] = v / total
+    return w
+
+
+def test_uint8_bilinear_is_fixed_point_resampling():
+    # PyTorch resizes uint8 images (bilinear and bicubic, antialiased or not) in integers, pass by pass
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 256, (2, 3, 6, 8)).astype(np.uint8)
+    up = F.interpolate(mf.tensor(x), scale_factor=2, mode="bilinear")
+    assert up.dtype == mf.uint8
+    np.testing.assert_array_equal(up.numpy(), _rounded_passes(x, _bilinear_x2(8), _bilinear_x2(6)))
+    down = F.interpolate(mf.tensor(x), scale_factor=0.5, mode="bilinear", antialias=True)
+    np.testing.assert_array_equal(down.numpy(), _rounded_passes(x, _aa_half(8), _aa_half(6)))
+    cl = F.interpolate(mf.tensor(x).contiguous(memory_format=mf.channels_last), scale_factor=2, mode="bilinear")
+    assert cl.is_contiguous(memory_format=mf.channels_last)
+    np.testing.assert_array_equal(cl.numpy(), up.numpy())
+
+
+def test_uint8_bicubic_clamps_each_pass():
+    # Keys' overshoot clamped after the width pass, before the height one (values from torch 2.x, which match
+    # PIL's); the float result would be -25.3, 280.3, 266.8 at the clamped places
+    x = mf.tensor(np.array([[[[0, 255, 0, 255], [255, 255, 0, 0]]]], dtype=np.uint8))
+    y = F.interpolate(x, size=(2, 7), mode="bicubic")
+    np.testing.assert_array_equal(y.numpy(), [[[[0, 103, 252, 128, 3, 152, 255], [255, 255, 255, 128, 0, 0, 0]]]])

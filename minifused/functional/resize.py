@@ -12,7 +12,7 @@ from ..ops import resample as R
 from ..ops import clone
 from ..ops.matmul import MatMul
 from ..ops.shape import channels_last
-from ..kernels import is_channels_last
+from ..kernels import is_channels_last, to_layout
 from ..ops._common import autocast_float32 as _autocast_float32
 from ..tensor import Tensor
 from ._checks import _check_tensor
@@ -100,6 +100,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode != "area" and input.shape[1] == 0:  # (PyTorch's upsampling checks; an empty batch passes)
         raise InputError(f"{op}: Non-empty {input.ndim}D data tensor expected but got a tensor with sizes "
                          f"{list(input.shape)} (no channels)")
+    if input.dtype == backend.uint8 and mode in ("bilinear", "bicubic") and not input.is_cuda:
+        return _uint8_resized(input, out, scales, mode, antialias, bool(align_corners))
     if antialias:
         if not backend.is_floating(input.dtype):
             raise InputTypeError(f"{op}: mode {mode!r} needs a floating-point input, got dtype {input.dtype}")
@@ -184,3 +186,51 @@ def _antialiased(input, out, scales, mode, align_corners):
         return clone(input)
     # (PyTorch's antialiased kernel keeps a channels-last layout; the products give a contiguous one)
     return y.contiguous(memory_format=channels_last) if is_channels_last(input._data) else y
+
+
+def _uint8_matrix(n, m, scale, align_corners, mode, antialias):
+    """The (m, n) float64 weights of PyTorch's uint8 resampling of one axis: the antialiasing filter's
+    (:func:`_antialias_matrix`) with ``antialias``; else bilinear's triangle at the same centres (half a pixel
+    further with align_corners), or bicubic's Keys kernel (A = -0.75) at the float kernels' source positions, its
+    taps clamped into the input."""
+    if antialias:
+        return _antialias_matrix(n, m, scale, align_corners, mode)
+    s = ((n - 1) / (m - 1) if m > 1 else 0.0) if align_corners else (1.0 / scale if scale else n / m)
+    w = np.zeros((m, n))
+    for i in range(m):
+        if mode == "bilinear":
+            delta = 0.5 if align_corners else 0.0
+            centre = s * (i + 0.5 - delta)
+            lo, hi = max(int(centre - 1 + 0.5 + delta), 0), min(int(centre + 1 + 0.5 + delta), n)
+            row = np.maximum(1 - np.abs(np.arange(lo, hi) - centre + 0.5 - delta), 0.0)
+            w[i, lo:hi] = row / row.sum() if row.sum() else row
+        else:
+            src = s * i if align_corners else s * (i + 0.5) - 0.5
+            base = math.floor(src)
+            t, a = src - base, R.CUBIC_A
+            taps = [((a * d - 5 * a) * d + 8 * a) * d - 4 * a if far else ((a + 2) * d - (a + 3)) * d * d + 1
+                    for d, far in ((t + 1, True), (t, False), (1 - t, False), (2 - t, True))]
+            for k, tap in enumerate(taps):
+                w[i, min(max(base - 1 + k, 0), n - 1)] += tap
+    return w
+
+
+def _uint8_resized(input, out, scales, mode, antialias, align_corners):
+    """``interpolate`` of a uint8 (N, C, H, W) input in bilinear or bicubic mode, as PyTorch's cpu kernel (PIL's
+    fixed-point resampling): each axis that changes size, the width first, by its weights scaled to int16 at the
+    finest precision that keeps the largest below 2**15, summed in integers, rounded and clamped to 0..255."""
+    y = input._data.astype(np.int64)
+    for axis in (3, 2):
+        n, m = input.shape[axis], out[axis - 2]
+        if n == m:
+            continue
+        w = _uint8_matrix(n, m, scales[axis - 2], align_corners, mode, antialias)
+        bits = 0
+        while bits < 22 and int(0.5 + w.max() * (1 << (bits + 1))) < 1 << 15:
+            bits += 1
+        v = w * (1 << bits)
+        wi = np.trunc(np.where(v < 0, v - 0.5, v + 0.5)).astype(np.int64)
+        y = np.moveaxis(np.tensordot(np.moveaxis(y, axis, -1), wi, axes=([-1], [1])), -1, axis)
+        y = np.clip((y + (1 << (bits - 1))) >> bits, 0, 255)
+    y = y.astype(np.uint8)
+    return Tensor._from_array(to_layout(y, True) if is_channels_last(input._data) else np.ascontiguousarray(y))
