@@ -235,3 +235,18 @@ def test_uint8_bicubic_clamps_each_pass():
     x = mf.tensor(np.array([[[[0, 255, 0, 255], [255, 255, 0, 0]]]], dtype=np.uint8))
     y = F.interpolate(x, size=(2, 7), mode="bicubic")
     np.testing.assert_array_equal(y.numpy(), [[[[0, 103, 252, 128, 3, 152, 255], [255, 255, 255, 128, 0, 0, 0]]]])
+
+
+def test_pixel_shuffles_keep_channels_last():
+    # PyTorch's pixel_shuffle / pixel_unshuffle write a channels-last output for a channels-last 4-D input
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 4, 6))
+    xc = mf.tensor(x).contiguous(memory_format=mf.channels_last)
+    down = F.pixel_unshuffle(xc, 2)
+    assert down.is_contiguous(memory_format=mf.channels_last) and not down.is_contiguous()
+    # channel c * 4 + i * 2 + j of the output holds pixel (2 h + i, 2 w + j) of channel c
+    want = x.reshape(2, 3, 2, 2, 3, 2).transpose(0, 1, 3, 5, 2, 4).reshape(2, 12, 2, 3)
+    np.testing.assert_array_equal(down.numpy(), want)
+    up = F.pixel_shuffle(down, 2)
+    assert up.is_contiguous(memory_format=mf.channels_last)
+    np.testing.assert_array_equal(up.numpy(), x)

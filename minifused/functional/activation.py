@@ -19,6 +19,8 @@ from ..ops._common import cast as _cast
 from ..ops._common import promote as _promote
 from ..ops.elementwise import where as _where
 from ..ops.reduce import vector_norm as _vector_norm
+from ..ops.shape import channels_last as _channels_last
+from ..kernels import is_channels_last as _is_channels_last
 from ..tensor import Tensor as _Tensor
 from ._checks import _legacy_reduction, _not_differentiable
 from ..backend import InputError, InputTypeError
@@ -129,7 +131,9 @@ def pixel_unshuffle(input, downscale_factor):
 def _new_memory(input, y):
     """``y``, copied where it is a view of ``input`` (a factor of 1, a single group, blocks of one pixel): PyTorch's
     shuffles always return new memory, so an in-place change of the result never reaches the input."""
-    return y.clone() if y._xp.may_share_memory(y._data, input._data) else y
+    y = y.clone() if y._xp.may_share_memory(y._data, input._data) else y
+    # (and a channels-last 4-D input gives a channels-last output, as PyTorch's)
+    return y.contiguous(memory_format=_channels_last) if y.ndim == 4 and _is_channels_last(input._data) else y
 
 
 def silu(input, inplace=False):
