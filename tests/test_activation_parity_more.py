@@ -248,3 +248,12 @@ def test_number_arguments_take_0d_tensors():
     for bad in (mf.tensor([0.5]), mf.tensor(0.5).requires_grad_()):
         with pytest.raises(TypeError, match="elu: alpha must be a number, got Tensor"):
             F.elu(x, bad)
+
+
+def test_prelu_module_takes_a_numpy_int():
+    m = mf.nn.PReLU(np.int64(3), init=0.5)
+    assert repr(m) == "PReLU(num_parameters=3)" and m.weight.shape == (3,)
+    np.testing.assert_array_equal(m(mf.tensor([[-2.0, 1.0, -4.0]])).detach().numpy(), [[-1.0, 1.0, -2.0]])
+    for bad in (3.0, True, 0):
+        with pytest.raises(ValueError, match="PReLU: num_parameters must be a positive int"):
+            mf.nn.PReLU(bad)

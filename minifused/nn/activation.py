@@ -5,6 +5,7 @@ The layers with an in-place form (``inplace=True``) also give it to ``Sequential
 ``forward_inplace`` (see ``nn/basic.py``)."""
 from __future__ import annotations
 
+import numbers
 import warnings
 
 from .. import backend
@@ -67,9 +68,9 @@ class PReLU(Module):
 
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
-        if not isinstance(num_parameters, int) or isinstance(num_parameters, bool) or num_parameters < 1:
+        if not isinstance(num_parameters, numbers.Integral) or isinstance(num_parameters, bool) or num_parameters < 1:
             raise InputError(f"PReLU: num_parameters must be a positive int, got {num_parameters!r}")
-        self.num_parameters, self.init = num_parameters, init
+        self.num_parameters, self.init = num_parameters, init  # (a NumPy int too, as PyTorch takes it)
         self.weight = Parameter(ops.full((num_parameters,), float(init), dtype=dtype, device=device))
 
     def reset_parameters(self):
