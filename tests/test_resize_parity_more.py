@@ -250,3 +250,12 @@ def test_pixel_shuffles_keep_channels_last():
     up = F.pixel_shuffle(down, 2)
     assert up.is_contiguous(memory_format=mf.channels_last)
     np.testing.assert_array_equal(up.numpy(), x)
+
+
+def test_size_takes_integer_scalar_tensors():
+    # PyTorch's size is a list of SymInts: 0-d integer tensors pass as their values (a float one does not)
+    x = mf.zeros(1, 1, 4, 5)
+    assert F.interpolate(x, size=(mf.tensor(3), mf.tensor(7)), mode="bilinear").shape == (1, 1, 3, 7)
+    assert F.interpolate(x, size=mf.tensor(3)).shape == (1, 1, 3, 3)
+    with pytest.raises(TypeError, match="interpolate: size must be an int or a tuple of ints"):
+        F.interpolate(x, size=(mf.tensor(3.0), 4))

@@ -27,7 +27,16 @@ __all__ = ["interpolate"]
 _INTERP_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "area", "bicubic", "trilinear", "lanczos")
 
 
+def _host_size(v):
+    """A 0-d integer tensor as its int (PyTorch's size arguments take one, as SymInts); anything else as given."""
+    if isinstance(v, Tensor) and v.ndim == 0 and not backend.is_floating(v.dtype) and v.dtype != backend.bool_:
+        return int(v.item())
+    return v
+
+
 def _per_dim(op, name, value, dim, kind):
+    if kind == "int":
+        value = [_host_size(v) for v in value] if isinstance(value, (tuple, list)) else _host_size(value)
     if isinstance(value, (tuple, list)):
         if len(value) != dim:
             raise InputError(f"{op}: {name} must have {dim} entries (one per spatial dimension of the input), "
