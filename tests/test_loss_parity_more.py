@@ -175,3 +175,38 @@ def test_multi_margin_losses_take_no_gradient_at_the_kink():
     x = mf.tensor(np.array([1.0, 1.0, 0.0]), requires_grad=True)
     F.multilabel_margin_loss(x, mf.tensor(np.array([0, -1, 0]))).backward()
     np.testing.assert_array_equal(x.grad.numpy(), [-1 / 3, 1 / 3, 0])
+
+
+# ---------------------------------------------------------------- the deprecated reduction='elementwise_mean'
+def test_elementwise_mean_is_mean_with_a_warning():
+    """PyTorch's reduction enum maps 'elementwise_mean' to 'mean' (warned) for its kernel losses; the losses it
+    composes in Python (multilabel_soft_margin, poisson_nll, gaussian_nll) refuse it. A module keeps the name."""
+    rng = np.random.default_rng(2)
+    x, y = mf.tensor(rng.standard_normal((3, 4))), mf.tensor(rng.random((3, 4)))
+    c = mf.tensor(np.array([0, 3, 1]))
+    lp = mf.tensor(np.log(np.full((5, 2, 3), 1 / 3)))
+    ctc = (lp, mf.tensor(np.ones((2, 2), np.int64)), (5, 5), (2, 1))
+    for fn, args in ((F.mse_loss, (x, y)), (F.huber_loss, (x, y)), (F.cross_entropy, (x, c)), (F.ctc_loss, ctc),
+                     (F.binary_cross_entropy_with_logits, (x, y)), (F.multi_margin_loss, (x, c))):
+        with pytest.warns(UserWarning, match="reduction='elementwise_mean' is deprecated"):
+            out = fn(*args, reduction="elementwise_mean")
+        assert out.item() == fn(*args).item()
+    m = mf.nn.MSELoss(reduction="elementwise_mean")
+    assert m.reduction == "elementwise_mean"
+    with pytest.warns(UserWarning, match="elementwise_mean"):
+        assert m(x, y).item() == F.mse_loss(x, y).item()
+    for fn in (F.multilabel_soft_margin_loss, F.poisson_nll_loss):
+        with pytest.raises(ValueError, match=fn.__name__):
+            fn(x, y, reduction="elementwise_mean")
+    with pytest.raises(ValueError, match="PoissonNLLLoss|poisson_nll_loss"):
+        mf.nn.PoissonNLLLoss(reduction="elementwise_mean")(x, y)
+
+
+def test_kl_div_warns_of_mean_asked_by_name_only():
+    import warnings
+
+    x, y = mf.tensor(np.zeros((2, 3))), mf.tensor(np.full((2, 3), 0.5))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        F.kl_div(x, y, size_average=True)
+    assert [str(m.message)[:12] for m in w] == ["size_average"]

@@ -30,12 +30,17 @@ def _not_differentiable(op, name, value):
                          f"not require grad (pass {name}.detach()), got one with requires_grad=True")
 
 
-def _legacy_reduction(size_average, reduce, reduction):
+def _legacy_reduction(size_average, reduce, reduction, elementwise_mean=True):
     """The reduction a loss uses: ``reduction``, or, where PyTorch's deprecated ``size_average`` or ``reduce`` is
     given (not None), what PyTorch's legacy rule maps them to, with its warning; ``reduction`` is then ignored, as
     PyTorch ignores it. A missing one counts as True: reduce and size_average give 'mean', reduce alone 'sum', no
-    reduce 'none'."""
+    reduce 'none'. The deprecated ``reduction='elementwise_mean'`` is 'mean', with PyTorch's warning, for the losses
+    whose reduction PyTorch maps so (``elementwise_mean=False``: the others, where it stays and raises)."""
     if size_average is None and reduce is None:
+        if reduction == "elementwise_mean" and elementwise_mean:
+            _warnings.warn("reduction='elementwise_mean' is deprecated. Please use reduction='mean' instead.",
+                           UserWarning, stacklevel=3)
+            return "mean"
         return reduction
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce

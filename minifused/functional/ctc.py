@@ -15,6 +15,7 @@ from ..ops.ctc import ctc_rows as _ctc_rows
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import InputError, InputTypeError
+from ._checks import _legacy_reduction
 
 __all__ = ["ctc_loss"]
 
@@ -105,6 +106,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     'none' gives (N,). An impossible alignment (a target too long for its input) has an infinite loss and a NaN
     gradient, both 0 with ``zero_infinity``. The gradient is PyTorch's: that of the loss with respect to the
     logits of a log_softmax that made ``log_probs``. float32 and float64 (as PyTorch's CUDA kernel)."""
+    reduction = _legacy_reduction(None, None, reduction)  # (the deprecated 'elementwise_mean')
     (log_probs,) = _autocast_float32(log_probs)
     _check_args(log_probs, targets, blank, reduction, zero_infinity)
     unbatched = log_probs.ndim == 2

@@ -101,7 +101,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     """Per-class logistic losses ``-(y log σ(x) + (1 - y) log σ(-x))`` (times ``weight``), averaged over the
     classes (the last dimension), then reduced over the samples."""
     op = "multilabel_soft_margin_loss"
-    reduction = _legacy_reduction(size_average, reduce, reduction)
+    reduction = _legacy_reduction(size_average, reduce, reduction, elementwise_mean=False)  # (as PyTorch's)
     # float32 in a cuda autocast region (PyTorch's sum there is on its float32 list), the input's dtype on cpu
     # (composed as PyTorch's: the target broadcasts silently, the sum is over the input's last dimension)
     input, target = _loss_operands(op, input, target, reduction, broadcast="silent", autocast_devices=_CUDA)
@@ -250,7 +250,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     """The negative log-likelihood of ``target`` under a Poisson distribution of rate ``exp(input)``
     (``log_input``) or ``input``; ``full`` adds Stirling's approximation of ``log(target!)`` where target > 1."""
     op = "poisson_nll_loss"
-    reduction = _legacy_reduction(size_average, reduce, reduction)
+    reduction = _legacy_reduction(size_average, reduce, reduction, elementwise_mean=False)  # (as PyTorch's)
     input, target = _loss_operands(op, input, target, reduction, broadcast="silent", int_input=True)
     if log_input:
         loss = input.exp() - target * input

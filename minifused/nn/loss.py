@@ -15,7 +15,7 @@ _REDUCTIONS = ("none", "mean", "sum")
 
 
 def _check_reduction(name, reduction, allowed=_REDUCTIONS):
-    if reduction not in allowed:
+    if reduction not in allowed and reduction != "elementwise_mean":  # (deprecated: the loss maps it, or raises)
         raise InputError(f"{name}: reduction must be one of {', '.join(map(repr, allowed))}, got {reduction!r}")
     return reduction
 
@@ -28,8 +28,9 @@ class _Loss(Module):
 
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        self.reduction = _check_reduction(type(self).__name__, _legacy_reduction(size_average, reduce, reduction),
-                                          self._reductions)
+        # (a deprecated 'elementwise_mean' stays: the functional form maps it, or raises, at the call, as PyTorch's)
+        reduction = _legacy_reduction(size_average, reduce, reduction, elementwise_mean=False)
+        self.reduction = _check_reduction(type(self).__name__, reduction, self._reductions)
 
 
 class _WeightedLoss(_Loss):
