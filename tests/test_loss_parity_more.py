@@ -210,3 +210,14 @@ def test_kl_div_warns_of_mean_asked_by_name_only():
         warnings.simplefilter("always")
         F.kl_div(x, y, size_average=True)
     assert [str(m.message)[:12] for m in w] == ["size_average"]
+
+
+def test_nll_loss_graph_gradient_requires_grad():
+    """PyTorch's nll_loss gradient is recorded as a function of the input (its own gradient 0), so a penalty on it
+    can be differentiated: the input's gradient is then zeros, not an error."""
+    x = mf.tensor(np.array([[0.5, -np.inf], [1.0, 2.0]]), requires_grad=True)
+    (g,) = mf.autograd.grad(F.nll_loss(x, mf.tensor(np.array([0, 1]))), [x], create_graph=True)
+    np.testing.assert_array_equal(g.detach().numpy(), [[-0.5, 0], [0, -0.5]])
+    assert g.requires_grad
+    (g * g).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros((2, 2)))

@@ -165,7 +165,12 @@ class NLLLoss(Function):
         dx = Tensor._from_array(a, False) * (g if ctx.per_row else g.reshape(())).reshape(-1, 1)
         # backward's scattered elements; the others are 0 even for an inf or NaN g, as backward's
         picked = (xp.arange(n)[None, :] == t[:, None]) & valid[:, None]
-        return where(Tensor._from_array(picked, False), dx, 0), None, None
+        dx = where(Tensor._from_array(picked, False), dx, 0)
+        # PyTorch's gradient is a function of x (whose own gradient is 0): it requires grad, and differentiating it
+        # gives x zeros. x enters picked nowhere (where, not a product: an inf in x leaves no NaN)
+        x = ctx.graph_input(0, xp.broadcast_to(xp.zeros((), ctx.dtype), ctx.shape))
+        nowhere = Tensor._from_array(xp.zeros((1, 1), bool), False)
+        return dx + where(nowhere, x, 0).to(dx.dtype), None, None
 
 
 def cross_entropy_rows(x, target, weight, ignore_index, label_smoothing, reduction):
