@@ -259,3 +259,36 @@ def test_size_takes_integer_scalar_tensors():
     assert F.interpolate(x, size=mf.tensor(3)).shape == (1, 1, 3, 3)
     with pytest.raises(TypeError, match="interpolate: size must be an int or a tuple of ints"):
         F.interpolate(x, size=(mf.tensor(3.0), 4))
+
+
+def test_float64_source_positions_floor_as_float32():
+    # PyTorch's generic cpu kernels compute a float64 input's source positions in float64 and floor them with
+    # floorf: a position just below a whole number rounds up to it (7 of 7770 nearest indices differ from
+    # float32 arithmetic here, 1 of 20498 linear ones from a float64 floor)
+    x = np.arange(1000.0)
+    got = F.interpolate(mf.tensor(x.reshape(1, 1, -1)), scale_factor=7.77).numpy().ravel()
+    want = np.floor((np.arange(7770) * (1 / 7.77)).astype(np.float32))
+    np.testing.assert_array_equal(got, want)
+    assert (want != np.floor(np.arange(7770, dtype=np.float32) * np.float32(1 / 7.77))).any()
+
+    n, m = 4099, 20498
+    x = np.random.default_rng(9).standard_normal(n)
+    src = (n - 1) / (m - 1) * np.arange(m)
+    i0 = np.minimum(np.floor(src.astype(np.float32)).astype(np.int64), n - 1)
+    lam = np.clip(src - i0, 0, 1)
+    want = x[i0] * (1 - lam) + x[np.minimum(i0 + 1, n - 1)] * lam
+    assert (i0 != np.floor(src)).any()
+    got = F.interpolate(mf.tensor(x.reshape(1, 1, -1)), size=m, mode="linear", align_corners=True).numpy().ravel()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+def test_nearest_2d_kept_size_scale_by_output_size():
+    # PyTorch's cpu 2-D nearest forward ignores the scale along a kept size only in its vectorized kernel (an
+    # output of H + W <= 128): a large output reads floor(i / 1.0001) there; the backward always ignores it
+    small = F.interpolate(mf.tensor(np.arange(3.0).reshape(1, 1, 3, 1)), scale_factor=(1.3, 1.0)).numpy().ravel()
+    np.testing.assert_array_equal(small, [0, 1, 2])
+    x = mf.tensor(np.arange(1000.0).reshape(1, 1, 1000, 1).repeat(3, 3), requires_grad=True)
+    y = F.interpolate(x, scale_factor=(1.0001, 1.0))
+    np.testing.assert_array_equal(y.detach().numpy()[0, 0, :, 0], np.floor(np.arange(1000) / 1.0001))
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((1, 1, 1000, 3)))

@@ -127,22 +127,29 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     steps = []
     wdtype = np.float64 if input.dtype == backend.float64 else np.float32
     kind = "cubic" if mode == "bicubic" else "linear"
+    # (PyTorch's cpu 2-D nearest forward takes its vectorized kernel for an output of H + W <= 128 or a channels-last
+    # input of more than 3 channels, else its generic one)
+    vectorized = input.ndim == 4 and (sum(out) <= 128 or is_channels_last(input._data) and input.shape[1] > 3)
     for axis in range(input.ndim - 1, 1, -1):
         n, m, s = spatial[axis - 2], out[axis - 2], scales[axis - 2]
         if not input.is_cuda and (weighted and kind == "linear" and m == n
-                                  or mode == "nearest" and input.ndim == 4 and m in (n, 2 * n)):
+                                  or mode == "nearest" and vectorized and m in (n, 2 * n)):
             # PyTorch's cpu kernels ignore the scale factor along a dimension that keeps its size (the linear modes;
-            # nearest in 2-D, which also takes a doubled size as an exact 2x): its sizes give the same indices
+            # vectorized 2-D nearest, which also takes a doubled size as an exact 2x): its sizes give the same indices
             s = None
+        # (PyTorch's generic cpu kernels place a float64 input's points in float64, then floor them as float32s)
+        double = (input.dtype == backend.float64 and not input.is_cuda and (weighted or not vectorized),)
         if weighted:
-            steps.append((kind, axis, n, m, s, bool(align_corners), wdtype))
+            steps.append((kind, axis, n, m, s, bool(align_corners), wdtype) + double)
         else:
-            steps.append(("nearest", axis, n, m, s, mode == "nearest-exact"))
+            steps.append(("nearest", axis, n, m, s, mode == "nearest-exact") + double)
     grad_steps = None
-    if mode == "nearest" and not input.is_cuda and input.ndim != 4:
-        # PyTorch's cpu nearest backward (1-D and 3-D; 2-D's forward too, above) ignores the scale along a dimension
-        # that keeps its size or doubles it, where its forward does not: its gradient reads other source indices
-        grad_steps = tuple(st[:4] + (None if st[3] in (st[2], 2 * st[2]) else st[4],) + st[5:] for st in steps)
+    if not weighted and not input.is_cuda:
+        # PyTorch's cpu nearest backward takes its indices in float32 arithmetic, and ignores the scale along a
+        # dimension that keeps its size or doubles it, where its forward does not (but the vectorized 2-D one):
+        # its gradient reads other source indices
+        kept = mode == "nearest"
+        grad_steps = tuple(st[:4] + (None if kept and st[3] in (st[2], 2 * st[2]) else st[4], st[5]) for st in steps)
     return R.ResampleFn.apply(input, tuple(steps), grad_steps)
 
 

@@ -190,10 +190,15 @@ def _fold(xp, g, d, lo, hi, n, mode):
 
 
 # ---------------------------------------------------------------- interpolation
-def nearest_index(in_size, out_size, scale, exact):
+def nearest_index(in_size, out_size, scale, exact, double=False):
     """PyTorch's source index of each output position (float32 arithmetic, as its kernels):
     ``floor(dst * s)`` (nearest) or ``floor((dst + 0.5) * s)`` (nearest-exact), ``s = 1/scale_factor``
-    when a scale factor is used, else ``in/out``; clamped to ``in - 1``."""
+    when a scale factor is used, else ``in/out``; clamped to ``in - 1``. ``double``: its cpu forward's for a float64
+    input, the position in float64 (nearest-exact's ``max(s (dst + 0.5) - 0.5, 0) + 0.5``) floored as a float32."""
+    if double:
+        s, dst = 1.0 / scale if scale else in_size / out_size, np.arange(out_size, dtype=np.float64)
+        real = np.maximum(s * (dst + 0.5) - 0.5, 0) + 0.5 if exact else s * dst
+        return np.minimum(np.floor(real.astype(np.float32)).astype(np.int64), in_size - 1)
     s = np.float32(1.0 / scale) if scale else np.float32(in_size) / np.float32(out_size)
     dst = np.arange(out_size, dtype=np.float32)
     if exact:
@@ -201,9 +206,11 @@ def nearest_index(in_size, out_size, scale, exact):
     return np.minimum(np.floor(dst * s).astype(np.int64), in_size - 1)
 
 
-def linear_weights(in_size, out_size, scale, align_corners, dtype):
+def linear_weights(in_size, out_size, scale, align_corners, dtype, floorf=False):
     """PyTorch's (index0, index1, lambda1) of linear interpolation along one axis, computed in
-    ``dtype`` (float32, or float64 for float64 inputs, as its kernels' accumulation type)."""
+    ``dtype`` (float32, or float64 for float64 inputs, as its kernels' accumulation type). ``floorf``: the
+    position floored as a float32, as its cpu kernels' guard_index_and_lambda (a float64 position near a whole
+    number can round up to it)."""
     t = np.dtype(dtype).type
     if align_corners:
         s = t(in_size - 1) / t(out_size - 1) if out_size > 1 else t(0)
@@ -211,7 +218,7 @@ def linear_weights(in_size, out_size, scale, align_corners, dtype):
     else:
         s = t(1.0 / scale) if scale else t(in_size) / t(out_size)
         src = np.maximum(s * (np.arange(out_size, dtype=dtype) + t(0.5)) - t(0.5), t(0))
-    i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
+    i0 = np.minimum(np.floor(src.astype(np.float32) if floorf else src).astype(np.int64), in_size - 1)
     lam = np.clip(src - i0.astype(dtype), t(0), t(1))
     i1 = i0 + (i0 < in_size - 1)
     return i0, i1, lam
@@ -221,11 +228,12 @@ def linear_weights(in_size, out_size, scale, align_corners, dtype):
 CUBIC_A = -0.75
 
 
-def cubic_weights(in_size, out_size, scale, align_corners, dtype):
+def cubic_weights(in_size, out_size, scale, align_corners, dtype, floorf=False):
     """PyTorch's bicubic taps along one axis: (4, out) source indices (clamped to the input, as its kernels
     read the border) and (4, out) weights, computed in ``dtype`` as its kernels' accumulation type. The source
     position is linear's unclamped (``s * (dst + 0.5) - 0.5``, or ``s * dst`` with ``align_corners``); the
-    weights of its fractional part ``t`` are the cubic convolution's at ``t + 1``, ``t``, ``1 - t``, ``2 - t``."""
+    weights of its fractional part ``t`` are the cubic convolution's at ``t + 1``, ``t``, ``1 - t``, ``2 - t``.
+    ``floorf`` as :func:`linear_weights` (``t`` then clamped to [0, 1])."""
     t = np.dtype(dtype).type
     dst = np.arange(out_size, dtype=dtype)
     if align_corners:
@@ -234,8 +242,8 @@ def cubic_weights(in_size, out_size, scale, align_corners, dtype):
     else:
         s = t(1.0 / scale) if scale else t(in_size) / t(out_size)
         src = s * (dst + t(0.5)) - t(0.5)
-    base = np.floor(src)
-    frac = src - base
+    base = np.floor(src.astype(np.float32)).astype(dtype) if floorf else np.floor(src)
+    frac = np.clip(src - base, t(0), t(1)) if floorf else src - base
     a = t(CUBIC_A)
 
     def near(x):  # |x| <= 1
@@ -339,7 +347,7 @@ def _nearest_2d(x, steps):
     spatial dims of a 4-D ``x`` by nearest (or nearest-exact) neighbours and resample.cu takes x; else None."""
     if len(steps) != 2 or steps[0][0] != "nearest" or steps[1][0] != "nearest" or not KR.applies(x):
         return None
-    (_, _, w, q, sw, exact), (_, _, h, p, sh, _) = steps
+    (_, _, w, q, sw, exact, *_), (_, _, h, p, sh, *_) = steps
     return device_table(x, _nearest_tables, h, p, sh, exact), device_table(x, _nearest_tables, w, q, sw, exact)
 
 
