@@ -221,3 +221,11 @@ def test_nll_loss_graph_gradient_requires_grad():
     assert g.requires_grad
     (g * g).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.zeros((2, 2)))
+
+
+def test_multi_margin_weight_is_not_differentiable():
+    w = mf.tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(ValueError, match="multi_margin_loss: not differentiable with respect to argument 'weight'"):
+        F.multi_margin_loss(mf.tensor(np.zeros((2, 3))), mf.tensor(np.array([0, 1])), weight=w)
+    with mf.no_grad():  # (as PyTorch's: only a recorded call refuses it)
+        F.multi_margin_loss(mf.tensor(np.zeros((2, 3))), mf.tensor(np.array([0, 1])), weight=w)

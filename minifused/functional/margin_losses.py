@@ -160,6 +160,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if weight is not None and (not isinstance(weight, _Tensor) or weight.ndim != 1):
         raise InputError(f"{op}: weight must be one-dimensional, got "
                          f"{list(weight.shape) if isinstance(weight, _Tensor) else type(weight).__name__}")
+    _not_differentiable(op, "weight", weight)  # (PyTorch's kernel has no gradient for it)
     c = input.shape[-1] if input.ndim else 1
     if weight is not None and weight.shape[0] != c:
         raise InputError(f"{op}: inconsistent weight size, expected {c} (one per class) but got {list(weight.shape)}")
