@@ -229,3 +229,15 @@ def test_multi_margin_weight_is_not_differentiable():
         F.multi_margin_loss(mf.tensor(np.zeros((2, 3))), mf.tensor(np.array([0, 1])), weight=w)
     with mf.no_grad():  # (as PyTorch's: only a recorded call refuses it)
         F.multi_margin_loss(mf.tensor(np.zeros((2, 3))), mf.tensor(np.array([0, 1])), weight=w)
+
+
+def test_margin_loss_modules_default_margins_in_their_signatures():
+    import inspect
+
+    for name, default in (("MarginRankingLoss", 0.0), ("HingeEmbeddingLoss", 1.0), ("CosineEmbeddingLoss", 0.0),
+                          ("TripletMarginLoss", 1.0)):
+        cls = getattr(mf.nn, name)
+        assert inspect.signature(cls.__init__).parameters["margin"].default == default
+        assert cls().margin == default
+    with pytest.raises(TypeError, match="margin"):  # None is kept, and refused by the loss, as PyTorch's
+        mf.nn.HingeEmbeddingLoss(margin=None)(mf.tensor(np.ones(3)), mf.tensor(np.ones(3)))

@@ -25,11 +25,12 @@ def _positive_margin(name, margin):
 
 
 class _MarginLoss(_Loss):
-    _default_margin = 0.0
+    """A ``margin`` kept as given (None too, refused at the call, as PyTorch's); each loss's default in its
+    signature."""
 
-    def __init__(self, margin=None, size_average=None, reduce=None, reduction="mean"):
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
-        self.margin = self._default_margin if margin is None else margin
+        self.margin = margin
 
 
 class MarginRankingLoss(_MarginLoss):
@@ -38,7 +39,8 @@ class MarginRankingLoss(_MarginLoss):
 
 
 class HingeEmbeddingLoss(_MarginLoss):
-    _default_margin = 1.0
+    def __init__(self, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(margin, size_average, reduce, reduction)
 
     def forward(self, input, target):
         return F.hinge_embedding_loss(input, target, margin=self.margin, reduction=self.reduction)
@@ -62,8 +64,6 @@ class MultiLabelSoftMarginLoss(_WeightedLoss):
 
 
 class TripletMarginLoss(_MarginLoss):
-    _default_margin = 1.0
-
     def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None, reduction="mean"):
         super().__init__(_positive_margin("TripletMarginLoss", margin), size_average, reduce, reduction)
         self.p, self.eps, self.swap = p, eps, swap
