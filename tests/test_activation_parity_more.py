@@ -257,3 +257,11 @@ def test_prelu_module_takes_a_numpy_int():
     for bad in (3.0, True, 0):
         with pytest.raises(ValueError, match="PReLU: num_parameters must be a positive int"):
             mf.nn.PReLU(bad)
+
+
+def test_logsigmoid_output_is_c_contiguous():
+    # PyTorch's log_sigmoid_forward gives a C-contiguous output for a channels-last input (a .view(n, -1) works)
+    x = np.random.default_rng(0).standard_normal((2, 4, 3, 6)).astype(np.float32)
+    y = F.logsigmoid(mf.tensor(x).to(memory_format=mf.channels_last))
+    assert y.is_contiguous()
+    np.testing.assert_allclose(y.view(2, -1).numpy(), -np.logaddexp(0, -x).reshape(2, -1), rtol=1e-6)

@@ -253,8 +253,8 @@ def softsign(input):
 
 
 def logsigmoid(input):
-    """``log(sigmoid(x))``, stable for large ``|x|``."""
-    return _run("logsigmoid", _A.LogSigmoid, input, False)
+    """``log(sigmoid(x))``, stable for large ``|x|``; C-contiguous whatever the input's layout, as PyTorch's."""
+    return _run("logsigmoid", _A.LogSigmoid, input, False).contiguous()
 
 
 def tanhshrink(input):
@@ -557,9 +557,9 @@ def _weighted(op, loss, weight, reduction):
     weights' sum (mse_loss, l1_loss)."""
     if weight is None:
         return _reduce(loss, reduction)
-    w = _loss_weight(op, "weight", weight, loss, same_size=True)
-    loss = loss * w
-    return loss.sum() / w.sum() if reduction == "mean" else _reduce(loss, reduction)
+    _loss_weight(op, "weight", weight, loss, same_size=True)  # (checked; the product promotes, as PyTorch's)
+    loss = loss * weight
+    return loss.sum() / weight.sum() if reduction == "mean" else _reduce(loss, reduction)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
@@ -596,8 +596,9 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     input, target = _loss_operands(op, input, target, reduction)
     # computed in the promoted dtype and written in the input's, as PyTorch's kernel
     loss = _cast(_A.SmoothL1.apply(input, target, delta, True), out_dtype)
-    if weight is not None:  # (its mean is the plain one, as PyTorch's)
-        loss = loss * _loss_weight(op, "weight", weight, loss, same_size=True)
+    if weight is not None:  # (its mean is the plain one; the product promotes, as PyTorch's)
+        _loss_weight(op, "weight", weight, loss, same_size=True)
+        loss = loss * weight
     return _reduce(loss, reduction)
 
 
