@@ -241,3 +241,15 @@ def test_margin_loss_modules_default_margins_in_their_signatures():
         assert cls().margin == default
     with pytest.raises(TypeError, match="margin"):  # None is kept, and refused by the loss, as PyTorch's
         mf.nn.HingeEmbeddingLoss(margin=None)(mf.tensor(np.ones(3)), mf.tensor(np.ones(3)))
+
+
+def test_pointwise_loss_weight_promotes():
+    """mse / l1 / huber with ``weight`` are PyTorch compositions: loss * weight promotes (a float64 weight on a
+    float32 loss gives float64)."""
+    x, y = mf.tensor(np.array([0.5, -1.5], np.float32)), mf.tensor(np.array([0.0, 0.0], np.float32))
+    w = np.array([0.1, 0.3])
+    for fn, ref in ((F.mse_loss, np.array([0.25, 2.25])), (F.l1_loss, np.array([0.5, 1.5])),
+                    (F.huber_loss, np.array([0.125, 1.0]))):
+        out = fn(x, y, weight=mf.tensor(w), reduction="none")
+        assert out.dtype == mf.float64
+        np.testing.assert_allclose(out.numpy(), ref * w, rtol=1e-15)
