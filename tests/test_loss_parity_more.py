@@ -253,3 +253,10 @@ def test_pointwise_loss_weight_promotes():
         out = fn(x, y, weight=mf.tensor(w), reduction="none")
         assert out.dtype == mf.float64
         np.testing.assert_allclose(out.numpy(), ref * w, rtol=1e-15)
+
+
+def test_multilabel_soft_margin_weight_promotes():
+    x, y = mf.tensor(np.array([[0.0, 0.0]], np.float32)), mf.tensor(np.array([[1.0, 0.0]], np.float32))
+    out = F.multilabel_soft_margin_loss(x, y, weight=mf.tensor(np.array([1.0, 3.0])), reduction="none")
+    assert out.dtype == mf.float64
+    np.testing.assert_allclose(out.numpy(), [np.log(2) * 4 / 2], rtol=1e-7)

@@ -106,8 +106,9 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     # (composed as PyTorch's: the target broadcasts silently, the sum is over the input's last dimension)
     input, target = _loss_operands(op, input, target, reduction, broadcast="silent", autocast_devices=_CUDA)
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
-    if weight is not None:
-        loss = loss * _loss_weight(op, "weight", weight, loss)
+    if weight is not None:  # (checked; the product promotes, as PyTorch's composition)
+        _loss_weight(op, "weight", weight, loss)
+        loss = loss * weight
     if not input.ndim:  # (PyTorch's sum over dim -1 raises)
         raise IndexError(f"{op}: expected an input with a class dimension (at least 1-D), got a 0-d tensor")
     return _reduce(loss.sum(input.ndim - 1) / input.shape[-1], reduction)
