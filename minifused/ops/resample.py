@@ -259,9 +259,10 @@ def cubic_weights(in_size, out_size, scale, align_corners, dtype, floorf=False):
 
 class ResampleFn(Function):
     """Interpolation as a sequence of per-axis steps, last axis first (PyTorch's bilinear sums the
-    two width neighbours of each row first): ``("nearest", axis, in, out, scale, exact)`` or
-    ``("linear", axis, in, out, scale, align_corners, weight_dtype)`` or ``("cubic", ...)`` with the same
-    arguments (four weighted taps); a forward gathers, a backward scatter-adds, along each axis. ``grad_steps``
+    two width neighbours of each row first): ``("nearest", axis, in, out, scale, exact[, double])`` or
+    ``("linear", axis, in, out, scale, align_corners, weight_dtype[, floorf])`` or ``("cubic", ...)`` with the
+    same arguments (four weighted taps), the last flag as their tables take it; a forward gathers, a backward
+    scatter-adds, along each axis. ``grad_steps``
     (the same steps, other scales) are the backward's where its source indices differ from the forward's."""
 
     @staticmethod
