@@ -144,7 +144,7 @@ def test_activation_forms(rng):
     close(mf.celu(x, 0.5), np.where(xs > 0, xs, 0.5 * np.expm1(xs / 0.5)))
     close(mf.selu(x), F.selu(x))
     close(mf.rrelu(x, 0.1, 0.3), np.where(xs >= 0, xs, 0.2 * xs))
-    close(mf.prelu(x, mf.tensor([0.25])), np.where(xs >= 0, xs, 0.25 * xs))
+    close(mf.prelu(x, mf.tensor([0.25], dtype=x.dtype)), np.where(xs >= 0, xs, 0.25 * xs))  # (one dtype: no promotion)
     for name, ref in (("relu_", np.maximum(xs, 0)), ("selu_", F.selu(x).numpy()), ("celu_", F.celu(x).numpy())):
         y = x.clone()
         assert getattr(mf, name)(y) is y
