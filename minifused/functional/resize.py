@@ -188,14 +188,9 @@ def _antialiased(input, out, scales, mode, align_corners):
     y = input
     for axis in (3, 2):
         n, m = input.shape[axis], out[axis - 2]
-        w = _antialias_matrix(n, m, scales[axis - 2], align_corners, mode).astype(input.dtype)
         if n == m:
-            if not np.array_equal(w, np.eye(n)):
-                # its backward does not skip it: the gradient goes through the scale's matrix all the same
-                w = backend.to_device_bits(w, input.device)
-                adj = (lambda g, w=w: g @ w) if axis == 3 else (lambda g, w=w: backend.array_module(g).matmul(w.T, g))
-                y = R.LinearMap.apply(y, lambda a: a.copy(), adj)
             continue
+        w = _antialias_matrix(n, m, scales[axis - 2], align_corners, mode).astype(input.dtype)
         w = Tensor._from_array(backend.to_device_bits(w, input.device))
         y = MatMul.apply(y, w.T) if axis == 3 else MatMul.apply(w, y)
     if y is input:
