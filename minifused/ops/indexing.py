@@ -61,6 +61,8 @@ def _component(v, x, op):
         if v.device.type == "cuda" and x.device.type == "cpu":
             raise RuntimeError(f"{op}: a {x.device} tensor indexed with a {v.device} tensor")
         v = v._data
+        if v.dtype.kind in "iu" and v.dtype not in (np.int64, np.int32, np.uint8):  # PyTorch refuses int8, int16...
+            raise IndexError(f"{op}: tensors used as indices must be long, int, byte or bool tensors, got {v.dtype}")
         if v.dtype == np.uint8:  # a mask, as PyTorch's (deprecated there, and warned)
             warnings.warn("indexing with dtype uint8 is now deprecated, please use a dtype bool instead.",
                           UserWarning, stacklevel=4)
