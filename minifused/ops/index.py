@@ -7,6 +7,7 @@ host sync (out-of-range entries are clipped and the error raised at the next syn
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
@@ -238,12 +239,18 @@ def _put_index(op, input, indices):
     arrays, dim = [], 0
     for i in indices:
         _same_device(op, input, i, "indices")
-        if i.dtype == backend.bool_:
+        if i.dtype == np.uint8:  # a mask, as in PyTorch (deprecated there, and warned)
+            warnings.warn("indexing with dtype uint8 is now deprecated, please use a dtype bool instead.",
+                          UserWarning, stacklevel=3)
+        if i.dtype in (backend.bool_, np.uint8):
+            if i.shape != input.shape[dim:dim + i.ndim]:
+                raise IndexError(f"{op}: the shape of the mask {tuple(i.shape)} does not match the shape "
+                                 f"{tuple(input.shape[dim:dim + i.ndim])} of the indexed tensor at dimension {dim}")
             arrays.extend(i._xp.nonzero(i._data))
             dim += i.ndim
             continue
-        if i.dtype.kind not in "iu":
-            raise IndexError(f"{op}: tensors used as indices must be long, int or bool tensors, got {i.dtype}")
+        if i.dtype not in (np.int64, np.int32):  # PyTorch refuses int8, int16 and the wider unsigned types
+            raise IndexError(f"{op}: tensors used as indices must be long, int, byte or bool tensors, got {i.dtype}")
         if dim >= input.ndim:
             raise IndexError(f"{op}: too many indices for a tensor of dimension {input.ndim}")
         arrays.append(_in_bounds(op, i._data, input.shape[dim], dim, IndexError))
