@@ -41,3 +41,13 @@ def test_index_put_refuses_int16_indices_and_a_mask_of_the_wrong_shape(accumulat
     with pytest.raises(IndexError, match=r"index_put_: the shape of the mask \(3,\) does not match.*\(2,\)"):
         x.index_put_((mf.tensor([True, False, True]),), mf.tensor(1.0), accumulate=accumulate)
     np.testing.assert_array_equal(x.numpy(), np.zeros((2, 3)))
+
+
+def test_where_takes_a_uint8_condition_with_a_warning():
+    # PyTorch: nonzero bytes select input (deprecated, warned); other integer conditions stay refused
+    cond = mf.tensor([1, 0, 2], dtype=mf.uint8)
+    with pytest.warns(UserWarning, match="uint8 condition"):
+        out = mf.where(cond, mf.tensor([1.0, 2.0, 3.0]), 0.0)
+    np.testing.assert_array_equal(out.numpy(), [1.0, 0.0, 3.0])
+    with pytest.raises(TypeError, match="where: expected condition to be a bool tensor, got dtype int64"):
+        mf.where(mf.tensor([1, 0]), mf.tensor([1.0, 2.0]), 0.0)

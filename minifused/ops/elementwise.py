@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -983,6 +984,10 @@ def where(condition, input=None, other=None):  # noqa: A002 - PyTorch's names
         return nonzero(condition, as_tuple=True)
     if input is None or other is None:
         raise InputTypeError("where: expected both input and other, or neither (where(condition) lists the indices)")
+    if condition.dtype == np.uint8:  # PyTorch still takes it (deprecated, and warned)
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and will be removed in a "
+                      "future version of PyTorch. Use a boolean condition instead.", UserWarning, stacklevel=2)
+        condition = condition != 0
     if condition.dtype != backend.bool_:
         raise InputTypeError(f"where: expected condition to be a bool tensor, got dtype {condition.dtype} (compare it, "
                              f"e.g. x > 0, or cast it with .bool())")
