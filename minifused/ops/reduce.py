@@ -290,13 +290,14 @@ class Var(Function):
         x = x.astype(wide, copy=False)
         mean = x.mean(axis=axes, keepdims=True)
         centered = x - mean
-        n = _count(x.shape, axes)
-        denom = builtins.max(n - correction, 0)
+        dof = _count(x.shape, axes) - correction
         ctx.save_for_backward(centered)
-        ctx.meta = (axes, keepdim, denom)
+        # the forward divides by max(dof, 0), but PyTorch's backward by dof itself: with correction past the count,
+        # var(x, correction=5) of 4 values is inf and its gradient 2 * (x - mean) / -1 (std's 0)
+        ctx.meta = (axes, keepdim, dof)
         with np.errstate(divide="ignore", invalid="ignore"):
             squares = (centered * centered).sum(axis=axes, keepdims=keepdim)
-            return squares.astype(wide, copy=False) / xp.asarray(denom, wide)
+            return squares.astype(wide, copy=False) / xp.asarray(builtins.max(dof, 0), wide)
 
     @staticmethod
     def backward(ctx, g):
