@@ -16,7 +16,10 @@ a NumPy ``.npz`` archive (a zip of ``.npy`` files) holding
 
 The JSON tree: JSON numbers, strings, booleans, null and lists stand for
 themselves; any other node is an object with one tag:
-``{"tensor": "a3", "device": "cuda:0", "dtype": "float32", "requires_grad": false}``,
+``{"tensor": "a3", "device": "cuda:0", "dtype": "float32", "requires_grad": true, "parameter": true}`` (the last
+two only when true; with ``"view": {"offset": ..., "shape": [...], "strides": [...]}``, in bytes, when ``a3`` is a
+range of memory that tensor views, possibly with others: views and their base share memory after a load as they
+did before the save), ``{"same": 2}`` (the third tensor saved, saved again: loaded as the same object),
 ``{"ndarray": "a4", "dtype": ...}``, ``{"dict": [[key, value], ...]}`` (keys are
 strings or integers, order kept; ``"odict"`` for an ``OrderedDict``, such as a ``state_dict``, with
 ``"metadata"`` beside it for a state_dict's ``_metadata``),
@@ -36,6 +39,7 @@ array's header against the bytes the file holds before allocating the array.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import io
 import json
 import math
@@ -49,6 +53,7 @@ import numpy as np
 
 from . import backend
 from .tensor import Tensor
+from .nn.param import Parameter
 
 FORMAT = "minifused-npz-1"
 MAX_DEPTH = 64  # nesting of a checkpoint's tree (a crafted one could nest until the interpreter's stack ends)
@@ -60,20 +65,93 @@ class CheckpointError(ValueError):
 _SPECIAL_DTYPES = {"bfloat16": (backend.bfloat16, np.uint16)}
 
 
+class _Saver:
+    """One save's arrays (``a0``, ``a1`` ...) and its tensors: each tensor is written once (saved again, it is
+    ``{"same": i}``, loaded as the same object, as pickle's memo does for ``torch.save``), and tensors viewing one
+    memory (views, ``detach()``, a Parameter and its ``state_dict`` entry) share one stored array, so that they
+    share memory after ``load`` too; each keeps its shape and strides (transposed, channels-last, expanded)."""
+
+    def __init__(self):
+        self.arrays = {}
+        self.tensors = {}  # id(tensor) -> its index in the file's order of first appearance
+        self.pending = []  # (cpu array, node) for every tensor, given their storage once all are known
+        self.keep = []  # the tensors saved, so that no id is reused during the save
+
+    def tensor(self, t):
+        if id(t) in self.tensors:
+            return {"same": self.tensors[id(t)]}
+        self.tensors[id(t)] = len(self.tensors)
+        self.keep.append(t)
+        data = t._data if isinstance(t._data, np.ndarray) else backend.to_device(t._data, backend.CPU)
+        node = {"tensor": None, "device": str(t.device), "dtype": str(t.dtype)}
+        if t.requires_grad:
+            node["requires_grad"] = True
+        if isinstance(t, Parameter):  # loaded back a Parameter, as torch.load gives one
+            node["parameter"] = True
+        self.pending.append((data, node))
+        return node
+
+    def storages(self):
+        """Fill in each tensor node's array: tensors on one memory whose byte ranges overlap or touch share one
+        stored range of bytes, viewed with the tensor's offset, shape and strides; a contiguous tensor alone on
+        its range is stored as itself (as files of older versions hold every tensor)."""
+        groups = {}
+        for data, node in self.pending:
+            if data.size == 0:  # nothing to share: an empty array of its shape
+                node["tensor"] = _put(np.empty(data.shape, data.dtype), self.arrays)
+                continue
+            lo, hi = _byte_bounds(data)
+            groups.setdefault(id(_memory_owner(data)), []).append((lo, hi, data, node))
+        for members in groups.values():
+            members.sort(key=lambda m: m[0])
+            run = [members[0]]
+            for m in members[1:] + [None]:
+                if m is not None and m[0] <= max(r[1] for r in run):
+                    run.append(m)
+                    continue
+                self._store(run)
+                run = [m]
+
+    def _store(self, run):
+        lo, hi = run[0][0], max(m[1] for m in run)
+        data, node = run[0][2], run[0][3]
+        if len(run) == 1 and lo == data.ctypes.data and hi - lo == data.nbytes and data.flags.c_contiguous:
+            node["tensor"] = _put(data, self.arrays)
+            return
+        raw = np.frombuffer((ctypes.c_uint8 * (hi - lo)).from_address(lo), np.uint8).copy()
+        dtypes = {m[2].dtype for m in run}
+        kind = dtypes.pop() if len(dtypes) == 1 and (hi - lo) % run[0][2].itemsize == 0 else np.dtype(np.uint8)
+        name = _put(raw.view(kind), self.arrays)
+        for m_lo, _, a, n in run:
+            n["tensor"] = name
+            n["view"] = {"offset": a.ctypes.data - lo, "shape": list(a.shape), "strides": list(a.strides)}
+
+
+def _memory_owner(a):
+    """The object owning ``a``'s memory (the end of its chain of bases): arrays on one memory have the same."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a if a.base is None else a.base
+
+
+def _byte_bounds(a):
+    """The addresses of ``a``'s first byte and one past its last (strides may be 0 or negative)."""
+    lo = hi = a.ctypes.data
+    for n, s in zip(a.shape, a.strides):
+        lo, hi = (lo + s * (n - 1), hi) if s < 0 else (lo, hi + s * (n - 1))
+    return lo, hi + a.itemsize
+
+
 def _encode(obj, arrays):
     if isinstance(obj, np.generic):  # a NumPy scalar as the Python one it holds: np.True_ a bool, not the int 1
         obj = obj.item()
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, Tensor):
-        data = backend.to_device(obj._data, backend.CPU)
-        node = {"tensor": _put(data, arrays), "device": str(obj.device), "dtype": str(obj.dtype)}
-        if obj.requires_grad:
-            node["requires_grad"] = True
-        return node
+        return arrays.tensor(obj)
     if isinstance(obj, np.ndarray) or backend.is_cuda_array(obj):
         data = backend.to_device(obj, backend.CPU)
-        return {"ndarray": _put(data, arrays), "dtype": str(data.dtype)}
+        return {"ndarray": _put(data, arrays.arrays), "dtype": str(data.dtype)}
     if isinstance(obj, numbers.Integral):
         return int(obj)
     if isinstance(obj, numbers.Real):
@@ -151,8 +229,10 @@ def save(obj, f, format=None, metadata=None, *, pickle_module=None, pickle_proto
     else:
         if metadata is not None:
             raise ValueError("save: metadata is stored by the safetensors format only")
-        arrays = {}
-        tree = {"format": FORMAT, "obj": _encode(obj, arrays)}
+        saver = _Saver()
+        tree = {"format": FORMAT, "obj": _encode(obj, saver)}
+        saver.storages()
+        arrays = saver.arrays
         arrays["__tree__"] = np.frombuffer(json.dumps(tree).encode(), dtype=np.uint8)
         write = lambda out: np.savez(out, **arrays)  # noqa: E731
     if _is_file(f):
@@ -275,15 +355,20 @@ def _decode(node, archive, map_location, path, depth=0):
         return [_decode(v, archive, map_location, path, depth + 1) for v in node]
     if not isinstance(node, dict) or len(node) == 0:
         raise CheckpointError(f"load: {path} is not a minifused checkpoint (unexpected node {str(node)[:80]})")
+    if "same" in node:  # a tensor saved again: the same object
+        return archive.tensors[node["same"]]
     if "tensor" in node:
-        data = _get(archive, node["tensor"], node["dtype"], path)
         dev = _target_device(map_location, node["device"])
         if dev.type == "cuda" and not backend.cuda_available():
             raise RuntimeError(f"load: {path} holds tensors saved on {node['device']} but no CUDA device is "
                                f"usable here; pass map_location='cpu'")
-        t = Tensor._from_array(backend.to_device(data, dev))
-        if node.get("requires_grad"):
-            t.requires_grad = True
+        if "view" in node:
+            data = _view(archive, node["tensor"], node["dtype"], node["view"], dev, path)
+        else:
+            data = backend.to_device(_get(archive, node["tensor"], node["dtype"], path), dev)
+        kind = Parameter if node.get("parameter") else Tensor
+        t = kind._from_array(data, bool(node.get("requires_grad")))
+        archive.tensors.append(t)
         return t
     if "ndarray" in node:
         return _get(archive, node["ndarray"], node["dtype"], path)
@@ -309,6 +394,25 @@ def _decode(node, archive, map_location, path, depth=0):
     if "float" in node:
         return float(node["float"])
     raise CheckpointError(f"load: {path} is not a minifused checkpoint (unknown node {sorted(node)[:5]})")
+
+
+def _view(archive, name, dtype, view, dev, path):
+    """The tensor's array: ``view``'s offset (bytes), shape and strides (bytes) over the stored array ``name``,
+    which every tensor sharing it views (one copy of it per device)."""
+    key = (name, str(dev))
+    if key not in archive.storages:
+        if not isinstance(name, str):
+            raise CheckpointError(f"load: {path} is damaged: an array reference {name!r} is not a name")
+        _member_header(archive, name, path)
+        raw = np.ascontiguousarray(archive[name]).reshape(-1)
+        raw = raw.view(np.uint16) if raw.dtype.kind == "V" else raw  # (bfloat16 views as its bits)
+        archive.storages[key] = backend.to_device(raw.view(np.uint8), dev)
+    raw = archive.storages[key]
+    kind = _named_dtype(dtype, path)
+    offset, shape, strides = int(view["offset"]), tuple(view["shape"]), tuple(view["strides"])
+    if backend.is_cuda_array(raw):
+        return backend.cupy.ndarray(shape, kind, memptr=raw.data + offset, strides=strides)
+    return np.ndarray(shape, kind, buffer=raw, offset=offset, strides=strides)  # (it checks the bounds)
 
 
 def _named_dtype(name, path):
@@ -403,6 +507,7 @@ def load(f, map_location=None, weights_only=None, format=None, mmap=None):
     if not isinstance(tree, dict) or tree.get("format") != FORMAT:
         raise CheckpointError(f"load: {name} has format {tree.get('format') if isinstance(tree, dict) else None!r}, "
                               f"expected {FORMAT!r}")
+    archive.tensors, archive.storages = [], {}  # what "same" nodes refer to; the stored arrays views share
     try:
         return _decode(tree.get("obj"), archive, map_location, name)
     except (CheckpointError, _MapLocationError):

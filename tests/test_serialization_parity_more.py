@@ -1,0 +1,70 @@
+"""save / load and state dicts against PyTorch's documented behaviour: what torch.save keeps (shared memory, strides,
+Parameters, object identity) and what load_state_dict reports and refuses."""
+import io
+
+import numpy as np
+import pytest
+
+import minifused as mf
+from minifused import backend, nn
+
+
+@pytest.fixture(autouse=True)
+def _cpu_by_default(monkeypatch):
+    monkeypatch.setattr(backend, "default_device", lambda: backend.CPU)
+
+
+def _round_trip(obj, **load_kw):
+    buf = io.BytesIO()
+    mf.save(obj, buf)
+    buf.seek(0)
+    return mf.load(buf, **load_kw)
+
+
+# ------------------------------------------------------------ what torch.save keeps of tensors
+def test_a_tensor_saved_twice_loads_as_one_object():
+    a = mf.arange(4.0)
+    d = _round_trip({"a": a, "b": a, "c": [a]})
+    assert d["a"] is d["b"] is d["c"][0]
+
+
+def test_views_share_memory_after_a_load():
+    """torch.save keeps storages: a view and its base (a Parameter and its state_dict entry) still share."""
+    a = mf.arange(6.0)
+    d = _round_trip({"a": a, "v": a[2:5], "bits": a.view(mf.int32)})
+    d["a"][3] = 100.0
+    assert d["v"].tolist() == [2.0, 100.0, 4.0] and d["v"].storage_offset() == 2
+    assert d["bits"][3].item() == np.float32(100.0).view(np.int32)
+    m = nn.Linear(2, 2)
+    d = _round_trip({"sd": m.state_dict(), "w": m.weight})
+    assert d["sd"]["weight"].data_ptr() == d["w"].data_ptr()
+
+
+def test_strides_are_kept():
+    t = _round_trip(mf.arange(6.0).reshape(2, 3).t())
+    assert t.stride() == (1, 3) and not t.is_contiguous() and t.tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+    x = mf.randn(2, 3, 4, 5).to(memory_format=mf.channels_last)
+    y = _round_trip(x)
+    assert y.stride() == (60, 1, 15, 3) and y.is_contiguous(memory_format=mf.channels_last)
+    np.testing.assert_array_equal(y.numpy(), x.numpy())
+    e = _round_trip(mf.arange(3.0).expand(4, 3))
+    assert e.stride() == (0, 1) and e.tolist() == [[0.0, 1.0, 2.0]] * 4
+
+
+def test_a_slice_of_a_large_tensor_stores_only_what_is_saved():
+    buf = io.BytesIO()
+    big = mf.zeros(1_000_000)
+    mf.save([big[:2], big[-2:]], buf)
+    assert len(buf.getvalue()) < 10_000
+
+
+def test_parameters_load_as_parameters():
+    p, q, t = _round_trip([nn.Parameter(mf.ones(2)), nn.Parameter(mf.ones(2), requires_grad=False),
+                           mf.ones(2, requires_grad=True)])
+    assert type(p) is nn.Parameter and p.requires_grad
+    assert type(q) is nn.Parameter and not q.requires_grad
+    assert type(t) is mf.Tensor and t.requires_grad and t.is_leaf
+    sd = _round_trip(nn.Linear(2, 2).state_dict(keep_vars=True))
+    assert [type(v) for v in sd.values()] == [nn.Parameter, nn.Parameter]
+    sd = _round_trip(nn.Linear(2, 2).state_dict())
+    assert [type(v) for v in sd.values()] == [mf.Tensor, mf.Tensor]
