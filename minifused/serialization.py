@@ -20,9 +20,10 @@ themselves; any other node is an object with one tag:
 two only when true; with ``"view": {"offset": ..., "shape": [...], "strides": [...]}``, in bytes, when ``a3`` is a
 range of memory that tensor views, possibly with others: views and their base share memory after a load as they
 did before the save), ``{"same": 2}`` (the third tensor saved, saved again: loaded as the same object),
-``{"ndarray": "a4", "dtype": ...}``, ``{"dict": [[key, value], ...]}`` (keys are
-strings or integers, order kept; ``"odict"`` for an ``OrderedDict``, such as a ``state_dict``, with
-``"metadata"`` beside it for a state_dict's ``_metadata``),
+``{"ndarray": "a4", "dtype": ...}``, ``{"dict": [[key, value], ...]}`` (keys are nodes too, order kept;
+``"odict"`` for an ``OrderedDict``, such as a ``state_dict``, with ``"metadata"`` beside it for a state_dict's
+``_metadata``; ``"counter"`` for a ``Counter``), ``{"set": [...]}`` / ``"frozenset"``, ``{"bytes": base64}`` /
+``"bytearray"``, ``{"complex": [re, im]}``, ``{"size": [2, 3]}`` (a ``Size``),
 ``{"tuple": [...]}``, ``{"float": "nan"|"inf"|"-inf"}``, ``{"dtype": "float16"}``, ``{"device": "cuda:0"}``,
 ``{"namespace": {...}}`` (an ``argparse.Namespace``: the script's arguments saved beside its weights) and
 ``{"path": "runs/exp1"}`` (a ``pathlib`` path, as arguments declared ``type=Path`` hold; it loads as a ``Path``).
@@ -39,6 +40,7 @@ array's header against the bytes the file holds before allocating the array.
 from __future__ import annotations
 
 import argparse
+import base64
 import ctypes
 import io
 import json
@@ -47,12 +49,12 @@ import numbers
 import os
 import pathlib
 import zipfile
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 import numpy as np
 
 from . import backend
-from .tensor import Tensor
+from .tensor import Size, Tensor
 from .nn.param import Parameter
 
 FORMAT = "minifused-npz-1"
@@ -157,6 +159,14 @@ def _encode(obj, arrays):
     if isinstance(obj, numbers.Real):
         obj = float(obj)
         return obj if math.isfinite(obj) else {"float": repr(obj)}
+    if isinstance(obj, numbers.Complex):  # the other builtins torch.load(weights_only=True) takes back
+        return {"complex": [_encode(obj.real, arrays), _encode(obj.imag, arrays)]}
+    if isinstance(obj, (bytes, bytearray)):
+        return {type(obj).__name__: base64.b64encode(obj).decode()}
+    if isinstance(obj, (set, frozenset)):
+        return {type(obj).__name__: [_encode(v, arrays) for v in obj]}
+    if isinstance(obj, Size):
+        return {"size": list(obj)}
     if isinstance(obj, np.dtype):
         return {"dtype": str(obj)}
     if isinstance(obj, backend.Device):
@@ -166,13 +176,9 @@ def _encode(obj, arrays):
     if isinstance(obj, pathlib.PurePath):  # one of those arguments, declared type=Path
         return {"path": str(obj)}
     if isinstance(obj, dict):
-        items = []
-        for k, v in obj.items():
-            if isinstance(k, np.generic):
-                k = k.item()
-            if not isinstance(k, (str, int)) or isinstance(k, bool):
-                raise TypeError(f"save: dict keys must be str or int, got {type(k).__name__} ({k!r})")
-            items.append([k, _encode(v, arrays)])
+        items = [[_encode_key(k, arrays), _encode(v, arrays)] for k, v in obj.items()]
+        if isinstance(obj, Counter):
+            return {"counter": items}
         if not isinstance(obj, OrderedDict):
             return {"dict": items}
         node = {"odict": items}
@@ -184,8 +190,18 @@ def _encode(obj, arrays):
     if isinstance(obj, tuple):
         return {"tuple": [_encode(v, arrays) for v in obj]}
     raise TypeError(f"save: cannot store an object of type {type(obj).__name__}; supported are tensors, "
-                    f"arrays, numbers, strings, booleans, None, dtypes, devices, paths, argparse namespaces and "
-                    f"dicts/lists/tuples of them")
+                    f"arrays, numbers, strings, bytes, booleans, None, dtypes, devices, paths, argparse namespaces and "
+                    f"dicts/lists/tuples/sets of them")
+
+
+def _encode_key(k, arrays):
+    """A dict key: what torch.save keeps as keys (str, numbers, None, bytes, dtypes, devices, tuples of them)."""
+    if isinstance(k, tuple) and not isinstance(k, Size):
+        return {"tuple": [_encode_key(v, arrays) for v in k]}
+    if isinstance(k, (Tensor, np.ndarray, list, dict, set)) or backend.is_cuda_array(k):
+        raise TypeError(f"save: dict keys must be strings, numbers, None, bytes, dtypes, devices or tuples of them, "
+                        f"got {type(k).__name__}")
+    return _encode(k, arrays)
 
 
 def _put(data, arrays):
@@ -372,11 +388,12 @@ def _decode(node, archive, map_location, path, depth=0):
         return t
     if "ndarray" in node:
         return _get(archive, node["ndarray"], node["dtype"], path)
-    if "dict" in node or "odict" in node:
-        pairs = node["dict"] if "dict" in node else node["odict"]
-        items = ((k, _decode(v, archive, map_location, path, depth + 1)) for k, v in pairs)
-        if "dict" in node:
-            return dict(items)
+    if "dict" in node or "odict" in node or "counter" in node:
+        pairs = node.get("dict", node.get("odict", node.get("counter")))
+        items = ((_decode(k, archive, map_location, path, depth + 1), _decode(v, archive, map_location, path,
+                                                                          depth + 1)) for k, v in pairs)
+        if "dict" in node or "counter" in node:
+            return dict(items) if "dict" in node else Counter(dict(items))
         out = OrderedDict(items)
         if "metadata" in node:
             out._metadata = _decode(node["metadata"], archive, map_location, path, depth + 1)
@@ -393,6 +410,17 @@ def _decode(node, archive, map_location, path, depth=0):
         return tuple(_decode(v, archive, map_location, path, depth + 1) for v in node["tuple"])
     if "float" in node:
         return float(node["float"])
+    if len(node) == 1 and ("set" in node or "frozenset" in node):
+        kind = set if "set" in node else frozenset
+        return kind(_decode(v, archive, map_location, path, depth + 1) for v in node[next(iter(node))])
+    if len(node) == 1 and ("bytes" in node or "bytearray" in node):
+        raw = base64.b64decode(node.get("bytes", node.get("bytearray")), validate=True)
+        return raw if "bytes" in node else bytearray(raw)
+    if "complex" in node:
+        re, im = (_decode(v, archive, map_location, path, depth + 1) for v in node["complex"])
+        return complex(re, im)
+    if "size" in node:
+        return Size(int(n) for n in node["size"])
     raise CheckpointError(f"load: {path} is not a minifused checkpoint (unknown node {sorted(node)[:5]})")
 
 

@@ -68,3 +68,16 @@ def test_parameters_load_as_parameters():
     assert [type(v) for v in sd.values()] == [nn.Parameter, nn.Parameter]
     sd = _round_trip(nn.Linear(2, 2).state_dict())
     assert [type(v) for v in sd.values()] == [mf.Tensor, mf.Tensor]
+
+
+def test_builtins_that_torch_load_takes_back_under_weights_only():
+    from collections import Counter
+
+    obj = {"s": {1, 2}, "c": 1 + 2j, "b": b"ab", "ba": bytearray(b"x"), "n": Counter("aab"),
+           "size": mf.ones(2, 3).shape, (1, "a"): "tuple key", 1.5: "float key", None: "none key", True: "bool key"}
+    got = _round_trip(obj)
+    assert got == obj and list(got) == list(obj)
+    assert [type(got[k]) for k in ("s", "c", "b", "ba", "n", "size")] == [set, complex, bytes, bytearray, Counter,
+                                                                          mf.Size]
+    with pytest.raises(TypeError, match="dict keys must be"):
+        mf.save({mf.ones(1): 1}, io.BytesIO())
