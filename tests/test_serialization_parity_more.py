@@ -81,3 +81,21 @@ def test_builtins_that_torch_load_takes_back_under_weights_only():
                                                                           mf.Size]
     with pytest.raises(TypeError, match="dict keys must be"):
         mf.save({mf.ones(1): 1}, io.BytesIO())
+
+
+# ------------------------------------------------------------ load_state_dict
+def test_load_result_is_pytorchs_named_tuple():
+    m = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+    r = m.load_state_dict({"0.weight": mf.zeros(3, 2), "x": mf.ones(1)}, strict=False)
+    assert type(r).__name__ == "_IncompatibleKeys" and r._fields == ("missing_keys", "unexpected_keys")
+    assert r._asdict() == {"missing_keys": ["0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var"],
+                           "unexpected_keys": ["x"]}
+    assert str(r) == repr(r) and repr(m.load_state_dict(m.state_dict())) == "<All keys matched successfully>"
+
+
+def test_load_pre_hooks_see_the_state_dicts_metadata():
+    m = nn.Linear(2, 2)
+    seen = []
+    m.register_load_state_dict_pre_hook(lambda module, sd, *rest: seen.append(getattr(sd, "_metadata", None)))
+    m.load_state_dict(m.state_dict())
+    assert seen == [{"": {"version": 1}}]

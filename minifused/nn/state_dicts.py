@@ -10,7 +10,7 @@ PyTorch's."""
 from __future__ import annotations
 
 import warnings
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
 import numpy as np
@@ -191,6 +191,8 @@ def load_state_into(root, state_dict, strict=True, assign=False):
                              f"{type(state_dict).__name__}")
     metadata = getattr(state_dict, "_metadata", None)
     state_dict = OrderedDict(state_dict)  # hooks and overrides may rename keys: the caller's dict stays as it was
+    if metadata is not None:  # (the copy keeps it, as PyTorch's: load pre-hooks may read it)
+        state_dict._metadata = metadata
     missing, unexpected = [], []
     # a lazy module (nn.lazy) first gives its uninitialized entries the loaded shapes, as PyTorch's load hook
     errors = [p for prefix, module in root.named_modules(remove_duplicate=False) if hasattr(module, "_lazy_load")
@@ -213,7 +215,7 @@ def load_state_into(root, state_dict, strict=True, assign=False):
             _copy_into(target, src)
         else:
             target(src)  # a module's set_extra_state
-    return _LoadResult(missing, unexpected)
+    return _IncompatibleKeys(missing, unexpected)
 
 
 def _load_walk(module, state_dict, prefix, metadata, missing, unexpected, errors, assign):
@@ -229,7 +231,7 @@ def _load_walk(module, state_dict, prefix, metadata, missing, unexpected, errors
             child_prefix = prefix + name + "."
             child_dict = {k: v for k, v in state_dict.items() if k.startswith(child_prefix)}
             _load_walk(child, child_dict, child_prefix, metadata, missing, unexpected, errors, assign)
-    keys = _LoadResult(missing, unexpected)
+    keys = _IncompatibleKeys(missing, unexpected)
     for hook in state_hooks(module, "load_post"):
         if hook(module, keys) is not None:
             raise RuntimeError("Hooks registered with register_load_state_dict_post_hook are not expected to return "
@@ -288,18 +290,17 @@ def _castable(dtype):
     return backend.is_floating(dtype) or np.dtype(dtype).kind in "biu"
 
 
-class _LoadResult(tuple):
-    """(missing_keys, unexpected_keys), by name too, shown as PyTorch shows them."""
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """(missing_keys, unexpected_keys): PyTorch's NamedTuple (``_fields``, ``_asdict()`` ...), shown as its."""
 
-    def __new__(cls, missing, unexpected):
-        obj = super().__new__(cls, (missing, unexpected))
-        obj.missing_keys, obj.unexpected_keys = missing, unexpected
-        return obj
+    __slots__ = ()
 
     def __repr__(self):
         if not self.missing_keys and not self.unexpected_keys:
             return "<All keys matched successfully>"
         return f"_IncompatibleKeys(missing_keys={self.missing_keys}, unexpected_keys={self.unexpected_keys})"
+
+    __str__ = __repr__
 
 
 class StateDicts:
