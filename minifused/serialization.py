@@ -309,7 +309,8 @@ def _target_device(map_location, saved):
     """The device a tensor saved on ``saved`` ('cpu', 'cuda:0' ...) loads on, by PyTorch's ``map_location``
     forms: None (where it was saved), a device or its name, a dict from saved to target names (others stay
     where they were saved), or a callable ``f(storage, location)``, which may return the storage it was given
-    (load on cpu, the ``lambda storage, loc: storage`` idiom) or a device or its name."""
+    (load on cpu, the ``lambda storage, loc: storage`` idiom), a device or its name, or None (where it was
+    saved)."""
     if map_location is None:
         return backend.Device(saved)
     if isinstance(map_location, dict):
@@ -319,6 +320,8 @@ def _target_device(map_location, saved):
         out = map_location(given, saved)
         if out is given:
             return backend.Device("cpu")
+        if out is None:  # PyTorch's fallback: where it was saved, as without map_location
+            return backend.Device(saved)
         if isinstance(out, (str, backend.Device)):
             return backend.Device(out)
         raise _MapLocationError(f"load: map_location returned {type(out).__name__}; minifused takes the storage "
@@ -489,12 +492,20 @@ def _get(archive, name, dtype, path):
     return data
 
 
-def load(f, map_location=None, weights_only=None, format=None, mmap=None):
+_PICKLE_LOAD_ARGS = ("encoding", "errors", "fix_imports")  # what torch.load passes on to its unpickler
+
+
+def load(f, map_location=None, weights_only=None, format=None, mmap=None, **pickle_load_args):
     """Read what :func:`save` wrote (either format, told apart by content) from ``f``, a path or a
     binary file object. npz tensors go back to the device they were saved from, safetensors ones
     to cpu; ``map_location`` (a device, a dict of device names or a callable, as PyTorch's: see
     :func:`_target_device`) overrides both. ``weights_only`` and ``mmap`` are
-    accepted for PyTorch code: nothing is ever unpickled, so every load is weights-only."""
+    accepted for PyTorch code: nothing is ever unpickled, so every load is weights-only; so are the unpickler's
+    keywords torch.load passes on (``encoding='latin1'`` for Python 2 checkpoints, ``errors``, ``fix_imports``)."""
+    unknown = sorted(set(pickle_load_args) - set(_PICKLE_LOAD_ARGS))
+    if unknown:
+        raise TypeError(f"load() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; besides its own, "
+                        f"it takes the unpickler's {', '.join(_PICKLE_LOAD_ARGS)}, as torch.load")
     if _is_file(f):
         name = getattr(f, "name", "the file object")
         raw = f.read()

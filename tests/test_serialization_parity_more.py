@@ -99,3 +99,17 @@ def test_load_pre_hooks_see_the_state_dicts_metadata():
     m.register_load_state_dict_pre_hook(lambda module, sd, *rest: seen.append(getattr(sd, "_metadata", None)))
     m.load_state_dict(m.state_dict())
     assert seen == [{"": {"version": 1}}]
+
+
+# ------------------------------------------------------------ load's arguments
+def test_map_location_callable_returning_none_loads_where_saved():
+    """torch.load: a callable's None falls back to the default behaviour, as if map_location was not given."""
+    seen = []
+    t = _round_trip(mf.ones(2), map_location=lambda storage, location: seen.append(location))
+    assert seen == ["cpu"] and str(t.device) == "cpu" and t.tolist() == [1.0, 1.0]
+
+
+def test_unpickler_keywords_are_accepted_and_others_refused():
+    assert _round_trip({"a": 1}, encoding="latin1", errors="strict", fix_imports=True) == {"a": 1}
+    with pytest.raises(TypeError, match="unexpected keyword argument.*'foo'"):
+        _round_trip(1, foo=1)
