@@ -2283,7 +2283,7 @@ ACTIVATION_OPS = [
     OpInfo("multi_margin_loss", F.multi_margin_loss, multi_margin_ref, spelled="F.multi_margin_loss",
            torch=_tf("multi_margin_loss"), samples=(
                S("multi_margin_loss", distinct((4, 5)), index((4,), 5)),
-               S("multi_margin_loss_p2_weight_sum", distinct((3, 6)), index((3,), 6), pos((6,)),
+               S("multi_margin_loss_p2_weight_sum", distinct((3, 6)), index((3,), 6), const(pos((6,))),
                  fn=lambda x, y, w: F.multi_margin_loss(x, y, p=2, margin=0.5, weight=w, reduction="sum"),
                  ref=lambda x, y, w: multi_margin_ref(x, y, w, p=2, margin=0.5, reduction="sum")),
                S("multi_margin_loss_p2", distinct((3, 6)), index((3,), 6), p=2, margin=0.5),
