@@ -387,9 +387,9 @@ def test_scatter_reduce_multiply_and_fill_value_gradient():
     np.testing.assert_array_equal(a.grad.numpy(), [[1, 2, 3], [0, 0, 0]])
 
 
-def test_in_place_forms_refuse_a_0d_input_and_name_themselves():
-    with pytest.raises(RuntimeError, match="scatter_: in place on a 0-d tensor is not supported"):
-        mf.tensor(1.0).scatter_(0, mf.tensor(0), 2.0)
+def test_in_place_forms_take_a_0d_input_and_chain():
+    y = mf.tensor(1.0)
+    assert y.scatter_(0, mf.tensor(0), 2.0) is y and y.item() == 2.0  # as PyTorch's (ops/index.py's _into_0d)
     x = cpu(np.zeros(4))
     v = x._version
     x.index_fill_(0, mf.tensor([1, 3]), 5.0).masked_fill_(x > 4, 2.0).index_add_(0, mf.tensor([0]), mf.ones(1,

@@ -51,3 +51,42 @@ def test_where_takes_a_uint8_condition_with_a_warning():
     np.testing.assert_array_equal(out.numpy(), [1.0, 0.0, 3.0])
     with pytest.raises(TypeError, match="where: expected condition to be a bool tensor, got dtype int64"):
         mf.where(mf.tensor([1, 0]), mf.tensor([1.0, 2.0]), 0.0)
+
+
+def _zero_d_cases():
+    # (name, in-place call on a 0-d 3.0 given s = tensor(2.), expected value): a 0-d tensor acts as 1-d of size 1
+    two = lambda s: mf.stack([s, s * 2])  # noqa: E731 - [2, 4] keeping the graph to s
+    return [("scatter_value", lambda y, s: y.scatter_(0, mf.tensor([0, 0]), 5.0), 5.0),
+            ("scatter_src", lambda y, s: y.scatter_(0, mf.tensor(0), s), 2.0),
+            ("scatter_add", lambda y, s: y.scatter_add_(0, mf.tensor([0, 0]), two(s)), 9.0),
+            ("scatter_reduce_prod", lambda y, s: y.scatter_reduce_(0, mf.tensor([0, 0]), two(s), "prod"), 24.0),
+            ("scatter_reduce_mean", lambda y, s: y.scatter_reduce_(0, mf.tensor([0, 0]), two(s), "mean",
+                                                                   include_self=False), 3.0),
+            ("index_add", lambda y, s: y.index_add_(0, mf.tensor([0]), s, alpha=2), 7.0),
+            ("index_copy", lambda y, s: y.index_copy_(0, mf.tensor([0]), s), 2.0)]
+
+
+@pytest.mark.parametrize("name,op,want", _zero_d_cases(), ids=[c[0] for c in _zero_d_cases()])
+def test_in_place_scatter_family_on_a_0d_input(name, op, want):
+    # PyTorch runs these in place on a 0-d tensor (minifused refused them all)
+    y, s = mf.tensor(3.0), mf.tensor(2.0)
+    v = y._version
+    assert op(y, s) is y and y.item() == want and y._version > v
+    # gradients through y = 1 * a of the written value (by hand: 9 = 3 + s + 2s, 24 = 3 * s * 2s, ...)
+    a, s = mf.tensor(3.0, requires_grad=True), mf.tensor(2.0, requires_grad=True)
+    op(a * 1, s).backward()
+    expect = {"scatter_value": (0, 0), "scatter_src": (0, 1), "scatter_add": (1, 3), "scatter_reduce_prod": (8, 24),
+              "scatter_reduce_mean": (0, 1.5), "index_add": (1, 2), "index_copy": (0, 1)}[name]
+    assert tuple(0 if t.grad is None else t.grad.item() for t in (a, s)) == expect
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        op(mf.tensor(3.0, requires_grad=True), mf.tensor(2.0))
+
+
+@pytest.mark.parametrize("reduce,want", [("sum", 9.0), ("prod", 24.0), ("mean", 3.0), ("amax", 4.0), ("amin", 2.0)])
+def test_scatter_reduce_of_a_0d_input_with_several_indices(reduce, want):
+    # out-of-place: was a reshape error; 0-d index with a longer src reads src's first entry (PyTorch's rule)
+    out = mf.scatter_reduce(mf.tensor(3.0), 0, mf.tensor([0, 0]), mf.tensor([2.0, 4.0]), reduce)
+    assert out.shape == () and out.item() == want
+    assert mf.scatter_add(mf.tensor(3.0), 0, mf.tensor(0), mf.tensor([2.0, 5.0])).item() == 5.0
+    assert mf.scatter_add(mf.tensor(3.0), 0, mf.tensor([], dtype=mf.int64), mf.tensor(2.0)).item() == 3.0
+    assert mf.scatter(mf.tensor(3.0), 0, mf.tensor([0, 0]), 4.0).item() == 4.0

@@ -319,16 +319,16 @@ def _scatter_args(op, input, dim, index, src, value, reduce):
         _same_device(op, input, src, "src")
         if src.dtype != input.dtype:
             raise RuntimeError(f"{op}: expected src of the input's dtype {input.dtype}, got {src.dtype}")
-        if src.ndim != index.ndim:
+        if max(src.ndim, 1) != max(index.ndim, 1):  # a 0-d tensor counts as 1-d, as in PyTorch
             raise RuntimeError(f"{op}: src must have the same number of dimensions as index ({index.ndim}), "
                                f"got {src.ndim}")
     else:
         src = _value(op, input, src)
-    shapes = [("the input", input.shape, axis)]
-    if isinstance(src, Tensor) and src.ndim:
-        shapes.append(("src", src.shape, None))
-    if input.ndim:
-        _fits(op, index, axis, shapes)
+    # PyTorch's size rule, 0-d tensors taken as of shape (1,): scatter(tensor(3.), 0, tensor([0, 0]), 4.) is fine
+    shapes = [("the input", tuple(input.shape) or (1,), axis)]
+    if isinstance(src, Tensor):
+        shapes.append(("src", tuple(src.shape) or (1,), None))
+    _fits(op, index.reshape(-1) if index.ndim == 0 else index, axis, shapes)
     n = input.shape[axis] if input.ndim else 1
     idx = _in_bounds(op, index._data.reshape(-1) if index.ndim == 0 else index._data, n, axis, RuntimeError,
                      negative=False)
@@ -339,9 +339,9 @@ def _scatter_args(op, input, dim, index, src, value, reduce):
     return axis, idx, src
 
 
-def _no_0d(op, input):
-    if input.ndim == 0:
-        raise RuntimeError(f"{op}: in place on a 0-d tensor is not supported; use the out-of-place form")
+def _into_0d(input, result):
+    """A 0-d input's in-place form, as PyTorch's: the out-of-place result copied in (recorded as copy_)."""
+    return input.copy_(result)
 
 
 def scatter(input, dim, index, src=None, value=None, reduce=None):  # noqa: A002
@@ -352,15 +352,16 @@ def scatter(input, dim, index, src=None, value=None, reduce=None):  # noqa: A002
 
 def _scatter(op, input, dim, index, src, value, reduce):  # noqa: A002
     axis, idx, src = _scatter_args(op, input, dim, index, src, value, reduce)
-    if input.ndim == 0:
-        src = reshape(src, 1) if isinstance(src, Tensor) else src
-        return reshape(Scatter.apply(reshape(input, 1), src, idx.reshape(1), 0, reduce), ())
+    if input.ndim == 0:  # as a 1-d input of one entry, which every index entry names
+        src = reshape(src, -1) if isinstance(src, Tensor) else src
+        return reshape(Scatter.apply(reshape(input, 1), src, idx.reshape(-1), 0, reduce), ())
     return Scatter.apply(input, src, idx, axis, reduce)
 
 
 def scatter_(input, dim, index, src=None, value=None, reduce=None):  # noqa: A002
+    if isinstance(input, Tensor) and input.ndim == 0:
+        return _into_0d(input, _scatter("scatter_", input, dim, index, src, value, reduce))
     axis, idx, src = _scatter_args("scatter_", input, dim, index, src, value, reduce)
-    _no_0d("scatter_", input)
     return Scatter.apply_("scatter_", input, src, idx, axis, reduce)
 
 
@@ -371,8 +372,9 @@ def scatter_add(input, dim, index, src):  # noqa: A002
 
 def scatter_add_(input, dim, index, src):  # noqa: A002
     _tensor("scatter_add_", "src", src)
+    if isinstance(input, Tensor) and input.ndim == 0:
+        return _into_0d(input, _scatter("scatter_add_", input, dim, index, src, None, "add"))
     axis, idx, src = _scatter_args("scatter_add_", input, dim, index, src, None, "add")
-    _no_0d("scatter_add_", input)
     return Scatter.apply_("scatter_add_", input, src, idx, axis, "add")
 
 
@@ -494,8 +496,9 @@ def index_add(input, dim, index, source, *, alpha=1):  # noqa: A002
 
 
 def index_add_(input, dim, index, source, *, alpha=1):  # noqa: A002
+    if isinstance(input, Tensor) and input.ndim == 0:
+        return _into_0d(input, index_add(input, dim, index, source, alpha=alpha))
     axis, idx, source = _index_add_args("index_add_", input, dim, index, source)
-    _no_0d("index_add_", input)
     alpha = _alpha(input, alpha)
     return IndexAdd.apply_("index_add_", input, source, idx, axis, alpha)
 
@@ -504,10 +507,11 @@ def index_copy_(input, dim, index, source):  # noqa: A002 - PyTorch's names
     """``input``'s slices ``index`` along ``dim`` overwritten by ``source``'s, in place (recorded, as setitem)."""
     op = "index_copy_"
     axis, idx, source = _index_add_args(op, input, dim, index, source)
-    _no_0d(op, input)
     if source.dtype != input.dtype:
         raise RuntimeError(f"{op}: self and source expected to have the same dtype, but got {input.dtype} and "
                            f"{source.dtype}")
+    if input.ndim == 0:  # every index is 0 (checked): the last source entry, none for an empty index
+        return _into_0d(input, reshape(source, -1)[-1] if idx.size else input.clone())
     return setitem(input, (slice(None),) * axis + (Tensor._from_array(idx),), source)
 
 

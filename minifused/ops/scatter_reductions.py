@@ -12,7 +12,7 @@ from ..autograd import Function
 from ..backend import InputError, InputTypeError
 from ..tensor import Tensor
 from .elementwise import _const, _zero_where, where
-from .index import _grid, _no_0d, _scatter_args
+from .index import _grid, _into_0d, _scatter_args
 from .indexing import EmbedItem, GatherItem, GetItem, accumulate
 from .shape import reshape
 
@@ -223,15 +223,16 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):  # noq
     ``index`` names along ``dim``, as ``torch.scatter_reduce``."""
     axis, idx, src = _args("scatter_reduce", input, dim, index, src, reduce)
     if input.ndim == 0:
-        return reshape(ScatterReduce.apply(reshape(input, 1), reshape(src, 1), idx.reshape(1), 0, reduce,
+        return reshape(ScatterReduce.apply(reshape(input, 1), reshape(src, -1), idx.reshape(-1), 0, reduce,
                                            bool(include_self)), ())
     return ScatterReduce.apply(input, src, idx, axis, reduce, bool(include_self))
 
 
 def scatter_reduce_(input, dim, index, src, reduce, *, include_self=True):  # noqa: A002
     """:func:`scatter_reduce` written into ``input``."""
+    if isinstance(input, Tensor) and input.ndim == 0:
+        return _into_0d(input, scatter_reduce(input, dim, index, src, reduce, include_self=include_self))
     axis, idx, src = _args("scatter_reduce_", input, dim, index, src, reduce)
-    _no_0d("scatter_reduce_", input)
     return ScatterReduce.apply_("scatter_reduce_", input, src, idx, axis, reduce, bool(include_self))
 
 
