@@ -113,3 +113,20 @@ def test_unpickler_keywords_are_accepted_and_others_refused():
     assert _round_trip({"a": 1}, encoding="latin1", errors="strict", fix_imports=True) == {"a": 1}
     with pytest.raises(TypeError, match="unexpected keyword argument.*'foo'"):
         _round_trip(1, foo=1)
+
+
+# ------------------------------------------------------------ nn.utils.vector_to_parameters
+def test_vector_to_parameters_makes_the_parameters_views_of_vec():
+    """PyTorch's: ``param.data = vec[i:j].view_as(param).data``: same Parameter objects, vec's memory and dtype,
+    extra elements of vec unused."""
+    m = nn.Linear(2, 3)
+    weight = m.weight
+    vec = mf.arange(12, dtype=mf.float64)
+    nn.utils.vector_to_parameters(vec, m.parameters())
+    assert m.weight is weight and type(weight) is nn.Parameter and weight.requires_grad
+    assert weight.dtype == mf.float64 and weight.tolist() == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    assert m.bias.tolist() == [6.0, 7.0, 8.0]
+    vec[0] = 50.0
+    assert weight[0, 0].item() == 50.0
+    with pytest.raises(ValueError, match="vec has 8 elements but the parameters hold 9"):
+        nn.utils.vector_to_parameters(mf.zeros(8), m.parameters())

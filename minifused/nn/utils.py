@@ -145,24 +145,22 @@ def parameters_to_vector(parameters):
 
 
 def vector_to_parameters(vec, parameters):
-    """Copy consecutive slices of the 1-D ``vec`` into ``parameters`` in place (each slice cast to its
-    parameter's dtype and device; version counters bumped). ``vec`` must hold exactly their elements."""
+    """Make ``parameters`` consecutive slices of the 1-D ``vec``, as PyTorch's (``param.data = vec[...].view_as(
+    param).data``): each parameter (the same object) then views ``vec``'s memory, with its dtype and device, so
+    writes into ``vec`` show in the parameters; elements of ``vec`` past the parameters' are left unused."""
     if not isinstance(vec, Tensor):
         raise InputTypeError(f"vector_to_parameters: expected a tensor vec, but got: {type(vec).__name__}")
     if vec.ndim != 1:
         raise InputError(f"vector_to_parameters: vec must be 1-D, got shape {tuple(vec.shape)}")
     params = _tensors(parameters)
     total = sum(int(p.numel()) for p in params)
-    if total != vec.shape[0]:
+    if total > vec.shape[0]:
         raise InputError(f"vector_to_parameters: vec has {vec.shape[0]} elements but the parameters hold {total}")
-    with no_grad():
-        start = 0
-        for p in params:
-            n = int(p.numel())
-            piece = backend.to_device(vec._data[start:start + n], p.device).reshape(p.shape)
-            p._data[...] = piece.astype(p.dtype, copy=False)
-            p._bump("vector_to_parameters")
-            start += n
+    start = 0
+    for p in params:
+        n = int(p.numel())
+        p.data = Tensor._from_array(vec._data[start:start + n].reshape(p.shape))
+        start += n
 
 
 
