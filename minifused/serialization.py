@@ -1,5 +1,5 @@
-"""``save(obj, f)`` / ``load(f)``: state dicts and whole checkpoints, without pickle. ``f`` is a path
-or a binary file object.
+"""``save(obj, f)`` / ``load(f)``: state dicts and whole checkpoints, without pickle for what PyTorch's
+``weights_only`` load takes. ``f`` is a path or a binary file object.
 
 Two formats. **safetensors** (the ``safetensors`` package's format, what PyTorch users share
 weights in) for a flat ``{name: tensor}`` dict such as a ``state_dict``: chosen by a path ending in
@@ -26,10 +26,12 @@ did before the save), ``{"same": 2}`` (the third tensor saved, saved again: load
 ``"bytearray"``, ``{"complex": [re, im]}``, ``{"size": [2, 3]}`` (a ``Size``),
 ``{"tuple": [...]}``, ``{"float": "nan"|"inf"|"-inf"}``, ``{"dtype": "float16"}``, ``{"device": "cuda:0"}``,
 ``{"namespace": {...}}`` (an ``argparse.Namespace``: the script's arguments saved beside its weights) and
-``{"path": "runs/exp1"}`` (a ``pathlib`` path, as arguments declared ``type=Path`` hold; it loads as a ``Path``).
+``{"path": "runs/exp1"}`` (a ``pathlib`` path, as arguments declared ``type=Path`` hold; it loads as a ``Path``) and
+``{"pickle": "a5"}`` (any other object, pickled, as torch.save pickles it: loaded by ``load(weights_only=False)``
+only, or through a restricted unpickler taking what :func:`add_safe_globals` allows, as PyTorch's).
 Dtypes NumPy cannot store in ``.npy`` (bfloat16) are stored as their bit pattern
-(uint16) and viewed back. ``load`` reads with ``np.load(allow_pickle=False)`` and
-runs no code from the file.
+(uint16) and viewed back. ``load`` reads with ``np.load(allow_pickle=False)`` and,
+unless ``weights_only=False``, runs no code from the file.
 
 ``save`` writes to a temporary file in the target's directory (``.<name>.tmp``, reused by the
 next save if a killed one left it), flushes it to disk and renames it over the target
@@ -39,6 +41,7 @@ array's header against the bytes the file holds before allocating the array.
 """
 from __future__ import annotations
 
+import _compat_pickle
 import argparse
 import base64
 import ctypes
@@ -48,6 +51,7 @@ import math
 import numbers
 import os
 import pathlib
+import pickle
 import zipfile
 from collections import Counter, OrderedDict
 
@@ -58,6 +62,7 @@ from .tensor import Size, Tensor
 from .nn.param import Parameter
 
 FORMAT = "minifused-npz-1"
+DEFAULT_PROTOCOL = 2  # torch.save's pickle protocol
 MAX_DEPTH = 64  # nesting of a checkpoint's tree (a crafted one could nest until the interpreter's stack ends)
 
 
@@ -73,7 +78,8 @@ class _Saver:
     memory (views, ``detach()``, a Parameter and its ``state_dict`` entry) share one stored array, so that they
     share memory after ``load`` too; each keeps its shape and strides (transposed, channels-last, expanded)."""
 
-    def __init__(self):
+    def __init__(self, pickle_module=None, pickle_protocol=None):
+        self.pickle_module, self.pickle_protocol = pickle_module or pickle, pickle_protocol or DEFAULT_PROTOCOL
         self.arrays = {}
         self.tensors = {}  # id(tensor) -> its index in the file's order of first appearance
         self.pending = []  # (cpu array, node) for every tensor, given their storage once all are known
@@ -189,9 +195,9 @@ def _encode(obj, arrays):
         return [_encode(v, arrays) for v in obj]
     if isinstance(obj, tuple):
         return {"tuple": [_encode(v, arrays) for v in obj]}
-    raise TypeError(f"save: cannot store an object of type {type(obj).__name__}; supported are tensors, "
-                    f"arrays, numbers, strings, bytes, booleans, None, dtypes, devices, paths, argparse namespaces and "
-                    f"dicts/lists/tuples/sets of them")
+    # anything else pickled, as torch.save does: only load(weights_only=False) or an allowlist takes it back
+    raw = arrays.pickle_module.dumps(obj, protocol=arrays.pickle_protocol)
+    return {"pickle": _put(np.frombuffer(raw, np.uint8), arrays.arrays)}
 
 
 def _encode_key(k, arrays):
@@ -235,7 +241,8 @@ def save(obj, f, format=None, metadata=None, *, pickle_module=None, pickle_proto
     dict stored in its header), ``'npz'`` (nested dicts/lists/tuples of tensors, arrays, numbers,
     strings), or None: safetensors for a path ending in ``.safetensors``, npz otherwise. PyTorch's keywords of
     its pickle file (``pickle_module``, ``pickle_protocol``, ``_use_new_zipfile_serialization``,
-    ``_disable_byteorder_record``) are accepted and change nothing: nothing is pickled.
+    ``_disable_byteorder_record``) are accepted; the first two pickle objects of other types, which
+    ``load(weights_only=True)``, the default, refuses as PyTorch's.
     """
     if not (_is_file(f) or isinstance(f, (str, os.PathLike))):
         raise TypeError(f"save: f must be a path or a binary file object, got {type(f).__name__}")
@@ -245,7 +252,7 @@ def save(obj, f, format=None, metadata=None, *, pickle_module=None, pickle_proto
     else:
         if metadata is not None:
             raise ValueError("save: metadata is stored by the safetensors format only")
-        saver = _Saver()
+        saver = _Saver(pickle_module, pickle_protocol)
         tree = {"format": FORMAT, "obj": _encode(obj, saver)}
         saver.storages()
         arrays = saver.arrays
@@ -327,6 +334,14 @@ def _target_device(map_location, saved):
         raise _MapLocationError(f"load: map_location returned {type(out).__name__}; minifused takes the storage "
                                 f"it was given back (load on cpu), or a device")
     return backend.Device(map_location)
+
+
+class _UnpicklerError(Exception):
+    """Carries an error of unpickling out of the checks of the file, to be raised as it is (as torch.load's)."""
+
+    def __init__(self, error):
+        super().__init__(error)
+        self.error = error
 
 
 class _MapLocationError(TypeError):
@@ -413,6 +428,12 @@ def _decode(node, archive, map_location, path, depth=0):
         return tuple(_decode(v, archive, map_location, path, depth + 1) for v in node["tuple"])
     if "float" in node:
         return float(node["float"])
+    if "pickle" in node and len(node) == 1:
+        _member_header(archive, node["pickle"], path)
+        try:
+            return _unpickle(archive[node["pickle"]].tobytes(), archive.weights_only, archive.pickle_load_args)
+        except Exception as e:  # the unpickler's (or the user's classes') own error, raised as it is
+            raise _UnpicklerError(e) from e
     if len(node) == 1 and ("set" in node or "frozenset" in node):
         kind = set if "set" in node else frozenset
         return kind(_decode(v, archive, map_location, path, depth + 1) for v in node[next(iter(node))])
@@ -499,8 +520,10 @@ def load(f, map_location=None, weights_only=None, format=None, mmap=None, **pick
     """Read what :func:`save` wrote (either format, told apart by content) from ``f``, a path or a
     binary file object. npz tensors go back to the device they were saved from, safetensors ones
     to cpu; ``map_location`` (a device, a dict of device names or a callable, as PyTorch's: see
-    :func:`_target_device`) overrides both. ``weights_only`` and ``mmap`` are
-    accepted for PyTorch code: nothing is ever unpickled, so every load is weights-only; so are the unpickler's
+    :func:`_target_device`) overrides both. Objects :func:`save` pickled (other than tensors, containers,
+    numbers, strings ...) are unpickled with ``weights_only=False`` only, or, as PyTorch's weights-only load
+    (the default), if :func:`add_safe_globals` allows their classes; else ``pickle.UnpicklingError``. ``mmap`` is
+    accepted for PyTorch code; so are the unpickler's
     keywords torch.load passes on (``encoding='latin1'`` for Python 2 checkpoints, ``errors``, ``fix_imports``)."""
     unknown = sorted(set(pickle_load_args) - set(_PICKLE_LOAD_ARGS))
     if unknown:
@@ -546,25 +569,66 @@ def load(f, map_location=None, weights_only=None, format=None, mmap=None, **pick
     if not isinstance(tree, dict) or tree.get("format") != FORMAT:
         raise CheckpointError(f"load: {name} has format {tree.get('format') if isinstance(tree, dict) else None!r}, "
                               f"expected {FORMAT!r}")
+    archive.weights_only = weights_only is not False  # (PyTorch's default since 2.6)
+    archive.pickle_load_args = pickle_load_args
     archive.tensors, archive.storages = [], {}  # what "same" nodes refer to; the stored arrays views share
     try:
         return _decode(tree.get("obj"), archive, map_location, name)
     except (CheckpointError, _MapLocationError):
         raise
+    except _UnpicklerError as e:
+        raise e.error from None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OSError, zipfile.BadZipFile, EOFError,
             RecursionError) as e:  # a tree or an array entry that does not hold what it claims (e.g. a CRC error)
         raise CheckpointError(f"load: {name} is damaged: {type(e).__name__}: {e}") from e
 
 
 # ---------------------------------------------------------------- PyTorch's weights_only allowlist
+# What a weights-only unpickler resolves besides the allowlist: what pickles of tensors, arrays and the builtins
+# PyTorch allows refer to (named, never imported unless listed).
+_ALLOWED = {"minifused.tensor._rebuild_tensor", "minifused.tensor.Tensor", "minifused.tensor.Size",
+            "minifused.nn.param.Parameter", "numpy.ndarray", "numpy.dtype", "numpy._core.multiarray._reconstruct",
+            "numpy.core.multiarray._reconstruct", "numpy._core.multiarray.scalar", "numpy.core.multiarray.scalar",
+            "collections.OrderedDict", "collections.Counter", "builtins.set", "builtins.frozenset",
+            "builtins.complex", "builtins.bytearray", "_codecs.encode"}
+
+
+class _WeightsOnlyUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        # Python 2 names, which protocol 2 (torch.save's) writes: __builtin__.slice is builtins.slice
+        module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        full = f"{module}.{name}"
+        if full in _ALLOWED:
+            return super().find_class(module, name)
+        for item in _safe_globals:
+            obj, named = item if isinstance(item, tuple) else (item, f"{item.__module__}.{item.__qualname__}")
+            if named == full:
+                return obj
+        raise pickle.UnpicklingError(
+            f"Weights only load failed. This file can still be loaded, to do so you have two options, do those "
+            f"steps only if you trust the source of the checkpoint.\n\t(1) Re-running `load` with `weights_only` set "
+            f"to `False` will likely succeed, but it can result in arbitrary code execution. Do it only if you got "
+            f"the file from a trusted source.\n\t(2) Alternatively, to load with `weights_only=True` please check the "
+            f"recommended steps in the following error message.\n\tWeightsUnpickler error: Unsupported global: "
+            f"GLOBAL {full} was not an allowed global by default. Please use "
+            f"`minifused.serialization.add_safe_globals([{name}])` or the "
+            f"`minifused.serialization.safe_globals([{name}])` context manager to allowlist this global if you "
+            f"trust this class/function.")
+
+
+def _unpickle(raw, weights_only, kwargs):
+    """An object :func:`save` pickled: by pickle with ``weights_only=False``, else by the restricted unpickler."""
+    kind = _WeightsOnlyUnpickler if weights_only else pickle.Unpickler
+    return kind(io.BytesIO(raw), **kwargs).load()
+
 _safe_globals = {}  # what add_safe_globals was given (as a dict: insertion order, set semantics)
 
 
 def add_safe_globals(safe_globals):
     """``torch.serialization.add_safe_globals``: mark classes / functions (or ``(obj, "module.name")`` pairs)
-    as safe for PyTorch's ``weights_only`` unpickler. :func:`load` never unpickles (it runs no code from the file
-    whatever the file holds), so loading never needs them: the list is kept as PyTorch keeps it, for
-    :func:`get_safe_globals`, and is otherwise unused."""
+    as safe for the ``weights_only`` unpickler: :func:`load` (weights-only by default) then takes back objects of
+    these classes that :func:`save` pickled, as PyTorch's."""
     _safe_globals.update(dict.fromkeys(safe_globals))
 
 
@@ -580,7 +644,7 @@ def clear_safe_globals():
 
 class safe_globals:  # noqa: N801 - PyTorch's name
     """``with safe_globals([...]):`` marks the globals safe inside the block and removes them on exit (also ones
-    that were marked before it, as PyTorch's). As :func:`add_safe_globals`: :func:`load` never needs them."""
+    that were marked before it, as PyTorch's)."""
 
     def __init__(self, safe_globals):
         self.safe_globals = safe_globals

@@ -109,8 +109,10 @@ def test_checkpoints_keep_arguments_dtypes_devices_and_ordered_dicts(tmp_path):
 
 
 def test_unsupported_objects_are_refused(tmp_path):
-    with pytest.raises(TypeError, match="cannot store an object of type object"):
-        mf.save({"x": object()}, tmp_path / "c.ckpt")
+    import threading
+
+    with pytest.raises(TypeError, match="cannot pickle"):  # other objects are pickled, as torch.save's
+        mf.save({"x": threading.Lock()}, tmp_path / "c.ckpt")
     with pytest.raises(TypeError, match="dict keys"):  # (a tuple key is kept, as torch.save keeps it)
         mf.save({mf.ones(1): 3}, tmp_path / "c.ckpt")
     assert not (tmp_path / "c.ckpt").exists()

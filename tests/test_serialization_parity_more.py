@@ -130,3 +130,31 @@ def test_vector_to_parameters_makes_the_parameters_views_of_vec():
     assert weight[0, 0].item() == 50.0
     with pytest.raises(ValueError, match="vec has 8 elements but the parameters hold 9"):
         nn.utils.vector_to_parameters(mf.zeros(8), m.parameters())
+
+
+# ------------------------------------------------------------ weights_only
+class _Config:  # (module level: pickle finds classes by name)
+    def __init__(self, lr, weight):
+        self.lr, self.weight = lr, weight
+
+
+def test_other_objects_are_pickled_and_need_weights_only_false_or_an_allowlist():
+    """torch.save pickles any object; torch.load (weights_only=True by default) refuses classes it does not allow,
+    naming them, and takes them with weights_only=False or after add_safe_globals."""
+    import pickle
+
+    obj = {"cfg": _Config(0.1, nn.Parameter(mf.ones(2))), "s": slice(1, 2)}
+    buf = io.BytesIO()
+    mf.save(obj, buf)
+    for weights_only in (None, True):
+        buf.seek(0)
+        with pytest.raises(pickle.UnpicklingError, match="(?s)Weights only load failed.*GLOBAL .*_Config"):
+            mf.load(buf, weights_only=weights_only)
+    buf.seek(0)
+    got = mf.load(buf, weights_only=False)
+    assert got["cfg"].lr == 0.1 and type(got["cfg"].weight) is nn.Parameter and got["s"] == slice(1, 2)
+    with mf.serialization.safe_globals([_Config, slice]):
+        buf.seek(0)
+        got = mf.load(buf)
+    assert got["cfg"].weight.requires_grad and got["cfg"].weight.tolist() == [1.0, 1.0]
+    assert mf.serialization.get_safe_globals() == []
