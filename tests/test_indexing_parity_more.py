@@ -90,3 +90,22 @@ def test_scatter_reduce_of_a_0d_input_with_several_indices(reduce, want):
     assert mf.scatter_add(mf.tensor(3.0), 0, mf.tensor(0), mf.tensor([2.0, 5.0])).item() == 5.0
     assert mf.scatter_add(mf.tensor(3.0), 0, mf.tensor([], dtype=mf.int64), mf.tensor(2.0)).item() == 3.0
     assert mf.scatter(mf.tensor(3.0), 0, mf.tensor([0, 0]), 4.0).item() == 4.0
+
+
+def test_a_python_bool_index_is_an_index_tensor_on_a_new_axis():
+    # PyTorch: True / False insert an axis of size 1 indexed by [0] / [], joining the other index tensors
+    a = np.arange(24.0).reshape(2, 3, 4)
+    x = mf.tensor(a)
+    np.testing.assert_array_equal(x[True, [0, 1]].numpy(), a[[0, 1]])  # (2, 3, 4), was (1, 2, 3, 4)
+    np.testing.assert_array_equal(x[:, True, [0, 1]].numpy(), a[:, [0, 1]])  # (2, 2, 4)
+    np.testing.assert_array_equal(x[[0, 1], True, [0, 1]].numpy(), a[[0, 1], [0, 1]])  # (2, 4)
+    assert x[0, True].shape == (1, 3, 4) and x[True, ..., False].shape == (0, 2, 3, 4)
+    with pytest.raises(IndexError, match="shape mismatch"):  # [] and [0, 1] do not broadcast
+        x[False, [0, 1]]
+    # and advanced indexing copies: writing into x[True] leaves x alone
+    y = x[True]
+    y += 100
+    np.testing.assert_array_equal(x.numpy(), a)
+    g = mf.tensor(a, requires_grad=True)
+    g[True, [1, 1]].sum().backward()  # the repeated row gets both gradients
+    np.testing.assert_array_equal(g.grad.numpy(), np.stack([np.zeros((3, 4)), np.full((3, 4), 2.0)]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+import types
 import warnings
 
 import numpy as np
@@ -119,6 +120,24 @@ def _list_as_tuple(index):
         or backend.is_cuda_array(v) for v in index)
 
 
+def _bool_stages(x, parts, op):
+    """PyTorch's Python (or 0-d tensor) bool in an index: a new axis of size 1, indexed by the index tensor [0]
+    (True) or [] (False). So it joins the other index tensors (``x[True, [0, 1]]`` has shape (2, ...), not
+    (1, 2, ...)) and the result is a copy, not a view. Two stages: the new axes, then the index on them."""
+    spread = []  # the first stage: None for each bool, a full slice for each dimension another part consumes
+    for p in parts:
+        if isinstance(p, bool) or p is None or p is Ellipsis:
+            spread.append(None if isinstance(p, bool) else p)
+        else:
+            spread.extend([slice(None)] * (p.ndim if hasattr(p, "dtype") and p.dtype == np.bool_ else 1))
+    (first,) = _normalize_index(x, tuple(spread), op)  # checks the number of indices against x
+    shape = np.broadcast_to(np.empty((), np.int8), x.shape)[first[0]].shape
+    view = types.SimpleNamespace(shape=shape, ndim=len(shape), device=x.device)
+    rest = tuple((np.zeros(1, np.int64) if p else np.zeros(0, np.int64)) if isinstance(p, bool)
+                 else slice(None) if p is None else p for p in parts)
+    return [first] + _normalize_index(view, rest, op)
+
+
 def _normalize_index(x, index, op="getitem"):
     """``index`` as a list of stages, each ``(tuple of raw components, advanced)``, applied one after the
     other; bounds checked and bool masks turned into integer arrays. PyTorch applies integers before
@@ -128,6 +147,8 @@ def _normalize_index(x, index, op="getitem"):
     parts = [_component(v, x, op) for v in index]
     if sum(p is Ellipsis for p in parts) > 1:
         raise IndexError(f"{op}: an index can only have a single ellipsis ('...')")
+    if any(isinstance(p, bool) for p in parts):
+        return _bool_stages(x, parts, op)
     consumed = sum(p.ndim if hasattr(p, "ndim") and p.dtype == np.bool_ else 1 for p in parts
                    if p is not None and p is not Ellipsis and not isinstance(p, bool))
     if consumed > x.ndim:
@@ -136,14 +157,10 @@ def _normalize_index(x, index, op="getitem"):
         raise IndexError(f"{op}: too many indices for a tensor of dimension {x.ndim} ({consumed} given)")
     if consumed == x.ndim:  # a '...' of no dimension between index tensors leaves them adjacent (PyTorch's rule)
         parts = [p for p in parts if p is not Ellipsis]
-    dim, out, arrays, ints, empty = 0, [], [], False, []  # dim: the input dimension the next component indexes
+    dim, out, arrays, ints = 0, [], [], False  # dim: the input dimension the next component indexes
     for p in parts:
         if p is Ellipsis:
             dim += x.ndim - consumed
-        elif isinstance(p, bool):  # x[True] is x[None]; x[False] also has that new axis, of size 0
-            if not p:
-                empty.append(len(out))
-            p = None
         elif hasattr(p, "dtype") and p.dtype == np.bool_:
             want = x.shape[dim:dim + p.ndim]
             if p.shape != want:
@@ -176,12 +193,6 @@ def _normalize_index(x, index, op="getitem"):
                              f"shapes {', '.join(str(tuple(a.shape)) for a in arrays)}") from None
     # ending in '...', a full integer index gives a 0-d view in NumPy, not a copy
     basic = tuple(out) if any(p is Ellipsis for p in out) else (*out, Ellipsis)
-    if empty:
-        if arrays:
-            raise IndexError(f"{op}: a False index together with index tensors is not supported")
-        # the new axis's place in the result: one per slice or None before it, '...' its dimensions
-        at = sum(x.ndim - consumed if p is Ellipsis else 0 if _is_int(p) else 1 for p in out[:empty[0]])
-        return [(basic, False), ((slice(None),) * at + (slice(0, 0),), False)]
     if not arrays:
         return [(basic, False)]
     if not ints:
