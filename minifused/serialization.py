@@ -84,13 +84,16 @@ class _Saver:
         self.tensors = {}  # id(tensor) -> its index in the file's order of first appearance
         self.pending = []  # (cpu array, node) for every tensor, given their storage once all are known
         self.keep = []  # the tensors saved, so that no id is reused during the save
+        self.host = {}  # id(device array) -> its host copy
 
     def tensor(self, t):
         if id(t) in self.tensors:
             return {"same": self.tensors[id(t)]}
         self.tensors[id(t)] = len(self.tensors)
         self.keep.append(t)
-        data = t._data if isinstance(t._data, np.ndarray) else backend.to_device(t._data, backend.CPU)
+        data = t._data
+        if not isinstance(data, np.ndarray):  # one host copy per device array: tensors sharing it share the copy
+            data = self.host.setdefault(id(t._data), backend.to_device(data, backend.CPU))
         node = {"tensor": None, "device": str(t.device), "dtype": str(t.dtype)}
         if t.requires_grad:
             node["requires_grad"] = True
@@ -461,7 +464,13 @@ def _view(archive, name, dtype, view, dev, path):
         archive.storages[key] = backend.to_device(raw.view(np.uint8), dev)
     raw = archive.storages[key]
     kind = _named_dtype(dtype, path)
-    offset, shape, strides = int(view["offset"]), tuple(view["shape"]), tuple(view["strides"])
+    offset, shape, strides = int(view["offset"]), tuple(map(int, view["shape"])), tuple(map(int, view["strides"]))
+    lo = offset + sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0)
+    hi = offset + sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0) + kind.itemsize
+    if len(shape) != len(strides) or min(shape, default=1) < 0 or (min(shape, default=1) > 0 and (
+            lo < 0 or hi > raw.nbytes)):  # (checked here: CuPy's views do not check)
+        raise CheckpointError(f"load: {path} is damaged: a view of {name!r} (offset {offset}, shape {shape}, "
+                              f"strides {strides}) reaches outside its {raw.nbytes} bytes")
     if backend.is_cuda_array(raw):
         return backend.cupy.ndarray(shape, kind, memptr=raw.data + offset, strides=strides)
     return np.ndarray(shape, kind, buffer=raw, offset=offset, strides=strides)  # (it checks the bounds)

@@ -158,3 +158,20 @@ def test_other_objects_are_pickled_and_need_weights_only_false_or_an_allowlist()
         got = mf.load(buf)
     assert got["cfg"].weight.requires_grad and got["cfg"].weight.tolist() == [1.0, 1.0]
     assert mf.serialization.get_safe_globals() == []
+
+
+def test_a_view_reaching_outside_its_stored_bytes_is_a_damaged_file(tmp_path):
+    import json
+    import zipfile
+
+    path = tmp_path / "c.ckpt"
+    a = mf.arange(6.0)
+    mf.save([a, a[1:3]], path)
+    with zipfile.ZipFile(path) as z:
+        arrays = {k[:-4]: np.load(io.BytesIO(z.read(k))) for k in z.namelist()}
+    tree = json.loads(arrays["__tree__"].tobytes())
+    tree["obj"][1]["view"]["offset"] = 20  # 2 floats from byte 20 of 24
+    arrays["__tree__"] = np.frombuffer(json.dumps(tree).encode(), np.uint8)
+    np.savez(path.with_suffix(".npz"), **arrays)
+    with pytest.raises(mf.serialization.CheckpointError, match="reaches outside its 24 bytes"):
+        mf.load(path.with_suffix(".npz"))
