@@ -599,7 +599,7 @@ _ALLOWED = {"minifused.tensor._rebuild_tensor", "minifused.tensor.Tensor", "mini
             "minifused.nn.param.Parameter", "numpy.ndarray", "numpy.dtype", "numpy._core.multiarray._reconstruct",
             "numpy.core.multiarray._reconstruct", "numpy._core.multiarray.scalar", "numpy.core.multiarray.scalar",
             "collections.OrderedDict", "collections.Counter", "builtins.set", "builtins.frozenset",
-            "builtins.complex", "builtins.bytearray", "_codecs.encode"}
+            "builtins.complex", "builtins.bytearray", "_codecs.encode", "ml_dtypes.bfloat16"}
 
 
 class _WeightsOnlyUnpickler(pickle.Unpickler):

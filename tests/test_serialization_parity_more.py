@@ -143,7 +143,7 @@ def test_other_objects_are_pickled_and_need_weights_only_false_or_an_allowlist()
     naming them, and takes them with weights_only=False or after add_safe_globals."""
     import pickle
 
-    obj = {"cfg": _Config(0.1, nn.Parameter(mf.ones(2))), "s": slice(1, 2)}
+    obj = {"cfg": _Config(0.1, nn.Parameter(mf.ones(2))), "s": slice(1, 2), "bf": _Config(0, mf.ones(2).bfloat16())}
     buf = io.BytesIO()
     mf.save(obj, buf)
     for weights_only in (None, True):
@@ -157,6 +157,7 @@ def test_other_objects_are_pickled_and_need_weights_only_false_or_an_allowlist()
         buf.seek(0)
         got = mf.load(buf)
     assert got["cfg"].weight.requires_grad and got["cfg"].weight.tolist() == [1.0, 1.0]
+    assert got["bf"].weight.dtype == mf.bfloat16  # (the allowlist's own tensors' dtypes need no listing)
     assert mf.serialization.get_safe_globals() == []
 
 
