@@ -30,3 +30,27 @@ def test_var_gradient_with_correction_past_the_count_divides_by_the_negative_dof
         np.testing.assert_allclose(g, 2 * (a - a.mean(1, keepdims=True)) / (4 - 5))
         assert (grad_of(lambda x: x.std(1, correction=5), a) == 0).all()  # (g / (2 * inf) first: 0)
         assert (grad_of(lambda x: x.var(1, correction=2), [[1.5], [3.0]]) == 0).all()  # (one value: 0, not NaN)
+
+
+# ---------------------------------------------------------------- prod's gradient
+def test_prod_gradient_divides_where_there_is_no_zero_as_pytorch():
+    # PyTorch's prod_backward is g * out / x when the input holds no zero: a NaN or inf in a slice makes the whole
+    # slice's gradient NaN (not the product of the others); with a zero anywhere, the products of the others
+    a = [[1.0, nan, 3.0], [2.0, 4.0, 5.0]]
+    g = grad_of(lambda x: x.prod(1), a)
+    assert np.isnan(g[0]).all() and g[1].tolist() == [20.0, 10.0, 8.0]
+    g = grad_of(lambda x: x.prod(1), [[1.0, inf, 3.0], [2.0, 4.0, 5.0]])
+    assert np.isnan(g[0, 1]) and g[0, 0] == inf and g[0, 2] == inf
+    np.testing.assert_array_equal(grad_of(lambda x: x.prod(1), [[0.0, inf, 3.0], [2.0, 4.0, 5.0]]),
+                                  [[inf, 0.0, nan], [20.0, 10.0, 8.0]])  # (a zero: the others' products)
+    assert np.isnan(grad_of(lambda x: x.prod(), [nan])).all()  # (one element: divided too)
+    assert grad_of(lambda x: x.prod(), nan).tolist() == 1.0  # (0-d: the gradient as it is)
+    assert grad_of(lambda x: x.prod(), [[0.0, nan], [0.0, 1.0]]).tolist() == [[0.0, 0.0], [0.0, 0.0]]  # (2 zeros)
+
+
+def test_prod_second_derivative_without_zeros():
+    a = np.array([[2.0, 3.0, 5.0]])
+    x = cpu(a, requires_grad=True)
+    (g,) = mf.autograd.grad(x.prod(), x, create_graph=True)
+    (h,) = mf.autograd.grad(g[0, 0], x)
+    assert g.numpy().tolist() == [[15.0, 10.0, 6.0]] and h.numpy().tolist() == [[0.0, 5.0, 3.0]]

@@ -622,23 +622,47 @@ def _prod_of_others_graph(x, axes):
 
 
 class Prod(Function):
+    """The gradient as PyTorch's prod_backward: ``out / x`` where the input holds no zero (so a NaN or inf anywhere in
+    a product makes its whole slice's gradient NaN), else the products of the other elements; a full product with
+    more than one zero has a zero gradient; a 0-d input passes the gradient as it is."""
+
     @staticmethod
     def forward(ctx, x, axes, keepdim):
-        ctx.save_for_backward(x)
+        out = backend.array_module(x).asarray(x.prod(axis=axes, keepdims=keepdim, dtype=x.dtype))
+        ctx.save_for_backward(x, out)
         ctx.meta = (axes, keepdim)
-        return x.prod(axis=axes, keepdims=keepdim, dtype=x.dtype)
+        return out
+
+    @staticmethod
+    def _rule(x, axes):
+        """Which of PyTorch's formulas applies: "divide", "zero" or "others"."""
+        if x.ndim == 0 or x.size == 0:
+            return "others"
+        zeros = int((x == 0).sum())
+        return "divide" if zeros == 0 else "zero" if zeros > 1 and axes is None else "others"
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
+        x, out = ctx.saved_tensors
         axes, keepdim = ctx.meta
-        return (_expand(g, x.shape, axes, keepdim) * _prod_of_others(x, axes)).astype(g.dtype, copy=False)
+        ge, rule = _expand(g, x.shape, axes, keepdim), Prod._rule(x, axes)
+        if rule == "zero":
+            return backend.array_module(g).zeros(x.shape, g.dtype)
+        if rule == "divide":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return (ge * (_expand(out, x.shape, axes, keepdim) / x)).astype(g.dtype, copy=False)
+        return (ge * _prod_of_others(x, axes)).astype(g.dtype, copy=False)
 
     @staticmethod
     def backward_graph(ctx, g):
-        (x,) = ctx.saved_tensors
+        x, out = ctx.saved_tensors
         axes, keepdim = ctx.meta
-        return _expand(g, x.shape, axes, keepdim) * _prod_of_others_graph(ctx.graph_input(0, x), axes)
+        ge, rule = _expand(g, x.shape, axes, keepdim), Prod._rule(x, axes)
+        if rule == "zero":  # (tied to x, as PyTorch's, so that it can be differentiated again)
+            return zero_linked(ge * _constant(backend.array_module(x).zeros(x.shape), g.dtype), ctx, 0, x)
+        if rule == "divide":
+            return ge * (_expand(ctx.graph_output(out), x.shape, axes, keepdim) / ctx.graph_input(0, x))
+        return ge * _prod_of_others_graph(ctx.graph_input(0, x), axes)
 
 
 class LogSumExp(Function):
@@ -759,7 +783,10 @@ def prod(input: Tensor, dim=None, keepdim=False, dtype=None):
     if dtype is None:
         (input,) = autocast_float32_on_cuda(input)
     input = _int64_if_integral(input, dtype)
-    return Prod.apply(*_axes("prod", dim, input, keepdim))
+    x, axes, keepdim = _axes("prod", dim, input, keepdim)
+    if input.ndim == 0:  # (kept 0-d: PyTorch passes its gradient as it is, a NaN one included)
+        x, axes, keepdim = input, None, False
+    return Prod.apply(x, axes, keepdim)
 
 
 def logsumexp(input: Tensor, dim=_NO_DIM, keepdim=False, *, axis=None):
