@@ -109,3 +109,13 @@ def test_a_python_bool_index_is_an_index_tensor_on_a_new_axis():
     g = mf.tensor(a, requires_grad=True)
     g[True, [1, 1]].sum().backward()  # the repeated row gets both gradients
     np.testing.assert_array_equal(g.grad.numpy(), np.stack([np.zeros((3, 4)), np.full((3, 4), 2.0)]))
+
+
+def test_take_along_dim_names_itself_in_range_errors():
+    # (PyTorch's CPU take_along_dim reads out of bounds here without an error; the check is ours, named so)
+    x = mf.arange(12.0).reshape(3, 4)
+    with pytest.raises(RuntimeError, match="take_along_dim: index 4 is out of bounds for dimension 1 with size 4"):
+        mf.take_along_dim(x, mf.tensor([[4]]), 1)
+    with pytest.raises(RuntimeError, match="take_along_dim: index -1 is out of bounds"):
+        mf.take_along_dim(x, mf.tensor([-1]))
+    np.testing.assert_array_equal(mf.take_along_dim(x, mf.tensor([[3], [0], [1]]), 1).numpy(), [[3], [4], [9]])

@@ -298,12 +298,17 @@ def index_put(input, indices, values, accumulate=False):  # noqa: A002
 
 
 def gather(input, dim, index, *, sparse_grad=False):  # noqa: A002 - PyTorch's names
-    _tensor("gather", "input", input)
-    axis = _dim_index("gather", input, dim, index)
+    return _gather("gather", input, dim, index)
+
+
+def _gather(op, input, dim, index):  # noqa: A002
+    """gather, its errors naming ``op`` (take_along_dim's too)."""
+    _tensor(op, "input", input)
+    axis = _dim_index(op, input, dim, index)
     if input.ndim == 0 or index.ndim == 0:
-        return reshape(gather(reshape(input, -1), 0, reshape(index, -1)), index.shape)
-    _fits("gather", index, axis, [("the input", input.shape, axis)])
-    idx = _in_bounds("gather", index._data, input.shape[axis], axis, RuntimeError, negative=False)
+        return reshape(_gather(op, reshape(input, -1), 0, reshape(index, -1)), index.shape)
+    _fits(op, index, axis, [("the input", input.shape, axis)])
+    idx = _in_bounds(op, index._data, input.shape[axis], axis, RuntimeError, negative=False)
     return Gather.apply(input, idx, axis)
 
 
@@ -385,7 +390,7 @@ def take_along_dim(input, indices, dim=None):  # noqa: A002
     if indices.dtype != np.int64:  # (PyTorch's gather takes int32 too, take_along_dim does not)
         raise RuntimeError(f"take_along_dim: expected int64 indices, got {indices.dtype}")
     if dim is None:
-        return gather(flatten(input), 0, flatten(indices))
+        return _gather("take_along_dim", flatten(input), 0, flatten(indices))
     if indices.ndim != input.ndim:
         raise RuntimeError(f"take_along_dim: input and indices must have the same number of dimensions, got "
                            f"{input.ndim} and {indices.ndim}")
@@ -393,10 +398,10 @@ def take_along_dim(input, indices, dim=None):  # noqa: A002
     shape = list(broadcast_shape("take_along_dim", [1 if i == axis else n for i, n in enumerate(input.shape)],
                                  [1 if i == axis else n for i, n in enumerate(indices.shape)]))
     if input.ndim == 0:
-        return gather(input, 0, indices)
+        return _gather("take_along_dim", input, 0, indices)
     x = expand(input, *[input.shape[axis] if i == axis else n for i, n in enumerate(shape)])
     idx = expand(indices, *[indices.shape[axis] if i == axis else n for i, n in enumerate(shape)])
-    return gather(x, axis, idx)
+    return _gather("take_along_dim", x, axis, idx)
 
 
 # ---------------------------------------------------------------- index_select, index_add
