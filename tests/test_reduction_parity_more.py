@@ -54,3 +54,16 @@ def test_prod_second_derivative_without_zeros():
     (g,) = mf.autograd.grad(x.prod(), x, create_graph=True)
     (h,) = mf.autograd.grad(g[0, 0], x)
     assert g.numpy().tolist() == [[15.0, 10.0, 6.0]] and h.numpy().tolist() == [[0.0, 5.0, 3.0]]
+
+
+# ---------------------------------------------------------------- the vector norms
+def test_one_norm_gradient_at_nan_is_zero_as_pytorchs_sign():
+    g = grad_of(lambda x: mf.linalg.vector_norm(x, 1, 1), [[1.0, nan, -3.0], [2.0, -2.0, 0.0]])
+    assert g.tolist() == [[1.0, 0.0, -1.0], [1.0, -1.0, 0.0]]
+
+
+@pytest.mark.parametrize("order", [-1, -2, -0.5, -inf, inf])
+def test_negative_and_inf_norms_refuse_an_empty_dim(order):
+    with pytest.raises(RuntimeError, match="vector_norm"):
+        mf.linalg.vector_norm(mf.zeros(0, 3), order, 0)
+    assert mf.linalg.vector_norm(mf.zeros(0, 3), order, 1).shape == (0,)  # (a non-empty dim: an empty result)

@@ -741,8 +741,8 @@ class VectorNorm(Function):
             if order in (math.inf, -math.inf):
                 hit = xp.abs(x) == norm  # (none where the norm is NaN: a zero gradient, as PyTorch's)
                 grad = backend.where(hit, xp.sign(x) * ge / hit.sum(axis=axes, keepdims=True), zero)
-            elif order == 1:
-                grad = xp.sign(x) * ge
+            elif order == 1:  # (sign(NaN) is 0 in PyTorch: no NaN gradient from a NaN element)
+                grad = backend.where(xp.isnan(x), zero, xp.sign(x)) * ge
             elif order == 2:
                 grad = backend.where(norm == 0, zero, x / norm) * ge
             else:
@@ -763,7 +763,8 @@ class VectorNorm(Function):
         if order in (math.inf, -math.inf):  # the elements at the norm, a constant selection
             hit = xp.abs(x) == norm
             return _constant(hit, g.dtype) * sign * (ge / _constant(hit.sum(axis=axes, keepdims=True), g.dtype))
-        if order == 1:  # (tied to x, as abs's gradient)
+        if order == 1:  # (tied to x, as abs's gradient; sign(NaN) is 0, as PyTorch's)
+            sign = _constant(backend.where(xp.isnan(x), 0, xp.sign(x)), g.dtype)
             return zero_linked(sign * ge, ctx, 0, x)
         # where the norm is 0 (x is 0 there) it divides 1 instead: the gradient is 0, as the array backward's
         zero = norm == 0
@@ -810,7 +811,7 @@ def vector_norm(input: Tensor, ord=2, dim=None, keepdim=False, dtype=None):  # n
     if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
         raise InputTypeError(f"vector_norm: ord must be a number, got {ord!r}")
     input, axes, keepdim = _axes("vector_norm", dim, input, keepdim)
-    if math.isinf(ord):
+    if ord < 0 or math.isinf(ord):  # (max, min and the negative powers have no identity: an empty dim is refused)
         _check_nonempty("vector_norm", input, axes)
     return VectorNorm.apply(input, float(ord), axes, keepdim)
 
