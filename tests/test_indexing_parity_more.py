@@ -119,3 +119,28 @@ def test_take_along_dim_names_itself_in_range_errors():
     with pytest.raises(RuntimeError, match="take_along_dim: index -1 is out of bounds"):
         mf.take_along_dim(x, mf.tensor([-1]))
     np.testing.assert_array_equal(mf.take_along_dim(x, mf.tensor([[3], [0], [1]]), 1).numpy(), [[3], [4], [9]])
+
+
+@pytest.mark.parametrize("write", [lambda x, v: x.__setitem__(0, v), lambda x, v: x.masked_fill_(x > 0, v),
+                                   lambda x, v: x.index_fill_(0, mf.tensor([0]), v),
+                                   lambda x, v: x.scatter_(0, mf.tensor([0]), v)],
+                         ids=["setitem", "masked_fill_", "index_fill_", "scatter_"])
+def test_written_numbers_that_do_not_fit_are_refused_and_negatives_wrap(write):
+    # PyTorch refuses a finite float beyond the dtype's range (NumPy wrote inf) and a complex number (a raw
+    # TypeError before); infinity still fits a float dtype, and -1 wraps into uint8 (scatter_ raised NumPy's error)
+    for dtype, v in ((mf.float32, 1e40), (mf.float16, 70000.0), (mf.bfloat16, 1e39), (mf.float32, 1j)):
+        x = mf.ones(2, dtype=dtype)
+        with pytest.raises(RuntimeError, match="value cannot be converted to type .* without overflow"):
+            write(x, v)
+        assert x.float().tolist() == [1.0, 1.0]
+    x = mf.ones(2)
+    write(x, float("inf"))
+    assert x.tolist()[0] == float("inf")
+    x = mf.ones(2, dtype=mf.uint8)
+    write(x, -1)
+    assert x.tolist()[0] == 255
+
+
+def test_scatter_add_of_a_wrapped_value():
+    # uint8: 1 + (-1 as 255) wraps to 0, as PyTorch's
+    assert mf.ones(2, dtype=mf.uint8).scatter_(0, mf.tensor([0]), -1, reduce="add").tolist() == [0, 1]

@@ -15,7 +15,7 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import autocast_promote, broadcast_shape, cast, normalize_axis, unbroadcast, unbroadcast_graph
-from .indexing import EmbedItem, GatherItem, accumulate, setitem
+from .indexing import EmbedItem, GatherItem, accumulate, fill_number, setitem
 from .creation import arange
 from .elementwise import where
 from .shape import expand, flatten, reshape
@@ -328,7 +328,7 @@ def _scatter_args(op, input, dim, index, src, value, reduce):
             raise RuntimeError(f"{op}: src must have the same number of dimensions as index ({index.ndim}), "
                                f"got {src.ndim}")
     else:
-        src = _value(op, input, src)
+        src = _value(op, input, fill_number(op, src, input.dtype))
     # PyTorch's size rule, 0-d tensors taken as of shape (1,): scatter(tensor(3.), 0, tensor([0, 0]), 4.) is fine
     shapes = [("the input", tuple(input.shape) or (1,), axis)]
     if isinstance(src, Tensor):

@@ -51,6 +51,20 @@ def accumulate(shape, dtype, index, values):
     return out.view(dtype) if acc == np.uint64 else out.astype(dtype, copy=False)
 
 
+def fill_number(op, value, dtype):
+    """A number that ``op`` (setitem, masked_fill, index_fill, scatter) writes into ``dtype``, or PyTorch's error
+    where it does not fit: a complex number into a real dtype, a finite float beyond float16's, bfloat16's or
+    float32's range (NumPy would write infinity), then ``backend.integer_fill``'s checks for integer dtypes."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, complex) and not np.issubdtype(np.dtype(dtype), np.complexfloating):
+        raise InputError(f"{op}: value cannot be converted to type {dtype} without overflow (got {value!r})")
+    if (isinstance(value, numbers.Real) and backend.is_floating(dtype)
+            and backend.scalar_overflows(value, dtype, backend.FLOAT_DTYPES)):
+        raise InputError(f"{op}: value cannot be converted to type {dtype} without overflow (got {value!r})")
+    return backend.integer_fill(op, value, dtype)
+
+
 def _is_int(v):
     return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
 
@@ -386,7 +400,7 @@ def _write(x, index, value):
         elif value.dtype != x.dtype:
             value = cast(value, x.dtype)
     elif isinstance(value, (numbers.Number, np.generic)):
-        value = backend.integer_fill("setitem", value.item() if isinstance(value, np.generic) else value, x.dtype)
+        value = fill_number("setitem", value, x.dtype)
     else:
         value = backend.to_device(np.asarray(value), x.device).astype(x.dtype, copy=False)
     raw = value._data if isinstance(value, Tensor) else value

@@ -11,7 +11,7 @@ from ..tensor import Tensor
 from ._common import broadcast_shape, unbroadcast, unbroadcast_graph
 from .index import _as_dtype, _same_device, _tensor, _value, _vector_index, _xp
 from .elementwise import where
-from .indexing import EmbedItem, GatherItem
+from .indexing import EmbedItem, GatherItem, fill_number
 from .shape import expand, getitem, reshape
 
 __all__ = ["masked_fill", "masked_select", "masked_scatter", "index_fill"]
@@ -54,8 +54,8 @@ class Fill(Function):
 
 def _written_value(op, x, value):
     """The value ``op`` writes into ``x``: a Python scalar or a 0-d tensor on x's device; a number that does not fit
-    an integer x is refused, as PyTorch's (see ``backend.integer_fill``)."""
-    return _value(op, x, backend.integer_fill(op, value, x.dtype))
+    x (or a float beyond a narrow float dtype, a complex number) is refused, as PyTorch's (``fill_number``)."""
+    return _value(op, x, fill_number(op, value, x.dtype))
 
 
 def _mask(op, x, mask, inplace=False):
