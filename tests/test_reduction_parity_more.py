@@ -67,3 +67,30 @@ def test_negative_and_inf_norms_refuse_an_empty_dim(order):
     with pytest.raises(RuntimeError, match="vector_norm"):
         mf.linalg.vector_norm(mf.zeros(0, 3), order, 0)
     assert mf.linalg.vector_norm(mf.zeros(0, 3), order, 1).shape == (0,)  # (a non-empty dim: an empty result)
+
+
+# ---------------------------------------------------------------- quantile
+@pytest.mark.parametrize("mode", ["lower", "higher", "nearest"])
+def test_quantile_lower_higher_nearest_gather_without_arithmetic(mode):
+    # PyTorch gathers the sorted value at the rank for these: an infinity is itself, not inf - inf = NaN
+    x = cpu(np.array([[2.0, 2.0, inf, 2.0, 2.0], [-inf, 1.0, 3.0, 4.0, 5.0]]))
+    assert x.quantile(1.0, 1, interpolation=mode).tolist() == [inf, 5.0]
+    assert x.quantile(0.0, 1, interpolation=mode).tolist() == [2.0, -inf]
+    assert x.nanquantile(0.0, 1, interpolation=mode).tolist() == [2.0, -inf]
+
+
+def test_nanquantile_of_an_all_nan_row_is_its_first_element():
+    # PyTorch's rank for a row without numbers is 0: the value is NaN and the gradient goes to that element
+    a = np.array([[1.0, nan, 3.0], [nan, nan, nan]])
+    x = cpu(a, requires_grad=True)
+    out = x.nanquantile(0.5, 1)
+    assert out[0].item() == 2.0 and math.isnan(out[1].item())
+    out.sum().backward()
+    assert x.grad.numpy().tolist() == [[0.5, 0.0, 0.5], [1.0, 0.0, 0.0]]
+
+
+def test_quantile_of_a_0d_tensor_checks_its_dim():
+    x = cpu(np.float64(2.5))
+    assert x.quantile(0.5, 0).item() == 2.5 and x.quantile(0.5, -1, keepdim=True).shape == ()
+    with pytest.raises(IndexError):
+        x.quantile(0.5, 1)

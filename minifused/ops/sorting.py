@@ -233,7 +233,7 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
         x, out_shape = reshape(input, (1, -1)), (1,) * input.ndim if keepdim else ()
         axis = 0
     else:
-        axis = _axis(op, input, dim) if input.ndim else 0
+        axis = _axis(op, input, dim)  # (a 0-d input takes dim 0 or -1)
         shape = tuple(input.shape) or (1,)
         out_shape = tuple(1 if i == axis else n for i, n in enumerate(shape)) if keepdim else \
             tuple(n for i, n in enumerate(shape) if i != axis)
@@ -250,8 +250,7 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
     ranks = qs.astype(t)[None, :] * (count.astype(t)[:, None] - t(1))
     if not ignore_nan:  # a row with a NaN gives NaN: both neighbours its last (NaN) value
         ranks = np.where(isnan.any(axis=1)[:, None], t(n - 1), ranks)
-    empty = count == 0  # (nanquantile of an all-NaN row: NaN)
-    ranks = np.where(empty[:, None], t(0), ranks)
+    ranks = np.where(count[:, None] == 0, t(0), ranks)  # (nanquantile of an all-NaN row: its first NaN, as PyTorch's)
     below, above = np.floor(ranks), np.ceil(ranks)
     if interpolation == "nearest":
         below = above = np.round(ranks)  # (half to even, as PyTorch's)
@@ -261,17 +260,20 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
         below = above
     dev = input.device
     lo = Gather.apply(ranked, backend.to_device(below.astype(np.int64), dev), 1)
+    if interpolation in ("lower", "higher", "nearest"):  # a gather alone, as PyTorch's: no inf - inf = NaN
+        return _quantile_shape(lo, qs, q_dim, out_shape)
     hi = Gather.apply(ranked, backend.to_device(above.astype(np.int64), dev), 1)
     weight = (ranks - below).astype(t) if interpolation == "linear" else \
         np.full(ranks.shape, 0.5 if interpolation == "midpoint" else 0.0, t)
     w = Tensor._from_array(backend.to_device(weight, dev))
     diff = hi - lo
     out = where(Tensor._from_array(backend.to_device(weight < 0.5, dev)), lo + w * diff, hi - diff * (1 - w))
-    if empty.any():
-        out = where(Tensor._from_array(backend.to_device(np.broadcast_to(empty[:, None], ranks.shape), dev)),
-                    Tensor._from_array(backend.to_device(np.full(ranks.shape, np.nan, t), dev)), out)
-    out = out.movedim(1, 0)  # (q, rows)
-    return reshape(out, ((len(qs),) if q_dim else ()) + out_shape)
+    return _quantile_shape(out, qs, q_dim, out_shape)
+
+
+def _quantile_shape(out, qs, q_dim, out_shape):
+    """The (rows, q) quantiles as the result's shape: q's dim first where q is a 1-D tensor."""
+    return reshape(out.movedim(1, 0), ((len(qs),) if q_dim else ()) + out_shape)
 
 
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
