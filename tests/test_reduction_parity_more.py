@@ -94,3 +94,21 @@ def test_quantile_of_a_0d_tensor_checks_its_dim():
     assert x.quantile(0.5, 0).item() == 2.5 and x.quantile(0.5, -1, keepdim=True).shape == ()
     with pytest.raises(IndexError):
         x.quantile(0.5, 1)
+
+
+# ---------------------------------------------------------------- nansum / nanmean
+def test_nanmean_gradient_of_an_all_nan_row_is_nan_as_pytorch():
+    # PyTorch's nanmean is nansum / count, and nansum's gradient g * (x is not NaN): g / 0 * 0 = NaN on such a row
+    g = grad_of(lambda x: mf.nanmean(x, 1), [[1.0, nan, 3.0], [nan, nan, nan]])
+    np.testing.assert_array_equal(g, [[0.5, 0.0, 0.5], [nan, nan, nan]])
+    assert grad_of(lambda x: mf.nansum(x, 1), [[1.0, nan], [nan, nan]]).tolist() == [[1.0, 0.0], [0.0, 0.0]]
+
+
+def test_nanmean_refuses_an_integer_dtype_and_nan_ops_name_themselves():
+    x = cpu(np.ones((2, 3), np.float32))
+    with pytest.raises(RuntimeError, match="nanmean"):
+        mf.nanmean(x, 0, dtype=mf.int64)
+    assert mf.nanmean(x, 0, dtype=mf.float64).dtype == mf.float64
+    for op in (mf.nansum, mf.nanmean):
+        with pytest.raises(IndexError, match=op.__name__):
+            op(x, 2)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
-from ._common import (binary_operands, cast, float_operands, promote_operands, scalar_result_dtype,
+from ._common import (binary_operands, cast, float_operands, normalize_axis, promote_operands, scalar_result_dtype,
                       shape_of, unbroadcast, unbroadcast_graph)
 from .aliases import _not_bool
 from .elementwise import (Abs, Clamp, Exp, Log, Neg, Pow, Sigmoid, Sqrt, Tanh, _bool_clamp, _const, _mixed_bounds,
@@ -366,21 +366,46 @@ def ldexp(input, other):  # noqa: A002 - PyTorch's names
     return mul(cast(input, dtype), pow(2.0, cast(other, dtype)))
 
 
+class _NanZeroed(Function):
+    """``x`` with NaN as 0; its gradient ``g * (x is not NaN)``, a product as PyTorch's nansum backward, so that an
+    infinite ``g`` (nanmean of an all-NaN row divides by a count of 0) gives NaN there, not 0."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.keep = ~backend.array_module(x).isnan(x)
+        return backend.where(ctx.keep, x, x.dtype.type(0))
+
+    @staticmethod
+    def backward(ctx, g):
+        with np.errstate(invalid="ignore"):
+            return g * ctx.keep.astype(g.dtype)
+
+    @staticmethod
+    def backward_graph(ctx, g):
+        return g * _const(ctx.keep.astype(g.dtype))
+
+
 def nansum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 - PyTorch's names
-    """``sum`` with NaN counted as 0 (their gradient is 0)."""
+    """``sum`` with NaN counted as 0 (their gradient is 0, times the incoming one)."""
     _check("nansum", input)
+    normalize_axis("nansum", dim, input.ndim)  # (a bad dim named as nansum's)
     if backend.is_floating(input.dtype):
-        input = where(isnan(input), 0.0, input)
+        input = _NanZeroed.apply(input)
         dtype = input.dtype if dtype is None else dtype  # (one op in PyTorch: not sum's autocast rule)
     return input.sum(dim=dim, keepdim=keepdim, dtype=dtype)
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A002 - PyTorch's names
-    """The mean of the values that are not NaN (NaN where all are); floating-point tensors only."""
+    """The mean of the values that are not NaN (NaN where all are, its gradient NaN too, as PyTorch's); floating-point
+    tensors only, and a floating-point ``dtype``."""
     _check("nanmean", input)
     if not backend.is_floating(input.dtype):
         raise RuntimeError(f"nanmean(): expected input to have floating point dtype but got "
                            f"{np.dtype(input.dtype).name}")
+    if dtype is not None and not backend.is_floating(backend.as_dtype(dtype)):
+        raise RuntimeError(f"nanmean(): could not infer output dtype: dtype must be floating point, got "
+                           f"{np.dtype(backend.as_dtype(dtype)).name}")
+    normalize_axis("nanmean", dim, input.ndim)
     count = logical_not(isnan(input)).sum(dim=dim, keepdim=keepdim)
     with np.errstate(invalid="ignore"):  # 0 / 0 where every value is NaN: NaN, as PyTorch's
         return div(nansum(input, dim, keepdim, dtype=dtype), count)
