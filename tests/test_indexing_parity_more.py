@@ -144,3 +144,14 @@ def test_written_numbers_that_do_not_fit_are_refused_and_negatives_wrap(write):
 def test_scatter_add_of_a_wrapped_value():
     # uint8: 1 + (-1 as 255) wraps to 0, as PyTorch's
     assert mf.ones(2, dtype=mf.uint8).scatter_(0, mf.tensor([0]), -1, reduce="add").tolist() == [0, 1]
+
+
+def test_masked_fill_and_index_fill_write_through_an_expanded_view():
+    # PyTorch allows these two (deprecated) on an expanded tensor: each write lands in the shared base element
+    b = mf.arange(4.0)
+    mask = mf.tensor([[True, False, False, False], [False] * 4, [False, False, False, True]])
+    b.expand(3, 4).masked_fill_(mask, -1.0)
+    assert b.tolist() == [-1.0, 1.0, 2.0, -1.0]
+    b = mf.arange(4.0)
+    b.expand(3, 4).index_fill_(0, mf.tensor([1]), -1.0)
+    assert b.tolist() == [-1.0] * 4

@@ -21,6 +21,8 @@ class Fill(Function):
     """Writes a value where a boolean mask (broadcast against the input) is set: masked_fill and
     index_fill. The value's gradient (a 0-d tensor's) is the sum of the gradient there."""
 
+    writes_overlap = True  # (PyTorch's masked_fill_ / index_fill_ write an expanded view: one value, no race)
+
     @staticmethod
     def forward(ctx, x, value, mask, out=None):
         xp = _xp(x)
