@@ -112,3 +112,11 @@ def test_nanmean_refuses_an_integer_dtype_and_nan_ops_name_themselves():
     for op in (mf.nansum, mf.nanmean):
         with pytest.raises(IndexError, match=op.__name__):
             op(x, 2)
+
+
+# ---------------------------------------------------------------- errors name the op
+def test_aminmax_names_itself_and_a_float_dim_is_a_clear_type_error():
+    with pytest.raises(RuntimeError, match="aminmax: cannot reduce over an empty dimension"):
+        mf.aminmax(mf.zeros(0, 3), dim=0)
+    with pytest.raises(TypeError, match=r"sum\(\): argument 'dim' must be an int or a tuple of ints, got 1.0"):
+        mf.ones(2, 3).sum(1.0)  # (was Python's "'float' object is not iterable")

@@ -474,7 +474,10 @@ def normalize_axis(op, axis, ndim):
     n = ndim or 1
     if type(axis) is tuple and all(type(ax) is int and -n <= ax < n for ax in axis):
         return tuple([ax % n for ax in axis])
-    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    try:
+        axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    except TypeError:  # (not iterable: a float, say; refused below as not an int)
+        axes = (axis,)
     out = []
     for ax in axes:
         if isinstance(ax, bool) or not isinstance(ax, numbers.Integral):

@@ -403,16 +403,18 @@ def _check_nonempty(op, x, axes):
         raise InputError(f"{op}: cannot reduce over an empty dimension of a tensor of shape {tuple(x.shape)}")
 
 
+def _extreme(op, input, dim, keepdim, largest):
+    input, axes, keepdim = _axes(op, dim, input, keepdim)
+    _check_nonempty(op, input, axes)
+    return Extreme.apply(input, axes, keepdim, largest)
+
+
 def amax(input, dim=None, keepdim=False):
-    input, axes, keepdim = _axes("amax", dim, input, keepdim)
-    _check_nonempty("amax", input, axes)
-    return Extreme.apply(input, axes, keepdim, True)
+    return _extreme("amax", input, dim, keepdim, True)
 
 
 def amin(input, dim=None, keepdim=False):
-    input, axes, keepdim = _axes("amin", dim, input, keepdim)
-    _check_nonempty("amin", input, axes)
-    return Extreme.apply(input, axes, keepdim, False)
+    return _extreme("amin", input, dim, keepdim, False)
 
 
 def _extreme_along(op, x, dim, keepdim, largest):
@@ -545,7 +547,7 @@ _MinMax = namedtuple("aminmax", ["min", "max"])
 
 def aminmax(input, *, dim=None, keepdim=False):
     """``(min, max)`` over ``dim`` (all elements when None), as ``torch.aminmax``."""
-    return _MinMax(amin(input, dim, keepdim), amax(input, dim, keepdim))
+    return _MinMax(_extreme("aminmax", input, dim, keepdim, False), _extreme("aminmax", input, dim, keepdim, True))
 
 
 def _arg(op, x, dim, keepdim, largest):
