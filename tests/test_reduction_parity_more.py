@@ -120,3 +120,13 @@ def test_aminmax_names_itself_and_a_float_dim_is_a_clear_type_error():
         mf.aminmax(mf.zeros(0, 3), dim=0)
     with pytest.raises(TypeError, match=r"sum\(\): argument 'dim' must be an int or a tuple of ints, got 1.0"):
         mf.ones(2, 3).sum(1.0)  # (was Python's "'float' object is not iterable")
+
+
+def test_cov_refuses_weights_summing_to_zero():
+    x = cpu(np.arange(6.0).reshape(2, 3))
+    for kw in ({"fweights": cpu(np.array([0, 0, 0]))}, {"aweights": cpu(np.zeros(3))}):
+        with pytest.raises(RuntimeError, match="weights sum to zero"):
+            mf.cov(x, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (1 - correction = 0 degrees of freedom: NaN, as PyTorch's)
+        assert np.isnan(mf.cov(x, fweights=cpu(np.array([1, 0, 0]))).numpy()).all()

@@ -59,6 +59,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002 - P
         norm = total - correction
     else:
         total = sum(w)
+        if float(total) == 0:  # (PyTorch's check: the weighted mean would be 0 / 0)
+            raise InputError(f"{op}(): weights sum to zero, can't be normalized")
         mean = sum(x * w, 1, keepdim=True) / total
         norm = total - (correction if aw is None else correction * sum(w * aw) / total)
     if float(norm) <= 0:
