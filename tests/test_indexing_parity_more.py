@@ -155,3 +155,16 @@ def test_masked_fill_and_index_fill_write_through_an_expanded_view():
     b = mf.arange(4.0)
     b.expand(3, 4).index_fill_(0, mf.tensor([1]), -1.0)
     assert b.tolist() == [-1.0] * 4
+
+
+def test_index_copy_and_index_fill_take_int64_indices_only():
+    # PyTorch: index_select and index_add take int32 too, index_copy and index_fill refuse it
+    x = mf.zeros(3)
+    i32 = mf.tensor([1], dtype=mf.int32)
+    with pytest.raises(RuntimeError, match="index_copy_: expected dtype int64 for index, got int32"):
+        x.index_copy_(0, i32, mf.ones(1))
+    with pytest.raises(IndexError, match="index_fill_: expected dtype int64 for index, got int32"):
+        x.index_fill_(0, i32, 1.0)
+    assert x.tolist() == [0.0, 0.0, 0.0]
+    assert x.index_add(0, i32, mf.ones(1)).tolist() == [0.0, 1.0, 0.0]
+    assert x.index_select(0, i32).tolist() == [0.0]

@@ -85,7 +85,11 @@ def _vector_index(op, x, dim, index, negative=False):
     index_fill (``negative``: in [-n, n), as PyTorch's)."""
     _tensor(op, "index", index)
     _same_device(op, x, index, "index")
-    if index.dtype not in (np.int64, np.int32):
+    if op.startswith(("index_copy", "index_fill")):  # (PyTorch's take int64 only; index_select / add int32 too)
+        if index.dtype != np.int64:
+            exc = IndexError if op.startswith("index_fill") else RuntimeError  # (PyTorch's classes)
+            raise exc(f"{op}: expected dtype int64 for index, got {index.dtype}")
+    elif index.dtype not in (np.int64, np.int32):
         raise RuntimeError(f"{op}: expected dtype int32 or int64 for index, got {index.dtype}")
     if index.ndim > 1:
         raise IndexError(f"{op}: index must be a vector (0-d or 1-d), got shape {tuple(index.shape)}")
