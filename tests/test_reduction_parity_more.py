@@ -130,3 +130,15 @@ def test_cov_refuses_weights_summing_to_zero():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (1 - correction = 0 degrees of freedom: NaN, as PyTorch's)
         assert np.isnan(mf.cov(x, fweights=cpu(np.array([1, 0, 0]))).numpy()).all()
+
+
+# ---------------------------------------------------------------- cumprod's gradient
+def test_cumprod_gradient_with_infinities_and_zeros_follows_pytorchs_formula():
+    # before the first zero PyTorch sums g * out over those positions only: the NaN of -inf * 0 after the zero
+    # does not reach them; a one-element dim passes the gradient as it is
+    g = grad_of(lambda x: x.cumprod(0), [2.0, -inf, 0.0, 5.0])
+    assert g[0] == -inf and np.isnan(g[1]) and g[3] == 0.0
+    x = np.array([[1.0, 0.5, 0.0, 3.0, 0.0, 2.0]])  # (finite: the brute-force derivative)
+    brute = [sum(np.prod(np.delete(x[0, :k + 1], i)) for k in range(i, 6)) for i in range(6)]
+    np.testing.assert_allclose(grad_of(lambda t: t.cumprod(1), x)[0], brute)
+    assert np.isnan(grad_of(lambda t: t.cumprod(1), [[nan]])).tolist() == [[False]]

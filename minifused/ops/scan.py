@@ -61,7 +61,10 @@ class CumSum(Function):
 class CumProd(Function):
     """Where the input has no zero before position i, d out_k / d x_i = out_k / x_i; at the first zero of a
     row the products run over the other elements (the cumulative product with that zero taken as 1);
-    after it every gradient is 0."""
+    after it every gradient is 0. Computed as PyTorch's cumprod_backward, so that infinities give the same NaNs:
+    without any zero in the input ``reversed_cumsum(g * out) / x``; else the sums before a row's first zero
+    taken over those positions alone, and the first zero's ``out[z - 1] * sum_k g_k * prod(x[z + 1:k + 1])``
+    over k up to the second zero (a product run to the row's end)."""
 
     @staticmethod
     def forward(ctx, x, axis):
@@ -75,13 +78,26 @@ class CumProd(Function):
         x, out = ctx.saved_tensors
         axis = ctx.axis
         xp = backend.array_module(g)
-        zeros_seen = xp.cumsum(x == 0, axis=axis, dtype=np.int64)
-        before = zeros_seen == 0
-        first = (x == 0) & (zeros_seen == 1)
-        one, zero = x.dtype.type(1), x.dtype.type(0)
-        grad = backend.where(before, _flip_cumsum(g * out, axis) / backend.where(before, x, one), zero)
-        at_zero = _flip_cumsum(g * _running_product(backend.where(first, one, x), axis), axis)
-        grad = backend.where(first, at_zero, grad)
+        if x.shape[axis] <= 1:  # (one element: the gradient as it is, as PyTorch's)
+            return g, None
+        w = g * out
+        is_zero = x == 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if not is_zero.any():
+                return (_flip_cumsum(w, axis) / x).astype(g.dtype, copy=False), None
+            zeros_seen = xp.cumsum(is_zero, axis=axis, dtype=np.int64)
+            zero, one = x.dtype.type(0), x.dtype.type(1)
+            before = zeros_seen == 0
+            grad = backend.where(before, _flip_cumsum(backend.where(before, w, zero), axis) / x, zero)
+            first = is_zero & (zeros_seen == 1)
+            between = (zeros_seen == 1) & ~first
+            total = (_running_product(backend.where(between, x, one), axis) *
+                     backend.where(zeros_seen == 1, g, zero)).sum(axis=axis, keepdims=True)
+            # out just before the first zero (1 where it leads the row)
+            at = (slice(None),) * axis
+            shifted = xp.concatenate([xp.ones_like(out[at + (slice(0, 1),)]), out[at + (slice(0, -1),)]], axis=axis)
+            z = xp.expand_dims(xp.argmax(first, axis=axis), axis)  # (where the first zero is)
+            grad = backend.where(first, total * xp.take_along_axis(shifted, z, axis=axis), grad)
         return grad.astype(g.dtype, copy=False), None
 
     @staticmethod
