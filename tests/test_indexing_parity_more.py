@@ -168,3 +168,30 @@ def test_index_copy_and_index_fill_take_int64_indices_only():
     assert x.tolist() == [0.0, 0.0, 0.0]
     assert x.index_add(0, i32, mf.ones(1)).tolist() == [0.0, 1.0, 0.0]
     assert x.index_select(0, i32).tolist() == [0.0]
+
+
+def _one_by_one(base, index, values):
+    # PyTorch's CPU loop: each value added onto the running entry, rounded to the dtype at every step
+    out = base.copy()
+    for i, v in zip(index, values):
+        out[i] = out[i] + v
+    return out
+
+
+@pytest.mark.parametrize("dtype", (np.float32, np.float16))
+def test_index_add_and_index_put_accumulate_add_one_value_at_a_time(dtype):
+    # adding the repeated entries' sum once rounded differently (float32: -4103.5376 for PyTorch's -4103.5371)
+    rng = np.random.default_rng(3)
+    values = (rng.standard_normal(64) * 1e3).astype(dtype)
+    index = rng.integers(0, 4, 64)
+    base = (rng.standard_normal(4) * 1e-3).astype(dtype)
+    want = _one_by_one(base, index, values)
+    i, v = mf.tensor(index), mf.tensor(values)
+    np.testing.assert_array_equal(mf.tensor(base).index_add_(0, i, v).numpy(), want)
+    np.testing.assert_array_equal(mf.tensor(base).index_put_((i,), v, accumulate=True).numpy(), want)
+    if dtype == np.float32:  # (16-bit scatter_add_ adds a float32 sum once, as PyTorch's)
+        np.testing.assert_array_equal(mf.tensor(base).scatter_add_(0, i, v).numpy(), want)
+    # the gradient of a read with repeated indices: index_put_'s loop onto zeros
+    x = mf.zeros(4, dtype=mf.tensor(base).dtype, requires_grad=True)
+    x[i].backward(v)
+    np.testing.assert_array_equal(x.grad.numpy(), _one_by_one(np.zeros(4, dtype), index, values))

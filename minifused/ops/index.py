@@ -15,7 +15,7 @@ from .. import backend
 from ..autograd import Function
 from ..tensor import Tensor
 from ._common import autocast_promote, broadcast_shape, cast, normalize_axis, unbroadcast, unbroadcast_graph
-from .indexing import EmbedItem, GatherItem, accumulate, fill_number, setitem
+from .indexing import EmbedItem, GatherItem, accumulate, add_at, fill_number, setitem
 from .creation import arange
 from .elementwise import where
 from .shape import expand, flatten, reshape
@@ -165,7 +165,7 @@ class Scatter(Function):
         if reduce is None:
             out[grid] = part
         elif reduce == "add":
-            out += accumulate(out.shape, out.dtype, grid, part)
+            add_at(out, grid, part, half_at_once=True)
         else:
             at = getattr(xp.multiply, "at", None)
             if at is None:
@@ -216,7 +216,7 @@ class IndexPutAdd(Function):
         xp = _xp(x)
         out = backend.copy(x) if out is None else out
         added = xp.broadcast_to(value, _put_shape(out.shape, index))
-        out += accumulate(out.shape, out.dtype, index, added).astype(out.dtype, copy=False)
+        add_at(out, index, added)
         ctx.meta = (index, np.shape(value))
         return out
 
@@ -419,8 +419,8 @@ class IndexSelect(Function):
 
     @staticmethod
     def backward(ctx, g):
-        shape, dtype, index, axis = ctx.meta
-        return accumulate(shape, dtype, _along(axis, index, len(shape)), g), None, None
+        shape, dtype, index, axis = ctx.meta  # (PyTorch's index_add_: 16-bit floats round at each add on the CPU)
+        return add_at(_xp(g).zeros(shape, dtype), _along(axis, index, len(shape)), g), None, None
 
     @staticmethod
     def backward_graph(ctx, g):
@@ -435,7 +435,7 @@ class IndexAdd(Function):
     def forward(ctx, x, source, index, axis, alpha, out=None):
         out = backend.copy(x) if out is None else out
         src = source if alpha == 1 else source * alpha
-        out += accumulate(out.shape, out.dtype, _along(axis, index, out.ndim), src.astype(out.dtype, copy=False))
+        add_at(out, _along(axis, index, out.ndim), src)
         ctx.meta = (index, axis, alpha)
         return out
 

@@ -51,6 +51,19 @@ def accumulate(shape, dtype, index, values):
     return out.view(dtype) if acc == np.uint64 else out.astype(dtype, copy=False)
 
 
+def add_at(out, index, values, half_at_once=False):
+    """``out[index] += values`` in place, repeated positions adding up. On the host one entry after the other onto
+    ``out``'s own values, each sum rounded to out's dtype, as PyTorch's CPU loops (index_add_, index_put_ with
+    accumulate, scatter_add_): adding the entries' sum once rounds differently (1 ulp in float32). With
+    ``half_at_once``, 16-bit floats still add their float32 sum once (PyTorch's scatter_add_ and scatter_reduce_
+    'sum' there); on the GPU :func:`accumulate`'s sum is added."""
+    if _xp(out) is np and not (half_at_once and backend.is_floating(out.dtype) and out.dtype.itemsize < 4):
+        np.add.at(out, index, values.astype(out.dtype, copy=False))
+    else:
+        out += accumulate(out.shape, out.dtype, index, values).astype(out.dtype, copy=False)
+    return out
+
+
 def fill_number(op, value, dtype):
     """A number that ``op`` (setitem, masked_fill, index_fill, scatter) writes into ``dtype``, or PyTorch's error
     where it does not fit: a complex number into a real dtype, a finite float beyond float16's, bfloat16's or
@@ -265,8 +278,8 @@ class GatherItem(GetItem):
 
     @staticmethod
     def backward(ctx, g):
-        shape, dtype = ctx.meta
-        return accumulate(shape, dtype, ctx.index, g), None
+        shape, dtype = ctx.meta  # (PyTorch's index_put_ with accumulate: 16-bit floats round at each add on the CPU)
+        return add_at(_xp(g).zeros(shape, dtype), ctx.index, g), None
 
     @staticmethod
     def backward_graph(ctx, g):

@@ -13,7 +13,7 @@ from ..backend import InputError, InputTypeError
 from ..tensor import Tensor
 from .elementwise import _const, _zero_where, where
 from .index import _grid, _into_0d, _scatter_args
-from .indexing import EmbedItem, GatherItem, GetItem, accumulate
+from .indexing import EmbedItem, GatherItem, GetItem, accumulate, add_at
 from .shape import reshape
 
 __all__ = ["scatter_reduce"]
@@ -80,7 +80,7 @@ class ScatterReduce(Function):
             out[hit] = _identity(reduce, out.dtype)
         count = None
         if reduce in ("sum", "mean"):
-            out += accumulate(out.shape, out.dtype, grid, part).astype(out.dtype, copy=False)
+            add_at(out, grid, part, half_at_once=True)
         else:
             _reduce_at(out, grid, part, reduce)
         if reduce == "mean":  # each position's count of values: its own (if included) and those scattered there
