@@ -142,3 +142,16 @@ def test_cumprod_gradient_with_infinities_and_zeros_follows_pytorchs_formula():
     brute = [sum(np.prod(np.delete(x[0, :k + 1], i)) for k in range(i, 6)) for i in range(6)]
     np.testing.assert_allclose(grad_of(lambda t: t.cumprod(1), x)[0], brute)
     assert np.isnan(grad_of(lambda t: t.cumprod(1), [[nan]])).tolist() == [[False]]
+
+
+@pytest.mark.parametrize("order", [3.0, 1.5, 0.5, -1.0])
+def test_p_norm_gradient_at_zero_is_nan_where_the_norm_is_nan(order):
+    # PyTorch's gradient at x = 0 is 0 times its scale (g / norm^(p - 1), or g * norm^(1 - p) for p < 1): NaN when
+    # the norm is NaN; 0 where the norm is finite
+    g = grad_of(lambda x: mf.linalg.vector_norm(x, order, 1), [[0.0, 2.0, nan], [0.0, 2.0, -1.0]])
+    assert np.isnan(g[0]).all() and g[1, 0] == 0.0 and np.isfinite(g[1]).all()
+
+
+def test_fractional_norm_gradient_at_zero_with_an_infinite_norm_is_nan():
+    g = grad_of(lambda x: mf.linalg.vector_norm(x, 0.5, 1), [[1.0, 0.0, inf]])
+    assert g[0, 0] == inf and np.isnan(g[0, 1:]).all()

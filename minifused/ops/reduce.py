@@ -739,7 +739,7 @@ class VectorNorm(Function):
         zero = x.dtype.type(0)
         if order == 0:  # a count: no gradient at all, as in PyTorch (its input's .grad stays None)
             return None
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             if order in (math.inf, -math.inf):
                 hit = xp.abs(x) == norm  # (none where the norm is NaN: a zero gradient, as PyTorch's)
                 grad = backend.where(hit, xp.sign(x) * ge / hit.sum(axis=axes, keepdims=True), zero)
@@ -751,6 +751,11 @@ class VectorNorm(Function):
                 wide = np.float32 if x.dtype.itemsize < 4 else x.dtype  # a 16-bit |x| / norm can be subnormal
                 scaled = (xp.sign(x) * (xp.abs(x.astype(wide)) / norm.astype(wide)) ** (order - 1)).astype(x.dtype)
                 grad = backend.where((norm == 0) | (x == 0), zero, scaled) * ge
+                # at x = 0 PyTorch's formula is 0 times its scale, g * norm^(1 - p) (p < 1) or g / norm^(p - 1)
+                # (0 where the norm is): NaN where that is not finite (a NaN or, for p < 1, an infinite norm)
+                scale = ge * norm ** (1 - order) if order < 1 else \
+                    backend.where(norm == 0, zero, ge / norm ** (order - 1))
+                grad = backend.where(x == 0, zero * scale, grad)
         return grad.astype(g.dtype, copy=False)
 
     @staticmethod
