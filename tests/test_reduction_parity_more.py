@@ -155,3 +155,10 @@ def test_p_norm_gradient_at_zero_is_nan_where_the_norm_is_nan(order):
 def test_fractional_norm_gradient_at_zero_with_an_infinite_norm_is_nan():
     g = grad_of(lambda x: mf.linalg.vector_norm(x, 0.5, 1), [[1.0, 0.0, inf]])
     assert g[0, 0] == inf and np.isnan(g[0, 1:]).all()
+
+
+def test_histc_bins_must_be_an_int():
+    with pytest.raises(TypeError, match="bins"):  # (PyTorch's TypeError; was "bins must be > 0, got 4.0")
+        mf.histc(mf.ones(3), 4.0)
+    with pytest.raises(RuntimeError, match="bins must be > 0"):
+        mf.histc(mf.ones(3), 0)

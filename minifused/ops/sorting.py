@@ -409,7 +409,9 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     _check(op, input)
     if not backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
-    if isinstance(bins, bool) or not isinstance(bins, numbers.Integral) or bins <= 0:
+    if isinstance(bins, bool) or not isinstance(bins, numbers.Integral):
+        raise InputTypeError(f"{op}(): argument 'bins' must be int, not {type(bins).__name__}")
+    if bins <= 0:
         raise RuntimeError(f"{op}: bins must be > 0, got {bins!r}")
     lo, hi = float(min), float(max)
     if lo > hi:
