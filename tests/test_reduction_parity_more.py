@@ -162,3 +162,10 @@ def test_histc_bins_must_be_an_int():
         mf.histc(mf.ones(3), 4.0)
     with pytest.raises(RuntimeError, match="bins must be > 0"):
         mf.histc(mf.ones(3), 0)
+
+
+@pytest.mark.parametrize("call", [lambda x: x.amax(0), lambda x: x.max(0), lambda x: x.argmax(0), lambda x: x.median(0),
+                                  lambda x: mf.aminmax(x, dim=0)])
+def test_reducing_an_empty_dim_without_identity_is_an_index_error_as_pytorchs(call):
+    with pytest.raises(IndexError, match="empty dimension"):  # (still a ValueError / RuntimeError too)
+        call(mf.zeros(0, 3))

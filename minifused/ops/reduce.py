@@ -396,11 +396,16 @@ def mean(input: Tensor, dim=_NO_DIM, keepdim=False, dtype=None, *, axis=None):
     return Mean.apply(*_axes("mean", dim, input, keepdim))
 
 
+class EmptyDimError(InputError, IndexError):
+    """A reduction without an identity over an empty dim: PyTorch's IndexError ("Expected reduction dim 0 to have
+    non-zero size"), and the ValueError / RuntimeError of minifused's other bad input."""
+
+
 def _check_nonempty(op, x, axes):
     """A max/min-like reduction needs an element along every reduced axis (an empty input reduced along a
     non-empty axis gives an empty result, as PyTorch's)."""
     if (x._data.size == 0 if axes is None else builtins.any(x.shape[a] == 0 for a in axes)):
-        raise InputError(f"{op}: cannot reduce over an empty dimension of a tensor of shape {tuple(x.shape)}")
+        raise EmptyDimError(f"{op}: cannot reduce over an empty dimension of a tensor of shape {tuple(x.shape)}")
 
 
 def _extreme(op, input, dim, keepdim, largest):
