@@ -169,3 +169,9 @@ def test_histc_bins_must_be_an_int():
 def test_reducing_an_empty_dim_without_identity_is_an_index_error_as_pytorchs(call):
     with pytest.raises(IndexError, match="empty dimension"):  # (still a ValueError / RuntimeError too)
         call(mf.zeros(0, 3))
+
+
+def test_kthvalue_along_an_empty_dim_is_an_index_error():
+    with pytest.raises(IndexError, match="kthvalue"):  # (was "k must be in [1, 0]")
+        mf.zeros(0, 3).kthvalue(1, 0)
+    assert mf.zeros(0, 3).kthvalue(1, 1).values.shape == (0,)
