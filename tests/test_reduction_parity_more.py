@@ -175,3 +175,13 @@ def test_kthvalue_along_an_empty_dim_is_an_index_error():
     with pytest.raises(IndexError, match="kthvalue"):  # (was "k must be in [1, 0]")
         mf.zeros(0, 3).kthvalue(1, 0)
     assert mf.zeros(0, 3).kthvalue(1, 1).values.shape == (0,)
+
+
+def test_mode_of_a_short_row_with_nan_follows_pytorchs_insertion_sort():
+    # PyTorch sorts (value, index) pairs with <: a NaN stays where it is and stops the numbers moving past it, so
+    # [nan, 2, 1] sorts as [nan, 1, 2] and the first run, NaN, is the mode (every value once); [1, nan, 1] stays as
+    # it is: the two 1s are apart, and the first is named
+    x = cpu(np.array([[nan, 2.0, 1.0], [1.0, nan, 1.0], [2.0, 2.0, nan], [3.0, 1.0, 2.0]]))
+    values, indices = x.mode(1)
+    np.testing.assert_array_equal(values.numpy(), [nan, 1.0, 2.0, 1.0])
+    assert indices.tolist() == [0, 0, 1, 1]

@@ -148,9 +148,10 @@ def _pick(result, input, idx, axis, keepdim):
 
 def mode(input, dim=-1, keepdim=False):  # noqa: A002
     """The most frequent value along ``dim`` (the smallest of those equally frequent) and the index of its last
-    occurrence, as ``torch.mode``. A NaN equals nothing, so each counts once (NaNs sort last). PyTorch's CPU kernel
-    sorts a row with ``<``, which NaN leaves unordered, so its result for a row holding NaN follows no rule; and
-    for rows longer than 16 its unstable sort leaves which of the tied occurrences it names unspecified."""
+    occurrence, as ``torch.mode``. A NaN equals nothing, so each counts once. PyTorch's CPU kernel sorts a row with
+    ``<``, which NaN leaves unordered: for rows of up to 16 (its insertion sort) that order is followed here; longer
+    rows holding NaN sort it last, and for them its unstable sort leaves which of the tied occurrences it names
+    unspecified."""
     op = "mode"
     _check(op, input)
     if input.ndim == 0:
@@ -166,8 +167,35 @@ def mode(input, dim=-1, keepdim=False):  # noqa: A002
     runs[:, 0], runs[:, 1:] = True, ranked[:, 1:] != ranked[:, :-1]
     start = np.maximum.accumulate(np.where(runs, pos, 0), axis=1)
     end = np.argmax(pos - start, axis=1)  # the first run to reach the greatest length: the smallest value's
-    idx = order[np.arange(flat.shape[0]), end].reshape(rows.shape[:-1] + (1,))
+    picked = order[np.arange(flat.shape[0]), end]
+    if backend.is_floating(flat.dtype) and flat.shape[1] <= 16:  # rows with NaN: PyTorch's insertion sort, followed
+        for r in np.flatnonzero(np.isnan(flat).any(axis=1)):
+            picked[r] = _mode_index_insertion_sorted(flat[r])
+    idx = picked.reshape(rows.shape[:-1] + (1,))
     return _pick(ModeResult, input, backend.to_device(np.moveaxis(idx, -1, axis), input.device), axis, keepdim)
+
+
+def _mode_index_insertion_sorted(row):
+    """The index ``torch.mode`` names for a row of at most 16 elements holding NaN: its CPU kernel sorts (value, index)
+    pairs with ``<`` on the values (for so few, libstdc++'s insertion sort: a NaN moves nowhere and stops what moves
+    past it), then takes the last element of the first longest run of equal values."""
+    pairs = []
+    for i, v in enumerate(row.tolist()):
+        j = len(pairs)
+        if pairs and v < pairs[0][0]:
+            j = 0
+        else:
+            while j and v < pairs[j - 1][0]:
+                j -= 1
+        pairs.insert(j, (v, i))
+    best, length, run = 0, 0, 0
+    for k, (v, i) in enumerate(pairs):
+        run += 1
+        if k == len(pairs) - 1 or v != pairs[k + 1][0]:  # (NaN != NaN: each NaN a run of its own)
+            if run > length:
+                best, length = i, run
+            run = 0
+    return best
 
 
 def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
