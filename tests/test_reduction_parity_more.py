@@ -185,3 +185,15 @@ def test_mode_of_a_short_row_with_nan_follows_pytorchs_insertion_sort():
     values, indices = x.mode(1)
     np.testing.assert_array_equal(values.numpy(), [nan, 1.0, 2.0, 1.0])
     assert indices.tolist() == [0, 0, 1, 1]
+
+
+def test_var_mean_and_std_mean_means_follow_pytorchs_welford_update():
+    # PyTorch's var_mean / std_mean take the mean by m += (x - m) / k: an infinity followed by anything is NaN
+    x = cpu(np.array([[1.0, inf, 0.0, 2.0], [1.0, 0.0, 2.0, inf], [1.0, 2.0, 3.0, 6.0]]), requires_grad=True)
+    for fn in (mf.var_mean, mf.std_mean):
+        m = fn(x, 1)[1]
+        np.testing.assert_array_equal(m.detach().numpy(), [nan, inf, 3.0])
+        assert np.isnan(fn(x)[1].item()) and fn(x, 1, keepdim=True)[1].shape == (3, 1)
+    assert mf.mean(x, 1).tolist()[0] == inf  # (mean itself sums)
+    mf.var_mean(x, 1)[1].sum().backward()
+    assert (x.grad.numpy() == 0.25).all()  # (the gradient is mean's)

@@ -535,16 +535,36 @@ def std(input, dim=None, unbiased=None, keepdim=False, correction=None, *, axis=
     return _spread(Std, "std", input, *_unbiased_first(_alias("std", dim, axis), unbiased), keepdim, correction)
 
 
+def _welford_mean(input, dim, keepdim):
+    """The mean of ``var_mean`` / ``std_mean``: PyTorch's CPU kernel takes it by Welford's update, m += (x - m) / k,
+    so an infinity with any element after it (in the reduced elements' order) gives inf - inf = NaN where ``mean``
+    gives +-inf. That NaN is added to the mean (the gradient stays mean's)."""
+    out = mean(input, dim, keepdim)
+    x = input._data
+    if not backend.is_floating(x.dtype) or backend.is_cuda_array(x) or x.size == 0 or not np.isinf(x).any():
+        return out
+    axes = tuple(range(x.ndim)) if dim is None or (isinstance(dim, (tuple, list)) and not dim) else \
+        normalize_axis("var_mean", dim, x.ndim)
+    if x.ndim == 0:
+        return out
+    moved = np.moveaxis(x, axes, tuple(range(x.ndim - len(axes), x.ndim)))
+    flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+    followed = np.isinf(flat[..., :-1]).any(axis=-1)  # (an infinity before the last element)
+    if keepdim:
+        followed = np.expand_dims(followed, tuple(sorted(axes)))
+    return out + Tensor._from_array(np.where(followed, np.nan, 0).astype(out.dtype))
+
+
 def var_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
     """``(var, mean)`` over ``dim``, as ``torch.var_mean``."""
     dim, unbiased = _unbiased_first(dim, unbiased)
-    return var(input, dim, unbiased, keepdim, correction), mean(input, dim, keepdim)
+    return var(input, dim, unbiased, keepdim, correction), _welford_mean(input, dim, keepdim)
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
     """``(std, mean)`` over ``dim``, as ``torch.std_mean``."""
     dim, unbiased = _unbiased_first(dim, unbiased)
-    return std(input, dim, unbiased, keepdim, correction), mean(input, dim, keepdim)
+    return std(input, dim, unbiased, keepdim, correction), _welford_mean(input, dim, keepdim)
 
 
 _MinMax = namedtuple("aminmax", ["min", "max"])
