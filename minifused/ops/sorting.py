@@ -112,7 +112,8 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     """The ``k``-th smallest entry (1-based) along ``dim`` and its index."""
     _check("kthvalue", input)
     refuse_bool("kthvalue", input)
-    axis = _nonempty_axis("kthvalue", input, dim) if input.ndim else _axis("kthvalue", input, dim)  # (empty: IndexError)
+    # (an empty dim: IndexError)
+    axis = _nonempty_axis("kthvalue", input, dim) if input.ndim else _axis("kthvalue", input, dim)
     n = input.shape[axis] if input.ndim else 1
     k = _k("kthvalue", k, n, low=1)
     if input.ndim == 0:
