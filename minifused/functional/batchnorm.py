@@ -12,6 +12,9 @@ from ..ops import norm as _norm_ops
 from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops._common import cast as _cast
 from .conv import _conv2d_args
+from ..kernels import is_channels_last as _is_channels_last
+from ..ops.shape import channels_last as _channels_last
+from ..ops.shape import contiguous as _contiguous
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ..backend import InputError, InputTypeError
@@ -187,9 +190,13 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Group normalization as ``torch.nn.functional.group_norm``: the C channels of ``input`` (N, C, ...)
     in ``num_groups`` groups, each (sample, group) normalized over its channels and positions (biased
     variance), then the per-channel ``weight`` and ``bias``. Float32 inside a cuda autocast region (PyTorch's
-    float32 list there; its cpu list lacks it)."""
+    float32 list there; its cpu list lacks it). A channels-last input gives a channels-last output on the cpu,
+    a C-contiguous one on cuda, as PyTorch's kernels do."""
     input, weight, bias = _autocast_float32(input, weight, bias, devices=("cuda",))
-    return _group_norm(input, num_groups, weight, bias, eps)
+    y = _group_norm(input, num_groups, weight, bias, eps)
+    if input.ndim == 4 and not _backend.is_cuda_array(input._data) and _is_channels_last(input._data):
+        y = _contiguous(y, _channels_last)
+    return y
 
 
 def _group_norm(input, num_groups, weight, bias, eps):

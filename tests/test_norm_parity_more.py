@@ -1,0 +1,62 @@
+"""Normalization layers against PyTorch's documented rules, on the cpu: the memory format of their results,
+their warnings, their errors and the state they leave; values against float64 NumPy references."""
+
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+import minifused.nn as nn
+
+from tolerances import cpu
+
+
+def _channels_last(a):
+    return cpu(a).contiguous(memory_format=mf.channels_last)
+
+
+def _is_cl(t):
+    """Laid out channels-last, and not C-contiguous too."""
+    return t.is_contiguous(memory_format=mf.channels_last) and not t.is_contiguous()
+
+
+def gn64(x, groups, w=None, b=None, eps=1e-5):
+    x = np.asarray(x, np.float64)
+    n, c = x.shape[:2]
+    g = x.reshape(n, groups, -1)
+    y = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + eps)).reshape(x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    if w is not None:
+        y = y * np.reshape(w, shape)
+    if b is not None:
+        y = y + np.reshape(b, shape)
+    return y
+
+
+# ---------------------------------------------------------------- memory format
+@pytest.mark.parametrize("affine", [False, True])
+def test_group_norm_keeps_channels_last_on_cpu(affine, rng):
+    """PyTorch's cpu group_norm writes its result in the input's suggested memory format: a channels-last
+    input gives a channels-last result (its cuda kernels give a C-contiguous one)."""
+    x = rng.standard_normal((2, 6, 3, 4)).astype(np.float32)
+    w, b = (rng.standard_normal(6, np.float32), rng.standard_normal(6, np.float32)) if affine else (None, None)
+    y = F.group_norm(_channels_last(x), 3, None if w is None else cpu(w), None if b is None else cpu(b))
+    assert _is_cl(y)
+    np.testing.assert_allclose(y.numpy(), gn64(x, 3, w, b), rtol=1e-5, atol=1e-5)
+    m = nn.GroupNorm(2, 6)
+    assert _is_cl(m(_channels_last(x)))
+    assert F.group_norm(cpu(x), 3).is_contiguous()  # a C-contiguous input stays so
+
+
+def test_group_norm_channels_last_gradients(rng):
+    """The channels-last result is the same function of the input: its gradient is the C-contiguous input's."""
+    x = rng.standard_normal((2, 4, 3, 3))
+    dy = rng.standard_normal(x.shape)
+    grads = []
+    for make in (cpu, _channels_last):
+        xt = make(x).requires_grad_()
+        w = cpu(np.linspace(0.5, 2, 4), requires_grad=True)
+        (F.group_norm(xt, 2, w) * cpu(dy)).sum().backward()
+        grads.append((xt.grad.numpy(), w.grad.numpy()))
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
