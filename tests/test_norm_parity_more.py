@@ -60,3 +60,18 @@ def test_group_norm_channels_last_gradients(rng):
         grads.append((xt.grad.numpy(), w.grad.numpy()))
     for a, b in zip(*grads):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("use_input_stats", [True, False])
+def test_instance_norm_result_is_contiguous(use_input_stats, rng):
+    """PyTorch's instance_norm normalizes ``input.contiguous()``: a channels-last input gives a C-contiguous
+    result, in training and with the running statistics (which batch_norm alone would keep channels-last)."""
+    x = rng.standard_normal((2, 3, 4, 5))
+    rm, rv = rng.standard_normal(3), rng.random(3) + 0.5
+    y = F.instance_norm(_channels_last(x), cpu(rm), cpu(rv), use_input_stats=use_input_stats, momentum=0.0)
+    assert y.is_contiguous() and not _is_cl(y)
+    if use_input_stats:
+        ref = gn64(x, 3)
+    else:
+        ref = (x - rm.reshape(1, 3, 1, 1)) / np.sqrt(rv.reshape(1, 3, 1, 1) + 1e-5)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-5, atol=1e-5)

@@ -239,7 +239,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     (N, C, ...) normalized over its positions (biased variance) — group_norm with one channel per group — then
     the per-channel ``weight`` and ``bias``. With ``running_mean`` / ``running_var`` the batch's statistics
     (each instance's mean and unbiased variance, averaged over the samples) move them by ``momentum``, in place;
-    ``use_input_stats=False`` normalizes with them instead."""
+    ``use_input_stats=False`` normalizes with them instead. The result is C-contiguous whatever the input's
+    layout, as PyTorch's (which normalizes ``input.contiguous()``)."""
     op = "instance_norm"
     _check_input(op, input)
     if input.ndim < 3:
@@ -267,6 +268,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             if p is not None:
                 y = y + _reshape(p, 1, c, *(1,) * (input.ndim - 2)) * 0
         return _cast(y, input.dtype)
+    input = _contiguous(input)  # (as PyTorch's: a C-contiguous result whatever the input's layout)
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, 0.0, eps)
     y = _group_norm(input, c, weight, bias, eps)
