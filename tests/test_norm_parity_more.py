@@ -33,6 +33,19 @@ def gn64(x, groups, w=None, b=None, eps=1e-5):
     return y
 
 
+def lrn64(x, size, alpha, beta, k):
+    """PyTorch's documented LRN: x / (k + alpha / size * sum of x^2 over channels c - size//2 .. c + (size-1)//2)^beta
+    (channels outside [0, C) count as zeros)."""
+    x = np.asarray(x, np.float64)
+    c = x.shape[1]
+    out = np.empty_like(x)
+    for ch in range(c):
+        lo, hi = max(0, ch - size // 2), min(c, ch + (size - 1) // 2 + 1)
+        s = (x[:, lo:hi] ** 2).sum(1)
+        out[:, ch] = x[:, ch] / (k + alpha / size * s) ** beta
+    return out
+
+
 # ---------------------------------------------------------------- memory format
 @pytest.mark.parametrize("affine", [False, True])
 def test_group_norm_keeps_channels_last_on_cpu(affine, rng):
@@ -75,3 +88,13 @@ def test_instance_norm_result_is_contiguous(use_input_stats, rng):
     else:
         ref = (x - rm.reshape(1, 3, 1, 1)) / np.sqrt(rv.reshape(1, 3, 1, 1) + 1e-5)
     np.testing.assert_allclose(y.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_local_response_norm_keeps_channels_last(rng):
+    """PyTorch's local_response_norm ends with ``input / div``, which takes the input's layout: a channels-last
+    4-d input gives a channels-last result."""
+    x = rng.standard_normal((2, 5, 3, 4)) * 2
+    y = F.local_response_norm(_channels_last(x), 3, 0.5, 0.6, 2.0)
+    assert _is_cl(y)
+    np.testing.assert_allclose(y.numpy(), lrn64(x, 3, 0.5, 0.6, 2.0), rtol=1e-5, atol=1e-6)
+    assert F.local_response_norm(cpu(x), 3).is_contiguous()

@@ -304,5 +304,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     sq = _reshape(input * input, n, 1, c, -1)  # the channels as the rows of a one-channel image
     sq = pad(sq, (0, 0, size // 2, (size - 1) // 2))
     div = _reshape(avg_pool2d(sq, (size, 1), stride=1), input.shape)
+    if input.ndim == 4 and _is_channels_last(input._data):  # the result laid out as the input, as PyTorch's
+        div = _contiguous(div, _channels_last)
     return input / (div * float(alpha) + float(k)) ** float(beta)
 
