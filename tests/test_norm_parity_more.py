@@ -1,5 +1,7 @@
 """Normalization layers against PyTorch's documented rules, on the cpu: the memory format of their results,
 their warnings, their errors and the state they leave; values against float64 NumPy references."""
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -98,3 +100,23 @@ def test_local_response_norm_keeps_channels_last(rng):
     assert _is_cl(y)
     np.testing.assert_allclose(y.numpy(), lrn64(x, 3, 0.5, 0.6, 2.0), rtol=1e-5, atol=1e-6)
     assert F.local_response_norm(cpu(x), 3).is_contiguous()
+
+
+# ---------------------------------------------------------------- warnings
+def test_instance_norm_channel_mismatch_warning_matches_pytorch_filter(rng):
+    """Without affine (and running statistics) an InstanceNorm takes any channel count and warns; the warning
+    starts with PyTorch's words, so that ``filterwarnings(message=...)`` written for PyTorch silences it."""
+    x = cpu(rng.standard_normal((2, 3, 5)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = nn.InstanceNorm1d(4)(x)
+    assert len(caught) == 1
+    text = str(caught[0].message)
+    assert text.startswith("input's size at dim=1 does not match num_features.")
+    assert "InstanceNorm1d" in text and "[2, 3, 5]" in text
+    np.testing.assert_allclose(y.numpy(), gn64(x.numpy(), 3), rtol=1e-5, atol=1e-5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", message=re.escape("input's size at dim=0 does not match num_features"))
+        nn.InstanceNorm1d(4)(x[0])  # unbatched: the channels are dimension 0
+    assert not caught

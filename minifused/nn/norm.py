@@ -411,11 +411,16 @@ class _InstanceNorm(_NormBase):
         unbatched = input.ndim == spatial + 1
         x = input.unsqueeze(0) if unbatched else input
         if x.shape[1] != self.num_features:
-            message = (f"{name}: expected {self.num_features} channels (num_features) in dimension "
-                       f"{0 if unbatched else 1}, got input of shape {list(input.shape)}")
+            dim = 0 if unbatched else 1
+            message = (f"{name}: expected {self.num_features} channels (num_features) in dimension {dim}, got input "
+                       f"of shape {list(input.shape)}")
             if self.affine or self.track_running_stats:
                 raise InputError(message)
-            warnings.warn(message + "; with affine=False the layer normalizes them all the same", stacklevel=2)
+            # PyTorch's words first, so that a filter written for its warning (a regex matched from the
+            # message's start) silences this one too
+            warnings.warn(f"input's size at dim={dim} does not match num_features. You can silence this warning by "
+                          f"not passing in num_features, which is not used because affine=False ({message})",
+                          stacklevel=2)
         y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                             self.training or not self.track_running_stats,
                             self.momentum if self.momentum is not None else 0.0, self.eps)
