@@ -599,3 +599,51 @@ def test_one_element_integer_tensors_as_int_arguments(rng):
         F.max_pool2d(x, mf.tensor(2.0))  # (a floating tensor is no int, as there)
     y = F.max_pool3d(x[None], (1, two, two), stride=[1, two, 2])
     np.testing.assert_array_equal(y.numpy(), F.max_pool3d(x[None], (1, 2, 2)).numpy())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_gpu_avg_pool_tiled_windows_either_layout(dtype, poisoned_pool):
+    """Windows that tile the input exactly (global pooling among them) take avgpool_tiled_*, channels-last in
+    place: the same bits as the general kernels in either layout (the same sums in the same order; the backward
+    writes every input: poisoned pool), the layout kept, and the references' values; divisor_override too."""
+    import cupy
+
+    from minifused.kernels import empty_channels_last, is_channels_last
+
+    def bits(a):
+        return np.ascontiguousarray(cupy.asnumpy(a)).view(np.uint8)
+
+    dt = backend.as_dtype(dtype)
+    rng = np.random.default_rng(11)
+    tol = 1e-2 if dt.itemsize == 2 else 1e-6
+    for shape, k, divisor in (((3, 5, 4, 4), (4, 4), 0), ((2, 16, 12, 9), (3, 3), 0), ((2, 24, 8, 6), (4, 2), 5),
+                              ((1, 8, 7, 7), (7, 7), 0), ((2, 3, 1, 1), (1, 1), 0)):
+        x = rng.standard_normal(shape).astype(dt)
+        n, c, h, w = shape
+        p, q = h // k[0], w // k[1]
+        dy = rng.standard_normal((n, c, p, q)).astype(dt)
+        general_y = cupy.ndarray((n, c, p, q), dt)  # avgpool_fwd / avgpool_bwd, C-contiguous, for the bits
+        K._launch(dt, "avgpool_fwd", general_y.size, (cupy.asarray(x), general_y),
+                  (n * c, h, w, p, q, *k, *k, 0, 0, 1, divisor))
+        general_dx = cupy.ndarray(shape, dt)
+        K._launch(dt, "avgpool_bwd", general_dx.size, (cupy.asarray(dy), general_dx),
+                  (n * c, h, w, p, q, *k, *k, 0, 0, 1, divisor))
+        np.testing.assert_allclose(cupy.asnumpy(general_y).astype(np.float64),
+                                   K.avg_pool2d_forward_ref(x, k, k, (0, 0), False, True, divisor).astype(np.float64),
+                                   rtol=tol, atol=tol)
+        np.testing.assert_array_equal(cupy.asnumpy(general_dx).astype(np.float64),
+                                      K.avg_pool2d_backward_ref(dy, shape, k, k, (0, 0), True, divisor)
+                                      .astype(np.float64))
+        for cl in (False, True):
+            xg = cupy.asarray(x)
+            if cl:
+                xg_cl = empty_channels_last(shape, dt)
+                xg_cl[...] = xg
+                xg = xg_cl
+            y = K.avg_pool2d_forward(xg, k, k, (0, 0), False, True, divisor)
+            dx = K.avg_pool2d_backward(cupy.asarray(dy), shape, k, k, (0, 0), True, divisor, channels_last=cl)
+            assert is_channels_last(y) == (cl and p * q > 1 and c > 1)
+            assert is_channels_last(dx) == (cl and h * w > 1 and c > 1)
+            np.testing.assert_array_equal(bits(y), bits(general_y))
+            np.testing.assert_array_equal(bits(dx), bits(general_dx))

@@ -1,4 +1,5 @@
-// 2-D max and average pooling over NCHW planes, forward and backward. One thread per output
+// 2-D max and average pooling over NCHW planes (average pooling whose windows tile the input also channels-last:
+// avgpool_tiled_*, at the end), forward and backward. One thread per output
 // (forward) or per input element (backward: it gathers from the windows that contain it, so the
 // result is deterministic with no atomics). Max pooling's window taps are dh, dw apart (dilation); it
 // keeps, for its backward, the argmax's position inside its window (tap i*kw + j, padding included) in
@@ -210,4 +211,69 @@ extern "C" __global__ void avgpool_bwd(const T* __restrict__ dy, T* __restrict__
                                        int divisor) {
     DISPATCH(avgpool_bwd_body, NC * max((long long)H * W, (long long)P * Q), dy, dx, NC, H, W, P, Q, kh, kw, sh, sw,
              ph, pw, include_pad, divisor);
+}
+
+// Average pooling whose windows tile the input exactly (kernel == stride, no padding, H = P*kh, W = Q*kw: global
+// pooling among them), in either layout: NHWC (channels-last, x's memory (N, H, W, C) and y's (N, P, Q, C)) or
+// NCHW. The forward sums a window in avgpool_fwd's order (rows, then columns) and divides as it does, so both
+// layouts give its bits; the backward's thread takes a window (one output) and writes its kh*kw inputs, each its
+// output's gradient over the divisor (every input lies in one window): no per-element index math, which bounded
+// avgpool_bwd's instructions. cnt: divisor_override, or kh*kw.
+template <bool NHWC, typename I>
+__device__ __forceinline__ I tile_origin(I o, int C, int H, int W, int P, int Q, int kh, int kw) {
+    // the flat index of window o's first input (o in the output's memory order)
+    if (NHWC) {
+        const int c = (int)(o % C);
+        const I t = o / C;
+        const int q = (int)(t % Q);
+        const I u = t / Q;
+        const int p = (int)(u % P);
+        const I n = u / P;
+        return ((n * H + (I)p * kh) * W + (I)q * kw) * C + c;
+    }
+    const int q = (int)(o % Q);
+    const I t = o / Q;
+    const int p = (int)(t % P);
+    const I nc = t / P;
+    return (nc * H + (I)p * kh) * W + (I)q * kw;
+}
+
+template <typename I>
+__device__ __forceinline__ void avgpool_tiled_fwd_body(const T* __restrict__ x, T* __restrict__ y, long long NC, int C,
+                                                       int H, int W, int P, int Q, int kh, int kw, int cnt, int nhwc) {
+    const I tap = nhwc ? C : 1;  // the distance of neighbouring columns in memory
+    GRID_LOOP(o, NC * P * Q) {
+        const I at = nhwc ? tile_origin<true, I>(o, C, H, W, P, Q, kh, kw) : tile_origin<false, I>(o, C, H, W, P, Q,
+                                                                                                  kh, kw);
+        A s = 0;
+        for (int i = 0; i < kh; ++i)
+            for (int j = 0; j < kw; ++j) s += to_acc<A>(x[at + ((I)i * W + j) * tap]);
+        y[o] = from_acc<T>(s / (A)cnt);
+    }
+}
+
+extern "C" __global__ void avgpool_tiled_fwd(const T* __restrict__ x, T* __restrict__ y, long long NC, int C, int H,
+                                             int W, int P, int Q, int kh, int kw, int cnt, int nhwc) {
+    DISPATCH(avgpool_tiled_fwd_body, NC * (long long)H * W, x, y, NC, C, H, W, P, Q, kh, kw, cnt, nhwc);
+}
+
+template <typename I>
+__device__ __forceinline__ void avgpool_tiled_bwd_body(const T* __restrict__ dy, T* __restrict__ dx, long long NC,
+                                                       int C, int H, int W, int P, int Q, int kh, int kw, int cnt,
+                                                       int nhwc) {
+    const I tap = nhwc ? C : 1;
+    GRID_LOOP(o, NC * P * Q) {
+        const I at = nhwc ? tile_origin<true, I>(o, C, H, W, P, Q, kh, kw) : tile_origin<false, I>(o, C, H, W, P, Q,
+                                                                                                  kh, kw);
+        A s = 0;  // (0 + g, as avgpool_bwd's sum over the one window: -0 becomes +0 there too)
+        s += to_acc<A>(dy[o]) / (A)cnt;
+        const T g = from_acc<T>(s);
+        for (int i = 0; i < kh; ++i)
+            for (int j = 0; j < kw; ++j) dx[at + ((I)i * W + j) * tap] = g;
+    }
+}
+
+extern "C" __global__ void avgpool_tiled_bwd(const T* __restrict__ dy, T* __restrict__ dx, long long NC, int C, int H,
+                                             int W, int P, int Q, int kh, int kw, int cnt, int nhwc) {
+    DISPATCH(avgpool_tiled_bwd_body, NC * (long long)H * W, dy, dx, NC, C, H, W, P, Q, kh, kw, cnt, nhwc);
 }

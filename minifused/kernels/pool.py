@@ -16,7 +16,8 @@ pool keeps 1 byte per output instead of 4). The backward decodes it with the win
 NumPy arrays go to the references (``*_ref``), CuPy arrays (every float dtype) to ``pool.cu``. The forward
 references also take integer arrays (max pooling any integer dtype, average pooling int64), computed in their own
 dtype: the max exact, the average's sum divided with C's truncation toward zero, as PyTorch's cpu kernels.
-Inputs are assumed valid and C-contiguous.
+Inputs are assumed valid and C-contiguous, but for average pooling's, which take either dense layout (and return
+it), channels-last in place where the windows tile the input (:func:`tiles_exactly`).
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ import functools
 import numpy as np
 
 from .. import backend
-from . import ARG, Prepared, acc_dtype, clear_unset, ctype, get_kernel
+from . import ARG, Prepared, acc_dtype, clear_unset, ctype, empty_channels_last, get_kernel, is_channels_last, to_layout
+from .conv import relayout
 
 
 def out_size(size, kernel, stride, padding, ceil_mode=False, dilation=1):
@@ -256,29 +258,51 @@ def max_pool2d_backward(dy, indices, x_shape, kernel, stride, padding, dilation=
     return dx
 
 
+def tiles_exactly(hw, kernel, stride, padding):
+    """Whether pooling windows tile an ``hw`` (h, w) input exactly: kernel == stride, no padding, h and w whole
+    windows (global pooling among them; every input in one window)."""
+    return (tuple(stride) == tuple(kernel) and tuple(padding) == (0, 0) and hw[0] % kernel[0] == 0
+            and hw[1] % kernel[1] == 0)
+
+
 def avg_pool2d_forward(x, kernel, stride, padding, ceil_mode=False, count_include_pad=True, divisor=0):
-    """``divisor``: divisor_override (0: none)."""
+    """``divisor``: divisor_override (0: none). x C-contiguous or channels-last (or strided), y in x's layout:
+    windows that tile x exactly read a channels-last x in place (:func:`tiles_exactly`: avgpool_tiled_fwd, either
+    layout), other windows a C-contiguous copy."""
+    cl = is_channels_last(x)
     if not backend.is_cuda_array(x):
-        return avg_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
+        return to_layout(avg_pool2d_forward_ref(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor), cl)
     import cupy
 
     n, c, h, w = x.shape
     p = out_size(h, kernel[0], stride[0], padding[0], ceil_mode)
     q = out_size(w, kernel[1], stride[1], padding[1], ceil_mode)
+    if tiles_exactly((h, w), kernel, stride, padding):
+        y = empty_channels_last((n, c, p, q), x.dtype) if cl else cupy.ndarray((n, c, p, q), x.dtype)
+        _launch(x.dtype, "avgpool_tiled_fwd", y.size, (relayout(x, cl), y),
+                (n * c, c, h, w, p, q, *kernel, divisor or kernel[0] * kernel[1], int(cl)))
+        return y
     y = cupy.ndarray((n, c, p, q), x.dtype)
-    _launch(x.dtype, "avgpool_fwd", y.size, (x, y),
+    _launch(x.dtype, "avgpool_fwd", y.size, (relayout(x, False), y),
             (n * c, h, w, p, q, *kernel, *stride, *padding, int(count_include_pad), int(divisor)))
-    return y
+    return relayout(y, cl)
 
 
-def avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad=True, divisor=0):
+def avg_pool2d_backward(dy, x_shape, kernel, stride, padding, count_include_pad=True, divisor=0, channels_last=False):
+    """dx laid out ``channels_last`` or C-contiguous, from a dy in either (or strided)."""
     if not backend.is_cuda_array(dy):
-        return avg_pool2d_backward_ref(dy, x_shape, kernel, stride, padding, count_include_pad, divisor)
+        return to_layout(avg_pool2d_backward_ref(dy, x_shape, kernel, stride, padding, count_include_pad, divisor),
+                         channels_last)
     import cupy
 
     n, c, h, w = x_shape
     _, _, p, q = dy.shape
+    if tiles_exactly((h, w), kernel, stride, padding):
+        dx = empty_channels_last(x_shape, dy.dtype) if channels_last else cupy.ndarray(x_shape, dy.dtype)
+        _launch(dy.dtype, "avgpool_tiled_bwd", dy.size, (relayout(dy, channels_last), dx),
+                (n * c, c, h, w, p, q, *kernel, divisor or kernel[0] * kernel[1], int(channels_last)))
+        return dx
     dx = cupy.ndarray(x_shape, dy.dtype)
-    _launch(dy.dtype, "avgpool_bwd", dx.size, (dy, dx),
+    _launch(dy.dtype, "avgpool_bwd", dx.size, (relayout(dy, False), dx),
             (n * c, h, w, p, q, *kernel, *stride, *padding, int(count_include_pad), int(divisor)))
-    return dx
+    return relayout(dx, channels_last)

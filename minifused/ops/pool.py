@@ -1,8 +1,9 @@
 """Max and average pooling. Max pooling keeps, on the tape, each maximum's position inside its window
 (uint8 for windows of up to 256 positions; see ``kernels.pool``) for its backward; asked for them, it
 also returns them as PyTorch does (flat int64 ``h*W + w``, no gradient). The kernels run on C-contiguous
-arrays; a channels-last input gets a channels-last output and gradient, as PyTorch's (``relayout``: on the GPU
-the convolutions' tiled transpose, which a copy of a transposed view reaches a fraction of the speed of)."""
+arrays (average pooling's whose windows tile the input exactly on channels-last ones too); a channels-last input gets
+a channels-last output and gradient, as PyTorch's (``relayout``: on the GPU the convolutions' tiled transpose, which a
+copy of a transposed view reaches a fraction of the speed of)."""
 from __future__ import annotations
 
 from .. import autograd, backend
@@ -52,20 +53,17 @@ class AvgPool2dFn(Function):
     @staticmethod
     def forward(ctx, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor):
         ctx.channels_last = is_channels_last(x)
-        x = relayout(x, False)
         ctx.x_shape = tuple(x.shape)
         ctx.geometry = (kernel, stride, padding)
         ctx.count_include_pad, ctx.divisor = count_include_pad, divisor
         if ctx.recording:  # (the forward again, for a gradient of the gradient)
             ctx.ceil_mode = ceil_mode
-        y = K.avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
-        return relayout(y, ctx.channels_last)
+        return K.avg_pool2d_forward(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)  # (x's layout)
 
     @staticmethod
     def backward(ctx, dy):
-        dy = relayout(dy, False)
-        dx = K.avg_pool2d_backward(dy, ctx.x_shape, *ctx.geometry, ctx.count_include_pad, ctx.divisor)
-        return relayout(dx, ctx.channels_last)
+        return K.avg_pool2d_backward(dy, ctx.x_shape, *ctx.geometry, ctx.count_include_pad, ctx.divisor,
+                                     ctx.channels_last)
 
     @staticmethod
     def backward_graph(ctx, dy):

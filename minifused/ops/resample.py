@@ -11,7 +11,6 @@ import numpy as np
 from .. import backend
 from ..autograd import Function
 from ..kernels import acc_dtype, is_channels_last, to_layout
-from ..kernels.conv import relayout
 from ..kernels import dropout as KD
 from ..kernels import pool as KP
 from ..kernels import resample as KR
@@ -402,8 +401,7 @@ class AdaptiveAvgPool2dFn(Function):
         ctx.x_shape, ctx.channels_last = x.shape, is_channels_last(x)
         if h % oh == 0 and w % ow == 0:
             ctx.window = (h // oh, w // ow)
-            y = KP.avg_pool2d_forward(relayout(x, False), ctx.window, ctx.window, (0, 0))
-            return relayout(y, ctx.channels_last)
+            return KP.avg_pool2d_forward(x, ctx.window, ctx.window, (0, 0))  # (in x's layout)
         acc = acc_dtype(x.dtype)
         ctx.window = None
         ctx.bins = rows, cols = device_table(x, _bin_taps, h, oh), device_table(x, _bin_taps, w, ow)
@@ -414,8 +412,8 @@ class AdaptiveAvgPool2dFn(Function):
     @staticmethod
     def backward(ctx, g):
         if ctx.window is not None:
-            gx = KP.avg_pool2d_backward(relayout(g, False), ctx.x_shape, ctx.window, ctx.window, (0, 0))
-            return relayout(gx, ctx.channels_last), None
+            return KP.avg_pool2d_backward(g, ctx.x_shape, ctx.window, ctx.window, (0, 0), True, 0,
+                                          ctx.channels_last), None
         rows, cols = ctx.bins
         h, w = ctx.x_shape[2:]
         dtype, acc = g.dtype, acc_dtype(g.dtype)
