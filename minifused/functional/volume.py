@@ -31,17 +31,18 @@ _CPU = ("cpu",)  # the pools on PyTorch's cpu autocast float32 list (a region co
 
 # ---------------------------------------------------------------- argument helpers
 def _triple(op, name, value, minimum):
-    """An int or a 3-sequence of ints, each >= ``minimum`` (PyTorch: TypeError for non-ints, RuntimeError else)."""
+    """An int or a 3-sequence of ints, each >= ``minimum`` (PyTorch: TypeError for non-ints; else a RuntimeError, or
+    the ValueError of a wrong length's unpacking: InputError is both)."""
     value = _tensor_ints(value)  # (one-element integer tensors as their ints, as PyTorch takes them)
     vals = tuple(value) if isinstance(value, (tuple, list)) else (value,) * 3
     if len(vals) == 1:
         vals = vals * 3
     if len(vals) != 3:
-        raise RuntimeError(f"{op}: {name} must be an int or a tuple of three ints, got {value!r}")
+        raise InputError(f"{op}: {name} must be an int or a tuple of three ints, got {value!r}")
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in vals):
         raise InputTypeError(f"{op}: {name} must be an int or a tuple of three ints, got {value!r}")
     if min(vals) < minimum:
-        raise RuntimeError(f"{op}: {name} must be >= {minimum}, got {value!r}")
+        raise InputError(f"{op}: {name} must be >= {minimum}, got {value!r}")
     return tuple(int(v) for v in vals)
 
 

@@ -180,8 +180,11 @@ class Conv1d(Module):
         if padding_mode not in PADDING_MODES:
             raise InputError(f"Conv1d: padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, got "
                              f"{padding_mode!r}")
-        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1
-                   for v in (in_channels, out_channels, groups)) or in_channels % groups or out_channels % groups:
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                   for v in (in_channels, out_channels, groups)):  # (a float: PyTorch's TypeError)
+            raise InputTypeError(f"Conv1d: in_channels, out_channels and groups must be ints, got {in_channels!r}, "
+                                 f"{out_channels!r} and {groups!r}")
+        if min(in_channels, out_channels, groups) < 1 or in_channels % groups or out_channels % groups:
             raise InputError(f"Conv1d: in_channels={in_channels!r} and out_channels={out_channels!r} must be "
                              f"positive ints divisible by groups={groups!r}")
 

@@ -23,10 +23,13 @@ __all__ = ["Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPo
 
 
 def _layer_triple(name, arg, value, minimum):
-    """A layer argument as a triple (the layer's constructor raises ValueError, as PyTorch's)."""
+    """A layer argument as a triple: a value that is no int, a float say, raises the TypeError PyTorch's constructor
+    raises (building the weight of that size), a wrong one a ValueError (and RuntimeError)."""
     try:
         return _triple(name, arg, value, minimum)
-    except (RuntimeError, TypeError) as e:
+    except TypeError as e:
+        raise InputTypeError(str(e)) from None
+    except RuntimeError as e:
         raise InputError(str(e)) from None
 
 

@@ -1,0 +1,47 @@
+"""Convolution and pooling corners checked against PyTorch's documented rules: the exception types PyTorch raises
+for bad layer arguments and unsupported dtypes, the once-per-process warning of an asymmetric padding='same', and
+the messages naming the op and the shape that came. (cpu)"""
+
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+import minifused.nn as nn
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+# ---------------------------------------------------------------- layer arguments of the wrong type
+@pytest.mark.parametrize("make", [lambda: nn.Conv1d(4.0, 6, 3), lambda: nn.Conv1d(4, 6.0, 3),
+                                  lambda: nn.Conv1d(4, 6, 3, groups=2.0), lambda: nn.Conv3d(4, 6, 3.0),
+                                  lambda: nn.Conv3d(4, 6, (3, 3.0, 3)), lambda: nn.ConvTranspose3d(4, 6, "3"),
+                                  lambda: nn.Conv3d(4, 6, 3, stride=1.5)])
+def test_conv_layer_non_int_arguments_raise_type_error(make):
+    """PyTorch's layers build their weight of that size, which refuses a float: a TypeError (not a ValueError)."""
+    with pytest.raises(TypeError) as info:
+        make()
+    assert not isinstance(info.value, ValueError)
+    assert "Conv" in str(info.value)
+
+
+@pytest.mark.parametrize("make", [lambda: nn.Conv1d(4, 6, 3, groups=0), lambda: nn.Conv1d(3, 6, 3, groups=2),
+                                  lambda: nn.Conv1d(-1, 6, 3)])
+def test_conv1d_layer_bad_channel_counts_raise_value_error(make):
+    with pytest.raises(ValueError, match="Conv1d"):
+        make()
+
+
+def test_pool3d_kernel_of_wrong_length_raises_value_error():
+    """lp_pool3d unpacks its kernel into three (a ValueError in PyTorch for four); the other 3-D ops' RuntimeError:
+    the error is both."""
+    x = mf.tensor(rand(1, 2, 4, 4, 4))
+    for call in (lambda: F.lp_pool3d(x, 2, (2, 2, 2, 2)), lambda: F.max_pool3d(x, (2, 2, 2, 2)),
+                 lambda: F.avg_pool3d(x, 2, (1, 1))):
+        with pytest.raises(ValueError, match="must be an int or a tuple of three ints") as info:
+            call()
+        assert isinstance(info.value, RuntimeError)
+    with pytest.raises(RuntimeError, match=r"max_pool3d: stride must be >= 1, got 0"):
+        F.max_pool3d(x, 2, 0)
