@@ -120,3 +120,24 @@ def test_instance_norm_channel_mismatch_warning_matches_pytorch_filter(rng):
         warnings.filterwarnings("ignore", message=re.escape("input's size at dim=0 does not match num_features"))
         nn.InstanceNorm1d(4)(x[0])  # unbatched: the channels are dimension 0
     assert not caught
+
+
+# ---------------------------------------------------------------- autocast
+@pytest.mark.parametrize("shape", [(2, 5, 3, 4), (2, 5, 2, 2, 3)])
+def test_local_response_norm_cpu_autocast_sums_in_float32(shape, rng):
+    """PyTorch's local_response_norm sums the window of a 4-d or 5-d input with avg_pool3d, which cpu autocast
+    runs in float32: the squares (rounded to the input's bfloat16) averaged in float32, and ``input / div`` a
+    float32 result. A 3-d input takes avg_pool2d, not on that list: its result stays bfloat16."""
+    x = cpu(rng.standard_normal(shape)).to(mf.bfloat16)
+    with mf.autocast("cpu", dtype=mf.bfloat16):
+        y = F.local_response_norm(x, 3, 0.5, 0.75, 1.0)
+        y3 = F.local_response_norm(x.reshape(2, 5, -1), 3)
+    assert y.dtype == mf.float32 and y3.dtype == mf.bfloat16
+    xs = x.float().numpy().astype(np.float64)
+    sq = (xs * xs).astype(mf.bfloat16).astype(np.float64)  # the squares, rounded as the bfloat16 product
+    c = shape[1]
+    want = np.empty_like(xs)
+    for ch in range(c):
+        lo, hi = max(0, ch - 1), min(c, ch + 2)
+        want[:, ch] = xs[:, ch] / (1.0 + 0.5 / 3 * sq[:, lo:hi].sum(1)) ** 0.75
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)

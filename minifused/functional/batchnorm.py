@@ -303,6 +303,8 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     n, c = input.shape[:2]
     sq = _reshape(input * input, n, 1, c, -1)  # the channels as the rows of a one-channel image
     sq = pad(sq, (0, 0, size // 2, (size - 1) // 2))
+    if input.ndim > 3:  # PyTorch's window sum of these is an avg_pool3d, on its cpu autocast float32 list
+        (sq,) = _autocast_float32(sq, devices=("cpu",))
     div = _reshape(avg_pool2d(sq, (size, 1), stride=1), input.shape)
     if input.ndim == 4 and _is_channels_last(input._data):  # the result laid out as the input, as PyTorch's
         div = _contiguous(div, _channels_last)
