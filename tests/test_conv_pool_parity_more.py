@@ -2,6 +2,8 @@
 for bad layer arguments and unsupported dtypes, the once-per-process warning of an asymmetric padding='same', and
 the messages naming the op and the shape that came. (cpu)"""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -45,3 +47,38 @@ def test_pool3d_kernel_of_wrong_length_raises_value_error():
         assert isinstance(info.value, RuntimeError)
     with pytest.raises(RuntimeError, match=r"max_pool3d: stride must be >= 1, got 0"):
         F.max_pool3d(x, 2, 0)
+
+
+# ---------------------------------------------------------------- padding='same' with an even effective kernel
+SAME_WARNING = "padding='same' with even kernel lengths and odd dilation"
+
+
+@pytest.fixture
+def warn_always():
+    """PyTorch warns of an asymmetric 'same' padding once per process (TORCH_WARN_ONCE); set_warn_always makes it
+    every call, so each case below sees it or not whatever ran before."""
+    mf.set_warn_always(True)
+    yield
+    mf.set_warn_always(False)
+
+
+@pytest.mark.parametrize("call,asymmetric", [
+    (lambda x: F.conv2d(x, mf.ones(1, 1, 2, 3, dtype=mf.float64), padding="same"), True),
+    (lambda x: F.conv2d(x, mf.ones(1, 1, 3, 3, dtype=mf.float64), padding="same"), False),
+    (lambda x: F.conv2d(x, mf.ones(1, 1, 2, 2, dtype=mf.float64), padding="same", dilation=2), False),
+    (lambda x: F.conv2d(x, mf.ones(1, 1, 3, 2, dtype=mf.float64), padding="same", dilation=(2, 1)), True),
+    (lambda x: F.conv1d(x[0, :, 0], mf.ones(1, 1, 4, dtype=mf.float64), padding="same"), True),
+    (lambda x: F.conv3d(x[None], mf.ones(1, 1, 1, 1, 2, dtype=mf.float64), padding="same"), True),
+    (lambda x: F.conv3d(x[None], mf.ones(1, 1, 3, 1, 1, dtype=mf.float64), padding="same"), False),
+    (lambda x: nn.Conv2d(1, 1, 2, padding="same", dtype=mf.float64)(x), True),
+    (lambda x: nn.Conv2d(1, 1, 2, padding="same", padding_mode="reflect", dtype=mf.float64)(x), False)])
+def test_same_padding_of_even_kernel_warns(warn_always, call, asymmetric):
+    """The total padding of 'same' is dilation * (k - 1) per dimension; where it is odd PyTorch's convolution warns
+    (a padded copy of the input is made: the odd element goes after). A padding_mode other than zeros pads by F.pad
+    and convolves with no padding, so no warning there."""
+    x = mf.tensor(rand(1, 1, 5, 6))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = call(x)
+    assert tuple(y.shape[-2:]) == (5, 6) or y.ndim == 2 and y.shape[-1] == 6 or tuple(y.shape[-3:]) == (1, 5, 6)
+    assert any(SAME_WARNING in str(w.message) for w in caught) == asymmetric

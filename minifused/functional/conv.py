@@ -28,6 +28,10 @@ _CONV_DTYPES = frozenset({_backend.float32, _backend.float16, _backend.bfloat16,
 
 _unbatched = unbatched(2)  # (C, H, W) inputs too
 
+# PyTorch's once-per-process warning where padding='same' pads one side more (an even effective kernel)
+SAME_ASYMMETRIC = ("Using padding='same' with even kernel lengths and odd dilation may require a zero-padded copy "
+                   "of the input be created")
+
 
 def _check_conv_args(op, input, weight, groups, layout):
     _check_image(op, input)
@@ -78,6 +82,8 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
             tot = (dilation[0] * (r - 1), dilation[1] * (s - 1))
             if tot[0] % 2 or tot[1] % 2:  # an even effective kernel: the odd pixel of padding goes after, as PyTorch's
                 from .layers import pad as _pad
+
+                _backend.warn_once("conv_padding_same", SAME_ASYMMETRIC, stacklevel=4)
 
                 input = _pad(input, (0, tot[1] % 2, 0, tot[0] % 2))
                 n, c, h, w = input.shape

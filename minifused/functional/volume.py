@@ -18,7 +18,8 @@ from ..ops._common import autocast_float32, autocast_lower
 from ..ops.shape import reshape
 from ..tensor import Tensor
 from ._checks import _tensor_ints, _unpool_size, unbatched
-from .conv import _CONV_DTYPES, _check_integer_pool, avg_pool2d, conv2d, conv_transpose2d, max_pool2d
+from .conv import (_CONV_DTYPES, SAME_ASYMMETRIC, _check_integer_pool, avg_pool2d, conv2d, conv_transpose2d,
+                   max_pool2d)
 from .layers import _int_tensors_as_ints, adaptive_avg_pool2d, adaptive_max_pool2d, pad
 from ..backend import InputError, InputTypeError
 
@@ -165,6 +166,7 @@ def _same_padding(input, kernel, dilation):
     symmetric padding left to the convolution."""
     total = [d * (k - 1) for d, k in zip(dilation, kernel)]
     if any(t % 2 for t in total):
+        backend.warn_once("conv_padding_same", SAME_ASYMMETRIC, stacklevel=5)
         input = pad(input, (0, total[2] % 2, 0, total[1] % 2, 0, total[0] % 2))
     return input, tuple(t // 2 for t in total)
 
