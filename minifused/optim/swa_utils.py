@@ -5,7 +5,8 @@ an averaged model) and the ``SWALR`` schedule.
 The built-in averages update the averaged parameters in place, in their accumulation dtype (float32 for 16-bit
 parameters), with ``torch.lerp``'s formula, as PyTorch's ``_foreach_lerp_`` does; integer buffers (with
 ``use_buffers=True``), which lerp does not take, get PyTorch's formulas computed in the default dtype and
-truncated, as its ``copy_`` gives them.
+truncated, as its ``copy_`` gives them. AveragedModel's default average of CPU tensors is PyTorch's CPU path:
+``get_swa_avg_fn``'s formula, tensor by tensor (its foreach lerp serves CUDA tensors only).
 """
 from __future__ import annotations
 
@@ -143,18 +144,19 @@ class AveragedModel(Module):
                     a._data[...] = b._data
                     a._bump("AveragedModel.update_parameters")
             elif self.avg_fn is not None:
-                for a, b in zip(mine, theirs):
-                    a._data[...] = self.avg_fn(a.detach(), b, self.n_averaged.to(a.device))._data
-                    a._bump("AveragedModel.update_parameters")
+                self._update_each(mine, theirs, self.avg_fn)
             else:
-                update = self.multi_avg_fn or get_swa_multi_avg_fn()
                 groups = {}
                 for a, b in zip(mine, theirs):
-                    groups.setdefault((str(a.device), str(a.dtype)), ([], []))
-                    groups[(str(a.device), str(a.dtype))][0].append(a)
-                    groups[(str(a.device), str(a.dtype))][1].append(b)
+                    ours, current = groups.setdefault((str(a.device), str(a.dtype)), ([], []))
+                    ours.append(a)
+                    current.append(b)
                 for ours, current in groups.values():
-                    update(ours, current, self.n_averaged.to(ours[0].device))
+                    if self.multi_avg_fn is None and ours[0].device.type == "cpu":
+                        # PyTorch's CPU path (no foreach kernels there): get_swa_avg_fn's formula, tensor by tensor
+                        self._update_each(ours, current, get_swa_avg_fn())
+                        continue
+                    (self.multi_avg_fn or get_swa_multi_avg_fn())(ours, current, self.n_averaged.to(ours[0].device))
                     for a in ours:
                         a._bump("AveragedModel.update_parameters")
             if not self.use_buffers:  # the buffers follow the model's
@@ -163,6 +165,21 @@ class AveragedModel(Module):
                     a._bump("AveragedModel.update_parameters")
             self.n_averaged._data += 1
             self.n_averaged._bump("AveragedModel.update_parameters")
+
+    def _update_each(self, mine, theirs, avg_fn):
+        """``a.copy_(avg_fn(a, b, n_averaged))`` for each pair: the result stored in a's dtype (truncated for an
+        integer buffer, as ``copy_`` does), broadcast to a's shape."""
+        for a, b in zip(mine, theirs):
+            value = avg_fn(a.detach(), b, self.n_averaged.to(a.device))
+            if not isinstance(value, Tensor):
+                raise TypeError(f"AveragedModel.update_parameters: avg_fn must return a tensor, got "
+                                f"{type(value).__name__}")
+            try:
+                a._data[...] = backend.to_device(value._data, backend.device_of(a._data))
+            except ValueError:
+                raise RuntimeError(f"AveragedModel.update_parameters: avg_fn returned a tensor of shape "
+                                   f"{tuple(value.shape)} for one of shape {tuple(a.shape)}") from None
+            a._bump("AveragedModel.update_parameters")
 
 
 def _device_of(module):

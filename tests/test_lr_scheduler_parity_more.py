@@ -1,0 +1,73 @@
+"""More parity of optim.lr_scheduler and optim.swa_utils with PyTorch's rules: the rounding of the averages that
+AveragedModel keeps (exact rational references), schedules with arguments kept as given, and the kinds of error
+PyTorch's raise for bad arguments."""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import minifused as mf
+from minifused import backend, nn
+from minifused.optim import swa_utils as swa
+
+
+@pytest.fixture(autouse=True)
+def _cpu_by_default(monkeypatch):
+    monkeypatch.setattr(backend, "default_device", lambda: backend.CPU)
+
+
+def _round(exact, dtype):
+    """The float of ``dtype`` nearest the rational ``exact`` (ties to even): a correctly rounded reference."""
+    if dtype == np.float64:
+        return np.float64(float(exact))  # (Fraction's float is correctly rounded)
+    guess = np.float32(float(exact))
+    cands = [np.nextafter(guess, np.float32(-np.inf)), guess, np.nextafter(guess, np.float32(np.inf))]
+    dist = [abs(Fraction(float(c)) - exact) for c in cands]
+    best = min(dist)
+    ties = [c for c, d in zip(cands, dist) if d == best]
+    return min(ties, key=lambda c: int(c.view(np.int32)) & 1)
+
+
+def _lerp_reference(avg, cur, weight, dtype):
+    """PyTorch's lerp on CPU (and CUDA): in the parameters' dtype, d = cur - avg rounded, then one fused
+    multiply-add: fma(w, d, avg) for w < 0.5, else fma(w - 1, d, cur), w being the weight in that dtype."""
+    w = dtype(weight)
+    out = []
+    for a, c in zip(avg.tolist(), cur.tolist()):
+        a, c = dtype(a), dtype(c)
+        d = Fraction(float(dtype(c - a)))
+        coeff, base = (Fraction(float(w)), a) if w < 0.5 else (Fraction(float(dtype(w - dtype(1)))), c)
+        out.append(_round(coeff * d + Fraction(float(base)), dtype))
+    return np.array(out, dtype=dtype)
+
+
+def _linear(dtype, seed):
+    mf.manual_seed(seed)
+    return nn.Linear(16, 8).to(dtype)
+
+
+def _set_params(model, rng, dtype, scale):
+    for p in model.parameters():
+        p.data = mf.tensor((rng.standard_normal(p.shape) * scale).astype(dtype))
+
+
+def _flat(module):
+    return np.concatenate([p.detach().numpy().ravel() for p in module.parameters()])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_swa_default_on_cpu_is_pytorchs_per_tensor_formula(dtype):
+    """Without avg_fn / multi_avg_fn, PyTorch's AveragedModel on CPU (no foreach kernels there) uses
+    get_swa_avg_fn per tensor: avg + (model - avg) / (n + 1), each operation rounded to the parameters' dtype
+    (a lerp rounds otherwise). Over 12 updates of 136 values some element shows the difference."""
+    rng = np.random.default_rng(2)
+    model = _linear(mf.float32 if dtype == np.float32 else mf.float64, 0)
+    avg = swa.AveragedModel(model)
+    want = None
+    for n in range(12):
+        _set_params(model, rng, dtype, scale=1.0)
+        avg.update_parameters(model)
+        cur = _flat(model)
+        want = cur.copy() if n == 0 else want + (cur - want) / dtype(n + 1)
+        np.testing.assert_array_equal(_flat(avg.module), want)
+    assert int(avg.n_averaged.item()) == 12
