@@ -56,6 +56,25 @@ def _flat(module):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("decay", [0.9, 0.3])
+def test_ema_average_is_lerp_rounded_once(dtype, decay):
+    """get_ema_multi_avg_fn: ema = lerp(ema, model, 1 - decay), whose CPU kernel rounds a fused multiply-add
+    once; each step is checked against the exact rational value rounded to the dtype."""
+    rng = np.random.default_rng(1)
+    model = _linear(mf.float32 if dtype == np.float32 else mf.float64, 0)
+    ema = swa.AveragedModel(model, multi_avg_fn=swa.get_ema_multi_avg_fn(decay))
+    for step in range(4):
+        _set_params(model, rng, dtype, scale=10.0 ** (step - 2))
+        before = _flat(ema.module)
+        ema.update_parameters(model)
+        got = _flat(ema.module)
+        if step == 0:
+            np.testing.assert_array_equal(got, _flat(model))  # the first update copies
+        else:
+            np.testing.assert_array_equal(got, _lerp_reference(before, _flat(model), 1 - decay, dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_swa_default_on_cpu_is_pytorchs_per_tensor_formula(dtype):
     """Without avg_fn / multi_avg_fn, PyTorch's AveragedModel on CPU (no foreach kernels there) uses
     get_swa_avg_fn per tensor: avg + (model - avg) / (n + 1), each operation rounded to the parameters' dtype
@@ -71,3 +90,28 @@ def test_swa_default_on_cpu_is_pytorchs_per_tensor_formula(dtype):
         want = cur.copy() if n == 0 else want + (cur - want) / dtype(n + 1)
         np.testing.assert_array_equal(_flat(avg.module), want)
     assert int(avg.n_averaged.item()) == 12
+
+
+def test_swa_multi_avg_fn_weight_from_a_tensor_count_is_float32():
+    """get_swa_multi_avg_fn's weight is 1 / (n + 1); with the count a tensor (what AveragedModel passes) that is
+    an integer tensor's true division, in the default dtype: float32 even for float64 parameters. With a Python
+    count it stays a double."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(40)
+    c = rng.standard_normal(40)
+    for count, weight in ((mf.tensor(2), float(np.float32(1 / 3))), (2, 1 / 3)):
+        avg = [mf.tensor(a.copy())]
+        swa.get_swa_multi_avg_fn()(avg, [mf.tensor(c)], count)
+        np.testing.assert_array_equal(avg[0].numpy(), _lerp_reference(a, c, weight, np.float64))
+    assert float(np.float32(1 / 3)) != 1 / 3
+
+
+def test_ema_of_half_parameters_rounds_in_float32_then_half():
+    """16-bit parameters: lerp in float32 (PyTorch's accumulation type), rounded once there, then to half."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal(64).astype(np.float16)
+    c = rng.standard_normal(64).astype(np.float16)
+    avg = [mf.tensor(a)]
+    swa.get_ema_multi_avg_fn(0.75)(avg, [mf.tensor(c)], 1)
+    want = _lerp_reference(a.astype(np.float32), c.astype(np.float32), 0.25, np.float32).astype(np.float16)
+    np.testing.assert_array_equal(avg[0].numpy(), want)

@@ -30,12 +30,35 @@ __all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn", "get_s
 
 
 def _lerp_(avg, cur, weight):
-    """``avg += weight * (cur - avg)`` in place on raw floating arrays, as ``torch.lerp`` computes it (two
-    branches, in the accumulation dtype)."""
+    """``avg += weight * (cur - avg)`` in place on raw floating arrays, as ``torch.lerp`` computes it: in the
+    accumulation dtype, ``fma(w, cur - avg, avg)`` for a weight below 0.5, else ``fma(w - 1, cur - avg, cur)``
+    (its CPU kernels' fused multiply-add; CUDA's contracts the same expressions)."""
     acc = acc_dtype(avg.dtype)
     a, b, w = avg.astype(acc, copy=False), cur.astype(acc, copy=False), acc.type(weight)
-    out = a + w * (b - a) if weight < 0.5 else b - (b - a) * (acc.type(1) - w)
-    avg[...] = out.astype(avg.dtype, copy=False)
+    coeff, base = (w, a) if weight < 0.5 else (w - acc.type(1), b)
+    avg[...] = _fma(coeff, b - a, base).astype(avg.dtype, copy=False)
+
+
+def _fma(x, y, z):
+    """``x * y + z`` rounded once (``x`` a scalar, ``y`` and ``z`` arrays of one floating dtype). In float32: the
+    float64 sum, whose product is exact. In float64: Dekker's exact product and Knuth's exact sum, their errors
+    added back (a last rounding that is the fma's but for rare ties)."""
+    if y.dtype != backend.float64:
+        f64 = backend.float64
+        return (z.astype(f64) + f64.type(x) * y.astype(f64)).astype(y.dtype)
+
+    def split(v):  # v = hi + lo, each half of the mantissa
+        t = v * 134217729.0  # 2**27 + 1
+        hi = t - (t - v)
+        return hi, v - hi
+
+    p = x * y
+    (xh, xl), (yh, yl) = split(x), split(y)
+    p_err = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
+    s = p + z
+    zz = s - p
+    s_err = (p - (s - zz)) + (z - zz)
+    return s + (s_err + p_err)
 
 
 def _set_truncated_(avg, value):
@@ -75,9 +98,14 @@ def get_swa_multi_avg_fn():
     """The in-place equal-weight average of lists of parameters: ``avg = lerp(avg, current, 1 / (n + 1))``."""
     def swa_update(averaged_params, current_params, num_averaged):
         n = int(num_averaged.item()) if isinstance(num_averaged, Tensor) else int(num_averaged)
+        # PyTorch's weight 1 / (n + 1): with the count a tensor (AveragedModel's), an integer tensor's true
+        # division, in the default dtype (float32 for float64 parameters too)
+        weight = 1 / (n + 1)
+        if isinstance(num_averaged, Tensor):
+            weight = float(backend.get_default_dtype().type(1) / backend.get_default_dtype().type(n + 1))
         for a, c in zip(averaged_params, current_params):
             if backend.is_floating(a.dtype):
-                _lerp_(a._data, c._data, 1.0 / (n + 1))
+                _lerp_(a._data, c._data, weight)
             else:  # PyTorch's get_swa_avg_fn, what its CPU AveragedModel gives integer buffers
                 f = backend.get_default_dtype().type
                 avg, diff = _as_default_float(a._data), _as_default_float(c._data - a._data)
