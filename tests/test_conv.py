@@ -1088,6 +1088,41 @@ def test_gpu_direct_kernels_short_reduction(dtype, poisoned_pool):
         assert bool((dw2 == dw).all()) and bool((db2 == db).all())  # fixed-order sums: bitwise repeatable
 
 
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_direct_forward_pixels_a_thread_same_bits(dtype, poisoned_pool):
+    """The direct forward at 1, 2 and 4 pixels a thread (ConvConfig.direct_pixels): each pixel's sums in the same
+    order, so the same bits and ReLU mask, C-contiguous and channels-last, over pixel counts not a multiple of a
+    block's 256 (every output written: poisoned pool), K above one weight stage; and the reference's values."""
+    import cupy
+
+    from minifused.kernels import empty_channels_last
+
+    dt = backend.as_dtype(dtype)
+    rng = np.random.default_rng(23)
+    for n, c, h, w, k, st in ((3, 3, 17, 15, 64, 1), (5, 1, 28, 28, 32, 1), (2, 3, 9, 11, 72, 2), (1, 2, 5, 3, 8, 1)):
+        geo = ((st, st), (1, 1), (1, 1), 1)
+        x = cupy.asarray(rng.standard_normal((n, c, h, w))).astype(dt)
+        wt = cupy.asarray(rng.standard_normal((k, c, 3, 3))).astype(dt)
+        b = cupy.asarray(rng.standard_normal(k)).astype(dt)
+        ref, _ = K.conv2d_forward_ref(x.astype(cupy.float64), wt.astype(cupy.float64), b.astype(cupy.float64), *geo,
+                                      activation="relu")
+        for cl in (False, True):
+            xi = x
+            if cl:
+                xi = empty_channels_last(x.shape, dt)
+                xi[...] = x
+            runs = [K.conv2d_forward(xi, wt, b, *geo, activation="relu", want_mask=not cl,
+                                     config=ConvConfig(direct_pixels=pix)) for pix in (1, 2, 4)]
+            for y, mask in runs:
+                assert _rel(y, ref) < _GPU_TOL[dtype]
+                np.testing.assert_array_equal(cupy.asnumpy(cupy.ascontiguousarray(y)).view(np.uint8),
+                                              cupy.asnumpy(cupy.ascontiguousarray(runs[0][0])).view(np.uint8))
+                if mask is not None:
+                    np.testing.assert_array_equal(cupy.asnumpy(mask), cupy.asnumpy(runs[0][1]))
+
+
 def _im2col_rows(x, win, step, start, offset, pixels):
     """A NumPy model of one im2col-mode TMA load of the NHWC array ``x``, as the PTX manual describes the mode:
     ``pixels`` rows of x's channels, from the window position ``start`` = (image, h, w) on, each read

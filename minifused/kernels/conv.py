@@ -30,9 +30,9 @@ import numpy as np
 from .. import backend
 from . import (ARG, Prepared, aligned_bytes, c_contiguous, channels_last_strided, empty_channels_last, grid_1d,
                is_channels_last, sm_count, to_channels_last, to_layout)
-from .conv_plan import (DEFAULT_CONFIG, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode, Epilogue,
-                        block_diagonal_applies, direct_filter_gradient, direct_plan, fits_int32, gemm_plan, geometry,
-                        ints, is_direct, nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward,
+from .conv_plan import (DEFAULT_CONFIG, DIRECT_PIX, DIRECT_PIXELS, GPU_DTYPES, GRID_Z, THREADS, ConvConfig, ConvMode,
+                        Epilogue, block_diagonal_applies, direct_filter_gradient, direct_plan, fits_int32, gemm_plan,
+                        geometry, ints, is_direct, nchw_plan, out_size, pack_tile, padded_channels, uses_nchw_forward,
                         util_kernel)
 from . import columns, conv1x1, conv_depthwise, winograd
 from .conv_tma import launch_tma, launch_tma_wgrad, tma_plan, tma_wgrad_plan, wgrad_partials
@@ -182,7 +182,8 @@ def _forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, groups
     if not fits_int32(x_shape, w_shape, stride, padding, dilation, groups, dtype):
         return None  # the reference runs it
     if is_direct(w_shape, groups, config):
-        return _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation)
+        return _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, False,
+                                        config.direct_pixels or DIRECT_PIX)
     # Launches go to the kernels' CuPy Function objects (cupy.cuda.function.Function), and outputs are made by
     # cupy.ndarray: both cost less host time than the RawKernel wrapper and cupy.empty, and every kernel
     # argument costs host time too (so conv.cu takes few).
@@ -277,7 +278,8 @@ def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, di
     if is_direct(w_shape, groups, config):  # (a first layer: its x has too few channels for the GEMMs)
         if k % 8:
             return None
-        direct = _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, True)
+        direct = _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, True,
+                                          config.direct_pixels or DIRECT_PIX)
         # (its weights read as KCRS: a channels-last weight's memory is KRSC)
         return lambda x, w, bias, relu, want_mask, keep_x: direct(x, to_layout(w, False), bias, relu, want_mask,
                                                                    True)
@@ -322,18 +324,18 @@ def _channels_last_forward_launcher(dtype, x_shape, w_shape, stride, padding, di
     return run
 
 
-def _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, channels_last=False):
+def _direct_forward_launcher(dtype, x_shape, w_shape, stride, padding, dilation, channels_last=False, pix=1):
     """``run`` of :func:`_forward_launcher` on conv_direct.cu's forward (one launch from NCHW; ``channels_last``:
-    from a channels-last x into a channels-last y, with the same sums)."""
+    from a channels-last x into a channels-last y, with the same sums; ``pix`` pixels a thread)."""
     import cupy
 
-    fwd, _, _, p, q, geo = direct_plan(dtype, x_shape, w_shape, stride, padding, dilation, channels_last)
+    fwd, _, _, p, q, geo = direct_plan(dtype, x_shape, w_shape, stride, padding, dilation, channels_last, pix)
     n, k = x_shape[0], w_shape[0]
     m = n * p * q
     words = (m + 31) // 32
     flags = [[int(_flags(relu, has_bias)) for has_bias in (0, 1)] for relu in (0, 1)]  # [relu][has_bias]
     # (x, w, bias, y, mask, flags) per call (flags an int32 parameter: its cell's low bytes)
-    launch = Prepared(fwd, (grid_1d(m, THREADS),), (THREADS,), (ARG,) * 6 + (*ints(words), geo))
+    launch = Prepared(fwd, (grid_1d(m, DIRECT_PIXELS),), (DIRECT_PIXELS // pix,), (ARG,) * 6 + (*ints(words), geo))
 
     def run(x, w, bias, relu, want_mask, keep_x=False, packed=None):
         y = empty_channels_last((n, k, p, q), dtype) if channels_last else cupy.ndarray((n, k, p, q), dtype)

@@ -27,6 +27,8 @@
 // nvrtc-check: -DCONV_T=float -DG_C=2 -DG_R=4 -DG_S=4
 // nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_C=3 -DG_R=3 -DG_S=3 -DG_NHWC=1
 // nvrtc-check: -DCONV_T=float -DG_C=1 -DG_R=5 -DG_S=5 -DG_NHWC=1
+// nvrtc-check: -DCONV_T=__nv_bfloat16 -DG_C=3 -DG_R=3 -DG_S=3 -DG_NHWC=1 -DG_PIX=2
+// nvrtc-check: -DCONV_T=__half -DG_C=1 -DG_R=3 -DG_S=3 -DG_PIX=4
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -44,6 +46,11 @@ typedef CONV_T T;
 #define CRS_MAX 32  // longest reduction handled here (conv_plan.py's DIRECT_CRS_MAX)
 #define K_MAX 64    // most output channels of the filter gradient kernel
 #define CHUNK 64    // output pixels staged per step of the filter gradient
+#define DIRECT_PIXELS 256  // output pixels a block of the forward covers (conv_plan.py's DIRECT_PIXELS)
+#ifndef G_PIX
+#define G_PIX 1
+#endif
+constexpr int PIX = G_PIX;  // output pixels a thread of the forward computes
 
 struct Geometry {
     int N, C, H, W, K, R, S, P, Q, sh, sw, ph, pw, dh, dw;
@@ -74,33 +81,41 @@ __device__ __forceinline__ void gather(const T* __restrict__ x, const Geometry& 
     }
 }
 
-// One thread per output pixel, all K channels. A warp covers 32 consecutive pixels starting at
-// a multiple of 32, so each ReLU mask word is one ballot. flags: 1 = ReLU, 2 = bias (conv_plan.py's Epilogue).
-extern "C" __global__ void __launch_bounds__(256) conv_direct_fwd(const T* __restrict__ x, const T* __restrict__ w,
-                                                                  const T* __restrict__ bias, T* __restrict__ y,
-                                                                  unsigned* __restrict__ mask, int flags, int words,
-                                                                  GEOMETRY_ARGS) {
+// PIX output pixels a thread, all K channels: each weight read from shared memory feeds PIX FMAs (the shared
+// loads, one per four FMAs with a pixel a thread, bounded the kernel as much as the FMAs). A block of
+// DIRECT_PIXELS / PIX threads covers DIRECT_PIXELS consecutive pixels, thread t those at t, t + blockDim.x, ...;
+// each warp's 32 pixels of a set start at a multiple of 32, so each ReLU mask word is one ballot. flags: 1 = ReLU,
+// 2 = bias (conv_plan.py's Epilogue).
+extern "C" __global__ void __launch_bounds__(DIRECT_PIXELS / PIX) conv_direct_fwd(
+        const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ y,
+        unsigned* __restrict__ mask, int flags, int words, GEOMETRY_ARGS) {
     const Geometry g = GEOMETRY;
     // A channel's weights padded to whole float4s (zeros past C*R*S, where v is zero too): every thread reads
-    // the same weights, so one 16-byte shared load feeds four FMAs where four 4-byte loads did, and the
-    // loads, not the FMAs, bound the kernel.
+    // the same weights, so one 16-byte shared load feeds 4 * PIX FMAs.
     constexpr int CRSP = (G_C * G_R * G_S + 3) / 4 * 4;
     __shared__ __align__(16) float ws[K_MAX * CRSP];
     __shared__ float bs[K_MAX];
     // STAGED (NHWC, 16-bit T): the block's outputs gathered in shared memory, a pixel's row of TILE_ROW
-    // elements (33 words: a warp's pair stores, 33 words apart, fall in distinct banks), then written out in
-    // 4-byte words by consecutive threads (its pixels' rows are consecutive in y: coalesced). A thread's own
-    // stores (16 bytes, K * 2 bytes apart across a warp) each touched 32 sectors.
+    // elements, eight channels (16 bytes) a store, then written out 16 bytes a thread by consecutive threads (its
+    // pixels' rows are consecutive in y: coalesced). A row of 36 words: the eight threads of a 16-byte store's
+    // phase, rows apart, fall in distinct banks. A thread's own stores to y (16 bytes, K * 2 bytes apart across a
+    // warp) each touched 32 sectors; two channels a store and 4-byte words out cost more instructions than the
+    // FMAs (the kernel was bound by its instructions' issue).
     constexpr bool STAGED = G_NHWC && sizeof(T) == 2;
-    constexpr int TILE_ROW = K_MAX + 2;
-    __shared__ __align__(16) T tile[STAGED ? 256 * TILE_ROW : 1];
+    constexpr int TILE_ROW = K_MAX + 8;
+    __shared__ __align__(16) T tile[STAGED ? DIRECT_PIXELS * TILE_ROW : 1];
     const int crs = g.C * g.R * g.S;
     const int M = g.N * g.P * g.Q, pq = g.P * g.Q;
-    const int m = blockIdx.x * blockDim.x + threadIdx.x;
-    const bool live = m < M;
-    float v[CRS_MAX];
-    if (live) gather(x, g, m, v);
-    const int n = live ? m / pq : 0, rem = live ? m - n * pq : 0;
+    const int m0 = blockIdx.x * DIRECT_PIXELS;
+    float v[PIX][CRS_MAX];
+    int n[PIX], rem[PIX];
+#pragma unroll
+    for (int i = 0; i < PIX; ++i) {
+        const int m = m0 + threadIdx.x + i * blockDim.x;
+        if (m < M) gather(x, g, m, v[i]);
+        n[i] = m < M ? m / pq : 0;
+        rem[i] = m < M ? m - n[i] * pq : 0;
+    }
     for (int k0 = 0; k0 < g.K; k0 += K_MAX) {  // weights staged K_MAX channels at a time
         const int kn = min(K_MAX, g.K - k0);
         __syncthreads();
@@ -110,50 +125,63 @@ extern "C" __global__ void __launch_bounds__(256) conv_direct_fwd(const T* __res
         }
         for (int i = threadIdx.x; i < kn; i += blockDim.x) bs[i] = (flags & 2) ? to_f(bias[k0 + i]) : 0.0f;
         __syncthreads();
-        // channels a trip (kn is a multiple): NHWC stores pairs into the tile, or 16-byte runs of fp32
-        constexpr int GROUP = STAGED ? 2 : G_NHWC ? 8 : 1;
+        // channels a trip (kn is a multiple): NHWC 16-byte runs into the tile, or 32-byte runs of fp32
+        constexpr int GROUP = G_NHWC ? 8 : 1;
         for (int kg = 0; kg < kn; kg += GROUP) {
-            float out[GROUP];
+            float out[PIX][GROUP];
 #pragma unroll
             for (int e = 0; e < GROUP; ++e) {
                 const int kk = kg + e;
-                float acc = bs[kk];
+#pragma unroll
+                for (int i = 0; i < PIX; ++i) out[i][e] = bs[kk];
                 const float4* wk = reinterpret_cast<const float4*>(ws + kk * CRSP);
 #pragma unroll
-                for (int i = 0; i < CRSP / 4; ++i) {
-                    const float4 q = wk[i];
-                    acc = fmaf(v[4 * i], q.x, acc);
-                    acc = fmaf(v[4 * i + 1], q.y, acc);
-                    acc = fmaf(v[4 * i + 2], q.z, acc);
-                    acc = fmaf(v[4 * i + 3], q.w, acc);
+                for (int j = 0; j < CRSP / 4; ++j) {
+                    const float4 q = wk[j];
+#pragma unroll
+                    for (int i = 0; i < PIX; ++i) {
+                        float acc = out[i][e];
+                        acc = fmaf(v[i][4 * j], q.x, acc);
+                        acc = fmaf(v[i][4 * j + 1], q.y, acc);
+                        acc = fmaf(v[i][4 * j + 2], q.z, acc);
+                        acc = fmaf(v[i][4 * j + 3], q.w, acc);
+                        out[i][e] = acc;
+                    }
                 }
-                const bool pos = !(acc <= 0.0f);  // NaN stays NaN and keeps its gradient, as in PyTorch
-                if (flags & 1) acc = pos ? acc : 0.0f;
-                out[e] = acc;
-                if (mask != nullptr) {
-                    const unsigned bits = __ballot_sync(0xffffffffu, live && pos);
-                    if ((threadIdx.x & 31) == 0 && m < M) mask[(long long)(k0 + kk) * words + (m >> 5)] = bits;
+#pragma unroll
+                for (int i = 0; i < PIX; ++i) {
+                    const int m = m0 + threadIdx.x + i * blockDim.x;
+                    const bool pos = !(out[i][e] <= 0.0f);  // NaN stays NaN and keeps its gradient, as in PyTorch
+                    if (flags & 1) out[i][e] = pos ? out[i][e] : 0.0f;
+                    if (mask != nullptr) {
+                        const unsigned bits = __ballot_sync(0xffffffffu, m < M && pos);
+                        if ((threadIdx.x & 31) == 0 && m < M) mask[(long long)(k0 + kk) * words + (m >> 5)] = bits;
+                    }
                 }
             }
-            if (!live) continue;
-            if (G_NHWC) {
-                Vec<T, GROUP> o;
 #pragma unroll
-                for (int e = 0; e < GROUP; ++e) o.v[e] = from_f<T>(out[e]);
-                T* at = STAGED ? tile + threadIdx.x * TILE_ROW + kg : y + (long long)m * g.K + k0 + kg;
-                *reinterpret_cast<Vec<T, GROUP>*>(at) = o;
-            } else {
-                y[(n * g.K + k0 + kg) * pq + rem] = from_f<T>(out[0]);
+            for (int i = 0; i < PIX; ++i) {
+                const int r = threadIdx.x + i * blockDim.x, m = m0 + r;
+                if (m >= M) continue;
+                if (G_NHWC) {
+                    Vec<T, GROUP> o;
+#pragma unroll
+                    for (int e = 0; e < GROUP; ++e) o.v[e] = from_f<T>(out[i][e]);
+                    T* at = STAGED ? tile + r * TILE_ROW + kg : y + (long long)m * g.K + k0 + kg;
+                    *reinterpret_cast<Vec<T, GROUP>*>(at) = o;
+                } else {
+                    y[(n[i] * g.K + k0 + kg) * pq + rem[i]] = from_f<T>(out[i][0]);
+                }
             }
         }
-        if (STAGED) {  // the block's pixels' channels k0 .. k0 + kn, a word (two channels) a thread at a time
+        if (STAGED) {  // the block's pixels' channels k0 .. k0 + kn, 16 bytes (eight channels) a thread at a time
             __syncthreads();
-            const int words_a_row = kn / 2, m0 = blockIdx.x * blockDim.x;
-            for (int i = threadIdx.x; i < (int)blockDim.x * words_a_row; i += blockDim.x) {
-                const int r = i / words_a_row, q = i - r * words_a_row;
+            const int runs = kn / 8;  // a row's 16-byte runs
+            for (int i = threadIdx.x; i < DIRECT_PIXELS * runs; i += blockDim.x) {
+                const int r = i / runs, q = i - r * runs;
                 if (m0 + r < M)
-                    *reinterpret_cast<unsigned*>(y + (long long)(m0 + r) * g.K + k0 + 2 * q) =
-                        *reinterpret_cast<const unsigned*>(tile + r * TILE_ROW + 2 * q);
+                    *reinterpret_cast<uint4*>(y + (long long)(m0 + r) * g.K + k0 + 8 * q) =
+                        *reinterpret_cast<const uint4*>(tile + r * TILE_ROW + 8 * q);
             }
         }
     }

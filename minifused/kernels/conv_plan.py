@@ -107,6 +107,9 @@ class ConvConfig:
     #: The direct kernels (conv_direct.cu) where they apply (:func:`is_direct`): True uses them, False takes the
     #: implicit GEMM, None the direct forward and the filter gradient by :func:`direct_filter_gradient`'s rule.
     direct: bool | None = None
+    #: Output pixels a thread of the direct forward computes (1, 2 or 4: each weight it reads from shared memory
+    #: feeds that many FMAs); None: :data:`DIRECT_PIX`.
+    direct_pixels: int | None = None
     #: The forward from NCHW (FORWARD_NCHW) where it applies: None lets :func:`uses_nchw_forward` decide,
     #: True / False force it.
     nchw_forward: bool | None = None
@@ -132,6 +135,8 @@ class ConvConfig:
             raise ValueError(f"ConvConfig: wgrad_tile must be one of {_WGRAD_TILES}, got {self.wgrad_tile}")
         if self.wgrad_splits is not None and (type(self.wgrad_splits) is not int or self.wgrad_splits < 1):
             raise ValueError(f"ConvConfig: wgrad_splits must be a positive int, got {self.wgrad_splits!r}")
+        if self.direct_pixels not in (None, 1, 2, 4):
+            raise ValueError(f"ConvConfig: direct_pixels must be 1, 2 or 4, got {self.direct_pixels!r}")
         if self.wgrad_rows not in (None, 64, 128):
             raise ValueError(f"ConvConfig: wgrad_rows must be 64 or 128, got {self.wgrad_rows!r}")
         # cached: the forward hashes its config on every call (a launch plan cache key)
@@ -149,6 +154,8 @@ THREADS = 256
 GRID_Z = 65535  # the most blocks along a grid's z (the packs loop over the images beyond)
 DIRECT_CRS_MAX = 32  # conv_direct.cu's CRS_MAX: C*R*S at most this runs direct
 DIRECT_K_MAX = 64  # conv_direct.cu's K_MAX: the filter gradient's limit on K
+DIRECT_PIXELS = 256  # conv_direct.cu's DIRECT_PIXELS: output pixels a block of the direct forward covers
+DIRECT_PIX = 1  # output pixels a thread of the direct forward computes (ConvConfig.direct_pixels)
 _STAGES = 3
 PARAMS_PER_CLASS = 39  # conv.cu's launch-time constants of one residue class (its prm)
 _INT32_LIMIT = 1 << 31
@@ -534,23 +541,25 @@ def direct_filter_gradient(w_shape, groups, dtype, tf32, config):
 
 
 @functools.cache
-def _direct_kernel(dtype, name, crs, nhwc=False):
+def _direct_kernel(dtype, name, crs, nhwc=False, pix=1):
     """A direct kernel compiled for one filter shape ``crs`` = (C, R, S) (constant reduction loops), channels-last
-    (``nhwc``) or C-contiguous."""
+    (``nhwc``) or C-contiguous, its forward computing ``pix`` pixels a thread."""
     c, r, s = crs
     return get_kernel("conv_direct.cu", name, (f"-DCONV_T={ctype(dtype)}", f"-DG_C={c}", f"-DG_R={r}", f"-DG_S={s}",
-                                               f"-DG_NHWC={int(nhwc)}"))
+                                               f"-DG_NHWC={int(nhwc)}", f"-DG_PIX={pix}"))
 
 
 @functools.cache
-def direct_plan(dtype, x_shape, w_shape, stride, padding, dilation, nhwc=False):
+def direct_plan(dtype, x_shape, w_shape, stride, padding, dilation, nhwc=False, pix=1):
     """(forward kernel, filter-gradient kernel, reduce kernel, P, Q, the geometry as a device int32
     array in conv_direct.cu's order, made once per configuration). ``nhwc``: the forward of a channels-last x
-    into a channels-last y (conv_direct.cu's G_NHWC; K a multiple of 8), and no filter-gradient kernels (None)."""
+    into a channels-last y (conv_direct.cu's G_NHWC; K a multiple of 8), and no filter-gradient kernels (None);
+    ``pix``: the forward's pixels a thread."""
     import cupy
 
     n, c, h, wd, k, _, r, s, p, q = geometry(x_shape, w_shape, stride, padding, dilation)
     names = ("conv_direct_fwd",) if nhwc else ("conv_direct_fwd", "conv_direct_wgrad", "conv_direct_reduce")
     geo = cupy.asarray(np.array([n, c, h, wd, k, r, s, p, q, *stride, *padding, *dilation], np.int32))
-    kernels = tuple(_direct_kernel(dtype, name, (c, r, s), nhwc) for name in names)
+    kernels = tuple(_direct_kernel(dtype, name, (c, r, s), nhwc, pix if name == "conv_direct_fwd" else 1)
+                    for name in names)
     return (*(kernels + (None, None) if nhwc else kernels), p, q, geo)
