@@ -115,3 +115,23 @@ def test_ema_of_half_parameters_rounds_in_float32_then_half():
     swa.get_ema_multi_avg_fn(0.75)(avg, [mf.tensor(c)], 1)
     want = _lerp_reference(a.astype(np.float32), c.astype(np.float32), 0.25, np.float32).astype(np.float16)
     np.testing.assert_array_equal(avg[0].numpy(), want)
+
+
+def test_averaged_model_errors_of_pytorchs_kinds():
+    model = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2))
+    with pytest.raises(AssertionError, match="AveragedModel: only one of avg_fn and multi_avg_fn"):
+        swa.AveragedModel(model, avg_fn=swa.get_swa_avg_fn(), multi_avg_fn=swa.get_swa_multi_avg_fn())
+    for make in (swa.get_ema_avg_fn, swa.get_ema_multi_avg_fn):
+        with pytest.raises(TypeError, match="Invalid decay value '0.5'"):
+            make("0.5")
+    avg = swa.AveragedModel(model)
+    avg.update_parameters(model)
+    with pytest.raises(RuntimeError, match=r"#0 has shape \(3, 2\), expected \(3, 4\)"):
+        avg.update_parameters(nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 2)))
+    with pytest.raises(RuntimeError, match="the model has 2 parameters, the averaged model 4"):
+        avg.update_parameters(nn.Linear(4, 3))
+    custom = swa.AveragedModel(model, avg_fn=lambda a, b, n: 0.5)
+    custom.update_parameters(model)
+    with pytest.raises(TypeError, match="avg_fn must return a tensor, got float"):
+        custom.update_parameters(model)
+    assert int(avg.n_averaged.item()) == 1 and int(custom.n_averaged.item()) == 1

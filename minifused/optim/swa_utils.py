@@ -74,7 +74,9 @@ def _as_default_float(a):
 
 
 def _check_decay(decay):
-    if not isinstance(decay, numbers.Real) or isinstance(decay, bool) or not 0.0 <= decay <= 1.0:
+    if not isinstance(decay, (numbers.Real, Tensor)) or isinstance(decay, bool):  # (PyTorch's: a raw TypeError)
+        raise TypeError(f"Invalid decay value {decay!r} provided. Please provide a number in [0,1] range.")
+    if not 0.0 <= decay <= 1.0:
         raise ValueError(f"Invalid decay value {decay!r} provided. Please provide a value in [0,1] range.")
 
 
@@ -143,8 +145,8 @@ class AveragedModel(Module):
         super().__init__()
         if not isinstance(model, Module):
             raise TypeError(f"AveragedModel: expected a Module, got {type(model).__name__}")
-        if avg_fn is not None and multi_avg_fn is not None:
-            raise ValueError("AveragedModel: only one of avg_fn and multi_avg_fn should be provided")
+        if avg_fn is not None and multi_avg_fn is not None:  # (PyTorch's raises an AssertionError)
+            raise AssertionError("AveragedModel: only one of avg_fn and multi_avg_fn should be provided")
         self.module = copy.deepcopy(model)
         if device is not None:
             self.module = self.module.to(device)
@@ -161,9 +163,14 @@ class AveragedModel(Module):
             return list(itertools.chain(m.parameters(), m.buffers()) if self.use_buffers else m.parameters())
 
         mine, theirs = tensors(self.module), tensors(model)
-        if len(mine) != len(theirs) or any(a.shape != b.shape for a, b in zip(mine, theirs)):
-            raise ValueError("AveragedModel.update_parameters: the model's parameters do not match the averaged "
-                             "model's (another architecture?)")
+        what = "parameters and buffers" if self.use_buffers else "parameters"
+        if len(mine) != len(theirs):
+            raise RuntimeError(f"AveragedModel.update_parameters: the model has {len(theirs)} {what}, the "
+                               f"averaged model {len(mine)} (another architecture?)")
+        for i, (a, b) in enumerate(zip(mine, theirs)):
+            if a.shape != b.shape:  # (RuntimeErrors, as PyTorch's average of the two gives)
+                raise RuntimeError(f"AveragedModel.update_parameters: the model's {what} do not match the averaged "
+                                   f"model's: #{i} has shape {tuple(b.shape)}, expected {tuple(a.shape)}")
         with no_grad():
             theirs = [b.detach().to(a.device) for a, b in zip(mine, theirs)]
             n = int(self.n_averaged.item())
@@ -259,7 +266,7 @@ class SWALR(LRScheduler):
             for lr, g in zip(lrs, groups):
                 g["swa_lr"] = float(lr)
         if anneal_strategy not in ("cos", "linear"):
-            raise ValueError(f"SWALR: anneal_strategy must by one of 'cos' or 'linear', instead got "
+            raise ValueError(f"SWALR: anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy!r}")
         if not isinstance(anneal_epochs, int) or isinstance(anneal_epochs, bool) or anneal_epochs < 0:
             raise ValueError(f"SWALR: anneal_epochs must be equal or greater than 0, got {anneal_epochs!r}")
