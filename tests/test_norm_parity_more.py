@@ -141,3 +141,21 @@ def test_local_response_norm_cpu_autocast_sums_in_float32(shape, rng):
         lo, hi = max(0, ch - 1), min(c, ch + 2)
         want[:, ch] = xs[:, ch] / (1.0 + 0.5 / 3 * sq[:, lo:hi].sum(1)) ** 0.75
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- values at the edges
+def test_cross_map_lrn2d_infinite_square_gives_zero_not_nan(rng):
+    """CrossMapLRN2d (PyTorch's running sum over the channels, channel 0's x² never subtracted): where a window
+    holds an x² that overflows float32, the scale is infinite and the output x * inf^-beta is 0, not NaN; here
+    channel 0 overflows, so every channel's window holds it. Channels the overflow does not reach keep the
+    formula's values."""
+    x = rng.standard_normal((2, 5, 3, 3)).astype(np.float32)
+    x[0, 0] = 1e20  # x² = inf in float32
+    y = nn.CrossMapLRN2d(3, 0.5, 0.75, 2.0)(cpu(x)).numpy()
+    assert np.all(np.isfinite(y))
+    np.testing.assert_array_equal(y[0], 0.0)
+    xs = x[1].astype(np.float64)
+    sq = xs * xs
+    for c in range(5):  # window c-1 .. c+1, plus channel 0's square for c > 1
+        s = sq[max(0, c - 1):c + 2].sum(0) + (sq[0] if c > 1 else 0)
+        np.testing.assert_allclose(y[1, c], xs[c] * (2.0 + 0.5 / 3 * s) ** -0.75, rtol=1e-5, atol=1e-6)

@@ -520,9 +520,8 @@ class CrossMapLRN2d(Module):
         # the channels as the rows of a one-channel image: a (2h+1, 1) average pool is the window's mean
         rows = F.pad(ops.reshape(sq, (n, 1, c, hgt * wid)), (0, 0, h, h))
         sums = ops.reshape(F.avg_pool2d(rows, (2 * h + 1, 1), stride=1), input.shape) * float(2 * h + 1)
-        if c > h + 1:
-            carry = (ops.arange(c, device=input.device) > h).to(input.dtype)
-            sums = sums + sq[:, :1] * ops.reshape(carry, (1, c, 1, 1))
+        if c > h + 1:  # (added to those channels alone: a product with a 0/1 mask would turn an infinite x² to NaN)
+            sums = ops.cat([sums[:, :h + 1], sums[:, h + 1:] + sq[:, :1]], 1)
         return input * (sums * (self.alpha / self.size) + self.k) ** -float(self.beta)
 
     def extra_repr(self):
