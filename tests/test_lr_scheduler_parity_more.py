@@ -1,13 +1,15 @@
 """More parity of optim.lr_scheduler and optim.swa_utils with PyTorch's rules: the rounding of the averages that
 AveragedModel keeps (exact rational references), schedules with arguments kept as given, and the kinds of error
 PyTorch's raise for bad arguments."""
+import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 import minifused as mf
-from minifused import backend, nn
+from minifused import backend, nn, optim
+from minifused.optim import lr_scheduler as S
 from minifused.optim import swa_utils as swa
 
 
@@ -135,3 +137,55 @@ def test_averaged_model_errors_of_pytorchs_kinds():
     with pytest.raises(TypeError, match="avg_fn must return a tensor, got float"):
         custom.update_parameters(model)
     assert int(avg.n_averaged.item()) == 1 and int(custom.n_averaged.item()) == 1
+
+
+def _steps(sched, opt, n):
+    for _ in range(n):
+        opt.step()
+        sched.step()
+    return opt.param_groups[0]["lr"]
+
+
+def _sgd(lr=0.1, groups=1):
+    return optim.SGD([{"params": [nn.Parameter(mf.zeros(2))]} for _ in range(groups)], lr=lr, momentum=0.9)
+
+
+def test_number_arguments_are_kept_as_given():
+    """PyTorch's schedulers keep gamma, eta_min, CyclicLR's lrs and momenta and SWALR's swa_lr as given: a NumPy
+    float32 gamma computes the lrs in float32 (NumPy's rule for a float32 times a Python float), a tensor gamma
+    or lr turns the group's lr into a tensor (float32 here)."""
+    opt = _sgd()
+    lr = _steps(S.ExponentialLR(opt, gamma=np.float32(0.9)), opt, 5)
+    want = np.float32(0.1) * np.float32(0.9) ** 5
+    assert type(lr) is np.float32 and lr == want and float(want) != 0.1 * 0.9 ** 5
+    opt = _sgd()
+    lr = _steps(S.StepLR(opt, 2, gamma=mf.tensor(0.5)), opt, 4)
+    assert isinstance(lr, mf.Tensor) and lr.item() == float(np.float32(0.1) * np.float32(0.25))
+    opt = _sgd()
+    lr = _steps(S.CosineAnnealingLR(opt, 4, eta_min=np.float32(0.01)), opt, 4)
+    assert type(lr) is np.float32 and lr == np.float32(0.01)
+    opt, base = _sgd(), mf.tensor(0.01)
+    sched = S.CyclicLR(opt, base_lr=base, max_lr=0.1, step_size_up=2)
+    lr = opt.param_groups[0]["lr"]
+    assert isinstance(lr, mf.Tensor) and lr is not base and sched.base_lrs[0] is not base
+    assert _steps(sched, opt, 2).item() == pytest.approx(0.1, rel=1e-7)
+    opt = _sgd(groups=2)
+    sched = swa.SWALR(opt, swa_lr=[mf.tensor(0.02), 0], anneal_epochs=3)
+    assert isinstance(opt.param_groups[0]["swa_lr"], mf.Tensor) and type(opt.param_groups[1]["swa_lr"]) is int
+    _steps(sched, opt, 3)
+    assert sched.get_last_lr()[0].item() == float(np.float32(0.02)) and sched.get_last_lr()[1] == 0
+
+
+@pytest.mark.parametrize("make", [
+    lambda o: S.StepLR(o, 2, gamma="0.5"),
+    lambda o: S.CyclicLR(o, "0.01", 0.1),
+    lambda o: S.CyclicLR(o, 0.01, [0.1, None]),
+    lambda o: S.CyclicLR(o, 0.01, 0.1, gamma="1"),
+    lambda o: S.OneCycleLR(o, 0.1, total_steps=10, base_momentum="0.8"),
+    lambda o: swa.SWALR(o, swa_lr="0.05"),
+])
+def test_arguments_that_are_no_numbers_are_type_errors(make):
+    """PyTorch's fail in the arithmetic with such an argument (a TypeError), some at a later step; here at once,
+    naming the scheduler and the argument."""
+    with pytest.raises(TypeError, match=r"(CyclicLR|StepLR|OneCycleLR|SWALR): .*(number|gamma)"):
+        make(_sgd(groups=2))

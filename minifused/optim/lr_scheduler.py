@@ -32,11 +32,12 @@ def _number(key):
 
 
 def _real(where, what, value):
-    """A number argument of a schedule as a float (a one-element tensor too); anything else (a string from a command
-    line) a TypeError, where PyTorch's fails at the first step that computes with it."""
-    if isinstance(value, str) or not isinstance(value, (numbers.Real, Tensor)):
+    """A number argument of a schedule (a one-element tensor too), kept as given as PyTorch's keeps it (a tensor or
+    NumPy float32 gamma computes the lrs in its precision, and a float lr becomes its kind); anything else (a string
+    from a command line) a TypeError, where PyTorch's fails at the first step that computes with it."""
+    if isinstance(value, (str, bool)) or not isinstance(value, (numbers.Real, Tensor)):
         raise TypeError(f"{where}: expected a number {what}, got {value!r}")
-    return float(value)
+    return value
 
 
 def _period(where, what, value):
@@ -293,8 +294,8 @@ class OneCycleLR(LRScheduler):
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
                 raise ValueError("OneCycleLR: optimizer has no momentum or betas to cycle")
             self.use_beta1 = "betas" in optimizer.defaults
-            tops = _per_group("max_momentum", optimizer, max_momentum)  # (one for all, or one per group)
-            bases = _per_group("base_momentum", optimizer, base_momentum)
+            tops = _per_group("max_momentum", optimizer, max_momentum, "OneCycleLR")  # (one, or one per group)
+            bases = _per_group("base_momentum", optimizer, base_momentum, "OneCycleLR")
             for g, top, base in zip(optimizer.param_groups, tops, bases):
                 if last_epoch == -1:
                     if self.use_beta1:
@@ -346,14 +347,17 @@ class OneCycleLR(LRScheduler):
         return lrs
 
 
-def _per_group(what, optimizer, value):
-    """``value`` for each parameter group: one number for all, or a list / tuple of one per group."""
+def _per_group(what, optimizer, value, where="CyclicLR"):
+    """``value`` for each parameter group: one number for all, or a list / tuple of one per group; kept as given
+    (a tensor cloned), as PyTorch's ``_format_param`` keeps them."""
     n = len(optimizer.param_groups)
     values = list(value) if isinstance(value, (list, tuple)) else [value] * n
     if len(values) != n:
         raise ValueError(f"{what} must have the same length as optimizer.param_groups: {what} has {len(values)} "
                          f"values, param_groups has {n}")
-    return [float(v) for v in values]
+    for v in values:
+        _real(where, what, v)
+    return [v.clone() if isinstance(v, Tensor) else v for v in values]
 
 
 class CyclicLR(LRScheduler):
@@ -381,7 +385,7 @@ class CyclicLR(LRScheduler):
             raise ValueError(f"CyclicLR: mode is invalid and scale_fn is None (mode={mode!r})")
         if scale_mode not in ("cycle", "iterations"):
             raise ValueError(f"CyclicLR: scale_mode must be 'cycle' or 'iterations', got {scale_mode!r}")
-        self.mode, self.gamma, self._scale_fn_custom = mode, float(gamma), scale_fn
+        self.mode, self.gamma, self._scale_fn_custom = mode, _real("CyclicLR", "gamma", gamma), scale_fn
         self.scale_mode = scale_mode if scale_fn is not None else ("iterations" if mode == "exp_range" else "cycle")
         self.cycle_momentum = bool(cycle_momentum)
         if self.cycle_momentum:

@@ -261,10 +261,10 @@ class SWALR(LRScheduler):
                 raise ValueError(f"SWALR: swa_lr must have one value per parameter group ({len(groups)}), got "
                                  f"{len(lrs)}")
             for lr in lrs:
-                if not isinstance(lr, numbers.Real) or isinstance(lr, bool):
+                if not isinstance(lr, (numbers.Real, Tensor)) or isinstance(lr, bool):
                     raise TypeError(f"SWALR: swa_lr must be a number, got {lr!r}")
-            for lr, g in zip(lrs, groups):
-                g["swa_lr"] = float(lr)
+            for lr, g in zip(lrs, groups):  # (as given, a tensor cloned: PyTorch's)
+                g["swa_lr"] = lr.clone() if isinstance(lr, Tensor) else lr
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(f"SWALR: anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy!r}")
