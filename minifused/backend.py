@@ -59,6 +59,16 @@ class InputTypeError(TypeError, RuntimeError):
     does not implement, so code written against either catches it."""
 
 
+class DtypeNotImplementedError(InputTypeError, NotImplementedError):
+    """A dtype an op has no kernel for, where PyTorch raises NotImplementedError ("... not implemented for
+    'Long'"): that, and still an InputTypeError."""
+
+
+class NotImplementedInputError(InputError, NotImplementedError):
+    """Input of a form an op does not implement (a padding mode, that many padded dimensions for that rank), where
+    PyTorch raises NotImplementedError: that, and still an InputError."""
+
+
 def as_dtype(spec) -> np.dtype:
     """A NumPy dtype from a dtype, a scalar type or a name ('float32', 'bf16', ...)."""
     if isinstance(spec, str):

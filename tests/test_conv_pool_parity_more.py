@@ -82,3 +82,70 @@ def test_same_padding_of_even_kernel_warns(warn_always, call, asymmetric):
         y = call(x)
     assert tuple(y.shape[-2:]) == (5, 6) or y.ndim == 2 and y.shape[-1] == 6 or tuple(y.shape[-3:]) == (1, 5, 6)
     assert any(SAME_WARNING in str(w.message) for w in caught) == asymmetric
+
+
+# ---------------------------------------------------------------- what PyTorch does not implement: NotImplementedError
+def _ints(*shape, dtype=mf.int32):
+    return mf.tensor(np.arange(int(np.prod(shape))).reshape(shape) % 5).to(dtype)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: F.avg_pool2d(_ints(1, 2, 4, 4), 2),  # (average pooling takes int64 alone on the cpu)
+    lambda: F.avg_pool1d(_ints(1, 2, 4, dtype=mf.int8), 2),
+    lambda: F.avg_pool3d(_ints(1, 2, 4, 4, 4, dtype=mf.int16), 2),
+    lambda: F.max_pool2d(_ints(1, 2, 4, 4, dtype=mf.bool_), 2),  # (max pooling: every integer dtype but bool)
+    lambda: F.max_pool3d(_ints(1, 2, 4, 4, 4, dtype=mf.bool_), 2),
+    lambda: F.max_pool1d(_ints(1, 2, 4, dtype=mf.int64), 2),  # (1-D without indices: floating inputs only)
+    lambda: F.adaptive_avg_pool1d(_ints(1, 2, 4, dtype=mf.int64), 2),
+    lambda: F.adaptive_max_pool2d(_ints(1, 2, 4, 4, dtype=mf.int64), 2),
+    lambda: F.adaptive_avg_pool3d(_ints(1, 2, 4, 4, 4, dtype=mf.int64), 2),
+    lambda: F.unfold(_ints(1, 2, 4, 4, dtype=mf.int64), 2),
+    lambda: F.fold(_ints(1, 8, 9, dtype=mf.int64), 4, 2),
+    lambda: F.conv2d(_ints(1, 2, 4, 4, dtype=mf.bool_), _ints(1, 2, 2, 2, dtype=mf.bool_)),
+    lambda: F.conv3d(_ints(1, 2, 4, 4, 4, dtype=mf.bool_), _ints(1, 2, 2, 2, 2, dtype=mf.bool_))])
+def test_unimplemented_dtypes_raise_not_implemented_error(call):
+    """PyTorch's cpu kernels raise NotImplementedError ('"avg_pool2d" not implemented for 'Int'') for a dtype they
+    have no kernel for; the error here is that, and still the TypeError it was."""
+    with pytest.raises(NotImplementedError) as info:
+        call()
+    assert isinstance(info.value, TypeError) and isinstance(info.value, RuntimeError)
+    assert "int" in str(info.value) or "bool" in str(info.value)
+
+
+def test_integer_pooling_that_pytorch_implements_still_runs():
+    """The counterpart: max pooling of int32 (with indices for the 1-D one) and average pooling of int64 run, the
+    average truncating toward zero as C's integer division."""
+    x = _ints(1, 1, 4, 4, dtype=mf.int64) - 2  # rows [-2 -1 0 1], [2 -2 -1 0], [1 2 -2 -1], [0 1 2 -2]
+    # window sums -3, 0, 4, -3: -3 / 4 truncates to 0 (not floor's -1), 4 / 4 = 1
+    np.testing.assert_array_equal(F.avg_pool2d(x, 2).numpy(), [[[[0, 0], [1, 0]]]])
+    y, i = F.max_pool1d(_ints(1, 1, 6), 3, return_indices=True)
+    np.testing.assert_array_equal(y.numpy(), [[[2, 4]]])
+    np.testing.assert_array_equal(i.numpy(), [[[2, 4]]])
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: F.pad(x, (1, 1), mode="reflect"),  # a 4-D input padded in one dimension
+    lambda x: F.pad(x[0, 0], (1, 1, 1, 1), mode="replicate"),  # a 2-D input in two
+    lambda x: F.pad(x[None], (1, 1, 1, 1), mode="circular"),  # a 5-D input in two
+    lambda x: F.pad(x, (1, 1) * 4, mode="reflect"),
+    lambda x: F.pad(x, (1, 1), mode="wrap")])
+def test_pad_forms_pytorch_does_not_implement(call):
+    """Non-constant modes pad the last k = 1, 2 or 3 dimensions of a (k+1)-D or (k+2)-D input; other forms, and an
+    unknown mode, raise PyTorch's NotImplementedError (still a ValueError here)."""
+    x = mf.tensor(rand(2, 3, 4, 5))
+    with pytest.raises(NotImplementedError, match="pad: ") as info:
+        call(x)
+    assert isinstance(info.value, ValueError)
+
+
+def test_pad_mode_must_be_a_string():
+    with pytest.raises(TypeError, match="pad: mode must be a string"):
+        F.pad(mf.tensor(rand(2, 3, 4)), (1, 1), mode=None)
+
+
+def test_adaptive_pool3d_output_size_of_wrong_length_is_a_value_error_too():
+    """PyTorch raises ValueError for an unbatched input's four sizes, RuntimeError for a batched one's."""
+    for x in (mf.tensor(rand(2, 4, 4, 4)), mf.tensor(rand(1, 2, 4, 4, 4))):
+        with pytest.raises(ValueError, match="adaptive_avg_pool3d: output_size must be an int or a triple") as info:
+            F.adaptive_avg_pool3d(x, (2, 2, 2, 2))
+        assert isinstance(info.value, RuntimeError)

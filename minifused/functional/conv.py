@@ -16,7 +16,7 @@ from ..backend import same_device as _same_device
 from ..kernels import is_channels_last as _is_channels_last
 from ..kernels.pool import out_size as _pool_out_size
 from ._checks import _check_image, _pair, _single, _tensor_ints, _unpool_size, unbatched
-from ..backend import InputError, InputTypeError
+from ..backend import DtypeNotImplementedError, InputError, InputTypeError
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "max_pool1d",
            "avg_pool1d", "unfold", "fold", "max_unpool2d"]
@@ -99,7 +99,8 @@ def _conv2d_args(input, weight, bias, stride, padding, dilation, groups, activat
                          f"{tuple(input.shape)}, padding {padding})")
     dtype = input.dtype
     if dtype not in _CONV_DTYPES:
-        raise InputTypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
+        raise DtypeNotImplementedError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or "
+                                       f"float64")
     if weight.dtype != dtype or (bias is not None and isinstance(bias, _Tensor) and bias.dtype != dtype):
         raise InputTypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
                              + (f", {bias.dtype}" if bias is not None else "") + " (no implicit casts)")
@@ -164,8 +165,8 @@ def _check_conv_args_1d(op, input, weight, bias, stride, padding, dilation, grou
     if isinstance(bias, _Tensor) and tuple(bias.shape) != (k,):
         raise InputError(f"{op}: bias must have shape ({k},) to match out_channels, got {tuple(bias.shape)}")
     if input.dtype not in _CONV_DTYPES:  # (autocast casts floating inputs only: this holds under it too)
-        raise InputTypeError(f"{op}: unsupported dtype {input.dtype}; expected float32, float16, bfloat16 or "
-                             f"float64")
+        raise DtypeNotImplementedError(f"{op}: unsupported dtype {input.dtype}; expected float32, float16, "
+                                       f"bfloat16 or float64")
     return int(groups)
 
 
@@ -224,7 +225,8 @@ def _conv_transpose2d(op, input, weight, bias, stride, padding, output_padding, 
                          f"stride {stride}, padding {padding}: output size {out})")
     dtype = input.dtype
     if dtype not in _CONV_DTYPES:
-        raise InputTypeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
+        raise DtypeNotImplementedError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or "
+                                       f"float64")
     if weight.dtype != dtype or (isinstance(bias, _Tensor) and bias.dtype != dtype):
         raise InputTypeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
                              + (f", {bias.dtype}" if isinstance(bias, _Tensor) else "") + " (no implicit casts)")
@@ -290,11 +292,11 @@ def _check_integer_pool(op, input, maximum):
     (``maximum``) every integer dtype but bool and average pooling int64 alone; on cuda none (PyTorch's cuda
     pooling kernels take floating-point inputs only)."""
     if input.device.type != "cpu":
-        raise InputTypeError(f"{op}: expected a floating-point input on {input.device} (integer inputs are pooled "
-                             f"on the cpu only), got {input.dtype}")
+        raise DtypeNotImplementedError(f"{op}: expected a floating-point input on {input.device} (integer inputs "
+                                       f"are pooled on the cpu only), got {input.dtype}")
     if input.dtype not in (_MAX_POOL_INTEGERS if maximum else (_backend.int64,)):
-        raise InputTypeError(f"{op}: expected a floating-point or {'integer (not bool)' if maximum else 'int64'} "
-                             f"input, got {input.dtype}")
+        raise DtypeNotImplementedError(f"{op}: expected a floating-point or "
+                                       f"{'integer (not bool)' if maximum else 'int64'} input, got {input.dtype}")
 
 
 def _check_pool_nonempty(op, input, spatial):
@@ -385,8 +387,8 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     indices is implemented for floating-point inputs alone."""
     if isinstance(input, _Tensor) and not _backend.is_floating(input.dtype):
         if not return_indices:
-            raise InputTypeError(f"max_pool1d: expected a floating-point input (an integer one is pooled with "
-                                 f"return_indices=True only), got {input.dtype}")
+            raise DtypeNotImplementedError(f"max_pool1d: expected a floating-point input (an integer one is pooled "
+                                           f"with return_indices=True only), got {input.dtype}")
         _check_integer_pool("max_pool1d", input, True)
     d = _single("max_pool1d", "dilation", dilation, 1)
     return _pool1d("max_pool1d", max_pool2d, input, kernel_size, stride, padding, (1, d), ceil_mode, return_indices,
@@ -404,7 +406,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 def _block_dtype(op, input):
     """Unfold and fold copy and add, so they take what PyTorch's do: floating, complex and bool tensors."""
     if not (_backend.is_floating(input.dtype) or input.dtype.kind in "cb"):
-        raise InputTypeError(f"{op}: expected a floating-point, complex or bool input, got {input.dtype}")
+        raise DtypeNotImplementedError(f"{op}: expected a floating-point, complex or bool input, got {input.dtype}")
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):

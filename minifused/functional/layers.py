@@ -18,7 +18,7 @@ from ..ops.shape import reshape, squeeze, unsqueeze
 from ..tensor import Tensor
 from ..backend import same_device as _same_device
 from ._checks import _check_tensor
-from ..backend import InputError, InputTypeError
+from ..backend import DtypeNotImplementedError, InputError, InputTypeError, NotImplementedInputError
 
 __all__ = ["pad", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "embedding", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
@@ -45,8 +45,10 @@ def pad(input, pad, mode="constant", value=None):
         pad = [p.__index__() if isinstance(p, Tensor) and p.numel() == 1 and p.dtype.kind in "iu" else p for p in pad]
     if not isinstance(pad, (tuple, list)) or not all(_is_int(p) for p in pad):
         raise InputTypeError(f"{op}: pad must be a tuple of ints, got {given!r}")
-    if mode not in _PAD_MODES:
-        raise InputError(f"{op}: mode must be one of {', '.join(map(repr, _PAD_MODES))}, got {mode!r}")
+    if not isinstance(mode, str):
+        raise InputTypeError(f"{op}: mode must be a string, one of {', '.join(map(repr, _PAD_MODES))}, got {mode!r}")
+    if mode not in _PAD_MODES:  # (PyTorch: NotImplementedError, 'Unrecognised padding mode')
+        raise NotImplementedInputError(f"{op}: mode must be one of {', '.join(map(repr, _PAD_MODES))}, got {mode!r}")
     if len(pad) % 2:
         raise InputError(f"{op}: padding length must be divisible by 2, got {len(pad)} values {tuple(pad)}")
     k, nd = len(pad) // 2, input.ndim
@@ -70,10 +72,10 @@ def pad(input, pad, mode="constant", value=None):
     else:
         if value not in (None, 0):  # (PyTorch takes 0, the default it would fill with, for these modes too)
             raise InputError(f"{op}: mode {mode!r} takes no value argument, got value={value!r}")
-        if not 1 <= k <= 3 or nd not in (k + 1, k + 2):
-            raise InputError(f"{op}: mode {mode!r} pads the last 1, 2 or 3 dimensions of a {k + 1}-D or "
-                             f"{k + 2}-D input (len(pad) = 2, 4, 6), got padding length {len(pad)} for a "
-                             f"{nd}-D input of shape {shape}")
+        if not 1 <= k <= 3 or nd not in (k + 1, k + 2):  # (PyTorch: NotImplementedError)
+            raise NotImplementedInputError(f"{op}: mode {mode!r} pads the last 1, 2 or 3 dimensions of a {k + 1}-D "
+                                           f"or {k + 2}-D input (len(pad) = 2, 4, 6), got padding length {len(pad)} "
+                                           f"for a {nd}-D input of shape {shape}")
         for d in range(nd - k, nd):
             n, (lo, hi) = shape[d], pairs[d]
             if mode == "reflect" and max(lo, hi) >= n:
@@ -121,7 +123,7 @@ def _adaptive_args(op, input, output_size, dims, empty_channels=False):
     if any(n == 0 for n in shape[nd - dims if empty_channels else 1:]):
         raise InputError(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape {shape}")
     if not backend.is_floating(input.dtype):
-        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        raise DtypeNotImplementedError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     output_size = _int_tensors_as_ints(output_size)
     if dims == 1:
         if isinstance(output_size, (tuple, list)):

@@ -21,7 +21,7 @@ from ._checks import _tensor_ints, _unpool_size, unbatched
 from .conv import (_CONV_DTYPES, SAME_ASYMMETRIC, _check_integer_pool, avg_pool2d, conv2d, conv_transpose2d,
                    max_pool2d)
 from .layers import _int_tensors_as_ints, adaptive_avg_pool2d, adaptive_max_pool2d, pad
-from ..backend import InputError, InputTypeError
+from ..backend import DtypeNotImplementedError, InputError, InputTypeError
 
 __all__ = ["conv3d", "conv_transpose3d", "max_pool3d", "max_pool3d_with_indices", "avg_pool3d",
            "adaptive_avg_pool3d", "adaptive_max_pool3d", "adaptive_max_pool3d_with_indices", "lp_pool3d",
@@ -88,7 +88,7 @@ def _check_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, in
     _check_volume(op, input)
     if integers != "any" and not backend.is_floating(input.dtype):
         if integers is None:
-            raise InputTypeError(f"{op}: expected a floating-point input, got {input.dtype}")
+            raise DtypeNotImplementedError(f"{op}: expected a floating-point input, got {input.dtype}")
         _check_integer_pool(op, input, integers == "max")
     if 0 in input.shape[-4:]:
         raise RuntimeError(f"{op}: expected a non-empty input (C, D, H, W), got shape {tuple(input.shape)}")
@@ -146,7 +146,8 @@ def _check_conv3d(op, input, weight, bias, groups, layout, out_channels):
         raise RuntimeError(f"{op}: groups must be a positive int, got {groups!r}")
     dtype = input.dtype
     if dtype not in _CONV_DTYPES:
-        raise RuntimeError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or float64")
+        raise DtypeNotImplementedError(f"{op}: unsupported dtype {dtype}; expected float32, float16, bfloat16 or "
+                                       f"float64")
     if weight.dtype != dtype or (isinstance(bias, Tensor) and bias.dtype != dtype):
         raise RuntimeError(f"{op}: input, weight and bias must have one dtype, got {dtype}, {weight.dtype}"
                            + (f", {bias.dtype}" if isinstance(bias, Tensor) else "") + " (no implicit casts)")
@@ -370,11 +371,12 @@ def _adaptive3d(op, input, output_size):
         raise RuntimeError(f"{op}: Expected 4D or 5D tensor (C, D, H, W) or (N, C, D, H, W), but got shape "
                            f"{tuple(input.shape)}")
     if not backend.is_floating(input.dtype):  # (PyTorch's adaptive pools take no integers, on either device)
-        raise InputTypeError(f"{op}: not implemented for dtype {input.dtype} (expected a floating-point input)")
+        raise DtypeNotImplementedError(f"{op}: not implemented for dtype {input.dtype} (expected a floating-point "
+                                       f"input)")
     output_size = _int_tensors_as_ints(output_size)
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 3
     if len(sizes) != 3:
-        raise RuntimeError(f"{op}: output_size must be an int or a triple (None keeps a dimension), got "
+        raise InputError(f"{op}: output_size must be an int or a triple (None keeps a dimension), got "
                            f"{output_size!r}")
     sizes = tuple(input.shape[-3 + i] if s is None else s for i, s in enumerate(sizes))
     if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in sizes):
