@@ -149,3 +149,22 @@ def test_adaptive_pool3d_output_size_of_wrong_length_is_a_value_error_too():
         with pytest.raises(ValueError, match="adaptive_avg_pool3d: output_size must be an int or a triple") as info:
             F.adaptive_avg_pool3d(x, (2, 2, 2, 2))
         assert isinstance(info.value, RuntimeError)
+
+
+# ---------------------------------------------------------------- messages show the input as given
+@pytest.mark.parametrize("pool,shape", [(F.max_pool2d, (0, 6, 6)), (F.avg_pool2d, (3, 0, 6)),
+                                        (F.max_pool3d, (0, 4, 4, 4)), (F.avg_pool3d, (2, 4, 0, 4)),
+                                        (F.max_pool3d_with_indices, (1, 0, 4, 4, 4)), (F.max_pool1d, (0, 6))])
+def test_pool_of_empty_dimension_names_the_shape_that_came(pool, shape):
+    """PyTorch's pools take an empty batch but no empty channel or spatial dimension (an unbatched input's C
+    included); the message shows the input's own shape, not the batch of one an unbatched input is run as."""
+    with pytest.raises(RuntimeError) as info:
+        pool(mf.zeros(*shape), 2)
+    assert str(info.value).startswith(pool.__name__ + ":")
+    assert f"got shape {shape}" in str(info.value)
+
+
+@pytest.mark.parametrize("pool", [F.max_pool1d, F.avg_pool1d, F.max_pool2d, F.avg_pool3d])
+def test_pool_of_a_non_tensor_raises_type_error(pool):
+    with pytest.raises(TypeError, match=f"{pool.__name__}: expected a tensor input, got list"):
+        pool([[1.0, 2.0, 3.0]], 2)

@@ -3,6 +3,7 @@
 image (C, H, W)."""
 from __future__ import annotations
 
+import functools as _functools
 import numbers as _numbers
 
 from .. import backend as _backend
@@ -306,6 +307,22 @@ def _check_pool_nonempty(op, input, spatial):
                          f"batch size and non-zero other dimensions, got shape {tuple(input.shape)}")
 
 
+def _pooling(spatial):
+    """A decorator: a pooling of (N, C, *spatial) input that takes an unbatched (C, *spatial) one too (as
+    :func:`unbatched`), PyTorch's rule on empty dimensions checked on the input as given, so that the message
+    shows the shape that came (not its batch-of-one view)."""
+    def decorate(fn):
+        run = unbatched(spatial)(fn)
+
+        @_functools.wraps(fn)
+        def pooling(input, *args, **kwargs):
+            if isinstance(input, _Tensor) and input.ndim in (spatial + 1, spatial + 2):
+                _check_pool_nonempty(fn.__name__, input, spatial)
+            return run(input, *args, **kwargs)
+        return pooling
+    return decorate
+
+
 def _pool_args(op, input, kernel_size, stride, padding, dilation=(1, 1), ceil_mode=False, maximum=True):
     """(kernel, stride, padding) pairs, checked; ``dilation`` (max pooling's, a checked pair) spaces a window's
     taps, so the window spans (k - 1) * d + 1. ``maximum``: max pooling's dtypes (else average pooling's)."""
@@ -329,7 +346,7 @@ def _pool_args(op, input, kernel_size, stride, padding, dilation=(1, 1), ceil_mo
     return kernel, stride, padding
 
 
-@_unbatched
+@_pooling(2)
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """Max pooling as ``torch.nn.functional.max_pool2d`` (``dilation``: the spacing of a window's taps). With
     ``return_indices``, ``(output, indices)``: each maximum's flat index ``h*W + w`` in its (H, W) plane, int64,
@@ -339,7 +356,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _pool_ops.max_pool2d(input, kernel, stride, padding, ceil_mode, bool(return_indices), dilation)
 
 
-@_unbatched
+@_pooling(2)
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """Average pooling as ``torch.nn.functional.avg_pool2d`` (``count_include_pad=True`` by default;
@@ -359,9 +376,11 @@ def _pool1d(op, pool, input, kernel_size, stride, padding, *rest, dilation=1, ce
     """A 1-D pooling of a (N, C, L) or (C, L) input as the 2-D one over a height of one (the same kernels), its
     1-D arguments checked here (``dilation``: max pooling's, an int >= 1, which ``rest`` passes on as a pair);
     indices come back as positions along L."""
-    if not isinstance(input, _Tensor) or input.ndim not in (2, 3):
+    if not isinstance(input, _Tensor):  # (PyTorch's TypeError)
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if input.ndim not in (2, 3):
         raise InputError(f"{op}: expected a 3-D input (N, C, L) or a 2-D unbatched one (C, L), got "
-                         f"{tuple(input.shape) if isinstance(input, _Tensor) else type(input).__name__}")
+                         f"{tuple(input.shape)}")
     _check_pool_nonempty(op, input, 1)
     k = _single(op, "kernel_size", kernel_size, 1)
     s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \

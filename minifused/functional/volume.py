@@ -18,8 +18,8 @@ from ..ops._common import autocast_float32, autocast_lower
 from ..ops.shape import reshape
 from ..tensor import Tensor
 from ._checks import _tensor_ints, _unpool_size, unbatched
-from .conv import (_CONV_DTYPES, SAME_ASYMMETRIC, _check_integer_pool, avg_pool2d, conv2d, conv_transpose2d,
-                   max_pool2d)
+from .conv import (_CONV_DTYPES, SAME_ASYMMETRIC, _check_integer_pool, _pooling, avg_pool2d, conv2d,
+                   conv_transpose2d, max_pool2d)
 from .layers import _int_tensors_as_ints, adaptive_avg_pool2d, adaptive_max_pool2d, pad
 from ..backend import DtypeNotImplementedError, InputError, InputTypeError
 
@@ -290,7 +290,7 @@ def _max_pool3d(op, input, kernel_size, stride, padding, dilation, ceil_mode):
     return values, depth * (h * w) + plane
 
 
-@_unbatched
+@_pooling(3)
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """Max pooling as ``torch.nn.functional.max_pool3d``; with ``return_indices``, ``(output, indices)``: each
     maximum's flat index ``d*H*W + h*W + w`` in its (D, H, W) volume, int64, the first maximum in PyTorch's scan
@@ -299,7 +299,7 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return (y, idx) if return_indices else y
 
 
-@_unbatched
+@_pooling(3)
 def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                             return_indices=False):
     """``(output, indices)`` of :func:`max_pool3d` (PyTorch's signature; ``return_indices`` is ignored)."""
@@ -316,7 +316,7 @@ def _avg_divisor(n, k, s, p, out, count_include_pad):
     return (np.minimum(end, n) - np.maximum(start, 0)).astype(np.float64)
 
 
-@_unbatched
+@_pooling(3)
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """Average pooling as ``torch.nn.functional.avg_pool3d``: the window sums (the 2-D pool's sums of every plane,
