@@ -159,3 +159,27 @@ def test_cross_map_lrn2d_infinite_square_gives_zero_not_nan(rng):
     for c in range(5):  # window c-1 .. c+1, plus channel 0's square for c > 1
         s = sq[max(0, c - 1):c + 2].sum(0) + (sq[0] if c > 1 else 0)
         np.testing.assert_allclose(y[1, c], xs[c] * (2.0 + 0.5 / 3 * s) ** -0.75, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [mf.float32, mf.float64, mf.float16])
+def test_instance_norm_eps0_constant_instance_gives_bias(dtype, rng):
+    """PyTorch's instance_norm runs its batch_norm kernel, whose ``InvStd`` is 0 where the variance and eps are
+    both 0: with ``eps=0`` a constant instance normalizes to 0 (then the bias), with a zero gradient, not
+    0 / 0 = NaN; the other instances are normalized as usual."""
+    x = rng.standard_normal((2, 3, 4, 2))
+    x[0, 1], x[1, 2] = 0.1, 0.0  # constant instances (0.1's mean may round: constant all the same)
+    w, b = rng.random(3) + 0.5, rng.standard_normal(3)
+    xt = cpu(x).to(dtype).requires_grad_()
+    wt = cpu(w).to(mf.float32 if dtype == mf.float16 else dtype).requires_grad_()
+    y = F.instance_norm(xt, weight=wt, bias=cpu(b).to(wt.dtype), eps=0.0)
+    (y * cpu(rng.standard_normal(x.shape)).to(dtype)).sum().backward()
+    xs = xt.detach().double().numpy()
+    mean, var = xs.mean((2, 3), keepdims=True), xs.var((2, 3), keepdims=True)
+    const = np.ptp(xs.reshape(2, 3, -1), axis=2).reshape(2, 3, 1, 1) == 0
+    want = np.where(const, 0.0, (xs - mean) / np.sqrt(np.where(const, 1.0, var)))
+    want = want * w.reshape(1, 3, 1, 1) + b.reshape(1, 3, 1, 1)
+    tol = 2e-3 if dtype == mf.float16 else 1e-5
+    np.testing.assert_allclose(y.detach().double().numpy(), want, rtol=tol, atol=tol)
+    assert np.isfinite(xt.grad.double().numpy()).all()
+    np.testing.assert_array_equal(xt.grad.double().numpy()[0, 1], 0.0)
+    np.testing.assert_array_equal(xt.grad.double().numpy()[1, 2], 0.0)

@@ -271,7 +271,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     input = _contiguous(input)  # (as PyTorch's: a C-contiguous result whatever the input's layout)
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, 0.0, eps)
-    y = _group_norm(input, c, weight, bias, eps)
+    y = _group_norm(input, c, weight, bias, eps) if eps else _instance_norm_eps0(input, weight, bias)
     if running_mean is not None and momentum:
         from ..autograd import no_grad
 
@@ -282,6 +282,29 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             for stat, value in ((running_mean, mean), (running_var, var)):
                 stat.mul_(1.0 - momentum).add_(value.to(stat.dtype), alpha=momentum)
     return y
+
+
+def _instance_norm_eps0(input, weight, bias):
+    """Each instance normalized with eps 0 as PyTorch's batch_norm kernel does it (its ``InvStd``): a constant
+    instance, of zero variance, gets a zero rstd, so its output is the bias and its gradient zero, not 0 / 0."""
+    from ..ops import where
+
+    n, c = input.shape[:2]
+    wide = next((t.dtype for t in (weight, bias) if t is not None), input.dtype)
+    x = _cast(input, wide) if wide.itemsize > input.dtype.itemsize else input
+    x = x.float() if x.dtype in (_backend.float16, _backend.bfloat16) else x
+    flat = _reshape(x, n, c, -1)
+    centred = flat - flat.mean(2, keepdim=True)
+    var = (centred * centred).mean(2, keepdim=True)
+    detached = flat.detach()
+    constant = detached.amax(2, keepdim=True) == detached.amin(2, keepdim=True)  # (exact, where var may round)
+    y = _reshape(centred * where(constant, 0.0, where(constant, 1.0, var).rsqrt()), *x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        y = y * _reshape(weight, *shape).to(y.dtype)
+    if bias is not None:
+        y = y + _reshape(bias, *shape).to(y.dtype)
+    return _cast(y, input.dtype)
 
 
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
