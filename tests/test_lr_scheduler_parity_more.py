@@ -189,3 +189,32 @@ def test_arguments_that_are_no_numbers_are_type_errors(make):
     naming the scheduler and the argument."""
     with pytest.raises(TypeError, match=r"(CyclicLR|StepLR|OneCycleLR|SWALR): .*(number|gamma)"):
         make(_sgd(groups=2))
+
+
+def _lrs(sched, opt, n):
+    out = [sched.get_last_lr()[0]]
+    for _ in range(n):
+        opt.step()
+        sched.step()
+        out.append(sched.get_last_lr()[0])
+    return out
+
+
+def test_cyclic_lr_with_step_size_down_zero_is_a_sawtooth():
+    """step_size_down=0 (PyTorch's takes it): the rise takes the whole cycle, x = t / up - floor(t / up), and the
+    lr falls back to base_lr at once; the momentum mirrors it."""
+    opt = _sgd()
+    sched = S.CyclicLR(opt, 0.01, 0.09, step_size_up=4, step_size_down=0, base_momentum=0.8, max_momentum=0.9)
+    moms = [opt.param_groups[0]["momentum"]]
+    lrs = [sched.get_last_lr()[0]]
+    for _ in range(11):
+        opt.step()
+        sched.step()
+        lrs.append(sched.get_last_lr()[0])
+        moms.append(opt.param_groups[0]["momentum"])
+    x = np.array([(t % 4) / 4 for t in range(12)])
+    np.testing.assert_allclose(lrs, 0.01 + 0.08 * x, rtol=1e-14)
+    np.testing.assert_allclose(moms, 0.9 - 0.1 * x, rtol=1e-14)
+    for up, down in ((0, 3), (2, -1), (-2, None)):
+        with pytest.raises(ValueError, match="CyclicLR: expected step_size_up > 0 and step_size_down >= 0"):
+            S.CyclicLR(_sgd(), 0.01, 0.1, step_size_up=up, step_size_down=down)

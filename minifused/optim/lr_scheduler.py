@@ -378,8 +378,9 @@ class CyclicLR(LRScheduler):
         self.max_lrs = _per_group("max_lr", optimizer, max_lr)
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up
-        if up <= 0 or down <= 0:
-            raise ValueError(f"CyclicLR: step sizes must be positive, got {step_size_up!r} and {step_size_down!r}")
+        if not up > 0 or not down >= 0:  # (a step_size_down of 0: a sawtooth, as PyTorch's gives it)
+            raise ValueError(f"CyclicLR: expected step_size_up > 0 and step_size_down >= 0, got {step_size_up!r} "
+                             f"and {step_size_down!r}")
         self.total_size, self.step_ratio = up + down, up / (up + down)
         if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
             raise ValueError(f"CyclicLR: mode is invalid and scale_fn is None (mode={mode!r})")
