@@ -218,3 +218,16 @@ def test_cyclic_lr_with_step_size_down_zero_is_a_sawtooth():
     for up, down in ((0, 3), (2, -1), (-2, None)):
         with pytest.raises(ValueError, match="CyclicLR: expected step_size_up > 0 and step_size_down >= 0"):
             S.CyclicLR(_sgd(), 0.01, 0.1, step_size_up=up, step_size_down=down)
+
+
+def test_multistep_and_sequential_take_milestones_in_an_array():
+    """A NumPy array of milestones (np.arange, a config's array) works as PyTorch's: the lr times gamma ** k
+    after k milestones reached; SequentialLR keeps the array as given."""
+    opt = _sgd()
+    got = _lrs(S.MultiStepLR(opt, np.array([2, 5, 5]), gamma=0.5), opt, 7)
+    np.testing.assert_allclose(got, [0.1 * 0.5 ** ((t >= 2) + 2 * (t >= 5)) for t in range(8)], rtol=1e-15)
+    opt = _sgd()
+    ms = np.array([3])
+    seq = S.SequentialLR(opt, [S.ConstantLR(opt, 0.5, 10), S.ExponentialLR(opt, 0.5)], ms)
+    assert seq._milestones is ms
+    np.testing.assert_allclose(_lrs(seq, opt, 5), [0.05, 0.05, 0.05, 0.1, 0.05, 0.025], rtol=1e-15)

@@ -86,7 +86,8 @@ class MultiStepLR(LRScheduler):
         # config file, would never be reached: refused)
         if milestones is not None and (isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__")):
             raise TypeError(f"MultiStepLR: milestones must be a list of epochs, got {milestones!r}")
-        bad = [m for m in milestones or () if isinstance(m, bool) or not isinstance(m, numbers.Real)]
+        milestones = () if milestones is None else milestones  # (an array too: no truth value asked of it)
+        bad = [m for m in milestones if isinstance(m, bool) or not isinstance(m, numbers.Real)]
         if bad:
             raise TypeError(f"MultiStepLR: milestones must be numbers (epochs), got {bad[0]!r} in {milestones!r}")
         self.milestones = Counter(milestones)  # (as given, as PyTorch's: a milestone of 2.5 is never reached)

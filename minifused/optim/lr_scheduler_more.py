@@ -52,7 +52,9 @@ class SequentialLR(_Composite):
         _check_optimizer(optimizer)
         if isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__"):
             raise TypeError(f"SequentialLR: milestones must be a list of epochs, got {milestones!r}")
-        schedulers, milestones = list(schedulers), list(milestones)
+        schedulers = list(schedulers)
+        if not hasattr(milestones, "__getitem__"):
+            milestones = list(milestones)  # (an iterator; a list, tuple or array kept as given, as PyTorch's)
         _numbers("SequentialLR", **{f"milestones[{i}]": m for i, m in enumerate(milestones)})
         if not schedulers:
             raise ValueError("SequentialLR: expected at least one scheduler, got none")
