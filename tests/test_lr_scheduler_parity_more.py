@@ -231,3 +231,15 @@ def test_multistep_and_sequential_take_milestones_in_an_array():
     seq = S.SequentialLR(opt, [S.ConstantLR(opt, 0.5, 10), S.ExponentialLR(opt, 0.5)], ms)
     assert seq._milestones is ms
     np.testing.assert_allclose(_lrs(seq, opt, 5), [0.05, 0.05, 0.05, 0.1, 0.05, 0.025], rtol=1e-15)
+
+
+def test_sequential_restarting_a_composite_says_why_it_cannot():
+    """PyTorch's SequentialLR restarts the scheduler of a milestone through its lr formula; a SequentialLR or
+    ChainedScheduler has none (PyTorch's raise a bare NotImplementedError): the error names it."""
+    opt = _sgd()
+    inner = S.ChainedScheduler([S.ExponentialLR(opt, 0.9), S.StepLR(opt, 2)])
+    seq = S.SequentialLR(opt, [S.ConstantLR(opt, 0.5, 10), inner], [2])
+    _lrs(seq, opt, 1)
+    opt.step()
+    with pytest.raises(NotImplementedError, match="ChainedScheduler has no lr formula of its own"):
+        seq.step()

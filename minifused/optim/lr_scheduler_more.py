@@ -16,6 +16,12 @@ from ._scheduler_base import (EPOCH_DEPRECATION_WARNING, LRScheduler, _check_opt
 class _Composite(LRScheduler):
     """A scheduler made of others (``_schedulers``): its state dict holds theirs."""
 
+    def get_lr(self):
+        # (a SequentialLR restarting this one at a milestone asks for it; PyTorch's base raises a bare
+        # NotImplementedError there)
+        raise NotImplementedError(f"{type(self).__name__} has no lr formula of its own (it steps the schedulers it "
+                                  f"holds), so a SequentialLR cannot restart it at a milestone")
+
     def state_dict(self):
         sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
         sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
