@@ -243,3 +243,19 @@ def test_sequential_restarting_a_composite_says_why_it_cannot():
     opt.step()
     with pytest.raises(NotImplementedError, match="ChainedScheduler has no lr formula of its own"):
         seq.step()
+
+
+@pytest.mark.parametrize("make,exc,words", [
+    (lambda o: S.OneCycleLR(None, 0.1, 10), TypeError, "NoneType is not an Optimizer"),
+    (lambda o: S.OneCycleLR(o, 0.1, "10"), TypeError, "OneCycleLR: expected a positive integer total_steps, got '10'"),
+    (lambda o: S.OneCycleLR(o, 0.1, 10.0), ValueError, "OneCycleLR: expected a positive integer total_steps"),
+    (lambda o: S.OneCycleLR(o, 0.1, epochs="2", steps_per_epoch=3), ValueError, "positive integer epochs, got '2'"),
+    (lambda o: S.CosineAnnealingWarmRestarts(o, "2"), TypeError, "expected a positive integer T_0, got '2'"),
+    (lambda o: S.CosineAnnealingWarmRestarts(o, 2, None), TypeError, "expected an integer T_mult >= 1, got None"),
+    (lambda o: S.CosineAnnealingWarmRestarts(o, 2, 1.5), ValueError, "expected an integer T_mult >= 1, got 1.5"),
+])
+def test_bad_arguments_raise_pytorchs_kind(make, exc, words):
+    """The kind PyTorch's raises: a TypeError where its check compares the argument first (a string or None),
+    a ValueError where it tests the type first or the value is out of range."""
+    with pytest.raises(exc, match=words):
+        make(_sgd())

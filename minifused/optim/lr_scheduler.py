@@ -247,7 +247,11 @@ class OneCycleLR(LRScheduler):
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
                  anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95,
                  div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
+        _check_optimizer(optimizer)
+
         def positive_int(name, v):
+            if name == "total_steps" and not isinstance(v, numbers.Real):  # (PyTorch's compares it first)
+                raise TypeError(f"OneCycleLR: expected a positive integer total_steps, got {v!r}")
             if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v <= 0:
                 raise ValueError(f"OneCycleLR: expected a positive integer {name}, got {v!r}")
             return int(v)

@@ -104,10 +104,11 @@ class CosineAnnealingWarmRestarts(LRScheduler):
     takes a fractional epoch (e.g. ``epoch + i / iters``) as PyTorch's does."""
 
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):  # noqa: N803 - PyTorch's names
-        if isinstance(T_0, bool) or not isinstance(T_0, int) or T_0 <= 0:
-            raise ValueError(f"CosineAnnealingWarmRestarts: expected a positive integer T_0, got {T_0!r}")
-        if isinstance(T_mult, bool) or not isinstance(T_mult, int) or T_mult < 1:
-            raise ValueError(f"CosineAnnealingWarmRestarts: expected an integer T_mult >= 1, got {T_mult!r}")
+        for v, want in ((T_0, "a positive integer T_0"), (T_mult, "an integer T_mult >= 1")):
+            if not isinstance(v, numbers.Real):  # (PyTorch's compares it first: a TypeError)
+                raise TypeError(f"CosineAnnealingWarmRestarts: expected {want}, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"CosineAnnealingWarmRestarts: expected {want}, got {v!r}")
         if isinstance(eta_min, bool) or not isinstance(eta_min, (int, float)):
             raise ValueError(f"CosineAnnealingWarmRestarts: expected a number eta_min, got {eta_min!r}")
         self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
