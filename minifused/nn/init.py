@@ -91,6 +91,9 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         raise InputError(f"trunc_normal_: expected a < b and std >= 0, got a={a}, b={b}, std={std}")
     if not backend.is_floating(tensor.dtype):
         raise InputTypeError(f"trunc_normal_: expected a floating-point tensor, got {tensor.dtype}")
+    if mean < a - 2 * std or mean > b + 2 * std:  # PyTorch's warning (its draw is exact there too, as this one)
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
+                      "be incorrect.", stacklevel=2)
     data = tensor._data
     xp = backend.array_module(data)
     gen = backend.generator(tensor.device, generator, "trunc_normal_")
@@ -113,13 +116,39 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
             # multiples of 1e-16, which beyond ~8 std left values at the bounds (clipped infinities)
             flip = (a - mean) + (b - mean) > 0
             za, zb = sorted(((mean - v) if flip else (v - mean)) / std for v in (a, b))
-            plo, phi = (0.5 * math.erfc(-z / math.sqrt(2)) for z in (za, zb))
-            u = xp.asarray(gen.random(count) if isinstance(gen, np.random.Generator) else gen.random_sample(count))
-            y = ndtri(xp.asarray(plo + u * (phi - plo), dtype=xp.float64))
+            if zb < -FAR_TAIL:
+                y = -_far_tail(xp, gen, count, -zb, -za)
+            else:
+                plo, phi = (0.5 * math.erfc(-z / math.sqrt(2)) for z in (za, zb))
+                y = ndtri(xp.asarray(plo + _uniform(xp, gen, count) * (phi - plo), dtype=xp.float64))
             out[outside] = xp.clip(mean + std * (-y if flip else y), a, b)
     with no_grad():
         data[...] = out.astype(data.dtype)
         return tensor._bump("trunc_normal_")
+
+
+#: Beyond this many std on both bounds trunc_normal_ draws by rejection from an exponential (the normal CDF there,
+#: below 1e-197, would soon underflow to 0 and put every value on the bound nearer the mean)
+FAR_TAIL = 30.0
+
+
+def _uniform(xp, gen, count):
+    return xp.asarray(gen.random(count) if isinstance(gen, np.random.Generator) else gen.random_sample(count))
+
+
+def _far_tail(xp, gen, count, lo, hi):
+    """``count`` draws of the standard normal truncated to [lo, hi], lo > 0 far in the upper tail: s = lo + e, e from
+    the exponential of rate lo truncated to [0, hi - lo] (by its inverse CDF), kept with probability exp(-e^2 / 2),
+    the ratio of the densities (Robert, 1995); where lo is past 30 nearly every draw is kept."""
+    out = xp.empty(count, xp.float64)
+    todo = xp.arange(count)
+    mass = -math.expm1(-lo * (hi - lo))  # the truncated exponential's share of the whole one (1 for hi = inf)
+    while todo.size:
+        e = -xp.log1p(-_uniform(xp, gen, todo.size) * mass) / lo
+        keep = _uniform(xp, gen, todo.size) < xp.exp(-0.5 * e * e)
+        out[todo[keep]] = lo + e[keep]
+        todo = todo[~keep]
+    return out
 
 
 def _no_grad_trunc_normal_(tensor, mean, std, a, b, generator=None):

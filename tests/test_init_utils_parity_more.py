@@ -1,0 +1,47 @@
+"""nn.init and nn.utils against PyTorch's rules: trunc_normal_ far in a tail, the older weight_norm /
+spectral_norm, the parametrizations, parametrize's helpers, the flat parameter vector and the fused layers.
+Every expectation is a float64 NumPy reference, a finite difference or the PyTorch rule named in the test."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.nn as nn
+
+
+def _tail_moments(lo, hi):
+    """Mean and variance of the standard normal truncated to [lo, hi], lo > 0 far in the upper tail, as
+    lo + e with e's density proportional to exp(-lo e - e^2 / 2) on [0, hi - lo] (integrated on a fine grid;
+    the normal's own CDF underflows there)."""
+    e = np.linspace(0.0, min(hi - lo, 50.0 / lo), 200_001)
+    w = np.exp(-lo * e - 0.5 * e * e)
+    m = np.trapezoid(e * w, e) / np.trapezoid(w, e)
+    return lo + m, np.trapezoid((e - m) ** 2 * w, e) / np.trapezoid(w, e)
+
+
+@pytest.mark.parametrize("a, b", [(-100.0, -99.0), (40.0, 40.5), (50.0, math.inf), (-math.inf, -45.0)])
+def test_trunc_normal_beyond_the_normal_cdf_range(a, b):
+    """trunc_normal_ on [a, b] more than 37 std from the mean (where the normal CDF underflows to 0): the
+    truncated normal's mean and variance, as PyTorch's rejection draw gives (it gave a for every value)."""
+    mf.manual_seed(11)
+    s = 1.0 if a > 0 else -1.0  # mirrored into the upper tail
+    lo, hi = sorted((s * a, s * b))
+    mean, var = _tail_moments(lo, hi)
+    with pytest.warns(UserWarning, match="mean is more than 2 std from"):
+        x = s * nn.init.trunc_normal_(mf.empty(20_000, dtype=mf.float64), a=a, b=b).numpy()
+    assert x.min() >= lo and x.max() <= hi and len(np.unique(x)) == x.size
+    assert abs(x.mean() - mean) < 0.05 * math.sqrt(var) and abs(x.var() / var - 1) < 0.05, (x.mean(), mean)
+
+
+def test_trunc_normal_warns_only_for_a_mean_far_from_the_interval():
+    """PyTorch warns where mean < a - 2 std or mean > b + 2 std, not otherwise."""
+    with pytest.warns(UserWarning, match="more than 2 std"):
+        nn.init.trunc_normal_(mf.empty(10), mean=0.0, std=1.0, a=2.5, b=4.0)
+    with pytest.warns(UserWarning, match="more than 2 std"):
+        nn.init.trunc_normal_(mf.empty(10), mean=5.0, std=0.5, a=-1.0, b=3.9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nn.init.trunc_normal_(mf.empty(10), mean=0.0, std=1.0, a=1.5, b=4.0)
+        nn.init.trunc_normal_(mf.empty(10), mean=5.0, std=0.5, a=-1.0, b=4.1)
