@@ -45,3 +45,15 @@ def test_trunc_normal_warns_only_for_a_mean_far_from_the_interval():
         warnings.simplefilter("error")
         nn.init.trunc_normal_(mf.empty(10), mean=0.0, std=1.0, a=1.5, b=4.0)
         nn.init.trunc_normal_(mf.empty(10), mean=5.0, std=0.5, a=-1.0, b=4.1)
+
+
+def test_vector_to_parameters_refuses_an_integer_vector_for_trainable_parameters():
+    """PyTorch's ``param.data = vec[...]`` refuses an integer tensor for a parameter that requires grad
+    (RuntimeError); here before any parameter changes. An integer vector into plain tensors is fine."""
+    ps = [nn.Parameter(mf.zeros(2, 3)), nn.Parameter(mf.zeros(4))]
+    with pytest.raises(RuntimeError, match="floating point"):
+        nn.utils.vector_to_parameters(mf.arange(10), ps)
+    assert all(p.dtype == mf.float32 and p.requires_grad and not p.detach().numpy().any() for p in ps)
+    plain = [mf.zeros(2, dtype=mf.int64), mf.zeros(3, dtype=mf.int64)]
+    nn.utils.vector_to_parameters(mf.arange(5), plain)
+    assert plain[0].tolist() == [0, 1] and plain[1].tolist() == [2, 3, 4]

@@ -156,6 +156,9 @@ def vector_to_parameters(vec, parameters):
     total = sum(int(p.numel()) for p in params)
     if total > vec.shape[0]:
         raise InputError(f"vector_to_parameters: vec has {vec.shape[0]} elements but the parameters hold {total}")
+    if not backend.is_floating(vec.dtype) and any(p.requires_grad for p in params):  # (before any parameter changes)
+        raise RuntimeError(f"vector_to_parameters: data set to a tensor that requires gradients must be floating "
+                           f"point or complex dtype, got vec of dtype {vec.dtype}")
     start = 0
     for p in params:
         n = int(p.numel())
