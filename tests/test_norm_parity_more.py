@@ -183,3 +183,35 @@ def test_instance_norm_eps0_constant_instance_gives_bias(dtype, rng):
     assert np.isfinite(xt.grad.double().numpy()).all()
     np.testing.assert_array_equal(xt.grad.double().numpy()[0, 1], 0.0)
     np.testing.assert_array_equal(xt.grad.double().numpy()[1, 2], 0.0)
+
+
+# ---------------------------------------------------------------- errors and the state they leave
+@pytest.mark.parametrize("op", ["batch_norm", "instance_norm"])
+@pytest.mark.parametrize("training", [True, False])
+def test_running_stats_requiring_grad_refused_in_grad_mode(op, training, rng):
+    """PyTorch's batch_norm (and instance_norm, which runs it) is not differentiable with respect to the running
+    statistics: one that requires grad is a RuntimeError while grad mode is on (a gradient would be missing, and
+    training writes them in place), and the statistics stay as they were; under no_grad the call runs."""
+    x = cpu(rng.standard_normal((3, 4, 5)).astype(np.float32))
+    rm, rv = mf.zeros(4, requires_grad=True), mf.ones(4)
+    if op == "batch_norm":
+        def call():
+            return F.batch_norm(x, rm, rv, training=training)
+    else:
+        def call():
+            return F.instance_norm(x, rm, rv, use_input_stats=training)
+    with pytest.raises(RuntimeError, match=f"{op}: .*running_mean.*requires_grad"):
+        call()
+    np.testing.assert_array_equal(rm.detach().numpy(), 0.0)
+    np.testing.assert_array_equal(rv.numpy(), 1.0)
+    with mf.no_grad():
+        y = call()
+    xs = x.numpy().astype(np.float64)
+    if training:
+        axes = (0, 2) if op == "batch_norm" else (2,)
+        mean = xs.mean(axes, keepdims=True)
+        want = (xs - mean) / np.sqrt(xs.var(axes, keepdims=True) + 1e-5)
+        np.testing.assert_allclose(rm.detach().numpy(), 0.1 * xs.mean((0, 2)), rtol=1e-5, atol=1e-7)
+    else:
+        want = xs / np.sqrt(1 + 1e-5)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)

@@ -6,6 +6,7 @@ import math as _math
 import numbers as _numbers
 
 from .. import backend as _backend
+from ..autograd import is_grad_enabled as _grad_enabled
 from ..kernels.conv import out_size
 from ..ops import batchnorm as _bn_ops
 from ..ops import norm as _norm_ops
@@ -67,6 +68,16 @@ def _check_channel_vectors(op, input, names, vectors, shape=None):
 
 
 _BN_VECTORS = ("running_mean", "running_var", "weight", "bias")
+
+
+def _check_running_no_grad(op, running_mean, running_var):
+    """Running statistics that require grad are refused while grad mode is on, as PyTorch's (its batch_norm is
+    not differentiable with respect to them: a gradient would silently be missing, and training writes them in
+    place)."""
+    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if t is not None and t.requires_grad and _grad_enabled():
+            raise InputError(f"{op}: the op is not differentiable with respect to {name}, which cannot have "
+                             f"requires_grad=True (detach it, or call under no_grad)")
 
 
 def _check_positive_int(op, name, v):
@@ -146,6 +157,7 @@ def _check_batch_norm_args(op, input, shape, running_mean, running_var, weight, 
                            activation):
     """BatchNorm's arguments against the ``shape`` it normalizes, on ``input``'s device (see :func:`_batch_norm`)."""
     _check_channel_vectors(op, input, _BN_VECTORS, (running_mean, running_var, weight, bias), shape)
+    _check_running_no_grad(op, running_mean, running_var)
     if (running_mean is None) != (running_var is None):
         given = "running_mean" if running_var is None else "running_var"
         raise InputError(f"{op}: running_mean and running_var must both be tensors or both None, got {given} alone")
@@ -251,6 +263,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         raise InputError(f"{op}: running_mean and running_var must be given together")
     _check_channel_vectors(op, input, ("weight", "bias", "running_mean", "running_var"),
                            (weight, bias, running_mean, running_var))
+    _check_running_no_grad(op, running_mean, running_var)
     if not _real(momentum) or not 0.0 <= momentum <= 1.0:
         # a number out of range: ValueError; anything else (None too: the modules pass 0.0 for theirs, as PyTorch's)
         # a TypeError, as PyTorch's, rather than a call that silently leaves the running statistics
