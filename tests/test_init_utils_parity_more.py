@@ -57,3 +57,47 @@ def test_vector_to_parameters_refuses_an_integer_vector_for_trainable_parameters
     plain = [mf.zeros(2, dtype=mf.int64), mf.zeros(3, dtype=mf.int64)]
     nn.utils.vector_to_parameters(mf.arange(5), plain)
     assert plain[0].tolist() == [0, 1] and plain[1].tolist() == [2, 3, 4]
+
+
+def test_hook_weight_norm_warns_checks_dim_and_refuses_a_second_registration():
+    """The hook-based nn.utils.weight_norm: PyTorch's FutureWarning (parametrizations.weight_norm replaces it),
+    IndexError for a dim outside [-ndim, ndim) (-1 and None: the whole tensor), RuntimeError for a second
+    registration on the same parameter, and a missing parameter caught as AttributeError (PyTorch's getattr)."""
+    lin = nn.Linear(4, 3)
+    with pytest.warns(FutureWarning, match="parametrizations.weight_norm"):
+        nn.utils.weight_norm(lin)
+    with pytest.raises(RuntimeError, match="Cannot register two weight_norm hooks on the same parameter weight"), \
+            pytest.warns(FutureWarning):
+        nn.utils.weight_norm(lin)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        for dim in (2, -3):
+            m = nn.Linear(4, 3)
+            with pytest.raises(IndexError, match=r"weight_norm: dim out of range.*\[-2, 1\]"):
+                nn.utils.weight_norm(m, dim=dim)
+            assert [n for n, _ in m.named_parameters()] == ["weight", "bias"]
+        w = np.random.RandomState(0).randn(3, 4)
+        for dim, keep in ((-2, (3, 1)), (1, (1, 4)), (-1, ())):
+            m = nn.Linear(4, 3)
+            with mf.no_grad():
+                m.weight.copy_(mf.tensor(w, dtype=mf.float32))
+            nn.utils.weight_norm(m, dim=dim)
+            axis = None if dim == -1 else (1 if dim % 2 == 0 else 0)
+            want = np.sqrt((w * w).sum(axis=axis, keepdims=axis is not None))
+            np.testing.assert_allclose(m.weight_g.detach().numpy().astype(np.float64), want.reshape(keep), rtol=1e-6)
+    with pytest.raises(AttributeError, match="has no parameter 'kernel'"), pytest.warns(FutureWarning):
+        nn.utils.weight_norm(nn.Linear(2, 2), name="kernel")
+
+
+def test_hook_spectral_norm_refuses_a_second_registration_and_a_missing_name():
+    """nn.utils.spectral_norm twice on one parameter: PyTorch's RuntimeError; a missing parameter: its KeyError
+    (``module._parameters[name]``); a dim outside the weight's: IndexError. The module is left as it was."""
+    lin = nn.utils.spectral_norm(nn.Linear(4, 3))
+    with pytest.raises(RuntimeError, match="Cannot register two spectral_norm hooks on the same parameter weight"):
+        nn.utils.spectral_norm(lin)
+    m = nn.Linear(4, 3)
+    with pytest.raises(KeyError, match="has no parameter 'kernel'"):
+        nn.utils.spectral_norm(m, name="kernel")
+    with pytest.raises(IndexError, match="dim out of range"):
+        nn.utils.spectral_norm(m, dim=2)
+    assert [n for n, _ in m.named_parameters()] == ["weight", "bias"] and not list(m.named_buffers())

@@ -4,6 +4,7 @@ magnitude times direction), each kept up to date by a forward pre-hook, and thei
 from __future__ import annotations
 
 import numbers
+import warnings
 
 from .. import functional as F
 from .. import ops
@@ -12,6 +13,12 @@ from .conv import ConvTranspose1d, ConvTranspose2d
 from .volume import ConvTranspose3d
 from .module import Parameter
 from ..backend import InputError
+
+
+class _NoParameter(InputError, KeyError, AttributeError):
+    """A module without the parameter to reparametrize: a ValueError, and PyTorch's KeyError (spectral_norm's
+    ``module._parameters[name]``) and AttributeError (weight_norm's ``getattr(module, name)``)."""
+    __str__ = InputError.__str__  # the message as it is, not KeyError's repr of it
 
 
 def _as_matrix(weight, dim):
@@ -48,12 +55,16 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     (one iteration per training forward by default; none in evaluation), and ``<name>`` is recomputed before
     each forward. ``dim`` is the output dimension (1 for the transposed convolutions, else 0). Returns the
     module."""
-    weight = module._parameters.get(name)
-    if not isinstance(weight, Parameter):
-        raise InputError(f"spectral_norm: {type(module).__name__} has no parameter {name!r}")
+    _check_not_applied(module, name, _SpectralNorm, "spectral_norm")
     if not isinstance(n_power_iterations, numbers.Integral) or n_power_iterations < 1:
         raise InputError(f"spectral_norm: n_power_iterations must be a positive int, got {n_power_iterations!r}")
+    if name not in module._parameters:  # PyTorch's module._parameters[name]
+        raise _NoParameter(f"spectral_norm: {type(module).__name__} has no parameter {name!r}")
+    weight = module._parameters[name]
+    if not isinstance(weight, Parameter):
+        raise InputError(f"spectral_norm: cannot be applied as parameter {name!r} is None")
     dim = (1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)) else 0) if dim is None else dim
+    _check_dim("spectral_norm", dim, weight.ndim)
     fn = _SpectralNorm(name, int(n_power_iterations), dim, eps)
     matrix = _as_matrix(weight.detach(), dim)
     with no_grad():
@@ -97,10 +108,15 @@ def weight_norm(module, name="weight", dim=0):
     """``module``'s ``name`` parameter as ``g * v / ||v||`` (norm over every dimension but ``dim``), as
     ``torch.nn.utils.weight_norm``: parameters ``<name>_g`` and ``<name>_v``, ``<name>`` recomputed before each
     forward; ``dim`` None or -1: the norm of the whole tensor. Returns the module."""
+    warnings.warn("`minifused.nn.utils.weight_norm` is deprecated in favor of "
+                  "`minifused.nn.utils.parametrizations.weight_norm`.", FutureWarning, stacklevel=2)  # as PyTorch's
+    _check_not_applied(module, name, _WeightNorm, "weight_norm")
     dim = None if dim == -1 else dim
     weight = module._parameters.get(name)
     if not isinstance(weight, Parameter):
-        raise InputError(f"weight_norm: {type(module).__name__} has no parameter {name!r}")
+        raise _NoParameter(f"weight_norm: {type(module).__name__} has no parameter {name!r}")
+    if dim is not None:
+        _check_dim("weight_norm", dim, weight.ndim)
     fn = _WeightNorm(name, dim)
     with no_grad():
         g = Parameter(_norm_except(weight.detach(), dim))
@@ -116,6 +132,18 @@ def weight_norm(module, name="weight", dim=0):
 def remove_weight_norm(module, name="weight"):
     """Undo :func:`weight_norm`: ``name`` becomes a parameter again, holding the recomposed weight."""
     return _remove(module, name, _WeightNorm, (name + "_g", name + "_v"), (), "weight_norm")
+
+
+def _check_not_applied(module, name, kind, what):
+    fn, _ = module.__dict__.get("_reparam_hooks", {}).get(name, (None, None))
+    if isinstance(fn, kind):
+        raise RuntimeError(f"Cannot register two {what} hooks on the same parameter {name}")
+
+
+def _check_dim(what, dim, ndim):
+    if not -max(ndim, 1) <= dim < max(ndim, 1):
+        raise IndexError(f"{what}: dim out of range (expected to be in range of [{-max(ndim, 1)}, {max(ndim, 1) - 1}], "
+                         f"but got {dim})")
 
 
 def _remove(module, name, kind, params, buffers, what):
