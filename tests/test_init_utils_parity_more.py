@@ -101,3 +101,23 @@ def test_hook_spectral_norm_refuses_a_second_registration_and_a_missing_name():
     with pytest.raises(IndexError, match="dim out of range"):
         nn.utils.spectral_norm(m, dim=2)
     assert [n for n, _ in m.named_parameters()] == ["weight", "bias"] and not list(m.named_buffers())
+
+
+def test_parametrized_weight_norm_dim_range_and_loading_the_hook_forms_state_dict():
+    """parametrizations.weight_norm: a dim outside [-ndim, ndim) raises IndexError (-1 / None: the whole
+    tensor), the module untouched; a state dict of the hook form (weight_g, weight_v) loads into
+    original0 / original1, as PyTorch's compatibility pre-hook, giving weight = g * v / ||v|| (rows)."""
+    m = nn.Linear(4, 3)
+    with pytest.raises(IndexError, match="dim out of range"):
+        nn.utils.parametrizations.weight_norm(m, dim=2)
+    assert not nn.utils.parametrize.is_parametrized(m) and type(m) is nn.Linear
+    rng = np.random.RandomState(4)
+    g, v = rng.rand(3, 1) + 0.5, rng.randn(3, 4)
+    old_keys = {"weight_g": mf.tensor(g, dtype=mf.float32), "weight_v": mf.tensor(v, dtype=mf.float32),
+                "bias": mf.zeros(3)}
+    new = nn.utils.parametrizations.weight_norm(nn.Linear(4, 3))
+    new.load_state_dict(old_keys)
+    assert sorted(new.state_dict()) == ["bias", "parametrizations.weight.original0",
+                                        "parametrizations.weight.original1"]
+    want = g * v / np.sqrt((v * v).sum(1, keepdims=True))
+    np.testing.assert_allclose(new.weight.detach().numpy().astype(np.float64), want, rtol=1e-6)

@@ -33,6 +33,9 @@ class _WeightNorm(Module):
         self.dim = -1 if dim is None else dim
 
     def _norm(self, v):
+        if self.dim != -1 and not -v.ndim <= self.dim < max(v.ndim, 1):  # (-1 is the whole tensor, as PyTorch's)
+            raise IndexError(f"weight_norm: dim out of range (expected to be in range of [{-max(v.ndim, 1)}, "
+                             f"{max(v.ndim, 1) - 1}], but got {self.dim})")
         return _norm_except(v, None if self.dim == -1 else self.dim)
 
     def forward(self, weight_g, weight_v):
@@ -45,7 +48,17 @@ class _WeightNorm(Module):
 def weight_norm(module, name="weight", dim=0):
     """``module``'s ``name`` as magnitude ``g`` times direction ``v / ||v||``, as
     ``torch.nn.utils.parametrizations.weight_norm``. Returns the module."""
-    return register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+    register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def load_old_keys(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+        """A state dict of the older ``nn.utils.weight_norm`` (``<name>_g``, ``<name>_v``) loads, as PyTorch's."""
+        g_key, v_key = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g_key in state_dict and v_key in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g_key)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v_key)
+
+    module._register_load_state_dict_pre_hook(load_old_keys)
+    return module
 
 
 class _SpectralNorm(Module):
