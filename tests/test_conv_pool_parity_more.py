@@ -168,3 +168,18 @@ def test_pool_of_empty_dimension_names_the_shape_that_came(pool, shape):
 def test_pool_of_a_non_tensor_raises_type_error(pool):
     with pytest.raises(TypeError, match=f"{pool.__name__}: expected a tensor input, got list"):
         pool([[1.0, 2.0, 3.0]], 2)
+
+
+# ---------------------------------------------------------------- cpu autocast
+@pytest.mark.parametrize("dtype", [mf.bfloat16, mf.float16])
+def test_max_unpool1d_under_cpu_autocast_computes_in_float32(dtype):
+    """PyTorch's max_unpool1d runs max_unpool2d, which cpu autocast lists as float32: a 16-bit input comes out
+    float32 (as max_unpool2d's and max_unpool3d's), the values put back at their indices, zeros elsewhere."""
+    x = mf.tensor([[[1.0, 3.0, 2.0, 0.5, -1.0, 4.0]]]).to(dtype)
+    with mf.autocast("cpu", dtype=dtype):
+        y, i = F.max_pool1d(x, 2, return_indices=True)
+        u = F.max_unpool1d(y, i, 2)
+        u2 = F.max_unpool2d(*F.max_pool2d(x[None], (1, 2), return_indices=True), (1, 2))
+    assert u.dtype == mf.float32 and u2.dtype == mf.float32
+    np.testing.assert_array_equal(u.numpy(), [[[0.0, 3.0, 2.0, 0.0, 0.0, 4.0]]])
+    np.testing.assert_array_equal(u2.numpy()[0], u.numpy())

@@ -9,6 +9,7 @@ import warnings as _warnings
 
 from .. import backend as _backend
 from ..ops import where as _where
+from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
 from ._checks import _pair, _single, _unpool_size
@@ -114,6 +115,7 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
     each value put back at its index along L, zeros elsewhere; the output length is
     ``(L_in - 1) * stride - 2 * padding + kernel_size``, or ``output_size`` (within a stride of it)."""
     op = "max_unpool1d"
+    (input,) = _autocast_float32(input, devices=("cpu",))  # (PyTorch's runs max_unpool2d, on its cpu float32 list)
     if not isinstance(input, _Tensor) or not isinstance(indices, _Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and indices, got {type(input).__name__} and "
                              f"{type(indices).__name__}")
