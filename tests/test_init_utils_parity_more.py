@@ -121,3 +121,64 @@ def test_parametrized_weight_norm_dim_range_and_loading_the_hook_forms_state_dic
                                         "parametrizations.weight.original1"]
     want = g * v / np.sqrt((v * v).sum(1, keepdims=True))
     np.testing.assert_allclose(new.weight.detach().numpy().astype(np.float64), want, rtol=1e-6)
+
+
+class _Scale(nn.Module):
+    def __init__(self, k=2.0):
+        super().__init__()
+        self.k = k
+
+    def forward(self, x):
+        return x * self.k
+
+    def right_inverse(self, x):
+        return x / self.k
+
+
+class _Split(nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+    def right_inverse(self, x):
+        return x * 0.25, x * 0.75
+
+
+def test_type_before_parametrizations_and_transfer_parametrizations_and_params():
+    """PyTorch's parametrize helpers: type_before_parametrizations gives the class the module had (its own when
+    none); transfer_parametrizations_and_params registers the same parametrization modules on the target, whose
+    originals become the source's tensors (so the two compute the same weight, trained together), making a
+    missing tensor first; only ``tensor_name`` where given; a name the source does not parametrize: KeyError."""
+    P = nn.utils.parametrize
+    src = nn.Linear(4, 4)
+    w = src.weight.detach().numpy().astype(np.float64)
+    assert P.type_before_parametrizations(src) is nn.Linear
+    P.register_parametrization(src, "weight", _Scale(3.0))
+    P.register_parametrization(src, "bias", _Split())
+    assert P.type_before_parametrizations(src) is nn.Linear and type(src) is not nn.Linear
+    dst = nn.Linear(4, 4)
+    assert P.transfer_parametrizations_and_params(src, dst) is dst
+    assert dst.parametrizations.weight.original is src.parametrizations.weight.original
+    assert dst.parametrizations.weight[0] is src.parametrizations.weight[0]
+    assert dst.parametrizations.bias.original1 is src.parametrizations.bias.original1
+    assert sorted(dst.state_dict()) == sorted(src.state_dict())
+    np.testing.assert_allclose(dst.weight.detach().numpy(), w, rtol=1e-6)  # (the original holds w / 3)
+    empty = nn.Module()
+    P.transfer_parametrizations_and_params(src, empty, "weight")
+    assert sorted(empty.state_dict()) == ["parametrizations.weight.original"]
+    np.testing.assert_allclose(empty.weight.detach().numpy(), w, rtol=1e-6)
+    with pytest.raises(KeyError, match="no parametrization on 'running_mean'"):
+        P.transfer_parametrizations_and_params(src, nn.Linear(4, 4), "running_mean")
+    plain = nn.Linear(2, 2)
+    assert P.transfer_parametrizations_and_params(nn.Linear(2, 2), plain) is plain and type(plain) is nn.Linear
+
+
+def test_a_parametrization_returning_no_tensor_is_refused_by_name():
+    """PyTorch's check: 'A parametrization must return a tensor. Got int.' (ValueError); the module unchanged."""
+    class Three(nn.Module):
+        def forward(self, x):
+            return 3
+
+    m = nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="A parametrization must return a tensor. Got int."):
+        nn.utils.parametrize.register_parametrization(m, "weight", Three())
+    assert type(m) is nn.Linear and "weight" in m._parameters

@@ -17,7 +17,8 @@ from .container import ModuleDict, ModuleList
 from .module import Module, Parameter
 from ..backend import InputError, InputTypeError
 
-__all__ = ["register_parametrization", "is_parametrized", "remove_parametrizations", "cached", "ParametrizationList"]
+__all__ = ["register_parametrization", "is_parametrized", "remove_parametrizations", "cached", "ParametrizationList",
+           "type_before_parametrizations", "transfer_parametrizations_and_params"]
 
 
 class ParametrizationList(ModuleList):
@@ -139,7 +140,9 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
 
 
 def _check_same(original, new):
-    if not isinstance(new, Tensor) or tuple(new.shape) != tuple(original.shape) or new.dtype != original.dtype:
+    if not isinstance(new, Tensor):
+        raise InputError(f"A parametrization must return a tensor. Got {type(new).__name__}.")
+    if tuple(new.shape) != tuple(original.shape) or new.dtype != original.dtype:
         raise InputError(f"Registering a parametrization may not change the shape or dtype of the tensor, unless "
                          f"the `unsafe` flag is enabled: {original.dtype}{tuple(original.shape)} became "
                          f"{getattr(new, 'dtype', type(new).__name__)}{tuple(getattr(new, 'shape', ()))}")
@@ -195,3 +198,32 @@ def cached():
         _cache_depth -= 1
         if not _cache_depth:
             _cache.clear()
+
+
+def type_before_parametrizations(module):
+    """The module's class before any parametrization was registered on it (its class where none is)."""
+    return type(module)._unparametrized_class if is_parametrized(module) else type(module)
+
+
+def transfer_parametrizations_and_params(from_module, to_module, tensor_name=None):
+    """Register ``from_module``'s parametrizations (the same parametrization modules) of ``tensor_name`` (all of
+    them by default) on ``to_module``, whose originals become ``from_module``'s (the same tensors), as PyTorch's;
+    a tensor ``to_module`` lacks is first made a Parameter holding ``from_module``'s value. Returns
+    ``to_module``; nothing happens where ``from_module`` is not parametrized."""
+    if not is_parametrized(from_module):
+        return to_module
+    names = list(from_module.parametrizations) if tensor_name is None else [tensor_name]
+    for name in names:
+        if not is_parametrized(from_module, name):
+            raise KeyError(f"transfer_parametrizations_and_params: {type(from_module).__name__} has no "
+                           f"parametrization on {name!r}")  # (PyTorch's KeyError)
+        if not hasattr(to_module, name):
+            with no_grad():
+                setattr(to_module, name, Parameter(getattr(from_module, name).detach().clone()))
+        source = from_module.parametrizations[name]
+        for parametrization in source:
+            register_parametrization(to_module, name, parametrization)
+        target = to_module.parametrizations[name]
+        for i, original in enumerate(source.originals()):
+            setattr(target, "original" if source.is_tensor else f"original{i}", original)
+    return to_module
