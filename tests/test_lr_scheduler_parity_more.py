@@ -259,3 +259,34 @@ def test_bad_arguments_raise_pytorchs_kind(make, exc, words):
     a ValueError where it tests the type first or the value is out of range."""
     with pytest.raises(exc, match=words):
         make(_sgd())
+
+
+def _user_warnings(fn):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message) for w in seen if w.category is UserWarning]
+
+
+def test_a_step_set_on_the_optimizer_as_pytorchs_wrapper_sees_it():
+    """PyTorch's schedulers wrap ``optimizer.step`` to note its calls: a step set on the optimizer before the
+    scheduler is wrapped too (its calls count); one set after it is not, and the scheduler's first step warns
+    that it was overridden (not that the order is wrong). Later steps do not warn."""
+    import types
+
+    def loop(before, after):
+        opt = _sgd()
+        if before:
+            opt.step = types.MethodType(lambda self: None, opt)
+        sched = S.StepLR(opt, 2)
+        if after:
+            opt.step = types.MethodType(lambda self: None, opt)
+        for _ in range(3):
+            opt.step()
+            sched.step()
+    assert _user_warnings(lambda: loop(True, False)) == []
+    words = _user_warnings(lambda: loop(False, True))
+    assert len(words) == 1 and words[0].startswith("Seems like `optimizer.step()` has been overridden after")
+    assert _user_warnings(lambda: loop(False, False)) == []

@@ -2,8 +2,10 @@
 ``lr_scheduler.py`` and ``lr_scheduler_more.py``."""
 from __future__ import annotations
 
+import functools
 import numbers
 import warnings
+import weakref
 
 from ..tensor import Tensor
 from .optimizer import Optimizer
@@ -48,6 +50,26 @@ def _numbers(where, **values):
             raise TypeError(f"{where}: expected a number {what}, got {value!r}")
 
 
+def _mark_step_calls(optimizer):
+    """The class's step marks the optimizer called (optim._support); a step set on the optimizer itself is wrapped
+    to do so, as PyTorch's schedulers wrap ``optimizer.step``. One set after this is not, and the scheduler's first
+    step warns of it (PyTorch's warning)."""
+    step = optimizer.__dict__.get("step")
+    if step is None or getattr(step, "_wrapped_by_lr_sched", False):
+        return
+    opt_ref = weakref.ref(optimizer)
+
+    @functools.wraps(step)
+    def wrapper(*args, **kwargs):
+        opt = opt_ref()
+        if opt is not None:
+            opt._opt_called = True
+        return step(*args, **kwargs)
+
+    wrapper._wrapped_by_lr_sched = True
+    optimizer.step = wrapper
+
+
 def _check_optimizer(optimizer):
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
@@ -63,6 +85,7 @@ class LRScheduler:
         self.optimizer = optimizer
         # from now on the optimizer's step marks itself called, for the first step's check (PyTorch's attribute)
         optimizer.__dict__.setdefault("_opt_called", False)
+        _mark_step_calls(optimizer)
         if last_epoch == -1:
             for g in optimizer.param_groups:
                 g.setdefault("initial_lr", g["lr"].clone() if isinstance(g["lr"], Tensor) else g["lr"])
@@ -90,7 +113,12 @@ class LRScheduler:
         return list(self._last_lr)
 
     def step(self, epoch=None):
-        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
+        opt = self.optimizer.__dict__
+        if self._step_count == 1 and not getattr(opt.get("step"), "_wrapped_by_lr_sched", "step" not in opt):
+            warnings.warn("Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+                          "initialization: make sure to call `optimizer.step()` before `lr_scheduler.step()`",
+                          UserWarning, stacklevel=2)
+        elif self._step_count == 1 and not opt.get("_opt_called", False):
             # the old order (scheduler first) skips the schedule's first lr; PyTorch's warns of it
             warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`: call `optimizer.step()` "
                           "first (the order since PyTorch 1.1.0), or the first value of the learning rate schedule "
