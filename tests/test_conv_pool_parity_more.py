@@ -183,3 +183,12 @@ def test_max_unpool1d_under_cpu_autocast_computes_in_float32(dtype):
     assert u.dtype == mf.float32 and u2.dtype == mf.float32
     np.testing.assert_array_equal(u.numpy(), [[[0.0, 3.0, 2.0, 0.0, 0.0, 4.0]]])
     np.testing.assert_array_equal(u2.numpy()[0], u.numpy())
+
+
+def test_max_unpool2d_bad_input_names_what_came():
+    idx = mf.zeros(2, 3, dtype=mf.int64)
+    with pytest.raises(RuntimeError, match=r"max_unpool2d: expected a 3-D \(C, H, W\) or 4-D \(N, C, H, W\) input, "
+                                           r"got shape \(2, 3\)"):
+        F.max_unpool2d(mf.zeros(2, 3), idx, 2)
+    with pytest.raises(TypeError, match="max_unpool2d: expected tensors for input and indices, got list and Tensor"):
+        F.max_unpool2d([[[1.0]]], idx, 2)

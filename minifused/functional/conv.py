@@ -490,8 +490,12 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     ``(H_in - 1) * stride - 2 * padding + kernel_size``, or ``output_size``."""
     op = "max_unpool2d"
     (input,) = _autocast_float32(input, devices=("cpu",))  # (on PyTorch's cpu autocast float32 list)
-    if not isinstance(input, _Tensor) or not isinstance(indices, _Tensor) or input.ndim not in (3, 4):
-        raise InputError(f"{op}: expected a 3-D or 4-D input tensor and its indices")
+    if not isinstance(input, _Tensor) or not isinstance(indices, _Tensor):  # (PyTorch's TypeError)
+        raise InputTypeError(f"{op}: expected tensors for input and indices, got {type(input).__name__} and "
+                             f"{type(indices).__name__}")
+    if input.ndim not in (3, 4):
+        raise InputError(f"{op}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape "
+                         f"{tuple(input.shape)}")
     if tuple(indices.shape) != tuple(input.shape) or indices.dtype != _backend.int64:
         raise InputError(f"{op}: expected int64 indices of the input's shape {tuple(input.shape)}, got "
                          f"{indices.dtype} {tuple(indices.shape)}")
