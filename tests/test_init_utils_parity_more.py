@@ -182,3 +182,20 @@ def test_a_parametrization_returning_no_tensor_is_refused_by_name():
     with pytest.raises(ValueError, match="A parametrization must return a tensor. Got int."):
         nn.utils.parametrize.register_parametrization(m, "weight", Three())
     assert type(m) is nn.Linear and "weight" in m._parameters
+
+
+def test_unfusable_modules_raise_pytorchs_assertion_error():
+    """fuse_conv_bn_eval / fuse_linear_bn_eval assert (AssertionError) in PyTorch that both modules are in eval
+    mode, that the BatchNorm tracks running statistics and (Linear) that bn.num_features is out_features or 1;
+    here the same type (a ValueError too), naming the op."""
+    conv, bn = nn.Conv2d(3, 4, 3).eval(), nn.BatchNorm2d(4).eval()
+    with pytest.raises(AssertionError, match="fuse_conv_bn_eval: both modules must be in evaluation mode"):
+        nn.utils.fuse_conv_bn_eval(conv, bn.train())
+    with pytest.raises(AssertionError, match="fuse_conv_bn_eval: the BatchNorm has no running statistics"):
+        nn.utils.fuse_conv_bn_eval(conv, nn.BatchNorm2d(4, track_running_stats=False).eval())
+    lin = nn.Linear(5, 4).eval()
+    with pytest.raises(AssertionError, match="fuse_linear_bn_eval: both modules must be in evaluation mode"):
+        nn.utils.fuse_linear_bn_eval(lin.train(), nn.BatchNorm1d(4).eval())
+    with pytest.raises(ValueError, match="out_features == bn.num_features or bn.num_features == 1; got 4 and 3"):
+        nn.utils.fuse_linear_bn_eval(lin.eval(), nn.BatchNorm1d(3).eval())
+    assert bn.training and lin.weight.shape == (4, 5)

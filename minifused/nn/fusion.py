@@ -15,6 +15,11 @@ from ..backend import InputError, InputTypeError
 _TRANSPOSED = (ConvTranspose1d, ConvTranspose2d, ConvTranspose3d)
 
 
+class UnfusableError(InputError, AssertionError):
+    """Modules that cannot fold (training, no running statistics, features that differ): a ValueError, and the
+    AssertionError of PyTorch's asserts."""
+
+
 def _folded(w, b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, transpose=False):
     """``w * s`` (s along w's output channels) and ``(b - mean) * s + beta``, ``s = gamma / sqrt(var + eps)``: a
     layer's weight and bias with an evaluation BatchNorm after it folded in, as PyTorch's Parameters: each in its
@@ -65,11 +70,11 @@ def fuse_conv_bn_eval(conv, bn, transpose=False):
         raise InputError(f"fuse_conv_bn_eval: a {type(conv).__name__} needs transpose={transposed}, got "
                          f"transpose={transpose}")
     if conv.training or bn.training:
-        raise InputError(f"fuse_conv_bn_eval: both modules must be in evaluation mode (training BatchNorm uses "
+        raise UnfusableError(f"fuse_conv_bn_eval: both modules must be in evaluation mode (training BatchNorm uses "
                          f"the batch's statistics, which no fixed weight can fold), got conv.training={conv.training}, "
                          f"bn.training={bn.training}")
     if bn.running_mean is None:
-        raise InputError("fuse_conv_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
+        raise UnfusableError("fuse_conv_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
     if getattr(conv, "activation", None) is not None:
         raise InputError(f"fuse_conv_bn_eval: the convolution applies {conv.activation!r} before the BatchNorm; "
                          f"only a BatchNorm straight after the convolution folds")
@@ -101,15 +106,15 @@ def fuse_linear_bn_eval(linear, bn):
         raise InputTypeError(f"fuse_linear_bn_eval: expected a Linear and a BatchNorm, got {type(linear).__name__} and "
                              f"{type(bn).__name__}")
     if linear.training or bn.training:
-        raise InputError(f"fuse_linear_bn_eval: both modules must be in evaluation mode (fusion only for eval), got "
+        raise UnfusableError(f"fuse_linear_bn_eval: both modules must be in evaluation mode (fusion only for eval), got "
                          f"linear.training={linear.training}, bn.training={bn.training}")
     if bn.running_mean is None:
-        raise InputError("fuse_linear_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
+        raise UnfusableError("fuse_linear_bn_eval: the BatchNorm has no running statistics (track_running_stats=False)")
     if linear.activation is not None:
         raise InputError(f"fuse_linear_bn_eval: the Linear applies {linear.activation!r} before the BatchNorm; only "
                          f"a BatchNorm straight after the layer folds")
     if bn.num_features not in (linear.out_features, 1):
-        raise InputError(f"fuse_linear_bn_eval: to fuse, linear.out_features == bn.num_features or "
+        raise UnfusableError(f"fuse_linear_bn_eval: to fuse, linear.out_features == bn.num_features or "
                          f"bn.num_features == 1; got {linear.out_features} and {bn.num_features}")
     fused = copy.deepcopy(linear)
     weight, bias = fuse_linear_bn_weights(linear.weight, linear.bias, bn.running_mean, bn.running_var, bn.eps,
