@@ -1,7 +1,6 @@
 """More parity of optim.lr_scheduler and optim.swa_utils with PyTorch's rules: the rounding of the averages that
 AveragedModel keeps (exact rational references), schedules with arguments kept as given, and the kinds of error
 PyTorch's raise for bad arguments."""
-import math
 from fractions import Fraction
 
 import numpy as np
@@ -290,3 +289,38 @@ def test_a_step_set_on_the_optimizer_as_pytorchs_wrapper_sees_it():
     words = _user_warnings(lambda: loop(False, True))
     assert len(words) == 1 and words[0].startswith("Seems like `optimizer.step()` has been overridden after")
     assert _user_warnings(lambda: loop(False, False)) == []
+
+
+class _Halving(S.LRScheduler):
+    """A custom schedule, PyTorch's way: the chainable get_lr (from the lr in force) and a closed form."""
+
+    def get_lr(self):
+        if self.last_epoch == 0:
+            return [g["lr"] for g in self.optimizer.param_groups]
+        return [g["lr"] / 2 for g in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [base / 2 ** self.last_epoch for base in self.base_lrs]
+
+
+def test_custom_scheduler_chainable_closed_form_and_resume():
+    """The base's rules (PyTorch's): construction is step 0; step() adds one to last_epoch and sets get_lr();
+    step(epoch) sets the closed form at that epoch (with the deprecation warning); last_epoch >= 0 needs each
+    group's initial_lr (a KeyError naming the group) and resumes from the lr in force."""
+    opt = _sgd(groups=2)
+    opt.param_groups[1]["lr"] = 0.4
+    sched = _Halving(opt)
+    assert sched.get_last_lr() == [0.1, 0.4] and sched.base_lrs == [0.1, 0.4]
+    assert _lrs(sched, opt, 3)[-1] == 0.1 / 8
+    words = _user_warnings(lambda: sched.step(1))
+    assert len(words) == 1 and words[0].startswith("The epoch parameter in `scheduler.step()`")
+    assert sched.get_last_lr() == [0.05, 0.2] and sched.last_epoch == 1
+    opt.step()
+    sched.step()
+    assert sched.get_last_lr() == [0.025, 0.1]
+    with pytest.raises(KeyError, match=r"'initial_lr' is not specified in param_groups\[0\].*last_epoch=4"):
+        _Halving(_sgd(), last_epoch=4)
+    resumed = _Halving(opt, last_epoch=sched.last_epoch)  # (the groups have initial_lr from the first one)
+    assert resumed.last_epoch == 3 and resumed.get_last_lr() == [0.0125, 0.05]
+    with pytest.raises(NotImplementedError):
+        S.LRScheduler(_sgd())
