@@ -1,6 +1,7 @@
 """More parity of optim.lr_scheduler and optim.swa_utils with PyTorch's rules: the rounding of the averages that
 AveragedModel keeps (exact rational references), schedules with arguments kept as given, and the kinds of error
 PyTorch's raise for bad arguments."""
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -324,3 +325,54 @@ def test_custom_scheduler_chainable_closed_form_and_resume():
     assert resumed.last_epoch == 3 and resumed.get_last_lr() == [0.0125, 0.05]
     with pytest.raises(NotImplementedError):
         S.LRScheduler(_sgd())
+
+
+def test_cosine_annealing_recursive_form_follows_the_closed_form_over_many_periods():
+    """CosineAnnealingLR's chainable form (PyTorch's recursion, with its restart term at t = T_max + 1 + 2kT_max)
+    keeps to eta_min + (base - eta_min)(1 + cos(pi t / T_max)) / 2 past T_max, for 400 steps (10 periods),
+    per group; step(epoch) gives the closed form itself."""
+    opt = _sgd(groups=2)
+    opt.param_groups[1]["lr"] = 0.05
+    sched = S.CosineAnnealingLR(opt, T_max=37, eta_min=0.001)
+    seq = [sched.get_last_lr()]
+    for _ in range(400):
+        opt.step()
+        sched.step()
+        seq.append(sched.get_last_lr())
+    want = [[0.001 + (b - 0.001) * (1 + math.cos(math.pi * t / 37)) / 2 for b in (0.1, 0.05)] for t in range(401)]
+    np.testing.assert_allclose(seq, want, rtol=1e-12)
+    _user_warnings(lambda: sched.step(123))
+    assert sched.get_last_lr() == pytest.approx(want[123], rel=1e-15)
+
+
+def test_one_cycle_three_phase_linear_over_300_steps():
+    """OneCycleLR(three_phase, linear), PyTorch's phases: the lr rises from max_lr / div_factor to max_lr over
+    steps [0, pct * total - 1], falls back over [.., 2 pct * total - 2], then to initial_lr / final_div_factor
+    at total - 1; the momentum goes max -> base -> max, then stays. PyTorch's refuses a step past total_steps
+    only (last_epoch > total_steps): step total_steps itself extends the last phase's line."""
+    opt = _sgd()
+    total, pct = 300, 0.25
+    sched = S.OneCycleLR(opt, 0.3, total_steps=total, three_phase=True, anneal_strategy="linear", pct_start=pct)
+    got = [(sched.get_last_lr()[0], opt.param_groups[0]["momentum"])]
+    for _ in range(total - 1):
+        opt.step()
+        sched.step()
+        got.append((sched.get_last_lr()[0], opt.param_groups[0]["momentum"]))
+    lo, hi = 0.3 / 25, 0.3
+    ends = [pct * total - 1, 2 * pct * total - 2, total - 1]
+
+    def at(t):
+        start = 0.0
+        for end, (a, b), (ma, mb) in zip(ends, [(lo, hi), (hi, lo), (lo, lo / 1e4)],
+                                         [(0.95, 0.85), (0.85, 0.95), (0.95, 0.95)]):
+            if t <= end or end == ends[-1]:
+                f = (t - start) / (end - start)
+                return a + (b - a) * f, ma + (mb - ma) * f
+            start = end
+    np.testing.assert_allclose(got, [at(t) for t in range(total)], rtol=1e-11)
+    opt.step()
+    sched.step()
+    assert sched.get_last_lr()[0] == pytest.approx(at(total)[0], rel=1e-9) and at(total)[0] < lo / 1e4
+    opt.step()
+    with pytest.raises(ValueError, match="OneCycleLR: tried to step 301 times, more than total_steps=300"):
+        sched.step()
