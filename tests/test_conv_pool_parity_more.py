@@ -192,3 +192,23 @@ def test_max_unpool2d_bad_input_names_what_came():
         F.max_unpool2d(mf.zeros(2, 3), idx, 2)
     with pytest.raises(TypeError, match="max_unpool2d: expected tensors for input and indices, got list and Tensor"):
         F.max_unpool2d([[[1.0]]], idx, 2)
+
+
+def test_conv1d_errors_name_conv1d_not_the_2d_op_it_runs_on():
+    """conv1d runs as conv2d over a height of one; its errors still name conv1d and show its own dtypes."""
+    x, w = mf.tensor(rand(2, 3, 8)), mf.tensor(rand(4, 3, 3))
+    with pytest.raises(TypeError, match=r"^conv1d: input, weight and bias must have one dtype, got float64, float32"):
+        F.conv1d(x, w.float())
+    with pytest.raises(TypeError, match=r"^conv1d: input, weight and bias must have one dtype, got float64, float64, "
+                                        r"float32"):
+        F.conv1d(x, w, mf.zeros(4))
+    with pytest.raises(TypeError, match=r"^conv1d: bias must be a tensor or None, got list"):
+        F.conv1d(x, w, [0.0] * 4)
+    with mf.autocast("cpu", dtype=mf.bfloat16):  # (under autocast both are cast: no error, a bfloat16 result)
+        assert F.conv1d(x.float(), w.float(), mf.zeros(4, dtype=mf.bfloat16)).dtype == mf.bfloat16
+
+
+@pytest.mark.parametrize("op", [lambda a: F.unfold(a, 1), lambda a: F.fold(a, 2, 1), lambda a: nn.Unfold(1)(a)])
+def test_unfold_fold_of_a_non_tensor_raise_type_error(op):
+    with pytest.raises(TypeError, match=r"(un)?fold: expected a tensor input, got list"):
+        op([[[1.0, 2.0], [3.0, 4.0]]])

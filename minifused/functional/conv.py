@@ -163,11 +163,17 @@ def _check_conv_args_1d(op, input, weight, bias, stride, padding, dilation, grou
     if dilation * (r - 1) + 1 > length + pad:
         raise InputError(f"{op}: kernel {r} (dilation {dilation}, effective {dilation * (r - 1) + 1}) is larger than "
                          f"the padded input {length + pad} (input shape {tuple(input.shape)})")
+    if bias is not None and not isinstance(bias, _Tensor):
+        raise InputTypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
     if isinstance(bias, _Tensor) and tuple(bias.shape) != (k,):
         raise InputError(f"{op}: bias must have shape ({k},) to match out_channels, got {tuple(bias.shape)}")
     if input.dtype not in _CONV_DTYPES:  # (autocast casts floating inputs only: this holds under it too)
         raise DtypeNotImplementedError(f"{op}: unsupported dtype {input.dtype}; expected float32, float16, "
                                        f"bfloat16 or float64")
+    dtypes = [t.dtype for t in (input, weight, bias) if t is not None]
+    if len(set(dtypes)) > 1:
+        raise InputTypeError(f"{op}: input, weight and bias must have one dtype, got "
+                             f"{', '.join(map(str, dtypes))} (no implicit casts)")
     return int(groups)
 
 
@@ -176,6 +182,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     (K, C/groups, k); run as conv2d over a height of one (the same kernels), its arguments checked there."""
     op = "conv1d"
     _check_1d(op, input, weight, "C", "(out_channels, in_channels/groups, k)")
+    input, weight, bias = _autocast_lower(input, weight, bias)  # (conv2d's own is then a no-op)
     stride, dilation = _single(op, "stride", stride, 1), _single(op, "dilation", dilation, 1)
     groups = _check_conv_args_1d(op, input, weight, bias, stride, padding, dilation, groups)
     padding = padding if isinstance(padding, str) else (0, _single(op, "padding", padding, 0))
@@ -433,9 +440,10 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     (N, C*kh*kw, L), L the blocks' count, channel-major within a column. Strided copies, one per kernel tap (a
     product with one-hot weights would spread an inf or NaN, as ``0 * inf``, to other columns)."""
     op = "unfold"
-    if not isinstance(input, _Tensor) or input.ndim not in (3, 4):
-        raise InputError(f"{op}: Input Error: Only 3D or 4D input Tensors are supported (got "
-                         f"{input.ndim if isinstance(input, _Tensor) else type(input).__name__}D)")
+    if not isinstance(input, _Tensor):  # (PyTorch's TypeError)
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if input.ndim not in (3, 4):
+        raise InputError(f"{op}: Input Error: Only 3D or 4D input Tensors are supported (got {input.ndim}D)")
     kernel, dilation = _pair(op, "kernel_size", kernel_size, 1), _pair(op, "dilation", dilation, 1)
     padding, stride = _pair(op, "padding", padding, 0), _pair(op, "stride", stride, 1)
     _block_dtype(op, input)
@@ -459,9 +467,11 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     (N, C, *output_size) image where their blocks overlap, as ``torch.nn.functional.fold`` (strided adds, one
     per kernel tap)."""
     op = "fold"
-    if not isinstance(input, _Tensor) or input.ndim not in (2, 3):
+    if not isinstance(input, _Tensor):  # (PyTorch's TypeError)
+        raise InputTypeError(f"{op}: expected a tensor input, got {type(input).__name__}")
+    if input.ndim not in (2, 3):
         raise InputError(f"{op}: Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported (got "
-                         f"{input.ndim if isinstance(input, _Tensor) else type(input).__name__}D)")
+                         f"{input.ndim}D)")
     size, kernel = _pair(op, "output_size", output_size, 1), _pair(op, "kernel_size", kernel_size, 1)
     dilation, padding, stride = (_pair(op, "dilation", dilation, 1), _pair(op, "padding", padding, 0),
                                  _pair(op, "stride", stride, 1))
