@@ -199,3 +199,23 @@ def test_unfusable_modules_raise_pytorchs_assertion_error():
     with pytest.raises(ValueError, match="out_features == bn.num_features or bn.num_features == 1; got 4 and 3"):
         nn.utils.fuse_linear_bn_eval(lin.eval(), nn.BatchNorm1d(3).eval())
     assert bn.training and lin.weight.shape == (4, 5)
+
+
+def test_functional_call_takes_none_for_a_tensor_and_lists_strict_keys_sorted():
+    """functional_call with {'bias': None} runs the layer without its bias for the call (PyTorch's: the
+    attribute is None meanwhile), the module's own bias back afterwards; strict=True lists the missing and
+    unexpected keys sorted, as PyTorch's check_keys."""
+    rng = np.random.RandomState(0)
+    lin = nn.Linear(3, 2)
+    w, x = rng.randn(2, 3), rng.randn(4, 3)
+    bias = lin.bias
+    y = nn.utils.stateless.functional_call(lin, {"weight": mf.tensor(w), "bias": None}, (mf.tensor(x),))
+    np.testing.assert_allclose(y.numpy(), x @ w.T, rtol=1e-12)
+    assert lin.bias is bias
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    with pytest.raises(RuntimeError) as info:
+        nn.utils.stateless.functional_call(net, {"zz": mf.ones(1), "a": mf.ones(1), "1.weight": mf.ones(4)},
+                                           (mf.ones(2, 3),), strict=True)
+    assert str(info.value) == ("Error(s) in reparametrizing for Sequential:\n\tUnexpected key(s): 'a', 'zz'.\n"
+                               "\tMissing key(s): '0.bias', '0.weight', '1.bias', '1.num_batches_tracked', "
+                               "'1.running_mean', '1.running_var'.")

@@ -46,8 +46,8 @@ def _untie(module, given):
 def _check_strict(module, given):
     expected = [n for n, _ in module.named_parameters(remove_duplicate=False)] + \
                [n for n, _ in module.named_buffers(remove_duplicate=False)]
-    missing = [n for n in expected if n not in given]
-    unexpected = [n for n in given if n not in expected]
+    missing = sorted(set(expected) - set(given))  # (sorted, as PyTorch's)
+    unexpected = sorted(set(given) - set(expected))
     if missing or unexpected:
         lines = [f"Error(s) in reparametrizing for {type(module).__name__}:"]
         if unexpected:
@@ -98,15 +98,16 @@ def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *, t
     ``parameters_and_buffers`` replaced by the given tensors during the call; the module's own are restored
     afterwards, even if the call raises. ``args`` that is not a tuple is the one positional argument.
     ``tie_weights`` replaces every name of a tied tensor when one is given; ``strict`` requires exactly the
-    module's names. Gradients flow to the given tensors, not to the module's parameters."""
+    module's names. A None value stands for no tensor (a Linear without bias for the call), as in PyTorch.
+    Gradients flow to the given tensors, not to the module's parameters."""
     if not isinstance(module, Module):
         raise InputTypeError(f"functional_call: expected a minifused.nn.Module, got {type(module).__name__}")
     if not isinstance(parameters_and_buffers, dict):
         raise InputTypeError(f"functional_call: parameters_and_buffers must be a dict of name -> tensor, got "
                              f"{type(parameters_and_buffers).__name__}")
     for name, value in parameters_and_buffers.items():
-        if not isinstance(name, str) or not isinstance(value, Tensor):
-            raise InputTypeError(f"functional_call: expected str keys and tensor values, got {name!r}: "
+        if not isinstance(name, str) or not (value is None or isinstance(value, Tensor)):
+            raise InputTypeError(f"functional_call: expected str keys and tensor values (or None), got {name!r}: "
                                  f"{type(value).__name__}")
     given = _untie(module, parameters_and_buffers) if tie_weights else dict(parameters_and_buffers)
     if strict:
