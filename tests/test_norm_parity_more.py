@@ -215,3 +215,17 @@ def test_running_stats_requiring_grad_refused_in_grad_mode(op, training, rng):
     else:
         want = xs / np.sqrt(1 + 1e-5)
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [nn.LayerNorm, nn.RMSNorm])
+def test_normalized_shape_takes_ints_only(cls):
+    """normalized_shape is an int or a sequence of ints (anything with ``__index__``, NumPy's too), as PyTorch
+    takes it; a float, a string or a bool in it is a TypeError naming the layer (PyTorch's fails making the
+    weight), a negative size a RuntimeError (ValueError too)."""
+    assert cls(np.int64(3)).normalized_shape == (3,)
+    assert cls([2, np.int32(3)]).weight.shape == (2, 3)
+    for bad in (4.0, (3, 4.0), "4", True, (True, 2), None):
+        with pytest.raises(TypeError, match=f"{cls.__name__}: normalized_shape must be an int or a sequence"):
+            cls(bad)
+    with pytest.raises(RuntimeError, match=f"{cls.__name__}: normalized_shape must hold sizes >= 0"):
+        cls((2, -1))

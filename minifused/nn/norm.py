@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import operator
 import warnings
 
 from .. import backend, ops
@@ -15,10 +16,21 @@ from .module import Module, Parameter
 from ..backend import InputError, InputTypeError
 
 
-def _shape(normalized_shape):
-    if isinstance(normalized_shape, numbers.Integral):
-        return (int(normalized_shape),)
-    return tuple(int(s) for s in normalized_shape)
+def _shape(name, normalized_shape):
+    """``normalized_shape`` (an int, or a sequence of them) as a tuple of ints >= 0; a float, a string or a bool
+    in it is a TypeError, as PyTorch's (which refuses them when it makes the weight)."""
+    items = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else normalized_shape
+    try:
+        items = tuple(items)
+        if any(isinstance(s, bool) for s in items):
+            raise TypeError
+        shape = tuple(operator.index(s) for s in items)
+    except TypeError:
+        raise InputTypeError(f"{name}: normalized_shape must be an int or a sequence of ints, got "
+                             f"{normalized_shape!r}") from None
+    if any(s < 0 for s in shape):
+        raise InputError(f"{name}: normalized_shape must hold sizes >= 0, got {list(shape)}")
+    return shape
 
 
 class LayerNorm(Module):
@@ -30,7 +42,7 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
         super().__init__()
-        self.normalized_shape = _shape(normalized_shape)
+        self.normalized_shape = _shape("LayerNorm", normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
@@ -67,7 +79,7 @@ class RMSNorm(Module):
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
         super().__init__()
-        self.normalized_shape = _shape(normalized_shape)
+        self.normalized_shape = _shape("RMSNorm", normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
