@@ -319,7 +319,8 @@ def test_custom_scheduler_chainable_closed_form_and_resume():
     opt.step()
     sched.step()
     assert sched.get_last_lr() == [0.025, 0.1]
-    with pytest.raises(KeyError, match=r"'initial_lr' is not specified in param_groups\[0\].*last_epoch=4"):
+    with pytest.raises(KeyError, match=r"_Halving: param 'initial_lr' is not specified in param_groups\[0\].*"
+                                       r"last_epoch=4"):
         _Halving(_sgd(), last_epoch=4)
     resumed = _Halving(opt, last_epoch=sched.last_epoch)  # (the groups have initial_lr from the first one)
     assert resumed.last_epoch == 3 and resumed.get_last_lr() == [0.0125, 0.05]
@@ -376,3 +377,13 @@ def test_one_cycle_three_phase_linear_over_300_steps():
     opt.step()
     with pytest.raises(ValueError, match="OneCycleLR: tried to step 301 times, more than total_steps=300"):
         sched.step()
+
+
+@pytest.mark.parametrize("make,words", [
+    (lambda o: S.CyclicLR(o, [0.01], 0.1), "CyclicLR: base_lr must have the same length as optimizer.param_groups: "
+                                           "base_lr has 1 values, param_groups has 2"),
+    (lambda o: S.OneCycleLR(o, 0.1, 10, base_momentum=(0.8, 0.8, 0.8)), "OneCycleLR: base_momentum must have"),
+])
+def test_one_value_per_group_or_a_value_error_naming_the_scheduler(make, words):
+    with pytest.raises(ValueError, match=words):
+        make(_sgd(groups=2))

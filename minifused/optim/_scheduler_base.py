@@ -92,9 +92,10 @@ class LRScheduler:
         else:
             for i, g in enumerate(optimizer.param_groups):
                 if "initial_lr" not in g:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming "
-                                   f"scheduler with last_epoch >= 0 (last_epoch={last_epoch}): load the "
-                                   f"optimizer's state dict first, or start a fresh run with last_epoch=-1")
+                    raise KeyError(f"{type(self).__name__}: param 'initial_lr' is not specified in "
+                                   f"param_groups[{i}] when resuming scheduler with last_epoch >= 0 "
+                                   f"(last_epoch={last_epoch}): load the optimizer's state dict first, or start a "
+                                   f"fresh run with last_epoch=-1")
         self.base_lrs = _group_values(optimizer, "initial_lr")
         self.last_epoch = last_epoch
         self._initial_step()

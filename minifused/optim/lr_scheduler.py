@@ -358,8 +358,8 @@ def _per_group(what, optimizer, value, where="CyclicLR"):
     n = len(optimizer.param_groups)
     values = list(value) if isinstance(value, (list, tuple)) else [value] * n
     if len(values) != n:
-        raise ValueError(f"{what} must have the same length as optimizer.param_groups: {what} has {len(values)} "
-                         f"values, param_groups has {n}")
+        raise ValueError(f"{where}: {what} must have the same length as optimizer.param_groups: {what} has "
+                         f"{len(values)} values, param_groups has {n}")
     for v in values:
         _real(where, what, v)
     return [v.clone() if isinstance(v, Tensor) else v for v in values]
