@@ -227,5 +227,5 @@ def test_normalized_shape_takes_ints_only(cls):
     for bad in (4.0, (3, 4.0), "4", True, (True, 2), None):
         with pytest.raises(TypeError, match=f"{cls.__name__}: normalized_shape must be an int or a sequence"):
             cls(bad)
-    with pytest.raises(RuntimeError, match=f"{cls.__name__}: normalized_shape must hold sizes >= 0"):
+    with pytest.raises(RuntimeError, match=f"{cls.__name__}: normalized_shape must hold non-negative sizes"):
         cls((2, -1))

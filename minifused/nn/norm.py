@@ -29,7 +29,7 @@ def _shape(name, normalized_shape):
         raise InputTypeError(f"{name}: normalized_shape must be an int or a sequence of ints, got "
                              f"{normalized_shape!r}") from None
     if any(s < 0 for s in shape):
-        raise InputError(f"{name}: normalized_shape must hold sizes >= 0, got {list(shape)}")
+        raise InputError(f"{name}: normalized_shape must hold non-negative sizes, got {list(shape)}")
     return shape
 
 
