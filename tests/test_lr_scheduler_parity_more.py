@@ -387,3 +387,20 @@ def test_one_cycle_three_phase_linear_over_300_steps():
 def test_one_value_per_group_or_a_value_error_naming_the_scheduler(make, words):
     with pytest.raises(ValueError, match=words):
         make(_sgd(groups=2))
+
+
+@pytest.mark.parametrize("make", [
+    lambda o: S.StepLR(o, 3), lambda o: S.ExponentialLR(o, 0.9), lambda o: S.MultiplicativeLR(o, lambda e: 0.9),
+    lambda o: S.CyclicLR(o, 0.01, 0.1), lambda o: swa.SWALR(o, 0.01),
+])
+def test_step_with_an_epoch_that_is_no_number(make):
+    """step(epoch) takes a number (PyTorch's fails in the schedule's arithmetic with a raw TypeError, or keeps a
+    string as last_epoch); the TypeError names the scheduler's step, and nothing changed."""
+    opt = _sgd()
+    sched = make(opt)
+    before = sched.state_dict()
+    opt.step()
+    for bad in ("3", [1], {"epoch": 1}):
+        with pytest.raises(TypeError, match=rf"{type(sched).__name__}\.step: expected a number epoch, got "):
+            _user_warnings(lambda: sched.step(bad))
+    assert sched.state_dict() == before

@@ -115,6 +115,9 @@ class LRScheduler:
         return list(self._last_lr)
 
     def step(self, epoch=None):
+        if epoch is not None and (isinstance(epoch, str) or not isinstance(epoch, (numbers.Real, Tensor))):
+            # (PyTorch's: a raw TypeError from the schedule's arithmetic, or a string kept as last_epoch)
+            raise TypeError(f"{type(self).__name__}.step: expected a number epoch, got {epoch!r}")
         opt = self.optimizer.__dict__
         if self._step_count == 1 and not getattr(opt.get("step"), "_wrapped_by_lr_sched", "step" not in opt):
             warnings.warn("Seems like `optimizer.step()` has been overridden after learning rate scheduler "
