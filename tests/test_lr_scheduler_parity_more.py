@@ -404,3 +404,16 @@ def test_step_with_an_epoch_that_is_no_number(make):
         with pytest.raises(TypeError, match=rf"{type(sched).__name__}\.step: expected a number epoch, got "):
             _user_warnings(lambda: sched.step(bad))
     assert sched.state_dict() == before
+
+
+def test_lerp_branch_is_chosen_on_the_weight_in_the_accumulation_dtype():
+    """lerp's branch (w < 0.5 or not) is PyTorch's test on the weight converted to the accumulation dtype: a
+    weight just below 0.5 that float32 rounds to 0.5 takes the second branch, fma(w - 1, d, cur)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(300).astype(np.float32)
+    c = rng.standard_normal(300).astype(np.float32)
+    weight = 0.4999999999
+    assert np.float32(weight) == 0.5
+    avg = [mf.tensor(a)]
+    swa.get_ema_multi_avg_fn(1 - weight)(avg, [mf.tensor(c)], 1)
+    np.testing.assert_array_equal(avg[0].numpy(), _lerp_reference(a, c, 1 - (1 - weight), np.float32))

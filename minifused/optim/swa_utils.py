@@ -35,7 +35,7 @@ def _lerp_(avg, cur, weight):
     (its CPU kernels' fused multiply-add; CUDA's contracts the same expressions)."""
     acc = acc_dtype(avg.dtype)
     a, b, w = avg.astype(acc, copy=False), cur.astype(acc, copy=False), acc.type(weight)
-    coeff, base = (w, a) if weight < 0.5 else (w - acc.type(1), b)
+    coeff, base = (w, a) if abs(w) < 0.5 else (w - acc.type(1), b)  # (the test on the weight in acc: PyTorch's)
     avg[...] = _fma(coeff, b - a, base).astype(avg.dtype, copy=False)
 
 
