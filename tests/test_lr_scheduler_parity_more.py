@@ -417,3 +417,19 @@ def test_lerp_branch_is_chosen_on_the_weight_in_the_accumulation_dtype():
     avg = [mf.tensor(a)]
     swa.get_ema_multi_avg_fn(1 - weight)(avg, [mf.tensor(c)], 1)
     np.testing.assert_array_equal(avg[0].numpy(), _lerp_reference(a, c, 1 - (1 - weight), np.float32))
+
+
+@pytest.mark.parametrize("total_iters", [0, -3])
+def test_polynomial_lr_with_no_iterations_leaves_the_lr(total_iters):
+    """PyTorch's chainable PolynomialLR leaves the lr as it is once last_epoch > total_iters: with total_iters 0
+    (or less) it never decays. Its closed form (step(epoch)) divides by total_iters: for 0, a ZeroDivisionError
+    that names the scheduler; LinearLR's likewise."""
+    opt = _sgd()
+    sched = S.PolynomialLR(opt, total_iters=total_iters, power=2.0)
+    assert _lrs(sched, opt, 6) == [0.1] * 7
+    if total_iters == 0:
+        for s in (sched, S.LinearLR(_sgd(), 0.5, 1.0, total_iters=0)):
+            with pytest.raises(ZeroDivisionError, match=rf"{type(s).__name__}.step\(epoch\): the closed form"):
+                _user_warnings(lambda: s.step(3))
+    with pytest.raises(TypeError, match="PolynomialLR: expected a number total_iters, got '5'"):
+        S.PolynomialLR(_sgd(), total_iters="5")

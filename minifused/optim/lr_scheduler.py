@@ -235,6 +235,9 @@ class LinearLR(LRScheduler):
 
     def _get_closed_form_lr(self):
         t, s, e, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+        if n == 0:  # (PyTorch's: a bare division by zero)
+            raise ZeroDivisionError("LinearLR.step(epoch): the closed form start_factor + (end_factor - start_factor) "
+                                    "* min(total_iters, epoch) / total_iters has no value for total_iters=0")
         return [base * (s + (e - s) * min(n, t) / n) for base in self.base_lrs]
 
 

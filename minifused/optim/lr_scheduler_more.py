@@ -282,10 +282,9 @@ class PolynomialLR(LRScheduler):
     """The lr decayed as ``(1 - t / total_iters) ** power`` over ``total_iters`` steps, then held."""
 
     def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
-        # (a float too, as PyTorch's: the decay is a function of t / total_iters)
-        if isinstance(total_iters, bool) or not isinstance(total_iters, numbers.Real) or not total_iters > 0:
-            raise ValueError(f"PolynomialLR: total_iters must be a positive number, got {total_iters!r}")
-        _numbers("PolynomialLR", power=power)
+        # (a float too, as PyTorch's: the decay is a function of t / total_iters; 0 or less leaves the lr as it
+        # is, as PyTorch's chainable form does)
+        _numbers("PolynomialLR", total_iters=total_iters, power=power)
         self.total_iters, self.power = total_iters, power
         super().__init__(optimizer, last_epoch)
 
@@ -299,6 +298,9 @@ class PolynomialLR(LRScheduler):
 
     def _get_closed_form_lr(self):
         t, n = self.last_epoch, self.total_iters
+        if n == 0:  # (PyTorch's: a bare division by zero)
+            raise ZeroDivisionError("PolynomialLR.step(epoch): the closed form (1 - min(total_iters, epoch) / "
+                                    "total_iters) ** power has no value for total_iters=0")
         return [base * (1.0 - min(n, t) / n) ** self.power for base in self.base_lrs]
 
 
