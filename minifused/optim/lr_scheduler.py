@@ -220,7 +220,8 @@ class LinearLR(LRScheduler):
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
         _numbers("LinearLR", start_factor=start_factor, end_factor=end_factor, total_iters=total_iters)
         if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
-            raise ValueError("LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1]")
+            raise ValueError(f"LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1], got "
+                             f"start_factor={start_factor!r}, end_factor={end_factor!r}")
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
         super().__init__(optimizer, last_epoch)
 
