@@ -253,6 +253,10 @@ def test_sequential_restarting_a_composite_says_why_it_cannot():
     (lambda o: S.CosineAnnealingWarmRestarts(o, "2"), TypeError, "expected a positive integer T_0, got '2'"),
     (lambda o: S.CosineAnnealingWarmRestarts(o, 2, None), TypeError, "expected an integer T_mult >= 1, got None"),
     (lambda o: S.CosineAnnealingWarmRestarts(o, 2, 1.5), ValueError, "expected an integer T_mult >= 1, got 1.5"),
+    (lambda o: S.OneCycleLR(o, 0.1, epochs=3), ValueError, "give total_steps, or epochs and steps_per_epoch; got "
+                                                           "total_steps=None, epochs=3, steps_per_epoch=None"),
+    (lambda o: S.OneCycleLR(optim.Adagrad(o.param_groups[0]["params"]), 0.1, 10), ValueError,
+     "OneCycleLR: optimizer must support momentum or beta1 .* Adagrad has neither"),
 ])
 def test_bad_arguments_raise_pytorchs_kind(make, exc, words):
     """The kind PyTorch's raises: a TypeError where its check compares the argument first (a string or None),
@@ -324,7 +328,7 @@ def test_custom_scheduler_chainable_closed_form_and_resume():
         _Halving(_sgd(), last_epoch=4)
     resumed = _Halving(opt, last_epoch=sched.last_epoch)  # (the groups have initial_lr from the first one)
     assert resumed.last_epoch == 3 and resumed.get_last_lr() == [0.0125, 0.05]
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(NotImplementedError, match="LRScheduler.get_lr: a scheduler defines get_lr"):
         S.LRScheduler(_sgd())
 
 

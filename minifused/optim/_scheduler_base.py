@@ -109,7 +109,8 @@ class LRScheduler:
             self._is_initial = False
 
     def get_lr(self):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}.get_lr: a scheduler defines get_lr, the lrs of the step "
+                                  f"being taken (the LRScheduler base has none)")
 
     def get_last_lr(self):
         return list(self._last_lr)

@@ -262,7 +262,8 @@ class OneCycleLR(LRScheduler):
 
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
-                raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
+                raise ValueError(f"OneCycleLR: give total_steps, or epochs and steps_per_epoch; got total_steps=None, "
+                                 f"epochs={epochs!r}, steps_per_epoch={steps_per_epoch!r}")
             total_steps = positive_int("epochs", epochs) * positive_int("steps_per_epoch", steps_per_epoch)
         total_steps = positive_int("total_steps", total_steps)
         _numbers("OneCycleLR", pct_start=pct_start, div_factor=div_factor, final_div_factor=final_div_factor)
@@ -301,7 +302,8 @@ class OneCycleLR(LRScheduler):
                 g["min_lr"] = g["initial_lr"] / final_div_factor
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("OneCycleLR: optimizer has no momentum or betas to cycle")
+                raise ValueError(f"OneCycleLR: optimizer must support momentum or beta1 with `cycle_momentum` option "
+                                 f"enabled; {type(optimizer).__name__} has neither (pass cycle_momentum=False)")
             self.use_beta1 = "betas" in optimizer.defaults
             tops = _per_group("max_momentum", optimizer, max_momentum, "OneCycleLR")  # (one, or one per group)
             bases = _per_group("base_momentum", optimizer, base_momentum, "OneCycleLR")
@@ -400,8 +402,8 @@ class CyclicLR(LRScheduler):
         self.cycle_momentum = bool(cycle_momentum)
         if self.cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("CyclicLR: optimizer must support momentum or beta1 with `cycle_momentum` option "
-                                 "enabled")
+                raise ValueError(f"CyclicLR: optimizer must support momentum or beta1 with `cycle_momentum` option "
+                                 f"enabled; {type(optimizer).__name__} has neither (pass cycle_momentum=False)")
             self.use_beta1 = "betas" in optimizer.defaults
             self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
             self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
