@@ -2161,7 +2161,7 @@ ACTIVATION_OPS = [
           ref=lambda a: normalize_ref(a * 1e-3, eps=0.1)),
         S("normalize_0d", (), dim=0)),
         errors=(E("normalize_dim", lambda: F.normalize(t(3)), IndexError, "normalize: dim 1 out of range"),
-                E("normalize_p", lambda: F.normalize(t(2, 3), p=-1), ValueError, "normalize: p must be >= 0"),
+                E("normalize_p", lambda: F.normalize(t(2, 3), p=[1]), TypeError, "normalize: p must be a number"),
                 E("normalize_int", lambda: F.normalize(mf.tensor([[1, 2]])), TypeError, "normalize: expected a floating"))),
     OpInfo("cosine_similarity", F.cosine_similarity, cosine_similarity_ref, spelled="F.cosine_similarity",
            torch=_tf("cosine_similarity"), samples=(

@@ -398,21 +398,27 @@ def _dim(op, input, dim):
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
-    """``input / max(||input||_p, eps)`` along ``dim``. ``p`` is >= 0 or ``inf``."""
+    """``input / max(||input||_p, eps)`` along ``dim``, as PyTorch's ``input.norm(p, dim, keepdim=True)`` divided
+    into ``input``: ``dim`` an int, a tuple/list of ints or None (all dimensions); ``p`` any number (negative and
+    ``-inf`` too, as :meth:`Tensor.norm`; None: 2) or ``'fro'``/``'nuc'``. ``out=``: the quotient written there, as
+    ``torch.div``'s ``out=`` (so not differentiable). A number ``p >= 0`` along one dimension of a non-empty input
+    is one fused op; the rest are composed of ``norm``, ``clamp_min`` and ``div``."""
     op = "normalize"
     _act(op, input)
     (input,) = _autocast_float32(input, devices=("cuda",))  # (PyTorch's divides by norm: float32 under cuda autocast)
-    if out is not None:
-        raise NotImplementedError(f"{op}: out= is not supported; use the returned tensor")
-    p = _number(op, "p", p)
-    if not p >= 0:
-        raise InputError(f"{op}: p must be >= 0 (or inf), got {p}")
-    dim = _dim(op, input, dim)
+    if not isinstance(p, str):
+        p = 2.0 if p is None else _number(op, "p", p)  # (None: Tensor.norm's default, the 2-norm)
     eps = _number(op, "eps", eps)
-    if input.ndim == 0:
-        from ..ops.shape import reshape
-        return reshape(_A.Normalize.apply(reshape(input, (1,)), p, 0, eps), ())
-    return _A.Normalize.apply(input, p, dim, eps)
+    one_dim = not isinstance(dim, bool) and isinstance(dim, _numbers.Integral)
+    if out is None and one_dim and not isinstance(p, str) and p >= 0 and input.ndim and input.numel():
+        return _A.Normalize.apply(input, p, _dim(op, input, dim), eps)
+    if isinstance(dim, list):
+        dim = tuple(dim)
+    denom = input.norm(p, dim, keepdim=True).clamp_min(eps)
+    if out is None:
+        return input / denom
+    from ..toplevel.out_forms import div  # (the top-level div's out= rules, as PyTorch's torch.div)
+    return div(input, denom, out=out)
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):

@@ -1,0 +1,85 @@
+"""normalize, rms_norm, embedding, embedding_bag, one_hot, distances, dropout and bilinear against PyTorch's
+documented rules, on the cpu: values and gradients against float64 NumPy references and finite differences,
+dtypes, memory formats, warnings and errors."""
+
+import numpy as np
+import pytest
+
+import minifused as mf
+import minifused.functional as F
+
+RNG = np.random.default_rng(0)
+
+
+def _t(a, dtype=mf.float64, grad=False):
+    t = mf.tensor(np.asarray(a), dtype=dtype)
+    return t.requires_grad_() if grad else t
+
+
+def _np(t):
+    return np.asarray(t.detach().double().numpy())
+
+
+def _numgrad(f, a, h=1e-6):
+    """Central differences of the scalar f (NumPy in, float out) at a."""
+    g = np.zeros_like(a)
+    for i in np.ndindex(a.shape):
+        d = np.zeros_like(a)
+        d[i] = h
+        g[i] = (f(a + d) - f(a - d)) / (2 * h)
+    return g
+
+
+# ---------------------------------------------------------------- normalize
+def _pnorm(a, p, axes):
+    """PyTorch's vector norm: sum(|a|^p)^(1/p); p=0 counts non-zeros; +-inf the max / min of |a| (a negative p
+    over a zero element gives 0, as 1/inf)."""
+    m = np.abs(a)
+    if p == 0:
+        return (m != 0).sum(axes, keepdims=True).astype(np.float64)
+    if p == np.inf:
+        return m.max(axes, keepdims=True)
+    if p == -np.inf:
+        return m.min(axes, keepdims=True)
+    with np.errstate(divide="ignore"):
+        return (m ** p).sum(axes, keepdims=True) ** (1.0 / p)
+
+
+@pytest.mark.parametrize("p", [2.0, -1.0, -2.5, float("-inf"), 0.5])
+@pytest.mark.parametrize("dim,axes", [(1, (1,)), ((0, 2), (0, 2)), ([-1, 1], (1, 2)), (None, (0, 1, 2))])
+def test_normalize_any_p_and_dims(p, dim, axes):
+    """PyTorch's normalize is input / input.norm(p, dim, keepdim=True).clamp_min(eps): any p (negative and -inf
+    too), dim an int, a tuple/list or None (all dimensions)."""
+    a = RNG.standard_normal((3, 4, 5)) + 0.1
+    eps = 1e-12
+    ref = a / np.maximum(_pnorm(a, p, axes), eps)
+    x = _t(a, grad=True)
+    y = F.normalize(x, p=p, dim=dim, eps=eps)
+    np.testing.assert_allclose(_np(y), ref, rtol=1e-10, atol=1e-12)
+    g = RNG.standard_normal(a.shape)
+    (y * _t(g)).sum().backward()
+    num = _numgrad(lambda b: (b / np.maximum(_pnorm(b, p, axes), eps) * g).sum(), a)
+    np.testing.assert_allclose(_np(x.grad), num, rtol=1e-5, atol=1e-6)
+
+
+def test_normalize_out_and_zero_d():
+    """out= gets the quotient (torch.div's out= rules: resized, refused when an input requires grad); a 0-d input
+    with dim=None is x / |x|."""
+    a = RNG.standard_normal((2, 3))
+    out = mf.empty(2, 3, dtype=mf.float64)
+    r = F.normalize(_t(a), p=1.0, dim=(0, 1), out=out)
+    assert r is out
+    np.testing.assert_allclose(_np(out), a / np.abs(a).sum(), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="out="):
+        F.normalize(_t(a, grad=True), out=mf.empty(2, 3, dtype=mf.float64))
+    assert F.normalize(_t(-3.0), dim=None).item() == -1.0
+    # p=None is Tensor.norm's default, the 2-norm
+    np.testing.assert_allclose(_np(F.normalize(_t([[3.0, 4.0]]), p=None)), [[0.6, 0.8]])
+
+
+def test_normalize_errors():
+    """An empty dimension has no -inf/inf norm (PyTorch's RuntimeError); p must be a number or 'fro'/'nuc'."""
+    with pytest.raises(RuntimeError):
+        F.normalize(mf.zeros(0, 3), p=float("inf"), dim=0)
+    with pytest.raises(TypeError, match="normalize: p must be a number"):
+        F.normalize(mf.zeros(2, 3), p=[1])
