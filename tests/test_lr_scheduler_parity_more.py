@@ -437,3 +437,17 @@ def test_polynomial_lr_with_no_iterations_leaves_the_lr(total_iters):
                 _user_warnings(lambda: s.step(3))
     with pytest.raises(TypeError, match="PolynomialLR: expected a number total_iters, got '5'"):
         S.PolynomialLR(_sgd(), total_iters="5")
+
+
+def test_float64_lerp_near_the_largest_floats_stays_finite():
+    """The float64 single rounding splits the factors (Dekker); for values near the largest double the split
+    overflows, and the average falls back to the twice-rounded lerp: finite, within an ulp, no warnings."""
+    import warnings
+
+    a = np.array([1e305, -1.5e308, 3.0])
+    c = np.array([-1e305, 1e307, 5.0])
+    avg = [mf.tensor(a.copy())]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        swa.get_ema_multi_avg_fn(0.75)(avg, [mf.tensor(c)], 1)
+    np.testing.assert_allclose(avg[0].numpy(), [5e304, -1.1e308, 3.5], rtol=1e-15)

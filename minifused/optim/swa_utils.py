@@ -42,7 +42,8 @@ def _lerp_(avg, cur, weight):
 def _fma(x, y, z):
     """``x * y + z`` rounded once (``x`` a scalar, ``y`` and ``z`` arrays of one floating dtype). In float32: the
     float64 sum, whose product is exact. In float64: Dekker's exact product and Knuth's exact sum, their errors
-    added back (a last rounding that is the fma's but for rare ties)."""
+    added back (a last rounding that is the fma's but for rare ties); where those overflow (beyond 1e300), the
+    plain rounded sum."""
     if y.dtype != backend.float64:
         f64 = backend.float64
         return (z.astype(f64) + f64.type(x) * y.astype(f64)).astype(y.dtype)
@@ -52,13 +53,16 @@ def _fma(x, y, z):
         hi = t - (t - v)
         return hi, v - hi
 
-    p = x * y
-    (xh, xl), (yh, yl) = split(x), split(y)
-    p_err = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
-    s = p + z
-    zz = s - p
-    s_err = (p - (s - zz)) + (z - zz)
-    return s + (s_err + p_err)
+    with np.errstate(over="ignore", invalid="ignore"):  # (the terms of an overflow, replaced below)
+        p = x * y
+        (xh, xl), (yh, yl) = split(x), split(y)
+        p_err = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
+        s = p + z
+        zz = s - p
+        s_err = (p - (s - zz)) + (z - zz)
+        out = s + (s_err + p_err)
+    xp = backend.array_module(out)
+    return xp.where(xp.isfinite(out), out, s)
 
 
 def _set_truncated_(avg, value):
