@@ -1,6 +1,7 @@
 """More parity of optim.lr_scheduler and optim.swa_utils with PyTorch's rules: the rounding of the averages that
-AveragedModel keeps (exact rational references), schedules with arguments kept as given, and the kinds of error
-PyTorch's raise for bad arguments."""
+AveragedModel keeps (exact rational references), schedules with arguments kept as given, long schedules against
+their documented formulas, a custom scheduler's chainable and closed forms, the warnings of a misused step, and
+the kinds of error PyTorch's raise for bad arguments."""
 import math
 from fractions import Fraction
 
