@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import warnings
 
 from .. import backend
 
@@ -59,7 +60,8 @@ def _decorated(fn, guard):
 
 
 class _GradModeGuard:
-    """Sets grad mode on entry and restores it on exit; also a decorator."""
+    """Sets grad mode on entry and restores it on exit; also a decorator. ``with ... as x`` binds None, as
+    PyTorch's guards do."""
 
     def __init__(self, mode: bool = True):
         self.mode = bool(mode)
@@ -68,7 +70,10 @@ class _GradModeGuard:
     def __enter__(self):
         self.prev = _mode.enabled
         _mode.enabled = self.mode
-        return self
+
+    def clone(self):
+        """A fresh guard of the same kind and mode (PyTorch's ``clone``, which its decorators use)."""
+        return type(self)()
 
     def __exit__(self, *exc):
         _mode.enabled = self.prev
@@ -84,16 +89,22 @@ class set_grad_enabled(_GradModeGuard):
     works as a plain call; as a context manager (or decorator) it restores the previous mode on exit."""
 
     def __init__(self, mode: bool = True):
+        if not isinstance(mode, bool):  # (PyTorch's: 0, 1 or a string is refused, not read as a truth value)
+            raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be bool, not "
+                            f"{type(mode).__name__}")
         super().__init__(mode)
         self.prev = _mode.enabled
         _mode.enabled = self.mode
 
     def __enter__(self):
-        return self  # the mode was set by the constructor; the mode before it is in self.prev
+        pass  # the mode was set by the constructor; the mode before it is in self.prev
 
     def __call__(self, fn):
         _mode.enabled = self.prev  # as a decorator it changes the mode only while fn runs
         return super().__call__(fn)
+
+    def clone(self):
+        return set_grad_enabled(self.mode)
 
 
 class _BareDecorator(_GradModeGuard):
@@ -129,7 +140,7 @@ class inference_mode(_BareDecorator):
 
     def __enter__(self):
         self._prev_inference, _mode.inference = _mode.inference, self._flag
-        return super().__enter__()
+        super().__enter__()
 
     def __exit__(self, *exc):
         _mode.inference = self._prev_inference
@@ -138,6 +149,9 @@ class inference_mode(_BareDecorator):
     def __call__(self, fn):
         flag = self._flag
         return _decorated(fn, lambda: inference_mode(flag))
+
+    def clone(self):
+        return inference_mode(self._flag)
 
 
 def is_inference_mode_enabled() -> bool:
@@ -158,16 +172,18 @@ class detect_anomaly:  # noqa: N801 - PyTorch's name
     """``torch.autograd.detect_anomaly(check_nan=True)``: inside, every backward's gradients are checked (with
     ``check_nan``): the first holding a NaN raises a RuntimeError naming the op and the shapes (costs a sync per
     node). As PyTorch's, forward outputs are not checked and infinities pass: ``-inf`` in an attention mask or an
-    infinite gradient (``sqrt`` at 0) are legitimate values."""
+    infinite gradient (``sqrt`` at 0) are legitimate values. Making one warns that the mode is slow, as
+    PyTorch's does."""
 
     def __init__(self, check_nan=True):
         self.check_nan = check_nan
         self.prev = None
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime and should only be "
+                      "enabled for debugging.", UserWarning, stacklevel=2)
 
     def __enter__(self):
         self.prev = _checks.anomaly, _checks.nan
         _checks.anomaly, _checks.nan = True, self.check_nan
-        return self
 
     def __exit__(self, *exc):
         _checks.anomaly, _checks.nan = self.prev
@@ -186,7 +202,7 @@ class set_detect_anomaly:  # noqa: N801 - PyTorch's name
         _checks.anomaly, _checks.nan = mode, check_nan
 
     def __enter__(self):
-        return self
+        pass
 
     def __exit__(self, *exc):
         _checks.anomaly, _checks.nan = self.prev
@@ -215,6 +231,7 @@ def _check_op(name, stage, arrays, inputs):
     for i, a in enumerate(arrays):
         if a is None or not hasattr(a, "dtype") or not backend.is_floating(a.dtype):
             continue
-        if bool(backend.array_module(a).isnan(a).any()):
-            raise RuntimeError(f"detect_anomaly: {name} {stage} {i} (shape {tuple(a.shape)}) has NaN values; "
-                               f"the op's inputs had shapes {[tuple(x.shape) for x in inputs if hasattr(x, 'shape')]}")
+        if bool(backend.array_module(a).isnan(a).any()):  # (PyTorch's words, then the op's shapes)
+            raise RuntimeError(f"Function '{name}Backward' returned nan values in its {i}th output "
+                               f"(detect_anomaly: {name} {stage} {i} (shape {tuple(a.shape)}) has NaN values; the "
+                               f"op's inputs had shapes {[tuple(x.shape) for x in inputs if hasattr(x, 'shape')]})")
