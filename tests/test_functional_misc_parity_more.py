@@ -83,3 +83,45 @@ def test_normalize_errors():
         F.normalize(mf.zeros(0, 3), p=float("inf"), dim=0)
     with pytest.raises(TypeError, match="normalize: p must be a number"):
         F.normalize(mf.zeros(2, 3), p=[1])
+
+
+# ---------------------------------------------------------------- rms_norm
+def _rms64(a, w, eps):
+    a = np.asarray(a, np.float64)
+    return a / np.sqrt((a * a).mean(-1, keepdims=True) + eps) * np.asarray(w, np.float64)
+
+
+@pytest.mark.parametrize("xdt,wdt", [(mf.float32, mf.float64), (mf.float64, mf.float32), (mf.float32, mf.float16),
+                                     (mf.bfloat16, mf.float16), (mf.float16, mf.float32)])
+def test_rms_norm_weight_of_another_dtype(xdt, wdt):
+    """PyTorch's rms_norm takes a weight of any floating dtype (warning that no fused kernel serves the pair): the
+    norm runs in float32 (float64 for a float64 input) and the result comes in the input's dtype; the weight's
+    gradient in the weight's dtype."""
+    a, w = RNG.standard_normal((4, 6)), RNG.standard_normal(6)
+    x, wt = _t(a, xdt, grad=True), _t(w, wdt, grad=True)
+    with pytest.warns(UserWarning, match="rms_norm: mismatch dtype between input and weight"):
+        y = F.rms_norm(x, (6,), wt, eps=1e-6)
+    assert y.dtype == xdt
+    y.sum().backward()
+    assert x.grad.dtype == xdt and wt.grad.dtype == wdt
+    ref = _rms64(_np(x), _np(wt), 1e-6)
+    tol = 1e-2 if mf.bfloat16 in (xdt, wdt) else 2e-3 if mf.float16 in (xdt, wdt) else 1e-6
+    np.testing.assert_allclose(_np(y), ref, rtol=tol, atol=tol)
+    # the weight's gradient: sum over rows of the normalized input
+    xn = _np(x) / np.sqrt((_np(x) ** 2).mean(-1, keepdims=True) + 1e-6)
+    np.testing.assert_allclose(_np(wt.grad), xn.sum(0), rtol=4 * tol, atol=4 * tol)
+
+
+@pytest.mark.parametrize("shape,ns,fmt", [((2, 3, 4, 5), (5,), mf.channels_last),
+                                          ((2, 3, 4, 5), (4, 5), mf.channels_last),
+                                          ((2, 3, 2, 4, 5), (5,), mf.channels_last_3d)])
+def test_rms_norm_keeps_channels_last(shape, ns, fmt):
+    """A channels-last input gives a channels-last result, as PyTorch's (its result takes the input's layout)."""
+    a = RNG.standard_normal(shape)
+    x = _t(a, mf.float32).contiguous(memory_format=fmt)
+    y = F.rms_norm(x, ns)
+    assert y.is_contiguous(memory_format=fmt) and not y.is_contiguous()
+    k = len(ns)
+    flat = a.reshape(a.shape[:a.ndim - k] + (-1,))
+    ref = (flat / np.sqrt((flat ** 2).mean(-1, keepdims=True) + np.finfo(np.float32).eps)).reshape(shape)
+    np.testing.assert_allclose(_np(y), ref, rtol=1e-5, atol=1e-6)

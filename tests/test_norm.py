@@ -141,7 +141,7 @@ def test_float32_parameters_of_a_16_bit_input(device, dtype, rms, rng):
     """PyTorch's mixed precision: float32 weight (and bias) over a 16-bit input normalize in float32 and round
     once to the input's dtype; the input's gradient comes in its dtype, the parameters' in float32. Against
     float64 formulas on the 16-bit input's values. Mixed parameter dtypes, or 16-bit ones over a float32
-    input, are refused."""
+    input, are refused by layer_norm (rms_norm takes them, as PyTorch's)."""
     dt = backend.as_dtype(dtype)
     x = (rng.standard_normal((12, 32)) * 2 + 0.5).astype(dt)
     w, b = rng.standard_normal(32).astype(np.float32), rng.standard_normal(32).astype(np.float32)
@@ -162,9 +162,13 @@ def test_float32_parameters_of_a_16_bit_input(device, dtype, rms, rng):
         np.testing.assert_allclose(bt.grad.cpu().numpy(), db, rtol=tol, atol=tol * np.abs(db).max())
         with pytest.raises(TypeError, match="layer_norm: weight and bias must share one dtype"):
             F.layer_norm(xt, 32, wt, bt.to(dt))
+    if rms:  # (PyTorch's rms_norm takes a weight of any floating dtype, with a warning; the result in x's dtype)
+        with pytest.warns(UserWarning, match="rms_norm: mismatch dtype between input and weight"):
+            assert F.rms_norm(xt.float(), 32, wt.to(dt)).dtype == np.float32
+        return
     with pytest.raises(TypeError, match=r"weight dtype .* differs from input dtype float32 \(the input's dtype, "
                                         r"or float32 with a 16-bit input"):
-        (F.rms_norm if rms else F.layer_norm)(xt.float(), 32, wt.to(dt))
+        F.layer_norm(xt.float(), 32, wt.to(dt))
 
 
 def test_only_some_grads(rng):

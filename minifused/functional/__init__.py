@@ -302,16 +302,32 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     """RMS normalization ``x / sqrt(mean(x^2) + eps) * weight`` as ``torch.nn.functional.rms_norm``;
     ``eps=None`` means the machine epsilon of the dtype it computes in, as in PyTorch: the input's, float32's
     for a float16 / bfloat16 input (whose own epsilon, 2**-10 or 2**-7, would swamp small activations).
-    Float32 inside a cuda autocast region, as PyTorch's."""
+    A weight of another dtype is taken, as PyTorch's: the norm runs in float32 (float64 for a float64 input) with
+    the weight cast to it and the result comes in the input's dtype (on the cpu with PyTorch's warning that no
+    fused kernel serves the pair). A channels-last input gives a channels-last result. Float32 inside a cuda
+    autocast region, as PyTorch's."""
+    op = "rms_norm"
     input, weight = _autocast_float32(input, weight, devices=_CUDA)
-    n = _check_norm_args("rms_norm", input, normalized_shape, {"weight": weight}, wide=True)
+    if isinstance(input, _Tensor) and isinstance(weight, _Tensor) and weight.dtype != input.dtype \
+            and input.dtype in _NORM_DTYPES and (_backend.is_floating(weight.dtype) or weight.dtype.kind in "iu"):
+        if input.device.type == "cpu":
+            _warnings.warn(f"{op}: mismatch dtype between input and weight: input dtype = {input.dtype}, weight "
+                           f"dtype = {weight.dtype}; computed unfused, the result in the input's dtype",
+                           UserWarning, stacklevel=2)
+        wide = _backend.float64 if input.dtype == _backend.float64 else _backend.float32
+        return _cast(rms_norm(_cast(input, wide), normalized_shape, _cast(weight, wide), eps), input.dtype)
+    n = _check_norm_args(op, input, normalized_shape, {"weight": weight}, wide=True)
     if eps is None:
         eps = float(_np.finfo(_np.float64 if input.dtype == _np.float64 else _np.float32).eps)
-    if _wide_params(input, weight):
-        return _cast(rms_norm(_cast(input, _backend.float32), normalized_shape, weight, eps), input.dtype)
     if input._data.size == 0:
         return _empty_norm(input, (weight,))
-    return _layer_norm(input, weight, None, n, float(eps), rms=True)
+    y = _layer_norm(input, weight, None, n, float(eps), rms=True)
+    if input.ndim in (4, 5) and not input._data.flags.c_contiguous:  # (PyTorch's result keeps a channels-last layout)
+        from ..ops.shape import channels_last, channels_last_3d
+        fmt = channels_last if input.ndim == 4 else channels_last_3d
+        if input.is_contiguous(memory_format=fmt):
+            y = y.contiguous(memory_format=fmt)
+    return y
 
 
 # ---- softmax and losses
