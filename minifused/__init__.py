@@ -20,7 +20,7 @@ from .backend import Generator  # noqa: E402 - torch.Generator (cpu)
 from . import ops
 from .ops import *  # noqa: F401,F403 - tensor creation and the tensor ops at top level
 from .ops import abs, max, min, pow, sum  # noqa: A004,F401
-from .ops.shape import channels_last, contiguous_format, memory_format, preserve_format  # noqa: F401
+from .ops.shape import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format  # noqa: F401
 from . import functional
 from . import special  # noqa: E402 - torch.special
 from . import testing

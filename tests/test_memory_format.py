@@ -438,3 +438,57 @@ def test_clone_and_like_creators_preserve_channels_last(rng):
         mf.zeros(3, 4).clone(memory_format=mf.channels_last)
     with pytest.raises(ValueError, match="zeros_like: memory_format must be one of"):
         mf.zeros_like(x, memory_format="channels_last")
+
+
+# ---------------------------------------------------------------- channels_last_3d
+def _steps(t):
+    return tuple(t.stride())
+
+
+def test_channels_last_3d_layouts_as_pytorch(device, rng):
+    """channels_last_3d: a 5-d (N, C, D, H, W) tensor stored as (N, D, H, W, C) (PyTorch's strides), taken by to /
+    contiguous / clone / the *_like creators / empty / resize_, kept by preserve_format; a tensor of another rank
+    refused with PyTorch's words; is_contiguous asks it of 5-d tensors alone."""
+    x = mf.tensor(rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32), device=device)
+    fmt = mf.channels_last_3d
+    expected = (360, 1, 90, 18, 3)  # (D*H*W*C, 1, H*W*C, W*C, C)
+    y = x.to(memory_format=fmt)
+    assert _steps(y) == expected and y.is_contiguous(memory_format=fmt) and not y.is_contiguous()
+    assert not x.is_contiguous(memory_format=fmt) and y.contiguous(memory_format=fmt) is y
+    np.testing.assert_array_equal(y.cpu().numpy(), x.cpu().numpy())
+    assert _steps(y.contiguous()) == (360, 120, 30, 6, 1)
+    for t in (y.clone(), mf.empty_like(y), mf.zeros_like(x, memory_format=fmt), x.clone(memory_format=fmt),
+              mf.empty(2, 3, 4, 5, 6, memory_format=fmt, device=device)):
+        assert _steps(t) == expected
+    c = y.clone()
+    assert c._data is not y._data and np.array_equal(c.cpu().numpy(), x.cpu().numpy())
+    z = mf.zeros(2, 3, 4, 5, 6, device=device)
+    z.resize_(2, 3, 4, 5, 6, memory_format=fmt)
+    assert _steps(z) == expected
+    four = mf.randn(2, 3, 4, 5, device=device)
+    assert not four.is_contiguous(memory_format=fmt)
+    for bad in (lambda: four.to(memory_format=fmt), lambda: four.contiguous(memory_format=fmt),
+                lambda: four.clone(memory_format=fmt), lambda: mf.empty(2, 3, 4, 5, memory_format=fmt),
+                lambda: mf.zeros(2, 3, 4, 5).resize_(2, 3, 4, 5, memory_format=fmt)):
+        with pytest.raises(RuntimeError, match="required rank 5 tensor to use channels_last_3d format"):
+            bad()
+    assert repr(fmt) == "minifused.channels_last_3d"
+
+
+def test_module_to_channels_last_3d_lays_out_5d_weights(device, rng):
+    """Module.to(memory_format=channels_last_3d) lays out the 5-d parameters (Conv3d weights) so, as PyTorch's, and
+    the convolution on a channels_last_3d input gives the C-contiguous run's values and gradients."""
+    xa = rng.standard_normal((2, 3, 5, 6, 7)).astype(np.float32)
+    runs = []
+    for fmt in (mf.contiguous_format, mf.channels_last_3d):
+        mf.manual_seed(0)
+        m = nn.Conv3d(3, 4, 3, padding=1).to(device).to(memory_format=fmt)
+        assert m.weight.is_contiguous(memory_format=mf.channels_last_3d) == (fmt is mf.channels_last_3d)
+        assert m.bias.is_contiguous()
+        x = mf.tensor(xa, device=device).to(memory_format=fmt).requires_grad_(True)
+        y = m(x)
+        (y * mf.tensor(np.cos(np.arange(y.numel())).reshape(y.shape).astype(np.float32), device=device)).sum() \
+            .backward()
+        runs.append([t.detach().cpu().numpy() for t in (y, x.grad, m.weight.grad, m.bias.grad)])
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)

@@ -84,6 +84,15 @@ def _channels_last_layout(shape, strides, itemsize):
     return _same_strides(shape, strides, _channels_last_strides(shape, itemsize))
 
 
+def channels_last_3d_strided(a) -> bool:
+    """Whether ``a`` is a 5-d array whose memory is (N, D, H, W, C) in C order (maybe C-contiguous as well)."""
+    if a.ndim != 5:
+        return False
+    n, c, d, h, w = a.shape
+    size = a.itemsize
+    return _same_strides(a.shape, a.strides, (d * h * w * c * size, size, h * w * c * size, w * c * size, c * size))
+
+
 def c_contiguous(a) -> bool:
     """``a.flags.c_contiguous`` of a NumPy or CuPy array. (CuPy's ``flags`` builds an object per read, its
     ``_c_contiguous`` is the flag itself: the ops' hot paths ask hundreds of times a training step.)"""
@@ -106,6 +115,15 @@ def to_channels_last(a):
         return a
     xp = backend.array_module(a)
     return xp.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+def to_channels_last_3d(a):
+    """``a`` (N, C, D, H, W) laid out channels-last (memory (N, D, H, W, C)): ``a`` itself where it already is,
+    else a copy. (The kernels' channels-last paths are 4-d ones: a 5-d array in this layout is only laid out so.)"""
+    if channels_last_3d_strided(a):
+        return a
+    xp = backend.array_module(a)
+    return xp.ascontiguousarray(a.transpose(0, 2, 3, 4, 1)).transpose(0, 4, 1, 2, 3)
 
 
 def to_layout(a, channels_last: bool):
@@ -133,11 +151,16 @@ def layout_like(a, ref):
 
 
 def copy_in_layout(a, channels_last: bool):
-    """A new array holding ``a``'s elements, laid out channels-last (``a`` 4-d) or in C order."""
+    """A new array holding ``a``'s elements, laid out channels-last (``a`` 4-d; or 5-d: (N, D, H, W, C) memory) or
+    in C order."""
     if not channels_last:
         return backend.copy(a)
     xp = backend.array_module(a)
-    if xp is np:
+    if a.ndim == 5:
+        n, c, d, h, w = a.shape
+        with backend.on_device(backend.device_of(a)):
+            out = xp.empty((n, d, h, w, c), a.dtype).transpose(0, 4, 1, 2, 3)
+    elif xp is np:
         n, c, h, w = a.shape
         out = np.empty((n, h, w, c), a.dtype).transpose(0, 3, 1, 2)
     else:

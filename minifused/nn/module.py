@@ -9,8 +9,8 @@ from collections import OrderedDict
 
 from .. import backend
 from ..autograd import is_grad_enabled, no_grad
-from ..kernels import to_layout
-from ..ops.shape import channels_last, check_memory_format, preserve_format
+from ..kernels import to_channels_last_3d, to_layout
+from ..ops.shape import channels_last, channels_last_3d, check_memory_format, contiguous_format, preserve_format
 from ..tensor import Tensor
 from ._backward_hooks import (_arrays, _checked, _wrap, global_backward_hooks as _global_backward_hooks,
                               global_backward_pre_hooks as _global_backward_pre_hooks, wrap_inputs, wrap_outputs)
@@ -446,12 +446,13 @@ class Module(StateDicts):
     def to(self, *args, device=None, dtype=None, non_blocking=False, memory_format=None):
         """The module's parameters and buffers moved to ``device`` and cast to floating ``dtype``, in place.
         ``memory_format``, as PyTorch's: the 4-d parameters, buffers and gradients (convolution weights) are laid
-        out in it (channels-last weights are the convolutions' own packed form), and for ``channels_last`` the
-        layers that read channels-last input faster (the convolutions) bring their input to that layout, so that
-        the activations between them stay in it. ``non_blocking`` is accepted as PyTorch's."""
+        out in it (channels-last weights are the convolutions' own packed form; ``channels_last_3d``: the 5-d ones),
+        and for ``channels_last`` the layers that read channels-last input faster (the convolutions) bring their
+        input to that layout, so that the activations between them stay in it. ``non_blocking`` is accepted as
+        PyTorch's."""
         args = [a for a in args if not isinstance(a, bool)]  # to(device, non_blocking)
         fmt = None if memory_format is None else check_memory_format("Module.to", memory_format)
-        if fmt is not None and fmt is not preserve_format:
+        if fmt is channels_last or fmt is contiguous_format:
             for m in self.modules():
                 if m.channels_last_input is not None:
                     m.channels_last_input = fmt is channels_last
@@ -473,7 +474,9 @@ class Module(StateDicts):
             if not backend.is_floating(dt):
                 raise InputTypeError(f"Module.to: only floating dtypes are allowed, got {dt}")
             self._apply(lambda a: a.astype(dt) if backend.is_floating(a.dtype) else a)
-        if fmt is not None and fmt is not preserve_format:
+        if fmt is channels_last_3d:  # (the 5-d ones alone, as channels_last leaves those)
+            self._apply(lambda a: to_channels_last_3d(a) if a.ndim == 5 else a)
+        elif fmt is not None and fmt is not preserve_format:
             cl = fmt is channels_last
             self._apply(lambda a: to_layout(a, cl) if a.ndim == 4 else a)
         return self

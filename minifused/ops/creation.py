@@ -12,7 +12,7 @@ from .. import backend
 from ..kernels import copy_in_layout
 from ..tensor import Tensor
 from ._common import promote
-from .shape import preserve_format, result_channels_last
+from .shape import contiguous_format, preserve_format, result_format
 from ..backend import InputError, InputTypeError
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "rand",
@@ -456,7 +456,7 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 def _in_layout(t, x, fmt, op):
     """New tensor ``t`` (C order) laid out as ``memory_format`` ``fmt`` asks of a tensor like ``x`` (PyTorch's
     ``preserve_format`` default: as x)."""
-    if result_channels_last(op, x, fmt):
+    if result_format(op, x, fmt) is not contiguous_format:  # (channels-last, 4-d or 5-d)
         t._data = copy_in_layout(t._data, True)
     return t
 

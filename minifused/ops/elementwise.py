@@ -17,7 +17,7 @@ from ._common import (autocast_float32_on_cuda, bfloat16_rounded, binary_operand
                       opmath_operands, promote, promote_operands, scalar_result_dtype, shape_of, unbroadcast,
                       unbroadcast_graph, wrapped)
 from .logic import nonzero
-from .shape import preserve_format, result_channels_last
+from .shape import contiguous_format, preserve_format, result_format
 from ..backend import InputError, InputTypeError
 
 
@@ -60,7 +60,7 @@ class Clone(Function):
 
 def clone(input: Tensor, *, memory_format=preserve_format) -> Tensor:
     """A copy of ``input``, laid out as ``memory_format`` says (by default as the input: channels-last stays so)."""
-    return Clone.apply(input, result_channels_last("clone", input, memory_format))
+    return Clone.apply(input, result_format("clone", input, memory_format) is not contiguous_format)
 
 
 # ---------------------------------------------------------------- arithmetic

@@ -8,7 +8,8 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
-from ..kernels import channels_last_strided, is_channels_last, join, to_layout
+from ..kernels import (channels_last_3d_strided, channels_last_strided, is_channels_last, join,
+                       to_channels_last_3d, to_layout)
 from ..tensor import Tensor
 from ._common import broadcast_shape, cast, host_int, normalize_axis, promote, unbroadcast, unbroadcast_graph
 from .linalg_common import dtype_name
@@ -78,7 +79,9 @@ class Expand(Function):
 class memory_format:  # noqa: N801 - torch.memory_format
     """A memory layout of a tensor's elements, as PyTorch names them: :data:`contiguous_format` (C order),
     :data:`channels_last` (a 4-d (N, C, H, W) tensor stored as (N, H, W, C): the layout convolutions read without
-    a repack) and :data:`preserve_format` (whatever the tensor has)."""
+    a repack), :data:`channels_last_3d` (a 5-d (N, C, D, H, W) tensor stored as (N, D, H, W, C): tensors take it and
+    keep it where they are copied in their own layout, but the ops compute on it as on any strided tensor, and their
+    results are C-contiguous, where PyTorch's keep it) and :data:`preserve_format` (whatever the tensor has)."""
 
     def __init__(self, name):
         self.name = name
@@ -87,40 +90,50 @@ class memory_format:  # noqa: N801 - torch.memory_format
         return f"minifused.{self.name}"
 
 
-contiguous_format, channels_last, preserve_format = (memory_format(n) for n in
-                                                     ("contiguous_format", "channels_last", "preserve_format"))
+contiguous_format, channels_last, channels_last_3d, preserve_format = (
+    memory_format(n) for n in ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format"))
 
 
-def check_memory_format(op, fmt, allowed=(contiguous_format, channels_last, preserve_format)):
+def check_memory_format(op, fmt, allowed=(contiguous_format, channels_last, channels_last_3d, preserve_format)):
     """``fmt``, checked for ``op`` to be one of ``allowed``."""
     if not any(fmt is f for f in allowed):
         raise InputError(f"{op}: memory_format must be one of {', '.join(map(repr, allowed))}, got {fmt!r}")
     return fmt
 
 
-def result_channels_last(op, x, fmt):
-    """Whether ``op``'s new tensor like ``x`` is laid out channels-last under ``fmt``: ``preserve_format`` (PyTorch's
-    default for clone and the ``*_like`` creators) keeps x's layout, ``channels_last`` needs a 4-d x."""
+def result_format(op, x, fmt):
+    """The layout of ``op``'s new tensor like ``x`` under ``fmt``: ``preserve_format`` (PyTorch's default for clone
+    and the ``*_like`` creators) keeps x's channels-last layout (4-d or 5-d), else C order; ``channels_last`` needs
+    a 4-d x, ``channels_last_3d`` a 5-d one."""
     if check_memory_format(op, fmt) is preserve_format:
-        return x.ndim == 4 and is_channels_last(x._data)
-    return _memory_format(op, x, fmt) is channels_last
+        if x.ndim == 4 and is_channels_last(x._data):
+            return channels_last
+        if x.ndim == 5 and not x._data.flags.c_contiguous and channels_last_3d_strided(x._data):
+            return channels_last_3d
+        return contiguous_format
+    return _memory_format(op, x, fmt)
 
 
 def _memory_format(op, x, fmt):
-    """``fmt`` checked for ``op`` on tensor ``x``: C order or channels-last, the latter for a 4-d tensor."""
-    check_memory_format(op, fmt, (contiguous_format, channels_last))
+    """``fmt`` checked for ``op`` on tensor ``x``: C order or channels-last, the latter for a 4-d tensor (the 3-d
+    form for a 5-d one)."""
+    check_memory_format(op, fmt, (contiguous_format, channels_last, channels_last_3d))
     if fmt is channels_last and x.ndim != 4:
         raise RuntimeError(f"{op}: channels_last needs a 4-d (N, C, H, W) tensor, got {x.ndim}-d shape "
                            f"{tuple(x.shape)}")
+    if fmt is channels_last_3d and x.ndim != 5:
+        raise RuntimeError(f"{op}: required rank 5 tensor to use channels_last_3d format (N, C, D, H, W), got "
+                           f"{x.ndim}-d shape {tuple(x.shape)}")
     return fmt
 
 
 class Contiguous(Function):
-    """x in C order, or (``channels_last``) in channels-last order; the gradient passes as it comes."""
+    """x in C order, or (``channels_last``) in channels-last order (``three_d``: a 5-d x's); the gradient passes as
+    it comes."""
 
     @staticmethod
-    def forward(ctx, x, channels_last=False):
-        return to_layout(x, channels_last)
+    def forward(ctx, x, channels_last=False, three_d=False):
+        return to_channels_last_3d(x) if three_d else to_layout(x, channels_last)
 
     @staticmethod
     def backward(ctx, g):
@@ -321,8 +334,11 @@ def expand(x, *sizes, size=None):
 
 def contiguous(x, memory_format=contiguous_format):
     """``x`` itself where its elements already lie in ``memory_format``'s order, else a copy that does."""
-    if _memory_format("contiguous", x, memory_format) is channels_last:
+    fmt = _memory_format("contiguous", x, memory_format)
+    if fmt is channels_last:
         return x if channels_last_strided(x._data) else Contiguous.apply(x, True)
+    if fmt is channels_last_3d:
+        return x if channels_last_3d_strided(x._data) else Contiguous.apply(x, True, True)
     if x._data.flags.c_contiguous:
         return x
     return Contiguous.apply(x)
@@ -330,10 +346,13 @@ def contiguous(x, memory_format=contiguous_format):
 
 def is_contiguous(x, memory_format=contiguous_format):
     """Whether ``x``'s elements lie in ``memory_format``'s order (both orders where they coincide, as a
-    (N, 1, H, W) tensor's do); as PyTorch's, never channels-last for a tensor that is not 4-d."""
-    check_memory_format("is_contiguous", memory_format, (contiguous_format, channels_last))
+    (N, 1, H, W) tensor's do); as PyTorch's, never channels-last for a tensor that is not 4-d (channels_last_3d: not
+    5-d)."""
+    check_memory_format("is_contiguous", memory_format, (contiguous_format, channels_last, channels_last_3d))
     if memory_format is channels_last:
         return x.ndim == 4 and channels_last_strided(x._data)
+    if memory_format is channels_last_3d:
+        return x.ndim == 5 and channels_last_3d_strided(x._data)
     return bool(x._data.flags.c_contiguous)
 
 

@@ -21,7 +21,8 @@ from ..autograd.tape import _stand_in
 from ..tensor import Tensor
 from .indexing import EmbedItem, GatherItem, accumulate
 from ._common import normalize_axis
-from .shape import Permute, Reshape, _sizes, channels_last, check_memory_format, contiguous_format, squeeze, unsqueeze
+from .shape import (Permute, Reshape, _sizes, channels_last, channels_last_3d, check_memory_format, contiguous_format,
+                    squeeze, unsqueeze)
 from ..backend import InputTypeError
 
 
@@ -301,6 +302,9 @@ def _contiguous_steps(shape, fmt):
     if fmt is channels_last:
         n, c, h, w = shape
         return (h * w * c, 1, w * c, c)
+    if fmt is channels_last_3d:
+        n, c, d, h, w = shape
+        return (d * h * w * c, 1, h * w * c, w * c, c)
     return tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
 
 
@@ -318,10 +322,12 @@ def resize_(self, *sizes, size=None, memory_format=None):
     shape = _sizes(sizes, "resize_")
     if any(n < 0 for n in shape):
         raise RuntimeError(f"resize_: Trying to create tensor with negative dimension: {list(shape)}")
-    fmt = contiguous_format if memory_format is None else check_memory_format("resize_", memory_format,
-                                                                              (contiguous_format, channels_last))
+    fmt = contiguous_format if memory_format is None else check_memory_format(
+        "resize_", memory_format, (contiguous_format, channels_last, channels_last_3d))
     if fmt is channels_last and len(shape) != 4:
         raise RuntimeError(f"resize_: required rank 4 tensor to use channels_last format, got {len(shape)}-d")
+    if fmt is channels_last_3d and len(shape) != 5:
+        raise RuntimeError(f"resize_: required rank 5 tensor to use channels_last_3d format, got {len(shape)}-d")
     flat, offset = storage_of(self._data)
     n = math.prod(shape)
     if offset + n > flat.size:
