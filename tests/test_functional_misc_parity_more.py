@@ -125,3 +125,34 @@ def test_rms_norm_keeps_channels_last(shape, ns, fmt):
     flat = a.reshape(a.shape[:a.ndim - k] + (-1,))
     ref = (flat / np.sqrt((flat ** 2).mean(-1, keepdims=True) + np.finfo(np.float32).eps)).reshape(shape)
     np.testing.assert_allclose(_np(y), ref, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- embedding
+def test_embedding_integer_weight_lookup():
+    """A lookup alone takes a weight of any dtype (PyTorch's embedding is an index_select); max_norm needs the
+    rows' norms, so a floating weight."""
+    w = mf.tensor(np.arange(12).reshape(4, 3))
+    y = F.embedding(mf.tensor([[3, 0]]), w, padding_idx=0)
+    assert y.dtype == mf.int64 and y.tolist() == [[[9, 10, 11], [0, 1, 2]]]
+    with pytest.raises(TypeError, match="embedding: max_norm needs a floating-point weight"):
+        F.embedding(mf.tensor([1]), w, max_norm=1.0)
+
+
+@pytest.mark.parametrize("norm_type", [1.0, 2.0, 3.0, float("inf")])
+def test_embedding_max_norm_renormalizes_looked_up_rows(norm_type):
+    """PyTorch's embedding_renorm_: each looked-up row whose norm exceeds max_norm is scaled in place by
+    max_norm / (norm + 1e-7); rows not looked up and rows within max_norm stay as they were."""
+    a = RNG.standard_normal((5, 4)) * 3
+    a[1] *= 1e-3  # within max_norm
+    w = _t(a, grad=True)
+    idx = [[0, 1, 0], [3, 1, 1]]
+    y = F.embedding(mf.tensor(idx), w, max_norm=1.0, norm_type=norm_type)
+    ref = a.copy()
+    for r in (0, 1, 3):
+        n = np.linalg.norm(a[r], ord=norm_type)
+        if n > 1.0:
+            ref[r] = a[r] * (1.0 / (n + 1e-7))
+    np.testing.assert_allclose(_np(w), ref, rtol=1e-12)
+    np.testing.assert_allclose(_np(y), ref[np.array(idx)], rtol=1e-12)
+    y.sum().backward()  # each row's gradient: its count of lookups
+    np.testing.assert_array_equal(_np(w.grad)[:, 0], [2, 3, 0, 1, 0])

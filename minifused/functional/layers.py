@@ -233,8 +233,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if weight.ndim != 2:
         raise InputError(f"{op}: weight must be 2-D (num_embeddings, embedding_dim), got shape "
                          f"{tuple(weight.shape)}")
-    if not backend.is_floating(weight.dtype):
-        raise InputTypeError(f"{op}: expected a floating-point weight, got dtype {weight.dtype}")
+    if max_norm is not None and not backend.is_floating(weight.dtype):  # (a lookup alone takes any dtype, as PyTorch)
+        raise InputTypeError(f"{op}: max_norm needs a floating-point weight (its rows' norms), got dtype "
+                             f"{weight.dtype}")
     if not _same_device(input._data, weight._data):
         raise RuntimeError(f"{op}: input is on {input.device} but weight is on {weight.device}")
     # sparse=True: the gradient comes dense (PyTorch's sparse one holds the same values; any optimizer takes it)
