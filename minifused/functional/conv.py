@@ -245,7 +245,8 @@ def _conv_transpose2d(op, input, weight, bias, stride, padding, output_padding, 
             raise InputError(f"{op}: bias must have shape ({cg * groups},) to match out_channels, got "
                              f"{tuple(bias.shape)}")
     if weight.device != input.device or (bias is not None and bias.device != input.device):
-        raise RuntimeError(f"{op}: expected input, weight and bias on one device")
+        devs = [str(input.device), str(weight.device)] + ([str(bias.device)] if bias is not None else [])
+        raise RuntimeError(f"{op}: expected input, weight and bias on one device, got {', '.join(devs)}")
     y = _conv_ops.conv_transpose2d(input, weight, (n, cg * groups) + out, stride, padding, dilation, groups)
     return y if bias is None else y + _reshape(bias, 1, -1, 1, 1)
 
