@@ -452,3 +452,17 @@ def test_float64_lerp_near_the_largest_floats_stays_finite():
         warnings.simplefilter("error")
         swa.get_ema_multi_avg_fn(0.75)(avg, [mf.tensor(c)], 1)
     np.testing.assert_allclose(avg[0].numpy(), [5e304, -1.1e308, 3.5], rtol=1e-15)
+
+
+def test_pytorchs_public_helpers_sequential_recursive_undo_and_swalr_anneal_func():
+    """SequentialLR.recursive_undo(sched) takes back one construction step (of each scheduler a composite holds);
+    SWALR.anneal_func is its curve ((1 - cos(pi t)) / 2, or t), kept out of the state dict, as PyTorch's."""
+    opt = _sgd()
+    inner = S.ChainedScheduler([S.ExponentialLR(opt, 0.9), S.StepLR(opt, 2)])
+    seq = S.SequentialLR(opt, [S.ConstantLR(opt, 0.5, 10), inner], [4])
+    epochs = [s.last_epoch for s in inner._schedulers]
+    seq.recursive_undo(inner)
+    assert [s.last_epoch for s in inner._schedulers] == [e - 1 for e in epochs]
+    cos, lin = swa.SWALR(_sgd(), 0.01), swa.SWALR(_sgd(), 0.01, anneal_strategy="linear")
+    assert cos.anneal_func(0.25) == pytest.approx((1 - math.cos(math.pi / 4)) / 2, rel=1e-15)
+    assert lin.anneal_func(0.25) == 0.25 and "anneal_func" not in cos.state_dict()

@@ -38,16 +38,6 @@ class _Composite(LRScheduler):
             s.load_state_dict(sd)
 
 
-def _undo_construction_steps(schedulers):
-    """Take back the step each scheduler took when it was constructed; a composite's own count stays, its
-    schedulers' go back (PyTorch's recursive undo)."""
-    for s in schedulers:
-        if isinstance(s, _Composite):
-            _undo_construction_steps(s._schedulers)
-        else:
-            s.last_epoch -= 1
-
-
 class SequentialLR(_Composite):
     """Run ``schedulers[0]`` until ``milestones[0]``, then ``schedulers[1]`` (restarted with
     ``step(0)``), and so on. The schedulers must drive ``optimizer``; their construction steps are
@@ -81,10 +71,20 @@ class SequentialLR(_Composite):
         self.last_epoch = last_epoch + 1
         for g in optimizer.param_groups:
             _set_lr(g, g["initial_lr"])
-        _undo_construction_steps(schedulers)
+        self.recursive_undo()
         first = schedulers[bisect_right(milestones, 0)]
         first._initial_step()
         self._last_lr = first.get_last_lr()
+
+    def recursive_undo(self, sched=None):
+        """Take back the step that ``sched`` (by default each scheduler this one holds) took when it was
+        constructed; a composite's own count stays, its schedulers' go back (PyTorch's method)."""
+        scheds = self if sched is None else sched
+        if isinstance(scheds, _Composite):
+            for s in scheds._schedulers:
+                self.recursive_undo(s)
+        else:
+            scheds.last_epoch -= 1
 
     def step(self):
         self.last_epoch += 1

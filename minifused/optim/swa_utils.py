@@ -280,6 +280,11 @@ class SWALR(LRScheduler):
     def _anneal(self, t):
         return (1 - math.cos(math.pi * t)) / 2 if self._anneal_strategy == "cos" else t
 
+    @property
+    def anneal_func(self):
+        """The annealing curve, t in [0, 1] -> alpha (PyTorch's attribute; not in the state dict)."""
+        return self._anneal
+
     def load_state_dict(self, state_dict):
         """Also a state dict saved by this package before it took PyTorch's name ``_anneal_strategy``."""
         state_dict = dict(state_dict)
