@@ -20,6 +20,8 @@ themselves; any other node is an object with one tag:
 two only when true; with ``"view": {"offset": ..., "shape": [...], "strides": [...]}``, in bytes, when ``a3`` is a
 range of memory that tensor views, possibly with others: views and their base share memory after a load as they
 did before the save), ``{"same": 2}`` (the third tensor saved, saved again: loaded as the same object),
+``{"ref": 1}`` (the second list or dict met, in the tree's order, met again: loaded as the same object, as pickle's
+memo keeps them for ``torch.save``, a list holding itself too),
 ``{"ndarray": "a4", "dtype": ...}``, ``{"dict": [[key, value], ...]}`` (keys are nodes too, order kept;
 ``"odict"`` for an ``OrderedDict``, such as a ``state_dict``, with ``"metadata"`` beside it for a state_dict's
 ``_metadata``; ``"counter"`` for a ``Counter``), ``{"set": [...]}`` / ``"frozenset"``, ``{"bytes": base64}`` /
@@ -85,6 +87,16 @@ class _Saver:
         self.pending = []  # (cpu array, node) for every tensor, given their storage once all are known
         self.keep = []  # the tensors saved, so that no id is reused during the save
         self.host = {}  # id(device array) -> its host copy
+        self.containers = {}  # id(list or dict) -> its index in the tree's order of first appearance
+
+    def container(self, obj):
+        """``{"ref": i}`` for a list or dict met before (saved once, as pickle's memo keeps it), else None, having
+        numbered it."""
+        if id(obj) in self.containers:
+            return {"ref": self.containers[id(obj)]}
+        self.containers[id(obj)] = len(self.containers)
+        self.keep.append(obj)
+        return None
 
     def tensor(self, t):
         if id(t) in self.tensors:
@@ -184,6 +196,8 @@ def _encode(obj, arrays):
         return {"namespace": _encode(vars(obj), arrays)}
     if isinstance(obj, pathlib.PurePath):  # one of those arguments, declared type=Path
         return {"path": str(obj)}
+    if isinstance(obj, (dict, list)) and (ref := arrays.container(obj)) is not None:
+        return ref
     if isinstance(obj, dict):
         items = [[_encode_key(k, arrays), _encode(v, arrays)] for k, v in obj.items()]
         if isinstance(obj, Counter):
@@ -388,12 +402,17 @@ def _decode(node, archive, map_location, path, depth=0):
         raise CheckpointError(f"load: {path} is damaged: its tree nests deeper than {MAX_DEPTH} levels")
     if node is None or isinstance(node, (bool, int, float, str)):
         return node
-    if isinstance(node, list):
-        return [_decode(v, archive, map_location, path, depth + 1) for v in node]
+    if isinstance(node, list):  # (numbered before its items, as save numbers it: a ref among them finds it)
+        out = []
+        archive.containers.append(out)
+        out.extend(_decode(v, archive, map_location, path, depth + 1) for v in node)
+        return out
     if not isinstance(node, dict) or len(node) == 0:
         raise CheckpointError(f"load: {path} is not a minifused checkpoint (unexpected node {str(node)[:80]})")
     if "same" in node:  # a tensor saved again: the same object
         return archive.tensors[node["same"]]
+    if "ref" in node and len(node) == 1:  # a list or dict saved again
+        return archive.containers[node["ref"]]
     if "tensor" in node:
         dev = _target_device(map_location, node["device"])
         if dev.type == "cuda" and not backend.cuda_available():
@@ -411,11 +430,11 @@ def _decode(node, archive, map_location, path, depth=0):
         return _get(archive, node["ndarray"], node["dtype"], path)
     if "dict" in node or "odict" in node or "counter" in node:
         pairs = node.get("dict", node.get("odict", node.get("counter")))
-        items = ((_decode(k, archive, map_location, path, depth + 1), _decode(v, archive, map_location, path,
-                                                                          depth + 1)) for k, v in pairs)
-        if "dict" in node or "counter" in node:
-            return dict(items) if "dict" in node else Counter(dict(items))
-        out = OrderedDict(items)
+        out = dict() if "dict" in node else Counter() if "counter" in node else OrderedDict()
+        archive.containers.append(out)  # (before its items, as for a list)
+        for k, v in pairs:
+            key = _decode(k, archive, map_location, path, depth + 1)
+            out[key] = _decode(v, archive, map_location, path, depth + 1)
         if "metadata" in node:
             out._metadata = _decode(node["metadata"], archive, map_location, path, depth + 1)
         return out
@@ -580,7 +599,8 @@ def load(f, map_location=None, weights_only=None, format=None, mmap=None, **pick
                               f"expected {FORMAT!r}")
     archive.weights_only = weights_only is not False  # (PyTorch's default since 2.6)
     archive.pickle_load_args = pickle_load_args
-    archive.tensors, archive.storages = [], {}  # what "same" nodes refer to; the stored arrays views share
+    # what "same" and "ref" nodes refer to; the stored arrays views share
+    archive.tensors, archive.containers, archive.storages = [], [], {}
     try:
         return _decode(tree.get("obj"), archive, map_location, name)
     except (CheckpointError, _MapLocationError):

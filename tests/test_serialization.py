@@ -446,3 +446,40 @@ def test_new_checkpoints_get_the_umask_mode(tmp_path):
         os.umask(old)
     for name in ("a.ckpt", "b.safetensors"):
         assert (tmp_path / name).stat().st_mode & 0o777 == 0o644, name
+
+
+def test_lists_and_dicts_saved_twice_load_as_one_object(tmp_path):
+    """As pickle's memo keeps them for torch.save: a list or dict (OrderedDict, Counter) met twice in the saved
+    object loads as one object (the file holds it once), a list that holds itself loads so, and what was not
+    shared stays apart; a reference past the containers met is a damaged file."""
+    from collections import Counter
+
+    shared, settings, state = [1, 2.5, "x"], {"lr": 0.1}, OrderedDict(w=mf.ones(2))
+    cycle = [0]
+    cycle.append(cycle)
+    obj = {"a": shared, "b": (shared, [shared]), "c": settings, "d": [settings, {"lr": 0.1}], "e": [state, state],
+           "f": cycle, "g": [Counter("aab")] * 2, "h": [1, 2.5, "x"]}
+    path = tmp_path / "shared.pt"
+    mf.save(obj, path)
+    out = mf.load(path)
+    assert out["a"] is out["b"][0] is out["b"][1][0] and out["a"] == [1, 2.5, "x"]
+    assert out["c"] is out["d"][0] and out["d"][1] is not out["c"] and out["d"][1] == {"lr": 0.1}
+    assert out["e"][0] is out["e"][1] and type(out["e"][0]) is OrderedDict
+    assert out["e"][0]["w"].tolist() == [1.0, 1.0]
+    assert out["f"][1] is out["f"] and out["f"][0] == 0
+    assert out["g"][0] is out["g"][1] and out["g"][0] == Counter("aab") and type(out["g"][0]) is Counter
+    assert out["h"] == out["a"] and out["h"] is not out["a"]
+    with zipfile.ZipFile(path) as z:  # the shared list is stored once: its second and third mentions are refs
+        tree = json.loads(np.load(z.open("__tree__.npy")).tobytes().decode())
+    assert json.dumps(tree).count('"ref"') == 6
+    tree["obj"]["dict"][0][1] = {"ref": 99}
+    damaged = tmp_path / "damaged.pt"
+    with zipfile.ZipFile(path) as z, zipfile.ZipFile(damaged, "w") as w:
+        for name in z.namelist():
+            if name != "__tree__.npy":
+                w.writestr(name, z.read(name))
+        buf = io.BytesIO()
+        np.save(buf, np.frombuffer(json.dumps(tree).encode(), np.uint8))
+        w.writestr("__tree__.npy", buf.getvalue())
+    with pytest.raises(serialization.CheckpointError, match="damaged"):
+        mf.load(damaged)
