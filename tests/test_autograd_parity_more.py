@@ -10,6 +10,7 @@ import pytest
 
 import minifused as mf
 from minifused import autograd
+from minifused.autograd import functional as AF
 
 
 def leaf(values, dtype=np.float64):
@@ -62,3 +63,79 @@ def test_detect_anomaly_warns_it_is_slow_and_names_the_backward_in_pytorchs_word
         with autograd.set_detect_anomaly(True) as bound:
             assert bound is None and autograd.is_anomaly_enabled()
     assert not autograd.is_anomaly_enabled()
+
+
+# ---------------------------------------------------------------- 3. autograd.functional
+def test_hvp_and_vhp_of_a_function_linear_in_one_input_give_zeros_there():
+    # f(a, b) = sum(a^3) + sum(2 b): H = diag(6 a) for a, 0 for b (b's gradient 2 does not depend on the inputs; PyTorch
+    # gives zeros there unless strict)
+    a, b = np.array([[1.0, 2.0], [3.0, -1.0]]), np.array([[0.5, 1.0], [2.0, 3.0]])
+    v = (mf.tensor(np.ones((2, 2))), mf.tensor(np.full((2, 2), 2.0)))
+    def f(x, y):
+        return (x ** 3).sum() + (y * 2).sum()
+    for fn in (AF.vhp, AF.hvp):
+        out, (ha, hb) = fn(f, (mf.tensor(a), mf.tensor(b)), v)
+        np.testing.assert_allclose(out.item(), (a ** 3).sum() + 2 * b.sum())
+        np.testing.assert_allclose(ha.numpy(), 6 * a)
+        np.testing.assert_array_equal(hb.numpy(), np.zeros((2, 2)))
+        with pytest.raises(RuntimeError, match="jacobian of the user-provided function with respect to input 1 is "
+                                               "independent of the input"):
+            fn(f, (mf.tensor(a), mf.tensor(b)), v, strict=True)
+    _, h = AF.hvp(lambda x: (x * 3).sum(), mf.tensor(a), v[0])  # a linear function: H = 0
+    np.testing.assert_array_equal(h.numpy(), np.zeros((2, 2)))
+
+
+def test_jvp_strict_checks_inputs_across_all_outputs():
+    # PyTorch's strict jvp refuses an input that no output depends on; (2a, 3b) uses each input in one output
+    a = mf.tensor(np.array([1.0, -2.0]))
+    b = mf.tensor(np.array([0.5, 4.0]))
+    u = (mf.tensor(np.array([1.0, 2.0])), mf.tensor(np.array([-1.0, 3.0])))
+    (oa, ob), (ja, jb) = AF.jvp(lambda x, y: (x * 2, y * 3), (a, b), u, strict=True)
+    np.testing.assert_allclose(ja.numpy(), [2.0, 4.0])
+    np.testing.assert_allclose(jb.numpy(), [-3.0, 9.0])
+    with pytest.raises(RuntimeError, match="independent of input 1"):
+        AF.jvp(lambda x, y: x * 2, (a, b), u, strict=True)
+
+
+def test_functional_takes_tuples_not_lists():
+    # PyTorch's autograd.functional: inputs, outputs and v are a Tensor or a tuple of Tensors (a list is refused)
+    x = mf.tensor(np.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match="the inputs must be either a Tensor or a tuple of Tensors.*list"):
+        AF.jacobian(lambda a, b: a * b, [x, x])
+    with pytest.raises(TypeError, match="outputs of the user-provided function must be.*list"):
+        AF.jacobian(lambda a: [a * 2], x)
+    with pytest.raises(TypeError, match="the v must be"):
+        AF.vjp(lambda a: a * 2, x, [x])
+
+
+def test_jacobian_strategies_as_pytorchs():
+    # forward-mode needs vectorize=True and refuses strict / create_graph (PyTorch's); its values are the Jacobian's,
+    # in the outputs' dtype: d(2 a^2)/da = diag(4 a)
+    a = np.array([1.0, -3.0])
+    J = AF.jacobian(lambda x: (2 * x ** 2).float(), mf.tensor(a), vectorize=True, strategy="forward-mode")
+    assert J.dtype == mf.float32
+    np.testing.assert_allclose(J.numpy(), np.diag(4 * a))
+    with pytest.raises(NotImplementedError, match="only implemented for `vectorize=True`"):
+        AF.jacobian(lambda x: x, mf.tensor(a), strategy="forward-mode")
+    with pytest.raises(RuntimeError, match="`strict=True` and `vectorized=True` are not supported together"):
+        AF.jacobian(lambda x: x, mf.tensor(a), strict=True, vectorize=True)
+    with pytest.raises(NotImplementedError, match="`create_graph=True` and `strategy=\"forward-mode\"`"):
+        AF.jacobian(lambda x: x, mf.tensor(a), create_graph=True, vectorize=True, strategy="forward-mode")
+    for bad in (AssertionError, ValueError):  # PyTorch raises an AssertionError
+        with pytest.raises(bad, match="expected strategy to be either"):
+            AF.jacobian(lambda x: x, mf.tensor(a), strategy="sideways")
+    H = AF.hessian(lambda x: (x ** 3).sum(), mf.tensor(a), vectorize=True, outer_jacobian_strategy="forward-mode")
+    np.testing.assert_allclose(H.numpy(), np.diag(6 * a))
+
+
+def test_strict_with_create_graph_refuses_a_constant_jacobian():
+    # PyTorch: strict + create_graph, a linear function's Jacobian does not depend on the input
+    x = mf.tensor(np.array([1.0, 2.0]))
+    for call in (lambda: AF.vjp(lambda a: a * 2, x, mf.ones(2, dtype=mf.float64), strict=True, create_graph=True),
+                 lambda: AF.jacobian(lambda a: a * 2, x, strict=True, create_graph=True),
+                 lambda: AF.jvp(lambda a: a * 2, x, mf.ones(2, dtype=mf.float64), strict=True, create_graph=True)):
+        with pytest.raises(RuntimeError, match="jacobian of the user-provided function is independent of input 0. "
+                                               "This is not allowed in strict mode when create_graph=True"):
+            call()
+    with pytest.raises(RuntimeError, match="should return a single Tensor"):
+        AF.vhp(lambda a: ((a ** 3).sum(),), x, x)

@@ -15,14 +15,16 @@ from .walk import grad
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
 
 
-def _as_tuple(value, what, fn):
-    """``(was_a_tuple, tuple_of_tensors)``, raising TypeError for anything but a tensor or a tuple/list of them."""
-    is_tuple = isinstance(value, (tuple, list))
+def _as_tuple(value, what, fn, lists=False):
+    """``(was_a_tuple, tuple_of_tensors)``, raising TypeError for anything but a tensor or a tuple of them, as
+    PyTorch's (a list too, unless ``lists``: gradcheck takes a function's list of outputs)."""
+    is_tuple = isinstance(value, (tuple, list) if lists else tuple)
     values = tuple(value) if is_tuple else (value,)
     for i, v in enumerate(values):
         if not isinstance(v, _tape._Tensor):
-            raise TypeError(f"{fn}: the {what} must be either a Tensor or a tuple of Tensors, but the value at "
-                            f"index {i} has type {type(v).__name__}")
+            where = f"the value at index {i}" if is_tuple else f"the given {what}"
+            raise TypeError(f"{fn}: the {what} must be either a Tensor or a tuple of Tensors, but {where} has type "
+                            f"{type(v).__name__}")
     return is_tuple, values
 
 
@@ -48,17 +50,76 @@ def _outputs(outputs, create_graph):
     return outputs if create_graph else tuple(o.detach() for o in outputs)
 
 
-def _check_strict(fn, grads, out_index, out_requires_grad, strict):
+def _check_outputs(fn, outputs, strict):
+    """``strict``: every output must require grad (be computed differentiably from the inputs), as PyTorch's."""
     if not strict:
         return
-    if not out_requires_grad:
-        raise RuntimeError(f"{fn}: output {out_index} of the user-provided function does not require gradients; "
-                           f"the outputs must be computed in a differentiable manner from the input when running "
-                           f"in strict mode")
+    for i, o in enumerate(outputs):
+        if not o.requires_grad:
+            raise RuntimeError(f"{fn}: output {i} of the user-provided function does not require gradients. The "
+                               f"outputs must be computed in a differentiable manner from the input when running in "
+                               f"strict mode")
+
+
+def _check_jacobian(fn, grads, strict):
+    """``strict``, for the Hessian's functions: the gradient of the output with respect to each input must exist and
+    depend on the inputs (a linear function's does not), as PyTorch's (whose hessian sees zeros for a missing one)."""
+    if not strict:
+        return
     for j, g in enumerate(grads):
+        if g is None and fn != "hessian":
+            raise RuntimeError(f"{fn}: the output of the user-provided function is independent of input {j}. This "
+                               f"is not allowed in strict mode")
+        if g is None or not g.requires_grad:
+            raise RuntimeError(f"{fn}: while computing the hessian, found that the jacobian of the user-provided "
+                               f"function with respect to input {j} is independent of the input. This is not allowed "
+                               f"in strict mode. You should ensure that your function is twice differentiable and "
+                               f"that the jacobian depends on the inputs (this would be violated by a linear function "
+                               f"for example)")
+
+
+def _fill_in_zeros(fn, grads, refs, strict, create_graph, independent):
+    """``grads`` with zeros (shaped as ``refs``) for the None ones; ``strict``: a None raises (``independent(i)``
+    words it), as does, with ``create_graph``, a result that does not depend on the inputs, as PyTorch's."""
+    T = _tape._Tensor
+    out = []
+    for i, (g, ref) in enumerate(zip(grads, refs)):
         if g is None:
-            raise RuntimeError(f"{fn}: output {out_index} of the user-provided function is independent of input "
-                               f"{j}. This is not allowed in strict mode")
+            if strict:
+                raise RuntimeError(f"{fn}: {independent(i)}. This is not allowed in strict mode")
+            g = T._from_array(ref._xp.zeros(ref._data.shape, ref._data.dtype))
+        elif strict and create_graph and not g.requires_grad:
+            what = "hessian" if fn in ("hvp", "vhp", "hessian") else "jacobian"
+            raise RuntimeError(f"{fn}: the {what} of the user-provided function is independent of input {i}. This is "
+                               f"not allowed in strict mode when create_graph=True")
+        out.append(g)
+    return tuple(out)
+
+
+def _check_strategy(fn, strategy, vectorize, strict, create_graph):
+    """PyTorch's checks of a Jacobian's ``strategy``. minifused has no forward-mode autograd: a forward-mode
+    Jacobian (which PyTorch computes only with ``vectorize=True``) is computed in reverse mode, the same values."""
+    if strategy not in ("reverse-mode", "forward-mode"):
+        raise _StrategyError(f'{fn}: expected strategy to be either "forward-mode" or "reverse-mode", got '
+                             f'{strategy!r}')
+    if strategy == "forward-mode":
+        if create_graph:
+            raise NotImplementedError(f'{fn}: `create_graph=True` and `strategy="forward-mode"` are not supported '
+                                      f'together (yet). Please either set `create_graph=False` or '
+                                      f'`strategy="reverse-mode"`.')
+        if strict:
+            raise RuntimeError(f'{fn}: `strict=True` and `strategy="forward-mode"` are not supported together (yet). '
+                               f'Please either set `strict=False` or `strategy="reverse-mode"`.')
+        if not vectorize:
+            raise NotImplementedError(f"{fn}: computing Jacobian using forward-AD or forward-over-reverse Hessian is "
+                                      f"only implemented for `vectorize=True`.")
+    if vectorize and strict:
+        raise RuntimeError(f"{fn}: `strict=True` and `vectorized=True` are not supported together. Please either set "
+                           f"`strict=False` or `vectorize=False`.")
+
+
+class _StrategyError(ValueError, AssertionError):
+    """A strategy that is neither mode: the AssertionError PyTorch raises, and a ValueError."""
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
@@ -66,42 +127,59 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
     ``out_i.shape + in_j.shape``, nested as PyTorch's (a tuple over outputs when ``func`` returns a tuple, each a
     tuple over inputs when ``inputs`` is one). An input an output does not depend on gets zeros (``strict=True``:
     a RuntimeError). ``vectorize`` is accepted (same result, one backward per output element either way);
-    ``strategy='forward-mode'`` is not supported."""
-    if strategy not in ("reverse-mode", "forward-mode"):
-        raise ValueError(f'jacobian: expected strategy to be either "forward-mode" or "reverse-mode", got '
-                         f'{strategy!r}')
-    if strategy == "forward-mode":
-        raise NotImplementedError("jacobian: strategy='forward-mode' is not supported (minifused has no "
-                                  "forward-mode autograd)")
+    ``strategy='forward-mode'`` (with ``vectorize``, as PyTorch's) gives the same values, in the outputs' dtypes."""
+    _check_strategy("jacobian", strategy, vectorize, strict, create_graph)
     is_inputs_tuple, inputs, is_outputs_tuple, outputs = _prepare("jacobian", func, inputs, create_graph)
+    _check_outputs("jacobian", outputs, strict)
     result = []
     for i, out in enumerate(outputs):
-        rows = _rows("jacobian", out, i, inputs, strict, create_graph)
+        rows = _rows(out, inputs, create_graph)
+        for j, r in enumerate(rows):
+            if r is None:
+                if strict:
+                    raise RuntimeError(f"jacobian: output {i} of the user-provided function is independent of input "
+                                       f"{j}. This is not allowed in strict mode")
+                rows[j] = _zeros((out._data.size,) + inputs[j]._data.shape, inputs[j])
+            elif strict and create_graph and not r.requires_grad:
+                raise RuntimeError(f"jacobian: the jacobian of the user-provided function is independent of input "
+                                   f"{j}. This is not allowed in strict mode when create_graph=True")
         jac = tuple(r.reshape(out._data.shape + inp._data.shape) for r, inp in zip(rows, inputs))
+        if strategy == "forward-mode":  # (PyTorch's forward mode gives the outputs' dtype)
+            jac = tuple(r if r.dtype == out.dtype else r.to(out.dtype) for r in jac)
         result.append(_post(jac, is_inputs_tuple))
     return _post(tuple(result), is_outputs_tuple)
 
 
-def _rows(fn, out, i, inputs, strict, create_graph=False):
-    """The Jacobian of output ``out`` (output ``i``) with respect to each of ``inputs``: one tensor per input, of
-    shape ``(out.size,) + input.shape``, row k from one backward of the k-th one-hot vector (zeros for an input
-    ``out`` does not depend on; ``strict``: a RuntimeError). With ``create_graph`` each row is written into the
-    tensor by a recorded setitem, so the Jacobian differentiates."""
-    T = _tape._Tensor
-    rows = [T._from_array(inp._xp.zeros((out._data.size,) + inp._data.shape, inp._data.dtype)) for inp in inputs]
+def _zeros(shape, like):
+    return _tape._Tensor._from_array(like._xp.zeros(shape, like._data.dtype))
+
+
+def _rows(out, inputs, create_graph=False):
+    """The Jacobian of output ``out`` with respect to each of ``inputs``: one tensor per input, of shape
+    ``(out.size,) + input.shape``, row k from one backward of the k-th one-hot vector; None for an input ``out``
+    does not depend on. With ``create_graph`` each row is written into the tensor by a recorded setitem, so the
+    Jacobian differentiates (it requires grad only where a row does)."""
     if not out.requires_grad:
-        _check_strict(fn, [None] * len(inputs), i, False, strict)
-        return rows
+        return [None] * len(inputs)
+    rows, used, graphed = [None] * len(inputs), [False] * len(inputs), [False] * len(inputs)
+    grads_k = []
     for k in range(out._data.size):
         onehot = out._xp.zeros(out._data.shape, out._data.dtype)
         onehot.reshape(-1)[k] = 1
-        grads = grad(out, inputs, T._from_array(onehot), retain_graph=True, create_graph=create_graph,
-                     allow_unused=True)
-        _check_strict(fn, grads, i, True, strict)
-        for j, g in enumerate(grads):
+        grads_k.append(grad(out, inputs, _tape._Tensor._from_array(onehot), retain_graph=True,
+                            create_graph=create_graph, allow_unused=True))
+        for j, g in enumerate(grads_k[-1]):
+            used[j] |= g is not None
+            graphed[j] |= g is not None and g.requires_grad
+    for j, inp in enumerate(inputs):
+        if not used[j]:
+            continue
+        rows[j] = _zeros((out._data.size,) + inp._data.shape, inp)
+        for k, grads in enumerate(grads_k):
+            g = grads[j]
             if g is None:
                 continue
-            if create_graph:
+            if graphed[j]:
                 with enable_grad():
                     rows[j][k] = g
             else:
@@ -129,20 +207,42 @@ def _vectors(op, v, like, single):
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(*inputs), Jv)``: the outputs (detached) and the Jacobian-vector product, shaped as the outputs (a
     tuple when they are). ``v`` matches ``inputs``; it may be None only for a single one-element input. minifused
-    has no forward mode: Jv comes from the Jacobian's rows, one backward per output element. An input an output
-    does not depend on contributes nothing (``strict=True``: a RuntimeError)."""
+    has no forward mode: Jv comes from the Jacobian's rows, one backward per output element (with ``create_graph``,
+    PyTorch's double-backward trick). ``strict=True`` refuses an output that does not require grad, an input no
+    output depends on and an output that depends on no input, as PyTorch's."""
     is_inputs_tuple, inputs, is_outputs_tuple, outputs = _prepare("jvp", func, inputs, create_graph)
     T = _tape._Tensor
     vs = _vectors("jvp", v, inputs, "the input to the user-provided function is")
+    _check_outputs("jvp", outputs, strict)
     if create_graph:
         products = _jvp_double_backward(outputs, inputs, vs, strict)
         return _post(_outputs(outputs, True), is_outputs_tuple), _post(products, is_outputs_tuple)
+    all_rows = [_rows(out, inputs) for out in outputs]
+    _check_jvp_strict(strict, [[r is not None for r in rows] for rows in all_rows], len(inputs))
     products = []
-    for i, out in enumerate(outputs):
-        rows = _rows("jvp", out, i, inputs, strict)
-        flat = sum(r._data.reshape(out._data.size, -1) @ vi._data.reshape(-1) for r, vi in zip(rows, vs))
+    for out, rows in zip(outputs, all_rows):
+        flat = out._xp.zeros(out._data.size, out._data.dtype)
+        for r, vi in zip(rows, vs):
+            if r is not None:
+                flat = flat + r._data.reshape(out._data.size, -1) @ vi._data.reshape(-1)
         products.append(T._from_array(flat.reshape(out._data.shape).astype(out._data.dtype, copy=False)))
     return _post(_outputs(outputs, False), is_outputs_tuple), _post(tuple(products), is_outputs_tuple)
+
+
+def _check_jvp_strict(strict, reached, n_inputs):
+    """jvp's ``strict`` checks, as PyTorch's: ``reached[i][j]``, whether output i depends on input j; every input
+    must reach some output, every output depend on some input."""
+    if not strict:
+        return
+    for j in range(n_inputs):
+        if not any(r[j] for r in reached):
+            raise RuntimeError(f"jvp: the output of the user-provided function is independent of input {j}. This is "
+                               f"not allowed in strict mode")
+    for i, r in enumerate(reached):
+        if not any(r):
+            raise RuntimeError(f"jvp: the gradient with respect to the input is independent of entry {i} in the "
+                               f"grad_outputs when using the double backward trick to compute forward mode "
+                               f"gradients. This is not allowed in strict mode")
 
 
 def _jvp_double_backward(outputs, inputs, vs, strict):
@@ -151,31 +251,36 @@ def _jvp_double_backward(outputs, inputs, vs, strict):
     T = _tape._Tensor
     live = [o for o in outputs if o.requires_grad]
     us = [T._from_array(o._xp.zeros(o._data.shape, o._data.dtype), True) for o in live]
-    products = [None] * len(outputs)
+    grads, found = [None] * len(inputs), [None] * len(live)
     if live:
         grads = grad(live, inputs, us, create_graph=True, allow_unused=True)
-        pairs = [(g, vi) for g, vi in zip(grads, vs) if g is not None]
+        pairs = [(g, vi) for g, vi in zip(grads, vs) if g is not None and g.requires_grad]
         if pairs:
             found = grad([g for g, _ in pairs], us, [vi for _, vi in pairs], create_graph=True, allow_unused=True)
-            by_id = dict(zip((id(o) for o in live), found))
-            products = [by_id.get(id(o)) for o in outputs]
-    for i, (o, p) in enumerate(zip(outputs, products)):
-        if p is None:
-            if strict:
-                raise RuntimeError(f"jvp: output {i} of the user-provided function is independent of the inputs. "
-                                   f"This is not allowed in strict mode")
-            products[i] = T._from_array(o._xp.zeros(o._data.shape, o._data.dtype))
-    return tuple(products)
+    by_id = dict(zip((id(o) for o in live), found))
+    for j, g in enumerate(grads):
+        if strict and g is None:
+            raise RuntimeError(f"jvp: the output of the user-provided function is independent of input {j}. This is "
+                               f"not allowed in strict mode")
+    return _fill_in_zeros("jvp", [by_id.get(id(o)) for o in outputs], outputs, strict, True,
+                          lambda i: f"the gradient with respect to the input is independent of entry {i} in the "
+                                    f"grad_outputs when using the double backward trick to compute forward mode "
+                                    f"gradients")
 
 
-def _scalar_output(fn, func, inputs, create_graph):
+def _scalar_output(fn, func, inputs, create_graph, strict):
     """``func``'s output, which must be a single-element tensor (the Hessian's functions), and its gradient with
-    respect to each input, taken with ``create_graph`` (zeros for an input it does not depend on)."""
-    is_inputs_tuple, inputs, _, outputs = _prepare(fn, func, inputs, create_graph)
-    if len(outputs) != 1 or outputs[0]._data.size != 1:
+    respect to each input, taken with ``create_graph`` (None for an input it does not depend on), checked as
+    PyTorch checks them in strict mode."""
+    is_inputs_tuple, inputs, is_outputs_tuple, outputs = _prepare(fn, func, inputs, create_graph)
+    _check_outputs(fn, outputs, strict)
+    if is_outputs_tuple:
+        raise RuntimeError(f"{fn}: the function given to {fn} should return a single Tensor")
+    if outputs[0]._data.size != 1:
         raise RuntimeError(f"{fn}: the Tensor returned by the function given to {fn} should contain a single element")
     out = outputs[0]
     grads = grad(out, inputs, create_graph=True, allow_unused=True) if out.requires_grad else (None,) * len(inputs)
+    _check_jacobian(fn, grads, strict)
     return is_inputs_tuple, inputs, out, grads
 
 
@@ -183,19 +288,26 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
     """The Hessian of ``func`` (which returns a single-element tensor) at ``inputs``: for inputs ``i`` and ``j`` a
     tensor of shape ``in_i.shape + in_j.shape``, nested as PyTorch's (a tuple of tuples when ``inputs`` is a
     tuple). The Jacobian of the gradient, taken with ``create_graph``: one backward per element of the gradient.
-    An input the output does not depend on gets zeros (``strict=True``: a RuntimeError). ``vectorize`` is
-    accepted (same result); ``outer_jacobian_strategy='forward-mode'`` is not supported."""
-    if outer_jacobian_strategy != "reverse-mode":
-        raise NotImplementedError("hessian: outer_jacobian_strategy='forward-mode' is not supported (minifused has "
-                                  "no forward-mode autograd)")
-    is_inputs_tuple, inputs, _, grads = _scalar_output("hessian", func, inputs, create_graph)
-    T = _tape._Tensor
+    An input the output does not depend on gets zeros (``strict=True``: a RuntimeError, as for a gradient that
+    does not depend on the inputs). ``vectorize`` and ``outer_jacobian_strategy`` are checked as PyTorch's and
+    give the same values."""
+    if outer_jacobian_strategy not in ("reverse-mode", "forward-mode"):
+        raise _StrategyError(f'hessian: expected strategy to be either "forward-mode" or "reverse-mode", got '
+                             f'{outer_jacobian_strategy!r}')
+    _check_strategy("hessian", outer_jacobian_strategy, vectorize, strict, create_graph)
+    is_inputs_tuple, inputs, _, grads = _scalar_output("hessian", func, inputs, create_graph, strict)
     result = []
     for i, (g, inp) in enumerate(zip(grads, inputs)):
-        if g is None:
-            _check_strict("hessian", [None], 0, True, strict)
-            g = T._from_array(inp._xp.zeros(inp._data.shape, inp._data.dtype))
-        rows = _rows("hessian", g, i, inputs, strict, create_graph)
+        rows = _rows(g, inputs, create_graph) if g is not None else [None] * len(inputs)
+        for j, r in enumerate(rows):
+            if r is None:
+                if strict:
+                    raise RuntimeError(f"hessian: output {i} of the user-provided function is independent of input "
+                                       f"{j}. This is not allowed in strict mode")
+                rows[j] = _zeros((inp._data.size,) + inputs[j]._data.shape, inputs[j])
+            elif strict and create_graph and not r.requires_grad:
+                raise RuntimeError(f"hessian: the jacobian of the user-provided function is independent of input "
+                                   f"{j}. This is not allowed in strict mode when create_graph=True")
         result.append(tuple(r.reshape(inp._data.shape + other._data.shape) for r, other in zip(rows, inputs)))
     return _post(tuple(_post(r, is_inputs_tuple) for r in result), is_inputs_tuple)
 
@@ -204,31 +316,30 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(*inputs), vᵀH)``: the output (detached unless ``create_graph``) and the vector-Hessian product,
     shaped as ``inputs``, one gradient of the gradient. ``func`` returns a single-element tensor; ``v`` matches
     ``inputs`` and may be None only for a single one-element input."""
-    return _hessian_product("vhp", func, inputs, v, create_graph, strict)
+    return _hessian_product("vhp", func, inputs, v, create_graph, strict,
+                            lambda i: f"the jacobian of the user-provided function is independent of input {i}")
 
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(*inputs), Hv)``, shaped as ``inputs``. The Hessian of a twice continuously differentiable function
     is symmetric, so Hv is vᵀH (:func:`vhp`), taken by one gradient of the gradient."""
-    return _hessian_product("hvp", func, inputs, v, create_graph, strict)
+    return _hessian_product("hvp", func, inputs, v, create_graph, strict,
+                            lambda i: f"the hessian of the user-provided function is independent of entry {i} in the "
+                                      f"grad_jacobian. This is not allowed in strict mode as it prevents from using "
+                                      f"the double backward trick to replace forward mode AD")
 
 
-def _hessian_product(fn, func, inputs, v, create_graph, strict):
-    is_inputs_tuple, inputs, out, grads = _scalar_output(fn, func, inputs, create_graph)
-    T = _tape._Tensor
+def _hessian_product(fn, func, inputs, v, create_graph, strict, independent):
+    is_inputs_tuple, inputs, out, grads = _scalar_output(fn, func, inputs, create_graph, strict)
     vs = _vectors(fn, v, inputs, "the input to the user-provided function is")
-    pairs = [(g, vi) for g, vi in zip(grads, vs) if g is not None]
+    # (a gradient that does not require grad, a linear function's, contributes nothing: PyTorch's grad skips it)
+    pairs = [(g, vi) for g, vi in zip(grads, vs) if g is not None and g.requires_grad]
     found = [None] * len(inputs)
     if pairs:
-        found = list(grad([g for g, _ in pairs], inputs, [vi for _, vi in pairs], create_graph=create_graph,
-                          allow_unused=True))
-    for j, g in enumerate(found):
-        if g is None:
-            if strict:
-                raise RuntimeError(f"{fn}: the gradient of the user-provided function is independent of input {j}. "
-                                   f"This is not allowed in strict mode")
-            found[j] = T._from_array(inputs[j]._xp.zeros(inputs[j]._data.shape, inputs[j]._data.dtype))
-    return _outputs((out,), create_graph)[0], _post(tuple(found), is_inputs_tuple)
+        found = grad([g for g, _ in pairs], inputs, [vi for _, vi in pairs], create_graph=create_graph,
+                     allow_unused=True)
+    found = _fill_in_zeros(fn, found, inputs, strict, create_graph, independent)
+    return _outputs((out,), create_graph)[0], _post(found, is_inputs_tuple)
 
 
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
@@ -236,20 +347,13 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     (a tuple when they are). ``v`` matches the outputs; it may be None only when ``func`` returns a single
     one-element tensor. An input the outputs do not depend on gets zeros (``strict=True``: a RuntimeError)."""
     is_inputs_tuple, inputs, is_outputs_tuple, outputs = _prepare("vjp", func, inputs, create_graph)
-    T = _tape._Tensor
+    _check_outputs("vjp", outputs, strict)
     vs = _vectors("vjp", v, outputs, "the user-provided function returns")
     live = [(o, vi) for o, vi in zip(outputs, vs) if o.requires_grad]
-    for i, o in enumerate(outputs):
-        if not o.requires_grad:
-            _check_strict("vjp", [], i, False, strict)
     grads = [None] * len(inputs)
     if live:
-        grads = list(grad([o for o, _ in live], inputs, [vi for _, vi in live], create_graph=create_graph,
-                          allow_unused=True))
-        for j, g in enumerate(grads):
-            if g is None and strict:
-                raise RuntimeError(f"vjp: the output of the user-provided function is independent of input {j}. "
-                                   f"This is not allowed in strict mode")
-    products = tuple(g if g is not None else T._from_array(inp._xp.zeros_like(inp._data))
-                     for g, inp in zip(grads, inputs))
+        grads = grad([o for o, _ in live], inputs, [vi for _, vi in live], create_graph=create_graph,
+                     allow_unused=True)
+    products = _fill_in_zeros("vjp", grads, inputs, strict, create_graph,
+                              lambda i: f"the output of the user-provided function is independent of input {i}")
     return _post(_outputs(outputs, create_graph), is_outputs_tuple), _post(products, is_inputs_tuple)

@@ -40,7 +40,7 @@ def _numeric(func, inputs, t, eps, n_out):
                 flat[i] = value + step
                 t._data = backend.to_device(host, t.device)
                 with no_grad():
-                    _, outs = _as_tuple(func(*inputs), "outputs of the user-provided function", "gradcheck")
+                    _, outs = _as_tuple(func(*inputs), "outputs of the user-provided function", "gradcheck", True)
                 values.append([_host(o._data).astype(np.float64).reshape(-1) for o in _differentiable(outs)])
             flat[i] = value
             if cols is None:
@@ -105,7 +105,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     if not check_backward_ad:
         return True
     with enable_grad():
-        _, outputs = _as_tuple(func(*inputs), "outputs of the user-provided function", "gradcheck")
+        _, outputs = _as_tuple(func(*inputs), "outputs of the user-provided function", "gradcheck", True)
     outputs = _differentiable(outputs)
     analytic = [_analytic(o, [t for _, t in diff], check_grad_dtypes) for o in outputs]
     for j, (i, t) in enumerate(diff):
@@ -143,7 +143,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     wanted = [i for i, t in enumerate(inputs) if isinstance(t, T) and t.requires_grad]
     if grad_outputs is None:
         with enable_grad():
-            _, outputs = _as_tuple(func(*inputs), "outputs of the user-provided function", "gradgradcheck")
+            _, outputs = _as_tuple(func(*inputs), "outputs of the user-provided function", "gradgradcheck", True)
         rng = np.random.default_rng(0)
         grad_outputs = tuple(T._from_array(backend.to_device(rng.standard_normal(o.shape).astype(o.dtype), o.device),
                                            True) for o in _differentiable(outputs))
@@ -152,7 +152,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
 
     def first_gradients(*args):
         with enable_grad():  # (also where gradcheck's differences call it under no_grad)
-            _, outs = _as_tuple(func(*args[:-n]), "outputs of the user-provided function", "gradgradcheck")
+            _, outs = _as_tuple(func(*args[:-n]), "outputs of the user-provided function", "gradgradcheck", True)
             grads = grad(_differentiable(outs), [args[i] for i in wanted], list(args[-n:]), create_graph=True,
                          allow_unused=True)
         return tuple(g for g in grads if g is not None)
