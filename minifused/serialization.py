@@ -86,7 +86,7 @@ class _Saver:
         self.tensors = {}  # id(tensor) -> its index in the file's order of first appearance
         self.pending = []  # (cpu array, node) for every tensor, given their storage once all are known
         self.keep = []  # the tensors saved, so that no id is reused during the save
-        self.host = {}  # id(device array) -> its host copy
+        self.host = {}  # id(device allocation) -> its bytes on the host
         self.containers = {}  # id(list or dict) -> its index in the tree's order of first appearance
 
     def container(self, obj):
@@ -104,8 +104,8 @@ class _Saver:
         self.tensors[id(t)] = len(self.tensors)
         self.keep.append(t)
         data = t._data
-        if not isinstance(data, np.ndarray):  # one host copy per device array: tensors sharing it share the copy
-            data = self.host.setdefault(id(t._data), backend.to_device(data, backend.CPU))
+        if not isinstance(data, np.ndarray):
+            data = self._host_view(data)
         node = {"tensor": None, "device": str(t.device), "dtype": str(t.dtype)}
         if t.requires_grad:
             node["requires_grad"] = True
@@ -113,6 +113,23 @@ class _Saver:
             node["parameter"] = True
         self.pending.append((data, node))
         return node
+
+    def _host_view(self, a):
+        """A host array with the CUDA array ``a``'s shape, strides and bytes, viewing one host copy of the device
+        allocation ``a`` views: every array on that allocation views the same copy, so that views (a transposed
+        or channels-last one too) keep their strides and share memory after ``load``, as host arrays do."""
+        import cupy
+
+        mem = a.data.mem
+        if a.size == 0 or not getattr(mem, "size", 0):  # (nothing to share, or an allocation of unknown size)
+            return backend.to_device(a, backend.CPU)
+        raw = self.host.get(id(mem))
+        if raw is None:
+            with cupy.cuda.Device(a.device.id):
+                raw = cupy.ndarray((mem.size,), np.uint8, cupy.cuda.MemoryPointer(mem, 0)).get()
+            self.host[id(mem)] = raw
+            self.keep.append(mem)
+        return np.ndarray(a.shape, a.dtype, buffer=raw, offset=a.data.ptr - mem.ptr, strides=a.strides)
 
     def storages(self):
         """Fill in each tensor node's array: tensors on one memory whose byte ranges overlap or touch share one

@@ -483,3 +483,31 @@ def test_lists_and_dicts_saved_twice_load_as_one_object(tmp_path):
         w.writestr("__tree__.npy", buf.getvalue())
     with pytest.raises(serialization.CheckpointError, match="damaged"):
         mf.load(damaged)
+
+
+@pytest.mark.gpu
+def test_cuda_views_keep_strides_and_share_memory_after_load(tmp_path):
+    """CUDA tensors viewing one allocation (a base, its transpose, a channels-last copy's slice, a detached view)
+    are stored from one host copy of it: after load they keep their strides and share memory again, as CPU tensors
+    do (the file holds one array for them), and their values are the saved ones; a tensor alone stays itself."""
+    import cupy
+
+    base = mf.arange(24, dtype=mf.float32, device="cuda").reshape(4, 6)
+    cl = mf.randn(2, 3, 4, 5, device="cuda").contiguous(memory_format=mf.channels_last)
+    alone = mf.randn(5, device="cuda")
+    obj = {"base": base, "t": base.t(), "row": base[1, 2:5], "cl": cl, "cl_slice": cl[:, 1:], "d": base.detach(),
+           "alone": alone}
+    path = tmp_path / "views.pt"
+    mf.save(obj, path)
+    with zipfile.ZipFile(path) as z:
+        assert len([n for n in z.namelist() if n != "__tree__.npy"]) == 3  # base's, cl's and alone's bytes
+    out = mf.load(path)
+    for k, t in obj.items():
+        assert out[k].is_cuda and tuple(out[k].stride()) == tuple(t.stride()), k
+        np.testing.assert_array_equal(out[k].cpu().numpy(), t.cpu().numpy())
+    assert out["cl"].is_contiguous(memory_format=mf.channels_last)
+    out["base"][1, 3] = -1.0  # one memory again: the views see it
+    cupy.cuda.Device().synchronize()
+    assert float(out["t"][3, 1]) == -1.0 and float(out["row"][1]) == -1.0 and float(out["d"][1, 3]) == -1.0
+    out["cl"][0, 2, 0, 0] = 7.0
+    assert float(out["cl_slice"][0, 1, 0, 0]) == 7.0
