@@ -212,3 +212,24 @@ def test_conv1d_errors_name_conv1d_not_the_2d_op_it_runs_on():
 def test_unfold_fold_of_a_non_tensor_raise_type_error(op):
     with pytest.raises(TypeError, match=r"(un)?fold: expected a tensor input, got list"):
         op([[[1.0, 2.0], [3.0, 4.0]]])
+
+
+# ---------------------------------------------------------------- channels_last_3d
+def test_max_pool3d_keeps_a_channels_last_3d_layout():
+    """PyTorch's cpu max_pool3d computes a channels_last_3d input in that layout: values and indices come back
+    channels_last_3d (the same numbers as the contiguous input's); its avg_pool3d, adaptive pools and conv3d
+    return contiguous results."""
+    x = mf.tensor(rand(2, 3, 4, 6, 5)).contiguous(memory_format=mf.channels_last_3d)
+    for y, i in (F.max_pool3d(x, 2, return_indices=True), F.max_pool3d_with_indices(x, 3, 2, 1, 1, True),
+                 nn.MaxPool3d(2, return_indices=True)(x)):
+        assert y.is_contiguous(memory_format=mf.channels_last_3d) and not y.is_contiguous()
+        assert i.is_contiguous(memory_format=mf.channels_last_3d) and not i.is_contiguous()
+    y, i = F.max_pool3d(x, 2, return_indices=True)
+    y0, i0 = F.max_pool3d(x.contiguous(), 2, return_indices=True)
+    assert y0.is_contiguous() and i0.is_contiguous()
+    np.testing.assert_array_equal(y.numpy(), y0.numpy())
+    np.testing.assert_array_equal(i.numpy(), i0.numpy())
+    # the reference: each window's maximum (2x2x2 windows tile the 4x6x4 corner)
+    ref = x.numpy()[:, :, :4, :6, :4].reshape(2, 3, 2, 2, 3, 2, 2, 2).max(axis=(3, 5, 7))
+    np.testing.assert_array_equal(y.numpy(), ref)
+    assert F.avg_pool3d(x, 2).is_contiguous()

@@ -15,7 +15,7 @@ import numpy as np
 from .. import backend
 from ..ops import cat, stack, where
 from ..ops._common import autocast_float32, autocast_lower
-from ..ops.shape import reshape
+from ..ops.shape import channels_last_3d, reshape
 from ..tensor import Tensor
 from ._checks import _tensor_ints, _unpool_size, unbatched
 from .conv import (_CONV_DTYPES, SAME_ASYMMETRIC, _check_integer_pool, _pooling, avg_pool2d, conv2d,
@@ -287,7 +287,11 @@ def _max_pool3d(op, input, kernel_size, stride, padding, dilation, ceil_mode):
     depth = pick.squeeze(2) * dilation[0] + Tensor._from_array(
         backend.to_device(np.arange(out[0]).reshape(-1, 1, 1) * stride[0] - padding[0], input.device))
     plane = _depth_taps(i2, *args, 0).gather(2, pick).squeeze(2)
-    return values, depth * (h * w) + plane
+    indices = depth * (h * w) + plane
+    if input.is_contiguous(memory_format=channels_last_3d) and not input.is_contiguous():
+        # (PyTorch's cpu max_pool3d keeps a channels-last input's layout, for the values and the indices)
+        values, indices = (t.contiguous(memory_format=channels_last_3d) for t in (values, indices))
+    return values, indices
 
 
 @_pooling(3)
