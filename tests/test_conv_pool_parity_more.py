@@ -233,3 +233,21 @@ def test_max_pool3d_keeps_a_channels_last_3d_layout():
     ref = x.numpy()[:, :, :4, :6, :4].reshape(2, 3, 2, 2, 3, 2, 2, 2).max(axis=(3, 5, 7))
     np.testing.assert_array_equal(y.numpy(), ref)
     assert F.avg_pool3d(x, 2).is_contiguous()
+
+
+@pytest.mark.parametrize("pads,mode,keeps", [((1, 1), "constant", True), ((1, 1, 0, 2, 1, 0), "constant", True),
+                                             ((1, 1, 1, 1, 1, 1), "reflect", True),
+                                             ((-1, 1, 1, 1, 0, 1), "replicate", True),
+                                             ((1, 1, 1, 1, 1, 1), "circular", False)])
+def test_pad_keeps_a_channels_last_3d_layout(pads, mode, keeps):
+    """PyTorch's constant, reflect and replicate pads keep a channels_last_3d input's layout, circular's returns a
+    contiguous result; the values are the contiguous input's padding (NumPy's pad, negative pads cropping)."""
+    x = mf.tensor(rand(2, 3, 3, 4, 5)).contiguous(memory_format=mf.channels_last_3d)
+    y = F.pad(x, pads, mode=mode)
+    assert y.is_contiguous(memory_format=mf.channels_last_3d) and not y.is_contiguous() if keeps else y.is_contiguous()
+    pairs = [(0, 0)] * (5 - len(pads) // 2) + [(pads[i], pads[i + 1]) for i in range(0, len(pads), 2)][::-1]
+    grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
+    np_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    ref = np.pad(x.numpy(), grow, mode=np_mode)
+    ref = ref[tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(pairs, ref.shape))]
+    np.testing.assert_array_equal(y.numpy(), ref)

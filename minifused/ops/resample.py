@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Function
-from ..kernels import acc_dtype, is_channels_last, to_layout
+from ..kernels import (acc_dtype, c_contiguous, channels_last_3d_strided, is_channels_last, to_channels_last_3d,
+                       to_layout)
 from ..kernels import dropout as KD
 from ..kernels import pool as KP
 from ..kernels import resample as KR
@@ -115,8 +116,10 @@ class PadFn(Function):
     @staticmethod
     def forward(ctx, x, pads, mode, value):
         xp = _xp(x)
-        # PyTorch's constant, reflect and replicate pads keep a channels-last input's layout, circular's does not
+        # PyTorch's constant, reflect and replicate pads keep a channels-last input's layout (channels_last_3d's
+        # too), circular's does not
         keep_cl = mode != "circular" and is_channels_last(x)
+        keep_cl3 = mode != "circular" and not c_contiguous(x) and channels_last_3d_strided(x)
         grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
         crop_first = mode == "circular"
         if crop_first:
@@ -132,7 +135,7 @@ class PadFn(Function):
         if not crop_first:
             y = y[_crop(pads, y.shape)]
         ctx.meta = (x.shape, pads, mode)  # x.shape: the shape the pads were folded onto
-        return to_layout(y, True) if keep_cl else xp.ascontiguousarray(y)
+        return to_layout(y, True) if keep_cl else to_channels_last_3d(y) if keep_cl3 else xp.ascontiguousarray(y)
 
     @staticmethod
     def backward(ctx, g):
