@@ -156,3 +156,32 @@ def test_embedding_max_norm_renormalizes_looked_up_rows(norm_type):
     np.testing.assert_allclose(_np(y), ref[np.array(idx)], rtol=1e-12)
     y.sum().backward()  # each row's gradient: its count of lookups
     np.testing.assert_array_equal(_np(w.grad)[:, 0], [2, 3, 0, 1, 0])
+
+
+# ---------------------------------------------------------------- embedding_bag
+def test_embedding_bag_old_argument_order_and_errors():
+    """PyTorch still takes embedding_bag(weight, input, ...) (an int64 'weight' with a floating 'input' are swapped,
+    with its deprecation warning); max mode refuses sparse=True (ValueError); per_sample_weights must have the
+    weight's dtype (RuntimeError); an index out of range is a RuntimeError there (embedding's an IndexError)."""
+    w = _t(np.arange(12.0).reshape(4, 3))
+    idx, off = mf.tensor([1, 3, 2]), mf.tensor([0, 2])
+    with pytest.warns(UserWarning, match="Argument order of nn.functional.embedding_bag was changed"):
+        y = F.embedding_bag(w, idx, off, mode="sum")
+    np.testing.assert_array_equal(_np(y), [[12, 14, 16], [6, 7, 8]])
+    with pytest.raises(ValueError, match="embedding_bag: max mode does not support sparse weights"):
+        F.embedding_bag(idx, w, off, mode="max", sparse=True)
+    with pytest.raises(RuntimeError, match="embedding_bag: per_sample_weights must have the weight's dtype"):
+        F.embedding_bag(idx, w, off, mode="sum", per_sample_weights=mf.ones(3, dtype=mf.float32))
+    with pytest.raises(RuntimeError, match="index 4 at position 1 is out of range"):
+        F.embedding_bag(mf.tensor([1, 4]), w, mf.tensor([0]))
+    with pytest.raises(IndexError, match="index 4 at position 1 is out of range"):
+        F.embedding(mf.tensor([1, 4]), w)
+
+
+def test_embedding_bag_scale_grad_by_freq_documented_rule():
+    """scale_grad_by_freq divides each row's gradient by its index's count in the mini-batch (PyTorch's documented
+    rule; its CPU kernel scales some rows by another index's count): sum of [2, 1] and [1, 3] with a gradient of
+    ones gives row 1: 2/2, rows 2 and 3: 1/1."""
+    w = _t(np.ones((4, 2)), grad=True)
+    F.embedding_bag(mf.tensor([2, 1, 1, 3]), w, mf.tensor([0, 2]), mode="sum", scale_grad_by_freq=True).sum().backward()
+    np.testing.assert_array_equal(_np(w.grad)[:, 0], [0, 1, 1, 1])

@@ -4,6 +4,7 @@ with them."""
 from __future__ import annotations
 
 import numbers as _numbers
+import warnings as _warnings
 
 import numpy as _np
 
@@ -137,10 +138,17 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
                              f"{type(weight).__name__}")
+    if weight.dtype == _backend.int64 and _backend.is_floating(input.dtype):  # PyTorch's old argument order, still taken
+        _warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage `embedding_bag(weight, "
+                       "input, ...)` is deprecated, and should now be `embedding_bag(input, weight, ...)`.",
+                       stacklevel=2)
+        input, weight = weight, input
     if mode not in _BAG_MODES:
         raise InputError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
     if mode == "max" and scale_grad_by_freq:
         raise InputError(f"{op}: max mode does not support scaling the gradient by the frequency")
+    if mode == "max" and sparse:
+        raise InputError(f"{op}: max mode does not support sparse weights")
     _index_dtype("input indices", input)
     if per_sample_weights is not None:
         if mode != "sum":
@@ -151,6 +159,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                 type(per_sample_weights).__name__
             raise InputError(f"{op}: If per_sample_weights ({got}) is not None, then it must have the same shape as "
                              f"the input ({tuple(input.shape)})")
+        if per_sample_weights.dtype != weight.dtype:
+            raise RuntimeError(f"{op}: per_sample_weights must have the weight's dtype, got {per_sample_weights.dtype} "
+                               f"and {weight.dtype}")
     if weight.ndim != 2:
         raise InputError(f"{op}: weight must be 2-D (num_embeddings, embedding_dim), got shape {tuple(weight.shape)}")
     num = weight.shape[0]

@@ -250,10 +250,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         bad = (idx < 0) | (idx >= num)
         if bad.any():
             i = int(np.flatnonzero(bad.reshape(-1))[0])
-            raise IndexError(f"{op}: index {int(idx.reshape(-1)[i])} at position {i} is out of range "
-                             f"[0, {num}) (num_embeddings={num})")
-    elif idx.size:
-        idx = checked_index(idx, num, False, lambda v, i: IndexError(
+            raise backend.IndexInputError(f"{op}: index {int(idx.reshape(-1)[i])} at position {i} is out of "
+                                          f"range [0, {num}) (num_embeddings={num})")
+    elif idx.size:  # (an IndexError, as PyTorch's embedding; a RuntimeError too, as its embedding_bag)
+        idx = checked_index(idx, num, False, lambda v, i: backend.IndexInputError(
             f"{op}: index {v} at position {i} is out of range [0, {num}) (num_embeddings={num})"))
     if idx.dtype != backend.int64:
         idx = idx.astype(np.int64)
