@@ -138,7 +138,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if not isinstance(input, _Tensor) or not isinstance(weight, _Tensor):
         raise InputTypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
                              f"{type(weight).__name__}")
-    if weight.dtype == _backend.int64 and _backend.is_floating(input.dtype):  # PyTorch's old argument order, still taken
+    if weight.dtype == _backend.int64 and _backend.is_floating(input.dtype):  # (the old order, still taken)
         _warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage `embedding_bag(weight, "
                        "input, ...)` is deprecated, and should now be `embedding_bag(input, weight, ...)`.",
                        stacklevel=2)
