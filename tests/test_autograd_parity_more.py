@@ -11,6 +11,7 @@ import pytest
 import minifused as mf
 from minifused import autograd
 from minifused.autograd import functional as AF
+from minifused.utils.checkpoint import checkpoint, checkpoint_sequential
 
 
 def leaf(values, dtype=np.float64):
@@ -139,3 +140,100 @@ def test_strict_with_create_graph_refuses_a_constant_jacobian():
             call()
     with pytest.raises(RuntimeError, match="should return a single Tensor"):
         AF.vhp(lambda a: ((a ** 3).sum(),), x, x)
+
+
+# ---------------------------------------------------------------- 4. utils.checkpoint
+def test_checkpoint_without_use_reentrant_warns_and_is_reentrant():
+    # PyTorch 2.13: a UserWarning asks for use_reentrant, and the reentrant variant runs (its rules below apply)
+    x = leaf([1.0, 2.0])
+    with pytest.warns(UserWarning, match="use_reentrant parameter should be passed explicitly"):
+        y = checkpoint(lambda t: t * 3, x)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+    with pytest.warns(UserWarning, match="checkpoint_sequential: the use_reentrant parameter"):
+        checkpoint_sequential([mf.nn.Identity()], 1, x)
+    with pytest.raises(ValueError, match="Unexpected keyword arguments: k"):
+        checkpoint(lambda t, k=1: t * k, x, k=2, use_reentrant=True)
+    with pytest.raises(ValueError, match="`context_fn` or `debug` is only supported when use_reentrant=False"):
+        checkpoint(lambda t: t, x, use_reentrant=True, debug=True)
+    with pytest.raises(ValueError, match="Unexpected keyword arguments: bogus"):
+        checkpoint_sequential([mf.nn.Identity()], 1, x, use_reentrant=False, bogus=1)
+
+
+def test_reentrant_checkpoint_without_an_input_requiring_grad_records_nothing():
+    # PyTorch's reentrant checkpoint: "None of the inputs have requires_grad=True. Gradients will be None": the
+    # result has no graph, so a layer inside gets no gradient; the non-reentrant one differentiates the layer
+    lin = mf.nn.Linear(2, 2, dtype=mf.float64)
+    x = mf.tensor(np.array([[1.0, -1.0]]))
+    with pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
+        y = checkpoint(lin, x, use_reentrant=True)
+    assert not y.requires_grad and lin.weight.grad is None
+    y = checkpoint(lin, x, use_reentrant=False)
+    y.sum().backward()
+    np.testing.assert_array_equal(lin.weight.grad.numpy(), [[1.0, -1.0], [1.0, -1.0]])
+
+
+def test_reentrant_checkpoint_outputs_require_grad_as_pytorchs():
+    # reentrant: every floating tensor returned (or in the tuple returned) requires grad, a detached one too; ints
+    # do not; tensors nested deeper carry no graph. Non-reentrant: each output as the function made it.
+    x = leaf([1.0, 2.0])
+    a, b, c, nested = checkpoint(lambda t: (t * 2, (t * 3).detach(), t.argmax(), [t * 4]), x, use_reentrant=True)
+    assert a.requires_grad and b.requires_grad and not c.requires_grad and not nested[0].requires_grad
+    a, b = checkpoint(lambda t: (t * 2, (t * 3).detach()), x, use_reentrant=False)
+    assert a.requires_grad and not b.requires_grad
+    assert checkpoint(lambda t: "no tensor", x, use_reentrant=False) == "no tensor"
+
+
+def test_checkpoint_context_fn_wraps_the_run_and_the_recomputation():
+    # PyTorch's context_fn() -> (forward context, recompute context), entered around the first run and around the
+    # recomputation in the backward
+    events = []
+
+    class Ctx:
+        def __init__(self, name):
+            self.name = name
+
+        def __enter__(self):
+            events.append(self.name)
+
+        def __exit__(self, *exc):
+            events.append("/" + self.name)
+
+    x = leaf([1.0, 2.0])
+    y = checkpoint(lambda t: events.append("run") or t.exp(), x, use_reentrant=False,
+                   context_fn=lambda: (Ctx("fwd"), Ctx("re")))
+    y.sum().backward()
+    assert events == ["fwd", "run", "/fwd", "re", "run", "/re"]
+    np.testing.assert_allclose(x.grad.numpy(), np.exp([1.0, 2.0]))
+    with pytest.raises(ValueError, match="determinism_check should be one of"):
+        checkpoint(lambda t: t, x, use_reentrant=False, determinism_check="sometimes")
+
+
+def test_checkpoint_without_tensor_arguments_differentiates_what_it_closes_over():
+    # PyTorch's non-reentrant checkpoint takes a function of no tensors: d(sum(w^2))/dw = 2w
+    w = leaf([1.5, -2.0])
+    y = checkpoint(lambda: (w * w).sum(), use_reentrant=False)
+    y.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, -4.0])
+
+
+def test_checkpoint_dropout_rng_state():
+    # preserve_rng_state: the recomputation draws the forward's mask (gradient zero exactly where the output is),
+    # and the generator continues after the backward as if no recomputation ran; without it the mask differs
+    def run(preserve):
+        mf.manual_seed(3)
+        x = leaf(np.ones(64))
+        y = checkpoint(lambda t: mf.nn.functional.dropout(t, 0.5) * 2, x, use_reentrant=False,
+                       preserve_rng_state=preserve)
+        before = mf.rand(4).numpy()
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy(), before, mf.rand(4).numpy()
+
+    y, g, before, after = run(True)
+    np.testing.assert_array_equal(g, y)  # dropout(1) * 2 = 4 or 0; its gradient 4 or 0 at the same places
+    mf.manual_seed(3)
+    mf.nn.functional.dropout(mf.ones(64, dtype=mf.float64), 0.5)
+    np.testing.assert_array_equal(before, mf.rand(4).numpy())
+    np.testing.assert_array_equal(after, mf.rand(4).numpy())
+    y, g, _, _ = run(False)
+    assert not np.array_equal(g, y)

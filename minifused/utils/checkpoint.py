@@ -8,20 +8,34 @@ function used and that requires grad (the parameters of a module, a tensor it cl
 records its graph to find them (and which outputs are differentiable), then lets that graph go. The backward
 walks the graph of the second run down to those tensors only and hands their gradients to the outer walk, so
 each gets a gradient exactly when the outer backward asks for it (``backward(inputs=...)``, ``autograd.grad``
-leave other ``.grad`` untouched), as with PyTorch's non-reentrant checkpoint."""
+leave other ``.grad`` untouched), as with PyTorch's non-reentrant checkpoint.
+
+``use_reentrant=True`` (PyTorch's default when it is not passed, with a warning) keeps the reentrant variant's
+visible rules: no keyword arguments, no ``context_fn``, and when no tensor argument requires grad (a warning says
+so) the result has no graph, so the parameters inside get no gradient; its tensors in a tuple (or the tensor)
+returned all require grad, others none."""
 from __future__ import annotations
 
+import contextlib
+import warnings
+
 from .. import backend
-from ..autograd import Function, enable_grad, higher, tape, walk
+from ..autograd import Function, enable_grad, higher, no_grad, tape, walk
 from ..tensor import Tensor
 
-__all__ = ["checkpoint", "checkpoint_sequential"]
+__all__ = ["checkpoint", "checkpoint_sequential", "noop_context_fn"]
+
+
+def noop_context_fn():
+    """The default ``context_fn``: a context for the first run and one for the recomputation, both doing nothing."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
 
 
 class _Checkpoint(Function):
     @staticmethod
-    def forward(ctx, *arrays, result, function, template, kwargs, rng, outside, differentiable):
+    def forward(ctx, *arrays, result, function, template, kwargs, rng, outside, differentiable, recompute_context):
         ctx.function, ctx.template, ctx.kwargs, ctx.rng = function, template, kwargs, rng
+        ctx.recompute_context = recompute_context
         ctx.autocast = dict(backend.autocast_dtypes())  # the second run casts as the first did
         ctx.outside, ctx.differentiable = outside, differentiable
         ctx.save_for_backward(*arrays)  # in-place changes to the arguments (or the outside tensors) are refused
@@ -63,7 +77,7 @@ class _Checkpoint(Function):
             autocast.clear()
             autocast.update(ctx.autocast)
             start = next(tape._recorded)  # the second run's nodes are numbered from here on
-            with enable_grad():
+            with enable_grad(), ctx.recompute_context:
                 out = ctx.function(*_fill(ctx.template, args), **ctx.kwargs)
         finally:
             if saved is not None:
@@ -158,35 +172,66 @@ def _fill(template, tensors):
     return [next(it) if slot is None else slot[0] for slot in template]
 
 
-def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default", debug=False,
-               preserve_rng_state=True, **kwargs):
+_REENTRANT_WARNING = (
+    "the use_reentrant parameter should be passed explicitly. {when} use_reentrant=False is recommended, but if "
+    "you need to preserve the current default behavior, you can pass use_reentrant=True. Refer to docs for more "
+    "details on the differences between the two variants.")
+
+
+def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn, determinism_check="default",
+               debug=False, preserve_rng_state=True, **kwargs):
     """``function(*args, **kwargs)`` checkpointed (see the module): its result, recorded so that the backward
     runs ``function`` again. Tensor arguments, and the tensors from outside that it uses and that require grad,
     are its differentiable inputs; other arguments are passed as they are. Outputs of an integer or bool dtype,
-    and detached ones, do not require grad. ``use_reentrant`` (either value: both work as PyTorch's
-    non-reentrant checkpoint) and ``determinism_check`` / ``debug`` are accepted, as PyTorch's; ``context_fn``
-    is not supported."""
-    if context_fn is not None:
-        raise NotImplementedError("checkpoint: context_fn is not supported")
+    and detached ones, do not require grad. ``context_fn()`` gives the contexts the first run and the
+    recomputation run in (non-reentrant only, as PyTorch's); ``determinism_check`` ('default' or 'none') and
+    ``debug`` are accepted. Without ``use_reentrant`` a warning asks for it and the reentrant rules apply, as in
+    PyTorch."""
+    if use_reentrant is None:
+        warnings.warn("torch.utils.checkpoint: " + _REENTRANT_WARNING.format(
+            when="Starting in PyTorch 2.9, calling checkpoint without use_reentrant will raise an exception."),
+            UserWarning, stacklevel=2)
+        use_reentrant = True
     if not callable(function):
         raise TypeError(f"checkpoint: expected a callable, got {type(function).__name__}")
+    context_fn = noop_context_fn if context_fn is None else context_fn
+    if use_reentrant:
+        if kwargs:
+            raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+        if context_fn is not noop_context_fn or debug is not False:
+            raise ValueError("Passing `context_fn` or `debug` is only supported when use_reentrant=False.")
+        if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", UserWarning,
+                          stacklevel=2)
+            with no_grad():  # (PyTorch's reentrant checkpoint records nothing then)
+                return function(*args)
+    else:
+        if determinism_check not in ("default", "none"):
+            raise ValueError(f"determinism_check should be one of ['default', 'none'], but got {determinism_check}")
+        if debug and context_fn is not noop_context_fn:
+            raise ValueError("debug=True is incompatible with non-default context_fn")
+    forward_context, recompute_context = context_fn()
     template = [None if isinstance(a, Tensor) else (a,) for a in args]
     tensors = [a for a in args if isinstance(a, Tensor)]
-    if not tensors:
-        raise ValueError("checkpoint: the function needs at least one tensor argument")
     rng = _cpu_rng_state() if preserve_rng_state else None
     own = [Tensor._from_array(t._data, t.requires_grad) for t in tensors]
     start = next(tape._recorded)  # this run's nodes are numbered from here on
-    out = function(*_fill(template, own), **kwargs)
+    with forward_context:
+        out = function(*_fill(template, own), **kwargs)
     outs, rebuild = _flatten(out)
     if not outs:
-        raise TypeError(f"checkpoint: the function's result holds no tensor (got {type(out).__name__})")
+        return out  # nothing to differentiate (PyTorch's returns it as it is)
     outside = _outside(outs, start, {id(t) for t in own})
-    differentiable = tuple(o.requires_grad for o in outs)
+    if use_reentrant:  # the tensor returned, or those of a tuple returned, require grad if floating; others none
+        top = {id(out)} if isinstance(out, Tensor) else {id(o) for o in out} if isinstance(out, tuple) else set()
+        differentiable = tuple(id(o) in top and backend.is_floating(o.dtype) for o in outs)
+    else:
+        differentiable = tuple(o.requires_grad for o in outs)
     result = tuple(o._data for o in outs)
     del out, outs  # the first run's graph goes
     node_outs = _Checkpoint.apply(*tensors, *outside, result=result, function=function, template=template,
-                                  kwargs=kwargs, rng=rng, outside=outside, differentiable=differentiable)
+                                  kwargs=kwargs, rng=rng, outside=outside, differentiable=differentiable,
+                                  recompute_context=recompute_context)
     node_outs = (node_outs,) if isinstance(node_outs, Tensor) else node_outs
     return rebuild(iter(o if d else o.detach() for o, d in zip(node_outs, differentiable)))
 
@@ -214,7 +259,15 @@ def _flatten(out):
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):  # noqa: A002
     """``functions`` (a Sequential or a list of modules) run in ``segments`` checkpointed chunks, the last one
-    plainly, as PyTorch's."""
+    plainly, as PyTorch's; its one keyword argument is ``preserve_rng_state``."""
+    if use_reentrant is None:
+        warnings.warn("torch.utils.checkpoint.checkpoint_sequential: " + _REENTRANT_WARNING.format(
+            when="In version 2.9 we will raise an exception if use_reentrant is not passed."), UserWarning,
+            stacklevel=2)
+        use_reentrant = True
+    preserve = kwargs.pop("preserve_rng_state", True)
+    if kwargs:
+        raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
     functions = list(functions.children()) if hasattr(functions, "children") else list(functions)
     if not isinstance(segments, int) or segments < 1:
         raise ValueError(f"checkpoint_sequential: segments must be a positive int, got {segments!r}")
@@ -230,5 +283,5 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
     end = 0
     for start in range(0, size * (segments - 1), size):
         end = start + size
-        input = checkpoint(run(start, end), input, use_reentrant=use_reentrant, **kwargs)
+        input = checkpoint(run(start, end), input, use_reentrant=use_reentrant, preserve_rng_state=preserve)
     return run(end, len(functions))(input)
