@@ -219,3 +219,52 @@ def test_functional_call_takes_none_for_a_tensor_and_lists_strict_keys_sorted():
     assert str(info.value) == ("Error(s) in reparametrizing for Sequential:\n\tUnexpected key(s): 'a', 'zz'.\n"
                                "\tMissing key(s): '0.bias', '0.weight', '1.bias', '1.num_batches_tracked', "
                                "'1.running_mean', '1.running_var'.")
+
+
+def test_parametrize_checks_right_inverse_as_pytorch_and_leaves_a_refused_module_as_it_was():
+    """register_parametrization (PyTorch's checks): right_inverse's one tensor may not change the dtype, and
+    must be a tensor or a sequence of them; unless unsafe, the parametrized tensor keeps the original's shape,
+    also where right_inverse changed it (checked against the shape before, not the stored one). A refused
+    registration leaves the parameter's values and shape as they were. Assigning through right_inverse: a
+    dtype other than the original's is refused (ValueError), another shape replaces the storage (set_); the
+    originals of a split keep the original's requires_grad."""
+    P = nn.utils.parametrize
+
+    class Half(nn.Module):
+        def forward(self, x):
+            return x
+
+        def right_inverse(self, x):
+            return x[:2]
+
+    class ToDouble(nn.Module):
+        def forward(self, x):
+            return x
+
+        def right_inverse(self, x):
+            return x.double()
+
+    class NoTensor(nn.Module):
+        def forward(self, x):
+            return x
+
+        def right_inverse(self, x):
+            return 3
+
+    for par, match in ((Half(), "may not change the shape"), (ToDouble(), "may not change the dtype"),
+                       (NoTensor(), "must return a Tensor or a Sequence of tensors")):
+        m = nn.Linear(4, 4)
+        w = m.weight.detach().numpy().copy()
+        with pytest.raises(ValueError, match=match):
+            P.register_parametrization(m, "weight", par)
+        assert type(m) is nn.Linear and m.weight.shape == (4, 4)
+        np.testing.assert_array_equal(m.weight.detach().numpy(), w)
+    m = P.register_parametrization(nn.Linear(4, 4), "weight", _Scale(2.0))
+    with pytest.raises(ValueError, match="`right_inverse` has dtype float64 while `original` has dtype float32"):
+        m.weight = mf.ones(4, 4, dtype=mf.float64)
+    m.weight = mf.full((3, 4), 6.0)
+    assert m.parametrizations.weight.original.shape == (3, 4) and m.weight.tolist() == [[6.0] * 4] * 3
+    frozen = nn.Linear(2, 2)
+    frozen.weight.requires_grad_(False)
+    P.register_parametrization(frozen, "weight", _Split())
+    assert [p.requires_grad for p in frozen.parametrizations.weight.originals()] == [False, False]

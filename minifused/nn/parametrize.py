@@ -34,21 +34,39 @@ class ParametrizationList(ModuleList):
                 new = first.right_inverse(original) if hasattr(first, "right_inverse") else original
             except NotImplementedError:  # PyTorch's: a right_inverse that cannot run keeps the original as it is
                 new = original  # (orthogonal's matrix_exp and cayley maps without trivialization)
+        if not isinstance(new, (Tensor, list, tuple)):
+            raise InputError(f"'right_inverse' must return a Tensor or a Sequence of tensors (list, tuple...). Got "
+                             f"{type(new).__name__}")
         self.is_tensor = isinstance(new, Tensor)
         self.ntensors = 1 if self.is_tensor else len(new)
-        kind = Parameter if isinstance(original, Parameter) else None
-        if self.is_tensor:  # the same tensor object holds right_inverse's value (PyTorch's set_): an optimizer made
-            if new is not original:  # before the registration still trains it
+        if self.is_tensor:
+            if new.dtype != original.dtype:
+                raise InputError(f"When `right_inverse` outputs one tensor, it may not change the dtype.\n"
+                                 f"original.dtype: {original.dtype}\nright_inverse(original).dtype: {new.dtype}")
+        else:
+            for i, value in enumerate(new):
+                if not isinstance(value, Tensor):
+                    raise InputError(f"'right_inverse' must return a Tensor or a Sequence of tensors (list, "
+                                     f"tuple...). Got element {i} of the sequence with type {type(value).__name__}.")
+        # the same tensor object holds right_inverse's value (PyTorch's set_): an optimizer made before the
+        # registration still trains it; given back where the parametrization's check below fails
+        before = original._data
+        if self.is_tensor:
+            if new is not original:
                 with no_grad():
-                    if new.shape == original.shape and new.dtype == original.dtype:
-                        original.copy_(new)
-                    else:
-                        original._data = backend.copy(new.detach()._data)
-                        original._bump("register_parametrization")
+                    _store(original, new)
             self._register("original", original)
-            return
-        for i, value in enumerate(new):
-            self._register(f"original{i}", Parameter(value.detach().clone()) if kind else value.detach().clone())
+        else:
+            for i, value in enumerate(new):  # requires_grad as the original's, as PyTorch's
+                value = value.detach().clone()
+                self._register(f"original{i}", Parameter(value, original.requires_grad) if isinstance(
+                    original, Parameter) else value.requires_grad_(original.requires_grad))
+        if not unsafe:
+            try:
+                _check_same(tuple(before.shape), before.dtype, self())
+            except BaseException:
+                original._data = before
+                raise
 
     def _register(self, name, value):
         if isinstance(value, Parameter):
@@ -73,11 +91,32 @@ class ParametrizationList(ModuleList):
                 if not hasattr(m, "right_inverse"):
                     raise RuntimeError(f"parametrization {type(m).__name__} does not implement right_inverse.")
                 value = m.right_inverse(value)
+            if not self.is_tensor and not isinstance(value, (list, tuple)):
+                raise InputError(f"'right_inverse' must return a sequence of tensors. Got {type(value).__name__}.")
             values = [value] if self.is_tensor else list(value)
             if len(values) != self.ntensors:
-                raise InputError(f"right_inverse must return {self.ntensors} tensors, got {len(values)}")
+                raise InputError(f"'right_inverse' must return a sequence of tensors of length {self.ntensors}. Got a "
+                                 f"sequence of length {len(values)}.")
+            for i, (original, v) in enumerate(zip(self.originals(), values)):
+                if not isinstance(v, Tensor):
+                    raise InputError(f"`right_inverse` should return a tensor. Got {type(v).__name__}")
+                if v.dtype != original.dtype:
+                    name = "original" if self.is_tensor else f"original{i}"
+                    raise InputError(f"The tensor returned by `right_inverse` has dtype {v.dtype} while `{name}` has "
+                                     f"dtype {original.dtype}")
             for original, v in zip(self.originals(), values):
-                original.copy_(v)
+                _store(original, v)
+
+
+def _store(original, value):
+    """``original`` (the same tensor object) holding ``value``: copied in where the shapes agree, else its data
+    replaced (PyTorch's set_, which a right_inverse of another shape needs)."""
+    with no_grad():
+        if tuple(value.shape) == tuple(original.shape) and value.dtype == original.dtype:
+            original.copy_(value)
+        else:
+            original._data = backend.copy(value.detach()._data)
+            original._bump("register_parametrization")
 
 
 def is_parametrized(module, tensor_name=None):
@@ -113,10 +152,25 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
         raise InputTypeError(f"register_parametrization: expected a Module, got {type(parametrization).__name__}")
     if is_parametrized(module, tensor_name):
         plist = module.parametrizations[tensor_name]
-        before = plist()
-        if not unsafe:
-            _check_same(before, parametrization(before))
+        if not unsafe:  # the new one keeps the tensor's shape and dtype, and so does its right_inverse (PyTorch's)
+            before = getattr(module, tensor_name)
+            after = parametrization(before)
+            _check_same(tuple(before.shape), before.dtype, after)
+            if hasattr(parametrization, "right_inverse"):
+                try:
+                    back = parametrization.right_inverse(after)
+                except NotImplementedError:
+                    pass
+                else:
+                    if not isinstance(back, Tensor) or tuple(back.shape) != tuple(before.shape) or \
+                            back.dtype != before.dtype:
+                        raise InputError(f"Registering a parametrization may not change the shape or dtype of the "
+                                         f"tensor through its right_inverse, unless the `unsafe` flag is enabled: "
+                                         f"{before.dtype}{tuple(before.shape)} became "
+                                         f"{getattr(back, 'dtype', type(back).__name__)}"
+                                         f"{tuple(getattr(back, 'shape', ()))}")
         plist.append(parametrization)
+        plist.unsafe = plist.unsafe or unsafe
         return module
     if tensor_name in module._parameters:
         store = module._parameters
@@ -126,9 +180,7 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
         raise InputError(f"register_parametrization: module {type(module).__name__} has no parameter or buffer "
                          f"with name {tensor_name!r}")
     original = store[tensor_name]
-    plist = ParametrizationList([parametrization], original, unsafe)
-    if not unsafe:
-        _check_same(original, plist())
+    plist = ParametrizationList([parametrization], original, unsafe)  # (which checks the result unless unsafe)
     del store[tensor_name]
     if not is_parametrized(module):
         cls = type(module)
@@ -139,13 +191,12 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
     return module
 
 
-def _check_same(original, new):
+def _check_same(shape, dtype, new):
     if not isinstance(new, Tensor):
         raise InputError(f"A parametrization must return a tensor. Got {type(new).__name__}.")
-    if tuple(new.shape) != tuple(original.shape) or new.dtype != original.dtype:
+    if tuple(new.shape) != shape or new.dtype != dtype:
         raise InputError(f"Registering a parametrization may not change the shape or dtype of the tensor, unless "
-                         f"the `unsafe` flag is enabled: {original.dtype}{tuple(original.shape)} became "
-                         f"{getattr(new, 'dtype', type(new).__name__)}{tuple(getattr(new, 'shape', ()))}")
+                         f"the `unsafe` flag is enabled: {dtype}{shape} became {new.dtype}{tuple(new.shape)}")
 
 
 def remove_parametrizations(module, tensor_name, leave_parametrized=True):
