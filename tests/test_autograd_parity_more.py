@@ -237,3 +237,40 @@ def test_checkpoint_dropout_rng_state():
     np.testing.assert_array_equal(after, mf.rand(4).numpy())
     y, g, _, _ = run(False)
     assert not np.array_equal(g, y)
+
+
+# ---------------------------------------------------------------- 5. custom Functions
+def _square(backward_decorator=lambda f: f):
+    class Square(mf.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a * a
+
+        @staticmethod
+        @backward_decorator
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return 2 * a * g
+
+    return Square
+
+
+def test_once_differentiable_backward_records_nothing_and_refuses_a_second_differentiation():
+    # PyTorch's once_differentiable: the backward runs under no_grad (its result has no graph unless a gradient it
+    # got requires grad); then differentiating through it raises "trying to differentiate twice ..."
+    from minifused.autograd.higher import once_differentiable
+    Square = _square(once_differentiable)
+    x = leaf([1.0, -2.0])
+    (g,) = autograd.grad(Square.apply(x).sum(), x, create_graph=True)
+    np.testing.assert_array_equal(g.numpy(), [2.0, -4.0])
+    assert not g.requires_grad
+    v = leaf([1.0, 1.0])
+    (g,) = autograd.grad(Square.apply(x), x, v, create_graph=True)
+    assert g.requires_grad
+    with pytest.raises(RuntimeError, match="trying to differentiate twice a function that was marked with "
+                                           "@once_differentiable"):
+        g.sum().backward()
+    (g,) = autograd.grad(_square().apply(x).sum(), x, create_graph=True)  # undecorated: twice differentiable
+    (h,) = autograd.grad(g.sum(), x)
+    np.testing.assert_array_equal(h.numpy(), [2.0, 2.0])

@@ -11,9 +11,11 @@ one raises NotImplementedError naming it: its gradient would miss its second-ord
 """
 from __future__ import annotations
 
-from .modes import _mode
+import functools
+
+from .modes import _mode, no_grad
 from .order import _backward_order, _prune
-from .tape import _check_versions, _recorded
+from .tape import Function, _check_versions, _recorded
 
 _Tensor = None  # the Tensor class, registered by minifused.tensor (see the package's _register_tensor_type)
 
@@ -165,3 +167,48 @@ def checked_hook_result(hook, result, g):
         raise RuntimeError(f"hook {name!r} has changed the size of value (was {tuple(g.shape)} got "
                            f"{tuple(result.shape)})")
     return result
+
+
+# ---------------------------------------------------------------- once_differentiable
+_TWICE = "trying to differentiate twice a function that was marked with @once_differentiable"
+
+
+class _OnceDifferentiated(Function):
+    """The node a ``once_differentiable`` backward's results hang from under ``create_graph``: differentiating
+    through it raises (PyTorch's DelayedError)."""
+
+    @staticmethod
+    def forward(ctx, *arrays):
+        return arrays if len(arrays) > 1 else arrays[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(_TWICE)
+
+    backward_graph = backward
+
+
+def once_differentiable(backward):
+    """PyTorch's ``autograd.function.once_differentiable``: a custom Function's backward run without recording
+    (its ops need no ``backward_graph`` of their own). Under ``create_graph``, when a gradient it got requires
+    grad, its results hang from a node whose own backward raises: a second differentiation fails loudly instead
+    of missing the backward's terms."""
+    @functools.wraps(backward)
+    def wrapper(ctx, *args):
+        with no_grad():
+            outputs = backward(ctx, *args)
+        if not _mode.enabled or not any(isinstance(a, _Tensor) and a.requires_grad for a in args):
+            return outputs
+        outs = outputs if isinstance(outputs, tuple) else (outputs,)
+        where = [i for i, o in enumerate(outs) if isinstance(o, _Tensor)]
+        if not where:
+            return outputs
+        linked = _OnceDifferentiated.apply(*[outs[i].detach().requires_grad_(outs[i].is_floating_point())
+                                             for i in where])
+        linked = linked if isinstance(linked, tuple) else (linked,)
+        outs = list(outs)
+        for i, t in zip(where, linked):
+            outs[i] = t
+        return tuple(outs) if isinstance(outputs, tuple) else outs[0]
+
+    return wrapper
