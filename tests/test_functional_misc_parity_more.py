@@ -185,3 +185,41 @@ def test_embedding_bag_scale_grad_by_freq_documented_rule():
     w = _t(np.ones((4, 2)), grad=True)
     F.embedding_bag(mf.tensor([2, 1, 1, 3]), w, mf.tensor([0, 2]), mode="sum", scale_grad_by_freq=True).sum().backward()
     np.testing.assert_array_equal(_np(w.grad)[:, 0], [0, 1, 1, 1])
+
+
+# ---------------------------------------------------------------- one_hot, pairwise_distance, cosine_similarity
+def test_one_hot_num_classes_type():
+    """num_classes must be an int (PyTorch's TypeError for a float), >= -1 (ValueError/RuntimeError)."""
+    with pytest.raises(TypeError, match="one_hot: num_classes must be an int, got float"):
+        F.one_hot(mf.tensor([0, 1]), 3.0)
+    with pytest.raises(ValueError, match="num_classes must be an int >= -1"):
+        F.one_hot(mf.tensor([0, 1]), -2)
+    assert F.one_hot(mf.tensor([[1], [0]])).tolist() == [[[0, 1]], [[1, 0]]]
+
+
+@pytest.mark.parametrize("p", [-1.0, -2.0, float("-inf"), 0.5])
+def test_pairwise_distance_any_p(p):
+    """pairwise_distance is (x1 - x2 + eps).norm(p, dim=-1): a negative p is taken, as Tensor.norm takes it."""
+    a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((1, 4))
+    x = _t(a, grad=True)
+    y = F.pairwise_distance(x, _t(b), p=p, eps=1e-6)
+    ref = _pnorm(a - b + 1e-6, p, (1,))[:, 0]
+    np.testing.assert_allclose(_np(y), ref, rtol=1e-10)
+    y.sum().backward()
+    num = _numgrad(lambda c: _pnorm(c - b + 1e-6, p, (1,)).sum(), a)
+    np.testing.assert_allclose(_np(x.grad), num, rtol=1e-5, atol=1e-7)
+
+
+def test_pairwise_distance_integer_inputs():
+    """Integer inputs: x1 - x2 + eps is floating (the default dtype), as PyTorch's."""
+    y = F.pairwise_distance(mf.tensor([[1, 2]]), mf.tensor([[4, 6]]), eps=0.0)
+    assert y.dtype == mf.float32 and y.tolist() == [5.0]
+
+
+def test_cosine_similarity_infinite_norm_gives_zero():
+    """Each input is divided by max(norm, eps): an infinite norm gives x / inf = 0, as PyTorch's (not NaN)."""
+    x = _t([[1e200, 2e200], [1.0, 0.0]], grad=True)
+    y = F.cosine_similarity(x, _t([[1e200, 1e200], [0.0, 2.0]]))
+    assert y.tolist() == [0.0, 0.0]
+    y.sum().backward()
+    assert np.isfinite(_np(x.grad)).all()

@@ -439,7 +439,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
     def unit(x):  # PyTorch clamps the norm outside autograd: its gradient is the unclamped norm's
         n = _vector_norm(x, 2.0, d, keepdim=True)
-        return x / (n + (n.detach().clamp(min=float(eps)) - n.detach()))
+        return x / (n + (float(eps) - n.detach()).clamp(min=0))  # (an infinite norm stays inf: x / inf is 0)
     return (unit(x1) * unit(x2)).sum(d)
 
 
@@ -449,11 +449,8 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     for name, x in (("x1", x1), ("x2", x2)):
         if not isinstance(x, _Tensor):
             raise InputTypeError(f"{op}: expected tensors for x1 and x2, got {type(x).__name__} for {name}")
-        _act(op, x)
-    p, eps = _number(op, "p", p), _number(op, "eps", eps)
-    if not p >= 0:
-        raise InputError(f"{op}: p must be >= 0 (or inf), got {p}")
-    d = x1 - x2 + eps
+    p, eps = _number(op, "p", p), _number(op, "eps", eps)  # (any p, negative too, as Tensor.norm's)
+    d = x1 - x2 + eps  # (integer inputs give a floating difference, as PyTorch's)
     return d.norm(p, dim=-1, keepdim=keepdim) if d.ndim else d.abs()
 
 
@@ -467,7 +464,9 @@ def one_hot(input, num_classes=-1):
         raise InputTypeError(f"{op}: one_hot is only applicable to index tensors of type int64, got dtype "
                              f"{input.dtype}")
     num_classes = _host_int(num_classes)
-    if isinstance(num_classes, bool) or not isinstance(num_classes, _numbers.Integral) or num_classes < -1:
+    if isinstance(num_classes, bool) or not isinstance(num_classes, _numbers.Integral):
+        raise InputTypeError(f"{op}: num_classes must be an int, got {type(num_classes).__name__}")
+    if num_classes < -1:
         raise InputError(f"{op}: num_classes must be an int >= -1 (-1: inferred), got {num_classes!r}")
     a = input._data
     xp = _backend.array_module(a)
