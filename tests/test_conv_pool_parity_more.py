@@ -251,3 +251,21 @@ def test_pad_keeps_a_channels_last_3d_layout(pads, mode, keeps):
     ref = np.pad(x.numpy(), grow, mode=np_mode)
     ref = ref[tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(pairs, ref.shape))]
     np.testing.assert_array_equal(y.numpy(), ref)
+
+
+@pytest.mark.parametrize("dtype,x_cl,w_cl,expect_cl", [(mf.float32, True, False, True), (mf.float32, False, True, True),
+                                                       (mf.bfloat16, True, True, True), (mf.float32, False, False, False),
+                                                       (mf.float64, True, True, False)])
+def test_conv3d_result_layout_follows_pytorchs_rule(dtype, x_cl, w_cl, expect_cl):
+    """PyTorch's conv3d and conv_transpose3d return channels_last_3d where the input or the weight is laid out so,
+    except in float64 (its slow_conv3d path, and cuDNN's rule) which returns contiguous results. The values do not
+    depend on the layout."""
+    x, w, wt = mf.tensor(rand(2, 3, 3, 4, 5)), mf.tensor(rand(2, 3, 2, 2, 3, seed=1)), mf.tensor(rand(3, 2, 2, 2, 2))
+    x, w, wt = (t.to(dtype) for t in (x, w, wt))
+    lay = (lambda t, cl: t.contiguous(memory_format=mf.channels_last_3d) if cl else t)  # noqa: E731
+    for y, y0 in ((F.conv3d(lay(x, x_cl), lay(w, w_cl), None, 1, 1), F.conv3d(x, w, None, 1, 1)),
+                  (F.conv_transpose3d(lay(x, x_cl), lay(wt, w_cl), mf.ones(2, dtype=dtype), 2, 1),
+                   F.conv_transpose3d(x, wt, mf.ones(2, dtype=dtype), 2, 1))):
+        assert (y.is_contiguous(memory_format=mf.channels_last_3d) and not y.is_contiguous()) == expect_cl
+        assert y.is_contiguous() != expect_cl
+        np.testing.assert_allclose(y.float().numpy(), y0.float().numpy(), rtol=1e-6, atol=1e-6)

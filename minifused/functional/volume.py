@@ -15,7 +15,7 @@ import numpy as np
 from .. import backend
 from ..ops import cat, stack, where
 from ..ops._common import autocast_float32, autocast_lower
-from ..ops.shape import channels_last_3d, reshape
+from ..ops.shape import channels_last_3d, contiguous_format, reshape
 from ..tensor import Tensor
 from ._checks import _tensor_ints, _unpool_size, unbatched
 from .conv import (_CONV_DTYPES, SAME_ASYMMETRIC, _check_integer_pool, _pooling, avg_pool2d, conv2d,
@@ -162,6 +162,18 @@ def _check_conv3d(op, input, weight, bias, groups, layout, out_channels):
         raise RuntimeError(f"{op}: expected input, weight and bias on one device, got {', '.join(devs)}")
 
 
+def _conv_layout(input, weight):
+    """The memory format of a 3-d convolution's result, as PyTorch's: channels_last_3d where the input or the weight
+    is laid out so (and is not also contiguous), but for float64, whose kernels (slow_conv3d; cuDNN's rule too)
+    return contiguous results."""
+    def cl3d(t):
+        return t.is_contiguous(memory_format=channels_last_3d) and not t.is_contiguous()
+
+    if input.dtype != backend.float64 and (cl3d(input) or cl3d(weight)):
+        return channels_last_3d
+    return contiguous_format
+
+
 def _same_padding(input, kernel, dilation):
     """'same': the input padded by the odd element of each even effective kernel (after, as PyTorch's) and the
     symmetric padding left to the convolution."""
@@ -215,7 +227,8 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         xs = reshape(xt[:, start:start + (d_out - 1) * stride[0] + 1:stride[0]], n * d_out, c, h, w)
         yt = conv2d(xs, weight[:, :, t], None, stride[1:], padding[1:], dilation[1:], groups)
         y = yt if y is None else y + yt
-    y = reshape(y, n, d_out, *y.shape[1:]).permute(0, 2, 1, 3, 4).contiguous()
+    y = reshape(y, n, d_out, *y.shape[1:]).permute(0, 2, 1, 3, 4).contiguous(memory_format=_conv_layout(input,
+                                                                                                         weight))
     return y if bias is None else y + reshape(bias, 1, -1, 1, 1, 1)
 
 
@@ -262,7 +275,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
         lo = t * dilation[0] - padding[0]
         yt = _pad_dim(yt, 1, lo, out[0] - d * sd - lo)
         y = yt if y is None else y + yt
-    y = y.permute(0, 2, 1, 3, 4).contiguous()
+    y = y.permute(0, 2, 1, 3, 4).contiguous(memory_format=_conv_layout(input, weight))
     return y if bias is None else y + reshape(bias, 1, -1, 1, 1, 1)
 
 
