@@ -268,3 +268,138 @@ def test_parametrize_checks_right_inverse_as_pytorch_and_leaves_a_refused_module
     frozen.weight.requires_grad_(False)
     P.register_parametrization(frozen, "weight", _Split())
     assert [p.requires_grad for p in frozen.parametrizations.weight.originals()] == [False, False]
+
+
+# ---------------------------------------------------------------- nn.init: PyTorch's rules, checked by hand
+
+
+def test_calculate_gain_table_and_its_errors():
+    """PyTorch's table: 1 for linear / conv* / conv_transpose* / sigmoid, 5/3 tanh, sqrt(2) relu, 3/4 selu,
+    sqrt(2 / (1 + slope^2)) leaky_relu (slope 0.01 by default; an int or float, not a bool); anything else is
+    a ValueError naming it."""
+    for name in ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                 "conv_transpose3d", "sigmoid"):
+        assert nn.init.calculate_gain(name) == 1
+    assert nn.init.calculate_gain("tanh") == 5.0 / 3 and nn.init.calculate_gain("selu") == 0.75
+    assert nn.init.calculate_gain("relu") == math.sqrt(2.0)
+    assert nn.init.calculate_gain("leaky_relu") == math.sqrt(2.0 / (1 + 0.01 ** 2))
+    assert nn.init.calculate_gain("leaky_relu", 1) == 1.0 and nn.init.calculate_gain("leaky_relu", 0) == math.sqrt(2)
+    assert nn.init.calculate_gain("leaky_relu", 0.2) == math.sqrt(2.0 / 1.04)
+    for bad in (True, "0.2", [0.2]):
+        with pytest.raises(ValueError, match="negative_slope .* not a valid number"):
+            nn.init.calculate_gain("leaky_relu", bad)
+    for bad in ("gelu", "ReLU", None):
+        with pytest.raises(ValueError, match=f"unsupported nonlinearity {bad!r}"):
+            nn.init.calculate_gain(bad)
+
+
+def test_fan_in_and_fan_out_rules():
+    """fan_in = size(1) * prod(size[2:]), fan_out = size(0) * prod(size[2:]); fewer than 2 dimensions is a
+    ValueError; _calculate_correct_fan takes 'fan_in' / 'fan_out' in any case, else ValueError."""
+    fans = nn.init._calculate_fan_in_and_fan_out
+    assert fans(mf.empty(3, 4)) == (4, 3) and fans(mf.empty(2, 3, 4, 5)) == (60, 40)
+    assert fans(mf.empty(0, 3)) == (3, 0) and fans(mf.empty(5, 2, 0)) == (0, 0)
+    for shape in ((), (7,)):
+        with pytest.raises(ValueError, match="fewer than 2 dimensions"):
+            fans(mf.empty(*shape))
+    assert nn.init._calculate_correct_fan(mf.empty(6, 2, 3), "FAN_OUT") == 18
+    with pytest.raises(ValueError, match="'fan_avg' not supported"):
+        nn.init._calculate_correct_fan(mf.empty(3, 4), "fan_avg")
+
+
+def test_eye_and_dirac_exact_values_groups_and_errors():
+    """eye_: ones on the leading diagonal of any rectangle, for any dtype. dirac_(w, groups): within each group
+    of out/groups output channels, channel d passes input channel d (d < min(out/groups, in)) through the
+    kernel's centre (index k // 2); all else 0. Errors: eye_ not 2-D, dirac_ not 3- to 5-D or groups not
+    dividing dim 0 (ValueError); the tensor untouched."""
+    for shape in ((3, 3), (2, 4), (4, 2)):
+        np.testing.assert_array_equal(nn.init.eye_(mf.full(shape, 5.0)).numpy(), np.eye(*shape))
+    assert nn.init.eye_(mf.full((2, 3), 5, dtype=mf.int64)).tolist() == [[1, 0, 0], [0, 1, 0]]
+    for shape, groups in (((4, 2, 3), 1), ((4, 2, 3), 2), ((6, 4, 3, 3), 3), ((2, 5, 3), 1), ((2, 2, 2, 4, 3), 2)):
+        want = np.zeros(shape)
+        per = shape[0] // groups
+        for g in range(groups):
+            for d in range(min(per, shape[1])):
+                want[(g * per + d, d) + tuple(k // 2 for k in shape[2:])] = 1
+        w = mf.full(shape, 5.0, dtype=mf.float16)
+        assert nn.init.dirac_(w, groups) is w and w.dtype == mf.float16
+        np.testing.assert_array_equal(w.numpy(), want)
+    x = np.random.RandomState(0).randn(2, 3, 7, 7)  # an identity convolution: the input back
+    same = nn.functional.conv2d(mf.tensor(x), nn.init.dirac_(mf.empty(3, 3, 3, 3, dtype=mf.float64)), padding=1)
+    np.testing.assert_array_equal(same.numpy(), x)
+    t = mf.full((4, 2, 3), 5.0)
+    with pytest.raises(ValueError, match="must be divisible by groups"):
+        nn.init.dirac_(t, 3)
+    with pytest.raises(ValueError, match="3, 4, or 5 dimensions"):
+        nn.init.dirac_(mf.empty(2, 2))
+    with pytest.raises(ValueError, match="2 dimensions"):
+        nn.init.eye_(mf.empty(2, 2, 2))
+    assert (t.numpy() == 5).all()
+
+
+@pytest.mark.parametrize("init, kwargs, bound_or_std", [
+    ("kaiming_uniform_", {}, math.sqrt(2) * math.sqrt(3 / 600)),  # a=0: leaky_relu's gain with slope 0
+    ("kaiming_uniform_", {"a": math.sqrt(5)}, math.sqrt(1 / 600)),
+    ("kaiming_uniform_", {"mode": "fan_out", "nonlinearity": "relu"}, math.sqrt(2) * math.sqrt(3 / 1200)),
+    ("kaiming_normal_", {"nonlinearity": "tanh"}, 5 / 3 / math.sqrt(600)),
+    ("kaiming_normal_", {"mode": "fan_out", "a": 0.3}, math.sqrt(2 / 1.09) / math.sqrt(1200)),
+    ("xavier_uniform_", {"gain": 2.0}, 2.0 * math.sqrt(6 / 1800)),
+    ("xavier_normal_", {"gain": 0.5}, 0.5 * math.sqrt(2 / 1800)),
+])
+def test_fan_based_inits_bounds_and_spread(init, kwargs, bound_or_std):
+    """A (400, 200, 3) weight (fan_in 600, fan_out 1200): the uniform ones within +-bound and reaching near
+    it, with variance bound^2 / 3; the normal ones with that std (PyTorch's formulas, 3 % here)."""
+    mf.manual_seed(1)
+    w = mf.empty(400, 200, 3)
+    assert getattr(nn.init, init)(w, **kwargs) is w
+    x = w.numpy().astype(np.float64)
+    if "uniform" in init:
+        assert np.abs(x).max() <= bound_or_std * (1 + 2 ** -23) and np.abs(x).max() > 0.999 * bound_or_std
+        assert abs(x.var() / (bound_or_std ** 2 / 3) - 1) < 0.03
+    else:
+        assert abs(x.std() / bound_or_std - 1) < 0.03
+    assert abs(x.mean()) < 0.01 * x.std()
+
+
+def test_inits_with_a_generator_16_bit_tensors_and_parameters():
+    """The generator argument: the same seed gives the same values and the default generator is left alone;
+    16-bit tensors keep their dtype (values within bounds); a Parameter is filled without autograd history and
+    returned as itself."""
+    for init in ("uniform_", "normal_", "trunc_normal_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
+                 "kaiming_normal_", "orthogonal_"):
+        mf.manual_seed(0)
+        expected_next = mf.rand(3).tolist()
+        mf.manual_seed(0)
+        a = getattr(nn.init, init)(mf.empty(5, 7), generator=mf.Generator().manual_seed(3))
+        b = getattr(nn.init, init)(mf.empty(5, 7), generator=mf.Generator().manual_seed(3))
+        assert a.tolist() == b.tolist() and a.abs().sum().item() > 0, init
+        assert mf.rand(3).tolist() == expected_next, init
+    for dt in (mf.float16, mf.bfloat16):
+        w = nn.init.kaiming_uniform_(mf.empty(64, 32, dtype=dt), a=math.sqrt(5))
+        assert w.dtype == dt and w.float().abs().max().item() <= 1 / math.sqrt(32) * (1 + 2 ** -7)
+        t = nn.init.trunc_normal_(mf.empty(1000, dtype=dt), std=1.0, a=-0.5, b=0.5)
+        assert t.dtype == dt and t.float().abs().max().item() <= 0.5 * (1 + 2 ** -7)
+    for init, args in (("uniform_", ()), ("normal_", ()), ("constant_", (0.5,)), ("ones_", ()), ("zeros_", ()),
+                       ("eye_", ()), ("xavier_normal_", ()), ("kaiming_uniform_", ()), ("orthogonal_", ()),
+                       ("sparse_", (0.5,)), ("trunc_normal_", ())):
+        p = nn.Parameter(mf.ones(6, 4))
+        assert getattr(nn.init, init)(p, *args) is p
+        assert p.requires_grad and p.is_leaf and p.grad_fn is None, init
+
+
+def test_sparse_zero_count_per_column_and_orthogonal_shapes():
+    """sparse_(w, s): in each column exactly ceil(s * rows) zeros (PyTorch's randperm(rows)[:ceil(s * rows)],
+    so all rows for s >= 1), the rest N(0, std^2); not 2-D: ValueError. orthogonal_: rows (or columns, when
+    taller than wide) orthonormal times gain."""
+    mf.manual_seed(2)
+    for s, zeros in ((0.0, 0), (0.1, 1), (0.35, 4), (0.99, 10), (1.0, 10), (1.5, 10)):
+        w = nn.init.sparse_(mf.empty(10, 6), s)
+        assert ((w.numpy() == 0).sum(0) == zeros).all(), s
+    w = nn.init.sparse_(mf.empty(2000, 50), 0.2, std=0.5).numpy()
+    assert abs(w[w != 0].std() / 0.5 - 1) < 0.03
+    with pytest.raises(ValueError, match="2 dimensions"):
+        nn.init.sparse_(mf.empty(2, 3, 4), 0.5)
+    for shape in ((3, 8), (8, 3), (4, 2, 2)):
+        q = nn.init.orthogonal_(mf.empty(*shape, dtype=mf.float64), gain=3.0).numpy().reshape(shape[0], -1)
+        small = q @ q.T if q.shape[0] <= q.shape[1] else q.T @ q
+        np.testing.assert_allclose(small, 9.0 * np.eye(min(q.shape)), atol=1e-12)
