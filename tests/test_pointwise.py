@@ -452,3 +452,22 @@ def test_gpu_devices_must_agree():
         mf.tensor([1], device="cpu") & mf.tensor([1], device="cuda")
     with pytest.raises(RuntimeError, match="where: expected all tensors on the same device"):
         mf.where(b > 0, a, 0.0)
+
+
+def test_float32_power_rounds_as_pytorchs_cpu_pow():
+    """float32 powers on the CPU as PyTorch's: correctly rounded (the float64 power rounded once: 0.9 ** 4 is
+    0.6560999155, where NumPy's float32 loop gives 0.6560999751), and its special cases 3 and -2 as
+    x * x * x and 1 / (x * x) in float32."""
+    x = np.array([0.9, 1.7, 123.456, -0.5, 1e-3, 3.0, -2.0, 0.0, 7.25], np.float32)
+    t = mf.tensor(x)
+    with np.errstate(all="ignore"):
+        for e in (4, 2.5, 3.3, -1.7, 7, 1.5, -3, 10):
+            want = (x.astype(np.float64) ** e).astype(np.float32)
+            np.testing.assert_array_equal((t ** e).numpy(), want)
+        np.testing.assert_array_equal((t ** 3).numpy(), x * x * x)
+        np.testing.assert_array_equal((t ** -2).numpy(), np.float32(1) / (x * x))
+        y = np.array([2.0, 0.5, -1.25, 3.0, 0.0, 1.0, 2.0, 1.0, 0.1], np.float32)
+        np.testing.assert_array_equal((t ** mf.tensor(y)).numpy()[[0, 1, 4, 5, 6, 7]],
+                                      (x.astype(np.float64) ** y.astype(np.float64)).astype(np.float32)[
+                                          [0, 1, 4, 5, 6, 7]])
+    assert float(mf.tensor(0.9) ** 4) == float(np.float32(0.6560999155044556))
