@@ -274,3 +274,94 @@ def test_once_differentiable_backward_records_nothing_and_refuses_a_second_diffe
     (g,) = autograd.grad(_square().apply(x).sum(), x, create_graph=True)  # undecorated: twice differentiable
     (h,) = autograd.grad(g.sum(), x)
     np.testing.assert_array_equal(h.numpy(), [2.0, 2.0])
+
+
+def _double_in_place():
+    """A custom Function doubling its first input in place (mark_dirty) and returning it; d/da = 2, d/db = g * b."""
+    class DoubleInPlace(mf.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            a.mul_(2)
+            ctx.mark_dirty(a)
+            ctx.save_for_backward(b)
+            return a
+
+        @staticmethod
+        def backward(ctx, g):
+            (b,) = ctx.saved_tensors
+            return g * 2, g * b
+
+    return DoubleInPlace
+
+
+def test_mark_dirty_returns_the_input_itself_as_the_functions_output():
+    # PyTorch: the dirty input is the output (same object), its version bumped by the write and by mark_dirty, no
+    # longer a leaf; the gradient flows through the Function's backward (2 per element)
+    F = _double_in_place()
+    x = leaf([1.0, 2.0])
+    h = x * 1
+    y = F.apply(h, mf.ones(2, dtype=mf.float64))
+    assert y is h and h._version == 2 and not h.is_leaf and h.requires_grad
+    np.testing.assert_array_equal(h.detach().numpy(), [2.0, 4.0])
+    (y * mf.tensor(np.array([1.0, 10.0]))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 20.0])
+    z, w = mf.zeros(2, dtype=mf.float64), leaf([3.0, 4.0])  # a leaf without grad becomes the output too
+    y = F.apply(z, w)
+    assert y is z and y.requires_grad and not z.is_leaf
+    (y * mf.tensor(np.array([1.0, 10.0]))).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 40.0])
+
+
+def test_mark_dirty_hooks_stay_with_the_old_value_and_retained_grads_follow():
+    # PyTorch: a hook registered before the in-place Function sees the gradient of the old value (2 g); a
+    # retained grad is the new value's (g); an earlier op that saved the input then refuses its backward
+    F = _double_in_place()
+    x = leaf([1.0, 2.0])
+    h = x * 1
+    h.retain_grad()
+    seen = []
+    h.register_hook(lambda g: seen.append(g.numpy().tolist()))
+    y = F.apply(h, mf.ones(2, dtype=mf.float64))
+    (y * mf.tensor(np.array([1.0, 10.0]))).sum().backward()
+    np.testing.assert_array_equal(h.grad.numpy(), [1.0, 10.0])
+    assert seen == [[2.0, 20.0]] and h.retains_grad
+    h = x * 1
+    e = h * h
+    F.apply(h, mf.ones(2, dtype=mf.float64))
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        e.sum().backward()
+
+
+def test_mark_dirty_errors_as_pytorchs():
+    F = _double_in_place()
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad has been used in an in-place"):
+        F.apply(leaf([1.0]), mf.ones(1, dtype=mf.float64))
+    with pytest.raises(RuntimeError, match="view of a leaf Variable that requires grad"):
+        F.apply(leaf([1.0, 2.0])[:1], mf.ones(1, dtype=mf.float64))
+
+    class NotReturned(mf.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.mark_dirty(a)
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    with pytest.raises(RuntimeError, match="marked as dirty during the forward method were not returned"):
+        NotReturned.apply(leaf([1.0]) * 1)
+    x = leaf([1.0, 2.0])  # under no_grad a leaf may be written (PyTorch's)
+    with mf.no_grad():
+        F.apply(x, mf.ones(2, dtype=mf.float64))
+    np.testing.assert_array_equal(x.detach().numpy(), [2.0, 4.0])
+
+
+def test_mark_dirty_through_a_view_reaches_its_base():
+    # PyTorch records the write on the view's base: b = x * 1; F on b[:1] doubles b[0]; d sum(b) / dx = [2, 1]
+    x = leaf([1.0, 2.0])
+    b = x * 1
+    _double_in_place().apply(b[:1], mf.ones(1, dtype=mf.float64))
+    np.testing.assert_array_equal(b.detach().numpy(), [2.0, 2.0])
+    b.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 1.0])

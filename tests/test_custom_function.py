@@ -137,7 +137,7 @@ def test_an_input_modified_after_forward_is_caught():
         y.sum().backward()
 
 
-def test_mark_dirty_is_refused_clearly():
+def test_mark_dirty_on_a_leaf_that_requires_grad_is_refused_as_pytorchs():
     class Dirty(autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -148,7 +148,7 @@ def test_mark_dirty_is_refused_clearly():
         def backward(ctx, g):
             return g
 
-    with pytest.raises(NotImplementedError, match="mark_dirty"):
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad has been used in an in-place"):
         Dirty.apply(_cpu([1.0], grad=True))
 
 

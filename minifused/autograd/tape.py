@@ -394,7 +394,7 @@ class FunctionCtx:
     a backward without ``retain_graph`` lets them go; the other attributes stay, as PyTorch's."""
 
     def __init__(self, node):
-        self._node, self._non_differentiable = node, ()
+        self._node, self._non_differentiable, self._dirty = node, (), ()
         self.materialize_grads = True
         self._tensor_args = ()  # which positional arguments were tensors (a gradient for another one is refused)
         self._input_shapes = ()  # their shapes (None for the others): a gradient must reduce to its input's
@@ -428,8 +428,9 @@ class FunctionCtx:
         self.materialize_grads = bool(value)
 
     def mark_dirty(self, *tensors):
-        raise NotImplementedError("autograd.Function: mark_dirty (a forward that modifies its inputs in place) is "
-                                  "not supported; return new tensors instead")
+        """These inputs were modified in place by ``forward``, which returns them: each returned one is the input
+        tensor itself, now the output of this Function (see :func:`_rebase_dirty`)."""
+        self._dirty = tensors
 
 
 def _user_forward(user, uctx, args, kwargs):
@@ -535,7 +536,10 @@ def _apply_on_tensors(cls, *args, **kwargs):
     for o, u in zip(outs, mine):  # the same memory: an in-place change to either (or a view of it) counts
         o._vc = u._vc
     node = uctx._node
-    if outs and outs[0]._ctx is node:  # recorded
+    recorded = bool(outs) and outs[0]._ctx is node
+    if uctx._dirty:  # (outputs that are inputs modified in place: those tensors themselves)
+        outs = _rebase_dirty(cls, uctx, user_out, outs, recorded)
+    if recorded:
         if node.saved:  # each saved tensor's counter (a view shares its base's), checked by the backward
             node.versions = tuple(v for t in node.saved if t is not None for v in (t._vc, t._vc.version))
         # outputs marked non-differentiable, and integer / bool ones (as PyTorch's), leave the graph
@@ -549,6 +553,47 @@ def _apply_on_tensors(cls, *args, **kwargs):
     for i, o in zip(uctx._positions[1], outs):
         full[i] = o
     return tuple(full)
+
+
+def _rebase_dirty(user, uctx, user_out, outs, recorded):
+    """A custom Function's outputs where those marked dirty (inputs its forward modified in place and returned) are
+    the input tensors themselves, as PyTorch's: their version bumped, and, when the call was recorded, each the
+    output of its node from now on (its old value, which the node's input edge keeps, keeps its hooks; a retained
+    grad follows the tensor); a leaf that requires grad refuses, and a view's write is recorded on its base."""
+    mine = (user_out,) if isinstance(user_out, _Tensor) else [user_out[i] for i in uctx._positions[1]] if outs else ()
+    ids = {id(t) for t in mine}
+    if any(id(t) not in ids for t in uctx._dirty):
+        raise RuntimeError(f"{user.__name__}: some elements marked as dirty during the forward method were not "
+                           f"returned as output. The inputs that are modified inplace must all be outputs of the "
+                           f"Function.")
+    dirty = {id(t) for t in uctx._dirty}
+    op = f"{user.__name__} (mark_dirty)"
+    result = list(outs)
+    for k, (o, d) in enumerate(zip(outs, mine)):
+        if id(d) not in dirty:
+            continue
+        result[k] = d
+        d._vc.bump(op)
+        if not recorded:
+            continue
+        if d._ctx is None and d._requires_grad:
+            raise RuntimeError(f"{user.__name__}: a leaf Variable that requires grad has been used in an in-place "
+                               f"operation (marked dirty).")
+        refuse_view_of_grad_leaf(op, d)
+        if d._retain and d._ctx is not None and d._ctx.retained:
+            d._ctx.retained.pop(d._out_index, None)
+        follow, d._retain, d._hooks = bool(d._retain), None, None
+        d._ctx, d._out_index, d._requires_grad = o._ctx, o._out_index, True
+        if follow:
+            d.retain_grad()
+        taken = getattr(d, "_view", None)
+        if type(taken) is tuple:  # the write recorded on the base too, as apply_ records it
+            write_back = taken[1].write_back
+            if write_back is None or write_back(taken[0], taken[2], d, op) is False:
+                _mark_viewed(d, op)
+        else:
+            d._vc.base_write = d._vc.version  # views taken of d before now are stale (see _refuse_stale_view)
+    return tuple(result)
 
 
 def _overrides_setup_context(user):
