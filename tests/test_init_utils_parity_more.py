@@ -403,3 +403,83 @@ def test_sparse_zero_count_per_column_and_orthogonal_shapes():
         q = nn.init.orthogonal_(mf.empty(*shape, dtype=mf.float64), gain=3.0).numpy().reshape(shape[0], -1)
         small = q @ q.T if q.shape[0] <= q.shape[1] else q.T @ q
         np.testing.assert_allclose(small, 9.0 * np.eye(min(q.shape)), atol=1e-12)
+
+
+# ---------------------------------------------------------------- nn.utils: clipping and the flat vector
+
+
+def _with_grads(grads, dtype=mf.float32):
+    ps = []
+    for g in grads:
+        p = nn.Parameter(mf.zeros(*g.shape, dtype=dtype))
+        p.grad = mf.tensor(g, dtype=dtype)
+        ps.append(p)
+    return ps
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1, 0, 0.5, 3.0, math.inf, -math.inf])
+def test_clip_grad_norm_against_numpy(norm_type):
+    """PyTorch's rule: total = ||(||g_1||_p, ..., ||g_n||_p)||_p (p = 0 counts nonzeros, inf the max, -inf the
+    min of |g|), every gradient scaled in place by min(max_norm / (total + 1e-6), 1); the total comes back as a
+    0-d tensor of the gradients' dtype. A single tensor, a generator and a list give the same."""
+    rng = np.random.RandomState(3)
+    grads = [rng.randn(3, 4) * 2, rng.randn(5), np.array([[0.0, 1.5], [0.0, -0.25]])]
+
+    def norm(a):
+        a = np.abs(a.ravel())
+        if norm_type == 0:
+            return float((a != 0).sum())
+        return a.max() if norm_type == math.inf else a.min() if norm_type == -math.inf else \
+            (a ** norm_type).sum() ** (1 / norm_type)
+
+    g32 = [g.astype(np.float32).astype(np.float64) for g in grads]
+    total = norm(np.array([norm(g) for g in g32]))
+    for max_norm in (0.5, 1e6):
+        ps = _with_grads(grads)
+        out = nn.utils.clip_grad_norm_((p for p in ps), max_norm, norm_type=norm_type)
+        assert out.shape == () and out.dtype == mf.float32 and not out.requires_grad
+        np.testing.assert_allclose(out.item(), total, rtol=1e-5)
+        coef = min(max_norm / (total + 1e-6), 1.0)
+        for p, g in zip(ps, g32):
+            np.testing.assert_allclose(p.grad.numpy(), g * coef, rtol=1e-5, atol=1e-7)
+    single = _with_grads(grads[:1])[0]
+    want = norm(np.array([norm(g32[0])]))  # (for p = 0 the count of nonzero norms: 1)
+    np.testing.assert_allclose(nn.utils.clip_grad_norm_(single, 1e6, norm_type).item(), want, rtol=1e-5)
+
+
+def test_clip_grad_norm_nonfinite_no_grads_and_empty_tensors():
+    """error_if_nonfinite: a NaN or inf total raises (RuntimeError) before any gradient changes; without it the
+    gradients are scaled by the non-finite coefficient (inf -> 0 * inf = NaN where the gradient is inf).
+    Parameters without gradients: total 0 and nothing to do. The inf / -inf norm of an empty gradient raises
+    as PyTorch's (max and min have no identity); the other norms count it as 0."""
+    g = [np.array([1.0, np.inf]), np.array([3.0, 4.0])]
+    ps = _with_grads(g)
+    with pytest.raises(RuntimeError, match="non-finite"):
+        nn.utils.clip_grad_norm_(ps, 1.0, error_if_nonfinite=True)
+    assert ps[1].grad.tolist() == [3.0, 4.0]
+    total = nn.utils.clip_grad_norm_(ps, 1.0)
+    assert math.isinf(total.item()) and ps[1].grad.tolist() == [0.0, 0.0] and math.isnan(ps[0].grad[1].item())
+    bare = [nn.Parameter(mf.ones(2)), nn.Parameter(mf.ones(3))]
+    assert nn.utils.clip_grad_norm_(bare, 1.0).item() == 0.0 and all(p.grad is None for p in bare)
+    for norm_type in (math.inf, -math.inf):
+        ps = _with_grads([np.zeros(0), np.array([3.0, 4.0])])
+        with pytest.raises(RuntimeError, match="inf norm on an empty tensor"):
+            nn.utils.clip_grad_norm_(ps, 1.0, norm_type=norm_type)
+        assert ps[1].grad.tolist() == [3.0, 4.0]
+    ps = _with_grads([np.zeros(0), np.array([3.0, 4.0])])
+    assert nn.utils.clip_grad_norm_(ps, 1e6, norm_type=2).item() == 5.0
+
+
+def test_clip_grad_value_and_clip_grads_with_norm():
+    """clip_grad_value_ clamps each gradient element to [-v, v] in place (the same tensor); get_total_norm and
+    clip_grads_with_norm_ are clip_grad_norm_'s two halves: scale by min(max / (total + 1e-6), 1)."""
+    ps = _with_grads([np.array([1.0, -3.0, 0.25, np.inf])])
+    g0 = ps[0].grad
+    assert nn.utils.clip_grad_value_(ps[0], 0.5) is None and ps[0].grad is g0
+    assert g0.tolist() == [0.5, -0.5, 0.25, 0.5]
+    ps = _with_grads([np.array([3.0, 0.0]), np.array([0.0, 4.0])])
+    total = nn.utils.get_total_norm([p.grad for p in ps])
+    assert total.item() == 5.0
+    nn.utils.clip_grads_with_norm_(ps, 1.0, total)
+    np.testing.assert_allclose([p.grad.tolist() for p in ps], [[3 / (5 + 1e-6), 0.0], [0.0, 4 / (5 + 1e-6)]],
+                               rtol=1e-6)

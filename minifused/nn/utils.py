@@ -21,10 +21,13 @@ def _tensors(tensors):
 def _vector_norm(xp, a, ord, acc):
     """``torch.linalg.vector_norm(a, ord)`` of a flat array, accumulated in ``acc``."""
     a = xp.abs(a.ravel().astype(acc))
+    if abs(ord) == math.inf and not a.size:  # (max and min have no identity: PyTorch's error)
+        raise RuntimeError(f"get_total_norm: cannot compute the {'-' if ord < 0 else ''}inf norm on an empty tensor "
+                           f"because the operation does not have an identity")
     if ord == math.inf:
-        return a.max() if a.size else xp.zeros((), acc)
+        return a.max()
     if ord == -math.inf:
-        return a.min() if a.size else xp.asarray(math.inf, acc)
+        return a.min()
     if ord == 0:
         return (a != 0).sum().astype(acc)
     if ord == 1:
