@@ -483,3 +483,18 @@ def test_clip_grad_value_and_clip_grads_with_norm():
     nn.utils.clip_grads_with_norm_(ps, 1.0, total)
     np.testing.assert_allclose([p.grad.tolist() for p in ps], [[3 / (5 + 1e-6), 0.0], [0.0, 4 / (5 + 1e-6)]],
                                rtol=1e-6)
+
+
+def test_pruning_asserts_raise_assertion_errors_and_leave_the_module():
+    """PyTorch's prune asserts (AssertionError) that importance_scores and a custom mask have the tensor's shape;
+    the same type here (a ValueError too), the module left unpruned."""
+    prune = nn.utils.prune
+    lin = nn.Linear(4, 3)
+    with pytest.raises(AssertionError, match=r"importance_scores should have the same shape.*\(12,\) vs \(3, 4\)"):
+        prune.l1_unstructured(lin, "weight", amount=3, importance_scores=mf.arange(12.0))
+    with pytest.raises(ValueError, match="mask's shape"):
+        prune.custom_from_mask(lin, "weight", mf.ones(4, 3))
+    assert not prune.is_pruned(lin) and [n for n, _ in lin.named_parameters()] == ["weight", "bias"]
+    scores = mf.tensor(np.arange(12.0).reshape(3, 4))
+    prune.l1_unstructured(lin, "weight", amount=5, importance_scores=scores)  # the 5 smallest scores: 0..4
+    assert lin.weight_mask.numpy().ravel().tolist() == [0.0] * 5 + [1.0] * 7

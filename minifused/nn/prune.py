@@ -20,6 +20,11 @@ from ..backend import InputError, InputTypeError
 from ..tensor import Tensor
 from .module import forward_pre_hooks, remove_hook
 
+class PruningError(InputError, AssertionError):
+    """What PyTorch's pruning asserts (AssertionError): scores or a mask of another shape, a method used before
+    it pruned, more than one pruning hook on a tensor; a ValueError and a RuntimeError too."""
+
+
 __all__ = ["BasePruningMethod", "PruningContainer", "Identity", "RandomUnstructured", "L1Unstructured",
            "RandomStructured", "LnStructured", "CustomFromMask", "identity", "random_unstructured", "l1_unstructured",
            "random_structured", "ln_structured", "global_unstructured", "custom_from_mask", "remove", "is_pruned"]
@@ -75,7 +80,7 @@ class BasePruningMethod:
     def apply_mask(self, module):
         """The pruned tensor: the module's ``<name>_orig`` times its ``<name>_mask``."""
         if self._tensor_name is None:
-            raise RuntimeError(f"{type(self).__name__}: module {type(module).__name__} has to be pruned first")
+            raise PruningError(f"{type(self).__name__}: module {type(module).__name__} has to be pruned first")
         orig = getattr(module, self._tensor_name + "_orig")
         return orig * getattr(module, self._tensor_name + "_mask").to(orig.dtype)
 
@@ -86,7 +91,7 @@ class BasePruningMethod:
         hooks = [(key, h) for key, h in forward_pre_hooks(module)
                  if isinstance(h, BasePruningMethod) and h._tensor_name == name]
         if len(hooks) > 1:
-            raise RuntimeError(f"prune: more than one pruning hook on the tensor {name!r} of module "
+            raise PruningError(f"prune: more than one pruning hook on the tensor {name!r} of module "
                                f"{type(module).__name__}; combine them in a PruningContainer")
         method = cls(*args, **kwargs)
         method._tensor_name = name
@@ -99,8 +104,8 @@ class BasePruningMethod:
                                  f"(got {type(orig).__name__})")
         scores = orig if importance_scores is None else importance_scores
         if tuple(scores.shape) != tuple(orig.shape):
-            raise InputError(f"prune: importance_scores should have the same shape as parameter {name} of "
-                             f"{type(module).__name__}, got {tuple(scores.shape)} vs {tuple(orig.shape)}")
+            raise PruningError(f"prune: importance_scores should have the same shape as parameter {name} of "
+                               f"{type(module).__name__}, got {tuple(scores.shape)} vs {tuple(orig.shape)}")
         with no_grad():
             default = (ops.ones_like(orig) if not hooks
                        else getattr(module, name + "_mask").detach().clone())
@@ -119,8 +124,8 @@ class BasePruningMethod:
         """``t`` times the mask this rule computes for it."""
         scores = t if importance_scores is None else importance_scores
         if tuple(scores.shape) != tuple(t.shape):
-            raise InputError(f"prune: importance_scores should have the same shape as tensor t, got "
-                             f"{tuple(scores.shape)} vs {tuple(t.shape)}")
+            raise PruningError(f"prune: importance_scores should have the same shape as tensor t, got "
+                               f"{tuple(scores.shape)} vs {tuple(t.shape)}")
         with no_grad():
             mask = self.compute_mask(scores.detach(), ops.ones_like(t) if default_mask is None else default_mask)
         return t * mask
@@ -128,7 +133,7 @@ class BasePruningMethod:
     def remove(self, module):
         """Make the pruning of ``module`` permanent: ``<name>`` a parameter again, holding the pruned values."""
         if self._tensor_name is None:
-            raise RuntimeError(f"{type(self).__name__}: module {type(module).__name__} has to be pruned before "
+            raise PruningError(f"{type(self).__name__}: module {type(module).__name__} has to be pruned before "
                                f"pruning can be removed")
         name = self._tensor_name
         with no_grad():
@@ -307,8 +312,8 @@ class CustomFromMask(BasePruningMethod):
 
     def compute_mask(self, t, default_mask):
         if tuple(default_mask.shape) != tuple(self.mask.shape):
-            raise InputError(f"custom_from_mask: the mask's shape {tuple(self.mask.shape)} must be the tensor's "
-                             f"{tuple(default_mask.shape)}")
+            raise PruningError(f"custom_from_mask: the mask's shape {tuple(self.mask.shape)} must be the tensor's "
+                               f"{tuple(default_mask.shape)}")
         return default_mask * self.mask.to(default_mask.dtype)
 
     @classmethod
