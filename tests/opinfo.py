@@ -2474,7 +2474,7 @@ LAYER_OPS = [
            errors=(E("dropout2d_p", lambda: F.dropout2d(t(1, 2, 3, 3), 1.5), ValueError,
                      "dropout2d: dropout probability has to be between 0 and 1, but got 1.5"),
                    E("dropout2d_negative_p", lambda: F.dropout2d(t(1, 2, 3, 3), -0.1), ValueError, "between 0 and 1"),
-                   E("dropout2d_1d", lambda: F.dropout2d(t(3), 0.5), ValueError, "dropout2d: expected a 3-D or 4-D"),
+                   E("dropout2d_1d", lambda: F.dropout2d(t(3), 0.5), ValueError, "dropout2d: Feature dropout requires"),
                    E("dropout2d_int", lambda: F.dropout2d(mf.ones(1, 2, 2, 2, dtype=mf.int64)), TypeError,
                      "floating-point"))),
     OpInfo("dropout1d", F.dropout1d, _channel_dropout_ref, spelled="F.dropout1d", torch=_tf("dropout1d"), samples=(
@@ -2483,7 +2483,7 @@ LAYER_OPS = [
                    E("dropout1d_p", lambda: F.dropout1d(t(2, 3), float("nan")), ValueError, "between 0 and 1"))),
     OpInfo("dropout3d", F.dropout3d, _channel_dropout_ref, spelled="F.dropout3d", torch=_tf("dropout3d"), samples=(
         S("dropout3d_p0", (2, 3, 2, 3, 4), p=0.0), S("dropout3d_eval_unbatched", (3, 2, 2, 5), training=False)),
-           errors=(E("dropout3d_3d", lambda: F.dropout3d(t(1, 2, 3)), ValueError, "dropout3d: expected a 4-D"),)),
+           errors=(E("dropout3d_0d", lambda: F.dropout3d(mf.ones(())), ValueError, "dropout3d: Feature dropout"),)),
     OpInfo("alpha_dropout", F.alpha_dropout, _channel_dropout_ref, spelled="F.alpha_dropout",
            torch=_tf("alpha_dropout"), samples=(
                S("alpha_dropout_eval", (2, 3, 7)), S("alpha_dropout_p0", (4, 33), p=0.0, training=True)),
@@ -2494,7 +2494,7 @@ LAYER_OPS = [
                S("feature_alpha_dropout_eval", (2, 3, 5, 4), p=0.3),
                S("feature_alpha_dropout_p0", (2, 5, 3), p=0.0, training=True)),
            errors=(E("feature_alpha_dropout_1d", lambda: F.feature_alpha_dropout(t(3), 0.5, True), ValueError,
-                     "channel dimension"),)),
+                     "Feature dropout requires at least 2 dimensions"),)),
     OpInfo("batch_norm", F.batch_norm, batch_norm_ref, spelled="F.batch_norm", torch=_tf("batch_norm"), gpu_tol=1e-4,
            samples=(S("batch_norm_train", (4, 3, 2, 5), const((3,)), const(pos((3,))), pos((3,)), (3,), training=True),
                     S("batch_norm_eval", (5, 3), const((3,)), const(pos((3,))), pos((3,)), (3,)),

@@ -127,7 +127,7 @@ CASES = [
     ("avgpool_int", lambda: nn.AvgPool2d(2)(mf.zeros(1, 1, 4, 4, dtype=mf.int32)), TypeError,
      "floating-point or int64"),
     ("dropout_negative", lambda: nn.Dropout(-0.1), ValueError, "between 0 and 1"),
-    ("dropout_string", lambda: nn.Dropout("0.5"), ValueError, "between 0 and 1, but got '0.5'"),
+    ("dropout_string", lambda: nn.Dropout("0.5"), TypeError, "dropout probability must be a number, got str"),
     ("sequential_non_module", lambda: nn.Sequential(nn.Linear(2, 2), 5), TypeError, "'1' is a int, not a Module"),
     ("module_to_int", lambda: nn.Linear(2, 2).to(mf.int64), TypeError, "only floating dtypes"),
     # optimizers

@@ -2,6 +2,8 @@
 documented rules, on the cpu: values and gradients against float64 NumPy references and finite differences,
 dtypes, memory formats, warnings and errors."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -223,3 +225,105 @@ def test_cosine_similarity_infinite_norm_gives_zero():
     assert y.tolist() == [0.0, 0.0]
     y.sum().backward()
     assert np.isfinite(_np(x.grad)).all()
+
+
+# ---------------------------------------------------------------- dropout family
+_DROPOUTS = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
+
+
+def _drop(name, x, p, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (dropout2d/3d's deprecation warnings on some ranks)
+        return getattr(F, name)(x, p, **kw)
+
+
+@pytest.mark.parametrize("name", _DROPOUTS)
+def test_dropout_p1_is_input_times_zero_any_dtype(name):
+    """p = 1 in training: input * 0 (PyTorch's), for integer inputs too, inf and NaN giving NaN; in place it is
+    the input, zeroed."""
+    shape = (2, 3, 2, 2, 2) if name == "dropout3d" else (2, 3, 4)
+    y = _drop(name, mf.ones(shape, dtype=mf.int64), 1.0, training=True)
+    assert y.dtype == mf.int64 and y.shape == shape and not y.numpy().any()
+    a = np.ones(shape)
+    a.flat[0], a.flat[1] = np.inf, np.nan
+    y = _drop(name, _t(a), 1.0, training=True)
+    assert np.isnan(_np(y).flat[:2]).all() and not _np(y).flat[2:].any()
+    x = _t(a)
+    assert _drop(name, x, 1.0, training=True, inplace=True) is x and not _np(x).flat[2:].any()
+
+
+@pytest.mark.parametrize("name", _DROPOUTS)
+def test_dropout_p_checks(name):
+    """A bool p is taken (True is 1, as PyTorch's); a p that is no number is a TypeError; outside [0, 1] a
+    ValueError."""
+    x = _t(np.ones((2, 3, 2) if name == "dropout1d" else (2, 3, 2, 2, 2)))
+    assert not _np(_drop(name, x, True, training=True)).any()
+    with pytest.raises(TypeError, match=f"{name}: dropout probability must be a number"):
+        _drop(name, x, "0.5", training=True)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        _drop(name, x, 1.5, training=True)
+
+
+def test_dropout_modules_p_checks():
+    """The modules check p as the functions: a bool passes, a string is a TypeError."""
+    for cls in (mf.nn.Dropout, mf.nn.Dropout1d, mf.nn.Dropout2d, mf.nn.Dropout3d, mf.nn.AlphaDropout,
+                mf.nn.FeatureAlphaDropout):
+        assert cls(True).p is True
+        with pytest.raises(TypeError, match=f"{cls.__name__}: dropout probability must be a number"):
+            cls("0.5")
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            cls(-0.1)
+
+
+def _channels_kept(y, x, lead, p):
+    """Per channel (an index into the lead leading dimensions): True kept (scaled by 1/(1-p)), False zeroed; any
+    other value fails."""
+    yc = _np(y).reshape(int(np.prod(y.shape[:lead])), -1)
+    xc = _np(x).reshape(yc.shape)
+    kept = np.all(np.isclose(yc, xc / (1 - p)), axis=1)
+    assert np.all(kept | np.all(yc == 0, axis=1))
+    return kept
+
+
+@pytest.mark.parametrize("name,shape,lead,n_warn", [
+    ("dropout2d", (40, 50, 3), 2, 1), ("dropout2d", (40, 50), 2, 1), ("dropout2d", (40, 50, 2, 2, 2), 2, 1),
+    ("dropout3d", (200, 3, 2, 2), 1, 0), ("dropout3d", (200, 3), 1, 1), ("dropout3d", (2000,), 1, 1),
+    ("dropout1d", (200, 3), 1, 0), ("dropout1d", (40, 50, 3), 2, 0)])
+def test_channel_dropout_channels_and_scale(name, shape, lead, n_warn):
+    """PyTorch's feature dropout: each channel kept with probability 1-p (scaled 1/(1-p)) or zeroed. Channels are
+    dimensions (N, C) of a batched input, dimension 0 of dropout1d/3d's unbatched one (PyTorch adds the batch
+    dimension); dropout2d takes any rank >= 2 (channels in dims 0, 1) and dropout3d any rank >= 1 (unbatched),
+    with its deprecation warning. Wide bounds: 2000 channels, p = 0.3, kept fraction within 0.05."""
+    mf.manual_seed(0)
+    x = _t(RNG.standard_normal(shape) + 3.0)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        y = getattr(F, name)(x, 0.3, training=True)
+    assert len(rec) == n_warn
+    kept = _channels_kept(y, x, lead, 0.3)
+    assert abs(kept.mean() - 0.7) < 0.05
+
+
+def test_channel_dropout_needs_two_dims():
+    """Dropping channels of a 0-d/1-d input (dropout2d, feature_alpha_dropout) or a 0-d one (dropout3d) is a
+    RuntimeError, as PyTorch's feature dropout; with p = 0 or training=False the input comes back."""
+    for name, x in (("dropout2d", mf.ones(5)), ("dropout3d", mf.ones(())), ("feature_alpha_dropout", mf.ones(5))):
+        with pytest.raises(RuntimeError, match="Feature dropout requires at least 2 dimensions"):
+            _drop(name, x, 0.5, training=True)
+        assert _drop(name, x, 0.0, training=True) is x and _drop(name, x, 0.5, training=False) is x
+
+
+def test_alpha_dropout_statistics():
+    """alpha_dropout keeps a standard normal input's mean 0 and variance 1 (SELU's self-normalization, PyTorch's
+    affine a(x*keep + alpha'(1-keep)) + b with alpha' = -1.7581); dropped elements all take one value.
+    feature_alpha_dropout draws once per (N, C) channel. Wide bounds: 40000 elements."""
+    mf.manual_seed(0)
+    x = _t(RNG.standard_normal((200, 200)))
+    y = _np(F.alpha_dropout(x, 0.2, training=True))
+    assert abs(y.mean()) < 0.05 and abs(y.var() - 1) < 0.05
+    a = 1 / np.sqrt((1.7580993408473766 ** 2 * 0.2 + 1) * 0.8)
+    dropped_value = a * -1.7580993408473766 + a * 1.7580993408473766 * 0.2
+    kept = np.isclose(y, a * _np(x) + a * 1.7580993408473766 * 0.2)
+    assert np.all(kept | np.isclose(y, dropped_value)) and abs(kept.mean() - 0.8) < 0.02
+    z = _np(F.feature_alpha_dropout(_t(np.zeros((50, 40, 3))), 0.2, training=True)).reshape(2000, 3)
+    assert np.all(z == z[:, :1])  # one draw per channel

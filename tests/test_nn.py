@@ -658,8 +658,8 @@ def test_rrelu_and_dropout3d():
     d = nn.Dropout3d(0.5)(mf.ones(3, 8, 2, 3, 4)).numpy().reshape(24, -1)
     assert set(np.unique(d)) <= {0.0, 2.0} and all(len(set(row)) == 1 for row in d)
     assert nn.Dropout3d().eval()(x[None]).shape == (1, 3, 4, 5)
-    with pytest.raises(ValueError, match="dropout3d: expected a 4-D"):
-        F.dropout3d(mf.ones(2, 3), 0.5)
+    with pytest.raises(ValueError, match="dropout3d: Feature dropout requires at least 2 dimensions"):
+        F.dropout3d(mf.ones(()), 0.5)  # (other ranks are unbatched, with a warning, as PyTorch's)
 
 
 def test_init_eye_and_dirac():

@@ -532,11 +532,15 @@ def dropout(input, p=0.5, training=True, inplace=False):
     """
     if not isinstance(input, _Tensor):
         raise InputTypeError(f"dropout: expected a tensor, got {type(input).__name__}")
+    if not isinstance(p, _numbers.Real):
+        raise InputTypeError(f"dropout: dropout probability must be a number, got {type(p).__name__}")
     if not 0.0 <= p <= 1.0:
         raise InputError(f"dropout: probability has to be between 0 and 1, but got {p}")
     if not _backend.is_floating(input.dtype):
         if not training or p == 0:  # nothing dropped: the input itself, any dtype (PyTorch's)
             return input
+        if p == 1:  # nothing kept: integer zeros, as PyTorch's input * 0
+            return input.mul_(0) if inplace else input * 0
         raise InputTypeError(f"dropout: expected a floating-point input, got dtype {input.dtype}")
     return _dropout(input, float(p), bool(training), bool(inplace))
 

@@ -263,12 +263,30 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 
 
 # ---------------------------------------------------------------- channel dropout
-def _channel_dropout(op, input, p, training, inplace, lead=2):
-    _check_tensor(op, input)
-    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
+def _check_p(op, p):
+    """PyTorch's check of a dropout probability (a bool passes, as there: True is 1)."""
+    if not isinstance(p, numbers.Real):
+        raise InputTypeError(f"{op}: dropout probability must be a number, got {type(p).__name__}")
+    if not 0.0 <= p <= 1.0:
         raise InputError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
+
+
+def _dropped_all(input, inplace):
+    """p = 1: ``input * 0`` of any shape and dtype (integers too; inf and NaN give NaN), as PyTorch's."""
+    return input.mul_(0) if inplace else input * 0
+
+
+def _channel_dropout(op, input, p, training, inplace, lead=2):
+    """Zero whole channels (indices into the ``lead`` leading dimensions), PyTorch's feature_dropout."""
+    _check_tensor(op, input)
+    _check_p(op, p)
     if not training or p == 0.0:  # the input itself, of any dtype, as PyTorch's
         return input
+    if p == 1.0:
+        return _dropped_all(input, inplace)
+    if input.ndim < lead:
+        raise InputError(f"{op}: Feature dropout requires at least 2 dimensions in the input, got shape "
+                         f"{tuple(input.shape)}")
     if not backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     return R.feature_dropout(input, float(p), bool(inplace), lead)
@@ -277,18 +295,21 @@ def _channel_dropout(op, input, p, training, inplace, lead=2):
 def dropout2d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of a (N, C, H, W) input with probability ``p`` and scale the rest by
     ``1/(1-p)``, as ``torch.nn.functional.dropout2d``. A 3-D input is taken as (N, C, L) (PyTorch's
-    historical behaviour, with its warning)."""
+    historical behaviour, with its warning); other ranks with PyTorch's deprecation warning, channels in
+    dimension 1 (at least 2 dimensions when something is dropped)."""
     op = "dropout2d"
     _check_tensor(op, input)
+    _check_p(op, p)
+    if input.ndim not in (3, 4):
+        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated and will result "
+                      f"in an error in a future release. To retain the behavior and silence this warning, please use "
+                      f"dropout instead. Note that dropout2d exists to provide channel-wise dropout on inputs with 2 "
+                      f"spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 3D or 4D "
+                      f"inputs).", stacklevel=2)
     if input.ndim == 3:
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
-                      "behavior is desired - input is interpreted as shape (N, C, L); use dropout1d for that",
-                      stacklevel=2)
-    elif input.ndim != 4:
-        if input.ndim < 2:
-            raise InputError(f"{op}: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
-        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d; it exists for 3-D or 4-D inputs "
-                      f"(channels are dimension 1)", stacklevel=2)
+                      "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim; "
+                      "use dropout1d for that", stacklevel=2)
     return _channel_dropout(op, input, p, training, inplace)
 
 
@@ -296,6 +317,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of a (N, C, L) or unbatched (C, L) input, as ``torch.nn.functional.dropout1d``."""
     op = "dropout1d"
     _check_tensor(op, input)
+    _check_p(op, p)
     if input.ndim not in (2, 3):
         raise InputError(f"{op}: expected a 2-D (C, L) or 3-D (N, C, L) input, got shape {tuple(input.shape)}")
     return _channel_dropout(op, input, p, training, inplace, lead=input.ndim - 1)
@@ -303,27 +325,33 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
 
 def dropout3d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of a (N, C, D, H, W) or unbatched (C, D, H, W) input, as
-    ``torch.nn.functional.dropout3d``."""
+    ``torch.nn.functional.dropout3d``. Other ranks come with PyTorch's deprecation warning and are taken as
+    unbatched, as there (channels in dimension 0)."""
     op = "dropout3d"
     _check_tensor(op, input)
+    _check_p(op, p)
     if input.ndim not in (4, 5):
-        raise InputError(f"{op}: expected a 4-D (C, D, H, W) or 5-D (N, C, D, H, W) input, got shape "
-                         f"{tuple(input.shape)}")
-    return _channel_dropout(op, input, p, training, inplace, lead=input.ndim - 3)
+        warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is deprecated and will result "
+                      f"in an error in a future release. To retain the behavior and silence this warning, please use "
+                      f"dropout instead. Note that dropout3d exists to provide channel-wise dropout on inputs with 3 "
+                      f"spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 4D or 5D "
+                      f"inputs).", stacklevel=2)
+    return _channel_dropout(op, input, p, training, inplace, lead=2 if input.ndim == 5 else 1)
 
 
 def _alpha(op, input, p, training, inplace, lead):
     _check_tensor(op, input)
-    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
-        raise InputError(f"{op}: dropout probability has to be between 0 and 1, but got {p!r}")
+    _check_p(op, p)
     if not training or p == 0.0 or input.numel() == 0:  # the input itself, of any dtype, as PyTorch's
         return input
+    if p == 1.0:
+        return _dropped_all(input, inplace)
+    if lead is not None and input.ndim < 2:
+        raise InputError(f"{op}: Feature dropout requires at least 2 dimensions in the input, got shape "
+                         f"{tuple(input.shape)}")
     if not backend.is_floating(input.dtype):
         raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
-    if lead is not None and input.ndim < 2:
-        raise InputError(f"{op}: expected an input with a channel dimension (N, C, ...), got shape "
-                         f"{tuple(input.shape)}")
-    out = input * 0.0 if p == 1.0 else R.alpha_dropout(input, float(p), lead)
+    out = R.alpha_dropout(input, float(p), lead)
     return input.copy_(out) if inplace else out  # (in place: written over the input, as PyTorch's)
 
 

@@ -5,7 +5,7 @@ import numbers
 
 from .. import functional as F
 from .module import Module
-from ..backend import InputError
+from ..backend import InputError, InputTypeError
 
 
 class _DropoutNd(Module):
@@ -14,7 +14,10 @@ class _DropoutNd(Module):
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
-        if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
+        if not isinstance(p, numbers.Real):  # (a bool passes, as PyTorch's: True is 1)
+            raise InputTypeError(f"{type(self).__name__}: dropout probability must be a number, got "
+                                 f"{type(p).__name__}")
+        if not 0.0 <= p <= 1.0:
             raise InputError(f"{type(self).__name__}: dropout probability has to be between 0 and 1, but got {p!r}")
         self.p, self.inplace = p, inplace
 
