@@ -288,7 +288,7 @@ def test_grad_takes_pytorchs_arguments():
     assert any(issubclass(w.category, FutureWarning) and "only_inputs" in str(w.message) for w in caught)
     gx, gu = autograd.grad(y, [x, u], retain_graph=True, materialize_grads=True)
     np.testing.assert_array_equal(gu.numpy(), [0.0])
-    with pytest.raises(NotImplementedError, match="is_grads_batched"):
+    with pytest.raises(RuntimeError, match="is_grads_batched"):  # batched: grad_outputs must carry a batch dim
         autograd.grad(y, x, retain_graph=True, is_grads_batched=True)
     with pytest.raises(RuntimeError, match="cannot be empty"):
         autograd.grad(y, [], retain_graph=True)

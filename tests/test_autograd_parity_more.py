@@ -365,3 +365,51 @@ def test_mark_dirty_through_a_view_reaches_its_base():
     np.testing.assert_array_equal(b.detach().numpy(), [2.0, 2.0])
     b.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 1.0])
+
+
+# ---------------------------------------------------------------- 6. grad and backward
+def test_backward_with_create_graph_warns_once_per_process():
+    # PyTorch (TORCH_WARN_ONCE): backward(create_graph=True) warns of the leaf <-> .grad reference cycle, once;
+    # autograd.grad(create_graph=True) does not
+    from minifused.autograd import walk
+    walk._cycle_warned[0] = False
+    x = leaf([1.0, 2.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        autograd.grad((x ** 3).sum(), x, create_graph=True)
+        (x ** 3).sum().backward(create_graph=True)
+        (x ** 3).sum().backward(create_graph=True)
+    assert [str(w.message)[:56] for w in caught] == ["Using backward() with create_graph=True will create a re"]
+    np.testing.assert_array_equal(x.grad.detach().numpy(), [6.0, 24.0])  # 3 x^2, twice
+
+
+def test_grad_is_grads_batched_stacks_one_vjp_per_vector():
+    # PyTorch: each grad_output's first dim is a batch; row b is grad with grad_outputs[b]. For y = x^2 and the
+    # identity batch: rows of the Jacobian diag(2x)
+    x, z = leaf([1.0, 3.0]), leaf([5.0])
+    y = x * x
+    (J,) = autograd.grad(y, x, mf.eye(2, dtype=mf.float64), retain_graph=True, is_grads_batched=True)
+    np.testing.assert_array_equal(J.numpy(), [[2.0, 0.0], [0.0, 6.0]])
+    gx, gz = autograd.grad(y, [x, z], mf.eye(2, dtype=mf.float64), retain_graph=True, is_grads_batched=True,
+                           allow_unused=True)
+    assert gz is None
+    _, gz = autograd.grad(y, [x, z], mf.eye(2, dtype=mf.float64), retain_graph=True, is_grads_batched=True,
+                          materialize_grads=True)
+    np.testing.assert_array_equal(gz.numpy(), np.zeros((2, 1)))  # one zero gradient per vector of the batch
+    with pytest.raises(RuntimeError, match="grad_output\\[0\\] has a shape of \\(2,\\) and output\\[0\\] has"):
+        autograd.grad(y, x, mf.ones(2, dtype=mf.float64), retain_graph=True, is_grads_batched=True)
+    v = mf.tensor(np.array([[1.0, 0.0], [1.0, 1.0]]), requires_grad=True)
+    (G,) = autograd.grad(y, x, v, create_graph=True, is_grads_batched=True)  # G[b] = 2 x * v[b]
+    (dv,) = autograd.grad(G.sum(), v)
+    np.testing.assert_array_equal(dv.numpy(), [[2.0, 6.0], [2.0, 6.0]])
+
+
+def test_grad_and_post_accumulate_hook_errors_as_pytorchs():
+    x = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="inputs must be tensors, got int"):  # PyTorch: a RuntimeError
+        autograd.grad((x * 2).sum(), [x, 3])
+    with pytest.raises(RuntimeError, match="differentiated tensor at index 1"):
+        autograd.grad((x * 2).sum(), [x, leaf([1.0])])
+    x.register_post_accumulate_grad_hook(lambda t: 3)
+    with pytest.raises(TypeError, match="post accumulate grad hooks should return None"):  # PyTorch: a TypeError
+        (x * 2).sum().backward()

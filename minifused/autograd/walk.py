@@ -12,7 +12,7 @@ from ..kernels.elementwise import add as _add  # the sum of two 16-bit gradients
 from . import higher
 from .order import _backward_order, _prune
 from .tape import Handoff, _check_versions, _refuse_rewritten, _shown, show_to_user
-from .modes import _check_op, _checks, _mode, enable_grad
+from .modes import _check_op, _checks, _mode, enable_grad, no_grad as _no_grad
 
 _Tensor = None  # the Tensor class, registered by minifused.tensor (see the package's _register_tensor_type)
 
@@ -49,6 +49,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     grad_mode, _mode.enabled = _mode.enabled, False
     try:
         if create_graph:
+            _warn_create_graph_cycle()
             found = higher.walk([(t, _graph_seed(t, g)) for t, g in zip(roots, grads)], wanted,
                                 create_graph if retain_graph is None else retain_graph)
             _graph_leaf_grads(found, wanted)
@@ -66,6 +67,20 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     finally:
         _callbacks.queue = outer
         _mode.enabled = grad_mode
+
+
+_cycle_warned = [False]
+
+
+def _warn_create_graph_cycle():
+    """PyTorch warns once per process that ``backward(create_graph=True)`` ties each leaf to its ``.grad``'s graph."""
+    if not _cycle_warned[0]:
+        _cycle_warned[0] = True
+        warnings.warn("Using backward() with create_graph=True will create a reference cycle between the parameter "
+                      "and its gradient which can cause a memory leak. We recommend using autograd.grad when creating "
+                      "the graph to avoid this. If you have to use this function, make sure to reset the .grad fields "
+                      "of your parameters to None after use to break the cycle and avoid the leak.", UserWarning,
+                      stacklevel=3)
 
 
 def _backward(roots, leaves, retain_graph, wanted=None):
@@ -305,12 +320,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """The gradients of ``outputs`` (weighted by ``grad_outputs``) with respect to ``inputs``, returned as a
     tuple, PyTorch's ``torch.autograd.grad``: no ``.grad`` anywhere is changed, and only the part of the graph
-    that leads to ``inputs`` runs (hooks elsewhere do not fire). ``retain_graph`` defaults to False (as
-    ``create_graph``, which minifused does not support: no higher-order gradients; nor ``is_grads_batched``).
-    ``only_inputs`` is deprecated and ignored, as in PyTorch."""
-    if is_grads_batched:
-        raise NotImplementedError("autograd.grad: is_grads_batched=True is not supported; call grad once per "
-                                  "grad_outputs, or use minifused.func.vmap over a function that calls it")
+    that leads to ``inputs`` runs (hooks elsewhere do not fire). ``retain_graph`` defaults to ``create_graph``
+    (a graph of the gradients, :mod:`.higher`). ``is_grads_batched``: each grad_output holds a batch of vectors
+    along its first dim, the gradients come stacked so. ``only_inputs`` is deprecated and ignored, as in PyTorch."""
     if not only_inputs:
         warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
                       "gradient for other parts of the graph, please use autograd.backward.", FutureWarning,
@@ -330,11 +342,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise ValueError(f"autograd.grad: got {len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
     for what, ts in (("outputs", outputs), ("inputs", inputs)):
         for t in ts:
-            if not isinstance(t, _Tensor):
-                raise TypeError(f"autograd.grad: {what} must be tensors, got {type(t).__name__}")
+            if not isinstance(t, _Tensor):  # (PyTorch raises a RuntimeError for inputs: both)
+                raise backend.InputTypeError(f"autograd.grad: {what} must be tensors, got {type(t).__name__}")
     for t in inputs:
         if not t.requires_grad:
             raise RuntimeError("autograd.grad: one of the inputs does not require grad")
+    if is_grads_batched:
+        return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                             materialize_grads)
     if create_graph:
         found = _grad_graph(outputs, inputs, grad_outputs, create_graph if retain_graph is None else retain_graph)
         return _grad_results(inputs, found, allow_unused, materialize_grads)
@@ -368,6 +383,41 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return _grad_results(inputs, found, allow_unused, materialize_grads)
 
 
+def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads):
+    """:func:`grad` with ``is_grads_batched``: each grad_output's first dim is a batch of vectors; one walk per
+    vector (PyTorch vectorizes them), the results stacked along a new first dim (zeros where one walk found no
+    gradient that another did)."""
+    sizes = set()
+    for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+        if not isinstance(g, _Tensor) or tuple(g.shape[1:]) != tuple(out.shape):
+            raise RuntimeError(f"autograd.grad: if `is_grads_batched=True`, we interpret the first dimension of each "
+                               f"grad_output as the batch dimension. The sizes of the remaining dimensions are "
+                               f"expected to match the shape of corresponding output, but a mismatch was detected: "
+                               f"grad_output[{i}] has a shape of "
+                               f"{None if not isinstance(g, _Tensor) else tuple(g.shape)} and output[{i}] has a shape "
+                               f"of {tuple(out.shape)}")
+        sizes.add(g.shape[0])
+    if len(sizes) > 1:
+        raise RuntimeError(f"autograd.grad: with `is_grads_batched=True` every grad_output needs the same batch size, "
+                           f"got {sorted(sizes)}")
+    from .. import stack  # (the package above this module; loaded by the time a tensor exists)
+    n = sizes.pop() if sizes else 0
+    keep = create_graph if retain_graph is None else retain_graph
+    with enable_grad() if create_graph else _no_grad():
+        per = [grad(outputs, inputs, [g[b] for g in grad_outputs], retain_graph=keep if b == n - 1 else True,
+                    create_graph=create_graph, allow_unused=True) for b in range(n)]
+        result = []
+        for j, t in enumerate(inputs):
+            found = [p[j] for p in per]
+            if all(g is None for g in found):
+                result.append(None)
+                continue
+            zeros = _Tensor._from_array(t._xp.zeros_like(t._data))
+            result.append(stack([zeros if g is None else g for g in found]))
+    return _grad_results(inputs, {id(t): g for t, g in zip(inputs, result) if g is not None}, allow_unused,
+                         materialize_grads, n)
+
+
 def _grad_graph(outputs, inputs, grad_outputs, retain_graph):
     """:func:`grad`'s walk that records itself (``create_graph``): {id(input): gradient tensor}, the leaves'
     after their hooks."""
@@ -383,15 +433,16 @@ def _grad_graph(outputs, inputs, grad_outputs, retain_graph):
         _callbacks.queue = outer
 
 
-def _grad_results(inputs, found, allow_unused, materialize_grads):
+def _grad_results(inputs, found, allow_unused, materialize_grads, batch=None):
     result = []
-    for t in inputs:
+    for j, t in enumerate(inputs):
         g = found.get(id(t))
         if g is None and not (allow_unused or materialize_grads):
-            raise RuntimeError("autograd.grad: one of the inputs was not used to compute the outputs; pass "
-                               "allow_unused=True to get None for it")
-        if g is None and materialize_grads:
-            g = _Tensor._from_array(t._xp.zeros_like(t._data))
+            raise RuntimeError(f"autograd.grad: one of the inputs was not used to compute the outputs; pass "
+                               f"allow_unused=True to get None for it (the differentiated tensor at index {j})")
+        if g is None and materialize_grads:  # (batched: zeros for each vector of the batch)
+            g = _Tensor._from_array(t._xp.zeros(t._data.shape if batch is None else (batch, *t._data.shape),
+                                                t._data.dtype))
         result.append(g)
     return tuple(result)
 
@@ -454,9 +505,15 @@ class _LeafGrads:
 def _run_post_hooks(leaf):
     """A leaf's post-accumulate-grad hooks (``hook(leaf)``), which must return None, as PyTorch's."""
     for hook in tuple(leaf._post_hooks):
-        if hook(leaf) is not None:
-            raise RuntimeError(f"post-accumulate-grad hook {getattr(hook, '__name__', hook)!r} returned a value: "
-                               f"Tensor post accumulate grad hooks should return None")
+        result = hook(leaf)
+        if result is None:
+            continue
+        name = getattr(hook, '__name__', hook)
+        if not isinstance(result, _Tensor):  # (PyTorch's TypeError; a tensor returned is its RuntimeError)
+            raise TypeError(f"post-accumulate-grad hook {name!r} returned {type(result).__name__}: Tensor post "
+                            f"accumulate grad hooks should return None")
+        raise RuntimeError(f"post-accumulate-grad hook {name!r} returned a value: Tensor post accumulate grad hooks "
+                           f"should return None")
 
 
 # ---------------------------------------------------------------- hooks for data parallelism
