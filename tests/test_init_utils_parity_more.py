@@ -498,3 +498,20 @@ def test_pruning_asserts_raise_assertion_errors_and_leave_the_module():
     scores = mf.tensor(np.arange(12.0).reshape(3, 4))
     prune.l1_unstructured(lin, "weight", amount=5, importance_scores=scores)  # the 5 smallest scores: 0..4
     assert lin.weight_mask.numpy().ravel().tolist() == [0.0] * 5 + [1.0] * 7
+
+
+def test_convert_conv3d_weight_memory_format():
+    """PyTorch's convert_conv3d_weight_memory_format: every Conv3d / ConvTranspose3d weight in the module tree
+    laid out channels_last_3d (or back), other layers untouched, the module returned; the convolution's
+    values unchanged; another format is refused naming the op."""
+    net = nn.Sequential(nn.Conv3d(2, 4, 3), nn.Sequential(nn.ConvTranspose3d(4, 2, 3)), nn.Conv2d(2, 2, 1))
+    x = mf.tensor(np.random.RandomState(0).randn(1, 2, 5, 5, 5), dtype=mf.float32)
+    before = net[0](x).numpy()
+    assert nn.utils.convert_conv3d_weight_memory_format(net, mf.channels_last_3d) is net
+    assert net[0].weight.is_contiguous(memory_format=mf.channels_last_3d) and not net[0].weight.is_contiguous()
+    assert net[1][0].weight.is_contiguous(memory_format=mf.channels_last_3d) and net[2].weight.is_contiguous()
+    np.testing.assert_allclose(net[0](x).numpy(), before, rtol=1e-5, atol=1e-6)
+    nn.utils.convert_conv3d_weight_memory_format(net, mf.contiguous_format)
+    assert net[0].weight.is_contiguous()
+    with pytest.raises(ValueError, match="convert_conv3d_weight_memory_format: memory_format must be one of"):
+        nn.utils.convert_conv3d_weight_memory_format(net, mf.channels_last)

@@ -1,14 +1,15 @@
-"""``torch.nn.utils``' module-level helpers: :func:`skip_init` (build a module without initializing it) and
-:func:`convert_conv2d_weight_memory_format`."""
+"""``torch.nn.utils``' module-level helpers: :func:`skip_init` (build a module without initializing it),
+:func:`convert_conv2d_weight_memory_format` and :func:`convert_conv3d_weight_memory_format`."""
 from __future__ import annotations
 
 import inspect
 
 from .. import backend
 from ..autograd import no_grad
-from ..ops.shape import channels_last, check_memory_format, contiguous_format
+from ..ops.shape import channels_last, channels_last_3d, check_memory_format, contiguous_format
 from .conv import Conv2d, ConvTranspose2d
 from .module import Module
+from .volume import Conv3d, ConvTranspose3d
 from ..backend import InputTypeError
 
 
@@ -45,4 +46,20 @@ def convert_conv2d_weight_memory_format(module, memory_format):
     for m in module.modules():
         if isinstance(m, (Conv2d, ConvTranspose2d)):
             m.to(memory_format=fmt)
+    return module
+
+
+def convert_conv3d_weight_memory_format(module, memory_format):
+    """Lay out the weights of every ``Conv3d`` / ``ConvTranspose3d`` in ``module`` (itself included) in
+    ``memory_format`` (``channels_last_3d`` or ``contiguous_format``), in place; returns ``module``, as PyTorch's."""
+    fmt = check_memory_format("convert_conv3d_weight_memory_format", memory_format,
+                              (contiguous_format, channels_last_3d))
+    if not isinstance(module, Module):
+        raise InputTypeError(f"convert_conv3d_weight_memory_format: expected a Module, got {type(module).__name__}")
+    for m in module.modules():
+        if isinstance(m, (Conv3d, ConvTranspose3d)):
+            if fmt is channels_last_3d:
+                m.to(memory_format=fmt)
+            else:  # (Module.to's contiguous_format lays out the 4-d tensors alone)
+                m._apply(lambda a: backend.array_module(a).ascontiguousarray(a) if a.ndim == 5 else a)
     return module

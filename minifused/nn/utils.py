@@ -174,7 +174,8 @@ from .reparam import remove_spectral_norm, remove_weight_norm, spectral_norm, we
 from . import fusion  # noqa: E402,F401 - torch.nn.utils.fusion
 from .fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval,  # noqa: E402,F401
                      fuse_linear_bn_weights)
-from .module_utils import convert_conv2d_weight_memory_format, skip_init  # noqa: E402,F401
+from .module_utils import (convert_conv2d_weight_memory_format, convert_conv3d_weight_memory_format,  # noqa: E402,F401
+                           skip_init)
 from . import stateless  # noqa: E402,F401 - torch.nn.utils.stateless, importable by its dotted name too:
 import sys as _sys  # noqa: E402
 _sys.modules.setdefault(__name__ + ".stateless", stateless)
