@@ -413,3 +413,27 @@ def test_grad_and_post_accumulate_hook_errors_as_pytorchs():
     x.register_post_accumulate_grad_hook(lambda t: 3)
     with pytest.raises(TypeError, match="post accumulate grad hooks should return None"):  # PyTorch: a TypeError
         (x * 2).sum().backward()
+
+
+def test_custom_function_may_define_vjp_instead_of_backward():
+    # PyTorch: ``vjp`` is another name of ``backward``; defining both is a RuntimeError
+    class Scale(mf.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def vjp(ctx, g):
+            return g * 5
+
+    x = leaf([1.0, 2.0])
+    Scale.apply(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 5.0])
+
+    class Both(Scale):
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    with pytest.raises(RuntimeError, match="implementing both 'backward' and 'vjp'"):
+        Both.apply(x).sum().backward()

@@ -497,7 +497,7 @@ class _Bridge(Function):
             given = [None] * uctx._positions[0]
             for i, t in zip(uctx._positions[1], tensors):
                 given[i] = t
-        result = user.backward(uctx, *given)
+        result = _user_vjp(user)(uctx, *given)
         result = result if isinstance(result, tuple) else (result,)
         if len(result) < n or any(r is not None for r in result[n:]):
             raise RuntimeError(f"function {user.__name__}Backward returned an incorrect number of gradients "
@@ -594,6 +594,17 @@ def _rebase_dirty(user, uctx, user_out, outs, recorded):
         else:
             d._vc.base_write = d._vc.version  # views taken of d before now are stale (see _refuse_stale_view)
     return tuple(result)
+
+
+def _user_vjp(user):
+    """A custom Function's backward: its ``backward``, or its ``vjp`` (PyTorch's other name for it); not both."""
+    vjp = getattr(user, "vjp", None)
+    if vjp is None:
+        return user.backward
+    if user.backward is not Function.backward:
+        raise RuntimeError(f"{user.__name__}: implementing both 'backward' and 'vjp' for a custom Function is not "
+                           f"allowed. You should only implement one of them.")
+    return vjp
 
 
 def _overrides_setup_context(user):
