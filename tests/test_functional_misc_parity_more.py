@@ -327,3 +327,40 @@ def test_alpha_dropout_statistics():
     assert np.all(kept | np.isclose(y, dropped_value)) and abs(kept.mean() - 0.8) < 0.02
     z = _np(F.feature_alpha_dropout(_t(np.zeros((50, 40, 3))), 0.2, training=True)).reshape(2000, 3)
     assert np.all(z == z[:, :1])  # one draw per channel
+
+
+# ---------------------------------------------------------------- linear, bilinear
+@pytest.mark.parametrize("xshape,bias", [((4, 3), None), ((3,), None), ((2, 4, 3), None), ((3,), ()),
+                                         ((2, 4, 3), ())])
+def test_linear_one_d_weight(xshape, bias):
+    """A 1-D weight (in_features,) is PyTorch's matmul(input, weight): the output drops the feature dimension; a
+    bias broadcasts onto it."""
+    a, w = RNG.standard_normal(xshape), RNG.standard_normal(3)
+    b = None if bias is None else RNG.standard_normal(bias)
+    x, wt = _t(a, grad=True), _t(w, grad=True)
+    bt = None if b is None else _t(b, grad=True)
+    y = F.linear(x, wt, bt)
+    ref = a @ w + (0 if b is None else b)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(_np(y), ref, rtol=1e-12)
+    g = RNG.standard_normal(ref.shape)
+    (y * _t(g)).sum().backward()
+    np.testing.assert_allclose(_np(x.grad), np.multiply.outer(g, w), rtol=1e-12)
+    np.testing.assert_allclose(_np(wt.grad), np.tensordot(g, a, axes=g.ndim), rtol=1e-12)
+    if b is not None:
+        np.testing.assert_allclose(_np(bt.grad), g.sum(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("bshape", [(), (1,), (4, 1), (1, 2), (4, 2)])
+def test_linear_bias_broadcasts(bshape):
+    """PyTorch's linear adds the bias with broadcasting (addmm / add): a 0-d, (1,), (N, 1) or (N, out) bias is
+    taken; its gradient is the output's summed over the broadcast dimensions. One that would grow the output is
+    an error."""
+    a, w, b = RNG.standard_normal((4, 3)), RNG.standard_normal((2, 3)), RNG.standard_normal(bshape)
+    bt = _t(b, grad=True)
+    y = F.linear(_t(a), _t(w), bt)
+    np.testing.assert_allclose(_np(y), a @ w.T + b, rtol=1e-12)
+    y.sum().backward()
+    np.testing.assert_allclose(_np(bt.grad), np.full(bshape, 8.0 / max(b.size, 1)), rtol=1e-12)
+    with pytest.raises(RuntimeError, match=r"linear: bias must have shape \(2,\) .* got shape \(3, 4, 2\)"):
+        F.linear(_t(a), _t(w), _t(np.ones((3, 4, 2))))

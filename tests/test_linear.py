@@ -362,8 +362,8 @@ def test_bad_input(device, rng):
             F.linear(tensor(np.ones((4, 5)), device), tensor(np.ones((3, 5)), device))
     with pytest.raises(ValueError, match="activation"):
         F.linear(x, w, activation="tanh")
-    with pytest.raises(ValueError, match="2-D"):
-        F.linear(x, tensor(np.ones(5, np.float32), device))
+    with pytest.raises(ValueError, match="2-D"):  # (a 1-D weight is PyTorch's matmul(x, w): taken)
+        F.linear(x, tensor(np.ones((1, 3, 5), np.float32), device))
     with pytest.raises(TypeError):
         F.linear(x._data, w)
     with pytest.raises(ValueError, match="activation"):

@@ -100,8 +100,42 @@ def linear(input, weight, bias=None, activation=None):
                 and (kind is _np.ndarray or (x.data.device_id == w.data.device_id and (
                     bias is None or x.data.device_id == bias._data.data.device_id)))):
             return _LinearFn.apply(input, weight, bias, activation=activation)
+    if activation is None and isinstance(weight, _Tensor) and (weight.ndim == 1 or (
+            isinstance(bias, _Tensor) and tuple(bias.shape) != tuple(weight.shape[:1]))):
+        return _linear_composite(input, weight, bias)
     _linear_check(input, weight, bias, activation)
     return _LinearFn.apply(input, weight, bias, activation=activation)
+
+
+def _linear_composite(input, weight, bias):
+    """PyTorch's composite linear, ``matmul(input, weight.t()) + bias``: a 1-D weight (one output feature, its
+    dimension dropped) and a bias that broadcasts to the output without growing it (a 0-d one, (1,), (N, 1))."""
+    op = "linear"
+    if not isinstance(input, _Tensor):
+        raise InputTypeError(f"{op}: expected tensors for input and weight, got {type(input).__name__} and "
+                             f"{type(weight).__name__}")
+    if bias is not None and not isinstance(bias, _Tensor):
+        raise InputTypeError(f"{op}: bias must be a tensor or None, got {type(bias).__name__}")
+    if input.ndim == 0:
+        raise InputError(f"{op}: input must have at least one dimension (..., in_features), got a 0-d tensor")
+    if weight.ndim > 2 or input.shape[-1] != weight.shape[-1]:
+        raise InputError(f"{op}: input has {input.shape[-1]} features (last dimension of shape "
+                         f"{tuple(input.shape)}) but weight of shape {tuple(weight.shape)} expects "
+                         f"{weight.shape[-1]}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.dtype != input.dtype:
+            raise InputTypeError(f"{op}: {name} dtype {t.dtype} differs from input dtype {input.dtype} (no implicit "
+                                 f"casts; convert one with .to(dtype))")
+    _check_gemm_dtype(op, input.dtype, input._data)
+    out = matmul(input, weight if weight.ndim == 1 else _transpose(weight, 0, 1))
+    if bias is None:
+        return out
+    shape, b = tuple(out.shape), tuple(bias.shape)
+    if len(b) > len(shape) or any(n not in (1, m) for n, m in zip(b[::-1], shape[::-1])):
+        want = f"must have shape ({weight.shape[0]},) to match out_features={weight.shape[0]} or" \
+            if weight.ndim == 2 else "must"
+        raise InputError(f"{op}: bias {want} broadcast to the output's shape {shape}, got shape {b}")
+    return out + bias
 
 
 def _linear_check(input, weight, bias, activation):
