@@ -437,3 +437,12 @@ def test_custom_function_may_define_vjp_instead_of_backward():
 
     with pytest.raises(RuntimeError, match="implementing both 'backward' and 'vjp'"):
         Both.apply(x).sum().backward()
+
+
+def test_materialized_zeros_require_grad_under_create_graph():
+    # PyTorch: torch.zeros_like(input, requires_grad=create_graph) for an unused input
+    x, z = leaf([1.0, 2.0]), leaf([3.0])
+    _, gz = autograd.grad((x * x).sum(), [x, z], create_graph=True, materialize_grads=True)
+    assert gz.requires_grad and gz.numpy().tolist() == [0.0]
+    _, gz = autograd.grad((x * x).sum(), [x, z], materialize_grads=True)
+    assert not gz.requires_grad

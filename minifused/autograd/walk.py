@@ -352,7 +352,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                              materialize_grads)
     if create_graph:
         found = _grad_graph(outputs, inputs, grad_outputs, create_graph if retain_graph is None else retain_graph)
-        return _grad_results(inputs, found, allow_unused, materialize_grads)
+        return _grad_results(inputs, found, allow_unused, materialize_grads, True)
     saved = [(t, t._grad, getattr(t, "_retain", False)) for t in inputs]
     found = {}
     try:
@@ -415,7 +415,7 @@ def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, all
             zeros = _Tensor._from_array(t._xp.zeros_like(t._data))
             result.append(stack([zeros if g is None else g for g in found]))
     return _grad_results(inputs, {id(t): g for t, g in zip(inputs, result) if g is not None}, allow_unused,
-                         materialize_grads, n)
+                         materialize_grads, create_graph, n)
 
 
 def _grad_graph(outputs, inputs, grad_outputs, retain_graph):
@@ -433,7 +433,9 @@ def _grad_graph(outputs, inputs, grad_outputs, retain_graph):
         _callbacks.queue = outer
 
 
-def _grad_results(inputs, found, allow_unused, materialize_grads, batch=None):
+def _grad_results(inputs, found, allow_unused, materialize_grads, create_graph=False, batch=None):
+    """The gradients in ``inputs``' order; an unused input's None, or its zeros with ``materialize_grads`` (which
+    require grad under ``create_graph``, as PyTorch's)."""
     result = []
     for j, t in enumerate(inputs):
         g = found.get(id(t))
@@ -442,7 +444,7 @@ def _grad_results(inputs, found, allow_unused, materialize_grads, batch=None):
                                f"allow_unused=True to get None for it (the differentiated tensor at index {j})")
         if g is None and materialize_grads:  # (batched: zeros for each vector of the batch)
             g = _Tensor._from_array(t._xp.zeros(t._data.shape if batch is None else (batch, *t._data.shape),
-                                                t._data.dtype))
+                                                t._data.dtype), bool(create_graph))
         result.append(g)
     return tuple(result)
 
