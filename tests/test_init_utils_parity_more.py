@@ -515,3 +515,18 @@ def test_convert_conv3d_weight_memory_format():
     assert net[0].weight.is_contiguous()
     with pytest.raises(ValueError, match="convert_conv3d_weight_memory_format: memory_format must be one of"):
         nn.utils.convert_conv3d_weight_memory_format(net, mf.channels_last)
+
+
+@pytest.mark.parametrize("init, args", [("uniform_", ()), ("normal_", ()), ("trunc_normal_", ()), ("zeros_", ()),
+                                        ("constant_", (0.5,)), ("kaiming_uniform_", ()), ("xavier_normal_", ()),
+                                        ("orthogonal_", ()), ("eye_", ()), ("sparse_", (0.5,))])
+def test_inits_refuse_a_lazy_modules_parameter_before_its_first_forward(init, args):
+    """PyTorch raises a ValueError ('Attempted to use an uninitialized parameter in ...') for every nn.init
+    function on a lazy module's parameter before its shape is known (filling the placeholder would be lost,
+    the module initializing it at its first forward); after that forward they fill it."""
+    lazy = nn.LazyLinear(3)
+    with pytest.raises(ValueError, match=f"uninitialized parameter in nn.init.{init}"):
+        getattr(nn.init, init)(lazy.weight, *args)
+    lazy(mf.ones(2, 4))
+    w = lazy.weight
+    assert getattr(nn.init, init)(w, *args) is w and w.shape == (3, 4)

@@ -5,6 +5,7 @@ Every function fills a tensor in place under ``no_grad`` with the device's gener
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import warnings
@@ -18,6 +19,19 @@ from ..kernels.special_math import ndtri
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_", "ones_", "eye_", "dirac_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_"]
+
+
+def _refusing_uninitialized(init):
+    """``init`` refusing a lazy module's parameter before its first forward (its shape unknown), as PyTorch's
+    (ValueError): filling the placeholder would be lost when the module initializes it."""
+    @functools.wraps(init)
+    def checked(tensor, *args, **kwargs):
+        from .lazy import _Uninitialized  # (lazy.py builds on the layers, which use this module)
+
+        if isinstance(tensor, _Uninitialized):
+            tensor._refuse(f"nn.init.{init.__name__}")
+        return init(tensor, *args, **kwargs)
+    return checked
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -63,11 +77,13 @@ def _calculate_correct_fan(tensor, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
+@_refusing_uninitialized
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     with no_grad():
         return tensor.uniform_(a, b, generator=generator)
 
 
+@_refusing_uninitialized
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     with no_grad():
         return tensor.normal_(mean, std, generator=generator)
@@ -78,6 +94,7 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 TRUNC_NORMAL_ROUNDS = 64
 
 
+@_refusing_uninitialized
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """N(mean, std^2) truncated to [a, b] (absolute bounds, infinite ones too, as PyTorch's): where the interval
     holds at least half the mass, the values outside are drawn again; the rest (and every value of a narrower
@@ -156,6 +173,7 @@ def _no_grad_trunc_normal_(tensor, mean, std, a, b, generator=None):
     return trunc_normal_(tensor, mean, std, a, b, generator)
 
 
+@_refusing_uninitialized
 def orthogonal_(tensor, gain=1.0, generator=None):
     """A (semi-)orthogonal matrix times ``gain``, PyTorch's: the tensor as (rows, the rest) from the QR
     decomposition of a normal draw, signs fixed by R's diagonal."""
@@ -182,11 +200,13 @@ def orthogonal_(tensor, gain=1.0, generator=None):
         return tensor._bump("orthogonal_")
 
 
+@_refusing_uninitialized
 def constant_(tensor, val):
     with no_grad():
         return tensor.fill_(val)
 
 
+@_refusing_uninitialized
 def eye_(tensor):
     """A 2-D tensor set to the identity (ones on the diagonal of its rectangle), as ``torch.nn.init.eye_``."""
     if tensor.ndim != 2:
@@ -196,6 +216,7 @@ def eye_(tensor):
         return tensor._bump("eye_")
 
 
+@_refusing_uninitialized
 def dirac_(tensor, groups=1):
     """A 3-, 4- or 5-d convolution weight set to the Dirac delta (each of the first output channels of a group
     passes its input channel through unchanged: an identity convolution), as ``torch.nn.init.dirac_``."""
@@ -215,25 +236,30 @@ def dirac_(tensor, groups=1):
         return tensor._bump("dirac_")
 
 
+@_refusing_uninitialized
 def zeros_(tensor):
     return constant_(tensor, 0.0)
 
 
+@_refusing_uninitialized
 def ones_(tensor):
     return constant_(tensor, 1.0)
 
 
+@_refusing_uninitialized
 def xavier_uniform_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     a = math.sqrt(3.0) * float(gain) * math.sqrt(2.0 / float(fan_in + fan_out))
     return uniform_(tensor, -a, a, generator)
 
 
+@_refusing_uninitialized
 def xavier_normal_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return normal_(tensor, 0.0, float(gain) * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
+@_refusing_uninitialized
 def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """U(-bound, bound), bound = gain * sqrt(3 / fan). ``a=sqrt(5)`` is Linear's and Conv's default."""
     if 0 in tensor.shape:
@@ -244,6 +270,7 @@ def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", ge
     return uniform_(tensor, -bound, bound, generator)
 
 
+@_refusing_uninitialized
 def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op")  # PyTorch's warning
@@ -252,6 +279,7 @@ def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", gen
     return normal_(tensor, 0.0, std, generator)
 
 
+@_refusing_uninitialized
 def sparse_(tensor, sparsity, std=0.01, generator=None):
     """A 2-D tensor as a sparse matrix (Martens, 2010), as PyTorch's: every value drawn from N(0, std^2), then in
     each column ``ceil(sparsity * rows)`` of them, at random rows, set to zero. The values come from ``generator``
