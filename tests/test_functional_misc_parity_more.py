@@ -364,3 +364,20 @@ def test_linear_bias_broadcasts(bshape):
     np.testing.assert_allclose(_np(bt.grad), np.full(bshape, 8.0 / max(b.size, 1)), rtol=1e-12)
     with pytest.raises(RuntimeError, match=r"linear: bias must have shape \(2,\) .* got shape \(3, 4, 2\)"):
         F.linear(_t(a), _t(w), _t(np.ones((3, 4, 2))))
+
+
+def test_embedding_argument_errors_are_assertion_errors():
+    """PyTorch asserts padding_idx within [-num_embeddings, num_embeddings), _weight's shape and from_pretrained's
+    2-D table (AssertionError); here they are AssertionErrors and ValueErrors both."""
+    w = _t(np.ones((4, 2)))
+    for fn in (lambda: F.embedding(mf.tensor([0]), w, padding_idx=4), lambda: mf.nn.Embedding(4, 2, padding_idx=-5),
+               lambda: mf.nn.EmbeddingBag(4, 2, padding_idx=4), lambda: mf.nn.Embedding(3, 2, _weight=w),
+               lambda: mf.nn.Embedding.from_pretrained(_t(np.ones(3))),
+               lambda: mf.nn.EmbeddingBag.from_pretrained(_t(np.ones(3)))):
+        with pytest.raises(AssertionError) as e:
+            fn()
+        assert isinstance(e.value, ValueError) and "mbedding" in str(e.value)
+    # a negative padding_idx counts from the end: row 3, whose gradient is withheld
+    w = _t(np.ones((4, 2)), grad=True)
+    F.embedding(mf.tensor([3, 1, 3]), w, padding_idx=-1).sum().backward()
+    np.testing.assert_array_equal(_np(w.grad)[:, 0], [0, 1, 0, 0])

@@ -204,6 +204,11 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
 
 
 # ---------------------------------------------------------------- embedding
+class EmbeddingArgumentError(InputError, AssertionError):
+    """A bad padding_idx or table shape of an embedding: the AssertionError PyTorch's asserts raise, and a
+    ValueError/RuntimeError as the rest of the bad input here."""
+
+
 def _renorm_rows(weight, flat, max_norm, norm_type):
     """PyTorch's ``embedding_renorm_``: the rows looked up whose ``norm_type`` norm exceeds ``max_norm``
     are scaled in place to ``max_norm / (norm + 1e-7)`` of themselves."""
@@ -242,8 +247,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     num = weight.shape[0]
     if padding_idx is not None:
         if not _is_int(padding_idx) or not -num <= padding_idx < num:
-            raise InputError(f"{op}: padding_idx must be within num_embeddings ([{-num}, {num})), got "
-                             f"{padding_idx!r}")
+            raise EmbeddingArgumentError(f"{op}: padding_idx must be within num_embeddings ([{-num}, {num})), "
+                                         f"got {padding_idx!r}")
         padding_idx = int(padding_idx) % num
     idx = input._data
     if input.device.type == "cpu":

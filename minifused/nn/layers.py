@@ -13,6 +13,7 @@ from ..tensor import Tensor
 from .dropout import _DropoutNd
 from .module import Module, Parameter
 from ..backend import InputError, InputTypeError
+from ..functional.layers import EmbeddingArgumentError
 
 __all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
@@ -213,8 +214,8 @@ class _EmbeddingTable(Module):
                              f"{num_embeddings!r} and {embedding_dim!r}")
         if padding_idx is not None:
             if not isinstance(padding_idx, numbers.Integral) or not -num_embeddings <= padding_idx < num_embeddings:
-                raise InputError(f"{name}: padding_idx must be within num_embeddings ([{-num_embeddings}, "
-                                 f"{num_embeddings})), got {padding_idx!r}")
+                raise EmbeddingArgumentError(f"{name}: padding_idx must be within num_embeddings "
+                                             f"([{-num_embeddings}, {num_embeddings})), got {padding_idx!r}")
             padding_idx = int(padding_idx) % num_embeddings
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
@@ -229,8 +230,8 @@ class _EmbeddingTable(Module):
         else:
             w = _weight._data if isinstance(_weight, Tensor) else _weight
             if tuple(w.shape) != (self.num_embeddings, self.embedding_dim):
-                raise InputError(f"{name}: _weight must have shape ({self.num_embeddings}, {self.embedding_dim}), "
-                                 f"got {tuple(w.shape)}")
+                raise EmbeddingArgumentError(f"{name}: _weight must have shape ({self.num_embeddings}, "
+                                             f"{self.embedding_dim}), got {tuple(w.shape)}")
             self.weight = Parameter(w, requires_grad=not _freeze)
 
     def reset_parameters(self):
@@ -261,7 +262,7 @@ class Embedding(_EmbeddingTable):
         The padding row keeps its given values (only its gradient is withheld), as in PyTorch."""
         if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
             got = f"shape {tuple(embeddings.shape)}" if isinstance(embeddings, Tensor) else type(embeddings).__name__
-            raise InputError(f"Embedding.from_pretrained: embeddings must be a 2-D tensor, got {got}")
+            raise EmbeddingArgumentError(f"Embedding.from_pretrained: embeddings must be a 2-D tensor, got {got}")
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
                    _weight=embeddings, _freeze=freeze)
@@ -302,7 +303,7 @@ class EmbeddingBag(_EmbeddingTable):
         """An EmbeddingBag holding ``embeddings`` (2-D; its array, not a copy), frozen unless ``freeze=False``."""
         if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
             got = f"shape {tuple(embeddings.shape)}" if isinstance(embeddings, Tensor) else type(embeddings).__name__
-            raise InputError(f"EmbeddingBag.from_pretrained: embeddings must be a 2-D tensor, got {got}")
+            raise EmbeddingArgumentError(f"EmbeddingBag.from_pretrained: embeddings must be a 2-D tensor, got {got}")
         rows, cols = embeddings.shape
         return cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings, include_last_offset,
                    padding_idx, _freeze=freeze)
