@@ -48,6 +48,19 @@ def test_grad_mode_guards_clone():
     assert mf.is_grad_enabled()
 
 
+
+def test_decorating_a_class_warns_and_constructs_it_in_the_mode():
+    # PyTorch: a FutureWarning; the class becomes a function that constructs it inside the guard
+    with pytest.warns(FutureWarning, match="Decorating classes is deprecated"):
+        @mf.no_grad()
+        class Probe:
+            def __init__(self):
+                self.grad_enabled = mf.is_grad_enabled()
+
+    assert Probe().grad_enabled is False and mf.is_grad_enabled()
+    with pytest.raises(TypeError, match="inference_mode\\(\\): mode must be a bool"):
+        mf.inference_mode("yes")
+
 # ---------------------------------------------------------------- 2. anomaly mode
 def test_detect_anomaly_warns_it_is_slow_and_names_the_backward_in_pytorchs_words():
     # PyTorch warns on making detect_anomaly; its NaN error reads "Function 'XBackward' returned nan values in its

@@ -25,7 +25,16 @@ def is_grad_enabled() -> bool:
 
 def _decorated(fn, guard):
     """``fn`` run inside a fresh ``guard()`` per call; a generator function's body inside one per resume, as
-    PyTorch's (the caller's mode holds between the yields)."""
+    PyTorch's (the caller's mode holds between the yields). A class decorated becomes a function constructing it
+    in the mode, with PyTorch's FutureWarning."""
+    if inspect.isclass(fn):
+        warnings.warn("Decorating classes is deprecated and will be disabled in future versions. You should only "
+                      "decorate functions or methods. To preserve the current behavior of class decoration, you can "
+                      "directly decorate the `__init__` method and nothing else.", FutureWarning, stacklevel=3)
+        cls = fn
+
+        def fn(*args, **kwargs):
+            return cls(*args, **kwargs)
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def generator(*args, **kwargs):
@@ -134,8 +143,10 @@ class inference_mode(_BareDecorator):
     as PyTorch's (inside ``no_grad`` too)."""
 
     def __init__(self, mode: bool = True):
+        if not isinstance(mode, bool):
+            raise TypeError(f"inference_mode(): mode must be a bool, got {type(mode).__name__}")
         super().__init__(not mode)
-        self._flag = bool(mode)
+        self._flag = mode
         self._prev_inference = None
 
     def __enter__(self):
