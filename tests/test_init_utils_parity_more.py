@@ -530,3 +530,24 @@ def test_inits_refuse_a_lazy_modules_parameter_before_its_first_forward(init, ar
     lazy(mf.ones(2, 4))
     w = lazy.weight
     assert getattr(nn.init, init)(w, *args) is w and w.shape == (3, 4)
+
+
+def test_hook_weight_and_spectral_norm_modules_pickle():
+    """A module under the hook-form weight_norm / spectral_norm pickles (torch.save of older audio and GAN
+    models does this; PyTorch's hook object is the record): the copy computes the same output, and its
+    reparametrization is found again by remove_* (the copy's own hook). (deepcopy fails in PyTorch as here:
+    the computed weight is no graph leaf.)"""
+    import pickle
+
+    x = mf.tensor(np.random.RandomState(0).randn(2, 4), dtype=mf.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        made = [nn.utils.weight_norm(nn.Linear(4, 3)), nn.utils.spectral_norm(nn.Linear(4, 3)).eval()]
+    for m, remove in zip(made, (nn.utils.remove_weight_norm, nn.utils.remove_spectral_norm)):
+        want = m(x).numpy()
+        for other in (pickle.loads(pickle.dumps(m)),):
+            np.testing.assert_array_equal(other(x).numpy(), want)
+            remove(other)
+            assert sorted(n for n, _ in other.named_parameters()) == ["bias", "weight"]
+            np.testing.assert_allclose(other(x).numpy(), want, rtol=1e-6)
+        assert any(n.endswith("_orig") or n.endswith("_g") for n, _ in m.named_parameters())  # the original kept

@@ -11,7 +11,7 @@ from .. import ops
 from ..autograd import no_grad
 from .conv import ConvTranspose1d, ConvTranspose2d
 from .volume import ConvTranspose3d
-from .module import Parameter
+from .module import Parameter, forward_pre_hooks, remove_hook
 from ..backend import InputError
 
 
@@ -75,7 +75,7 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     module.register_buffer(name + "_u", u)
     module.register_buffer(name + "_v", v)
     object.__setattr__(module, name, weight.detach())
-    module.__dict__.setdefault("_reparam_hooks", {})[name] = (fn, module.register_forward_pre_hook(fn))
+    module.register_forward_pre_hook(fn)
     return module
 
 
@@ -125,7 +125,7 @@ def weight_norm(module, name="weight", dim=0):
     module.register_parameter(name + "_g", g)
     module.register_parameter(name + "_v", v)
     object.__setattr__(module, name, fn.compute_weight(module))
-    module.__dict__.setdefault("_reparam_hooks", {})[name] = (fn, module.register_forward_pre_hook(fn))
+    module.register_forward_pre_hook(fn)
     return module
 
 
@@ -134,9 +134,17 @@ def remove_weight_norm(module, name="weight"):
     return _remove(module, name, _WeightNorm, (name + "_g", name + "_v"), (), "weight_norm")
 
 
+def _find(module, name, kind):
+    """(handle id, hook) of ``module``'s forward pre-hook of ``kind`` for ``name``, (None, None) if none: the hook
+    is the record (as PyTorch's), so a module pickles with it."""
+    for key, hook in forward_pre_hooks(module):
+        if isinstance(hook, kind) and hook.name == name:
+            return key, hook
+    return None, None
+
+
 def _check_not_applied(module, name, kind, what):
-    fn, _ = module.__dict__.get("_reparam_hooks", {}).get(name, (None, None))
-    if isinstance(fn, kind):
+    if _find(module, name, kind)[0] is not None:
         raise RuntimeError(f"Cannot register two {what} hooks on the same parameter {name}")
 
 
@@ -147,13 +155,12 @@ def _check_dim(what, dim, ndim):
 
 
 def _remove(module, name, kind, params, buffers, what):
-    fn, handle = module.__dict__.get("_reparam_hooks", {}).get(name, (None, None))
-    if not isinstance(fn, kind):
+    key, fn = _find(module, name, kind)
+    if fn is None:
         raise InputError(f"remove_{what}: {what} of {name!r} not found in {type(module).__name__}")
     with no_grad():
         weight = fn.compute_weight(module, False) if kind is _SpectralNorm else fn.compute_weight(module)
-    handle.remove()
-    del module.__dict__["_reparam_hooks"][name]
+    remove_hook(module, "pre", key)
     for p in params:
         del module._parameters[p]
     for b in buffers:
