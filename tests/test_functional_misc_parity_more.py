@@ -381,3 +381,17 @@ def test_embedding_argument_errors_are_assertion_errors():
     w = _t(np.ones((4, 2)), grad=True)
     F.embedding(mf.tensor([3, 1, 3]), w, padding_idx=-1).sum().backward()
     np.testing.assert_array_equal(_np(w.grad)[:, 0], [0, 1, 0, 0])
+
+
+@pytest.mark.parametrize("name", ["alpha_dropout", "feature_alpha_dropout", "dropout", "dropout2d"])
+def test_dropout_keeps_channels_last(name):
+    """A channels-last input gives a channels-last result (PyTorch's elementwise results take the input's
+    layout), the values those of the same draw on the contiguous input."""
+    a = RNG.standard_normal((2, 3, 4, 5))
+    x = _t(a, mf.float32).contiguous(memory_format=mf.channels_last)
+    mf.manual_seed(3)
+    y = getattr(F, name)(x, 0.4, training=True)
+    assert y.is_contiguous(memory_format=mf.channels_last) and not y.is_contiguous()
+    mf.manual_seed(3)
+    ref = getattr(F, name)(_t(a, mf.float32), 0.4, training=True)
+    np.testing.assert_array_equal(_np(y), _np(ref))

@@ -678,7 +678,12 @@ class AlphaDropoutFn(Function):
         noise = keep * a
         shift = (keep - 1) * (_SELU_NEG * a) + _SELU_NEG * a * p
         ctx.noise = noise.astype(x.dtype)
-        return (x.astype(noise.dtype, copy=False) * noise + shift).astype(x.dtype, copy=False)
+        y = (x.astype(noise.dtype, copy=False) * noise + shift).astype(x.dtype, copy=False)
+        if not x.flags.c_contiguous:  # (the result in the input's layout, channels-last one too, as PyTorch's)
+            out = xp.empty_like(x)
+            out[...] = y
+            return out
+        return y
 
     @staticmethod
     def backward(ctx, g):
