@@ -459,3 +459,26 @@ def test_materialized_zeros_require_grad_under_create_graph():
     assert gz.requires_grad and gz.numpy().tolist() == [0.0]
     _, gz = autograd.grad((x * x).sum(), [x, z], materialize_grads=True)
     assert not gz.requires_grad
+
+
+def test_custom_function_saving_its_output_differentiates_twice():
+    # PyTorch unpacks a saved output with its grad_fn: for Exp saving exp(x), backward g * exp(x) differentiates
+    # through the node again, d2/dx2 exp = exp (the saved output had no graph: the second gradient was missing)
+    class Exp(mf.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            out = a.exp()
+            ctx.save_for_backward(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, g):
+            (out,) = ctx.saved_tensors
+            return g * out
+
+    x = leaf([0.5, -1.0])
+    (g,) = autograd.grad(Exp.apply(x).sum(), x, create_graph=True)
+    (h,) = autograd.grad(g.sum(), x, create_graph=True)
+    (k,) = autograd.grad(h.sum(), x)
+    for d in (g, h, k):
+        np.testing.assert_allclose(d.detach().numpy(), np.exp([0.5, -1.0]), rtol=1e-15)

@@ -395,6 +395,8 @@ class FunctionCtx:
 
     def __init__(self, node):
         self._node, self._non_differentiable, self._dirty = node, (), ()
+        self._saved_outputs = None  # {position among the saved tensors: output index} for saved outputs
+        self._in_graph = False  # while the backward runs under create_graph
         self.materialize_grads = True
         self._tensor_args = ()  # which positional arguments were tensors (a gradient for another one is refused)
         self._input_shapes = ()  # their shapes (None for the others): a gradient must reduce to its input's
@@ -415,9 +417,15 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self):
-        if self._node.freed:
-            raise RuntimeError(_FREED_MESSAGE.format(name=self._node.fn.__name__))
-        return self._node.saved
+        """The saved tensors; under ``create_graph`` a saved output is that output of this node (its gradient
+        reaches the node, as PyTorch unpacks a saved output with its grad_fn)."""
+        node = self._node
+        if node.freed:
+            raise RuntimeError(_FREED_MESSAGE.format(name=node.fn.__name__))
+        if not (self._in_graph and self._saved_outputs):
+            return node.saved
+        return tuple(node.graph_output(t._data, self._saved_outputs[i]) if i in self._saved_outputs else t
+                     for i, t in enumerate(node.saved))
 
     def mark_non_differentiable(self, *tensors):
         """These outputs get no gradient (their gradients reach ``backward`` as zeros)."""
@@ -481,7 +489,12 @@ class _Bridge(Function):
         """Under ``create_graph``: the user's backward on the gradient tensors, recorded (as PyTorch runs it with
         grad mode on), so its result differentiates through its ops and the tensors the forward saved."""
         xp = next(g for g in grads if g is not None)._xp
-        result = _Bridge._user_backward(ctx, list(grads), xp)
+        uctx = ctx.user_ctx
+        uctx._in_graph = True
+        try:
+            result = _Bridge._user_backward(ctx, list(grads), xp)
+        finally:
+            uctx._in_graph = False
         return tuple(r if r is None or isinstance(r, _Tensor) else _Tensor._from_array(xp.asarray(r)) for r in result)
 
     @staticmethod
@@ -540,10 +553,15 @@ def _apply_on_tensors(cls, *args, **kwargs):
     if uctx._dirty:  # (outputs that are inputs modified in place: those tensors themselves)
         outs = _rebase_dirty(cls, uctx, user_out, outs, recorded)
     if recorded:
+        marked = {id(t._data) for t in uctx._non_differentiable}
         if node.saved:  # each saved tensor's counter (a view shares its base's), checked by the backward
             node.versions = tuple(v for t in node.saved if t is not None for v in (t._vc, t._vc.version))
+            # (differentiable outputs among them: those of the node under create_graph, see saved_tensors)
+            at = {id(u): k for k, (o, u) in enumerate(zip(outs, mine))
+                  if u._ctx is not node and id(u._data) not in marked and backend.is_floating(u.dtype)}
+            found = {i: at[id(t)] for i, t in enumerate(node.saved) if id(t) in at}
+            uctx._saved_outputs = found or None
         # outputs marked non-differentiable, and integer / bool ones (as PyTorch's), leave the graph
-        marked = {id(t._data) for t in uctx._non_differentiable}
         outs = tuple(o.detach() if id(o._data) in marked or not backend.is_floating(o.dtype) else o for o in outs)
     if isinstance(user_out, _Tensor):
         return outs[0]
