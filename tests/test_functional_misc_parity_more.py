@@ -216,6 +216,8 @@ def test_pairwise_distance_integer_inputs():
     """Integer inputs: x1 - x2 + eps is floating (the default dtype), as PyTorch's."""
     y = F.pairwise_distance(mf.tensor([[1, 2]]), mf.tensor([[4, 6]]), eps=0.0)
     assert y.dtype == mf.float32 and y.tolist() == [5.0]
+    with pytest.raises(RuntimeError, match=r"pairwise_distance: shapes \(4, 5\) and \(3,\) cannot be broadcast"):
+        F.pairwise_distance(mf.ones(4, 5), mf.ones(3))
 
 
 def test_cosine_similarity_infinite_norm_gives_zero():

@@ -450,6 +450,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
         if not isinstance(x, _Tensor):
             raise InputTypeError(f"{op}: expected tensors for x1 and x2, got {type(x).__name__} for {name}")
     p, eps = _number(op, "p", p), _number(op, "eps", eps)  # (any p, negative too, as Tensor.norm's)
+    _broadcast_shape(op, x1.shape, x2.shape)
     d = x1 - x2 + eps  # (integer inputs give a floating difference, as PyTorch's)
     return d.norm(p, dim=-1, keepdim=keepdim) if d.ndim else d.abs()
 
