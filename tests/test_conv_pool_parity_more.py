@@ -269,3 +269,15 @@ def test_conv3d_result_layout_follows_pytorchs_rule(dtype, x_cl, w_cl, expect_cl
         assert (y.is_contiguous(memory_format=mf.channels_last_3d) and not y.is_contiguous()) == expect_cl
         assert y.is_contiguous() != expect_cl
         np.testing.assert_allclose(y.float().numpy(), y0.float().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_fractional_max_pool_errors_as_pytorchs():
+    """An integer input: PyTorch's NotImplementedError ("check_uniform_bounds" not implemented for 'Long'); a kernel
+    of 0: its RuntimeError in 2-D, the ValueError of its Python check in 3-D (the error here is both)."""
+    with pytest.raises(NotImplementedError, match="fractional_max_pool2d: expected a floating-point input, got dtype "
+                                                  "int64"):
+        F.fractional_max_pool2d(mf.zeros(1, 2, 6, 6, dtype=mf.int64), 2, 3)
+    for pool, x in ((F.fractional_max_pool2d, mf.zeros(1, 2, 6, 6)), (F.fractional_max_pool3d, mf.zeros(1, 2, 6, 6, 6))):
+        with pytest.raises(ValueError, match="kernel size should be greater than zero") as info:
+            pool(x, 0, 3)
+        assert isinstance(info.value, RuntimeError)

@@ -15,7 +15,7 @@ from ..ops import rand as _rand
 from ..ops._common import autocast_float32 as _autocast_float32
 from ..ops.shape import reshape as _reshape
 from ..tensor import Tensor as _Tensor
-from ..backend import InputError, InputTypeError
+from ..backend import DtypeNotImplementedError, InputError, InputTypeError
 
 __all__ = ["fractional_max_pool2d", "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
            "fractional_max_pool3d_with_indices"]
@@ -120,10 +120,11 @@ def _fractional(d, input, kernel_size, output_size, output_ratio, _random_sample
             raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch dimensions, but got "
                                f"{list(input.shape)} with dimension {dim} being empty.")
     if not _backend.is_floating(input.dtype):
-        raise InputTypeError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
+        raise DtypeNotImplementedError(f"{op}: expected a floating-point input, got dtype {input.dtype}")
     kernel = _ints(op, "kernel_size", kernel_size, d)
     if min(kernel) <= 0:
-        raise RuntimeError(f"{op}(): kernel size should be greater than zero, but got {'x'.join(map(str, kernel))}")
+        # (PyTorch: RuntimeError in 2-D, the ValueError of its Python check in 3-D: InputError is both)
+        raise InputError(f"{op}(): kernel size should be greater than zero, but got {'x'.join(map(str, kernel))}")
     out_size = _output_size(op, input, output_size, output_ratio, d)
     sizes = tuple(input.shape[-d:])
     strict = d == 3  # ATen checks o + k - 1 <= size in 2-D, but < size in 3-D (time, then width, then height)
