@@ -551,3 +551,25 @@ def test_hook_weight_and_spectral_norm_modules_pickle():
             assert sorted(n for n, _ in other.named_parameters()) == ["bias", "weight"]
             np.testing.assert_allclose(other(x).numpy(), want, rtol=1e-6)
         assert any(n.endswith("_orig") or n.endswith("_g") for n, _ in m.named_parameters())  # the original kept
+
+
+def test_parametrized_modules_deepcopy_but_refuse_pickling_as_pytorch():
+    """PyTorch: a parametrized module is serialized through its state_dict only (pickling raises a
+    RuntimeError saying so); deepcopy works and gives an independent module computing the same."""
+    import copy
+    import pickle
+
+    m = nn.utils.parametrizations.weight_norm(nn.Linear(4, 3))
+    with pytest.raises(RuntimeError, match="only supported through state_dict"):
+        pickle.dumps(m)
+    twin = copy.deepcopy(m)
+    assert type(twin) is type(m) and nn.utils.parametrize.is_parametrized(twin, "weight")
+    assert twin.parametrizations.weight.original1 is not m.parametrizations.weight.original1
+    x = mf.ones(2, 4)
+    np.testing.assert_array_equal(twin(x).numpy(), m(x).numpy())
+    with mf.no_grad():
+        twin.parametrizations.weight.original0.mul_(2.0)
+    assert not np.allclose(twin(x).numpy(), m(x).numpy())
+    fresh = nn.utils.parametrizations.weight_norm(nn.Linear(4, 3))
+    fresh.load_state_dict(pickle.loads(pickle.dumps(m.state_dict())))
+    np.testing.assert_array_equal(fresh(x).numpy(), m(x).numpy())

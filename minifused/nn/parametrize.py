@@ -9,6 +9,7 @@ the state dict and the optimizers see; assigning ``module.weight = value`` store
 from __future__ import annotations
 
 import contextlib
+import copy
 
 from .. import backend
 from ..autograd import no_grad
@@ -184,11 +185,28 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
     del store[tensor_name]
     if not is_parametrized(module):
         cls = type(module)
-        module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), {"_unparametrized_class": cls})
+        module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), {
+            "_unparametrized_class": cls, "__getstate__": _refuse_pickling, "__deepcopy__": _deepcopy})
         module.parametrizations = ModuleDict()
     module.parametrizations[tensor_name] = plist
     setattr(type(module), tensor_name, _parametrized_property(tensor_name))
     return module
+
+
+def _refuse_pickling(self):
+    """A parametrized module's class is made at registration (no name to pickle it by): PyTorch's error."""
+    raise RuntimeError("Serialization of parametrized modules is only supported through state_dict(). See:\n"
+                       "https://pytorch.org/tutorials/beginner/saving_loading_models.html"
+                       "#saving-loading-a-general-checkpoint-for-inference-and-or-resuming-training")
+
+
+def _deepcopy(self, memo):
+    """A copy of the parametrized module (its class shared), as PyTorch's: pickling is refused, copying is not."""
+    replica = memo.get(id(self))
+    if replica is None:
+        replica = memo[id(self)] = self.__class__.__new__(self.__class__)
+        replica.__dict__ = copy.deepcopy(self.__dict__, memo)
+    return replica
 
 
 def _check_same(shape, dtype, new):
