@@ -397,3 +397,14 @@ def test_dropout_keeps_channels_last(name):
     mf.manual_seed(3)
     ref = getattr(F, name)(_t(a, mf.float32), 0.4, training=True)
     np.testing.assert_array_equal(_np(y), _np(ref))
+
+
+def test_toplevel_feature_dropouts_take_any_rank_when_nothing_is_dropped():
+    """torch.feature_dropout / feature_alpha_dropout (and their in-place forms) ask for 2 dimensions only when
+    something is dropped: p = 0 gives the input, p = 1 its zeros, for a 0-d or 1-d input too, as PyTorch's."""
+    for fn in (mf.feature_dropout, mf.feature_dropout_, mf.feature_alpha_dropout, mf.feature_alpha_dropout_):
+        for shape in ((), (5,)):
+            assert _np(fn(mf.full(shape, 2.0), 0.0, True)).tolist() == np.full(shape, 2.0).tolist()
+            assert not _np(fn(mf.full(shape, 2.0), 1.0, True)).any()
+        with pytest.raises(RuntimeError, match="Feature dropout requires at least 2 dimensions"):
+            fn(mf.ones(5), 0.5, True)

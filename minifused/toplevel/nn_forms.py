@@ -155,12 +155,10 @@ def feature_alpha_dropout_(input, p, train):
 
 
 def _feature_input(op, input, train):
-    """Channels need a dimension 1; as in PyTorch only a training call asks for it."""
+    """A tensor input. (Channels need a dimension 1: the functional forms ask for it, as PyTorch only when
+    something is dropped, 0 < p < 1 in training.)"""
     if not isinstance(input, Tensor):
         raise InputTypeError(f"{op}(): argument 'input' must be a Tensor, not {type(input).__name__}")
-    if train and input.ndim < 2:
-        raise InputError(f"{op}: Feature dropout requires at least 2 dimensions in the input, got shape "
-                         f"{tuple(input.shape)}")
 
 
 def _written_into(input, result):
