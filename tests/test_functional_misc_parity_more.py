@@ -408,3 +408,23 @@ def test_toplevel_feature_dropouts_take_any_rank_when_nothing_is_dropped():
             assert not _np(fn(mf.full(shape, 2.0), 1.0, True)).any()
         with pytest.raises(RuntimeError, match="Feature dropout requires at least 2 dimensions"):
             fn(mf.ones(5), 0.5, True)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_scale_fraction_and_gradient(p):
+    """F.dropout in training zeroes each element with probability p and scales the rest by exactly 1/(1-p); the
+    gradient is that same mask over (1-p). Wide bounds: 40000 elements, dropped fraction within 0.02. The same
+    seed gives the same mask; training=False gives the input itself."""
+    a = RNG.uniform(1.0, 2.0, (200, 200)).astype(np.float32)
+    x = _t(a, mf.float32, grad=True)
+    mf.manual_seed(7)
+    y = F.dropout(x, p)
+    yv = _np(y)
+    kept = yv != 0
+    assert abs((~kept).mean() - p) < 0.02
+    np.testing.assert_allclose(yv[kept], a[kept] / np.float32(1 - p), rtol=1e-6)
+    y.sum().backward()
+    np.testing.assert_allclose(_np(x.grad), kept / np.float32(1 - p), rtol=1e-6)
+    mf.manual_seed(7)
+    np.testing.assert_array_equal(_np(F.dropout(_t(a, mf.float32), p)) != 0, kept)
+    assert F.dropout(x, p, training=False) is x
